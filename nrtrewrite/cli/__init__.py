@@ -1,0 +1,40 @@
+"""The command-line layer: the only place (with the per-command modules here) that prints.
+
+Each command lives in its own module and registers itself on :data:`main`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from nrtrewrite import __version__
+from nrtrewrite.errors import NrtRewriteError
+
+
+class _Group(click.Group):
+    """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except NrtRewriteError as err:
+            if ctx.obj and ctx.obj.get("traceback"):
+                raise
+            click.echo(f"nrtrewrite: error: {err.line()}", err=True)
+            sys.exit(err.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nrtrewrite")
+@click.option("--traceback", is_flag=True, help="Show the Python traceback on errors.")
+@click.pass_context
+def main(ctx: click.Context, traceback: bool) -> None:
+    """Offline Neuron load-time collective rewrite: inspect, explain, lower, simulate."""
+    ctx.ensure_object(dict)
+    ctx.obj["traceback"] = traceback
+
+
+# Command modules register themselves on import (one module per command).
+from nrtrewrite.cli import commands as _commands  # noqa: E402,F401

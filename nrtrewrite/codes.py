@@ -1,0 +1,289 @@
+"""Every name -> value table of nrtrewrite, in one place.
+
+Member names copy the seeds (``shared/seeds``) and the public headers cited in
+``shared/REFERENCES.md`` so that grepping a seed term lands here.  Each enum is
+an :class:`enum.IntEnum`; construct ``Enum`` adapters are built from these
+classes (never a second copy of the values).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import ml_dtypes
+import numpy as np
+
+
+class Opcode(IntEnum):
+    """Instruction opcodes we decode (NEFF-LIKE.md §2, REFERENCES.md)."""
+
+    EVENT_SEMAPHORE = 0xA0
+    SB2SB_COLLECTIVE = 0xBF  # the real HW S3D3 leg we emit
+    PSEUDO_DMA_TRIGGER = 0xC1
+    PSEUDO_TRIGGER_ALL_REDUCE = 0xC7
+    PSEUDO_TRIGGER_COLLECTIVE = 0xC8
+    PSEUDO_SEND_RECV = 0xCB
+    PSEUDO_CORE_BARRIER = 0xD8
+    PSEUDO_TRIGGER_COLLECTIVE2 = 0xD9
+    PSEUDO_EXTENSION = 0xDA
+
+
+def is_pseudo(opcode: int) -> bool:
+    """Upper three opcode bits 0b110 => pseudo instruction (seed 000 §0)."""
+    return (opcode >> 5) == 0b110
+
+
+TRIGGER_OPCODES = (
+    Opcode.PSEUDO_TRIGGER_ALL_REDUCE,
+    Opcode.PSEUDO_TRIGGER_COLLECTIVE,
+    Opcode.PSEUDO_TRIGGER_COLLECTIVE2,
+)
+
+
+class DType(IntEnum):
+    """nec_data_type / NEURON_ISA_TPB_DTYPE (REFERENCES.md "Codes")."""
+
+    UINT64 = 0x1
+    INT8 = 0x2
+    UINT8 = 0x3
+    INT16 = 0x4
+    UINT16 = 0x5
+    BF16 = 0x6
+    FP16 = 0x7
+    INT32 = 0x8
+    UINT32 = 0x9
+    FP32 = 0xA
+    FP32R = 0xB
+    INT64 = 0xC
+    FP8_E3 = 0xD
+    FP8_E4 = 0xE
+    FP8_E5 = 0xF
+
+
+#: Bytes per element in memory.  FP32R data is 4-byte fp32 in memory (SEED-NOTES
+#: "FP32R"); the SDMA table's 0 for fp32r is modelled by
+#: :data:`SDMA_DATA_TYPE_SIZE` and is never used for byte sizing.
+DTYPE_SIZE: dict[DType, int] = {
+    DType.UINT64: 8, DType.INT8: 1, DType.UINT8: 1, DType.INT16: 2, DType.UINT16: 2,
+    DType.BF16: 2, DType.FP16: 2, DType.INT32: 4, DType.UINT32: 4, DType.FP32: 4,
+    DType.FP32R: 4, DType.INT64: 8, DType.FP8_E3: 1, DType.FP8_E4: 1, DType.FP8_E5: 1,
+}
+
+#: sdma_data_type_size[] as the runtime has it: fp32r reads 0 (seed 000 §3.4 GOTCHA).
+SDMA_DATA_TYPE_SIZE: dict[DType, int] = {**DTYPE_SIZE, DType.FP32R: 0}
+
+#: numpy element type of each dtype.  FP8_E3 is the 1-4-3 format (ml_dtypes
+#: float8_e4m3 with 3 exponent bits is not available; e3m4 is the IEEE-like
+#: 1-3-4 layout that NKI calls fp8_e3), FP8_E4 is e4m3, FP8_E5 is e5m2.
+NUMPY_DTYPE: dict[DType, np.dtype] = {
+    DType.UINT64: np.dtype("<u8"), DType.INT8: np.dtype("i1"), DType.UINT8: np.dtype("u1"),
+    DType.INT16: np.dtype("<i2"), DType.UINT16: np.dtype("<u2"),
+    DType.BF16: np.dtype(ml_dtypes.bfloat16), DType.FP16: np.dtype("<f2"),
+    DType.INT32: np.dtype("<i4"), DType.UINT32: np.dtype("<u4"), DType.FP32: np.dtype("<f4"),
+    DType.FP32R: np.dtype("<f4"), DType.INT64: np.dtype("<i8"),
+    DType.FP8_E3: np.dtype(ml_dtypes.float8_e3m4), DType.FP8_E4: np.dtype(ml_dtypes.float8_e4m3),
+    DType.FP8_E5: np.dtype(ml_dtypes.float8_e5m2),
+}
+
+#: The CCE-reducible set (seed 000 §3.4: the cce_dtypes table).  Plain FP32 and
+#: integers are absent.
+CCE_REDUCE_DTYPES = frozenset(
+    {DType.BF16, DType.FP16, DType.FP32R, DType.FP8_E3, DType.FP8_E4, DType.FP8_E5}
+)
+
+
+class AluOp(IntEnum):
+    """Engine ALU op carried by the trigger (KLR BIR enum order)."""
+
+    ADD = 0x04
+    MAX = 0x08
+    MIN = 0x09
+
+
+class CType(IntEnum):
+    """Wire collective type in the trigger (NEFF-LIKE.md §2)."""
+
+    ALL_REDUCE = 1
+    REDUCE_SCATTER = 2
+    ALL_GATHER = 3
+
+
+class EncOpType(IntEnum):
+    """enc_op_type (seed 001 §3 dispatch; ENC_ALLREDUCE = 1, seed 000 §8.3)."""
+
+    ALLGATHER = 0
+    ALLREDUCE = 1
+    BROADCAST = 2
+    REDUCE = 3
+    REDUCE_SCATTER = 4
+    SEND = 5
+    RECV = 6
+    ALLTOALL = 7
+    PERMUTE = 8
+    PERMUTE_IMPLICIT = 10
+    PERMUTE_REDUCE_IMPLICIT = 11
+
+
+CTYPE_TO_OP: dict[CType, EncOpType] = {
+    CType.ALL_REDUCE: EncOpType.ALLREDUCE,
+    CType.REDUCE_SCATTER: EncOpType.REDUCE_SCATTER,
+    CType.ALL_GATHER: EncOpType.ALLGATHER,
+}
+
+
+class EncAlgType(IntEnum):
+    """The global enc_alg_type (seed 000 §1.3); the cc_op.algo_type nibble.
+
+    8..10 are named from the libnrt DWARF as transcribed in the public
+    reverse-engineering notes (docs/DESIGN.md "enc_alg_type 8..10").
+    """
+
+    RING = 0
+    HIER = 1
+    MESH = 2
+    KANGARING = 3
+    SINGLE_CYCLE_RING = 4
+    INTRA_RDH = 5
+    SINGLE_STEP_MESH = 6
+    INTER_RDH = 7
+    TWO_STEP_POD_MESH = 8
+    LATENCY_OPT_MESH = 9
+    BW_OPT_MESH = 10
+    INVALID = 11
+
+
+class EncAlgMeshType(IntEnum):
+    """enc_alg_mesh_type, the 3-bit cc_op.algo_sub_type (seed 000 §1.3)."""
+
+    FULL_MESH = 0
+    GROUPED_MESH = 1
+    MESH_TRN2 = 2
+    MESH_SWITCH = 3
+    MESH_INVALID = 4
+
+
+class MetaringType(IntEnum):
+    """Per-object enc_alg_metaring.type sub-enum (seed 000 §1.1 GOTCHA).
+
+    Never written into the SPAD algo_type nibble; see :class:`EncAlgType`.
+    """
+
+    RING = 0
+    KANGARING = 1
+    SINGLE_CYCLE_RING = 2
+    RDH = 3
+    INVALID = 4
+
+
+class SdmaCceType(IntEnum):
+    """SDMA_CCETYPE: the reduce op riding the CCE descriptor (seed 000 §3.3)."""
+
+    ADD = 0
+    FMA = 1
+    MAX = 2
+    MIN = 3
+    EXT = 4
+    GCE = 5
+
+
+#: kbin_cce_op_to_sdma_cce_op: the trigger's ALU op -> SDMA_CCETYPE.
+ALU_TO_CCE: dict[AluOp, SdmaCceType] = {
+    AluOp.ADD: SdmaCceType.ADD,
+    AluOp.MAX: SdmaCceType.MAX,
+    AluOp.MIN: SdmaCceType.MIN,
+}
+
+
+class ReductionType(IntEnum):
+    """reduction_type_t, the 3rd argument of recv_reduce_* (seed 000 §3.3)."""
+
+    RING_2R1W = 0
+    RING_2R2W = 1
+    KANGARING_NR1W = 2
+
+
+class EncHalfChunkIndex(IntEnum):
+    """enc_half_chunk_index (seed 000 §3.1)."""
+
+    CHUNK_H0 = 0
+    CHUNK_H1 = 1
+    ENC_CHUNK_SPLIT_N = 2
+
+
+class NetAddrMark(IntEnum):
+    """net_addr_mark_t (seed 003 CORRECTION ENC-PRIM-2)."""
+
+    NET_TRANSFER = 0
+    NET_OP_COMPLETE = 1
+    EXEC_COMPLETE = 2
+
+
+class SdmaOp(IntEnum):
+    """SDMAOP: the descriptor class of a leg (seed 000 §3.2)."""
+
+    CME = 2  # copy (add_dma_packet)
+    CCE = 4  # compute/reduce (add_dma_packet_cce)
+
+
+class EncdNeigh(IntEnum):
+    """encd_neigh_t: which peer a leg targets (seed 000 §2.4)."""
+
+    ENCD_NEIGH_LOCAL = 0
+    ENCD_NEIGH_NEXT = 1
+    ENCD_NEIGH_PREV = 2
+    ENCD_NEIGH_GATEWAY = 3
+    ENCD_NEIGH_PEER_RMTV = 4
+    ENCD_NEIGH_PEER_RMTV2 = 5
+    ENCD_NEIGH_PEER_LOCAL = 6
+    ENCD_NEIGH_NEXT_PEER_RMTV = 7
+    ENCD_NEIGH_INVALID = 8
+
+
+class EvtSemSubop(IntEnum):
+    """EVT_SEM TPB op 0x10A0 sub-ops (seed 000 §4.2)."""
+
+    SET = 19
+    WAIT_GE_AND_DEC = 20
+    INC = 21
+
+
+class VarType(IntEnum):
+    """def.json var types (NEFF-LIKE.md §1)."""
+
+    INPUT = 0
+    OUTPUT = 1
+    TMP_BUF = 2
+    STATE_BUFFER = 3
+
+
+VAR_TYPE_NAMES: dict[str, VarType] = {
+    "input": VarType.INPUT,
+    "output": VarType.OUTPUT,
+    "tmp-buf": VarType.TMP_BUF,
+    "state-buffer": VarType.STATE_BUFFER,
+}
+
+
+class ChannelPattern(IntEnum):
+    """enc_channel.pattern (seed 000 §2.3)."""
+
+    RING = 0
+    MESH = 1
+    INVALID = 2
+
+
+class EdgeLocality(IntEnum):
+    """Locality of a topology edge, cheapest first (seed 000 §2.1)."""
+
+    SAME_DEVICE = 0  # intra-MLA (NeuronEdge::isIntraMLA)
+    DEVICE_LINK = 1  # device-to-device NeuronLink on the node torus
+    C2C_PORT = 2  # chip-to-chip port (EdgeRemoteMLA)
+    NETWORK = 3  # across nodes (EFA / net proxy)
+
+
+def enum_name(enum_cls: type[IntEnum], value: int) -> str:
+    """Name of ``value`` in ``enum_cls`` or ``"0x.."`` when unknown (for display)."""
+    try:
+        return enum_cls(value).name
+    except ValueError:
+        return f"0x{value:x}"

@@ -1,0 +1,118 @@
+"""The one error family of nrtrewrite.
+
+Every error a user can provoke is an :class:`NrtRewriteError`.  It carries
+*where* (file, member, stream, instruction index, byte offset, field, rank,
+trigger) and *why*; ``str(err)`` is the one line the CLI prints.  Library code
+never prints and never calls ``sys.exit``; the CLI turns these into one line on
+stderr and a non-zero exit (``--traceback`` shows the rest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+#: Order in which location parts are printed.
+_WHERE_KEYS = ("file", "member", "subgraph", "stream", "index", "offset", "field",
+               "trigger", "rank", "channel", "artifact", "record")
+
+
+@dataclass(frozen=True)
+class Where:
+    """A location inside an input or output; every part optional."""
+
+    file: str | None = None
+    member: str | None = None
+    subgraph: str | None = None
+    stream: str | None = None
+    index: int | None = None  # instruction index within the stream
+    offset: int | None = None  # byte offset
+    field: str | None = None
+    trigger: int | None = None
+    rank: int | None = None
+    channel: int | None = None
+    artifact: str | None = None
+    record: int | None = None
+
+    def merged(self, **kw: Any) -> "Where":
+        return replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+    def __str__(self) -> str:
+        head = str(self.file) if self.file is not None else ""
+        parts = []
+        for key in _WHERE_KEYS[1:]:
+            val = getattr(self, key)
+            if val is None:
+                continue
+            if key == "offset":
+                parts.append(f"offset 0x{val:x}")
+            elif key == "index":
+                parts.append(f"instruction {val}")
+            else:
+                parts.append(f"{key} {val}")
+        tail = ", ".join(parts)
+        return f"{head}: {tail}" if head and tail else head or tail
+
+
+class NrtRewriteError(Exception):
+    """Base of every error nrtrewrite raises on purpose."""
+
+    exit_code = 2
+
+    def __init__(self, why: str, where: Where | None = None, **where_kw: Any):
+        self.why = why
+        self.where = (where or Where()).merged(**where_kw)
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        loc = str(self.where)
+        return f"{loc}: {self.why}" if loc else self.why
+
+    def at(self, **where_kw: Any) -> "NrtRewriteError":
+        """Return the same error with more location filled in (outer context)."""
+        merged = Where(**{k: where_kw.get(k) for k in where_kw if k in Where.__dataclass_fields__})
+        # outer context fills only what the inner error did not set
+        fill = {k: v for k, v in merged.__dict__.items()
+                if v is not None and getattr(self.where, k) is None}
+        self.where = replace(self.where, **fill)
+        self.args = (self.line(),)
+        return self
+
+    def __str__(self) -> str:
+        return self.line()
+
+
+class ParseError(NrtRewriteError):
+    """The input bytes do not follow NEFF-LIKE.md."""
+
+
+class ValidationError(NrtRewriteError):
+    """The input parses but breaks a rule (def.json, trigger fields, ...)."""
+
+
+class LimitError(NrtRewriteError):
+    """A hard limit (decompression, SPAD size, semaphores, channels) was exceeded."""
+
+
+class SelectionError(NrtRewriteError):
+    """No legal algorithm, or an override refused by a predicate."""
+
+
+class LoweringError(NrtRewriteError):
+    """The collective cannot be lowered (dtype, op, topology)."""
+
+
+class OutputError(NrtRewriteError):
+    """Writing or reading an output folder failed (exists, tampered, ...)."""
+
+
+class SimulationError(NrtRewriteError):
+    """The simulator found a protocol error (deadlock, race, bad address, ...)."""
+
+
+@dataclass
+class Warning_:
+    """A non-fatal note for the CLI to show (library code never prints)."""
+
+    message: str
+    where: Where = field(default_factory=Where)
