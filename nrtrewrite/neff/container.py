@@ -1,0 +1,405 @@
+"""The NEFF-like container: a 1024-byte header plus a gzip'd tar payload (NEFF-LIKE.md §1).
+
+Reading never touches the disk beyond the input file: the payload is
+decompressed in memory (streaming, so a gzip bomb stops at the limit) and the
+tar is walked on a ``BytesIO``.  Every member is vetted from its tar header
+*before* its data is read: absolute paths, ``..``, links, devices, fifos,
+directories and other non-regular members, duplicated names and members over
+the size limit are refused.
+
+Writing is deterministic: the tar keeps the given member order, every member
+has mtime 0, uid/gid 0, empty owner names and mode 0644 (ustar format); the
+gzip header has mtime 0; the header hash is computed from the payload.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import tarfile
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+import construct as cs
+
+from nrtrewrite.errors import LimitError, ParseError, Warning_, Where
+from nrtrewrite.neff.fields import explain_construct_error, field_offsets, zero_bytes
+from nrtrewrite.neff.model import NeffHeader
+
+HEADER_SIZE = 1024
+PKG_VERSION_SHA256 = 1
+PKG_VERSION_MD5 = 2
+PKG_VERSIONS = (PKG_VERSION_SHA256, PKG_VERSION_MD5)
+
+#: Default decompression limits (see :class:`Limits`).
+MAX_TOTAL_BYTES = 4 << 30  # the whole decompressed tar stream
+MAX_MEMBER_BYTES = 2 << 30  # one member's data
+MAX_MEMBERS = 65536  # number of tar members
+
+#: Output chunk of the streaming gunzip (also the most a limit can be overshot by
+#: in memory before the check fires).
+_GUNZIP_CHUNK = 1 << 20
+
+#: The header, every field of NEFF-LIKE.md §1 at its offset.
+NEFF_HEADER = cs.Struct(
+    "pkg_version" / cs.Int64ul,
+    "header_size" / cs.Int64ul,
+    "data_size" / cs.Int64ul,
+    "neff_version_major" / cs.Int64ul,
+    "neff_version_minor" / cs.Int64ul,
+    "neff_build_version" / cs.Bytes(128),
+    "num_tpb" / cs.Int32ul,
+    "hash" / cs.Bytes(32),
+    "uuid" / cs.Bytes(16),
+    "name" / cs.Bytes(256),
+    "requested_tpb_count" / cs.Int32ul,
+    "tpb_per_node" / cs.Bytes(64),
+    "feature_bits" / cs.Int64ul,
+    "lnc_size" / cs.Int32ul,
+    "reserved" / zero_bytes(468),
+)
+
+#: ``{field: (offset, size)}`` of the header.
+HEADER_FIELDS = field_offsets(NEFF_HEADER)
+
+_STRING_FIELDS = {"neff_build_version": 128, "name": 256}
+_BYTES_FIELDS = {"hash": 32, "uuid": 16, "tpb_per_node": 64}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Decompression limits; the defaults are :data:`MAX_TOTAL_BYTES`,
+    :data:`MAX_MEMBER_BYTES` and :data:`MAX_MEMBERS`.
+
+    ``max_total_bytes`` bounds the whole decompressed tar stream (headers and
+    padding included); ``max_member_bytes`` bounds one member's data as declared
+    in its tar header (checked before the data is read).
+    """
+
+    max_total_bytes: int = MAX_TOTAL_BYTES
+    max_member_bytes: int = MAX_MEMBER_BYTES
+    max_members: int = MAX_MEMBERS
+
+
+@dataclass
+class Container:
+    """A parsed container: the header, the members in archive order, and warnings."""
+
+    header: NeffHeader
+    members: dict[str, bytes]
+    warnings: list[Warning_] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------
+# header
+
+def _decode_string(raw: bytes, name: str, where: Where) -> str:
+    text, _, pad = raw.partition(b"\0")
+    if pad.strip(b"\0"):
+        raise ParseError("string field has non-NUL bytes after its NUL terminator",
+                         where.merged(field=name, offset=HEADER_FIELDS[name][0]))
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ParseError(f"string field is not UTF-8 ({err.reason} at byte {err.start})",
+                         where.merged(field=name, offset=HEADER_FIELDS[name][0])) from None
+
+
+def parse_header(data: bytes, where: Where = Where()) -> NeffHeader:
+    """Parse the first 1024 bytes of ``data`` (structure only; sizes are checked by
+    :func:`read_container`)."""
+    if len(data) < HEADER_SIZE:
+        raise ParseError(f"file too short: {len(data)} bytes, the header alone needs "
+                         f"{HEADER_SIZE}", where)
+    raw = bytes(data[:HEADER_SIZE])
+    try:
+        c = NEFF_HEADER.parse(raw)
+    except cs.ConstructError as err:
+        fname, off, why = explain_construct_error(err, NEFF_HEADER, raw)
+        raise ParseError(f"header: {why}", where.merged(field=fname, offset=off)) from None
+    return NeffHeader(
+        pkg_version=c.pkg_version,
+        header_size=c.header_size,
+        data_size=c.data_size,
+        neff_version_major=c.neff_version_major,
+        neff_version_minor=c.neff_version_minor,
+        neff_build_version=_decode_string(c.neff_build_version, "neff_build_version", where),
+        num_tpb=c.num_tpb,
+        hash=bytes(c.hash),
+        uuid=bytes(c.uuid),
+        name=_decode_string(c.name, "name", where),
+        requested_tpb_count=c.requested_tpb_count,
+        tpb_per_node=bytes(c.tpb_per_node),
+        feature_bits=c.feature_bits,
+        lnc_size=c.lnc_size,
+    )
+
+
+def build_header(header: NeffHeader) -> bytes:
+    """The 1024 header bytes of ``header``, exactly as given (no hash computed).
+
+    Raises :class:`ParseError` when a field does not fit its slot.
+    """
+    values = {}
+    for name in HEADER_FIELDS:
+        if name == "reserved":
+            continue
+        val = getattr(header, name)
+        if name in _STRING_FIELDS:
+            raw = val.encode("utf-8")
+            if len(raw) > _STRING_FIELDS[name]:
+                raise ParseError(f"{len(raw)} bytes do not fit the {_STRING_FIELDS[name]}-byte "
+                                 "field", Where(field=name))
+            val = raw.ljust(_STRING_FIELDS[name], b"\0")
+        elif name in _BYTES_FIELDS:
+            if len(val) != _BYTES_FIELDS[name]:
+                raise ParseError(f"needs exactly {_BYTES_FIELDS[name]} bytes, got {len(val)}",
+                                 Where(field=name))
+            val = bytes(val)
+        else:
+            size = HEADER_FIELDS[name][1]
+            if not 0 <= int(val) < 1 << (8 * size):
+                raise ParseError(f"value {val} does not fit u{8 * size}", Where(field=name))
+        values[name] = val
+    return NEFF_HEADER.build(values)
+
+
+def payload_digest(pkg_version: int, payload: bytes) -> bytes:
+    """The 32-byte hash field for ``payload`` (SHA-256, or MD5 + 16 zero bytes)."""
+    if pkg_version == PKG_VERSION_SHA256:
+        return hashlib.sha256(payload).digest()
+    if pkg_version == PKG_VERSION_MD5:
+        return hashlib.md5(payload).digest() + bytes(16)
+    raise ParseError(f"unknown pkg_version {pkg_version} (1 = SHA-256, 2 = MD5)",
+                     Where(field="pkg_version"))
+
+
+# ---------------------------------------------------------------------------
+# payload
+
+def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytes:
+    """Decompress a gzip stream (one or more members) with at most ``limit`` output bytes.
+
+    Streaming: output is produced in chunks and the limit is checked as it grows,
+    so a gzip bomb stops at the limit.  Zero bytes after the last gzip member are
+    tolerated (padding); anything else is an error, as is a truncated stream.
+    """
+    where = where.merged(field="payload")
+    if not payload:
+        raise ParseError("empty payload (no gzip stream)", where)
+    out = bytearray()
+    pending: bytes | memoryview = memoryview(payload)
+    dec = zlib.decompressobj(wbits=31)
+    consumed = 0  # payload bytes before the current gzip member
+    while True:
+        room = limit - len(out) + 1
+        try:
+            chunk = dec.decompress(pending, max(1, min(_GUNZIP_CHUNK, room)))
+        except zlib.error as err:
+            raise ParseError(f"corrupt gzip stream: {err}", where) from None
+        out += chunk
+        if len(out) > limit:
+            raise LimitError(f"decompressed payload exceeds the limit of {limit} bytes", where)
+        pending = dec.unconsumed_tail
+        if dec.eof:
+            rest = dec.unused_data
+            if not rest:
+                break
+            consumed = len(payload) - len(rest)
+            if not rest.strip(b"\0"):
+                break
+            if rest[:2] == b"\x1f\x8b":
+                dec = zlib.decompressobj(wbits=31)
+                pending = rest
+                continue
+            raise ParseError(f"unexpected bytes after the gzip stream at payload offset "
+                             f"0x{consumed:x}", where)
+        if not chunk and not pending:
+            raise ParseError("truncated gzip stream", where)
+    return bytes(out)
+
+
+_TYPE_NAMES = {
+    tarfile.SYMTYPE: "symbolic link",
+    tarfile.LNKTYPE: "hard link",
+    tarfile.CHRTYPE: "character device",
+    tarfile.BLKTYPE: "block device",
+    tarfile.FIFOTYPE: "fifo",
+    tarfile.DIRTYPE: "directory",
+    tarfile.GNUTYPE_SPARSE: "sparse file",
+}
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
+
+
+def check_member_name(name: str) -> str | None:
+    """Why ``name`` is not an acceptable member name, or ``None`` if it is.
+
+    A member name is a relative POSIX path of non-empty components, none of them
+    ``.`` or ``..``, with no backslash or control character.
+    """
+    if not name:
+        return "empty member name"
+    if name.startswith("/"):
+        return "absolute member path"
+    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in name) or "\\" in name:
+        return "member name has a backslash or control character"
+    parts = name.split("/")
+    if ".." in parts:
+        return "member path contains '..'"
+    if any(p in ("", ".") for p in parts):
+        return "member path has an empty or '.' component"
+    return None
+
+
+def untar_members(tar: bytes, limits: Limits, where: Where = Where()) -> dict[str, bytes]:
+    """Members of an in-memory tar, in archive order, each vetted before its data is read."""
+    members: dict[str, bytes] = {}
+    try:
+        tf = tarfile.open(fileobj=io.BytesIO(tar), mode="r:")
+    except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
+        raise ParseError(f"corrupt tar archive: {err}", where.merged(field="payload")) from None
+    with tf:
+        while True:
+            try:
+                info = tf.next()
+            except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
+                raise ParseError(f"corrupt tar archive after member {len(members)}: {err}",
+                                 where.merged(field="payload")) from None
+            if info is None:
+                break
+            mw = where.merged(member=info.name)
+            why = check_member_name(info.name)
+            if why:
+                raise ParseError(why, mw)
+            if info.type not in _REGULAR:
+                kind = _TYPE_NAMES.get(info.type, f"non-regular (tar type {info.type!r})")
+                raise ParseError(f"{kind} member is not allowed (only regular files)", mw)
+            if info.name in members:
+                raise ParseError("duplicate member name", mw)
+            if len(members) >= limits.max_members:
+                raise LimitError(f"more than {limits.max_members} members", mw)
+            if info.size > limits.max_member_bytes:
+                raise LimitError(f"member size {info.size} exceeds the limit of "
+                                 f"{limits.max_member_bytes} bytes", mw)
+            start, end = info.offset_data, info.offset_data + info.size
+            if end > len(tar):
+                raise ParseError("tar archive truncated inside this member", mw)
+            members[info.name] = tar[start:end]
+        tail = tf.offset
+    if tail < len(tar) and tar[tail:].strip(b"\0"):
+        raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}",
+                         where.merged(field="payload"))
+    return members
+
+
+def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
+                   limits: Limits = Limits()) -> Container:
+    """Parse a whole NEFF-like file already in memory."""
+    where = Where(file=path)
+    header = parse_header(data, where)
+    if header.header_size != HEADER_SIZE:
+        raise ParseError(f"header_size is {header.header_size}, must be {HEADER_SIZE}",
+                         where.merged(field="header_size"))
+    if header.pkg_version not in PKG_VERSIONS:
+        raise ParseError(f"unknown pkg_version {header.pkg_version} (1 = tar.gz + SHA-256, "
+                         "2 = tar.gz + MD5)", where.merged(field="pkg_version"))
+    avail = len(data) - HEADER_SIZE
+    if header.data_size > avail:
+        raise ParseError(f"data_size {header.data_size} runs past the end of the file "
+                         f"({avail} payload bytes present)", where.merged(field="data_size"))
+    end = HEADER_SIZE + header.data_size
+    trailing = bytes(data[end:])
+    if trailing.strip(b"\0"):
+        nz = next(i for i, b in enumerate(trailing) if b)
+        raise ParseError(f"non-zero byte after the payload ({len(trailing)} trailing bytes)",
+                         where.merged(offset=end + nz))
+    payload = bytes(data[HEADER_SIZE:end])
+    warnings: list[Warning_] = []
+    if verify_hash:
+        expect = payload_digest(header.pkg_version, payload)
+        algo = "SHA-256" if header.pkg_version == PKG_VERSION_SHA256 else "MD5"
+        if header.pkg_version == PKG_VERSION_MD5 and any(header.hash[16:]):
+            raise ParseError("pkg_version 2 (MD5) needs hash[16:32] zero",
+                             where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + 16))
+        if header.hash != expect:
+            n = 32 if header.pkg_version == PKG_VERSION_SHA256 else 16
+            raise ParseError(f"{algo} hash mismatch: header has {header.hash[:n].hex()}, "
+                             f"payload hashes to {expect[:n].hex()}", where.merged(field="hash"))
+    else:
+        warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
+    tar = gunzip_limited(payload, limits.max_total_bytes, where)
+    members = untar_members(tar, limits, where)
+    return Container(header=header, members=members, warnings=warnings)
+
+
+def read_file_bytes(path: str) -> bytes:
+    """Read a whole input file; an OS error becomes a one-line :class:`ParseError`."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise ParseError(f"cannot read: {err.strerror or err}", Where(file=str(path))) from None
+
+
+# ---------------------------------------------------------------------------
+# writing
+
+def build_tar(members: Iterable[tuple[str, bytes]]) -> bytes:
+    """A deterministic ustar archive of ``members`` in the given order."""
+    buf = io.BytesIO()
+    seen: set[str] = set()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            why = check_member_name(name)
+            if why:
+                raise ParseError(why, Where(member=name))
+            if name in seen:
+                raise ParseError("duplicate member name", Where(member=name))
+            seen.add(name)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            info.mode = 0o644
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.type = tarfile.REGTYPE
+            try:
+                tf.addfile(info, io.BytesIO(data))
+            except ValueError as err:
+                raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
+    return buf.getvalue()
+
+
+def build_payload(members: Iterable[tuple[str, bytes]]) -> bytes:
+    """gzip (mtime 0, level 9) of :func:`build_tar`."""
+    return gzip.compress(build_tar(members), compresslevel=9, mtime=0)
+
+
+def build_container(header: NeffHeader, members: Iterable[tuple[str, bytes]] | Mapping[str, bytes]
+                    ) -> bytes:
+    """A whole NEFF-like file: ``header`` with header_size, data_size and hash
+    recomputed, followed by the payload of ``members`` (in the given order)."""
+    items = list(members.items()) if isinstance(members, Mapping) else list(members)
+    return wrap_payload(header, build_payload(items))
+
+
+def wrap_payload(header: NeffHeader, payload: bytes) -> bytes:
+    """``header`` (header_size, data_size and hash recomputed) followed by ``payload``.
+
+    The payload is taken as given: tests use this to wrap hand-made gzip/tar bytes.
+    """
+    hdr = replace(header, header_size=HEADER_SIZE, data_size=len(payload),
+                  hash=payload_digest(header.pkg_version, payload))
+    return build_header(hdr) + payload
+
+
+def default_header(**fields) -> NeffHeader:
+    """A :class:`NeffHeader` with neutral defaults, overridden by ``fields``."""
+    base = dict(pkg_version=PKG_VERSION_MD5, header_size=HEADER_SIZE, data_size=0,
+                neff_version_major=1, neff_version_minor=0, neff_build_version="",
+                num_tpb=1, hash=bytes(32), uuid=bytes(16), name="", requested_tpb_count=1,
+                tpb_per_node=bytes(64), feature_bits=0, lnc_size=1)
+    base.update(fields)
+    return NeffHeader(**base)

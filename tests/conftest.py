@@ -1,0 +1,47 @@
+"""Shared test fixtures (kept small): paths and a minimal valid spec to mutate."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+_BASE_SPEC = {
+    "header": {"pkg_version": 2, "name": "base", "lnc_size": 1},
+    "subgraphs": [{
+        "name": "sg00",
+        "vars": [
+            {"name": "in", "type": "input", "size": 4096},
+            {"name": "out", "type": "output", "size": 32768},
+            {"name": "tmp", "type": "tmp-buf", "size": 4096},
+            {"name": "sb_in", "type": "state-buffer", "size": 2048, "partitions": 128},
+            {"name": "sb_out", "type": "state-buffer", "size": 2048, "partitions": 128},
+        ],
+        "replica_groups": [[0, 1, 2, 3, 4, 5, 6, 7]],
+        "engines": {
+            "sp": [
+                "nop",
+                {"all_reduce": {"dtype": "bf16", "op": "add", "src": "in", "dst": "out",
+                                "num_elements": 2048}},
+                "nop",
+            ],
+            "pool": [],
+        },
+    }],
+}
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    """The committed fixtures folder."""
+    return FIXTURES
+
+
+@pytest.fixture
+def base_spec() -> dict:
+    """A fresh copy of a minimal valid spec: 8 ranks, one bf16 all-reduce at sp[1]."""
+    return copy.deepcopy(_BASE_SPEC)

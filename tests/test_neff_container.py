@@ -1,0 +1,278 @@
+"""The container: header bytes, hashes, the gzip'd tar and its hostile variants."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import struct
+import tarfile
+
+import pytest
+
+from nrtrewrite.errors import LimitError, ParseError
+from nrtrewrite.neff.container import (
+    HEADER_SIZE, Limits, build_container, build_header, build_payload, default_header,
+    parse_header, read_container, wrap_payload,
+)
+from nrtrewrite.neff.model import NeffHeader
+
+# NEFF-LIKE.md §1: pkg_version, header_size, data_size, major, minor u64; build_version
+# char[128]; num_tpb u32; hash u8[32]; uuid u8[16]; name char[256]; requested_tpb_count
+# u32; tpb_per_node u8[64]; feature_bits u64; lnc_size u32; reserved u8[468]
+HEADER_FMT = "<QQQQQ128sI32s16s256sI64sQI468x"
+
+MEMBERS = [("neff.json", b'{"a": 1}\n'), ("sg00/def.json", b"{}\n"), ("sg00/sp.bin", bytes(64))]
+
+
+def sample_header(**kw) -> NeffHeader:
+    base = dict(pkg_version=1, header_size=1024, data_size=4321, neff_version_major=2,
+                neff_version_minor=17, neff_build_version="2.31.0+abc", num_tpb=2,
+                hash=bytes(range(32)), uuid=bytes(range(100, 116)), name="model-\u00e9",
+                requested_tpb_count=64, tpb_per_node=bytes([8] * 16 + [0] * 48),
+                feature_bits=0x8000_0000_0000_0001, lnc_size=2)
+    base.update(kw)
+    return NeffHeader(**base)
+
+
+def packed(h: NeffHeader) -> bytes:
+    return struct.pack(HEADER_FMT, h.pkg_version, h.header_size, h.data_size,
+                       h.neff_version_major, h.neff_version_minor,
+                       h.neff_build_version.encode(), h.num_tpb, h.hash, h.uuid,
+                       h.name.encode(), h.requested_tpb_count, h.tpb_per_node,
+                       h.feature_bits, h.lnc_size)
+
+
+def test_header_round_trip_against_struct_pack():
+    h = sample_header()
+    raw = packed(h)
+    assert len(raw) == HEADER_SIZE == struct.calcsize(HEADER_FMT)
+    assert build_header(h) == raw
+    assert parse_header(raw) == h
+    # spot-check public offsets
+    assert raw[172:204] == h.hash and raw[204:220] == h.uuid
+    assert raw[552:556] == (2).to_bytes(4, "little") and raw[556:] == bytes(468)
+
+
+def test_header_reserved_nonzero():
+    raw = bytearray(packed(sample_header()))
+    raw[600] = 7
+    with pytest.raises(ParseError) as exc:
+        parse_header(bytes(raw))
+    assert "reserved" in str(exc.value) and "offset 0x258" in str(exc.value)
+
+
+def test_header_string_not_utf8_and_junk_after_nul():
+    raw = bytearray(packed(sample_header()))
+    raw[220:222] = b"\xff\xfe"
+    with pytest.raises(ParseError, match="field name.*not UTF-8"):
+        parse_header(bytes(raw))
+    raw = bytearray(packed(sample_header(name="ab")))
+    raw[230] = 0x41
+    with pytest.raises(ParseError, match="field name.*after its NUL"):
+        parse_header(bytes(raw))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_hash_placement(version):
+    data = build_container(default_header(pkg_version=version), MEMBERS)
+    h = parse_header(data)
+    payload = data[HEADER_SIZE:HEADER_SIZE + h.data_size]
+    assert h.data_size == len(data) - HEADER_SIZE
+    if version == 1:
+        assert h.hash == hashlib.sha256(payload).digest()
+    else:
+        assert h.hash == hashlib.md5(payload).digest() + bytes(16)
+    cont = read_container(data)
+    assert list(cont.members.items()) == MEMBERS and cont.warnings == []
+
+
+@pytest.mark.parametrize("version,algo", [(1, "SHA-256"), (2, "MD5")])
+def test_hash_mismatch(version, algo):
+    data = bytearray(build_container(default_header(pkg_version=version), MEMBERS))
+    data[172] ^= 0xFF
+    with pytest.raises(ParseError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value).startswith("m.neff: field hash: ")
+    assert f"{algo} hash mismatch" in str(exc.value)
+    # verify_hash=False skips it and says so
+    cont = read_container(bytes(data), verify_hash=False)
+    assert [w.message for w in cont.warnings] == ["payload hash not verified"]
+
+
+def test_md5_tail_must_be_zero():
+    data = bytearray(build_container(default_header(pkg_version=2), MEMBERS))
+    data[172 + 20] = 1
+    with pytest.raises(ParseError, match=r"hash\[16:32\] zero"):
+        read_container(bytes(data))
+
+
+def test_unknown_pkg_version():
+    data = bytearray(build_container(default_header(), MEMBERS))
+    data[0] = 3
+    with pytest.raises(ParseError, match="field pkg_version: unknown pkg_version 3"):
+        read_container(bytes(data))
+
+
+def test_short_file():
+    with pytest.raises(ParseError, match="file too short: 100 bytes"):
+        read_container(bytes(100), path="s.neff")
+
+
+def test_header_size_not_1024():
+    data = bytearray(build_container(default_header(), MEMBERS))
+    data[8:16] = (1000).to_bytes(8, "little")
+    with pytest.raises(ParseError, match="field header_size: header_size is 1000, must be 1024"):
+        read_container(bytes(data))
+
+
+def test_data_size_past_end():
+    data = build_container(default_header(), MEMBERS)
+    with pytest.raises(ParseError, match="field data_size: data_size .* runs past the end"):
+        read_container(data[:-1])
+    big = bytearray(data)
+    big[16:24] = (2**64 - 1).to_bytes(8, "little")
+    with pytest.raises(ParseError, match="runs past the end"):
+        read_container(bytes(big))
+
+
+def test_trailing_bytes():
+    data = build_container(default_header(), MEMBERS)
+    assert read_container(data + bytes(4096)).members  # zero padding is fine
+    with pytest.raises(ParseError) as exc:
+        read_container(data + bytes(10) + b"\x01", path="t.neff")
+    assert f"offset 0x{len(data) + 10:x}" in str(exc.value)
+    assert "non-zero byte after the payload" in str(exc.value)
+
+
+def test_corrupt_and_truncated_gzip():
+    payload = build_payload(MEMBERS)
+    bad = bytearray(payload)
+    bad[20] ^= 0xFF
+    with pytest.raises(ParseError, match="field payload: corrupt gzip stream"):
+        read_container(wrap_payload(default_header(), bytes(bad)))
+    with pytest.raises(ParseError, match="(truncated|corrupt) gzip stream"):
+        read_container(wrap_payload(default_header(), payload[:-12]))
+    with pytest.raises(ParseError, match="empty payload"):
+        read_container(wrap_payload(default_header(), b""))
+    with pytest.raises(ParseError, match="unexpected bytes after the gzip stream"):
+        read_container(wrap_payload(default_header(), payload + b"junk"))
+
+
+def test_multi_member_gzip_and_zero_padding_inside_payload():
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in MEMBERS:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    raw = tar.getvalue()
+    payload = gzip.compress(raw[:1000], mtime=0) + gzip.compress(raw[1000:], mtime=0) + bytes(9)
+    cont = read_container(wrap_payload(default_header(), payload))
+    assert list(cont.members.items()) == MEMBERS
+
+
+def test_corrupt_tar():
+    with pytest.raises(ParseError, match="corrupt tar archive"):
+        read_container(wrap_payload(default_header(), gzip.compress(b"x" * 1024, mtime=0)))
+    # a valid first member then a garbage header block
+    raw = bytearray(gzip.decompress(build_payload(MEMBERS)))
+    raw[512 + 512] = 0x41  # first byte of the second header (neff.json data is 1 block)
+    raw[512 + 512 + 148:512 + 512 + 156] = b"0000000\0"  # wrong checksum
+    with pytest.raises(ParseError, match="corrupt tar archive: invalid header at tar offset"):
+        read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
+
+
+def _tar(*infos: tuple[tarfile.TarInfo, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for info, data in infos:
+            info.size = len(data) if info.type in (tarfile.REGTYPE, tarfile.AREGTYPE) else 0
+            tf.addfile(info, io.BytesIO(data) if data else None)
+    return buf.getvalue()
+
+
+def _reg(name: str, data: bytes = b"x") -> tuple[tarfile.TarInfo, bytes]:
+    return tarfile.TarInfo(name), data
+
+
+def _special(name: str, kind: bytes, **kw) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    for k, v in kw.items():
+        setattr(info, k, v)
+    return info, b""
+
+
+def _read_tar(tar: bytes, limits: Limits = Limits()):
+    return read_container(wrap_payload(default_header(), gzip.compress(tar, mtime=0)),
+                          path="h.neff", limits=limits)
+
+
+@pytest.mark.parametrize("entry,member,why", [
+    (_reg("/etc/passwd"), "/etc/passwd", "absolute member path"),
+    (_reg("sg00/../../x"), "sg00/../../x", "contains '..'"),
+    (_reg("sg00//sp.bin"), "sg00//sp.bin", "empty or '.' component"),
+    (_special("sg00/sp.bin", tarfile.SYMTYPE, linkname="/etc/passwd"), "sg00/sp.bin",
+     "symbolic link member"),
+    (_special("sg00/sp.bin", tarfile.LNKTYPE, linkname="neff.json"), "sg00/sp.bin",
+     "hard link member"),
+    (_special("dev", tarfile.CHRTYPE, devmajor=1, devminor=3), "dev", "character device"),
+    (_special("blk", tarfile.BLKTYPE), "blk", "block device"),
+    (_special("fifo", tarfile.FIFOTYPE), "fifo", "fifo member"),
+    (_special("sg00", tarfile.DIRTYPE), "sg00", "directory member"),
+])
+def test_hostile_members(entry, member, why):
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_tar(_reg("neff.json"), entry))
+    msg = str(exc.value)
+    assert msg.startswith(f"h.neff: member {member}") and why in msg
+    assert "\n" not in msg
+
+
+def test_duplicate_member():
+    with pytest.raises(ParseError, match="member neff.json.*duplicate member name"):
+        _read_tar(_tar(_reg("neff.json"), _reg("a"), _reg("neff.json")))
+
+
+def test_member_and_total_limits():
+    tar = _tar(_reg("neff.json", b"a" * 5000), _reg("b", b"b" * 100))
+    assert _read_tar(tar, Limits(max_member_bytes=5000)).members["b"] == b"b" * 100
+    with pytest.raises(LimitError, match="member neff.json: member size 5000 exceeds the limit "
+                                         "of 4999 bytes"):
+        _read_tar(tar, Limits(max_member_bytes=4999))
+    with pytest.raises(LimitError, match="decompressed payload exceeds the limit of 4096 bytes"):
+        _read_tar(tar, Limits(max_total_bytes=4096))
+    with pytest.raises(LimitError, match="more than 1 members"):
+        _read_tar(tar, Limits(max_members=1))
+
+
+def test_gzip_bomb_stops_at_limit():
+    bomb = gzip.compress(bytes(8 << 20), compresslevel=9, mtime=0)  # 8 MiB of zeros
+    assert len(bomb) < 64 << 10
+    with pytest.raises(LimitError, match="exceeds the limit of 1048576 bytes"):
+        read_container(wrap_payload(default_header(), bomb),
+                       limits=Limits(max_total_bytes=1 << 20))
+
+
+def test_writer_is_deterministic_and_keeps_order():
+    members = list(reversed(MEMBERS))
+    a = build_container(default_header(name="x"), members)
+    b = build_container(default_header(name="x"), members)
+    assert a == b
+    h = parse_header(a)
+    assert h.data_size % 1 == 0 and a[HEADER_SIZE:HEADER_SIZE + 4] == b"\x1f\x8b\x08\x00"
+    assert a[HEADER_SIZE + 4:HEADER_SIZE + 8] == bytes(4)  # gzip mtime 0
+    tar = gzip.decompress(a[HEADER_SIZE:])
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        infos = tf.getmembers()
+    assert [i.name for i in infos] == [n for n, _ in members]
+    assert all(i.mtime == 0 and i.uid == 0 and i.gid == 0 and i.uname == "" for i in infos)
+    assert list(read_container(a).members) == [n for n, _ in members]
+
+
+def test_writer_refuses_bad_names():
+    with pytest.raises(ParseError, match="absolute"):
+        build_container(default_header(), [("/x", b"")])
+    with pytest.raises(ParseError, match="duplicate"):
+        build_container(default_header(), [("x", b""), ("x", b"")])
