@@ -287,3 +287,10 @@ def enum_name(enum_cls: type[IntEnum], value: int) -> str:
         return enum_cls(value).name
     except ValueError:
         return f"0x{value:x}"
+
+
+#: Replica groups per NEFF (nec.h NEC_MAX_COMM_N; REFERENCES.md "Runtime structures").
+NEC_MAX_COMM_N = 12
+
+#: SBUF partitions: a state-buffer var has 1..SBUF_PARTITIONS partitions (NEFF-LIKE.md §1).
+SBUF_PARTITIONS = 128

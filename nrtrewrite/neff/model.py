@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from nrtrewrite.codes import (
     AluOp, CType, DType, DTYPE_SIZE, EncOpType, Opcode, VarType,
 )
+from nrtrewrite.errors import Warning_
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,9 @@ class Trigger:
     num_elements: int
     sync: SyncFields
     num_words: int = 1
+    #: Sync fields (bytes 4..11) of the 0xDA word of a 0xD9+0xDA pair; None otherwise.
+    #: ``sync`` is always the first word's.
+    ext_sync: SyncFields | None = None
 
     @property
     def group_size(self) -> int:
@@ -180,6 +184,8 @@ class Model:
     triggers: list[Trigger]
     members: dict[str, bytes]  # every tar member, by name, in archive order
     neff_json: dict = field(default_factory=dict)
+    #: Non-fatal notes from reading (e.g. hash not verified); the CLI shows them.
+    warnings: list[Warning_] = field(default_factory=list)
 
     @property
     def world(self) -> tuple[int, ...]:

@@ -1,0 +1,469 @@
+"""Read and validate a NEFF-like file into a :class:`~nrtrewrite.neff.model.Model`.
+
+Stages, top to bottom:
+
+1. container: header, hash, gzip'd tar (:mod:`nrtrewrite.neff.container`);
+2. ``neff.json``: the subgraph list;
+3. each ``sgNN/def.json``: vars, replica groups, engines; each engine stream;
+4. triggers: a numpy scan finds 0xC7/0xC8/0xD9/0xDA words, construct decodes
+   them, and every rule of NEFF-LIKE.md §3 is checked against the subgraph.
+
+Every failure is a :class:`ParseError` (bytes do not follow the layout),
+:class:`ValidationError` (they parse but break a rule) or :class:`LimitError`,
+whose ``where`` names file, member, subgraph, stream, instruction index, byte
+offset and field.  Integers are Python ints with explicit bound checks, so a
+``num_elements`` or offset near 2**64 cannot wrap into acceptance.
+
+Decisions beyond the contract (docs/ASSEMBLE.md "Validation rules"):
+
+* 0xC7/0xC8 (DRAM operands): src var type ``input`` or ``tmp-buf``; dst var type
+  ``output`` or ``tmp-buf``.  0xD9+0xDA: src and dst are ``state-buffer`` vars.
+* Opaque instructions (every opcode other than 0xC7, 0xC8, 0xD9, 0xDA) are not
+  inspected at all, not even ``length_dw``.
+* Members not named by ``neff.json``/``def.json`` are kept and passed through.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import construct as cs
+
+from nrtrewrite.codes import (
+    CTYPE_TO_OP, DTYPE_SIZE, NEC_MAX_COMM_N, SBUF_PARTITIONS, VAR_TYPE_NAMES, CType, Opcode,
+    VarType,
+)
+from nrtrewrite.errors import ParseError, ValidationError, Where
+from nrtrewrite.neff.container import (
+    Container, Limits, check_member_name, read_container, read_file_bytes,
+)
+from nrtrewrite.neff.fields import explain_construct_error
+from nrtrewrite.neff.instructions import (
+    LENGTH_DW, WORD_FIELDS, WORD_SIZE, WORD_STRUCTS, scan_trigger_indices,
+)
+from nrtrewrite.neff.model import (
+    AccessPattern, Model, Operand, Subgraph, SyncFields, Trigger, Var,
+)
+
+NEFF_JSON = "neff.json"
+DEF_JSON = "def.json"
+NEFF_LIKE_VERSION = 1
+MAX_RANK = (1 << 31) - 1
+MAX_VAR_ID = (1 << 32) - 1
+MAX_VAR_SIZE = (1 << 64) - 1
+
+#: Var types a trigger operand may name.
+DRAM_SRC_TYPES = frozenset({VarType.INPUT, VarType.TMP_BUF})
+DRAM_DST_TYPES = frozenset({VarType.OUTPUT, VarType.TMP_BUF})
+SBUF_TYPES = frozenset({VarType.STATE_BUFFER})
+
+
+def read_model(path: str | os.PathLike, *, verify_hash: bool = True,
+               limits: Limits = Limits()) -> Model:
+    """Read, validate and decode the NEFF-like file at ``path`` (never writes)."""
+    path = os.fspath(path)
+    return read_model_bytes(read_file_bytes(path), path=path, verify_hash=verify_hash,
+                            limits=limits)
+
+
+def read_model_bytes(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
+                     limits: Limits = Limits()) -> Model:
+    """Like :func:`read_model` for a file already in memory; ``path`` only names it."""
+    cont = read_container(data, path=path, verify_hash=verify_hash, limits=limits)
+    return model_from_container(cont, path=path)
+
+
+def model_from_container(cont: Container, *, path: str = "<bytes>") -> Model:
+    """Validate the members of a parsed container and decode every trigger."""
+    where = Where(file=path)
+    neff_json = load_json_member(cont.members, NEFF_JSON, where)
+    names = _check_neff_json(neff_json, where.merged(member=NEFF_JSON))
+    subgraphs = [_read_subgraph(name, cont.members, where) for name in names]
+    triggers: list[Trigger] = []
+    for sg in subgraphs:
+        for engine in sg.engines:
+            triggers.extend(decode_stream_triggers(sg, engine, len(triggers), where))
+    return Model(path=path, header=cont.header, subgraphs=subgraphs, triggers=triggers,
+                 members=dict(cont.members), neff_json=neff_json,
+                 warnings=list(cont.warnings))
+
+
+# ---------------------------------------------------------------------------
+# JSON members
+
+class _JsonRule(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, val in pairs:
+        if key in out:
+            raise _JsonRule(f"duplicate key {key!r}")
+        out[key] = val
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _JsonRule(f"{name} is not allowed")
+
+
+def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict:
+    """Parse member ``name`` as a strict JSON object (UTF-8, no duplicate keys, no NaN)."""
+    mw = where.merged(member=name)
+    if name not in members:
+        raise ParseError("member missing from the archive", mw)
+    try:
+        text = members[name].decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ParseError(f"not UTF-8 ({err.reason} at byte {err.start})", mw) from None
+    try:
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except _JsonRule as err:
+        raise ParseError(f"invalid JSON: {err}", mw) from None
+    except json.JSONDecodeError as err:
+        raise ParseError(f"invalid JSON: {err.msg} (line {err.lineno} column {err.colno})",
+                         mw) from None
+    except RecursionError:
+        raise ParseError("invalid JSON: nested too deeply", mw) from None
+    if not isinstance(obj, dict):
+        raise ParseError("must be a JSON object", mw)
+    return obj
+
+
+def _is_int(val: Any) -> bool:
+    return type(val) is int  # bool is not an int here
+
+
+def _need(obj: dict, key: str, where: Where, field: str | None = None) -> Any:
+    if key not in obj:
+        raise ValidationError(f"missing key {key!r}", where.merged(field=field or key))
+    return obj[key]
+
+
+def _int_field(val: Any, where: Where, field: str, lo: int, hi: int) -> int:
+    if not _is_int(val):
+        raise ValidationError(f"must be an integer, got {json.dumps(val)}", where.merged(field=field))
+    if not lo <= val <= hi:
+        raise ValidationError(f"{val} is outside {lo}..{hi}", where.merged(field=field))
+    return val
+
+
+def _safe_component(name: Any, where: Where, field: str, what: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValidationError(f"{what} must be a non-empty string", where.merged(field=field))
+    if "/" in name or check_member_name(name) is not None:
+        raise ValidationError(f"{what} {name!r} is not a plain file name", where.merged(field=field))
+    return name
+
+
+def _check_neff_json(obj: dict, where: Where) -> list[str]:
+    version = _need(obj, "neff_like_version", where)
+    if not _is_int(version) or version != NEFF_LIKE_VERSION:
+        raise ValidationError(f"neff_like_version {json.dumps(version)} is not supported "
+                              f"(expected {NEFF_LIKE_VERSION})",
+                              where.merged(field="neff_like_version"))
+    names = _need(obj, "subgraphs", where)
+    if not isinstance(names, list) or not names:
+        raise ValidationError("must be a non-empty list of subgraph names",
+                              where.merged(field="subgraphs"))
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        _safe_component(name, where, f"subgraphs[{i}]", "subgraph name")
+        if name in seen:
+            raise ValidationError(f"subgraph {name!r} listed twice",
+                                  where.merged(field=f"subgraphs[{i}]"))
+        seen.add(name)
+    return list(names)
+
+
+# ---------------------------------------------------------------------------
+# def.json
+
+def _read_vars(items: Any, where: Where) -> dict[int, Var]:
+    if not isinstance(items, list):
+        raise ValidationError("must be a list", where.merged(field="var"))
+    out: dict[int, Var] = {}
+    for i, item in enumerate(items):
+        f = f"var[{i}]"
+        if not isinstance(item, dict):
+            raise ValidationError("must be an object", where.merged(field=f))
+        var_id = _int_field(_need(item, "var_id", where, f"{f}.var_id"), where, f"{f}.var_id",
+                            0, MAX_VAR_ID)
+        if var_id in out:
+            raise ValidationError(f"duplicate var_id {var_id}", where.merged(field=f"{f}.var_id"))
+        name = _need(item, "name", where, f"{f}.name")
+        if not isinstance(name, str):
+            raise ValidationError("must be a string", where.merged(field=f"{f}.name"))
+        tname = _need(item, "type", where, f"{f}.type")
+        if tname not in VAR_TYPE_NAMES:
+            raise ValidationError(f"unknown var type {json.dumps(tname)} (one of "
+                                  f"{', '.join(VAR_TYPE_NAMES)})", where.merged(field=f"{f}.type"))
+        vtype = VAR_TYPE_NAMES[tname]
+        size = _need(item, "size", where, f"{f}.size")
+        if not _is_int(size) or size <= 0:
+            raise ValidationError(f"size must be a positive integer, got {json.dumps(size)}",
+                                  where.merged(field=f"{f}.size"))
+        _int_field(size, where, f"{f}.size", 1, MAX_VAR_SIZE)
+        partitions = None
+        if vtype == VarType.STATE_BUFFER:
+            parts = _need(item, "partitions", where, f"{f}.partitions")
+            partitions = _int_field(parts, where, f"{f}.partitions", 1, SBUF_PARTITIONS)
+        elif "partitions" in item:
+            raise ValidationError(f"only state-buffer vars have partitions (this one is {tname})",
+                                  where.merged(field=f"{f}.partitions"))
+        out[var_id] = Var(var_id=var_id, name=name, type=vtype, size=size, partitions=partitions)
+    return out
+
+
+def _read_groups(items: Any, where: Where) -> list[tuple[int, ...]]:
+    if not isinstance(items, list) or not items:
+        raise ValidationError("must be a non-empty list of groups",
+                              where.merged(field="replica_groups"))
+    if len(items) > NEC_MAX_COMM_N:
+        raise ValidationError(f"{len(items)} replica groups, at most {NEC_MAX_COMM_N} "
+                              "(NEC_MAX_COMM_N)", where.merged(field="replica_groups"))
+    owner: dict[int, int] = {}
+    groups = []
+    for g, grp in enumerate(items):
+        f = f"replica_groups[{g}]"
+        if not isinstance(grp, list) or not grp:
+            raise ValidationError("a replica group must be a non-empty list of ranks",
+                                  where.merged(field=f))
+        seen: set[int] = set()
+        for k, rank in enumerate(grp):
+            _int_field(rank, where, f"{f}[{k}]", 0, MAX_RANK)
+            if rank in seen:
+                raise ValidationError(f"rank {rank} appears twice in the group",
+                                      where.merged(field=f"{f}[{k}]"))
+            if rank in owner:
+                raise ValidationError(f"rank {rank} is also in replica group {owner[rank]} "
+                                      "(groups must be disjoint)", where.merged(field=f"{f}[{k}]"))
+            seen.add(rank)
+            owner[rank] = g
+        groups.append(tuple(grp))
+    return groups
+
+
+def _read_subgraph(name: str, members: dict[str, bytes], where: Where) -> Subgraph:
+    sw = where.merged(subgraph=name)
+    def_name = f"{name}/{DEF_JSON}"
+    definition = load_json_member(members, def_name, sw)
+    dw = sw.merged(member=def_name)
+    variables = _read_vars(_need(definition, "var", dw), dw)
+    groups = _read_groups(_need(definition, "replica_groups", dw), dw)
+    engines = _need(definition, "engines", dw)
+    if not isinstance(engines, list) or not engines:
+        raise ValidationError("must be a non-empty list of engine names",
+                              dw.merged(field="engines"))
+    streams: dict[str, bytes] = {}
+    for i, engine in enumerate(engines):
+        _safe_component(engine, dw, f"engines[{i}]", "engine name")
+        if engine in streams:
+            raise ValidationError(f"engine {engine!r} listed twice", dw.merged(field=f"engines[{i}]"))
+        member = f"{name}/{engine}.bin"
+        mw = sw.merged(member=member, stream=engine)
+        if member not in members:
+            raise ParseError("engine stream missing from the archive", mw)
+        data = members[member]
+        if len(data) % WORD_SIZE:
+            raise ParseError(f"stream length {len(data)} is not a multiple of {WORD_SIZE}", mw)
+        streams[engine] = data
+    return Subgraph(name=name, vars=variables, replica_groups=groups, engines=list(engines),
+                    streams=streams, definition=definition)
+
+
+# ---------------------------------------------------------------------------
+# triggers
+
+class _Ctx:
+    """Location of one trigger, for errors."""
+
+    def __init__(self, sg: Subgraph, engine: str, index: int, opcode: int, where: Where):
+        self.sg = sg
+        self.engine = engine
+        self.index = index
+        self.opcode = opcode
+        self.where = where.merged(member=f"{sg.name}/{engine}.bin", subgraph=sg.name,
+                                  stream=engine)
+
+    def at(self, field: str, *, second: bool = False) -> Where:
+        """Where of ``field`` in the first word (or in the 0xDA word if ``second``)."""
+        index = self.index + (1 if second else 0)
+        op = Opcode.PSEUDO_EXTENSION if second else self.opcode
+        off = WORD_FIELDS[op].get(field, (0, 0))[0]
+        return self.where.merged(index=index, offset=index * WORD_SIZE + off, field=field)
+
+
+def _decode(ctx: _Ctx, stream: bytes, index: int, opcode: int) -> cs.Container:
+    word = stream[index * WORD_SIZE:(index + 1) * WORD_SIZE]
+    second = index != ctx.index
+    if word[1] != LENGTH_DW:
+        raise ParseError(f"length_dw is {word[1]}, must be {LENGTH_DW}",
+                         ctx.at("length_dw", second=second))
+    try:
+        return WORD_STRUCTS[opcode].parse(word)
+    except cs.ConstructError as err:
+        fname, off, why = explain_construct_error(err, WORD_STRUCTS[opcode], word)
+        w = ctx.where.merged(index=index, field=fname,
+                             offset=index * WORD_SIZE + (off or 0))
+        raise ParseError(why, w) from None
+
+
+def _sync(word: cs.Container) -> SyncFields:
+    return SyncFields(word.wait_mode, word.wait_idx, word.update_mode, word.update_idx,
+                      word.semaphore_value)
+
+
+def _ap(word: cs.Container, prefix: str) -> AccessPattern:
+    dims = tuple((d.step, d.num) for d in word[f"{prefix}_dims"])
+    return AccessPattern(start=word[f"{prefix}_start"],
+                         partition_start=word[f"{prefix}_partition_start"],
+                         partition_count=word[f"{prefix}_partition_count"],
+                         dims=dims)  # type: ignore[arg-type]
+
+
+def _check_var(ctx: _Ctx, var_id: int, allowed: frozenset, role: str, field: str,
+               second: bool = False) -> Var:
+    var = ctx.sg.vars.get(var_id)
+    if var is None:
+        raise ValidationError(f"{role} var_id {var_id} is not in {ctx.sg.name}/def.json",
+                              ctx.at(field, second=second))
+    if var.type not in allowed:
+        names = " or ".join(sorted(k for k, v in VAR_TYPE_NAMES.items() if v in allowed))
+        rev = {v: k for k, v in VAR_TYPE_NAMES.items()}
+        raise ValidationError(f"{role} var {var_id} ({var.name!r}) is {rev[var.type]}, "
+                              f"a {role} here must be {names}", ctx.at(field, second=second))
+    return var
+
+
+def _check_range(ctx: _Ctx, var: Var, offset: int, nbytes: int, role: str, field: str) -> None:
+    if offset + nbytes > var.size:
+        raise ValidationError(f"{role} bytes [{offset}, {offset + nbytes}) fall outside var "
+                              f"{var.var_id} ({var.name!r}) of {var.size} bytes", ctx.at(field))
+
+
+def _check_ap(ctx: _Ctx, var: Var, ap: AccessPattern, dsize: int, role: str,
+              second: bool) -> None:
+    prefix = role
+    if ap.partition_count < 1:
+        raise ValidationError(f"{role} partition_count is 0",
+                              ctx.at(f"{prefix}_partition_count", second=second))
+    parts = var.partitions or 0
+    if ap.partition_start + ap.partition_count > parts:
+        raise ValidationError(
+            f"{role} partitions [{ap.partition_start}, {ap.partition_start + ap.partition_count})"
+            f" fall outside var {var.var_id} ({var.name!r}) with {parts} partitions",
+            ctx.at(f"{prefix}_partition_start", second=second))
+    lo = hi = 0
+    for step, num in ap.dims:
+        if num < 1:
+            raise ValidationError(f"{role} free dimension has num 0 (unused dimensions have "
+                                  "num 1)", ctx.at(f"{prefix}_dims", second=second))
+        span = step * (num - 1)
+        lo += min(0, span)
+        hi += max(0, span)
+    first = ap.start + lo * dsize
+    end = ap.start + (hi + 1) * dsize
+    if first < 0 or end > var.size:
+        raise ValidationError(f"{role} access pattern addresses bytes [{first}, {end}) of each "
+                              f"partition, outside var {var.var_id} ({var.name!r}) of "
+                              f"{var.size} bytes per partition",
+                              ctx.at(f"{prefix}_dims", second=second))
+
+
+def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container | None
+                   ) -> Trigger:
+    sg = ctx.sg
+    op = ctx.opcode
+    ctype = CType.ALL_REDUCE if op == Opcode.PSEUDO_TRIGGER_ALL_REDUCE else w.ctype
+    if ctype == CType.ALL_GATHER:
+        if w.alu_op is not None:
+            raise ValidationError(f"alu_op must be 0 for ALL_GATHER, got {w.alu_op.name}",
+                                  ctx.at("alu_op"))
+    elif w.alu_op is None:
+        raise ValidationError(f"{ctype.name} needs an alu_op (ADD, MAX or MIN), got 0",
+                              ctx.at("alu_op"))
+    sbuf = ext is not None
+    gid = ext.replica_group_id if sbuf else w.replica_group_id
+    if gid >= len(sg.replica_groups):
+        raise ValidationError(f"replica group {gid} does not exist ({sg.name}/def.json has "
+                              f"{len(sg.replica_groups)})", ctx.at("replica_group_id", second=sbuf))
+    group = sg.replica_groups[gid]
+    n = w.num_elements
+    if n == 0:
+        raise ValidationError("num_elements must be > 0", ctx.at("num_elements"))
+    if ctype == CType.REDUCE_SCATTER and n % len(group):
+        raise ValidationError(f"REDUCE_SCATTER num_elements {n} is not divisible by the group "
+                              f"size {len(group)}", ctx.at("num_elements"))
+    dsize = DTYPE_SIZE[w.dtype]
+    out_n = n * len(group) if ctype == CType.ALL_GATHER else (
+        n // len(group) if ctype == CType.REDUCE_SCATTER else n)
+    if sbuf:
+        svar = _check_var(ctx, w.src_var_id, SBUF_TYPES, "src", "src_var_id")
+        dvar = _check_var(ctx, ext.dst_var_id, SBUF_TYPES, "dst", "dst_var_id", second=True)
+        src_ap, dst_ap = _ap(w, "src"), _ap(ext, "dst")
+        if src_ap.num_elements != n:
+            raise ValidationError(
+                f"num_elements {n} != src access pattern elements "
+                f"{src_ap.partition_count}x{'x'.join(str(d[1]) for d in src_ap.dims)} = "
+                f"{src_ap.num_elements}", ctx.at("num_elements"))
+        if dst_ap.num_elements != out_n:
+            raise ValidationError(
+                f"dst access pattern has {dst_ap.num_elements} elements, {ctype.name} of "
+                f"{n} over {len(group)} ranks writes {out_n}", ctx.at("dst_dims", second=True))
+        _check_ap(ctx, svar, src_ap, dsize, "src", second=False)
+        _check_ap(ctx, dvar, dst_ap, dsize, "dst", second=True)
+        src = Operand(var_id=svar.var_id, ap=src_ap)
+        dst = Operand(var_id=dvar.var_id, ap=dst_ap)
+        stream_id, channel_id = ext.stream_id, ext.channel_id
+    else:
+        svar = _check_var(ctx, w.src_var_id, DRAM_SRC_TYPES, "src", "src_var_id")
+        dvar = _check_var(ctx, w.dst_var_id, DRAM_DST_TYPES, "dst", "dst_var_id")
+        _check_range(ctx, svar, w.src_offset, n * dsize, "src", "src_offset")
+        _check_range(ctx, dvar, w.dst_offset, out_n * dsize, "dst", "dst_offset")
+        src = Operand(var_id=svar.var_id, offset=w.src_offset)
+        dst = Operand(var_id=dvar.var_id, offset=w.dst_offset)
+        stream_id = w.get("stream_id", 0)
+        channel_id = 0
+    return Trigger(
+        ordinal=ordinal, subgraph=sg.name, engine=ctx.engine, index=ctx.index,
+        opcode=Opcode(op), ctype=ctype, op=CTYPE_TO_OP[ctype], dtype=w.dtype,
+        alu_op=w.alu_op, replica_group_id=gid, replica_group=group, stream_id=stream_id,
+        channel_id=channel_id, src=src, dst=dst, num_elements=n, sync=_sync(w),
+        num_words=2 if sbuf else 1, ext_sync=_sync(ext) if sbuf else None,
+    )
+
+
+def decode_stream_triggers(sg: Subgraph, engine: str, first_ordinal: int,
+                           where: Where = Where()) -> list[Trigger]:
+    """Decode and validate every trigger of one stream; ordinals start at ``first_ordinal``."""
+    stream = sg.streams[engine]
+    nwords = len(stream) // WORD_SIZE
+    out: list[Trigger] = []
+    pair_ext = -1
+    for index in scan_trigger_indices(stream).tolist():
+        if index == pair_ext:
+            continue
+        opcode = stream[index * WORD_SIZE]
+        ctx = _Ctx(sg, engine, index, opcode, where)
+        if opcode == Opcode.PSEUDO_EXTENSION:
+            raise ParseError("0xDA PSEUDO_EXTENSION without a 0xD9 right before it",
+                             ctx.at("opcode"))
+        word = _decode(ctx, stream, index, opcode)
+        ext = None
+        if opcode == Opcode.PSEUDO_TRIGGER_COLLECTIVE2:
+            nxt = index + 1
+            if nxt >= nwords:
+                raise ParseError("0xD9 PSEUDO_TRIGGER_COLLECTIVE2 at the end of the stream; "
+                                 "0xDA must follow", ctx.at("opcode"))
+            if stream[nxt * WORD_SIZE] != Opcode.PSEUDO_EXTENSION:
+                raise ParseError(f"0xD9 PSEUDO_TRIGGER_COLLECTIVE2 followed by opcode "
+                                 f"0x{stream[nxt * WORD_SIZE]:02x}; 0xDA must follow",
+                                 ctx.at("opcode", second=True))
+            ext = _decode(ctx, stream, nxt, Opcode.PSEUDO_EXTENSION)
+            pair_ext = nxt
+        out.append(_build_trigger(ctx, first_ordinal + len(out), word, ext))
+    return out

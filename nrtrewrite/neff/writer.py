@@ -1,0 +1,88 @@
+"""Write NEFF-like files: whole models, or a model with some streams replaced.
+
+The lowering stage calls :func:`rewrite_streams` with the rewritten engine
+streams and writes the result with :func:`write_bytes_atomic`.  Output is
+deterministic (see :mod:`nrtrewrite.neff.container`) and written to a temp file
+in the destination directory, then renamed over the target.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Iterable, Mapping, Union
+
+from nrtrewrite.errors import OutputError, ValidationError, Where
+from nrtrewrite.neff.container import build_container
+from nrtrewrite.neff.instructions import WORD_SIZE
+from nrtrewrite.neff.model import Model, NeffHeader
+
+#: What :func:`write_model` accepts: a Model, (header, members), or finished file bytes.
+ModelOrParts = Union[Model, tuple[NeffHeader, Union[Mapping[str, bytes],
+                                                    Iterable[tuple[str, bytes]]]], bytes]
+
+
+def model_bytes(model_or_parts: ModelOrParts) -> bytes:
+    """The file bytes of a :class:`Model` (its header fields and members in order),
+    of a ``(header, members)`` pair, or ``bytes`` unchanged."""
+    if isinstance(model_or_parts, (bytes, bytearray)):
+        return bytes(model_or_parts)
+    if isinstance(model_or_parts, Model):
+        return build_container(model_or_parts.header, model_or_parts.members)
+    header, members = model_or_parts
+    return build_container(header, members)
+
+
+def write_model(model_or_parts: ModelOrParts, path: str | os.PathLike) -> None:
+    """Write a NEFF-like file atomically (hash and sizes recomputed)."""
+    write_bytes_atomic(path, model_bytes(model_or_parts))
+
+
+def rewrite_streams(model: Model, new_streams: Mapping[tuple[str, str], bytes]) -> bytes:
+    """A valid NEFF-like file equal to ``model`` with the given streams replaced.
+
+    ``new_streams`` maps ``(subgraph, engine)`` to the new stream bytes (a
+    multiple of 64).  Member order and every other member are kept; the header
+    keeps every field but data_size and hash, which are recomputed.
+    """
+    members = dict(model.members)
+    for (sg_name, engine), data in new_streams.items():
+        where = Where(file=model.path, subgraph=sg_name, stream=engine)
+        try:
+            sg = model.subgraph(sg_name)
+        except KeyError:
+            raise ValidationError("no such subgraph", where) from None
+        if engine not in sg.engines:
+            raise ValidationError("no such engine in the subgraph", where)
+        if len(data) % WORD_SIZE:
+            raise ValidationError(f"new stream length {len(data)} is not a multiple of "
+                                  f"{WORD_SIZE}", where)
+        members[f"{sg_name}/{engine}.bin"] = bytes(data)
+    return build_container(model.header, members)
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same directory and a rename."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = None, None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                   dir=directory)
+        with os.fdopen(fd, "wb") as fh:
+            fd = None
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as err:
+        raise OutputError(f"cannot write: {err.strerror or err}", Where(file=path)) from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
