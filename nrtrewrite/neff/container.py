@@ -90,6 +90,7 @@ class Container:
     header: NeffHeader
     members: dict[str, bytes]
     warnings: list[Warning_] = field(default_factory=list)
+    hash_verified: bool = True
 
 
 # ---------------------------------------------------------------------------
@@ -331,7 +332,8 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
         warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
     tar = gunzip_limited(payload, limits.max_total_bytes, where)
     members = untar_members(tar, limits, where)
-    return Container(header=header, members=members, warnings=warnings)
+    return Container(header=header, members=members, warnings=warnings,
+                     hash_verified=verify_hash)
 
 
 def read_file_bytes(path: str) -> bytes:

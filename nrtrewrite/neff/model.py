@@ -186,6 +186,8 @@ class Model:
     neff_json: dict = field(default_factory=dict)
     #: Non-fatal notes from reading (e.g. hash not verified); the CLI shows them.
     warnings: list[Warning_] = field(default_factory=list)
+    #: False when the file was read with ``verify_hash=False``.
+    hash_verified: bool = True
 
     @property
     def world(self) -> tuple[int, ...]:

@@ -87,7 +87,7 @@ def model_from_container(cont: Container, *, path: str = "<bytes>") -> Model:
             triggers.extend(decode_stream_triggers(sg, engine, len(triggers), where))
     return Model(path=path, header=cont.header, subgraphs=subgraphs, triggers=triggers,
                  members=dict(cont.members), neff_json=neff_json,
-                 warnings=list(cont.warnings))
+                 warnings=list(cont.warnings), hash_verified=cont.hash_verified)
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,21 @@
+"""``nrtrewrite assemble SPEC -o MODEL.neff``: build a NEFF-like file from a YAML/JSON spec
+(schema: docs/ASSEMBLE.md)."""
+
+from __future__ import annotations
+
+import click
+
+from nrtrewrite.cli import main
+from nrtrewrite.neff.assembler import assemble_file
+
+
+@main.command("assemble")
+@click.argument("spec_path", metavar="SPEC")
+@click.option("-o", "--output", "out_path", required=True, metavar="MODEL.neff",
+              help="Where to write the NEFF-like file (atomically).")
+def assemble_cmd(spec_path: str, out_path: str) -> None:
+    """Assemble SPEC (YAML or JSON) into a NEFF-like file; the result is read back and
+    validated unless the spec says `validate: false`."""
+    result = assemble_file(spec_path, out_path)
+    triggers = len(result.model.triggers) if result.model is not None else "unchecked"
+    click.echo(f"{out_path}: {len(result.data)} bytes, {triggers} triggers")

@@ -1,0 +1,597 @@
+"""Assemble a human-written spec (YAML or JSON) into a NEFF-like file.
+
+The schema is documented, with a full example, in docs/ASSEMBLE.md.  In short::
+
+    header: {pkg_version: 2, name: ar2, lnc_size: 1, ...}
+    subgraphs:
+      - name: sg00
+        vars: [{name: grad_in, type: input, size: 1MiB}, ...]
+        replica_groups: [[0, 1]]
+        engines:
+          sp:
+            - nop: 2
+            - all_reduce: {dtype: bf16, op: add, src: grad_in, dst: grad_out, bytes: 1MiB}
+          pool: []
+
+The assembler encodes; the reader judges.  Unless the spec says
+``validate: false``, the assembled bytes are read back with
+:func:`nrtrewrite.neff.reader.read_model_bytes`, so an assembled file is always a
+valid input.  Escape hatches (``raw``, ``patch``, ``ext: false``, ``def_json``,
+``neff_json``, ``extra_members``, ``omit_members``, ``raw_header``, ``trailing``)
+build deliberately invalid files for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid as uuidlib
+from dataclasses import dataclass
+from typing import Any
+
+import construct as cs
+import yaml
+
+from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
+from nrtrewrite.errors import NrtRewriteError, ParseError, ValidationError, Where
+from nrtrewrite.neff.container import (
+    HEADER_FIELDS, HEADER_SIZE, NEFF_HEADER, build_container, default_header,
+)
+from nrtrewrite.neff.fields import patch_field
+from nrtrewrite.neff.instructions import (
+    WORD_FIELDS, WORD_SIZE, WORD_STRUCTS, encode_word, opaque_word,
+)
+from nrtrewrite.neff.model import Model
+from nrtrewrite.neff.reader import DEF_JSON, NEFF_JSON, NEFF_LIKE_VERSION, read_model_bytes
+
+#: Spec dtype names: the DType member names in lower case (bf16, fp16, fp32, fp8_e4, int32...).
+DTYPE_NAMES: dict[str, DType] = {d.name.lower(): d for d in DType}
+#: Spec op names: add, max, min.
+ALU_NAMES: dict[str, AluOp] = {a.name.lower(): a for a in AluOp}
+#: Spec trigger kinds.
+TRIGGER_KINDS: dict[str, CType] = {
+    "all_reduce": CType.ALL_REDUCE,
+    "all_gather": CType.ALL_GATHER,
+    "reduce_scatter": CType.REDUCE_SCATTER,
+}
+#: Opcode of the ``nop`` filler word (an opaque, non-pseudo opcode).
+NOP_OPCODE = 0x00
+DEFAULT_BUILD_VERSION = "nrtrewrite-assemble"
+
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$")
+_SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+_RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+_SYNC_KEYS = ("wait_mode", "wait_idx", "update_mode", "update_idx", "semaphore_value")
+_HEADER_KEYS = ("pkg_version", "name", "neff_version_major", "neff_version_minor",
+                "neff_build_version", "num_tpb", "uuid", "requested_tpb_count",
+                "tpb_per_node", "feature_bits", "lnc_size")
+_TOP_KEYS = ("header", "subgraphs", "validate", "raw_header", "trailing", "neff_json",
+             "extra_members", "omit_members")
+_SG_KEYS = ("name", "vars", "replica_groups", "engines", "def_json")
+_VAR_KEYS = ("name", "type", "size", "partitions", "var_id")
+_TRIGGER_KEYS = ("opcode", "dtype", "op", "group", "num_elements", "bytes", "src", "dst",
+                 "stream_id", "channel_id", "sync", "ext_sync", "patch", "patch_ext", "ext")
+
+
+@dataclass
+class Assembled:
+    """The result of assembling: the file bytes and, unless validation was off, the model."""
+
+    data: bytes
+    model: Model | None
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys."""
+
+
+def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_spec(path: str | os.PathLike) -> dict:
+    """Load a YAML (or JSON) spec file as a dict; duplicate keys are an error."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as err:
+        raise ParseError(f"cannot read: {err.strerror or err}", Where(file=path)) from None
+    except UnicodeDecodeError as err:
+        raise ParseError(f"spec is not UTF-8 ({err.reason})", Where(file=path)) from None
+    return parse_spec_text(text, source=path)
+
+
+def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
+    """Parse spec text (YAML 1.1, JSON being accepted as YAML)."""
+    try:
+        spec = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        loc = f" (line {mark.line + 1} column {mark.column + 1})" if mark else ""
+        why = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ParseError(f"invalid spec: {why}{loc}", Where(file=source)) from None
+    if not isinstance(spec, dict):
+        raise ValidationError("a spec must be a mapping", Where(file=source))
+    return spec
+
+
+def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | None = None
+                  ) -> Assembled:
+    """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there."""
+    spec_path = os.fspath(spec_path)
+    spec = load_spec(spec_path)
+    name = os.path.splitext(os.path.basename(spec_path))[0]
+    result = assemble(spec, source=spec_path, default_name=name)
+    if out_path is not None:
+        from nrtrewrite.neff.writer import write_bytes_atomic
+
+        write_bytes_atomic(out_path, result.data)
+    return result
+
+
+def assemble_spec(spec: dict, *, source: str = "<spec>") -> bytes:
+    """Assemble a spec dict to file bytes (read back unless ``validate: false``)."""
+    return assemble(spec, source=source).data
+
+
+def assemble(spec: dict, *, source: str = "<spec>", default_name: str = "") -> Assembled:
+    """Assemble a spec dict; see docs/ASSEMBLE.md."""
+    return _Assembler(source).run(spec, default_name)
+
+
+# ---------------------------------------------------------------------------
+
+class _Assembler:
+    def __init__(self, source: str):
+        self.source = source
+
+    # -- helpers ------------------------------------------------------------
+    def err(self, path: str, why: str) -> ValidationError:
+        return ValidationError(why, Where(file=self.source, field=path or None))
+
+    def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
+        if not isinstance(obj, dict):
+            raise self.err(path, "must be a mapping")
+        extra = [k for k in obj if k not in allowed]
+        if extra:
+            raise self.err(path, f"unknown key {extra[0]!r} (allowed: {', '.join(allowed)})")
+        return obj
+
+    def integer(self, val: Any, path: str, lo: int = 0, hi: int | None = None,
+                size: bool = False) -> int:
+        if size and isinstance(val, str):
+            m = _SIZE_RE.match(val)
+            if not m:
+                raise self.err(path, f"bad size {val!r} (an integer, optionally with B, KiB, "
+                                     "MiB or GiB)")
+            val = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
+        if type(val) is not int:
+            raise self.err(path, f"must be an integer, got {val!r}")
+        if val < lo or (hi is not None and val > hi):
+            raise self.err(path, f"{val} is outside {lo}..{hi if hi is not None else 'inf'}")
+        return val
+
+    def hexbytes(self, val: Any, path: str, size: int | None = None,
+                 pad: bool = False) -> bytes:
+        if not isinstance(val, str):
+            raise self.err(path, "must be a hex string")
+        try:
+            raw = bytes.fromhex("".join(val.split()))
+        except ValueError:
+            raise self.err(path, f"not a hex string: {val!r}") from None
+        if size is not None:
+            if len(raw) > size or (not pad and len(raw) != size):
+                raise self.err(path, f"needs {'at most ' if pad else ''}{size} bytes, "
+                                     f"got {len(raw)}")
+            raw = raw.ljust(size, b"\0")
+        return raw
+
+    # -- top level ----------------------------------------------------------
+    def run(self, spec: dict, default_name: str) -> Assembled:
+        self.keys(spec, _TOP_KEYS, "")
+        header = self.header(spec.get("header") or {}, default_name)
+        sgs = spec.get("subgraphs")
+        if not isinstance(sgs, list) or not sgs:
+            raise self.err("subgraphs", "needs a non-empty list of subgraphs")
+        members: list[tuple[str, bytes]] = []
+        names: list[str] = []
+        sg_members: list[tuple[str, bytes]] = []
+        for i, sg in enumerate(sgs):
+            name, items = self.subgraph(sg, f"subgraphs[{i}]", i)
+            if name in names:
+                raise self.err(f"subgraphs[{i}].name", f"subgraph {name!r} defined twice")
+            names.append(name)
+            sg_members.extend(items)
+        neff_json = spec.get("neff_json")
+        if neff_json is None:
+            neff_json = {"neff_like_version": NEFF_LIKE_VERSION, "subgraphs": names}
+        members.append((NEFF_JSON, _json_bytes(neff_json)))
+        members.extend(sg_members)
+        members = self.member_hatches(spec, members)
+        try:
+            data = build_container(header, members)
+        except NrtRewriteError as err:
+            raise err.at(file=self.source)
+        data = self.raw_header(spec.get("raw_header"), data)
+        if spec.get("trailing") is not None:
+            data += self.hexbytes(spec["trailing"], "trailing")
+        validate = spec.get("validate", True)
+        if not isinstance(validate, bool):
+            raise self.err("validate", "must be true or false")
+        model = read_model_bytes(data, path=f"{self.source} (assembled)") if validate else None
+        return Assembled(data=data, model=model)
+
+    def header(self, h: Any, default_name: str):
+        self.keys(h, _HEADER_KEYS, "header")
+        p = "header."
+        lnc = self.integer(h.get("lnc_size", 1), p + "lnc_size", 0, 0xFFFFFFFF)
+        fields: dict[str, Any] = {
+            "pkg_version": self.integer(h.get("pkg_version", 2), p + "pkg_version", 0, 2**64 - 1),
+            "neff_version_major": self.integer(h.get("neff_version_major", 1),
+                                               p + "neff_version_major", 0, 2**64 - 1),
+            "neff_version_minor": self.integer(h.get("neff_version_minor", 0),
+                                               p + "neff_version_minor", 0, 2**64 - 1),
+            "num_tpb": self.integer(h.get("num_tpb", max(lnc, 1)), p + "num_tpb", 0, 2**32 - 1),
+            "requested_tpb_count": self.integer(h.get("requested_tpb_count", max(lnc, 1)),
+                                                p + "requested_tpb_count", 0, 2**32 - 1),
+            "feature_bits": self.integer(h.get("feature_bits", 0), p + "feature_bits", 0,
+                                         2**64 - 1),
+            "lnc_size": lnc,
+        }
+        for key, default, size in (("name", default_name, 256),
+                                   ("neff_build_version", DEFAULT_BUILD_VERSION, 128)):
+            val = h.get(key, default)
+            if not isinstance(val, str):
+                raise self.err(p + key, "must be a string")
+            if len(val.encode("utf-8")) > size:
+                raise self.err(p + key, f"longer than {size} bytes")
+            fields[key] = val
+        uuid_val = h.get("uuid")
+        if uuid_val is None:
+            fields["uuid"] = bytes(16)
+        else:
+            try:
+                fields["uuid"] = uuidlib.UUID(str(uuid_val)).bytes
+            except ValueError:
+                raise self.err(p + "uuid", f"not a UUID: {uuid_val!r}") from None
+        tpn = h.get("tpb_per_node")
+        if tpn is None:
+            fields["tpb_per_node"] = bytes(64)
+        elif isinstance(tpn, list):
+            if len(tpn) > 64:
+                raise self.err(p + "tpb_per_node", "at most 64 entries")
+            fields["tpb_per_node"] = bytes(
+                self.integer(v, f"{p}tpb_per_node[{k}]", 0, 255) for k, v in enumerate(tpn)
+            ).ljust(64, b"\0")
+        else:
+            fields["tpb_per_node"] = self.hexbytes(tpn, p + "tpb_per_node", 64, pad=True)
+        return default_header(**fields)
+
+    def raw_header(self, raw: Any, data: bytes) -> bytes:
+        if raw is None:
+            return data
+        self.keys(raw, tuple(HEADER_FIELDS), "raw_header")
+        head = data[:HEADER_SIZE]
+        for name, val in raw.items():
+            off, size = HEADER_FIELDS[name]
+            path = f"raw_header.{name}"
+            if isinstance(val, str):
+                value: int | bytes = self.hexbytes(val, path, size, pad=True)
+            else:
+                value = self.integer(val, path, 0, 2 ** (8 * size) - 1)
+            head = patch_field(head, NEFF_HEADER, name, value)
+        return head + data[HEADER_SIZE:]
+
+    def member_hatches(self, spec: dict, members: list[tuple[str, bytes]]
+                       ) -> list[tuple[str, bytes]]:
+        omit = spec.get("omit_members") or []
+        if not isinstance(omit, list) or not all(isinstance(x, str) for x in omit):
+            raise self.err("omit_members", "must be a list of member names")
+        known = {n for n, _ in members}
+        for k, name in enumerate(omit):
+            if name not in known:
+                raise self.err(f"omit_members[{k}]", f"no member {name!r} to omit")
+        members = [(n, d) for n, d in members if n not in omit]
+        extra = spec.get("extra_members") or []
+        if not isinstance(extra, list):
+            raise self.err("extra_members", "must be a list")
+        for k, item in enumerate(extra):
+            path = f"extra_members[{k}]"
+            self.keys(item, ("name", "text", "hex", "json"), path)
+            name = item.get("name")
+            if not isinstance(name, str):
+                raise self.err(path + ".name", "must be a string")
+            if "text" in item:
+                data = str(item["text"]).encode("utf-8")
+            elif "hex" in item:
+                data = self.hexbytes(item["hex"], path + ".hex")
+            elif "json" in item:
+                data = _json_bytes(item["json"])
+            else:
+                data = b""
+            members = [(n, d) for n, d in members if n != name] + [(name, data)]
+        return members
+
+    # -- subgraphs ----------------------------------------------------------
+    def subgraph(self, sg: Any, path: str, position: int) -> tuple[str, list[tuple[str, bytes]]]:
+        self.keys(sg, _SG_KEYS, path)
+        name = sg.get("name", f"sg{position:02d}")
+        if not isinstance(name, str) or not name:
+            raise self.err(path + ".name", "must be a non-empty string")
+        var_list, by_name = self.variables(sg.get("vars") or [], path + ".vars")
+        groups = self.groups(sg.get("replica_groups"), path + ".replica_groups")
+        engines = sg.get("engines")
+        if not isinstance(engines, dict) or not engines:
+            raise self.err(path + ".engines", "needs a mapping of engine name -> instructions")
+        streams: list[tuple[str, bytes]] = []
+        for engine, body in engines.items():
+            if not isinstance(engine, str):
+                raise self.err(path + ".engines", f"engine name {engine!r} is not a string")
+            words = self.instructions(body or [], f"{path}.engines.{engine}", by_name)
+            streams.append((engine, b"".join(words)))
+        definition: dict[str, Any] = {"var": var_list, "replica_groups": groups,
+                                      "engines": [e for e, _ in streams]}
+        override = sg.get("def_json")
+        if override is not None:
+            if not isinstance(override, dict):
+                raise self.err(path + ".def_json", "must be a mapping")
+            definition.update(override)
+        items = [(f"{name}/{DEF_JSON}", _json_bytes(definition))]
+        items.extend((f"{name}/{engine}.bin", data) for engine, data in streams)
+        return name, items
+
+    def variables(self, items: Any, path: str) -> tuple[list[dict], dict[str, dict]]:
+        if not isinstance(items, list):
+            raise self.err(path, "must be a list")
+        out: list[dict] = []
+        by_name: dict[str, dict] = {}
+        next_id = 0
+        for k, item in enumerate(items):
+            p = f"{path}[{k}]"
+            self.keys(item, _VAR_KEYS, p)
+            name = item.get("name")
+            if not isinstance(name, str) or not name:
+                raise self.err(p + ".name", "needs a non-empty name")
+            if name in by_name:
+                raise self.err(p + ".name", f"var name {name!r} used twice")
+            var_id = self.integer(item.get("var_id", next_id), p + ".var_id", 0, 2**32 - 1)
+            next_id = max(next_id, var_id + 1)
+            var = {"var_id": var_id, "name": name, "type": item.get("type"),
+                   "size": self.integer(item.get("size"), p + ".size", 0, size=True)}
+            if "partitions" in item:
+                var["partitions"] = item["partitions"]
+            out.append(var)
+            by_name[name] = var
+        return out, by_name
+
+    def groups(self, groups: Any, path: str) -> list:
+        if not isinstance(groups, list):
+            raise self.err(path, "needs a list of replica groups")
+        out = []
+        for g, grp in enumerate(groups):
+            if isinstance(grp, str):
+                m = _RANGE_RE.match(grp)
+                if not m or int(m.group(2)) < int(m.group(1)):
+                    raise self.err(f"{path}[{g}]", f"bad rank range {grp!r} (use 'first..last')")
+                out.append(list(range(int(m.group(1)), int(m.group(2)) + 1)))
+            elif isinstance(grp, list):
+                out.append(grp)
+            else:
+                raise self.err(f"{path}[{g}]", "a group is a list of ranks or 'first..last'")
+        return out
+
+    # -- instructions -------------------------------------------------------
+    def instructions(self, body: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
+        if not isinstance(body, list):
+            raise self.err(path, "must be a list of instructions")
+        words: list[bytes] = []
+        for k, item in enumerate(body):
+            words.extend(self.instruction(item, f"{path}[{k}]", by_name))
+        return words
+
+    def instruction(self, item: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
+        if item == "nop":
+            return [opaque_word(NOP_OPCODE)]
+        if not isinstance(item, dict) or len(item) != 1:
+            raise self.err(path, "an instruction is a one-key mapping (nop, opaque, raw, "
+                                 "repeat, all_reduce, all_gather, reduce_scatter) or 'nop'")
+        (kind, body), = item.items()
+        p = f"{path}.{kind}"
+        if kind == "nop":
+            return [opaque_word(NOP_OPCODE)] * self.integer(body, p, 0)
+        if kind == "opaque":
+            self.keys(body, ("opcode", "count", "sync", "operands"), p)
+            opcode = self.integer(body.get("opcode"), p + ".opcode", 0, 255)
+            count = self.integer(body.get("count", 1), p + ".count", 0)
+            sync = self.sync(body.get("sync"), p + ".sync")
+            operands = self.hexbytes(body.get("operands", ""), p + ".operands", 52, pad=True)
+            return [opaque_word(opcode, sync=sync, operands=operands)] * count
+        if kind == "raw":
+            items = body if isinstance(body, list) else [body]
+            return [self.hexbytes(w, f"{p}[{j}]", WORD_SIZE) for j, w in enumerate(items)]
+        if kind == "repeat":
+            self.keys(body, ("count", "body"), p)
+            count = self.integer(body.get("count"), p + ".count", 0)
+            return self.instructions(body.get("body") or [], p + ".body", by_name) * count
+        if kind in TRIGGER_KINDS:
+            return self.trigger(TRIGGER_KINDS[kind], body, p, by_name)
+        raise self.err(path, f"unknown instruction {kind!r}")
+
+    def sync(self, sync: Any, path: str) -> bytes:
+        if sync is None:
+            return bytes(8)
+        self.keys(sync, _SYNC_KEYS, path)
+        vals = [self.integer(sync.get(k, 0), f"{path}.{k}", 0, 255) for k in _SYNC_KEYS[:4]]
+        sem = self.integer(sync.get("semaphore_value", 0), path + ".semaphore_value", 0,
+                           2**32 - 1)
+        return bytes(vals) + sem.to_bytes(4, "little")
+
+    def var_id(self, ref: Any, path: str, by_name: dict[str, dict]) -> int:
+        if type(ref) is int:
+            return self.integer(ref, path, 0, 2**32 - 1)  # escape hatch: a raw var id
+        if not isinstance(ref, str) or ref not in by_name:
+            raise self.err(path, f"no var named {ref!r} in this subgraph")
+        return by_name[ref]["var_id"]
+
+    def dram(self, ref: Any, path: str, by_name: dict[str, dict]) -> tuple[int, int]:
+        if isinstance(ref, dict):
+            self.keys(ref, ("var", "offset"), path)
+            return (self.var_id(ref.get("var"), path + ".var", by_name),
+                    self.integer(ref.get("offset", 0), path + ".offset", 0, 2**64 - 1, size=True))
+        return self.var_id(ref, path, by_name), 0
+
+    def sbuf(self, ref: Any, path: str, by_name: dict[str, dict], prefix: str) -> dict:
+        self.keys(ref, ("var", "start", "partitions", "dims"), path)
+        parts = ref.get("partitions")
+        if type(parts) is int:
+            pstart, pcount = 0, parts
+        elif isinstance(parts, list) and len(parts) == 2:
+            pstart, pcount = parts
+        else:
+            raise self.err(path + ".partitions", "needs a count or [start, count]")
+        dims = ref.get("dims")
+        if not isinstance(dims, list) or not 1 <= len(dims) <= 3:
+            raise self.err(path + ".dims", "needs 1 to 3 [step, num] pairs, innermost first")
+        out_dims = []
+        for j, d in enumerate(dims + [[0, 1]] * (3 - len(dims))):
+            if not isinstance(d, list) or len(d) != 2:
+                raise self.err(f"{path}.dims[{j}]", "a dimension is [step, num]")
+            out_dims.append({"step": self.integer(d[0], f"{path}.dims[{j}][0]", -2**31, 2**31 - 1),
+                             "num": self.integer(d[1], f"{path}.dims[{j}][1]", 0, 2**32 - 1)})
+        return {
+            f"{prefix}_var_id": self.var_id(ref.get("var"), path + ".var", by_name),
+            f"{prefix}_start": self.integer(ref.get("start", 0), path + ".start", 0, 2**32 - 1),
+            f"{prefix}_partition_start": self.integer(pstart, path + ".partitions", 0, 0xFFFF),
+            f"{prefix}_partition_count": self.integer(pcount, path + ".partitions", 0, 0xFFFF),
+            f"{prefix}_dims": out_dims,
+        }
+
+    def trigger(self, ctype: CType, body: Any, path: str, by_name: dict[str, dict]
+                ) -> list[bytes]:
+        self.keys(body, _TRIGGER_KEYS, path)
+        dname = body.get("dtype")
+        if dname not in DTYPE_NAMES:
+            raise self.err(path + ".dtype", f"unknown dtype {dname!r} (one of "
+                                            f"{', '.join(DTYPE_NAMES)})")
+        dtype = DTYPE_NAMES[dname]
+        if ctype == CType.ALL_GATHER:
+            if "op" in body:
+                raise self.err(path + ".op", "all_gather takes no op")
+            alu = None
+        else:
+            if body.get("op") not in ALU_NAMES:
+                raise self.err(path + ".op", f"needs op: one of {', '.join(ALU_NAMES)}")
+            alu = ALU_NAMES[body["op"]]
+        sbuf_like = any(isinstance(body.get(k), dict) and "partitions" in body[k]
+                        for k in ("src", "dst"))
+        opcode = self.integer(body.get("opcode", 0xD9 if sbuf_like else 0xC8),
+                              path + ".opcode", 0, 255)
+        if opcode not in (0xC7, 0xC8, 0xD9):
+            raise self.err(path + ".opcode", "opcode is 0xC7, 0xC8 or 0xD9")
+        if opcode == 0xC7 and ctype != CType.ALL_REDUCE:
+            raise self.err(path + ".opcode", "0xC7 carries only all_reduce")
+        group = self.integer(body.get("group", 0), path + ".group", 0, 0xFFFF)
+        stream_id = self.integer(body.get("stream_id", 0), path + ".stream_id", 0, 0xFFFF)
+        channel_id = self.integer(body.get("channel_id", 0), path + ".channel_id", 0, 0xFFFF)
+        if opcode == 0xC7 and stream_id:
+            raise self.err(path + ".stream_id", "0xC7 has no stream_id field")
+        if opcode != 0xD9 and channel_id:
+            raise self.err(path + ".channel_id", "only 0xD9+0xDA has a channel_id")
+        fields: dict[str, Any] = {"alu_op": alu, "dtype": dtype}
+        sync = self.sync(body.get("sync"), path + ".sync")
+        fields.update(_sync_fields(sync))
+        ext_fields: dict[str, Any] = {}
+        if opcode == 0xD9:
+            for k in ("src", "dst"):
+                if not isinstance(body.get(k), dict):
+                    raise self.err(f"{path}.{k}", "0xD9 needs an SBUF access pattern "
+                                                  "{var, start, partitions, dims}")
+            fields.update(self.sbuf(body["src"], path + ".src", by_name, "src"))
+            fields["ctype"] = ctype
+            ext_fields.update(self.sbuf(body["dst"], path + ".dst", by_name, "dst"))
+            ext_fields.update(replica_group_id=group, channel_id=channel_id, stream_id=stream_id)
+            ext_fields.update(_sync_fields(self.sync(body.get("ext_sync"), path + ".ext_sync")))
+            src_elems = fields["src_partition_count"]
+            for d in fields["src_dims"]:
+                src_elems *= d["num"]
+        else:
+            fields["src_var_id"], fields["src_offset"] = self.dram(body.get("src"), path + ".src",
+                                                                   by_name)
+            fields["dst_var_id"], fields["dst_offset"] = self.dram(body.get("dst"), path + ".dst",
+                                                                   by_name)
+            fields["replica_group_id"] = group
+            if opcode == 0xC8:
+                fields["ctype"] = ctype
+                fields["stream_id"] = stream_id
+            src_elems = None
+        fields["num_elements"] = self.count(body, path, dtype, src_elems)
+        words = [self.encode(opcode, fields, body.get("patch"), path + ".patch")]
+        if opcode == 0xD9:
+            ext = body.get("ext", True)
+            if not isinstance(ext, bool):
+                raise self.err(path + ".ext", "must be true or false")
+            if ext:
+                words.append(self.encode(Opcode.PSEUDO_EXTENSION, ext_fields,
+                                         body.get("patch_ext"), path + ".patch_ext"))
+        return words
+
+    def count(self, body: dict, path: str, dtype: DType, default: int | None) -> int:
+        if "num_elements" in body and "bytes" in body:
+            raise self.err(path, "give num_elements or bytes, not both")
+        if "num_elements" in body:
+            return self.integer(body["num_elements"], path + ".num_elements", 0, 2**64 - 1,
+                                size=True)
+        if "bytes" in body:
+            nbytes = self.integer(body["bytes"], path + ".bytes", 0, size=True)
+            if nbytes % DTYPE_SIZE[dtype]:
+                raise self.err(path + ".bytes", f"{nbytes} bytes is not a whole number of "
+                                                f"{dtype.name} elements")
+            return self.integer(nbytes // DTYPE_SIZE[dtype], path + ".bytes", 0, 2**64 - 1)
+        if default is not None:
+            return default
+        raise self.err(path, "needs num_elements or bytes")
+
+    def encode(self, opcode: int, fields: dict, patch: Any, path: str) -> bytes:
+        try:
+            word = encode_word(opcode, fields)
+        except cs.ConstructError as err:
+            raise self.err(path.rsplit(".", 1)[0],
+                           f"cannot encode: {str(err).splitlines()[-1]}") from None
+        if patch is None:
+            return word
+        self.keys(patch, tuple(WORD_FIELDS[opcode]), path)
+        for name, val in patch.items():
+            off, size = WORD_FIELDS[opcode][name]
+            if isinstance(val, str):
+                value: int | bytes = self.hexbytes(val, f"{path}.{name}", size, pad=True)
+            else:
+                value = self.integer(val, f"{path}.{name}", -(2 ** (8 * size - 1)),
+                                     2 ** (8 * size) - 1)
+            word = patch_field(word, WORD_STRUCTS[opcode], name, value)
+        return word
+
+
+def _sync_fields(sync: bytes) -> dict[str, int]:
+    return {"wait_mode": sync[0], "wait_idx": sync[1], "update_mode": sync[2],
+            "update_idx": sync[3], "semaphore_value": int.from_bytes(sync[4:8], "little")}
+
+
+def _json_bytes(obj: Any) -> bytes:
+    """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline)."""
+    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+__all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec",
+           "parse_spec_text", "DTYPE_NAMES", "ALU_NAMES", "TRIGGER_KINDS", "NOP_OPCODE"]
