@@ -1,0 +1,95 @@
+"""``nrtrewrite lower``: the whole load-time rewrite of a model, written to an output folder."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from nrtrewrite.bundle import default_output, write_output
+from nrtrewrite.cli import main
+from nrtrewrite.lower import LowerOptions, plan_lowering
+from nrtrewrite.neff.reader import read_model
+
+#: Rank count above which the progress bar is shown (unless --quiet).
+PROGRESS_MIN_RANKS = 8
+
+
+def common_lowering_options(fn):
+    """--topology / --algo / --host-cc / --no-verify-hash, shared by lower, schedule, simulate."""
+    fn = click.option("--no-verify-hash", is_flag=True,
+                      help="Do not check the NEFF header hash (a warning is printed).")(fn)
+    fn = click.option("--host-cc", is_flag=True,
+                      help="Use the host-CC final reduce step (recv_reduce_copy_send).")(fn)
+    fn = click.option("--algo", default=None, metavar="A",
+                      help="Algorithm override, NCCL-like: ring, ^mesh, "
+                           "allreduce:ring;allgather:ring (also NRTREWRITE_ALGO).")(fn)
+    fn = click.option("--topology", default=None, metavar="T",
+                      help="trn1, trn2, trn2:nodes=N or a topology JSON file "
+                           "(default: trn2 sized to the model).")(fn)
+    return fn
+
+
+def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, host_cc: bool,
+                  no_verify_hash: bool):
+    """Read the model and make the rank-independent plan; returns (plan, warnings)."""
+    data = Path(model_path).read_bytes()
+    model = read_model(model_path, verify_hash=not no_verify_hash)
+    warnings = []
+    if no_verify_hash:
+        warnings.append(f"{model_path}: header hash not verified (--no-verify-hash)")
+    plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
+                         input_sha256=hashlib.sha256(data).hexdigest())
+    return plan, warnings
+
+
+@main.command("lower")
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "out", default=None, metavar="OUT",
+              help="Output folder (default: <model>.lowered next to the model).")
+@click.option("--rank", "ranks", type=int, multiple=True,
+              help="Lower only this rank (repeatable). Default: every rank of the world.")
+@common_lowering_options
+@click.option("--force", is_flag=True, help="Replace an existing output folder (atomically).")
+@click.option("-j", "--jobs", type=int, default=None,
+              help="Worker processes for all-rank lowering (default: the number of cores).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force, jobs, quiet):
+    """Lower every collective trigger of MODEL and write the rewritten NEFF and artifacts."""
+    err = Console(stderr=True)
+    t0 = time.perf_counter()
+    plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
+                                   no_verify_hash=no_verify_hash)
+    for w in warnings:
+        err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
+    out_path = Path(out) if out else default_output(model)
+    rank_list = list(ranks) if ranks else None
+    n = len(rank_list) if rank_list else len(plan.world)
+    workers = jobs if jobs else (os.cpu_count() or 1)
+    if quiet or n < PROGRESS_MIN_RANKS:
+        write_output(plan, out_path, ranks=rank_list, force=force, workers=workers)
+    else:
+        with Progress(TextColumn("lowering"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err, transient=True) as prog:
+            task = prog.add_task("ranks", total=n)
+            write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
+                         progress=lambda done, total: prog.update(task, completed=done))
+    if quiet:
+        return
+    console = Console()
+    table = Table(title=f"{Path(model).name} -> {out_path}", show_lines=False)
+    for col in ("trigger", "op", "dtype", "elements", "group", "algorithm", "channels", "pgta"):
+        table.add_column(col)
+    for tp in plan.triggers:
+        t = tp.trigger
+        table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
+                      f"{t.replica_group_id} ({t.group_size} ranks)", tp.alg.name,
+                      str(len(tp.channel_ids)), str(tp.chunk.groups))
+    console.print(table)
+    console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")

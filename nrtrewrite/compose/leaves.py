@@ -1,0 +1,98 @@
+"""The step-recorder leaf vocabulary (seed 000 §3.1, seed 003 §4).
+
+A composer produces a sequence of leaf calls; :mod:`nrtrewrite.emit` turns each
+leaf call into a leg (descriptors + semaphores).  What a leaf reads, writes and
+signals is declared once here, in :data:`LEAF_SPECS`, so that the emitter, the
+``schedule`` command, the docs and the simulator's cross-checks agree.
+
+Buffers (per rank, docs/DESIGN.md "Buffers"):
+
+``IN``   the trigger's src operand;  ``OUT`` its dst operand;
+``RECV`` the receive slot of a partial sum (the rank's scratch region, indexed
+by element position, written once per trigger);  the *owner* of a buffer is
+``SELF`` or ``NEXT`` (the ring successor of the channel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Leaf(IntEnum):
+    """enc_primitive leaves we emit; numbering is ours (docs/FORMATS.md legs.bin)."""
+
+    send = 1
+    recv_reduce_send = 2
+    recv_reduce_copy = 3
+    recv_reduce_copy_send = 4
+    direct_copy_send = 5
+    direct_recv_send = 6
+    direct_recv = 7
+    direct_copy = 8
+    direct_pull = 9
+    direct_reduce_send_kangaring = 10
+    mark_end = 15  # the per-channel completion wait (mark_end -> proxy_end_operation)
+
+
+class Buf(IntEnum):
+    """Logical buffers a leaf addresses."""
+
+    IN = 0
+    OUT = 1
+    RECV = 2
+    GW = 3  # gateway staging buffer for a network hop (send side)
+
+
+class Owner(IntEnum):
+    SELF = 0
+    NEXT = 1
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """What one leaf call does.
+
+    ``sources`` are read (and reduced, when ``reduce``); every destination
+    receives the (reduced) stream.  ``waits`` says the leg consumes one
+    data-ready count from its predecessor (a *recv* leaf); a destination owned
+    by NEXT makes it a *send* leaf that signals the successor.
+    """
+
+    sources: tuple[Buf, ...]
+    dests: tuple[tuple[Buf, Owner], ...]
+    reduce: bool
+    waits: bool
+
+    @property
+    def sends(self) -> bool:
+        return any(owner == Owner.NEXT for _buf, owner in self.dests)
+
+    @property
+    def moves_data(self) -> bool:
+        return bool(self.dests)
+
+
+#: Ring leaves.  RECV receives the partials of the reduce-scatter phase; OUT is
+#: where reduced / gathered chunks land.  For ALLGATHER the first send writes the
+#: successor's OUT (there are no partials); the emitter maps that per op.
+LEAF_SPECS: dict[Leaf, LeafSpec] = {
+    Leaf.send: LeafSpec((Buf.IN,), ((Buf.RECV, Owner.NEXT),), reduce=False, waits=False),
+    Leaf.recv_reduce_send: LeafSpec((Buf.RECV, Buf.IN), ((Buf.RECV, Owner.NEXT),),
+                                    reduce=True, waits=True),
+    Leaf.recv_reduce_copy: LeafSpec((Buf.RECV, Buf.IN), ((Buf.OUT, Owner.SELF),),
+                                    reduce=True, waits=True),
+    Leaf.recv_reduce_copy_send: LeafSpec((Buf.RECV, Buf.IN),
+                                         ((Buf.OUT, Owner.SELF), (Buf.OUT, Owner.NEXT)),
+                                         reduce=True, waits=True),
+    Leaf.direct_copy_send: LeafSpec((Buf.OUT,), ((Buf.OUT, Owner.NEXT),), reduce=False,
+                                    waits=False),
+    Leaf.direct_recv_send: LeafSpec((Buf.OUT,), ((Buf.OUT, Owner.NEXT),), reduce=False,
+                                    waits=True),
+    Leaf.direct_recv: LeafSpec((), (), reduce=False, waits=True),
+    Leaf.direct_copy: LeafSpec((Buf.IN,), ((Buf.OUT, Owner.SELF),), reduce=False, waits=False),
+    Leaf.mark_end: LeafSpec((), (), reduce=False, waits=False),
+}
+
+#: Leaves that carry SDMA_CCETYPE + reduction_type_t (seed 000 §3.1 "REDUCE steps").
+REDUCE_LEAVES = frozenset(leaf for leaf, spec in LEAF_SPECS.items() if spec.reduce)

@@ -1,0 +1,179 @@
+"""The ring channel composers (seed 001 §3-4), as numpy step arrays.
+
+``__compose_allreduce_channel``, ``__compose_allgather_channel`` and
+``__compose_redsct_channel`` share one template mechanism: the composer writes
+the step sequence of ONE chunk group once (a few dozen Python tuples, O(rank_n)),
+and :func:`compose_channel` broadcasts it over every chunk group with numpy,
+resolving each step's chunk position ``k`` from ``user_ranks`` exactly as seed
+001 §4 does (``p.k = na[...]``).
+
+Step identities (tested in tests/test_compose_ring.py):
+
+* ALLREDUCE: ``rank_n - 1`` reduce-scatter steps (send; ``rank_n - 2`` x
+  recv_reduce_send; the final recv_reduce_copy + direct_copy_send, or
+  recv_reduce_copy_send on the host-CC path) and ``rank_n - 1`` all-gather steps
+  (``rank_n - 2`` x direct_recv_send; direct_recv): ``2(rank_n - 1)`` steps,
+  each issued for CHUNK_H0 then CHUNK_H1, per chunk group.
+* REDUCE_SCATTER: phase 1 only, ending with recv_reduce_copy.
+* ALLGATHER: copy leaves only: send of the rank's own block (plus the local
+  direct_copy into its own output slot), ``rank_n - 2`` x direct_recv_send,
+  direct_recv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nrtrewrite.codes import EncHalfChunkIndex, EncOpType
+from nrtrewrite.compose.chunking import ChunkPlan
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.errors import LoweringError
+
+H0 = int(EncHalfChunkIndex.CHUNK_H0)
+H1 = int(EncHalfChunkIndex.CHUNK_H1)
+
+PHASE_REDUCE_SCATTER = 0
+PHASE_ALL_GATHER = 1
+PHASE_NAMES = {PHASE_REDUCE_SCATTER: "reduce_scatter", PHASE_ALL_GATHER: "all_gather"}
+
+#: One template row: (ring step, phase, leaf, user_ranks index, half).
+TemplateRow = tuple[int, int, Leaf, int, int]
+
+#: Structured dtype of composed steps (one row per leaf call), docs/DESIGN.md.
+STEP_DTYPE = np.dtype([
+    ("group", "<i4"),      # chunk group (pgta index)
+    ("step", "<i4"),       # ring step within the group
+    ("phase", "u1"),       # PHASE_REDUCE_SCATTER / PHASE_ALL_GATHER
+    ("leaf", "u1"),        # Leaf
+    ("half", "u1"),        # CHUNK_H0 / CHUNK_H1
+    ("k", "<i4"),          # chunk position as a rank id (seed: p.k = na[...])
+    ("pos", "<i4"),        # index of k in the replica group (the block / chunk position)
+    ("start", "<i8"),      # element range [start, stop) in the op's element space
+    ("stop", "<i8"),
+])
+
+
+def _both(step: int, phase: int, leaf: Leaf, idx: int) -> list[TemplateRow]:
+    return [(step, phase, leaf, idx, H0), (step, phase, leaf, idx, H1)]
+
+
+def allreduce_template(rank_n: int, host_cc: bool = False) -> list[TemplateRow]:
+    """__compose_allreduce_channel's step loop for one chunk group (seed 001 §4)."""
+    rs, ag = PHASE_REDUCE_SCATTER, PHASE_ALL_GATHER
+    rows: list[TemplateRow] = []
+    rows += _both(0, rs, Leaf.send, rank_n - 1)                 # p.k = na[rank_n-1]
+    step = 1
+    for nptr in range(rank_n, 2, -1):                           # &na[rank_n] .. &na[3]
+        rows += _both(step, rs, Leaf.recv_reduce_send, nptr - 2)  # p.k = nptr[-2]
+        step += 1
+    if host_cc:                                                 # p.k = na[0]
+        rows += _both(step, rs, Leaf.recv_reduce_copy_send, 0)
+    else:
+        rows += [(step, rs, Leaf.recv_reduce_copy, 0, H0), (step, rs, Leaf.direct_copy_send, 0, H0),
+                 (step, rs, Leaf.recv_reduce_copy, 0, H1), (step, rs, Leaf.direct_copy_send, 0, H1)]
+    step += 1
+    for nptr in range(rank_n, 2, -1):
+        rows += _both(step, ag, Leaf.direct_recv_send, nptr - 1)  # p.k = nptr[-1]
+        step += 1
+    rows += _both(step, ag, Leaf.direct_recv, 1)                # p.k = na[1]
+    return rows
+
+
+def redsct_template(rank_n: int) -> list[TemplateRow]:
+    """__compose_redsct_channel: phase 1 only, ending after the final reduce."""
+    rs = PHASE_REDUCE_SCATTER
+    rows: list[TemplateRow] = _both(0, rs, Leaf.send, rank_n - 1)
+    step = 1
+    for nptr in range(rank_n, 2, -1):
+        rows += _both(step, rs, Leaf.recv_reduce_send, nptr - 2)
+        step += 1
+    rows += _both(step, rs, Leaf.recv_reduce_copy, 0)
+    return rows
+
+
+def allgather_template(rank_n: int) -> list[TemplateRow]:
+    """__compose_allgather_channel: copy leaves only (zero recv_reduce_*)."""
+    ag = PHASE_ALL_GATHER
+    rows: list[TemplateRow] = []
+    rows += _both(0, ag, Leaf.send, 0)          # own block to the successor
+    rows += _both(0, ag, Leaf.direct_copy, 0)   # own block into our own output slot
+    step = 1
+    for nptr in range(rank_n, 2, -1):
+        rows += _both(step, ag, Leaf.direct_recv_send, nptr - 1)
+        step += 1
+    rows += _both(step, ag, Leaf.direct_recv, 1)
+    return rows
+
+
+def single_rank_template() -> list[TemplateRow]:
+    """enc_1rank_primitive: a group of one rank copies its input to its output."""
+    return _both(0, PHASE_ALL_GATHER, Leaf.direct_copy, 0)
+
+
+def channel_template(op: EncOpType, rank_n: int, host_cc: bool = False) -> list[TemplateRow]:
+    """Per-channel op-type dispatch (__compose_channel_ring, seed 001 §3)."""
+    if op in (EncOpType.BROADCAST, EncOpType.REDUCE, EncOpType.ALLTOALL):
+        raise LoweringError(f"not supported operation (op_type {int(op)} {op.name}) on a ring"
+                            + ("; alltoall cannot be supported without Mesh algorithm"
+                               if op == EncOpType.ALLTOALL else ""))
+    if op not in (EncOpType.ALLREDUCE, EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER):
+        raise LoweringError(f"ring lowering of op_type {int(op)} {op.name} is not part of this tool")
+    if rank_n == 1:
+        return single_rank_template()
+    if op == EncOpType.ALLREDUCE:
+        return allreduce_template(rank_n, host_cc)
+    if op == EncOpType.REDUCE_SCATTER:
+        return redsct_template(rank_n)
+    return allgather_template(rank_n)
+
+
+#: Bookkeeping calls around the step loop (seed 001 §4 prologue / epilogue),
+#: shown by ``schedule``; they emit no leg except mark_end.
+def bookkeeping(op: EncOpType, prev_is_network: bool) -> tuple[list[str], list[str]]:
+    prologue = ["post_send(1)", "mark_step(0)", "advance_send(1)", "post_recv(concat_first)",
+                "mark_step(0)"]
+    epilogue = ["advance_recv(-concat_first)", "mark_complete()", "mark_step(0)"]
+    if prev_is_network:
+        epilogue += ["post_recv(1)", "mark_step(1)"]
+    epilogue.append("mark_end()")
+    return prologue, epilogue
+
+
+@dataclass(frozen=True)
+class ChannelSteps:
+    channel: int
+    user_ranks: tuple[int, ...]
+    steps: np.ndarray  # STEP_DTYPE
+
+
+def compose_channel(op: EncOpType, plan: ChunkPlan, channel: int, user_ranks: tuple[int, ...],
+                    group_index: dict[int, int], host_cc: bool = False) -> ChannelSteps:
+    """All steps of one channel of one rank, every chunk group, as a STEP_DTYPE array.
+
+    ``group_index`` maps a rank id to its position in the replica group (the
+    chunk position / block index).  Rows keep template order inside a group and
+    group order outside: the channel's program order.
+    """
+    rank_n = len(user_ranks)
+    rows = channel_template(op, rank_n, host_cc)
+    t = len(rows)
+    tmpl = np.array([(s, ph, int(lf), idx, h) for s, ph, lf, idx, h in rows], dtype=np.int64)
+    na = np.asarray(user_ranks, dtype=np.int64)
+    k = na[tmpl[:, 3]]
+    pos = np.array([group_index[int(r)] for r in user_ranks], dtype=np.int64)[tmpl[:, 3]]
+    groups = plan.groups
+    out = np.empty(groups * t, dtype=STEP_DTYPE)
+    g = np.repeat(np.arange(groups, dtype=np.int64), t)
+    out["group"] = g
+    out["step"] = np.tile(tmpl[:, 0], groups)
+    out["phase"] = np.tile(tmpl[:, 1], groups)
+    out["leaf"] = np.tile(tmpl[:, 2], groups)
+    out["half"] = np.tile(tmpl[:, 4], groups)
+    out["k"] = np.tile(k, groups)
+    out["pos"] = np.tile(pos, groups)
+    start, stop = plan.half_ranges(g, channel, out["pos"], out["half"])
+    out["start"] = start
+    out["stop"] = stop
+    return ChannelSteps(channel=channel, user_ranks=tuple(user_ranks), steps=out)

@@ -1,0 +1,206 @@
+"""Addresses: the per-rank memory map, SoC routing bits and EVT_SEM semaphores.
+
+Every number here is documented in docs/FORMATS.md "Addresses".
+
+SoC address (64-bit): LOCAL [46:0], DIE [47], CAYMAN_ID [53:48] (the target
+device), CAYMAN_ID_VALID [54] (set when the target is another device of the
+node).  A target on the same device uses the plain local address.  Network
+peers are never addressed by a BD: their bytes go through the net-proxy FIFOs.
+
+Each logical core owns a window of the device's local space
+(``CORE_WINDOW`` bytes at ``logical_core * CORE_WINDOW``); inside it, DRAM
+vars, the scratch (RECV) region and the gateway (GW) staging region are laid
+out from ``DRAM_BASE``; state-buffer vars live in the SBUF window at
+``SBUF_BASE + partition * partition_stride``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nrtrewrite.codes import VarType
+from nrtrewrite.errors import LimitError
+
+LOCAL_MASK = (1 << 47) - 1
+DIE_BIT = 47
+CAYMAN_ID_SHIFT = 48
+CAYMAN_ID_MASK = 0x3F
+CAYMAN_ID_VALID = 1 << 54
+
+#: Per-logical-core window of local DRAM space (ours).
+CORE_WINDOW = 1 << 36
+DRAM_BASE = 1 << 32
+SBUF_BASE = 0x8_0000_0000  # 32 GiB into the core window
+REGION_ALIGN = 4096
+
+#: EVT_SEM aperture (seed 000 §4.1).
+EVT_SEM_BASE = 0x82_8000_0000
+EVT_SEM_READ = 0x1000
+EVT_SEM_SET = 0x1400
+EVT_SEM_INC = 0x1800
+EVT_SEM_DEC = 0x1C00
+EVT_SEM_STRIDE = 4
+SEMAPHORES_PER_CORE = 256
+#: TOP_SP instance stride inside the aperture: ((sp & 7) << 30) + ((sp > 7) << 47).
+TOPSP_STRIDE_SHIFT = 30
+
+
+def align_up(value: int, align: int = REGION_ALIGN) -> int:
+    return -(-value // align) * align
+
+
+def sema_address(sp_idx: int, sem_id: int, window: int) -> int:
+    """Local SoC address of semaphore ``sem_id`` of TOP_SP ``sp_idx`` in ``window``."""
+    if not 0 <= sem_id < SEMAPHORES_PER_CORE:
+        raise LimitError(f"semaphore id {sem_id} outside 0..{SEMAPHORES_PER_CORE - 1}")
+    return (EVT_SEM_BASE + ((sp_idx & 7) << TOPSP_STRIDE_SHIFT) + ((1 if sp_idx > 7 else 0) << DIE_BIT)
+            + window + EVT_SEM_STRIDE * sem_id)
+
+
+def decode_sema_address(local: int) -> tuple[int, int, int] | None:
+    """(sp_idx, window, sem_id) of a local EVT_SEM address, or None when it is not one."""
+    die = (local >> DIE_BIT) & 1
+    rest = local & ((1 << DIE_BIT) - 1)
+    if rest < EVT_SEM_BASE:
+        return None
+    off = rest - EVT_SEM_BASE
+    sp_lo = off >> TOPSP_STRIDE_SHIFT
+    if sp_lo > 7:
+        return None
+    off &= (1 << TOPSP_STRIDE_SHIFT) - 1
+    for window in (EVT_SEM_READ, EVT_SEM_SET, EVT_SEM_INC, EVT_SEM_DEC):
+        if window <= off < window + EVT_SEM_STRIDE * SEMAPHORES_PER_CORE:
+            rel = off - window
+            if rel % EVT_SEM_STRIDE:
+                return None
+            sp = sp_lo + (8 if die else 0)
+            return sp, window, rel // EVT_SEM_STRIDE
+    return None
+
+
+def route(local: int, target_device: int, self_device: int) -> int:
+    """Add the routing bits for a target on another device of the node."""
+    if target_device == self_device:
+        return local
+    return local | CAYMAN_ID_VALID | ((target_device & CAYMAN_ID_MASK) << CAYMAN_ID_SHIFT)
+
+
+def unroute(addr: int) -> tuple[int | None, int]:
+    """(target device or None for local, local address)."""
+    local = addr & ((1 << CAYMAN_ID_SHIFT) - 1)
+    if addr & CAYMAN_ID_VALID:
+        return (addr >> CAYMAN_ID_SHIFT) & CAYMAN_ID_MASK, local
+    return None, local
+
+
+# ---------------------------------------------------------------------------
+# Semaphore allocation (per rank, identical on every rank: SPMD).
+
+#: Ring channel semaphores (4 per channel, as the runtime's ring channel config).
+SEM_RECV = 0  # recv_sema: data-ready count, incremented by the predecessor or the proxy
+SEM_SEND = 1  # send_sema: send credit / net-send handshake, consumed by the proxy
+SEM_POST = 2  # post_sema: allocated, unused by the ring legs we emit
+SEM_COMPL = 3  # dma_compl_sema: every leg's local completion; mark_end waits on it
+SEMS_PER_CHANNEL = 4
+#: Semaphores 0..15 are left to the TOP_SP's own use (barriers, reporter).
+SEM_CHANNEL_BASE = 16
+
+
+def channel_sem(channel: int, role: int) -> int:
+    sem = SEM_CHANNEL_BASE + SEMS_PER_CHANNEL * channel + role
+    if sem >= SEMAPHORES_PER_CORE:
+        raise LimitError(f"out of semaphores: channel {channel} needs semaphore {sem}, "
+                         f"a core has {SEMAPHORES_PER_CORE}")
+    return sem
+
+
+# ---------------------------------------------------------------------------
+# The memory map.
+
+@dataclass(frozen=True)
+class Region:
+    """A region of one rank's memory (offsets relative to the core window)."""
+
+    name: str
+    kind: str  # "dram" | "sbuf" | "scratch" | "gw"
+    offset: int  # from the core window start (DRAM) or in-partition offset (SBUF)
+    size: int  # bytes (per partition for SBUF)
+    subgraph: str | None = None
+    var_id: int | None = None
+    partitions: int = 1
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "offset": self.offset, "size": self.size,
+                "subgraph": self.subgraph, "var_id": self.var_id, "partitions": self.partitions}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Region":
+        return cls(name=d["name"], kind=d["kind"], offset=int(d["offset"]), size=int(d["size"]),
+                   subgraph=d.get("subgraph"), var_id=d.get("var_id"),
+                   partitions=int(d.get("partitions", 1)))
+
+
+@dataclass
+class MemoryMap:
+    """The same layout on every rank; a rank adds its core window."""
+
+    regions: list[Region] = field(default_factory=list)
+    sbuf_partition_stride: int = 0
+
+    def var(self, subgraph: str, var_id: int) -> Region:
+        for reg in self.regions:
+            if reg.subgraph == subgraph and reg.var_id == var_id:
+                return reg
+        raise KeyError((subgraph, var_id))
+
+    def named(self, kind: str) -> Region | None:
+        for reg in self.regions:
+            if reg.kind == kind:
+                return reg
+        return None
+
+    @staticmethod
+    def core_base(logical_core: int) -> int:
+        return logical_core * CORE_WINDOW
+
+    def dram_address(self, region: Region, logical_core: int, offset: int = 0) -> int:
+        return self.core_base(logical_core) + DRAM_BASE + region.offset + offset
+
+    def sbuf_address(self, region: Region, logical_core: int, partition: int, offset: int) -> int:
+        return (self.core_base(logical_core) + SBUF_BASE + partition * self.sbuf_partition_stride
+                + region.offset + offset)
+
+    def to_json(self) -> dict:
+        return {"core_window": CORE_WINDOW, "dram_base": DRAM_BASE, "sbuf_base": SBUF_BASE,
+                "sbuf_partition_stride": self.sbuf_partition_stride,
+                "regions": [r.to_json() for r in self.regions]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MemoryMap":
+        return cls(regions=[Region.from_json(r) for r in d["regions"]],
+                   sbuf_partition_stride=int(d["sbuf_partition_stride"]))
+
+
+def build_memory_map(model, scratch_bytes: int, gw_bytes: int) -> MemoryMap:
+    """Lay out every var of every subgraph, then the scratch and gateway regions."""
+    regions: list[Region] = []
+    dram = 0
+    sbuf = 0
+    for sg in model.subgraphs:
+        for var_id in sorted(sg.vars):
+            var = sg.vars[var_id]
+            if var.type == VarType.STATE_BUFFER:
+                regions.append(Region(var.name, "sbuf", sbuf, var.size, sg.name, var_id,
+                                      var.partitions or 1))
+                sbuf = align_up(sbuf + var.size, 64)
+            else:
+                regions.append(Region(var.name, "dram", dram, var.size, sg.name, var_id))
+                dram = align_up(dram + var.size)
+    regions.append(Region("scratch", "scratch", dram, scratch_bytes))
+    dram = align_up(dram + scratch_bytes)
+    regions.append(Region("gw", "gw", dram, gw_bytes))
+    dram = align_up(dram + gw_bytes)
+    if DRAM_BASE + dram > SBUF_BASE:
+        raise LimitError(f"the model's DRAM vars need {dram} bytes per core, more than the "
+                         f"{SBUF_BASE - DRAM_BASE} bytes of the core window below the SBUF window")
+    return MemoryMap(regions=regions, sbuf_partition_stride=align_up(max(sbuf, 64), 64))

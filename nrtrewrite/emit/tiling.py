@@ -1,0 +1,62 @@
+"""Per-descriptor tiling (seed 000 §3.4) and the dtype rules of the CCE reduce.
+
+``encd_get_cce_reduce_packet_size = min(sdma_data_type_size[dtype] * N,
+cc_cce_reduce_prio_pkt_size[priority_class]) & ~0x1F`` and the CCE element cap
+(``aws_hal_get_sdma_max_cce_elements``: 2048 on v3/v4, 1024 on v2).  Our
+hardware-generation default is v3 (trn2); see docs/DESIGN.md "Hardware generation".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nrtrewrite.codes import CCE_REDUCE_DTYPES, DType
+from nrtrewrite.emit.formats import BD_MAX_BYTES
+
+#: cc_cce_reduce_prio_pkt_size per priority class (ours: no public default; the
+#: largest is the 16-bit BD length limit).  Class 0 is what we use.
+CC_CCE_REDUCE_PRIO_PKT_SIZE = (BD_MAX_BYTES, 16384, 4096)
+DEFAULT_PRIORITY_CLASS = 0
+#: aws_hal_get_sdma_max_cce_elements by hardware generation.
+SDMA_MAX_CCE_ELEMENTS = {2: 1024, 3: 2048, 4: 2048}
+DEFAULT_HW_GENERATION = 3
+
+
+def packet_size(dtype_size: int, num_elements: np.ndarray, priority_class: int) -> np.ndarray:
+    """min(dtype_size*N, prio_pkt_size) & ~0x1F, vectorised."""
+    cap = CC_CCE_REDUCE_PRIO_PKT_SIZE[priority_class]
+    return np.minimum(dtype_size * np.asarray(num_elements, dtype=np.int64), cap) & ~0x1F
+
+
+def tile_elements(dtype_size: int, num_elements: np.ndarray, reduce: np.ndarray,
+                  priority_class: int = DEFAULT_PRIORITY_CLASS,
+                  hw_generation: int = DEFAULT_HW_GENERATION) -> np.ndarray:
+    """Elements per tile (one packet) of each leg.
+
+    A leg smaller than 32 bytes gets a packet size of 0 from the formula; it is
+    then carried whole in one tile (it cannot exceed a BD).  Reduce legs are
+    further capped by the CCE element cap.
+    """
+    n = np.asarray(num_elements, dtype=np.int64)
+    pkt = packet_size(dtype_size, n, priority_class)
+    per = np.where(pkt > 0, pkt // dtype_size, n)
+    per = np.where(np.asarray(reduce, dtype=bool),
+                   np.minimum(per, SDMA_MAX_CCE_ELEMENTS[hw_generation]), per)
+    return np.maximum(per, 1)
+
+
+def cce_dtype_nibbles(dtype: DType) -> tuple[int, int, int]:
+    """(in, out, accumulate) dtype nibbles of a CCE reduce (SEED-NOTES "FP32R").
+
+    BF16/FP16/FP8 read and write their own code and accumulate in FP32R; FP32R
+    data is fp32 in memory: in/out carry FP32 (0xA), accumulate FP32R (0xB).
+    """
+    if dtype not in CCE_REDUCE_DTYPES:
+        raise ValueError(f"{dtype.name} is not CCE-reducible")
+    io = DType.FP32 if dtype == DType.FP32R else dtype
+    return int(io), int(io), int(DType.FP32R)
+
+
+def io_code(dtype: DType) -> int:
+    """The in/out dtype code of a copy or an 0xBF word (FP32R moves as FP32)."""
+    return int(DType.FP32 if dtype == DType.FP32R else dtype)
