@@ -1,0 +1,571 @@
+"""The topology model: every rank's place (node, device/MLA, die, s-engine, core) and the
+edges between ranks with their locality.
+
+This is the offline stand-in for libnccom's NeuronNode / NeuronEdge graph (seed 000 §2.1):
+``NeuronEdge::isIntraMLA`` becomes :attr:`EdgeLocality.SAME_DEVICE`, an edge between
+torus neighbours is a :attr:`EdgeLocality.DEVICE_LINK` over one of the 4 chip-to-chip
+ports of an MLA (``caymanGetC2CPortsPerMla`` = 4, seed 000 §2.2), a remote MLA that is not a
+torus neighbour is reached by routing over the C2C ports of intermediate chips
+(:attr:`EdgeLocality.C2C_PORT`), and anything on another node crosses the network
+(:attr:`EdgeLocality.NETWORK`).  docs/TOPOLOGY.md documents the model, the presets and the
+JSON topology file format.
+
+Rank numbering (all presets and JSON files): ranks are consecutive on a device, devices
+consecutive on a node, nodes consecutive::
+
+    rank = node * ranks_per_node + device * ranks_per_device + logical_core
+
+A logical core (LNC) of size ``lnc_size`` covers physical cores (TPBs)
+``logical_core * lnc_size .. + lnc_size - 1`` of its device; its s-engine is the one that
+owns its first TPB, its die the one that owns that s-engine.  The cross-die peer engine is
+``sengine ^ 2`` (``sengine_get_d2d_peer_nums``, seed 000 §2.2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
+from nrtrewrite.errors import ValidationError
+
+#: Format tag of a JSON topology file (docs/TOPOLOGY.md).
+TOPOLOGY_FORMAT = "nrtrewrite-topology/1"
+
+#: Port numbering of a 2-D torus device: +x (east), -x (west), +y (south), -y (north).
+TORUS_PORT_NAMES = ("+x", "-x", "+y", "-y")
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """Where one rank lives."""
+
+    rank: int
+    node: int
+    device: int  # MLA index within the node
+    die: int  # die of the device (0 or 1 on trn2)
+    sengine: int  # s-engine within the device (S0..S3 on trn2)
+    tpb: int  # first physical core (TPB) of the logical core, within the device
+    logical_core: int  # logical core (LNC) index within the device
+    routing_id: int  # routing id of the device (set_addr_routing_bits)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """What one device (MLA) holds.  trn2: 2 dies x 2 s-engines x 2 TPBs = 8 cores."""
+
+    dies: int = 2
+    sengines_per_die: int = 2  # SENGS_PER_DIE (nec.h enum SEngine)
+    tpbs_per_sengine: int = 2
+    c2c_ports: int = 4  # caymanGetC2CPortsPerMla / marianaGetC2CPortsPerMla (seed 000 §2.2)
+
+    @property
+    def sengines(self) -> int:  # SENGS_PER_MLA
+        return self.dies * self.sengines_per_die
+
+    @property
+    def tpbs(self) -> int:
+        return self.sengines * self.tpbs_per_sengine
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A node type: its devices, how they are linked, and what the runtime supports on it."""
+
+    name: str
+    device: DeviceSpec
+    devices_per_node: int
+    #: device -> {neighbour device: C2C port}; symmetric.
+    links: dict[int, dict[int, int]]
+    #: Edge-disjoint Hamiltonian cycles over all devices of a node (undirected, each given
+    #: in its forward direction).  Ring channels walk these (docs/TOPOLOGY.md "Rings").
+    device_cycles: tuple[tuple[int, ...], ...]
+    routing_ids: tuple[int, ...]
+    lnc_sizes: tuple[int, ...]
+    torus: tuple[int, int] | None = None  # (rows, cols) when the links form a 2-D torus
+    kangaring: bool = False  # KangaRing needs 4 s-engines per MLA (nec.h KANGARING_NUM_SENG_PER_DEV)
+    mesh: bool = True
+    mesh_sub_type: EncAlgMeshType = EncAlgMeshType.FULL_MESH
+
+    def ranks_per_device(self, lnc_size: int) -> int:
+        return self.device.tpbs // lnc_size
+
+
+def torus_links(rows: int, cols: int, c2c_ports: int = 4) -> dict[int, dict[int, int]]:
+    """Links of a rows x cols 2-D torus, device d at (x = d % cols, y = d // cols)."""
+    links: dict[int, dict[int, int]] = {d: {} for d in range(rows * cols)}
+    for d in range(rows * cols):
+        x, y = d % cols, d // cols
+        neigh = (
+            ((x + 1) % cols) + y * cols,
+            ((x - 1) % cols) + y * cols,
+            x + ((y + 1) % rows) * cols,
+            x + ((y - 1) % rows) * cols,
+        )
+        for port, n in enumerate(neigh):
+            if port >= c2c_ports or n == d:
+                continue
+            links[d].setdefault(n, port)  # a 2-wide dimension reaches one neighbour twice
+    return links
+
+
+# Two edge-disjoint Hamiltonian cycles of the 4x4 torus: together they use each of its 32
+# links once, so the four directed cycles (each forward and reversed) use every directed
+# link exactly once.  Found by tests/test_topology.py's search and checked there.
+_TORUS44_CYCLES = (
+    (0, 1, 2, 3, 7, 4, 5, 6, 10, 11, 8, 9, 13, 14, 15, 12),
+    (0, 3, 15, 11, 7, 6, 2, 14, 10, 9, 5, 1, 13, 12, 8, 4),
+)
+
+
+def _preset(name: str) -> Platform:
+    if name == "trn2":
+        dev = DeviceSpec(dies=2, sengines_per_die=2, tpbs_per_sengine=2, c2c_ports=4)
+        return Platform(
+            name="trn2", device=dev, devices_per_node=16, links=torus_links(4, 4),
+            device_cycles=_TORUS44_CYCLES, routing_ids=tuple(range(16)), lnc_sizes=(1, 2),
+            torus=(4, 4), kangaring=True, mesh=True, mesh_sub_type=EncAlgMeshType.MESH_TRN2,
+        )
+    if name == "trn1":
+        # 16 Trainium1 devices of 2 NeuronCores in a 4x4 2-D torus; one die, one s-engine
+        # per core; no LNC > 1 and no KangaRing.
+        dev = DeviceSpec(dies=1, sengines_per_die=2, tpbs_per_sengine=1, c2c_ports=4)
+        return Platform(
+            name="trn1", device=dev, devices_per_node=16, links=torus_links(4, 4),
+            device_cycles=_TORUS44_CYCLES, routing_ids=tuple(range(16)), lnc_sizes=(1,),
+            torus=(4, 4), kangaring=False, mesh=True,
+            mesh_sub_type=EncAlgMeshType.GROUPED_MESH,
+        )
+    raise ValidationError(f"unknown topology preset {name!r} (presets: trn1, trn2)",
+                          field="topology")
+
+
+PRESETS = ("trn1", "trn2")
+
+
+class Topology:
+    """Ranks of ``nodes`` identical nodes of one platform, at one LNC size."""
+
+    def __init__(self, platform: Platform, *, lnc_size: int, nodes: int,
+                 name: str | None = None, source: str | None = None):
+        if lnc_size not in platform.lnc_sizes:
+            raise ValidationError(
+                f"{platform.name} supports lnc_size {'/'.join(map(str, platform.lnc_sizes))}, "
+                f"not {lnc_size}", field="lnc_size")
+        if platform.device.tpbs % lnc_size:
+            raise ValidationError(f"lnc_size {lnc_size} does not divide the {platform.device.tpbs} "
+                                  "cores of a device", field="lnc_size")
+        if nodes < 1:
+            raise ValidationError(f"nodes must be >= 1, not {nodes}", field="nodes")
+        self.platform = platform
+        self.lnc_size = lnc_size
+        self.nodes = nodes
+        self.name = name or (platform.name if nodes == 1 else f"{platform.name}:nodes={nodes}")
+        self.source = source or platform.name
+        self.ranks_per_device = platform.ranks_per_device(lnc_size)
+        self.devices_per_node = platform.devices_per_node
+        self.ranks_per_node = self.ranks_per_device * self.devices_per_node
+        self.ranks: dict[int, RankInfo] = {}
+        dev = platform.device
+        for node in range(nodes):
+            for d in range(self.devices_per_node):
+                for lc in range(self.ranks_per_device):
+                    tpb = lc * lnc_size
+                    seng = tpb // dev.tpbs_per_sengine
+                    rank = node * self.ranks_per_node + d * self.ranks_per_device + lc
+                    self.ranks[rank] = RankInfo(
+                        rank=rank, node=node, device=d, die=seng // dev.sengines_per_die,
+                        sengine=seng, tpb=tpb, logical_core=lc,
+                        routing_id=platform.routing_ids[d])
+        self._cache: dict[Any, Any] = {}
+
+    # -- lookups --------------------------------------------------------------------------
+
+    @property
+    def world_size(self) -> int:
+        return len(self.ranks)
+
+    def info(self, rank: int) -> RankInfo:
+        try:
+            return self.ranks[rank]
+        except KeyError:
+            raise ValidationError(
+                f"rank {rank} is not in topology {self.name} "
+                f"(ranks 0..{self.world_size - 1})", rank=rank) from None
+
+    def rank_at(self, node: int, device: int, logical_core: int) -> int:
+        return node * self.ranks_per_node + device * self.ranks_per_device + logical_core
+
+    def device_ranks(self, node: int, device: int) -> tuple[int, ...]:
+        base = self.rank_at(node, device, 0)
+        return tuple(range(base, base + self.ranks_per_device))
+
+    def same_node(self, a: int, b: int) -> bool:
+        return self.info(a).node == self.info(b).node
+
+    def same_device(self, a: int, b: int) -> bool:
+        ia, ib = self.info(a), self.info(b)
+        return ia.node == ib.node and ia.device == ib.device
+
+    def linked(self, dev_a: int, dev_b: int) -> bool:
+        """Are two devices of a node neighbours over a device-to-device link?"""
+        return dev_b in self.platform.links.get(dev_a, {})
+
+    def link_port(self, dev_a: int, dev_b: int) -> int | None:
+        """The C2C port of ``dev_a`` that reaches neighbour ``dev_b``, or None."""
+        return self.platform.links.get(dev_a, {}).get(dev_b)
+
+    def device_locality(self, dev_a: int, dev_b: int) -> EdgeLocality:
+        if dev_a == dev_b:
+            return EdgeLocality.SAME_DEVICE
+        if self.linked(dev_a, dev_b):
+            return EdgeLocality.DEVICE_LINK
+        return EdgeLocality.C2C_PORT
+
+    def locality(self, a: int, b: int) -> EdgeLocality:
+        """The cheapest edge class between two ranks."""
+        ia, ib = self.info(a), self.info(b)
+        if ia.node != ib.node:
+            return EdgeLocality.NETWORK
+        return self.device_locality(ia.device, ib.device)
+
+    def cross_die_peer(self, rank: int) -> int | None:
+        """The rank on the cross-die peer s-engine (``seng ^ 2``) with the same TPB slot.
+
+        None when the device has no second die (trn1) or the peer engine does not exist.
+        """
+        dev = self.platform.device
+        info = self.info(rank)
+        if dev.dies < 2 or dev.sengines != 4:
+            return None
+        peer_seng = info.sengine ^ 2
+        tpb = peer_seng * dev.tpbs_per_sengine + info.tpb % dev.tpbs_per_sengine
+        return self.rank_at(info.node, info.device, tpb // self.lnc_size)
+
+    @property
+    def device_cycles(self) -> tuple[tuple[int, ...], ...]:
+        return self.platform.device_cycles
+
+    # -- presentation ---------------------------------------------------------------------
+
+    def edges(self, group: Iterable[int] | None = None) -> list[tuple[int, int, EdgeLocality]]:
+        """Every unordered rank pair of ``group`` (default: all ranks) with its locality."""
+        ranks = sorted(self.ranks if group is None else group)
+        return [(a, b, self.locality(a, b)) for i, a in enumerate(ranks) for b in ranks[i + 1:]]
+
+    def to_json(self) -> dict:
+        """The topology as a JSON-able dict: the file format of docs/TOPOLOGY.md plus the
+        resolved rank table (``ranks``), which a loader ignores."""
+        p = self.platform
+        out: dict[str, Any] = {
+            "format": TOPOLOGY_FORMAT,
+            "name": self.name,
+            "platform": p.name,
+            "nodes": self.nodes,
+            "lnc_size": self.lnc_size,
+            "lnc_sizes": list(p.lnc_sizes),
+            "devices_per_node": p.devices_per_node,
+            "device": {
+                "dies": p.device.dies,
+                "sengines_per_die": p.device.sengines_per_die,
+                "tpbs_per_sengine": p.device.tpbs_per_sengine,
+                "c2c_ports": p.device.c2c_ports,
+            },
+            "links": sorted([a, port, b] for a, nb in p.links.items() for b, port in nb.items()),
+            "device_cycles": [list(c) for c in p.device_cycles],
+            "routing_ids": list(p.routing_ids),
+            "kangaring": p.kangaring,
+            "mesh": p.mesh,
+            "mesh_sub_type": p.mesh_sub_type.name,
+            "ranks_per_device": self.ranks_per_device,
+            "ranks_per_node": self.ranks_per_node,
+            "ranks": [
+                {"rank": r.rank, "node": r.node, "device": r.device, "die": r.die,
+                 "sengine": r.sengine, "tpb": r.tpb, "logical_core": r.logical_core,
+                 "routing_id": r.routing_id}
+                for r in self.ranks.values()
+            ],
+        }
+        if p.torus is not None:
+            out["torus"] = list(p.torus)
+        return out
+
+    def __repr__(self) -> str:
+        return (f"Topology({self.name!r}, lnc_size={self.lnc_size}, nodes={self.nodes}, "
+                f"ranks={self.world_size})")
+
+
+# -- device Hamiltonian cycles (for JSON topologies without explicit cycles) --------------
+
+def _hamiltonian_cycles(n: int, adjacency: dict[int, list[int]], budget: int):
+    """Yield Hamiltonian cycles through devices 0..n-1 starting at 0, by iterative DFS with
+    backtracking (neighbours in the given order); stops after ``budget`` expansions."""
+    path, seen = [0], {0}
+    stack = [iter(adjacency[0])]
+    steps = 0
+    while stack:
+        steps += 1
+        if steps > budget:
+            return
+        nxt = next(stack[-1], None)
+        if nxt is None:
+            stack.pop()
+            seen.discard(path.pop())
+            continue
+        if nxt in seen:
+            continue
+        if len(path) + 1 == n:
+            if 0 in adjacency[nxt]:
+                yield (*path, nxt)
+            continue
+        path.append(nxt)
+        seen.add(nxt)
+        stack.append(iter(adjacency[nxt]))
+
+
+def _find_device_cycles(n: int, links: dict[int, dict[int, int]], *, budget: int = 50_000,
+                        tries: int = 64) -> tuple[tuple[int, ...], ...]:
+    """Up to two edge-disjoint Hamiltonian cycles over devices 0..n-1, by bounded DFS.
+
+    Deterministic (neighbours in ascending order).  Returns () when none is found within
+    the budget; rings then fall back to device index order (docs/TOPOLOGY.md).
+    """
+    if n == 1:
+        return ((0,),)
+    if n == 2:
+        return ((0, 1),) if 1 in links.get(0, {}) else ()
+    adj = {d: sorted(links.get(d, {})) for d in range(n)}
+    first: tuple[int, ...] | None = None
+    for k, cyc in enumerate(_hamiltonian_cycles(n, adj, budget)):
+        if first is None:
+            first = cyc
+        used = {frozenset((cyc[i], cyc[(i + 1) % n])) for i in range(n)}
+        rest = {d: [x for x in adj[d] if frozenset((d, x)) not in used] for d in range(n)}
+        second = next(_hamiltonian_cycles(n, rest, budget), None)
+        if second is not None:
+            return (cyc, second)
+        if k + 1 >= tries:
+            break
+    return (first,) if first is not None else ()
+
+
+# -- loading --------------------------------------------------------------------------------
+
+def _nodes_for(world: tuple[int, ...], ranks_per_node: int) -> int:
+    if not world:
+        return 1
+    return max(1, math.ceil((max(world) + 1) / ranks_per_node))
+
+
+def _check_world(topo: Topology, world: tuple[int, ...]) -> None:
+    bad = [r for r in world if r < 0 or r >= topo.world_size]
+    if bad:
+        raise ValidationError(
+            f"rank {bad[0]} does not fit topology {topo.name} with lnc_size {topo.lnc_size} "
+            f"({topo.nodes} node(s) x {topo.ranks_per_node} ranks = ranks 0..{topo.world_size - 1})",
+            field="topology", rank=bad[0])
+
+
+def _int(obj: dict, key: str, default: int | None = None, *, where: str) -> int:
+    val = obj.get(key, default)
+    if not isinstance(val, int) or isinstance(val, bool):
+        raise ValidationError(f"{key} must be an integer, not {val!r}", file=where, field=key)
+    return val
+
+
+def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
+    """Build a :class:`Platform` from a JSON topology document (docs/TOPOLOGY.md)."""
+    if not isinstance(doc, dict):
+        raise ValidationError("a topology file must hold a JSON object", file=where)
+    fmt = doc.get("format", TOPOLOGY_FORMAT)
+    if fmt != TOPOLOGY_FORMAT:
+        raise ValidationError(f"unknown topology format {fmt!r} (expected {TOPOLOGY_FORMAT!r})",
+                              file=where, field="format")
+    base_name = doc.get("platform")
+    base = _preset(base_name) if base_name in PRESETS else None
+    dev_doc = doc.get("device", {})
+    if not isinstance(dev_doc, dict):
+        raise ValidationError("device must be an object", file=where, field="device")
+    bdev = base.device if base else DeviceSpec()
+    dev = DeviceSpec(
+        dies=_int(dev_doc, "dies", bdev.dies, where=where),
+        sengines_per_die=_int(dev_doc, "sengines_per_die", bdev.sengines_per_die, where=where),
+        tpbs_per_sengine=_int(dev_doc, "tpbs_per_sengine", bdev.tpbs_per_sengine, where=where),
+        c2c_ports=_int(dev_doc, "c2c_ports", bdev.c2c_ports, where=where),
+    )
+    if min(dev.dies, dev.sengines_per_die, dev.tpbs_per_sengine) < 1 or dev.c2c_ports < 0:
+        raise ValidationError("device counts must be positive", file=where, field="device")
+    torus = doc.get("torus")
+    links: dict[int, dict[int, int]]
+    if "links" in doc:
+        n = _int(doc, "devices_per_node", base.devices_per_node if base else None, where=where)
+        # Two passes: ports named by any entry first, then free ports for the rest.
+        named: dict[tuple[int, int], int] = {}
+        pairs: list[tuple[int, int]] = []
+        for item in doc["links"]:
+            if not isinstance(item, list) or len(item) not in (2, 3, 4) or \
+                    not all(isinstance(v, int) and not isinstance(v, bool) for v in item):
+                raise ValidationError(f"a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], "
+                                      f"not {item!r}", file=where, field="links")
+            if len(item) == 2:
+                a, b, pa, pb = item[0], item[1], None, None
+            elif len(item) == 3:
+                a, pa, b, pb = item[0], item[1], item[2], None
+            else:
+                a, pa, b, pb = item
+            for d in (a, b):
+                if not 0 <= d < n:
+                    raise ValidationError(f"link device {d} outside 0..{n - 1}", file=where,
+                                          field="links")
+            if a == b:
+                raise ValidationError(f"link {item!r} joins device {a} to itself", file=where,
+                                      field="links")
+            for (x, y), port in (((a, b), pa), ((b, a), pb)):
+                if port is None:
+                    continue
+                if not 0 <= port < dev.c2c_ports:
+                    raise ValidationError(f"port {port} of device {x} outside "
+                                          f"0..{dev.c2c_ports - 1}", file=where, field="links")
+                if named.setdefault((x, y), port) != port:
+                    raise ValidationError(f"device {x} reaches {y} on two ports", file=where,
+                                          field="links")
+            pairs.append((a, b))
+        links = {d: {} for d in range(n)}
+        for (x, y), port in named.items():
+            links[x][y] = port
+        for a, b in pairs:
+            for x, y in ((a, b), (b, a)):
+                if y not in links[x]:
+                    free = sorted(set(range(dev.c2c_ports)) - set(links[x].values()))
+                    if not free:
+                        raise ValidationError(f"device {x} has more links than its "
+                                              f"{dev.c2c_ports} C2C ports", file=where,
+                                              field="links")
+                    links[x][y] = free[0]
+        torus_t = tuple(torus) if isinstance(torus, list) and len(torus) == 2 else None
+    elif torus is not None:
+        if not (isinstance(torus, list) and len(torus) == 2 and
+                all(isinstance(v, int) and v >= 1 for v in torus)):
+            raise ValidationError(f"torus must be [rows, cols], not {torus!r}", file=where,
+                                  field="torus")
+        rows, cols = torus
+        n = rows * cols
+        if "devices_per_node" in doc and doc["devices_per_node"] != n:
+            raise ValidationError(f"devices_per_node {doc['devices_per_node']} != torus "
+                                  f"{rows}x{cols}", file=where, field="devices_per_node")
+        links = torus_links(rows, cols, dev.c2c_ports)
+        torus_t = (rows, cols)
+    elif base is not None:
+        n, links, torus_t = base.devices_per_node, base.links, base.torus
+    else:
+        raise ValidationError("a topology file needs torus, links or a platform preset",
+                              file=where)
+    if n < 1:
+        raise ValidationError("devices_per_node must be >= 1", file=where, field="devices_per_node")
+
+    if "device_cycles" in doc:
+        cycles = []
+        for cyc in doc["device_cycles"]:
+            if not isinstance(cyc, list) or sorted(cyc) != list(range(n)):
+                raise ValidationError(f"each device cycle must list every device 0..{n - 1} once",
+                                      file=where, field="device_cycles")
+            for i, d in enumerate(cyc):
+                nxt = cyc[(i + 1) % n]
+                if n > 1 and nxt not in links[d]:
+                    raise ValidationError(f"device cycle step {d} -> {nxt} is not a link",
+                                          file=where, field="device_cycles")
+            cycles.append(tuple(cyc))
+        device_cycles = tuple(cycles)
+    elif base is not None and links == base.links:
+        device_cycles = base.device_cycles
+    else:
+        device_cycles = _find_device_cycles(n, links)
+
+    rids = doc.get("routing_ids", list(range(n)))
+    if not (isinstance(rids, list) and len(rids) == n and all(isinstance(v, int) for v in rids)):
+        raise ValidationError(f"routing_ids must list {n} integers", file=where, field="routing_ids")
+    lnc_sizes = doc.get("lnc_sizes", list(base.lnc_sizes) if base else
+                        [s for s in (1, 2) if dev.tpbs % s == 0])
+    if not (isinstance(lnc_sizes, list) and lnc_sizes and
+            all(isinstance(v, int) and v >= 1 for v in lnc_sizes)):
+        raise ValidationError("lnc_sizes must be a list of positive integers", file=where,
+                              field="lnc_sizes")
+    mst = doc.get("mesh_sub_type", (base.mesh_sub_type if base else EncAlgMeshType.FULL_MESH).name)
+    try:
+        mesh_sub_type = EncAlgMeshType[mst]
+    except KeyError:
+        raise ValidationError(f"unknown mesh_sub_type {mst!r}", file=where,
+                              field="mesh_sub_type") from None
+    kangaring = doc.get("kangaring", base.kangaring if base else False)
+    if kangaring and (dev.dies != 2 or dev.sengines != 4):
+        raise ValidationError("kangaring needs 2 dies of 2 s-engines (4 s-engines per MLA)",
+                              file=where, field="kangaring")
+    return Platform(
+        name=str(doc.get("name", base_name or "custom")), device=dev, devices_per_node=n,
+        links=links, device_cycles=device_cycles, routing_ids=tuple(rids),
+        lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=bool(kangaring),
+        mesh=bool(doc.get("mesh", base.mesh if base else True)), mesh_sub_type=mesh_sub_type,
+    )
+
+
+def _parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
+    name, _, rest = spec.partition(":")
+    opts: dict[str, int] = {}
+    for part in filter(None, rest.split(",")):
+        key, eq, val = part.partition("=")
+        if not eq or key not in ("nodes",) or not val.isdigit():
+            raise ValidationError(f"bad topology option {part!r} in {spec!r} "
+                                  "(presets take nodes=N, e.g. trn2:nodes=2)", field="topology")
+        opts[key] = int(val)
+    return name, opts
+
+
+def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) -> Topology:
+    """Resolve a ``--topology`` value.
+
+    ``None`` -> trn2 at the model's ``lnc_size`` with as many nodes as ``world`` needs;
+    ``"trn1"`` / ``"trn2"`` presets, optionally ``"trn2:nodes=2"``; otherwise a path to a
+    JSON topology file (docs/TOPOLOGY.md).  Every rank of ``world`` must exist.
+    """
+    world = tuple(world)
+    lnc_size = lnc_size or 1
+    if spec is None or spec.partition(":")[0] in PRESETS:
+        name, opts = _parse_preset_spec(spec or "trn2")
+        platform = _preset(name)
+        rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node \
+            if lnc_size in platform.lnc_sizes else 1
+        nodes = opts.get("nodes") or _nodes_for(world, max(rpn, 1))
+        topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
+                        name=spec or None, source=spec or "default (trn2)")
+        _check_world(topo, world)
+        return topo
+    path = Path(spec)
+    if not path.is_file():
+        raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn2:nodes=N) "
+                              "nor a readable file", field="topology")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValidationError(f"cannot read topology file: {err}", file=str(path)) from None
+    platform = platform_from_json(doc, where=str(path))
+    file_lnc = doc.get("lnc_size")
+    if file_lnc is not None and file_lnc != lnc_size:
+        raise ValidationError(f"topology file is for lnc_size {file_lnc} but the model has "
+                              f"lnc_size {lnc_size}", file=str(path), field="lnc_size")
+    if lnc_size not in platform.lnc_sizes:
+        raise ValidationError(f"topology {platform.name} supports lnc_size "
+                              f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
+                              file=str(path), field="lnc_size")
+    rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
+    nodes = doc.get("nodes") or _nodes_for(world, rpn)
+    if not isinstance(nodes, int) or nodes < 1:
+        raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
+                              field="nodes")
+    topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
+                    name=str(doc.get("name", path.stem)), source=os.fspath(path))
+    _check_world(topo, world)
+    return topo

@@ -1,0 +1,216 @@
+"""Rings per channel and kangaring paths: properties (hypothesis, bounded) and fixed cases."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nrtrewrite.codes import EdgeLocality
+from nrtrewrite.errors import LimitError, SelectionError, ValidationError
+from nrtrewrite.topology import (
+    duplicate_flags, enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_paths,
+    load_topology, ring_orders,
+)
+
+TRN2 = load_topology("trn2:nodes=2", world=(), lnc_size=2)
+TRN2_L1 = load_topology("trn2", world=(), lnc_size=1)
+TRN1 = load_topology("trn1:nodes=2", world=(), lnc_size=1)
+TOPOS = {"trn2": TRN2, "trn2_l1": TRN2_L1, "trn1": TRN1}
+
+FAST = settings(max_examples=60, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def topo_group_channels(draw):
+    topo = TOPOS[draw(st.sampled_from(sorted(TOPOS)))]
+    size = draw(st.integers(min_value=1, max_value=min(48, topo.world_size)))
+    group = draw(st.lists(st.integers(0, topo.world_size - 1), min_size=size, max_size=size,
+                          unique=True))
+    n_channels = draw(st.integers(1, 8))
+    return topo, tuple(group), n_channels
+
+
+@FAST
+@given(topo_group_channels())
+def test_rings_are_hamiltonian_cycles_with_consistent_views(args):
+    topo, group, n_channels = args
+    orders = ring_orders(topo, group, n_channels)
+    assert len(orders) == n_channels
+    if len(group) == 1:
+        assert orders == [None] * n_channels
+        r = enc_ring(None, group[0])
+        assert (r.prev, r.next, r.user_ranks) == (-1, -1, ())
+        return
+    nodes = {topo.info(r).node for r in group}
+    for order in orders:
+        assert sorted(order) == sorted(group)           # each rank exactly once
+        assert order[0] == min(group)
+        views = {r: enc_ring(order, r) for r in group}
+        n = len(group)
+        for r, v in views.items():
+            assert v.user_ranks[0] == r
+            assert len(v.user_ranks) == n
+            assert views[v.next].prev == r and views[v.prev].next == r
+            for i in range(n):                           # user_ranks[i] is i hops ahead
+                assert views[v.user_ranks[i]].user_ranks[(n - i) % n] == r
+            assert v.user_ranks[1] == v.next and v.user_ranks[-1] == v.prev
+        hops = hop_localities(topo, order)
+        # nodes are chained: exactly one network hop per node boundary, none inside a node
+        assert hops[EdgeLocality.NETWORK] == (len(nodes) if len(nodes) > 1 else 0)
+        # every group device is visited as one contiguous run (same-device hops first)
+        devs = [(topo.info(r).node, topo.info(r).device) for r in order]
+        runs = sum(1 for i in range(n) if devs[i] != devs[i - 1])
+        assert runs == (len(set(devs)) if len(set(devs)) > 1 else 0)
+
+
+@FAST
+@given(topo_group_channels())
+def test_rings_deterministic_and_duplicates_flagged(args):
+    topo, group, n_channels = args
+    a = ring_orders(topo, group, n_channels)
+    b = ring_orders(topo, tuple(reversed(group)), n_channels)
+    assert a == b                                    # depends on the rank set only
+    flags = duplicate_flags(a)
+    rings = enc_rings(a, group[0])
+    assert [r.duplicate for r in rings] == flags
+    seen = []
+    for order, dup in zip(a, flags):
+        if order is None:
+            continue
+        succ = {(order[i], order[(i + 1) % len(order)]) for i in range(len(order))}
+        assert dup == (succ in seen)
+        seen.append(succ)
+
+
+def test_full_node_four_channels_use_every_directed_link_once():
+    orders = ring_orders(TRN2, range(64), 4)
+    assert duplicate_flags(orders) == [False] * 4
+    used = []
+    for order in orders:
+        hops = hop_localities(TRN2, order)
+        assert hops[EdgeLocality.C2C_PORT] == 0 and hops[EdgeLocality.NETWORK] == 0
+        assert hops[EdgeLocality.DEVICE_LINK] == 16
+        for i in range(64):
+            a, b = TRN2.info(order[i]), TRN2.info(order[(i + 1) % 64])
+            if a.device != b.device:
+                used.append((a.device, b.device))
+    assert len(used) == 64 and len(set(used)) == 64     # 4x4 torus: 64 directed links
+    assert orders[2] == (0,) + tuple(reversed(orders[0][1:]))   # channel 2 = channel 0 reversed
+
+
+def test_concurrent_groups_share_device_order():
+    """Deadlock freedom: the four one-rank-per-device groups of a node (same device set)
+    walk the devices in the same order and direction on every channel."""
+    groups = [tuple(range(lc, 64, 4)) for lc in range(4)]
+    per_group = [ring_orders(TRN2, g, 4) for g in groups]
+    for c in range(4):
+        dev_orders = [tuple(TRN2.info(r).device for r in orders[c]) for orders in per_group]
+        assert len(set(dev_orders)) == 1
+    # and disjoint groups give disjoint rings
+    for i, gi in enumerate(per_group):
+        for gj in per_group[i + 1:]:
+            assert not set(gi[0]) & set(gj[0])
+
+
+def test_row_group_restricts_canonical_cycle_without_routed_hops():
+    row = tuple(range(16))            # devices 0..3, a torus row
+    for order in ring_orders(TRN2, row, 4):
+        assert hop_localities(TRN2, order)[EdgeLocality.C2C_PORT] == 0
+
+
+def test_non_adjacent_devices_fall_back_to_routed_hop():
+    diag = (0, 20)                    # devices 0 and 5: not torus neighbours
+    (order,) = ring_orders(TRN2, diag, 1)
+    assert hop_localities(TRN2, order)[EdgeLocality.C2C_PORT] == 2
+
+
+def test_dfs_finds_link_only_cycle_when_restriction_is_routed():
+    # devices 0, 1, 5, 4: a 2x2 square of the torus; H0 visits them as 0,1,4,5 (1-4 is not a link)
+    group = tuple(r for d in (0, 1, 4, 5) for r in range(4 * d, 4 * d + 4))
+    for order in ring_orders(TRN2, group, 4):
+        assert hop_localities(TRN2, order)[EdgeLocality.C2C_PORT] == 0
+
+
+def test_multi_node_channels_move_exit_device():
+    orders = ring_orders(TRN2, range(128), 8)
+    assert duplicate_flags(orders) == [False] * 8
+    exits = set()
+    for order in orders:
+        for i in range(128):
+            a, b = order[i], order[(i + 1) % 128]
+            if TRN2.locality(a, b) == EdgeLocality.NETWORK and TRN2.info(a).node == 0:
+                exits.add(TRN2.info(a).device)
+    assert len(exits) > 1
+
+
+def test_hybrid_ring_rule():
+    g = tuple(range(1, 64, 4))                       # 16 ranks, one per device, core 1
+    assert is_hybrid_ring(TRN2, g)
+    assert not is_hybrid_ring(TRN2, tuple(range(0, 64, 4))[:8])
+    assert not is_hybrid_ring(TRN2, (0, 5, 8, 12) + tuple(range(16, 64, 4)))  # mixed cores
+    assert not is_hybrid_ring(TRN2_L1, tuple(range(0, 128, 8)))              # vcore 1
+
+
+def test_ring_errors():
+    with pytest.raises(LimitError, match="NEC_MAX_CHANNELS"):
+        ring_orders(TRN2, range(4), 33)
+    with pytest.raises(ValidationError, match="twice"):
+        ring_orders(TRN2, (1, 1), 1)
+    with pytest.raises(ValidationError, match="not on this ring"):
+        enc_ring((0, 1), 5)
+
+
+# -- kangaring ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("topo, group", [
+    (TRN2, tuple(range(64))), (TRN2, tuple(range(8, 24))), (TRN2_L1, tuple(range(128))),
+    (TRN2_L1, tuple(range(16))),
+])
+def test_kangaring_paths(topo, group):
+    channels = kangaring_paths(topo, group, 4)
+    unit = 2 if topo.lnc_size == 2 else 4
+    primary_count = {r: 0 for r in group}
+    for ch in channels:
+        assert sorted(ch.logical_path) == sorted(group)        # every rank once
+        assert len(ch.primaries) == len(group) // unit
+        assert ch.logical_path == tuple(m for u in ch.units for m in u)
+        n = len(ch.primaries)
+        for i, p in enumerate(ch.primaries):
+            v = ch.of(p)
+            assert v.is_primary and v.vnc == topo.lnc_size
+            assert v.next == ch.primaries[(i + 1) % n] and v.prev == ch.primaries[i - 1]
+            assert v.next_peer_rmtv == ch.of(v.next).peer_rmtv
+            a, b = topo.info(p), topo.info(v.next)
+            assert v.port == (topo.link_port(a.device, b.device) if a.device != b.device
+                              and topo.linked(a.device, b.device) else -1)
+            primary_count[p] += 1
+        for u in ch.units:
+            for m in u[1:]:
+                v = ch.of(m)
+                assert not v.is_primary and v.prev == v.next == u[0]
+            # a unit is one die pair: s-engines k and k^2 of one device
+            infos = [topo.info(m) for m in u]
+            assert len({(i.node, i.device) for i in infos}) == 1
+            assert {i.sengine for i in infos} in ({0, 2}, {1, 3})
+        for r in group:
+            v = ch.of(r)
+            assert topo.info(v.peer_rmtv).sengine == topo.info(r).sengine ^ 2
+            if topo.lnc_size == 2:
+                assert v.peer_rmtv2 == v.peer_local == -1
+            else:
+                assert topo.info(v.peer_rmtv2).sengine == topo.info(r).sengine ^ 2
+                assert topo.info(v.peer_local).sengine == topo.info(r).sengine
+                assert len({r, v.peer_rmtv, v.peer_rmtv2, v.peer_local}) == 4
+    # over the first four channels each rank is primary 4/unit times (alternating roles)
+    assert set(primary_count.values()) == {4 // unit}
+
+
+def test_kangaring_refusals():
+    with pytest.raises(SelectionError, match="intra-node only"):
+        kangaring_paths(TRN2, (0, 1, 2, 3, 64, 65, 66, 67), 1)
+    with pytest.raises(SelectionError, match="every rank of each device"):
+        kangaring_paths(TRN2, (0, 1, 4, 5), 1)
+    with pytest.raises(SelectionError, match="no kangaring"):
+        kangaring_paths(TRN1, tuple(range(8)), 1)
