@@ -1,0 +1,927 @@
+"""SELECT: which enc_comm engine runs each collective trigger, per leg, on how many channels.
+
+The runtime runs a battery of ``enc_can_post_*`` legality predicates and resolves one
+``enc_alg_type`` by a fixed precedence (``enc_post_operation``; seed 000 §1); a
+hierarchical op gets five per-leg choices (``enc_hier_primitive::__select_algorithms``,
+log line "Hier algorithm selections - alg_intra_allg %d alg_intra_redsct %d alg_inter_allr
+%d alg_inter_allg %d alg_inter_redsct %d").  This module reproduces that with one predicate
+function per engine, each returning ``(legal, reason)``, and the windows, precedence and
+channel rule of :mod:`nrtrewrite.policy`.  docs/SELECTION.md is the reference.
+
+What the policy picks (``policy_alg`` / ``policy_legs``) is kept apart from what ``lower``
+will use (``alg`` / ``legs``): an engine this build cannot lower yet is never used
+silently -- the selection falls back to a lowerable legal engine (flat RING) and says why in
+``fallback_reason``; an ``--algo`` override that forces a non-lowerable or illegal engine is
+a :class:`SelectionError`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable, Union
+
+from nrtrewrite.codes import (
+    DTYPE_SIZE, DType, EncAlgMeshType, EncAlgType, EncOpType, MetaringType,
+)
+from nrtrewrite.errors import SelectionError, ValidationError
+from nrtrewrite.neff.model import Model, Trigger
+from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
+from nrtrewrite.topology.model import Topology
+from nrtrewrite.topology.rings import (
+    NEC_MAX_CHANNELS, duplicate_flags, is_hybrid_ring, kangaring_shape,
+    ring_orders,
+)
+
+#: Env var read by :func:`parse_algo_override` when no ``--algo`` text is given.
+ALGO_ENV = "NRTREWRITE_ALGO"
+
+#: The five per-leg slots in the order of the runtime's log line.
+HIER_SLOTS = ("alg_intra_allg", "alg_intra_redsct", "alg_inter_allr", "alg_inter_allg",
+              "alg_inter_redsct")
+
+#: Leg names (the log line's slot names without ``alg_``) -> (scope, enc_op_type).
+LEG_OPS: dict[str, tuple[str, EncOpType]] = {
+    "intra_allg": (INTRA, EncOpType.ALLGATHER),
+    "intra_redsct": (INTRA, EncOpType.REDUCE_SCATTER),
+    "inter_allr": (INTER, EncOpType.ALLREDUCE),
+    "inter_allg": (INTER, EncOpType.ALLGATHER),
+    "inter_redsct": (INTER, EncOpType.REDUCE_SCATTER),
+}
+
+#: Legal engines per leg: libnrt assertion strings (public notes, "Hierarchical Collective"
+#: §3): intra legs RING | KANGARING; inter all-reduce RING | INTER_RDH | SINGLE_CYCLE_RING |
+#: MESH; inter all-gather RING | INTER_RDH | MESH (inter reduce-scatter: the same, by symmetry).
+LEG_LEGAL: dict[str, tuple[EncAlgType, ...]] = {
+    "intra_allg": (EncAlgType.RING, EncAlgType.KANGARING),
+    "intra_redsct": (EncAlgType.RING, EncAlgType.KANGARING),
+    "inter_allr": (EncAlgType.RING, EncAlgType.INTER_RDH, EncAlgType.SINGLE_CYCLE_RING,
+                   EncAlgType.MESH),
+    "inter_allg": (EncAlgType.RING, EncAlgType.INTER_RDH, EncAlgType.MESH),
+    "inter_redsct": (EncAlgType.RING, EncAlgType.INTER_RDH, EncAlgType.MESH),
+}
+
+#: Legs a hierarchical op runs, in execution order (seed 000 §5.1: intra reduce-scatter ->
+#: inter all-reduce -> intra all-gather; all-gather inter first and reduce-scatter intra
+#: first per aws-neuron-sdk internode-collective-comm.rst "Hierarchical Algorithm").
+HIER_LEGS: dict[EncOpType, tuple[str, ...]] = {
+    EncOpType.ALLREDUCE: ("intra_redsct", "inter_allr", "intra_allg"),
+    EncOpType.ALLGATHER: ("inter_allg", "intra_allg"),
+    EncOpType.REDUCE_SCATTER: ("intra_redsct", "inter_redsct"),
+}
+
+_AR_AG_RS = frozenset({EncOpType.ALLREDUCE, EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER})
+_SELECTABLE = _AR_AG_RS | {EncOpType.ALLTOALL, EncOpType.BROADCAST, EncOpType.REDUCE}
+_MESH_FAMILY = frozenset({EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH,
+                          EncAlgType.TWO_STEP_POD_MESH, EncAlgType.LATENCY_OPT_MESH,
+                          EncAlgType.BW_OPT_MESH, EncAlgType.INTRA_RDH})
+
+#: enc_get_metaring_type: the per-object sub-enum of a ring-family engine.
+METARING_OF: dict[EncAlgType, MetaringType] = {
+    EncAlgType.RING: MetaringType.RING,
+    EncAlgType.KANGARING: MetaringType.KANGARING,
+    EncAlgType.SINGLE_CYCLE_RING: MetaringType.SINGLE_CYCLE_RING,
+    EncAlgType.INTER_RDH: MetaringType.RDH,
+}
+
+
+# -- the request ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Request:
+    """What selection looks at: a trigger reduced to (op, dtype, group, sizes, sbuf)."""
+
+    ordinal: int
+    op: EncOpType
+    dtype: DType
+    group: tuple[int, ...]
+    in_bytes: int
+    out_bytes: int
+    sbuf: bool = False
+
+    @property
+    def op_bytes(self) -> int:
+        """The message size as nccom-test reports it: the larger of input and output."""
+        return max(self.in_bytes, self.out_bytes)
+
+    @property
+    def op_elements(self) -> int:
+        return self.op_bytes // DTYPE_SIZE[self.dtype]
+
+    @classmethod
+    def from_trigger(cls, t: Trigger) -> "Request":
+        return cls(ordinal=t.ordinal, op=t.op, dtype=t.dtype, group=tuple(t.replica_group),
+                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf)
+
+    @classmethod
+    def for_op(cls, op: EncOpType, dtype: DType, group: Iterable[int], nbytes: int, *,
+               ordinal: int = 0, sbuf: bool = False) -> "Request":
+        """A request whose message size (:attr:`op_bytes`) is ``nbytes``."""
+        group = tuple(group)
+        n = max(1, len(group))
+        if op == EncOpType.ALLGATHER:
+            ib, ob = nbytes // n, nbytes
+        elif op == EncOpType.REDUCE_SCATTER:
+            ib, ob = nbytes, nbytes // n
+        else:
+            ib = ob = nbytes
+        return cls(ordinal=ordinal, op=op, dtype=dtype, group=group, in_bytes=ib, out_bytes=ob,
+                   sbuf=sbuf)
+
+
+def as_request(trigger: Union[Trigger, Request]) -> Request:
+    return trigger if isinstance(trigger, Request) else Request.from_trigger(trigger)
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """``enc_comm_info`` of a group: rank_n, node_n, local_rank_n and symmetry."""
+
+    rank_n: int
+    node_n: int
+    local_rank_n: int  # most ranks of the group on one node
+    nodes: tuple[int, ...]
+    per_node: tuple[tuple[int, ...], ...]  # the group's ranks on each node, ascending
+    symmetric: bool  # every node has the same count at the same local positions
+    devices: tuple[tuple[int, int], ...]  # (node, device) touched, sorted
+    ranks_per_device: tuple[int, ...]  # group ranks on each touched device
+
+    @property
+    def scope(self) -> str:
+        return INTRA if self.node_n == 1 else INTER
+
+
+def group_shape(topo: Topology, group: Iterable[int]) -> GroupShape:
+    group = tuple(group)
+    by_node: dict[int, list[int]] = {}
+    by_dev: dict[tuple[int, int], int] = {}
+    for r in group:
+        i = topo.info(r)
+        by_node.setdefault(i.node, []).append(r)
+        by_dev[(i.node, i.device)] = by_dev.get((i.node, i.device), 0) + 1
+    nodes = tuple(sorted(by_node))
+    per_node = tuple(tuple(sorted(by_node[n])) for n in nodes)
+    local = {tuple(r - n * topo.ranks_per_node for r in ranks) for n, ranks in zip(nodes, per_node)}
+    devs = tuple(sorted(by_dev))
+    return GroupShape(
+        rank_n=len(group), node_n=len(nodes), local_rank_n=max(len(p) for p in per_node),
+        nodes=nodes, per_node=per_node, symmetric=len(local) == 1, devices=devs,
+        ranks_per_device=tuple(by_dev[d] for d in devs))
+
+
+# -- the predicates ---------------------------------------------------------------------------
+
+Verdict = tuple[bool, str]
+
+
+def _op_refusal(alg: EncAlgType, op: EncOpType) -> str | None:
+    """Refusals common to every engine (seed 001 §3 QUIRK, enc_post_operation dispatch)."""
+    if op not in _SELECTABLE:
+        return (f"op_type {op.name} is not a collective this selector handles "
+                "(point-to-point and permute ops have their own composers)")
+    if op in (EncOpType.BROADCAST, EncOpType.REDUCE):
+        return (f"op_type {op.name} is not supported (enc_post_operation default arm: "
+                "\"not supported operation\")")
+    if op == EncOpType.ALLTOALL and alg != EncAlgType.MESH:
+        return ("all-to-all needs mesh (\"alltoall cannot be supported without Mesh "
+                "algorithm\")")
+    return None
+
+
+def _window(req: Request, topo: Topology, policy: Policy, alg: EncAlgType, scope: str,
+            ok_reason: str) -> Verdict:
+    ok, why = policy.in_window(scope, alg, req.op, req.op_bytes, req.sbuf)
+    if not ok:
+        return False, why
+    if policy.window(scope, alg, req.op) is None:
+        return True, ok_reason
+    return True, f"{ok_reason}; {why}"
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def enc_can_post_hierarchical_operation(req: Request, topo: Topology,
+                                        policy: Policy = DEFAULT_POLICY, *,
+                                        check_window: bool = True) -> Verdict:
+    """The outer gate: a group spanning nodes with several ranks on each, symmetric.
+
+    libnrt gate (public notes, "Algorithm Taxonomy" §2): inter comm, local_rank_n > 1,
+    node_n * local_rank_n == rank_n, no source-target pairs.
+    """
+    refusal = _op_refusal(EncAlgType.HIER, req.op)
+    if refusal:
+        return False, refusal
+    if req.op not in _AR_AG_RS:
+        return False, f"HIER composes all-reduce, all-gather and reduce-scatter, not {req.op.name}"
+    s = group_shape(topo, req.group)
+    if s.node_n == 1:
+        return False, f"group lies within node {s.nodes[0]} (HIER needs a group spanning nodes)"
+    if s.local_rank_n == 1:
+        return False, (f"one rank per node over {s.node_n} nodes (local_rank_n 1): a flat "
+                       "inter-node engine serves it")
+    if s.node_n * s.local_rank_n != s.rank_n or not s.symmetric:
+        counts = ", ".join(f"node {n}: {len(p)}" for n, p in zip(s.nodes, s.per_node))
+        return False, (f"asymmetric group ({counts}; HIER needs the same local ranks on "
+                       "every node)")
+    return True, (f"{s.node_n} nodes x {s.local_rank_n} local ranks "
+                  f"(node_n * local_rank_n == rank_n {s.rank_n})")
+
+
+def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = DEFAULT_POLICY,
+                                *, check_window: bool = True) -> Verdict:
+    """MESH: latency-optimal fully-peered exchange; the only engine for all-to-all."""
+    refusal = _op_refusal(EncAlgType.MESH, req.op)
+    if refusal:
+        return False, refusal
+    p = topo.platform
+    if not p.mesh:
+        return False, f"{p.name} has no mesh (nccl_mesh_supported false)"
+    s = group_shape(topo, req.group)
+    if s.rank_n < 2:
+        return False, "a single rank has no peers"
+    if s.scope == INTER and req.op != EncOpType.ALLTOALL:
+        if s.local_rank_n != 1:
+            return False, (f"inter-node mesh over the whole group needs one rank per node "
+                           f"(local_rank_n {s.local_rank_n}); such groups go hierarchical")
+        if s.node_n > policy.inter_mesh_max_nodes:
+            return False, (f"{s.node_n} nodes > inter_mesh_max_nodes "
+                           f"{policy.inter_mesh_max_nodes} (ingress congestion)")
+    sub = p.mesh_sub_type if s.scope == INTRA else EncAlgMeshType.FULL_MESH
+    ok = f"{s.scope}-node {req.op.name} over {s.rank_n} ranks ({sub.name})"
+    if not check_window:
+        return True, ok
+    return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok)
+
+
+def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
+                                     policy: Policy = DEFAULT_POLICY, *,
+                                     check_window: bool = True) -> Verdict:
+    """INTRA_RDH: inter-chip recursive doubling/halving + intra-chip stage; depends on mesh."""
+    refusal = _op_refusal(EncAlgType.INTRA_RDH, req.op)
+    if refusal:
+        return False, refusal
+    if req.op not in _AR_AG_RS:
+        return False, f"INTRA_RDH runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
+    s = group_shape(topo, req.group)
+    if s.scope != INTRA:
+        return False, f"INTRA_RDH is intra-node only (group spans {s.node_n} nodes)"
+    if not topo.platform.mesh:
+        return False, (f"{topo.platform.name} has no mesh (\"RDH construction will be skipped "
+                       "because it depends on Mesh\")")
+    ndev = len(s.devices)
+    if ndev < 2:
+        return False, "group lies on one device (RDH exchanges between chips)"
+    if not _is_pow2(ndev):
+        return False, f"{ndev} devices is not a power of two (RDH is a hypercube exchange)"
+    if len(set(s.ranks_per_device)) != 1:
+        return False, "uneven ranks per device (RDH needs the same in-chip ranks on every chip)"
+    ok = f"{ndev} devices x {s.ranks_per_device[0]} ranks (hypercube of dimension {ndev.bit_length() - 1})"
+    if not check_window:
+        return True, ok
+    return _window(req, topo, policy, EncAlgType.INTRA_RDH, INTRA, ok)
+
+
+def enc_can_post_inter_rdh_operation(req: Request, topo: Topology,
+                                     policy: Policy = DEFAULT_POLICY, *,
+                                     check_window: bool = True) -> Verdict:
+    """INTER_RDH: recursive doubling/halving between nodes, one rank per node."""
+    refusal = _op_refusal(EncAlgType.INTER_RDH, req.op)
+    if refusal:
+        return False, refusal
+    if req.op not in _AR_AG_RS:
+        return False, f"INTER_RDH runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
+    s = group_shape(topo, req.group)
+    if s.scope != INTER:
+        return False, "INTER_RDH is inter-node only (group lies within one node)"
+    if s.local_rank_n != 1:
+        return False, f"INTER_RDH needs one rank per node (local_rank_n {s.local_rank_n})"
+    if not _is_pow2(s.node_n) or s.node_n < policy.inter_rdh_min_nodes:
+        return False, (f"node_n {s.node_n} is not a power of two >= "
+                       f"{policy.inter_rdh_min_nodes}")
+    ok = f"{s.node_n} nodes, one rank each"
+    if not check_window:
+        return True, ok
+    return _window(req, topo, policy, EncAlgType.INTER_RDH, INTER, ok)
+
+
+def enc_can_post_kangaring_operation(req: Request, topo: Topology,
+                                     policy: Policy = DEFAULT_POLICY, *,
+                                     check_window: bool = True) -> Verdict:
+    """KANGARING: intra-node only (never an inter leg), whole devices, trn2-class MLAs."""
+    refusal = _op_refusal(EncAlgType.KANGARING, req.op)
+    if refusal:
+        return False, refusal
+    if req.op not in _AR_AG_RS:
+        return False, f"KANGARING runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
+    ok, why = kangaring_shape(topo, req.group)
+    if not ok:
+        return False, why
+    n, vnc = len(req.group), topo.lnc_size
+    if vnc == 2 and n <= 4:
+        return False, f"vnc 2 needs rank_n > 4 (rank_n {n})"
+    if vnc == 1 and n <= 8:
+        return False, f"vnc 1 needs rank_n > 8 (rank_n {n})"
+    if not check_window:
+        return True, why
+    return _window(req, topo, policy, EncAlgType.KANGARING, INTRA, why)
+
+
+def enc_can_post_single_cycle_ring(req: Request, topo: Topology,
+                                   policy: Policy = DEFAULT_POLICY, *,
+                                   check_window: bool = True) -> Verdict:
+    """SINGLE_CYCLE_RING: all-reduce only (``cmp $0x1,%ebp`` at 0xfaadd, seed 000 §1.4),
+    inter-node with one rank per node (libnrt gate: node_n > 1, rank_n == node_n)."""
+    if req.op != EncOpType.ALLREDUCE:
+        return False, f"SINGLE_CYCLE_RING is all-reduce only (op_type {req.op.name})"
+    s = group_shape(topo, req.group)
+    if s.node_n < 2:
+        return False, "SINGLE_CYCLE_RING is inter-node only (group lies within one node)"
+    if s.rank_n != s.node_n:
+        return False, (f"SINGLE_CYCLE_RING needs one rank per node (rank_n {s.rank_n} != "
+                       f"node_n {s.node_n})")
+    ok = f"{s.node_n} nodes, one rank each"
+    if not check_window:
+        return True, ok
+    return _window(req, topo, policy, EncAlgType.SINGLE_CYCLE_RING, INTER, ok)
+
+
+def can_post_ring(req: Request, topo: Topology, policy: Policy = DEFAULT_POLICY, *,
+                  check_window: bool = True) -> Verdict:
+    """RING (not a runtime symbol: the runtime's ring is the unconditional fallback) --
+    legal for everything the ring composer dispatches: all-reduce, all-gather and
+    reduce-scatter (``__compose_channel_ring``, seed 001 §3)."""
+    refusal = _op_refusal(EncAlgType.RING, req.op)
+    if refusal:
+        return False, refusal.replace("all-to-all needs mesh", "a ring cannot express "
+                                      "all-to-all (needs mesh)")
+    if req.op not in _AR_AG_RS:
+        return False, f"the ring composer has no {req.op.name} channel composer"
+    s = group_shape(topo, req.group)
+    if s.rank_n == 1:
+        return True, "single rank: nothing to exchange"
+    if s.node_n > 1:
+        return True, f"flat ring over {s.node_n} nodes ({s.node_n} network hops per channel)"
+    return True, "always legal (the fallback)"
+
+
+def _mesh_variant(alg: EncAlgType) -> Callable[..., Verdict]:
+    def predicate(req: Request, topo: Topology, policy: Policy = DEFAULT_POLICY, *,
+                  check_window: bool = True) -> Verdict:
+        if alg == EncAlgType.SINGLE_STEP_MESH:
+            if req.op != EncOpType.ALLREDUCE:
+                return False, f"SINGLE_STEP_MESH is all-reduce only (op_type {req.op.name})"
+            ok, why = enc_can_post_mesh_operation(req, topo, policy, check_window=False)
+            if not ok:
+                return False, why
+            return True, f"{why}; not in the precedence cascade, only by --algo"
+        if alg == EncAlgType.TWO_STEP_POD_MESH:
+            return False, (f"needs an UltraServer pod (enable_pod); topology {topo.name} "
+                           "has no pods")
+        return False, (f"{alg.name} needs a NeuronSwitch fabric; topology {topo.name} has none")
+    predicate.__name__ = f"can_post_{alg.name.lower()}"
+    return predicate
+
+
+#: engine -> (predicate name as reported, predicate).
+PREDICATES: dict[EncAlgType, tuple[str, Callable[..., Verdict]]] = {
+    EncAlgType.HIER: ("enc_can_post_hierarchical_operation", enc_can_post_hierarchical_operation),
+    EncAlgType.INTRA_RDH: ("enc_can_post_intra_rdh_operation", enc_can_post_intra_rdh_operation),
+    EncAlgType.MESH: ("enc_can_post_mesh_operation", enc_can_post_mesh_operation),
+    EncAlgType.KANGARING: ("enc_can_post_kangaring_operation", enc_can_post_kangaring_operation),
+    EncAlgType.SINGLE_CYCLE_RING: ("enc_can_post_single_cycle_ring",
+                                   enc_can_post_single_cycle_ring),
+    EncAlgType.INTER_RDH: ("enc_can_post_inter_rdh_operation", enc_can_post_inter_rdh_operation),
+    EncAlgType.RING: ("can_post_ring", can_post_ring),
+    EncAlgType.SINGLE_STEP_MESH: ("can_post_single_step_mesh",
+                                  _mesh_variant(EncAlgType.SINGLE_STEP_MESH)),
+    EncAlgType.TWO_STEP_POD_MESH: ("can_post_two_step_pod_mesh",
+                                   _mesh_variant(EncAlgType.TWO_STEP_POD_MESH)),
+    EncAlgType.LATENCY_OPT_MESH: ("can_post_latency_opt_mesh",
+                                  _mesh_variant(EncAlgType.LATENCY_OPT_MESH)),
+    EncAlgType.BW_OPT_MESH: ("can_post_bw_opt_mesh", _mesh_variant(EncAlgType.BW_OPT_MESH)),
+}
+
+#: Candidates in report order: the cascade first, then the engines only --algo can pick.
+CANDIDATE_ORDER: tuple[EncAlgType, ...] = tuple(PREDICATES)
+
+
+# -- results ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Candidate:
+    """One engine's verdict for one request."""
+
+    alg: EncAlgType
+    legal: bool  # the predicate's structural verdict (no size window)
+    reason: str
+    lowerable: bool
+    in_window: bool = True  # inside the policy's size window (always True when not legal)
+    predicate: str = ""
+    chosen: bool = False  # the policy's choice
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One leg of a selection: a collective on each of ``groups`` with engine ``alg``."""
+
+    name: str  # "flat", or a HIER leg: intra_redsct, inter_allr, intra_allg, inter_allg, inter_redsct
+    op: EncOpType
+    alg: EncAlgType
+    sub_type: EncAlgMeshType | None
+    groups: tuple[tuple[int, ...], ...]
+    nbytes: int = 0  # message size of the leg (per group)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Selection:
+    trigger: int  # Trigger.ordinal
+    policy_alg: EncAlgType  # what the policy (or override) picked
+    alg: EncAlgType  # what lower will use (INVALID only with strict=False and nothing lowerable)
+    legs: tuple[Leg, ...]  # legs actually lowered
+    policy_legs: tuple[Leg, ...]  # legs of the policy's choice
+    candidates: tuple[Candidate, ...]
+    n_channels: int
+    reason: str
+    fallback_reason: str | None
+    # -- context (added beyond the contract) --
+    op: EncOpType = EncOpType.ALLREDUCE
+    dtype: DType = DType.BF16
+    group: tuple[int, ...] = ()
+    op_bytes: int = 0
+    sbuf: bool = False
+    scope: str = INTRA
+    channel_reason: str = ""
+    hier_selections: tuple[tuple[str, EncAlgType], ...] = ()  # all five slots when HIER
+    hybrid_ring: bool = False
+    override: str | None = None
+
+    @property
+    def metaring_type(self) -> MetaringType | None:
+        """The per-object sub-enum of ``alg`` (never the SPAD nibble; seed 000 §1.1)."""
+        return METARING_OF.get(self.alg)
+
+    @property
+    def lowered(self) -> bool:
+        return self.fallback_reason is None
+
+    def candidate(self, alg: EncAlgType) -> Candidate:
+        return next(c for c in self.candidates if c.alg == alg)
+
+    def hier_log_line(self) -> str | None:
+        """The runtime's "Hier algorithm selections" line for a HIER policy choice."""
+        if not self.hier_selections:
+            return None
+        return "Hier algorithm selections - " + " ".join(
+            f"{slot} {int(alg)}" for slot, alg in self.hier_selections)
+
+
+# -- override -------------------------------------------------------------------------------
+
+_ALG_NAMES: dict[str, tuple[EncAlgType, ...]] = {
+    a.name.lower(): (a,) for a in EncAlgType if a != EncAlgType.INVALID}
+_ALG_NAMES.update({
+    "rdh": (EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH),
+    "hierarchical": (EncAlgType.HIER,),
+    "kangaroo": (EncAlgType.KANGARING,),
+    "single_cycle": (EncAlgType.SINGLE_CYCLE_RING,),
+})
+
+_OP_NAMES: dict[str, EncOpType] = {}
+for _op in EncOpType:
+    _OP_NAMES[_op.name.lower()] = _op
+    _OP_NAMES[_op.name.lower().replace("_", "")] = _op
+_OP_NAMES.update({"all_reduce": EncOpType.ALLREDUCE, "all_gather": EncOpType.ALLGATHER,
+                  "all_to_all": EncOpType.ALLTOALL, "redsct": EncOpType.REDUCE_SCATTER,
+                  "reducescatter": EncOpType.REDUCE_SCATTER})
+
+
+def _norm(word: str) -> str:
+    return word.strip().lower().replace("-", "_")
+
+
+def parse_alg_name(word: str) -> tuple[EncAlgType, ...]:
+    key = _norm(word)
+    if key not in _ALG_NAMES:
+        names = ", ".join(sorted(k for k in _ALG_NAMES))
+        raise ValidationError(f"unknown algorithm {word.strip()!r} (known: {names})",
+                              field="--algo")
+    return _ALG_NAMES[key]
+
+
+def parse_op_name(word: str) -> EncOpType:
+    key = _norm(word)
+    if key not in _OP_NAMES:
+        raise ValidationError(f"unknown collective {word.strip()!r} (allreduce, allgather, "
+                              "reduce_scatter, alltoall, broadcast, reduce)", field="op")
+    return _OP_NAMES[key]
+
+
+@dataclass(frozen=True)
+class OverrideClause:
+    """``[target:][^]alg[,alg...]``: restrict (or with ``^`` exclude) engines for a target."""
+
+    target: EncOpType | str | None  # None = every op; an op; or a HIER leg name
+    algs: frozenset[EncAlgType]
+    exclude: bool
+    text: str
+
+    def allows(self, alg: EncAlgType) -> bool:
+        return (alg in self.algs) != self.exclude
+
+    @property
+    def forced(self) -> EncAlgType | None:
+        if not self.exclude and len(self.algs) == 1:
+            return next(iter(self.algs))
+        return None
+
+
+@dataclass(frozen=True)
+class AlgoOverride:
+    """A parsed ``--algo`` / ``NRTREWRITE_ALGO`` value (docs/SELECTION.md "Overrides")."""
+
+    text: str
+    clauses: tuple[OverrideClause, ...]
+    source: str = "--algo"
+
+    def for_op(self, op: EncOpType) -> OverrideClause | None:
+        """The clause governing ``op``: its own clause, else the untargeted one."""
+        own = [c for c in self.clauses if c.target == op]
+        if own:
+            return own[-1]
+        anyop = [c for c in self.clauses if c.target is None]
+        return anyop[-1] if anyop else None
+
+    def for_leg(self, leg: str) -> OverrideClause | None:
+        own = [c for c in self.clauses if c.target == leg]
+        return own[-1] if own else None
+
+
+def parse_algo_override(text: str | None) -> AlgoOverride | None:
+    """Parse NCCL-like override syntax; ``None`` reads env ``NRTREWRITE_ALGO``.
+
+    ``ring`` (force), ``mesh,ring`` (restrict), ``^mesh`` / ``^mesh,kangaring`` (exclude),
+    ``allreduce:kangaring;allgather:ring`` (per collective), ``inter_allr:mesh`` (per HIER
+    leg).  Empty text -> None.
+    """
+    source = "--algo"
+    if text is None:
+        text = os.environ.get(ALGO_ENV)
+        source = ALGO_ENV
+        if text is None:
+            return None
+    if not text.strip():
+        return None
+    clauses = []
+    for raw in text.split(";"):
+        part = raw.strip()
+        if not part:
+            continue
+        target: EncOpType | str | None = None
+        if ":" in part:
+            head, _, part = part.partition(":")
+            key = _norm(head)
+            if key.startswith("alg_"):
+                key = key[4:]
+            if key in LEG_OPS:
+                target = key
+            else:
+                try:
+                    target = parse_op_name(head)
+                except ValidationError:
+                    raise ValidationError(
+                        f"{source} {text!r}: {head.strip()!r} is neither a collective nor a "
+                        f"HIER leg ({', '.join(LEG_OPS)})", field=source) from None
+        part = part.strip()
+        exclude = part.startswith("^")
+        if exclude:
+            part = part[1:]
+        names = [w for w in part.split(",") if w.strip()]
+        if not names:
+            raise ValidationError(f"{source} {text!r}: clause {raw.strip()!r} names no algorithm",
+                                  field=source)
+        algs: set[EncAlgType] = set()
+        for w in names:
+            try:
+                algs.update(parse_alg_name(w))
+            except ValidationError as err:
+                raise ValidationError(f"{source} {text!r}: {err.why}", field=source) from None
+        clauses.append(OverrideClause(target=target, algs=frozenset(algs), exclude=exclude,
+                                      text=raw.strip()))
+    if not clauses:
+        return None
+    return AlgoOverride(text=text.strip(), clauses=tuple(clauses), source=source)
+
+
+# -- channels ---------------------------------------------------------------------------------
+
+def _floor_pow2(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n >= 1 else 0
+
+
+def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
+                    policy: Policy = DEFAULT_POLICY) -> tuple[int, str]:
+    """Channel count for ``alg`` on ``req`` and why (docs/SELECTION.md "Channels")."""
+    if alg in _MESH_FAMILY:
+        return 1, "mesh uses a single channel (nec.h enc_alg_mesh: \"Mesh uses only a single channel\")"
+    if alg == EncAlgType.HIER:
+        return 1, "per leg"
+    if alg == EncAlgType.INVALID:
+        return 0, "nothing lowered"
+    group = req.group
+    if len(group) == 1:
+        return 1, "single rank: one empty channel"
+    if is_hybrid_ring(topo, group):
+        return 4, ("hybrid ring (seed 001 §1: node_n 1, vcore 2, 2 device H-cycles, 16 ranks "
+                   "one per device at one core index) forces channel_n = 4")
+    s = group_shape(topo, group)
+    want = max(1, _floor_pow2(req.op_bytes // policy.bytes_per_channel))
+    caps = [(policy.max_channels, "max_channels (NEC_MAX_CHANNELS)")]
+    if s.node_n == 1:
+        scope_cap, scope_why = policy.max_channels_intra, "max_channels_intra"
+    else:
+        scope_cap, scope_why = policy.max_channels_inter, "max_channels_inter"
+    scope_cap = max(1, min(scope_cap, NEC_MAX_CHANNELS))
+    caps.append((scope_cap, scope_why))
+    distinct = duplicate_flags(ring_orders(topo, group, scope_cap)).count(False)
+    caps.append((distinct, f"{distinct} distinct ring(s) over the group"))
+    per_rank = req.op_elements // (len(group) * policy.min_elements_per_rank_channel)
+    caps.append((max(1, per_rank), f"{policy.min_elements_per_rank_channel} elements per rank "
+                                   "per channel"))
+    why = f"{fmt_bytes(req.op_bytes)} / {fmt_bytes(policy.bytes_per_channel)} per channel -> {want}"
+    cap, cap_why = min(caps, key=lambda c: c[0])
+    n = want
+    if cap < want:
+        n, why = cap, f"{why}, capped at {cap} by {cap_why}"
+    return max(1, min(n, NEC_MAX_CHANNELS)), why
+
+
+# -- selection --------------------------------------------------------------------------------
+
+def _sub_type(topo: Topology, alg: EncAlgType, scope: str) -> EncAlgMeshType | None:
+    if alg not in _MESH_FAMILY:
+        return None
+    return topo.platform.mesh_sub_type if scope == INTRA else EncAlgMeshType.FULL_MESH
+
+
+def evaluate_candidates(req: Request, topo: Topology,
+                        policy: Policy = DEFAULT_POLICY) -> dict[EncAlgType, Candidate]:
+    """Every engine's verdict (all gates run, as in enc_post_operation)."""
+    out: dict[EncAlgType, Candidate] = {}
+    for alg in CANDIDATE_ORDER:
+        name, pred = PREDICATES[alg]
+        legal, why = pred(req, topo, policy, check_window=False)
+        in_window = True
+        if legal:
+            in_window, why = pred(req, topo, policy, check_window=True)
+        out[alg] = Candidate(alg=alg, legal=legal, reason=why, lowerable=policy.is_lowerable(alg),
+                             in_window=in_window, predicate=name)
+    return out
+
+
+def _cascade(cands: dict[EncAlgType, Candidate], allowed: Callable[[EncAlgType], bool],
+             policy: Policy) -> EncAlgType | None:
+    for alg in policy.precedence:
+        c = cands.get(alg)
+        if c is not None and allowed(alg) and c.legal and c.in_window:
+            return alg
+    return None
+
+
+def hier_groups(topo: Topology, group: Iterable[int]) -> tuple[tuple[tuple[int, ...], ...],
+                                                              tuple[tuple[int, ...], ...]]:
+    """(intra groups: one per node, inter groups: one per local position)."""
+    s = group_shape(topo, group)
+    intra = s.per_node
+    inter = tuple(tuple(p[j] for p in intra) for j in range(min(len(p) for p in intra)))
+    return intra, inter
+
+
+def _forced_error(req: Request, override: AlgoOverride, clause: OverrideClause, alg: EncAlgType,
+                  why: str, leg: str | None = None) -> SelectionError:
+    where = f" on the {leg} leg" if leg else ""
+    return SelectionError(f"{override.source} {override.text!r} forces {alg.name}{where}, "
+                          f"refused: {why}", trigger=req.ordinal)
+
+
+def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
+                override: AlgoOverride | None, op_clause: OverrideClause | None,
+                used: bool) -> tuple[EncAlgType, str]:
+    legal_set = LEG_LEGAL[slot]
+    clause = override.for_leg(slot) if override else None
+    if clause is not None and clause.forced is not None:
+        alg = clause.forced
+        if alg not in legal_set:
+            if used:
+                raise _forced_error(leg_req, override, clause, alg,
+                                    f"{alg.name} is not legal on the {slot} leg (legal: "
+                                    f"{', '.join(a.name for a in legal_set)})", slot)
+            return EncAlgType.RING, "override not applicable"
+        name, pred = PREDICATES[alg]
+        ok, why = pred(leg_req, topo, policy, check_window=False)
+        if not ok:
+            if used:
+                raise _forced_error(leg_req, override, clause, alg, f"{name}: {why}", slot)
+            return EncAlgType.RING, "override not applicable"
+        return alg, f"forced by {override.source} ({why})"
+
+    def allowed(a: EncAlgType) -> bool:
+        if a not in legal_set:
+            return False
+        if clause is not None and not clause.allows(a):
+            return False
+        if op_clause is not None and op_clause.exclude and a in op_clause.algs:
+            return False
+        return True
+
+    for alg in policy.precedence:
+        if not allowed(alg):
+            continue
+        name, pred = PREDICATES[alg]
+        ok, why = pred(leg_req, topo, policy, check_window=True)
+        if ok:
+            return alg, why
+    return EncAlgType.RING, "fallback"
+
+
+def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverride | None,
+               op_clause: OverrideClause | None
+               ) -> tuple[tuple[Leg, ...], tuple[tuple[str, EncAlgType], ...]]:
+    intra, inter = hier_groups(topo, req.group)
+    y = len(intra[0])
+    b = req.op_bytes
+    used = HIER_LEGS[req.op]
+    choices: dict[str, tuple[EncAlgType, str]] = {}
+    sizes: dict[str, int] = {}
+    for slot in LEG_OPS:
+        scope, op = LEG_OPS[slot]
+        groups = intra if scope == INTRA else inter
+        nbytes = b if scope == INTRA else b // y
+        sizes[slot] = nbytes
+        leg_req = Request.for_op(op, req.dtype, groups[0], nbytes, ordinal=req.ordinal,
+                                 sbuf=req.sbuf)
+        choices[slot] = _leg_choice(slot, leg_req, topo, policy, override, op_clause,
+                                    slot in used)
+    legs = []
+    for slot in used:
+        scope, op = LEG_OPS[slot]
+        alg, why = choices[slot]
+        legs.append(Leg(name=slot, op=op, alg=alg, sub_type=_sub_type(topo, alg, scope),
+                        groups=intra if scope == INTRA else inter, nbytes=sizes[slot],
+                        reason=why))
+    log = tuple((s, choices[s[4:]][0]) for s in HIER_SLOTS)
+    return tuple(legs), log
+
+
+def _flat_leg(req: Request, topo: Topology, alg: EncAlgType, scope: str, reason: str) -> Leg:
+    return Leg(name="flat", op=req.op, alg=alg, sub_type=_sub_type(topo, alg, scope),
+               groups=(req.group,), nbytes=req.op_bytes, reason=reason)
+
+
+def _legs_text(legs: tuple[Leg, ...]) -> str:
+    return " -> ".join(f"{leg.name} {leg.alg.name}" for leg in legs)
+
+
+def select(trigger: Union[Trigger, Request], topo: Topology, *,
+           override: AlgoOverride | None = None, policy: Policy = DEFAULT_POLICY,
+           strict: bool = True) -> Selection:
+    """Select the engine, legs and channel count for one trigger.
+
+    With ``strict=False`` (explain) a request nothing lowerable can serve returns a
+    selection with ``alg == INVALID`` instead of raising.
+    """
+    req = as_request(trigger)
+    if not req.group:
+        raise SelectionError("empty replica group", trigger=req.ordinal)
+    if len(set(req.group)) != len(req.group):
+        raise SelectionError("a rank appears twice in the replica group", trigger=req.ordinal)
+    for r in req.group:
+        topo.info(r)
+    shape = group_shape(topo, req.group)
+    cands = evaluate_candidates(req, topo, policy)
+    clause = override.for_op(req.op) if override else None
+    allowed: Callable[[EncAlgType], bool] = clause.allows if clause else (lambda a: True)
+    order = " > ".join(a.name for a in policy.precedence)
+
+    forced = clause.forced if clause else None
+    if forced is not None:
+        c = cands[forced]
+        if not c.legal:
+            raise _forced_error(req, override, clause, forced, f"{c.predicate}: {c.reason}")
+        policy_alg = forced
+        reason = f"forced by {override.source} {override.text!r} ({c.reason})"
+    else:
+        picked = _cascade(cands, allowed, policy)
+        if picked is None:
+            why = "; ".join(f"{c.predicate}: {c.reason}" for c in cands.values()
+                            if c.alg in policy.precedence and allowed(c.alg))
+            msg = (f"no legal engine for {req.op.name} over {shape.rank_n} ranks"
+                   f"{' under ' + override.source + ' ' + repr(override.text) if clause else ''}"
+                   f" ({why or 'every engine excluded'})")
+            if strict:
+                raise SelectionError(msg, trigger=req.ordinal)
+            return _invalid(req, shape, cands, msg, override)
+        policy_alg = picked
+        c = cands[picked]
+        scope_txt = "intra-node" if shape.scope == INTRA else f"{shape.node_n}-node"
+        reason = (f"{picked.name}: first legal engine of {order} for {scope_txt} "
+                  f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})")
+        if clause is not None:
+            reason += f"; under {override.source} {override.text!r}"
+
+    hier_log: tuple[tuple[str, EncAlgType], ...] = ()
+    if policy_alg == EncAlgType.HIER:
+        policy_legs, hier_log = _hier_legs(req, topo, policy, override, clause)
+    else:
+        policy_legs = (_flat_leg(req, topo, policy_alg, shape.scope, cands[policy_alg].reason),)
+
+    plan_algs = {policy_alg, *(leg.alg for leg in policy_legs)}
+    fallback_reason = None
+    if all(policy.is_lowerable(a) for a in plan_algs):
+        alg, legs = policy_alg, policy_legs
+    else:
+        missing = sorted((a for a in plan_algs if not policy.is_lowerable(a)), key=int)
+        what = policy_alg.name
+        if policy_alg == EncAlgType.HIER:
+            what = f"HIER ({_legs_text(policy_legs)})"
+        can = ", ".join(a.name for a in sorted(policy.lowerable, key=int)) or "nothing"
+        if forced is not None:
+            raise SelectionError(
+                f"{override.source} {override.text!r} forces {forced.name}: {forced.name} is "
+                f"legal here but this build cannot lower it yet (lowerable: {can}; not "
+                f"lowerable: {', '.join(a.name for a in missing)})", trigger=req.ordinal)
+        fb = None
+        for a in (*policy.precedence, *CANDIDATE_ORDER):
+            cc = cands.get(a)
+            if cc and allowed(a) and cc.legal and policy.is_lowerable(a) and a != EncAlgType.HIER:
+                fb = a
+                break
+        if fb is None:
+            msg = (f"{what} is not lowerable in this build (lowerable: {can}) and no lowerable "
+                   f"engine is legal for {req.op.name}")
+            if strict:
+                raise SelectionError(msg, trigger=req.ordinal)
+            return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,
+                            policy_legs=policy_legs, hier_log=hier_log)
+        alg = fb
+        legs = (_flat_leg(req, topo, fb, shape.scope, cands[fb].reason),)
+        flat = ""
+        if shape.node_n > 1:
+            flat = f" (flat over {shape.node_n} nodes: {shape.node_n} network hops per channel)"
+        fallback_reason = (f"{what} is not lowerable in this build (lowerable: {can}); "
+                           f"lowering {fb.name} over the whole group instead{flat}")
+
+    n_channels, ch_reason = choose_channels(topo, req, alg, policy)
+    cand_tuple = tuple(
+        Candidate(alg=c.alg, legal=c.legal, reason=c.reason, lowerable=c.lowerable,
+                  in_window=c.in_window, predicate=c.predicate, chosen=c.alg == policy_alg)
+        for c in cands.values())
+    return Selection(
+        trigger=req.ordinal, policy_alg=policy_alg, alg=alg, legs=legs, policy_legs=policy_legs,
+        candidates=cand_tuple, n_channels=n_channels, reason=reason,
+        fallback_reason=fallback_reason, op=req.op, dtype=req.dtype, group=req.group,
+        op_bytes=req.op_bytes, sbuf=req.sbuf, scope=shape.scope, channel_reason=ch_reason,
+        hier_selections=hier_log, hybrid_ring=is_hybrid_ring(topo, req.group),
+        override=override.text if override else None)
+
+
+def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate], msg: str,
+             override: AlgoOverride | None, *, policy_alg: EncAlgType = EncAlgType.INVALID,
+             policy_legs: tuple[Leg, ...] = (), hier_log=()) -> Selection:
+    return Selection(
+        trigger=req.ordinal, policy_alg=policy_alg, alg=EncAlgType.INVALID, legs=(),
+        policy_legs=policy_legs,
+        candidates=tuple(Candidate(alg=c.alg, legal=c.legal, reason=c.reason,
+                                   lowerable=c.lowerable, in_window=c.in_window,
+                                   predicate=c.predicate, chosen=c.alg == policy_alg)
+                         for c in cands.values()),
+        n_channels=0, reason=msg, fallback_reason=msg, op=req.op, dtype=req.dtype,
+        group=req.group, op_bytes=req.op_bytes, sbuf=req.sbuf, scope=shape.scope,
+        channel_reason="nothing lowered", hier_selections=hier_log,
+        override=override.text if override else None)
+
+
+def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,
+               policy: Policy = DEFAULT_POLICY) -> list[Selection]:
+    """:func:`select` for every trigger of ``model``, in trigger order."""
+    out = []
+    for t in model.triggers:
+        try:
+            out.append(select(t, topo, override=override, policy=policy))
+        except SelectionError as err:
+            raise err.at(trigger=t.ordinal, subgraph=t.subgraph, stream=t.engine, index=t.index)
+    return out
+
+
+__all__ = [
+    "ALGO_ENV", "AlgoOverride", "CANDIDATE_ORDER", "Candidate", "GroupShape", "HIER_LEGS",
+    "HIER_SLOTS", "LEG_LEGAL", "LEG_OPS", "Leg", "METARING_OF", "OverrideClause", "PREDICATES",
+    "Request", "Selection", "as_request", "can_post_ring", "choose_channels",
+    "enc_can_post_hierarchical_operation", "enc_can_post_inter_rdh_operation",
+    "enc_can_post_intra_rdh_operation", "enc_can_post_kangaring_operation",
+    "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
+    "group_shape", "hier_groups", "parse_alg_name", "parse_algo_override", "parse_op_name",
+    "select", "select_all", "DEFAULT_POLICY", "Policy",
+]

@@ -1,0 +1,423 @@
+"""SELECT: enum ordinals vs the seeds, predicate truth tables, the policy defaults, legs,
+fallback to a lowerable engine, channel counts, overrides."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nrtrewrite.codes import (
+    AluOp, CType, DType, EncAlgMeshType, EncAlgType, EncOpType, MetaringType, Opcode,
+)
+from nrtrewrite.errors import SelectionError, ValidationError
+from nrtrewrite.neff.model import Operand, SyncFields, Trigger
+from nrtrewrite.policy import DEFAULT_POLICY, KiB, MiB, Policy
+from nrtrewrite.select import (
+    ALGO_ENV, HIER_SLOTS, LEG_LEGAL, PREDICATES, Request, can_post_ring,
+    enc_can_post_hierarchical_operation, enc_can_post_inter_rdh_operation,
+    enc_can_post_intra_rdh_operation, enc_can_post_kangaring_operation,
+    enc_can_post_mesh_operation, enc_can_post_single_cycle_ring, parse_algo_override, select,
+    select_all,
+)
+from nrtrewrite.topology import load_topology, ring_orders
+
+AR, AG, RS = EncOpType.ALLREDUCE, EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER
+A2A, BC, RED = EncOpType.ALLTOALL, EncOpType.BROADCAST, EncOpType.REDUCE
+
+T1N = load_topology("trn2", world=(), lnc_size=2)            # 64 ranks
+T2N = load_topology("trn2:nodes=2", world=(), lnc_size=2)    # 128 ranks
+T8N = load_topology("trn2:nodes=8", world=(), lnc_size=2)    # 512 ranks
+TRN1 = load_topology("trn1:nodes=2", world=(), lnc_size=1)   # 64 ranks
+
+NODE0 = tuple(range(64))
+TWO_NODES = tuple(range(128))
+ONE_PER_NODE_8 = tuple(64 * n for n in range(8))
+ONE_PER_NODE_2 = (0, 64)
+
+
+def req(op, group, nbytes=64 * MiB, dtype=DType.BF16, sbuf=False, ordinal=0):
+    return Request.for_op(op, dtype, group, nbytes, ordinal=ordinal, sbuf=sbuf)
+
+
+# -- enum ordinals against the seed text ----------------------------------------------------
+
+def _seeds_dir() -> Path | None:
+    env = os.environ.get("NRTREWRITE_SHARED")
+    for base in ([Path(env)] if env else []) + [Path(__file__).resolve().parents[2] / "shared"]:
+        if (base / "seeds").is_dir():
+            return base / "seeds"
+    return None
+
+
+def _seed000() -> str:
+    seeds = _seeds_dir()
+    files = sorted(seeds.glob("000_*.txt")) if seeds else []
+    if not files:
+        pytest.skip("shared/seeds/000_*.txt not present")
+    return files[0].read_text()
+
+
+def _pairs(text: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"\b([A-Z][A-Z_]*)=(\d+)\b", text)}
+
+
+def test_global_enc_alg_type_ordinals_match_seed():
+    text = _seed000()
+    # the reimplementer's checklist lists the global enum: (RING=0 / HIER=1 / MESH=2 / ...)
+    line = next(ln for ln in text.splitlines() if "HIER=1" in ln and "INTRA_RDH=5" in ln)
+    pairs = _pairs(line)
+    assert len(pairs) >= 7
+    for name, val in pairs.items():
+        assert EncAlgType[name] == val, name
+    # every statement of these ordinals anywhere in the seed agrees
+    for name in ("INTRA_RDH", "SINGLE_STEP_MESH", "INTER_RDH"):
+        vals = {int(v) for v in re.findall(rf"\b{name}=(\d+)", text)}
+        assert vals == {EncAlgType[name]}, name
+    assert "KANGARING=3" in text and "SINGLE_CYCLE_RING=4" in text
+    assert EncAlgType.KANGARING == 3 and EncAlgType.SINGLE_CYCLE_RING == 4
+
+
+def test_metaring_sub_enum_is_a_separate_type_matching_seed():
+    text = _seed000()
+    line = next(ln for ln in text.splitlines() if "sub-enum (RING=0" in ln)
+    start = line.index("sub-enum (RING=0")
+    sub = _pairs(line[start:line.index(")", start)])     # the parenthesis only
+    assert sub["KANGARING"] == MetaringType.KANGARING == 1
+    assert sub["SINGLE_CYCLE_RING"] == MetaringType.SINGLE_CYCLE_RING == 2
+    assert sub["RDH"] == MetaringType.RDH == 3
+    assert MetaringType is not EncAlgType
+    assert int(MetaringType.KANGARING) != int(EncAlgType.KANGARING)
+
+
+def test_mesh_sub_type_ordinals_match_seed():
+    text = _seed000()
+    line = next(ln for ln in text.splitlines() if "FULL_MESH=0" in ln)
+    for name, val in _pairs(line).items():
+        if name in EncAlgMeshType.__members__:
+            assert EncAlgMeshType[name] == val, name
+
+
+# -- predicate truth tables -------------------------------------------------------------------
+
+@pytest.mark.parametrize("op, group, topo, legal, why", [
+    (AR, ONE_PER_NODE_8, T8N, True, "8 nodes"),
+    (AR, ONE_PER_NODE_2, T2N, True, "2 nodes"),
+    (AG, ONE_PER_NODE_8, T8N, False, "all-reduce only (op_type ALLGATHER)"),
+    (RS, ONE_PER_NODE_8, T8N, False, "all-reduce only (op_type REDUCE_SCATTER)"),
+    (A2A, ONE_PER_NODE_8, T8N, False, "all-reduce only (op_type ALLTOALL)"),
+    (AR, NODE0, T1N, False, "inter-node only"),
+    (AR, TWO_NODES, T2N, False, "one rank per node"),
+])
+def test_single_cycle_ring_truth_table(op, group, topo, legal, why):
+    ok, reason = enc_can_post_single_cycle_ring(req(op, group, 1 * MiB), topo, check_window=False)
+    assert ok is legal and why in reason
+
+
+@pytest.mark.parametrize("op, group, topo, legal, why", [
+    (AR, NODE0, T1N, True, "16 full device(s)"),
+    (AG, NODE0, T1N, True, "vnc 2"),
+    (RS, tuple(range(16)), T1N, True, "4 full device(s)"),
+    (AR, tuple(range(4)), T1N, False, "rank_n > 4"),
+    (AR, tuple(range(0, 64, 4)), T1N, False, "every rank of each device"),
+    (AR, TWO_NODES, T2N, False, "intra-node only"),
+    (AR, tuple(range(32)), TRN1, False, "no kangaring"),
+    (A2A, NODE0, T1N, False, "needs mesh"),
+    (BC, NODE0, T1N, False, "not supported"),
+])
+def test_kangaring_truth_table(op, group, topo, legal, why):
+    ok, reason = enc_can_post_kangaring_operation(req(op, group), topo, check_window=False)
+    assert ok is legal and why in reason
+
+
+@pytest.mark.parametrize("op, group, topo, legal, why", [
+    (AR, TWO_NODES, T2N, True, "2 nodes x 64"),
+    (AG, TWO_NODES, T2N, True, ""),
+    (RS, tuple(range(0, 128, 4)), T2N, True, "2 nodes x 16"),
+    (AR, NODE0, T1N, False, "within node 0"),
+    (AR, ONE_PER_NODE_8, T8N, False, "one rank per node"),
+    (AR, (0, 1, 64), T2N, False, "asymmetric"),
+    (AR, (0, 1, 64, 66), T2N, False, "asymmetric"),
+    (A2A, TWO_NODES, T2N, False, "needs mesh"),
+    (RED, TWO_NODES, T2N, False, "not supported"),
+])
+def test_hierarchical_truth_table(op, group, topo, legal, why):
+    ok, reason = enc_can_post_hierarchical_operation(req(op, group), topo)
+    assert ok is legal and why in reason
+
+
+@pytest.mark.parametrize("op, group, topo, legal, why", [
+    (AR, NODE0, T1N, True, "MESH_TRN2"),
+    (A2A, NODE0, T1N, True, ""),
+    (A2A, TWO_NODES, T2N, True, ""),
+    (AR, ONE_PER_NODE_8, T8N, True, "FULL_MESH"),
+    (AR, TWO_NODES, T2N, False, "one rank per node"),
+    (BC, NODE0, T1N, False, "not supported"),
+    (AR, (3,), T1N, False, "no peers"),
+])
+def test_mesh_truth_table(op, group, topo, legal, why):
+    ok, reason = enc_can_post_mesh_operation(req(op, group), topo, check_window=False)
+    assert ok is legal and why in reason
+
+
+@pytest.mark.parametrize("fn, op, group, topo, legal, why", [
+    (enc_can_post_intra_rdh_operation, AR, NODE0, T1N, True, "hypercube of dimension 4"),
+    (enc_can_post_intra_rdh_operation, AR, tuple(range(24)), T1N, False, "not a power of two"),
+    (enc_can_post_intra_rdh_operation, AR, (0, 1, 4), T1N, False, "uneven"),
+    (enc_can_post_intra_rdh_operation, AR, (0, 1), T1N, False, "one device"),
+    (enc_can_post_intra_rdh_operation, AR, TWO_NODES, T2N, False, "intra-node only"),
+    (enc_can_post_inter_rdh_operation, AR, ONE_PER_NODE_8, T8N, True, "8 nodes"),
+    (enc_can_post_inter_rdh_operation, AG, ONE_PER_NODE_8, T8N, True, ""),
+    (enc_can_post_inter_rdh_operation, AR, ONE_PER_NODE_2, T2N, False, "power of two >= 8"),
+    (enc_can_post_inter_rdh_operation, AR, TWO_NODES, T2N, False, "one rank per node"),
+    (enc_can_post_inter_rdh_operation, AR, NODE0, T1N, False, "inter-node only"),
+])
+def test_rdh_truth_tables(fn, op, group, topo, legal, why):
+    ok, reason = fn(req(op, group), topo, check_window=False)
+    assert ok is legal and why in reason
+
+
+@pytest.mark.parametrize("op, legal", [(AR, True), (AG, True), (RS, True), (A2A, False),
+                                       (BC, False), (RED, False)])
+def test_ring_never_serves_broadcast_reduce_alltoall(op, legal):
+    for topo, group in ((T1N, NODE0), (T2N, TWO_NODES)):
+        ok, _ = can_post_ring(req(op, group), topo)
+        assert ok is legal
+
+
+def test_alltoall_only_mesh():
+    for topo, group in ((T1N, NODE0), (T2N, TWO_NODES), (T8N, ONE_PER_NODE_8)):
+        r = req(A2A, group, 4 * MiB)
+        legal = [alg for alg, (_, pred) in PREDICATES.items() if pred(r, topo)[0]]
+        assert legal == [EncAlgType.MESH]
+        sel = select(r, topo, strict=False)
+        assert sel.policy_alg == EncAlgType.MESH and sel.alg == EncAlgType.INVALID
+        with pytest.raises(SelectionError, match="not lowerable"):
+            select(r, topo)
+
+
+# -- the policy defaults ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("nbytes, policy_alg", [
+    (4 * KiB, EncAlgType.MESH), (1 * MiB - 2, EncAlgType.MESH),
+    (1 * MiB, EncAlgType.INTRA_RDH), (56 * MiB - 2, EncAlgType.INTRA_RDH),
+    (56 * MiB, EncAlgType.KANGARING), (1024 * MiB, EncAlgType.KANGARING),
+])
+def test_intra_node_allreduce_windows(nbytes, policy_alg):
+    sel = select(req(AR, NODE0, nbytes), T1N)
+    assert sel.policy_alg == policy_alg
+    assert sel.alg == EncAlgType.RING and sel.legs[0].name == "flat"
+    assert sel.fallback_reason and "not lowerable" in sel.fallback_reason
+    assert sel.candidate(policy_alg).chosen
+    assert sel.policy_legs[0].alg == policy_alg
+
+
+def test_ring_is_the_general_fallback():
+    # partial devices, 6 devices: no mesh window (64 MiB), no RDH (not pow2), no kangaring
+    group = tuple(r for d in range(6) for r in (4 * d, 4 * d + 1))
+    sel = select(req(AR, group, 64 * MiB), T1N)
+    assert sel.policy_alg == sel.alg == EncAlgType.RING and sel.fallback_reason is None
+    assert sel.legs == sel.policy_legs and sel.metaring_type == MetaringType.RING
+
+
+def test_two_node_group_policy_hier_lowered_flat_ring():
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N)
+    assert sel.policy_alg == EncAlgType.HIER
+    assert [leg.name for leg in sel.policy_legs] == ["intra_redsct", "inter_allr", "intra_allg"]
+    intra, inter = sel.policy_legs[0].groups, sel.policy_legs[1].groups
+    assert intra == (NODE0, tuple(range(64, 128)))
+    assert len(inter) == 64 and inter[5] == (5, 69)
+    for leg in sel.policy_legs:
+        assert leg.alg in LEG_LEGAL[leg.name]
+    assert sel.alg == EncAlgType.RING
+    assert len(sel.legs) == 1 and sel.legs[0].name == "flat"
+    assert sel.legs[0].groups == (TWO_NODES,)
+    assert "HIER" in sel.fallback_reason and "network hops" in sel.fallback_reason
+    assert [slot for slot, _ in sel.hier_selections] == list(HIER_SLOTS)
+    assert sel.hier_log_line().startswith("Hier algorithm selections - alg_intra_allg ")
+    # lowered ring crosses the network exactly twice per channel
+    for order in ring_orders(T2N, TWO_NODES, sel.n_channels):
+        hops = sum(not T2N.same_node(order[i], order[(i + 1) % 128]) for i in range(128))
+        assert hops == 2
+
+
+@pytest.mark.parametrize("op, legs", [
+    (AG, ["inter_allg", "intra_allg"]), (RS, ["intra_redsct", "inter_redsct"]),
+])
+def test_hier_leg_sets(op, legs):
+    sel = select(req(op, TWO_NODES), T2N)
+    assert sel.policy_alg == EncAlgType.HIER
+    assert [leg.name for leg in sel.policy_legs] == legs
+
+
+@st.composite
+def any_request(draw):
+    topo = draw(st.sampled_from([T1N, T2N, T8N, TRN1]))
+    op = draw(st.sampled_from([AR, AG, RS]))
+    kind = draw(st.sampled_from(["node", "two", "per_node", "random"]))
+    if kind == "node":
+        group = tuple(range(topo.ranks_per_node))
+    elif kind == "two" and topo.nodes >= 2:
+        group = tuple(range(2 * topo.ranks_per_node))
+    elif kind == "per_node":
+        group = tuple(n * topo.ranks_per_node for n in range(topo.nodes))
+    else:
+        group = tuple(draw(st.lists(st.integers(0, topo.world_size - 1), min_size=1,
+                                    max_size=24, unique=True)))
+    nbytes = draw(st.sampled_from([2 * KiB, 512 * KiB, 2 * MiB, 32 * MiB, 128 * MiB]))
+    return topo, req(op, group, nbytes)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(any_request())
+def test_selection_invariants(args):
+    topo, r = args
+    sel = select(r, topo)
+    # no all-gather (or reduce-scatter) ever gets SINGLE_CYCLE_RING, anywhere
+    algs = {sel.policy_alg, sel.alg} | {leg.alg for leg in sel.policy_legs + sel.legs}
+    if r.op != AR:
+        assert EncAlgType.SINGLE_CYCLE_RING not in algs
+    # no inter leg and no multi-node group ever gets KANGARING
+    for leg in sel.policy_legs + sel.legs:
+        spans = any(not topo.same_node(g[0], x) for g in leg.groups for x in g)
+        if leg.name.startswith("inter") or spans:
+            assert leg.alg != EncAlgType.KANGARING
+        assert leg.alg in (LEG_LEGAL.get(leg.name) or (leg.alg,))
+    # what lower uses is lowerable, and differs from the policy only with a reason
+    assert sel.alg in DEFAULT_POLICY.lowerable
+    assert (sel.fallback_reason is None) == (sel.alg == sel.policy_alg)
+    assert 1 <= sel.n_channels <= 32
+    assert sum(c.chosen for c in sel.candidates) == 1
+
+
+# -- channels ---------------------------------------------------------------------------------
+
+def test_channel_counts():
+    assert select(req(AR, NODE0, 64 * MiB), T1N).n_channels == 4
+    assert select(req(AR, NODE0, 256 * KiB), T1N).n_channels == 1
+    assert select(req(AR, TWO_NODES, 64 * MiB), T2N).n_channels == 16
+    hybrid = select(req(AR, tuple(range(2, 64, 4)), 2 * KiB), T1N)
+    assert hybrid.hybrid_ring and hybrid.n_channels == 4 and "hybrid" in hybrid.channel_reason
+    tiny = select(req(AR, NODE0, 64 * 64 * 2), T1N)   # 64 elements per rank: one channel
+    assert tiny.n_channels == 1
+    single = select(req(AR, (7,), 1 * MiB), T1N)
+    assert single.n_channels == 1 and ring_orders(T1N, (7,), 1) == [None]
+    custom = Policy(max_channels_intra=2)
+    assert select(req(AR, NODE0, 64 * MiB), T1N, policy=custom).n_channels == 2
+
+
+# -- overrides --------------------------------------------------------------------------------
+
+def test_parse_override_syntax():
+    o = parse_algo_override("allreduce:kangaring;allgather:ring")
+    assert o.for_op(AR).forced == EncAlgType.KANGARING
+    assert o.for_op(AG).forced == EncAlgType.RING
+    assert o.for_op(RS) is None
+    o = parse_algo_override("^mesh,kangaring")
+    c = o.for_op(RS)
+    assert c.exclude and not c.allows(EncAlgType.MESH) and c.allows(EncAlgType.RING)
+    o = parse_algo_override("RING; all-gather:^rdh")
+    assert o.for_op(AR).forced == EncAlgType.RING
+    assert not o.for_op(AG).allows(EncAlgType.INTRA_RDH)
+    assert not o.for_op(AG).allows(EncAlgType.INTER_RDH)
+    assert parse_algo_override("alg_inter_allr:mesh").for_leg("inter_allr").forced == EncAlgType.MESH
+    assert parse_algo_override("  ") is None
+    for bad, match in (("treee", "unknown algorithm"), ("foo:ring", "neither a collective"),
+                       ("allreduce:", "names no algorithm")):
+        with pytest.raises(ValidationError, match=match):
+            parse_algo_override(bad)
+
+
+def test_override_from_env(monkeypatch):
+    monkeypatch.delenv(ALGO_ENV, raising=False)
+    assert parse_algo_override(None) is None
+    monkeypatch.setenv(ALGO_ENV, "^mesh")
+    o = parse_algo_override(None)
+    assert o.source == ALGO_ENV and o.for_op(AR).exclude
+
+
+def test_forcing_single_cycle_ring_on_allgather_is_refused_with_reason():
+    with pytest.raises(SelectionError) as exc:
+        select(req(AG, ONE_PER_NODE_8, 1 * MiB, ordinal=3), T8N,
+               override=parse_algo_override("single_cycle_ring"))
+    msg = str(exc.value)
+    assert "enc_can_post_single_cycle_ring: SINGLE_CYCLE_RING is all-reduce only " \
+           "(op_type ALLGATHER)" in msg
+    assert exc.value.where.trigger == 3
+
+
+def test_forcing_illegal_kangaring_names_predicate():
+    with pytest.raises(SelectionError, match="enc_can_post_kangaring_operation: KANGARING is "
+                                             "intra-node only"):
+        select(req(AR, TWO_NODES), T2N, override=parse_algo_override("kangaring"))
+
+
+def test_forcing_legal_but_unlowerable_engine():
+    with pytest.raises(SelectionError, match="is legal here but this build cannot lower it yet"):
+        select(req(AR, NODE0), T1N, override=parse_algo_override("allreduce:kangaring"))
+    # once a later build can lower it, the same override goes through
+    grown = Policy(lowerable=frozenset({EncAlgType.RING, EncAlgType.KANGARING}))
+    sel = select(req(AR, NODE0), T1N, override=parse_algo_override("allreduce:kangaring"),
+                 policy=grown)
+    assert sel.alg == sel.policy_alg == EncAlgType.KANGARING and sel.fallback_reason is None
+    assert sel.metaring_type == MetaringType.KANGARING
+
+
+def test_forcing_ring_and_excluding():
+    sel = select(req(AR, NODE0, 4 * KiB), T1N, override=parse_algo_override("ring"))
+    assert sel.policy_alg == sel.alg == EncAlgType.RING and sel.fallback_reason is None
+    sel = select(req(AR, TWO_NODES), T2N, override=parse_algo_override("ring"))
+    assert sel.policy_alg == EncAlgType.RING and "forced" in sel.reason
+    sel = select(req(AR, NODE0, 4 * KiB), T1N, override=parse_algo_override("^mesh"))
+    assert sel.policy_alg == EncAlgType.RING
+    sel = select(req(AR, TWO_NODES), T2N, override=parse_algo_override("^hier"))
+    assert sel.policy_alg == EncAlgType.RING
+    with pytest.raises(SelectionError, match="no legal engine"):
+        select(req(AR, NODE0), T1N, override=parse_algo_override("^ring,kangaring"))
+    with pytest.raises(SelectionError, match="hierarchical_operation: group lies within"):
+        select(req(AR, NODE0), T1N, override=parse_algo_override("hier"))
+
+
+def test_leg_overrides():
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, override=parse_algo_override(
+        "intra_redsct:ring;intra_allg:ring;inter_allr:ring"))
+    assert [leg.alg for leg in sel.policy_legs] == [EncAlgType.RING] * 3
+    with pytest.raises(SelectionError, match="MESH is not legal on the intra_allg leg"):
+        select(req(AR, TWO_NODES), T2N, override=parse_algo_override("intra_allg:mesh"))
+    with pytest.raises(SelectionError, match="inter_allr leg.*enc_can_post_inter_rdh_operation"):
+        select(req(AR, TWO_NODES), T2N, override=parse_algo_override("inter_allr:inter_rdh"))
+    # op-level exclusion also reaches the legs
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, override=parse_algo_override("^kangaring"))
+    assert EncAlgType.KANGARING not in {leg.alg for leg in sel.policy_legs}
+
+
+# -- triggers and models ------------------------------------------------------------------------
+
+def make_trigger(ordinal, ctype, group, num_elements, dtype=DType.BF16):
+    from nrtrewrite.codes import CTYPE_TO_OP
+    return Trigger(
+        ordinal=ordinal, subgraph="sg00", engine="sp", index=ordinal,
+        opcode=Opcode.PSEUDO_TRIGGER_COLLECTIVE, ctype=ctype, op=CTYPE_TO_OP[ctype],
+        dtype=dtype, alu_op=None if ctype == CType.ALL_GATHER else AluOp.ADD,
+        replica_group_id=0, replica_group=tuple(group), stream_id=0, channel_id=0,
+        src=Operand(var_id=0), dst=Operand(var_id=1), num_elements=num_elements,
+        sync=SyncFields())
+
+
+def test_select_from_trigger_and_select_all():
+    from types import SimpleNamespace
+    t0 = make_trigger(0, CType.ALL_REDUCE, NODE0, 32 * MiB)           # 64 MiB of bf16
+    t1 = make_trigger(1, CType.ALL_GATHER, TWO_NODES, 1024)
+    sels = select_all(SimpleNamespace(triggers=[t0, t1]), T2N)
+    assert [s.trigger for s in sels] == [0, 1]
+    assert sels[0].op_bytes == 64 * MiB and sels[0].policy_alg == EncAlgType.KANGARING
+    assert sels[1].op_bytes == 1024 * 2 * 128 and sels[1].policy_alg == EncAlgType.HIER
+    with pytest.raises(SelectionError) as exc:
+        select_all(SimpleNamespace(triggers=[t0, t1]), T2N,
+                   override=parse_algo_override("allgather:kangaring"))
+    assert exc.value.where.trigger == 1 and exc.value.where.subgraph == "sg00"
