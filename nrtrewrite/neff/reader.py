@@ -462,7 +462,7 @@ def decode_stream_triggers(sg: Subgraph, engine: str, first_ordinal: int,
             if stream[nxt * WORD_SIZE] != Opcode.PSEUDO_EXTENSION:
                 raise ParseError(f"0xD9 PSEUDO_TRIGGER_COLLECTIVE2 followed by opcode "
                                  f"0x{stream[nxt * WORD_SIZE]:02x}; 0xDA must follow",
-                                 ctx.at("opcode", second=True))
+                                 ctx.at("opcode"))
             ext = _decode(ctx, stream, nxt, Opcode.PSEUDO_EXTENSION)
             pair_ext = nxt
         out.append(_build_trigger(ctx, first_ordinal + len(out), word, ext))
