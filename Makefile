@@ -1,11 +1,47 @@
-# nrtrewrite developer targets.  Other targets are added by their owners.
+# nrtrewrite developer targets.  `make setup` then `make test` on a fresh machine.
 
-NRTREWRITE ?= nrtrewrite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+NRTREWRITE := $(VENV)/bin/nrtrewrite
 FIXTURE_SPECS := $(sort $(wildcard fixtures/*.yaml fixtures/bad/*.yaml))
+GOLDEN_FIXTURES := ar2 c7c8 groups int32_allgather mix8 sbuf node64 two_node128
+#: ranks kept in the golden output of the large fixtures (all ranks for the others)
+GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
+GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
+FUZZ_SECONDS ?= 60
 
-.PHONY: fixtures
+.PHONY: setup test fixtures golden bench fuzz clean help
+
+## help: list the targets
+help:
+	@grep -E '^## ' Makefile | sed 's/^## //'
+
+## setup: create .venv and install nrtrewrite with its test dependencies
+setup:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+
+## test: run the whole test suite (fails when no test runs)
+test:
+	$(PY) -m pytest -q
+
 ## fixtures: rebuild every fixtures/<name>.neff from fixtures/<name>.yaml (byte-deterministic)
 fixtures:
 	@set -e; for spec in $(FIXTURE_SPECS); do \
 		$(NRTREWRITE) assemble "$$spec" -o "$${spec%.yaml}.neff"; \
 	done
+
+## golden: regenerate fixtures/golden/<name>.tar.gz, the lowered outputs the tests diff against
+golden:
+	mkdir -p fixtures/golden
+	$(foreach f,$(GOLDEN_FIXTURES),$(PY) -m nrtrewrite.golden fixtures/$(f).neff fixtures/golden/$(f).tar.gz $(GOLDEN_RANKS_$(f)) &&) true
+
+## bench: run the benchmarks (never part of make test)
+bench:
+	$(PY) benchmarks/run.py
+
+## clean: remove build leftovers and lowered outputs next to fixtures
+clean:
+	rm -rf build dist *.egg-info fixtures/*.lowered .pytest_cache

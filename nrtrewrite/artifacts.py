@@ -1,0 +1,133 @@
+"""Reading an output folder back: artifact files as numpy records, decoded field by field.
+
+Used by ``dump`` (tables), ``diff`` (field-level comparison) and tests.  Bit
+fields are expanded into named fields following docs/FORMATS.md, with the raw
+words kept too, so a diff names the exact field that changed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaCceType, enum_name
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.emit import formats as F
+from nrtrewrite.errors import OutputError
+
+#: ``dump`` selectors -> artifact files.
+KIND_FILES: dict[str, tuple[str, ...]] = {
+    "spad": ("spad.bin", "tpinc.bin"),
+    "sb2sb": ("sb2sb.bin",),
+    "cce": ("cce.bin",),
+    "dma": ("dma.bin", "legs.bin"),
+    "sem": ("sem.bin",),
+    "fifo": ("net_ops.bin", "net_src.bin", "net_dest.bin"),
+}
+
+
+def load_records(path: str | Path, name: str | None = None) -> np.ndarray:
+    """A .bin artifact as a structured array (``name`` defaults to the file's name)."""
+    p = Path(path)
+    name = name or p.name
+    if name not in F.ARTIFACTS:
+        raise OutputError(f"{p}: not an artifact file nrtrewrite writes "
+                          f"({', '.join(F.ARTIFACTS)})")
+    dtype = F.ARTIFACTS[name][0]
+    data = p.read_bytes()
+    if len(data) % dtype.itemsize:
+        raise OutputError(f"{p}: {len(data)} bytes is not a whole number of "
+                          f"{dtype.itemsize}-byte records")
+    return np.frombuffer(data, dtype=dtype)
+
+
+def _plain(val):
+    if isinstance(val, np.ndarray):
+        return [_plain(v) for v in val.tolist()] if val.dtype.names is None else val.tolist()
+    if isinstance(val, (np.integer,)):
+        return int(val)
+    if isinstance(val, bytes):
+        return val.hex()
+    return val
+
+
+def record_fields(rec: np.void) -> dict:
+    """Raw fields of a structured record as plain Python values (nested TENSOR3D flattened)."""
+    out = {}
+    for name in rec.dtype.names:
+        val = rec[name]
+        if isinstance(val, np.void) and val.dtype.names:
+            for sub, subval in record_fields(val).items():
+                out[f"{name}.{sub}"] = subval
+        elif isinstance(val, np.ndarray):
+            out[name] = [int(x) for x in val.tolist()]
+        else:
+            out[name] = int(val)
+    return out
+
+
+def decode_record(name: str, rec: np.void) -> dict:
+    """Raw fields plus the bit fields of docs/FORMATS.md, named."""
+    d = record_fields(rec)
+    if name == "spad.bin":
+        alg = d["alg"]
+        d.update(cc_op=d["header"] & 1, algo_type=alg & 0xF,
+                 algo_type_name=enum_name(EncAlgType, alg & 0xF),
+                 algo_sub_type=(alg >> 4) & 7, trigger_next=alg >> 7,
+                 reporter=d["flags"] & 1, ring_wait_complete=(d["flags"] >> 1) & 1,
+                 ring_send_complete=(d["flags"] >> 2) & 1,
+                 sema_shift_offset=d["channel_list"] & 0xFFFF,
+                 sema_mask=d["channel_list"] >> 16)
+    elif name == "tpinc.bin":
+        d["last_sync"] = d["flags"] & F.TPINC_LAST_SYNC
+    elif name == "legs.bin":
+        d["leaf_name"] = enum_name(Leaf, d["leaf"])
+        d["neigh_name"] = enum_name(EncdNeigh, d["neigh"])
+    elif name == "dma.bin":
+        lc, mc = d["len_ctrl"], d["meta_ctrl"]
+        length = lc & F.LEN_MASK
+        d.update(length=length or 65536, gen=(lc >> F.GEN_SHIFT) & F.GEN_MASK,
+                 first=int(bool(lc & F.LEN_FIRST)), last=int(bool(lc & F.LEN_LAST)),
+                 sdma_op=mc & 0xF, dir="S2M" if mc & F.META_DIR_S2M else "M2S",
+                 stream=(mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK)
+    elif name == "cce.bin":
+        w0, w1 = d["w0"], d["w1"]
+        d.update(meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7, op_name=enum_name(SdmaCceType, w1 & 7),
+                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
+                 acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=d["w2"] & 0xFFFFFF,
+                 num_sources=d["w3"] & 0x3F, reduction_type=(d["w3"] >> 8) & 3)
+    elif name == "sem.bin":
+        c = d["ctrl"]
+        d.update(subop=c & F.SEM_SUBOP_MASK,
+                 subop_name=enum_name(EvtSemSubop, c & F.SEM_SUBOP_MASK),
+                 role=(c >> F.SEM_ROLE_SHIFT) & 0xFF, remote=int(bool(c & F.SEM_REMOTE)),
+                 gen=(c >> F.GEN_SHIFT) & F.GEN_MASK)
+    elif name in ("net_src.bin", "net_dest.bin"):
+        d["mark_name"] = enum_name(NetAddrMark, d["mark"])
+    return d
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise OutputError(f"{path}: cannot read ({exc})") from None
+
+
+def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
+    """The rank folders named by ``path``: an OUT folder, a rank folder (or a file's folder)."""
+    p = Path(path)
+    if p.is_file():
+        return [p.parent]
+    if (p / "rank-0000").exists() or any(p.glob("rank-*")):
+        dirs = sorted(d for d in p.glob("rank-*") if d.is_dir())
+        if rank is not None:
+            dirs = [d for d in dirs if d.name == f"rank-{rank:04d}"]
+            if not dirs:
+                raise OutputError(f"{p}: no folder for rank {rank}")
+        return dirs
+    if (p / "manifest.json").exists() and (p / "spad.bin").exists():
+        return [p]
+    raise OutputError(f"{p}: neither an nrtrewrite output folder nor a rank folder")

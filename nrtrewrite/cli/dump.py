@@ -1,0 +1,98 @@
+"""``nrtrewrite dump``: decoded tables of emitted artifacts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from nrtrewrite.artifacts import KIND_FILES, decode_record, load_records, rank_dirs
+from nrtrewrite.cli import main
+from nrtrewrite.errors import OutputError
+
+#: Columns shown per file in the rich table (every field is in --json).
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "spad.bin": ("cc_op", "algo_type_name", "algo_sub_type", "trigger_next", "reporter",
+                 "ring_wait_complete", "ring_send_complete", "channel_list"),
+    "tpinc.bin": ("m2s", "s2m", "repeat", "last_sync"),
+    "legs.bin": ("trigger", "spad_index", "channel", "step", "leaf_name", "half", "sdma_op",
+                 "reduction_type", "neigh_name", "num_elements", "n_tiles", "dma_count",
+                 "cce_count", "sem_count", "sb2sb_count"),
+    "sb2sb.bin": ("wait_mode", "wait_idx", "update_mode", "update_idx", "semaphore_value",
+                  "in_dtype", "num_active_channels", "src.start_addr", "src.num_elem",
+                  "dst.start_addr", "dst.num_elem"),
+    "dma.bin": ("dir", "stream", "sdma_op", "length", "first", "last", "gen", "buf_ptr"),
+    "cce.bin": ("meta_idx", "op_name", "last", "in_dtype", "out_dtype", "acc_dtype", "valid",
+                "length", "num_sources", "reduction_type"),
+    "sem.bin": ("subop_name", "role", "remote", "gen", "value", "addr"),
+    "net_ops.bin": ("enc_channel", "func_rel_op_idx", "tx_entry_cnt", "rx_entry_cnt",
+                    "initial_send_credits", "ending_recv_credits", "net_idx_loop_size",
+                    "inc_send_handshake", "inc_recv_handshake"),
+    "net_src.bin": ("net_op_idx", "complete", "dev_addr", "size", "mark_name", "dst_rank",
+                    "dst_addr"),
+    "net_dest.bin": ("net_op_idx", "complete", "dev_addr", "size", "mark_name", "src_rank"),
+}
+HEX_FIELDS = {"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_handshake",
+              "inc_recv_handshake", "channel_list", "src.start_addr", "dst.start_addr"}
+
+
+def _cell(key: str, val) -> str:
+    if key in HEX_FIELDS and isinstance(val, int):
+        return f"0x{val:x}"
+    return str(val)
+
+
+@main.command("dump")
+@click.argument("path", type=click.Path(exists=True))
+@click.option("--spad", "kind", flag_value="spad", help="SPAD cc_op entries and tp_inc_steps.")
+@click.option("--sb2sb", "kind", flag_value="sb2sb", help="0xBF S3D3_COLLECTIVE words.")
+@click.option("--cce", "kind", flag_value="cce", help="CCE compute descriptors.")
+@click.option("--dma", "kind", flag_value="dma", help="Legs and data buffer descriptors.")
+@click.option("--sem", "kind", flag_value="sem", help="EVT_SEM semaphore BDs.")
+@click.option("--fifo", "kind", flag_value="fifo", help="Net-proxy FIFOs.")
+@click.option("--rank", type=int, default=None, help="Only this rank of an output folder.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
+@click.option("--limit", type=int, default=200, show_default=True,
+              help="Rows per table in the rich view (0 = all); --json is never cut.")
+def dump_cmd(path, kind, rank, as_json, limit):
+    """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
+    p = Path(path)
+    if kind is None:
+        if p.is_file():
+            files = [p.name]
+        else:
+            raise OutputError("choose what to dump: --spad, --sb2sb, --cce, --dma, --sem or --fifo")
+    else:
+        files = list(KIND_FILES[kind])
+    if p.is_file():
+        if p.name not in files:
+            raise OutputError(f"{p}: is not one of {', '.join(files)}")
+        targets = [(p.parent, [p.name])]
+    else:
+        targets = [(d, files) for d in rank_dirs(p, rank)]
+    result = []
+    console = Console()
+    for rdir, names in targets:
+        entry = {"rank_dir": rdir.name, "files": {}}
+        for name in names:
+            recs = load_records(rdir / name)
+            rows = [decode_record(name, r) for r in recs]
+            entry["files"][name] = rows
+            if not as_json:
+                table = Table(title=f"{rdir.name}/{name} ({len(rows)} records)")
+                cols = COLUMNS[name]
+                table.add_column("#", justify="right")
+                for c in cols:
+                    table.add_column(c)
+                shown = rows if not limit else rows[:limit]
+                for i, row in enumerate(shown):
+                    table.add_row(str(i), *(_cell(c, row[c]) for c in cols))
+                console.print(table)
+                if limit and len(rows) > limit:
+                    console.print(f"... {len(rows) - limit} more records (--limit 0 shows all)")
+        result.append(entry)
+    if as_json:
+        click.echo(json.dumps({"kind": kind, "ranks": result}, indent=1))

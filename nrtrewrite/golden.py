@@ -1,0 +1,78 @@
+"""Golden outputs: a fixture's lowered output packed as a deterministic tar.gz.
+
+``python -m nrtrewrite.golden MODEL.neff GOLDEN.tar.gz [--rank R ...]`` (run by
+``make golden``) lowers MODEL with the default options and packs the output
+folder; tests unpack it next to a fresh lowering and compare the two with
+:func:`nrtrewrite.diff.diff_outputs`, which names the field that differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import tarfile
+import tempfile
+from pathlib import Path
+
+from nrtrewrite.bundle import write_output
+from nrtrewrite.lower import LowerOptions, plan_lowering
+from nrtrewrite.neff.reader import read_model
+
+
+def lower_to(model_path: str | Path, out: Path, ranks: list[int] | None) -> Path:
+    data = Path(model_path).read_bytes()
+    model = read_model(model_path)
+    plan = plan_lowering(model, LowerOptions(), input_sha256=hashlib.sha256(data).hexdigest())
+    return write_output(plan, out, ranks=ranks or None, workers=1)
+
+
+def pack(folder: Path) -> bytes:
+    """A tar.gz of ``folder`` with sorted names and zeroed metadata (byte-deterministic)."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(folder.rglob("*")):
+                rel = path.relative_to(folder).as_posix()
+                info = tarfile.TarInfo(rel)
+                info.mtime = 0
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                if path.is_dir():
+                    info.type = tarfile.DIRTYPE
+                    info.mode = 0o755
+                    tar.addfile(info)
+                else:
+                    data = path.read_bytes()
+                    info.size = len(data)
+                    info.mode = 0o644
+                    tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def unpack(golden: str | Path, dest: Path) -> Path:
+    """Unpack a golden tar.gz (regular files and folders only) into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(golden, "r:gz") as tar:
+        for m in tar.getmembers():
+            if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/"):
+                raise ValueError(f"{golden}: unexpected member {m.name!r}")
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model")
+    ap.add_argument("golden")
+    ap.add_argument("--rank", type=int, action="append", default=None)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = lower_to(args.model, Path(tmp) / "out", args.rank)
+        Path(args.golden).write_bytes(pack(out))
+    print(f"{args.golden}: written")
+
+
+if __name__ == "__main__":
+    main()
