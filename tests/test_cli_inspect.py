@@ -1,26 +1,282 @@
-"""``nrtrewrite inspect`` and ``nrtrewrite assemble`` through click's CliRunner."""
+"""``nrtrewrite inspect`` / ``assemble`` through click's CliRunner: output, and every bad
+input as exit code 2 with exactly one stderr line that names where and why."""
 
 from __future__ import annotations
 
+import copy
+import gzip
+import io
 import json
+import struct
+import subprocess
+import sys
+import tarfile
 
+import pytest
 from click.testing import CliRunner
 
 from nrtrewrite.cli import main
 from nrtrewrite.neff.assembler import assemble_spec
+from nrtrewrite.neff.container import build_container, default_header, wrap_payload
+
+from conftest import _BASE_SPEC
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return CliRunner().invoke(main, [str(a) for a in args])
 
 
-def test_inspect_json_and_table(tmp_path, base_spec):
-    path = tmp_path / "m.neff"
-    path.write_bytes(assemble_spec(base_spec))
-    res = run("inspect", str(path), "--json")
-    assert res.exit_code == 0, res.output
+# ---------------------------------------------------------------------------
+# good input
+
+def test_inspect_table(fixtures_dir):
+    res = run("inspect", fixtures_dir / "c7c8.neff")
+    assert res.exit_code == 0 and res.stderr == ""
+    out = res.stdout
+    for text in ("pkg_version 1", "sha256", "hash verified", "c7c8", "sg00: vars",
+                 "sg01: replica groups", "instructions per engine", "pseudo-trigger",
+                 "other-pseudo", "triggers (5)", "0xc7", "0xc8", "ALL_GATHER", "REDUCE_SCATTER",
+                 "FP8_E4", "a_in+0", "d+98304", "w1:5 u2:6 v1"):
+        assert text in out, text
+
+
+def test_inspect_table_sbuf_and_ranks(fixtures_dir):
+    out = run("inspect", fixtures_dir / "sbuf.neff").stdout
+    assert "sb_a+1536 p32:48[1,64]" in out and "0 ch1" not in out and "1 ch1" in out
+    out = run("inspect", fixtures_dir / "two_node128.neff").stdout
+    assert "128 ranks: 0-127" in out
+
+
+def test_inspect_json_keys(fixtures_dir):
+    res = run("inspect", "--json", fixtures_dir / "sbuf.neff")
     doc = json.loads(res.stdout)
-    assert doc["format"] == "nrtrewrite.inspect/1"
-    assert [t["ctype"] for t in doc["triggers"]] == ["ALL_REDUCE"]
-    res = run("inspect", str(path))
-    assert res.exit_code == 0 and "ALL_REDUCE" in res.stdout and res.stderr == ""
+    assert list(doc) == ["format", "file", "hash_verified", "header", "members", "world",
+                         "subgraphs", "triggers", "warnings"]
+    assert list(doc["header"]) == [
+        "pkg_version", "header_size", "data_size", "neff_version_major", "neff_version_minor",
+        "neff_build_version", "num_tpb", "hash", "hash_algorithm", "uuid", "name",
+        "requested_tpb_count", "tpb_per_node", "feature_bits", "lnc_size"]
+    t = doc["triggers"][2]
+    assert list(t) == [
+        "ordinal", "subgraph", "engine", "index", "num_words", "opcode", "opcode_name", "ctype",
+        "op", "dtype", "dtype_size", "alu_op", "replica_group_id", "group_size", "stream_id",
+        "channel_id", "src", "dst", "num_elements", "in_elements", "out_elements", "in_bytes",
+        "out_bytes", "sync", "ext_sync"]
+    assert t["src"] == {"var_id": 0, "var": "sb_a", "ap": {
+        "start": 1536, "partition_start": 32, "partition_count": 16,
+        "dims": [[1, 64], [0, 1], [0, 1]]}}
+    assert (t["num_elements"], t["out_elements"], t["in_bytes"], t["out_bytes"]) == \
+        (1024, 8192, 2048, 16384)
+    sg = doc["subgraphs"][0]
+    assert list(sg) == ["name", "engines", "vars", "replica_groups", "streams"]
+    assert sg["streams"][0] == {
+        "engine": "sp", "member": "sg00/sp.bin", "bytes": 64 * 10, "instructions": 10,
+        "classes": {"pseudo-trigger": 8, "other-pseudo": 0, "regular": 2},
+        "opcodes": {"0x00": 2, "0xd9": 4, "0xda": 4}}
+    # stable: the same bytes twice
+    assert run("inspect", "--json", fixtures_dir / "sbuf.neff").stdout == res.stdout
+
+
+def test_no_verify_hash_warns(fixtures_dir, tmp_path):
+    data = bytearray((fixtures_dir / "ar2.neff").read_bytes())
+    data[180] ^= 1
+    path = tmp_path / "h.neff"
+    path.write_bytes(bytes(data))
+    bad = run("inspect", path)
+    assert bad.exit_code == 2 and "MD5 hash mismatch" in bad.stderr
+    res = run("inspect", "--json", "--no-verify-hash", path)
+    assert res.exit_code == 0
+    assert res.stderr == f"nrtrewrite: warning: {path}: field hash: payload hash not verified\n"
+    assert json.loads(res.stdout)["hash_verified"] is False
+
+
+def test_assemble_command(tmp_path, fixtures_dir):
+    out = tmp_path / "x.neff"
+    res = run("assemble", fixtures_dir / "ar2.yaml", "-o", out)
+    assert res.exit_code == 0 and res.stdout == f"{out}: 1439 bytes, 1 triggers\n"
+    assert out.read_bytes() == (fixtures_dir / "ar2.neff").read_bytes()
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("header: {pkg_version: 2}\nsubgraphs: []\n")
+    res = run("assemble", spec, "-o", tmp_path / "y.neff")
+    assert res.exit_code == 2
+    assert res.stderr == (f"nrtrewrite: error: {spec}: field subgraphs: needs a non-empty list "
+                          "of subgraphs\n")
+    assert not (tmp_path / "y.neff").exists()
+
+
+def test_subprocess_entry_point(fixtures_dir, tmp_path):
+    bad = tmp_path / "short.neff"
+    bad.write_bytes(b"\0" * 10)
+    proc = subprocess.run([sys.executable, "-c", "from nrtrewrite.cli import main; main()",
+                           "inspect", str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr == (f"nrtrewrite: error: {bad}: file too short: 10 bytes, the header "
+                           "alone needs 1024\n")
+
+
+# ---------------------------------------------------------------------------
+# bad input, through the CLI
+
+def spec(mutate=None, **top) -> bytes:
+    s = copy.deepcopy(_BASE_SPEC)
+    s["validate"] = False
+    s.update(top)
+    if mutate:
+        mutate(s)
+    return assemble_spec(s)
+
+
+def sp(s):
+    return s["subgraphs"][0]["engines"]["sp"]
+
+
+def ar(**kw):
+    return lambda s: sp(s)[1]["all_reduce"].update(kw)
+
+
+def put(kind, body):
+    return lambda s: sp(s).__setitem__(1, {kind: body})
+
+
+def defj(**kw):
+    return lambda s: s["subgraphs"][0].__setitem__("def_json", kw)
+
+
+SBUF = {"dtype": "bf16", "op": "add",
+        "src": {"var": "sb_in", "partitions": 128, "dims": [[1, 8]]},
+        "dst": {"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}}
+GOOD = spec()
+MEMBERS = [("neff.json", b"{}"), ("sg00/def.json", b"{}")]
+V = [{"var_id": 0, "name": "in", "type": "input", "size": 4096}]
+
+
+def flip(data: bytes, pos: int) -> bytes:
+    out = bytearray(data)
+    out[pos] ^= 0xFF
+    return bytes(out)
+
+
+def tar_with(*entries) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, kind, data in entries:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.REGTYPE:
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+            else:
+                info.linkname = "neff.json"
+                tf.addfile(info)
+    return wrap_payload(default_header(), gzip.compress(buf.getvalue(), mtime=0))
+
+
+REG = tarfile.REGTYPE
+DA_WORD = (struct.pack("<BBHBBBBI", 0xDA, 16, 0, 0, 0, 0, 0, 0) + bytes(52)).hex()
+MEGA = default_header()
+
+CASES = [
+    # container
+    ("short", b"\0" * 100, [], "file too short: 100 bytes"),
+    ("header_size", GOOD[:8] + (1000).to_bytes(8, "little") + GOOD[16:], [],
+     "field header_size: header_size is 1000, must be 1024"),
+    ("data_size_past_end", GOOD[:-1], [], "field data_size: data_size"),
+    ("hash_v1", flip(spec(lambda s: s["header"].update(pkg_version=1)), 200), [],
+     "field hash: SHA-256 hash mismatch"),
+    ("hash_v2", flip(GOOD, 180), [], "field hash: MD5 hash mismatch"),
+    ("trailing", GOOD + b"\0\0\x07", [], f"offset 0x{len(GOOD) + 2:x}: non-zero byte after"),
+    ("corrupt_gzip", wrap_payload(MEGA, b"\x1f\x8b\x08\x00" + b"\xff" * 40), [],
+     "field payload: corrupt gzip stream"),
+    ("corrupt_tar", wrap_payload(MEGA, gzip.compress(b"\x01" * 2048, mtime=0)), [],
+     "field payload: corrupt tar archive"),
+    ("absolute", tar_with(("/abs", REG, b"")), [], "member /abs: absolute member path"),
+    ("dotdot", tar_with(("a/../../b", REG, b"")), [], "member a/../../b: member path contains"),
+    ("symlink", tar_with(("l", tarfile.SYMTYPE, b"")), [], "member l: symbolic link member"),
+    ("hardlink", tar_with(("l", tarfile.LNKTYPE, b"")), [], "member l: hard link member"),
+    ("device", tar_with(("d", tarfile.CHRTYPE, b"")), [], "member d: character device member"),
+    ("duplicate", tar_with(("a", REG, b"1"), ("a", REG, b"2")), [],
+     "member a: duplicate member name"),
+    ("member_limit", GOOD, ["--max-member-bytes", "100"],
+     "member sg00/def.json: member size"),
+    ("total_limit", GOOD, ["--max-total-bytes", "3000"],
+     "field payload: decompressed payload exceeds the limit of 3000 bytes"),
+    ("gzip_bomb", wrap_payload(MEGA, gzip.compress(bytes(4 << 20), mtime=0)),
+     ["--max-total-bytes", str(1 << 20)], "exceeds the limit of 1048576 bytes"),
+    ("header_reserved", spec(raw_header={"reserved": "00" * 100 + "01"}), [],
+     "offset 0x290, field reserved: header: reserved bytes must be zero"),
+    # members
+    ("no_neff_json", build_container(MEGA, MEMBERS[1:]), [],
+     "member neff.json: member missing from the archive"),
+    ("no_def_json", spec(omit_members=["sg00/def.json"]), [],
+     "member sg00/def.json, subgraph sg00: member missing"),
+    ("no_stream", spec(omit_members=["sg00/pool.bin"]), [],
+     "stream pool: engine stream missing"),
+    ("stream_len", spec(extra_members=[{"name": "sg00/pool.bin", "hex": "00" * 63}]), [],
+     "stream pool: stream length 63 is not a multiple of 64"),
+    # instruction words
+    ("length_dw", spec(ar(patch={"length_dw": 17})), [],
+     "instruction 1, offset 0x41, field length_dw: length_dw is 17"),
+    ("ctype", spec(ar(patch={"ctype": 7})), [], "field ctype: unknown CType code 0x7"),
+    ("dtype", spec(ar(patch={"dtype": 0x33})), [], "field dtype: unknown DType code 0x33"),
+    ("alu", spec(ar(patch={"alu_op": 0x0A})), [], "field alu_op: unknown AluOp code 0xa"),
+    ("instr_reserved", spec(ar(patch={"reserved_2": 0x100})), [],
+     "offset 0x43, field reserved_2: reserved bytes must be zero (byte +3 is 0x01)"),
+    ("operand_reserved", spec(ar(patch={"reserved_28": "000001"})), [],
+     "offset 0x5e, field reserved_28: reserved bytes"),
+    ("d9_end", spec(lambda s: (put("all_reduce", dict(SBUF, ext=False))(s), sp(s).pop())), [],
+     "0xD9 PSEUDO_TRIGGER_COLLECTIVE2 at the end of the stream"),
+    ("d9_other", spec(put("all_reduce", dict(SBUF, ext=False))), [],
+     "followed by opcode 0x00; 0xDA must follow"),
+    ("stray_da", spec(lambda s: sp(s).append({"raw": DA_WORD})), [],
+     "instruction 3, offset 0xc0, field opcode: 0xDA PSEUDO_EXTENSION without a 0xD9"),
+    # trigger rules
+    ("missing_var", spec(ar(src=77)), [], "field src_var_id: src var_id 77 is not in"),
+    ("wrong_type", spec(ar(dst="in")), [], "field dst_var_id: dst var 0 ('in') is input"),
+    ("outside_var", spec(ar(num_elements=2049)), [],
+     "field src_offset: src bytes [0, 4098) fall outside var 0 ('in') of 4096 bytes"),
+    ("sbuf_partitions", spec(put("all_reduce", dict(
+        SBUF, src={"var": "sb_in", "partitions": [1, 128], "dims": [[1, 8]]}))), [],
+     "field src_partition_start: src partitions [1, 129) fall outside"),
+    ("num_zero", spec(ar(num_elements=0)), [], "field num_elements: num_elements must be > 0"),
+    ("num_vs_ap", spec(put("all_reduce", dict(SBUF, num_elements=1023))), [],
+     "field num_elements: num_elements 1023 != src access pattern elements"),
+    ("rs_divisible", spec(put("reduce_scatter", {"dtype": "bf16", "op": "add", "src": "in",
+                                                 "dst": "out", "num_elements": 1001})), [],
+     "REDUCE_SCATTER num_elements 1001 is not divisible by the group size 8"),
+    ("group_range", spec(ar(group=4)), [], "field replica_group_id: replica group 4 does not"),
+    ("num_2_64", spec(ar(num_elements=2**64 - 1)), [],
+     "field src_offset: src bytes [0, 36893488147419103230) fall outside"),
+    ("ag_alu", spec(put("all_gather", {"dtype": "bf16", "src": "in", "dst": "out",
+                                       "num_elements": 8, "patch": {"alu_op": 9}})), [],
+     "alu_op must be 0 for ALL_GATHER"),
+    # def.json
+    ("dup_rank", spec(defj(replica_groups=[[0, 1, 0]])), [],
+     "field replica_groups[0][2]: rank 0 appears twice"),
+    ("overlap", spec(defj(replica_groups=[[0, 1], [2, 1]])), [],
+     "field replica_groups[1][1]: rank 1 is also in replica group 0"),
+    ("13_groups", spec(defj(replica_groups=[[r] for r in range(13)])), [],
+     "field replica_groups: 13 replica groups, at most 12 (NEC_MAX_COMM_N)"),
+    ("dup_var_id", spec(defj(var=V + V)), [], "field var[1].var_id: duplicate var_id 0"),
+    ("var_type", spec(defj(var=[dict(V[0], type="dram")])), [],
+     'field var[0].type: unknown var type "dram"'),
+    ("var_size", spec(defj(var=[dict(V[0], size=0)])), [],
+     "field var[0].size: size must be a positive integer, got 0"),
+    ("partitions", spec(defj(var=[dict(V[0], type="state-buffer", partitions=200)])), [],
+     "field var[0].partitions: 200 is outside 1..128"),
+]
+
+
+@pytest.mark.parametrize("data,extra,why", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_one_line(tmp_path, data, extra, why):
+    path = tmp_path / "bad.neff"
+    path.write_bytes(data)
+    before = path.read_bytes()
+    res = run("inspect", *extra, path)
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert lines[0].startswith(f"nrtrewrite: error: {path}")
+    assert why in lines[0]
+    assert path.read_bytes() == before

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.cli import main
+from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.summary import model_to_dict, opcode_label
 
@@ -134,10 +135,16 @@ def render(doc: dict, con: Console) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a stable JSON document instead.")
 @click.option("--no-verify-hash", is_flag=True,
               help="Skip the payload hash check (a warning is printed to stderr).")
-def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool) -> None:
+@click.option("--max-total-bytes", type=click.IntRange(min=0), default=MAX_TOTAL_BYTES,
+              show_default=True, help="Limit on the decompressed payload (tar stream).")
+@click.option("--max-member-bytes", type=click.IntRange(min=0), default=MAX_MEMBER_BYTES,
+              show_default=True, help="Limit on one tar member.")
+def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_bytes: int,
+                max_member_bytes: int) -> None:
     """Decode and validate MODEL.neff and show its header, members, vars, replica groups,
     instruction counts per engine and every collective trigger."""
-    model = read_model(model_path, verify_hash=not no_verify_hash)
+    limits = Limits(max_total_bytes=max_total_bytes, max_member_bytes=max_member_bytes)
+    model = read_model(model_path, verify_hash=not no_verify_hash, limits=limits)
     for w in model.warnings:
         loc = str(w.where)
         click.echo(f"nrtrewrite: warning: {loc + ': ' if loc else ''}{w.message}", err=True)
