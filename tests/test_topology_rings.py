@@ -73,6 +73,9 @@ def test_rings_deterministic_and_duplicates_flagged(args):
     b = ring_orders(topo, tuple(reversed(group)), n_channels)
     assert a == b                                    # depends on the rank set only
     flags = duplicate_flags(a)
+    # distinct rings first: once a channel repeats an earlier ring, all later ones do
+    if True in flags:
+        assert all(flags[flags.index(True):])
     rings = enc_rings(a, group[0])
     assert [r.duplicate for r in rings] == flags
     seen = []
@@ -118,6 +121,12 @@ def test_row_group_restricts_canonical_cycle_without_routed_hops():
     row = tuple(range(16))            # devices 0..3, a torus row
     for order in ring_orders(TRN2, row, 4):
         assert hop_localities(TRN2, order)[EdgeLocality.C2C_PORT] == 0
+
+
+def test_one_device_group_gets_forward_and_reverse_rings():
+    orders = ring_orders(TRN2, (8, 9, 10, 11), 3)
+    assert orders[0] == (8, 9, 10, 11) and orders[1] == (8, 11, 10, 9)
+    assert duplicate_flags(orders) == [False, False, True]
 
 
 def test_non_adjacent_devices_fall_back_to_routed_hop():

@@ -167,7 +167,9 @@ def ring_orders(topo: Topology, group, n_channels: int) -> list[tuple[int, ...] 
 
     ``None`` marks an empty channel (``prev == -1``): only when the group has one rank, which
     has no peer to exchange with.  Every order starts at ``min(group)``; order[i+1] is the
-    successor of order[i] and order[0] the successor of order[-1].
+    successor of order[i] and order[0] the successor of order[-1].  Channels get distinct
+    rings while there are any; later channels repeat earlier ones (see
+    :func:`duplicate_flags`).
     """
     group = _check_group(topo, group)
     _check_channels(n_channels)
@@ -183,24 +185,37 @@ def ring_orders(topo: Topology, group, n_channels: int) -> list[tuple[int, ...] 
     nvar = len(variants)
     multi = len(nodes) > 1
     first = min(group)
-    out: list[tuple[int, ...] | None] = []
-    for c in range(n_channels):
-        cycle, reverse = variants[c % nvar]
-        chains: list[int] = []
+    rounds = ceil(n_channels / nvar)
+
+    def candidate(k: int) -> tuple[int, ...]:
+        cycle, reverse = variants[k % nvar]
+        chain: list[int] = []
         for node in nodes:
             devs = list(device_order(topo, layout[node], cycle))
             if multi and len(devs) > 1:
                 # Open the node's device cycle at a channel-dependent device so that the
                 # network hop (the node's exit) moves between devices from channel to channel.
-                rounds = ceil(n_channels / nvar)
                 stride = max(1, len(devs) // rounds)
-                rot = ((c // nvar) * stride) % len(devs)
+                rot = ((k // nvar) * stride) % len(devs)
                 devs = devs[rot:] + devs[:rot]
             for d in devs:
-                chains.extend(layout[node][d])
+                chain.extend(layout[node][d])
         if reverse:
-            chains.reverse()
-        out.append(_rotate_to(chains, first))
+            chain.reverse()
+        return _rotate_to(chain, first)
+
+    # Distinct rings first: candidate k walks variant k % nvar; a candidate repeating an
+    # earlier directed cycle is skipped, and only once every distinct ring is in use do
+    # channels repeat (and get enc_ring.duplicate).
+    distinct: list[tuple[int, ...]] = []
+    seen: set[frozenset[tuple[int, int]]] = set()
+    for k in range(max(n_channels, nvar)):
+        order = candidate(k)
+        succ = _successors(order)
+        if succ not in seen:
+            seen.add(succ)
+            distinct.append(order)
+    out: list[tuple[int, ...] | None] = [distinct[c % len(distinct)] for c in range(n_channels)]
     topo._cache[key] = tuple(out)
     return out
 

@@ -1,0 +1,418 @@
+"""``nrtrewrite explain``: why each collective gets the engine, legs, channels and rings it gets.
+
+Per trigger: every candidate engine with its predicate verdict and reason, the policy's
+choice per leg and what ``lower`` will use, the channel count and each channel's ring (or,
+with ``--rank``, that rank's ``enc_ring`` per channel).  Model-less mode explains one
+hypothetical collective (``--op allreduce --bytes 64MiB --ranks 64``).  The ``--json``
+layout is documented in docs/CLI.md "explain".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from nrtrewrite.cli import main
+from nrtrewrite.codes import DTYPE_SIZE, DType, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.errors import ValidationError
+from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
+from nrtrewrite.select import (
+    Leg, Request, Selection, group_shape, parse_algo_override, parse_op_name, select,
+)
+from nrtrewrite.topology.model import PRESETS, Topology, load_topology
+from nrtrewrite.topology.rings import (
+    duplicate_flags, enc_ring, hop_localities, kangaring_paths, ring_orders,
+)
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
+_HOP_ABBREV = {EdgeLocality.SAME_DEVICE: "dev", EdgeLocality.DEVICE_LINK: "link",
+               EdgeLocality.C2C_PORT: "c2c", EdgeLocality.NETWORK: "net"}
+
+
+def parse_size(text: str) -> int:
+    """``64MiB``, ``1MB`` (decimal), ``512K`` / ``512KiB`` (binary), ``4096`` -> bytes."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ValidationError(f"bad size {text!r} (e.g. 4096, 512KiB, 64MiB, 1GB)", field="--bytes")
+    num, unit, i, b = m.groups()
+    unit = unit.lower()
+    if not unit and i:
+        raise ValidationError(f"bad size {text!r}", field="--bytes")
+    base = 1000 if unit and b and not i else 1024
+    val = float(num) * base ** " kmgt".index(unit or " ")
+    if val != int(val):
+        raise ValidationError(f"size {text!r} is not a whole number of bytes", field="--bytes")
+    return int(val)
+
+
+def parse_ranks(text: str) -> tuple[int, ...]:
+    """``0-63``, ``0..63``, ``0,4,8``, ``0-3,64-67`` -> ranks in the given order."""
+    out: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        m = re.fullmatch(r"(\d+)\s*(?:-|\.\.)\s*(\d+)", part)
+        if m:
+            a, b = int(m.group(1)), int(m.group(2))
+            out.extend(range(a, b + 1) if a <= b else range(a, b - 1, -1))
+        elif part.isdigit():
+            out.append(int(part))
+        else:
+            raise ValidationError(f"bad rank list {text!r} (e.g. 0-63 or 0,4,8)", field="--group")
+    if not out:
+        raise ValidationError("empty rank list", field="--group")
+    return tuple(out)
+
+
+def compress(order) -> str:
+    """Rank runs: 0..3 16..19 7 (``a..b`` runs step +1 or -1)."""
+    order = list(order)
+    parts, i = [], 0
+    while i < len(order):
+        j = i
+        step = order[i + 1] - order[i] if i + 1 < len(order) else 0
+        if step in (1, -1):
+            while j + 1 < len(order) and order[j + 1] - order[j] == step:
+                j += 1
+        parts.append(f"{order[i]}..{order[j]}" if j > i else str(order[i]))
+        i = j + 1
+    return " ".join(parts)
+
+
+# -- data (shared by the rich and the JSON output) --------------------------------------------
+
+def _leg_json(leg: Leg) -> dict:
+    return {"name": leg.name, "op": leg.op.name, "algorithm": leg.alg.name,
+            "sub_type": leg.sub_type.name if leg.sub_type is not None else None,
+            "bytes": leg.nbytes, "groups": [list(g) for g in leg.groups], "reason": leg.reason}
+
+
+def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None,
+                      meta: dict | None = None) -> dict:
+    """The JSON-able record of one selection (docs/CLI.md "explain")."""
+    shape = group_shape(topo, sel.group)
+    rec: dict[str, Any] = {"trigger": sel.trigger, **(meta or {})}
+    rec.update({
+        "op": sel.op.name, "dtype": sel.dtype.name, "bytes": sel.op_bytes, "sbuf": sel.sbuf,
+        "group": list(sel.group), "group_size": len(sel.group), "scope": sel.scope,
+        "nodes": list(shape.nodes), "local_rank_n": shape.local_rank_n,
+        "policy": {
+            "algorithm": sel.policy_alg.name,
+            "legs": [_leg_json(leg) for leg in sel.policy_legs],
+            "reason": sel.reason,
+            "hier_selections": {slot: alg.name for slot, alg in sel.hier_selections} or None,
+            "hier_log": sel.hier_log_line(),
+        },
+        "lowered": {
+            "algorithm": sel.alg.name,
+            "metaring_type": sel.metaring_type.name if sel.metaring_type is not None else None,
+            "legs": [_leg_json(leg) for leg in sel.legs],
+            "fallback_reason": sel.fallback_reason,
+        },
+        "candidates": [
+            {"algorithm": c.alg.name, "value": int(c.alg), "predicate": c.predicate,
+             "legal": c.legal, "in_window": c.in_window, "lowerable": c.lowerable,
+             "chosen": c.chosen, "reason": c.reason}
+            for c in sel.candidates],
+    })
+    channels: dict[str, Any] = {"count": sel.n_channels, "reason": sel.channel_reason,
+                                "hybrid_ring": sel.hybrid_ring, "rings": []}
+    if rank is not None:
+        rec["rank"] = rank
+    if sel.alg != EncAlgType.INVALID and sel.n_channels:
+        orders = ring_orders(topo, sel.group, sel.n_channels)
+        dups = duplicate_flags(orders)
+        for c, (order, dup) in enumerate(zip(orders, dups)):
+            if rank is not None:
+                r = enc_ring(order, rank, duplicate=dup)
+                channels["rings"].append({"channel": c, "prev": r.prev, "next": r.next,
+                                          "user_ranks": list(r.user_ranks),
+                                          "duplicate": r.duplicate})
+            else:
+                hops = hop_localities(topo, order)
+                channels["rings"].append({
+                    "channel": c, "order": list(order) if order is not None else None,
+                    "duplicate": dup, "hops": {loc.name: n for loc, n in hops.items()}})
+    rec["channels"] = channels
+    kang_groups = [g for leg in sel.policy_legs if leg.alg == EncAlgType.KANGARING
+                   for g in leg.groups]
+    if kang_groups:
+        g = next((g for g in kang_groups if rank in g), kang_groups[0])
+        paths = kangaring_paths(topo, g, min(4, max(1, sel.n_channels)))
+        kr: list[dict] = []
+        for ch in paths:
+            if rank is not None and rank in g:
+                v = ch.of(rank)
+                kr.append({"channel": ch.channel, "vnc": v.vnc, "prev": v.prev, "next": v.next,
+                           "port": v.port, "peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
+                           "peer_local": v.peer_local, "next_peer_rmtv": v.next_peer_rmtv,
+                           "is_primary": v.is_primary, "duplicate": v.duplicate,
+                           "logical_path": list(v.logical_path)})
+            else:
+                kr.append({"channel": ch.channel, "logical_path": list(ch.logical_path),
+                           "primaries": list(ch.primaries), "duplicate": ch.duplicate})
+        rec["kangaring"] = {"group": list(g), "note": "policy choice, not lowered by this build",
+                            "channels": kr}
+    return rec
+
+
+# -- rich presentation ---------------------------------------------------------------------
+
+def _yes(flag: bool) -> str:
+    return "[green]yes[/]" if flag else "[red]no[/]"
+
+
+def _print_record(console: Console, rec: dict, topo: Topology) -> None:
+    where = ""
+    if "subgraph" in rec:
+        where = f"  {rec['subgraph']}/{rec['engine']} #{rec['index']}"
+    nodes = rec["nodes"]
+    span = (f"node {nodes[0]}" if len(nodes) == 1 else
+            f"{len(nodes)} nodes x {rec['local_rank_n']}")
+    console.rule(f"[bold]trigger {rec['trigger']}[/]{where}  {rec['op']} {rec['dtype']} "
+                 f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
+                 f"{rec['group_size']} ranks ({span})", align="left")
+    console.print(Text(f"group: {compress(rec['group'])}", style="dim"))
+
+    table = Table(title="candidates (every gate runs; precedence order)", title_justify="left",
+                  show_edge=False, pad_edge=False)
+    for col in ("", "engine", "predicate", "legal", "window", "lowerable", "reason"):
+        table.add_column(col, overflow="fold")
+    for c in rec["candidates"]:
+        table.add_row("->" if c["chosen"] else "", f"{c['algorithm']} ({c['value']})",
+                      c["predicate"], _yes(c["legal"]),
+                      _yes(c["in_window"]) if c["legal"] else "-", _yes(c["lowerable"]),
+                      c["reason"])
+    console.print(table)
+
+    pol, low = rec["policy"], rec["lowered"]
+    console.print(f"[bold]policy choice:[/] {pol['algorithm']} -- {pol['reason']}",
+                  highlight=False)
+    legs = Table(show_edge=False, pad_edge=False, title_justify="left")
+    for col in ("leg", "op", "engine", "sub-type", "groups", "bytes", "reason"):
+        legs.add_column(col, overflow="fold")
+    for leg in pol["legs"]:
+        groups = leg["groups"]
+        gtxt = (f"{len(groups)} x {len(groups[0])} ranks" if len(groups) > 1
+                else f"{len(groups[0])} ranks")
+        legs.add_row(leg["name"], leg["op"], leg["algorithm"], leg["sub_type"] or "-", gtxt,
+                     fmt_bytes(leg["bytes"]), leg["reason"])
+    console.print(legs)
+    if pol["hier_log"]:
+        console.print(Text(pol["hier_log"], style="dim"))
+    meta = f" (metaring type {low['metaring_type']})" if low["metaring_type"] else ""
+    console.print(f"[bold]lowered:[/] {low['algorithm']}{meta}"
+                  + (f" over legs {', '.join(leg['name'] for leg in low['legs'])}"
+                     if low["legs"] else ""), highlight=False)
+    if low["fallback_reason"]:
+        console.print(f"  [yellow]fallback:[/] {low['fallback_reason']}", highlight=False)
+
+    ch = rec["channels"]
+    console.print(f"[bold]channels:[/] {ch['count']} -- {ch['reason']}", highlight=False)
+    if ch["rings"]:
+        rt = Table(show_edge=False, pad_edge=False)
+        if "rank" in rec:
+            for col in ("ch", "prev", "next", "user_ranks", "dup"):
+                rt.add_column(col, overflow="fold")
+            for r in ch["rings"]:
+                rt.add_row(str(r["channel"]), str(r["prev"]), str(r["next"]),
+                           compress(r["user_ranks"]) or "(empty channel)",
+                           "dup" if r["duplicate"] else "")
+        else:
+            for col in ("ch", "ring order", "hops dev/link/c2c/net", "dup"):
+                rt.add_column(col, overflow="fold")
+            for r in ch["rings"]:
+                hops = "/".join(str(r["hops"][loc.name]) for loc in EdgeLocality)
+                rt.add_row(str(r["channel"]),
+                           compress(r["order"]) if r["order"] is not None else "(empty channel)",
+                           hops, "dup" if r["duplicate"] else "")
+        console.print(rt)
+    if "kangaring" in rec:
+        kg = rec["kangaring"]
+        console.print(f"[bold]kangaring paths[/] (policy choice, not lowered) for group "
+                      f"{compress(kg['group'])}:", highlight=False)
+        kt = Table(show_edge=False, pad_edge=False)
+        if "rank" in rec and kg["channels"] and "is_primary" in kg["channels"][0]:
+            for col in ("ch", "primary", "prev", "next", "port", "peer_rmtv", "peer_rmtv2",
+                        "peer_local", "next_peer_rmtv"):
+                kt.add_column(col)
+            for k in kg["channels"]:
+                kt.add_row(str(k["channel"]), _yes(k["is_primary"]), *(str(k[f]) for f in (
+                    "prev", "next", "port", "peer_rmtv", "peer_rmtv2", "peer_local",
+                    "next_peer_rmtv")))
+        else:
+            kt.add_column("ch")
+            kt.add_column("primaries", overflow="fold")
+            kt.add_column("logical_path (p s.. p s..)", overflow="fold")
+            for k in kg["channels"]:
+                kt.add_row(str(k["channel"]), compress(k["primaries"]),
+                           " ".join(map(str, k["logical_path"])))
+        console.print(kt)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+def _read_model(path: str, verify_hash: bool):
+    from nrtrewrite.neff.reader import read_model
+    return read_model(path, verify_hash=verify_hash)
+
+
+def _default_lnc(spec: str | None) -> int:
+    if spec is None:
+        return 2
+    if spec.partition(":")[0] == "trn1":
+        return 1
+    if spec.partition(":")[0] in PRESETS:
+        return 2
+    try:
+        doc = json.loads(Path(spec).read_text())
+    except (OSError, ValueError):
+        return 1  # load_topology reports the real problem
+    if isinstance(doc, dict):
+        if isinstance(doc.get("lnc_size"), int):
+            return doc["lnc_size"]
+        sizes = doc.get("lnc_sizes")
+        if isinstance(sizes, list) and sizes and isinstance(sizes[-1], int):
+            return sizes[-1]
+    return 1
+
+
+def _topology_json(topo: Topology) -> dict:
+    return {"name": topo.name, "source": topo.source, "platform": topo.platform.name,
+            "nodes": topo.nodes, "lnc_size": topo.lnc_size,
+            "ranks_per_device": topo.ranks_per_device, "ranks_per_node": topo.ranks_per_node,
+            "world_size": topo.world_size}
+
+
+@main.command("explain")
+@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.option("--rank", type=int, default=None,
+              help="Show this rank's enc_ring per channel (and skip triggers without it).")
+@click.option("--topology", default=None, metavar="T",
+              help="trn1, trn2, trn2:nodes=N or a topology JSON file "
+                   "(default: trn2 sized to the model or the ranks).")
+@click.option("--algo", default=None, metavar="A",
+              help="Algorithm override, NCCL-like: ring, ^mesh, allreduce:kangaring;allgather:ring,"
+                   " inter_allr:mesh (also NRTREWRITE_ALGO).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (layout: docs/CLI.md).")
+@click.option("--trigger", "only", type=int, multiple=True,
+              help="Only this trigger ordinal (repeatable).")
+@click.option("--no-verify-hash", is_flag=True, help="Do not check the NEFF header hash.")
+@click.option("--op", default=None, metavar="OP",
+              help="Model-less: the collective (allreduce, allgather, reduce_scatter, alltoall, "
+                   "broadcast, reduce).")
+@click.option("--bytes", "nbytes", default=None, metavar="SIZE",
+              help="Model-less: message size (all-reduce buffer, all-gather output, "
+                   "reduce-scatter input), e.g. 64MiB.")
+@click.option("--dtype", default="bf16", show_default=True, help="Model-less: element type.")
+@click.option("--ranks", "nranks", type=int, default=None,
+              help="Model-less: the group is ranks 0..N-1.")
+@click.option("--group", "group_text", default=None, metavar="LIST",
+              help="Model-less: the group as a rank list, e.g. 0-63,128-191 or 0,4,8.")
+@click.option("--nodes", type=int, default=None,
+              help="Model-less: number of nodes of the preset topology.")
+@click.option("--lnc", type=click.Choice(["1", "2"]), default=None,
+              help="Model-less: LNC size (default: 2 on trn2, 1 on trn1).")
+@click.option("--sbuf", is_flag=True, help="Model-less: operands in SBUF (the _sbuf windows).")
+def explain_cmd(model, rank, topology, algo, as_json, only, no_verify_hash, op, nbytes, dtype,
+                nranks, group_text, nodes, lnc, sbuf):
+    """Explain the algorithm selection, legs, channels and rings of MODEL's collectives,
+    or (without MODEL) of one collective given by --op/--bytes/--ranks."""
+    override = parse_algo_override(algo)
+    policy: Policy = DEFAULT_POLICY
+    model_less = (op, nbytes, nranks, group_text, nodes, lnc)
+    if model is not None:
+        if any(v is not None for v in model_less) or sbuf:
+            raise click.UsageError("--op/--bytes/--ranks/--group/--nodes/--lnc/--sbuf describe a "
+                                   "collective without a MODEL; give one or the other")
+        m = _read_model(model, not no_verify_hash)
+        topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
+        items = []
+        for t in m.triggers:
+            if only and t.ordinal not in only:
+                continue
+            meta = {"subgraph": t.subgraph, "engine": t.engine, "index": t.index,
+                    "replica_group_id": t.replica_group_id, "num_elements": t.num_elements}
+            items.append((t, meta))
+    else:
+        if op is None or nbytes is None:
+            raise click.UsageError("give MODEL, or --op and --bytes with --ranks or --group")
+        if (nranks is None) == (group_text is None):
+            raise click.UsageError("give exactly one of --ranks N and --group LIST")
+        if nranks is not None and nranks < 1:
+            raise click.UsageError("--ranks must be >= 1")
+        group = tuple(range(nranks)) if nranks is not None else parse_ranks(group_text)
+        spec = topology
+        if nodes is not None:
+            if nodes < 1:
+                raise click.UsageError("--nodes must be >= 1")
+            base = topology or "trn2"
+            if base.partition(":")[0] not in PRESETS or ":" in base:
+                raise click.UsageError("--nodes combines with a preset --topology (trn1, trn2); "
+                                       "a topology file sets its own nodes")
+            spec = f"{base}:nodes={nodes}"
+        lnc_size = int(lnc) if lnc else _default_lnc(topology)
+        topo = load_topology(spec, world=group, lnc_size=lnc_size)
+        try:
+            dt = DType[dtype.strip().upper()]
+        except KeyError:
+            raise ValidationError(f"unknown dtype {dtype!r} "
+                                  f"({', '.join(d.name.lower() for d in DType)})",
+                                  field="--dtype") from None
+        opv = parse_op_name(op)
+        size = parse_size(nbytes)
+        _check_size(opv, size, dt, len(group))
+        req = Request.for_op(opv, dt, group, size, sbuf=sbuf)
+        items = [(req, {})]
+
+    records, skipped = [], []
+    for item, meta in items:
+        req_group = item.group if isinstance(item, Request) else item.replica_group
+        if rank is not None and rank not in req_group:
+            skipped.append(item.ordinal)
+            continue
+        sel = select(item, topo, override=override, policy=policy, strict=False)
+        records.append(explain_selection(sel, topo, rank=rank, meta=meta))
+
+    if as_json:
+        out = {"model": model, "topology": _topology_json(topo),
+               "override": override.text if override else None,
+               "override_source": override.source if override else None,
+               "rank": rank,
+               "policy": {"lowerable": sorted(a.name for a in policy.lowerable),
+                          "precedence": [a.name for a in policy.precedence]},
+               "triggers": records, "skipped_triggers": skipped}
+        click.echo(json.dumps(out, indent=2))
+        return
+    console = Console()
+    head = f"topology {topo.name} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
+           f"{topo.ranks_per_node} ranks per node)"
+    if override:
+        head += f"; override {override.source}={override.text!r}"
+    console.print(head, highlight=False)
+    if rank is not None and skipped:
+        console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, skipped))}; "
+                      "skipped", highlight=False)
+    if not records:
+        console.print("no triggers to explain", highlight=False)
+    for rec in records:
+        _print_record(console, rec, topo)
+
+
+def _check_size(op: EncOpType, size: int, dt: DType, n: int) -> None:
+    esize = DTYPE_SIZE[dt]
+    if size <= 0 or size % esize:
+        raise ValidationError(f"--bytes {size} is not a positive multiple of the {dt.name} "
+                              f"element size {esize}", field="--bytes")
+    if op in (EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER, EncOpType.ALLTOALL) and \
+            size % (esize * n):
+        raise ValidationError(f"--bytes {size} does not split into {n} equal {dt.name} blocks "
+                              f"for {op.name}", field="--bytes")
+
+
+__all__ = ["explain_cmd", "explain_selection", "parse_size", "parse_ranks", "compress"]

@@ -1,0 +1,174 @@
+"""``nrtrewrite explain``: model-less and model modes, --rank, --json, --algo, errors."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.cli.explain import compress, parse_ranks, parse_size
+from nrtrewrite.errors import ValidationError
+
+SPEC = {
+    "header": {"pkg_version": 2, "name": "explain2n", "lnc_size": 2},
+    "subgraphs": [{
+        "name": "sg00",
+        "vars": [
+            {"name": "ar_in", "type": "input", "size": 1 << 20},
+            {"name": "ar_out", "type": "output", "size": 1 << 20},
+            {"name": "ag_in", "type": "input", "size": 4096},
+            {"name": "ag_out", "type": "output", "size": 4096 * 128},
+        ],
+        "replica_groups": [list(range(128))],
+        "engines": {
+            "sp": [
+                "nop",
+                {"all_reduce": {"dtype": "bf16", "op": "add", "src": "ar_in", "dst": "ar_out",
+                                "bytes": 1 << 20}},
+                {"all_gather": {"dtype": "bf16", "src": "ag_in", "dst": "ag_out",
+                                "bytes": 4096}},
+            ],
+            "pool": [],
+        },
+    }],
+}
+
+
+def run(*args, env=None):
+    res = CliRunner().invoke(main, list(args), env=env or {}, catch_exceptions=False,
+                             terminal_width=200)
+    return res
+
+
+def run_json(*args, env=None):
+    res = run(*args, "--json", env=env)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    assembler = pytest.importorskip("nrtrewrite.neff.assembler")
+    path = tmp_path / "m.neff"
+    path.write_bytes(assembler.assemble_spec(copy.deepcopy(SPEC)))
+    return str(path)
+
+
+def test_model_less_two_node_allreduce_json():
+    d = run_json("explain", "--op", "allreduce", "--bytes", "64MiB", "--dtype", "bf16",
+                 "--ranks", "128", "--nodes", "2")
+    assert d["model"] is None and d["topology"]["nodes"] == 2 and d["topology"]["lnc_size"] == 2
+    (t,) = d["triggers"]
+    assert t["op"] == "ALLREDUCE" and t["bytes"] == 64 << 20 and t["scope"] == "inter"
+    assert t["policy"]["algorithm"] == "HIER"
+    assert [leg["name"] for leg in t["policy"]["legs"]] == ["intra_redsct", "inter_allr",
+                                                             "intra_allg"]
+    assert t["policy"]["hier_log"].startswith("Hier algorithm selections")
+    assert t["lowered"]["algorithm"] == "RING" and t["lowered"]["legs"][0]["name"] == "flat"
+    assert "not lowerable" in t["lowered"]["fallback_reason"]
+    chosen = [c for c in t["candidates"] if c["chosen"]]
+    assert [c["algorithm"] for c in chosen] == ["HIER"]
+    assert {c["predicate"] for c in t["candidates"]} >= {
+        "enc_can_post_hierarchical_operation", "enc_can_post_mesh_operation",
+        "enc_can_post_intra_rdh_operation", "enc_can_post_inter_rdh_operation",
+        "enc_can_post_kangaring_operation", "enc_can_post_single_cycle_ring"}
+    ch = t["channels"]
+    assert ch["count"] == len(ch["rings"]) == 16
+    for ring in ch["rings"]:
+        assert sorted(ring["order"]) == list(range(128))
+        assert ring["hops"]["NETWORK"] == 2
+    assert "kangaring" in t       # policy legs use KANGARING: paths shown, marked not lowered
+
+
+def test_model_less_rank_view_and_human_output():
+    d = run_json("explain", "--op", "allgather", "--bytes", "1MiB", "--group", "0-15",
+                 "--rank", "5")
+    (t,) = d["triggers"]
+    assert t["rank"] == 5
+    for ring in t["channels"]["rings"]:
+        assert ring["user_ranks"][0] == 5 and len(ring["user_ranks"]) == 16
+        assert ring["next"] == ring["user_ranks"][1] and ring["prev"] == ring["user_ranks"][-1]
+    res = run("explain", "--op", "allgather", "--bytes", "1MiB", "--group", "0-15", "--rank", "5")
+    assert res.exit_code == 0
+    for word in ("candidates", "policy choice", "lowered: RING", "channels:", "user_ranks"):
+        assert word in res.output
+
+
+def test_model_less_intra_node_windows():
+    for size, alg in (("512KiB", "MESH"), ("8MiB", "INTRA_RDH"), ("64MiB", "KANGARING")):
+        d = run_json("explain", "--op", "allreduce", "--bytes", size, "--ranks", "64")
+        t = d["triggers"][0]
+        assert t["policy"]["algorithm"] == alg and t["lowered"]["algorithm"] == "RING"
+
+
+def test_model_less_alltoall_shows_mesh_without_lowering():
+    d = run_json("explain", "--op", "alltoall", "--bytes", "64KiB", "--ranks", "64")
+    t = d["triggers"][0]
+    assert t["policy"]["algorithm"] == "MESH" and t["lowered"]["algorithm"] == "INVALID"
+    assert t["channels"]["rings"] == []
+    ring = next(c for c in t["candidates"] if c["algorithm"] == "RING")
+    assert not ring["legal"] and "all-to-all" in ring["reason"]
+
+
+def test_algo_override_errors_are_one_line():
+    res = CliRunner().invoke(main, ["explain", "--op", "allgather", "--bytes", "1MiB",
+                                    "--ranks", "8", "--nodes", "8", "--group", "0"], env={})
+    assert res.exit_code != 0                      # --ranks and --group together
+    res = CliRunner().invoke(main, ["explain", "--op", "allgather", "--bytes", "64KiB",
+                                    "--group", "0,64,128,192,256,320,384,448", "--nodes", "8",
+                                    "--algo", "single_cycle_ring"], env={})
+    assert res.exit_code == 2
+    assert ("enc_can_post_single_cycle_ring: SINGLE_CYCLE_RING is all-reduce only "
+            "(op_type ALLGATHER)") in res.output
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "64MiB",
+                                    "--ranks", "64", "--algo", "allreduce:kangaring"], env={})
+    assert res.exit_code == 2 and "cannot lower it yet" in res.output
+
+
+def test_env_override_and_exclusion():
+    d = run_json("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "64",
+                 env={"NRTREWRITE_ALGO": "^mesh"})
+    assert d["override"] == "^mesh" and d["override_source"] == "NRTREWRITE_ALGO"
+    assert d["triggers"][0]["policy"]["algorithm"] == "RING"
+    assert d["triggers"][0]["lowered"]["fallback_reason"] is None
+
+
+def test_model_mode(model_path):
+    d = run_json("explain", model_path)
+    assert d["topology"]["nodes"] == 2 and len(d["triggers"]) == 2
+    ar, ag = d["triggers"]
+    assert (ar["subgraph"], ar["engine"], ar["index"]) == ("sg00", "sp", 1)
+    assert ar["policy"]["algorithm"] == "HIER" and ar["lowered"]["algorithm"] == "RING"
+    assert ag["op"] == "ALLGATHER"
+    d = run_json("explain", model_path, "--trigger", "1", "--rank", "70")
+    assert [t["trigger"] for t in d["triggers"]] == [1] and d["triggers"][0]["rank"] == 70
+    res = run("explain", model_path, "--rank", "70")
+    assert res.exit_code == 0 and "trigger 0" in res.output and "trigger 1" in res.output
+    res = CliRunner().invoke(main, ["explain", model_path, "--ranks", "4"], env={})
+    assert res.exit_code != 0 and "MODEL" in res.output
+
+
+def test_model_mode_topology_too_small(model_path):
+    res = CliRunner().invoke(main, ["explain", model_path, "--topology", "trn2:nodes=1"], env={})
+    assert res.exit_code == 2 and "does not fit" in res.output
+    res = CliRunner().invoke(main, ["explain", model_path, "--topology", "trn1"], env={})
+    assert res.exit_code == 2 and "lnc_size" in res.output
+    d = run_json("explain", model_path, "--topology", "trn2")     # bare preset: sized to the model
+    assert d["topology"]["nodes"] == 2
+
+
+def test_helpers():
+    assert parse_size("64MiB") == 64 << 20 and parse_size("1MB") == 10 ** 6
+    assert parse_size("512k") == 512 * 1024 and parse_size("4096") == 4096
+    assert parse_size("1.5KiB") == 1536
+    for bad in ("", "12Q", "1.3B", "Mi"):
+        with pytest.raises(ValidationError):
+            parse_size(bad)
+    assert parse_ranks("0-3,8,10..8") == (0, 1, 2, 3, 8, 10, 9, 8)
+    with pytest.raises(ValidationError):
+        parse_ranks("a-b")
+    assert compress([0, 1, 2, 3, 7, 6, 5, 9]) == "0..3 7..5 9"
+    assert compress([]) == ""
