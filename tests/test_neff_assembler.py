@@ -279,3 +279,13 @@ def test_hypothesis_round_trip(spec):
     assert [strip(t) for t in doc["triggers"]] == expected_triggers(spec)
     assert assemble_spec(spec) == data  # deterministic
     assert doc["header"]["pkg_version"] == spec["header"]["pkg_version"]
+
+
+def test_assemble_md_example_assembles():
+    text = (FIXTURES.parent / "docs" / "ASSEMBLE.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
+    spec = parse_spec_text(example)
+    model = assemble(spec, default_name="example").model
+    assert [t.opcode for t in model.triggers] == [0xC8, 0xC8, 0xC8, 0xC7, 0xD9]
+    assert [t.num_elements for t in model.triggers] == [2097152, 96, 262144, 1000003, 65536]
+    assert model.header.pkg_version == 1 and model.header.lnc_size == 2
