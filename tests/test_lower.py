@@ -1,0 +1,177 @@
+"""`lower`, `dump`, `diff`, golden outputs, determinism, dtype rules, the rewritten NEFF."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite.artifacts import decode_record, load_records
+from nrtrewrite.diff import diff_outputs
+from nrtrewrite.golden import lower_to, unpack
+from nrtrewrite.neff.reader import read_model
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+GOLDEN_RANKS = {"node64": [0, 1, 63], "two_node128": [0, 63, 64, 127]}
+FIXTURES = ["ar2", "c7c8", "groups", "int32_allgather", "mix8", "sbuf", "node64", "two_node128"]
+
+
+def cli(*args, check=False):
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite.cli.__main__", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+    if check and proc.returncode:
+        raise AssertionError(proc.stderr)
+    return proc
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_matches_golden(name, tmp_path):
+    out = lower_to(FIX / f"{name}.neff", tmp_path / "new", GOLDEN_RANKS.get(name))
+    golden = unpack(FIX / "golden" / f"{name}.tar.gz", tmp_path / "golden")
+    diffs = diff_outputs(golden, out)
+    assert not diffs, "\n".join(d.line() for d in diffs[:20]) + "\n(make golden regenerates)"
+
+
+def test_lowering_is_deterministic(tmp_path):
+    a = lower_to(FIX / "mix8.neff", tmp_path / "a", None)
+    b = lower_to(FIX / "mix8.neff", tmp_path / "b", None)
+    for pa in sorted(a.rglob("*")):
+        pb = b / pa.relative_to(a)
+        if pa.is_file():
+            assert pa.read_bytes() == pb.read_bytes(), pa
+
+
+def test_parallel_lowering_is_byte_identical(tmp_path):
+    r1 = cli("lower", "-q", "-j", "1", FIX / "groups.neff", "-o", tmp_path / "serial", check=True)
+    r2 = cli("lower", "-q", "-j", "2", FIX / "groups.neff", "-o", tmp_path / "pool", check=True)
+    assert r1.returncode == r2.returncode == 0
+    assert diff_outputs(tmp_path / "serial", tmp_path / "pool") == []
+
+
+def test_diff_cli_names_the_field(tmp_path):
+    a = lower_to(FIX / "ar2.neff", tmp_path / "a", None)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    assert cli("diff", a, b).returncode == 0
+    spad = b / "rank-0001" / "spad.bin"
+    data = bytearray(spad.read_bytes())
+    data[1] ^= 0x02  # algo_type RING -> MESH
+    spad.write_bytes(bytes(data))
+    proc = cli("diff", a, b)
+    assert proc.returncode == 1
+    assert "rank-0001/spad.bin[0] algo_type: 0 != 2" in proc.stdout
+    assert cli("diff", a, tmp_path / "missing").returncode == 2
+
+
+def test_dump_spad_one_entry_per_trigger_per_rank(tmp_path):
+    out = lower_to(FIX / "groups.neff", tmp_path / "out", None)
+    man = json.loads((out / "manifest.json").read_text())
+    for rank in man["world"]:
+        spad = load_records(out / f"rank-{rank:04d}" / "spad.bin")
+        mine = [t for t in man["triggers"] if rank in t["replica_group"]]
+        assert len(spad) == len(mine)
+        for rec, trig in zip(spad, mine):
+            d = decode_record("spad.bin", rec)
+            assert d["cc_op"] == 1 and d["algo_type_name"] == "RING" == trig["algorithm"]
+            assert d["trigger_next"] == 0 and d["ring_wait_complete"] == 1
+            assert d["reporter"] == int(rank == min(trig["replica_group"]))
+            assert d["channel_list"] == sum(1 << c["channel"] for c in trig["channels"])
+    proc = cli("dump", "--spad", out, "--rank", 0, "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["ranks"][0]["rank_dir"] == "rank-0000"
+    assert all(r["cc_op"] == 1 for r in doc["ranks"][0]["files"]["spad.bin"])
+
+
+@pytest.mark.parametrize("spec, dtype", [("bad/fp32_allreduce", "FP32"),
+                                         ("bad/int32_allreduce", "INT32")])
+def test_reduce_in_fp32_or_int32_is_refused(spec, dtype, tmp_path):
+    proc = cli("lower", FIX / f"{spec}.neff", "-o", tmp_path / "out")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert f"in {dtype} cannot be lowered" in lines[0] and "trigger 0" in lines[0]
+    assert not (tmp_path / "out").exists()
+    assert not list(tmp_path.iterdir())  # no partial output
+
+
+def test_int32_allgather_lowers(tmp_path):
+    proc = cli("lower", "-q", FIX / "int32_allgather.neff", "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert [t["dtype"] for t in man["triggers"]] == ["INT32"]
+    assert load_records(tmp_path / "out" / "rank-0000" / "cce.bin").size == 0
+
+
+def test_rewritten_neff_keeps_everything_but_the_triggers(tmp_path):
+    src = FIX / "c7c8.neff"
+    out = lower_to(src, tmp_path / "out", None)
+    before = read_model(src)
+    after = read_model(out / "c7c8.neff")
+    assert after.triggers == []
+    assert [m for m in before.members] == [m for m in after.members]
+    trig_words = {(t.subgraph, t.engine, t.index + w) for t in before.triggers
+                  for w in range(t.num_words)}
+    for sg_b, sg_a in zip(before.subgraphs, after.subgraphs):
+        for eng in sg_b.engines:
+            sb, sa = sg_b.streams[eng], sg_a.streams[eng]
+            assert len(sb) == len(sa)
+            for i in range(len(sb) // 64):
+                wb, wa = sb[i * 64:(i + 1) * 64], sa[i * 64:(i + 1) * 64]
+                if (sg_b.name, eng, i) in trig_words:
+                    assert wa[0] == 0xA2 and wa[1] == 16 and wa[4:12] == wb[4:12]
+                else:
+                    assert wa == wb
+
+
+def test_output_exists_needs_force(tmp_path):
+    out = tmp_path / "out"
+    assert cli("lower", "-q", FIX / "ar2.neff", "-o", out).returncode == 0
+    marker = out / "rank-0000" / "spad.bin"
+    before = marker.read_bytes()
+    proc = cli("lower", "-q", FIX / "ar2.neff", "-o", out)
+    assert proc.returncode == 2 and "--force" in proc.stderr
+    assert marker.read_bytes() == before
+    assert cli("lower", "-q", "--force", FIX / "mix8.neff", "-o", out).returncode == 0
+    assert len(list(out.glob("rank-*"))) == 8
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary leftovers
+
+
+def test_single_rank(tmp_path):
+    proc = cli("lower", "-q", FIX / "mix8.neff", "--rank", 3, "-o", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in (tmp_path / "out").glob("rank-*")] == ["rank-0003"]
+    proc = cli("lower", "-q", FIX / "mix8.neff", "--rank", 99, "-o", tmp_path / "o2")
+    assert proc.returncode == 2 and "rank 99" in proc.stderr
+
+
+def test_input_is_never_modified(tmp_path):
+    src = tmp_path / "ro.neff"
+    shutil.copy(FIX / "mix8.neff", src)
+    os.chmod(src, 0o444)
+    before = src.read_bytes()
+    assert cli("lower", "-q", src).returncode == 0
+    assert src.read_bytes() == before
+    assert (tmp_path / "ro.lowered" / "manifest.json").exists()
+
+
+def test_schedule_json_shape():
+    proc = cli("schedule", FIX / "ar2.neff", "--rank", 1, "--json")
+    doc = json.loads(proc.stdout)
+    assert doc["rank"] == 1
+    op = doc["ops"][0]
+    assert op["algorithm"] == "RING"
+    ch = op["channels"][0]
+    assert ch["user_ranks"][0] == 1
+    leaves = [(s["leaf"], s["half"]) for s in ch["steps"] if s["group"] == 0]
+    # n = 2: send, final reduce (device path), direct_recv; H0 then H1
+    assert leaves == [("send", 0), ("send", 1), ("recv_reduce_copy", 0),
+                      ("direct_copy_send", 0), ("recv_reduce_copy", 1),
+                      ("direct_copy_send", 1), ("direct_recv", 0), ("direct_recv", 1)]
+    assert {s["phase"] for s in ch["steps"]} == {"reduce_scatter", "all_gather"}
+    # k: the send step carries user_ranks[n-1] (the predecessor's chunk), the final reduce self
+    assert ch["steps"][0]["k"] == ch["user_ranks"][-1] and ch["steps"][2]["k"] == 1
