@@ -7,9 +7,10 @@ The runtime re-derives the device ring order from the physical MLA topology
 seeds leave OPEN).  docs/TOPOLOGY.md "Rings" and "Kangaring paths" document what this module
 builds and what it guarantees; in short:
 
-* Channel ``c`` walks the platform's directed device cycle ``c % V`` (V = 4 on the 4x4
-  torus: the two edge-disjoint Hamiltonian cycles H0, H1, then H0 and H1 reversed), so four
-  channels put traffic on every directed device link exactly once.
+* Candidate ring ``k`` walks the platform's directed device cycle ``k % V`` (V = 4 on the
+  4x4 torus: the two edge-disjoint Hamiltonian cycles H0, H1, then H0 and H1 reversed), so
+  four channels put traffic on every directed device link exactly once; channels take the
+  distinct candidates first and repeat (``duplicate``) only when none is left.
 * Within a node a ring visits every group rank of a device before leaving it (same-device
   hops first), moves between devices over links (a DFS with backtracking when the group's
   devices are not consecutive on the canonical cycle), and uses a routed C2C hop only when
