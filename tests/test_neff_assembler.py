@@ -289,3 +289,11 @@ def test_assemble_md_example_assembles():
     assert [t.opcode for t in model.triggers] == [0xC8, 0xC8, 0xC8, 0xC7, 0xD9]
     assert [t.num_elements for t in model.triggers] == [2097152, 96, 262144, 1000003, 65536]
     assert model.header.pkg_version == 1 and model.header.lnc_size == 2
+
+
+def test_recursive_yaml_alias_is_an_error(base_spec):
+    spec = parse_spec_text("neff_json: &x {a: [*x]}\nsubgraphs: []\n")
+    base_spec["neff_json"] = spec["neff_json"]
+    with pytest.raises(ValidationError, match="^<spec>: field neff_json: cannot be written as "
+                                              "JSON: Circular reference"):
+        assemble_spec(base_spec)

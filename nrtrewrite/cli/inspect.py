@@ -7,7 +7,9 @@ import json
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from nrtrewrite.cli import main
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
@@ -45,6 +47,11 @@ def _sync(s: dict | None) -> str:
             f"v{s['semaphore_value']}")
 
 
+def _row(table: Table, *cells) -> None:
+    """Add a row of plain text (never parsed as rich markup)."""
+    table.add_row(*(Text(str(c)) for c in cells))
+
+
 def _console() -> Console:
     con = Console(highlight=False, soft_wrap=False)
     if not con.is_terminal:
@@ -56,7 +63,7 @@ def render(doc: dict, con: Console) -> None:
     """Print the ``inspect`` document with rich tables."""
     h = doc["header"]
     verified = "verified" if doc["hash_verified"] else "NOT verified"
-    con.print(f"[bold]{doc['file']}[/]  NEFF-like, pkg_version {h['pkg_version']} "
+    con.print(f"[bold]{escape(doc['file'])}[/]  NEFF-like, pkg_version {h['pkg_version']} "
               f"(tar.gz + {h['hash_algorithm']}, hash {verified})")
     ht = Table(title="header", show_header=False, title_justify="left")
     ht.add_column("field", style="cyan")
@@ -73,7 +80,7 @@ def render(doc: dict, con: Console) -> None:
         ("hash", h["hash"] if h["hash_algorithm"] == "sha256" else h["hash"][:32]),
         ("world", f"{len(doc['world'])} ranks: {format_ranks(doc['world'])}"),
     ):
-        ht.add_row(key, str(val))
+        _row(ht, key, str(val))
     con.print(ht)
 
     mt = Table(title="members", title_justify="left")
@@ -81,33 +88,33 @@ def render(doc: dict, con: Console) -> None:
     mt.add_column("bytes", justify="right")
     mt.add_column("note")
     for m in doc["members"]:
-        mt.add_row(m["name"], str(m["size"]), "extra (passed through)" if m["extra"] else "")
+        _row(mt, m["name"], str(m["size"]), "extra (passed through)" if m["extra"] else "")
     con.print(mt)
 
     for sg in doc["subgraphs"]:
-        vt = Table(title=f"{sg['name']}: vars", title_justify="left")
+        vt = Table(title=f"{escape(sg['name'])}: vars", title_justify="left")
         for col in ("var_id", "name", "type", "size", "partitions"):
             vt.add_column(col, justify="right" if col in ("var_id", "size", "partitions")
                           else "left")
         for v in sg["vars"]:
-            vt.add_row(str(v["var_id"]), v["name"], v["type"], str(v["size"]),
+            _row(vt, str(v["var_id"]), v["name"], v["type"], str(v["size"]),
                        "" if v["partitions"] is None else str(v["partitions"]))
         con.print(vt)
-        gt = Table(title=f"{sg['name']}: replica groups", title_justify="left")
+        gt = Table(title=f"{escape(sg['name'])}: replica groups", title_justify="left")
         gt.add_column("group", justify="right")
         gt.add_column("size", justify="right")
         gt.add_column("ranks")
         for g, ranks in enumerate(sg["replica_groups"]):
-            gt.add_row(str(g), str(len(ranks)), format_ranks(ranks))
+            _row(gt, str(g), str(len(ranks)), format_ranks(ranks))
         con.print(gt)
-        st = Table(title=f"{sg['name']}: instructions per engine", title_justify="left")
+        st = Table(title=f"{escape(sg['name'])}: instructions per engine", title_justify="left")
         for col in ("engine", "words", "pseudo-trigger", "other-pseudo", "regular"):
             st.add_column(col, justify="left" if col == "engine" else "right")
         st.add_column("opcodes")
         for s in sg["streams"]:
             c = s["classes"]
             ops = " ".join(f"{op}×{n}" for op, n in s["opcodes"].items())
-            st.add_row(s["engine"], str(s["instructions"]), str(c["pseudo-trigger"]),
+            _row(st, s["engine"], str(s["instructions"]), str(c["pseudo-trigger"]),
                        str(c["other-pseudo"]), str(c["regular"]), ops)
         con.print(st)
 
@@ -122,7 +129,7 @@ def render(doc: dict, con: Console) -> None:
         sync = _sync(t["sync"])
         if t["ext_sync"] is not None and any(t["ext_sync"].values()):
             sync += f" / ext {_sync(t['ext_sync'])}"
-        tt.add_row(str(t["ordinal"]), t["subgraph"], t["engine"], str(t["index"]),
+        _row(tt, str(t["ordinal"]), t["subgraph"], t["engine"], str(t["index"]),
                    f"0x{t['opcode']:02x}", t["ctype"], t["op"], t["dtype"],
                    t["alu_op"] or "-", str(t["replica_group_id"]), str(t["group_size"]),
                    stream, _operand(t["src"]), _operand(t["dst"]), str(t["num_elements"]),

@@ -161,6 +161,12 @@ class _Assembler:
     def err(self, path: str, why: str) -> ValidationError:
         return ValidationError(why, Where(file=self.source, field=path or None))
 
+    def json_member(self, obj: Any, path: str) -> bytes:
+        try:
+            return _json_bytes(obj)
+        except ValidationError as err:
+            raise self.err(path, err.why) from None
+
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
         if not isinstance(obj, dict):
             raise self.err(path, "must be a mapping")
@@ -217,7 +223,7 @@ class _Assembler:
         neff_json = spec.get("neff_json")
         if neff_json is None:
             neff_json = {"neff_like_version": NEFF_LIKE_VERSION, "subgraphs": names}
-        members.append((NEFF_JSON, _json_bytes(neff_json)))
+        members.append((NEFF_JSON, self.json_member(neff_json, "neff_json")))
         members.extend(sg_members)
         members = self.member_hatches(spec, members)
         try:
@@ -318,7 +324,7 @@ class _Assembler:
             elif "hex" in item:
                 data = self.hexbytes(item["hex"], path + ".hex")
             elif "json" in item:
-                data = _json_bytes(item["json"])
+                data = self.json_member(item["json"], path + ".json")
             else:
                 data = b""
             members = [(n, d) for n, d in members if n != name] + [(name, data)]
@@ -348,7 +354,7 @@ class _Assembler:
             if not isinstance(override, dict):
                 raise self.err(path + ".def_json", "must be a mapping")
             definition.update(override)
-        items = [(f"{name}/{DEF_JSON}", _json_bytes(definition))]
+        items = [(f"{name}/{DEF_JSON}", self.json_member(definition, path))]
         items.extend((f"{name}/{engine}.bin", data) for engine, data in streams)
         return name, items
 
@@ -482,7 +488,7 @@ class _Assembler:
                 ) -> list[bytes]:
         self.keys(body, _TRIGGER_KEYS, path)
         dname = body.get("dtype")
-        if dname not in DTYPE_NAMES:
+        if not isinstance(dname, str) or dname not in DTYPE_NAMES:
             raise self.err(path + ".dtype", f"unknown dtype {dname!r} (one of "
                                             f"{', '.join(DTYPE_NAMES)})")
         dtype = DTYPE_NAMES[dname]
@@ -491,7 +497,7 @@ class _Assembler:
                 raise self.err(path + ".op", "all_gather takes no op")
             alu = None
         else:
-            if body.get("op") not in ALU_NAMES:
+            if not isinstance(body.get("op"), str) or body["op"] not in ALU_NAMES:
                 raise self.err(path + ".op", f"needs op: one of {', '.join(ALU_NAMES)}")
             alu = ALU_NAMES[body["op"]]
         sbuf_like = any(isinstance(body.get(k), dict) and "partitions" in body[k]
@@ -589,8 +595,16 @@ def _sync_fields(sync: bytes) -> dict[str, int]:
 
 
 def _json_bytes(obj: Any) -> bytes:
-    """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline)."""
-    return (json.dumps(obj, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
+
+    Raises :class:`ValidationError` for what JSON cannot hold (recursive YAML aliases,
+    non-string keys of the wrong kind, NaN).
+    """
+    try:
+        text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as err:
+        raise ValidationError(f"cannot be written as JSON: {err}") from None
+    return (text + "\n").encode("utf-8")
 
 
 __all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec",

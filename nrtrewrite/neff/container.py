@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 import construct as cs
+import numpy as np
 
 from nrtrewrite.errors import LimitError, ParseError, Warning_, Where
 from nrtrewrite.neff.fields import explain_construct_error, field_offsets, zero_bytes
@@ -180,7 +181,7 @@ def payload_digest(pkg_version: int, payload: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 # payload
 
-def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytes:
+def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytearray:
     """Decompress a gzip stream (one or more members) with at most ``limit`` output bytes.
 
     Streaming: output is produced in chunks and the limit is checked as it grows,
@@ -219,7 +220,7 @@ def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytes:
                              f"0x{consumed:x}", where)
         if not chunk and not pending:
             raise ParseError("truncated gzip stream", where)
-    return bytes(out)
+    return out
 
 
 _TYPE_NAMES = {
@@ -254,7 +255,8 @@ def check_member_name(name: str) -> str | None:
     return None
 
 
-def untar_members(tar: bytes, limits: Limits, where: Where = Where()) -> dict[str, bytes]:
+def untar_members(tar: bytes | bytearray, limits: Limits, where: Where = Where()
+                  ) -> dict[str, bytes]:
     """Members of an in-memory tar, in archive order, each vetted before its data is read."""
     members: dict[str, bytes] = {}
     try:
@@ -287,9 +289,9 @@ def untar_members(tar: bytes, limits: Limits, where: Where = Where()) -> dict[st
             start, end = info.offset_data, info.offset_data + info.size
             if end > len(tar):
                 raise ParseError("tar archive truncated inside this member", mw)
-            members[info.name] = tar[start:end]
+            members[info.name] = bytes(tar[start:end])
         tail = tf.offset
-    if tail < len(tar) and tar[tail:].strip(b"\0"):
+    if tail < len(tar) and np.frombuffer(tar, dtype=np.uint8, offset=tail).any():
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}",
                          where.merged(field="payload"))
     return members

@@ -198,7 +198,7 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         if not isinstance(name, str):
             raise ValidationError("must be a string", where.merged(field=f"{f}.name"))
         tname = _need(item, "type", where, f"{f}.type")
-        if tname not in VAR_TYPE_NAMES:
+        if not isinstance(tname, str) or tname not in VAR_TYPE_NAMES:
             raise ValidationError(f"unknown var type {json.dumps(tname)} (one of "
                                   f"{', '.join(VAR_TYPE_NAMES)})", where.merged(field=f"{f}.type"))
         vtype = VAR_TYPE_NAMES[tname]
