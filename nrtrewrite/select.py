@@ -277,7 +277,8 @@ def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
         return False, f"{ndev} devices is not a power of two (RDH is a hypercube exchange)"
     if len(set(s.ranks_per_device)) != 1:
         return False, "uneven ranks per device (RDH needs the same in-chip ranks on every chip)"
-    ok = f"{ndev} devices x {s.ranks_per_device[0]} ranks (hypercube of dimension {ndev.bit_length() - 1})"
+    ok = (f"{ndev} devices x {s.ranks_per_device[0]} ranks "
+          f"(hypercube of dimension {ndev.bit_length() - 1})")
     if not check_window:
         return True, ok
     return _window(req, topo, policy, EncAlgType.INTRA_RDH, INTRA, ok)
@@ -426,7 +427,8 @@ class Candidate:
 class Leg:
     """One leg of a selection: a collective on each of ``groups`` with engine ``alg``."""
 
-    name: str  # "flat", or a HIER leg: intra_redsct, inter_allr, intra_allg, inter_allg, inter_redsct
+    #: "flat", or a HIER leg: intra_redsct, inter_allr, intra_allg, inter_allg, inter_redsct
+    name: str
     op: EncOpType
     alg: EncAlgType
     sub_type: EncAlgMeshType | None
@@ -625,7 +627,8 @@ def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
                     policy: Policy = DEFAULT_POLICY) -> tuple[int, str]:
     """Channel count for ``alg`` on ``req`` and why (docs/SELECTION.md "Channels")."""
     if alg in _MESH_FAMILY:
-        return 1, "mesh uses a single channel (nec.h enc_alg_mesh: \"Mesh uses only a single channel\")"
+        return 1, ("mesh uses a single channel (nec.h enc_alg_mesh: \"Mesh uses only a "
+                   "single channel\")")
     if alg == EncAlgType.HIER:
         return 1, "per leg"
     if alg == EncAlgType.INVALID:

@@ -325,7 +325,8 @@ def test_parse_override_syntax():
     assert o.for_op(AR).forced == EncAlgType.RING
     assert not o.for_op(AG).allows(EncAlgType.INTRA_RDH)
     assert not o.for_op(AG).allows(EncAlgType.INTER_RDH)
-    assert parse_algo_override("alg_inter_allr:mesh").for_leg("inter_allr").forced == EncAlgType.MESH
+    leg = parse_algo_override("alg_inter_allr:mesh").for_leg("inter_allr")
+    assert leg.forced == EncAlgType.MESH
     assert parse_algo_override("  ") is None
     for bad, match in (("treee", "unknown algorithm"), ("foo:ring", "neither a collective"),
                        ("allreduce:", "names no algorithm")):

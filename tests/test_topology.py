@@ -133,7 +133,8 @@ def test_json_links_file(tmp_path):
     p.write_text(json.dumps(doc))
     t = load_topology(str(p), world=(), lnc_size=1)
     assert t.world_size == 8 and t.device_cycles == ()     # a line has no Hamiltonian cycle
-    assert t.locality(0, 2) == EdgeLocality.DEVICE_LINK and t.locality(0, 4) == EdgeLocality.C2C_PORT
+    assert t.locality(0, 2) == EdgeLocality.DEVICE_LINK
+    assert t.locality(0, 4) == EdgeLocality.C2C_PORT
     with pytest.raises(ValidationError, match="lnc_size"):
         load_topology(str(p), world=(), lnc_size=4)
 

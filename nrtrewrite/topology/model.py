@@ -87,7 +87,8 @@ class Platform:
     routing_ids: tuple[int, ...]
     lnc_sizes: tuple[int, ...]
     torus: tuple[int, int] | None = None  # (rows, cols) when the links form a 2-D torus
-    kangaring: bool = False  # KangaRing needs 4 s-engines per MLA (nec.h KANGARING_NUM_SENG_PER_DEV)
+    #: KangaRing needs 4 s-engines per MLA (nec.h KANGARING_NUM_SENG_PER_DEV).
+    kangaring: bool = False
     mesh: bool = True
     mesh_sub_type: EncAlgMeshType = EncAlgMeshType.FULL_MESH
 
@@ -366,7 +367,8 @@ def _check_world(topo: Topology, world: tuple[int, ...]) -> None:
     if bad:
         raise ValidationError(
             f"rank {bad[0]} does not fit topology {topo.name} with lnc_size {topo.lnc_size} "
-            f"({topo.nodes} node(s) x {topo.ranks_per_node} ranks = ranks 0..{topo.world_size - 1})",
+            f"({topo.nodes} node(s) x {topo.ranks_per_node} ranks = "
+            f"ranks 0..{topo.world_size - 1})",
             field="topology", rank=bad[0])
 
 
@@ -409,8 +411,9 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         for item in doc["links"]:
             if not isinstance(item, list) or len(item) not in (2, 3, 4) or \
                     not all(isinstance(v, int) and not isinstance(v, bool) for v in item):
-                raise ValidationError(f"a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], "
-                                      f"not {item!r}", file=where, field="links")
+                raise ValidationError("a link is [a, b], [a, port_a, b] or "
+                                      f"[a, port_a, b, port_b], not {item!r}", file=where,
+                                      field="links")
             if len(item) == 2:
                 a, b, pa, pb = item[0], item[1], None, None
             elif len(item) == 3:
@@ -487,7 +490,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
 
     rids = doc.get("routing_ids", list(range(n)))
     if not (isinstance(rids, list) and len(rids) == n and all(isinstance(v, int) for v in rids)):
-        raise ValidationError(f"routing_ids must list {n} integers", file=where, field="routing_ids")
+        raise ValidationError(f"routing_ids must list {n} integers", file=where,
+                              field="routing_ids")
     lnc_sizes = doc.get("lnc_sizes", list(base.lnc_sizes) if base else
                         [s for s in (1, 2) if dev.tpbs % s == 0])
     if not (isinstance(lnc_sizes, list) and lnc_sizes and
