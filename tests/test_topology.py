@@ -112,7 +112,8 @@ def test_json_fixture_loads_and_round_trips(tmp_path):
     path = FIXTURES / "trn2-2node.json"
     t = load_topology(str(path), world=tuple(range(128)), lnc_size=2)
     assert t.nodes == 2 and t.world_size == 128 and t.platform.kangaring
-    assert t.platform.mesh_sub_type == EncAlgMeshType.MESH_TRN2
+    assert t.platform.mesh_sub_type == EncAlgMeshType.MESH_TRN2 and t.platform.name == "trn2"
+    assert t.name == "trn2-2node"
     assert t.device_cycles == _TORUS44_CYCLES
     assert t.platform.links == torus_links(4, 4)       # [a, port_a, b] entries, both directions
     doc = t.to_json()

@@ -509,7 +509,9 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         raise ValidationError("kangaring needs 2 dies of 2 s-engines (4 s-engines per MLA)",
                               file=where, field="kangaring")
     return Platform(
-        name=str(doc.get("name", base_name or "custom")), device=dev, devices_per_node=n,
+        name=str(base_name if base is not None
+                 else doc.get("platform", doc.get("name", "custom"))),
+        device=dev, devices_per_node=n,
         links=links, device_cycles=device_cycles, routing_ids=tuple(rids),
         lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=bool(kangaring),
         mesh=bool(doc.get("mesh", base.mesh if base else True)), mesh_sub_type=mesh_sub_type,
