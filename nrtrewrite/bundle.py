@@ -53,9 +53,14 @@ def _json_bytes(obj) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
 
 
-def _write_file(path: Path, data: bytes) -> None:
+def _write_file(path: Path, data) -> None:
+    """Write bytes, or a list of numpy record arrays one after the other, and fsync."""
     with open(path, "wb") as fh:
-        fh.write(data)
+        if isinstance(data, (bytes, bytearray)):
+            fh.write(data)
+        else:
+            for part in data:
+                fh.write(part.data if part.flags.c_contiguous else part.tobytes())
         fh.flush()
         os.fsync(fh.fileno())
 
@@ -109,8 +114,8 @@ def _write_rank(plan: LoweringPlan, tmp: Path, rank: int) -> tuple[int, bytes]:
     out = lower_rank(plan, rank)
     rdir = tmp / rank_dir_name(rank)
     rdir.mkdir()
-    for name, data in out.files.items():
-        _write_file(rdir / name, data)
+    for name, parts in out.files.items():
+        _write_file(rdir / name, parts)
     man = _json_bytes(out.manifest)
     _write_file(rdir / "manifest.json", man)
     _fsync_dir(rdir)

@@ -36,7 +36,7 @@ from nrtrewrite.compose.ring import compose_channel
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, SBUF_BASE, DRAM_BASE, build_memory_map
 from nrtrewrite.emit.buffers import BufferView
-from nrtrewrite.emit.ring import EntryContext, Peer, RankBuilder, emit_channel
+from nrtrewrite.emit.ring import ChannelPlan, EntryContext, Peer, RankBuilder, emit_entry
 from nrtrewrite.errors import LimitError, LoweringError
 from nrtrewrite.neff.model import Model, Operand, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
@@ -127,7 +127,7 @@ def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "") -
                                 f"{', '.join(a.name for a in sorted(LOWERABLE))}",
                                 trigger=trig.ordinal)
         group = tuple(trig.replica_group)
-        orders_all = ring_orders(topo, group, sel.n_channels)
+        orders_all = ring_orders(topo, group, sel.n_channels) if len(group) > 1 else [group]
         nonempty = [(c, o) for c, o in enumerate(orders_all) if o is not None]
         chunk = set_dynamic_chunk_size(trig.op, trig.num_elements, len(group), trig.dtype,
                                        max(1, len(nonempty)))
@@ -192,8 +192,11 @@ def _peer(topo: Topology, rank: int) -> Peer:
 @dataclass
 class RankOutput:
     rank: int
-    files: dict[str, bytes]
+    files: dict[str, list[np.ndarray]]  # each file as its record arrays, in order
     manifest: dict
+
+    def file_bytes(self, name: str) -> bytes:
+        return b"".join(p.tobytes() for p in self.files[name])
 
 
 def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
@@ -215,33 +218,43 @@ def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
             reduction_type=int(ReductionType.RING_2R1W), views=buffer_views(plan, tp, rank),
             me=me, lnc_fmt=lnc_fmt, num_active_channels=len(tp.channel_ids),
             subgraph_index=sg_index[trig.subgraph], groups=tp.chunk.groups)
-        any_tx = False
+        chans = []
         for layout_ch, ch in enumerate(tp.channel_ids):
             ring = enc_ring(tp.orders[ch], rank)
             steps = compose_channel(trig.op, tp.chunk, layout_ch, ring.user_ranks, tp.group_index,
                                     host_cc=plan.options.host_cc).steps
-            nxt, prv = _peer(topo, ring.next), _peer(topo, ring.prev)
             nloc = topo.locality(rank, ring.next) if ring.next != rank else EdgeLocality.SAME_DEVICE
             ploc = topo.locality(ring.prev, rank) if ring.prev != rank else EdgeLocality.SAME_DEVICE
-            summary = emit_channel(builder, ctx, ch, steps, nxt, prv, nloc, ploc)
-            any_tx = any_tx or summary["tx"] > 0
+            chans.append(ChannelPlan(ch, steps, _peer(topo, ring.next), _peer(topo, ring.prev),
+                                     nloc, ploc))
+        summary = emit_entry(builder, ctx, chans)
+        any_tx = any(v > 0 for v in summary["tx"].values())
         entries.append({
-            "trigger": trig.ordinal, "leg": "flat", "algo_type": int(tp.alg), "algo_sub_type": 0,
+            "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": "flat", "algo_type": int(tp.alg), "algo_sub_type": 0,
             "trigger_next": False, "reporter": rank == tp.leader, "ring_wait_complete": True,
             "ring_send_complete": any_tx, "channel_list": sum(1 << c for c in tp.channel_ids),
             "channels": list(tp.channel_ids)})
     files = builder.finish()
-    files["spad.bin"] = serialize_spad(entries)
-    files["tpinc.bin"] = serialize_tpinc(entries, builder.tpinc_by_entry)
+    files["spad.bin"] = [np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE)]
+    files["tpinc.bin"] = [np.frombuffer(serialize_tpinc(entries, builder.tpinc_by_entry),
+                                        F.TPINC_DTYPE)]
     manifest = {
         "rank": rank,
-        "files": {name: {"records": len(data) // F.ARTIFACTS[name][0].itemsize,
-                         "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-                  for name, data in files.items()},
+        "files": {name: _file_summary(name, parts) for name, parts in files.items()},
         "entries": entries,
         "fifo": builder.fifo_index(),
     }
     return RankOutput(rank=rank, files=files, manifest=manifest)
+
+
+def _file_summary(name: str, parts: list[np.ndarray]) -> dict:
+    h = hashlib.sha256()
+    nbytes = 0
+    for part in parts:
+        h.update(part.data if part.flags.c_contiguous else part.tobytes())
+        nbytes += part.nbytes
+    return {"records": nbytes // F.ARTIFACTS[name][0].itemsize, "bytes": nbytes,
+            "sha256": h.hexdigest()}
 
 
 def operand_json(op: Operand) -> dict:

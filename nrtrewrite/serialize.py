@@ -2,7 +2,8 @@
 
 ``create_spad_ctrl_entry``: one 8-byte entry per SPAD entry of the rank, in
 trigger order (a HIER all-reduce contributes several chained entries).  The
-table lives in the 4 KiB CTRL SPAD: more than 512 entries is a LimitError.
+table lives in the 4 KiB CTRL SPAD: more than 512 entries of one subgraph is a
+LimitError.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ def create_spad_ctrl_entry(entry: dict) -> np.ndarray:
 
 
 def serialize_spad(entries: list[dict]) -> bytes:
-    if len(entries) * F.SPAD_DTYPE.itemsize > F.SPAD_BYTES:
-        raise LimitError(f"{len(entries)} SPAD entries need "
-                         f"{len(entries) * F.SPAD_DTYPE.itemsize} bytes; the TOP_SP CTRL SPAD "
-                         f"holds {F.SPAD_BYTES} ({F.SPAD_BYTES // F.SPAD_DTYPE.itemsize} entries)")
+    """The rank's SPAD table.  Each subgraph's entries are one CTRL SPAD program (the TOP_SP
+    loads a subgraph's program when the subgraph runs), so the 4 KiB limit applies per
+    subgraph."""
+    per_sg: dict[str, int] = {}
+    for e in entries:
+        per_sg[e.get("subgraph", "")] = per_sg.get(e.get("subgraph", ""), 0) + 1
+    for sg, n in per_sg.items():
+        if n * F.SPAD_DTYPE.itemsize > F.SPAD_BYTES:
+            raise LimitError(f"{n} SPAD entries need {n * F.SPAD_DTYPE.itemsize} bytes; the "
+                             f"TOP_SP CTRL SPAD holds {F.SPAD_BYTES} "
+                             f"({F.SPAD_BYTES // F.SPAD_DTYPE.itemsize} entries)", subgraph=sg or None)
     if not entries:
         return b""
     return np.concatenate([create_spad_ctrl_entry(e) for e in entries]).tobytes()

@@ -1,8 +1,8 @@
 """EMIT + COMPLETE for the ring family: composed steps -> legs, BDs, CCE, semaphores, FIFOs.
 
-One call of :func:`emit_channel` turns the composed steps of one channel of one
+One call of :func:`emit_entry` turns the composed steps of every channel of one
 SPAD entry on one rank into records appended to a :class:`RankBuilder`.
-Everything is vectorised over the channel's legs with numpy; nothing is built
+Everything is vectorised over the entry's legs with numpy; nothing is built
 one Python object per descriptor.
 
 A *leg* is one leaf call (one half-chunk of one ring step).  Its data moves as
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import (
-    EdgeLocality, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaOp, SDMA_DATA_TYPE_SIZE, DType,
+    DType, EdgeLocality, EncdNeigh, EvtSemSubop, NetAddrMark, Opcode, SdmaOp, SDMA_DATA_TYPE_SIZE,
 )
 from nrtrewrite.compose.leaves import LEAF_SPECS, Buf, Leaf, Owner
 from nrtrewrite.emit import formats as F
@@ -127,19 +127,17 @@ class RankBuilder:
             self.counts[name] += arr.size
         return first
 
-    def finish(self) -> dict[str, bytes]:
-        """The bytes of every artifact file (FIFOs channel-major) and the FIFO slice index."""
+    def finish(self) -> dict[str, list[np.ndarray]]:
+        """Every artifact file as its list of record arrays, in file order (FIFOs channel-major).
+
+        The parts are written one after the other (never concatenated: no extra copy)."""
         for ch in sorted(self.channels):
             st = self.channels[ch]
             for name, recs in (("net_ops.bin", st.ops), ("net_src.bin", st.src),
                                ("net_dest.bin", st.dest)):
                 for arr in recs:
                     self.append(name, arr)
-        out = {}
-        for name, (dtype, _struct) in F.ARTIFACTS.items():
-            parts = self.parts[name]
-            out[name] = np.concatenate(parts).tobytes() if parts else b""
-        return out
+        return {name: list(self.parts[name]) for name in F.ARTIFACTS}
 
     def fifo_index(self) -> list[dict]:
         """Per-channel (first, count) slices of the FIFO files, in file order."""
@@ -170,178 +168,222 @@ def _sema_addr(sp: int, sem: int, window: int) -> int:
     return sema_address(sp, sem, window)
 
 
-def emit_channel(b: RankBuilder, ctx: EntryContext, channel: int, steps: np.ndarray,
-                 nxt: Peer, prv: Peer, next_locality: EdgeLocality,
-                 prev_locality: EdgeLocality, step_base: int = 0) -> dict:
-    """Emit one channel of one entry.  Returns a small summary (legs, net tx/rx)."""
-    st = b.state(channel)
-    legs_in = steps[steps["stop"] > steps["start"]]
-    n = legs_in.size
-    leaf = legs_in["leaf"].astype(np.int64)
-    start = legs_in["start"].astype(np.int64)
-    stop = legs_in["stop"].astype(np.int64)
+@dataclass(frozen=True)
+class ChannelPlan:
+    """One channel of one entry: its composed steps and its neighbours."""
+
+    channel: int
+    steps: np.ndarray  # STEP_DTYPE, program order
+    nxt: Peer
+    prv: Peer
+    next_locality: EdgeLocality
+    prev_locality: EdgeLocality
+
+
+def emit_entry(b: RankBuilder, ctx: EntryContext, chans: list[ChannelPlan]) -> dict:
+    """Emit every channel of one SPAD entry, vectorised over all its legs.
+
+    Returns ``{"legs": n, "bds": n, "tx": {channel: entries}, "rx": {...}}``.
+    """
+    nch = len(chans)
+    dsize = ctx.views[Buf.IN].dsize
+    sp = ctx.me.logical_core
+    ch_ids = np.array([c.channel for c in chans], np.int64)
+    net_next_c = np.array([c.next_locality == EdgeLocality.NETWORK for c in chans], bool)
+    recv_sem_c = np.array([channel_sem(c, SEM_RECV) for c in ch_ids], np.int64)
+    send_sem_c = np.array([channel_sem(c, SEM_SEND) for c in ch_ids], np.int64)
+    compl_sem_c = np.array([channel_sem(c, SEM_COMPL) for c in ch_ids], np.int64)
+    next_core_c = np.array([b_core(c.nxt) for c in chans], np.int64)
+    next_route_c = np.array([_route_bits(c.nxt.device, ctx.me.device) for c in chans], np.int64)
+
+    # ---- legs: every channel's non-empty steps, then its mark_end -----------------------
+    kept = [c.steps[c.steps["stop"] > c.steps["start"]] for c in chans]
+    n_c = np.array([k.size for k in kept], np.int64)  # legs per channel without mark_end
+    total_c = n_c + 1
+    cat = lambda field, end: np.concatenate(  # noqa: E731
+        [np.append(k[field].astype(np.int64), end) for k in kept]) if chans else \
+        np.zeros(0, np.int64)
+    leaf = cat("leaf", int(Leaf.mark_end))
+    start = cat("start", 0)
+    stop = cat("stop", 0)
+    half = cat("half", 0)
+    tstep = cat("step", 0)
+    tgroup = cat("group", 0)
+    n = leaf.size
+    leg_ci = np.repeat(np.arange(nch, dtype=np.int64), total_c)
+    leg_first_c = np.cumsum(total_c) - total_c
+    is_end = leaf == int(Leaf.mark_end)
     length = stop - start
     s_n, d_n = _SRC_N[leaf], _DST_N[leaf]
     reduce, waits, sends = _REDUCE[leaf], _WAITS[leaf], _SENDS[leaf]
-    dsize = ctx.views[Buf.IN].dsize
-    net_next = next_locality == EdgeLocality.NETWORK
-    net_prev = prev_locality == EdgeLocality.NETWORK
-    recv_sem = channel_sem(channel, SEM_RECV)
-    send_sem = channel_sem(channel, SEM_SEND)
-    compl_sem = channel_sem(channel, SEM_COMPL)
-    sp = ctx.me.logical_core
+    leg_net_next = net_next_c[leg_ci]
 
-    # ---- tiles -------------------------------------------------------------
-    per_tile = tile_elements(dsize, length, reduce)
+    # ---- tiles ---------------------------------------------------------------------------
+    per_tile = tile_elements(dsize, np.maximum(length, 1), reduce)
     n_tiles = np.where(d_n > 0, -(-length // per_tile), 0)
-    tile_leg, tile_k, tile_first = _expand(n_tiles)
+    tile_leg, tile_k, _ = _expand(n_tiles)
     ta = start[tile_leg] + tile_k * per_tile[tile_leg]
     tb = np.minimum(ta + per_tile[tile_leg], stop[tile_leg])
-    tile_leaf = leaf[tile_leg]
 
-    # ---- streams (one per source / destination of each tile) -----------------
+    # ---- streams (one per source / destination of each tile) -------------------------------
     sd = (s_n + d_n)[tile_leg]
-    si_tile, si_slot, si_first = _expand(sd)
-    si_code = _SLOT_BUF[tile_leaf[si_tile], si_slot]
-    if net_next:  # a destination on the successor becomes our gateway staging buffer
-        si_code = np.where(si_code % 2 == int(Owner.NEXT), int(Buf.GW) * 2 + int(Owner.SELF),
-                           si_code)
+    si_tile, si_slot, _ = _expand(sd)
+    si_leg = tile_leg[si_tile]
+    si_code = _SLOT_BUF[leaf[si_leg], si_slot]
+    # a destination on a successor across the network becomes our gateway staging buffer
+    to_gw = leg_net_next[si_leg] & (si_code % 2 == int(Owner.NEXT))
+    si_code = np.where(to_gw, int(Buf.GW) * 2 + int(Owner.SELF), si_code)
     si_a, si_b = ta[si_tile], tb[si_tile]
-    # runs per stream, grouped by buffer then scattered back into stream order
-    run_count = np.zeros(si_code.size, np.int64)
-    per_code: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
-    for code in np.unique(si_code):
-        sel = np.nonzero(si_code == code)[0]
-        view = ctx.views[Buf(int(code) // 2)]
-        owner_idx, addr, nbytes = view.runs(si_a[sel], si_b[sel])
-        run_count[sel] = np.bincount(owner_idx, minlength=sel.size)
-        per_code[int(code)] = (sel, owner_idx, addr, nbytes)
-    run_first = np.cumsum(run_count) - run_count
-    total_bd = int(run_count.sum())
-    bd_addr = np.zeros(total_bd, np.int64)
-    bd_len = np.zeros(total_bd, np.int64)
-    bd_stream = np.zeros(total_bd, np.int64)
-    for code, (sel, owner_idx, addr, nbytes) in per_code.items():
-        _o, within, _f = _expand(run_count[sel])
-        pos = run_first[sel][owner_idx] + within
-        if code % 2 == int(Owner.NEXT):
-            addr = addr + b_core(nxt) | _route_bits(nxt.device, ctx.me.device)
-        else:
-            addr = addr + b_core(ctx.me)
-        bd_addr[pos] = addr
-        bd_len[pos] = nbytes
-        bd_stream[pos] = sel[owner_idx]
+    codes = sorted({int(_SLOT_BUF[lf, sl]) for lf in np.unique(leaf) for sl in range(MAX_SLOTS)
+                    if _SLOT_BUF[lf, sl] >= 0} | ({int(Buf.GW) * 2} if net_next_c.any() else set()))
+    all_linear = all(ctx.views[Buf(c // 2)].linear for c in codes)
+    if all_linear:  # DRAM only: one BD per stream
+        bd_stream = np.arange(si_code.size, dtype=np.int64)
+        bd_addr = np.zeros(si_code.size, np.int64)
+        for code in codes:
+            sel = np.nonzero(si_code == code)[0]
+            if sel.size:
+                bd_addr[sel] = ctx.views[Buf(code // 2)].address(si_a[sel])
+        bd_len = (si_b - si_a) * dsize
+    else:
+        run_count = np.zeros(si_code.size, np.int64)
+        found = []
+        for code in codes:
+            sel = np.nonzero(si_code == code)[0]
+            if not sel.size:
+                continue
+            owner_idx, addr, nbytes = ctx.views[Buf(code // 2)].runs(si_a[sel], si_b[sel])
+            run_count[sel] = np.bincount(owner_idx, minlength=sel.size)
+            found.append((sel, owner_idx, addr, nbytes))
+        run_first = np.cumsum(run_count) - run_count
+        total = int(run_count.sum())
+        bd_addr = np.zeros(total, np.int64)
+        bd_len = np.zeros(total, np.int64)
+        bd_stream = np.zeros(total, np.int64)
+        for sel, owner_idx, addr, nbytes in found:
+            _o, within, _f = _expand(run_count[sel])
+            pos = run_first[sel][owner_idx] + within
+            bd_addr[pos] = addr
+            bd_len[pos] = nbytes
+            bd_stream[pos] = sel[owner_idx]
+    total_bd = bd_addr.size
+    bd_si_code = si_code[bd_stream]
+    bd_leg = si_leg[bd_stream]
+    bd_ci = leg_ci[bd_leg]
+    next_owned = bd_si_code % 2 == int(Owner.NEXT)
+    bd_addr = np.where(next_owned, (bd_addr + next_core_c[bd_ci]) | next_route_c[bd_ci],
+                       bd_addr + b_core(ctx.me))
     if total_bd and bd_len.max() > F.BD_MAX_BYTES:
         raise LimitError(f"a BD of {int(bd_len.max())} bytes exceeds {F.BD_MAX_BYTES}")
     bd_slot = si_slot[bd_stream]
     bd_tile = si_tile[bd_stream]
-    bd_leg = tile_leg[bd_tile]
     is_src = bd_slot < s_n[bd_leg]
     stream_index = np.where(is_src, bd_slot, bd_slot - s_n[bd_leg])
-    # FIRST / LAST: first and last BD of each tile
-    tile_bd_count = np.bincount(bd_tile, minlength=tile_leg.size) if total_bd else \
-        np.zeros(tile_leg.size, np.int64)
+    tile_bd_count = np.bincount(bd_tile, minlength=tile_leg.size)
     tile_bd_first = np.cumsum(tile_bd_count) - tile_bd_count
-    bd_pos_in_tile = np.arange(total_bd) - tile_bd_first[bd_tile] if total_bd else bd_tile
-    gen = ((st.bd_count + np.arange(total_bd, dtype=np.int64)) // F.BD_RING_ENTRIES) & F.GEN_MASK
+    bd_pos_in_tile = np.arange(total_bd, dtype=np.int64) - tile_bd_first[bd_tile]
+    # generation tag: position of the BD among this rank's data BDs of its channel
+    leg_bd_count = np.bincount(bd_leg, minlength=n)
+    ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
+    ch_bd_first = np.cumsum(ch_bd_count) - ch_bd_count
+    base = np.array([b.state(int(c)).bd_count for c in ch_ids], np.int64)
+    gen = ((base[bd_ci] + np.arange(total_bd, dtype=np.int64) - ch_bd_first[bd_ci])
+           // F.BD_RING_ENTRIES) & F.GEN_MASK
     sdma_op_leg = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
-    bds = np.zeros(total_bd, F.BD_DTYPE)
+    bds = np.empty(total_bd, F.BD_DTYPE)
     bds["len_ctrl"] = ((bd_len & F.LEN_MASK) | (gen << F.GEN_SHIFT)
                        | np.where(bd_pos_in_tile == 0, F.LEN_FIRST, 0)
                        | np.where(bd_pos_in_tile == tile_bd_count[bd_tile] - 1, F.LEN_LAST, 0))
     bds["meta_ctrl"] = (sdma_op_leg[bd_leg] | np.where(is_src, 0, F.META_DIR_S2M)
                         | (stream_index << F.META_STREAM_SHIFT))
-    bds["buf_ptr"] = bd_addr.astype(np.uint64)
-    st.bd_count += total_bd
+    bds["buf_ptr"] = bd_addr
+    for i, c in enumerate(ch_ids):
+        b.state(int(c)).bd_count += int(ch_bd_count[i])
     dma_first_all = b.append("dma.bin", bds)
 
-    # ---- CCE descriptors (one per source per reduce tile) -------------------
-    red_tile = reduce[tile_leg]
-    cce_per_tile = np.where(red_tile, s_n[tile_leg], 0)
-    c_tile, c_src, c_first = _expand(cce_per_tile)
-    cce = np.zeros(c_tile.size, F.CCE_DTYPE)
+    # ---- CCE descriptors (one per source per reduce tile) ---------------------------------
+    cce_per_tile = np.where(reduce[tile_leg], s_n[tile_leg], 0)
+    c_tile, c_src, _ = _expand(cce_per_tile)
+    cce = np.empty(c_tile.size, F.CCE_DTYPE)
     if c_tile.size:
         in_dt, out_dt, acc_dt = cce_dtype_nibbles(ctx.dtype)
         n_src = s_n[tile_leg[c_tile]]
-        tile_bytes = (tb - ta)[c_tile] * dsize
         cce["w0"] = F.CCE_W0_META | (c_src << 24)
         cce["w1"] = ((ctx.cce_op & 7) | np.where(c_src == n_src - 1, F.CCE_LAST, 0)
                      | (in_dt << 8) | (out_dt << 12) | (acc_dt << 16) | F.CCE_VALID)
-        cce["w2"] = tile_bytes & 0xFFFFFF
+        cce["w2"] = ((tb - ta)[c_tile] * dsize) & 0xFFFFFF
         cce["w3"] = n_src | (ctx.reduction_type << 8)
     cce_first_all = b.append("cce.bin", cce)
+    leg_cce = np.bincount(tile_leg[c_tile], minlength=n) if c_tile.size else np.zeros(n, np.int64)
 
-    # ---- semaphore BDs (waits, then increments) ------------------------------
-    n_sem = waits.astype(np.int64) + 1 + sends.astype(np.int64)
-    total_legs = n + 1  # + mark_end
-    sem_leg_counts = np.append(n_sem, 1)
-    s_leg, s_k, s_first = _expand(sem_leg_counts)
-    sems = np.zeros(s_leg.size, F.SEM_DTYPE)
-    leg_waits = np.append(waits, False)
-    leg_sends = np.append(sends, False)
-    k_inc = s_k - leg_waits[s_leg]  # 0 = compl inc, 1 = send inc
-    is_end = s_leg == n
-    is_wait = (s_k == 0) & leg_waits[s_leg]
-    wait_recv_addr = _sema_addr(sp, recv_sem, EVT_SEM_DEC)
-    compl_inc_addr = _sema_addr(sp, compl_sem, EVT_SEM_INC)
-    compl_dec_addr = _sema_addr(sp, compl_sem, EVT_SEM_DEC)
-    if net_next:
-        send_addr = _sema_addr(sp, send_sem, EVT_SEM_INC)
-        send_role, send_remote = SEM_ROLE_SEND, 0
-    else:
-        send_addr = (_sema_addr(nxt.logical_core, recv_sem, EVT_SEM_INC)
-                     | _route_bits(nxt.device, ctx.me.device))
-        send_role, send_remote = SEM_ROLE_RECV, F.SEM_REMOTE
-    subop = np.where(is_end | is_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
-    role = np.where(is_end, SEM_ROLE_COMPL,
-                    np.where(is_wait, SEM_ROLE_RECV,
-                             np.where(k_inc == 0, SEM_ROLE_COMPL, send_role)))
-    remote = np.where(~is_end & ~is_wait & (k_inc == 1), send_remote, 0)
-    sgen = ((st.sem_count + np.arange(s_leg.size, dtype=np.int64)) // F.BD_RING_ENTRIES) & F.GEN_MASK
-    sems["ctrl"] = subop | (role << F.SEM_ROLE_SHIFT) | remote | (sgen << F.GEN_SHIFT)
-    sems["value"] = np.where(is_end, n, 1)
-    sems["addr"] = np.where(is_end, compl_dec_addr,
-                            np.where(is_wait, wait_recv_addr,
-                                     np.where(k_inc == 0, compl_inc_addr, send_addr))
-                            ).astype(np.uint64)
-    st.sem_count += s_leg.size
+    # ---- semaphore BDs: the wait, then the increments (mark_end: the completion wait) -------
+    n_sem = np.where(is_end, 1, waits.astype(np.int64) + 1 + sends.astype(np.int64))
+    s_leg, s_k, s_first = _expand(n_sem)
+    s_ci = leg_ci[s_leg]
+    s_end = is_end[s_leg]
+    s_wait = (s_k == 0) & waits[s_leg]
+    k_inc = s_k - waits[s_leg]  # 0 = dma_compl inc, 1 = the send inc
+    recv_dec = np.array([_sema_addr(sp, int(x), EVT_SEM_DEC) for x in recv_sem_c], np.int64)
+    compl_inc = np.array([_sema_addr(sp, int(x), EVT_SEM_INC) for x in compl_sem_c], np.int64)
+    compl_dec = np.array([_sema_addr(sp, int(x), EVT_SEM_DEC) for x in compl_sem_c], np.int64)
+    send_inc = np.array([
+        _sema_addr(sp, int(send_sem_c[i]), EVT_SEM_INC) if net_next_c[i] else
+        _sema_addr(c.nxt.logical_core, int(recv_sem_c[i]), EVT_SEM_INC)
+        | _route_bits(c.nxt.device, ctx.me.device) for i, c in enumerate(chans)], np.int64)
+    send_role = np.where(net_next_c, SEM_ROLE_SEND, SEM_ROLE_RECV)
+    send_remote = np.where(net_next_c, 0, F.SEM_REMOTE)
+    is_send_inc = ~s_end & ~s_wait & (k_inc == 1)
+    subop = np.where(s_end | s_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
+    role = np.where(s_end, SEM_ROLE_COMPL, np.where(s_wait, SEM_ROLE_RECV,
+                                                     np.where(is_send_inc, send_role[s_ci],
+                                                              SEM_ROLE_COMPL)))
+    ch_sem_count = np.bincount(s_ci, minlength=nch)
+    ch_sem_first = np.cumsum(ch_sem_count) - ch_sem_count
+    sbase = np.array([b.state(int(c)).sem_count for c in ch_ids], np.int64)
+    sgen = ((sbase[s_ci] + np.arange(s_leg.size, dtype=np.int64) - ch_sem_first[s_ci])
+            // F.BD_RING_ENTRIES) & F.GEN_MASK
+    sems = np.empty(s_leg.size, F.SEM_DTYPE)
+    sems["ctrl"] = (subop | (role << F.SEM_ROLE_SHIFT)
+                    | np.where(is_send_inc, send_remote[s_ci], 0) | (sgen << F.GEN_SHIFT))
+    sems["value"] = np.where(s_end, n_c[s_ci], 1)
+    sems["addr"] = np.where(s_end, compl_dec[s_ci],
+                            np.where(s_wait, recv_dec[s_ci],
+                                     np.where(is_send_inc, send_inc[s_ci], compl_inc[s_ci])))
+    for i, c in enumerate(ch_ids):
+        b.state(int(c)).sem_count += int(ch_sem_count[i])
     sem_first_all = b.append("sem.bin", sems)
 
-    # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension ----
-    full = length // (F.T3D_DIM_CAP * F.T3D_DIM_CAP)
-    q = (length // F.T3D_DIM_CAP) % F.T3D_DIM_CAP
-    r = length % F.T3D_DIM_CAP
+    # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension ---------------------
+    cap2 = F.T3D_DIM_CAP * F.T3D_DIM_CAP
+    full, q, r = length // cap2, (length // F.T3D_DIM_CAP) % F.T3D_DIM_CAP, length % F.T3D_DIM_CAP
     pieces = np.where(d_n > 0, full + (q > 0) + (r > 0), 0)
     p_leg, p_k, p_first = _expand(pieces)
     kind = np.where(p_k < full[p_leg], 0, np.where((p_k == full[p_leg]) & (q[p_leg] > 0), 1, 2))
     n0 = np.where(kind == 2, r[p_leg], F.T3D_DIM_CAP)
     n1 = np.where(kind == 0, F.T3D_DIM_CAP, np.where(kind == 1, q[p_leg], 1))
-    piece_off = p_k * F.T3D_DIM_CAP * F.T3D_DIM_CAP  # elements before this piece (kinds 0/1)
-    piece_off = np.where(kind == 2, length[p_leg] - r[p_leg], piece_off)
+    piece_off = np.where(kind == 2, length[p_leg] - r[p_leg], p_k * cap2)
+    p_ci = leg_ci[p_leg]
+    first_piece, last_piece = p_k == 0, p_k == pieces[p_leg] - 1
+    pw = first_piece & waits[p_leg]
     words = np.zeros(p_leg.size, F.SB2SB_DTYPE)
-    words["opcode"] = 0xBF
+    words["opcode"] = int(Opcode.SB2SB_COLLECTIVE)
     words["inst_word_len"] = 16
-    first_piece = p_k == 0
-    last_piece = p_k == pieces[p_leg] - 1
-    words["wait_mode"] = np.where(first_piece & waits[p_leg], int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
-    words["wait_idx"] = np.where(first_piece & waits[p_leg], recv_sem, 0)
-    words["semaphore_value"] = np.where(first_piece & waits[p_leg], 1, 0)
+    words["wait_mode"] = np.where(pw, int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
+    words["wait_idx"] = np.where(pw, recv_sem_c[p_ci], 0)
+    words["semaphore_value"] = np.where(pw, 1, 0)
     words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
-    words["update_idx"] = np.where(last_piece, compl_sem, 0)
-    words["in_dtype"] = io_code(ctx.dtype)
-    words["out_dtype"] = io_code(ctx.dtype)
+    words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
+    words["in_dtype"] = words["out_dtype"] = io_code(ctx.dtype)
     elem0 = start[p_leg] + piece_off
-    for part in ("src", "dst"):
-        if part == "src":
-            code = _SLOT_BUF[leaf[p_leg], 0]
-        else:
-            code = _SLOT_BUF[leaf[p_leg], s_n[p_leg]]
+    p_leaf = leaf[p_leg]
+    for part, slot in (("src", np.zeros_like(p_leg)), ("dst", s_n[p_leg])):
+        code = _SLOT_BUF[p_leaf, slot]
         start_addr = np.zeros(p_leg.size, np.int64)
         for c in np.unique(code):
             sel = code == c
             view = ctx.views[Buf(int(c) // 2)]
             start_addr[sel] = view.address(elem0[sel]) - view.anchor
-        if (start_addr < 0).any() or (start_addr > 0xFFFFFFFF).any():
+        if p_leg.size and ((start_addr < 0).any() or (start_addr > 0xFFFFFFFF).any()):
             raise LimitError("a leg's start offset does not fit the 32-bit TENSOR3D start_addr")
         words[part]["start_addr"] = start_addr
         words[part]["step_elem"][:, 0] = 1
@@ -353,68 +395,72 @@ def emit_channel(b: RankBuilder, ctx: EntryContext, channel: int, steps: np.ndar
     words["num_active_channels"] = ctx.num_active_channels
     sb_first_all = b.append("sb2sb.bin", words)
 
-    # ---- legs ----------------------------------------------------------------
-    legs = np.zeros(total_legs, F.LEG_DTYPE)
+    # ---- leg records --------------------------------------------------------------------------
+    legs = np.zeros(n, F.LEG_DTYPE)
     legs["trigger"] = ctx.trigger
     legs["spad_index"] = ctx.spad_index
-    legs["channel"] = channel
-    legs["sdma_op"] = np.append(sdma_op_leg, 0)
-    legs["step"] = step_base + np.arange(total_legs)
-    legs["leaf"] = np.append(leaf, int(Leaf.mark_end))
-    legs["half"] = np.append(legs_in["half"], 0)
-    legs["reduction_type"] = np.append(np.where(reduce, ctx.reduction_type, F.NO_REDUCTION_TYPE),
-                                       F.NO_REDUCTION_TYPE)
-    neigh = np.where(sends, int(EncdNeigh.ENCD_NEIGH_NEXT),
-                     np.where(d_n > 0, int(EncdNeigh.ENCD_NEIGH_LOCAL),
-                              int(EncdNeigh.ENCD_NEIGH_PREV)))
-    legs["neigh"] = np.append(neigh, int(EncdNeigh.ENCD_NEIGH_LOCAL))
-    legs["sb2sb_first"] = sb_first_all + np.append(p_first, p_leg.size)
-    legs["sb2sb_count"] = np.append(pieces, 0)
-    legs["n_tiles"] = np.append(n_tiles, 0)
-    leg_bd_count = np.bincount(bd_leg, minlength=n) if total_bd else np.zeros(n, np.int64)
-    legs["dma_first"] = dma_first_all + np.append(np.cumsum(leg_bd_count) - leg_bd_count, total_bd)
-    legs["dma_count"] = np.append(leg_bd_count, 0)
-    leg_cce = np.bincount(tile_leg[c_tile], minlength=n) if c_tile.size else np.zeros(n, np.int64)
-    legs["cce_first"] = cce_first_all + np.append(np.cumsum(leg_cce) - leg_cce, c_tile.size)
-    legs["cce_count"] = np.append(leg_cce, 0)
+    legs["channel"] = ch_ids[leg_ci]
+    legs["sdma_op"] = sdma_op_leg
+    legs["step"] = np.arange(n, dtype=np.int64) - leg_first_c[leg_ci]
+    legs["leaf"] = leaf
+    legs["half"] = half
+    legs["reduction_type"] = np.where(reduce, ctx.reduction_type, F.NO_REDUCTION_TYPE)
+    legs["neigh"] = np.where(sends, int(EncdNeigh.ENCD_NEIGH_NEXT),
+                             np.where(waits & (d_n == 0), int(EncdNeigh.ENCD_NEIGH_PREV),
+                                      int(EncdNeigh.ENCD_NEIGH_LOCAL)))
+    legs["sb2sb_first"] = sb_first_all + p_first
+    legs["sb2sb_count"] = pieces
+    legs["n_tiles"] = n_tiles
+    legs["dma_first"] = dma_first_all + np.cumsum(leg_bd_count) - leg_bd_count
+    legs["dma_count"] = leg_bd_count
+    legs["cce_first"] = cce_first_all + np.cumsum(leg_cce) - leg_cce
+    legs["cce_count"] = leg_cce
     legs["sem_first"] = sem_first_all + s_first
-    legs["sem_count"] = sem_leg_counts
-    legs["elem_start"] = np.append(start, 0).astype(np.uint64)
-    legs["num_elements"] = np.append(length, 0)
-    legs["ring_step"] = np.append(legs_in["step"] + legs_in["group"] * (legs_in["step"].max() + 1
-                                  if n else 0), 0)
+    legs["sem_count"] = n_sem
+    legs["elem_start"] = start
+    legs["num_elements"] = length
+    steps_per_group = np.array([int(k["step"].max()) + 1 if k.size else 0 for k in kept], np.int64)
+    legs["ring_step"] = np.where(is_end, 0, tstep + tgroup * steps_per_group[leg_ci])
     b.append("legs.bin", legs)
 
-    # ---- tp_inc_steps: m2s / s2m BD counts per leg, run-length encoded -------
-    m2s = np.bincount(bd_leg[is_src], minlength=n) if total_bd else np.zeros(n, np.int64)
+    # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel ---------------------
+    m2s = np.bincount(bd_leg[is_src], minlength=n)
     s2m = leg_bd_count - m2s
-    m2s = np.append(m2s, 0)
-    s2m = np.append(s2m, 0)
-    change = np.ones(total_legs, bool)
-    change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
-    run_start = np.nonzero(change)[0]
-    run_len = np.diff(np.append(run_start, total_legs))
-    # split runs longer than the u16 repeat field
-    splits = -(-run_len // 0xFFFF)
-    r_idx, r_k, _ = _expand(splits)
-    rep = np.minimum(run_len[r_idx] - r_k * 0xFFFF, 0xFFFF)
-    tp = np.zeros(r_idx.size, F.TPINC_DTYPE)
-    if np.any(m2s > 0xFFFE) or np.any(s2m > 0xFFFE):
+    if n and (m2s.max() > 0xFFFE or s2m.max() > 0xFFFE):
         raise LimitError("a leg needs more than 65534 BDs in one tp_inc_steps record")
+    change = np.ones(n, bool)
+    change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
+    change[leg_first_c] = True
+    run_start = np.nonzero(change)[0]
+    run_len = np.diff(np.append(run_start, n))
+    r_idx, r_k, _ = _expand(-(-run_len // 0xFFFF))  # split runs longer than the u16 repeat
+    tp = np.zeros(r_idx.size, F.TPINC_DTYPE)
     tp["m2s"] = m2s[run_start][r_idx]
     tp["s2m"] = s2m[run_start][r_idx]
-    tp["repeat"] = rep
-    tp["flags"][-1:] = F.TPINC_LAST_SYNC
-    b.tpinc_by_entry[(ctx.spad_index, channel)] = tp
+    tp["repeat"] = np.minimum(run_len[r_idx] - r_k * 0xFFFF, 0xFFFF)
+    tp_ci = leg_ci[run_start][r_idx]
+    tp_last = np.append(tp_ci[1:] != tp_ci[:-1], True)
+    tp["flags"] = np.where(tp_last, F.TPINC_LAST_SYNC, 0)
+    bounds = np.nonzero(np.append(True, tp_ci[1:] != tp_ci[:-1]))[0]
+    for i, part in zip(tp_ci[bounds], np.split(tp, bounds[1:])):
+        b.tpinc_by_entry[(ctx.spad_index, int(ch_ids[i]))] = part
 
-    # ---- net-proxy FIFOs -------------------------------------------------------
-    tx = rx = 0
-    if net_next or net_prev:
+    # ---- net-proxy FIFOs (channels with a network neighbour only) --------------------------------
+    tx: dict[int, int] = {}
+    rx: dict[int, int] = {}
+    for i, c in enumerate(chans):
+        net_next = c.next_locality == EdgeLocality.NETWORK
+        net_prev = c.prev_locality == EdgeLocality.NETWORK
+        if not (net_next or net_prev):
+            continue
+        st = b.state(c.channel)
+        legs_c = kept[i]
+        lf = legs_c["leaf"].astype(np.int64)
         info = np.zeros(1, F.NET_OPS_INFO_DTYPE)
-        info["inc_send_handshake"] = info["inc_send_complete"] = _sema_addr(sp, send_sem,
-                                                                            EVT_SEM_INC)
-        info["inc_recv_handshake"] = info["inc_recv_complete"] = _sema_addr(sp, recv_sem,
-                                                                            EVT_SEM_INC)
+        info["inc_send_handshake"] = info["inc_send_complete"] = _sema_addr(
+            sp, int(send_sem_c[i]), EVT_SEM_INC)
+        info["inc_recv_handshake"] = info["inc_recv_complete"] = _sema_addr(
+            sp, int(recv_sem_c[i]), EVT_SEM_INC)
         info["net_idx_loop_size"] = F.NET_INDEX_LOOP_SIZE
         info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
         info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
@@ -422,18 +468,18 @@ def emit_channel(b: RankBuilder, ctx: EntryContext, channel: int, steps: np.ndar
         info["basic_block_id"] = ctx.subgraph_index
         info["func_rel_op_idx"] = ctx.trigger
         info["unrolled_count"] = ctx.groups
-        info["enc_channel"] = channel
+        info["enc_channel"] = c.channel
         st.ops.append(info)
         op_idx = len(st.ops) - 1
         if net_next:
-            tx = _net_tx(st, ctx, legs_in, sends, op_idx, nxt)
-            info["tx_entry_cnt"] = tx
+            tx[c.channel] = _net_tx(st, ctx, legs_c, _SENDS[lf], op_idx, c.nxt)
+            info["tx_entry_cnt"] = tx[c.channel]
             st.src.append(_terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank"))
         if net_prev:
-            rx = _net_rx(st, ctx, legs_in, waits, op_idx, prv)
-            info["rx_entry_cnt"] = rx
+            rx[c.channel] = _net_rx(st, ctx, legs_c, _WAITS[lf], op_idx, c.prv)
+            info["rx_entry_cnt"] = rx[c.channel]
             st.dest.append(_terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank"))
-    return {"legs": total_legs, "tx": tx, "rx": rx, "bds": total_bd}
+    return {"legs": n, "bds": total_bd, "tx": tx, "rx": rx}
 
 
 def b_core(peer: Peer) -> int:
@@ -443,6 +489,21 @@ def b_core(peer: Peer) -> int:
 def _route_bits(device: int, self_device: int) -> int:
     """Routing bits of a target on ``device`` seen from ``self_device`` (0 when local)."""
     return route(0, device, self_device)
+
+
+def _gather(dtype: np.dtype, recs: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Merge (leg order key, records) groups into one array in key order.
+
+    Works on the raw bytes: ``np.concatenate`` drops the padding of dtypes with explicit
+    offsets, and fancy indexing of such arrays may leave their padding bytes undefined.
+    """
+    keys = np.concatenate([k for k, _ in recs])
+    raw = np.zeros((keys.size, dtype.itemsize), np.uint8)  # whole records, padding included
+    pos = 0
+    for _k, r in recs:
+        raw[pos:pos + r.size] = r.view(np.uint8).reshape(r.size, dtype.itemsize)
+        pos += r.size
+    return raw[np.argsort(keys, kind="stable")].view(dtype).reshape(-1)
 
 
 def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
@@ -491,8 +552,7 @@ def _net_tx(st: ChannelState, ctx: EntryContext, legs_in: np.ndarray, sends: np.
         rec["dst_rank"] = nxt.rank
         rec["dst_addr"] = (addr + b_core(nxt)).astype(np.uint64)
         recs.append((m[owner], rec))
-    order = np.concatenate([k for k, _ in recs])
-    allrec = np.concatenate([r for _, r in recs])[np.argsort(order, kind="stable")]
+    allrec = _gather(F.NET_SRC_ADDR_DTYPE, recs)
     st.src.append(allrec)
     return int(allrec.size)
 
@@ -521,7 +581,6 @@ def _net_rx(st: ChannelState, ctx: EntryContext, legs_in: np.ndarray, waits: np.
         rec["mark"] = int(NetAddrMark.NET_TRANSFER)
         rec["src_rank"] = prv.rank
         recs.append((m[owner], rec))
-    order = np.concatenate([k for k, _ in recs])
-    allrec = np.concatenate([r for _, r in recs])[np.argsort(order, kind="stable")]
+    allrec = _gather(F.NET_DEST_ADDR_DTYPE, recs)
     st.dest.append(allrec)
     return int(allrec.size)

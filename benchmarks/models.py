@@ -1,0 +1,55 @@
+"""Generated benchmark models (never committed: built on demand under benchmarks/out/)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from nrtrewrite.neff.assembler import assemble_spec
+
+OUT = Path(__file__).resolve().parent / "out"
+MIB = 1 << 20
+#: Collectives per subgraph: the 4 KiB TOP_SP CTRL SPAD holds 512 entries.
+PER_SUBGRAPH = 500
+
+
+def large_spec(ranks: int, nodes: int, count: int = 1000, seed: int = 1,
+               lo: int = 4096, hi: int = 256 * MIB, size_scale: float = 1.0) -> dict:
+    """``count`` collectives, sizes log-uniform in [lo, hi] (the collective's message size:
+    the all-gather output, the reduce-scatter input), a mix of all-reduce (50 %), all-gather
+    (25 %) and reduce-scatter (25 %) in bf16 and fp8_e4."""
+    rng = np.random.default_rng(seed)
+    sizes = np.exp(rng.uniform(math.log(lo), math.log(hi), count)) * size_scale
+    kinds = rng.choice(["all_reduce", "all_gather", "reduce_scatter"], count, p=[.5, .25, .25])
+    dtypes = rng.choice(["bf16", "fp8_e4"], count)
+    cap = int(hi * size_scale) + 4096
+    subgraphs = []
+    for sg in range(math.ceil(count / PER_SUBGRAPH)):
+        body = []
+        for i in range(sg * PER_SUBGRAPH, min(count, (sg + 1) * PER_SUBGRAPH)):
+            dsz = 2 if dtypes[i] == "bf16" else 1
+            elems = max(ranks, int(sizes[i]) // dsz // ranks * ranks)
+            if kinds[i] == "all_gather":
+                elems = max(1, elems // ranks)
+            t = {"dtype": str(dtypes[i]), "src": "x_in", "dst": "x_out", "num_elements": elems}
+            if kinds[i] != "all_gather":
+                t["op"] = "add"
+            body.append({str(kinds[i]): t})
+        subgraphs.append({
+            "name": f"sg{sg:02d}",
+            "vars": [{"name": "x_in", "type": "input", "size": cap},
+                     {"name": "x_out", "type": "output", "size": cap}],
+            "replica_groups": [f"0..{ranks - 1}"],
+            "engines": {"sp": body},
+        })
+    return {"header": {"pkg_version": 2, "name": f"large{ranks}", "lnc_size": 2},
+            "subgraphs": subgraphs}
+
+
+def build(name: str, spec: dict) -> Path:
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"{name}.neff"
+    path.write_bytes(assemble_spec(spec, source=name))
+    return path
