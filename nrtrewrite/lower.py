@@ -32,11 +32,11 @@ from nrtrewrite.codes import (
 )
 from nrtrewrite.compose.chunking import ChunkPlan, io_dtype_size, set_dynamic_chunk_size
 from nrtrewrite.compose.leaves import Buf
-from nrtrewrite.compose.ring import compose_channel
+from nrtrewrite.compose.ring import compose_channel, ring_channel_ir
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, SBUF_BASE, DRAM_BASE, build_memory_map
 from nrtrewrite.emit.buffers import BufferView
-from nrtrewrite.emit.ring import ChannelPlan, EntryContext, Peer, RankBuilder, emit_entry
+from nrtrewrite.emit.legs import EntryContext, Peer, RankBuilder, emit_entry
 from nrtrewrite.errors import LimitError, LoweringError
 from nrtrewrite.neff.model import Model, Operand, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
@@ -212,22 +212,34 @@ def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
             continue
         trig = tp.trigger
         spad_index = len(entries)
-        ctx = EntryContext(
-            rank=rank, trigger=trig.ordinal, spad_index=spad_index, dtype=trig.dtype,
-            cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
-            reduction_type=int(ReductionType.RING_2R1W), views=buffer_views(plan, tp, rank),
-            me=me, lnc_fmt=lnc_fmt, num_active_channels=len(tp.channel_ids),
-            subgraph_index=sg_index[trig.subgraph], groups=tp.chunk.groups)
-        chans = []
+        views = buffer_views(plan, tp, rank)
+        peers = [me]
+        localities = [EdgeLocality.SAME_DEVICE]
+        index = {rank: 0}
+
+        def peer_index(r: int) -> int:
+            if r not in index:
+                index[r] = len(peers)
+                peers.append(_peer(topo, r))
+                localities.append(topo.locality(rank, r))
+            return index[r]
+
+        irs = []
         for layout_ch, ch in enumerate(tp.channel_ids):
             ring = enc_ring(tp.orders[ch], rank)
             steps = compose_channel(trig.op, tp.chunk, layout_ch, ring.user_ranks, tp.group_index,
                                     host_cc=plan.options.host_cc).steps
-            nloc = topo.locality(rank, ring.next) if ring.next != rank else EdgeLocality.SAME_DEVICE
-            ploc = topo.locality(ring.prev, rank) if ring.prev != rank else EdgeLocality.SAME_DEVICE
-            chans.append(ChannelPlan(ch, steps, _peer(topo, ring.next), _peer(topo, ring.prev),
-                                     nloc, ploc))
-        summary = emit_entry(builder, ctx, chans)
+            prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
+            irs.append(ring_channel_ir(steps, ch, peer_index(ring.next), peer_index(ring.prev),
+                                       prev_net, int(ReductionType.RING_2R1W)))
+        ctx = EntryContext(
+            rank=rank, trigger=trig.ordinal, spad_index=spad_index, dtype=trig.dtype,
+            cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
+            views=[views[Buf.IN], views[Buf.OUT], views[Buf.RECV], views[Buf.GW]],
+            gw_view=int(Buf.GW), peers=peers, localities=localities, lnc_fmt=lnc_fmt,
+            num_active_channels=len(tp.channel_ids), subgraph_index=sg_index[trig.subgraph],
+            groups=tp.chunk.groups)
+        summary = emit_entry(builder, ctx, np.concatenate(irs))
         any_tx = any(v > 0 for v in summary["tx"].values())
         entries.append({
             "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": "flat", "algo_type": int(tp.alg), "algo_sub_type": 0,

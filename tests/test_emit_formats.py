@@ -189,7 +189,7 @@ def test_sb2sb_word_hand_packed():
 
 def test_net_terminator_is_the_16_byte_store():
     """proxy_end_operation: one 16-byte store of 0x100000000 at the size field (seed 003 §3)."""
-    from nrtrewrite.emit.ring import _terminator
+    from nrtrewrite.emit.legs import _terminator
     for dtype, rank_field in ((F.NET_SRC_ADDR_DTYPE, "dst_rank"),
                               (F.NET_DEST_ADDR_DTYPE, "src_rank")):
         rec = _terminator(dtype, 6, rank_field).tobytes()

@@ -177,3 +177,73 @@ def compose_channel(op: EncOpType, plan: ChunkPlan, channel: int, user_ranks: tu
     out["start"] = start
     out["stop"] = stop
     return ChannelSteps(channel=channel, user_ranks=tuple(user_ranks), steps=out)
+
+
+# ---------------------------------------------------------------------------
+# The ring's leg IR (nrtrewrite.compose.ir): views IN=0, OUT=1, RECV=2, GW=3 (Buf values).
+
+def _leaf_tables():
+    from nrtrewrite.compose.leaves import LEAF_SPECS, Owner
+    n = 16
+    src = np.zeros((n, 2), np.int64)
+    dst = np.zeros((n, 2), np.int64)
+    dst_next = np.zeros((n, 2), bool)
+    n_src = np.zeros(n, np.int64)
+    n_dst = np.zeros(n, np.int64)
+    red = np.zeros(n, bool)
+    waits = np.zeros(n, bool)
+    sends = np.zeros(n, bool)
+    for leaf, spec in LEAF_SPECS.items():
+        n_src[leaf], n_dst[leaf] = len(spec.sources), len(spec.dests)
+        red[leaf], waits[leaf], sends[leaf] = spec.reduce, spec.waits, spec.sends
+        for i, buf in enumerate(spec.sources):
+            src[leaf, i] = int(buf)
+        for j, (buf, owner) in enumerate(spec.dests):
+            dst[leaf, j] = int(buf)
+            dst_next[leaf, j] = owner == Owner.NEXT
+    return src, dst, dst_next, n_src, n_dst, red, waits, sends
+
+
+_SRC, _DST, _DST_NEXT, _NSRC, _NDST, _RED, _WAITS, _SENDS = _leaf_tables()
+#: where a consuming leaf's predecessor put its data (the net receive view)
+_RECV_VIEW = np.zeros(16, np.int64)
+for _lf in (Leaf.recv_reduce_send, Leaf.recv_reduce_copy, Leaf.recv_reduce_copy_send):
+    _RECV_VIEW[_lf] = 2  # RECV
+for _lf in (Leaf.direct_recv_send, Leaf.direct_recv):
+    _RECV_VIEW[_lf] = 1  # OUT
+
+
+def ring_channel_ir(steps: np.ndarray, channel: int, next_peer: int, prev_peer: int,
+                    prev_is_network: bool, reduction_type: int) -> np.ndarray:
+    """The leg IR of one ring channel: sources/destinations from the leaf table, a
+    ``wait_ge_and_dec(recv_sema, 1)`` on every consuming leaf and an ``inc`` of the
+    successor's ``recv_sema`` on every sending leaf (seed 000 §4.2)."""
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.emit.address import SEM_RECV, channel_sem
+
+    out = IR.empty(steps.size)
+    leaf = steps["leaf"].astype(np.int64)
+    out["channel"] = channel
+    for f in ("leaf", "half", "phase", "group", "step", "k", "start", "stop"):
+        out[f] = steps[f]
+    out["n_src"] = _NSRC[leaf]
+    out["src_view"][:, :2] = _SRC[leaf]
+    out["n_dst"] = _NDST[leaf]
+    out["dst_view"][:, :2] = _DST[leaf]
+    out["dst_peer"][:, :2] = np.where(_DST_NEXT[leaf], next_peer, 0)
+    out["reduce"] = _RED[leaf]
+    out["reduction_type"] = np.where(_RED[leaf], reduction_type, 0)
+    recv = channel_sem(channel, SEM_RECV)
+    w = _WAITS[leaf]
+    out["n_wait"] = w
+    out["wait_sem"][:, 0] = np.where(w, recv, 0)
+    out["wait_val"][:, 0] = np.where(w, 1, 0)
+    snd = _SENDS[leaf]
+    out["n_inc"] = snd
+    out["inc_peer"][:, 0] = np.where(snd, next_peer, 0)
+    out["inc_sem"][:, 0] = np.where(snd, recv, 0)
+    out["inc_val"][:, 0] = np.where(snd, 1, 0)
+    if prev_is_network:
+        out["net_src_peer"] = np.where(w, prev_peer, IR.NO_NET)
+        out["net_view"] = np.where(w, _RECV_VIEW[leaf], 0)
+    return out

@@ -1,0 +1,51 @@
+"""The leg IR: what every composer hands to the one emitter.
+
+A composer (ring, mesh, RDH, kangaring, ...) describes one SPAD entry of one
+rank as a numpy array of :data:`LEG_IR_DTYPE` rows, one per leaf call, in
+channel-program order (channel by channel).  Each row says:
+
+* which element range of the collective it moves (``start``, ``stop``);
+* its sources and destinations as (view, peer) pairs: ``view`` indexes the
+  entry's buffer views (:class:`nrtrewrite.emit.buffers.BufferView`), ``peer``
+  indexes the entry's peer table (0 is the rank itself);
+* whether the sources are reduced (CCE) and the ``reduction_type_t``;
+* the semaphores it waits on (``wait_ge_and_dec``) before it runs and the ones it
+  increments after (``inc``), on itself or on a peer;
+* for a leg whose input arrives through the net proxy, the peer it comes from
+  and the view it lands in (the receive FIFO entries).
+
+The emitter (:func:`nrtrewrite.emit.legs.emit_entry`) adds what every leg does
+anyway: the local ``dma_compl_sema`` increment and the channel's closing
+``mark_end``; it turns destinations and increments aimed at a peer across the
+network into gateway writes, transmit FIFO entries and a ``send_sema``
+increment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_SRC = 8
+MAX_DST = 8
+MAX_WAIT = 2
+MAX_INC = 8
+NO_NET = -1
+
+LEG_IR_DTYPE = np.dtype([
+    ("channel", "u1"), ("leaf", "u1"), ("half", "u1"), ("phase", "u1"),
+    ("group", "<i4"), ("step", "<i4"), ("k", "<i4"),
+    ("start", "<i8"), ("stop", "<i8"),
+    ("n_src", "u1"), ("src_view", "u1", (MAX_SRC,)), ("src_peer", "u1", (MAX_SRC,)),
+    ("n_dst", "u1"), ("dst_view", "u1", (MAX_DST,)), ("dst_peer", "u1", (MAX_DST,)),
+    ("reduce", "u1"), ("reduction_type", "u1"),
+    ("n_wait", "u1"), ("wait_sem", "u1", (MAX_WAIT,)), ("wait_val", "<u4", (MAX_WAIT,)),
+    ("n_inc", "u1"), ("inc_peer", "u1", (MAX_INC,)), ("inc_sem", "u1", (MAX_INC,)),
+    ("inc_val", "<u4", (MAX_INC,)),
+    ("net_src_peer", "<i2"), ("net_view", "u1"),
+])
+
+
+def empty(n: int) -> np.ndarray:
+    ir = np.zeros(n, LEG_IR_DTYPE)
+    ir["net_src_peer"] = NO_NET
+    return ir

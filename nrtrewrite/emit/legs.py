@@ -1,0 +1,627 @@
+"""EMIT + COMPLETE: the leg IR of one SPAD entry -> legs, 0xBF words, BDs, CCE, semaphores, FIFOs.
+
+One call of :func:`emit_entry` turns the leg IR (:mod:`nrtrewrite.compose.ir`)
+of one SPAD entry on one rank into records appended to a :class:`RankBuilder`.
+It is the only emitter: every algorithm composes into the IR.  Everything is
+vectorised over the entry's legs with numpy; nothing is built one Python
+object per descriptor.
+
+A *leg* is one leaf call.  Its data moves as *tiles* (one packet each: seed 000
+§3.4); each tile has one stream per source (M2S BDs) and one per destination
+(S2M BDs), a BD per contiguous run; a reduce tile also has one CCE descriptor
+per source.  Semaphores (seed 000 §4.1-4.2), per leg, in this order:
+
+* the IR's waits: ``wait_ge_and_dec(sem, value)`` (subop 20) on the rank's own core;
+* ``inc(dma_compl_sema)`` on its own core (LOCAL: source release), always;
+* the IR's increments (REMOTE: data ready, routed by the target's device id);
+  one aimed at a peer across the network becomes ``inc(send_sema)`` on the
+  rank's own core, and the net proxy increments the receiver;
+
+and each channel closes with a ``mark_end`` leg: ``wait_ge_and_dec(dma_compl_sema,
+<number of legs>)``, the counted barrier that also returns it to zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nrtrewrite.codes import (
+    DType, EdgeLocality, EncdNeigh, EvtSemSubop, NetAddrMark, Opcode, SDMA_DATA_TYPE_SIZE, SdmaOp,
+)
+from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import (
+    EVT_SEM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_CHANNEL_BASE, SEM_COMPL, SEM_RECV, SEM_SEND, SEMS_PER_CHANNEL,
+    MemoryMap, channel_sem, route, sema_address,
+)
+from nrtrewrite.emit.buffers import BufferView
+from nrtrewrite.emit.tiling import cce_dtype_nibbles, io_code, tile_elements
+from nrtrewrite.errors import LimitError, LoweringError
+
+#: sem.bin role byte of a semaphore outside the ring channel block.
+ROLE_OTHER = 0xFF
+
+
+@dataclass(frozen=True)
+class Peer:
+    rank: int
+    device: int  # routing id of its device
+    logical_core: int  # index of the core on its device (TOP_SP / window)
+    node: int
+
+
+@dataclass
+class ChannelState:
+    """Running per-channel counters of one rank across the whole program."""
+
+    bd_count: int = 0  # data BDs queued so far (generation tag)
+    sem_count: int = 0  # semaphore BDs queued so far
+    ops: list = field(default_factory=list)  # net_ops_info records
+    src: list = field(default_factory=list)  # net_src_addr arrays
+    dest: list = field(default_factory=list)  # net_dest_addr arrays
+
+
+@dataclass
+class EntryContext:
+    """Everything :func:`emit_entry` needs about one SPAD entry on one rank."""
+
+    rank: int
+    trigger: int
+    spad_index: int
+    dtype: DType
+    cce_op: int  # SDMA_CCETYPE (0 for copies)
+    views: list[BufferView]  # indexed by the IR's view numbers
+    gw_view: int  # the gateway staging view (network sends)
+    peers: list[Peer]  # indexed by the IR's peer numbers; 0 is this rank
+    localities: list[EdgeLocality]  # from this rank to each peer
+    lnc_fmt: int
+    num_active_channels: int
+    subgraph_index: int
+    groups: int  # pgta, recorded as unrolled_count
+
+    @property
+    def me(self) -> Peer:
+        return self.peers[0]
+
+
+class RankBuilder:
+    """Accumulates every artifact of one rank as lists of numpy arrays."""
+
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.parts: dict[str, list[np.ndarray]] = {name: [] for name in F.ARTIFACTS}
+        self.counts: dict[str, int] = {name: 0 for name in F.ARTIFACTS}
+        self.channels: dict[int, ChannelState] = {}
+        self.tpinc_by_entry: dict[tuple[int, int], np.ndarray] = {}
+
+    def state(self, channel: int) -> ChannelState:
+        return self.channels.setdefault(channel, ChannelState())
+
+    def append(self, name: str, arr: np.ndarray) -> int:
+        first = self.counts[name]
+        if arr.size:
+            self.parts[name].append(arr)
+            self.counts[name] += arr.size
+        return first
+
+    def finish(self) -> dict[str, list[np.ndarray]]:
+        """Every artifact file as its list of record arrays, in file order (FIFOs channel-major).
+
+        The parts are written one after the other (never concatenated: no extra copy)."""
+        for ch in sorted(self.channels):
+            st = self.channels[ch]
+            for name, recs in (("net_ops.bin", st.ops), ("net_src.bin", st.src),
+                               ("net_dest.bin", st.dest)):
+                for arr in recs:
+                    self.append(name, arr)
+        return {name: list(self.parts[name]) for name in F.ARTIFACTS}
+
+    def fifo_index(self) -> list[dict]:
+        """Per-channel (first, count) slices of the FIFO files, in file order."""
+        index = []
+        first = {"ops": 0, "src": 0, "dest": 0}
+        for ch in sorted(self.channels):
+            st = self.channels[ch]
+            n = {"ops": sum(a.size for a in st.ops), "src": sum(a.size for a in st.src),
+                 "dest": sum(a.size for a in st.dest)}
+            if not any(n.values()):
+                continue
+            index.append({"channel": ch, **{k: [first[k], n[k]] for k in n}})
+            for k in n:
+                first[k] += n[k]
+        return index
+
+
+def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(owner index, index within owner, first position of each owner) for repeat counts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    first = np.cumsum(counts) - counts
+    owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    within = np.arange(owner.size, dtype=np.int64) - first[owner] if owner.size else owner
+    return owner, within, first
+
+
+def core_base(peer: Peer) -> int:
+    return MemoryMap.core_base(peer.logical_core)
+
+
+def route_bits(device: int, self_device: int) -> int:
+    """Routing bits of a target on ``device`` seen from ``self_device`` (0 when local)."""
+    return route(0, device, self_device)
+
+
+def sem_role(sem: np.ndarray) -> np.ndarray:
+    """sem.bin role byte: the channel semaphore role, or ROLE_OTHER."""
+    sem = np.asarray(sem, np.int64)
+    return np.where(sem >= SEM_CHANNEL_BASE, (sem - SEM_CHANNEL_BASE) % SEMS_PER_CHANNEL, ROLE_OTHER)
+
+
+def _addresses(ctx: EntryContext, view_idx: np.ndarray, peer_idx: np.ndarray,
+               elem: np.ndarray) -> np.ndarray:
+    """SoC addresses of element ``elem`` of view ``view_idx`` on peer ``peer_idx`` (linear views)."""
+    addr = np.zeros(elem.size, np.int64)
+    for v in np.unique(view_idx):
+        sel = view_idx == v
+        addr[sel] = ctx.views[int(v)].address(elem[sel])
+    return _place(ctx, peer_idx, addr)
+
+
+def _place(ctx: EntryContext, peer_idx: np.ndarray, addr: np.ndarray) -> np.ndarray:
+    core = np.array([core_base(p) for p in ctx.peers], np.int64)
+    bits = np.array([route_bits(p.device, ctx.me.device) for p in ctx.peers], np.int64)
+    return (addr + core[peer_idx]) | bits[peer_idx]
+
+
+def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
+    """Emit one SPAD entry from its leg IR (rows grouped by channel, in program order).
+
+    Returns ``{"legs": n, "bds": n, "channels": [...], "tx": {channel: entries}, "rx": {...}}``.
+    """
+    me = ctx.me
+    sp = me.logical_core
+    dsize = ctx.views[0].dsize
+    net_peer = np.array([loc == EdgeLocality.NETWORK for loc in ctx.localities], bool)
+    if net_peer[0]:
+        raise LoweringError("peer 0 must be the rank itself")
+
+    # ---- channels and legs (every channel's legs, then its mark_end) ----------------------
+    ir = ir[ir["stop"] > ir["start"]] if ir.size else ir
+    _check_ir(ir, ctx)
+    ch_all = ir["channel"].astype(np.int64)
+    if ir.size and np.any(np.diff(ch_all) < 0) and len(np.unique(ch_all)) > 1:
+        bounds_ok = all(np.all(np.diff(np.nonzero(ch_all == c)[0]) == 1) for c in np.unique(ch_all))
+        if not bounds_ok:
+            raise LoweringError("leg IR rows must be grouped by channel")
+    ch_ids = np.array(list(dict.fromkeys(ch_all.tolist())), np.int64)
+    nch = ch_ids.size
+    ch_pos = {int(c): i for i, c in enumerate(ch_ids)}
+    n_c = np.array([int(np.sum(ch_all == c)) for c in ch_ids], np.int64)
+    total_c = n_c + 1
+    leg_first_c = np.cumsum(total_c) - total_c
+    n = int(total_c.sum())
+    # scatter IR rows into leg slots, leaving one mark_end slot after each channel
+    ir_pos = np.arange(ir.size, dtype=np.int64) + np.repeat(np.arange(nch, dtype=np.int64), n_c)
+    end_pos = leg_first_c + n_c
+    leg_ci = np.repeat(np.arange(nch, dtype=np.int64), total_c)
+    is_end = np.zeros(n, bool)
+    is_end[end_pos] = True
+
+    def col(field: str, end_value=0, dtype=np.int64) -> np.ndarray:
+        out = np.full((n,) + ir.dtype[field].shape, end_value, dtype)
+        out[ir_pos] = ir[field]
+        return out
+
+    leaf = col("leaf", int(Leaf.mark_end))
+    start, stop, half = col("start"), col("stop"), col("half")
+    tstep, tgroup = col("step"), col("group")
+    s_n, d_n = col("n_src"), col("n_dst")
+    src_view, src_peer = col("src_view"), col("src_peer")
+    dst_view, dst_peer = col("dst_view"), col("dst_peer")
+    reduce = col("reduce").astype(bool)
+    rtype = col("reduction_type")
+    w_n, w_sem, w_val = col("n_wait"), col("wait_sem"), col("wait_val")
+    i_n, i_peer, i_sem, i_val = col("n_inc"), col("inc_peer"), col("inc_sem"), col("inc_val")
+    net_src = col("net_src_peer", -1)
+    net_view = col("net_view")
+    length = stop - start
+    compl_sem_c = np.array([channel_sem(int(c), SEM_COMPL) for c in ch_ids], np.int64)
+    send_sem_c = np.array([channel_sem(int(c), SEM_SEND) for c in ch_ids], np.int64)
+    recv_sem_c = np.array([channel_sem(int(c), SEM_RECV) for c in ch_ids], np.int64)
+
+    # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
+    dst_net = (np.arange(MAX_DST)[None, :] < d_n[:, None]) & net_peer[dst_peer]
+    eff_dst_view = np.where(dst_net, ctx.gw_view, dst_view)
+    eff_dst_peer = np.where(dst_net, 0, dst_peer)
+
+    # ---- tiles -------------------------------------------------------------------------------
+    per_tile = tile_elements(dsize, np.maximum(length, 1), reduce)
+    n_tiles = np.where(d_n > 0, -(-length // per_tile), 0)
+    tile_leg, tile_k, _ = _expand(n_tiles)
+    ta = start[tile_leg] + tile_k * per_tile[tile_leg]
+    tb = np.minimum(ta + per_tile[tile_leg], stop[tile_leg])
+
+    # ---- the leg-slot table: (view, peer) of every source and destination of every leg ---------
+    slots = s_n + d_n
+    lt_leg, lt_slot, lt_first = _expand(slots)
+    lt_is_src = lt_slot < s_n[lt_leg]
+    lt_j = np.clip(lt_slot - s_n[lt_leg], 0, MAX_DST - 1)
+    lt_i = np.minimum(lt_slot, MAX_SRC - 1)
+    lt_view = np.where(lt_is_src, src_view[lt_leg, lt_i], eff_dst_view[lt_leg, lt_j])
+    lt_peer = np.where(lt_is_src, src_peer[lt_leg, lt_i], eff_dst_peer[lt_leg, lt_j])
+    sdma_op_leg = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
+    lt_meta = (sdma_op_leg[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
+               | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
+    # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
+    peer_off = np.array([core_base(p) | route_bits(p.device, me.device) for p in ctx.peers],
+                        np.int64)
+    views_used = [int(v) for v in np.unique(lt_view)]
+    if all(ctx.views[v].linear for v in views_used):
+        bds, leg_bd_count, m2s = _bds_linear(
+            ctx, n, dsize, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta,
+            s_n, n_tiles, peer_off)
+    else:
+        bds, leg_bd_count, m2s = _bds_runs(
+            ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n, peer_off)
+    total_bd = bds.size
+    # generation tag: position of the BD among this rank's data BDs of its channel
+    ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
+    pos = 0
+    for i, c in enumerate(ch_ids):
+        st = b.state(int(c))
+        cnt = int(ch_bd_count[i])
+        gen = ((st.bd_count + np.arange(cnt, dtype=np.int64)) // F.BD_RING_ENTRIES) & F.GEN_MASK
+        bds["len_ctrl"][pos:pos + cnt] |= (gen << F.GEN_SHIFT).astype(np.uint32)
+        st.bd_count += cnt
+        pos += cnt
+    dma_first_all = b.append("dma.bin", bds)
+
+    # ---- CCE descriptors: one per source per reduce tile ------------------------------------------
+    c_tile, c_src, _ = _expand(np.where(reduce[tile_leg], s_n[tile_leg], 0))
+    cce = np.empty(c_tile.size, F.CCE_DTYPE)
+    if c_tile.size:
+        in_dt, out_dt, acc_dt = cce_dtype_nibbles(ctx.dtype)
+        c_leg = tile_leg[c_tile]
+        n_src = s_n[c_leg]
+        cce["w0"] = F.CCE_W0_META | (c_src << 24)
+        cce["w1"] = ((ctx.cce_op & 7) | np.where(c_src == n_src - 1, F.CCE_LAST, 0)
+                     | (in_dt << 8) | (out_dt << 12) | (acc_dt << 16) | F.CCE_VALID)
+        cce["w2"] = ((tb - ta)[c_tile] * dsize) & 0xFFFFFF
+        cce["w3"] = n_src | (rtype[c_leg] << 8)
+    cce_first_all = b.append("cce.bin", cce)
+    leg_cce = np.bincount(tile_leg[c_tile], minlength=n)
+
+    # ---- semaphore BDs: waits, the dma_compl inc, the IR's incs (mark_end: the completion wait) ---
+    n_sem = np.where(is_end, 1, w_n + 1 + i_n)
+    s_leg, s_k, s_first = _expand(n_sem)
+    s_ci = leg_ci[s_leg]
+    s_end = is_end[s_leg]
+    s_wait = ~s_end & (s_k < w_n[s_leg])
+    s_compl = ~s_end & (s_k == w_n[s_leg])
+    s_inc = ~s_end & ~s_wait & ~s_compl
+    wk = np.minimum(s_k, MAX_WAIT - 1)
+    ik = np.clip(s_k - w_n[s_leg] - 1, 0, MAX_INC - 1)
+    inc_peer = i_peer[s_leg, ik]
+    inc_sem = i_sem[s_leg, ik]
+    inc_net = s_inc & net_peer[inc_peer]
+    if np.any(inc_net & (inc_sem != recv_sem_c[s_ci])):
+        raise LoweringError("an increment across the network must target the channel's recv_sema "
+                            "(the net proxy increments it)")
+    sem_id = np.select([s_end, s_wait, s_compl, inc_net],
+                       [compl_sem_c[s_ci], w_sem[s_leg, wk], compl_sem_c[s_ci], send_sem_c[s_ci]],
+                       inc_sem)
+    sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)
+    window = np.where(s_end | s_wait, EVT_SEM_DEC, EVT_SEM_INC)
+    sps = np.array([p.logical_core for p in ctx.peers], np.int64)
+    local_addr = (EVT_SEM_BASE + ((sps[sem_peer] & 7) << 30) + ((sps[sem_peer] > 7) << 47)
+                  + window + 4 * sem_id)
+    if np.any(sem_id > 255):
+        raise LimitError("a semaphore id exceeds the 256 semaphores of a core")
+    bits = np.array([route_bits(p.device, me.device) for p in ctx.peers], np.int64)
+    ch_sem_count = np.bincount(s_ci, minlength=nch)
+    ch_sem_first = np.cumsum(ch_sem_count) - ch_sem_count
+    sbase = np.array([b.state(int(c)).sem_count for c in ch_ids], np.int64)
+    sgen = ((sbase[s_ci] + np.arange(s_leg.size, dtype=np.int64) - ch_sem_first[s_ci])
+            // F.BD_RING_ENTRIES) & F.GEN_MASK
+    sems = np.empty(s_leg.size, F.SEM_DTYPE)
+    sems["ctrl"] = (np.where(s_end | s_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
+                    | (sem_role(sem_id) << F.SEM_ROLE_SHIFT)
+                    | np.where(sem_peer != 0, F.SEM_REMOTE, 0) | (sgen << F.GEN_SHIFT))
+    sems["value"] = np.select([s_end, s_wait, s_compl], [n_c[s_ci], w_val[s_leg, wk], 1],
+                              i_val[s_leg, ik])
+    sems["addr"] = local_addr | bits[sem_peer]
+    for i, c in enumerate(ch_ids):
+        b.state(int(c)).sem_count += int(ch_sem_count[i])
+    sem_first_all = b.append("sem.bin", sems)
+
+    # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension ------------------------
+    cap2 = F.T3D_DIM_CAP * F.T3D_DIM_CAP
+    full, q, r = length // cap2, (length // F.T3D_DIM_CAP) % F.T3D_DIM_CAP, length % F.T3D_DIM_CAP
+    pieces = np.where(d_n > 0, full + (q > 0) + (r > 0), 0)
+    p_leg, p_k, p_first = _expand(pieces)
+    kind = np.where(p_k < full[p_leg], 0, np.where((p_k == full[p_leg]) & (q[p_leg] > 0), 1, 2))
+    n0 = np.where(kind == 2, r[p_leg], F.T3D_DIM_CAP)
+    n1 = np.where(kind == 0, F.T3D_DIM_CAP, np.where(kind == 1, q[p_leg], 1))
+    piece_off = np.where(kind == 2, length[p_leg] - r[p_leg], p_k * cap2)
+    p_ci = leg_ci[p_leg]
+    last_piece = p_k == pieces[p_leg] - 1
+    pw = (p_k == 0) & (w_n[p_leg] > 0)
+    words = np.zeros(p_leg.size, F.SB2SB_DTYPE)
+    words["opcode"] = int(Opcode.SB2SB_COLLECTIVE)
+    words["inst_word_len"] = 16
+    words["wait_mode"] = np.where(pw, int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
+    words["wait_idx"] = np.where(pw, w_sem[p_leg, 0], 0)
+    words["semaphore_value"] = np.where(pw, w_val[p_leg, 0], 0)
+    words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
+    words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
+    words["in_dtype"] = words["out_dtype"] = io_code(ctx.dtype)
+    elem0 = start[p_leg] + piece_off
+    for part, vcol in (("src", src_view[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
+        start_addr = np.zeros(p_leg.size, np.int64)
+        for v in np.unique(vcol):
+            sel = vcol == v
+            view = ctx.views[int(v)]
+            start_addr[sel] = view.address(elem0[sel]) - view.anchor
+        if p_leg.size and ((start_addr < 0).any() or (start_addr > 0xFFFFFFFF).any()):
+            raise LimitError("a leg's start offset does not fit the 32-bit TENSOR3D start_addr")
+        words[part]["start_addr"] = start_addr
+        words[part]["step_elem"][:, 0] = 1
+        words[part]["step_elem"][:, 1] = F.T3D_DIM_CAP
+        words[part]["num_elem"][:, 0] = n0
+        words[part]["num_elem"][:, 1] = n1
+        words[part]["num_elem"][:, 2] = 1
+    words["lnc_size_fmt"] = ctx.lnc_fmt
+    words["num_active_channels"] = ctx.num_active_channels
+    sb_first_all = b.append("sb2sb.bin", words)
+
+    # ---- leg records ------------------------------------------------------------------------------
+    used_dst = np.arange(MAX_DST)[None, :] < d_n[:, None]
+    sends = (i_n > 0) | (used_dst & (dst_peer != 0)).any(axis=1)
+    legs = np.zeros(n, F.LEG_DTYPE)
+    legs["trigger"] = ctx.trigger
+    legs["spad_index"] = ctx.spad_index
+    legs["channel"] = ch_ids[leg_ci]
+    legs["sdma_op"] = sdma_op_leg
+    legs["step"] = np.arange(n, dtype=np.int64) - leg_first_c[leg_ci]
+    legs["leaf"] = leaf
+    legs["half"] = half
+    legs["reduction_type"] = np.where(reduce, rtype, F.NO_REDUCTION_TYPE)
+    legs["neigh"] = np.where(sends & ~is_end, int(EncdNeigh.ENCD_NEIGH_NEXT),
+                             np.where((w_n > 0) & (d_n == 0) & ~is_end,
+                                      int(EncdNeigh.ENCD_NEIGH_PREV),
+                                      int(EncdNeigh.ENCD_NEIGH_LOCAL)))
+    legs["sb2sb_first"] = sb_first_all + p_first
+    legs["sb2sb_count"] = pieces
+    legs["n_tiles"] = n_tiles
+    legs["dma_first"] = dma_first_all + np.cumsum(leg_bd_count) - leg_bd_count
+    legs["dma_count"] = leg_bd_count
+    legs["cce_first"] = cce_first_all + np.cumsum(leg_cce) - leg_cce
+    legs["cce_count"] = leg_cce
+    legs["sem_first"] = sem_first_all + s_first
+    legs["sem_count"] = n_sem
+    legs["elem_start"] = start
+    legs["num_elements"] = length
+    spg = np.zeros(nch, np.int64)
+    np.maximum.at(spg, leg_ci[~is_end], tstep[~is_end] + 1)
+    legs["ring_step"] = np.where(is_end, 0, tstep + tgroup * spg[leg_ci])
+    b.append("legs.bin", legs)
+
+    # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel --------------------------
+    s2m = leg_bd_count - m2s
+    if n and (m2s.max() > 0xFFFE or s2m.max() > 0xFFFE):
+        raise LimitError("a leg needs more than 65534 BDs in one tp_inc_steps record")
+    change = np.ones(n, bool)
+    change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
+    change[leg_first_c] = True
+    run_start = np.nonzero(change)[0]
+    run_len = np.diff(np.append(run_start, n))
+    r_idx, r_k, _ = _expand(-(-run_len // 0xFFFF))  # split runs longer than the u16 repeat
+    tp = np.zeros(r_idx.size, F.TPINC_DTYPE)
+    tp["m2s"] = m2s[run_start][r_idx]
+    tp["s2m"] = s2m[run_start][r_idx]
+    tp["repeat"] = np.minimum(run_len[r_idx] - r_k * 0xFFFF, 0xFFFF)
+    tp_ci = leg_ci[run_start][r_idx]
+    tp["flags"] = np.where(np.append(tp_ci[1:] != tp_ci[:-1], True), F.TPINC_LAST_SYNC, 0)
+    bounds = np.nonzero(np.append(True, tp_ci[1:] != tp_ci[:-1]))[0]
+    for i, part in zip(tp_ci[bounds], np.split(tp, bounds[1:])):
+        b.tpinc_by_entry[(ctx.spad_index, int(ch_ids[i]))] = part
+
+    # ---- net-proxy FIFOs: channels whose legs send to or receive from the network ------------------
+    tx: dict[int, int] = {}
+    rx: dict[int, int] = {}
+    leg_tx = dst_net.any(1)
+    leg_rx = net_src >= 0
+    for i, c in enumerate(ch_ids):
+        sel = np.nonzero((leg_ci == i) & ~is_end)[0]
+        if not (leg_tx[sel].any() or leg_rx[sel].any()):
+            continue
+        st = b.state(int(c))
+        info = np.zeros(1, F.NET_OPS_INFO_DTYPE)
+        info["inc_send_handshake"] = info["inc_send_complete"] = sema_address(
+            sp, int(send_sem_c[i]), EVT_SEM_INC)
+        info["inc_recv_handshake"] = info["inc_recv_complete"] = sema_address(
+            sp, int(recv_sem_c[i]), EVT_SEM_INC)
+        info["net_idx_loop_size"] = F.NET_INDEX_LOOP_SIZE
+        info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
+        info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
+        info["data_type_sz"] = SDMA_DATA_TYPE_SIZE[ctx.dtype]
+        info["basic_block_id"] = ctx.subgraph_index
+        info["func_rel_op_idx"] = ctx.trigger
+        info["unrolled_count"] = ctx.groups
+        info["enc_channel"] = int(c)
+        st.ops.append(info)
+        op_idx = len(st.ops) - 1
+        if leg_tx[sel].any():
+            txs = sel[leg_tx[sel]]
+            recs = _net_tx(ctx, txs, start, stop, d_n, dst_view, dst_peer, dst_net, op_idx)
+            st.src.append(recs)
+            st.src.append(_terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank"))
+            tx[int(c)] = info["tx_entry_cnt"][0] = recs.size
+        if leg_rx[sel].any():
+            rxs = sel[leg_rx[sel]]
+            recs = _net_rx(ctx, rxs, start, stop, net_src, net_view, op_idx)
+            st.dest.append(recs)
+            st.dest.append(_terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank"))
+            rx[int(c)] = info["rx_entry_cnt"][0] = recs.size
+    return {"legs": n, "bds": total_bd, "channels": [int(c) for c in ch_ids], "tx": tx, "rx": rx}
+
+
+def _bds_linear(ctx, n, dsize, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
+                n_tiles, peer_off):
+    """Data BDs when every buffer is linear (DRAM): one BD per stream of each tile.
+
+    Everything is affine in the tile's first element, so a BD is a leg-slot constant plus
+    ``ta * dsize``: one gather per field over the BDs."""
+    vbase = np.array([v.base - v.origin * v.dsize if v.linear else 0 for v in ctx.views], np.int64)
+    lt_const = vbase[lt_view] + peer_off[lt_peer]
+    lt_flags = np.zeros(lt_view.size, np.int64)  # FIRST on slot 0, LAST on the last slot
+    has = slots > 0
+    lt_flags[lt_first[has]] |= F.LEN_FIRST
+    lt_flags[(lt_first + slots - 1)[has]] |= F.LEN_LAST
+    tile_slots = slots[tile_leg]
+    si_tile, si_slot, _ = _expand(tile_slots)
+    si_lt = lt_first[tile_leg][si_tile] + si_slot
+    tile_bytes = (tb - ta) * dsize
+    bds = np.empty(si_lt.size, F.BD_DTYPE)
+    bds["len_ctrl"] = (tile_bytes & F.LEN_MASK)[si_tile] | lt_flags[si_lt]
+    bds["meta_ctrl"] = lt_meta[si_lt]
+    bds["buf_ptr"] = lt_const[si_lt] + (ta * dsize)[si_tile]
+    if tile_bytes.size and tile_bytes.max() > F.BD_MAX_BYTES:
+        raise LimitError(f"a BD of {int(tile_bytes.max())} bytes exceeds {F.BD_MAX_BYTES}")
+    return bds, n_tiles * slots, n_tiles * s_n
+
+
+def _bds_runs(ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
+              peer_off):
+    """Data BDs when some buffer follows an SBUF access pattern: one BD per contiguous run."""
+    si_tile, si_slot, _ = _expand(slots[tile_leg])
+    si_lt = lt_first[tile_leg][si_tile] + si_slot
+    si_view = lt_view[si_lt]
+    si_a, si_b = ta[si_tile], tb[si_tile]
+    run_count = np.zeros(si_lt.size, np.int64)
+    found = []
+    for v in np.unique(si_view):
+        sel = np.nonzero(si_view == v)[0]
+        owner_idx, addr, nbytes = ctx.views[int(v)].runs(si_a[sel], si_b[sel])
+        run_count[sel] = np.bincount(owner_idx, minlength=sel.size)
+        found.append((sel, owner_idx, addr, nbytes))
+    run_first = np.cumsum(run_count) - run_count
+    total = int(run_count.sum())
+    bd_addr = np.zeros(total, np.int64)
+    bd_len = np.zeros(total, np.int64)
+    bd_stream = np.zeros(total, np.int64)
+    for sel, owner_idx, addr, nbytes in found:
+        _o, within, _f = _expand(run_count[sel])
+        pos = run_first[sel][owner_idx] + within
+        bd_addr[pos] = addr
+        bd_len[pos] = nbytes
+        bd_stream[pos] = sel[owner_idx]
+    if total and bd_len.max() > F.BD_MAX_BYTES:
+        raise LimitError(f"a BD of {int(bd_len.max())} bytes exceeds {F.BD_MAX_BYTES}")
+    bd_lt = si_lt[bd_stream]
+    bd_tile = si_tile[bd_stream]
+    tile_bd_count = np.bincount(bd_tile, minlength=tile_leg.size)
+    tile_bd_first = np.cumsum(tile_bd_count) - tile_bd_count
+    pos_in_tile = np.arange(total, dtype=np.int64) - tile_bd_first[bd_tile]
+    bds = np.empty(total, F.BD_DTYPE)
+    bds["len_ctrl"] = ((bd_len & F.LEN_MASK) | np.where(pos_in_tile == 0, F.LEN_FIRST, 0)
+                       | np.where(pos_in_tile == tile_bd_count[bd_tile] - 1, F.LEN_LAST, 0))
+    bds["meta_ctrl"] = lt_meta[bd_lt]
+    bds["buf_ptr"] = bd_addr + peer_off[lt_peer[bd_lt]]
+    bd_leg = tile_leg[bd_tile]
+    leg_bd_count = np.bincount(bd_leg, minlength=n)
+    is_src = (lt_meta[bd_lt] & F.META_DIR_S2M) == 0
+    return bds, leg_bd_count, np.bincount(bd_leg[is_src], minlength=n)
+
+
+def _check_ir(ir: np.ndarray, ctx: EntryContext) -> None:
+    if not ir.size:
+        return
+    if (ir["n_src"] > MAX_SRC).any() or (ir["n_dst"] > MAX_DST).any() or \
+            (ir["n_wait"] > MAX_WAIT).any() or (ir["n_inc"] > MAX_INC).any():
+        raise LoweringError("a leg has more sources, destinations, waits or increments than "
+                            "the leg IR holds")
+    nv, npeer = len(ctx.views), len(ctx.peers)
+    for field_, count in (("src", "n_src"), ("dst", "n_dst")):
+        used = np.arange(ir[f"{field_}_view"].shape[1])[None, :] < ir[count][:, None]
+        if (ir[f"{field_}_view"][used] >= nv).any() or (ir[f"{field_}_peer"][used] >= npeer).any():
+            raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
+    if ((ir["n_src"] == 0) & (ir["n_dst"] > 0)).any():
+        raise LoweringError("a leg with destinations needs a source")
+    if (ir["reduce"].astype(bool) & (ir["n_src"] > 32)).any():
+        raise LimitError("a CCE reduce reads at most 32 sources")
+
+
+def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
+    """proxy_end_operation's stop mark: net_op_idx = count-1, size 0, NET_OP_COMPLETE."""
+    rec = np.zeros(1, dtype)
+    rec["net_op_idx"] = op_idx
+    rec["size"] = 0
+    rec["mark"] = int(NetAddrMark.NET_OP_COMPLETE)
+    rec[rank_field] = -1
+    return rec
+
+
+def _records(dtype: np.dtype, parts: list[tuple[np.ndarray, dict]]) -> np.ndarray:
+    """Build one zeroed record array from (order key, fields) groups, in key order.
+
+    Works on raw bytes: ``np.concatenate`` drops the padding of dtypes with explicit
+    offsets, and fancy indexing of such arrays may leave their padding bytes undefined.
+    """
+    keys = np.concatenate([k for k, _ in parts]) if parts else np.zeros(0, np.int64)
+    raw = np.zeros((keys.size, dtype.itemsize), np.uint8)
+    pos = 0
+    for k, fields in parts:
+        rec = np.zeros(k.size, dtype)
+        for name, val in fields.items():
+            rec[name] = val
+        raw[pos:pos + k.size] = rec.view(np.uint8).reshape(k.size, dtype.itemsize)
+        pos += k.size
+    return raw[np.argsort(keys, kind="stable")].view(dtype).reshape(-1)
+
+
+def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, d_n, dst_view, dst_peer,
+            dst_net, op_idx: int) -> np.ndarray:
+    """__record_net_src_addr: every network destination run, paired with our gateway copy."""
+    parts = []
+    for jd in range(MAX_DST):
+        m = legs[dst_net[legs, jd]]
+        if not m.size:
+            continue
+        for v in np.unique(dst_view[m, jd]):
+            mm = m[dst_view[m, jd] == v]
+            view = ctx.views[int(v)]
+            owner, addr, nbytes = view.runs(start[mm], stop[mm])
+            run_elems = nbytes // view.dsize
+            csum = np.cumsum(run_elems) - run_elems
+            _o, _w, first = _expand(np.bincount(owner, minlength=mm.size))
+            elem_off = csum - csum[first[owner]]
+            gw = ctx.views[ctx.gw_view].address(start[mm][owner] + elem_off)
+            peer = dst_peer[mm, jd][owner]
+            last = np.append(owner[1:] != owner[:-1], True)
+            ranks = np.array([p.rank for p in ctx.peers], np.int64)
+            cores = np.array([core_base(p) for p in ctx.peers], np.int64)
+            parts.append((mm[owner] * MAX_DST + jd, {
+                "net_op_idx": op_idx, "complete": last.astype(np.int32),
+                "dev_addr": gw + core_base(ctx.me), "size": nbytes,
+                "mark": int(NetAddrMark.NET_TRANSFER), "dst_rank": ranks[peer],
+                "dst_addr": addr + cores[peer]}))
+    return _records(F.NET_SRC_ADDR_DTYPE, parts)
+
+
+def _net_rx(ctx: EntryContext, legs: np.ndarray, start, stop, net_src, net_view,
+            op_idx: int) -> np.ndarray:
+    """__record_net_dest_addr: where each network-fed leg's bytes land on this rank."""
+    parts = []
+    ranks = np.array([p.rank for p in ctx.peers], np.int64)
+    for v in np.unique(net_view[legs]):
+        mm = legs[net_view[legs] == v]
+        owner, addr, nbytes = ctx.views[int(v)].runs(start[mm], stop[mm])
+        last = np.append(owner[1:] != owner[:-1], True)
+        parts.append((mm[owner], {
+            "net_op_idx": op_idx, "complete": last.astype(np.int32),
+            "dev_addr": addr + core_base(ctx.me), "size": nbytes,
+            "mark": int(NetAddrMark.NET_TRANSFER), "src_rank": ranks[net_src[mm][owner]]}))
+    return _records(F.NET_DEST_ADDR_DTYPE, parts)
