@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nrtrewrite import __version__
-from nrtrewrite.codes import Opcode
 from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
 from nrtrewrite.neff.writer import rewrite_streams

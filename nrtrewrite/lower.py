@@ -25,27 +25,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite import __version__
-from nrtrewrite.codes import (
-    ALU_TO_CCE, CCE_REDUCE_DTYPES, CType, DType, EdgeLocality, EncAlgType, EncOpType,
-    ReductionType, VarType,
-)
-from nrtrewrite.compose.chunking import ChunkPlan, io_dtype_size, set_dynamic_chunk_size
-from nrtrewrite.compose.leaves import Buf
-from nrtrewrite.compose.ring import compose_channel, ring_channel_ir
+from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.compose import algorithm as algorithms
+from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
-from nrtrewrite.emit.address import MemoryMap, SBUF_BASE, DRAM_BASE, build_memory_map
-from nrtrewrite.emit.buffers import BufferView
+from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, RankBuilder, emit_entry
-from nrtrewrite.errors import LimitError, LoweringError
+from nrtrewrite.errors import LoweringError, NrtRewriteError
 from nrtrewrite.neff.model import Model, Operand, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
-from nrtrewrite.topology.rings import enc_ring, ring_orders
-
-#: Engines this build lowers (the selection policy never picks another by default).
-LOWERABLE = frozenset({EncAlgType.RING})
 
 
 @dataclass(frozen=True)
@@ -60,15 +50,13 @@ class LowerOptions:
 
 @dataclass
 class TriggerPlan:
-    """Rank-independent lowering decisions for one trigger (one flat ring leg)."""
+    """Rank-independent lowering decisions for one trigger."""
 
     trigger: Trigger
     selection: Selection
+    algorithm: Algorithm
+    prepared: Prepared
     group: tuple[int, ...]
-    group_index: dict[int, int]
-    channel_ids: list[int]  # physical channel ids of the active channels, layout order
-    orders: dict[int, tuple[int, ...]]  # channel id -> ring order
-    chunk: ChunkPlan
     leader: int
 
     @property
@@ -82,7 +70,7 @@ class LoweringPlan:
     topology: Topology
     options: LowerOptions
     triggers: list[TriggerPlan]
-    memory: MemoryMap
+    memory: MemoryMap | None
     input_sha256: str
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -100,18 +88,6 @@ def _check_dtype(trig: Trigger) -> None:
             field="dtype")
 
 
-def _scratch_bytes(trig: Trigger) -> int:
-    """RECV slots: the reduce-scatter partials, indexed by element (AR and RS)."""
-    if trig.op == EncOpType.ALLGATHER:
-        return 0
-    return trig.num_elements * io_dtype_size(trig.dtype)
-
-
-def _gw_bytes(trig: Trigger) -> int:
-    n = trig.num_elements * (trig.group_size if trig.op == EncOpType.ALLGATHER else 1)
-    return n * io_dtype_size(trig.dtype)
-
-
 def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "") -> LoweringPlan:
     """Everything that does not depend on the rank: topology, selection, rings, chunking, memory."""
     t0 = time.perf_counter()
@@ -119,69 +95,31 @@ def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "") -
     override = parse_algo_override(options.algo)
     selections = select_all(model, topo, override=override)
     t1 = time.perf_counter()
-    plans: list[TriggerPlan] = []
+    plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
+                        input_sha256=input_sha256)
     for trig, sel in zip(model.triggers, selections):
         _check_dtype(trig)
-        if sel.alg not in LOWERABLE:
+        try:
+            algorithm = algorithms.get(sel.alg)
+        except KeyError:
             raise LoweringError(f"{sel.alg.name} was selected but this build lowers only "
-                                f"{', '.join(a.name for a in sorted(LOWERABLE))}",
-                                trigger=trig.ordinal)
+                                f"{', '.join(a.name for a in sorted(algorithms.lowerable()))}",
+                                trigger=trig.ordinal) from None
+        try:
+            prepared = algorithm.prepare(plan, trig, sel)
+        except NrtRewriteError as err:
+            raise err.at(trigger=trig.ordinal)
         group = tuple(trig.replica_group)
-        orders_all = ring_orders(topo, group, sel.n_channels) if len(group) > 1 else [group]
-        nonempty = [(c, o) for c, o in enumerate(orders_all) if o is not None]
-        chunk = set_dynamic_chunk_size(trig.op, trig.num_elements, len(group), trig.dtype,
-                                       max(1, len(nonempty)))
-        active = nonempty[:chunk.channels]
-        plans.append(TriggerPlan(
-            trigger=trig, selection=sel, group=group,
-            group_index={r: i for i, r in enumerate(group)},
-            channel_ids=[c for c, _ in active], orders=dict(active), chunk=chunk,
-            leader=min(group)))
-    spans = [p for p in plans if any(not topo.same_node(p.group[0], r) for r in p.group)]
-    memory = build_memory_map(model, max([_scratch_bytes(p.trigger) for p in plans] + [0]),
-                              max([_gw_bytes(p.trigger) for p in spans] + [0]))
+        plan.triggers.append(TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
+                                         prepared=prepared, group=group, leader=min(group)))
+    spans = [p for p in plan.triggers
+             if any(not topo.same_node(p.group[0], r) for r in p.group)]
+    plan.memory = build_memory_map(
+        model, max([p.prepared.scratch_bytes for p in plan.triggers] + [0]),
+        max([p.prepared.gw_bytes for p in spans] + [0]))
     t2 = time.perf_counter()
-    return LoweringPlan(model=model, topology=topo, options=options, triggers=plans,
-                        memory=memory, input_sha256=input_sha256,
-                        timings={"select": t1 - t0, "plan": t2 - t1})
-
-
-# ---------------------------------------------------------------------------
-# Buffers of one trigger on one rank.
-
-def _operand_view(plan: LoweringPlan, trig: Trigger, operand: Operand, origin: int) -> BufferView:
-    mem = plan.memory
-    region = mem.var(trig.subgraph, operand.var_id)
-    dsize = io_dtype_size(trig.dtype)
-    if operand.ap is None:
-        base = DRAM_BASE + region.offset + operand.offset
-        return BufferView(dsize=dsize, origin=origin, base=base, anchor=base - origin * dsize)
-    return BufferView(dsize=dsize, origin=origin, base=SBUF_BASE + region.offset, ap=operand.ap,
-                      partition_stride=mem.sbuf_partition_stride, anchor=SBUF_BASE)
-
-
-def buffer_views(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> dict[Buf, BufferView]:
-    """IN / OUT / RECV / GW of ``rank`` for ``tp``, in the op's element space (lower.py doc)."""
-    trig = tp.trigger
-    dsize = io_dtype_size(trig.dtype)
-    pos = tp.group_index[rank]
-    scratch = plan.memory.named("scratch")
-    gw = plan.memory.named("gw")
-    lin = lambda region: BufferView(dsize=dsize, origin=0, base=DRAM_BASE + region.offset,  # noqa: E731
-                                    anchor=DRAM_BASE + region.offset)
-    views = {Buf.RECV: lin(scratch), Buf.GW: lin(gw)}
-    if trig.op == EncOpType.ALLREDUCE:
-        views[Buf.IN] = _operand_view(plan, trig, trig.src, 0)
-        views[Buf.OUT] = _operand_view(plan, trig, trig.dst, 0)
-    elif trig.op == EncOpType.REDUCE_SCATTER:
-        count = trig.num_elements // trig.group_size
-        views[Buf.IN] = _operand_view(plan, trig, trig.src, 0)
-        views[Buf.OUT] = _operand_view(plan, trig, trig.dst, pos * count)
-    else:  # ALLGATHER: the receive slot of a gathered block is the output itself
-        views[Buf.IN] = _operand_view(plan, trig, trig.src, pos * trig.num_elements)
-        views[Buf.OUT] = _operand_view(plan, trig, trig.dst, 0)
-        views[Buf.RECV] = views[Buf.OUT]
-    return views
+    plan.timings = {"select": t1 - t0, "plan": t2 - t1}
+    return plan
 
 
 def _peer(topo: Topology, rank: int) -> Peer:
@@ -199,53 +137,53 @@ class RankOutput:
         return b"".join(p.tobytes() for p in self.files[name])
 
 
+def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, EntrySpec]]:
+    """Every SPAD entry of ``rank``, in order (what ``schedule`` shows and ``lower`` emits)."""
+    out = []
+    for tp in plan.triggers:
+        if rank in tp.group:
+            try:
+                specs = tp.algorithm.entries(plan, tp, rank)
+            except NrtRewriteError as err:
+                raise err.at(trigger=tp.trigger.ordinal, rank=rank)
+            out.extend((tp, spec) for spec in specs)
+    return out
+
+
 def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
     """Compose, emit and serialize every SPAD entry of one rank."""
     topo = plan.topology
     builder = RankBuilder(rank)
     entries = []
-    me = _peer(topo, rank)
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
-    for tp in plan.triggers:
-        if rank not in tp.group_index:
-            continue
+    for tp, spec in rank_entries(plan, rank):
         trig = tp.trigger
-        spad_index = len(entries)
-        views = buffer_views(plan, tp, rank)
-        peers = [me]
-        localities = [EdgeLocality.SAME_DEVICE]
-        index = {rank: 0}
-
-        def peer_index(r: int) -> int:
-            if r not in index:
-                index[r] = len(peers)
-                peers.append(_peer(topo, r))
-                localities.append(topo.locality(rank, r))
-            return index[r]
-
-        irs = []
-        for layout_ch, ch in enumerate(tp.channel_ids):
-            ring = enc_ring(tp.orders[ch], rank)
-            steps = compose_channel(trig.op, tp.chunk, layout_ch, ring.user_ranks, tp.group_index,
-                                    host_cc=plan.options.host_cc).steps
-            prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
-            irs.append(ring_channel_ir(steps, ch, peer_index(ring.next), peer_index(ring.prev),
-                                       prev_net, int(ReductionType.RING_2R1W)))
         ctx = EntryContext(
-            rank=rank, trigger=trig.ordinal, spad_index=spad_index, dtype=trig.dtype,
+            rank=rank, trigger=trig.ordinal, spad_index=len(entries), dtype=trig.dtype,
             cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
-            views=[views[Buf.IN], views[Buf.OUT], views[Buf.RECV], views[Buf.GW]],
-            gw_view=int(Buf.GW), peers=peers, localities=localities, lnc_fmt=lnc_fmt,
-            num_active_channels=len(tp.channel_ids), subgraph_index=sg_index[trig.subgraph],
-            groups=tp.chunk.groups)
-        summary = emit_entry(builder, ctx, np.concatenate(irs))
-        any_tx = any(v > 0 for v in summary["tx"].values())
-        entries.append({
-            "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": "flat", "algo_type": int(tp.alg), "algo_sub_type": 0,
-            "trigger_next": False, "reporter": rank == tp.leader, "ring_wait_complete": True,
-            "ring_send_complete": any_tx, "channel_list": sum(1 << c for c in tp.channel_ids),
-            "channels": list(tp.channel_ids)})
+            views=spec.views, gw_view=spec.gw_view,
+            peers=[_peer(topo, r) for r in spec.peers],
+            localities=[EdgeLocality.SAME_DEVICE if r == rank else topo.locality(rank, r)
+                        for r in spec.peers],
+            lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
+            subgraph_index=sg_index[trig.subgraph], groups=spec.groups)
+        try:
+            summary = emit_entry(builder, ctx, spec.ir)
+        except NrtRewriteError as err:
+            raise err.at(trigger=trig.ordinal, rank=rank)
+        entry = {
+            "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": spec.leg,
+            "algo_type": int(spec.alg), "algo_sub_type": spec.algo_sub_type,
+            "trigger_next": spec.trigger_next, "reporter": rank == tp.leader,
+            "ring_wait_complete": True,
+            "ring_send_complete": any(v > 0 for v in summary["tx"].values()),
+            "channel_list": sum(1 << c for c in summary["channels"]),
+            "channels": summary["channels"]}
+        if spec.sema_shift_offset is not None:
+            entry["sema_shift_offset"] = spec.sema_shift_offset
+            entry["sema_mask"] = spec.sema_mask
+        entries.append(entry)
     files = builder.finish()
     files["spad.bin"] = [np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE)]
     files["tpinc.bin"] = [np.frombuffer(serialize_tpinc(entries, builder.tpinc_by_entry),
@@ -293,9 +231,7 @@ def manifest_triggers(plan: LoweringPlan) -> list[dict]:
             "legs": [{"name": leg.name, "op": leg.op.name, "algorithm": leg.alg.name,
                       "sub_type": leg.sub_type.name if leg.sub_type is not None else None}
                      for leg in sel.legs],
-            "channels": [{"channel": c, "order": list(tp.orders[c])} for c in tp.channel_ids],
-            "chunk": {"chunk_size_n": tp.chunk.chunk, "tail_chunk": tp.chunk.tail_chunk,
-                      "pgta": tp.chunk.groups, "channels": tp.chunk.channels},
+            **tp.prepared.manifest,
             "leader": tp.leader,
         })
     return out

@@ -190,3 +190,10 @@ def test_schedule_json_shape():
     assert {s["phase"] for s in ch["steps"]} == {"reduce_scatter", "all_gather"}
     # k: the send step carries user_ranks[n-1] (the predecessor's chunk), the final reduce self
     assert ch["steps"][0]["k"] == ch["user_ranks"][-1] and ch["steps"][2]["k"] == 1
+
+
+def test_policy_lowerable_matches_the_composer_registry():
+    """The selection policy never picks an engine no composer lowers (and vice versa)."""
+    from nrtrewrite.compose.algorithm import lowerable
+    from nrtrewrite.policy import DEFAULT_POLICY
+    assert DEFAULT_POLICY.lowerable == lowerable()

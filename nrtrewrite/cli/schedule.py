@@ -10,44 +10,43 @@ from rich.table import Table
 
 from nrtrewrite.cli import main
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
-from nrtrewrite.codes import EdgeLocality
 from nrtrewrite.compose.leaves import Leaf
-from nrtrewrite.compose.ring import PHASE_NAMES, bookkeeping, compose_channel
+from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
-from nrtrewrite.lower import LoweringPlan
-from nrtrewrite.topology.rings import enc_ring
+from nrtrewrite.lower import LoweringPlan, rank_entries
+
+
+def _leaf_name(v: int) -> str:
+    try:
+        return Leaf(v).name
+    except ValueError:
+        return f"leaf{v}"
 
 
 def schedule_json(plan: LoweringPlan, rank: int) -> dict:
-    """The JSON document of docs/CLI.md "schedule"."""
+    """The JSON document of docs/CLI.md "schedule": every SPAD entry of ``rank``."""
     if rank not in plan.world:
         raise OutputError(f"rank {rank} is not in the model's world "
                           f"({plan.world[0]}..{plan.world[-1]})", rank=rank)
     ops = []
-    for tp in plan.triggers:
-        if rank not in tp.group_index:
-            continue
+    for tp, spec in rank_entries(plan, rank):
+        ir = spec.ir
         chans = []
-        for layout_ch, ch in enumerate(tp.channel_ids):
-            ring = enc_ring(tp.orders[ch], rank)
-            steps = compose_channel(tp.trigger.op, tp.chunk, layout_ch, ring.user_ranks,
-                                    tp.group_index, host_cc=plan.options.host_cc).steps
-            prev_net = (ring.prev != rank and
-                        plan.topology.locality(ring.prev, rank) == EdgeLocality.NETWORK)
-            prologue, epilogue = bookkeeping(tp.trigger.op, prev_net)
+        for ch in dict.fromkeys(ir["channel"].tolist()):
+            rows = ir[ir["channel"] == ch]
+            info = spec.info.get("channels", {}).get(ch, {})
             chans.append({
-                "channel": ch, "prev": ring.prev, "next": ring.next,
-                "user_ranks": list(ring.user_ranks),
-                "prologue": prologue, "epilogue": epilogue,
-                "steps": [{"group": int(s["group"]), "step": int(s["step"]),
-                           "phase": PHASE_NAMES[int(s["phase"])],
-                           "leaf": Leaf(int(s["leaf"])).name, "half": int(s["half"]),
-                           "k": int(s["k"]), "elements": [int(s["start"]), int(s["stop"])]}
-                          for s in steps],
+                "channel": int(ch), **info,
+                "steps": [{"group": int(r["group"]), "step": int(r["step"]),
+                           "phase": PHASE_NAMES.get(int(r["phase"]), str(int(r["phase"]))),
+                           "leaf": _leaf_name(int(r["leaf"])), "half": int(r["half"]),
+                           "k": int(r["k"]), "elements": [int(r["start"]), int(r["stop"])]}
+                          for r in rows],
             })
-        ops.append({"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name,
-                    "algorithm": tp.alg.name, "chunk_size_n": tp.chunk.chunk,
-                    "pgta": tp.chunk.groups, "channels": chans})
+        ops.append({"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
+                    "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
+                                                   if k != "channels"},
+                    "channels": chans})
     return {"rank": rank, "ops": ops}
 
 
@@ -70,9 +69,11 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, as_json):
     console = Console()
     for op in doc["ops"]:
         for ch in op["channels"]:
-            table = Table(title=f"rank {rank} trigger {op['trigger']} {op['op']} "
-                                f"{op['algorithm']} channel {ch['channel']} "
-                                f"(prev {ch['prev']}, next {ch['next']})")
+            title = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} "
+                     f"({op['leg']}) channel {ch['channel']}")
+            if "prev" in ch:
+                title += f" (prev {ch['prev']}, next {ch['next']})"
+            table = Table(title=title)
             for col in ("group", "step", "phase", "leaf", "half", "k", "elements"):
                 table.add_column(col)
             for s in ch["steps"]:
@@ -81,4 +82,5 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, as_json):
                               f"CHUNK_H{s['half']}", str(s["k"]),
                               f"[{a}, {b})" if b > a else "empty")
             console.print(table)
-            console.print("user_ranks: " + " ".join(map(str, ch["user_ranks"])))
+            if "user_ranks" in ch:
+                console.print("user_ranks: " + " ".join(map(str, ch["user_ranks"])))

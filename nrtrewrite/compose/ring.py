@@ -26,10 +26,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nrtrewrite.codes import EncHalfChunkIndex, EncOpType
-from nrtrewrite.compose.chunking import ChunkPlan
-from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.codes import (
+    EdgeLocality, EncAlgType, EncHalfChunkIndex, EncOpType, ReductionType,
+)
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
+from nrtrewrite.compose.chunking import ChunkPlan, io_dtype_size, set_dynamic_chunk_size
+from nrtrewrite.compose.leaves import LEAF_SPECS, Buf, Leaf, Owner
+from nrtrewrite.compose.views import op_elements, standard_views, view_list
+from nrtrewrite.emit.address import SEM_RECV, channel_sem
 from nrtrewrite.errors import LoweringError
+from nrtrewrite.topology.rings import enc_ring, ring_orders
 
 H0 = int(EncHalfChunkIndex.CHUNK_H0)
 H1 = int(EncHalfChunkIndex.CHUNK_H1)
@@ -183,7 +190,6 @@ def compose_channel(op: EncOpType, plan: ChunkPlan, channel: int, user_ranks: tu
 # The ring's leg IR (nrtrewrite.compose.ir): views IN=0, OUT=1, RECV=2, GW=3 (Buf values).
 
 def _leaf_tables():
-    from nrtrewrite.compose.leaves import LEAF_SPECS, Owner
     n = 16
     src = np.zeros((n, 2), np.int64)
     dst = np.zeros((n, 2), np.int64)
@@ -218,9 +224,6 @@ def ring_channel_ir(steps: np.ndarray, channel: int, next_peer: int, prev_peer: 
     """The leg IR of one ring channel: sources/destinations from the leaf table, a
     ``wait_ge_and_dec(recv_sema, 1)`` on every consuming leaf and an ``inc`` of the
     successor's ``recv_sema`` on every sending leaf (seed 000 §4.2)."""
-    from nrtrewrite.compose import ir as IR
-    from nrtrewrite.emit.address import SEM_RECV, channel_sem
-
     out = IR.empty(steps.size)
     leaf = steps["leaf"].astype(np.int64)
     out["channel"] = channel
@@ -247,3 +250,94 @@ def ring_channel_ir(steps: np.ndarray, channel: int, next_peer: int, prev_peer: 
         out["net_src_peer"] = np.where(w, prev_peer, IR.NO_NET)
         out["net_view"] = np.where(w, _RECV_VIEW[leaf], 0)
     return out
+
+
+# ---------------------------------------------------------------------------
+# The RING algorithm (enc_metaring_primitive with metaring type RING).
+
+@dataclass(frozen=True)
+class RingPlan:
+    """Rank-independent ring decisions for one trigger."""
+
+    group: tuple[int, ...]
+    group_index: dict[int, int]
+    channel_ids: list[int]  # physical channel ids of the active channels, layout order
+    orders: dict[int, tuple[int, ...]]  # channel id -> ring order
+    chunk: ChunkPlan
+
+
+def plan_ring(topo, trig, n_channels: int) -> RingPlan:
+    """Rings per channel (topology) + __set_dynamic_chunk_size / __set_active_channels."""
+    group = tuple(trig.replica_group)
+    orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
+    nonempty = [(c, o) for c, o in enumerate(orders_all) if o is not None]
+    chunk = set_dynamic_chunk_size(trig.op, trig.num_elements, len(group), trig.dtype,
+                                   max(1, len(nonempty)))
+    active = nonempty[:chunk.channels]
+    return RingPlan(group=group, group_index={r: i for i, r in enumerate(group)},
+                    channel_ids=[c for c, _ in active], orders=dict(active), chunk=chunk)
+
+
+def ring_manifest(rp: RingPlan) -> dict:
+    return {"channels": [{"channel": c, "order": list(rp.orders[c])} for c in rp.channel_ids],
+            "chunk": {"chunk_size_n": rp.chunk.chunk, "tail_chunk": rp.chunk.tail_chunk,
+                      "pgta": rp.chunk.groups, "channels": rp.chunk.channels}}
+
+
+def ring_entry_ir(topo, rp: RingPlan, op: EncOpType, rank: int, peer_index, *,
+                  host_cc: bool, reduction_type: int) -> np.ndarray:
+    """The IR of one rank's ring entry: every active channel, composed and converted."""
+    irs = []
+    for layout_ch, ch in enumerate(rp.channel_ids):
+        ring = enc_ring(rp.orders[ch], rank)
+        steps = compose_channel(op, rp.chunk, layout_ch, ring.user_ranks, rp.group_index,
+                                host_cc=host_cc).steps
+        prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
+        irs.append(ring_channel_ir(steps, ch, peer_index(ring.next), peer_index(ring.prev),
+                                   prev_net, reduction_type))
+    return np.concatenate(irs)
+
+
+class RingAlgorithm(Algorithm):
+    """RING: the half-chunk pipelined ring over every active channel (one flat entry)."""
+
+    alg = EncAlgType.RING
+
+    def prepare(self, ctx, trig, sel) -> Prepared:
+        rp = plan_ring(ctx.topology, trig, sel.n_channels)
+        dsize = io_dtype_size(trig.dtype)
+        scratch = 0 if trig.op == EncOpType.ALLGATHER else trig.num_elements * dsize
+        return Prepared(scratch_bytes=scratch, gw_bytes=op_elements(trig) * dsize,
+                        manifest=ring_manifest(rp), data=rp)
+
+    def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
+        rp: RingPlan = tp.prepared.data
+        peers = [rank]
+        index = {rank: 0}
+
+        def peer_index(r: int) -> int:
+            if r not in index:
+                index[r] = len(peers)
+                peers.append(r)
+            return index[r]
+
+        rtype = int(ReductionType.RING_2R1W)
+        ir = ring_entry_ir(ctx.topology, rp, tp.trigger.op, rank, peer_index,
+                           host_cc=ctx.options.host_cc, reduction_type=rtype)
+        views = standard_views(ctx.memory, tp.trigger, rp.group_index[rank])
+        info = {"channels": {}}
+        for ch in rp.channel_ids:
+            ring = enc_ring(rp.orders[ch], rank)
+            prev_net = (ring.prev != rank and
+                        ctx.topology.locality(ring.prev, rank) == EdgeLocality.NETWORK)
+            prologue, epilogue = bookkeeping(tp.trigger.op, prev_net)
+            info["channels"][ch] = {"prev": ring.prev, "next": ring.next,
+                                    "user_ranks": list(ring.user_ranks),
+                                    "prologue": prologue, "epilogue": epilogue}
+        return [EntrySpec(leg="flat", alg=EncAlgType.RING, ir=ir, views=view_list(views),
+                          gw_view=int(Buf.GW), peers=peers,
+                          num_active_channels=len(rp.channel_ids), groups=rp.chunk.groups,
+                          reduction_type=rtype, info=info)]
+
+
+RING = register(RingAlgorithm())

@@ -197,7 +197,6 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
             raise LoweringError("leg IR rows must be grouped by channel")
     ch_ids = np.array(list(dict.fromkeys(ch_all.tolist())), np.int64)
     nch = ch_ids.size
-    ch_pos = {int(c): i for i, c in enumerate(ch_ids)}
     n_c = np.array([int(np.sum(ch_all == c)) for c in ch_ids], np.int64)
     total_c = n_c + 1
     leg_first_c = np.cumsum(total_c) - total_c

@@ -1,0 +1,95 @@
+"""The composer interface every algorithm family implements, and the registry.
+
+An :class:`Algorithm` does two things:
+
+* :meth:`Algorithm.prepare`, once per trigger (rank-independent): rings,
+  chunking, the scratch / gateway bytes it needs, what the manifest shows;
+* :meth:`Algorithm.entries`, per rank: the SPAD entries of that rank for the
+  trigger, each an :class:`EntrySpec` holding its leg IR
+  (:mod:`nrtrewrite.compose.ir`), its buffer views and its peer table.
+
+:mod:`nrtrewrite.lower` drives both and hands every entry to the one emitter
+(:func:`nrtrewrite.emit.legs.emit_entry`).  A new algorithm is a new module
+that subclasses :class:`Algorithm` and registers itself with :func:`register`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from nrtrewrite.codes import EncAlgType
+from nrtrewrite.emit.buffers import BufferView
+
+
+@dataclass
+class EntrySpec:
+    """One SPAD entry of one rank: what to emit and how to tag it."""
+
+    leg: str  # "flat", or a HIER leg name ("intra_redsct", "inter_allr", "intra_allg", ...)
+    alg: EncAlgType  # the SPAD algo_type of this entry
+    ir: np.ndarray  # LEG_IR_DTYPE rows, grouped by channel in program order
+    views: list[BufferView]
+    gw_view: int
+    peers: list[int]  # ranks; peers[0] is the rank itself
+    num_active_channels: int
+    groups: int = 1  # chunk groups (pgta), recorded as unrolled_count
+    algo_sub_type: int = 0
+    trigger_next: bool = False
+    sema_shift_offset: int | None = None  # mesh entries: the sema overlay of bytes 4..7
+    sema_mask: int | None = None
+    reduction_type: int = 0
+    info: dict = field(default_factory=dict)  # shown by `schedule`
+
+
+@dataclass
+class Prepared:
+    """What :meth:`Algorithm.prepare` decided for one trigger."""
+
+    scratch_bytes: int  # per rank, RECV / channel-buffer slots
+    gw_bytes: int  # per rank, gateway staging (network sends)
+    manifest: dict  # shown in manifest.json "triggers" (channels, chunk, ...)
+    data: Any = None  # the algorithm's own rank-independent plan
+
+
+class Algorithm(ABC):
+    """Base class of the composer families."""
+
+    alg: ClassVar[EncAlgType]
+
+    @abstractmethod
+    def prepare(self, ctx, trig, sel) -> Prepared:
+        """Rank-independent decisions for ``trig`` (``ctx`` is the LoweringPlan in progress:
+        model, topology, options; its memory map does not exist yet)."""
+
+    @abstractmethod
+    def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
+        """The SPAD entries of ``rank`` for trigger plan ``tp`` (``ctx.memory`` is set)."""
+
+
+#: EncAlgType -> the Algorithm that lowers it.
+ALGORITHMS: dict[EncAlgType, Algorithm] = {}
+
+
+def register(algorithm: Algorithm) -> Algorithm:
+    ALGORITHMS[algorithm.alg] = algorithm
+    return algorithm
+
+
+def lowerable() -> frozenset[EncAlgType]:
+    """The engines this build can lower (the selection policy's ``lowerable`` set)."""
+    _load_all()
+    return frozenset(ALGORITHMS)
+
+
+def get(alg: EncAlgType) -> Algorithm:
+    _load_all()
+    return ALGORITHMS[alg]
+
+
+def _load_all() -> None:
+    """Import every algorithm module (each registers itself)."""
+    from nrtrewrite.compose import ring  # noqa: F401  (registers RING)
