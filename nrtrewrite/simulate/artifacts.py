@@ -1,0 +1,156 @@
+"""Reading an output folder (docs/FORMATS.md §1) for the simulator: manifests, checksums and
+the record arrays of every rank.
+
+Only the files of the folder are read: ``manifest.json``, ``rank-RRRR/manifest.json`` and the
+``.bin`` files, decoded with the project format definitions of
+:mod:`nrtrewrite.emit.formats`.  Nothing here knows how the folder was produced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from nrtrewrite.emit import formats as F
+from nrtrewrite.errors import OutputError, SimulationError
+
+FORMAT_NAME = "nrtrewrite-lowered"
+FORMAT_VERSION = 1
+
+
+def rank_dir_name(rank: int) -> str:
+    return f"rank-{rank:04d}"
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _load_json(path: Path, err=SimulationError) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise err(f"{path.name} is missing", file=str(path)) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise err(f"cannot read {path.name}: {exc}", file=str(path)) from None
+    if not isinstance(doc, dict):
+        raise err("must be a JSON object", file=str(path))
+    return doc
+
+
+def read_top_manifest(out: Path) -> dict:
+    """OUT/manifest.json, with its format tag checked (an OutputError otherwise)."""
+    if not out.is_dir():
+        raise OutputError(f"{out} is not an output folder")
+    doc = _load_json(out / "manifest.json", OutputError)
+    if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:
+        raise OutputError(f"not a {FORMAT_NAME} v{FORMAT_VERSION} manifest "
+                          f"(format {doc.get('format')!r}, version {doc.get('format_version')!r})",
+                          file=str(out / "manifest.json"))
+    return doc
+
+
+def verify_checksums(out: str | Path) -> None:
+    """Check every sha256 the manifests record; raise a one-line OutputError on the first miss.
+
+    Top level: ``output_neff`` and ``rank_manifests`` (the sha256 of each rank's
+    ``manifest.json``); per rank: every file's ``sha256`` and ``bytes``.  Every artifact
+    file of FORMATS §1 must be listed.
+    """
+    out = Path(out)
+    top = read_top_manifest(out)
+    hint = "; the output was modified after it was written (--ignore-checksums to simulate anyway)"
+    neff = top.get("output_neff") or {}
+    if not isinstance(neff, dict) or "name" not in neff or "sha256" not in neff:
+        raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
+    npath = out / str(neff["name"])
+    if not npath.is_file() or _sha256_file(npath) != neff["sha256"]:
+        raise OutputError(f"{neff['name']}: sha256 does not match manifest.json{hint}",
+                          file=str(out))
+    ranks = top.get("ranks")
+    mans = top.get("rank_manifests")
+    if not isinstance(ranks, list) or not isinstance(mans, dict):
+        raise OutputError("manifest.json has no ranks / rank_manifests", file=str(out))
+    expected = {rank_dir_name(int(r)) for r in ranks}
+    if set(mans) != expected:
+        raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
+                          + hint, file=str(out))
+    present = {p.name for p in out.glob("rank-*") if p.is_dir()}
+    if present != expected:
+        extra = sorted(present - expected) + sorted(expected - present)
+        raise OutputError(f"rank folders differ from manifest.json 'ranks' ({extra[0]}){hint}",
+                          file=str(out))
+    for name in sorted(expected):
+        rdir = out / name
+        mpath = rdir / "manifest.json"
+        if not mpath.is_file() or _sha256_file(mpath) != mans[name]:
+            raise OutputError(f"{name}/manifest.json: sha256 does not match manifest.json"
+                              f" rank_manifests{hint}", file=str(out))
+        rman = _load_json(mpath, OutputError)
+        files = rman.get("files")
+        if not isinstance(files, dict):
+            raise OutputError(f"{name}/manifest.json has no 'files'", file=str(out))
+        missing = [f for f in F.ARTIFACTS if f not in files]
+        if missing:
+            raise OutputError(f"{name}/manifest.json does not list {missing[0]}", file=str(out))
+        for fname, info in sorted(files.items()):
+            fpath = rdir / fname
+            if not fpath.is_file():
+                raise OutputError(f"{name}/{fname} is missing{hint}", file=str(out))
+            if fpath.stat().st_size != info.get("bytes") or _sha256_file(fpath) != info.get("sha256"):
+                raise OutputError(f"{name}/{fname}: sha256 does not match {name}/manifest.json"
+                                  f"{hint}", file=str(out))
+
+
+@dataclass
+class RankFiles:
+    """The decoded files of one rank folder."""
+
+    rank: int
+    path: Path
+    manifest: dict
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def raw(self, name: str) -> np.ndarray:
+        """The records of ``name`` as a (records, itemsize) uint8 array (reserved-byte checks)."""
+        arr = self.arrays[name]
+        return arr.view(np.uint8).reshape(arr.size, arr.dtype.itemsize)
+
+
+def load_rank(out: Path, rank: int) -> RankFiles:
+    """Read and decode every artifact file of one rank (record sizes checked)."""
+    rdir = out / rank_dir_name(rank)
+    if not rdir.is_dir():
+        raise SimulationError(f"{rdir.name} is missing", file=str(out), rank=rank)
+    man = _load_json(rdir / "manifest.json")
+    if man.get("rank") != rank:
+        raise SimulationError(f"{rdir.name}/manifest.json says rank {man.get('rank')!r}",
+                              file=str(out), rank=rank)
+    rf = RankFiles(rank=rank, path=rdir, manifest=man)
+    files = man.get("files") if isinstance(man.get("files"), dict) else {}
+    for name, (dtype, _struct) in F.ARTIFACTS.items():
+        fpath = rdir / name
+        try:
+            data = fpath.read_bytes()
+        except OSError as exc:
+            raise SimulationError(f"cannot read {name}: {exc}", file=str(out), rank=rank,
+                                  artifact=name) from None
+        if len(data) % dtype.itemsize:
+            raise SimulationError(
+                f"{len(data)} bytes is not a whole number of {dtype.itemsize}-byte records",
+                file=str(out), rank=rank, artifact=name)
+        arr = np.frombuffer(data, dtype=dtype)
+        info = files.get(name)
+        if isinstance(info, dict) and info.get("records") != arr.size:
+            raise SimulationError(f"the rank manifest says {info.get('records')} records, the file "
+                                  f"holds {arr.size}", file=str(out), rank=rank, artifact=name)
+        rf.arrays[name] = arr
+    return rf

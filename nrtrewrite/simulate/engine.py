@@ -1,0 +1,711 @@
+"""The simulator proper: every rank's legs and every net-proxy transfer, run by a seeded random
+scheduler over numpy byte memories, with happens-before checking (docs/SIMULATOR.md).
+
+Actors: a leg queue per (rank, entry, channel) and a proxy per (rank, channel).  An actor is
+runnable when the semaphores its next step waits on hold enough; the scheduler picks one
+runnable actor at random (``random.Random(seed)``), runs one step, and re-evaluates the
+actors blocked on any semaphore that step incremented.  No runnable actor while work remains
+is a deadlock.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from nrtrewrite.codes import DType, NUMPY_DTYPE
+from nrtrewrite.errors import NrtRewriteError, SimulationError
+from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
+from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
+from nrtrewrite.simulate.layout import Layout
+from nrtrewrite.simulate.program import (
+    CCE_OPS, LEAF_NAMES, Entry, Leg, RankProgram, decode_rank, sem_name,
+)
+from nrtrewrite.simulate.result import (
+    ERROR, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
+)
+from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
+from nrtrewrite.simulate.testdata import Reference, make_input
+from nrtrewrite.simulate.triggers import TriggerSpec, load_triggers
+
+SEM_MAX = (1 << 32) - 1
+_UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
+
+
+def _describe(acc: Access | None) -> str:
+    if acc is None:
+        return "nobody"
+    w = acc.who
+    return w.who() if hasattr(w, "who") else str(w)
+
+
+class _Queue:
+    """The leg program of one channel of one entry of one rank."""
+
+    __slots__ = ("rank", "entry", "channel", "legs", "pos", "tid", "need", "done_vc", "slot")
+
+    def __init__(self, rank: int, entry: Entry, channel: int, tid: int):
+        self.rank = rank
+        self.entry = entry
+        self.channel = channel
+        self.legs = entry.queues.get(channel, [])
+        self.pos = 0
+        self.tid = tid
+        self.need = None
+        self.done_vc = None
+        self.slot = -1
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= len(self.legs)
+
+    def compute_need(self):
+        waits: dict[tuple[int, int], int] = {}
+        for r, s, v in self.legs[self.pos].waits:
+            waits[(r, s)] = waits.get((r, s), 0) + v
+        self.need = list(waits.items())
+
+    def describe(self) -> str:
+        if self.finished:
+            return f"rank {self.rank} entry {self.entry.index} channel {self.channel}: finished"
+        leg = self.legs[self.pos]
+        return (f"rank {self.rank} entry {self.entry.index} channel {self.channel} step {leg.step} "
+                f"({LEAF_NAMES.get(leg.leaf, leg.leaf)})")
+
+
+class _Proxy:
+    """The net proxy of one channel of one rank: its transmit FIFO, in order."""
+
+    __slots__ = ("rank", "channel", "transfers", "pos", "tid", "need", "slot")
+
+    def __init__(self, rank: int, channel: int, transfers: list[Transfer], tid: int):
+        self.rank = rank
+        self.channel = channel
+        self.transfers = transfers
+        self.pos = 0
+        self.tid = tid
+        self.need = None
+        self.slot = -1
+
+    @property
+    def finished(self) -> bool:
+        return self.pos >= len(self.transfers)
+
+    def compute_need(self):
+        t = self.transfers[self.pos]
+        self.need = [] if (t.terminator or not t.first) else [(t.handshake, 1)]
+
+    def describe(self) -> str:
+        if self.finished:
+            return f"net proxy rank {self.rank} channel {self.channel}: finished"
+        t = self.transfers[self.pos]
+        return (f"net proxy rank {self.rank} channel {self.channel} net_src.bin record {t.record} "
+                f"(to rank {t.receiver})")
+
+
+class _RankState:
+    __slots__ = ("prog", "entry", "queues", "pending", "drain_need", "drained", "ctrl_tid",
+                 "finished")
+
+    def __init__(self, prog: RankProgram, ctrl_tid: int):
+        self.prog = prog
+        self.entry = -1
+        self.queues: dict[int, _Queue] = {}
+        self.pending: set = set()  # channels (and ('drain', ch)) the current entry still needs
+        self.drain_need: dict[int, set[int]] = {}  # entry -> channels whose proxy must drain
+        self.drained: dict[tuple[int, int], np.ndarray] = {}  # (entry, ch) -> proxy clock
+        self.ctrl_tid = ctrl_tid
+        self.finished = False
+
+
+class Simulator:
+    """Run an output folder.  ``run()`` returns a :class:`SimulationResult`; protocol errors
+    become the result's ``error`` (and the failing trigger's verdict)."""
+
+    def __init__(self, out: str | Path, *, seed: int = 0, progress=None):
+        self.out = Path(out)
+        self.seed = seed
+        self.progress = progress
+        self.rng = random.Random(seed)
+
+    # ------------------------------------------------------------------ setup
+    def load_manifest(self) -> None:
+        """OUT/manifest.json: memory map, topology, triggers (OutputError if not an output)."""
+        self.top = read_top_manifest(self.out)
+        fname = str(self.out / "manifest.json")
+        self.layout = Layout(self.top, file=fname)
+        self.triggers: dict[int, TriggerSpec] = load_triggers(self.top, file=fname)
+        self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
+
+    def load(self) -> None:
+        top = self.top
+        fname = str(self.out / "manifest.json")
+        ranks = [int(r) for r in top.get("ranks") or []]
+        need = sorted({r for t in self.triggers.values() for r in t.group})
+        missing = [r for r in need if r not in ranks]
+        if missing:
+            raise SimulationError(f"the output holds {len(ranks)} rank folder(s); simulating "
+                                  f"needs every rank of every replica group (rank {missing[0]} "
+                                  "is missing: lower without --rank)", file=fname)
+        for r in ranks:
+            if r not in self.layout.places:
+                raise SimulationError(f"rank {r} is not in the topology table", file=fname)
+        self.sg_index = self._subgraph_index()
+        self.files = {r: load_rank(self.out, r) for r in ranks}
+        self.programs: dict[int, RankProgram] = {}
+        for r in ranks:
+            try:
+                self.programs[r] = decode_rank(self.layout, self.triggers, self.files[r])
+            except SimulationError as exc:
+                raise exc.at(file=str(self.out / f"rank-{r:04d}")) from None
+        self.transfers = FifoDecoder(self.layout, self.programs, self.files, self.sg_index).decode()
+        self.files = {}  # the decoded programs hold everything the run needs
+
+    def _subgraph_index(self) -> dict[str, int] | None:
+        """Subgraph order of the rewritten NEFF (net_ops_info.basic_block_id); kick words."""
+        from nrtrewrite.neff.reader import read_model
+
+        neff = self.top.get("output_neff") or {}
+        path = self.out / str(neff.get("name", ""))
+        try:
+            model = read_model(path)
+        except (NrtRewriteError, OSError) as exc:
+            raise SimulationError(f"cannot read the rewritten NEFF: {exc}", file=str(path)) from None
+        if model.triggers:
+            t = model.triggers[0]
+            raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
+                                  f"({t.subgraph} {t.engine} instruction {t.index})", file=str(path))
+        sgs = {sg.name: sg for sg in model.subgraphs}
+        for t in self.triggers.values():
+            sg = sgs.get(t.subgraph)
+            stream = sg.streams.get(t.engine) if sg else None
+            off = t.index * 64
+            if stream is None or len(stream) < off + 64:
+                raise SimulationError(f"trigger {t.ordinal}: no instruction {t.index} in "
+                                      f"{t.subgraph}/{t.engine}", file=str(path), trigger=t.ordinal)
+            word = stream[off:off + 64]
+            ok = (word[0] == 0xA2 and word[1] == 16 and word[2:4] == b"\0\0"
+                  and int.from_bytes(word[14:16], "little") == 0
+                  and int.from_bytes(word[16:20], "little") == t.ordinal and not any(word[20:]))
+            if not ok:
+                raise SimulationError(f"trigger {t.ordinal}: instruction {t.index} of "
+                                      f"{t.subgraph}/{t.engine} is not its TOPSP_KICK word "
+                                      "(FORMATS §9)", file=str(path), trigger=t.ordinal)
+            self._kick_spad = getattr(self, "_kick_spad", {})
+            self._kick_spad[t.ordinal] = int.from_bytes(word[12:14], "little")
+        return {sg.name: i for i, sg in enumerate(model.subgraphs)}
+
+    def _check_kicks(self) -> None:
+        """The kick's spad_index is the trigger's first entry on its leader (FORMATS §9)."""
+        for t in self.triggers.values():
+            prog = self.programs[t.leader]
+            first = next(e.index for e in prog.entries if e.trigger is t)
+            if self._kick_spad.get(t.ordinal) != first:
+                raise SimulationError(f"the TOPSP_KICK word of trigger {t.ordinal} names SPAD "
+                                      f"entry {self._kick_spad.get(t.ordinal)}; the leader (rank "
+                                      f"{t.leader}) starts it at entry {first}", trigger=t.ordinal,
+                                      field="spad_index")
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimulationResult:
+        t0 = time.perf_counter()
+        res = SimulationResult(output=str(self.out), seed=self.seed)
+        self.verdict: dict[int, TriggerResult] = {}
+        self.legs_total = self.legs_run = self.transfers_run = self.bytes_moved = 0
+        t_load = 0.0
+        try:
+            self.load_manifest()
+            res.triggers = [TriggerResult(t.ordinal, t.label(), t.op, t.dtype.name, t.n,
+                                          len(t.group))
+                            for t in sorted(self.triggers.values(), key=lambda t: t.ordinal)]
+            self.verdict = {tr.trigger: tr for tr in res.triggers}
+            self.load()
+            self._check_kicks()
+            t_load = time.perf_counter() - t0
+            self._setup()
+            self._loop()
+            self._final_checks()
+        except SimulationError as exc:
+            trig = exc.where.trigger
+            res.error = exc.line()
+            res.error_trigger = trig
+            if trig is not None and trig in self.verdict:
+                self.verdict[trig].status = ERROR
+                self.verdict[trig].detail = exc.why
+        res.stats = {"ranks": len(getattr(self, "programs", {})), "legs": self.legs_total,
+                     "legs_run": self.legs_run, "transfers": self.transfers_run,
+                     "bytes_moved": self.bytes_moved, "load_seconds": round(t_load, 3),
+                     "run_seconds": round(time.perf_counter() - t0 - t_load, 3)}
+        return res
+
+    def _setup(self) -> None:
+        self.n_threads = 0
+        self.ranks: dict[int, _RankState] = {}
+        self.chan_tid: dict[tuple[int, int], int] = {}
+        for r, prog in sorted(self.programs.items()):
+            self.ranks[r] = _RankState(prog, self._new_tid())
+            for ent in prog.entries:
+                for c in ent.channels:
+                    if (r, c) not in self.chan_tid:
+                        self.chan_tid[(r, c)] = self._new_tid()
+        self.proxies: list[_Proxy] = []
+        for (r, c), lst in sorted(self.transfers.items()):
+            self.proxies.append(_Proxy(r, c, lst, self._new_tid()))
+            for tr in lst:
+                if tr.terminator:
+                    self.ranks[r].drain_need.setdefault(tr.entry, set()).add(c)
+        n = self.n_threads
+        self.vc = [np.zeros(n, np.int64) for _ in range(n)]
+        self.sem_count = {r: np.zeros(256, np.int64) for r in self.programs}
+        self.tokens: dict[tuple[int, int], deque] = {}
+        self.blocked: dict[tuple[int, int], set] = {}
+        self.runnable: list = []
+        self.mem: dict[tuple[int, int], np.ndarray] = {}
+        self.shadows: dict[tuple[int, int], Shadow] = {}
+        self.touch: dict[tuple[int, int], set[int]] = {}
+        self.trig_bufs: dict[int, set[tuple[int, int]]] = {}
+        self.refs: dict[int, Reference] = {}
+        self.deferred: list[tuple[TriggerSpec, int, np.ndarray, list]] = []
+        self.trig_done: dict[int, int] = {}
+        self.legs_total = sum(p.legs for p in self.programs.values())
+        self.footprints = {}
+        self.allowed: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for t in self.triggers.values():
+            src = t.footprint(self.layout, "src")
+            dst = t.footprint(self.layout, "dst")
+            self.footprints[t.ordinal] = (src, dst)
+            allowed: dict[int, list] = {}
+            allowed.setdefault(dst.region.index, []).extend(dst.intervals())
+            for kind in ("scratch", "gw"):
+                reg = self.layout.named(kind)
+                if reg is not None and reg.size:
+                    allowed.setdefault(reg.index, []).append((0, reg.size))
+            for reg, ivs in allowed.items():
+                ivs.sort()
+                merged = []
+                for a, b in ivs:
+                    if merged and a <= merged[-1][1]:
+                        merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+                    else:
+                        merged.append((a, b))
+                self.allowed[(t.ordinal, reg)] = merged
+        for p in self.proxies:
+            self._evaluate(p)
+        for r in sorted(self.ranks):
+            self._start_entry(r, 0)
+
+    def _new_tid(self) -> int:
+        self.n_threads += 1
+        return self.n_threads - 1
+
+    # ------------------------------------------------------------------ scheduling
+    def _evaluate(self, actor) -> None:
+        if actor.finished or actor.slot >= 0:
+            return
+        if actor.need is None:
+            actor.compute_need()
+        ok = True
+        for (r, s), v in actor.need:
+            if self.sem_count[r][s] < v:
+                ok = False
+                self.blocked.setdefault((r, s), set()).add(actor)
+        if ok:
+            actor.slot = len(self.runnable)
+            self.runnable.append(actor)
+
+    def _take_runnable(self):
+        i = self.rng.randrange(len(self.runnable))
+        actor = self.runnable[i]
+        last = self.runnable.pop()
+        if last is not actor:
+            self.runnable[i] = last
+            last.slot = i
+        actor.slot = -1
+        return actor
+
+    def _loop(self) -> None:
+        every = max(1, self.legs_total // 200)
+        while self.runnable:
+            actor = self._take_runnable()
+            if isinstance(actor, _Queue):
+                leg = actor.legs[actor.pos]
+                self._run_leg(actor, leg)
+                actor.pos += 1
+                actor.need = None
+                self.legs_run += 1
+                if self.progress and self.legs_run % every == 0:
+                    self.progress(self.legs_run, self.legs_total)
+                if actor.finished:
+                    self._queue_done(actor)
+                else:
+                    self._evaluate(actor)
+            else:
+                tr = actor.transfers[actor.pos]
+                self._run_transfer(actor, tr)
+                actor.pos += 1
+                actor.need = None
+                if not actor.finished:
+                    self._evaluate(actor)
+        if self.progress:
+            self.progress(self.legs_run, self.legs_total)
+        stuck = [q for st in self.ranks.values() for q in st.queues.values() if not q.finished]
+        stuck += [p for p in self.proxies if not p.finished]
+        unfinished = [r for r, st in self.ranks.items() if not st.finished]
+        if stuck or unfinished:
+            self._deadlock(stuck, unfinished)
+
+    def _deadlock(self, stuck: list, unfinished: list[int]) -> None:
+        lines = []
+        for a in stuck[:8]:
+            waits = ", ".join(f"{sem_name(s)} of rank {r} = {int(self.sem_count[r][s])} "
+                              f"(needs {v})" for (r, s), v in (a.need or []))
+            lines.append(f"{a.describe()} waits {waits or 'nothing'}")
+        if len(stuck) > 8:
+            lines.append(f"... and {len(stuck) - 8} more")
+        trig = None
+        if stuck:
+            a = stuck[0]
+            trig = (a.entry.trigger.ordinal if isinstance(a, _Queue)
+                    else a.transfers[a.pos].trigger)
+        elif unfinished:
+            st = self.ranks[unfinished[0]]
+            if 0 <= st.entry < len(st.prog.entries):
+                trig = st.prog.entries[st.entry].trigger.ordinal
+        if not lines:
+            lines.append(f"ranks {unfinished[:8]} cannot complete their entry (waiting for a net "
+                         "proxy drain)")
+        raise SimulationError("deadlock: work remains but nothing can run: " + "; ".join(lines),
+                              trigger=trig)
+
+    # ------------------------------------------------------------------ semaphores
+    def _give(self, r: int, s: int, v: int, clock: np.ndarray) -> None:
+        cnt = self.sem_count[r]
+        if cnt[s] + v > SEM_MAX:
+            raise SimulationError(f"{sem_name(s)} of rank {r} overflows 32 bits", rank=r)
+        cnt[s] += v
+        self.tokens.setdefault((r, s), deque()).append([v, clock])
+        waiting = self.blocked.pop((r, s), None)
+        if waiting:
+            for a in waiting:
+                self._evaluate(a)
+
+    def _take(self, r: int, s: int, v: int, vc: np.ndarray) -> None:
+        self.sem_count[r][s] -= v
+        q = self.tokens[(r, s)]
+        while v:
+            head = q[0]
+            n = min(v, head[0])
+            np.maximum(vc, head[1], out=vc)
+            head[0] -= n
+            v -= n
+            if not head[0]:
+                q.popleft()
+
+    # ------------------------------------------------------------------ memory
+    def _buffer(self, r: int, reg: int, trigger: int) -> np.ndarray:
+        key = (r, reg)
+        buf = self.mem.get(key)
+        if buf is None:
+            buf = self.mem[key] = np.zeros(self.layout.region(reg).storage, np.uint8)
+        users = self.touch.setdefault(key, set())
+        if trigger not in users:
+            users.add(trigger)
+            self.trig_bufs.setdefault(trigger, set()).add(key)
+        return buf
+
+    def _shadow(self, r: int, reg: int) -> Shadow:
+        sh = self.shadows.get((r, reg))
+        if sh is None:
+            sh = self.shadows[(r, reg)] = Shadow(self.layout.region(reg).storage)
+        return sh
+
+    def _conflict(self, c: Conflict, acc: Access, r: int, reg: int, verb: str) -> SimulationError:
+        region = self.layout.region(reg)
+        where = (f"bytes [{c.lo:#x}, {c.hi:#x}) of rank {r} {region.kind} {region.name!r} "
+                 f"(address {self.layout.core_base(r) + self.layout.storage_address(region, c.lo):#x})")
+        me = _describe(acc)
+        other = _describe(c.other)
+        if c.kind == "unwritten":
+            why = f"{me} {verb} {where}, which nothing wrote in trigger {acc.trigger}"
+        elif c.kind == "stale":
+            why = (f"{me} {verb} {where}, last written in trigger {c.trigger} by {other}, not in "
+                   f"trigger {acc.trigger}")
+        elif c.kind == "raw":
+            why = (f"{me} {verb} {where} written by {other} with no happens-before ordering "
+                   "between them (missing or misdirected semaphore)")
+        elif c.kind == "ww":
+            why = (f"{me} {verb} {where} also written by {other} with no happens-before ordering "
+                   "between the two writes")
+        else:
+            why = (f"{me} {verb} {where} that {other} reads with no happens-before ordering "
+                   "(the read may see either value)")
+        return SimulationError(why, rank=acc.who.rank if hasattr(acc.who, "rank") else r,
+                               trigger=acc.trigger)
+
+    def _read(self, runs: list, acc: Access, vc: np.ndarray) -> np.ndarray:
+        parts = []
+        for r, reg, off, n in runs:
+            buf = self._buffer(r, reg, acc.trigger)
+            try:
+                self._shadow(r, reg).read(off, off + n, acc, vc)
+            except Conflict as c:
+                raise self._conflict(c, acc, r, reg, "reads") from None
+            parts.append(buf[off:off + n])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _write(self, runs: list, data: np.ndarray, acc: Access, vc: np.ndarray) -> None:
+        pos = 0
+        t = self.triggers[acc.trigger]
+        for r, reg, off, n in runs:
+            if r not in self.group_set[t.ordinal]:
+                raise SimulationError(f"{_describe(acc)} writes rank {r}, which is not in "
+                                      f"trigger {t.ordinal}'s replica group", trigger=t.ordinal)
+            ivs = self.allowed.get((t.ordinal, reg))
+            if not ivs or not any(a <= off and off + n <= b for a, b in ivs):
+                region = self.layout.region(reg)
+                raise SimulationError(
+                    f"{_describe(acc)} writes bytes [{off:#x}, {off + n:#x}) of rank {r} "
+                    f"{region.kind} {region.name!r}, outside trigger {t.ordinal}'s output, "
+                    "scratch and gateway buffers", trigger=t.ordinal)
+            buf = self._buffer(r, reg, acc.trigger)
+            try:
+                self._shadow(r, reg).write(off, off + n, acc, vc)
+            except Conflict as c:
+                raise self._conflict(c, acc, r, reg, "writes") from None
+            buf[off:off + n] = data[pos:pos + n]
+            pos += n
+        self.bytes_moved += pos
+
+    # ------------------------------------------------------------------ legs
+    def _run_leg(self, q: _Queue, leg: Leg) -> None:
+        vc = self.vc[q.tid]
+        for r, s, v in leg.waits:
+            self._take(r, s, v, vc)
+        vc[q.tid] += 1
+        if leg.srcs:
+            acc = Access(q.tid, int(vc[q.tid]), leg.trigger, Access.LEG, leg)
+            if leg.sequential:
+                for srcs, dsts in leg.tiles:
+                    self._move(srcs, dsts, leg, acc, vc)
+            else:
+                self._move(leg.srcs, leg.dsts, leg, acc, vc)
+        if leg.incs:
+            snap = vc.copy()
+            for r, s, v in leg.incs:
+                self._give(r, s, v, snap)
+
+    def _move(self, srcs: list, dsts: list, leg: Leg, acc: Access, vc: np.ndarray) -> None:
+        datas = [self._read(runs, acc, vc) for runs in srcs]
+        if leg.cce is None:
+            result = datas[0]
+        else:
+            op, in_code, out_code = leg.cce
+            ufunc = _UFUNC[op]
+            in_dt = NUMPY_DTYPE[DType(in_code)]
+            acc32 = datas[0].view(in_dt).astype(np.float32)
+            for d in datas[1:]:
+                ufunc(acc32, d.view(in_dt).astype(np.float32), out=acc32)
+            result = acc32.astype(NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
+        for runs in dsts:
+            self._write(runs, result, acc, vc)
+
+    def _queue_done(self, q: _Queue) -> None:
+        st = self.ranks[q.rank]
+        q.done_vc = self.vc[q.tid].copy()
+        st.pending.discard(q.channel)
+        if not st.pending:
+            self._complete_entry(q.rank)
+
+    # ------------------------------------------------------------------ net proxy
+    def _run_transfer(self, p: _Proxy, tr: Transfer) -> None:
+        vc = self.vc[p.tid]
+        if tr.first and not tr.terminator:
+            self._take(tr.handshake[0], tr.handshake[1], 1, vc)
+        vc[p.tid] += 1
+        if tr.terminator:
+            st = self.ranks[p.rank]
+            st.drained[(tr.entry, p.channel)] = vc.copy()
+            if st.entry == tr.entry:
+                st.pending.discard(("drain", p.channel))
+                if not st.pending:
+                    self._complete_entry(p.rank)
+            return
+        self.transfers_run += 1
+        acc = Access(p.tid, int(vc[p.tid]), tr.trigger, Access.PROXY, tr)
+        sr, sreg, soff = tr.src
+        data = self._read([(sr, sreg, soff, tr.size)], acc, vc)
+        self._write([(tr.dst[0], tr.dst[1], tr.dst[2], tr.size)], data, acc, vc)
+        if tr.complete:
+            self._give(tr.notify[0], tr.notify[1], 1, vc.copy())
+
+    # ------------------------------------------------------------------ entries
+    def _start_entry(self, r: int, e: int) -> None:
+        st = self.ranks[r]
+        st.entry = e
+        entries = st.prog.entries
+        if e >= len(entries):
+            st.finished = True
+            return
+        ent = entries[e]
+        ctrl = self.vc[st.ctrl_tid]
+        if e == 0 or not entries[e - 1].trigger_next:
+            self._fill(r, ent.trigger, ctrl, st.ctrl_tid)
+        st.queues = {}
+        st.pending = set(ent.channels)
+        for c in st.drain_need.get(e, ()):
+            if (e, c) not in st.drained:
+                st.pending.add(("drain", c))
+        for c in ent.channels:
+            tid = self.chan_tid[(r, c)]
+            np.maximum(self.vc[tid], ctrl, out=self.vc[tid])
+            q = _Queue(r, ent, c, tid)
+            st.queues[c] = q
+            self._evaluate(q)
+        if not st.pending:
+            self._complete_entry(r)
+
+    def _complete_entry(self, r: int) -> None:
+        st = self.ranks[r]
+        e = st.entry
+        ent = st.prog.entries[e]
+        ctrl = self.vc[st.ctrl_tid]
+        for q in st.queues.values():
+            np.maximum(ctrl, q.done_vc, out=ctrl)
+        for c in st.drain_need.get(e, ()):
+            np.maximum(ctrl, st.drained.pop((e, c)), out=ctrl)
+        ctrl[st.ctrl_tid] += 1
+        if not ent.trigger_next:
+            self._check_output(r, ent.trigger, ctrl, st.ctrl_tid)
+        self._start_entry(r, e + 1)
+
+    # ------------------------------------------------------------------ data in and out
+    def _fill(self, r: int, t: TriggerSpec, ctrl: np.ndarray, tid: int) -> None:
+        ctrl[tid] += 1
+        src, _dst = self.footprints[t.ordinal]
+        pos = t.pos(r)
+        vals = make_input(self.seed, t.ordinal, pos, len(t.group), t.n, t.dtype, t.alu or "",
+                          t.reduce)
+        data = np.ascontiguousarray(vals).view(np.uint8)
+        acc = Access(tid, int(ctrl[tid]), t.ordinal, Access.FILL, f"the input fill of rank {r} "
+                     f"for trigger {t.ordinal}")
+        reg = src.region.index
+        buf = self._buffer(r, reg, t.ordinal)
+        sh = self._shadow(r, reg)
+        try:
+            for a, b in src.intervals():
+                sh.write(a, b, acc, ctrl)
+        except Conflict as c:
+            raise self._conflict(c, acc, r, reg, "writes") from None
+        src.scatter(buf, data)
+        ref = self.refs.get(t.ordinal)
+        if ref is None:
+            ref = self.refs[t.ordinal] = Reference(t.op, t.alu, t.dtype, t.group, t.n)
+        ref.add(pos, src.gather(buf).view(NUMPY_DTYPE[t.dtype]))
+
+    def _check_output(self, r: int, t: TriggerSpec, ctrl: np.ndarray, tid: int) -> None:
+        _src, dst = self.footprints[t.ordinal]
+        reg = dst.region.index
+        buf = self._buffer(r, reg, t.ordinal)
+        acc = Access(tid, int(ctrl[tid]), t.ordinal, Access.CHECK,
+                     f"the output check of rank {r} for trigger {t.ordinal}")
+        sh = self._shadow(r, reg)
+        unwritten = []
+        try:
+            for a, b in dst.intervals():
+                unwritten += sh.check_output(a, b, acc, ctrl)
+        except Conflict as c:
+            raise self._conflict(c, acc, r, reg, "reads") from None
+        got = dst.gather(buf)
+        ref = self.refs[t.ordinal]
+        if ref.complete:
+            self._verify(t, r, got, unwritten)
+        else:
+            self.deferred.append((t, r, got, unwritten))
+        self.trig_done[t.ordinal] = self.trig_done.get(t.ordinal, 0) + 1
+        if self.trig_done[t.ordinal] == len(t.group):
+            self._trigger_done(t)
+
+    def _verify(self, t: TriggerSpec, r: int, got: np.ndarray, unwritten: list) -> None:
+        tr = self.verdict[t.ordinal]
+        pos = t.pos(r)
+        want = self.refs[t.ordinal].expected_bytes(pos)
+        tr.ranks_checked += 1
+        if tr.status == NOT_RUN:
+            tr.status = MATCH
+        nbad = sum(b - a for a, b in unwritten)
+        if nbad:
+            tr.unwritten_bytes += nbad
+            region = self.footprints[t.ordinal][1].region
+            tr.fail(MISMATCH, f"rank {r}: {nbad} byte(s) of the output were not written by the "
+                              f"collective (first at storage offset {unwritten[0][0]:#x} of "
+                              f"{region.name!r})")
+        if got.size != want.size or not np.array_equal(got, want):
+            ds = t.dsize
+            g = got.view(np.uint8).reshape(-1, ds)
+            w = want.reshape(-1, ds)
+            diff = np.flatnonzero((g != w).any(axis=1))
+            tr.mismatched_elements += int(diff.size)
+            e = int(diff[0])
+            npdt = NUMPY_DTYPE[t.dtype]
+            gv = g[e].copy().view(npdt)[0]
+            wv = w[e].copy().view(npdt)[0]
+            if tr.first_mismatch is None:
+                tr.first_mismatch = {"rank": r, "element": e, "expected": str(wv), "got": str(gv),
+                                     "expected_bytes": w[e].tobytes().hex(),
+                                     "got_bytes": g[e].tobytes().hex()}
+            tr.fail(MISMATCH, f"rank {r}: {diff.size} element(s) differ, first element {e}: "
+                              f"expected {wv} ({w[e].tobytes().hex()}), got {gv} "
+                              f"({g[e].tobytes().hex()})")
+
+    def _trigger_done(self, t: TriggerSpec) -> None:
+        """Every rank of the group completed the trigger: run deferred checks, free memory."""
+        keep = []
+        for item in self.deferred:
+            if item[0] is t:
+                self._verify(*item)
+            else:
+                keep.append(item)
+        self.deferred = keep
+        self.refs.pop(t.ordinal, None)
+        for key in self.trig_bufs.pop(t.ordinal, ()):
+            users = self.touch.get(key)
+            if users is not None:
+                users.discard(t.ordinal)
+                if not users:
+                    self.mem.pop(key, None)
+                    del self.touch[key]
+
+    def _final_checks(self) -> None:
+        for r in sorted(self.sem_count):
+            nz = np.flatnonzero(self.sem_count[r])
+            if nz.size:
+                s = int(nz[0])
+                raise SimulationError(f"{sem_name(s)} of rank {r} is left at "
+                                      f"{int(self.sem_count[r][s])} at the end of the program "
+                                      f"({nz.size} non-zero semaphore(s); FORMATS §7: every "
+                                      "semaphore returns to 0)", rank=r,
+                                      trigger=self._last_trigger(r, s))
+        for t, r, got, unwritten in self.deferred:  # pragma: no cover - completes above
+            self._verify(t, r, got, unwritten)
+        for tr in self.verdict.values():
+            if tr.status == NOT_RUN:
+                tr.fail(ERROR, "no rank completed this trigger")
+
+    def _last_trigger(self, r: int, s: int) -> int | None:
+        ch = (s - 16) // 4 if s >= 16 else None
+        for ent in reversed(self.programs[r].entries):
+            if ch in ent.channels:
+                return ent.trigger.ordinal
+        return None
+
+
+def simulate_output(out: str | Path, *, seed: int = 0, progress=None) -> SimulationResult:
+    """Simulate the output folder ``out`` (checksums are the caller's business)."""
+    return Simulator(out, seed=seed, progress=progress).run()
+
+
+__all__ = ["Simulator", "simulate_output", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]

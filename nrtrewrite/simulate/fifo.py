@@ -1,0 +1,418 @@
+"""The net-proxy FIFOs (docs/FORMATS.md §8, seed 003 §3), decoded, checked and paired.
+
+Per rank and channel with network traffic: the ``net_ops_info`` records (one per entry that
+uses the network on the channel, in entry order), the transmit entries (``net_src_addr``)
+and the receive entries (``net_dest_addr``), each op's entries closed by a terminator.
+The transmit entries of an op pair positionally with the receive entries of the receiver's
+op for the same trigger; everything a pairing must agree on is checked here, so the engine
+only has to run the transfers (:class:`Transfer`) in FIFO order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nrtrewrite.codes import NetAddrMark, SDMA_DATA_TYPE_SIZE
+from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import EVT_SEM_INC
+from nrtrewrite.errors import SimulationError
+from nrtrewrite.simulate.artifacts import RankFiles
+from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
+from nrtrewrite.simulate.program import (
+    ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
+)
+
+TRANSFER = int(NetAddrMark.NET_TRANSFER)
+OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
+
+
+@dataclass(slots=True)
+class Transfer:
+    """One transmit entry (or terminator) as the sender's proxy runs it."""
+
+    rank: int  # sender
+    channel: int
+    entry: int  # the sender's SPAD entry
+    trigger: int
+    record: int  # index in net_src.bin
+    first: bool  # first entry of a leg: wait send_sema first
+    complete: bool  # last entry of a leg: increment the receiver's recv_sema after it
+    terminator: bool
+    handshake: tuple[int, int]  # (rank, sem id) the proxy decrements
+    notify: tuple[int, int] | None  # (rank, sem id) incremented after a complete entry
+    src: tuple[int, int, int] | None  # (rank, region, storage offset)
+    dst: tuple[int, int, int] | None
+    size: int
+    receiver: int
+    rx_record: int  # the paired net_dest.bin record of the receiver
+
+    def who(self) -> str:
+        kind = "terminator" if self.terminator else "transfer"
+        return (f"net proxy {kind} (rank {self.rank} -> {self.receiver}, channel {self.channel}, "
+                f"net_src.bin record {self.record})")
+
+
+@dataclass
+class ChannelFifo:
+    rank: int
+    channel: int
+    ops: np.ndarray
+    tx: np.ndarray
+    rx: np.ndarray
+    tx_raw: np.ndarray
+    rx_raw: np.ndarray
+    ops_first: int
+    tx_first: int
+    rx_first: int
+    op_entry: list[int] = field(default_factory=list)  # op k -> entry index
+    tx_groups: dict[int, tuple[int, int]] = field(default_factory=dict)  # op -> (first, n)
+    rx_groups: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
+    fifo = rf.manifest.get("fifo", [])
+    if not isinstance(fifo, list):
+        raise SimulationError("the rank manifest's fifo is not a list", rank=rf.rank)
+    out = {}
+    nxt = {"ops": 0, "src": 0, "dest": 0}
+    sizes = {"ops": rf.arrays["net_ops.bin"].size, "src": rf.arrays["net_src.bin"].size,
+             "dest": rf.arrays["net_dest.bin"].size}
+    last_ch = -1
+    for item in fifo:
+        try:
+            ch = int(item["channel"])
+            sl = tuple((int(item[k][0]), int(item[k][1])) for k in ("ops", "src", "dest"))
+        except (KeyError, TypeError, ValueError, IndexError):
+            raise SimulationError("malformed fifo slice in the rank manifest", rank=rf.rank) from None
+        if ch <= last_ch:
+            raise SimulationError("fifo slices are not in ascending channel order", rank=rf.rank,
+                                  channel=ch)
+        last_ch = ch
+        for (first, count), k in zip(sl, ("ops", "src", "dest")):
+            if first != nxt[k] or count < 0:
+                raise SimulationError(f"fifo {k} slice [{first}, {count}] does not follow the "
+                                      "previous channel's (files are channel-major)", rank=rf.rank,
+                                      channel=ch)
+            nxt[k] += count
+        out[ch] = sl
+    for k in nxt:
+        if nxt[k] != sizes[k]:
+            name = {"ops": "net_ops.bin", "src": "net_src.bin", "dest": "net_dest.bin"}[k]
+            raise SimulationError(f"the fifo slices cover {nxt[k]} records of {name}, the file "
+                                  f"holds {sizes[k]}", rank=rf.rank, artifact=name)
+    return out
+
+
+class FifoDecoder:
+    """Decode every rank's FIFOs and pair them into :class:`Transfer` lists per sender channel."""
+
+    def __init__(self, layout: Layout, programs: dict[int, RankProgram],
+                 files: dict[int, RankFiles], subgraph_index: dict[str, int] | None):
+        self.layout = layout
+        self.programs = programs
+        self.files = files
+        self.sg_index = subgraph_index
+        self.fifos: dict[tuple[int, int], ChannelFifo] = {}
+
+    def node(self, rank: int) -> int:
+        return self.layout.places[rank].node
+
+    def decode(self) -> dict[tuple[int, int], list[Transfer]]:
+        for rank, rf in self.files.items():
+            for ch, ((o0, on), (s0, sn), (d0, dn)) in _slices(rf).items():
+                a = rf.arrays
+                self.fifos[(rank, ch)] = ChannelFifo(
+                    rank, ch, a["net_ops.bin"][o0:o0 + on], a["net_src.bin"][s0:s0 + sn],
+                    a["net_dest.bin"][d0:d0 + dn], rf.raw("net_src.bin")[s0:s0 + sn],
+                    rf.raw("net_dest.bin")[d0:d0 + dn], o0, s0, d0)
+        self._expected_ops()
+        for f in self.fifos.values():
+            self._check_ops(f)
+            f.tx_groups = self._groups(f, "tx")
+            f.rx_groups = self._groups(f, "rx")
+        return self._pair()
+
+    # ------------------------------------------------------------------
+    def _expected_ops(self) -> None:
+        """Which entries use the network on which channel; ring_send_complete agrees."""
+        self.expect: dict[tuple[int, int], list[tuple[int, bool, bool]]] = {}
+        for rank, prog in self.programs.items():
+            me = self.node(rank)
+            for ent in prog.entries:
+                sends_any = False
+                for ch in ent.channels:
+                    succ = ent.trigger.successor(ch, rank)
+                    order = ent.trigger.orders.get(ch) or []
+                    pred = order[order.index(rank) - 1] if rank in order else None
+                    tx = succ is not None and self.node(succ) != me
+                    rx = pred is not None and self.node(pred) != me
+                    sends_any |= tx
+                    proxy_sends = [leg for leg in ent.queues.get(ch, [])
+                                   if any(i == (rank, sem_id(ch, ROLE_SEND), 1) for i in leg.incs)]
+                    if bool(proxy_sends) != tx:
+                        raise SimulationError(
+                            f"entry {ent.index} channel {ch}: the successor {succ} is on "
+                            f"{'another' if tx else 'the same'} node but "
+                            f"{'no' if tx else 'a'} leg hands data to the net proxy",
+                            rank=rank, channel=ch, trigger=ent.trigger.ordinal,
+                            artifact="sem.bin")
+                    if tx or rx:
+                        self.expect.setdefault((rank, ch), []).append((ent.index, tx, rx))
+                if sends_any != ent.send_complete:
+                    raise SimulationError(f"ring_send_complete is {int(ent.send_complete)} but the "
+                                          f"entry {'sends' if sends_any else 'does not send'} over "
+                                          "the network", rank=rank, artifact="spad.bin",
+                                          record=ent.index, field="ring_send_complete")
+        for key in set(self.expect) | set(self.fifos):
+            rank, ch = key
+            want = self.expect.get(key, [])
+            f = self.fifos.get(key)
+            got = f.ops.size if f is not None else 0
+            if got != len(want):
+                raise SimulationError(f"{got} net_ops_info records on channel {ch}, but "
+                                      f"{len(want)} entries use the network on it", rank=rank,
+                                      channel=ch, artifact="net_ops.bin")
+            if f is not None:
+                f.op_entry = [e for e, _tx, _rx in want]
+
+    def _check_ops(self, f: ChannelFifo) -> None:
+        rank, ch = f.rank, f.channel
+        prog = self.programs[rank]
+        raw = self.files[rank].raw("net_ops.bin")[f.ops_first:f.ops_first + f.ops.size]
+
+        def fail(k, why, fld=None):
+            return SimulationError(why, rank=rank, channel=ch, artifact="net_ops.bin",
+                                   record=f.ops_first + k, field=fld)
+
+        for k, op in enumerate(f.ops):
+            ent = prog.entries[f.op_entry[k]]
+            t = ent.trigger
+            if raw[k, 4:8].any() or raw[k, 60:64].any() or raw[k, 75]:
+                raise fail(k, "reserved bytes are not zero", "reserved")
+            for fld in ("sema_shift_offset", "early_send_completion", "early_recv_posting",
+                        "is_dynamic_send_recv_sz", "variable_peer", "add_to_histogram"):
+                if int(op[fld]) != 0:
+                    raise fail(k, f"{fld} is {int(op[fld])}, a ring op has 0", fld)
+            for a, b in (("inc_send_handshake", "inc_send_complete"),
+                         ("inc_recv_handshake", "inc_recv_complete")):
+                if int(op[a]) != int(op[b]):
+                    raise fail(k, f"{b} differs from {a} (ring)", b)
+            for fld, role in (("inc_send_handshake", ROLE_SEND), ("inc_recv_handshake", ROLE_RECV)):
+                tr, win, sid, err = self.layout.resolve_sema(rank, np.array([op[fld]], np.uint64))
+                if err[0]:
+                    raise fail(k, f"{fld} {int(op[fld]):#x} {ADDRESS_ERRORS[int(err[0])]}", fld)
+                if tr[0] != rank or win[0] != EVT_SEM_INC or sid[0] != sem_id(ch, role):
+                    raise fail(k, f"{fld} is {sem_name(int(sid[0]))} of rank {tr[0]} (window "
+                                  f"{int(win[0]):#x}); expected the INC window of this rank's "
+                                  f"{sem_name(sem_id(ch, role))}", fld)
+            if int(op["net_idx_loop_size"]) != F.NET_INDEX_LOOP_SIZE:
+                raise fail(k, f"net_idx_loop_size {int(op['net_idx_loop_size'])}, expected "
+                              f"{F.NET_INDEX_LOOP_SIZE}", "net_idx_loop_size")
+            for fld in ("initial_send_credits", "ending_recv_credits"):
+                if not 0 < int(op[fld]) <= F.NET_MAX_CREDITS:
+                    raise fail(k, f"{fld} {int(op[fld])} is not in (0, {F.NET_MAX_CREDITS:#x}]", fld)
+            if int(op["data_type_sz"]) != SDMA_DATA_TYPE_SIZE[t.dtype]:
+                raise fail(k, f"data_type_sz {int(op['data_type_sz'])}, sdma_data_type_size"
+                              f"[{t.dtype.name}] is {SDMA_DATA_TYPE_SIZE[t.dtype]}", "data_type_sz")
+            if int(op["func_rel_op_idx"]) != t.ordinal:
+                raise fail(k, f"func_rel_op_idx {int(op['func_rel_op_idx'])}, but net op {k} of "
+                              f"the channel belongs to entry {ent.index} (trigger {t.ordinal})",
+                           "func_rel_op_idx")
+            if self.sg_index is not None and int(op["basic_block_id"]) != self.sg_index.get(
+                    t.subgraph, -1):
+                raise fail(k, f"basic_block_id {int(op['basic_block_id'])}, trigger {t.ordinal} "
+                              f"is in subgraph {t.subgraph}", "basic_block_id")
+            if int(op["unrolled_count"]) != t.pgta:
+                raise fail(k, f"unrolled_count {int(op['unrolled_count'])}, the trigger has "
+                              f"{t.pgta} chunk groups", "unrolled_count")
+            if int(op["enc_channel"]) != ch:
+                raise fail(k, f"enc_channel {int(op['enc_channel'])} in channel {ch}'s FIFO",
+                           "enc_channel")
+
+    def _groups(self, f: ChannelFifo, side: str) -> dict[int, tuple[int, int]]:
+        """Split a FIFO into per-op groups closed by exact terminators."""
+        recs = f.tx if side == "tx" else f.rx
+        raw = f.tx_raw if side == "tx" else f.rx_raw
+        name = "net_src.bin" if side == "tx" else "net_dest.bin"
+        first0 = f.tx_first if side == "tx" else f.rx_first
+        rank_field = "dst_rank" if side == "tx" else "src_rank"
+        cnt_field = "tx_entry_cnt" if side == "tx" else "rx_entry_cnt"
+        expect = self.expect.get((f.rank, f.channel), [])
+        uses = [k for k, (_e, tx, rx) in enumerate(expect) if (tx if side == "tx" else rx)]
+
+        def fail(i, why, fld=None):
+            return SimulationError(why, rank=f.rank, channel=f.channel, artifact=name,
+                                   record=first0 + i, field=fld)
+
+        groups: dict[int, tuple[int, int]] = {}
+        i = 0
+        n = recs.size
+        for k in uses:
+            start = i
+            while i < n and int(recs["mark"][i]) == TRANSFER:
+                i += 1
+            if i >= n:
+                raise fail(n - 1 if n else 0, f"op {k}'s entries are not closed by a terminator "
+                              "(proxy_end_operation)", "mark")
+            term = recs[i]
+            if int(term["mark"]) != OP_COMPLETE:
+                raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
+                              "NET_OP_COMPLETE (1) terminator", "mark")
+            if int(term["net_op_idx"]) != k:
+                raise fail(i, f"terminator net_op_idx {int(term['net_op_idx'])}, it closes op {k} "
+                              f"(count of net_ops_info so far - 1)", "net_op_idx")
+            if int(term["size"]) != 0:
+                raise fail(i, f"terminator size {int(term['size'])}, must be 0", "size")
+            if int(term[rank_field]) != -1:
+                raise fail(i, f"terminator {rank_field} {int(term[rank_field])}, must be -1",
+                           rank_field)
+            zero = np.ones(raw.shape[1], bool)
+            zero[0:4] = False  # net_op_idx
+            zero[36:40] = False  # mark
+            zero[(48 if side == "tx" else 40):(52 if side == "tx" else 44)] = False  # rank field
+            if raw[i][zero].any():
+                raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
+                              "rank field", "terminator")
+            body = slice(start, i)
+            ents = recs[body]
+            if ents.size != int(f.ops[cnt_field][k]):
+                raise fail(i, f"op {k} has {ents.size} entries before its terminator, "
+                              f"{cnt_field} says {int(f.ops[cnt_field][k])}", cnt_field)
+            bad = np.flatnonzero(ents["net_op_idx"] != k)
+            if bad.size:
+                raise fail(start + int(bad[0]), f"net_op_idx {int(ents['net_op_idx'][bad[0]])} in "
+                                                f"op {k}'s entries", "net_op_idx")
+            bad = np.flatnonzero((ents["size"] == 0) | (ents["complete"] < 0)
+                                 | (ents["complete"] > 1))
+            if bad.size:
+                raise fail(start + int(bad[0]), "entry with size 0 or complete not 0/1", "size")
+            if ents.size and int(ents["complete"][-1]) != 1:
+                raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
+            res = raw[body]
+            if side == "tx":
+                bad_res = res[:, 16:32].any(axis=1) | res[:, 40:48].any(axis=1) | \
+                    res[:, 52:56].any(axis=1) | res[:, 64:72].any(axis=1)
+            else:
+                bad_res = res[:, 16:32].any(axis=1) | res[:, 44:48].any(axis=1)
+            bad = np.flatnonzero(bad_res)
+            if bad.size:
+                raise fail(start + int(bad[0]), "host_addr / nccl_mhandle / histogram / reserved "
+                                                "bytes are not zero")
+            groups[k] = (start, i - start)
+            i += 1
+        if i != n:
+            raise fail(i, f"{n - i} FIFO records after the last op's terminator")
+        for k in range(f.ops.size):
+            if k not in groups and int(f.ops[cnt_field][k]):
+                raise SimulationError(f"op {k}: {cnt_field} {int(f.ops[cnt_field][k])} but the op "
+                                      f"does not {'transmit' if side == 'tx' else 'receive'}",
+                                      rank=f.rank, channel=f.channel, artifact="net_ops.bin",
+                                      record=f.ops_first + k, field=cnt_field)
+        return groups
+
+    # ------------------------------------------------------------------
+    def _pair(self) -> dict[tuple[int, int], list[Transfer]]:
+        out: dict[tuple[int, int], list[Transfer]] = {}
+        consumed: set[tuple[int, int, int]] = set()
+        for (rank, ch), f in sorted(self.fifos.items()):
+            prog = self.programs[rank]
+            lst: list[Transfer] = []
+            for k, (start, n) in sorted(f.tx_groups.items()):
+                ent = prog.entries[f.op_entry[k]]
+                t = ent.trigger
+                recv = t.successor(ch, rank)
+                rf = self.fifos.get((recv, ch)) if recv is not None else None
+                rk = None
+                if rf is not None:
+                    for kk, e in enumerate(rf.op_entry):
+                        if self.programs[recv].entries[e].trigger is t:
+                            rk = kk
+                if rf is None or rk is None or rk not in rf.rx_groups:
+                    raise SimulationError(f"op {k} transmits to rank {recv}, which has no receive "
+                                          f"FIFO op for trigger {t.ordinal} on channel {ch}",
+                                          rank=rank, channel=ch, artifact="net_src.bin",
+                                          record=f.tx_first + start)
+                r0, rn = rf.rx_groups[rk]
+                if rn != n:
+                    raise SimulationError(f"op {k} has {n} transmit entries, the receiver's op "
+                                          f"{rk} (rank {recv}) {rn} receive entries", rank=rank,
+                                          channel=ch, artifact="net_src.bin",
+                                          record=f.tx_first + start)
+                consumed.add((recv, ch, rk))
+                hs = (rank, sem_id(ch, ROLE_SEND))
+                tr, _w, sid, _e = self.layout.resolve_sema(
+                    recv, np.array([rf.ops["inc_recv_handshake"][rk]], np.uint64))
+                notify = (int(tr[0]), int(sid[0]))
+                tx, rx = f.tx[start:start + n], rf.rx[r0:r0 + n]
+                self._check_pairs(f, rf, start, r0, tx, rx, recv)
+                s_rank, s_reg, s_off, _ = self._resolve(rank, rank, tx["dev_addr"], tx["size"],
+                                                        "net_src.bin", f.tx_first + start,
+                                                        "dev_addr", kind="gw")
+                d_rank, d_reg, d_off, _ = self._resolve(recv, recv, rx["dev_addr"], rx["size"],
+                                                        "net_dest.bin", rf.rx_first + r0,
+                                                        "dev_addr")
+                prev_complete = True
+                for j in range(n):
+                    comp = bool(tx["complete"][j])
+                    lst.append(Transfer(rank, ch, ent.index, t.ordinal, f.tx_first + start + j,
+                                        prev_complete, comp, False, hs, notify if comp else None,
+                                        (int(s_rank[j]), int(s_reg[j]), int(s_off[j])),
+                                        (int(d_rank[j]), int(d_reg[j]), int(d_off[j])),
+                                        int(tx["size"][j]), recv, rf.rx_first + r0 + j))
+                    prev_complete = comp
+                lst.append(Transfer(rank, ch, ent.index, t.ordinal, f.tx_first + start + n, False,
+                                    False, True, hs, None, None, None, 0, recv,
+                                    rf.rx_first + r0 + n))
+            if lst:
+                out[(rank, ch)] = lst
+        for (rank, ch), f in self.fifos.items():
+            for k in f.rx_groups:
+                if (rank, ch, k) not in consumed:
+                    raise SimulationError(f"receive op {k} (trigger "
+                                          f"{self.programs[rank].entries[f.op_entry[k]].trigger.ordinal}"
+                                          f") has no transmitting peer", rank=rank, channel=ch,
+                                          artifact="net_dest.bin",
+                                          record=f.rx_first + f.rx_groups[k][0])
+        return out
+
+    def _check_pairs(self, f, rf, start, r0, tx, rx, recv) -> None:
+        for j in range(tx.size):
+            where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin",
+                         record=f.tx_first + start + j)
+            if int(tx["dst_rank"][j]) != recv or int(rx["src_rank"][j]) != f.rank:
+                raise SimulationError(f"pairs rank {f.rank} -> {recv}, but dst_rank is "
+                                      f"{int(tx['dst_rank'][j])} and the receive entry's src_rank "
+                                      f"{int(rx['src_rank'][j])}", field="dst_rank", **where)
+            if int(tx["dst_addr"][j]) != int(rx["dev_addr"][j]):
+                raise SimulationError(f"dst_addr {int(tx['dst_addr'][j]):#x} but the paired receive "
+                                      f"entry (rank {recv}, net_dest.bin record "
+                                      f"{rf.rx_first + r0 + j}) has dev_addr "
+                                      f"{int(rx['dev_addr'][j]):#x}", field="dst_addr", **where)
+            if int(tx["size"][j]) != int(rx["size"][j]):
+                raise SimulationError(f"size {int(tx['size'][j])}, the paired receive entry has "
+                                      f"{int(rx['size'][j])}", field="size", **where)
+            if int(tx["complete"][j]) != int(rx["complete"][j]):
+                raise SimulationError("complete differs from the paired receive entry's",
+                                      field="complete", **where)
+
+    def _resolve(self, issuer, owner, addr, size, artifact, rec0, fld, kind=None):
+        trank, reg, soff, err = self.layout.resolve_data(issuer, addr, size.astype(np.int64))
+        routed = (np.asarray(addr, np.uint64) >> np.uint64(47)) != 0
+        for j in range(addr.size):
+            why = None
+            if routed[j]:
+                why = f"{fld} {int(addr[j]):#x} is not a local SoC address"
+            elif err[j]:
+                why = f"{fld} {int(addr[j]):#x} ({int(size[j])} bytes) {ADDRESS_ERRORS[int(err[j])]}"
+            elif trank[j] != owner:
+                why = f"{fld} {int(addr[j]):#x} is in rank {trank[j]}'s window, not rank {owner}'s"
+            elif kind and self.layout.region(int(reg[j])).kind != kind:
+                why = (f"{fld} {int(addr[j]):#x} is in region "
+                       f"{self.layout.region(int(reg[j])).name!r}; the proxy sends from the "
+                       f"gateway buffer")
+            if why:
+                raise SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
+                                      field=fld)
+        return trank, reg, soff, err

@@ -1,0 +1,265 @@
+"""The world as the output folder describes it: ranks and their cores, the memory map, and the
+decoding of SoC addresses (docs/FORMATS.md §10) into (rank, region, byte offset).
+
+Address decoding is vectorised: a whole rank's BD array is resolved in one call, and each
+address gets an error code (0 = fine) so that the caller can report the first bad record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nrtrewrite.codes import SBUF_PARTITIONS
+from nrtrewrite.emit.address import (
+    CAYMAN_ID_MASK, CAYMAN_ID_SHIFT, CORE_WINDOW, DIE_BIT, DRAM_BASE, EVT_SEM_BASE, EVT_SEM_DEC,
+    EVT_SEM_INC, EVT_SEM_READ, EVT_SEM_SET, EVT_SEM_STRIDE, LOCAL_MASK, SBUF_BASE,
+    SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
+)
+from nrtrewrite.errors import SimulationError
+
+REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
+
+#: Error codes of :meth:`Layout.resolve_data` / :meth:`Layout.resolve_sema`.
+E_OK = 0
+E_HIGH = 1
+E_CAYMAN = 2
+E_DIE = 3
+E_SELF = 4
+E_CORE = 5
+E_REGION = 6
+E_PAST = 7
+E_SEMA = 8
+
+ADDRESS_ERRORS = {
+    E_HIGH: "has bits above CAYMAN_ID_VALID [54] set",
+    E_CAYMAN: "has CAYMAN_ID bits without CAYMAN_ID_VALID",
+    E_DIE: "has the DIE bit [47] set, which no data address of FORMATS §10 uses",
+    E_SELF: "is routed to the issuing rank's own device (a same-device target must use the "
+            "plain local address)",
+    E_CORE: "targets a (device, core) where no rank of the world lives",
+    E_REGION: "maps to no region of the memory map",
+    E_PAST: "runs past the end of its region",
+    E_SEMA: "is not an EVT_SEM semaphore address",
+}
+
+WINDOWS = (EVT_SEM_READ, EVT_SEM_SET, EVT_SEM_INC, EVT_SEM_DEC)
+WINDOW_NAMES = {EVT_SEM_READ: "READ", EVT_SEM_SET: "SET", EVT_SEM_INC: "INC", EVT_SEM_DEC: "DEC"}
+
+
+@dataclass(frozen=True)
+class Region:
+    index: int
+    name: str
+    kind: str
+    offset: int
+    size: int  # bytes (per partition for sbuf)
+    partitions: int
+    subgraph: str | None
+    var_id: int | None
+
+    @property
+    def storage(self) -> int:
+        """Bytes of the simulator's buffer (partition-major for sbuf)."""
+        return self.size * self.partitions
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    rank: int
+    node: int
+    device: int  # routing id of the device (CAYMAN_ID)
+    core: int  # logical core on the device (window and TOP_SP index)
+
+
+class Layout:
+    """Memory map + topology table of an output folder (OUT/manifest.json)."""
+
+    def __init__(self, top: dict, *, file: str = ""):
+        self.file = file
+        err = lambda why: SimulationError(why, file=file, field="memory")  # noqa: E731
+        mem = top.get("memory")
+        if not isinstance(mem, dict):
+            raise err("manifest.json has no memory map")
+        for key, want in (("core_window", CORE_WINDOW), ("dram_base", DRAM_BASE),
+                          ("sbuf_base", SBUF_BASE)):
+            if mem.get(key) != want:
+                raise err(f"memory.{key} is {mem.get(key)!r}; FORMATS §10 fixes it at {want:#x}")
+        self.stride = int(mem.get("sbuf_partition_stride", 0))
+        self.regions: list[Region] = []
+        for i, reg in enumerate(mem.get("regions") or []):
+            try:
+                r = Region(i, str(reg["name"]), str(reg["kind"]), int(reg["offset"]),
+                           int(reg["size"]), int(reg.get("partitions", 1)), reg.get("subgraph"),
+                           reg.get("var_id"))
+            except (KeyError, TypeError, ValueError):
+                raise err(f"memory region {i} is malformed") from None
+            if r.kind not in REGION_KINDS or r.offset < 0 or r.size < 0:
+                raise err(f"memory region {r.name!r}: bad kind/offset/size")
+            if r.kind != "sbuf" and r.partitions != 1:
+                raise err(f"memory region {r.name!r}: only sbuf regions have partitions")
+            if r.kind == "sbuf" and not 1 <= r.partitions <= SBUF_PARTITIONS:
+                raise err(f"memory region {r.name!r}: {r.partitions} partitions")
+            self.regions.append(r)
+        dram = sorted((r for r in self.regions if r.kind != "sbuf" and r.size), key=lambda r: r.offset)
+        sbuf = sorted((r for r in self.regions if r.kind == "sbuf" and r.size), key=lambda r: r.offset)
+        for group in (dram, sbuf):
+            for a, b in zip(group, group[1:]):
+                if a.offset + a.size > b.offset:
+                    raise err(f"memory regions {a.name!r} and {b.name!r} overlap")
+        if dram and DRAM_BASE + dram[-1].offset + dram[-1].size > SBUF_BASE:
+            raise err("the DRAM regions run into the SBUF window")
+        if sbuf and sbuf[-1].offset + sbuf[-1].size > self.stride:
+            raise err("an SBUF region is wider than sbuf_partition_stride")
+        if sbuf and SBUF_BASE + max(r.partitions for r in sbuf) * self.stride > CORE_WINDOW:
+            raise err("the SBUF partitions run past the core window")
+        self._d_start = np.array([r.offset for r in dram], np.int64)
+        self._d_end = np.array([r.offset + r.size for r in dram], np.int64)
+        self._d_idx = np.array([r.index for r in dram], np.int64)
+        self._s_start = np.array([r.offset for r in sbuf], np.int64)
+        self._s_end = np.array([r.offset + r.size for r in sbuf], np.int64)
+        self._s_idx = np.array([r.index for r in sbuf], np.int64)
+        self._s_parts = np.array([r.partitions for r in sbuf], np.int64)
+        self._s_size = np.array([r.size for r in sbuf], np.int64)
+        self._by_var = {(r.subgraph, r.var_id): r for r in self.regions if r.var_id is not None}
+
+        topo = top.get("topology")
+        if not isinstance(topo, dict) or not isinstance(topo.get("ranks"), list):
+            raise SimulationError("manifest.json has no topology table", file=file,
+                                  field="topology")
+        self.lnc_size = int(topo.get("lnc_size", 1))
+        self.places: dict[int, RankPlace] = {}
+        for info in topo["ranks"]:
+            try:
+                p = RankPlace(int(info["rank"]), int(info["node"]), int(info["routing_id"]),
+                              int(info["logical_core"]))
+            except (KeyError, TypeError, ValueError):
+                raise SimulationError("malformed topology rank entry", file=file,
+                                      field="topology") from None
+            if not 0 <= p.device <= CAYMAN_ID_MASK or not 0 <= p.core < 2048:
+                raise SimulationError(f"rank {p.rank}: routing id / core out of range", file=file,
+                                      field="topology")
+            self.places[p.rank] = p
+        self.world = [int(r) for r in top.get("world") or []]
+        missing = [r for r in self.world if r not in self.places]
+        if missing:
+            raise SimulationError(f"rank {missing[0]} of the world is not in the topology table",
+                                  file=file, field="topology")
+        self.max_core = max([p.core for p in self.places.values()] + [0])
+        nodes = max([p.node for p in self.places.values()] + [0]) + 1
+        # (node, device, core) -> rank, dense
+        self._core_table = np.full((nodes, CAYMAN_ID_MASK + 1, self.max_core + 1), -1, np.int64)
+        for p in self.places.values():
+            if self._core_table[p.node, p.device, p.core] >= 0:
+                raise SimulationError(f"ranks {self._core_table[p.node, p.device, p.core]} and "
+                                      f"{p.rank} share a core", file=file, field="topology")
+            self._core_table[p.node, p.device, p.core] = p.rank
+
+    # ------------------------------------------------------------------
+    def region(self, index: int) -> Region:
+        return self.regions[index]
+
+    def var_region(self, subgraph: str, var_id: int) -> Region:
+        try:
+            return self._by_var[(subgraph, var_id)]
+        except KeyError:
+            raise SimulationError(f"var {var_id} of {subgraph} is not in the memory map",
+                                  file=self.file) from None
+
+    def named(self, kind: str) -> Region | None:
+        for r in self.regions:
+            if r.kind == kind:
+                return r
+        return None
+
+    def core_base(self, rank: int) -> int:
+        return self.places[rank].core * CORE_WINDOW
+
+    def storage_address(self, region: Region, soff: int) -> int:
+        """Window-relative address of storage offset ``soff`` of ``region`` (for messages)."""
+        if region.kind == "sbuf":
+            p, q = divmod(soff, region.size) if region.size else (0, 0)
+            return SBUF_BASE + p * self.stride + region.offset + q
+        return DRAM_BASE + region.offset + soff
+
+    # ------------------------------------------------------------------
+    def _target(self, issuer: int, addr: np.ndarray, core: np.ndarray):
+        """Target rank of addresses issued by ``issuer``; error codes for the routing part."""
+        me = self.places[issuer]
+        err = np.zeros(addr.size, np.int64)
+        err[(addr >> np.uint64(55)) != 0] = E_HIGH
+        valid = ((addr >> np.uint64(54)) & np.uint64(1)).astype(bool)
+        cay = ((addr >> np.uint64(CAYMAN_ID_SHIFT)) & np.uint64(CAYMAN_ID_MASK)).astype(np.int64)
+        err[(err == 0) & ~valid & (cay != 0)] = E_CAYMAN
+        err[(err == 0) & valid & (cay == me.device)] = E_SELF
+        device = np.where(valid, cay, me.device)
+        inside = core <= self.max_core
+        trank = np.full(addr.size, -1, np.int64)
+        trank[inside] = self._core_table[me.node, device[inside], core[inside]]
+        err[(err == 0) & (trank < 0)] = E_CORE
+        return trank, err
+
+    def resolve_data(self, issuer: int, addr: np.ndarray, nbytes: np.ndarray):
+        """(target rank, region index, storage offset, error code) of data addresses."""
+        addr = np.asarray(addr, dtype=np.uint64)
+        nbytes = np.asarray(nbytes, dtype=np.int64)
+        local = (addr & np.uint64(LOCAL_MASK)).astype(np.int64)
+        core = local >> 36
+        w = local & (CORE_WINDOW - 1)
+        trank, err = self._target(issuer, addr, core)
+        err[(err == 0) & (((addr >> np.uint64(DIE_BIT)) & np.uint64(1)) != 0)] = E_DIE
+        reg = np.full(addr.size, -1, np.int64)
+        soff = np.zeros(addr.size, np.int64)
+        # DRAM window
+        dm = (w >= DRAM_BASE) & (w < SBUF_BASE)
+        if dm.any() and self._d_start.size:
+            x = w[dm] - DRAM_BASE
+            i = np.searchsorted(self._d_start, x, side="right") - 1
+            ok = (i >= 0)
+            ic = np.maximum(i, 0)
+            ok &= x < self._d_end[ic]
+            r = np.where(ok, self._d_idx[ic], -1)
+            past = ok & (x + nbytes[dm] > self._d_end[ic])
+            reg[dm] = r
+            soff[dm] = np.where(ok, x - self._d_start[ic], 0)
+            e = err[dm]
+            e[(e == 0) & past] = E_PAST
+            err[dm] = e
+        sm = w >= SBUF_BASE
+        if sm.any() and self._s_start.size and self.stride:
+            x = w[sm] - SBUF_BASE
+            p = x // self.stride
+            q = x % self.stride
+            i = np.searchsorted(self._s_start, q, side="right") - 1
+            ic = np.maximum(i, 0)
+            ok = (i >= 0) & (q < self._s_end[ic]) & (p < self._s_parts[ic])
+            past = ok & (q + nbytes[sm] > self._s_end[ic])
+            reg[sm] = np.where(ok, self._s_idx[ic], -1)
+            soff[sm] = np.where(ok, p * self._s_size[ic] + q - self._s_start[ic], 0)
+            e = err[sm]
+            e[(e == 0) & past] = E_PAST
+            err[sm] = e
+        err[(err == 0) & (reg < 0)] = E_REGION
+        return trank, reg, soff, err
+
+    def resolve_sema(self, issuer: int, addr: np.ndarray):
+        """(target rank, window, semaphore id, error code) of EVT_SEM addresses."""
+        addr = np.asarray(addr, dtype=np.uint64)
+        local = (addr & np.uint64((1 << 48) - 1)).astype(np.int64)
+        die = (local >> DIE_BIT) & 1
+        rest = local & ((1 << DIE_BIT) - 1)
+        off = rest - EVT_SEM_BASE
+        sp_lo = np.where(off >= 0, off >> TOPSP_STRIDE_SHIFT, -1)
+        woff = off & ((1 << TOPSP_STRIDE_SHIFT) - 1)
+        bad = (off < 0) | (sp_lo > 7) | (woff < EVT_SEM_READ) | (
+            woff >= EVT_SEM_DEC + EVT_SEM_STRIDE * SEMAPHORES_PER_CORE)
+        widx = np.clip((woff - EVT_SEM_READ) // 0x400, 0, 3)
+        window = np.array(WINDOWS, np.int64)[widx]
+        rel = woff - window
+        bad |= (rel % EVT_SEM_STRIDE != 0) | (rel >= EVT_SEM_STRIDE * SEMAPHORES_PER_CORE)
+        sem = rel // EVT_SEM_STRIDE
+        core = np.where(bad, 0, sp_lo + 8 * die)
+        trank, err = self._target(issuer, addr, core)
+        err[(err == 0) & bad] = E_SEMA
+        return trank, np.where(bad, 0, window), np.where(bad, 0, sem), err

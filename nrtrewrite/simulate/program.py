@@ -1,0 +1,956 @@
+"""Static decoding of one rank's program: SPAD entries, legs, data BDs, CCE descriptors,
+semaphore BDs, tp_inc_steps and 0xBF words, every field checked against docs/FORMATS.md,
+turned into executable legs (:class:`Leg`).
+
+Everything is decoded with numpy over whole files; a per-leg Python pass only assembles
+what the engine needs (the merged byte runs of each stream, waits and increments).  Any
+disagreement is a :class:`SimulationError` naming the rank, the file, the record and the
+field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nrtrewrite.codes import DType, EncAlgType, EvtSemSubop
+from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SBUF_BASE
+from nrtrewrite.errors import SimulationError
+from nrtrewrite.simulate.artifacts import RankFiles
+from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
+from nrtrewrite.simulate.triggers import TriggerSpec
+
+# ---------------------------------------------------------------------------
+# The leaf vocabulary of FORMATS §3 and what the ring protocol of FORMATS §7 expects of it.
+LEAF_NAMES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
+              4: "recv_reduce_copy_send", 5: "direct_copy_send", 6: "direct_recv_send",
+              7: "direct_recv", 8: "direct_copy", 15: "mark_end"}
+MARK_END = 15
+REDUCE_LEAVES = frozenset({2, 3, 4})
+COPY_LEAVES = frozenset({1, 5, 6, 8})
+CONSUMING = frozenset({2, 3, 4, 6, 7})  # wait for the predecessor's data
+SENDING = frozenset({1, 2, 4, 5, 6})  # signal the successor
+NEIGH_NEXT, NEIGH_LOCAL, NEIGH_PREV = 1, 0, 2
+SDMA_NONE, SDMA_CME, SDMA_CCE = 0, 2, 4
+ROLE_RECV, ROLE_SEND, ROLE_POST, ROLE_COMPL = 0, 1, 2, 3
+ROLE_NAMES = {0: "recv_sema", 1: "send_sema", 2: "post_sema", 3: "dma_compl_sema"}
+SEM_BASE = 16
+WAIT = int(EvtSemSubop.WAIT_GE_AND_DEC)
+INC = int(EvtSemSubop.INC)
+#: algo_type values whose entries are channel leg programs (FORMATS §2).
+RING_FAMILY = {int(EncAlgType.RING): "RING", int(EncAlgType.KANGARING): "KANGARING",
+               int(EncAlgType.SINGLE_CYCLE_RING): "SINGLE_CYCLE_RING"}
+CCE_OPS = {0: "ADD", 2: "MAX", 3: "MIN"}
+#: CCE in/out dtype codes and their numpy types (FORMATS §6).
+CCE_IO_CODES = {int(DType.BF16), int(DType.FP16), int(DType.FP32), int(DType.FP8_E3),
+                int(DType.FP8_E4), int(DType.FP8_E5)}
+
+
+def sem_id(channel: int, role: int) -> int:
+    return SEM_BASE + 4 * channel + role
+
+
+def sem_name(sid: int) -> str:
+    if sid < SEM_BASE:
+        return f"semaphore {sid}"
+    ch, role = divmod(sid - SEM_BASE, 4)
+    return f"semaphore {sid} (channel {ch} {ROLE_NAMES[role]})"
+
+
+@dataclass(slots=True)
+class Leg:
+    """One executable leg."""
+
+    rank: int
+    record: int  # index in legs.bin
+    entry: int
+    channel: int
+    step: int
+    leaf: int
+    trigger: int
+    sdma_op: int
+    waits: list  # [(rank, sem id, value)]
+    incs: list  # [(rank, sem id, value)]
+    srcs: list  # per source stream: [(rank, region, storage offset, bytes)]
+    dsts: list  # per destination stream
+    cce: tuple | None  # (op, in code, out code) of a reduce leg
+    sequential: bool  # reads and writes overlap: run tile by tile
+    nbytes: int  # bytes of each source stream
+    tiles: list | None = None  # per tile (srcs, dsts) runs, for sequential legs
+
+    def who(self) -> str:
+        return (f"leg {LEAF_NAMES.get(self.leaf, self.leaf)} (rank {self.rank}, entry "
+                f"{self.entry}, channel {self.channel}, step {self.step})")
+
+
+@dataclass
+class Entry:
+    rank: int
+    index: int
+    trigger: TriggerSpec
+    algo_type: int
+    trigger_next: bool
+    reporter: bool
+    send_complete: bool
+    channels: list[int]
+    queues: dict[int, list[Leg]] = field(default_factory=dict)
+
+
+@dataclass
+class RankProgram:
+    rank: int
+    entries: list[Entry]
+    legs: int
+    bds: int
+
+
+def _where(rank: int, artifact: str, record: int | None = None, field_: str | None = None,
+           **kw) -> dict:
+    return dict(rank=rank, artifact=artifact, record=record, field=field_, **kw)
+
+
+def _first(mask: np.ndarray) -> int | None:
+    idx = np.flatnonzero(mask)
+    return int(idx[0]) if idx.size else None
+
+
+class RankDecoder:
+    """Decode and check one rank folder (see the module docstring)."""
+
+    def __init__(self, layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles):
+        self.layout = layout
+        self.triggers = triggers
+        self.rf = rf
+        self.rank = rf.rank
+        self.a = rf.arrays
+
+    def fail(self, why: str, artifact: str, record: int | None = None, field_: str | None = None,
+             **kw) -> SimulationError:
+        return SimulationError(why, **_where(self.rank, artifact, record, field_, **kw))
+
+    def check(self, bad: np.ndarray, why, artifact: str, field_: str | None = None,
+              base: int = 0) -> None:
+        """Raise for the first record where ``bad`` is set (``why`` may be a callable(i))."""
+        i = _first(bad)
+        if i is not None:
+            msg = why(i) if callable(why) else why
+            raise self.fail(msg, artifact, base + i, field_)
+
+    # ------------------------------------------------------------------
+    def decode(self) -> RankProgram:
+        self.decode_entries()
+        self.decode_legs()
+        self.decode_bds()
+        self.decode_tiles()
+        self.decode_cce()
+        self.decode_sems()
+        self.check_tpinc()
+        self.check_sb2sb()
+        entries = self.build()
+        return RankProgram(self.rank, entries, int(self.a["legs.bin"].size),
+                           int(self.a["dma.bin"].size))
+
+    # ------------------------------------------------------------------ SPAD
+    def decode_entries(self) -> None:
+        sp = self.a["spad.bin"]
+        art = "spad.bin"
+        if sp.size * F.SPAD_DTYPE.itemsize > F.SPAD_BYTES:
+            raise self.fail(f"{sp.size} entries overflow the {F.SPAD_BYTES}-byte CTRL SPAD", art)
+        man = self.rf.manifest.get("entries")
+        if not isinstance(man, list) or len(man) != sp.size:
+            raise self.fail(f"the rank manifest lists {len(man) if isinstance(man, list) else 0}"
+                            f" entries, spad.bin holds {sp.size}", art)
+        hdr = sp["header"].astype(np.int64)
+        alg = sp["alg"].astype(np.int64)
+        flags = sp["flags"].astype(np.int64)
+        self.check(hdr != 1, "cc_op bit is not 1 or reserved header bits are set", art, "cc_op")
+        self.check(sp["reserved"] != 0, "reserved byte 3 is not zero", art, "reserved")
+        self.check(flags >> 3 != 0, "reserved flag bits [7:3] are set", art, "flags")
+        self.algo_type = alg & 0xF
+        self.algo_sub = (alg >> 4) & 0x7
+        self.trigger_next = (alg >> 7) & 1
+        self.reporter = flags & 1
+        self.rwc = (flags >> 1) & 1
+        self.rsc = (flags >> 2) & 1
+        self.channel_list = sp["channel_list"].astype(np.int64)
+        self.entry_trigger: list[TriggerSpec] = []
+        for e in range(sp.size):
+            me = man[e] if isinstance(man[e], dict) else {}
+            if int(self.algo_type[e]) not in RING_FAMILY:
+                raise self.fail(f"algo_type {int(self.algo_type[e])} is not a ring-family "
+                                "leg program; the simulator executes RING, KANGARING and "
+                                "SINGLE_CYCLE_RING entries", art, e, "algo_type")
+            if self.algo_sub[e]:
+                raise self.fail("algo_sub_type must be 0 outside mesh entries", art, e,
+                                "algo_sub_type")
+            if not self.rwc[e]:
+                raise self.fail("ring_wait_complete is 0: the entry would have no completion "
+                                "rule (FORMATS §2.1)", art, e, "ring_wait_complete")
+            try:
+                t = self.triggers[int(me["trigger"])]
+            except (KeyError, TypeError, ValueError):
+                raise self.fail(f"the rank manifest entry names trigger {me.get('trigger')!r}, "
+                                "which OUT/manifest.json does not list", art, e) from None
+            if self.rank not in t.group:
+                raise self.fail(f"entry for trigger {t.ordinal}, whose replica group does not "
+                                f"contain rank {self.rank}", art, e)
+            if RING_FAMILY[int(self.algo_type[e])] != t.algorithm:
+                raise self.fail(f"algo_type {RING_FAMILY[int(self.algo_type[e])]} but trigger "
+                                f"{t.ordinal} was lowered as {t.algorithm}", art, e, "algo_type")
+            bits = [c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
+            expect = {
+                "algo_type": int(self.algo_type[e]), "algo_sub_type": int(self.algo_sub[e]),
+                "trigger_next": bool(self.trigger_next[e]), "reporter": bool(self.reporter[e]),
+                "ring_wait_complete": bool(self.rwc[e]), "ring_send_complete": bool(self.rsc[e]),
+                "channel_list": int(self.channel_list[e]), "channels": bits,
+            }
+            for key, val in expect.items():
+                if me.get(key) != val:
+                    raise self.fail(f"spad.bin says {key} = {val!r}, the rank manifest "
+                                    f"{me.get(key)!r}", art, e, key)
+            if bool(self.reporter[e]) != (self.rank == t.leader):
+                raise self.fail(f"reporter is {int(self.reporter[e])} but the reporter of trigger "
+                                f"{t.ordinal} is its leader, rank {t.leader}", art, e, "reporter")
+            self.entry_trigger.append(t)
+        for e in range(sp.size - 1):
+            if self.trigger_next[e] and self.entry_trigger[e + 1] is not self.entry_trigger[e]:
+                raise self.fail("trigger_next chains into an entry of another trigger", art, e,
+                                "trigger_next")
+        if sp.size and self.trigger_next[-1]:
+            raise self.fail("the last entry has trigger_next set", art, sp.size - 1,
+                            "trigger_next")
+        seen: dict[int, int] = {}
+        for e, t in enumerate(self.entry_trigger):
+            if t.ordinal in seen and (e == 0 or not self.trigger_next[e - 1]):
+                raise self.fail(f"a second entry chain for trigger {t.ordinal} (first at entry "
+                                f"{seen[t.ordinal]})", art, e)
+            seen.setdefault(t.ordinal, e)
+        for t in self.triggers.values():
+            if self.rank in t.group and t.ordinal not in seen:
+                raise self.fail(f"no SPAD entry for trigger {t.ordinal}, whose replica group "
+                                f"contains rank {self.rank}", art)
+        order = [self.entry_trigger[e].ordinal for e in range(sp.size)]
+        if order != sorted(order):
+            raise self.fail(f"entries are not in trigger order ({order})", art)
+
+    # ------------------------------------------------------------------ legs
+    def decode_legs(self) -> None:
+        L = self.a["legs.bin"]
+        art = "legs.bin"
+        n = L.size
+        ne = self.a["spad.bin"].size
+        self.check(L["reserved"] != 0, "reserved u16 at offset 46 is not zero", art, "reserved")
+        spi = L["spad_index"].astype(np.int64)
+        ch = L["channel"].astype(np.int64)
+        step = L["step"].astype(np.int64)
+        leaf = L["leaf"].astype(np.int64)
+        self.check(spi >= ne, lambda i: f"spad_index {spi[i]} but spad.bin has {ne} entries",
+                   art, "spad_index")
+        self.check(ch >= 32, "channel is not in 0..31", art, "channel")
+        key = spi * 32 + ch
+        self.check(np.diff(key) < 0, lambda i: "legs are not ordered by (entry, channel): "
+                   f"record {i + 1} comes after entry {spi[i]} channel {ch[i]}", art, "spad_index",
+                   base=1)
+        new = np.ones(n, bool)
+        new[1:] = key[1:] != key[:-1]
+        gid = np.cumsum(new) - 1
+        gfirst = np.flatnonzero(new)
+        want_step = np.arange(n) - gfirst[gid] if n else np.zeros(0, np.int64)
+        self.check(step != want_step, lambda i: f"step {step[i]} where program order says "
+                   f"{want_step[i]} (legs missing, duplicated or out of order)", art, "step")
+        glast = np.append(gfirst[1:] - 1, n - 1) if n else np.zeros(0, np.int64)
+        is_last = np.zeros(n, bool)
+        is_last[glast] = True
+        self.check(is_last & (leaf != MARK_END), "the last leg of an (entry, channel) is not "
+                   "mark_end", art, "leaf")
+        self.check(~is_last & (leaf == MARK_END), "mark_end before the end of its channel "
+                   "program", art, "leaf")
+        known = np.isin(leaf, list(LEAF_NAMES))
+        self.check(~known, lambda i: f"unknown leaf {leaf[i]}", art, "leaf")
+        trig = L["trigger"].astype(np.int64)
+        ent_trig = np.array([t.ordinal for t in self.entry_trigger], np.int64)
+        if n:
+            self.check(trig != ent_trig[spi], lambda i: f"trigger {trig[i]} but entry {spi[i]} "
+                       f"is trigger {ent_trig[spi[i]]}", art, "trigger")
+        half = L["half"].astype(np.int64)
+        self.check((half > 1) | ((leaf == MARK_END) & (half != 0)), "half is not CHUNK_H0/H1",
+                   art, "half")
+        sdma = L["sdma_op"].astype(np.int64)
+        want_sdma = np.where(np.isin(leaf, list(REDUCE_LEAVES)), SDMA_CCE,
+                             np.where(np.isin(leaf, list(COPY_LEAVES)), SDMA_CME, SDMA_NONE))
+        self.check(sdma != want_sdma, lambda i: f"sdma_op {sdma[i]} for leaf "
+                   f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_sdma[i]})", art, "sdma_op")
+        rt = L["reduction_type"].astype(np.int64)
+        red = sdma == SDMA_CCE
+        self.check(red & (rt > 2), "reduction_type is not a reduction_type_t", art,
+                   "reduction_type")
+        self.check(~red & (rt != F.NO_REDUCTION_TYPE), "a copy or sync leg carries a "
+                   "reduction_type (must be 0xFF)", art, "reduction_type")
+        neigh = L["neigh"].astype(np.int64)
+        want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
+                              np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
+        self.check(neigh != want_neigh, lambda i: f"neigh {neigh[i]} for leaf "
+                   f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_neigh[i]})", art, "neigh")
+        data = sdma != SDMA_NONE
+        for fld in ("dma_count", "cce_count", "sb2sb_count", "n_tiles"):
+            self.check(~data & (L[fld] != 0), f"{fld} of a leg without data (sdma_op 0) is not 0",
+                       art, fld)
+        self.check(data & (L["n_tiles"] == 0), "a data leg with no tiles", art, "n_tiles")
+        self.check(data & (L["num_elements"] == 0), "a data leg moving 0 elements", art,
+                   "num_elements")
+        me = leaf == MARK_END
+        self.check(me & ((L["num_elements"] != 0) | (L["elem_start"] != 0)),
+                   "mark_end carries elements", art, "num_elements")
+        # record ranges must tile their files exactly, in leg order
+        for first, count, fname in (("dma_first", "dma_count", "dma.bin"),
+                                    ("cce_first", "cce_count", "cce.bin"),
+                                    ("sem_first", "sem_count", "sem.bin"),
+                                    ("sb2sb_first", "sb2sb_count", "sb2sb.bin")):
+            f_ = L[first].astype(np.int64)
+            c_ = L[count].astype(np.int64)
+            expect = np.cumsum(c_) - c_
+            self.check(f_ != expect, lambda i, f_=f_, expect=expect, fname=fname:
+                       f"{first} {f_[i]}: the legs' records of {fname} do not follow each other "
+                       f"(expected {expect[i]})", art, first)
+            total = int(c_.sum())
+            if total != self.a[fname].size:
+                raise self.fail(f"the legs reference {total} records of {fname}, the file holds "
+                                f"{self.a[fname].size}", art, None, count)
+        # channel_list == channels with legs, per entry
+        got = np.zeros(ne, np.int64)
+        if n:
+            np.bitwise_or.at(got, spi, np.left_shift(1, ch))
+        bad = _first(got != self.channel_list)
+        if bad is not None:
+            raise self.fail(f"channel_list {self.channel_list[bad]:#x} but the entry has legs on "
+                            f"channels {got[bad]:#x}", "spad.bin", bad, "channel_list")
+        self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
+        self.group_first, self.group_of = gfirst, gid
+        self.n_legs = n
+
+    # ------------------------------------------------------------------ data BDs
+    def decode_bds(self) -> None:
+        D = self.a["dma.bin"]
+        L = self.a["legs.bin"]
+        art = "dma.bin"
+        lc = D["len_ctrl"].astype(np.int64)
+        mc = D["meta_ctrl"].astype(np.int64)
+        keep = F.LEN_MASK | (F.GEN_MASK << F.GEN_SHIFT) | F.LEN_FIRST | F.LEN_LAST
+        self.check(lc & ~keep != 0, "reserved bits (or META) set in len_ctrl", art, "len_ctrl")
+        mkeep = 0xF | F.META_DIR_S2M | (F.META_STREAM_MASK << F.META_STREAM_SHIFT)
+        self.check(mc & ~mkeep != 0, "reserved bits set in meta_ctrl", art, "meta_ctrl")
+        length = lc & F.LEN_MASK
+        length = np.where(length == 0, F.BD_MAX_BYTES, length)
+        leg_of = np.repeat(np.arange(self.n_legs), L["dma_count"].astype(np.int64))
+        self.check(mc & 0xF != self.sdma[leg_of], lambda i: f"sdma_op {mc[i] & 0xF} but its leg "
+                   f"{leg_of[i]} has sdma_op {self.sdma[leg_of[i]]}", art, "meta_ctrl")
+        # generation tags: index among the rank's data BDs of the same channel // 4096 mod 4
+        chan = self.ch[leg_of]
+        gen = (lc >> F.GEN_SHIFT) & F.GEN_MASK
+        want = (_index_within(chan) // F.BD_RING_ENTRIES) & F.GEN_MASK
+        self.check(gen != want, lambda i: f"generation tag {gen[i]}, expected {want[i]} (BD "
+                   f"ring wraps every {F.BD_RING_ENTRIES} BDs of channel {chan[i]})", art,
+                   "len_ctrl.ring_id")
+        trank, reg, soff, err = self.layout.resolve_data(self.rank, D["buf_ptr"], length)
+        i = _first(err != 0)
+        if i is not None:
+            raise self.fail(f"buf_ptr {int(D['buf_ptr'][i]):#x} ({int(length[i])} bytes) "
+                            f"{ADDRESS_ERRORS[int(err[i])]}", art, i, "buf_ptr",
+                            channel=int(chan[i]))
+        self.bd_len, self.bd_leg = length, leg_of
+        self.bd_first = (lc & F.LEN_FIRST) != 0
+        self.bd_last = (lc & F.LEN_LAST) != 0
+        self.bd_dir = (mc >> 4) & 1
+        self.bd_stream = (mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK
+        self.bd_rank, self.bd_reg, self.bd_soff = trank, reg, soff
+
+    def decode_tiles(self) -> None:
+        L = self.a["legs.bin"]
+        art = "dma.bin"
+        n = self.bd_len.size
+        leg = self.bd_leg
+        first, last = self.bd_first, self.bd_last
+        leg_start = np.ones(n, bool)
+        leg_start[1:] = leg[1:] != leg[:-1]
+        leg_end = np.ones(n, bool)
+        leg_end[:-1] = leg[1:] != leg[:-1]
+        self.check(leg_start & ~first, "the first BD of a leg does not have FIRST", art, "FIRST")
+        self.check(leg_end & ~last, "the last BD of a leg does not have LAST", art, "LAST")
+        if n > 1:
+            inner = ~leg_end[:-1]
+            self.check(inner & (last[:-1] != first[1:]), "FIRST/LAST do not delimit tiles "
+                       "(a LAST must be followed by a FIRST and only then)", art, "FIRST")
+        tile = np.cumsum(first) - 1
+        n_tiles = int(first.sum())
+        per_leg = np.bincount(leg[first], minlength=self.n_legs) if n else np.zeros(
+            self.n_legs, np.int64)
+        bad = _first(per_leg != L["n_tiles"])
+        if bad is not None:
+            raise self.fail(f"n_tiles {L['n_tiles'][bad]} but its BDs form {per_leg[bad]} tiles",
+                            "legs.bin", bad, "n_tiles")
+        key = self.bd_dir * 32 + self.bd_stream
+        tstart = np.flatnonzero(first)
+        if n > 1:
+            same_tile = tile[1:] == tile[:-1]
+            self.check(same_tile & (key[1:] < key[:-1]), "BDs of a tile are not ordered M2S "
+                       "sources 0, 1, ... then S2M destinations 0, 1, ...", art, "meta_ctrl",
+                       base=1)
+        # stream groups: (tile, dir, stream)
+        gnew = np.ones(n, bool)
+        if n > 1:
+            gnew[1:] = (tile[1:] != tile[:-1]) | (key[1:] != key[:-1])
+        gstart = np.flatnonzero(gnew)
+        g_tile = tile[gstart]
+        g_dir = self.bd_dir[gstart]
+        g_stream = self.bd_stream[gstart]
+        g_len = np.add.reduceat(self.bd_len, gstart) if n else np.zeros(0, np.int64)
+        # per tile: stream counts and indices 0..k-1
+        src_cnt = np.bincount(g_tile[g_dir == 0], minlength=n_tiles)
+        dst_cnt = np.bincount(g_tile[g_dir == 1], minlength=n_tiles)
+        src_max = np.full(n_tiles, -1, np.int64)
+        dst_max = np.full(n_tiles, -1, np.int64)
+        np.maximum.at(src_max, g_tile[g_dir == 0], g_stream[g_dir == 0])
+        np.maximum.at(dst_max, g_tile[g_dir == 1], g_stream[g_dir == 1])
+        bad = _first((src_max + 1 != src_cnt) | (dst_max + 1 != dst_cnt))
+        if bad is not None:
+            raise self.fail("a tile's stream indices are not 0, 1, ... (a stream is missing)", art,
+                            int(tstart[bad]), "meta_ctrl.stream")
+        bad = _first((src_cnt == 0) | (dst_cnt == 0))
+        if bad is not None:
+            raise self.fail("a tile without a source or without a destination stream", art,
+                            int(tstart[bad]), "meta_ctrl.dir")
+        t_leg = leg[tstart]
+        S = np.zeros(self.n_legs, np.int64)
+        Dn = np.zeros(self.n_legs, np.int64)
+        S[t_leg] = src_cnt
+        Dn[t_leg] = dst_cnt
+        # all tiles of a leg: same stream counts
+        smin = np.full(self.n_legs, 1 << 30, np.int64)
+        smax = np.full(self.n_legs, -1, np.int64)
+        np.minimum.at(smin, t_leg, src_cnt * 64 + dst_cnt)
+        np.maximum.at(smax, t_leg, src_cnt * 64 + dst_cnt)
+        bad = _first((smax >= 0) & (smin != smax))
+        if bad is not None:
+            raise self.fail("tiles of this leg have different numbers of sources/destinations",
+                            "legs.bin", bad, "dma_count")
+        copy = self.sdma == SDMA_CME
+        bad = _first(copy & (S > 1))
+        if bad is not None:
+            raise self.fail(f"a copy leg (CME) with {S[bad]} source streams", "legs.bin", bad)
+        # lengths: all sources of a tile equal; all destinations equal
+        src_len = np.zeros(n_tiles, np.int64)
+        smin = np.full(n_tiles, 1 << 62, np.int64)
+        smax = np.full(n_tiles, -1, np.int64)
+        m = g_dir == 0
+        np.minimum.at(smin, g_tile[m], g_len[m])
+        np.maximum.at(smax, g_tile[m], g_len[m])
+        bad = _first(smin != smax)
+        if bad is not None:
+            raise self.fail("the source streams of a tile have different lengths", art,
+                            int(tstart[bad]), "length")
+        src_len[:] = smax
+        dmin = np.full(n_tiles, 1 << 62, np.int64)
+        dmax = np.full(n_tiles, -1, np.int64)
+        m = g_dir == 1
+        np.minimum.at(dmin, g_tile[m], g_len[m])
+        np.maximum.at(dmax, g_tile[m], g_len[m])
+        bad = _first((dmin != dmax) | (dmax != src_len))
+        if bad is not None:
+            raise self.fail(f"destination streams of {dmin[bad]}..{dmax[bad]} bytes for sources "
+                            f"of {src_len[bad]} bytes", art, int(tstart[bad]), "length")
+        leg_bytes = np.bincount(t_leg, weights=src_len, minlength=self.n_legs).astype(np.int64)
+        dsize = np.array([self.entry_trigger[int(e)].dsize for e in self.spi], np.int64) \
+            if self.n_legs else np.zeros(0, np.int64)
+        data = self.sdma != SDMA_NONE
+        ne = self.a["legs.bin"]["num_elements"].astype(np.int64)
+        bad = _first(data & (leg_bytes != ne * dsize))
+        if bad is not None:
+            raise self.fail(f"num_elements {ne[bad]} x {dsize[bad]} bytes but each source stream "
+                            f"carries {leg_bytes[bad]} bytes", "legs.bin", bad, "num_elements")
+        self.S, self.D = S, Dn
+        self.tile_first_of_leg = np.cumsum(per_leg) - per_leg
+        self.tile_src_len = src_len
+        self.tile_start_bd = tstart
+        self.n_tiles_total = n_tiles
+
+    # ------------------------------------------------------------------ CCE
+    def decode_cce(self) -> None:
+        C = self.a["cce.bin"]
+        L = self.a["legs.bin"]
+        art = "cce.bin"
+        cnt = L["cce_count"].astype(np.int64)
+        red = self.sdma == SDMA_CCE
+        want = np.where(red, L["n_tiles"].astype(np.int64) * self.S, 0)
+        bad = _first(cnt != want)
+        if bad is not None:
+            raise self.fail(f"cce_count {cnt[bad]}, expected n_tiles x sources = {want[bad]}",
+                            "legs.bin", bad, "cce_count")
+        n = C.size
+        self.cce_uniform: dict[int, tuple[int, int, int]] = {}
+        if not n:
+            return
+        leg = np.repeat(np.arange(self.n_legs), cnt)
+        within = np.arange(n) - (L["cce_first"].astype(np.int64))[leg]
+        S = self.S[leg]
+        src = within % S
+        tile = self.tile_first_of_leg[leg] + within // S
+        w0 = C["w0"].astype(np.int64)
+        w1 = C["w1"].astype(np.int64)
+        w2 = C["w2"].astype(np.int64)
+        w3 = C["w3"].astype(np.int64)
+        self.check(w0 != (F.CCE_W0_META | (src << 24)), lambda i: f"W0 {w0[i]:#010x}, expected "
+                   f"{F.CCE_W0_META | (int(src[i]) << 24):#010x} (meta bit + meta_idx = source "
+                   f"{src[i]})", art, "w0")
+        op = w1 & 7
+        last = (w1 >> 7) & 1
+        in_dt = (w1 >> 8) & 0xF
+        out_dt = (w1 >> 12) & 0xF
+        acc = (w1 >> 16) & 0xF
+        valid = (w1 >> 25) & 1
+        self.check(w1 & ~(0x7 | 0x80 | 0xFFF00 | F.CCE_VALID) != 0, "reserved bits set in W1",
+                   art, "w1")
+        self.check(valid != 1, "CCE meta-ctrl valid bit (W1[25]) is not set", art, "w1.valid")
+        self.check(last != (src == S - 1), "W1 last bit is not set on exactly the last source of "
+                   "the tile", art, "w1.last")
+        self.check(~np.isin(op, list(CCE_OPS)), lambda i: f"W1 sub-op {op[i]} is not ADD, MAX or "
+                   "MIN", art, "w1.op")
+        self.check(~np.isin(in_dt, list(CCE_IO_CODES)), lambda i: f"W1 in_dtype {in_dt[i]:#x} is "
+                   "not a CCE-reducible I/O dtype", art, "w1.in_dtype")
+        self.check(~np.isin(out_dt, list(CCE_IO_CODES)), lambda i: f"W1 out_dtype {out_dt[i]:#x} "
+                   "is not a CCE-reducible I/O dtype", art, "w1.out_dtype")
+        self.check(acc != int(DType.FP32R), lambda i: f"W1 accumulate dtype {acc[i]:#x}, FORMATS "
+                   "§6 accumulates in FP32R (0xB)", art, "w1.acc_dtype")
+        trig_op = np.array([self.entry_trigger[int(self.spi[g])].cce_op for g in leg], np.int64)
+        trig_io = np.array([self.entry_trigger[int(self.spi[g])].io_code for g in leg], np.int64)
+        self.check(op != trig_op, lambda i: f"W1 sub-op {CCE_OPS.get(int(op[i]), op[i])} but the "
+                   f"trigger's op is {CCE_OPS.get(int(trig_op[i]))}", art, "w1.op")
+        self.check(in_dt != trig_io, lambda i: f"W1 in_dtype {in_dt[i]:#x} but the trigger's "
+                   f"data is {trig_io[i]:#x}", art, "w1.in_dtype")
+        self.check(out_dt != trig_io, lambda i: f"W1 out_dtype {out_dt[i]:#x} but the trigger's "
+                   f"data is {trig_io[i]:#x}", art, "w1.out_dtype")
+        slen = self.tile_src_len[tile]
+        self.check((w2 & 0xFFFFFF) != slen, lambda i: f"W2 length {w2[i] & 0xFFFFFF}, but source "
+                   f"{src[i]} of the tile carries {slen[i]} bytes", art, "w2")
+        self.check(w2 >> 24 != 0, "reserved bits set in W2", art, "w2")
+        rt = L["reduction_type"].astype(np.int64)[leg]
+        self.check((w3 & 0x3F) != S, lambda i: f"W3 num_sources {w3[i] & 0x3F}, the tile has "
+                   f"{S[i]} source streams", art, "w3.num_sources")
+        self.check(((w3 >> 8) & 3) != rt, "W3 reduction_type differs from the leg's", art,
+                   "w3.reduction_type")
+        self.check(w3 & ~(0x3F | 0x300) != 0, "reserved bits set in W3", art, "w3")
+        isz = np.array([_dsize(int(c)) for c in in_dt], np.int64)
+        self.check(slen % isz != 0, "a source stream is not a whole number of in_dtype elements",
+                   art, "w2")
+        first_of_leg = np.flatnonzero(within == 0)
+        for i in first_of_leg:
+            self.cce_uniform[int(leg[i])] = (int(op[i]), int(in_dt[i]), int(out_dt[i]))
+
+    # ------------------------------------------------------------------ semaphores
+    def decode_sems(self) -> None:
+        Sm = self.a["sem.bin"]
+        L = self.a["legs.bin"]
+        art = "sem.bin"
+        n = Sm.size
+        ctrl = Sm["ctrl"].astype(np.int64)
+        val = Sm["value"].astype(np.int64)
+        leg = np.repeat(np.arange(self.n_legs), L["sem_count"].astype(np.int64))
+        chan = self.ch[leg] if n else np.zeros(0, np.int64)
+        self.check(ctrl & ~(0xFFFF | F.SEM_REMOTE | (F.GEN_MASK << F.GEN_SHIFT)) != 0,
+                   "reserved bits set in the semaphore BD ctrl word", art, "ctrl")
+        subop = ctrl & F.SEM_SUBOP_MASK
+        role = (ctrl >> F.SEM_ROLE_SHIFT) & 0xFF
+        remote = (ctrl >> 16) & 1
+        gen = (ctrl >> F.GEN_SHIFT) & F.GEN_MASK
+        self.check((subop != WAIT) & (subop != INC), lambda i: f"EVT_SEM subop {subop[i]} (only "
+                   "20 wait_ge_and_dec and 21 inc are part of the protocol)", art, "ctrl.subop")
+        want_gen = (_index_within(chan) // F.BD_RING_ENTRIES) & F.GEN_MASK
+        self.check(gen != want_gen, lambda i: f"generation tag {gen[i]}, expected {want_gen[i]}",
+                   art, "ctrl.gen")
+        trank, window, sid, err = self.layout.resolve_sema(self.rank, Sm["addr"])
+        i = _first(err != 0)
+        if i is not None:
+            raise self.fail(f"addr {int(Sm['addr'][i]):#x} {ADDRESS_ERRORS[int(err[i])]}", art, i,
+                            "addr", channel=int(chan[i]))
+        want_win = np.where(subop == WAIT, EVT_SEM_DEC, EVT_SEM_INC)
+        self.check(window != want_win, lambda i: f"subop {subop[i]} through the "
+                   f"{WINDOW_NAMES.get(int(window[i]))} window (waits use DEC, increments INC)",
+                   art, "addr")
+        rel = sid - SEM_BASE
+        self.check(rel < 0, lambda i: f"{sem_name(int(sid[i]))}: ids 0..15 belong to the TOP_SP",
+                   art, "addr")
+        self.check(rel // 4 != chan, lambda i: f"{sem_name(int(sid[i]))} used by a leg of channel "
+                   f"{chan[i]}", art, "addr")
+        self.check(rel % 4 != role, lambda i: f"role {role[i]} but the address is "
+                   f"{sem_name(int(sid[i]))}", art, "ctrl.role")
+        self.check(role == ROLE_POST, "post_sema is not used by ring legs", art, "ctrl.role")
+        self.check(remote != (trank != self.rank), lambda i: f"remote bit {remote[i]} but the "
+                   f"semaphore is on rank {trank[i]}", art, "ctrl.remote")
+        self.check(val <= 0, "a semaphore BD with value 0", art, "value")
+        self.sem = (subop, role, trank, sid, val)
+
+    # ------------------------------------------------------------------ tp_inc_steps
+    def check_tpinc(self) -> None:
+        T = self.a["tpinc.bin"]
+        art = "tpinc.bin"
+        m2s = np.bincount(self.bd_leg[self.bd_dir == 0], minlength=self.n_legs)
+        s2m = np.bincount(self.bd_leg[self.bd_dir == 1], minlength=self.n_legs)
+        flags = T["flags"].astype(np.int64)
+        rep = T["repeat"].astype(np.int64)
+        self.check(flags & ~F.TPINC_LAST_SYNC != 0, "reserved flag bits set", art, "flags")
+        self.check(rep == 0, "repeat 0", art, "repeat")
+        if T.size and not flags[-1] & 1:
+            raise self.fail("the last record does not have last_sync", art, T.size - 1, "flags")
+        gid = np.cumsum(np.append(0, flags[:-1] & 1)) if T.size else np.zeros(0, np.int64)
+        n_groups = int(gid[-1]) + 1 if T.size else 0
+        n_leg_groups = self.group_first.size
+        if n_groups != n_leg_groups:
+            raise self.fail(f"{n_groups} last_sync groups for {n_leg_groups} (entry, channel) leg "
+                            "programs", art)
+        sizes = np.bincount(gid, weights=rep, minlength=n_groups).astype(np.int64)
+        lsizes = np.diff(np.append(self.group_first, self.n_legs))
+        bad = _first(sizes != lsizes)
+        if bad is not None:
+            raise self.fail(f"group {bad} expands to {sizes[bad]} legs, entry "
+                            f"{self.spi[self.group_first[bad]]} channel "
+                            f"{self.ch[self.group_first[bad]]} has {lsizes[bad]}", art)
+        em = np.repeat(T["m2s"].astype(np.int64), rep)
+        es = np.repeat(T["s2m"].astype(np.int64), rep)
+        bad = _first((em != m2s) | (es != s2m))
+        if bad is not None:
+            raise self.fail(f"tp_inc_steps say m2s {em[bad]} / s2m {es[bad]} for leg {bad}, its "
+                            f"BDs are {m2s[bad]} M2S / {s2m[bad]} S2M", art, None, "m2s",
+                            channel=int(self.ch[bad]))
+
+    # ------------------------------------------------------------------ 0xBF words
+    def check_sb2sb(self) -> None:
+        W = self.a["sb2sb.bin"]
+        L = self.a["legs.bin"]
+        art = "sb2sb.bin"
+        n = W.size
+        E = L["num_elements"].astype(np.int64)
+        data = self.sdma != SDMA_NONE
+        full = E // 65536
+        q = (E // 256) % 256
+        r = E % 256
+        want = np.where(data, full + (q > 0) + (r > 0), 0)
+        bad = _first(L["sb2sb_count"].astype(np.int64) != want)
+        if bad is not None:
+            raise self.fail(f"sb2sb_count {L['sb2sb_count'][bad]}, {E[bad]} elements make "
+                            f"{want[bad]} pieces", "legs.bin", bad, "sb2sb_count")
+        if not n:
+            return
+        raw = self.rf.raw(art)
+        self.check(W["opcode"] != 0xBF, "opcode is not 0xBF", art, "opcode")
+        self.check(W["inst_word_len"] != 16, "inst_word_len is not 16", art, "inst_word_len")
+        self.check((W["debug_cmd"] != 0) | (W["debug_hint"] != 0), "debug fields are not 0", art,
+                   "debug_cmd")
+        self.check(raw[:, 14:16].any(axis=1) | raw[:, 34:48].any(axis=1), "reserved bytes are "
+                   "not zero", art, "reserved")
+        leg = np.repeat(np.arange(self.n_legs), L["sb2sb_count"].astype(np.int64))
+        k = np.arange(n) - L["sb2sb_first"].astype(np.int64)[leg]
+        trig = [self.entry_trigger[int(self.spi[g])] for g in leg]
+        io = np.array([t.io_code for t in trig], np.int64)
+        self.check((W["in_dtype"] != io) | (W["out_dtype"] != io), lambda i: f"in/out dtype "
+                   f"{W['in_dtype'][i]:#x}/{W['out_dtype'][i]:#x}, the trigger moves {io[i]:#x}",
+                   art, "in_dtype")
+        lnc = F.LNC_SIZE_FMT.get(self.layout.lnc_size, 0)
+        self.check(W["lnc_size_fmt"] != lnc, f"lnc_size_fmt is not {lnc} (LNC{self.layout.lnc_size})",
+                   art, "lnc_size_fmt")
+        nact = np.array([bin(int(self.channel_list[int(self.spi[g])])).count("1") for g in leg],
+                        np.int64)
+        self.check(W["num_active_channels"] != nact, lambda i: f"num_active_channels "
+                   f"{W['num_active_channels'][i]}, the entry has {nact[i]}", art,
+                   "num_active_channels")
+        kind = np.where(k < full[leg], 0, np.where((k == full[leg]) & (q[leg] > 0), 1, 2))
+        n0 = np.where(kind == 2, r[leg], 256)
+        n1 = np.where(kind == 0, 256, np.where(kind == 1, q[leg], 1))
+        for part in ("src", "dst"):
+            t3 = W[part]
+            self.check((t3["step_elem"][:, 0] != 1) | (t3["step_elem"][:, 1] != 256)
+                       | (t3["step_elem"][:, 2] != 0), f"{part}.step_elem is not (1, 256, 0)", art,
+                       f"{part}.step_elem")
+            self.check((t3["num_elem"][:, 0] != n0) | (t3["num_elem"][:, 1] != n1)
+                       | (t3["num_elem"][:, 2] != 1), lambda i, t3=t3, part=part:
+                       f"{part}.num_elem {list(t3['num_elem'][i])}, piece {k[i]} of "
+                       f"{E[leg[i]]} elements is ({n0[i]}, {n1[i]}, 1)", art, f"{part}.num_elem")
+        # events fields against the semaphore BDs
+        subop, role, trank, sid, val = self.sem
+        L_first = L["sem_first"].astype(np.int64)
+        L_count = L["sem_count"].astype(np.int64)
+        first_piece = k == 0
+        last_piece = k == L["sb2sb_count"].astype(np.int64)[leg] - 1
+        wm = W["wait_mode"].astype(np.int64)
+        wi = W["wait_idx"].astype(np.int64)
+        wv = W["semaphore_value"].astype(np.int64)
+        um = W["update_mode"].astype(np.int64)
+        ui = W["update_idx"].astype(np.int64)
+        for i in range(n):
+            g = int(leg[i])
+            s0, sc = int(L_first[g]), int(L_count[g])
+            waits = [j for j in range(s0, s0 + sc) if subop[j] == WAIT]
+            compl = [j for j in range(s0, s0 + sc) if subop[j] == INC and role[j] == ROLE_COMPL]
+            if first_piece[i] and waits:
+                j = waits[0]
+                ok = wm[i] == WAIT and wi[i] == sid[j] and wv[i] == val[j]
+                why = (f"first piece events wait ({wm[i]}, {wi[i]}, {wv[i]}) but the leg waits "
+                       f"{sem_name(int(sid[j]))} >= {val[j]}")
+            else:
+                ok = wm[i] == 0 and wi[i] == 0 and wv[i] == 0
+                why = f"wait fields ({wm[i]}, {wi[i]}, {wv[i]}) on a piece that does not wait"
+            if not ok:
+                raise self.fail(why, art, i, "wait_mode")
+            if last_piece[i] and compl:
+                j = compl[0]
+                ok = um[i] == INC and ui[i] == sid[j]
+                why = (f"last piece update ({um[i]}, {ui[i]}) but the leg increments "
+                       f"{sem_name(int(sid[j]))}")
+            else:
+                ok = um[i] == 0 and ui[i] == 0
+                why = f"update fields ({um[i]}, {ui[i]}) on a piece that is not the leg's last"
+            if not ok:
+                raise self.fail(why, art, i, "update_mode")
+        self.sb_leg, self.sb_k = leg, k
+
+    # ------------------------------------------------------------------ executable legs
+    def build(self) -> list[Entry]:
+        L = self.a["legs.bin"]
+        subop, role, trank_s, sid, val = self.sem
+        runs = _stream_runs(self)
+        entries = [Entry(self.rank, e, self.entry_trigger[e], int(self.algo_type[e]),
+                         bool(self.trigger_next[e]), bool(self.reporter[e]), bool(self.rsc[e]),
+                         [c for c in range(32) if (int(self.channel_list[e]) >> c) & 1])
+                   for e in range(self.a["spad.bin"].size)]
+        sem_first = L["sem_first"].astype(np.int64)
+        sem_count = L["sem_count"].astype(np.int64)
+        group_size = np.diff(np.append(self.group_first, self.n_legs))
+        step = L["step"].astype(np.int64)
+        elem_start = L["elem_start"].astype(np.int64)
+        sb_first = L["sb2sb_first"].astype(np.int64)
+        for g in range(self.n_legs):
+            e, c, leaf = int(self.spi[g]), int(self.ch[g]), int(self.leaf[g])
+            t = self.entry_trigger[e]
+            where = dict(artifact="sem.bin", record=int(sem_first[g]), channel=c)
+            waits, incs = [], []
+            seen_inc = False
+            for j in range(int(sem_first[g]), int(sem_first[g] + sem_count[g])):
+                item = (int(trank_s[j]), int(sid[j]), int(val[j]))
+                if subop[j] == WAIT:
+                    if seen_inc:
+                        raise SimulationError("a wait after an increment (FORMATS §7: waits "
+                                              "first)", rank=self.rank, **{**where, "record": j})
+                    if item[0] != self.rank:
+                        raise SimulationError("a wait on another rank's semaphore",
+                                              rank=self.rank, **{**where, "record": j})
+                    waits.append(item)
+                else:
+                    seen_inc = True
+                    incs.append(item)
+            leg = Leg(self.rank, g, e, c, int(step[g]), leaf, t.ordinal, int(self.sdma[g]),
+                      waits, incs, [], [], self.cce_uniform.get(g), False, 0)
+            self._protocol(leg, t, int(group_size[self.group_of[g]]) - 1, sem_first[g])
+            if self.sdma[g] != SDMA_NONE:
+                srcs, dsts = runs.get(g, ([], []))
+                leg.srcs, leg.dsts = srcs, dsts
+                leg.nbytes = sum(r[3] for r in srcs[0])
+                leg.sequential = _overlaps(srcs, dsts)
+                if leg.sequential:
+                    leg.tiles = _tile_runs(self, g)
+                self._check_pieces(leg, t, int(elem_start[g]), int(sb_first[g]))
+                if leaf in SENDING:
+                    self._check_send_target(leg, t)
+            entries[e].queues.setdefault(c, []).append(leg)
+        return entries
+
+    def _protocol(self, leg: Leg, t: TriggerSpec, others: int, sem_rec: int) -> None:
+        """FORMATS §7: which semaphores each leaf waits on and increments."""
+        c, me = leg.channel, self.rank
+        recv, send, compl = sem_id(c, ROLE_RECV), sem_id(c, ROLE_SEND), sem_id(c, ROLE_COMPL)
+
+        def bad(why):
+            return SimulationError(f"{LEAF_NAMES[leg.leaf]}: {why}", rank=me, artifact="sem.bin",
+                                   record=int(sem_rec), channel=c, trigger=t.ordinal)
+
+        if leg.leaf == MARK_END:
+            if leg.waits != [(me, compl, others)] or leg.incs:
+                raise bad(f"mark_end must only wait {sem_name(compl)} >= {others} (the other "
+                          f"legs of the channel), found waits {leg.waits} incs {leg.incs}")
+            return
+        want_waits = [(me, recv, 1)] if leg.leaf in CONSUMING else []
+        if leg.waits != want_waits:
+            raise bad(f"waits {leg.waits}, expected {want_waits}")
+        own = [i for i in leg.incs if i == (me, compl, 1)]
+        if len(own) != 1:
+            raise bad(f"must increment its own {sem_name(compl)} by 1 exactly once")
+        rest = [i for i in leg.incs if i != (me, compl, 1)]
+        if leg.leaf in SENDING:
+            ok = len(rest) == 1 and rest[0][2] == 1 and (
+                (rest[0][0] != me and rest[0][1] == recv) or rest[0][:2] == (me, send))
+            if not ok:
+                raise bad(f"a sending leg must increment the successor's recv_sema or its own "
+                          f"send_sema by 1, found {rest}")
+        elif rest:
+            raise bad(f"unexpected increments {rest}")
+
+    def _check_send_target(self, leg: Leg, t: TriggerSpec) -> None:
+        """A sending leg signals and writes the ring successor of the manifest's channel order."""
+        succ = t.successor(leg.channel, self.rank)
+        remote = [i for i in leg.incs if i[0] != self.rank]
+        targets = {r[0] for runs in leg.dsts for r in runs} - {self.rank}
+        if remote:
+            if succ is None or remote[0][0] != succ:
+                raise SimulationError(f"{leg.who()} signals rank {remote[0][0]}, the ring "
+                                      f"successor of channel {leg.channel} is {succ}",
+                                      rank=self.rank, trigger=t.ordinal, artifact="sem.bin")
+            if targets != {succ}:
+                raise SimulationError(f"{leg.who()} signals rank {succ} but writes ranks "
+                                      f"{sorted(targets)}", rank=self.rank, trigger=t.ordinal,
+                                      artifact="dma.bin")
+        elif targets:
+            raise SimulationError(f"{leg.who()} hands its data to the net proxy but writes ranks "
+                                  f"{sorted(targets)}", rank=self.rank, trigger=t.ordinal,
+                                  artifact="dma.bin")
+
+    def _check_pieces(self, leg: Leg, t: TriggerSpec, elem_start: int, sb_first: int) -> None:
+        """TENSOR3D start_addr of every piece against the first source / destination stream."""
+        W = self.a["sb2sb.bin"]
+        ds = t.dsize
+        E = leg.nbytes // ds
+        full, q, r = E // 65536, (E // 256) % 256, E % 256
+        offs = [k * 65536 for k in range(full)]
+        if q:
+            offs.append(full * 65536)
+        if r:
+            offs.append(E - r)
+        for k, off in enumerate(offs):
+            i = sb_first + k
+            for part, runs in (("src", leg.srcs[0]), ("dst", leg.dsts[0])):
+                got = int(W[part]["start_addr"][i])
+                want = self._start_addr(t, runs, off * ds, elem_start + off)
+                if want is not None and got != want:
+                    raise self.fail(f"{part}.start_addr {got:#x}, the piece's first element "
+                                    f"{elem_start + off} is at {want:#x} of its buffer",
+                                    "sb2sb.bin", i, f"{part}.start_addr")
+
+    def _start_addr(self, t: TriggerSpec, runs: list, pos: int, elem: int) -> int | None:
+        for trank, reg, soff, nb in runs:
+            if pos < nb:
+                region = self.layout.region(reg)
+                if region.kind == "sbuf":
+                    return self.layout.storage_address(region, soff + pos) - SBUF_BASE
+                addr = DRAM_BASE + region.offset + soff + pos
+                anchors = []
+                if region.kind in ("scratch", "gw"):
+                    anchors.append(DRAM_BASE + region.offset)
+                for which, opnd in (("src", t.src), ("dst", t.dst)):
+                    if opnd.get("ap") is None and self.layout.var_region(
+                            t.subgraph, int(opnd["var_id"])).index == reg:
+                        origin = 0
+                        if which == "src" and t.op == "ALLGATHER":
+                            origin = t.pos(trank) * t.n
+                        if which == "dst" and t.op == "REDUCE_SCATTER":
+                            origin = t.pos(trank) * (t.n // len(t.group))
+                        anchors.append(DRAM_BASE + region.offset + int(opnd.get("offset", 0))
+                                       - origin * t.dsize)
+                if not anchors:
+                    raise SimulationError(f"a leg of trigger {t.ordinal} streams region "
+                                          f"{region.name!r}, which is neither an operand nor "
+                                          "scratch/gw", rank=self.rank, artifact="dma.bin")
+                if all(elem * t.dsize + a != addr for a in anchors):
+                    raise SimulationError(f"the BD address of element {elem} ({addr:#x} in "
+                                          f"{region.name!r}) is not where that element of the "
+                                          "op's buffer lives", rank=self.rank, trigger=t.ordinal,
+                                          artifact="dma.bin")
+                return elem * t.dsize
+            pos -= nb
+        return None  # pragma: no cover - pos beyond the stream (checked by lengths)
+
+
+def _dsize(code: int) -> int:
+    from nrtrewrite.codes import DTYPE_SIZE
+    return DTYPE_SIZE[DType(code)]
+
+
+def _index_within(keys: np.ndarray) -> np.ndarray:
+    """Position of each element among the earlier elements with the same key."""
+    n = keys.size
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    start = np.ones(n, bool)
+    start[1:] = sk[1:] != sk[:-1]
+    first = np.flatnonzero(start)
+    grp = np.cumsum(start) - 1
+    out = np.empty(n, np.int64)
+    out[order] = np.arange(n) - first[grp]
+    return out
+
+
+def _stream_runs(d: RankDecoder) -> dict[int, tuple[list, list]]:
+    """Per data leg: merged byte runs of each source and destination stream, tile order."""
+    n = d.bd_len.size
+    if not n:
+        return {}
+    order = np.lexsort((np.arange(n), d.bd_stream, d.bd_dir, d.bd_leg))
+    leg = d.bd_leg[order]
+    dirr = d.bd_dir[order]
+    stream = d.bd_stream[order]
+    rk = d.bd_rank[order]
+    reg = d.bd_reg[order]
+    off = d.bd_soff[order]
+    ln = d.bd_len[order]
+    brk = np.ones(n, bool)
+    brk[1:] = ((leg[1:] != leg[:-1]) | (dirr[1:] != dirr[:-1]) | (stream[1:] != stream[:-1])
+               | (rk[1:] != rk[:-1]) | (reg[1:] != reg[:-1]) | (off[1:] != off[:-1] + ln[:-1]))
+    starts = np.flatnonzero(brk)
+    r_len = np.add.reduceat(ln, starts)
+    out: dict[int, tuple[list, list]] = {}
+    for i, s in enumerate(starts.tolist()):
+        g = int(leg[s])
+        srcs, dsts = out.setdefault(g, ([], []))
+        lst = dsts if dirr[s] else srcs
+        k = int(stream[s])
+        while len(lst) <= k:
+            lst.append([])
+        lst[k].append((int(rk[s]), int(reg[s]), int(off[s]), int(r_len[i])))
+    return out
+
+
+def _tile_runs(d: RankDecoder, g: int) -> list:
+    """Per tile of leg ``g``: (source runs per stream, destination runs per stream)."""
+    idx = np.flatnonzero(d.bd_leg == g)
+    tiles = []
+    cur = None
+    for i in idx.tolist():
+        if d.bd_first[i]:
+            cur = ([], [])
+            tiles.append(cur)
+        lst = cur[1] if d.bd_dir[i] else cur[0]
+        k = int(d.bd_stream[i])
+        while len(lst) <= k:
+            lst.append([])
+        lst[k].append((int(d.bd_rank[i]), int(d.bd_reg[i]), int(d.bd_soff[i]), int(d.bd_len[i])))
+    return tiles
+
+
+def _overlaps(srcs: list, dsts: list) -> bool:
+    """True when a destination run overlaps a source run or another destination run."""
+    items = sorted([(r[0], r[1], r[2], r[2] + r[3], 0) for runs in srcs for r in runs]
+                   + [(r[0], r[1], r[2], r[2] + r[3], 1) for runs in dsts for r in runs])
+    key = None
+    end_any = end_dst = -1
+    for rk, rg, a, e, is_dst in items:
+        if (rk, rg) != key:
+            key, end_any, end_dst = (rk, rg), -1, -1
+        if a < (end_any if is_dst else end_dst):
+            return True
+        end_any = max(end_any, e)
+        if is_dst:
+            end_dst = max(end_dst, e)
+    return False
+
+
+def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:
+    return RankDecoder(layout, triggers, rf).decode()

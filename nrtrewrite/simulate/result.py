@@ -1,0 +1,59 @@
+"""What a simulation reports: one verdict per trigger, plus the program-level error if any."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MATCH = "match"
+MISMATCH = "mismatch"
+ERROR = "error"
+NOT_RUN = "not run"
+
+
+@dataclass
+class TriggerResult:
+    trigger: int
+    label: str
+    op: str
+    dtype: str
+    num_elements: int
+    group_size: int
+    status: str = NOT_RUN
+    ranks_checked: int = 0
+    mismatched_elements: int = 0
+    unwritten_bytes: int = 0
+    detail: str = ""
+    first_mismatch: dict | None = None
+
+    def fail(self, status: str, detail: str) -> None:
+        if self.status in (MATCH, NOT_RUN) or not self.detail:
+            self.status = status
+            self.detail = detail
+
+    def to_json(self) -> dict:
+        return {"trigger": self.trigger, "op": self.op, "dtype": self.dtype,
+                "num_elements": self.num_elements, "group_size": self.group_size,
+                "status": self.status, "ranks_checked": self.ranks_checked,
+                "mismatched_elements": self.mismatched_elements,
+                "unwritten_bytes": self.unwritten_bytes, "detail": self.detail,
+                "first_mismatch": self.first_mismatch}
+
+
+@dataclass
+class SimulationResult:
+    output: str
+    seed: int
+    triggers: list[TriggerResult] = field(default_factory=list)
+    error: str | None = None  # program-level protocol error (SimulationError line)
+    error_trigger: int | None = None
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and all(t.status == MATCH for t in self.triggers)
+
+    def to_json(self) -> dict:
+        return {"format": "nrtrewrite-simulate", "format_version": 1, "output": self.output,
+                "seed": self.seed, "ok": self.ok, "error": self.error,
+                "error_trigger": self.error_trigger,
+                "triggers": [t.to_json() for t in self.triggers], "stats": self.stats}

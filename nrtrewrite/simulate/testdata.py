@@ -1,0 +1,150 @@
+"""Exact test data in the manner of nccl-tests (REFERENCES.md "NCCL").
+
+Every input of a reduction is ``k * 2**E``: a small integer ``k`` and one exponent ``E``
+shared by the whole trigger.  The integers are bounded so that every partial sum, in any
+order and any grouping, is an integer of magnitude at most ``B`` (the largest bound below
+which every integer is representable in the dtype): the reduction is then exact in fp32
+and in the I/O dtype, and the result can be compared bit for bit with a numpy reference.
+
+========  =====================================  ========================================
+dtype     B (exactly representable integers)     ADD inputs for a group of n ranks
+========  =====================================  ========================================
+bf16      2**8                                   k in [-B//n, B//n]
+fp16      2**11                                  k in [-B//n, B//n]
+fp32(r)   2**24                                  k in [-B//n, B//n]
+fp8_e3    15  (e3m4: max 15.5)                   as above; if B//n == 0: k in {-1,0,1}
+fp8_e4    2**4                                   on at most B ranks per element (the
+fp8_e5    2**3                                   others are 0), chosen by element index
+========  =====================================  ========================================
+
+MAX and MIN take any ``k`` in ``[-B, B]``.  All-gather inputs (any dtype, integers
+included) are random bytes: a copy must move every bit pattern.
+
+Inputs are a pure function of (seed, trigger, rank), so references can be rebuilt at any
+time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nrtrewrite.codes import DType, NUMPY_DTYPE
+
+#: Largest B such that every integer in [-B, B] is representable.
+EXACT_INT_BOUND: dict[DType, int] = {
+    DType.BF16: 1 << 8,
+    DType.FP16: 1 << 11,
+    DType.FP32: 1 << 24,
+    DType.FP32R: 1 << 24,
+    DType.FP8_E3: 15,
+    DType.FP8_E4: 1 << 4,
+    DType.FP8_E5: 1 << 3,
+}
+
+#: Shared-exponent range per dtype: keeps B * 2**E below the dtype's max and 2**E normal.
+EXPONENT_RANGE: dict[DType, tuple[int, int]] = {
+    DType.BF16: (-6, 6),
+    DType.FP16: (-4, 4),
+    DType.FP32: (-6, 6),
+    DType.FP32R: (-6, 6),
+    DType.FP8_E3: (-2, 0),
+    DType.FP8_E4: (-2, 2),
+    DType.FP8_E5: (-2, 2),
+}
+
+
+def _rng(seed: int, *key: int) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed & 0xFFFFFFFF, *key])))
+
+
+def trigger_exponent(seed: int, trigger: int, dtype: DType) -> int:
+    lo, hi = EXPONENT_RANGE[dtype]
+    return int(_rng(seed, trigger, 1 << 20).integers(lo, hi + 1))
+
+
+def reduce_integers(seed: int, trigger: int, pos: int, group_size: int, count: int,
+                    dtype: DType, op: str) -> np.ndarray:
+    """The integers ``k`` of group member ``pos`` (int32, ``count`` elements)."""
+    bound = EXACT_INT_BOUND[dtype]
+    rng = _rng(seed, trigger, pos)
+    if op != "ADD":
+        return rng.integers(-bound, bound + 1, count, dtype=np.int32)
+    k = bound // group_size
+    if k >= 1:
+        return rng.integers(-k, k + 1, count, dtype=np.int32)
+    # fewer exact integers than ranks: at most `bound` ranks are non-zero on each element
+    m = math.ceil(group_size / bound)
+    vals = rng.integers(-1, 2, count, dtype=np.int32)
+    live = (np.arange(count, dtype=np.int64) + pos) % m == 0
+    return np.where(live, vals, 0).astype(np.int32)
+
+
+def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, dtype: DType,
+               op: str, reduce: bool) -> np.ndarray:
+    """Input elements of group member ``pos`` as a numpy array of the I/O dtype."""
+    npdt = NUMPY_DTYPE[dtype]
+    if not reduce:
+        raw = _rng(seed, trigger, pos).integers(0, 256, count * npdt.itemsize, dtype=np.uint8)
+        return raw.view(npdt)
+    k = reduce_integers(seed, trigger, pos, group_size, count, dtype, op)
+    scale = 2.0 ** trigger_exponent(seed, trigger, dtype)
+    vals = k.astype(np.float64) * scale
+    out = vals.astype(np.float32).astype(npdt)
+    if not np.array_equal(out.astype(np.float64), vals):  # pragma: no cover - a table bug
+        raise AssertionError(f"test data for {dtype.name} is not exact")
+    return out
+
+
+def is_float_reducible(dtype: DType) -> bool:
+    return dtype in EXACT_INT_BOUND
+
+
+class Reference:
+    """Running reference of one trigger: the reduction (float64, exact) or the gathered inputs."""
+
+    def __init__(self, op_kind: str, alu: str | None, dtype: DType, group: list[int], count: int):
+        self.op_kind = op_kind  # ALLREDUCE / REDUCE_SCATTER / ALLGATHER
+        self.alu = alu
+        self.dtype = dtype
+        self.npdt = NUMPY_DTYPE[dtype]
+        self.group = list(group)
+        self.count = count  # input elements per rank
+        self.acc: np.ndarray | None = None
+        self.parts: dict[int, np.ndarray] = {}  # pos -> input bytes (all-gather)
+        self.seen: set[int] = set()
+
+    @property
+    def complete(self) -> bool:
+        return len(self.seen) == len(self.group)
+
+    def add(self, pos: int, values: np.ndarray) -> None:
+        """Fold in the effective input (as read back from memory) of group member ``pos``."""
+        if pos in self.seen:
+            return
+        self.seen.add(pos)
+        if self.op_kind == "ALLGATHER":
+            self.parts[pos] = np.ascontiguousarray(values).view(np.uint8).copy()
+            return
+        v = values.astype(np.float64)
+        if self.acc is None:
+            self.acc = v.copy()
+        elif self.alu == "ADD":
+            self.acc += v
+        elif self.alu == "MAX":
+            np.maximum(self.acc, v, out=self.acc)
+        else:
+            np.minimum(self.acc, v, out=self.acc)
+
+    def expected_bytes(self, pos: int) -> np.ndarray:
+        """What group member ``pos`` must hold in its dst operand, as bytes."""
+        if self.op_kind == "ALLGATHER":
+            return np.concatenate([self.parts[p] for p in range(len(self.group))])
+        assert self.acc is not None
+        full = self.acc.astype(np.float32).astype(self.npdt)
+        if self.op_kind == "REDUCE_SCATTER":
+            per = self.count // len(self.group)
+            full = full[pos * per:(pos + 1) * per]
+        return np.ascontiguousarray(full).view(np.uint8)
+

@@ -1,0 +1,206 @@
+"""The collectives an output folder claims to implement (OUT/manifest.json ``triggers``), and
+where each operand lives in a rank's memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nrtrewrite.codes import DType, DTYPE_SIZE, SdmaCceType
+from nrtrewrite.errors import SimulationError
+from nrtrewrite.simulate.layout import Layout, Region
+
+OPS = ("ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER")
+ALU_TO_CCE = {"ADD": int(SdmaCceType.ADD), "MAX": int(SdmaCceType.MAX),
+              "MIN": int(SdmaCceType.MIN)}
+
+
+def io_code(dtype: DType) -> int:
+    """The in/out dtype code of descriptors (FP32R data moves as FP32, FORMATS §4/§6)."""
+    return int(DType.FP32 if dtype == DType.FP32R else dtype)
+
+
+def io_size(dtype: DType) -> int:
+    """Bytes per element in memory (FP32R is 4-byte fp32)."""
+    return DTYPE_SIZE[dtype]
+
+
+@dataclass
+class Footprint:
+    """Where the elements of one operand live on one rank: a region and the storage offset of
+    every element (``offsets``), or a contiguous byte range when ``offsets`` is None."""
+
+    region: Region
+    start: int  # storage offset of element 0 (contiguous operands)
+    count: int
+    dsize: int
+    offsets: np.ndarray | None = None
+
+    @property
+    def contiguous(self) -> bool:
+        return self.offsets is None
+
+    def intervals(self) -> list[tuple[int, int]]:
+        """Merged byte ranges the operand covers, ascending."""
+        if self.offsets is None:
+            return [(self.start, self.start + self.count * self.dsize)] if self.count else []
+        o = np.unique(self.offsets)
+        if not o.size:
+            return []
+        brk = np.nonzero(np.diff(o) > self.dsize)[0]
+        starts = np.concatenate([[o[0]], o[brk + 1]])
+        ends = np.concatenate([o[brk], [o[-1]]]) + self.dsize
+        # overlapping elements (diff < dsize) stay within one run
+        return [(int(a), int(b)) for a, b in zip(starts, ends)]
+
+    def byte_index(self) -> np.ndarray:
+        """Storage offset of every byte, element-major (gathers and scatters)."""
+        assert self.offsets is not None
+        return (self.offsets[:, None] + np.arange(self.dsize, dtype=np.int64)).ravel()
+
+    def gather(self, buf: np.ndarray) -> np.ndarray:
+        if self.offsets is None:
+            return buf[self.start:self.start + self.count * self.dsize].copy()
+        return buf[self.byte_index()]
+
+    def scatter(self, buf: np.ndarray, data: np.ndarray) -> None:
+        if self.offsets is None:
+            buf[self.start:self.start + self.count * self.dsize] = data
+        else:
+            buf[self.byte_index()] = data
+
+
+@dataclass
+class TriggerSpec:
+    ordinal: int
+    op: str
+    dtype: DType
+    alu: str | None
+    n: int  # num_elements: each rank's input count
+    group: list[int]
+    leader: int
+    subgraph: str
+    engine: str
+    index: int
+    algorithm: str
+    src: dict
+    dst: dict
+    pgta: int
+    orders: dict[int, list[int]]
+
+    @property
+    def dsize(self) -> int:
+        return io_size(self.dtype)
+
+    @property
+    def io_code(self) -> int:
+        return io_code(self.dtype)
+
+    @property
+    def reduce(self) -> bool:
+        return self.op != "ALLGATHER"
+
+    @property
+    def cce_op(self) -> int | None:
+        return ALU_TO_CCE.get(self.alu) if self.alu else None
+
+    @property
+    def in_count(self) -> int:
+        return self.n
+
+    @property
+    def out_count(self) -> int:
+        if self.op == "ALLGATHER":
+            return self.n * len(self.group)
+        if self.op == "REDUCE_SCATTER":
+            return self.n // len(self.group)
+        return self.n
+
+    def pos(self, rank: int) -> int:
+        return self.group.index(rank)
+
+    def successor(self, channel: int, rank: int) -> int | None:
+        order = self.orders.get(channel)
+        if not order or rank not in order:
+            return None
+        return order[(order.index(rank) + 1) % len(order)]
+
+    def label(self) -> str:
+        alu = f" {self.alu}" if self.alu else ""
+        return f"{self.op}{alu} {self.dtype.name} x{self.n} over {len(self.group)} ranks"
+
+    def footprint(self, layout: Layout, which: str) -> Footprint:
+        """The src or dst operand on any rank (the layout is the same on every rank)."""
+        opnd = self.src if which == "src" else self.dst
+        count = self.in_count if which == "src" else self.out_count
+        where = dict(trigger=self.ordinal, field=which)
+        try:
+            region = layout.var_region(self.subgraph, int(opnd["var_id"]))
+        except SimulationError as exc:
+            raise exc.at(**where) from None
+        ds = self.dsize
+        ap = opnd.get("ap")
+        if ap is None:
+            off = int(opnd.get("offset", 0))
+            if region.kind == "sbuf" or off < 0 or off + count * ds > region.size:
+                raise SimulationError(f"{which} operand ({count} elements at offset {off}) does "
+                                      f"not fit var {region.name!r}", **where)
+            return Footprint(region, off, count, ds)
+        if region.kind != "sbuf":
+            raise SimulationError(f"{which} operand has an access pattern but var "
+                                  f"{region.name!r} is not a state buffer", **where)
+        (s0, n0), (s1, n1), (s2, n2) = [(int(s), int(n)) for s, n in ap["dims"]]
+        pcount, pstart, start = int(ap["partition_count"]), int(ap["partition_start"]), int(ap["start"])
+        if pcount * n0 * n1 * n2 != count:
+            raise SimulationError(f"{which} access pattern covers {pcount * n0 * n1 * n2} "
+                                  f"elements, the op needs {count}", **where)
+        e = np.arange(count, dtype=np.int64)
+        i0 = e % n0
+        t = e // n0
+        i1 = t % n1
+        t //= n1
+        i2 = t % n2
+        p = t // n2
+        inpart = start + (i0 * s0 + i1 * s1 + i2 * s2) * ds
+        part = pstart + p
+        if count and (inpart.min() < 0 or inpart.max() + ds > region.size
+                      or part.max() >= region.partitions):
+            raise SimulationError(f"{which} access pattern runs outside var {region.name!r}",
+                                  **where)
+        return Footprint(region, 0, count, ds, offsets=part * region.size + inpart)
+
+
+def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
+    out: dict[int, TriggerSpec] = {}
+    for i, t in enumerate(top.get("triggers") or []):
+        where = dict(file=file, field=f"triggers[{i}]")
+        try:
+            op = str(t["op"])
+            dtype = DType[str(t["dtype"])]
+            spec = TriggerSpec(
+                ordinal=int(t["trigger"]), op=op, dtype=dtype,
+                alu=(str(t["alu_op"]) if t.get("alu_op") is not None else None),
+                n=int(t["num_elements"]), group=[int(r) for r in t["replica_group"]],
+                leader=int(t["leader"]), subgraph=str(t["subgraph"]), engine=str(t["engine"]),
+                index=int(t["index"]), algorithm=str(t["algorithm"]), src=dict(t["src"]),
+                dst=dict(t["dst"]), pgta=int(t["chunk"]["pgta"]),
+                orders={int(c["channel"]): [int(r) for r in c["order"]] for c in t["channels"]})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SimulationError(f"malformed trigger entry ({exc})", **where) from None
+        if op not in OPS:
+            raise SimulationError(f"op {op!r} is not simulated (only {', '.join(OPS)})", **where)
+        if spec.reduce and spec.alu not in ALU_TO_CCE:
+            raise SimulationError(f"{op} with alu_op {spec.alu!r}", **where)
+        if not spec.group or len(set(spec.group)) != len(spec.group) or spec.n <= 0:
+            raise SimulationError("bad replica_group / num_elements", **where)
+        if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
+            raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
+                                  **where)
+        if spec.leader != min(spec.group):
+            raise SimulationError(f"leader {spec.leader} is not the smallest rank of the group",
+                                  **where)
+        if spec.ordinal in out:
+            raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
+        out[spec.ordinal] = spec
+    return out
