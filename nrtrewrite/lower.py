@@ -132,58 +132,47 @@ class RankOutput:
     rank: int
     files: dict[str, list[np.ndarray]]  # each file as its record arrays, in order
     manifest: dict
+    timings: dict[str, float] = field(default_factory=dict)
 
     def file_bytes(self, name: str) -> bytes:
         return b"".join(p.tobytes() for p in self.files[name])
 
 
+def _entries_of(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> list[EntrySpec]:
+    try:
+        return tp.algorithm.entries(plan, tp, rank)
+    except NrtRewriteError as err:
+        raise err.at(trigger=tp.trigger.ordinal, rank=rank)
+
+
 def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, EntrySpec]]:
     """Every SPAD entry of ``rank``, in order (what ``schedule`` shows and ``lower`` emits)."""
-    out = []
-    for tp in plan.triggers:
-        if rank in tp.group:
-            try:
-                specs = tp.algorithm.entries(plan, tp, rank)
-            except NrtRewriteError as err:
-                raise err.at(trigger=tp.trigger.ordinal, rank=rank)
-            out.extend((tp, spec) for spec in specs)
-    return out
+    return [(tp, spec) for tp in plan.triggers if rank in tp.group
+            for spec in _entries_of(plan, tp, rank)]
 
 
 def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
-    """Compose, emit and serialize every SPAD entry of one rank."""
+    """Compose, emit and serialize every SPAD entry of one rank, one trigger at a time.
+
+    ``RankOutput.timings`` holds the seconds spent per stage (compose, emit, serialize)."""
     topo = plan.topology
     builder = RankBuilder(rank)
     entries = []
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
-    for tp, spec in rank_entries(plan, rank):
-        trig = tp.trigger
-        ctx = EntryContext(
-            rank=rank, trigger=trig.ordinal, spad_index=len(entries), dtype=trig.dtype,
-            cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
-            views=spec.views, gw_view=spec.gw_view,
-            peers=[_peer(topo, r) for r in spec.peers],
-            localities=[EdgeLocality.SAME_DEVICE if r == rank else topo.locality(rank, r)
-                        for r in spec.peers],
-            lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
-            subgraph_index=sg_index[trig.subgraph], groups=spec.groups)
-        try:
-            summary = emit_entry(builder, ctx, spec.ir)
-        except NrtRewriteError as err:
-            raise err.at(trigger=trig.ordinal, rank=rank)
-        entry = {
-            "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": spec.leg,
-            "algo_type": int(spec.alg), "algo_sub_type": spec.algo_sub_type,
-            "trigger_next": spec.trigger_next, "reporter": rank == tp.leader,
-            "ring_wait_complete": True,
-            "ring_send_complete": any(v > 0 for v in summary["tx"].values()),
-            "channel_list": sum(1 << c for c in summary["channels"]),
-            "channels": summary["channels"]}
-        if spec.sema_shift_offset is not None:
-            entry["sema_shift_offset"] = spec.sema_shift_offset
-            entry["sema_mask"] = spec.sema_mask
-        entries.append(entry)
+    timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
+    for tp in plan.triggers:
+        if rank not in tp.group:
+            continue
+        t0 = time.perf_counter()
+        specs = _entries_of(plan, tp, rank)
+        t1 = time.perf_counter()
+        timings["compose"] += t1 - t0
+        for spec in specs:
+            entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries), lnc_fmt,
+                                     sg_index[tp.trigger.subgraph], topo))
+        timings["emit"] += time.perf_counter() - t1
+    t2 = time.perf_counter()
     files = builder.finish()
     files["spad.bin"] = [np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE)]
     files["tpinc.bin"] = [np.frombuffer(serialize_tpinc(entries, builder.tpinc_by_entry),
@@ -194,7 +183,40 @@ def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
         "entries": entries,
         "fifo": builder.fifo_index(),
     }
-    return RankOutput(rank=rank, files=files, manifest=manifest)
+    timings["serialize"] = time.perf_counter() - t2
+    return RankOutput(rank=rank, files=files, manifest=manifest, timings=timings)
+
+
+def _emit_one(builder: RankBuilder, plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec,
+              rank: int, spad_index: int, lnc_fmt: int, subgraph_index: int,
+              topo: Topology) -> dict:
+    """Emit one SPAD entry and return its manifest description."""
+    trig = tp.trigger
+    ctx = EntryContext(
+        rank=rank, trigger=trig.ordinal, spad_index=spad_index, dtype=trig.dtype,
+        cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
+        views=spec.views, gw_view=spec.gw_view,
+        peers=[_peer(topo, r) for r in spec.peers],
+        localities=[EdgeLocality.SAME_DEVICE if r == rank else topo.locality(rank, r)
+                    for r in spec.peers],
+        lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
+        subgraph_index=subgraph_index, groups=spec.groups)
+    try:
+        summary = emit_entry(builder, ctx, spec.ir)
+    except NrtRewriteError as err:
+        raise err.at(trigger=trig.ordinal, rank=rank)
+    entry = {
+        "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": spec.leg,
+        "algo_type": int(spec.alg), "algo_sub_type": spec.algo_sub_type,
+        "trigger_next": spec.trigger_next, "reporter": rank == tp.leader,
+        "ring_wait_complete": True,
+        "ring_send_complete": any(v > 0 for v in summary["tx"].values()),
+        "channel_list": sum(1 << c for c in summary["channels"]),
+        "channels": summary["channels"]}
+    if spec.sema_shift_offset is not None:
+        entry["sema_shift_offset"] = spec.sema_shift_offset
+        entry["sema_mask"] = spec.sema_mask
+    return entry
 
 
 def _file_summary(name: str, parts: list[np.ndarray]) -> dict:

@@ -22,6 +22,7 @@ Step identities (tested in tests/test_compose_ring.py):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -155,6 +156,15 @@ class ChannelSteps:
     steps: np.ndarray  # STEP_DTYPE
 
 
+@functools.lru_cache(maxsize=256)
+def template_array(op: EncOpType, rank_n: int, host_cc: bool) -> np.ndarray:
+    """channel_template as a read-only (rows, 5) int64 array, cached per (op, rank_n, host_cc)."""
+    rows = channel_template(op, rank_n, host_cc)
+    arr = np.array([(s, ph, int(lf), idx, h) for s, ph, lf, idx, h in rows], dtype=np.int64)
+    arr.setflags(write=False)
+    return arr
+
+
 def compose_channel(op: EncOpType, plan: ChunkPlan, channel: int, user_ranks: tuple[int, ...],
                     group_index: dict[int, int], host_cc: bool = False) -> ChannelSteps:
     """All steps of one channel of one rank, every chunk group, as a STEP_DTYPE array.
@@ -164,12 +174,11 @@ def compose_channel(op: EncOpType, plan: ChunkPlan, channel: int, user_ranks: tu
     group order outside: the channel's program order.
     """
     rank_n = len(user_ranks)
-    rows = channel_template(op, rank_n, host_cc)
-    t = len(rows)
-    tmpl = np.array([(s, ph, int(lf), idx, h) for s, ph, lf, idx, h in rows], dtype=np.int64)
+    tmpl = template_array(op, rank_n, host_cc)
+    t = tmpl.shape[0]
     na = np.asarray(user_ranks, dtype=np.int64)
     k = na[tmpl[:, 3]]
-    pos = np.array([group_index[int(r)] for r in user_ranks], dtype=np.int64)[tmpl[:, 3]]
+    pos = np.fromiter((group_index[r] for r in user_ranks), np.int64, rank_n)[tmpl[:, 3]]
     groups = plan.groups
     out = np.empty(groups * t, dtype=STEP_DTYPE)
     g = np.repeat(np.arange(groups, dtype=np.int64), t)
