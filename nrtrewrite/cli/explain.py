@@ -332,6 +332,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, no_verify_hash, op, 
                                    "collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
         topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
+        if rank is not None and rank not in m.world:
+            raise ValidationError(f"rank {rank} is not in the model's world "
+                                  f"({_span(m.world)})", file=model, field="--rank")
         items = []
         for t in m.triggers:
             if only and t.ordinal not in only:
@@ -370,6 +373,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, no_verify_hash, op, 
         req = Request.for_op(opv, dt, group, size, sbuf=sbuf)
         items = [(req, {})]
 
+    if rank is not None:
+        topo.info(rank)  # a rank outside the topology is a one-line error
     records, skipped = [], []
     for item, meta in items:
         req_group = item.group if isinstance(item, Request) else item.replica_group
@@ -402,6 +407,13 @@ def explain_cmd(model, rank, topology, algo, as_json, only, no_verify_hash, op, 
         console.print("no triggers to explain", highlight=False)
     for rec in records:
         _print_record(console, rec, topo)
+
+
+def _span(world: tuple[int, ...]) -> str:
+    """``a..b`` for a contiguous world, else its ranks (at most 8 shown)."""
+    if world and list(world) == list(range(world[0], world[-1] + 1)):
+        return f"ranks {world[0]}..{world[-1]}"
+    return "ranks " + ",".join(map(str, world[:8])) + (",..." if len(world) > 8 else "")
 
 
 def _check_size(op: EncOpType, size: int, dt: DType, n: int) -> None:

@@ -15,7 +15,9 @@ from rich.table import Table
 from nrtrewrite.bundle import default_output, write_output
 from nrtrewrite.cli import main
 from nrtrewrite.lower import LowerOptions, plan_lowering
-from nrtrewrite.neff.reader import read_model
+from nrtrewrite.limits import check_plan
+from nrtrewrite.neff.container import read_file_bytes
+from nrtrewrite.neff.reader import read_model_bytes
 
 #: Rank count above which the progress bar is shown (unless --quiet).
 PROGRESS_MIN_RANKS = 8
@@ -39,13 +41,15 @@ def common_lowering_options(fn):
 def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, host_cc: bool,
                   no_verify_hash: bool):
     """Read the model and make the rank-independent plan; returns (plan, warnings)."""
-    data = Path(model_path).read_bytes()
-    model = read_model(model_path, verify_hash=not no_verify_hash)
+    data = read_file_bytes(model_path)  # read once: the same bytes are hashed and parsed
+    model = read_model_bytes(data, path=model_path, verify_hash=not no_verify_hash)
     warnings = []
     if no_verify_hash:
         warnings.append(f"{model_path}: header hash not verified (--no-verify-hash)")
     plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
                          input_sha256=hashlib.sha256(data).hexdigest())
+    del data
+    check_plan(plan)  # every rank-independent hard limit, before any rank is lowered
     return plan, warnings
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nrtrewrite.codes import VarType
+from nrtrewrite.codes import SBUF_PARTITIONS, VarType
 from nrtrewrite.errors import LimitError
 
 LOCAL_MASK = (1 << 47) - 1
@@ -31,6 +31,9 @@ CAYMAN_ID_VALID = 1 << 54
 CORE_WINDOW = 1 << 36
 DRAM_BASE = 1 << 32
 SBUF_BASE = 0x8_0000_0000  # 32 GiB into the core window
+#: The 0xBF word addresses SBUF bytes as partition x stride + offset from SBUF_BASE in its
+#: 32-bit TENSOR3D start_addr (docs/FORMATS.md §4): all partitions must fit 2**32 bytes.
+SBUF_WINDOW_LIMIT = 1 << 32
 REGION_ALIGN = 4096
 
 #: EVT_SEM aperture (seed 000 §4.1).
@@ -203,4 +206,10 @@ def build_memory_map(model, scratch_bytes: int, gw_bytes: int) -> MemoryMap:
     if DRAM_BASE + dram > SBUF_BASE:
         raise LimitError(f"the model's DRAM vars need {dram} bytes per core, more than the "
                          f"{SBUF_BASE - DRAM_BASE} bytes of the core window below the SBUF window")
-    return MemoryMap(regions=regions, sbuf_partition_stride=align_up(max(sbuf, 64), 64))
+    stride = align_up(max(sbuf, 64), 64)
+    if SBUF_PARTITIONS * stride > SBUF_WINDOW_LIMIT:
+        raise LimitError(f"the model's state-buffer vars need {sbuf} bytes per partition; "
+                         f"{SBUF_PARTITIONS} partitions of them do not fit the "
+                         f"{SBUF_WINDOW_LIMIT}-byte SBUF window a 32-bit TENSOR3D start_addr "
+                         f"addresses ({SBUF_WINDOW_LIMIT // SBUF_PARTITIONS} bytes per partition)")
+    return MemoryMap(regions=regions, sbuf_partition_stride=stride)

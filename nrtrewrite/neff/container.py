@@ -17,6 +17,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
+import stat
 import tarfile
 import zlib
 from dataclasses import dataclass, field, replace
@@ -38,6 +40,12 @@ PKG_VERSIONS = (PKG_VERSION_SHA256, PKG_VERSION_MD5)
 MAX_TOTAL_BYTES = 4 << 30  # the whole decompressed tar stream
 MAX_MEMBER_BYTES = 2 << 30  # one member's data
 MAX_MEMBERS = 65536  # number of tar members
+#: The input file itself (header + payload + zero padding), checked before it is read.
+MAX_FILE_BYTES = MAX_TOTAL_BYTES + (1 << 30)
+#: Collective triggers per model (ours): the u16 ``spad_index`` of legs.bin and of the
+#: TOPSP_KICK word names at most 65536 SPAD entries per rank, and the decode work stays
+#: bounded however well a stream of trigger words compresses.
+MAX_TRIGGERS = 65536
 
 #: Output chunk of the streaming gunzip (also the most a limit can be overshot by
 #: in memory before the check fires).
@@ -71,17 +79,21 @@ _BYTES_FIELDS = {"hash": 32, "uuid": 16, "tpb_per_node": 64}
 
 @dataclass(frozen=True)
 class Limits:
-    """Decompression limits; the defaults are :data:`MAX_TOTAL_BYTES`,
-    :data:`MAX_MEMBER_BYTES` and :data:`MAX_MEMBERS`.
+    """Input limits; the defaults are :data:`MAX_TOTAL_BYTES`, :data:`MAX_MEMBER_BYTES`,
+    :data:`MAX_MEMBERS`, :data:`MAX_FILE_BYTES` and :data:`MAX_TRIGGERS`.
 
     ``max_total_bytes`` bounds the whole decompressed tar stream (headers and
     padding included); ``max_member_bytes`` bounds one member's data as declared
-    in its tar header (checked before the data is read).
+    in its tar header (checked before the data is read); ``max_file_bytes`` the
+    input file (checked from its size before reading); ``max_triggers`` the
+    collective triggers of the model (counted before any is decoded).
     """
 
     max_total_bytes: int = MAX_TOTAL_BYTES
     max_member_bytes: int = MAX_MEMBER_BYTES
     max_members: int = MAX_MEMBERS
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_triggers: int = MAX_TRIGGERS
 
 
 @dataclass
@@ -313,12 +325,13 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
         raise ParseError(f"data_size {header.data_size} runs past the end of the file "
                          f"({avail} payload bytes present)", where.merged(field="data_size"))
     end = HEADER_SIZE + header.data_size
-    trailing = bytes(data[end:])
-    if trailing.strip(b"\0"):
-        nz = next(i for i, b in enumerate(trailing) if b)
-        raise ParseError(f"non-zero byte after the payload ({len(trailing)} trailing bytes)",
+    tail = np.frombuffer(data, dtype=np.uint8, offset=end) if end < len(data) else \
+        np.zeros(0, np.uint8)
+    if tail.any():
+        nz = int(np.argmax(tail != 0))
+        raise ParseError(f"non-zero byte after the payload ({tail.size} trailing bytes)",
                          where.merged(offset=end + nz))
-    payload = bytes(data[HEADER_SIZE:end])
+    payload = memoryview(data)[HEADER_SIZE:end]  # no copy of a payload of gigabytes
     warnings: list[Warning_] = []
     if verify_hash:
         expect = payload_digest(header.pkg_version, payload)
@@ -338,13 +351,33 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
                      hash_verified=verify_hash)
 
 
-def read_file_bytes(path: str) -> bytes:
-    """Read a whole input file; an OS error becomes a one-line :class:`ParseError`."""
+def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """Read a whole input file; an OS error becomes a one-line :class:`ParseError`.
+
+    Only a regular file is read (a fifo, a device such as ``/dev/zero`` or a
+    directory is refused before any byte is read: they could block or never end),
+    and only up to ``max_bytes`` (:class:`LimitError` from its size, before reading).
+    """
+    where = Where(file=str(path))
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
-        raise ParseError(f"cannot read: {err.strerror or err}", Where(file=str(path))) from None
+        raise ParseError(f"cannot read: {err.strerror or err}", where) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise ParseError(f"cannot read: {kind}", where)
+        if st.st_size > max_bytes:
+            raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
+                             "bytes", where)
+        try:
+            data = fh.read(max_bytes + 1)
+        except OSError as err:
+            raise ParseError(f"cannot read: {err.strerror or err}", where) from None
+    if len(data) > max_bytes:  # grew while we read it
+        raise LimitError(f"file exceeds the limit of {max_bytes} bytes", where)
+    return data
 
 
 # ---------------------------------------------------------------------------

@@ -30,14 +30,15 @@ import os
 from typing import Any
 
 import construct as cs
+import numpy as np
 
 from nrtrewrite.codes import (
     CTYPE_TO_OP, DTYPE_SIZE, NEC_MAX_COMM_N, SBUF_PARTITIONS, VAR_TYPE_NAMES, CType, Opcode,
     VarType,
 )
-from nrtrewrite.errors import ParseError, ValidationError, Where
+from nrtrewrite.errors import LimitError, ParseError, ValidationError, Where
 from nrtrewrite.neff.container import (
-    Container, Limits, check_member_name, read_container, read_file_bytes,
+    MAX_TRIGGERS, Container, Limits, check_member_name, read_container, read_file_bytes,
 )
 from nrtrewrite.neff.fields import explain_construct_error
 from nrtrewrite.neff.instructions import (
@@ -64,27 +65,30 @@ def read_model(path: str | os.PathLike, *, verify_hash: bool = True,
                limits: Limits = Limits()) -> Model:
     """Read, validate and decode the NEFF-like file at ``path`` (never writes)."""
     path = os.fspath(path)
-    return read_model_bytes(read_file_bytes(path), path=path, verify_hash=verify_hash,
-                            limits=limits)
+    return read_model_bytes(read_file_bytes(path, limits.max_file_bytes), path=path,
+                            verify_hash=verify_hash, limits=limits)
 
 
 def read_model_bytes(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
                      limits: Limits = Limits()) -> Model:
     """Like :func:`read_model` for a file already in memory; ``path`` only names it."""
     cont = read_container(data, path=path, verify_hash=verify_hash, limits=limits)
-    return model_from_container(cont, path=path)
+    return model_from_container(cont, path=path, limits=limits)
 
 
-def model_from_container(cont: Container, *, path: str = "<bytes>") -> Model:
+def model_from_container(cont: Container, *, path: str = "<bytes>",
+                         limits: Limits = Limits()) -> Model:
     """Validate the members of a parsed container and decode every trigger."""
     where = Where(file=path)
     neff_json = load_json_member(cont.members, NEFF_JSON, where)
     names = _check_neff_json(neff_json, where.merged(member=NEFF_JSON))
     subgraphs = [_read_subgraph(name, cont.members, where) for name in names]
+    _check_comm_count(subgraphs, where)
     triggers: list[Trigger] = []
     for sg in subgraphs:
         for engine in sg.engines:
-            triggers.extend(decode_stream_triggers(sg, engine, len(triggers), where))
+            triggers.extend(decode_stream_triggers(sg, engine, len(triggers), where,
+                                                   max_triggers=limits.max_triggers))
     return Model(path=path, header=cont.header, subgraphs=subgraphs, triggers=triggers,
                  members=dict(cont.members), neff_json=neff_json,
                  warnings=list(cont.warnings), hash_verified=cont.hash_verified)
@@ -245,6 +249,21 @@ def _read_groups(items: Any, where: Where) -> list[tuple[int, ...]]:
             owner[rank] = g
         groups.append(tuple(grp))
     return groups
+
+
+def _check_comm_count(subgraphs: list[Subgraph], where: Where) -> None:
+    """NEC_MAX_COMM_N bounds the distinct replica groups of the whole NEFF, not only of one
+    def.json (REFERENCES.md "Runtime structures": 12 replica groups per NEFF)."""
+    seen: set[tuple[int, ...]] = set()
+    for sg in subgraphs:
+        for g, grp in enumerate(sg.replica_groups):
+            seen.add(tuple(grp))
+            if len(seen) > NEC_MAX_COMM_N:
+                raise ValidationError(
+                    f"the model has more than {NEC_MAX_COMM_N} distinct replica groups over all "
+                    f"subgraphs (NEC_MAX_COMM_N)",
+                    where.merged(member=f"{sg.name}/{DEF_JSON}", subgraph=sg.name,
+                                 field=f"replica_groups[{g}]"))
 
 
 def _read_subgraph(name: str, members: dict[str, bytes], where: Where) -> Subgraph:
@@ -438,13 +457,26 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
 
 
 def decode_stream_triggers(sg: Subgraph, engine: str, first_ordinal: int,
-                           where: Where = Where()) -> list[Trigger]:
-    """Decode and validate every trigger of one stream; ordinals start at ``first_ordinal``."""
+                           where: Where = Where(), *, max_triggers: int = MAX_TRIGGERS
+                           ) -> list[Trigger]:
+    """Decode and validate every trigger of one stream; ordinals start at ``first_ordinal``.
+
+    More than ``max_triggers`` triggers in the model (counted from the opcodes before any
+    word is decoded) is a :class:`LimitError` at the first word over the limit."""
     stream = sg.streams[engine]
     nwords = len(stream) // WORD_SIZE
     out: list[Trigger] = []
     pair_ext = -1
-    for index in scan_trigger_indices(stream).tolist():
+    indices = scan_trigger_indices(stream)
+    firsts = indices[np.frombuffer(stream, np.uint8)[indices * WORD_SIZE]
+                     != Opcode.PSEUDO_EXTENSION]
+    if first_ordinal + firsts.size > max_triggers:
+        over = int(firsts[max_triggers - first_ordinal])
+        raise LimitError(f"more than {max_triggers} collective triggers in the model "
+                         "(MAX_TRIGGERS)", where.merged(
+                             member=f"{sg.name}/{engine}.bin", subgraph=sg.name, stream=engine,
+                             index=over, offset=over * WORD_SIZE))
+    for index in indices.tolist():
         if index == pair_ext:
             continue
         opcode = stream[index * WORD_SIZE]

@@ -31,10 +31,19 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
-from nrtrewrite.errors import ValidationError
+from nrtrewrite.errors import LimitError, ValidationError
 
 #: Format tag of a JSON topology file (docs/TOPOLOGY.md).
 TOPOLOGY_FORMAT = "nrtrewrite-topology/1"
+#: Most ranks a topology may have (ours): a topology is built rank by rank, and a model
+#: naming rank 2**31-1 must not make us build two billion of them (docs/RELIABILITY.md).
+MAX_TOPOLOGY_RANKS = 1 << 20
+#: Most devices per node: the SoC address routes to another device of the node by a
+#: 6-bit CAYMAN_ID (docs/FORMATS.md §10, emit/address.CAYMAN_ID_MASK).
+MAX_DEVICES_PER_NODE = 64
+#: Most logical cores (TOP_SPs) per device: the EVT_SEM aperture addresses 8 per die
+#: and 2 dies ((sp & 7) << 30, (sp > 7) << 47; seed 000 §4.1).
+MAX_CORES_PER_DEVICE = 16
 
 #: Port numbering of a 2-D torus device: +x (east), -x (west), +y (south), -y (north).
 TORUS_PORT_NAMES = ("+x", "-x", "+y", "-y")
@@ -162,6 +171,7 @@ class Topology:
                                   "cores of a device", field="lnc_size")
         if nodes < 1:
             raise ValidationError(f"nodes must be >= 1, not {nodes}", field="nodes")
+        check_topology_size(platform, lnc_size, nodes)
         self.platform = platform
         self.lnc_size = lnc_size
         self.nodes = nodes
@@ -362,6 +372,21 @@ def _nodes_for(world: tuple[int, ...], ranks_per_node: int) -> int:
     return max(1, math.ceil((max(world) + 1) / ranks_per_node))
 
 
+def check_topology_size(platform: Platform, lnc_size: int, nodes: int,
+                        world: tuple[int, ...] = ()) -> None:
+    """LimitError when ``nodes`` nodes of ``platform`` exceed :data:`MAX_TOPOLOGY_RANKS`.
+
+    Checked before any rank is built; with ``world`` the message names its largest rank
+    (the default topology is sized to it)."""
+    rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
+    if nodes * rpn > MAX_TOPOLOGY_RANKS:
+        why = (f" to hold rank {max(world)}" if world and max(world) >= MAX_TOPOLOGY_RANKS
+               else "")
+        raise LimitError(f"topology {platform.name} needs {nodes} node(s) x {rpn} ranks = "
+                         f"{nodes * rpn} ranks{why}, more than {MAX_TOPOLOGY_RANKS} "
+                         "(MAX_TOPOLOGY_RANKS)", field="topology")
+
+
 def _check_world(topo: Topology, world: tuple[int, ...]) -> None:
     bad = [r for r in world if r < 0 or r >= topo.world_size]
     if bad:
@@ -377,6 +402,13 @@ def _int(obj: dict, key: str, default: int | None = None, *, where: str) -> int:
     if not isinstance(val, int) or isinstance(val, bool):
         raise ValidationError(f"{key} must be an integer, not {val!r}", file=where, field=key)
     return val
+
+
+def _check_devices(n: int, where: str) -> None:
+    if n > MAX_DEVICES_PER_NODE:
+        raise LimitError(f"{n} devices per node, more than the {MAX_DEVICES_PER_NODE} a 6-bit "
+                         "CAYMAN_ID routes to (MAX_DEVICES_PER_NODE)", file=where,
+                         field="devices_per_node")
 
 
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
@@ -401,10 +433,15 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     )
     if min(dev.dies, dev.sengines_per_die, dev.tpbs_per_sengine) < 1 or dev.c2c_ports < 0:
         raise ValidationError("device counts must be positive", file=where, field="device")
+    if dev.tpbs > MAX_CORES_PER_DEVICE or dev.c2c_ports > MAX_DEVICES_PER_NODE:
+        raise LimitError(f"a device of {dev.tpbs} cores and {dev.c2c_ports} C2C ports exceeds "
+                         f"{MAX_CORES_PER_DEVICE} cores (MAX_CORES_PER_DEVICE) or "
+                         f"{MAX_DEVICES_PER_NODE} ports", file=where, field="device")
     torus = doc.get("torus")
     links: dict[int, dict[int, int]]
     if "links" in doc:
         n = _int(doc, "devices_per_node", base.devices_per_node if base else None, where=where)
+        _check_devices(n, where)
         # Two passes: ports named by any entry first, then free ports for the rest.
         named: dict[tuple[int, int], int] = {}
         pairs: list[tuple[int, int]] = []
@@ -457,6 +494,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                                   field="torus")
         rows, cols = torus
         n = rows * cols
+        _check_devices(n, where)
         if "devices_per_node" in doc and doc["devices_per_node"] != n:
             raise ValidationError(f"devices_per_node {doc['devices_per_node']} != torus "
                                   f"{rows}x{cols}", file=where, field="devices_per_node")
@@ -545,6 +583,8 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
         rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node \
             if lnc_size in platform.lnc_sizes else 1
         nodes = opts.get("nodes") or _nodes_for(world, max(rpn, 1))
+        if lnc_size in platform.lnc_sizes:
+            check_topology_size(platform, lnc_size, nodes, world)
         topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
                         name=spec or None, source=spec or "default (trn2)")
         _check_world(topo, world)
@@ -571,6 +611,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
     if not isinstance(nodes, int) or nodes < 1:
         raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
                               field="nodes")
+    check_topology_size(platform, lnc_size, nodes, world)
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
                     name=str(doc.get("name", path.stem)), source=os.fspath(path))
     _check_world(topo, world)

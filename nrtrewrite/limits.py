@@ -1,0 +1,240 @@
+"""Every hard limit of nrtrewrite in one place, with its source, and the plan-level checks.
+
+Each constant is *imported* from the module that enforces it (one definition, one
+place); :data:`LIMITS` lists them with a one-line source note and where they are
+enforced, and docs/RELIABILITY.md gives the error text and the test of each.  The
+few limits defined here are the rank-independent checks of a lowering plan,
+:func:`check_plan`, run before any rank is lowered (``lower``, ``schedule``,
+``simulate`` via :func:`nrtrewrite.cli.lower.load_and_plan`, and
+:func:`nrtrewrite.bundle.write_output`): they refuse in milliseconds what would
+otherwise fail (or exhaust memory) deep inside the emitter.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from nrtrewrite.codes import (
+    DTYPE_SIZE, ENC_MESH_MAX_NUM_EVENTS, NEC_MAX_COMM_N, SBUF_PARTITIONS, EncOpType,
+)
+from nrtrewrite.emit.address import (
+    CORE_WINDOW, DRAM_BASE, SBUF_BASE, SBUF_WINDOW_LIMIT, SEM_CHANNEL_BASE, SEMAPHORES_PER_CORE,
+    SEMS_PER_CHANNEL,
+)
+from nrtrewrite.emit.formats import (
+    BD_MAX_BYTES, BD_RING_ENTRIES, NET_ENDING_RECV_CREDITS, NET_INDEX_LOOP_SIZE,
+    NET_INITIAL_SEND_CREDITS, NET_MAX_CREDITS, SPAD_BYTES, SPAD_DTYPE, T3D_DIM_CAP,
+)
+from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS
+from nrtrewrite.errors import LimitError
+from nrtrewrite.neff.container import (
+    MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, MAX_TRIGGERS,
+)
+from nrtrewrite.neff.reader import MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
+from nrtrewrite.topology.model import (
+    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS,
+)
+from nrtrewrite.topology.rings import NEC_MAX_CHANNELS
+
+#: CCE elements per descriptor on our default hardware generation (v3, trn2).
+CCE_MAX_ELEMENTS = SDMA_MAX_CCE_ELEMENTS[DEFAULT_HW_GENERATION]
+#: SPAD entries per subgraph per rank: the 4 KiB CTRL SPAD of 8-byte entries (derived).
+SPAD_ENTRIES = SPAD_BYTES // SPAD_DTYPE.itemsize
+#: The TENSOR3D ``start_addr`` of a 0xBF word is a u32 (docs/FORMATS.md §4).
+T3D_START_ADDR_LIMIT = 1 << 32
+#: Semaphores a ring channel uses (recv, send, post, dma_compl) above the TOP_SP's own 16.
+CHANNEL_SEMAPHORES = SEM_CHANNEL_BASE + SEMS_PER_CHANNEL * NEC_MAX_CHANNELS
+#: Estimated data descriptors (BDs) one rank's lowering may need (ours): 64 Mi, i.e. about
+#: 1 GiB of 16-byte records per rank, the bound on what one worker holds in memory.
+MAX_RANK_DESCRIPTORS = 1 << 26
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    value: int
+    source: str
+    enforced: str
+
+
+#: Every limit: name, value, source, where it is enforced (docs/RELIABILITY.md has the rest).
+LIMITS: tuple[Limit, ...] = (
+    Limit("MAX_FILE_BYTES", MAX_FILE_BYTES, "ours: the input file, from its size before reading",
+          "neff/container.read_file_bytes"),
+    Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
+          "gunzip stops at it)", "neff/container.gunzip_limited"),
+    Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
+          "neff/container.untar_members"),
+    Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members", "neff/container.untar_members"),
+    Limit("MAX_TRIGGERS", MAX_TRIGGERS, "ours: the u16 spad_index of legs.bin and TOPSP_KICK",
+          "neff/reader.decode_stream_triggers"),
+    Limit("MAX_RANK", MAX_RANK, "ours: ranks are non-negative int32 (net FIFO src_rank/dst_rank "
+          "are i32)", "neff/reader._read_groups"),
+    Limit("MAX_VAR_ID", MAX_VAR_ID, "NEFF-LIKE.md §2: var ids are u32 in the trigger words",
+          "neff/reader._read_vars"),
+    Limit("MAX_VAR_SIZE", MAX_VAR_SIZE, "ours: sizes are u64", "neff/reader._read_vars"),
+    Limit("NEC_MAX_COMM_N", NEC_MAX_COMM_N, "nec.h: replica groups per NEFF",
+          "neff/reader._read_groups, neff/reader._check_comm_count"),
+    Limit("SBUF_PARTITIONS", SBUF_PARTITIONS, "NEFF-LIKE.md §1: state-buffer partitions",
+          "neff/reader._read_vars"),
+    Limit("MAX_TOPOLOGY_RANKS", MAX_TOPOLOGY_RANKS, "ours: ranks a topology is built with",
+          "topology/model.check_topology_size"),
+    Limit("MAX_DEVICES_PER_NODE", MAX_DEVICES_PER_NODE, "6-bit CAYMAN_ID of the SoC address "
+          "(docs/FORMATS.md §10)", "topology/model._check_devices"),
+    Limit("MAX_CORES_PER_DEVICE", MAX_CORES_PER_DEVICE, "seed 000 §4.1: the EVT_SEM aperture "
+          "addresses 8 TOP_SPs per die, 2 dies", "topology/model.platform_from_json"),
+    Limit("NEC_MAX_CHANNELS", NEC_MAX_CHANNELS, "nec.h: channels per collective",
+          "topology/rings.ring_orders, select (clamp), limits.check_plan"),
+    Limit("SEMAPHORES_PER_CORE", SEMAPHORES_PER_CORE, "aws-neuron-driver: 256 per core on v2/v3",
+          "emit/address.sema_address, emit/address.channel_sem, emit/legs, limits.check_plan"),
+    Limit("SPAD_BYTES", SPAD_BYTES, "seed 000 §4.3: the TOP_SP CTRL SPAD is 4 KiB",
+          "serialize.serialize_spad, limits.check_plan"),
+    Limit("SPAD_ENTRIES", SPAD_ENTRIES, "derived: 4 KiB / 8-byte spad_ctrl_entry, per subgraph",
+          "serialize.serialize_spad, limits.check_plan"),
+    Limit("NET_MAX_CREDITS", NET_MAX_CREDITS, "seed 003 §3: credits asserted in (0, 0x1FF]",
+          "limits.check_plan"),
+    Limit("NET_INDEX_LOOP_SIZE", NET_INDEX_LOOP_SIZE, "seed 003 §3: net_idx_loop_size",
+          "emit/legs (written verbatim in every net_ops_info)"),
+    Limit("ENC_MESH_MAX_NUM_EVENTS", ENC_MESH_MAX_NUM_EVENTS, "nec.h: mesh events",
+          "not reached: this build lowers no mesh engine"),
+    Limit("CCE_MAX_ELEMENTS", CCE_MAX_ELEMENTS,
+          "aws_hal_get_sdma_max_cce_elements: 2048 on v3/v4, 1024 on v2",
+          "emit/tiling.tile_elements (by construction)"),
+    Limit("T3D_DIM_CAP", T3D_DIM_CAP, "seed 000: t3d_element_count <= 256, read per dimension",
+          "emit/legs 0xBF pieces (by construction)"),
+    Limit("BD_MAX_BYTES", BD_MAX_BYTES, "al_udma: 16-bit BD length (0 = 65536)",
+          "emit/tiling (packet <= 64 KiB), emit/legs (LimitError)"),
+    Limit("BD_RING_ENTRIES", BD_RING_ENTRIES, "ours: BD ring per channel queue; the generation "
+          "tag counts wraps mod 4", "emit/legs (by construction)"),
+    Limit("T3D_START_ADDR_LIMIT", T3D_START_ADDR_LIMIT, "u32 TENSOR3D start_addr",
+          "limits.check_plan (DRAM), emit/address.build_memory_map (SBUF), emit/legs"),
+    Limit("SBUF_WINDOW_LIMIT", SBUF_WINDOW_LIMIT, "u32 TENSOR3D start_addr over 128 partitions",
+          "emit/address.build_memory_map"),
+    Limit("CORE_WINDOW", CORE_WINDOW, "ours: per-core address window; DRAM vars, scratch and "
+          "gateway fit below SBUF_BASE", "emit/address.build_memory_map"),
+    Limit("MAX_RANK_DESCRIPTORS", MAX_RANK_DESCRIPTORS, "ours: about 1 GiB of records per rank",
+          "limits.check_plan"),
+)
+
+
+def _sem_check() -> None:
+    if CHANNEL_SEMAPHORES > SEMAPHORES_PER_CORE:  # pragma: no cover - constants
+        raise LimitError(f"{NEC_MAX_CHANNELS} channels need {CHANNEL_SEMAPHORES} semaphores, a "
+                         f"core has {SEMAPHORES_PER_CORE}")
+
+
+def check_credits(initial: int = NET_INITIAL_SEND_CREDITS,
+                  ending: int = NET_ENDING_RECV_CREDITS) -> None:
+    """The runtime asserts both credit counts in (0, NET_MAX_CREDITS] (seed 003 §3)."""
+    for name, val in (("initial_send_credits", initial), ("ending_recv_credits", ending)):
+        if not 0 < val <= NET_MAX_CREDITS:
+            raise LimitError(f"{name} {val} outside (0, {NET_MAX_CREDITS:#x}] (NET_MAX_CREDITS)",
+                             field=name)
+
+
+def _where(trig) -> dict:
+    return dict(subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
+                trigger=trig.ordinal)
+
+
+def element_space(trig) -> int:
+    """Elements of the collective's element space: what a TENSOR3D start_addr indexes."""
+    return trig.num_elements * trig.group_size if trig.op == EncOpType.ALLGATHER \
+        else trig.num_elements
+
+
+def _runs(ap) -> int:
+    """Contiguous runs of an SBUF access pattern (one BD each; dim 0 contiguous at step 1)."""
+    (s0, n0), (_s1, n1), (_s2, n2) = ap.dims
+    return ap.partition_count * n1 * n2 * (1 if s0 == 1 else n0)
+
+
+def descriptors(trig) -> int:
+    """Estimated data BDs one rank of the group needs for ``trig`` (a lower bound of the
+    emitter's count: one BD per 64 KiB, or per contiguous SBUF run, per pass over the data,
+    read and write)."""
+    dsize = DTYPE_SIZE[trig.dtype]
+    passes = 2 if trig.op == EncOpType.ALLREDUCE else 1
+    if trig.src.ap is not None:
+        runs = max(_runs(trig.src.ap), _runs(trig.dst.ap))
+        if trig.op == EncOpType.ALLGATHER:
+            runs = max(runs, _runs(trig.src.ap) * trig.group_size)
+    else:
+        runs = -(-element_space(trig) * dsize // BD_MAX_BYTES)
+    return 2 * passes * runs
+
+
+def check_plan(plan) -> None:
+    """Every rank-independent hard limit of a lowering plan; :class:`LimitError` naming where.
+
+    * SPAD: at most :data:`SPAD_ENTRIES` entries per subgraph on any rank (replica groups of
+      one subgraph are disjoint, so a rank's count is its group's trigger count);
+    * channels: at most :data:`NEC_MAX_CHANNELS` per trigger, hence at most
+      :data:`CHANNEL_SEMAPHORES` of the core's :data:`SEMAPHORES_PER_CORE` semaphores;
+    * net credits in (0, :data:`NET_MAX_CREDITS`];
+    * TENSOR3D: a DRAM trigger's element space must be addressable by the u32 start_addr;
+    * volume: at most :data:`MAX_RANK_DESCRIPTORS` estimated data BDs per rank.
+    """
+    _sem_check()
+    check_credits()
+    per_group: dict[tuple[str, tuple[int, ...]], list] = defaultdict(list)
+    desc_by_group: dict[tuple[int, ...], int] = defaultdict(int)
+    first_by_group: dict[tuple[int, ...], object] = {}
+    for tp in plan.triggers:
+        trig = tp.trigger
+        group = tuple(tp.group)
+        per_group[(trig.subgraph, group)].append(trig)
+        n_ch = getattr(tp.selection, "n_channels", 1)
+        if n_ch > NEC_MAX_CHANNELS:
+            raise LimitError(f"{n_ch} channels, at most {NEC_MAX_CHANNELS} (NEC_MAX_CHANNELS)",
+                             **_where(trig))
+        if trig.src.ap is None:
+            nbytes = element_space(trig) * DTYPE_SIZE[trig.dtype]
+            if nbytes > T3D_START_ADDR_LIMIT:
+                raise LimitError(
+                    f"the collective's buffers span {nbytes} bytes; a 0xBF word's 32-bit "
+                    f"TENSOR3D start_addr addresses at most {T3D_START_ADDR_LIMIT} "
+                    "(T3D_START_ADDR_LIMIT)", field="num_elements", **_where(trig))
+        desc_by_group[group] += descriptors(trig)
+        first_by_group.setdefault(group, trig)
+        if desc_by_group[group] > MAX_RANK_DESCRIPTORS:
+            raise LimitError(
+                f"the ranks of replica group {_short(group)} need about "
+                f"{desc_by_group[group]} data descriptors by this trigger, more than "
+                f"{MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)", **_where(trig))
+    for (sg, group), trigs in per_group.items():
+        if len(trigs) > SPAD_ENTRIES:
+            raise LimitError(
+                f"{len(trigs)} collectives on replica group {_short(group)} need "
+                f"{len(trigs)} SPAD entries on each of its ranks; the {SPAD_BYTES}-byte TOP_SP "
+                f"CTRL SPAD holds {SPAD_ENTRIES} per subgraph", **_where(trigs[SPAD_ENTRIES]))
+    # groups of different subgraphs may share ranks: add up per rank (<= NEC_MAX_COMM_N groups)
+    if len(desc_by_group) > 1:
+        per_rank: dict[int, int] = defaultdict(int)
+        for group, n in desc_by_group.items():
+            for r in group:
+                per_rank[r] += n
+                if per_rank[r] > MAX_RANK_DESCRIPTORS:
+                    raise LimitError(
+                        f"rank {r} needs about {per_rank[r]} data descriptors over all its "
+                        f"collectives, more than {MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)",
+                        rank=r)
+
+
+def _short(group: tuple[int, ...]) -> str:
+    if len(group) > 1 and list(group) == list(range(group[0], group[0] + len(group))):
+        return f"{group[0]}..{group[-1]}"
+    return ",".join(map(str, group[:8])) + (",..." if len(group) > 8 else "")
+
+
+__all__ = [
+    "LIMITS", "Limit", "check_plan", "check_credits", "descriptors", "element_space",
+    "SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES", "MAX_RANK_DESCRIPTORS",
+    "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "ENC_MESH_MAX_NUM_EVENTS",
+    "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES",
+    "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_RANKS", "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
+    "MAX_VAR_ID", "MAX_VAR_SIZE", "NEC_MAX_CHANNELS", "NEC_MAX_COMM_N", "NET_INDEX_LOOP_SIZE",
+    "NET_MAX_CREDITS", "SBUF_BASE", "SBUF_PARTITIONS", "SBUF_WINDOW_LIMIT",
+    "SDMA_MAX_CCE_ELEMENTS", "CCE_MAX_ELEMENTS", "SEMAPHORES_PER_CORE", "SPAD_BYTES", "T3D_DIM_CAP",
+]

@@ -1,0 +1,317 @@
+"""Hard limits (nrtrewrite/limits.py, docs/RELIABILITY.md): each refused with a one-line
+LimitError naming where, quickly, before any big allocation; and what stays legal."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from conftest import _BASE_SPEC
+from nrtrewrite import limits as L
+from nrtrewrite.codes import DTYPE_SIZE, DType
+from nrtrewrite.emit.address import channel_sem, sema_address, EVT_SEM_INC
+from nrtrewrite.emit.tiling import tile_elements
+from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
+from nrtrewrite.lower import LowerOptions, plan_lowering
+from nrtrewrite.neff.assembler import assemble_spec
+from nrtrewrite.neff.container import Limits, build_container, read_container
+from nrtrewrite.neff.reader import read_model_bytes
+from nrtrewrite.topology.model import load_topology
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def spec(mutate=None) -> dict:
+    s = copy.deepcopy(_BASE_SPEC)
+    s["validate"] = False
+    if mutate:
+        mutate(s)
+    return s
+
+
+def model_of(s: dict):
+    return read_model_bytes(assemble_spec(s), path="m.neff")
+
+
+def sp(s: dict) -> list:
+    return s["subgraphs"][0]["engines"]["sp"]
+
+
+def ar(src="in", dst="out", n=64, dtype="bf16", **kw) -> dict:
+    return {"all_reduce": {"dtype": dtype, "op": "add", "src": src, "dst": dst,
+                           "num_elements": n, **kw}}
+
+
+def plan_error(s: dict) -> NrtRewriteError:
+    """The error of reading + planning + check_plan, which must be fast and one line."""
+    t0 = time.perf_counter()
+    with pytest.raises(NrtRewriteError) as exc:
+        L.check_plan(plan_lowering(model_of(s), LowerOptions()))
+    assert time.perf_counter() - t0 < 10
+    assert "\n" not in str(exc.value)
+    return exc.value
+
+
+# ---------------------------------------------------------------------------
+# limits.py itself
+
+def test_limits_table_names_every_constant_once():
+    names = [lim.name for lim in L.LIMITS]
+    assert len(names) == len(set(names))
+    for lim in L.LIMITS:
+        assert getattr(L, lim.name) == lim.value, lim.name
+        assert lim.source and lim.enforced
+    assert L.SPAD_ENTRIES == 512 and L.SEMAPHORES_PER_CORE == 256 and L.NEC_MAX_CHANNELS == 32
+    assert L.NET_MAX_CREDITS == 0x1FF and L.ENC_MESH_MAX_NUM_EVENTS == 64
+    assert L.CCE_MAX_ELEMENTS == 2048 and L.T3D_DIM_CAP == 256
+    assert L.BD_MAX_BYTES == 65536 and L.NEC_MAX_COMM_N == 12 and L.NET_INDEX_LOOP_SIZE == 512
+    assert L.CHANNEL_SEMAPHORES <= L.SEMAPHORES_PER_CORE
+
+
+# ---------------------------------------------------------------------------
+# reader-time limits
+
+def test_max_triggers_counted_before_decoding():
+    base = assemble_spec(spec())
+    cont = read_container(base)
+    word = cont.members["sg00/sp.bin"][64:128]  # the all-reduce word
+    members = dict(cont.members)
+    members["sg00/sp.bin"] = word * 5
+    data = build_container(cont.header, members)
+    with pytest.raises(LimitError) as exc:
+        read_model_bytes(data, path="m.neff", limits=Limits(max_triggers=4))
+    assert str(exc.value) == ("m.neff: member sg00/sp.bin, subgraph sg00, stream sp, "
+                              "instruction 4, offset 0x100: more than 4 collective triggers in "
+                              "the model (MAX_TRIGGERS)")
+    assert len(read_model_bytes(data, limits=Limits(max_triggers=5)).triggers) == 5
+
+
+def test_max_triggers_default_bounds_a_compressed_stream():
+    """65537 trigger words compress to a few KiB; the reader refuses them before decoding."""
+    cont = read_container(assemble_spec(spec()))
+    members = dict(cont.members)
+    members["sg00/sp.bin"] = cont.members["sg00/sp.bin"][64:128] * (L.MAX_TRIGGERS + 1)
+    data = build_container(cont.header, members)
+    assert len(data) < 64 << 10
+    t0 = time.perf_counter()
+    with pytest.raises(LimitError, match=r"instruction 65536, .*more than 65536 collective"):
+        read_model_bytes(data, path="m.neff")
+    assert time.perf_counter() - t0 < 5
+
+
+def test_nec_max_comm_n_counts_the_whole_neff():
+    def two_subgraphs(s):
+        sg0 = s["subgraphs"][0]
+        sg0["replica_groups"] = [[r] for r in range(7)]
+        sg1 = copy.deepcopy(sg0)
+        sg1["name"] = "sg01"
+        sg1["replica_groups"] = [[r] for r in range(7, 14)]
+        sg0["engines"]["sp"] = sg1["engines"]["sp"] = ["nop"]
+        s["subgraphs"].append(sg1)
+    with pytest.raises(ValidationError) as exc:
+        model_of(spec(two_subgraphs))
+    assert str(exc.value) == ("m.neff: member sg01/def.json, subgraph sg01, field "
+                              "replica_groups[5]: the model has more than 12 distinct replica "
+                              "groups over all subgraphs (NEC_MAX_COMM_N)")
+
+    def shared(s):  # the same groups in two subgraphs count once
+        two_subgraphs(s)
+        s["subgraphs"][1]["replica_groups"] = [[r] for r in range(7)]
+    assert len(model_of(spec(shared)).subgraphs) == 2
+
+
+def test_free_dimension_num_zero_and_negative_steps():
+    def zero_num(s):
+        sp(s)[1] = ar(src={"var": "sb_in", "partitions": 128, "dims": [[1, 8], [8, 0]]},
+                      dst={"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, n=1024)
+    with pytest.raises(ValidationError, match=r"field num_elements: num_elements 1024 != src "
+                                              r"access pattern elements 128x8x0x1 = 0"):
+        model_of(spec(zero_num))
+
+    def negative(s):  # legal: walks backwards inside the var
+        sp(s)[1] = ar(src={"var": "sb_in", "start": 2046, "partitions": 128,
+                           "dims": [[-1, 8], [-8, 4]]},
+                      dst={"var": "sb_out", "start": 64, "partitions": 128,
+                           "dims": [[-2, 8], [16, 4]]}, n=4096)
+    plan = plan_lowering(model_of(spec(negative)), LowerOptions())
+    L.check_plan(plan)
+    from nrtrewrite.lower import lower_rank
+    out = lower_rank(plan, 0)
+    assert sum(p.size for p in out.files["dma.bin"]) > 0
+
+
+# ---------------------------------------------------------------------------
+# topology-time limits
+
+def test_huge_rank_id_does_not_build_two_billion_ranks():
+    """Bug: a 1.3 KB model whose group names rank 2**31-1 made lower/explain build a
+    topology of 2**31 ranks (hang, then out of memory)."""
+    def big(s):
+        s["subgraphs"][0]["replica_groups"] = [[0, 2**31 - 1]]
+    err = plan_error(spec(big))
+    assert isinstance(err, LimitError)
+    assert "to hold rank 2147483647, more than 1048576 (MAX_TOPOLOGY_RANKS)" in str(err)
+
+
+def test_topology_size_limits(tmp_path):
+    with pytest.raises(LimitError, match="1000000000 node"):
+        load_topology("trn2:nodes=1000000000", world=(0,), lnc_size=2)
+    assert load_topology("trn2:nodes=8", world=(0,), lnc_size=2).world_size == 512
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"format": "nrtrewrite-topology/1", "torus": [100000, 100000]}))
+    with pytest.raises(LimitError, match="field devices_per_node: 10000000000 devices per node"):
+        load_topology(str(path), world=(0,), lnc_size=1)
+    path.write_text(json.dumps({"format": "nrtrewrite-topology/1", "torus": [1, 2],
+                                "device": {"dies": 1000, "sengines_per_die": 1000,
+                                           "tpbs_per_sengine": 1000}}))
+    with pytest.raises(LimitError, match="MAX_CORES_PER_DEVICE"):
+        load_topology(str(path), world=(0,), lnc_size=1)
+
+
+# ---------------------------------------------------------------------------
+# lowering-time limits (check_plan, the memory map, the emitter)
+
+def test_spad_entries_per_subgraph_refused_at_plan_time():
+    def many(s):
+        s["subgraphs"][0]["replica_groups"] = [[0, 1], [2, 3]]
+        sp(s)[:] = [ar()] * 513
+    err = plan_error(spec(many))
+    assert isinstance(err, LimitError)
+    assert str(err) == ("subgraph sg00, stream sp, instruction 512, trigger 512: 513 collectives "
+                        "on replica group 0..1 need 513 SPAD entries on each of its ranks; the "
+                        "4096-byte TOP_SP CTRL SPAD holds 512 per subgraph")
+
+
+def test_spad_limit_is_per_subgraph_and_per_group():
+    def spread(s):
+        s["subgraphs"][0]["replica_groups"] = [[0, 1], [2, 3]]
+        sp(s)[:] = [ar(group=g) for g in (0, 1) for _ in range(300)]
+        sg1 = copy.deepcopy(s["subgraphs"][0])
+        sg1["name"] = "sg01"
+        s["subgraphs"].append(sg1)
+    plan = plan_lowering(model_of(spec(spread)), LowerOptions())
+    L.check_plan(plan)  # 600 per rank in total, 300 per subgraph: fine
+
+
+def test_t3d_start_addr_limit_at_plan_time():
+    def big(n, op="all_reduce", var_size=None):
+        def m(s):
+            s["subgraphs"][0]["vars"][2]["size"] = var_size or n * 2
+            s["subgraphs"][0]["replica_groups"] = [[0, 1]]
+            body = {"dtype": "bf16", "src": "tmp", "dst": "tmp", "num_elements": n}
+            if op != "all_gather":
+                body["op"] = "add"
+            sp(s)[1] = {op: body}
+        return m
+    err = plan_error(spec(big(2**31 + 1)))
+    assert isinstance(err, LimitError)
+    assert str(err) == ("subgraph sg00, stream sp, instruction 1, field num_elements, trigger 0: "
+                        "the collective's buffers span 4294967298 bytes; a 0xBF word's 32-bit "
+                        "TENSOR3D start_addr addresses at most 4294967296 (T3D_START_ADDR_LIMIT)")
+    # exactly 4 GiB fits the 32-bit offsets of every piece
+    L.check_plan(plan_lowering(model_of(spec(big(2**31))), LowerOptions()))
+    # all-gather: the output (N x group) is the element space
+    err = plan_error(spec(big(2**30 + 1, "all_gather", var_size=2**32 + 4)))
+    assert "span 4294967300 bytes" in str(err)
+
+
+def test_descriptor_volume_per_rank():
+    """300 in-place all-reduces of 4 GiB each: fine one by one, 300 of them would make one
+    rank's artifacts ~10 GiB; refused at plan time, naming the trigger over the limit."""
+    def heavy(s):
+        s["subgraphs"][0]["vars"][2]["size"] = 4 << 30
+        s["subgraphs"][0]["replica_groups"] = [[0, 1]]
+        sp(s)[:] = [ar("tmp", "tmp", n=2 << 30)] * 300
+    err = plan_error(spec(heavy))
+    assert isinstance(err, LimitError)
+    per = L.descriptors(model_of(spec(heavy)).triggers[0])
+    first_over = L.MAX_RANK_DESCRIPTORS // per
+    assert str(err).startswith(f"subgraph sg00, stream sp, instruction {first_over}, "
+                               f"trigger {first_over}: the ranks of replica group 0..1 need about")
+    assert "(MAX_RANK_DESCRIPTORS)" in str(err)
+
+
+def test_channels_semaphores_and_credits():
+    trig = model_of(spec()).triggers[0]
+    fake = SimpleNamespace(triggers=[SimpleNamespace(trigger=trig, group=trig.replica_group,
+                                                     selection=SimpleNamespace(n_channels=33))])
+    with pytest.raises(LimitError, match=r"trigger 0: 33 channels, at most 32 \(NEC_MAX_CHANNELS\)"):
+        L.check_plan(fake)
+    fake.triggers[0].selection.n_channels = 32
+    L.check_plan(fake)
+    with pytest.raises(LimitError, match="out of semaphores: channel 60 needs semaphore 256"):
+        channel_sem(60, 0)
+    assert channel_sem(31, 3) == 16 + 4 * 31 + 3
+    with pytest.raises(LimitError, match="semaphore id 256 outside 0..255"):
+        sema_address(0, 256, EVT_SEM_INC)
+    for bad in (0, 0x200):
+        with pytest.raises(LimitError, match=r"outside \(0, 0x1ff\] \(NET_MAX_CREDITS\)"):
+            L.check_credits(bad, 8)
+    L.check_credits(0x1FF, 1)
+
+
+def test_dram_window_and_huge_var():
+    def huge(s):
+        s["subgraphs"][0]["vars"][2]["size"] = 2**62
+    err = plan_error(spec(huge))
+    assert isinstance(err, LimitError)
+    assert "the model's DRAM vars need 4611686018427428864 bytes per core, more than the " \
+           "30064771072 bytes" in str(err)
+
+
+def test_sbuf_window_regression():
+    """Bug: a state-buffer var of 2**62 bytes per partition crashed lower_rank with
+    OverflowError (Python int too large to convert to C long) instead of an error."""
+    def huge(s):
+        s["subgraphs"][0]["vars"][3]["size"] = 2**62
+        sp(s)[1] = ar(src={"var": "sb_in", "start": 2**31, "partitions": 128, "dims": [[1, 8]]},
+                      dst={"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, n=1024)
+    err = plan_error(spec(huge))
+    assert isinstance(err, LimitError)
+    assert "do not fit the 4294967296-byte SBUF window a 32-bit TENSOR3D start_addr addresses " \
+           "(33554432 bytes per partition)" in str(err)
+
+
+@pytest.mark.parametrize("dsize", [1, 2, 4])
+def test_tiles_respect_bd_length_and_cce_cap(dsize):
+    n = np.array([1, 15, 16, 17, 1000, 2048, 2049, 32768, 32769, 1 << 20, 3 << 30], np.int64)
+    for reduce in (False, True):
+        per = tile_elements(dsize, n, np.full(n.size, reduce))
+        assert (per >= 1).all() and (per <= n).all()
+        assert (per * dsize <= L.BD_MAX_BYTES).all()
+        if reduce:
+            assert (per <= L.CCE_MAX_ELEMENTS).all()
+
+
+def test_emitted_records_respect_the_caps(tmp_path):
+    """Every lowered fixture: no 0xBF num_elem above 256, no BD above 64 KiB, no CCE source
+    stream above 2048 elements, credits and loop size as the seed asserts."""
+    from nrtrewrite.artifacts import load_records
+    from nrtrewrite.golden import lower_to
+    for name, ranks in (("mix8", [0, 5]), ("sbuf", [0, 3]), ("two_node128", [0, 64])):
+        out = lower_to(ROOT / "fixtures" / f"{name}.neff", tmp_path / name, ranks)
+        for rdir in out.glob("rank-*"):
+            words = load_records(rdir / "sb2sb.bin")
+            if words.size:
+                assert words["src"]["num_elem"].max() <= L.T3D_DIM_CAP
+                assert words["dst"]["num_elem"].max() <= L.T3D_DIM_CAP
+            bds = load_records(rdir / "dma.bin")
+            length = bds["len_ctrl"] & 0xFFFF
+            assert (np.where(length == 0, 65536, length) <= L.BD_MAX_BYTES).all()
+            cce = load_records(rdir / "cce.bin")
+            if cce.size:
+                in_dt = (cce["w1"] >> 8) & 0xF
+                dsize = np.array([DTYPE_SIZE.get(DType(int(c)), 4) for c in in_dt], np.int64)
+                assert ((cce["w2"] & 0xFFFFFF) <= L.CCE_MAX_ELEMENTS * dsize).all()
+            ops = load_records(rdir / "net_ops.bin")
+            if ops.size:
+                assert (ops["net_idx_loop_size"] == L.NET_INDEX_LOOP_SIZE).all()
+                for f in ("initial_send_credits", "ending_recv_credits"):
+                    assert ((ops[f] > 0) & (ops[f] <= L.NET_MAX_CREDITS)).all()
