@@ -1,11 +1,15 @@
 """Write back: the output folder (docs/FORMATS.md §1), atomically.
 
 The folder is built in a temporary sibling (``.<name>.tmp-<pid>-<rand>``),
-every file and directory is fsynced, and the folder is then renamed into place:
+every file and directory is fsynced, and the folder is then renamed into place
+(``renameat2(RENAME_NOREPLACE)``: never over something that appeared meanwhile):
 the output appears complete or not at all.  An existing output is replaced only
-with ``force``, by an atomic exchange (``renameat2(RENAME_EXCHANGE)``) when the
-kernel offers it.  Nothing is written outside the output's parent folder, and
-the input is only ever read.
+with ``force``, and only when it is an nrtrewrite output, by an atomic exchange
+(``renameat2(RENAME_EXCHANGE)``) when the kernel offers it.  A ``lower`` killed
+mid-way leaves its temporary sibling; the next ``write_output`` for the same
+output removes the siblings whose process is gone.  Nothing is written outside
+the output's parent folder, never through a symbolic link, and the input is
+only ever read (docs/RELIABILITY.md).
 
 Ranks are lowered one at a time (or by a fork-based process pool with
 ``workers > 1``) and each rank's files are written as soon as they are built, so
@@ -21,6 +25,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import secrets
 import shutil
 import struct
@@ -29,6 +34,7 @@ from pathlib import Path
 
 from nrtrewrite import __version__
 from nrtrewrite.errors import OutputError
+from nrtrewrite.limits import check_plan
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
 from nrtrewrite.neff.writer import rewrite_streams
 
@@ -36,6 +42,7 @@ FORMAT_NAME = "nrtrewrite-lowered"
 FORMAT_VERSION = 1
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9).
 TOPSP_KICK_OPCODE = 0xA2
+RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
 
 
@@ -121,13 +128,18 @@ def _write_rank(plan: LoweringPlan, tmp: Path, rank: int) -> tuple[int, bytes]:
     return rank, man
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths; False when the kernel or libc cannot."""
+def _renameat2():
+    """libc's renameat2, or None."""
     libc_name = ctypes.util.find_library("c")
     if not libc_name:
-        return False
+        return None
     libc = ctypes.CDLL(libc_name, use_errno=True)
-    fn = getattr(libc, "renameat2", None)
+    return getattr(libc, "renameat2", None)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths; False when the kernel or libc cannot."""
+    fn = _renameat2()
     if fn is None:
         return False
     AT_FDCWD = -100
@@ -140,15 +152,107 @@ def _exchange(a: Path, b: Path) -> bool:
     return True
 
 
+def _rename_noreplace(a: Path, b: Path) -> None:
+    """rename(a, b) that fails when ``b`` appeared meanwhile (``RENAME_NOREPLACE`` when the
+    kernel offers it; a plain rename, which cannot replace a non-empty folder, otherwise)."""
+    fn = _renameat2()
+    if fn is not None:
+        AT_FDCWD = -100
+        rc = fn(AT_FDCWD, os.fsencode(str(a)), AT_FDCWD, os.fsencode(str(b)), RENAME_NOREPLACE)
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(b))
+    if b.exists() or b.is_symlink():
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(b))
+    os.rename(a, b)
+
+
+#: Temporary siblings of an output folder NAME: ``.NAME.tmp-PID-HEX`` while it is built,
+#: ``.NAME.old-PID-HEX`` for a replaced output when the kernel cannot exchange atomically.
+_TEMP_SIBLING = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
+    """Remove the temporary siblings of ``out`` left by a ``lower`` that was killed.
+
+    Only real folders named exactly ``.NAME.tmp-PID-HEX`` / ``.NAME.old-PID-HEX`` whose PID
+    is no longer a running process are removed (a concurrent ``lower`` of the same output
+    keeps its own); symbolic links and anything else are left alone.  Returns what was
+    removed."""
+    out = Path(out)
+    parent = out.parent if str(out.parent) else Path(".")
+    removed = []
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = _TEMP_SIBLING.match(entry.name)
+        if not m or m["name"] != out.name:
+            continue
+        pid = int(m["pid"])
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
+
+
+def _is_our_output(path: Path) -> bool:
+    """An empty folder, or one whose manifest.json says it is an nrtrewrite output."""
+    try:
+        if not any(path.iterdir()):
+            return True
+        with open(path / "manifest.json", "rb") as fh:
+            doc = json.loads(fh.read(1 << 20))
+        return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
+    except (OSError, ValueError):
+        return False
+
+
 def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Iterable[int] | None,
                  force: bool = False, workers: int = 1,
                  progress: Callable[[int, int], None] | None = None) -> Path:
-    """Lower ``ranks`` (default: the whole world) and write the output folder atomically."""
+    """Lower ``ranks`` (default: the whole world) and write the output folder atomically.
+
+    Refused before anything is written (:class:`OutputError`): an existing ``out`` without
+    ``force``; with ``force``, an existing ``out`` that is not a folder, or not an
+    nrtrewrite output (no ``manifest.json`` of ours, and not empty); a symbolic link at
+    ``out`` (we never write through one nor replace it); a missing parent folder.
+    Temporary siblings left by a killed earlier run are removed first
+    (:func:`clean_stale_temps`).  Every hard limit of the plan is checked first
+    (:func:`nrtrewrite.limits.check_plan`).  An OS error while writing (disk full, no
+    permission) is an :class:`OutputError`; the partial temporary folder is removed.
+    """
     out = Path(out_dir)
+    check_plan(plan)
+    if out.is_symlink():
+        raise OutputError(f"{out} is a symbolic link; give the folder itself (nrtrewrite "
+                          "never writes through a link nor replaces one)")
     if out.exists() and not force:
         raise OutputError(f"{out} exists; pass --force to replace it")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} exists and is not a folder")
+    if out.exists() and not _is_our_output(out):
+        raise OutputError(f"{out} exists and is not an nrtrewrite output (no manifest.json "
+                          f"of format {FORMAT_NAME!r}); refusing to replace it")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise OutputError(f"the output's parent folder {parent} does not exist")
@@ -157,6 +261,18 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         if r not in plan.world:
             raise OutputError(f"rank {r} is not in the model's world "
                               f"({plan.world[0]}..{plan.world[-1]})", rank=r)
+    try:
+        return _write_output(plan, out, parent, rank_list, force, workers, progress)
+    except OSError as err:
+        raise OutputError(f"cannot write the output: {err.strerror or err}"
+                          + (f" ({err.filename})" if err.filename else ""),
+                          file=str(out)) from None
+
+
+def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],
+                  force: bool, workers: int, progress: Callable[[int, int], None] | None
+                  ) -> Path:
+    clean_stale_temps(out)
     tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     try:
@@ -189,7 +305,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
                                   hashlib.sha256(neff_bytes).hexdigest())
         _write_file(tmp / "manifest.json", _json_bytes(manifest))
         _fsync_dir(tmp)
-        if out.exists():
+        if out.exists() and force:
             if not _exchange(tmp, out):
                 old = parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
                 os.rename(out, old)
@@ -197,7 +313,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
                 tmp = old
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            os.rename(tmp, out)
+            _rename_noreplace(tmp, out)
         _fsync_dir(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

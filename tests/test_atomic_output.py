@@ -1,0 +1,291 @@
+"""Atomic output (nrtrewrite/bundle.py, docs/RELIABILITY.md): the output folder appears
+complete or not at all, even when ``lower`` is SIGKILLed; an existing output is replaced
+only with --force, atomically, and only when it is ours; nothing is written outside the
+output's parent or through a symbolic link; the input is never modified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite import bundle
+from nrtrewrite.bundle import clean_stale_temps, write_output
+from nrtrewrite.errors import OutputError
+from nrtrewrite.lower import LowerOptions, plan_lowering
+from nrtrewrite.neff.reader import read_model
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+
+
+def env(**kw) -> dict:
+    e = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
+    e.update({k: str(v) for k, v in kw.items()})
+    return e
+
+
+def lower_cmd(*args) -> list[str]:
+    return [sys.executable, "-m", "nrtrewrite.cli.__main__", "lower", "-q", *map(str, args)]
+
+
+def run(*args, cwd=ROOT, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(lower_cmd(*args), capture_output=True, text=True, cwd=cwd,
+                          env=env(**kw), timeout=120)
+
+
+def one_line_error(proc: subprocess.CompletedProcess, text: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nrtrewrite: error: "), proc.stderr
+    assert text in lines[0], lines[0]
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def verify_complete(out: Path) -> str:
+    """Check an output folder is whole (every file hashed by its rank manifest, every rank
+    manifest by the top manifest, the rewritten NEFF by its hash); returns the top
+    manifest's sha256 (what identifies the output)."""
+    top = json.loads((out / "manifest.json").read_text())
+    assert top["format"] == "nrtrewrite-lowered"
+    assert sha(out / top["output_neff"]["name"]) == top["output_neff"]["sha256"]
+    assert sorted(top["rank_manifests"]) == sorted(p.name for p in out.glob("rank-*"))
+    for rdir, digest in top["rank_manifests"].items():
+        man_path = out / rdir / "manifest.json"
+        assert sha(man_path) == digest, rdir
+        man = json.loads(man_path.read_text())
+        for fname, info in man["files"].items():
+            assert sha(out / rdir / fname) == info["sha256"], (rdir, fname)
+    return sha(out / "manifest.json")
+
+
+def test_sigkill_leaves_previous_output_or_nothing(tmp_path):
+    """Kill `lower --force` of node64 at random moments: OUT always holds a complete output,
+    the previous one or the new one, never a partial folder; the next run removes the
+    temporary siblings the killed runs left behind."""
+    model = FIX / "node64.neff"
+    out = tmp_path / "out"
+    prev = run(model, "-o", out, "--rank", 0, "--rank", 1)  # the "previous" output
+    assert prev.returncode == 0, prev.stderr
+    prev_id = verify_complete(out)
+    ref = tmp_path / "ref"
+    assert run(model, "-o", ref, "-j", 1).returncode == 0
+    new_id = verify_complete(ref)
+    assert prev_id != new_id
+    rng = random.Random(9)
+    seen = set()
+    t_full = 0.0
+    for attempt in range(7):
+        t0 = time.monotonic()
+        proc = subprocess.Popen(lower_cmd(model, "-o", out, "--force", "-j", 1), cwd=ROOT,
+                                env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # random moments across the whole run (t_full is measured by the first, unkilled run)
+        delay = rng.uniform(0.05, max(1.0, t_full * 1.1)) if attempt else None
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        if attempt == 0:
+            t_full = time.monotonic() - t0
+        state = verify_complete(out) if out.exists() else None
+        assert state in (prev_id, new_id), "partial output after SIGKILL"
+        seen.add((proc.returncode, state))
+        if state == new_id:  # put the previous output back for the next attempt
+            shutil.rmtree(out)
+            assert run(model, "-o", out, "--rank", 0, "--rank", 1).returncode == 0
+    assert any(rc == -signal.SIGKILL for rc, _ in seen)
+    # the next complete run removes the stale temporary siblings of the killed runs
+    assert run(model, "-o", out, "--force").returncode == 0
+    assert verify_complete(out) == new_id
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ref"]
+
+
+def test_sigkill_without_previous_output(tmp_path):
+    model = FIX / "node64.neff"
+    out = tmp_path / "fresh"
+    for delay in (0.2, 0.5):
+        proc = subprocess.Popen(lower_cmd(model, "-o", out, "-j", 1), cwd=ROOT, env=env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        if out.exists():
+            verify_complete(out)
+            shutil.rmtree(out)
+        assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".fresh.tmp-")]
+
+
+def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
+    out = tmp_path / "out"
+    assert run(FIX / "ar2.neff", "-o", out).returncode == 0
+    old_inode = out.stat().st_ino
+    one_line_error(run(FIX / "mix8.neff", "-o", out), "exists; pass --force to replace it")
+    assert run(FIX / "mix8.neff", "-o", out, "--force").returncode == 0
+    assert out.stat().st_ino != old_inode and len(list(out.glob("rank-*"))) == 8
+    verify_complete(out)
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    # --force never replaces a folder that is not an nrtrewrite output
+    mine = tmp_path / "precious"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    one_line_error(run(FIX / "ar2.neff", "-o", mine, "--force"),
+                   "is not an nrtrewrite output (no manifest.json of format "
+                   "'nrtrewrite-lowered'); refusing to replace it")
+    assert (mine / "notes.txt").read_text() == "keep me"
+    one_line_error(run(FIX / "ar2.neff", "-o", mine / "notes.txt", "--force"),
+                   "exists and is not a folder")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert run(FIX / "ar2.neff", "-o", empty, "--force").returncode == 0
+    verify_complete(empty)
+
+
+def test_symlinked_output_paths_do_not_escape(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    link = work / "out"
+    link.symlink_to(elsewhere)
+    for extra in ([], ["--force"]):
+        one_line_error(run(FIX / "ar2.neff", "-o", link, *extra), "is a symbolic link")
+    dangling = work / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    one_line_error(run(FIX / "ar2.neff", "-o", dangling), "is a symbolic link")
+    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "nowhere").exists()
+    assert sorted(p.name for p in work.iterdir()) == ["dangling", "out"]
+    assert link.is_symlink() and dangling.is_symlink()
+
+
+def test_nothing_written_outside_the_output_parent(tmp_path):
+    """A read-only cwd, HOME and TMPDIR empty: after lower, only OUT is new anywhere we can
+    see (the input's folder, cwd, HOME, TMPDIR, the output's parent)."""
+    src_dir = tmp_path / "models"
+    src_dir.mkdir()
+    model = src_dir / "mix8.neff"
+    shutil.copy(FIX / "mix8.neff", model)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    home, tmpd, parent = tmp_path / "home", tmp_path / "tmp", tmp_path / "outparent"
+    for d in (home, tmpd, parent):
+        d.mkdir()
+    os.chmod(cwd, 0o555)
+    try:
+        proc = run(model, "-o", parent / "out", cwd=cwd, HOME=home, TMPDIR=tmpd)
+        assert proc.returncode == 0, proc.stderr
+        proc = run(model, "-o", parent / "out", "--force", "-j", 2, cwd=cwd, HOME=home,
+                   TMPDIR=tmpd)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        os.chmod(cwd, 0o755)
+    assert list(cwd.iterdir()) == [] and list(home.iterdir()) == []
+    assert list(tmpd.iterdir()) == []
+    assert [p.name for p in src_dir.iterdir()] == ["mix8.neff"]
+    assert [p.name for p in parent.iterdir()] == ["out"]
+    verify_complete(parent / "out")
+
+
+def test_input_never_modified_read_only(tmp_path):
+    src = tmp_path / "ro.neff"
+    shutil.copy(FIX / "sbuf.neff", src)
+    os.chmod(src, 0o444)
+    os.utime(src, (1_000_000_000, 1_000_000_000))
+    before = (src.read_bytes(), src.stat().st_mtime_ns, src.stat().st_mode)
+    assert run(src).returncode == 0
+    for cmd in (["inspect", src], ["explain", src], ["schedule", src, "--rank", "0"]):
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite.cli.__main__", *map(str, cmd)],
+                              capture_output=True, text=True, env=env(), cwd=ROOT, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    assert (src.read_bytes(), src.stat().st_mtime_ns, src.stat().st_mode) == before
+    verify_complete(tmp_path / "ro.lowered")
+
+
+def _plan(name: str = "ar2"):
+    return plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
+
+
+def test_write_error_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """Disk full (ENOSPC) in the middle of writing: an OutputError, the temporary folder
+    removed, OUT absent (or, with --force, the previous output untouched)."""
+    real = bundle._write_file
+    calls = {"n": 0}
+
+    def failing(path, data):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise OSError(28, "No space left on device", str(path))
+        real(path, data)
+    monkeypatch.setattr(bundle, "_write_file", failing)
+    with pytest.raises(OutputError) as exc:
+        write_output(_plan("mix8"), tmp_path / "out", ranks=None)
+    assert "cannot write the output: No space left on device" in str(exc.value)
+    assert "\n" not in str(exc.value)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(bundle, "_write_file", real)
+    write_output(_plan("ar2"), tmp_path / "out", ranks=None)
+    before = verify_complete(tmp_path / "out")
+    calls["n"] = 0
+    monkeypatch.setattr(bundle, "_write_file", failing)
+    with pytest.raises(OutputError):
+        write_output(_plan("mix8"), tmp_path / "out", ranks=None, force=True)
+    assert verify_complete(tmp_path / "out") == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_output_appearing_meanwhile_is_not_clobbered(tmp_path, monkeypatch):
+    """Between the existence check and the final rename another process creates OUT: the
+    rename refuses (RENAME_NOREPLACE) instead of replacing it."""
+    out = tmp_path / "out"
+    real = bundle._fsync_dir
+
+    def racing(path):
+        real(path)
+        if Path(path).name.startswith(".out.tmp-") and not out.exists():
+            out.mkdir()
+            (out / "theirs").write_text("x")
+    monkeypatch.setattr(bundle, "_fsync_dir", racing)
+    with pytest.raises(OutputError, match="cannot write the output: File exists"):
+        write_output(_plan(), out, ranks=None)
+    assert [p.name for p in out.iterdir()] == ["theirs"]
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
+    out = tmp_path / "model.lowered"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
+    stale_old = tmp_path / f".model.lowered.old-{dead.pid}-89abcdef"
+    live = tmp_path / f".model.lowered.tmp-{os.getppid()}-0123abcd"
+    other = tmp_path / f".other.lowered.tmp-{dead.pid}-0123abcd"
+    odd = tmp_path / f".model.lowered.tmp-{dead.pid}-notahex1"
+    for d in (stale, stale_old, live, other, odd):
+        d.mkdir()
+        (d / "f").write_text("x")
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep").write_text("x")
+    link = tmp_path / f".model.lowered.tmp-{dead.pid}-fedcba98"
+    link.symlink_to(target)
+    removed = clean_stale_temps(out)
+    assert sorted(p.name for p in removed) == sorted([stale.name, stale_old.name])
+    assert not stale.exists() and not stale_old.exists()
+    assert live.exists() and other.exists() and odd.exists() and link.is_symlink()
+    assert (target / "keep").exists()
