@@ -9,3 +9,4 @@ from nrtrewrite.cli import dump as _dump  # noqa: F401
 from nrtrewrite.cli import diff as _diff  # noqa: F401
 from nrtrewrite.cli import schedule as _schedule  # noqa: F401
 from nrtrewrite.cli import explain as _explain  # noqa: F401
+from nrtrewrite.cli import simulate as _simulate  # noqa: F401

@@ -26,7 +26,7 @@ from nrtrewrite.simulate.program import (
     CCE_OPS, LEAF_NAMES, Entry, Leg, RankProgram, decode_rank, sem_name,
 )
 from nrtrewrite.simulate.result import (
-    ERROR, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
+    ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
 )
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, make_input
@@ -48,11 +48,11 @@ class _Queue:
 
     __slots__ = ("rank", "entry", "channel", "legs", "pos", "tid", "need", "done_vc", "slot")
 
-    def __init__(self, rank: int, entry: Entry, channel: int, tid: int):
+    def __init__(self, rank: int, entry: Entry, channel: int, tid: int, legs: list[Leg]):
         self.rank = rank
         self.entry = entry
         self.channel = channel
-        self.legs = entry.queues.get(channel, [])
+        self.legs = legs
         self.pos = 0
         self.tid = tid
         self.need = None
@@ -212,11 +212,21 @@ class Simulator:
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimulationResult:
-        t0 = time.perf_counter()
+        """Load, check and execute the whole output folder."""
+        res = self.prepare()
+        if res.error is None:
+            self.execute(res)
+        return res
+
+    def prepare(self) -> SimulationResult:
+        """Decode and statically check every file (errors land in the result).  Tests may
+        change the decoded programs between :meth:`prepare` and :meth:`execute`."""
+        self._t0 = time.perf_counter()
         res = SimulationResult(output=str(self.out), seed=self.seed)
         self.verdict: dict[int, TriggerResult] = {}
         self.legs_total = self.legs_run = self.transfers_run = self.bytes_moved = 0
-        t_load = 0.0
+        self.programs: dict[int, RankProgram] = {}
+        self._t_load = 0.0
         try:
             self.load_manifest()
             res.triggers = [TriggerResult(t.ordinal, t.label(), t.op, t.dtype.name, t.n,
@@ -225,22 +235,41 @@ class Simulator:
             self.verdict = {tr.trigger: tr for tr in res.triggers}
             self.load()
             self._check_kicks()
-            t_load = time.perf_counter() - t0
+        except SimulationError as exc:
+            self._record(res, exc)
+        self._t_load = time.perf_counter() - self._t0
+        self._finish(res)
+        return res
+
+    def execute(self, res: SimulationResult) -> None:
+        """Run the decoded programs to the end (or to the first protocol error)."""
+        try:
             self._setup()
             self._loop()
             self._final_checks()
         except SimulationError as exc:
-            trig = exc.where.trigger
-            res.error = exc.line()
-            res.error_trigger = trig
-            if trig is not None and trig in self.verdict:
-                self.verdict[trig].status = ERROR
-                self.verdict[trig].detail = exc.why
-        res.stats = {"ranks": len(getattr(self, "programs", {})), "legs": self.legs_total,
+            self._record(res, exc)
+        self._finish(res)
+
+    def _record(self, res: SimulationResult, exc: SimulationError) -> None:
+        trig = exc.where.trigger
+        res.error = exc.line()
+        res.error_trigger = trig
+        if trig is not None and trig in self.verdict:
+            self.verdict[trig].status = ERROR
+            self.verdict[trig].detail = exc.why
+
+    def _finish(self, res: SimulationResult) -> None:
+        for tr in res.triggers:
+            if tr.status == MATCH and tr.ranks_checked < tr.group_size:
+                tr.status = INCOMPLETE
+                tr.detail = (f"{tr.ranks_checked} of {tr.group_size} ranks checked before the run "
+                             "stopped")
+        total = time.perf_counter() - self._t0
+        res.stats = {"ranks": len(self.programs), "legs": self.legs_total,
                      "legs_run": self.legs_run, "transfers": self.transfers_run,
-                     "bytes_moved": self.bytes_moved, "load_seconds": round(t_load, 3),
-                     "run_seconds": round(time.perf_counter() - t0 - t_load, 3)}
-        return res
+                     "bytes_moved": self.bytes_moved, "load_seconds": round(self._t_load, 3),
+                     "run_seconds": round(total - self._t_load, 3)}
 
     def _setup(self) -> None:
         self.n_threads = 0
@@ -258,8 +287,20 @@ class Simulator:
             for tr in lst:
                 if tr.terminator:
                     self.ranks[r].drain_need.setdefault(tr.entry, set()).add(c)
+        # who waits on which semaphore (static): a token only its producer consumes needs no clock
+        cons: dict[tuple[int, int], set[int]] = {}
+        for r, prog in self.programs.items():
+            for ent in prog.entries:
+                for c, (first, count) in ent.queues.items():
+                    for key in set(prog.waits_of(first, count)):
+                        cons.setdefault(key, set()).add(self.chan_tid[(r, c)])
+        for p in self.proxies:
+            for tr in p.transfers:
+                if tr.first and not tr.terminator:
+                    cons.setdefault(tr.handshake, set()).add(p.tid)
+        self.consumers = {k: tuple(sorted(v)) for k, v in cons.items()}
         n = self.n_threads
-        self.vc = [np.zeros(n, np.int64) for _ in range(n)]
+        self.vc = [np.zeros(n, np.int32) for _ in range(n)]
         self.sem_count = {r: np.zeros(256, np.int64) for r in self.programs}
         self.tokens: dict[tuple[int, int], deque] = {}
         self.blocked: dict[tuple[int, int], set] = {}
@@ -382,11 +423,13 @@ class Simulator:
                               trigger=trig)
 
     # ------------------------------------------------------------------ semaphores
-    def _give(self, r: int, s: int, v: int, clock: np.ndarray) -> None:
+    def _give(self, r: int, s: int, v: int, clock: np.ndarray | None, tid: int) -> None:
         cnt = self.sem_count[r]
         if cnt[s] + v > SEM_MAX:
             raise SimulationError(f"{sem_name(s)} of rank {r} overflows 32 bits", rank=r)
         cnt[s] += v
+        if self.consumers.get((r, s)) == (tid,):
+            clock = None  # only the producer itself ever waits on it: nothing to join
         self.tokens.setdefault((r, s), deque()).append([v, clock])
         waiting = self.blocked.pop((r, s), None)
         if waiting:
@@ -399,7 +442,8 @@ class Simulator:
         while v:
             head = q[0]
             n = min(v, head[0])
-            np.maximum(vc, head[1], out=vc)
+            if head[1] is not None:
+                np.maximum(vc, head[1], out=vc)
             head[0] -= n
             v -= n
             if not head[0]:
@@ -494,9 +538,11 @@ class Simulator:
             else:
                 self._move(leg.srcs, leg.dsts, leg, acc, vc)
         if leg.incs:
-            snap = vc.copy()
+            snap = None
             for r, s, v in leg.incs:
-                self._give(r, s, v, snap)
+                if snap is None and self.consumers.get((r, s)) != (q.tid,):
+                    snap = vc.copy()
+                self._give(r, s, v, snap, q.tid)
 
     def _move(self, srcs: list, dsts: list, leg: Leg, acc: Access, vc: np.ndarray) -> None:
         datas = [self._read(runs, acc, vc) for runs in srcs]
@@ -529,7 +575,7 @@ class Simulator:
         if tr.terminator:
             st = self.ranks[p.rank]
             st.drained[(tr.entry, p.channel)] = vc.copy()
-            if st.entry == tr.entry:
+            if st.entry == tr.entry and ("drain", p.channel) in st.pending:
                 st.pending.discard(("drain", p.channel))
                 if not st.pending:
                     self._complete_entry(p.rank)
@@ -540,7 +586,7 @@ class Simulator:
         data = self._read([(sr, sreg, soff, tr.size)], acc, vc)
         self._write([(tr.dst[0], tr.dst[1], tr.dst[2], tr.size)], data, acc, vc)
         if tr.complete:
-            self._give(tr.notify[0], tr.notify[1], 1, vc.copy())
+            self._give(tr.notify[0], tr.notify[1], 1, vc.copy(), p.tid)
 
     # ------------------------------------------------------------------ entries
     def _start_entry(self, r: int, e: int) -> None:
@@ -562,7 +608,7 @@ class Simulator:
         for c in ent.channels:
             tid = self.chan_tid[(r, c)]
             np.maximum(self.vc[tid], ctrl, out=self.vc[tid])
-            q = _Queue(r, ent, c, tid)
+            q = _Queue(r, ent, c, tid, st.prog.legs_of(ent, c))
             st.queues[c] = q
             self._evaluate(q)
         if not st.pending:

@@ -149,9 +149,9 @@ class FifoDecoder:
                     tx = succ is not None and self.node(succ) != me
                     rx = pred is not None and self.node(pred) != me
                     sends_any |= tx
-                    proxy_sends = [leg for leg in ent.queues.get(ch, [])
-                                   if any(i == (rank, sem_id(ch, ROLE_SEND), 1) for i in leg.incs)]
-                    if bool(proxy_sends) != tx:
+                    first, count = ent.queues.get(ch, (0, 0))
+                    proxy_sends = bool(prog.l_proxy_send[first:first + count].any())
+                    if proxy_sends != tx:
                         raise SimulationError(
                             f"entry {ent.index} channel {ch}: the successor {succ} is on "
                             f"{'another' if tx else 'the same'} node but "

@@ -95,15 +95,7 @@ class Entry:
     reporter: bool
     send_complete: bool
     channels: list[int]
-    queues: dict[int, list[Leg]] = field(default_factory=dict)
-
-
-@dataclass
-class RankProgram:
-    rank: int
-    entries: list[Entry]
-    legs: int
-    bds: int
+    queues: dict[int, tuple[int, int]] = field(default_factory=dict)  # channel -> legs slice
 
 
 def _where(rank: int, artifact: str, record: int | None = None, field_: str | None = None,
@@ -146,18 +138,17 @@ class RankDecoder:
         self.decode_tiles()
         self.decode_cce()
         self.decode_sems()
+        self.check_protocol()
+        self.build_runs()
+        self.check_targets()
         self.check_tpinc()
         self.check_sb2sb()
-        entries = self.build()
-        return RankProgram(self.rank, entries, int(self.a["legs.bin"].size),
-                           int(self.a["dma.bin"].size))
+        return self.build()
 
     # ------------------------------------------------------------------ SPAD
     def decode_entries(self) -> None:
         sp = self.a["spad.bin"]
         art = "spad.bin"
-        if sp.size * F.SPAD_DTYPE.itemsize > F.SPAD_BYTES:
-            raise self.fail(f"{sp.size} entries overflow the {F.SPAD_BYTES}-byte CTRL SPAD", art)
         man = self.rf.manifest.get("entries")
         if not isinstance(man, list) or len(man) != sp.size:
             raise self.fail(f"the rank manifest lists {len(man) if isinstance(man, list) else 0}"
@@ -206,6 +197,8 @@ class RankDecoder:
                 "ring_wait_complete": bool(self.rwc[e]), "ring_send_complete": bool(self.rsc[e]),
                 "channel_list": int(self.channel_list[e]), "channels": bits,
             }
+            if "subgraph" in me:
+                expect["subgraph"] = t.subgraph
             for key, val in expect.items():
                 if me.get(key) != val:
                     raise self.fail(f"spad.bin says {key} = {val!r}, the rank manifest "
@@ -214,6 +207,13 @@ class RankDecoder:
                 raise self.fail(f"reporter is {int(self.reporter[e])} but the reporter of trigger "
                                 f"{t.ordinal} is its leader, rank {t.leader}", art, e, "reporter")
             self.entry_trigger.append(t)
+        per_sg: dict[str, int] = {}
+        for t in self.entry_trigger:
+            per_sg[t.subgraph] = per_sg.get(t.subgraph, 0) + 1
+        for sg, cnt in per_sg.items():
+            if cnt * F.SPAD_DTYPE.itemsize > F.SPAD_BYTES:
+                raise self.fail(f"{cnt} entries of subgraph {sg} overflow its {F.SPAD_BYTES}-byte "
+                                "CTRL SPAD", art)
         for e in range(sp.size - 1):
             if self.trigger_next[e] and self.entry_trigger[e + 1] is not self.entry_trigger[e]:
                 raise self.fail("trigger_next chains into an entry of another trigger", art, e,
@@ -675,196 +675,287 @@ class RankDecoder:
                        | (t3["num_elem"][:, 2] != 1), lambda i, t3=t3, part=part:
                        f"{part}.num_elem {list(t3['num_elem'][i])}, piece {k[i]} of "
                        f"{E[leg[i]]} elements is ({n0[i]}, {n1[i]}, 1)", art, f"{part}.num_elem")
-        # events fields against the semaphore BDs
-        subop, role, trank, sid, val = self.sem
-        L_first = L["sem_first"].astype(np.int64)
-        L_count = L["sem_count"].astype(np.int64)
-        first_piece = k == 0
-        last_piece = k == L["sb2sb_count"].astype(np.int64)[leg] - 1
-        wm = W["wait_mode"].astype(np.int64)
-        wi = W["wait_idx"].astype(np.int64)
-        wv = W["semaphore_value"].astype(np.int64)
-        um = W["update_mode"].astype(np.int64)
-        ui = W["update_idx"].astype(np.int64)
-        for i in range(n):
-            g = int(leg[i])
-            s0, sc = int(L_first[g]), int(L_count[g])
-            waits = [j for j in range(s0, s0 + sc) if subop[j] == WAIT]
-            compl = [j for j in range(s0, s0 + sc) if subop[j] == INC and role[j] == ROLE_COMPL]
-            if first_piece[i] and waits:
-                j = waits[0]
-                ok = wm[i] == WAIT and wi[i] == sid[j] and wv[i] == val[j]
-                why = (f"first piece events wait ({wm[i]}, {wi[i]}, {wv[i]}) but the leg waits "
-                       f"{sem_name(int(sid[j]))} >= {val[j]}")
-            else:
-                ok = wm[i] == 0 and wi[i] == 0 and wv[i] == 0
-                why = f"wait fields ({wm[i]}, {wi[i]}, {wv[i]}) on a piece that does not wait"
-            if not ok:
-                raise self.fail(why, art, i, "wait_mode")
-            if last_piece[i] and compl:
-                j = compl[0]
-                ok = um[i] == INC and ui[i] == sid[j]
-                why = (f"last piece update ({um[i]}, {ui[i]}) but the leg increments "
-                       f"{sem_name(int(sid[j]))}")
-            else:
-                ok = um[i] == 0 and ui[i] == 0
-                why = f"update fields ({um[i]}, {ui[i]}) on a piece that is not the leg's last"
-            if not ok:
-                raise self.fail(why, art, i, "update_mode")
         self.sb_leg, self.sb_k = leg, k
+        self._check_events()
+        self._check_pieces()
 
-    # ------------------------------------------------------------------ executable legs
-    def build(self) -> list[Entry]:
+    def _check_events(self) -> None:
+        """wait/update fields of the 0xBF pieces against the leg's (checked) semaphore BDs."""
+        W = self.a["sb2sb.bin"]
         L = self.a["legs.bin"]
-        subop, role, trank_s, sid, val = self.sem
-        runs = _stream_runs(self)
+        leg, k = self.sb_leg, self.sb_k
+        c = self.ch[leg]
+        first = k == 0
+        last = k == L["sb2sb_count"].astype(np.int64)[leg] - 1
+        waits = np.isin(self.leaf[leg], list(CONSUMING)) & first
+        want = (np.where(waits, WAIT, 0), np.where(waits, SEM_BASE + 4 * c + ROLE_RECV, 0),
+                np.where(waits, 1, 0), np.where(last, INC, 0),
+                np.where(last, SEM_BASE + 4 * c + ROLE_COMPL, 0))
+        names = ("wait_mode", "wait_idx", "semaphore_value", "update_mode", "update_idx")
+        for fld, w in zip(names, want):
+            got = W[fld].astype(np.int64)
+            self.check(got != w, lambda i, got=got, w=w, fld=fld: f"{fld} {got[i]}, expected "
+                       f"{w[i]} (piece {k[i]} of a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg: the "
+                       "first piece carries the leg's recv_sema wait, the last its "
+                       "dma_compl_sema increment)", "sb2sb.bin", fld)
+
+    def _check_pieces(self) -> None:
+        """TENSOR3D start_addr of every piece against the first source / destination stream."""
+        W = self.a["sb2sb.bin"]
+        L = self.a["legs.bin"]
+        leg, k = self.sb_leg, self.sb_k
+        if not leg.size:
+            return
+        E = L["num_elements"].astype(np.int64)[leg]
+        full = E // 65536
+        q = (E // 256) % 256
+        r = E % 256
+        p_off = np.where(k < full, k * 65536, np.where((k == full) & (q > 0), full * 65536, E - r))
+        elem = L["elem_start"].astype(np.int64)[leg] + p_off
+        dsize = self.leg_dsize[leg]
+        R = self.runs
+        for d, part in ((0, "src"), (1, "dst")):
+            start = np.searchsorted(R["gkey"], leg * 64 + d * 32, side="left")
+            gid = R["gid"][start]
+            idx = np.searchsorted(R["key2"], gid * (1 << 40) + p_off * dsize, side="right") - 1
+            soff = R["off"][idx] + (p_off * dsize - R["pos"][idx])
+            reg = R["reg"][idx]
+            trank = R["rank"][idx]
+            kinds = np.array([self.layout.region(int(x)).kind == "sbuf" for x in
+                              range(len(self.layout.regions))], bool)
+            rsize = np.array([max(x.size, 1) for x in self.layout.regions], np.int64)
+            roff = np.array([x.offset for x in self.layout.regions], np.int64)
+            sb = kinds[reg]
+            want = np.where(sb, (soff // rsize[reg]) * self.layout.stride + roff[reg]
+                            + soff % rsize[reg], elem * dsize)
+            got = W[part]["start_addr"].astype(np.int64)
+            self.check(got != want, lambda i, got=got, want=want, part=part:
+                       f"{part}.start_addr {got[i]:#x}, the piece's first element "
+                       f"{elem[i]} is at {want[i]:#x} of its buffer", "sb2sb.bin",
+                       f"{part}.start_addr")
+            # a DRAM stream: the BD address of that element is where the op's buffer holds it
+            addr = DRAM_BASE + roff[reg] + soff
+            ok = sb.copy()
+            for e, ent_t in enumerate(self.entry_trigger):
+                m = ~sb & (self.spi[leg] == e)
+                if not m.any():
+                    continue
+                for anchor_reg, base in self._anchors(ent_t, trank[m]):
+                    ok[m] |= (reg[m] == anchor_reg) & (addr[m] == base + elem[m] * dsize[m])
+            self.check(~ok, lambda i, part=part: f"{part}: the BD address of the piece's first "
+                       f"element {elem[i]} ({int(addr[i]):#x} in "
+                       f"{self.layout.region(int(reg[i])).name!r}) is not where that element of "
+                       "the op's buffers lives", "sb2sb.bin", f"{part}.start_addr")
+
+    def _anchors(self, t: TriggerSpec, trank: np.ndarray):
+        """(region, address of element 0) of every DRAM buffer a leg of ``t`` may stream."""
+        out = []
+        for kind in ("scratch", "gw"):
+            reg = self.layout.named(kind)
+            if reg is not None:
+                out.append((reg.index, np.full(trank.size, DRAM_BASE + reg.offset, np.int64)))
+        pos = np.full(trank.size, 0, np.int64)
+        gpos = {r: i for i, r in enumerate(t.group)}
+        pos = np.array([gpos.get(int(x), 0) for x in trank], np.int64)
+        for which, opnd in (("src", t.src), ("dst", t.dst)):
+            if opnd.get("ap") is not None:
+                continue
+            reg = self.layout.var_region(t.subgraph, int(opnd["var_id"]))
+            origin = np.zeros(trank.size, np.int64)
+            if which == "src" and t.op == "ALLGATHER":
+                origin = pos * t.n
+            if which == "dst" and t.op == "REDUCE_SCATTER":
+                origin = pos * (t.n // len(t.group))
+            out.append((reg.index, DRAM_BASE + reg.offset + int(opnd.get("offset", 0))
+                        - origin * t.dsize))
+        return out
+
+    # ------------------------------------------------------------------ protocol (FORMATS §7)
+    def check_protocol(self) -> None:
+        """Which semaphores each leaf waits on and increments, vectorised over sem.bin."""
+        L = self.a["legs.bin"]
+        subop, role, trank, sid, val = self.sem
+        me = self.rank
+        n = subop.size
+        leg = np.repeat(np.arange(self.n_legs), L["sem_count"].astype(np.int64))
+        c = self.ch[leg] if n else np.zeros(0, np.int64)
+        recv, send, compl = (SEM_BASE + 4 * c + ROLE_RECV, SEM_BASE + 4 * c + ROLE_SEND,
+                             SEM_BASE + 4 * c + ROLE_COMPL)
+        local = trank == me
+        wait = subop == WAIT
+        cat_w_recv = wait & local & (sid == recv) & (val == 1)
+        cat_w_compl = wait & local & (sid == compl)
+        cat_i_compl = ~wait & local & (sid == compl) & (val == 1)
+        cat_i_next = ~wait & ~local & (sid == recv) & (val == 1)
+        cat_i_send = ~wait & local & (sid == send) & (val == 1)
+        known = cat_w_recv | cat_w_compl | cat_i_compl | cat_i_next | cat_i_send
+        self.check(~known, lambda i: f"{'wait' if wait[i] else 'increment'} of "
+                   f"{sem_name(int(sid[i]))} of rank {trank[i]} by {val[i]} is not part of the "
+                   f"ring protocol for a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg (FORMATS §7)",
+                   "sem.bin", "addr")
+        if n > 1:
+            self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
+                       "increment (FORMATS §7: the wait first, then the increments)", "sem.bin",
+                       "ctrl.subop", base=1)
+
+        def count(mask):
+            return np.bincount(leg[mask], minlength=self.n_legs)
+
+        w_recv, w_compl, i_compl = count(cat_w_recv), count(cat_w_compl), count(cat_i_compl)
+        i_next, i_send = count(cat_i_next), count(cat_i_send)
+        lf = self.leaf
+        me_end = lf == MARK_END
+        consuming = np.isin(lf, list(CONSUMING))
+        sending = np.isin(lf, list(SENDING))
+        others = np.diff(np.append(self.group_first, self.n_legs))[self.group_of] - 1
+        want = np.stack([np.where(consuming, 1, 0), me_end.astype(np.int64),
+                         np.where(me_end, 0, 1), sending.astype(np.int64)])
+        got = np.stack([w_recv, w_compl, i_compl, i_next + i_send])
+        names = ("a wait recv_sema >= 1", "the mark_end wait on dma_compl_sema",
+                 "an increment of its own dma_compl_sema by 1",
+                 "an increment of the successor's recv_sema or its own send_sema by 1")
+        for row in range(4):
+            bad = _first(got[row] != want[row])
+            if bad is not None:
+                raise self.fail(f"{LEAF_NAMES[int(lf[bad])]} leg (entry {self.spi[bad]}, channel "
+                                f"{self.ch[bad]}, step {bad - self.group_first[self.group_of[bad]]})"
+                                f" has {got[row][bad]} x {names[row]}, expected {want[row][bad]}",
+                                "legs.bin", bad, "sem_count")
+        sc = L["sem_count"].astype(np.int64)
+        bad = _first(sc != want.sum(axis=0))
+        if bad is not None:
+            raise self.fail(f"{sc[bad]} semaphore BDs, the ring protocol gives this leaf "
+                            f"{want.sum(axis=0)[bad]}", "legs.bin", bad, "sem_count")
+        end_val = np.zeros(self.n_legs, np.int64)
+        end_val[leg[cat_w_compl]] = val[cat_w_compl]
+        bad = _first(me_end & (end_val != others))
+        if bad is not None:
+            raise self.fail(f"mark_end waits dma_compl_sema >= {end_val[bad]}, the channel has "
+                            f"{others[bad]} other legs", "legs.bin", bad, "sem_count")
+        next_rank = np.full(self.n_legs, -1, np.int64)
+        next_rank[leg[cat_i_next]] = trank[cat_i_next]
+        self.l_next = next_rank
+        self.l_proxy_send = i_send > 0
+        self.sem_leg = leg
+
+    def check_targets(self) -> None:
+        """Sending legs signal and write the ring successor of the manifest's channel order."""
+        R = self.runs
+        cache: dict[tuple[int, int], int] = {}
+        for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
+            s_ = self.entry_trigger[e].successor(c, self.rank)
+            cache[(e, c)] = -1 if s_ is None else s_
+        succ = np.array([cache[(e, c)] for e, c in zip(self.spi.tolist(), self.ch.tolist())],
+                        np.int64)
+        bad = _first((self.l_next >= 0) & (self.l_next != succ))
+        if bad is not None:
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]}, "
+                            f"the ring successor of channel {self.ch[bad]} is {succ[bad]}",
+                            "legs.bin", bad, "neigh")
+        away = (R["dir"] == 1) & (R["rank"] != self.rank)
+        rl = R["leg"]
+        bad = _first(away & (R["rank"] != self.l_next[rl]))
+        if bad is not None:
+            g = int(rl[bad])
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} writes rank {R['rank'][bad]} but "
+                            + (f"signals rank {self.l_next[g]}" if self.l_next[g] >= 0 else
+                               "signals no other rank"), "legs.bin", g, "dma_first")
+        writes_next = np.bincount(rl[away], minlength=self.n_legs) > 0
+        bad = _first((self.l_next >= 0) & ~writes_next)
+        if bad is not None:
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]} "
+                            "but writes nothing there", "legs.bin", bad, "dma_first")
+
+    # ------------------------------------------------------------------ runs
+    def build_runs(self) -> None:
+        """Merged byte runs of every stream of every data leg, sorted (leg, dir, stream)."""
+        n = self.bd_len.size
+        order = np.lexsort((np.arange(n), self.bd_stream, self.bd_dir, self.bd_leg))
+        leg = self.bd_leg[order]
+        dirr = self.bd_dir[order]
+        stream = self.bd_stream[order]
+        rk = self.bd_rank[order]
+        reg = self.bd_reg[order]
+        off = self.bd_soff[order]
+        ln = self.bd_len[order]
+        brk = np.ones(n, bool)
+        if n > 1:
+            brk[1:] = ((leg[1:] != leg[:-1]) | (dirr[1:] != dirr[:-1])
+                       | (stream[1:] != stream[:-1]) | (rk[1:] != rk[:-1]) | (reg[1:] != reg[:-1])
+                       | (off[1:] != off[:-1] + ln[:-1]))
+        st = np.flatnonzero(brk)
+        R = {"leg": leg[st], "dir": dirr[st], "stream": stream[st], "rank": rk[st],
+             "reg": reg[st], "off": off[st],
+             "len": np.add.reduceat(ln, st) if n else np.zeros(0, np.int64)}
+        gkey = R["leg"] * 64 + R["dir"] * 32 + R["stream"]
+        gnew = np.ones(gkey.size, bool)
+        gnew[1:] = gkey[1:] != gkey[:-1]
+        gid = np.cumsum(gnew) - 1
+        gfirst = np.flatnonzero(gnew)
+        csum = np.cumsum(R["len"]) - R["len"]
+        pos = csum - csum[gfirst][gid] if gkey.size else csum
+        R.update(gkey=gkey, gid=gid, pos=pos, key2=gid * (1 << 40) + pos)
+        self.runs = R
+        cnt = np.bincount(R["leg"], minlength=self.n_legs)
+        self.run_first = np.cumsum(cnt) - cnt
+        self.run_count = cnt
+        self.leg_dsize = np.array([self.entry_trigger[int(e)].dsize for e in self.spi], np.int64) \
+            if self.n_legs else np.zeros(0, np.int64)
+
+    def check_overlaps(self) -> np.ndarray:
+        """Legs whose destination runs overlap their source runs or each other (sequential)."""
+        R = self.runs
+        m = R["leg"].size
+        seq = np.zeros(self.n_legs, bool)
+        if not m:
+            return seq
+        a, e = R["off"], R["off"] + R["len"]
+        order = np.lexsort((a, R["reg"], R["rank"], R["leg"]))
+        g = (R["leg"] * (1 << 20) + R["rank"] * 1024 + R["reg"])[order]
+        a, e, dst = a[order], e[order], (R["dir"] == 1)[order]
+        new = np.ones(m, bool)
+        new[1:] = g[1:] != g[:-1]
+        big = np.int64(1) << 50
+        gi = np.cumsum(new) - 1
+        shifted_any = np.maximum.accumulate(e + gi * big)
+        shifted_dst = np.maximum.accumulate(np.where(dst, e, 0) + gi * big)
+        prev_any = np.empty(m, np.int64)
+        prev_dst = np.empty(m, np.int64)
+        prev_any[0] = prev_dst[0] = -1
+        prev_any[1:] = shifted_any[:-1] - gi[1:] * big
+        prev_dst[1:] = shifted_dst[:-1] - gi[1:] * big
+        prev_any[new] = -1
+        prev_dst[new] = -1
+        hit = np.where(dst, a < prev_any, a < prev_dst)
+        seq[R["leg"][order][hit]] = True
+        return seq
+
+    # ------------------------------------------------------------------ the program
+    def build(self) -> "RankProgram":
+        L = self.a["legs.bin"]
         entries = [Entry(self.rank, e, self.entry_trigger[e], int(self.algo_type[e]),
                          bool(self.trigger_next[e]), bool(self.reporter[e]), bool(self.rsc[e]),
                          [c for c in range(32) if (int(self.channel_list[e]) >> c) & 1])
                    for e in range(self.a["spad.bin"].size)]
-        sem_first = L["sem_first"].astype(np.int64)
-        sem_count = L["sem_count"].astype(np.int64)
-        group_size = np.diff(np.append(self.group_first, self.n_legs))
-        step = L["step"].astype(np.int64)
-        elem_start = L["elem_start"].astype(np.int64)
-        sb_first = L["sb2sb_first"].astype(np.int64)
-        for g in range(self.n_legs):
-            e, c, leaf = int(self.spi[g]), int(self.ch[g]), int(self.leaf[g])
-            t = self.entry_trigger[e]
-            where = dict(artifact="sem.bin", record=int(sem_first[g]), channel=c)
-            waits, incs = [], []
-            seen_inc = False
-            for j in range(int(sem_first[g]), int(sem_first[g] + sem_count[g])):
-                item = (int(trank_s[j]), int(sid[j]), int(val[j]))
-                if subop[j] == WAIT:
-                    if seen_inc:
-                        raise SimulationError("a wait after an increment (FORMATS §7: waits "
-                                              "first)", rank=self.rank, **{**where, "record": j})
-                    if item[0] != self.rank:
-                        raise SimulationError("a wait on another rank's semaphore",
-                                              rank=self.rank, **{**where, "record": j})
-                    waits.append(item)
-                else:
-                    seen_inc = True
-                    incs.append(item)
-            leg = Leg(self.rank, g, e, c, int(step[g]), leaf, t.ordinal, int(self.sdma[g]),
-                      waits, incs, [], [], self.cce_uniform.get(g), False, 0)
-            self._protocol(leg, t, int(group_size[self.group_of[g]]) - 1, sem_first[g])
-            if self.sdma[g] != SDMA_NONE:
-                srcs, dsts = runs.get(g, ([], []))
-                leg.srcs, leg.dsts = srcs, dsts
-                leg.nbytes = sum(r[3] for r in srcs[0])
-                leg.sequential = _overlaps(srcs, dsts)
-                if leg.sequential:
-                    leg.tiles = _tile_runs(self, g)
-                self._check_pieces(leg, t, int(elem_start[g]), int(sb_first[g]))
-                if leaf in SENDING:
-                    self._check_send_target(leg, t)
-            entries[e].queues.setdefault(c, []).append(leg)
-        return entries
-
-    def _protocol(self, leg: Leg, t: TriggerSpec, others: int, sem_rec: int) -> None:
-        """FORMATS §7: which semaphores each leaf waits on and increments."""
-        c, me = leg.channel, self.rank
-        recv, send, compl = sem_id(c, ROLE_RECV), sem_id(c, ROLE_SEND), sem_id(c, ROLE_COMPL)
-
-        def bad(why):
-            return SimulationError(f"{LEAF_NAMES[leg.leaf]}: {why}", rank=me, artifact="sem.bin",
-                                   record=int(sem_rec), channel=c, trigger=t.ordinal)
-
-        if leg.leaf == MARK_END:
-            if leg.waits != [(me, compl, others)] or leg.incs:
-                raise bad(f"mark_end must only wait {sem_name(compl)} >= {others} (the other "
-                          f"legs of the channel), found waits {leg.waits} incs {leg.incs}")
-            return
-        want_waits = [(me, recv, 1)] if leg.leaf in CONSUMING else []
-        if leg.waits != want_waits:
-            raise bad(f"waits {leg.waits}, expected {want_waits}")
-        own = [i for i in leg.incs if i == (me, compl, 1)]
-        if len(own) != 1:
-            raise bad(f"must increment its own {sem_name(compl)} by 1 exactly once")
-        rest = [i for i in leg.incs if i != (me, compl, 1)]
-        if leg.leaf in SENDING:
-            ok = len(rest) == 1 and rest[0][2] == 1 and (
-                (rest[0][0] != me and rest[0][1] == recv) or rest[0][:2] == (me, send))
-            if not ok:
-                raise bad(f"a sending leg must increment the successor's recv_sema or its own "
-                          f"send_sema by 1, found {rest}")
-        elif rest:
-            raise bad(f"unexpected increments {rest}")
-
-    def _check_send_target(self, leg: Leg, t: TriggerSpec) -> None:
-        """A sending leg signals and writes the ring successor of the manifest's channel order."""
-        succ = t.successor(leg.channel, self.rank)
-        remote = [i for i in leg.incs if i[0] != self.rank]
-        targets = {r[0] for runs in leg.dsts for r in runs} - {self.rank}
-        if remote:
-            if succ is None or remote[0][0] != succ:
-                raise SimulationError(f"{leg.who()} signals rank {remote[0][0]}, the ring "
-                                      f"successor of channel {leg.channel} is {succ}",
-                                      rank=self.rank, trigger=t.ordinal, artifact="sem.bin")
-            if targets != {succ}:
-                raise SimulationError(f"{leg.who()} signals rank {succ} but writes ranks "
-                                      f"{sorted(targets)}", rank=self.rank, trigger=t.ordinal,
-                                      artifact="dma.bin")
-        elif targets:
-            raise SimulationError(f"{leg.who()} hands its data to the net proxy but writes ranks "
-                                  f"{sorted(targets)}", rank=self.rank, trigger=t.ordinal,
-                                  artifact="dma.bin")
-
-    def _check_pieces(self, leg: Leg, t: TriggerSpec, elem_start: int, sb_first: int) -> None:
-        """TENSOR3D start_addr of every piece against the first source / destination stream."""
-        W = self.a["sb2sb.bin"]
-        ds = t.dsize
-        E = leg.nbytes // ds
-        full, q, r = E // 65536, (E // 256) % 256, E % 256
-        offs = [k * 65536 for k in range(full)]
-        if q:
-            offs.append(full * 65536)
-        if r:
-            offs.append(E - r)
-        for k, off in enumerate(offs):
-            i = sb_first + k
-            for part, runs in (("src", leg.srcs[0]), ("dst", leg.dsts[0])):
-                got = int(W[part]["start_addr"][i])
-                want = self._start_addr(t, runs, off * ds, elem_start + off)
-                if want is not None and got != want:
-                    raise self.fail(f"{part}.start_addr {got:#x}, the piece's first element "
-                                    f"{elem_start + off} is at {want:#x} of its buffer",
-                                    "sb2sb.bin", i, f"{part}.start_addr")
-
-    def _start_addr(self, t: TriggerSpec, runs: list, pos: int, elem: int) -> int | None:
-        for trank, reg, soff, nb in runs:
-            if pos < nb:
-                region = self.layout.region(reg)
-                if region.kind == "sbuf":
-                    return self.layout.storage_address(region, soff + pos) - SBUF_BASE
-                addr = DRAM_BASE + region.offset + soff + pos
-                anchors = []
-                if region.kind in ("scratch", "gw"):
-                    anchors.append(DRAM_BASE + region.offset)
-                for which, opnd in (("src", t.src), ("dst", t.dst)):
-                    if opnd.get("ap") is None and self.layout.var_region(
-                            t.subgraph, int(opnd["var_id"])).index == reg:
-                        origin = 0
-                        if which == "src" and t.op == "ALLGATHER":
-                            origin = t.pos(trank) * t.n
-                        if which == "dst" and t.op == "REDUCE_SCATTER":
-                            origin = t.pos(trank) * (t.n // len(t.group))
-                        anchors.append(DRAM_BASE + region.offset + int(opnd.get("offset", 0))
-                                       - origin * t.dsize)
-                if not anchors:
-                    raise SimulationError(f"a leg of trigger {t.ordinal} streams region "
-                                          f"{region.name!r}, which is neither an operand nor "
-                                          "scratch/gw", rank=self.rank, artifact="dma.bin")
-                if all(elem * t.dsize + a != addr for a in anchors):
-                    raise SimulationError(f"the BD address of element {elem} ({addr:#x} in "
-                                          f"{region.name!r}) is not where that element of the "
-                                          "op's buffer lives", rank=self.rank, trigger=t.ordinal,
-                                          artifact="dma.bin")
-                return elem * t.dsize
-            pos -= nb
-        return None  # pragma: no cover - pos beyond the stream (checked by lengths)
+        for gi, g0 in enumerate(self.group_first.tolist()):
+            n = int(np.count_nonzero(self.group_of == gi))
+            entries[int(self.spi[g0])].queues[int(self.ch[g0])] = (g0, n)
+        cce = np.full((self.n_legs, 3), -1, np.int64)
+        for g, v in self.cce_uniform.items():
+            cce[g] = v
+        seq = self.check_overlaps()
+        subop, _role, trank, sid, val = self.sem
+        prog = RankProgram(
+            rank=self.rank, entries=entries, legs=self.n_legs, bds=int(self.bd_len.size),
+            l_step=L["step"].astype(np.int64), l_leaf=self.leaf, l_sdma=self.sdma,
+            l_sem_first=L["sem_first"].astype(np.int64), l_sem_count=L["sem_count"].astype(np.int64),
+            l_run_first=self.run_first, l_run_count=self.run_count, l_cce=cce, l_seq=seq,
+            l_channel=self.ch, l_proxy_send=self.l_proxy_send, s_wait=subop == WAIT,
+            s_rank=trank, s_sid=sid, s_val=val, runs=self.runs)
+        if seq.any():
+            prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
+                               self.bd_rank, self.bd_reg, self.bd_soff, self.bd_len)
+        return prog
 
 
 def _dsize(code: int) -> int:
@@ -888,68 +979,85 @@ def _index_within(keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def _stream_runs(d: RankDecoder) -> dict[int, tuple[list, list]]:
-    """Per data leg: merged byte runs of each source and destination stream, tile order."""
-    n = d.bd_len.size
-    if not n:
-        return {}
-    order = np.lexsort((np.arange(n), d.bd_stream, d.bd_dir, d.bd_leg))
-    leg = d.bd_leg[order]
-    dirr = d.bd_dir[order]
-    stream = d.bd_stream[order]
-    rk = d.bd_rank[order]
-    reg = d.bd_reg[order]
-    off = d.bd_soff[order]
-    ln = d.bd_len[order]
-    brk = np.ones(n, bool)
-    brk[1:] = ((leg[1:] != leg[:-1]) | (dirr[1:] != dirr[:-1]) | (stream[1:] != stream[:-1])
-               | (rk[1:] != rk[:-1]) | (reg[1:] != reg[:-1]) | (off[1:] != off[:-1] + ln[:-1]))
-    starts = np.flatnonzero(brk)
-    r_len = np.add.reduceat(ln, starts)
-    out: dict[int, tuple[list, list]] = {}
-    for i, s in enumerate(starts.tolist()):
-        g = int(leg[s])
-        srcs, dsts = out.setdefault(g, ([], []))
-        lst = dsts if dirr[s] else srcs
-        k = int(stream[s])
-        while len(lst) <= k:
-            lst.append([])
-        lst[k].append((int(rk[s]), int(reg[s]), int(off[s]), int(r_len[i])))
-    return out
+@dataclass(eq=False)
+class RankProgram:
+    """One rank's decoded program, kept as arrays; :meth:`legs` builds executable legs lazily."""
 
+    rank: int
+    entries: list[Entry]
+    legs: int
+    bds: int
+    l_step: np.ndarray
+    l_leaf: np.ndarray
+    l_sdma: np.ndarray
+    l_sem_first: np.ndarray
+    l_sem_count: np.ndarray
+    l_run_first: np.ndarray
+    l_run_count: np.ndarray
+    l_cce: np.ndarray
+    l_seq: np.ndarray
+    l_channel: np.ndarray
+    l_proxy_send: np.ndarray
+    s_wait: np.ndarray
+    s_rank: np.ndarray
+    s_sid: np.ndarray
+    s_val: np.ndarray
+    runs: dict
+    bds_arrays: tuple | None = None
 
-def _tile_runs(d: RankDecoder, g: int) -> list:
-    """Per tile of leg ``g``: (source runs per stream, destination runs per stream)."""
-    idx = np.flatnonzero(d.bd_leg == g)
-    tiles = []
-    cur = None
-    for i in idx.tolist():
-        if d.bd_first[i]:
-            cur = ([], [])
-            tiles.append(cur)
-        lst = cur[1] if d.bd_dir[i] else cur[0]
-        k = int(d.bd_stream[i])
-        while len(lst) <= k:
-            lst.append([])
-        lst[k].append((int(d.bd_rank[i]), int(d.bd_reg[i]), int(d.bd_soff[i]), int(d.bd_len[i])))
-    return tiles
+    def waits_of(self, first: int, count: int) -> list[tuple[int, int]]:
+        """(rank, semaphore) pairs waited on by legs [first, first + count)."""
+        s0 = int(self.l_sem_first[first]) if count else 0
+        s1 = int(self.l_sem_first[first + count - 1] + self.l_sem_count[first + count - 1]) \
+            if count else 0
+        m = self.s_wait[s0:s1]
+        return list(zip(self.s_rank[s0:s1][m].tolist(), self.s_sid[s0:s1][m].tolist()))
 
+    def legs_of(self, ent: Entry, channel: int) -> list[Leg]:
+        """The executable legs of one (entry, channel) queue."""
+        first, count = ent.queues.get(channel, (0, 0))
+        R = self.runs
+        out = []
+        for g in range(first, first + count):
+            s0, sc = int(self.l_sem_first[g]), int(self.l_sem_count[g])
+            waits, incs = [], []
+            for j in range(s0, s0 + sc):
+                item = (int(self.s_rank[j]), int(self.s_sid[j]), int(self.s_val[j]))
+                (waits if self.s_wait[j] else incs).append(item)
+            leg = Leg(self.rank, g, ent.index, channel, int(self.l_step[g]), int(self.l_leaf[g]),
+                      ent.trigger.ordinal, int(self.l_sdma[g]), waits, incs, [], [], None,
+                      bool(self.l_seq[g]), 0)
+            if self.l_sdma[g]:
+                r0, rn = int(self.l_run_first[g]), int(self.l_run_count[g])
+                for j in range(r0, r0 + rn):
+                    lst = leg.dsts if R["dir"][j] else leg.srcs
+                    k = int(R["stream"][j])
+                    while len(lst) <= k:
+                        lst.append([])
+                    lst[k].append((int(R["rank"][j]), int(R["reg"][j]), int(R["off"][j]),
+                                   int(R["len"][j])))
+                leg.nbytes = sum(x[3] for x in leg.srcs[0])
+                if self.l_cce[g][0] >= 0:
+                    leg.cce = tuple(int(x) for x in self.l_cce[g])
+                if leg.sequential:
+                    leg.tiles = self._tile_runs(g)
+            out.append(leg)
+        return out
 
-def _overlaps(srcs: list, dsts: list) -> bool:
-    """True when a destination run overlaps a source run or another destination run."""
-    items = sorted([(r[0], r[1], r[2], r[2] + r[3], 0) for runs in srcs for r in runs]
-                   + [(r[0], r[1], r[2], r[2] + r[3], 1) for runs in dsts for r in runs])
-    key = None
-    end_any = end_dst = -1
-    for rk, rg, a, e, is_dst in items:
-        if (rk, rg) != key:
-            key, end_any, end_dst = (rk, rg), -1, -1
-        if a < (end_any if is_dst else end_dst):
-            return True
-        end_any = max(end_any, e)
-        if is_dst:
-            end_dst = max(end_dst, e)
-    return False
+    def _tile_runs(self, g: int) -> list:
+        leg_, first, dirr, stream, rank, reg, soff, ln = self.bds_arrays
+        tiles = []
+        cur = None
+        for i in np.flatnonzero(leg_ == g).tolist():
+            if first[i]:
+                cur = ([], [])
+                tiles.append(cur)
+            lst = cur[1] if dirr[i] else cur[0]
+            k = int(stream[i])
+            while len(lst) <= k:
+                lst.append([])
+            lst[k].append((int(rank[i]), int(reg[i]), int(soff[i]), int(ln[i])))
+        return tiles
 
 
 def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:

@@ -8,6 +8,7 @@ MATCH = "match"
 MISMATCH = "mismatch"
 ERROR = "error"
 NOT_RUN = "not run"
+INCOMPLETE = "incomplete"  # some ranks checked and matched, the run stopped before the others
 
 
 @dataclass

@@ -1,0 +1,115 @@
+"""``nrtrewrite simulate MODEL.neff|OUT``: run every rank's emitted bytes and check every
+collective bit for bit (docs/SIMULATOR.md).
+
+Exit codes: 0 every trigger matches; 1 a trigger does not (wrong numbers, or a protocol
+error: deadlock, race, bad address, bad record ...); 2 the simulation could not be done
+(unreadable or tampered output, a model that does not lower, bad usage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from nrtrewrite.bundle import write_output
+from nrtrewrite.cli import main
+from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
+from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
+
+#: Legs above which the progress bar is shown (on a terminal, without --json).
+PROGRESS_MIN_LEGS = 20_000
+
+_STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yellow",
+          "incomplete": "yellow"}
+
+
+def _run(out: Path, seed: int, show_progress: bool) -> SimulationResult:
+    if not show_progress:
+        return simulate_output(out, seed=seed)
+    err = Console(stderr=True)
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("legs"), TimeElapsedColumn(), console=err, transient=True) as prog:
+        task = prog.add_task("legs", total=None)
+
+        def cb(done: int, total: int) -> None:
+            if total >= PROGRESS_MIN_LEGS:
+                prog.update(task, completed=done, total=total)
+
+        return simulate_output(out, seed=seed, progress=cb)
+
+
+def render(res: SimulationResult, con: Console) -> None:
+    table = Table(title=f"simulate {res.output} (seed {res.seed})", title_justify="left")
+    for col in ("trigger", "collective", "ranks", "verdict", "detail"):
+        table.add_column(col, overflow="fold")
+    for tr in res.triggers:
+        style = _STYLE.get(tr.status, "")
+        table.add_row(str(tr.trigger), tr.label, f"{tr.ranks_checked}/{tr.group_size}",
+                      f"[{style}]{tr.status}[/]", tr.detail or "")
+    con.print(table)
+    st = res.stats
+    good = sum(t.status == "match" for t in res.triggers)
+    con.print(f"{good}/{len(res.triggers)} trigger(s) match; {st.get('legs_run', 0)} legs, "
+              f"{st.get('transfers', 0)} net transfers, "
+              f"{st.get('bytes_moved', 0) / 2**20:.1f} MiB moved; load "
+              f"{st.get('load_seconds', 0):.2f} s, run {st.get('run_seconds', 0):.2f} s")
+    if res.error:
+        con.print(f"[red]protocol error:[/] {res.error}", soft_wrap=True)
+
+
+@main.command("simulate")
+@click.argument("target", metavar="MODEL.neff|OUT", type=click.Path(exists=True))
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed of the test data and of the scheduler's interleaving.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
+@click.option("--ignore-checksums", is_flag=True,
+              help="Simulate an output folder even when its sha256 checksums do not match.")
+@common_lowering_options
+def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_cc,
+                 no_verify_hash):
+    """Run every rank's emitted bytes and check every collective bit for bit.
+
+    MODEL.neff is lowered into a temporary folder first (with --topology / --algo /
+    --host-cc); an output folder OUT is checked against its sha256 checksums first.
+    """
+    path = Path(target)
+    err = Console(stderr=True)
+    show = not as_json and err.is_terminal
+    tmp = None
+    try:
+        if path.is_dir():
+            if topology or algo or host_cc or no_verify_hash:
+                raise click.UsageError("--topology, --algo, --host-cc and --no-verify-hash apply "
+                                       "only when a MODEL.neff is given")
+            if not ignore_checksums:
+                verify_checksums(path)
+            out = path
+        else:
+            plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
+                                           host_cc=host_cc, no_verify_hash=no_verify_hash)
+            for w in warnings:
+                err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
+            tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
+            out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
+                               workers=os.cpu_count() or 1)
+        res = _run(out, seed, show)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if as_json:
+        click.echo(json.dumps(res.to_json(), indent=1))
+    else:
+        con = Console(highlight=False, soft_wrap=False)
+        if not con.is_terminal:
+            con = Console(highlight=False, soft_wrap=False, width=200)
+        render(res, con)
+    sys.exit(0 if res.ok else 1)
