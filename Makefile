@@ -42,6 +42,14 @@ golden:
 bench:
 	$(PY) benchmarks/run.py
 
+## fuzz: coverage-guided fuzzing of the reader, trigger decoder and planner for FUZZ_SECONDS
+##       (atheris, installed into the venv if missing; else a pure-Python mutation loop)
+fuzz:
+	@test -x $(PY) || $(MAKE) setup
+	@$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q atheris \
+		|| echo "fuzz: atheris could not be installed; falling back to the pure-Python loop"
+	$(PY) fuzz/fuzz_reader.py --seconds $(FUZZ_SECONDS)
+
 ## clean: remove build leftovers and lowered outputs next to fixtures
 clean:
-	rm -rf build dist *.egg-info fixtures/*.lowered .pytest_cache
+	rm -rf build dist *.egg-info fixtures/*.lowered .pytest_cache fuzz/corpus

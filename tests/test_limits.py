@@ -75,6 +75,21 @@ def test_limits_table_names_every_constant_once():
     assert L.CHANNEL_SEMAPHORES <= L.SEMAPHORES_PER_CORE
 
 
+def test_reliability_doc_lists_every_limit_and_its_tests_exist():
+    doc = (ROOT / "docs" / "RELIABILITY.md").read_text()
+    for lim in L.LIMITS:
+        assert f"`{lim.name}`" in doc, lim.name
+    tests = "\n".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py"))
+    refs = re.findall(r"`(test_[a-z0-9_]+)`(?: \[([^\]]+)\])?", doc)
+    named = {name for name, _ in refs}
+    assert len(named) > 20
+    missing = [t for t in sorted(named) if f"def {t}(" not in tests]
+    assert not missing, missing
+    case_ids = {c for _, ids in refs if ids for c in ids.split(", ")}
+    missing = [c for c in sorted(case_ids) if f'("{c}",' not in tests]
+    assert not missing, missing
+
+
 # ---------------------------------------------------------------------------
 # reader-time limits
 
@@ -242,7 +257,8 @@ def test_channels_semaphores_and_credits():
     trig = model_of(spec()).triggers[0]
     fake = SimpleNamespace(triggers=[SimpleNamespace(trigger=trig, group=trig.replica_group,
                                                      selection=SimpleNamespace(n_channels=33))])
-    with pytest.raises(LimitError, match=r"trigger 0: 33 channels, at most 32 \(NEC_MAX_CHANNELS\)"):
+    with pytest.raises(LimitError,
+                       match=r"trigger 0: 33 channels, at most 32 \(NEC_MAX_CHANNELS\)"):
         L.check_plan(fake)
     fake.triggers[0].selection.n_channels = 32
     L.check_plan(fake)
