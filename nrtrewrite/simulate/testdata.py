@@ -12,7 +12,7 @@ dtype     B (exactly representable integers)     ADD inputs for a group of n ran
 bf16      2**8                                   k in [-B//n, B//n]
 fp16      2**11                                  k in [-B//n, B//n]
 fp32(r)   2**24                                  k in [-B//n, B//n]
-fp8_e3    15  (e3m4: max 15.5)                   as above; if B//n == 0: k in {-1,0,1}
+fp8_e3    15  (e3m4: max 15.5)                   as above; if B//n == 0: k in {-1, 1}
 fp8_e4    2**4                                   on at most B ranks per element (the
 fp8_e5    2**3                                   others are 0), chosen by element index
 ========  =====================================  ========================================
@@ -76,7 +76,7 @@ def reduce_integers(seed: int, trigger: int, pos: int, group_size: int, count: i
         return rng.integers(-k, k + 1, count, dtype=np.int32)
     # fewer exact integers than ranks: at most `bound` ranks are non-zero on each element
     m = math.ceil(group_size / bound)
-    vals = rng.integers(-1, 2, count, dtype=np.int32)
+    vals = rng.integers(0, 2, count, dtype=np.int32) * 2 - 1  # -1 or 1
     live = (np.arange(count, dtype=np.int64) + pos) % m == 0
     return np.where(live, vals, 0).astype(np.int32)
 

@@ -1,0 +1,105 @@
+"""The simulator's test data is exact (nccl-tests style): every partial sum of every order is
+representable, so a reduction in any order, accumulated in fp32 or in the I/O dtype itself,
+gives the reference bit for bit."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from nrtrewrite.codes import DType, NUMPY_DTYPE
+from nrtrewrite.simulate.testdata import (
+    EXACT_INT_BOUND, Reference, make_input, reduce_integers, trigger_exponent,
+)
+
+REDUCE_DTYPES = [DType.BF16, DType.FP16, DType.FP32R, DType.FP8_E3, DType.FP8_E4, DType.FP8_E5]
+OPS = ["ADD", "MAX", "MIN"]
+UFUNC = {"ADD": np.add, "MAX": np.maximum, "MIN": np.minimum}
+
+
+def test_bounds_are_the_exact_integer_ranges():
+    """Every integer in [-B, B] is representable; B + 1 is not (or is out of range) for fp8."""
+    for dt, bound in EXACT_INT_BOUND.items():
+        npdt = NUMPY_DTYPE[dt]
+        ints = np.arange(-bound, bound + 1, dtype=np.float64)
+        assert np.array_equal(ints.astype(np.float32).astype(npdt).astype(np.float64), ints), dt
+    for dt in (DType.BF16, DType.FP16, DType.FP8_E3, DType.FP8_E4, DType.FP8_E5):
+        b = EXACT_INT_BOUND[dt] + 1
+        back = np.float64(np.float32(b).astype(NUMPY_DTYPE[dt]).astype(np.float64))
+        assert back != b, dt
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [2, 3, 8, 17, 64, 128])
+def test_every_partial_sum_is_exact(dtype, op, n):
+    count = 4096
+    npdt = NUMPY_DTYPE[dtype]
+    ins = [make_input(11, 3, p, n, count, dtype, op, True) for p in range(n)]
+    ref = Reference("ALLREDUCE", op, dtype, list(range(n)), count)
+    for p, x in enumerate(ins):
+        ref.add(p, x)
+    want = ref.expected_bytes(0)
+    rng = np.random.default_rng(n)
+    for trial in range(3):
+        order = rng.permutation(n) if trial else np.arange(n)
+        # fp32 accumulation (the CCE), rounded once at the end
+        acc = ins[order[0]].astype(np.float32)
+        for p in order[1:]:
+            UFUNC[op](acc, ins[p].astype(np.float32), out=acc)
+        assert np.array_equal(acc.astype(npdt).view(np.uint8), want)
+        # every partial result also representable in the I/O dtype (ring partials)
+        part = ins[order[0]].copy()
+        for p in order[1:]:
+            part = UFUNC[op](part.astype(np.float32), ins[p].astype(np.float32)).astype(npdt)
+        assert np.array_equal(part.view(np.uint8), want)
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES)
+def test_inputs_exercise_the_reduction(dtype):
+    """Not a degenerate all-zero input: ranks differ and the sum differs from any one input."""
+    n = 64
+    ks = np.stack([reduce_integers(5, 0, p, n, 2048, dtype, "ADD") for p in range(n)])
+    live = min(0.2, 0.8 * EXACT_INT_BOUND[dtype] / n)  # fp8: at most B ranks are non-zero
+    assert (ks != 0).mean() > live
+    total = ks.sum(axis=0)
+    assert np.abs(total).max() <= EXACT_INT_BOUND[dtype]
+    assert not np.array_equal(total, ks[0])
+    e = trigger_exponent(5, 0, dtype)
+    assert -6 <= e <= 6
+
+
+def test_inputs_are_a_function_of_seed_trigger_rank():
+    a = make_input(1, 2, 3, 8, 100, DType.BF16, "ADD", True)
+    assert np.array_equal(a.view(np.uint16), make_input(1, 2, 3, 8, 100, DType.BF16, "ADD",
+                                                         True).view(np.uint16))
+    for other in [(2, 2, 3), (1, 3, 3), (1, 2, 4)]:
+        b = make_input(*other, 8, 100, DType.BF16, "ADD", True)
+        assert not np.array_equal(a.view(np.uint16), b.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", list(DType))
+def test_all_gather_inputs_are_random_bytes(dtype):
+    x = make_input(0, 0, 1, 4, 257, dtype, "", False)
+    assert x.dtype == NUMPY_DTYPE[dtype] and x.size == 257
+    raw = x.view(np.uint8)
+    assert len(set(raw.tolist())) > 100  # every bit pattern, not just small numbers
+
+
+def test_reference_reduce_scatter_and_all_gather():
+    n, count = 4, 16
+    ins = [make_input(0, 0, p, n, count, DType.FP16, "ADD", True) for p in range(n)]
+    rs = Reference("REDUCE_SCATTER", "ADD", DType.FP16, [10, 11, 12, 13], count)
+    for p, x in enumerate(ins):
+        rs.add(p, x)
+    full = sum(x.astype(np.float64) for x in ins).astype(np.float16)
+    for b in range(n):
+        assert np.array_equal(rs.expected_bytes(b), full[b * 4:(b + 1) * 4].view(np.uint8))
+    ag = Reference("ALLGATHER", None, DType.INT32, [10, 11, 12], 5)
+    parts = [np.arange(5, dtype=np.int32) + 100 * p for p in range(3)]
+    for p in (2, 0, 1):
+        ag.add(p, parts[p])
+    assert np.array_equal(ag.expected_bytes(1).view(np.int32), np.concatenate(parts))
+    assert list(itertools.islice(ag.parts, 3)) == [2, 0, 1]
