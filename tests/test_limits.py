@@ -21,7 +21,7 @@ from nrtrewrite.emit.tiling import tile_elements
 from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import assemble_spec
-from nrtrewrite.neff.container import Limits, build_container, read_container
+from nrtrewrite.neff.container import Limits, build_container, default_header, read_container
 from nrtrewrite.neff.reader import read_model_bytes
 from nrtrewrite.topology.model import load_topology
 
@@ -119,6 +119,20 @@ def test_max_triggers_default_bounds_a_compressed_stream():
     with pytest.raises(LimitError, match=r"instruction 65536, .*more than 65536 collective"):
         read_model_bytes(data, path="m.neff")
     assert time.perf_counter() - t0 < 5
+
+
+def test_reading_peak_memory_is_twice_the_tar():
+    import tracemalloc
+    big = bytes(range(256)) * (1 << 16)  # 16 MiB, compresses to almost nothing
+    data = build_container(default_header(), [("neff.json", b"{}"), ("big", big)])
+    tracemalloc.start()
+    try:
+        cont = read_container(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert cont.members["big"] == big
+    assert peak < 2.25 * len(big)
 
 
 def test_nec_max_comm_n_counts_the_whole_neff():

@@ -193,17 +193,20 @@ def payload_digest(pkg_version: int, payload: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 # payload
 
-def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytearray:
+def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytes:
     """Decompress a gzip stream (one or more members) with at most ``limit`` output bytes.
 
     Streaming: output is produced in chunks and the limit is checked as it grows,
     so a gzip bomb stops at the limit.  Zero bytes after the last gzip member are
     tolerated (padding); anything else is an error, as is a truncated stream.
+    The chunks are joined once into ``bytes`` (a ``BytesIO`` over ``bytes`` shares
+    its buffer): peak memory is twice the output, not the four times that growing a
+    bytearray and copying it into a ``BytesIO`` cost.
     """
     where = where.merged(field="payload")
     if not payload:
         raise ParseError("empty payload (no gzip stream)", where)
-    out = bytearray()
+    out = _Chunks()
     pending: bytes | memoryview = memoryview(payload)
     dec = zlib.decompressobj(wbits=31)
     consumed = 0  # payload bytes before the current gzip member
@@ -232,7 +235,29 @@ def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytear
                              f"0x{consumed:x}", where)
         if not chunk and not pending:
             raise ParseError("truncated gzip stream", where)
-    return out
+    return out.join()
+
+
+class _Chunks:
+    """Output chunks with a running length (``+=`` and ``len`` as a bytearray's)."""
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def __iadd__(self, chunk: bytes) -> "_Chunks":
+        if chunk:
+            self.parts.append(chunk)
+            self.size += len(chunk)
+        return self
+
+    def __len__(self) -> int:
+        return self.size
+
+    def join(self) -> bytes:
+        out = b"".join(self.parts)
+        self.parts = []
+        return out
 
 
 _TYPE_NAMES = {
