@@ -1,0 +1,370 @@
+"""Mutation tests: corrupt the bytes of a correct output and the simulator must fail.
+
+Each test copies a freshly lowered output, changes a few bytes of one artifact (and, unless
+the test says so, nothing else), and runs ``nrtrewrite simulate --ignore-checksums``: the
+exit code must be 1 and the JSON verdict not ok.  Without ``--ignore-checksums`` the same
+output is refused (exit 2).  A simulator that passes any of these is broken.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite.emit import formats as F
+
+from test_simulate import cli, coll_spec, lower_spec, two_node_spec
+
+LEG = F.LEG_DTYPE
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """8 ranks, bf16 all-reduce, 2 channels and several tiles per leg."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 600_000), tmp_path_factory.mktemp("m") / "o")
+    man = json.loads((out / "manifest.json").read_text())
+    assert len(man["triggers"][0]["channels"]) >= 2
+    return out
+
+
+@pytest.fixture(scope="module")
+def base2(tmp_path_factory) -> Path:
+    """Two nodes: ranks 0, 1 on node 0 and 64, 65 on node 1, so the rings use the net proxy."""
+    return lower_spec(two_node_spec(num_elements=8192), tmp_path_factory.mktemp("m2") / "o")
+
+
+class Out:
+    """A writable copy of an output folder with record-level editing."""
+
+    def __init__(self, src: Path, dst: Path):
+        shutil.copytree(src, dst)
+        self.path = dst
+
+    def arr(self, rank: int, name: str) -> np.ndarray:
+        return np.fromfile(self.path / f"rank-{rank:04d}" / name, F.ARTIFACTS[name][0])
+
+    def put(self, rank: int, name: str, arr: np.ndarray) -> None:
+        (self.path / f"rank-{rank:04d}" / name).write_bytes(arr.tobytes())
+
+    def edit(self, rank: int, name: str, fn) -> None:
+        a = self.arr(rank, name).copy()
+        fn(a)
+        self.put(rank, name, a)
+
+    def fix_manifest_counts(self, rank: int) -> None:
+        """Make the rank manifest agree with the files again (records, bytes, sha256)."""
+        rdir = self.path / f"rank-{rank:04d}"
+        man = json.loads((rdir / "manifest.json").read_text())
+        for name, info in man["files"].items():
+            data = (rdir / name).read_bytes()
+            info.update(records=len(data) // F.ARTIFACTS[name][0].itemsize, bytes=len(data),
+                        sha256=hashlib.sha256(data).hexdigest())
+        (rdir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+
+    def simulate(self, *extra) -> dict:
+        res = cli("simulate", self.path, "--ignore-checksums", "--json", *extra)
+        assert res.exit_code == 1, (res.exit_code, res.output)
+        doc = json.loads(res.stdout)
+        assert doc["ok"] is False
+        return doc
+
+
+def failure_text(doc: dict) -> str:
+    return " ".join([doc["error"] or ""] + [t["detail"] for t in doc["triggers"]])
+
+
+@pytest.fixture
+def mut(base, tmp_path) -> Out:
+    return Out(base, tmp_path / "mut")
+
+
+@pytest.fixture
+def mut2(base2, tmp_path) -> Out:
+    return Out(base2, tmp_path / "mut")
+
+
+def legs_of(o: Out, rank: int) -> np.ndarray:
+    return o.arr(rank, "legs.bin")
+
+
+def first_leg(o: Out, rank: int, leaf: int, skip: int = 0) -> int:
+    idx = np.flatnonzero(legs_of(o, rank)["leaf"] == leaf)
+    return int(idx[skip])
+
+
+# ---------------------------------------------------------------------------
+
+def test_uncorrupted_output_passes(base):
+    res = cli("simulate", base, "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["ok"] is True
+    res = cli("simulate", base, "--json", "--seed", 7)
+    assert res.exit_code == 0
+
+
+def test_uncorrupted_two_node_output_passes(base2):
+    res = cli("simulate", base2, "--json", "--seed", 2)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["stats"]["transfers"] > 0
+
+
+def test_tampered_output_is_refused_without_ignore_checksums(mut):
+    mut.edit(3, "dma.bin", lambda a: a["buf_ptr"].__setitem__(0, a["buf_ptr"][0] ^ 2))
+    res = cli("simulate", mut.path)
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "rank-0003/dma.bin" in res.stderr and "sha256" in res.stderr
+
+
+@pytest.mark.parametrize("byte", range(8))
+@pytest.mark.parametrize("which", ["first", "reduce_src1", "last_dst"])
+@pytest.mark.parametrize("bit", [0x01, 0x80])
+def test_flip_an_address_byte(mut, byte, which, bit):
+    rank = 5
+    legs = legs_of(mut, rank)
+    bds = mut.arr(rank, "dma.bin")
+    if which == "first":
+        i = 0
+    elif which == "reduce_src1":  # source 1 (the rank's input) of tile 1 of a reduce leg
+        g = first_leg(mut, rank, 2)
+        first = int(legs["dma_first"][g])
+        meta = bds["meta_ctrl"][first:first + int(legs["dma_count"][g])]
+        src1 = np.flatnonzero(((meta >> 4) & 1 == 0) & ((meta >> 8) & 0x1F == 1))
+        i = first + int(src1[1])
+    else:  # the last destination BD of the rank
+        i = int(np.flatnonzero((bds["meta_ctrl"] >> 4) & 1)[-1])
+
+    def flip(a):
+        raw = a.view(np.uint8).reshape(a.size, 16)
+        raw[i, 8 + byte] ^= bit
+    mut.edit(rank, "dma.bin", flip)
+    mut.simulate()
+
+
+def test_drop_a_leg(mut):
+    g = first_leg(mut, 2, 2, skip=3)
+    mut.put(2, "legs.bin", np.delete(legs_of(mut, 2), g))
+    mut.simulate()
+
+
+def test_drop_a_leg_and_zero_its_bds(mut):
+    legs = legs_of(mut, 2)
+    g = first_leg(mut, 2, 6, skip=2)
+    first, count = int(legs["dma_first"][g]), int(legs["dma_count"][g])
+    mut.edit(2, "dma.bin", lambda a: a.view(np.uint8).reshape(a.size, 16)
+             .__setitem__(slice(first, first + count), 0))
+    mut.put(2, "legs.bin", np.delete(legs, g))
+    mut.simulate()
+
+
+def test_drop_a_leg_with_consistent_manifest_counts(mut):
+    """The manifest's record count no longer gives it away: the program itself must."""
+    g = first_leg(mut, 2, 2, skip=3)
+    mut.put(2, "legs.bin", np.delete(legs_of(mut, 2), g))
+    mut.fix_manifest_counts(2)
+    doc = mut.simulate()
+    assert "legs.bin" in failure_text(doc)
+
+
+@pytest.mark.parametrize("pair", ["compl_vs_next", "two_waits", "across_channels"])
+def test_swap_two_semaphore_addresses(mut, pair):
+    rank = 1
+    legs = legs_of(mut, rank)
+    sem = mut.arr(rank, "sem.bin")
+    g = first_leg(mut, rank, 2)
+    s0 = int(legs["sem_first"][g])
+    if pair == "compl_vs_next":  # a recv_reduce_send's own completion vs the successor's recv
+        i, j = s0 + 1, s0 + 2
+    elif pair == "two_waits":  # the recv wait vs the mark_end wait of the same channel
+        e = first_leg(mut, rank, 15)
+        i, j = s0, int(legs["sem_first"][e])
+    else:  # the same role on two channels
+        other = np.flatnonzero((legs["leaf"] == 2) & (legs["channel"] != legs["channel"][g]))
+        i, j = s0, int(legs["sem_first"][other[0]])
+    assert sem["addr"][i] != sem["addr"][j]
+
+    def swap(a):
+        a["addr"][[i, j]] = a["addr"][[j, i]]
+    mut.edit(rank, "sem.bin", swap)
+    mut.simulate()
+
+
+@pytest.mark.parametrize("op", [1, 2, 3, 5])
+def test_change_a_cce_op(mut, op):
+    mut.edit(4, "cce.bin", lambda a: a["w1"].__setitem__(7, (int(a["w1"][7]) & ~7) | op))
+    mut.simulate()
+
+
+@pytest.mark.parametrize("shift,code", [(8, 7), (8, 0xA), (12, 0xE), (16, 0xA), (8, 2)])
+def test_corrupt_a_cce_dtype_nibble(mut, shift, code):
+    def f(a):
+        w = int(a["w1"][3])
+        a["w1"][3] = (w & ~(0xF << shift)) | (code << shift)
+    mut.edit(6, "cce.bin", f)
+    mut.simulate()
+
+
+@pytest.mark.parametrize("what", ["wait", "compl_inc", "next_inc", "mark_end+1", "mark_end-1"])
+def test_flip_a_semaphore_value(mut, what):
+    rank = 3
+    legs = legs_of(mut, rank)
+    g = first_leg(mut, rank, 2)
+    s0 = int(legs["sem_first"][g])
+    e = int(legs["sem_first"][first_leg(mut, rank, 15)])
+    i, delta = {"wait": (s0, 1), "compl_inc": (s0 + 1, 1), "next_inc": (s0 + 2, 1),
+                "mark_end+1": (e, 1), "mark_end-1": (e, -1)}[what]
+    mut.edit(rank, "sem.bin", lambda a: a["value"].__setitem__(i, int(a["value"][i]) + delta))
+    mut.simulate()
+
+
+@pytest.mark.parametrize("name,index", [("dma.bin", 0), ("dma.bin", -1), ("sem.bin", 5)])
+def test_flip_a_generation_tag(mut, name, index):
+    field = "len_ctrl" if name == "dma.bin" else "ctrl"
+    mut.edit(0, name, lambda a: a[field].__setitem__(index, int(a[field][index]) ^ (1 << 24)))
+    mut.simulate()
+
+
+def test_swap_two_legs(mut):
+    def swap(a):
+        g = int(np.flatnonzero(a["leaf"] == 2)[4])
+        a[[g, g + 1]] = a[[g + 1, g]]
+    mut.edit(7, "legs.bin", swap)
+    mut.simulate()
+
+
+def test_swap_two_legs_renumbered(mut):
+    """Swapped and renumbered (steps ascending again): the record ranges give it away."""
+    def swap(a):
+        g = int(np.flatnonzero(a["leaf"] == 2)[4])
+        a[[g, g + 1]] = a[[g + 1, g]]
+        a["step"][[g, g + 1]] = a["step"][[g + 1, g]]
+    mut.edit(7, "legs.bin", swap)
+    mut.simulate()
+
+
+@pytest.mark.parametrize("value", [0, 17, 19, 255])
+def test_change_a_0xbf_wait_idx(mut, value):
+    def f(a):
+        i = int(np.flatnonzero(a["wait_mode"] == 20)[2])
+        assert a["wait_idx"][i] != value
+        a["wait_idx"][i] = value
+    mut.edit(2, "sb2sb.bin", f)
+    mut.simulate()
+
+
+@pytest.mark.parametrize("field,value", [("update_idx", 18), ("update_mode", 0),
+                                         ("semaphore_value", 2), ("in_dtype", 7)])
+def test_change_other_0xbf_fields(mut, field, value):
+    def f(a):
+        i = int(np.flatnonzero(a["update_mode"] == 21)[3])
+        a[field][i] = value
+    mut.edit(2, "sb2sb.bin", f)
+    mut.simulate()
+
+
+def test_change_tp_inc_steps(mut):
+    mut.edit(1, "tpinc.bin", lambda a: a["m2s"].__setitem__(1, int(a["m2s"][1]) + 1))
+    mut.simulate()
+
+
+def test_change_a_cce_length(mut):
+    mut.edit(1, "cce.bin", lambda a: a["w2"].__setitem__(4, int(a["w2"][4]) - 2))
+    mut.simulate()
+
+
+def test_change_spad_channel_list(mut):
+    mut.edit(0, "spad.bin", lambda a: a["channel_list"].__setitem__(0, int(a["channel_list"][0]) ^ 4))
+    mut.simulate()
+
+
+def test_two_reporters(mut):
+    mut.edit(3, "spad.bin", lambda a: a["flags"].__setitem__(0, int(a["flags"][0]) | 1))
+    mut.simulate()
+
+
+# ---------------------------------------------------------------------------
+# net-proxy FIFOs (two nodes)
+
+def sender(o: Out) -> int:
+    for r in (0, 1, 64, 65):
+        if o.arr(r, "net_src.bin").size:
+            return r
+    raise AssertionError("no rank transmits")
+
+
+def test_truncate_a_fifo_terminator(mut2):
+    r = sender(mut2)
+    a = mut2.arr(r, "net_src.bin")
+    assert a["mark"][-1] == 1
+    mut2.put(r, "net_src.bin", a[:-1])
+    mut2.simulate()
+
+
+def test_truncate_a_fifo_terminator_with_consistent_manifest(mut2):
+    r = sender(mut2)
+    a = mut2.arr(r, "net_src.bin")
+    mut2.put(r, "net_src.bin", a[:-1])
+    rdir = mut2.path / f"rank-{r:04d}"
+    man = json.loads((rdir / "manifest.json").read_text())
+    man["fifo"][-1]["src"][1] -= 1
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    mut2.fix_manifest_counts(r)
+    doc = mut2.simulate()
+    assert "terminator" in failure_text(doc)
+
+
+@pytest.mark.parametrize("side", ["net_src.bin", "net_dest.bin"])
+@pytest.mark.parametrize("mark", [0, 2])
+def test_wrong_terminator_mark(mut2, side, mark):
+    for r in (0, 1, 64, 65):
+        a = mut2.arr(r, side)
+        if a.size:
+            i = int(np.flatnonzero(a["mark"] == 1)[0])
+            mut2.edit(r, side, lambda x: x["mark"].__setitem__(i, mark))
+            break
+    mut2.simulate()
+
+
+@pytest.mark.parametrize("which", ["terminator", "entry", "dest_entry"])
+def test_wrong_net_op_idx(mut2, which):
+    r = sender(mut2)
+    if which == "dest_entry":
+        for rr in (0, 1, 64, 65):
+            if mut2.arr(rr, "net_dest.bin").size:
+                mut2.edit(rr, "net_dest.bin", lambda a: a["net_op_idx"].__setitem__(3, 1))
+                break
+    else:
+        def f(a):
+            i = int(np.flatnonzero(a["mark"] == 1)[0]) if which == "terminator" else 2
+            a["net_op_idx"][i] = int(a["net_op_idx"][i]) + 1
+        mut2.edit(r, "net_src.bin", f)
+    mut2.simulate()
+
+
+@pytest.mark.parametrize("field,delta", [("size", 2), ("dst_addr", 0x400), ("dev_addr", 0x400),
+                                         ("complete", -1), ("dst_rank", 1)])
+def test_corrupt_a_transmit_entry(mut2, field, delta):
+    r = sender(mut2)
+    mut2.edit(r, "net_src.bin", lambda a: a[field].__setitem__(3, int(a[field][3]) + delta))
+    mut2.simulate()
+
+
+@pytest.mark.parametrize("field,value", [("initial_send_credits", 0),
+                                         ("ending_recv_credits", 0x200), ("tx_entry_cnt", 1),
+                                         ("net_idx_loop_size", 256), ("inc_recv_handshake", 0)])
+def test_corrupt_net_ops_info(mut2, field, value):
+    r = sender(mut2)
+    mut2.edit(r, "net_ops.bin", lambda a: a[field].__setitem__(0, value))
+    mut2.simulate()
+
+
+def test_swap_two_transmit_entries(mut2):
+    r = sender(mut2)
+
+    def f(a):
+        a[[1, 4]] = a[[4, 1]]
+    mut2.edit(r, "net_src.bin", f)
+    mut2.simulate()
