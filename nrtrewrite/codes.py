@@ -162,6 +162,79 @@ class EncAlgMeshType(IntEnum):
     MESH_INVALID = 4
 
 
+class EncMeshEventType(IntEnum):
+    """enc_mesh_event_type: the mesh (and RDH) event schedule's event types, 2.31 numbering.
+
+    The names and their order are the public ``nec.h`` enum (REFERENCES.md "Mesh"); 2.31
+    inserted REDUCE_COPY_2 and the pod broadcasts in the mesh band and one A2A event, so its
+    values differ from that header.  Pinned 2.31 values (public libnrt notes, "Mesh
+    Composer" and "NCFW mesh tape"): LOCAL_HNDSHK 2, REDUCE_COPY 8, REDUCE_COPY_2 9,
+    REDUCE_WRITE 10, INTER_GRP_BRDCST_2 11, 2DEV_BRDCST 20, 2DEV_HNDSHK 21, COPY_FROM_HOST
+    22, RH_STEP_0 23 and RDH_LOCAL_PEER_HANDSHAKE 52.  Both ends of the RDH band moved by
+    +4 from the header and the band kept its 30 values, so every RDH event is the header's
+    value + 4 (ours, derived).  The A2A events 14..19 are left out: one of them is new in
+    2.31 and which one is not public; no composer here uses them.  Each event type appears
+    at most once in a schedule (``encd_init_mesh_event``), so an event's semaphore can be
+    indexed by its type (docs/FORMATS.md §7).
+    """
+
+    EVT_SYNC = 0
+    EVT_GLOBAL_HNDSHK = 1
+    EVT_LOCAL_HNDSHK = 2
+    EVT_INTER_GRP_BRDCST = 3
+    EVT_FUNCTION_BARRIER_FIRST_COLL = 4
+    EVT_FUNCTION_BARRIER_LAST_COLL = 5
+    EVT_REDUCE_LOCAL_HNDSHK = 6
+    EVT_INTRA_GRP_BRDCST = 7
+    EVT_REDUCE_COPY = 8
+    EVT_REDUCE_COPY_2 = 9
+    EVT_REDUCE_WRITE = 10
+    EVT_INTER_GRP_BRDCST_2 = 11
+    EVT_LOCAL_AND_POD_GRP_BRDCST = 12
+    EVT_LOCAL_AND_POD_GRP_BRDCST_2 = 13
+    EVT_2DEV_BRDCST = 20
+    EVT_2DEV_HNDSHK = 21
+    EVT_COPY_FROM_HOST = 22
+    EVT_RH_STEP_0 = 23
+    EVT_RH_STEP_1 = 24
+    EVT_RH_STEP_2 = 25
+    EVT_RH_STEP_3 = 26
+    EVT_RH_STEP_4 = 27
+    EVT_RH_STEP_5 = 28
+    EVT_RH_STEP_6 = 29
+    EVT_RH_STEP_7 = 30
+    EVT_RH_STEP_8 = 31
+    EVT_RDH_LOCAL_HANDSHAKE = 32  # = EVT_RH_STEP_9 in nec.h; the name we use (RDH handshake)
+    EVT_RH_STEP_9 = 32
+    EVT_RDH_AXES_HANDSHAKE = 33
+    EVT_RD_STEP_0 = 34
+    EVT_RD_STEP_1 = 35
+    EVT_RD_STEP_2 = 36
+    EVT_RD_STEP_3 = 37
+    EVT_RD_STEP_4 = 38
+    EVT_RD_STEP_5 = 39
+    EVT_RD_STEP_6 = 40
+    EVT_RDH_AXES_HANDSHAKE_2 = 41
+    EVT_1DEV_RDH_STEP_1 = 42
+    EVT_1DEV_RDH_STEP_2 = 43
+    EVT_1DEV_RD_STEP_1 = 44
+    EVT_1DEV_RD_STEP_2 = 45
+    EVT_1DEV_RH_STEP_1 = 46
+    EVT_2DEV_RD_STEP_0 = 47
+    EVT_2DEV_RD_STEP_1 = 48
+    EVT_2DEV_RD_STEP_2 = 49
+    EVT_2DEV_RD_STEP_3 = 50
+    EVT_2DEV_RD_STEP_4 = 51
+    EVT_RDH_LOCAL_PEER_HANDSHAKE = 52
+
+
+#: enc_mesh_event_type bands (nec.h comment): COMMON, MESH, A2A, RDH; ENC_RDH_NUM_EVENT_TYPE.
+ENC_RDH_NUM_EVENT_TYPE = 53
+#: EVT_RH_STEP_0..9 and EVT_RD_STEP_0..6: the most recursive-halving / -doubling steps.
+ENC_RDH_MAX_RH_STEPS = 10
+ENC_RDH_MAX_RD_STEPS = 7
+
+
 class MetaringType(IntEnum):
     """Per-object enc_alg_metaring.type sub-enum (seed 000 §1.1 GOTCHA).
 
@@ -293,8 +366,12 @@ def enum_name(enum_cls: type[IntEnum], value: int) -> str:
 NEC_MAX_COMM_N = 12
 
 #: Mesh events per mesh channel (nec.h ENC_MESH_MAX_NUM_EVENTS; REFERENCES.md "Runtime
-#: structures").  No mesh engine is lowered by this build, so nothing reaches it yet.
+#: structures"): the event-semaphore window of a mesh entry (docs/FORMATS.md §7).
 ENC_MESH_MAX_NUM_EVENTS = 64
+
+#: A rank's mesh channel buffer (nec.h ENC_MESH_CHANNEL_BUF_MAX_SIZE, 8 MiB in the public
+#: header): the slots MESH and SINGLE_STEP_MESH receive into must fit it (docs/SELECTION.md).
+ENC_MESH_CHANNEL_BUF_MAX_SIZE = 8 * 1024 * 1024
 
 #: SBUF partitions: a state-buffer var has 1..SBUF_PARTITIONS partitions (NEFF-LIKE.md §1).
 SBUF_PARTITIONS = 128

@@ -58,6 +58,7 @@ class TriggerPlan:
     prepared: Prepared
     group: tuple[int, ...]
     leader: int
+    private_offset: int = 0  # bytes into the scratch region of prepared.private_scratch_bytes
 
     @property
     def alg(self) -> EncAlgType:
@@ -114,9 +115,16 @@ def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "") -
                                          prepared=prepared, group=group, leader=min(group)))
     spans = [p for p in plan.triggers
              if any(not topo.same_node(p.group[0], r) for r in p.group)]
+    shared = max([p.prepared.scratch_bytes for p in plan.triggers] + [0])
+    private = shared
+    if any(p.prepared.private_scratch_bytes for p in plan.triggers):
+        private = -(-shared // 64) * 64
+    for p in plan.triggers:  # private scratch: after the shared part, one area per trigger
+        if p.prepared.private_scratch_bytes:
+            p.private_offset = private
+            private += -(-p.prepared.private_scratch_bytes // 64) * 64
     plan.memory = build_memory_map(
-        model, max([p.prepared.scratch_bytes for p in plan.triggers] + [0]),
-        max([p.prepared.gw_bytes for p in spans] + [0]))
+        model, private, max([p.prepared.gw_bytes for p in spans] + [0]))
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan
@@ -200,7 +208,8 @@ def _emit_one(builder: RankBuilder, plan: LoweringPlan, tp: TriggerPlan, spec: E
         localities=[EdgeLocality.SAME_DEVICE if r == rank else topo.locality(rank, r)
                     for r in spec.peers],
         lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
-        subgraph_index=subgraph_index, groups=spec.groups)
+        subgraph_index=subgraph_index, groups=spec.groups,
+        sema_shift_offset=spec.sema_shift_offset or 0)
     try:
         summary = emit_entry(builder, ctx, spec.ir)
     except NrtRewriteError as err:

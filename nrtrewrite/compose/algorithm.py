@@ -53,6 +53,9 @@ class Prepared:
     gw_bytes: int  # per rank, gateway staging (network sends)
     manifest: dict  # shown in manifest.json "triggers" (channels, chunk, ...)
     data: Any = None  # the algorithm's own rank-independent plan
+    #: per rank, scratch no other trigger reuses (placed after the shared scratch; its offset
+    #: in the scratch region is TriggerPlan.private_offset)
+    private_scratch_bytes: int = 0
 
 
 class Algorithm(ABC):

@@ -11,8 +11,16 @@ channel-program order (channel by channel).  Each row says:
 * whether the sources are reduced (CCE) and the ``reduction_type_t``;
 * the semaphores it waits on (``wait_ge_and_dec``) before it runs and the ones it
   increments after (``inc``), on itself or on a peer;
-* for a leg whose input arrives through the net proxy, the peer it comes from
-  and the view it lands in (the receive FIFO entries).
+* for a leg whose input arrives through the net proxy, the peer it comes from,
+  the view it lands in (the receive FIFO entries) and the semaphore the proxy
+  increments when it has landed (``net_sem``; 0 = the channel's ``recv_sema``);
+* the gateway view its network-bound destinations are staged in (``gw_view``;
+  :data:`NO_VIEW` = the entry's gateway view): a composer that sends the same
+  elements over the network more than once in one entry gives each send its own
+  gateway view, so the proxy never reads bytes a later leg overwrites;
+* ``keep``: a row without elements that must still be emitted (a sync leg that
+  only waits and increments; rows with an empty element range are dropped
+  otherwise).
 
 The emitter (:func:`nrtrewrite.emit.legs.emit_entry`) adds what every leg does
 anyway: the local ``dma_compl_sema`` increment and the channel's closing
@@ -30,22 +38,25 @@ MAX_DST = 8
 MAX_WAIT = 2
 MAX_INC = 8
 NO_NET = -1
+NO_VIEW = 0xFFFF
 
 LEG_IR_DTYPE = np.dtype([
     ("channel", "u1"), ("leaf", "u1"), ("half", "u1"), ("phase", "u1"),
     ("group", "<i4"), ("step", "<i4"), ("k", "<i4"),
     ("start", "<i8"), ("stop", "<i8"),
-    ("n_src", "u1"), ("src_view", "u1", (MAX_SRC,)), ("src_peer", "u1", (MAX_SRC,)),
-    ("n_dst", "u1"), ("dst_view", "u1", (MAX_DST,)), ("dst_peer", "u1", (MAX_DST,)),
+    ("n_src", "u1"), ("src_view", "<u2", (MAX_SRC,)), ("src_peer", "u1", (MAX_SRC,)),
+    ("n_dst", "u1"), ("dst_view", "<u2", (MAX_DST,)), ("dst_peer", "u1", (MAX_DST,)),
     ("reduce", "u1"), ("reduction_type", "u1"),
     ("n_wait", "u1"), ("wait_sem", "u1", (MAX_WAIT,)), ("wait_val", "<u4", (MAX_WAIT,)),
     ("n_inc", "u1"), ("inc_peer", "u1", (MAX_INC,)), ("inc_sem", "u1", (MAX_INC,)),
     ("inc_val", "<u4", (MAX_INC,)),
-    ("net_src_peer", "<i2"), ("net_view", "u1"),
+    ("net_src_peer", "<i2"), ("net_view", "<u2"), ("net_sem", "u1"),
+    ("gw_view", "<u2"), ("keep", "u1"),
 ])
 
 
 def empty(n: int) -> np.ndarray:
     ir = np.zeros(n, LEG_IR_DTYPE)
     ir["net_src_peer"] = NO_NET
+    ir["gw_view"] = NO_VIEW
     return ir

@@ -33,6 +33,13 @@ class Leaf(IntEnum):
     direct_pull = 9
     direct_reduce_send_kangaring = 10
     mark_end = 15  # the per-channel completion wait (mark_end -> proxy_end_operation)
+    # mesh and RDH legs (docs/FORMATS.md §3): enc_primitive_mesh's step recorders
+    mesh_send = 16  # enc_primitive_mesh::send: one source to one or more destinations (CME)
+    mesh_reduce = 17  # enc_primitive_mesh::reduce: prepare_reduce_params records (CCE)
+    rdh_copy = 18  # submit_rdh_copy_transfers: a 1:1 rdh_transfer (CME)
+    rdh_reduce = 19  # submit_rdh_cce_transfers -> enc_primitive_mesh::rdh_reduce (CCE)
+    mesh_sync = 20  # an event's handshake / wait without data
+    post_recv = 21  # posts a receive through the net proxy: no data, net_dest entries only
 
 
 class Buf(IntEnum):

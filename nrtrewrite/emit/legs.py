@@ -30,7 +30,7 @@ import numpy as np
 from nrtrewrite.codes import (
     DType, EdgeLocality, EncdNeigh, EvtSemSubop, NetAddrMark, Opcode, SDMA_DATA_TYPE_SIZE, SdmaOp,
 )
-from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT
+from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT, NO_VIEW
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import (
@@ -81,6 +81,7 @@ class EntryContext:
     num_active_channels: int
     subgraph_index: int
     groups: int  # pgta, recorded as unrolled_count
+    sema_shift_offset: int = 0  # the entry's event window (mesh entries), net_ops_info+0
 
     @property
     def me(self) -> Peer:
@@ -188,7 +189,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
         raise LoweringError("peer 0 must be the rank itself")
 
     # ---- channels and legs (every channel's legs, then its mark_end) ----------------------
-    ir = ir[ir["stop"] > ir["start"]] if ir.size else ir
+    ir = ir[(ir["stop"] > ir["start"]) | (ir["keep"] != 0)] if ir.size else ir
     _check_ir(ir, ctx)
     ch_all = ir["channel"].astype(np.int64)
     if ir.size and np.any(np.diff(ch_all) < 0) and len(np.unique(ch_all)) > 1:
@@ -225,6 +226,9 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     i_n, i_peer, i_sem, i_val = col("n_inc"), col("inc_peer"), col("inc_sem"), col("inc_val")
     net_src = col("net_src_peer", -1)
     net_view = col("net_view")
+    net_sem = col("net_sem")
+    gw_leg = col("gw_view", NO_VIEW)
+    gw_leg = np.where(gw_leg == NO_VIEW, ctx.gw_view, gw_leg)
     length = stop - start
     compl_sem_c = np.array([channel_sem(int(c), SEM_COMPL) for c in ch_ids], np.int64)
     send_sem_c = np.array([channel_sem(int(c), SEM_SEND) for c in ch_ids], np.int64)
@@ -232,7 +236,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
 
     # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
     dst_net = (np.arange(MAX_DST)[None, :] < d_n[:, None]) & net_peer[dst_peer]
-    eff_dst_view = np.where(dst_net, ctx.gw_view, dst_view)
+    eff_dst_view = np.where(dst_net, gw_leg[:, None], dst_view)
     eff_dst_peer = np.where(dst_net, 0, dst_peer)
 
     # ---- tiles -------------------------------------------------------------------------------
@@ -305,9 +309,14 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     inc_peer = i_peer[s_leg, ik]
     inc_sem = i_sem[s_leg, ik]
     inc_net = s_inc & net_peer[inc_peer]
-    if np.any(inc_net & (inc_sem != recv_sem_c[s_ci])):
-        raise LoweringError("an increment across the network must target the channel's recv_sema "
-                            "(the net proxy increments it)")
+    if np.any(inc_net & (i_val[s_leg, ik] != 1)):
+        raise LoweringError("an increment across the network must have value 1 (the net proxy "
+                            "increments the receiver once per transfer)")
+    if inc_net.any():
+        net_incs = np.bincount(s_leg[inc_net], minlength=n)
+        if np.any(net_incs != dst_net.sum(axis=1)):
+            raise LoweringError("a leg must increment each network destination exactly once "
+                                "(one send_sema count per transfer the proxy makes)")
     sem_id = np.select([s_end, s_wait, s_compl, inc_net],
                        [compl_sem_c[s_ci], w_sem[s_leg, wk], compl_sem_c[s_ci], send_sem_c[s_ci]],
                        inc_sem)
@@ -433,37 +442,57 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     leg_tx = dst_net.any(1)
     leg_rx = net_src >= 0
     for i, c in enumerate(ch_ids):
-        sel = np.nonzero((leg_ci == i) & ~is_end)[0]
-        if not (leg_tx[sel].any() or leg_rx[sel].any()):
+        sel = np.nonzero((leg_ci == i) & ~is_end & (leg_tx | leg_rx))[0]
+        if not sel.size:
             continue
         st = b.state(int(c))
-        info = np.zeros(1, F.NET_OPS_INFO_DTYPE)
-        info["inc_send_handshake"] = info["inc_send_complete"] = sema_address(
-            sp, int(send_sem_c[i]), EVT_SEM_INC)
-        info["inc_recv_handshake"] = info["inc_recv_complete"] = sema_address(
-            sp, int(recv_sem_c[i]), EVT_SEM_INC)
-        info["net_idx_loop_size"] = F.NET_INDEX_LOOP_SIZE
-        info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
-        info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
-        info["data_type_sz"] = SDMA_DATA_TYPE_SIZE[ctx.dtype]
-        info["basic_block_id"] = ctx.subgraph_index
-        info["func_rel_op_idx"] = ctx.trigger
-        info["unrolled_count"] = ctx.groups
-        info["enc_channel"] = int(c)
-        st.ops.append(info)
-        op_idx = len(st.ops) - 1
-        if leg_tx[sel].any():
-            txs = sel[leg_tx[sel]]
-            recs = _net_tx(ctx, txs, start, stop, d_n, dst_view, dst_peer, dst_net, op_idx)
-            st.src.append(recs)
-            st.src.append(_terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank"))
-            tx[int(c)] = info["tx_entry_cnt"][0] = recs.size
-        if leg_rx[sel].any():
-            rxs = sel[leg_rx[sel]]
-            recs = _net_rx(ctx, rxs, start, stop, net_src, net_view, op_idx)
-            st.dest.append(recs)
-            st.dest.append(_terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank"))
-            rx[int(c)] = info["rx_entry_cnt"][0] = recs.size
+        # one op (net_ops_info) per run of network legs whose receives land on the same
+        # semaphore (net_sem; 0 = the channel's recv_sema): the proxy increments the
+        # receiving op's inc_recv_complete (docs/FORMATS.md §8); a ring channel is one op.
+        rsem = np.where(net_sem[sel] != 0, net_sem[sel], recv_sem_c[i])
+        runs: list[tuple[int, list[int]]] = []
+        cur_sem, cur = None, []
+        for leg_i, sem in zip(sel.tolist(), rsem.tolist()):
+            if leg_rx[leg_i]:
+                if cur_sem is not None and sem != cur_sem:
+                    runs.append((cur_sem, cur))
+                    cur = []
+                cur_sem = sem
+            cur.append(leg_i)
+        runs.append((int(recv_sem_c[i]) if cur_sem is None else cur_sem, cur))
+        for sem, run in runs:
+            run_a = np.asarray(run, np.int64)
+            info = np.zeros(1, F.NET_OPS_INFO_DTYPE)
+            info["sema_shift_offset"] = ctx.sema_shift_offset
+            info["inc_send_handshake"] = info["inc_send_complete"] = sema_address(
+                sp, int(send_sem_c[i]), EVT_SEM_INC)
+            info["inc_recv_handshake"] = info["inc_recv_complete"] = sema_address(
+                sp, int(sem), EVT_SEM_INC)
+            info["net_idx_loop_size"] = F.NET_INDEX_LOOP_SIZE
+            info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
+            info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
+            info["data_type_sz"] = SDMA_DATA_TYPE_SIZE[ctx.dtype]
+            info["basic_block_id"] = ctx.subgraph_index
+            info["func_rel_op_idx"] = ctx.trigger
+            info["unrolled_count"] = ctx.groups
+            info["enc_channel"] = int(c)
+            st.ops.append(info)
+            op_idx = len(st.ops) - 1
+            txs = run_a[leg_tx[run_a]]
+            if txs.size:
+                recs = _net_tx(ctx, txs, start, stop, dst_view, dst_peer, dst_net, gw_leg,
+                               op_idx)
+                st.src.append(recs)
+                st.src.append(_terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank"))
+                info["tx_entry_cnt"] = recs.size
+                tx[int(c)] = tx.get(int(c), 0) + recs.size
+            rxs = run_a[leg_rx[run_a]]
+            if rxs.size:
+                recs = _net_rx(ctx, rxs, start, stop, net_src, net_view, op_idx)
+                st.dest.append(recs)
+                st.dest.append(_terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank"))
+                info["rx_entry_cnt"] = recs.size
+                rx[int(c)] = rx.get(int(c), 0) + recs.size
     return {"legs": n, "bds": total_bd, "channels": [int(c) for c in ch_ids], "tx": tx, "rx": rx}
 
 
@@ -581,8 +610,8 @@ def _records(dtype: np.dtype, parts: list[tuple[np.ndarray, dict]]) -> np.ndarra
     return raw[np.argsort(keys, kind="stable")].view(dtype).reshape(-1)
 
 
-def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, d_n, dst_view, dst_peer,
-            dst_net, op_idx: int) -> np.ndarray:
+def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, dst_view, dst_peer, dst_net,
+            gw_leg, op_idx: int) -> np.ndarray:
     """__record_net_src_addr: every network destination run, paired with our gateway copy."""
     parts = []
     for jd in range(MAX_DST):
@@ -597,7 +626,11 @@ def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, d_n, dst_view, dst
             csum = np.cumsum(run_elems) - run_elems
             _o, _w, first = _expand(np.bincount(owner, minlength=mm.size))
             elem_off = csum - csum[first[owner]]
-            gw = ctx.views[ctx.gw_view].address(start[mm][owner] + elem_off)
+            gw = np.zeros(owner.size, np.int64)
+            gv_run = gw_leg[mm][owner]
+            for g in np.unique(gv_run):
+                gs = gv_run == g
+                gw[gs] = ctx.views[int(g)].address((start[mm][owner] + elem_off)[gs])
             peer = dst_peer[mm, jd][owner]
             last = np.append(owner[1:] != owner[:-1], True)
             ranks = np.array([p.rank for p in ctx.peers], np.int64)
