@@ -1,0 +1,218 @@
+"""Mutations the static checks cannot see: the decoded program is changed between
+``Simulator.prepare()`` and ``execute()``, so only the dynamic semantics (data, semaphores,
+happens-before, deadlock, end state) can catch them.  Every one must fail."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nrtrewrite.simulate import Simulator
+from nrtrewrite.simulate.program import MARK_END
+
+from test_simulate import coll_spec, lower_spec, two_node_spec
+
+SEND, RRS, RRC, DCS, DRS, DR = 1, 2, 3, 5, 6, 7
+
+
+@pytest.fixture(scope="module")
+def ar(tmp_path_factory):
+    return lower_spec(coll_spec("all_reduce", "bf16", 4, 40_000),
+                      tmp_path_factory.mktemp("e") / "o")
+
+
+@pytest.fixture(scope="module")
+def ag(tmp_path_factory):
+    return lower_spec(coll_spec("all_gather", "fp16", 4, 10_000),
+                      tmp_path_factory.mktemp("g") / "o")
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    return lower_spec(two_node_spec(num_elements=8192), tmp_path_factory.mktemp("n") / "o")
+
+
+def run_mutated(out, rank, fn, *, seed=0, entry=0, channel=None):
+    """Run ``out`` with ``fn(legs)`` applied to one queue's executable legs."""
+    sim = Simulator(out, seed=seed)
+    res = sim.prepare()
+    assert res.error is None, res.error
+    prog = sim.programs[rank]
+    orig = prog.legs_of
+    ch = channel if channel is not None else prog.entries[entry].channels[0]
+
+    def legs_of(ent, c):
+        legs = orig(ent, c)
+        if ent.index == entry and c == ch:
+            fn(legs)
+        return legs
+    prog.legs_of = legs_of
+    sim.execute(res)
+    return res
+
+
+def find(legs, leaf, skip=0):
+    return [i for i, leg in enumerate(legs) if leg.leaf == leaf][skip]
+
+
+def assert_fails(res, *words):
+    assert not res.ok
+    text = " ".join([res.error or ""] + [t.detail for t in res.triggers])
+    for w in words:
+        assert w in text, text
+    return text
+
+
+def test_unmutated_run_passes(ar, ag, net):
+    for out in (ar, ag, net):
+        assert run_mutated(out, 1, lambda legs: None).ok
+
+
+def test_a_consumer_that_does_not_wait(ar):
+    def f(legs):
+        legs[find(legs, RRS)].waits = []
+    res = run_mutated(ar, 2, f)
+    # the recv_sema token it should have consumed is left over, or the read races
+    assert_fails(res)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_consumer_that_does_not_wait_races_on_every_interleaving(ar, seed):
+    """Whatever the scheduler does, reading a slot before its data-ready signal is caught
+    (a happens-before race, or a read of bytes not written yet), never a lucky pass."""
+    def f(legs):
+        legs[find(legs, RRS, 1)].waits = []
+    res = run_mutated(ar, 2, f, seed=seed)
+    text = assert_fails(res)
+    assert "happens-before" in text or "which nothing wrote" in text
+
+
+def test_a_missing_data_ready_signal_deadlocks(ar):
+    def f(legs):
+        i = find(legs, SEND, 1)
+        legs[i].incs = [x for x in legs[i].incs if x[0] == 1]  # drop the successor's inc
+    res = run_mutated(ar, 1, f)
+    text = assert_fails(res, "deadlock")
+    assert "rank 2" in text and "recv_sema" in text and "waits" in text
+
+
+def test_an_extra_signal_is_left_over(ar):
+    def f(legs):
+        i = find(legs, SEND)
+        legs[i].incs = legs[i].incs + [legs[i].incs[-1]]
+    res = run_mutated(ar, 1, f)
+    assert_fails(res)
+
+
+def test_reading_the_wrong_source_bytes(ar):
+    def f(legs):
+        leg = legs[find(legs, RRS, 1)]
+        r, reg, off, n = leg.srcs[1][0]
+        leg.srcs[1][0] = (r, reg, off + 2, n)  # the rank's own input, one element further
+    res = run_mutated(ar, 3, f)
+    assert_fails(res, "differ")
+
+
+def test_writing_the_wrong_chunk(ar):
+    def f(legs):
+        leg = legs[find(legs, DRS)]
+        r, reg, off, n = leg.dsts[0][0]
+        leg.dsts[0][0] = (r, reg, off + n, n)  # the next chunk of the successor's output
+    res = run_mutated(ar, 0, f)
+    assert_fails(res)
+
+
+def test_two_unordered_writers(ag):
+    """Rank 1 also writes the block its predecessor writes into rank 2: a write-write race
+    (or a data race with the consumer), whatever the interleaving."""
+    def f(legs):
+        leg = legs[find(legs, DRS)]
+        other = legs[find(legs, DRS, 2)]
+        leg.dsts[0] = list(other.dsts[0])
+    res = run_mutated(ag, 1, f)
+    assert_fails(res)
+
+
+def test_reordered_queue(ar):
+    def f(legs):
+        i = find(legs, RRS, 1)
+        legs[i], legs[i + 1] = legs[i + 1], legs[i]
+    res = run_mutated(ar, 2, f, seed=3)
+    assert_fails(res)
+
+
+def test_a_skipped_reduction(ar):
+    def f(legs):
+        leg = legs[find(legs, RRS)]
+        leg.cce = None  # a copy of the partial instead of partial + own input
+        leg.srcs = leg.srcs[:1]
+    res = run_mutated(ar, 1, f)
+    assert_fails(res, "differ")
+
+
+def test_a_wrong_reduce_op(ar):
+    def f(legs):
+        leg = legs[find(legs, RRC)]
+        leg.cce = (2,) + leg.cce[1:]  # MAX instead of ADD
+    res = run_mutated(ar, 2, f)
+    assert_fails(res, "differ")
+
+
+def test_writing_outside_the_trigger_buffers(ar):
+    def f(legs):
+        leg = legs[find(legs, RRC)]
+        r, reg, off, n = leg.srcs[1][0]  # the input var: not an output of this trigger
+        leg.dsts[0][0] = (r, reg, off, n)
+    res = run_mutated(ar, 1, f)
+    assert_fails(res, "outside trigger 0")
+
+
+def test_mark_end_that_does_not_wait_for_every_leg(ar):
+    def f(legs):
+        end = legs[-1]
+        assert end.leaf == MARK_END
+        r, s, v = end.waits[0]
+        end.waits = [(r, s, v - 1)]
+    res = run_mutated(ar, 0, f)
+    assert_fails(res)
+
+
+# ---------------------------------------------------------------------------
+# the net proxy
+
+def run_proxy_mutated(out, fn, seed=0):
+    sim = Simulator(out, seed=seed)
+    res = sim.prepare()
+    assert res.error is None
+    key = sorted(sim.transfers)[0]
+    sim.transfers[key] = fn(sim.transfers[key])
+    sim.execute(res)
+    return res
+
+
+def test_proxy_without_the_send_handshake(net):
+    def f(lst):
+        return [dataclasses.replace(t, first=False) if i == 2 else t for i, t in enumerate(lst)]
+    assert_fails(run_proxy_mutated(net, f))
+
+
+def test_proxy_writes_the_wrong_place(net):
+    def f(lst):
+        t = lst[1]
+        return [dataclasses.replace(t, dst=(t.dst[0], t.dst[1], t.dst[2] + 2))
+                if i == 1 else x for i, x in enumerate(lst)]
+    assert_fails(run_proxy_mutated(net, f))
+
+
+def test_proxy_drops_a_transfer(net):
+    def f(lst):
+        return lst[:3] + lst[4:]
+    assert_fails(run_proxy_mutated(net, f))
+
+
+def test_proxy_does_not_signal(net):
+    def f(lst):
+        return [dataclasses.replace(t, notify=None, complete=False) if i == 0 else t
+                for i, t in enumerate(lst)]
+    assert_fails(run_proxy_mutated(net, f), "deadlock")
