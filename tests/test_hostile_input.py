@@ -171,6 +171,12 @@ CASES = [
      "to hold rank 2147483647, more than 1048576 (MAX_TOPOLOGY_RANKS)"),
     ("var_2_62", spec(lambda s: s["subgraphs"][0]["vars"][2].update(size=2**62)), [],
      "the model's DRAM vars need 4611686018427428864 bytes per core"),
+    ("scratch_over_window", spec(lambda s: (
+        s["subgraphs"][0]["vars"][0].update(size=(12 << 30) + 4096),
+        s["subgraphs"][0]["vars"][1].update(size=12 << 30),
+        sp(s).__setitem__(1, ar(num_elements=1 << 31)))), [],
+     "bad.neff: the model's DRAM vars need 30064779264 bytes per core, more than the "
+     "30064771072 bytes"),
     ("sbuf_2_62", spec(lambda s: s["subgraphs"][0]["vars"][3].update(size=2**62)), [],
      "do not fit the 4294967296-byte SBUF window"),
     ("spad_513", spec(lambda s: sp(s).__setitem__(slice(None), [ar()] * 513)), [],

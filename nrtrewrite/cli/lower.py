@@ -14,6 +14,7 @@ from rich.table import Table
 
 from nrtrewrite.bundle import default_output, write_output
 from nrtrewrite.cli import main
+from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
@@ -46,10 +47,13 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
     warnings = []
     if no_verify_hash:
         warnings.append(f"{model_path}: header hash not verified (--no-verify-hash)")
-    plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
-                         input_sha256=hashlib.sha256(data).hexdigest())
-    del data
-    check_plan(plan)  # every rank-independent hard limit, before any rank is lowered
+    try:
+        plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
+                             input_sha256=hashlib.sha256(data).hexdigest())
+        del data
+        check_plan(plan)  # every rank-independent hard limit, before any rank is lowered
+    except NrtRewriteError as err:
+        raise err.at(file=model_path)  # name the model when the error names nothing else
     return plan, warnings
 
 
