@@ -10,6 +10,7 @@ is a deadlock.
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 from collections import deque
@@ -243,12 +244,17 @@ class Simulator:
 
     def execute(self, res: SimulationResult) -> None:
         """Run the decoded programs to the end (or to the first protocol error)."""
+        gc_was = gc.isenabled()
+        gc.disable()  # millions of small acyclic objects: the cyclic collector only costs time
         try:
             self._setup()
             self._loop()
             self._final_checks()
         except SimulationError as exc:
             self._record(res, exc)
+        finally:
+            if gc_was:
+                gc.enable()
         self._finish(res)
 
     def _record(self, res: SimulationResult, exc: SimulationError) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import DType, EncAlgType, EvtSemSubop
+from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SBUF_BASE
 from nrtrewrite.errors import SimulationError
@@ -540,7 +540,7 @@ class RankDecoder:
         self.check(((w3 >> 8) & 3) != rt, "W3 reduction_type differs from the leg's", art,
                    "w3.reduction_type")
         self.check(w3 & ~(0x3F | 0x300) != 0, "reserved bits set in W3", art, "w3")
-        isz = np.array([_dsize(int(c)) for c in in_dt], np.int64)
+        isz = _DSIZE_TABLE[in_dt]
         self.check(slen % isz != 0, "a source stream is not a whole number of in_dtype elements",
                    art, "w2")
         first_of_leg = np.flatnonzero(within == 0)
@@ -958,9 +958,9 @@ class RankDecoder:
         return prog
 
 
-def _dsize(code: int) -> int:
-    from nrtrewrite.codes import DTYPE_SIZE
-    return DTYPE_SIZE[DType(code)]
+#: bytes per element by dtype code (0 for codes that are not dtypes)
+_DSIZE_TABLE = np.array([DTYPE_SIZE.get(c, 0) if c in DType._value2member_map_ else 0
+                         for c in range(16)], np.int64)
 
 
 def _index_within(keys: np.ndarray) -> np.ndarray:
@@ -1014,33 +1014,54 @@ class RankProgram:
         return list(zip(self.s_rank[s0:s1][m].tolist(), self.s_sid[s0:s1][m].tolist()))
 
     def legs_of(self, ent: Entry, channel: int) -> list[Leg]:
-        """The executable legs of one (entry, channel) queue."""
+        """The executable legs of one (entry, channel) queue (built when the entry starts)."""
         first, count = ent.queues.get(channel, (0, 0))
+        if not count:
+            return []
+        last = first + count
+        steps = self.l_step[first:last].tolist()
+        leaves = self.l_leaf[first:last].tolist()
+        sdma = self.l_sdma[first:last].tolist()
+        seq = self.l_seq[first:last].tolist()
+        cce = self.l_cce[first:last].tolist()
+        sf = self.l_sem_first[first:last].tolist()
+        sc = self.l_sem_count[first:last].tolist()
+        s0, s1 = sf[0], sf[-1] + sc[-1]
+        s_wait = self.s_wait[s0:s1].tolist()
+        s_rank = self.s_rank[s0:s1].tolist()
+        s_sid = self.s_sid[s0:s1].tolist()
+        s_val = self.s_val[s0:s1].tolist()
+        rf = self.l_run_first[first:last].tolist()
+        rc = self.l_run_count[first:last].tolist()
         R = self.runs
+        r0, r1 = rf[0], rf[-1] + rc[-1]
+        r_dir = R["dir"][r0:r1].tolist()
+        r_stream = R["stream"][r0:r1].tolist()
+        r_rank = R["rank"][r0:r1].tolist()
+        r_reg = R["reg"][r0:r1].tolist()
+        r_off = R["off"][r0:r1].tolist()
+        r_len = R["len"][r0:r1].tolist()
+        trig = ent.trigger.ordinal
         out = []
-        for g in range(first, first + count):
-            s0, sc = int(self.l_sem_first[g]), int(self.l_sem_count[g])
+        for k in range(count):
             waits, incs = [], []
-            for j in range(s0, s0 + sc):
-                item = (int(self.s_rank[j]), int(self.s_sid[j]), int(self.s_val[j]))
-                (waits if self.s_wait[j] else incs).append(item)
-            leg = Leg(self.rank, g, ent.index, channel, int(self.l_step[g]), int(self.l_leaf[g]),
-                      ent.trigger.ordinal, int(self.l_sdma[g]), waits, incs, [], [], None,
-                      bool(self.l_seq[g]), 0)
-            if self.l_sdma[g]:
-                r0, rn = int(self.l_run_first[g]), int(self.l_run_count[g])
-                for j in range(r0, r0 + rn):
-                    lst = leg.dsts if R["dir"][j] else leg.srcs
-                    k = int(R["stream"][j])
-                    while len(lst) <= k:
+            for j in range(sf[k] - s0, sf[k] - s0 + sc[k]):
+                (waits if s_wait[j] else incs).append((s_rank[j], s_sid[j], s_val[j]))
+            leg = Leg(self.rank, first + k, ent.index, channel, steps[k], leaves[k], trig,
+                      sdma[k], waits, incs, [], [], None, seq[k], 0)
+            if sdma[k]:
+                srcs, dsts = leg.srcs, leg.dsts
+                for j in range(rf[k] - r0, rf[k] - r0 + rc[k]):
+                    lst = dsts if r_dir[j] else srcs
+                    st = r_stream[j]
+                    while len(lst) <= st:
                         lst.append([])
-                    lst[k].append((int(R["rank"][j]), int(R["reg"][j]), int(R["off"][j]),
-                                   int(R["len"][j])))
-                leg.nbytes = sum(x[3] for x in leg.srcs[0])
-                if self.l_cce[g][0] >= 0:
-                    leg.cce = tuple(int(x) for x in self.l_cce[g])
-                if leg.sequential:
-                    leg.tiles = self._tile_runs(g)
+                    lst[st].append((r_rank[j], r_reg[j], r_off[j], r_len[j]))
+                leg.nbytes = sum(x[3] for x in srcs[0])
+                if cce[k][0] >= 0:
+                    leg.cce = tuple(cce[k])
+                if seq[k]:
+                    leg.tiles = self._tile_runs(first + k)
             out.append(leg)
         return out
 

@@ -117,57 +117,88 @@ class Conflict(Exception):
 
 
 class Shadow:
-    """Last writer and live reads of every byte of one (rank, region)."""
+    """Last writer and live reads of every byte of one (rank, region), as one run map:
+    ``b`` the run boundaries, ``w[k]`` the last writer and ``r[k]`` the live reads (a tuple)
+    of run ``[b[k], b[k+1])``."""
 
-    __slots__ = ("writes", "reads")
+    __slots__ = ("b", "w", "r")
 
     def __init__(self, size: int):
-        self.writes = IntervalMap(size)
-        self.reads = IntervalMap(size)
+        self.b = [0, max(size, 0)]
+        self.w: list = [None]
+        self.r: list = [None]
+
+    def _cut(self, x: int) -> int:
+        b = self.b
+        i = bisect_left(b, x)
+        if i < len(b) and b[i] == x:
+            return i
+        b.insert(i, x)
+        self.w.insert(i, self.w[i - 1])
+        self.r.insert(i, self.r[i - 1])
+        return i
 
     def read(self, a: int, e: int, acc: Access, vc) -> None:
         """A read of [a, e): written in this trigger, ordered after the writer."""
-        for lo, hi, w in self.writes.span(a, e):
-            if w is None:
-                raise Conflict("unwritten", lo, hi, None)
-            if w.trigger != acc.trigger:
-                raise Conflict("stale", lo, hi, w, w.trigger)
-            if w.tid != acc.tid and w.clk > vc[w.tid]:
-                raise Conflict("raw", lo, hi, w)
+        i = self._cut(a)
+        j = self._cut(e)
+        b, w, r = self.b, self.w, self.r
         tid = acc.tid
-
-        def add(old):
+        for k in range(i, j):
+            wk = w[k]
+            if wk is None:
+                raise Conflict("unwritten", b[k], b[k + 1], None)
+            if wk.trigger != acc.trigger:
+                raise Conflict("stale", b[k], b[k + 1], wk, wk.trigger)
+            if wk.tid != tid and wk.clk > vc[wk.tid]:
+                raise Conflict("raw", b[k], b[k + 1], wk)
+            old = r[k]
             if old is None:
-                return (acc,)
-            keep = tuple(r for r in old if r.tid != tid and r.clk > vc[r.tid])
-            return keep + (acc,)
-
-        self.reads.update(a, e, add)
+                r[k] = (acc,)
+            else:
+                r[k] = tuple(x for x in old if x.tid != tid and x.clk > vc[x.tid]) + (acc,)
 
     def check_output(self, a: int, e: int, acc: Access, vc) -> list[tuple[int, int]]:
         """The final read of a dst range: returns the sub-ranges not written by this trigger's
         data movement (fills do not count); races are still raised."""
+        i = self._cut(a)
+        j = self._cut(e)
+        b, w, r = self.b, self.w, self.r
         bad = []
-        for lo, hi, w in self.writes.span(a, e):
-            if w is None or w.trigger != acc.trigger or w.kind == Access.FILL:
-                bad.append((lo, hi))
-            elif w.tid != acc.tid and w.clk > vc[w.tid]:
-                raise Conflict("raw", lo, hi, w)
         tid = acc.tid
-        self.reads.update(a, e, lambda old: tuple(
-            r for r in (old or ()) if r.tid != tid and r.clk > vc[r.tid]) + (acc,))
+        for k in range(i, j):
+            wk = w[k]
+            if wk is None or wk.trigger != acc.trigger or wk.kind == Access.FILL:
+                bad.append((b[k], b[k + 1]))
+            elif wk.tid != tid and wk.clk > vc[wk.tid]:
+                raise Conflict("raw", b[k], b[k + 1], wk)
+            r[k] = tuple(x for x in (r[k] or ()) if x.tid != tid and x.clk > vc[x.tid]) + (acc,)
         return bad
 
     def write(self, a: int, e: int, acc: Access, vc) -> None:
         """A write of [a, e): ordered after the last write and every read since."""
+        if e <= a:
+            return
+        i = self._cut(a)
+        j = self._cut(e)
+        b, w, r = self.b, self.w, self.r
         tid = acc.tid
-        for lo, hi, w in self.writes.span(a, e):
-            if w is not None and w.tid != tid and w.clk > vc[w.tid]:
-                raise Conflict("ww", lo, hi, w)
-        for lo, hi, rs in self.reads.span(a, e):
-            if rs:
-                for r in rs:
-                    if r.tid != tid and r.clk > vc[r.tid]:
-                        raise Conflict("war", lo, hi, r)
-        self.writes.assign(a, e, acc)
-        self.reads.assign(a, e, None)
+        for k in range(i, j):
+            wk = w[k]
+            if wk is not None and wk.tid != tid and wk.clk > vc[wk.tid]:
+                raise Conflict("ww", b[k], b[k + 1], wk)
+            if r[k]:
+                for x in r[k]:
+                    if x.tid != tid and x.clk > vc[x.tid]:
+                        raise Conflict("war", b[k], b[k + 1], x)
+        del b[i + 1:j]
+        w[i:j] = [acc]
+        r[i:j] = [None]
+        if i + 1 < len(w) and w[i + 1] is acc and r[i + 1] is None:
+            del b[i + 1], w[i + 1], r[i + 1]
+        if i > 0 and w[i - 1] is acc and r[i - 1] is None:
+            del b[i], w[i], r[i]
+
+    def runs(self) -> list[tuple[int, int, object, object]]:
+        """(start, end, writer, reads) of every run (tests, debugging)."""
+        return [(self.b[k], self.b[k + 1], self.w[k], self.r[k]) for k in range(len(self.w))]

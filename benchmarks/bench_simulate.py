@@ -1,0 +1,78 @@
+"""Simulator speed: a 64-rank (one trn2 node, LNC 2) bf16 all-reduce of 16 MiB per rank.
+
+    python benchmarks/bench_simulate.py [--mib 16] [--ranks 64] [--seed 0] [--keep]
+
+Builds the model under benchmarks/out/, lowers it with the ring forced (``--algo ring``: the
+simulator executes ring-family entries) into benchmarks/out/sim<ranks>x<mib>.lowered, then
+runs ``nrtrewrite simulate`` on that folder in a fresh subprocess and reports wall time,
+peak RSS and the simulator's own counters.  Not a timed test (docs/PERFORMANCE.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from models import MIB, OUT, build  # noqa: E402
+
+
+def spec(ranks: int, mib: int) -> dict:
+    return {
+        "header": {"pkg_version": 2, "name": f"sim{ranks}x{mib}", "lnc_size": 2},
+        "subgraphs": [{
+            "name": "sg00",
+            "vars": [{"name": "g_in", "type": "input", "size": mib * MIB},
+                     {"name": "g_out", "type": "output", "size": mib * MIB}],
+            "replica_groups": [f"0..{ranks - 1}"],
+            "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "g_in",
+                                               "dst": "g_out", "bytes": mib * MIB}}]},
+        }],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--mib", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--keep", action="store_true", help="keep the lowered folder")
+    args = ap.parse_args()
+    name = f"sim{args.ranks}x{args.mib}"
+    neff = build(name, spec(args.ranks, args.mib))
+    out = OUT / f"{name}.lowered"
+    nrt = [sys.executable, "-m", "nrtrewrite.cli.__main__"]
+    t0 = time.perf_counter()
+    subprocess.run(nrt + ["lower", "-q", "--force", "--algo", "ring", str(neff), "-o", str(out)],
+                   check=True)
+    t_lower = time.perf_counter() - t0
+    cmd = ["/usr/bin/time", "-f", "%e %M"] + nrt + ["simulate", str(out), "--json", "--seed",
+                                                   str(args.seed)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    doc = json.loads(proc.stdout)
+    elapsed, rss_kb = proc.stderr.strip().splitlines()[-1].split()
+    st = doc["stats"]
+    print(f"model      {neff.name}: {args.ranks} ranks, bf16 all-reduce of {args.mib} MiB per rank")
+    print(f"lower      {t_lower:.1f} s (--algo ring)")
+    print(f"command    nrtrewrite simulate {out} --seed {args.seed}")
+    print(f"verdict    {'ok' if doc['ok'] else 'FAILED: ' + str(doc['error'])}")
+    print(f"simulate   {float(elapsed):.1f} s wall ({wall:.1f} s incl. interpreter start), "
+          f"peak RSS {int(rss_kb) / 1024:.0f} MiB")
+    print(f"           load {st['load_seconds']:.1f} s, run {st['run_seconds']:.1f} s; "
+          f"{st['legs_run']} legs, {st['bytes_moved'] / MIB:.0f} MiB moved "
+          f"({st['bytes_moved'] / MIB / max(st['run_seconds'], 1e-9):.0f} MiB/s)")
+    if not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
+    sys.exit(0 if doc["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()
