@@ -87,7 +87,13 @@ class Policy:
     """Everything :func:`nrtrewrite.select.select` decides with, in one value."""
 
     #: Engines this build can lower.  Grows as issues land (MESH, INTRA_RDH, ...).
-    lowerable: frozenset[EncAlgType] = frozenset({EncAlgType.RING})
+    lowerable: frozenset[EncAlgType] = frozenset({
+        EncAlgType.RING, EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.INTRA_RDH,
+        EncAlgType.INTER_RDH})
+    #: (engine, op) pairs a lowerable engine still cannot lower (the mesh composers do not
+    #: compose all-to-all, which no trigger of a NEFF-like model carries).
+    not_lowerable_ops: frozenset[tuple[EncAlgType, EncOpType]] = frozenset({
+        (EncAlgType.MESH, EncOpType.ALLTOALL)})
     windows: tuple[SizeWindow, ...] = DEFAULT_WINDOWS
     precedence: tuple[EncAlgType, ...] = DEFAULT_PRECEDENCE
     #: Channel rule (docs/SELECTION.md "Channels"): one channel per this many message bytes,
@@ -137,8 +143,8 @@ class Policy:
         top = "inf" if hi is None else fmt_bytes(hi)
         return True, f"{fmt_bytes(nbytes)} in [{fmt_bytes(lo)}, {top}){' (sbuf)' if sbuf else ''}"
 
-    def is_lowerable(self, alg: EncAlgType) -> bool:
-        return alg in self.lowerable
+    def is_lowerable(self, alg: EncAlgType, op: EncOpType | None = None) -> bool:
+        return alg in self.lowerable and (op is None or (alg, op) not in self.not_lowerable_ops)
 
 
 DEFAULT_POLICY = Policy()

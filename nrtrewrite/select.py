@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
 from nrtrewrite.codes import (
-    DTYPE_SIZE, DType, EncAlgMeshType, EncAlgType, EncOpType, MetaringType,
+    DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, DType, EncAlgMeshType, EncAlgType, EncOpType,
+    MetaringType,
 )
 from nrtrewrite.errors import SelectionError, ValidationError
 from nrtrewrite.neff.model import Model, Trigger
@@ -249,10 +250,28 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
             return False, (f"{s.node_n} nodes > inter_mesh_max_nodes "
                            f"{policy.inter_mesh_max_nodes} (ingress congestion)")
     sub = p.mesh_sub_type if s.scope == INTRA else EncAlgMeshType.FULL_MESH
+    need = mesh_channel_buffer_bytes(EncAlgType.MESH, req)
+    if need > ENC_MESH_CHANNEL_BUF_MAX_SIZE:
+        return False, (f"{s.rank_n - 1} channel-buffer slots of {fmt_bytes(need // (s.rank_n - 1))}"
+                       f" need {fmt_bytes(need)}, more than the mesh channel buffer "
+                       f"(ENC_MESH_CHANNEL_BUF_MAX_SIZE {fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)})")
     ok = f"{s.scope}-node {req.op.name} over {s.rank_n} ranks ({sub.name})"
     if not check_window:
         return True, ok
     return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok)
+
+
+def mesh_channel_buffer_bytes(alg: EncAlgType, req: Request) -> int:
+    """Bytes of mesh channel buffer one rank receives into: one slot per peer, a block of the
+    message for MESH (all-gather needs none), the whole message for SINGLE_STEP_MESH."""
+    n = len(req.group)
+    if n < 2 or req.op not in _AR_AG_RS or req.op == EncOpType.ALLGATHER:
+        return 0
+    if alg == EncAlgType.SINGLE_STEP_MESH:
+        return (n - 1) * req.op_bytes
+    dsize = DTYPE_SIZE[req.dtype]
+    elems = req.op_bytes // dsize
+    return (n - 1) * -(-elems // n) * dsize
 
 
 def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
@@ -271,14 +290,16 @@ def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
         return False, (f"{topo.platform.name} has no mesh (\"RDH construction will be skipped "
                        "because it depends on Mesh\")")
     ndev = len(s.devices)
-    if ndev < 2:
-        return False, "group lies on one device (RDH exchanges between chips)"
+    if s.rank_n < 2:
+        return False, "a single rank has no partners"
     if not _is_pow2(ndev):
         return False, f"{ndev} devices is not a power of two (RDH is a hypercube exchange)"
     if len(set(s.ranks_per_device)) != 1:
         return False, "uneven ranks per device (RDH needs the same in-chip ranks on every chip)"
-    ok = (f"{ndev} devices x {s.ranks_per_device[0]} ranks "
-          f"(hypercube of dimension {ndev.bit_length() - 1})")
+    dim = s.rank_n.bit_length() - 1
+    fold = s.rank_n - (1 << dim)
+    ok = (f"{ndev} device(s) x {s.ranks_per_device[0]} ranks (hypercube of dimension {dim}"
+          + (f", {fold} rank(s) folded)" if fold else ")"))
     if not check_window:
         return True, ok
     return _window(req, topo, policy, EncAlgType.INTRA_RDH, INTRA, ok)
@@ -376,6 +397,15 @@ def _mesh_variant(alg: EncAlgType) -> Callable[..., Verdict]:
             ok, why = enc_can_post_mesh_operation(req, topo, policy, check_window=False)
             if not ok:
                 return False, why
+            if group_shape(topo, req.group).node_n > 1:
+                return False, ("SINGLE_STEP_MESH is intra-node only here: its handshake and "
+                               "EVT_SYNC carry no data, and the net proxy only carries data")
+            need = mesh_channel_buffer_bytes(alg, req)
+            if need > ENC_MESH_CHANNEL_BUF_MAX_SIZE:
+                return False, (f"every peer's whole input needs {fmt_bytes(need)} of channel "
+                               f"buffer ({len(req.group) - 1} x {fmt_bytes(req.op_bytes)}), more "
+                               f"than ENC_MESH_CHANNEL_BUF_MAX_SIZE "
+                               f"{fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)}")
             return True, f"{why}; not in the precedence cascade, only by --algo"
         if alg == EncAlgType.TWO_STEP_POD_MESH:
             return False, (f"needs an UltraServer pod (enable_pod); topology {topo.name} "
@@ -629,6 +659,9 @@ def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
     if alg in _MESH_FAMILY:
         return 1, ("mesh uses a single channel (nec.h enc_alg_mesh: \"Mesh uses only a "
                    "single channel\")")
+    if alg == EncAlgType.INTER_RDH:
+        return 1, ("RDH runs on one channel: its per-step event semaphores are one window per "
+                   "core (docs/FORMATS.md §7)")
     if alg == EncAlgType.HIER:
         return 1, "per leg"
     if alg == EncAlgType.INVALID:
@@ -679,7 +712,7 @@ def evaluate_candidates(req: Request, topo: Topology,
         in_window = True
         if legal:
             in_window, why = pred(req, topo, policy, check_window=True)
-        out[alg] = Candidate(alg=alg, legal=legal, reason=why, lowerable=policy.is_lowerable(alg),
+        out[alg] = Candidate(alg=alg, legal=legal, reason=why, lowerable=policy.is_lowerable(alg, req.op),
                              in_window=in_window, predicate=name)
     return out
 
@@ -842,11 +875,13 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
 
     plan_algs = {policy_alg, *(leg.alg for leg in policy_legs)}
     fallback_reason = None
-    if all(policy.is_lowerable(a) for a in plan_algs):
+    if all(policy.is_lowerable(a, req.op) for a in plan_algs):
         alg, legs = policy_alg, policy_legs
     else:
-        missing = sorted((a for a in plan_algs if not policy.is_lowerable(a)), key=int)
+        missing = sorted((a for a in plan_algs if not policy.is_lowerable(a, req.op)), key=int)
         what = policy_alg.name
+        if policy.is_lowerable(policy_alg):
+            what = f"{policy_alg.name} {req.op.name}"
         if policy_alg == EncAlgType.HIER:
             what = f"HIER ({_legs_text(policy_legs)})"
         can = ", ".join(a.name for a in sorted(policy.lowerable, key=int)) or "nothing"
@@ -855,11 +890,15 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
                 f"{override.source} {override.text!r} forces {forced.name}: {forced.name} is "
                 f"legal here but this build cannot lower it yet (lowerable: {can}; not "
                 f"lowerable: {', '.join(a.name for a in missing)})", trigger=req.ordinal)
-        fb = None
-        for a in (*policy.precedence, *CANDIDATE_ORDER):
-            cc = cands.get(a)
-            if cc and allowed(a) and cc.legal and policy.is_lowerable(a) and a != EncAlgType.HIER:
-                fb = a
+        fb = None  # an engine inside its size window first, then any legal one
+        for in_window_only in (True, False):
+            for a in (*policy.precedence, *CANDIDATE_ORDER):
+                cc = cands.get(a)
+                if (cc and allowed(a) and cc.legal and policy.is_lowerable(a, req.op)
+                        and a != EncAlgType.HIER and (cc.in_window or not in_window_only)):
+                    fb = a
+                    break
+            if fb is not None:
                 break
         if fb is None:
             msg = (f"{what} is not lowerable in this build (lowerable: {can}) and no lowerable "

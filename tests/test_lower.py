@@ -75,11 +75,12 @@ def test_diff_cli_names_the_field(tmp_path):
     assert cli("diff", a, b).returncode == 0
     spad = b / "rank-0001" / "spad.bin"
     data = bytearray(spad.read_bytes())
-    data[1] ^= 0x02  # algo_type RING -> MESH
+    before = data[1] & 0xF
+    data[1] ^= 0x02  # algo_type: e.g. RING -> MESH
     spad.write_bytes(bytes(data))
     proc = cli("diff", a, b)
     assert proc.returncode == 1
-    assert "rank-0001/spad.bin[0] algo_type: 0 != 2" in proc.stdout
+    assert f"rank-0001/spad.bin[0] algo_type: {before} != {before ^ 2}" in proc.stdout
     assert cli("diff", a, tmp_path / "missing").returncode == 2
 
 
@@ -92,10 +93,14 @@ def test_dump_spad_one_entry_per_trigger_per_rank(tmp_path):
         assert len(spad) == len(mine)
         for rec, trig in zip(spad, mine):
             d = decode_record("spad.bin", rec)
-            assert d["cc_op"] == 1 and d["algo_type_name"] == "RING" == trig["algorithm"]
+            assert d["cc_op"] == 1 and d["algo_type_name"] == trig["algorithm"]
             assert d["trigger_next"] == 0 and d["ring_wait_complete"] == 1
             assert d["reporter"] == int(rank == min(trig["replica_group"]))
-            assert d["channel_list"] == sum(1 << c["channel"] for c in trig["channels"])
+            if trig["algorithm"] == "RING":
+                assert d["channel_list"] == sum(1 << c["channel"] for c in trig["channels"])
+            elif "mesh" in trig:  # mesh entries: the event-window overlay (FORMATS §2)
+                assert d["channel_list"] == (trig["mesh"]["sema_shift_offset"]
+                                             | trig["mesh"]["sema_mask"] << 16)
     proc = cli("dump", "--spad", out, "--rank", 0, "--json")
     doc = json.loads(proc.stdout)
     assert doc["ranks"][0]["rank_dir"] == "rank-0000"
@@ -175,7 +180,7 @@ def test_input_is_never_modified(tmp_path):
 
 
 def test_schedule_json_shape():
-    proc = cli("schedule", FIX / "ar2.neff", "--rank", 1, "--json")
+    proc = cli("schedule", FIX / "ar2.neff", "--rank", 1, "--json", "--algo", "ring")
     doc = json.loads(proc.stdout)
     assert doc["rank"] == 1
     op = doc["ops"][0]

@@ -160,15 +160,27 @@ def test_hierarchical_truth_table(op, group, topo, legal, why):
     (AR, (3,), T1N, False, "no peers"),
 ])
 def test_mesh_truth_table(op, group, topo, legal, why):
-    ok, reason = enc_can_post_mesh_operation(req(op, group), topo, check_window=False)
+    ok, reason = enc_can_post_mesh_operation(req(op, group, 64 * KiB), topo, check_window=False)
+    assert ok is legal and why in reason
+
+
+@pytest.mark.parametrize("op, nbytes, legal, why", [
+    (AR, 8 * MiB, True, ""),  # 63 slots of 128 KiB: just fits
+    (AR, 9 * MiB, False, "ENC_MESH_CHANNEL_BUF_MAX_SIZE"),  # 63 x 144 KiB > 8 MiB
+    (RS, 64 * MiB, False, "ENC_MESH_CHANNEL_BUF_MAX_SIZE"),
+    (AG, 64 * MiB, True, ""),  # all-gather lands in OUT: no channel buffer
+])
+def test_mesh_channel_buffer_limit(op, nbytes, legal, why):
+    ok, reason = enc_can_post_mesh_operation(req(op, NODE0, nbytes), T1N, check_window=False)
     assert ok is legal and why in reason
 
 
 @pytest.mark.parametrize("fn, op, group, topo, legal, why", [
-    (enc_can_post_intra_rdh_operation, AR, NODE0, T1N, True, "hypercube of dimension 4"),
+    (enc_can_post_intra_rdh_operation, AR, NODE0, T1N, True, "hypercube of dimension 6"),
     (enc_can_post_intra_rdh_operation, AR, tuple(range(24)), T1N, False, "not a power of two"),
     (enc_can_post_intra_rdh_operation, AR, (0, 1, 4), T1N, False, "uneven"),
-    (enc_can_post_intra_rdh_operation, AR, (0, 1), T1N, False, "one device"),
+    (enc_can_post_intra_rdh_operation, AR, (0, 1), T1N, True, "1 device(s) x 2 ranks"),
+    (enc_can_post_intra_rdh_operation, AR, (0, 1, 2), T1N, True, "1 rank(s) folded"),
     (enc_can_post_intra_rdh_operation, AR, TWO_NODES, T2N, False, "intra-node only"),
     (enc_can_post_inter_rdh_operation, AR, ONE_PER_NODE_8, T8N, True, "8 nodes"),
     (enc_can_post_inter_rdh_operation, AG, ONE_PER_NODE_8, T8N, True, ""),
@@ -210,10 +222,13 @@ def test_alltoall_only_mesh():
 def test_intra_node_allreduce_windows(nbytes, policy_alg):
     sel = select(req(AR, NODE0, nbytes), T1N)
     assert sel.policy_alg == policy_alg
-    assert sel.alg == EncAlgType.RING and sel.legs[0].name == "flat"
-    assert sel.fallback_reason and "not lowerable" in sel.fallback_reason
     assert sel.candidate(policy_alg).chosen
     assert sel.policy_legs[0].alg == policy_alg
+    if DEFAULT_POLICY.is_lowerable(policy_alg):
+        assert sel.alg == policy_alg and sel.fallback_reason is None
+    else:  # the fallback stays inside a window: RING, not the out-of-window INTRA_RDH
+        assert sel.alg == EncAlgType.RING and sel.legs[0].name == "flat"
+        assert sel.fallback_reason and "not lowerable" in sel.fallback_reason
 
 
 def test_ring_is_the_general_fallback():
@@ -297,11 +312,14 @@ def test_selection_invariants(args):
 
 # -- channels ---------------------------------------------------------------------------------
 
+RING_ONLY = parse_algo_override("ring")
+
+
 def test_channel_counts():
     assert select(req(AR, NODE0, 64 * MiB), T1N).n_channels == 4
     assert select(req(AR, NODE0, 256 * KiB), T1N).n_channels == 1
     assert select(req(AR, TWO_NODES, 64 * MiB), T2N).n_channels == 16
-    hybrid = select(req(AR, tuple(range(2, 64, 4)), 2 * KiB), T1N)
+    hybrid = select(req(AR, tuple(range(2, 64, 4)), 2 * KiB), T1N, override=RING_ONLY)
     assert hybrid.hybrid_ring and hybrid.n_channels == 4 and "hybrid" in hybrid.channel_reason
     tiny = select(req(AR, NODE0, 64 * 64 * 2), T1N)   # 64 elements per rank: one channel
     assert tiny.n_channels == 1

@@ -124,7 +124,14 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
                                 "hybrid_ring": sel.hybrid_ring, "rings": []}
     if rank is not None:
         rec["rank"] = rank
-    if sel.alg != EncAlgType.INVALID and sel.n_channels:
+    mesh_like = sel.alg in (EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.INTRA_RDH,
+                            EncAlgType.INTER_RDH)
+    if mesh_like:  # no rings: the mesh / RDH schedule instead (docs/CLI.md "explain")
+        from nrtrewrite.compose.mesh import explain_mesh
+        from nrtrewrite.compose.rdh import explain_rdh
+        rdh = sel.alg in (EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH)
+        rec["rdh" if rdh else "mesh"] = (explain_rdh if rdh else explain_mesh)(sel, topo, rank)
+    if sel.alg != EncAlgType.INVALID and sel.n_channels and not mesh_like:
         orders = ring_orders(topo, sel.group, sel.n_channels)
         dups = duplicate_flags(orders)
         for c, (order, dup) in enumerate(zip(orders, dups)):
@@ -232,6 +239,31 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                            compress(r["order"]) if r["order"] is not None else "(empty channel)",
                            hops, "dup" if r["duplicate"] else "")
         console.print(rt)
+    for key in ("mesh", "rdh"):
+        if key in rec:
+            m = rec[key]
+            console.print(f"[bold]{key}:[/] " + ", ".join(
+                f"{k} {v}" for k, v in m.items() if k not in ("rank", "device_groups", "folded")),
+                highlight=False)
+            if m.get("folded"):
+                console.print("  folded (extra -> core): " + " ".join(
+                    f"{a}->{b}" for a, b in m["folded"]), highlight=False)
+            if "device_groups" in m:
+                console.print("  device groups: " + "; ".join(
+                    f"node {g['node']} device {g['device']}: {compress(g['ranks'])}"
+                    for g in m["device_groups"]), highlight=False)
+            if "rank" in m and "steps" in m["rank"]:
+                st = Table(show_edge=False, pad_edge=False)
+                for col in ("stage", "event", "partner", "keep/send", "send/receive"):
+                    st.add_column(col)
+                for s in m["rank"]["steps"]:
+                    a = s.get("keep") or s.get("send")
+                    b = s.get("send") if "keep" in s else s.get("receive")
+                    st.add_row(s["stage"], s.get("event", ""), str(s["partner"]),
+                               str(a or ""), str(b or ""))
+                console.print(st)
+            elif "rank" in m:
+                console.print(f"  rank: {m['rank']}", highlight=False)
     if "kangaring" in rec:
         kg = rec["kangaring"]
         console.print(f"[bold]kangaring paths[/] (policy choice, not lowered) for group "

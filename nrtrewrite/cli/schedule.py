@@ -32,20 +32,31 @@ def schedule_json(plan: LoweringPlan, rank: int) -> dict:
     for tp, spec in rank_entries(plan, rank):
         ir = spec.ir
         chans = []
+        # mesh / RDH entries name their rows by event and show who they send to and wait on
+        events = spec.info.get("phase_names")
         for ch in dict.fromkeys(ir["channel"].tolist()):
             rows = ir[ir["channel"] == ch]
             info = spec.info.get("channels", {}).get(ch, {})
-            chans.append({
-                "channel": int(ch), **info,
-                "steps": [{"group": int(r["group"]), "step": int(r["step"]),
-                           "phase": PHASE_NAMES.get(int(r["phase"]), str(int(r["phase"]))),
-                           "leaf": _leaf_name(int(r["leaf"])), "half": int(r["half"]),
-                           "k": int(r["k"]), "elements": [int(r["start"]), int(r["stop"])]}
-                          for r in rows],
-            })
+            steps = []
+            for r in rows:
+                st = {"group": int(r["group"]), "step": int(r["step"]),
+                      "phase": (events or PHASE_NAMES).get(int(r["phase"]), str(int(r["phase"]))),
+                      "leaf": _leaf_name(int(r["leaf"])), "half": int(r["half"]),
+                      "k": int(r["k"]), "elements": [int(r["start"]), int(r["stop"])]}
+                if events is not None:
+                    st["to"] = sorted(({spec.peers[int(p)] for p in r["dst_peer"][:r["n_dst"]]}
+                                       | {spec.peers[int(p)] for p in r["inc_peer"][:r["n_inc"]]})
+                                      - {rank})
+                    st["waits"] = [[int(s), int(v)] for s, v in
+                                   zip(r["wait_sem"][:r["n_wait"]], r["wait_val"][:r["n_wait"]])]
+                    st["sources"] = int(r["n_src"])
+                    if r["net_src_peer"] >= 0:
+                        st["from_network"] = spec.peers[int(r["net_src_peer"])]
+                steps.append(st)
+            chans.append({"channel": int(ch), **info, "steps": steps})
         ops.append({"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
                     "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
-                                                   if k != "channels"},
+                                                   if k not in ("channels", "phase_names")},
                     "channels": chans})
     return {"rank": rank, "ops": ops}
 
@@ -74,13 +85,31 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, as_json):
             if "prev" in ch:
                 title += f" (prev {ch['prev']}, next {ch['next']})"
             table = Table(title=title)
-            for col in ("group", "step", "phase", "leaf", "half", "k", "elements"):
+            mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
+            cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
+                    ("group", "step", "phase", "leaf", "half", "k", "elements"))
+            for col in cols:
                 table.add_column(col)
             for s in ch["steps"]:
                 a, b = s["elements"]
-                table.add_row(str(s["group"]), str(s["step"]), s["phase"], s["leaf"],
-                              f"CHUNK_H{s['half']}", str(s["k"]),
-                              f"[{a}, {b})" if b > a else "empty")
+                el = f"[{a}, {b})" if b > a else "-"
+                if mesh:
+                    table.add_row(str(s["step"]), s["phase"], s["leaf"], el, str(s["sources"]),
+                                  " ".join(map(str, s["to"])),
+                                  " ".join(f"{sem}>={v}" for sem, v in s["waits"]))
+                else:
+                    table.add_row(str(s["group"]), str(s["step"]), s["phase"], s["leaf"],
+                                  f"CHUNK_H{s['half']}", str(s["k"]),
+                                  f"[{a}, {b})" if b > a else "empty")
             console.print(table)
+            if "events" in op and ch is op["channels"][0]:
+                ev = Table(title="events (semaphore = sema_shift_offset + event)")
+                for col in ("event", "semaphore", "from", "to", "wait", "what"):
+                    ev.add_column(col, overflow="fold")
+                for e in op["events"]:
+                    ev.add_row(f"{e['event']} ({e['value']})", str(e["semaphore"]),
+                               " ".join(map(str, e["from"])), " ".join(map(str, e["to"])),
+                               str(e["wait_val"]), e["what"])
+                console.print(ev)
             if "user_ranks" in ch:
                 console.print("user_ranks: " + " ".join(map(str, ch["user_ranks"])))

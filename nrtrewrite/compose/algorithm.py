@@ -96,3 +96,5 @@ def get(alg: EncAlgType) -> Algorithm:
 def _load_all() -> None:
     """Import every algorithm module (each registers itself)."""
     from nrtrewrite.compose import ring  # noqa: F401  (registers RING)
+    from nrtrewrite.compose import mesh  # noqa: F401  (registers MESH, SINGLE_STEP_MESH)
+    from nrtrewrite.compose import rdh  # noqa: F401  (registers INTRA_RDH, INTER_RDH)

@@ -1,0 +1,474 @@
+"""MESH and SINGLE_STEP_MESH: the mesh composers (enc_mesh_primitive over enc_primitive_mesh's
+step recorders), as event schedules lowered to the leg IR (docs/DESIGN.md "Mesh and RDH").
+
+Every rank talks to every other rank of its group directly.  Peers fall in groups, as in
+``alg_mesh_build_full_mesh``: *intra-group* peers share this rank's device, *inter-group*
+peers are on other devices or nodes (a grouped mesh, when the replica group spans devices).
+The schedule of one rank (one SPAD entry, one channel):
+
+MESH (all-reduce: reduce-scatter then all-gather through the channel buffer)
+
+====================================  =====================================================
+event                                 what
+====================================  =====================================================
+EVT_LOCAL_HNDSHK / EVT_GLOBAL_HNDSHK  increment every intra-node peer's handshake (same
+                                      device: LOCAL, other device: GLOBAL), wait for theirs
+EVT_REDUCE_COPY / EVT_REDUCE_COPY_2   scatter: block j of IN to peer j's channel-buffer slot
+                                      (``enc_copy_op_params``: one source, per-destination
+                                      offsets, self skipped); arrivals counted on REDUCE_COPY
+                                      (same device) or REDUCE_COPY_2 (other device / node)
+EVT_REDUCE_WRITE                      reduce own IN block + every slot into OUT
+                                      (``prepare_reduce_params``)
+EVT_INTRA_GRP_BRDCST /                all-gather: the reduced block to every peer's OUT
+EVT_INTER_GRP_BRDCST_2                (``enc_copy_op_params`` fan-out), then wait for all
+====================================  =====================================================
+
+Reduce-scatter stops after EVT_REDUCE_WRITE (OUT is the rank's block); all-gather copies its
+own block into OUT and broadcasts IN (EVT_INTRA_GRP_BRDCST / EVT_INTER_GRP_BRDCST).
+
+SINGLE_STEP_MESH (all-reduce only): handshake; every rank broadcasts its whole input into a
+slot of every peer's channel buffer (EVT_INTRA_GRP_BRDCST / EVT_INTER_GRP_BRDCST; a two-rank
+group uses EVT_REDUCE_COPY, the runtime's ``t0``); each rank reduces its input and all slots
+into OUT (EVT_REDUCE_WRITE; two sources: the 2-reader/1-writer step); EVT_SYNC: each rank
+tells every peer it is done reading its channel buffer and waits for all of them.
+
+Handshakes only go to peers on the same node (a handshake carries no data, and the net-proxy
+FIFOs only carry data, FORMATS §8).  Transfers to a peer across the network go through the
+gateway and the net proxy; the receiver posts a ``post_recv`` leg per transfer and the proxy
+increments the receiver's event semaphore (FORMATS §8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nrtrewrite.codes import (
+    DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, EdgeLocality, EncAlgMeshType, EncAlgType, EncMeshEventType as E, EncOpType,
+)
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
+from nrtrewrite.compose.chunking import io_dtype_size
+from nrtrewrite.compose.events import (
+    EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, EventSchedule, event_sem,
+)
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.params import (
+    Addr, EncCopyOpParams, NeighborGroups, RowSpec, TransactionInfo, copy_rows,
+    prepare_reduce_params, recv_rows, reduce_rows, sync_rows,
+)
+from nrtrewrite.compose.views import operand_view, op_elements, region_view
+from nrtrewrite.errors import LoweringError
+
+KiB = 1024
+#: A rank's mesh channel buffer (codes.ENC_MESH_CHANNEL_BUF_MAX_SIZE).
+MESH_CHANNEL_BUF_MAX_SIZE = ENC_MESH_CHANNEL_BUF_MAX_SIZE
+#: Bytes per page of the mesh page table (__get_pgt_offset's DMA size; ours).
+MESH_DMA_PAGE_BYTES = 64 * KiB
+#: nccl_mhandle of a source the net proxy may send from (a registered gateway; ours).
+NET_MHANDLE = 1
+
+# standard views of a mesh entry
+V_IN, V_OUT, V_GW = 0, 1, 2
+
+
+def block_bounds(op: EncOpType, num_elements: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Block j of the group's j-th rank: all-reduce splits N evenly (floor(j N / n)),
+    reduce-scatter and all-gather use the natural blocks of ``count`` elements."""
+    j = np.arange(n + 1, dtype=np.int64)
+    if op == EncOpType.ALLREDUCE:
+        edges = j * num_elements // n
+    elif op == EncOpType.REDUCE_SCATTER:
+        edges = j * (num_elements // n)
+    else:
+        edges = j * num_elements
+    return edges[:-1], edges[1:]
+
+
+def channel_buffer_bytes(alg: EncAlgType, op: EncOpType, num_elements: int, n: int,
+                         dsize: int) -> int:
+    """Bytes of channel buffer a rank needs: one slot per peer (docs/DESIGN.md)."""
+    if n < 2 or op == EncOpType.ALLGATHER:
+        return 0
+    if alg == EncAlgType.SINGLE_STEP_MESH:
+        return (n - 1) * num_elements * dsize
+    a, b = block_bounds(op, num_elements, n)
+    return (n - 1) * int((b - a).max()) * dsize
+
+
+@dataclass(frozen=True)
+class MeshPlan:
+    alg: EncAlgType
+    op: EncOpType
+    group: tuple[int, ...]
+    index: dict[int, int]
+    bstart: np.ndarray
+    bstop: np.ndarray
+    slot_elems: int  # elements per channel-buffer slot
+    dsize: int
+    sub_type: EncAlgMeshType
+    private: bool  # the slots live in the trigger's private scratch (reduce-scatter)
+
+
+def slot_of(plan: MeshPlan, sender: int, receiver: int) -> int:
+    """The slot of ``sender`` in ``receiver``'s channel buffer: the sender's group index,
+    minus one past the receiver's own (n - 1 slots)."""
+    i, r = plan.index[sender], plan.index[receiver]
+    return i - (1 if i > r else 0)
+
+
+class _Entry:
+    """Builds one rank's mesh entry: views, peers, rows."""
+
+    def __init__(self, ctx, tp, rank: int, plan: MeshPlan):
+        self.ctx, self.tp, self.rank, self.plan = ctx, tp, rank, plan
+        trig = tp.trigger
+        topo = ctx.topology
+        self.me = plan.index[rank]
+        self.peers = [rank] + [r for r in plan.group if r != rank]
+        self._pidx = {r: i for i, r in enumerate(self.peers)}
+        self.loc = {r: topo.locality(rank, r) for r in self.peers[1:]}
+        self.same_dev = [r for r in self.peers[1:] if self.loc[r] == EdgeLocality.SAME_DEVICE]
+        self.net = frozenset(r for r in self.peers[1:] if self.loc[r] == EdgeLocality.NETWORK)
+        self.intra = [r for r in self.peers[1:] if r not in self.net]
+        mem = ctx.memory
+        d = plan.dsize
+        a, b = int(plan.bstart[self.me]), int(plan.bstop[self.me])
+        if trig.op == EncOpType.REDUCE_SCATTER:
+            v_in, v_out = operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, a)
+        elif trig.op == EncOpType.ALLGATHER:
+            v_in, v_out = operand_view(mem, trig, trig.src, a), operand_view(mem, trig, trig.dst, 0)
+        else:
+            v_in, v_out = operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)
+        self.views = [v_in, v_out, region_view(mem, "gw", d)]
+        self.cb_base = tp.private_offset if plan.private else 0
+        self._vidx: dict = {}
+        self.rows: list[np.ndarray] = []
+        self.events = EventSchedule()
+        self.step = 0
+
+    # -- tables
+    def peer(self, r: int) -> int:
+        return self._pidx[r]
+
+    def cb_view(self, slot: int, origin: int) -> int:
+        key = ("cb", slot, origin)
+        if key not in self._vidx:
+            off = self.cb_base + slot * self.plan.slot_elems * self.plan.dsize
+            self._vidx[key] = len(self.views)
+            self.views.append(region_view(self.ctx.memory, "scratch", self.plan.dsize, off, origin))
+        return self._vidx[key]
+
+    def gw_view(self, k: int) -> int:
+        """The k-th gateway staging view (k = 0: the entry's default one)."""
+        if k == 0:
+            return IR.NO_VIEW
+        key = ("gw", k)
+        if key not in self._vidx:
+            off = k * op_elements(self.tp.trigger) * self.plan.dsize
+            self._vidx[key] = len(self.views)
+            self.views.append(region_view(self.ctx.memory, "gw", self.plan.dsize, off))
+        return self._vidx[key]
+
+    def add(self, rows: np.ndarray) -> None:
+        if rows.size:
+            rows["step"] = np.arange(self.step, self.step + rows.size)
+            self.step += rows.size
+            self.rows.append(rows)
+
+    def spec(self, leaf: Leaf, evt, waits=()) -> RowSpec:
+        return RowSpec(channel=MESH_CHANNEL, leaf=int(leaf), phase=int(evt), waits=tuple(waits))
+
+    # -- schedule pieces
+    def handshake(self) -> None:
+        """EVT_LOCAL_HNDSHK (same device) and EVT_GLOBAL_HNDSHK (other devices of the node)."""
+        if not self.intra:
+            return
+        other = [r for r in self.intra if r not in self.same_dev]
+        incs = [(self.peer(r), event_sem(E.EVT_LOCAL_HNDSHK)) for r in self.same_dev]
+        incs += [(self.peer(r), event_sem(E.EVT_GLOBAL_HNDSHK)) for r in other]
+        if self.same_dev:
+            self.events.add(E.EVT_LOCAL_HNDSHK, src=self.same_dev, dst=self.same_dev,
+                            what="handshake with the peers on this device")
+        if other:
+            self.events.add(E.EVT_GLOBAL_HNDSHK, src=other, dst=other,
+                            what="handshake with the node's peers on other devices")
+        self.add(sync_rows(self.spec(Leaf.mesh_sync, E.EVT_LOCAL_HNDSHK), incs,
+                           [(event_sem(E.EVT_LOCAL_HNDSHK), len(self.same_dev)),
+                            (event_sem(E.EVT_GLOBAL_HNDSHK), len(other))]))
+
+    def arrival(self, r: int, near: E, far: E) -> int:
+        return event_sem(near if r in self.same_dev else far)
+
+    def send(self, op: EncCopyOpParams, leaf: Leaf, label: E, signal, *, gw_rows: bool = False
+             ) -> None:
+        rows = copy_rows(op, self.spec(leaf, label), self.plan.dsize, 0, self.peer, signal,
+                         net_ranks=self.net)
+        if gw_rows:  # each row that stages the same elements for the network: its own gateway
+            k = 0
+            for r in rows:
+                if any(self.peers[p] in self.net for p in r["dst_peer"][:r["n_dst"]]):
+                    r["gw_view"] = self.gw_view(k)
+                    k += 1
+        self.add(rows)
+
+    def post_recvs(self, senders, ranges, view_of, sem: int, label: E) -> None:
+        recvs = [(a, b, self.peer(s), view_of(s), sem) for s, (a, b) in zip(senders, ranges)
+                 if s in self.net and b > a]
+        self.add(recv_rows(self.spec(Leaf.post_recv, label), recvs))
+
+    def reduce(self, sources: list[Addr], out: Addr, nbytes: int, waits, label: E) -> None:
+        pgt = MESH_DMA_PAGE_BYTES - MESH_DMA_PAGE_BYTES % self.plan.dsize
+        ng = NeighborGroups(((self.rank,),))
+        in_txns = [TransactionInfo(a, 0, pgt) for a in sources]
+        ops = prepare_reduce_params(self.events.events, int(label), in_txns,
+                                    TransactionInfo(out, 0, pgt), nbytes, self.plan.dsize,
+                                    lambda _txn: 0)
+        self.add(reduce_rows(ops, self.spec(Leaf.mesh_reduce, label, waits), self.plan.dsize,
+                             ng, 0, 0, self.peer))
+
+
+def _copy(s_addr: Addr, ranks, d_addrs, offsets, sizes, skip, net: bool) -> EncCopyOpParams:
+    return EncCopyOpParams(src_idx=0, s_addr=s_addr, nccl_mhandle=NET_MHANDLE if net else None,
+                           s_offsets=list(offsets), d_addrs=list(d_addrs), d_skip_copy=list(skip),
+                           d_ranks=list(ranks), copy_sizes=list(sizes))
+
+
+def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
+    """MESH: the reduce-scatter / all-gather mesh of one rank."""
+    plan: MeshPlan = tp.prepared.data
+    e = _Entry(ctx, tp, rank, plan)
+    op, d, G = plan.op, plan.dsize, plan.group
+    bs, be = plan.bstart, plan.bstop
+    me = e.me
+    e.handshake()
+    others = [r for r in G if r != rank]
+    nonempty = {r for r in G if be[plan.index[r]] > bs[plan.index[r]]}
+    if op in (EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER):
+        # scatter: block j of IN into slot(me) of peer j (REDUCE_COPY / REDUCE_COPY_2)
+        to_near = [r for r in others if r in e.same_dev and r in nonempty]
+        to_far = [r for r in others if r not in e.same_dev and r in nonempty]
+        mine = rank in nonempty
+        from_near = e.same_dev if mine else []
+        from_far = [r for r in others if r not in e.same_dev] if mine else []
+        if to_near or from_near:
+            e.events.add(E.EVT_REDUCE_COPY, src=from_near, dst=to_near,
+                         what="scatter: IN block j to peer j's channel buffer (same device)")
+        if to_far or from_far:
+            e.events.add(E.EVT_REDUCE_COPY_2, src=from_far, dst=to_far,
+                         what="scatter: IN block j to peer j's channel buffer (other device "
+                              "or node)")
+        if to_near or to_far:
+            cp = _copy(Addr(V_IN, 0), G,
+                       [Addr(e.cb_view(slot_of(plan, rank, r), int(bs[plan.index[r]])),
+                             int(bs[plan.index[r]])) for r in G],
+                       [int(bs[j]) * d for j in range(len(G))],
+                       [int(be[j] - bs[j]) * d for j in range(len(G))],
+                       [r == rank for r in G], bool(e.net))
+            e.send(cp, Leaf.mesh_send, E.EVT_REDUCE_COPY,
+                   lambda r: e.arrival(r, E.EVT_REDUCE_COPY, E.EVT_REDUCE_COPY_2))
+        if mine:
+            a, b = int(bs[me]), int(be[me])
+            e.post_recvs(others, [(a, b)] * len(others),
+                         lambda s: e.cb_view(slot_of(plan, s, rank), a),
+                         event_sem(E.EVT_REDUCE_COPY_2), E.EVT_REDUCE_COPY_2)
+            e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
+                         what=f"reduce IN block {me} and {len(others)} slot(s) into OUT")
+            srcs = [Addr(V_IN, a)] + [Addr(e.cb_view(slot_of(plan, s, rank), a), a)
+                                      for s in others]
+            e.reduce(srcs, Addr(V_OUT, a), (b - a) * d,
+                     [(event_sem(E.EVT_REDUCE_COPY), len(from_near)),
+                      (event_sem(E.EVT_REDUCE_COPY_2), len(from_far))], E.EVT_REDUCE_WRITE)
+    if op == EncOpType.REDUCE_SCATTER:
+        return e, _concat(e.rows)
+    # all-gather: own block to every peer's OUT (INTRA_GRP_BRDCST / INTER_GRP_BRDCST[_2])
+    far_evt = E.EVT_INTER_GRP_BRDCST_2 if op == EncOpType.ALLREDUCE else E.EVT_INTER_GRP_BRDCST
+    src_view = V_OUT if op == EncOpType.ALLREDUCE else V_IN
+    a, b = int(bs[me]), int(be[me])
+    if op == EncOpType.ALLGATHER and b > a:
+        own = _copy(Addr(V_IN, a), [rank], [Addr(V_OUT, a)], [0], [(b - a) * d], [False], False)
+        e.send(own, Leaf.mesh_send, E.EVT_INTRA_GRP_BRDCST, lambda r: None)
+    senders = [r for r in others if r in nonempty]
+    near_in = [r for r in senders if r in e.same_dev]
+    far_in = [r for r in senders if r not in e.same_dev]
+    if b > a and others:
+        near_out = [r for r in others if r in e.same_dev]
+        far_out = [r for r in others if r not in e.same_dev]
+        if near_out or near_in:
+            e.events.add(E.EVT_INTRA_GRP_BRDCST, src=near_in, dst=near_out,
+                         what="all-gather to / from the peers on this device")
+        if far_out or far_in:
+            e.events.add(far_evt, src=far_in, dst=far_out,
+                         what="all-gather to / from the peers on other devices or nodes")
+        bc = _copy(Addr(src_view, a), others, [Addr(V_OUT, a)] * len(others),
+                   [0] * len(others), [(b - a) * d] * len(others), [False] * len(others),
+                   bool(e.net))
+        e.send(bc, Leaf.mesh_send, E.EVT_INTRA_GRP_BRDCST,
+               lambda r: e.arrival(r, E.EVT_INTRA_GRP_BRDCST, far_evt), gw_rows=True)
+    else:
+        if near_in:
+            e.events.add(E.EVT_INTRA_GRP_BRDCST, src=near_in, what="all-gather arrivals")
+        if far_in:
+            e.events.add(far_evt, src=far_in, what="all-gather arrivals")
+    e.post_recvs(senders, [(int(bs[plan.index[s]]), int(be[plan.index[s]])) for s in senders],
+                 lambda s: V_OUT, event_sem(far_evt), far_evt)
+    if senders:
+        e.add(sync_rows(e.spec(Leaf.mesh_sync, far_evt if far_in else E.EVT_INTRA_GRP_BRDCST),
+                        (), [(event_sem(E.EVT_INTRA_GRP_BRDCST), len(near_in)),
+                             (event_sem(far_evt), len(far_in))]))
+    return e, _concat(e.rows)
+
+
+def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
+    """SINGLE_STEP_MESH: broadcast the whole input into every peer's channel buffer, reduce
+    locally, EVT_SYNC."""
+    plan: MeshPlan = tp.prepared.data
+    e = _Entry(ctx, tp, rank, plan)
+    d, G, N = plan.dsize, plan.group, int(plan.bstop[-1])
+    others = [r for r in G if r != rank]
+    if e.net:
+        raise LoweringError("SINGLE_STEP_MESH needs every peer on this node (its handshake "
+                            "and EVT_SYNC carry no data)")
+    e.handshake()
+    two = len(G) == 2
+    near_evt = E.EVT_REDUCE_COPY if two else E.EVT_INTRA_GRP_BRDCST
+    far_evt = E.EVT_REDUCE_COPY if two else E.EVT_INTER_GRP_BRDCST
+    near = [r for r in others if r in e.same_dev]
+    far = [r for r in others if r not in e.same_dev]
+    if two:
+        e.events.add(near_evt, src=others, dst=others, what="the input to the peer's channel "
+                                                            "buffer")
+    else:
+        if near:
+            e.events.add(near_evt, src=near, dst=near, what="the input to every peer on this "
+                                                            "device")
+        if far:
+            e.events.add(far_evt, src=far, dst=far, what="the input to every peer on other "
+                                                         "devices")
+    bc = _copy(Addr(V_IN, 0), others,
+               [Addr(e.cb_view(slot_of(plan, rank, r), 0), 0) for r in others],
+               [0] * len(others), [N * d] * len(others), [False] * len(others), False)
+    e.send(bc, Leaf.mesh_send, near_evt,
+           lambda r: event_sem(near_evt if r in e.same_dev else far_evt))
+    e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
+                 what=f"reduce IN and {len(others)} slot(s) into OUT")
+    srcs = [Addr(V_IN, 0)] + [Addr(e.cb_view(slot_of(plan, s, rank), 0), 0) for s in others]
+    if two:
+        waits = [(event_sem(near_evt), 1)]
+    else:
+        waits = [(event_sem(near_evt), len(near)), (event_sem(far_evt), len(far))]
+    e.reduce(srcs, Addr(V_OUT, 0), N * d, waits, E.EVT_REDUCE_WRITE)
+    e.events.add(E.EVT_SYNC, src=others, dst=others,
+                 what="done reading the channel buffer: tell every peer, wait for all")
+    e.add(sync_rows(e.spec(Leaf.mesh_sync, E.EVT_SYNC),
+                    [(e.peer(r), event_sem(E.EVT_SYNC)) for r in others],
+                    [(event_sem(E.EVT_SYNC), len(others))]))
+    return e, _concat(e.rows)
+
+
+def _concat(rows: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(rows) if rows else IR.empty(0)
+
+
+def explain_mesh(sel, topo, rank: int | None = None) -> dict:
+    """What ``explain`` shows for a MESH / SINGLE_STEP_MESH selection (no model needed)."""
+    group = tuple(sel.group)
+    n = len(group)
+    dsize = DTYPE_SIZE[sel.dtype]
+    elems = sel.op_bytes // dsize
+    num = elems if sel.op != EncOpType.ALLGATHER else elems // max(n, 1)
+    cb = channel_buffer_bytes(sel.alg, sel.op, num, n, dsize)
+    devs: dict = {}
+    for r in group:
+        i = topo.info(r)
+        devs.setdefault((i.node, i.device), []).append(r)
+    out = {"algorithm": sel.alg.name, "channel": MESH_CHANNEL,
+           "sub_type": sel.legs[0].sub_type.name if sel.legs and sel.legs[0].sub_type else None,
+           "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
+           "channel_buffer_bytes": cb,
+           "device_groups": [{"node": k[0], "device": k[1], "ranks": v} for k, v in devs.items()]}
+    if rank is not None and rank in group:
+        me = topo.info(rank)
+        out["rank"] = {
+            "same_device": [r for r in group if r != rank and topo.info(r).device == me.device
+                            and topo.info(r).node == me.node],
+            "network": [r for r in group if topo.info(r).node != me.node]}
+    return out
+
+
+class _MeshFamily(Algorithm):
+    compose = None
+
+    def prepare(self, ctx, trig, sel) -> Prepared:
+        group = tuple(trig.replica_group)
+        n = len(group)
+        if n < 2:
+            raise LoweringError(f"{self.alg.name} needs at least two ranks")
+        if trig.op not in (EncOpType.ALLREDUCE, EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER):
+            raise LoweringError(f"{self.alg.name} does not lower {trig.op.name}")
+        if self.alg == EncAlgType.SINGLE_STEP_MESH and trig.op != EncOpType.ALLREDUCE:
+            raise LoweringError("SINGLE_STEP_MESH is all-reduce only")
+        dsize = io_dtype_size(trig.dtype)
+        bs, be = block_bounds(trig.op, trig.num_elements, n)
+        cb = channel_buffer_bytes(self.alg, trig.op, trig.num_elements, n, dsize)
+        if cb > MESH_CHANNEL_BUF_MAX_SIZE:
+            raise LoweringError(f"{self.alg.name} needs {cb} bytes of channel buffer per rank, "
+                                f"more than ENC_MESH_CHANNEL_BUF_MAX_SIZE "
+                                f"({MESH_CHANNEL_BUF_MAX_SIZE})")
+        slot = trig.num_elements if self.alg == EncAlgType.SINGLE_STEP_MESH else \
+            int((be - bs).max())
+        sub = sel.legs[0].sub_type if sel.legs and sel.legs[0].sub_type is not None else \
+            EncAlgMeshType.FULL_MESH
+        private = trig.op == EncOpType.REDUCE_SCATTER
+        plan = MeshPlan(self.alg, trig.op, group, {r: i for i, r in enumerate(group)}, bs, be,
+                        slot, dsize, sub, private)
+        spans = any(ctx.topology.locality(group[0], r) == EdgeLocality.NETWORK for r in group)
+        # gateway: the scatter stages each element once; the all-gather stages the own block
+        # once per broadcast row with network destinations (at most ceil(n / MAX_DST))
+        gw = op_elements(trig) * dsize * (1 + -(-n // IR.MAX_DST)) if spans else 0
+        manifest = {
+            "channels": [{"channel": MESH_CHANNEL, "order": []}],
+            "chunk": {"chunk_size_n": op_elements(trig), "tail_chunk": 0, "pgta": 1,
+                      "channels": 1},
+            "mesh": {"sub_type": sub.name, "channel": MESH_CHANNEL,
+                     "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
+                     "channel_buffer_bytes": cb, "private_channel_buffer": private,
+                     "blocks": [[int(a), int(b)] for a, b in zip(bs, be)]}}
+        return Prepared(scratch_bytes=0 if private else cb, gw_bytes=gw, manifest=manifest,
+                        data=plan, private_scratch_bytes=cb if private else 0)
+
+    def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
+        plan: MeshPlan = tp.prepared.data
+        e, ir = type(self).compose(ctx, tp, rank)
+        info = {"events": e.events.to_json(),
+                "channels": {MESH_CHANNEL: {"peers": e.peers[1:],
+                                            "network_peers": sorted(e.net),
+                                            "same_device_peers": e.same_dev}},
+                "phase_names": {int(v): v.name for v in E}}
+        return [EntrySpec(leg="flat", alg=self.alg, ir=ir, views=e.views, gw_view=V_GW,
+                          peers=e.peers, num_active_channels=1, groups=1,
+                          algo_sub_type=int(plan.sub_type),
+                          sema_shift_offset=EVENT_SEMA_SHIFT_OFFSET, sema_mask=EVENT_SEMA_MASK,
+                          info=info)]
+
+
+class MeshAlgorithm(_MeshFamily):
+    """MESH: reduce-scatter + all-gather through the mesh channel buffer (one channel)."""
+
+    alg = EncAlgType.MESH
+    compose = staticmethod(compose_mesh)
+
+
+class SingleStepMeshAlgorithm(_MeshFamily):
+    """SINGLE_STEP_MESH: everyone's input to everyone, one local reduce."""
+
+    alg = EncAlgType.SINGLE_STEP_MESH
+    compose = staticmethod(compose_single_step_mesh)
+
+
+MESH = register(MeshAlgorithm())
+SINGLE_STEP_MESH = register(SingleStepMeshAlgorithm())
+
+__all__ = ["MESH", "SINGLE_STEP_MESH", "MESH_CHANNEL_BUF_MAX_SIZE", "block_bounds",
+           "channel_buffer_bytes", "compose_mesh", "compose_single_step_mesh"]

@@ -1,0 +1,553 @@
+"""INTRA_RDH and INTER_RDH: recursive halving reduce-scatter and recursive doubling all-gather
+as vectors of ``rdh_transfer`` (seed 003 §2-3), lowered by ``submit_rdh_cce_transfers`` and
+``submit_rdh_copy_transfers`` into the leg IR (docs/DESIGN.md "Mesh and RDH").
+
+The group's ranks, in replica-group order (index ``i``), form a hypercube of ``m = 2^L``
+*core* ranks, ``L = floor(log2 n)``.  A group that is not a power of two first folds its
+``n - m`` extra ranks into partners (the pairing of MPICH's recursive halving): for
+``k < n - m`` the odd rank ``2k + 1`` hands its input to the even rank ``2k`` and gets the
+result back at the end; the core index of rank ``i`` is ``i // 2`` below ``2 (n - m)`` and
+``i - (n - m)`` above.  Core rank ``c`` owns *super-block* ``c``: for reduce-scatter and
+all-gather the natural blocks of its core rank and (when folded) of its extra rank, which are
+adjacent, so every range below is contiguous; for all-reduce ``[c N / m, (c + 1) N / m)``.
+
+* **RH** (reduce-scatter, recursive halving, distance halving): at step ``s`` (bit
+  ``b = L - 1 - s``) a core rank keeps the half of its current range on its side of bit
+  ``b`` and hands the other half to partner ``c ^ 2^b``; the partner's half arrives in this
+  rank's slot ``s``.  The reduce of step ``s`` (own partial + slot ``s``) is fused with the
+  next send: the half that goes on is written straight into the next partner's slot
+  ``s + 1`` -- which is why a reduce's destination index is resolved in neighbour group
+  ``grp + 1`` (seed 003 §2 GOTCHA).  After ``L`` steps core rank ``c`` holds super-block
+  ``c`` fully reduced.
+* **RD** (all-gather, recursive doubling): at level ``k`` (bit ``k``) a core rank sends the
+  ``2^k`` super-blocks it holds to partner ``c ^ 2^k`` and receives the partner's.
+* all-reduce = fold, RH, RD, unfold; reduce-scatter = fold, RH, unfold (each rank's block);
+  all-gather = fold (the extra rank's block), RD, unfold.
+
+Events (FORMATS §7): EVT_RDH_LOCAL_HANDSHAKE (the start handshake with every partner on this
+node), EVT_RDH_LOCAL_PEER_HANDSHAKE (fold in), EVT_RH_STEP_s, EVT_RD_STEP_k,
+EVT_RDH_AXES_HANDSHAKE_2 (fold out).  INTRA_RDH entries carry the mesh SPAD overlay (the
+runtime builds INTRA_RDH on the mesh object); INTER_RDH entries are metaring entries
+(channel_list) using the same event semaphores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+
+from nrtrewrite.codes import (
+    DTYPE_SIZE, ENC_RDH_MAX_RD_STEPS, EdgeLocality, EncAlgMeshType, EncAlgType, EncMeshEventType as E,
+    EncOpType,
+)
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
+from nrtrewrite.compose.chunking import io_dtype_size
+from nrtrewrite.compose.events import (
+    EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, EventSchedule, event_sem,
+)
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.params import (
+    Addr, NeighborGroups, RdhTransfer, RowSpec, can_use_cme_sdma, copy_rows, recv_rows,
+    reduce_rows, submit_rdh_cce_transfers, submit_rdh_copy_transfers, sync_rows,
+)
+from nrtrewrite.compose.views import operand_view, op_elements, region_view
+from nrtrewrite.errors import LoweringError
+
+V_IN, V_OUT, V_GW = 0, 1, 2
+HANDSHAKE = E.EVT_RDH_LOCAL_HANDSHAKE
+FOLD_IN = E.EVT_RDH_LOCAL_PEER_HANDSHAKE
+FOLD_OUT = E.EVT_RDH_AXES_HANDSHAKE_2
+#: nccl_mhandle of a registered source (ours, see mesh.NET_MHANDLE).
+NET_MHANDLE = 1
+
+
+def rh_event(s: int) -> E:
+    return E(int(E.EVT_RH_STEP_0) + s)
+
+
+def rd_event(k: int) -> E:
+    return E(int(E.EVT_RD_STEP_0) + k)
+
+
+@dataclass(frozen=True)
+class RdhPlan:
+    """Rank-independent RDH decisions for one trigger."""
+
+    alg: EncAlgType
+    op: EncOpType
+    group: tuple[int, ...]
+    n: int
+    m: int  # core ranks (power of two)
+    L: int  # RH / RD steps
+    extra: int  # folded ranks (n - m)
+    sb: np.ndarray  # super-block element edges, m + 1 values
+    blocks: np.ndarray  # natural block edges (RS / AG), n + 1 values
+    dsize: int
+    total: int  # elements of the op space
+    slot_off: tuple[int, ...]  # byte offset of RH slot s (from the trigger's scratch base)
+    fold_off: int
+    work_off: int
+    scratch: int  # bytes
+    private: bool
+    sub_type: EncAlgMeshType | None
+
+    # core index <-> group index
+    def core_of(self, i: int) -> tuple[int, bool]:
+        """(core index, folded away) of group index ``i``."""
+        if i < 2 * self.extra:
+            return i // 2, bool(i & 1)
+        return i - self.extra, False
+
+    def nat(self, c: int) -> int:
+        return 2 * c if c < self.extra else c + self.extra
+
+    def extra_of(self, c: int) -> int | None:
+        return 2 * c + 1 if c < self.extra else None
+
+    def rng(self, lo: int, hi: int) -> tuple[int, int]:
+        return int(self.sb[lo]), int(self.sb[hi])
+
+    def rh(self, c: int, s: int) -> tuple[int, tuple[int, int], tuple[int, int]]:
+        """(partner core, keep range, send range) of core ``c`` at RH step ``s``."""
+        b = self.L - 1 - s
+        lo = c & ~((2 << b) - 1)
+        mid = lo + (1 << b)
+        hi = lo + (2 << b)
+        low, high = self.rng(lo, mid), self.rng(mid, hi)
+        return c ^ (1 << b), (high if (c >> b) & 1 else low), (low if (c >> b) & 1 else high)
+
+    def rd(self, c: int, k: int) -> tuple[int, tuple[int, int], tuple[int, int]]:
+        """(partner core, held range, partner's held range) at RD level ``k``."""
+        lo = c & ~((1 << k) - 1)
+        p = c ^ (1 << k)
+        plo = p & ~((1 << k) - 1)
+        return p, self.rng(lo, lo + (1 << k)), self.rng(plo, plo + (1 << k))
+
+    def block(self, i: int) -> tuple[int, int]:
+        return int(self.blocks[i]), int(self.blocks[i + 1])
+
+
+def plan_rdh(alg: EncAlgType, trig, sub_type) -> RdhPlan:
+    group = tuple(trig.replica_group)
+    n = len(group)
+    if n < 2:
+        raise LoweringError(f"{alg.name} needs at least two ranks")
+    if trig.op not in (EncOpType.ALLREDUCE, EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER):
+        raise LoweringError(f"{alg.name} does not lower {trig.op.name}")
+    L = n.bit_length() - 1
+    m = 1 << L
+    if L > ENC_RDH_MAX_RD_STEPS:
+        raise LoweringError(f"{alg.name} over {n} ranks needs {L} recursive-doubling steps; the "
+                            f"events EVT_RD_STEP_0..{ENC_RDH_MAX_RD_STEPS - 1} allow "
+                            f"{ENC_RDH_MAX_RD_STEPS} (at most {1 << (ENC_RDH_MAX_RD_STEPS + 1)} "
+                            "- 1 ranks)")
+    extra = n - m
+    dsize = io_dtype_size(trig.dtype)
+    N = op_elements(trig)
+    if trig.op == EncOpType.ALLREDUCE:
+        blocks = np.arange(n + 1, dtype=np.int64) * N // n  # unused for all-reduce
+        sb = np.arange(m + 1, dtype=np.int64) * N // m
+    else:
+        cnt = N // n
+        blocks = np.arange(n + 1, dtype=np.int64) * cnt
+        lo = np.array([2 * c if c < extra else c + extra for c in range(m)] + [n], np.int64)
+        sb = lo * cnt
+    # scratch: RH slots (slot s holds at most the largest half exchanged at step s), the fold
+    # slot (whole vector) and, for reduce-scatter, the partials (WORK, whole vector)
+    slot_off, off = [], 0
+    if trig.op != EncOpType.ALLGATHER:
+        for s in range(L):
+            half = 1 << (L - 1 - s)
+            size = max(int(sb[lo + half] - sb[lo]) for lo in range(0, m, half))
+            slot_off.append(off)
+            off += -(-size * dsize // 64) * 64
+    fold_off = off
+    if extra and trig.op != EncOpType.ALLGATHER:
+        off += -(-N * dsize // 64) * 64
+    work_off = off
+    if trig.op == EncOpType.REDUCE_SCATTER:
+        off += -(-N * dsize // 64) * 64
+    return RdhPlan(alg, trig.op, group, n, m, L, extra, sb, blocks, dsize, N, tuple(slot_off),
+                   fold_off, work_off, off, trig.op == EncOpType.REDUCE_SCATTER, sub_type)
+
+
+class _Rank:
+    """One rank's RDH entry under construction."""
+
+    def __init__(self, ctx, tp, rank: int, plan: RdhPlan):
+        self.ctx, self.tp, self.rank, self.plan = ctx, tp, rank, plan
+        trig = tp.trigger
+        topo = ctx.topology
+        self.i = plan.group.index(rank)
+        self.c, self.folded = plan.core_of(self.i)
+        self.peers = [rank]
+        self._pidx = {rank: 0}
+        mem = ctx.memory
+        d = plan.dsize
+        if trig.op == EncOpType.REDUCE_SCATTER:
+            v_in = operand_view(mem, trig, trig.src, 0)
+            v_out = operand_view(mem, trig, trig.dst, plan.block(self.i)[0])
+        elif trig.op == EncOpType.ALLGATHER:
+            v_in = operand_view(mem, trig, trig.src, plan.block(self.i)[0])
+            v_out = operand_view(mem, trig, trig.dst, 0)
+        else:
+            v_in = operand_view(mem, trig, trig.src, 0)
+            v_out = operand_view(mem, trig, trig.dst, 0)
+        self.views = [v_in, v_out, region_view(mem, "gw", d)]
+        self.base = tp.private_offset if plan.private else 0
+        self._vidx: dict = {}
+        self.rows: list[np.ndarray] = []
+        self.events = EventSchedule()
+        self.net: set[int] = set()
+        self.topo = topo
+        # neighbour groups, one per stage (docs/DESIGN.md): filled by the composer
+        self.stages: list[tuple[str, tuple[int, ...]]] = []
+
+    def peer(self, r: int) -> int:
+        if r not in self._pidx:
+            self._pidx[r] = len(self.peers)
+            self.peers.append(r)
+            if self.topo.locality(self.rank, r) == EdgeLocality.NETWORK:
+                self.net.add(r)
+        return self._pidx[r]
+
+    def rank_of_core(self, c: int) -> int:
+        return self.plan.group[self.plan.nat(c)]
+
+    def view(self, key, offset: int, origin: int, kind: str = "scratch") -> int:
+        if key not in self._vidx:
+            self._vidx[key] = len(self.views)
+            self.views.append(region_view(self.ctx.memory, kind, self.plan.dsize, offset, origin))
+        return self._vidx[key]
+
+    def slot(self, s: int, origin: int) -> int:
+        return self.view(("slot", s, origin), self.base + self.plan.slot_off[s], origin)
+
+    def fold_slot(self) -> int:
+        return self.view(("fold",), self.base + self.plan.fold_off, 0)
+
+    def work(self) -> int:
+        return self.view(("work",), self.base + self.plan.work_off, 0)
+
+    def out_of(self, i: int) -> int:
+        """The OUT view of group index ``i`` (reduce-scatter: its own block)."""
+        if self.plan.op != EncOpType.REDUCE_SCATTER or i == self.i:
+            return V_OUT
+        key = ("out", i)
+        if key not in self._vidx:
+            trig = self.tp.trigger
+            self._vidx[key] = len(self.views)
+            self.views.append(operand_view(self.ctx.memory, trig, trig.dst, self.plan.block(i)[0]))
+        return self._vidx[key]
+
+    def gw(self, k: int) -> int:
+        if k == 0:
+            return IR.NO_VIEW
+        off = k * self.plan.total * self.plan.dsize
+        return self.view(("gw", k), off, 0, "gw")
+
+    def add(self, rows: np.ndarray) -> None:
+        if rows.size:
+            self.rows.append(rows)
+
+    def spec(self, leaf: Leaf, evt: E, waits=(), gw: int = IR.NO_VIEW) -> RowSpec:
+        return RowSpec(channel=MESH_CHANNEL, leaf=int(leaf), phase=int(evt), waits=tuple(waits),
+                       gw_view=gw)
+
+    def post_recv(self, sender: int, rng: tuple[int, int], view: int, evt: E) -> None:
+        if sender in self.net and rng[1] > rng[0]:
+            self.add(recv_rows(self.spec(Leaf.post_recv, evt),
+                               [(rng[0], rng[1], self.peer(sender), view, event_sem(evt))]))
+
+    def consume(self, rows: np.ndarray, waits, evt: E) -> None:
+        """Rows that need ``waits`` first: the waits go on the first row, or on a sync leg."""
+        waits = [(s, v) for s, v in waits if v > 0]
+        if rows.size and rows[0]["n_wait"] == 0 and waits:
+            rows = rows.copy()
+            rows[0]["n_wait"] = len(waits)
+            for k, (s, v) in enumerate(waits):
+                rows[0]["wait_sem"][k], rows[0]["wait_val"][k] = s, v
+        elif waits:
+            self.add(sync_rows(self.spec(Leaf.mesh_sync, evt), (), waits))
+        self.add(rows)
+
+    def ngroups(self) -> NeighborGroups:
+        return NeighborGroups(tuple(g for _name, g in self.stages))
+
+    def stage(self, name: str) -> int:
+        return next(k for k, (nm, _g) in enumerate(self.stages) if nm == name)
+
+    # -- lowering a transfer vector
+    def submit(self, transfers: list[RdhTransfer], grp: int, leaf_copy: Leaf, evt: E,
+               signal, gw: int = IR.NO_VIEW) -> np.ndarray:
+        """One vector of rdh_transfers: the CME copy path when can_use_cme_sdma, else CCE."""
+        transfers = [t for t in transfers if t.size > 0]
+        if not transfers:
+            return IR.empty(0)
+        ng = self.ngroups()
+        cursor = [0]
+        d = self.plan.dsize
+        if can_use_cme_sdma(transfers) and all(len(t.src_addrs) == 1 for t in transfers):
+            parts = []
+            for op in submit_rdh_copy_transfers(transfers, ng, grp, cursor):
+                if any(r in self.net for r in op.d_ranks):
+                    op.nccl_mhandle = NET_MHANDLE
+                parts.append(copy_rows(op, self.spec(leaf_copy, evt, gw=gw), d,
+                                       self.peer(ng.rank(grp, op.src_idx)), self.peer, signal,
+                                       net_ranks=frozenset(self.net)))
+            return np.concatenate(parts)
+        ops = submit_rdh_cce_transfers(transfers, ng, grp, cursor)
+        return reduce_rows(ops, self.spec(Leaf.rdh_reduce, evt, gw=gw), d, ng, grp, grp + 1,
+                           self.peer, signal)
+
+    def xfer(self, idx: int, srcs: list[tuple[int, Addr]], dsts: list[tuple[int, Addr]],
+             rng: tuple[int, int]) -> RdhTransfer:
+        a, b = rng
+        return RdhTransfer(idx=idx, src_devs=[r for r, _ in srcs],
+                           src_addrs=[Addr(v.view, a) for _, v in srcs],
+                           dst_devs=[r for r, _ in dsts], dst_addrs=[Addr(v.view, a) for _, v in dsts],
+                           size=(b - a) * self.plan.dsize)
+
+
+def compose_rdh(ctx, tp, rank: int) -> _Rank:
+    plan: RdhPlan = tp.prepared.data
+    R = _Rank(ctx, tp, rank, plan)
+    op, L = plan.op, plan.L
+    me, c = rank, R.c
+    ev = R.events
+    extra_i = plan.extra_of(c) if not R.folded else None
+    extra_rank = plan.group[extra_i] if extra_i is not None else None
+    core_rank = R.rank_of_core(c)
+    A = Addr  # Addr(view, elem): elem is filled per transfer range by R.xfer
+
+    # stages and their neighbour groups: fold, RH_0..RH_{L-1}, RD_0..RD_{L-1}, unfold, end
+    fold_peer = core_rank if R.folded else extra_rank
+    R.stages.append(("fold", (me,) + ((fold_peer,) if fold_peer is not None else ())))
+    if not R.folded:
+        if op != EncOpType.ALLGATHER:
+            for s in range(L):
+                R.stages.append((f"rh{s}", (me, R.rank_of_core(plan.rh(c, s)[0]))))
+        if op != EncOpType.REDUCE_SCATTER:
+            for k in range(L):
+                R.stages.append((f"rd{k}", (me, R.rank_of_core(plan.rd(c, k)[0]))))
+    R.stages.append(("unfold", (me,) + ((fold_peer,) if fold_peer is not None else ())))
+    R.stages.append(("end", (me,)))
+    partners = list(dict.fromkeys(r for _n, g in R.stages for r in g if r != me))
+    for r in partners:
+        R.peer(r)
+
+    # handshake with every partner on this node (EVT_RDH_LOCAL_HANDSHAKE)
+    near = [r for r in partners if r not in R.net]
+    if near:
+        ev.add(HANDSHAKE, src=near, dst=near, what="start handshake with the partners on this node")
+        R.add(sync_rows(R.spec(Leaf.mesh_sync, HANDSHAKE),
+                        [(R.peer(r), event_sem(HANDSHAKE)) for r in near],
+                        [(event_sem(HANDSHAKE), len(near))]))
+
+    def sig(evt: E):
+        return lambda r: event_sem(evt) if r != me else None
+
+    full = (0, plan.total)
+    if R.folded:  # ---- an extra rank: hand over, get the result back ---------------------------
+        g_fold = R.stage("fold")
+        if op == EncOpType.ALLGATHER:
+            blk = plan.block(R.i)
+            t = R.xfer(0, [(me, A(V_IN, 0))], [(core_rank, A(V_OUT, 0))], blk)
+        else:
+            # the core's fold slot, origin 0: same view shape on both ranks
+            t = R.xfer(0, [(me, A(V_IN, 0))], [(core_rank, A(R.fold_slot(), 0))], full)
+        ev.add(FOLD_IN, dst=(core_rank,), what="fold: this rank's data to its core partner")
+        R.add(R.submit([t], g_fold, Leaf.rdh_copy, FOLD_IN, sig(FOLD_IN)))
+        back = plan.block(R.i) if op == EncOpType.REDUCE_SCATTER else full
+        ev.add(FOLD_OUT, src=(core_rank,), what="unfold: the result from the core partner")
+        R.post_recv(core_rank, back, V_OUT, FOLD_OUT)
+        R.add(sync_rows(R.spec(Leaf.mesh_sync, FOLD_OUT), (), [(event_sem(FOLD_OUT), 1)]))
+        return R
+
+    # ---- a core rank ----------------------------------------------------------------------------
+    storage = V_OUT if op == EncOpType.ALLREDUCE else (R.work() if op == EncOpType.REDUCE_SCATTER
+                                                         else V_OUT)
+    if op != EncOpType.ALLGATHER:
+        # RH: the first send (or the fold reduce fused with it)
+        p0 = R.rank_of_core(plan.rh(c, 0)[0])
+        _pc, k0, s0 = plan.rh(c, 0)
+        g_first = R.stage("fold") if extra_rank is not None else R.stage("rh0")
+        if extra_rank is not None:
+            ev.add(FOLD_IN, src=(extra_rank,), what="fold: the extra rank's input")
+            R.post_recv(extra_rank, full, R.fold_slot(), FOLD_IN)
+            src = [(me, A(V_IN, 0)), (me, A(R.fold_slot(), 0))]
+            vec = [R.xfer(0, src, [(p0, A(R.slot(0, s0[0]), 0))], s0),
+                   R.xfer(1, src, [(me, A(storage, 0))], k0)]
+            # stage "fold": sources in group fold, destinations in group fold + 1 = rh0
+            R.consume(R.submit(vec, g_first, Leaf.rdh_copy, FOLD_IN, sig(rh_event(0))),
+                      [(event_sem(FOLD_IN), 1)], FOLD_IN)
+            partial = storage
+        else:
+            vec = [R.xfer(0, [(me, A(V_IN, 0))], [(p0, A(R.slot(0, s0[0]), 0))], s0)]
+            R.add(R.submit(vec, g_first, Leaf.rdh_copy, rh_event(0), sig(rh_event(0))))
+            partial = V_IN
+        for s in range(L):
+            pc, keep, _send = plan.rh(c, s)
+            ps = R.rank_of_core(pc)
+            evt = rh_event(s)
+            ev.add(evt, src=(ps,) if keep[1] > keep[0] else (),
+                   dst=(ps,) if _send[1] > _send[0] else (),
+                   what=f"recursive halving step {s}: exchange halves with rank {ps}")
+            R.post_recv(ps, keep, R.slot(s, keep[0]), evt)
+            src = [(me, A(partial, 0)), (me, A(R.slot(s, keep[0]), 0))]
+            grp = R.stage(f"rh{s}")
+            if s + 1 < L:
+                pn, k1, s1 = plan.rh(c, s + 1)
+                pnr = R.rank_of_core(pn)
+                vec = [R.xfer(0, src, [(pnr, A(R.slot(s + 1, s1[0]), 0))], s1),
+                       R.xfer(1, src, [(me, A(storage, 0))], k1)]
+                nxt = rh_event(s + 1)
+            elif op == EncOpType.REDUCE_SCATTER and extra_rank is not None:
+                own, ext = plan.block(plan.nat(c)), plan.block(extra_i)
+                vec = [R.xfer(0, src, [(extra_rank, A(R.out_of(extra_i), 0))], ext),
+                       R.xfer(1, src, [(me, A(V_OUT, 0))], own)]
+                nxt = FOLD_OUT
+            else:
+                vec = [R.xfer(0, src, [(me, A(V_OUT, 0))], keep)]
+                nxt = None
+            rows = R.submit(vec, grp, Leaf.rdh_copy, evt, sig(nxt) if nxt is not None
+                            else (lambda r: None))
+            R.consume(rows, [(event_sem(evt), 1 if keep[1] > keep[0] else 0)], evt)
+            partial = storage
+        if op == EncOpType.REDUCE_SCATTER:
+            if extra_rank is not None:
+                ev.add(FOLD_OUT, dst=(extra_rank,), what="unfold: the extra rank's block")
+            return R
+    else:
+        # all-gather: the own block into OUT; a folded core waits for its extra's block
+        own = plan.block(R.i)
+        R.add(R.submit([R.xfer(0, [(me, A(V_IN, 0))], [(me, A(V_OUT, 0))], own)],
+                       R.stage("fold"), Leaf.rdh_copy, FOLD_IN, lambda r: None))
+        if extra_rank is not None:
+            ev.add(FOLD_IN, src=(extra_rank,), what="fold: the extra rank's block")
+            R.post_recv(extra_rank, plan.block(extra_i), V_OUT, FOLD_IN)
+    # RD: recursive doubling of the super-blocks held
+    pending = [(event_sem(FOLD_IN), 1)] if (op == EncOpType.ALLGATHER and
+                                            extra_rank is not None) else []
+    pend_evt = FOLD_IN
+    for k in range(L):
+        pc, held, theirs = plan.rd(c, k)
+        pk = R.rank_of_core(pc)
+        evt = rd_event(k)
+        ev.add(evt, src=(pk,) if theirs[1] > theirs[0] else (),
+               dst=(pk,) if held[1] > held[0] else (),
+               what=f"recursive doubling level {k}: exchange with rank {pk}")
+        rows = R.submit([R.xfer(0, [(me, A(V_OUT, 0))], [(pk, A(V_OUT, 0))], held)],
+                        R.stage(f"rd{k}"), Leaf.rdh_copy, evt, sig(evt), gw=R.gw(1 + k))
+        R.consume(rows, pending, pend_evt)
+        R.post_recv(pk, theirs, V_OUT, evt)
+        pending = [(event_sem(evt), 1 if theirs[1] > theirs[0] else 0)]
+        pend_evt = evt
+    if extra_rank is not None:
+        ev.add(FOLD_OUT, dst=(extra_rank,), what="unfold: the whole output to the extra rank")
+        rows = R.submit([R.xfer(0, [(me, A(V_OUT, 0))], [(extra_rank, A(V_OUT, 0))], full)],
+                        R.stage("unfold"), Leaf.rdh_copy, FOLD_OUT, sig(FOLD_OUT),
+                        gw=R.gw(1 + L))
+        R.consume(rows, pending, pend_evt)
+    else:
+        R.consume(IR.empty(0), pending, pend_evt)
+    return R
+
+
+def explain_rdh(sel, topo, rank: int | None = None) -> dict:
+    """What ``explain`` shows for an RDH selection: the hypercube, the folds and (with a rank)
+    its partner and ranges at every step."""
+    group = tuple(sel.group)
+    n = len(group)
+    dsize = DTYPE_SIZE[sel.dtype]
+    elems = sel.op_bytes // dsize
+    num = elems // n if sel.op == EncOpType.ALLGATHER else elems
+    trig = SimpleNamespace(replica_group=group, op=sel.op, dtype=sel.dtype, num_elements=num,
+                           group_size=n)
+    plan = plan_rdh(sel.alg, trig, None)
+    out = {"algorithm": sel.alg.name, "channel": MESH_CHANNEL, "core_ranks": plan.m,
+           "steps": plan.L, "folded": [[group[2 * k + 1], group[2 * k]]
+                                       for k in range(plan.extra)],
+           "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
+           "scratch_bytes": plan.scratch}
+    if rank is not None and rank in group:
+        c, folded = plan.core_of(group.index(rank))
+        steps = []
+        if folded:
+            steps.append({"stage": "fold", "partner": group[plan.nat(c)]})
+        else:
+            if sel.op != EncOpType.ALLGATHER:
+                for s_ in range(plan.L):
+                    pc, keep, send = plan.rh(c, s_)
+                    steps.append({"stage": f"rh{s_}", "event": rh_event(s_).name,
+                                  "partner": group[plan.nat(pc)], "keep": list(keep),
+                                  "send": list(send)})
+            if sel.op != EncOpType.REDUCE_SCATTER:
+                for k in range(plan.L):
+                    pc, held, theirs = plan.rd(c, k)
+                    steps.append({"stage": f"rd{k}", "event": rd_event(k).name,
+                                  "partner": group[plan.nat(pc)], "send": list(held),
+                                  "receive": list(theirs)})
+        out["rank"] = {"core": None if folded else c, "steps": steps}
+    return out
+
+
+class _RdhFamily(Algorithm):
+    def prepare(self, ctx, trig, sel) -> Prepared:
+        sub = sel.legs[0].sub_type if sel.legs else None
+        plan = plan_rdh(self.alg, trig, sub)
+        group = plan.group
+        spans = any(ctx.topology.locality(group[0], r) == EdgeLocality.NETWORK for r in group)
+        gw = (plan.L + 2) * plan.total * plan.dsize if spans else 0
+        manifest = {
+            "channels": [{"channel": MESH_CHANNEL, "order": []}],
+            "chunk": {"chunk_size_n": plan.total, "tail_chunk": 0, "pgta": 1, "channels": 1},
+            "rdh": {
+            "channel": MESH_CHANNEL, "core_ranks": plan.m, "steps": plan.L,
+            "folded": [[group[2 * k + 1], group[2 * k]] for k in range(plan.extra)],
+            "super_blocks": [[int(a), int(b)] for a, b in zip(plan.sb[:-1], plan.sb[1:])],
+            "scratch_bytes": plan.scratch, "private_scratch": plan.private,
+            "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK}}
+        return Prepared(scratch_bytes=0 if plan.private else plan.scratch, gw_bytes=gw,
+                        manifest=manifest, data=plan,
+                        private_scratch_bytes=plan.scratch if plan.private else 0)
+
+    def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
+        plan: RdhPlan = tp.prepared.data
+        R = compose_rdh(ctx, tp, rank)
+        ir = np.concatenate(R.rows) if R.rows else IR.empty(0)
+        ir["step"] = np.arange(ir.size)
+        info = {"events": R.events.to_json(),
+                "neighbor_groups": [{"stage": nm, "ranks": list(g)} for nm, g in R.stages],
+                "core": None if R.folded else R.c, "folded_into": plan.group[plan.nat(R.c)]
+                if R.folded else None,
+                "channels": {MESH_CHANNEL: {"peers": R.peers[1:], "network_peers": sorted(R.net)}},
+                "phase_names": {int(v): v.name for v in E}}
+        mesh_entry = self.alg == EncAlgType.INTRA_RDH
+        return [EntrySpec(
+            leg="flat", alg=self.alg, ir=ir, views=R.views, gw_view=V_GW, peers=R.peers,
+            num_active_channels=1, groups=1,
+            algo_sub_type=int(plan.sub_type) if mesh_entry and plan.sub_type is not None else 0,
+            sema_shift_offset=EVENT_SEMA_SHIFT_OFFSET if mesh_entry else None,
+            sema_mask=EVENT_SEMA_MASK if mesh_entry else None, info=info)]
+
+
+class IntraRdhAlgorithm(_RdhFamily):
+    """INTRA_RDH: RDH inside a node (a mesh entry: SPAD overlay, algo_sub_type)."""
+
+    alg = EncAlgType.INTRA_RDH
+
+
+class InterRdhAlgorithm(_RdhFamily):
+    """INTER_RDH: RDH across nodes (a metaring entry: channel_list), through the net proxy."""
+
+    alg = EncAlgType.INTER_RDH
+
+
+INTRA_RDH = register(IntraRdhAlgorithm())
+INTER_RDH = register(InterRdhAlgorithm())
+
+__all__ = ["INTER_RDH", "INTRA_RDH", "RdhPlan", "compose_rdh", "plan_rdh"]

@@ -1,0 +1,243 @@
+"""MESH and SINGLE_STEP_MESH: selection by default, SPAD entries, event schedules, execution of
+the emitted bytes (tests/meshexec.py, and the simulator once it runs mesh entries), the
+channel-buffer limit, the network path and mutations of mesh artifacts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import meshcase
+import meshexec
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nrtrewrite.codes import DType, EncAlgMeshType, EncAlgType, EncMeshEventType, EncOpType
+from nrtrewrite.compose.events import EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, event_sem
+from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import decode_sema_address
+from nrtrewrite.errors import SelectionError
+from nrtrewrite.golden import lower_to
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+WINDOW = range(EVENT_SEMA_SHIFT_OFFSET, EVENT_SEMA_SHIFT_OFFSET + EVENT_SEMA_MASK + 1)
+
+
+def _algos(out: Path) -> dict[int, tuple[str, str]]:
+    man = json.loads((out / "manifest.json").read_text())
+    return {t["trigger"]: (t["op"], t["algorithm"]) for t in man["triggers"]}
+
+
+# -- the fixtures: small all-reduces lower to MESH, medium ones to RDH, everything runs -----
+
+def test_mix8_defaults_mesh_small_rdh_medium_and_every_trigger_runs(tmp_path):
+    out = lower_to(FIX / "mix8.neff", tmp_path / "out", None)
+    alg = _algos(out)
+    assert alg[5] == ("ALLREDUCE", "MESH")  # 64 KiB fp8: below op_max_limit 1 MiB
+    assert alg[0] == ("ALLREDUCE", "INTRA_RDH") and alg[1] == ("ALLREDUCE", "INTRA_RDH")
+    assert {a for _op, a in alg.values()} == {"MESH", "INTRA_RDH"}
+    res = meshcase.run(out, seed=3)
+    assert res["checked"] == 9 * 8
+
+
+def test_node64_defaults_and_mesh_rdh_triggers_run(tmp_path):
+    out = lower_to(FIX / "node64.neff", tmp_path / "out", None)
+    alg = _algos(out)
+    assert alg[0] == ("ALLREDUCE", "MESH")  # 256 KiB
+    assert alg[1] == ("ALLREDUCE", "INTRA_RDH")  # 4 MiB
+    assert alg[3] == ("ALLGATHER", "INTRA_RDH")  # 4 MiB gathered
+    assert alg[2][1] in ("KANGARING", "RING")  # 64 MiB: KANGARING's window (RING if not lowerable)
+    res = meshexec.execute(out, seed=1, only={0, 1, 3})
+    assert res["checked"] == 3 * 64
+
+
+# -- SPAD entries and the event window ---------------------------------------------------------
+
+def test_mesh_spad_entry_overlay_legs_and_events(tmp_path):
+    sp = meshcase.spec([[0, 1, 2, 3, 8, 9, 10, 11]], [("all_reduce", "bf16", "add", 3000)])
+    plan = meshcase.lower(sp, tmp_path / "out")
+    assert plan.triggers[0].alg == EncAlgType.MESH
+    for rank in (0, 9):
+        rdir = tmp_path / "out" / f"rank-{rank:04d}"
+        spad = np.frombuffer((rdir / "spad.bin").read_bytes(), F.SPAD_DTYPE)
+        raw = (rdir / "spad.bin").read_bytes()
+        assert raw == bytes([1, 0x22, 0x03 if rank == 0 else 0x02, 0, 0xC0, 0, 0x3F, 0]), raw.hex()
+        assert (spad["alg"][0] >> 4) & 7 == EncAlgMeshType.MESH_TRN2
+        man = json.loads((rdir / "manifest.json").read_text())
+        e = man["entries"][0]
+        assert e["sema_shift_offset"] == 192 and e["sema_mask"] == 63 and e["channels"] == [0]
+        legs = np.frombuffer((rdir / "legs.bin").read_bytes(), F.LEG_DTYPE)
+        assert set(legs["channel"]) == {0} and legs["leaf"][-1] == 15
+        assert {16, 17, 20} <= set(legs["leaf"][:-1]) and not set(legs["leaf"]) & set(range(1, 9))
+        sems = np.frombuffer((rdir / "sem.bin").read_bytes(), F.SEM_DTYPE)
+        ids = {decode_sema_address(int(a) & ((1 << 48) - 1))[2] for a in sems["addr"]}
+        # dma_compl of channel 0, the TOP_SP range (0..15), else the event window
+        assert ids - {16 + 3} - set(range(16)) <= set(WINDOW)
+    sched = meshcase.schedule_events(plan, 9)
+    # rank 9 is on device 1 with 8, 10, 11: LOCAL handshake with them, GLOBAL with 0..3
+    assert sched["EVT_LOCAL_HNDSHK"]["to"] == [8, 10, 11]
+    assert sched["EVT_GLOBAL_HNDSHK"]["to"] == [0, 1, 2, 3]
+    assert sched["EVT_REDUCE_COPY"]["wait_val"] == 3 and sched["EVT_REDUCE_COPY_2"]["wait_val"] == 4
+    assert sched["EVT_INTRA_GRP_BRDCST"]["semaphore"] == event_sem(
+        EncMeshEventType.EVT_INTRA_GRP_BRDCST) == 192 + 7
+
+
+# -- property: any group, size, dtype and op, forced mesh / single-step mesh ---------------------
+
+GROUPS = [[0, 1], [0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6, 7], [0, 9], [1, 2, 9, 12],
+          [0, 1, 8, 9, 16, 17], [3, 4, 5, 11, 12, 13, 14]]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(group=st.sampled_from(GROUPS), op=st.sampled_from(["all_reduce", "all_gather",
+                                                          "reduce_scatter"]),
+       dtype=st.sampled_from(["bf16", "fp16", "fp8_e4", "fp8_e5", "fp32r"]),
+       alu=st.sampled_from(["add", "max", "min"]), count=st.integers(1, 3000),
+       single=st.booleans(), seed=st.integers(0, 50))
+def test_mesh_property_any_group_size_dtype(tmp_path, group, op, dtype, alu, count, single,
+                                             seed):
+    n = len(group)
+    if op == "reduce_scatter":
+        count *= n
+    algo = "single_step_mesh" if single and op == "all_reduce" else "mesh"
+    out = tmp_path / f"o{seed}"
+    shutil.rmtree(out, ignore_errors=True)
+    meshcase.lower(meshcase.spec([group], [(op, dtype, alu, count)]), out, algo=algo)
+    assert _algos(out)[0][1] == algo.upper()
+    meshcase.run(out, seed=seed)
+
+
+def test_several_mesh_triggers_back_to_back_reuse_the_channel_buffer(tmp_path):
+    g = [0, 1, 2, 3, 8, 9]
+    trig = [("all_reduce", "bf16", "add", 999), ("reduce_scatter", "fp16", "min", 600),
+            ("all_gather", "fp8_e4", None, 77), ("all_reduce", "fp32r", "max", 5000),
+            ("reduce_scatter", "bf16", "add", 1200), ("all_reduce", "fp16", "add", 7)]
+    meshcase.lower(meshcase.spec([g], trig), tmp_path / "out", algo="mesh")
+    for seed in range(3):
+        assert meshcase.run(tmp_path / "out", seed=seed)["checked"] == len(trig) * len(g)
+
+
+# -- the channel buffer ----------------------------------------------------------------------
+
+def test_single_step_mesh_refused_beyond_the_channel_buffer_and_across_nodes(tmp_path):
+    g = list(range(64))
+    fits = 8 * 1024 * 1024 // 63 // 2  # bf16 elements: (n - 1) x bytes <= 8 MiB
+    plan = meshcase.lower(meshcase.spec([g], [("all_reduce", "bf16", "add", fits)], lnc=2),
+                          tmp_path / "a", algo="single_step_mesh")
+    assert plan.triggers[0].alg == EncAlgType.SINGLE_STEP_MESH
+    with pytest.raises(SelectionError, match="ENC_MESH_CHANNEL_BUF_MAX_SIZE"):
+        meshcase.lower(meshcase.spec([g], [("all_reduce", "bf16", "add", fits + 32)], lnc=2),
+                       tmp_path / "b", algo="single_step_mesh")
+    with pytest.raises(SelectionError, match="intra-node only"):
+        meshcase.lower(meshcase.spec([[0, 128]], [("all_reduce", "bf16", "add", 64)]),
+                       tmp_path / "c", algo="single_step_mesh")
+
+
+def test_mesh_refused_when_its_slots_overflow_the_channel_buffer(tmp_path):
+    with pytest.raises(SelectionError, match="channel-buffer slots"):
+        meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add",
+                                                         5 * 1024 * 1024)]),
+                       tmp_path / "o", algo="mesh")
+
+
+def test_alltoall_stays_not_lowerable():
+    from nrtrewrite.select import Request, select
+    from nrtrewrite.topology.model import load_topology
+    topo = load_topology("trn2", world=tuple(range(8)), lnc_size=1)
+    req = Request.for_op(EncOpType.ALLTOALL, DType.BF16, tuple(range(8)), 4096)
+    sel = select(req, topo, strict=False)
+    assert sel.policy_alg == EncAlgType.MESH and sel.alg == EncAlgType.INVALID
+    assert not sel.candidate(EncAlgType.MESH).lowerable
+
+
+# -- across nodes: one rank per node ---------------------------------------------------------
+
+NODES8 = [[0, 128, 256, 384, 512, 640, 768, 896]]
+
+
+def test_inter_node_mesh_goes_through_the_proxy_with_event_semaphores(tmp_path):
+    trig = [("all_reduce", "bf16", "add", 5000), ("all_gather", "fp16", None, 1000),
+            ("reduce_scatter", "bf16", "add", 8 * 700)]
+    plan = meshcase.lower(meshcase.spec(NODES8, trig), tmp_path / "out")
+    assert [tp.alg for tp in plan.triggers] == [EncAlgType.MESH] * 3
+    assert plan.triggers[0].selection.legs[0].sub_type == EncAlgMeshType.FULL_MESH
+    rdir = tmp_path / "out" / "rank-0128"
+    ops = np.frombuffer((rdir / "net_ops.bin").read_bytes(), F.NET_OPS_INFO_DTYPE)
+    sems = [decode_sema_address(int(a))[2] for a in ops["inc_recv_complete"]]
+    # per trigger one op per event that arrives through the network
+    assert sems == [event_sem(EncMeshEventType.EVT_REDUCE_COPY_2),
+                    event_sem(EncMeshEventType.EVT_INTER_GRP_BRDCST_2),
+                    event_sem(EncMeshEventType.EVT_INTER_GRP_BRDCST),
+                    event_sem(EncMeshEventType.EVT_REDUCE_COPY_2)]
+    assert set(ops["sema_shift_offset"]) == {192}
+    assert list(ops["func_rel_op_idx"]) == [0, 0, 1, 2]
+    res = meshcase.run(tmp_path / "out", seed=5)
+    assert res["transfers"] > 0 and res["checked"] == 24
+
+
+# -- mutations of mesh artifacts are caught -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mesh_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mesh") / "out"
+    meshcase.lower(meshcase.spec([[0, 1, 2, 3, 4]], [("all_reduce", "bf16", "add", 2000)]), out,
+                   algo="mesh")
+    meshcase.run(out)
+    return out
+
+
+def _mutate(src: Path, dst: Path, rank: int, name: str, fn) -> Path:
+    shutil.copytree(src, dst)
+    p = dst / f"rank-{rank:04d}" / name
+    arr = np.frombuffer(p.read_bytes(), F.ARTIFACTS[name][0]).copy()
+    fn(arr)
+    p.write_bytes(arr.tobytes())
+    return dst
+
+
+def _event_waits(arr, evt):
+    sid = event_sem(evt)
+    return [i for i, a in enumerate(arr["addr"]) if (arr["ctrl"][i] & 0xFF) == 20
+            and decode_sema_address(int(a))[2] == sid]
+
+
+@pytest.mark.parametrize("what", ["wait_too_low", "wait_too_high", "inc_elsewhere", "bd_target",
+                                  "skip_a_leg_sem", "cce_op"])
+def test_mutated_mesh_artifacts_are_caught(mesh_out, tmp_path, what):
+    def wait_low(a):
+        (i,) = _event_waits(a, EncMeshEventType.EVT_REDUCE_COPY)
+        a["value"][i] -= 1
+
+    def wait_high(a):
+        (i,) = _event_waits(a, EncMeshEventType.EVT_INTRA_GRP_BRDCST)
+        a["value"][i] += 1
+
+    def inc_elsewhere(a):
+        sid = event_sem(EncMeshEventType.EVT_REDUCE_COPY)
+        i = next(i for i, x in enumerate(a["addr"]) if (a["ctrl"][i] & 0xFF) == 21
+                 and decode_sema_address(int(x) & ((1 << 48) - 1))[2] == sid)
+        a["addr"][i] += 4  # the next semaphore: EVT_REDUCE_COPY_2
+
+    def bd_target(a):
+        s2m = np.flatnonzero((a["meta_ctrl"] >> 4) & 1)
+        a["buf_ptr"][s2m[0]] += 64
+
+    def skip_sem(a):
+        i = int(np.flatnonzero(a["ctrl"] & 0xFF == 21)[3])
+        a["value"][i] = 2
+
+    def cce_op(a):
+        a["w1"][0] ^= 2  # ADD -> MAX
+
+    cases = {"wait_too_low": ("sem.bin", wait_low), "wait_too_high": ("sem.bin", wait_high),
+             "inc_elsewhere": ("sem.bin", inc_elsewhere), "bd_target": ("dma.bin", bd_target),
+             "skip_a_leg_sem": ("sem.bin", skip_sem), "cce_op": ("cce.bin", cce_op)}
+    name, fn = cases[what]
+    bad = _mutate(mesh_out, tmp_path / "bad", 2, name, fn)
+    with pytest.raises(AssertionError):
+        for seed in range(4):  # a race needs the right interleaving: a few seeds
+            meshexec.execute(bad, seed=seed)

@@ -1,0 +1,214 @@
+"""INTRA_RDH and INTER_RDH: the hypercube plan (halving / doubling ranges, folds), the
+rdh_transfer lowering (grp / grp + 1, the CME fast path), execution of the emitted bytes
+inside a node and across nodes, and mutations of network RDH artifacts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import meshcase
+import meshexec
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nrtrewrite.codes import DType, EncAlgType, EncMeshEventType, EncOpType
+from nrtrewrite.compose.events import event_sem
+from nrtrewrite.compose.rdh import plan_rdh, rd_event, rh_event
+from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import decode_sema_address
+
+
+def _plan(n: int, op=EncOpType.ALLREDUCE, count: int = 1000):
+    trig = SimpleNamespace(replica_group=tuple(range(n)), op=op, dtype=DType.BF16,
+                           num_elements=count * (n if op == EncOpType.REDUCE_SCATTER else 1),
+                           group_size=n)
+    return plan_rdh(EncAlgType.INTRA_RDH, trig, None)
+
+
+@given(n=st.integers(2, 40), op=st.sampled_from([EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER,
+                                                 EncOpType.ALLGATHER]),
+       count=st.integers(1, 500))
+def test_plan_halving_ends_on_the_super_block_and_doubling_covers_everything(n, op, count):
+    p = _plan(n, op, count)
+    assert p.m == 1 << (n.bit_length() - 1) and p.extra == n - p.m
+    assert p.sb[0] == 0 and p.sb[-1] == p.total and np.all(np.diff(p.sb) >= 0)
+    for c in range(p.m):
+        held = (0, p.total)
+        for s in range(p.L):
+            pc, keep, send = p.rh(c, s)
+            assert sorted([keep, send]) == sorted([keep, send]) and keep[0] >= held[0]
+            assert {keep[0], send[0]} == {held[0], min(keep[1], send[1])}
+            assert max(keep[1], send[1]) == held[1]
+            # the partner keeps exactly what this rank sends
+            assert p.rh(pc, s)[1] == send and p.rh(pc, s)[2] == keep
+            held = keep
+        assert held == p.rng(c, c + 1)  # fully reduced: the super-block
+        got = [held]
+        for k in range(p.L):
+            pc, mine, theirs = p.rd(c, k)
+            assert p.rd(pc, k)[1] == theirs and mine == (min(got[-1][0], mine[0]),
+                                                           max(got[-1][1], mine[1]))
+            got.append((min(mine[0], theirs[0]), max(mine[1], theirs[1])))
+        assert got[-1] == (0, p.total)
+    if op != EncOpType.ALLREDUCE:  # folded super-blocks are the natural blocks of the pair
+        for c in range(p.extra):
+            assert p.rng(c, c + 1) == (p.block(2 * c)[0], p.block(2 * c + 1)[1])
+
+
+def test_more_doubling_levels_than_events_is_refused():
+    from nrtrewrite.errors import LoweringError
+    with pytest.raises(LoweringError, match="EVT_RD_STEP_0..6"):
+        _plan(256)
+    assert _plan(255).L == 7
+
+
+# -- lowering: grp / grp + 1 and the CME path -------------------------------------------------
+
+def test_fused_halving_reduce_writes_the_next_partner_and_copies_are_cme(tmp_path):
+    plan = meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 4096)]),
+                          tmp_path / "out", algo="intra_rdh")
+    from nrtrewrite.lower import rank_entries
+    (tp, spec), = rank_entries(plan, 3)
+    groups = {g["stage"]: g["ranks"] for g in spec.info["neighbor_groups"]}
+    # rank 3: halving partners 7, 1, 2 (bits 2, 1, 0), doubling 2, 1, 7
+    assert [groups[f"rh{s}"] for s in range(3)] == [[3, 7], [3, 1], [3, 2]]
+    assert [groups[f"rd{k}"] for k in range(3)] == [[3, 2], [3, 1], [3, 7]]
+    ir = spec.ir
+    red = ir[ir["leaf"] == 19]
+    # the reduce of step 0 sends on to the step-1 partner (rank 1): dst index 1 of group rh1
+    to_peer = {spec.peers[int(r["dst_peer"][0])] for r in red if r["phase"] == rh_event(0)}
+    assert to_peer == {3, 1}
+    assert set(red["n_src"]) == {2} and set(red["reduction_type"]) == {0}  # 2R1W
+    legs = np.frombuffer((tmp_path / "out" / "rank-0003" / "legs.bin").read_bytes(), F.LEG_DTYPE)
+    assert set(legs["sdma_op"][legs["leaf"] == 18]) == {2} and set(
+        legs["sdma_op"][legs["leaf"] == 19]) == {4}
+    ev = {e["event"]: e for e in spec.info["events"]}
+    assert ev["EVT_RH_STEP_0"]["semaphore"] == 192 + 23 and ev["EVT_RD_STEP_2"]["to"] == [7]
+
+
+# -- execution inside a node: powers of two and folds, every op -----------------------------
+
+@pytest.mark.parametrize("n", [2, 3, 5, 6, 7, 8])
+def test_intra_rdh_folds_any_group_size(tmp_path, n):
+    trig = [("all_reduce", "bf16", "add", 3001), ("reduce_scatter", "fp16", "max", 250 * n),
+            ("all_gather", "fp8_e4", None, 333), ("all_reduce", "fp32r", "min", 5)]
+    plan = meshcase.lower(meshcase.spec([list(range(n))], trig), tmp_path / "out",
+                          algo="intra_rdh")
+    assert {tp.alg for tp in plan.triggers} == {EncAlgType.INTRA_RDH}
+    res = meshcase.run(tmp_path / "out", seed=n)
+    assert res["checked"] == len(trig) * n
+
+
+@settings(max_examples=10, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(group=st.sampled_from([[0, 1, 2, 3, 4, 5, 6, 7], [0, 4], [1, 2, 5, 6], [0, 1, 2, 4, 5, 6],
+                              [0, 1, 2, 3, 8, 9, 10, 11], list(range(16))]),
+       op=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]),
+       dtype=st.sampled_from(["bf16", "fp16", "fp8_e5", "fp32r"]), count=st.integers(1, 2500),
+       lnc=st.sampled_from([1, 2]), seed=st.integers(0, 99))
+def test_intra_rdh_property(tmp_path, group, op, dtype, count, lnc, seed):
+    if op == "reduce_scatter":
+        count *= len(group)
+    out = tmp_path / f"o{seed}"
+    shutil.rmtree(out, ignore_errors=True)
+    meshcase.lower(meshcase.spec([group], [(op, dtype, "add", count)], lnc=lnc), out,
+                   algo="intra_rdh")
+    meshcase.run(out, seed=seed)
+
+
+# -- across nodes: one rank per node through the net proxy --------------------------------------
+
+NODES8 = [[0, 128, 256, 384, 512, 640, 768, 896]]
+NODES12 = [[128 * k for k in range(12)]]
+
+
+@pytest.mark.parametrize("groups", [NODES8, NODES12])
+def test_inter_rdh_over_the_network(tmp_path, groups, monkeypatch):
+    n = len(groups[0])
+    if n & (n - 1):  # the runtime's gate admits powers of two only; the composer folds any n
+        import nrtrewrite.select as S
+        monkeypatch.setattr(S, "_is_pow2", lambda k: True)
+    trig = [("all_reduce", "bf16", "add", 50000), ("all_gather", "fp16", None, 10000),
+            ("reduce_scatter", "bf16", "add", n * 7000)]
+    plan = meshcase.lower(meshcase.spec(groups, trig), tmp_path / "out", algo="inter_rdh")
+    assert {tp.alg for tp in plan.triggers} == {EncAlgType.INTER_RDH}
+    rdir = tmp_path / "out" / f"rank-{groups[0][-1]:04d}"  # a core rank (never folded)
+    spad = (rdir / "spad.bin").read_bytes()
+    assert spad[1] == 7 and spad[4:8] == b"\x01\x00\x00\x00"  # metaring entry: channel_list
+    ops = np.frombuffer((rdir / "net_ops.bin").read_bytes(), F.NET_OPS_INFO_DTYPE)
+    sems = [decode_sema_address(int(a))[2] for a in ops["inc_recv_complete"]]
+    assert event_sem(rh_event(0)) in sems and event_sem(rd_event(0)) in sems
+    assert set(ops["sema_shift_offset"]) == {0}
+    res = meshcase.run(tmp_path / "out", seed=n)
+    assert res["transfers"] > 0 and res["checked"] == 3 * n
+
+
+def test_default_selection_picks_inter_rdh_for_medium_over_eight_nodes(tmp_path):
+    plan = meshcase.lower(meshcase.spec(NODES8, [("all_gather", "bf16", None, 200000)]),
+                          tmp_path / "out")
+    assert plan.triggers[0].alg == EncAlgType.INTER_RDH
+
+
+@pytest.fixture(scope="module")
+def net_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rdh") / "out"
+    meshcase.lower(meshcase.spec(NODES8, [("all_reduce", "bf16", "add", 6000)]), out,
+                   algo="inter_rdh")
+    meshcase.run(out)
+    return out
+
+
+@pytest.mark.parametrize("what", ["dst_addr", "complete", "op_sem", "gw_read"])
+def test_mutated_network_rdh_artifacts_are_caught(net_out, tmp_path, what):
+    bad = tmp_path / "bad"
+    shutil.copytree(net_out, bad)
+    rdir = bad / "rank-0256"
+    if what == "op_sem":
+        p = rdir / "net_ops.bin"
+        arr = np.frombuffer(p.read_bytes(), F.NET_OPS_INFO_DTYPE).copy()
+        arr["inc_recv_complete"][0] += 4  # the proxy would increment the wrong event
+    else:
+        p = rdir / "net_src.bin"
+        arr = np.frombuffer(p.read_bytes(), F.NET_SRC_ADDR_DTYPE).copy()
+        k = int(np.flatnonzero(arr["size"] > 0)[1])
+        if what == "dst_addr":
+            arr["dst_addr"][k] += 2
+        elif what == "complete":
+            arr["complete"][k] ^= 1
+        else:
+            arr["dev_addr"][k] += 64
+    p.write_bytes(arr.tobytes())
+    with pytest.raises(AssertionError):
+        for seed in range(4):
+            meshexec.execute(bad, seed=seed)
+
+
+def test_explain_and_schedule_show_the_hypercube(tmp_path):
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "4MiB", "--ranks",
+                                    "6", "--lnc", "1", "--rank", "5", "--json"])
+    assert res.exit_code == 0, res.output
+    t = json.loads(res.output)["triggers"][0]
+    assert t["lowered"]["algorithm"] == "INTRA_RDH" and t["channels"]["rings"] == []
+    r = t["rdh"]
+    assert r["core_ranks"] == 4 and r["folded"] == [[1, 0], [3, 2]]
+    assert [s["partner"] for s in r["rank"]["steps"]] == [2, 4, 4, 2]
+    neff = tmp_path / "m.neff"
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff.write_bytes(assemble_spec(meshcase.spec([list(range(6))],
+                                                 [("all_reduce", "bf16", "add", 4096)])))
+    res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", "1", "--json", "--algo",
+                                    "intra_rdh"])
+    assert res.exit_code == 0, res.output
+    op = json.loads(res.output)["ops"][0]
+    assert op["folded_into"] == 0 and op["algorithm"] == "INTRA_RDH"
+    steps = op["channels"][0]["steps"]
+    assert [s["leaf"] for s in steps if s["leaf"] != "mark_complete"][:3] == [
+        "mesh_sync", "mesh_sync", "rdh_copy"]
+    assert steps[2]["to"] == [0] and steps[2]["phase"] == EncMeshEventType(52).name
