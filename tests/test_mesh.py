@@ -241,3 +241,24 @@ def test_mutated_mesh_artifacts_are_caught(mesh_out, tmp_path, what):
     with pytest.raises(AssertionError):
         for seed in range(4):  # a race needs the right interleaving: a few seeds
             meshexec.execute(bad, seed=seed)
+
+
+@pytest.mark.parametrize("algo", ["mesh", "intra_rdh"])
+def test_mix8_every_trigger_forced_to_mesh_or_rdh_runs(tmp_path, algo):
+    from nrtrewrite.bundle import write_output
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+    plan = plan_lowering(read_model(FIX / "mix8.neff"), LowerOptions(algo=algo))
+    assert {tp.alg.name for tp in plan.triggers} == {algo.upper()}
+    out = write_output(plan, tmp_path / "out", ranks=None, workers=1)
+    assert meshexec.execute(out, seed=4)["checked"] == 9 * 8
+
+
+def test_lower_prints_its_summary_for_mesh_and_rdh(tmp_path):
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    res = CliRunner().invoke(main, ["lower", str(FIX / "mix8.neff"), "-o", str(tmp_path / "o"),
+                                    "-j", "1"])
+    assert res.exit_code == 0, res.output
+    assert "MESH" in res.output and "INTRA_R" in res.output

@@ -96,8 +96,10 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
         table.add_column(col)
     for tp in plan.triggers:
         t = tp.trigger
+        man = tp.prepared.manifest  # algorithm-agnostic: what manifest.json shows
         table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
                       f"{t.replica_group_id} ({t.group_size} ranks)", tp.alg.name,
-                      str(len(tp.channel_ids)), str(tp.chunk.groups))
+                      str(len(man.get("channels", []))),
+                      str(man.get("chunk", {}).get("pgta", "-")))
     console.print(table)
     console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")

@@ -23,6 +23,7 @@ from rich.table import Table
 from nrtrewrite.bundle import write_output
 from nrtrewrite.cli import main
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
+from nrtrewrite.neff.reader import read_model
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 
 #: Legs above which the progress bar is shown (on a terminal, without --json).
@@ -32,9 +33,9 @@ _STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yello
           "incomplete": "yellow"}
 
 
-def _run(out: Path, seed: int, show_progress: bool) -> SimulationResult:
+def _run(out: Path, seed: int, show_progress: bool, model=None) -> SimulationResult:
     if not show_progress:
-        return simulate_output(out, seed=seed)
+        return simulate_output(out, seed=seed, model=model)
     err = Console(stderr=True)
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("legs"), TimeElapsedColumn(), console=err, transient=True) as prog:
@@ -44,7 +45,7 @@ def _run(out: Path, seed: int, show_progress: bool) -> SimulationResult:
             if total >= PROGRESS_MIN_LEGS:
                 prog.update(task, completed=done, total=total)
 
-        return simulate_output(out, seed=seed, progress=cb)
+        return simulate_output(out, seed=seed, progress=cb, model=model)
 
 
 def render(res: SimulationResult, con: Console) -> None:
@@ -85,6 +86,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_c
     err = Console(stderr=True)
     show = not as_json and err.is_terminal
     tmp = None
+    model = None
     try:
         if path.is_dir():
             if topology or algo or host_cc or no_verify_hash:
@@ -101,7 +103,8 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_c
             tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
             out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
                                workers=os.cpu_count() or 1)
-        res = _run(out, seed, show)
+            model = read_model(str(path), verify_hash=not no_verify_hash)
+        res = _run(out, seed, show, model)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -154,10 +154,15 @@ def route_bits(device: int, self_device: int) -> int:
     return route(0, device, self_device)
 
 
+#: Semaphores of the 32 ring channels: 16..143 (docs/FORMATS.md §7); above, the event window.
+SEM_CHANNEL_END = SEM_CHANNEL_BASE + 32 * SEMS_PER_CHANNEL
+
+
 def sem_role(sem: np.ndarray) -> np.ndarray:
-    """sem.bin role byte: the channel semaphore role, or ROLE_OTHER."""
+    """sem.bin role byte: the channel semaphore role, or ROLE_OTHER (TOP_SP ids, event window)."""
     sem = np.asarray(sem, np.int64)
-    return np.where(sem >= SEM_CHANNEL_BASE, (sem - SEM_CHANNEL_BASE) % SEMS_PER_CHANNEL, ROLE_OTHER)
+    return np.where((sem >= SEM_CHANNEL_BASE) & (sem < SEM_CHANNEL_END),
+                    (sem - SEM_CHANNEL_BASE) % SEMS_PER_CHANNEL, ROLE_OTHER)
 
 
 def _addresses(ctx: EntryContext, view_idx: np.ndarray, peer_idx: np.ndarray,

@@ -31,7 +31,7 @@ from nrtrewrite.simulate.result import (
 )
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, make_input
-from nrtrewrite.simulate.triggers import TriggerSpec, load_triggers
+from nrtrewrite.simulate.triggers import TriggerSpec, check_against_model, load_triggers
 
 SEM_MAX = (1 << 32) - 1
 _UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
@@ -127,8 +127,9 @@ class Simulator:
     """Run an output folder.  ``run()`` returns a :class:`SimulationResult`; protocol errors
     become the result's ``error`` (and the failing trigger's verdict)."""
 
-    def __init__(self, out: str | Path, *, seed: int = 0, progress=None):
+    def __init__(self, out: str | Path, *, seed: int = 0, progress=None, model=None):
         self.out = Path(out)
+        self.model = model  # the input model, when known: the manifest's triggers must be its
         self.seed = seed
         self.progress = progress
         self.rng = random.Random(seed)
@@ -141,6 +142,8 @@ class Simulator:
         self.layout = Layout(self.top, file=fname)
         self.triggers: dict[int, TriggerSpec] = load_triggers(self.top, file=fname)
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
+        if self.model is not None:
+            check_against_model(self.triggers, self.model, file=fname)
 
     def load(self) -> None:
         top = self.top
@@ -755,9 +758,12 @@ class Simulator:
         return None
 
 
-def simulate_output(out: str | Path, *, seed: int = 0, progress=None) -> SimulationResult:
-    """Simulate the output folder ``out`` (checksums are the caller's business)."""
-    return Simulator(out, seed=seed, progress=progress).run()
+def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
+                    model=None) -> SimulationResult:
+    """Simulate the output folder ``out`` (checksums are the caller's business).  With
+    ``model`` (the input :class:`~nrtrewrite.neff.model.Model`), the manifest's triggers are
+    first checked to be the model's."""
+    return Simulator(out, seed=seed, progress=progress, model=model).run()
 
 
 __all__ = ["Simulator", "simulate_output", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]

@@ -21,7 +21,7 @@ from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
-    ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
+    RING_FAMILY, ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
 )
 
 TRANSFER = int(NetAddrMark.NET_TRANSFER)
@@ -127,55 +127,32 @@ class FifoDecoder:
                     rank, ch, a["net_ops.bin"][o0:o0 + on], a["net_src.bin"][s0:s0 + sn],
                     a["net_dest.bin"][d0:d0 + dn], rf.raw("net_src.bin")[s0:s0 + sn],
                     rf.raw("net_dest.bin")[d0:d0 + dn], o0, s0, d0)
-        self._expected_ops()
         for f in self.fifos.values():
+            self._op_entries(f)
             self._check_ops(f)
             f.tx_groups = self._groups(f, "tx")
             f.rx_groups = self._groups(f, "rx")
+        self._check_sends()
         return self._pair()
 
     # ------------------------------------------------------------------
-    def _expected_ops(self) -> None:
-        """Which entries use the network on which channel; ring_send_complete agrees."""
-        self.expect: dict[tuple[int, int], list[tuple[int, bool, bool]]] = {}
-        for rank, prog in self.programs.items():
-            me = self.node(rank)
-            for ent in prog.entries:
-                sends_any = False
-                for ch in ent.channels:
-                    succ = ent.trigger.successor(ch, rank)
-                    order = ent.trigger.orders.get(ch) or []
-                    pred = order[order.index(rank) - 1] if rank in order else None
-                    tx = succ is not None and self.node(succ) != me
-                    rx = pred is not None and self.node(pred) != me
-                    sends_any |= tx
-                    first, count = ent.queues.get(ch, (0, 0))
-                    proxy_sends = bool(prog.l_proxy_send[first:first + count].any())
-                    if proxy_sends != tx:
-                        raise SimulationError(
-                            f"entry {ent.index} channel {ch}: the successor {succ} is on "
-                            f"{'another' if tx else 'the same'} node but "
-                            f"{'no' if tx else 'a'} leg hands data to the net proxy",
-                            rank=rank, channel=ch, trigger=ent.trigger.ordinal,
-                            artifact="sem.bin")
-                    if tx or rx:
-                        self.expect.setdefault((rank, ch), []).append((ent.index, tx, rx))
-                if sends_any != ent.send_complete:
-                    raise SimulationError(f"ring_send_complete is {int(ent.send_complete)} but the "
-                                          f"entry {'sends' if sends_any else 'does not send'} over "
-                                          "the network", rank=rank, artifact="spad.bin",
-                                          record=ent.index, field="ring_send_complete")
-        for key in set(self.expect) | set(self.fifos):
-            rank, ch = key
-            want = self.expect.get(key, [])
-            f = self.fifos.get(key)
-            got = f.ops.size if f is not None else 0
-            if got != len(want):
-                raise SimulationError(f"{got} net_ops_info records on channel {ch}, but "
-                                      f"{len(want)} entries use the network on it", rank=rank,
-                                      channel=ch, artifact="net_ops.bin")
-            if f is not None:
-                f.op_entry = [e for e, _tx, _rx in want]
+    def _op_entries(self, f: ChannelFifo) -> None:
+        """Op k belongs to the rank's entry of trigger ``func_rel_op_idx`` that runs on the
+        channel; ops follow the entries' order."""
+        prog = self.programs[f.rank]
+        f.op_entry = []
+        last = -1
+        for k, op in enumerate(f.ops):
+            trig = int(op["func_rel_op_idx"])
+            cand = [e.index for e in prog.entries
+                    if e.trigger.ordinal == trig and f.channel in e.channels and e.index >= last]
+            if not cand:
+                raise SimulationError(f"net op {k}: func_rel_op_idx {trig} names no entry of this "
+                                      f"rank on channel {f.channel} (at or after entry {last})",
+                                      rank=f.rank, channel=f.channel, artifact="net_ops.bin",
+                                      record=f.ops_first + k, field="func_rel_op_idx")
+            last = cand[0]
+            f.op_entry.append(last)
 
     def _check_ops(self, f: ChannelFifo) -> None:
         rank, ch = f.rank, f.channel
@@ -191,22 +168,27 @@ class FifoDecoder:
             t = ent.trigger
             if raw[k, 4:8].any() or raw[k, 60:64].any() or raw[k, 75]:
                 raise fail(k, "reserved bytes are not zero", "reserved")
-            for fld in ("sema_shift_offset", "early_send_completion", "early_recv_posting",
+            if int(op["sema_shift_offset"]) != ent.sema_shift:
+                raise fail(k, f"sema_shift_offset {int(op['sema_shift_offset'])}, the entry's "
+                              f"is {ent.sema_shift}", "sema_shift_offset")
+            for fld in ("early_send_completion", "early_recv_posting",
                         "is_dynamic_send_recv_sz", "variable_peer", "add_to_histogram"):
                 if int(op[fld]) != 0:
-                    raise fail(k, f"{fld} is {int(op[fld])}, a ring op has 0", fld)
+                    raise fail(k, f"{fld} is {int(op[fld])}, must be 0", fld)
             for a, b in (("inc_send_handshake", "inc_send_complete"),
                          ("inc_recv_handshake", "inc_recv_complete")):
                 if int(op[a]) != int(op[b]):
-                    raise fail(k, f"{b} differs from {a} (ring)", b)
-            for fld, role in (("inc_send_handshake", ROLE_SEND), ("inc_recv_handshake", ROLE_RECV)):
+                    raise fail(k, f"{b} differs from {a}", b)
+            for fld in ("inc_send_handshake", "inc_recv_handshake"):
                 tr, win, sid, err = self.layout.resolve_sema(rank, np.array([op[fld]], np.uint64))
                 if err[0]:
                     raise fail(k, f"{fld} {int(op[fld]):#x} {ADDRESS_ERRORS[int(err[0])]}", fld)
-                if tr[0] != rank or win[0] != EVT_SEM_INC or sid[0] != sem_id(ch, role):
+                want = sem_id(ch, ROLE_SEND) if fld == "inc_send_handshake" else (
+                    sem_id(ch, ROLE_RECV) if ent.algo_type in RING_FAMILY else int(sid[0]))
+                if tr[0] != rank or win[0] != EVT_SEM_INC or sid[0] != want:
                     raise fail(k, f"{fld} is {sem_name(int(sid[0]))} of rank {tr[0]} (window "
                                   f"{int(win[0]):#x}); expected the INC window of this rank's "
-                                  f"{sem_name(sem_id(ch, role))}", fld)
+                                  f"{sem_name(want)}", fld)
             if int(op["net_idx_loop_size"]) != F.NET_INDEX_LOOP_SIZE:
                 raise fail(k, f"net_idx_loop_size {int(op['net_idx_loop_size'])}, expected "
                               f"{F.NET_INDEX_LOOP_SIZE}", "net_idx_loop_size")
@@ -216,10 +198,6 @@ class FifoDecoder:
             if int(op["data_type_sz"]) != SDMA_DATA_TYPE_SIZE[t.dtype]:
                 raise fail(k, f"data_type_sz {int(op['data_type_sz'])}, sdma_data_type_size"
                               f"[{t.dtype.name}] is {SDMA_DATA_TYPE_SIZE[t.dtype]}", "data_type_sz")
-            if int(op["func_rel_op_idx"]) != t.ordinal:
-                raise fail(k, f"func_rel_op_idx {int(op['func_rel_op_idx'])}, but net op {k} of "
-                              f"the channel belongs to entry {ent.index} (trigger {t.ordinal})",
-                           "func_rel_op_idx")
             if self.sg_index is not None and int(op["basic_block_id"]) != self.sg_index.get(
                     t.subgraph, -1):
                 raise fail(k, f"basic_block_id {int(op['basic_block_id'])}, trigger {t.ordinal} "
@@ -232,15 +210,13 @@ class FifoDecoder:
                            "enc_channel")
 
     def _groups(self, f: ChannelFifo, side: str) -> dict[int, tuple[int, int]]:
-        """Split a FIFO into per-op groups closed by exact terminators."""
+        """Split a FIFO into per-op groups, each closed by an exact terminator."""
         recs = f.tx if side == "tx" else f.rx
         raw = f.tx_raw if side == "tx" else f.rx_raw
         name = "net_src.bin" if side == "tx" else "net_dest.bin"
         first0 = f.tx_first if side == "tx" else f.rx_first
         rank_field = "dst_rank" if side == "tx" else "src_rank"
         cnt_field = "tx_entry_cnt" if side == "tx" else "rx_entry_cnt"
-        expect = self.expect.get((f.rank, f.channel), [])
-        uses = [k for k, (_e, tx, rx) in enumerate(expect) if (tx if side == "tx" else rx)]
 
         def fail(i, why, fld=None):
             return SimulationError(why, rank=f.rank, channel=f.channel, artifact=name,
@@ -249,20 +225,27 @@ class FifoDecoder:
         groups: dict[int, tuple[int, int]] = {}
         i = 0
         n = recs.size
-        for k in uses:
+        prev = -1
+        while i < n:
             start = i
             while i < n and int(recs["mark"][i]) == TRANSFER:
                 i += 1
             if i >= n:
-                raise fail(n - 1 if n else 0, f"op {k}'s entries are not closed by a terminator "
-                              "(proxy_end_operation)", "mark")
+                raise fail(n - 1, "entries after the last terminator: the op is not closed "
+                                  "by a terminator (proxy_end_operation)", "mark")
             term = recs[i]
+            ents = recs[start:i]
+            k = int(ents["net_op_idx"][0]) if ents.size else int(term["net_op_idx"])
             if int(term["mark"]) != OP_COMPLETE:
                 raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
                               "NET_OP_COMPLETE (1) terminator", "mark")
             if int(term["net_op_idx"]) != k:
                 raise fail(i, f"terminator net_op_idx {int(term['net_op_idx'])}, it closes op {k} "
                               f"(count of net_ops_info so far - 1)", "net_op_idx")
+            if not prev < k < f.ops.size:
+                raise fail(start, f"net_op_idx {k}: ops appear in order, each once, and the "
+                                  f"channel has {f.ops.size}", "net_op_idx")
+            prev = k
             if int(term["size"]) != 0:
                 raise fail(i, f"terminator size {int(term['size'])}, must be 0", "size")
             if int(term[rank_field]) != -1:
@@ -275,8 +258,6 @@ class FifoDecoder:
             if raw[i][zero].any():
                 raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
                               "rank field", "terminator")
-            body = slice(start, i)
-            ents = recs[body]
             if ents.size != int(f.ops[cnt_field][k]):
                 raise fail(i, f"op {k} has {ents.size} entries before its terminator, "
                               f"{cnt_field} says {int(f.ops[cnt_field][k])}", cnt_field)
@@ -290,7 +271,7 @@ class FifoDecoder:
                 raise fail(start + int(bad[0]), "entry with size 0 or complete not 0/1", "size")
             if ents.size and int(ents["complete"][-1]) != 1:
                 raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
-            res = raw[body]
+            res = raw[start:i]
             if side == "tx":
                 bad_res = res[:, 16:32].any(axis=1) | res[:, 40:48].any(axis=1) | \
                     res[:, 52:56].any(axis=1) | res[:, 64:72].any(axis=1)
@@ -300,102 +281,139 @@ class FifoDecoder:
             if bad.size:
                 raise fail(start + int(bad[0]), "host_addr / nccl_mhandle / histogram / reserved "
                                                 "bytes are not zero")
+            peers = ents[rank_field]
+            bad = np.flatnonzero([(p not in self.layout.places)
+                                  or self.node(int(p)) == self.node(f.rank) for p in peers])
+            if bad.size:
+                raise fail(start + int(bad[0]), f"{rank_field} {int(peers[bad[0]])} is not a "
+                                                "rank on another node (the FIFOs carry network "
+                                                "transfers only)", rank_field)
             groups[k] = (start, i - start)
             i += 1
-        if i != n:
-            raise fail(i, f"{n - i} FIFO records after the last op's terminator")
         for k in range(f.ops.size):
             if k not in groups and int(f.ops[cnt_field][k]):
-                raise SimulationError(f"op {k}: {cnt_field} {int(f.ops[cnt_field][k])} but the op "
-                                      f"does not {'transmit' if side == 'tx' else 'receive'}",
-                                      rank=f.rank, channel=f.channel, artifact="net_ops.bin",
-                                      record=f.ops_first + k, field=cnt_field)
+                raise SimulationError(f"op {k}: {cnt_field} {int(f.ops[cnt_field][k])} but the "
+                                      f"{'transmit' if side == 'tx' else 'receive'} FIFO has no "
+                                      "entries for it", rank=f.rank, channel=f.channel,
+                                      artifact="net_ops.bin", record=f.ops_first + k,
+                                      field=cnt_field)
         return groups
+
+    def _check_sends(self) -> None:
+        """Each leg's send_sema increments hand the proxy exactly the legs (runs ending with
+        complete = 1) its transmit entries carry; ring_send_complete <=> the entry transmits."""
+        for rank, prog in self.programs.items():
+            tx_entries: dict[int, bool] = {}
+            for ent in prog.entries:
+                for ch in ent.channels:
+                    first, count = ent.queues.get(ch, (0, 0))
+                    sends = int(prog.l_proxy_sends[first:first + count].sum())
+                    f = self.fifos.get((rank, ch))
+                    runs = 0
+                    if f is not None:
+                        for k, (start, n) in f.tx_groups.items():
+                            if f.op_entry[k] == ent.index:
+                                runs += int(f.tx["complete"][start:start + n].sum())
+                                tx_entries[ent.index] = tx_entries.get(ent.index, False) or n > 0
+                    if sends != runs:
+                        raise SimulationError(
+                            f"entry {ent.index} channel {ch}: the legs hand {sends} transfer(s) to "
+                            f"the net proxy (send_sema increments), the transmit FIFO carries "
+                            f"{runs}", rank=rank, channel=ch, trigger=ent.trigger.ordinal,
+                            artifact="net_src.bin")
+                if tx_entries.get(ent.index, False) != ent.send_complete:
+                    raise SimulationError(
+                        f"ring_send_complete is {int(ent.send_complete)} but the entry "
+                        f"{'sends' if tx_entries.get(ent.index) else 'does not send'} over the "
+                        "network", rank=rank, artifact="spad.bin", record=ent.index,
+                        field="ring_send_complete")
 
     # ------------------------------------------------------------------
     def _pair(self) -> dict[tuple[int, int], list[Transfer]]:
+        """FORMATS §8.2: on channel c, the k-th transmit entry of r whose dst_rank is P pairs
+        with the k-th receive entry of P whose src_rank is r."""
+        rx_index: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        for (rank, ch), f in sorted(self.fifos.items()):
+            for k, (start, n) in sorted(f.rx_groups.items()):
+                for j in range(start, start + n):
+                    rx_index.setdefault((rank, ch, int(f.rx["src_rank"][j])), []).append((k, j))
+        used: dict[tuple[int, int, int], int] = {}
         out: dict[tuple[int, int], list[Transfer]] = {}
-        consumed: set[tuple[int, int, int]] = set()
         for (rank, ch), f in sorted(self.fifos.items()):
             prog = self.programs[rank]
             lst: list[Transfer] = []
+            hs = (rank, sem_id(ch, ROLE_SEND))
             for k, (start, n) in sorted(f.tx_groups.items()):
                 ent = prog.entries[f.op_entry[k]]
                 t = ent.trigger
-                recv = t.successor(ch, rank)
-                rf = self.fifos.get((recv, ch)) if recv is not None else None
-                rk = None
-                if rf is not None:
-                    for kk, e in enumerate(rf.op_entry):
-                        if self.programs[recv].entries[e].trigger is t:
-                            rk = kk
-                if rf is None or rk is None or rk not in rf.rx_groups:
-                    raise SimulationError(f"op {k} transmits to rank {recv}, which has no receive "
-                                          f"FIFO op for trigger {t.ordinal} on channel {ch}",
-                                          rank=rank, channel=ch, artifact="net_src.bin",
-                                          record=f.tx_first + start)
-                r0, rn = rf.rx_groups[rk]
-                if rn != n:
-                    raise SimulationError(f"op {k} has {n} transmit entries, the receiver's op "
-                                          f"{rk} (rank {recv}) {rn} receive entries", rank=rank,
-                                          channel=ch, artifact="net_src.bin",
-                                          record=f.tx_first + start)
-                consumed.add((recv, ch, rk))
-                hs = (rank, sem_id(ch, ROLE_SEND))
-                tr, _w, sid, _e = self.layout.resolve_sema(
-                    recv, np.array([rf.ops["inc_recv_handshake"][rk]], np.uint64))
-                notify = (int(tr[0]), int(sid[0]))
-                tx, rx = f.tx[start:start + n], rf.rx[r0:r0 + n]
-                self._check_pairs(f, rf, start, r0, tx, rx, recv)
-                s_rank, s_reg, s_off, _ = self._resolve(rank, rank, tx["dev_addr"], tx["size"],
-                                                        "net_src.bin", f.tx_first + start,
-                                                        "dev_addr", kind="gw")
-                d_rank, d_reg, d_off, _ = self._resolve(recv, recv, rx["dev_addr"], rx["size"],
-                                                        "net_dest.bin", rf.rx_first + r0,
-                                                        "dev_addr")
+                tx = f.tx[start:start + n]
+                srcs = self._resolve(rank, rank, tx["dev_addr"], tx["size"], "net_src.bin",
+                                     f.tx_first + start, "dev_addr", kind="gw")
                 prev_complete = True
                 for j in range(n):
+                    rec = f.tx_first + start + j
+                    recv = int(tx["dst_rank"][j])
+                    key = (recv, ch, rank)
+                    pos = used.get(key, 0)
+                    cands = rx_index.get(key, [])
+                    if pos >= len(cands):
+                        raise SimulationError(f"transmit entry to rank {recv} has no receive entry "
+                                              f"of rank {recv} on channel {ch} to pair with (rank "
+                                              f"{recv} receives {len(cands)} from rank {rank})",
+                                              rank=rank, channel=ch, artifact="net_src.bin",
+                                              record=rec, trigger=t.ordinal)
+                    used[key] = pos + 1
+                    rk, rj = cands[pos]
+                    rf = self.fifos[(recv, ch)]
+                    rt = self.programs[recv].entries[rf.op_entry[rk]].trigger
+                    if rt is not t:
+                        raise SimulationError(f"pairs with a receive entry of trigger {rt.ordinal} "
+                                              f"(rank {recv}, net_dest.bin record "
+                                              f"{rf.rx_first + rj})", rank=rank, channel=ch,
+                                              artifact="net_src.bin", record=rec,
+                                              trigger=t.ordinal)
+                    self._check_pair(f, rf, rec, tx[j], rf.rx[rj], recv, rf.rx_first + rj)
+                    dst = self._resolve(recv, recv, rf.rx["dev_addr"][rj:rj + 1],
+                                        rf.rx["size"][rj:rj + 1], "net_dest.bin",
+                                        rf.rx_first + rj, "dev_addr")
                     comp = bool(tx["complete"][j])
-                    lst.append(Transfer(rank, ch, ent.index, t.ordinal, f.tx_first + start + j,
-                                        prev_complete, comp, False, hs, notify if comp else None,
-                                        (int(s_rank[j]), int(s_reg[j]), int(s_off[j])),
-                                        (int(d_rank[j]), int(d_reg[j]), int(d_off[j])),
-                                        int(tx["size"][j]), recv, rf.rx_first + r0 + j))
+                    notify = None
+                    if comp:
+                        tr, _w, sid, _e = self.layout.resolve_sema(
+                            recv, np.array([rf.ops["inc_recv_complete"][rk]], np.uint64))
+                        notify = (int(tr[0]), int(sid[0]))
+                    lst.append(Transfer(rank, ch, ent.index, t.ordinal, rec, prev_complete, comp,
+                                        False, hs, notify,
+                                        (int(srcs[0][j]), int(srcs[1][j]), int(srcs[2][j])),
+                                        (int(dst[0][0]), int(dst[1][0]), int(dst[2][0])),
+                                        int(tx["size"][j]), recv, rf.rx_first + rj))
                     prev_complete = comp
                 lst.append(Transfer(rank, ch, ent.index, t.ordinal, f.tx_first + start + n, False,
-                                    False, True, hs, None, None, None, 0, recv,
-                                    rf.rx_first + r0 + n))
+                                    False, True, hs, None, None, None, 0, -1, -1))
             if lst:
                 out[(rank, ch)] = lst
-        for (rank, ch), f in self.fifos.items():
-            for k in f.rx_groups:
-                if (rank, ch, k) not in consumed:
-                    raise SimulationError(f"receive op {k} (trigger "
-                                          f"{self.programs[rank].entries[f.op_entry[k]].trigger.ordinal}"
-                                          f") has no transmitting peer", rank=rank, channel=ch,
-                                          artifact="net_dest.bin",
-                                          record=f.rx_first + f.rx_groups[k][0])
+        for key, cands in rx_index.items():
+            if used.get(key, 0) != len(cands):
+                recv, ch, sender = key
+                k, j = cands[used.get(key, 0)]
+                rf = self.fifos[(recv, ch)]
+                raise SimulationError(f"receive entry from rank {sender} has no transmit entry "
+                                      f"of rank {sender} on channel {ch} to pair with", rank=recv,
+                                      channel=ch, artifact="net_dest.bin", record=rf.rx_first + j)
         return out
 
-    def _check_pairs(self, f, rf, start, r0, tx, rx, recv) -> None:
-        for j in range(tx.size):
-            where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin",
-                         record=f.tx_first + start + j)
-            if int(tx["dst_rank"][j]) != recv or int(rx["src_rank"][j]) != f.rank:
-                raise SimulationError(f"pairs rank {f.rank} -> {recv}, but dst_rank is "
-                                      f"{int(tx['dst_rank'][j])} and the receive entry's src_rank "
-                                      f"{int(rx['src_rank'][j])}", field="dst_rank", **where)
-            if int(tx["dst_addr"][j]) != int(rx["dev_addr"][j]):
-                raise SimulationError(f"dst_addr {int(tx['dst_addr'][j]):#x} but the paired receive "
-                                      f"entry (rank {recv}, net_dest.bin record "
-                                      f"{rf.rx_first + r0 + j}) has dev_addr "
-                                      f"{int(rx['dev_addr'][j]):#x}", field="dst_addr", **where)
-            if int(tx["size"][j]) != int(rx["size"][j]):
-                raise SimulationError(f"size {int(tx['size'][j])}, the paired receive entry has "
-                                      f"{int(rx['size'][j])}", field="size", **where)
-            if int(tx["complete"][j]) != int(rx["complete"][j]):
-                raise SimulationError("complete differs from the paired receive entry's",
-                                      field="complete", **where)
+    def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec) -> None:
+        where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin", record=rec)
+        if int(tx["dst_addr"]) != int(rx["dev_addr"]):
+            raise SimulationError(f"dst_addr {int(tx['dst_addr']):#x} but the paired receive "
+                                  f"entry (rank {recv}, net_dest.bin record {rx_rec}) has "
+                                  f"dev_addr {int(rx['dev_addr']):#x}", field="dst_addr", **where)
+        if int(tx["size"]) != int(rx["size"]):
+            raise SimulationError(f"size {int(tx['size'])}, the paired receive entry has "
+                                  f"{int(rx['size'])}", field="size", **where)
+        if int(tx["complete"]) != int(rx["complete"]):
+            raise SimulationError("complete differs from the paired receive entry's",
+                                  field="complete", **where)
 
     def _resolve(self, issuer, owner, addr, size, artifact, rec0, fld, kind=None):
         trank, reg, soff, err = self.layout.resolve_data(issuer, addr, size.astype(np.int64))
@@ -415,4 +433,4 @@ class FifoDecoder:
             if why:
                 raise SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
                                       field=fld)
-        return trank, reg, soff, err
+        return trank, reg, soff

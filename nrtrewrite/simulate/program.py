@@ -26,22 +26,32 @@ from nrtrewrite.simulate.triggers import TriggerSpec
 # The leaf vocabulary of FORMATS §3 and what the ring protocol of FORMATS §7 expects of it.
 LEAF_NAMES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
               4: "recv_reduce_copy_send", 5: "direct_copy_send", 6: "direct_recv_send",
-              7: "direct_recv", 8: "direct_copy", 15: "mark_end"}
+              7: "direct_recv", 8: "direct_copy", 15: "mark_end",
+              # mesh / RDH legs and the entry handshake: no ring protocol of their own, their
+              # semaphores and data are checked by the run (docs/SIMULATOR.md §2)
+              16: "mesh_send", 17: "mesh_reduce", 18: "rdh_copy", 19: "rdh_reduce",
+              20: "mesh_sync", 21: "post_recv", 22: "mark_complete"}
 MARK_END = 15
-REDUCE_LEAVES = frozenset({2, 3, 4})
-COPY_LEAVES = frozenset({1, 5, 6, 8})
-CONSUMING = frozenset({2, 3, 4, 6, 7})  # wait for the predecessor's data
-SENDING = frozenset({1, 2, 4, 5, 6})  # signal the successor
+RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
+REDUCE_LEAVES = frozenset({2, 3, 4, 17, 19})
+COPY_LEAVES = frozenset({1, 5, 6, 8, 16, 18})
+CONSUMING = frozenset({2, 3, 4, 6, 7})  # ring: wait for the predecessor's data
+SENDING = frozenset({1, 2, 4, 5, 6})  # ring: signal the successor
 NEIGH_NEXT, NEIGH_LOCAL, NEIGH_PREV = 1, 0, 2
 SDMA_NONE, SDMA_CME, SDMA_CCE = 0, 2, 4
 ROLE_RECV, ROLE_SEND, ROLE_POST, ROLE_COMPL = 0, 1, 2, 3
+ROLE_OTHER = 0xFF  # a semaphore outside the ring channel block
 ROLE_NAMES = {0: "recv_sema", 1: "send_sema", 2: "post_sema", 3: "dma_compl_sema"}
 SEM_BASE = 16
+SEM_RING_END = SEM_BASE + 4 * 32  # 16..143: 32 ring channels x 4
 WAIT = int(EvtSemSubop.WAIT_GE_AND_DEC)
 INC = int(EvtSemSubop.INC)
-#: algo_type values whose entries are channel leg programs (FORMATS §2).
-RING_FAMILY = {int(EncAlgType.RING): "RING", int(EncAlgType.KANGARING): "KANGARING",
-               int(EncAlgType.SINGLE_CYCLE_RING): "SINGLE_CYCLE_RING"}
+#: algo_type values whose entries are channel leg programs selected by channel_list.
+RING_FAMILY = {int(EncAlgType.RING), int(EncAlgType.KANGARING),
+               int(EncAlgType.SINGLE_CYCLE_RING), int(EncAlgType.INTER_RDH)}
+#: algo_type values whose entries overlay channel_list with sema_shift_offset / sema_mask.
+MESH_FAMILY = {int(EncAlgType.MESH), int(EncAlgType.SINGLE_STEP_MESH),
+               int(EncAlgType.INTRA_RDH)}
 CCE_OPS = {0: "ADD", 2: "MAX", 3: "MIN"}
 #: CCE in/out dtype codes and their numpy types (FORMATS §6).
 CCE_IO_CODES = {int(DType.BF16), int(DType.FP16), int(DType.FP32), int(DType.FP8_E3),
@@ -53,10 +63,17 @@ def sem_id(channel: int, role: int) -> int:
 
 
 def sem_name(sid: int) -> str:
-    if sid < SEM_BASE:
+    if not SEM_BASE <= sid < SEM_RING_END:
         return f"semaphore {sid}"
     ch, role = divmod(sid - SEM_BASE, 4)
     return f"semaphore {sid} (channel {ch} {ROLE_NAMES[role]})"
+
+
+def _alg_name(code: int) -> str:
+    try:
+        return EncAlgType(code).name
+    except ValueError:
+        return f"0x{code:x}"
 
 
 @dataclass(slots=True)
@@ -95,6 +112,7 @@ class Entry:
     reporter: bool
     send_complete: bool
     channels: list[int]
+    sema_shift: int = 0  # mesh entries: the event window's first semaphore (else 0)
     queues: dict[int, tuple[int, int]] = field(default_factory=dict)  # channel -> legs slice
 
 
@@ -169,13 +187,21 @@ class RankDecoder:
         self.entry_trigger: list[TriggerSpec] = []
         for e in range(sp.size):
             me = man[e] if isinstance(man[e], dict) else {}
-            if int(self.algo_type[e]) not in RING_FAMILY:
-                raise self.fail(f"algo_type {int(self.algo_type[e])} is not a ring-family "
-                                "leg program; the simulator executes RING, KANGARING and "
-                                "SINGLE_CYCLE_RING entries", art, e, "algo_type")
-            if self.algo_sub[e]:
+            at = int(self.algo_type[e])
+            if at not in RING_FAMILY and at not in MESH_FAMILY:
+                raise self.fail(f"algo_type {at} ({_alg_name(at)}) is not an entry the "
+                                "simulator executes (ring family and mesh family leg programs)",
+                                art, e, "algo_type")
+            if at in RING_FAMILY and self.algo_sub[e]:
                 raise self.fail("algo_sub_type must be 0 outside mesh entries", art, e,
                                 "algo_sub_type")
+            if at in MESH_FAMILY:
+                shift = int(self.channel_list[e]) & 0xFFFF
+                mask = int(self.channel_list[e]) >> 16
+                if mask & (mask + 1) or shift + mask > 255 or self.algo_sub[e] > 3:
+                    raise self.fail(f"mesh overlay sema_shift_offset {shift} / sema_mask "
+                                    f"{mask:#x} / algo_sub_type {int(self.algo_sub[e])} does not "
+                                    "name a window of the 256 semaphores", art, e, "channel_list")
             if not self.rwc[e]:
                 raise self.fail("ring_wait_complete is 0: the entry would have no completion "
                                 "rule (FORMATS §2.1)", art, e, "ring_wait_complete")
@@ -187,16 +213,21 @@ class RankDecoder:
             if self.rank not in t.group:
                 raise self.fail(f"entry for trigger {t.ordinal}, whose replica group does not "
                                 f"contain rank {self.rank}", art, e)
-            if RING_FAMILY[int(self.algo_type[e])] != t.algorithm:
-                raise self.fail(f"algo_type {RING_FAMILY[int(self.algo_type[e])]} but trigger "
-                                f"{t.ordinal} was lowered as {t.algorithm}", art, e, "algo_type")
-            bits = [c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
+            if _alg_name(at) != t.algorithm:
+                raise self.fail(f"algo_type {_alg_name(at)} but trigger {t.ordinal} was lowered "
+                                f"as {t.algorithm}", art, e, "algo_type")
+            bits = ([c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
+                    if at in RING_FAMILY else me.get("channels"))
             expect = {
                 "algo_type": int(self.algo_type[e]), "algo_sub_type": int(self.algo_sub[e]),
                 "trigger_next": bool(self.trigger_next[e]), "reporter": bool(self.reporter[e]),
                 "ring_wait_complete": bool(self.rwc[e]), "ring_send_complete": bool(self.rsc[e]),
                 "channel_list": int(self.channel_list[e]), "channels": bits,
             }
+            if at in MESH_FAMILY:  # the overlay; the manifest keeps the channels as a mask
+                expect["channel_list"] = sum(1 << int(c) for c in bits or [])
+                expect["sema_shift_offset"] = int(self.channel_list[e]) & 0xFFFF
+                expect["sema_mask"] = int(self.channel_list[e]) >> 16
             if "subgraph" in me:
                 expect["subgraph"] = t.subgraph
             for key, val in expect.items():
@@ -275,8 +306,9 @@ class RankDecoder:
             self.check(trig != ent_trig[spi], lambda i: f"trigger {trig[i]} but entry {spi[i]} "
                        f"is trigger {ent_trig[spi[i]]}", art, "trigger")
         half = L["half"].astype(np.int64)
-        self.check((half > 1) | ((leaf == MARK_END) & (half != 0)), "half is not CHUNK_H0/H1",
-                   art, "half")
+        ring_leaf = np.isin(leaf, list(RING_LEAVES))
+        self.check((half > 1) | (~ring_leaf & (half != 0)), "half is not CHUNK_H0/H1 (0 "
+                   "outside ring legs)", art, "half")
         sdma = L["sdma_op"].astype(np.int64)
         want_sdma = np.where(np.isin(leaf, list(REDUCE_LEAVES)), SDMA_CCE,
                              np.where(np.isin(leaf, list(COPY_LEAVES)), SDMA_CME, SDMA_NONE))
@@ -291,8 +323,11 @@ class RankDecoder:
         neigh = L["neigh"].astype(np.int64)
         want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
                               np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
-        self.check(neigh != want_neigh, lambda i: f"neigh {neigh[i]} for leaf "
+        fixed = ring_leaf | (leaf == MARK_END)
+        self.check(fixed & (neigh != want_neigh), lambda i: f"neigh {neigh[i]} for leaf "
                    f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_neigh[i]})", art, "neigh")
+        self.check(~fixed & (neigh > 2), "neigh is not LOCAL, NEXT or PREV", art, "neigh")
+        self.neigh = neigh
         data = sdma != SDMA_NONE
         for fld in ("dma_count", "cce_count", "sb2sb_count", "n_tiles"):
             self.check(~data & (L[fld] != 0), f"{fld} of a leg without data (sdma_op 0) is not 0",
@@ -318,14 +353,20 @@ class RankDecoder:
             if total != self.a[fname].size:
                 raise self.fail(f"the legs reference {total} records of {fname}, the file holds "
                                 f"{self.a[fname].size}", art, None, count)
-        # channel_list == channels with legs, per entry
+        # channel_list == channels with legs, per entry (mesh entries: the manifest's list)
         got = np.zeros(ne, np.int64)
         if n:
             np.bitwise_or.at(got, spi, np.left_shift(1, ch))
-        bad = _first(got != self.channel_list)
+        ring = np.isin(self.algo_type, list(RING_FAMILY))
+        man = self.rf.manifest["entries"]
+        want = np.array([int(self.channel_list[e]) if ring[e] else
+                         sum(1 << int(c) for c in man[e].get("channels", [])) for e in range(ne)],
+                        np.int64) if ne else np.zeros(0, np.int64)
+        bad = _first(got != want)
         if bad is not None:
-            raise self.fail(f"channel_list {self.channel_list[bad]:#x} but the entry has legs on "
+            raise self.fail(f"channel_list {want[bad]:#x} but the entry has legs on "
                             f"channels {got[bad]:#x}", "spad.bin", bad, "channel_list")
+        self.entry_channels = got
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
@@ -578,13 +619,16 @@ class RankDecoder:
                    f"{WINDOW_NAMES.get(int(window[i]))} window (waits use DEC, increments INC)",
                    art, "addr")
         rel = sid - SEM_BASE
-        self.check(rel < 0, lambda i: f"{sem_name(int(sid[i]))}: ids 0..15 belong to the TOP_SP",
-                   art, "addr")
-        self.check(rel // 4 != chan, lambda i: f"{sem_name(int(sid[i]))} used by a leg of channel "
-                   f"{chan[i]}", art, "addr")
-        self.check(rel % 4 != role, lambda i: f"role {role[i]} but the address is "
+        block = (sid >= SEM_BASE) & (sid < SEM_RING_END)
+        self.check(block & (rel // 4 != chan), lambda i: f"{sem_name(int(sid[i]))} used by a "
+                   f"leg of channel {chan[i]}", art, "addr")
+        self.check(block & (rel % 4 != role), lambda i: f"role {role[i]} but the address is "
                    f"{sem_name(int(sid[i]))}", art, "ctrl.role")
-        self.check(role == ROLE_POST, "post_sema is not used by ring legs", art, "ctrl.role")
+        self.check(~block & (role != ROLE_OTHER), lambda i: f"role {role[i]} for "
+                   f"{sem_name(int(sid[i]))}, outside the ring channel block (role 0xFF)", art,
+                   "ctrl.role")
+        self.check(block & (role == ROLE_POST), "post_sema is not used by ring legs", art,
+                   "ctrl.role")
         self.check(remote != (trank != self.rank), lambda i: f"remote bit {remote[i]} but the "
                    f"semaphore is on rank {trank[i]}", art, "ctrl.remote")
         self.check(val <= 0, "a semaphore BD with value 0", art, "value")
@@ -658,8 +702,8 @@ class RankDecoder:
         lnc = F.LNC_SIZE_FMT.get(self.layout.lnc_size, 0)
         self.check(W["lnc_size_fmt"] != lnc, f"lnc_size_fmt is not {lnc} (LNC{self.layout.lnc_size})",
                    art, "lnc_size_fmt")
-        nact = np.array([bin(int(self.channel_list[int(self.spi[g])])).count("1") for g in leg],
-                        np.int64)
+        pop = np.array([bin(int(x)).count("1") for x in self.entry_channels], np.int64)
+        nact = pop[self.spi[leg]]
         self.check(W["num_active_channels"] != nact, lambda i: f"num_active_channels "
                    f"{W['num_active_channels'][i]}, the entry has {nact[i]}", art,
                    "num_active_channels")
@@ -687,16 +731,19 @@ class RankDecoder:
         c = self.ch[leg]
         first = k == 0
         last = k == L["sb2sb_count"].astype(np.int64)[leg] - 1
-        waits = np.isin(self.leaf[leg], list(CONSUMING)) & first
-        want = (np.where(waits, WAIT, 0), np.where(waits, SEM_BASE + 4 * c + ROLE_RECV, 0),
-                np.where(waits, 1, 0), np.where(last, INC, 0),
+        fw = self.first_wait[leg]
+        waits = (fw >= 0) & first
+        _subop, _role, _trank, sid, val = self.sem
+        fwc = np.maximum(fw, 0)
+        want = (np.where(waits, WAIT, 0), np.where(waits, sid[fwc] if sid.size else 0, 0),
+                np.where(waits, val[fwc] if val.size else 0, 0), np.where(last, INC, 0),
                 np.where(last, SEM_BASE + 4 * c + ROLE_COMPL, 0))
         names = ("wait_mode", "wait_idx", "semaphore_value", "update_mode", "update_idx")
         for fld, w in zip(names, want):
             got = W[fld].astype(np.int64)
             self.check(got != w, lambda i, got=got, w=w, fld=fld: f"{fld} {got[i]}, expected "
                        f"{w[i]} (piece {k[i]} of a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg: the "
-                       "first piece carries the leg's recv_sema wait, the last its "
+                       "first piece carries the leg's (first) wait, the last its "
                        "dma_compl_sema increment)", "sb2sb.bin", fld)
 
     def _check_pieces(self) -> None:
@@ -729,13 +776,14 @@ class RankDecoder:
             want = np.where(sb, (soff // rsize[reg]) * self.layout.stride + roff[reg]
                             + soff % rsize[reg], elem * dsize)
             got = W[part]["start_addr"].astype(np.int64)
-            self.check(got != want, lambda i, got=got, want=want, part=part:
+            ring = np.isin(self.leaf[leg], list(RING_LEAVES))
+            self.check(ring & (got != want), lambda i, got=got, want=want, part=part:
                        f"{part}.start_addr {got[i]:#x}, the piece's first element "
                        f"{elem[i]} is at {want[i]:#x} of its buffer", "sb2sb.bin",
                        f"{part}.start_addr")
             # a DRAM stream: the BD address of that element is where the op's buffer holds it
             addr = DRAM_BASE + roff[reg] + soff
-            ok = sb.copy()
+            ok = sb | ~ring
             for e, ent_t in enumerate(self.entry_trigger):
                 m = ~sb & (self.spi[leg] == e)
                 if not m.any():
@@ -772,26 +820,34 @@ class RankDecoder:
 
     # ------------------------------------------------------------------ protocol (FORMATS §7)
     def check_protocol(self) -> None:
-        """Which semaphores each leaf waits on and increments, vectorised over sem.bin."""
+        """FORMATS §7 over sem.bin, vectorised: every leg but mark_end increments its own
+        dma_compl_sema by 1 once; mark_end only waits for the other legs; ring leaves wait and
+        signal exactly as the ring protocol says; other leaves wait on their own core only
+        (what they increment is checked by the run)."""
         L = self.a["legs.bin"]
         subop, role, trank, sid, val = self.sem
         me = self.rank
         n = subop.size
         leg = np.repeat(np.arange(self.n_legs), L["sem_count"].astype(np.int64))
         c = self.ch[leg] if n else np.zeros(0, np.int64)
+        lf_s = self.leaf[leg] if n else np.zeros(0, np.int64)
         recv, send, compl = (SEM_BASE + 4 * c + ROLE_RECV, SEM_BASE + 4 * c + ROLE_SEND,
                              SEM_BASE + 4 * c + ROLE_COMPL)
         local = trank == me
         wait = subop == WAIT
+        ring_s = np.isin(lf_s, list(RING_LEAVES))
         cat_w_recv = wait & local & (sid == recv) & (val == 1)
         cat_w_compl = wait & local & (sid == compl)
         cat_i_compl = ~wait & local & (sid == compl) & (val == 1)
         cat_i_next = ~wait & ~local & (sid == recv) & (val == 1)
         cat_i_send = ~wait & local & (sid == send) & (val == 1)
-        known = cat_w_recv | cat_w_compl | cat_i_compl | cat_i_next | cat_i_send
+        ring_known = cat_w_recv | cat_w_compl | cat_i_compl | cat_i_next | cat_i_send
+        other_known = (wait & local & (sid != compl)) | (~wait & ~(local & (sid == compl))) | \
+            cat_i_compl | (cat_w_compl & (lf_s == MARK_END))
+        known = np.where(ring_s | (lf_s == MARK_END), ring_known, other_known)
         self.check(~known, lambda i: f"{'wait' if wait[i] else 'increment'} of "
                    f"{sem_name(int(sid[i]))} of rank {trank[i]} by {val[i]} is not part of the "
-                   f"ring protocol for a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg (FORMATS §7)",
+                   f"protocol for a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg (FORMATS §7)",
                    "sem.bin", "addr")
         if n > 1:
             self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
@@ -803,29 +859,36 @@ class RankDecoder:
 
         w_recv, w_compl, i_compl = count(cat_w_recv), count(cat_w_compl), count(cat_i_compl)
         i_next, i_send = count(cat_i_next), count(cat_i_send)
+        w_any, i_away = count(wait), count(~wait & ~local)
         lf = self.leaf
         me_end = lf == MARK_END
+        ring = np.isin(lf, list(RING_LEAVES))
         consuming = np.isin(lf, list(CONSUMING))
         sending = np.isin(lf, list(SENDING))
         others = np.diff(np.append(self.group_first, self.n_legs))[self.group_of] - 1
-        want = np.stack([np.where(consuming, 1, 0), me_end.astype(np.int64),
-                         np.where(me_end, 0, 1), sending.astype(np.int64)])
-        got = np.stack([w_recv, w_compl, i_compl, i_next + i_send])
-        names = ("a wait recv_sema >= 1", "the mark_end wait on dma_compl_sema",
-                 "an increment of its own dma_compl_sema by 1",
-                 "an increment of the successor's recv_sema or its own send_sema by 1")
-        for row in range(4):
-            bad = _first(got[row] != want[row])
+        checks = [
+            (ring, w_recv, np.where(consuming, 1, 0), "a wait recv_sema >= 1"),
+            (ring | me_end, w_compl, me_end.astype(np.int64),
+             "the mark_end wait on dma_compl_sema"),
+            (np.ones(self.n_legs, bool), i_compl, np.where(me_end, 0, 1),
+             "an increment of its own dma_compl_sema by 1"),
+            (ring, i_next + i_send, sending.astype(np.int64),
+             "an increment of the successor's recv_sema or its own send_sema by 1"),
+            (ring | me_end, count(np.ones(n, bool)),
+             np.where(consuming, 1, 0) + me_end + np.where(me_end, 0, 1) + sending,
+             "semaphore BDs in all"),
+        ]
+        for mask, got, want, name in checks:
+            bad = _first(mask & (got != want))
             if bad is not None:
                 raise self.fail(f"{LEAF_NAMES[int(lf[bad])]} leg (entry {self.spi[bad]}, channel "
                                 f"{self.ch[bad]}, step {bad - self.group_first[self.group_of[bad]]})"
-                                f" has {got[row][bad]} x {names[row]}, expected {want[row][bad]}",
+                                f" has {got[bad]} x {name}, expected {want[bad]}",
                                 "legs.bin", bad, "sem_count")
-        sc = L["sem_count"].astype(np.int64)
-        bad = _first(sc != want.sum(axis=0))
+        bad = _first(~ring & ~me_end & (w_any > 2))
         if bad is not None:
-            raise self.fail(f"{sc[bad]} semaphore BDs, the ring protocol gives this leaf "
-                            f"{want.sum(axis=0)[bad]}", "legs.bin", bad, "sem_count")
+            raise self.fail(f"{LEAF_NAMES[int(lf[bad])]} leg waits on {w_any[bad]} semaphores "
+                            "(at most two)", "legs.bin", bad, "sem_count")
         end_val = np.zeros(self.n_legs, np.int64)
         end_val[leg[cat_w_compl]] = val[cat_w_compl]
         bad = _first(me_end & (end_val != others))
@@ -834,25 +897,54 @@ class RankDecoder:
                             f"{others[bad]} other legs", "legs.bin", bad, "sem_count")
         next_rank = np.full(self.n_legs, -1, np.int64)
         next_rank[leg[cat_i_next]] = trank[cat_i_next]
-        self.l_next = next_rank
-        self.l_proxy_send = i_send > 0
+        self.l_next = np.where(ring, next_rank, -1)
+        self.l_proxy_sends = count(cat_i_send)
+        self.l_proxy_send = self.l_proxy_sends > 0
+        self.l_away = i_away
+        self.l_waits = w_any
         self.sem_leg = leg
+        # the first wait and the dma_compl increment of each leg (0xBF events)
+        first_wait = np.full(self.n_legs, -1, np.int64)
+        idx = np.flatnonzero(wait)
+        first_wait[leg[idx[::-1]]] = idx[::-1]
+        self.first_wait = first_wait
 
     def check_targets(self) -> None:
-        """Sending legs signal and write the ring successor of the manifest's channel order."""
+        """Ring legs signal and write the ring successor of the manifest's channel order; other
+        legs: neigh says whether they reach another rank."""
         R = self.runs
+        ring = np.isin(self.leaf, list(RING_LEAVES))
+        away = (R["dir"] == 1) & (R["rank"] != self.rank)
+        writes_away = np.bincount(R["leg"][away], minlength=self.n_legs) > 0
+        reads_away = np.bincount(R["leg"][(R["dir"] == 0) & (R["rank"] != self.rank)],
+                                 minlength=self.n_legs) > 0
+        data = self.sdma != SDMA_NONE
+        gen_neigh = np.where(writes_away | reads_away | (self.l_away > 0)
+                             | (self.l_proxy_sends > 0), NEIGH_NEXT,
+                             np.where(~data & (self.l_waits > 0), NEIGH_PREV, NEIGH_LOCAL))
+        other = ~ring & (self.leaf != MARK_END)
+        bad = _first(other & (self.neigh != gen_neigh))
+        if bad is not None:
+            raise self.fail(f"neigh {self.neigh[bad]} for a {LEAF_NAMES[int(self.leaf[bad])]} leg "
+                            f"that {'reaches another rank' if gen_neigh[bad] == 1 else 'does not'}"
+                            f" (expected {gen_neigh[bad]})", "legs.bin", bad, "neigh")
+        # ring legs: the successor
+        ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
+        self.check(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank),
+                   lambda i: f"a {LEAF_NAMES[int(self.leaf[R['leg'][i]])]} leg reads rank "
+                   f"{R['rank'][i]} (ring legs read their own core)", "dma.bin", "buf_ptr")
         cache: dict[tuple[int, int], int] = {}
         for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
             s_ = self.entry_trigger[e].successor(c, self.rank)
             cache[(e, c)] = -1 if s_ is None else s_
         succ = np.array([cache[(e, c)] for e, c in zip(self.spi.tolist(), self.ch.tolist())],
                         np.int64)
-        bad = _first((self.l_next >= 0) & (self.l_next != succ))
+        bad = _first(ring & (self.l_next >= 0) & (self.l_next != succ))
         if bad is not None:
             raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]}, "
                             f"the ring successor of channel {self.ch[bad]} is {succ[bad]}",
                             "legs.bin", bad, "neigh")
-        away = (R["dir"] == 1) & (R["rank"] != self.rank)
+        away = away & ring_runs
         rl = R["leg"]
         bad = _first(away & (R["rank"] != self.l_next[rl]))
         if bad is not None:
@@ -861,7 +953,7 @@ class RankDecoder:
                             + (f"signals rank {self.l_next[g]}" if self.l_next[g] >= 0 else
                                "signals no other rank"), "legs.bin", g, "dma_first")
         writes_next = np.bincount(rl[away], minlength=self.n_legs) > 0
-        bad = _first((self.l_next >= 0) & ~writes_next)
+        bad = _first(ring & (self.l_next >= 0) & ~writes_next)
         if bad is not None:
             raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]} "
                             "but writes nothing there", "legs.bin", bad, "dma_first")
@@ -935,7 +1027,9 @@ class RankDecoder:
         L = self.a["legs.bin"]
         entries = [Entry(self.rank, e, self.entry_trigger[e], int(self.algo_type[e]),
                          bool(self.trigger_next[e]), bool(self.reporter[e]), bool(self.rsc[e]),
-                         [c for c in range(32) if (int(self.channel_list[e]) >> c) & 1])
+                         [c for c in range(32) if (int(self.entry_channels[e]) >> c) & 1],
+                         (int(self.channel_list[e]) & 0xFFFF)
+                         if int(self.algo_type[e]) in MESH_FAMILY else 0)
                    for e in range(self.a["spad.bin"].size)]
         for gi, g0 in enumerate(self.group_first.tolist()):
             n = int(np.count_nonzero(self.group_of == gi))
@@ -950,7 +1044,7 @@ class RankDecoder:
             l_step=L["step"].astype(np.int64), l_leaf=self.leaf, l_sdma=self.sdma,
             l_sem_first=L["sem_first"].astype(np.int64), l_sem_count=L["sem_count"].astype(np.int64),
             l_run_first=self.run_first, l_run_count=self.run_count, l_cce=cce, l_seq=seq,
-            l_channel=self.ch, l_proxy_send=self.l_proxy_send, s_wait=subop == WAIT,
+            l_channel=self.ch, l_proxy_sends=self.l_proxy_sends, s_wait=subop == WAIT,
             s_rank=trank, s_sid=sid, s_val=val, runs=self.runs)
         if seq.any():
             prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
@@ -997,7 +1091,7 @@ class RankProgram:
     l_cce: np.ndarray
     l_seq: np.ndarray
     l_channel: np.ndarray
-    l_proxy_send: np.ndarray
+    l_proxy_sends: np.ndarray
     s_wait: np.ndarray
     s_rank: np.ndarray
     s_sid: np.ndarray

@@ -204,3 +204,38 @@ def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = "") -> None:
+    """The manifest's triggers are the input model's triggers (what the simulator checks is
+    what the model asked for, not what the lowering says it asked for)."""
+    want = {t.ordinal: t for t in model.triggers}
+    if set(want) != set(triggers):
+        raise SimulationError(f"the manifest lists triggers {sorted(triggers)}, the model has "
+                              f"{sorted(want)}", file=file, field="triggers")
+    for o, t in want.items():
+        s = triggers[o]
+
+        def opnd(x) -> dict:
+            d = {"var_id": x.var_id, "offset": x.offset}
+            if x.ap is not None:
+                d["ap"] = {"start": x.ap.start, "partition_start": x.ap.partition_start,
+                           "partition_count": x.ap.partition_count,
+                           "dims": [list(dim) for dim in x.ap.dims]}
+            return d
+        pairs = {
+            "op": (s.op, t.op.name), "dtype": (s.dtype, t.dtype),
+            "alu_op": (s.alu, t.alu_op.name if t.alu_op is not None else None),
+            "num_elements": (s.n, t.num_elements),
+            "replica_group": (list(s.group), list(t.replica_group)),
+            "subgraph": (s.subgraph, t.subgraph), "engine": (s.engine, t.engine),
+            "index": (s.index, t.index),
+            "src": ({k: s.src.get(k) for k in ("var_id", "offset", "ap") if k in s.src or k != "ap"},
+                    opnd(t.src)),
+            "dst": ({k: s.dst.get(k) for k in ("var_id", "offset", "ap") if k in s.dst or k != "ap"},
+                    opnd(t.dst)),
+        }
+        for key, (got, exp) in pairs.items():
+            if got != exp:
+                raise SimulationError(f"the manifest says {key} = {got!r}, the model's trigger "
+                                      f"has {exp!r}", file=file, trigger=o, field=key)
