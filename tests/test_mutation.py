@@ -368,3 +368,73 @@ def test_swap_two_transmit_entries(mut2):
         a[[1, 4]] = a[[4, 1]]
     mut2.edit(r, "net_src.bin", f)
     mut2.simulate()
+
+
+# ---------------------------------------------------------------------------
+# mesh and RDH outputs: fewer leaf rules, so the run itself must catch these
+
+@pytest.fixture(scope="module", params=["mesh", "intra_rdh"])
+def base_mesh(request, tmp_path_factory) -> Path:
+    from test_simulate import conform_event_roles
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 20000, lnc=2),
+                     tmp_path_factory.mktemp(request.param) / "o", algo=request.param)
+    conform_event_roles(out)
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture
+def mutm(base_mesh, tmp_path) -> Out:
+    return Out(base_mesh, tmp_path / "mut")
+
+
+def _event_sems(o: Out, rank: int):
+    from nrtrewrite.simulate.layout import Layout
+    lay = Layout(json.loads((o.path / "manifest.json").read_text()))
+    sem = o.arr(rank, "sem.bin")
+    _t, _w, sid, _e = lay.resolve_sema(rank, sem["addr"])
+    subop = sem["ctrl"] & 0xFF
+    return sem, sid, subop
+
+
+@pytest.mark.parametrize("what", ["wait+1", "wait-1", "inc+1", "inc_target"])
+def test_mesh_event_semaphores(mutm, what):
+    rank = 3
+    sem, sid, subop = _event_sems(mutm, rank)
+    ev = np.flatnonzero(sid >= 192)
+    waits = ev[subop[ev] == 20]
+    incs = ev[subop[ev] == 21]
+    if what.startswith("wait"):
+        i, d = int(waits[0]), (1 if what == "wait+1" else -1)
+        if int(sem["value"][i]) + d <= 0:
+            pytest.skip("a wait of 1 cannot go lower")
+        mutm.edit(rank, "sem.bin", lambda a: a["value"].__setitem__(i, int(a["value"][i]) + d))
+    elif what == "inc+1":
+        i = int(incs[0])
+        mutm.edit(rank, "sem.bin", lambda a: a["value"].__setitem__(i, int(a["value"][i]) + 1))
+    else:  # increment another event semaphore of the same peer
+        i = int(incs[0])
+        mutm.edit(rank, "sem.bin", lambda a: a["addr"].__setitem__(i, int(a["addr"][i]) + 4))
+    mutm.simulate()
+
+
+@pytest.mark.parametrize("byte", [0, 1, 2, 4])
+def test_mesh_address_byte(mutm, byte):
+    def flip(a):
+        raw = a.view(np.uint8).reshape(a.size, 16)
+        raw[a.size // 2, 8 + byte] ^= 0x04
+    mutm.edit(5, "dma.bin", flip)
+    mutm.simulate()
+
+
+def test_mesh_cce_op(mutm):
+    mutm.edit(2, "cce.bin", lambda a: a["w1"].__setitem__(0, (int(a["w1"][0]) & ~7) | 3))
+    mutm.simulate()
+
+
+def test_mesh_drop_a_leg(mutm):
+    legs = legs_of(mutm, 6)
+    mutm.put(6, "legs.bin", np.delete(legs, len(legs) // 2))
+    mutm.fix_manifest_counts(6)
+    mutm.simulate()
