@@ -2,8 +2,9 @@
 
     python benchmarks/bench_simulate.py [--mib 16] [--ranks 64] [--seed 0] [--keep]
 
-Builds the model under benchmarks/out/, lowers it with the ring forced (``--algo ring``: the
-simulator executes ring-family entries) into benchmarks/out/sim<ranks>x<mib>.lowered, then
+Builds the model under benchmarks/out/, lowers it with the ring forced (``--algo ring``, so
+the figure does not move with the selection policy; ``--algo`` picks another) into
+benchmarks/out/sim<ranks>x<mib>.lowered, then
 runs ``nrtrewrite simulate`` on that folder in a fresh subprocess and reports wall time,
 peak RSS and the simulator's own counters.  Not a timed test (docs/PERFORMANCE.md).
 """
@@ -42,6 +43,7 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--mib", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--algo", default="ring", help="algorithm override for lower (default ring)")
     ap.add_argument("--keep", action="store_true", help="keep the lowered folder")
     args = ap.parse_args()
     name = f"sim{args.ranks}x{args.mib}"
@@ -49,7 +51,7 @@ def main() -> None:
     out = OUT / f"{name}.lowered"
     nrt = [sys.executable, "-m", "nrtrewrite.cli.__main__"]
     t0 = time.perf_counter()
-    subprocess.run(nrt + ["lower", "-q", "--force", "--algo", "ring", str(neff), "-o", str(out)],
+    subprocess.run(nrt + ["lower", "-q", "--force", "--algo", args.algo, str(neff), "-o", str(out)],
                    check=True)
     t_lower = time.perf_counter() - t0
     cmd = ["/usr/bin/time", "-f", "%e %M"] + nrt + ["simulate", str(out), "--json", "--seed",
@@ -61,7 +63,8 @@ def main() -> None:
     elapsed, rss_kb = proc.stderr.strip().splitlines()[-1].split()
     st = doc["stats"]
     print(f"model      {neff.name}: {args.ranks} ranks, bf16 all-reduce of {args.mib} MiB per rank")
-    print(f"lower      {t_lower:.1f} s (--algo ring)")
+    algo = json.loads((out / "manifest.json").read_text())["triggers"][0]["algorithm"]
+    print(f"lower      {t_lower:.1f} s (--algo {args.algo}: {algo})")
     print(f"command    nrtrewrite simulate {out} --seed {args.seed}")
     print(f"verdict    {'ok' if doc['ok'] else 'FAILED: ' + str(doc['error'])}")
     print(f"simulate   {float(elapsed):.1f} s wall ({wall:.1f} s incl. interpreter start), "

@@ -79,7 +79,8 @@ def lower_spec(spec: dict, out: Path, **opts) -> Path:
 
 
 def lower_neff(neff: Path, out: Path, *, topology=None, algo="ring", host_cc=False) -> Path:
-    """Lower with the ring forced by default: the simulator executes ring-family entries."""
+    """Lower with the ring forced by default, so these tests do not move with the selection
+    policy; mesh and RDH tests pass ``algo`` explicitly."""
     plan, _ = load_and_plan(str(neff), topology=topology, algo=algo, host_cc=host_cc,
                             no_verify_hash=False)
     return write_output(plan, out, ranks=None, workers=1)
