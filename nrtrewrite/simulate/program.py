@@ -16,7 +16,7 @@ import numpy as np
 
 from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop
 from nrtrewrite.emit import formats as F
-from nrtrewrite.emit.address import DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SBUF_BASE
+from nrtrewrite.emit.address import DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
