@@ -291,11 +291,16 @@ class Simulator:
                     if (r, c) not in self.chan_tid:
                         self.chan_tid[(r, c)] = self._new_tid()
         self.proxies: list[_Proxy] = []
+        # an entry's proxy has drained a channel after the last of its ops' terminators there
+        # (a mesh / RDH entry has one op per event, FORMATS §8)
+        self.term_left: dict[tuple[int, int, int], int] = {}
         for (r, c), lst in sorted(self.transfers.items()):
             self.proxies.append(_Proxy(r, c, lst, self._new_tid()))
             for tr in lst:
                 if tr.terminator:
                     self.ranks[r].drain_need.setdefault(tr.entry, set()).add(c)
+                    key = (r, c, tr.entry)
+                    self.term_left[key] = self.term_left.get(key, 0) + 1
         # who waits on which semaphore (static): a token only its producer consumes needs no clock
         cons: dict[tuple[int, int], set[int]] = {}
         for r, prog in self.programs.items():
@@ -583,6 +588,10 @@ class Simulator:
         vc[p.tid] += 1
         if tr.terminator:
             st = self.ranks[p.rank]
+            key = (p.rank, p.channel, tr.entry)
+            self.term_left[key] -= 1
+            if self.term_left[key]:
+                return
             st.drained[(tr.entry, p.channel)] = vc.copy()
             if st.entry == tr.entry and ("drain", p.channel) in st.pending:
                 st.pending.discard(("drain", p.channel))

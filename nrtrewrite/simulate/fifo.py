@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import NetAddrMark, SDMA_DATA_TYPE_SIZE
+from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError
@@ -183,8 +183,13 @@ class FifoDecoder:
                 tr, win, sid, err = self.layout.resolve_sema(rank, np.array([op[fld]], np.uint64))
                 if err[0]:
                     raise fail(k, f"{fld} {int(op[fld]):#x} {ADDRESS_ERRORS[int(err[0])]}", fld)
+                # FORMATS §8.1: a ring op receives on the channel's recv_sema; mesh and RDH ops
+                # (INTER_RDH is a metaring entry, but its receives land on event semaphores)
+                # on the semaphore of their event
+                ring_op = (ent.algo_type in RING_FAMILY
+                           and ent.algo_type != int(EncAlgType.INTER_RDH))
                 want = sem_id(ch, ROLE_SEND) if fld == "inc_send_handshake" else (
-                    sem_id(ch, ROLE_RECV) if ent.algo_type in RING_FAMILY else int(sid[0]))
+                    sem_id(ch, ROLE_RECV) if ring_op else int(sid[0]))
                 if tr[0] != rank or win[0] != EVT_SEM_INC or sid[0] != want:
                     raise fail(k, f"{fld} is {sem_name(int(sid[0]))} of rank {tr[0]} (window "
                                   f"{int(win[0]):#x}); expected the INC window of this rank's "
