@@ -226,7 +226,8 @@ class MeshExec:
                                                          np.array([rec["size"]]))
                 _check(not e1[0] and int(s_r[0]) == r, "net_src dev_addr is not local")
                 txs.append(dict(op=k, trigger=int(cops[k]["func_rel_op_idx"]), first=prev_complete,
-                                complete=bool(rec["complete"]), src=(r, int(s_reg[0]), int(s_off[0])),
+                                complete=bool(rec["complete"]),
+                                src=(r, int(s_reg[0]), int(s_off[0])),
                                 size=int(rec["size"]), dst_rank=int(rec["dst_rank"]),
                                 dst_addr=int(rec["dst_addr"]), send_sem=sendsem[k]))
                 prev_complete = bool(rec["complete"])
@@ -253,8 +254,9 @@ class MeshExec:
                 _check(bool(q), f"rank {r} channel {ch}: a transmit entry to rank "
                                 f"{t['dst_rank']} has no receive entry")
                 rx = q.popleft()
-                _check(rx["dev_addr"] == t["dst_addr"], f"rank {r} -> {t['dst_rank']}: dst_addr "
-                                                        f"{t['dst_addr']:#x} != {rx['dev_addr']:#x}")
+                _check(rx["dev_addr"] == t["dst_addr"],
+                       f"rank {r} -> {t['dst_rank']}: dst_addr {t['dst_addr']:#x} != "
+                       f"{rx['dev_addr']:#x}")
                 _check(rx["size"] == t["size"] and rx["complete"] == t["complete"],
                        f"rank {r} -> {t['dst_rank']}: size / complete differ")
                 items.append(XTransfer(t["trigger"], t["first"], t["complete"], t["src"],

@@ -92,7 +92,8 @@ GROUPS = [[0, 1], [0, 1, 2], [0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5, 6, 7], [0, 9], 
           [0, 1, 8, 9, 16, 17], [3, 4, 5, 11, 12, 13, 14]]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(group=st.sampled_from(GROUPS), op=st.sampled_from(["all_reduce", "all_gather",
                                                           "reduce_scatter"]),
        dtype=st.sampled_from(["bf16", "fp16", "fp8_e4", "fp8_e5", "fp32r"]),

@@ -45,7 +45,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nrtrewrite.codes import (
-    DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, EdgeLocality, EncAlgMeshType, EncAlgType, EncMeshEventType as E, EncOpType,
+    DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, EdgeLocality, EncAlgMeshType, EncAlgType,
+    EncMeshEventType as E, EncOpType,
 )
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
@@ -134,7 +135,7 @@ class _Entry:
         self.intra = [r for r in self.peers[1:] if r not in self.net]
         mem = ctx.memory
         d = plan.dsize
-        a, b = int(plan.bstart[self.me]), int(plan.bstop[self.me])
+        a = int(plan.bstart[self.me])  # the rank's own block starts here
         if trig.op == EncOpType.REDUCE_SCATTER:
             v_in, v_out = operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, a)
         elif trig.op == EncOpType.ALLGATHER:
@@ -398,7 +399,8 @@ def explain_mesh(sel, topo, rank: int | None = None) -> dict:
 
 
 class _MeshFamily(Algorithm):
-    compose = None
+    #: compose_mesh or compose_single_step_mesh
+    compose = staticmethod(compose_mesh)
 
     def prepare(self, ctx, trig, sel) -> Prepared:
         group = tuple(trig.replica_group)

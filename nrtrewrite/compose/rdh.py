@@ -39,8 +39,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from nrtrewrite.codes import (
-    DTYPE_SIZE, ENC_RDH_MAX_RD_STEPS, EdgeLocality, EncAlgMeshType, EncAlgType, EncMeshEventType as E,
-    EncOpType,
+    DTYPE_SIZE, ENC_RDH_MAX_RD_STEPS, EdgeLocality, EncAlgMeshType, EncAlgType,
+    EncMeshEventType as E, EncOpType,
 )
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
@@ -303,12 +303,14 @@ class _Rank:
         return reduce_rows(ops, self.spec(Leaf.rdh_reduce, evt, gw=gw), d, ng, grp, grp + 1,
                            self.peer, signal)
 
-    def xfer(self, idx: int, srcs: list[tuple[int, Addr]], dsts: list[tuple[int, Addr]],
+    def xfer(self, idx: int, srcs: list[tuple[int, int]], dsts: list[tuple[int, int]],
              rng: tuple[int, int]) -> RdhTransfer:
+        """An rdh_transfer of the element range ``rng`` from (rank, view) sources to
+        (rank, view) destinations (every address at the range's first element)."""
         a, b = rng
         return RdhTransfer(idx=idx, src_devs=[r for r, _ in srcs],
-                           src_addrs=[Addr(v.view, a) for _, v in srcs],
-                           dst_devs=[r for r, _ in dsts], dst_addrs=[Addr(v.view, a) for _, v in dsts],
+                           src_addrs=[Addr(v, a) for _, v in srcs],
+                           dst_devs=[r for r, _ in dsts], dst_addrs=[Addr(v, a) for _, v in dsts],
                            size=(b - a) * self.plan.dsize)
 
 
@@ -321,7 +323,6 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
     extra_i = plan.extra_of(c) if not R.folded else None
     extra_rank = plan.group[extra_i] if extra_i is not None else None
     core_rank = R.rank_of_core(c)
-    A = Addr  # Addr(view, elem): elem is filled per transfer range by R.xfer
 
     # stages and their neighbour groups: fold, RH_0..RH_{L-1}, RD_0..RD_{L-1}, unfold, end
     fold_peer = core_rank if R.folded else extra_rank
@@ -355,10 +356,10 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
         g_fold = R.stage("fold")
         if op == EncOpType.ALLGATHER:
             blk = plan.block(R.i)
-            t = R.xfer(0, [(me, A(V_IN, 0))], [(core_rank, A(V_OUT, 0))], blk)
+            t = R.xfer(0, [(me, V_IN)], [(core_rank, V_OUT)], blk)
         else:
             # the core's fold slot, origin 0: same view shape on both ranks
-            t = R.xfer(0, [(me, A(V_IN, 0))], [(core_rank, A(R.fold_slot(), 0))], full)
+            t = R.xfer(0, [(me, V_IN)], [(core_rank, R.fold_slot())], full)
         ev.add(FOLD_IN, dst=(core_rank,), what="fold: this rank's data to its core partner")
         R.add(R.submit([t], g_fold, Leaf.rdh_copy, FOLD_IN, sig(FOLD_IN)))
         back = plan.block(R.i) if op == EncOpType.REDUCE_SCATTER else full
@@ -368,50 +369,51 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
         return R
 
     # ---- a core rank ----------------------------------------------------------------------------
-    storage = V_OUT if op == EncOpType.ALLREDUCE else (R.work() if op == EncOpType.REDUCE_SCATTER
-                                                         else V_OUT)
+    # where a core rank keeps its partial sums between halving steps: OUT for an all-reduce,
+    # the private WORK area for a reduce-scatter (its OUT holds only its own block)
+    storage = R.work() if op == EncOpType.REDUCE_SCATTER else V_OUT
     if op != EncOpType.ALLGATHER:
         # RH: the first send (or the fold reduce fused with it)
-        p0 = R.rank_of_core(plan.rh(c, 0)[0])
-        _pc, k0, s0 = plan.rh(c, 0)
+        pc0, k0, s0 = plan.rh(c, 0)
+        p0 = R.rank_of_core(pc0)
         g_first = R.stage("fold") if extra_rank is not None else R.stage("rh0")
         if extra_rank is not None:
             ev.add(FOLD_IN, src=(extra_rank,), what="fold: the extra rank's input")
             R.post_recv(extra_rank, full, R.fold_slot(), FOLD_IN)
-            src = [(me, A(V_IN, 0)), (me, A(R.fold_slot(), 0))]
-            vec = [R.xfer(0, src, [(p0, A(R.slot(0, s0[0]), 0))], s0),
-                   R.xfer(1, src, [(me, A(storage, 0))], k0)]
+            src = [(me, V_IN), (me, R.fold_slot())]
+            vec = [R.xfer(0, src, [(p0, R.slot(0, s0[0]))], s0),
+                   R.xfer(1, src, [(me, storage)], k0)]
             # stage "fold": sources in group fold, destinations in group fold + 1 = rh0
             R.consume(R.submit(vec, g_first, Leaf.rdh_copy, FOLD_IN, sig(rh_event(0))),
                       [(event_sem(FOLD_IN), 1)], FOLD_IN)
             partial = storage
         else:
-            vec = [R.xfer(0, [(me, A(V_IN, 0))], [(p0, A(R.slot(0, s0[0]), 0))], s0)]
+            vec = [R.xfer(0, [(me, V_IN)], [(p0, R.slot(0, s0[0]))], s0)]
             R.add(R.submit(vec, g_first, Leaf.rdh_copy, rh_event(0), sig(rh_event(0))))
             partial = V_IN
         for s in range(L):
-            pc, keep, _send = plan.rh(c, s)
+            pc, keep, send = plan.rh(c, s)
             ps = R.rank_of_core(pc)
             evt = rh_event(s)
             ev.add(evt, src=(ps,) if keep[1] > keep[0] else (),
-                   dst=(ps,) if _send[1] > _send[0] else (),
+                   dst=(ps,) if send[1] > send[0] else (),
                    what=f"recursive halving step {s}: exchange halves with rank {ps}")
             R.post_recv(ps, keep, R.slot(s, keep[0]), evt)
-            src = [(me, A(partial, 0)), (me, A(R.slot(s, keep[0]), 0))]
+            src = [(me, partial), (me, R.slot(s, keep[0]))]
             grp = R.stage(f"rh{s}")
             if s + 1 < L:
                 pn, k1, s1 = plan.rh(c, s + 1)
                 pnr = R.rank_of_core(pn)
-                vec = [R.xfer(0, src, [(pnr, A(R.slot(s + 1, s1[0]), 0))], s1),
-                       R.xfer(1, src, [(me, A(storage, 0))], k1)]
+                vec = [R.xfer(0, src, [(pnr, R.slot(s + 1, s1[0]))], s1),
+                       R.xfer(1, src, [(me, storage)], k1)]
                 nxt = rh_event(s + 1)
             elif op == EncOpType.REDUCE_SCATTER and extra_rank is not None:
                 own, ext = plan.block(plan.nat(c)), plan.block(extra_i)
-                vec = [R.xfer(0, src, [(extra_rank, A(R.out_of(extra_i), 0))], ext),
-                       R.xfer(1, src, [(me, A(V_OUT, 0))], own)]
+                vec = [R.xfer(0, src, [(extra_rank, R.out_of(extra_i))], ext),
+                       R.xfer(1, src, [(me, V_OUT)], own)]
                 nxt = FOLD_OUT
             else:
-                vec = [R.xfer(0, src, [(me, A(V_OUT, 0))], keep)]
+                vec = [R.xfer(0, src, [(me, V_OUT)], keep)]
                 nxt = None
             rows = R.submit(vec, grp, Leaf.rdh_copy, evt, sig(nxt) if nxt is not None
                             else (lambda r: None))
@@ -424,7 +426,7 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
     else:
         # all-gather: the own block into OUT; a folded core waits for its extra's block
         own = plan.block(R.i)
-        R.add(R.submit([R.xfer(0, [(me, A(V_IN, 0))], [(me, A(V_OUT, 0))], own)],
+        R.add(R.submit([R.xfer(0, [(me, V_IN)], [(me, V_OUT)], own)],
                        R.stage("fold"), Leaf.rdh_copy, FOLD_IN, lambda r: None))
         if extra_rank is not None:
             ev.add(FOLD_IN, src=(extra_rank,), what="fold: the extra rank's block")
@@ -440,7 +442,7 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
         ev.add(evt, src=(pk,) if theirs[1] > theirs[0] else (),
                dst=(pk,) if held[1] > held[0] else (),
                what=f"recursive doubling level {k}: exchange with rank {pk}")
-        rows = R.submit([R.xfer(0, [(me, A(V_OUT, 0))], [(pk, A(V_OUT, 0))], held)],
+        rows = R.submit([R.xfer(0, [(me, V_OUT)], [(pk, V_OUT)], held)],
                         R.stage(f"rd{k}"), Leaf.rdh_copy, evt, sig(evt), gw=R.gw(1 + k))
         R.consume(rows, pending, pend_evt)
         R.post_recv(pk, theirs, V_OUT, evt)
@@ -448,7 +450,7 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
         pend_evt = evt
     if extra_rank is not None:
         ev.add(FOLD_OUT, dst=(extra_rank,), what="unfold: the whole output to the extra rank")
-        rows = R.submit([R.xfer(0, [(me, A(V_OUT, 0))], [(extra_rank, A(V_OUT, 0))], full)],
+        rows = R.submit([R.xfer(0, [(me, V_OUT)], [(extra_rank, V_OUT)], full)],
                         R.stage("unfold"), Leaf.rdh_copy, FOLD_OUT, sig(FOLD_OUT),
                         gw=R.gw(1 + L))
         R.consume(rows, pending, pend_evt)
