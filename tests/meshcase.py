@@ -79,3 +79,18 @@ def schedule_events(plan, rank: int, trigger: int = 0) -> dict[str, dict]:
         if tp.trigger.ordinal == trigger:
             return {e["event"]: e for e in sp.info["events"]}
     raise KeyError(trigger)
+
+
+def simulator_catches(out: Path, seeds=range(3)) -> bool:
+    """Whether ``nrtrewrite simulate`` reports an error or a mismatch for ``out`` (a mutated
+    output) under one of ``seeds``."""
+    from nrtrewrite.errors import NrtRewriteError
+    from nrtrewrite.simulate import simulate_output
+    for seed in seeds:
+        try:
+            sim = simulate_output(out, seed=seed)
+        except NrtRewriteError:
+            return True
+        if sim.error is not None or any(t.status != "match" for t in sim.triggers):
+            return True
+    return False

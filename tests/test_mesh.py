@@ -242,6 +242,7 @@ def test_mutated_mesh_artifacts_are_caught(mesh_out, tmp_path, what):
     with pytest.raises(AssertionError):
         for seed in range(4):  # a race needs the right interleaving: a few seeds
             meshexec.execute(bad, seed=seed)
+    assert meshcase.simulator_catches(bad)
 
 
 @pytest.mark.parametrize("algo", ["mesh", "intra_rdh"])

@@ -185,6 +185,7 @@ def test_mutated_network_rdh_artifacts_are_caught(net_out, tmp_path, what):
     with pytest.raises(AssertionError):
         for seed in range(4):
             meshexec.execute(bad, seed=seed)
+    assert meshcase.simulator_catches(bad)
 
 
 def test_explain_and_schedule_show_the_hypercube(tmp_path):
