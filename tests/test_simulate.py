@@ -27,23 +27,6 @@ FIX = ROOT / "fixtures"
 ELEM = {"bf16": 2, "fp16": 2, "fp32r": 4, "fp32": 4, "fp8_e3": 1, "fp8_e4": 1, "fp8_e5": 1,
         "int32": 4, "int8": 1, "uint64": 8, "int16": 2}
 
-CROSS_TRIGGER_RACE = (
-    "emitter bug: the scratch (RECV) region is shared by every trigger and a reduce-scatter "
-    "entry completes without waiting for its successor to consume the partials it sent, so "
-    "the next trigger's first send on a rank overwrites RECV slots its successor is still "
-    "reading (cross-trigger write-after-read race; see docs/SIMULATOR.md). Not strict: the "
-    "entry handshake (mark_complete legs) that fixes it is on its way")
-EVENT_ROLE = (
-    "emitter bug: sem.bin ctrl role [15:8] of a semaphore outside the ring channel block "
-    "(the event window 192..255, the entry handshake 8/9) is (id - 16) % 4 instead of 0xFF "
-    "(FORMATS §7)")
-OUTPUT_REUSE = (
-    "emitter bug: nothing orders a peer's writes into a rank's output for trigger t+1 after "
-    "that rank completed trigger t: with one output var written by consecutive triggers, the "
-    "peer's first sends (or net transfers; FORMATS §8.2 has no receive-posting rule) of t+1 "
-    "overwrite t's result before the rank's entry for t completes (write-after-read race "
-    "with the completion; see docs/SIMULATOR.md)")
-
 
 # ---------------------------------------------------------------------------
 # helpers
@@ -109,7 +92,6 @@ def test_fixture_simulates_clean(name, tmp_path):
     assert all(t.ranks_checked == t.group_size for t in res.triggers)
 
 
-@pytest.mark.xfail(reason=CROSS_TRIGGER_RACE, strict=False)
 @pytest.mark.parametrize("name", ["groups", "mix8"])
 def test_fixture_with_a_reduce_scatter_before_another_trigger(name, tmp_path):
     assert_clean(lower_neff(FIX / f"{name}.neff", tmp_path / "out"))
@@ -135,7 +117,6 @@ def rs_then_ar_spec() -> dict:
     }
 
 
-@pytest.mark.xfail(reason=CROSS_TRIGGER_RACE, strict=False)
 def test_reduce_scatter_then_all_reduce(tmp_path):
     assert_clean(lower_spec(rs_then_ar_spec(), tmp_path / "out"))
 
@@ -174,7 +155,6 @@ def reused_output_spec(ranks) -> dict:
     }
 
 
-@pytest.mark.xfail(reason=OUTPUT_REUSE, strict=True)
 @pytest.mark.parametrize("ranks", [[0, 1, 2, 3], [0, 64, 128, 192]])
 def test_reused_output(tmp_path, ranks):
     assert_clean(lower_spec(reused_output_spec(ranks), tmp_path / "out"), seed=3)
@@ -203,7 +183,7 @@ def test_small_models(op, dtype, alu, ranks, n, tmp_path):
 
 def conform_event_roles(out: Path) -> Path:
     """Rewrite the informative role byte of semaphore BDs outside the ring channel block to
-    0xFF, as FORMATS §7 says (the emitter bug EVENT_ROLE), and nothing else: keeps the rest of
+    0xFF, as FORMATS §7 says (an emitter bug fixed in 5213494), and nothing else: keeps the rest of
     the mesh / RDH semantics under test until the emitter is fixed.  A no-op on a fixed
     emitter."""
     import hashlib
@@ -238,7 +218,6 @@ MESH_CASES = [("mesh", "all_reduce", "bf16", 8, 20000), ("mesh", "all_gather", "
               ("intra_rdh", "reduce_scatter", "bf16", 8, 8 * 1000)]
 
 
-@pytest.mark.xfail(reason=EVENT_ROLE, strict=False)
 @pytest.mark.parametrize("algo,op,dtype,ranks,n", MESH_CASES[:2])
 def test_mesh_and_rdh_as_emitted(tmp_path, algo, op, dtype, ranks, n):
     assert_clean(lower_spec(coll_spec(op, dtype, ranks, n, lnc=2), tmp_path / "out", algo=algo))

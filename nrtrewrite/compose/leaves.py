@@ -40,6 +40,7 @@ class Leaf(IntEnum):
     rdh_reduce = 19  # submit_rdh_cce_transfers -> enc_primitive_mesh::rdh_reduce (CCE)
     mesh_sync = 20  # an event's handshake / wait without data
     post_recv = 21  # posts a receive through the net proxy: no data, net_dest entries only
+    mark_complete = 22  # the entry handshake: channel done / post to peers / wait for posts
 
 
 class Buf(IntEnum):

@@ -105,7 +105,13 @@ SEM_SEND = 1  # send_sema: send credit / net-send handshake, consumed by the pro
 SEM_POST = 2  # post_sema: allocated, unused by the ring legs we emit
 SEM_COMPL = 3  # dma_compl_sema: every leg's local completion; mark_end waits on it
 SEMS_PER_CHANNEL = 4
-#: Semaphores 0..15 are left to the TOP_SP's own use (barriers, reporter).
+#: Entry handshake (docs/DESIGN.md "Entry handshake"), in the TOP_SP's range: an entry's
+#: leader channel posts SEM_ENTRY_POST on every same-node peer it exchanges data with,
+#: waits for as many posts, then releases the entry's other channels through
+#: SEM_ENTRY_DONE.
+SEM_ENTRY_DONE = 8
+SEM_ENTRY_POST = 9
+#: Semaphores 0..15 are left to the TOP_SP's own use (barriers, reporter, the entry handshake).
 SEM_CHANNEL_BASE = 16
 
 

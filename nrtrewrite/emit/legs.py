@@ -34,7 +34,7 @@ from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT, NO_VIEW
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import (
-    EVT_SEM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_CHANNEL_BASE, SEM_COMPL, SEM_RECV, SEM_SEND, SEMS_PER_CHANNEL,
+    EVT_SEM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_CHANNEL_BASE, SEM_ENTRY_DONE, SEM_ENTRY_POST, SEM_COMPL, SEM_RECV, SEM_SEND, SEMS_PER_CHANNEL,
     MemoryMap, channel_sem, route, sema_address,
 )
 from nrtrewrite.emit.buffers import BufferView
@@ -82,6 +82,9 @@ class EntryContext:
     subgraph_index: int
     groups: int  # pgta, recorded as unrolled_count
     sema_shift_offset: int = 0  # the entry's event window (mesh entries), net_ops_info+0
+    #: peers (indices into ``peers``) of the entry handshake; None = every same-node peer.
+    #: Must be symmetric across ranks: P in r's set exactly when r is in P's.
+    sync_peers: list[int] | None = None
 
     @property
     def me(self) -> Peer:
@@ -196,6 +199,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     # ---- channels and legs (every channel's legs, then its mark_end) ----------------------
     ir = ir[(ir["stop"] > ir["start"]) | (ir["keep"] != 0)] if ir.size else ir
     _check_ir(ir, ctx)
+    ir = entry_handshake(ir, ctx, net_peer)
     ch_all = ir["channel"].astype(np.int64)
     if ir.size and np.any(np.diff(ch_all) < 0) and len(np.unique(ch_all)) > 1:
         bounds_ok = all(np.all(np.diff(np.nonzero(ch_all == c)[0]) == 1) for c in np.unique(ch_all))
@@ -391,7 +395,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
 
     # ---- leg records ------------------------------------------------------------------------------
     used_dst = np.arange(MAX_DST)[None, :] < d_n[:, None]
-    sends = (i_n > 0) | (used_dst & (dst_peer != 0)).any(axis=1)
+    used_inc = np.arange(MAX_INC)[None, :] < i_n[:, None]
+    sends = (used_inc & (i_peer != 0)).any(axis=1) | (used_dst & (dst_peer != 0)).any(axis=1)
     legs = np.zeros(n, F.LEG_DTYPE)
     legs["trigger"] = ctx.trigger
     legs["spad_index"] = ctx.spad_index
@@ -567,6 +572,66 @@ def _bds_runs(ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_me
     leg_bd_count = np.bincount(bd_leg, minlength=n)
     is_src = (lt_meta[bd_lt] & F.META_DIR_S2M) == 0
     return bds, leg_bd_count, np.bincount(bd_leg[is_src], minlength=n)
+
+
+def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray) -> np.ndarray:
+    """Prepend the entry handshake (COMPLETE) to an entry's IR rows.
+
+    A rank must not touch a peer's memory for this entry (write into it, or read it) before
+    the peer has started the entry: then the peer has finished every earlier entry (its
+    reads and writes of the buffers this entry may reuse) and its engines have kicked this
+    trigger.  So the entry starts with a handshake with every same-node sync peer: the
+    first (leader) channel increments ``SEM_ENTRY_POST`` on each peer ("I have started"),
+    waits for as many posts from them, then releases the entry's other channels with
+    ``inc(SEM_ENTRY_DONE, channels - 1)``; each other channel first waits
+    ``SEM_ENTRY_DONE >= 1``.  Network peers are not part of it: a network receive is posted
+    when the receiver starts the entry (docs/FORMATS.md §8.2).  Rows are
+    ``Leaf.mark_complete``.
+    """
+    from nrtrewrite.compose import ir as IR
+
+    if not ir.size:
+        return ir
+    peers = ctx.sync_peers if ctx.sync_peers is not None else range(1, len(ctx.peers))
+    peers = [p for p in dict.fromkeys(peers) if p != 0 and not net_peer[p]]
+    ch_all = ir["channel"]
+    order = list(dict.fromkeys(ch_all.tolist()))
+    nch = len(order)
+    if nch == 1 and not peers:
+        return ir
+    parts = []
+    for i, ch in enumerate(order):
+        extra = []
+        if i == 0:
+            for first in range(0, len(peers), MAX_INC):
+                chunk = peers[first:first + MAX_INC]
+                row = IR.empty(1)
+                row["n_inc"] = len(chunk)
+                row["inc_peer"][0, :len(chunk)] = chunk
+                row["inc_sem"][0, :len(chunk)] = SEM_ENTRY_POST
+                row["inc_val"][0, :len(chunk)] = 1
+                extra.append(row)
+            if peers or nch > 1:
+                row = IR.empty(1)
+                if peers:
+                    row["n_wait"] = 1
+                    row["wait_sem"][0, 0], row["wait_val"][0, 0] = SEM_ENTRY_POST, len(peers)
+                if nch > 1:
+                    row["n_inc"] = 1
+                    row["inc_peer"][0, 0], row["inc_sem"][0, 0] = 0, SEM_ENTRY_DONE
+                    row["inc_val"][0, 0] = nch - 1
+                extra.append(row)
+        else:
+            row = IR.empty(1)
+            row["n_wait"], row["wait_sem"][0, 0], row["wait_val"][0, 0] = 1, SEM_ENTRY_DONE, 1
+            extra.append(row)
+        for row in extra:
+            row["channel"] = ch
+            row["leaf"] = int(Leaf.mark_complete)
+            row["keep"] = 1
+        parts.extend(extra)
+        parts.append(ir[ch_all == ch])
+    return np.concatenate(parts)
 
 
 def _check_ir(ir: np.ndarray, ctx: EntryContext) -> None:

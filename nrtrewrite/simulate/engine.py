@@ -110,7 +110,7 @@ class _Proxy:
 
 class _RankState:
     __slots__ = ("prog", "entry", "queues", "pending", "drain_need", "drained", "ctrl_tid",
-                 "finished")
+                 "finished", "started")
 
     def __init__(self, prog: RankProgram, ctrl_tid: int):
         self.prog = prog
@@ -121,6 +121,7 @@ class _RankState:
         self.drained: dict[tuple[int, int], np.ndarray] = {}  # (entry, ch) -> proxy clock
         self.ctrl_tid = ctrl_tid
         self.finished = False
+        self.started: dict[int, np.ndarray] = {}  # entry -> control clock when it started
 
 
 class Simulator:
@@ -368,6 +369,12 @@ class Simulator:
             if self.sem_count[r][s] < v:
                 ok = False
                 self.blocked.setdefault((r, s), set()).add(actor)
+        if isinstance(actor, _Proxy):
+            # a receive entry is posted when its rank starts the entry of its op (FORMATS §8.2)
+            t = actor.transfers[actor.pos]
+            if not t.terminator and t.rx_entry not in self.ranks[t.receiver].started:
+                ok = False
+                self.blocked.setdefault(("post", t.receiver, t.rx_entry), set()).add(actor)
         if ok:
             actor.slot = len(self.runnable)
             self.runnable.append(actor)
@@ -599,6 +606,7 @@ class Simulator:
                     self._complete_entry(p.rank)
             return
         self.transfers_run += 1
+        np.maximum(vc, self.ranks[tr.receiver].started[tr.rx_entry], out=vc)  # the posting
         acc = Access(p.tid, int(vc[p.tid]), tr.trigger, Access.PROXY, tr)
         sr, sreg, soff = tr.src
         data = self._read([(sr, sreg, soff, tr.size)], acc, vc)
@@ -618,6 +626,9 @@ class Simulator:
         ctrl = self.vc[st.ctrl_tid]
         if e == 0 or not entries[e - 1].trigger_next:
             self._fill(r, ent.trigger, ctrl, st.ctrl_tid)
+        st.started[e] = ctrl.copy()
+        for a in self.blocked.pop(("post", r, e), ()):
+            self._evaluate(a)
         st.queues = {}
         st.pending = set(ent.channels)
         for c in st.drain_need.get(e, ()):

@@ -47,6 +47,7 @@ class Transfer:
     size: int
     receiver: int
     rx_record: int  # the paired net_dest.bin record of the receiver
+    rx_entry: int = -1  # the receiver's SPAD entry of that record's op: posted when it starts
 
     def who(self) -> str:
         kind = "terminator" if self.terminator else "transfer"
@@ -391,7 +392,8 @@ class FifoDecoder:
                                         False, hs, notify,
                                         (int(srcs[0][j]), int(srcs[1][j]), int(srcs[2][j])),
                                         (int(dst[0][0]), int(dst[1][0]), int(dst[2][0])),
-                                        int(tx["size"][j]), recv, rf.rx_first + rj))
+                                        int(tx["size"][j]), recv, rf.rx_first + rj,
+                                        rf.op_entry[rk]))
                     prev_complete = comp
                 lst.append(Transfer(rank, ch, ent.index, t.ordinal, f.tx_first + start + n, False,
                                     False, True, hs, None, None, None, 0, -1, -1))
