@@ -1,0 +1,311 @@
+"""Leg layouts, view and peer tables, and the ring composed over a layout.
+
+KANGARING, SINGLE_CYCLE_RING and every leg of a HIER collective compose a collective over a
+*group* whose chunk positions do not have to be the trigger's own blocks: a HIER intra
+reduce-scatter hands local rank ``j`` the ``j``-th slice of the all-reduce message, a HIER
+intra all-gather of an all-gather moves ``node_n`` blocks per position, a HIER inter
+all-reduce works on one slice only.  :class:`Layout` says where every
+``(chunk group, channel, position, half)`` lives in the *trigger's* element space, so every
+leg stays a contiguous element range of the trigger (``legs.bin`` ``elem_start``, the 0xBF
+TENSOR3D ``start_addr`` and the simulator's address checks keep their meaning):
+
+* **interleaved** (all-reduce legs): the seed 001 §2 layout of a span ``[offset, offset +
+  span)``: ``pgta`` chunk groups of ``rank_n * ch_n * chunk`` elements, position ``pos`` of
+  channel ``ch`` at ``g * group_elems + (rank_n * ch + pos) * chunk`` (exactly the ring's
+  :class:`~nrtrewrite.compose.chunking.ChunkPlan` shifted by ``offset``);
+* **segmented** (all-gather and reduce-scatter legs): position ``pos`` owns a list of
+  segments ``[lo, hi)`` (a block, or several blocks); every segment is cut like a ring
+  block: groups of ``ch_n * chunk``, channel ``ch`` at ``g * ch_n * chunk + ch * chunk``,
+  clamped to the segment.  All segments share one chunk size (from the longest), so a
+  ``(group, channel, position, half, segment)`` names the same range on every rank and an
+  empty one is empty everywhere (senders and receivers skip the same legs).
+
+The view table and peer table hand out the indices the leg IR uses
+(:mod:`nrtrewrite.compose.ir`): a view is asked for by ``(role, member)`` (a role such as
+``"in"``, ``"out"``, ``"recv"``, ``"gw"`` and the rank whose copy of the buffer it maps, since
+an all-gather input or a reduce-scatter output has a per-rank origin), a peer by rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from nrtrewrite.codes import DType, EncOpType
+from nrtrewrite.compose.chunking import ChunkPlan, set_dynamic_chunk_size
+from nrtrewrite.emit.buffers import BufferView
+
+Segment = tuple[int, int]
+
+
+def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(owner index, index within owner) for repeat counts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    first = np.cumsum(counts) - counts
+    owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    within = np.arange(owner.size, dtype=np.int64) - first[owner] if owner.size else owner
+    return owner, within
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each (group, channel, position, half[, segment]) of a leg lives (module doc)."""
+
+    op: EncOpType  # the leg's collective
+    plan: ChunkPlan  # chunk size, chunk groups (pgta), active channels, tail chunk
+    offset: int = 0  # interleaved: first element of the span
+    segments: tuple[tuple[Segment, ...], ...] = ()  # segmented: per position
+
+    @property
+    def rank_n(self) -> int:
+        return self.plan.rank_n
+
+    @property
+    def interleaved(self) -> bool:
+        return not self.plan.blocks
+
+    @property
+    def groups(self) -> int:
+        return self.plan.groups
+
+    @property
+    def channels(self) -> int:
+        return self.plan.channels
+
+    def position_elements(self, pos: int) -> int:
+        """Elements position ``pos`` owns (segmented) or covers (interleaved, over the span)."""
+        if self.interleaved:
+            g, ch, h = np.meshgrid(np.arange(self.groups), np.arange(self.channels),
+                                   np.arange(2), indexing="ij")
+            _r, _s, a, b = self.expand(g.ravel(), ch.ravel(), np.full(g.size, pos), h.ravel())
+            return int((b - a).sum())
+        return sum(hi - lo for lo, hi in self.segments[pos])
+
+    def expand(self, g, ch, pos, half) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Vectorised ranges of rows (g, ch, pos, half): (row, segment, start, stop).
+
+        Rows keep their order; a segmented position yields one range per segment, in segment
+        order (interleaved layouts: one range per row, segment 0)."""
+        g = np.asarray(g, np.int64)
+        ch = np.asarray(ch, np.int64)
+        pos = np.asarray(pos, np.int64)
+        half = np.asarray(half, np.int64)
+        p = self.plan
+        cs = np.asarray(p.chunk_of_group(g), np.int64)
+        if self.interleaved:
+            base = g * p.group_elems
+            start = np.minimum(base + (p.rank_n * ch + pos) * cs + half * (cs // 2), p.span)
+            stop = np.minimum(start + cs // 2, p.span)
+            row = np.arange(g.size, dtype=np.int64)
+            return row, np.zeros(g.size, np.int64), start + self.offset, stop + self.offset
+        nseg = np.array([len(s) for s in self.segments], np.int64)
+        width = max(1, int(nseg.max()) if nseg.size else 1)
+        lo = np.zeros((len(self.segments), width), np.int64)
+        hi = np.zeros((len(self.segments), width), np.int64)
+        for i, segs in enumerate(self.segments):
+            for j, (a, b) in enumerate(segs):
+                lo[i, j], hi[i, j] = a, b
+        row, seg = _expand(nseg[pos])
+        within = (g * p.channels * p.chunk + ch * cs + half * (cs // 2))[row]
+        s_lo, s_hi = lo[pos[row], seg], hi[pos[row], seg]
+        start = np.minimum(s_lo + within, s_hi)
+        stop = np.minimum(start + (cs // 2)[row], s_hi)
+        return row, seg, start, stop
+
+
+def interleaved_layout(op: EncOpType, span: int, rank_n: int, dtype: DType, max_channels: int,
+                       offset: int = 0) -> Layout:
+    """An all-reduce leg over ``[offset, offset + span)`` (seed 001 §2 chunk groups)."""
+    plan = set_dynamic_chunk_size(EncOpType.ALLREDUCE, span, rank_n, dtype, max_channels)
+    return Layout(op=op, plan=plan, offset=offset)
+
+
+def segmented_layout(op: EncOpType, segments: Sequence[Sequence[Segment]], dtype: DType,
+                     max_channels: int) -> Layout:
+    """An all-gather / reduce-scatter leg whose position ``i`` owns ``segments[i]``."""
+    segs = tuple(tuple((int(a), int(b)) for a, b in s) for s in segments)
+    longest = max([b - a for s in segs for a, b in s] + [0])
+    plan = set_dynamic_chunk_size(EncOpType.ALLGATHER, longest, len(segs), dtype, max_channels)
+    return Layout(op=op, plan=plan, segments=segs)
+
+
+def block_segments(count: int, rank_n: int) -> tuple[tuple[Segment, ...], ...]:
+    """The trigger's own blocks: position ``b`` owns ``[b * count, (b + 1) * count)``."""
+    return tuple(((b * count, (b + 1) * count),) for b in range(rank_n))
+
+
+def even_split(lo: int, hi: int, parts: int) -> list[Segment]:
+    """``[lo, hi)`` cut into ``parts`` slices of ``ceil(n / parts)`` elements (the last ones
+    shorter or empty), each starting on a 32-element boundary when that loses nothing."""
+    n = hi - lo
+    size = -(-n // parts) if parts else 0
+    if size > 32 and size % 32 and -(-size // 32) * 32 * (parts - 1) < n:
+        size = -(-size // 32) * 32
+    return [(min(lo + i * size, hi), min(lo + (i + 1) * size, hi)) for i in range(parts)]
+
+
+# ---------------------------------------------------------------------------
+# View and peer tables.
+
+ViewFactory = Callable[[str, int], BufferView]
+
+
+@dataclass
+class ViewTable:
+    """The view list of one entry, built on demand: ``get(role, member)`` -> view index."""
+
+    factory: ViewFactory
+    views: list[BufferView] = field(default_factory=list)
+    index: dict[tuple[str, int], int] = field(default_factory=dict)
+    by_value: dict[tuple, int] = field(default_factory=dict)
+
+    def get(self, role: str, member: int) -> int:
+        key = (role, member)
+        if key not in self.index:
+            view = self.factory(role, member)
+            ident = (view.dsize, view.origin, view.base, view.ap, view.partition_stride,
+                     view.anchor)
+            if ident not in self.by_value:  # the same mapping is one view
+                self.by_value[ident] = len(self.views)
+                self.views.append(view)
+            self.index[key] = self.by_value[ident]
+        return self.index[key]
+
+    def reserve(self, roles: Sequence[tuple[str, int]]) -> list[int]:
+        """Views at fixed leading indices (the ring's IN, OUT, RECV, GW = 0..3), in order;
+        aliases keep distinct indices so a composer can index by position."""
+        out = []
+        for role, member in roles:
+            view = self.factory(role, member)
+            ident = (view.dsize, view.origin, view.base, view.ap, view.partition_stride,
+                     view.anchor)
+            self.by_value.setdefault(ident, len(self.views))
+            self.index[(role, member)] = len(self.views)
+            out.append(len(self.views))
+            self.views.append(view)
+        return out
+
+    def same(self, a: int, b: int) -> bool:
+        va, vb = self.views[a], self.views[b]
+        return (va.dsize, va.origin, va.base, va.ap) == (vb.dsize, vb.origin, vb.base, vb.ap)
+
+
+@dataclass
+class PeerTable:
+    """The peer list of one entry: peers[0] is the rank itself."""
+
+    rank: int
+    peers: list[int] = field(default_factory=list)
+    index: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.peers:
+            self.peers.append(self.rank)
+            self.index[self.rank] = 0
+
+    def __call__(self, r: int) -> int:
+        if r not in self.index:
+            self.index[r] = len(self.peers)
+            self.peers.append(r)
+        return self.index[r]
+
+
+# ---------------------------------------------------------------------------
+# The ring over a layout (HIER's RING legs): ring.py's step templates and leg IR, with the
+# chunk positions resolved through a Layout instead of the trigger's own ChunkPlan.
+
+def ring_steps(op: EncOpType, layout: Layout, channel: int, user_ranks: Sequence[int],
+               group_index: dict[int, int], *, host_cc: bool = False,
+               inplace: bool = False) -> np.ndarray:
+    """The ring step rows (``ring.STEP_DTYPE``) of one channel of one rank over ``layout``.
+
+    ``channel`` is the channel's index among the leg's active channels (its layout slot).
+    Segmented positions give one row per segment, consecutive.  ``inplace``: the leg's input
+    already sits in its output (an all-gather whose input view is its output view), so the
+    all-gather's local ``direct_copy`` of the own block is dropped."""
+    from nrtrewrite.compose.leaves import Leaf
+    from nrtrewrite.compose.ring import STEP_DTYPE, template_array
+
+    rank_n = len(user_ranks)
+    tmpl = template_array(op, rank_n, host_cc)
+    if inplace:
+        tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
+    t = tmpl.shape[0]
+    na = np.asarray(user_ranks, dtype=np.int64)
+    pos_of = np.fromiter((group_index[int(r)] for r in user_ranks), np.int64, rank_n)
+    G = layout.groups
+    g = np.repeat(np.arange(G, dtype=np.int64), t)
+    rows = np.tile(np.arange(t, dtype=np.int64), G)
+    pos = pos_of[tmpl[rows, 3]]
+    row, _seg, start, stop = layout.expand(g, np.full(g.size, channel), pos, tmpl[rows, 4])
+    out = np.empty(row.size, dtype=STEP_DTYPE)
+    src = rows[row]
+    out["group"] = g[row]
+    out["step"] = tmpl[src, 0]
+    out["phase"] = tmpl[src, 1]
+    out["leaf"] = tmpl[src, 2]
+    out["half"] = tmpl[src, 4]
+    out["k"] = na[tmpl[src, 3]]
+    out["pos"] = pos[row]
+    out["start"] = start
+    out["stop"] = stop
+    return out
+
+
+@dataclass(frozen=True)
+class RingLegPlan:
+    """Rank-independent decisions of one ring leg over one group."""
+
+    group: tuple[int, ...]  # members in position order
+    group_index: dict[int, int]
+    channel_ids: list[int]  # physical channel ids of the active channels, layout order
+    orders: dict[int, tuple[int, ...]]  # physical channel id -> ring order
+    layout: Layout
+
+    def manifest(self) -> dict:
+        return {"channels": [{"channel": c, "order": list(self.orders[c])}
+                             for c in self.channel_ids],
+                "chunk": {"chunk_size_n": self.layout.plan.chunk,
+                          "tail_chunk": self.layout.plan.tail_chunk,
+                          "pgta": self.layout.groups, "channels": self.layout.channels}}
+
+
+def plan_ring_leg(topo, group: Sequence[int], n_channels: int,
+                  layout_of: Callable[[int], Layout], channel_base: int = 0) -> RingLegPlan:
+    """Rings per channel, then the layout for the channels that have a ring."""
+    from nrtrewrite.topology.rings import ring_orders
+
+    group = tuple(group)
+    orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
+    nonempty = [(c, o) for c, o in enumerate(orders_all) if o is not None]
+    layout = layout_of(max(1, len(nonempty)))
+    active = nonempty[:layout.channels]
+    return RingLegPlan(group=group, group_index={r: i for i, r in enumerate(group)},
+                       channel_ids=[channel_base + c for c, _ in active],
+                       orders={channel_base + c: o for c, o in active}, layout=layout)
+
+
+def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTable, *,
+                host_cc: bool, reduction_type: int,
+                inplace: bool = False) -> tuple[np.ndarray, dict]:
+    """The leg IR of one rank's ring leg (views IN, OUT, RECV, GW at 0..3) and its
+    ``schedule`` info."""
+    from nrtrewrite.codes import EdgeLocality
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.compose.ring import bookkeeping, ring_channel_ir
+    from nrtrewrite.topology.rings import enc_ring
+
+    irs, info = [], {}
+    for slot, ch in enumerate(rp.channel_ids):
+        ring = enc_ring(rp.orders[ch], rank)
+        steps = ring_steps(op, rp.layout, slot, ring.user_ranks, rp.group_index,
+                           host_cc=host_cc, inplace=inplace)
+        prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
+        irs.append(ring_channel_ir(steps, ch, peers(ring.next), peers(ring.prev), prev_net,
+                                   reduction_type))
+        prologue, epilogue = bookkeeping(op, prev_net)
+        info[ch] = {"prev": ring.prev, "next": ring.next, "user_ranks": list(ring.user_ranks),
+                    "prologue": prologue, "epilogue": epilogue}
+    return (np.concatenate(irs) if irs else IR.empty(0)), info
