@@ -208,9 +208,11 @@ class FifoDecoder:
                     t.subgraph, -1):
                 raise fail(k, f"basic_block_id {int(op['basic_block_id'])}, trigger {t.ordinal} "
                               f"is in subgraph {t.subgraph}", "basic_block_id")
-            if int(op["unrolled_count"]) != t.pgta:
-                raise fail(k, f"unrolled_count {int(op['unrolled_count'])}, the trigger has "
-                              f"{t.pgta} chunk groups", "unrolled_count")
+            pgta = t.entry_pgta(ent.leg, rank)
+            if int(op["unrolled_count"]) != pgta:
+                raise fail(k, f"unrolled_count {int(op['unrolled_count'])}, the "
+                              f"{'leg' if t.legs else 'trigger'} has {pgta} chunk groups",
+                           "unrolled_count")
             if int(op["enc_channel"]) != ch:
                 raise fail(k, f"enc_channel {int(op['enc_channel'])} in channel {ch}'s FIFO",
                            "enc_channel")

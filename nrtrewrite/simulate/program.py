@@ -30,10 +30,15 @@ LEAF_NAMES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
               # mesh / RDH legs and the entry handshake: no ring protocol of their own, their
               # semaphores and data are checked by the run (docs/SIMULATOR.md §2)
               16: "mesh_send", 17: "mesh_reduce", 18: "rdh_copy", 19: "rdh_reduce",
-              20: "mesh_sync", 21: "post_recv", 22: "mark_complete"}
+              20: "mesh_sync", 21: "post_recv", 22: "mark_complete",
+              # kangaring (docs/DESIGN.md "Kangaring"): the fan-in reduce and the sync legs of
+              # the unit semaphores
+              10: "direct_reduce_send_kangaring", 11: "peer_post", 12: "peer_wait"}
 MARK_END = 15
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
-REDUCE_LEAVES = frozenset({2, 3, 4, 17, 19})
+#: leaves that carry a half-chunk index (the ring leaves, as KANGARING uses them too)
+HALF_LEAVES = RING_LEAVES | {10}
+REDUCE_LEAVES = frozenset({2, 3, 4, 10, 17, 19})
 COPY_LEAVES = frozenset({1, 5, 6, 8, 16, 18})
 CONSUMING = frozenset({2, 3, 4, 6, 7})  # ring: wait for the predecessor's data
 SENDING = frozenset({1, 2, 4, 5, 6})  # ring: signal the successor
@@ -114,6 +119,7 @@ class Entry:
     channels: list[int]
     sema_shift: int = 0  # mesh entries: the event window's first semaphore (else 0)
     queues: dict[int, tuple[int, int]] = field(default_factory=dict)  # channel -> legs slice
+    leg: str = "flat"  # the rank manifest's leg name (a HIER leg, else "flat")
 
 
 def _where(rank: int, artifact: str, record: int | None = None, field_: str | None = None,
@@ -185,6 +191,7 @@ class RankDecoder:
         self.rsc = (flags >> 2) & 1
         self.channel_list = sp["channel_list"].astype(np.int64)
         self.entry_trigger: list[TriggerSpec] = []
+        self.entry_leg: list[str] = []
         for e in range(sp.size):
             me = man[e] if isinstance(man[e], dict) else {}
             at = int(self.algo_type[e])
@@ -213,9 +220,12 @@ class RankDecoder:
             if self.rank not in t.group:
                 raise self.fail(f"entry for trigger {t.ordinal}, whose replica group does not "
                                 f"contain rank {self.rank}", art, e)
-            if _alg_name(at) != t.algorithm:
+            want_alg = t.entry_algorithm(me.get("leg"))
+            if _alg_name(at) != want_alg:
                 raise self.fail(f"algo_type {_alg_name(at)} but trigger {t.ordinal} was lowered "
-                                f"as {t.algorithm}", art, e, "algo_type")
+                                f"as {t.algorithm}"
+                                + (f" with leg {me.get('leg')} {want_alg}" if t.legs else ""),
+                                art, e, "algo_type")
             bits = ([c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
                     if at in RING_FAMILY else me.get("channels"))
             expect = {
@@ -238,6 +248,18 @@ class RankDecoder:
                 raise self.fail(f"reporter is {int(self.reporter[e])} but the reporter of trigger "
                                 f"{t.ordinal} is its leader, rank {t.leader}", art, e, "reporter")
             self.entry_trigger.append(t)
+            self.entry_leg.append(str(me.get("leg", "flat")))
+        # a HIER chain runs the trigger's legs, each once, in the manifest's order
+        chains: dict[int, list[str]] = {}
+        for e, t in enumerate(self.entry_trigger):
+            chains.setdefault(t.ordinal, []).append(self.entry_leg[e])
+        for ordinal, legs in chains.items():
+            t = self.triggers[ordinal]
+            want = list(t.legs) if t.legs else ["flat"] * len(legs)
+            if legs != want:
+                raise self.fail(f"trigger {ordinal}'s entries run legs {legs}, its manifest "
+                                f"lists {want}", art, None, "leg")
+        self.ring_entry = self.algo_type == int(EncAlgType.RING)
         per_sg: dict[str, int] = {}
         for t in self.entry_trigger:
             per_sg[t.subgraph] = per_sg.get(t.subgraph, 0) + 1
@@ -306,12 +328,18 @@ class RankDecoder:
             self.check(trig != ent_trig[spi], lambda i: f"trigger {trig[i]} but entry {spi[i]} "
                        f"is trigger {ent_trig[spi[i]]}", art, "trigger")
         half = L["half"].astype(np.int64)
-        ring_leaf = np.isin(leaf, list(RING_LEAVES))
+        ring_leaf = np.isin(leaf, list(HALF_LEAVES))
         self.check((half > 1) | (~ring_leaf & (half != 0)), "half is not CHUNK_H0/H1 (0 "
                    "outside ring legs)", art, "half")
+        # the ring protocol binds ring leaves of RING entries; KANGARING and SINGLE_CYCLE_RING
+        # use the same leaves with their own semaphores and fan-in / fan-out (checked by the run)
+        ring_leaf = np.isin(leaf, list(RING_LEAVES)) & self.ring_entry[spi] if n else \
+            np.zeros(0, bool)
         sdma = L["sdma_op"].astype(np.int64)
         want_sdma = np.where(np.isin(leaf, list(REDUCE_LEAVES)), SDMA_CCE,
                              np.where(np.isin(leaf, list(COPY_LEAVES)), SDMA_CME, SDMA_NONE))
+        # a kangaring direct_recv duplicates the last chunk to the unit's peers (a copy)
+        want_sdma = np.where(~ring_leaf & (leaf == 7) & (sdma == SDMA_CME), SDMA_CME, want_sdma)
         self.check(sdma != want_sdma, lambda i: f"sdma_op {sdma[i]} for leaf "
                    f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_sdma[i]})", art, "sdma_op")
         rt = L["reduction_type"].astype(np.int64)
@@ -320,6 +348,15 @@ class RankDecoder:
                    "reduction_type")
         self.check(~red & (rt != F.NO_REDUCTION_TYPE), "a copy or sync leg carries a "
                    "reduction_type (must be 0xFF)", art, "reduction_type")
+        # seed 000 §5.4: the ring reduces as RING_2R1W (0), the kangaring as KANGARING_NR1W (2)
+        if n:
+            at_leg = self.algo_type[spi]
+            fork = {int(EncAlgType.RING): 0, int(EncAlgType.SINGLE_CYCLE_RING): 0,
+                    int(EncAlgType.KANGARING): 2}
+            want_rt = np.array([fork.get(int(a), -1) for a in at_leg], np.int64)
+            self.check(red & (want_rt >= 0) & (rt != want_rt), lambda i: f"reduction_type "
+                       f"{rt[i]} in a {_alg_name(int(at_leg[i]))} reduce leg (the ring-versus-"
+                       f"kangaring fork: {want_rt[i]})", art, "reduction_type")
         neigh = L["neigh"].astype(np.int64)
         want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
                               np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
@@ -620,15 +657,24 @@ class RankDecoder:
                    art, "addr")
         rel = sid - SEM_BASE
         block = (sid >= SEM_BASE) & (sid < SEM_RING_END)
-        self.check(block & (rel // 4 != chan), lambda i: f"{sem_name(int(sid[i]))} used by a "
-                   f"leg of channel {chan[i]}", art, "addr")
+        # a leg touches its own channel's block only, except in a SINGLE_CYCLE_RING entry whose
+        # channel pair meets through post_sema (docs/DESIGN.md "Single-cycle ring"): there any
+        # channel of the entry
+        single = (self.algo_type[self.spi[leg]] == int(EncAlgType.SINGLE_CYCLE_RING)) if n \
+            else np.zeros(0, bool)
+        ent_ch = self.entry_channels[self.spi[leg]] if n else np.zeros(0, np.int64)
+        in_entry = ((ent_ch >> np.clip(rel // 4, 0, 31)) & 1).astype(bool)
+        self.check(block & single & ~in_entry, lambda i: f"{sem_name(int(sid[i]))} used by a "
+                   f"leg of an entry without channel {rel[i] // 4}", art, "addr")
+        self.check(block & ~single & (rel // 4 != chan), lambda i: f"{sem_name(int(sid[i]))} "
+                   f"used by a leg of channel {chan[i]}", art, "addr")
         self.check(block & (rel % 4 != role), lambda i: f"role {role[i]} but the address is "
                    f"{sem_name(int(sid[i]))}", art, "ctrl.role")
         self.check(~block & (role != ROLE_OTHER), lambda i: f"role {role[i]} for "
                    f"{sem_name(int(sid[i]))}, outside the ring channel block (role 0xFF)", art,
                    "ctrl.role")
-        self.check(block & (role == ROLE_POST), "post_sema is not used by ring legs", art,
-                   "ctrl.role")
+        self.check(block & ~single & (role == ROLE_POST), "post_sema is not used by ring legs "
+                   "(only a SINGLE_CYCLE_RING channel pair meets through it)", art, "ctrl.role")
         self.check(remote != (trank != self.rank), lambda i: f"remote bit {remote[i]} but the "
                    f"semaphore is on rank {trank[i]}", art, "ctrl.remote")
         self.check(val <= 0, "a semaphore BD with value 0", art, "value")
@@ -776,7 +822,7 @@ class RankDecoder:
             want = np.where(sb, (soff // rsize[reg]) * self.layout.stride + roff[reg]
                             + soff % rsize[reg], elem * dsize)
             got = W[part]["start_addr"].astype(np.int64)
-            ring = np.isin(self.leaf[leg], list(RING_LEAVES))
+            ring = np.isin(self.leaf[leg], list(HALF_LEAVES))
             self.check(ring & (got != want), lambda i, got=got, want=want, part=part:
                        f"{part}.start_addr {got[i]:#x}, the piece's first element "
                        f"{elem[i]} is at {want[i]:#x} of its buffer", "sb2sb.bin",
@@ -802,6 +848,11 @@ class RankDecoder:
             reg = self.layout.named(kind)
             if reg is not None:
                 out.append((reg.index, np.full(trank.size, DRAM_BASE + reg.offset, np.int64)))
+        for kind, off in t.leg_buffers():  # a leg's own buffers inside scratch / gw
+            reg = self.layout.named(kind)
+            if reg is not None:
+                out.append((reg.index, np.full(trank.size, DRAM_BASE + reg.offset + off,
+                                               np.int64)))
         pos = np.full(trank.size, 0, np.int64)
         gpos = {r: i for i, r in enumerate(t.group)}
         pos = np.array([gpos.get(int(x), 0) for x in trank], np.int64)
@@ -835,7 +886,8 @@ class RankDecoder:
                              SEM_BASE + 4 * c + ROLE_COMPL)
         local = trank == me
         wait = subop == WAIT
-        ring_s = np.isin(lf_s, list(RING_LEAVES))
+        ring_s = np.isin(lf_s, list(RING_LEAVES)) & (self.ring_entry[self.spi[leg]] if n
+                                                      else np.zeros(0, bool))
         cat_w_recv = wait & local & (sid == recv) & (val == 1)
         cat_w_compl = wait & local & (sid == compl)
         cat_i_compl = ~wait & local & (sid == compl) & (val == 1)
@@ -862,7 +914,7 @@ class RankDecoder:
         w_any, i_away = count(wait), count(~wait & ~local)
         lf = self.leaf
         me_end = lf == MARK_END
-        ring = np.isin(lf, list(RING_LEAVES))
+        ring = np.isin(lf, list(RING_LEAVES)) & self.ring_entry[self.spi]
         consuming = np.isin(lf, list(CONSUMING))
         sending = np.isin(lf, list(SENDING))
         others = np.diff(np.append(self.group_first, self.n_legs))[self.group_of] - 1
@@ -913,7 +965,7 @@ class RankDecoder:
         """Ring legs signal and write the ring successor of the manifest's channel order; other
         legs: neigh says whether they reach another rank."""
         R = self.runs
-        ring = np.isin(self.leaf, list(RING_LEAVES))
+        ring = np.isin(self.leaf, list(RING_LEAVES)) & self.ring_entry[self.spi]
         away = (R["dir"] == 1) & (R["rank"] != self.rank)
         writes_away = np.bincount(R["leg"][away], minlength=self.n_legs) > 0
         reads_away = np.bincount(R["leg"][(R["dir"] == 0) & (R["rank"] != self.rank)],
@@ -935,7 +987,7 @@ class RankDecoder:
                    f"{R['rank'][i]} (ring legs read their own core)", "dma.bin", "buf_ptr")
         cache: dict[tuple[int, int], int] = {}
         for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
-            s_ = self.entry_trigger[e].successor(c, self.rank)
+            s_ = self.entry_trigger[e].successor(c, self.rank, self.entry_leg[e])
             cache[(e, c)] = -1 if s_ is None else s_
         succ = np.array([cache[(e, c)] for e, c in zip(self.spi.tolist(), self.ch.tolist())],
                         np.int64)
@@ -1029,7 +1081,8 @@ class RankDecoder:
                          bool(self.trigger_next[e]), bool(self.reporter[e]), bool(self.rsc[e]),
                          [c for c in range(32) if (int(self.entry_channels[e]) >> c) & 1],
                          (int(self.channel_list[e]) & 0xFFFF)
-                         if int(self.algo_type[e]) in MESH_FAMILY else 0)
+                         if int(self.algo_type[e]) in MESH_FAMILY else 0,
+                         leg=self.entry_leg[e])
                    for e in range(self.a["spad.bin"].size)]
         for gi, g0 in enumerate(self.group_first.tolist()):
             n = int(np.count_nonzero(self.group_of == gi))

@@ -3,7 +3,7 @@ where each operand lives in a rank's memory."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -88,6 +88,10 @@ class TriggerSpec:
     dst: dict
     pgta: int
     orders: dict[int, list[int]]
+    #: HIER: leg name -> {"algorithm", "groups": [(group, orders, pgta)], "buffers"}
+    legs: dict = field(default_factory=dict)
+    #: extra scratch / gateway buffers of the trigger: [{"region", "offset"}] (FORMATS §1.1)
+    buffers: list = field(default_factory=list)
 
     @property
     def dsize(self) -> int:
@@ -120,11 +124,37 @@ class TriggerSpec:
     def pos(self, rank: int) -> int:
         return self.group.index(rank)
 
-    def successor(self, channel: int, rank: int) -> int | None:
-        order = self.orders.get(channel)
+    def _leg_group(self, leg: str | None, rank: int):
+        for group, orders, pgta in (self.legs.get(leg) or {}).get("groups", ()):
+            if rank in group:
+                return orders, pgta
+        return None
+
+    def successor(self, channel: int, rank: int, leg: str | None = None) -> int | None:
+        """The ring successor of ``rank`` on ``channel`` (of its group of HIER leg ``leg``)."""
+        found = self._leg_group(leg, rank) if self.legs else None
+        orders = found[0] if found else self.orders
+        order = orders.get(channel)
         if not order or rank not in order:
             return None
         return order[(order.index(rank) + 1) % len(order)]
+
+    def entry_algorithm(self, leg: str | None) -> str:
+        """What an entry of this trigger runs: the trigger's algorithm, or a HIER leg's."""
+        if self.legs and leg in self.legs:
+            return self.legs[leg]["algorithm"]
+        return self.algorithm
+
+    def entry_pgta(self, leg: str | None, rank: int) -> int:
+        found = self._leg_group(leg, rank) if self.legs else None
+        return found[1] if found else self.pgta
+
+    def leg_buffers(self) -> list[tuple[str, int]]:
+        """(region kind, byte offset) of the HIER legs' scratch / gateway buffers."""
+        found = {(str(b["region"]), int(b["offset"])) for leg in self.legs.values()
+                 for b in leg.get("buffers", ())}
+        found |= {(str(b["region"]), int(b["offset"])) for b in self.buffers}
+        return sorted(found)
 
     def label(self) -> str:
         alu = f" {self.alu}" if self.alu else ""
@@ -171,6 +201,20 @@ class TriggerSpec:
         return Footprint(region, 0, count, ds, offsets=part * region.size + inpart)
 
 
+def _hier_legs(t: dict) -> dict:
+    """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1): its legs, each leg's
+    groups with their ring orders and chunk groups, and its intermediate buffers."""
+    out = {}
+    for leg in (t.get("hier") or {}).get("legs", ()):
+        groups = []
+        for g in leg["groups"]:
+            orders = {int(c["channel"]): [int(r) for r in c["order"]] for c in g["channels"]}
+            groups.append(([int(r) for r in g["group"]], orders, int(g["chunk"]["pgta"])))
+        out[str(leg["name"])] = {"algorithm": str(leg["algorithm"]), "groups": groups,
+                                 "buffers": [dict(b) for b in leg.get("buffers", ())]}
+    return out
+
+
 def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
     out: dict[int, TriggerSpec] = {}
     for i, t in enumerate(top.get("triggers") or []):
@@ -185,7 +229,8 @@ def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
                 leader=int(t["leader"]), subgraph=str(t["subgraph"]), engine=str(t["engine"]),
                 index=int(t["index"]), algorithm=str(t["algorithm"]), src=dict(t["src"]),
                 dst=dict(t["dst"]), pgta=int(t["chunk"]["pgta"]),
-                orders={int(c["channel"]): [int(r) for r in c["order"]] for c in t["channels"]})
+                orders={int(c["channel"]): [int(r) for r in c["order"]] for c in t["channels"]},
+                legs=_hier_legs(t), buffers=[dict(b) for b in t.get("buffers") or ()])
         except (KeyError, TypeError, ValueError) as exc:
             raise SimulationError(f"malformed trigger entry ({exc})", **where) from None
         if op not in OPS:
