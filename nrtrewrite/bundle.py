@@ -328,7 +328,7 @@ def _leader_spad_index(plan: LoweringPlan) -> dict[int, int]:
     for tp in plan.triggers:
         out[tp.trigger.ordinal] = counts.get(tp.leader, 0)
         for r in tp.group:
-            counts[r] = counts.get(r, 0) + 1
+            counts[r] = counts.get(r, 0) + getattr(getattr(tp, "prepared", None), "entries", 1)
     return out
 
 

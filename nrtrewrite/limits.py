@@ -184,7 +184,9 @@ def check_plan(plan) -> None:
     for tp in plan.triggers:
         trig = tp.trigger
         group = tuple(tp.group)
-        per_group[(trig.subgraph, group)].append(trig)
+        # one SPAD entry per trigger, one per leg for a HIER chain
+        entries = getattr(getattr(tp, "prepared", None), "entries", 1)
+        per_group[(trig.subgraph, group)].extend([trig] * entries)
         n_ch = getattr(tp.selection, "n_channels", 1)
         if n_ch > NEC_MAX_CHANNELS:
             raise LimitError(f"{n_ch} channels, at most {NEC_MAX_CHANNELS} (NEC_MAX_CHANNELS)",
@@ -206,7 +208,7 @@ def check_plan(plan) -> None:
     for (sg, group), trigs in per_group.items():
         if len(trigs) > SPAD_ENTRIES:
             raise LimitError(
-                f"{len(trigs)} collectives on replica group {_short(group)} need "
+                f"{len({id(t) for t in trigs})} collectives on replica group {_short(group)} need "
                 f"{len(trigs)} SPAD entries on each of its ranks; the {SPAD_BYTES}-byte TOP_SP "
                 f"CTRL SPAD holds {SPAD_ENTRIES} per subgraph", **_where(trigs[SPAD_ENTRIES]))
     # groups of different subgraphs may share ranks: add up per rank (<= NEC_MAX_COMM_N groups)

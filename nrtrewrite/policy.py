@@ -89,7 +89,13 @@ class Policy:
     #: Engines this build can lower.  Grows as issues land (MESH, INTRA_RDH, ...).
     lowerable: frozenset[EncAlgType] = frozenset({
         EncAlgType.RING, EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.INTRA_RDH,
-        EncAlgType.INTER_RDH})
+        EncAlgType.INTER_RDH, EncAlgType.KANGARING, EncAlgType.SINGLE_CYCLE_RING,
+        EncAlgType.HIER})
+    #: Engines this build can lower as a leg of a HIER collective (compose/hier.py
+    #: LEG_ENGINES); a leg whose policy engine is not here is lowered with the first engine
+    #: of its slot's legal set that is (docs/SELECTION.md §6).
+    hier_leg_lowerable: frozenset[EncAlgType] = frozenset({
+        EncAlgType.RING, EncAlgType.KANGARING, EncAlgType.SINGLE_CYCLE_RING})
     #: (engine, op) pairs a lowerable engine still cannot lower (the mesh composers do not
     #: compose all-to-all, which no trigger of a NEFF-like model carries).
     not_lowerable_ops: frozenset[tuple[EncAlgType, EncOpType]] = frozenset({

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
 from nrtrewrite.codes import (
-    DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, DType, EncAlgMeshType, EncAlgType, EncOpType,
+    AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, DType, EncAlgMeshType, EncAlgType, EncOpType,
     MetaringType,
 )
 from nrtrewrite.errors import SelectionError, ValidationError
@@ -99,6 +99,7 @@ class Request:
     in_bytes: int
     out_bytes: int
     sbuf: bool = False
+    alu: AluOp | None = None  # the reduce op (None: ADD, or a copy-only collective)
 
     @property
     def op_bytes(self) -> int:
@@ -112,11 +113,11 @@ class Request:
     @classmethod
     def from_trigger(cls, t: Trigger) -> "Request":
         return cls(ordinal=t.ordinal, op=t.op, dtype=t.dtype, group=tuple(t.replica_group),
-                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf)
+                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op)
 
     @classmethod
     def for_op(cls, op: EncOpType, dtype: DType, group: Iterable[int], nbytes: int, *,
-               ordinal: int = 0, sbuf: bool = False) -> "Request":
+               ordinal: int = 0, sbuf: bool = False, alu: AluOp | None = None) -> "Request":
         """A request whose message size (:attr:`op_bytes`) is ``nbytes``."""
         group = tuple(group)
         n = max(1, len(group))
@@ -127,7 +128,7 @@ class Request:
         else:
             ib = ob = nbytes
         return cls(ordinal=ordinal, op=op, dtype=dtype, group=group, in_bytes=ib, out_bytes=ob,
-                   sbuf=sbuf)
+                   sbuf=sbuf, alu=alu)
 
 
 def as_request(trigger: Union[Trigger, Request]) -> Request:
@@ -337,6 +338,10 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
         return False, refusal
     if req.op not in _AR_AG_RS:
         return False, f"KANGARING runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
+    if req.op != EncOpType.ALLGATHER and req.alu not in (None, AluOp.ADD):
+        return False, (f"{req.alu.name} {req.op.name}: direct_reduce_send_kangaring reduces the "
+                       "unit's inputs with SDMA_CCETYPE_ADD (seed 003 §4), so KANGARING only "
+                       "reduces ADD")
     ok, why = kangaring_shape(topo, req.group)
     if not ok:
         return False, why
@@ -353,19 +358,25 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
 def enc_can_post_single_cycle_ring(req: Request, topo: Topology,
                                    policy: Policy = DEFAULT_POLICY, *,
                                    check_window: bool = True) -> Verdict:
-    """SINGLE_CYCLE_RING: all-reduce only (``cmp $0x1,%ebp`` at 0xfaadd, seed 000 §1.4),
-    inter-node with one rank per node (libnrt gate: node_n > 1, rank_n == node_n)."""
+    """SINGLE_CYCLE_RING: all-reduce only (``cmp $0x1,%ebp`` at 0xfaadd, seed 000 §1.4).
+
+    Structurally (``check_window=False``) it composes any all-reduce (docs/DESIGN.md
+    "Single-cycle ring"); the libnrt gate - inter-node, one rank per node (node_n > 1,
+    rank_n == node_n) - is a policy condition checked with the size window, so the cascade
+    picks it only there while ``--algo`` may force it on any all-reduce group."""
     if req.op != EncOpType.ALLREDUCE:
         return False, f"SINGLE_CYCLE_RING is all-reduce only (op_type {req.op.name})"
     s = group_shape(topo, req.group)
-    if s.node_n < 2:
-        return False, "SINGLE_CYCLE_RING is inter-node only (group lies within one node)"
-    if s.rank_n != s.node_n:
-        return False, (f"SINGLE_CYCLE_RING needs one rank per node (rank_n {s.rank_n} != "
-                       f"node_n {s.node_n})")
-    ok = f"{s.node_n} nodes, one rank each"
     if not check_window:
-        return True, ok
+        return True, (f"{s.rank_n} rank(s) over {s.node_n} node(s): a ring cut opposite each "
+                      "chunk's root, reduced from both sides")
+    if s.node_n < 2:
+        return False, ("policy gate: SINGLE_CYCLE_RING is inter-node only (group lies within "
+                       "one node; --algo may force it)")
+    if s.rank_n != s.node_n:
+        return False, (f"policy gate: SINGLE_CYCLE_RING needs one rank per node (rank_n "
+                       f"{s.rank_n} != node_n {s.node_n}; --algo may force it)")
+    ok = f"{s.node_n} nodes, one rank each"
     return _window(req, topo, policy, EncAlgType.SINGLE_CYCLE_RING, INTER, ok)
 
 
@@ -797,7 +808,7 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
         nbytes = b if scope == INTRA else b // y
         sizes[slot] = nbytes
         leg_req = Request.for_op(op, req.dtype, groups[0], nbytes, ordinal=req.ordinal,
-                                 sbuf=req.sbuf)
+                                 sbuf=req.sbuf, alu=req.alu)
         choices[slot] = _leg_choice(slot, leg_req, topo, policy, override, op_clause,
                                     slot in used)
     legs = []
@@ -809,6 +820,49 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
                         reason=why))
     log = tuple((s, choices[s[4:]][0]) for s in HIER_SLOTS)
     return tuple(legs), log
+
+
+def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
+                         override: AlgoOverride | None, op_clause: OverrideClause | None,
+                         legs: tuple[Leg, ...]) -> tuple[tuple[Leg, ...], list[str]]:
+    """Each HIER leg whose engine this build cannot lower as a leg takes the first engine of
+    its slot's legal set (precedence order) that it can and whose predicate holds on the
+    leg's group (in window first); RING always can.  A leg clause forcing such an engine is
+    an error."""
+    out, notes = [], []
+    for leg in legs:
+        if leg.alg in policy.hier_leg_lowerable:
+            out.append(leg)
+            continue
+        clause = override.for_leg(leg.name) if override else None
+        if clause is not None and clause.forced is not None:
+            can = ", ".join(a.name for a in sorted(policy.hier_leg_lowerable, key=int))
+            raise _forced_error(req, override, clause, leg.alg,
+                                f"{leg.alg.name} cannot be lowered as a HIER leg in this build "
+                                f"(leg engines: {can})", leg.name)
+        leg_req = Request.for_op(leg.op, req.dtype, leg.groups[0], leg.nbytes,
+                                 ordinal=req.ordinal, sbuf=req.sbuf, alu=req.alu)
+        pick, why = EncAlgType.RING, "always legal"
+        found = False
+        for in_window in (True, False):
+            for a in (*policy.precedence, *LEG_LEGAL[leg.name]):
+                if a not in LEG_LEGAL[leg.name] or a not in policy.hier_leg_lowerable:
+                    continue
+                if clause is not None and not clause.allows(a):
+                    continue
+                if op_clause is not None and op_clause.exclude and a in op_clause.algs:
+                    continue
+                ok, why_a = PREDICATES[a][1](leg_req, topo, policy, check_window=in_window)
+                if ok:
+                    pick, why, found = a, why_a, True
+                    break
+            if found:
+                break
+        out.append(Leg(name=leg.name, op=leg.op, alg=pick, sub_type=None, groups=leg.groups,
+                       nbytes=leg.nbytes, reason=why))
+        notes.append(f"{leg.name}: {leg.alg.name} is not lowerable as a HIER leg in this build; "
+                     f"{pick.name} instead")
+    return tuple(out), notes
 
 
 def _flat_leg(req: Request, topo: Topology, alg: EncAlgType, scope: str, reason: str) -> Leg:
@@ -873,10 +927,16 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
     else:
         policy_legs = (_flat_leg(req, topo, policy_alg, shape.scope, cands[policy_alg].reason),)
 
-    plan_algs = {policy_alg, *(leg.alg for leg in policy_legs)}
+    lowered_legs, leg_notes = policy_legs, []
+    if policy_alg == EncAlgType.HIER and policy.is_lowerable(EncAlgType.HIER, req.op):
+        lowered_legs, leg_notes = _lowerable_hier_legs(req, topo, policy, override, clause,
+                                                       policy_legs)
+    plan_algs = {policy_alg, *(leg.alg for leg in lowered_legs)}
     fallback_reason = None
     if all(policy.is_lowerable(a, req.op) for a in plan_algs):
-        alg, legs = policy_alg, policy_legs
+        alg, legs = policy_alg, lowered_legs
+        if leg_notes:
+            fallback_reason = "; ".join(leg_notes)
     else:
         missing = sorted((a for a in plan_algs if not policy.is_lowerable(a, req.op)), key=int)
         what = policy_alg.name

@@ -67,20 +67,19 @@ def test_model_less_two_node_allreduce_json():
     assert [leg["name"] for leg in t["policy"]["legs"]] == ["intra_redsct", "inter_allr",
                                                              "intra_allg"]
     assert t["policy"]["hier_log"].startswith("Hier algorithm selections")
-    assert t["lowered"]["algorithm"] == "RING" and t["lowered"]["legs"][0]["name"] == "flat"
-    assert "not lowerable" in t["lowered"]["fallback_reason"]
+    assert t["lowered"]["algorithm"] == "HIER" and t["lowered"]["fallback_reason"] is None
+    assert [(leg["name"], leg["algorithm"]) for leg in t["lowered"]["legs"]] == [
+        ("intra_redsct", "KANGARING"), ("inter_allr", "SINGLE_CYCLE_RING"),
+        ("intra_allg", "KANGARING")]
+    assert [leg["groups"] for leg in t["hier"]["legs"]] == [2, 64, 2]
     chosen = [c for c in t["candidates"] if c["chosen"]]
     assert [c["algorithm"] for c in chosen] == ["HIER"]
     assert {c["predicate"] for c in t["candidates"]} >= {
         "enc_can_post_hierarchical_operation", "enc_can_post_mesh_operation",
         "enc_can_post_intra_rdh_operation", "enc_can_post_inter_rdh_operation",
         "enc_can_post_kangaring_operation", "enc_can_post_single_cycle_ring"}
-    ch = t["channels"]
-    assert ch["count"] == len(ch["rings"]) == 16
-    for ring in ch["rings"]:
-        assert sorted(ring["order"]) == list(range(128))
-        assert ring["hops"]["NETWORK"] == 2
-    assert "kangaring" in t       # policy legs use KANGARING: paths shown, marked not lowered
+    assert t["channels"]["rings"] == []  # HIER: rings per leg group
+    assert t["kangaring"]["note"] == "lowered"  # the intra legs' kangaring paths
 
 
 def test_model_less_rank_view_and_human_output():
@@ -100,7 +99,7 @@ def test_model_less_rank_view_and_human_output():
 
 def test_model_less_intra_node_windows():
     for size, alg, lowered in (("512KiB", "MESH", "MESH"), ("8MiB", "INTRA_RDH", "INTRA_RDH"),
-                               ("64MiB", "KANGARING", "RING")):
+                               ("64MiB", "KANGARING", "KANGARING")):
         d = run_json("explain", "--op", "allreduce", "--bytes", size, "--ranks", "64")
         t = d["triggers"][0]
         assert t["policy"]["algorithm"] == alg and t["lowered"]["algorithm"] == lowered
@@ -126,8 +125,9 @@ def test_algo_override_errors_are_one_line():
     assert ("enc_can_post_single_cycle_ring: SINGLE_CYCLE_RING is all-reduce only "
             "(op_type ALLGATHER)") in res.output
     res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "64MiB",
-                                    "--ranks", "64", "--algo", "allreduce:kangaring"], env={})
-    assert res.exit_code == 2 and "cannot lower it yet" in res.output
+                                    "--group", "0-5", "--algo", "allreduce:kangaring"], env={})
+    assert res.exit_code == 2 and "enc_can_post_kangaring_operation: device 1 of node 0 has " \
+        "2 of its 4 ranks" in res.output
 
 
 def test_env_override_and_exclusion():
@@ -143,7 +143,7 @@ def test_model_mode(model_path):
     assert d["topology"]["nodes"] == 2 and len(d["triggers"]) == 2
     ar, ag = d["triggers"]
     assert (ar["subgraph"], ar["engine"], ar["index"]) == ("sg00", "sp", 1)
-    assert ar["policy"]["algorithm"] == "HIER" and ar["lowered"]["algorithm"] == "RING"
+    assert ar["policy"]["algorithm"] == "HIER" and ar["lowered"]["algorithm"] == "HIER"
     assert ag["op"] == "ALLGATHER"
     d = run_json("explain", model_path, "--trigger", "1", "--rank", "70")
     assert [t["trigger"] for t in d["triggers"]] == [1] and d["triggers"][0]["rank"] == 70

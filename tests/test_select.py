@@ -114,8 +114,12 @@ def test_mesh_sub_type_ordinals_match_seed():
     (AR, TWO_NODES, T2N, False, "one rank per node"),
 ])
 def test_single_cycle_ring_truth_table(op, group, topo, legal, why):
-    ok, reason = enc_can_post_single_cycle_ring(req(op, group, 1 * MiB), topo, check_window=False)
+    # the libnrt gate (inter-node, one rank per node) is applied with the window: the cascade
+    ok, reason = enc_can_post_single_cycle_ring(req(op, group, 1 * MiB), topo, check_window=True)
     assert ok is legal and why in reason
+    # structurally every all-reduce can be composed (and forced, docs/SELECTION.md)
+    ok, reason = enc_can_post_single_cycle_ring(req(op, group, 1 * MiB), topo, check_window=False)
+    assert ok is (op == AR)
 
 
 @pytest.mark.parametrize("op, group, topo, legal, why", [
@@ -239,8 +243,31 @@ def test_ring_is_the_general_fallback():
     assert sel.legs == sel.policy_legs and sel.metaring_type == MetaringType.RING
 
 
-def test_two_node_group_policy_hier_lowered_flat_ring():
+def test_two_node_group_lowers_hier_legs():
     sel = select(req(AR, TWO_NODES, 64 * MiB), T2N)
+    assert sel.policy_alg == sel.alg == EncAlgType.HIER and sel.fallback_reason is None
+    assert [(leg.name, leg.alg) for leg in sel.legs] == [
+        ("intra_redsct", EncAlgType.KANGARING), ("inter_allr", EncAlgType.SINGLE_CYCLE_RING),
+        ("intra_allg", EncAlgType.KANGARING)]
+    assert sel.legs == sel.policy_legs
+
+
+def test_a_leg_engine_without_a_hier_leg_composer_falls_back_per_leg():
+    # 1 MiB over two nodes: inter_allr is 16 KiB, inside the inter MESH window
+    sel = select(req(AR, TWO_NODES, 1 * MiB), T2N)
+    assert sel.policy_alg == sel.alg == EncAlgType.HIER
+    pol = {leg.name: leg.alg for leg in sel.policy_legs}
+    low = {leg.name: leg.alg for leg in sel.legs}
+    assert pol["inter_allr"] == EncAlgType.MESH
+    assert low["inter_allr"] == EncAlgType.SINGLE_CYCLE_RING
+    assert "inter_allr: MESH is not lowerable as a HIER leg" in sel.fallback_reason
+    with pytest.raises(SelectionError, match="cannot be lowered as a HIER leg"):
+        select(req(AR, TWO_NODES, 1 * MiB), T2N, override=parse_algo_override("inter_allr:mesh"))
+
+
+def test_two_node_group_policy_hier_lowered_flat_ring():
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N,
+                 policy=Policy(lowerable=frozenset({EncAlgType.RING})))
     assert sel.policy_alg == EncAlgType.HIER
     assert [leg.name for leg in sel.policy_legs] == ["intra_redsct", "inter_allr", "intra_allg"]
     intra, inter = sel.policy_legs[0].groups, sel.policy_legs[1].groups
@@ -305,7 +332,8 @@ def test_selection_invariants(args):
         assert leg.alg in (LEG_LEGAL.get(leg.name) or (leg.alg,))
     # what lower uses is lowerable, and differs from the policy only with a reason
     assert sel.alg in DEFAULT_POLICY.lowerable
-    assert (sel.fallback_reason is None) == (sel.alg == sel.policy_alg)
+    assert (sel.fallback_reason is None) == (sel.alg == sel.policy_alg
+                                             and sel.legs == sel.policy_legs)
     assert 1 <= sel.n_channels <= 32
     assert sum(c.chosen for c in sel.candidates) == 1
 
@@ -318,7 +346,9 @@ RING_ONLY = parse_algo_override("ring")
 def test_channel_counts():
     assert select(req(AR, NODE0, 64 * MiB), T1N).n_channels == 4
     assert select(req(AR, NODE0, 256 * KiB), T1N).n_channels == 1
-    assert select(req(AR, TWO_NODES, 64 * MiB), T2N).n_channels == 16
+    assert select(req(AR, TWO_NODES, 64 * MiB), T2N).n_channels == 1  # HIER: per leg
+    ring_only = Policy(lowerable=frozenset({EncAlgType.RING}))
+    assert select(req(AR, TWO_NODES, 64 * MiB), T2N, policy=ring_only).n_channels == 16
     hybrid = select(req(AR, tuple(range(2, 64, 4)), 2 * KiB), T1N, override=RING_ONLY)
     assert hybrid.hybrid_ring and hybrid.n_channels == 4 and "hybrid" in hybrid.channel_reason
     tiny = select(req(AR, NODE0, 64 * 64 * 2), T1N)   # 64 elements per rank: one channel
@@ -378,7 +408,8 @@ def test_forcing_illegal_kangaring_names_predicate():
 
 def test_forcing_legal_but_unlowerable_engine():
     with pytest.raises(SelectionError, match="is legal here but this build cannot lower it yet"):
-        select(req(AR, NODE0), T1N, override=parse_algo_override("allreduce:kangaring"))
+        select(req(AR, NODE0), T1N, override=parse_algo_override("allreduce:kangaring"),
+               policy=Policy(lowerable=frozenset({EncAlgType.RING})))
     # once a later build can lower it, the same override goes through
     grown = Policy(lowerable=frozenset({EncAlgType.RING, EncAlgType.KANGARING}))
     sel = select(req(AR, NODE0), T1N, override=parse_algo_override("allreduce:kangaring"),

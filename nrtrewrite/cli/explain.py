@@ -131,7 +131,10 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
         from nrtrewrite.compose.rdh import explain_rdh
         rdh = sel.alg in (EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH)
         rec["rdh" if rdh else "mesh"] = (explain_rdh if rdh else explain_mesh)(sel, topo, rank)
-    if sel.alg != EncAlgType.INVALID and sel.n_channels and not mesh_like:
+    if sel.alg == EncAlgType.HIER:  # rings per leg group: `schedule` shows a rank's
+        rec["hier"] = {"legs": [{"name": leg.name, "algorithm": leg.alg.name,
+                                 "groups": len(leg.groups)} for leg in sel.legs]}
+    elif sel.alg != EncAlgType.INVALID and sel.n_channels and not mesh_like:
         orders = ring_orders(topo, sel.group, sel.n_channels)
         dups = duplicate_flags(orders)
         for c, (order, dup) in enumerate(zip(orders, dups)):
@@ -163,8 +166,9 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
             else:
                 kr.append({"channel": ch.channel, "logical_path": list(ch.logical_path),
                            "primaries": list(ch.primaries), "duplicate": ch.duplicate})
-        rec["kangaring"] = {"group": list(g), "note": "policy choice, not lowered by this build",
-                            "channels": kr}
+        lowered = any(leg.alg == EncAlgType.KANGARING for leg in sel.legs)
+        rec["kangaring"] = {"group": list(g), "note": "lowered" if lowered else
+                            "policy choice, not lowered by this build", "channels": kr}
     return rec
 
 
@@ -266,7 +270,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                 console.print(f"  rank: {m['rank']}", highlight=False)
     if "kangaring" in rec:
         kg = rec["kangaring"]
-        console.print(f"[bold]kangaring paths[/] (policy choice, not lowered) for group "
+        console.print(f"[bold]kangaring paths[/] ({kg['note']}) for group "
                       f"{compress(kg['group'])}:", highlight=False)
         kt = Table(show_edge=False, pad_edge=False)
         if "rank" in rec and kg["channels"] and "is_primary" in kg["channels"][0]:

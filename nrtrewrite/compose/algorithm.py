@@ -56,6 +56,8 @@ class Prepared:
     #: per rank, scratch no other trigger reuses (placed after the shared scratch; its offset
     #: in the scratch region is TriggerPlan.private_offset)
     private_scratch_bytes: int = 0
+    #: SPAD entries each rank of the group gets for this trigger (HIER: one per leg)
+    entries: int = 1
 
 
 class Algorithm(ABC):
@@ -98,3 +100,6 @@ def _load_all() -> None:
     from nrtrewrite.compose import ring  # noqa: F401  (registers RING)
     from nrtrewrite.compose import mesh  # noqa: F401  (registers MESH, SINGLE_STEP_MESH)
     from nrtrewrite.compose import rdh  # noqa: F401  (registers INTRA_RDH, INTER_RDH)
+    from nrtrewrite.compose import kangaring  # noqa: F401  (registers KANGARING)
+    from nrtrewrite.compose import single_cycle  # noqa: F401  (registers SINGLE_CYCLE_RING)
+    from nrtrewrite.compose import hier  # noqa: F401  (registers HIER)

@@ -1,0 +1,527 @@
+"""KANGARING: the ring of primaries with secondaries folded into every step (design; the seeds
+leave ``nccl_setup_alg_kangaring_info`` and the kangaring composers' bodies OPEN).
+
+Sources: seed 000 §1.4 (intra-only), §2.2 (cross-die peer = s-engine ^ 2), §5.4 (the fork:
+``KANGARING_NR1W`` = 2 before every kangaring reduce call, ``RING_2R1W`` = 0 for the ring);
+seed 003 §3-4 (``direct_reduce_send_kangaring``, ``__direct_fetch_send`` and its flags and
+assertions, ``addr_neigh_tuple_t``); aws-neuron-sdk intranode-collective-comm.rst
+"KangaRing" (primaries move and reduce, secondaries sit idle; reduce-scatter reduces the
+received partial, the own chunk and the secondary's chunk in one 3R1W; all-gather duplicates
+each received chunk to the secondary and downstream, 1R2W); FINDINGS §4 (the ring channel
+config's ``kring_peer_semas {mine, peers[3]}``, ``kangaring_num_peers`` 1 or 3).
+
+The paths (:func:`nrtrewrite.topology.rings.kangaring_paths`, docs/TOPOLOGY.md §4) give every
+channel *units* (a primary and its 1 or 3 secondaries: PEER_RMTV, PEER_RMTV2, PEER_LOCAL)
+and the cycle of primaries.  docs/DESIGN.md "Kangaring" describes the schedule; in short, per
+channel and chunk group the primary runs the ring's step template over the cycle of units
+(``rank_n`` = number of units), and each unit step expands to one leg per member position of
+the unit (every member keeps its own chunk position, so the layout is the ring's):
+
+==========================  =========================================================
+ring leaf                   kangaring leg of the primary
+==========================  =========================================================
+send (AR, RS)               ``direct_reduce_send_kangaring``: CCE of IN on self + every
+                            secondary (the addr_neigh_tuple_t vector) -> RECV of next
+recv_reduce_send            CCE of RECV + IN on self and secondaries -> RECV of next
+recv_reduce_copy            the same CCE -> OUT of self and every secondary (AR) or OUT of
+                            the position's owner (RS)
+direct_copy_send            OUT -> OUT of next
+direct_recv_send            OUT -> OUT of next and of every secondary (duplication)
+direct_recv                 OUT -> OUT of every secondary (the last chunk: no forward)
+send (AG)                   IN of the member -> OUT of next, self and every secondary
+==========================  =========================================================
+
+Secondaries run no data leg.  Per channel each rank owns one extra semaphore, the runtime's
+``kring_peer_semas.mine`` (id :func:`kangaring_sem`); ``peers[3]`` are the routed addresses
+of the unit's other ranks' ``mine``.  A secondary first *posts* (``peer_post``: +1 on its
+primary's ``mine``: its input is in place and its output may be written), then waits
+(``peer_wait``) its own ``mine`` >= the number of its primary's legs that read or wrote its
+memory (each such leg adds 1 there when it completes), so its entry completes only when its
+output is final and its input no longer read.  The primary's first leg waits its ``mine``
+>= the number of posting secondaries before touching their memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nrtrewrite.codes import (
+    AluOp, EdgeLocality, EncAlgType, EncdNeigh, EncOpType, ReductionType,
+)
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
+from nrtrewrite.compose.chunking import io_dtype_size
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.ring import H0, template_array
+from nrtrewrite.compose.segments import (
+    Layout, PeerTable, ViewTable, block_segments, interleaved_layout, segmented_layout,
+)
+from nrtrewrite.compose.views import operand_view, region_view
+from nrtrewrite.emit.address import SEM_RECV, channel_sem
+from nrtrewrite.errors import LimitError, LoweringError
+from nrtrewrite.topology.rings import KangaringChannel, kangaring_paths
+
+#: First semaphore id of the kangaring peer semaphores: channel c's ``kring_peer_semas.mine``
+#: is ``KANGARING_SEM_BASE + c`` (after the 32 ring channels' 16..143, before the mesh event
+#: window at 192; docs/FORMATS.md §7).
+KANGARING_SEM_BASE = 144
+KANGARING_SEM_LIMIT = 192
+
+#: Sync leaves of the kangaring (legs.bin leaf codes, docs/FORMATS.md §3).
+PEER_POST = 11
+PEER_WAIT = 12
+
+NR1W = int(ReductionType.KANGARING_NR1W)
+
+
+def kangaring_sem(channel: int) -> int:
+    """The ``kring_peer_semas.mine`` semaphore id of channel ``channel``."""
+    sem = KANGARING_SEM_BASE + channel
+    if sem >= KANGARING_SEM_LIMIT:
+        raise LimitError(f"kangaring channel {channel} needs semaphore {sem}, beyond the "
+                         f"kangaring block {KANGARING_SEM_BASE}..{KANGARING_SEM_LIMIT - 1}")
+    return sem
+
+
+# ---------------------------------------------------------------------------
+# __direct_fetch_send (seed 003 §4): the flags, the assertions, the addr_neigh_tuple_t vector.
+
+@dataclass(frozen=True)
+class FetchFlags:
+    """The boolean flags of ``enc_primitive::__direct_fetch_send`` (seed 003 §4)."""
+
+    #: the unit's peers take part (fan-in of a reduce, fan-out of a copy)
+    send_to_peers: bool = False
+    reverse_self_and_peer: bool = False  # swap self and the first peer in the tuple vector
+    read_from_gw: bool = False  # the source is this rank's gateway buffer
+    write_to_gw: bool = False  # the destination is this rank's gateway buffer (net next hop)
+    skip_data_transfer: bool = False  # sync only: no DMA
+    use_channel_buffer: bool = False  # the source is the channel buffer (RECV), not OUT
+
+
+@dataclass(frozen=True)
+class AddrNeigh:
+    """``addr_neigh_tuple_t`` {dma_addr_t addr @0, encd_neigh_t neigh @8}: a buffer (view) on a
+    peer (peer-table index) and the encd_neigh that routes it."""
+
+    view: int
+    peer: int
+    neigh: EncdNeigh
+
+
+@dataclass(frozen=True)
+class FetchPeer:
+    """One of the unit's peers as ``__direct_fetch_send`` sees it."""
+
+    rank: int
+    neigh: EncdNeigh
+    output_shared_virtual_scratchpad: bool = False
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """What one ``__direct_fetch_send`` call moves: sources (reduced when ``reduce``) and
+    destinations, as addr_neigh_tuple_t vectors."""
+
+    sources: tuple[AddrNeigh, ...]
+    dests: tuple[AddrNeigh, ...]
+    reduce: bool
+
+
+def direct_fetch_send(flags: FetchFlags, *, src: AddrNeigh | None, dst: AddrNeigh | None,
+                      peers: list[FetchPeer], peer_bufs: list[AddrNeigh], reduce: bool,
+                      is_next_net: bool, gw: AddrNeigh | None = None,
+                      channel_buffer: AddrNeigh | None = None) -> Fetch:
+    """``enc_primitive::__direct_fetch_send`` (seed 003 §4) as a pure function.
+
+    ``src`` / ``dst`` are the leaf's own source and destination; ``peer_bufs`` the same buffer
+    on each peer (sources for a reduce fan-in, ``direct_reduce_send_kangaring``; extra
+    destinations for a copy fan-out, the all-gather duplication).  The runtime's assertions
+    are checked and raise :class:`LoweringError` (a load-time assert in libnrt):
+
+    * ``!send_to_peers || !is_next_net`` (enc_primitive.cc:0x3FB): a peer fan-out and a
+      network next hop are exclusive on one step;
+    * ``!peers[0].output_shared_virtual_scratchpad`` (0x404);
+    * ``peers[1].neigh``, ``peers[2].neigh`` in {PEER_RMTV2, PEER_LOCAL} (0x421, 0x429).
+    """
+    if flags.send_to_peers and is_next_net:
+        raise LoweringError("__direct_fetch_send: send_to_peers with a network next hop "
+                            "(assert !send_to_peers || !is_next_net, enc_primitive.cc:0x3FB): "
+                            "a peer fan-out and a net next hop are exclusive on one step")
+    if flags.write_to_gw != is_next_net and dst is not None and not flags.skip_data_transfer:
+        raise LoweringError("__direct_fetch_send: write_to_gw must be set exactly when the next "
+                            "hop is across the network (the gateway stages net sends)")
+    if flags.send_to_peers:
+        if not peers:
+            raise LoweringError("__direct_fetch_send: send_to_peers without peers")
+        if peers[0].output_shared_virtual_scratchpad:
+            raise LoweringError("__direct_fetch_send: peers[0] has an output shared virtual "
+                                "scratchpad (assert at enc_primitive.cc:0x404)")
+        for i in (1, 2):
+            if i < len(peers) and peers[i].neigh not in (EncdNeigh.ENCD_NEIGH_PEER_RMTV2,
+                                                         EncdNeigh.ENCD_NEIGH_PEER_LOCAL):
+                raise LoweringError(f"__direct_fetch_send: peers[{i}].neigh is "
+                                    f"{peers[i].neigh.name}, not PEER_RMTV2 or PEER_LOCAL "
+                                    f"(enc_primitive.cc:{0x421 if i == 1 else 0x429:#x})")
+        if len(peer_bufs) != len(peers):
+            raise LoweringError("__direct_fetch_send: one buffer per peer")
+    if flags.skip_data_transfer:
+        return Fetch((), (), False)
+    if flags.read_from_gw:
+        src = gw
+    elif flags.use_channel_buffer:
+        src = channel_buffer
+    if flags.send_to_peers and reduce:
+        tuples = [src, *peer_bufs]  # {self LOCAL, PEER_RMTV, PEER_RMTV2, PEER_LOCAL}
+        if flags.reverse_self_and_peer and len(tuples) > 1:
+            tuples[0], tuples[1] = tuples[1], tuples[0]
+        return Fetch(tuple(tuples), (dst,) if dst is not None else (), True)
+    dests = ([dst] if dst is not None else []) + (list(peer_bufs) if flags.send_to_peers else [])
+    return Fetch((src,) if src is not None else (), tuple(dests), reduce)
+
+
+# ---------------------------------------------------------------------------
+# The plan.
+
+@dataclass
+class KangaringPlan:
+    """Rank-independent decisions of one kangaring collective over one group."""
+
+    op: EncOpType
+    group: tuple[int, ...]  # members in position order
+    group_index: dict[int, int]
+    channel_ids: list[int]  # physical channel ids, layout order
+    channels: dict[int, KangaringChannel]  # physical id -> paths
+    layout: Layout
+    host_cc: bool = False
+    inplace: bool = False  # an all-gather whose input already sits in its output
+    _touches: dict = field(default_factory=dict, repr=False)
+
+    def manifest(self) -> dict:
+        return {
+            "channels": [{"channel": c, "order": list(self.channels[c].primaries)}
+                         for c in self.channel_ids],
+            "chunk": {"chunk_size_n": self.layout.plan.chunk,
+                      "tail_chunk": self.layout.plan.tail_chunk,
+                      "pgta": self.layout.groups, "channels": self.layout.channels},
+            "kangaring": [{"channel": c, "logical_path": list(self.channels[c].logical_path),
+                           "units": [list(u) for u in self.channels[c].units],
+                           "duplicate": self.channels[c].duplicate}
+                          for c in self.channel_ids],
+        }
+
+
+def plan_kangaring(topo, op: EncOpType, group, n_channels: int, layout_of, *,
+                   channel_base: int = 0, host_cc: bool = False,
+                   inplace: bool = False) -> KangaringPlan:
+    """Paths per channel (topology), then the layout over the group's positions."""
+    group = tuple(group)
+    paths = kangaring_paths(topo, group, max(1, n_channels))
+    layout = layout_of(len(paths))
+    ids = [channel_base + k for k in range(layout.channels)]
+    for c in ids:
+        kangaring_sem(c)
+        channel_sem(c, SEM_RECV)
+    return KangaringPlan(op=op, group=group, group_index={r: i for i, r in enumerate(group)},
+                         channel_ids=ids, channels={channel_base + k: paths[k]
+                                                    for k in range(layout.channels)},
+                         layout=layout, host_cc=host_cc, inplace=inplace)
+
+
+#: ring leaves whose leg waits for the previous primary / signals the next one
+_CONSUMES = frozenset({Leaf.recv_reduce_send, Leaf.recv_reduce_copy, Leaf.recv_reduce_copy_send,
+                       Leaf.direct_recv_send, Leaf.direct_recv})
+_SENDS = frozenset({Leaf.send, Leaf.recv_reduce_send, Leaf.recv_reduce_copy_send,
+                    Leaf.direct_copy_send, Leaf.direct_recv_send})
+
+_NEIGHS = (EncdNeigh.ENCD_NEIGH_PEER_RMTV, EncdNeigh.ENCD_NEIGH_PEER_RMTV2,
+           EncdNeigh.ENCD_NEIGH_PEER_LOCAL)
+
+
+def _unit_peers(kc: KangaringChannel, primary: int) -> list[FetchPeer]:
+    """The primary's peers in addr_neigh_tuple_t order: PEER_RMTV, PEER_RMTV2, PEER_LOCAL."""
+    v = kc.of(primary)
+    out = []
+    for r, nb in zip((v.peer_rmtv, v.peer_rmtv2, v.peer_local), _NEIGHS):
+        if r >= 0:
+            out.append(FetchPeer(r, nb))
+    return out
+
+
+def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
+                  views: ViewTable) -> np.ndarray:
+    """The data legs of primary ``rank`` on physical channel ``ch`` (no sync legs)."""
+    kc = kp.channels[ch]
+    slot = kp.channel_ids.index(ch)
+    units = kc.units
+    P = len(units)
+    ui = next(i for i, u in enumerate(units) if u[0] == rank)
+    view = kc.of(rank)
+    nxt = view.next
+    next_net = topo.locality(rank, nxt) == EdgeLocality.NETWORK
+    fpeers = _unit_peers(kc, rank)
+    if sorted(p.rank for p in fpeers) != sorted(units[ui][1:]):
+        raise LoweringError(f"kangaring channel {ch}: the unit of primary {rank} is "
+                            f"{units[ui]}, its peers are {[p.rank for p in fpeers]}")
+    op = kp.op
+    tmpl = template_array(op, P, kp.host_cc)
+    if op == EncOpType.ALLGATHER:  # the send fans the own block out to self as well
+        tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
+    me_p, next_p = 0, peers(nxt)
+    sec_p = [peers(p.rank) for p in fpeers]
+    v_in, v_out, v_recv = views.get("in", rank), views.get("out", rank), views.get("recv", rank)
+    self_in = AddrNeigh(v_in, me_p, EncdNeigh.ENCD_NEIGH_LOCAL)
+    self_out = AddrNeigh(v_out, me_p, EncdNeigh.ENCD_NEIGH_LOCAL)
+    self_recv = AddrNeigh(v_recv, me_p, EncdNeigh.ENCD_NEIGH_LOCAL)
+    next_recv = AddrNeigh(views.get("recv", nxt), next_p, EncdNeigh.ENCD_NEIGH_NEXT)
+    next_out = AddrNeigh(views.get("out", nxt), next_p, EncdNeigh.ENCD_NEIGH_NEXT)
+    peer_in = [AddrNeigh(views.get("in", p.rank), sp, p.neigh) for p, sp in zip(fpeers, sec_p)]
+    peer_out = [AddrNeigh(views.get("out", p.rank), sp, p.neigh) for p, sp in zip(fpeers, sec_p)]
+    gw_flag = dict(write_to_gw=next_net)
+
+    def fetch(leaf: Leaf, member: int) -> Fetch:
+        """The transfer of one unit-step leg for member ``member`` of the unit."""
+        if op == EncOpType.ALLGATHER and leaf == Leaf.send:  # the unit's own blocks
+            mp = peers(member)
+            m_in = AddrNeigh(views.get("in", member), mp, EncdNeigh.ENCD_NEIGH_LOCAL)
+            f = direct_fetch_send(FetchFlags(send_to_peers=True, **gw_flag), src=m_in,
+                                  dst=next_out, peers=fpeers, peer_bufs=peer_out,
+                                  reduce=False, is_next_net=next_net)
+            unit = (self_out, *f.dests[1:])
+            if kp.inplace:  # the member's own block already sits in its output
+                unit = tuple(a for a in unit if a.peer != mp)
+            return Fetch(f.sources, (f.dests[0], *unit), False)
+        if leaf == Leaf.send:  # direct_reduce_send_kangaring: self + peers' IN, CCE, -> next
+            return direct_fetch_send(FetchFlags(send_to_peers=True, **gw_flag), src=self_in,
+                                     dst=next_recv, peers=fpeers, peer_bufs=peer_in,
+                                     reduce=True, is_next_net=next_net)
+        if leaf in (Leaf.recv_reduce_send, Leaf.recv_reduce_copy, Leaf.recv_reduce_copy_send):
+            srcs = (self_recv, self_in, *peer_in)  # __recv_reduce_write, KANGARING_NR1W
+            if leaf == Leaf.recv_reduce_send:
+                return Fetch(srcs, (next_recv,), True)
+            if op == EncOpType.REDUCE_SCATTER:  # the position's owner keeps the block
+                return Fetch(srcs, (AddrNeigh(views.get("out", member), peers(member),
+                                              EncdNeigh.ENCD_NEIGH_LOCAL),), True)
+            dests = (self_out, *peer_out)
+            if leaf == Leaf.recv_reduce_copy_send:
+                dests = dests + (next_out,)
+            return Fetch(srcs, dests, True)
+        if leaf == Leaf.direct_copy_send:
+            return direct_fetch_send(FetchFlags(**gw_flag), src=self_out, dst=next_out,
+                                     peers=fpeers, peer_bufs=peer_out, reduce=False,
+                                     is_next_net=next_net)
+        if leaf == Leaf.direct_recv_send:
+            return direct_fetch_send(FetchFlags(send_to_peers=True, **gw_flag), src=self_out,
+                                     dst=next_out, peers=fpeers, peer_bufs=peer_out,
+                                     reduce=False, is_next_net=next_net)
+        if leaf == Leaf.direct_recv:  # receive the last chunk, duplicate it to the peers only
+            return direct_fetch_send(FetchFlags(send_to_peers=True), src=self_out, dst=None,
+                                     peers=fpeers, peer_bufs=peer_out, reduce=False,
+                                     is_next_net=False)
+        raise LoweringError(f"kangaring has no leg for ring leaf {leaf.name}")
+
+    # expand template rows x chunk groups x unit members x segments
+    G = kp.layout.groups
+    t = tmpl.shape[0]
+    g = np.repeat(np.arange(G, dtype=np.int64), t)
+    rows = np.tile(np.arange(t, dtype=np.int64), G)
+    unit_of_row = (ui + tmpl[rows, 3]) % P
+    usize = np.array([len(u) for u in units], np.int64)
+    r_idx = np.repeat(np.arange(rows.size, dtype=np.int64), usize[unit_of_row])
+    m_k = np.arange(r_idx.size, dtype=np.int64) - np.repeat(np.cumsum(usize[unit_of_row])
+                                                            - usize[unit_of_row],
+                                                            usize[unit_of_row])
+    members = np.array([units[int(u)][int(k)] for u, k in zip(unit_of_row[r_idx], m_k)],
+                       np.int64)
+    pos = np.array([kp.group_index[int(m)] for m in members], np.int64)
+    trow = rows[r_idx]
+    e_row, _seg, start, stop = kp.layout.expand(g[r_idx], np.full(r_idx.size, slot), pos,
+                                                tmpl[trow, 4])
+    out = IR.empty(e_row.size)
+    leafs = tmpl[trow[e_row], 2]
+    mem = members[e_row]
+    out["channel"] = ch
+    out["half"] = tmpl[trow[e_row], 4]
+    out["phase"] = tmpl[trow[e_row], 1]
+    out["group"] = g[r_idx][e_row]
+    out["step"] = tmpl[trow[e_row], 0]
+    out["k"] = mem
+    out["start"] = start
+    out["stop"] = stop
+    recv = channel_sem(ch, SEM_RECV)
+    kr = kangaring_sem(ch)
+    cache: dict[tuple[int, int], Fetch] = {}
+    for key in set(zip(leafs.tolist(), mem.tolist())):
+        cache[key] = fetch(Leaf(key[0]), key[1])
+    for (lf, m), f in cache.items():
+        sel = (leafs == lf) & (mem == m)
+        leaf_code = Leaf.direct_reduce_send_kangaring if (lf == Leaf.send and f.reduce) else lf
+        out["leaf"][sel] = int(leaf_code)
+        out["n_src"][sel] = len(f.sources)
+        for i, a in enumerate(f.sources):
+            out["src_view"][sel, i] = a.view
+            out["src_peer"][sel, i] = a.peer
+        out["n_dst"][sel] = len(f.dests)
+        for j, a in enumerate(f.dests):
+            out["dst_view"][sel, j] = a.view
+            out["dst_peer"][sel, j] = a.peer
+        out["reduce"][sel] = f.reduce
+        out["reduction_type"][sel] = NR1W if f.reduce else 0
+        if Leaf(lf) in _CONSUMES:
+            out["n_wait"][sel] = 1
+            out["wait_sem"][sel, 0] = recv
+            out["wait_val"][sel, 0] = 1
+        incs = []
+        if Leaf(lf) in _SENDS:
+            incs.append((next_p, recv))
+        touched = sorted({a.peer for a in (*f.sources, *f.dests)} & set(sec_p))
+        incs += [(sp, kr) for sp in touched]
+        out["n_inc"][sel] = len(incs)
+        for i, (p, s) in enumerate(incs):
+            out["inc_peer"][sel, i] = p
+            out["inc_sem"][sel, i] = s
+            out["inc_val"][sel, i] = 1
+    return out
+
+
+def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
+              inc: tuple[int, int] | None = None) -> np.ndarray:
+    row = IR.empty(1)
+    row["channel"] = ch
+    row["leaf"] = leaf
+    row["half"] = H0
+    if "keep" in row.dtype.names:
+        row["keep"] = 1
+    else:  # an element range keeps a leg without data (emit drops empty ranges)
+        row["stop"] = 1
+    if wait is not None:
+        row["n_wait"] = 1
+        row["wait_sem"][0, 0] = wait[0]
+        row["wait_val"][0, 0] = wait[1]
+    if inc is not None:
+        row["n_inc"] = 1
+        row["inc_peer"][0, 0] = inc[0]
+        row["inc_sem"][0, 0] = inc[1]
+        row["inc_val"][0, 0] = 1
+    return row
+
+
+def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
+                 views: ViewTable, view_factory_for) -> tuple[np.ndarray, dict]:
+    """The leg IR of ``rank`` on every channel of ``kp`` and the ``schedule`` info.
+
+    ``view_factory_for(r)`` returns the view factory of rank ``r`` (a secondary counts its
+    primary's legs with the primary's views)."""
+    irs, info = [], {}
+    for ch in kp.channel_ids:
+        kc = kp.channels[ch]
+        v = kc.of(rank)
+        kr = kangaring_sem(ch)
+        if v.is_primary:
+            legs = _primary_legs(kp, topo, ch, rank, peers, views)
+            peers(v.prev)  # the peer table is symmetric (the entry handshake pairs peers)
+            counts = _counts_of(kp, topo, ch, rank, view_factory_for)
+            posting = sum(1 for c in counts.values() if c)
+            parts = []
+            if posting:
+                parts.append(_sync_leg(ch, PEER_WAIT, wait=(kr, posting)))
+            irs.extend(parts + [legs])
+            info[ch] = {"role": "primary", "prev": v.prev, "next": v.next,
+                        "peers": {"peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
+                                  "peer_local": v.peer_local},
+                        "next_peer_rmtv": v.next_peer_rmtv, "port": v.port,
+                        "touches": counts}
+        else:
+            primary = v.next
+            m = _counts_of(kp, topo, ch, primary, view_factory_for).get(rank, 0)
+            if m:
+                irs.append(_sync_leg(ch, PEER_POST, inc=(peers(primary), kr)))
+                irs.append(_sync_leg(ch, PEER_WAIT, wait=(kr, m)))
+            info[ch] = {"role": "secondary", "primary": primary, "waits_for_legs": m}
+    return (np.concatenate(irs) if irs else IR.empty(0)), info
+
+
+def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int, view_factory_for) -> dict[int, int]:
+    key = (ch, primary)
+    if key not in kp._touches:
+        peers = PeerTable(primary)
+        legs = _primary_legs(kp, topo, ch, primary, peers, ViewTable(view_factory_for(primary)))
+        legs = legs[legs["stop"] > legs["start"]]
+        kr = kangaring_sem(ch)
+        counts: dict[int, int] = {}
+        for i in range(IR.MAX_INC):
+            has = (legs["n_inc"] > i) & (legs["inc_sem"][:, i] == kr)
+            for p in np.unique(legs["inc_peer"][has, i]).tolist():
+                counts[peers.peers[p]] = counts.get(peers.peers[p], 0) + int(
+                    np.sum(has & (legs["inc_peer"][:, i] == p)))
+        kp._touches[key] = counts
+    return kp._touches[key]
+
+
+# ---------------------------------------------------------------------------
+# The KANGARING algorithm (flat: one entry per trigger).
+
+def trigger_view_factory(ctx, trig):
+    """(role, member) -> BufferView for a flat trigger: the standard views of ``member``."""
+    memory = ctx.memory
+    dsize = io_dtype_size(trig.dtype)
+    group = tuple(trig.replica_group)
+    index = {r: i for i, r in enumerate(group)}
+    count = trig.num_elements // max(1, trig.group_size)
+
+    def factory(role: str, member: int):
+        if role == "in":
+            origin = index[member] * trig.num_elements if trig.op == EncOpType.ALLGATHER else 0
+            return operand_view(memory, trig, trig.src, origin)
+        if role == "out" or (role == "recv" and trig.op == EncOpType.ALLGATHER):
+            origin = index[member] * count if trig.op == EncOpType.REDUCE_SCATTER else 0
+            return operand_view(memory, trig, trig.dst, origin)
+        if role == "recv":
+            return region_view(memory, "scratch", dsize)
+        if role == "gw":
+            return region_view(memory, "gw", dsize)
+        raise KeyError(role)
+    return factory
+
+
+def trigger_layout(trig, n_channels: int) -> Layout:
+    """The trigger's own positions: the ring's chunk layout (interleaved AR, blocks AG/RS)."""
+    g = trig.group_size
+    if trig.op == EncOpType.ALLREDUCE:
+        return interleaved_layout(trig.op, trig.num_elements, g, trig.dtype, n_channels)
+    count = trig.num_elements if trig.op == EncOpType.ALLGATHER else trig.num_elements // g
+    return segmented_layout(trig.op, block_segments(count, g), trig.dtype, n_channels)
+
+
+class KangaringAlgorithm(Algorithm):
+    """KANGARING over a whole intra-node group: one entry per rank."""
+
+    alg = EncAlgType.KANGARING
+
+    def prepare(self, ctx, trig, sel) -> Prepared:
+        if trig.op != EncOpType.ALLGATHER and trig.alu_op not in (None, AluOp.ADD):
+            raise LoweringError("KANGARING reduces with SDMA_CCETYPE_ADD (seed 003 §4 "
+                                f"direct_reduce_send_kangaring); {trig.alu_op.name} cannot")
+        kp = plan_kangaring(ctx.topology, trig.op, trig.replica_group, sel.n_channels,
+                            lambda n: trigger_layout(trig, n), host_cc=ctx.options.host_cc)
+        dsize = io_dtype_size(trig.dtype)
+        scratch = 0 if trig.op == EncOpType.ALLGATHER else trig.num_elements * dsize
+        return Prepared(scratch_bytes=scratch, gw_bytes=0, manifest=kp.manifest(), data=kp)
+
+    def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
+        kp: KangaringPlan = tp.prepared.data
+        trig = tp.trigger
+        peers = PeerTable(rank)
+        views = ViewTable(trigger_view_factory(ctx, trig))
+        views.reserve([("in", rank), ("out", rank), ("recv", rank), ("gw", rank)])
+        ir, info = kangaring_ir(kp, ctx.topology, rank, peers, views,
+                                lambda r: trigger_view_factory(ctx, trig))
+        return [EntrySpec(leg="flat", alg=EncAlgType.KANGARING, ir=ir, views=views.views,
+                          gw_view=3, peers=peers.peers, num_active_channels=len(kp.channel_ids),
+                          groups=kp.layout.groups, reduction_type=NR1W,
+                          info={"channels": info})]
+
+
+KANGARING = register(KangaringAlgorithm())

@@ -1,0 +1,117 @@
+"""HIER: chained per-leg entries (trigger_next), per-leg engines, disjoint channel ids, the
+intermediate buffers, and the composed legs executed symbolically (tests/irsim.py) on small
+multi-node topologies; the two-node fixture's selection and entry chain."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from irsim import SMALL_TWO_NODE_TOPOLOGY, ag, ar, plan_ops, rs, run_all
+from nrtrewrite.codes import EncAlgType, EncOpType
+from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering, rank_entries
+from nrtrewrite.neff.reader import read_model
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+AR_LEGS = ["intra_redsct", "inter_allr", "intra_allg"]
+
+
+@pytest.fixture(scope="module")
+def small_topo(tmp_path_factory):
+    path = tmp_path_factory.mktemp("topo") / "trn2-4dev.json"
+    path.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def two_node_plan():
+    return plan_lowering(read_model(FIX / "two_node128.neff"), LowerOptions())
+
+
+def test_two_node_fixture_lowers_to_hier(two_node_plan):
+    plan = two_node_plan
+    legs = {EncOpType.ALLREDUCE: AR_LEGS, EncOpType.ALLGATHER: ["inter_allg", "intra_allg"],
+            EncOpType.REDUCE_SCATTER: ["intra_redsct", "inter_redsct"]}
+    for tp in plan.triggers:
+        assert tp.alg == EncAlgType.HIER
+        assert [leg.name for leg in tp.selection.legs] == legs[tp.trigger.op]
+    for rank in (0, 63, 64, 127):
+        specs = rank_entries(plan, rank)
+        for tp in plan.triggers:
+            mine = [s for t, s in specs if t is tp]
+            assert [s.leg for s in mine] == legs[tp.trigger.op]
+            # chained: trigger_next on every entry but the last of the trigger
+            assert [s.trigger_next for s in mine] == [True] * (len(mine) - 1) + [False]
+            # each entry carries its leg's engine; legs use disjoint channel ids
+            chans = [set(s.ir["channel"].tolist()) for s in mine]
+            for i in range(len(chans)):
+                for j in range(i + 1, len(chans)):
+                    assert not chans[i] & chans[j]
+            hp = tp.prepared.data
+            assert [s.alg for s in mine] == [lp.alg for lp in hp.legs]
+
+
+def test_two_node_fixture_spad_chain(two_node_plan):
+    out = lower_rank(two_node_plan, 64)
+    ents = out.manifest["entries"]
+    ar0 = [e for e in ents if e["trigger"] == 0]
+    assert [e["leg"] for e in ar0] == AR_LEGS
+    assert [e["trigger_next"] for e in ar0] == [True, True, False]
+    # only the inter leg crosses the network
+    assert [e["ring_send_complete"] for e in ar0] == [False, True, False]
+    assert out.manifest["fifo"]
+
+
+@pytest.mark.parametrize("algo", [
+    None,
+    "inter_allr:single_cycle_ring;intra_redsct:kangaring;intra_allg:kangaring",
+    "inter_allr:ring;inter_allg:ring;inter_redsct:ring",
+])
+def test_hier_collectives_are_correct(small_topo, algo):
+    # 2 nodes x 4 devices x 4 ranks (LNC 2); 4001 does not split evenly over 16 local ranks
+    plan = plan_ops([ar(4001), ag(300), rs(32 * 64)], 32, topology=small_topo, algo=algo)
+    assert all(tp.alg == EncAlgType.HIER for tp in plan.triggers)
+    run_all(plan, seed=1)
+
+
+def test_hier_over_three_nodes(small_topo):
+    plan = plan_ops([ar(5000), ag(100), rs(48 * 40)], 48, topology=small_topo,
+                    algo="inter_allr:single_cycle_ring;intra_redsct:kangaring")
+    run_all(plan)
+
+
+def test_hier_on_a_subgroup_ordered_by_node(small_topo):
+    """Two ranks per node of three nodes, listed out of order: positions follow the group."""
+    group = [33, 1, 17, 0, 32, 16]
+    plan = plan_ops([ar(999), ag(77), rs(6 * 50)], group, topology=small_topo)
+    assert all(tp.alg == EncAlgType.HIER for tp in plan.triggers)
+    run_all(plan)
+
+
+def test_intermediate_buffers_and_slices(small_topo):
+    plan = plan_ops([ar(4001)], 32, topology=small_topo,
+                    algo="inter_allr:single_cycle_ring")
+    tp = plan.triggers[0]
+    hp = tp.prepared.data
+    assert [lp.name for lp in hp.legs] == AR_LEGS
+    lo = [a for a, _b in hp.slices]
+    assert lo[0] == 0 and hp.slices[-1][1] == 4001 and len(hp.slices) == 16
+    assert all(a % 32 == 0 for a in lo)  # slices start on 32-element boundaries
+    # intra_redsct writes MID, inter_allr reads MID and writes the output, intra_allg in place
+    assert hp.legs[0].roles["out"][0] == "scratch" and hp.legs[1].roles["in"][0] == "scratch"
+    assert hp.legs[1].roles["out"] == ("dst", 0) and hp.legs[2].inplace
+    assert tp.prepared.scratch_bytes >= 4 * 4001 * 2  # RECV1, MID, RECV2 x2 (single cycle)
+
+
+def test_hier_with_several_chunk_groups(small_topo, monkeypatch):
+    import functools
+    import nrtrewrite.compose.segments as S
+    from nrtrewrite.compose.chunking import set_dynamic_chunk_size
+    monkeypatch.setattr(S, "set_dynamic_chunk_size",
+                        functools.partial(set_dynamic_chunk_size, chunk_bytes=256))
+    plan = plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=small_topo,
+                    algo="inter_allr:single_cycle_ring;intra_redsct:kangaring;intra_allg:kangaring")
+    groups = [p.layout.groups for tp in plan.triggers for lp in tp.prepared.data.legs
+              for p in lp.plans.values()]
+    assert max(groups) > 1
+    run_all(plan, seed=2)

@@ -1,0 +1,230 @@
+"""KANGARING: the __direct_fetch_send contract (flags, assertions as LoweringError), the
+ring-versus-kangaring reduction_type fork, the peer semaphores, the selection rules, and the
+composed programs executed symbolically (tests/irsim.py) for all-reduce, all-gather and
+reduce-scatter at VNC 2 and VNC 1."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from irsim import SymbolicError, ag, ar, plan_ops, rs, run_all, run_trigger
+from nrtrewrite.codes import EncAlgType, EncdNeigh, EncOpType, ReductionType
+from nrtrewrite.compose.kangaring import (
+    KANGARING_SEM_BASE, KANGARING_SEM_LIMIT, PEER_POST, PEER_WAIT, AddrNeigh, FetchFlags,
+    FetchPeer, direct_fetch_send, kangaring_sem,
+)
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.errors import LimitError, LoweringError, SelectionError
+from nrtrewrite.lower import lower_rank, rank_entries
+from nrtrewrite.select import Request, enc_can_post_kangaring_operation
+from nrtrewrite.topology.model import load_topology
+
+L = EncdNeigh
+RMTV, RMTV2, LOCAL = (FetchPeer(1, L.ENCD_NEIGH_PEER_RMTV), FetchPeer(2, L.ENCD_NEIGH_PEER_RMTV2),
+                      FetchPeer(3, L.ENCD_NEIGH_PEER_LOCAL))
+
+
+def _buf(view, peer, neigh=L.ENCD_NEIGH_LOCAL):
+    return AddrNeigh(view, peer, neigh)
+
+
+SELF, NEXT = _buf(0, 0), _buf(2, 4, L.ENCD_NEIGH_NEXT)
+PEER_BUFS = [_buf(0, 1, L.ENCD_NEIGH_PEER_RMTV), _buf(0, 2, L.ENCD_NEIGH_PEER_RMTV2),
+             _buf(0, 3, L.ENCD_NEIGH_PEER_LOCAL)]
+
+
+# -- __direct_fetch_send ------------------------------------------------------------------------
+
+def test_reduce_fan_in_is_the_addr_neigh_tuple_vector():
+    f = direct_fetch_send(FetchFlags(send_to_peers=True), src=SELF, dst=NEXT,
+                          peers=[RMTV, RMTV2, LOCAL], peer_bufs=PEER_BUFS, reduce=True,
+                          is_next_net=False)
+    assert f.reduce and f.dests == (NEXT,)
+    assert [a.neigh for a in f.sources] == [L.ENCD_NEIGH_LOCAL, L.ENCD_NEIGH_PEER_RMTV,
+                                            L.ENCD_NEIGH_PEER_RMTV2, L.ENCD_NEIGH_PEER_LOCAL]
+    rev = direct_fetch_send(FetchFlags(send_to_peers=True, reverse_self_and_peer=True), src=SELF,
+                            dst=NEXT, peers=[RMTV], peer_bufs=PEER_BUFS[:1], reduce=True,
+                            is_next_net=False)
+    assert [a.peer for a in rev.sources] == [1, 0]
+
+
+def test_copy_fan_out_and_plain_flags():
+    f = direct_fetch_send(FetchFlags(send_to_peers=True), src=SELF, dst=NEXT, peers=[RMTV],
+                          peer_bufs=PEER_BUFS[:1], reduce=False, is_next_net=False)
+    assert not f.reduce and f.sources == (SELF,) and f.dests == (NEXT, PEER_BUFS[0])
+    plain = direct_fetch_send(FetchFlags(), src=SELF, dst=NEXT, peers=[RMTV],
+                              peer_bufs=PEER_BUFS[:1], reduce=False, is_next_net=False)
+    assert plain.dests == (NEXT,)
+    sync = direct_fetch_send(FetchFlags(skip_data_transfer=True), src=SELF, dst=NEXT,
+                             peers=[], peer_bufs=[], reduce=False, is_next_net=False)
+    assert sync.sources == sync.dests == ()
+    cb = _buf(2, 0)
+    chan = direct_fetch_send(FetchFlags(use_channel_buffer=True), src=SELF, dst=NEXT, peers=[],
+                             peer_bufs=[], reduce=False, is_next_net=False, channel_buffer=cb)
+    assert chan.sources == (cb,)
+    gw = _buf(3, 0, L.ENCD_NEIGH_GATEWAY)
+    net = direct_fetch_send(FetchFlags(read_from_gw=True, write_to_gw=True), src=SELF, dst=NEXT,
+                            peers=[], peer_bufs=[], reduce=False, is_next_net=True, gw=gw)
+    assert net.sources == (gw,)
+
+
+def test_peer_fan_out_and_network_next_hop_are_exclusive():
+    with pytest.raises(LoweringError, match="0x3FB"):
+        direct_fetch_send(FetchFlags(send_to_peers=True, write_to_gw=True), src=SELF, dst=NEXT,
+                          peers=[RMTV], peer_bufs=PEER_BUFS[:1], reduce=True, is_next_net=True)
+
+
+@pytest.mark.parametrize("peers, match", [
+    ([FetchPeer(1, L.ENCD_NEIGH_PEER_RMTV, output_shared_virtual_scratchpad=True)], "0x404"),
+    ([RMTV, FetchPeer(2, L.ENCD_NEIGH_PEER_RMTV)], "0x421"),
+    ([RMTV, RMTV2, FetchPeer(3, L.ENCD_NEIGH_NEXT)], "0x429"),
+])
+def test_fetch_send_assertions_are_lowering_errors(peers, match):
+    with pytest.raises(LoweringError, match=match):
+        direct_fetch_send(FetchFlags(send_to_peers=True), src=SELF, dst=NEXT, peers=peers,
+                          peer_bufs=PEER_BUFS[:len(peers)], reduce=True, is_next_net=False)
+
+
+def test_gateway_flag_must_match_the_next_hop():
+    with pytest.raises(LoweringError, match="write_to_gw"):
+        direct_fetch_send(FetchFlags(), src=SELF, dst=NEXT, peers=[], peer_bufs=[],
+                          reduce=False, is_next_net=True)
+
+
+def test_peer_semaphores_stay_in_their_block():
+    assert kangaring_sem(0) == KANGARING_SEM_BASE == 144
+    assert kangaring_sem(31) < KANGARING_SEM_LIMIT == 192
+    with pytest.raises(LimitError):
+        kangaring_sem(KANGARING_SEM_LIMIT - KANGARING_SEM_BASE)
+
+
+# -- selection ----------------------------------------------------------------------------------
+
+def test_kangaring_reduces_add_only_and_says_why():
+    topo = load_topology(None, world=tuple(range(64)), lnc_size=2)
+    group = tuple(range(64))
+    for alu, legal in (("ADD", True), ("MAX", False), ("MIN", False)):
+        from nrtrewrite.codes import AluOp
+        req = Request.for_op(EncOpType.ALLREDUCE, _bf16(), group, 64 << 20, alu=AluOp[alu])
+        ok, why = enc_can_post_kangaring_operation(req, topo, check_window=False)
+        assert ok is legal, why
+        if not legal:
+            assert "SDMA_CCETYPE_ADD" in why
+    # an all-gather has no reduce op: always fine
+    req = Request.for_op(EncOpType.ALLGATHER, _bf16(), group, 64 << 20)
+    assert enc_can_post_kangaring_operation(req, topo)[0]
+
+
+def _bf16():
+    from nrtrewrite.codes import DType
+    return DType.BF16
+
+
+def test_big_intra_node_all_reduce_defaults_to_kangaring_and_max_does_not():
+    p = plan_ops([ar(32 << 20), ar(32 << 20, op="max")], 64, nbytes=64 << 20)
+    assert [t.alg for t in p.triggers][0] == EncAlgType.KANGARING
+    assert p.triggers[1].alg != EncAlgType.KANGARING
+
+
+def test_forcing_kangaring_on_max_is_refused_with_the_reason():
+    with pytest.raises(SelectionError, match="enc_can_post_kangaring_operation: MAX ALLREDUCE"):
+        plan_ops([ar(4096, op="max")], 16, algo="allreduce:kangaring")
+
+
+# -- composed programs --------------------------------------------------------------------------
+
+CASES = [(16, 2), (32, 2), (16, 1), (32, 1)]
+
+
+@pytest.mark.parametrize("ranks, lnc", CASES)
+def test_kangaring_collectives_are_correct(ranks, lnc):
+    plan = plan_ops([ar(4000 + 3 * ranks), ag(300), rs(ranks * 130)], ranks, lnc=lnc,
+                    algo="kangaring")
+    assert [t.alg for t in plan.triggers] == [EncAlgType.KANGARING] * 3
+    for seed in ((0, 1) if ranks == 16 else (0,)):
+        run_all(plan, seed=seed)
+
+
+def small_chunks(monkeypatch, chunk_bytes=2048):
+    """Chunks of ``chunk_bytes`` so that small messages need several chunk groups."""
+    import functools
+    import nrtrewrite.compose.segments as S
+    from nrtrewrite.compose.chunking import set_dynamic_chunk_size
+    monkeypatch.setattr(S, "set_dynamic_chunk_size",
+                        functools.partial(set_dynamic_chunk_size, chunk_bytes=chunk_bytes))
+
+
+def test_tiny_and_multi_group_messages(monkeypatch):
+    # 5 elements: most chunk positions are empty everywhere; 30000: several chunk groups
+    small_chunks(monkeypatch, chunk_bytes=512)
+    plan = plan_ops([ar(5), ar(12_000), ag(1), rs(16 * 600)], 16, algo="kangaring")
+    assert max(t.prepared.data.layout.groups for t in plan.triggers) > 1
+    run_all(plan)
+
+
+def test_units_primaries_and_secondaries():
+    plan = plan_ops([ar(8192)], 16, algo="kangaring")
+    kp = plan.triggers[0].prepared.data
+    for ch in kp.channel_ids:
+        kc = kp.channels[ch]
+        for unit in kc.units:
+            p, *secs = unit
+            ent = rank_entries(plan, p)[0][1]
+            assert ent.alg == EncAlgType.KANGARING
+            for s in secs:
+                sent = rank_entries(plan, s)[0][1]
+                rows = sent.ir[sent.ir["channel"] == ch]
+                # a secondary only posts to its primary and waits for its primary's legs
+                assert rows["leaf"].tolist() == [PEER_POST, PEER_WAIT]
+                assert rows["n_src"].sum() == rows["n_dst"].sum() == 0
+                assert sent.peers[rows["inc_peer"][0, 0]] == p
+                assert rows["inc_sem"][0, 0] == rows["wait_sem"][1, 0] == kangaring_sem(ch)
+            prow = ent.ir[ent.ir["channel"] == ch]
+            assert prow["leaf"][0] == PEER_WAIT and prow["wait_val"][0, 0] == len(secs)
+            # every data leg but the plain forward to the next primary (the AR's
+            # direct_copy_send) reads or writes its secondaries
+            data = prow[(prow["n_dst"] > 0) & (prow["leaf"] != int(Leaf.direct_copy_send))]
+            assert data.size
+            for row in data:
+                touched = {ent.peers[row["src_peer"][i]] for i in range(row["n_src"])} | \
+                    {ent.peers[row["dst_peer"][j]] for j in range(row["n_dst"])}
+                assert set(secs) <= touched
+
+
+def test_reduction_type_fork_in_the_emitted_bytes():
+    """Seed 000 §5.4: KANGARING_NR1W (2) in every kangaring reduce, RING_2R1W (0) in the ring."""
+    ring = plan_ops([ar(8192)], 16, algo="ring")
+    kang = plan_ops([ar(8192)], 16, algo="kangaring")
+    p0 = kang.triggers[0].prepared.data.channels[kang.triggers[0].prepared.data.channel_ids[0]]
+    primary = p0.units[0][0]
+    for plan, want in ((ring, int(ReductionType.RING_2R1W)),
+                       (kang, int(ReductionType.KANGARING_NR1W))):
+        out = lower_rank(plan, primary)
+        legs = np.concatenate(out.files["legs.bin"])
+        cce = np.concatenate(out.files["cce.bin"])
+        red = legs[legs["sdma_op"] == 4]
+        assert red.size and set(red["reduction_type"].tolist()) == {want}
+        assert set(((cce["w3"] >> 8) & 3).tolist()) == {want}
+        if plan is kang:
+            # direct_reduce_send_kangaring: self + one peer (VNC 2), CCE ADD
+            first = legs[legs["leaf"] == int(Leaf.direct_reduce_send_kangaring)]
+            assert first.size and set(first["sdma_op"].tolist()) == {4}
+            assert set((cce["w1"] & 7).tolist()) == {0}
+            assert Counter((cce["w3"] & 0x3F).tolist()).keys() <= {2, 3}
+
+
+def test_symbolic_executor_catches_a_missing_peer_wait(monkeypatch):
+    """Mutation: a secondary that does not wait for its primary finishes with its output
+    unwritten; a primary that does not wait for the posts reads an input not yet there."""
+    import nrtrewrite.compose.kangaring as K
+
+    plan = plan_ops([ar(4096)], 16, algo="kangaring")
+    orig = K._sync_leg
+
+    def no_wait(ch, leaf, *, wait=None, inc=None):
+        return orig(ch, leaf, wait=None, inc=inc)
+    monkeypatch.setattr(K, "_sync_leg", no_wait)
+    with pytest.raises(SymbolicError):
+        for seed in range(4):
+            run_trigger(plan, 0, seed=seed)

@@ -1,0 +1,127 @@
+"""SINGLE_CYCLE_RING: the step-count identity of the design (docs/DESIGN.md "Single-cycle
+ring"), derived here from the roles independently of the composer's ordering, and the
+composed programs executed symbolically (tests/irsim.py) inside a node and across nodes."""
+
+import json
+from collections import Counter, defaultdict
+
+import pytest
+
+from irsim import SMALL_TWO_NODE_TOPOLOGY, ag, ar, plan_ops, run_all, run_trigger
+from nrtrewrite.codes import EncAlgType, EncOpType
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.single_cycle import arcs, chunk_roles, step_count
+from nrtrewrite.errors import SelectionError
+from nrtrewrite.lower import rank_entries
+
+SENDS = {Leaf.send, Leaf.recv_reduce_send, Leaf.recv_reduce_copy_send, Leaf.direct_copy_send,
+         Leaf.direct_recv_send}
+
+
+def transfers(n):
+    """Every transfer of one chunk group, half and channel pair as (root, rank, direction,
+    step): rank ``r`` sends at ``step`` on ``direction`` for the chunk rooted at ``root``."""
+    out = []
+    for root in range(n):
+        for r in range(n):
+            for role in chunk_roles(n, (root - r) % n):
+                if role.sends:
+                    out.append((root, r, role.direction, role.step))
+    return out
+
+
+@pytest.mark.parametrize("n", range(2, 18))
+def test_step_count_identity(n):
+    h_cw, h_ccw = arcs(n)
+    assert h_cw + h_ccw == n - 1 and h_cw - h_ccw in (0, 1)
+    assert step_count(n) == (n - 1 if n % 2 else n) < 2 * (n - 1) or n == 2
+    tr = transfers(n)
+    steps = {s for *_x, s in tr}
+    # one cycle: steps 0 .. step_count-1, each two legs wide (one per direction)
+    assert steps == set(range(step_count(n)))
+    per = Counter((r, d, s) for _root, r, d, s in tr)
+    assert max(per.values()) == 1  # at most one transfer per rank, direction and step
+    # every rank sends 2(n-1) chunks per chunk group (the ring's bandwidth) ...
+    assert Counter(r for _root, r, _d, _s in tr) == {r: 2 * (n - 1) for r in range(n)}
+    # ... and each chunk makes 2(n-1) hops: n-1 to reach its root, n-1 to come back out
+    assert Counter(root for root, *_x in tr) == {r: 2 * (n - 1) for r in range(n)}
+    # every rank is the root of exactly one chunk, which it reduces once from three sources
+    for root in range(n):
+        roles = chunk_roles(n, 0)
+        red = [ro for ro in roles if len(ro.srcs) > 1]
+        assert len(red) == 1 and red[0].srcs[-1] == "in"
+
+
+@pytest.mark.parametrize("n", range(2, 14))
+def test_the_transfer_chain_of_each_chunk(n):
+    """Chase each chunk: partials flow toward the root on both arcs, one hop per step; the
+    result leaves the root at step h_cw and reaches every other rank exactly once."""
+    h_cw, h_ccw = arcs(n)
+    for root in range(n):
+        has = defaultdict(set)  # step -> ranks holding the final result after it
+        for r in range(n):
+            d = (root - r) % n
+            if d == 0:
+                continue
+            for role in chunk_roles(n, d):
+                if role.leaf in (Leaf.direct_recv_send, Leaf.direct_recv):
+                    has[role.step - 1].add(r)
+        got = set().union(*has.values()) if has else set()
+        assert got == set(range(n)) - {root}
+        assert max(has) == step_count(n) - 1
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4, 5, 7, 8, 16])
+def test_single_cycle_all_reduce_is_correct(ranks):
+    plan = plan_ops([ar(1000 + 33 * ranks)], ranks, algo="allreduce:single_cycle_ring")
+    assert plan.triggers[0].alg == EncAlgType.SINGLE_CYCLE_RING
+    for seed in (0, 3):
+        run_all(plan, seed=seed)
+
+
+def test_channel_pairs_are_one_ring_both_ways(monkeypatch):
+    import nrtrewrite.select as S
+    monkeypatch.setattr(S, "choose_channels", lambda *a, **k: (4, "test: two pairs"))
+    plan = plan_ops([ar(9000)], 16, algo="allreduce:single_cycle_ring")
+    sp = plan.triggers[0].prepared.data
+    assert len(sp.pairs) >= 2
+    for cw, ccw in sp.pairs:
+        a, b = sp.orders[cw], sp.orders[ccw]
+        succ = {a[i]: a[(i + 1) % len(a)] for i in range(len(a))}
+        pred = {b[i]: b[(i - 1) % len(b)] for i in range(len(b))}
+        assert succ == pred  # CCW walks the same ring backward
+    run_all(plan)
+
+
+def test_single_cycle_across_nodes_and_max(tmp_path):
+    topo = tmp_path / "t.json"
+    topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
+    # one rank per node over 3 nodes: the policy's own pick (inter, one rank per node)
+    group = [0, 16, 32]
+    plan = plan_ops([ar(40_000), ar(33_333, op="max")], group, topology=str(topo))
+    assert [t.alg for t in plan.triggers] == [EncAlgType.SINGLE_CYCLE_RING] * 2
+    run_all(plan)
+
+
+def test_forcing_single_cycle_on_an_all_gather_is_refused():
+    with pytest.raises(SelectionError, match="enc_can_post_single_cycle_ring: SINGLE_CYCLE_RING "
+                                             "is all-reduce only"):
+        plan_ops([ag(64)], 8, algo="single_cycle_ring")
+
+
+def test_the_root_meets_both_directions_through_post_sema():
+    from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
+
+    plan = plan_ops([ar(4096)], 5, algo="allreduce:single_cycle_ring")
+    sp = plan.triggers[0].prepared.data
+    cw, ccw = sp.pairs[0]
+    spec = rank_entries(plan, 0)[0][1]
+    rows = spec.ir
+    comb = rows[(rows["channel"] == cw) & (rows["leaf"] == int(Leaf.recv_reduce_copy_send))]
+    assert comb.size and (comb["n_src"] == 3).all() and (comb["n_wait"] == 2).all()
+    assert set(comb["wait_sem"][:, 0]) == {channel_sem(cw, SEM_RECV)}
+    assert set(comb["wait_sem"][:, 1]) == {channel_sem(cw, SEM_POST)}
+    dist = rows[(rows["channel"] == ccw) & (rows["leaf"] == int(Leaf.direct_copy_send))]
+    assert dist.size and set(dist["wait_sem"][:, 0]) == {channel_sem(ccw, SEM_POST)}
+    assert plan.triggers[0].trigger.op == EncOpType.ALLREDUCE
+    run_trigger(plan, 0)
