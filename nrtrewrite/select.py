@@ -227,6 +227,9 @@ def enc_can_post_hierarchical_operation(req: Request, topo: Topology,
         counts = ", ".join(f"node {n}: {len(p)}" for n, p in zip(s.nodes, s.per_node))
         return False, (f"asymmetric group ({counts}; HIER needs the same local ranks on "
                        "every node)")
+    if req.op == EncOpType.ALLREDUCE and req.op_elements < s.local_rank_n:
+        return False, (f"{req.op_elements} element(s) cannot give each of the "
+                       f"{s.local_rank_n} local ranks a slice (the intra reduce-scatter leg)")
     return True, (f"{s.node_n} nodes x {s.local_rank_n} local ranks "
                   f"(node_n * local_rank_n == rank_n {s.rank_n})")
 

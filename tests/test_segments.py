@@ -71,6 +71,8 @@ def test_even_split(lo, n, parts):
     s = even_split(lo, lo + n, parts)
     assert len(s) == parts and s[0][0] == lo and s[-1][1] == lo + n
     assert all(a <= b for a, b in s) and all(s[i][1] == s[i + 1][0] for i in range(parts - 1))
+    if n >= parts:  # a HIER all-reduce gives every local rank a slice
+        assert all(b > a for a, b in s)
 
 
 def test_peer_table():

@@ -142,3 +142,19 @@ def test_secondary_that_does_not_wait_for_its_primary(mut):
                 mut.simulate()
                 return
     raise AssertionError("no secondary wait found")
+
+
+def test_tiny_and_single_rank_edges(tmp_path, topo):
+    """5 elements over 16 local ranks cannot be sliced: HIER refuses (flat ring); tiny
+    kangaring and single-cycle messages (mostly empty positions); a one-rank group."""
+    out = lower(tmp_path / "h", [ar(5), ag(1), rs(32)], 32, topology=topo)
+    clean(out, algos=["RING", "HIER", "HIER"])
+    from nrtrewrite.codes import DType, EncAlgType, EncOpType
+    from nrtrewrite.select import Request, select
+    from nrtrewrite.topology.model import load_topology
+    t = load_topology(topo, world=tuple(range(32)), lnc_size=2)
+    sel = select(Request.for_op(EncOpType.ALLREDUCE, DType.BF16, range(32), 10), t)
+    assert "cannot give each of the 16 local ranks a slice" in sel.candidate(EncAlgType.HIER).reason
+    clean(lower(tmp_path / "k", [ar(3), ag(1), rs(16)], 16, algo="kangaring"))
+    clean(lower(tmp_path / "s", [ar(1), ar(2)], 6, algo="allreduce:single_cycle_ring"))
+    clean(lower(tmp_path / "one", [ar(100)], [3], algo="allreduce:single_cycle_ring"))

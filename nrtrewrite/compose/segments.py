@@ -137,13 +137,21 @@ def block_segments(count: int, rank_n: int) -> tuple[tuple[Segment, ...], ...]:
 
 
 def even_split(lo: int, hi: int, parts: int) -> list[Segment]:
-    """``[lo, hi)`` cut into ``parts`` slices of ``ceil(n / parts)`` elements (the last ones
-    shorter or empty), each starting on a 32-element boundary when that loses nothing."""
+    """``[lo, hi)`` cut into ``parts`` consecutive slices, none empty when ``hi - lo >= parts``:
+    slices of a multiple of 32 elements (the last one shorter) when the message is large enough
+    for that to leave every slice non-empty, else sizes differing by at most one."""
     n = hi - lo
     size = -(-n // parts) if parts else 0
-    if size > 32 and size % 32 and -(-size // 32) * 32 * (parts - 1) < n:
-        size = -(-size // 32) * 32
-    return [(min(lo + i * size, hi), min(lo + (i + 1) * size, hi)) for i in range(parts)]
+    aligned = -(-size // 32) * 32
+    if size > 32 and aligned * (parts - 1) < n:
+        return [(min(lo + i * aligned, hi), min(lo + (i + 1) * aligned, hi)) for i in range(parts)]
+    base, extra = divmod(n, parts)
+    out, a = [], lo
+    for i in range(parts):
+        b = a + base + (1 if i < extra else 0)
+        out.append((a, b))
+        a = b
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -130,7 +130,7 @@ class SingleCyclePlan:
 
     @property
     def channel_ids(self) -> list[int]:
-        return [c for p in self.pairs for c in p]
+        return list(dict.fromkeys(c for p in self.pairs for c in p))
 
     def manifest(self) -> dict:
         return {"channels": [{"channel": c, "order": list(self.orders[c])}
@@ -157,6 +157,8 @@ def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int
     pairs, orders = [], {}
     for k in range(layout.channels):
         cw, ccw = channel_base + 2 * k, channel_base + 2 * k + 1
+        if len(group) == 1:  # nothing to exchange: one channel copies IN to OUT
+            ccw = cw
         channel_sem(ccw, SEM_RECV)
         pairs.append((cw, ccw))
         orders[cw] = tuple(fwd[k])
