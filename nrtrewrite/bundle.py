@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nrtrewrite import __version__
+from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
@@ -117,15 +118,48 @@ def _lower_and_write(rank: int) -> tuple[int, bytes]:
 
 
 def _write_rank(plan: LoweringPlan, tmp: Path, rank: int) -> tuple[int, bytes]:
-    out = lower_rank(plan, rank)
     rdir = tmp / rank_dir_name(rank)
     rdir.mkdir()
-    for name, parts in out.files.items():
-        _write_file(rdir / name, parts)
+    files = _RankFiles(rdir)
+    try:
+        out = lower_rank(plan, rank, sink=files.write)
+        files.close(F.ARTIFACTS)
+    finally:
+        files.abort()
     man = _json_bytes(out.manifest)
     _write_file(rdir / "manifest.json", man)
     _fsync_dir(rdir)
     return rank, man
+
+
+class _RankFiles:
+    """The artifact files of one rank folder, written record array by record array as
+    :func:`nrtrewrite.lower.lower_rank` produces them (memory never holds a whole rank)."""
+
+    def __init__(self, rdir: Path):
+        self.rdir = rdir
+        self.open: dict[str, object] = {}
+
+    def write(self, name: str, arr) -> None:
+        fh = self.open.get(name)
+        if fh is None:
+            fh = self.open[name] = open(self.rdir / name, "wb")
+        fh.write(arr.data)
+
+    def close(self, names: Iterable[str]) -> None:
+        """Create the files that got no record, flush and fsync every file, close them."""
+        for name in names:
+            if name not in self.open:
+                self.open[name] = open(self.rdir / name, "wb")
+        for fh in self.open.values():
+            fh.flush()
+            os.fsync(fh.fileno())
+        self.abort()
+
+    def abort(self) -> None:
+        for fh in self.open.values():
+            fh.close()
+        self.open = {}
 
 
 def _renameat2():

@@ -19,8 +19,8 @@ simulate       :mod:`nrtrewrite.simulate`
 
 from __future__ import annotations
 
-import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, RankBuilder, emit_entry
 from nrtrewrite.errors import LoweringError, NrtRewriteError
+from nrtrewrite.memtune import keep_freed_memory
 from nrtrewrite.neff.model import Model, Operand, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -159,12 +160,18 @@ def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, Entry
             for spec in _entries_of(plan, tp, rank)]
 
 
-def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
+def lower_rank(plan: LoweringPlan, rank: int,
+               sink: Callable[[str, np.ndarray], None] | None = None) -> RankOutput:
     """Compose, emit and serialize every SPAD entry of one rank, one trigger at a time.
 
-    ``RankOutput.timings`` holds the seconds spent per stage (compose, emit, serialize)."""
+    Without ``sink`` the records are returned in ``RankOutput.files``; with one, every
+    record array goes to ``sink(file name, array)`` as soon as it exists (in file order per
+    file) and ``RankOutput.files`` is empty: memory then holds one trigger's records.
+    ``RankOutput.timings`` holds the seconds spent per stage (compose, emit, serialize;
+    the sink's own time counts in emit and serialize)."""
+    keep_freed_memory()
     topo = plan.topology
-    builder = RankBuilder(rank)
+    builder = RankBuilder(rank, sink)
     entries = []
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
@@ -181,13 +188,14 @@ def lower_rank(plan: LoweringPlan, rank: int) -> RankOutput:
                                      sg_index[tp.trigger.subgraph], topo))
         timings["emit"] += time.perf_counter() - t1
     t2 = time.perf_counter()
-    files = builder.finish()
-    files["spad.bin"] = [np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE)]
-    files["tpinc.bin"] = [np.frombuffer(serialize_tpinc(entries, builder.tpinc_by_entry),
-                                        F.TPINC_DTYPE)]
+    builder.finish()
+    builder.append("spad.bin", np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE))
+    builder.append("tpinc.bin", np.frombuffer(
+        serialize_tpinc(entries, builder.tpinc_by_entry), F.TPINC_DTYPE))
+    files = {name: list(builder.parts[name]) for name in F.ARTIFACTS}
     manifest = {
         "rank": rank,
-        "files": {name: _file_summary(name, parts) for name, parts in files.items()},
+        "files": {name: builder.summary(name) for name in F.ARTIFACTS},
         "entries": entries,
         "fifo": builder.fifo_index(),
     }
@@ -226,16 +234,6 @@ def _emit_one(builder: RankBuilder, plan: LoweringPlan, tp: TriggerPlan, spec: E
         entry["sema_shift_offset"] = spec.sema_shift_offset
         entry["sema_mask"] = spec.sema_mask
     return entry
-
-
-def _file_summary(name: str, parts: list[np.ndarray]) -> dict:
-    h = hashlib.sha256()
-    nbytes = 0
-    for part in parts:
-        h.update(part.data if part.flags.c_contiguous else part.tobytes())
-        nbytes += part.nbytes
-    return {"records": nbytes // F.ARTIFACTS[name][0].itemsize, "bytes": nbytes,
-            "sha256": h.hexdigest()}
 
 
 def operand_json(op: Operand) -> dict:

@@ -131,6 +131,7 @@ class _Entry:
         self._pidx = {r: i for i, r in enumerate(self.peers)}
         self.loc = {r: topo.locality(rank, r) for r in self.peers[1:]}
         self.same_dev = [r for r in self.peers[1:] if self.loc[r] == EdgeLocality.SAME_DEVICE]
+        self.near = frozenset(self.same_dev)  # for membership tests
         self.net = frozenset(r for r in self.peers[1:] if self.loc[r] == EdgeLocality.NETWORK)
         self.intra = [r for r in self.peers[1:] if r not in self.net]
         mem = ctx.memory
@@ -186,7 +187,7 @@ class _Entry:
         """EVT_LOCAL_HNDSHK (same device) and EVT_GLOBAL_HNDSHK (other devices of the node)."""
         if not self.intra:
             return
-        other = [r for r in self.intra if r not in self.same_dev]
+        other = [r for r in self.intra if r not in self.near]
         incs = [(self.peer(r), event_sem(E.EVT_LOCAL_HNDSHK)) for r in self.same_dev]
         incs += [(self.peer(r), event_sem(E.EVT_GLOBAL_HNDSHK)) for r in other]
         if self.same_dev:
@@ -200,7 +201,7 @@ class _Entry:
                             (event_sem(E.EVT_GLOBAL_HNDSHK), len(other))]))
 
     def arrival(self, r: int, near: E, far: E) -> int:
-        return event_sem(near if r in self.same_dev else far)
+        return event_sem(near if r in self.near else far)
 
     def send(self, op: EncCopyOpParams, leaf: Leaf, label: E, signal, *, gw_rows: bool = False
              ) -> None:
@@ -241,18 +242,18 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     plan: MeshPlan = tp.prepared.data
     e = _Entry(ctx, tp, rank, plan)
     op, d, G = plan.op, plan.dsize, plan.group
-    bs, be = plan.bstart, plan.bstop
+    bs, be = plan.bstart.tolist(), plan.bstop.tolist()  # Python ints: indexed per peer below
     me = e.me
     e.handshake()
     others = [r for r in G if r != rank]
     nonempty = {r for r in G if be[plan.index[r]] > bs[plan.index[r]]}
     if op in (EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER):
         # scatter: block j of IN into slot(me) of peer j (REDUCE_COPY / REDUCE_COPY_2)
-        to_near = [r for r in others if r in e.same_dev and r in nonempty]
-        to_far = [r for r in others if r not in e.same_dev and r in nonempty]
+        to_near = [r for r in others if r in e.near and r in nonempty]
+        to_far = [r for r in others if r not in e.near and r in nonempty]
         mine = rank in nonempty
         from_near = e.same_dev if mine else []
-        from_far = [r for r in others if r not in e.same_dev] if mine else []
+        from_far = [r for r in others if r not in e.near] if mine else []
         if to_near or from_near:
             e.events.add(E.EVT_REDUCE_COPY, src=from_near, dst=to_near,
                          what="scatter: IN block j to peer j's channel buffer (same device)")
@@ -291,11 +292,11 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
         own = _copy(Addr(V_IN, a), [rank], [Addr(V_OUT, a)], [0], [(b - a) * d], [False], False)
         e.send(own, Leaf.mesh_send, E.EVT_INTRA_GRP_BRDCST, lambda r: None)
     senders = [r for r in others if r in nonempty]
-    near_in = [r for r in senders if r in e.same_dev]
-    far_in = [r for r in senders if r not in e.same_dev]
+    near_in = [r for r in senders if r in e.near]
+    far_in = [r for r in senders if r not in e.near]
     if b > a and others:
-        near_out = [r for r in others if r in e.same_dev]
-        far_out = [r for r in others if r not in e.same_dev]
+        near_out = [r for r in others if r in e.near]
+        far_out = [r for r in others if r not in e.near]
         if near_out or near_in:
             e.events.add(E.EVT_INTRA_GRP_BRDCST, src=near_in, dst=near_out,
                          what="all-gather to / from the peers on this device")
@@ -335,8 +336,8 @@ def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     two = len(G) == 2
     near_evt = E.EVT_REDUCE_COPY if two else E.EVT_INTRA_GRP_BRDCST
     far_evt = E.EVT_REDUCE_COPY if two else E.EVT_INTER_GRP_BRDCST
-    near = [r for r in others if r in e.same_dev]
-    far = [r for r in others if r not in e.same_dev]
+    near = [r for r in others if r in e.near]
+    far = [r for r in others if r not in e.near]
     if two:
         e.events.add(near_evt, src=others, dst=others, what="the input to the peer's channel "
                                                             "buffer")
@@ -351,7 +352,7 @@ def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
                [Addr(e.cb_view(slot_of(plan, rank, r), 0), 0) for r in others],
                [0] * len(others), [N * d] * len(others), [False] * len(others), False)
     e.send(bc, Leaf.mesh_send, near_evt,
-           lambda r: event_sem(near_evt if r in e.same_dev else far_evt))
+           lambda r: event_sem(near_evt if r in e.near else far_evt))
     e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
                  what=f"reduce IN and {len(others)} slot(s) into OUT")
     srcs = [Addr(V_IN, 0)] + [Addr(e.cb_view(slot_of(plan, s, rank), 0), 0) for s in others]

@@ -313,44 +313,65 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
     """One enc_copy_op_params as IR rows: the destinations that are not skipped, grouped by
     element range (a leg moves one range), at most MAX_DST per row.  ``src_peer`` is the peer
     index of the source's owner (neighbour ``op.src_idx``), ``peer_index(rank)`` a rank's;
-    ``signal(rank)`` the semaphore each destination rank gets one increment on (None: none)."""
+    ``signal(rank)`` the semaphore each destination rank gets one increment on (None: none).
+    Vectorised over the destinations (``peer_index`` and ``signal`` are called in row order,
+    destination by destination)."""
     check_copy_params(op, net_ranks=net_ranks)
-    items = []
-    for d in range(len(op.d_addrs)):
-        if op.d_skip_copy[d] or op.copy_sizes[d] == 0:
-            continue
-        if op.s_offsets[d] % dsize or op.copy_sizes[d] % dsize:
+    sizes = np.array(op.copy_sizes, np.int64)
+    offs = np.array(op.s_offsets, np.int64)
+    d = np.flatnonzero(~np.array(op.d_skip_copy, bool) & (sizes != 0))
+    start = op.s_addr.elem + offs[d] // dsize
+    d_elem = np.array([op.d_addrs[i].elem for i in d.tolist()], np.int64)
+    bad_size = ((offs[d] % dsize) != 0) | ((sizes[d] % dsize) != 0)
+    bad = np.flatnonzero(bad_size | (d_elem != start))
+    if bad.size:
+        i = int(bad[0])
+        if bad_size[i]:
             raise LoweringError("a copy offset or size is not a whole number of elements")
-        start = op.s_addr.elem + op.s_offsets[d] // dsize
-        if op.d_addrs[d].elem != start:
-            raise LoweringError(f"destination {d}: the leg IR moves one element range, but the "
-                                f"source is at element {start} and the destination at "
-                                f"{op.d_addrs[d].elem}")
-        items.append((start, start + op.copy_sizes[d] // dsize, d))
-    groups: dict[tuple[int, int], list[int]] = {}
-    for a, b, d in items:
-        groups.setdefault((a, b), []).append(d)
-    chunks = [(ab, ds[i:i + IR.MAX_DST]) for ab, ds in groups.items()
-              for i in range(0, len(ds), IR.MAX_DST)]
-    rows = _rows(len(chunks), spec)
-    for r, ((a, b), ds) in zip(rows, chunks):
-        r["start"], r["stop"] = a, b
-        r["n_src"] = 1
-        r["src_view"][0] = op.s_addr.view
-        r["src_peer"][0] = src_peer
-        r["n_dst"] = len(ds)
-        incs = []
-        for j, d in enumerate(ds):
-            r["dst_view"][j] = op.d_addrs[d].view
-            r["dst_peer"][j] = peer_index(op.d_ranks[d])
-            sem = signal(op.d_ranks[d])
-            if sem is not None:
-                incs.append((r["dst_peer"][j], sem))
-        r["n_inc"] = len(incs)
-        for k, (p, sem) in enumerate(incs):
-            r["inc_peer"][k], r["inc_sem"][k], r["inc_val"][k] = p, sem, 1
-    if rows.size:
-        set_waits(rows[0], spec.waits)
+        raise LoweringError(f"destination {int(d[i])}: the leg IR moves one element range, but "
+                            f"the source is at element {int(start[i])} and the destination at "
+                            f"{int(d_elem[i])}")
+    stop = start + sizes[d] // dsize
+    # rows: destinations grouped by element range in order of first appearance, MAX_DST a row
+    _u, first, inverse = np.unique(np.stack([start, stop], axis=1), axis=0, return_index=True,
+                                   return_inverse=True)
+    group = np.argsort(np.argsort(first))[inverse.reshape(-1)]  # group rank by first use
+    order = np.argsort(group, kind="stable")
+    d, start, stop, group = d[order], start[order], stop[order], group[order]
+    g_first = np.searchsorted(group, group)  # first position of each destination's group
+    within = np.arange(d.size) - g_first
+    g_rows = -(-np.bincount(group) // IR.MAX_DST) if d.size else np.zeros(0, np.int64)
+    row = (np.cumsum(g_rows) - g_rows)[group] + within // IR.MAX_DST
+    j = within % IR.MAX_DST
+    n_rows = int(g_rows.sum())
+    rows = _rows(n_rows, spec)
+    if not n_rows:
+        return rows
+    ranks = [op.d_ranks[i] for i in d.tolist()]
+    peers, sems = [], []
+    for r in ranks:
+        peers.append(peer_index(r))
+        sems.append(signal(r))
+    peers = np.array(peers, np.int64)
+    has = np.array([sm is not None for sm in sems], bool)
+    sem = np.array([sm if sm is not None else 0 for sm in sems], np.int64)
+    row_first = np.searchsorted(row, np.arange(n_rows))
+    rows["start"] = start[row_first]
+    rows["stop"] = stop[row_first]
+    rows["n_src"] = 1
+    rows["src_view"][:, 0] = op.s_addr.view
+    rows["src_peer"][:, 0] = src_peer
+    rows["n_dst"] = np.bincount(row, minlength=n_rows)
+    rows["dst_view"][row, j] = [op.d_addrs[i].view for i in d.tolist()]
+    rows["dst_peer"][row, j] = peers
+    # increments: the destinations with a semaphore, in destination order, packed per row
+    csum = np.cumsum(has)
+    k = csum - 1 - (csum - has)[row_first][row]
+    rows["n_inc"] = np.bincount(row[has], minlength=n_rows)
+    rows["inc_peer"][row[has], k[has]] = peers[has]
+    rows["inc_sem"][row[has], k[has]] = sem[has]
+    rows["inc_val"][row[has], k[has]] = 1
+    set_waits(rows[0], spec.waits)
     return rows
 
 

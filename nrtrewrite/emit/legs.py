@@ -23,6 +23,8 @@ and each channel closes with a ``mark_end`` leg: ``wait_ge_and_dec(dma_compl_sem
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,19 +87,70 @@ class EntryContext:
     #: peers (indices into ``peers``) of the entry handshake; None = every same-node peer.
     #: Must be symmetric across ranks: P in r's set exactly when r is in P's.
     sync_peers: list[int] | None = None
+    #: ``peers`` and ``localities`` as arrays (built from them when None; the lowering
+    #: reuses one per peer table)
+    peer_tables: PeerTables | None = None
 
     @property
     def me(self) -> Peer:
         return self.peers[0]
 
+    def tables(self) -> PeerTables:
+        if self.peer_tables is None:
+            self.peer_tables = PeerTables.of(self.peers, self.localities)
+        return self.peer_tables
+
+
+@dataclass(frozen=True)
+class PeerTables:
+    """An entry's peer table as arrays, indexed by the IR's peer numbers."""
+
+    net: np.ndarray  # bool: across the network from peer 0
+    core: np.ndarray  # the base of the peer's core window
+    bits: np.ndarray  # routing bits of the peer's device, seen from peer 0
+    logical_core: np.ndarray
+    rank: np.ndarray
+
+    @property
+    def offset(self) -> np.ndarray:
+        """SoC offset of each peer's window: core base plus routing bits (disjoint bits)."""
+        return self.core | self.bits
+
+    @classmethod
+    def of(cls, peers: list[Peer], localities: list[EdgeLocality]) -> PeerTables:
+        n, me = len(peers), peers[0].device
+        return cls(
+            net=np.fromiter((loc == EdgeLocality.NETWORK for loc in localities), bool, n),
+            core=np.fromiter((core_base(p) for p in peers), np.int64, n),
+            bits=np.fromiter((route_bits(p.device, me) for p in peers), np.int64, n),
+            logical_core=np.fromiter((p.logical_core for p in peers), np.int64, n),
+            rank=np.fromiter((p.rank for p in peers), np.int64, n))
+
+
+def _view_tables(views: list[BufferView]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(linear?, address of element 0 for linear views (base - origin * dsize), dsize)."""
+    n = len(views)
+    linear = np.fromiter((v.ap is None for v in views), bool, n)
+    vbase = np.fromiter((v.base - v.origin * v.dsize if v.ap is None else 0 for v in views),
+                        np.int64, n)
+    vdsize = np.fromiter((v.dsize for v in views), np.int64, n)
+    return linear, vbase, vdsize
+
 
 class RankBuilder:
-    """Accumulates every artifact of one rank as lists of numpy arrays."""
+    """Accumulates every artifact of one rank as lists of numpy arrays, or streams them.
 
-    def __init__(self, rank: int):
+    Without a ``sink`` the record arrays are kept (:meth:`finish` returns them); with one,
+    each array goes to ``sink(file name, array)`` as soon as it is appended and only the
+    counts and the running SHA-256 of each file are kept, so memory holds one entry's
+    records at a time (the FIFO files, channel-major, are kept until :meth:`finish`)."""
+
+    def __init__(self, rank: int, sink: Callable[[str, np.ndarray], None] | None = None):
         self.rank = rank
+        self.sink = sink
         self.parts: dict[str, list[np.ndarray]] = {name: [] for name in F.ARTIFACTS}
         self.counts: dict[str, int] = {name: 0 for name in F.ARTIFACTS}
+        self.hashes = {name: hashlib.sha256() for name in F.ARTIFACTS}
         self.channels: dict[int, ChannelState] = {}
         self.tpinc_by_entry: dict[tuple[int, int], np.ndarray] = {}
 
@@ -107,12 +160,24 @@ class RankBuilder:
     def append(self, name: str, arr: np.ndarray) -> int:
         first = self.counts[name]
         if arr.size:
-            self.parts[name].append(arr)
+            arr = np.ascontiguousarray(arr)
+            self.hashes[name].update(arr.data)
+            if self.sink is not None:
+                self.sink(name, arr)
+            else:
+                self.parts[name].append(arr)
             self.counts[name] += arr.size
         return first
 
+    def summary(self, name: str) -> dict:
+        """records, bytes and sha256 of everything appended to file ``name``."""
+        return {"records": self.counts[name],
+                "bytes": self.counts[name] * F.ARTIFACTS[name][0].itemsize,
+                "sha256": self.hashes[name].hexdigest()}
+
     def finish(self) -> dict[str, list[np.ndarray]]:
-        """Every artifact file as its list of record arrays, in file order (FIFOs channel-major).
+        """Append the FIFO files (channel-major); every artifact file as its list of record
+        arrays, in file order (empty lists with a sink).
 
         The parts are written one after the other (never concatenated: no extra copy)."""
         for ch in sorted(self.channels):
@@ -192,12 +257,17 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     me = ctx.me
     sp = me.logical_core
     dsize = ctx.views[0].dsize
-    net_peer = np.array([loc == EdgeLocality.NETWORK for loc in ctx.localities], bool)
+    pt = ctx.tables()
+    net_peer = pt.net
     if net_peer[0]:
         raise LoweringError("peer 0 must be the rank itself")
+    view_linear, vbase, vdsize = _view_tables(ctx.views)
 
     # ---- channels and legs (every channel's legs, then its mark_end) ----------------------
-    ir = ir[(ir["stop"] > ir["start"]) | (ir["keep"] != 0)] if ir.size else ir
+    if ir.size:
+        kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
+        if not kept.all():
+            ir = ir[kept]
     _check_ir(ir, ctx)
     ir = entry_handshake(ir, ctx, net_peer)
     ch_all = ir["channel"].astype(np.int64)
@@ -251,9 +321,6 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     # ---- tiles -------------------------------------------------------------------------------
     per_tile = tile_elements(dsize, np.maximum(length, 1), reduce)
     n_tiles = np.where(d_n > 0, -(-length // per_tile), 0)
-    tile_leg, tile_k, _ = _expand(n_tiles)
-    ta = start[tile_leg] + tile_k * per_tile[tile_leg]
-    tb = np.minimum(ta + per_tile[tile_leg], stop[tile_leg])
 
     # ---- the leg-slot table: (view, peer) of every source and destination of every leg ---------
     slots = s_n + d_n
@@ -267,43 +334,52 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     lt_meta = (sdma_op_leg[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
                | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
     # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
-    peer_off = np.array([core_base(p) | route_bits(p.device, me.device) for p in ctx.peers],
-                        np.int64)
-    views_used = [int(v) for v in np.unique(lt_view)]
-    if all(ctx.views[v].linear for v in views_used):
-        bds, leg_bd_count, m2s = _bds_linear(
-            ctx, n, dsize, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta,
-            s_n, n_tiles, peer_off)
+    peer_off = pt.offset
+
+    # ---- data BDs and CCE descriptors, in blocks of legs --------------------------------------------
+    # Tiles, BDs and CCE descriptors are built for a block of consecutive legs at a time, so
+    # every temporary of a block stays in the CPU cache; each block is appended (streamed to
+    # its file when the builder has a sink) before the next one is built.
+    leg_ns = np.where(reduce, s_n, 0)  # CCE descriptors per tile
+    leg_w3 = s_n | (rtype << 8)
+    leg_cce = n_tiles * leg_ns
+    linear = bool(view_linear[lt_view].all())
+    if linear:
+        leg_bd_count, m2s = n_tiles * slots, n_tiles * s_n
+        max_tile = np.where(n_tiles > 0, np.minimum(per_tile, length), 0) * dsize
+        if max_tile.size and max_tile.max() > F.BD_MAX_BYTES:
+            raise LimitError(f"a BD of {int(max_tile.max())} bytes exceeds {F.BD_MAX_BYTES}")
+    # generation tag: position of the BD among this rank's data BDs of its channel
+    dma_first_all, cce_first_all = b.counts["dma.bin"], b.counts["cce.bin"]
+    cce_tab = _cce_patterns(ctx) if leg_cce.any() else None
+    if linear:
+        ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
+        gen = _GenTags(b, ch_ids, ch_bd_count)
+        # per leg slot: the constant part of the BD words (flags | meta << 32, address)
+        lt_flags = np.zeros(lt_view.size, np.int64)  # FIRST on slot 0, LAST on the last slot
+        has = slots > 0
+        lt_flags[lt_first[has]] |= F.LEN_FIRST
+        lt_flags[(lt_first + slots - 1)[has]] |= F.LEN_LAST
+        lt_word0 = lt_flags | (lt_meta << 32)
+        lt_addr = vbase[lt_view] + peer_off[lt_peer]
+        for l0, l1 in _blocks(leg_bd_count + leg_cce, EMIT_BLOCK):
+            tl, ta, tb = _tiles(l0, l1, n_tiles, per_tile, start, stop)
+            words = _bds_linear(tl + l0, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr)
+            gen.apply(words[:, 0])
+            b.append("dma.bin", words.view(F.BD_DTYPE).reshape(-1))
+            if cce_tab is not None:
+                b.append("cce.bin", _cce_block(tl + l0, ta, tb, dsize, leg_ns, leg_w3, cce_tab))
+        total_bd = int(leg_bd_count.sum())
     else:
+        tile_leg, ta, tb = _tiles(0, n, n_tiles, per_tile, start, stop)
         bds, leg_bd_count, m2s = _bds_runs(
             ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n, peer_off)
-    total_bd = bds.size
-    # generation tag: position of the BD among this rank's data BDs of its channel
-    ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
-    pos = 0
-    for i, c in enumerate(ch_ids):
-        st = b.state(int(c))
-        cnt = int(ch_bd_count[i])
-        gen = ((st.bd_count + np.arange(cnt, dtype=np.int64)) // F.BD_RING_ENTRIES) & F.GEN_MASK
-        bds["len_ctrl"][pos:pos + cnt] |= (gen << F.GEN_SHIFT).astype(np.uint32)
-        st.bd_count += cnt
-        pos += cnt
-    dma_first_all = b.append("dma.bin", bds)
-
-    # ---- CCE descriptors: one per source per reduce tile ------------------------------------------
-    c_tile, c_src, _ = _expand(np.where(reduce[tile_leg], s_n[tile_leg], 0))
-    cce = np.empty(c_tile.size, F.CCE_DTYPE)
-    if c_tile.size:
-        in_dt, out_dt, acc_dt = cce_dtype_nibbles(ctx.dtype)
-        c_leg = tile_leg[c_tile]
-        n_src = s_n[c_leg]
-        cce["w0"] = F.CCE_W0_META | (c_src << 24)
-        cce["w1"] = ((ctx.cce_op & 7) | np.where(c_src == n_src - 1, F.CCE_LAST, 0)
-                     | (in_dt << 8) | (out_dt << 12) | (acc_dt << 16) | F.CCE_VALID)
-        cce["w2"] = ((tb - ta)[c_tile] * dsize) & 0xFFFFFF
-        cce["w3"] = n_src | (rtype[c_leg] << 8)
-    cce_first_all = b.append("cce.bin", cce)
-    leg_cce = np.bincount(tile_leg[c_tile], minlength=n)
+        ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
+        _GenTags(b, ch_ids, ch_bd_count).apply(bds["len_ctrl"])
+        b.append("dma.bin", bds)
+        if cce_tab is not None:
+            b.append("cce.bin", _cce_block(tile_leg, ta, tb, dsize, leg_ns, leg_w3, cce_tab))
+        total_bd = bds.size
 
     # ---- semaphore BDs: waits, the dma_compl inc, the IR's incs (mark_end: the completion wait) ---
     n_sem = np.where(is_end, 1, w_n + 1 + i_n)
@@ -331,12 +407,12 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
                        inc_sem)
     sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)
     window = np.where(s_end | s_wait, EVT_SEM_DEC, EVT_SEM_INC)
-    sps = np.array([p.logical_core for p in ctx.peers], np.int64)
+    sps = pt.logical_core
     local_addr = (EVT_SEM_BASE + ((sps[sem_peer] & 7) << 30) + ((sps[sem_peer] > 7) << 47)
                   + window + 4 * sem_id)
     if np.any(sem_id > 255):
         raise LimitError("a semaphore id exceeds the 256 semaphores of a core")
-    bits = np.array([route_bits(p.device, me.device) for p in ctx.peers], np.int64)
+    bits = pt.bits
     ch_sem_count = np.bincount(s_ci, minlength=nch)
     ch_sem_first = np.cumsum(ch_sem_count) - ch_sem_count
     sbase = np.array([b.state(int(c)).sem_count for c in ch_ids], np.int64)
@@ -375,12 +451,15 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
     words["in_dtype"] = words["out_dtype"] = io_code(ctx.dtype)
     elem0 = start[p_leg] + piece_off
+    anchor = np.fromiter((v.anchor for v in ctx.views), np.int64, len(ctx.views))
     for part, vcol in (("src", src_view[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
-        start_addr = np.zeros(p_leg.size, np.int64)
-        for v in np.unique(vcol):
-            sel = vcol == v
-            view = ctx.views[int(v)]
-            start_addr[sel] = view.address(elem0[sel]) - view.anchor
+        if view_linear[vcol].all():
+            start_addr = vbase[vcol] + elem0 * vdsize[vcol] - anchor[vcol]
+        else:
+            start_addr = np.zeros(p_leg.size, np.int64)
+            for v in np.unique(vcol):
+                sel = vcol == v
+                start_addr[sel] = ctx.views[int(v)].address(elem0[sel]) - anchor[v]
         if p_leg.size and ((start_addr < 0).any() or (start_addr > 0xFFFFFFFF).any()):
             raise LimitError("a leg's start offset does not fit the 32-bit TENSOR3D start_addr")
         words[part]["start_addr"] = start_addr
@@ -506,29 +585,109 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     return {"legs": n, "bds": total_bd, "channels": [int(c) for c in ch_ids], "tx": tx, "rx": rx}
 
 
-def _bds_linear(ctx, n, dsize, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
-                n_tiles, peer_off):
-    """Data BDs when every buffer is linear (DRAM): one BD per stream of each tile.
+#: Descriptors (data BDs + CCE) per emit block: a block's temporaries (a few arrays of
+#: 8-byte values per descriptor) then fit the CPU cache (docs/PERFORMANCE.md).
+EMIT_BLOCK = 1 << 17
+
+
+def _blocks(work: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Consecutive leg ranges ``[l0, l1)`` of about ``size`` work each (a leg bigger than
+    ``size`` is a range of its own; legs without work join their neighbours)."""
+    n = work.size
+    if n == 0:
+        return []
+    cw = np.cumsum(work)
+    total = int(cw[-1])
+    if total <= size:
+        return [(0, n)]
+    cuts = np.searchsorted(cw, np.arange(size, total, size), side="left") + 1
+    bounds = np.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+
+
+def _tiles(l0: int, l1: int, n_tiles, per_tile, start, stop):
+    """The tiles of legs ``[l0, l1)``: (leg index relative to ``l0``, first element, end)."""
+    tl, k, _ = _expand(n_tiles[l0:l1])
+    pt = per_tile[l0:l1][tl]
+    ta = start[l0:l1][tl] + k * pt
+    tb = np.minimum(ta + pt, stop[l0:l1][tl])
+    return tl, ta, tb
+
+
+class _GenTags:
+    """The generation tag of each data BD: ``(position among the rank's data BDs of its
+    channel // BD_RING_ENTRIES) & GEN_MASK``, OR-ed into ``len_ctrl`` block by block.
+
+    The tag is constant over runs of BD_RING_ENTRIES positions, so it is applied to slices:
+    no per-BD arithmetic."""
+
+    def __init__(self, b: RankBuilder, ch_ids: np.ndarray, ch_bd_count: np.ndarray):
+        self.ranges = []  # (first BD of the channel in this entry, end, channel position base)
+        pos = 0
+        for c, cnt in zip(ch_ids.tolist(), ch_bd_count.tolist()):
+            st = b.state(c)
+            self.ranges.append((pos, pos + cnt, st.bd_count))
+            st.bd_count += cnt
+            pos += cnt
+        self.done = 0  # BDs of the entry tagged so far
+
+    def apply(self, len_ctrl: np.ndarray) -> None:
+        e0, e1 = self.done, self.done + len_ctrl.size
+        for first, end, base in self.ranges:
+            a, z = max(first, e0), min(end, e1)
+            while a < z:
+                p = base + a - first
+                nxt = min(z, a + F.BD_RING_ENTRIES - p % F.BD_RING_ENTRIES)
+                tag = (p // F.BD_RING_ENTRIES) & F.GEN_MASK
+                if tag:
+                    len_ctrl[a - e0:nxt - e0] |= tag << F.GEN_SHIFT
+                a = nxt
+        self.done = e1
+
+
+def _bds_linear(tile_leg, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr) -> np.ndarray:
+    """Data BDs when every buffer is linear (DRAM): one BD per stream of each tile, as an
+    (n, 2) int64 array (the two 8-byte words of BD_DTYPE).
 
     Everything is affine in the tile's first element, so a BD is a leg-slot constant plus
-    ``ta * dsize``: one gather per field over the BDs."""
-    vbase = np.array([v.base - v.origin * v.dsize if v.linear else 0 for v in ctx.views], np.int64)
-    lt_const = vbase[lt_view] + peer_off[lt_peer]
-    lt_flags = np.zeros(lt_view.size, np.int64)  # FIRST on slot 0, LAST on the last slot
-    has = slots > 0
-    lt_flags[lt_first[has]] |= F.LEN_FIRST
-    lt_flags[(lt_first + slots - 1)[has]] |= F.LEN_LAST
-    tile_slots = slots[tile_leg]
-    si_tile, si_slot, _ = _expand(tile_slots)
-    si_lt = lt_first[tile_leg][si_tile] + si_slot
-    tile_bytes = (tb - ta) * dsize
-    bds = np.empty(si_lt.size, F.BD_DTYPE)
-    bds["len_ctrl"] = (tile_bytes & F.LEN_MASK)[si_tile] | lt_flags[si_lt]
-    bds["meta_ctrl"] = lt_meta[si_lt]
-    bds["buf_ptr"] = lt_const[si_lt] + (ta * dsize)[si_tile]
-    if tile_bytes.size and tile_bytes.max() > F.BD_MAX_BYTES:
-        raise LimitError(f"a BD of {int(tile_bytes.max())} bytes exceeds {F.BD_MAX_BYTES}")
-    return bds, n_tiles * slots, n_tiles * s_n
+    the tile's part: word 0 = flags | meta_ctrl << 32 | tile bytes, word 1 = the leg slot's
+    address + ``ta * dsize``."""
+    ts = slots[tile_leg]
+    bd_first = np.cumsum(ts) - ts
+    nb = int(bd_first[-1] + ts[-1]) if ts.size else 0
+    lt = np.repeat(lt_first[tile_leg] - bd_first, ts) + np.arange(nb, dtype=np.int64)
+    words = np.empty((nb, 2), np.int64)
+    np.bitwise_or(lt_word0[lt], np.repeat(((tb - ta) * dsize) & F.LEN_MASK, ts), out=words[:, 0])
+    np.add(lt_addr[lt], np.repeat(ta * dsize, ts), out=words[:, 1])
+    return words
+
+
+def _cce_patterns(ctx: EntryContext) -> tuple[np.ndarray, np.ndarray]:
+    """Words 0 and 1 of the CCE descriptor of source ``k`` of ``n`` (one int64, w0 | w1 << 32),
+    for every n <= MAX_SRC, flattened: pattern of n at ``offset[n]``."""
+    in_dt, out_dt, acc_dt = cce_dtype_nibbles(ctx.dtype)
+    w1 = (ctx.cce_op & 7) | (in_dt << 8) | (out_dt << 12) | (acc_dt << 16) | F.CCE_VALID
+    offset = np.zeros(MAX_SRC + 1, np.int64)
+    pat = []
+    for n_src in range(1, MAX_SRC + 1):
+        offset[n_src] = len(pat)
+        pat += [(F.CCE_W0_META | (k << 24)) | ((w1 | (F.CCE_LAST if k == n_src - 1 else 0)) << 32)
+                for k in range(n_src)]
+    return np.array(pat, np.int64), offset
+
+
+def _cce_block(tile_leg, ta, tb, dsize, leg_ns, leg_w3, tab) -> np.ndarray:
+    """CCE descriptors of the given tiles: one per source of each reduce tile (``leg_ns``:
+    the leg's sources if it reduces, else 0; ``leg_w3``: word 3 of its descriptors)."""
+    pat, offset = tab
+    ns = leg_ns[tile_leg]
+    first = np.cumsum(ns) - ns
+    nc = int(first[-1] + ns[-1]) if ns.size else 0
+    words = np.empty((nc, 2), np.int64)
+    k = np.repeat(offset[ns] - first, ns) + np.arange(nc, dtype=np.int64)
+    np.take(pat, k, out=words[:, 0])
+    words[:, 1] = np.repeat((((tb - ta) * dsize) & 0xFFFFFF) | (leg_w3[tile_leg] << 32), ns)
+    return words.view(F.CCE_DTYPE).reshape(-1)
 
 
 def _bds_runs(ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
@@ -595,43 +754,46 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray) -> 
     peers = ctx.sync_peers if ctx.sync_peers is not None else range(1, len(ctx.peers))
     peers = [p for p in dict.fromkeys(peers) if p != 0 and not net_peer[p]]
     ch_all = ir["channel"]
-    order = list(dict.fromkeys(ch_all.tolist()))
+    run_first = np.flatnonzero(np.concatenate(([True], ch_all[1:] != ch_all[:-1])))
+    run_ch = ch_all[run_first].tolist()
+    order = list(dict.fromkeys(run_ch))
     nch = len(order)
     if nch == 1 and not peers:
         return ir
-    parts = []
+    # the leader's rows: posts (at most MAX_INC peers a row), then its wait and the release
+    posts = [peers[i:i + MAX_INC] for i in range(0, len(peers), MAX_INC)]
+    lead = IR.empty(len(posts) + (1 if peers or nch > 1 else 0))
+    for r, chunk in enumerate(posts):
+        lead["n_inc"][r] = len(chunk)
+        lead["inc_peer"][r, :len(chunk)] = chunk
+        lead["inc_sem"][r, :len(chunk)] = SEM_ENTRY_POST
+        lead["inc_val"][r, :len(chunk)] = 1
+    if peers or nch > 1:
+        if peers:
+            lead["n_wait"][-1] = 1
+            lead["wait_sem"][-1, 0], lead["wait_val"][-1, 0] = SEM_ENTRY_POST, len(peers)
+        if nch > 1:
+            lead["n_inc"][-1] = 1
+            lead["inc_peer"][-1, 0], lead["inc_sem"][-1, 0] = 0, SEM_ENTRY_DONE
+            lead["inc_val"][-1, 0] = nch - 1
+    go = IR.empty(1)  # every other channel waits for the release
+    go["n_wait"], go["wait_sem"][0, 0], go["wait_val"][0, 0] = 1, SEM_ENTRY_DONE, 1
+    for rows in (lead, go):
+        rows["leaf"] = int(Leaf.mark_complete)
+        rows["keep"] = 1
+    out = np.empty(ir.size + lead.size + (nch - 1) * go.size, ir.dtype)
+    grouped = len(run_ch) == nch  # each channel's rows are one run (the composers' order)
+    bounds = dict(zip(run_ch, zip(run_first.tolist(), run_first[1:].tolist() + [ir.size])))
+    pos = 0
     for i, ch in enumerate(order):
-        extra = []
-        if i == 0:
-            for first in range(0, len(peers), MAX_INC):
-                chunk = peers[first:first + MAX_INC]
-                row = IR.empty(1)
-                row["n_inc"] = len(chunk)
-                row["inc_peer"][0, :len(chunk)] = chunk
-                row["inc_sem"][0, :len(chunk)] = SEM_ENTRY_POST
-                row["inc_val"][0, :len(chunk)] = 1
-                extra.append(row)
-            if peers or nch > 1:
-                row = IR.empty(1)
-                if peers:
-                    row["n_wait"] = 1
-                    row["wait_sem"][0, 0], row["wait_val"][0, 0] = SEM_ENTRY_POST, len(peers)
-                if nch > 1:
-                    row["n_inc"] = 1
-                    row["inc_peer"][0, 0], row["inc_sem"][0, 0] = 0, SEM_ENTRY_DONE
-                    row["inc_val"][0, 0] = nch - 1
-                extra.append(row)
-        else:
-            row = IR.empty(1)
-            row["n_wait"], row["wait_sem"][0, 0], row["wait_val"][0, 0] = 1, SEM_ENTRY_DONE, 1
-            extra.append(row)
-        for row in extra:
-            row["channel"] = ch
-            row["leaf"] = int(Leaf.mark_complete)
-            row["keep"] = 1
-        parts.extend(extra)
-        parts.append(ir[ch_all == ch])
-    return np.concatenate(parts)
+        extra = lead if i == 0 else go
+        out[pos:pos + extra.size] = extra
+        out["channel"][pos:pos + extra.size] = ch
+        pos += extra.size
+        rows = ir[slice(*bounds[ch])] if grouped else ir[ch_all == ch]
+        out[pos:pos + rows.size] = rows
+        pos += rows.size
+    return out
 
 
 def _check_ir(ir: np.ndarray, ctx: EntryContext) -> None:
