@@ -30,7 +30,7 @@ from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
-from nrtrewrite.emit.legs import EntryContext, Peer, RankBuilder, emit_entry
+from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entry
 from nrtrewrite.errors import LoweringError, NrtRewriteError
 from nrtrewrite.memtune import keep_freed_memory
 from nrtrewrite.neff.model import Model, Operand, Trigger
@@ -75,6 +75,8 @@ class LoweringPlan:
     memory: MemoryMap | None
     input_sha256: str
     timings: dict[str, float] = field(default_factory=dict)
+    #: (rank, peer ranks) -> the entry peer table (lower._peer_table), reused across entries
+    peer_tables: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def world(self) -> tuple[int, ...]:
@@ -176,22 +178,30 @@ def lower_rank(plan: LoweringPlan, rank: int,
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
     timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
-    for tp in plan.triggers:
-        if rank not in tp.group:
-            continue
-        t0 = time.perf_counter()
-        specs = _entries_of(plan, tp, rank)
-        t1 = time.perf_counter()
-        timings["compose"] += t1 - t0
-        for spec in specs:
-            entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries), lnc_fmt,
-                                     sg_index[tp.trigger.subgraph], topo))
-        timings["emit"] += time.perf_counter() - t1
-    t2 = time.perf_counter()
-    builder.finish()
-    builder.append("spad.bin", np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE))
-    builder.append("tpinc.bin", np.frombuffer(
-        serialize_tpinc(entries, builder.tpinc_by_entry), F.TPINC_DTYPE))
+    try:
+        for tp in plan.triggers:
+            if rank not in tp.group:
+                continue
+            t0 = time.perf_counter()
+            specs = _entries_of(plan, tp, rank)
+            t1 = time.perf_counter()
+            timings["compose"] += t1 - t0
+            for spec in specs:
+                entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries), lnc_fmt,
+                                         sg_index[tp.trigger.subgraph], topo))
+            timings["emit"] += time.perf_counter() - t1
+        t2 = time.perf_counter()
+        builder.finish()
+        builder.append("spad.bin", np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE))
+        builder.append("tpinc.bin", np.frombuffer(
+            serialize_tpinc(entries, builder.tpinc_by_entry), F.TPINC_DTYPE))
+    except BaseException:
+        try:
+            builder.close()
+        except BaseException:  # the first error is the one to report
+            pass
+        raise
+    builder.close()
     files = {name: list(builder.parts[name]) for name in F.ARTIFACTS}
     manifest = {
         "rank": rank,
@@ -203,21 +213,33 @@ def lower_rank(plan: LoweringPlan, rank: int,
     return RankOutput(rank=rank, files=files, manifest=manifest, timings=timings)
 
 
+def _peer_table(plan: LoweringPlan, rank: int, ranks: tuple[int, ...]
+                ) -> tuple[list[Peer], list[EdgeLocality], PeerTables]:
+    """An entry's peer table (``ranks[0]`` is ``rank``), built once per plan and table."""
+    key = (rank, ranks)
+    hit = plan.peer_tables.get(key)
+    if hit is None:
+        topo = plan.topology
+        peers = [_peer(topo, r) for r in ranks]
+        localities = [EdgeLocality.SAME_DEVICE if r == rank else topo.locality(rank, r)
+                      for r in ranks]
+        hit = plan.peer_tables[key] = (peers, localities, PeerTables.of(peers, localities))
+    return hit
+
+
 def _emit_one(builder: RankBuilder, plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec,
               rank: int, spad_index: int, lnc_fmt: int, subgraph_index: int,
               topo: Topology) -> dict:
     """Emit one SPAD entry and return its manifest description."""
     trig = tp.trigger
+    peers, localities, tables = _peer_table(plan, rank, tuple(spec.peers))
     ctx = EntryContext(
         rank=rank, trigger=trig.ordinal, spad_index=spad_index, dtype=trig.dtype,
         cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
-        views=spec.views, gw_view=spec.gw_view,
-        peers=[_peer(topo, r) for r in spec.peers],
-        localities=[EdgeLocality.SAME_DEVICE if r == rank else topo.locality(rank, r)
-                    for r in spec.peers],
+        views=spec.views, gw_view=spec.gw_view, peers=peers, localities=localities,
         lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
         subgraph_index=subgraph_index, groups=spec.groups,
-        sema_shift_offset=spec.sema_shift_offset or 0)
+        sema_shift_offset=spec.sema_shift_offset or 0, peer_tables=tables)
     try:
         summary = emit_entry(builder, ctx, spec.ir)
     except NrtRewriteError as err:

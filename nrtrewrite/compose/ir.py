@@ -60,3 +60,14 @@ def empty(n: int) -> np.ndarray:
     ir["net_src_peer"] = NO_NET
     ir["gw_view"] = NO_VIEW
     return ir
+
+
+def concat(parts: list[np.ndarray]) -> np.ndarray:
+    """Rows of several IR arrays, one after the other (``np.concatenate`` of structured arrays
+    pays a dtype promotion per call; this is one allocation and a copy per part)."""
+    out = np.empty(sum(p.size for p in parts), LEG_IR_DTYPE)
+    pos = 0
+    for p in parts:
+        out[pos:pos + p.size] = p
+        pos += p.size
+    return out

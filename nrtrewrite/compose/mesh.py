@@ -370,7 +370,7 @@ def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
 
 
 def _concat(rows: list[np.ndarray]) -> np.ndarray:
-    return np.concatenate(rows) if rows else IR.empty(0)
+    return IR.concat(rows)
 
 
 def explain_mesh(sel, topo, rank: int | None = None) -> dict:

@@ -333,9 +333,9 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
                             f"{int(d_elem[i])}")
     stop = start + sizes[d] // dsize
     # rows: destinations grouped by element range in order of first appearance, MAX_DST a row
-    _u, first, inverse = np.unique(np.stack([start, stop], axis=1), axis=0, return_index=True,
-                                   return_inverse=True)
-    group = np.argsort(np.argsort(first))[inverse.reshape(-1)]  # group rank by first use
+    ids: dict[tuple[int, int], int] = {}
+    group = np.array([ids.setdefault(ab, len(ids)) for ab in zip(start.tolist(), stop.tolist())],
+                     np.int64)
     order = np.argsort(group, kind="stable")
     d, start, stop, group = d[order], start[order], stop[order], group[order]
     g_first = np.searchsorted(group, group)  # first position of each destination's group

@@ -298,7 +298,7 @@ class _Rank:
                 parts.append(copy_rows(op, self.spec(leaf_copy, evt, gw=gw), d,
                                        self.peer(ng.rank(grp, op.src_idx)), self.peer, signal,
                                        net_ranks=frozenset(self.net)))
-            return np.concatenate(parts)
+            return IR.concat(parts)
         ops = submit_rdh_cce_transfers(transfers, ng, grp, cursor)
         return reduce_rows(ops, self.spec(Leaf.rdh_reduce, evt, gw=gw), d, ng, grp, grp + 1,
                            self.peer, signal)
@@ -520,7 +520,7 @@ class _RdhFamily(Algorithm):
     def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
         plan: RdhPlan = tp.prepared.data
         R = compose_rdh(ctx, tp, rank)
-        ir = np.concatenate(R.rows) if R.rows else IR.empty(0)
+        ir = IR.concat(R.rows)
         ir["step"] = np.arange(ir.size)
         info = {"events": R.events.to_json(),
                 "neighbor_groups": [{"stage": nm, "ranks": list(g)} for nm, g in R.stages],

@@ -304,7 +304,7 @@ def ring_entry_ir(topo, rp: RingPlan, op: EncOpType, rank: int, peer_index, *,
         prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
         irs.append(ring_channel_ir(steps, ch, peer_index(ring.next), peer_index(ring.prev),
                                    prev_net, reduction_type))
-    return np.concatenate(irs)
+    return IR.concat(irs)
 
 
 class RingAlgorithm(Algorithm):

@@ -23,7 +23,10 @@ and each channel closes with a ``mark_end`` leg: ``wait_ge_and_dec(dma_compl_sem
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import queue
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -43,6 +46,9 @@ from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.emit.tiling import cce_dtype_nibbles, io_code, tile_elements
 from nrtrewrite.errors import LimitError, LoweringError
 
+#: Slot numbers of the IR's source / destination arrays (MAX_SRC == MAX_DST).
+_SLOT_INDEX = np.arange(MAX_SRC)
+assert MAX_SRC == MAX_DST
 #: sem.bin role byte of a semaphore outside the ring channel block.
 ROLE_OTHER = 0xFF
 
@@ -137,13 +143,51 @@ def _view_tables(views: list[BufferView]) -> tuple[np.ndarray, np.ndarray, np.nd
     return linear, vbase, vdsize
 
 
+class _Consumer:
+    """A thread that hashes each appended array into its file's SHA-256 and hands it to the
+    sink, in append order.  At most QUEUE_DEPTH arrays wait (bounded memory)."""
+
+    QUEUE_DEPTH = 32
+
+    def __init__(self, hashes: dict, sink: Callable[[str, np.ndarray], None] | None):
+        self.hashes, self.sink = hashes, sink
+        self.queue: queue.Queue = queue.Queue(maxsize=self.QUEUE_DEPTH)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="nrtrewrite-sink", daemon=True)
+        self.thread.start()
+
+    def put(self, name: str, arr: np.ndarray) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put((name, arr))
+
+    def _run(self) -> None:
+        while (item := self.queue.get()) is not None:
+            if self.error is None:
+                name, arr = item
+                try:
+                    self.hashes[name].update(arr.data)
+                    if self.sink is not None:
+                        self.sink(name, arr)
+                except BaseException as err:  # re-raised in the lowering thread
+                    self.error = err
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 class RankBuilder:
     """Accumulates every artifact of one rank as lists of numpy arrays, or streams them.
 
     Without a ``sink`` the record arrays are kept (:meth:`finish` returns them); with one,
     each array goes to ``sink(file name, array)`` as soon as it is appended and only the
     counts and the running SHA-256 of each file are kept, so memory holds one entry's
-    records at a time (the FIFO files, channel-major, are kept until :meth:`finish`)."""
+    records at a time (the FIFO files, channel-major, are kept until :meth:`finish`).
+    Hashing and the sink run on a background thread (both release the GIL), overlapping
+    the lowering of the next entry; :meth:`close` waits for them."""
 
     def __init__(self, rank: int, sink: Callable[[str, np.ndarray], None] | None = None):
         self.rank = rank
@@ -153,24 +197,33 @@ class RankBuilder:
         self.hashes = {name: hashlib.sha256() for name in F.ARTIFACTS}
         self.channels: dict[int, ChannelState] = {}
         self.tpinc_by_entry: dict[tuple[int, int], np.ndarray] = {}
+        self._consumer: _Consumer | None = None
 
     def state(self, channel: int) -> ChannelState:
         return self.channels.setdefault(channel, ChannelState())
 
     def append(self, name: str, arr: np.ndarray) -> int:
+        """Add records to file ``name`` (never modified afterwards); their first index."""
         first = self.counts[name]
         if arr.size:
             arr = np.ascontiguousarray(arr)
-            self.hashes[name].update(arr.data)
-            if self.sink is not None:
-                self.sink(name, arr)
-            else:
+            if self._consumer is None:
+                self._consumer = _Consumer(self.hashes, self.sink)
+            self._consumer.put(name, arr)
+            if self.sink is None:
                 self.parts[name].append(arr)
             self.counts[name] += arr.size
         return first
 
+    def close(self) -> None:
+        """Wait until every appended array is hashed and in the sink (re-raises its error)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
     def summary(self, name: str) -> dict:
-        """records, bytes and sha256 of everything appended to file ``name``."""
+        """records, bytes and sha256 of everything appended to file ``name`` (after
+        :meth:`close`)."""
         return {"records": self.counts[name],
                 "bytes": self.counts[name] * F.ARTIFACTS[name][0].itemsize,
                 "sha256": self.hashes[name].hexdigest()}
@@ -202,6 +255,18 @@ class RankBuilder:
             for k in n:
                 first[k] += n[k]
         return index
+
+
+def _mark_end_row() -> np.ndarray:
+    from nrtrewrite.compose import ir as IR
+
+    row = IR.empty(1)
+    row["leaf"] = int(Leaf.mark_end)
+    return row
+
+
+#: The IR row of a channel's closing mark_end leg (the emitter adds one per channel).
+_MARK_END = _mark_end_row()
 
 
 def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -269,44 +334,45 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
         if not kept.all():
             ir = ir[kept]
     _check_ir(ir, ctx)
-    ir = entry_handshake(ir, ctx, net_peer)
-    ch_all = ir["channel"].astype(np.int64)
-    if ir.size and np.any(np.diff(ch_all) < 0) and len(np.unique(ch_all)) > 1:
-        bounds_ok = all(np.all(np.diff(np.nonzero(ch_all == c)[0]) == 1) for c in np.unique(ch_all))
-        if not bounds_ok:
-            raise LoweringError("leg IR rows must be grouped by channel")
-    ch_ids = np.array(list(dict.fromkeys(ch_all.tolist())), np.int64)
+    ir = entry_handshake(ir, ctx, net_peer)  # also groups the rows by channel
+    ch_all = ir["channel"]
+    run_first = np.flatnonzero(np.concatenate(([True], ch_all[1:] != ch_all[:-1]))[:ir.size])
+    ch_ids = ch_all[run_first].astype(np.int64)  # channels in program order
+    if len(set(ch_ids.tolist())) != ch_ids.size:
+        raise LoweringError("leg IR rows must be grouped by channel")
     nch = ch_ids.size
-    n_c = np.array([int(np.sum(ch_all == c)) for c in ch_ids], np.int64)
+    n_c = np.diff(np.append(run_first, ir.size))
     total_c = n_c + 1
     leg_first_c = np.cumsum(total_c) - total_c
     n = int(total_c.sum())
-    # scatter IR rows into leg slots, leaving one mark_end slot after each channel
+    # every leg as an IR row: the IR's rows, and one mark_end slot after each channel
     ir_pos = np.arange(ir.size, dtype=np.int64) + np.repeat(np.arange(nch, dtype=np.int64), n_c)
     end_pos = leg_first_c + n_c
     leg_ci = np.repeat(np.arange(nch, dtype=np.int64), total_c)
     is_end = np.zeros(n, bool)
     is_end[end_pos] = True
+    table = np.empty(n, ir.dtype)
+    for first, count, dest in zip(run_first.tolist(), n_c.tolist(), leg_first_c.tolist()):
+        table[dest:dest + count] = ir[first:first + count]
+    table[end_pos] = _MARK_END
 
-    def col(field: str, end_value=0, dtype=np.int64) -> np.ndarray:
-        out = np.full((n,) + ir.dtype[field].shape, end_value, dtype)
-        out[ir_pos] = ir[field]
-        return out
+    def col(field: str) -> np.ndarray:
+        return table[field].astype(np.int64)
 
-    leaf = col("leaf", int(Leaf.mark_end))
+    leaf = col("leaf")
     start, stop, half = col("start"), col("stop"), col("half")
     tstep, tgroup = col("step"), col("group")
     s_n, d_n = col("n_src"), col("n_dst")
     src_view, src_peer = col("src_view"), col("src_peer")
     dst_view, dst_peer = col("dst_view"), col("dst_peer")
-    reduce = col("reduce").astype(bool)
+    reduce = table["reduce"] != 0
     rtype = col("reduction_type")
     w_n, w_sem, w_val = col("n_wait"), col("wait_sem"), col("wait_val")
     i_n, i_peer, i_sem, i_val = col("n_inc"), col("inc_peer"), col("inc_sem"), col("inc_val")
-    net_src = col("net_src_peer", -1)
+    net_src = col("net_src_peer")
     net_view = col("net_view")
     net_sem = col("net_sem")
-    gw_leg = col("gw_view", NO_VIEW)
+    gw_leg = col("gw_view")
     gw_leg = np.where(gw_leg == NO_VIEW, ctx.gw_view, gw_leg)
     length = stop - start
     compl_sem_c = np.array([channel_sem(int(c), SEM_COMPL) for c in ch_ids], np.int64)
@@ -351,7 +417,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
             raise LimitError(f"a BD of {int(max_tile.max())} bytes exceeds {F.BD_MAX_BYTES}")
     # generation tag: position of the BD among this rank's data BDs of its channel
     dma_first_all, cce_first_all = b.counts["dma.bin"], b.counts["cce.bin"]
-    cce_tab = _cce_patterns(ctx) if leg_cce.any() else None
+    cce_tab = _cce_patterns(ctx.dtype, ctx.cce_op) if leg_cce.any() else None
     if linear:
         ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
         gen = _GenTags(b, ch_ids, ch_bd_count)
@@ -402,9 +468,10 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
         if np.any(net_incs != dst_net.sum(axis=1)):
             raise LoweringError("a leg must increment each network destination exactly once "
                                 "(one send_sema count per transfer the proxy makes)")
-    sem_id = np.select([s_end, s_wait, s_compl, inc_net],
-                       [compl_sem_c[s_ci], w_sem[s_leg, wk], compl_sem_c[s_ci], send_sem_c[s_ci]],
-                       inc_sem)
+    # the roles are exclusive: mark_end / completion, wait, increment (network: send_sema)
+    sem_id = np.where(s_end | s_compl, compl_sem_c[s_ci],
+                      np.where(s_wait, w_sem[s_leg, wk],
+                               np.where(inc_net, send_sem_c[s_ci], inc_sem)))
     sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)
     window = np.where(s_end | s_wait, EVT_SEM_DEC, EVT_SEM_INC)
     sps = pt.logical_core
@@ -422,8 +489,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     sems["ctrl"] = (np.where(s_end | s_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
                     | (sem_role(sem_id) << F.SEM_ROLE_SHIFT)
                     | np.where(sem_peer != 0, F.SEM_REMOTE, 0) | (sgen << F.GEN_SHIFT))
-    sems["value"] = np.select([s_end, s_wait, s_compl], [n_c[s_ci], w_val[s_leg, wk], 1],
-                              i_val[s_leg, ik])
+    sems["value"] = np.where(s_end, n_c[s_ci], np.where(
+        s_wait, w_val[s_leg, wk], np.where(s_compl, 1, i_val[s_leg, ik])))
     sems["addr"] = local_addr | bits[sem_peer]
     for i, c in enumerate(ch_ids):
         b.state(int(c)).sem_count += int(ch_sem_count[i])
@@ -441,15 +508,13 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     p_ci = leg_ci[p_leg]
     last_piece = p_k == pieces[p_leg] - 1
     pw = (p_k == 0) & (w_n[p_leg] > 0)
-    words = np.zeros(p_leg.size, F.SB2SB_DTYPE)
-    words["opcode"] = int(Opcode.SB2SB_COLLECTIVE)
-    words["inst_word_len"] = 16
+    words = np.repeat(_sb2sb_template(io_code(ctx.dtype), ctx.lnc_fmt, ctx.num_active_channels),
+                      p_leg.size)
     words["wait_mode"] = np.where(pw, int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
     words["wait_idx"] = np.where(pw, w_sem[p_leg, 0], 0)
     words["semaphore_value"] = np.where(pw, w_val[p_leg, 0], 0)
     words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
     words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
-    words["in_dtype"] = words["out_dtype"] = io_code(ctx.dtype)
     elem0 = start[p_leg] + piece_off
     anchor = np.fromiter((v.anchor for v in ctx.views), np.int64, len(ctx.views))
     for part, vcol in (("src", src_view[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
@@ -463,13 +528,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
         if p_leg.size and ((start_addr < 0).any() or (start_addr > 0xFFFFFFFF).any()):
             raise LimitError("a leg's start offset does not fit the 32-bit TENSOR3D start_addr")
         words[part]["start_addr"] = start_addr
-        words[part]["step_elem"][:, 0] = 1
-        words[part]["step_elem"][:, 1] = F.T3D_DIM_CAP
         words[part]["num_elem"][:, 0] = n0
         words[part]["num_elem"][:, 1] = n1
-        words[part]["num_elem"][:, 2] = 1
-    words["lnc_size_fmt"] = ctx.lnc_fmt
-    words["num_active_channels"] = ctx.num_active_channels
     sb_first_all = b.append("sb2sb.bin", words)
 
     # ---- leg records ------------------------------------------------------------------------------
@@ -530,7 +590,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     rx: dict[int, int] = {}
     leg_tx = dst_net.any(1)
     leg_rx = net_src >= 0
-    for i, c in enumerate(ch_ids):
+    for i, c in enumerate(ch_ids if (leg_tx.any() or leg_rx.any()) else ()):
         sel = np.nonzero((leg_ci == i) & ~is_end & (leg_tx | leg_rx))[0]
         if not sel.size:
             continue
@@ -662,18 +722,22 @@ def _bds_linear(tile_leg, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr) -> 
     return words
 
 
-def _cce_patterns(ctx: EntryContext) -> tuple[np.ndarray, np.ndarray]:
+@functools.lru_cache(maxsize=64)
+def _cce_patterns(dtype: DType, cce_op: int) -> tuple[np.ndarray, np.ndarray]:
     """Words 0 and 1 of the CCE descriptor of source ``k`` of ``n`` (one int64, w0 | w1 << 32),
-    for every n <= MAX_SRC, flattened: pattern of n at ``offset[n]``."""
-    in_dt, out_dt, acc_dt = cce_dtype_nibbles(ctx.dtype)
-    w1 = (ctx.cce_op & 7) | (in_dt << 8) | (out_dt << 12) | (acc_dt << 16) | F.CCE_VALID
+    for every n <= MAX_SRC, flattened: pattern of n at ``offset[n]`` (read-only)."""
+    in_dt, out_dt, acc_dt = cce_dtype_nibbles(dtype)
+    w1 = (cce_op & 7) | (in_dt << 8) | (out_dt << 12) | (acc_dt << 16) | F.CCE_VALID
     offset = np.zeros(MAX_SRC + 1, np.int64)
     pat = []
     for n_src in range(1, MAX_SRC + 1):
         offset[n_src] = len(pat)
         pat += [(F.CCE_W0_META | (k << 24)) | ((w1 | (F.CCE_LAST if k == n_src - 1 else 0)) << 32)
                 for k in range(n_src)]
-    return np.array(pat, np.int64), offset
+    pat = np.array(pat, np.int64)
+    pat.setflags(write=False)
+    offset.setflags(write=False)
+    return pat, offset
 
 
 def _cce_block(tile_leg, ta, tb, dsize, leg_ns, leg_w3, tab) -> np.ndarray:
@@ -760,27 +824,7 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray) -> 
     nch = len(order)
     if nch == 1 and not peers:
         return ir
-    # the leader's rows: posts (at most MAX_INC peers a row), then its wait and the release
-    posts = [peers[i:i + MAX_INC] for i in range(0, len(peers), MAX_INC)]
-    lead = IR.empty(len(posts) + (1 if peers or nch > 1 else 0))
-    for r, chunk in enumerate(posts):
-        lead["n_inc"][r] = len(chunk)
-        lead["inc_peer"][r, :len(chunk)] = chunk
-        lead["inc_sem"][r, :len(chunk)] = SEM_ENTRY_POST
-        lead["inc_val"][r, :len(chunk)] = 1
-    if peers or nch > 1:
-        if peers:
-            lead["n_wait"][-1] = 1
-            lead["wait_sem"][-1, 0], lead["wait_val"][-1, 0] = SEM_ENTRY_POST, len(peers)
-        if nch > 1:
-            lead["n_inc"][-1] = 1
-            lead["inc_peer"][-1, 0], lead["inc_sem"][-1, 0] = 0, SEM_ENTRY_DONE
-            lead["inc_val"][-1, 0] = nch - 1
-    go = IR.empty(1)  # every other channel waits for the release
-    go["n_wait"], go["wait_sem"][0, 0], go["wait_val"][0, 0] = 1, SEM_ENTRY_DONE, 1
-    for rows in (lead, go):
-        rows["leaf"] = int(Leaf.mark_complete)
-        rows["keep"] = 1
+    lead, go = _handshake_rows(tuple(peers), nch)
     out = np.empty(ir.size + lead.size + (nch - 1) * go.size, ir.dtype)
     grouped = len(run_ch) == nch  # each channel's rows are one run (the composers' order)
     bounds = dict(zip(run_ch, zip(run_first.tolist(), run_first[1:].tolist() + [ir.size])))
@@ -796,17 +840,66 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray) -> 
     return out
 
 
+@functools.lru_cache(maxsize=64)
+def _sb2sb_template(io: int, lnc_fmt: int, active_channels: int) -> np.ndarray:
+    """The fields every 0xBF word of an entry shares (one record, read-only)."""
+    word = np.zeros(1, F.SB2SB_DTYPE)
+    word["opcode"] = int(Opcode.SB2SB_COLLECTIVE)
+    word["inst_word_len"] = 16
+    word["in_dtype"] = word["out_dtype"] = io
+    for part in ("src", "dst"):
+        word[part]["step_elem"][:, 0] = 1
+        word[part]["step_elem"][:, 1] = F.T3D_DIM_CAP
+        word[part]["num_elem"][:, 2] = 1
+    word["lnc_size_fmt"] = lnc_fmt
+    word["num_active_channels"] = active_channels
+    word.setflags(write=False)
+    return word
+
+
+@functools.lru_cache(maxsize=1024)
+def _handshake_rows(peers: tuple[int, ...], nch: int) -> tuple[np.ndarray, np.ndarray]:
+    """The handshake rows of :func:`entry_handshake`: the leader channel's (posts to
+    ``peers``, at most MAX_INC a row, then its wait and the release of the ``nch - 1`` other
+    channels) and the release wait of every other channel (read-only)."""
+    from nrtrewrite.compose import ir as IR
+
+    posts = [peers[i:i + MAX_INC] for i in range(0, len(peers), MAX_INC)]
+    lead = IR.empty(len(posts) + (1 if peers or nch > 1 else 0))
+    for r, chunk in enumerate(posts):
+        lead["n_inc"][r] = len(chunk)
+        lead["inc_peer"][r, :len(chunk)] = chunk
+        lead["inc_sem"][r, :len(chunk)] = SEM_ENTRY_POST
+        lead["inc_val"][r, :len(chunk)] = 1
+    if peers or nch > 1:
+        if peers:
+            lead["n_wait"][-1] = 1
+            lead["wait_sem"][-1, 0], lead["wait_val"][-1, 0] = SEM_ENTRY_POST, len(peers)
+        if nch > 1:
+            lead["n_inc"][-1] = 1
+            lead["inc_peer"][-1, 0], lead["inc_sem"][-1, 0] = 0, SEM_ENTRY_DONE
+            lead["inc_val"][-1, 0] = nch - 1
+    go = IR.empty(1)
+    go["n_wait"], go["wait_sem"][0, 0], go["wait_val"][0, 0] = 1, SEM_ENTRY_DONE, 1
+    for rows in (lead, go):
+        rows["leaf"] = int(Leaf.mark_complete)
+        rows["keep"] = 1
+        rows.setflags(write=False)
+    return lead, go
+
+
 def _check_ir(ir: np.ndarray, ctx: EntryContext) -> None:
     if not ir.size:
         return
-    if (ir["n_src"] > MAX_SRC).any() or (ir["n_dst"] > MAX_DST).any() or \
-            (ir["n_wait"] > MAX_WAIT).any() or (ir["n_inc"] > MAX_INC).any():
+    if (ir["n_src"].max() > MAX_SRC or ir["n_dst"].max() > MAX_DST
+            or ir["n_wait"].max() > MAX_WAIT or ir["n_inc"].max() > MAX_INC):
         raise LoweringError("a leg has more sources, destinations, waits or increments than "
                             "the leg IR holds")
     nv, npeer = len(ctx.views), len(ctx.peers)
     for field_, count in (("src", "n_src"), ("dst", "n_dst")):
-        used = np.arange(ir[f"{field_}_view"].shape[1])[None, :] < ir[count][:, None]
-        if (ir[f"{field_}_view"][used] >= nv).any() or (ir[f"{field_}_peer"][used] >= npeer).any():
+        used = _SLOT_INDEX < ir[count][:, None]
+        if (np.where(used, ir[f"{field_}_view"], 0).max() >= nv
+                or np.where(used, ir[f"{field_}_peer"], 0).max() >= npeer):
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
     if ((ir["n_src"] == 0) & (ir["n_dst"] > 0)).any():
         raise LoweringError("a leg with destinations needs a source")
