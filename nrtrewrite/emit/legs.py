@@ -333,27 +333,25 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
         kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
         if not kept.all():
             ir = ir[kept]
-    _check_ir(ir, ctx)
-    ir = entry_handshake(ir, ctx, net_peer)  # also groups the rows by channel
-    ch_all = ir["channel"]
-    run_first = np.flatnonzero(np.concatenate(([True], ch_all[1:] != ch_all[:-1]))[:ir.size])
-    ch_ids = ch_all[run_first].astype(np.int64)  # channels in program order
-    if len(set(ch_ids.tolist())) != ch_ids.size:
-        raise LoweringError("leg IR rows must be grouped by channel")
+    _check_counts(ir)
+    # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
+    channels = entry_handshake(ir, ctx, net_peer)
+    ch_ids = np.array([c for c, _, _ in channels], np.int64)
     nch = ch_ids.size
-    n_c = np.diff(np.append(run_first, ir.size))
+    n_c = np.array([hs.size + rows.size for _, hs, rows in channels], np.int64)
     total_c = n_c + 1
     leg_first_c = np.cumsum(total_c) - total_c
     n = int(total_c.sum())
-    # every leg as an IR row: the IR's rows, and one mark_end slot after each channel
-    ir_pos = np.arange(ir.size, dtype=np.int64) + np.repeat(np.arange(nch, dtype=np.int64), n_c)
     end_pos = leg_first_c + n_c
     leg_ci = np.repeat(np.arange(nch, dtype=np.int64), total_c)
     is_end = np.zeros(n, bool)
     is_end[end_pos] = True
-    table = np.empty(n, ir.dtype)
-    for first, count, dest in zip(run_first.tolist(), n_c.tolist(), leg_first_c.tolist()):
-        table[dest:dest + count] = ir[first:first + count]
+    table = np.empty(n, ir.dtype)  # every leg as an IR row
+    pos = 0
+    for _c, hs, rows in channels:
+        table[pos:pos + hs.size] = hs
+        table[pos + hs.size:pos + hs.size + rows.size] = rows
+        pos += hs.size + rows.size + 1
     table[end_pos] = _MARK_END
 
     def col(field: str) -> np.ndarray:
@@ -374,6 +372,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     net_sem = col("net_sem")
     gw_leg = col("gw_view")
     gw_leg = np.where(gw_leg == NO_VIEW, ctx.gw_view, gw_leg)
+    _check_legs(ctx, s_n, d_n, src_view, src_peer, dst_view, dst_peer, reduce)
     length = stop - start
     compl_sem_c = np.array([channel_sem(int(c), SEM_COMPL) for c in ch_ids], np.int64)
     send_sem_c = np.array([channel_sem(int(c), SEM_SEND) for c in ch_ids], np.int64)
@@ -797,8 +796,11 @@ def _bds_runs(ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_me
     return bds, leg_bd_count, np.bincount(bd_leg[is_src], minlength=n)
 
 
-def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray) -> np.ndarray:
-    """Prepend the entry handshake (COMPLETE) to an entry's IR rows.
+def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray
+                    ) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """The entry handshake (COMPLETE) in front of an entry's IR rows, channel by channel:
+    ``(channel, handshake rows, the channel's IR rows)`` in program order (a channel's
+    rows in IR order; the composers group them by channel already).
 
     A rank must not touch a peer's memory for this entry (write into it, or read it) before
     the peer has started the entry: then the peer has finished every earlier entry (its
@@ -811,33 +813,23 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray) -> 
     when the receiver starts the entry (docs/FORMATS.md §8.2).  Rows are
     ``Leaf.mark_complete``.
     """
-    from nrtrewrite.compose import ir as IR
-
     if not ir.size:
-        return ir
+        return []
     peers = ctx.sync_peers if ctx.sync_peers is not None else range(1, len(ctx.peers))
     peers = [p for p in dict.fromkeys(peers) if p != 0 and not net_peer[p]]
     ch_all = ir["channel"]
     run_first = np.flatnonzero(np.concatenate(([True], ch_all[1:] != ch_all[:-1])))
     run_ch = ch_all[run_first].tolist()
     order = list(dict.fromkeys(run_ch))
-    nch = len(order)
-    if nch == 1 and not peers:
-        return ir
-    lead, go = _handshake_rows(tuple(peers), nch)
-    out = np.empty(ir.size + lead.size + (nch - 1) * go.size, ir.dtype)
-    grouped = len(run_ch) == nch  # each channel's rows are one run (the composers' order)
-    bounds = dict(zip(run_ch, zip(run_first.tolist(), run_first[1:].tolist() + [ir.size])))
-    pos = 0
-    for i, ch in enumerate(order):
-        extra = lead if i == 0 else go
-        out[pos:pos + extra.size] = extra
-        out["channel"][pos:pos + extra.size] = ch
-        pos += extra.size
-        rows = ir[slice(*bounds[ch])] if grouped else ir[ch_all == ch]
-        out[pos:pos + rows.size] = rows
-        pos += rows.size
-    return out
+    if len(run_ch) == len(order):  # each channel's rows are one run (the composers' order)
+        bounds = zip(run_first.tolist(), run_first[1:].tolist() + [ir.size])
+        rows = [ir[a:z] for a, z in bounds]
+    else:
+        rows = [ir[ch_all == ch] for ch in order]
+    if len(order) == 1 and not peers:
+        return [(order[0], ir[:0], rows[0])]
+    lead, go = _handshake_rows(tuple(peers), len(order))
+    return [(ch, lead if i == 0 else go, r) for i, (ch, r) in enumerate(zip(order, rows))]
 
 
 @functools.lru_cache(maxsize=64)
@@ -888,22 +880,26 @@ def _handshake_rows(peers: tuple[int, ...], nch: int) -> tuple[np.ndarray, np.nd
     return lead, go
 
 
-def _check_ir(ir: np.ndarray, ctx: EntryContext) -> None:
-    if not ir.size:
-        return
-    if (ir["n_src"].max() > MAX_SRC or ir["n_dst"].max() > MAX_DST
-            or ir["n_wait"].max() > MAX_WAIT or ir["n_inc"].max() > MAX_INC):
+def _check_counts(ir: np.ndarray) -> None:
+    if ir.size and (ir["n_src"].max() > MAX_SRC or ir["n_dst"].max() > MAX_DST
+                    or ir["n_wait"].max() > MAX_WAIT or ir["n_inc"].max() > MAX_INC):
         raise LoweringError("a leg has more sources, destinations, waits or increments than "
                             "the leg IR holds")
+
+
+def _check_legs(ctx: EntryContext, s_n, d_n, src_view, src_peer, dst_view, dst_peer,
+                reduce) -> None:
+    """The IR's references and shapes, on the legs' columns (handshake and mark_end legs
+    included: they have neither sources nor destinations)."""
     nv, npeer = len(ctx.views), len(ctx.peers)
-    for field_, count in (("src", "n_src"), ("dst", "n_dst")):
-        used = _SLOT_INDEX < ir[count][:, None]
-        if (np.where(used, ir[f"{field_}_view"], 0).max() >= nv
-                or np.where(used, ir[f"{field_}_peer"], 0).max() >= npeer):
+    for field_, count, view, peer in (("src", s_n, src_view, src_peer),
+                                      ("dst", d_n, dst_view, dst_peer)):
+        used = _SLOT_INDEX < count[:, None]
+        if used.any() and (view[used].max() >= nv or peer[used].max() >= npeer):
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
-    if ((ir["n_src"] == 0) & (ir["n_dst"] > 0)).any():
+    if ((s_n == 0) & (d_n > 0)).any():
         raise LoweringError("a leg with destinations needs a source")
-    if (ir["reduce"].astype(bool) & (ir["n_src"] > 32)).any():
+    if (reduce & (s_n > 32)).any():
         raise LimitError("a CCE reduce reads at most 32 sources")
 
 
