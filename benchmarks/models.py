@@ -11,8 +11,9 @@ from nrtrewrite.neff.assembler import assemble_spec
 
 OUT = Path(__file__).resolve().parent / "out"
 MIB = 1 << 20
-#: Collectives per subgraph: the 4 KiB TOP_SP CTRL SPAD holds 512 entries.
-PER_SUBGRAPH = 500
+#: Collectives per subgraph: the 4 KiB TOP_SP CTRL SPAD holds 512 entries per subgraph, and a
+#: HIER collective (several ranks on each of several nodes) takes up to 3 of them.
+PER_SUBGRAPH = 160
 
 
 def large_spec(ranks: int, nodes: int, count: int = 1000, seed: int = 1,
@@ -46,6 +47,32 @@ def large_spec(ranks: int, nodes: int, count: int = 1000, seed: int = 1,
         })
     return {"header": {"pkg_version": 2, "name": f"large{ranks}", "lnc_size": 2},
             "subgraphs": subgraphs}
+
+
+#: The collectives of a scaling-sweep model: (kind, dtype).
+SWEEP_MIX = (("all_reduce", "bf16"), ("all_gather", "bf16"), ("reduce_scatter", "bf16"),
+             ("all_reduce", "fp8_e4"))
+
+
+def sweep_spec(ranks: int, nodes: int, size: int) -> dict:
+    """One collective of each kind in SWEEP_MIX, each with a message of ``size`` bytes (the
+    all-gather output, the reduce-scatter input)."""
+    body = []
+    for kind, dtype in SWEEP_MIX:
+        dsz = 2 if dtype == "bf16" else 1
+        elems = max(ranks, size // dsz // ranks * ranks)
+        if kind == "all_gather":
+            elems //= ranks
+        t = {"dtype": dtype, "src": "x_in", "dst": "x_out", "num_elements": elems}
+        if kind != "all_gather":
+            t["op"] = "add"
+        body.append({kind: t})
+    return {"header": {"pkg_version": 2, "name": f"sweep{ranks}", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "x_in", "type": "input", "size": size + 4096},
+                                    {"name": "x_out", "type": "output", "size": size + 4096}],
+                           "replica_groups": [f"0..{ranks - 1}"],
+                           "engines": {"sp": body}}]}
 
 
 def build(name: str, spec: dict) -> Path:

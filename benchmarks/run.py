@@ -5,14 +5,17 @@ shared and noisy):
 
 * records/s and artifact bytes/s of ``lower --rank R`` on a generated large model
   (1,000 collectives, sizes log-uniform 4 KiB..256 MiB, all-reduce / all-gather /
-  reduce-scatter in bf16 and fp8) on 64 ranks (one node) and 128 ranks (two nodes);
+  reduce-scatter in bf16 and fp8) on 64 ranks (one node) and 128 ranks (two nodes),
+  the records streamed to the rank's files as the CLI does;
 * the ratio to the physical bound: artifact bytes/s over numpy's copy bandwidth for a
-  buffer of the same size, measured in the same process;
+  buffer of the same size, measured in the same process, into a reused (warm) destination
+  (the bound) and into a freshly allocated one (first-touch page faults included);
 * the ratio to the reference path: the same records built one at a time with the
-  construct structs;
-* peak RSS, time per stage (parse, select, compose, emit, serialize, write);
-* all-rank lowering with the process pool vs serial (and byte identity);
-* scaling exponents of time vs emitted records over message size x1..x64 and ranks 8..128.
+  construct structs (per file, weighted by the file's record count);
+* peak RSS, time per stage (parse, select, plan, compose, emit, serialize, write);
+* all-rank lowering with the process pool vs serial: time, CPU use, byte identity;
+* scaling: time vs emitted records over message size x1..x64 and ranks 8..128 (sizes large
+  enough that records, not per-trigger costs, dominate), fitted on a log-log scale.
 
 Each measurement runs in a fresh subprocess (clean RSS).  Results go to stdout and to
 benchmarks/out/last-run.json.
@@ -37,88 +40,190 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from models import MIB, OUT, build, large_spec  # noqa: E402
+from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
+
+#: Records kept per file for the construct reference path.
+SAMPLE = 4000
 
 
 # ----------------------------------------------------------------------------------------------
 # worker: one measurement in this process
 
-def measure_rank(model: str, rank: int, construct_sample: int) -> dict:
-    from nrtrewrite.bundle import _write_file
+class Probe:
+    """The sink of ``lower_rank``: writes each record array to the rank's files (when
+    ``files`` is given), times the writes (they run on the lowering's writer thread,
+    overlapped with the lowering), keeps the first ``sample`` records of each file."""
+
+    def __init__(self, files, sample: int):
+        self.files, self.sample = files, sample
+        self.kept: dict[str, list[np.ndarray]] = {}
+        self.have: dict[str, int] = {}
+        self.write_s = 0.0
+
+    def __call__(self, name: str, arr: np.ndarray) -> None:
+        if self.files is not None:
+            t0 = time.perf_counter()
+            self.files.write(name, arr)
+            self.write_s += time.perf_counter() - t0
+        have = self.have.get(name, 0)
+        if have < self.sample:
+            part = arr[:self.sample - have]  # bytes as written (padding included)
+            self.kept.setdefault(name, []).append(np.frombuffer(part.tobytes(), arr.dtype))
+            self.have[name] = have + min(arr.size, self.sample - have)
+
+
+def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
+    """``lower --rank R`` as the CLI runs it (parse, plan, lower streaming to the files)."""
+    from nrtrewrite.bundle import _RankFiles
     from nrtrewrite.emit import formats as F
+    from nrtrewrite.limits import check_plan
     from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
     from nrtrewrite.neff.reader import read_model
 
-    t0 = time.perf_counter()
-    data = Path(model).read_bytes()
-    m = read_model(model)
-    t1 = time.perf_counter()
-    plan = plan_lowering(m, LowerOptions(), input_sha256=hashlib.sha256(data).hexdigest())
-    t2 = time.perf_counter()
-    out = lower_rank(plan, rank)
-    t3 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="nrtbench-"))
     try:
-        for name, parts in out.files.items():
-            _write_file(tmp / name, parts)
+        t0 = time.perf_counter()
+        data = Path(model).read_bytes()
+        m = read_model(model)
+        t1 = time.perf_counter()
+        plan = plan_lowering(m, LowerOptions(), input_sha256=hashlib.sha256(data).hexdigest())
+        check_plan(plan)
+        t2 = time.perf_counter()
+        files = _RankFiles(tmp) if write else None
+        probe = Probe(files, sample)
+        out = lower_rank(plan, rank, sink=probe)
+        t3 = time.perf_counter()
+        if files is not None:
+            files.close(F.ARTIFACTS)
+        t4 = time.perf_counter()
     finally:
         shutil.rmtree(tmp)
-    t4 = time.perf_counter()
-    nbytes = sum(p.nbytes for parts in out.files.values() for p in parts)
-    records = sum(p.size for parts in out.files.values() for p in parts)
-    lower_s = t3 - t2
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    # physical bound: numpy copy of a buffer of the same size, warm, in this process
-    buf = np.ones(max(nbytes, 1) // 8 + 1, np.int64)
-    dst = np.empty_like(buf)
-    np.copyto(dst, buf)
-    best = math.inf
+    summary = out.manifest["files"]
+    nbytes = sum(f["bytes"] for f in summary.values())
+    records = sum(f["records"] for f in summary.values())
+    # lowering: compose, emit and serialize, the records hashed and handed to the files on
+    # the writer thread meanwhile (its time in the file writes is "write", overlapped);
+    # "fsync" is the wait for the disk at the end
+    lower_s = t3 - t2
+    tm = out.timings
+    stages = {"parse": t1 - t0, "select": plan.timings["select"],
+              "plan": (t2 - t1) - plan.timings["select"],
+              "compose": tm["compose"], "emit": tm["emit"], "serialize": tm["serialize"],
+              "write": probe.write_s, "fsync": t4 - t3}
+    res = {
+        "model": Path(model).name, "rank": rank, "records": records, "bytes": nbytes,
+        "files": {k: v["bytes"] for k, v in summary.items()},
+        "stages": stages, "lower_s": lower_s, "total_s": t4 - t0,
+        "records_per_s": records / lower_s, "bytes_per_s": nbytes / lower_s,
+        "records_per_s_with_fsync": records / (t4 - t2),
+        "bytes_per_s_with_fsync": nbytes / (t4 - t2),
+        "peak_rss_mb": rss_mb,
+        "rss_target_mb": 2 * nbytes / 2**20 + 300,
+    }
+    if sample:
+        warm, fresh = copy_bandwidth(nbytes)
+        sha = sha256_bandwidth(nbytes)
+        res.update({"copy_warm_bytes_per_s": warm, "copy_fresh_bytes_per_s": fresh,
+                    "sha256_bytes_per_s": sha,
+                    "ratio_to_copy_bound": (nbytes / lower_s) / warm,
+                    "ratio_to_fresh_copy": (nbytes / lower_s) / fresh,
+                    "ratio_to_sha256": (nbytes / lower_s) / sha})
+        per_file = construct_seconds(probe.kept)
+        ref = sum(per_file[k] * summary[k]["records"] for k in per_file) / max(
+            sum(summary[k]["records"] for k in per_file), 1)
+        res.update({"construct_s_per_record": ref, "construct_per_file": per_file,
+                    "ours_s_per_record": lower_s / max(records, 1),
+                    "ratio_to_construct": ref / (lower_s / max(records, 1))})
+    return res
+
+
+def measure_sweep_point(model: str, algo: str | None, reps: int = 3) -> dict:
+    """One scaling-sweep point: the best of ``reps`` lowerings of rank 0 in this process
+    (each from a fresh plan; warm: the first run's one-time costs - imports, caches, the
+    heap's first page faults - are not per-record costs), records discarded after hashing."""
+    from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    m = read_model(model)
+    best = None
+    for _ in range(reps):
+        plan = plan_lowering(m, LowerOptions(algo=algo))
+        t0 = time.perf_counter()
+        out = lower_rank(plan, 0, sink=lambda name, arr: None)
+        dt = time.perf_counter() - t0
+        if best is None or dt < best[0]:
+            best = (dt, out)
+    dt, out = best
+    return {"model": Path(model).name, "lower_s": dt, "stages": out.timings,
+            "records": sum(f["records"] for f in out.manifest["files"].values()),
+            "bytes": sum(f["bytes"] for f in out.manifest["files"].values()),
+            "algorithms": sorted({tp.alg.name for tp in plan.triggers})}
+
+
+def copy_bandwidth(nbytes: int) -> tuple[float, float]:
+    """numpy's copy bandwidth for a buffer of ``nbytes`` (best of 3): into a destination
+    already touched (warm: the bound), and into a freshly allocated one (first touch)."""
+    src = np.ones(max(nbytes, 8) // 8, np.int64)
+    dst = np.empty_like(src)
+    np.copyto(dst, src)
+    warm = fresh = math.inf
     for _ in range(3):
         c0 = time.perf_counter()
-        np.copyto(dst, buf)
+        np.copyto(dst, src)
+        warm = min(warm, time.perf_counter() - c0)
+    del dst
+    for _ in range(3):
+        c0 = time.perf_counter()
+        d = np.empty_like(src)
+        np.copyto(d, src)
+        fresh = min(fresh, time.perf_counter() - c0)
+        del d
+    return src.nbytes / warm, src.nbytes / fresh
+
+
+def sha256_bandwidth(nbytes: int) -> float:
+    """hashlib's SHA-256 rate (best of 2 over 2 MiB blocks, ``nbytes`` in all): every artifact
+    file's SHA-256 is in the rank manifest, so one core hashes every byte the lowering
+    emits."""
+    block = np.ones(2 << 20, np.uint8)
+    n = max(1, nbytes // block.nbytes)
+    best = math.inf
+    for _ in range(2):
+        h = hashlib.sha256()
+        c0 = time.perf_counter()
+        for _ in range(n):
+            h.update(block.data)
         best = min(best, time.perf_counter() - c0)
-    copy_bw = buf.nbytes / best
-    del buf, dst
-    # reference path: the same records, one at a time, through the construct structs
-    ref = construct_rate(out, construct_sample)
-    ours_per_record = lower_s / max(records, 1)
-    return {
-        "model": Path(model).name, "rank": rank, "records": records, "bytes": nbytes,
-        "stages": {"parse": t1 - t0, "select+plan": t2 - t1, **out.timings, "write": t4 - t3},
-        "lower_s": lower_s, "records_per_s": records / lower_s, "bytes_per_s": nbytes / lower_s,
-        "copy_bytes_per_s": copy_bw, "ratio_to_copy_bound": (nbytes / lower_s) / copy_bw,
-        "construct_s_per_record": ref, "ours_s_per_record": ours_per_record,
-        "ratio_to_construct": ref / ours_per_record,
-        "peak_rss_mb": rss_mb,
-        "files": {k: sum(p.nbytes for p in v) for k, v in out.files.items()},
-    }
+    return n * block.nbytes / best
 
 
-def construct_rate(out, sample: int) -> float:
-    """Seconds per record to build records one at a time with the construct structs.
-
-    Uses the field values our numpy path computed (so it only measures building the bytes:
-    a per-record path that also computed the fields would be slower still).  Checks that the
-    bytes agree with ours."""
+def construct_seconds(kept: dict[str, list[np.ndarray]]) -> dict[str, float]:
+    """Seconds per record to build each file's records one at a time with the construct
+    structs, best of 2 after a warm-up pass (from the field values our numpy path computed,
+    so it only measures building the bytes: a per-record path that also computed the fields
+    would be slower still).  Checks that the bytes agree with ours."""
     from nrtrewrite.emit import formats as F
 
-    total = sum(p.size for parts in out.files.values() for p in parts)
-    n_done = 0
-    spent = 0.0
-    for name, parts in out.files.items():
-        recs = [r for p in parts for r in p[:max(1, sample * p.size // max(total, 1))]]
+    out = {}
+    for name, parts in kept.items():
+        recs = [r for p in parts for r in p]
         if not recs:
             continue
         struct = F.ARTIFACTS[name][1]
         values = [_as_construct(struct, r) for r in recs]
-        c0 = time.perf_counter()
-        built = [struct.build(v) for v in values]
-        spent += time.perf_counter() - c0
-        n_done += len(values)
+        built = [struct.build(v) for v in values]  # warm-up (and the check below)
         for b_, r in zip(built, recs):
             if b_ != r.tobytes():
                 raise AssertionError(f"{name}: construct and numpy disagree")
-    return spent / max(n_done, 1)
+        best = math.inf
+        for _ in range(2):
+            c0 = time.perf_counter()
+            for v in values:
+                struct.build(v)
+            best = min(best, time.perf_counter() - c0)
+        out[name] = best / len(values)
+    return out
 
 
 def _as_construct(struct, rec) -> dict:
@@ -141,6 +246,7 @@ def _as_construct(struct, rec) -> dict:
 
 
 def measure_all_ranks(model: str, jobs: int) -> dict:
+    """``lower`` of every rank (``-j jobs``): time, CPU use, records, peak RSS, a digest."""
     from nrtrewrite.bundle import write_output
     from nrtrewrite.lower import LowerOptions, plan_lowering
     from nrtrewrite.neff.reader import read_model
@@ -148,18 +254,30 @@ def measure_all_ranks(model: str, jobs: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="nrtbench-all-"))
     try:
         plan = plan_lowering(read_model(model), LowerOptions())
+        c0 = os.times()
         t0 = time.perf_counter()
         out = write_output(plan, tmp / "out", ranks=None, workers=jobs)
         dt = time.perf_counter() - t0
-        nbytes = sum(f.stat().st_size for f in out.rglob("*.bin"))
+        c1 = os.times()
+        cpu = sum(c1[:4]) - sum(c0[:4])  # user + system, this process and its workers
+        nbytes = records = largest = 0
         digest = hashlib.sha256()
         for f in sorted(out.rglob("*")):
             if f.is_file():
                 digest.update(f.relative_to(out).as_posix().encode())
                 digest.update(f.read_bytes())
+            if f.name == "manifest.json" and f.parent != out:
+                files = json.loads(f.read_text())["files"].values()
+                rank_bytes = sum(v["bytes"] for v in files)
+                nbytes += rank_bytes
+                records += sum(v["records"] for v in files)
+                largest = max(largest, rank_bytes)
+        rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
         return {"model": Path(model).name, "jobs": jobs, "seconds": dt, "bytes": nbytes,
-                "bytes_per_s": nbytes / dt, "sha256": digest.hexdigest(),
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+                "records": records, "bytes_per_s": nbytes / dt, "records_per_s": records / dt,
+                "cpu_s": cpu, "cores_busy": cpu / dt, "sha256": digest.hexdigest(),
+                "peak_rss_mb": rss, "rss_target_mb": 2 * largest / 2**20 + 300}
     finally:
         shutil.rmtree(tmp)
 
@@ -184,80 +302,148 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", nargs="+")
     ap.add_argument("--quick", action="store_true", help="smaller models (smoke run)")
-    ap.add_argument("--sample", type=int, default=20000)
     args = ap.parse_args()
     if args.worker:
         kind, *rest = args.worker
         if kind == "rank":
-            res = measure_rank(rest[0], int(rest[1]), int(rest[2]))
+            res = measure_rank(rest[0], int(rest[1]), int(rest[2]), rest[3] == "write")
+        elif kind == "sweep":
+            res = measure_sweep_point(rest[0], rest[1] if len(rest) > 1 else None)
         else:
             res = measure_all_ranks(rest[0], int(rest[1]))
         print(json.dumps(res))
         return
 
+    cores = os.cpu_count() or 2
     count = 200 if args.quick else 1000
-    results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": os.cpu_count()}
-    print(f"building models under {OUT} ...", flush=True)
+    cmd = "python benchmarks/run.py" + (" --quick" if args.quick else "")
+    results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cores,
+                     "command": cmd, "quick": args.quick}
+    print(f"{cmd}: building models under {OUT} ...", flush=True)
     m64 = build("large64", large_spec(64, 1, count=count))
     m128 = build("large128", large_spec(128, 2, count=count))
     results["large"] = []
     for model, rank in ((m64, 0), (m128, 0)):
-        r = _sub("rank", str(model), str(rank), str(args.sample))
+        r = _sub("rank", str(model), str(rank), str(SAMPLE), "write")
         results["large"].append(r)
         _print_rank(r)
 
     # all ranks: process pool vs serial, byte-identical
-    mall = build("all64", large_spec(64, 1, count=100 if not args.quick else 30, hi=16 * MIB))
+    mall = build("all64", large_spec(64, 1, count=30 if args.quick else 100, hi=16 * MIB))
     serial = _sub("all", str(mall), "1")
-    pool = _sub("all", str(mall), str(os.cpu_count() or 2))
+    pool = _sub("all", str(mall), str(cores))
     results["all_ranks"] = {"serial": serial, "pool": pool,
                             "identical": serial["sha256"] == pool["sha256"],
                             "speedup": serial["seconds"] / pool["seconds"]}
-    print(f"\nall 64 ranks of {mall.name}: serial {serial['seconds']:.1f} s, "
-          f"pool x{pool['jobs']} {pool['seconds']:.1f} s (speedup "
-          f"{results['all_ranks']['speedup']:.2f}), byte-identical: "
+    print(f"\nall 64 ranks of {mall.name} ({pool['records']:,} records, "
+          f"{pool['bytes'] / 1e6:,.0f} MB, written and fsynced):")
+    for r in (serial, pool):
+        print(f"  -j {r['jobs']}: {r['seconds']:.2f} s, {r['records_per_s'] / 1e6:.2f} M records/s, "
+              f"{r['bytes_per_s'] / 1e6:.0f} MB/s, {r['cores_busy']:.2f} cores busy, "
+              f"peak RSS {r['peak_rss_mb']:.0f} MB (target {r['rss_target_mb']:.0f})")
+    print(f"  speedup x{results['all_ranks']['speedup']:.2f}, byte-identical: "
           f"{results['all_ranks']['identical']}")
 
-    # scaling sweeps: time vs emitted records
-    size_runs = []
-    for mult in (1, 4, 16, 64):
-        mod = build(f"size_x{mult}", large_spec(64, 1, count=4, lo=4 * MIB * mult,
-                                                hi=4 * MIB * mult, seed=3))
-        size_runs.append(_sub("rank", str(mod), "0", "0"))
-    rank_runs = []
-    for ranks in (8, 16, 32, 64, 128):
-        nodes = 2 if ranks > 64 else 1
-        mod = build(f"ranks_{ranks}", large_spec(ranks, nodes, count=8, lo=64 * MIB,
-                                                 hi=64 * MIB, seed=4))
-        rank_runs.append(_sub("rank", str(mod), "0", "0"))
-    results["scaling"] = {
-        "message_size": {"runs": [(r["records"], r["lower_s"]) for r in size_runs],
-                         "exponent": slope([r["records"] for r in size_runs],
-                                           [r["lower_s"] for r in size_runs])},
-        "ranks": {"runs": [(r["records"], r["lower_s"]) for r in rank_runs],
-                  "exponent": slope([r["records"] for r in rank_runs],
-                                    [r["lower_s"] for r in rank_runs])},
-    }
-    print("\nscaling (time vs emitted records, log-log slope):")
-    for k in ("message_size", "ranks"):
-        print(f"  {k}: exponent {results['scaling'][k]['exponent']:.3f}  runs (records, s): "
-              + ", ".join(f"({a}, {b:.2f})" for a, b in results["scaling"][k]["runs"]))
+    # scaling sweeps: time vs emitted records, sizes large enough that records dominate;
+    # with the default policy, and with every collective forced to the ring
+    base = 16 * MIB if args.quick else 64 * MIB
+    per_rank = 4 * MIB if args.quick else 16 * MIB
+    results["scaling"] = {}
+    print("\nscaling (log-log slopes; 4 collectives: AR bf16, AG bf16, RS bf16, AR fp8):")
+    for policy, algo in (("default", []), ("ring", ["ring"])):
+        size_runs, rank_runs = [], []
+        for mult in (1, 4, 16, 64):
+            mod = build(f"size_x{mult}", sweep_spec(64, 1, base * mult))
+            size_runs.append(dict(_sub("sweep", str(mod), *algo), x=mult))
+        for ranks in (8, 16, 32, 64, 128):
+            nodes = 2 if ranks > 64 else 1
+            mod = build(f"ranks_{ranks}", sweep_spec(ranks, nodes, per_rank * ranks))
+            rank_runs.append(dict(_sub("sweep", str(mod), *algo), x=ranks))
+        sc = results["scaling"][policy] = {}
+        for key, runs, what in (("message_size", size_runs, f"{base // MIB} MiB x mult"),
+                                ("ranks", rank_runs, f"{per_rank // MIB} MiB x ranks")):
+            fit = np.polyfit([r["records"] for r in runs], [r["lower_s"] for r in runs], 1)
+            sc[key] = {
+                "runs": [{"x": r["x"], "records": r["records"], "lower_s": r["lower_s"],
+                          "stages": r["stages"], "algorithms": r["algorithms"]} for r in runs],
+                "affine_fit": {"ns_per_record": fit[0] * 1e9, "fixed_ms": fit[1] * 1e3},
+                "exponent_time_vs_records": slope([r["records"] for r in runs],
+                                                  [r["lower_s"] for r in runs]),
+                "exponent_records_vs_x": slope([r["x"] for r in runs],
+                                               [r["records"] for r in runs]),
+                "exponent_time_vs_x": slope([r["x"] for r in runs], [r["lower_s"] for r in runs]),
+                "message": what}
+        both = size_runs + rank_runs
+        sc["combined_exponent_time_vs_records"] = slope([r["records"] for r in both],
+                                                        [r["lower_s"] for r in both])
+        print(f" policy {policy}" + (" (--algo ring)" if algo else "") + ": "
+              + ", ".join(sorted({a for r in both for a in r["algorithms"]})))
+        for key in ("message_size", "ranks"):
+            k = sc[key]
+            print(f"  {key} ({k['message']}): time ~ records^{k['exponent_time_vs_records']:.3f}"
+                  f"  (records ~ x^{k['exponent_records_vs_x']:.2f}, "
+                  f"time ~ x^{k['exponent_time_vs_x']:.2f}); affine fit "
+                  f"{k['affine_fit']['fixed_ms']:.1f} ms + "
+                  f"{k['affine_fit']['ns_per_record']:.1f} ns/record")
+            print("    " + ", ".join(f"x{r['x']}: {r['records']:,} rec {r['lower_s']:.3f} s"
+                                     for r in k["runs"]))
+        print(f"  both sweeps: time ~ records^{sc['combined_exponent_time_vs_records']:.3f}")
+    results["targets"] = targets(results)
+    print("\ntargets:")
+    for t in results["targets"]:
+        print(f"  [{'x' if t['holds'] else ' '}] {t['target']}: {t['measured']}")
     OUT.mkdir(exist_ok=True)
     (OUT / "last-run.json").write_text(json.dumps(results, indent=1))
     print(f"\nwritten {OUT / 'last-run.json'}")
 
 
+def targets(res: dict) -> list[dict]:
+    out = []
+    for r in res["large"]:
+        out.append({"target": f"{r['model']} --rank {r['rank']}: >= 10 % of the copy bound",
+                    "measured": f"{100 * r['ratio_to_copy_bound']:.1f} %",
+                    "holds": r["ratio_to_copy_bound"] >= 0.10})
+        out.append({"target": f"{r['model']} --rank {r['rank']}: >= x100 the construct path",
+                    "measured": f"x{r['ratio_to_construct']:.0f}",
+                    "holds": r["ratio_to_construct"] >= 100})
+        out.append({"target": f"{r['model']} --rank {r['rank']}: peak RSS <= 2 x artifacts "
+                              "+ 300 MB",
+                    "measured": f"{r['peak_rss_mb']:.0f} MB <= {r['rss_target_mb']:.0f} MB",
+                    "holds": r["peak_rss_mb"] <= r["rss_target_mb"]})
+    for policy in ("default", "ring"):
+        for key in ("message_size", "ranks"):
+            e = res["scaling"][policy][key]["exponent_time_vs_records"]
+            out.append({"target": f"linear in records over the {key} sweep, policy {policy} "
+                                  "(1 +/- 0.15)",
+                        "measured": f"{e:.3f}", "holds": abs(e - 1) <= 0.15})
+    a = res["all_ranks"]
+    out.append({"target": "all ranks: every core busy, byte-identical to serial",
+                "measured": f"{a['pool']['cores_busy']:.2f} of {res['cores']} cores, speedup "
+                            f"x{a['speedup']:.2f}, identical {a['identical']}",
+                "holds": a["identical"] and a["pool"]["cores_busy"] >= 0.8 * res["cores"]})
+    out.append({"target": "all ranks: peak RSS <= 2 x largest rank + 300 MB",
+                "measured": f"{a['pool']['peak_rss_mb']:.0f} MB <= "
+                            f"{a['pool']['rss_target_mb']:.0f} MB",
+                "holds": a["pool"]["peak_rss_mb"] <= a["pool"]["rss_target_mb"]})
+    return out
+
+
 def _print_rank(r: dict) -> None:
     st = r["stages"]
     print(f"\n{r['model']} lower --rank {r['rank']}: {r['records']:,} records, "
-          f"{r['bytes'] / 1e6:,.0f} MB in {r['lower_s']:.2f} s")
-    print(f"  {r['records_per_s'] / 1e6:.2f} M records/s, {r['bytes_per_s'] / 1e6:.0f} MB/s; "
-          f"copy bound {r['copy_bytes_per_s'] / 1e9:.1f} GB/s -> "
-          f"{100 * r['ratio_to_copy_bound']:.1f} % of the bound")
+          f"{r['bytes'] / 1e6:,.0f} MB; lowering (files written) {r['lower_s']:.2f} s, "
+          f"then fsync {st['fsync']:.2f} s")
+    print(f"  {r['records_per_s'] / 1e6:.2f} M records/s, {r['bytes_per_s'] / 1e6:.0f} MB/s "
+          f"({r['bytes_per_s_with_fsync'] / 1e6:.0f} MB/s with the fsync); copy bound "
+          f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s warm -> "
+          f"{100 * r['ratio_to_copy_bound']:.1f} % of the bound "
+          f"({r['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s into fresh pages -> "
+          f"{100 * r['ratio_to_fresh_copy']:.1f} %; SHA-256 {r['sha256_bytes_per_s'] / 1e9:.2f} "
+          f"GB/s -> {100 * r['ratio_to_sha256']:.0f} %)")
     print(f"  construct path {r['construct_s_per_record'] * 1e6:.1f} us/record vs ours "
           f"{r['ours_s_per_record'] * 1e9:.0f} ns/record -> x{r['ratio_to_construct']:.0f}")
     print("  stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in st.items())
-          + f"; peak RSS {r['peak_rss_mb']:.0f} MB")
+          + f"; peak RSS {r['peak_rss_mb']:.0f} MB (target {r['rss_target_mb']:.0f} MB)")
 
 
 if __name__ == "__main__":
