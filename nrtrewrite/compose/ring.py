@@ -295,16 +295,60 @@ def ring_manifest(rp: RingPlan) -> dict:
 
 def ring_entry_ir(topo, rp: RingPlan, op: EncOpType, rank: int, peer_index, *,
                   host_cc: bool, reduction_type: int) -> np.ndarray:
-    """The IR of one rank's ring entry: every active channel, composed and converted."""
-    irs = []
-    for layout_ch, ch in enumerate(rp.channel_ids):
-        ring = enc_ring(rp.orders[ch], rank)
-        steps = compose_channel(op, rp.chunk, layout_ch, ring.user_ranks, rp.group_index,
-                                host_cc=host_cc).steps
-        prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
-        irs.append(ring_channel_ir(steps, ch, peer_index(ring.next), peer_index(ring.prev),
-                                   prev_net, reduction_type))
-    return IR.concat(irs)
+    """The IR of one rank's ring entry: every active channel (channel-major), composed and
+    converted in one pass over all channels (the rows :func:`compose_channel` and
+    :func:`ring_channel_ir` give channel by channel)."""
+    chans = rp.channel_ids
+    if not chans:
+        return IR.empty(0)
+    rings = [enc_ring(rp.orders[ch], rank) for ch in chans]
+    nxt, prv, prev_net = [], [], []
+    for ring in rings:  # peer numbers in the order the channels meet them
+        nxt.append(peer_index(ring.next))
+        prv.append(peer_index(ring.prev))
+        prev_net.append(ring.prev != rank
+                        and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK)
+    nxt, prv, prev_net = np.array(nxt), np.array(prv), np.array(prev_net)
+    na = np.array([ring.user_ranks for ring in rings], np.int64)  # (channels, rank_n)
+    pos_of = np.vectorize(rp.group_index.__getitem__, otypes=[np.int64])(na)
+    tmpl = template_array(op, na.shape[1], host_cc)
+    t, groups, nch = tmpl.shape[0], rp.chunk.groups, len(chans)
+    c = np.repeat(np.arange(nch), groups * t)  # layout channel of each row
+    g = np.tile(np.repeat(np.arange(groups, dtype=np.int64), t), nch)
+    row = np.tile(np.arange(t), nch * groups)
+    leaf, idx, half = tmpl[row, 2], tmpl[row, 3], tmpl[row, 4]
+    start, stop = rp.chunk.half_ranges(g, c, pos_of[c, idx], half)
+    recv = np.array([channel_sem(ch, SEM_RECV) for ch in chans], np.int64)[c]
+    out = IR.empty(c.size)
+    out["channel"] = np.asarray(chans)[c]
+    out["leaf"] = leaf
+    out["half"] = half
+    out["phase"] = tmpl[row, 1]
+    out["group"] = g
+    out["step"] = tmpl[row, 0]
+    out["k"] = na[c, idx]
+    out["start"] = start
+    out["stop"] = stop
+    out["n_src"] = _NSRC[leaf]
+    out["src_view"][:, :2] = _SRC[leaf]
+    out["n_dst"] = _NDST[leaf]
+    out["dst_view"][:, :2] = _DST[leaf]
+    out["dst_peer"][:, :2] = np.where(_DST_NEXT[leaf], nxt[c][:, None], 0)
+    out["reduce"] = _RED[leaf]
+    out["reduction_type"] = np.where(_RED[leaf], reduction_type, 0)
+    w = _WAITS[leaf]
+    out["n_wait"] = w
+    out["wait_sem"][:, 0] = np.where(w, recv, 0)
+    out["wait_val"][:, 0] = w
+    snd = _SENDS[leaf]
+    out["n_inc"] = snd
+    out["inc_peer"][:, 0] = np.where(snd, nxt[c], 0)
+    out["inc_sem"][:, 0] = np.where(snd, recv, 0)
+    out["inc_val"][:, 0] = snd
+    net = w & prev_net[c]
+    out["net_src_peer"] = np.where(net, prv[c], IR.NO_NET)
+    out["net_view"] = np.where(net, _RECV_VIEW[leaf], 0)
+    return out
 
 
 class RingAlgorithm(Algorithm):

@@ -391,7 +391,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     slots = s_n + d_n
     lt_leg, lt_slot, lt_first = _expand(slots)
     lt_is_src = lt_slot < s_n[lt_leg]
-    lt_j = np.clip(lt_slot - s_n[lt_leg], 0, MAX_DST - 1)
+    lt_j = np.minimum(np.maximum(lt_slot - s_n[lt_leg], 0), MAX_DST - 1)
     lt_i = np.minimum(lt_slot, MAX_SRC - 1)
     lt_view = np.where(lt_is_src, src_view[lt_leg, lt_i], eff_dst_view[lt_leg, lt_j])
     lt_peer = np.where(lt_is_src, src_peer[lt_leg, lt_i], eff_dst_peer[lt_leg, lt_j])
@@ -455,7 +455,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     s_compl = ~s_end & (s_k == w_n[s_leg])
     s_inc = ~s_end & ~s_wait & ~s_compl
     wk = np.minimum(s_k, MAX_WAIT - 1)
-    ik = np.clip(s_k - w_n[s_leg] - 1, 0, MAX_INC - 1)
+    ik = np.minimum(np.maximum(s_k - w_n[s_leg] - 1, 0), MAX_INC - 1)
     inc_peer = i_peer[s_leg, ik]
     inc_sem = i_sem[s_leg, ik]
     inc_net = s_inc & net_peer[inc_peer]
@@ -559,8 +559,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     legs["sem_count"] = n_sem
     legs["elem_start"] = start
     legs["num_elements"] = length
-    spg = np.zeros(nch, np.int64)
-    np.maximum.at(spg, leg_ci[~is_end], tstep[~is_end] + 1)
+    # steps per chunk group of each channel: 1 + its largest step (mark_end excluded)
+    spg = np.maximum.reduceat(np.where(is_end, 0, tstep + 1), leg_first_c) if n else leg_first_c
     legs["ring_step"] = np.where(is_end, 0, tstep + tgroup * spg[leg_ci])
     b.append("legs.bin", legs)
 
@@ -894,6 +894,8 @@ def _check_legs(ctx: EntryContext, s_n, d_n, src_view, src_peer, dst_view, dst_p
     nv, npeer = len(ctx.views), len(ctx.peers)
     for field_, count, view, peer in (("src", s_n, src_view, src_peer),
                                       ("dst", d_n, dst_view, dst_peer)):
+        if view.size and view.max() < nv and peer.max() < npeer:
+            continue  # every slot (used or not) is in range
         used = _SLOT_INDEX < count[:, None]
         if used.any() and (view[used].max() >= nv or peer[used].max() >= npeer):
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
