@@ -145,7 +145,7 @@ def _view_tables(views: list[BufferView]) -> tuple[np.ndarray, np.ndarray, np.nd
 
 class _Consumer:
     """A thread that hashes each appended array into its file's SHA-256 and hands it to the
-    sink, in append order.  At most QUEUE_DEPTH arrays wait (bounded memory)."""
+    sink, in append order.  At most QUEUE_DEPTH batches wait (bounded memory)."""
 
     QUEUE_DEPTH = 32
 
@@ -156,15 +156,16 @@ class _Consumer:
         self.thread = threading.Thread(target=self._run, name="nrtrewrite-sink", daemon=True)
         self.thread.start()
 
-    def put(self, name: str, arr: np.ndarray) -> None:
+    def put(self, batch: list[tuple[str, np.ndarray]]) -> None:
         if self.error is not None:
             raise self.error
-        self.queue.put((name, arr))
+        self.queue.put(batch)
 
     def _run(self) -> None:
-        while (item := self.queue.get()) is not None:
-            if self.error is None:
-                name, arr = item
+        while (batch := self.queue.get()) is not None:
+            for name, arr in batch:
+                if self.error is not None:
+                    break
                 try:
                     self.hashes[name].update(arr.data)
                     if self.sink is not None:
@@ -187,7 +188,12 @@ class RankBuilder:
     counts and the running SHA-256 of each file are kept, so memory holds one entry's
     records at a time (the FIFO files, channel-major, are kept until :meth:`finish`).
     Hashing and the sink run on a background thread (both release the GIL), overlapping
-    the lowering of the next entry; :meth:`close` waits for them."""
+    the lowering of the next entry, from the first big array on; :meth:`close` waits for
+    them."""
+
+    #: The writer thread starts with the first array of this size (until then, and for a
+    #: rank of small entries, hashing and the sink run inline).
+    THREAD_BYTES = 256 << 10
 
     def __init__(self, rank: int, sink: Callable[[str, np.ndarray], None] | None = None):
         self.rank = rank
@@ -198,18 +204,32 @@ class RankBuilder:
         self.channels: dict[int, ChannelState] = {}
         self.tpinc_by_entry: dict[tuple[int, int], np.ndarray] = {}
         self._consumer: _Consumer | None = None
+        self._batch: list[tuple[str, np.ndarray]] = []
+        self._batch_bytes = 0
 
     def state(self, channel: int) -> ChannelState:
-        return self.channels.setdefault(channel, ChannelState())
+        st = self.channels.get(channel)
+        if st is None:
+            st = self.channels[channel] = ChannelState()
+        return st
 
     def append(self, name: str, arr: np.ndarray) -> int:
         """Add records to file ``name`` (never modified afterwards); their first index."""
         first = self.counts[name]
         if arr.size:
             arr = np.ascontiguousarray(arr)
-            if self._consumer is None:
-                self._consumer = _Consumer(self.hashes, self.sink)
-            self._consumer.put(name, arr)
+            if self._consumer is None and arr.nbytes < self.THREAD_BYTES:
+                self.hashes[name].update(arr.data)  # small ranks never start the thread
+                if self.sink is not None:
+                    self.sink(name, arr)
+            else:  # to the thread, in batches of about THREAD_BYTES (fewer queue hand-offs)
+                if self._consumer is None:
+                    self._consumer = _Consumer(self.hashes, self.sink)
+                self._batch.append((name, arr))
+                self._batch_bytes += arr.nbytes
+                if self._batch_bytes >= self.THREAD_BYTES:
+                    self._consumer.put(self._batch)
+                    self._batch, self._batch_bytes = [], 0
             if self.sink is None:
                 self.parts[name].append(arr)
             self.counts[name] += arr.size
@@ -219,6 +239,9 @@ class RankBuilder:
         """Wait until every appended array is hashed and in the sink (re-raises its error)."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
+            batch, self._batch, self._batch_bytes = self._batch, [], 0
+            if batch:
+                consumer.put(batch)
             consumer.close()
 
     def summary(self, name: str) -> dict:
