@@ -173,7 +173,10 @@ class _Consumer:
                 except BaseException as err:  # re-raised in the lowering thread
                     self.error = err
 
-    def close(self) -> None:
+    def close(self, batch: list[tuple[str, np.ndarray]]) -> None:
+        """Hand over the last ``batch``, wait for the thread to finish, re-raise its error."""
+        if batch:
+            self.queue.put(batch)
         self.queue.put(None)
         self.thread.join()
         if self.error is not None:
@@ -240,9 +243,7 @@ class RankBuilder:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             batch, self._batch, self._batch_bytes = self._batch, [], 0
-            if batch:
-                consumer.put(batch)
-            consumer.close()
+            consumer.close(batch)
 
     def summary(self, name: str) -> dict:
         """records, bytes and sha256 of everything appended to file ``name`` (after

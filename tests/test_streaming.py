@@ -1,0 +1,76 @@
+"""`lower_rank` streaming to a sink (docs/PERFORMANCE.md "Memory speed"): the same bytes and
+manifest as the in-memory path, in file order; a failing sink stops the lowering and leaves no
+writer thread behind."""
+
+import hashlib
+import threading
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.legs import RankBuilder
+from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
+from nrtrewrite.neff.reader import read_model
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def node64():
+    return read_model(FIX / "node64.neff")
+
+
+def _sink_threads():
+    return [t for t in threading.enumerate() if t.name == "nrtrewrite-sink"]
+
+
+@pytest.mark.parametrize("rank", [0, 63])
+def test_sink_gets_the_in_memory_bytes_in_order(node64, rank):
+    kept = lower_rank(plan_lowering(node64, LowerOptions()), rank)
+    got: dict[str, list[bytes]] = {}
+    streamed = lower_rank(plan_lowering(node64, LowerOptions()), rank,
+                          sink=lambda name, arr: got.setdefault(name, []).append(arr.tobytes()))
+    assert not any(streamed.files.values())
+    assert streamed.manifest == kept.manifest
+    for name in F.ARTIFACTS:
+        data = b"".join(p.tobytes() for p in kept.files[name])
+        assert b"".join(got.get(name, [])) == data, name
+        assert hashlib.sha256(data).hexdigest() == kept.manifest["files"][name]["sha256"]
+    # the 64 MiB all-reduce's descriptors are big enough for the writer thread
+    assert kept.manifest["files"]["dma.bin"]["bytes"] > RankBuilder.THREAD_BYTES
+    assert not _sink_threads()
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_a_failing_sink_stops_the_lowering(node64, where):
+    total = []
+    lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=lambda n, a: total.append(n))
+    fail_at = {"first": 1, "middle": len(total) // 2, "last": len(total)}[where]
+    calls = []
+
+    def sink(name, arr):
+        calls.append(name)
+        if len(calls) == fail_at:
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=sink)
+    assert len(calls) == fail_at  # nothing reaches the sink after the error
+    assert not _sink_threads()
+
+
+def test_blocks_are_cache_sized_and_identical_to_one_block(node64, monkeypatch):
+    """The emitter's block size changes the array boundaries, never the bytes."""
+    import nrtrewrite.emit.legs as legs
+
+    def files(block):
+        monkeypatch.setattr(legs, "EMIT_BLOCK", block)
+        out = lower_rank(plan_lowering(node64, LowerOptions()), 0)
+        return {k: b"".join(p.tobytes() for p in v) for k, v in out.files.items()}, out
+
+    small, out_small = files(1000)
+    big, _ = files(1 << 40)
+    assert small == big
+    assert len(out_small.files["dma.bin"]) > len(lower_rank(plan_lowering(
+        node64, LowerOptions()), 0).files["dma.bin"]) or len(out_small.files["dma.bin"]) > 1
