@@ -338,7 +338,8 @@ def main() -> None:
     print(f"\nall 64 ranks of {mall.name} ({pool['records']:,} records, "
           f"{pool['bytes'] / 1e6:,.0f} MB, written and fsynced):")
     for r in (serial, pool):
-        print(f"  -j {r['jobs']}: {r['seconds']:.2f} s, {r['records_per_s'] / 1e6:.2f} M records/s, "
+        print(f"  -j {r['jobs']}: {r['seconds']:.2f} s, "
+              f"{r['records_per_s'] / 1e6:.2f} M records/s, "
               f"{r['bytes_per_s'] / 1e6:.0f} MB/s, {r['cores_busy']:.2f} cores busy, "
               f"peak RSS {r['peak_rss_mb']:.0f} MB (target {r['rss_target_mb']:.0f})")
     print(f"  speedup x{results['all_ranks']['speedup']:.2f}, byte-identical: "

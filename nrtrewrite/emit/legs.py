@@ -425,7 +425,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
     peer_off = pt.offset
 
-    # ---- data BDs and CCE descriptors, in blocks of legs --------------------------------------------
+    # ---- data BDs and CCE descriptors, in blocks of legs -------------------------------------
     # Tiles, BDs and CCE descriptors are built for a block of consecutive legs at a time, so
     # every temporary of a block stays in the CPU cache; each block is appended (streamed to
     # its file when the builder has a sink) before the next one is built.
@@ -684,8 +684,8 @@ def _blocks(work: np.ndarray, size: int) -> list[tuple[int, int]]:
     if total <= size:
         return [(0, n)]
     cuts = np.searchsorted(cw, np.arange(size, total, size), side="left") + 1
-    bounds = np.unique(np.concatenate(([0], np.minimum(cuts, n), [n])))
-    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    bounds = sorted({0, n, *np.minimum(cuts, n).tolist()})
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def _tiles(l0: int, l1: int, n_tiles, per_tile, start, stop):
