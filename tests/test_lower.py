@@ -202,3 +202,19 @@ def test_policy_lowerable_matches_the_composer_registry():
     from nrtrewrite.compose.algorithm import lowerable
     from nrtrewrite.policy import DEFAULT_POLICY
     assert DEFAULT_POLICY.lowerable == lowerable()
+
+
+def test_an_entry_without_legs_emits_nothing():
+    """A composer may produce an entry with nothing to move: a SPAD entry with no channel."""
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.emit.legs import RankBuilder
+    from nrtrewrite.lower import LowerOptions, _emit_one, plan_lowering
+
+    plan = plan_lowering(read_model(FIX / "ar2.neff"), LowerOptions())
+    tp = plan.triggers[0]
+    spec = tp.algorithm.entries(plan, tp, 0)[0]
+    spec.ir = IR.empty(0)
+    builder = RankBuilder(0)
+    entry = _emit_one(builder, plan, tp, spec, 0, 0, 0, 0, plan.topology)
+    assert entry["channels"] == [] and entry["channel_list"] == 0
+    assert all(not parts for parts in builder.finish().values())

@@ -360,6 +360,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     _check_counts(ir)
     # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
     channels = entry_handshake(ir, ctx, net_peer)
+    if not channels:  # an entry without legs (nothing to move): a SPAD entry with no channel
+        return {"legs": 0, "bds": 0, "channels": [], "tx": {}, "rx": {}}
     ch_ids = np.array([c for c, _, _ in channels], np.int64)
     nch = ch_ids.size
     n_c = np.array([hs.size + rows.size for _, hs, rows in channels], np.int64)
