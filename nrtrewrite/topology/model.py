@@ -312,11 +312,12 @@ class Topology:
 
 # -- device Hamiltonian cycles (for JSON topologies without explicit cycles) --------------
 
-def _hamiltonian_cycles(n: int, adjacency: dict[int, list[int]], budget: int):
-    """Yield Hamiltonian cycles through devices 0..n-1 starting at 0, by iterative DFS with
-    backtracking (neighbours in the given order); stops after ``budget`` expansions."""
-    path, seen = [0], {0}
-    stack = [iter(adjacency[0])]
+def hamiltonian_cycles(start: int, n: int, neighbours, budget: int):
+    """Yield Hamiltonian cycles of ``n`` nodes starting at ``start``, by iterative DFS with
+    backtracking; ``neighbours(node)`` gives the nodes to try, in order (it also decides
+    whether the last node closes the cycle).  Stops after ``budget`` expansions."""
+    path, seen = [start], {start}
+    stack = [iter(neighbours(start))]
     steps = 0
     while stack:
         steps += 1
@@ -330,12 +331,12 @@ def _hamiltonian_cycles(n: int, adjacency: dict[int, list[int]], budget: int):
         if nxt in seen:
             continue
         if len(path) + 1 == n:
-            if 0 in adjacency[nxt]:
+            if start in neighbours(nxt):
                 yield (*path, nxt)
             continue
         path.append(nxt)
         seen.add(nxt)
-        stack.append(iter(adjacency[nxt]))
+        stack.append(iter(neighbours(nxt)))
 
 
 def _find_device_cycles(n: int, links: dict[int, dict[int, int]], *, budget: int = 50_000,
@@ -351,12 +352,12 @@ def _find_device_cycles(n: int, links: dict[int, dict[int, int]], *, budget: int
         return ((0, 1),) if 1 in links.get(0, {}) else ()
     adj = {d: sorted(links.get(d, {})) for d in range(n)}
     first: tuple[int, ...] | None = None
-    for k, cyc in enumerate(_hamiltonian_cycles(n, adj, budget)):
+    for k, cyc in enumerate(hamiltonian_cycles(0, n, adj.__getitem__, budget)):
         if first is None:
             first = cyc
         used = {frozenset((cyc[i], cyc[(i + 1) % n])) for i in range(n)}
         rest = {d: [x for x in adj[d] if frozenset((d, x)) not in used] for d in range(n)}
-        second = next(_hamiltonian_cycles(n, rest, budget), None)
+        second = next(hamiltonian_cycles(0, n, rest.__getitem__, budget), None)
         if second is not None:
             return (cyc, second)
         if k + 1 >= tries:

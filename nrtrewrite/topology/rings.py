@@ -29,7 +29,7 @@ from math import ceil
 
 from nrtrewrite.codes import EdgeLocality
 from nrtrewrite.errors import LimitError, SelectionError, ValidationError
-from nrtrewrite.topology.model import Topology
+from nrtrewrite.topology.model import Topology, hamiltonian_cycles
 
 #: NEC_MAX_CHANNELS (nec.h).
 NEC_MAX_CHANNELS = 32
@@ -78,28 +78,7 @@ def _dfs_cycle(topo: Topology, devs: list[int], pos: dict[int, int],
         nb = [d for d in topo.platform.links.get(cur, {}) if d in members]
         return sorted(nb, key=lambda d: ((pos[d] - pos[cur]) % length, d))
 
-    path, seen = [start], {start}
-    stack = [iter(order(start))]
-    steps = 0
-    while stack:
-        steps += 1
-        if steps > _DFS_BUDGET:
-            return None
-        nxt = next(stack[-1], None)
-        if nxt is None:
-            stack.pop()
-            seen.discard(path.pop())
-            continue
-        if nxt in seen:
-            continue
-        if len(path) + 1 == n:
-            if topo.linked(nxt, start):
-                return (*path, nxt)
-            continue
-        path.append(nxt)
-        seen.add(nxt)
-        stack.append(iter(order(nxt)))
-    return None
+    return next(hamiltonian_cycles(start, n, order, _DFS_BUDGET), None)
 
 
 def device_order(topo: Topology, devices, cycle: tuple[int, ...]) -> tuple[int, ...]:
