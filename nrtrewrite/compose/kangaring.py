@@ -251,8 +251,10 @@ def _unit_peers(kc: KangaringChannel, primary: int) -> list[FetchPeer]:
 
 
 def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
-                  views: ViewTable) -> np.ndarray:
-    """The data legs of primary ``rank`` on physical channel ``ch`` (no sync legs)."""
+                  views: ViewTable) -> tuple[np.ndarray, dict[int, int]]:
+    """The data legs of primary ``rank`` on physical channel ``ch`` (no sync legs) and, per
+    secondary of its unit, how many of them touch that secondary's memory (the count the
+    secondary's ``peer_wait`` waits for)."""
     kc = kp.channels[ch]
     slot = kp.channel_ids.index(ch)
     units = kc.units
@@ -329,61 +331,103 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
     rows = np.tile(np.arange(t, dtype=np.int64), G)
     unit_of_row = (ui + tmpl[rows, 3]) % P
     usize = np.array([len(u) for u in units], np.int64)
-    r_idx = np.repeat(np.arange(rows.size, dtype=np.int64), usize[unit_of_row])
-    m_k = np.arange(r_idx.size, dtype=np.int64) - np.repeat(np.cumsum(usize[unit_of_row])
-                                                            - usize[unit_of_row],
-                                                            usize[unit_of_row])
-    members = np.array([units[int(u)][int(k)] for u, k in zip(unit_of_row[r_idx], m_k)],
-                       np.int64)
-    pos = np.array([kp.group_index[int(m)] for m in members], np.int64)
+    unit_table = np.zeros((P, int(usize.max())), np.int64)  # (unit, member index) -> rank
+    for i, u in enumerate(units):
+        unit_table[i, :len(u)] = u
+    counts = usize[unit_of_row]
+    r_idx = np.repeat(np.arange(rows.size, dtype=np.int64), counts)
+    m_k = np.arange(r_idx.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    members = unit_table[unit_of_row[r_idx], m_k]
+    position = np.full(int(unit_table.max()) + 1, -1, np.int64)  # rank -> group position
+    for u in units:
+        for r in u:
+            position[r] = kp.group_index[r]
+    pos = position[members]
     trow = rows[r_idx]
     e_row, _seg, start, stop = kp.layout.expand(g[r_idx], np.full(r_idx.size, slot), pos,
                                                 tmpl[trow, 4])
     out = IR.empty(e_row.size)
-    leafs = tmpl[trow[e_row], 2]
+    t_e = tmpl[trow[e_row]]
+    leafs = t_e[:, 2]
     mem = members[e_row]
     out["channel"] = ch
-    out["half"] = tmpl[trow[e_row], 4]
-    out["phase"] = tmpl[trow[e_row], 1]
+    out["half"] = t_e[:, 4]
+    out["phase"] = t_e[:, 1]
     out["group"] = g[r_idx][e_row]
-    out["step"] = tmpl[trow[e_row], 0]
+    out["step"] = t_e[:, 0]
     out["k"] = mem
     out["start"] = start
     out["stop"] = stop
+    # every row's transfer depends only on its (leaf, member) key: one table row per key,
+    # gathered by each row's key index
+    span = int(mem.max()) + 1 if mem.size else 1
+    uniq, inv = np.unique(leafs * span + mem, return_inverse=True)
+    key_row = {(int(c) // span, int(c) % span): j for j, c in enumerate(uniq.tolist())}
+    tab = IR.empty(uniq.size)
     recv = channel_sem(ch, SEM_RECV)
     kr = kangaring_sem(ch)
-    cache: dict[tuple[int, int], Fetch] = {}
+    # the fetches run in this order: they name views and peers, and the tables number them
+    # in the order they are first named
     for key in set(zip(leafs.tolist(), mem.tolist())):
-        cache[key] = fetch(Leaf(key[0]), key[1])
-    for (lf, m), f in cache.items():
-        sel = (leafs == lf) & (mem == m)
+        lf, m = key
+        f = fetch(Leaf(lf), m)
+        j = key_row[key]
         leaf_code = Leaf.direct_reduce_send_kangaring if (lf == Leaf.send and f.reduce) else lf
-        out["leaf"][sel] = int(leaf_code)
-        out["n_src"][sel] = len(f.sources)
+        tab["leaf"][j] = int(leaf_code)
+        tab["n_src"][j] = len(f.sources)
         for i, a in enumerate(f.sources):
-            out["src_view"][sel, i] = a.view
-            out["src_peer"][sel, i] = a.peer
-        out["n_dst"][sel] = len(f.dests)
-        for j, a in enumerate(f.dests):
-            out["dst_view"][sel, j] = a.view
-            out["dst_peer"][sel, j] = a.peer
-        out["reduce"][sel] = f.reduce
-        out["reduction_type"][sel] = NR1W if f.reduce else 0
+            tab["src_view"][j, i] = a.view
+            tab["src_peer"][j, i] = a.peer
+        tab["n_dst"][j] = len(f.dests)
+        for d, a in enumerate(f.dests):
+            tab["dst_view"][j, d] = a.view
+            tab["dst_peer"][j, d] = a.peer
+        tab["reduce"][j] = f.reduce
+        tab["reduction_type"][j] = NR1W if f.reduce else 0
         if Leaf(lf) in _CONSUMES:
-            out["n_wait"][sel] = 1
-            out["wait_sem"][sel, 0] = recv
-            out["wait_val"][sel, 0] = 1
+            tab["n_wait"][j] = 1
+            tab["wait_sem"][j, 0] = recv
+            tab["wait_val"][j, 0] = 1
         incs = []
         if Leaf(lf) in _SENDS:
             incs.append((next_p, recv))
         touched = sorted({a.peer for a in (*f.sources, *f.dests)} & set(sec_p))
         incs += [(sp, kr) for sp in touched]
-        out["n_inc"][sel] = len(incs)
+        tab["n_inc"][j] = len(incs)
         for i, (p, s) in enumerate(incs):
-            out["inc_peer"][sel, i] = p
-            out["inc_sem"][sel, i] = s
-            out["inc_val"][sel, i] = 1
-    return out
+            tab["inc_peer"][j, i] = p
+            tab["inc_sem"][j, i] = s
+            tab["inc_val"][j, i] = 1
+    for name in _KEY_FIELDS:
+        out[name] = tab[name][inv]
+    touches = _touch_counts(tab, np.bincount(inv[stop > start], minlength=uniq.size),
+                            peers, kr, [p.rank for p in fpeers])
+    return out, touches
+
+
+#: the leg IR fields a kangaring leg's (leaf, member) key decides
+_KEY_FIELDS = ("leaf", "n_src", "src_view", "src_peer", "n_dst", "dst_view", "dst_peer",
+               "reduce", "reduction_type", "n_wait", "wait_sem", "wait_val",
+               "n_inc", "inc_peer", "inc_sem", "inc_val")
+
+
+def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peers: PeerTable, kr: int,
+                  secondaries: list[int]) -> dict[int, int]:
+    """Secondary rank -> how many of the primary's (non-empty) legs add 1 to its
+    ``kring_peer_semas.mine`` (semaphore ``kr``), ordered by increment slot, then by the
+    secondary's place in the unit (PEER_RMTV, PEER_RMTV2, PEER_LOCAL)."""
+    per_slot: list[dict[int, int]] = [{} for _ in range(IR.MAX_INC)]
+    for j in np.flatnonzero(rows_per_key).tolist():
+        for i in range(int(tab["n_inc"][j])):
+            if int(tab["inc_sem"][j, i]) == kr:
+                r = peers.peers[int(tab["inc_peer"][j, i])]
+                per_slot[i][r] = per_slot[i].get(r, 0) + int(rows_per_key[j])
+    counts: dict[int, int] = {}
+    for slot in per_slot:
+        for r in secondaries:
+            if r in slot:
+                counts[r] = counts.get(r, 0) + slot[r]
+    return counts
 
 
 def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
@@ -420,9 +464,9 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
         v = kc.of(rank)
         kr = kangaring_sem(ch)
         if v.is_primary:
-            legs = _primary_legs(kp, topo, ch, rank, peers, views)
+            legs, counts = _primary_legs(kp, topo, ch, rank, peers, views)
             peers(v.prev)  # the peer table is symmetric (the entry handshake pairs peers)
-            counts = _counts_of(kp, topo, ch, rank, view_factory_for)
+            kp._touches.setdefault((ch, rank), counts)
             posting = sum(1 for c in counts.values() if c)
             parts = []
             if posting:
@@ -444,19 +488,12 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
 
 
 def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int, view_factory_for) -> dict[int, int]:
+    """Secondary -> legs of ``primary`` on channel ``ch`` that touch it (composed on a fresh
+    peer and view table: a secondary counts its primary's legs)."""
     key = (ch, primary)
     if key not in kp._touches:
-        peers = PeerTable(primary)
-        legs = _primary_legs(kp, topo, ch, primary, peers, ViewTable(view_factory_for(primary)))
-        legs = legs[legs["stop"] > legs["start"]]
-        kr = kangaring_sem(ch)
-        counts: dict[int, int] = {}
-        for i in range(IR.MAX_INC):
-            has = (legs["n_inc"] > i) & (legs["inc_sem"][:, i] == kr)
-            for p in np.unique(legs["inc_peer"][has, i]).tolist():
-                counts[peers.peers[p]] = counts.get(peers.peers[p], 0) + int(
-                    np.sum(has & (legs["inc_peer"][:, i] == p)))
-        kp._touches[key] = counts
+        _legs, kp._touches[key] = _primary_legs(kp, topo, ch, primary, PeerTable(primary),
+                                                ViewTable(view_factory_for(primary)))
     return kp._touches[key]
 
 
