@@ -251,10 +251,11 @@ def _unit_peers(kc: KangaringChannel, primary: int) -> list[FetchPeer]:
 
 
 def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
-                  views: ViewTable) -> tuple[np.ndarray, dict[int, int]]:
+                  views: ViewTable, *, counts_only: bool = False
+                  ) -> tuple[np.ndarray | None, dict[int, int]]:
     """The data legs of primary ``rank`` on physical channel ``ch`` (no sync legs) and, per
     secondary of its unit, how many of them touch that secondary's memory (the count the
-    secondary's ``peer_wait`` waits for)."""
+    secondary's ``peer_wait`` waits for).  ``counts_only``: the counts, legs ``None``."""
     kc = kp.channels[ch]
     slot = kp.channel_ids.index(ch)
     units = kc.units
@@ -346,10 +347,44 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
     trow = rows[r_idx]
     e_row, _seg, start, stop = kp.layout.expand(g[r_idx], np.full(r_idx.size, slot), pos,
                                                 tmpl[trow, 4])
-    out = IR.empty(e_row.size)
     t_e = tmpl[trow[e_row]]
     leafs = t_e[:, 2]
     mem = members[e_row]
+    # every row's transfer depends only on its (leaf, member) key: one table row per key,
+    # gathered by each row's key index
+    # Every row's transfer depends only on its (leaf, member) key, and on the member only
+    # where the member's own block is named (the all-gather's send of a unit member's input,
+    # the reduce-scatter's copy to the position's owner): one table row per distinct
+    # transfer, gathered by each row's key.
+    span = int(mem.max()) + 1 if mem.size else 1
+    uniq, inv = np.unique(leafs * span + mem, return_inverse=True)
+    key_index = {(int(c) // span, int(c) % span): j for j, c in enumerate(uniq.tolist())}
+    by_member = {int(Leaf.send)} if op == EncOpType.ALLGATHER else (
+        {int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send)}
+        if op == EncOpType.REDUCE_SCATTER else set())
+    recv = channel_sem(ch, SEM_RECV)
+    kr = kangaring_sem(ch)
+    secondaries = set(sec_p)
+    table: list[tuple] = []
+    row_of: dict[tuple[int, int], int] = {}
+    row_of_key = np.zeros(uniq.size, np.int64)
+    # the fetches run in this (set) order: they name views and peers, and the entry's
+    # tables number them in the order they are first named
+    for key in set(zip(leafs.tolist(), mem.tolist())):
+        lf, m = key
+        rk = (lf, m if lf in by_member else -1)
+        r = row_of.get(rk)
+        if r is None:
+            r = row_of[rk] = len(table)
+            table.append(_key_row(fetch(Leaf(lf), m), lf, next_p, recv, kr, secondaries))
+        row_of_key[key_index[key]] = r
+    tab = np.array(table, _KEY_DTYPE)
+    row = row_of_key[inv]
+    touches = _touch_counts(tab, np.bincount(row[stop > start], minlength=len(table)),
+                            peers, kr, [p.rank for p in fpeers])
+    if counts_only:
+        return None, touches
+    out = IR.empty(e_row.size)
     out["channel"] = ch
     out["half"] = t_e[:, 4]
     out["phase"] = t_e[:, 1]
@@ -358,50 +393,8 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
     out["k"] = mem
     out["start"] = start
     out["stop"] = stop
-    # every row's transfer depends only on its (leaf, member) key: one table row per key,
-    # gathered by each row's key index
-    span = int(mem.max()) + 1 if mem.size else 1
-    uniq, inv = np.unique(leafs * span + mem, return_inverse=True)
-    key_row = {(int(c) // span, int(c) % span): j for j, c in enumerate(uniq.tolist())}
-    tab = IR.empty(uniq.size)
-    recv = channel_sem(ch, SEM_RECV)
-    kr = kangaring_sem(ch)
-    # the fetches run in this order: they name views and peers, and the tables number them
-    # in the order they are first named
-    for key in set(zip(leafs.tolist(), mem.tolist())):
-        lf, m = key
-        f = fetch(Leaf(lf), m)
-        j = key_row[key]
-        leaf_code = Leaf.direct_reduce_send_kangaring if (lf == Leaf.send and f.reduce) else lf
-        tab["leaf"][j] = int(leaf_code)
-        tab["n_src"][j] = len(f.sources)
-        for i, a in enumerate(f.sources):
-            tab["src_view"][j, i] = a.view
-            tab["src_peer"][j, i] = a.peer
-        tab["n_dst"][j] = len(f.dests)
-        for d, a in enumerate(f.dests):
-            tab["dst_view"][j, d] = a.view
-            tab["dst_peer"][j, d] = a.peer
-        tab["reduce"][j] = f.reduce
-        tab["reduction_type"][j] = NR1W if f.reduce else 0
-        if Leaf(lf) in _CONSUMES:
-            tab["n_wait"][j] = 1
-            tab["wait_sem"][j, 0] = recv
-            tab["wait_val"][j, 0] = 1
-        incs = []
-        if Leaf(lf) in _SENDS:
-            incs.append((next_p, recv))
-        touched = sorted({a.peer for a in (*f.sources, *f.dests)} & set(sec_p))
-        incs += [(sp, kr) for sp in touched]
-        tab["n_inc"][j] = len(incs)
-        for i, (p, s) in enumerate(incs):
-            tab["inc_peer"][j, i] = p
-            tab["inc_sem"][j, i] = s
-            tab["inc_val"][j, i] = 1
     for name in _KEY_FIELDS:
-        out[name] = tab[name][inv]
-    touches = _touch_counts(tab, np.bincount(inv[stop > start], minlength=uniq.size),
-                            peers, kr, [p.rank for p in fpeers])
+        out[name] = tab[name][row]
     return out, touches
 
 
@@ -409,6 +402,33 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
 _KEY_FIELDS = ("leaf", "n_src", "src_view", "src_peer", "n_dst", "dst_view", "dst_peer",
                "reduce", "reduction_type", "n_wait", "wait_sem", "wait_val",
                "n_inc", "inc_peer", "inc_sem", "inc_val")
+_KEY_DTYPE = np.dtype([(name, IR.LEG_IR_DTYPE.fields[name][0]) for name in _KEY_FIELDS])
+
+
+def _pad(values: list[int], n: int) -> list[int]:
+    return values + [0] * (n - len(values))
+
+
+def _key_row(f: Fetch, lf: int, next_p: int, recv: int, kr: int, secondaries: set[int]) -> tuple:
+    """The :data:`_KEY_FIELDS` of a leg moving ``f`` for ring leaf ``lf``: the CCE or copy,
+    the wait on the channel's ``recv_sema`` (a leaf that consumes the previous primary's data),
+    the increments: the next primary's ``recv_sema`` (a leaf that sends) and the ``mine`` of
+    every secondary whose memory the leg touches."""
+    leaf_code = Leaf.direct_reduce_send_kangaring if (lf == Leaf.send and f.reduce) else lf
+    consumes = Leaf(lf) in _CONSUMES
+    incs = [(next_p, recv)] if Leaf(lf) in _SENDS else []
+    touched = sorted({a.peer for a in (*f.sources, *f.dests)} & secondaries)
+    incs += [(sp, kr) for sp in touched]
+    return (int(leaf_code),
+            len(f.sources), _pad([a.view for a in f.sources], IR.MAX_SRC),
+            _pad([a.peer for a in f.sources], IR.MAX_SRC),
+            len(f.dests), _pad([a.view for a in f.dests], IR.MAX_DST),
+            _pad([a.peer for a in f.dests], IR.MAX_DST),
+            int(f.reduce), NR1W if f.reduce else 0,
+            int(consumes), _pad([recv] if consumes else [], IR.MAX_WAIT),
+            _pad([1] if consumes else [], IR.MAX_WAIT),
+            len(incs), _pad([p for p, _ in incs], IR.MAX_INC),
+            _pad([s for _, s in incs], IR.MAX_INC), _pad([1] * len(incs), IR.MAX_INC))
 
 
 def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peers: PeerTable, kr: int,
@@ -417,11 +437,13 @@ def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peers: PeerTable, k
     ``kring_peer_semas.mine`` (semaphore ``kr``), ordered by increment slot, then by the
     secondary's place in the unit (PEER_RMTV, PEER_RMTV2, PEER_LOCAL)."""
     per_slot: list[dict[int, int]] = [{} for _ in range(IR.MAX_INC)]
+    n_inc, inc_sem, inc_peer = (tab[k].tolist() for k in ("n_inc", "inc_sem", "inc_peer"))
+    rows = rows_per_key.tolist()
     for j in np.flatnonzero(rows_per_key).tolist():
-        for i in range(int(tab["n_inc"][j])):
-            if int(tab["inc_sem"][j, i]) == kr:
-                r = peers.peers[int(tab["inc_peer"][j, i])]
-                per_slot[i][r] = per_slot[i].get(r, 0) + int(rows_per_key[j])
+        for i in range(n_inc[j]):
+            if inc_sem[j][i] == kr:
+                r = peers.peers[inc_peer[j][i]]
+                per_slot[i][r] = per_slot[i].get(r, 0) + rows[j]
     counts: dict[int, int] = {}
     for slot in per_slot:
         for r in secondaries:
@@ -492,8 +514,9 @@ def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int, view_factory_for)
     peer and view table: a secondary counts its primary's legs)."""
     key = (ch, primary)
     if key not in kp._touches:
-        _legs, kp._touches[key] = _primary_legs(kp, topo, ch, primary, PeerTable(primary),
-                                                ViewTable(view_factory_for(primary)))
+        _none, kp._touches[key] = _primary_legs(kp, topo, ch, primary, PeerTable(primary),
+                                                ViewTable(view_factory_for(primary)),
+                                                counts_only=True)
     return kp._touches[key]
 
 
