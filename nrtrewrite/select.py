@@ -17,6 +17,7 @@ a :class:`SelectionError`.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
@@ -30,8 +31,7 @@ from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
 from nrtrewrite.topology.model import Topology
 from nrtrewrite.topology.rings import (
-    NEC_MAX_CHANNELS, duplicate_flags, is_hybrid_ring, kangaring_shape,
-    ring_orders,
+    NEC_MAX_CHANNELS, distinct_ring_count, is_hybrid_ring, kangaring_shape,
 )
 
 #: Env var read by :func:`parse_algo_override` when no ``--algo`` text is given.
@@ -154,7 +154,12 @@ class GroupShape:
 
 
 def group_shape(topo: Topology, group: Iterable[int]) -> GroupShape:
+    """The shape of ``group`` (memoised per topology and group: a frozen value)."""
     group = tuple(group)
+    return topo.cached(("group_shape", group), lambda: _group_shape(topo, group))
+
+
+def _group_shape(topo: Topology, group: tuple[int, ...]) -> GroupShape:
     by_node: dict[int, list[int]] = {}
     by_dev: dict[tuple[int, int], int] = {}
     for r in group:
@@ -680,27 +685,47 @@ def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
         return 1, "per leg"
     if alg == EncAlgType.INVALID:
         return 0, "nothing lowered"
-    group = req.group
+    group = tuple(req.group)
     if len(group) == 1:
         return 1, "single rank: one empty channel"
     if is_hybrid_ring(topo, group):
         return 4, ("hybrid ring (seed 001 §1: node_n 1, vcore 2, 2 device H-cycles, 16 ranks "
                    "one per device at one core index) forces channel_n = 4")
-    s = group_shape(topo, group)
-    want = max(1, _floor_pow2(req.op_bytes // policy.bytes_per_channel))
-    caps = [(policy.max_channels, "max_channels (NEC_MAX_CHANNELS)")]
-    if s.node_n == 1:
-        scope_cap, scope_why = policy.max_channels_intra, "max_channels_intra"
-    else:
-        scope_cap, scope_why = policy.max_channels_inter, "max_channels_inter"
-    scope_cap = max(1, min(scope_cap, NEC_MAX_CHANNELS))
-    caps.append((scope_cap, scope_why))
-    distinct = duplicate_flags(ring_orders(topo, group, scope_cap)).count(False)
-    caps.append((distinct, f"{distinct} distinct ring(s) over the group"))
-    per_rank = req.op_elements // (len(group) * policy.min_elements_per_rank_channel)
-    caps.append((max(1, per_rank), f"{policy.min_elements_per_rank_channel} elements per rank "
-                                   "per channel"))
-    why = f"{fmt_bytes(req.op_bytes)} / {fmt_bytes(policy.bytes_per_channel)} per channel -> {want}"
+    caps = _group_channel_caps(topo, group, policy)
+    return _channel_count(req.op_bytes, req.op_elements, len(group), caps,
+                          policy.bytes_per_channel, policy.min_elements_per_rank_channel)
+
+
+def _group_channel_caps(topo: Topology, group: tuple[int, ...],
+                        policy: Policy) -> tuple[tuple[int, str], ...]:
+    """The caps of the channel rule that depend on the group only, as (cap, why), in rule
+    order (memoised per group and policy caps)."""
+    def make():
+        s = group_shape(topo, group)
+        caps = [(policy.max_channels, "max_channels (NEC_MAX_CHANNELS)")]
+        if s.node_n == 1:
+            scope_cap, scope_why = policy.max_channels_intra, "max_channels_intra"
+        else:
+            scope_cap, scope_why = policy.max_channels_inter, "max_channels_inter"
+        scope_cap = max(1, min(scope_cap, NEC_MAX_CHANNELS))
+        caps.append((scope_cap, scope_why))
+        distinct = distinct_ring_count(topo, group, scope_cap)
+        caps.append((distinct, f"{distinct} distinct ring(s) over the group"))
+        return tuple(caps)
+    return topo.cached(("channel_caps", group, policy.max_channels, policy.max_channels_intra,
+                        policy.max_channels_inter), make)
+
+
+@functools.lru_cache(maxsize=4096)
+def _channel_count(op_bytes: int, op_elements: int, rank_n: int,
+                   group_caps: tuple[tuple[int, str], ...], bytes_per_channel: int,
+                   min_elements: int) -> tuple[int, str]:
+    """The size-dependent rest of :func:`choose_channels` (a pure function, memoised: the
+    groups of a HIER leg share it)."""
+    want = max(1, _floor_pow2(op_bytes // bytes_per_channel))
+    per_rank = op_elements // (rank_n * min_elements)
+    caps = [*group_caps, (max(1, per_rank), f"{min_elements} elements per rank per channel")]
+    why = f"{fmt_bytes(op_bytes)} / {fmt_bytes(bytes_per_channel)} per channel -> {want}"
     cap, cap_why = min(caps, key=lambda c: c[0])
     n = want
     if cap < want:
@@ -744,9 +769,11 @@ def hier_groups(topo: Topology, group: Iterable[int]) -> tuple[tuple[tuple[int, 
                                                               tuple[tuple[int, ...], ...]]:
     """(intra groups: one per node, inter groups: one per local position)."""
     s = group_shape(topo, group)
-    intra = s.per_node
-    inter = tuple(tuple(p[j] for p in intra) for j in range(min(len(p) for p in intra)))
-    return intra, inter
+
+    def make():
+        intra = s.per_node
+        return intra, tuple(tuple(p[j] for p in intra) for j in range(min(len(p) for p in intra)))
+    return topo.cached(("hier_groups", s.per_node), make)
 
 
 def _forced_error(req: Request, override: AlgoOverride, clause: OverrideClause, alg: EncAlgType,

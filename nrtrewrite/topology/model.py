@@ -28,10 +28,12 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
 from nrtrewrite.errors import LimitError, ValidationError
+
+T = TypeVar("T")
 
 #: Format tag of a JSON topology file (docs/TOPOLOGY.md).
 TOPOLOGY_FORMAT = "nrtrewrite-topology/1"
@@ -193,6 +195,18 @@ class Topology:
                         sengine=seng, tpb=tpb, logical_core=lc,
                         routing_id=platform.routing_ids[d])
         self._cache: dict[Any, Any] = {}
+
+    def cached(self, key, make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` for the life of this topology.
+
+        For pure functions of the topology and the key (rings, group shapes, kangaring paths);
+        the value is shared by every caller, so it must be immutable or never mutated.  A
+        ``make`` that raises caches nothing (the next call raises again)."""
+        try:
+            return self._cache[key]
+        except KeyError:
+            value = self._cache[key] = make()
+            return value
 
     # -- lookups --------------------------------------------------------------------------
 

@@ -149,16 +149,19 @@ def ring_orders(topo: Topology, group, n_channels: int) -> list[tuple[int, ...] 
     has no peer to exchange with.  Every order starts at ``min(group)``; order[i+1] is the
     successor of order[i] and order[0] the successor of order[-1].  Channels get distinct
     rings while there are any; later channels repeat earlier ones (see
-    :func:`duplicate_flags`).
+    :func:`duplicate_flags`).  Memoised per (group, channel count).
     """
+    group = tuple(group)
+    return list(topo.cached(("ring_orders", group, n_channels),
+                            lambda: _ring_orders(topo, group, n_channels)))
+
+
+def _ring_orders(topo: Topology, group: tuple[int, ...],
+                 n_channels: int) -> tuple[tuple[int, ...] | None, ...]:
     group = _check_group(topo, group)
     _check_channels(n_channels)
     if len(group) == 1:
-        return [None] * n_channels
-    key = ("ring_orders", tuple(sorted(group)), n_channels)
-    hit = topo._cache.get(key)
-    if hit is not None:
-        return list(hit)
+        return (None,) * n_channels
     layout = _layout(topo, group)
     nodes = sorted(layout)
     variants = _base_variants(topo)
@@ -195,9 +198,7 @@ def ring_orders(topo: Topology, group, n_channels: int) -> list[tuple[int, ...] 
         if succ not in seen:
             seen.add(succ)
             distinct.append(order)
-    out: list[tuple[int, ...] | None] = [distinct[c % len(distinct)] for c in range(n_channels)]
-    topo._cache[key] = tuple(out)
-    return out
+    return tuple(distinct[c % len(distinct)] for c in range(n_channels))
 
 
 def _successors(order: tuple[int, ...]) -> frozenset[tuple[int, int]]:
@@ -217,6 +218,14 @@ def duplicate_flags(orders: list[tuple[int, ...] | None]) -> list[bool]:
         flags.append(succ in seen)
         seen.add(succ)
     return flags
+
+
+def distinct_ring_count(topo: Topology, group, n_channels: int) -> int:
+    """How many of the ``n_channels`` rings of ``group`` are distinct (not ``duplicate``);
+    memoised per (group, channel count)."""
+    group = tuple(group)
+    return topo.cached(("distinct_rings", group, n_channels), lambda: duplicate_flags(
+        ring_orders(topo, group, n_channels)).count(False))
 
 
 def enc_ring(order: tuple[int, ...] | None, rank: int, *, duplicate: bool = False) -> EncRing:
@@ -320,8 +329,12 @@ class KangaringChannel:
 
 
 def kangaring_shape(topo: Topology, group) -> tuple[bool, str]:
-    """Can ``group`` be laid out as kangaring units?  (bool, reason)."""
+    """Can ``group`` be laid out as kangaring units?  (bool, reason); memoised per group."""
     group = tuple(group)
+    return topo.cached(("kangaring_shape", group), lambda: _kangaring_shape(topo, group))
+
+
+def _kangaring_shape(topo: Topology, group: tuple[int, ...]) -> tuple[bool, str]:
     p = topo.platform
     if not p.kangaring or p.device.dies != 2 or p.device.sengines != 4:
         return False, (f"{p.name} has no kangaring (needs 2 dies x 2 s-engines = "
@@ -387,7 +400,15 @@ def kangaring_paths(topo: Topology, group, n_channels: int) -> list[KangaringCha
     reversed cycles), and makes member ``c % unit_size`` of every unit its primary, so over
     the first four channels each rank of a VNC-2 unit is primary twice and each rank of a
     VNC-1 unit once.  ``logical_path`` lists every unit as primary then secondaries.
+    Memoised per (group, channel count): the channels are shared, never to be mutated.
     """
+    group = tuple(group)
+    return list(topo.cached(("kangaring_paths", group, n_channels),
+                            lambda: _kangaring_paths(topo, group, n_channels)))
+
+
+def _kangaring_paths(topo: Topology, group: tuple[int, ...],
+                     n_channels: int) -> tuple[KangaringChannel, ...]:
     group = _check_group(topo, group)
     _check_channels(n_channels)
     ok, why = kangaring_shape(topo, group)
@@ -437,4 +458,4 @@ def kangaring_paths(topo: Topology, group, n_channels: int) -> list[KangaringCha
                         is_primary=False, duplicate=dup)
         out.append(KangaringChannel(channel=c, logical_path=path, primaries=primaries,
                                     units=units, duplicate=dup, ranks=views))
-    return out
+    return tuple(out)
