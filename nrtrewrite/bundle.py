@@ -117,12 +117,13 @@ def _lower_and_write(rank: int) -> tuple[int, bytes]:
     return _write_rank(_POOL_PLAN, _POOL_DIR, rank)
 
 
-def _write_rank(plan: LoweringPlan, tmp: Path, rank: int) -> tuple[int, bytes]:
+def _write_rank(plan: LoweringPlan, tmp: Path, rank: int, compose_ahead: bool = False
+                ) -> tuple[int, bytes]:
     rdir = tmp / rank_dir_name(rank)
     rdir.mkdir()
     files = _RankFiles(rdir)
     try:
-        out = lower_rank(plan, rank, sink=files.write)
+        out = lower_rank(plan, rank, sink=files.write, compose_ahead=compose_ahead)
         files.close(F.ARTIFACTS)
     finally:
         files.abort()
@@ -326,8 +327,10 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             finally:
                 _POOL_PLAN = _POOL_DIR = None
         else:
+            # one rank and a second worker allowed: compose in a forked process meanwhile
+            ahead = workers > 1 and len(rank_list) == 1
             for rank in rank_list:
-                rank_, man = _write_rank(plan, tmp, rank)
+                rank_, man = _write_rank(plan, tmp, rank, compose_ahead=ahead)
                 rank_manifests[rank_dir_name(rank_)] = hashlib.sha256(man).hexdigest()
                 done += 1
                 if progress:

@@ -19,13 +19,15 @@ simulate       :mod:`nrtrewrite.simulate`
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.ahead import ForkAhead
 from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
@@ -162,34 +164,66 @@ def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, Entry
             for spec in _entries_of(plan, tp, rank)]
 
 
+def _composed(plan: LoweringPlan, rank: int, triggers: list[int], ahead: bool,
+              timings: dict[str, float]) -> Iterator[tuple[TriggerPlan, list[EntrySpec]]]:
+    """``(trigger plan, entry specs)`` of each trigger index in order, composed here or, with
+    ``ahead``, by a forked process (:class:`nrtrewrite.ahead.ForkAhead`) while the caller
+    emits.  Composing is a pure function of the plan, so the specs are the same either way.
+    ``timings["compose"]`` is the composing time either way; ``timings["compose_wait"]``
+    the time spent waiting for (and receiving from) the process."""
+    if not ahead:
+        for i in triggers:
+            t0 = time.perf_counter()
+            specs = _entries_of(plan, plan.triggers[i], rank)
+            timings["compose"] += time.perf_counter() - t0
+            yield plan.triggers[i], specs
+        return
+    timings["compose_wait"] = 0.0
+    with ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank), triggers) as pipe:
+        it = iter(pipe)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                i, specs, dt = next(it)
+            except StopIteration:
+                return
+            timings["compose_wait"] += time.perf_counter() - t0
+            timings["compose"] += dt
+            if specs is None:  # composing raised in the process: raise it here
+                specs = _entries_of(plan, plan.triggers[i], rank)
+            yield plan.triggers[i], specs
+
+
 def lower_rank(plan: LoweringPlan, rank: int,
-               sink: Callable[[str, np.ndarray], None] | None = None) -> RankOutput:
+               sink: Callable[[str, np.ndarray], None] | None = None, *,
+               compose_ahead: bool = False) -> RankOutput:
     """Compose, emit and serialize every SPAD entry of one rank, one trigger at a time.
 
     Without ``sink`` the records are returned in ``RankOutput.files``; with one, every
     record array goes to ``sink(file name, array)`` as soon as it exists (in file order per
     file) and ``RankOutput.files`` is empty: memory then holds one trigger's records.
-    ``RankOutput.timings`` holds the seconds spent per stage (compose, emit, serialize;
-    the sink's own time counts in emit and serialize)."""
+    ``compose_ahead``: compose in a forked process while this one emits (a second core;
+    the output is the same).  ``RankOutput.timings`` holds the seconds spent per stage
+    (compose, emit, serialize; the sink's own time counts in emit and serialize; with
+    ``compose_ahead``, compose runs in the other process and ``compose_wait`` is the time
+    the emitter waited for it)."""
     keep_freed_memory()
     topo = plan.topology
+    triggers = [i for i, tp in enumerate(plan.triggers) if rank in tp.group]
+    ahead = compose_ahead and len(triggers) > 1
     builder = RankBuilder(rank, sink)
     entries = []
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
     timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
     try:
-        for tp in plan.triggers:
-            if rank not in tp.group:
-                continue
-            t0 = time.perf_counter()
-            specs = _entries_of(plan, tp, rank)
-            t1 = time.perf_counter()
-            timings["compose"] += t1 - t0
-            for spec in specs:
-                entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries), lnc_fmt,
-                                         sg_index[tp.trigger.subgraph], topo))
-            timings["emit"] += time.perf_counter() - t1
+        with contextlib.closing(_composed(plan, rank, triggers, ahead, timings)) as composed:
+            for tp, specs in composed:
+                t1 = time.perf_counter()
+                for spec in specs:
+                    entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries),
+                                             lnc_fmt, sg_index[tp.trigger.subgraph], topo))
+                timings["emit"] += time.perf_counter() - t1
         t2 = time.perf_counter()
         builder.finish()
         builder.append("spad.bin", np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE))

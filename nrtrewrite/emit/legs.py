@@ -963,10 +963,11 @@ def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, dst_view, dst_peer
             gw_leg, op_idx: int) -> np.ndarray:
     """__record_net_src_addr: every network destination run, paired with our gateway copy."""
     parts = []
-    for jd in range(MAX_DST):
-        m = legs[dst_net[legs, jd]]
-        if not m.size:
-            continue
+    ranks = np.array([p.rank for p in ctx.peers], np.int64)
+    cores = np.array([core_base(p) for p in ctx.peers], np.int64)
+    net = dst_net[legs]
+    for jd in np.flatnonzero(net.any(axis=0)).tolist():
+        m = legs[net[:, jd]]
         for v in np.unique(dst_view[m, jd]):
             mm = m[dst_view[m, jd] == v]
             view = ctx.views[int(v)]
@@ -982,8 +983,6 @@ def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, dst_view, dst_peer
                 gw[gs] = ctx.views[int(g)].address((start[mm][owner] + elem_off)[gs])
             peer = dst_peer[mm, jd][owner]
             last = np.append(owner[1:] != owner[:-1], True)
-            ranks = np.array([p.rank for p in ctx.peers], np.int64)
-            cores = np.array([core_base(p) for p in ctx.peers], np.int64)
             parts.append((mm[owner] * MAX_DST + jd, {
                 "net_op_idx": op_idx, "complete": last.astype(np.int32),
                 "dev_addr": gw + core_base(ctx.me), "size": nbytes,

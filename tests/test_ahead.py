@@ -1,0 +1,113 @@
+"""Compose ahead (docs/PERFORMANCE.md "Compose ahead"): ``ForkAhead`` returns ``fn(item)``
+of every item in order, through its shared ring or, when a result does not fit, through the
+pipe; a failure comes back as ``None``; and ``lower_rank(..., compose_ahead=True)`` emits the
+bytes of the serial path, and raises the serial path's error."""
+
+import multiprocessing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite import ahead
+from nrtrewrite.ahead import ForkAhead
+from nrtrewrite.emit import formats as F
+from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
+from nrtrewrite.neff.reader import read_model
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _children():
+    return [p for p in multiprocessing.active_children() if p.name == "nrtrewrite-ahead"]
+
+
+def _result(i):
+    # sizes from 8 bytes to 80 KB: with a 64 KiB ring some fit, some wrap, some take the pipe
+    return {"i": i, "data": np.arange((i * 7919) % 10000, dtype=np.int64) * i}
+
+
+@pytest.mark.parametrize("ring_bytes", [64 << 10, 1 << 20, ahead.RING_BYTES])
+@pytest.mark.parametrize("lookahead", [1, 4, 16])
+def test_results_in_order_through_ring_and_pipe(ring_bytes, lookahead):
+    items = list(range(60))
+    with ForkAhead(_result, items, lookahead=lookahead, ring_bytes=ring_bytes) as pipe:
+        got = list(pipe)
+    assert [item for item, _r, _dt in got] == items
+    for item, res, dt in got:
+        want = _result(item)
+        assert res["i"] == item and np.array_equal(res["data"], want["data"])
+        assert dt >= 0
+    assert not _children()
+
+
+def _fails_on_3(i):
+    if i == 3:
+        raise ValueError("three")
+    return i * i
+
+
+def test_a_failure_comes_back_as_none_and_the_rest_goes_on():
+    with ForkAhead(_fails_on_3, range(6)) as pipe:
+        got = [(item, res) for item, res, _dt in pipe]
+    assert got == [(0, 0), (1, 1), (2, 4), (3, None), (4, 16), (5, 25)]
+
+
+def test_leaving_early_stops_the_process():
+    with ForkAhead(_result, range(100), lookahead=4) as pipe:
+        for item, _res, _dt in pipe:
+            if item == 2:
+                break
+    assert not _children()
+
+
+@pytest.fixture(scope="module")
+def node64():
+    return read_model(FIX / "node64.neff")
+
+
+@pytest.mark.parametrize("rank", [0, 37])
+def test_lower_rank_compose_ahead_emits_the_serial_bytes(node64, rank):
+    serial = lower_rank(plan_lowering(node64, LowerOptions()), rank)
+    piped = lower_rank(plan_lowering(node64, LowerOptions()), rank, compose_ahead=True)
+    assert piped.manifest == serial.manifest
+    for name in F.ARTIFACTS:
+        assert (b"".join(p.tobytes() for p in piped.files[name])
+                == b"".join(p.tobytes() for p in serial.files[name])), name
+    assert "compose_wait" in piped.timings and "compose_wait" not in serial.timings
+    assert not _children()
+
+
+def test_lower_rank_compose_ahead_raises_the_serial_error(node64, monkeypatch):
+    plan = plan_lowering(node64, LowerOptions())
+    victim = plan.triggers[2]
+    real = victim.algorithm.entries
+
+    def entries(p, tp, rank):
+        if tp is victim:
+            raise NrtRewriteError("composer refused this trigger")
+        return real(p, tp, rank)
+
+    monkeypatch.setattr(victim, "algorithm", type("A", (), {"entries": staticmethod(entries)}))
+    with pytest.raises(NrtRewriteError, match="composer refused") as serial:
+        lower_rank(plan, 0)
+    with pytest.raises(NrtRewriteError, match="composer refused") as piped:
+        lower_rank(plan, 0, compose_ahead=True)
+    assert str(piped.value) == str(serial.value)
+    assert not _children()
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_one_rank_with_two_workers_writes_the_serial_output(node64, tmp_path):
+    from nrtrewrite.bundle import write_output
+
+    plan = plan_lowering(node64, LowerOptions())
+    a = write_output(plan, tmp_path / "serial", ranks=[5], workers=1)
+    b = write_output(plan, tmp_path / "ahead", ranks=[5], workers=2)
+    assert _tree(a) == _tree(b)
+    assert not _children()
