@@ -78,7 +78,7 @@ class LegPlan:
         return {"name": self.name, "op": self.op.name, "algorithm": self.alg.name,
                 "channel_base": self.channel_base, "channel_ids": self.n_channels,
                 "reason": self.reason,
-                "groups": [{"group": list(g), **p.manifest()} for g, p in self.plans.items()]}
+                "groups": [{"group": g, **p.manifest()} for g, p in self.plans.items()]}
 
 
 @dataclass
@@ -111,6 +111,7 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
     if op == EncOpType.ALLREDUCE:
         slices = even_split(0, N, y)
     c = N // G if op == EncOpType.REDUCE_SCATTER else N
+    sbuf = trig.uses_sbuf
     legs: list[LegPlan] = []
     base = 0
     budget = MAX_CHANNEL_IDS
@@ -154,15 +155,14 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
         lp.roles.setdefault("gw", ("gw", gw["gw"]))
         lp.roles.setdefault("gw2", ("gw", gw["gw2"]))
         lp.roles.setdefault("recv2", ("scratch", scratch["recv2b"]))
-        legs_left = len(sel.legs) - k
+        cap = max(1, budget // (len(sel.legs) - k))
+        layouts = _leg_layouts(op, leg.name, index, inter, slices, c, trig.dtype)
         for gi, members in enumerate(groups):
             members = tuple(members)
-            layout_of = _layout_fn(op, leg.name, members, index, intra, inter, slices, c,
-                                   trig.dtype, gi)
+            layout_of = layouts(gi, members)
             req = Request.for_op(leg.op, trig.dtype, members, leg.nbytes, ordinal=trig.ordinal,
-                                 sbuf=trig.uses_sbuf, alu=trig.alu_op)
+                                 sbuf=sbuf, alu=trig.alu_op)
             want, _why = choose_channels(topo, req, alg)
-            cap = max(1, budget // legs_left)
             if alg == EncAlgType.SINGLE_CYCLE_RING:
                 want = min(want, max(2, cap))
                 plan = plan_single_cycle(topo, members, want, lambda nring, f=layout_of, w=want:
@@ -178,8 +178,7 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
                 used = max(plan.channel_ids, default=base - 1) - base + 1
             lp.plans[members] = plan
             lp.n_channels = max(lp.n_channels, used)
-            for r in members:
-                lp.group_of[r] = members
+            lp.group_of.update(dict.fromkeys(members, members))
         base += lp.n_channels
         budget -= lp.n_channels
         if base > MAX_CHANNEL_IDS:
@@ -188,29 +187,42 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
     return HierPlan(legs=legs, slices=slices, scratch_elems=scratch, gw_elems=gw)
 
 
-def _layout_fn(op, leg, members, index, intra, inter, slices, c, dtype, gi):
-    """The function (max channels) -> Layout of one leg group."""
+def _leg_layouts(op, leg, index, inter, slices, c, dtype):
+    """The function (group index, members) -> (max channels -> Layout) of one leg.
+
+    Intra legs place the positions of every group alike (the slices, or the blocks of the
+    inter groups of each local index), so their groups of one size share one Layout per
+    channel count; inter groups own different slices or blocks."""
+    def shared(make):
+        memo: dict[tuple[int, int], object] = {}
+
+        def per_group(gi, members):
+            def layout_of(n):
+                key = (len(members), n)
+                if key not in memo:
+                    memo[key] = make(len(members), n)
+                return memo[key]
+            return layout_of
+        return per_group
+
     if op == EncOpType.ALLREDUCE:
-        if leg == "intra_redsct":
-            segs = [[s] for s in slices]
-            return lambda n: segmented_layout(EncOpType.REDUCE_SCATTER, segs, dtype, n)
         if leg == "inter_allr":
-            lo, hi = slices[gi]
-            return lambda n: interleaved_layout(EncOpType.ALLREDUCE, hi - lo, len(members),
-                                                dtype, n, offset=lo)
-        segs = [[s] for s in slices]
-        return lambda n: segmented_layout(EncOpType.ALLGATHER, segs, dtype, n)
-    if op == EncOpType.ALLGATHER:
-        if leg == "inter_allg":
-            segs = [_blocks(index, [r], c) for r in members]
-            return lambda n: segmented_layout(EncOpType.ALLGATHER, segs, dtype, n)
-        segs = [_blocks(index, inter[j], c) for j in range(len(members))]
-        return lambda n: segmented_layout(EncOpType.ALLGATHER, segs, dtype, n)
-    if leg == "intra_redsct":
-        segs = [_blocks(index, inter[j], c) for j in range(len(members))]
-        return lambda n: segmented_layout(EncOpType.REDUCE_SCATTER, segs, dtype, n)
-    segs = [_blocks(index, [r], c) for r in members]
-    return lambda n: segmented_layout(EncOpType.REDUCE_SCATTER, segs, dtype, n)
+            def per_group(gi, members):
+                lo, hi = slices[gi]
+                return lambda n: interleaved_layout(EncOpType.ALLREDUCE, hi - lo, len(members),
+                                                    dtype, n, offset=lo)
+            return per_group
+        leg_op = EncOpType.REDUCE_SCATTER if leg == "intra_redsct" else EncOpType.ALLGATHER
+        return shared(lambda m, n: segmented_layout(leg_op, [[s] for s in slices], dtype, n))
+    leg_op = EncOpType.ALLGATHER if op == EncOpType.ALLGATHER else EncOpType.REDUCE_SCATTER
+    if leg.startswith("intra"):
+        return shared(lambda m, n: segmented_layout(
+            leg_op, [_blocks(index, inter[j], c) for j in range(m)], dtype, n))
+
+    def per_group(gi, members):
+        segs = [_blocks(index, [r], c) for r in members]
+        return lambda n: segmented_layout(leg_op, segs, dtype, n)
+    return per_group
 
 
 def _view_factory(ctx, trig, lp: LegPlan):
@@ -261,7 +273,7 @@ class HierAlgorithm(Algorithm):
         manifest = {"channels": [], "chunk": {"pgta": max(
                         (p.layout.groups for lp in hp.legs for p in lp.plans.values()),
                         default=1)},
-                    "hier": {"legs": legs, "slices": [list(s) for s in hp.slices]}}
+                    "hier": {"legs": legs, "slices": list(hp.slices)}}
         return Prepared(scratch_bytes=scratch, gw_bytes=gw, manifest=manifest, data=hp,
                         entries=len(hp.legs))
 

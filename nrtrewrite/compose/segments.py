@@ -28,6 +28,7 @@ an all-gather input or a reduce-scatter output has a per-rank origin), a peer by
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -115,10 +116,23 @@ class Layout:
         return row, seg, start, stop
 
 
+@functools.lru_cache(maxsize=4096)
+def _memo_chunk_plan(chunk_plan_fn, *args) -> ChunkPlan:
+    return chunk_plan_fn(*args)
+
+
+def _chunk_plan(op: EncOpType, span: int, rank_n: int, dtype: DType,
+                max_channels: int) -> ChunkPlan:
+    """``set_dynamic_chunk_size`` memoised (the groups of a HIER leg share one plan; a
+    ChunkPlan is frozen).  The function itself is part of the key, so a replaced
+    ``set_dynamic_chunk_size`` (tests shrink the chunks) never meets the plans of another."""
+    return _memo_chunk_plan(set_dynamic_chunk_size, op, span, rank_n, dtype, max_channels)
+
+
 def interleaved_layout(op: EncOpType, span: int, rank_n: int, dtype: DType, max_channels: int,
                        offset: int = 0) -> Layout:
     """An all-reduce leg over ``[offset, offset + span)`` (seed 001 §2 chunk groups)."""
-    plan = set_dynamic_chunk_size(EncOpType.ALLREDUCE, span, rank_n, dtype, max_channels)
+    plan = _chunk_plan(EncOpType.ALLREDUCE, span, rank_n, dtype, max_channels)
     return Layout(op=op, plan=plan, offset=offset)
 
 
@@ -127,7 +141,7 @@ def segmented_layout(op: EncOpType, segments: Sequence[Sequence[Segment]], dtype
     """An all-gather / reduce-scatter leg whose position ``i`` owns ``segments[i]``."""
     segs = tuple(tuple((int(a), int(b)) for a, b in s) for s in segments)
     longest = max([b - a for s in segs for a, b in s] + [0])
-    plan = set_dynamic_chunk_size(EncOpType.ALLGATHER, longest, len(segs), dtype, max_channels)
+    plan = _chunk_plan(EncOpType.ALLGATHER, longest, len(segs), dtype, max_channels)
     return Layout(op=op, plan=plan, segments=segs)
 
 
@@ -273,26 +287,44 @@ class RingLegPlan:
     layout: Layout
 
     def manifest(self) -> dict:
-        return {"channels": [{"channel": c, "order": list(self.orders[c])}
-                             for c in self.channel_ids],
+        return {"channels": tuple({"channel": c, "order": self.orders[c]}
+                             for c in self.channel_ids),
                 "chunk": {"chunk_size_n": self.layout.plan.chunk,
                           "tail_chunk": self.layout.plan.tail_chunk,
                           "pgta": self.layout.groups, "channels": self.layout.channels}}
 
 
+def group_positions(topo, group: tuple[int, ...]) -> dict[int, int]:
+    """rank -> position in ``group``, memoised per topology: shared, never to be mutated."""
+    return topo.cached(("group_positions", group), lambda: {r: i for i, r in enumerate(group)})
+
+
 def plan_ring_leg(topo, group: Sequence[int], n_channels: int,
                   layout_of: Callable[[int], Layout], channel_base: int = 0) -> RingLegPlan:
-    """Rings per channel, then the layout for the channels that have a ring."""
+    """Rings per channel, then the layout for the channels that have a ring.
+
+    The rings (channel ids, orders) are memoised per (group, channels, base, active
+    channels): plans of the same group share them, and never mutate them."""
     from nrtrewrite.topology.rings import ring_orders
 
     group = tuple(group)
-    orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
-    nonempty = [(c, o) for c, o in enumerate(orders_all) if o is not None]
+
+    def rings() -> tuple[tuple[int, tuple[int, ...]], ...]:
+        orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
+        return tuple((c, o) for c, o in enumerate(orders_all) if o is not None)
+
+    nonempty = topo.cached(("ring_leg_rings", group, n_channels), rings)
     layout = layout_of(max(1, len(nonempty)))
-    active = nonempty[:layout.channels]
-    return RingLegPlan(group=group, group_index={r: i for i, r in enumerate(group)},
-                       channel_ids=[channel_base + c for c, _ in active],
-                       orders={channel_base + c: o for c, o in active}, layout=layout)
+
+    def channels() -> tuple[list[int], dict[int, tuple[int, ...]]]:
+        active = nonempty[:layout.channels]
+        return ([channel_base + c for c, _ in active],
+                {channel_base + c: o for c, o in active})
+
+    ids, orders = topo.cached(("ring_leg_channels", group, n_channels, channel_base,
+                               layout.channels), channels)
+    return RingLegPlan(group=group, group_index=group_positions(topo, group), channel_ids=ids,
+                       orders=orders, layout=layout)
 
 
 def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTable, *,

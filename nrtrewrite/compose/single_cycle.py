@@ -43,7 +43,9 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
-from nrtrewrite.compose.segments import Layout, PeerTable, ViewTable, interleaved_layout
+from nrtrewrite.compose.segments import (
+    Layout, PeerTable, ViewTable, group_positions, interleaved_layout,
+)
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
 from nrtrewrite.errors import LoweringError
@@ -133,39 +135,51 @@ class SingleCyclePlan:
         return list(dict.fromkeys(c for p in self.pairs for c in p))
 
     def manifest(self) -> dict:
-        return {"channels": [{"channel": c, "order": list(self.orders[c])}
-                             for c in self.channel_ids],
+        return {"channels": tuple({"channel": c, "order": self.orders[c]}
+                             for c in self.channel_ids),
                 "chunk": {"chunk_size_n": self.layout.plan.chunk,
                           "tail_chunk": self.layout.plan.tail_chunk,
                           "pgta": self.layout.groups, "channels": self.layout.channels},
-                "single_cycle": {"pairs": [list(p) for p in self.pairs],
-                                 "arcs": list(arcs(len(self.group))),
+                "single_cycle": {"pairs": tuple(self.pairs),
+                                 "arcs": arcs(len(self.group)),
                                  "steps_per_group": step_count(len(self.group))}}
 
 
 def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int = 0
                       ) -> SingleCyclePlan:
-    """One ring per channel pair (forward for CW, its exact reverse for CCW)."""
+    """One ring per channel pair (forward for CW, its exact reverse for CCW).
+
+    The rings (pairs, orders) are memoised per (group, pairs, base, active channels): plans
+    of the same group share them, and never mutate them."""
     group = tuple(group)
     pairs_n = max(1, n_channels // 2)
-    if len(group) > 1:
-        fwd = [o for o in ring_orders(topo, group, min(32, max(1, pairs_n)))
-               if o is not None]
-    else:
-        fwd = [group]
+
+    def forward() -> tuple[tuple[int, ...], ...]:
+        if len(group) > 1:
+            return tuple(o for o in ring_orders(topo, group, min(32, max(1, pairs_n)))
+                         if o is not None)
+        return (group,)
+
+    fwd = topo.cached(("single_cycle_rings", group, pairs_n), forward)
     layout = layout_of(len(fwd))
-    pairs, orders = [], {}
-    for k in range(layout.channels):
-        cw, ccw = channel_base + 2 * k, channel_base + 2 * k + 1
-        if len(group) == 1:  # nothing to exchange: one channel copies IN to OUT
-            ccw = cw
-        channel_sem(ccw, SEM_RECV)
-        pairs.append((cw, ccw))
-        orders[cw] = tuple(fwd[k])
-        rev = tuple(reversed(fwd[k]))
-        i = rev.index(min(rev))
-        orders[ccw] = rev[i:] + rev[:i]
-    return SingleCyclePlan(group=group, group_index={r: i for i, r in enumerate(group)},
+
+    def channels() -> tuple[list[tuple[int, int]], dict[int, tuple[int, ...]]]:
+        pairs, orders = [], {}
+        for k in range(layout.channels):
+            cw, ccw = channel_base + 2 * k, channel_base + 2 * k + 1
+            if len(group) == 1:  # nothing to exchange: one channel copies IN to OUT
+                ccw = cw
+            channel_sem(ccw, SEM_RECV)
+            pairs.append((cw, ccw))
+            orders[cw] = tuple(fwd[k])
+            rev = tuple(reversed(fwd[k]))
+            i = rev.index(min(rev))
+            orders[ccw] = rev[i:] + rev[:i]
+        return pairs, orders
+
+    pairs, orders = topo.cached(("single_cycle_channels", group, pairs_n, channel_base,
+                                 layout.channels), channels)
+    return SingleCyclePlan(group=group, group_index=group_positions(topo, group),
                            pairs=pairs, orders=orders, layout=layout)
 
 
