@@ -65,19 +65,22 @@ def _producer(tasks, results, size: int) -> None:
 
 
 class ForkAhead:
-    """``for item, result, seconds in ForkAhead(fn, items)``: ``fn(item)`` computed by a
-    forked process, up to :data:`LOOKAHEAD` items ahead; ``result`` is ``None`` when
-    ``fn`` raised there (call ``fn(item)`` to raise it).  Use as a context manager (or call
-    :meth:`close`): the process is stopped on exit."""
+    """A forked process that computes ``fn(item)`` ahead of the consumer.
 
-    def __init__(self, fn: Callable[[Any], Any], items: Sequence[Any], *,
-                 lookahead: int = LOOKAHEAD, ring_bytes: int = RING_BYTES):
+    ``ForkAhead(fn)`` forks at once (do it before starting threads: a fork copies only the
+    calling thread); ``map(items)`` then yields ``(item, result, seconds)`` in item order,
+    the process up to :data:`LOOKAHEAD` items ahead; ``result`` is ``None`` when ``fn``
+    raised there (call ``fn(item)`` to raise it).  Use as a context manager (or call
+    :meth:`close`): the process is stopped on exit, whether or not ``map`` ran."""
+
+    def __init__(self, fn: Callable[[Any], Any], *, lookahead: int = LOOKAHEAD,
+                 ring_bytes: int = RING_BYTES):
         global _JOB
         ctx = multiprocessing.get_context("fork")
-        self.items, self.size = list(items), ring_bytes
+        self.size, self.lookahead = ring_bytes, lookahead
         self.ring = mmap.mmap(-1, ring_bytes)  # MAP_SHARED | MAP_ANONYMOUS: shared by the fork
         self.tasks, self.results = ctx.SimpleQueue(), ctx.SimpleQueue()
-        self.sent, self.consumed = 0, 0
+        self.next_id, self.consumed = 0, 0
         _JOB = (fn, self.ring)
         try:
             self.proc = ctx.Process(target=_producer, args=(self.tasks, self.results, ring_bytes),
@@ -85,18 +88,24 @@ class ForkAhead:
             self.proc.start()
         finally:
             _JOB = None
-        while self.sent < min(lookahead, len(self.items)):
-            self._send()
 
-    def _send(self) -> None:
-        self.tasks.put((self.sent, self.items[self.sent], self.consumed))
-        self.sent += 1
+    def map(self, items: Sequence[Any]) -> Iterator[tuple[Any, Any, float]]:
+        items = list(items)
+        base = self.next_id  # result ids of this map: base, base + 1, ...
+        sent = 0
 
-    def __iter__(self) -> Iterator[tuple[Any, Any, float]]:
-        for k, item in enumerate(self.items):
+        def send() -> None:
+            nonlocal sent
+            self.tasks.put((base + sent, items[sent], self.consumed))
+            sent += 1
+
+        while sent < min(self.lookahead, len(items)):
+            send()
+        self.next_id += len(items)
+        for k, item in enumerate(items):
             kind, got, where, length, dt = self.results.get()
-            if got != k:
-                raise RuntimeError(f"the ahead process returned item {got}, expected {k}")
+            if got != base + k:
+                raise RuntimeError(f"the ahead process returned item {got}, expected {base + k}")
             if kind == _RING:
                 pos = where % self.size
                 result = pickle.loads(self.ring[pos:pos + length])
@@ -105,8 +114,8 @@ class ForkAhead:
                 result = pickle.loads(where)
             else:
                 result = None
-            if self.sent < len(self.items):
-                self._send()
+            if sent < len(items):
+                send()
             yield item, result, dt
 
     def close(self) -> None:

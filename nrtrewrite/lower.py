@@ -20,6 +20,7 @@ simulate       :mod:`nrtrewrite.simulate`
 from __future__ import annotations
 
 import contextlib
+import gc
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -94,8 +95,28 @@ def _check_dtype(trig: Trigger) -> None:
             field="dtype")
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    """Python's cyclic collector off (then as before): planning allocates hundreds of
+    thousands of long-lived objects (four per leg group of a HIER plan) and no cyclic
+    garbage, and every full collection would walk all of them (about 45 % of the plan time
+    of ``large128``, docs/PERFORMANCE.md)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "") -> LoweringPlan:
     """Everything that does not depend on the rank: topology, selection, rings, chunking, memory."""
+    with _gc_paused():
+        return _plan_lowering(model, options, input_sha256)
+
+
+def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> LoweringPlan:
     t0 = time.perf_counter()
     topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
     override = parse_algo_override(options.algo)
@@ -164,34 +185,48 @@ def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, Entry
             for spec in _entries_of(plan, tp, rank)]
 
 
-def _composed(plan: LoweringPlan, rank: int, triggers: list[int], ahead: bool,
+#: With ``compose_ahead``, the forked process takes over composing once a rank's lowering
+#: has run this long with at least :data:`AHEAD_MIN_TRIGGERS` triggers left: two busy
+#: processes slow each other down a little, which pays only on long runs
+#: (docs/PERFORMANCE.md "Compose ahead").
+AHEAD_AFTER_S = 0.25
+AHEAD_MIN_TRIGGERS = 32
+
+
+def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhead | None,
               timings: dict[str, float]) -> Iterator[tuple[TriggerPlan, list[EntrySpec]]]:
-    """``(trigger plan, entry specs)`` of each trigger index in order, composed here or, with
-    ``ahead``, by a forked process (:class:`nrtrewrite.ahead.ForkAhead`) while the caller
-    emits.  Composing is a pure function of the plan, so the specs are the same either way.
+    """``(trigger plan, entry specs)`` of each trigger index in order, composed here or, once
+    the run is long enough, by ``pipe``'s process while the caller emits.  Composing is a
+    pure function of the plan, so the specs are the same either way.
     ``timings["compose"]`` is the composing time either way; ``timings["compose_wait"]``
     the time spent waiting for (and receiving from) the process."""
-    if not ahead:
-        for i in triggers:
-            t0 = time.perf_counter()
-            specs = _entries_of(plan, plan.triggers[i], rank)
-            timings["compose"] += time.perf_counter() - t0
-            yield plan.triggers[i], specs
+    t_start = time.perf_counter()
+    k = 0
+    while k < len(triggers):
+        if (pipe is not None and len(triggers) - k >= AHEAD_MIN_TRIGGERS
+                and time.perf_counter() - t_start >= AHEAD_AFTER_S):
+            break
+        i = triggers[k]
+        t0 = time.perf_counter()
+        specs = _entries_of(plan, plan.triggers[i], rank)
+        timings["compose"] += time.perf_counter() - t0
+        yield plan.triggers[i], specs
+        k += 1
+    if k == len(triggers):
         return
     timings["compose_wait"] = 0.0
-    with ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank), triggers) as pipe:
-        it = iter(pipe)
-        while True:
-            t0 = time.perf_counter()
-            try:
-                i, specs, dt = next(it)
-            except StopIteration:
-                return
-            timings["compose_wait"] += time.perf_counter() - t0
-            timings["compose"] += dt
-            if specs is None:  # composing raised in the process: raise it here
-                specs = _entries_of(plan, plan.triggers[i], rank)
-            yield plan.triggers[i], specs
+    it = pipe.map(triggers[k:])
+    while True:
+        t0 = time.perf_counter()
+        try:
+            i, specs, dt = next(it)
+        except StopIteration:
+            return
+        timings["compose_wait"] += time.perf_counter() - t0
+        timings["compose"] += dt
+        if specs is None:  # composing raised in the process: raise it here
+            specs = _entries_of(plan, plan.triggers[i], rank)
+        yield plan.triggers[i], specs
 
 
 def lower_rank(plan: LoweringPlan, rank: int,
@@ -202,34 +237,40 @@ def lower_rank(plan: LoweringPlan, rank: int,
     Without ``sink`` the records are returned in ``RankOutput.files``; with one, every
     record array goes to ``sink(file name, array)`` as soon as it exists (in file order per
     file) and ``RankOutput.files`` is empty: memory then holds one trigger's records.
-    ``compose_ahead``: compose in a forked process while this one emits (a second core;
-    the output is the same).  ``RankOutput.timings`` holds the seconds spent per stage
-    (compose, emit, serialize; the sink's own time counts in emit and serialize; with
-    ``compose_ahead``, compose runs in the other process and ``compose_wait`` is the time
-    the emitter waited for it)."""
+    ``compose_ahead``: on a long run, compose in a forked process while this one emits (a
+    second core; the output is the same; see :func:`_composed`).  ``RankOutput.timings``
+    holds the seconds spent per stage (compose, emit, serialize; the sink's own time counts
+    in emit and serialize; once the process composes, ``compose_wait`` is the time the
+    emitter waited for it)."""
     keep_freed_memory()
     topo = plan.topology
     triggers = [i for i, tp in enumerate(plan.triggers) if rank in tp.group]
-    ahead = compose_ahead and len(triggers) > 1
+    # forked now, before the builder's writer thread exists (a fork copies one thread)
+    pipe = (ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank))
+            if compose_ahead and len(triggers) >= AHEAD_MIN_TRIGGERS else None)
     builder = RankBuilder(rank, sink)
     entries = []
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
     timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
     try:
-        with contextlib.closing(_composed(plan, rank, triggers, ahead, timings)) as composed:
+        with contextlib.closing(_composed(plan, rank, triggers, pipe, timings)) as composed:
             for tp, specs in composed:
                 t1 = time.perf_counter()
                 for spec in specs:
                     entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries),
                                              lnc_fmt, sg_index[tp.trigger.subgraph], topo))
                 timings["emit"] += time.perf_counter() - t1
+        if pipe is not None:
+            pipe.close()
         t2 = time.perf_counter()
         builder.finish()
         builder.append("spad.bin", np.frombuffer(serialize_spad(entries), F.SPAD_DTYPE))
         builder.append("tpinc.bin", np.frombuffer(
             serialize_tpinc(entries, builder.tpinc_by_entry), F.TPINC_DTYPE))
     except BaseException:
+        if pipe is not None:
+            pipe.close()
         try:
             builder.close()
         except BaseException:  # the first error is the one to report

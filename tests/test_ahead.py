@@ -1,7 +1,7 @@
 """Compose ahead (docs/PERFORMANCE.md "Compose ahead"): ``ForkAhead`` returns ``fn(item)``
 of every item in order, through its shared ring or, when a result does not fit, through the
 pipe; a failure comes back as ``None``; and ``lower_rank(..., compose_ahead=True)`` emits the
-bytes of the serial path, and raises the serial path's error."""
+bytes of the serial path, and raises the serial path's error; a short run never hands over."""
 
 import multiprocessing
 from pathlib import Path
@@ -32,8 +32,8 @@ def _result(i):
 @pytest.mark.parametrize("lookahead", [1, 4, 16])
 def test_results_in_order_through_ring_and_pipe(ring_bytes, lookahead):
     items = list(range(60))
-    with ForkAhead(_result, items, lookahead=lookahead, ring_bytes=ring_bytes) as pipe:
-        got = list(pipe)
+    with ForkAhead(_result, lookahead=lookahead, ring_bytes=ring_bytes) as pipe:
+        got = list(pipe.map(items[:25])) + list(pipe.map(items[25:]))  # two maps, one process
     assert [item for item, _r, _dt in got] == items
     for item, res, dt in got:
         want = _result(item)
@@ -49,16 +49,19 @@ def _fails_on_3(i):
 
 
 def test_a_failure_comes_back_as_none_and_the_rest_goes_on():
-    with ForkAhead(_fails_on_3, range(6)) as pipe:
-        got = [(item, res) for item, res, _dt in pipe]
+    with ForkAhead(_fails_on_3) as pipe:
+        got = [(item, res) for item, res, _dt in pipe.map(range(6))]
     assert got == [(0, 0), (1, 1), (2, 4), (3, None), (4, 16), (5, 25)]
 
 
 def test_leaving_early_stops_the_process():
-    with ForkAhead(_result, range(100), lookahead=4) as pipe:
-        for item, _res, _dt in pipe:
+    with ForkAhead(_result, lookahead=4) as pipe:
+        for item, _res, _dt in pipe.map(range(100)):
             if item == 2:
                 break
+    assert not _children()
+    with ForkAhead(_result):  # never used
+        pass
     assert not _children()
 
 
@@ -67,8 +70,17 @@ def node64():
     return read_model(FIX / "node64.neff")
 
 
+@pytest.fixture
+def ahead_at_once(monkeypatch):
+    """The process takes over from the first trigger (node64 has only a few triggers)."""
+    import nrtrewrite.lower as lower
+
+    monkeypatch.setattr(lower, "AHEAD_MIN_TRIGGERS", 1)
+    monkeypatch.setattr(lower, "AHEAD_AFTER_S", 0.0)
+
+
 @pytest.mark.parametrize("rank", [0, 37])
-def test_lower_rank_compose_ahead_emits_the_serial_bytes(node64, rank):
+def test_lower_rank_compose_ahead_emits_the_serial_bytes(node64, rank, ahead_at_once):
     serial = lower_rank(plan_lowering(node64, LowerOptions()), rank)
     piped = lower_rank(plan_lowering(node64, LowerOptions()), rank, compose_ahead=True)
     assert piped.manifest == serial.manifest
@@ -79,7 +91,7 @@ def test_lower_rank_compose_ahead_emits_the_serial_bytes(node64, rank):
     assert not _children()
 
 
-def test_lower_rank_compose_ahead_raises_the_serial_error(node64, monkeypatch):
+def test_lower_rank_compose_ahead_raises_the_serial_error(node64, monkeypatch, ahead_at_once):
     plan = plan_lowering(node64, LowerOptions())
     victim = plan.triggers[2]
     real = victim.algorithm.entries
@@ -103,11 +115,17 @@ def _tree(root: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
-def test_one_rank_with_two_workers_writes_the_serial_output(node64, tmp_path):
+def test_one_rank_with_two_workers_writes_the_serial_output(node64, tmp_path, ahead_at_once):
     from nrtrewrite.bundle import write_output
 
     plan = plan_lowering(node64, LowerOptions())
     a = write_output(plan, tmp_path / "serial", ranks=[5], workers=1)
     b = write_output(plan, tmp_path / "ahead", ranks=[5], workers=2)
     assert _tree(a) == _tree(b)
+    assert not _children()
+
+
+def test_a_short_run_composes_here(node64):
+    out = lower_rank(plan_lowering(node64, LowerOptions()), 0, compose_ahead=True)
+    assert "compose_wait" not in out.timings
     assert not _children()
