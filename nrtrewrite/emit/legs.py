@@ -946,7 +946,13 @@ def _records(dtype: np.dtype, parts: list[tuple[np.ndarray, dict]]) -> np.ndarra
 
     Works on raw bytes: ``np.concatenate`` drops the padding of dtypes with explicit
     offsets, and fancy indexing of such arrays may leave their padding bytes undefined.
+    One group already in key order (the common case) is built in place.
     """
+    if len(parts) == 1 and bool(np.all(parts[0][0][1:] >= parts[0][0][:-1])):
+        rec = np.zeros(parts[0][0].size, dtype)
+        for name, val in parts[0][1].items():
+            rec[name] = val
+        return rec
     keys = np.concatenate([k for k, _ in parts]) if parts else np.zeros(0, np.int64)
     raw = np.zeros((keys.size, dtype.itemsize), np.uint8)
     pos = 0
@@ -959,35 +965,41 @@ def _records(dtype: np.dtype, parts: list[tuple[np.ndarray, dict]]) -> np.ndarra
     return raw[np.argsort(keys, kind="stable")].view(dtype).reshape(-1)
 
 
+def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | slice]]:
+    """``(value, selector)`` per distinct value, ascending (one value: the whole array)."""
+    if values.size == 0:
+        return []
+    if values.min() == values.max():
+        return [(int(values[0]), slice(None))]
+    return [(int(v), values == v) for v in np.unique(values)]
+
+
 def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, dst_view, dst_peer, dst_net,
             gw_leg, op_idx: int) -> np.ndarray:
     """__record_net_src_addr: every network destination run, paired with our gateway copy."""
     parts = []
-    ranks = np.array([p.rank for p in ctx.peers], np.int64)
-    cores = np.array([core_base(p) for p in ctx.peers], np.int64)
+    pt = ctx.tables()
     net = dst_net[legs]
     for jd in np.flatnonzero(net.any(axis=0)).tolist():
         m = legs[net[:, jd]]
-        for v in np.unique(dst_view[m, jd]):
-            mm = m[dst_view[m, jd] == v]
-            view = ctx.views[int(v)]
+        for v, sel in _by_value(dst_view[m, jd]):
+            mm = m[sel]
+            view = ctx.views[v]
             owner, addr, nbytes = view.runs(start[mm], stop[mm])
             run_elems = nbytes // view.dsize
             csum = np.cumsum(run_elems) - run_elems
             _o, _w, first = _expand(np.bincount(owner, minlength=mm.size))
-            elem_off = csum - csum[first[owner]]
+            elem = start[mm][owner] + csum - csum[first[owner]]
             gw = np.zeros(owner.size, np.int64)
-            gv_run = gw_leg[mm][owner]
-            for g in np.unique(gv_run):
-                gs = gv_run == g
-                gw[gs] = ctx.views[int(g)].address((start[mm][owner] + elem_off)[gs])
+            for g, gs in _by_value(gw_leg[mm][owner]):
+                gw[gs] = ctx.views[g].address(elem[gs])
             peer = dst_peer[mm, jd][owner]
             last = np.append(owner[1:] != owner[:-1], True)
             parts.append((mm[owner] * MAX_DST + jd, {
                 "net_op_idx": op_idx, "complete": last.astype(np.int32),
                 "dev_addr": gw + core_base(ctx.me), "size": nbytes,
-                "mark": int(NetAddrMark.NET_TRANSFER), "dst_rank": ranks[peer],
-                "dst_addr": addr + cores[peer]}))
+                "mark": int(NetAddrMark.NET_TRANSFER), "dst_rank": pt.rank[peer],
+                "dst_addr": addr + pt.core[peer]}))
     return _records(F.NET_SRC_ADDR_DTYPE, parts)
 
 
@@ -995,13 +1007,13 @@ def _net_rx(ctx: EntryContext, legs: np.ndarray, start, stop, net_src, net_view,
             op_idx: int) -> np.ndarray:
     """__record_net_dest_addr: where each network-fed leg's bytes land on this rank."""
     parts = []
-    ranks = np.array([p.rank for p in ctx.peers], np.int64)
-    for v in np.unique(net_view[legs]):
-        mm = legs[net_view[legs] == v]
-        owner, addr, nbytes = ctx.views[int(v)].runs(start[mm], stop[mm])
+    pt = ctx.tables()
+    for v, sel in _by_value(net_view[legs]):
+        mm = legs[sel]
+        owner, addr, nbytes = ctx.views[v].runs(start[mm], stop[mm])
         last = np.append(owner[1:] != owner[:-1], True)
         parts.append((mm[owner], {
             "net_op_idx": op_idx, "complete": last.astype(np.int32),
             "dev_addr": addr + core_base(ctx.me), "size": nbytes,
-            "mark": int(NetAddrMark.NET_TRANSFER), "src_rank": ranks[net_src[mm][owner]]}))
+            "mark": int(NetAddrMark.NET_TRANSFER), "src_rank": pt.rank[net_src[mm][owner]]}))
     return _records(F.NET_DEST_ADDR_DTYPE, parts)
