@@ -66,7 +66,8 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
 @common_lowering_options
 @click.option("--force", is_flag=True, help="Replace an existing output folder (atomically).")
 @click.option("-j", "--jobs", type=int, default=None,
-              help="Worker processes for all-rank lowering (default: the number of cores).")
+              help="Worker processes (default: the number of cores): a pool for several ranks; "
+                   "for one rank, a second process composes ahead.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force, jobs, quiet):
     """Lower every collective trigger of MODEL and write the rewritten NEFF and artifacts."""
