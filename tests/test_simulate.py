@@ -20,7 +20,7 @@ from nrtrewrite.cli import main
 from nrtrewrite.cli.lower import load_and_plan
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.simulate import simulate_output, verify_checksums
-from nrtrewrite.simulate.shadow import Access, Conflict, IntervalMap, Shadow
+from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
@@ -332,25 +332,6 @@ def test_cli_not_an_output(tmp_path):
 
 # ---------------------------------------------------------------------------
 # the shadow state
-
-def test_interval_map_assign_span_update():
-    m = IntervalMap(100)
-    assert m.span(0, 100) == [(0, 100, None)]
-    a1, a2 = ["a"], ["a"]
-    m.assign(10, 20, a1)
-    m.assign(20, 30, a2)
-    assert m.span(0, 100) == [(0, 10, None), (10, 20, a1), (20, 30, a2), (30, 100, None)]
-    m.assign(30, 40, a2)  # the same value merges into one run
-    assert m.span(20, 40) == [(20, 40, a2)]
-    a = "x"
-    m.assign(10, 30, a)
-    assert m.span(15, 25) == [(15, 25, "x")]
-    m.update(5, 15, lambda v: (v or "") + "!")
-    assert m.span(0, 45) == [(0, 5, None), (5, 10, "!"), (10, 15, "x!"), (15, 30, "x"),
-                             (30, 40, a2), (40, 45, None)]
-    m.assign(0, 100, None)
-    assert m.span(0, 100) == [(0, 100, None)] and len(m.b) == 2
-
 
 def _acc(tid, clk, trigger=0, kind=Access.LEG):
     return Access(tid, clk, trigger, kind, f"t{tid}@{clk}")

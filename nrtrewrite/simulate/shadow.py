@@ -21,7 +21,7 @@ written, not the number of bytes.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 
 
 class Access:
@@ -40,68 +40,6 @@ class Access:
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Access({self.who}, t{self.tid}@{self.clk})"
-
-
-class IntervalMap:
-    """A map from the integers of [0, size) to values, kept as maximal runs."""
-
-    __slots__ = ("b", "v")
-
-    def __init__(self, size: int):
-        self.b = [0, max(size, 0)]
-        self.v: list = [None]
-
-    def _cut(self, x: int) -> int:
-        b = self.b
-        i = bisect_left(b, x)
-        if i < len(b) and b[i] == x:
-            return i
-        b.insert(i, x)
-        self.v.insert(i, self.v[i - 1])
-        return i
-
-    def span(self, a: int, e: int) -> list[tuple[int, int, object]]:
-        """The runs overlapping [a, e), clipped to it."""
-        b, v = self.b, self.v
-        i = bisect_right(b, a) - 1
-        out = []
-        n = len(v)
-        while i < n and b[i] < e:
-            out.append((max(a, b[i]), min(e, b[i + 1]), v[i]))
-            i += 1
-        return out
-
-    def assign(self, a: int, e: int, val) -> None:
-        if e <= a:
-            return
-        i = self._cut(a)
-        j = self._cut(e)
-        del self.b[i + 1:j]
-        self.v[i:j] = [val]
-        self._merge(i)
-
-    def update(self, a: int, e: int, fn) -> None:
-        """Replace the value of every run in [a, e) by ``fn(old)``."""
-        if e <= a:
-            return
-        i = self._cut(a)
-        j = self._cut(e)
-        v = self.v
-        for k in range(i, j):
-            v[k] = fn(v[k])
-        for k in range(j, i - 1, -1):
-            if 0 < k < len(v) and v[k] is v[k - 1]:
-                del self.b[k]
-                del v[k]
-
-    def _merge(self, i: int) -> None:
-        b, v = self.b, self.v
-        if i + 1 < len(v) and v[i + 1] is v[i]:
-            del b[i + 1]
-            del v[i + 1]
-        if i > 0 and v[i - 1] is v[i]:
-            del b[i]
-            del v[i]
 
 
 class Conflict(Exception):
