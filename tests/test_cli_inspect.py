@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import struct
+from pathlib import Path
 import subprocess
 import sys
 import tarfile
@@ -280,3 +281,23 @@ def test_bad_input_one_line(tmp_path, data, extra, why):
     assert lines[0].startswith(f"nrtrewrite: error: {path}")
     assert why in lines[0]
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("args, says", [
+    (["lower", str(Path(__file__).parent)],
+     "nrtrewrite lower: error: Invalid value for 'MODEL'"),
+    (["lower"], "nrtrewrite lower: error: Missing argument 'MODEL'"),
+    (["lowr", "x"], "nrtrewrite: error: No such command 'lowr'"),
+    (["inspect", "--bogus", "x"], "nrtrewrite inspect: error: No such option '--bogus'"),
+])
+def test_usage_errors_are_one_line(args, says):
+    res = CliRunner().invoke(main, args, prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(says), res.stderr
+    assert "Traceback" not in res.output
+
+
+def test_bare_command_still_shows_the_help():
+    res = CliRunner().invoke(main, [], prog_name="nrtrewrite")
+    assert res.exit_code == 2 and "Usage: nrtrewrite" in res.stderr and "Commands:" in res.stderr

@@ -14,7 +14,31 @@ from nrtrewrite.errors import NrtRewriteError
 
 
 class _Group(click.Group):
-    """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit."""
+    """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit, and
+    click's usage errors (unknown option, missing argument, a folder given as MODEL) into
+    one line as well, instead of click's usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as err:  # bare `nrtrewrite`: the help
+            err.show()
+            sys.exit(err.exit_code)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx is not None else (prog_name or "nrtrewrite")
+            click.echo(f"{where}: error: {err.format_message()} (see '{where} --help')",
+                       err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context):
         try:
