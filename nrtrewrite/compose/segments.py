@@ -84,6 +84,24 @@ class Layout:
             return int((b - a).sum())
         return sum(hi - lo for lo, hi in self.segments[pos])
 
+    def _segment_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(segments per position, (position, segment) -> first element, -> end), built once
+        per layout (read-only arrays)."""
+        tables = self.__dict__.get("_tables")
+        if tables is None:
+            nseg = np.array([len(s) for s in self.segments], np.int64)
+            width = max(1, int(nseg.max()) if nseg.size else 1)
+            lo = np.zeros((len(self.segments), width), np.int64)
+            hi = np.zeros((len(self.segments), width), np.int64)
+            for i, segs in enumerate(self.segments):
+                if segs:
+                    lo[i, :len(segs)], hi[i, :len(segs)] = np.array(segs, np.int64).T
+            for a in (nseg, lo, hi):
+                a.setflags(write=False)
+            tables = (nseg, lo, hi)
+            object.__setattr__(self, "_tables", tables)  # a cache on a frozen dataclass
+        return tables
+
     def expand(self, g, ch, pos, half) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Vectorised ranges of rows (g, ch, pos, half): (row, segment, start, stop).
 
@@ -101,13 +119,7 @@ class Layout:
             stop = np.minimum(start + cs // 2, p.span)
             row = np.arange(g.size, dtype=np.int64)
             return row, np.zeros(g.size, np.int64), start + self.offset, stop + self.offset
-        nseg = np.array([len(s) for s in self.segments], np.int64)
-        width = max(1, int(nseg.max()) if nseg.size else 1)
-        lo = np.zeros((len(self.segments), width), np.int64)
-        hi = np.zeros((len(self.segments), width), np.int64)
-        for i, segs in enumerate(self.segments):
-            for j, (a, b) in enumerate(segs):
-                lo[i, j], hi[i, j] = a, b
+        nseg, lo, hi = self._segment_tables()
         row, seg = _expand(nseg[pos])
         within = (g * p.channels * p.chunk + ch * cs + half * (cs // 2))[row]
         s_lo, s_hi = lo[pos[row], seg], hi[pos[row], seg]
