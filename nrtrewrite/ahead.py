@@ -30,19 +30,40 @@ from typing import Any
 LOOKAHEAD = 16
 #: Bytes of the shared ring (touched only as far as the results need).
 RING_BYTES = 64 << 20
+#: Seconds between checks that the producer is still alive while waiting for a result.
+POLL_S = 0.5
 
-_JOB: tuple[Callable[[Any], Any], mmap.mmap] | None = None  # inherited by the fork
+_JOB: tuple | None = None  # (fn, ring, the consumer's pipe ends): inherited by the fork
 
 _RING, _PIPE, _FAILED = 0, 1, 2
 
 
+def available() -> bool:
+    """Can this platform fork (``ForkAhead`` needs the fork start method)?"""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class AheadLost(RuntimeError):
+    """The producer process is gone (killed, out of memory) before delivering item ``k``
+    of the current :meth:`ForkAhead.map`; the consumer computes the rest itself."""
+
+    def __init__(self, k: int, exitcode: int | None):
+        super().__init__(f"the ahead process exited (code {exitcode}) before item {k}")
+        self.k = k
+
+
 def _producer(tasks, results, size: int) -> None:
     assert _JOB is not None
-    fn, ring = _JOB
+    fn, ring, consumer_ends = _JOB
+    for conn in consumer_ends:  # the consumer's ends: once it closes them, the pipes break
+        conn.close()
     head = 0  # bytes written to the ring so far (positions are head % size)
     consumed = 0  # bytes of the ring the consumer has taken (from its last task)
     while True:
-        task = tasks.get()
+        try:
+            task = tasks.recv()
+        except EOFError:  # the consumer is gone
+            return
         if task is None:
             return
         k, item, consumed = task
@@ -50,18 +71,23 @@ def _producer(tasks, results, size: int) -> None:
         try:
             blob = pickle.dumps(fn(item), protocol=pickle.HIGHEST_PROTOCOL)
         except BaseException:
-            results.put((_FAILED, k, None, 0, time.perf_counter() - t0))
-            continue
+            blob = None
         dt = time.perf_counter() - t0
-        pos = head % size
-        skip = size - pos if pos + len(blob) > size else 0  # a result is never split
-        if len(blob) + skip <= size - (head - consumed):
-            head += skip
-            ring[head % size:head % size + len(blob)] = blob
-            head += len(blob)
-            results.put((_RING, k, head - len(blob), len(blob), dt))
-        else:  # no room in the ring now: through the pipe
-            results.put((_PIPE, k, blob, len(blob), dt))
+        try:
+            if blob is None:
+                results.send((_FAILED, k, None, 0, dt))
+                continue
+            pos = head % size
+            skip = size - pos if pos + len(blob) > size else 0  # a result is never split
+            if len(blob) + skip <= size - (head - consumed):
+                head += skip
+                ring[head % size:head % size + len(blob)] = blob
+                head += len(blob)
+                results.send((_RING, k, head - len(blob), len(blob), dt))
+            else:  # no room in the ring now: through the pipe
+                results.send((_PIPE, k, blob, len(blob), dt))
+        except OSError:  # the consumer closed its end: stop
+            return
 
 
 class ForkAhead:
@@ -70,8 +96,9 @@ class ForkAhead:
     ``ForkAhead(fn)`` forks at once (do it before starting threads: a fork copies only the
     calling thread); ``map(items)`` then yields ``(item, result, seconds)`` in item order,
     the process up to :data:`LOOKAHEAD` items ahead; ``result`` is ``None`` when ``fn``
-    raised there (call ``fn(item)`` to raise it).  Use as a context manager (or call
-    :meth:`close`): the process is stopped on exit, whether or not ``map`` ran."""
+    raised there (call ``fn(item)`` to raise it).  If the process dies, ``map`` raises
+    :class:`AheadLost` naming the first item not delivered.  Use as a context manager (or
+    call :meth:`close`): the process is stopped on exit, whether or not ``map`` ran."""
 
     def __init__(self, fn: Callable[[Any], Any], *, lookahead: int = LOOKAHEAD,
                  ring_bytes: int = RING_BYTES):
@@ -79,15 +106,18 @@ class ForkAhead:
         ctx = multiprocessing.get_context("fork")
         self.size, self.lookahead = ring_bytes, lookahead
         self.ring = mmap.mmap(-1, ring_bytes)  # MAP_SHARED | MAP_ANONYMOUS: shared by the fork
-        self.tasks, self.results = ctx.SimpleQueue(), ctx.SimpleQueue()
+        task_r, self.tasks = ctx.Pipe(duplex=False)
+        self.results, result_w = ctx.Pipe(duplex=False)
         self.next_id, self.consumed = 0, 0
-        _JOB = (fn, self.ring)
+        _JOB = (fn, self.ring, (self.tasks, self.results))
         try:
-            self.proc = ctx.Process(target=_producer, args=(self.tasks, self.results, ring_bytes),
+            self.proc = ctx.Process(target=_producer, args=(task_r, result_w, ring_bytes),
                                     name="nrtrewrite-ahead", daemon=True)
             self.proc.start()
         finally:
             _JOB = None
+            task_r.close()  # the process's ends: closed here, so EOF means it is gone
+            result_w.close()
 
     def map(self, items: Sequence[Any]) -> Iterator[tuple[Any, Any, float]]:
         items = list(items)
@@ -96,14 +126,23 @@ class ForkAhead:
 
         def send() -> None:
             nonlocal sent
-            self.tasks.put((base + sent, items[sent], self.consumed))
+            self.tasks.send((base + sent, items[sent], self.consumed))
             sent += 1
 
-        while sent < min(self.lookahead, len(items)):
-            send()
+        try:
+            while sent < min(self.lookahead, len(items)):
+                send()
+        except OSError:  # the process is gone (a closed pipe)
+            raise AheadLost(0, self.proc.exitcode) from None
         self.next_id += len(items)
         for k, item in enumerate(items):
-            kind, got, where, length, dt = self.results.get()
+            try:
+                while not self.results.poll(POLL_S):
+                    if not self.proc.is_alive():
+                        raise AheadLost(k, self.proc.exitcode)
+                kind, got, where, length, dt = self.results.recv()
+            except (EOFError, OSError):
+                raise AheadLost(k, self.proc.exitcode) from None
             if got != base + k:
                 raise RuntimeError(f"the ahead process returned item {got}, expected {base + k}")
             if kind == _RING:
@@ -115,18 +154,24 @@ class ForkAhead:
             else:
                 result = None
             if sent < len(items):
-                send()
+                try:
+                    send()
+                except OSError:
+                    pass  # the process is gone: the next item raises AheadLost
             yield item, result, dt
 
     def close(self) -> None:
+        self.results.close()  # a send blocked on a full pipe fails: the process stops
         if self.proc.is_alive():
-            self.tasks.put(None)
+            try:
+                self.tasks.send(None)
+            except OSError:
+                pass
             self.proc.join(timeout=5)
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join()
         self.tasks.close()
-        self.results.close()
         self.ring.close()
 
     def __enter__(self) -> "ForkAhead":

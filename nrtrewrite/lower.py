@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
-from nrtrewrite.ahead import ForkAhead
+from nrtrewrite.ahead import AheadLost, ForkAhead
+from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
@@ -222,10 +223,18 @@ def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhea
             i, specs, dt = next(it)
         except StopIteration:
             return
+        except AheadLost:  # the process died (killed, out of memory): compose the rest here
+            break
         timings["compose_wait"] += time.perf_counter() - t0
         timings["compose"] += dt
         if specs is None:  # composing raised in the process: raise it here
             specs = _entries_of(plan, plan.triggers[i], rank)
+        yield plan.triggers[i], specs
+        k += 1
+    for i in triggers[k:]:
+        t0 = time.perf_counter()
+        specs = _entries_of(plan, plan.triggers[i], rank)
+        timings["compose"] += time.perf_counter() - t0
         yield plan.triggers[i], specs
 
 
@@ -247,7 +256,8 @@ def lower_rank(plan: LoweringPlan, rank: int,
     triggers = [i for i, tp in enumerate(plan.triggers) if rank in tp.group]
     # forked now, before the builder's writer thread exists (a fork copies one thread)
     pipe = (ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank))
-            if compose_ahead and len(triggers) >= AHEAD_MIN_TRIGGERS else None)
+            if compose_ahead and len(triggers) >= AHEAD_MIN_TRIGGERS and fork_available()
+            else None)
     builder = RankBuilder(rank, sink)
     entries = []
     lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)

@@ -4,6 +4,8 @@ pipe; a failure comes back as ``None``; and ``lower_rank(..., compose_ahead=True
 bytes of the serial path, and raises the serial path's error; a short run never hands over."""
 
 import multiprocessing
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +54,31 @@ def test_a_failure_comes_back_as_none_and_the_rest_goes_on():
     with ForkAhead(_fails_on_3) as pipe:
         got = [(item, res) for item, res, _dt in pipe.map(range(6))]
     assert got == [(0, 0), (1, 1), (2, 4), (3, None), (4, 16), (5, 25)]
+
+
+def _dies_on_3(i):
+    if i == 3:
+        os._exit(9)
+    return i
+
+
+def test_a_dead_process_raises_ahead_lost_at_the_first_missing_item():
+    got = []
+    with ForkAhead(_dies_on_3) as pipe:
+        with pytest.raises(ahead.AheadLost) as lost:
+            for item, res, _dt in pipe.map(range(8)):
+                got.append(res)
+    assert got == [0, 1, 2] and lost.value.k == 3
+    assert not _children()
+
+
+def test_leaving_early_with_a_result_blocked_in_the_pipe_is_quick():
+    t0 = time.perf_counter()
+    with ForkAhead(lambda i: bytes(200_000), ring_bytes=64 << 10, lookahead=8) as pipe:
+        for item, _res, _dt in pipe.map(range(8)):
+            break  # the process is blocked writing item 1 through the pipe
+    assert time.perf_counter() - t0 < 3
+    assert not _children()
 
 
 def test_leaving_early_stops_the_process():
@@ -128,4 +155,25 @@ def test_one_rank_with_two_workers_writes_the_serial_output(node64, tmp_path, ah
 def test_a_short_run_composes_here(node64):
     out = lower_rank(plan_lowering(node64, LowerOptions()), 0, compose_ahead=True)
     assert "compose_wait" not in out.timings
+    assert not _children()
+
+
+def test_lower_rank_survives_a_killed_compose_process(node64, monkeypatch, ahead_at_once):
+    serial = lower_rank(plan_lowering(node64, LowerOptions()), 0)
+    plan = plan_lowering(node64, LowerOptions())
+    parent = os.getpid()
+    victim = plan.triggers[2]
+    real = victim.algorithm.entries
+
+    def entries(p, tp, rank):
+        if tp is victim and os.getpid() != parent:
+            os._exit(9)  # the compose process is killed mid-run
+        return real(p, tp, rank)
+
+    monkeypatch.setattr(victim, "algorithm", type("A", (), {"entries": staticmethod(entries)}))
+    piped = lower_rank(plan, 0, compose_ahead=True)
+    assert piped.manifest == serial.manifest
+    for name in F.ARTIFACTS:
+        assert (b"".join(p.tobytes() for p in piped.files[name])
+                == b"".join(p.tobytes() for p in serial.files[name])), name
     assert not _children()
