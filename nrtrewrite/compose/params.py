@@ -121,8 +121,7 @@ class NeighborGroups:
 # ---------------------------------------------------------------------------------------------
 # prepare_reduce_params (enc_mesh_primitive, seed 003 §3)
 
-@dataclass(frozen=True)
-class TransactionInfo:
+class TransactionInfo(NamedTuple):
     """One input (or the output) transaction of a mesh reduce event: the buffer's first
     element, the neighbour it belongs to and the page table's DMA size (bytes per page)."""
 
@@ -154,12 +153,16 @@ def prepare_reduce_params(events: dict, event_id: int, in_txns: Sequence[Transac
     if total_size % dsize:
         raise LoweringError(f"reduce of {total_size} bytes is not a whole number of "
                             f"{dsize}-byte elements")
+    # the checks of a page depend on the transaction only through its DMA size: check the first
+    # transaction of each size, in order (so the first failing transaction is the one named)
+    first_of_size: dict[int, TransactionInfo] = {}
+    for txn in in_txns:
+        first_of_size.setdefault(txn.dma_size, txn)
     out: list[EncReduceOpParams] = []
     remaining, offset = total_size, 0
     while remaining > 0:
-        op = EncReduceOpParams()
-        dma_sz = 0
-        for txn in in_txns:
+        dma_of_size = {}
+        for size, txn in first_of_size.items():
             voff, dma_sz = get_pgt_offset(txn, offset, total_size)
             if not (dma_sz == remaining or dma_sz == txn.dma_size):
                 raise LoweringError(f"page table of neighbour {txn.neighbor_idx}: DMA size "
@@ -167,8 +170,11 @@ def prepare_reduce_params(events: dict, event_id: int, in_txns: Sequence[Transac
                                     f"a page ({txn.dma_size})")
             if voff % dsize:
                 raise LoweringError("a page boundary splits an element")
-            op.s_addrs.append(Addr(txn.base.view, txn.base.elem + voff // dsize))
-            op.src_idx.append(txn.neighbor_idx)
+            dma_of_size[size] = dma_sz
+        dma_sz = dma_of_size[in_txns[-1].dma_size] if in_txns else 0
+        k = offset // dsize  # every page starts at the same virtual offset
+        op = EncReduceOpParams(s_addrs=[Addr(t.base.view, t.base.elem + k) for t in in_txns],
+                               src_idx=[t.neighbor_idx for t in in_txns])
         voff_o, _ = get_pgt_offset(out_txn, offset, total_size)
         dst_nbr = find_dst_neighbor_idx(out_txn)
         if dst_nbr == -1:
@@ -255,6 +261,10 @@ def check_copy_params(op: EncCopyOpParams, *, net_ranks: frozenset[int] = frozen
     if len(set(lengths.values())) != 1:
         raise LoweringError("enc_copy_op_params vectors are not length-locked ("
                             + ", ".join(f"{k} {v}" for k, v in lengths.items()) + ")")
+    if n and (min(op.copy_sizes) >= 0 and max(op.copy_sizes) < UINT32_MAX
+              and min(op.s_offsets) >= 0
+              and (op.nccl_mhandle is not None or net_ranks.isdisjoint(op.d_ranks))):
+        return  # every destination passes (the common case); else find the first that fails
     for dst in range(n):
         if dst >= len(op.d_addrs):  # enc_primitive.cc:0x75F
             raise LoweringError(f"destination {dst} outside d_addrs ({len(op.d_addrs)})")
@@ -307,6 +317,38 @@ def set_waits(row: np.ndarray, waits: Sequence[tuple[int, int]]) -> None:
         row["wait_val"][k] = val
 
 
+def _put(rows: np.ndarray, row: Sequence[int], slot: Sequence[int], **columns) -> None:
+    """``rows[field][row[c], slot[c]] = values[c]`` for each ``field=values`` of subarray
+    fields (``src_view``, ``inc_peer``...): the cells are gathered as Python lists by the
+    caller and written with one fancy assignment per field, or one by one when they are few
+    (cheaper than converting the index lists)."""
+    if not row:
+        return
+    for f, values in columns.items():
+        view = rows[f]
+        if len(row) <= _FEW_CELLS:
+            for r, k, v in zip(row, slot, values):
+                view[r, k] = v
+        else:
+            view[row, slot] = values
+
+
+#: Up to this many cells, :func:`_put` assigns item by item.
+_FEW_CELLS = 16
+
+
+def _packed(row: list[int], keep: list[bool], n_rows: int) -> tuple[list[int], list[int]]:
+    """(slot of each kept cell, kept cells per row): the cells of ``row`` (in row order) with
+    ``keep``, numbered from 0 within their row."""
+    count = [0] * n_rows
+    slot = []
+    for r, k in zip(row, keep):
+        if k:
+            slot.append(count[r])
+            count[r] += 1
+    return slot, count
+
+
 def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
               peer_index: Callable[[int], int], signal: Callable[[int], int | None], *,
               net_ranks: frozenset[int] = frozenset()) -> np.ndarray:
@@ -314,63 +356,58 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
     element range (a leg moves one range), at most MAX_DST per row.  ``src_peer`` is the peer
     index of the source's owner (neighbour ``op.src_idx``), ``peer_index(rank)`` a rank's;
     ``signal(rank)`` the semaphore each destination rank gets one increment on (None: none).
-    Vectorised over the destinations (``peer_index`` and ``signal`` are called in row order,
-    destination by destination)."""
+    ``peer_index`` is called for each destination in row order (it may number a rank on first
+    sight), then ``signal``.  The rows are built as Python lists, written column by column."""
     check_copy_params(op, net_ranks=net_ranks)
-    sizes = np.array(op.copy_sizes, np.int64)
-    offs = np.array(op.s_offsets, np.int64)
-    d = np.flatnonzero(~np.array(op.d_skip_copy, bool) & (sizes != 0))
-    start = op.s_addr.elem + offs[d] // dsize
-    d_elem = np.array([op.d_addrs[i].elem for i in d.tolist()], np.int64)
-    bad_size = ((offs[d] % dsize) != 0) | ((sizes[d] % dsize) != 0)
-    bad = np.flatnonzero(bad_size | (d_elem != start))
-    if bad.size:
-        i = int(bad[0])
-        if bad_size[i]:
+    # the destinations that copy, grouped by element range in order of first appearance
+    ranges: dict[tuple[int, int], list[int]] = {}
+    e0 = op.s_addr.elem
+    for i, (off, size, skip) in enumerate(zip(op.s_offsets, op.copy_sizes, op.d_skip_copy)):
+        if skip or not size:
+            continue
+        if off % dsize or size % dsize:
             raise LoweringError("a copy offset or size is not a whole number of elements")
-        raise LoweringError(f"destination {int(d[i])}: the leg IR moves one element range, but "
-                            f"the source is at element {int(start[i])} and the destination at "
-                            f"{int(d_elem[i])}")
-    stop = start + sizes[d] // dsize
-    # rows: destinations grouped by element range in order of first appearance, MAX_DST a row
-    ids: dict[tuple[int, int], int] = {}
-    group = np.array([ids.setdefault(ab, len(ids)) for ab in zip(start.tolist(), stop.tolist())],
-                     np.int64)
-    order = np.argsort(group, kind="stable")
-    d, start, stop, group = d[order], start[order], stop[order], group[order]
-    g_first = np.searchsorted(group, group)  # first position of each destination's group
-    within = np.arange(d.size) - g_first
-    g_rows = -(-np.bincount(group) // IR.MAX_DST) if d.size else np.zeros(0, np.int64)
-    row = (np.cumsum(g_rows) - g_rows)[group] + within // IR.MAX_DST
-    j = within % IR.MAX_DST
-    n_rows = int(g_rows.sum())
-    rows = _rows(n_rows, spec)
-    if not n_rows:
+        start = e0 + off // dsize
+        if op.d_addrs[i].elem != start:
+            raise LoweringError(f"destination {i}: the leg IR moves one element range, but "
+                                f"the source is at element {start} and the destination at "
+                                f"{op.d_addrs[i].elem}")
+        ranges.setdefault((start, start + size // dsize), []).append(i)
+    # one row per MAX_DST destinations of a range: destination c is cell (row[c], slot[c])
+    starts, stops, n_dst, order, row, slot = [], [], [], [], [], []
+    for (a, b), members in ranges.items():
+        for k in range(0, len(members), IR.MAX_DST):
+            chunk = members[k:k + IR.MAX_DST]
+            row += [len(starts)] * len(chunk)
+            slot += range(len(chunk))
+            order += chunk
+            starts.append(a)
+            stops.append(b)
+            n_dst.append(len(chunk))
+    rows = _rows(len(starts), spec)
+    if not starts:
         return rows
-    ranks = [op.d_ranks[i] for i in d.tolist()]
-    peers, sems = [], []
-    for r in ranks:
-        peers.append(peer_index(r))
-        sems.append(signal(r))
-    peers = np.array(peers, np.int64)
-    has = np.array([sm is not None for sm in sems], bool)
-    sem = np.array([sm if sm is not None else 0 for sm in sems], np.int64)
-    row_first = np.searchsorted(row, np.arange(n_rows))
-    rows["start"] = start[row_first]
-    rows["stop"] = stop[row_first]
+    ranks = [op.d_ranks[i] for i in order]
+    peers = [peer_index(r) for r in ranks]
+    sems = [signal(r) for r in ranks]
+    rows["start"] = starts
+    rows["stop"] = stops
     rows["n_src"] = 1
     rows["src_view"][:, 0] = op.s_addr.view
     rows["src_peer"][:, 0] = src_peer
-    rows["n_dst"] = np.bincount(row, minlength=n_rows)
-    rows["dst_view"][row, j] = [op.d_addrs[i].view for i in d.tolist()]
-    rows["dst_peer"][row, j] = peers
+    rows["n_dst"] = n_dst
+    _put(rows, row, slot, dst_view=[op.d_addrs[i].view for i in order], dst_peer=peers)
     # increments: the destinations with a semaphore, in destination order, packed per row
-    csum = np.cumsum(has)
-    k = csum - 1 - (csum - has)[row_first][row]
-    rows["n_inc"] = np.bincount(row[has], minlength=n_rows)
-    rows["inc_peer"][row[has], k[has]] = peers[has]
-    rows["inc_sem"][row[has], k[has]] = sem[has]
-    rows["inc_val"][row[has], k[has]] = 1
+    if None in sems:
+        has = [sm is not None for sm in sems]
+        inc_slot, n_inc = _packed(row, has, len(starts))
+        row = [r for r, h in zip(row, has) if h]
+        peers = [p for p, h in zip(peers, has) if h]
+        sems = [sm for sm in sems if sm is not None]
+    else:
+        inc_slot, n_inc = slot, n_dst
+    rows["n_inc"] = n_inc
+    _put(rows, row, inc_slot, inc_peer=peers, inc_sem=sems, inc_val=[1] * len(row))
     set_waits(rows[0], spec.waits)
     return rows
 
@@ -385,11 +422,11 @@ def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
     destination: the first row reduces MAX_SRC sources into it, each next row reduces it with
     the next MAX_SRC - 1 sources (NR1W; every partial is rounded once to the I/O dtype).  A
     two-source row is the ring's 2-reader/1-writer shape (RING_2R1W), a wider one
-    KANGARING_NR1W.  Vectorised over the records."""
+    KANGARING_NR1W.  ``peer_index`` is called once per distinct neighbour (in record order:
+    it may number a rank on first sight), ``signal`` once per destination of a record's last
+    row.  The rows are built as Python lists, written column by column."""
     if not ops:
         return IR.empty(0)
-    ns = np.array([len(o.s_addrs) for o in ops], np.int64)
-    nd = np.array([len(o.d_addrs) for o in ops], np.int64)
     for o in ops:
         if len(o.src_idx) != len(o.s_addrs) or len(o.dst_idx) != len(o.d_addrs):
             raise LoweringError("enc_reduce_op_params: s_addrs/src_idx or d_addrs/dst_idx "
@@ -397,56 +434,73 @@ def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
         if o.reduce_size <= 0 or o.reduce_size % dsize:
             raise LoweringError(f"reduce_size {o.reduce_size} is not a positive number of "
                                 f"{dsize}-byte elements")
-        for a in o.s_addrs[1:] + o.d_addrs:
-            if a.elem != o.s_addrs[0].elem:
-                raise LoweringError("the leg IR reduces one element range: every source and "
-                                    "destination of a record must be at the same element")
-    if np.any((ns > IR.MAX_SRC) & (nd != 1)):
+        e0 = o.s_addrs[0].elem
+        if any(a.elem != e0 for a in o.s_addrs) or any(a.elem != e0 for a in o.d_addrs):
+            raise LoweringError("the leg IR reduces one element range: every source and "
+                                "destination of a record must be at the same element")
+    if any(len(o.s_addrs) > IR.MAX_SRC and len(o.d_addrs) != 1 for o in ops):
         raise LoweringError("a reduce with more sources than a leg holds needs exactly one "
                             "destination to chain through")
-    if np.any(nd > IR.MAX_DST):
+    if any(len(o.d_addrs) > IR.MAX_DST for o in ops):
         raise LoweringError(f"a reduce with more than {IR.MAX_DST} destinations")
-    # chain lengths: ceil((ns - MAX_SRC) / (MAX_SRC - 1)) + 1 rows per record
-    extra = np.maximum(ns - IR.MAX_SRC, 0)
-    nrows = 1 + -(-extra // (IR.MAX_SRC - 1))
-    total = int(nrows.sum())
-    rows = _rows(total, spec)
-    rec = np.repeat(np.arange(len(ops)), nrows)
-    first_row = np.cumsum(nrows) - nrows
-    start = np.array([o.s_addrs[0].elem for o in ops], np.int64)
-    size = np.array([o.reduce_size // dsize for o in ops], np.int64)
-    rows["start"] = start[rec]
-    rows["stop"] = (start + size)[rec]
-    rows["reduce"] = 1
-    # sources of row k: k == 0: s[0 : MAX_SRC]; k > 0: dst + s[MAX_SRC + (k-1)(MAX_SRC-1) : ...]
-    for i, o in enumerate(ops):
-        src = [(a.view, peer_index(ngroups.rank(src_grp, idx))) for a, idx in
-               zip(o.s_addrs, o.src_idx)]
-        dst = [(a.view, peer_index(ngroups.rank(dst_grp, idx))) for a, idx in
-               zip(o.d_addrs, o.dst_idx)]
-        first = int(first_row[i])
-        pieces = [src[:IR.MAX_SRC]]
-        pos = IR.MAX_SRC
-        while pos < len(src):
-            pieces.append([dst[0]] + src[pos:pos + IR.MAX_SRC - 1])
-            pos += IR.MAX_SRC - 1
-        for j, piece in enumerate(pieces):
-            r = rows[first + j]
-            r["n_src"] = len(piece)
-            for s_i, (v, p) in enumerate(piece):
-                r["src_view"][s_i], r["src_peer"][s_i] = v, p
-            r["n_dst"] = len(dst)
-            for d_i, (v, p) in enumerate(dst):
-                r["dst_view"][d_i], r["dst_peer"][d_i] = v, p
-            r["reduction_type"] = int(ReductionType.RING_2R1W if len(piece) == 2
-                                      else ReductionType.KANGARING_NR1W)
+    peer_of: dict[tuple[int, int], int] = {}
+
+    def peer(grp: int, idx: int) -> int:
+        """The peer index of neighbour ``idx`` of group ``grp``."""
+        key = (grp, idx)
+        if key not in peer_of:
+            peer_of[key] = peer_index(ngroups.rank(grp, idx))
+        return peer_of[key]
+
+    starts, stops, n_src, n_dst, rtype, n_inc = [], [], [], [], [], []
+    src = ([], [], [], [])  # cells: row, slot, view, peer
+    dst = ([], [], [], [])
+    inc = ([], [], [], [])  # cells: row, slot, peer, semaphore
+    for o in ops:
+        a = o.s_addrs[0].elem
+        b = a + o.reduce_size // dsize
+        s_views = [x.view for x in o.s_addrs]
+        s_peers = [peer(src_grp, idx) for idx in o.src_idx]
+        d_views = [x.view for x in o.d_addrs]
+        d_peers = [peer(dst_grp, idx) for idx in o.dst_idx]
+        # sources of row k: k == 0: s[0 : MAX_SRC]; k > 0: dst + s[MAX_SRC + (k-1)(MAX_SRC-1) :]
+        pieces = [(s_views[:IR.MAX_SRC], s_peers[:IR.MAX_SRC])]
+        for pos in range(IR.MAX_SRC, len(s_views), IR.MAX_SRC - 1):
+            end = pos + IR.MAX_SRC - 1
+            pieces.append(([d_views[0]] + s_views[pos:end], [d_peers[0]] + s_peers[pos:end]))
+        for j, (views, peers) in enumerate(pieces):
+            row = len(starts)
+            starts.append(a)
+            stops.append(b)
+            n_src.append(len(views))
+            for cells, v, p in ((src, views, peers), (dst, d_views, d_peers)):
+                cells[0].extend([row] * len(v))
+                cells[1].extend(range(len(v)))
+                cells[2].extend(v)
+                cells[3].extend(p)
+            n_dst.append(len(d_views))
+            rtype.append(int(ReductionType.RING_2R1W if len(views) == 2
+                             else ReductionType.KANGARING_NR1W))
+            q = 0
             if signal is not None and j == len(pieces) - 1:
-                incs = [(p, signal(ngroups.rank(dst_grp, idx)))
-                        for (_v, p), idx in zip(dst, o.dst_idx)]
-                incs = [(p, s) for p, s in incs if s is not None]
-                r["n_inc"] = len(incs)
-                for q, (p, s) in enumerate(incs):
-                    r["inc_peer"][q], r["inc_sem"][q], r["inc_val"][q] = p, s, 1
+                for p, idx in zip(d_peers, o.dst_idx):
+                    sem = signal(ngroups.rank(dst_grp, idx))
+                    if sem is not None:
+                        for col, x in zip(inc, (row, q, p, sem)):
+                            col.append(x)
+                        q += 1
+            n_inc.append(q)
+    rows = _rows(len(starts), spec)
+    rows["start"] = starts
+    rows["stop"] = stops
+    rows["reduce"] = 1
+    rows["n_src"] = n_src
+    _put(rows, src[0], src[1], src_view=src[2], src_peer=src[3])
+    rows["n_dst"] = n_dst
+    _put(rows, dst[0], dst[1], dst_view=dst[2], dst_peer=dst[3])
+    rows["reduction_type"] = rtype
+    rows["n_inc"] = n_inc
+    _put(rows, inc[0], inc[1], inc_peer=inc[2], inc_sem=inc[3], inc_val=[1] * len(inc[0]))
     set_waits(rows[0], spec.waits)
     return rows
 
@@ -456,15 +510,16 @@ def sync_rows(spec: RowSpec, incs: Sequence[tuple[int, int]] = (),
     """Data-less rows: increments ``(peer index, semaphore)`` (value 1, at most MAX_INC per
     row) and then, on a last row, waits ``(semaphore, value)``."""
     incs = list(incs)
-    chunks = [incs[i:i + IR.MAX_INC] for i in range(0, len(incs), IR.MAX_INC)]
+    n_inc = [min(IR.MAX_INC, len(incs) - i) for i in range(0, len(incs), IR.MAX_INC)]
     waits = [(s, v) for s, v in waits if v > 0]
-    n = len(chunks) + (1 if waits else 0)
-    rows = _rows(n, spec)
+    rows = _rows(len(n_inc) + (1 if waits else 0), spec)
     rows["keep"] = 1
-    for r, ch in zip(rows, chunks):
-        r["n_inc"] = len(ch)
-        for q, (p, s) in enumerate(ch):
-            r["inc_peer"][q], r["inc_sem"][q], r["inc_val"][q] = p, s, 1
+    if incs:
+        rows["n_inc"][:len(n_inc)] = n_inc
+        q = range(len(incs))
+        _put(rows, [i // IR.MAX_INC for i in q], [i % IR.MAX_INC for i in q],
+             inc_peer=[p for p, _s in incs], inc_sem=[s for _p, s in incs],
+             inc_val=[1] * len(incs))
     if waits:
         set_waits(rows[-1], waits)
     return rows
@@ -475,9 +530,8 @@ def recv_rows(spec: RowSpec, recvs: Sequence[tuple[int, int, int, int, int]]) ->
     transfer that arrives through the net proxy (no data, no waits: they only record the
     receive FIFO entries and the semaphore the proxy increments)."""
     rows = _rows(len(recvs), spec)
-    for r, (a, b, peer, view, sem) in zip(rows, recvs):
-        r["start"], r["stop"] = a, b
-        r["net_src_peer"] = peer
-        r["net_view"] = view
-        r["net_sem"] = sem
+    if recvs:
+        for f, column in zip(("start", "stop", "net_src_peer", "net_view", "net_sem"),
+                             zip(*recvs)):
+            rows[f] = column
     return rows
