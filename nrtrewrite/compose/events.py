@@ -27,6 +27,9 @@ EVENT_SEMA_SHIFT_OFFSET = 192
 EVENT_SEMA_MASK = ENC_MESH_MAX_NUM_EVENTS - 1
 #: The channel a mesh (or RDH) entry's legs run on ("Mesh uses only a single channel").
 MESH_CHANNEL = 0
+#: Event value -> name, the ``phase_names`` of a mesh or RDH entry's info (shared by every
+#: entry: never mutated).
+PHASE_NAMES: dict[int, str] = {int(v): v.name for v in EncMeshEventType}
 
 
 def event_sem(evt: EncMeshEventType | int) -> int:

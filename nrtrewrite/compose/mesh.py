@@ -41,6 +41,7 @@ increments the receiver's event semaphore (FORMATS §8).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -52,7 +53,7 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.events import (
-    EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, EventSchedule, event_sem,
+    EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, PHASE_NAMES, EventSchedule, event_sem,
 )
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.params import (
@@ -60,6 +61,7 @@ from nrtrewrite.compose.params import (
     prepare_reduce_params, recv_rows, reduce_rows, sync_rows,
 )
 from nrtrewrite.compose.views import operand_view, op_elements, region_view
+from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.errors import LoweringError
 
 KiB = 1024
@@ -119,21 +121,58 @@ def slot_of(plan: MeshPlan, sender: int, receiver: int) -> int:
     return i - (1 if i > r else 0)
 
 
+@dataclass(frozen=True)
+class MeshPeers:
+    """A rank's peers in its group: a function of (topology, group, rank) only, memoised on
+    the topology (:func:`mesh_peers`) and shared by every entry of the group on that rank,
+    so never mutated."""
+
+    peers: tuple[int, ...]  # the rank, then the others in group order
+    index: dict[int, int]  # rank -> peer index
+    same_dev: tuple[int, ...]  # peers on this rank's device
+    near: frozenset[int]  # the same, for membership tests
+    net: frozenset[int]  # peers across the network
+    intra: tuple[int, ...]  # peers on this node, in peer order
+    handshake: np.ndarray  # the handshake rows (read-only; see _Entry.handshake)
+
+
+def mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
+    """The :class:`MeshPeers` of ``rank`` in ``group`` (memoised per topology)."""
+    return topo.cached(("mesh.peers", group, rank), lambda: _mesh_peers(topo, group, rank))
+
+
+def _mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
+    peers = (rank,) + tuple(r for r in group if r != rank)
+    loc = {r: topo.locality(rank, r) for r in peers[1:]}
+    same_dev = tuple(r for r in peers[1:] if loc[r] == EdgeLocality.SAME_DEVICE)
+    net = frozenset(r for r in peers[1:] if loc[r] == EdgeLocality.NETWORK)
+    intra = tuple(r for r in peers[1:] if r not in net)
+    index = {r: i for i, r in enumerate(peers)}
+    other = [r for r in intra if r not in same_dev]
+    rows = sync_rows(RowSpec(channel=MESH_CHANNEL, leaf=int(Leaf.mesh_sync),
+                             phase=int(E.EVT_LOCAL_HNDSHK)),
+                     [(index[r], event_sem(E.EVT_LOCAL_HNDSHK)) for r in same_dev]
+                     + [(index[r], event_sem(E.EVT_GLOBAL_HNDSHK)) for r in other],
+                     [(event_sem(E.EVT_LOCAL_HNDSHK), len(same_dev)),
+                      (event_sem(E.EVT_GLOBAL_HNDSHK), len(other))]) if intra else IR.empty(0)
+    rows.flags.writeable = False
+    return MeshPeers(peers, index, same_dev, frozenset(same_dev), net, intra, rows)
+
+
 class _Entry:
     """Builds one rank's mesh entry: views, peers, rows."""
 
     def __init__(self, ctx, tp, rank: int, plan: MeshPlan):
         self.ctx, self.tp, self.rank, self.plan = ctx, tp, rank, plan
         trig = tp.trigger
-        topo = ctx.topology
         self.me = plan.index[rank]
-        self.peers = [rank] + [r for r in plan.group if r != rank]
-        self._pidx = {r: i for i, r in enumerate(self.peers)}
-        self.loc = {r: topo.locality(rank, r) for r in self.peers[1:]}
-        self.same_dev = [r for r in self.peers[1:] if self.loc[r] == EdgeLocality.SAME_DEVICE]
-        self.near = frozenset(self.same_dev)  # for membership tests
-        self.net = frozenset(r for r in self.peers[1:] if self.loc[r] == EdgeLocality.NETWORK)
-        self.intra = [r for r in self.peers[1:] if r not in self.net]
+        P = self.P = mesh_peers(ctx.topology, plan.group, rank)
+        self.peers = list(P.peers)
+        self._pidx = P.index
+        self.same_dev = list(P.same_dev)
+        self.near = P.near
+        self.net = P.net
+        self.intra = P.intra
         mem = ctx.memory
         d = plan.dsize
         a = int(plan.bstart[self.me])  # the rank's own block starts here
@@ -145,22 +184,30 @@ class _Entry:
             v_in, v_out = operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)
         self.views = [v_in, v_out, region_view(mem, "gw", d)]
         self.cb_base = tp.private_offset if plan.private else 0
+        self._cb: dict[tuple[int, int], int] = {}  # (slot, origin) -> view index
         self._vidx: dict = {}
-        self.rows: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []  # the IR pieces, in order (steps numbered at the end)
         self.events = EventSchedule()
-        self.step = 0
 
     # -- tables
     def peer(self, r: int) -> int:
         return self._pidx[r]
 
+    @cached_property
+    def _cb0(self) -> int:
+        """The address of channel-buffer slot 0 (looked up once per entry)."""
+        return region_view(self.ctx.memory, "scratch", self.plan.dsize, self.cb_base).base
+
     def cb_view(self, slot: int, origin: int) -> int:
-        key = ("cb", slot, origin)
-        if key not in self._vidx:
-            off = self.cb_base + slot * self.plan.slot_elems * self.plan.dsize
-            self._vidx[key] = len(self.views)
-            self.views.append(region_view(self.ctx.memory, "scratch", self.plan.dsize, off, origin))
-        return self._vidx[key]
+        """The view of channel-buffer slot ``slot`` whose first element is ``origin``:
+        region_view(memory, "scratch", dsize, cb_base + slot * slot bytes, origin)."""
+        v = self._cb.get((slot, origin))
+        if v is None:
+            v = self._cb[slot, origin] = len(self.views)
+            base = self._cb0 + slot * self.plan.slot_elems * self.plan.dsize
+            self.views.append(BufferView(dsize=self.plan.dsize, origin=origin, base=base,
+                                         anchor=base))
+        return v
 
     def gw_view(self, k: int) -> int:
         """The k-th gateway staging view (k = 0: the entry's default one)."""
@@ -175,39 +222,42 @@ class _Entry:
 
     def add(self, rows: np.ndarray) -> None:
         if rows.size:
-            rows["step"] = np.arange(self.step, self.step + rows.size)
-            self.step += rows.size
             self.rows.append(rows)
+
+    def ir(self) -> np.ndarray:
+        """The entry's IR: the pieces added, one step per row."""
+        ir = IR.concat(self.rows)
+        ir["step"] = np.arange(ir.size)
+        return ir
 
     def spec(self, leaf: Leaf, evt, waits=()) -> RowSpec:
         return RowSpec(channel=MESH_CHANNEL, leaf=int(leaf), phase=int(evt), waits=tuple(waits))
 
     # -- schedule pieces
     def handshake(self) -> None:
-        """EVT_LOCAL_HNDSHK (same device) and EVT_GLOBAL_HNDSHK (other devices of the node)."""
+        """EVT_LOCAL_HNDSHK (same device) and EVT_GLOBAL_HNDSHK (other devices of the node):
+        the rows only depend on the peers (MeshPeers.handshake)."""
         if not self.intra:
             return
         other = [r for r in self.intra if r not in self.near]
-        incs = [(self.peer(r), event_sem(E.EVT_LOCAL_HNDSHK)) for r in self.same_dev]
-        incs += [(self.peer(r), event_sem(E.EVT_GLOBAL_HNDSHK)) for r in other]
         if self.same_dev:
             self.events.add(E.EVT_LOCAL_HNDSHK, src=self.same_dev, dst=self.same_dev,
                             what="handshake with the peers on this device")
         if other:
             self.events.add(E.EVT_GLOBAL_HNDSHK, src=other, dst=other,
                             what="handshake with the node's peers on other devices")
-        self.add(sync_rows(self.spec(Leaf.mesh_sync, E.EVT_LOCAL_HNDSHK), incs,
-                           [(event_sem(E.EVT_LOCAL_HNDSHK), len(self.same_dev)),
-                            (event_sem(E.EVT_GLOBAL_HNDSHK), len(other))]))
+        self.add(self.P.handshake)
 
-    def arrival(self, r: int, near: E, far: E) -> int:
-        return event_sem(near if r in self.near else far)
+    def arrival(self, near: E, far: E):
+        """``signal`` of a send: a peer on this device counts on ``near``, others on ``far``."""
+        near_sem, far_sem = event_sem(near), event_sem(far)
+        return lambda r: near_sem if r in self.near else far_sem
 
     def send(self, op: EncCopyOpParams, leaf: Leaf, label: E, signal, *, gw_rows: bool = False
              ) -> None:
-        rows = copy_rows(op, self.spec(leaf, label), self.plan.dsize, 0, self.peer, signal,
-                         net_ranks=self.net)
-        if gw_rows:  # each row that stages the same elements for the network: its own gateway
+        rows = copy_rows(op, self.spec(leaf, label), self.plan.dsize, 0, self._pidx.__getitem__,
+                         signal, net_ranks=self.net)
+        if gw_rows and self.net:  # each row that stages the same elements for the network: its own gateway
             k = 0
             for r in rows:
                 if any(self.peers[p] in self.net for p in r["dst_peer"][:r["n_dst"]]):
@@ -216,6 +266,8 @@ class _Entry:
         self.add(rows)
 
     def post_recvs(self, senders, ranges, view_of, sem: int, label: E) -> None:
+        if not self.net:
+            return
         recvs = [(a, b, self.peer(s), view_of(s), sem) for s, (a, b) in zip(senders, ranges)
                  if s in self.net and b > a]
         self.add(recv_rows(self.spec(Leaf.post_recv, label), recvs))
@@ -262,14 +314,13 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
                          what="scatter: IN block j to peer j's channel buffer (other device "
                               "or node)")
         if to_near or to_far:
+            # slot_of(plan, rank, G[j]) is me - 1 below me, else me
             cp = _copy(Addr(V_IN, 0), G,
-                       [Addr(e.cb_view(slot_of(plan, rank, r), int(bs[plan.index[r]])),
-                             int(bs[plan.index[r]])) for r in G],
-                       [int(bs[j]) * d for j in range(len(G))],
-                       [int(be[j] - bs[j]) * d for j in range(len(G))],
+                       [Addr(e.cb_view(me - (j < me), a_j), a_j) for j, a_j in enumerate(bs)],
+                       [a_j * d for a_j in bs], [(b_j - a_j) * d for a_j, b_j in zip(bs, be)],
                        [r == rank for r in G], bool(e.net))
             e.send(cp, Leaf.mesh_send, E.EVT_REDUCE_COPY,
-                   lambda r: e.arrival(r, E.EVT_REDUCE_COPY, E.EVT_REDUCE_COPY_2))
+                   e.arrival(E.EVT_REDUCE_COPY, E.EVT_REDUCE_COPY_2))
         if mine:
             a, b = int(bs[me]), int(be[me])
             e.post_recvs(others, [(a, b)] * len(others),
@@ -277,13 +328,13 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
                          event_sem(E.EVT_REDUCE_COPY_2), E.EVT_REDUCE_COPY_2)
             e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
                          what=f"reduce IN block {me} and {len(others)} slot(s) into OUT")
-            srcs = [Addr(V_IN, a)] + [Addr(e.cb_view(slot_of(plan, s, rank), a), a)
-                                      for s in others]
+            # slot_of(plan, s, rank) of the others in group order: 0, 1, ..., n - 2
+            srcs = [Addr(V_IN, a)] + [Addr(e.cb_view(k, a), a) for k in range(len(others))]
             e.reduce(srcs, Addr(V_OUT, a), (b - a) * d,
                      [(event_sem(E.EVT_REDUCE_COPY), len(from_near)),
                       (event_sem(E.EVT_REDUCE_COPY_2), len(from_far))], E.EVT_REDUCE_WRITE)
     if op == EncOpType.REDUCE_SCATTER:
-        return e, _concat(e.rows)
+        return e, e.ir()
     # all-gather: own block to every peer's OUT (INTRA_GRP_BRDCST / INTER_GRP_BRDCST[_2])
     far_evt = E.EVT_INTER_GRP_BRDCST_2 if op == EncOpType.ALLREDUCE else E.EVT_INTER_GRP_BRDCST
     src_view = V_OUT if op == EncOpType.ALLREDUCE else V_IN
@@ -307,7 +358,7 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
                    [0] * len(others), [(b - a) * d] * len(others), [False] * len(others),
                    bool(e.net))
         e.send(bc, Leaf.mesh_send, E.EVT_INTRA_GRP_BRDCST,
-               lambda r: e.arrival(r, E.EVT_INTRA_GRP_BRDCST, far_evt), gw_rows=True)
+               e.arrival(E.EVT_INTRA_GRP_BRDCST, far_evt), gw_rows=True)
     else:
         if near_in:
             e.events.add(E.EVT_INTRA_GRP_BRDCST, src=near_in, what="all-gather arrivals")
@@ -319,7 +370,7 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
         e.add(sync_rows(e.spec(Leaf.mesh_sync, far_evt if far_in else E.EVT_INTRA_GRP_BRDCST),
                         (), [(event_sem(E.EVT_INTRA_GRP_BRDCST), len(near_in)),
                              (event_sem(far_evt), len(far_in))]))
-    return e, _concat(e.rows)
+    return e, e.ir()
 
 
 def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
@@ -351,11 +402,10 @@ def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     bc = _copy(Addr(V_IN, 0), others,
                [Addr(e.cb_view(slot_of(plan, rank, r), 0), 0) for r in others],
                [0] * len(others), [N * d] * len(others), [False] * len(others), False)
-    e.send(bc, Leaf.mesh_send, near_evt,
-           lambda r: event_sem(near_evt if r in e.near else far_evt))
+    e.send(bc, Leaf.mesh_send, near_evt, e.arrival(near_evt, far_evt))
     e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
                  what=f"reduce IN and {len(others)} slot(s) into OUT")
-    srcs = [Addr(V_IN, 0)] + [Addr(e.cb_view(slot_of(plan, s, rank), 0), 0) for s in others]
+    srcs = [Addr(V_IN, 0)] + [Addr(e.cb_view(k, 0), 0) for k in range(len(others))]
     if two:
         waits = [(event_sem(near_evt), 1)]
     else:
@@ -366,11 +416,7 @@ def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     e.add(sync_rows(e.spec(Leaf.mesh_sync, E.EVT_SYNC),
                     [(e.peer(r), event_sem(E.EVT_SYNC)) for r in others],
                     [(event_sem(E.EVT_SYNC), len(others))]))
-    return e, _concat(e.rows)
-
-
-def _concat(rows: list[np.ndarray]) -> np.ndarray:
-    return IR.concat(rows)
+    return e, e.ir()
 
 
 def explain_mesh(sel, topo, rank: int | None = None) -> dict:
@@ -448,7 +494,7 @@ class _MeshFamily(Algorithm):
                 "channels": {MESH_CHANNEL: {"peers": e.peers[1:],
                                             "network_peers": sorted(e.net),
                                             "same_device_peers": e.same_dev}},
-                "phase_names": {int(v): v.name for v in E}}
+                "phase_names": PHASE_NAMES}
         return [EntrySpec(leg="flat", alg=self.alg, ir=ir, views=e.views, gw_view=V_GW,
                           peers=e.peers, num_active_channels=1, groups=1,
                           algo_sub_type=int(plan.sub_type),
