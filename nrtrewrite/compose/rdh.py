@@ -46,12 +46,12 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.events import (
-    EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, EventSchedule, event_sem,
+    EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, PHASE_NAMES, EventSchedule, event_sem,
 )
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.params import (
     Addr, NeighborGroups, RdhTransfer, RowSpec, can_use_cme_sdma, copy_rows, recv_rows,
-    reduce_rows, submit_rdh_cce_transfers, submit_rdh_copy_transfers, sync_rows,
+    reduce_rows, set_waits, submit_rdh_cce_transfers, submit_rdh_copy_transfers, sync_rows,
 )
 from nrtrewrite.compose.views import operand_view, op_elements, region_view
 from nrtrewrite.errors import LoweringError
@@ -205,6 +205,7 @@ class _Rank:
         self.topo = topo
         # neighbour groups, one per stage (docs/DESIGN.md): filled by the composer
         self.stages: list[tuple[str, tuple[int, ...]]] = []
+        self._ng: NeighborGroups | None = None
 
     def peer(self, r: int) -> int:
         if r not in self._pidx:
@@ -266,16 +267,16 @@ class _Rank:
         """Rows that need ``waits`` first: the waits go on the first row, or on a sync leg."""
         waits = [(s, v) for s, v in waits if v > 0]
         if rows.size and rows[0]["n_wait"] == 0 and waits:
-            rows = rows.copy()
-            rows[0]["n_wait"] = len(waits)
-            for k, (s, v) in enumerate(waits):
-                rows[0]["wait_sem"][k], rows[0]["wait_val"][k] = s, v
+            set_waits(rows[0], waits)  # rows are the caller's fresh array (submit's)
         elif waits:
             self.add(sync_rows(self.spec(Leaf.mesh_sync, evt), (), waits))
         self.add(rows)
 
     def ngroups(self) -> NeighborGroups:
-        return NeighborGroups(tuple(g for _name, g in self.stages))
+        groups = tuple(g for _name, g in self.stages)
+        if self._ng is None or self._ng.groups != groups:  # built once the stages are set
+            self._ng = NeighborGroups(groups)
+        return self._ng
 
     def stage(self, name: str) -> int:
         return next(k for k, (nm, _g) in enumerate(self.stages) if nm == name)
@@ -349,7 +350,8 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
                         [(event_sem(HANDSHAKE), len(near))]))
 
     def sig(evt: E):
-        return lambda r: event_sem(evt) if r != me else None
+        sem = event_sem(evt)
+        return lambda r: sem if r != me else None
 
     full = (0, plan.total)
     if R.folded:  # ---- an extra rank: hand over, get the result back ---------------------------
@@ -527,7 +529,7 @@ class _RdhFamily(Algorithm):
                 "core": None if R.folded else R.c, "folded_into": plan.group[plan.nat(R.c)]
                 if R.folded else None,
                 "channels": {MESH_CHANNEL: {"peers": R.peers[1:], "network_peers": sorted(R.net)}},
-                "phase_names": {int(v): v.name for v in E}}
+                "phase_names": PHASE_NAMES}
         mesh_entry = self.alg == EncAlgType.INTRA_RDH
         return [EntrySpec(
             leg="flat", alg=self.alg, ir=ir, views=R.views, gw_view=V_GW, peers=R.peers,
