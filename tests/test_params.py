@@ -38,6 +38,8 @@ def test_prepare_reduce_params_refusals():
         prepare_reduce_params(EVENTS, 8, [txn], txn, 64, 2, lambda t: -1)
     with pytest.raises(LoweringError, match="whole number"):
         prepare_reduce_params(EVENTS, 8, [txn], txn, 63, 2, lambda t: 0)
+    with pytest.raises(LoweringError, match="without input transactions"):  # (looped before)
+        prepare_reduce_params(EVENTS, 8, [], txn, 64, 2, lambda t: 0)
 
 
 def _copy(**kw) -> EncCopyOpParams:

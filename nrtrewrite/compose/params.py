@@ -153,6 +153,8 @@ def prepare_reduce_params(events: dict, event_id: int, in_txns: Sequence[Transac
     if total_size % dsize:
         raise LoweringError(f"reduce of {total_size} bytes is not a whole number of "
                             f"{dsize}-byte elements")
+    if total_size > 0 and not in_txns:
+        raise LoweringError("prepare_reduce_params: a reduce without input transactions")
     # the checks of a page depend on the transaction only through its DMA size: check the first
     # transaction of each size, in order (so the first failing transaction is the one named)
     first_of_size: dict[int, TransactionInfo] = {}
