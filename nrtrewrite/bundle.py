@@ -36,6 +36,7 @@ from nrtrewrite import __version__
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
+from nrtrewrite import jsonout
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
 from nrtrewrite.neff.writer import rewrite_streams
 
@@ -57,7 +58,9 @@ def default_output(model_path: str | os.PathLike) -> Path:
 
 
 def _json_bytes(obj) -> bytes:
-    return (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
+    """``json.dumps(obj, indent=1, sort_keys=True)`` and a newline (:mod:`nrtrewrite.jsonout`
+    writes that text several times faster on big manifests)."""
+    return (jsonout.dumps(obj, 1) + "\n").encode()
 
 
 def _write_file(path: Path, data) -> None:

@@ -850,8 +850,12 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray
     if len(run_ch) == len(order):  # each channel's rows are one run (the composers' order)
         bounds = zip(run_first.tolist(), run_first[1:].tolist() + [ir.size])
         rows = [ir[a:z] for a, z in bounds]
-    else:
-        rows = [ir[ch_all == ch] for ch in order]
+    else:  # one stable gather by channel (first-appearance order), then split
+        rank = np.zeros(int(ch_all.max()) + 1, np.int64)
+        rank[order] = np.arange(len(order))
+        by_channel = ir[np.argsort(rank[ch_all], kind="stable")]
+        counts = np.bincount(rank[ch_all], minlength=len(order))
+        rows = np.split(by_channel, np.cumsum(counts)[:-1])
     if len(order) == 1 and not peers:
         return [(order[0], ir[:0], rows[0])]
     lead, go = _handshake_rows(tuple(peers), len(order))

@@ -1,0 +1,56 @@
+"""nrtrewrite.jsonout.dumps writes exactly ``json.dumps(obj, indent=N, sort_keys=True)``."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nrtrewrite.codes import EncAlgType
+from nrtrewrite.jsonout import dumps
+
+scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
+           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12))
+keys = st.text(max_size=6) | st.integers(-5, 5)
+documents = st.recursive(
+    scalars,
+    lambda inner: (st.lists(inner, max_size=5) | st.tuples(inner, inner)
+                   | st.dictionaries(st.text(max_size=6), inner, max_size=5)
+                   | st.dictionaries(st.integers(-9, 9), inner, max_size=4)),
+    max_leaves=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(documents, st.sampled_from([1, 2]))
+def test_same_text_as_json_dumps(doc, indent):
+    assert dumps(doc, indent) == json.dumps(doc, indent=indent, sort_keys=True)
+
+
+def test_enums_nonascii_and_special_floats():
+    doc = {"alg": EncAlgType.RING, "name": "größe \u2603 \"q\"\n", "x": [math.inf, -math.inf,
+           1e300, -0.0, 0.1], "nested": [[], {}, [[1, [2]]], {"b": {}, "a": []}],
+           3: "int key", "": None}
+    with pytest.raises(TypeError):  # mixed key types cannot be sorted, as in json
+        json.dumps(doc, indent=1, sort_keys=True)
+    del doc[3]
+    assert dumps(doc) == json.dumps(doc, indent=1, sort_keys=True)
+
+
+def test_not_json_raises_type_error():
+    with pytest.raises(TypeError):
+        dumps({"a": {1, 2}})
+    with pytest.raises(TypeError):
+        dumps({(1, 2): 3})
+
+
+def test_the_fixtures_manifests(tmp_path):
+    from nrtrewrite.golden import unpack
+
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
+    for tgz in sorted(golden.glob("*.tar.gz")):
+        out = unpack(tgz, tmp_path / tgz.stem)
+        for man in out.rglob("manifest.json"):
+            text = man.read_text()
+            assert dumps(json.loads(text)) + "\n" == text, man
