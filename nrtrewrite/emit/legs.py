@@ -738,6 +738,14 @@ def _bds_linear(tile_leg, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr) -> 
     the tile's part: word 0 = flags | meta_ctrl << 32 | tile bytes, word 1 = the leg slot's
     address + ``ta * dsize``."""
     ts = slots[tile_leg]
+    if ts.size and ts.min() == ts.max():  # every tile has k streams: (tiles, k) blocks
+        k = int(ts[0])
+        lt = lt_first[tile_leg][:, None] + np.arange(k, dtype=np.int64)
+        words = np.empty((ts.size, k, 2), np.int64)
+        np.bitwise_or(lt_word0[lt], (((tb - ta) * dsize) & F.LEN_MASK)[:, None],
+                      out=words[:, :, 0])
+        np.add(lt_addr[lt], (ta * dsize)[:, None], out=words[:, :, 1])
+        return words.reshape(-1, 2)
     bd_first = np.cumsum(ts) - ts
     nb = int(bd_first[-1] + ts[-1]) if ts.size else 0
     lt = np.repeat(lt_first[tile_leg] - bd_first, ts) + np.arange(nb, dtype=np.int64)
@@ -770,6 +778,12 @@ def _cce_block(tile_leg, ta, tb, dsize, leg_ns, leg_w3, tab) -> np.ndarray:
     the leg's sources if it reduces, else 0; ``leg_w3``: word 3 of its descriptors)."""
     pat, offset = tab
     ns = leg_ns[tile_leg]
+    if ns.size and ns.min() == ns.max() > 0:  # every tile reduces k sources: (tiles, k) blocks
+        k = int(ns[0])
+        words = np.empty((ns.size, k, 2), np.int64)
+        words[:, :, 0] = pat[offset[k]:offset[k] + k]
+        words[:, :, 1] = ((((tb - ta) * dsize) & 0xFFFFFF) | (leg_w3[tile_leg] << 32))[:, None]
+        return words.reshape(-1, 2).view(F.CCE_DTYPE).reshape(-1)
     first = np.cumsum(ns) - ns
     nc = int(first[-1] + ns[-1]) if ns.size else 0
     words = np.empty((nc, 2), np.int64)
