@@ -351,9 +351,11 @@ def main() -> None:
           f"{results['all_ranks']['identical']}")
 
     # scaling sweeps: time vs emitted records, sizes large enough that records dominate;
-    # with the default policy, and with every collective forced to the ring
+    # with the default policy, and with every collective forced to the ring.  The sizes are
+    # the largest every point can address: a 32-bit TENSOR3D start_addr reaches 4 GiB, which
+    # is 64 MiB x 64 (the size sweep's x64) and 32 MiB x 128 ranks (the rank sweep's largest)
     base = 16 * MIB if args.quick else 64 * MIB
-    per_rank = 4 * MIB if args.quick else 16 * MIB
+    per_rank = 4 * MIB if args.quick else 32 * MIB
     results["scaling"] = {}
     print("\nscaling (log-log slopes; 4 collectives: AR bf16, AG bf16, RS bf16, AR fp8):")
     for policy, algo in (("default", []), ("ring", ["ring"])):
