@@ -100,11 +100,11 @@ class ForkAhead:
     :class:`AheadLost` naming the first item not delivered.  Use as a context manager (or
     call :meth:`close`): the process is stopped on exit, whether or not ``map`` ran."""
 
-    def __init__(self, fn: Callable[[Any], Any], *, lookahead: int = LOOKAHEAD,
+    def __init__(self, fn: Callable[[Any], Any], *, lookahead: int | None = None,
                  ring_bytes: int = RING_BYTES):
         global _JOB
         ctx = multiprocessing.get_context("fork")
-        self.size, self.lookahead = ring_bytes, lookahead
+        self.size, self.lookahead = ring_bytes, lookahead or LOOKAHEAD
         self.ring = mmap.mmap(-1, ring_bytes)  # MAP_SHARED | MAP_ANONYMOUS: shared by the fork
         task_r, self.tasks = ctx.Pipe(duplex=False)
         self.results, result_w = ctx.Pipe(duplex=False)

@@ -6,6 +6,7 @@ import hashlib
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nrtrewrite.emit import formats as F
@@ -74,3 +75,23 @@ def test_blocks_are_cache_sized_and_identical_to_one_block(node64, monkeypatch):
     assert small == big
     assert len(out_small.files["dma.bin"]) > len(lower_rank(plan_lowering(
         node64, LowerOptions()), 0).files["dma.bin"]) or len(out_small.files["dma.bin"]) > 1
+
+
+def test_coalesced_keeps_each_files_bytes_in_order():
+    from nrtrewrite.emit.legs import COALESCE_BYTES, _coalesced
+
+    big = COALESCE_BYTES // 8
+    rng = np.random.default_rng(5)
+
+    def arr(n):
+        return rng.integers(0, 1 << 40, n).astype(np.int64)
+
+    batch = [("a", arr(3)), ("b", arr(2)), ("a", arr(4)), ("a", arr(big)), ("b", arr(1)),
+             ("a", arr(5)), ("c", arr(big + 1)), ("b", arr(7))]
+    out = _coalesced(batch)
+    for name in "abc":
+        want = b"".join(x.tobytes() for n, x in batch if n == name)
+        assert b"".join(x.tobytes() for n, x in out if n == name) == want, name
+    # the small runs of a file between its big arrays become one array each
+    assert [n for n, _ in out] == ["a", "b", "a", "a", "c"]
+    assert all(x.dtype == np.int64 for _, x in out)

@@ -143,6 +143,33 @@ def _view_tables(views: list[BufferView]) -> tuple[np.ndarray, np.ndarray, np.nd
     return linear, vbase, vdsize
 
 
+#: Arrays below this size are joined with the batch's other small arrays of their file
+#: before hashing and writing (fewer calls, each taking the GIL from the lowering thread).
+COALESCE_BYTES = 64 << 10
+
+
+def _coalesced(batch: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarray]]:
+    """The batch's arrays, the small ones of each file joined (as raw bytes, padding
+    included) into one array at the place of the file's first small one; each file keeps
+    its order, which is all a file's bytes depend on."""
+    out: list = []
+    pending: dict[str, list] = {}  # file -> its joined slot in ``out``
+    for name, arr in batch:
+        if arr.nbytes >= COALESCE_BYTES:
+            pending.pop(name, None)  # a big array ends the file's small run
+            out.append((name, arr))
+            continue
+        small = pending.get(name)
+        if small is None:
+            small = pending[name] = [name, []]
+            out.append(small)
+        small[1].append(arr)
+    return [(item[0], item[1]) if isinstance(item, tuple) else
+            (item[0], item[1][0] if len(item[1]) == 1 else np.frombuffer(
+                b"".join(a.tobytes() for a in item[1]), item[1][0].dtype))
+            for item in out]
+
+
 class _Consumer:
     """A thread that hashes each appended array into its file's SHA-256 and hands it to the
     sink, in append order.  At most QUEUE_DEPTH batches wait (bounded memory)."""
@@ -163,7 +190,7 @@ class _Consumer:
 
     def _run(self) -> None:
         while (batch := self.queue.get()) is not None:
-            for name, arr in batch:
+            for name, arr in _coalesced(batch):
                 if self.error is not None:
                     break
                 try:
