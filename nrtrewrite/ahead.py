@@ -19,6 +19,7 @@ runs ``fn`` itself to raise it with its own context (``fn`` must be deterministi
 
 from __future__ import annotations
 
+import gc
 import mmap
 import multiprocessing
 import pickle
@@ -110,11 +111,15 @@ class ForkAhead:
         self.results, result_w = ctx.Pipe(duplex=False)
         self.next_id, self.consumed = 0, 0
         _JOB = (fn, self.ring, (self.tasks, self.results))
+        # the process inherits every object of this one (the plan): frozen, its garbage
+        # collector never walks them (a walk would write to, and so copy, every page)
+        gc.freeze()
         try:
             self.proc = ctx.Process(target=_producer, args=(task_r, result_w, ring_bytes),
                                     name="nrtrewrite-ahead", daemon=True)
             self.proc.start()
         finally:
+            gc.unfreeze()
             _JOB = None
             task_r.close()  # the process's ends: closed here, so EOF means it is gone
             result_w.close()

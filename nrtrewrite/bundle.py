@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -321,7 +322,12 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             _POOL_PLAN, _POOL_DIR = plan, tmp
             try:
                 ctx = multiprocessing.get_context("fork")
-                with ctx.Pool(processes=workers) as pool:
+                gc.freeze()  # the workers' garbage collectors never walk the inherited plan
+                try:
+                    pool = ctx.Pool(processes=workers)
+                finally:
+                    gc.unfreeze()
+                with pool:
                     for rank, man in pool.imap(_lower_and_write, rank_list, chunksize=1):
                         rank_manifests[rank_dir_name(rank)] = hashlib.sha256(man).hexdigest()
                         done += 1
