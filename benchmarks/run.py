@@ -205,7 +205,7 @@ def sha256_bandwidth(nbytes: int) -> float:
 
 def construct_seconds(kept: dict[str, list[np.ndarray]]) -> dict[str, float]:
     """Seconds per record to build each file's records one at a time with the construct
-    structs, best of 2 after a warm-up pass (from the field values our numpy path computed,
+    structs, best of 5 after a warm-up pass (from the field values our numpy path computed,
     so it only measures building the bytes: a per-record path that also computed the fields
     would be slower still).  Checks that the bytes agree with ours."""
     from nrtrewrite.emit import formats as F
@@ -222,7 +222,7 @@ def construct_seconds(kept: dict[str, list[np.ndarray]]) -> dict[str, float]:
             if b_ != r.tobytes():
                 raise AssertionError(f"{name}: construct and numpy disagree")
         best = math.inf
-        for _ in range(2):
+        for _ in range(5):
             c0 = time.perf_counter()
             for v in values:
                 struct.build(v)
