@@ -506,7 +506,7 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
                 irs.append(_sync_leg(ch, PEER_POST, inc=(peers(primary), kr)))
                 irs.append(_sync_leg(ch, PEER_WAIT, wait=(kr, m)))
             info[ch] = {"role": "secondary", "primary": primary, "waits_for_legs": m}
-    return (np.concatenate(irs) if irs else IR.empty(0)), info
+    return IR.concat(irs), info
 
 
 def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int, view_factory_for) -> dict[int, int]:

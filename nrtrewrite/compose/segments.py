@@ -360,4 +360,4 @@ def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTabl
         prologue, epilogue = bookkeeping(op, prev_net)
         info[ch] = {"prev": ring.prev, "next": ring.next, "user_ranks": list(ring.user_ranks),
                     "prologue": prologue, "epilogue": epilogue}
-    return (np.concatenate(irs) if irs else IR.empty(0)), info
+    return IR.concat(irs), info

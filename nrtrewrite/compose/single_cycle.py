@@ -287,7 +287,7 @@ def single_cycle_ir(sp: SingleCyclePlan, topo, rank: int, peers: PeerTable, view
             irs.append(out)
             info[ch] = {"direction": ("cw", "ccw")[d], "prev": prv[d], "next": nxt[d],
                         "pair": [cw, ccw], "arcs": list(arcs(n))}
-    ir = np.concatenate(irs) if irs else IR.empty(0)
+    ir = IR.concat(irs)
     order_ch = np.argsort(ir["channel"], kind="stable")
     return ir[order_ch], info
 
