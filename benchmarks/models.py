@@ -75,8 +75,9 @@ def sweep_spec(ranks: int, nodes: int, size: int) -> dict:
                            "engines": {"sp": body}}]}
 
 
-def build(name: str, spec: dict) -> Path:
-    OUT.mkdir(exist_ok=True)
-    path = OUT / f"{name}.neff"
+def build(name: str, spec: dict, out: Path | None = None) -> Path:
+    out = out or OUT
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.neff"
     path.write_bytes(assemble_spec(spec, source=name))
     return path

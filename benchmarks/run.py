@@ -321,12 +321,14 @@ def main() -> None:
 
     cores = os.cpu_count() or 2
     count = 200 if args.quick else 1000
+    # a smoke run keeps its smaller models and results apart from the full run's
+    out = OUT / "quick" if args.quick else OUT
     cmd = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cores,
                      "command": cmd, "quick": args.quick}
-    print(f"{cmd}: building models under {OUT} ...", flush=True)
-    m64 = build("large64", large_spec(64, 1, count=count))
-    m128 = build("large128", large_spec(128, 2, count=count))
+    print(f"{cmd}: building models under {out} ...", flush=True)
+    m64 = build("large64", large_spec(64, 1, count=count), out)
+    m128 = build("large128", large_spec(128, 2, count=count), out)
     results["large"] = []
     for model, rank in ((m64, 0), (m128, 0)):
         r = _sub("rank", str(model), str(rank), str(SAMPLE), "write")
@@ -334,7 +336,7 @@ def main() -> None:
         _print_rank(r)
 
     # all ranks: process pool vs serial, byte-identical
-    mall = build("all64", large_spec(64, 1, count=30 if args.quick else 100, hi=16 * MIB))
+    mall = build("all64", large_spec(64, 1, count=30 if args.quick else 100, hi=16 * MIB), out)
     serial = _sub("all", str(mall), "1")
     pool = _sub("all", str(mall), str(cores))
     results["all_ranks"] = {"serial": serial, "pool": pool,
@@ -361,11 +363,11 @@ def main() -> None:
     for policy, algo in (("default", []), ("ring", ["ring"])):
         size_runs, rank_runs = [], []
         for mult in (1, 4, 16, 64):
-            mod = build(f"size_x{mult}", sweep_spec(64, 1, base * mult))
+            mod = build(f"size_x{mult}", sweep_spec(64, 1, base * mult), out)
             size_runs.append(dict(_sub("sweep", str(mod), *algo), x=mult))
         for ranks in (8, 16, 32, 64, 128):
             nodes = 2 if ranks > 64 else 1
-            mod = build(f"ranks_{ranks}", sweep_spec(ranks, nodes, per_rank * ranks))
+            mod = build(f"ranks_{ranks}", sweep_spec(ranks, nodes, per_rank * ranks), out)
             rank_runs.append(dict(_sub("sweep", str(mod), *algo), x=ranks))
         sc = results["scaling"][policy] = {}
         for key, runs, what in (("message_size", size_runs, f"{base // MIB} MiB x mult"),
@@ -400,9 +402,9 @@ def main() -> None:
     print("\ntargets:")
     for t in results["targets"]:
         print(f"  [{'x' if t['holds'] else ' '}] {t['target']}: {t['measured']}")
-    OUT.mkdir(exist_ok=True)
-    (OUT / "last-run.json").write_text(json.dumps(results, indent=1))
-    print(f"\nwritten {OUT / 'last-run.json'}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "last-run.json").write_text(json.dumps(results, indent=1))
+    print(f"\nwritten {out / 'last-run.json'}")
 
 
 def targets(res: dict) -> list[dict]:
