@@ -44,6 +44,8 @@ from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
 
 #: Records kept per file for the construct reference path.
 SAMPLE = 4000
+#: Fresh-process runs of each ``lower --rank 0`` measurement (the best is reported).
+RANK_RUNS = 3
 
 
 # ----------------------------------------------------------------------------------------------
@@ -331,7 +333,13 @@ def main() -> None:
     m128 = build("large128", large_spec(128, 2, count=count), out)
     results["large"] = []
     for model, rank in ((m64, 0), (m128, 0)):
-        r = _sub("rank", str(model), str(rank), str(SAMPLE), "write")
+        # the best of RANK_RUNS fresh processes (the machine is shared: one run's verdict can
+        # be noise); peak RSS is the largest of them, every run's lowering time is kept
+        runs = [_sub("rank", str(model), str(rank), str(SAMPLE), "write")
+                for _ in range(RANK_RUNS)]
+        r = dict(min(runs, key=lambda x: x["lower_s"]))
+        r["lower_s_runs"] = [x["lower_s"] for x in runs]
+        r["peak_rss_mb"] = max(x["peak_rss_mb"] for x in runs)
         results["large"].append(r)
         _print_rank(r)
 
@@ -441,8 +449,9 @@ def targets(res: dict) -> list[dict]:
 def _print_rank(r: dict) -> None:
     st = r["stages"]
     print(f"\n{r['model']} lower --rank {r['rank']}: {r['records']:,} records, "
-          f"{r['bytes'] / 1e6:,.0f} MB; lowering (files written) {r['lower_s']:.2f} s, "
-          f"then fsync {st['fsync']:.2f} s")
+          f"{r['bytes'] / 1e6:,.0f} MB; lowering (files written) {r['lower_s']:.2f} s (best of "
+          + ", ".join(f"{x:.2f}" for x in r.get("lower_s_runs", [r["lower_s"]]))
+          + f" s), then fsync {st['fsync']:.2f} s")
     print(f"  {r['records_per_s'] / 1e6:.2f} M records/s, {r['bytes_per_s'] / 1e6:.0f} MB/s "
           f"({r['bytes_per_s_with_fsync'] / 1e6:.0f} MB/s with the fsync); copy bound "
           f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s warm -> "
