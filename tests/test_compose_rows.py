@@ -40,3 +40,23 @@ def test_mesh_peers_are_memoised_per_topology_group_and_rank():
     assert mesh_peers(topo, group, 3) is a and mesh_peers(topo, group, 4) is not a
     assert a.peers[0] == 3 and a.index[3] == 0 and not a.net
     assert not a.handshake.flags.writeable  # shared by every entry: never written
+
+
+def test_ir_concat_and_take_are_the_structured_operations():
+    rng = np.random.default_rng(3)
+
+    def rows(n):
+        raw = rng.integers(0, 256, (n, IR.LEG_IR_DTYPE.itemsize), dtype=np.uint8)
+        return raw.view(IR.LEG_IR_DTYPE).reshape(-1)
+
+    parts = [rows(5), rows(0), rows(3)[::2], rows(1)]
+    got = IR.concat(parts)
+    assert got.dtype == IR.LEG_IR_DTYPE
+    assert got.tobytes() == np.concatenate([p.copy() for p in parts]).tobytes()
+    assert IR.concat([]).size == 0
+    r = rows(9)
+    idx = np.array([8, 0, 3, 3])
+    assert IR.take(r, idx).tobytes() == r[idx].tobytes()
+    mask = r["start"] % 2 == 0
+    assert IR.take(r, mask).tobytes() == r[mask].tobytes()
+    assert IR.take(r[::3], np.array([2, 0])).tobytes() == r[::3][[2, 0]].tobytes()

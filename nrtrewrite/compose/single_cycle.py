@@ -289,7 +289,7 @@ def single_cycle_ir(sp: SingleCyclePlan, topo, rank: int, peers: PeerTable, view
                         "pair": [cw, ccw], "arcs": list(arcs(n))}
     ir = IR.concat(irs)
     order_ch = np.argsort(ir["channel"], kind="stable")
-    return ir[order_ch], info
+    return IR.take(ir, order_ch), info
 
 
 def trigger_single_cycle_factory(ctx, trig):

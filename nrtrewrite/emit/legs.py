@@ -35,6 +35,7 @@ import numpy as np
 from nrtrewrite.codes import (
     DType, EdgeLocality, EncdNeigh, EvtSemSubop, NetAddrMark, Opcode, SDMA_DATA_TYPE_SIZE, SdmaOp,
 )
+from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT, NO_VIEW
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
@@ -309,8 +310,6 @@ class RankBuilder:
 
 
 def _mark_end_row() -> np.ndarray:
-    from nrtrewrite.compose import ir as IR
-
     row = IR.empty(1)
     row["leaf"] = int(Leaf.mark_end)
     return row
@@ -383,7 +382,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     if ir.size:
         kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
         if not kept.all():
-            ir = ir[kept]
+            ir = IR.take(ir, kept)
     _check_counts(ir)
     # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
     channels = entry_handshake(ir, ctx, net_peer)
@@ -399,13 +398,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     leg_ci = np.repeat(np.arange(nch, dtype=np.int64), total_c)
     is_end = np.zeros(n, bool)
     is_end[end_pos] = True
-    table = np.empty(n, ir.dtype)  # every leg as an IR row
-    pos = 0
-    for _c, hs, rows in channels:
-        table[pos:pos + hs.size] = hs
-        table[pos + hs.size:pos + hs.size + rows.size] = rows
-        pos += hs.size + rows.size + 1
-    table[end_pos] = _MARK_END
+    # every leg as an IR row: per channel its handshake rows, its IR rows, mark_end
+    table = IR.concat([part for _c, hs, rows in channels for part in (hs, rows, _MARK_END)])
 
     def col(field: str) -> np.ndarray:
         return table[field].astype(np.int64)
@@ -894,7 +888,7 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray
     else:  # one stable gather by channel (first-appearance order), then split
         rank = np.zeros(int(ch_all.max()) + 1, np.int64)
         rank[order] = np.arange(len(order))
-        by_channel = ir[np.argsort(rank[ch_all], kind="stable")]
+        by_channel = IR.take(ir, np.argsort(rank[ch_all], kind="stable"))
         counts = np.bincount(rank[ch_all], minlength=len(order))
         rows = np.split(by_channel, np.cumsum(counts)[:-1])
     if len(order) == 1 and not peers:
