@@ -919,8 +919,6 @@ def _handshake_rows(peers: tuple[int, ...], nch: int) -> tuple[np.ndarray, np.nd
     """The handshake rows of :func:`entry_handshake`: the leader channel's (posts to
     ``peers``, at most MAX_INC a row, then its wait and the release of the ``nch - 1`` other
     channels) and the release wait of every other channel (read-only)."""
-    from nrtrewrite.compose import ir as IR
-
     posts = [peers[i:i + MAX_INC] for i in range(0, len(peers), MAX_INC)]
     lead = IR.empty(len(posts) + (1 if peers or nch > 1 else 0))
     for r, chunk in enumerate(posts):
