@@ -80,40 +80,34 @@ def _encode(obj, level: int, step: str, out: list[str]) -> None:
         if not obj:
             out.append("{}")
             return
-        inner = "\n" + step * (level + 1)
         items = sorted(obj.items())
-        texts = _scalars([v for _k, v in items])
-        if None not in texts:  # a dict of scalars: one join
-            out.append("{" + inner + ("," + inner).join(
-                [_esc(_key(k)) + ": " + t for (k, _v), t in zip(items, texts)])
-                + "\n" + step * level + "}")
-            return
-        first = True
-        for (k, v), t in zip(items, texts):
-            out.append(("{" if first else ",") + inner + _esc(_key(k)) + ": ")
-            first = False
-            if t is not None:
-                out.append(t)
-            else:
-                _encode(v, level + 1, step, out)
-        out.append("\n" + step * level + "}")
+        values = [v for _k, v in items]
+        _container("{", "}", [_esc(_key(k)) + ": " for k, _v in items], values, level, step,
+                   out)
         return
     if isinstance(obj, (list, tuple)):
         if not obj:
             out.append("[]")
             return
-        inner = "\n" + step * (level + 1)
-        texts = _scalars(obj)
-        if None not in texts:  # a list of scalars: one join
-            out.append("[" + inner + ("," + inner).join(texts) + "\n" + step * level + "]")
-            return
-        for i, x in enumerate(obj):
-            out.append(("[" if i == 0 else ",") + inner)
-            t = texts[i]
-            if t is not None:
-                out.append(t)
-            else:
-                _encode(x, level + 1, step, out)
-        out.append("\n" + step * level + "]")
+        _container("[", "]", None, obj, level, step, out)
         return
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+
+
+def _container(opening: str, closing: str, heads: list[str] | None, values, level: int,
+               step: str, out: list[str]) -> None:
+    """A non-empty dict or list: each item on its own line, its head (a dict's key; a list:
+    ``heads`` None) before it; items that are all scalars in one join."""
+    inner = "\n" + step * (level + 1)
+    texts = _scalars(values)
+    if None not in texts:
+        body = texts if heads is None else [h + t for h, t in zip(heads, texts)]
+        out.append(opening + inner + ("," + inner).join(body) + "\n" + step * level + closing)
+        return
+    for i, (v, t) in enumerate(zip(values, texts)):
+        out.append((opening if i == 0 else ",") + inner + ("" if heads is None else heads[i]))
+        if t is not None:
+            out.append(t)
+        else:
+            _encode(v, level + 1, step, out)
+    out.append("\n" + step * level + closing)
