@@ -195,8 +195,19 @@ def _op_refusal(alg: EncAlgType, op: EncOpType) -> str | None:
     return None
 
 
+def _ar_ag_rs_refusal(alg: EncAlgType, op: EncOpType, verb: str = "runs") -> str | None:
+    """:func:`_op_refusal`, then: an engine that only composes AR, AG and RS."""
+    refusal = _op_refusal(alg, op)
+    if refusal is None and op not in _AR_AG_RS:
+        refusal = f"{alg.name} {verb} all-reduce, all-gather and reduce-scatter, not {op.name}"
+    return refusal
+
+
 def _window(req: Request, topo: Topology, policy: Policy, alg: EncAlgType, scope: str,
-            ok_reason: str) -> Verdict:
+            ok_reason: str, check: bool = True) -> Verdict:
+    """The structural ``ok_reason``, then (``check``) the policy's size window."""
+    if not check:
+        return True, ok_reason
     ok, why = policy.in_window(scope, alg, req.op, req.op_bytes, req.sbuf)
     if not ok:
         return False, why
@@ -217,11 +228,9 @@ def enc_can_post_hierarchical_operation(req: Request, topo: Topology,
     libnrt gate (public notes, "Algorithm Taxonomy" §2): inter comm, local_rank_n > 1,
     node_n * local_rank_n == rank_n, no source-target pairs.
     """
-    refusal = _op_refusal(EncAlgType.HIER, req.op)
+    refusal = _ar_ag_rs_refusal(EncAlgType.HIER, req.op, "composes")
     if refusal:
         return False, refusal
-    if req.op not in _AR_AG_RS:
-        return False, f"HIER composes all-reduce, all-gather and reduce-scatter, not {req.op.name}"
     s = group_shape(topo, req.group)
     if s.node_n == 1:
         return False, f"group lies within node {s.nodes[0]} (HIER needs a group spanning nodes)"
@@ -265,9 +274,7 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
                        f" need {fmt_bytes(need)}, more than the mesh channel buffer "
                        f"(ENC_MESH_CHANNEL_BUF_MAX_SIZE {fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)})")
     ok = f"{s.scope}-node {req.op.name} over {s.rank_n} ranks ({sub.name})"
-    if not check_window:
-        return True, ok
-    return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok)
+    return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok, check_window)
 
 
 def mesh_channel_buffer_bytes(alg: EncAlgType, req: Request) -> int:
@@ -287,11 +294,9 @@ def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
                                      policy: Policy = DEFAULT_POLICY, *,
                                      check_window: bool = True) -> Verdict:
     """INTRA_RDH: inter-chip recursive doubling/halving + intra-chip stage; depends on mesh."""
-    refusal = _op_refusal(EncAlgType.INTRA_RDH, req.op)
+    refusal = _ar_ag_rs_refusal(EncAlgType.INTRA_RDH, req.op)
     if refusal:
         return False, refusal
-    if req.op not in _AR_AG_RS:
-        return False, f"INTRA_RDH runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
     s = group_shape(topo, req.group)
     if s.scope != INTRA:
         return False, f"INTRA_RDH is intra-node only (group spans {s.node_n} nodes)"
@@ -309,20 +314,16 @@ def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
     fold = s.rank_n - (1 << dim)
     ok = (f"{ndev} device(s) x {s.ranks_per_device[0]} ranks (hypercube of dimension {dim}"
           + (f", {fold} rank(s) folded)" if fold else ")"))
-    if not check_window:
-        return True, ok
-    return _window(req, topo, policy, EncAlgType.INTRA_RDH, INTRA, ok)
+    return _window(req, topo, policy, EncAlgType.INTRA_RDH, INTRA, ok, check_window)
 
 
 def enc_can_post_inter_rdh_operation(req: Request, topo: Topology,
                                      policy: Policy = DEFAULT_POLICY, *,
                                      check_window: bool = True) -> Verdict:
     """INTER_RDH: recursive doubling/halving between nodes, one rank per node."""
-    refusal = _op_refusal(EncAlgType.INTER_RDH, req.op)
+    refusal = _ar_ag_rs_refusal(EncAlgType.INTER_RDH, req.op)
     if refusal:
         return False, refusal
-    if req.op not in _AR_AG_RS:
-        return False, f"INTER_RDH runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
     s = group_shape(topo, req.group)
     if s.scope != INTER:
         return False, "INTER_RDH is inter-node only (group lies within one node)"
@@ -332,20 +333,16 @@ def enc_can_post_inter_rdh_operation(req: Request, topo: Topology,
         return False, (f"node_n {s.node_n} is not a power of two >= "
                        f"{policy.inter_rdh_min_nodes}")
     ok = f"{s.node_n} nodes, one rank each"
-    if not check_window:
-        return True, ok
-    return _window(req, topo, policy, EncAlgType.INTER_RDH, INTER, ok)
+    return _window(req, topo, policy, EncAlgType.INTER_RDH, INTER, ok, check_window)
 
 
 def enc_can_post_kangaring_operation(req: Request, topo: Topology,
                                      policy: Policy = DEFAULT_POLICY, *,
                                      check_window: bool = True) -> Verdict:
     """KANGARING: intra-node only (never an inter leg), whole devices, trn2-class MLAs."""
-    refusal = _op_refusal(EncAlgType.KANGARING, req.op)
+    refusal = _ar_ag_rs_refusal(EncAlgType.KANGARING, req.op)
     if refusal:
         return False, refusal
-    if req.op not in _AR_AG_RS:
-        return False, f"KANGARING runs all-reduce, all-gather and reduce-scatter, not {req.op.name}"
     if req.op != EncOpType.ALLGATHER and req.alu not in (None, AluOp.ADD):
         return False, (f"{req.alu.name} {req.op.name}: direct_reduce_send_kangaring reduces the "
                        "unit's inputs with SDMA_CCETYPE_ADD (seed 003 §4), so KANGARING only "
@@ -358,9 +355,7 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
         return False, f"vnc 2 needs rank_n > 4 (rank_n {n})"
     if vnc == 1 and n <= 8:
         return False, f"vnc 1 needs rank_n > 8 (rank_n {n})"
-    if not check_window:
-        return True, why
-    return _window(req, topo, policy, EncAlgType.KANGARING, INTRA, why)
+    return _window(req, topo, policy, EncAlgType.KANGARING, INTRA, why, check_window)
 
 
 def enc_can_post_single_cycle_ring(req: Request, topo: Topology,
