@@ -97,7 +97,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("NET_INDEX_LOOP_SIZE", NET_INDEX_LOOP_SIZE, "seed 003 §3: net_idx_loop_size",
           "emit/legs (written verbatim in every net_ops_info)"),
     Limit("ENC_MESH_MAX_NUM_EVENTS", ENC_MESH_MAX_NUM_EVENTS, "nec.h: mesh events",
-          "not reached: this build lowers no mesh engine"),
+          "compose/events.EventSchedule.add (not reached: 47 event types, each used once)"),
     Limit("CCE_MAX_ELEMENTS", CCE_MAX_ELEMENTS,
           "aws_hal_get_sdma_max_cce_elements: 2048 on v3/v4, 1024 on v2",
           "emit/tiling.tile_elements (by construction)"),
