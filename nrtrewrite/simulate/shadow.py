@@ -42,6 +42,14 @@ class Access:
         return f"Access({self.who}, t{self.tid}@{self.clk})"
 
 
+def _with_reader(readers: tuple | None, acc: Access, vc) -> tuple:
+    """A range's read set after ``acc`` reads it: ``acc`` replaces the reads of its own
+    thread and the reads ordered before it (FastTrack's read sets)."""
+    if readers is None:
+        return (acc,)
+    return tuple(x for x in readers if x.tid != acc.tid and x.clk > vc[x.tid]) + (acc,)
+
+
 class Conflict(Exception):
     """Raised by :class:`Shadow` checks; the engine turns it into a SimulationError."""
 
@@ -90,11 +98,7 @@ class Shadow:
                 raise Conflict("stale", b[k], b[k + 1], wk, wk.trigger)
             if wk.tid != tid and wk.clk > vc[wk.tid]:
                 raise Conflict("raw", b[k], b[k + 1], wk)
-            old = r[k]
-            if old is None:
-                r[k] = (acc,)
-            else:
-                r[k] = tuple(x for x in old if x.tid != tid and x.clk > vc[x.tid]) + (acc,)
+            r[k] = _with_reader(r[k], acc, vc)
 
     def check_output(self, a: int, e: int, acc: Access, vc) -> list[tuple[int, int]]:
         """The final read of a dst range: returns the sub-ranges not written by this trigger's
@@ -110,7 +114,7 @@ class Shadow:
                 bad.append((b[k], b[k + 1]))
             elif wk.tid != tid and wk.clk > vc[wk.tid]:
                 raise Conflict("raw", b[k], b[k + 1], wk)
-            r[k] = tuple(x for x in (r[k] or ()) if x.tid != tid and x.clk > vc[x.tid]) + (acc,)
+            r[k] = _with_reader(r[k], acc, vc)
         return bad
 
     def write(self, a: int, e: int, acc: Access, vc) -> None:
