@@ -37,7 +37,7 @@ from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entry
 from nrtrewrite.errors import LoweringError, NrtRewriteError
 from nrtrewrite.memtune import keep_freed_memory
-from nrtrewrite.neff.model import Model, Operand, Trigger
+from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
@@ -343,15 +343,6 @@ def _emit_one(builder: RankBuilder, plan: LoweringPlan, tp: TriggerPlan, spec: E
     return entry
 
 
-def operand_json(op: Operand) -> dict:
-    d = {"var_id": op.var_id, "offset": op.offset}
-    if op.ap is not None:
-        d["ap"] = {"start": op.ap.start, "partition_start": op.ap.partition_start,
-                   "partition_count": op.ap.partition_count,
-                   "dims": [list(dim) for dim in op.ap.dims]}
-    return d
-
-
 def manifest_triggers(plan: LoweringPlan) -> list[dict]:
     out = []
     for tp in plan.triggers:
@@ -361,7 +352,7 @@ def manifest_triggers(plan: LoweringPlan) -> list[dict]:
             "index": trig.index, "op": trig.op.name, "dtype": trig.dtype.name,
             "alu_op": trig.alu_op.name if trig.alu_op is not None else None,
             "num_elements": trig.num_elements, "replica_group": list(tp.group),
-            "src": operand_json(trig.src), "dst": operand_json(trig.dst),
+            "src": trig.src.to_json(), "dst": trig.dst.to_json(),
             "algorithm": tp.alg.name, "policy_algorithm": sel.policy_alg.name,
             "fallback_reason": sel.fallback_reason,
             "legs": [{"name": leg.name, "op": leg.op.name, "algorithm": leg.alg.name,

@@ -81,6 +81,15 @@ class Operand:
     def is_sbuf(self) -> bool:
         return self.ap is not None
 
+    def to_json(self) -> dict:
+        """The operand as the output manifest records it (docs/FORMATS.md §1.1)."""
+        d = {"var_id": self.var_id, "offset": self.offset}
+        if self.ap is not None:
+            d["ap"] = {"start": self.ap.start, "partition_start": self.ap.partition_start,
+                       "partition_count": self.ap.partition_count,
+                       "dims": [list(dim) for dim in self.ap.dims]}
+        return d
+
 
 @dataclass(frozen=True)
 class SyncFields:

@@ -260,14 +260,6 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
                               f"{sorted(want)}", file=file, field="triggers")
     for o, t in want.items():
         s = triggers[o]
-
-        def opnd(x) -> dict:
-            d = {"var_id": x.var_id, "offset": x.offset}
-            if x.ap is not None:
-                d["ap"] = {"start": x.ap.start, "partition_start": x.ap.partition_start,
-                           "partition_count": x.ap.partition_count,
-                           "dims": [list(dim) for dim in x.ap.dims]}
-            return d
         pairs = {
             "op": (s.op, t.op.name), "dtype": (s.dtype, t.dtype),
             "alu_op": (s.alu, t.alu_op.name if t.alu_op is not None else None),
@@ -276,9 +268,9 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
             "subgraph": (s.subgraph, t.subgraph), "engine": (s.engine, t.engine),
             "index": (s.index, t.index),
             "src": ({k: s.src.get(k) for k in ("var_id", "offset", "ap") if k in s.src or k != "ap"},
-                    opnd(t.src)),
+                    t.src.to_json()),
             "dst": ({k: s.dst.get(k) for k in ("var_id", "offset", "ap") if k in s.dst or k != "ap"},
-                    opnd(t.dst)),
+                    t.dst.to_json()),
         }
         for key, (got, exp) in pairs.items():
             if got != exp:
