@@ -45,3 +45,19 @@ def fixtures_dir() -> Path:
 def base_spec() -> dict:
     """A fresh copy of a minimal valid spec: 8 ranks, one bf16 all-reduce at sp[1]."""
     return copy.deepcopy(_BASE_SPEC)
+
+
+def unvalidated_spec(mutate=None, **top) -> dict:
+    """A fresh copy of the minimal spec with assembler validation off (tests of bad input),
+    ``top`` keys set and ``mutate(spec)`` applied."""
+    s = copy.deepcopy(_BASE_SPEC)
+    s["validate"] = False
+    s.update(top)
+    if mutate:
+        mutate(s)
+    return s
+
+
+def sp(s: dict) -> list:
+    """The sp engine's instruction list of the spec's first subgraph."""
+    return s["subgraphs"][0]["engines"]["sp"]

@@ -3,7 +3,6 @@ input as exit code 2 with exactly one stderr line that names where and why."""
 
 from __future__ import annotations
 
-import copy
 import gzip
 import io
 import json
@@ -20,7 +19,7 @@ from nrtrewrite.cli import main
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.container import build_container, default_header, wrap_payload
 
-from conftest import _BASE_SPEC
+from conftest import sp, unvalidated_spec
 
 
 def run(*args):
@@ -119,16 +118,7 @@ def test_subprocess_entry_point(fixtures_dir, tmp_path):
 # bad input, through the CLI
 
 def spec(mutate=None, **top) -> bytes:
-    s = copy.deepcopy(_BASE_SPEC)
-    s["validate"] = False
-    s.update(top)
-    if mutate:
-        mutate(s)
-    return assemble_spec(s)
-
-
-def sp(s):
-    return s["subgraphs"][0]["engines"]["sp"]
+    return assemble_spec(unvalidated_spec(mutate, **top))
 
 
 def ar(**kw):

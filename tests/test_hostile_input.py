@@ -22,12 +22,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import _BASE_SPEC
+from conftest import sp, unvalidated_spec
 from nrtrewrite.cli import main
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.container import (
-    HEADER_SIZE, MAX_FILE_BYTES, MAX_MEMBER_BYTES, build_container, default_header,
-    payload_digest, read_container, wrap_payload,
+    HEADER_SIZE, MAX_FILE_BYTES, MAX_MEMBER_BYTES, default_header, payload_digest, wrap_payload,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,15 +34,7 @@ FIX = ROOT / "fixtures"
 
 
 def spec(mutate=None) -> bytes:
-    s = copy.deepcopy(_BASE_SPEC)
-    s["validate"] = False
-    if mutate:
-        mutate(s)
-    return assemble_spec(s)
-
-
-def sp(s):
-    return s["subgraphs"][0]["engines"]["sp"]
+    return assemble_spec(unvalidated_spec(mutate))
 
 
 def ar(**kw):

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import _BASE_SPEC
+from conftest import sp, unvalidated_spec
 from nrtrewrite import limits as L
 from nrtrewrite.codes import DTYPE_SIZE, DType
 from nrtrewrite.emit.address import channel_sem, sema_address, EVT_SEM_INC
@@ -29,19 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def spec(mutate=None) -> dict:
-    s = copy.deepcopy(_BASE_SPEC)
-    s["validate"] = False
-    if mutate:
-        mutate(s)
-    return s
+    return unvalidated_spec(mutate)
 
 
 def model_of(s: dict):
     return read_model_bytes(assemble_spec(s), path="m.neff")
-
-
-def sp(s: dict) -> list:
-    return s["subgraphs"][0]["engines"]["sp"]
 
 
 def ar(src="in", dst="out", n=64, dtype="bf16", **kw) -> dict:
