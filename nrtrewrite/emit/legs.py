@@ -153,22 +153,20 @@ def _coalesced(batch: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarra
     """The batch's arrays, the small ones of each file joined (as raw bytes, padding
     included) into one array at the place of the file's first small one; each file keeps
     its order, which is all a file's bytes depend on."""
-    out: list = []
-    pending: dict[str, list] = {}  # file -> its joined slot in ``out``
+    groups: list[tuple[str, list[np.ndarray]]] = []  # (file, arrays joined into one)
+    open_run: dict[str, list[np.ndarray]] = {}  # file -> its current run of small arrays
     for name, arr in batch:
         if arr.nbytes >= COALESCE_BYTES:
-            pending.pop(name, None)  # a big array ends the file's small run
-            out.append((name, arr))
-            continue
-        small = pending.get(name)
-        if small is None:
-            small = pending[name] = [name, []]
-            out.append(small)
-        small[1].append(arr)
-    return [(item[0], item[1]) if isinstance(item, tuple) else
-            (item[0], item[1][0] if len(item[1]) == 1 else np.frombuffer(
-                b"".join(a.tobytes() for a in item[1]), item[1][0].dtype))
-            for item in out]
+            open_run.pop(name, None)  # a big array ends the file's small run
+            groups.append((name, [arr]))
+        elif name in open_run:
+            open_run[name].append(arr)
+        else:
+            open_run[name] = [arr]
+            groups.append((name, open_run[name]))
+    return [(name, arrs[0] if len(arrs) == 1 else
+             np.frombuffer(b"".join(a.tobytes() for a in arrs), arrs[0].dtype))
+            for name, arrs in groups]
 
 
 class _Consumer:
