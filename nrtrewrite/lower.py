@@ -34,7 +34,7 @@ from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
-from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entry
+from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.errors import LoweringError, NrtRewriteError
 from nrtrewrite.memtune import keep_freed_memory
 from nrtrewrite.neff.model import Model, Trigger
@@ -186,6 +186,13 @@ def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, Entry
             for spec in _entries_of(plan, tp, rank)]
 
 
+#: Consecutive SPAD entries are emitted together (:func:`nrtrewrite.emit.legs.emit_entries`)
+#: until they hold this many IR rows or this many entries: one pass over a batch's legs
+#: amortises the fixed cost of the emitter's numpy calls over its entries, and a batch's
+#: leg-level arrays stay small (docs/PERFORMANCE.md).
+EMIT_BATCH_LEGS = 1 << 13
+EMIT_BATCH_ENTRIES = 64
+
 #: With ``compose_ahead``, the forked process takes over composing once a rank's lowering
 #: has run this long with at least :data:`AHEAD_MIN_TRIGGERS` triggers left: two busy
 #: processes slow each other down a little, which pays only on long runs
@@ -252,7 +259,6 @@ def lower_rank(plan: LoweringPlan, rank: int,
     in emit and serialize; once the process composes, ``compose_wait`` is the time the
     emitter waited for it)."""
     keep_freed_memory()
-    topo = plan.topology
     triggers = [i for i, tp in enumerate(plan.triggers) if rank in tp.group]
     # forked now, before the builder's writer thread exists (a fork copies one thread)
     pipe = (ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank))
@@ -264,13 +270,22 @@ def lower_rank(plan: LoweringPlan, rank: int,
     sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
     timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
     try:
+        batch: list[tuple[TriggerPlan, EntrySpec]] = []
+        batch_legs = 0
         with contextlib.closing(_composed(plan, rank, triggers, pipe, timings)) as composed:
             for tp, specs in composed:
                 t1 = time.perf_counter()
                 for spec in specs:
-                    entries.append(_emit_one(builder, plan, tp, spec, rank, len(entries),
-                                             lnc_fmt, sg_index[tp.trigger.subgraph], topo))
+                    batch.append((tp, spec))
+                    batch_legs += spec.ir.size
+                    if batch_legs >= EMIT_BATCH_LEGS or len(batch) >= EMIT_BATCH_ENTRIES:
+                        entries += _emit_batch(builder, plan, batch, rank, len(entries),
+                                               lnc_fmt, sg_index)
+                        batch, batch_legs = [], 0
                 timings["emit"] += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        entries += _emit_batch(builder, plan, batch, rank, len(entries), lnc_fmt, sg_index)
+        timings["emit"] += time.perf_counter() - t1
         if pipe is not None:
             pipe.close()
         t2 = time.perf_counter()
@@ -312,23 +327,48 @@ def _peer_table(plan: LoweringPlan, rank: int, ranks: tuple[int, ...]
     return hit
 
 
-def _emit_one(builder: RankBuilder, plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec,
-              rank: int, spad_index: int, lnc_fmt: int, subgraph_index: int,
-              topo: Topology) -> dict:
-    """Emit one SPAD entry and return its manifest description."""
+def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
+                batch: list[tuple[TriggerPlan, EntrySpec]], rank: int, first_spad: int,
+                lnc_fmt: int, sg_index: dict[str, int]) -> list[dict]:
+    """Emit consecutive SPAD entries (numbered from ``first_spad``) in one
+    :func:`emit_entries` pass and return their manifest descriptions.  If the pass raises,
+    the lowering has failed; the entries are then emitted again one by one (on the spoilt
+    builder: the checks never read its state) so that the error names its trigger, as a
+    lowering of one entry at a time would."""
+    if not batch:
+        return []
+    ctxs = [_entry_context(plan, tp, spec, rank, first_spad + j, lnc_fmt,
+                           sg_index[tp.trigger.subgraph]) for j, (tp, spec) in enumerate(batch)]
+    try:
+        summaries = emit_entries(builder, [(ctx, spec.ir) for ctx, (_tp, spec)
+                                           in zip(ctxs, batch)])
+    except NrtRewriteError:
+        for ctx, (tp, spec) in zip(ctxs, batch):
+            try:
+                emit_entries(builder, [(ctx, spec.ir)])
+            except NrtRewriteError as one:
+                raise one.at(trigger=tp.trigger.ordinal, rank=rank) from None
+        raise  # not reproduced one entry at a time (never expected): unattributed
+    return [_entry_manifest(tp, spec, rank, summary)
+            for (tp, spec), summary in zip(batch, summaries)]
+
+
+def _entry_context(plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec, rank: int,
+                   spad_index: int, lnc_fmt: int, subgraph_index: int) -> EntryContext:
     trig = tp.trigger
     peers, localities, tables = _peer_table(plan, rank, tuple(spec.peers))
-    ctx = EntryContext(
+    return EntryContext(
         rank=rank, trigger=trig.ordinal, spad_index=spad_index, dtype=trig.dtype,
         cce_op=int(ALU_TO_CCE[trig.alu_op]) if trig.alu_op is not None else 0,
         views=spec.views, gw_view=spec.gw_view, peers=peers, localities=localities,
         lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
         subgraph_index=subgraph_index, groups=spec.groups,
         sema_shift_offset=spec.sema_shift_offset or 0, peer_tables=tables)
-    try:
-        summary = emit_entry(builder, ctx, spec.ir)
-    except NrtRewriteError as err:
-        raise err.at(trigger=trig.ordinal, rank=rank)
+
+
+def _entry_manifest(tp: TriggerPlan, spec: EntrySpec, rank: int, summary: dict) -> dict:
+    """One SPAD entry's description in the rank manifest."""
+    trig = tp.trigger
     entry = {
         "trigger": trig.ordinal, "subgraph": trig.subgraph, "leg": spec.leg,
         "algo_type": int(spec.alg), "algo_sub_type": spec.algo_sub_type,

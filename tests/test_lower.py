@@ -208,13 +208,13 @@ def test_an_entry_without_legs_emits_nothing():
     """A composer may produce an entry with nothing to move: a SPAD entry with no channel."""
     from nrtrewrite.compose import ir as IR
     from nrtrewrite.emit.legs import RankBuilder
-    from nrtrewrite.lower import LowerOptions, _emit_one, plan_lowering
+    from nrtrewrite.lower import LowerOptions, _emit_batch, plan_lowering
 
     plan = plan_lowering(read_model(FIX / "ar2.neff"), LowerOptions())
     tp = plan.triggers[0]
     spec = tp.algorithm.entries(plan, tp, 0)[0]
     spec.ir = IR.empty(0)
     builder = RankBuilder(0)
-    entry = _emit_one(builder, plan, tp, spec, 0, 0, 0, 0, plan.topology)
+    (entry,) = _emit_batch(builder, plan, [(tp, spec)], 0, 0, 0, {tp.trigger.subgraph: 0})
     assert entry["channels"] == [] and entry["channel_list"] == 0
     assert all(not parts for parts in builder.finish().values())

@@ -346,20 +346,41 @@ def sem_role(sem: np.ndarray) -> np.ndarray:
                     (sem - SEM_CHANNEL_BASE) % SEMS_PER_CHANNEL, ROLE_OTHER)
 
 
-def _addresses(ctx: EntryContext, view_idx: np.ndarray, peer_idx: np.ndarray,
-               elem: np.ndarray) -> np.ndarray:
-    """SoC addresses of element ``elem`` of view ``view_idx`` on peer ``peer_idx`` (linear views)."""
-    addr = np.zeros(elem.size, np.int64)
-    for v in np.unique(view_idx):
-        sel = view_idx == v
-        addr[sel] = ctx.views[int(v)].address(elem[sel])
-    return _place(ctx, peer_idx, addr)
+@dataclass(frozen=True)
+class _Batch:
+    """The entries of one :func:`emit_entries` call, their tables joined: an IR row names
+    views and peers of its own entry; ``voff`` / ``poff`` shift them into ``views`` and
+    ``pt`` (every entry's, one after the other)."""
+
+    ctxs: list[EntryContext]
+    views: list[BufferView]
+    pt: PeerTables
+    voff: np.ndarray  # per entry: its first view in ``views``
+    poff: np.ndarray  # per entry: its first peer in ``pt``
+    nv: np.ndarray  # per entry: its number of views
+    npeer: np.ndarray  # per entry: its number of peers
+
+    @classmethod
+    def of(cls, ctxs: list[EntryContext]) -> _Batch:
+        nv = np.array([len(c.views) for c in ctxs], np.int64)
+        npeer = np.array([len(c.peers) for c in ctxs], np.int64)
+        tabs = [c.tables() for c in ctxs]
+        if len(ctxs) == 1:
+            views, pt = ctxs[0].views, tabs[0]
+        else:
+            views = [v for c in ctxs for v in c.views]
+            pt = PeerTables(*(np.concatenate([getattr(t, f) for t in tabs])
+                              for f in ("net", "core", "bits", "logical_core", "rank")))
+        return cls(ctxs, views, pt, np.cumsum(nv) - nv, np.cumsum(npeer) - npeer, nv, npeer)
 
 
-def _place(ctx: EntryContext, peer_idx: np.ndarray, addr: np.ndarray) -> np.ndarray:
-    core = np.array([core_base(p) for p in ctx.peers], np.int64)
-    bits = np.array([route_bits(p.device, ctx.me.device) for p in ctx.peers], np.int64)
-    return (addr + core[peer_idx]) | bits[peer_idx]
+def _ints(values: list[int]) -> np.ndarray:
+    return np.array(values, np.int64)
+
+
+def _uniform(values: np.ndarray):
+    """The one value of ``values`` if they are all equal (a Python int), else None."""
+    return int(values[0]) if values.size and values.min() == values.max() else None
 
 
 def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
@@ -367,37 +388,56 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
 
     Returns ``{"legs": n, "bds": n, "channels": [...], "tx": {channel: entries}, "rx": {...}}``.
     """
-    me = ctx.me
-    sp = me.logical_core
-    dsize = ctx.views[0].dsize
-    pt = ctx.tables()
-    net_peer = pt.net
-    if net_peer[0]:
-        raise LoweringError("peer 0 must be the rank itself")
-    view_linear, vbase, vdsize = _view_tables(ctx.views)
+    return emit_entries(b, [(ctx, ir)])[0]
 
-    # ---- channels and legs (every channel's legs, then its mark_end) ----------------------
-    if ir.size:
-        kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
-        if not kept.all():
-            ir = IR.take(ir, kept)
-    _check_counts(ir)
-    # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
-    channels = entry_handshake(ir, ctx, net_peer)
-    if not channels:  # an entry without legs (nothing to move): a SPAD entry with no channel
-        return {"legs": 0, "bds": 0, "channels": [], "tx": {}, "rx": {}}
-    ch_ids = np.array([c for c, _, _ in channels], np.int64)
-    nch = ch_ids.size
-    n_c = np.array([hs.size + rows.size for _, hs, rows in channels], np.int64)
+
+def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -> list[dict]:
+    """Emit consecutive SPAD entries of one rank, each from its leg IR, in one pass: the same
+    records, in the same order, as :func:`emit_entry` on each in turn (one pass over every
+    leg of the batch amortises the fixed cost of its numpy calls; docs/PERFORMANCE.md).
+
+    An entry's summary is :func:`emit_entry`'s.  When this raises, part of the batch may
+    have been appended (the lowering has failed).  Every check depends only on an entry's
+    own IR and context, never on the builder's state, so emitting the entries one by one
+    then raises the same error at the entry that has it (:func:`nrtrewrite.lower._emit_batch`
+    does, to name its trigger)."""
+    ctxs = [ctx for ctx, _ir in items]
+    summaries = [{"legs": 0, "bds": 0, "channels": [], "tx": {}, "rx": {}} for _ in items]
+    bt = _Batch.of(ctxs)
+    pt = bt.pt
+
+    # ---- channels and legs (every channel's legs, then its mark_end), entry by entry ------------
+    # a *segment* is one channel of one entry: its handshake rows, its IR rows, its mark_end
+    parts, seg_ch, seg_e, seg_n = [], [], [], []
+    for e, (ctx, ir) in enumerate(items):
+        if pt.net[bt.poff[e]]:
+            raise LoweringError("peer 0 must be the rank itself")
+        if ir.size:
+            kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
+            if not kept.all():
+                ir = IR.take(ir, kept)
+        _check_counts(ir)
+        # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
+        for c, hs, rows in entry_handshake(ir, ctx, ctx.tables().net):
+            parts += (hs, rows, _MARK_END)
+            seg_ch.append(c)
+            seg_e.append(e)
+            seg_n.append(hs.size + rows.size)
+            summaries[e]["channels"].append(int(c))
+    if not parts:  # entries without legs (nothing to move): SPAD entries with no channel
+        return summaries
+    seg_ch, seg_e, n_c = (np.array(v, np.int64) for v in (seg_ch, seg_e, seg_n))
+    nseg = seg_ch.size
     total_c = n_c + 1
     leg_first_c = np.cumsum(total_c) - total_c
     n = int(total_c.sum())
     end_pos = leg_first_c + n_c
-    leg_ci = np.repeat(np.arange(nch, dtype=np.int64), total_c)
+    leg_ci = np.repeat(np.arange(nseg, dtype=np.int64), total_c)  # the leg's segment
+    leg_e = seg_e[leg_ci]  # the leg's entry
     is_end = np.zeros(n, bool)
     is_end[end_pos] = True
-    # every leg as an IR row: per channel its handshake rows, its IR rows, mark_end
-    table = IR.concat([part for _c, hs, rows in channels for part in (hs, rows, _MARK_END)])
+    # every leg as an IR row: per segment its handshake rows, its IR rows, mark_end
+    table = IR.concat(parts)
 
     def col(field: str) -> np.ndarray:
         return table[field].astype(np.int64)
@@ -416,17 +456,28 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     net_view = col("net_view")
     net_sem = col("net_sem")
     gw_leg = col("gw_view")
-    gw_leg = np.where(gw_leg == NO_VIEW, ctx.gw_view, gw_leg)
-    _check_legs(ctx, s_n, d_n, src_view, src_peer, dst_view, dst_peer, reduce)
+    gw_leg = np.where(gw_leg == NO_VIEW, _ints([c.gw_view for c in ctxs])[leg_e], gw_leg)
+    _check_legs(bt.nv[leg_e], bt.npeer[leg_e], s_n, d_n, src_view, src_peer, dst_view,
+                dst_peer, reduce)
+    # from here on views and peers are indices into the batch's tables (``_g``: shifted);
+    # a peer's entry-local number 0 is still the rank itself
+    voff, poff = bt.voff[leg_e], bt.poff[leg_e]
+    src_view_g, dst_view_g, gw_g = src_view + voff[:, None], dst_view + voff[:, None], gw_leg + voff
+    src_peer_g, dst_peer_g, i_peer_g = (src_peer + poff[:, None], dst_peer + poff[:, None],
+                                        i_peer + poff[:, None])
     length = stop - start
-    compl_sem_c = np.array([channel_sem(int(c), SEM_COMPL) for c in ch_ids], np.int64)
-    send_sem_c = np.array([channel_sem(int(c), SEM_SEND) for c in ch_ids], np.int64)
-    recv_sem_c = np.array([channel_sem(int(c), SEM_RECV) for c in ch_ids], np.int64)
+    sems_of = {c: tuple(channel_sem(c, role) for role in (SEM_COMPL, SEM_SEND, SEM_RECV))
+               for c in set(seg_ch.tolist())}
+    compl_sem_c, send_sem_c, recv_sem_c = (np.array([sems_of[c][i] for c in seg_ch.tolist()],
+                                                    np.int64) for i in range(3))
+    dsize_e = _ints([c.views[0].dsize for c in ctxs])
+    dsize_one = _uniform(dsize_e)
+    dsize = dsize_e[leg_e]
 
     # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
-    dst_net = (np.arange(MAX_DST)[None, :] < d_n[:, None]) & net_peer[dst_peer]
-    eff_dst_view = np.where(dst_net, gw_leg[:, None], dst_view)
-    eff_dst_peer = np.where(dst_net, 0, dst_peer)
+    dst_net = (np.arange(MAX_DST)[None, :] < d_n[:, None]) & pt.net[dst_peer_g]
+    eff_dst_view = np.where(dst_net, gw_g[:, None], dst_view_g)
+    eff_dst_peer = np.where(dst_net, poff[:, None], dst_peer_g)
 
     # ---- tiles -------------------------------------------------------------------------------
     per_tile = tile_elements(dsize, np.maximum(length, 1), reduce)
@@ -438,33 +489,38 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     lt_is_src = lt_slot < s_n[lt_leg]
     lt_j = np.minimum(np.maximum(lt_slot - s_n[lt_leg], 0), MAX_DST - 1)
     lt_i = np.minimum(lt_slot, MAX_SRC - 1)
-    lt_view = np.where(lt_is_src, src_view[lt_leg, lt_i], eff_dst_view[lt_leg, lt_j])
-    lt_peer = np.where(lt_is_src, src_peer[lt_leg, lt_i], eff_dst_peer[lt_leg, lt_j])
+    lt_view = np.where(lt_is_src, src_view_g[lt_leg, lt_i], eff_dst_view[lt_leg, lt_j])
+    lt_peer = np.where(lt_is_src, src_peer_g[lt_leg, lt_i], eff_dst_peer[lt_leg, lt_j])
     sdma_op_leg = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
     lt_meta = (sdma_op_leg[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
                | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
     # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
     peer_off = pt.offset
+    view_linear, vbase, vdsize = _view_tables(bt.views)
+    linear = bool(view_linear[lt_view].all())
+    if not linear and len(items) > 1:  # SBUF access patterns: one entry at a time
+        return [s for item in items for s in emit_entries(b, [item])]
 
     # ---- data BDs and CCE descriptors, in blocks of legs -------------------------------------
-    # Tiles, BDs and CCE descriptors are built for a block of consecutive legs at a time, so
-    # every temporary of a block stays in the CPU cache; each block is appended (streamed to
-    # its file when the builder has a sink) before the next one is built.
     leg_ns = np.where(reduce, s_n, 0)  # CCE descriptors per tile
     leg_w3 = s_n | (rtype << 8)
     leg_cce = n_tiles * leg_ns
-    linear = bool(view_linear[lt_view].all())
     if linear:
         leg_bd_count, m2s = n_tiles * slots, n_tiles * s_n
         max_tile = np.where(n_tiles > 0, np.minimum(per_tile, length), 0) * dsize
         if max_tile.size and max_tile.max() > F.BD_MAX_BYTES:
             raise LimitError(f"a BD of {int(max_tile.max())} bytes exceeds {F.BD_MAX_BYTES}")
-    # generation tag: position of the BD among this rank's data BDs of its channel
+    else:
+        tile_leg, ta, tb = _tiles(0, n, n_tiles, per_tile, start, stop)
+        bds, leg_bd_count, m2s = _bds_runs(
+            bt.views, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
+            peer_off)
     dma_first_all, cce_first_all = b.counts["dma.bin"], b.counts["cce.bin"]
-    cce_tab = _cce_patterns(ctx.dtype, ctx.cce_op) if leg_cce.any() else None
+    cce_tab = _cce_tables(ctxs, leg_e) if leg_cce.any() else None
+    # generation tag: position of the BD among this rank's data BDs of its channel
+    seg_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nseg).astype(np.int64)
+    gen = _GenTags(b, seg_ch, seg_bd_count)
     if linear:
-        ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
-        gen = _GenTags(b, ch_ids, ch_bd_count)
         # per leg slot: the constant part of the BD words (flags | meta << 32, address)
         lt_flags = np.zeros(lt_view.size, np.int64)  # FIRST on slot 0, LAST on the last slot
         has = slots > 0
@@ -472,24 +528,23 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
         lt_flags[(lt_first + slots - 1)[has]] |= F.LEN_LAST
         lt_word0 = lt_flags | (lt_meta << 32)
         lt_addr = vbase[lt_view] + peer_off[lt_peer]
+        # built for a block of consecutive legs at a time, so every temporary of a block
+        # stays in the CPU cache; each block is appended (streamed to its file when the
+        # builder has a sink) before the next one is built
         for l0, l1 in _blocks(leg_bd_count + leg_cce, EMIT_BLOCK):
             tl, ta, tb = _tiles(l0, l1, n_tiles, per_tile, start, stop)
-            words = _bds_linear(tl + l0, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr)
-            gen.apply(words[:, 0])
-            b.append("dma.bin", words.view(F.BD_DTYPE).reshape(-1))
+            tsize = dsize_one if dsize_one is not None else dsize[l0:l1][tl]
+            words_bd = _bds_linear(tl + l0, ta, tb, tsize, slots, lt_first, lt_word0, lt_addr)
+            gen.apply(words_bd[:, 0])
+            b.append("dma.bin", words_bd.view(F.BD_DTYPE).reshape(-1))
             if cce_tab is not None:
-                b.append("cce.bin", _cce_block(tl + l0, ta, tb, dsize, leg_ns, leg_w3, cce_tab))
-        total_bd = int(leg_bd_count.sum())
+                b.append("cce.bin", _cce_block(tl + l0, ta, tb, tsize, leg_ns, leg_w3, cce_tab))
     else:
-        tile_leg, ta, tb = _tiles(0, n, n_tiles, per_tile, start, stop)
-        bds, leg_bd_count, m2s = _bds_runs(
-            ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n, peer_off)
-        ch_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nch).astype(np.int64)
-        _GenTags(b, ch_ids, ch_bd_count).apply(bds["len_ctrl"])
+        gen.apply(bds["len_ctrl"])
         b.append("dma.bin", bds)
         if cce_tab is not None:
-            b.append("cce.bin", _cce_block(tile_leg, ta, tb, dsize, leg_ns, leg_w3, cce_tab))
-        total_bd = bds.size
+            b.append("cce.bin", _cce_block(tile_leg, ta, tb, dsize[tile_leg], leg_ns, leg_w3,
+                                           cce_tab))
 
     # ---- semaphore BDs: waits, the dma_compl inc, the IR's incs (mark_end: the completion wait) ---
     n_sem = np.where(is_end, 1, w_n + 1 + i_n)
@@ -503,7 +558,7 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     ik = np.minimum(np.maximum(s_k - w_n[s_leg] - 1, 0), MAX_INC - 1)
     inc_peer = i_peer[s_leg, ik]
     inc_sem = i_sem[s_leg, ik]
-    inc_net = s_inc & net_peer[inc_peer]
+    inc_net = s_inc & pt.net[i_peer_g[s_leg, ik]]
     if np.any(inc_net & (i_val[s_leg, ik] != 1)):
         raise LoweringError("an increment across the network must have value 1 (the net proxy "
                             "increments the receiver once per transfer)")
@@ -516,18 +571,17 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     sem_id = np.where(s_end | s_compl, compl_sem_c[s_ci],
                       np.where(s_wait, w_sem[s_leg, wk],
                                np.where(inc_net, send_sem_c[s_ci], inc_sem)))
-    sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)
+    sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)  # entry-local: 0 = the rank itself
+    sem_peer_g = sem_peer + poff[s_leg]
     window = np.where(s_end | s_wait, EVT_SEM_DEC, EVT_SEM_INC)
-    sps = pt.logical_core
-    local_addr = (EVT_SEM_BASE + ((sps[sem_peer] & 7) << 30) + ((sps[sem_peer] > 7) << 47)
-                  + window + 4 * sem_id)
+    sps = pt.logical_core[sem_peer_g]
+    local_addr = (EVT_SEM_BASE + ((sps & 7) << 30) + ((sps > 7) << 47) + window + 4 * sem_id)
     if np.any(sem_id > 255):
         raise LimitError("a semaphore id exceeds the 256 semaphores of a core")
-    bits = pt.bits
-    ch_sem_count = np.bincount(s_ci, minlength=nch)
-    ch_sem_first = np.cumsum(ch_sem_count) - ch_sem_count
-    sbase = np.array([b.state(int(c)).sem_count for c in ch_ids], np.int64)
-    sgen = ((sbase[s_ci] + np.arange(s_leg.size, dtype=np.int64) - ch_sem_first[s_ci])
+    seg_sem_count = np.bincount(s_ci, minlength=nseg)
+    seg_sem_first = np.cumsum(seg_sem_count) - seg_sem_count
+    sem_state = _SegmentCounts(b, seg_ch, seg_sem_count, "sem_count")
+    sgen = ((sem_state.base[s_ci] + np.arange(s_leg.size, dtype=np.int64) - seg_sem_first[s_ci])
             // F.BD_RING_ENTRIES) & F.GEN_MASK
     sems = np.empty(s_leg.size, F.SEM_DTYPE)
     sems["ctrl"] = (np.where(s_end | s_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
@@ -535,9 +589,8 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
                     | np.where(sem_peer != 0, F.SEM_REMOTE, 0) | (sgen << F.GEN_SHIFT))
     sems["value"] = np.where(s_end, n_c[s_ci], np.where(
         s_wait, w_val[s_leg, wk], np.where(s_compl, 1, i_val[s_leg, ik])))
-    sems["addr"] = local_addr | bits[sem_peer]
-    for i, c in enumerate(ch_ids):
-        b.state(int(c)).sem_count += int(ch_sem_count[i])
+    sems["addr"] = local_addr | pt.bits[sem_peer_g]
+    sem_state.commit()
     sem_first_all = b.append("sem.bin", sems)
 
     # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension ------------------------
@@ -552,23 +605,22 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     p_ci = leg_ci[p_leg]
     last_piece = p_k == pieces[p_leg] - 1
     pw = (p_k == 0) & (w_n[p_leg] > 0)
-    words = np.repeat(_sb2sb_template(io_code(ctx.dtype), ctx.lnc_fmt, ctx.num_active_channels),
-                      p_leg.size)
+    words = _sb2sb_words(ctxs, leg_e[p_leg])
     words["wait_mode"] = np.where(pw, int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
     words["wait_idx"] = np.where(pw, w_sem[p_leg, 0], 0)
     words["semaphore_value"] = np.where(pw, w_val[p_leg, 0], 0)
     words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
     words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
     elem0 = start[p_leg] + piece_off
-    anchor = np.fromiter((v.anchor for v in ctx.views), np.int64, len(ctx.views))
-    for part, vcol in (("src", src_view[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
+    anchor = np.fromiter((v.anchor for v in bt.views), np.int64, len(bt.views))
+    for part, vcol in (("src", src_view_g[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
         if view_linear[vcol].all():
             start_addr = vbase[vcol] + elem0 * vdsize[vcol] - anchor[vcol]
         else:
             start_addr = np.zeros(p_leg.size, np.int64)
             for v in np.unique(vcol):
                 sel = vcol == v
-                start_addr[sel] = ctx.views[int(v)].address(elem0[sel]) - anchor[v]
+                start_addr[sel] = bt.views[int(v)].address(elem0[sel]) - anchor[v]
         if p_leg.size and ((start_addr < 0).any() or (start_addr > 0xFFFFFFFF).any()):
             raise LimitError("a leg's start offset does not fit the 32-bit TENSOR3D start_addr")
         words[part]["start_addr"] = start_addr
@@ -581,9 +633,9 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     used_inc = np.arange(MAX_INC)[None, :] < i_n[:, None]
     sends = (used_inc & (i_peer != 0)).any(axis=1) | (used_dst & (dst_peer != 0)).any(axis=1)
     legs = np.zeros(n, F.LEG_DTYPE)
-    legs["trigger"] = ctx.trigger
-    legs["spad_index"] = ctx.spad_index
-    legs["channel"] = ch_ids[leg_ci]
+    legs["trigger"] = _ints([c.trigger for c in ctxs])[leg_e]
+    legs["spad_index"] = _ints([c.spad_index for c in ctxs])[leg_e]
+    legs["channel"] = seg_ch[leg_ci]
     legs["sdma_op"] = sdma_op_leg
     legs["step"] = np.arange(n, dtype=np.int64) - leg_first_c[leg_ci]
     legs["leaf"] = leaf
@@ -605,13 +657,13 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     legs["elem_start"] = start
     legs["num_elements"] = length
     # steps per chunk group of each channel: 1 + its largest step (mark_end excluded)
-    spg = np.maximum.reduceat(np.where(is_end, 0, tstep + 1), leg_first_c) if n else leg_first_c
+    spg = np.maximum.reduceat(np.where(is_end, 0, tstep + 1), leg_first_c)
     legs["ring_step"] = np.where(is_end, 0, tstep + tgroup * spg[leg_ci])
     b.append("legs.bin", legs)
 
     # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel --------------------------
     s2m = leg_bd_count - m2s
-    if n and (m2s.max() > 0xFFFE or s2m.max() > 0xFFFE):
+    if m2s.max() > 0xFFFE or s2m.max() > 0xFFFE:
         raise LimitError("a leg needs more than 65534 BDs in one tp_inc_steps record")
     change = np.ones(n, bool)
     change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
@@ -626,19 +678,54 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
     tp_ci = leg_ci[run_start][r_idx]
     tp["flags"] = np.where(np.append(tp_ci[1:] != tp_ci[:-1], True), F.TPINC_LAST_SYNC, 0)
     bounds = np.nonzero(np.append(True, tp_ci[1:] != tp_ci[:-1]))[0]
-    for i, part in zip(tp_ci[bounds], np.split(tp, bounds[1:])):
-        b.tpinc_by_entry[(ctx.spad_index, int(ch_ids[i]))] = part
+    tpinc = {(ctxs[seg_e[i]].spad_index, int(seg_ch[i])): part
+             for i, part in zip(tp_ci[bounds].tolist(), np.split(tp, bounds[1:]))}
 
-    # ---- net-proxy FIFOs: channels whose legs send to or receive from the network ------------------
-    tx: dict[int, int] = {}
-    rx: dict[int, int] = {}
+    # ---- net-proxy FIFOs: segments whose legs send to or receive from the network ---------------
     leg_tx = dst_net.any(1)
     leg_rx = net_src >= 0
-    for i, c in enumerate(ch_ids if (leg_tx.any() or leg_rx.any()) else ()):
-        sel = np.nonzero((leg_ci == i) & ~is_end & (leg_tx | leg_rx))[0]
-        if not sel.size:
-            continue
-        st = b.state(int(c))
+    fifo = _fifo_records(b, bt, seg_ch, seg_e, leg_ci, is_end, leg_tx, leg_rx, start, stop,
+                         dst_view_g, dst_peer_g, dst_net, gw_g, net_src + poff,
+                         net_view + voff, net_sem, send_sem_c, recv_sem_c)
+
+    b.tpinc_by_entry.update(tpinc)
+    for e, c, info, src, dest in fifo:
+        st = b.state(c)
+        st.ops.append(info)
+        st.src.extend(src)
+        st.dest.extend(dest)
+        if src:
+            summaries[e]["tx"][c] = summaries[e]["tx"].get(c, 0) + src[0].size
+        if dest:
+            summaries[e]["rx"][c] = summaries[e]["rx"].get(c, 0) + dest[0].size
+    legs_e = np.bincount(leg_e, minlength=len(items)).tolist()
+    bds_e = np.bincount(leg_e, weights=leg_bd_count, minlength=len(items)).astype(np.int64)
+    for s, nl, nb in zip(summaries, legs_e, bds_e.tolist()):
+        s["legs"], s["bds"] = nl, nb
+    return summaries
+
+
+def _fifo_records(b: RankBuilder, bt: _Batch, seg_ch, seg_e, leg_ci, is_end, leg_tx, leg_rx,
+                  start, stop, dst_view, dst_peer, dst_net, gw_leg, net_src, net_view, net_sem,
+                  send_sem_c, recv_sem_c) -> list[tuple[int, int, np.ndarray, list, list]]:
+    """The net-proxy FIFO records of every segment with network legs, in order, as
+    ``(entry, channel, net_ops_info, net_src arrays, net_dest arrays)`` (views and peers:
+    the batch's)."""
+    out = []
+    net_legs = np.flatnonzero(~is_end & (leg_tx | leg_rx))
+    if not net_legs.size:
+        return out
+    ops_so_far: dict[int, int] = {}  # channel -> its net_ops records, with this batch's
+    seg_of = leg_ci[net_legs]
+    cut = np.flatnonzero(seg_of[1:] != seg_of[:-1]) + 1
+    for sel in np.split(net_legs, cut):
+        i = int(leg_ci[sel[0]])
+        c, e = int(seg_ch[i]), int(seg_e[i])
+        ctx = bt.ctxs[e]
+        sp = ctx.me.logical_core
+        me_core = core_base(ctx.me)
+        if c not in ops_so_far:
+            ops_so_far[c] = len(b.channels[c].ops) if c in b.channels else 0
         # one op (net_ops_info) per run of network legs whose receives land on the same
         # semaphore (net_sem; 0 = the channel's recv_sema): the proxy increments the
         # receiving op's inc_recv_complete (docs/FORMATS.md §8); a ring channel is one op.
@@ -668,25 +755,73 @@ def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
             info["basic_block_id"] = ctx.subgraph_index
             info["func_rel_op_idx"] = ctx.trigger
             info["unrolled_count"] = ctx.groups
-            info["enc_channel"] = int(c)
-            st.ops.append(info)
-            op_idx = len(st.ops) - 1
+            info["enc_channel"] = c
+            op_idx = ops_so_far[c]
+            ops_so_far[c] += 1
+            src, dest = [], []
             txs = run_a[leg_tx[run_a]]
             if txs.size:
-                recs = _net_tx(ctx, txs, start, stop, dst_view, dst_peer, dst_net, gw_leg,
-                               op_idx)
-                st.src.append(recs)
-                st.src.append(_terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank"))
+                recs = _net_tx(bt, me_core, txs, start, stop, dst_view, dst_peer, dst_net,
+                               gw_leg, op_idx)
+                src = [recs, _terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank")]
                 info["tx_entry_cnt"] = recs.size
-                tx[int(c)] = tx.get(int(c), 0) + recs.size
             rxs = run_a[leg_rx[run_a]]
             if rxs.size:
-                recs = _net_rx(ctx, rxs, start, stop, net_src, net_view, op_idx)
-                st.dest.append(recs)
-                st.dest.append(_terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank"))
+                recs = _net_rx(bt, me_core, rxs, start, stop, net_src, net_view, op_idx)
+                dest = [recs, _terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank")]
                 info["rx_entry_cnt"] = recs.size
-                rx[int(c)] = rx.get(int(c), 0) + recs.size
-    return {"legs": n, "bds": total_bd, "channels": [int(c) for c in ch_ids], "tx": tx, "rx": rx}
+            out.append((e, c, info, src, dest))
+    return out
+
+
+class _SegmentCounts:
+    """A per-channel counter (``ChannelState`` attribute ``attr``) over a batch's segments:
+    ``base[i]`` is its value at the start of segment ``i``; :meth:`commit` stores the
+    values after the batch."""
+
+    def __init__(self, b: RankBuilder, seg_ch: np.ndarray, counts: np.ndarray, attr: str):
+        self.b, self.attr = b, attr
+        self.after: dict[int, int] = {}
+        base = []
+        for c, cnt in zip(seg_ch.tolist(), counts.tolist()):
+            v = self.after.get(c)
+            if v is None:
+                v = getattr(b.channels[c], attr) if c in b.channels else 0
+            base.append(v)
+            self.after[c] = v + cnt
+        self.base = np.array(base, np.int64)
+
+    def commit(self) -> None:
+        for c, v in self.after.items():
+            setattr(self.b.state(c), self.attr, v)
+
+
+def _sb2sb_words(ctxs: list[EntryContext], piece_entry: np.ndarray) -> np.ndarray:
+    """The shared fields of every piece's 0xBF word (``piece_entry``: each piece's entry)."""
+    keys = [(io_code(c.dtype), c.lnc_fmt, c.num_active_channels) for c in ctxs]
+    words = np.repeat(_sb2sb_template(*keys[0]), piece_entry.size)
+    if len(set(keys)) > 1:
+        io, fmt, nac = (np.array(k, np.int64) for k in zip(*keys))
+        words["in_dtype"] = words["out_dtype"] = io[piece_entry]
+        words["lnc_size_fmt"] = fmt[piece_entry]
+        words["num_active_channels"] = nac[piece_entry]
+    return words
+
+
+def _cce_tables(ctxs: list[EntryContext], leg_e: np.ndarray):
+    """(patterns, offset, each leg's first pattern): :func:`_cce_patterns` of every entry's
+    (dtype, cce_op), one after the other."""
+    keys = [(c.dtype, c.cce_op) for c in ctxs]
+    distinct = list(dict.fromkeys(keys))
+    pats = [_cce_patterns(*k) for k in distinct]
+    offset = pats[0][1]
+    if len(distinct) == 1:
+        return pats[0][0], offset, None
+    sizes = np.array([p.size for p, _ in pats], np.int64)
+    first = np.cumsum(sizes) - sizes
+    where = {k: int(f) for k, f in zip(distinct, first.tolist())}
+    return np.concatenate([p for p, _ in pats]), offset, np.array(
+        [where[k] for k in keys], np.int64)[leg_e]
 
 
 #: Descriptors (data BDs + CCE) per emit block: a block's temporaries (a few arrays of
@@ -723,21 +858,25 @@ class _GenTags:
     channel // BD_RING_ENTRIES) & GEN_MASK``, OR-ed into ``len_ctrl`` block by block.
 
     The tag is constant over runs of BD_RING_ENTRIES positions, so it is applied to slices:
-    no per-BD arithmetic."""
+    no per-BD arithmetic.  Advances the channels' BD counters past the batch's BDs."""
 
-    def __init__(self, b: RankBuilder, ch_ids: np.ndarray, ch_bd_count: np.ndarray):
-        self.ranges = []  # (first BD of the channel in this entry, end, channel position base)
-        pos = 0
-        for c, cnt in zip(ch_ids.tolist(), ch_bd_count.tolist()):
-            st = b.state(c)
-            self.ranges.append((pos, pos + cnt, st.bd_count))
-            st.bd_count += cnt
-            pos += cnt
-        self.done = 0  # BDs of the entry tagged so far
+    def __init__(self, b: RankBuilder, seg_ch: np.ndarray, seg_bd_count: np.ndarray):
+        self.counts = _SegmentCounts(b, seg_ch, seg_bd_count, "bd_count")
+        self.counts.commit()
+        end = np.cumsum(seg_bd_count)
+        # (first BD of the segment in this batch, end, the channel's position at its start)
+        self.ranges = list(zip((end - seg_bd_count).tolist(), end.tolist(),
+                               self.counts.base.tolist()))
+        self.k = 0  # first range not wholly tagged yet (blocks come in order)
+        self.done = 0  # BDs of the batch tagged so far
 
     def apply(self, len_ctrl: np.ndarray) -> None:
         e0, e1 = self.done, self.done + len_ctrl.size
-        for first, end, base in self.ranges:
+        while self.k < len(self.ranges) and self.ranges[self.k][1] <= e0:
+            self.k += 1
+        for first, end, base in self.ranges[self.k:]:
+            if first >= e1:
+                break
             a, z = max(first, e0), min(end, e1)
             while a < z:
                 p = base + a - first
@@ -794,25 +933,30 @@ def _cce_patterns(dtype: DType, cce_op: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _cce_block(tile_leg, ta, tb, dsize, leg_ns, leg_w3, tab) -> np.ndarray:
     """CCE descriptors of the given tiles: one per source of each reduce tile (``leg_ns``:
-    the leg's sources if it reduces, else 0; ``leg_w3``: word 3 of its descriptors)."""
-    pat, offset = tab
+    the leg's sources if it reduces, else 0; ``leg_w3``: word 3 of its descriptors; ``tab``:
+    :func:`_cce_tables`; ``dsize``: one for all tiles or each tile's)."""
+    pat, offset, leg_pat = tab
     ns = leg_ns[tile_leg]
+    w23 = (((tb - ta) * dsize) & 0xFFFFFF) | (leg_w3[tile_leg] << 32)
     if ns.size and ns.min() == ns.max() > 0:  # every tile reduces k sources: (tiles, k) blocks
         k = int(ns[0])
         words = np.empty((ns.size, k, 2), np.int64)
-        words[:, :, 0] = pat[offset[k]:offset[k] + k]
-        words[:, :, 1] = ((((tb - ta) * dsize) & 0xFFFFFF) | (leg_w3[tile_leg] << 32))[:, None]
+        if leg_pat is None:
+            words[:, :, 0] = pat[offset[k]:offset[k] + k]
+        else:
+            words[:, :, 0] = pat[(leg_pat[tile_leg] + offset[k])[:, None] + np.arange(k)]
+        words[:, :, 1] = w23[:, None]
         return words.reshape(-1, 2).view(F.CCE_DTYPE).reshape(-1)
     first = np.cumsum(ns) - ns
     nc = int(first[-1] + ns[-1]) if ns.size else 0
     words = np.empty((nc, 2), np.int64)
-    k = np.repeat(offset[ns] - first, ns) + np.arange(nc, dtype=np.int64)
-    np.take(pat, k, out=words[:, 0])
-    words[:, 1] = np.repeat((((tb - ta) * dsize) & 0xFFFFFF) | (leg_w3[tile_leg] << 32), ns)
+    base = offset[ns] if leg_pat is None else leg_pat[tile_leg] + offset[ns]
+    np.take(pat, np.repeat(base - first, ns) + np.arange(nc, dtype=np.int64), out=words[:, 0])
+    words[:, 1] = np.repeat(w23, ns)
     return words.view(F.CCE_DTYPE).reshape(-1)
 
 
-def _bds_runs(ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
+def _bds_runs(views, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
               peer_off):
     """Data BDs when some buffer follows an SBUF access pattern: one BD per contiguous run."""
     si_tile, si_slot, _ = _expand(slots[tile_leg])
@@ -823,7 +967,7 @@ def _bds_runs(ctx, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_me
     found = []
     for v in np.unique(si_view):
         sel = np.nonzero(si_view == v)[0]
-        owner_idx, addr, nbytes = ctx.views[int(v)].runs(si_a[sel], si_b[sel])
+        owner_idx, addr, nbytes = views[int(v)].runs(si_a[sel], si_b[sel])
         run_count[sel] = np.bincount(owner_idx, minlength=sel.size)
         found.append((sel, owner_idx, addr, nbytes))
     run_first = np.cumsum(run_count) - run_count
@@ -948,17 +1092,16 @@ def _check_counts(ir: np.ndarray) -> None:
                             "the leg IR holds")
 
 
-def _check_legs(ctx: EntryContext, s_n, d_n, src_view, src_peer, dst_view, dst_peer,
-                reduce) -> None:
+def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, reduce) -> None:
     """The IR's references and shapes, on the legs' columns (handshake and mark_end legs
-    included: they have neither sources nor destinations)."""
-    nv, npeer = len(ctx.views), len(ctx.peers)
+    included: they have neither sources nor destinations); ``nv``, ``npeer``: the number of
+    views and peers of each leg's entry."""
     for field_, count, view, peer in (("src", s_n, src_view, src_peer),
                                       ("dst", d_n, dst_view, dst_peer)):
-        if view.size and view.max() < nv and peer.max() < npeer:
+        if view.size and view.max() < nv.min() and peer.max() < npeer.min():
             continue  # every slot (used or not) is in range
-        used = _SLOT_INDEX < count[:, None]
-        if used.any() and (view[used].max() >= nv or peer[used].max() >= npeer):
+        bad = (view >= nv[:, None]) | (peer >= npeer[:, None])
+        if (bad & (_SLOT_INDEX < count[:, None])).any():
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
     if ((s_n == 0) & (d_n > 0)).any():
         raise LoweringError("a leg with destinations needs a source")
@@ -1009,17 +1152,18 @@ def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | slice]]:
     return [(int(v), values == v) for v in np.unique(values)]
 
 
-def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, dst_view, dst_peer, dst_net,
-            gw_leg, op_idx: int) -> np.ndarray:
-    """__record_net_src_addr: every network destination run, paired with our gateway copy."""
+def _net_tx(bt: _Batch, me_core: int, legs: np.ndarray, start, stop, dst_view, dst_peer,
+            dst_net, gw_leg, op_idx: int) -> np.ndarray:
+    """__record_net_src_addr: every network destination run, paired with our gateway copy
+    (views and peers: the batch's; ``me_core``: the base of this rank's core window)."""
     parts = []
-    pt = ctx.tables()
+    pt = bt.pt
     net = dst_net[legs]
     for jd in np.flatnonzero(net.any(axis=0)).tolist():
         m = legs[net[:, jd]]
         for v, sel in _by_value(dst_view[m, jd]):
             mm = m[sel]
-            view = ctx.views[v]
+            view = bt.views[v]
             owner, addr, nbytes = view.runs(start[mm], stop[mm])
             run_elems = nbytes // view.dsize
             csum = np.cumsum(run_elems) - run_elems
@@ -1027,28 +1171,29 @@ def _net_tx(ctx: EntryContext, legs: np.ndarray, start, stop, dst_view, dst_peer
             elem = start[mm][owner] + csum - csum[first[owner]]
             gw = np.zeros(owner.size, np.int64)
             for g, gs in _by_value(gw_leg[mm][owner]):
-                gw[gs] = ctx.views[g].address(elem[gs])
+                gw[gs] = bt.views[g].address(elem[gs])
             peer = dst_peer[mm, jd][owner]
             last = np.append(owner[1:] != owner[:-1], True)
             parts.append((mm[owner] * MAX_DST + jd, {
                 "net_op_idx": op_idx, "complete": last.astype(np.int32),
-                "dev_addr": gw + core_base(ctx.me), "size": nbytes,
+                "dev_addr": gw + me_core, "size": nbytes,
                 "mark": int(NetAddrMark.NET_TRANSFER), "dst_rank": pt.rank[peer],
                 "dst_addr": addr + pt.core[peer]}))
     return _records(F.NET_SRC_ADDR_DTYPE, parts)
 
 
-def _net_rx(ctx: EntryContext, legs: np.ndarray, start, stop, net_src, net_view,
+def _net_rx(bt: _Batch, me_core: int, legs: np.ndarray, start, stop, net_src, net_view,
             op_idx: int) -> np.ndarray:
-    """__record_net_dest_addr: where each network-fed leg's bytes land on this rank."""
+    """__record_net_dest_addr: where each network-fed leg's bytes land on this rank (views
+    and peers: the batch's)."""
     parts = []
-    pt = ctx.tables()
+    pt = bt.pt
     for v, sel in _by_value(net_view[legs]):
         mm = legs[sel]
-        owner, addr, nbytes = ctx.views[v].runs(start[mm], stop[mm])
+        owner, addr, nbytes = bt.views[v].runs(start[mm], stop[mm])
         last = np.append(owner[1:] != owner[:-1], True)
         parts.append((mm[owner], {
             "net_op_idx": op_idx, "complete": last.astype(np.int32),
-            "dev_addr": addr + core_base(ctx.me), "size": nbytes,
+            "dev_addr": addr + me_core, "size": nbytes,
             "mark": int(NetAddrMark.NET_TRANSFER), "src_rank": pt.rank[net_src[mm][owner]]}))
     return _records(F.NET_DEST_ADDR_DTYPE, parts)
