@@ -52,7 +52,10 @@ class Out:
         (self.path / f"rank-{rank:04d}" / name).write_bytes(arr.tobytes())
 
     def edit(self, rank: int, name: str, fn) -> None:
-        a = self.arr(rank, name).copy()
+        # a writable array over a copy of the file's bytes: numpy's copy of a structured
+        # array with explicit offsets leaves the padding (the reserved bytes) undefined
+        a = np.frombuffer(bytearray((self.path / f"rank-{rank:04d}" / name).read_bytes()),
+                          F.ARTIFACTS[name][0])
         fn(a)
         self.put(rank, name, a)
 

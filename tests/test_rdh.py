@@ -169,11 +169,11 @@ def test_mutated_network_rdh_artifacts_are_caught(net_out, tmp_path, what):
     rdir = bad / "rank-0256"
     if what == "op_sem":
         p = rdir / "net_ops.bin"
-        arr = np.frombuffer(p.read_bytes(), F.NET_OPS_INFO_DTYPE).copy()
+        arr = np.frombuffer(bytearray(p.read_bytes()), F.NET_OPS_INFO_DTYPE)
         arr["inc_recv_complete"][0] += 4  # the proxy would increment the wrong event
     else:
         p = rdir / "net_src.bin"
-        arr = np.frombuffer(p.read_bytes(), F.NET_SRC_ADDR_DTYPE).copy()
+        arr = np.frombuffer(bytearray(p.read_bytes()), F.NET_SRC_ADDR_DTYPE)
         k = int(np.flatnonzero(arr["size"] > 0)[1])
         if what == "dst_addr":
             arr["dst_addr"][k] += 2
