@@ -40,7 +40,9 @@ def _emit(items, sizes: list[int]):
     for size in sizes:
         summaries += emit_entries(b, items[k:k + size])
         k += size
-    files = {name: b"".join(p.tobytes() for p in parts) for name, parts in b.finish().items()}
+    parts = b.finish()
+    b.close()  # the writer thread (hashing) has finished
+    files = {name: b"".join(p.tobytes() for p in arrs) for name, arrs in parts.items()}
     tpinc = {key: part.tobytes() for key, part in b.tpinc_by_entry.items()}
     return files, summaries, tpinc
 
@@ -89,8 +91,10 @@ def test_a_batch_error_names_the_entry_that_has_it():
     # a view this entry lacks, though the batch's joined view table has one at that place
     ir["src_view"][row, 0] = len(bad_spec.views)
     bad_spec.ir = ir
+    b = RankBuilder(0)
     with pytest.raises(NrtRewriteError) as err:
-        _emit_batch(RankBuilder(0), plan, batch, 0, 0, lnc_fmt, sg)
+        _emit_batch(b, plan, batch, 0, 0, lnc_fmt, sg)
+    b.close()
     assert err.value.where.trigger == bad_tp.trigger.ordinal
     assert "src view or peer that the entry lacks" in str(err.value)
     assert batch[0][0].trigger.ordinal != bad_tp.trigger.ordinal
