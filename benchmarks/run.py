@@ -115,7 +115,7 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     stages = {"parse": t1 - t0, "select": plan.timings["select"],
               "plan": (t2 - t1) - plan.timings["select"],
               "compose": tm["compose"], "compose_wait": tm.get("compose_wait", 0.0),
-              "emit": tm["emit"], "serialize": tm["serialize"],
+              "compose_here": tm.get("compose_here", 0.0), "emit": tm["emit"], "serialize": tm["serialize"],
               "write": probe.write_s, "fsync": t4 - t3}
     res = {
         "model": Path(model).name, "rank": rank, "records": records, "bytes": nbytes,

@@ -13,6 +13,11 @@ space goes through the pipe itself.  The producer is at most ``lookahead`` items
 the consumer hands out the next item only when it takes a result, and with it how much of
 the ring it has consumed.
 
+With ``steal``, a consumer that would wait for its next result computes the next item not
+handed out yet itself (at most ``lookahead`` of them held), so neither process idles while
+the other has work: the consumer's own work (emitting) and the items' work share both
+cores.  Items are still yielded in order.
+
 An exception in ``fn`` is not pickled back: the consumer gets ``(item, None, seconds)`` and
 runs ``fn`` itself to raise it with its own context (``fn`` must be deterministic).
 """
@@ -24,6 +29,7 @@ import mmap
 import multiprocessing
 import pickle
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -97,15 +103,20 @@ class ForkAhead:
     ``ForkAhead(fn)`` forks at once (do it before starting threads: a fork copies only the
     calling thread); ``map(items)`` then yields ``(item, result, seconds)`` in item order,
     the process up to :data:`LOOKAHEAD` items ahead; ``result`` is ``None`` when ``fn``
-    raised there (call ``fn(item)`` to raise it).  If the process dies, ``map`` raises
+    raised there (call ``fn(item)`` to raise it).  With ``steal=True`` this process also
+    runs ``fn`` on items itself while it would otherwise wait (``fn`` must then be safe to
+    run in either process; a failure comes back as ``None`` in the same way).  If the process dies, ``map`` raises
     :class:`AheadLost` naming the first item not delivered.  Use as a context manager (or
     call :meth:`close`): the process is stopped on exit, whether or not ``map`` ran."""
 
     def __init__(self, fn: Callable[[Any], Any], *, lookahead: int | None = None,
-                 ring_bytes: int = RING_BYTES):
+                 ring_bytes: int = RING_BYTES, steal: bool = False):
         global _JOB
         ctx = multiprocessing.get_context("fork")
         self.size, self.lookahead = ring_bytes, lookahead or LOOKAHEAD
+        self.fn, self.steal = fn, steal
+        #: seconds this process spent computing items itself (``steal``)
+        self.here_s = 0.0
         self.ring = mmap.mmap(-1, ring_bytes)  # MAP_SHARED | MAP_ANONYMOUS: shared by the fork
         task_r, self.tasks = ctx.Pipe(duplex=False)
         self.results, result_w = ctx.Pipe(duplex=False)
@@ -126,44 +137,70 @@ class ForkAhead:
 
     def map(self, items: Sequence[Any]) -> Iterator[tuple[Any, Any, float]]:
         items = list(items)
+        n = len(items)
         base = self.next_id  # result ids of this map: base, base + 1, ...
-        sent = 0
+        self.next_id += n
+        assigned = 0  # items[:assigned] are handed out: to the process, or computed here
+        sent: deque[int] = deque()  # positions handed to the process, not yet received
+        mine: dict[int, tuple[Any, float]] = {}  # position -> (result, seconds): done here
 
-        def send() -> None:
-            nonlocal sent
-            self.tasks.send((base + sent, items[sent], self.consumed))
-            sent += 1
+        def top_up() -> None:
+            """Keep ``lookahead`` items with the process."""
+            nonlocal assigned
+            while len(sent) < self.lookahead and assigned < n:
+                self.tasks.send((base + assigned, items[assigned], self.consumed))
+                sent.append(assigned)
+                assigned += 1
 
         try:
-            while sent < min(self.lookahead, len(items)):
-                send()
+            top_up()
         except OSError:  # the process is gone (a closed pipe)
             raise AheadLost(0, self.proc.exitcode) from None
-        self.next_id += len(items)
-        for k, item in enumerate(items):
-            try:
-                while not self.results.poll(POLL_S):
-                    if not self.proc.is_alive():
-                        raise AheadLost(k, self.proc.exitcode)
-                kind, got, where, length, dt = self.results.recv()
-            except (EOFError, OSError):
-                raise AheadLost(k, self.proc.exitcode) from None
-            if got != base + k:
-                raise RuntimeError(f"the ahead process returned item {got}, expected {base + k}")
-            if kind == _RING:
-                pos = where % self.size
-                result = pickle.loads(self.ring[pos:pos + length])
-                self.consumed = where + length
-            elif kind == _PIPE:
-                result = pickle.loads(where)
-            else:
-                result = None
-            if sent < len(items):
+        for k in range(n):
+            if k in mine:
+                result, dt = mine.pop(k)
+            else:  # k is with the process (the first of ``sent``)
                 try:
-                    send()
-                except OSError:
-                    pass  # the process is gone: the next item raises AheadLost
-            yield item, result, dt
+                    while not self.results.poll(0):
+                        if self.steal and assigned < n and len(mine) < self.lookahead:
+                            mine[assigned] = self._here(items[assigned])
+                            assigned += 1
+                            continue
+                        while not self.results.poll(POLL_S):
+                            if not self.proc.is_alive():
+                                raise AheadLost(k, self.proc.exitcode)
+                        break
+                    kind, got, where, length, dt = self.results.recv()
+                except (EOFError, OSError):
+                    raise AheadLost(k, self.proc.exitcode) from None
+                if got != base + sent[0] or sent[0] != k:
+                    raise RuntimeError(f"the ahead process returned item {got - base}, "
+                                       f"expected {k}")
+                sent.popleft()
+                if kind == _RING:
+                    pos = where % self.size
+                    result = pickle.loads(self.ring[pos:pos + length])
+                    self.consumed = where + length
+                elif kind == _PIPE:
+                    result = pickle.loads(where)
+                else:
+                    result = None
+            try:
+                top_up()
+            except OSError:
+                pass  # the process is gone: the next item it holds raises AheadLost
+            yield items[k], result, dt
+
+    def _here(self, item: Any) -> tuple[Any, float]:
+        """``(fn(item), seconds)`` computed in this process (``None``: ``fn`` raised)."""
+        t0 = time.perf_counter()
+        try:
+            result = self.fn(item)
+        except Exception:
+            result = None
+        dt = time.perf_counter() - t0
+        self.here_s += dt
+        return result, dt
 
     def close(self) -> None:
         self.results.close()  # a send blocked on a full pipe fails: the process stops

@@ -204,10 +204,12 @@ AHEAD_MIN_TRIGGERS = 32
 def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhead | None,
               timings: dict[str, float]) -> Iterator[tuple[TriggerPlan, list[EntrySpec]]]:
     """``(trigger plan, entry specs)`` of each trigger index in order, composed here or, once
-    the run is long enough, by ``pipe``'s process while the caller emits.  Composing is a
-    pure function of the plan, so the specs are the same either way.
+    the run is long enough, by ``pipe``'s process while the caller emits (the caller
+    composes later triggers itself rather than wait: ``steal``).  Composing is a pure
+    function of the plan, so the specs are the same either way.
     ``timings["compose"]`` is the composing time either way; ``timings["compose_wait"]``
-    the time spent waiting for (and receiving from) the process."""
+    the time spent waiting for (and receiving from) the process, ``compose_here`` the time
+    spent composing later triggers here while their turn had not come."""
     t_start = time.perf_counter()
     k = 0
     while k < len(triggers):
@@ -222,17 +224,19 @@ def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhea
         k += 1
     if k == len(triggers):
         return
-    timings["compose_wait"] = 0.0
+    timings["compose_wait"] = timings["compose_here"] = 0.0
     it = pipe.map(triggers[k:])
     while True:
-        t0 = time.perf_counter()
+        t0, here0 = time.perf_counter(), pipe.here_s
         try:
             i, specs, dt = next(it)
         except StopIteration:
             return
         except AheadLost:  # the process died (killed, out of memory): compose the rest here
             break
-        timings["compose_wait"] += time.perf_counter() - t0
+        here = pipe.here_s - here0  # composing later triggers here instead of waiting
+        timings["compose_wait"] += time.perf_counter() - t0 - here
+        timings["compose_here"] += here
         timings["compose"] += dt
         if specs is None:  # composing raised in the process: raise it here
             specs = _entries_of(plan, plan.triggers[i], rank)
@@ -257,11 +261,11 @@ def lower_rank(plan: LoweringPlan, rank: int,
     second core; the output is the same; see :func:`_composed`).  ``RankOutput.timings``
     holds the seconds spent per stage (compose, emit, serialize; the sink's own time counts
     in emit and serialize; once the process composes, ``compose_wait`` is the time the
-    emitter waited for it)."""
+    emitter waited for it and ``compose_here`` the time it composed instead of waiting)."""
     keep_freed_memory()
     triggers = [i for i, tp in enumerate(plan.triggers) if rank in tp.group]
     # forked now, before the builder's writer thread exists (a fork copies one thread)
-    pipe = (ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank))
+    pipe = (ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank), steal=True)
             if compose_ahead and len(triggers) >= AHEAD_MIN_TRIGGERS and fork_available()
             else None)
     builder = RankBuilder(rank, sink)

@@ -44,14 +44,52 @@ def test_results_in_order_through_ring_and_pipe(ring_bytes, lookahead):
     assert not _children()
 
 
+def _slow_in_the_process(i):
+    """The item and the process that computed it; slow in the forked process, so that the
+    consumer, waiting, computes some items itself."""
+    if multiprocessing.parent_process() is not None:
+        time.sleep(0.02)
+    return i, os.getpid()
+
+
+@pytest.mark.parametrize("lookahead", [1, 3, 16])
+def test_steal_computes_items_here_while_waiting_and_keeps_the_order(lookahead):
+    with ForkAhead(_slow_in_the_process, lookahead=lookahead, steal=True) as pipe:
+        got = list(pipe.map(range(40)))
+        assert pipe.here_s > 0
+    assert [item for item, _r, _dt in got] == list(range(40))
+    assert [r[0] for _i, r, _dt in got] == list(range(40))
+    where = {pid for _i, (_item, pid), _dt in got}
+    assert os.getpid() in where and len(where) == 2  # both processes computed items
+    assert not _children()
+
+
+def _slow_there_fails_here_on_3(i):
+    if multiprocessing.parent_process() is not None:
+        time.sleep(0.2 if i == 0 else 0)
+        return i
+    if i == 3:
+        raise ValueError("three, here")
+    return -i
+
+
+def test_steal_a_failure_here_comes_back_as_none():
+    """Items 0 and 1 go to the process (lookahead 2); waiting for the slow item 0, this
+    process computes items 2 and 3 itself, and 3 fails here."""
+    with ForkAhead(_slow_there_fails_here_on_3, lookahead=2, steal=True) as pipe:
+        got = [(item, res) for item, res, _dt in pipe.map(range(5))]
+    assert got == [(0, 0), (1, 1), (2, -2), (3, None), (4, 4)]
+
+
 def _fails_on_3(i):
     if i == 3:
         raise ValueError("three")
     return i * i
 
 
-def test_a_failure_comes_back_as_none_and_the_rest_goes_on():
-    with ForkAhead(_fails_on_3) as pipe:
+@pytest.mark.parametrize("steal", [False, True])
+def test_a_failure_comes_back_as_none_and_the_rest_goes_on(steal):
+    with ForkAhead(_fails_on_3, steal=steal) as pipe:
         got = [(item, res) for item, res, _dt in pipe.map(range(6))]
     assert got == [(0, 0), (1, 1), (2, 4), (3, None), (4, 16), (5, 25)]
 
