@@ -350,36 +350,32 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
     t_e = tmpl[trow[e_row]]
     leafs = t_e[:, 2]
     mem = members[e_row]
-    # every row's transfer depends only on its (leaf, member) key: one table row per key,
-    # gathered by each row's key index
     # Every row's transfer depends only on its (leaf, member) key, and on the member only
     # where the member's own block is named (the all-gather's send of a unit member's input,
     # the reduce-scatter's copy to the position's owner): one table row per distinct
     # transfer, gathered by each row's key.
-    span = int(mem.max()) + 1 if mem.size else 1
-    uniq, inv = np.unique(leafs * span + mem, return_inverse=True)
-    key_index = {(int(c) // span, int(c) % span): j for j, c in enumerate(uniq.tolist())}
     by_member = {int(Leaf.send)} if op == EncOpType.ALLGATHER else (
         {int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send)}
         if op == EncOpType.REDUCE_SCATTER else set())
     recv = channel_sem(ch, SEM_RECV)
     kr = kangaring_sem(ch)
     secondaries = set(sec_p)
-    table: list[tuple] = []
-    row_of: dict[tuple[int, int], int] = {}
-    row_of_key = np.zeros(uniq.size, np.int64)
-    # the fetches run in this (set) order: they name views and peers, and the entry's
-    # tables number them in the order they are first named
-    for key in set(zip(leafs.tolist(), mem.tolist())):
-        lf, m = key
-        rk = (lf, m if lf in by_member else -1)
-        r = row_of.get(rk)
-        if r is None:
-            r = row_of[rk] = len(table)
-            table.append(_key_row(fetch(Leaf(lf), m), lf, next_p, recv, kr, secondaries))
-        row_of_key[key_index[key]] = r
+    # the fetches run in the iteration order of the set of keys, one per distinct transfer
+    # when its first key comes: they name views and peers, and the entry's tables number
+    # them in the order they are first named
+    keys = list(set(zip(leafs.tolist(), mem.tolist())))
+    transfer = [(lf, m if lf in by_member else -1) for lf, m in keys]
+    order = list(dict.fromkeys(transfer))  # distinct transfers, in the order of the fetches
+    first_key = dict(zip(reversed(transfer), reversed(keys)))  # each one's first key
+    table = [_key_row(fetch(Leaf(lf), m), lf, next_p, recv, kr, secondaries)
+             for lf, m in (first_key[t] for t in order)]
     tab = np.array(table, _KEY_DTYPE)
-    row = row_of_key[inv]
+    index = {t: j for j, t in enumerate(order)}
+    span = int(mem.max()) + 1 if mem.size else 1
+    code = leafs * span + mem
+    row_of_code = np.zeros(int(code.max()) + 1 if code.size else 1, np.int64)
+    row_of_code[[lf * span + m for lf, m in keys]] = [index[t] for t in transfer]
+    row = row_of_code[code]
     touches = _touch_counts(tab, np.bincount(row[stop > start], minlength=len(table)),
                             peers, kr, [p.rank for p in fpeers])
     if counts_only:
