@@ -187,15 +187,11 @@ def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, Entry
 
 
 #: Consecutive SPAD entries are emitted together (:func:`nrtrewrite.emit.legs.emit_entries`)
-#: until they hold this many IR rows, entries or moved elements: one pass over a batch's
-#: legs amortises the fixed cost of the emitter's numpy calls over its entries (about a
-#: millisecond a pass), and a batch's leg-level arrays stay small.  An entry that moves
-#: many elements has records enough to pay that cost alone: it is emitted at once, so the
-#: writer thread hashes its records while the next entries are composed
-#: (docs/PERFORMANCE.md).
+#: until they hold this many IR rows or this many entries: one pass over a batch's legs
+#: amortises the fixed cost of the emitter's numpy calls over its entries, and a batch's
+#: leg-level arrays stay small (docs/PERFORMANCE.md).
 EMIT_BATCH_LEGS = 1 << 13
 EMIT_BATCH_ENTRIES = 64
-EMIT_BATCH_ELEMENTS = 1 << 25
 
 #: With ``compose_ahead``, the forked process takes over composing once a rank's lowering
 #: has run this long with at least :data:`AHEAD_MIN_TRIGGERS` triggers left: two busy
@@ -279,21 +275,17 @@ def lower_rank(plan: LoweringPlan, rank: int,
     timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
     try:
         batch: list[tuple[TriggerPlan, EntrySpec]] = []
-        batch_legs = batch_elems = 0
+        batch_legs = 0
         with contextlib.closing(_composed(plan, rank, triggers, pipe, timings)) as composed:
             for tp, specs in composed:
                 t1 = time.perf_counter()
                 for spec in specs:
                     batch.append((tp, spec))
                     batch_legs += spec.ir.size
-                    if spec.ir.size:
-                        batch_elems += int(np.maximum(spec.ir["stop"] - spec.ir["start"],
-                                                      0).sum())
-                    if (batch_legs >= EMIT_BATCH_LEGS or len(batch) >= EMIT_BATCH_ENTRIES
-                            or batch_elems >= EMIT_BATCH_ELEMENTS):
+                    if batch_legs >= EMIT_BATCH_LEGS or len(batch) >= EMIT_BATCH_ENTRIES:
                         entries += _emit_batch(builder, plan, batch, rank, len(entries),
                                                lnc_fmt, sg_index)
-                        batch, batch_legs, batch_elems = [], 0, 0
+                        batch, batch_legs = [], 0
                 timings["emit"] += time.perf_counter() - t1
         t1 = time.perf_counter()
         entries += _emit_batch(builder, plan, batch, rank, len(entries), lnc_fmt, sg_index)
