@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Callable, Sequence
 
 import numpy as np
@@ -89,13 +90,15 @@ class Layout:
         per layout (read-only arrays)."""
         tables = self.__dict__.get("_tables")
         if tables is None:
-            nseg = np.array([len(s) for s in self.segments], np.int64)
+            nseg = np.fromiter(map(len, self.segments), np.int64, len(self.segments))
             width = max(1, int(nseg.max()) if nseg.size else 1)
             lo = np.zeros((len(self.segments), width), np.int64)
             hi = np.zeros((len(self.segments), width), np.int64)
-            for i, segs in enumerate(self.segments):
-                if segs:
-                    lo[i, :len(segs)], hi[i, :len(segs)] = np.array(segs, np.int64).T
+            # every segment's bounds in one array, placed at (position, index in position)
+            flat = np.fromiter(chain.from_iterable(chain.from_iterable(self.segments)),
+                               np.int64, 2 * int(nseg.sum())).reshape(-1, 2)
+            owner, within = _expand(nseg)
+            lo[owner, within], hi[owner, within] = flat[:, 0], flat[:, 1]
             for a in (nseg, lo, hi):
                 a.setflags(write=False)
             tables = (nseg, lo, hi)
