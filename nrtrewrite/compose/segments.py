@@ -253,6 +253,20 @@ class PeerTable:
 # The ring over a layout (HIER's RING legs): ring.py's step templates and leg IR, with the
 # chunk positions resolved through a Layout instead of the trigger's own ChunkPlan.
 
+@functools.lru_cache(maxsize=256)
+def leg_template(op: EncOpType, rank_n: int, host_cc: bool, inplace: bool) -> np.ndarray:
+    """``ring.template_array`` of a leg (read-only): ``inplace`` drops the all-gather's local
+    ``direct_copy`` of the own block (its input already sits in its output)."""
+    from nrtrewrite.compose.leaves import Leaf
+    from nrtrewrite.compose.ring import template_array
+
+    tmpl = template_array(op, rank_n, host_cc)
+    if inplace:
+        tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
+        tmpl.setflags(write=False)
+    return tmpl
+
+
 def ring_steps(op: EncOpType, layout: Layout, channel: int, user_ranks: Sequence[int],
                group_index: dict[int, int], *, host_cc: bool = False,
                inplace: bool = False) -> np.ndarray:
@@ -262,13 +276,10 @@ def ring_steps(op: EncOpType, layout: Layout, channel: int, user_ranks: Sequence
     Segmented positions give one row per segment, consecutive.  ``inplace``: the leg's input
     already sits in its output (an all-gather whose input view is its output view), so the
     all-gather's local ``direct_copy`` of the own block is dropped."""
-    from nrtrewrite.compose.leaves import Leaf
-    from nrtrewrite.compose.ring import STEP_DTYPE, template_array
+    from nrtrewrite.compose.ring import STEP_DTYPE
 
     rank_n = len(user_ranks)
-    tmpl = template_array(op, rank_n, host_cc)
-    if inplace:
-        tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
+    tmpl = leg_template(op, rank_n, host_cc, inplace)
     t = tmpl.shape[0]
     na = np.asarray(user_ranks, dtype=np.int64)
     pos_of = np.fromiter((group_index[int(r)] for r in user_ranks), np.int64, rank_n)
@@ -346,21 +357,104 @@ def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTabl
                 host_cc: bool, reduction_type: int,
                 inplace: bool = False) -> tuple[np.ndarray, dict]:
     """The leg IR of one rank's ring leg (views IN, OUT, RECV, GW at 0..3) and its
-    ``schedule`` info."""
-    from nrtrewrite.codes import EdgeLocality
-    from nrtrewrite.compose import ir as IR
-    from nrtrewrite.compose.ring import bookkeeping, ring_channel_ir
-    from nrtrewrite.topology.rings import enc_ring
+    ``schedule`` info.
 
-    irs, info = [], {}
-    for slot, ch in enumerate(rp.channel_ids):
-        ring = enc_ring(rp.orders[ch], rank)
-        steps = ring_steps(op, rp.layout, slot, ring.user_ranks, rp.group_index,
-                           host_cc=host_cc, inplace=inplace)
-        prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
-        irs.append(ring_channel_ir(steps, ch, peers(ring.next), peers(ring.prev), prev_net,
-                                   reduction_type))
-        prologue, epilogue = bookkeeping(op, prev_net)
+    The rows are those of :func:`ring_channel_ir` over :func:`ring_steps`, channel after
+    channel; they are built for every channel at once: the rows of one chunk group
+    (:func:`_ring_leg_group_rows`, memoised) repeated over the chunk groups, and every
+    row's element range resolved through the layout in one call."""
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.compose.ring import bookkeeping
+
+    if not rp.channel_ids:
+        return IR.concat([]), {}
+    orders = tuple(rp.orders[ch] for ch in rp.channel_ids)
+    rings, prev_net = _rank_rings(topo, orders, rank)
+    peer_ids = tuple(p for ring in rings for p in (peers(ring.next), peers(ring.prev)))
+    base = _ring_leg_group_rows(topo, rp, orders, op, rank, peer_ids, host_cc=host_cc,
+                                reduction_type=reduction_type, inplace=inplace)
+    src, g = _channel_major_rows(len(rings), base.ir.size // len(rings), rp.layout.groups)
+    row, _seg, start, stop = rp.layout.expand(g, base.slot[src], base.pos[src],
+                                              base.half[src])
+    out = IR.take(base.ir, src[row])
+    out["group"] = g[row]
+    out["start"] = start
+    out["stop"] = stop
+    info = {}
+    for ch, ring, net in zip(rp.channel_ids, rings, prev_net):
+        prologue, epilogue = bookkeeping(op, net)
         info[ch] = {"prev": ring.prev, "next": ring.next, "user_ranks": list(ring.user_ranks),
                     "prologue": prologue, "epilogue": epilogue}
-    return IR.concat(irs), info
+    return out, info
+
+
+def _rank_rings(topo, orders: tuple[tuple[int, ...], ...], rank: int):
+    """(``enc_ring`` of ``rank`` on each ring order, whether each ring's predecessor is
+    across the network), memoised per topology (shared, never to be mutated)."""
+    def make():
+        from nrtrewrite.codes import EdgeLocality
+        from nrtrewrite.topology.rings import enc_ring
+
+        rings = tuple(enc_ring(o, rank) for o in orders)
+        return rings, tuple(r.prev != rank and topo.locality(r.prev, rank)
+                            == EdgeLocality.NETWORK for r in rings)
+    return topo.cached(("ring_leg_rank_rings", orders, rank), make)
+
+
+@dataclass(frozen=True)
+class _GroupRows:
+    """One chunk group's leg IR rows of a rank on every channel of a ring leg (channel by
+    channel, template order) with ``group``, ``start`` and ``stop`` left 0, and each row's
+    layout slot, chunk position and half (read-only arrays)."""
+
+    ir: np.ndarray
+    slot: np.ndarray
+    pos: np.ndarray
+    half: np.ndarray
+
+
+def _ring_leg_group_rows(topo, rp: RingLegPlan, orders, op: EncOpType, rank: int,
+                         peer_ids: tuple[int, ...], *, host_cc: bool, reduction_type: int,
+                         inplace: bool) -> _GroupRows:
+    """:func:`ring_channel_ir` of one chunk group on each channel of ``rp``: a function of the
+    rings, the rank and its peer numbers only (not of the layout), memoised per topology."""
+    def make() -> _GroupRows:
+        from nrtrewrite.compose import ir as IR
+        from nrtrewrite.compose.ring import STEP_DTYPE, ring_channel_ir
+
+        rings, prev_net = _rank_rings(topo, orders, rank)
+        tmpl = leg_template(op, len(rp.group), host_cc, inplace)
+        irs, pos = [], []
+        for slot, (ch, ring) in enumerate(zip(rp.channel_ids, rings)):
+            steps = np.zeros(tmpl.shape[0], STEP_DTYPE)  # as ring_steps gives chunk group 0
+            for name, col in (("step", 0), ("phase", 1), ("leaf", 2), ("half", 4)):
+                steps[name] = tmpl[:, col]
+            steps["k"] = np.asarray(ring.user_ranks, np.int64)[tmpl[:, 3]]
+            pos_of = np.array([rp.group_index[r] for r in ring.user_ranks], np.int64)
+            steps["pos"] = pos_of[tmpl[:, 3]]
+            irs.append(ring_channel_ir(steps, ch, peer_ids[2 * slot], peer_ids[2 * slot + 1],
+                                       prev_net[slot], reduction_type))
+            pos.append(steps["pos"].astype(np.int64))
+        n = len(rings)
+        rows = _GroupRows(ir=IR.concat(irs),
+                         slot=np.repeat(np.arange(n, dtype=np.int64), tmpl.shape[0]),
+                         pos=np.concatenate(pos), half=np.tile(tmpl[:, 4], n))
+        for a in (rows.ir, rows.slot, rows.pos, rows.half):
+            a.setflags(write=False)
+        return rows
+    return topo.cached(("ring_leg_group_rows", rp.group, tuple(rp.channel_ids), orders, op,
+                        rank, peer_ids, host_cc, reduction_type, inplace), make)
+
+
+@functools.lru_cache(maxsize=1024)
+def _channel_major_rows(channels: int, t: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row of one chunk group's rows, chunk group) of every row of ``channels`` channels of
+    ``groups`` chunk groups of ``t`` rows each, channel by channel, then group by group
+    (read-only arrays)."""
+    src = (np.arange(channels, dtype=np.int64)[:, None, None] * t
+           + np.arange(t, dtype=np.int64)[None, None, :]).repeat(groups, axis=1).ravel()
+    g = np.broadcast_to(np.arange(groups, dtype=np.int64)[None, :, None],
+                        (channels, groups, t)).ravel()
+    for a in (src, g):
+        a.setflags(write=False)
+    return src, g
