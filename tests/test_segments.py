@@ -78,3 +78,14 @@ def test_even_split(lo, n, parts):
 def test_peer_table():
     t = PeerTable(7)
     assert t.peers == [7] and t(7) == 0 and t(3) == 1 and t(3) == 1 and t.peers == [7, 3]
+
+
+@given(sizes=st.lists(st.integers(0, 6), max_size=5), groups=st.integers(0, 4))
+def test_repeat_over_groups(sizes, groups):
+    from nrtrewrite.compose.segments import repeat_over_groups
+    src, g = repeat_over_groups(tuple(sizes), groups)
+    first = np.cumsum([0] + sizes)
+    want = [(first[p] + r, k) for p, size in enumerate(sizes) for k in range(groups)
+            for r in range(size)]
+    assert list(zip(src.tolist(), g.tolist())) == want
+    assert not src.flags.writeable and not g.flags.writeable

@@ -373,7 +373,8 @@ def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTabl
     peer_ids = tuple(p for ring in rings for p in (peers(ring.next), peers(ring.prev)))
     base = _ring_leg_group_rows(topo, rp, orders, op, rank, peer_ids, host_cc=host_cc,
                                 reduction_type=reduction_type, inplace=inplace)
-    src, g = _channel_major_rows(len(rings), base.ir.size // len(rings), rp.layout.groups)
+    src, g = repeat_over_groups((base.ir.size // len(rings),) * len(rings),
+                                rp.layout.groups)
     row, _seg, start, stop = rp.layout.expand(g, base.slot[src], base.pos[src],
                                               base.half[src])
     out = IR.take(base.ir, src[row])
@@ -447,14 +448,15 @@ def _ring_leg_group_rows(topo, rp: RingLegPlan, orders, op: EncOpType, rank: int
 
 
 @functools.lru_cache(maxsize=1024)
-def _channel_major_rows(channels: int, t: int, groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """(row of one chunk group's rows, chunk group) of every row of ``channels`` channels of
-    ``groups`` chunk groups of ``t`` rows each, channel by channel, then group by group
-    (read-only arrays)."""
-    src = (np.arange(channels, dtype=np.int64)[:, None, None] * t
-           + np.arange(t, dtype=np.int64)[None, None, :]).repeat(groups, axis=1).ravel()
-    g = np.broadcast_to(np.arange(groups, dtype=np.int64)[None, :, None],
-                        (channels, groups, t)).ravel()
+def repeat_over_groups(sizes: tuple[int, ...], groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(source row, chunk group) of the rows of parts of one chunk group's rows (part ``p``
+    holds ``sizes[p]`` consecutive source rows) repeated over ``groups`` chunk groups: part
+    after part, then group after group, the part's rows in order (read-only arrays)."""
+    sizes_a = np.asarray(sizes, np.int64).reshape(-1)
+    part, within = _expand(sizes_a * groups)  # within: the row among the part's repeats
+    size = sizes_a[part]
+    g = within // size
+    src = (np.cumsum(sizes_a) - sizes_a)[part] + within % size
     for a in (src, g):
         a.setflags(write=False)
     return src, g

@@ -44,7 +44,7 @@ from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, registe
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.segments import (
-    Layout, PeerTable, ViewTable, group_positions, interleaved_layout,
+    Layout, PeerTable, ViewTable, group_positions, interleaved_layout, repeat_over_groups,
 )
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
@@ -186,110 +186,195 @@ def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int
 _VIEWS = ("in", "out", "recv", "recv2", "gw", "gw2")
 
 
+@dataclass(frozen=True)
+class _Direction:
+    """One direction of one channel pair as seen by a rank: its legs for one chunk group."""
+
+    d: int  # 0 = CW, 1 = CCW
+    channel: int
+    next: int
+    prev: int
+    net_prev: bool  # the predecessor is across the network
+    legs: tuple[tuple[int, int, int, Role], ...]  # (step, sub, position, role), program order
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One channel pair (layout slot) as seen by a rank."""
+
+    cw: int
+    ccw: int
+    directions: tuple[_Direction, ...]  # the directions with legs; none for a one-rank group
+
+
+def _rings_key(sp: SingleCyclePlan) -> tuple:
+    """What the rank-level memos of ``sp`` depend on: the group, the pairs, the CW rings."""
+    return sp.group, tuple(sp.pairs), tuple(sp.orders[cw] for cw, _ccw in sp.pairs)
+
+
+def _rank_slots(sp: SingleCyclePlan, topo, rank: int) -> tuple[_Slot, ...]:
+    """``rank``'s neighbours and legs on every channel pair of ``sp``: a function of the
+    group's rings and the rank only, memoised per topology (shared, never to be mutated)."""
+    orders = _rings_key(sp)[2]
+
+    def make() -> tuple[_Slot, ...]:
+        n = len(sp.group)
+        slots = []
+        for (cw, ccw), order in zip(sp.pairs, orders):
+            if n == 1:
+                slots.append(_Slot(cw, ccw, ()))
+                continue
+            me = order.index(rank)
+            nxt = (order[(me + 1) % n], order[(me - 1) % n])  # per direction
+            prv = (order[(me - 1) % n], order[(me + 1) % n])
+            # every chunk position's legs, each direction in program order (step, sub)
+            legs = []  # (direction, step, sub, pos, role)
+            for pos, root in enumerate(sp.group):
+                d_cw = (order.index(root) - me) % n
+                for role in chunk_roles(n, d_cw):
+                    legs.append((role.direction, role.step, role.sub, pos, role))
+            directions = []
+            for d in (0, 1):
+                mine = sorted((x for x in legs if x[0] == d), key=lambda x: (x[1], x[2]))
+                if mine:
+                    net = prv[d] != rank and topo.locality(rank, prv[d]) == EdgeLocality.NETWORK
+                    directions.append(_Direction(d, (cw, ccw)[d], nxt[d], prv[d], net,
+                                                 tuple(x[1:] for x in mine)))
+            slots.append(_Slot(cw, ccw, tuple(directions)))
+        return tuple(slots)
+    return topo.cached(("single_cycle_rank_slots", _rings_key(sp), rank), make)
+
+
+@dataclass(frozen=True)
+class _GroupRows:
+    """One chunk group's leg IR rows of a rank, channel by channel (each channel's rows are
+    consecutive, channels ascending), with ``group``, ``start`` and ``stop`` left 0; the
+    number of rows of each channel, and each row's layout slot, chunk position and half
+    (read-only arrays)."""
+
+    ir: np.ndarray
+    sizes: tuple[int, ...]
+    slot: np.ndarray
+    pos: np.ndarray
+    half: np.ndarray
+
+
+def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
+                vix: dict[str, int], peer_ids: tuple[tuple[int, int], ...]) -> _GroupRows:
+    """The rows of one chunk group (:class:`_GroupRows`): a function of the rank's slots, its
+    view and peer numbers only (not of the layout), memoised per topology."""
+    def make() -> _GroupRows:
+        n = len(sp.group)
+        h_cw = arcs(n)[0]
+        halves = np.array([int(EncHalfChunkIndex.CHUNK_H0), int(EncHalfChunkIndex.CHUNK_H1)],
+                          np.int64)
+        parts = []  # (channel, rows, slot, pos, half)
+        peer_pairs = iter(peer_ids)
+        for slot, sl in enumerate(slots):
+            if n == 1:
+                row = IR.empty(2)
+                row["channel"] = sl.cw
+                row["leaf"] = int(Leaf.direct_copy)
+                row["half"] = halves
+                row["n_src"], row["n_dst"] = 1, 1
+                row["src_view"][:, 0], row["dst_view"][:, 0] = vix["in"], vix["out"]
+                # the range of layout slot 0, position 0
+                parts.append((sl.cw, row, np.zeros(2, np.int64), np.zeros(2, np.int64),
+                              halves))
+                continue
+            for dr in sl.directions:
+                d, ch = dr.d, dr.channel
+                recv = channel_sem(ch, SEM_RECV)
+                post_me = channel_sem(ch, SEM_POST)
+                post_other = channel_sem((sl.cw, sl.ccw)[1 - d], SEM_POST)
+                nx, pv = next(peer_pairs)
+                t = len(dr.legs)
+                out = IR.empty(t * 2)
+                k = np.repeat(np.arange(t, dtype=np.int64), 2)
+                half = np.tile(halves, t)
+                # order: step, then half, then sub (the root's CCW sync precedes its CCW
+                # send for each half)
+                key = np.array([(step, sub) for step, sub, _pos, _role in dr.legs], np.int64)
+                order_in_g = np.lexsort((key[k, 1], half, key[k, 0]))
+                k, half = k[order_in_g], half[order_in_g]
+                pos = np.array([p for _step, _sub, p, _role in dr.legs], np.int64)[k]
+                out["channel"] = ch
+                out["half"] = half
+                out["k"] = np.array(sp.group, np.int64)[pos]
+                for i, (step, _sub, _pos, role) in enumerate(dr.legs):
+                    sel = k == i
+                    out["step"][sel] = step
+                    out["phase"][sel] = AG if step >= h_cw else RS
+                    out["leaf"][sel] = int(role.leaf)
+                    out["n_src"][sel] = len(role.srcs)
+                    for j, s in enumerate(role.srcs):
+                        out["src_view"][sel, j] = vix[s]
+                    out["n_dst"][sel] = len(role.dsts)
+                    for j, (v, who) in enumerate(role.dsts):
+                        out["dst_view"][sel, j] = vix[v]
+                        out["dst_peer"][sel, j] = nx if who == "next" else 0
+                    out["reduce"][sel] = len(role.srcs) > 1
+                    out["reduction_type"][sel] = RING_2R1W
+                    waits = ([(recv, 1)] if role.waits_recv else []) + \
+                        ([(post_me, 1)] if role.waits_post else [])
+                    out["n_wait"][sel] = len(waits)
+                    for j, (s, v) in enumerate(waits):
+                        out["wait_sem"][sel, j] = s
+                        out["wait_val"][sel, j] = v
+                    incs = ([(nx, recv)] if role.sends else []) + \
+                        ([(0, post_other)] if role.posts_other else [])
+                    out["n_inc"][sel] = len(incs)
+                    for j, (p, s) in enumerate(incs):
+                        out["inc_peer"][sel, j] = p
+                        out["inc_sem"][sel, j] = s
+                        out["inc_val"][sel, j] = 1
+                    if role.waits_recv and dr.net_prev:
+                        out["net_src_peer"][sel] = pv
+                        out["net_view"][sel] = vix[role.lands]
+                    if d == 1:
+                        out["gw_view"][sel] = vix["gw2"]  # the CCW sends stage apart from CW
+                parts.append((ch, out, np.full(t * 2, slot, np.int64), pos, half))
+        parts.sort(key=lambda part: part[0])  # stable: channel order, then composing order
+        rows = _GroupRows(ir=IR.concat([p[1] for p in parts]),
+                          sizes=tuple(p[1].size for p in parts),
+                          slot=np.concatenate([p[2] for p in parts]),
+                          pos=np.concatenate([p[3] for p in parts]),
+                          half=np.concatenate([p[4] for p in parts]))
+        for a in (rows.ir, rows.slot, rows.pos, rows.half):
+            a.setflags(write=False)
+        return rows
+    return topo.cached(("single_cycle_group_rows", _rings_key(sp), rank, tuple(vix.values()),
+                        peer_ids), make)
+
+
 def single_cycle_ir(sp: SingleCyclePlan, topo, rank: int, peers: PeerTable, views: ViewTable, *,
                     op: EncOpType = EncOpType.ALLREDUCE) -> tuple[np.ndarray, dict]:
-    """The leg IR of ``rank`` on every channel pair of ``sp`` and its ``schedule`` info."""
+    """The leg IR of ``rank`` on every channel pair of ``sp`` and its ``schedule`` info.
+
+    Each channel's rows are one chunk group's rows (:func:`_group_rows`, memoised) repeated
+    over the chunk groups, their element ranges resolved by one ``Layout.expand``."""
     if op != EncOpType.ALLREDUCE:
         raise LoweringError(f"SINGLE_CYCLE_RING is all-reduce only (op_type {op.name})")
     n = len(sp.group)
     vix = {name: views.get(name, rank) for name in _VIEWS}
-    irs, info = [], {}
-    G = sp.layout.groups
-    for slot, (cw, ccw) in enumerate(sp.pairs):
-        order = sp.orders[cw]
-        me = order.index(rank)
-        nxt = (order[(me + 1) % n], order[(me - 1) % n])  # per direction
-        prv = (order[(me - 1) % n], order[(me + 1) % n])
-        chans = (cw, ccw)
-        net_prev = [prv[d] != rank and topo.locality(rank, prv[d]) == EdgeLocality.NETWORK
-                    for d in (0, 1)]
+    slots = _rank_slots(sp, topo, rank)
+    peer_ids = tuple((peers(dr.next), peers(dr.prev)) for sl in slots for dr in sl.directions)
+    base = _group_rows(sp, topo, rank, slots, vix, peer_ids)
+    src, g = repeat_over_groups(base.sizes, sp.layout.groups)
+    row, _seg, start, stop = sp.layout.expand(g, base.slot[src], base.pos[src], base.half[src])
+    ir = IR.take(base.ir, src[row])
+    ir["group"] = g[row]
+    ir["start"] = start
+    ir["stop"] = stop
+    info = {}
+    for sl in slots:
         if n == 1:
-            row = IR.empty(G * 2)
-            row["channel"] = cw
-            row["leaf"] = int(Leaf.direct_copy)
-            row["half"] = np.tile([0, 1], G)
-            row["group"] = np.repeat(np.arange(G), 2)
-            _r, _s, a, b = sp.layout.expand(row["group"], np.zeros(G * 2, np.int64),
-                                            np.zeros(G * 2, np.int64), row["half"])
-            row["start"], row["stop"] = a, b
-            row["n_src"], row["n_dst"] = 1, 1
-            row["src_view"][:, 0], row["dst_view"][:, 0] = vix["in"], vix["out"]
-            irs.append(row)
-            info[cw] = {"direction": "cw", "n": 1}
-            continue
-        # every chunk position's legs, then sort each channel by (group, step, half, sub)
-        legs = []  # (direction, step, sub, pos, role)
-        for pos, root in enumerate(sp.group):
-            d_cw = (order.index(root) - me) % n
-            for role in chunk_roles(n, d_cw):
-                legs.append((role.direction, role.step, role.sub, pos, role))
-        for d in (0, 1):
-            mine = sorted((x for x in legs if x[0] == d), key=lambda x: (x[1], x[2]))
-            if not mine:
-                continue
-            ch = chans[d]
-            recv = channel_sem(ch, SEM_RECV)
-            post_me = channel_sem(ch, SEM_POST)
-            post_other = channel_sem(chans[1 - d], SEM_POST)
-            nx = peers(nxt[d])
-            pv = peers(prv[d])
-            t = len(mine)
-            out = IR.empty(G * t * 2)
-            g = np.repeat(np.arange(G, dtype=np.int64), t * 2)
-            k = np.tile(np.repeat(np.arange(t, dtype=np.int64), 2), G)
-            half = np.tile(np.array([int(EncHalfChunkIndex.CHUNK_H0),
-                                     int(EncHalfChunkIndex.CHUNK_H1)], np.int64), G * t)
-            # order inside a group: step, then half, then sub (the root's CCW sync
-            # precedes its CCW send for each half)
-            key = np.array([(x[1], x[2]) for x in mine], np.int64)
-            order_in_g = np.lexsort((key[k, 1], half, key[k, 0], g))
-            g, k, half = g[order_in_g], k[order_in_g], half[order_in_g]
-            pos = np.array([x[3] for x in mine], np.int64)[k]
-            _r, _s, start, stop = sp.layout.expand(g, np.full(g.size, slot), pos, half)
-            out["channel"] = ch
-            out["group"] = g
-            out["half"] = half
-            out["start"] = start
-            out["stop"] = stop
-            out["k"] = np.array(sp.group, np.int64)[pos]
-            for i, (_dd, step, _sub, _pos, role) in enumerate(mine):
-                sel = k == i
-                out["step"][sel] = step
-                out["phase"][sel] = AG if step >= arcs(n)[0] else RS
-                out["leaf"][sel] = int(role.leaf)
-                out["n_src"][sel] = len(role.srcs)
-                for j, s in enumerate(role.srcs):
-                    out["src_view"][sel, j] = vix[s]
-                out["n_dst"][sel] = len(role.dsts)
-                for j, (v, who) in enumerate(role.dsts):
-                    out["dst_view"][sel, j] = vix[v]
-                    out["dst_peer"][sel, j] = nx if who == "next" else 0
-                out["reduce"][sel] = len(role.srcs) > 1
-                out["reduction_type"][sel] = RING_2R1W
-                waits = ([(recv, 1)] if role.waits_recv else []) + \
-                    ([(post_me, 1)] if role.waits_post else [])
-                out["n_wait"][sel] = len(waits)
-                for j, (s, v) in enumerate(waits):
-                    out["wait_sem"][sel, j] = s
-                    out["wait_val"][sel, j] = v
-                incs = ([(nx, recv)] if role.sends else []) + \
-                    ([(0, post_other)] if role.posts_other else [])
-                out["n_inc"][sel] = len(incs)
-                for j, (p, s) in enumerate(incs):
-                    out["inc_peer"][sel, j] = p
-                    out["inc_sem"][sel, j] = s
-                    out["inc_val"][sel, j] = 1
-                if role.waits_recv and net_prev[d]:
-                    out["net_src_peer"][sel] = pv
-                    out["net_view"][sel] = vix[role.lands]
-                if d == 1 and "gw_view" in out.dtype.names:
-                    out["gw_view"][sel] = vix["gw2"]  # the CCW sends stage apart from CW
-            irs.append(out)
-            info[ch] = {"direction": ("cw", "ccw")[d], "prev": prv[d], "next": nxt[d],
-                        "pair": [cw, ccw], "arcs": list(arcs(n))}
-    ir = IR.concat(irs)
-    order_ch = np.argsort(ir["channel"], kind="stable")
-    return IR.take(ir, order_ch), info
+            info[sl.cw] = {"direction": "cw", "n": 1}
+        for dr in sl.directions:
+            info[dr.channel] = {"direction": ("cw", "ccw")[dr.d], "prev": dr.prev,
+                                "next": dr.next, "pair": [sl.cw, sl.ccw],
+                                "arcs": list(arcs(n))}
+    return ir, info
 
 
 def trigger_single_cycle_factory(ctx, trig):
