@@ -45,8 +45,8 @@ from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, registe
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.kangaring import kangaring_ir, plan_kangaring
 from nrtrewrite.compose.segments import (
-    PeerTable, ViewTable, even_split, interleaved_layout, plan_ring_leg, ring_leg_ir,
-    segmented_layout,
+    PeerTable, ViewTable, even_split, group_positions, interleaved_layout, plan_ring_leg,
+    ring_leg_ir, segmented_layout,
 )
 from nrtrewrite.compose.single_cycle import plan_single_cycle, single_cycle_ir
 from nrtrewrite.compose.views import operand_view, region_view
@@ -229,7 +229,7 @@ def _view_factory(ctx, trig, lp: LegPlan):
     memory = ctx.memory
     dsize = io_dtype_size(trig.dtype)
     group = tuple(trig.replica_group)
-    index = {r: i for i, r in enumerate(group)}
+    index = group_positions(ctx.topology, group)
     count = trig.num_elements // len(group)
 
     def factory(role: str, member: int):
