@@ -24,7 +24,6 @@ runs ``fn`` itself to raise it with its own context (``fn`` must be deterministi
 
 from __future__ import annotations
 
-import gc
 import mmap
 import multiprocessing
 import pickle
@@ -32,6 +31,8 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+
+from nrtrewrite.memtune import frozen_gc
 
 #: Items the producer may run ahead of the consumer.
 LOOKAHEAD = 16
@@ -124,13 +125,12 @@ class ForkAhead:
         _JOB = (fn, self.ring, (self.tasks, self.results))
         # the process inherits every object of this one (the plan): frozen, its garbage
         # collector never walks them (a walk would write to, and so copy, every page)
-        gc.freeze()
         try:
-            self.proc = ctx.Process(target=_producer, args=(task_r, result_w, ring_bytes),
-                                    name="nrtrewrite-ahead", daemon=True)
-            self.proc.start()
+            with frozen_gc():
+                self.proc = ctx.Process(target=_producer, args=(task_r, result_w, ring_bytes),
+                                        name="nrtrewrite-ahead", daemon=True)
+                self.proc.start()
         finally:
-            gc.unfreeze()
             _JOB = None
             task_r.close()  # the process's ends: closed here, so EOF means it is gone
             result_w.close()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import gc
 import hashlib
 import json
 import multiprocessing
@@ -39,6 +38,7 @@ from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonout
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
+from nrtrewrite.memtune import frozen_gc
 from nrtrewrite.neff.writer import rewrite_streams
 
 FORMAT_NAME = "nrtrewrite-lowered"
@@ -322,11 +322,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             _POOL_PLAN, _POOL_DIR = plan, tmp
             try:
                 ctx = multiprocessing.get_context("fork")
-                gc.freeze()  # the workers' garbage collectors never walk the inherited plan
-                try:
+                with frozen_gc():  # the workers' collectors never walk the inherited plan
                     pool = ctx.Pool(processes=workers)
-                finally:
-                    gc.unfreeze()
                 with pool:
                     for rank, man in pool.imap(_lower_and_write, rank_list, chunksize=1):
                         rank_manifests[rank_dir_name(rank)] = hashlib.sha256(man).hexdigest()

@@ -36,7 +36,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.errors import LoweringError, NrtRewriteError
-from nrtrewrite.memtune import keep_freed_memory
+from nrtrewrite.memtune import frozen_gc, keep_freed_memory
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -263,6 +263,12 @@ def lower_rank(plan: LoweringPlan, rank: int,
     in emit and serialize; once the process composes, ``compose_wait`` is the time the
     emitter waited for it and ``compose_here`` the time it composed instead of waiting)."""
     keep_freed_memory()
+    with frozen_gc():  # the collector never walks the plan while the rank is lowered
+        return _lower_rank(plan, rank, sink, compose_ahead)
+
+
+def _lower_rank(plan: LoweringPlan, rank: int, sink: Callable[[str, np.ndarray], None] | None,
+                compose_ahead: bool) -> RankOutput:
     triggers = [i for i, tp in enumerate(plan.triggers) if rank in tp.group]
     # forked now, before the builder's writer thread exists (a fork copies one thread)
     pipe = (ForkAhead(lambda i: _entries_of(plan, plan.triggers[i], rank), steal=True)

@@ -13,8 +13,10 @@ the largest amount live at once).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import gc
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -41,3 +43,19 @@ def keep_freed_memory() -> bool:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
                 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+@contextlib.contextmanager
+def frozen_gc():
+    """Every object that exists now moved out of the cyclic collector's reach for the
+    duration (``gc.freeze()``): a plan is hundreds of thousands of long-lived objects, and
+    each full collection during a rank's lowering (or in a forked process, where the walk
+    also writes to, so copies, every page) would walk them all.  Unfrozen at the end unless
+    something had frozen objects before (a pool worker keeps what it inherited frozen)."""
+    was = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not was:
+            gc.unfreeze()
