@@ -9,8 +9,9 @@ An :class:`Algorithm` does two things:
   (:mod:`nrtrewrite.compose.ir`), its buffer views and its peer table.
 
 :mod:`nrtrewrite.lower` drives both and hands every entry to the one emitter
-(:func:`nrtrewrite.emit.legs.emit_entry`).  A new algorithm is a new module
-that subclasses :class:`Algorithm` and registers itself with :func:`register`.
+(:func:`nrtrewrite.emit.legs.emit_entries`, consecutive entries at a time).  A new
+algorithm is a new module that subclasses :class:`Algorithm` and registers itself with
+:func:`register`.
 """
 
 from __future__ import annotations

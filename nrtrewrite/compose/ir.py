@@ -22,7 +22,7 @@ channel-program order (channel by channel).  Each row says:
   only waits and increments; rows with an empty element range are dropped
   otherwise).
 
-The emitter (:func:`nrtrewrite.emit.legs.emit_entry`) adds what every leg does
+The emitter (:func:`nrtrewrite.emit.legs.emit_entries`) adds what every leg does
 anyway: the local ``dma_compl_sema`` increment and the channel's closing
 ``mark_end``; it turns destinations and increments aimed at a peer across the
 network into gateway writes, transmit FIFO entries and a ``send_sema``
