@@ -145,7 +145,7 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     return res
 
 
-def measure_sweep_point(model: str, algo: str | None, reps: int = 3) -> dict:
+def measure_sweep_point(model: str, algo: str | None, reps: int = 5) -> dict:
     """One scaling-sweep point: the best of ``reps`` lowerings of rank 0 in this process
     (each from a fresh plan; warm: the first run's one-time costs - imports, caches, the
     heap's first page faults - are not per-record costs), records discarded after hashing."""
