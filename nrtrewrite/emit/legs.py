@@ -684,9 +684,9 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     # ---- net-proxy FIFOs: segments whose legs send to or receive from the network ---------------
     leg_tx = dst_net.any(1)
     leg_rx = net_src >= 0
-    fifo = _fifo_records(b, bt, seg_ch, seg_e, leg_ci, is_end, leg_tx, leg_rx, start, stop,
-                         dst_view_g, dst_peer_g, dst_net, gw_g, net_src + poff,
-                         net_view + voff, net_sem, send_sem_c, recv_sem_c)
+    fifo = _fifo_records(b, bt, (view_linear, vbase, vdsize), seg_ch, seg_e, leg_ci, is_end,
+                         leg_tx, leg_rx, start, stop, dst_view_g, dst_peer_g, dst_net, gw_g,
+                         net_src + poff, net_view + voff, net_sem, send_sem_c, recv_sem_c)
 
     b.tpinc_by_entry.update(tpinc)
     for e, c, info, src, dest in fifo:
@@ -705,73 +705,87 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     return summaries
 
 
-def _fifo_records(b: RankBuilder, bt: _Batch, seg_ch, seg_e, leg_ci, is_end, leg_tx, leg_rx,
-                  start, stop, dst_view, dst_peer, dst_net, gw_leg, net_src, net_view, net_sem,
-                  send_sem_c, recv_sem_c) -> list[tuple[int, int, np.ndarray, list, list]]:
-    """The net-proxy FIFO records of every segment with network legs, in order, as
-    ``(entry, channel, net_ops_info, net_src arrays, net_dest arrays)`` (views and peers:
-    the batch's)."""
-    out = []
+def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end, leg_tx,
+                  leg_rx, start, stop, dst_view, dst_peer, dst_net, gw_leg, net_src, net_view,
+                  net_sem, send_sem_c, recv_sem_c) -> list[tuple[int, int, np.ndarray, list, list]]:
+    """The net-proxy FIFO records of every segment with network legs, one tuple per op in
+    order, ``(entry, channel, net_ops_info, net_src arrays, net_dest arrays)`` (views and
+    peers: the batch's; ``vt``: :func:`_view_tables` of its views).
+
+    Every op of the batch at once: the ops and their ``net_ops_info`` records
+    (proxy_start_operation), the transmit entries of all transmitting legs (:func:`_net_tx`,
+    __record_net_src_addr) and the receive entries of all receiving legs (:func:`_net_rx`,
+    __record_net_dest_addr), each file in a few numpy passes, with each op's terminator
+    (proxy_end_operation) after its entries (:func:`_with_terminators`).  An op's arrays are
+    views of the batch's record arrays."""
     net_legs = np.flatnonzero(~is_end & (leg_tx | leg_rx))
     if not net_legs.size:
-        return out
+        return []
+    # one op (net_ops_info) per run of a segment's network legs whose receives land on the
+    # same semaphore (net_sem; 0 = the channel's recv_sema): the proxy increments the
+    # receiving op's inc_recv_complete (docs/FORMATS.md §8); a ring channel is one op.  An
+    # op starts with its segment or at a receiving leg whose semaphore differs from that of
+    # the segment's previous receiving leg; legs that only transmit stay in the current op.
+    seg = leg_ci[net_legs]
+    rsem = np.where(net_sem[net_legs] != 0, net_sem[net_legs], recv_sem_c[seg])
+    new_op = np.append(True, seg[1:] != seg[:-1])
+    rx_at = np.flatnonzero(leg_rx[net_legs])
+    new_op[rx_at[1:]] |= ((seg[rx_at[1:]] == seg[rx_at[:-1]])
+                          & (rsem[rx_at[1:]] != rsem[rx_at[:-1]]))
+    op_of_net = np.cumsum(new_op) - 1
+    op_seg = seg[new_op]
+    nops = op_seg.size
+    op_sem = recv_sem_c[op_seg]  # an op without receives: the channel's recv_sema
+    op_sem[op_of_net[rx_at]] = rsem[rx_at]  # (all receives of an op share it)
+    op_ch, op_e = seg_ch[op_seg].tolist(), seg_e[op_seg].tolist()
+    op_of_leg = np.full(is_end.size, -1, np.int64)
+    op_of_leg[net_legs] = op_of_net
+    # net_op_idx: the op's place among its channel's net_ops_info records
     ops_so_far: dict[int, int] = {}  # channel -> its net_ops records, with this batch's
-    seg_of = leg_ci[net_legs]
-    cut = np.flatnonzero(seg_of[1:] != seg_of[:-1]) + 1
-    for sel in np.split(net_legs, cut):
-        i = int(leg_ci[sel[0]])
-        c, e = int(seg_ch[i]), int(seg_e[i])
-        ctx = bt.ctxs[e]
-        sp = ctx.me.logical_core
-        me_core = core_base(ctx.me)
-        if c not in ops_so_far:
-            ops_so_far[c] = len(b.channels[c].ops) if c in b.channels else 0
-        # one op (net_ops_info) per run of network legs whose receives land on the same
-        # semaphore (net_sem; 0 = the channel's recv_sema): the proxy increments the
-        # receiving op's inc_recv_complete (docs/FORMATS.md §8); a ring channel is one op.
-        rsem = np.where(net_sem[sel] != 0, net_sem[sel], recv_sem_c[i])
-        runs: list[tuple[int, list[int]]] = []
-        cur_sem, cur = None, []
-        for leg_i, sem in zip(sel.tolist(), rsem.tolist()):
-            if leg_rx[leg_i]:
-                if cur_sem is not None and sem != cur_sem:
-                    runs.append((cur_sem, cur))
-                    cur = []
-                cur_sem = sem
-            cur.append(leg_i)
-        runs.append((int(recv_sem_c[i]) if cur_sem is None else cur_sem, cur))
-        for sem, run in runs:
-            run_a = np.asarray(run, np.int64)
-            info = np.zeros(1, F.NET_OPS_INFO_DTYPE)
-            info["sema_shift_offset"] = ctx.sema_shift_offset
-            info["inc_send_handshake"] = info["inc_send_complete"] = sema_address(
-                sp, int(send_sem_c[i]), EVT_SEM_INC)
-            info["inc_recv_handshake"] = info["inc_recv_complete"] = sema_address(
-                sp, int(sem), EVT_SEM_INC)
-            info["net_idx_loop_size"] = F.NET_INDEX_LOOP_SIZE
-            info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
-            info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
-            info["data_type_sz"] = SDMA_DATA_TYPE_SIZE[ctx.dtype]
-            info["basic_block_id"] = ctx.subgraph_index
-            info["func_rel_op_idx"] = ctx.trigger
-            info["unrolled_count"] = ctx.groups
-            info["enc_channel"] = c
-            op_idx = ops_so_far[c]
-            ops_so_far[c] += 1
-            src, dest = [], []
-            txs = run_a[leg_tx[run_a]]
-            if txs.size:
-                recs = _net_tx(bt, me_core, txs, start, stop, dst_view, dst_peer, dst_net,
-                               gw_leg, op_idx)
-                src = [recs, _terminator(F.NET_SRC_ADDR_DTYPE, op_idx, "dst_rank")]
-                info["tx_entry_cnt"] = recs.size
-            rxs = run_a[leg_rx[run_a]]
-            if rxs.size:
-                recs = _net_rx(bt, me_core, rxs, start, stop, net_src, net_view, op_idx)
-                dest = [recs, _terminator(F.NET_DEST_ADDR_DTYPE, op_idx, "src_rank")]
-                info["rx_entry_cnt"] = recs.size
-            out.append((e, c, info, src, dest))
-    return out
+    op_idx = []
+    for c in op_ch:
+        k = ops_so_far.get(c)
+        if k is None:
+            k = len(b.channels[c].ops) if c in b.channels else 0
+        op_idx.append(k)
+        ops_so_far[c] = k + 1
+    op_idx = _ints(op_idx)
+
+    # proxy_start_operation: the ops' net_ops_info records
+    ctxs = [bt.ctxs[e] for e in op_e]
+    info = np.zeros(nops, F.NET_OPS_INFO_DTYPE)
+    info["sema_shift_offset"] = [c.sema_shift_offset for c in ctxs]
+    inc = [(sema_address(c.me.logical_core, send, EVT_SEM_INC),
+            sema_address(c.me.logical_core, recv, EVT_SEM_INC))
+           for c, send, recv in zip(ctxs, send_sem_c[op_seg].tolist(), op_sem.tolist())]
+    inc = np.array(inc, np.int64).reshape(nops, 2)
+    info["inc_send_handshake"] = info["inc_send_complete"] = inc[:, 0]
+    info["inc_recv_handshake"] = info["inc_recv_complete"] = inc[:, 1]
+    info["net_idx_loop_size"] = F.NET_INDEX_LOOP_SIZE
+    info["initial_send_credits"] = F.NET_INITIAL_SEND_CREDITS
+    info["ending_recv_credits"] = F.NET_ENDING_RECV_CREDITS
+    info["data_type_sz"] = [SDMA_DATA_TYPE_SIZE[c.dtype] for c in ctxs]
+    info["basic_block_id"] = [c.subgraph_index for c in ctxs]
+    info["func_rel_op_idx"] = [c.trigger for c in ctxs]
+    info["unrolled_count"] = [c.groups for c in ctxs]
+    info["enc_channel"] = op_ch
+
+    # the entries of both FIFOs, each op's terminator after its entries
+    me_core = np.zeros(is_end.size, np.int64)  # per network leg: this rank's core window
+    me_core[net_legs] = _ints([core_base(c.me) for c in bt.ctxs])[seg_e[seg]]
+    src, dest = [[] for _ in op_e], [[] for _ in op_e]
+    tx_legs = net_legs[leg_tx[net_legs]]
+    if tx_legs.size:
+        entries = _net_tx(bt, vt, me_core, tx_legs, start, stop, dst_view, dst_peer, dst_net,
+                          gw_leg)
+        src, info["tx_entry_cnt"] = _with_terminators(
+            F.NET_SRC_ADDR_DTYPE, "dst_rank", tx_legs, op_of_leg, op_idx, *entries)
+    rx_legs = net_legs[leg_rx[net_legs]]
+    if rx_legs.size:
+        entries = _net_rx(bt, vt, me_core, rx_legs, start, stop, net_src, net_view)
+        dest, info["rx_entry_cnt"] = _with_terminators(
+            F.NET_DEST_ADDR_DTYPE, "src_rank", rx_legs, op_of_leg, op_idx, *entries)
+    return [(e, c, info[k:k + 1], src[k], dest[k]) for k, (e, c) in enumerate(zip(op_e, op_ch))]
 
 
 class _SegmentCounts:
@@ -1110,7 +1124,8 @@ def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, red
 
 
 def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
-    """proxy_end_operation's stop mark: net_op_idx = count-1, size 0, NET_OP_COMPLETE."""
+    """proxy_end_operation's stop mark: net_op_idx = count-1, size 0, NET_OP_COMPLETE (one
+    record; :func:`_with_terminators` writes the same bytes into a batch's records)."""
     rec = np.zeros(1, dtype)
     rec["net_op_idx"] = op_idx
     rec["size"] = 0
@@ -1119,81 +1134,109 @@ def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
     return rec
 
 
-def _records(dtype: np.dtype, parts: list[tuple[np.ndarray, dict]]) -> np.ndarray:
-    """Build one zeroed record array from (order key, fields) groups, in key order.
-
-    Works on raw bytes: ``np.concatenate`` drops the padding of dtypes with explicit
-    offsets, and fancy indexing of such arrays may leave their padding bytes undefined.
-    One group already in key order (the common case) is built in place.
-    """
-    if len(parts) == 1 and bool(np.all(parts[0][0][1:] >= parts[0][0][:-1])):
-        rec = np.zeros(parts[0][0].size, dtype)
-        for name, val in parts[0][1].items():
-            rec[name] = val
-        return rec
-    keys = np.concatenate([k for k, _ in parts]) if parts else np.zeros(0, np.int64)
-    raw = np.zeros((keys.size, dtype.itemsize), np.uint8)
-    pos = 0
-    for k, fields in parts:
-        rec = np.zeros(k.size, dtype)
-        for name, val in fields.items():
-            rec[name] = val
-        raw[pos:pos + k.size] = rec.view(np.uint8).reshape(k.size, dtype.itemsize)
-        pos += k.size
-    return raw[np.argsort(keys, kind="stable")].view(dtype).reshape(-1)
+def _runs(views: list[BufferView], vt, view: np.ndarray, a: np.ndarray, b: np.ndarray
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`BufferView.runs` of many element ranges, range ``i`` = [a[i], b[i]) of
+    ``views[view[i]]``: (owner, address, bytes), ordered by owner, each owner's runs as its
+    view gives them.  Linear views in one pass over ``vt`` (:func:`_view_tables`)."""
+    linear, vbase, vdsize = vt
+    lin = linear[view]
+    idx = np.arange(a.size, dtype=np.int64)
+    parts = [(idx[lin], vbase[view[lin]] + a[lin] * vdsize[view[lin]],
+              (b[lin] - a[lin]) * vdsize[view[lin]])]
+    if not lin.all():  # SBUF access patterns: one call per view
+        for v in np.unique(view[~lin]).tolist():
+            sel = np.flatnonzero(view == v)
+            owner, addr, nbytes = views[v].runs(a[sel], b[sel])
+            parts.append((sel[owner], addr, nbytes))
+    if len(parts) == 1:
+        return parts[0]
+    owner, addr, nbytes = (np.concatenate(col) for col in zip(*parts))
+    order = np.argsort(owner, kind="stable")  # an owner's runs all come from one part
+    return owner[order], addr[order], nbytes[order]
 
 
-def _by_value(values: np.ndarray) -> list[tuple[int, np.ndarray | slice]]:
-    """``(value, selector)`` per distinct value, ascending (one value: the whole array)."""
-    if values.size == 0:
-        return []
-    if values.min() == values.max():
-        return [(int(values[0]), slice(None))]
-    return [(int(v), values == v) for v in np.unique(values)]
+def _addresses(views: list[BufferView], vt, view: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``views[view[i]].address(e[i])`` for every ``i`` (linear views from ``vt``)."""
+    linear, vbase, vdsize = vt
+    out = vbase[view] + e * vdsize[view]
+    lin = linear[view]
+    if not lin.all():
+        for v in np.unique(view[~lin]).tolist():
+            sel = view == v
+            out[sel] = views[v].address(e[sel])
+    return out
 
 
-def _net_tx(bt: _Batch, me_core: int, legs: np.ndarray, start, stop, dst_view, dst_peer,
-            dst_net, gw_leg, op_idx: int) -> np.ndarray:
-    """__record_net_src_addr: every network destination run, paired with our gateway copy
-    (views and peers: the batch's; ``me_core``: the base of this rank's core window)."""
-    parts = []
+def _last_of_owner(owner: np.ndarray) -> np.ndarray:
+    """True on the last run of each owner (``owner`` sorted)."""
+    last = np.ones(owner.size, bool)
+    last[:-1] = owner[1:] != owner[:-1]
+    return last
+
+
+def _net_tx(bt: _Batch, vt, me_core, legs: np.ndarray, start, stop, dst_view, dst_peer,
+            dst_net, gw_leg) -> tuple[np.ndarray, dict]:
+    """__record_net_src_addr of a batch's transmitting ``legs`` (ascending): per leg, per
+    network destination slot ``jd`` in order, one entry per contiguous run of the
+    destination's elements, read from our gateway copy (views and peers: the batch's;
+    ``me_core``: per leg, the base of this rank's core window).  Returns each entry's leg
+    and the entries' fields, in (leg, slot, run) order."""
     pt = bt.pt
-    net = dst_net[legs]
-    for jd in np.flatnonzero(net.any(axis=0)).tolist():
-        m = legs[net[:, jd]]
-        for v, sel in _by_value(dst_view[m, jd]):
-            mm = m[sel]
-            view = bt.views[v]
-            owner, addr, nbytes = view.runs(start[mm], stop[mm])
-            run_elems = nbytes // view.dsize
-            csum = np.cumsum(run_elems) - run_elems
-            _o, _w, first = _expand(np.bincount(owner, minlength=mm.size))
-            elem = start[mm][owner] + csum - csum[first[owner]]
-            gw = np.zeros(owner.size, np.int64)
-            for g, gs in _by_value(gw_leg[mm][owner]):
-                gw[gs] = bt.views[g].address(elem[gs])
-            peer = dst_peer[mm, jd][owner]
-            last = np.append(owner[1:] != owner[:-1], True)
-            parts.append((mm[owner] * MAX_DST + jd, {
-                "net_op_idx": op_idx, "complete": last.astype(np.int32),
-                "dev_addr": gw + me_core, "size": nbytes,
-                "mark": int(NetAddrMark.NET_TRANSFER), "dst_rank": pt.rank[peer],
-                "dst_addr": addr + pt.core[peer]}))
-    return _records(F.NET_SRC_ADDR_DTYPE, parts)
+    li, jd = np.nonzero(dst_net[legs])  # by leg, then slot
+    leg = legs[li]
+    view = dst_view[leg, jd]
+    owner, addr, nbytes = _runs(bt.views, vt, view, start[leg], stop[leg])
+    # each run's first element: its leg's start plus the elements of the earlier runs
+    run_elems = nbytes // vt[2][view[owner]]
+    csum = np.cumsum(run_elems) - run_elems
+    _o, _w, first = _expand(np.bincount(owner, minlength=leg.size))
+    elem = start[leg][owner] + csum - csum[first[owner]]
+    rec_leg = leg[owner]
+    peer = dst_peer[leg, jd][owner]
+    return rec_leg, {
+        "complete": _last_of_owner(owner),
+        "dev_addr": _addresses(bt.views, vt, gw_leg[rec_leg], elem) + me_core[rec_leg],
+        "size": nbytes, "dst_rank": pt.rank[peer], "dst_addr": addr + pt.core[peer]}
 
 
-def _net_rx(bt: _Batch, me_core: int, legs: np.ndarray, start, stop, net_src, net_view,
-            op_idx: int) -> np.ndarray:
-    """__record_net_dest_addr: where each network-fed leg's bytes land on this rank (views
-    and peers: the batch's)."""
-    parts = []
-    pt = bt.pt
-    for v, sel in _by_value(net_view[legs]):
-        mm = legs[sel]
-        owner, addr, nbytes = bt.views[v].runs(start[mm], stop[mm])
-        last = np.append(owner[1:] != owner[:-1], True)
-        parts.append((mm[owner], {
-            "net_op_idx": op_idx, "complete": last.astype(np.int32),
-            "dev_addr": addr + me_core, "size": nbytes,
-            "mark": int(NetAddrMark.NET_TRANSFER), "src_rank": pt.rank[net_src[mm][owner]]}))
-    return _records(F.NET_DEST_ADDR_DTYPE, parts)
+def _net_rx(bt: _Batch, vt, me_core, legs: np.ndarray, start, stop, net_src, net_view
+            ) -> tuple[np.ndarray, dict]:
+    """__record_net_dest_addr of a batch's network-fed ``legs`` (ascending): where each
+    leg's bytes land on this rank, a run at a time (views and peers: the batch's).  Returns
+    each entry's leg and the entries' fields, in (leg, run) order."""
+    owner, addr, nbytes = _runs(bt.views, vt, net_view[legs], start[legs], stop[legs])
+    rec_leg = legs[owner]
+    return rec_leg, {
+        "complete": _last_of_owner(owner), "dev_addr": addr + me_core[rec_leg],
+        "size": nbytes, "src_rank": bt.pt.rank[net_src[rec_leg]]}
+
+
+def _with_terminators(dtype: np.dtype, rank_field: str, legs: np.ndarray, op_of_leg, op_idx,
+                      rec_leg: np.ndarray, fields: dict) -> tuple[list[list], np.ndarray]:
+    """One FIFO file's records of a batch's ops: the entries of its ``legs`` (``rec_leg``:
+    each entry's leg, ascending; ``fields``: their columns) and, after the entries of each
+    op that has any of ``legs``, its terminator (proxy_end_operation, as
+    :func:`_terminator`); ``op_of_leg``: each leg's op; ``op_idx``: each op's net_op_idx.
+    Returns, per op, its arrays (``[entries, terminator]``, or none) and its number of
+    entries (terminator excluded).
+
+    Built zeroed and set a field at a time (never by copying or fancy indexing records:
+    numpy may leave the padding of such copies undefined)."""
+    used = np.bincount(op_of_leg[legs], minlength=op_idx.size) > 0
+    rec_op = op_of_leg[rec_leg]
+    nops = used.size
+    counts = np.bincount(rec_op, minlength=nops)
+    ends = np.cumsum(counts + used)  # one past each op's records, its terminator included
+    n = int(ends[-1])
+    term = np.zeros(n, bool)
+    term[(ends - 1)[used]] = True
+    rec = np.zeros(n, dtype)
+    rec["net_op_idx"] = op_idx[np.repeat(np.arange(nops), counts + used)]
+    for name, val in fields.items():
+        rec[name][~term] = val
+    rec["mark"] = np.where(term, int(NetAddrMark.NET_OP_COMPLETE), int(NetAddrMark.NET_TRANSFER))
+    rec[rank_field][term] = -1
+    arrays = [[rec[end - 1 - cnt:end - 1], rec[end - 1:end]] if u else []
+              for end, cnt, u in zip(ends.tolist(), counts.tolist(), used.tolist())]
+    return arrays, counts
