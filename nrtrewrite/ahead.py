@@ -106,9 +106,10 @@ class ForkAhead:
     the process up to :data:`LOOKAHEAD` items ahead; ``result`` is ``None`` when ``fn``
     raised there (call ``fn(item)`` to raise it).  With ``steal=True`` this process also
     runs ``fn`` on items itself while it would otherwise wait (``fn`` must then be safe to
-    run in either process; a failure comes back as ``None`` in the same way).  If the process dies, ``map`` raises
-    :class:`AheadLost` naming the first item not delivered.  Use as a context manager (or
-    call :meth:`close`): the process is stopped on exit, whether or not ``map`` ran."""
+    run in either process; a failure comes back as ``None`` in the same way).  If the
+    process dies, ``map`` raises :class:`AheadLost` naming the first item not delivered.
+    Use as a context manager (or call :meth:`close`): the process is stopped on exit,
+    whether or not ``map`` ran."""
 
     def __init__(self, fn: Callable[[Any], Any], *, lookahead: int | None = None,
                  ring_bytes: int = RING_BYTES, steal: bool = False):

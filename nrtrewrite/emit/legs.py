@@ -1,9 +1,10 @@
-"""EMIT + COMPLETE: the leg IR of one SPAD entry -> legs, 0xBF words, BDs, CCE, semaphores, FIFOs.
+"""EMIT + COMPLETE: the leg IR of SPAD entries -> legs, 0xBF words, BDs, CCE, semaphores, FIFOs.
 
-One call of :func:`emit_entry` turns the leg IR (:mod:`nrtrewrite.compose.ir`)
-of one SPAD entry on one rank into records appended to a :class:`RankBuilder`.
-It is the only emitter: every algorithm composes into the IR.  Everything is
-vectorised over the entry's legs with numpy; nothing is built one Python
+One call of :func:`emit_entries` turns the leg IR (:mod:`nrtrewrite.compose.ir`)
+of consecutive SPAD entries on one rank into records appended to a
+:class:`RankBuilder` (:func:`emit_entry`: one entry; the records are the same
+either way).  It is the only emitter: every algorithm composes into the IR.
+Everything is vectorised over the legs with numpy; nothing is built one Python
 object per descriptor.
 
 A *leg* is one leaf call.  Its data moves as *tiles* (one packet each: seed 000
@@ -40,7 +41,8 @@ from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT, NO_VIEW
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import (
-    EVT_SEM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_CHANNEL_BASE, SEM_ENTRY_DONE, SEM_ENTRY_POST, SEM_COMPL, SEM_RECV, SEM_SEND, SEMS_PER_CHANNEL,
+    EVT_SEM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_CHANNEL_BASE, SEM_ENTRY_DONE, SEM_ENTRY_POST,
+    SEM_COMPL, SEM_RECV, SEM_SEND, SEMS_PER_CHANNEL,
     MemoryMap, channel_sem, route, sema_address,
 )
 from nrtrewrite.emit.buffers import BufferView
@@ -546,7 +548,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
             b.append("cce.bin", _cce_block(tile_leg, ta, tb, dsize[tile_leg], leg_ns, leg_w3,
                                            cce_tab))
 
-    # ---- semaphore BDs: waits, the dma_compl inc, the IR's incs (mark_end: the completion wait) ---
+    # ---- semaphore BDs: waits, the dma_compl inc, the IR's incs (mark_end: the completion wait
     n_sem = np.where(is_end, 1, w_n + 1 + i_n)
     s_leg, s_k, s_first = _expand(n_sem)
     s_ci = leg_ci[s_leg]
@@ -593,7 +595,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     sem_state.commit()
     sem_first_all = b.append("sem.bin", sems)
 
-    # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension ------------------------
+    # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension -------------------
     cap2 = F.T3D_DIM_CAP * F.T3D_DIM_CAP
     full, q, r = length // cap2, (length // F.T3D_DIM_CAP) % F.T3D_DIM_CAP, length % F.T3D_DIM_CAP
     pieces = np.where(d_n > 0, full + (q > 0) + (r > 0), 0)
@@ -628,7 +630,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         words[part]["num_elem"][:, 1] = n1
     sb_first_all = b.append("sb2sb.bin", words)
 
-    # ---- leg records ------------------------------------------------------------------------------
+    # ---- leg records -------------------------------------------------------------------------
     used_dst = np.arange(MAX_DST)[None, :] < d_n[:, None]
     used_inc = np.arange(MAX_INC)[None, :] < i_n[:, None]
     sends = (used_inc & (i_peer != 0)).any(axis=1) | (used_dst & (dst_peer != 0)).any(axis=1)
@@ -661,7 +663,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     legs["ring_step"] = np.where(is_end, 0, tstep + tgroup * spg[leg_ci])
     b.append("legs.bin", legs)
 
-    # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel --------------------------
+    # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel -----------------
     s2m = leg_bd_count - m2s
     if m2s.max() > 0xFFFE or s2m.max() > 0xFFFE:
         raise LimitError("a leg needs more than 65534 BDs in one tp_inc_steps record")
