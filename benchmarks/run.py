@@ -94,8 +94,10 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
         files = _RankFiles(tmp) if write else None
         probe = Probe(files, sample)
         # as the CLI lowers one rank with two cores: composing ahead in a forked process
+        c2 = os.times()
         out = lower_rank(plan, rank, sink=probe, compose_ahead=True)
         t3 = time.perf_counter()
+        c3 = os.times()  # the compose process has been waited for: its time is the children's
         if files is not None:
             files.close(F.ARTIFACTS)
         t4 = time.perf_counter()
@@ -111,6 +113,9 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     # the writer thread meanwhile (its time in the file writes is "write", overlapped);
     # "fsync" is the wait for the disk at the end
     lower_s = t3 - t2
+    # CPU seconds of the lowering: this process (emitter, writer thread) and the compose
+    # process; over the wall time, the cores kept busy
+    cpu_s = sum(c3[i] - c2[i] for i in range(4))
     tm = out.timings
     stages = {"parse": t1 - t0, "select": plan.timings["select"],
               "plan": (t2 - t1) - plan.timings["select"],
@@ -121,6 +126,7 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
         "model": Path(model).name, "rank": rank, "records": records, "bytes": nbytes,
         "files": {k: v["bytes"] for k, v in summary.items()},
         "stages": stages, "lower_s": lower_s, "total_s": t4 - t0,
+        "lower_cpu_s": cpu_s, "lower_cores_busy": cpu_s / lower_s,
         "records_per_s": records / lower_s, "bytes_per_s": nbytes / lower_s,
         "records_per_s_with_fsync": records / (t4 - t2),
         "bytes_per_s_with_fsync": nbytes / (t4 - t2),
@@ -461,6 +467,8 @@ def _print_rank(r: dict) -> None:
           f"GB/s -> {100 * r['ratio_to_sha256']:.0f} %)")
     print(f"  construct path {r['construct_s_per_record'] * 1e6:.1f} us/record vs ours "
           f"{r['ours_s_per_record'] * 1e9:.0f} ns/record -> x{r['ratio_to_construct']:.0f}")
+    print(f"  CPU {r['lower_cpu_s']:.2f} s in the lowering's {r['lower_s']:.2f} s: "
+          f"{r['lower_cores_busy']:.2f} of {os.cpu_count()} cores busy")
     print("  stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in st.items())
           + f"; peak RSS {r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose "
           f"process {r['peak_rss_compose_mb']:.0f} (target {r['rss_target_mb']:.0f} MB)")
