@@ -222,3 +222,62 @@ class ForkAhead:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class ForkCall:
+    """``fn()`` (bytes) computed in a process forked now, while this one goes on;
+    :meth:`result` waits for it.  ``None`` when ``fn`` raised there or the process died (the
+    caller computes it itself: ``fn`` must be deterministic).  Fork before starting threads
+    (a fork copies only the calling thread); :meth:`close` (or leaving the ``with``) stops
+    the process if it still runs."""
+
+    def __init__(self, fn: Callable[[], bytes]):
+        global _CALL
+        ctx = multiprocessing.get_context("fork")
+        self.conn, child_end = ctx.Pipe(duplex=False)
+        _CALL = (fn, child_end, self.conn)
+        try:
+            with frozen_gc():  # the process never walks (so never copies) the inherited plan
+                self.proc = ctx.Process(target=_call, name="nrtrewrite-call", daemon=True)
+                self.proc.start()
+        finally:
+            _CALL = None
+            child_end.close()  # the process's end: closed here, so EOF means it is gone
+
+    def result(self) -> bytes | None:
+        try:
+            blob = self.conn.recv_bytes()
+        except (EOFError, OSError):  # the process died
+            blob = b"-"
+        finally:
+            self.close()
+        return blob[1:] if blob[:1] == b"+" else None
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+    def __enter__(self) -> "ForkCall":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_CALL: tuple | None = None  # (fn, the process's pipe end, the caller's): inherited by the fork
+
+
+def _call() -> None:
+    assert _CALL is not None
+    fn, conn, caller_end = _CALL
+    caller_end.close()
+    try:
+        blob = b"+" + fn()
+    except BaseException:
+        blob = b"-"
+    try:
+        conn.send_bytes(blob)
+    except OSError:  # the caller is gone
+        pass

@@ -37,6 +37,8 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonout
+from nrtrewrite.ahead import ForkCall
+from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
 from nrtrewrite.memtune import frozen_gc
 from nrtrewrite.neff.writer import rewrite_streams
@@ -62,6 +64,28 @@ def _json_bytes(obj) -> bytes:
     """``json.dumps(obj, indent=1, sort_keys=True)`` and a newline (:mod:`nrtrewrite.jsonout`
     writes that text several times faster on big manifests)."""
     return (jsonout.dumps(obj, 1) + "\n").encode()
+
+
+#: With a second core allowed and at least this many triggers, the top-level manifest's
+#: ``triggers`` (a HIER plan's: tens of MB of JSON, seconds of encoding) are encoded in a
+#: forked process while the ranks are lowered (docs/PERFORMANCE.md).
+MANIFEST_AHEAD_TRIGGERS = 32
+#: Stands for the ``triggers`` value while the rest of the top-level manifest is encoded.
+_TRIGGERS_MARK = "\x00nrtrewrite:triggers"
+
+
+def _triggers_json(plan: LoweringPlan) -> bytes:
+    """The text of the top-level manifest's ``triggers`` value, as it appears in it."""
+    return jsonout.dumps_nested(manifest_triggers(plan), 1).encode()
+
+
+def _manifest_json(manifest: dict, triggers: bytes) -> bytes:
+    """:func:`_json_bytes` of ``manifest``, whose ``triggers`` is :data:`_TRIGGERS_MARK`,
+    with the text ``triggers`` in its place: the same bytes as encoding it whole."""
+    head, mark, tail = jsonout.dumps(manifest, 1).partition(jsonout.dumps(_TRIGGERS_MARK))
+    if not mark or jsonout.dumps(_TRIGGERS_MARK) in tail:
+        raise RuntimeError("the triggers mark must stand exactly once in the manifest")
+    return head.encode() + triggers + tail.encode() + b"\n"
 
 
 def _write_file(path: Path, data) -> None:
@@ -314,7 +338,12 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     clean_stale_temps(out)
     tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
+    triggers_ahead = None
     try:
+        # forked first, before any lowering (its compose process, its writer threads, the pool)
+        if (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
+                and fork_available()):
+            triggers_ahead = ForkCall(lambda: _triggers_json(plan))
         rank_manifests: dict[str, str] = {}
         done = 0
         if workers > 1 and len(rank_list) > 1:
@@ -345,8 +374,12 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         neff_bytes = rewritten_neff(plan, _leader_spad_index(plan))
         _write_file(tmp / neff_name, neff_bytes)
         manifest = build_manifest(plan, rank_list, rank_manifests, neff_name,
-                                  hashlib.sha256(neff_bytes).hexdigest())
-        _write_file(tmp / "manifest.json", _json_bytes(manifest))
+                                  hashlib.sha256(neff_bytes).hexdigest(),
+                                  triggers=_TRIGGERS_MARK)
+        triggers = triggers_ahead.result() if triggers_ahead is not None else None
+        if triggers is None:  # not forked, or the process failed: encoded here
+            triggers = _triggers_json(plan)
+        _write_file(tmp / "manifest.json", _manifest_json(manifest, triggers))
         _fsync_dir(tmp)
         if out.exists() and force:
             if not _exchange(tmp, out):
@@ -361,6 +394,9 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if triggers_ahead is not None:
+            triggers_ahead.close()
     return out
 
 
@@ -376,7 +412,9 @@ def _leader_spad_index(plan: LoweringPlan) -> dict[int, int]:
 
 
 def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[str, str],
-                   neff_name: str, neff_sha: str) -> dict:
+                   neff_name: str, neff_sha: str, *, triggers=None) -> dict:
+    """The top-level manifest (docs/FORMATS.md §1.1); ``triggers``: what stands for
+    :func:`nrtrewrite.lower.manifest_triggers` (default: it)."""
     topo = plan.topology
     return {
         "format": FORMAT_NAME,
@@ -391,6 +429,6 @@ def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[st
         "memory": plan.memory.to_json(),
         "world": list(plan.world),
         "ranks": ranks,
-        "triggers": manifest_triggers(plan),
+        "triggers": manifest_triggers(plan) if triggers is None else triggers,
         "rank_manifests": rank_manifests,
     }

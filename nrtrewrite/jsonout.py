@@ -71,6 +71,14 @@ def dumps(obj, indent: int = 1) -> str:
     return "".join(out)
 
 
+def dumps_nested(obj, level: int, indent: int = 1) -> str:
+    """The text of ``obj`` as it appears in :func:`dumps` of a document where it is a value
+    nested ``level`` containers deep (its own lines indented from that level)."""
+    out: list[str] = []
+    _encode(obj, level, " " * indent, out)
+    return "".join(out)
+
+
 def _encode(obj, level: int, step: str, out: list[str]) -> None:
     s = _scalar(obj)
     if s is not None:

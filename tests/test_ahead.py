@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nrtrewrite import ahead
-from nrtrewrite.ahead import ForkAhead
+from nrtrewrite.ahead import ForkAhead, ForkCall
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
@@ -215,3 +215,49 @@ def test_lower_rank_survives_a_killed_compose_process(node64, monkeypatch, ahead
         assert (b"".join(p.tobytes() for p in piped.files[name])
                 == b"".join(p.tobytes() for p in serial.files[name])), name
     assert not _children()
+
+
+# -- ForkCall: the top-level manifest's triggers encoded while the ranks are lowered ----------
+
+def _call_children():
+    return [p for p in multiprocessing.active_children() if p.name == "nrtrewrite-call"]
+
+
+def test_fork_call_returns_the_bytes_computed_there():
+    parent = os.getpid()
+    with ForkCall(lambda: b"x" * 3_000_000 + str(os.getpid() != parent).encode()) as call:
+        got = call.result()
+    assert got == b"x" * 3_000_000 + b"True"  # through the pipe, computed in the child
+    assert not _call_children()
+
+
+def test_fork_call_failure_or_death_gives_none():
+    def fails():
+        raise ValueError("no")
+
+    with ForkCall(fails) as call:
+        assert call.result() is None
+    with ForkCall(lambda: os._exit(9)) as call:
+        assert call.result() is None
+    assert not _call_children()
+
+
+def test_fork_call_closed_unread_stops_the_process():
+    t0 = time.perf_counter()
+    with ForkCall(lambda: time.sleep(30) or b""):
+        pass
+    assert time.perf_counter() - t0 < 5 and not _call_children()
+
+
+@pytest.mark.parametrize("ranks", [[5], [0, 7, 63]])
+def test_triggers_encoded_ahead_give_the_serial_output(node64, tmp_path, monkeypatch, ranks):
+    """With the triggers of the top-level manifest encoded in a forked process (node64 has
+    fewer triggers than the threshold: lowered to 1), every byte is the serial output's."""
+    import nrtrewrite.bundle as bundle
+
+    plan = plan_lowering(node64, LowerOptions())
+    a = bundle.write_output(plan, tmp_path / "serial", ranks=ranks, workers=1)
+    monkeypatch.setattr(bundle, "MANIFEST_AHEAD_TRIGGERS", 1)
+    b = bundle.write_output(plan, tmp_path / "ahead", ranks=ranks, workers=2)
+    assert _tree(a) == _tree(b)
+    assert not _call_children() and not _children()

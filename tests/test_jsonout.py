@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.jsonout import dumps
 
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
 scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70)
            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12))
 keys = st.text(max_size=6) | st.integers(-5, 5)
@@ -54,3 +56,18 @@ def test_the_fixtures_manifests(tmp_path):
         for man in out.rglob("manifest.json"):
             text = man.read_text()
             assert dumps(json.loads(text)) + "\n" == text, man
+
+
+@pytest.mark.parametrize("name", ["two_node128", "mix8", "sbuf"])
+def test_top_level_manifest_with_its_triggers_spliced_in_is_the_whole_encoding(name):
+    """bundle writes the top-level manifest with its ``triggers`` encoded apart (possibly in
+    another process) and spliced in: the bytes of json.dumps of the whole document."""
+    from nrtrewrite.bundle import _TRIGGERS_MARK, _manifest_json, _triggers_json, build_manifest
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
+    args = (plan, list(plan.world), {"rank-0000": "ab"}, "x.neff", "cd")
+    whole = json.dumps(build_manifest(*args), indent=1, sort_keys=True) + "\n"
+    spliced = _manifest_json(build_manifest(*args, triggers=_TRIGGERS_MARK), _triggers_json(plan))
+    assert spliced == whole.encode()
