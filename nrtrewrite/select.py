@@ -691,6 +691,37 @@ def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
                           policy.bytes_per_channel, policy.min_elements_per_rank_channel)
 
 
+def choose_channels_each(topo: Topology, op: EncOpType, dtype: DType,
+                         groups: tuple[tuple[int, ...], ...], nbytes: int, alg: EncAlgType, *,
+                         ordinal: int = 0, sbuf: bool = False, alu: AluOp | None = None,
+                         policy: Policy = DEFAULT_POLICY) -> tuple[int, ...]:
+    """The count of :func:`choose_channels` on ``Request.for_op(op, dtype, g, nbytes, ...)``
+    for each group ``g`` of ``groups`` (the groups of a HIER leg).
+
+    :func:`choose_channels` reads of the group only its size, whether it is a hybrid ring and
+    its channel caps, so groups alike in those three get one count: the groups are sorted
+    into such classes once per topology (memoised per groups and policy caps), and the count
+    is chosen once per class, on its first group."""
+    def kind(g: tuple[int, ...]) -> tuple:
+        if len(g) == 1:
+            return (1,)
+        if is_hybrid_ring(topo, g):
+            return (len(g), True)
+        return (len(g), False, _group_channel_caps(topo, g, policy))
+
+    def make() -> tuple[tuple[int, ...], tuple[int, ...]]:
+        classes: dict[tuple, int] = {}
+        of = tuple(classes.setdefault(kind(g), len(classes)) for g in groups)
+        return of, tuple(of.index(c) for c in range(len(classes)))
+
+    of, first = topo.cached(("channel_classes", groups, policy.max_channels,
+                             policy.max_channels_intra, policy.max_channels_inter), make)
+    counts = [choose_channels(topo, Request.for_op(op, dtype, groups[i], nbytes,
+                                                   ordinal=ordinal, sbuf=sbuf, alu=alu),
+                              alg, policy)[0] for i in first]
+    return tuple(counts[c] for c in of)
+
+
 def _group_channel_caps(topo: Topology, group: tuple[int, ...],
                         policy: Policy) -> tuple[tuple[int, str], ...]:
     """The caps of the channel rule that depend on the group only, as (cap, why), in rule

@@ -45,13 +45,13 @@ from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, registe
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.kangaring import kangaring_ir, plan_kangaring
 from nrtrewrite.compose.segments import (
-    PeerTable, ViewTable, even_split, group_positions, interleaved_layout, plan_ring_leg,
-    ring_leg_ir, segmented_layout,
+    PeerTable, ViewTable, even_split, group_positions, interleaved_layout, layout_of_segments,
+    plan_ring_leg, ring_leg_ir, segmented_layout,
 )
 from nrtrewrite.compose.single_cycle import plan_single_cycle, single_cycle_ir
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.errors import LimitError
-from nrtrewrite.select import Request, choose_channels
+from nrtrewrite.select import choose_channels_each
 
 #: Engines that can run as a HIER leg in this build (Policy.hier_leg_lowerable must match).
 LEG_ENGINES = frozenset({EncAlgType.RING, EncAlgType.KANGARING, EncAlgType.SINGLE_CYCLE_RING})
@@ -69,7 +69,7 @@ class LegPlan:
     channel_base: int
     n_channels: int  # physical channel ids it uses
     plans: dict[tuple[int, ...], object]  # group -> RingLegPlan | KangaringPlan | SingleCyclePlan
-    group_of: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    group_of: dict[int, tuple[int, ...]] = field(default_factory=dict)  # shared: read only
     roles: dict[str, tuple[str, int]] = field(default_factory=dict)  # view role -> (kind, offset)
     inplace: bool = False
     reason: str = ""
@@ -87,6 +87,12 @@ class HierPlan:
     slices: list[tuple[int, int]]  # AR: the slice of each local index
     scratch_elems: dict[str, int]  # region name -> element offset in the scratch region
     gw_elems: dict[str, int]
+
+
+def _group_of(topo, groups: tuple[tuple[int, ...], ...]) -> dict[int, tuple[int, ...]]:
+    """rank -> its group among ``groups``, memoised per topology: shared, never to be
+    mutated."""
+    return topo.cached(("hier_group_of", groups), lambda: {r: g for g in groups for r in g})
 
 
 def _blocks(index: dict[int, int], ranks, count: int) -> list[tuple[int, int]]:
@@ -157,12 +163,11 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
         lp.roles.setdefault("recv2", ("scratch", scratch["recv2b"]))
         cap = max(1, budget // (len(sel.legs) - k))
         layouts = _leg_layouts(op, leg.name, index, inter, slices, c, trig.dtype)
-        for gi, members in enumerate(groups):
-            members = tuple(members)
+        # the channel count of each group (choose_channels of the group's request)
+        wants = choose_channels_each(topo, leg.op, trig.dtype, groups, leg.nbytes, alg,
+                                     ordinal=trig.ordinal, sbuf=sbuf, alu=trig.alu_op)
+        for gi, (members, want) in enumerate(zip(groups, wants)):
             layout_of = layouts(gi, members)
-            req = Request.for_op(leg.op, trig.dtype, members, leg.nbytes, ordinal=trig.ordinal,
-                                 sbuf=sbuf, alu=trig.alu_op)
-            want, _why = choose_channels(topo, req, alg)
             if alg == EncAlgType.SINGLE_CYCLE_RING:
                 want = min(want, max(2, cap))
                 plan = plan_single_cycle(topo, members, want, lambda nring, f=layout_of, w=want:
@@ -178,7 +183,7 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
                 used = max(plan.channel_ids, default=base - 1) - base + 1
             lp.plans[members] = plan
             lp.n_channels = max(lp.n_channels, used)
-            lp.group_of.update(dict.fromkeys(members, members))
+        lp.group_of = _group_of(topo, groups)
         base += lp.n_channels
         budget -= lp.n_channels
         if base > MAX_CHANNEL_IDS:
@@ -219,9 +224,9 @@ def _leg_layouts(op, leg, index, inter, slices, c, dtype):
         return shared(lambda m, n: segmented_layout(
             leg_op, [_blocks(index, inter[j], c) for j in range(m)], dtype, n))
 
-    def per_group(gi, members):
-        segs = [_blocks(index, [r], c) for r in members]
-        return lambda n: segmented_layout(leg_op, segs, dtype, n)
+    def per_group(gi, members):  # each position owns its member's block: c elements
+        segs = tuple(((index[r] * c, (index[r] + 1) * c),) for r in members)
+        return lambda n: layout_of_segments(leg_op, segs, dtype, n, longest=c)
     return per_group
 
 

@@ -154,10 +154,20 @@ def interleaved_layout(op: EncOpType, span: int, rank_n: int, dtype: DType, max_
 def segmented_layout(op: EncOpType, segments: Sequence[Sequence[Segment]], dtype: DType,
                      max_channels: int) -> Layout:
     """An all-gather / reduce-scatter leg whose position ``i`` owns ``segments[i]``."""
-    segs = tuple(tuple((int(a), int(b)) for a, b in s) for s in segments)
-    longest = max([b - a for s in segs for a, b in s] + [0])
-    plan = _chunk_plan(EncOpType.ALLGATHER, longest, len(segs), dtype, max_channels)
-    return Layout(op=op, plan=plan, segments=segs)
+    return layout_of_segments(op, tuple(tuple((int(a), int(b)) for a, b in s)
+                                        for s in segments), dtype, max_channels)
+
+
+def layout_of_segments(op: EncOpType, segments: tuple[tuple[Segment, ...], ...], dtype: DType,
+                       max_channels: int, longest: int | None = None) -> Layout:
+    """:func:`segmented_layout` of segments already in :attr:`Layout.segments` form (a tuple
+    per position of ``(int, int)`` tuples), kept as they are (the many per-group layouts of
+    a HIER inter leg skip the copy); ``longest``: the longest segment's length, when the
+    caller knows it (at least 0)."""
+    if longest is None:
+        longest = max([b - a for s in segments for a, b in s] + [0])
+    plan = _chunk_plan(EncOpType.ALLGATHER, longest, len(segments), dtype, max_channels)
+    return Layout(op=op, plan=plan, segments=segments)
 
 
 def block_segments(count: int, rank_n: int) -> tuple[tuple[Segment, ...], ...]:
@@ -311,13 +321,28 @@ class RingLegPlan:
     channel_ids: list[int]  # physical channel ids of the active channels, layout order
     orders: dict[int, tuple[int, ...]]  # physical channel id -> ring order
     layout: Layout
+    #: the manifest's ``channels`` when given (shared by the plans of the same rings)
+    channels_manifest: tuple[dict, ...] | None = field(default=None, repr=False, compare=False)
 
     def manifest(self) -> dict:
-        return {"channels": tuple({"channel": c, "order": self.orders[c]}
-                             for c in self.channel_ids),
-                "chunk": {"chunk_size_n": self.layout.plan.chunk,
-                          "tail_chunk": self.layout.plan.tail_chunk,
-                          "pgta": self.layout.groups, "channels": self.layout.channels}}
+        channels = self.channels_manifest
+        if channels is None:
+            channels = channels_manifest(self.channel_ids, self.orders)
+        return {"channels": channels, "chunk": chunk_manifest(self.layout.plan)}
+
+
+def channels_manifest(channel_ids: Sequence[int], orders: dict[int, tuple[int, ...]]
+                      ) -> tuple[dict, ...]:
+    """A leg plan manifest's ``channels``: each channel id and its ring order."""
+    return tuple({"channel": c, "order": orders[c]} for c in channel_ids)
+
+
+@functools.lru_cache(maxsize=4096)
+def chunk_manifest(plan: ChunkPlan) -> dict:
+    """A leg plan manifest's ``chunk`` for a layout chunked by ``plan``, memoised (the groups
+    of a HIER leg share it): shared, never to be mutated."""
+    return {"chunk_size_n": plan.chunk, "tail_chunk": plan.tail_chunk, "pgta": plan.groups,
+            "channels": plan.channels}
 
 
 def group_positions(topo, group: tuple[int, ...]) -> dict[int, int]:
@@ -329,28 +354,30 @@ def plan_ring_leg(topo, group: Sequence[int], n_channels: int,
                   layout_of: Callable[[int], Layout], channel_base: int = 0) -> RingLegPlan:
     """Rings per channel, then the layout for the channels that have a ring.
 
-    The rings (channel ids, orders) are memoised per (group, channels, base, active
-    channels): plans of the same group share them, and never mutate them."""
+    The rings (channel ids, orders, for every count of active channels) are memoised per
+    (group, channels, base): plans of the same group share them, and never mutate them."""
+    group = tuple(group)
+    rings, active, positions = topo.cached(("ring_leg_rings", group, n_channels, channel_base),
+                                           lambda: _ring_leg_rings(topo, group, n_channels,
+                                                                   channel_base))
+    layout = layout_of(max(1, rings))
+    ids, orders, manifest = active[min(layout.channels, rings)]
+    return RingLegPlan(group=group, group_index=positions, channel_ids=ids, orders=orders,
+                       layout=layout, channels_manifest=manifest)
+
+
+def _ring_leg_rings(topo, group: tuple[int, ...], n_channels: int, channel_base: int):
+    """(how many channels have a ring, (channel ids, id -> ring order, their manifest) of the
+    first ``k`` of them for each ``k``, the group's positions) of :func:`plan_ring_leg`."""
     from nrtrewrite.topology.rings import ring_orders
 
-    group = tuple(group)
-
-    def rings() -> tuple[tuple[int, tuple[int, ...]], ...]:
-        orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
-        return tuple((c, o) for c, o in enumerate(orders_all) if o is not None)
-
-    nonempty = topo.cached(("ring_leg_rings", group, n_channels), rings)
-    layout = layout_of(max(1, len(nonempty)))
-
-    def channels() -> tuple[list[int], dict[int, tuple[int, ...]]]:
-        active = nonempty[:layout.channels]
-        return ([channel_base + c for c, _ in active],
-                {channel_base + c: o for c, o in active})
-
-    ids, orders = topo.cached(("ring_leg_channels", group, n_channels, channel_base,
-                               layout.channels), channels)
-    return RingLegPlan(group=group, group_index=group_positions(topo, group), channel_ids=ids,
-                       orders=orders, layout=layout)
+    orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
+    nonempty = [(channel_base + c, o) for c, o in enumerate(orders_all) if o is not None]
+    active = []
+    for k in range(len(nonempty) + 1):
+        ids, orders = [c for c, _ in nonempty[:k]], dict(nonempty[:k])
+        active.append((ids, orders, channels_manifest(ids, orders)))
+    return len(nonempty), tuple(active), group_positions(topo, group)
 
 
 def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTable, *,

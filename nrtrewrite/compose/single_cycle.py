@@ -32,7 +32,8 @@ reduce-scatter + all-gather fused into one cycle") but leave its step schedule O
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -44,7 +45,8 @@ from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, registe
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.segments import (
-    Layout, PeerTable, ViewTable, group_positions, interleaved_layout, repeat_over_groups,
+    Layout, PeerTable, ViewTable, channels_manifest, chunk_manifest, group_positions,
+    interleaved_layout, repeat_over_groups,
 )
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
@@ -129,20 +131,29 @@ class SingleCyclePlan:
     pairs: list[tuple[int, int]]  # (CW channel id, CCW channel id) per layout slot
     orders: dict[int, tuple[int, ...]]  # channel id -> ring order (CCW: the reversed ring)
     layout: Layout
+    #: the manifest's ``channels`` and ``single_cycle`` when given (shared by the plans of the
+    #: same rings, never to be mutated)
+    rings_manifest: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def channel_ids(self) -> list[int]:
-        return list(dict.fromkeys(c for p in self.pairs for c in p))
+        return list(dict.fromkeys(chain.from_iterable(self.pairs)))
 
     def manifest(self) -> dict:
-        return {"channels": tuple({"channel": c, "order": self.orders[c]}
-                             for c in self.channel_ids),
-                "chunk": {"chunk_size_n": self.layout.plan.chunk,
-                          "tail_chunk": self.layout.plan.tail_chunk,
-                          "pgta": self.layout.groups, "channels": self.layout.channels},
-                "single_cycle": {"pairs": tuple(self.pairs),
-                                 "arcs": arcs(len(self.group)),
-                                 "steps_per_group": step_count(len(self.group))}}
+        rings = self.rings_manifest
+        if rings is None:
+            rings = _rings_manifest(self.group, self.pairs, self.orders)
+        return {"channels": rings["channels"], "chunk": chunk_manifest(self.layout.plan),
+                "single_cycle": rings["single_cycle"]}
+
+
+def _rings_manifest(group: tuple[int, ...], pairs: list[tuple[int, int]],
+                    orders: dict[int, tuple[int, ...]]) -> dict:
+    """The parts of a plan's manifest that depend on its rings only."""
+    return {"channels": channels_manifest(list(dict.fromkeys(chain.from_iterable(pairs))),
+                                          orders),
+            "single_cycle": {"pairs": tuple(pairs), "arcs": arcs(len(group)),
+                             "steps_per_group": step_count(len(group))}}
 
 
 def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int = 0
@@ -175,12 +186,12 @@ def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int
             rev = tuple(reversed(fwd[k]))
             i = rev.index(min(rev))
             orders[ccw] = rev[i:] + rev[:i]
-        return pairs, orders
+        return pairs, orders, _rings_manifest(group, pairs, orders)
 
-    pairs, orders = topo.cached(("single_cycle_channels", group, pairs_n, channel_base,
-                                 layout.channels), channels)
+    pairs, orders, manifest = topo.cached(("single_cycle_channels", group, pairs_n,
+                                           channel_base, layout.channels), channels)
     return SingleCyclePlan(group=group, group_index=group_positions(topo, group),
-                           pairs=pairs, orders=orders, layout=layout)
+                           pairs=pairs, orders=orders, layout=layout, rings_manifest=manifest)
 
 
 _VIEWS = ("in", "out", "recv", "recv2", "gw", "gw2")
