@@ -46,7 +46,7 @@ from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.kangaring import kangaring_ir, plan_kangaring
 from nrtrewrite.compose.segments import (
     PeerTable, ViewTable, even_split, group_positions, interleaved_layout, layout_of_segments,
-    plan_ring_leg, ring_leg_ir, segmented_layout,
+    plan_ring_leg, ring_leg_ir,
 )
 from nrtrewrite.compose.single_cycle import plan_single_cycle, single_cycle_ir
 from nrtrewrite.compose.views import operand_view, region_view
@@ -218,11 +218,12 @@ def _leg_layouts(op, leg, index, inter, slices, c, dtype):
                                                     dtype, n, offset=lo)
             return per_group
         leg_op = EncOpType.REDUCE_SCATTER if leg == "intra_redsct" else EncOpType.ALLGATHER
-        return shared(lambda m, n: segmented_layout(leg_op, [[s] for s in slices], dtype, n))
+        return shared(lambda m, n: layout_of_segments(leg_op, tuple((s,) for s in slices),
+                                                      dtype, n))
     leg_op = EncOpType.ALLGATHER if op == EncOpType.ALLGATHER else EncOpType.REDUCE_SCATTER
     if leg.startswith("intra"):
-        return shared(lambda m, n: segmented_layout(
-            leg_op, [_blocks(index, inter[j], c) for j in range(m)], dtype, n))
+        return shared(lambda m, n: layout_of_segments(
+            leg_op, tuple(tuple(_blocks(index, inter[j], c)) for j in range(m)), dtype, n))
 
     def per_group(gi, members):  # each position owns its member's block: c elements
         segs = tuple(((index[r] * c, (index[r] + 1) * c),) for r in members)
