@@ -107,6 +107,11 @@ def _gc_paused():
     try:
         yield
     finally:
+        # what planning made, straight into the oldest generation (freeze and unfreeze move
+        # the lists): else the first collection after the pause walks it all as young objects
+        if not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
         if was:
             gc.enable()
 
