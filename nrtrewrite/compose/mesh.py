@@ -201,13 +201,22 @@ class _Entry:
     def cb_view(self, slot: int, origin: int) -> int:
         """The view of channel-buffer slot ``slot`` whose first element is ``origin``:
         region_view(memory, "scratch", dsize, cb_base + slot * slot bytes, origin)."""
-        v = self._cb.get((slot, origin))
-        if v is None:
-            v = self._cb[slot, origin] = len(self.views)
-            base = self._cb0 + slot * self.plan.slot_elems * self.plan.dsize
-            self.views.append(BufferView(dsize=self.plan.dsize, origin=origin, base=base,
-                                         anchor=base))
-        return v
+        return self.cb_views([slot], [origin])[0]
+
+    def cb_views(self, slots, origins) -> list[int]:
+        """:meth:`cb_view` of each (slot, origin) pair, in order."""
+        cb, views = self._cb, self.views
+        d = self.plan.dsize
+        slot_bytes = self.plan.slot_elems * d
+        out = []
+        for key in zip(slots, origins):
+            v = cb.get(key)
+            if v is None:
+                v = cb[key] = len(views)
+                base = self._cb0 + key[0] * slot_bytes
+                views.append(BufferView(dsize=d, origin=key[1], base=base, anchor=base))
+            out.append(v)
+        return out
 
     def gw_view(self, k: int) -> int:
         """The k-th gateway staging view (k = 0: the entry's default one)."""
@@ -315,8 +324,9 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
                               "or node)")
         if to_near or to_far:
             # slot_of(plan, rank, G[j]) is me - 1 below me, else me
+            slots = [me - 1] * me + [me] * (len(G) - me)
             cp = _copy(Addr(V_IN, 0), G,
-                       [Addr(e.cb_view(me - (j < me), a_j), a_j) for j, a_j in enumerate(bs)],
+                       [Addr(v, a_j) for v, a_j in zip(e.cb_views(slots, bs), bs)],
                        [a_j * d for a_j in bs], [(b_j - a_j) * d for a_j, b_j in zip(bs, be)],
                        [r == rank for r in G], bool(e.net))
             e.send(cp, Leaf.mesh_send, E.EVT_REDUCE_COPY,
@@ -329,7 +339,8 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
             e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
                          what=f"reduce IN block {me} and {len(others)} slot(s) into OUT")
             # slot_of(plan, s, rank) of the others in group order: 0, 1, ..., n - 2
-            srcs = [Addr(V_IN, a)] + [Addr(e.cb_view(k, a), a) for k in range(len(others))]
+            slots = range(len(others))
+            srcs = [Addr(V_IN, a)] + [Addr(v, a) for v in e.cb_views(slots, [a] * len(slots))]
             e.reduce(srcs, Addr(V_OUT, a), (b - a) * d,
                      [(event_sem(E.EVT_REDUCE_COPY), len(from_near)),
                       (event_sem(E.EVT_REDUCE_COPY_2), len(from_far))], E.EVT_REDUCE_WRITE)

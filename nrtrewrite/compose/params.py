@@ -322,17 +322,19 @@ def set_waits(row: np.ndarray, waits: Sequence[tuple[int, int]]) -> None:
 def _put(rows: np.ndarray, row: Sequence[int], slot: Sequence[int], **columns) -> None:
     """``rows[field][row[c], slot[c]] = values[c]`` for each ``field=values`` of subarray
     fields (``src_view``, ``inc_peer``...): the cells are gathered as Python lists by the
-    caller and written with one fancy assignment per field, or one by one when they are few
-    (cheaper than converting the index lists)."""
+    caller and written with one fancy assignment per field (the index lists converted once),
+    or one by one when they are few (cheaper than converting the index lists)."""
     if not row:
         return
-    for f, values in columns.items():
-        view = rows[f]
-        if len(row) <= _FEW_CELLS:
+    if len(row) <= _FEW_CELLS:
+        for f, values in columns.items():
+            view = rows[f]
             for r, k, v in zip(row, slot, values):
                 view[r, k] = v
-        else:
-            view[row, slot] = values
+        return
+    cells = (np.array(row), np.array(slot))  # converted once for every field
+    for f, values in columns.items():
+        rows[f][cells] = values
 
 
 #: Up to this many cells, :func:`_put` assigns item by item.
@@ -361,31 +363,42 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
     ``peer_index`` is called for each destination in row order (it may number a rank on first
     sight), then ``signal``.  The rows are built as Python lists, written column by column."""
     check_copy_params(op, net_ranks=net_ranks)
-    # the destinations that copy, grouped by element range in order of first appearance
-    ranges: dict[tuple[int, int], list[int]] = {}
+    # the destinations that copy, and their element ranges
+    copying = [i for i, (size, skip) in enumerate(zip(op.copy_sizes, op.d_skip_copy))
+               if size and not skip]
+    offsets = [op.s_offsets[i] for i in copying]
+    sizes = [op.copy_sizes[i] for i in copying]
     e0 = op.s_addr.elem
-    for i, (off, size, skip) in enumerate(zip(op.s_offsets, op.copy_sizes, op.d_skip_copy)):
-        if skip or not size:
-            continue
-        if off % dsize or size % dsize:
-            raise LoweringError("a copy offset or size is not a whole number of elements")
-        start = e0 + off // dsize
-        if op.d_addrs[i].elem != start:
-            raise LoweringError(f"destination {i}: the leg IR moves one element range, but "
-                                f"the source is at element {start} and the destination at "
-                                f"{op.d_addrs[i].elem}")
-        ranges.setdefault((start, start + size // dsize), []).append(i)
+    first = [e0 + off // dsize for off in offsets]
+    if (any(off % dsize for off in offsets) or any(size % dsize for size in sizes)
+            or any(op.d_addrs[i].elem != start for i, start in zip(copying, first))):
+        for i, off, size, start in zip(copying, offsets, sizes, first):  # the first that fails
+            if off % dsize or size % dsize:
+                raise LoweringError("a copy offset or size is not a whole number of elements")
+            if op.d_addrs[i].elem != start:
+                raise LoweringError(f"destination {i}: the leg IR moves one element range, "
+                                    f"but the source is at element {start} and the "
+                                    f"destination at {op.d_addrs[i].elem}")
+    last = [start + size // dsize for start, size in zip(first, sizes)]
+    # grouped by element range in order of first appearance
+    ranges: dict[tuple[int, int], list[int]] = {}
+    for i, a, b in zip(copying, first, last):
+        ranges.setdefault((a, b), []).append(i)
     # one row per MAX_DST destinations of a range: destination c is cell (row[c], slot[c])
-    starts, stops, n_dst, order, row, slot = [], [], [], [], [], []
-    for (a, b), members in ranges.items():
-        for k in range(0, len(members), IR.MAX_DST):
-            chunk = members[k:k + IR.MAX_DST]
-            row += [len(starts)] * len(chunk)
-            slot += range(len(chunk))
-            order += chunk
-            starts.append(a)
-            stops.append(b)
-            n_dst.append(len(chunk))
+    if len(ranges) == len(copying):  # every range its own: one row per destination
+        starts, stops, order = first, last, copying
+        row, slot, n_dst = list(range(len(order))), [0] * len(order), [1] * len(order)
+    else:
+        starts, stops, n_dst, order, row, slot = [], [], [], [], [], []
+        for (a, b), members in ranges.items():
+            for k in range(0, len(members), IR.MAX_DST):
+                chunk = members[k:k + IR.MAX_DST]
+                row += [len(starts)] * len(chunk)
+                slot += range(len(chunk))
+                order += chunk
+                starts.append(a)
+                stops.append(b)
+                n_dst.append(len(chunk))
     rows = _rows(len(starts), spec)
     if not starts:
         return rows
@@ -414,6 +427,11 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
     return rows
 
 
+def _split(addrs: Sequence[Addr]) -> tuple[Sequence[int], Sequence[int]]:
+    """(views, elements) of ``addrs``."""
+    return tuple(zip(*addrs)) if addrs else ((), ())
+
+
 def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
                 ngroups: NeighborGroups, src_grp: int, dst_grp: int,
                 peer_index: Callable[[int], int], signal: Callable[[int], int | None] | None = None
@@ -429,6 +447,7 @@ def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
     row.  The rows are built as Python lists, written column by column."""
     if not ops:
         return IR.empty(0)
+    columns = []  # (source views, destination views) of each record
     for o in ops:
         if len(o.src_idx) != len(o.s_addrs) or len(o.dst_idx) != len(o.d_addrs):
             raise LoweringError("enc_reduce_op_params: s_addrs/src_idx or d_addrs/dst_idx "
@@ -436,35 +455,36 @@ def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
         if o.reduce_size <= 0 or o.reduce_size % dsize:
             raise LoweringError(f"reduce_size {o.reduce_size} is not a positive number of "
                                 f"{dsize}-byte elements")
-        e0 = o.s_addrs[0].elem
-        if any(a.elem != e0 for a in o.s_addrs) or any(a.elem != e0 for a in o.d_addrs):
+        (s_views, s_elems), (d_views, d_elems) = _split(o.s_addrs), _split(o.d_addrs)
+        e0 = s_elems[0]
+        if s_elems.count(e0) != len(s_elems) or d_elems.count(e0) != len(d_elems):
             raise LoweringError("the leg IR reduces one element range: every source and "
                                 "destination of a record must be at the same element")
+        columns.append((list(s_views), list(d_views)))
     if any(len(o.s_addrs) > IR.MAX_SRC and len(o.d_addrs) != 1 for o in ops):
         raise LoweringError("a reduce with more sources than a leg holds needs exactly one "
                             "destination to chain through")
     if any(len(o.d_addrs) > IR.MAX_DST for o in ops):
         raise LoweringError(f"a reduce with more than {IR.MAX_DST} destinations")
-    peer_of: dict[tuple[int, int], int] = {}
+    peer_of: dict[int, dict[int, int]] = {src_grp: {}, dst_grp: {}}  # group: idx -> peer
 
-    def peer(grp: int, idx: int) -> int:
-        """The peer index of neighbour ``idx`` of group ``grp``."""
-        key = (grp, idx)
-        if key not in peer_of:
-            peer_of[key] = peer_index(ngroups.rank(grp, idx))
-        return peer_of[key]
+    def peers_of(grp: int, idxs: list[int]) -> list[int]:
+        """The peer indexes of neighbours ``idxs`` of group ``grp`` (numbered on first sight)."""
+        known = peer_of[grp]
+        for idx in dict.fromkeys(idxs):
+            if idx not in known:
+                known[idx] = peer_index(ngroups.rank(grp, idx))
+        return [known[idx] for idx in idxs]
 
     starts, stops, n_src, n_dst, rtype, n_inc = [], [], [], [], [], []
     src = ([], [], [], [])  # cells: row, slot, view, peer
     dst = ([], [], [], [])
     inc = ([], [], [], [])  # cells: row, slot, peer, semaphore
-    for o in ops:
+    for o, (s_views, d_views) in zip(ops, columns):
         a = o.s_addrs[0].elem
         b = a + o.reduce_size // dsize
-        s_views = [x.view for x in o.s_addrs]
-        s_peers = [peer(src_grp, idx) for idx in o.src_idx]
-        d_views = [x.view for x in o.d_addrs]
-        d_peers = [peer(dst_grp, idx) for idx in o.dst_idx]
+        s_peers = peers_of(src_grp, o.src_idx)
+        d_peers = peers_of(dst_grp, o.dst_idx)
         # sources of row k: k == 0: s[0 : MAX_SRC]; k > 0: dst + s[MAX_SRC + (k-1)(MAX_SRC-1) :]
         pieces = [(s_views[:IR.MAX_SRC], s_peers[:IR.MAX_SRC])]
         for pos in range(IR.MAX_SRC, len(s_views), IR.MAX_SRC - 1):

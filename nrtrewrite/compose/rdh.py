@@ -174,6 +174,59 @@ def plan_rdh(alg: EncAlgType, trig, sub_type) -> RdhPlan:
                    fold_off, work_off, off, trig.op == EncOpType.REDUCE_SCATTER, sub_type)
 
 
+@dataclass(frozen=True)
+class RdhRank:
+    """A rank's stages and partners in an RDH: a function of (topology, group, op, rank) only,
+    memoised on the topology (:func:`rdh_rank`) and shared by every entry of the group on that
+    rank, so never mutated."""
+
+    stages: tuple[tuple[str, tuple[int, ...]], ...]  # neighbour group of each stage
+    stage_index: dict[str, int]  # stage name -> neighbour group
+    ngroups: NeighborGroups
+    peers: tuple[int, ...]  # the rank, then its partners in stage order
+    net: frozenset[int]  # partners across the network
+    near: tuple[int, ...]  # partners on this node, in peer order
+    handshake: np.ndarray  # the EVT_RDH_LOCAL_HANDSHAKE rows (read-only)
+
+
+def rdh_rank(topo, plan: RdhPlan, rank: int) -> RdhRank:
+    """The :class:`RdhRank` of ``rank`` under ``plan`` (memoised per topology)."""
+    return topo.cached(("rdh.rank", plan.group, plan.op, rank),
+                       lambda: _rdh_rank(topo, plan, rank))
+
+
+def _rdh_rank(topo, plan: RdhPlan, rank: int) -> RdhRank:
+    """Stages: fold, RH_0..RH_{L-1}, RD_0..RD_{L-1}, unfold, end."""
+    me, op, L = rank, plan.op, plan.L
+    c, folded = plan.core_of(plan.group.index(rank))
+    extra_i = plan.extra_of(c) if not folded else None
+    core_rank = plan.group[plan.nat(c)]
+    fold_peer = core_rank if folded else (plan.group[extra_i] if extra_i is not None else None)
+    pair = (me,) + ((fold_peer,) if fold_peer is not None else ())
+    stages = [("fold", pair)]
+    if not folded:
+        if op != EncOpType.ALLGATHER:
+            stages += [(f"rh{s}", (me, plan.group[plan.nat(plan.rh(c, s)[0])])) for s in range(L)]
+        if op != EncOpType.REDUCE_SCATTER:
+            stages += [(f"rd{k}", (me, plan.group[plan.nat(plan.rd(c, k)[0])])) for k in range(L)]
+    stages += [("unfold", pair), ("end", (me,))]
+    partners = tuple(dict.fromkeys(r for _n, g in stages for r in g if r != me))
+    net = frozenset(r for r in partners
+                    if topo.locality(me, r) == EdgeLocality.NETWORK)
+    near = tuple(r for r in partners if r not in net)
+    index = {r: i for i, r in enumerate((me,) + partners)}
+    rows = sync_rows(RowSpec(channel=MESH_CHANNEL, leaf=int(Leaf.mesh_sync),
+                             phase=int(HANDSHAKE)),
+                     [(index[r], event_sem(HANDSHAKE)) for r in near],
+                     [(event_sem(HANDSHAKE), len(near))]) if near else IR.empty(0)
+    rows.flags.writeable = False
+    first = {}
+    for k, (nm, _g) in enumerate(stages):
+        first.setdefault(nm, k)
+    return RdhRank(tuple(stages), first, NeighborGroups(tuple(g for _n, g in stages)),
+                   (me,) + partners, net, near, rows)
+
+
 class _Rank:
     """One rank's RDH entry under construction."""
 
@@ -183,8 +236,9 @@ class _Rank:
         topo = ctx.topology
         self.i = plan.group.index(rank)
         self.c, self.folded = plan.core_of(self.i)
-        self.peers = [rank]
-        self._pidx = {rank: 0}
+        P = self.P = rdh_rank(ctx.topology, plan, rank)
+        self.peers = list(P.peers)
+        self._pidx = {r: k for k, r in enumerate(P.peers)}
         mem = ctx.memory
         d = plan.dsize
         if trig.op == EncOpType.REDUCE_SCATTER:
@@ -201,11 +255,10 @@ class _Rank:
         self._vidx: dict = {}
         self.rows: list[np.ndarray] = []
         self.events = EventSchedule()
-        self.net: set[int] = set()
+        self.net: set[int] = set(P.net)
         self.topo = topo
-        # neighbour groups, one per stage (docs/DESIGN.md): filled by the composer
-        self.stages: list[tuple[str, tuple[int, ...]]] = []
-        self._ng: NeighborGroups | None = None
+        # neighbour groups, one per stage (docs/DESIGN.md)
+        self.stages: list[tuple[str, tuple[int, ...]]] = list(P.stages)
 
     def peer(self, r: int) -> int:
         if r not in self._pidx:
@@ -273,13 +326,10 @@ class _Rank:
         self.add(rows)
 
     def ngroups(self) -> NeighborGroups:
-        groups = tuple(g for _name, g in self.stages)
-        if self._ng is None or self._ng.groups != groups:  # built once the stages are set
-            self._ng = NeighborGroups(groups)
-        return self._ng
+        return self.P.ngroups
 
     def stage(self, name: str) -> int:
-        return next(k for k, (nm, _g) in enumerate(self.stages) if nm == name)
+        return self.P.stage_index[name]
 
     # -- lowering a transfer vector
     def submit(self, transfers: list[RdhTransfer], grp: int, leaf_copy: Leaf, evt: E,
@@ -299,7 +349,7 @@ class _Rank:
                 parts.append(copy_rows(op, self.spec(leaf_copy, evt, gw=gw), d,
                                        self.peer(ng.rank(grp, op.src_idx)), self.peer, signal,
                                        net_ranks=frozenset(self.net)))
-            return IR.concat(parts)
+            return parts[0] if len(parts) == 1 else IR.concat(parts)
         ops = submit_rdh_cce_transfers(transfers, ng, grp, cursor)
         return reduce_rows(ops, self.spec(Leaf.rdh_reduce, evt, gw=gw), d, ng, grp, grp + 1,
                            self.peer, signal)
@@ -325,29 +375,12 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
     extra_rank = plan.group[extra_i] if extra_i is not None else None
     core_rank = R.rank_of_core(c)
 
-    # stages and their neighbour groups: fold, RH_0..RH_{L-1}, RD_0..RD_{L-1}, unfold, end
-    fold_peer = core_rank if R.folded else extra_rank
-    R.stages.append(("fold", (me,) + ((fold_peer,) if fold_peer is not None else ())))
-    if not R.folded:
-        if op != EncOpType.ALLGATHER:
-            for s in range(L):
-                R.stages.append((f"rh{s}", (me, R.rank_of_core(plan.rh(c, s)[0]))))
-        if op != EncOpType.REDUCE_SCATTER:
-            for k in range(L):
-                R.stages.append((f"rd{k}", (me, R.rank_of_core(plan.rd(c, k)[0]))))
-    R.stages.append(("unfold", (me,) + ((fold_peer,) if fold_peer is not None else ())))
-    R.stages.append(("end", (me,)))
-    partners = list(dict.fromkeys(r for _n, g in R.stages for r in g if r != me))
-    for r in partners:
-        R.peer(r)
-
+    # stages, their neighbour groups and the partners: per rank (rdh_rank)
     # handshake with every partner on this node (EVT_RDH_LOCAL_HANDSHAKE)
-    near = [r for r in partners if r not in R.net]
+    near = list(R.P.near)
     if near:
         ev.add(HANDSHAKE, src=near, dst=near, what="start handshake with the partners on this node")
-        R.add(sync_rows(R.spec(Leaf.mesh_sync, HANDSHAKE),
-                        [(R.peer(r), event_sem(HANDSHAKE)) for r in near],
-                        [(event_sem(HANDSHAKE), len(near))]))
+        R.add(R.P.handshake)
 
     def sig(evt: E):
         sem = event_sem(evt)
