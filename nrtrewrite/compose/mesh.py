@@ -131,6 +131,7 @@ class MeshPeers:
     index: dict[int, int]  # rank -> peer index
     same_dev: tuple[int, ...]  # peers on this rank's device
     near: frozenset[int]  # the same, for membership tests
+    far: tuple[int, ...]  # the other peers (other devices or nodes), in peer order
     net: frozenset[int]  # peers across the network
     intra: tuple[int, ...]  # peers on this node, in peer order
     handshake: np.ndarray  # the handshake rows (read-only; see _Entry.handshake)
@@ -156,7 +157,8 @@ def _mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
                      [(event_sem(E.EVT_LOCAL_HNDSHK), len(same_dev)),
                       (event_sem(E.EVT_GLOBAL_HNDSHK), len(other))]) if intra else IR.empty(0)
     rows.flags.writeable = False
-    return MeshPeers(peers, index, same_dev, frozenset(same_dev), net, intra, rows)
+    far = tuple(r for r in peers[1:] if r not in same_dev)
+    return MeshPeers(peers, index, same_dev, frozenset(same_dev), far, net, intra, rows)
 
 
 class _Entry:
@@ -306,15 +308,23 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     bs, be = plan.bstart.tolist(), plan.bstop.tolist()  # Python ints: indexed per peer below
     me = e.me
     e.handshake()
-    others = [r for r in G if r != rank]
-    nonempty = {r for r in G if be[plan.index[r]] > bs[plan.index[r]]}
+    others = list(e.P.peers[1:])  # in group order
+    # the peers of an (ordered) subset of the group whose block is not empty
+    if bool((plan.bstop > plan.bstart).all()):
+        nonempty_of = list
+    else:
+        nonempty = {r for r in G if be[plan.index[r]] > bs[plan.index[r]]}
+
+        def nonempty_of(ranks):
+            return [r for r in ranks if r in nonempty]
+    far = list(e.P.far)
     if op in (EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER):
         # scatter: block j of IN into slot(me) of peer j (REDUCE_COPY / REDUCE_COPY_2)
-        to_near = [r for r in others if r in e.near and r in nonempty]
-        to_far = [r for r in others if r not in e.near and r in nonempty]
-        mine = rank in nonempty
+        to_near = nonempty_of(e.same_dev)
+        to_far = nonempty_of(far)
+        mine = be[me] > bs[me]
         from_near = e.same_dev if mine else []
-        from_far = [r for r in others if r not in e.near] if mine else []
+        from_far = far if mine else []
         if to_near or from_near:
             e.events.add(E.EVT_REDUCE_COPY, src=from_near, dst=to_near,
                          what="scatter: IN block j to peer j's channel buffer (same device)")
@@ -353,12 +363,11 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     if op == EncOpType.ALLGATHER and b > a:
         own = _copy(Addr(V_IN, a), [rank], [Addr(V_OUT, a)], [0], [(b - a) * d], [False], False)
         e.send(own, Leaf.mesh_send, E.EVT_INTRA_GRP_BRDCST, lambda r: None)
-    senders = [r for r in others if r in nonempty]
-    near_in = [r for r in senders if r in e.near]
-    far_in = [r for r in senders if r not in e.near]
+    senders = nonempty_of(others)
+    near_in = nonempty_of(e.same_dev)
+    far_in = nonempty_of(far)
     if b > a and others:
-        near_out = [r for r in others if r in e.near]
-        far_out = [r for r in others if r not in e.near]
+        near_out, far_out = e.same_dev, far
         if near_out or near_in:
             e.events.add(E.EVT_INTRA_GRP_BRDCST, src=near_in, dst=near_out,
                          what="all-gather to / from the peers on this device")

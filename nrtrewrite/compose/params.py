@@ -423,7 +423,8 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
         inc_slot, n_inc = slot, n_dst
     rows["n_inc"] = n_inc
     _put(rows, row, inc_slot, inc_peer=peers, inc_sem=sems, inc_val=[1] * len(row))
-    set_waits(rows[0], spec.waits)
+    if spec.waits:  # (fresh rows wait on nothing)
+        set_waits(rows[0], spec.waits)
     return rows
 
 
@@ -523,7 +524,8 @@ def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
     rows["reduction_type"] = rtype
     rows["n_inc"] = n_inc
     _put(rows, inc[0], inc[1], inc_peer=inc[2], inc_sem=inc[3], inc_val=[1] * len(inc[0]))
-    set_waits(rows[0], spec.waits)
+    if spec.waits:  # (fresh rows wait on nothing)
+        set_waits(rows[0], spec.waits)
     return rows
 
 
