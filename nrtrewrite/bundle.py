@@ -82,8 +82,9 @@ def _triggers_json(plan: LoweringPlan) -> bytes:
 def _manifest_json(manifest: dict, triggers: bytes) -> bytes:
     """:func:`_json_bytes` of ``manifest``, whose ``triggers`` is :data:`_TRIGGERS_MARK`,
     with the text ``triggers`` in its place: the same bytes as encoding it whole."""
-    head, mark, tail = jsonout.dumps(manifest, 1).partition(jsonout.dumps(_TRIGGERS_MARK))
-    if not mark or jsonout.dumps(_TRIGGERS_MARK) in tail:
+    mark_text = jsonout.dumps(_TRIGGERS_MARK)
+    head, mark, tail = jsonout.dumps(manifest, 1).partition(mark_text)
+    if not mark or mark_text in tail:
         raise RuntimeError("the triggers mark must stand exactly once in the manifest")
     return head.encode() + triggers + tail.encode() + b"\n"
 

@@ -215,17 +215,19 @@ def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhea
     ``timings["compose"]`` is the composing time either way; ``timings["compose_wait"]``
     the time spent waiting for (and receiving from) the process, ``compose_here`` the time
     spent composing later triggers here while their turn had not come."""
+    def here(i: int) -> tuple[TriggerPlan, list[EntrySpec]]:
+        t0 = time.perf_counter()
+        specs = _entries_of(plan, plan.triggers[i], rank)
+        timings["compose"] += time.perf_counter() - t0
+        return plan.triggers[i], specs
+
     t_start = time.perf_counter()
     k = 0
     while k < len(triggers):
         if (pipe is not None and len(triggers) - k >= AHEAD_MIN_TRIGGERS
                 and time.perf_counter() - t_start >= AHEAD_AFTER_S):
             break
-        i = triggers[k]
-        t0 = time.perf_counter()
-        specs = _entries_of(plan, plan.triggers[i], rank)
-        timings["compose"] += time.perf_counter() - t0
-        yield plan.triggers[i], specs
+        yield here(triggers[k])
         k += 1
     if k == len(triggers):
         return
@@ -239,19 +241,16 @@ def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhea
             return
         except AheadLost:  # the process died (killed, out of memory): compose the rest here
             break
-        here = pipe.here_s - here0  # composing later triggers here instead of waiting
-        timings["compose_wait"] += time.perf_counter() - t0 - here
-        timings["compose_here"] += here
+        stolen = pipe.here_s - here0  # composing later triggers here instead of waiting
+        timings["compose_wait"] += time.perf_counter() - t0 - stolen
+        timings["compose_here"] += stolen
         timings["compose"] += dt
         if specs is None:  # composing raised in the process: raise it here
             specs = _entries_of(plan, plan.triggers[i], rank)
         yield plan.triggers[i], specs
         k += 1
     for i in triggers[k:]:
-        t0 = time.perf_counter()
-        specs = _entries_of(plan, plan.triggers[i], rank)
-        timings["compose"] += time.perf_counter() - t0
-        yield plan.triggers[i], specs
+        yield here(i)
 
 
 def lower_rank(plan: LoweringPlan, rank: int,

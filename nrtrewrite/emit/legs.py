@@ -582,8 +582,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         raise LimitError("a semaphore id exceeds the 256 semaphores of a core")
     seg_sem_count = np.bincount(s_ci, minlength=nseg)
     seg_sem_first = np.cumsum(seg_sem_count) - seg_sem_count
-    sem_state = _SegmentCounts(b, seg_ch, seg_sem_count, "sem_count")
-    sgen = ((sem_state.base[s_ci] + np.arange(s_leg.size, dtype=np.int64) - seg_sem_first[s_ci])
+    sem_base = _advance_counters(b, seg_ch, seg_sem_count, "sem_count")
+    sgen = ((sem_base[s_ci] + np.arange(s_leg.size, dtype=np.int64) - seg_sem_first[s_ci])
             // F.BD_RING_ENTRIES) & F.GEN_MASK
     sems = np.empty(s_leg.size, F.SEM_DTYPE)
     sems["ctrl"] = (np.where(s_end | s_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
@@ -592,7 +592,6 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     sems["value"] = np.where(s_end, n_c[s_ci], np.where(
         s_wait, w_val[s_leg, wk], np.where(s_compl, 1, i_val[s_leg, ik])))
     sems["addr"] = local_addr | pt.bits[sem_peer_g]
-    sem_state.commit()
     sem_first_all = b.append("sem.bin", sems)
 
     # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension -------------------
@@ -790,26 +789,17 @@ def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end,
     return [(e, c, info[k:k + 1], src[k], dest[k]) for k, (e, c) in enumerate(zip(op_e, op_ch))]
 
 
-class _SegmentCounts:
+def _advance_counters(b: RankBuilder, seg_ch: np.ndarray, counts: np.ndarray,
+                      attr: str) -> np.ndarray:
     """A per-channel counter (``ChannelState`` attribute ``attr``) over a batch's segments:
-    ``base[i]`` is its value at the start of segment ``i``; :meth:`commit` stores the
-    values after the batch."""
-
-    def __init__(self, b: RankBuilder, seg_ch: np.ndarray, counts: np.ndarray, attr: str):
-        self.b, self.attr = b, attr
-        self.after: dict[int, int] = {}
-        base = []
-        for c, cnt in zip(seg_ch.tolist(), counts.tolist()):
-            v = self.after.get(c)
-            if v is None:
-                v = getattr(b.channels[c], attr) if c in b.channels else 0
-            base.append(v)
-            self.after[c] = v + cnt
-        self.base = np.array(base, np.int64)
-
-    def commit(self) -> None:
-        for c, v in self.after.items():
-            setattr(self.b.state(c), self.attr, v)
+    its value at the start of each segment (segment ``i`` adds ``counts[i]`` on channel
+    ``seg_ch[i]``); the channels' counters are left after the batch."""
+    base = []
+    for c, cnt in zip(seg_ch.tolist(), counts.tolist()):
+        st = b.state(c)
+        base.append(getattr(st, attr))
+        setattr(st, attr, base[-1] + cnt)
+    return np.array(base, np.int64)
 
 
 def _sb2sb_words(ctxs: list[EntryContext], piece_entry: np.ndarray) -> np.ndarray:
@@ -877,12 +867,10 @@ class _GenTags:
     no per-BD arithmetic.  Advances the channels' BD counters past the batch's BDs."""
 
     def __init__(self, b: RankBuilder, seg_ch: np.ndarray, seg_bd_count: np.ndarray):
-        self.counts = _SegmentCounts(b, seg_ch, seg_bd_count, "bd_count")
-        self.counts.commit()
+        base = _advance_counters(b, seg_ch, seg_bd_count, "bd_count")
         end = np.cumsum(seg_bd_count)
         # (first BD of the segment in this batch, end, the channel's position at its start)
-        self.ranges = list(zip((end - seg_bd_count).tolist(), end.tolist(),
-                               self.counts.base.tolist()))
+        self.ranges = list(zip((end - seg_bd_count).tolist(), end.tolist(), base.tolist()))
         self.k = 0  # first range not wholly tagged yet (blocks come in order)
         self.done = 0  # BDs of the batch tagged so far
 
@@ -1127,7 +1115,7 @@ def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, red
 
 def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
     """proxy_end_operation's stop mark: net_op_idx = count-1, size 0, NET_OP_COMPLETE (one
-    record; :func:`_with_terminators` writes the same bytes into a batch's records)."""
+    record; :func:`_with_terminators` places its bytes in a batch's records)."""
     rec = np.zeros(1, dtype)
     rec["net_op_idx"] = op_idx
     rec["size"] = 0
@@ -1223,8 +1211,9 @@ def _with_terminators(dtype: np.dtype, rank_field: str, legs: np.ndarray, op_of_
     Returns, per op, its arrays (``[entries, terminator]``, or none) and its number of
     entries (terminator excluded).
 
-    Built zeroed and set a field at a time (never by copying or fancy indexing records:
-    numpy may leave the padding of such copies undefined)."""
+    Built zeroed, the terminators as raw bytes of :func:`_terminator`'s record, the rest set
+    a field at a time (never by copying or fancy indexing records: numpy may leave the
+    padding of such copies undefined)."""
     used = np.bincount(op_of_leg[legs], minlength=op_idx.size) > 0
     rec_op = op_of_leg[rec_leg]
     nops = used.size
@@ -1234,11 +1223,12 @@ def _with_terminators(dtype: np.dtype, rank_field: str, legs: np.ndarray, op_of_
     term = np.zeros(n, bool)
     term[(ends - 1)[used]] = True
     rec = np.zeros(n, dtype)
+    rec.view(np.uint8).reshape(n, dtype.itemsize)[term] = _terminator(
+        dtype, 0, rank_field).view(np.uint8)
     rec["net_op_idx"] = op_idx[np.repeat(np.arange(nops), counts + used)]
     for name, val in fields.items():
         rec[name][~term] = val
-    rec["mark"] = np.where(term, int(NetAddrMark.NET_OP_COMPLETE), int(NetAddrMark.NET_TRANSFER))
-    rec[rank_field][term] = -1
+    rec["mark"][~term] = int(NetAddrMark.NET_TRANSFER)
     arrays = [[rec[end - 1 - cnt:end - 1], rec[end - 1:end]] if u else []
               for end, cnt, u in zip(ends.tolist(), counts.tolist(), used.tolist())]
     return arrays, counts
