@@ -82,5 +82,10 @@ def concat(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def take(rows: np.ndarray, which: np.ndarray) -> np.ndarray:
-    """``rows[which]`` (indices or a boolean mask) as a byte gather (see :func:`concat`)."""
-    return _bytes(rows)[which].view(LEG_IR_DTYPE).reshape(-1)
+    """``rows[which]`` (indices or a boolean mask).  ``np.take`` and ``np.compress`` copy
+    whole items; indexing copies a structured array field by field (see :func:`concat`),
+    and even a gather of the rows' bytes is about four times slower than ``np.take``."""
+    which = np.asarray(which)
+    if which.dtype == np.bool_:
+        return np.compress(which, rows)
+    return np.take(rows, which)
