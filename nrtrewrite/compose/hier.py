@@ -295,8 +295,7 @@ class HierAlgorithm(Algorithm):
             views = ViewTable(factory)
             views.reserve([("in", rank), ("out", rank), ("recv", rank), ("gw", rank)])
             if lp.alg == EncAlgType.KANGARING:
-                ir, info = kangaring_ir(plan, ctx.topology, rank, peers, views,
-                                        lambda r, lp=lp: _view_factory(ctx, trig, lp))
+                ir, info = kangaring_ir(plan, ctx.topology, rank, peers, views)
                 rtype, nact, groups = int(ReductionType.KANGARING_NR1W), len(plan.channel_ids), \
                     plan.layout.groups
             elif lp.alg == EncAlgType.SINGLE_CYCLE_RING:

@@ -43,6 +43,7 @@ output is final and its input no longer read.  The primary's first leg waits its
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -250,28 +251,121 @@ def _unit_peers(kc: KangaringChannel, primary: int) -> list[FetchPeer]:
     return out
 
 
-def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
-                  views: ViewTable, *, counts_only: bool = False
-                  ) -> tuple[np.ndarray | None, dict[int, int]]:
-    """The data legs of primary ``rank`` on physical channel ``ch`` (no sync legs) and, per
-    secondary of its unit, how many of them touch that secondary's memory (the count the
-    secondary's ``peer_wait`` waits for).  ``counts_only``: the counts, legs ``None``."""
-    kc = kp.channels[ch]
-    slot = kp.channel_ids.index(ch)
+#: Entries each memo of a channel holds (:func:`_remember`): a rank's lowering finds its
+#: tables again for every collective of the same op; a lowering of every rank in one process
+#: moves on rank by rank, so the memo need not keep the ranks already done.
+MEMO_ENTRIES = 64
+
+
+def _memo(kc: KangaringChannel, kind: str) -> dict:
+    return kc.memo.setdefault(kind, {})
+
+
+def _remember(kc: KangaringChannel, kind: str, key, value) -> None:
+    memo = _memo(kc, kind)
+    if len(memo) >= MEMO_ENTRIES:  # bounded: start again rather than grow with the ranks
+        memo.clear()
+    memo[key] = value
+
+
+class _SymViews:
+    """A view table stand-in for composing a primary's transfer table once per topology:
+    ``get`` numbers the (role, member) keys in the order they are first asked.  An entry then
+    asks its real :class:`ViewTable` for the same keys in the same order, so its views are
+    numbered exactly as if the transfers had been composed against it."""
+
+    __slots__ = ("keys", "index")
+
+    def __init__(self):
+        self.keys: list[tuple[str, int]] = []
+        self.index: dict[tuple[str, int], int] = {}
+
+    def get(self, role: str, member: int) -> int:
+        key = (role, member)
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.keys)
+            self.keys.append(key)
+        return i
+
+
+@dataclass(frozen=True)
+class _PrimaryStatic:
+    """What a primary's legs on one kangaring channel take from the topology alone (memoised
+    on the :class:`KangaringChannel`, shared by every collective over the same group)."""
+
+    ui: int  # the primary's unit
+    nxt: int
+    next_net: bool
+    fpeers: tuple[FetchPeer, ...]  # PEER_RMTV, PEER_RMTV2, PEER_LOCAL order
+    usize: np.ndarray  # unit -> member count
+    unit_table: np.ndarray  # (unit, member index) -> rank
+    position: np.ndarray  # rank -> group position
+
+
+def _primary_static(kc: KangaringChannel, topo, rank: int, group_index: dict[int, int]
+                    ) -> _PrimaryStatic:
+    hit = _memo(kc, "primary").get(rank)
+    if hit is not None:
+        return hit
     units = kc.units
-    P = len(units)
     ui = next(i for i, u in enumerate(units) if u[0] == rank)
-    view = kc.of(rank)
-    nxt = view.next
-    next_net = topo.locality(rank, nxt) == EdgeLocality.NETWORK
-    fpeers = _unit_peers(kc, rank)
+    nxt = kc.of(rank).next
+    fpeers = tuple(_unit_peers(kc, rank))
     if sorted(p.rank for p in fpeers) != sorted(units[ui][1:]):
-        raise LoweringError(f"kangaring channel {ch}: the unit of primary {rank} is "
+        raise LoweringError(f"kangaring channel {kc.channel}: the unit of primary {rank} is "
                             f"{units[ui]}, its peers are {[p.rank for p in fpeers]}")
+    usize = np.array([len(u) for u in units], np.int64)
+    unit_table = np.zeros((len(units), int(usize.max())), np.int64)
+    for i, u in enumerate(units):
+        unit_table[i, :len(u)] = u
+    position = np.full(int(unit_table.max()) + 1, -1, np.int64)
+    for u in units:
+        for r in u:
+            position[r] = group_index[r]
+    for a in (usize, unit_table, position):
+        a.setflags(write=False)
+    st = _PrimaryStatic(ui, nxt, topo.locality(rank, nxt) == EdgeLocality.NETWORK, fpeers,
+                        usize, unit_table, position)
+    _remember(kc, "primary", rank, st)
+    return st
+
+
+@dataclass(frozen=True)
+class _Transfers:
+    """A primary's transfer table on one channel in symbolic numbering: view fields index
+    ``view_keys``, peer fields index ``peer_ranks`` (0 = the primary).  ``row_of_code`` maps a
+    row's ``leaf * span + member`` code to its table row."""
+
+    tab: np.ndarray  # leg IR rows: the _KEY_FIELDS and the channel set, the rest defaults
+    view_keys: tuple[tuple[str, int], ...]
+    peer_ranks: tuple[int, ...]
+    row_of_code: np.ndarray
+    span: int
+    #: rows whose ``kring_peer_semas`` increments (slots a..b, sorted by peer number) need
+    #: sorting again once the peers have their entry's numbers: (row, a, b)
+    resort: tuple[tuple[int, int, int], ...]
+
+
+def _transfers(kp: KangaringPlan, kc: KangaringChannel, st: _PrimaryStatic, ch: int,
+               rank: int, keys: list[tuple[int, int]], span: int) -> _Transfers:
+    """The transfer table of primary ``rank`` for the (leaf, member) ``keys`` (in the
+    iteration order of their set; ``span`` exceeds every member), memoised on ``kc`` per
+    (channel id, rank, op, inplace, keys).
+
+    Every row's transfer depends only on its (leaf, member) key, and on the member only where
+    the member's own block is named (the all-gather's send of a unit member's input, the
+    reduce-scatter's copy to the position's owner): one table row per distinct transfer.  The
+    fetches run in the order of the keys, one per distinct transfer when its first key comes:
+    they name views and peers, and the entry's tables number them in the order they are first
+    named (replayed by :func:`_resolve`)."""
     op = kp.op
-    tmpl = template_array(op, P, kp.host_cc)
-    if op == EncOpType.ALLGATHER:  # the send fans the own block out to self as well
-        tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
+    mkey = (ch, rank, op, kp.inplace, tuple(keys))
+    hit = _memo(kc, "transfers").get(mkey)
+    if hit is not None:
+        return hit
+    views, peers = _SymViews(), PeerTable(rank)
+    fpeers, nxt, next_net = list(st.fpeers), st.nxt, st.next_net
     me_p, next_p = 0, peers(nxt)
     sec_p = [peers(p.rank) for p in fpeers]
     v_in, v_out, v_recv = views.get("in", rank), views.get("out", rank), views.get("recv", rank)
@@ -325,73 +419,145 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable,
                                      is_next_net=False)
         raise LoweringError(f"kangaring has no leg for ring leaf {leaf.name}")
 
-    # expand template rows x chunk groups x unit members x segments
-    G = kp.layout.groups
-    t = tmpl.shape[0]
-    g = np.repeat(np.arange(G, dtype=np.int64), t)
-    rows = np.tile(np.arange(t, dtype=np.int64), G)
-    unit_of_row = (ui + tmpl[rows, 3]) % P
-    usize = np.array([len(u) for u in units], np.int64)
-    unit_table = np.zeros((P, int(usize.max())), np.int64)  # (unit, member index) -> rank
-    for i, u in enumerate(units):
-        unit_table[i, :len(u)] = u
-    counts = usize[unit_of_row]
-    r_idx = np.repeat(np.arange(rows.size, dtype=np.int64), counts)
-    m_k = np.arange(r_idx.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    members = unit_table[unit_of_row[r_idx], m_k]
-    position = np.full(int(unit_table.max()) + 1, -1, np.int64)  # rank -> group position
-    for u in units:
-        for r in u:
-            position[r] = kp.group_index[r]
-    pos = position[members]
-    trow = rows[r_idx]
-    e_row, _seg, start, stop = kp.layout.expand(g[r_idx], np.full(r_idx.size, slot), pos,
-                                                tmpl[trow, 4])
-    t_e = tmpl[trow[e_row]]
-    leafs = t_e[:, 2]
-    mem = members[e_row]
-    # Every row's transfer depends only on its (leaf, member) key, and on the member only
-    # where the member's own block is named (the all-gather's send of a unit member's input,
-    # the reduce-scatter's copy to the position's owner): one table row per distinct
-    # transfer, gathered by each row's key.
     by_member = {int(Leaf.send)} if op == EncOpType.ALLGATHER else (
         {int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send)}
         if op == EncOpType.REDUCE_SCATTER else set())
     recv = channel_sem(ch, SEM_RECV)
     kr = kangaring_sem(ch)
     secondaries = set(sec_p)
-    # the fetches run in the iteration order of the set of keys, one per distinct transfer
-    # when its first key comes: they name views and peers, and the entry's tables number
-    # them in the order they are first named
-    keys = list(set(zip(leafs.tolist(), mem.tolist())))
     transfer = [(lf, m if lf in by_member else -1) for lf, m in keys]
     order = list(dict.fromkeys(transfer))  # distinct transfers, in the order of the fetches
     first_key = dict(zip(reversed(transfer), reversed(keys)))  # each one's first key
     table = [_key_row(fetch(Leaf(lf), m), lf, next_p, recv, kr, secondaries)
              for lf, m in (first_key[t] for t in order)]
-    tab = np.array(table, _KEY_DTYPE)
+    tab = IR.empty(len(table))  # whole leg rows: a gather by row gives every default too
+    keyed = np.array(table, _KEY_DTYPE)
+    for name in _KEY_FIELDS:
+        tab[name] = keyed[name]
+    tab["channel"] = ch
     index = {t: j for j, t in enumerate(order)}
-    span = int(mem.max()) + 1 if mem.size else 1
-    code = leafs * span + mem
-    row_of_code = np.zeros(int(code.max()) + 1 if code.size else 1, np.int64)
-    row_of_code[[lf * span + m for lf, m in keys]] = [index[t] for t in transfer]
-    row = row_of_code[code]
-    touches = _touch_counts(tab, np.bincount(row[stop > start], minlength=len(table)),
-                            peers, kr, [p.rank for p in fpeers])
+    code = [lf * span + m for lf, m in keys]
+    row_of_code = np.zeros(max(code, default=0) + 1, np.int64)
+    row_of_code[code] = [index[t] for t in transfer]
+    resort = []
+    for j, row in enumerate(table):
+        slots = [i for i, sem in enumerate(row[-2][:row[-4]]) if sem == kr]
+        if len(slots) > 1:  # contiguous: _key_row appends them last
+            resort.append((j, slots[0], slots[-1] + 1))
+    for a in (tab, row_of_code):
+        a.setflags(write=False)
+    out = _Transfers(tab, tuple(views.keys), tuple(peers.peers), row_of_code, span,
+                     tuple(resort))
+    _remember(kc, "transfers", mkey, out)
+    return out
+
+
+_VIEW_FIELDS = (("src_view", "n_src"), ("dst_view", "n_dst"))
+_PEER_FIELDS = (("src_peer", "n_src"), ("dst_peer", "n_dst"), ("inc_peer", "n_inc"))
+
+
+def _resolve(tr: _Transfers, peers: PeerTable, views: ViewTable) -> np.ndarray:
+    """``tr.tab`` in the entry's numbering: its views and peers asked of the entry's tables in
+    the order the symbolic composition first named them."""
+    vmap = np.array([views.get(role, m) for role, m in tr.view_keys], np.int64)
+    pmap = np.array([peers(r) for r in tr.peer_ranks], np.int64)
+    tab = tr.tab.copy()
+    for fields, mapping in ((_VIEW_FIELDS, vmap), (_PEER_FIELDS, pmap)):
+        for name, n in fields:
+            col = tab[name]
+            used = np.arange(col.shape[1])[None, :] < tab[n][:, None]
+            col[...] = np.where(used, mapping[col], 0)
+    inc_peer = tab["inc_peer"]
+    for j, a, b in tr.resort:  # the secondaries' increments, by the entry's peer number
+        inc_peer[j, a:b] = np.sort(inc_peer[j, a:b])
+    return tab
+
+
+def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable | None,
+                  views: ViewTable | None, *, counts_only: bool = False
+                  ) -> tuple[np.ndarray | None, dict[int, int]]:
+    """The data legs of primary ``rank`` on physical channel ``ch`` (no sync legs) and, per
+    secondary of its unit, how many of them touch that secondary's memory (the count the
+    secondary's ``peer_wait`` waits for).  ``counts_only``: the counts, legs ``None`` (the
+    tables are not asked)."""
+    kc = kp.channels[ch]
+    slot = kp.channel_ids.index(ch)
+    st = _primary_static(kc, topo, rank, kp.group_index)
+    one = _one_group(kc, st, rank, kp.op, kp.host_cc)
+    # template rows x unit members of one chunk group, then x chunk groups x segments
+    G, n1 = kp.layout.groups, one.members.size
+    e_row, _seg, start, stop = kp.layout.expand(
+        np.repeat(np.arange(G, dtype=np.int64), n1), np.full(G * n1, slot, np.int64),
+        np.tile(one.pos, G), np.tile(one.half, G))
+    within = e_row % n1 if G > 1 else e_row
+    leafs = one.leaf[within]
+    mem = one.members[within]
+    span = one.span
+    keys = list(set(zip(leafs.tolist(), mem.tolist())))
+    tr = _transfers(kp, kc, st, ch, rank, keys, span)
+    row = tr.row_of_code[leafs * span + mem]
+    rows_per_key = np.bincount(row[stop > start], minlength=len(tr.tab))
+    secondaries = [p.rank for p in st.fpeers]
     if counts_only:
-        return None, touches
-    out = IR.empty(e_row.size)
-    out["channel"] = ch
+        return None, _touch_counts(tr.tab, rows_per_key, tr.peer_ranks, kangaring_sem(ch),
+                                   secondaries)
+    tab = _resolve(tr, peers, views)
+    touches = _touch_counts(tab, rows_per_key, peers.peers, kangaring_sem(ch), secondaries)
+    out = IR.take(tab, row)
+    t_e = one.tmpl[within]
     out["half"] = t_e[:, 4]
     out["phase"] = t_e[:, 1]
-    out["group"] = g[r_idx][e_row]
+    out["group"] = e_row // n1
     out["step"] = t_e[:, 0]
     out["k"] = mem
     out["start"] = start
     out["stop"] = stop
-    for name in _KEY_FIELDS:
-        out[name] = tab[name][row]
     return out, touches
+
+
+@dataclass(frozen=True)
+class _OneGroup:
+    """A primary's unit-step legs of one chunk group, before segments: template row fields
+    (``tmpl``), the unit member each leg is for, its group position, half and leaf."""
+
+    tmpl: np.ndarray
+    members: np.ndarray
+    pos: np.ndarray
+    half: np.ndarray
+    leaf: np.ndarray
+    span: int  # exceeds every rank: leaf * span + member numbers a (leaf, member) key
+
+
+def _one_group(kc: KangaringChannel, st: _PrimaryStatic, rank: int, op: EncOpType,
+               host_cc: bool) -> _OneGroup:
+    key = (rank, op, host_cc)
+    hit = _memo(kc, "one_group").get(key)
+    if hit is not None:
+        return hit
+    tmpl = _kangaring_template(op, len(kc.units), host_cc)
+    unit_of_row = (st.ui + tmpl[:, 3]) % len(kc.units)
+    counts = st.usize[unit_of_row]
+    r1 = np.repeat(np.arange(tmpl.shape[0], dtype=np.int64), counts)
+    m_k = np.arange(r1.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    members = st.unit_table[unit_of_row[r1], m_k]
+    t1 = tmpl[r1]
+    one = _OneGroup(t1, members, st.position[members], t1[:, 4].copy(), t1[:, 2].copy(),
+                    int(st.unit_table.max()) + 1)
+    for a in (one.tmpl, one.members, one.pos, one.half, one.leaf):
+        a.setflags(write=False)
+    _remember(kc, "one_group", key, one)
+    return one
+
+
+@functools.lru_cache(maxsize=64)
+def _kangaring_template(op: EncOpType, units: int, host_cc: bool) -> np.ndarray:
+    """The ring's step template over ``units`` units (read-only); the all-gather's send fans
+    the own block out to self as well, so its local direct_copy row goes."""
+    tmpl = template_array(op, units, host_cc)
+    if op == EncOpType.ALLGATHER:
+        tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
+        tmpl.setflags(write=False)
+    return tmpl
 
 
 #: the leg IR fields a kangaring leg's (leaf, member) key decides
@@ -427,7 +593,7 @@ def _key_row(f: Fetch, lf: int, next_p: int, recv: int, kr: int, secondaries: se
             _pad([s for _, s in incs], IR.MAX_INC), _pad([1] * len(incs), IR.MAX_INC))
 
 
-def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peers: PeerTable, kr: int,
+def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peer_ranks, kr: int,
                   secondaries: list[int]) -> dict[int, int]:
     """Secondary rank -> how many of the primary's (non-empty) legs add 1 to its
     ``kring_peer_semas.mine`` (semaphore ``kr``), ordered by increment slot, then by the
@@ -438,7 +604,7 @@ def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peers: PeerTable, k
     for j in np.flatnonzero(rows_per_key).tolist():
         for i in range(n_inc[j]):
             if inc_sem[j][i] == kr:
-                r = peers.peers[inc_peer[j][i]]
+                r = peer_ranks[inc_peer[j][i]]
                 per_slot[i][r] = per_slot[i].get(r, 0) + rows[j]
     counts: dict[int, int] = {}
     for slot in per_slot:
@@ -471,11 +637,9 @@ def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
 
 
 def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
-                 views: ViewTable, view_factory_for) -> tuple[np.ndarray, dict]:
-    """The leg IR of ``rank`` on every channel of ``kp`` and the ``schedule`` info.
-
-    ``view_factory_for(r)`` returns the view factory of rank ``r`` (a secondary counts its
-    primary's legs with the primary's views)."""
+                 views: ViewTable) -> tuple[np.ndarray, dict]:
+    """The leg IR of ``rank`` on every channel of ``kp`` and the ``schedule`` info (a
+    secondary counts its primary's legs: :func:`_counts_of`)."""
     irs, info = [], {}
     for ch in kp.channel_ids:
         kc = kp.channels[ch]
@@ -497,7 +661,7 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
                         "touches": counts}
         else:
             primary = v.next
-            m = _counts_of(kp, topo, ch, primary, view_factory_for).get(rank, 0)
+            m = _counts_of(kp, topo, ch, primary).get(rank, 0)
             if m:
                 irs.append(_sync_leg(ch, PEER_POST, inc=(peers(primary), kr)))
                 irs.append(_sync_leg(ch, PEER_WAIT, wait=(kr, m)))
@@ -505,13 +669,12 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
     return IR.concat(irs), info
 
 
-def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int, view_factory_for) -> dict[int, int]:
-    """Secondary -> legs of ``primary`` on channel ``ch`` that touch it (composed on a fresh
-    peer and view table: a secondary counts its primary's legs)."""
+def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int) -> dict[int, int]:
+    """Secondary -> legs of ``primary`` on channel ``ch`` that touch it (a secondary counts
+    its primary's legs)."""
     key = (ch, primary)
     if key not in kp._touches:
-        _none, kp._touches[key] = _primary_legs(kp, topo, ch, primary, PeerTable(primary),
-                                                ViewTable(view_factory_for(primary)),
+        _none, kp._touches[key] = _primary_legs(kp, topo, ch, primary, None, None,
                                                 counts_only=True)
     return kp._touches[key]
 
@@ -572,8 +735,7 @@ class KangaringAlgorithm(Algorithm):
         peers = PeerTable(rank)
         views = ViewTable(trigger_view_factory(ctx, trig))
         views.reserve([("in", rank), ("out", rank), ("recv", rank), ("gw", rank)])
-        ir, info = kangaring_ir(kp, ctx.topology, rank, peers, views,
-                                lambda r: trigger_view_factory(ctx, trig))
+        ir, info = kangaring_ir(kp, ctx.topology, rank, peers, views)
         return [EntrySpec(leg="flat", alg=EncAlgType.KANGARING, ir=ir, views=views.views,
                           gw_view=3, peers=peers.peers, num_active_channels=len(kp.channel_ids),
                           groups=kp.layout.groups, reduction_type=NR1W,

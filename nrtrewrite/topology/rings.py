@@ -320,6 +320,9 @@ class KangaringChannel:
     units: tuple[tuple[int, ...], ...]  # (primary, secondaries...) in path order
     duplicate: bool
     ranks: dict[int, EncKangaring] = field(compare=False, repr=False)
+    #: the composer's memo of what depends on this channel alone (compose/kangaring.py:
+    #: a primary's unit tables and transfer tables); shared with the channel, never compared
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     def of(self, rank: int) -> EncKangaring:
         try:

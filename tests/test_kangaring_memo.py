@@ -1,0 +1,114 @@
+"""KANGARING transfer tables memoised per channel (compose/kangaring.py ``_transfers``,
+``_resolve``): a table composed once in symbolic numbering serves every collective of the
+same op over the same channel, renumbered into each entry's own view and peer tables.
+
+Checked against what does not depend on the memo: the same entries composed with every
+channel's memo emptied first (nothing shared), and, against tables already holding other
+views and peers, the legs' meaning (which buffer of which rank each slot names) and the
+rule that a leg's ``kring_peer_semas`` increments follow the entry's peer numbers."""
+
+import numpy as np
+import pytest
+
+from irsim import ag, ar, plan_ops, rs
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.kangaring import (
+    KangaringPlan, _primary_legs, kangaring_sem, trigger_view_factory,
+)
+from nrtrewrite.compose.segments import PeerTable, ViewTable
+from nrtrewrite.lower import _entries_of, rank_entries
+
+# two sizes per op: the second collective of each op finds its tables memoised; big enough
+# for several channels, so ranks are primaries on some and secondaries on others
+MIB = 1 << 20
+OPS = [ar(4 * MIB), ar(6 * MIB + 64), ag(MIB // 4), ag(MIB // 4 + 32), rs(8 * MIB),
+       rs(4 * MIB), ar(4 * MIB, dtype="fp8_e4")]
+
+
+@pytest.fixture(scope="module", params=[2, 1], ids=["vnc2", "vnc1"])
+def plan(request):
+    # VNC 1: units of four ranks, so a leg increments up to three secondaries' ``mine``
+    p = plan_ops(OPS, 16, lnc=request.param, algo="kangaring", nbytes=16 * MIB)
+    assert all(len(tp.prepared.data.channel_ids) > 1 for tp in p.triggers)
+    return p
+
+
+def _channels(plan):
+    for tp in plan.triggers:
+        kp = tp.prepared.data
+        assert isinstance(kp, KangaringPlan)
+        yield from kp.channels.values()
+
+
+def _entry_bytes(plan, rank):
+    out = []
+    for _tp, spec in rank_entries(plan, rank):
+        out.append((IR.concat([spec.ir]).tobytes(), list(spec.peers),
+                    [(v.dsize, v.origin, v.base, v.ap) for v in spec.views]))
+    return out
+
+
+@pytest.mark.parametrize("rank", [0, 1, 5, 14])
+def test_shared_tables_give_the_entries_composed_alone(plan, rank):
+    shared = _entry_bytes(plan, rank)
+    alone = []
+    for tp in plan.triggers:
+        for kc in _channels(plan):
+            kc.memo.clear()
+        for t in plan.triggers:  # the secondaries' counts too
+            t.prepared.data._touches.clear()
+        for spec in _entries_of(plan, tp, rank):
+            alone.append((IR.concat([spec.ir]).tobytes(), list(spec.peers),
+                          [(v.dsize, v.origin, v.base, v.ap) for v in spec.views]))
+    assert len(shared) == len(alone) == len(OPS)
+    assert shared == alone
+
+
+def _decoded(legs, peers: PeerTable, views: ViewTable):
+    """Each leg's sources, destinations and increments as (buffer, rank) / (rank, sem)."""
+    def buf(v):
+        view = views.views[v]
+        return (view.dsize, view.origin, view.base, view.ap)
+
+    out = []
+    for leg in legs:
+        ns, nd, ni = int(leg["n_src"]), int(leg["n_dst"]), int(leg["n_inc"])
+        out.append((int(leg["leaf"]), int(leg["start"]), int(leg["stop"]),
+                    [(buf(v), peers.peers[p]) for v, p in zip(leg["src_view"][:ns],
+                                                              leg["src_peer"][:ns])],
+                    [(buf(v), peers.peers[p]) for v, p in zip(leg["dst_view"][:nd],
+                                                              leg["dst_peer"][:nd])],
+                    sorted((peers.peers[p], int(s)) for p, s in zip(leg["inc_peer"][:ni],
+                                                                    leg["inc_sem"][:ni]))))
+    return out
+
+
+@pytest.mark.parametrize("ordinal", range(len(OPS)))
+def test_tables_holding_other_peers_and_views_renumber_the_legs(plan, ordinal):
+    tp = plan.triggers[ordinal]
+    kp = tp.prepared.data
+    factory = trigger_view_factory(plan, tp.trigger)
+    for ch in kp.channel_ids:
+        kc = kp.channels[ch]
+        primary = kc.primaries[1]
+        unit = next(u for u in kc.units if u[0] == primary)
+        fresh_p, fresh_v = PeerTable(primary), ViewTable(factory)
+        legs, _ = _primary_legs(kp, plan.topology, ch, primary, fresh_p, fresh_v)
+        # the entry already knows the unit's secondaries (last first) and other views
+        busy_p, busy_v = PeerTable(primary), ViewTable(factory)
+        for r in (*reversed(unit[1:]), kc.primaries[0]):
+            busy_p(r)
+            busy_v.get("out", r)
+            busy_v.get("in", r)
+        again, _ = _primary_legs(kp, plan.topology, ch, primary, busy_p, busy_v)
+        assert _decoded(legs, fresh_p, fresh_v) == _decoded(again, busy_p, busy_v)
+        # the increments of the secondaries' ``mine`` come in the entry's peer order
+        kr = kangaring_sem(ch)
+        several = 0
+        for leg in again:
+            n = int(leg["n_inc"])
+            mine = [int(p) for p, s in zip(leg["inc_peer"][:n], leg["inc_sem"][:n]) if s == kr]
+            assert mine == sorted(mine)
+            several += len(mine) > 1
+        assert several or len(unit) <= 2
+        assert np.array_equal(legs["start"], again["start"])
