@@ -145,8 +145,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> Lo
         group = tuple(trig.replica_group)
         plan.triggers.append(TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
                                          prepared=prepared, group=group, leader=min(group)))
-    spans = [p for p in plan.triggers
-             if any(not topo.same_node(p.group[0], r) for r in p.group)]
+    spans = [p for p in plan.triggers if topo.spans_nodes(p.group)]
     shared = max([p.prepared.scratch_bytes for p in plan.triggers] + [0])
     private = shared
     if any(p.prepared.private_scratch_bytes for p in plan.triggers):

@@ -83,6 +83,16 @@ def test_localities():
     assert t.link_port(0, 5) is None
     # localities are cheapest-first ordered
     assert list(EdgeLocality) == sorted(EdgeLocality)
+    # asked again (memoised per pair), the same answers; an unknown rank still raises
+    assert t.locality(0, 20) == EdgeLocality.C2C_PORT and t.locality(0, 64) == EdgeLocality.NETWORK
+    for _ in range(2):
+        with pytest.raises(ValidationError, match="rank 128 is not in topology"):
+            t.locality(0, 128)
+    # 64 ranks per node: a group spans nodes exactly when it has ranks on both sides of 64
+    assert not t.spans_nodes(tuple(range(64))) and not t.spans_nodes((64, 127))
+    assert t.spans_nodes((63, 64)) and t.spans_nodes((100, 5))
+    with pytest.raises(ValidationError):
+        t.spans_nodes((0, 200))
 
 
 def test_torus_has_four_c2c_ports_per_mla():

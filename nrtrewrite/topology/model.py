@@ -195,6 +195,7 @@ class Topology:
                         sengine=seng, tpb=tpb, logical_core=lc,
                         routing_id=platform.routing_ids[d])
         self._cache: dict[Any, Any] = {}
+        self._locality: dict[tuple[int, int], EdgeLocality] = {}
 
     def cached(self, key, make: Callable[[], T]) -> T:
         """``make()``, computed once per ``key`` for the life of this topology.
@@ -252,11 +253,24 @@ class Topology:
         return EdgeLocality.C2C_PORT
 
     def locality(self, a: int, b: int) -> EdgeLocality:
-        """The cheapest edge class between two ranks."""
-        ia, ib = self.info(a), self.info(b)
+        """The cheapest edge class between two ranks (memoised per pair: planning asks it
+        of every member of every trigger's group)."""
+        try:
+            return self._locality[a, b]
+        except KeyError:
+            pass
+        ia, ib = self.info(a), self.info(b)  # an unknown rank raises, and is not memoised
         if ia.node != ib.node:
-            return EdgeLocality.NETWORK
-        return self.device_locality(ia.device, ib.device)
+            loc = EdgeLocality.NETWORK
+        else:
+            loc = self.device_locality(ia.device, ib.device)
+        self._locality[a, b] = loc
+        return loc
+
+    def spans_nodes(self, group: tuple[int, ...]) -> bool:
+        """Does ``group`` have members on more than one node?  (memoised per group)"""
+        return self.cached(("spans_nodes", group),
+                           lambda: len({self.info(r).node for r in group}) > 1)
 
     def cross_die_peer(self, rank: int) -> int | None:
         """The rank on the cross-die peer s-engine (``seng ^ 2``) with the same TPB slot.
