@@ -16,18 +16,23 @@ from nrtrewrite.errors import LimitError
 
 def create_spad_ctrl_entry(entry: dict) -> np.ndarray:
     """One spad_ctrl_entry from an entry description (see lower.lower_rank)."""
-    rec = np.zeros(1, F.SPAD_DTYPE)
-    rec["header"] = F.SPAD_CC_OP
-    rec["alg"] = F.pack_spad_alg(entry["algo_type"], entry["algo_sub_type"], entry["trigger_next"])
-    rec["flags"] = ((F.SPAD_FLAG_REPORTER if entry["reporter"] else 0)
-                    | (F.SPAD_FLAG_RING_WAIT_COMPLETE if entry["ring_wait_complete"] else 0)
-                    | (F.SPAD_FLAG_RING_SEND_COMPLETE if entry["ring_send_complete"] else 0))
-    if "sema_shift_offset" in entry:  # mesh overlay: sema_shift_offset u16, sema_mask u16
-        rec["channel_list"] = (entry["sema_shift_offset"] & 0xFFFF) | (
-            (entry["sema_mask"] & 0xFFFF) << 16)
-    else:
-        rec["channel_list"] = entry["channel_list"]
-    return rec
+    return spad_ctrl_entries([entry])
+
+
+def spad_ctrl_entries(entries: list[dict]) -> np.ndarray:
+    """The spad_ctrl_entry of each entry description, as one SPAD_DTYPE array."""
+    recs = np.zeros(len(entries), F.SPAD_DTYPE)
+    recs["header"] = F.SPAD_CC_OP
+    recs["alg"] = [F.pack_spad_alg(e["algo_type"], e["algo_sub_type"], e["trigger_next"])
+                   for e in entries]
+    recs["flags"] = [(F.SPAD_FLAG_REPORTER if e["reporter"] else 0)
+                     | (F.SPAD_FLAG_RING_WAIT_COMPLETE if e["ring_wait_complete"] else 0)
+                     | (F.SPAD_FLAG_RING_SEND_COMPLETE if e["ring_send_complete"] else 0)
+                     for e in entries]
+    # mesh overlay: sema_shift_offset u16, sema_mask u16
+    recs["channel_list"] = [(e["sema_shift_offset"] & 0xFFFF) | ((e["sema_mask"] & 0xFFFF) << 16)
+                            if "sema_shift_offset" in e else e["channel_list"] for e in entries]
+    return recs
 
 
 def serialize_spad(entries: list[dict]) -> bytes:
@@ -44,7 +49,7 @@ def serialize_spad(entries: list[dict]) -> bytes:
                              f"({F.SPAD_BYTES // F.SPAD_DTYPE.itemsize} entries)", subgraph=sg or None)
     if not entries:
         return b""
-    return np.concatenate([create_spad_ctrl_entry(e) for e in entries]).tobytes()
+    return spad_ctrl_entries(entries).tobytes()
 
 
 def serialize_tpinc(entries: list[dict], by_entry: dict[tuple[int, int], np.ndarray]) -> bytes:
@@ -53,4 +58,4 @@ def serialize_tpinc(entries: list[dict], by_entry: dict[tuple[int, int], np.ndar
     for idx, entry in enumerate(entries):
         for ch in sorted(entry["channels"]):
             parts.append(by_entry[(idx, ch)])
-    return np.concatenate(parts).tobytes() if parts else b""
+    return b"".join(p.tobytes() for p in parts)  # bytes: no structured concatenate
