@@ -289,3 +289,20 @@ def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     assert not stale.exists() and not stale_old.exists()
     assert live.exists() and other.exists() and odd.exists() and link.is_symlink()
     assert (target / "keep").exists()
+
+
+def test_force_knows_a_big_manifest_of_ours_by_its_beginning(tmp_path):
+    from nrtrewrite.bundle import _is_our_output
+    pad = ", ".join(f'"k{i}": {i}' for i in range(200_000))  # well over 1 MiB
+    ours, other, broken = tmp_path / "ours", tmp_path / "other", tmp_path / "broken"
+    for d in (ours, other, broken):
+        d.mkdir()
+    (ours / "manifest.json").write_text('{\n "format": "nrtrewrite-lowered", ' + pad + "}")
+    (other / "manifest.json").write_text('{"format": "something-else", ' + pad + "}")
+    (broken / "manifest.json").write_text('{"pad": [' + pad.replace(":", ",") + "]")
+    assert (ours / "manifest.json").stat().st_size > 1 << 20
+    assert _is_our_output(ours)
+    assert not _is_our_output(other) and not _is_our_output(broken)
+    # and the CLI replaces the big one of ours
+    assert run(FIX / "ar2.neff", "-o", ours, "--force").returncode == 0
+    verify_complete(ours)
