@@ -1,6 +1,7 @@
-"""KANGARING transfer tables memoised per channel (compose/kangaring.py ``_transfers``,
-``_resolve``): a table composed once in symbolic numbering serves every collective of the
-same op over the same channel, renumbered into each entry's own view and peer tables.
+"""KANGARING transfer tables composed once per topology in roles (compose/kangaring.py
+``_role_table``, ``_resolve``): a table serves every primary, channel and collective of the
+same op whose unit peers route alike, renumbered into each entry's own view and peer tables
+and given the channel's semaphores.
 
 Checked against what does not depend on the memo: the same entries composed with every
 channel's memo emptied first (nothing shared), and, against tables already holding other
@@ -55,6 +56,8 @@ def test_shared_tables_give_the_entries_composed_alone(plan, rank):
     for tp in plan.triggers:
         for kc in _channels(plan):
             kc.memo.clear()
+        for key in [k for k in plan.topology._cache if k[0] == "kangaring_transfers"]:
+            del plan.topology._cache[key]
         for t in plan.triggers:  # the secondaries' counts too
             t.prepared.data._touches.clear()
         for spec in _entries_of(plan, tp, rank):
@@ -112,3 +115,23 @@ def test_tables_holding_other_peers_and_views_renumber_the_legs(plan, ordinal):
             several += len(mine) > 1
         assert several or len(unit) <= 2
         assert np.array_equal(legs["start"], again["start"])
+
+
+def test_an_in_place_all_gather_has_its_own_tables(plan):
+    # HIER's intra all-gather leg runs in place over the same channels as a flat all-gather
+    # of the same group: the member's own block is not copied into its own output again
+    from nrtrewrite.codes import EncOpType
+    from nrtrewrite.compose.kangaring import _one_group, _primary_static
+    from nrtrewrite.compose.leaves import Leaf
+    tp = next(t for t in plan.triggers if t.trigger.op == EncOpType.ALLGATHER)
+    kp = tp.prepared.data
+    kc = kp.channels[kp.channel_ids[0]]
+    rank = kc.primaries[0]
+    st = _primary_static(kc, plan.topology, rank, kp.group_index)
+    flat, inplace = (_one_group(kc, st, plan.topology, rank, EncOpType.ALLGATHER, False, ip)
+                     for ip in (False, True))
+    sends = flat.tmpl[:, 2] == int(Leaf.send)
+    assert sends.any()
+    n_flat = flat.table.tab["n_dst"][flat.row[sends]].astype(int)
+    n_inplace = inplace.table.tab["n_dst"][inplace.row[sends]].astype(int)
+    assert (n_inplace == n_flat - 1).all()

@@ -252,8 +252,8 @@ def _unit_peers(kc: KangaringChannel, primary: int) -> list[FetchPeer]:
 
 
 #: Entries each memo of a channel holds (:func:`_remember`): a rank's lowering finds its
-#: tables again for every collective of the same op; a lowering of every rank in one process
-#: moves on rank by rank, so the memo need not keep the ranks already done.
+#: unit tables again for every collective of the same op; a lowering of every rank in one
+#: process moves on rank by rank, so the memo need not keep the ranks already done.
 MEMO_ENTRIES = 64
 
 
@@ -301,6 +301,8 @@ class _PrimaryStatic:
     usize: np.ndarray  # unit -> member count
     unit_table: np.ndarray  # (unit, member index) -> rank
     position: np.ndarray  # rank -> group position
+    role_ranks: tuple[int, ...]  # role (SELF_ROLE, NEXT_ROLE, PEER_ROLE0 + k) -> rank
+    role_of: np.ndarray  # rank -> its role if a member of the unit, else SELF_ROLE
 
 
 def _primary_static(kc: KangaringChannel, topo, rank: int, group_index: dict[int, int]
@@ -323,49 +325,65 @@ def _primary_static(kc: KangaringChannel, topo, rank: int, group_index: dict[int
     for u in units:
         for r in u:
             position[r] = group_index[r]
-    for a in (usize, unit_table, position):
+    role_of = np.full(position.size, SELF_ROLE, np.int64)
+    for k, p in enumerate(fpeers):
+        role_of[p.rank] = PEER_ROLE0 + k
+    for a in (usize, unit_table, position, role_of):
         a.setflags(write=False)
     st = _PrimaryStatic(ui, nxt, topo.locality(rank, nxt) == EdgeLocality.NETWORK, fpeers,
-                        usize, unit_table, position)
+                        usize, unit_table, position,
+                        (rank, nxt, *(p.rank for p in fpeers)), role_of)
     _remember(kc, "primary", rank, st)
     return st
 
 
+#: The roles a primary's transfer table names (as the ranks of its symbolic tables): the
+#: primary, the next primary, then its unit's secondaries in addr_neigh_tuple_t order.
+SELF_ROLE, NEXT_ROLE, PEER_ROLE0 = 0, 1, 2
+#: The table's symbolic semaphores: the channel's ``recv_sema`` and ``kring_peer_semas.mine``.
+_RECV_SYM, _KR_SYM = 1, 2
+
+
 @dataclass(frozen=True)
 class _Transfers:
-    """A primary's transfer table on one channel in symbolic numbering: view fields index
-    ``view_keys``, peer fields index ``peer_ranks`` (0 = the primary).  ``row_of_code`` maps a
-    row's ``leaf * span + member`` code to its table row."""
+    """A primary's transfer table in roles: one row per distinct transfer, with views, peers
+    and semaphores symbolic (view fields index ``view_keys``, peer fields ``peer_roles``,
+    semaphores are :data:`_RECV_SYM` / :data:`_KR_SYM`)."""
 
-    tab: np.ndarray  # leg IR rows: the _KEY_FIELDS and the channel set, the rest defaults
-    view_keys: tuple[tuple[str, int], ...]
-    peer_ranks: tuple[int, ...]
-    row_of_code: np.ndarray
-    span: int
+    tab: np.ndarray  # leg IR rows: the _KEY_FIELDS set, the rest defaults
+    view_keys: tuple[tuple[str, int], ...]  # (view role, member role), in naming order
+    peer_roles: tuple[int, ...]  # peer symbol -> member role
+    row_of: np.ndarray  # (leaf, member role) -> table row (-1: no such leg)
     #: rows whose ``kring_peer_semas`` increments (slots a..b, sorted by peer number) need
     #: sorting again once the peers have their entry's numbers: (row, a, b)
     resort: tuple[tuple[int, int, int], ...]
+    errors: dict  # table row -> the LoweringError its transfer raised
+    #: (field, its used cells, "view" / "peer" / "sem"): what the entry renumbers
+    cells: tuple[tuple[str, np.ndarray, str], ...]
 
 
-def _transfers(kp: KangaringPlan, kc: KangaringChannel, st: _PrimaryStatic, ch: int,
-               rank: int, keys: list[tuple[int, int]], span: int) -> _Transfers:
-    """The transfer table of primary ``rank`` for the (leaf, member) ``keys`` (in the
-    iteration order of their set; ``span`` exceeds every member), memoised on ``kc`` per
-    (channel id, rank, op, inplace, keys).
+def _role_table(topo, op: EncOpType, inplace: bool, leaves: tuple[int, ...],
+                neighs: tuple[EncdNeigh, ...], next_net: bool) -> _Transfers:
+    """The transfer table of a primary whose template uses ``leaves`` and whose unit peers
+    route as ``neighs``: shared (memoised per topology) by every primary, channel and
+    collective with the same op, peers and next hop."""
+    return topo.cached(("kangaring_transfers", op, inplace, leaves, neighs, next_net),
+                       lambda: _make_role_table(op, inplace, leaves, neighs, next_net))
 
-    Every row's transfer depends only on its (leaf, member) key, and on the member only where
-    the member's own block is named (the all-gather's send of a unit member's input, the
-    reduce-scatter's copy to the position's owner): one table row per distinct transfer.  The
-    fetches run in the order of the keys, one per distinct transfer when its first key comes:
-    they name views and peers, and the entry's tables number them in the order they are first
-    named (replayed by :func:`_resolve`)."""
-    op = kp.op
-    mkey = (ch, rank, op, kp.inplace, tuple(keys))
-    hit = _memo(kc, "transfers").get(mkey)
-    if hit is not None:
-        return hit
-    views, peers = _SymViews(), PeerTable(rank)
-    fpeers, nxt, next_net = list(st.fpeers), st.nxt, st.next_net
+
+def _make_role_table(op: EncOpType, inplace: bool, leaves: tuple[int, ...],
+                     neighs: tuple[EncdNeigh, ...], next_net: bool) -> _Transfers:
+    """Every row's transfer depends only on its leaf, and on its member only where the
+    member's own block is named (the all-gather's send of a unit member's input, the
+    reduce-scatter's copy to the position's owner): one table row per distinct transfer.
+    Those members are always the primary's own unit (the ring template names them at chunk
+    index 0: :func:`_kangaring_template` checks it), so every view and peer a transfer names is one
+    the preamble below names first, in a fixed order: the entry's tables are asked for them
+    in that order (:func:`_resolve`).  A transfer ``__direct_fetch_send`` refuses is kept as
+    an error, raised only if a leg needs it."""
+    views, peers = _SymViews(), PeerTable(SELF_ROLE)
+    fpeers = [FetchPeer(PEER_ROLE0 + k, nb) for k, nb in enumerate(neighs)]
+    rank, nxt = SELF_ROLE, NEXT_ROLE
     me_p, next_p = 0, peers(nxt)
     sec_p = [peers(p.rank) for p in fpeers]
     v_in, v_out, v_recv = views.get("in", rank), views.get("out", rank), views.get("recv", rank)
@@ -376,6 +394,7 @@ def _transfers(kp: KangaringPlan, kc: KangaringChannel, st: _PrimaryStatic, ch: 
     next_out = AddrNeigh(views.get("out", nxt), next_p, EncdNeigh.ENCD_NEIGH_NEXT)
     peer_in = [AddrNeigh(views.get("in", p.rank), sp, p.neigh) for p, sp in zip(fpeers, sec_p)]
     peer_out = [AddrNeigh(views.get("out", p.rank), sp, p.neigh) for p, sp in zip(fpeers, sec_p)]
+    named = len(views.keys), len(peers.peers)
     gw_flag = dict(write_to_gw=next_net)
 
     def fetch(leaf: Leaf, member: int) -> Fetch:
@@ -387,7 +406,7 @@ def _transfers(kp: KangaringPlan, kc: KangaringChannel, st: _PrimaryStatic, ch: 
                                   dst=next_out, peers=fpeers, peer_bufs=peer_out,
                                   reduce=False, is_next_net=next_net)
             unit = (self_out, *f.dests[1:])
-            if kp.inplace:  # the member's own block already sits in its output
+            if inplace:  # the member's own block already sits in its output
                 unit = tuple(a for a in unit if a.peer != mp)
             return Fetch(f.sources, (f.dests[0], *unit), False)
         if leaf == Leaf.send:  # direct_reduce_send_kangaring: self + peers' IN, CCE, -> next
@@ -419,54 +438,74 @@ def _transfers(kp: KangaringPlan, kc: KangaringChannel, st: _PrimaryStatic, ch: 
                                      is_next_net=False)
         raise LoweringError(f"kangaring has no leg for ring leaf {leaf.name}")
 
-    by_member = {int(Leaf.send)} if op == EncOpType.ALLGATHER else (
-        {int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send)}
-        if op == EncOpType.REDUCE_SCATTER else set())
-    recv = channel_sem(ch, SEM_RECV)
-    kr = kangaring_sem(ch)
+    by_member = _by_member(op)
+    members = (SELF_ROLE, *(p.rank for p in fpeers))
+    transfers = [(lf, m) for lf in leaves for m in (members if lf in by_member else (None,))]
     secondaries = set(sec_p)
-    transfer = [(lf, m if lf in by_member else -1) for lf, m in keys]
-    order = list(dict.fromkeys(transfer))  # distinct transfers, in the order of the fetches
-    first_key = dict(zip(reversed(transfer), reversed(keys)))  # each one's first key
-    table = [_key_row(fetch(Leaf(lf), m), lf, next_p, recv, kr, secondaries)
-             for lf, m in (first_key[t] for t in order)]
+    table, errors = [], {}
+    for j, (lf, m) in enumerate(transfers):
+        try:
+            table.append(_key_row(fetch(Leaf(lf), SELF_ROLE if m is None else m), lf, next_p,
+                                  _RECV_SYM, _KR_SYM, secondaries))
+        except LoweringError as err:
+            errors[j] = err
+            table.append(_key_row(Fetch((), (), False), lf, next_p, _RECV_SYM, _KR_SYM, set()))
+    if (len(views.keys), len(peers.peers)) != named:
+        raise AssertionError("a kangaring transfer named a buffer outside the primary's unit")
     tab = IR.empty(len(table))  # whole leg rows: a gather by row gives every default too
     keyed = np.array(table, _KEY_DTYPE)
     for name in _KEY_FIELDS:
         tab[name] = keyed[name]
-    tab["channel"] = ch
-    index = {t: j for j, t in enumerate(order)}
-    code = [lf * span + m for lf, m in keys]
-    row_of_code = np.zeros(max(code, default=0) + 1, np.int64)
-    row_of_code[code] = [index[t] for t in transfer]
+    row_of = np.full((max(leaves, default=0) + 1, PEER_ROLE0 + len(fpeers)), -1, np.int64)
+    for j, (lf, m) in enumerate(transfers):
+        if m is None:
+            row_of[lf, :] = j
+        else:
+            row_of[lf, m] = j
     resort = []
     for j, row in enumerate(table):
-        slots = [i for i, sem in enumerate(row[-2][:row[-4]]) if sem == kr]
+        slots = [i for i, sem in enumerate(row[-2][:row[-4]]) if sem == _KR_SYM]
         if len(slots) > 1:  # contiguous: _key_row appends them last
             resort.append((j, slots[0], slots[-1] + 1))
-    for a in (tab, row_of_code):
+    cells = []
+    for kind, fields in (("view", _VIEW_FIELDS), ("peer", _PEER_FIELDS), ("sem", _SEM_FIELDS)):
+        for name, n in fields:
+            used = np.arange(tab[name].shape[1])[None, :] < tab[n][:, None]
+            used.setflags(write=False)
+            cells.append((name, used, kind))
+    for a in (tab, row_of):
         a.setflags(write=False)
-    out = _Transfers(tab, tuple(views.keys), tuple(peers.peers), row_of_code, span,
-                     tuple(resort))
-    _remember(kc, "transfers", mkey, out)
-    return out
+    return _Transfers(tab, tuple(views.keys), tuple(peers.peers), row_of, tuple(resort), errors,
+                      tuple(cells))
+
+
+def _by_member(op: EncOpType) -> frozenset[int]:
+    """The leaves whose transfer names the leg's unit member's own block."""
+    if op == EncOpType.ALLGATHER:
+        return frozenset({int(Leaf.send)})
+    if op == EncOpType.REDUCE_SCATTER:
+        return frozenset({int(Leaf.recv_reduce_copy), int(Leaf.recv_reduce_copy_send)})
+    return frozenset()
 
 
 _VIEW_FIELDS = (("src_view", "n_src"), ("dst_view", "n_dst"))
 _PEER_FIELDS = (("src_peer", "n_src"), ("dst_peer", "n_dst"), ("inc_peer", "n_inc"))
+_SEM_FIELDS = (("wait_sem", "n_wait"), ("inc_sem", "n_inc"))
 
 
-def _resolve(tr: _Transfers, peers: PeerTable, views: ViewTable) -> np.ndarray:
-    """``tr.tab`` in the entry's numbering: its views and peers asked of the entry's tables in
-    the order the symbolic composition first named them."""
-    vmap = np.array([views.get(role, m) for role, m in tr.view_keys], np.int64)
-    pmap = np.array([peers(r) for r in tr.peer_ranks], np.int64)
+def _resolve(tr: _Transfers, st: _PrimaryStatic, ch: int, peers: PeerTable,
+             views: ViewTable) -> np.ndarray:
+    """``tr.tab`` in the entry's numbering on channel ``ch``: its views and peers asked of the
+    entry's tables in the order the table first named them, its semaphores the channel's."""
+    roles = st.role_ranks
+    vmap = np.array([views.get(role, roles[m]) for role, m in tr.view_keys], np.int64)
+    pmap = np.array([peers(roles[r]) for r in tr.peer_roles], np.int64)
+    maps = {"view": vmap, "peer": pmap,
+            "sem": np.array([0, channel_sem(ch, SEM_RECV), kangaring_sem(ch)], np.int64)}
     tab = tr.tab.copy()
-    for fields, mapping in ((_VIEW_FIELDS, vmap), (_PEER_FIELDS, pmap)):
-        for name, n in fields:
-            col = tab[name]
-            used = np.arange(col.shape[1])[None, :] < tab[n][:, None]
-            col[...] = np.where(used, mapping[col], 0)
+    for name, used, kind in tr.cells:  # unused cells stay 0
+        col = tab[name]
+        col[used] = maps[kind][col[used]]
     inc_peer = tab["inc_peer"]
     for j, a, b in tr.resort:  # the secondaries' increments, by the entry's peer number
         inc_peer[j, a:b] = np.sort(inc_peer[j, a:b])
@@ -483,33 +522,35 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable 
     kc = kp.channels[ch]
     slot = kp.channel_ids.index(ch)
     st = _primary_static(kc, topo, rank, kp.group_index)
-    one = _one_group(kc, st, rank, kp.op, kp.host_cc)
+    one = _one_group(kc, st, topo, rank, kp.op, kp.host_cc, kp.inplace)
     # template rows x unit members of one chunk group, then x chunk groups x segments
     G, n1 = kp.layout.groups, one.members.size
     e_row, _seg, start, stop = kp.layout.expand(
         np.repeat(np.arange(G, dtype=np.int64), n1), np.full(G * n1, slot, np.int64),
         np.tile(one.pos, G), np.tile(one.half, G))
     within = e_row % n1 if G > 1 else e_row
-    leafs = one.leaf[within]
-    mem = one.members[within]
-    span = one.span
-    keys = list(set(zip(leafs.tolist(), mem.tolist())))
-    tr = _transfers(kp, kc, st, ch, rank, keys, span)
-    row = tr.row_of_code[leafs * span + mem]
+    tr = one.table
+    row = one.row[within]
+    if tr.errors:  # a leg whose transfer __direct_fetch_send refuses
+        for j in np.unique(row).tolist():
+            if j in tr.errors:
+                raise tr.errors[j]
     rows_per_key = np.bincount(row[stop > start], minlength=len(tr.tab))
     secondaries = [p.rank for p in st.fpeers]
     if counts_only:
-        return None, _touch_counts(tr.tab, rows_per_key, tr.peer_ranks, kangaring_sem(ch),
+        return None, _touch_counts(tr.tab, rows_per_key,
+                                   [st.role_ranks[r] for r in tr.peer_roles], _KR_SYM,
                                    secondaries)
-    tab = _resolve(tr, peers, views)
+    tab = _resolve(tr, st, ch, peers, views)
     touches = _touch_counts(tab, rows_per_key, peers.peers, kangaring_sem(ch), secondaries)
     out = IR.take(tab, row)
     t_e = one.tmpl[within]
+    out["channel"] = ch
     out["half"] = t_e[:, 4]
     out["phase"] = t_e[:, 1]
     out["group"] = e_row // n1
     out["step"] = t_e[:, 0]
-    out["k"] = mem
+    out["k"] = one.members[within]
     out["start"] = start
     out["stop"] = stop
     return out, touches
@@ -518,19 +559,20 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable 
 @dataclass(frozen=True)
 class _OneGroup:
     """A primary's unit-step legs of one chunk group, before segments: template row fields
-    (``tmpl``), the unit member each leg is for, its group position, half and leaf."""
+    (``tmpl``), the unit member each leg is for, its group position and half, and its row of
+    the primary's transfer table."""
 
     tmpl: np.ndarray
     members: np.ndarray
     pos: np.ndarray
     half: np.ndarray
-    leaf: np.ndarray
-    span: int  # exceeds every rank: leaf * span + member numbers a (leaf, member) key
+    table: _Transfers  # the primary's transfer table
+    row: np.ndarray  # each leg's row of ``table``
 
 
-def _one_group(kc: KangaringChannel, st: _PrimaryStatic, rank: int, op: EncOpType,
-               host_cc: bool) -> _OneGroup:
-    key = (rank, op, host_cc)
+def _one_group(kc: KangaringChannel, st: _PrimaryStatic, topo, rank: int, op: EncOpType,
+               host_cc: bool, inplace: bool) -> _OneGroup:
+    key = (rank, op, host_cc, inplace)
     hit = _memo(kc, "one_group").get(key)
     if hit is not None:
         return hit
@@ -541,9 +583,12 @@ def _one_group(kc: KangaringChannel, st: _PrimaryStatic, rank: int, op: EncOpTyp
     m_k = np.arange(r1.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     members = st.unit_table[unit_of_row[r1], m_k]
     t1 = tmpl[r1]
-    one = _OneGroup(t1, members, st.position[members], t1[:, 4].copy(), t1[:, 2].copy(),
-                    int(st.unit_table.max()) + 1)
-    for a in (one.tmpl, one.members, one.pos, one.half, one.leaf):
+    leaf = t1[:, 2]
+    table = _role_table(topo, op, inplace, tuple(sorted(set(leaf.tolist()))),
+                        tuple(p.neigh for p in st.fpeers), st.next_net)
+    one = _OneGroup(t1, members, st.position[members], t1[:, 4].copy(), table,
+                    table.row_of[leaf, st.role_of[members]])
+    for a in (one.tmpl, one.members, one.pos, one.half, one.row):
         a.setflags(write=False)
     _remember(kc, "one_group", key, one)
     return one
@@ -557,6 +602,10 @@ def _kangaring_template(op: EncOpType, units: int, host_cc: bool) -> np.ndarray:
     if op == EncOpType.ALLGATHER:
         tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
         tmpl.setflags(write=False)
+    by_member = np.isin(tmpl[:, 2], list(_by_member(op)))
+    if (tmpl[by_member, 3] % units).any():  # see _make_role_table
+        raise LoweringError(f"kangaring {op.name}: a leg names the block of a member outside "
+                            "the primary's unit")
     return tmpl
 
 
