@@ -40,8 +40,7 @@ increments the receiver's event semaphore (FORMATS §8).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -51,6 +50,7 @@ from nrtrewrite.codes import (
 )
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
+from nrtrewrite.compose.blockunits import block_edges, rescaled
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.events import (
     EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, PHASE_NAMES, EventSchedule, event_sem,
@@ -162,74 +162,54 @@ def _mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
 
 
 class _Entry:
-    """Builds one rank's mesh entry: views, peers, rows."""
+    """Builds one rank's mesh entry in the element space of ``plan`` (the trigger's, or block
+    units for a template, :func:`mesh_template`): rows, events and the recipes of its views.
 
-    def __init__(self, ctx, tp, rank: int, plan: MeshPlan):
-        self.ctx, self.tp, self.rank, self.plan = ctx, tp, rank, plan
-        trig = tp.trigger
+    The entry's views are IN, OUT and GW (V_IN, V_OUT, V_GW), then one per recipe in
+    ``keys`` (view ``V_GW + 1 + k``), built by :func:`mesh_views` once the trigger's
+    addresses are known: ``("cb", slot, origin)`` is channel-buffer slot ``slot`` whose first
+    element is ``origin``, ``("gw", k)`` the k-th gateway staging view."""
+
+    def __init__(self, topo, rank: int, plan: MeshPlan):
+        self.rank, self.plan = rank, plan
         self.me = plan.index[rank]
-        P = self.P = mesh_peers(ctx.topology, plan.group, rank)
+        P = self.P = mesh_peers(topo, plan.group, rank)
         self.peers = list(P.peers)
         self._pidx = P.index
         self.same_dev = list(P.same_dev)
         self.near = P.near
         self.net = P.net
         self.intra = P.intra
-        mem = ctx.memory
-        d = plan.dsize
-        a = int(plan.bstart[self.me])  # the rank's own block starts here
-        if trig.op == EncOpType.REDUCE_SCATTER:
-            v_in, v_out = operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, a)
-        elif trig.op == EncOpType.ALLGATHER:
-            v_in, v_out = operand_view(mem, trig, trig.src, a), operand_view(mem, trig, trig.dst, 0)
-        else:
-            v_in, v_out = operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)
-        self.views = [v_in, v_out, region_view(mem, "gw", d)]
-        self.cb_base = tp.private_offset if plan.private else 0
-        self._cb: dict[tuple[int, int], int] = {}  # (slot, origin) -> view index
-        self._vidx: dict = {}
+        self.keys: list[tuple] = []  # view recipes, in view order (after V_GW)
+        self._vidx: dict[tuple, int] = {}  # recipe -> view index
         self.rows: list[np.ndarray] = []  # the IR pieces, in order (steps numbered at the end)
+        self.paged: int | None = None  # the piece of the reduce rows (one record per page)
         self.events = EventSchedule()
 
     # -- tables
     def peer(self, r: int) -> int:
         return self._pidx[r]
 
-    @cached_property
-    def _cb0(self) -> int:
-        """The address of channel-buffer slot 0 (looked up once per entry)."""
-        return region_view(self.ctx.memory, "scratch", self.plan.dsize, self.cb_base).base
+    def _view(self, key: tuple) -> int:
+        """The index of the view of recipe ``key`` (added on first use)."""
+        v = self._vidx.get(key)
+        if v is None:
+            v = self._vidx[key] = V_GW + 1 + len(self.keys)
+            self.keys.append(key)
+        return v
 
     def cb_view(self, slot: int, origin: int) -> int:
         """The view of channel-buffer slot ``slot`` whose first element is ``origin``:
         region_view(memory, "scratch", dsize, cb_base + slot * slot bytes, origin)."""
-        return self.cb_views([slot], [origin])[0]
+        return self._view(("cb", slot, origin))
 
     def cb_views(self, slots, origins) -> list[int]:
         """:meth:`cb_view` of each (slot, origin) pair, in order."""
-        cb, views = self._cb, self.views
-        d = self.plan.dsize
-        slot_bytes = self.plan.slot_elems * d
-        out = []
-        for key in zip(slots, origins):
-            v = cb.get(key)
-            if v is None:
-                v = cb[key] = len(views)
-                base = self._cb0 + key[0] * slot_bytes
-                views.append(BufferView(dsize=d, origin=key[1], base=base, anchor=base))
-            out.append(v)
-        return out
+        return [self._view(("cb", slot, origin)) for slot, origin in zip(slots, origins)]
 
     def gw_view(self, k: int) -> int:
         """The k-th gateway staging view (k = 0: the entry's default one)."""
-        if k == 0:
-            return IR.NO_VIEW
-        key = ("gw", k)
-        if key not in self._vidx:
-            off = k * op_elements(self.tp.trigger) * self.plan.dsize
-            self._vidx[key] = len(self.views)
-            self.views.append(region_view(self.ctx.memory, "gw", self.plan.dsize, off))
-        return self._vidx[key]
+        return IR.NO_VIEW if k == 0 else self._view(("gw", k))
 
     def add(self, rows: np.ndarray) -> None:
         if rows.size:
@@ -284,14 +264,46 @@ class _Entry:
         self.add(recv_rows(self.spec(Leaf.post_recv, label), recvs))
 
     def reduce(self, sources: list[Addr], out: Addr, nbytes: int, waits, label: E) -> None:
-        pgt = MESH_DMA_PAGE_BYTES - MESH_DMA_PAGE_BYTES % self.plan.dsize
+        """The reduce of ``nbytes`` from ``sources`` into ``out``: one enc_reduce_op_params
+        per DMA page (prepare_reduce_params), their rows one piece (``self.paged``)."""
+        pgt = mesh_page_bytes(self.plan.dsize)
         ng = NeighborGroups(((self.rank,),))
         in_txns = [TransactionInfo(a, 0, pgt) for a in sources]
         ops = prepare_reduce_params(self.events.events, int(label), in_txns,
                                     TransactionInfo(out, 0, pgt), nbytes, self.plan.dsize,
                                     lambda _txn: 0)
-        self.add(reduce_rows(ops, self.spec(Leaf.mesh_reduce, label, waits), self.plan.dsize,
-                             ng, 0, 0, self.peer))
+        rows = reduce_rows(ops, self.spec(Leaf.mesh_reduce, label, waits), self.plan.dsize, ng,
+                           0, 0, self.peer)
+        if rows.size:
+            self.paged = len(self.rows)
+        self.add(rows)
+
+    def composed(self) -> ComposedMesh:
+        """The entry as composed (no views yet)."""
+        paged = None
+        if self.paged is not None:
+            first = sum(p.size for p in self.rows[:self.paged])
+            paged = (first, first + self.rows[self.paged].size)
+        return ComposedMesh(self.ir(), paged, tuple(self.keys), self.events, self.P)
+
+
+@dataclass(frozen=True)
+class ComposedMesh:
+    """One rank's composed mesh entry, views still recipes (:class:`_Entry`): its rows, the
+    rows ``[paged[0], paged[1])`` of its reduce (one run of rows per DMA page; None: no
+    reduce), the view recipes, the events and the peers.  A template (:func:`mesh_template`)
+    is shared by many triggers, so never mutated (its rows are read-only)."""
+
+    ir: np.ndarray
+    paged: tuple[int, int] | None
+    keys: tuple[tuple, ...]
+    events: EventSchedule
+    peers: MeshPeers
+
+
+def mesh_page_bytes(dsize: int) -> int:
+    """The DMA size of a mesh reduce's page tables: MESH_DMA_PAGE_BYTES, whole elements."""
+    return MESH_DMA_PAGE_BYTES - MESH_DMA_PAGE_BYTES % dsize
 
 
 def _copy(s_addr: Addr, ranks, d_addrs, offsets, sizes, skip, net: bool) -> EncCopyOpParams:
@@ -300,10 +312,9 @@ def _copy(s_addr: Addr, ranks, d_addrs, offsets, sizes, skip, net: bool) -> EncC
                            d_ranks=list(ranks), copy_sizes=list(sizes))
 
 
-def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
+def compose_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     """MESH: the reduce-scatter / all-gather mesh of one rank."""
-    plan: MeshPlan = tp.prepared.data
-    e = _Entry(ctx, tp, rank, plan)
+    e = _Entry(topo, rank, plan)
     op, d, G = plan.op, plan.dsize, plan.group
     bs, be = plan.bstart.tolist(), plan.bstop.tolist()  # Python ints: indexed per peer below
     me = e.me
@@ -355,7 +366,7 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
                      [(event_sem(E.EVT_REDUCE_COPY), len(from_near)),
                       (event_sem(E.EVT_REDUCE_COPY_2), len(from_far))], E.EVT_REDUCE_WRITE)
     if op == EncOpType.REDUCE_SCATTER:
-        return e, e.ir()
+        return e
     # all-gather: own block to every peer's OUT (INTRA_GRP_BRDCST / INTER_GRP_BRDCST[_2])
     far_evt = E.EVT_INTER_GRP_BRDCST_2 if op == EncOpType.ALLREDUCE else E.EVT_INTER_GRP_BRDCST
     src_view = V_OUT if op == EncOpType.ALLREDUCE else V_IN
@@ -390,14 +401,13 @@ def compose_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
         e.add(sync_rows(e.spec(Leaf.mesh_sync, far_evt if far_in else E.EVT_INTRA_GRP_BRDCST),
                         (), [(event_sem(E.EVT_INTRA_GRP_BRDCST), len(near_in)),
                              (event_sem(far_evt), len(far_in))]))
-    return e, e.ir()
+    return e
 
 
-def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
+def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     """SINGLE_STEP_MESH: broadcast the whole input into every peer's channel buffer, reduce
     locally, EVT_SYNC."""
-    plan: MeshPlan = tp.prepared.data
-    e = _Entry(ctx, tp, rank, plan)
+    e = _Entry(topo, rank, plan)
     d, G, N = plan.dsize, plan.group, int(plan.bstop[-1])
     others = [r for r in G if r != rank]
     if e.net:
@@ -436,7 +446,82 @@ def compose_single_step_mesh(ctx, tp, rank: int) -> tuple[_Entry, np.ndarray]:
     e.add(sync_rows(e.spec(Leaf.mesh_sync, E.EVT_SYNC),
                     [(e.peer(r), event_sem(E.EVT_SYNC)) for r in others],
                     [(event_sem(E.EVT_SYNC), len(others))]))
-    return e, e.ir()
+    return e
+
+
+def mesh_views(ctx, tp, rank: int, plan: MeshPlan, keys, elem=None) -> list[BufferView]:
+    """The views of ``rank``'s entry for trigger plan ``tp`` (mesh plan ``plan``): IN, OUT,
+    GW, then one per recipe of ``keys`` (:class:`_Entry`), a recipe's origin read through
+    ``elem`` when the entry was composed in block units (None: already an element)."""
+    trig, mem, d = tp.trigger, ctx.memory, plan.dsize
+    a = int(plan.bstart[plan.index[rank]])  # the rank's own block starts here
+    if trig.op == EncOpType.REDUCE_SCATTER:
+        views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, a)]
+    elif trig.op == EncOpType.ALLGATHER:
+        views = [operand_view(mem, trig, trig.src, a), operand_view(mem, trig, trig.dst, 0)]
+    else:
+        views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)]
+    views.append(region_view(mem, "gw", d))
+    cb0 = None  # the address of channel-buffer slot 0 (looked up on first use)
+    slot_bytes = plan.slot_elems * d
+    for key in keys:
+        if key[0] == "cb":
+            _cb, slot, origin = key
+            if cb0 is None:
+                cb0 = region_view(mem, "scratch", d, tp.private_offset if plan.private else 0).base
+            base = cb0 + slot * slot_bytes
+            views.append(BufferView(dsize=d, origin=origin if elem is None else elem[origin],
+                                    base=base, anchor=base))
+        else:  # ("gw", k)
+            views.append(region_view(mem, "gw", d, key[1] * op_elements(trig) * d))
+    return views
+
+
+def mesh_template(topo, plan: MeshPlan, rank: int) -> ComposedMesh:
+    """:func:`compose_mesh` of ``rank`` in block units (docs in
+    :mod:`nrtrewrite.compose.blockunits`), memoised on the topology per (group, op, element
+    size, rank): all the composer reads of ``plan`` besides the block bounds (which it sees as
+    ``[j, j + 1)``) and the channel-buffer slot size (only the views use it).  Its reduce is
+    one page: :func:`_rescaled_mesh` repeats it per page of the trigger's block."""
+    def make() -> ComposedMesh:
+        n = len(plan.group)
+        unit = replace(plan, bstart=np.arange(n, dtype=np.int64),
+                       bstop=np.arange(1, n + 1, dtype=np.int64), slot_elems=1)
+        c = compose_mesh(topo, unit, rank).composed()
+        c.ir.flags.writeable = False
+        return c
+    return topo.cached(("mesh.template", plan.group, plan.op, plan.dsize, rank), make)
+
+
+def _rescaled_mesh(t: ComposedMesh, plan: MeshPlan, rank: int, edges: np.ndarray
+                   ) -> np.ndarray:
+    """The rows of ``rank``'s entry for ``plan`` from its template ``t``: the template's rows
+    rescaled to ``edges``, the reduce's rows once per DMA page of the rank's own block.
+
+    prepare_reduce_params gives one record per page of ``mesh_page_bytes`` (the last one
+    short), and reduce_rows lowers every record to the same rows but for their element range,
+    the waits only on the first row; so page ``p`` is the template's reduce rows over
+    ``[a + p * page, min(a + (p + 1) * page, b))`` without waits after the first page."""
+    me = plan.index[rank]
+    a, b = int(edges[me]), int(edges[me + 1])
+    page = mesh_page_bytes(plan.dsize) // plan.dsize  # elements per page
+    pages = -(-(b - a) // page)
+    if t.paged is None or pages == 1:
+        return rescaled(t.ir, edges)
+    r0, r1 = t.paged
+    k = r1 - r0  # rows per page
+    index = np.concatenate([np.arange(r1), np.tile(np.arange(r0, r1), pages - 1),
+                            np.arange(r1, t.ir.size)])
+    rows = rescaled(t.ir, edges, index)
+    reduce = rows[r0:r0 + pages * k]  # (a view)
+    first = a + page * np.repeat(np.arange(pages), k)
+    reduce["start"] = first
+    reduce["stop"] = np.minimum(first + page, b)
+    later = reduce[k:]
+    later["n_wait"] = 0
+    later["wait_sem"] = 0
+    later["wait_val"] = 0
+    return rows
 
 
 def explain_mesh(sel, topo, rank: int | None = None) -> dict:
@@ -507,16 +592,25 @@ class _MeshFamily(Algorithm):
         return Prepared(scratch_bytes=0 if private else cb, gw_bytes=gw, manifest=manifest,
                         data=plan, private_scratch_bytes=cb if private else 0)
 
+    def composed(self, topo, plan: MeshPlan, rank: int
+                 ) -> tuple[ComposedMesh, np.ndarray, np.ndarray | None]:
+        """(the composed entry, its rows, the block edges its view recipes' origins are read
+        through; None: they are elements)."""
+        c = type(self).compose(topo, plan, rank).composed()
+        return c, c.ir, None
+
     def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
         plan: MeshPlan = tp.prepared.data
-        e, ir = type(self).compose(ctx, tp, rank)
-        info = {"events": e.events.to_json(),
-                "channels": {MESH_CHANNEL: {"peers": e.peers[1:],
-                                            "network_peers": sorted(e.net),
-                                            "same_device_peers": e.same_dev}},
+        c, ir, elem = self.composed(ctx.topology, plan, rank)
+        views = mesh_views(ctx, tp, rank, plan, c.keys, elem)
+        P = c.peers
+        info = {"events": c.events.to_json(),
+                "channels": {MESH_CHANNEL: {"peers": list(P.peers[1:]),
+                                            "network_peers": sorted(P.net),
+                                            "same_device_peers": list(P.same_dev)}},
                 "phase_names": PHASE_NAMES}
-        return [EntrySpec(leg="flat", alg=self.alg, ir=ir, views=e.views, gw_view=V_GW,
-                          peers=e.peers, num_active_channels=1, groups=1,
+        return [EntrySpec(leg="flat", alg=self.alg, ir=ir, views=views, gw_view=V_GW,
+                          peers=list(P.peers), num_active_channels=1, groups=1,
                           algo_sub_type=int(plan.sub_type),
                           sema_shift_offset=EVENT_SEMA_SHIFT_OFFSET, sema_mask=EVENT_SEMA_MASK,
                           info=info)]
@@ -527,6 +621,19 @@ class MeshAlgorithm(_MeshFamily):
 
     alg = EncAlgType.MESH
     compose = staticmethod(compose_mesh)
+
+    def composed(self, topo, plan: MeshPlan, rank: int):
+        """From the rank's template (:func:`mesh_template`) when the trigger's blocks allow
+        (:func:`block_edges`), else composed directly."""
+        edges = np.append(plan.bstart, plan.bstop[-1])
+        if not np.array_equal(plan.bstart[1:], plan.bstop[:-1]):  # (block_bounds': contiguous)
+            edges = None
+        else:
+            edges = block_edges(edges, int(edges[-1]), plan.dsize)
+        if edges is None:
+            return super().composed(topo, plan, rank)
+        t = mesh_template(topo, plan, rank)
+        return t, _rescaled_mesh(t, plan, rank, edges), edges.tolist()
 
 
 class SingleStepMeshAlgorithm(_MeshFamily):

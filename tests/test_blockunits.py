@@ -1,0 +1,101 @@
+"""MESH and RDH entries from templates composed in block units (compose/blockunits.py): the
+same entries as composing each trigger directly, whatever the triggers sharing a template, and
+the template is memoised on the run's topology only."""
+
+from __future__ import annotations
+
+import meshcase
+import pytest
+
+from nrtrewrite.codes import EncMeshEventType
+from nrtrewrite.compose import mesh as M
+from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.lower import LowerOptions, _entries_of, plan_lowering, rank_entries
+from nrtrewrite.neff.assembler import assemble_spec
+from nrtrewrite.neff.reader import read_model_bytes
+
+NODES8 = [0, 128, 256, 384, 512, 640, 768, 896]
+
+
+def _plan(sp: dict, algo: str):
+    model = read_model_bytes(assemble_spec(sp), path="blockunits.neff")
+    return plan_lowering(model, LowerOptions(algo=algo))
+
+
+def _key(tp, spec) -> tuple:
+    """Everything an entry hands the emitter, comparable."""
+    return (tp.trigger.ordinal, spec.ir.tobytes(),
+            [(v.dsize, v.origin, v.base, v.ap, v.partition_stride, v.anchor) for v in spec.views],
+            spec.peers, spec.info, spec.algo_sub_type, spec.gw_view)
+
+
+def _entries(plan, rank: int) -> list[tuple]:
+    return [_key(tp, spec) for tp, spec in rank_entries(plan, rank)]
+
+
+def _direct(monkeypatch, module, sp: dict, algo: str, rank: int) -> list[tuple]:
+    """The entries composed directly in each trigger's elements (no template)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(module, "block_edges", lambda *args: None)
+        return _entries(_plan(sp, algo), rank)
+
+
+def _mesh_triggers(n: int) -> list[tuple]:
+    """All-reduce counts even, uneven, fewer than the ranks (empty blocks: composed directly)
+    and with blocks of several 64 KiB DMA pages (the reduce repeated per page); the same for
+    reduce-scatter (a multiple of the group size) and all-gather."""
+    return [("all_reduce", "bf16", "add", 999), ("all_reduce", "bf16", "add", 4096),
+            ("all_reduce", "fp8_e4", "max", 3), ("all_reduce", "bf16", "add", 300_001),
+            ("reduce_scatter", "fp16", "min", 100 * n), ("reduce_scatter", "bf16", "add", n),
+            ("reduce_scatter", "fp32r", "add", 40_000 * n),
+            ("all_gather", "fp8_e4", None, 77), ("all_gather", "bf16", None, 1)]
+
+
+@pytest.mark.parametrize("group", [[0, 1, 2, 3, 8, 9], list(range(12)), NODES8])
+def test_mesh_entries_from_templates_are_the_directly_composed_ones(monkeypatch, group):
+    sp = meshcase.spec([group], _mesh_triggers(len(group)))
+    for rank in (group[0], group[-1], group[len(group) // 2]):
+        want = _direct(monkeypatch, M, sp, "mesh", rank)
+        assert _entries(_plan(sp, "mesh"), rank) == want
+
+
+def test_triggers_sharing_a_mesh_template_get_the_entries_they_get_alone():
+    group = list(range(8))
+    trig = [("all_reduce", "bf16", "add", 5000), ("all_reduce", "bf16", "add", 80_000),
+            ("all_reduce", "bf16", "add", 8)]
+    sp = meshcase.spec([group], trig)
+    plan = _plan(sp, "mesh")
+    both = _entries(plan, 3)
+    for k in range(len(trig)):  # each trigger alone in a fresh plan (and topology) of the model
+        fresh = _plan(sp, "mesh")
+        tp = fresh.triggers[k]
+        (spec,) = _entries_of(fresh, tp, 3)
+        assert _key(tp, spec) == both[k]
+    # the three share one template: same group, op, element size and rank
+    topo, plans = plan.topology, [tp.prepared.data for tp in plan.triggers]
+    assert M.mesh_template(topo, plans[0], 3) is M.mesh_template(topo, plans[2], 3)
+    assert M.mesh_template(topo, plans[0], 4) is not M.mesh_template(topo, plans[0], 3)
+
+
+def test_mesh_reduce_of_several_pages_one_record_per_64k_page():
+    # 4 ranks, bf16, 70000-element blocks: rank 1 reduces [70000, 140000) in pages of 32768
+    plan = _plan(meshcase.spec([[0, 1, 2, 3]], [("all_reduce", "bf16", "add", 280_000)]),
+                 "mesh")
+    ((_tp, spec),) = rank_entries(plan, 1)
+    ir = spec.ir
+    red = ir[ir["leaf"] == int(Leaf.mesh_reduce)]
+    assert [(int(r["start"]), int(r["stop"])) for r in red] == [
+        (70_000, 102_768), (102_768, 135_536), (135_536, 140_000)]
+    assert [int(r["n_wait"]) for r in red][1:] == [0, 0] and red[0]["n_wait"] > 0
+    assert set(red["phase"]) == {int(EncMeshEventType.EVT_REDUCE_WRITE)}
+    assert list(ir["step"]) == list(range(ir.size))
+
+
+def test_templates_live_on_the_run_topology():
+    sp = meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 5000)])
+    first, second = _plan(sp, "mesh"), _plan(sp, "mesh")
+    rank_entries(first, 0)
+    data = first.triggers[0].prepared.data
+    key = ("mesh.template", data.group, data.op, data.dsize, 0)
+    assert key in first.topology._cache
+    assert second.topology is not first.topology and key not in second.topology._cache
