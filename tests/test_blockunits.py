@@ -9,6 +9,7 @@ import pytest
 
 from nrtrewrite.codes import EncMeshEventType
 from nrtrewrite.compose import mesh as M
+from nrtrewrite.compose import rdh as R
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.lower import LowerOptions, _entries_of, plan_lowering, rank_entries
 from nrtrewrite.neff.assembler import assemble_spec
@@ -99,3 +100,61 @@ def test_templates_live_on_the_run_topology():
     key = ("mesh.template", data.group, data.op, data.dsize, 0)
     assert key in first.topology._cache
     assert second.topology is not first.topology and key not in second.topology._cache
+
+
+# -- RDH ---------------------------------------------------------------------------------------
+
+def _rdh_triggers(n: int) -> list[tuple]:
+    """All-reduce counts even, uneven and fewer than the core ranks (empty super-blocks:
+    composed directly); reduce-scatter and all-gather blocks of one and of many elements."""
+    return [("all_reduce", "bf16", "add", 50_000), ("all_reduce", "fp8_e4", "max", 1001),
+            ("all_reduce", "bf16", "add", 3), ("reduce_scatter", "bf16", "add", 7000 * n),
+            ("reduce_scatter", "fp16", "min", n), ("all_gather", "fp16", None, 10_000),
+            ("all_gather", "fp8_e5", None, 1)]
+
+
+@pytest.mark.parametrize("group,algo", [(list(range(8)), "intra_rdh"),
+                                        (list(range(6)), "intra_rdh"),  # 2 folded ranks
+                                        ([0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14], "intra_rdh"),
+                                        (NODES8, "inter_rdh")])
+def test_rdh_entries_from_templates_are_the_directly_composed_ones(monkeypatch, group, algo):
+    sp = meshcase.spec([group], _rdh_triggers(len(group)))
+    for rank in group[:2] + group[-2:]:  # core and folded ranks
+        want = _direct(monkeypatch, R, sp, algo, rank)
+        assert _entries(_plan(sp, algo), rank) == want
+
+
+def test_triggers_sharing_an_rdh_template_get_the_entries_they_get_alone():
+    group = list(range(6))
+    trig = [("all_reduce", "bf16", "add", 6000), ("all_reduce", "bf16", "add", 123_457),
+            ("all_reduce", "bf16", "add", 2)]
+    sp = meshcase.spec([group], trig)
+    plan = _plan(sp, "intra_rdh")
+    for rank in (0, 1, 5):
+        both = _entries(plan, rank)
+        for k in range(len(trig)):
+            fresh = _plan(sp, "intra_rdh")
+            tp = fresh.triggers[k]
+            (spec,) = _entries_of(fresh, tp, rank)
+            assert _key(tp, spec) == both[k]
+    topo, plans = plan.topology, [tp.prepared.data for tp in plan.triggers]
+    assert R.rdh_template(topo, plans[0], 0) is R.rdh_template(topo, plans[1], 0)
+
+
+def test_rdh_halving_and_doubling_ranges_in_elements():
+    # 8 ranks, 8000 elements: super-blocks of 1000.  Core 0 first sends the upper half to core
+    # 4; its step-0 reduce (fused with step 1's send) writes [2000, 4000) to core 2 and keeps
+    # [0, 2000); at doubling level 0 it sends its super-block [0, 1000) to core 1
+    plan = _plan(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 8000)]),
+                 "intra_rdh")
+    ((_tp, spec),) = rank_entries(plan, 0)
+    ir = spec.ir
+    rng = {}
+    for r in ir[ir["n_dst"] > 0]:
+        rng.setdefault(int(r["phase"]), []).append((int(r["start"]), int(r["stop"]),
+                                                    spec.peers[int(r["dst_peer"][0])]))
+    rh0 = int(EncMeshEventType.EVT_RH_STEP_0)
+    rd0 = int(EncMeshEventType.EVT_RD_STEP_0)
+    assert rng[rh0] == [(4000, 8000, 4), (2000, 4000, 2), (0, 2000, 0)]
+    assert rng[rd0] == [(0, 1000, 1)]
+    assert list(ir["step"]) == list(range(ir.size))

@@ -33,7 +33,7 @@ runtime builds INTRA_RDH on the mesh object); INTER_RDH entries are metaring ent
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -44,6 +44,7 @@ from nrtrewrite.codes import (
 )
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
+from nrtrewrite.compose.blockunits import block_edges, rescaled
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.events import (
     EVENT_SEMA_MASK, EVENT_SEMA_SHIFT_OFFSET, MESH_CHANNEL, PHASE_NAMES, EventSchedule, event_sem,
@@ -54,6 +55,7 @@ from nrtrewrite.compose.params import (
     reduce_rows, set_waits, submit_rdh_cce_transfers, submit_rdh_copy_transfers, sync_rows,
 )
 from nrtrewrite.compose.views import operand_view, op_elements, region_view
+from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.errors import LoweringError
 
 V_IN, V_OUT, V_GW = 0, 1, 2
@@ -228,31 +230,24 @@ def _rdh_rank(topo, plan: RdhPlan, rank: int) -> RdhRank:
 
 
 class _Rank:
-    """One rank's RDH entry under construction."""
+    """One rank's RDH entry under construction, in the element space of ``plan`` (the
+    trigger's, or block units for a template, :func:`rdh_template`).
 
-    def __init__(self, ctx, tp, rank: int, plan: RdhPlan):
-        self.ctx, self.tp, self.rank, self.plan = ctx, tp, rank, plan
-        trig = tp.trigger
-        topo = ctx.topology
+    The entry's views are IN, OUT and GW (V_IN, V_OUT, V_GW), then one per recipe in
+    ``keys`` (view ``V_GW + 1 + k``), built by :func:`rdh_views` once the trigger's addresses
+    are known: ``("slot", s, origin)`` RH slot ``s`` whose first element is ``origin``,
+    ``("fold",)`` the fold slot, ``("work",)`` the reduce-scatter partials, ``("gw", k)`` the
+    k-th gateway staging view, ``("out", i)`` the OUT of group index ``i``."""
+
+    def __init__(self, topo, rank: int, plan: RdhPlan):
+        self.rank, self.plan = rank, plan
         self.i = plan.group.index(rank)
         self.c, self.folded = plan.core_of(self.i)
-        P = self.P = rdh_rank(ctx.topology, plan, rank)
+        P = self.P = rdh_rank(topo, plan, rank)
         self.peers = list(P.peers)
         self._pidx = {r: k for k, r in enumerate(P.peers)}
-        mem = ctx.memory
-        d = plan.dsize
-        if trig.op == EncOpType.REDUCE_SCATTER:
-            v_in = operand_view(mem, trig, trig.src, 0)
-            v_out = operand_view(mem, trig, trig.dst, plan.block(self.i)[0])
-        elif trig.op == EncOpType.ALLGATHER:
-            v_in = operand_view(mem, trig, trig.src, plan.block(self.i)[0])
-            v_out = operand_view(mem, trig, trig.dst, 0)
-        else:
-            v_in = operand_view(mem, trig, trig.src, 0)
-            v_out = operand_view(mem, trig, trig.dst, 0)
-        self.views = [v_in, v_out, region_view(mem, "gw", d)]
-        self.base = tp.private_offset if plan.private else 0
-        self._vidx: dict = {}
+        self.keys: list[tuple] = []  # view recipes, in view order (after V_GW)
+        self._vidx: dict[tuple, int] = {}  # recipe -> view index
         self.rows: list[np.ndarray] = []
         self.events = EventSchedule()
         self.net: set[int] = set(P.net)
@@ -271,37 +266,31 @@ class _Rank:
     def rank_of_core(self, c: int) -> int:
         return self.plan.group[self.plan.nat(c)]
 
-    def view(self, key, offset: int, origin: int, kind: str = "scratch") -> int:
-        if key not in self._vidx:
-            self._vidx[key] = len(self.views)
-            self.views.append(region_view(self.ctx.memory, kind, self.plan.dsize, offset, origin))
-        return self._vidx[key]
+    def view(self, key: tuple) -> int:
+        """The index of the view of recipe ``key`` (added on first use)."""
+        v = self._vidx.get(key)
+        if v is None:
+            v = self._vidx[key] = V_GW + 1 + len(self.keys)
+            self.keys.append(key)
+        return v
 
     def slot(self, s: int, origin: int) -> int:
-        return self.view(("slot", s, origin), self.base + self.plan.slot_off[s], origin)
+        return self.view(("slot", s, origin))
 
     def fold_slot(self) -> int:
-        return self.view(("fold",), self.base + self.plan.fold_off, 0)
+        return self.view(("fold",))
 
     def work(self) -> int:
-        return self.view(("work",), self.base + self.plan.work_off, 0)
+        return self.view(("work",))
 
     def out_of(self, i: int) -> int:
         """The OUT view of group index ``i`` (reduce-scatter: its own block)."""
         if self.plan.op != EncOpType.REDUCE_SCATTER or i == self.i:
             return V_OUT
-        key = ("out", i)
-        if key not in self._vidx:
-            trig = self.tp.trigger
-            self._vidx[key] = len(self.views)
-            self.views.append(operand_view(self.ctx.memory, trig, trig.dst, self.plan.block(i)[0]))
-        return self._vidx[key]
+        return self.view(("out", i))
 
     def gw(self, k: int) -> int:
-        if k == 0:
-            return IR.NO_VIEW
-        off = k * self.plan.total * self.plan.dsize
-        return self.view(("gw", k), off, 0, "gw")
+        return IR.NO_VIEW if k == 0 else self.view(("gw", k))
 
     def add(self, rows: np.ndarray) -> None:
         if rows.size:
@@ -364,10 +353,34 @@ class _Rank:
                            dst_devs=[r for r, _ in dsts], dst_addrs=[Addr(v, a) for _, v in dsts],
                            size=(b - a) * self.plan.dsize)
 
+    def composed(self) -> ComposedRdh:
+        """The entry as composed (no views yet)."""
+        ir = IR.concat(self.rows)
+        ir["step"] = np.arange(ir.size)
+        return ComposedRdh(ir, tuple(self.keys), self.events, tuple(self.peers),
+                           frozenset(self.net), tuple(self.stages), self.c, self.folded)
 
-def compose_rdh(ctx, tp, rank: int) -> _Rank:
-    plan: RdhPlan = tp.prepared.data
-    R = _Rank(ctx, tp, rank, plan)
+
+@dataclass(frozen=True)
+class ComposedRdh:
+    """One rank's composed RDH entry, views still recipes (:class:`_Rank`): its rows, the view
+    recipes, the events, the peers (the rank first), the peers across the network, the
+    neighbour group of each stage, its core index and whether it is folded away.  A template
+    (:func:`rdh_template`) is shared by many triggers, so never mutated (its rows are
+    read-only)."""
+
+    ir: np.ndarray
+    keys: tuple[tuple, ...]
+    events: EventSchedule
+    peers: tuple[int, ...]
+    net: frozenset[int]
+    stages: tuple[tuple[str, tuple[int, ...]], ...]
+    c: int
+    folded: bool
+
+
+def compose_rdh(topo, plan: RdhPlan, rank: int) -> _Rank:
+    R = _Rank(topo, rank, plan)
     op, L = plan.op, plan.L
     me, c = rank, R.c
     ev = R.events
@@ -494,6 +507,67 @@ def compose_rdh(ctx, tp, rank: int) -> _Rank:
     return R
 
 
+def rdh_views(ctx, tp, rank: int, plan: RdhPlan, keys, elem=None) -> list[BufferView]:
+    """The views of ``rank``'s entry for trigger plan ``tp`` (RDH plan ``plan``): IN, OUT, GW,
+    then one per recipe of ``keys`` (:class:`_Rank`), an RH slot's origin read through
+    ``elem`` when the entry was composed in block units (None: already an element)."""
+    trig, mem, d = tp.trigger, ctx.memory, plan.dsize
+    i = plan.group.index(rank)
+    if trig.op == EncOpType.REDUCE_SCATTER:
+        views = [operand_view(mem, trig, trig.src, 0),
+                 operand_view(mem, trig, trig.dst, plan.block(i)[0])]
+    elif trig.op == EncOpType.ALLGATHER:
+        views = [operand_view(mem, trig, trig.src, plan.block(i)[0]),
+                 operand_view(mem, trig, trig.dst, 0)]
+    else:
+        views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)]
+    views.append(region_view(mem, "gw", d))
+    base = tp.private_offset if plan.private else 0  # the trigger's scratch
+    for key in keys:
+        kind = key[0]
+        if kind == "slot":
+            _slot, s, origin = key
+            views.append(region_view(mem, "scratch", d, base + plan.slot_off[s],
+                                     origin if elem is None else elem[origin]))
+        elif kind == "fold":
+            views.append(region_view(mem, "scratch", d, base + plan.fold_off))
+        elif kind == "work":
+            views.append(region_view(mem, "scratch", d, base + plan.work_off))
+        elif kind == "gw":
+            views.append(region_view(mem, "gw", d, key[1] * plan.total * d))
+        else:  # ("out", i)
+            views.append(operand_view(mem, trig, trig.dst, plan.block(key[1])[0]))
+    return views
+
+
+def rdh_edges(plan: RdhPlan) -> np.ndarray:
+    """The edges of the blocks every range of ``plan`` is a run of: the super-blocks of an
+    all-reduce, the natural blocks of a reduce-scatter or all-gather (whose super-blocks are
+    runs of natural blocks)."""
+    return plan.sb if plan.op == EncOpType.ALLREDUCE else plan.blocks
+
+
+def rdh_template(topo, plan: RdhPlan, rank: int) -> ComposedRdh:
+    """:func:`compose_rdh` of ``rank`` in block units (docs in
+    :mod:`nrtrewrite.compose.blockunits`; the blocks of :func:`rdh_edges`), memoised on the
+    topology per (group, op, element size, rank): all the composer reads of ``plan`` besides
+    the super-block and block edges and the op's element count (which it sees in block units)
+    and the scratch offsets (only the views use them)."""
+    def make() -> ComposedRdh:
+        n = plan.n
+        blocks = np.arange(n + 1, dtype=np.int64)
+        if plan.op == EncOpType.ALLREDUCE:
+            unit = replace(plan, sb=np.arange(plan.m + 1, dtype=np.int64), blocks=blocks,
+                           total=plan.m)
+        else:  # super-block c starts at the natural block of core rank c
+            sb = np.array([plan.nat(c) for c in range(plan.m)] + [n], np.int64)
+            unit = replace(plan, sb=sb, blocks=blocks, total=n)
+        c = compose_rdh(topo, unit, rank).composed()
+        c.ir.flags.writeable = False
+        return c
+    return topo.cached(("rdh.template", plan.group, plan.op, plan.dsize, rank), make)
+
+
 def explain_rdh(sel, topo, rank: int | None = None) -> dict:
     """What ``explain`` shows for an RDH selection: the hypercube, the folds and (with a rank)
     its partner and ranges at every step."""
@@ -554,18 +628,24 @@ class _RdhFamily(Algorithm):
 
     def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
         plan: RdhPlan = tp.prepared.data
-        R = compose_rdh(ctx, tp, rank)
-        ir = IR.concat(R.rows)
-        ir["step"] = np.arange(ir.size)
+        edges = block_edges(rdh_edges(plan), plan.total, plan.dsize)
+        if edges is None:  # composed directly, in the trigger's elements
+            R = compose_rdh(ctx.topology, plan, rank).composed()
+            ir = R.ir
+        else:
+            R = rdh_template(ctx.topology, plan, rank)
+            ir = rescaled(R.ir, edges)
+        views = rdh_views(ctx, tp, rank, plan, R.keys, None if edges is None else edges.tolist())
         info = {"events": R.events.to_json(),
                 "neighbor_groups": [{"stage": nm, "ranks": list(g)} for nm, g in R.stages],
                 "core": None if R.folded else R.c, "folded_into": plan.group[plan.nat(R.c)]
                 if R.folded else None,
-                "channels": {MESH_CHANNEL: {"peers": R.peers[1:], "network_peers": sorted(R.net)}},
+                "channels": {MESH_CHANNEL: {"peers": list(R.peers[1:]),
+                                            "network_peers": sorted(R.net)}},
                 "phase_names": PHASE_NAMES}
         mesh_entry = self.alg == EncAlgType.INTRA_RDH
         return [EntrySpec(
-            leg="flat", alg=self.alg, ir=ir, views=R.views, gw_view=V_GW, peers=R.peers,
+            leg="flat", alg=self.alg, ir=ir, views=views, gw_view=V_GW, peers=list(R.peers),
             num_active_channels=1, groups=1,
             algo_sub_type=int(plan.sub_type) if mesh_entry and plan.sub_type is not None else 0,
             sema_shift_offset=EVENT_SEMA_SHIFT_OFFSET if mesh_entry else None,
