@@ -462,18 +462,16 @@ def mesh_views(ctx, tp, rank: int, plan: MeshPlan, keys, elem=None) -> list[Buff
     else:
         views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)]
     views.append(region_view(mem, "gw", d))
-    cb0 = None  # the address of channel-buffer slot 0 (looked up on first use)
-    slot_bytes = plan.slot_elems * d
-    for key in keys:
-        if key[0] == "cb":
-            _cb, slot, origin = key
-            if cb0 is None:
-                cb0 = region_view(mem, "scratch", d, tp.private_offset if plan.private else 0).base
-            base = cb0 + slot * slot_bytes
-            views.append(BufferView(dsize=d, origin=origin if elem is None else elem[origin],
-                                    base=base, anchor=base))
-        else:  # ("gw", k)
-            views.append(region_view(mem, "gw", d, key[1] * op_elements(trig) * d))
+    cb = [key for key in keys if key[0] == "cb"]  # ("cb", slot, origin)
+    if cb:  # slot s is at cb0 + s * slot bytes
+        cb0 = region_view(mem, "scratch", d, tp.private_offset if plan.private else 0).base
+        slot_bytes = plan.slot_elems * d
+        cb = iter(BufferView.linear_views(
+            d, [origin if elem is None else elem[origin] for _cb, _slot, origin in cb],
+            [cb0 + slot * slot_bytes for _cb, slot, _origin in cb]))
+    for key in keys:  # the slots in order, a ("gw", k) between them
+        views.append(next(cb) if key[0] == "cb" else
+                     region_view(mem, "gw", d, key[1] * op_elements(trig) * d))
     return views
 
 

@@ -10,6 +10,7 @@ dimension.  :meth:`BufferView.runs` is vectorised over many element ranges.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -32,6 +33,13 @@ class BufferView:
     ap: AccessPattern | None = None
     partition_stride: int = 0
     anchor: int = 0  # address the 0xBF TENSOR3D start_addr is measured from
+
+    @classmethod
+    def linear_views(cls, dsize: int, origins: Iterable[int], bases: Iterable[int]
+                     ) -> list[BufferView]:
+        """``BufferView(dsize, origin, base, anchor=base)`` of each (origin, base): the linear
+        views a mesh entry builds by the hundred (channel-buffer slots)."""
+        return [cls(dsize, origin, base, anchor=base) for origin, base in zip(origins, bases)]
 
     @property
     def linear(self) -> bool:
