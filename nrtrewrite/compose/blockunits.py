@@ -15,9 +15,10 @@ Both hold when the trigger's *block edges* (element ``edges[j]`` starts block ``
 edge ends the op space) are strictly increasing and the op space is below ``UINT32_MAX``
 bytes (:func:`block_edges`).  Then the entry is composed once per (topology, group, op,
 element size, rank) with block ``j`` standing for the element range ``[j, j + 1)`` (every
-range the composers build is a run of whole blocks), memoised on the topology of the run
-(``Topology.cached``: shared by the triggers of one lowering, gone with the plan), and each
-trigger's rows are the template's with every element coordinate ``u`` replaced by
+range the composers build is a run of whole blocks, but for the pages of a MESH reduce, which
+``mesh._rescaled_mesh`` repeats per page of the trigger's block), memoised on the topology of
+the run (``Topology.cached``: shared by the triggers of one lowering, gone with the plan), and
+each trigger's rows are the template's with every element coordinate ``u`` replaced by
 ``edges[u]`` (:func:`rescaled`).  Views are recorded as recipes whose origins are block
 coordinates too, and built per trigger.  A trigger outside these conditions is composed
 directly in its own elements (the same composer, the same errors).  The memo holds rows and
