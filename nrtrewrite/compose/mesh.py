@@ -575,7 +575,7 @@ class _MeshFamily(Algorithm):
         private = trig.op == EncOpType.REDUCE_SCATTER
         plan = MeshPlan(self.alg, trig.op, group, {r: i for i, r in enumerate(group)}, bs, be,
                         slot, dsize, sub, private)
-        spans = any(ctx.topology.locality(group[0], r) == EdgeLocality.NETWORK for r in group)
+        spans = ctx.topology.spans_nodes(group)
         # gateway: the scatter stages each element once; the all-gather stages the own block
         # once per broadcast row with network destinations (at most ceil(n / MAX_DST))
         gw = op_elements(trig) * dsize * (1 + -(-n // IR.MAX_DST)) if spans else 0

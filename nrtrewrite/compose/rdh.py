@@ -611,7 +611,7 @@ class _RdhFamily(Algorithm):
         sub = sel.legs[0].sub_type if sel.legs else None
         plan = plan_rdh(self.alg, trig, sub)
         group = plan.group
-        spans = any(ctx.topology.locality(group[0], r) == EdgeLocality.NETWORK for r in group)
+        spans = ctx.topology.spans_nodes(group)
         gw = (plan.L + 2) * plan.total * plan.dsize if spans else 0
         manifest = {
             "channels": [{"channel": MESH_CHANNEL, "order": []}],
