@@ -198,11 +198,15 @@ EMIT_BATCH_LEGS = 1 << 13
 EMIT_BATCH_ENTRIES = 64
 
 #: With ``compose_ahead``, the forked process takes over composing once a rank's lowering
-#: has run this long with at least :data:`AHEAD_MIN_TRIGGERS` triggers left: two busy
-#: processes slow each other down a little, which pays only on long runs
-#: (docs/PERFORMANCE.md "Compose ahead").
+#: has run this long with at least :data:`AHEAD_MIN_TRIGGERS` triggers left, and only if
+#: composing has taken at least :data:`AHEAD_MIN_COMPOSE_SHARE` of the time so far: two busy
+#: processes slow each other down a little and the specs travel pickled, which pays only on
+#: long runs whose composing is a good part of the work; otherwise the emitter composes
+#: everything itself and the writer thread keeps the second core (docs/PERFORMANCE.md
+#: "Compose ahead").
 AHEAD_AFTER_S = 0.25
 AHEAD_MIN_TRIGGERS = 32
+AHEAD_MIN_COMPOSE_SHARE = 0.4
 
 
 def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhead | None,
@@ -223,9 +227,11 @@ def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhea
     t_start = time.perf_counter()
     k = 0
     while k < len(triggers):
-        if (pipe is not None and len(triggers) - k >= AHEAD_MIN_TRIGGERS
-                and time.perf_counter() - t_start >= AHEAD_AFTER_S):
-            break
+        if pipe is not None and len(triggers) - k >= AHEAD_MIN_TRIGGERS:
+            elapsed = time.perf_counter() - t_start
+            if (elapsed >= AHEAD_AFTER_S
+                    and timings["compose"] >= AHEAD_MIN_COMPOSE_SHARE * elapsed):
+                break
         yield here(triggers[k])
         k += 1
     if k == len(triggers):

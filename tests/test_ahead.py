@@ -142,6 +142,7 @@ def ahead_at_once(monkeypatch):
 
     monkeypatch.setattr(lower, "AHEAD_MIN_TRIGGERS", 1)
     monkeypatch.setattr(lower, "AHEAD_AFTER_S", 0.0)
+    monkeypatch.setattr(lower, "AHEAD_MIN_COMPOSE_SHARE", 0.0)
 
 
 @pytest.mark.parametrize("rank", [0, 37])
