@@ -57,7 +57,7 @@ from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.ring import H0, template_array
 from nrtrewrite.compose.segments import (
-    Layout, PeerTable, ViewTable, block_segments, interleaved_layout, segmented_layout,
+    FirstSeen, Layout, PeerTable, ViewTable, block_segments, interleaved_layout, segmented_layout,
 )
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_RECV, channel_sem
@@ -268,25 +268,16 @@ def _remember(kc: KangaringChannel, kind: str, key, value) -> None:
     memo[key] = value
 
 
-class _SymViews:
+class _SymViews(FirstSeen):
     """A view table stand-in for composing a primary's transfer table once per topology:
     ``get`` numbers the (role, member) keys in the order they are first asked.  An entry then
     asks its real :class:`ViewTable` for the same keys in the same order, so its views are
     numbered exactly as if the transfers had been composed against it."""
 
-    __slots__ = ("keys", "index")
-
-    def __init__(self):
-        self.keys: list[tuple[str, int]] = []
-        self.index: dict[tuple[str, int], int] = {}
+    __slots__ = ()
 
     def get(self, role: str, member: int) -> int:
-        key = (role, member)
-        i = self.index.get(key)
-        if i is None:
-            i = self.index[key] = len(self.keys)
-            self.keys.append(key)
-        return i
+        return self((role, member))
 
 
 @dataclass(frozen=True)
@@ -527,7 +518,7 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable 
     G, n1 = kp.layout.groups, one.members.size
     e_row, _seg, start, stop = kp.layout.expand(
         np.repeat(np.arange(G, dtype=np.int64), n1), np.full(G * n1, slot, np.int64),
-        np.tile(one.pos, G), np.tile(one.half, G))
+        np.tile(one.pos, G), np.tile(one.tmpl[:, 4], G))
     within = e_row % n1 if G > 1 else e_row
     tr = one.table
     row = one.row[within]
@@ -559,13 +550,12 @@ def _primary_legs(kp: KangaringPlan, topo, ch: int, rank: int, peers: PeerTable 
 @dataclass(frozen=True)
 class _OneGroup:
     """A primary's unit-step legs of one chunk group, before segments: template row fields
-    (``tmpl``), the unit member each leg is for, its group position and half, and its row of
-    the primary's transfer table."""
+    (``tmpl``, its column 4 the half), the unit member each leg is for, its group position,
+    and its row of the primary's transfer table."""
 
     tmpl: np.ndarray
     members: np.ndarray
     pos: np.ndarray
-    half: np.ndarray
     table: _Transfers  # the primary's transfer table
     row: np.ndarray  # each leg's row of ``table``
 
@@ -586,9 +576,9 @@ def _one_group(kc: KangaringChannel, st: _PrimaryStatic, topo, rank: int, op: En
     leaf = t1[:, 2]
     table = _role_table(topo, op, inplace, tuple(sorted(set(leaf.tolist()))),
                         tuple(p.neigh for p in st.fpeers), st.next_net)
-    one = _OneGroup(t1, members, st.position[members], t1[:, 4].copy(), table,
+    one = _OneGroup(t1, members, st.position[members], table,
                     table.row_of[leaf, st.role_of[members]])
-    for a in (one.tmpl, one.members, one.pos, one.half, one.row):
+    for a in (one.tmpl, one.members, one.pos, one.row):
         a.setflags(write=False)
     _remember(kc, "one_group", key, one)
     return one

@@ -60,6 +60,7 @@ from nrtrewrite.compose.params import (
     Addr, EncCopyOpParams, NeighborGroups, RowSpec, TransactionInfo, copy_rows,
     prepare_reduce_params, recv_rows, reduce_rows, sync_rows,
 )
+from nrtrewrite.compose.segments import FirstSeen
 from nrtrewrite.compose.views import operand_view, op_elements, region_view
 from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.errors import LoweringError
@@ -166,7 +167,7 @@ class _Entry:
     units for a template, :func:`mesh_template`): rows, events and the recipes of its views.
 
     The entry's views are IN, OUT and GW (V_IN, V_OUT, V_GW), then one per recipe in
-    ``keys`` (view ``V_GW + 1 + k``), built by :func:`mesh_views` once the trigger's
+    ``_view.keys`` (view ``V_GW + 1 + k``), built by :func:`mesh_views` once the trigger's
     addresses are known: ``("cb", slot, origin)`` is channel-buffer slot ``slot`` whose first
     element is ``origin``, ``("gw", k)`` the k-th gateway staging view."""
 
@@ -180,8 +181,7 @@ class _Entry:
         self.near = P.near
         self.net = P.net
         self.intra = P.intra
-        self.keys: list[tuple] = []  # view recipes, in view order (after V_GW)
-        self._vidx: dict[tuple, int] = {}  # recipe -> view index
+        self._view = FirstSeen(V_GW + 1)  # view recipe -> view index (``.keys``: in order)
         self.rows: list[np.ndarray] = []  # the IR pieces, in order (steps numbered at the end)
         self.paged: int | None = None  # the piece of the reduce rows (one record per page)
         self.events = EventSchedule()
@@ -189,14 +189,6 @@ class _Entry:
     # -- tables
     def peer(self, r: int) -> int:
         return self._pidx[r]
-
-    def _view(self, key: tuple) -> int:
-        """The index of the view of recipe ``key`` (added on first use)."""
-        v = self._vidx.get(key)
-        if v is None:
-            v = self._vidx[key] = V_GW + 1 + len(self.keys)
-            self.keys.append(key)
-        return v
 
     def cb_view(self, slot: int, origin: int) -> int:
         """The view of channel-buffer slot ``slot`` whose first element is ``origin``:
@@ -284,7 +276,7 @@ class _Entry:
         if self.paged is not None:
             first = sum(p.size for p in self.rows[:self.paged])
             paged = (first, first + self.rows[self.paged].size)
-        return ComposedMesh(self.ir(), paged, tuple(self.keys), self.events, self.P)
+        return ComposedMesh(self.ir(), paged, tuple(self._view.keys), self.events, self.P)
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ from nrtrewrite.compose.params import (
     Addr, NeighborGroups, RdhTransfer, RowSpec, can_use_cme_sdma, copy_rows, recv_rows,
     reduce_rows, set_waits, submit_rdh_cce_transfers, submit_rdh_copy_transfers, sync_rows,
 )
+from nrtrewrite.compose.segments import FirstSeen
 from nrtrewrite.compose.views import operand_view, op_elements, region_view
 from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.errors import LoweringError
@@ -234,7 +235,7 @@ class _Rank:
     trigger's, or block units for a template, :func:`rdh_template`).
 
     The entry's views are IN, OUT and GW (V_IN, V_OUT, V_GW), then one per recipe in
-    ``keys`` (view ``V_GW + 1 + k``), built by :func:`rdh_views` once the trigger's addresses
+    ``view.keys`` (view ``V_GW + 1 + k``), built by :func:`rdh_views` once the trigger's addresses
     are known: ``("slot", s, origin)`` RH slot ``s`` whose first element is ``origin``,
     ``("fold",)`` the fold slot, ``("work",)`` the reduce-scatter partials, ``("gw", k)`` the
     k-th gateway staging view, ``("out", i)`` the OUT of group index ``i``."""
@@ -246,8 +247,7 @@ class _Rank:
         P = self.P = rdh_rank(topo, plan, rank)
         self.peers = list(P.peers)
         self._pidx = {r: k for k, r in enumerate(P.peers)}
-        self.keys: list[tuple] = []  # view recipes, in view order (after V_GW)
-        self._vidx: dict[tuple, int] = {}  # recipe -> view index
+        self.view = FirstSeen(V_GW + 1)  # view recipe -> view index (``.keys``: in order)
         self.rows: list[np.ndarray] = []
         self.events = EventSchedule()
         self.net: set[int] = set(P.net)
@@ -265,14 +265,6 @@ class _Rank:
 
     def rank_of_core(self, c: int) -> int:
         return self.plan.group[self.plan.nat(c)]
-
-    def view(self, key: tuple) -> int:
-        """The index of the view of recipe ``key`` (added on first use)."""
-        v = self._vidx.get(key)
-        if v is None:
-            v = self._vidx[key] = V_GW + 1 + len(self.keys)
-            self.keys.append(key)
-        return v
 
     def slot(self, s: int, origin: int) -> int:
         return self.view(("slot", s, origin))
@@ -357,7 +349,7 @@ class _Rank:
         """The entry as composed (no views yet)."""
         ir = IR.concat(self.rows)
         ir["step"] = np.arange(ir.size)
-        return ComposedRdh(ir, tuple(self.keys), self.events, tuple(self.peers),
+        return ComposedRdh(ir, tuple(self.view.keys), self.events, tuple(self.peers),
                            frozenset(self.net), tuple(self.stages), self.c, self.folded)
 
 

@@ -199,6 +199,26 @@ def even_split(lo: int, hi: int, parts: int) -> list[Segment]:
 ViewFactory = Callable[[str, int], BufferView]
 
 
+class FirstSeen:
+    """Numbers keys in the order they are first asked, from ``first``: ``self(key)`` is the
+    key's number, ``keys`` the keys in that order (an entry's view recipes, a symbolic view
+    table)."""
+
+    __slots__ = ("first", "keys", "index")
+
+    def __init__(self, first: int = 0):
+        self.first = first
+        self.keys: list = []
+        self.index: dict = {}
+
+    def __call__(self, key) -> int:
+        v = self.index.get(key)
+        if v is None:
+            v = self.index[key] = self.first + len(self.keys)
+            self.keys.append(key)
+        return v
+
+
 @dataclass
 class ViewTable:
     """The view list of one entry, built on demand: ``get(role, member)`` -> view index."""
