@@ -92,15 +92,62 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     if quiet:
         return
     console = Console()
-    table = Table(title=f"{Path(model).name} -> {out_path}", show_lines=False)
-    for col in ("trigger", "op", "dtype", "elements", "group", "algorithm", "channels", "pgta"):
-        table.add_column(col)
+    if not console.is_terminal:  # piped or redirected: rich would assume 80 columns and cut
+        console = Console(width=max(console.width, SUMMARY_WIDTH))
+    console.print(summary_table(plan, f"{Path(model).name} -> {out_path}"))
+    console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")
+
+
+#: Triggers up to which the summary has one row per trigger; a bigger model gets one row per
+#: (op, dtype, algorithm): a table of a thousand rows helps nobody and took rich longer to
+#: render (0.5 s) than lowering a rank of it (docs/CLI.md "lower").
+SUMMARY_TRIGGER_ROWS = 64
+#: The summary's width when stdout is not a terminal (the names fit: REDUCE_SCATTER, ...).
+SUMMARY_WIDTH = 132
+
+
+def summary_table(plan, title: str) -> Table:
+    """What ``lower`` prints on success: the triggers and their algorithms (one row each, or
+    grouped when there are more than :data:`SUMMARY_TRIGGER_ROWS`)."""
+    rows = []
     for tp in plan.triggers:
         t = tp.trigger
         man = tp.prepared.manifest  # algorithm-agnostic: what manifest.json shows
-        table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
-                      f"{t.replica_group_id} ({t.group_size} ranks)", tp.alg.name,
-                      str(len(man.get("channels", []))),
-                      str(man.get("chunk", {}).get("pgta", "-")))
-    console.print(table)
-    console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")
+        rows.append((t, tp.alg.name, _channels(man), man.get("chunk", {}).get("pgta", "-")))
+    if len(rows) <= SUMMARY_TRIGGER_ROWS:
+        table = Table(title=title, show_lines=False)
+        for col in ("trigger", "op", "dtype", "elements", "group", "algorithm", "channels",
+                    "pgta"):
+            table.add_column(col, no_wrap=True)
+        for t, alg, channels, pgta in rows:
+            table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
+                          f"{t.replica_group_id} ({t.group_size} ranks)", alg, str(channels),
+                          str(pgta))
+        return table
+    groups: dict[tuple[str, str, str], list] = {}
+    for t, alg, channels, _pgta in rows:
+        groups.setdefault((t.op.name, t.dtype.name, alg), []).append((t, channels))
+    table = Table(title=title, show_lines=False,
+                  caption=f"{len(rows)} triggers in {len(groups)} rows; per trigger: "
+                          "nrtrewrite explain MODEL")
+    for col in ("op", "dtype", "algorithm", "triggers", "elements", "group ranks", "channels"):
+        table.add_column(col, no_wrap=True)
+    for (op, dtype, alg), members in sorted(groups.items()):
+        elems = [t.num_elements for t, _c in members]
+        table.add_row(op, dtype, alg, str(len(members)), _span(elems),
+                      _span([t.group_size for t, _c in members]),
+                      _span([c for _t, c in members]))
+    return table
+
+
+def _channels(man: dict) -> int:
+    """Channel ids a trigger uses: its ring channels, or a HIER plan's over its legs."""
+    legs = man.get("hier", {}).get("legs")
+    if legs:
+        return max(leg["channel_base"] + leg["channel_ids"] for leg in legs)
+    return len(man.get("channels", []))
+
+
+def _span(values: list[int]) -> str:
+    lo, hi = min(values), max(values)
+    return str(lo) if lo == hi else f"{lo}..{hi}"
