@@ -6,6 +6,11 @@ seconds.  :func:`dumps` walks the containers the same way but writes a list of s
 in one ``join`` and strings with the C escaper, so the output is byte-identical (tested
 against ``json.dumps`` on generated documents and on every fixture's manifests).
 
+``compact_from``: containers nested that many levels deep or deeper (the document itself is
+level 0) are written on one line each, as ``json.dumps(obj, sort_keys=True,
+separators=(", ", ": "))`` would write them (the C encoder: a HIER plan's per-group records
+in the top-level manifest, docs/FORMATS.md §1.1).
+
 Only JSON's own types: dict (keys str, int, float, bool or None, as ``json`` converts
 them), list, tuple, str, int, float, bool, None; anything else raises ``TypeError`` as
 ``json.dumps`` would.
@@ -64,25 +69,31 @@ def _key(k) -> str:
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
 
 
-def dumps(obj, indent: int = 1) -> str:
-    """``json.dumps(obj, indent=indent, sort_keys=True)``."""
+def dumps(obj, indent: int = 1, compact_from: int | None = None) -> str:
+    """``json.dumps(obj, indent=indent, sort_keys=True)`` (containers ``compact_from`` levels
+    deep on one line)."""
     out: list[str] = []
-    _encode(obj, 0, " " * indent, out)
+    _encode(obj, 0, " " * indent, out, compact_from)
     return "".join(out)
 
 
-def dumps_nested(obj, level: int, indent: int = 1) -> str:
+def dumps_nested(obj, level: int, indent: int = 1, compact_from: int | None = None) -> str:
     """The text of ``obj`` as it appears in :func:`dumps` of a document where it is a value
     nested ``level`` containers deep (its own lines indented from that level)."""
     out: list[str] = []
-    _encode(obj, level, " " * indent, out)
+    _encode(obj, level, " " * indent, out, compact_from)
     return "".join(out)
 
 
-def _encode(obj, level: int, step: str, out: list[str]) -> None:
+def _encode(obj, level: int, step: str, out: list[str], compact_from: int | None) -> None:
     s = _scalar(obj)
     if s is not None:
         out.append(s)
+        return
+    if compact_from is not None and level >= compact_from:
+        if not isinstance(obj, (dict, list, tuple)):
+            raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
+        out.append(json.dumps(obj, sort_keys=True, separators=(", ", ": ")))
         return
     if isinstance(obj, dict):
         if not obj:
@@ -91,19 +102,19 @@ def _encode(obj, level: int, step: str, out: list[str]) -> None:
         items = sorted(obj.items())
         values = [v for _k, v in items]
         _container("{", "}", [_esc(_key(k)) + ": " for k, _v in items], values, level, step,
-                   out)
+                   out, compact_from)
         return
     if isinstance(obj, (list, tuple)):
         if not obj:
             out.append("[]")
             return
-        _container("[", "]", None, obj, level, step, out)
+        _container("[", "]", None, obj, level, step, out, compact_from)
         return
     raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
 def _container(opening: str, closing: str, heads: list[str] | None, values, level: int,
-               step: str, out: list[str]) -> None:
+               step: str, out: list[str], compact_from: int | None) -> None:
     """A non-empty dict or list: each item on its own line, its head (a dict's key; a list:
     ``heads`` None) before it; items that are all scalars in one join."""
     inner = "\n" + step * (level + 1)
@@ -117,5 +128,5 @@ def _container(opening: str, closing: str, heads: list[str] | None, values, leve
         if t is not None:
             out.append(t)
         else:
-            _encode(v, level + 1, step, out)
+            _encode(v, level + 1, step, out, compact_from)
     out.append("\n" + step * level + closing)

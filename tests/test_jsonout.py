@@ -1,4 +1,5 @@
-"""nrtrewrite.jsonout.dumps writes exactly ``json.dumps(obj, indent=N, sort_keys=True)``."""
+"""nrtrewrite.jsonout.dumps writes exactly ``json.dumps(obj, indent=N, sort_keys=True)``, and with
+``compact_from`` the containers that deep on one line as ``json.dumps`` writes them compactly."""
 
 import json
 import math
@@ -30,6 +31,35 @@ def test_same_text_as_json_dumps(doc, indent):
     assert dumps(doc, indent) == json.dumps(doc, indent=indent, sort_keys=True)
 
 
+def compact_reference(doc, indent: int, depth: int) -> str:
+    """The compact_from rule with the standard library only: every container ``depth`` deep
+    is replaced by a placeholder string, the rest encoded by ``json.dumps(indent=...)``, and
+    each placeholder's text replaced by ``json.dumps(container, separators=(", ", ": "))``."""
+    subs: dict[str, str] = {}
+
+    def cut(obj, lvl):
+        if isinstance(obj, (dict, list, tuple)) and lvl >= depth:
+            mark = f"\x00placeholder{len(subs)}"
+            subs[json.dumps(mark)] = json.dumps(obj, sort_keys=True, separators=(", ", ": "))
+            return mark
+        if isinstance(obj, dict):
+            return {k: cut(v, lvl + 1) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [cut(v, lvl + 1) for v in obj]
+        return obj
+
+    text = json.dumps(cut(doc, 0), indent=indent, sort_keys=True)
+    for mark, sub in subs.items():
+        text = text.replace(mark, sub, 1)
+    return text
+
+
+@settings(max_examples=300, deadline=None)
+@given(documents, st.sampled_from([1, 2]), st.integers(0, 4))
+def test_compact_from_is_the_reference(doc, indent, depth):
+    assert dumps(doc, indent, compact_from=depth) == compact_reference(doc, indent, depth)
+
+
 def test_enums_nonascii_and_special_floats():
     doc = {"alg": EncAlgType.RING, "name": "größe \u2603 \"q\"\n", "x": [math.inf, -math.inf,
            1e300, -0.0, 0.1], "nested": [[], {}, [[1, [2]]], {"b": {}, "a": []}],
@@ -55,19 +85,28 @@ def test_the_fixtures_manifests(tmp_path):
         out = unpack(tgz, tmp_path / tgz.stem)
         for man in out.rglob("manifest.json"):
             text = man.read_text()
-            assert dumps(json.loads(text)) + "\n" == text, man
+            top = man.parent == out
+            assert dumps(json.loads(text), compact_from=7 if top else None) + "\n" == text, man
 
 
 @pytest.mark.parametrize("name", ["two_node128", "mix8", "sbuf"])
 def test_top_level_manifest_with_its_triggers_spliced_in_is_the_whole_encoding(name):
     """bundle writes the top-level manifest with its ``triggers`` encoded apart (possibly in
-    another process) and spliced in: the bytes of json.dumps of the whole document."""
+    another process) and spliced in: the bytes of json.dumps of the whole document, with the
+    containers 7 deep (a HIER leg's groups and buffers) on one line each (FORMATS §1.1)."""
     from nrtrewrite.bundle import _TRIGGERS_MARK, _manifest_json, _triggers_json, build_manifest
     from nrtrewrite.lower import LowerOptions, plan_lowering
     from nrtrewrite.neff.reader import read_model
 
     plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
     args = (plan, list(plan.world), {"rank-0000": "ab"}, "x.neff", "cd")
-    whole = json.dumps(build_manifest(*args), indent=1, sort_keys=True) + "\n"
+    doc = build_manifest(*args)
+    whole = compact_reference(doc, 1, 7) + "\n"
     spliced = _manifest_json(build_manifest(*args, triggers=_TRIGGERS_MARK), _triggers_json(plan))
     assert spliced == whole.encode()
+    assert json.loads(spliced) == json.loads(json.dumps(doc))
+    if name == "two_node128":  # a HIER plan: one line per group of each leg
+        groups = [g for t in doc["triggers"] for leg in t["hier"]["legs"]
+                  for g in leg["groups"]]
+        lines = spliced.decode().splitlines()
+        assert sum(1 for ln in lines if ln.lstrip().startswith('{"channels": ')) == len(groups)
