@@ -179,19 +179,37 @@ def _write_rank(plan: LoweringPlan, tmp: Path, rank: int, compose_ahead: bool = 
     return rank, man
 
 
+#: ``os.posix_fadvise`` where the platform has it: ``POSIX_FADV_DONTNEED`` on a written range
+#: starts its writeback without waiting for it (Linux) and drops the pages already clean.
+_FADV_DONTNEED = getattr(os, "posix_fadvise", None) if hasattr(os, "POSIX_FADV_DONTNEED") else None
+
+
 class _RankFiles:
     """The artifact files of one rank folder, written record array by record array as
     :func:`nrtrewrite.lower.lower_rank` produces them (memory never holds a whole rank)."""
 
+    #: Every this many bytes written to a file, its kernel writeback is started (and the
+    #: written pages are let go of): the disk works while the rank is lowered, and the
+    #: fsync at the end waits for the rest only (docs/PERFORMANCE.md "Writeback").
+    WRITEBACK_BYTES = 16 << 20
+
     def __init__(self, rdir: Path):
         self.rdir = rdir
         self.open: dict[str, object] = {}
+        self.written: dict[str, list[int]] = {}  # name -> [bytes written, bytes handed back]
 
     def write(self, name: str, arr) -> None:
         fh = self.open.get(name)
         if fh is None:
             fh = self.open[name] = open(self.rdir / name, "wb")
+            self.written[name] = [0, 0]
         fh.write(arr.data)
+        w = self.written[name]
+        w[0] += arr.nbytes
+        if w[0] - w[1] >= self.WRITEBACK_BYTES and _FADV_DONTNEED is not None:
+            fh.flush()
+            _FADV_DONTNEED(fh.fileno(), w[1], w[0] - w[1], os.POSIX_FADV_DONTNEED)
+            w[1] = w[0]
 
     def close(self, names: Iterable[str]) -> None:
         """Create the files that got no record, flush and fsync every file, close them."""

@@ -3,6 +3,7 @@ manifest as the in-memory path, in file order; a failing sink stops the lowering
 writer thread behind."""
 
 import hashlib
+import os
 import threading
 from pathlib import Path
 
@@ -95,3 +96,33 @@ def test_coalesced_keeps_each_files_bytes_in_order():
     # the small runs of a file between its big arrays become one array each
     assert [n for n, _ in out] == ["a", "b", "a", "a", "c"]
     assert all(x.dtype == np.int64 for _, x in out)
+
+
+def test_rank_files_start_writeback_of_every_written_range_once(node64, tmp_path, monkeypatch):
+    """bundle._RankFiles hands each file's written bytes to the kernel's writeback in
+    consecutive ranges that cover what was written when the threshold was passed (never a
+    byte twice, never a byte not yet written); the files are the in-memory bytes."""
+    from nrtrewrite import bundle
+
+    calls: list[tuple[int, int, int]] = []
+    sizes: dict[int, int] = {}
+
+    def fadvise(fd, offset, length, advice):
+        assert advice == os.POSIX_FADV_DONTNEED
+        assert offset + length <= os.fstat(fd).st_size  # flushed before it is advised
+        calls.append((fd, offset, length))
+
+    monkeypatch.setattr(bundle, "_FADV_DONTNEED", fadvise)
+    monkeypatch.setattr(bundle._RankFiles, "WRITEBACK_BYTES", 1 << 16)
+    kept = lower_rank(plan_lowering(node64, LowerOptions()), 0)
+    rdir = tmp_path / "r"
+    rdir.mkdir()
+    files = bundle._RankFiles(rdir)
+    lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=files.write)
+    files.close(F.ARTIFACTS)
+    assert calls, "no file of node64 rank 0 passed 64 KiB"
+    for fd, offset, length in calls:
+        assert offset == sizes.get(fd, 0) and length >= 1 << 16
+        sizes[fd] = offset + length
+    for name in F.ARTIFACTS:
+        assert (rdir / name).read_bytes() == b"".join(p.tobytes() for p in kept.files[name])
