@@ -191,7 +191,7 @@ class _RankFiles:
     #: Every this many bytes written to a file, its kernel writeback is started (and the
     #: written pages are let go of): the disk works while the rank is lowered, and the
     #: fsync at the end waits for the rest only (docs/PERFORMANCE.md "Writeback").
-    WRITEBACK_BYTES = 16 << 20
+    WRITEBACK_BYTES = 4 << 20
 
     def __init__(self, rdir: Path):
         self.rdir = rdir
