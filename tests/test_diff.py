@@ -1,0 +1,108 @@
+"""`nrtrewrite diff` on output folders: differences named by file, record and field, found a
+block at a time (CHUNK_BYTES), manifests compared key by key only when their bytes differ."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite import diff as D
+from nrtrewrite.emit import formats as F
+from nrtrewrite.errors import OutputError
+from nrtrewrite.golden import lower_to
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory):
+    return lower_to(FIX / "ar2.neff", tmp_path_factory.mktemp("diff") / "a", None)
+
+
+@pytest.fixture
+def pair(lowered, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(lowered, a)
+    shutil.copytree(lowered, b)
+    return a, b
+
+
+def test_identical_folders_have_no_difference(pair):
+    assert D.diff_outputs(*pair) == []
+
+
+def test_a_record_past_the_first_block_is_named(pair, monkeypatch):
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    n = path.stat().st_size // F.BD_DTYPE.itemsize
+    assert n >= 8, "the fixture's rank 0 has a few BDs"
+    # blocks of 2 records: the changed record is in the last block
+    monkeypatch.setattr(D, "CHUNK_BYTES", 2 * F.BD_DTYPE.itemsize)
+    data = bytearray(path.read_bytes())
+    at = (n - 1) * F.BD_DTYPE.itemsize + 8  # buf_ptr of the last BD (bytes 8..15)
+    data[at] ^= 0x40
+    path.write_bytes(bytes(data))
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.record, d.field) for d in diffs] == [
+        ("rank-0000/dma.bin", n - 1, "buf_ptr")]
+    assert diffs[0].b - diffs[0].a in (0x40, -0x40)
+
+
+def test_a_shorter_file_reports_its_record_count(pair):
+    a, b = pair
+    path = b / "rank-0001" / "sem.bin"
+    data = path.read_bytes()
+    path.write_bytes(data[:-F.SEM_DTYPE.itemsize])
+    n = len(data) // F.SEM_DTYPE.itemsize
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field, d.a, d.b) for d in diffs] == [
+        ("rank-0001/sem.bin", "records", n, n - 1)]
+
+
+def test_manifest_differences_are_named_by_key_path(pair):
+    a, b = pair
+    man = json.loads((b / "manifest.json").read_text())
+    man["triggers"][0]["chunk"]["pgta"] += 7
+    (b / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    diffs = D.diff_outputs(a, b)
+    assert [d.field for d in diffs] == ["triggers[0].chunk.pgta"]
+    assert diffs[0].b == diffs[0].a + 7
+
+
+def test_same_json_in_other_bytes_is_no_difference(pair):
+    a, b = pair
+    man = json.loads((b / "manifest.json").read_text())
+    (b / "manifest.json").write_text(json.dumps(man))  # one line: other bytes, same JSON
+    assert D.diff_outputs(a, b) == []
+
+
+def test_a_missing_rank_manifest_is_an_error_naming_it(pair):
+    a, b = pair
+    (b / "rank-0001" / "manifest.json").unlink()
+    with pytest.raises(OutputError, match=r"rank-0001/manifest.json: cannot read"):
+        D.diff_outputs(a, b)
+
+
+def test_a_torn_record_is_an_error_naming_the_file(pair):
+    a, b = pair
+    path = b / "rank-0000" / "cce.bin"
+    path.write_bytes(path.read_bytes() + b"\0")
+    with pytest.raises(OutputError, match=r"cce.bin: \d+ bytes is not a whole number"):
+        D.diff_outputs(a, b)
+
+
+def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
+    monkeypatch.setattr(D, "CHUNK_BYTES", 3)
+    x, y = tmp_path / "x", tmp_path / "y"
+    x.write_bytes(bytes(range(10)))
+    y.write_bytes(bytes(range(10)))
+    assert D._same_bytes(x, y)
+    y.write_bytes(bytes(range(9)) + b"\xff")
+    assert not D._same_bytes(x, y)
+    assert not D._same_bytes(x, tmp_path / "absent")
+    empty = tmp_path / "sem.bin"
+    empty.write_bytes(b"")
+    assert D._records(empty, "sem.bin").size == 0  # (an empty file cannot be mapped)
