@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import decode_record, read_json
+from nrtrewrite.artifacts import decode_record, load_records, read_json
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 
@@ -82,18 +82,6 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
         return False
 
 
-def _records(path: Path, name: str) -> np.ndarray:
-    """A .bin artifact's records, mapped (read on demand, never held whole)."""
-    dtype = F.ARTIFACTS[name][0]
-    size = path.stat().st_size
-    if size % dtype.itemsize:
-        raise OutputError(f"{path}: {size} bytes is not a whole number of "
-                          f"{dtype.itemsize}-byte records")
-    if size == 0:
-        return np.zeros(0, dtype)
-    return np.memmap(path, dtype=dtype, mode="r")
-
-
 def _records_diff(where: str, name: str, a: np.ndarray, b: np.ndarray) -> Iterator[Difference]:
     if a.size != b.size:
         yield Difference(where, None, "records", int(a.size), int(b.size))
@@ -157,7 +145,8 @@ def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
                 continue
             if _same_bytes(fa, fb):
                 continue
-            diffs += _records_diff(f"{r}/{name}", name, _records(fa, name), _records(fb, name))
+            diffs += _records_diff(f"{r}/{name}", name, load_records(fa, name, mapped=True),
+                                  load_records(fb, name, mapped=True))
     na = ma.get("output_neff", {}).get("name")
     nb = mb.get("output_neff", {}).get("name")
     if na and nb and (a / na).is_file() and (b / nb).is_file():

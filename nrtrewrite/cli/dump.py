@@ -73,26 +73,58 @@ def dump_cmd(path, kind, rank, as_json, limit):
         targets = [(p.parent, [p.name])]
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
-    result = []
+    if as_json:  # streamed: one decoded record in memory at a time, whatever the file's size
+        _write_json(click.get_text_stream("stdout"), kind, targets)
+        return
     console = Console()
     for rdir, names in targets:
-        entry = {"rank_dir": rdir.name, "files": {}}
         for name in names:
-            recs = load_records(rdir / name)
-            rows = [decode_record(name, r) for r in recs]
-            entry["files"][name] = rows
-            if not as_json:
-                table = Table(title=f"{rdir.name}/{name} ({len(rows)} records)")
-                cols = COLUMNS[name]
-                table.add_column("#", justify="right")
-                for c in cols:
-                    table.add_column(c)
-                shown = rows if not limit else rows[:limit]
-                for i, row in enumerate(shown):
-                    table.add_row(str(i), *(_cell(c, row[c]) for c in cols))
-                console.print(table)
-                if limit and len(rows) > limit:
-                    console.print(f"... {len(rows) - limit} more records (--limit 0 shows all)")
-        result.append(entry)
-    if as_json:
-        click.echo(json.dumps({"kind": kind, "ranks": result}, indent=1))
+            recs = load_records(rdir / name, mapped=True)
+            shown = recs if not limit else recs[:limit]
+            table = Table(title=f"{rdir.name}/{name} ({recs.size} records)")
+            cols = COLUMNS[name]
+            table.add_column("#", justify="right")
+            for c in cols:
+                table.add_column(c)
+            for i, rec in enumerate(shown):  # only the rows shown are decoded
+                row = decode_record(name, rec)
+                table.add_row(str(i), *(_cell(c, row[c]) for c in cols))
+            console.print(table)
+            if limit and recs.size > limit:
+                console.print(f"... {recs.size - limit} more records (--limit 0 shows all)")
+
+
+def _nested(obj, level: int) -> str:
+    """``json.dumps(obj, indent=1)`` as it appears nested ``level`` containers deep."""
+    return json.dumps(obj, indent=1).replace("\n", "\n" + " " * level)
+
+
+def _write_json(out, kind, targets) -> None:
+    """``json.dumps({"kind": kind, "ranks": [...]}, indent=1)`` and a newline, written as it
+    is made: ``ranks`` holds ``{"rank_dir", "files": {name: [decoded record, ...]}}``."""
+    out.write('{\n "kind": ' + json.dumps(kind) + ',\n "ranks": ')
+    if not targets:
+        out.write("[]\n}\n")
+        return
+    out.write("[")
+    for t, (rdir, names) in enumerate(targets):
+        out.write(("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
+                  + ',\n   "files": ')
+        if not names:
+            out.write("{}")
+        else:
+            out.write("{")
+            for k, name in enumerate(names):
+                out.write(("," if k else "") + "\n    " + json.dumps(name) + ": ")
+                recs = load_records(rdir / name, mapped=True)
+                if not recs.size:
+                    out.write("[]")
+                    continue
+                out.write("[")
+                for i, rec in enumerate(recs):
+                    out.write(("," if i else "") + "\n     "
+                              + _nested(decode_record(name, rec), 5))
+                out.write("\n    ]")
+            out.write("\n   }")
+        out.write("\n  }")
+    out.write("\n ]\n}\n")
