@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import click
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -13,7 +15,7 @@ from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
-from nrtrewrite.lower import LoweringPlan, rank_entries
+from nrtrewrite.lower import LoweringPlan, _entries_of, rank_entries
 
 
 def _leaf_name(v: int) -> str:
@@ -23,93 +25,174 @@ def _leaf_name(v: int) -> str:
         return f"leaf{v}"
 
 
-def schedule_json(plan: LoweringPlan, rank: int) -> dict:
-    """The JSON document of docs/CLI.md "schedule": every SPAD entry of ``rank``."""
+def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
+    """One channel's rows as docs/CLI.md "schedule" steps (columns read once, not per row:
+    a 128-rank HIER rank has 590,000 of them)."""
+    events = spec.info.get("phase_names")
+    names = events or PHASE_NAMES
+    leaf_names: dict[int, str] = {}
+    phase_names: dict[int, str] = {}
+    out = []
+    cols = [rows[f].tolist() for f in ("group", "step", "phase", "leaf", "half", "k", "start",
+                                        "stop")]
+    for g, st, ph, lf, h, k, a, b in zip(*cols):
+        if ph not in phase_names:
+            phase_names[ph] = names.get(ph, str(ph))
+        if lf not in leaf_names:
+            leaf_names[lf] = _leaf_name(lf)
+        out.append({"group": g, "step": st, "phase": phase_names[ph], "leaf": leaf_names[lf],
+                    "half": h, "k": k, "elements": [a, b]})
+    if events is None:
+        return out
+    # mesh / RDH entries name their rows by event and show who they send to and wait on
+    peers = spec.peers
+    extra = zip(*(rows[f].tolist() for f in ("n_dst", "dst_peer", "n_inc", "inc_peer", "n_wait",
+                                             "wait_sem", "wait_val", "n_src", "net_src_peer")))
+    for st, (nd, dp, ni, ip, nw, ws, wv, ns, net) in zip(out, extra):
+        st["to"] = sorted(({peers[p] for p in dp[:nd]} | {peers[p] for p in ip[:ni]}) - {rank})
+        st["waits"] = [[s, v] for s, v in zip(ws[:nw], wv[:nw])]
+        st["sources"] = ns
+        if net >= 0:
+            st["from_network"] = peers[net]
+    return out
+
+
+def schedule_ops(plan: LoweringPlan, rank: int, triggers: set[int] | None = None
+                 ) -> Iterator[dict]:
+    """The ``ops`` of docs/CLI.md "schedule", one SPAD entry of ``rank`` at a time (only the
+    triggers in ``triggers``, if given)."""
     if rank not in plan.world:
         raise OutputError(f"rank {rank} is not in the model's world "
                           f"({plan.world[0]}..{plan.world[-1]})", rank=rank)
-    ops = []
-    for tp, spec in rank_entries(plan, rank):
-        ir = spec.ir
-        chans = []
-        # mesh / RDH entries name their rows by event and show who they send to and wait on
-        events = spec.info.get("phase_names")
-        for ch in dict.fromkeys(ir["channel"].tolist()):
-            rows = ir[ir["channel"] == ch]
-            info = spec.info.get("channels", {}).get(ch, {})
-            steps = []
-            for r in rows:
-                st = {"group": int(r["group"]), "step": int(r["step"]),
-                      "phase": (events or PHASE_NAMES).get(int(r["phase"]), str(int(r["phase"]))),
-                      "leaf": _leaf_name(int(r["leaf"])), "half": int(r["half"]),
-                      "k": int(r["k"]), "elements": [int(r["start"]), int(r["stop"])]}
-                if events is not None:
-                    st["to"] = sorted(({spec.peers[int(p)] for p in r["dst_peer"][:r["n_dst"]]}
-                                       | {spec.peers[int(p)] for p in r["inc_peer"][:r["n_inc"]]})
-                                      - {rank})
-                    st["waits"] = [[int(s), int(v)] for s, v in
-                                   zip(r["wait_sem"][:r["n_wait"]], r["wait_val"][:r["n_wait"]])]
-                    st["sources"] = int(r["n_src"])
-                    if r["net_src_peer"] >= 0:
-                        st["from_network"] = spec.peers[int(r["net_src_peer"])]
-                steps.append(st)
-            chans.append({"channel": int(ch), **info, "steps": steps})
-        ops.append({"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
-                    "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
-                                                   if k not in ("channels", "phase_names")},
-                    "channels": chans})
-    return {"rank": rank, "ops": ops}
+    for tp in plan.triggers:
+        if rank not in tp.group or (triggers is not None
+                                    and tp.trigger.ordinal not in triggers):
+            continue
+        for spec in _entries_of(plan, tp, rank):
+            ir = spec.ir
+            chans = []
+            ch_col = ir["channel"]
+            for ch in dict.fromkeys(ch_col.tolist()):
+                rows = np.compress(ch_col == ch, ir)
+                info = spec.info.get("channels", {}).get(ch, {})
+                chans.append({"channel": int(ch), **info, "steps": _steps(spec, rank, rows)})
+            yield {"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
+                   "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
+                                                  if k not in ("channels", "phase_names")},
+                   "channels": chans}
+
+
+def schedule_json(plan: LoweringPlan, rank: int) -> dict:
+    """The JSON document of docs/CLI.md "schedule": every SPAD entry of ``rank``."""
+    return {"rank": rank, "ops": list(schedule_ops(plan, rank))}
+
+
+def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
+    """``json.dumps({"rank": rank, "ops": [...]}, indent=1)`` and a newline, an op at a time."""
+    out.write('{\n "rank": ' + json.dumps(rank) + ',\n "ops": ')
+    first = True
+    for op in ops:
+        out.write(("[" if first else ",") + "\n  "
+                  + json.dumps(op, indent=1).replace("\n", "\n  "))
+        first = False
+    out.write("[]\n}\n" if first else "\n ]\n}\n")
+
+
+#: Entries of a rank above which ``schedule`` shows one overview row per entry and channel
+#: instead of every step table, unless --trigger or --all (a 128-rank HIER rank: 2,495
+#: entries, 590,000 steps, five minutes of tables).
+OVERVIEW_ENTRIES = 64
+#: The tables' width when stdout is not a terminal (rich would assume 80 and cut names).
+WIDTH = 132
 
 
 @main.command("schedule")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("--rank", type=int, required=True, help="The rank whose schedule to show.")
 @common_lowering_options
+@click.option("--trigger", "triggers", type=int, multiple=True, metavar="K",
+              help="Only trigger K (repeatable).")
+@click.option("--all", "show_all", is_flag=True,
+              help=f"Every step table even for a rank of more than {OVERVIEW_ENTRIES} entries.")
+@click.option("--limit", type=int, default=200, show_default=True,
+              help="Steps per table in the rich view (0 = all); --json is never cut.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, as_json):
+def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,
+                 limit, as_json):
     """The per-channel step schedule of one rank: leaf, half, chunk position k, elements."""
     plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
                                    no_verify_hash=no_verify_hash)
-    doc = schedule_json(plan, rank)
+    wanted = set(triggers) if triggers else None
+    if wanted is not None:
+        missing = sorted(wanted - {tp.trigger.ordinal for tp in plan.triggers})
+        if missing:
+            raise OutputError(f"{model}: no trigger {missing[0]} (the model has "
+                              f"{len(plan.triggers)}: 0..{len(plan.triggers) - 1})")
     if as_json:
-        click.echo(json.dumps(doc, indent=1))
+        _write_json(click.get_text_stream("stdout"), rank, schedule_ops(plan, rank, wanted))
         return
     err = Console(stderr=True)
     for w in warnings:
         err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
     console = Console()
-    for op in doc["ops"]:
-        for ch in op["channels"]:
-            title = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} "
-                     f"({op['leg']}) channel {ch['channel']}")
-            if "prev" in ch:
-                title += f" (prev {ch['prev']}, next {ch['next']})"
-            table = Table(title=title)
-            mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
-            cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
-                    ("group", "step", "phase", "leaf", "half", "k", "elements"))
-            for col in cols:
-                table.add_column(col)
-            for s in ch["steps"]:
-                a, b = s["elements"]
-                el = f"[{a}, {b})" if b > a else "-"
-                if mesh:
-                    table.add_row(str(s["step"]), s["phase"], s["leaf"], el, str(s["sources"]),
-                                  " ".join(map(str, s["to"])),
-                                  " ".join(f"{sem}>={v}" for sem, v in s["waits"]))
-                else:
-                    table.add_row(str(s["group"]), str(s["step"]), s["phase"], s["leaf"],
-                                  f"CHUNK_H{s['half']}", str(s["k"]),
-                                  f"[{a}, {b})" if b > a else "empty")
-            console.print(table)
-            if "events" in op and ch is op["channels"][0]:
-                ev = Table(title="events (semaphore = sema_shift_offset + event)")
-                for col in ("event", "semaphore", "from", "to", "wait", "what"):
-                    ev.add_column(col, overflow="fold")
-                for e in op["events"]:
-                    ev.add_row(f"{e['event']} ({e['value']})", str(e["semaphore"]),
-                               " ".join(map(str, e["from"])), " ".join(map(str, e["to"])),
-                               str(e["wait_val"]), e["what"])
-                console.print(ev)
-            if "user_ranks" in ch:
-                console.print("user_ranks: " + " ".join(map(str, ch["user_ranks"])))
+    if not console.is_terminal:
+        console = Console(width=max(console.width, WIDTH))
+    if wanted is None and not show_all:
+        entries = [(tp, spec) for tp, spec in rank_entries(plan, rank)]
+        if len(entries) > OVERVIEW_ENTRIES:
+            console.print(_overview(rank, entries))
+            return
+    for op in schedule_ops(plan, rank, wanted):
+        _print_op(console, rank, op, limit)
+
+
+def _overview(rank: int, entries) -> Table:
+    table = Table(title=f"rank {rank}: {len(entries)} SPAD entries",
+                  caption="--trigger K shows the steps of trigger K; --all every step table")
+    for col in ("entry", "trigger", "op", "leg", "algorithm", "channels", "steps"):
+        table.add_column(col, no_wrap=True)
+    for i, (tp, spec) in enumerate(entries):
+        chans = sorted(set(spec.ir["channel"].tolist()))
+        table.add_row(str(i), str(tp.trigger.ordinal), tp.trigger.op.name, spec.leg,
+                      spec.alg.name, " ".join(map(str, chans)), str(spec.ir.size))
+    return table
+
+
+def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
+    for ch in op["channels"]:
+        title = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} "
+                 f"({op['leg']}) channel {ch['channel']}")
+        if "prev" in ch:
+            title += f" (prev {ch['prev']}, next {ch['next']})"
+        table = Table(title=title)
+        mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
+        cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
+                ("group", "step", "phase", "leaf", "half", "k", "elements"))
+        for col in cols:
+            table.add_column(col)
+        steps = ch["steps"] if not limit else ch["steps"][:limit]
+        for s in steps:
+            a, b = s["elements"]
+            el = f"[{a}, {b})" if b > a else "-"
+            if mesh:
+                table.add_row(str(s["step"]), s["phase"], s["leaf"], el, str(s["sources"]),
+                              " ".join(map(str, s["to"])),
+                              " ".join(f"{sem}>={v}" for sem, v in s["waits"]))
+            else:
+                table.add_row(str(s["group"]), str(s["step"]), s["phase"], s["leaf"],
+                              f"CHUNK_H{s['half']}", str(s["k"]),
+                              f"[{a}, {b})" if b > a else "empty")
+        console.print(table)
+        if limit and len(ch["steps"]) > limit:
+            console.print(f"... {len(ch['steps']) - limit} more steps (--limit 0 shows all)")
+        if "events" in op and ch is op["channels"][0]:
+            ev = Table(title="events (semaphore = sema_shift_offset + event)")
+            for col in ("event", "semaphore", "from", "to", "wait", "what"):
+                ev.add_column(col, overflow="fold")
+            for e in op["events"]:
+                ev.add_row(f"{e['event']} ({e['value']})", str(e["semaphore"]),
+                           " ".join(map(str, e["from"])), " ".join(map(str, e["to"])),
+                           str(e["wait_val"]), e["what"])
+            console.print(ev)
+        if "user_ranks" in ch:
+            console.print("user_ranks: " + " ".join(map(str, ch["user_ranks"])))

@@ -1,0 +1,66 @@
+"""`nrtrewrite schedule`: --json streamed op by op (the bytes of json.dumps of the whole
+document), --trigger, the overview of a rank with many entries, --limit."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import nrtrewrite.cli.schedule as S
+from nrtrewrite.cli import main
+from nrtrewrite.lower import LowerOptions, plan_lowering, rank_entries
+from nrtrewrite.neff.reader import read_model
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["schedule", *map(str, args)])
+
+
+@pytest.mark.parametrize("name,rank", [("mix8", 3), ("two_node128", 64), ("ar2", 0)])
+def test_json_is_the_whole_document(name, rank):
+    plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
+    res = _run(FIX / f"{name}.neff", "--rank", rank, "--json")
+    assert res.exit_code == 0, res.output
+    assert res.output == json.dumps(S.schedule_json(plan, rank), indent=1) + "\n"
+
+
+def test_json_of_no_op():
+    out = io.StringIO()
+    S._write_json(out, 5, iter(()))
+    assert out.getvalue() == json.dumps({"rank": 5, "ops": []}, indent=1) + "\n"
+
+
+def test_trigger_selects_its_entries_only():
+    res = _run(FIX / "mix8.neff", "--rank", 2, "--json", "--trigger", 4, "--trigger", 1)
+    doc = json.loads(res.output)
+    assert [op["trigger"] for op in doc["ops"]] == [1, 4]  # model order
+    res = _run(FIX / "mix8.neff", "--rank", 2, "--trigger", 9)
+    assert res.exit_code == 2
+    assert "no trigger 9 (the model has 9: 0..8)" in res.output
+
+
+def test_many_entries_get_an_overview_unless_all(monkeypatch):
+    plan = plan_lowering(read_model(FIX / "mix8.neff"), LowerOptions())
+    n = len(rank_entries(plan, 0))
+    monkeypatch.setattr(S, "OVERVIEW_ENTRIES", n - 1)
+    res = _run(FIX / "mix8.neff", "--rank", 0)
+    assert res.exit_code == 0, res.output
+    assert f"rank 0: {n} SPAD entries" in res.output
+    assert "--trigger K shows the steps" in res.output
+    assert "channel 0" not in res.output  # no step table
+    res = _run(FIX / "mix8.neff", "--rank", 0, "--all")
+    assert res.output.count("rank 0 trigger ") >= n
+
+
+def test_limit_cuts_long_tables():
+    doc = json.loads(_run(FIX / "ar2.neff", "--rank", 0, "--json", "--algo", "ring").output)
+    steps = len(doc["ops"][0]["channels"][0]["steps"])
+    assert steps > 3
+    res = _run(FIX / "ar2.neff", "--rank", 0, "--algo", "ring", "--limit", 3)
+    assert f"... {steps - 3} more steps (--limit 0 shows all)" in res.output
