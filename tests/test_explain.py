@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -174,3 +175,25 @@ def test_helpers():
         parse_ranks("a-b")
     assert compress([0, 1, 2, 3, 7, 6, 5, 9]) == "0..3 7..5 9"
     assert compress([]) == ""
+
+
+def test_many_triggers_get_an_overview_unless_trigger_or_all(monkeypatch):
+    import nrtrewrite.cli.explain as E
+    monkeypatch.setattr(E, "OVERVIEW_TRIGGERS", 3)
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "mix8.neff")
+    doc = json.loads(CliRunner().invoke(main, ["explain", model, "--json"]).output)
+    res = CliRunner().invoke(main, ["explain", model])
+    assert res.exit_code == 0, res.output
+    assert f"{len(doc['triggers'])} triggers" in res.output
+    assert "--trigger K explains trigger K in full" in res.output
+    assert "candidates" not in res.output
+    rows = [line for line in res.output.splitlines() if line.startswith("│")]
+    assert len(rows) == len(doc["triggers"])
+    for row, t in zip(rows, doc["triggers"]):
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        assert cells[0] == str(t["trigger"]) and cells[1] == t["op"]
+        assert cells[6].split()[0] == t["lowered"]["algorithm"]
+    full = CliRunner().invoke(main, ["explain", model, "--all"]).output
+    assert full.count("candidates") == len(doc["triggers"])
+    one = CliRunner().invoke(main, ["explain", model, "--trigger", "2"]).output
+    assert one.count("candidates") == 1
