@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -74,7 +75,7 @@ def dump_cmd(path, kind, rank, as_json, limit):
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
     if as_json:  # streamed: one decoded record in memory at a time, whatever the file's size
-        _write_json(click.get_text_stream("stdout"), kind, targets)
+        _write_json(sys.stdout, kind, targets)
         return
     console = Console()
     for rdir, names in targets:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 
 import click
@@ -129,7 +130,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
             raise OutputError(f"{model}: no trigger {missing[0]} (the model has "
                               f"{len(plan.triggers)}: 0..{len(plan.triggers) - 1})")
     if as_json:
-        _write_json(click.get_text_stream("stdout"), rank, schedule_ops(plan, rank, wanted))
+        _write_json(sys.stdout, rank, schedule_ops(plan, rank, wanted))
         return
     err = Console(stderr=True)
     for w in warnings:
