@@ -447,13 +447,20 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     leaf = col("leaf")
     start, stop, half = col("start"), col("stop"), col("half")
     tstep, tgroup = col("step"), col("group")
-    s_n, d_n = col("n_src"), col("n_dst")
-    src_view, src_peer = col("src_view"), col("src_peer")
-    dst_view, dst_peer = col("dst_view"), col("dst_peer")
+    s_n, d_n, i_n = col("n_src"), col("n_dst"), col("n_inc")
+    # the slot arrays cut to the batch's widest leg: most legs use 1 - 3 of the 8 slots, and
+    # every slot read below is one a leg uses
+    ws, wd, wi = (max(1, int(c.max())) for c in (s_n, d_n, i_n))
+
+    def slot_col(field: str, width: int) -> np.ndarray:
+        return table[field][:, :width].astype(np.int64)
+
+    src_view, src_peer = slot_col("src_view", ws), slot_col("src_peer", ws)
+    dst_view, dst_peer = slot_col("dst_view", wd), slot_col("dst_peer", wd)
     reduce = table["reduce"] != 0
     rtype = col("reduction_type")
     w_n, w_sem, w_val = col("n_wait"), col("wait_sem"), col("wait_val")
-    i_n, i_peer, i_sem, i_val = col("n_inc"), col("inc_peer"), col("inc_sem"), col("inc_val")
+    i_peer, i_sem, i_val = (slot_col(f, wi) for f in ("inc_peer", "inc_sem", "inc_val"))
     net_src = col("net_src_peer")
     net_view = col("net_view")
     net_sem = col("net_sem")
@@ -477,7 +484,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     dsize = dsize_e[leg_e]
 
     # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
-    dst_net = (np.arange(MAX_DST)[None, :] < d_n[:, None]) & pt.net[dst_peer_g]
+    dst_net = (np.arange(wd)[None, :] < d_n[:, None]) & pt.net[dst_peer_g]
     eff_dst_view = np.where(dst_net, gw_g[:, None], dst_view_g)
     eff_dst_peer = np.where(dst_net, poff[:, None], dst_peer_g)
 
@@ -489,8 +496,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     slots = s_n + d_n
     lt_leg, lt_slot, lt_first = _expand(slots)
     lt_is_src = lt_slot < s_n[lt_leg]
-    lt_j = np.minimum(np.maximum(lt_slot - s_n[lt_leg], 0), MAX_DST - 1)
-    lt_i = np.minimum(lt_slot, MAX_SRC - 1)
+    lt_j = np.minimum(np.maximum(lt_slot - s_n[lt_leg], 0), wd - 1)
+    lt_i = np.minimum(lt_slot, ws - 1)
     lt_view = np.where(lt_is_src, src_view_g[lt_leg, lt_i], eff_dst_view[lt_leg, lt_j])
     lt_peer = np.where(lt_is_src, src_peer_g[lt_leg, lt_i], eff_dst_peer[lt_leg, lt_j])
     sdma_op_leg = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
@@ -557,7 +564,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     s_compl = ~s_end & (s_k == w_n[s_leg])
     s_inc = ~s_end & ~s_wait & ~s_compl
     wk = np.minimum(s_k, MAX_WAIT - 1)
-    ik = np.minimum(np.maximum(s_k - w_n[s_leg] - 1, 0), MAX_INC - 1)
+    ik = np.minimum(np.maximum(s_k - w_n[s_leg] - 1, 0), wi - 1)
     inc_peer = i_peer[s_leg, ik]
     inc_sem = i_sem[s_leg, ik]
     inc_net = s_inc & pt.net[i_peer_g[s_leg, ik]]
@@ -630,8 +637,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     sb_first_all = b.append("sb2sb.bin", words)
 
     # ---- leg records -------------------------------------------------------------------------
-    used_dst = np.arange(MAX_DST)[None, :] < d_n[:, None]
-    used_inc = np.arange(MAX_INC)[None, :] < i_n[:, None]
+    used_dst = np.arange(wd)[None, :] < d_n[:, None]
+    used_inc = np.arange(wi)[None, :] < i_n[:, None]
     sends = (used_inc & (i_peer != 0)).any(axis=1) | (used_dst & (dst_peer != 0)).any(axis=1)
     legs = np.zeros(n, F.LEG_DTYPE)
     legs["trigger"] = _ints([c.trigger for c in ctxs])[leg_e]
@@ -1105,7 +1112,7 @@ def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, red
         if view.size and view.max() < nv.min() and peer.max() < npeer.min():
             continue  # every slot (used or not) is in range
         bad = (view >= nv[:, None]) | (peer >= npeer[:, None])
-        if (bad & (_SLOT_INDEX < count[:, None])).any():
+        if (bad & (_SLOT_INDEX[:view.shape[1]] < count[:, None])).any():
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
     if ((s_n == 0) & (d_n > 0)).any():
         raise LoweringError("a leg with destinations needs a source")
