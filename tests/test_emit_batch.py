@@ -98,3 +98,23 @@ def test_a_batch_error_names_the_entry_that_has_it():
     assert err.value.where.trigger == bad_tp.trigger.ordinal
     assert "src view or peer that the entry lacks" in str(err.value)
     assert batch[0][0].trigger.ordinal != bad_tp.trigger.ordinal
+
+
+@pytest.mark.parametrize("field", ["n_dst", "net_src_peer"])
+def test_a_kept_leg_without_elements_must_not_move_data(field):
+    """``keep`` keeps a leg without elements for its semaphores only; with a destination or a
+    network receive it would be a 0-byte transfer (FORMATS §8: never a 0-byte FIFO entry)."""
+    plan = _plan("two_node128")
+    items = _items(plan, 0)
+    ctx, ir = items[0]
+    ir = ir.copy()
+    row = int(np.flatnonzero((ir["n_dst"] > 0) & (ir["stop"] > ir["start"]))[0])
+    ir["stop"][row] = ir["start"][row]
+    ir["keep"][row] = 1
+    if field == "net_src_peer":
+        ir["n_dst"][row] = 0
+        ir["net_src_peer"][row] = 1
+    b = RankBuilder(0)
+    with pytest.raises(NrtRewriteError, match="a leg without elements must not move data"):
+        emit_entries(b, [(ctx, ir)])
+    b.close()

@@ -20,7 +20,8 @@ channel-program order (channel by channel).  Each row says:
   gateway view, so the proxy never reads bytes a later leg overwrites;
 * ``keep``: a row without elements that must still be emitted (a sync leg that
   only waits and increments; rows with an empty element range are dropped
-  otherwise).
+  otherwise).  Such a row has no destination and no network receive: the emitter
+  refuses one that has (it would be a 0-byte transfer or FIFO entry).
 
 The emitter (:func:`nrtrewrite.emit.legs.emit_entries`) adds what every leg does
 anyway: the local ``dma_compl_sema`` increment and the channel's closing

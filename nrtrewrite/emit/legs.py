@@ -475,6 +475,9 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     src_peer_g, dst_peer_g, i_peer_g = (src_peer + poff[:, None], dst_peer + poff[:, None],
                                         i_peer + poff[:, None])
     length = stop - start
+    if np.any((length == 0) & ((d_n > 0) | (net_src >= 0))):  # a kept leg (``keep``)
+        raise LoweringError("a leg without elements must not move data: it has destinations "
+                            "or a network receive (a 0-byte transfer or FIFO entry)")
     sems_of = {c: tuple(channel_sem(c, role) for role in (SEM_COMPL, SEM_SEND, SEM_RECV))
                for c in set(seg_ch.tolist())}
     compl_sem_c, send_sem_c, recv_sem_c = (np.array([sems_of[c][i] for c in seg_ch.tolist()],
