@@ -64,3 +64,9 @@ def test_limit_cuts_long_tables():
     assert steps > 3
     res = _run(FIX / "ar2.neff", "--rank", 0, "--algo", "ring", "--limit", 3)
     assert f"... {steps - 3} more steps (--limit 0 shows all)" in res.output
+
+
+def test_a_trigger_without_the_rank_is_said_skipped():
+    res = _run(FIX / "groups.neff", "--rank", 0, "--trigger", 1)  # trigger 1: ranks 4..7
+    assert res.exit_code == 0, res.output
+    assert res.output.strip() == "rank 0 is not in trigger(s) 1; skipped"

@@ -143,6 +143,12 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         if len(entries) > OVERVIEW_ENTRIES:
             console.print(_overview(rank, entries))
             return
+    if wanted is not None:
+        absent = sorted(tp.trigger.ordinal for tp in plan.triggers
+                        if tp.trigger.ordinal in wanted and rank not in tp.group)
+        if absent:
+            console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, absent))}; "
+                          "skipped", highlight=False)
     for op in schedule_ops(plan, rank, wanted):
         _print_op(console, rank, op, limit)
 
