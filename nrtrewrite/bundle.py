@@ -86,18 +86,13 @@ def _top_json(obj, level: int = 0) -> str:
     return jsonout.dumps_nested(obj, level, 1, compact_from=MANIFEST_COMPACT_DEPTH)
 
 
-def top_manifest_json(manifest: dict) -> bytes:
-    """The bytes of a top-level ``manifest.json`` (docs/FORMATS.md §1.1)."""
-    return (_top_json(manifest) + "\n").encode()
-
-
 def _triggers_json(plan: LoweringPlan) -> bytes:
     """The text of the top-level manifest's ``triggers`` value, as it appears in it."""
     return _top_json(manifest_triggers(plan), 1).encode()
 
 
 def _manifest_json(manifest: dict, triggers: bytes) -> bytes:
-    """:func:`top_manifest_json` of ``manifest``, whose ``triggers`` is :data:`_TRIGGERS_MARK`,
+    """:func:`_top_json` of ``manifest`` and a newline, whose ``triggers`` is :data:`_TRIGGERS_MARK`,
     with the text ``triggers`` in its place: the same bytes as encoding it whole."""
     mark_text = jsonout.dumps(_TRIGGERS_MARK)
     head, mark, tail = _top_json(manifest).partition(mark_text)

@@ -9,8 +9,19 @@ import sys
 
 import click
 
+from rich.console import Console
+
 from nrtrewrite import __version__
 from nrtrewrite.errors import NrtRewriteError
+
+
+def stdout_console(width: int = 132, **options) -> Console:
+    """A rich console on stdout; piped or redirected, where rich would assume 80 columns and
+    cut names and reasons, at least ``width`` columns wide."""
+    con = Console(**options)
+    if not con.is_terminal:
+        con = Console(width=max(con.width, width), **options)
+    return con
 
 
 class _Group(click.Group):

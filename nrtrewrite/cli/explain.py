@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.errors import ValidationError
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -438,9 +438,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                "triggers": records, "skipped_triggers": skipped}
         click.echo(json.dumps(out, indent=2))
         return
-    console = Console()
-    if not console.is_terminal:  # piped: rich would assume 80 columns and cut the reasons
-        console = Console(width=max(console.width, 132))
+    console = stdout_console()
     head = f"topology {topo.name} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
            f"{topo.ranks_per_node} ranks per node)"
     if override:

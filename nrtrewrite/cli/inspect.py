@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.summary import model_to_dict, opcode_label
@@ -53,10 +53,7 @@ def _row(table: Table, *cells) -> None:
 
 
 def _console() -> Console:
-    con = Console(highlight=False, soft_wrap=False)
-    if not con.is_terminal:
-        con = Console(highlight=False, soft_wrap=False, width=240)
-    return con
+    return stdout_console(240, highlight=False, soft_wrap=False)
 
 
 def render(doc: dict, con: Console) -> None:

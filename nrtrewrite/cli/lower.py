@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nrtrewrite.bundle import default_output, write_output
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -91,9 +91,7 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
                          progress=lambda done, total: prog.update(task, completed=done))
     if quiet:
         return
-    console = Console()
-    if not console.is_terminal:  # piped or redirected: rich would assume 80 columns and cut
-        console = Console(width=max(console.width, SUMMARY_WIDTH))
+    console = stdout_console()
     console.print(summary_table(plan, f"{Path(model).name} -> {out_path}"))
     console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")
 
@@ -102,8 +100,6 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
 #: (op, dtype, algorithm): a table of a thousand rows helps nobody and took rich longer to
 #: render (0.5 s) than lowering a rank of it (docs/CLI.md "lower").
 SUMMARY_TRIGGER_ROWS = 64
-#: The summary's width when stdout is not a terminal (the names fit: REDUCE_SCATTER, ...).
-SUMMARY_WIDTH = 132
 
 
 def summary_table(plan, title: str) -> Table:

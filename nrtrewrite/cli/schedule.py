@@ -11,7 +11,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.ring import PHASE_NAMES
@@ -103,8 +103,6 @@ def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
 #: instead of every step table, unless --trigger or --all (a 128-rank HIER rank: 2,495
 #: entries, 590,000 steps, five minutes of tables).
 OVERVIEW_ENTRIES = 64
-#: The tables' width when stdout is not a terminal (rich would assume 80 and cut names).
-WIDTH = 132
 
 
 @main.command("schedule")
@@ -135,9 +133,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
     err = Console(stderr=True)
     for w in warnings:
         err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, WIDTH))
+    console = stdout_console()
     if wanted is None and not show_all:
         entries = [(tp, spec) for tp, spec in rank_entries(plan, rank)]
         if len(entries) > OVERVIEW_ENTRIES:

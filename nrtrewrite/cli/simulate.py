@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nrtrewrite.bundle import write_output
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
@@ -111,8 +111,5 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_c
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=1))
     else:
-        con = Console(highlight=False, soft_wrap=False)
-        if not con.is_terminal:
-            con = Console(highlight=False, soft_wrap=False, width=200)
-        render(res, con)
+        render(res, stdout_console(200, highlight=False, soft_wrap=False))
     sys.exit(0 if res.ok else 1)
