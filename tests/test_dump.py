@@ -66,3 +66,15 @@ def test_the_table_decodes_only_the_rows_it_shows(out, monkeypatch):
     assert seen.count("dma.bin") == 3
     assert f"rank-0000/dma.bin ({n} records)" in res.output
     assert f"... {n - 3} more records" in res.output
+
+
+def test_json_errors_come_before_any_output(out, tmp_path):
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    last = sorted(copy.glob("rank-*"))[-1] / "sem.bin"
+    last.write_bytes(last.read_bytes() + b"\0")  # a torn record in the last rank
+    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    assert "sem.bin" in res.stderr and "not a whole number" in res.stderr

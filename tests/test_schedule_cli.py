@@ -70,3 +70,11 @@ def test_a_trigger_without_the_rank_is_said_skipped():
     res = _run(FIX / "groups.neff", "--rank", 0, "--trigger", 1)  # trigger 1: ranks 4..7
     assert res.exit_code == 0, res.output
     assert res.output.strip() == "rank 0 is not in trigger(s) 1; skipped"
+
+
+def test_json_errors_come_before_any_output():
+    res = CliRunner().invoke(main, ["schedule", str(FIX / "mix8.neff"),
+                                    "--rank", "99", "--json"])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    assert "rank 99 is not in the model's world" in res.stderr

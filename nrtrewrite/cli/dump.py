@@ -103,21 +103,23 @@ def _nested(obj, level: int) -> str:
 def _write_json(out, kind, targets) -> None:
     """``json.dumps({"kind": kind, "ranks": [...]}, indent=1)`` and a newline, written as it
     is made: ``ranks`` holds ``{"rank_dir", "files": {name: [decoded record, ...]}}``."""
+    # every file mapped (and checked) before the first byte is written
+    files = [(rdir, [(name, load_records(rdir / name, mapped=True)) for name in names])
+             for rdir, names in targets]
     out.write('{\n "kind": ' + json.dumps(kind) + ',\n "ranks": ')
     if not targets:
         out.write("[]\n}\n")
         return
     out.write("[")
-    for t, (rdir, names) in enumerate(targets):
+    for t, (rdir, named) in enumerate(files):
         out.write(("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
                   + ',\n   "files": ')
-        if not names:
+        if not named:
             out.write("{}")
         else:
             out.write("{")
-            for k, name in enumerate(names):
+            for k, (name, recs) in enumerate(named):
                 out.write(("," if k else "") + "\n    " + json.dumps(name) + ": ")
-                recs = load_records(rdir / name, mapped=True)
                 if not recs.size:
                     out.write("[]")
                     continue

@@ -16,7 +16,7 @@ from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
-from nrtrewrite.lower import LoweringPlan, _entries_of, rank_entries
+from nrtrewrite.lower import LoweringPlan, rank_entries
 
 
 def _leaf_name(v: int) -> str:
@@ -61,26 +61,29 @@ def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
 def schedule_ops(plan: LoweringPlan, rank: int, triggers: set[int] | None = None
                  ) -> Iterator[dict]:
     """The ``ops`` of docs/CLI.md "schedule", one SPAD entry of ``rank`` at a time (only the
-    triggers in ``triggers``, if given)."""
+    triggers in ``triggers``, if given).  Every entry is composed before the first op is
+    given (an error comes before any output); the ops, much bigger than the entries' leg
+    IR, are built one at a time."""
     if rank not in plan.world:
         raise OutputError(f"rank {rank} is not in the model's world "
                           f"({plan.world[0]}..{plan.world[-1]})", rank=rank)
-    for tp in plan.triggers:
-        if rank not in tp.group or (triggers is not None
-                                    and tp.trigger.ordinal not in triggers):
-            continue
-        for spec in _entries_of(plan, tp, rank):
-            ir = spec.ir
-            chans = []
-            ch_col = ir["channel"]
-            for ch in dict.fromkeys(ch_col.tolist()):
-                rows = np.compress(ch_col == ch, ir)
-                info = spec.info.get("channels", {}).get(ch, {})
-                chans.append({"channel": int(ch), **info, "steps": _steps(spec, rank, rows)})
-            yield {"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
-                   "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
-                                                  if k not in ("channels", "phase_names")},
-                   "channels": chans}
+    entries = [(tp, spec) for tp, spec in rank_entries(plan, rank)
+               if triggers is None or tp.trigger.ordinal in triggers]
+    return (_op(tp, spec, rank) for tp, spec in entries)
+
+
+def _op(tp, spec, rank: int) -> dict:
+    ir = spec.ir
+    chans = []
+    ch_col = ir["channel"]
+    for ch in dict.fromkeys(ch_col.tolist()):
+        rows = np.compress(ch_col == ch, ir)
+        info = spec.info.get("channels", {}).get(ch, {})
+        chans.append({"channel": int(ch), **info, "steps": _steps(spec, rank, rows)})
+    return {"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
+            "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
+                                           if k not in ("channels", "phase_names")},
+            "channels": chans}
 
 
 def schedule_json(plan: LoweringPlan, rank: int) -> dict:
@@ -99,8 +102,8 @@ def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
     out.write("[]\n}\n" if first else "\n ]\n}\n")
 
 
-#: Entries of a rank above which ``schedule`` shows one overview row per entry and channel
-#: instead of every step table, unless --trigger or --all (a 128-rank HIER rank: 2,495
+#: Entries of a rank above which ``schedule`` shows one overview row per entry instead of
+#: every step table, unless --trigger or --all (a 128-rank HIER rank: 2,495
 #: entries, 590,000 steps, five minutes of tables).
 OVERVIEW_ENTRIES = 64
 
