@@ -191,7 +191,8 @@ class _RankFiles:
     def __init__(self, rdir: Path):
         self.rdir = rdir
         self.open: dict[str, object] = {}
-        self.written: dict[str, list[int]] = {}  # name -> [bytes written, bytes handed back]
+        #: name -> [bytes written, bytes handed to the writeback so far (-1: advice refused)]
+        self.written: dict[str, list[int]] = {}
 
     def write(self, name: str, arr) -> None:
         fh = self.open.get(name)
@@ -201,10 +202,13 @@ class _RankFiles:
         fh.write(arr.data)
         w = self.written[name]
         w[0] += arr.nbytes
-        if w[0] - w[1] >= self.WRITEBACK_BYTES and _FADV_DONTNEED is not None:
+        if w[0] - w[1] >= self.WRITEBACK_BYTES and w[1] >= 0 and _FADV_DONTNEED is not None:
             fh.flush()
-            _FADV_DONTNEED(fh.fileno(), w[1], w[0] - w[1], os.POSIX_FADV_DONTNEED)
-            w[1] = w[0]
+            try:
+                _FADV_DONTNEED(fh.fileno(), w[1], w[0] - w[1], os.POSIX_FADV_DONTNEED)
+                w[1] = w[0]
+            except OSError:  # advice only: a file system that refuses it gets none again
+                w[1] = -1
 
     def close(self, names: Iterable[str]) -> None:
         """Create the files that got no record, flush and fsync every file, close them."""

@@ -126,3 +126,27 @@ def test_rank_files_start_writeback_of_every_written_range_once(node64, tmp_path
         sizes[fd] = offset + length
     for name in F.ARTIFACTS:
         assert (rdir / name).read_bytes() == b"".join(p.tobytes() for p in kept.files[name])
+
+
+def test_a_refused_writeback_advice_is_not_an_error(node64, tmp_path, monkeypatch):
+    """posix_fadvise is advice: a file system that refuses it (an OSError) gets no more
+    advice for that file and the rank is written all the same."""
+    from nrtrewrite import bundle
+
+    calls = []
+
+    def refuse(fd, offset, length, advice):
+        calls.append(fd)
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(bundle, "_FADV_DONTNEED", refuse)
+    monkeypatch.setattr(bundle._RankFiles, "WRITEBACK_BYTES", 1 << 16)
+    kept = lower_rank(plan_lowering(node64, LowerOptions()), 0)
+    rdir = tmp_path / "r"
+    rdir.mkdir()
+    files = bundle._RankFiles(rdir)
+    lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=files.write)
+    files.close(F.ARTIFACTS)
+    assert calls and len(calls) == len(set(calls))  # once per file at most
+    for name in F.ARTIFACTS:
+        assert (rdir / name).read_bytes() == b"".join(p.tobytes() for p in kept.files[name])
