@@ -291,3 +291,26 @@ def test_usage_errors_are_one_line(args, says):
 def test_bare_command_still_shows_the_help():
     res = CliRunner().invoke(main, [], prog_name="nrtrewrite")
     assert res.exit_code == 2 and "Usage: nrtrewrite" in res.stderr and "Commands:" in res.stderr
+
+
+def test_a_command_imports_only_its_own_module():
+    """The group imports a command's module when the command is asked for: `diff` never
+    imports the simulator or the lowering (startup of every CLI call)."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from click.testing import CliRunner\n"
+            "from nrtrewrite.cli import main\n"
+            "res = CliRunner().invoke(main, ['diff', '--help'])\n"
+            "assert res.exit_code == 0, res.output\n"
+            "print(sorted(m for m in sys.modules if m.startswith('nrtrewrite.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "nrtrewrite.cli.diff" in out
+    for heavy in ("nrtrewrite.simulate", "nrtrewrite.lower", "nrtrewrite.cli.lower"):
+        assert f"'{heavy}'" not in out
+    res = subprocess.run([sys.executable, "-m", "nrtrewrite.cli", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    for name in ("assemble", "diff", "dump", "explain", "inspect", "lower", "schedule",
+                 "simulate"):
+        assert f"  {name} " in res

@@ -5,13 +5,14 @@ Each command lives in its own module and registers itself on :data:`main`.
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
-
 from rich.console import Console
 
 from nrtrewrite import __version__
+from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.errors import NrtRewriteError
 
 
@@ -51,6 +52,14 @@ class _Group(click.Group):
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            importlib.import_module(COMMANDS[cmd_name])  # registers the command on main
+        return super().get_command(ctx, cmd_name)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -71,5 +80,3 @@ def main(ctx: click.Context, traceback: bool) -> None:
     ctx.obj["traceback"] = traceback
 
 
-# Command modules register themselves on import (one module per command).
-from nrtrewrite.cli import commands as _commands  # noqa: E402,F401

@@ -1,12 +1,18 @@
-"""Imports every command module so that each registers on :data:`nrtrewrite.cli.main`.
+"""Where each command lives: a command module registers its command on
+:data:`nrtrewrite.cli.main` when imported, and the group imports it the first time the
+command is asked for (``nrtrewrite lower`` never imports the simulator; ``--help`` imports
+them all to list them).
 
-One line per command module; a helper adding a command adds its line here.
+One line per command; a helper adding a command adds its line here.
 """
-from nrtrewrite.cli import inspect as _inspect  # noqa: F401
-from nrtrewrite.cli import assemble as _assemble  # noqa: F401
-from nrtrewrite.cli import lower as _lower  # noqa: F401
-from nrtrewrite.cli import dump as _dump  # noqa: F401
-from nrtrewrite.cli import diff as _diff  # noqa: F401
-from nrtrewrite.cli import schedule as _schedule  # noqa: F401
-from nrtrewrite.cli import explain as _explain  # noqa: F401
-from nrtrewrite.cli import simulate as _simulate  # noqa: F401
+
+COMMANDS: dict[str, str] = {
+    "inspect": "nrtrewrite.cli.inspect",
+    "assemble": "nrtrewrite.cli.assemble",
+    "lower": "nrtrewrite.cli.lower",
+    "dump": "nrtrewrite.cli.dump",
+    "diff": "nrtrewrite.cli.diff",
+    "schedule": "nrtrewrite.cli.schedule",
+    "explain": "nrtrewrite.cli.explain",
+    "simulate": "nrtrewrite.cli.simulate",
+}
