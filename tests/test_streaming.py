@@ -98,19 +98,10 @@ def test_coalesced_keeps_each_files_bytes_in_order():
     assert all(x.dtype == np.int64 for _, x in out)
 
 
-def test_rank_files_start_writeback_of_every_written_range_once(node64, tmp_path, monkeypatch):
-    """bundle._RankFiles hands each file's written bytes to the kernel's writeback in
-    consecutive ranges that cover what was written when the threshold was passed (never a
-    byte twice, never a byte not yet written); the files are the in-memory bytes."""
+def _rank_files_with_advice(node64, tmp_path, monkeypatch, fadvise) -> None:
+    """Lower node64 rank 0 into bundle._RankFiles with ``fadvise`` as posix_fadvise (every
+    64 KiB) and check the files hold the in-memory lowering's bytes."""
     from nrtrewrite import bundle
-
-    calls: list[tuple[int, int, int]] = []
-    sizes: dict[int, int] = {}
-
-    def fadvise(fd, offset, length, advice):
-        assert advice == os.POSIX_FADV_DONTNEED
-        assert offset + length <= os.fstat(fd).st_size  # flushed before it is advised
-        calls.append((fd, offset, length))
 
     monkeypatch.setattr(bundle, "_FADV_DONTNEED", fadvise)
     monkeypatch.setattr(bundle._RankFiles, "WRITEBACK_BYTES", 1 << 16)
@@ -120,33 +111,37 @@ def test_rank_files_start_writeback_of_every_written_range_once(node64, tmp_path
     files = bundle._RankFiles(rdir)
     lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=files.write)
     files.close(F.ARTIFACTS)
+    for name in F.ARTIFACTS:
+        assert (rdir / name).read_bytes() == b"".join(p.tobytes() for p in kept.files[name])
+
+
+def test_rank_files_start_writeback_of_every_written_range_once(node64, tmp_path, monkeypatch):
+    """bundle._RankFiles hands each file's written bytes to the kernel's writeback in
+    consecutive ranges that cover what was written when the threshold was passed (never a
+    byte twice, never a byte not yet written); the files are the in-memory bytes."""
+    calls: list[tuple[int, int, int]] = []
+    sizes: dict[int, int] = {}
+
+    def fadvise(fd, offset, length, advice):
+        assert advice == os.POSIX_FADV_DONTNEED
+        assert offset + length <= os.fstat(fd).st_size  # flushed before it is advised
+        calls.append((fd, offset, length))
+
+    _rank_files_with_advice(node64, tmp_path, monkeypatch, fadvise)
     assert calls, "no file of node64 rank 0 passed 64 KiB"
     for fd, offset, length in calls:
         assert offset == sizes.get(fd, 0) and length >= 1 << 16
         sizes[fd] = offset + length
-    for name in F.ARTIFACTS:
-        assert (rdir / name).read_bytes() == b"".join(p.tobytes() for p in kept.files[name])
 
 
 def test_a_refused_writeback_advice_is_not_an_error(node64, tmp_path, monkeypatch):
     """posix_fadvise is advice: a file system that refuses it (an OSError) gets no more
     advice for that file and the rank is written all the same."""
-    from nrtrewrite import bundle
-
     calls = []
 
     def refuse(fd, offset, length, advice):
         calls.append(fd)
         raise OSError(22, "Invalid argument")
 
-    monkeypatch.setattr(bundle, "_FADV_DONTNEED", refuse)
-    monkeypatch.setattr(bundle._RankFiles, "WRITEBACK_BYTES", 1 << 16)
-    kept = lower_rank(plan_lowering(node64, LowerOptions()), 0)
-    rdir = tmp_path / "r"
-    rdir.mkdir()
-    files = bundle._RankFiles(rdir)
-    lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=files.write)
-    files.close(F.ARTIFACTS)
+    _rank_files_with_advice(node64, tmp_path, monkeypatch, refuse)
     assert calls and len(calls) == len(set(calls))  # once per file at most
-    for name in F.ARTIFACTS:
-        assert (rdir / name).read_bytes() == b"".join(p.tobytes() for p in kept.files[name])
