@@ -38,6 +38,18 @@ def _entries(plan, rank: int) -> list[tuple]:
     return [_key(tp, spec) for tp, spec in rank_entries(plan, rank)]
 
 
+def _each_alone(sp: dict, algo: str, rank: int) -> list[tuple]:
+    """Each trigger's entry of ``rank``, the trigger lowered in a fresh plan (and topology) of
+    the model, so that it shares its template with no other trigger."""
+    out = []
+    for k in range(len(_plan(sp, algo).triggers)):
+        fresh = _plan(sp, algo)
+        tp = fresh.triggers[k]
+        (spec,) = _entries_of(fresh, tp, rank)
+        out.append(_key(tp, spec))
+    return out
+
+
 def _direct(monkeypatch, module, sp: dict, algo: str, rank: int) -> list[tuple]:
     """The entries composed directly in each trigger's elements (no template)."""
     with monkeypatch.context() as mp:
@@ -70,12 +82,7 @@ def test_triggers_sharing_a_mesh_template_get_the_entries_they_get_alone():
             ("all_reduce", "bf16", "add", 8)]
     sp = meshcase.spec([group], trig)
     plan = _plan(sp, "mesh")
-    both = _entries(plan, 3)
-    for k in range(len(trig)):  # each trigger alone in a fresh plan (and topology) of the model
-        fresh = _plan(sp, "mesh")
-        tp = fresh.triggers[k]
-        (spec,) = _entries_of(fresh, tp, 3)
-        assert _key(tp, spec) == both[k]
+    assert _entries(plan, 3) == _each_alone(sp, "mesh", 3)
     # the three share one template: same group, op, element size and rank
     topo, plans = plan.topology, [tp.prepared.data for tp in plan.triggers]
     assert M.mesh_template(topo, plans[0], 3) is M.mesh_template(topo, plans[2], 3)
@@ -135,12 +142,7 @@ def test_triggers_sharing_an_rdh_template_get_the_entries_they_get_alone():
     sp = meshcase.spec([group], trig)
     plan = _plan(sp, "intra_rdh")
     for rank in (0, 1, 5):
-        both = _entries(plan, rank)
-        for k in range(len(trig)):
-            fresh = _plan(sp, "intra_rdh")
-            tp = fresh.triggers[k]
-            (spec,) = _entries_of(fresh, tp, rank)
-            assert _key(tp, spec) == both[k]
+        assert _entries(plan, rank) == _each_alone(sp, "intra_rdh", rank)
     topo, plans = plan.topology, [tp.prepared.data for tp in plan.triggers]
     assert R.rdh_template(topo, plans[0], 0) is R.rdh_template(topo, plans[1], 0)
 

@@ -454,8 +454,8 @@ def _make_role_table(op: EncOpType, inplace: bool, leaves: tuple[int, ...],
         else:
             row_of[lf, m] = j
     resort = []
-    for j, row in enumerate(table):
-        slots = [i for i, sem in enumerate(row[-2][:row[-4]]) if sem == _KR_SYM]
+    for j, (n_inc, inc_sem) in enumerate(zip(tab["n_inc"].tolist(), tab["inc_sem"].tolist())):
+        slots = [i for i, sem in enumerate(inc_sem[:n_inc]) if sem == _KR_SYM]
         if len(slots) > 1:  # contiguous: _key_row appends them last
             resort.append((j, slots[0], slots[-1] + 1))
     cells = []

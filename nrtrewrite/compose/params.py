@@ -370,15 +370,13 @@ def copy_rows(op: EncCopyOpParams, spec: RowSpec, dsize: int, src_peer: int,
     sizes = [op.copy_sizes[i] for i in copying]
     e0 = op.s_addr.elem
     first = [e0 + off // dsize for off in offsets]
-    if (any(off % dsize for off in offsets) or any(size % dsize for size in sizes)
-            or any(op.d_addrs[i].elem != start for i, start in zip(copying, first))):
-        for i, off, size, start in zip(copying, offsets, sizes, first):  # the first that fails
-            if off % dsize or size % dsize:
-                raise LoweringError("a copy offset or size is not a whole number of elements")
-            if op.d_addrs[i].elem != start:
-                raise LoweringError(f"destination {i}: the leg IR moves one element range, "
-                                    f"but the source is at element {start} and the "
-                                    f"destination at {op.d_addrs[i].elem}")
+    for i, off, size, start in zip(copying, offsets, sizes, first):
+        if off % dsize or size % dsize:
+            raise LoweringError("a copy offset or size is not a whole number of elements")
+        if op.d_addrs[i].elem != start:
+            raise LoweringError(f"destination {i}: the leg IR moves one element range, but "
+                                f"the source is at element {start} and the destination at "
+                                f"{op.d_addrs[i].elem}")
     last = [start + size // dsize for start, size in zip(first, sizes)]
     # grouped by element range in order of first appearance
     ranges: dict[tuple[int, int], list[int]] = {}
