@@ -1,11 +1,8 @@
 """MESH and RDH entries from templates composed in block units (compose/blockunits.py): the
 same entries as composing each trigger directly, whatever the triggers sharing a template, and
-the template is memoised on the run's topology only; the slot views built in bulk
-(BufferView.linear_views) are the dataclass's."""
+the template is memoised on the run's topology only."""
 
 from __future__ import annotations
-
-from dataclasses import FrozenInstanceError, fields
 
 import meshcase
 import pytest
@@ -14,7 +11,6 @@ from nrtrewrite.codes import EncMeshEventType
 from nrtrewrite.compose import mesh as M
 from nrtrewrite.compose import rdh as R
 from nrtrewrite.compose.leaves import Leaf
-from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.lower import LowerOptions, _entries_of, plan_lowering, rank_entries
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.reader import read_model_bytes
@@ -164,15 +160,3 @@ def test_rdh_halving_and_doubling_ranges_in_elements():
     assert rng[rh0] == [(4000, 8000, 4), (2000, 4000, 2), (0, 2000, 0)]
     assert rng[rd0] == [(0, 1000, 1)]
     assert list(ir["step"]) == list(range(ir.size))
-
-
-def test_linear_views_are_the_dataclass_built_ones():
-    views = BufferView.linear_views(2, [0, 625, 7], [4096, 4096, 8192])
-    want = [BufferView(dsize=2, origin=o, base=b, anchor=b)
-            for o, b in ((0, 4096), (625, 4096), (7, 8192))]
-    assert views == want and [hash(v) for v in views] == [hash(v) for v in want]
-    # every field set, and nothing else (a field added to BufferView must be added there)
-    assert all(vars(v) == vars(w) for v, w in zip(views, want))
-    assert set(vars(views[0])) == {f.name for f in fields(BufferView)}
-    with pytest.raises(FrozenInstanceError):
-        views[0].base = 0

@@ -108,8 +108,8 @@ def test_runs_and_addresses_over_many_views_are_each_views():
     """_runs / _addresses (the FIFO entries' runs and gateway addresses, linear views from the
     view tables, SBUF access patterns view by view) give each view's own runs and addresses,
     ordered by range."""
-    from nrtrewrite.emit.buffers import BufferView
-    from nrtrewrite.emit.legs import _addresses, _runs, _view_tables
+    from nrtrewrite.emit.buffers import BufferView, ViewList
+    from nrtrewrite.emit.legs import _addresses, _runs
     from nrtrewrite.neff.model import AccessPattern
 
     ap = AccessPattern(start=64, partition_start=2, partition_count=4,
@@ -118,7 +118,7 @@ def test_runs_and_addresses_over_many_views_are_each_views():
                             dims=((2, 5), (10, 4), (40, 1)))
     views = [BufferView(2, 100, 4096), BufferView(2, 0, 1 << 20, ap=ap, partition_stride=1 << 16),
              BufferView(4, 7, 8192), BufferView(2, 0, 0, ap=strided, partition_stride=1 << 12)]
-    vt = _view_tables(views)
+    vt = ViewList.of(views).tables()
     rng = np.random.default_rng(3)
     view = rng.integers(0, len(views), 40)
     a = rng.integers(0, 50, 40)

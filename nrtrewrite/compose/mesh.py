@@ -40,6 +40,7 @@ increments the receiver's event semaphore (FORMATS §8).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -62,7 +63,7 @@ from nrtrewrite.compose.params import (
 )
 from nrtrewrite.compose.segments import FirstSeen
 from nrtrewrite.compose.views import operand_view, op_elements, region_view
-from nrtrewrite.emit.buffers import BufferView
+from nrtrewrite.emit.buffers import ViewList
 from nrtrewrite.errors import LoweringError
 
 KiB = 1024
@@ -292,6 +293,19 @@ class ComposedMesh:
     events: EventSchedule
     peers: MeshPeers
 
+    @functools.cached_property
+    def key_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``keys`` as columns, worked out once per composed entry (a template's serve every
+        trigger it is shared by): (a channel-buffer slot?, the slot ``s`` of ``("cb", s,
+        origin)`` or the copy ``k`` of ``("gw", k)``, the slot's ``origin`` (0 for gw))."""
+        n = len(self.keys)
+        is_cb = np.fromiter((key[0] == "cb" for key in self.keys), bool, n)
+        num = np.fromiter((key[1] for key in self.keys), np.int64, n)
+        origin = np.fromiter((key[2] if key[0] == "cb" else 0 for key in self.keys), np.int64, n)
+        for a in (is_cb, num, origin):
+            a.setflags(write=False)
+        return is_cb, num, origin
+
 
 def mesh_page_bytes(dsize: int) -> int:
     """The DMA size of a mesh reduce's page tables: MESH_DMA_PAGE_BYTES, whole elements."""
@@ -441,10 +455,11 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     return e
 
 
-def mesh_views(ctx, tp, rank: int, plan: MeshPlan, keys, elem=None) -> list[BufferView]:
+def mesh_views(ctx, tp, rank: int, plan: MeshPlan, c: ComposedMesh, elem=None) -> ViewList:
     """The views of ``rank``'s entry for trigger plan ``tp`` (mesh plan ``plan``): IN, OUT,
-    GW, then one per recipe of ``keys`` (:class:`_Entry`), a recipe's origin read through
-    ``elem`` when the entry was composed in block units (None: already an element)."""
+    GW, then one per recipe of ``c.keys`` (:class:`_Entry`), a recipe's origin read through
+    ``elem`` when the entry was composed in block units (None: already an element).  The
+    recipes' views are linear: built as columns (:class:`ViewList`), a few hundred per entry."""
     trig, mem, d = tp.trigger, ctx.memory, plan.dsize
     a = int(plan.bstart[plan.index[rank]])  # the rank's own block starts here
     if trig.op == EncOpType.REDUCE_SCATTER:
@@ -453,18 +468,19 @@ def mesh_views(ctx, tp, rank: int, plan: MeshPlan, keys, elem=None) -> list[Buff
         views = [operand_view(mem, trig, trig.src, a), operand_view(mem, trig, trig.dst, 0)]
     else:
         views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)]
-    views.append(region_view(mem, "gw", d))
-    cb = [key for key in keys if key[0] == "cb"]  # ("cb", slot, origin)
-    if cb:  # slot s is at cb0 + s * slot bytes
-        cb0 = region_view(mem, "scratch", d, tp.private_offset if plan.private else 0).base
-        slot_bytes = plan.slot_elems * d
-        cb = iter(BufferView.linear_views(
-            d, [origin if elem is None else elem[origin] for _cb, _slot, origin in cb],
-            [cb0 + slot * slot_bytes for _cb, slot, _origin in cb]))
-    for key in keys:  # the slots in order, a ("gw", k) between them
-        views.append(next(cb) if key[0] == "cb" else
-                     region_view(mem, "gw", d, key[1] * op_elements(trig) * d))
-    return views
+    gw = region_view(mem, "gw", d)
+    views.append(gw)
+    is_cb, num, origin = c.key_columns
+    if elem is not None and origin.size:
+        origin = np.asarray(elem, np.int64)[origin]
+    # channel-buffer slot s at cb0 + s * slot bytes, element ``origin`` first; gateway copy k
+    # at k whole operands into the gateway region, element 0 first
+    cb0 = (region_view(mem, "scratch", d, tp.private_offset if plan.private else 0).base
+           if is_cb.any() else 0)
+    base = np.where(is_cb, cb0 + num * (plan.slot_elems * d),
+                    gw.base + num * (op_elements(trig) * d))
+    return ViewList.concat([ViewList.of(views),
+                            ViewList(d, np.where(is_cb, origin, 0), base, base)])
 
 
 def mesh_template(topo, plan: MeshPlan, rank: int) -> ComposedMesh:
@@ -592,7 +608,7 @@ class _MeshFamily(Algorithm):
     def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
         plan: MeshPlan = tp.prepared.data
         c, ir, elem = self.composed(ctx.topology, plan, rank)
-        views = mesh_views(ctx, tp, rank, plan, c.keys, elem)
+        views = mesh_views(ctx, tp, rank, plan, c, elem)
         P = c.peers
         info = {"events": c.events.to_json(),
                 "channels": {MESH_CHANNEL: {"peers": list(P.peers[1:]),

@@ -9,8 +9,8 @@ dimension.  :meth:`BufferView.runs` is vectorised over many element ranges.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -33,23 +33,6 @@ class BufferView:
     ap: AccessPattern | None = None
     partition_stride: int = 0
     anchor: int = 0  # address the 0xBF TENSOR3D start_addr is measured from
-
-    @classmethod
-    def linear_views(cls, dsize: int, origins: Iterable[int], bases: Iterable[int]
-                     ) -> list[BufferView]:
-        """``BufferView(dsize, origin, base, anchor=base)`` of each (origin, base): the linear
-        views a mesh entry builds by the hundred (channel-buffer slots).  Each gets the field
-        values ``__init__`` would set, written into its ``__dict__`` at once rather than one
-        frozen ``object.__setattr__`` per field (two and a half times faster; equality and
-        hashing are the dataclass's, of the same fields: tests/test_blockunits.py checks the
-        fields are all set)."""
-        out = []
-        for origin, base in zip(origins, bases):
-            view = object.__new__(cls)
-            view.__dict__.update(dsize=dsize, origin=origin, base=base, ap=None,
-                                 partition_stride=0, anchor=base)
-            out.append(view)
-        return out
 
     @property
     def linear(self) -> bool:
@@ -98,3 +81,81 @@ class BufferView:
         run_start = np.maximum(rel_a[idx], (rel_a[idx] // r + k) * r)
         run_stop = np.minimum(rel_b[idx], (rel_a[idx] // r + k + 1) * r)
         return idx, self.address(run_start + self.origin), (run_stop - run_start) * self.dsize
+
+
+class ViewList(Sequence):
+    """An entry's buffer views as columns, indexed by the IR's view numbers.
+
+    Linear views are rows of the int64 columns ``dsize``, ``origin``, ``base`` and ``anchor``
+    (a :class:`BufferView` with those fields); a view that follows an SBUF access pattern
+    keeps its object in ``sbuf`` (view number -> view; its columns hold its ``dsize``,
+    ``origin``, ``base`` and ``anchor``).  A mesh or RDH entry has a view per channel-buffer
+    slot, hundreds of them: as columns they are built, joined and read by the emitter with
+    numpy (:meth:`tables`), never one Python object each.  Indexing gives the
+    :class:`BufferView` (equal to the one the row stands for)."""
+
+    __slots__ = ("dsize", "origin", "base", "anchor", "sbuf")
+
+    def __init__(self, dsize, origin, base, anchor, sbuf: dict[int, BufferView] | None = None):
+        n = len(origin)
+        self.dsize = np.broadcast_to(np.asarray(dsize, np.int64), (n,))
+        self.origin = np.asarray(origin, np.int64)
+        self.base = np.asarray(base, np.int64)
+        self.anchor = np.asarray(anchor, np.int64)
+        self.sbuf = sbuf or {}
+        if not self.origin.shape == self.base.shape == self.anchor.shape == (n,):
+            raise ValueError("a ViewList's columns must have one value per view")
+
+    @classmethod
+    def of(cls, views: Iterable[BufferView]) -> ViewList:
+        """The views of a list (a ViewList is returned as it is)."""
+        if isinstance(views, ViewList):
+            return views
+        views = list(views)
+        n = len(views)
+        return cls(np.fromiter((v.dsize for v in views), np.int64, n),
+                   np.fromiter((v.origin for v in views), np.int64, n),
+                   np.fromiter((v.base for v in views), np.int64, n),
+                   np.fromiter((v.anchor for v in views), np.int64, n),
+                   {i: v for i, v in enumerate(views) if v.ap is not None})
+
+    @classmethod
+    def concat(cls, parts: Sequence[ViewList]) -> ViewList:
+        """The views of ``parts`` one after the other (view numbers shifted)."""
+        if len(parts) == 1:
+            return parts[0]
+        sbuf, first = {}, 0
+        for p in parts:
+            sbuf.update({first + i: v for i, v in p.sbuf.items()})
+            first += len(p)
+        return cls(*(np.concatenate([getattr(p, c) for p in parts])
+                     for c in ("dsize", "origin", "base", "anchor")), sbuf)
+
+    def __len__(self) -> int:
+        return self.origin.size
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        i = range(len(self))[i]  # an int in range, negative counted from the end
+        if i in self.sbuf:
+            return self.sbuf[i]
+        return BufferView(dsize=int(self.dsize[i]), origin=int(self.origin[i]),
+                          base=int(self.base[i]), anchor=int(self.anchor[i]))
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, (ViewList, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # mutable-looking container semantics, like list
+
+    def __repr__(self) -> str:
+        return f"ViewList({list(self)!r})"
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(linear?, address of element 0 of each linear view (``base - origin * dsize``, 0
+        for the others), dsize), one value per view."""
+        linear = np.ones(len(self), bool)
+        linear[list(self.sbuf)] = False
+        return linear, np.where(linear, self.base - self.origin * self.dsize, 0), self.dsize

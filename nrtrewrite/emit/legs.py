@@ -45,7 +45,7 @@ from nrtrewrite.emit.address import (
     SEM_COMPL, SEM_RECV, SEM_SEND, SEMS_PER_CHANNEL,
     MemoryMap, channel_sem, route, sema_address,
 )
-from nrtrewrite.emit.buffers import BufferView
+from nrtrewrite.emit.buffers import BufferView, ViewList
 from nrtrewrite.emit.tiling import cce_dtype_nibbles, io_code, tile_elements
 from nrtrewrite.errors import LimitError, LoweringError
 
@@ -134,16 +134,6 @@ class PeerTables:
             bits=np.fromiter((route_bits(p.device, me) for p in peers), np.int64, n),
             logical_core=np.fromiter((p.logical_core for p in peers), np.int64, n),
             rank=np.fromiter((p.rank for p in peers), np.int64, n))
-
-
-def _view_tables(views: list[BufferView]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(linear?, address of element 0 for linear views (base - origin * dsize), dsize)."""
-    n = len(views)
-    linear = np.fromiter((v.ap is None for v in views), bool, n)
-    vbase = np.fromiter((v.base - v.origin * v.dsize if v.ap is None else 0 for v in views),
-                        np.int64, n)
-    vdsize = np.fromiter((v.dsize for v in views), np.int64, n)
-    return linear, vbase, vdsize
 
 
 #: Arrays below this size are joined with the batch's other small arrays of their file
@@ -355,7 +345,7 @@ class _Batch:
     ``pt`` (every entry's, one after the other)."""
 
     ctxs: list[EntryContext]
-    views: list[BufferView]
+    views: ViewList  # every entry's, one after the other
     pt: PeerTables
     voff: np.ndarray  # per entry: its first view in ``views``
     poff: np.ndarray  # per entry: its first peer in ``pt``
@@ -364,16 +354,17 @@ class _Batch:
 
     @classmethod
     def of(cls, ctxs: list[EntryContext]) -> _Batch:
-        nv = np.array([len(c.views) for c in ctxs], np.int64)
+        vls = [ViewList.of(c.views) for c in ctxs]
+        nv = np.array([len(v) for v in vls], np.int64)
         npeer = np.array([len(c.peers) for c in ctxs], np.int64)
         tabs = [c.tables() for c in ctxs]
         if len(ctxs) == 1:
-            views, pt = ctxs[0].views, tabs[0]
+            pt = tabs[0]
         else:
-            views = [v for c in ctxs for v in c.views]
             pt = PeerTables(*(np.concatenate([getattr(t, f) for t in tabs])
                               for f in ("net", "core", "bits", "logical_core", "rank")))
-        return cls(ctxs, views, pt, np.cumsum(nv) - nv, np.cumsum(npeer) - npeer, nv, npeer)
+        return cls(ctxs, ViewList.concat(vls), pt, np.cumsum(nv) - nv, np.cumsum(npeer) - npeer,
+                   nv, npeer)
 
 
 def _ints(values: list[int]) -> np.ndarray:
@@ -482,7 +473,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
                for c in set(seg_ch.tolist())}
     compl_sem_c, send_sem_c, recv_sem_c = (np.array([sems_of[c][i] for c in seg_ch.tolist()],
                                                     np.int64) for i in range(3))
-    dsize_e = _ints([c.views[0].dsize for c in ctxs])
+    dsize_e = bt.views.dsize[bt.voff]
     dsize_one = _uniform(dsize_e)
     dsize = dsize_e[leg_e]
 
@@ -508,7 +499,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
                | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
     # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
     peer_off = pt.offset
-    view_linear, vbase, vdsize = _view_tables(bt.views)
+    view_linear, vbase, vdsize = bt.views.tables()
     linear = bool(view_linear[lt_view].all())
     if not linear and len(items) > 1:  # SBUF access patterns: one entry at a time
         return [s for item in items for s in emit_entries(b, [item])]
@@ -623,7 +614,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
     words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
     elem0 = start[p_leg] + piece_off
-    anchor = np.fromiter((v.anchor for v in bt.views), np.int64, len(bt.views))
+    anchor = bt.views.anchor
     for part, vcol in (("src", src_view_g[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
         if view_linear[vcol].all():
             start_addr = vbase[vcol] + elem0 * vdsize[vcol] - anchor[vcol]
@@ -721,7 +712,7 @@ def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end,
                   net_sem, send_sem_c, recv_sem_c) -> list[tuple[int, int, np.ndarray, list, list]]:
     """The net-proxy FIFO records of every segment with network legs, one tuple per op in
     order, ``(entry, channel, net_ops_info, net_src arrays, net_dest arrays)`` (views and
-    peers: the batch's; ``vt``: :func:`_view_tables` of its views).
+    peers: the batch's; ``vt``: :meth:`ViewList.tables` of its views).
 
     Every op of the batch at once: the ops and their ``net_ops_info`` records
     (proxy_start_operation), the transmit entries of all transmitting legs (:func:`_net_tx`,
@@ -1138,7 +1129,7 @@ def _runs(views: list[BufferView], vt, view: np.ndarray, a: np.ndarray, b: np.nd
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:meth:`BufferView.runs` of many element ranges, range ``i`` = [a[i], b[i]) of
     ``views[view[i]]``: (owner, address, bytes), ordered by owner, each owner's runs as its
-    view gives them.  Linear views in one pass over ``vt`` (:func:`_view_tables`)."""
+    view gives them.  Linear views in one pass over ``vt`` (:meth:`ViewList.tables`)."""
     linear, vbase, vdsize = vt
     lin = linear[view]
     idx = np.arange(a.size, dtype=np.int64)
