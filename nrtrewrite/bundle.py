@@ -25,10 +25,12 @@ import hashlib
 import json
 import multiprocessing
 import os
+import queue
 import re
 import secrets
 import shutil
 import struct
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -101,8 +103,9 @@ def _manifest_json(manifest: dict, triggers: bytes) -> bytes:
     return head.encode() + triggers + tail.encode() + b"\n"
 
 
-def _write_file(path: Path, data) -> None:
-    """Write bytes, or a list of numpy record arrays one after the other, and fsync."""
+def _write_file(path: Path, data, sync: bool = True) -> None:
+    """Write bytes, or a list of numpy record arrays one after the other, and fsync (unless
+    ``sync`` is False: then the caller has it fsynced, :class:`_Syncer`)."""
     with open(path, "wb") as fh:
         if isinstance(data, (bytes, bytearray)):
             fh.write(data)
@@ -110,7 +113,8 @@ def _write_file(path: Path, data) -> None:
             for part in data:
                 fh.write(part.data if part.flags.c_contiguous else part.tobytes())
         fh.flush()
-        os.fsync(fh.fileno())
+        if sync:
+            os.fsync(fh.fileno())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -119,6 +123,59 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file or folder by its path (any descriptor of a file flushes its data; an
+    error of a writeback nobody has seen yet is reported to it, Linux 4.16 and later)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Syncer:
+    """fsyncs the files and folders of finished ranks on a thread, in the order given, while
+    the next ranks are lowered: an fsync waits for the disk and holds no lock, so neither the
+    lowering nor a pool worker waits for it.  :meth:`drain` waits for every fsync and raises
+    the first error; the output is renamed into place only after it (docs/RELIABILITY.md)."""
+
+    def __init__(self) -> None:
+        self.queue: queue.Queue = queue.Queue()
+        self.error: OSError | None = None
+        self.thread: threading.Thread | None = None
+
+    def add(self, paths: Iterable[Path]) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._run, name="nrtrewrite-fsync",
+                                           daemon=True)
+            self.thread.start()
+        for p in paths:
+            self.queue.put(p)
+
+    def _run(self) -> None:
+        while (p := self.queue.get()) is not None:
+            if self.error is None:
+                try:
+                    _fsync_path(p)
+                except OSError as err:
+                    self.error = err
+
+    def drain(self) -> None:
+        """Wait until every path given is fsynced; raise the first error."""
+        if self.thread is not None:
+            self.queue.put(None)
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            err, self.error = self.error, None
+            raise err
+
+
+def _rank_paths(rdir: Path) -> list[Path]:
+    """What a rank folder holds, in the order it is fsynced: its files, then the folder."""
+    return [rdir / name for name in F.ARTIFACTS] + [rdir / "manifest.json", rdir]
 
 
 def kick_word(sync: bytes, spad_index: int, word: int, trigger: int) -> bytes:
@@ -165,13 +222,12 @@ def _write_rank(plan: LoweringPlan, tmp: Path, rank: int, compose_ahead: bool = 
     files = _RankFiles(rdir)
     try:
         out = lower_rank(plan, rank, sink=files.write, compose_ahead=compose_ahead)
-        files.close(F.ARTIFACTS)
+        files.close(F.ARTIFACTS, sync=False)
     finally:
         files.abort()
     man = _json_bytes(out.manifest)
-    _write_file(rdir / "manifest.json", man)
-    _fsync_dir(rdir)
-    return rank, man
+    _write_file(rdir / "manifest.json", man, sync=False)
+    return rank, man  # the writing process fsyncs the folder (_rank_paths, _Syncer)
 
 
 #: ``os.posix_fadvise`` where the platform has it: ``POSIX_FADV_DONTNEED`` on a written range
@@ -202,22 +258,33 @@ class _RankFiles:
         fh.write(arr.data)
         w = self.written[name]
         w[0] += arr.nbytes
-        if w[0] - w[1] >= self.WRITEBACK_BYTES and w[1] >= 0 and _FADV_DONTNEED is not None:
+        if w[0] - w[1] >= self.WRITEBACK_BYTES:
             fh.flush()
+            self._advise(name, fh)
+
+    def _advise(self, name: str, fh) -> None:
+        """Start the writeback of what file ``name`` got since the last advice (flushed)."""
+        w = self.written[name]
+        if w[0] > w[1] >= 0 and _FADV_DONTNEED is not None:
             try:
                 _FADV_DONTNEED(fh.fileno(), w[1], w[0] - w[1], os.POSIX_FADV_DONTNEED)
                 w[1] = w[0]
             except OSError:  # advice only: a file system that refuses it gets none again
                 w[1] = -1
 
-    def close(self, names: Iterable[str]) -> None:
-        """Create the files that got no record, flush and fsync every file, close them."""
+    def close(self, names: Iterable[str], sync: bool = True) -> None:
+        """Create the files that got no record, flush and fsync every file (``sync`` False:
+        start the writeback of what is left, the caller fsyncs them), close them."""
         for name in names:
             if name not in self.open:
                 self.open[name] = open(self.rdir / name, "wb")
-        for fh in self.open.values():
+                self.written[name] = [0, 0]
+        for name, fh in self.open.items():
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
+            else:
+                self._advise(name, fh)
         self.abort()
 
     def abort(self) -> None:
@@ -389,6 +456,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     tmp.mkdir()
     triggers_ahead = None
+    syncer = _Syncer()
     try:
         # forked first, before any lowering (its compose process, its writer threads, the pool)
         if (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
@@ -406,6 +474,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 with pool:
                     for rank, man in pool.imap(_lower_and_write, rank_list, chunksize=1):
                         rank_manifests[rank_dir_name(rank)] = hashlib.sha256(man).hexdigest()
+                        syncer.add(_rank_paths(tmp / rank_dir_name(rank)))
                         done += 1
                         if progress:
                             progress(done, len(rank_list))
@@ -417,6 +486,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             for rank in rank_list:
                 rank_, man = _write_rank(plan, tmp, rank, compose_ahead=ahead)
                 rank_manifests[rank_dir_name(rank_)] = hashlib.sha256(man).hexdigest()
+                syncer.add(_rank_paths(tmp / rank_dir_name(rank_)))
                 done += 1
                 if progress:
                     progress(done, len(rank_list))
@@ -430,6 +500,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if triggers is None:  # not forked, or the process failed: encoded here
             triggers = _triggers_json(plan)
         _write_file(tmp / "manifest.json", _manifest_json(manifest, triggers))
+        syncer.drain()  # every rank folder durable before the output's own folder
         _fsync_dir(tmp)
         if out.exists() and force:
             if not _exchange(tmp, out):
@@ -442,6 +513,10 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             _rename_noreplace(tmp, out)
         _fsync_dir(parent)
     except BaseException:
+        try:
+            syncer.drain()  # no fsync of a file being removed
+        except OSError:
+            pass  # the run has failed already
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:

@@ -227,11 +227,11 @@ def test_write_error_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     real = bundle._write_file
     calls = {"n": 0}
 
-    def failing(path, data):
+    def failing(path, data, sync=True):
         calls["n"] += 1
         if calls["n"] == 5:
             raise OSError(28, "No space left on device", str(path))
-        real(path, data)
+        real(path, data, sync)
     monkeypatch.setattr(bundle, "_write_file", failing)
     with pytest.raises(OutputError) as exc:
         write_output(_plan("mix8"), tmp_path / "out", ranks=None)
@@ -306,3 +306,43 @@ def test_force_knows_a_big_manifest_of_ours_by_its_beginning(tmp_path):
     # and the CLI replaces the big one of ours
     assert run(FIX / "ar2.neff", "-o", ours, "--force").returncode == 0
     verify_complete(ours)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_rank_file_and_folder_is_fsynced_before_the_rename(tmp_path, monkeypatch, workers):
+    """The rank folders are fsynced on a thread while later ranks are lowered (bundle._Syncer),
+    by the process that renames the output; each of their files and each folder is fsynced
+    once, before the output's own folder and before the rename into place."""
+    events = []
+    real_path, real_dir, real_rename = bundle._fsync_path, bundle._fsync_dir, bundle._rename_noreplace
+    monkeypatch.setattr(bundle, "_fsync_path", lambda p: (real_path(p), events.append(("sync", p))))
+    monkeypatch.setattr(bundle, "_fsync_dir", lambda p: (real_dir(p), events.append(("dir", p))))
+    monkeypatch.setattr(bundle, "_rename_noreplace",
+                        lambda a, b: (events.append(("rename", a)), real_rename(a, b)))
+    plan = _plan("mix8")
+    out = write_output(plan, tmp_path / "out", ranks=None, workers=workers)
+    verify_complete(out)
+    rename = next(i for i, (kind, _p) in enumerate(events) if kind == "rename")
+    tmp = events[rename][1]
+    synced = [p.relative_to(tmp) for kind, p in events[:rename] if kind == "sync"]
+    want = []
+    for rank in plan.world:
+        rdir = Path(f"rank-{rank:04d}")
+        want += [rdir / name for name in sorted(os.listdir(out / rdir))] + [rdir]
+    assert sorted(synced) == sorted(want) and len(synced) == len(set(synced))
+    # the output's own folder after every rank's
+    last_rank = max(i for i, (kind, _p) in enumerate(events) if kind == "sync")
+    assert any(kind == "dir" and p == tmp for kind, p in events[last_rank:rename])
+
+
+def test_a_failed_fsync_of_a_rank_file_fails_the_run_and_leaves_nothing(tmp_path, monkeypatch):
+    real = bundle._fsync_path
+
+    def failing(p):
+        if p.name == "sem.bin" and p.parent.name == "rank-0003":
+            raise OSError(5, "Input/output error", str(p))
+        real(p)
+    monkeypatch.setattr(bundle, "_fsync_path", failing)
+    with pytest.raises(OutputError, match="Input/output error"):
+        write_output(_plan("mix8"), tmp_path / "out", ranks=None)
+    assert list(tmp_path.iterdir()) == []

@@ -98,12 +98,14 @@ class ViewList(Sequence):
 
     def __init__(self, dsize, origin, base, anchor, sbuf: dict[int, BufferView] | None = None):
         n = len(origin)
-        self.dsize = np.broadcast_to(np.asarray(dsize, np.int64), (n,))
+        dsize = np.asarray(dsize, np.int64)
+        self.dsize = np.full(n, dsize, np.int64) if dsize.ndim == 0 else dsize
         self.origin = np.asarray(origin, np.int64)
         self.base = np.asarray(base, np.int64)
         self.anchor = np.asarray(anchor, np.int64)
         self.sbuf = sbuf or {}
-        if not self.origin.shape == self.base.shape == self.anchor.shape == (n,):
+        if not (self.dsize.shape == self.origin.shape == self.base.shape == self.anchor.shape
+                == (n,)):
             raise ValueError("a ViewList's columns must have one value per view")
 
     @classmethod
