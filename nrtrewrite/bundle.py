@@ -159,8 +159,8 @@ class _Syncer:
             if self.error is None:
                 try:
                     _fsync_path(p)
-                except OSError as err:
-                    self.error = err
+                except OSError as err:  # fsync's own error names no file: name it
+                    self.error = err if err.filename else OSError(err.errno, err.strerror, str(p))
 
     def drain(self) -> None:
         """Wait until every path given is fsynced; raise the first error."""

@@ -340,9 +340,12 @@ def test_a_failed_fsync_of_a_rank_file_fails_the_run_and_leaves_nothing(tmp_path
 
     def failing(p):
         if p.name == "sem.bin" and p.parent.name == "rank-0003":
-            raise OSError(5, "Input/output error", str(p))
+            raise OSError(5, "Input/output error")  # as os.fsync raises it: no file name
         real(p)
     monkeypatch.setattr(bundle, "_fsync_path", failing)
-    with pytest.raises(OutputError, match="Input/output error"):
+    with pytest.raises(OutputError) as exc:
         write_output(_plan("mix8"), tmp_path / "out", ranks=None)
+    msg = str(exc.value)
+    assert "cannot write the output: Input/output error" in msg and "\n" not in msg
+    assert msg.rstrip(")").endswith(str(Path("rank-0003") / "sem.bin")), msg
     assert list(tmp_path.iterdir()) == []
