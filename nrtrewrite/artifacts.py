@@ -39,13 +39,12 @@ def load_records(path: str | Path, name: str | None = None, *, mapped: bool = Fa
         raise OutputError(f"{p}: not an artifact file nrtrewrite writes "
                           f"({', '.join(F.ARTIFACTS)})")
     dtype = F.ARTIFACTS[name][0]
-    size = p.stat().st_size if mapped else None
     data = None if mapped else p.read_bytes()
-    nbytes = size if mapped else len(data)
+    nbytes = p.stat().st_size if mapped else len(data)
     if nbytes % dtype.itemsize:
         raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
                           f"{dtype.itemsize}-byte records")
-    if not mapped:
+    if data is not None:
         return np.frombuffer(data, dtype=dtype)
     if nbytes == 0:  # an empty file cannot be mapped
         return np.zeros(0, dtype)

@@ -62,7 +62,7 @@ from nrtrewrite.compose.params import (
     prepare_reduce_params, recv_rows, reduce_rows, sync_rows,
 )
 from nrtrewrite.compose.segments import FirstSeen
-from nrtrewrite.compose.views import operand_view, op_elements, region_view
+from nrtrewrite.compose.views import in_out_views, op_elements, region_view
 from nrtrewrite.emit.buffers import ViewList
 from nrtrewrite.errors import LoweringError
 
@@ -461,13 +461,7 @@ def mesh_views(ctx, tp, rank: int, plan: MeshPlan, c: ComposedMesh, elem=None) -
     ``elem`` when the entry was composed in block units (None: already an element).  The
     recipes' views are linear: built as columns (:class:`ViewList`), a few hundred per entry."""
     trig, mem, d = tp.trigger, ctx.memory, plan.dsize
-    a = int(plan.bstart[plan.index[rank]])  # the rank's own block starts here
-    if trig.op == EncOpType.REDUCE_SCATTER:
-        views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, a)]
-    elif trig.op == EncOpType.ALLGATHER:
-        views = [operand_view(mem, trig, trig.src, a), operand_view(mem, trig, trig.dst, 0)]
-    else:
-        views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)]
+    views = in_out_views(mem, trig, int(plan.bstart[plan.index[rank]]))
     gw = region_view(mem, "gw", d)
     views.append(gw)
     is_cb, num, origin = c.key_columns

@@ -55,7 +55,7 @@ from nrtrewrite.compose.params import (
     reduce_rows, set_waits, submit_rdh_cce_transfers, submit_rdh_copy_transfers, sync_rows,
 )
 from nrtrewrite.compose.segments import FirstSeen
-from nrtrewrite.compose.views import operand_view, op_elements, region_view
+from nrtrewrite.compose.views import in_out_views, op_elements, operand_view, region_view
 from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.errors import LoweringError
 
@@ -504,15 +504,7 @@ def rdh_views(ctx, tp, rank: int, plan: RdhPlan, keys, elem=None) -> list[Buffer
     then one per recipe of ``keys`` (:class:`_Rank`), an RH slot's origin read through
     ``elem`` when the entry was composed in block units (None: already an element)."""
     trig, mem, d = tp.trigger, ctx.memory, plan.dsize
-    i = plan.group.index(rank)
-    if trig.op == EncOpType.REDUCE_SCATTER:
-        views = [operand_view(mem, trig, trig.src, 0),
-                 operand_view(mem, trig, trig.dst, plan.block(i)[0])]
-    elif trig.op == EncOpType.ALLGATHER:
-        views = [operand_view(mem, trig, trig.src, plan.block(i)[0]),
-                 operand_view(mem, trig, trig.dst, 0)]
-    else:
-        views = [operand_view(mem, trig, trig.src, 0), operand_view(mem, trig, trig.dst, 0)]
+    views = in_out_views(mem, trig, plan.block(plan.group.index(rank))[0])
     views.append(region_view(mem, "gw", d))
     base = tp.private_offset if plan.private else 0  # the trigger's scratch
     for key in keys:

@@ -45,22 +45,24 @@ def region_view(memory: MemoryMap, kind: str, dsize: int, offset: int = 0,
     return BufferView(dsize=dsize, origin=origin, base=base, anchor=base)
 
 
+def in_out_views(memory: MemoryMap, trig: Trigger, own: int) -> list[BufferView]:
+    """IN and OUT of the rank whose own block starts at element ``own`` of the op space: the
+    all-gather's IN and the reduce-scatter's OUT hold that block only (the table above)."""
+    return [operand_view(memory, trig, trig.src, own if trig.op == EncOpType.ALLGATHER else 0),
+            operand_view(memory, trig, trig.dst,
+                         own if trig.op == EncOpType.REDUCE_SCATTER else 0)]
+
+
 def standard_views(memory: MemoryMap, trig: Trigger, block: int) -> dict[Buf, BufferView]:
     """IN / OUT / RECV / GW of the rank whose index in the replica group is ``block``."""
     dsize = io_dtype_size(trig.dtype)
+    per_rank = (trig.num_elements // trig.group_size if trig.op == EncOpType.REDUCE_SCATTER
+                else trig.num_elements)
     views = {Buf.RECV: region_view(memory, "scratch", dsize),
              Buf.GW: region_view(memory, "gw", dsize)}
-    if trig.op == EncOpType.REDUCE_SCATTER:
-        count = trig.num_elements // trig.group_size
-        views[Buf.IN] = operand_view(memory, trig, trig.src, 0)
-        views[Buf.OUT] = operand_view(memory, trig, trig.dst, block * count)
-    elif trig.op == EncOpType.ALLGATHER:
-        views[Buf.IN] = operand_view(memory, trig, trig.src, block * trig.num_elements)
-        views[Buf.OUT] = operand_view(memory, trig, trig.dst, 0)
+    views[Buf.IN], views[Buf.OUT] = in_out_views(memory, trig, block * per_rank)
+    if trig.op == EncOpType.ALLGATHER:
         views[Buf.RECV] = views[Buf.OUT]
-    else:
-        views[Buf.IN] = operand_view(memory, trig, trig.src, 0)
-        views[Buf.OUT] = operand_view(memory, trig, trig.dst, 0)
     return views
 
 
