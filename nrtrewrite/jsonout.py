@@ -23,6 +23,10 @@ from json.encoder import encode_basestring_ascii as _esc
 
 _INF = float("inf")
 
+#: One line: ``json.dumps(obj, sort_keys=True, separators=(", ", ": "))``, one encoder for
+#: every call (``json.dumps`` with options makes a new one each time).
+_compact = json.JSONEncoder(sort_keys=True, separators=(", ", ": ")).encode
+
 
 def _float(x: float) -> str:
     if x != x:
@@ -93,7 +97,7 @@ def _encode(obj, level: int, step: str, out: list[str], compact_from: int | None
     if compact_from is not None and level >= compact_from:
         if not isinstance(obj, (dict, list, tuple)):
             raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
-        out.append(json.dumps(obj, sort_keys=True, separators=(", ", ": ")))
+        out.append(_compact(obj))
         return
     if isinstance(obj, dict):
         if not obj:
@@ -118,7 +122,10 @@ def _container(opening: str, closing: str, heads: list[str] | None, values, leve
     """A non-empty dict or list: each item on its own line, its head (a dict's key; a list:
     ``heads`` None) before it; items that are all scalars in one join."""
     inner = "\n" + step * (level + 1)
-    texts = _scalars(values)
+    if compact_from is not None and level + 1 >= compact_from:
+        texts = list(map(_compact, values))  # the items on one line each, scalars or not
+    else:
+        texts = _scalars(values)
     if None not in texts:
         body = texts if heads is None else [h + t for h, t in zip(heads, texts)]
         out.append(opening + inner + ("," + inner).join(body) + "\n" + step * level + closing)

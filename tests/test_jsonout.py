@@ -105,8 +105,10 @@ def test_top_level_manifest_with_its_triggers_spliced_in_is_the_whole_encoding(n
     spliced = _manifest_json(build_manifest(*args, triggers=_TRIGGERS_MARK), _triggers_json(plan))
     assert spliced == whole.encode()
     assert json.loads(spliced) == json.loads(json.dumps(doc))
-    if name == "two_node128":  # a HIER plan: one line per group of each leg
-        groups = [g for t in doc["triggers"] for leg in t["hier"]["legs"]
-                  for g in leg["groups"]]
+    if name == "two_node128":  # a HIER plan: one line per plan and per group of each leg
+        legs = [leg for t in doc["triggers"] for leg in t["hier"]["legs"]]
         lines = spliced.decode().splitlines()
-        assert sum(1 for ln in lines if ln.lstrip().startswith('{"channels": ')) == len(groups)
+        assert (sum(1 for ln in lines if ln.lstrip().startswith('{"group": '))
+                == sum(len(leg["groups"]) for leg in legs))
+        assert (sum(1 for ln in lines if ln.lstrip().startswith('{"channels": '))
+                == sum(len(leg["plans"]) for leg in legs))

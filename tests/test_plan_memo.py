@@ -111,18 +111,77 @@ def test_hier_groups_share_rings_and_intra_layouts():
                 assert p.orders is ps[0].orders and p.group_index is ps[0].group_index
 
 
-def test_hier_manifest_json_keeps_its_shape(tmp_path):
+@pytest.mark.parametrize("algo", ["inter_allr:single_cycle_ring", "intra_redsct:kangaring",
+                                  None])
+def test_hier_manifest_json_keeps_its_shape(tmp_path, algo):
     topo = tmp_path / "t.json"
     topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
-    plan = plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=str(topo),
-                    algo="inter_allr:single_cycle_ring")
+    plan = plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=str(topo), algo=algo)
     for tp in plan.triggers:
         doc = json.loads(json.dumps(tp.prepared.manifest))
         for leg in doc["hier"]["legs"]:
+            assert leg["plans"] and leg["groups"]
             for g in leg["groups"]:
+                assert set(g) == {"group", "plan"}
                 assert isinstance(g["group"], list) and all(isinstance(r, int) for r in g["group"])
-                assert all(isinstance(c["order"], list) for c in g["channels"])
-                if "single_cycle" in g:
-                    assert all(isinstance(p, list) and len(p) == 2
-                               for p in g["single_cycle"]["pairs"])
+                assert 0 <= g["plan"] < len(leg["plans"])
+            for p in leg["plans"]:
+                assert all(isinstance(c["order"], list) for c in p["channels"])
+                if "single_cycle" in p:
+                    assert all(isinstance(q, list) and len(q) == 2
+                               for q in p["single_cycle"]["pairs"])
         assert all(isinstance(s, list) for s in doc["hier"]["slices"])
+
+
+@pytest.mark.parametrize("algo", ["inter_allr:single_cycle_ring", "intra_redsct:kangaring",
+                                  None])
+def test_hier_manifest_plans_in_positions_give_back_every_group_plan(tmp_path, algo):
+    """Each group's record in the manifest, its positions turned into the group's ranks, is
+    that group's own plan (FORMATS §1.1), and a leg lists each distinct record once."""
+    topo = tmp_path / "t.json"
+    topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
+    plan = plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=str(topo), algo=algo)
+    engines = set()
+    for tp in plan.triggers:
+        doc = json.loads(json.dumps(tp.prepared.manifest))
+        for lp, leg in zip(tp.prepared.data.legs, doc["hier"]["legs"]):
+            engines.add(leg["algorithm"])
+            texts = [json.dumps(p, sort_keys=True) for p in leg["plans"]]
+            assert len(set(texts)) == len(texts)  # each distinct plan once
+            assert len(leg["groups"]) == len(lp.plans)
+            for g, (members, p) in zip(leg["groups"], lp.plans.items()):
+                group = g["group"]
+                assert tuple(group) == members
+                rec = leg["plans"][g["plan"]]
+                to_rank = lambda xs: [group[i] for i in xs]  # noqa: E731
+                full = json.loads(json.dumps(p.manifest()))  # the plan with its ranks
+                assert [{"channel": c["channel"], "order": to_rank(c["order"])}
+                        for c in rec["channels"]] == full["channels"]
+                assert rec["chunk"] == full["chunk"]
+                if "kangaring" in full:
+                    assert [{**k, "logical_path": to_rank(k["logical_path"]),
+                             "units": [to_rank(u) for u in k["units"]]}
+                            for k in rec["kangaring"]] == full["kangaring"]
+                assert rec.get("single_cycle") == full.get("single_cycle")
+                assert set(rec) == set(full)
+    assert "RING" in engines
+    if algo == "inter_allr:single_cycle_ring":
+        assert "SINGLE_CYCLE_RING" in engines
+    if algo == "intra_redsct:kangaring":
+        assert "KANGARING" in engines
+
+
+def test_hier_groups_alike_share_one_plan_record():
+    """two_node128: the 64 inter groups of a leg are rings of two ranks, one per node, with
+    one chunk plan (an all-gather moves the same count per rank): one record serves all."""
+    plan = plan_lowering(read_model(FIX / "two_node128.neff"), LowerOptions())
+    shared = 0
+    for tp in plan.triggers:
+        if tp.alg != EncAlgType.HIER:
+            continue
+        for leg in tp.prepared.manifest["hier"]["legs"]:
+            if leg["name"] == "inter_allg":
+                assert len(leg["groups"]) == 64 and len(leg["plans"]) == 1
+                assert leg["plans"][0]["channels"][0]["order"] in ([0, 1], (0, 1))
+                shared += 1
+    assert shared

@@ -364,3 +364,56 @@ def test_shadow_happens_before_rules():
     sh2.write(0, 8, _acc(0, 1, kind=Access.FILL), np.array([1, 0, 0]))
     sh2.write(8, 16, _acc(0, 2), np.array([2, 0, 0]))
     assert sh2.check_output(0, 16, _acc(0, 3, kind=Access.CHECK), np.array([3, 0, 0])) == [(0, 8)]
+
+
+def _hier_plan():
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    return plan_lowering(read_model(FIX / "two_node128.neff"), LowerOptions())
+
+
+def _hier_triggers_doc(plan=None) -> dict:
+    from nrtrewrite.lower import manifest_triggers
+
+    return {"triggers": json.loads(json.dumps(manifest_triggers(plan or _hier_plan())))}
+
+
+def test_hier_groups_read_back_as_ranks():
+    """The simulator turns a HIER leg's plan records (ring orders in positions) into each
+    group's ring orders in ranks: the rings the lowering planned for that group
+    (docs/FORMATS.md §1.1)."""
+    from nrtrewrite.simulate.triggers import load_triggers
+
+    plan = _hier_plan()
+    specs = load_triggers(_hier_triggers_doc(plan))
+    checked = 0
+    for tp in plan.triggers:
+        if tp.alg.name != "HIER":
+            continue
+        for lp in tp.prepared.data.legs:
+            got = specs[tp.trigger.ordinal].legs[lp.name]["groups"]
+            assert [tuple(group) for group, _o, _p in got] == list(lp.plans)
+            for group, orders, pgta in got:
+                planned = lp.plans[tuple(group)]
+                assert orders == {c: list(planned.orders[c]) for c in planned.channel_ids}
+                assert pgta == planned.layout.groups
+                checked += 1
+    assert checked > 64
+
+
+@pytest.mark.parametrize("spoil, says", [
+    (lambda leg: leg["groups"][0].update(plan=len(leg["plans"])), "names plan"),
+    (lambda leg: leg["plans"][0]["channels"][0]["order"].append(999), "positions outside"),
+    (lambda leg: leg.pop("plans"), "plans"),
+])
+def test_hier_plan_record_errors_name_the_trigger(spoil, says):
+    from nrtrewrite.errors import SimulationError
+    from nrtrewrite.simulate.triggers import load_triggers
+
+    doc = _hier_triggers_doc()
+    i = next(i for i, t in enumerate(doc["triggers"]) if t.get("hier"))
+    spoil(doc["triggers"][i]["hier"]["legs"][0])
+    with pytest.raises(SimulationError, match=says) as err:
+        load_triggers(doc, file="manifest.json")
+    assert f"triggers[{i}]" in str(err.value) and "manifest.json" in str(err.value)

@@ -75,10 +75,23 @@ class LegPlan:
     reason: str = ""
 
     def manifest(self) -> dict:
+        """The leg in the top-level manifest (docs/FORMATS.md §1.1): its groups' plans as
+        records with the ranks as positions in the group, each distinct record once in
+        ``plans`` (the groups of a leg differ in their ranks, rarely in their plan), and per
+        group its ranks and the index of its plan."""
+        plans: list[dict] = []
+        index: dict[tuple, int] = {}
+        groups = []
+        for g, p in self.plans.items():
+            key, record = p.group_plan()
+            k = index.get(key)
+            if k is None:
+                k = index[key] = len(plans)
+                plans.append(record())
+            groups.append({"group": g, "plan": k})
         return {"name": self.name, "op": self.op.name, "algorithm": self.alg.name,
                 "channel_base": self.channel_base, "channel_ids": self.n_channels,
-                "reason": self.reason,
-                "groups": [{"group": g, **p.manifest()} for g, p in self.plans.items()]}
+                "reason": self.reason, "plans": plans, "groups": groups}
 
 
 @dataclass

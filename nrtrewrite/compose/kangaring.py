@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -212,6 +213,24 @@ class KangaringPlan:
                            "duplicate": self.channels[c].duplicate}
                           for c in self.channel_ids],
         }
+
+    def group_plan(self) -> tuple[tuple, Callable[[], dict]]:
+        """The plan as a HIER leg's manifest states it (docs/FORMATS.md §1.1 ``plans``):
+        :meth:`manifest` with every rank (ring orders, logical paths, units) as its position
+        in the group; (a hashable key, the record's maker)."""
+        pos = self.group_index.__getitem__
+        chans = tuple((c, tuple(map(pos, kc.primaries)), tuple(map(pos, kc.logical_path)),
+                       tuple(tuple(map(pos, u)) for u in kc.units), kc.duplicate)
+                      for c in self.channel_ids for kc in (self.channels[c],))
+        chunk = (self.layout.plan.chunk, self.layout.plan.tail_chunk, self.layout.groups,
+                 self.layout.channels)
+
+        def record() -> dict:
+            return {"channels": [{"channel": c, "order": order} for c, order, *_ in chans],
+                    "chunk": dict(zip(("chunk_size_n", "tail_chunk", "pgta", "channels"), chunk)),
+                    "kangaring": [{"channel": c, "logical_path": path, "units": units,
+                                   "duplicate": dup} for c, _o, path, units, dup in chans]}
+        return ("kangaring", chans, chunk), record
 
 
 def plan_kangaring(topo, op: EncOpType, group, n_channels: int, layout_of, *,

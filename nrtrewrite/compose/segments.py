@@ -343,6 +343,9 @@ class RingLegPlan:
     layout: Layout
     #: the manifest's ``channels`` when given (shared by the plans of the same rings)
     channels_manifest: tuple[dict, ...] | None = field(default=None, repr=False, compare=False)
+    #: (:func:`ring_token`, :func:`positional_rings`) of the rings when given (shared
+    #: likewise)
+    rings_positional: tuple | None = field(default=None, repr=False, compare=False)
 
     def manifest(self) -> dict:
         channels = self.channels_manifest
@@ -350,11 +353,42 @@ class RingLegPlan:
             channels = channels_manifest(self.channel_ids, self.orders)
         return {"channels": channels, "chunk": chunk_manifest(self.layout.plan)}
 
+    def group_plan(self) -> tuple[tuple, Callable[[], dict]]:
+        """The plan as a HIER leg's manifest states it (docs/FORMATS.md §1.1 ``plans``): its
+        ring orders as positions in the group; (a hashable key, the record's maker).  Groups
+        whose plans have the same key share one record."""
+        token, rings = self.rings_positional or (None, None)
+        if rings is None:
+            rings = token = positional_rings(self.channel_ids, self.orders, self.group_index)
+        plan = self.layout.plan
+        return ("ring", token, plan), lambda: {"channels": positional_channels(rings),
+                                               "chunk": chunk_manifest(plan)}
+
 
 def channels_manifest(channel_ids: Sequence[int], orders: dict[int, tuple[int, ...]]
                       ) -> tuple[dict, ...]:
     """A leg plan manifest's ``channels``: each channel id and its ring order."""
     return tuple({"channel": c, "order": orders[c]} for c in channel_ids)
+
+
+def positional_rings(channel_ids: Sequence[int], orders: dict[int, tuple[int, ...]],
+                     positions: dict[int, int]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """(channel id, its ring order as positions in the group) of each channel: hashable."""
+    return tuple((c, tuple(map(positions.__getitem__, orders[c]))) for c in channel_ids)
+
+
+def ring_token(topo, rings: tuple) -> int:
+    """A small int standing for :func:`positional_rings` value ``rings`` (equal rings, equal
+    tokens, per topology): a key that hashes in no time (an intra-node group's rings are
+    hundreds of positions)."""
+    tokens = topo.cached(("positional_ring_tokens",), dict)
+    return tokens.setdefault(rings, len(tokens))
+
+
+def positional_channels(rings: tuple[tuple[int, tuple[int, ...]], ...]) -> list[dict]:
+    """A HIER leg's plan record's ``channels``: each channel id and its ring order as
+    positions in the group (docs/FORMATS.md §1.1)."""
+    return [{"channel": c, "order": order} for c, order in rings]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -381,23 +415,27 @@ def plan_ring_leg(topo, group: Sequence[int], n_channels: int,
                                            lambda: _ring_leg_rings(topo, group, n_channels,
                                                                    channel_base))
     layout = layout_of(max(1, rings))
-    ids, orders, manifest = active[min(layout.channels, rings)]
+    ids, orders, manifest, positional = active[min(layout.channels, rings)]
     return RingLegPlan(group=group, group_index=positions, channel_ids=ids, orders=orders,
-                       layout=layout, channels_manifest=manifest)
+                       layout=layout, channels_manifest=manifest, rings_positional=positional)
 
 
 def _ring_leg_rings(topo, group: tuple[int, ...], n_channels: int, channel_base: int):
-    """(how many channels have a ring, (channel ids, id -> ring order, their manifest) of the
-    first ``k`` of them for each ``k``, the group's positions) of :func:`plan_ring_leg`."""
+    """(how many channels have a ring, (channel ids, id -> ring order, their manifest, their
+    (:func:`ring_token`, :func:`positional_rings`)) of the first ``k`` of them for each
+    ``k``, the group's positions) of :func:`plan_ring_leg`."""
     from nrtrewrite.topology.rings import ring_orders
 
     orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
     nonempty = [(channel_base + c, o) for c, o in enumerate(orders_all) if o is not None]
+    positions = group_positions(topo, group)
     active = []
     for k in range(len(nonempty) + 1):
         ids, orders = [c for c, _ in nonempty[:k]], dict(nonempty[:k])
-        active.append((ids, orders, channels_manifest(ids, orders)))
-    return len(nonempty), tuple(active), group_positions(topo, group)
+        rings = positional_rings(ids, orders, positions)
+        active.append((ids, orders, channels_manifest(ids, orders),
+                       (ring_token(topo, rings), rings)))
+    return len(nonempty), tuple(active), positions
 
 
 def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTable, *,

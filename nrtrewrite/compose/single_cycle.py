@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import chain
+from typing import Callable
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.segments import (
     Layout, PeerTable, ViewTable, channels_manifest, chunk_manifest, group_positions,
-    interleaved_layout, repeat_over_groups,
+    interleaved_layout, positional_channels, positional_rings, repeat_over_groups, ring_token,
 )
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
@@ -146,14 +147,34 @@ class SingleCyclePlan:
         return {"channels": rings["channels"], "chunk": chunk_manifest(self.layout.plan),
                 "single_cycle": rings["single_cycle"]}
 
+    def group_plan(self) -> tuple[tuple, Callable[[], dict]]:
+        """As :meth:`RingLegPlan.group_plan`: the ring orders as positions in the group."""
+        rings = self.rings_manifest
+        if rings is None:
+            rings = _rings_manifest(self.group, self.pairs, self.orders)
+        token, positional = rings.get("positional") or (None, None)
+        if positional is None:
+            positional = token = positional_rings(self.channel_ids, self.orders,
+                                                  self.group_index)
+        plan = self.layout.plan
+        key = ("single_cycle", token, tuple(self.pairs), len(self.group), plan)
+        return key, lambda: {"channels": positional_channels(positional),
+                             "chunk": chunk_manifest(plan),
+                             "single_cycle": rings["single_cycle"]}
+
 
 def _rings_manifest(group: tuple[int, ...], pairs: list[tuple[int, int]],
-                    orders: dict[int, tuple[int, ...]]) -> dict:
-    """The parts of a plan's manifest that depend on its rings only."""
-    return {"channels": channels_manifest(list(dict.fromkeys(chain.from_iterable(pairs))),
-                                          orders),
-            "single_cycle": {"pairs": tuple(pairs), "arcs": arcs(len(group)),
-                             "steps_per_group": step_count(len(group))}}
+                    orders: dict[int, tuple[int, ...]], topo=None) -> dict:
+    """The parts of a plan's manifest that depend on its rings only (``positional``: their
+    (:func:`ring_token`, :func:`positional_rings`), given the topology)."""
+    ids = list(dict.fromkeys(chain.from_iterable(pairs)))
+    out = {"channels": channels_manifest(ids, orders),
+           "single_cycle": {"pairs": tuple(pairs), "arcs": arcs(len(group)),
+                            "steps_per_group": step_count(len(group))}}
+    if topo is not None:
+        rings = positional_rings(ids, orders, group_positions(topo, group))
+        out["positional"] = (ring_token(topo, rings), rings)
+    return out
 
 
 def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int = 0
@@ -186,7 +207,7 @@ def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int
             rev = tuple(reversed(fwd[k]))
             i = rev.index(min(rev))
             orders[ccw] = rev[i:] + rev[:i]
-        return pairs, orders, _rings_manifest(group, pairs, orders)
+        return pairs, orders, _rings_manifest(group, pairs, orders, topo)
 
     pairs, orders, manifest = topo.cached(("single_cycle_channels", group, pairs_n,
                                            channel_base, layout.channels), channels)

@@ -19,7 +19,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError, SimulationError
 
 FORMAT_NAME = "nrtrewrite-lowered"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def rank_dir_name(rank: int) -> str:

@@ -203,13 +203,27 @@ class TriggerSpec:
 
 def _hier_legs(t: dict) -> dict:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1): its legs, each leg's
-    groups with their ring orders and chunk groups, and its intermediate buffers."""
+    groups with their ring orders (a plan record's positions in the group turned into
+    ranks) and chunk groups, and its intermediate buffers."""
     out = {}
     for leg in (t.get("hier") or {}).get("legs", ()):
+        plans = leg["plans"]
         groups = []
         for g in leg["groups"]:
-            orders = {int(c["channel"]): [int(r) for r in c["order"]] for c in g["channels"]}
-            groups.append(([int(r) for r in g["group"]], orders, int(g["chunk"]["pgta"])))
+            group = [int(r) for r in g["group"]]
+            k = int(g["plan"])
+            if not 0 <= k < len(plans):
+                raise ValueError(f"leg {leg.get('name')!r}: group {group} names plan {k}, "
+                                 f"the leg has {len(plans)}")
+            plan = plans[k]
+            orders = {}
+            for c in plan["channels"]:
+                order = [int(p) for p in c["order"]]
+                if any(not 0 <= p < len(group) for p in order):
+                    raise ValueError(f"leg {leg.get('name')!r}: plan {k}'s ring order {order} "
+                                     f"names positions outside group {group}")
+                orders[int(c["channel"])] = [group[p] for p in order]
+            groups.append((group, orders, int(plan["chunk"]["pgta"])))
         out[str(leg["name"])] = {"algorithm": str(leg["algorithm"]), "groups": groups,
                                  "buffers": [dict(b) for b in leg.get("buffers", ())]}
     return out
