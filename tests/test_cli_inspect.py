@@ -314,3 +314,19 @@ def test_a_command_imports_only_its_own_module():
     for name in ("assemble", "diff", "dump", "explain", "inspect", "lower", "schedule",
                  "simulate"):
         assert f"  {name} " in res
+
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    """``python -m nrtrewrite`` is the ``nrtrewrite`` command: same help, same one-line
+    error and exit status."""
+    import subprocess
+    import sys
+
+    help_ = subprocess.run([sys.executable, "-m", "nrtrewrite", "--help"],
+                           capture_output=True, text=True)
+    assert help_.returncode == 0 and help_.stdout.startswith("Usage: nrtrewrite ")
+    bad = subprocess.run([sys.executable, "-m", "nrtrewrite", "inspect",
+                          str(tmp_path / "missing.neff")], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("nrtrewrite: error: ") and bad.stderr.count("\n") == 1
+    assert "missing.neff" in bad.stderr
