@@ -105,3 +105,25 @@ def test_mesh_views_are_the_views_each_recipe_names(group):
             assert spec.views == want
             sizes.append(len(want))
     assert len(sizes) == 2 * len(trigs) and sum(n > 3 for n in sizes) >= 2 * (len(trigs) - 1)
+
+
+@pytest.mark.parametrize("shape", ["lists", "mixed", "empty"])
+def test_join_is_the_views_one_after_the_other(shape):
+    """ViewList.join (an emit batch's views): the views of every part in order, the SBUF
+    views renumbered, and each part's length."""
+    views = _views()
+    if shape == "lists":
+        parts = [views[:2], [], views[2:], views[1:2]]
+    elif shape == "mixed":
+        parts = [views[:2], ViewList.of(views[2:]), tuple(views[:1])]
+    else:
+        parts = [[], []]
+    joined, counts = ViewList.join(parts)
+    flat = [v for p in parts for v in p]
+    assert counts == [len(p) for p in parts]
+    assert list(joined) == flat and len(joined) == len(flat)
+    assert sorted(joined.sbuf) == [i for i, v in enumerate(flat) if v.ap is not None]
+    assert all(joined[i] is flat[i] for i in joined.sbuf)
+    for col in ("dsize", "origin", "base", "anchor"):
+        assert getattr(joined, col).tolist() == [getattr(v, col) for v in flat]
+        assert getattr(joined, col).dtype == np.int64

@@ -354,8 +354,8 @@ class _Batch:
 
     @classmethod
     def of(cls, ctxs: list[EntryContext]) -> _Batch:
-        vls = [ViewList.of(c.views) for c in ctxs]
-        nv = np.array([len(v) for v in vls], np.int64)
+        views, counts = ViewList.join([c.views for c in ctxs])
+        nv = np.array(counts, np.int64)
         npeer = np.array([len(c.peers) for c in ctxs], np.int64)
         tabs = [c.tables() for c in ctxs]
         if len(ctxs) == 1:
@@ -363,8 +363,7 @@ class _Batch:
         else:
             pt = PeerTables(*(np.concatenate([getattr(t, f) for t in tabs])
                               for f in ("net", "core", "bits", "logical_core", "rank")))
-        return cls(ctxs, ViewList.concat(vls), pt, np.cumsum(nv) - nv, np.cumsum(npeer) - npeer,
-                   nv, npeer)
+        return cls(ctxs, views, pt, np.cumsum(nv) - nv, np.cumsum(npeer) - npeer, nv, npeer)
 
 
 def _ints(values: list[int]) -> np.ndarray:
@@ -409,7 +408,6 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
             kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
             if not kept.all():
                 ir = IR.take(ir, kept)
-        _check_counts(ir)
         # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
         for c, hs, rows in entry_handshake(ir, ctx, ctx.tables().net):
             parts += (hs, rows, _MARK_END)
@@ -431,6 +429,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     is_end[end_pos] = True
     # every leg as an IR row: per segment its handshake rows, its IR rows, mark_end
     table = IR.concat(parts)
+    _check_counts(table)  # the IR's rows (the handshake and mark_end rows always fit)
 
     def col(field: str) -> np.ndarray:
         return table[field].astype(np.int64)
