@@ -33,12 +33,16 @@ def keep_freed_memory() -> bool:
     if _done:
         return True
     _done = True
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = getattr(libc, "mallopt", None)
-    except OSError:
-        mallopt = None
+    mallopt = None
+    # the C library is already loaded: look in the process's own symbols first (find_library
+    # runs ldconfig in a subprocess, 1 - 2 ms, and finds nothing where ldconfig is missing)
+    for find in (lambda: None, lambda: ctypes.util.find_library("c")):
+        try:
+            mallopt = getattr(ctypes.CDLL(find()), "mallopt", None)
+        except (OSError, TypeError):
+            mallopt = None
+        if mallopt is not None:
+            break
     if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)

@@ -3,6 +3,8 @@ duration, and back afterwards unless something had frozen objects before."""
 
 import gc
 
+import pytest
+
 from nrtrewrite.memtune import frozen_gc
 
 
@@ -26,3 +28,22 @@ def test_what_was_frozen_before_stays_frozen():
         assert gc.get_freeze_count() >= before > 0
     finally:
         gc.unfreeze()
+
+
+def test_heap_tuning_finds_mallopt_without_running_ldconfig(monkeypatch):
+    """glibc's mallopt is found among the process's own symbols: ctypes.util.find_library
+    (which runs ldconfig in a subprocess) is only the fallback."""
+    import ctypes.util
+    import platform
+
+    from nrtrewrite import memtune
+
+    def no_find(name):
+        raise AssertionError("find_library was called")
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    monkeypatch.setattr(memtune, "_done", False)
+    monkeypatch.setattr(ctypes.util, "find_library", no_find)
+    assert memtune.keep_freed_memory() is True
+    assert memtune.keep_freed_memory() is True  # once per process: the second call is free
