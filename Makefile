@@ -10,8 +10,12 @@ GOLDEN_FIXTURES := ar2 c7c8 groups int32_allgather mix8 sbuf node64 two_node128
 GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
 GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
 FUZZ_SECONDS ?= 60
+#: make profile: the model (a NEFF or a benchmark model's name), the rank, the tool
+MODEL ?= large64
+RANK ?= 0
+TOOL ?=
 
-.PHONY: setup test fixtures golden bench fuzz clean help
+.PHONY: setup test fixtures golden bench profile fuzz clean help
 
 ## help: list the targets
 help:
@@ -41,6 +45,14 @@ golden:
 ## bench: run the benchmarks (never part of make test)
 bench:
 	$(PY) benchmarks/run.py
+
+## profile: where one rank's lowering spends its time (MODEL=large64 RANK=0, TOOL=pyinstrument,
+##          cprofile or lines; benchmarks/profile_rank.py; pyinstrument installed if missing)
+profile:
+	@test -x $(PY) || $(MAKE) setup
+	@$(PY) -c "import pyinstrument" 2>/dev/null || $(PY) -m pip install -q pyinstrument \
+		|| echo "profile: pyinstrument could not be installed; using cProfile"
+	$(PY) benchmarks/profile_rank.py $(MODEL) --rank $(RANK) $(if $(TOOL),--tool $(TOOL))
 
 ## fuzz: coverage-guided fuzzing of the reader, trigger decoder and planner for FUZZ_SECONDS
 ##       (atheris, installed into the venv if missing; else a pure-Python mutation loop)

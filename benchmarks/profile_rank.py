@@ -1,0 +1,173 @@
+"""Profile one rank's lowering: where the time of ``lower --rank R`` goes (docs/PERFORMANCE.md
+"Profiling").
+
+    python benchmarks/profile_rank.py [MODEL] [--rank R] [--algo A] [--what lower|plan]
+                                 [--tool pyinstrument|cprofile|lines] [--warm]
+
+``MODEL`` is a NEFF file or the name of a benchmark model (``large64``, ``large128``,
+``all64``, ``size_x1``...; built under benchmarks/out/ by ``make bench``, built here if
+missing for ``large64`` / ``large128`` / ``all64``); default ``large64``.
+
+The lowering runs in this process as ``lower --rank R`` runs it, without writing files:
+read, select and plan (``--what plan`` profiles these), then ``lower_rank`` with the records
+hashed and discarded (``--what lower``, the default). ``--warm`` lowers the rank once
+before the profiled run (first-use costs - imports, per-plan caches - then do not show).
+
+Tools: ``pyinstrument`` (the default when it is installed: a statistical call tree, cheap
+enough not to bend the picture; ``--html FILE`` writes its interactive report too),
+``cprofile`` (the standard library's deterministic profiler: exact call counts, inflated
+times for many small calls; the top ``--top`` functions by own and by cumulative time), and
+``lines`` (line_profiler over ``--functions module:function,...``, default the emitter's
+``emit_entries``: time per source line). ``make profile`` installs pyinstrument into the
+virtual environment first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import importlib
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+#: Models ``make bench`` builds that this script builds too when they are missing.
+BUILDABLE = {"large64": (64, 1, {}), "large128": (128, 2, {}),
+             "all64": (64, 1, {"count": 100, "hi": 16 << 20})}
+
+
+def model_path(name: str) -> Path:
+    """A NEFF path, or the benchmark model of that name (built if missing and buildable)."""
+    p = Path(name)
+    if p.suffix == ".neff" or p.exists():
+        if not p.is_file():
+            raise SystemExit(f"profile_rank.py: error: {p}: no such file")
+        return p
+    from models import OUT, build, large_spec
+
+    path = OUT / f"{name}.neff"
+    if path.is_file():
+        return path
+    if name not in BUILDABLE:
+        raise SystemExit(f"profile_rank.py: error: {path}: no such model (run make bench to build "
+                         f"the sweep models; this script builds {', '.join(BUILDABLE)})")
+    ranks, nodes, kw = BUILDABLE[name]
+    print(f"building {path} ...", file=sys.stderr)
+    return build(name, large_spec(ranks, nodes, **kw))
+
+
+def _tool(name: str | None) -> str:
+    if name:
+        return name
+    try:
+        import pyinstrument  # noqa: F401
+    except ImportError:
+        return "cprofile"
+    return "pyinstrument"
+
+
+def _functions(spec: str) -> list:
+    out = []
+    for item in spec.split(","):
+        mod, _, fn = item.partition(":")
+        obj = importlib.import_module(mod)
+        for part in fn.split("."):
+            obj = getattr(obj, part)
+        out.append(obj)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", default="large64")
+    ap.add_argument("--rank", type=int, default=0)
+    ap.add_argument("--algo", default=None, help="algorithm override, as lower --algo")
+    ap.add_argument("--what", choices=("lower", "plan"), default="lower")
+    ap.add_argument("--tool", choices=("pyinstrument", "cprofile", "lines"), default=None)
+    ap.add_argument("--warm", action="store_true", help="lower the rank once first")
+    ap.add_argument("--top", type=int, default=25, help="cprofile: functions shown")
+    ap.add_argument("--html", type=Path, help="pyinstrument: also write its HTML report")
+    ap.add_argument("--functions", default="nrtrewrite.emit.legs:emit_entries",
+                    help="lines: the functions to time line by line (module:function,...)")
+    args = ap.parse_args(argv)
+
+    from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    path = model_path(args.model)
+    tool = _tool(args.tool)
+    options = LowerOptions(algo=args.algo)
+
+    def plan():
+        t0 = time.perf_counter()
+        m = read_model(path)
+        t1 = time.perf_counter()
+        p = plan_lowering(m, options)
+        stages["read"], stages["plan (select, prepare)"] = t1 - t0, time.perf_counter() - t1
+        return p
+
+    stages: dict[str, float] = {}
+    if args.warm:
+        lower_rank(plan(), args.rank, sink=lambda name, arr: None)
+    the_plan = None if args.what == "plan" else plan()
+
+    def work():
+        nonlocal the_plan
+        if args.what == "plan":
+            the_plan = plan()
+            return
+        t0 = time.perf_counter()
+        out = lower_rank(the_plan, args.rank, sink=lambda name, arr: None)
+        stages["lower_rank"] = time.perf_counter() - t0
+        stages.update({f"  {k}": v for k, v in out.timings.items()})
+        stages["records"] = sum(f["records"] for f in out.manifest["files"].values())
+
+    if tool == "pyinstrument":
+        from pyinstrument import Profiler
+
+        prof = Profiler(interval=0.0005)
+        prof.start()
+        work()
+        prof.stop()
+        report = prof.output_text(unicode=True, color=False, show_all=False)
+        if args.html:
+            args.html.write_text(prof.output_html())
+    elif tool == "cprofile":
+        prof = cProfile.Profile()
+        prof.enable()
+        work()
+        prof.disable()
+        buf = io.StringIO()
+        st = pstats.Stats(prof, stream=buf)
+        for key in ("tottime", "cumulative"):
+            buf.write(f"\n--- by {key} ---\n")
+            st.sort_stats(key).print_stats(args.top)
+        report = buf.getvalue()
+    else:
+        try:
+            from line_profiler import LineProfiler
+        except ImportError:
+            raise SystemExit("profile_rank.py: error: --tool lines needs line_profiler "
+                             "(pip install line_profiler)") from None
+        lp = LineProfiler(*_functions(args.functions))
+        lp.enable_by_count()
+        work()
+        lp.disable_by_count()
+        buf = io.StringIO()
+        lp.print_stats(stream=buf, output_unit=1e-3, stripzeros=True)
+        report = buf.getvalue()
+
+    rank = "" if args.what == "plan" else f" rank {args.rank}"
+    print(f"{path.name}{rank}, {args.what}, {tool}{' (warm)' if args.warm else ''}:")
+    for k, v in stages.items():
+        print(f"  {k}: {v:,}" if k == "records" else f"  {k}: {v:.3f} s")
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
