@@ -89,3 +89,28 @@ def test_repeat_over_groups(sizes, groups):
             for r in range(size)]
     assert list(zip(src.tolist(), g.tolist())) == want
     assert not src.flags.writeable and not g.flags.writeable
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts=st.lists(st.lists(st.integers(1, 3000), max_size=3), min_size=1, max_size=12),
+       channels=st.integers(1, 8), dtype=st.sampled_from([DType.BF16, DType.FP8_E4]))
+def test_ragged_segments_cover_each_segment_once(counts, channels, dtype):
+    """Positions owning different numbers of segments (none, one, several: the general
+    segment tables, where a uniform count is a reshape) are covered exactly once too."""
+    segs, lo = [], 0
+    for sizes in counts:
+        segs.append([])
+        for size in sizes:
+            segs[-1].append((lo, lo + size))
+            lo += size
+    layout = segmented_layout(EncOpType.REDUCE_SCATTER, segs, dtype, channels)
+    row, seg, start, stop, pos = all_ranges(layout)
+    owner = pos[row]
+    assert all(seg[owner == p].max(initial=-1) < len(segs[p]) for p in range(len(segs)))
+    s_lo = np.array([segs[p][k][0] for p, k in zip(owner, seg)], np.int64)
+    s_hi = np.array([segs[p][k][1] for p, k in zip(owner, seg)], np.int64)
+    assert (start >= s_lo).all() and (stop <= s_hi).all()
+    keep = stop > start
+    a, b = np.sort(start[keep]), np.sort(stop[keep])
+    assert np.array_equal(a[1:], b[:-1]) and (a.size == 0 or (a[0] == 0 and b[-1] == lo))
+    assert a.size or lo == 0

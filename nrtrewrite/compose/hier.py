@@ -231,12 +231,14 @@ def _leg_layouts(op, leg, index, inter, slices, c, dtype):
                                                     dtype, n, offset=lo)
             return per_group
         leg_op = EncOpType.REDUCE_SCATTER if leg == "intra_redsct" else EncOpType.ALLGATHER
+        widest = max([hi - lo for lo, hi in slices] + [0])
         return shared(lambda m, n: layout_of_segments(leg_op, tuple((s,) for s in slices),
-                                                      dtype, n))
+                                                      dtype, n, longest=widest))
     leg_op = EncOpType.ALLGATHER if op == EncOpType.ALLGATHER else EncOpType.REDUCE_SCATTER
-    if leg.startswith("intra"):
+    if leg.startswith("intra"):  # every segment is one rank's block: c elements
         return shared(lambda m, n: layout_of_segments(
-            leg_op, tuple(tuple(_blocks(index, inter[j], c)) for j in range(m)), dtype, n))
+            leg_op, tuple(tuple(_blocks(index, inter[j], c)) for j in range(m)), dtype, n,
+            longest=c))
 
     def per_group(gi, members):  # each position owns its member's block: c elements
         segs = tuple(((index[r] * c, (index[r] + 1) * c),) for r in members)

@@ -91,14 +91,18 @@ class Layout:
         tables = self.__dict__.get("_tables")
         if tables is None:
             nseg = np.fromiter(map(len, self.segments), np.int64, len(self.segments))
-            width = max(1, int(nseg.max()) if nseg.size else 1)
-            lo = np.zeros((len(self.segments), width), np.int64)
-            hi = np.zeros((len(self.segments), width), np.int64)
-            # every segment's bounds in one array, placed at (position, index in position)
+            # every segment's bounds in one array, in (position, index in position) order
             flat = np.fromiter(chain.from_iterable(chain.from_iterable(self.segments)),
                                np.int64, 2 * int(nseg.sum())).reshape(-1, 2)
-            owner, within = _expand(nseg)
-            lo[owner, within], hi[owner, within] = flat[:, 0], flat[:, 1]
+            if nseg.size and nseg.min() == nseg.max() > 0:  # k segments each: a reshape
+                k = int(nseg[0])
+                lo, hi = (np.ascontiguousarray(flat[:, j].reshape(-1, k)) for j in (0, 1))
+            else:  # placed at (position, index in position), 0 beyond a position's own
+                width = max(1, int(nseg.max()) if nseg.size else 1)
+                lo = np.zeros((len(self.segments), width), np.int64)
+                hi = np.zeros((len(self.segments), width), np.int64)
+                owner, within = _expand(nseg)
+                lo[owner, within], hi[owner, within] = flat[:, 0], flat[:, 1]
             for a in (nseg, lo, hi):
                 a.setflags(write=False)
             tables = (nseg, lo, hi)
