@@ -330,6 +330,24 @@ def test_cli_not_an_output(tmp_path):
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("fmt, version, hint", [("nrtrewrite-lowered", 1, True),
+                                                ("nrtrewrite-lowered", 99, False),
+                                                ("something-else", 2, False)])
+def test_cli_refuses_another_manifest_format(small_out, tmp_path, fmt, version, hint):
+    """An output whose manifest has another format or version is refused in one line; one
+    written by an older nrtrewrite (format 1: a HIER leg's groups in full) says to lower the
+    model again."""
+    out = tmp_path / "o"
+    shutil.copytree(small_out, out)
+    doc = json.loads((out / "manifest.json").read_text())
+    doc["format"], doc["format_version"] = fmt, version
+    (out / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    res = cli("simulate", out, "--ignore-checksums")
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert f"version {version}" in res.stderr and "manifest.json" in res.stderr
+    assert ("lower the model again" in res.stderr) == hint
+
+
 # ---------------------------------------------------------------------------
 # the shadow state
 

@@ -52,8 +52,12 @@ def read_top_manifest(out: Path) -> dict:
         raise OutputError(f"{out} is not an output folder")
     doc = _load_json(out / "manifest.json", OutputError)
     if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:
+        older = (doc.get("format") == FORMAT_NAME and isinstance(doc.get("format_version"), int)
+                 and doc["format_version"] < FORMAT_VERSION)
         raise OutputError(f"not a {FORMAT_NAME} v{FORMAT_VERSION} manifest "
-                          f"(format {doc.get('format')!r}, version {doc.get('format_version')!r})",
+                          f"(format {doc.get('format')!r}, version {doc.get('format_version')!r})"
+                          + ("; an older nrtrewrite wrote it: lower the model again (docs/"
+                             "FORMATS.md §1.1)" if older else ""),
                           file=str(out / "manifest.json"))
     return doc
 
