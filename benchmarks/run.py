@@ -354,19 +354,9 @@ def main() -> None:
 
     # all ranks: process pool vs serial, byte-identical
     mall = build("all64", large_spec(64, 1, count=30 if args.quick else 100, hi=16 * MIB), out)
-    serial = _sub("all", str(mall), "1")
-    pool = _sub("all", str(mall), str(cores))
-    results["all_ranks"] = {"serial": serial, "pool": pool,
-                            "identical": serial["sha256"] == pool["sha256"],
-                            "speedup": serial["seconds"] / pool["seconds"]}
-    _print_all(results["all_ranks"], mall)
+    results["all_ranks"] = all_ranks(mall, cores)
     if args.all_large:  # the large model's every rank: 64 x 507 MB
-        serial = _sub("all", str(m64), "1")
-        pool = _sub("all", str(m64), str(cores))
-        results["all_ranks_large"] = {"serial": serial, "pool": pool,
-                                      "identical": serial["sha256"] == pool["sha256"],
-                                      "speedup": serial["seconds"] / pool["seconds"]}
-        _print_all(results["all_ranks_large"], m64)
+        results["all_ranks_large"] = all_ranks(m64, cores)
 
     # scaling sweeps: time vs emitted records, sizes large enough that records dominate;
     # with the default policy, and with every collective forced to the ring.  The sizes are
@@ -456,6 +446,16 @@ def targets(res: dict) -> list[dict]:
                                 f"{a['pool']['rss_target_mb']:.0f} MB",
                     "holds": a["pool"]["peak_rss_mb"] <= a["pool"]["rss_target_mb"]})
     return out
+
+
+def all_ranks(model: Path, cores: int) -> dict:
+    """Every rank of ``model`` serially and with the pool, each in a fresh process; printed."""
+    serial = _sub("all", str(model), "1")
+    pool = _sub("all", str(model), str(cores))
+    res = {"serial": serial, "pool": pool, "identical": serial["sha256"] == pool["sha256"],
+           "speedup": serial["seconds"] / pool["seconds"]}
+    _print_all(res, model)
+    return res
 
 
 def _print_all(res: dict, model: Path) -> None:
