@@ -218,3 +218,20 @@ def test_an_entry_without_legs_emits_nothing():
     (entry,) = _emit_batch(builder, plan, [(tp, spec)], 0, 0, 0, {tp.trigger.subgraph: 0})
     assert entry["channels"] == [] and entry["channel_list"] == 0
     assert all(not parts for parts in builder.finish().values())
+
+
+@pytest.mark.parametrize("name", ["groups", "mix8", "c7c8", "two_node128"])
+def test_leader_spad_index_counts_the_leaders_earlier_entries(name):
+    """The rewritten NEFF's trigger words name each trigger's first SPAD entry on its
+    group's leader: the SPAD entries (one per trigger, one per leg of a HIER chain) of every
+    earlier trigger whose replica group holds that leader."""
+    from nrtrewrite.bundle import _leader_spad_index
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+
+    plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
+    got = _leader_spad_index(plan)
+    for i, tp in enumerate(plan.triggers):
+        want = sum(len(e.prepared.data.legs) if e.alg.name == "HIER" else 1
+                   for e in plan.triggers[:i] if tp.leader in e.group)
+        assert got[tp.trigger.ordinal] == want
+    assert len(got) == len(plan.triggers)
