@@ -129,10 +129,10 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
     p = Path(path)
     if p.is_file():
         return [p.parent]
-    if (p / "rank-0000").exists() or any(p.glob("rank-*")):
+    if (p / F.rank_dir_name(0)).exists() or any(p.glob("rank-*")):
         dirs = sorted(d for d in p.glob("rank-*") if d.is_dir())
         if rank is not None:
-            dirs = [d for d in dirs if d.name == f"rank-{rank:04d}"]
+            dirs = [d for d in dirs if d.name == F.rank_dir_name(rank)]
             if not dirs:
                 raise OutputError(f"{p}: no folder for rank {rank}")
         return dirs

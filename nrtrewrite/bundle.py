@@ -36,6 +36,7 @@ from pathlib import Path
 
 from nrtrewrite import __version__
 from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonout
@@ -45,16 +46,10 @@ from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
 from nrtrewrite.memtune import frozen_gc
 from nrtrewrite.neff.writer import rewrite_streams
 
-FORMAT_NAME = "nrtrewrite-lowered"
-FORMAT_VERSION = 2
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9).
 TOPSP_KICK_OPCODE = 0xA2
 RENAME_NOREPLACE = 1
 RENAME_EXCHANGE = 2
-
-
-def rank_dir_name(rank: int) -> str:
-    return f"rank-{rank:04d}"
 
 
 def default_output(model_path: str | os.PathLike) -> Path:
@@ -117,22 +112,22 @@ def _write_file(path: Path, data, sync: bool = True) -> None:
             os.fsync(fh.fileno())
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def _fsync_open(path: Path, flags: int) -> None:
+    fd = os.open(path, os.O_RDONLY | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    _fsync_open(path, os.O_DIRECTORY)
 
 
 def _fsync_path(path: Path) -> None:
     """fsync a file or folder by its path (any descriptor of a file flushes its data; an
     error of a writeback nobody has seen yet is reported to it, Linux 4.16 and later)."""
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_open(path, os.O_DIRECTORY if path.is_dir() else 0)
 
 
 class _Syncer:

@@ -33,20 +33,21 @@ def keep_freed_memory() -> bool:
     if _done:
         return True
     _done = True
-    mallopt = None
     # the C library is already loaded: look in the process's own symbols first (find_library
     # runs ldconfig in a subprocess, 1 - 2 ms, and finds nothing where ldconfig is missing)
-    for find in (lambda: None, lambda: ctypes.util.find_library("c")):
-        try:
-            mallopt = getattr(ctypes.CDLL(find()), "mallopt", None)
-        except (OSError, TypeError):
-            mallopt = None
-        if mallopt is not None:
-            break
+    mallopt = _mallopt_in(None) or _mallopt_in(ctypes.util.find_library("c"))
     if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)
                 and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def _mallopt_in(library: str | None):
+    """``mallopt`` of the C library ``library`` (None: the process's own symbols), or None."""
+    try:
+        return getattr(ctypes.CDLL(library), "mallopt", None)
+    except (OSError, TypeError):
+        return None
 
 
 @contextlib.contextmanager

@@ -111,12 +111,19 @@ def test_hier_groups_share_rings_and_intra_layouts():
                 assert p.orders is ps[0].orders and p.group_index is ps[0].group_index
 
 
-@pytest.mark.parametrize("algo", ["inter_allr:single_cycle_ring", "intra_redsct:kangaring",
-                                  None])
-def test_hier_manifest_json_keeps_its_shape(tmp_path, algo):
+HIER_ALGOS = ["inter_allr:single_cycle_ring", "intra_redsct:kangaring", None]
+
+
+def _small_hier_plan(tmp_path, algo):
+    """An all-reduce, an all-gather and a reduce-scatter over 32 ranks on two nodes."""
     topo = tmp_path / "t.json"
     topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
-    plan = plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=str(topo), algo=algo)
+    return plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=str(topo), algo=algo)
+
+
+@pytest.mark.parametrize("algo", HIER_ALGOS)
+def test_hier_manifest_json_keeps_its_shape(tmp_path, algo):
+    plan = _small_hier_plan(tmp_path, algo)
     for tp in plan.triggers:
         doc = json.loads(json.dumps(tp.prepared.manifest))
         for leg in doc["hier"]["legs"]:
@@ -133,14 +140,11 @@ def test_hier_manifest_json_keeps_its_shape(tmp_path, algo):
         assert all(isinstance(s, list) for s in doc["hier"]["slices"])
 
 
-@pytest.mark.parametrize("algo", ["inter_allr:single_cycle_ring", "intra_redsct:kangaring",
-                                  None])
+@pytest.mark.parametrize("algo", HIER_ALGOS)
 def test_hier_manifest_plans_in_positions_give_back_every_group_plan(tmp_path, algo):
     """Each group's record in the manifest, its positions turned into the group's ranks, is
     that group's own plan (FORMATS §1.1), and a leg lists each distinct record once."""
-    topo = tmp_path / "t.json"
-    topo.write_text(json.dumps(SMALL_TWO_NODE_TOPOLOGY))
-    plan = plan_ops([ar(9000), ag(450), rs(32 * 300)], 32, topology=str(topo), algo=algo)
+    plan = _small_hier_plan(tmp_path, algo)
     engines = set()
     for tp in plan.triggers:
         doc = json.loads(json.dumps(tp.prepared.manifest))

@@ -64,12 +64,16 @@ def schedule_ops(plan: LoweringPlan, rank: int, triggers: set[int] | None = None
     triggers in ``triggers``, if given).  Every entry is composed before the first op is
     given (an error comes before any output); the ops, much bigger than the entries' leg
     IR, are built one at a time."""
+    return (_op(tp, spec, rank) for tp, spec in _entries(plan, rank, triggers))
+
+
+def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
+    """``rank``'s SPAD entries (only the triggers in ``triggers``, if given), composed."""
     if rank not in plan.world:
         raise OutputError(f"rank {rank} is not in the model's world "
                           f"({plan.world[0]}..{plan.world[-1]})", rank=rank)
-    entries = [(tp, spec) for tp, spec in rank_entries(plan, rank)
-               if triggers is None or tp.trigger.ordinal in triggers]
-    return (_op(tp, spec, rank) for tp, spec in entries)
+    return [(tp, spec) for tp, spec in rank_entries(plan, rank)
+            if triggers is None or tp.trigger.ordinal in triggers]
 
 
 def _op(tp, spec, rank: int) -> dict:
@@ -137,19 +141,18 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
     for w in warnings:
         err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
     console = stdout_console()
-    if wanted is None and not show_all:
-        entries = [(tp, spec) for tp, spec in rank_entries(plan, rank)]
-        if len(entries) > OVERVIEW_ENTRIES:
-            console.print(_overview(rank, entries))
-            return
+    entries = _entries(plan, rank, wanted)  # composed once, for the overview or the tables
+    if wanted is None and not show_all and len(entries) > OVERVIEW_ENTRIES:
+        console.print(_overview(rank, entries))
+        return
     if wanted is not None:
         absent = sorted(tp.trigger.ordinal for tp in plan.triggers
                         if tp.trigger.ordinal in wanted and rank not in tp.group)
         if absent:
             console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, absent))}; "
                           "skipped", highlight=False)
-    for op in schedule_ops(plan, rank, wanted):
-        _print_op(console, rank, op, limit)
+    for tp, spec in entries:
+        _print_op(console, rank, _op(tp, spec, rank), limit)
 
 
 def _overview(rank: int, entries) -> Table:

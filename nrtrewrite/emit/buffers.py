@@ -114,27 +114,20 @@ class ViewList(Sequence):
         if isinstance(views, ViewList):
             return views
         views = list(views)
-        n = len(views)
-        return cls(np.fromiter((v.dsize for v in views), np.int64, n),
-                   np.fromiter((v.origin for v in views), np.int64, n),
-                   np.fromiter((v.base for v in views), np.int64, n),
-                   np.fromiter((v.anchor for v in views), np.int64, n),
-                   {i: v for i, v in enumerate(views) if v.ap is not None})
+        cols = np.array([(v.dsize, v.origin, v.base, v.anchor) for v in views],
+                        np.int64).reshape(len(views), 4).T.copy()
+        return cls(*cols, {i: v for i, v in enumerate(views) if v.ap is not None})
 
     @classmethod
     def join(cls, seqs: Sequence[Iterable[BufferView]]) -> tuple[ViewList, list[int]]:
         """The views of ``seqs`` (lists of views, or ViewLists) one after the other, and the
-        length of each: :meth:`concat` of :meth:`of` each, with the views of all the plain
-        lists read in one pass (an emit batch joins dozens of entries' few views each)."""
+        length of each: :meth:`concat` of :meth:`of` each, the views of plain lists read in
+        one :meth:`of` (an emit batch joins dozens of entries' few views each)."""
+        seqs = [s if isinstance(s, (list, ViewList)) else list(s) for s in seqs]
+        counts = [len(s) for s in seqs]
         if any(isinstance(s, ViewList) for s in seqs):
-            parts = [cls.of(s) for s in seqs]
-            return cls.concat(parts), [len(p) for p in parts]
-        seqs = [s if isinstance(s, list) else list(s) for s in seqs]
-        views = [v for s in seqs for v in s]
-        cols = np.array([(v.dsize, v.origin, v.base, v.anchor) for v in views],
-                        np.int64).reshape(len(views), 4).T.copy()
-        return (cls(*cols, {i: v for i, v in enumerate(views) if v.ap is not None}),
-                [len(s) for s in seqs])
+            return cls.concat([cls.of(s) for s in seqs]), counts
+        return cls.of([v for s in seqs for v in s]), counts
 
     @classmethod
     def concat(cls, parts: Sequence[ViewList]) -> ViewList:

@@ -228,6 +228,17 @@ NET_MAX_CREDITS = 0x1FF
 NET_INITIAL_SEND_CREDITS = 8
 NET_ENDING_RECV_CREDITS = 8
 
+#: The output folder (docs/FORMATS.md §1): its top-level manifest's ``format`` and
+#: ``format_version``, written by :mod:`nrtrewrite.bundle` and checked by the simulator.
+FORMAT_NAME = "nrtrewrite-lowered"
+FORMAT_VERSION = 2
+
+
+def rank_dir_name(rank: int) -> str:
+    """The folder of rank ``rank`` in an output folder."""
+    return f"rank-{rank:04d}"
+
+
 #: Every artifact file of a rank folder: name -> (numpy dtype, construct struct).
 ARTIFACTS: dict[str, tuple[np.dtype, cs.Construct]] = {
     "spad.bin": (SPAD_DTYPE, SpadCtrlEntry),

@@ -16,15 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
-
-FORMAT_NAME = "nrtrewrite-lowered"
-FORMAT_VERSION = 2
-
-
-def rank_dir_name(rank: int) -> str:
-    return f"rank-{rank:04d}"
-
 
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()

@@ -20,7 +20,7 @@ import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, SimulationError
-from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
+from nrtrewrite.simulate.artifacts import load_rank, rank_dir_name, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.program import (
@@ -166,7 +166,7 @@ class Simulator:
             try:
                 self.programs[r] = decode_rank(self.layout, self.triggers, self.files[r])
             except SimulationError as exc:
-                raise exc.at(file=str(self.out / f"rank-{r:04d}")) from None
+                raise exc.at(file=str(self.out / rank_dir_name(r))) from None
         self.transfers = FifoDecoder(self.layout, self.programs, self.files, self.sg_index).decode()
         self.files = {}  # the decoded programs hold everything the run needs
 
