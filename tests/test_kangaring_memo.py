@@ -1,4 +1,4 @@
-"""KANGARING transfer tables composed once per topology in roles (compose/kangaring.py
+"""KANGARING transfer tables composed once per process in roles (compose/kangaring.py
 ``_role_table``, ``_resolve``): a table serves every primary, channel and collective of the
 same op whose unit peers route alike, renumbered into each entry's own view and peer tables
 and given the channel's semaphores.
@@ -14,7 +14,7 @@ import pytest
 from irsim import ag, ar, plan_ops, rs
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.kangaring import (
-    KangaringPlan, _primary_legs, kangaring_sem, trigger_view_factory,
+    KangaringPlan, _primary_legs, _role_table, kangaring_sem, trigger_view_factory,
 )
 from nrtrewrite.compose.segments import PeerTable, ViewTable
 from nrtrewrite.lower import _entries_of, rank_entries
@@ -56,8 +56,7 @@ def test_shared_tables_give_the_entries_composed_alone(plan, rank):
     for tp in plan.triggers:
         for kc in _channels(plan):
             kc.memo.clear()
-        for key in [k for k in plan.topology._cache if k[0] == "kangaring_transfers"]:
-            del plan.topology._cache[key]
+        _role_table.cache_clear()
         for t in plan.triggers:  # the secondaries' counts too
             t.prepared.data._touches.clear()
         for spec in _entries_of(plan, tp, rank):

@@ -372,18 +372,15 @@ class _Transfers:
     cells: tuple[tuple[str, np.ndarray, str], ...]
 
 
-def _role_table(topo, op: EncOpType, inplace: bool, leaves: tuple[int, ...],
+@functools.lru_cache(maxsize=256)
+def _role_table(op: EncOpType, inplace: bool, leaves: tuple[int, ...],
                 neighs: tuple[EncdNeigh, ...], next_net: bool) -> _Transfers:
     """The transfer table of a primary whose template uses ``leaves`` and whose unit peers
-    route as ``neighs``: shared (memoised per topology) by every primary, channel and
-    collective with the same op, peers and next hop."""
-    return topo.cached(("kangaring_transfers", op, inplace, leaves, neighs, next_net),
-                       lambda: _make_role_table(op, inplace, leaves, neighs, next_net))
+    route as ``neighs``: a pure function of its arguments (no topology), shared by every
+    primary, channel, collective and plan of the process with the same op, peers and next
+    hop (read-only).
 
-
-def _make_role_table(op: EncOpType, inplace: bool, leaves: tuple[int, ...],
-                     neighs: tuple[EncdNeigh, ...], next_net: bool) -> _Transfers:
-    """Every row's transfer depends only on its leaf, and on its member only where the
+    Every row's transfer depends only on its leaf, and on its member only where the
     member's own block is named (the all-gather's send of a unit member's input, the
     reduce-scatter's copy to the position's owner): one table row per distinct transfer.
     Those members are always the primary's own unit (the ring template names them at chunk
@@ -593,7 +590,7 @@ def _one_group(kc: KangaringChannel, st: _PrimaryStatic, topo, rank: int, op: En
     members = st.unit_table[unit_of_row[r1], m_k]
     t1 = tmpl[r1]
     leaf = t1[:, 2]
-    table = _role_table(topo, op, inplace, tuple(sorted(set(leaf.tolist()))),
+    table = _role_table(op, inplace, tuple(sorted(set(leaf.tolist()))),
                         tuple(p.neigh for p in st.fpeers), st.next_net)
     one = _OneGroup(t1, members, st.position[members], table,
                     table.row_of[leaf, st.role_of[members]])
@@ -612,7 +609,7 @@ def _kangaring_template(op: EncOpType, units: int, host_cc: bool) -> np.ndarray:
         tmpl = tmpl[tmpl[:, 2] != int(Leaf.direct_copy)]
         tmpl.setflags(write=False)
     by_member = np.isin(tmpl[:, 2], list(_by_member(op)))
-    if (tmpl[by_member, 3] % units).any():  # see _make_role_table
+    if (tmpl[by_member, 3] % units).any():  # see _role_table
         raise LoweringError(f"kangaring {op.name}: a leg names the block of a member outside "
                             "the primary's unit")
     return tmpl
