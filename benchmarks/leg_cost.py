@@ -1,0 +1,118 @@
+"""What a leg costs the emitter, apart from its records (docs/PERFORMANCE.md "Where the time
+goes").
+
+    python benchmarks/leg_cost.py [MODEL] [--rank R] [--algo A] [--reps N]
+
+``MODEL`` as for ``profile_rank.py`` (default ``size_x1``, the default size sweep's first
+point, built by ``make bench``).  The rank's entries are composed once; then the emitter
+(:func:`nrtrewrite.emit.legs.emit_entries`, one batch, records hashed and discarded) runs on
+
+* the entries as composed (*as composed*);
+* the same legs with every non-empty element range cut to 32 elements (*32 elements*: the
+  same legs, channels, semaphores and 0xBF words, one tile per leg, so the records hardly
+  count);
+* the first entry alone, then the first two, ..., then every entry twice and four times
+  (32 elements each): the emitter's time against the batch's legs, and the least-squares
+  line through those points (fixed ms per batch + us per leg).
+
+Each figure is the best of ``--reps`` runs in this process (warm).  The composing time of
+the rank's entries (best of ``--reps``, each from a fresh plan) is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+#: The element count every non-empty leg gets in the "32 elements" runs.
+SHORT = 32
+
+
+def _short(ir: np.ndarray) -> np.ndarray:
+    ir = ir.copy()
+    moving = ir["stop"] > ir["start"]
+    ir["stop"][moving] = ir["start"][moving] + SHORT
+    return ir
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", default="size_x1")
+    ap.add_argument("--rank", type=int, default=0)
+    ap.add_argument("--algo", default=None, help="algorithm override, as lower --algo")
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args(argv)
+    if args.reps < 1:
+        ap.error("--reps must be at least 1")
+
+    from profile_rank import model_path
+
+    from nrtrewrite.emit import formats as F
+    from nrtrewrite.emit.legs import RankBuilder, emit_entries
+    from nrtrewrite.errors import NrtRewriteError
+    from nrtrewrite.lower import LowerOptions, _entry_context, plan_lowering, rank_entries
+    from nrtrewrite.neff.reader import read_model
+
+    path = model_path(args.model)
+    compose_s = float("inf")
+    try:
+        model = read_model(path)
+        for _ in range(args.reps):
+            plan = plan_lowering(model, LowerOptions(algo=args.algo))
+            t0 = time.perf_counter()
+            entries = rank_entries(plan, args.rank)
+            compose_s = min(compose_s, time.perf_counter() - t0)
+    except NrtRewriteError as err:
+        raise SystemExit(f"leg_cost.py: error: {err}") from None
+    if not entries:
+        raise SystemExit(f"leg_cost.py: error: rank {args.rank} has no SPAD entry in {path}")
+    lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
+    sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
+    ctxs = [_entry_context(plan, tp, spec, args.rank, j, lnc_fmt, sg_index[tp.trigger.subgraph])
+            for j, (tp, spec) in enumerate(entries)]
+
+    def emit(items) -> tuple[float, int]:
+        best, records = float("inf"), 0
+        for _ in range(args.reps):
+            b = RankBuilder(args.rank, lambda name, arr: None)
+            t0 = time.perf_counter()
+            emit_entries(b, items)
+            best = min(best, time.perf_counter() - t0)
+            b.close()
+            records = sum(b.counts.values())
+        return best, records
+
+    algos = sorted({tp.alg.name for tp, _spec in entries})
+    print(f"{path.name} rank {args.rank}: {len(entries)} entries ({', '.join(algos)}), "
+          f"compose {compose_s * 1e3:.2f} ms")
+    full = [(c, spec.ir) for c, (_tp, spec) in zip(ctxs, entries)]
+    short = [(c, _short(ir)) for c, ir in full]
+    legs = sum(ir.size for _c, ir in full)
+    for label, items in (("as composed", full), (f"{SHORT} elements", short)):
+        s, records = emit(items)
+        print(f"  emit, {label:12s}: {s * 1e3:7.3f} ms  {legs:7,d} IR legs  {records:10,d} records")
+    print(f"  emit against the batch's legs ({SHORT} elements each):")
+    sets = [short[:k] for k in sorted({1, max(1, len(short) // 2), len(short)})]
+    sets += [short * 2, short * 4]
+    xs, ys = [], []
+    for items in sets:
+        s, _records = emit(items)
+        n = sum(ir.size for _c, ir in items)
+        xs.append(n)
+        ys.append(s)
+        print(f"    {len(items):4d} entries {n:7,d} legs: {s * 1e3:7.3f} ms  "
+              f"({s / n * 1e6:.2f} us per leg)")
+    slope, fixed = np.polyfit(xs, ys, 1)
+    print(f"  fit: {fixed * 1e3:.2f} ms per batch + {slope * 1e6:.2f} us per leg")
+
+
+if __name__ == "__main__":
+    main()
