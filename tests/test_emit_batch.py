@@ -118,3 +118,67 @@ def test_a_kept_leg_without_elements_must_not_move_data(field):
     with pytest.raises(NrtRewriteError, match="a leg without elements must not move data"):
         emit_entries(b, [(ctx, ir)])
     b.close()
+
+
+def _increments(ir):
+    return ir["n_inc"] > 0
+
+
+def _receives(ir):
+    return ir["net_src_peer"] >= 0
+
+
+def _bad_inc_peer(ir, row, spec):
+    ir["inc_peer"][row, 0] = len(spec.peers)
+
+
+def _bad_net_src_peer(ir, row, spec):
+    ir["net_src_peer"][row] = len(spec.peers)
+
+
+def _bad_net_view(ir, row, spec):
+    ir["net_view"][row] = len(spec.views)
+
+
+RECEIVE = "network receive from a peer or into a view that the entry lacks"
+
+
+@pytest.mark.parametrize("name, legs, spoil, says", [
+    ("mix8", _increments, _bad_inc_peer, "increments a semaphore on a peer that the entry lacks"),
+    ("two_node128", _receives, _bad_net_src_peer, RECEIVE),
+    ("two_node128", _receives, _bad_net_view, RECEIVE),
+])
+def test_every_reference_of_a_leg_is_checked_against_its_own_entry(name, legs, spoil, says):
+    """An increment's peer and a network receive's peer and view index the entry's own
+    tables; in a batch, one past the end would name the next entry's peer or view (the
+    batch's tables are joined), so the emitter refuses it and names the entry, as it does a
+    source or destination (above)."""
+    plan = _plan(name)
+    lnc_fmt, sg = _indices(plan)
+    batch = rank_entries(plan, 0)
+    # an entry with such a leg, and one after it in the batch
+    bad_tp, bad_spec = next((tp, spec) for tp, spec in batch[:-1] if legs(spec.ir).any())
+    ir = bad_spec.ir.copy()
+    spoil(ir, int(np.flatnonzero(legs(ir))[0]), bad_spec)
+    bad_spec.ir = ir
+    b = RankBuilder(0)
+    with pytest.raises(NrtRewriteError) as err:
+        _emit_batch(b, plan, batch, 0, 0, lnc_fmt, sg)
+    b.close()
+    assert err.value.where.trigger == bad_tp.trigger.ordinal
+    assert says in str(err.value)
+
+
+def test_a_gateway_view_the_entry_lacks_is_refused():
+    """A leg's network destinations are staged in its gateway view (its own, or the entry's):
+    one past the entry's views is refused too."""
+    plan = _plan("two_node128")
+    items = _items(plan, 0)
+    ctx, ir = next((c, ir) for c, ir in items if (ir["n_dst"] > 0).any()
+                   and any(c.peer_tables.net[1:]))
+    ir = ir.copy()
+    ir["gw_view"] = len(ctx.views)  # every leg's: those with network destinations use it
+    b = RankBuilder(0)
+    with pytest.raises(NrtRewriteError, match="gateway view that the entry lacks"):
+        emit_entries(b, [(ctx, ir)])
+    b.close()

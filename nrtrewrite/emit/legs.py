@@ -457,7 +457,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     gw_leg = col("gw_view")
     gw_leg = np.where(gw_leg == NO_VIEW, _ints([c.gw_view for c in ctxs])[leg_e], gw_leg)
     _check_legs(bt.nv[leg_e], bt.npeer[leg_e], s_n, d_n, src_view, src_peer, dst_view,
-                dst_peer, reduce)
+                dst_peer, reduce, i_n, i_peer, net_src, net_view)
     # from here on views and peers are indices into the batch's tables (``_g``: shifted);
     # a peer's entry-local number 0 is still the rank itself
     voff, poff = bt.voff[leg_e], bt.poff[leg_e]
@@ -478,6 +478,9 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
 
     # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
     dst_net = (np.arange(wd)[None, :] < d_n[:, None]) & pt.net[dst_peer_g]
+    sends_net = dst_net.any(axis=1)
+    if sends_net.any() and (gw_leg[sends_net] >= bt.nv[leg_e[sends_net]]).any():
+        raise LoweringError("a leg stages a network send in a gateway view that the entry lacks")
     eff_dst_view = np.where(dst_net, gw_g[:, None], dst_view_g)
     eff_dst_peer = np.where(dst_net, poff[:, None], dst_peer_g)
 
@@ -683,7 +686,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
              for i, part in zip(tp_ci[bounds].tolist(), np.split(tp, bounds[1:]))}
 
     # ---- net-proxy FIFOs: segments whose legs send to or receive from the network ---------------
-    leg_tx = dst_net.any(1)
+    leg_tx = sends_net
     leg_rx = net_src >= 0
     fifo = _fifo_records(b, bt, (view_linear, vbase, vdsize), seg_ch, seg_e, leg_ci, is_end,
                          leg_tx, leg_rx, start, stop, dst_view_g, dst_peer_g, dst_net, gw_g,
@@ -1096,10 +1099,13 @@ def _check_counts(ir: np.ndarray) -> None:
                             "the leg IR holds")
 
 
-def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, reduce) -> None:
+def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, reduce, i_n,
+                i_peer, net_src, net_view) -> None:
     """The IR's references and shapes, on the legs' columns (handshake and mark_end legs
     included: they have neither sources nor destinations); ``nv``, ``npeer``: the number of
-    views and peers of each leg's entry."""
+    views and peers of each leg's entry.  In a batch the entries' tables are joined, so a
+    reference one past its own entry's table would name the next entry's view or peer:
+    every one is checked against its own entry."""
     for field_, count, view, peer in (("src", s_n, src_view, src_peer),
                                       ("dst", d_n, dst_view, dst_peer)):
         if view.size and view.max() < nv.min() and peer.max() < npeer.min():
@@ -1107,6 +1113,14 @@ def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, red
         bad = (view >= nv[:, None]) | (peer >= npeer[:, None])
         if (bad & (_SLOT_INDEX[:view.shape[1]] < count[:, None])).any():
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
+    if i_peer.size and i_peer.max() >= npeer.min():
+        used = np.arange(i_peer.shape[1])[None, :] < i_n[:, None]
+        if (used & (i_peer >= npeer[:, None])).any():
+            raise LoweringError("a leg increments a semaphore on a peer that the entry lacks")
+    rx = net_src >= 0
+    if rx.any() and ((net_src[rx] >= npeer[rx]) | (net_view[rx] >= nv[rx])).any():
+        raise LoweringError("a leg has a network receive from a peer or into a view that the "
+                            "entry lacks")
     if ((s_n == 0) & (d_n > 0)).any():
         raise LoweringError("a leg with destinations needs a source")
     if (reduce & (s_n > 32)).any():
