@@ -82,7 +82,6 @@ def test_mix8_batch_mixes_dtypes_and_reductions():
 
 def test_a_batch_error_names_the_entry_that_has_it():
     plan = _plan("mix8")
-    lnc_fmt, sg = _indices(plan)
     batch = rank_entries(plan, 0)
     assert len(batch) >= 3
     bad_tp, bad_spec = batch[1]
@@ -91,13 +90,20 @@ def test_a_batch_error_names_the_entry_that_has_it():
     # a view this entry lacks, though the batch's joined view table has one at that place
     ir["src_view"][row, 0] = len(bad_spec.views)
     bad_spec.ir = ir
+    err = _batch_error(plan, batch)
+    assert err.where.trigger == bad_tp.trigger.ordinal
+    assert "src view or peer that the entry lacks" in str(err)
+    assert batch[0][0].trigger.ordinal != bad_tp.trigger.ordinal
+
+
+def _batch_error(plan, batch) -> NrtRewriteError:
+    """The error of emitting ``batch`` (rank 0's entries) as the lowering does."""
+    lnc_fmt, sg = _indices(plan)
     b = RankBuilder(0)
     with pytest.raises(NrtRewriteError) as err:
         _emit_batch(b, plan, batch, 0, 0, lnc_fmt, sg)
     b.close()
-    assert err.value.where.trigger == bad_tp.trigger.ordinal
-    assert "src view or peer that the entry lacks" in str(err.value)
-    assert batch[0][0].trigger.ordinal != bad_tp.trigger.ordinal
+    return err.value
 
 
 @pytest.mark.parametrize("field", ["n_dst", "net_src_peer"])
@@ -154,19 +160,15 @@ def test_every_reference_of_a_leg_is_checked_against_its_own_entry(name, legs, s
     batch's tables are joined), so the emitter refuses it and names the entry, as it does a
     source or destination (above)."""
     plan = _plan(name)
-    lnc_fmt, sg = _indices(plan)
     batch = rank_entries(plan, 0)
     # an entry with such a leg, and one after it in the batch
     bad_tp, bad_spec = next((tp, spec) for tp, spec in batch[:-1] if legs(spec.ir).any())
     ir = bad_spec.ir.copy()
     spoil(ir, int(np.flatnonzero(legs(ir))[0]), bad_spec)
     bad_spec.ir = ir
-    b = RankBuilder(0)
-    with pytest.raises(NrtRewriteError) as err:
-        _emit_batch(b, plan, batch, 0, 0, lnc_fmt, sg)
-    b.close()
-    assert err.value.where.trigger == bad_tp.trigger.ordinal
-    assert says in str(err.value)
+    err = _batch_error(plan, batch)
+    assert err.where.trigger == bad_tp.trigger.ordinal
+    assert says in str(err)
 
 
 def test_a_gateway_view_the_entry_lacks_is_refused():
