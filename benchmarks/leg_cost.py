@@ -21,7 +21,6 @@ the rank's entries (best of ``--reps``, each from a fresh plan) is printed too.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -44,21 +43,17 @@ def _short(ir: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", nargs="?", default="size_x1")
-    ap.add_argument("--rank", type=int, default=0)
-    ap.add_argument("--algo", default=None, help="algorithm override, as lower --algo")
+    from profile_rank import model_path, rank_arguments
+
+    ap = rank_arguments(__doc__, "size_x1")
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
     if args.reps < 1:
         ap.error("--reps must be at least 1")
 
-    from profile_rank import model_path
-
-    from nrtrewrite.emit import formats as F
     from nrtrewrite.emit.legs import RankBuilder, emit_entries
     from nrtrewrite.errors import NrtRewriteError
-    from nrtrewrite.lower import LowerOptions, _entry_context, plan_lowering, rank_entries
+    from nrtrewrite.lower import LowerOptions, entry_contexts, plan_lowering, rank_entries
     from nrtrewrite.neff.reader import read_model
 
     path = model_path(args.model)
@@ -74,10 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"leg_cost.py: error: {err}") from None
     if not entries:
         raise SystemExit(f"leg_cost.py: error: rank {args.rank} has no SPAD entry in {path}")
-    lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
-    sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
-    ctxs = [_entry_context(plan, tp, spec, args.rank, j, lnc_fmt, sg_index[tp.trigger.subgraph])
-            for j, (tp, spec) in enumerate(entries)]
+    ctxs = entry_contexts(plan, entries, args.rank)
 
     def emit(items) -> tuple[float, int]:
         best, records = float("inf"), 0

@@ -82,11 +82,19 @@ def _functions(spec: str) -> list:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", nargs="?", default="large64")
+def rank_arguments(doc: str, default_model: str) -> argparse.ArgumentParser:
+    """The parser of a script that works on one rank of a model: ``MODEL`` (a NEFF or a
+    benchmark model's name, :func:`model_path`), ``--rank``, ``--algo``; described by the
+    first paragraph of ``doc``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("model", nargs="?", default=default_model)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--algo", default=None, help="algorithm override, as lower --algo")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = rank_arguments(__doc__, "large64")
     ap.add_argument("--what", choices=("lower", "plan"), default="lower")
     ap.add_argument("--tool", choices=("pyinstrument", "cprofile", "lines"), default=None)
     ap.add_argument("--warm", action="store_true", help="lower the rank once first")

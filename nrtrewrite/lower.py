@@ -285,8 +285,7 @@ def _lower_rank(plan: LoweringPlan, rank: int, sink: Callable[[str, np.ndarray],
             else None)
     builder = RankBuilder(rank, sink)
     entries = []
-    lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
-    sg_index = {sg.name: i for i, sg in enumerate(plan.model.subgraphs)}
+    lnc_fmt, sg_index = context_indices(plan)
     timings = {"compose": 0.0, "emit": 0.0, "serialize": 0.0}
     try:
         batch: list[tuple[TriggerPlan, EntrySpec]] = []
@@ -370,6 +369,22 @@ def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
         raise  # not reproduced one entry at a time (never expected): unattributed
     return [_entry_manifest(tp, spec, rank, summary)
             for (tp, spec), summary in zip(batch, summaries)]
+
+
+def context_indices(plan: LoweringPlan) -> tuple[int, dict[str, int]]:
+    """What every entry context of ``plan`` shares: the ``lnc_size_fmt`` code of the model's
+    LNC size, and each subgraph's index by name."""
+    return (F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0),
+            {sg.name: i for i, sg in enumerate(plan.model.subgraphs)})
+
+
+def entry_contexts(plan: LoweringPlan, entries: list[tuple[TriggerPlan, EntrySpec]],
+                   rank: int) -> list[EntryContext]:
+    """The emitter's context of each of ``rank``'s ``entries`` (:func:`rank_entries`: the
+    rank's every entry, so the SPAD indices count from 0)."""
+    lnc_fmt, sg_index = context_indices(plan)
+    return [_entry_context(plan, tp, spec, rank, j, lnc_fmt, sg_index[tp.trigger.subgraph])
+            for j, (tp, spec) in enumerate(entries)]
 
 
 def _entry_context(plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec, rank: int,

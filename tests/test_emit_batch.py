@@ -11,7 +11,9 @@ import pytest
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.legs import RankBuilder, emit_entries
 from nrtrewrite.errors import NrtRewriteError
-from nrtrewrite.lower import LowerOptions, _emit_batch, _entry_context, plan_lowering, rank_entries
+from nrtrewrite.lower import (
+    LowerOptions, _emit_batch, context_indices, entry_contexts, plan_lowering, rank_entries,
+)
 from nrtrewrite.neff.reader import read_model
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -21,15 +23,10 @@ def _plan(name: str):
     return plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
 
 
-def _indices(plan):
-    return (F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0),
-            {sg.name: i for i, sg in enumerate(plan.model.subgraphs)})
-
-
 def _items(plan, rank: int):
-    lnc_fmt, sg = _indices(plan)
-    return [(_entry_context(plan, tp, spec, rank, j, lnc_fmt, sg[tp.trigger.subgraph]), spec.ir)
-            for j, (tp, spec) in enumerate(rank_entries(plan, rank))]
+    entries = rank_entries(plan, rank)
+    return [(ctx, spec.ir) for ctx, (_tp, spec) in zip(entry_contexts(plan, entries, rank),
+                                                        entries)]
 
 
 def _emit(items, sizes: list[int]):
@@ -98,7 +95,7 @@ def test_a_batch_error_names_the_entry_that_has_it():
 
 def _batch_error(plan, batch) -> NrtRewriteError:
     """The error of emitting ``batch`` (rank 0's entries) as the lowering does."""
-    lnc_fmt, sg = _indices(plan)
+    lnc_fmt, sg = context_indices(plan)
     b = RankBuilder(0)
     with pytest.raises(NrtRewriteError) as err:
         _emit_batch(b, plan, batch, 0, 0, lnc_fmt, sg)

@@ -13,7 +13,7 @@ import pytest
 
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.legs import RankBuilder, _terminator, emit_entries
-from nrtrewrite.lower import LowerOptions, _entry_context, plan_lowering, rank_entries
+from nrtrewrite.lower import LowerOptions, entry_contexts, plan_lowering, rank_entries
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 
@@ -28,10 +28,9 @@ def _spec_plan(groups, trigs, algo=None):
 
 
 def _items(plan, rank: int):
-    sg = {s.name: i for i, s in enumerate(plan.model.subgraphs)}
-    lnc_fmt = F.LNC_SIZE_FMT.get(plan.model.lnc_size, 0)
-    return [(_entry_context(plan, tp, spec, rank, j, lnc_fmt, sg[tp.trigger.subgraph]), spec.ir)
-            for j, (tp, spec) in enumerate(rank_entries(plan, rank))]
+    entries = rank_entries(plan, rank)
+    return [(ctx, spec.ir) for ctx, (_tp, spec) in zip(entry_contexts(plan, entries, rank),
+                                                        entries)]
 
 
 def _emit(items, sizes):

@@ -361,9 +361,8 @@ class RingLegPlan:
         """The plan as a HIER leg's manifest states it (docs/FORMATS.md §1.1 ``plans``): its
         ring orders as positions in the group; (a hashable key, the record's maker).  Groups
         whose plans have the same key share one record."""
-        token, rings = self.rings_positional or (None, None)
-        if rings is None:
-            rings = token = positional_rings(self.channel_ids, self.orders, self.group_index)
+        token, rings = positional_key(self.rings_positional, self.channel_ids, self.orders,
+                                      self.group_index)
         plan = self.layout.plan
         return ("ring", token, plan), lambda: {"channels": positional_channels(rings),
                                                "chunk": chunk_manifest(plan)}
@@ -379,6 +378,17 @@ def positional_rings(channel_ids: Sequence[int], orders: dict[int, tuple[int, ..
                      positions: dict[int, int]) -> tuple[tuple[int, tuple[int, ...]], ...]:
     """(channel id, its ring order as positions in the group) of each channel: hashable."""
     return tuple((c, tuple(map(positions.__getitem__, orders[c]))) for c in channel_ids)
+
+
+def positional_key(given: tuple | None, channel_ids: Sequence[int],
+                   orders: dict[int, tuple[int, ...]], positions: dict[int, int]
+                   ) -> tuple[object, tuple]:
+    """(a key standing for the rings, :func:`positional_rings`): ``given`` ((:func:`ring_token`,
+    rings), worked out when the plan was made) or, without it, the rings as their own key."""
+    if given is not None:
+        return given
+    rings = positional_rings(channel_ids, orders, positions)
+    return rings, rings
 
 
 def ring_token(topo, rings: tuple) -> int:

@@ -47,7 +47,8 @@ from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.segments import (
     Layout, PeerTable, ViewTable, channels_manifest, chunk_manifest, group_positions,
-    interleaved_layout, positional_channels, positional_rings, repeat_over_groups, ring_token,
+    interleaved_layout, positional_channels, positional_key, positional_rings,
+    repeat_over_groups, ring_token,
 )
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
@@ -152,10 +153,8 @@ class SingleCyclePlan:
         rings = self.rings_manifest
         if rings is None:
             rings = _rings_manifest(self.group, self.pairs, self.orders)
-        token, positional = rings.get("positional") or (None, None)
-        if positional is None:
-            positional = token = positional_rings(self.channel_ids, self.orders,
-                                                  self.group_index)
+        token, positional = positional_key(rings.get("positional"), self.channel_ids,
+                                           self.orders, self.group_index)
         plan = self.layout.plan
         key = ("single_cycle", token, tuple(self.pairs), len(self.group), plan)
         return key, lambda: {"channels": positional_channels(positional),

@@ -20,7 +20,8 @@ import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, SimulationError
-from nrtrewrite.simulate.artifacts import load_rank, rank_dir_name, read_top_manifest
+from nrtrewrite.emit.formats import rank_dir_name
+from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.program import (
