@@ -15,12 +15,17 @@ point, built by ``make bench``).  The rank's entries are composed once; then the
   (32 elements each): the emitter's time against the batch's legs, and the least-squares
   line through those points (fixed ms per batch + us per leg).
 
-Each figure is the best of ``--reps`` runs in this process (warm).  The composing time of
-the rank's entries (best of ``--reps``, each from a fresh plan) is printed too.
+Each figure is the best of ``--reps`` runs in this process (warm), with the minor page
+faults of that run.  The composing time of the rank's entries (best of ``--reps``, each from
+a fresh plan) is printed too.  The heap is tuned as :func:`nrtrewrite.lower.lower_rank` tunes
+it (:func:`nrtrewrite.memtune.keep_freed_memory`): without that, glibc gives blocks of a
+megabyte or more back to the kernel on free, and each emit pays a page fault per 4 KiB it
+allocates again (some 900 at ``size_x1``, a millisecond of its 3 ms), which no lowering pays.
 """
 
 from __future__ import annotations
 
+import resource
 import sys
 import time
 from pathlib import Path
@@ -54,6 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     from nrtrewrite.emit.legs import RankBuilder, emit_entries
     from nrtrewrite.errors import NrtRewriteError
     from nrtrewrite.lower import LowerOptions, entry_contexts, plan_lowering, rank_entries
+    from nrtrewrite.memtune import keep_freed_memory
     from nrtrewrite.neff.reader import read_model
 
     path = model_path(args.model)
@@ -70,17 +76,24 @@ def main(argv: list[str] | None = None) -> None:
     if not entries:
         raise SystemExit(f"leg_cost.py: error: rank {args.rank} has no SPAD entry in {path}")
     ctxs = entry_contexts(plan, entries, args.rank)
+    keep_freed_memory()  # as lower_rank does (the module doc)
 
-    def emit(items) -> tuple[float, int]:
-        best, records = float("inf"), 0
+    def faults() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+    def emit(items) -> tuple[float, int, int]:
+        best, records, best_faults = float("inf"), 0, 0
         for _ in range(args.reps):
             b = RankBuilder(args.rank, lambda name, arr: None)
+            f0 = faults()
             t0 = time.perf_counter()
             emit_entries(b, items)
-            best = min(best, time.perf_counter() - t0)
+            dt = time.perf_counter() - t0
+            if dt < best:
+                best, best_faults = dt, faults() - f0
             b.close()
             records = sum(b.counts.values())
-        return best, records
+        return best, records, best_faults
 
     algos = sorted({tp.alg.name for tp, _spec in entries})
     print(f"{path.name} rank {args.rank}: {len(entries)} entries ({', '.join(algos)}), "
@@ -89,14 +102,15 @@ def main(argv: list[str] | None = None) -> None:
     short = [(c, _short(ir)) for c, ir in full]
     legs = sum(ir.size for _c, ir in full)
     for label, items in (("as composed", full), (f"{SHORT} elements", short)):
-        s, records = emit(items)
-        print(f"  emit, {label:12s}: {s * 1e3:7.3f} ms  {legs:7,d} IR legs  {records:10,d} records")
+        s, records, nf = emit(items)
+        print(f"  emit, {label:12s}: {s * 1e3:7.3f} ms  {legs:7,d} IR legs  {records:10,d} records"
+              f"  {nf:5,d} page faults")
     print(f"  emit against the batch's legs ({SHORT} elements each):")
     sets = [short[:k] for k in sorted({1, max(1, len(short) // 2), len(short)})]
     sets += [short * 2, short * 4]
     xs, ys = [], []
     for items in sets:
-        s, _records = emit(items)
+        s, _records, _faults = emit(items)
         n = sum(ir.size for _c, ir in items)
         xs.append(n)
         ys.append(s)

@@ -36,7 +36,7 @@ def test_leg_cost_counts_the_rank_s_legs():
     rows = {}
     for line in out[1:3]:
         m = re.match(r"\s+emit, (as composed|32 elements)\s*:\s+[\d.]+ ms\s+([\d,]+) IR legs"
-                     r"\s+([\d,]+) records", line)
+                     r"\s+([\d,]+) records\s+[\d,]+ page faults$", line)
         assert m, line
         rows[m.group(1)] = (_num(m.group(2)), _num(m.group(3)))
     assert rows["as composed"][0] == rows["32 elements"][0] == legs
