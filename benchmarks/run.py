@@ -46,6 +46,10 @@ from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
 SAMPLE = 4000
 #: Fresh-process runs of each ``lower --rank 0`` measurement (the best is reported).
 RANK_RUNS = 3
+#: Lowerings of rank 0 per scaling-sweep point, in one process (the best is reported).  The
+#: small points take 5 - 6 ms, where a shared machine's hiccups weigh most: over four runs of
+#: the ring's size sweep, 5 gave exponents 0.848 - 0.877 and 11 gave 0.868 - 0.882.
+SWEEP_REPS = 11
 
 
 # ----------------------------------------------------------------------------------------------
@@ -151,7 +155,7 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     return res
 
 
-def measure_sweep_point(model: str, algo: str | None, reps: int = 5) -> dict:
+def measure_sweep_point(model: str, algo: str | None, reps: int = SWEEP_REPS) -> dict:
     """One scaling-sweep point: the best of ``reps`` lowerings of rank 0 in this process
     (each from a fresh plan; warm: the first run's one-time costs - imports, caches, the
     heap's first page faults - are not per-record costs), records discarded after hashing."""
@@ -401,7 +405,7 @@ def main() -> None:
                   f"time ~ x^{k['exponent_time_vs_x']:.2f}); affine fit "
                   f"{k['affine_fit']['fixed_ms']:.1f} ms + "
                   f"{k['affine_fit']['ns_per_record']:.1f} ns/record")
-            print("    " + ", ".join(f"x{r['x']}: {r['records']:,} rec {r['lower_s']:.3f} s"
+            print("    " + ", ".join(f"x{r['x']}: {r['records']:,} rec {r['lower_s'] * 1e3:.2f} ms"
                                      for r in k["runs"]))
         print(f"  both sweeps: time ~ records^{sc['combined_exponent_time_vs_records']:.3f}")
     results["targets"] = targets(results)
