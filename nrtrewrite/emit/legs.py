@@ -309,6 +309,13 @@ def _mark_end_row() -> np.ndarray:
 _MARK_END = _mark_end_row()
 
 
+def _cells(rows: np.ndarray, cols: np.ndarray, width: int) -> np.ndarray:
+    """Flat indices of cells ``(rows, cols)`` of a C-contiguous ``(n, width)`` array, for
+    ``np.take``: gathering by one flat index is 3 - 6 times faster than ``a[rows, cols]``,
+    which the emitter's (leg, slot) tables are read with several times per record."""
+    return rows * width + cols
+
+
 def _expand(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(owner index, index within owner, first position of each owner) for repeat counts."""
     counts = np.asarray(counts, dtype=np.int64)
@@ -494,8 +501,10 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     lt_is_src = lt_slot < s_n[lt_leg]
     lt_j = np.minimum(np.maximum(lt_slot - s_n[lt_leg], 0), wd - 1)
     lt_i = np.minimum(lt_slot, ws - 1)
-    lt_view = np.where(lt_is_src, src_view_g[lt_leg, lt_i], eff_dst_view[lt_leg, lt_j])
-    lt_peer = np.where(lt_is_src, src_peer_g[lt_leg, lt_i], eff_dst_peer[lt_leg, lt_j])
+    # (leg, slot) cells gathered by flat index (:func:`_cells`)
+    lt_src, lt_dst = _cells(lt_leg, lt_i, ws), _cells(lt_leg, lt_j, wd)
+    lt_view = np.where(lt_is_src, np.take(src_view_g, lt_src), np.take(eff_dst_view, lt_dst))
+    lt_peer = np.where(lt_is_src, np.take(src_peer_g, lt_src), np.take(eff_dst_peer, lt_dst))
     sdma_op_leg = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
     lt_meta = (sdma_op_leg[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
                | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
@@ -561,10 +570,12 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     s_inc = ~s_end & ~s_wait & ~s_compl
     wk = np.minimum(s_k, MAX_WAIT - 1)
     ik = np.minimum(np.maximum(s_k - w_n[s_leg] - 1, 0), wi - 1)
-    inc_peer = i_peer[s_leg, ik]
-    inc_sem = i_sem[s_leg, ik]
-    inc_net = s_inc & pt.net[i_peer_g[s_leg, ik]]
-    if np.any(inc_net & (i_val[s_leg, ik] != 1)):
+    s_inc_cell, s_wait_cell = _cells(s_leg, ik, wi), _cells(s_leg, wk, w_sem.shape[1])
+    inc_peer = np.take(i_peer, s_inc_cell)
+    inc_sem = np.take(i_sem, s_inc_cell)
+    inc_val = np.take(i_val, s_inc_cell)
+    inc_net = s_inc & pt.net[np.take(i_peer_g, s_inc_cell)]
+    if np.any(inc_net & (inc_val != 1)):
         raise LoweringError("an increment across the network must have value 1 (the net proxy "
                             "increments the receiver once per transfer)")
     if inc_net.any():
@@ -574,7 +585,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
                                 "(one send_sema count per transfer the proxy makes)")
     # the roles are exclusive: mark_end / completion, wait, increment (network: send_sema)
     sem_id = np.where(s_end | s_compl, compl_sem_c[s_ci],
-                      np.where(s_wait, w_sem[s_leg, wk],
+                      np.where(s_wait, np.take(w_sem, s_wait_cell),
                                np.where(inc_net, send_sem_c[s_ci], inc_sem)))
     sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)  # entry-local: 0 = the rank itself
     sem_peer_g = sem_peer + poff[s_leg]
@@ -593,7 +604,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
                     | (sem_role(sem_id) << F.SEM_ROLE_SHIFT)
                     | np.where(sem_peer != 0, F.SEM_REMOTE, 0) | (sgen << F.GEN_SHIFT))
     sems["value"] = np.where(s_end, n_c[s_ci], np.where(
-        s_wait, w_val[s_leg, wk], np.where(s_compl, 1, i_val[s_leg, ik])))
+        s_wait, np.take(w_val, s_wait_cell), np.where(s_compl, 1, inc_val)))
     sems["addr"] = local_addr | pt.bits[sem_peer_g]
     sem_first_all = b.append("sem.bin", sems)
 
@@ -611,13 +622,14 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     pw = (p_k == 0) & (w_n[p_leg] > 0)
     words = _sb2sb_words(ctxs, leg_e[p_leg])
     words["wait_mode"] = np.where(pw, int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
-    words["wait_idx"] = np.where(pw, w_sem[p_leg, 0], 0)
-    words["semaphore_value"] = np.where(pw, w_val[p_leg, 0], 0)
+    words["wait_idx"] = np.where(pw, np.take(w_sem[:, 0], p_leg), 0)
+    words["semaphore_value"] = np.where(pw, np.take(w_val[:, 0], p_leg), 0)
     words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
     words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
     elem0 = start[p_leg] + piece_off
     anchor = bt.views.anchor
-    for part, vcol in (("src", src_view_g[p_leg, 0]), ("dst", eff_dst_view[p_leg, 0])):
+    for part, vcol in (("src", np.take(src_view_g[:, 0], p_leg)),
+                       ("dst", np.take(eff_dst_view[:, 0], p_leg))):
         if view_linear[vcol].all():
             start_addr = vbase[vcol] + elem0 * vdsize[vcol] - anchor[vcol]
         else:
