@@ -78,6 +78,36 @@ def test_blocks_are_cache_sized_and_identical_to_one_block(node64, monkeypatch):
         node64, LowerOptions()), 0).files["dma.bin"]) or len(out_small.files["dma.bin"]) > 1
 
 
+def test_blocks_ramp_up_from_the_first_block():
+    """Blocks grow from ``first``, doubling, to ``size``; each ends at the first leg whose
+    running total of work reaches its mark (32768, 32768 + 65536, then every 131072)."""
+    from nrtrewrite.emit.legs import _blocks
+
+    work = np.full(1000, 1000)
+    blocks = _blocks(work, 131072, 32768)
+    assert [z - a for a, z in blocks[:4]] == [33, 66, 131, 131]
+    assert blocks[0][0] == 0 and blocks[-1][1] == 1000
+    assert all(z == a for (_a, z), (a, _z) in zip(blocks, blocks[1:]))
+    assert _blocks(work, 131072) == _blocks(work, 131072, 131072)  # no ramp at full size
+    assert [z - a for a, z in _blocks(work, 131072)[:2]] == [132, 131]
+    assert _blocks(np.full(10, 5), 131072, 32768) == [(0, 10)]
+
+
+def test_ramped_blocks_give_the_same_bytes(node64, monkeypatch):
+    import nrtrewrite.emit.legs as legs
+
+    def files(first, block):
+        monkeypatch.setattr(legs, "EMIT_FIRST_BLOCK", first)
+        monkeypatch.setattr(legs, "EMIT_BLOCK", block)
+        out = lower_rank(plan_lowering(node64, LowerOptions()), 0)
+        return {k: b"".join(p.tobytes() for p in v) for k, v in out.files.items()}, out
+
+    ramped, out = files(64, 4096)
+    whole, _ = files(1 << 40, 1 << 40)
+    assert ramped == whole
+    assert len(out.files["dma.bin"]) > 2  # the ramp did cut the descriptors
+
+
 def test_coalesced_keeps_each_files_bytes_in_order():
     from nrtrewrite.emit.legs import COALESCE_BYTES, _coalesced
 

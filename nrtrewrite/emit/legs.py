@@ -256,6 +256,13 @@ class RankBuilder:
             self.counts[name] += arr.size
         return first
 
+    def flush(self) -> None:
+        """Hand what is batched to the writer thread now, if it runs (the emitter calls this
+        after each block of descriptors, so the thread never waits for a batch to fill)."""
+        if self._consumer is not None and self._batch:
+            self._consumer.put(self._batch)
+            self._batch, self._batch_bytes = [], 0
+
     def close(self) -> None:
         """Wait until every appended array is hashed and in the sink (re-raises its error)."""
         consumer, self._consumer = self._consumer, None
@@ -559,7 +566,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         # built for a block of consecutive legs at a time, so every temporary of a block
         # stays in the CPU cache; each block is appended (streamed to its file when the
         # builder has a sink) before the next one is built
-        for l0, l1 in _blocks(leg_bd_count + leg_cce, EMIT_BLOCK):
+        for l0, l1 in _blocks(leg_bd_count + leg_cce, EMIT_BLOCK, EMIT_FIRST_BLOCK):
             tl, ta, tb = _tiles(l0, l1, n_tiles, per_tile, start, stop)
             tsize = dsize_one if dsize_one is not None else dsize[l0:l1][tl]
             words_bd = _bds_linear(tl + l0, ta, tb, tsize, slots, lt_first, lt_word0, lt_addr)
@@ -567,6 +574,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
             b.append("dma.bin", words_bd.view(F.BD_DTYPE).reshape(-1))
             if cce_tab is not None:
                 b.append("cce.bin", _cce_block(tl + l0, ta, tb, tsize, leg_ns, leg_w3, cce_tab))
+            b.flush()
     else:
         gen.apply(bds["len_ctrl"])
         b.append("dma.bin", bds)
@@ -862,19 +870,32 @@ def _cce_tables(ctxs: list[EntryContext], leg_e: np.ndarray):
 #: Descriptors (data BDs + CCE) per emit block: a block's temporaries (a few arrays of
 #: 8-byte values per descriptor) then fit the CPU cache (docs/PERFORMANCE.md).
 EMIT_BLOCK = 1 << 17
+#: Descriptors in the first block of a batch.  The writer thread hashes nothing until a
+#: block is appended, and before the first one the emitter has done the batch's leg-level
+#: work; a small first block hands it bytes to hash that much sooner (docs/PERFORMANCE.md).
+EMIT_FIRST_BLOCK = 1 << 15
 
 
-def _blocks(work: np.ndarray, size: int) -> list[tuple[int, int]]:
-    """Consecutive leg ranges ``[l0, l1)`` of about ``size`` work each (a leg bigger than
-    ``size`` is a range of its own; legs without work join their neighbours)."""
+def _blocks(work: np.ndarray, size: int, first: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive leg ranges ``[l0, l1)`` of about ``size`` work each; with ``first``, the
+    blocks grow from about ``first`` to ``size``, doubling (a leg bigger than a block is a
+    range of its own; legs without work join their neighbours)."""
     n = work.size
     if n == 0:
         return []
     cw = np.cumsum(work)
     total = int(cw[-1])
-    if total <= size:
+    ramp = []  # the growing blocks' ends
+    block = size if first is None else min(first, size)
+    while block < size and (ramp[-1] if ramp else 0) + block < total:
+        ramp.append((ramp[-1] if ramp else 0) + block)
+        block *= 2
+    start = ramp[-1] if ramp else 0
+    if total <= start + size and not ramp:
         return [(0, n)]
-    cuts = np.searchsorted(cw, np.arange(size, total, size), side="left") + 1
+    marks = np.concatenate([np.array(ramp, np.int64),
+                            np.arange(start + size, total, size, dtype=np.int64)])
+    cuts = np.searchsorted(cw, marks, side="left") + 1
     bounds = sorted({0, n, *np.minimum(cuts, n).tolist()})
     return list(zip(bounds[:-1], bounds[1:]))
 
