@@ -870,9 +870,11 @@ def _cce_tables(ctxs: list[EntryContext], leg_e: np.ndarray):
 #: Descriptors (data BDs + CCE) per emit block: a block's temporaries (a few arrays of
 #: 8-byte values per descriptor) then fit the CPU cache (docs/PERFORMANCE.md).
 EMIT_BLOCK = 1 << 17
-#: Descriptors in the first block of a batch.  The writer thread hashes nothing until a
-#: block is appended, and before the first one the emitter has done the batch's leg-level
-#: work; a small first block hands it bytes to hash that much sooner (docs/PERFORMANCE.md).
+#: Descriptors in the first block of a batch; the next blocks double up to EMIT_BLOCK.  The
+#: writer thread hashes nothing until a block is appended, and before the first one the
+#: emitter has done the batch's leg-level work: a small first block hands it bytes to hash
+#: that much sooner.  Its BDs (some 0.3 MB) must reach RankBuilder.THREAD_BYTES, or they are
+#: hashed inline and the thread starts with the second block (docs/PERFORMANCE.md).
 EMIT_FIRST_BLOCK = 1 << 15
 
 
