@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from nrtrewrite.emit.legs import RankBuilder, emit_entries
     from nrtrewrite.errors import NrtRewriteError
-    from nrtrewrite.lower import LowerOptions, entry_contexts, plan_lowering, rank_entries
+    from nrtrewrite.lower import LowerOptions, emit_items, plan_lowering, rank_entries
     from nrtrewrite.memtune import keep_freed_memory
     from nrtrewrite.neff.reader import read_model
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"leg_cost.py: error: {err}") from None
     if not entries:
         raise SystemExit(f"leg_cost.py: error: rank {args.rank} has no SPAD entry in {path}")
-    ctxs = entry_contexts(plan, entries, args.rank)
+    full = emit_items(plan, entries, args.rank)
     keep_freed_memory()  # as lower_rank does (the module doc)
 
     def faults() -> int:
@@ -98,7 +98,6 @@ def main(argv: list[str] | None = None) -> None:
     algos = sorted({tp.alg.name for tp, _spec in entries})
     print(f"{path.name} rank {args.rank}: {len(entries)} entries ({', '.join(algos)}), "
           f"compose {compose_s * 1e3:.2f} ms")
-    full = [(c, spec.ir) for c, (_tp, spec) in zip(ctxs, entries)]
     short = [(c, _short(ir)) for c, ir in full]
     legs = sum(ir.size for _c, ir in full)
     for label, items in (("as composed", full), (f"{SHORT} elements", short)):

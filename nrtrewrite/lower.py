@@ -378,13 +378,14 @@ def context_indices(plan: LoweringPlan) -> tuple[int, dict[str, int]]:
             {sg.name: i for i, sg in enumerate(plan.model.subgraphs)})
 
 
-def entry_contexts(plan: LoweringPlan, entries: list[tuple[TriggerPlan, EntrySpec]],
-                   rank: int) -> list[EntryContext]:
-    """The emitter's context of each of ``rank``'s ``entries`` (:func:`rank_entries`: the
-    rank's every entry, so the SPAD indices count from 0)."""
+def emit_items(plan: LoweringPlan, entries: list[tuple[TriggerPlan, EntrySpec]],
+               rank: int) -> list[tuple[EntryContext, np.ndarray]]:
+    """``rank``'s ``entries`` (:func:`rank_entries`: the rank's every entry, so the SPAD
+    indices count from 0) as :func:`nrtrewrite.emit.legs.emit_entries` takes them: each
+    entry's emitter context and leg IR."""
     lnc_fmt, sg_index = context_indices(plan)
-    return [_entry_context(plan, tp, spec, rank, j, lnc_fmt, sg_index[tp.trigger.subgraph])
-            for j, (tp, spec) in enumerate(entries)]
+    return [(_entry_context(plan, tp, spec, rank, j, lnc_fmt, sg_index[tp.trigger.subgraph]),
+             spec.ir) for j, (tp, spec) in enumerate(entries)]
 
 
 def _entry_context(plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec, rank: int,

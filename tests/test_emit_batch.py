@@ -12,7 +12,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.legs import RankBuilder, emit_entries
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import (
-    LowerOptions, _emit_batch, context_indices, entry_contexts, plan_lowering, rank_entries,
+    LowerOptions, _emit_batch, context_indices, emit_items, plan_lowering, rank_entries,
 )
 from nrtrewrite.neff.reader import read_model
 
@@ -24,9 +24,7 @@ def _plan(name: str):
 
 
 def _items(plan, rank: int):
-    entries = rank_entries(plan, rank)
-    return [(ctx, spec.ir) for ctx, (_tp, spec) in zip(entry_contexts(plan, entries, rank),
-                                                        entries)]
+    return emit_items(plan, rank_entries(plan, rank), rank)
 
 
 def _emit(items, sizes: list[int]):

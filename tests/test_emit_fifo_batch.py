@@ -13,7 +13,7 @@ import pytest
 
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.legs import RankBuilder, _terminator, emit_entries
-from nrtrewrite.lower import LowerOptions, entry_contexts, plan_lowering, rank_entries
+from nrtrewrite.lower import LowerOptions, emit_items, plan_lowering, rank_entries
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 
@@ -28,9 +28,7 @@ def _spec_plan(groups, trigs, algo=None):
 
 
 def _items(plan, rank: int):
-    entries = rank_entries(plan, rank)
-    return [(ctx, spec.ir) for ctx, (_tp, spec) in zip(entry_contexts(plan, entries, rank),
-                                                        entries)]
+    return emit_items(plan, rank_entries(plan, rank), rank)
 
 
 def _emit(items, sizes):

@@ -49,9 +49,8 @@ from nrtrewrite.emit.buffers import BufferView, ViewList
 from nrtrewrite.emit.tiling import cce_dtype_nibbles, io_code, tile_elements
 from nrtrewrite.errors import LimitError, LoweringError
 
-#: Slot numbers of the IR's source / destination arrays (MAX_SRC == MAX_DST).
-_SLOT_INDEX = np.arange(MAX_SRC)
-assert MAX_SRC == MAX_DST
+#: Slot numbers of the IR's source, destination and increment arrays.
+_SLOT_INDEX = np.arange(max(MAX_SRC, MAX_DST, MAX_INC))
 #: sem.bin role byte of a semaphore outside the ring channel block.
 ROLE_OTHER = 0xFF
 
@@ -249,8 +248,7 @@ class RankBuilder:
                 self._batch.append((name, arr))
                 self._batch_bytes += arr.nbytes
                 if self._batch_bytes >= self.THREAD_BYTES:
-                    self._consumer.put(self._batch)
-                    self._batch, self._batch_bytes = [], 0
+                    self.flush()
             if self.sink is None:
                 self.parts[name].append(arr)
             self.counts[name] += arr.size
@@ -505,7 +503,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     dsize = dsize_e[leg_e]
 
     # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
-    dst_net = (np.arange(wd)[None, :] < d_n[:, None]) & pt.net[dst_peer_g]
+    dst_net = (_SLOT_INDEX[:wd] < d_n[:, None]) & pt.net[dst_peer_g]
     sends_net = _any_cols(dst_net)
     if sends_net.any() and (gw_leg[sends_net] >= bt.nv[leg_e[sends_net]]).any():
         raise LoweringError("a leg stages a network send in a gateway view that the entry lacks")
@@ -887,16 +885,16 @@ def _blocks(work: np.ndarray, size: int, first: int | None = None) -> list[tuple
         return []
     cw = np.cumsum(work)
     total = int(cw[-1])
-    ramp = []  # the growing blocks' ends
+    ramp, end = [], 0  # the growing blocks' ends; the last of them
     block = size if first is None else min(first, size)
-    while block < size and (ramp[-1] if ramp else 0) + block < total:
-        ramp.append((ramp[-1] if ramp else 0) + block)
+    while block < size and end + block < total:
+        end += block
+        ramp.append(end)
         block *= 2
-    start = ramp[-1] if ramp else 0
-    if total <= start + size and not ramp:
+    if not ramp and total <= size:
         return [(0, n)]
     marks = np.concatenate([np.array(ramp, np.int64),
-                            np.arange(start + size, total, size, dtype=np.int64)])
+                            np.arange(end + size, total, size, dtype=np.int64)])
     cuts = np.searchsorted(cw, marks, side="left") + 1
     bounds = sorted({0, n, *np.minimum(cuts, n).tolist()})
     return list(zip(bounds[:-1], bounds[1:]))
@@ -1163,7 +1161,7 @@ def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, red
         if (bad & (_SLOT_INDEX[:view.shape[1]] < count[:, None])).any():
             raise LoweringError(f"a leg names a {field_} view or peer that the entry lacks")
     if i_peer.size and i_peer.max() >= npeer.min():
-        used = np.arange(i_peer.shape[1])[None, :] < i_n[:, None]
+        used = _SLOT_INDEX[:i_peer.shape[1]] < i_n[:, None]
         if (used & (i_peer >= npeer[:, None])).any():
             raise LoweringError("a leg increments a semaphore on a peer that the entry lacks")
     rx = net_src >= 0
