@@ -840,13 +840,23 @@ def _advance_counters(b: RankBuilder, seg_ch: np.ndarray, counts: np.ndarray,
     return np.array(base, np.int64)
 
 
+#: a 0xBF word as one opaque item (see :func:`_sb2sb_words`)
+_SB2SB_ITEM = np.dtype(f"V{F.SB2SB_DTYPE.itemsize}")
+
+
 def _sb2sb_words(ctxs: list[EntryContext], piece_entry: np.ndarray) -> np.ndarray:
     """The shared fields of every piece's 0xBF word (``piece_entry``: each piece's entry)."""
     keys = [(io_code(c.dtype), c.lnc_fmt, c.num_active_channels) for c in ctxs]
-    if len(set(keys)) == 1:
+    distinct = list(dict.fromkeys(keys))
+    if len(distinct) == 1:
         return np.repeat(_sb2sb_template(*keys[0]), piece_entry.size)
-    # each entry's template, gathered whole per piece (np.take copies records as items)
-    return np.take(np.concatenate([_sb2sb_template(*k) for k in keys]), piece_entry)
+    # the distinct templates joined as opaque items (np.concatenate copies a structured
+    # array field by field: a millisecond for a batch's 64 one-record templates), then
+    # gathered whole per piece (np.take copies records as items)
+    which = {k: i for i, k in enumerate(distinct)}
+    joined = np.concatenate([_sb2sb_template(*k).view(_SB2SB_ITEM) for k in distinct])
+    return np.take(joined.view(F.SB2SB_DTYPE), np.array([which[k] for k in keys],
+                                                        np.int64)[piece_entry])
 
 
 def _cce_tables(ctxs: list[EntryContext], leg_e: np.ndarray):
