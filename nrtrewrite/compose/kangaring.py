@@ -669,8 +669,11 @@ def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peer_ranks, kr: int
     return counts
 
 
+@functools.lru_cache(maxsize=1024)
 def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
               inc: tuple[int, int] | None = None) -> np.ndarray:
+    """A one-row leg without data (read-only: shared by every entry that posts or waits
+    alike; setting a structured row's fields costs some 8 us, a memo hit well under 1)."""
     row = IR.empty(1)
     row["channel"] = ch
     row["leaf"] = leaf
@@ -688,6 +691,7 @@ def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
         row["inc_peer"][0, 0] = inc[0]
         row["inc_sem"][0, 0] = inc[1]
         row["inc_val"][0, 0] = 1
+    row.setflags(write=False)
     return row
 
 
