@@ -270,7 +270,9 @@ def lower_rank(plan: LoweringPlan, rank: int,
     second core; the output is the same; see :func:`_composed`).  ``RankOutput.timings``
     holds the seconds spent per stage (compose, emit, serialize; the sink's own time counts
     in emit and serialize; once the process composes, ``compose_wait`` is the time the
-    emitter waited for it and ``compose_here`` the time it composed instead of waiting)."""
+    emitter waited for it and ``compose_here`` the time it composed instead of waiting) and
+    ``hash``, the time spent in the files' SHA-256 for the manifest (on the writer thread,
+    beside the others, except for small ranks)."""
     keep_freed_memory()
     with frozen_gc():  # the collector never walks the plan while the rank is lowered
         return _lower_rank(plan, rank, sink, compose_ahead)
@@ -328,6 +330,7 @@ def _lower_rank(plan: LoweringPlan, rank: int, sink: Callable[[str, np.ndarray],
         "fifo": builder.fifo_index(),
     }
     timings["serialize"] = time.perf_counter() - t2
+    timings["hash"] = builder.hash_s  # overlapped: the writer thread's, mostly
     return RankOutput(rank=rank, files=files, manifest=manifest, timings=timings)
 
 

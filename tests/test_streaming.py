@@ -175,3 +175,22 @@ def test_a_refused_writeback_advice_is_not_an_error(node64, tmp_path, monkeypatc
 
     _rank_files_with_advice(node64, tmp_path, monkeypatch, refuse)
     assert calls and len(calls) == len(set(calls))  # once per file at most
+
+
+@pytest.mark.parametrize("nbytes", [1 << 10, RankBuilder.THREAD_BYTES])
+def test_hash_time_counts_inline_and_writer_thread_updates(nbytes):
+    """``hash_s`` (the bench's "hash" stage) counts the SHA-256 updates of small ranks, made
+    inline, and of the writer thread's arrays alike; the digest is the bytes' own."""
+    b = RankBuilder(0, sink=lambda name, arr: None)
+    data = np.arange(nbytes // F.BD_DTYPE.itemsize * 2, dtype=np.int64).view(F.BD_DTYPE)
+    b.append("dma.bin", data)
+    assert (b._consumer is not None) == (nbytes >= RankBuilder.THREAD_BYTES)
+    b.close()
+    assert b.hash_s > 0
+    assert b.summary("dma.bin")["sha256"] == hashlib.sha256(data.tobytes()).hexdigest()
+
+
+def test_lower_rank_reports_its_hash_time(node64):
+    out = lower_rank(plan_lowering(node64, LowerOptions()), 0, sink=lambda name, arr: None)
+    assert {"compose", "emit", "serialize", "hash"} <= set(out.timings)
+    assert out.timings["hash"] > 0

@@ -28,6 +28,7 @@ import functools
 import hashlib
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -162,7 +163,8 @@ def _coalesced(batch: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarra
 
 class _Consumer:
     """A thread that hashes each appended array into its file's SHA-256 and hands it to the
-    sink, in append order.  At most QUEUE_DEPTH batches wait (bounded memory)."""
+    sink, in append order.  At most QUEUE_DEPTH batches wait (bounded memory).  ``hash_s``:
+    its seconds in the SHA-256 updates."""
 
     QUEUE_DEPTH = 32
 
@@ -170,6 +172,7 @@ class _Consumer:
         self.hashes, self.sink = hashes, sink
         self.queue: queue.Queue = queue.Queue(maxsize=self.QUEUE_DEPTH)
         self.error: BaseException | None = None
+        self.hash_s = 0.0
         self.thread = threading.Thread(target=self._run, name="nrtrewrite-sink", daemon=True)
         self.thread.start()
 
@@ -184,7 +187,9 @@ class _Consumer:
                 if self.error is not None:
                     break
                 try:
+                    t0 = time.perf_counter()
                     self.hashes[name].update(arr.data)
+                    self.hash_s += time.perf_counter() - t0
                     if self.sink is not None:
                         self.sink(name, arr)
                 except BaseException as err:  # re-raised in the lowering thread
@@ -209,7 +214,8 @@ class RankBuilder:
     records at a time (the FIFO files, channel-major, are kept until :meth:`finish`).
     Hashing and the sink run on a background thread (both release the GIL), overlapping
     the lowering of the next entry, from the first big array on; :meth:`close` waits for
-    them."""
+    them.  ``hash_s``: the seconds spent in the files' SHA-256 updates, on the thread or
+    inline (complete after :meth:`close`)."""
 
     #: The writer thread starts with the first array of this size (until then, and for a
     #: rank of small entries, hashing and the sink run inline).
@@ -226,6 +232,7 @@ class RankBuilder:
         self._consumer: _Consumer | None = None
         self._batch: list[tuple[str, np.ndarray]] = []
         self._batch_bytes = 0
+        self.hash_s = 0.0
 
     def state(self, channel: int) -> ChannelState:
         st = self.channels.get(channel)
@@ -239,7 +246,9 @@ class RankBuilder:
         if arr.size:
             arr = np.ascontiguousarray(arr)
             if self._consumer is None and arr.nbytes < self.THREAD_BYTES:
+                t0 = time.perf_counter()
                 self.hashes[name].update(arr.data)  # small ranks never start the thread
+                self.hash_s += time.perf_counter() - t0
                 if self.sink is not None:
                     self.sink(name, arr)
             else:  # to the thread, in batches of about THREAD_BYTES (fewer queue hand-offs)
@@ -266,7 +275,10 @@ class RankBuilder:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             batch, self._batch, self._batch_bytes = self._batch, [], 0
-            consumer.close(batch)
+            try:
+                consumer.close(batch)
+            finally:
+                self.hash_s += consumer.hash_s
 
     def summary(self, name: str) -> dict:
         """records, bytes and sha256 of everything appended to file ``name`` (after
