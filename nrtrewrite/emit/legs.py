@@ -161,6 +161,13 @@ def _coalesced(batch: list[tuple[str, np.ndarray]]) -> list[tuple[str, np.ndarra
             for name, arrs in groups]
 
 
+def _timed_update(h, arr: np.ndarray) -> float:
+    """Hash ``arr``'s bytes into ``h``; the seconds it took (``RankBuilder.hash_s``)."""
+    t0 = time.perf_counter()
+    h.update(arr.data)
+    return time.perf_counter() - t0
+
+
 class _Consumer:
     """A thread that hashes each appended array into its file's SHA-256 and hands it to the
     sink, in append order.  At most QUEUE_DEPTH batches wait (bounded memory).  ``hash_s``:
@@ -187,9 +194,7 @@ class _Consumer:
                 if self.error is not None:
                     break
                 try:
-                    t0 = time.perf_counter()
-                    self.hashes[name].update(arr.data)
-                    self.hash_s += time.perf_counter() - t0
+                    self.hash_s += _timed_update(self.hashes[name], arr)
                     if self.sink is not None:
                         self.sink(name, arr)
                 except BaseException as err:  # re-raised in the lowering thread
@@ -246,9 +251,8 @@ class RankBuilder:
         if arr.size:
             arr = np.ascontiguousarray(arr)
             if self._consumer is None and arr.nbytes < self.THREAD_BYTES:
-                t0 = time.perf_counter()
-                self.hashes[name].update(arr.data)  # small ranks never start the thread
-                self.hash_s += time.perf_counter() - t0
+                # small ranks never start the thread
+                self.hash_s += _timed_update(self.hashes[name], arr)
                 if self.sink is not None:
                     self.sink(name, arr)
             else:  # to the thread, in batches of about THREAD_BYTES (fewer queue hand-offs)
@@ -677,12 +681,9 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     sb_first_all = b.append("sb2sb.bin", words)
 
     # ---- leg records -------------------------------------------------------------------------
-    # a leg sends if a used increment or destination slot names a peer (column by column:
-    # the slot arrays are a few columns wide, see _any_cols)
-    sends = np.zeros(n, bool)
-    for count, peer in ((i_n, i_peer), (d_n, dst_peer)):
-        for k in range(peer.shape[1]):
-            sends |= (count > k) & (peer[:, k] != 0)
+    # a leg sends if a used increment or destination slot names a peer
+    sends = (_any_cols((_SLOT_INDEX[:wi] < i_n[:, None]) & (i_peer != 0))
+             | _any_cols((_SLOT_INDEX[:wd] < d_n[:, None]) & (dst_peer != 0)))
     legs = np.zeros(n, F.LEG_DTYPE)
     legs["trigger"] = _ints([c.trigger for c in ctxs])[leg_e]
     legs["spad_index"] = _ints([c.spad_index for c in ctxs])[leg_e]
