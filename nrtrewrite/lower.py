@@ -36,7 +36,8 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.errors import LoweringError, NrtRewriteError
-from nrtrewrite.memtune import frozen_gc, keep_freed_memory
+from nrtrewrite.memtune import (collect_if_grown, frozen_gc, keep_freed_memory,
+                                 note_promoted, young_count)
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -102,6 +103,7 @@ def _gc_paused():
     thousands of long-lived objects (four per leg group of a HIER plan) and no cyclic
     garbage, and every full collection would walk all of them (about 45 % of the plan time
     of ``large128``, docs/PERFORMANCE.md)."""
+    collect_if_grown()  # what the earlier plans left (freezing keeps CPython from it)
     was = gc.isenabled()
     gc.disable()
     try:
@@ -110,6 +112,7 @@ def _gc_paused():
         # what planning made, straight into the oldest generation (freeze and unfreeze move
         # the lists): else the first collection after the pause walks it all as young objects
         if not gc.get_freeze_count():
+            note_promoted(young_count())
             gc.freeze()
             gc.unfreeze()
         if was:

@@ -26,6 +26,14 @@ TRIM_THRESHOLD = 1 << 30
 
 _done = False
 
+#: :func:`collect_if_grown` runs a full collection once this many objects, or as many as
+#: the last full collection left alive if more, have been moved into the oldest generation
+#: without one.
+FULL_COLLECT_MIN = 250_000
+
+_promoted = 0  # objects moved into the oldest generation since the last full collection (est.)
+_alive = 0  # objects the collector tracked after the last full collection made here
+
 
 def keep_freed_memory() -> bool:
     """Set the heap to reuse freed memory (once per process); False when not glibc."""
@@ -58,9 +66,45 @@ def frozen_gc():
     also writes to, so copies, every page) would walk them all.  Unfrozen at the end unless
     something had frozen objects before (a pool worker keeps what it inherited frozen)."""
     was = gc.get_freeze_count()
+    if not was:
+        note_promoted(young_count())  # unfrozen into the oldest generation at the end
     gc.freeze()
     try:
         yield
     finally:
         if not was:
             gc.unfreeze()
+
+
+def young_count() -> int:
+    """About how many objects the collector's young generations hold: generation 0's count
+    is its net allocations, generation 1's the collections of generation 0 since its own
+    (each moved at most a threshold's worth into it)."""
+    c0, c1, _c2 = gc.get_count()
+    return c0 + c1 * gc.get_threshold()[0]
+
+
+def note_promoted(n: int) -> None:
+    """``n`` objects go into the oldest generation without a collection (gc.freeze() and
+    gc.unfreeze() move them there)."""
+    global _promoted
+    _promoted += n
+
+
+def collect_if_grown() -> bool:
+    """A full collection if the oldest generation has grown by :data:`FULL_COLLECT_MIN`
+    objects, or by as many as the last one left alive, since then (True when it ran).
+
+    CPython collects its oldest generation itself once it has grown by a quarter, counting
+    the collections of the younger ones; but ``gc.freeze()`` zeroes those counts, so a
+    process that plans and lowers again and again (the tests, a fuzzer, a service) would
+    never collect it, and every cycle moved there - the construct parser's containers of a
+    model read, a dropped plan - would stay for good.  Called where a new plan starts
+    (:func:`nrtrewrite.lower.plan_lowering`): the CLI plans once and never pays for it."""
+    global _promoted, _alive
+    if not gc.isenabled() or _promoted <= max(FULL_COLLECT_MIN, _alive):
+        return False
+    gc.collect()
+    _alive = len(gc.get_objects())
+    _promoted = 0
+    return True
