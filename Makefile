@@ -14,6 +14,9 @@ FUZZ_SECONDS ?= 60
 MODEL ?= large64
 RANK ?= 0
 TOOL ?=
+#: the venv with nrtrewrite in it, made by `make setup` when it is missing or incomplete
+#: (a venv made by hand, or with only atheris in it, would fail later with a traceback)
+ENSURE_VENV = @$(PY) -c "import nrtrewrite, numpy" 2>/dev/null || $(MAKE) setup
 
 .PHONY: setup test fixtures golden bench profile fuzz clean help
 
@@ -44,12 +47,13 @@ golden:
 
 ## bench: run the benchmarks (never part of make test)
 bench:
+	$(ENSURE_VENV)
 	$(PY) benchmarks/run.py
 
 ## profile: where one rank's lowering spends its time (MODEL=large64 RANK=0, TOOL=pyinstrument,
 ##          cprofile or lines; benchmarks/profile_rank.py; pyinstrument installed if missing)
 profile:
-	@test -x $(PY) || $(MAKE) setup
+	$(ENSURE_VENV)
 	@$(PY) -c "import pyinstrument" 2>/dev/null || $(PY) -m pip install -q pyinstrument \
 		|| echo "profile: pyinstrument could not be installed; using cProfile"
 	$(PY) benchmarks/profile_rank.py $(MODEL) --rank $(RANK) $(if $(TOOL),--tool $(TOOL))
@@ -57,7 +61,7 @@ profile:
 ## fuzz: coverage-guided fuzzing of the reader, trigger decoder and planner for FUZZ_SECONDS
 ##       (atheris, installed into the venv if missing; else a pure-Python mutation loop)
 fuzz:
-	@test -x $(PY) || $(MAKE) setup
+	$(ENSURE_VENV)
 	@$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q atheris \
 		|| echo "fuzz: atheris could not be installed; falling back to the pure-Python loop"
 	$(PY) fuzz/fuzz_reader.py --seconds $(FUZZ_SECONDS)
