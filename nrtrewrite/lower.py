@@ -100,9 +100,11 @@ def _check_dtype(trig: Trigger) -> None:
 @contextlib.contextmanager
 def _gc_paused():
     """Python's cyclic collector off (then as before): planning allocates hundreds of
-    thousands of long-lived objects (four per leg group of a HIER plan) and no cyclic
-    garbage, and every full collection would walk all of them (about 45 % of the plan time
-    of ``large128``, docs/PERFORMANCE.md)."""
+    thousands of long-lived objects (four per leg group of a HIER plan) and hardly any
+    cyclic garbage, and every full collection would walk all of them (about 45 % of the
+    plan time of ``large128``, docs/PERFORMANCE.md).  The full collection that moving them
+    into the oldest generation keeps CPython from running is run here, before planning,
+    when enough has piled up (:func:`nrtrewrite.memtune.collect_if_grown`)."""
     collect_if_grown()  # what the earlier plans left (freezing keeps CPython from it)
     was = gc.isenabled()
     gc.disable()

@@ -9,6 +9,10 @@ builds its descriptors block by block in temporaries of a few MiB, so fixing the
 at its maximum and not trimming lets every block reuse the pages of the previous one.
 Freed memory then stays with the process until it exits (the peak RSS is unchanged: it is
 the largest amount live at once).
+
+And the cyclic collector: :func:`frozen_gc` keeps it off a plan's objects while a rank is
+lowered, :func:`collect_if_grown` runs the full collections that freezing keeps CPython
+from running (docs/PERFORMANCE.md "The cyclic collector").
 """
 
 from __future__ import annotations
