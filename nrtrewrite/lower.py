@@ -36,8 +36,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.errors import LoweringError, NrtRewriteError
-from nrtrewrite.memtune import (collect_if_grown, frozen_gc, keep_freed_memory,
-                                 note_promoted, young_count)
+from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -102,10 +101,10 @@ def _gc_paused():
     """Python's cyclic collector off (then as before): planning allocates hundreds of
     thousands of long-lived objects (four per leg group of a HIER plan) and hardly any
     cyclic garbage, and every full collection would walk all of them (about 45 % of the
-    plan time of ``large128``, docs/PERFORMANCE.md).  The full collection that moving them
-    into the oldest generation keeps CPython from running is run here, before planning,
-    when enough has piled up (:func:`nrtrewrite.memtune.collect_if_grown`)."""
-    collect_if_grown()  # what the earlier plans left (freezing keeps CPython from it)
+    plan time of ``large128``, docs/PERFORMANCE.md).  The collections that moving them into
+    the oldest generation keeps CPython from running are run here, before planning
+    (:func:`nrtrewrite.memtune.collect_when_planning`)."""
+    collect_when_planning()  # before this plan's objects go into the oldest generation
     was = gc.isenabled()
     gc.disable()
     try:
@@ -114,7 +113,6 @@ def _gc_paused():
         # what planning made, straight into the oldest generation (freeze and unfreeze move
         # the lists): else the first collection after the pause walks it all as young objects
         if not gc.get_freeze_count():
-            note_promoted(young_count())
             gc.freeze()
             gc.unfreeze()
         if was:

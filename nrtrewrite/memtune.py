@@ -11,8 +11,8 @@ Freed memory then stays with the process until it exits (the peak RSS is unchang
 the largest amount live at once).
 
 And the cyclic collector: :func:`frozen_gc` keeps it off a plan's objects while a rank is
-lowered, :func:`collect_if_grown` runs the full collections that freezing keeps CPython
-from running (docs/PERFORMANCE.md "The cyclic collector").
+lowered, :func:`collect_young` and :func:`collect_when_planning` run the collections that
+freezing keeps CPython from running (docs/PERFORMANCE.md "The cyclic collector").
 """
 
 from __future__ import annotations
@@ -30,13 +30,10 @@ TRIM_THRESHOLD = 1 << 30
 
 _done = False
 
-#: :func:`collect_if_grown` runs a full collection once this many objects, or as many as
-#: the last full collection left alive if more, have been moved into the oldest generation
-#: without one.
-FULL_COLLECT_MIN = 250_000
+#: :func:`collect_when_planning` runs a full collection every this many plans.
+FULL_COLLECT_PLANS = 100
 
-_promoted = 0  # objects moved into the oldest generation since the last full collection (est.)
-_alive = 0  # objects the collector tracked after the last full collection made here
+_plans = 0  # plans started since the last full collection made here
 
 
 def keep_freed_memory() -> bool:
@@ -71,7 +68,7 @@ def frozen_gc():
     something had frozen objects before (a pool worker keeps what it inherited frozen)."""
     was = gc.get_freeze_count()
     if not was:
-        note_promoted(young_count())  # unfrozen into the oldest generation at the end
+        collect_young()  # or what is garbage now goes into the oldest generation at the end
     gc.freeze()
     try:
         yield
@@ -80,35 +77,32 @@ def frozen_gc():
             gc.unfreeze()
 
 
-def young_count() -> int:
-    """About how many objects the collector's young generations hold: generation 0's count
-    is its net allocations, generation 1's the collections of generation 0 since its own
-    (each moved at most a threshold's worth into it)."""
-    c0, c1, _c2 = gc.get_count()
-    return c0 + c1 * gc.get_threshold()[0]
+def collect_young() -> None:
+    """Collect generations 0 and 1: the objects made since the last collection or freeze
+    (a model read, a rank's leftovers: a few thousand; 0.003 - 0.3 ms).
+
+    ``gc.freeze()`` then ``gc.unfreeze()`` - where a plan is made, around every rank's
+    lowering - move every object into the oldest generation unexamined, and zero the counts
+    by which CPython decides to collect that generation: without this, the cycles made just
+    before (the construct parser's containers of each model read) would stay there for
+    good in a process that reads, plans and lowers again and again (the tests, a fuzzer, a
+    service)."""
+    if gc.isenabled():
+        gc.collect(1)
 
 
-def note_promoted(n: int) -> None:
-    """``n`` objects go into the oldest generation without a collection (gc.freeze() and
-    gc.unfreeze() move them there)."""
-    global _promoted
-    _promoted += n
-
-
-def collect_if_grown() -> bool:
-    """A full collection if the oldest generation has grown by :data:`FULL_COLLECT_MIN`
-    objects, or by as many as the last one left alive, since then (True when it ran).
-
-    CPython collects its oldest generation itself once it has grown by a quarter, counting
-    the collections of the younger ones; but ``gc.freeze()`` zeroes those counts, so a
-    process that plans and lowers again and again (the tests, a fuzzer, a service) would
-    never collect it, and every cycle moved there - the construct parser's containers of a
-    model read, a dropped plan - would stay for good.  Called where a new plan starts
-    (:func:`nrtrewrite.lower.plan_lowering`): the CLI plans once and never pays for it."""
-    global _promoted, _alive
-    if not gc.isenabled() or _promoted <= max(FULL_COLLECT_MIN, _alive):
+def collect_when_planning() -> bool:
+    """Where a plan starts (:func:`nrtrewrite.lower.plan_lowering`): :func:`collect_young`,
+    and every :data:`FULL_COLLECT_PLANS` plans a full collection for what got into the
+    oldest generation anyway (True when it ran; a plan is freed by reference counting, so
+    there is little).  The CLI plans once and never pays for a full collection."""
+    global _plans
+    if not gc.isenabled():
         return False
+    _plans += 1
+    if _plans < FULL_COLLECT_PLANS:
+        collect_young()
+        return False
+    _plans = 0
     gc.collect()
-    _alive = len(gc.get_objects())
-    _promoted = 0
     return True

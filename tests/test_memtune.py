@@ -1,6 +1,6 @@
 """memtune.frozen_gc: objects that exist on entry are out of the collector's reach for the
 duration, and back afterwards unless something had frozen objects before; the full
-collections that freezing keeps CPython from running (collect_if_grown)."""
+collections that freezing keeps CPython from running (collect_young, collect_when_planning)."""
 
 import gc
 import weakref
@@ -59,63 +59,68 @@ class _Node:
         self.me = self
 
 
-def _cycle_in_oldest_generation() -> weakref.ref:
+def _young_cycle() -> weakref.ref:
+    """A cycle that is garbage already, in the young generations (as the construct parser's
+    containers of a model just read)."""
     node = _Node()
     ref = weakref.ref(node)
     del node
-    gc.freeze()  # as plan_lowering and lower_rank move everything into the oldest generation
-    gc.unfreeze()
     return ref
 
 
-def test_collect_if_grown_frees_promoted_cycles(monkeypatch):
-    from nrtrewrite import memtune
-
-    monkeypatch.setattr(memtune, "FULL_COLLECT_MIN", 100)
-    monkeypatch.setattr(memtune, "_alive", 0)
-    monkeypatch.setattr(memtune, "_promoted", 0)
-    ref = _cycle_in_oldest_generation()
-    memtune.note_promoted(100)
-    assert memtune.collect_if_grown() is False  # not more than the threshold yet
-    assert ref() is not None
-    memtune.note_promoted(1)
-    assert memtune.collect_if_grown() is True
-    assert ref() is None
-    assert memtune._promoted == 0 and memtune._alive > 0  # counted after the collection
-    monkeypatch.setattr(gc, "isenabled", lambda: False)  # the collector off: left alone
-    memtune.note_promoted(10 * memtune._alive + 1000)
-    assert memtune.collect_if_grown() is False
-
-
-def test_planning_again_and_again_frees_the_cycles_of_earlier_runs(monkeypatch):
-    """A process that plans over and over (tests, a fuzzer, a service): the cycles each run
-    leaves (the construct parser's containers of a model read, a dropped plan) went into the
-    oldest generation with the plan, and gc.freeze() zeroed the counts CPython would have
-    collected it by: they stayed for good (some 6 KB per read and plan)."""
-    from nrtrewrite import memtune
-    from nrtrewrite.lower import LowerOptions, plan_lowering
+def _model(name="mix8"):
     from nrtrewrite.neff.reader import read_model
 
-    model = read_model(Path(__file__).parent.parent / "fixtures" / "mix8.neff")
-    monkeypatch.setattr(memtune, "FULL_COLLECT_MIN", 1)  # any promotion is enough
-    monkeypatch.setattr(memtune, "_alive", 0)
-    monkeypatch.setattr(memtune, "_promoted", 0)
-    ref = _cycle_in_oldest_generation()
-    plan_lowering(model, LowerOptions())  # nothing promoted by us yet: no full collection
-    assert ref() is not None
-    plan_lowering(model, LowerOptions())  # the first plan promoted objects: collected first
+    return read_model(Path(__file__).parent.parent / "fixtures" / f"{name}.neff")
+
+
+def test_planning_frees_the_cycles_made_before_it():
+    """gc.freeze() and unfreeze() at the end of planning move every object into the oldest
+    generation unexamined and zero the counts CPython would collect it by: a cycle made
+    just before (a model read) stayed for good (the fuzzer's RSS grew 5 - 7 KB per input)."""
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+
+    model = _model()
+    ref = _young_cycle()
+    plan_lowering(model, LowerOptions())
     assert ref() is None
+
+
+def test_a_rank_frees_the_cycles_made_before_it():
+    from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
+
+    plan = plan_lowering(_model(), LowerOptions())
+    ref = _young_cycle()
+    lower_rank(plan, plan.world[0], sink=lambda name, arr: None)
+    assert ref() is None
+
+
+def test_a_full_collection_every_so_many_plans(monkeypatch):
+    """What got into the oldest generation anyway is collected every FULL_COLLECT_PLANS
+    plans; the collector switched off is left alone."""
+    from nrtrewrite import memtune
+
+    monkeypatch.setattr(memtune, "FULL_COLLECT_PLANS", 3)
+    monkeypatch.setattr(memtune, "_plans", 0)
+    ref = _young_cycle()
+    gc.freeze()  # into the oldest generation, as planning does it
+    gc.unfreeze()
+    assert memtune.collect_when_planning() is False
+    assert memtune.collect_when_planning() is False
+    assert ref() is not None  # the young collections never look there
+    assert memtune.collect_when_planning() is True
+    assert ref() is None
+    monkeypatch.setattr(gc, "isenabled", lambda: False)
+    assert [memtune.collect_when_planning() for _ in range(5)] == [False] * 5
 
 
 def test_one_plan_never_pays_for_a_full_collection(monkeypatch):
     """The CLI plans once: its planning never walks the heap in a full collection."""
     from nrtrewrite import memtune
     from nrtrewrite.lower import LowerOptions, plan_lowering
-    from nrtrewrite.neff.reader import read_model
 
-    model = read_model(Path(__file__).parent.parent / "fixtures" / "mix8.neff")
-    monkeypatch.setattr(memtune, "_alive", 0)
-    monkeypatch.setattr(memtune, "_promoted", 0)
+    model = _model()
+    monkeypatch.setattr(memtune, "_plans", 0)
     full = []
 
     def seen(phase, info):
@@ -128,4 +133,3 @@ def test_one_plan_never_pays_for_a_full_collection(monkeypatch):
     finally:
         gc.callbacks.remove(seen)
     assert full == []
-    assert memtune._promoted > 0  # what it made went into the oldest generation, counted
