@@ -121,16 +121,6 @@ def test_reduce_scatter_then_all_reduce(tmp_path):
     assert_clean(lower_spec(rs_then_ar_spec(), tmp_path / "out"))
 
 
-def test_reduce_scatter_then_all_reduce_race_is_what_is_reported(tmp_path):
-    """Until the emitter is fixed, the report names the scratch race of the second trigger."""
-    res = simulate_output(lower_spec(rs_then_ar_spec(), tmp_path / "out"))
-    if res.ok:
-        pytest.skip("the emitter no longer races (fixed)")
-    assert res.error_trigger == 1 and "scratch" in res.error
-    assert "no happens-before ordering" in res.error
-    assert res.triggers[0].status in ("match", "incomplete")
-
-
 def two_node_spec(op="all_reduce", dtype="bf16", num_elements=4096, alu="add") -> dict:
     """4 ranks at LNC 2 on two trn2 nodes ({0, 1} and {64, 65}): every ring hops the network."""
     return coll_spec(op, dtype, [0, 1, 64, 65], num_elements, alu, lnc=2, name="two_node")
