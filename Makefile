@@ -51,11 +51,17 @@ bench:
 	$(PY) benchmarks/run.py
 
 ## profile: where one rank's lowering spends its time (MODEL=large64 RANK=0, TOOL=pyinstrument,
-##          cprofile or lines; benchmarks/profile_rank.py; pyinstrument installed if missing)
+##          cprofile or lines; benchmarks/profile_rank.py; pyinstrument, or line_profiler for
+##          TOOL=lines, installed if missing)
 profile:
 	$(ENSURE_VENV)
+ifeq ($(TOOL),lines)
+	@$(PY) -c "import line_profiler" 2>/dev/null || $(PY) -m pip install -q line_profiler \
+		|| echo "profile: line_profiler could not be installed"
+else
 	@$(PY) -c "import pyinstrument" 2>/dev/null || $(PY) -m pip install -q pyinstrument \
 		|| echo "profile: pyinstrument could not be installed; using cProfile"
+endif
 	$(PY) benchmarks/profile_rank.py $(MODEL) --rank $(RANK) $(if $(TOOL),--tool $(TOOL))
 
 ## fuzz: coverage-guided fuzzing of the reader, trigger decoder and planner for FUZZ_SECONDS
