@@ -132,6 +132,26 @@ def test_sigkill_without_previous_output(tmp_path):
         assert not [p for p in tmp_path.iterdir() if not p.name.startswith(".fresh.tmp-")]
 
 
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_remove_the_temporary_folder(tmp_path, sig):
+    """Like Ctrl-C: the run stops with one line and exit 128 + the signal, the pool's
+    workers end quietly, and neither the output nor its temporary sibling is left."""
+    signum = getattr(signal, sig)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(lower_cmd(FIX / "node64.neff", "-o", out, "-j", 2), cwd=ROOT,
+                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.tmp-*")) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signum)  # the ranks are being written
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, err
+    assert err == f"nrtrewrite: terminated by {sig}\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     out = tmp_path / "out"
     assert run(FIX / "ar2.neff", "-o", out).returncode == 0

@@ -235,3 +235,45 @@ def test_leader_spad_index_counts_the_leaders_earlier_entries(name):
                    for e in plan.triggers[:i] if tp.leader in e.group)
         assert got[tp.trigger.ordinal] == want
     assert len(got) == len(plan.triggers)
+
+
+@pytest.mark.parametrize("args, ranks, cores, workers", [
+    (["-j", "100000"], [], 2, 2),          # never more than the cores (8 ranks)
+    (["-j", "100000"], ["--rank", "3"], 2, 2),  # one rank: a second process composes ahead
+    (["-j", "8"], ["--rank", "1", "--rank", "2", "--rank", "1"], 16, 2),  # 2 distinct ranks
+    (["-j", "2"], [], 1, 2),               # -j 2 on one core still means two processes
+    ([], [], 1, 1),                        # the default: the cores
+    (["-j", "1"], [], 16, 1),
+])
+def test_jobs_are_capped_and_checked(tmp_path, monkeypatch, args, ranks, cores, workers):
+    """``lower -j N`` never starts more processes than the cores (at least 2) nor than the
+    ranks it lowers (docs/CLI.md); a rank given twice is lowered once."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import lower as cli_lower
+    from nrtrewrite.cli import main
+
+    seen = {}
+
+    def fake_write_output(plan, out, *, ranks, force, workers, progress=None):
+        seen.update(ranks=ranks, workers=workers)
+
+    monkeypatch.setattr(cli_lower, "write_output", fake_write_output)
+    monkeypatch.setattr(cli_lower.os, "cpu_count", lambda: cores)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "o"), *args, *ranks],
+                             standalone_mode=False)
+    assert res.exception is None, res.output
+    assert seen["workers"] == workers
+    if ranks:
+        assert seen["ranks"] == list(dict.fromkeys(int(r) for r in ranks[1::2]))
+
+
+@pytest.mark.parametrize("args, says", [(["-j", "0"], "0 is not in the range x>=1"),
+                                        (["-j", "-3"], "-3 is not in the range x>=1"),
+                                        (["-o", ""], "an empty path")])
+def test_bad_jobs_and_empty_output_are_usage_errors(tmp_path, args, says):
+    res = cli("lower", "-q", FIX / "mix8.neff", *args)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
+    assert not (FIX / "mix8.lowered").exists()

@@ -5,7 +5,10 @@ Each command lives in its own module and registers itself on :data:`main`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import signal
 import sys
 
 import click
@@ -25,6 +28,48 @@ def stdout_console(width: int = 132, **options) -> Console:
     return con
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: raised where the process is, so that every ``finally`` and
+    ``except BaseException`` runs (a half-written output's temporary folder is removed, as
+    for Ctrl-C), then the process exits with 128 + the signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: The signals turned into :class:`Terminated` (SIGINT is Python's KeyboardInterrupt).
+TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                            if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` in this process.
+    A forked child (a pool worker, a compose-ahead process) inherits the handler; there it
+    restores the default action and re-raises the signal, so the child dies as before,
+    quietly, when its parent ends it."""
+    me = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != me:  # a forked child: die of the signal, as without a handler
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated(signum)
+
+    try:
+        old = {sig: signal.signal(sig, handler) for sig in TERMINATING_SIGNALS}
+    except ValueError:  # not the main thread (an embedding application): leave them be
+        yield
+        return
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
 class _Group(click.Group):
     """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit, and
     click's usage errors (unknown option, missing argument, a folder given as MODEL) into
@@ -35,7 +80,12 @@ class _Group(click.Group):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, False, **extra)
+            with _terminate_cleanly():
+                rv = super().main(args, prog_name, complete_var, False, **extra)
+        except Terminated as err:
+            click.echo(f"nrtrewrite: terminated by {signal.Signals(err.signum).name}",
+                       err=True)
+            sys.exit(128 + err.signum)
         except click.exceptions.NoArgsIsHelpError as err:  # bare `nrtrewrite`: the help
             err.show()
             sys.exit(err.exit_code)

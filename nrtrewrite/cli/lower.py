@@ -65,7 +65,7 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
               help="Lower only this rank (repeatable). Default: every rank of the world.")
 @common_lowering_options
 @click.option("--force", is_flag=True, help="Replace an existing output folder (atomically).")
-@click.option("-j", "--jobs", type=int, default=None,
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the number of cores): a pool for several ranks; "
                    "for one rank, a second process composes ahead.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
@@ -77,10 +77,16 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
                                    no_verify_hash=no_verify_hash)
     for w in warnings:
         err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
-    out_path = Path(out) if out else default_output(model)
-    rank_list = list(ranks) if ranks else None
+    if out == "":
+        raise click.BadParameter("an empty path; leave -o out for the default "
+                                 "(<model>.lowered)", param_hint="'-o' / '--output'")
+    out_path = Path(out) if out is not None else default_output(model)
+    rank_list = list(dict.fromkeys(ranks)) if ranks else None  # a repeated rank once
     n = len(rank_list) if rank_list else len(plan.world)
-    workers = jobs if jobs else (os.cpu_count() or 1)
+    # each worker is a whole process: never more than the cores (at least 2: -j 2 on one
+    # core still means a second process), nor than the ranks (one rank: 2, compose ahead)
+    cores = os.cpu_count() or 1
+    workers = min(jobs or cores, max(cores, 2), max(n, 2))
     if quiet or n < PROGRESS_MIN_RANKS:
         write_output(plan, out_path, ranks=rank_list, force=force, workers=workers)
     else:
