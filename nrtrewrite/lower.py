@@ -87,6 +87,30 @@ class LoweringPlan:
         return self.model.world
 
 
+def _check_operands(trig: Trigger) -> None:
+    """Refuse DRAM operands that overlap other than exactly in place.
+
+    An all-reduce or reduce-scatter whose dst is its src (same var, same offset) is composed
+    in place (docs/DESIGN.md: partials never land in OUT before every read of IN). Any other
+    overlap of the input bytes [src, src + in_bytes) with the output bytes [dst, dst +
+    out_bytes) in one var - a shifted dst, an all-gather into its own input - lets a rank
+    overwrite input a peer has yet to read: the result would race or be wrong."""
+    src, dst = trig.src, trig.dst
+    if src.is_sbuf or dst.is_sbuf or src.var_id != dst.var_id:
+        return
+    if not (src.offset < dst.offset + trig.out_bytes and dst.offset < src.offset + trig.in_bytes):
+        return
+    if src.offset == dst.offset and trig.op != EncOpType.ALLGATHER:
+        return
+    how = ("an all-gather cannot be in place" if trig.op == EncOpType.ALLGATHER
+           else "only dst = src exactly is in place")
+    raise LoweringError(
+        f"dst bytes [{dst.offset}, {dst.offset + trig.out_bytes}) overlap src bytes "
+        f"[{src.offset}, {src.offset + trig.in_bytes}) of var {src.var_id}: {how}",
+        subgraph=trig.subgraph, stream=trig.engine, index=trig.index, trigger=trig.ordinal,
+        field="dst")
+
+
 def _check_dtype(trig: Trigger) -> None:
     if trig.op != EncOpType.ALLGATHER and trig.dtype not in CCE_REDUCE_DTYPES:
         raise LoweringError(
@@ -135,6 +159,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> Lo
                         input_sha256=input_sha256)
     for trig, sel in zip(model.triggers, selections):
         _check_dtype(trig)
+        _check_operands(trig)
         try:
             algorithm = algorithms.get(sel.alg)
         except KeyError:

@@ -425,3 +425,52 @@ def test_hier_plan_record_errors_name_the_trigger(spoil, says):
     with pytest.raises(SimulationError, match=says) as err:
         load_triggers(doc, file="manifest.json")
     assert f"triggers[{i}]" in str(err.value) and "manifest.json" in str(err.value)
+
+
+def one_buffer_spec(coll: str, body: dict, algo_ranks: int = 4) -> dict:
+    """One collective whose src and dst are the same 64 KiB var ``t`` (offsets in ``body``)."""
+    return {"header": {"name": "overlap", "lnc_size": 1},
+            "subgraphs": [{"vars": [{"name": "t", "type": "tmp-buf", "size": 65536}],
+                           "replica_groups": [list(range(algo_ranks))],
+                           "engines": {"sp": [{coll: body}]}}]}
+
+
+@pytest.mark.parametrize("coll, body, src, dst", [
+    # an all-gather into its own input: dst [0, 4 * 2048) holds src [0, 2048)
+    ("all_gather", {"dtype": "bf16", "src": "t", "dst": "t", "num_elements": 1024},
+     (0, 2048), (0, 8192)),
+    # a reduce-scatter whose 2 KiB output starts 1000 bytes into its 8 KiB input
+    ("reduce_scatter", {"dtype": "bf16", "op": "add", "src": "t",
+                        "dst": {"var": "t", "offset": 1000}, "num_elements": 4096},
+     (0, 8192), (1000, 3048)),
+    # an all-reduce shifted by one element
+    ("all_reduce", {"dtype": "bf16", "op": "add", "src": "t", "dst": {"var": "t", "offset": 2},
+                    "num_elements": 1024}, (0, 2048), (2, 2050)),
+])
+def test_overlapping_operands_are_refused(tmp_path, coll, body, src, dst):
+    """Overlap other than dst = src exactly lets a rank overwrite input a peer still reads
+    (the simulator reported the race, or wrong numbers): refused at lowering, naming the
+    trigger's field."""
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(one_buffer_spec(coll, body)))
+    res = CliRunner().invoke(main, ["lower", "-q", str(neff), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line and "instruction 0, field dst, trigger 0" in line, line
+    assert f"dst bytes [{dst[0]}, {dst[1]}) overlap src bytes [{src[0]}, {src[1]})" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("coll, body", [
+    ("all_reduce", {"dtype": "bf16", "op": "add", "src": "t", "dst": "t", "num_elements": 1024}),
+    ("reduce_scatter", {"dtype": "bf16", "op": "add", "src": "t", "dst": "t",
+                        "num_elements": 4096}),
+    # disjoint parts of one var
+    ("all_reduce", {"dtype": "bf16", "op": "add", "src": "t",
+                    "dst": {"var": "t", "offset": 2048}, "num_elements": 1024}),
+    ("all_gather", {"dtype": "bf16", "src": "t", "dst": {"var": "t", "offset": 2048},
+                    "num_elements": 1024}),
+])
+@pytest.mark.parametrize("algo", [None, "ring"])
+def test_in_place_and_disjoint_operands_in_one_var_match(tmp_path, coll, body, algo):
+    assert_clean(lower_spec(one_buffer_spec(coll, body), tmp_path / "out", algo=algo))
