@@ -173,6 +173,38 @@ def test_spec_errors(base_spec, mutate, where, why):
     assert str(exc.value).startswith(f"<spec>: {where}") and why in str(exc.value)
 
 
+@pytest.mark.parametrize("item, where, words", [
+    # 2 GiB (the reader's member limit) / 64-byte words = 33,554,432 words per stream
+    ({"nop": 10**11}, "[3].nop", 10**11),
+    ({"opaque": {"opcode": 5, "count": 10**12}}, "[3].opaque.count", 10**12),
+    ({"repeat": {"count": 10**12, "body": ["nop", {"nop": 3}]}}, "[3].repeat.count",
+     4 * 10**12),
+])
+def test_huge_counts_are_refused_before_building(base_spec, item, where, words):
+    """A count past what a stream member can hold is a one-line spec error at once (it was
+    a MemoryError traceback, or gigabytes built before the reader refused them)."""
+    base_spec["subgraphs"][0]["engines"]["sp"].append(item)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    msg = str(exc.value)
+    assert msg.startswith(f"<spec>: field subgraphs[0].engines.sp{where}: ")
+    assert f"{words} instruction words" in msg and "at most 33554432" in msg
+
+
+def test_the_stream_total_is_checked_too(base_spec, monkeypatch):
+    """Items that fit one by one but not together (the stream limit made 10 words here)."""
+    from nrtrewrite.neff import assembler
+    monkeypatch.setattr(assembler, "MAX_STREAM_WORDS", 10)
+    sp = base_spec["subgraphs"][0]["engines"]["sp"]
+    assert len(sp) == 3  # three one-word items before
+    sp.append({"nop": 7})  # 10 words: fits
+    assemble_spec(base_spec)
+    sp.append("nop")  # the 11th
+    with pytest.raises(ValidationError, match=r"^<spec>: field subgraphs\[0\]\.engines\.sp"
+                                              r"\[4\]: 11 instruction words: .* at most 10 "):
+        assemble_spec(base_spec)
+
+
 def test_spec_validates_by_reading_back(base_spec):
     base_spec["subgraphs"][0]["engines"]["sp"][1]["all_reduce"]["num_elements"] = 4096
     with pytest.raises(ValidationError, match=r"^<spec> \(assembled\): member sg00/sp.bin.*"

@@ -36,7 +36,7 @@ import yaml
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import NrtRewriteError, ParseError, ValidationError, Where
 from nrtrewrite.neff.container import (
-    HEADER_FIELDS, HEADER_SIZE, NEFF_HEADER, build_container, default_header,
+    HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
 )
 from nrtrewrite.neff.fields import patch_field
 from nrtrewrite.neff.instructions import (
@@ -72,6 +72,9 @@ _SG_KEYS = ("name", "vars", "replica_groups", "engines", "def_json")
 _VAR_KEYS = ("name", "type", "size", "partitions", "var_id")
 _TRIGGER_KEYS = ("opcode", "dtype", "op", "group", "num_elements", "bytes", "src", "dst",
                  "stream_id", "channel_id", "sync", "ext_sync", "patch", "patch_ext", "ext")
+
+#: Instruction words one stream member can hold (the reader's member size limit).
+MAX_STREAM_WORDS = MAX_MEMBER_BYTES // WORD_SIZE
 
 
 @dataclass
@@ -405,7 +408,22 @@ class _Assembler:
         words: list[bytes] = []
         for k, item in enumerate(body):
             words.extend(self.instruction(item, f"{path}[{k}]", by_name))
+            self.fits(len(words), f"{path}[{k}]")
         return words
+
+    def fits(self, n_words: int, path: str) -> int:
+        """``n_words`` if a stream of that many words fits one tar member
+        (``MAX_MEMBER_BYTES``, as the reader will require); checked before a count
+        multiplies anything, so a huge count is an error at once, not a MemoryError."""
+        if n_words > MAX_STREAM_WORDS:
+            raise self.err(path, f"{n_words} instruction words: a stream holds at most "
+                                 f"{MAX_STREAM_WORDS} ({MAX_MEMBER_BYTES} bytes, the member "
+                                 "size limit)")
+        return n_words
+
+    def repeated(self, words: list[bytes], count: int, path: str) -> list[bytes]:
+        self.fits(len(words) * count, path)
+        return words * count
 
     def instruction(self, item: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
         if item == "nop":
@@ -416,21 +434,23 @@ class _Assembler:
         (kind, body), = item.items()
         p = f"{path}.{kind}"
         if kind == "nop":
-            return [opaque_word(NOP_OPCODE)] * self.integer(body, p, 0)
+            return self.repeated([opaque_word(NOP_OPCODE)], self.integer(body, p, 0), p)
         if kind == "opaque":
             self.keys(body, ("opcode", "count", "sync", "operands"), p)
             opcode = self.integer(body.get("opcode"), p + ".opcode", 0, 255)
             count = self.integer(body.get("count", 1), p + ".count", 0)
             sync = self.sync(body.get("sync"), p + ".sync")
             operands = self.hexbytes(body.get("operands", ""), p + ".operands", 52, pad=True)
-            return [opaque_word(opcode, sync=sync, operands=operands)] * count
+            return self.repeated([opaque_word(opcode, sync=sync, operands=operands)], count,
+                                 p + ".count")
         if kind == "raw":
             items = body if isinstance(body, list) else [body]
             return [self.hexbytes(w, f"{p}[{j}]", WORD_SIZE) for j, w in enumerate(items)]
         if kind == "repeat":
             self.keys(body, ("count", "body"), p)
             count = self.integer(body.get("count"), p + ".count", 0)
-            return self.instructions(body.get("body") or [], p + ".body", by_name) * count
+            return self.repeated(self.instructions(body.get("body") or [], p + ".body", by_name),
+                                 count, p + ".count")
         if kind in TRIGGER_KINDS:
             return self.trigger(TRIGGER_KINDS[kind], body, p, by_name)
         raise self.err(path, f"unknown instruction {kind!r}")
