@@ -63,6 +63,8 @@ def test_preset_nodes_option_and_world_check():
         load_topology("trn2:nodes=1", world=(64,), lnc_size=2)
     with pytest.raises(ValidationError, match="bad topology option"):
         load_topology("trn2:cores=4", world=(), lnc_size=2)
+    with pytest.raises(ValidationError, match="bad topology option 'nodes=0'"):
+        load_topology("trn2:nodes=0", world=(0,), lnc_size=2)  # was sized to 1 node silently
     with pytest.raises(ValidationError, match="neither a preset"):
         load_topology("no/such/file.json", world=(), lnc_size=2)
     with pytest.raises(ValidationError, match="rank 999"):
@@ -165,3 +167,20 @@ def test_json_links_file(tmp_path):
 def test_json_errors(doc, match):
     with pytest.raises(NrtRewriteError, match=match):
         platform_from_json(doc, where="t.json")
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("nodes", 0, "nodes must be a positive integer, not 0"),
+    ("nodes", True, "nodes must be a positive integer, not True"),
+    ("nodes", 1.5, "nodes must be a positive integer, not 1.5"),
+    ("platform", "trn9", "unknown platform 'trn9' (one of trn1, trn2"),
+])
+def test_topology_file_values_are_checked(tmp_path, key, value, says):
+    """docs/TOPOLOGY.md: ``platform`` is trn1 or trn2, ``nodes`` a node count (a file said
+    ``"nodes": 0`` or ``true`` and got sized to the model, ``"trn9"`` a custom platform)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"format": "nrtrewrite-topology/1", "platform": "trn2",
+                                key: value}))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert says in str(exc.value) and f"field {key}" in str(exc.value)

@@ -449,7 +449,11 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         raise ValidationError(f"unknown topology format {fmt!r} (expected {TOPOLOGY_FORMAT!r})",
                               file=where, field="format")
     base_name = doc.get("platform")
-    base = _preset(base_name) if base_name in PRESETS else None
+    if base_name is not None and base_name not in PRESETS:
+        raise ValidationError(f"unknown platform {base_name!r} (one of "
+                              f"{', '.join(sorted(PRESETS))}; leave it out for a custom one)",
+                              file=where, field="platform")
+    base = _preset(base_name) if base_name is not None else None
     dev_doc = doc.get("device", {})
     if not isinstance(dev_doc, dict):
         raise ValidationError("device must be an object", file=where, field="device")
@@ -590,7 +594,7 @@ def _parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
     opts: dict[str, int] = {}
     for part in filter(None, rest.split(",")):
         key, eq, val = part.partition("=")
-        if not eq or key not in ("nodes",) or not val.isdigit():
+        if not eq or key not in ("nodes",) or not val.isdigit() or int(val) < 1:
             raise ValidationError(f"bad topology option {part!r} in {spec!r} "
                                   "(presets take nodes=N, e.g. trn2:nodes=2)", field="topology")
         opts[key] = int(val)
@@ -636,8 +640,10 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
                               f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
                               file=str(path), field="lnc_size")
     rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
-    nodes = doc.get("nodes") or _nodes_for(world, rpn)
-    if not isinstance(nodes, int) or nodes < 1:
+    nodes = doc.get("nodes")
+    if nodes is None:
+        nodes = _nodes_for(world, rpn)
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
                               field="nodes")
     check_topology_size(platform, lnc_size, nodes, world)
