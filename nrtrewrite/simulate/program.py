@@ -127,6 +127,11 @@ def _where(rank: int, artifact: str, record: int | None = None, field_: str | No
     return dict(rank=rank, artifact=artifact, record=record, field=field_, **kw)
 
 
+def man_leg(entry: dict) -> str:
+    """The rank manifest entry's ``leg`` (``flat`` or a HIER leg name)."""
+    return str(entry.get("leg", "flat"))
+
+
 def _first(mask: np.ndarray) -> int | None:
     idx = np.flatnonzero(mask)
     return int(idx[0]) if idx.size else None
@@ -375,6 +380,29 @@ class RankDecoder:
         me = leaf == MARK_END
         self.check(me & ((L["num_elements"] != 0) | (L["elem_start"] != 0)),
                    "mark_end carries elements", art, "num_elements")
+        # FORMATS §3: only a leg without data that consumes or receives a peer's data
+        # (direct_recv, post_recv) carries an element count; every other one has 0
+        self.check(~data & ~me & ~np.isin(leaf, [7, 21]) & (L["num_elements"] != 0), lambda i: f"num_elements "
+                   f"{L['num_elements'][i]} on a {LEAF_NAMES.get(int(leaf[i]))} leg without "
+                   "data (must be 0)", art, "num_elements")
+        # the half of a flat RING entry's leg is the half-chunk its elements sit in (the chunk
+        # layout of the trigger manifest's `chunk`, TriggerSpec.half_of), not what it says
+        flat = np.array([self.entry_trigger[e].algorithm == "RING"
+                         and man_leg(self.rf.manifest["entries"][e]) == "flat"
+                         for e in range(ne)], bool) & self.ring_entry if ne else np.zeros(0, bool)
+        sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi]) if n else \
+            np.zeros(0, np.int64)
+        if sel.size:
+            want_half = np.full(n, -2, np.int64)
+            for e in np.unique(spi[sel]):
+                m = sel[spi[sel] == e]
+                want_half[m] = self.entry_trigger[int(e)].half_of(
+                    L["elem_start"][m].astype(np.int64), L["num_elements"][m].astype(np.int64))
+            self.check((want_half >= -1) & (half != want_half), lambda i: f"half {half[i]} but "
+                       f"elements [{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}"
+                       ") " + (f"are half {want_half[i]} of their chunk" if want_half[i] >= 0 else
+                               "are not inside one half-chunk of the trigger's chunk layout"),
+                       art, "half")
         # record ranges must tile their files exactly, in leg order
         for first, count, fname in (("dma_first", "dma_count", "dma.bin"),
                                     ("cce_first", "cce_count", "cce.bin"),
@@ -823,13 +851,20 @@ class RankDecoder:
                             + soff % rsize[reg], elem * dsize)
             got = W[part]["start_addr"].astype(np.int64)
             ring = np.isin(self.leaf[leg], list(HALF_LEAVES))
-            self.check(ring & (got != want), lambda i, got=got, want=want, part=part:
+            # mesh / RDH legs stream scratch and gateway through views that start at a block
+            # (a channel-buffer slot, an RH slot, a gateway copy): their start_addr is the
+            # element's offset from the view's first element, checked below; everything else
+            # (operands, SBUF, the ring family's buffers) is measured from element 0
+            view = ~ring & ~sb & np.isin(reg, self._view_regions())
+            self.check(~view & (got != want), lambda i, got=got, want=want, part=part:
                        f"{part}.start_addr {got[i]:#x}, the piece's first element "
                        f"{elem[i]} is at {want[i]:#x} of its buffer", "sb2sb.bin",
                        f"{part}.start_addr")
             # a DRAM stream: the BD address of that element is where the op's buffer holds it
             addr = DRAM_BASE + roff[reg] + soff
-            ok = sb | ~ring
+            if view.any():
+                self._check_view_pieces(part, view, leg, elem, dsize, got, addr, reg)
+            ok = sb | view
             for e, ent_t in enumerate(self.entry_trigger):
                 m = ~sb & (self.spi[leg] == e)
                 if not m.any():
@@ -840,6 +875,46 @@ class RankDecoder:
                        f"element {elem[i]} ({int(addr[i]):#x} in "
                        f"{self.layout.region(int(reg[i])).name!r}) is not where that element of "
                        "the op's buffers lives", "sb2sb.bin", f"{part}.start_addr")
+
+    def _view_regions(self) -> list[int]:
+        return [r.index for r in (self.layout.named("scratch"), self.layout.named("gw"))
+                if r is not None]
+
+    def _check_view_pieces(self, part: str, view: np.ndarray, leg: np.ndarray, elem: np.ndarray,
+                           dsize: np.ndarray, got: np.ndarray, addr: np.ndarray,
+                           reg: np.ndarray) -> None:
+        """start_addr of a mesh / RDH piece in a scratch or gateway view: a whole number of
+        elements, its view's first element (the piece's element minus that count) one the
+        trigger's blocks allow, the view inside the region and the same for every piece of
+        the leg's stream."""
+        origin = elem - got // dsize
+        allowed = np.zeros(leg.size, bool)
+        for e, ent_t in enumerate(self.entry_trigger):
+            m = view & (self.spi[leg] == e)
+            if m.any():
+                allowed[m] = np.isin(origin[m], list(ent_t.view_origins))
+        roff = np.array([x.offset for x in self.layout.regions], np.int64)
+        vbase = addr - got  # address of the view's first element
+        what = f"{part}.start_addr"
+
+        def why(i, extra):
+            return (f"{what} {got[i]:#x} of the piece at element {elem[i]} "
+                    f"({int(addr[i]):#x} in {self.layout.region(int(reg[i])).name!r}): {extra}")
+        self.check(view & (got % dsize != 0), lambda i: why(i, "not a whole number of "
+                   f"{dsize[i]}-byte elements"), "sb2sb.bin", what)
+        self.check(view & ((origin < 0) | ~allowed), lambda i: why(i, f"its view would start at "
+                   f"element {origin[i]}, not the start of a block of the trigger"),
+                   "sb2sb.bin", what)
+        self.check(view & (vbase < DRAM_BASE + roff[reg]), lambda i: why(i, "its view would "
+                   "start before the region"), "sb2sb.bin", what)
+        # every piece of a leg's stream is in the leg's one view
+        prev = np.zeros(leg.size, bool)
+        prev[1:] = view[1:] & view[:-1] & (leg[1:] == leg[:-1])
+        moved = np.zeros(leg.size, bool)
+        moved[1:] = (vbase[1:] != vbase[:-1]) | (origin[1:] != origin[:-1])
+        self.check(prev & moved, lambda i: why(i, f"its view starts at element {origin[i]} "
+                   f"({int(vbase[i]):#x}), the leg's previous piece's at element "
+                   f"{origin[i - 1]} ({int(vbase[i - 1]):#x})"), "sb2sb.bin", what)
 
     def _anchors(self, t: TriggerSpec, trank: np.ndarray):
         """(region, address of element 0) of every DRAM buffer a leg of ``t`` may stream."""

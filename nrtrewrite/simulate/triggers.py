@@ -92,6 +92,12 @@ class TriggerSpec:
     legs: dict = field(default_factory=dict)
     #: extra scratch / gateway buffers of the trigger: [{"region", "offset"}] (FORMATS §1.1)
     buffers: list = field(default_factory=list)
+    #: elements a mesh / RDH scratch or gateway view may start at (channel-buffer slots, RH
+    #: slots, folds, gateway views): 0, the natural blocks, the manifest's mesh ``blocks`` and
+    #: RDH ``super_blocks`` (docs/DESIGN.md "Mesh and RDH")
+    view_origins: frozenset = frozenset({0})
+    #: the manifest's ``chunk`` (chunk_size_n, tail_chunk, pgta, channels)
+    chunk: dict = field(default_factory=dict)
 
     @property
     def dsize(self) -> int:
@@ -120,6 +126,38 @@ class TriggerSpec:
         if self.op == "REDUCE_SCATTER":
             return self.n // len(self.group)
         return self.n
+
+    def half_of(self, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """The half-chunk (CHUNK_H0 0 / CHUNK_H1 1) that holds elements [start, start + count)
+        of a flat ring's element space, from the chunk layout alone (seed 001 §2,
+        nrtrewrite/compose/chunking.py): all-reduce chunks of ``chunk_size_n`` from the start
+        of each chunk group of ``group size x channels x chunk_size_n`` elements, all-gather and
+        reduce-scatter the same inside each group member's block of ``n`` (``n / group size``)
+        elements with groups of ``channels x chunk_size_n``; the last group uses
+        ``tail_chunk``; each chunk is H0 then H1, ``chunk / 2`` elements each.  -1 where the
+        range does not sit inside one half."""
+        start = np.asarray(start, np.int64)
+        stop = start + np.asarray(count, np.int64)
+        ck = self.chunk
+        cs, tail, pgta, chans = ck["chunk_size_n"], ck["tail_chunk"], ck["pgta"], ck["channels"]
+        rank_n = len(self.group)
+        if self.op == "ALLREDUCE":
+            span, group_elems = self.n, rank_n * chans * cs
+        else:
+            span, group_elems = (self.n if self.op == "ALLGATHER" else self.n // rank_n), chans * cs
+        if span <= 0 or group_elems <= 0:
+            return np.full(start.size, -1, np.int64)
+        lo = (start // span) * span if self.op != "ALLREDUCE" else np.zeros_like(start)
+        rel = start - lo
+        g = np.minimum(rel // group_elems, pgta - 1)
+        c = np.where(g == pgta - 1, tail, cs)
+        within = rel - g * group_elems
+        h2 = np.maximum(c // 2, 1)
+        k = within % np.maximum(c, 1)  # offset inside the chunk
+        half = k // h2
+        end = (rel - k) + (half + 1) * h2  # end of that half (clamped to the block / message)
+        ok = (c >= 2) & (half <= 1) & (stop - lo <= np.minimum(end, span))
+        return np.where(ok, half, -1)
 
     def pos(self, rank: int) -> int:
         return self.group.index(rank)
@@ -229,6 +267,21 @@ def _hier_legs(t: dict) -> dict:
     return out
 
 
+def _view_origins(t: dict, spec: TriggerSpec) -> frozenset:
+    """Where a linear scratch / gateway view of a mesh or RDH entry may begin, in elements of
+    the op space: 0, every natural block start, and the starts of the manifest's mesh
+    ``blocks`` and RDH ``super_blocks`` (a channel-buffer slot holds one block, an RH slot a
+    run of (super-)blocks starting at one)."""
+    g = len(spec.group)
+    total = spec.n * g if spec.op == "ALLGATHER" else spec.n
+    out = {0} | {j * total // g for j in range(g)}
+    if spec.op != "ALLREDUCE":
+        out |= {j * (total // g) for j in range(g)}
+    for sec, key in (("mesh", "blocks"), ("rdh", "super_blocks")):
+        out |= {int(b[0]) for b in (t.get(sec) or {}).get(key, ())}
+    return frozenset(out)
+
+
 def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
     out: dict[int, TriggerSpec] = {}
     for i, t in enumerate(top.get("triggers") or []):
@@ -245,6 +298,8 @@ def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
                 dst=dict(t["dst"]), pgta=int(t["chunk"]["pgta"]),
                 orders={int(c["channel"]): [int(r) for r in c["order"]] for c in t["channels"]},
                 legs=_hier_legs(t), buffers=[dict(b) for b in t.get("buffers") or ()])
+            spec.view_origins = _view_origins(t, spec)
+            spec.chunk = {k: int(v) for k, v in t["chunk"].items()}
         except (KeyError, TypeError, ValueError) as exc:
             raise SimulationError(f"malformed trigger entry ({exc})", **where) from None
         if op not in OPS:

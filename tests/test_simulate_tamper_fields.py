@@ -1,0 +1,179 @@
+"""Fields the simulator once let through (with --ignore-checksums): the 0xBF ``start_addr`` of
+mesh and RDH legs (docs/SIMULATOR.md §7), ``num_elements`` of a leg without data and ``half``
+of a RING leg (docs/FORMATS.md §3).  Byte offsets are FORMATS.md's: a 0xBF word is 64 bytes,
+``src.start_addr`` at 16 and ``dst.start_addr`` at 48 (u32); a leg record is 64 bytes,
+``leaf`` at 12, ``half`` at 13, ``num_elements`` at 56 (u32)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import meshcase
+import pytest
+
+from test_simulate import cli
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+WORD = REC = 64
+SRC_START, DST_START = 16, 48
+LEAF, HALF, NUM_ELEMENTS = 12, 13, 56
+
+
+def _lower(model: Path, out: Path, algo: str) -> Path:
+    res = cli("lower", model, "-o", out, "--algo", algo, "--quiet")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def mesh_out(tmp_path_factory) -> Path:
+    return _lower(FIXTURES / "c7c8.neff", tmp_path_factory.mktemp("mesh") / "o", "mesh")
+
+
+@pytest.fixture(scope="module")
+def ring_out(tmp_path_factory) -> Path:
+    return _lower(FIXTURES / "c7c8.neff", tmp_path_factory.mktemp("ring") / "o", "ring")
+
+
+@pytest.fixture(scope="module")
+def rdh5_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rdh5") / "o"
+    meshcase.lower(meshcase.spec([list(range(5))], [("all_reduce", "bf16", "add", 5000)]), out,
+                   algo="intra_rdh")
+    return out
+
+
+@pytest.fixture(scope="module")
+def rdh8n_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("rdh8n") / "o"
+    meshcase.lower(meshcase.spec([[128 * k for k in range(8)]],
+                                 [("all_reduce", "bf16", "add", 6000)]), out, algo="inter_rdh")
+    return out
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "t"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _patch(path: Path, offset: int, fmt: str, fn) -> None:
+    b = bytearray(path.read_bytes())
+    (v,) = struct.unpack_from(fmt, b, offset)
+    struct.pack_into(fmt, b, offset, fn(v))
+    path.write_bytes(bytes(b))
+
+
+def _fails(out: Path, *words: str) -> str:
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is False
+    text = " ".join([doc["error"] or ""] + [t["detail"] or "" for t in doc["triggers"]])
+    for w in words:
+        assert w in text, text
+    return text
+
+
+def test_untampered_outputs_pass(mesh_out, ring_out, rdh5_out, rdh8n_out):
+    for out in (mesh_out, ring_out, rdh5_out, rdh8n_out):
+        res = cli("simulate", out, "--json")
+        assert res.exit_code == 0, res.output
+
+
+def test_the_testers_mesh_start_addr_bytes(mesh_out, tmp_path):
+    out = _copy(mesh_out, tmp_path)
+    p = out / "rank-0001" / "sb2sb.bin"
+    b = bytearray(p.read_bytes())
+    b[3 * WORD + DST_START] = 0x40
+    b[3 * WORD + SRC_START] = 0x40
+    p.write_bytes(bytes(b))
+    _fails(out, "rank-0001", "sb2sb.bin", "record 3", "start_addr")
+
+
+@pytest.mark.parametrize("part", [SRC_START, DST_START])
+@pytest.mark.parametrize("case", ["mesh", "rdh5", "rdh8n"])
+def test_start_addr_plus_two_on_every_word_is_caught(case, part, mesh_out, rdh5_out, rdh8n_out,
+                                                    tmp_path):
+    base, rank = {"mesh": (mesh_out, 1), "rdh5": (rdh5_out, 4),
+                  "rdh8n": (rdh8n_out, 128)}[case]
+    name = f"rank-{rank:04d}"
+    words = (base / name / "sb2sb.bin").stat().st_size // WORD
+    assert words > 0
+    for w in sorted({0, words // 3, words // 2, words - 1}):
+        out = tmp_path / f"w{w}"
+        shutil.copytree(base, out)
+        _patch(out / name / "sb2sb.bin", w * WORD + part, "<I", lambda v: v + 2)
+        _fails(out, name, "sb2sb.bin", f"record {w}",
+               "src.start_addr" if part == SRC_START else "dst.start_addr")
+        shutil.rmtree(out)
+
+
+def test_start_addr_byte_flip_on_inter_rdh_is_caught(rdh8n_out, tmp_path):
+    name = "rank-0256"
+    words = (rdh8n_out / name / "sb2sb.bin").stat().st_size // WORD
+    for w in (0, words - 1):
+        for byte in range(3):
+            out = tmp_path / f"w{w}b{byte}"
+            shutil.copytree(rdh8n_out, out)
+            p = out / name / "sb2sb.bin"
+            b = bytearray(p.read_bytes())
+            b[w * WORD + DST_START + byte] ^= 0x40
+            p.write_bytes(bytes(b))
+            _fails(out, name, "sb2sb.bin", "dst.start_addr")
+            shutil.rmtree(out)
+
+
+def _legs(out: Path, rank: int) -> bytes:
+    return (out / f"rank-{rank:04d}" / "legs.bin").read_bytes()
+
+
+def test_num_elements_on_a_mesh_sync_leg(mesh_out, tmp_path):
+    legs = _legs(mesh_out, 1)
+    assert legs[14 * REC + LEAF] in (20, 22)  # the tester's record: a mesh_sync / mark_complete
+    out = _copy(mesh_out, tmp_path)
+    p = out / "rank-0001" / "legs.bin"
+    b = bytearray(p.read_bytes())
+    b[14 * REC + NUM_ELEMENTS] = 0x05
+    p.write_bytes(bytes(b))
+    _fails(out, "rank-0001", "legs.bin", "record 14", "num_elements")
+
+
+@pytest.mark.parametrize("leaf", [20, 22])  # mesh_sync, mark_complete
+def test_num_elements_on_every_kind_of_sync_leg(mesh_out, tmp_path, leaf):
+    legs = _legs(mesh_out, 2)
+    recs = [i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == leaf]
+    assert recs
+    out = _copy(mesh_out, tmp_path)
+    _patch(out / "rank-0002" / "legs.bin", recs[-1] * REC + NUM_ELEMENTS, "<I", lambda v: 7)
+    _fails(out, "rank-0002", "legs.bin", f"record {recs[-1]}", "num_elements")
+
+
+def test_half_flipped_on_a_ring_recv_reduce_send(ring_out, tmp_path):
+    legs = _legs(ring_out, 1)
+    assert legs[75 * REC + LEAF] == 2 and legs[75 * REC + HALF] == 1  # recv_reduce_send, H1
+    out = _copy(ring_out, tmp_path)
+    p = out / "rank-0001" / "legs.bin"
+    b = bytearray(p.read_bytes())
+    b[75 * REC + HALF] = 0
+    p.write_bytes(bytes(b))
+    _fails(out, "rank-0001", "legs.bin", "record 75", "half")
+
+
+def test_half_flipped_on_every_ring_leaf(ring_out, tmp_path):
+    legs = _legs(ring_out, 3)
+    seen = {}
+    for i in range(len(legs) // REC):
+        lf = legs[i * REC + LEAF]
+        if 1 <= lf <= 8:
+            seen.setdefault((lf, legs[i * REC + HALF]), i)
+    assert len(seen) >= 6
+    for (lf, h), i in sorted(seen.items()):
+        out = tmp_path / f"l{lf}h{h}"
+        shutil.copytree(ring_out, out)
+        _patch(out / "rank-0003" / "legs.bin", i * REC + HALF, "<B", lambda v: 1 - v)
+        _fails(out, "rank-0003", "legs.bin", f"record {i}", "half")
+        shutil.rmtree(out)
