@@ -87,13 +87,21 @@ class LoweringPlan:
         return self.model.world
 
 
+def dtype_refusal(op: EncOpType, dtype) -> str | None:
+    """Why ``lower`` refuses ``op`` in ``dtype`` (a reducing collective in a dtype the CCE
+    cannot reduce), or None.  ``explain`` shows the same reason."""
+    if op != EncOpType.ALLGATHER and dtype not in CCE_REDUCE_DTYPES:
+        return (f"{op.name} in {dtype.name} cannot be lowered: the CCE reduce accepts only "
+                "BF16, FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)")
+    return None
+
+
 def _check_dtype(trig: Trigger) -> None:
-    if trig.op != EncOpType.ALLGATHER and trig.dtype not in CCE_REDUCE_DTYPES:
+    why = dtype_refusal(trig.op, trig.dtype)
+    if why is not None:
         raise LoweringError(
-            f"{trig.op.name} in {trig.dtype.name} cannot be lowered: the CCE reduce accepts only "
-            "BF16, FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)",
-            subgraph=trig.subgraph, stream=trig.engine, index=trig.index, trigger=trig.ordinal,
-            field="dtype")
+            why, subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
+            trigger=trig.ordinal, field="dtype")
 
 
 @contextlib.contextmanager
