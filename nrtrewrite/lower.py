@@ -23,7 +23,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -137,6 +137,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> Lo
     t0 = time.perf_counter()
     topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
     override = parse_algo_override(options.algo)
+    if options.algo is None and override is not None:  # NRTREWRITE_ALGO: record what applies
+        options = replace(options, algo=override.text)
     selections = select_all(model, topo, override=override)
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,

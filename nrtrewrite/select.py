@@ -610,21 +610,26 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
 
     ``ring`` (force), ``mesh,ring`` (restrict), ``^mesh`` / ``^mesh,kangaring`` (exclude),
     ``allreduce:kangaring;allgather:ring`` (per collective), ``inter_allr:mesh`` (per HIER
-    leg).  Empty text -> None.
+    leg).  An unset or empty ``NRTREWRITE_ALGO`` -> None; an empty ``--algo`` text, an empty
+    clause (``ring;``, ``;;ring``) and two clauses for one target (``ring;mesh``) are
+    :class:`ValidationError` s (docs/SELECTION.md §8).
     """
     source = "--algo"
     if text is None:
         text = os.environ.get(ALGO_ENV)
         source = ALGO_ENV
-        if text is None:
+        if text is None or not text.strip():
             return None
     if not text.strip():
-        return None
+        raise ValidationError(f"{source} {text!r} is empty (omit it for the default; unset "
+                              f"{ALGO_ENV} to drop that override)", field=source)
     clauses = []
+    targets: set = set()
     for raw in text.split(";"):
         part = raw.strip()
         if not part:
-            continue
+            raise ValidationError(f"{source} {text!r}: empty clause (clauses are separated by "
+                                  "';', none may be empty)", field=source)
         target: EncOpType | str | None = None
         if ":" in part:
             head, _, part = part.partition(":")
@@ -654,10 +659,14 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
                 algs.update(parse_alg_name(w))
             except ValidationError as err:
                 raise ValidationError(f"{source} {text!r}: {err.why}", field=source) from None
+        if target in targets:
+            what = ("every collective" if target is None else
+                    target if isinstance(target, str) else target.name)
+            raise ValidationError(f"{source} {text!r}: two clauses for {what} (give one)",
+                                  field=source)
+        targets.add(target)
         clauses.append(OverrideClause(target=target, algs=frozenset(algs), exclude=exclude,
                                       text=raw.strip()))
-    if not clauses:
-        return None
     return AlgoOverride(text=text.strip(), clauses=tuple(clauses), source=source)
 
 

@@ -123,3 +123,23 @@ def test_explain_unknown_trigger_is_an_error_like_schedule(k):
     assert exp.stderr == sch.stderr
     assert exp.stderr.strip().endswith(f"no trigger {k} (the model has 9: 0..8)")
     assert run("explain", model, "--trigger", "8").exit_code == 0
+
+
+# -- 4. the override that applies, and no silent drop of it -------------------------------
+
+def test_lower_records_the_environment_override_and_refuses_an_empty_algo(tmp_path):
+    model = str(FIXTURES / "ar2.neff")
+    env = {"NRTREWRITE_ALGO": "ring"}
+    res = run("lower", model, "-o", str(tmp_path / "env"), "--quiet", env=env)
+    assert res.exit_code == 0, res.stderr
+    man = json.loads((tmp_path / "env" / "manifest.json").read_text())
+    assert man["options"]["algo"] == "ring"
+    assert {t["algorithm"] for t in man["triggers"]} == {"RING"}
+    res = run("lower", model, "-o", str(tmp_path / "cli"), "--quiet", "--algo", "ring")
+    man2 = json.loads((tmp_path / "cli" / "manifest.json").read_text())
+    assert man2["options"] == man["options"]
+    for args in (("lower", model, "-o", str(tmp_path / "e"), "--algo", ""),
+                 ("explain", model, "--algo", ""), ("lower", model, "--algo", "ring;")):
+        res = run(*args, env=env)
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1
+        assert not (tmp_path / "e").exists()
