@@ -143,3 +143,22 @@ def test_lower_records_the_environment_override_and_refuses_an_empty_algo(tmp_pa
         res = run(*args, env=env)
         assert res.exit_code == 2 and res.stderr.count("\n") == 1
         assert not (tmp_path / "e").exists()
+
+
+# -- 7. sizes are exact integers ----------------------------------------------------------
+
+def test_sizes_parse_exactly_beyond_float_precision():
+    from nrtrewrite.cli.explain import parse_size
+    big = 2 ** 53 + 1  # the first integer a float cannot hold
+    assert parse_size(str(big)) == big
+    assert parse_size(f"{big}KiB") == big * 1024
+    assert parse_size(f"{big}MB") == big * 10 ** 6
+    assert parse_size(f"{big}.5KiB") == big * 1024 + 512
+    assert parse_size("0.001KB") == 1
+    rec = run_json("explain", "--op", "allreduce", "--bytes", str(big + 1), "--dtype", "bf16",
+                   "--ranks", "8")["triggers"][0]
+    assert rec["bytes"] == big + 1
+    # an odd byte count is no whole number of 2-byte elements: refused, not rounded
+    res = run("explain", "--op", "allreduce", "--bytes", str(big), "--dtype", "bf16",
+              "--ranks", "8")
+    assert res.exit_code == 2 and "element size 2" in res.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +47,8 @@ def parse_size(text: str) -> int:
     if not unit and i:
         raise ValidationError(f"bad size {text!r}", field="--bytes")
     base = 1000 if unit and b and not i else 1024
-    val = float(num) * base ** " kmgt".index(unit or " ")
-    if val != int(val):
+    val = Fraction(num) * base ** " kmgt".index(unit or " ")  # exact: no float rounding
+    if val.denominator != 1:
         raise ValidationError(f"size {text!r} is not a whole number of bytes", field="--bytes")
     return int(val)
 
