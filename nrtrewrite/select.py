@@ -969,19 +969,28 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         reason = f"forced by {override.source} {override.text!r} ({c.reason})"
     else:
         picked = _cascade(cands, allowed, policy)
+        outside = False
+        if picked is None and clause is not None:
+            # SELECTION.md §8: under an allow-list or exclusion it is an error only when
+            # nothing allowed is legal; with none inside its window, the first legal one
+            picked = next((a for a in policy.precedence if a in cands and allowed(a)
+                           and cands[a].legal), None)
+            outside = picked is not None
         if picked is None:
             why = "; ".join(f"{c.predicate}: {c.reason}" for c in cands.values()
                             if c.alg in policy.precedence and allowed(c.alg))
             msg = (f"no legal engine for {req.op.name} over {shape.rank_n} ranks"
                    f"{' under ' + override.source + ' ' + repr(override.text) if clause else ''}"
                    f" ({why or 'every engine excluded'})")
-            if strict:
+            if strict or clause is not None:  # lower refuses it too: explain must not show it
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override)
         policy_alg = picked
         c = cands[picked]
         scope_txt = "intra-node" if shape.scope == INTRA else f"{shape.node_n}-node"
-        reason = (f"{picked.name}: first legal engine of {order} for {scope_txt} "
+        first = ("first legal engine (none allowed is inside its size window)" if outside
+                 else "first legal engine")
+        reason = (f"{picked.name}: {first} of {order} for {scope_txt} "
                   f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})")
         if clause is not None:
             reason += f"; under {override.source} {override.text!r}"
@@ -1028,7 +1037,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         if fb is None:
             msg = (f"{what} is not lowerable in this build (lowerable: {can}) and no lowerable "
                    f"engine is legal for {req.op.name}")
-            if strict:
+            if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,
                             policy_legs=policy_legs, hier_log=hier_log)

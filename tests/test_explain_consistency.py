@@ -162,3 +162,33 @@ def test_sizes_parse_exactly_beyond_float_precision():
     res = run("explain", "--op", "allreduce", "--bytes", str(big), "--dtype", "bf16",
               "--ranks", "8")
     assert res.exit_code == 2 and "element size 2" in res.stderr
+
+
+# -- 3. allow-lists: explain and lower agree ----------------------------------------------
+
+def test_allow_list_takes_a_legal_engine_outside_its_window_in_explain_and_lower(tmp_path):
+    rec = run_json("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "16",
+                   "--algo", "rdh")["triggers"][0]
+    # INTRA_RDH is legal (structural verdict) but 64 KiB is below its window: SELECTION.md §8
+    # makes an allow-list an error only when nothing allowed is legal
+    c = next(c for c in rec["candidates"] if c["algorithm"] == "INTRA_RDH")
+    assert c["legal"] and not c["in_window"] and c["lowerable"]
+    assert rec["policy"]["algorithm"] == rec["lowered"]["algorithm"] == "INTRA_RDH"
+    model = str(FIXTURES / "mix8.neff")
+    low = run("lower", model, "--algo", "rdh", "-o", str(tmp_path / "o"), "--quiet")
+    assert low.exit_code == 0, low.stderr
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    exp = run_json("explain", model, "--algo", "rdh")["triggers"]
+    assert [t["algorithm"] for t in man["triggers"]] == [
+        t["lowered"]["algorithm"] for t in exp]
+
+
+def test_nothing_allowed_legal_fails_explain_as_it_fails_lower(tmp_path):
+    model = str(FIXTURES / "mix8.neff")
+    low = run("lower", model, "--algo", "inter_rdh,hier", "-o", str(tmp_path / "o"))
+    exp = run("explain", model, "--algo", "inter_rdh,hier")
+    assert low.exit_code == exp.exit_code == 2 and low.stderr == exp.stderr
+    assert "no legal engine" in exp.stderr
+    ml = run("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "8",
+             "--algo", "inter_rdh,hier")
+    assert ml.exit_code == 2 and "no legal engine" in ml.stderr

@@ -439,8 +439,15 @@ def test_forcing_ring_and_excluding():
     assert sel.policy_alg == EncAlgType.RING
     sel = select(req(AR, TWO_NODES), T2N, override=parse_algo_override("^hier"))
     assert sel.policy_alg == EncAlgType.RING
+    # SELECTION.md §8: under an exclusion or allow-list it is an error only when nothing
+    # allowed is legal ("legal" is the structural verdict, §3); an allowed engine that is
+    # legal but outside its size window is taken when none allowed is inside its window
+    sel = select(req(AR, NODE0), T1N, override=parse_algo_override("^ring,kangaring"))
+    c = sel.candidate(sel.policy_alg)
+    assert c.legal and not c.in_window and sel.alg == sel.policy_alg != EncAlgType.RING
+    assert "none allowed is inside its size window" in sel.reason
     with pytest.raises(SelectionError, match="no legal engine"):
-        select(req(AR, NODE0), T1N, override=parse_algo_override("^ring,kangaring"))
+        select(req(AR, NODE0), T1N, override=parse_algo_override("inter_rdh,hier"))
     with pytest.raises(SelectionError, match="hierarchical_operation: group lies within"):
         select(req(AR, NODE0), T1N, override=parse_algo_override("hier"))
 
