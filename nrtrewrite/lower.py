@@ -23,7 +23,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -87,37 +87,51 @@ class LoweringPlan:
         return self.model.world
 
 
-def _check_operands(trig: Trigger) -> None:
-    """Refuse DRAM operands that overlap other than exactly in place.
+def operand_refusal(trig: Trigger) -> str | None:
+    """Why ``lower`` refuses ``trig``'s operands, or None: DRAM operands that overlap other
+    than exactly in place.
 
     An all-reduce or reduce-scatter whose dst is its src (same var, same offset) is composed
     in place (docs/DESIGN.md: partials never land in OUT before every read of IN). Any other
     overlap of the input bytes [src, src + in_bytes) with the output bytes [dst, dst +
     out_bytes) in one var - a shifted dst, an all-gather into its own input - lets a rank
-    overwrite input a peer has yet to read: the result would race or be wrong."""
+    overwrite input a peer has yet to read: the result would race or be wrong.  ``explain``
+    shows the same reason."""
     src, dst = trig.src, trig.dst
     if src.is_sbuf or dst.is_sbuf or src.var_id != dst.var_id:
-        return
+        return None
     if not (src.offset < dst.offset + trig.out_bytes and dst.offset < src.offset + trig.in_bytes):
-        return
+        return None
     if src.offset == dst.offset and trig.op != EncOpType.ALLGATHER:
-        return
+        return None
     how = ("an all-gather cannot be in place" if trig.op == EncOpType.ALLGATHER
            else "only dst = src exactly is in place")
-    raise LoweringError(
-        f"dst bytes [{dst.offset}, {dst.offset + trig.out_bytes}) overlap src bytes "
-        f"[{src.offset}, {src.offset + trig.in_bytes}) of var {src.var_id}: {how}",
-        subgraph=trig.subgraph, stream=trig.engine, index=trig.index, trigger=trig.ordinal,
-        field="dst")
+    return (f"dst bytes [{dst.offset}, {dst.offset + trig.out_bytes}) overlap src bytes "
+            f"[{src.offset}, {src.offset + trig.in_bytes}) of var {src.var_id}: {how}")
+
+
+def _check_operands(trig: Trigger) -> None:
+    why = operand_refusal(trig)
+    if why is not None:
+        raise LoweringError(why, subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
+                            trigger=trig.ordinal, field="dst")
+
+
+def dtype_refusal(op: EncOpType, dtype) -> str | None:
+    """Why ``lower`` refuses ``op`` in ``dtype`` (a reducing collective in a dtype the CCE
+    cannot reduce), or None.  ``explain`` shows the same reason."""
+    if op != EncOpType.ALLGATHER and dtype not in CCE_REDUCE_DTYPES:
+        return (f"{op.name} in {dtype.name} cannot be lowered: the CCE reduce accepts only "
+                "BF16, FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)")
+    return None
 
 
 def _check_dtype(trig: Trigger) -> None:
-    if trig.op != EncOpType.ALLGATHER and trig.dtype not in CCE_REDUCE_DTYPES:
+    why = dtype_refusal(trig.op, trig.dtype)
+    if why is not None:
         raise LoweringError(
-            f"{trig.op.name} in {trig.dtype.name} cannot be lowered: the CCE reduce accepts only "
-            "BF16, FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)",
-            subgraph=trig.subgraph, stream=trig.engine, index=trig.index, trigger=trig.ordinal,
-            field="dtype")
+            why, subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
+            trigger=trig.ordinal, field="dtype")
 
 
 @contextlib.contextmanager
@@ -153,6 +167,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> Lo
     t0 = time.perf_counter()
     topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
     override = parse_algo_override(options.algo)
+    if options.algo is None and override is not None:  # NRTREWRITE_ALGO: record what applies
+        options = replace(options, algo=override.text)
     selections = select_all(model, topo, override=override)
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,

@@ -610,21 +610,26 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
 
     ``ring`` (force), ``mesh,ring`` (restrict), ``^mesh`` / ``^mesh,kangaring`` (exclude),
     ``allreduce:kangaring;allgather:ring`` (per collective), ``inter_allr:mesh`` (per HIER
-    leg).  Empty text -> None.
+    leg).  An unset or empty ``NRTREWRITE_ALGO`` -> None; an empty ``--algo`` text, an empty
+    clause (``ring;``, ``;;ring``) and two clauses for one target (``ring;mesh``) are
+    :class:`ValidationError` s (docs/SELECTION.md §8).
     """
     source = "--algo"
     if text is None:
         text = os.environ.get(ALGO_ENV)
         source = ALGO_ENV
-        if text is None:
+        if text is None or not text.strip():
             return None
     if not text.strip():
-        return None
+        raise ValidationError(f"{source} {text!r} is empty (omit it for the default; unset "
+                              f"{ALGO_ENV} to drop that override)", field=source)
     clauses = []
+    targets: set = set()
     for raw in text.split(";"):
         part = raw.strip()
         if not part:
-            continue
+            raise ValidationError(f"{source} {text!r}: empty clause (clauses are separated by "
+                                  "';', none may be empty)", field=source)
         target: EncOpType | str | None = None
         if ":" in part:
             head, _, part = part.partition(":")
@@ -654,10 +659,14 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
                 algs.update(parse_alg_name(w))
             except ValidationError as err:
                 raise ValidationError(f"{source} {text!r}: {err.why}", field=source) from None
+        if target in targets:
+            what = ("every collective" if target is None else
+                    target if isinstance(target, str) else target.name)
+            raise ValidationError(f"{source} {text!r}: two clauses for {what} (give one)",
+                                  field=source)
+        targets.add(target)
         clauses.append(OverrideClause(target=target, algs=frozenset(algs), exclude=exclude,
                                       text=raw.strip()))
-    if not clauses:
-        return None
     return AlgoOverride(text=text.strip(), clauses=tuple(clauses), source=source)
 
 
@@ -960,19 +969,28 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         reason = f"forced by {override.source} {override.text!r} ({c.reason})"
     else:
         picked = _cascade(cands, allowed, policy)
+        outside = False
+        if picked is None and clause is not None:
+            # SELECTION.md §8: under an allow-list or exclusion it is an error only when
+            # nothing allowed is legal; with none inside its window, the first legal one
+            picked = next((a for a in policy.precedence if a in cands and allowed(a)
+                           and cands[a].legal), None)
+            outside = picked is not None
         if picked is None:
             why = "; ".join(f"{c.predicate}: {c.reason}" for c in cands.values()
                             if c.alg in policy.precedence and allowed(c.alg))
             msg = (f"no legal engine for {req.op.name} over {shape.rank_n} ranks"
                    f"{' under ' + override.source + ' ' + repr(override.text) if clause else ''}"
                    f" ({why or 'every engine excluded'})")
-            if strict:
+            if strict or clause is not None:  # lower refuses it too: explain must not show it
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override)
         policy_alg = picked
         c = cands[picked]
         scope_txt = "intra-node" if shape.scope == INTRA else f"{shape.node_n}-node"
-        reason = (f"{picked.name}: first legal engine of {order} for {scope_txt} "
+        first = ("first legal engine (none allowed is inside its size window)" if outside
+                 else "first legal engine")
+        reason = (f"{picked.name}: {first} of {order} for {scope_txt} "
                   f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})")
         if clause is not None:
             reason += f"; under {override.source} {override.text!r}"
@@ -1019,7 +1037,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         if fb is None:
             msg = (f"{what} is not lowerable in this build (lowerable: {can}) and no lowerable "
                    f"engine is legal for {req.op.name}")
-            if strict:
+            if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,
                             policy_legs=policy_legs, hier_log=hier_log)

@@ -78,3 +78,50 @@ def test_json_errors_come_before_any_output():
     assert res.exit_code == 2
     assert res.stdout == ""
     assert "rank 99 is not in the model's world" in res.stderr
+
+
+# docs/FORMATS.md legs.bin `leaf`: every number the composers emit has a name
+_FORMATS_LEAVES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
+                   4: "recv_reduce_copy_send", 5: "direct_copy_send", 6: "direct_recv_send",
+                   7: "direct_recv", 8: "direct_copy", 10: "direct_reduce_send_kangaring",
+                   11: "peer_post", 12: "peer_wait", 15: "mark_end", 16: "mesh_send",
+                   17: "mesh_reduce", 18: "rdh_copy", 19: "rdh_reduce", 20: "mesh_sync",
+                   21: "post_recv", 22: "mark_complete"}
+
+
+def test_leaf_names_are_those_of_formats_md():
+    from nrtrewrite.cli.schedule import _leaf_name
+    for v, name in _FORMATS_LEAVES.items():
+        assert _leaf_name(v) == name
+
+
+def _ops_of(model, rank):
+    res = _run(model, "--rank", str(rank), "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)["ops"]
+
+
+def test_kangaring_and_single_cycle_channels_have_the_documented_keys():
+    kang = [op for r in (0, 1) for op in _ops_of(str(FIX / "node64.neff"), r)
+            if op["algorithm"] == "KANGARING"]
+    assert kang
+    leaves = {s["leaf"] for op in kang for c in op["channels"] for s in c["steps"]}
+    assert {"peer_post", "peer_wait"} <= leaves and leaves <= set(_FORMATS_LEAVES.values())
+    roles = set()
+    for op in kang:
+        for c in op["channels"]:
+            roles.add(c["role"])
+            want = ({"channel", "role", "prev", "next", "peers", "next_peer_rmtv", "port",
+                     "touches", "steps"} if c["role"] == "primary" else
+                    {"channel", "role", "primary", "waits_for_legs", "steps"})
+            assert set(c) == want
+    assert roles == {"primary", "secondary"}
+    scr = [op for op in _ops_of(str(FIX / "two_node128.neff"), 0)
+           if op["algorithm"] == "SINGLE_CYCLE_RING"]
+    assert scr
+    for op in scr:
+        assert "group" in op
+        for c in op["channels"]:
+            assert set(c) == {"channel", "direction", "prev", "next", "pair", "arcs", "steps"}
+            assert c["channel"] in c["pair"]
+            assert c["direction"] == ("cw", "ccw")[c["pair"].index(c["channel"])]

@@ -375,9 +375,16 @@ def test_parse_override_syntax():
     assert not o.for_op(AG).allows(EncAlgType.INTER_RDH)
     leg = parse_algo_override("alg_inter_allr:mesh").for_leg("inter_allr")
     assert leg.forced == EncAlgType.MESH
-    assert parse_algo_override("  ") is None
+    # SELECTION.md §8: an empty clause is a syntax error, so no leading, trailing or doubled
+    # ';'; an empty --algo would drop NRTREWRITE_ALGO silently, and of two clauses for one
+    # target one would be dropped silently
     for bad, match in (("treee", "unknown algorithm"), ("foo:ring", "neither a collective"),
-                       ("allreduce:", "names no algorithm")):
+                       ("allreduce:", "names no algorithm"), ("", "is empty"),
+                       ("  ", "is empty"), (";", "empty clause"), ("ring;", "empty clause"),
+                       (";;ring", "empty clause"), ("ring;;mesh", "empty clause"),
+                       ("ring; ;mesh", "empty clause"), ("ring;mesh", "two clauses"),
+                       ("allreduce:ring;all-reduce:^mesh", "two clauses"),
+                       ("inter_allr:ring;alg_inter_allr:mesh", "two clauses")):
         with pytest.raises(ValidationError, match=match):
             parse_algo_override(bad)
 
@@ -388,6 +395,11 @@ def test_override_from_env(monkeypatch):
     monkeypatch.setenv(ALGO_ENV, "^mesh")
     o = parse_algo_override(None)
     assert o.source == ALGO_ENV and o.for_op(AR).exclude
+    monkeypatch.setenv(ALGO_ENV, " ")  # set but empty: no override
+    assert parse_algo_override(None) is None
+    monkeypatch.setenv(ALGO_ENV, "ring;")
+    with pytest.raises(ValidationError, match=f"{ALGO_ENV} 'ring;': empty clause"):
+        parse_algo_override(None)
 
 
 def test_forcing_single_cycle_ring_on_allgather_is_refused_with_reason():
@@ -427,8 +439,15 @@ def test_forcing_ring_and_excluding():
     assert sel.policy_alg == EncAlgType.RING
     sel = select(req(AR, TWO_NODES), T2N, override=parse_algo_override("^hier"))
     assert sel.policy_alg == EncAlgType.RING
+    # SELECTION.md §8: under an exclusion or allow-list it is an error only when nothing
+    # allowed is legal ("legal" is the structural verdict, §3); an allowed engine that is
+    # legal but outside its size window is taken when none allowed is inside its window
+    sel = select(req(AR, NODE0), T1N, override=parse_algo_override("^ring,kangaring"))
+    c = sel.candidate(sel.policy_alg)
+    assert c.legal and not c.in_window and sel.alg == sel.policy_alg != EncAlgType.RING
+    assert "none allowed is inside its size window" in sel.reason
     with pytest.raises(SelectionError, match="no legal engine"):
-        select(req(AR, NODE0), T1N, override=parse_algo_override("^ring,kangaring"))
+        select(req(AR, NODE0), T1N, override=parse_algo_override("inter_rdh,hier"))
     with pytest.raises(SelectionError, match="hierarchical_operation: group lies within"):
         select(req(AR, NODE0), T1N, override=parse_algo_override("hier"))
 

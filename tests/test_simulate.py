@@ -459,6 +459,12 @@ def test_overlapping_operands_are_refused(tmp_path, coll, body, src, dst):
     assert "\n" not in line and "instruction 0, field dst, trigger 0" in line, line
     assert f"dst bytes [{dst[0]}, {dst[1]}) overlap src bytes [{src[0]}, {src[1]})" in line
     assert not (tmp_path / "out").exists()
+    # explain shows what lower does: not lowered, for the same reason
+    res = CliRunner().invoke(main, ["explain", str(neff), "--json"])
+    assert res.exit_code == 0, res.output
+    (rec,) = json.loads(res.output)["triggers"]
+    assert rec["lowered"]["algorithm"] == "INVALID"
+    assert line.split("trigger 0: ", 1)[1] in json.dumps(rec)
 
 
 @pytest.mark.parametrize("coll, body", [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from rich.text import Text
 
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, DType, EdgeLocality, EncAlgType, EncOpType
-from nrtrewrite.errors import ValidationError
+from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     Leg, Request, Selection, group_shape, parse_algo_override, parse_op_name, select,
@@ -46,8 +47,8 @@ def parse_size(text: str) -> int:
     if not unit and i:
         raise ValidationError(f"bad size {text!r}", field="--bytes")
     base = 1000 if unit and b and not i else 1024
-    val = float(num) * base ** " kmgt".index(unit or " ")
-    if val != int(val):
+    val = Fraction(num) * base ** " kmgt".index(unit or " ")  # exact: no float rounding
+    if val.denominator != 1:
         raise ValidationError(f"size {text!r} is not a whole number of bytes", field="--bytes")
     return int(val)
 
@@ -135,19 +136,28 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
         rec["hier"] = {"legs": [{"name": leg.name, "algorithm": leg.alg.name,
                                  "groups": len(leg.groups)} for leg in sel.legs]}
     elif sel.alg != EncAlgType.INVALID and sel.n_channels and not mesh_like:
-        orders = ring_orders(topo, sel.group, sel.n_channels)
-        dups = duplicate_flags(orders)
-        for c, (order, dup) in enumerate(zip(orders, dups)):
+        if sel.alg == EncAlgType.SINGLE_CYCLE_RING:
+            rings = _single_cycle_rings(sel, topo)
+            channels["count"] = len(rings)
+            pairs = len({c for c, _o, _d, direction in rings if direction == "cw"})
+            channels["reason"] += (f"; SINGLE_CYCLE_RING runs {pairs} channel pair(s), each ring "
+                                   f"forward (cw) and backward (ccw): {len(rings)} channel(s)")
+        else:
+            orders = ring_orders(topo, sel.group, sel.n_channels)
+            rings = [(c, order, dup, None)
+                     for c, (order, dup) in enumerate(zip(orders, duplicate_flags(orders)))]
+        for c, order, dup, direction in rings:
             if rank is not None:
                 r = enc_ring(order, rank, duplicate=dup)
-                channels["rings"].append({"channel": c, "prev": r.prev, "next": r.next,
-                                          "user_ranks": list(r.user_ranks),
-                                          "duplicate": r.duplicate})
+                ring = {"channel": c, "prev": r.prev, "next": r.next,
+                        "user_ranks": list(r.user_ranks), "duplicate": r.duplicate}
             else:
                 hops = hop_localities(topo, order)
-                channels["rings"].append({
-                    "channel": c, "order": list(order) if order is not None else None,
-                    "duplicate": dup, "hops": {loc.name: n for loc, n in hops.items()}})
+                ring = {"channel": c, "order": list(order) if order is not None else None,
+                        "duplicate": dup, "hops": {loc.name: n for loc, n in hops.items()}}
+            if direction is not None:
+                ring["direction"] = direction
+            channels["rings"].append(ring)
     rec["channels"] = channels
     kang_groups = [g for leg in sel.policy_legs if leg.alg == EncAlgType.KANGARING
                    for g in leg.groups]
@@ -170,6 +180,37 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
         rec["kangaring"] = {"group": list(g), "note": "lowered" if lowered else
                             "policy choice, not lowered by this build", "channels": kr}
     return rec
+
+
+def _single_cycle_rings(sel: Selection, topo: Topology) -> list[tuple]:
+    """(channel, order, duplicate, direction) of each channel ``lower`` gives a
+    SINGLE_CYCLE_RING selection: the composer's own plan (a pair per ring, cw and ccw)."""
+    from nrtrewrite.compose.single_cycle import trigger_single_cycle_plan
+    elements = sel.op_bytes // DTYPE_SIZE[sel.dtype]
+    sp = trigger_single_cycle_plan(topo, sel.op, sel.group, elements, sel.dtype, sel.n_channels)
+    cw_dups = duplicate_flags([sp.orders[cw] for cw, _ccw in sp.pairs])
+    out = []
+    for (cw, ccw), dup in zip(sp.pairs, cw_dups):
+        out.append((cw, sp.orders[cw], dup, "cw"))
+        if ccw != cw:
+            out.append((ccw, sp.orders[ccw], dup, "ccw"))
+    return sorted(out, key=lambda r: r[0])
+
+
+def not_lowerable(sel: Selection, trig=None) -> Selection:
+    """``sel`` as ``lower`` sees it: a collective in a dtype ``lower`` refuses
+    (lower.dtype_refusal), or a model's trigger whose operands overlap
+    (lower.operand_refusal), is not lowered, with the same reason."""
+    from dataclasses import replace
+
+    from nrtrewrite.lower import dtype_refusal, operand_refusal
+    why = dtype_refusal(sel.op, sel.dtype)
+    if why is None and trig is not None:
+        why = operand_refusal(trig)
+    if why is None or sel.alg == EncAlgType.INVALID:
+        return sel
+    return replace(sel, alg=EncAlgType.INVALID, legs=(), n_channels=0, fallback_reason=why,
+                   channel_reason="nothing lowered")
 
 
 # -- rich presentation ---------------------------------------------------------------------
@@ -221,7 +262,9 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                   + (f" over legs {', '.join(leg['name'] for leg in low['legs'])}"
                      if low["legs"] else ""), highlight=False)
     if low["fallback_reason"]:
-        console.print(f"  [yellow]fallback:[/] {low['fallback_reason']}", highlight=False)
+        label = ("[red]cannot be lowered:[/]" if low["algorithm"] == "INVALID"
+                 else "[yellow]fallback:[/]")
+        console.print(f"  {label} {low['fallback_reason']}", highlight=False)
 
     ch = rec["channels"]
     console.print(f"[bold]channels:[/] {ch['count']} -- {ch['reason']}", highlight=False)
@@ -379,6 +422,12 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         if rank is not None and rank not in m.world:
             raise ValidationError(f"rank {rank} is not in the model's world "
                                   f"({_span(m.world)})", file=model, field="--rank")
+        n = len(m.triggers)
+        for k in only:
+            if not 0 <= k < n:
+                # as schedule says it
+                raise ValidationError(f"no trigger {k} (the model has {n}"
+                                      f"{f': 0..{n - 1}' if n else ''})", file=model)
         items = []
         for t in m.triggers:
             if only and t.ordinal not in only:
@@ -425,8 +474,16 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         if rank is not None and rank not in req_group:
             skipped.append(item.ordinal)
             continue
-        sel = select(item, topo, override=override, policy=policy, strict=False)
-        records.append(explain_selection(sel, topo, rank=rank, meta=meta))
+        try:
+            sel = not_lowerable(select(item, topo, override=override, policy=policy,
+                                       strict=False), None if isinstance(item, Request) else item)
+            records.append(explain_selection(sel, topo, rank=rank, meta=meta))
+        except NrtRewriteError as err:
+            if not meta:  # model-less: no place to name
+                raise
+            # name the place as lower and schedule do (select_all, load_and_plan)
+            raise err.at(trigger=item.ordinal, subgraph=item.subgraph, stream=item.engine,
+                         index=item.index).at(file=model)
 
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),

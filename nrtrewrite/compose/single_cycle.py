@@ -426,6 +426,18 @@ def trigger_single_cycle_factory(ctx, trig):
     return factory
 
 
+def trigger_single_cycle_plan(topo, op: EncOpType, group, num_elements: int, dtype,
+                              n_channels: int) -> SingleCyclePlan:
+    """The plan ``lower`` makes for a SINGLE_CYCLE_RING trigger of ``num_elements`` per rank
+    selected with ``n_channels`` (docs/SELECTION.md §7: ``max(1, n / 2)`` channel pairs);
+    ``explain`` shows its channels."""
+    group = tuple(group)
+    return plan_single_cycle(topo, group, n_channels,
+                             lambda nring: interleaved_layout(
+                                 op, num_elements, len(group), dtype,
+                                 max(1, min(nring, max(1, n_channels // 2)))))
+
+
 class SingleCycleAlgorithm(Algorithm):
     """SINGLE_CYCLE_RING over a whole group: one entry per rank."""
 
@@ -435,10 +447,8 @@ class SingleCycleAlgorithm(Algorithm):
         if trig.op != EncOpType.ALLREDUCE:
             raise LoweringError(f"SINGLE_CYCLE_RING is all-reduce only (op_type {trig.op.name})")
         group = tuple(trig.replica_group)
-        sp = plan_single_cycle(ctx.topology, group, sel.n_channels,
-                               lambda nring: interleaved_layout(
-                                   trig.op, trig.num_elements, len(group), trig.dtype,
-                                   max(1, min(nring, max(1, sel.n_channels // 2)))))
+        sp = trigger_single_cycle_plan(ctx.topology, trig.op, group, trig.num_elements,
+                                       trig.dtype, sel.n_channels)
         dsize = io_dtype_size(trig.dtype)
         spans = any(not ctx.topology.same_node(group[0], r) for r in group)
         manifest = sp.manifest()

@@ -1,0 +1,194 @@
+"""``explain`` shows exactly what ``lower`` / ``schedule`` do: refused dtypes, the
+SINGLE_CYCLE_RING channel pairs, error locations, unknown --trigger ordinals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+SCR2 = {
+    "header": {"name": "scr2", "lnc_size": 1},
+    "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 200006},
+                 {"name": "o", "type": "output", "size": 200006}],
+        "replica_groups": [[0, 128]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                           "dst": "o", "num_elements": 100003}}]},
+    }],
+}
+
+
+def run(*args, env=None):
+    return CliRunner().invoke(main, list(args), env=env or {}, catch_exceptions=False,
+                              terminal_width=200)
+
+
+def run_json(*args):
+    res = run(*args, "--json")
+    assert res.exit_code == 0, res.output + res.stderr
+    return json.loads(res.output)
+
+
+@pytest.fixture
+def scr2(tmp_path):
+    assembler = pytest.importorskip("nrtrewrite.neff.assembler")
+    path = tmp_path / "scr2.neff"
+    path.write_bytes(assembler.assemble_spec(SCR2))
+    return str(path)
+
+
+# -- 1. a dtype lower refuses -------------------------------------------------------------
+
+def test_explain_shows_the_dtype_refusal_of_lower(tmp_path):
+    model = str(FIXTURES / "bad" / "fp32_allreduce.neff")
+    low = run("lower", model, "-o", str(tmp_path / "out"), "--quiet")
+    assert low.exit_code == 2
+    why = low.stderr.strip().split("trigger 0: ", 1)[1]  # lower's reason, after its place
+    assert "cannot be lowered" in why
+    doc = run_json("explain", model)
+    rec = doc["triggers"][0]
+    assert rec["lowered"]["algorithm"] == "INVALID"
+    assert rec["lowered"]["fallback_reason"] == why
+    assert rec["lowered"]["legs"] == [] and rec["channels"]["count"] == 0
+    text = run("explain", model)
+    assert text.exit_code == 0
+    assert "lowered: INVALID" in text.output
+    assert "lowered: MESH" not in text.output
+    assert "cannot be lowered: ALLREDUCE in FP32" in text.output
+
+
+def test_model_less_explain_refuses_a_dtype_the_cce_cannot_reduce():
+    rec = run_json("explain", "--op", "allreduce", "--bytes", "64KiB", "--dtype", "int32",
+                   "--ranks", "8")["triggers"][0]
+    assert rec["lowered"]["algorithm"] == "INVALID"
+    assert rec["lowered"]["fallback_reason"].startswith("ALLREDUCE in INT32 cannot be lowered")
+    # an all-gather copies, it reduces nothing: no refusal
+    rec = run_json("explain", "--op", "allgather", "--bytes", "64KiB", "--dtype", "int32",
+                   "--ranks", "8")["triggers"][0]
+    assert rec["lowered"]["algorithm"] != "INVALID"
+
+
+# -- 2. SINGLE_CYCLE_RING channels -------------------------------------------------------
+
+def test_single_cycle_ring_channels_are_the_pairs_lower_uses(scr2):
+    from nrtrewrite.cli.lower import load_and_plan
+    from nrtrewrite.cli.schedule import schedule_json
+    rec = run_json("explain", scr2)["triggers"][0]
+    assert rec["lowered"]["algorithm"] == "SINGLE_CYCLE_RING"
+    # SELECTION.md §7: n = 1 by the byte rule (195 KiB < 256 KiB) -> one pair, 2 channels
+    assert rec["channels"]["count"] == 2
+    rings = rec["channels"]["rings"]
+    assert [r["channel"] for r in rings] == [0, 1]
+    assert [r["direction"] for r in rings] == ["cw", "ccw"]
+    plan, _ = load_and_plan(scr2, topology=None, algo=None, host_cc=False, no_verify_hash=False)
+    assert [(c["channel"], list(c["order"])) for c in plan.triggers[0].prepared.manifest[
+        "channels"]] == [(r["channel"], r["order"]) for r in rings]
+    sched = schedule_json(plan, 0)
+    assert [c["channel"] for c in sched["ops"][0]["channels"]] == [0, 1]
+    with_rank = run_json("explain", scr2, "--rank", "0")["triggers"][0]["channels"]["rings"]
+    assert [(r["prev"], r["next"]) for r in with_rank] == [
+        (c["prev"], c["next"]) for c in sched["ops"][0]["channels"]]
+    ml = run_json("explain", "--op", "allreduce", "--bytes", "200006", "--group", "0,128",
+                  "--lnc", "1")["triggers"][0]
+    assert ml["channels"]["count"] == 2 and ml["channels"]["rings"] == rings
+
+
+# -- 5. where an error is ------------------------------------------------------------------
+
+def test_explain_errors_name_the_place_like_lower(tmp_path):
+    model = str(FIXTURES / "mix8.neff")
+    low = run("lower", model, "--algo", "single_cycle_ring", "-o", str(tmp_path / "o"))
+    sch = run("schedule", model, "--rank", "0", "--algo", "single_cycle_ring")
+    exp = run("explain", model, "--algo", "single_cycle_ring")
+    assert exp.exit_code == low.exit_code == sch.exit_code == 2
+    assert exp.stderr.startswith(f"nrtrewrite: error: {model}: subgraph ")
+    assert exp.stderr == low.stderr == sch.stderr
+
+
+# -- 6. --trigger K outside the model ------------------------------------------------------
+
+@pytest.mark.parametrize("k", ["9", "-1", "100"])
+def test_explain_unknown_trigger_is_an_error_like_schedule(k):
+    model = str(FIXTURES / "mix8.neff")
+    exp = run("explain", model, "--trigger", k)
+    sch = run("schedule", model, "--rank", "0", "--trigger", k)
+    assert exp.exit_code == sch.exit_code == 2
+    assert exp.stderr == sch.stderr
+    assert exp.stderr.strip().endswith(f"no trigger {k} (the model has 9: 0..8)")
+    assert run("explain", model, "--trigger", "8").exit_code == 0
+
+
+# -- 4. the override that applies, and no silent drop of it -------------------------------
+
+def test_lower_records_the_environment_override_and_refuses_an_empty_algo(tmp_path):
+    model = str(FIXTURES / "ar2.neff")
+    env = {"NRTREWRITE_ALGO": "ring"}
+    res = run("lower", model, "-o", str(tmp_path / "env"), "--quiet", env=env)
+    assert res.exit_code == 0, res.stderr
+    man = json.loads((tmp_path / "env" / "manifest.json").read_text())
+    assert man["options"]["algo"] == "ring"
+    assert {t["algorithm"] for t in man["triggers"]} == {"RING"}
+    res = run("lower", model, "-o", str(tmp_path / "cli"), "--quiet", "--algo", "ring")
+    man2 = json.loads((tmp_path / "cli" / "manifest.json").read_text())
+    assert man2["options"] == man["options"]
+    for args in (("lower", model, "-o", str(tmp_path / "e"), "--algo", ""),
+                 ("explain", model, "--algo", ""), ("lower", model, "--algo", "ring;")):
+        res = run(*args, env=env)
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1
+        assert not (tmp_path / "e").exists()
+
+
+# -- 7. sizes are exact integers ----------------------------------------------------------
+
+def test_sizes_parse_exactly_beyond_float_precision():
+    from nrtrewrite.cli.explain import parse_size
+    big = 2 ** 53 + 1  # the first integer a float cannot hold
+    assert parse_size(str(big)) == big
+    assert parse_size(f"{big}KiB") == big * 1024
+    assert parse_size(f"{big}MB") == big * 10 ** 6
+    assert parse_size(f"{big}.5KiB") == big * 1024 + 512
+    assert parse_size("0.001KB") == 1
+    rec = run_json("explain", "--op", "allreduce", "--bytes", str(big + 1), "--dtype", "bf16",
+                   "--ranks", "8")["triggers"][0]
+    assert rec["bytes"] == big + 1
+    # an odd byte count is no whole number of 2-byte elements: refused, not rounded
+    res = run("explain", "--op", "allreduce", "--bytes", str(big), "--dtype", "bf16",
+              "--ranks", "8")
+    assert res.exit_code == 2 and "element size 2" in res.stderr
+
+
+# -- 3. allow-lists: explain and lower agree ----------------------------------------------
+
+def test_allow_list_takes_a_legal_engine_outside_its_window_in_explain_and_lower(tmp_path):
+    rec = run_json("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "16",
+                   "--algo", "rdh")["triggers"][0]
+    # INTRA_RDH is legal (structural verdict) but 64 KiB is below its window: SELECTION.md §8
+    # makes an allow-list an error only when nothing allowed is legal
+    c = next(c for c in rec["candidates"] if c["algorithm"] == "INTRA_RDH")
+    assert c["legal"] and not c["in_window"] and c["lowerable"]
+    assert rec["policy"]["algorithm"] == rec["lowered"]["algorithm"] == "INTRA_RDH"
+    model = str(FIXTURES / "mix8.neff")
+    low = run("lower", model, "--algo", "rdh", "-o", str(tmp_path / "o"), "--quiet")
+    assert low.exit_code == 0, low.stderr
+    man = json.loads((tmp_path / "o" / "manifest.json").read_text())
+    exp = run_json("explain", model, "--algo", "rdh")["triggers"]
+    assert [t["algorithm"] for t in man["triggers"]] == [
+        t["lowered"]["algorithm"] for t in exp]
+
+
+def test_nothing_allowed_legal_fails_explain_as_it_fails_lower(tmp_path):
+    model = str(FIXTURES / "mix8.neff")
+    low = run("lower", model, "--algo", "inter_rdh,hier", "-o", str(tmp_path / "o"))
+    exp = run("explain", model, "--algo", "inter_rdh,hier")
+    assert low.exit_code == exp.exit_code == 2 and low.stderr == exp.stderr
+    assert "no legal engine" in exp.stderr
+    ml = run("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "8",
+             "--algo", "inter_rdh,hier")
+    assert ml.exit_code == 2 and "no legal engine" in ml.stderr
