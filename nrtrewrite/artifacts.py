@@ -39,16 +39,23 @@ def load_records(path: str | Path, name: str | None = None, *, mapped: bool = Fa
         raise OutputError(f"{p}: not an artifact file nrtrewrite writes "
                           f"({', '.join(F.ARTIFACTS)})")
     dtype = F.ARTIFACTS[name][0]
-    data = None if mapped else p.read_bytes()
-    nbytes = p.stat().st_size if mapped else len(data)
-    if nbytes % dtype.itemsize:
-        raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
-                          f"{dtype.itemsize}-byte records")
-    if data is not None:
-        return np.frombuffer(data, dtype=dtype)
-    if nbytes == 0:  # an empty file cannot be mapped
-        return np.zeros(0, dtype)
-    return np.memmap(p, dtype=dtype, mode="r")
+    # a folder or a device where a file should be: one line, not the OS error's traceback
+    # (and a FIFO is never opened: reading it would wait for a writer)
+    if p.exists() and not p.is_file():
+        raise OutputError(f"{p}: not a regular file")
+    try:
+        data = None if mapped else p.read_bytes()
+        nbytes = p.stat().st_size if mapped else len(data)
+        if nbytes % dtype.itemsize:
+            raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
+                              f"{dtype.itemsize}-byte records")
+        if data is not None:
+            return np.frombuffer(data, dtype=dtype)
+        if nbytes == 0:  # an empty file cannot be mapped
+            return np.zeros(0, dtype)
+        return np.memmap(p, dtype=dtype, mode="r")
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
 def _plain(val):
@@ -117,11 +124,14 @@ def decode_record(name: str, rec: np.void) -> dict:
     return d
 
 
-def read_json(path: Path) -> dict:
+def read_json(path: Path):
+    """The JSON document in ``path`` (any JSON value: callers check its shape)."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise OutputError(f"{path}: cannot read ({exc})") from None
+    except RecursionError:
+        raise OutputError(f"{path}: cannot read (JSON nested too deeply)") from None
 
 
 def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:

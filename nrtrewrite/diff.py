@@ -69,6 +69,8 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
     """Whether two files hold the same bytes, read :data:`CHUNK_BYTES` at a time (False if
     either cannot be read: the caller's reading then names the file and the error)."""
     try:
+        if not (fa.is_file() and fb.is_file()):  # a FIFO would block the open
+            return False
         if fa.stat().st_size != fb.stat().st_size:
             return False
         with open(fa, "rb") as ha, open(fb, "rb") as hb:

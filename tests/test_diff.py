@@ -4,13 +4,16 @@ block at a time (CHUNK_BYTES), manifests compared key by key only when their byt
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from nrtrewrite import diff as D
 from nrtrewrite.artifacts import load_records
+from nrtrewrite.cli import main
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 from nrtrewrite.golden import lower_to
@@ -107,3 +110,43 @@ def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
     empty = tmp_path / "sem.bin"
     empty.write_bytes(b"")
     assert load_records(empty, mapped=True).size == 0  # (an empty file cannot be mapped)
+
+
+def _one_line_error(res, code=2):
+    """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback."""
+    assert res.exit_code == code, (res.exit_code, res.output, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+def test_a_folder_where_an_artifact_should_be_is_a_one_line_error(pair):
+    a, b = pair
+    dma = b / "rank-0000" / "dma.bin"
+    dma.unlink()
+    dma.mkdir()
+    with pytest.raises(OutputError, match=r"rank-0000/dma.bin: not a regular file"):
+        D.diff_outputs(a, b)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    assert line.startswith("nrtrewrite: error: ") and "dma.bin: not a regular file" in line
+    for extra in ([], ["--json"]):
+        line = _one_line_error(CliRunner().invoke(main, ["dump", "--dma", str(b), "--rank", "0",
+                                                         *extra]))
+        assert "dma.bin: not a regular file" in line
+
+
+def test_a_fifo_where_an_artifact_should_be_never_blocks(pair):
+    a, b = pair
+    sem = b / "rank-0001" / "sem.bin"
+    sem.unlink()
+    os.mkfifo(sem)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    assert "sem.bin: not a regular file" in line
+
+
+def test_a_manifest_nested_too_deeply_is_a_one_line_error(pair):
+    a, b = pair
+    (b / "rank-0001" / "manifest.json").write_text("[" * 100_000)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    assert "rank-0001/manifest.json: cannot read (JSON nested too deeply)" in line
