@@ -8,6 +8,7 @@ words kept too, so a diff names the exact field that changed.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, Sd
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
+from nrtrewrite.emit.formats import FORMAT_NAME
 
 #: ``dump`` selectors -> artifact files.
 KIND_FILES: dict[str, tuple[str, ...]] = {
@@ -122,6 +124,34 @@ def decode_record(name: str, rec: np.void) -> dict:
     elif name in ("net_src.bin", "net_dest.bin"):
         d["mark_name"] = enum_name(NetAddrMark, d["mark"])
     return d
+
+
+#: how a manifest of ours begins: its keys are sorted, so ``format`` comes first
+OUR_MANIFEST_HEAD = re.compile(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(FORMAT_NAME.encode())
+                                + rb'"')
+
+
+def is_our_output(path: Path) -> bool:
+    """An empty folder, or one whose manifest.json says it is an nrtrewrite output (``lower
+    --force`` replaces only these; ``diff`` compares only these).
+
+    A manifest up to 1 MiB is parsed whole; a bigger one (a HIER plan's is tens of MB) is
+    recognised by its beginning, without reading it all."""
+    try:
+        if not any(path.iterdir()):
+            return True
+        with open(path / "manifest.json", "rb") as fh:
+            head = fh.read(1 << 20)
+            whole = not fh.read(1)
+    except OSError:
+        return False
+    if not whole:
+        return OUR_MANIFEST_HEAD.match(head) is not None
+    try:
+        doc = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
 
 
 def read_json(path: Path):
