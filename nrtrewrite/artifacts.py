@@ -164,11 +164,38 @@ def read_json(path: Path):
         raise OutputError(f"{path}: cannot read (JSON nested too deeply)") from None
 
 
+def folder_rank(rdir: Path) -> int | None:
+    """The rank of rank folder ``rdir``: from its name (``rank-0003``), else from its
+    manifest's ``rank``; None when neither tells."""
+    m = re.fullmatch(r"rank-([0-9]+)", rdir.name)
+    if m:
+        return int(m.group(1))
+    try:
+        doc = json.loads((rdir / "manifest.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    r = doc.get("rank") if isinstance(doc, dict) else None
+    return r if isinstance(r, int) and not isinstance(r, bool) else None
+
+
+def _one_rank_dir(rdir: Path, rank: int | None, what: Path) -> list[Path]:
+    """``[rdir]``, refused when ``rank`` names another rank than the folder's."""
+    if rank is not None:
+        have = folder_rank(rdir)
+        if have != rank:
+            of = f"rank {have}" if have is not None else "a rank it does not name"
+            raise OutputError(f"{what}: --rank {rank} names another rank than this rank "
+                              f"folder's ({of}); --rank selects a rank of a whole output folder")
+    return [rdir]
+
+
 def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
-    """The rank folders named by ``path``: an OUT folder, a rank folder (or a file's folder)."""
+    """The rank folders named by ``path``: an OUT folder, a rank folder (or a file's folder).
+    ``rank`` selects one rank of an OUT folder; given with a rank folder or a file, it must
+    be that folder's rank (an :class:`OutputError` otherwise)."""
     p = Path(path)
     if p.is_file():
-        return [p.parent]
+        return _one_rank_dir(p.parent, rank, p)
     if (p / F.rank_dir_name(0)).exists() or any(p.glob("rank-*")):
         dirs = sorted(d for d in p.glob("rank-*") if d.is_dir())
         if rank is not None:
@@ -177,5 +204,5 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
                 raise OutputError(f"{p}: no folder for rank {rank}")
         return dirs
     if (p / "manifest.json").exists() and (p / "spad.bin").exists():
-        return [p]
+        return _one_rank_dir(p, rank, p)
     raise OutputError(f"{p}: neither an nrtrewrite output folder nor a rank folder")

@@ -78,3 +78,50 @@ def test_json_errors_come_before_any_output(out, tmp_path):
     assert res.exit_code == 2
     assert res.stdout == ""
     assert "sem.bin" in res.stderr and "not a whole number" in res.stderr
+
+
+def _one_line_error(res, code=2):
+    """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback."""
+    assert res.exit_code == code, (res.exit_code, res.output, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("selectors", [["--spad", "--dma"], ["--dma", "--spad"],
+                                       ["--sem", "--cce", "--fifo"]])
+def test_selectors_are_exclusive(out, selectors):
+    named = " and ".join(s for s in ("--spad", "--sb2sb", "--cce", "--dma", "--sem", "--fifo")
+                         if s in selectors)
+    for path in (out, out / "rank-0000", out / "rank-0000" / "sem.bin"):
+        res = CliRunner().invoke(main, ["dump", *selectors, str(path)], prog_name="nrtrewrite")
+        assert _one_line_error(res) == (f"nrtrewrite dump: error: {named} are exclusive: "
+                                        "choose one selector (see 'nrtrewrite dump --help')")
+
+
+def test_a_repeated_selector_is_no_conflict(out):
+    res = CliRunner().invoke(main, ["dump", "--sem", "--sem", str(out / "rank-0000"), "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["kind"] == "sem"
+
+
+def test_rank_must_match_a_rank_folder_or_a_file(out, tmp_path):
+    rdir = out / "rank-0001"
+    for path in (rdir, rdir / "sem.bin"):
+        for extra in ([], ["--json"]):
+            line = _one_line_error(CliRunner().invoke(
+                main, ["dump", "--sem", str(path), "--rank", "2", *extra]))
+            assert line == (f"nrtrewrite: error: {path}: --rank 2 names another rank than this "
+                            "rank folder's (rank 1); --rank selects a rank of a whole output "
+                            "folder")
+        res = CliRunner().invoke(main, ["dump", "--sem", str(path), "--rank", "1", "--json"])
+        assert res.exit_code == 0, res.output
+        assert [r["rank_dir"] for r in json.loads(res.output)["ranks"]] == ["rank-0001"]
+    # a rank folder copied under another name: its manifest tells its rank
+    import shutil
+    shutil.copytree(rdir, tmp_path / "r1")
+    assert "(rank 1)" in _one_line_error(CliRunner().invoke(
+        main, ["dump", "--sem", str(tmp_path / "r1"), "--rank", "0"]))
+    assert CliRunner().invoke(main, ["dump", "--sem", str(tmp_path / "r1"), "--rank", "1"]
+                              ).exit_code == 0
