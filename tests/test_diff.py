@@ -218,3 +218,22 @@ def test_our_output_still_diffs_whatever_its_format_version(pair):
     _set_manifest(b, format_version=1)
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1 and "format_version: 2 != 1" in res.stdout
+
+
+def test_max_zero_prints_all_and_a_negative_max_is_a_usage_error(pair):
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    path.write_bytes(bytes(x ^ 0xFF for x in path.read_bytes()))  # every record differs
+    n = len(D.diff_outputs(a, b))
+    assert n > 3
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    assert res.exit_code == 1 and res.stdout.splitlines()[-1] == f"{n} difference(s)"
+    assert len(res.stdout.splitlines()) == n + 1
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "2"])
+    assert res.exit_code == 1 and res.stdout.splitlines()[2:] == [
+        f"... {n - 2} more differences", f"{n} difference(s)"]
+    for bad in ("-1", "-50"):
+        res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", bad],
+                                 prog_name="nrtrewrite")
+        assert _one_line_error(res).startswith(
+            f"nrtrewrite diff: error: Invalid value for '--max': {bad} is not in the range x>=0.")

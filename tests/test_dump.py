@@ -125,3 +125,15 @@ def test_rank_must_match_a_rank_folder_or_a_file(out, tmp_path):
         main, ["dump", "--sem", str(tmp_path / "r1"), "--rank", "0"]))
     assert CliRunner().invoke(main, ["dump", "--sem", str(tmp_path / "r1"), "--rank", "1"]
                               ).exit_code == 0
+
+
+def test_limit_zero_shows_all_and_a_negative_limit_is_a_usage_error(out):
+    path = str(out / "rank-0000")
+    n = load_records(out / "rank-0000" / "dma.bin").size
+    res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", "0"])
+    assert res.exit_code == 0 and f"({n} records)" in res.output and "more records" not in res.output
+    for bad in ("-1", "-200"):
+        res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", bad],
+                                 prog_name="nrtrewrite")
+        assert _one_line_error(res).startswith(
+            f"nrtrewrite dump: error: Invalid value for '--limit': {bad} is not in the range x>=0.")

@@ -68,7 +68,7 @@ def _selectors(f):
 @_selectors
 @click.option("--rank", type=int, default=None, help="Only this rank of an output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--limit", type=int, default=200, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")
 def dump_cmd(path, rank, as_json, limit, **selected):
     """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
