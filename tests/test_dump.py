@@ -137,3 +137,14 @@ def test_limit_zero_shows_all_and_a_negative_limit_is_a_usage_error(out):
                                  prog_name="nrtrewrite")
         assert _one_line_error(res).startswith(
             f"nrtrewrite dump: error: Invalid value for '--limit': {bad} is not in the range x>=0.")
+
+
+def test_piped_tables_are_132_columns_wide_like_the_other_commands(out):
+    # (rich assumes 80 columns off a terminal: the dma.bin headers were cut to `t…`)
+    res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    header = next(ln for ln in lines if "sdma_op" in ln)
+    for col in ("#", "dir", "stream", "sdma_op", "length", "first", "last", "gen", "buf_ptr"):
+        assert f" {col} " in header, header
+    assert max(map(len, lines)) <= 132 and max(map(len, lines)) > 80

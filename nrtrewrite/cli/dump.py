@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.artifacts import KIND_FILES, decode_record, load_records, rank_dirs
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.errors import OutputError
 
 #: Columns shown per file in the rich table (every field is in --json).
@@ -95,7 +94,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     if as_json:  # streamed: one decoded record in memory at a time, whatever the file's size
         _write_json(sys.stdout, kind, targets)
         return
-    console = Console()
+    console = stdout_console()
     for rdir, names in targets:
         for name in names:
             recs = load_records(rdir / name, mapped=True)
