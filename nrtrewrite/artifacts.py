@@ -8,6 +8,7 @@ words kept too, so a diff names the exact field that changed.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, Sd
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
+from nrtrewrite.emit.formats import FORMAT_NAME
 
 #: ``dump`` selectors -> artifact files.
 KIND_FILES: dict[str, tuple[str, ...]] = {
@@ -39,16 +41,23 @@ def load_records(path: str | Path, name: str | None = None, *, mapped: bool = Fa
         raise OutputError(f"{p}: not an artifact file nrtrewrite writes "
                           f"({', '.join(F.ARTIFACTS)})")
     dtype = F.ARTIFACTS[name][0]
-    data = None if mapped else p.read_bytes()
-    nbytes = p.stat().st_size if mapped else len(data)
-    if nbytes % dtype.itemsize:
-        raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
-                          f"{dtype.itemsize}-byte records")
-    if data is not None:
-        return np.frombuffer(data, dtype=dtype)
-    if nbytes == 0:  # an empty file cannot be mapped
-        return np.zeros(0, dtype)
-    return np.memmap(p, dtype=dtype, mode="r")
+    # a folder or a device where a file should be: one line, not the OS error's traceback
+    # (and a FIFO is never opened: reading it would wait for a writer)
+    if p.exists() and not p.is_file():
+        raise OutputError(f"{p}: not a regular file")
+    try:
+        data = None if mapped else p.read_bytes()
+        nbytes = p.stat().st_size if mapped else len(data)
+        if nbytes % dtype.itemsize:
+            raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
+                              f"{dtype.itemsize}-byte records")
+        if data is not None:
+            return np.frombuffer(data, dtype=dtype)
+        if nbytes == 0:  # an empty file cannot be mapped
+            return np.zeros(0, dtype)
+        return np.memmap(p, dtype=dtype, mode="r")
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
 def _plain(val):
@@ -117,18 +126,76 @@ def decode_record(name: str, rec: np.void) -> dict:
     return d
 
 
-def read_json(path: Path) -> dict:
+#: how a manifest of ours begins: its keys are sorted, so ``format`` comes first
+OUR_MANIFEST_HEAD = re.compile(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(FORMAT_NAME.encode())
+                                + rb'"')
+
+
+def is_our_output(path: Path) -> bool:
+    """An empty folder, or one whose manifest.json says it is an nrtrewrite output (``lower
+    --force`` replaces only these; ``diff`` compares only these).
+
+    A manifest up to 1 MiB is parsed whole; a bigger one (a HIER plan's is tens of MB) is
+    recognised by its beginning, without reading it all."""
+    try:
+        if not any(path.iterdir()):
+            return True
+        with open(path / "manifest.json", "rb") as fh:
+            head = fh.read(1 << 20)
+            whole = not fh.read(1)
+    except OSError:
+        return False
+    if not whole:
+        return OUR_MANIFEST_HEAD.match(head) is not None
+    try:
+        doc = json.loads(head)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
+
+
+def read_json(path: Path):
+    """The JSON document in ``path`` (any JSON value: callers check its shape)."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise OutputError(f"{path}: cannot read ({exc})") from None
+    except RecursionError:
+        raise OutputError(f"{path}: cannot read (JSON nested too deeply)") from None
+
+
+def folder_rank(rdir: Path) -> int | None:
+    """The rank of rank folder ``rdir``: from its name (``rank-0003``), else from its
+    manifest's ``rank``; None when neither tells."""
+    m = re.fullmatch(r"rank-([0-9]+)", rdir.name)
+    if m:
+        return int(m.group(1))
+    try:
+        doc = json.loads((rdir / "manifest.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    r = doc.get("rank") if isinstance(doc, dict) else None
+    return r if isinstance(r, int) and not isinstance(r, bool) else None
+
+
+def _one_rank_dir(rdir: Path, rank: int | None, what: Path) -> list[Path]:
+    """``[rdir]``, refused when ``rank`` names another rank than the folder's."""
+    if rank is not None:
+        have = folder_rank(rdir)
+        if have != rank:
+            of = f"rank {have}" if have is not None else "a rank it does not name"
+            raise OutputError(f"{what}: --rank {rank} names another rank than this rank "
+                              f"folder's ({of}); --rank selects a rank of a whole output folder")
+    return [rdir]
 
 
 def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
-    """The rank folders named by ``path``: an OUT folder, a rank folder (or a file's folder)."""
+    """The rank folders named by ``path``: an OUT folder, a rank folder (or a file's folder).
+    ``rank`` selects one rank of an OUT folder; given with a rank folder or a file, it must
+    be that folder's rank (an :class:`OutputError` otherwise)."""
     p = Path(path)
     if p.is_file():
-        return [p.parent]
+        return _one_rank_dir(p.parent, rank, p)
     if (p / F.rank_dir_name(0)).exists() or any(p.glob("rank-*")):
         dirs = sorted(d for d in p.glob("rank-*") if d.is_dir())
         if rank is not None:
@@ -137,5 +204,5 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
                 raise OutputError(f"{p}: no folder for rank {rank}")
         return dirs
     if (p / "manifest.json").exists() and (p / "spad.bin").exists():
-        return [p]
+        return _one_rank_dir(p, rank, p)
     raise OutputError(f"{p}: neither an nrtrewrite output folder nor a rank folder")

@@ -22,7 +22,6 @@ import ctypes
 import ctypes.util
 import errno
 import hashlib
-import json
 import multiprocessing
 import os
 import queue
@@ -35,6 +34,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nrtrewrite import __version__
+from nrtrewrite.artifacts import is_our_output as _is_our_output
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError
@@ -373,33 +373,6 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
         shutil.rmtree(entry.path, ignore_errors=True)
         removed.append(Path(entry.path))
     return removed
-
-
-#: how a manifest of ours begins: its keys are sorted, so ``format`` comes first
-_OUR_MANIFEST_HEAD = re.compile(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(FORMAT_NAME.encode())
-                                + rb'"')
-
-
-def _is_our_output(path: Path) -> bool:
-    """An empty folder, or one whose manifest.json says it is an nrtrewrite output.
-
-    A manifest up to 1 MiB is parsed whole; a bigger one (a HIER plan's is tens of MB) is
-    recognised by its beginning, without reading it all."""
-    try:
-        if not any(path.iterdir()):
-            return True
-        with open(path / "manifest.json", "rb") as fh:
-            head = fh.read(1 << 20)
-            whole = not fh.read(1)
-    except OSError:
-        return False
-    if not whole:
-        return _OUR_MANIFEST_HEAD.match(head) is not None
-    try:
-        doc = json.loads(head)
-    except ValueError:
-        return False
-    return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
 
 
 def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Iterable[int] | None,

@@ -8,13 +8,15 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 from __future__ import annotations
 
 from collections.abc import Iterator
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import decode_record, load_records, read_json
+from nrtrewrite.artifacts import decode_record, is_our_output, load_records, read_json
 from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import OutputError
 
 
@@ -69,6 +71,8 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
     """Whether two files hold the same bytes, read :data:`CHUNK_BYTES` at a time (False if
     either cannot be read: the caller's reading then names the file and the error)."""
     try:
+        if not (fa.is_file() and fb.is_file()):  # a FIFO would block the open
+            return False
         if fa.stat().st_size != fb.stat().st_size:
             return False
         with open(fa, "rb") as ha, open(fb, "rb") as hb:
@@ -102,9 +106,12 @@ def _records_diff(where: str, name: str, a: np.ndarray, b: np.ndarray) -> Iterat
 
 
 def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:
-    da, db = a.read_bytes(), b.read_bytes()
-    if da == db:
+    if _same_bytes(a, b):
         return
+    try:
+        da, db = a.read_bytes(), b.read_bytes()
+    except OSError as exc:
+        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
     if len(da) != len(db):
         yield Difference(a.name, None, "bytes", len(da), len(db))
     n = min(len(da), len(db))
@@ -114,19 +121,52 @@ def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:
                          da[first], db[first])
 
 
+def _check_ours(p: Path) -> None:
+    """Refuse ``p`` unless it is an nrtrewrite output folder (a rank folder is not: diff
+    compares whole outputs, docs/CLI.md)."""
+    if not (p / "manifest.json").is_file():
+        raise OutputError(f"{p}: not an nrtrewrite output folder (no manifest.json)")
+    if not is_our_output(p):
+        if (p / "spad.bin").exists() or re.fullmatch(r"rank-[0-9]+", p.name):
+            why = "a rank folder; diff compares whole output folders"
+        else:
+            why = f"its manifest.json is not of format {FORMAT_NAME!r}"
+        raise OutputError(f"{p}: not an nrtrewrite output folder ({why})")
+
+
+def _top_manifest(p: Path) -> dict:
+    doc = read_json(p / "manifest.json")
+    if not isinstance(doc, dict):  # (a manifest over 1 MiB is recognised by its head only)
+        raise OutputError("must be a JSON object", file=str(p / "manifest.json"))
+    return doc
+
+
+def _neff_name(doc: dict, p: Path) -> str | None:
+    """The rewritten NEFF's file name the manifest records (None: it records none)."""
+    neff = doc.get("output_neff")
+    if neff is None:
+        return None
+    name = neff.get("name") if isinstance(neff, dict) else None
+    if not (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and "\0" not in name):
+        raise OutputError("must be an object whose 'name' is a file name in the folder",
+                          file=str(p / "manifest.json"), field="output_neff")
+    return name
+
+
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
     """Every difference between output folders ``a`` and ``b``."""
     a, b = Path(a), Path(b)
     for p in (a, b):
-        if not (p / "manifest.json").is_file():
-            raise OutputError(f"{p}: not an nrtrewrite output folder (no manifest.json)")
+        _check_ours(p)
     diffs: list[Difference] = []
-    ma = read_json(a / "manifest.json")
+    ma = _top_manifest(a)
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
         mb = ma  # nothing to compare (a HIER plan's manifest: tens of MB of JSON)
     else:
-        mb = read_json(b / "manifest.json")
+        mb = _top_manifest(b)
         diffs += _json_diff("manifest.json", ma, mb)
+    na, nb = _neff_name(ma, a), _neff_name(mb, b)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
     for r in sorted(ranks_a ^ ranks_b):
@@ -147,8 +187,13 @@ def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
                 continue
             diffs += _records_diff(f"{r}/{name}", name, load_records(fa, name, mapped=True),
                                   load_records(fb, name, mapped=True))
-    na = ma.get("output_neff", {}).get("name")
-    nb = mb.get("output_neff", {}).get("name")
-    if na and nb and (a / na).is_file() and (b / nb).is_file():
-        diffs += _neff_diff(a / na, b / nb)
+    fa, fb = (a / na if na else None), (b / nb if nb else None)
+    has_a, has_b = bool(fa and fa.exists()), bool(fb and fb.exists())
+    if has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
+        diffs.append(Difference(na or nb, None, "file", has_a, has_b))
+    elif has_a:
+        for f in (fa, fb):
+            if not f.is_file():
+                raise OutputError(f"{f}: not a regular file")
+        diffs += _neff_diff(fa, fb)
     return diffs

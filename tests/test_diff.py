@@ -4,13 +4,16 @@ block at a time (CHUNK_BYTES), manifests compared key by key only when their byt
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from nrtrewrite import diff as D
 from nrtrewrite.artifacts import load_records
+from nrtrewrite.cli import main
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 from nrtrewrite.golden import lower_to
@@ -107,3 +110,130 @@ def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
     empty = tmp_path / "sem.bin"
     empty.write_bytes(b"")
     assert load_records(empty, mapped=True).size == 0  # (an empty file cannot be mapped)
+
+
+def _one_line_error(res, code=2):
+    """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback."""
+    assert res.exit_code == code, (res.exit_code, res.output, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+def test_a_folder_where_an_artifact_should_be_is_a_one_line_error(pair):
+    a, b = pair
+    dma = b / "rank-0000" / "dma.bin"
+    dma.unlink()
+    dma.mkdir()
+    with pytest.raises(OutputError, match=r"rank-0000/dma.bin: not a regular file"):
+        D.diff_outputs(a, b)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    assert line.startswith("nrtrewrite: error: ") and "dma.bin: not a regular file" in line
+    for extra in ([], ["--json"]):
+        line = _one_line_error(CliRunner().invoke(main, ["dump", "--dma", str(b), "--rank", "0",
+                                                         *extra]))
+        assert "dma.bin: not a regular file" in line
+
+
+def test_a_fifo_where_an_artifact_should_be_never_blocks(pair):
+    a, b = pair
+    sem = b / "rank-0001" / "sem.bin"
+    sem.unlink()
+    os.mkfifo(sem)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    assert "sem.bin: not a regular file" in line
+
+
+def test_a_manifest_nested_too_deeply_is_a_one_line_error(pair):
+    a, b = pair
+    (b / "rank-0001" / "manifest.json").write_text("[" * 100_000)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    assert "rank-0001/manifest.json: cannot read (JSON nested too deeply)" in line
+
+
+def _set_manifest(folder, **keys):
+    man = json.loads((folder / "manifest.json").read_text())
+    man.update(keys)
+    (folder / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("output_neff", ["x", 5, [], {}, {"name": 5}, {"name": ""},
+                                         {"name": ".."}, {"name": "../a/ar2.neff"},
+                                         {"name": "/etc/passwd"}, {"name": "a\0b"}])
+def test_a_malformed_output_neff_is_a_one_line_error(pair, output_neff):
+    a, b = pair
+    _set_manifest(b, output_neff=output_neff)
+    for x, y in ((a, b), (b, a)):
+        line = _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)]))
+        assert line == (f"nrtrewrite: error: {b}/manifest.json: field output_neff: must be an "
+                        "object whose 'name' is a file name in the folder")
+
+
+def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
+    a, b = pair
+    neff = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    (b / neff).unlink()
+    assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
+        (neff, "file", True, False)]
+    (b / neff).mkdir()
+    with pytest.raises(OutputError, match=rf"{neff}: not a regular file"):
+        D.diff_outputs(a, b)
+
+
+@pytest.mark.parametrize("manifest,why", [
+    ("[1, 2]\n", "its manifest.json is not of format 'nrtrewrite-lowered'"),
+    ('{"name": "webapp"}\n', "its manifest.json is not of format 'nrtrewrite-lowered'"),
+    ('"nrtrewrite-lowered"\n', "its manifest.json is not of format 'nrtrewrite-lowered'"),
+    ("{not json\n", "its manifest.json is not of format 'nrtrewrite-lowered'"),
+    ("[" * 100_000, "its manifest.json is not of format 'nrtrewrite-lowered'"),
+])
+def test_a_folder_that_is_not_an_nrtrewrite_output_is_refused(pair, tmp_path, manifest, why):
+    a, _ = pair
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "manifest.json").write_text(manifest)
+    for x, y in ((a, foreign), (foreign, a), (foreign, foreign)):
+        line = _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)]))
+        assert line == f"nrtrewrite: error: {foreign}: not an nrtrewrite output folder ({why})"
+
+
+def test_a_rank_folder_is_not_an_output_folder(pair, tmp_path):
+    a, b = pair
+    for x, y in ((a, b / "rank-0000"), (a / "rank-0001", b), (a / "rank-0000", b / "rank-0000")):
+        res = CliRunner().invoke(main, ["diff", str(x), str(y)])
+        line = _one_line_error(res)
+        assert res.stdout == ""
+        bad = y if x == a else x
+        assert line == (f"nrtrewrite: error: {bad}: not an nrtrewrite output folder (a rank "
+                        "folder; diff compares whole output folders)")
+    # a copied rank folder under another name is still told apart from a foreign folder
+    shutil.copytree(a / "rank-0000", tmp_path / "r0")
+    assert "a rank folder" in _one_line_error(
+        CliRunner().invoke(main, ["diff", str(a), str(tmp_path / "r0")]))
+
+
+def test_our_output_still_diffs_whatever_its_format_version(pair):
+    a, b = pair
+    _set_manifest(b, format_version=1)
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "format_version: 2 != 1" in res.stdout
+
+
+def test_max_zero_prints_all_and_a_negative_max_is_a_usage_error(pair):
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    path.write_bytes(bytes(x ^ 0xFF for x in path.read_bytes()))  # every record differs
+    n = len(D.diff_outputs(a, b))
+    assert n > 3
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    assert res.exit_code == 1 and res.stdout.splitlines()[-1] == f"{n} difference(s)"
+    assert len(res.stdout.splitlines()) == n + 1
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "2"])
+    assert res.exit_code == 1 and res.stdout.splitlines()[2:] == [
+        f"... {n - 2} more differences", f"{n} difference(s)"]
+    for bad in ("-1", "-50"):
+        res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", bad],
+                                 prog_name="nrtrewrite")
+        assert _one_line_error(res).startswith(
+            f"nrtrewrite diff: error: Invalid value for '--max': {bad} is not in the range x>=0.")

@@ -78,3 +78,73 @@ def test_json_errors_come_before_any_output(out, tmp_path):
     assert res.exit_code == 2
     assert res.stdout == ""
     assert "sem.bin" in res.stderr and "not a whole number" in res.stderr
+
+
+def _one_line_error(res, code=2):
+    """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback."""
+    assert res.exit_code == code, (res.exit_code, res.output, res.exception)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert res.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("selectors", [["--spad", "--dma"], ["--dma", "--spad"],
+                                       ["--sem", "--cce", "--fifo"]])
+def test_selectors_are_exclusive(out, selectors):
+    named = " and ".join(s for s in ("--spad", "--sb2sb", "--cce", "--dma", "--sem", "--fifo")
+                         if s in selectors)
+    for path in (out, out / "rank-0000", out / "rank-0000" / "sem.bin"):
+        res = CliRunner().invoke(main, ["dump", *selectors, str(path)], prog_name="nrtrewrite")
+        assert _one_line_error(res) == (f"nrtrewrite dump: error: {named} are exclusive: "
+                                        "choose one selector (see 'nrtrewrite dump --help')")
+
+
+def test_a_repeated_selector_is_no_conflict(out):
+    res = CliRunner().invoke(main, ["dump", "--sem", "--sem", str(out / "rank-0000"), "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["kind"] == "sem"
+
+
+def test_rank_must_match_a_rank_folder_or_a_file(out, tmp_path):
+    rdir = out / "rank-0001"
+    for path in (rdir, rdir / "sem.bin"):
+        for extra in ([], ["--json"]):
+            line = _one_line_error(CliRunner().invoke(
+                main, ["dump", "--sem", str(path), "--rank", "2", *extra]))
+            assert line == (f"nrtrewrite: error: {path}: --rank 2 names another rank than this "
+                            "rank folder's (rank 1); --rank selects a rank of a whole output "
+                            "folder")
+        res = CliRunner().invoke(main, ["dump", "--sem", str(path), "--rank", "1", "--json"])
+        assert res.exit_code == 0, res.output
+        assert [r["rank_dir"] for r in json.loads(res.output)["ranks"]] == ["rank-0001"]
+    # a rank folder copied under another name: its manifest tells its rank
+    import shutil
+    shutil.copytree(rdir, tmp_path / "r1")
+    assert "(rank 1)" in _one_line_error(CliRunner().invoke(
+        main, ["dump", "--sem", str(tmp_path / "r1"), "--rank", "0"]))
+    assert CliRunner().invoke(main, ["dump", "--sem", str(tmp_path / "r1"), "--rank", "1"]
+                              ).exit_code == 0
+
+
+def test_limit_zero_shows_all_and_a_negative_limit_is_a_usage_error(out):
+    path = str(out / "rank-0000")
+    n = load_records(out / "rank-0000" / "dma.bin").size
+    res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", "0"])
+    assert res.exit_code == 0 and f"({n} records)" in res.output and "more records" not in res.output
+    for bad in ("-1", "-200"):
+        res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", bad],
+                                 prog_name="nrtrewrite")
+        assert _one_line_error(res).startswith(
+            f"nrtrewrite dump: error: Invalid value for '--limit': {bad} is not in the range x>=0.")
+
+
+def test_piped_tables_are_132_columns_wide_like_the_other_commands(out):
+    # (rich assumes 80 columns off a terminal: the dma.bin headers were cut to `t…`)
+    res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "2"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    header = next(ln for ln in lines if "sdma_op" in ln)
+    for col in ("#", "dir", "stream", "sdma_op", "length", "first", "last", "gen", "buf_ptr"):
+        assert f" {col} " in header, header
+    assert max(map(len, lines)) <= 132 and max(map(len, lines)) > 80

@@ -15,7 +15,7 @@ from nrtrewrite.diff import diff_outputs
 @click.argument("a", type=click.Path(exists=True, file_okay=False))
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--max", "max_lines", type=int, default=50, show_default=True,
+@click.option("--max", "max_lines", type=click.IntRange(min=0), default=50, show_default=True,
               help="Differences printed (0 = all); the count is always exact.")
 def diff_cmd(a, b, as_json, max_lines):
     """Compare two output folders field by field (rank, file, record, field, both values)."""

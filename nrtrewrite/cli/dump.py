@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.artifacts import KIND_FILES, decode_record, load_records, rank_dirs
-from nrtrewrite.cli import main
+from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.errors import OutputError
 
 #: Columns shown per file in the rich table (every field is in --json).
@@ -46,21 +45,38 @@ def _cell(key: str, val) -> str:
     return str(val)
 
 
+#: The selectors, in the order docs/CLI.md lists them, with their help.
+SELECTORS: dict[str, str] = {
+    "spad": "SPAD cc_op entries and tp_inc_steps.",
+    "sb2sb": "0xBF S3D3_COLLECTIVE words.",
+    "cce": "CCE compute descriptors.",
+    "dma": "Legs and data buffer descriptors.",
+    "sem": "EVT_SEM semaphore BDs.",
+    "fifo": "Net-proxy FIFOs.",
+}
+
+
+def _selectors(f):
+    for kind in reversed(SELECTORS):  # (click lists options in decoration order, bottom up)
+        f = click.option(f"--{kind}", f"sel_{kind}", is_flag=True, help=SELECTORS[kind])(f)
+    return f
+
+
 @main.command("dump")
 @click.argument("path", type=click.Path(exists=True))
-@click.option("--spad", "kind", flag_value="spad", help="SPAD cc_op entries and tp_inc_steps.")
-@click.option("--sb2sb", "kind", flag_value="sb2sb", help="0xBF S3D3_COLLECTIVE words.")
-@click.option("--cce", "kind", flag_value="cce", help="CCE compute descriptors.")
-@click.option("--dma", "kind", flag_value="dma", help="Legs and data buffer descriptors.")
-@click.option("--sem", "kind", flag_value="sem", help="EVT_SEM semaphore BDs.")
-@click.option("--fifo", "kind", flag_value="fifo", help="Net-proxy FIFOs.")
+@_selectors
 @click.option("--rank", type=int, default=None, help="Only this rank of an output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--limit", type=int, default=200, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")
-def dump_cmd(path, kind, rank, as_json, limit):
+def dump_cmd(path, rank, as_json, limit, **selected):
     """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
     p = Path(path)
+    kinds = [k for k in SELECTORS if selected[f"sel_{k}"]]
+    if len(kinds) > 1:  # (click's flag_value options kept the last one silently)
+        raise click.UsageError(f"{' and '.join('--' + k for k in kinds)} are exclusive: "
+                               "choose one selector")
+    kind = kinds[0] if kinds else None
     if kind is None:
         if p.is_file():
             files = [p.name]
@@ -71,13 +87,14 @@ def dump_cmd(path, kind, rank, as_json, limit):
     if p.is_file():
         if p.name not in files:
             raise OutputError(f"{p}: is not one of {', '.join(files)}")
+        rank_dirs(p, rank)  # (checks --rank against the file's rank folder)
         targets = [(p.parent, [p.name])]
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
     if as_json:  # streamed: one decoded record in memory at a time, whatever the file's size
         _write_json(sys.stdout, kind, targets)
         return
-    console = Console()
+    console = stdout_console()
     for rdir, names in targets:
         for name in names:
             recs = load_records(rdir / name, mapped=True)
