@@ -94,7 +94,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     if as_json:  # streamed: one decoded record in memory at a time, whatever the file's size
         _write_json(sys.stdout, kind, targets)
         return
-    console = stdout_console()
+    console = stdout_console(200)  # legs.bin, the widest table, needs about 190 columns
     for rdir, names in targets:
         for name in names:
             recs = load_records(rdir / name, mapped=True)
