@@ -131,14 +131,19 @@ def _legs(out: Path, rank: int) -> bytes:
     return (out / f"rank-{rank:04d}" / "legs.bin").read_bytes()
 
 
+def _poke_legs(out: Path, rank: int, offset: int, value: int) -> None:
+    """Set one byte of a rank's legs.bin."""
+    p = out / f"rank-{rank:04d}" / "legs.bin"
+    b = bytearray(p.read_bytes())
+    b[offset] = value
+    p.write_bytes(bytes(b))
+
+
 def test_num_elements_on_a_mesh_sync_leg(mesh_out, tmp_path):
     legs = _legs(mesh_out, 1)
     assert legs[14 * REC + LEAF] in (20, 22)  # the tester's record: a mesh_sync / mark_complete
     out = _copy(mesh_out, tmp_path)
-    p = out / "rank-0001" / "legs.bin"
-    b = bytearray(p.read_bytes())
-    b[14 * REC + NUM_ELEMENTS] = 0x05
-    p.write_bytes(bytes(b))
+    _poke_legs(out, 1, 14 * REC + NUM_ELEMENTS, 0x05)
     _fails(out, "rank-0001", "legs.bin", "record 14", "num_elements")
 
 
@@ -156,10 +161,7 @@ def test_half_flipped_on_a_ring_recv_reduce_send(ring_out, tmp_path):
     legs = _legs(ring_out, 1)
     assert legs[75 * REC + LEAF] == 2 and legs[75 * REC + HALF] == 1  # recv_reduce_send, H1
     out = _copy(ring_out, tmp_path)
-    p = out / "rank-0001" / "legs.bin"
-    b = bytearray(p.read_bytes())
-    b[75 * REC + HALF] = 0
-    p.write_bytes(bytes(b))
+    _poke_legs(out, 1, 75 * REC + HALF, 0)
     _fails(out, "rank-0001", "legs.bin", "record 75", "half")
 
 
