@@ -369,3 +369,22 @@ def test_a_failed_fsync_of_a_rank_file_fails_the_run_and_leaves_nothing(tmp_path
     assert "cannot write the output: Input/output error" in msg and "\n" not in msg
     assert msg.rstrip(")").endswith(str(Path("rank-0003") / "sem.bin")), msg
     assert list(tmp_path.iterdir()) == []
+
+
+def test_forked_children_keep_the_default_sigterm():
+    """A pool worker must die of SIGTERM at once, as before the CLI's handler: with the
+    Python-level handler inherited, a worker blocked on a queue lock when its parent
+    terminated the pool could wait forever (seen 2 times in 60 loaded runs)."""
+    from nrtrewrite.cli import _terminate_cleanly
+
+    before = signal.getsignal(signal.SIGTERM)
+    with _terminate_cleanly():
+        assert signal.getsignal(signal.SIGTERM) is not before
+        pid = os.fork()
+        if pid == 0:  # the child: its handlers are the ones before the CLI's
+            ok = all(signal.getsignal(s) == h for s, h in
+                     ((signal.SIGTERM, before), (signal.SIGHUP, signal.SIG_DFL)))
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -43,16 +43,32 @@ TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHU
                             if hasattr(signal, name))
 
 
+#: While :func:`_terminate_cleanly` is active: the signals' handlers it replaced.
+_REPLACED: dict[int, object] = {}
+
+
+def _restore_in_child() -> None:
+    """In a forked child (a pool worker, a compose-ahead process): the handlers as they were
+    before :func:`_terminate_cleanly`, so the child dies of SIGTERM at once, as before (a
+    Python-level handler runs only between bytecodes of the main thread: a worker blocked on
+    a queue lock while its parent terminated the pool could wait there forever)."""
+    for sig, h in _REPLACED.items():
+        signal.signal(sig, h)
+    _REPLACED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_restore_in_child)
+
+
 @contextlib.contextmanager
 def _terminate_cleanly():
     """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` in this process.
-    A forked child (a pool worker, a compose-ahead process) inherits the handler; there it
-    restores the default action and re-raises the signal, so the child dies as before,
-    quietly, when its parent ends it."""
+    A forked child gets the previous handlers back as it starts (:func:`_restore_in_child`)."""
     me = os.getpid()
 
     def handler(signum, frame):
-        if os.getpid() != me:  # a forked child: die of the signal, as without a handler
+        if os.getpid() != me:  # forked, before _restore_in_child ran: die as without us
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
@@ -63,9 +79,11 @@ def _terminate_cleanly():
     except ValueError:  # not the main thread (an embedding application): leave them be
         yield
         return
+    _REPLACED.update(old)
     try:
         yield
     finally:
+        _REPLACED.clear()
         for sig, h in old.items():
             signal.signal(sig, h)
 
