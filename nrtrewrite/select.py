@@ -649,9 +649,13 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
         exclude = part.startswith("^")
         if exclude:
             part = part[1:]
-        names = [w for w in part.split(",") if w.strip()]
-        if not names:
+        names = part.split(",")
+        if not any(w.strip() for w in names):
             raise ValidationError(f"{source} {text!r}: clause {raw.strip()!r} names no algorithm",
+                                  field=source)
+        if not all(w.strip() for w in names):
+            raise ValidationError(f"{source} {text!r}: clause {raw.strip()!r} has an empty name "
+                                  "in its list (a leading, trailing or doubled ',')",
                                   field=source)
         algs: set[EncAlgType] = set()
         for w in names:

@@ -384,7 +384,10 @@ def test_parse_override_syntax():
                        (";;ring", "empty clause"), ("ring;;mesh", "empty clause"),
                        ("ring; ;mesh", "empty clause"), ("ring;mesh", "two clauses"),
                        ("allreduce:ring;all-reduce:^mesh", "two clauses"),
-                       ("inter_allr:ring;alg_inter_allr:mesh", "two clauses")):
+                       ("inter_allr:ring;alg_inter_allr:mesh", "two clauses"),
+                       # nor an empty name in a list
+                       ("ring,", "empty name"), (",ring", "empty name"),
+                       ("^mesh,,kangaring", "empty name"), ("allreduce:ring, ", "empty name")):
         with pytest.raises(ValidationError, match=match):
             parse_algo_override(bad)
 
