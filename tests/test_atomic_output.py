@@ -140,7 +140,8 @@ def test_sigterm_and_sighup_remove_the_temporary_folder(tmp_path, sig):
     out = tmp_path / "out"
     proc = subprocess.Popen(lower_cmd(FIX / "node64.neff", "-o", out, "-j", 2), cwd=ROOT,
                             env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,  # not ignored, even if this run is under nohup
+                            preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob(".out.tmp-*")) and proc.poll() is None:
         assert time.monotonic() < deadline
@@ -377,14 +378,27 @@ def test_forked_children_keep_the_default_sigterm():
     terminated the pool could wait forever (seen 2 times in 60 loaded runs)."""
     from nrtrewrite.cli import _terminate_cleanly
 
-    before = signal.getsignal(signal.SIGTERM)
+    sigs = (signal.SIGTERM, signal.SIGHUP)
+    before = {s: signal.getsignal(s) for s in sigs}  # SIGHUP may be ignored (nohup, CI)
     with _terminate_cleanly():
-        assert signal.getsignal(signal.SIGTERM) is not before
+        assert all(signal.getsignal(s) is not before[s] for s in sigs
+                   if before[s] != signal.SIG_IGN)
         pid = os.fork()
         if pid == 0:  # the child: its handlers are the ones before the CLI's
-            ok = all(signal.getsignal(s) == h for s, h in
-                     ((signal.SIGTERM, before), (signal.SIGHUP, signal.SIG_DFL)))
-            os._exit(0 if ok else 1)
+            os._exit(0 if all(signal.getsignal(s) == before[s] for s in sigs) else 1)
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
-    assert signal.getsignal(signal.SIGTERM) == before
+    assert {s: signal.getsignal(s) for s in sigs} == before
+
+
+def test_an_ignored_sighup_stays_ignored():
+    """``nohup nrtrewrite lower ...`` keeps running when the terminal goes away."""
+    from nrtrewrite.cli import _terminate_cleanly
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with _terminate_cleanly():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, before)

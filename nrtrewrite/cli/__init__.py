@@ -63,8 +63,8 @@ if hasattr(os, "register_at_fork"):
 
 @contextlib.contextmanager
 def _terminate_cleanly():
-    """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` in this process.
-    A forked child gets the previous handlers back as it starts (:func:`_restore_in_child`)."""
+    """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` in this process
+    (unless ignored: under ``nohup`` SIGHUP stays ignored).  A forked child gets the previous handlers back as it starts (:func:`_restore_in_child`)."""
     me = os.getpid()
 
     def handler(signum, frame):
@@ -75,7 +75,9 @@ def _terminate_cleanly():
         raise Terminated(signum)
 
     try:
-        old = {sig: signal.signal(sig, handler) for sig in TERMINATING_SIGNALS}
+        # a signal ignored (nohup, a supervisor) stays ignored
+        old = {sig: signal.signal(sig, handler) for sig in TERMINATING_SIGNALS
+               if signal.getsignal(sig) != signal.SIG_IGN}
     except ValueError:  # not the main thread (an embedding application): leave them be
         yield
         return
