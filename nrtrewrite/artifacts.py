@@ -164,10 +164,14 @@ def read_json(path: Path):
         raise OutputError(f"{path}: cannot read (JSON nested too deeply)") from None
 
 
+#: a rank folder's name (``F.rank_dir_name``): ``rank-`` and the rank's digits
+RANK_DIR_NAME = re.compile(r"rank-([0-9]+)")
+
+
 def folder_rank(rdir: Path) -> int | None:
     """The rank of rank folder ``rdir``: from its name (``rank-0003``), else from its
     manifest's ``rank``; None when neither tells."""
-    m = re.fullmatch(r"rank-([0-9]+)", rdir.name)
+    m = RANK_DIR_NAME.fullmatch(rdir.name)
     if m:
         return int(m.group(1))
     try:

@@ -8,13 +8,14 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 from __future__ import annotations
 
 from collections.abc import Iterator
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import decode_record, is_our_output, load_records, read_json
+from nrtrewrite.artifacts import (
+    RANK_DIR_NAME, decode_record, is_our_output, load_records, read_json,
+)
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import OutputError
@@ -127,7 +128,7 @@ def _check_ours(p: Path) -> None:
     if not (p / "manifest.json").is_file():
         raise OutputError(f"{p}: not an nrtrewrite output folder (no manifest.json)")
     if not is_our_output(p):
-        if (p / "spad.bin").exists() or re.fullmatch(r"rank-[0-9]+", p.name):
+        if (p / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(p.name):
             why = "a rank folder; diff compares whole output folders"
         else:
             why = f"its manifest.json is not of format {FORMAT_NAME!r}"

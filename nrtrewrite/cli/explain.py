@@ -479,7 +479,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                                        strict=False), None if isinstance(item, Request) else item)
             records.append(explain_selection(sel, topo, rank=rank, meta=meta))
         except NrtRewriteError as err:
-            if not meta:  # model-less: no place to name
+            if isinstance(item, Request):  # model-less: no place to name
                 raise
             # name the place as lower and schedule do (select_all, load_and_plan)
             raise err.at(trigger=item.ordinal, subgraph=item.subgraph, stream=item.engine,

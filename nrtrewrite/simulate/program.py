@@ -42,6 +42,8 @@ REDUCE_LEAVES = frozenset({2, 3, 4, 10, 17, 19})
 COPY_LEAVES = frozenset({1, 5, 6, 8, 16, 18})
 CONSUMING = frozenset({2, 3, 4, 6, 7})  # ring: wait for the predecessor's data
 SENDING = frozenset({1, 2, 4, 5, 6})  # ring: signal the successor
+#: legs without data that still carry an element count: what they consume or receive
+COUNTED_WITHOUT_DATA = frozenset({7, 21})  # direct_recv, post_recv
 NEIGH_NEXT, NEIGH_LOCAL, NEIGH_PREV = 1, 0, 2
 SDMA_NONE, SDMA_CME, SDMA_CCE = 0, 2, 4
 ROLE_RECV, ROLE_SEND, ROLE_POST, ROLE_COMPL = 0, 1, 2, 3
@@ -382,9 +384,11 @@ class RankDecoder:
                    "mark_end carries elements", art, "num_elements")
         # FORMATS §3: only a leg without data that consumes or receives a peer's data
         # (direct_recv, post_recv) carries an element count; every other one has 0
-        self.check(~data & ~me & ~np.isin(leaf, [7, 21]) & (L["num_elements"] != 0), lambda i: f"num_elements "
-                   f"{L['num_elements'][i]} on a {LEAF_NAMES.get(int(leaf[i]))} leg without "
-                   "data (must be 0)", art, "num_elements")
+        counted = np.isin(leaf, list(COUNTED_WITHOUT_DATA))
+        self.check(~data & ~me & ~counted & (L["num_elements"] != 0),
+                   lambda i: f"num_elements {L['num_elements'][i]} on a "
+                   f"{LEAF_NAMES.get(int(leaf[i]))} leg without data (must be 0)",
+                   art, "num_elements")
         # the half of a flat RING entry's leg is the half-chunk its elements sit in (the chunk
         # layout of the trigger manifest's `chunk`, TriggerSpec.half_of), not what it says
         flat = np.array([self.entry_trigger[e].algorithm == "RING"
