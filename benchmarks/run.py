@@ -15,7 +15,10 @@ shared and noisy):
 * peak RSS, time per stage (parse, select, plan, compose, emit, serialize, write);
 * all-rank lowering with the process pool vs serial: time, CPU use, byte identity;
 * scaling: time vs emitted records over message size x1..x64 and ranks 8..128 (sizes large
-  enough that records, not per-trigger costs, dominate), fitted on a log-log scale.
+  enough that records, not per-trigger costs, dominate), fitted on a log-log scale;
+* the machine as the run found it (first, in a fresh process): the interpreter's speed, the
+  cost of a small numpy call, the copy and SHA-256 rates of a 64 MiB buffer and the load
+  average, so that runs on different days can be told apart from changes in the code.
 
 Each measurement runs in a fresh subprocess (clean RSS).  Results go to stdout and to
 benchmarks/out/last-run.json.
@@ -181,6 +184,59 @@ def measure_sweep_point(model: str, algo: str | None, reps: int = SWEEP_REPS) ->
             "algorithms": sorted({tp.alg.name for tp in plan.triggers})}
 
 
+def _best(fn, reps: int) -> float:
+    """The least wall time of ``reps`` calls of ``fn``."""
+    best = math.inf
+    for _ in range(reps):
+        c0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - c0)
+    return best
+
+
+def _python_loop(n: int = 100_000) -> int:
+    """A fixed piece of pure-Python work: integer arithmetic, a comparison, a list append."""
+    acc, out = 0, []
+    for i in range(n):
+        acc = (acc * 31 + i) & 0xFFFF
+        if acc & 1:
+            out.append(acc)
+    return len(out)
+
+
+def measure_machine() -> dict:
+    """The machine as this run finds it: the interpreter's speed (ns per iteration of
+    :func:`_python_loop`), a small numpy call (us per ``a + b`` of 1,000 int64: what the
+    per-leg and per-trigger work is made of), and the bulk rates (numpy's warm copy and
+    hashlib's SHA-256 of a 64 MiB buffer: what the per-record work is bound by).  The two
+    kinds of cost move apart from one day to the next on this shared VM, and the size
+    sweep's exponent with them (its small points are per-trigger work, its large ones
+    bulk work): docs/PERFORMANCE.md "The machine"."""
+    _python_loop()
+    loop_ns = _best(_python_loop, 7) / 100_000 * 1e9
+    a = np.arange(1000, dtype=np.int64)
+    b = a.copy()
+
+    def calls():
+        for _ in range(1000):
+            a + b
+    numpy_us = _best(calls, 7) / 1000 * 1e6
+    warm, _fresh = copy_bandwidth(64 * MIB)
+    return {"python_loop_ns": loop_ns, "numpy_call_us": numpy_us,
+            "copy_warm_bytes_per_s": warm, "sha256_bytes_per_s": sha256_bandwidth(64 * MIB),
+            "loadavg": list(os.getloadavg())}
+
+
+def _print_machine(m: dict) -> None:
+    print(f"machine: pure Python {m['python_loop_ns']:.0f} ns per loop iteration, numpy "
+          f"{m['numpy_call_us']:.2f} us per small call, copy {m['copy_warm_bytes_per_s'] / 1e9:.1f}"
+          f" GB/s warm (64 MiB), SHA-256 {m['sha256_bytes_per_s'] / 1e9:.2f} GB/s; load "
+          f"average {m['loadavg'][0]:.2f} at the start", flush=True)
+    if m["loadavg"][0] > 0.5:
+        print("  (the machine was busy at the start: other work slows every figure below)",
+              flush=True)
+
+
 def copy_bandwidth(nbytes: int) -> tuple[float, float]:
     """numpy's copy bandwidth for a buffer of ``nbytes`` (best of 3): into a destination
     already touched (warm: the bound), and into a freshly allocated one (first touch)."""
@@ -332,6 +388,8 @@ def main() -> None:
             res = measure_rank(rest[0], int(rest[1]), int(rest[2]), rest[3] == "write")
         elif kind == "sweep":
             res = measure_sweep_point(rest[0], rest[1] if len(rest) > 1 else None)
+        elif kind == "machine":
+            res = measure_machine()
         else:
             res = measure_all_ranks(rest[0], int(rest[1]))
         print(json.dumps(res))
@@ -344,6 +402,8 @@ def main() -> None:
     cmd = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     results: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "cores": cores,
                      "command": cmd, "quick": args.quick}
+    results["machine"] = _sub("machine")
+    _print_machine(results["machine"])
     print(f"{cmd}: building models under {out} ...", flush=True)
     m64 = build("large64", large_spec(64, 1, count=count), out)
     m128 = build("large128", large_spec(128, 2, count=count), out)
