@@ -122,6 +122,7 @@ def test_kangaring_and_single_cycle_channels_have_the_documented_keys():
     for op in scr:
         assert "group" in op
         for c in op["channels"]:
-            assert set(c) == {"channel", "direction", "prev", "next", "pair", "arcs", "steps"}
+            assert set(c) == {"channel", "direction", "prev", "next", "user_ranks", "pair",
+                              "arcs", "steps"}
             assert c["channel"] in c["pair"]
             assert c["direction"] == ("cw", "ccw")[c["pair"].index(c["channel"])]

@@ -40,6 +40,7 @@ def reference_single_cycle_ir(sp, topo, rank, peers, views):
         if n == 1:
             row = IR.empty(G * 2)
             row["channel"] = cw
+            row["k"] = rank
             row["leaf"] = int(Leaf.direct_copy)
             row["half"] = np.tile([0, 1], G)
             row["group"] = np.repeat(np.arange(G), 2)
@@ -49,7 +50,7 @@ def reference_single_cycle_ir(sp, topo, rank, peers, views):
             row["n_src"], row["n_dst"] = 1, 1
             row["src_view"][:, 0], row["dst_view"][:, 0] = vix["in"], vix["out"]
             irs.append(row)
-            info[cw] = {"direction": "cw", "n": 1}
+            info[cw] = {"direction": "cw", "n": 1, "user_ranks": [rank]}
             continue
         # every chunk position's legs, then sort each channel by (group, step, half, sub)
         legs = []  # (direction, step, sub, pos, role)
@@ -119,7 +120,9 @@ def reference_single_cycle_ir(sp, topo, rank, peers, views):
                 if d == 1 and "gw_view" in out.dtype.names:
                     out["gw_view"][sel] = vix["gw2"]  # the CCW sends stage apart from CW
             irs.append(out)
+            step_dir = (1, -1)[d]  # CW walks the ring forward, CCW backward
             info[ch] = {"direction": ("cw", "ccw")[d], "prev": prv[d], "next": nxt[d],
+                        "user_ranks": [order[(me + step_dir * i) % n] for i in range(n)],
                         "pair": [cw, ccw], "arcs": list(arcs(n))}
     ir = IR.concat(irs)
     order_ch = np.argsort(ir["channel"], kind="stable")

@@ -28,6 +28,13 @@ reduce-scatter + all-gather fused into one cycle") but leave its step schedule O
   CHUNK_H0 then CHUNK_H1.
 * Every element is reduced once, at its root, in one fixed order (CW partial, CCW partial,
   own input), and copied everywhere else: all ranks get identical bits.
+* ``schedule`` (docs/CLI.md): a row's ``k`` is the chunk's root as a rank id (the group
+  member at the chunk position, as the ring's ``p.k = na[...]`` is a rank id); each channel's
+  ``user_ranks`` is ``enc_ring`` of its own ring (CCW: the reversed ring) at the rank, so
+  ``user_ranks[i]`` is ``i`` hops ahead in the channel's direction.  With ``i`` the index of
+  ``k`` there, a row's step is ``h_cw - i`` before step ``h_cw`` (the partial travels toward
+  the root, ``i`` hops ahead), ``h_cw`` at the root (``i == 0``) and ``h_cw + (n - i)`` after
+  it (the result comes from the root, ``n - i`` hops behind).
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from nrtrewrite.compose.segments import (
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
 from nrtrewrite.errors import LoweringError
-from nrtrewrite.topology.rings import ring_orders
+from nrtrewrite.topology.rings import enc_ring, ring_orders
 
 RS, AG = 0, 1  # phases
 RING_2R1W = int(ReductionType.RING_2R1W)
@@ -305,6 +312,7 @@ def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
             if n == 1:
                 row = IR.empty(2)
                 row["channel"] = sl.cw
+                row["k"] = sp.group[0]  # the chunk position as a rank id, as everywhere
                 row["leaf"] = int(Leaf.direct_copy)
                 row["half"] = halves
                 row["n_src"], row["n_dst"] = 1, 1
@@ -400,11 +408,14 @@ def single_cycle_ir(sp: SingleCyclePlan, topo, rank: int, peers: PeerTable, view
     info = {}
     for sl in slots:
         if n == 1:
-            info[sl.cw] = {"direction": "cw", "n": 1}
+            info[sl.cw] = {"direction": "cw", "n": 1, "user_ranks": [rank]}
         for dr in sl.directions:
+            # the channel's own ring (CCW: the reversed ring) from this rank, as enc_ring
+            # gives it: user_ranks[i] is i hops ahead in the channel's direction
+            user = enc_ring(sp.orders[dr.channel], rank).user_ranks
             info[dr.channel] = {"direction": ("cw", "ccw")[dr.d], "prev": dr.prev,
-                                "next": dr.next, "pair": [sl.cw, sl.ccw],
-                                "arcs": list(arcs(n))}
+                                "next": dr.next, "user_ranks": list(user),
+                                "pair": [sl.cw, sl.ccw], "arcs": list(arcs(n))}
     return ir, info
 
 
