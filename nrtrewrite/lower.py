@@ -30,6 +30,7 @@ import numpy as np
 from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.ahead import AheadLost, ForkAhead
 from nrtrewrite.ahead import available as fork_available
+from nrtrewrite.apoverlap import sbuf_refusal
 from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
@@ -88,17 +89,29 @@ class LoweringPlan:
 
 
 def operand_refusal(trig: Trigger) -> str | None:
-    """Why ``lower`` refuses ``trig``'s operands, or None: DRAM operands that overlap other
-    than exactly in place.
+    """Why ``lower`` refuses ``trig``'s operands, or None: operands that overlap other than
+    exactly in place, or an SBUF dst that writes two elements to the same bytes.
 
-    An all-reduce or reduce-scatter whose dst is its src (same var, same offset) is composed
-    in place (docs/DESIGN.md: partials never land in OUT before every read of IN). Any other
-    overlap of the input bytes [src, src + in_bytes) with the output bytes [dst, dst +
-    out_bytes) in one var - a shifted dst, an all-gather into its own input - lets a rank
-    overwrite input a peer has yet to read: the result would race or be wrong.  ``explain``
-    shows the same reason."""
+    DRAM: an all-reduce or reduce-scatter whose dst is its src (same var, same offset) is
+    composed in place (docs/DESIGN.md: partials never land in OUT before every read of IN).
+    Any other overlap of the input bytes [src, src + in_bytes) with the output bytes [dst,
+    dst + out_bytes) in one var - a shifted dst, an all-gather into its own input - lets a
+    rank overwrite input a peer has yet to read: the result would race or be wrong.
+
+    SBUF (access patterns, :mod:`nrtrewrite.apoverlap`): the same rule element by element -
+    src and dst patterns in one var may share bytes of a partition only when every dst
+    element e sits at the partition and bytes of src element e and the op is not an
+    all-gather (an all-reduce whose dst pattern is its src pattern, a reduce-scatter whose
+    dst elements are its first out_elements src elements); and a dst pattern, in any var,
+    must not write two of its elements to the same bytes (a step-0 dim of num > 1,
+    interleaved strides): the result would depend on the order of the writes.  A src that
+    reads a byte twice is fine.
+
+    ``explain`` shows the same reason."""
     src, dst = trig.src, trig.dst
-    if src.is_sbuf or dst.is_sbuf or src.var_id != dst.var_id:
+    if src.is_sbuf or dst.is_sbuf:
+        return sbuf_refusal(trig)
+    if src.var_id != dst.var_id:
         return None
     if not (src.offset < dst.offset + trig.out_bytes and dst.offset < src.offset + trig.in_bytes):
         return None
@@ -111,9 +124,12 @@ def operand_refusal(trig: Trigger) -> str | None:
 
 
 def _check_operands(trig: Trigger) -> None:
+    """:func:`operand_refusal` as a LoweringError at field ``dst``: of the 0xDA word (the
+    instruction after the trigger's first) for SBUF operands, where the dst pattern is."""
     why = operand_refusal(trig)
     if why is not None:
-        raise LoweringError(why, subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
+        index = trig.index + (1 if trig.dst.is_sbuf else 0)
+        raise LoweringError(why, subgraph=trig.subgraph, stream=trig.engine, index=index,
                             trigger=trig.ordinal, field="dst")
 
 
