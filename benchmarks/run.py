@@ -204,14 +204,40 @@ def _python_loop(n: int = 100_000) -> int:
     return len(out)
 
 
+def _cpu_times() -> list[int] | None:
+    """The first line of /proc/stat (Linux: jiffies per state, all cores), or None."""
+    try:
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+
+
+def others_busy(seconds: float = 1.0) -> dict:
+    """What the other processes do to the cores while this one sleeps for ``seconds``:
+    the busy and the stolen share of all cores (/proc/stat; None elsewhere).  The load
+    average lags by a minute, so it cannot tell a machine that was busy from one that is."""
+    a = _cpu_times()
+    time.sleep(seconds)
+    b = _cpu_times()
+    if a is None or b is None:
+        return {"busy": None, "steal": None}
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8]) or 1  # user nice system idle iowait irq softirq steal
+    idle = d[3] + d[4]
+    return {"busy": (total - idle) / total, "steal": d[7] / total}
+
+
 def measure_machine() -> dict:
-    """The machine as this run finds it: the interpreter's speed (ns per iteration of
+    """The machine as this run finds it: what other processes keep busy (a second's
+    sample of /proc/stat, this process asleep), the interpreter's speed (ns per iteration of
     :func:`_python_loop`), a small numpy call (us per ``a + b`` of 1,000 int64: what the
     per-leg and per-trigger work is made of), and the bulk rates (numpy's warm copy and
     hashlib's SHA-256 of a 64 MiB buffer: what the per-record work is bound by).  The two
     kinds of cost move apart from one day to the next on this shared VM, and the size
     sweep's exponent with them (its small points are per-trigger work, its large ones
     bulk work): docs/PERFORMANCE.md "The machine"."""
+    busy = others_busy()
     _python_loop()
     loop_ns = _best(_python_loop, 7) / 100_000 * 1e9
     a = np.arange(1000, dtype=np.int64)
@@ -224,16 +250,20 @@ def measure_machine() -> dict:
     warm, _fresh = copy_bandwidth(64 * MIB)
     return {"python_loop_ns": loop_ns, "numpy_call_us": numpy_us,
             "copy_warm_bytes_per_s": warm, "sha256_bytes_per_s": sha256_bandwidth(64 * MIB),
+            "others_busy": busy["busy"], "steal": busy["steal"],
             "loadavg": list(os.getloadavg())}
 
 
 def _print_machine(m: dict) -> None:
+    busy = ("" if m["others_busy"] is None else
+            f"; other processes kept {100 * m['others_busy']:.0f} % of the cores busy "
+            f"({100 * m['steal']:.0f} % stolen by the host)")
     print(f"machine: pure Python {m['python_loop_ns']:.0f} ns per loop iteration, numpy "
           f"{m['numpy_call_us']:.2f} us per small call, copy {m['copy_warm_bytes_per_s'] / 1e9:.1f}"
-          f" GB/s warm (64 MiB), SHA-256 {m['sha256_bytes_per_s'] / 1e9:.2f} GB/s; load "
-          f"average {m['loadavg'][0]:.2f} at the start", flush=True)
-    if m["loadavg"][0] > 0.5:
-        print("  (the machine was busy at the start: other work slows every figure below)",
+          f" GB/s warm (64 MiB), SHA-256 {m['sha256_bytes_per_s'] / 1e9:.2f} GB/s{busy}; load "
+          f"average {m['loadavg'][0]:.2f}", flush=True)
+    if m["others_busy"] is not None and m["others_busy"] > 0.1:
+        print("  (other work was running at the start: it slows every figure below)",
               flush=True)
 
 
