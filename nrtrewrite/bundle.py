@@ -421,11 +421,14 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                   force: bool, workers: int, progress: Callable[[int, int], None] | None
                   ) -> Path:
     clean_stale_temps(out)
+    # the name is this process's alone (its pid and a random token), so whatever stops the run
+    # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated
+    # right after the mkdir, before the try began, left it behind (a loaded machine)
     tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    tmp.mkdir()
     triggers_ahead = None
-    syncer = _Syncer()
+    syncer = _Syncer()  # no thread until the first rank is added
     try:
+        tmp.mkdir()
         # forked first, before any lowering (its compose process, its writer threads, the pool)
         if (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
                 and fork_available()):

@@ -153,6 +153,27 @@ def test_sigterm_and_sighup_remove_the_temporary_folder(tmp_path, sig):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_signal_right_after_the_temporary_folder_is_made_removes_it(tmp_path, monkeypatch):
+    """The signal test above, made deterministic for the worst moment: the exception a
+    SIGTERM raises (cli.Terminated, a BaseException) lands as soon as the temporary folder's
+    mkdir returns.  It used to come before the try that cleans up, and left the folder (the
+    signal test failed now and then on a loaded machine)."""
+    from nrtrewrite.cli import Terminated
+
+    plan = plan_lowering(read_model(FIX / "ar2.neff"), LowerOptions())
+    mkdir = Path.mkdir
+
+    def mkdir_then_signal(self, *args, **kw):
+        mkdir(self, *args, **kw)
+        if self.name.startswith(".out.tmp-"):
+            raise Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_then_signal)
+    with pytest.raises(Terminated):
+        write_output(plan, tmp_path / "out", ranks=None, workers=1)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     out = tmp_path / "out"
     assert run(FIX / "ar2.neff", "-o", out).returncode == 0
