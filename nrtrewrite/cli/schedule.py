@@ -13,23 +13,10 @@ from rich.table import Table
 
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
-from nrtrewrite.compose.kangaring import PEER_POST, PEER_WAIT
-from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LoweringPlan, rank_entries
-
-
-#: Leaves numbered outside :class:`Leaf`: the kangaring sync legs (docs/FORMATS.md legs.bin
-#: ``leaf``: 11 ``peer_post``, 12 ``peer_wait``).
-_OTHER_LEAVES = {PEER_POST: "peer_post", PEER_WAIT: "peer_wait"}
-
-
-def _leaf_name(v: int) -> str:
-    try:
-        return Leaf(v).name
-    except ValueError:
-        return _OTHER_LEAVES.get(v, f"leaf{v}")
 
 
 def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
@@ -46,7 +33,7 @@ def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
         if ph not in phase_names:
             phase_names[ph] = names.get(ph, str(ph))
         if lf not in leaf_names:
-            leaf_names[lf] = _leaf_name(lf)
+            leaf_names[lf] = leaf_name(lf)
         out.append({"group": g, "step": st, "phase": phase_names[ph], "leaf": leaf_names[lf],
                     "half": h, "k": k, "elements": [a, b]})
     if events is None:
