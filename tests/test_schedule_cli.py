@@ -66,6 +66,23 @@ def test_limit_cuts_long_tables():
     assert f"... {steps - 3} more steps (--limit 0 shows all)" in res.output
 
 
+@pytest.mark.parametrize("opt", ["--limit", "--rank", "--trigger"])
+def test_negative_ints_are_refused(opt):
+    """as `dump --limit -1`: a usage error, nothing on stdout (--limit -1 showed all but one
+    step and said "... 9 more steps")"""
+    args = {"--limit": ("--rank", 1), "--rank": (), "--trigger": ("--rank", 1)}[opt]
+    res = CliRunner().invoke(main, ["schedule", str(FIX / "ar2.neff"), *map(str, args),
+                                    opt, "-1"])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    if opt == "--limit":
+        assert "-1 is not in the range x>=0" in res.stderr
+    elif opt == "--rank":
+        assert "rank -1 is not in the model's world" in res.stderr
+    else:
+        assert "no trigger -1" in res.stderr
+
+
 def test_a_trigger_without_the_rank_is_said_skipped():
     res = _run(FIX / "groups.neff", "--rank", 0, "--trigger", 1)  # trigger 1: ranks 4..7
     assert res.exit_code == 0, res.output

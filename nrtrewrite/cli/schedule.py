@@ -113,7 +113,7 @@ OVERVIEW_ENTRIES = 64
               help="Only trigger K (repeatable).")
 @click.option("--all", "show_all", is_flag=True,
               help=f"Every step table even for a rank of more than {OVERVIEW_ENTRIES} entries.")
-@click.option("--limit", type=int, default=200, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=200, show_default=True,
               help="Steps per table in the rich view (0 = all); --json is never cut.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,
