@@ -160,3 +160,81 @@ def test_dump_names_the_kangaring_sync_legs(kanga_out):
     assert "direct_reduce_send_kangaring" in table  # whole, not cut to "..._kanga…"
     for header in ("leaf_name", "reduction_type", "num_elements", "sb2sb_count"):
         assert header in table
+
+
+# -- the steps are the legs lower emits -----------------------------------------------------
+
+def _legs_by_channel(dump_doc, rank) -> dict[tuple[int, int], list[dict]]:
+    """(spad_index, channel) -> the composed legs of rank's legs.bin (without the entry
+    handshake and the closing mark_end the emitter adds)."""
+    rdir = f"rank-{rank:04d}"
+    legs = next(r["files"]["legs.bin"] for r in dump_doc["ranks"] if r["rank_dir"] == rdir)
+    by = defaultdict(list)
+    for leg in legs:
+        if leg["leaf_name"] not in ("mark_complete", "mark_end"):
+            by[(leg["spad_index"], leg["channel"])].append(leg)
+    return by
+
+
+CASES = [  # (model, --algo, ranks)
+    ("tiny", None, (0, 3, 7)),  # MESH
+    ("tiny", "ring", (0, 3, 6, 7, 8)),
+    ("tiny", "allreduce:single_cycle_ring", (0, 5)),
+    ("kanga", "kangaring", (9, 10)),
+    ("ar2", None, (0, 1)),  # INTRA_RDH
+    ("groups", "ring", (0, 5)),
+    ("hier", None, (0, 65)),
+]
+
+
+@pytest.mark.parametrize("name,algo,ranks", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_schedule_steps_are_the_emitted_legs(models, tmp_path, name, algo, ranks):
+    out = tmp_path / "out"
+    _run("lower", models[name], "-o", out, *_algo(algo),
+         *[a for r in ranks for a in ("--rank", r)], "--quiet", "-j1")
+    dumped = json.loads(_run("dump", "--dma", out, "--json").output)
+    spad = json.loads(_run("dump", "--spad", out, "--json").output)
+    for rank in ranks:
+        sched = _schedule(models[name], rank, algo)
+        entries = next(r["files"]["spad.bin"] for r in spad["ranks"]
+                       if r["rank_dir"] == f"rank-{rank:04d}")
+        assert len(sched["ops"]) == len(entries)  # one op per SPAD entry
+        legs = _legs_by_channel(dumped, rank)
+        shown = set()
+        for i, op in enumerate(sched["ops"]):
+            for ch in op["channels"]:
+                key = (i, ch["channel"])
+                shown.add(key)
+                want = [(leg["leaf_name"], leg["half"], leg["elem_start"],
+                         leg["elem_start"] + leg["num_elements"]) for leg in legs[key]]
+                got = [(s["leaf"], s["half"], s["elements"][0], s["elements"][1])
+                       for s in ch["steps"]]
+                # a leg without data has no elements (direct_recv, post_recv: what they
+                # consume or receive); the schedule shows the range all the same
+                assert len(got) == len(want), (rank, op["trigger"], key)
+                for g, w in zip(got, want):
+                    assert g[:2] == w[:2], (rank, op["trigger"], key)
+                    if w[3] > w[2]:
+                        assert g[2:] == w[2:], (rank, op["trigger"], key)
+                    else:  # a kept sync leg: no elements in either
+                        assert g[3] - g[2] == 0 or w[0] in ("direct_recv", "post_recv")
+                assert all(leg["trigger"] == op["trigger"] for leg in legs[key])
+        assert shown == set(legs), rank  # no channel with legs is missing
+
+
+def test_one_element_over_seven_ranks_is_two_legs_a_rank(models):
+    """Hand derivation (docs/DESIGN.md "Ring layout"): one element is chunk position 0, half
+    H0; on a 7-rank ring it is sent once, passed on 5 times and finally reduced once, then
+    copied out once, passed on 5 times and received once: 14 legs, two on every rank, all
+    of [0, 1) and of chunk position 0, the block of group[0] = rank 0."""
+    seen = []
+    for rank in range(7):
+        ops = [op for op in _schedule(models["tiny"], rank, "ring", "--trigger", 0)["ops"]]
+        steps = [s for op in ops for c in op["channels"] for s in c["steps"]]
+        assert len(steps) == 2, rank
+        for s in steps:
+            assert (s["half"], s["elements"], s["k"]) == (0, [0, 1], 0)
+        seen += [s["leaf"] for s in steps]
+    assert sorted(seen) == sorted(["send", "recv_reduce_copy", "direct_copy_send",
+                                   "direct_recv"] + ["recv_reduce_send"] * 5
+                                  + ["direct_recv_send"] * 5)

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
+from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
@@ -70,7 +71,7 @@ def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
 
 
 def _op(tp, spec, rank: int) -> dict:
-    ir = spec.ir
+    ir = IR.emitted(spec.ir)  # the legs lower emits: not the rows it drops
     chans = []
     ch_col = ir["channel"]
     for ch in dict.fromkeys(ch_col.tolist()):
@@ -154,16 +155,19 @@ def _overview(rank: int, entries) -> Table:
     for col in ("entry", "trigger", "op", "leg", "algorithm", "channels", "steps"):
         table.add_column(col, no_wrap=True)
     for i, (tp, spec) in enumerate(entries):
-        chans = sorted(set(spec.ir["channel"].tolist()))
+        ir = IR.emitted(spec.ir)
+        chans = sorted(set(ir["channel"].tolist()))
         table.add_row(str(i), str(tp.trigger.ordinal), tp.trigger.op.name, spec.leg,
-                      spec.alg.name, " ".join(map(str, chans)), str(spec.ir.size))
+                      spec.alg.name, " ".join(map(str, chans)) or "-", str(ir.size))
     return table
 
 
 def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
+    head = f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} ({op['leg']})"
+    if not op["channels"]:
+        console.print(f"{head}: no legs (nothing to move)", highlight=False)
     for ch in op["channels"]:
-        title = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} "
-                 f"({op['leg']}) channel {ch['channel']}")
+        title = f"{head} channel {ch['channel']}"
         if "prev" in ch:
             title += f" (prev {ch['prev']}, next {ch['next']})"
         table = Table(title=title)
