@@ -238,3 +238,25 @@ def test_one_element_over_seven_ranks_is_two_legs_a_rank(models):
     assert sorted(seen) == sorted(["send", "recv_reduce_copy", "direct_copy_send",
                                    "direct_recv"] + ["recv_reduce_send"] * 5
                                   + ["direct_recv_send"] * 5)
+
+
+# -- k of a leg without a chunk position: the rank itself -----------------------------------
+
+@pytest.mark.parametrize("rank", [9, 10])
+def test_kangaring_sync_legs_carry_the_rank(models, rank):
+    ops = _schedule(models["kanga"], rank, "kangaring")["ops"]
+    sync = [s for op in ops for c in op["channels"] for s in c["steps"]
+            if s["leaf"] in ("peer_post", "peer_wait")]
+    assert sync  # rank 9 is a primary (peer_wait), rank 10 a secondary (post and wait)
+    assert {s["k"] for s in sync} == {rank}
+    data = [s for op in ops for c in op["channels"] for s in c["steps"]
+            if s["leaf"] not in ("peer_post", "peer_wait")]
+    assert all(8 <= s["k"] <= 15 for s in data)  # chunk positions: members of group 8..15
+
+
+@pytest.mark.parametrize("name,rank", [("tiny", 3), ("tiny", 8), ("mix8", 5)])
+def test_mesh_and_rdh_legs_carry_the_rank(models, name, rank):
+    ops = _schedule(models[name], rank)["ops"]
+    assert {op["algorithm"] for op in ops} <= {"MESH", "INTRA_RDH", "INTER_RDH"}
+    steps = [s for op in ops for c in op["channels"] for s in c["steps"]]
+    assert steps and {s["k"] for s in steps} == {rank}

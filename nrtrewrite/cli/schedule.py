@@ -14,7 +14,7 @@ from rich.table import Table
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
 from nrtrewrite.compose import ir as IR
-from nrtrewrite.compose.leaves import leaf_name
+from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LoweringPlan, rank_entries
@@ -35,6 +35,8 @@ def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
             phase_names[ph] = names.get(ph, str(ph))
         if lf not in leaf_names:
             leaf_names[lf] = leaf_name(lf)
+        if lf not in CHUNK_LEAVES:  # a leg without a chunk position: the rank itself
+            k = rank
         out.append({"group": g, "step": st, "phase": phase_names[ph], "leaf": leaf_names[lf],
                     "half": h, "k": k, "elements": [a, b]})
     if events is None:

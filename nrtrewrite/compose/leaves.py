@@ -56,6 +56,17 @@ def leaf_name(code: int) -> str:
         return f"0x{code:x}"
 
 
+#: Leaves whose leg moves (or, ``direct_recv``, consumes) one chunk position of a ring-family
+#: schedule (RING, SINGLE_CYCLE_RING, KANGARING): their leg IR ``k`` is that position as a
+#: rank id.  The other legs have no chunk position (their IR ``k`` is 0): the kangaring sync
+#: legs, and the mesh and RDH legs, which move the element ranges their events name;
+#: ``schedule`` shows the rank itself as their ``k`` (docs/CLI.md).
+CHUNK_LEAVES = frozenset(int(leaf) for leaf in (
+    Leaf.send, Leaf.recv_reduce_send, Leaf.recv_reduce_copy, Leaf.recv_reduce_copy_send,
+    Leaf.direct_copy_send, Leaf.direct_recv_send, Leaf.direct_recv, Leaf.direct_copy,
+    Leaf.direct_reduce_send_kangaring))
+
+
 class Buf(IntEnum):
     """Logical buffers a leaf addresses."""
 
