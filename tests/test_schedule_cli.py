@@ -83,6 +83,33 @@ def test_negative_ints_are_refused(opt):
         assert "no trigger -1" in res.stderr
 
 
+def _assemble(tmp_path, name, groups, ops):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"header: {{name: {name}, lnc_size: 1}}\nsubgraphs:\n  - name: sg00\n"
+                    "    vars:\n      - {name: a, type: input, size: 4KiB}\n"
+                    "      - {name: b, type: output, size: 4KiB}\n"
+                    f"    replica_groups: {groups}\n    engines:\n      sp: {ops}\n")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / f"{name}.neff")])
+    assert res.exit_code == 0, res.output
+    return tmp_path / f"{name}.neff"
+
+
+def test_a_rank_without_triggers_says_so(tmp_path):
+    empty = _assemble(tmp_path, "empty", "[[0, 1]]", "[nop]")
+    res = _run(empty, "--rank", 0)
+    assert res.exit_code == 0, res.output
+    assert res.output == "rank 0: no triggers (the model has none)\n"
+    assert json.loads(_run(empty, "--rank", 0, "--json").output) == {"rank": 0, "ops": []}
+    # ranks 2 and 3 are in the world (the second replica group) but in no trigger
+    one = _assemble(tmp_path, "one", "[[0, 1], [2, 3]]",
+                    "[{all_reduce: {dtype: bf16, op: add, src: a, dst: b, bytes: 4KiB}}]")
+    res = _run(one, "--rank", 3)
+    assert res.exit_code == 0, res.output
+    assert res.output == ("rank 3: no triggers (no trigger of the model has the rank in its "
+                          "group)\n")
+    assert "no triggers" not in _run(one, "--rank", 1).output
+
+
 def test_a_trigger_without_the_rank_is_said_skipped():
     res = _run(FIX / "groups.neff", "--rank", 0, "--trigger", 1)  # trigger 1: ranks 4..7
     assert res.exit_code == 0, res.output

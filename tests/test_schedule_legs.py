@@ -260,3 +260,27 @@ def test_mesh_and_rdh_legs_carry_the_rank(models, name, rank):
     assert {op["algorithm"] for op in ops} <= {"MESH", "INTRA_RDH", "INTER_RDH"}
     steps = [s for op in ops for c in op["channels"] for s in c["steps"]]
     assert steps and {s["k"] for s in steps} == {rank}
+
+
+# -- the leg's op of a HIER entry ---------------------------------------------------------
+
+#: docs/DESIGN.md "HIER" / SELECTION.md §3: the collective each leg runs
+LEG_OPS = {"intra_redsct": "REDUCE_SCATTER", "inter_redsct": "REDUCE_SCATTER",
+           "inter_allr": "ALLREDUCE", "intra_allg": "ALLGATHER", "inter_allg": "ALLGATHER"}
+
+
+def test_hier_entries_name_their_leg_op(models):
+    ops = _schedule(models["hier"], 65)["ops"]
+    legs = [(op["op"], op["leg"], op["leg_op"]) for op in ops]
+    assert [(o, leg) for o, leg, _ in legs] == [
+        ("ALLREDUCE", "intra_redsct"), ("ALLREDUCE", "inter_allr"), ("ALLREDUCE", "intra_allg"),
+        ("ALLGATHER", "inter_allg"), ("ALLGATHER", "intra_allg"),
+        ("REDUCE_SCATTER", "intra_redsct"), ("REDUCE_SCATTER", "inter_redsct")]
+    assert all(leg_op == LEG_OPS[leg] for _o, leg, leg_op in legs)
+    text = _run("schedule", models["hier"], "--rank", 65, "--trigger", 0, "--limit", 1).output
+    assert "ALLREDUCE RING (intra_redsct: REDUCE_SCATTER) channel" in " ".join(text.split())
+
+
+def test_flat_entries_leg_op_is_the_op(models):
+    for op in _schedule(models["tiny"], 0, "ring")["ops"]:
+        assert op["leg"] == "flat" and op["leg_op"] == op["op"]

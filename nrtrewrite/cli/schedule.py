@@ -80,9 +80,11 @@ def _op(tp, spec, rank: int) -> dict:
         rows = np.compress(ch_col == ch, ir)
         info = spec.info.get("channels", {}).get(ch, {})
         chans.append({"channel": int(ch), **info, "steps": _steps(spec, rank, rows)})
+    leg_op = next((leg.op for leg in tp.selection.legs if leg.name == spec.leg),
+                  tp.trigger.op)  # (the manifest's trigger legs[].op)
     return {"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
-            "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
-                                           if k not in ("channels", "phase_names")},
+            "leg_op": leg_op.name, "algorithm": spec.alg.name,
+            **{k: v for k, v in spec.info.items() if k not in ("channels", "phase_names")},
             "channels": chans}
 
 
@@ -147,6 +149,10 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         if absent:
             console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, absent))}; "
                           "skipped", highlight=False)
+    if not entries and wanted is None:
+        console.print(f"rank {rank}: no triggers " + (
+            "(no trigger of the model has the rank in its group)" if plan.triggers else
+            "(the model has none)"), highlight=False)
     for tp, spec in entries:
         _print_op(console, rank, _op(tp, spec, rank), limit)
 
@@ -165,14 +171,15 @@ def _overview(rank: int, entries) -> Table:
 
 
 def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
-    head = f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} ({op['leg']})"
+    head = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} ({op['leg']}"
+            + (f": {op['leg_op']})" if op["leg"] != "flat" else ")"))
     if not op["channels"]:
         console.print(f"{head}: no legs (nothing to move)", highlight=False)
     for ch in op["channels"]:
         title = f"{head} channel {ch['channel']}"
         if "prev" in ch:
             title += f" (prev {ch['prev']}, next {ch['next']})"
-        table = Table(title=title)
+        table = Table(title=title, min_width=len(title))  # (a longer title would wrap)
         mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
         cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
                 ("group", "step", "phase", "leaf", "half", "k", "elements"))
