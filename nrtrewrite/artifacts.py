@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaCceType, enum_name
-from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import OutputError
 from nrtrewrite.emit.formats import FORMAT_NAME
@@ -100,7 +100,7 @@ def decode_record(name: str, rec: np.void) -> dict:
     elif name == "tpinc.bin":
         d["last_sync"] = d["flags"] & F.TPINC_LAST_SYNC
     elif name == "legs.bin":
-        d["leaf_name"] = enum_name(Leaf, d["leaf"])
+        d["leaf_name"] = leaf_name(d["leaf"])
         d["neigh_name"] = enum_name(EncdNeigh, d["neigh"])
     elif name == "dma.bin":
         lc, mc = d["len_ctrl"], d["meta_ctrl"]

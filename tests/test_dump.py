@@ -139,7 +139,7 @@ def test_limit_zero_shows_all_and_a_negative_limit_is_a_usage_error(out):
             f"nrtrewrite dump: error: Invalid value for '--limit': {bad} is not in the range x>=0.")
 
 
-def test_piped_tables_are_200_columns_wide(out):
+def test_piped_tables_are_as_wide_as_they_need(out):
     # (rich assumes 80 columns off a terminal: the dma.bin headers were cut to `t…`)
     res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "2"])
     assert res.exit_code == 0, res.output
@@ -147,7 +147,8 @@ def test_piped_tables_are_200_columns_wide(out):
     header = next(ln for ln in lines if "sdma_op" in ln)
     for col in ("#", "dir", "stream", "sdma_op", "length", "first", "last", "gen", "buf_ptr"):
         assert f" {col} " in header, header
-    assert max(map(len, lines)) <= 200 and max(map(len, lines)) > 80
+    # legs.bin's leaf_name column holds "direct_reduce_send_kangaring" (28) whole: about 206
+    assert 200 < max(map(len, lines)) <= 240
     # the widest table, legs.bin, is no longer abbreviated
     res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "1"])
     assert "…" not in res.output, res.output

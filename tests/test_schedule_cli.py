@@ -66,6 +66,50 @@ def test_limit_cuts_long_tables():
     assert f"... {steps - 3} more steps (--limit 0 shows all)" in res.output
 
 
+@pytest.mark.parametrize("opt", ["--limit", "--rank", "--trigger"])
+def test_negative_ints_are_refused(opt):
+    """as `dump --limit -1`: a usage error, nothing on stdout (--limit -1 showed all but one
+    step and said "... 9 more steps")"""
+    args = {"--limit": ("--rank", 1), "--rank": (), "--trigger": ("--rank", 1)}[opt]
+    res = CliRunner().invoke(main, ["schedule", str(FIX / "ar2.neff"), *map(str, args),
+                                    opt, "-1"])
+    assert res.exit_code == 2
+    assert res.stdout == ""
+    if opt == "--limit":
+        assert "-1 is not in the range x>=0" in res.stderr
+    elif opt == "--rank":
+        assert "rank -1 is not in the model's world" in res.stderr
+    else:
+        assert "no trigger -1" in res.stderr
+
+
+def _assemble(tmp_path, name, groups, ops):
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"header: {{name: {name}, lnc_size: 1}}\nsubgraphs:\n  - name: sg00\n"
+                    "    vars:\n      - {name: a, type: input, size: 4KiB}\n"
+                    "      - {name: b, type: output, size: 4KiB}\n"
+                    f"    replica_groups: {groups}\n    engines:\n      sp: {ops}\n")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / f"{name}.neff")])
+    assert res.exit_code == 0, res.output
+    return tmp_path / f"{name}.neff"
+
+
+def test_a_rank_without_triggers_says_so(tmp_path):
+    empty = _assemble(tmp_path, "empty", "[[0, 1]]", "[nop]")
+    res = _run(empty, "--rank", 0)
+    assert res.exit_code == 0, res.output
+    assert res.output == "rank 0: no triggers (the model has none)\n"
+    assert json.loads(_run(empty, "--rank", 0, "--json").output) == {"rank": 0, "ops": []}
+    # ranks 2 and 3 are in the world (the second replica group) but in no trigger
+    one = _assemble(tmp_path, "one", "[[0, 1], [2, 3]]",
+                    "[{all_reduce: {dtype: bf16, op: add, src: a, dst: b, bytes: 4KiB}}]")
+    res = _run(one, "--rank", 3)
+    assert res.exit_code == 0, res.output
+    assert res.output == ("rank 3: no triggers (no trigger of the model has the rank in its "
+                          "group)\n")
+    assert "no triggers" not in _run(one, "--rank", 1).output
+
+
 def test_a_trigger_without_the_rank_is_said_skipped():
     res = _run(FIX / "groups.neff", "--rank", 0, "--trigger", 1)  # trigger 1: ranks 4..7
     assert res.exit_code == 0, res.output
@@ -90,9 +134,9 @@ _FORMATS_LEAVES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
 
 
 def test_leaf_names_are_those_of_formats_md():
-    from nrtrewrite.cli.schedule import _leaf_name
+    from nrtrewrite.compose.leaves import leaf_name  # schedule's and dump's one table
     for v, name in _FORMATS_LEAVES.items():
-        assert _leaf_name(v) == name
+        assert leaf_name(v) == name
 
 
 def _ops_of(model, rank):

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from nrtrewrite.artifacts import KIND_FILES, decode_record, load_records, rank_dirs
 from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import OutputError
 
 #: Columns shown per file in the rich table (every field is in --json).
@@ -35,6 +36,12 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                     "dst_addr"),
     "net_dest.bin": ("net_op_idx", "complete", "dev_addr", "size", "mark_name", "src_rank"),
 }
+#: The legs.bin ``leaf_name`` column is never narrower than the longest leaf name
+#: (``direct_reduce_send_kangaring``, 28), so a piped table shows every name whole.
+LEAF_NAME_WIDTH = max(len(leaf.name) for leaf in Leaf)
+#: Columns of a piped or redirected table: the widest, of legs.bin, needs about 200 (a
+#: 4-digit row number and the longest leaf name); rich draws a table no wider than it needs.
+PIPED_WIDTH = 240
 HEX_FIELDS = {"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_handshake",
               "inc_recv_handshake", "channel_list", "src.start_addr", "dst.start_addr"}
 
@@ -94,7 +101,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     if as_json:  # streamed: one decoded record in memory at a time, whatever the file's size
         _write_json(sys.stdout, kind, targets)
         return
-    console = stdout_console(200)  # legs.bin, the widest table, needs about 190 columns
+    console = stdout_console(PIPED_WIDTH)
     for rdir, names in targets:
         for name in names:
             recs = load_records(rdir / name, mapped=True)
@@ -103,7 +110,10 @@ def dump_cmd(path, rank, as_json, limit, **selected):
             cols = COLUMNS[name]
             table.add_column("#", justify="right")
             for c in cols:
-                table.add_column(c)
+                if c == "leaf_name":
+                    table.add_column(c, min_width=LEAF_NAME_WIDTH, no_wrap=True)
+                else:
+                    table.add_column(c)
             for i, rec in enumerate(shown):  # only the rows shown are decoded
                 row = decode_record(name, rec)
                 table.add_row(str(i), *(_cell(c, row[c]) for c in cols))

@@ -13,23 +13,11 @@ from rich.table import Table
 
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
-from nrtrewrite.compose.kangaring import PEER_POST, PEER_WAIT
-from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LoweringPlan, rank_entries
-
-
-#: Leaves numbered outside :class:`Leaf`: the kangaring sync legs (docs/FORMATS.md legs.bin
-#: ``leaf``: 11 ``peer_post``, 12 ``peer_wait``).
-_OTHER_LEAVES = {PEER_POST: "peer_post", PEER_WAIT: "peer_wait"}
-
-
-def _leaf_name(v: int) -> str:
-    try:
-        return Leaf(v).name
-    except ValueError:
-        return _OTHER_LEAVES.get(v, f"leaf{v}")
 
 
 def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
@@ -46,7 +34,9 @@ def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
         if ph not in phase_names:
             phase_names[ph] = names.get(ph, str(ph))
         if lf not in leaf_names:
-            leaf_names[lf] = _leaf_name(lf)
+            leaf_names[lf] = leaf_name(lf)
+        if lf not in CHUNK_LEAVES:  # a leg without a chunk position: the rank itself
+            k = rank
         out.append({"group": g, "step": st, "phase": phase_names[ph], "leaf": leaf_names[lf],
                     "half": h, "k": k, "elements": [a, b]})
     if events is None:
@@ -83,16 +73,18 @@ def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
 
 
 def _op(tp, spec, rank: int) -> dict:
-    ir = spec.ir
+    ir = IR.emitted(spec.ir)  # the legs lower emits: not the rows it drops
     chans = []
     ch_col = ir["channel"]
     for ch in dict.fromkeys(ch_col.tolist()):
         rows = np.compress(ch_col == ch, ir)
         info = spec.info.get("channels", {}).get(ch, {})
         chans.append({"channel": int(ch), **info, "steps": _steps(spec, rank, rows)})
+    leg_op = next((leg.op for leg in tp.selection.legs if leg.name == spec.leg),
+                  tp.trigger.op)  # (the manifest's trigger legs[].op)
     return {"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
-            "algorithm": spec.alg.name, **{k: v for k, v in spec.info.items()
-                                           if k not in ("channels", "phase_names")},
+            "leg_op": leg_op.name, "algorithm": spec.alg.name,
+            **{k: v for k, v in spec.info.items() if k not in ("channels", "phase_names")},
             "channels": chans}
 
 
@@ -126,7 +118,7 @@ OVERVIEW_ENTRIES = 64
               help="Only trigger K (repeatable).")
 @click.option("--all", "show_all", is_flag=True,
               help=f"Every step table even for a rank of more than {OVERVIEW_ENTRIES} entries.")
-@click.option("--limit", type=int, default=200, show_default=True,
+@click.option("--limit", type=click.IntRange(min=0), default=200, show_default=True,
               help="Steps per table in the rich view (0 = all); --json is never cut.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,
@@ -157,6 +149,10 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         if absent:
             console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, absent))}; "
                           "skipped", highlight=False)
+    if not entries and wanted is None:
+        console.print(f"rank {rank}: no triggers " + (
+            "(no trigger of the model has the rank in its group)" if plan.triggers else
+            "(the model has none)"), highlight=False)
     for tp, spec in entries:
         _print_op(console, rank, _op(tp, spec, rank), limit)
 
@@ -167,19 +163,23 @@ def _overview(rank: int, entries) -> Table:
     for col in ("entry", "trigger", "op", "leg", "algorithm", "channels", "steps"):
         table.add_column(col, no_wrap=True)
     for i, (tp, spec) in enumerate(entries):
-        chans = sorted(set(spec.ir["channel"].tolist()))
+        ir = IR.emitted(spec.ir)
+        chans = sorted(set(ir["channel"].tolist()))
         table.add_row(str(i), str(tp.trigger.ordinal), tp.trigger.op.name, spec.leg,
-                      spec.alg.name, " ".join(map(str, chans)), str(spec.ir.size))
+                      spec.alg.name, " ".join(map(str, chans)) or "-", str(ir.size))
     return table
 
 
 def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
+    head = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} ({op['leg']}"
+            + (f": {op['leg_op']})" if op["leg"] != "flat" else ")"))
+    if not op["channels"]:
+        console.print(f"{head}: no legs (nothing to move)", highlight=False)
     for ch in op["channels"]:
-        title = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} "
-                 f"({op['leg']}) channel {ch['channel']}")
+        title = f"{head} channel {ch['channel']}"
         if "prev" in ch:
             title += f" (prev {ch['prev']}, next {ch['next']})"
-        table = Table(title=title)
+        table = Table(title=title, min_width=len(title))  # (a longer title would wrap)
         mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
         cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
                 ("group", "step", "phase", "leaf", "half", "k", "elements"))

@@ -82,6 +82,22 @@ def concat(parts: list[np.ndarray]) -> np.ndarray:
         LEG_IR_DTYPE)
 
 
+def kept(rows: np.ndarray) -> np.ndarray:
+    """Which rows become legs (a boolean mask): a row with elements, or one marked ``keep``
+    (a sync leg); a row whose element range is empty emits no leg (docs/DESIGN.md).  The one
+    rule the emitter and ``schedule`` apply (:func:`emitted`)."""
+    return (rows["stop"] > rows["start"]) | (rows["keep"] != 0)
+
+
+def emitted(rows: np.ndarray) -> np.ndarray:
+    """The rows of ``rows`` that become legs (:func:`kept`), in order; ``rows`` itself when
+    every row does."""
+    if not rows.size:
+        return rows
+    mask = kept(rows)
+    return rows if mask.all() else take(rows, mask)
+
+
 def take(rows: np.ndarray, which: np.ndarray) -> np.ndarray:
     """``rows[which]`` (indices or a boolean mask).  ``np.take`` and ``np.compress`` copy
     whole items; indexing copies a structured array field by field (see :func:`concat`),

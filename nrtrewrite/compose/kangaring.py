@@ -72,8 +72,8 @@ KANGARING_SEM_BASE = 144
 KANGARING_SEM_LIMIT = 192
 
 #: Sync leaves of the kangaring (legs.bin leaf codes, docs/FORMATS.md §3).
-PEER_POST = 11
-PEER_WAIT = 12
+PEER_POST = int(Leaf.peer_post)
+PEER_WAIT = int(Leaf.peer_wait)
 
 NR1W = int(ReductionType.KANGARING_NR1W)
 

@@ -20,7 +20,8 @@ from enum import IntEnum
 
 
 class Leaf(IntEnum):
-    """enc_primitive leaves we emit; numbering is ours (docs/FORMATS.md legs.bin)."""
+    """enc_primitive leaves we emit; numbering is ours (docs/FORMATS.md legs.bin).  The one
+    table of leaf names: ``schedule`` and ``dump`` name a leaf code by it (:func:`leaf_name`)."""
 
     send = 1
     recv_reduce_send = 2
@@ -32,6 +33,9 @@ class Leaf(IntEnum):
     direct_copy = 8
     direct_pull = 9
     direct_reduce_send_kangaring = 10
+    # the kangaring sync legs (docs/FORMATS.md §3.3): no data, a unit semaphore only
+    peer_post = 11  # a secondary: +1 on its primary's kring_peer_semas.mine
+    peer_wait = 12  # waits on the rank's own kring_peer_semas.mine
     mark_end = 15  # the per-channel completion wait (mark_end -> proxy_end_operation)
     # mesh and RDH legs (docs/FORMATS.md §3): enc_primitive_mesh's step recorders
     mesh_send = 16  # enc_primitive_mesh::send: one source to one or more destinations (CME)
@@ -41,6 +45,26 @@ class Leaf(IntEnum):
     mesh_sync = 20  # an event's handshake / wait without data
     post_recv = 21  # posts a receive through the net proxy: no data, net_dest entries only
     mark_complete = 22  # the entry handshake: channel done / post to peers / wait for posts
+
+
+def leaf_name(code: int) -> str:
+    """The name of legs.bin leaf ``code`` (docs/FORMATS.md §3), ``"0x.."`` for a code that
+    is not a leaf."""
+    try:
+        return Leaf(code).name
+    except ValueError:
+        return f"0x{code:x}"
+
+
+#: Leaves whose leg moves (or, ``direct_recv``, consumes) one chunk position of a ring-family
+#: schedule (RING, SINGLE_CYCLE_RING, KANGARING): their leg IR ``k`` is that position as a
+#: rank id.  The other legs have no chunk position (their IR ``k`` is 0): the kangaring sync
+#: legs, and the mesh and RDH legs, which move the element ranges their events name;
+#: ``schedule`` shows the rank itself as their ``k`` (docs/CLI.md).
+CHUNK_LEAVES = frozenset(int(leaf) for leaf in (
+    Leaf.send, Leaf.recv_reduce_send, Leaf.recv_reduce_copy, Leaf.recv_reduce_copy_send,
+    Leaf.direct_copy_send, Leaf.direct_recv_send, Leaf.direct_recv, Leaf.direct_copy,
+    Leaf.direct_reduce_send_kangaring))
 
 
 class Buf(IntEnum):

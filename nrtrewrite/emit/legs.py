@@ -446,10 +446,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     for e, (ctx, ir) in enumerate(items):
         if pt.net[bt.poff[e]]:
             raise LoweringError("peer 0 must be the rank itself")
-        if ir.size:
-            kept = (ir["stop"] > ir["start"]) | (ir["keep"] != 0)
-            if not kept.all():
-                ir = IR.take(ir, kept)
+        ir = IR.emitted(ir)  # rows with an empty element range emit no leg, unless kept
         # per channel, in program order: the entry handshake's rows, the IR's rows, mark_end
         for c, hs, rows in entry_handshake(ir, ctx, ctx.tables().net):
             parts += (hs, rows, _MARK_END)
