@@ -42,7 +42,7 @@ from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonout
 from nrtrewrite.ahead import ForkCall
 from nrtrewrite.ahead import available as fork_available
-from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers
+from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
 from nrtrewrite.memtune import frozen_gc
 from nrtrewrite.neff.writer import rewrite_streams
 
@@ -407,8 +407,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     rank_list = sorted(plan.world if ranks is None else ranks)
     for r in rank_list:
         if r not in plan.world:
-            raise OutputError(f"rank {r} is not in the model's world "
-                              f"({plan.world[0]}..{plan.world[-1]})", rank=r)
+            raise world_refusal(plan, r)
     try:
         return _write_output(plan, out, parent, rank_list, force, workers, progress)
     except OSError as err:

@@ -25,6 +25,7 @@ from nrtrewrite.emit.address import (
 from nrtrewrite.emit.formats import (
     BD_MAX_BYTES, BD_RING_ENTRIES, NET_ENDING_RECV_CREDITS, NET_INDEX_LOOP_SIZE,
     NET_INITIAL_SEND_CREDITS, NET_MAX_CREDITS, SPAD_BYTES, SPAD_DTYPE, T3D_DIM_CAP,
+    TPINC_MAX_BDS,
 )
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import LimitError
@@ -105,6 +106,8 @@ LIMITS: tuple[Limit, ...] = (
           "emit/legs 0xBF pieces (by construction)"),
     Limit("BD_MAX_BYTES", BD_MAX_BYTES, "al_udma: 16-bit BD length (0 = 65536)",
           "emit/tiling (packet <= 64 KiB), emit/legs (LimitError)"),
+    Limit("TPINC_MAX_BDS", TPINC_MAX_BDS, "u16 m2s / s2m of a tp_inc_steps record (seed 000 "
+          "§4.3: M2S / S2M tail-pointer increments per step)", "emit/legs (LimitError)"),
     Limit("BD_RING_ENTRIES", BD_RING_ENTRIES, "ours: BD ring per channel queue; the generation "
           "tag counts wraps mod 4", "emit/legs (by construction)"),
     Limit("T3D_START_ADDR_LIMIT", T3D_START_ADDR_LIMIT, "u32 TENSOR3D start_addr",

@@ -36,7 +36,7 @@ from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
-from nrtrewrite.errors import LoweringError, NrtRewriteError
+from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
@@ -237,11 +237,39 @@ class RankOutput:
         return b"".join(p.tobytes() for p in self.files[name])
 
 
+def ranks_text(ranks, most: int = 4) -> str:
+    """Sorted ranks as runs, ``0..8, 64..72`` (at most ``most`` runs, then ``...``): what a
+    rank outside the world is told (a world need not be one run)."""
+    runs: list[list[int]] = []
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
+        else:
+            runs.append([r, r])
+    text = ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs[:most])
+    return text + (", ..." if len(runs) > most else "")
+
+
+def world_refusal(plan: LoweringPlan, rank: int) -> OutputError:
+    """The error for ``--rank`` ``rank`` outside the model's world (lower, schedule)."""
+    return OutputError(f"rank {rank} is not in the model's world (ranks "
+                       f"{ranks_text(plan.world)})", file=plan.model.path or None,
+                       field="--rank")
+
+
+def _trigger_where(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> dict:
+    """Where an error composing or emitting ``rank``'s entry of ``tp`` is: the model file,
+    the trigger's instruction, the rank (docs/CLI.md "Errors")."""
+    trig = tp.trigger
+    return dict(file=plan.model.path or None, subgraph=trig.subgraph, stream=trig.engine,
+                index=trig.index, trigger=trig.ordinal, rank=rank)
+
+
 def _entries_of(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> list[EntrySpec]:
     try:
         return tp.algorithm.entries(plan, tp, rank)
     except NrtRewriteError as err:
-        raise err.at(trigger=tp.trigger.ordinal, rank=rank)
+        raise err.at(**_trigger_where(plan, tp, rank))
 
 
 def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, EntrySpec]]:
@@ -428,7 +456,7 @@ def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
             try:
                 emit_entries(builder, [(ctx, spec.ir)])
             except NrtRewriteError as one:
-                raise one.at(trigger=tp.trigger.ordinal, rank=rank) from None
+                raise one.at(**_trigger_where(plan, tp, rank)) from None
         raise  # not reproduced one entry at a time (never expected): unattributed
     return [_entry_manifest(tp, spec, rank, summary)
             for (tp, spec), summary in zip(batch, summaries)]

@@ -184,7 +184,7 @@ CASES = [
                                                                  num_elements=64)),
      [], "ALLREDUCE in FP32 cannot be lowered"),
     # options
-    ("rank_outside_world", GOOD, ["--rank", "8"], "rank 8 is not in the model's world (0..7)"),
+    ("rank_outside_world", GOOD, ["--rank", "8"], "rank 8 is not in the model's world (ranks 0..7)"),
     ("topology_too_small", spec(defj(replica_groups=[list(range(0, 256, 4))])),
      ["--topology", "trn2:nodes=1"], "rank 128 does not fit topology trn2:nodes=1"),
 ]

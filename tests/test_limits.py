@@ -340,3 +340,49 @@ def test_emitted_records_respect_the_caps(tmp_path):
                 assert (ops["net_idx_loop_size"] == L.NET_INDEX_LOOP_SIZE).all()
                 for f in ("initial_send_credits", "ending_recv_credits"):
                     assert ((ops[f] > 0) & (ops[f] <= L.NET_MAX_CREDITS)).all()
+
+
+def _strided_all_gather(n: int) -> dict:
+    """An int8 all-gather over 2 ranks of ``n`` elements per rank into a dst pattern of step
+    2: every element of the output is a run of its own, so the mesh_send that writes a
+    peer's block has one S2M BD per element (``n`` of them) and 2 M2S BDs (FORMATS.md §5:
+    one per 64 KiB of contiguous source)."""
+    return {"header": {"name": "tpinc", "lnc_size": 1},
+            "subgraphs": [{"vars": [{"name": "t", "type": "state-buffer", "size": 4 * n,
+                                     "partitions": 1},
+                                    {"name": "u", "type": "state-buffer", "size": n,
+                                     "partitions": 1}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"all_gather": {
+                               "dtype": "int8",
+                               "src": {"var": "u", "start": 0, "partitions": 1,
+                                       "dims": [[1, n]]},
+                               "dst": {"var": "t", "start": 0, "partitions": 1,
+                                       "dims": [[2, 2 * n]]}}}]}}]}
+
+
+def test_tp_inc_steps_bds_per_leg(tmp_path):
+    """A leg's M2S and S2M BD counts are u16 fields of its tp_inc_steps record: 65534 S2M
+    BDs lower, 65535 are refused with one line naming the model, the trigger's
+    instruction, the rank and the leg, and no output is left."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    assert L.TPINC_MAX_BDS == 0xFFFE
+    ok, over = tmp_path / "ok.neff", tmp_path / "over.neff"
+    ok.write_bytes(assemble_spec(_strided_all_gather(65534)))
+    over.write_bytes(assemble_spec(_strided_all_gather(65535)))
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(ok), "-o",
+                                    str(tmp_path / "ok.out")])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(over), "-o",
+                                    str(tmp_path / "over.out")])
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "\n" not in line
+    assert line.startswith(f"nrtrewrite: error: {over}: subgraph sg00, stream sp, "
+                           "instruction 0, trigger 0, rank 0: a mesh_send leg on channel 0 "
+                           "needs 2 M2S and 65535 S2M BDs, at most 65534 of each"), line
+    assert "(TPINC_MAX_BDS)" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.neff", "ok.out", "over.neff"]

@@ -170,3 +170,29 @@ def test_kangaring_and_single_cycle_channels_have_the_documented_keys():
                               "arcs", "steps"}
             assert c["channel"] in c["pair"]
             assert c["direction"] == ("cw", "ccw")[c["pair"].index(c["channel"])]
+
+
+def test_a_rank_outside_a_world_of_several_runs_names_the_runs(tmp_path):
+    """A world of two nodes' first ranks (groups 0..3 and 8..11) is not 0..11: a rank in the
+    gap is told the runs, with the model file and the option, by schedule and lower alike."""
+    from nrtrewrite.lower import ranks_text
+    from nrtrewrite.neff.assembler import assemble_spec
+
+    assert ranks_text([11, 0, 1, 2, 3, 8, 9, 10, 5]) == "0..3, 5, 8..11"
+    assert ranks_text(range(0, 20, 2)) == "0, 2, 4, 6, ..."
+    spec = {"header": {"name": "gap", "lnc_size": 1},
+            "subgraphs": [{"vars": [{"name": "a", "type": "input", "size": 4096},
+                                    {"name": "b", "type": "output", "size": 4096}],
+                           "replica_groups": [[0, 1, 2, 3], [8, 9, 10, 11]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "op": "add", "src": "a", "dst": "b",
+                               "num_elements": 1024}}]}}]}
+    neff = tmp_path / "gap.neff"
+    neff.write_bytes(assemble_spec(spec))
+    want = (f"nrtrewrite: error: {neff}: field --rank: rank 5 is not in the model's world "
+            "(ranks 0..3, 8..11)\n")
+    for args in (["schedule", str(neff), "--rank", "5"],
+                 ["lower", "-q", str(neff), "--rank", "5", "-o", str(tmp_path / "out")]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2 and res.output == want, res.output
+    assert not (tmp_path / "out").exists()

@@ -17,7 +17,7 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.errors import OutputError
-from nrtrewrite.lower import LoweringPlan, rank_entries
+from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
 
 
 def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
@@ -66,8 +66,7 @@ def schedule_ops(plan: LoweringPlan, rank: int, triggers: set[int] | None = None
 def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
     """``rank``'s SPAD entries (only the triggers in ``triggers``, if given), composed."""
     if rank not in plan.world:
-        raise OutputError(f"rank {rank} is not in the model's world "
-                          f"({plan.world[0]}..{plan.world[-1]})", rank=rank)
+        raise world_refusal(plan, rank)
     return [(tp, spec) for tp, spec in rank_entries(plan, rank)
             if triggers is None or tp.trigger.ordinal in triggers]
 

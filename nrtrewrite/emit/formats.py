@@ -169,6 +169,9 @@ TPINC_DTYPE = np.dtype([("m2s", "<u2"), ("s2m", "<u2"), ("repeat", "<u2"), ("fla
 TpIncStep = cs.Struct("m2s" / cs.Int16ul, "s2m" / cs.Int16ul, "repeat" / cs.Int16ul,
                       "flags" / cs.Int16ul)
 TPINC_LAST_SYNC = 0x1
+#: The most M2S (or S2M) BDs one leg may have: the u16 ``m2s`` / ``s2m`` of its
+#: tp_inc_steps record (0xFFFF kept out).
+TPINC_MAX_BDS = 0xFFFE
 
 # ---------------------------------------------------------------------------
 # Net-proxy FIFO records (seed 003 §3; offsets per REFERENCES.md / docs/FORMATS.md).

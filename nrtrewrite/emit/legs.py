@@ -39,7 +39,7 @@ from nrtrewrite.codes import (
 )
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.ir import MAX_DST, MAX_INC, MAX_SRC, MAX_WAIT, NO_VIEW
-from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.compose.leaves import Leaf, leaf_name
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import (
     EVT_SEM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_CHANNEL_BASE, SEM_ENTRY_DONE, SEM_ENTRY_POST,
@@ -712,8 +712,13 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
 
     # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel -----------------
     s2m = leg_bd_count - m2s
-    if m2s.max() > 0xFFFE or s2m.max() > 0xFFFE:
-        raise LimitError("a leg needs more than 65534 BDs in one tp_inc_steps record")
+    if m2s.max() > F.TPINC_MAX_BDS or s2m.max() > F.TPINC_MAX_BDS:
+        over = int(np.flatnonzero((m2s > F.TPINC_MAX_BDS) | (s2m > F.TPINC_MAX_BDS))[0])
+        raise LimitError(
+            f"a {leaf_name(int(leaf[over]))} leg on channel {int(seg_ch[leg_ci[over]])} needs "
+            f"{int(m2s[over])} M2S and {int(s2m[over])} S2M BDs, at most {F.TPINC_MAX_BDS} of "
+            "each in its tp_inc_steps record (TPINC_MAX_BDS): its elements fall into too many "
+            "contiguous runs (an SBUF access pattern of short rows)")
     change = np.ones(n, bool)
     change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
     change[leg_first_c] = True
