@@ -1,5 +1,6 @@
 """``explain`` shows exactly what ``lower`` / ``schedule`` do: refused dtypes, the
-SINGLE_CYCLE_RING channel pairs, error locations, unknown --trigger ordinals."""
+SINGLE_CYCLE_RING channel pairs, error locations, unknown --trigger ordinals, the mesh
+sub-type."""
 
 from __future__ import annotations
 
@@ -192,3 +193,55 @@ def test_nothing_allowed_legal_fails_explain_as_it_fails_lower(tmp_path):
     ml = run("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "8",
              "--algo", "inter_rdh,hier")
     assert ml.exit_code == 2 and "no legal engine" in ml.stderr
+
+
+# -- what lower writes and schedule states, for the checks below -----------------------
+
+def _assemble(tmp_path, spec, name):
+    assembler = pytest.importorskip("nrtrewrite.neff.assembler")
+    path = tmp_path / f"{name}.neff"
+    path.write_bytes(assembler.assemble_spec(spec))
+    return str(path)
+
+
+def _lowered(tmp_path, model, rank, *opts):
+    """The top-level manifest ``lower`` writes for ``model`` (one rank lowered)."""
+    out = tmp_path / f"low{rank}"
+    res = run("lower", model, "--rank", str(rank), "-o", str(out), "--quiet", *opts)
+    assert res.exit_code == 0, res.stderr
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _schedule_channels(model, rank, trigger, *opts):
+    """{(leg, channel id): the schedule's channel info without its steps} of one trigger."""
+    res = run("schedule", model, "--rank", str(rank), "--trigger", str(trigger), "--json", *opts)
+    assert res.exit_code == 0, res.stderr
+    return {(op["leg"], c["channel"]): {k: v for k, v in c.items() if k != "steps"}
+            for op in json.loads(res.output)["ops"] for c in op["channels"]}
+
+
+# -- 8. mesh sub_type: FULL_MESH is enum value 0 ------------------------------------------
+
+MESH4 = {  # one rank on each of four trn2 nodes (lnc 2: 64 ranks per node)
+    "header": {"name": "mesh4", "lnc_size": 2},
+    "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 8192},
+                 {"name": "o", "type": "output", "size": 8192}],
+        "replica_groups": [[2, 66, 130, 194]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                           "dst": "o", "bytes": 8192}}]},
+    }],
+}
+
+
+def test_inter_node_mesh_sub_type_is_full_mesh_as_in_the_manifest(tmp_path):
+    model = _assemble(tmp_path, MESH4, "mesh4")
+    man = _lowered(tmp_path, model, 66)["triggers"][0]
+    assert man["algorithm"] == "MESH" and man["mesh"]["sub_type"] == "FULL_MESH"
+    rec = run_json("explain", model)["triggers"][0]
+    assert rec["mesh"]["sub_type"] == man["mesh"]["sub_type"]
+    ml = run_json("explain", "--op", "allreduce", "--bytes", "8KiB",
+                  "--group", "2,66,130,194")["triggers"][0]
+    assert ml["mesh"]["sub_type"] == "FULL_MESH"
+    text = run("explain", "--op", "allreduce", "--bytes", "8KiB", "--group", "2,66,130,194")
+    assert "sub_type FULL_MESH" in text.output and "sub_type None" not in text.output
