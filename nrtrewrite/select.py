@@ -695,7 +695,8 @@ def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
         return 0, "nothing lowered"
     group = tuple(req.group)
     if len(group) == 1:
-        return 1, "single rank: one empty channel"
+        return 1, ("single rank: one channel, the rank its own ring (no peer: "
+                   "enc_1rank_primitive copies IN to OUT)")
     if is_hybrid_ring(topo, group):
         return 4, ("hybrid ring (seed 001 §1: node_n 1, vcore 2, 2 device H-cycles, 16 ranks "
                    "one per device at one core index) forces channel_n = 4")

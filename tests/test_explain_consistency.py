@@ -1,5 +1,6 @@
 """``explain`` shows exactly what ``lower`` / ``schedule`` do: refused dtypes, the
-SINGLE_CYCLE_RING channel pairs, error locations, unknown --trigger ordinals."""
+SINGLE_CYCLE_RING channel pairs, error locations, unknown --trigger ordinals, the mesh
+sub-type, the KANGARING channels (flat and HIER legs), HIER channel ids, ring orders."""
 
 from __future__ import annotations
 
@@ -192,3 +193,241 @@ def test_nothing_allowed_legal_fails_explain_as_it_fails_lower(tmp_path):
     ml = run("explain", "--op", "allreduce", "--bytes", "64KiB", "--ranks", "8",
              "--algo", "inter_rdh,hier")
     assert ml.exit_code == 2 and "no legal engine" in ml.stderr
+
+
+# -- what lower writes and schedule states, for the checks below -----------------------
+
+def _assemble(tmp_path, spec, name):
+    assembler = pytest.importorskip("nrtrewrite.neff.assembler")
+    path = tmp_path / f"{name}.neff"
+    path.write_bytes(assembler.assemble_spec(spec))
+    return str(path)
+
+
+def _lowered(tmp_path, model, rank, *opts):
+    """The top-level manifest ``lower`` writes for ``model`` (one rank lowered)."""
+    out = tmp_path / f"low{rank}"
+    res = run("lower", model, "--rank", str(rank), "-o", str(out), "--quiet", *opts)
+    assert res.exit_code == 0, res.stderr
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _schedule_channels(model, rank, trigger, *opts):
+    """{(leg, channel id): the schedule's channel info without its steps} of one trigger."""
+    res = run("schedule", model, "--rank", str(rank), "--trigger", str(trigger), "--json", *opts)
+    assert res.exit_code == 0, res.stderr
+    return {(op["leg"], c["channel"]): {k: v for k, v in c.items() if k != "steps"}
+            for op in json.loads(res.output)["ops"] for c in op["channels"]}
+
+
+# -- 8. mesh sub_type: FULL_MESH is enum value 0 ------------------------------------------
+
+MESH4 = {  # one rank on each of four trn2 nodes (lnc 2: 64 ranks per node)
+    "header": {"name": "mesh4", "lnc_size": 2},
+    "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 8192},
+                 {"name": "o", "type": "output", "size": 8192}],
+        "replica_groups": [[2, 66, 130, 194]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                           "dst": "o", "bytes": 8192}}]},
+    }],
+}
+
+
+def test_inter_node_mesh_sub_type_is_full_mesh_as_in_the_manifest(tmp_path):
+    model = _assemble(tmp_path, MESH4, "mesh4")
+    man = _lowered(tmp_path, model, 66)["triggers"][0]
+    assert man["algorithm"] == "MESH" and man["mesh"]["sub_type"] == "FULL_MESH"
+    rec = run_json("explain", model)["triggers"][0]
+    assert rec["mesh"]["sub_type"] == man["mesh"]["sub_type"]
+    ml = run_json("explain", "--op", "allreduce", "--bytes", "8KiB",
+                  "--group", "2,66,130,194")["triggers"][0]
+    assert ml["mesh"]["sub_type"] == "FULL_MESH"
+    text = run("explain", "--op", "allreduce", "--bytes", "8KiB", "--group", "2,66,130,194")
+    assert "sub_type FULL_MESH" in text.output and "sub_type None" not in text.output
+
+
+# -- 9. KANGARING: the channels lower runs (the cycle of the primaries) ----------------------
+
+KANGA16 = {  # 16 ranks at lnc 2: four trn2 devices of four ranks, two units of two per device
+    "header": {"name": "kanga16", "lnc_size": 2},
+    "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 1 << 20},
+                 {"name": "o", "type": "output", "size": 1 << 20}],
+        "replica_groups": [list(range(16))],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                           "dst": "o", "bytes": 1 << 20}}]},
+    }],
+}
+
+
+def _check_kangaring_rank_view(rings, sched, leg="flat"):
+    assert [r["channel"] for r in rings] == [ch for lg, ch in sched if lg == leg]
+    for r in rings:
+        s = sched[(leg, r["channel"])]
+        assert r["role"] == s["role"]
+        if s["role"] == "primary":
+            for key in ("prev", "next", "peers", "next_peer_rmtv", "port"):
+                assert r[key] == s[key], (r["channel"], key)
+        else:
+            assert r["primary"] == s["primary"]
+
+
+def test_kangaring_channels_are_the_primaries_cycles_lower_uses(tmp_path):
+    from nrtrewrite.topology.model import load_topology
+    model = _assemble(tmp_path, KANGA16, "kanga16")
+    man = _lowered(tmp_path, model, 2, "--algo", "kangaring")["triggers"][0]
+    assert man["algorithm"] == "KANGARING"
+    rec = run_json("explain", model, "--algo", "kangaring")["triggers"][0]
+    rings = rec["channels"]["rings"]
+    assert rec["channels"]["count"] == len(man["channels"]) == 4
+    assert [(r["channel"], r["order"]) for r in rings] == [
+        (c["channel"], c["order"]) for c in man["channels"]]
+    # by hand: 8 units of 2 (one per s-engine pair, two per device of 4 ranks); each cycle
+    # of primaries visits the 4 devices, 2 primaries each: 4 hops inside a device, 4 over
+    # device links
+    topo = load_topology(None, world=tuple(range(16)), lnc_size=2)
+    for r, c in zip(rings, man["channels"]):
+        o = c["order"]
+        assert len(o) == 8 and len({topo.info(p).device for p in o}) == 4
+        same = sum(topo.info(a).device == topo.info(b).device for a, b in zip(o, o[1:] + o[:1]))
+        assert same == 4
+        assert r["hops"] == {"SAME_DEVICE": 4, "DEVICE_LINK": 4, "C2C_PORT": 0, "NETWORK": 0}
+    assert [k["units"] for k in rec["kangaring"]["channels"]] == [
+        k["units"] for k in man["kangaring"]]
+    # --rank 2: a secondary on some channels, a primary on others, as schedule and the legs say
+    sched = _schedule_channels(model, 2, 0, "--algo", "kangaring")
+    with_rank = run_json("explain", model, "--algo", "kangaring", "--rank", "2")
+    rings2 = with_rank["triggers"][0]["channels"]["rings"]
+    assert {r["role"] for r in rings2} == {"primary", "secondary"}
+    _check_kangaring_rank_view(rings2, sched)
+    for r, k in zip(rings2, man["kangaring"]):
+        unit = next(u for u in k["units"] if 2 in u)
+        assert r["unit"] == unit and (r["role"] == "primary") == (unit[0] == 2)
+    text = run("explain", model, "--algo", "kangaring", "--rank", "2").output
+    assert "secondary" in text and "cycle of its primaries" in text
+    # model-less: the same collective, the same plan
+    ml = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "16",
+                  "--algo", "kangaring")["triggers"][0]
+    assert ml["channels"] == rec["channels"] and ml["kangaring"] == rec["kangaring"]
+
+
+def test_default_policy_kangaring_on_node64_matches_lower(tmp_path):
+    model = str(FIXTURES / "node64.neff")
+    man = _lowered(tmp_path, model, 33)["triggers"][2]
+    assert man["algorithm"] == "KANGARING"
+    rec = run_json("explain", model, "--trigger", "2")["triggers"][0]
+    assert [(r["channel"], r["order"]) for r in rec["channels"]["rings"]] == [
+        (c["channel"], c["order"]) for c in man["channels"]]
+    assert [(k["channel"], k["logical_path"], k["units"], k["duplicate"])
+            for k in rec["kangaring"]["channels"]] == [
+        (k["channel"], k["logical_path"], k["units"], k["duplicate"]) for k in man["kangaring"]]
+    rings = run_json("explain", model, "--trigger", "2", "--rank", "33")[
+        "triggers"][0]["channels"]["rings"]
+    _check_kangaring_rank_view(rings, _schedule_channels(model, 33, 2))
+
+
+# -- 10. HIER: every channel of every leg, with its id ---------------------------------------
+
+HIER_KANGA = "intra_redsct:kangaring;intra_allg:kangaring"
+
+
+def test_hier_kangaring_legs_show_every_channel_lower_runs(tmp_path):
+    model = str(FIXTURES / "two_node128.neff")
+    man = _lowered(tmp_path, model, 37, "--algo", HIER_KANGA)["triggers"][0]
+    mlegs = man["hier"]["legs"]
+    rec = run_json("explain", model, "--algo", HIER_KANGA, "--trigger", "0")["triggers"][0]
+    assert [(leg["name"], leg["algorithm"], leg["channel_base"], leg["channel_ids"])
+            for leg in rec["hier"]["legs"]] == [
+        (leg["name"], leg["algorithm"], leg["channel_base"], leg["channel_ids"]) for leg in mlegs]
+    assert rec["channels"]["count"] == sum(leg["channel_ids"] for leg in mlegs) == 10
+    expect = []  # (leg, channel id, primaries as ranks) of the group of rank 0, from the manifest
+    for leg in mlegs:
+        ids = sorted({c["channel"] for p in leg["plans"] for c in p["channels"]})
+        assert next(lg for lg in rec["hier"]["legs"] if lg["name"] == leg["name"])[
+            "channels"] == ids == list(range(leg["channel_base"],
+                                             leg["channel_base"] + leg["channel_ids"]))
+        if leg["algorithm"] != "KANGARING":
+            continue
+        grp = next(g for g in leg["groups"] if 0 in g["group"])
+        plan = leg["plans"][grp["plan"]]
+        expect += [(leg["name"], c["channel"], [grp["group"][i] for i in c["order"]])
+                   for c in plan["channels"]]
+    assert len(expect) == 8  # 4 channels per kangaring leg: 0..3 and 6..9
+    assert [(k["leg"], k["channel"], k["primaries"]) for k in rec["kangaring"]["channels"]] == \
+        expect
+    ml = run_json("explain", "--op", "allreduce", "--bytes", "8MiB", "--ranks", "128",
+                  "--algo", HIER_KANGA)["triggers"][0]
+    assert ml["hier"] == rec["hier"] and ml["channels"] == rec["channels"]
+    assert ml["kangaring"] == rec["kangaring"]
+    # --rank 37: its view on each of those channels, as schedule states it
+    krank = run_json("explain", model, "--algo", HIER_KANGA, "--trigger", "0", "--rank", "37")[
+        "triggers"][0]["kangaring"]["channels"]
+    sched = _schedule_channels(model, 37, 0, "--algo", HIER_KANGA)
+    kang = {(leg, ch): s for (leg, ch), s in sched.items() if "role" in s}
+    assert [(k["leg"], k["channel"]) for k in krank] == list(kang)
+    for k in krank:
+        s = kang[(k["leg"], k["channel"])]
+        assert k["is_primary"] == (s["role"] == "primary")
+        if k["is_primary"]:
+            assert (k["prev"], k["next"], k["port"]) == (s["prev"], s["next"], s["port"])
+        else:
+            assert k["next"] == s["primary"]
+
+
+def test_hier_ring_legs_report_the_channel_ids_of_the_manifest(tmp_path):
+    model = str(FIXTURES / "two_node128.neff")
+    man = _lowered(tmp_path, model, 64)["triggers"]
+    doc = run_json("explain", model)["triggers"]
+    hier = [(m, e) for m, e in zip(man, doc) if m["algorithm"] == "HIER"]
+    assert hier
+    for m, e in hier:
+        assert [(leg["name"], leg["algorithm"], leg["channel_base"], leg["channel_ids"])
+                for leg in e["hier"]["legs"]] == [
+            (leg["name"], leg["algorithm"], leg["channel_base"], leg["channel_ids"])
+            for leg in m["hier"]["legs"]]
+        assert e["channels"]["count"] == sum(leg["channel_ids"] for leg in m["hier"]["legs"])
+
+
+# -- 11. one-rank and flat rings: the manifest's orders -------------------------------------
+
+ONE = {
+    "header": {"name": "one", "lnc_size": 1},
+    "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 65536},
+                 {"name": "o", "type": "output", "size": 65536}],
+        "replica_groups": [[0], [1, 2], [3]],
+        "engines": {"sp": [
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "i", "dst": "o",
+                            "bytes": 65536}},
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "i", "dst": "o",
+                            "bytes": 65536, "group": 2}}]},
+    }],
+}
+
+
+def test_one_rank_ring_order_is_the_rank_as_in_the_manifest(tmp_path):
+    model = _assemble(tmp_path, ONE, "one")
+    for trigger, rank in ((0, 0), (1, 3)):
+        man = _lowered(tmp_path, model, rank)["triggers"][trigger]
+        assert man["algorithm"] == "RING" and man["channels"] == [
+            {"channel": 0, "order": [rank]}]
+        rec = run_json("explain", model, "--trigger", str(trigger))["triggers"][0]
+        assert [(r["channel"], r["order"]) for r in rec["channels"]["rings"]] == [(0, [rank])]
+        ring = run_json("explain", model, "--trigger", str(trigger), "--rank", str(rank))[
+            "triggers"][0]["channels"]["rings"]
+        s = _schedule_channels(model, rank, trigger)[("flat", 0)]
+        assert [(r["prev"], r["next"], r["user_ranks"]) for r in ring] == [
+            (s["prev"], s["next"], s["user_ranks"])] == [(rank, rank, [rank])]
+
+
+def test_flat_ring_channels_are_the_manifest_channels(tmp_path):
+    model = str(FIXTURES / "mix8.neff")
+    man = _lowered(tmp_path, model, 0, "--algo", "ring")["triggers"]
+    doc = run_json("explain", model, "--algo", "ring")["triggers"]
+    assert len(man) == len(doc)
+    for m, e in zip(man, doc):
+        assert m["algorithm"] == e["lowered"]["algorithm"] == "RING"
+        assert [(r["channel"], r["order"]) for r in e["channels"]["rings"]] == [
+            (c["channel"], c["order"]) for c in m["channels"]]
+        assert e["channels"]["count"] == len(m["channels"])

@@ -1,8 +1,9 @@
 """``nrtrewrite explain``: why each collective gets the engine, legs, channels and rings it gets.
 
 Per trigger: every candidate engine with its predicate verdict and reason, the policy's
-choice per leg and what ``lower`` will use, the channel count and each channel's ring (or,
-with ``--rank``, that rank's ``enc_ring`` per channel).  Model-less mode explains one
+choice per leg and what ``lower`` will use, the channels of the plan ``lower`` makes and
+each channel's ring (or, with ``--rank``, that rank's ``enc_ring`` per channel; KANGARING:
+the cycle of the primaries, or the rank's role).  Model-less mode explains one
 hypothetical collective (``--op allreduce --bytes 64MiB --ranks 64``).  The ``--json``
 layout is documented in docs/CLI.md "explain".
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import click
@@ -21,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.cli import main, stdout_console
-from nrtrewrite.codes import DTYPE_SIZE, DType, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
@@ -94,8 +97,11 @@ def _leg_json(leg: Leg) -> dict:
 
 
 def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None,
-                      meta: dict | None = None) -> dict:
-    """The JSON-able record of one selection (docs/CLI.md "explain")."""
+                      meta: dict | None = None, source=None) -> dict:
+    """The JSON-able record of one selection (docs/CLI.md "explain").  ``source`` is the
+    model's trigger or the model-less request ``sel`` was selected for: the channels are those
+    of the plan ``lower`` makes of it (compose/*: plan_ring, trigger_kangaring_plan,
+    plan_hier, trigger_single_cycle_plan)."""
     shape = group_shape(topo, sel.group)
     rec: dict[str, Any] = {"trigger": sel.trigger, **(meta or {})}
     rec.update({
@@ -132,9 +138,24 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
         from nrtrewrite.compose.rdh import explain_rdh
         rdh = sel.alg in (EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH)
         rec["rdh" if rdh else "mesh"] = (explain_rdh if rdh else explain_mesh)(sel, topo, rank)
+    trig = plan_trigger(sel, source)
+    kang_plans: list[tuple[str, Any]] = []  # (leg name, KangaringPlan) of what lower runs
     if sel.alg == EncAlgType.HIER:  # rings per leg group: `schedule` shows a rank's
-        rec["hier"] = {"legs": [{"name": leg.name, "algorithm": leg.alg.name,
-                                 "groups": len(leg.groups)} for leg in sel.legs]}
+        from nrtrewrite.compose.hier import plan_hier
+        hp = plan_hier(_plan_context(topo), trig, sel)
+        legs = []
+        for leg, lp in zip(sel.legs, hp.legs):
+            ids = sorted({c for p in lp.plans.values() for c in p.channel_ids})
+            legs.append({"name": lp.name, "algorithm": lp.alg.name, "groups": len(leg.groups),
+                         "channel_base": lp.channel_base, "channel_ids": lp.n_channels,
+                         "channels": ids})
+            if lp.alg == EncAlgType.KANGARING:
+                g = next((g for g in lp.plans if rank in g), next(iter(lp.plans)))
+                kang_plans.append((lp.name, lp.plans[g]))
+        rec["hier"] = {"legs": legs}
+        channels["count"] = sum(lp.n_channels for lp in hp.legs)
+        channels["reason"] = "per leg, each on channel ids of its own: " + "; ".join(
+            f"{leg['name']} {leg['channel_ids']} ({_id_range(leg)})" for leg in legs)
     elif sel.alg != EncAlgType.INVALID and sel.n_channels and not mesh_like:
         if sel.alg == EncAlgType.SINGLE_CYCLE_RING:
             rings = _single_cycle_rings(sel, topo)
@@ -142,12 +163,32 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
             pairs = len({c for c, _o, _d, direction in rings if direction == "cw"})
             channels["reason"] += (f"; SINGLE_CYCLE_RING runs {pairs} channel pair(s), each ring "
                                    f"forward (cw) and backward (ccw): {len(rings)} channel(s)")
+        elif sel.alg == EncAlgType.KANGARING:
+            from nrtrewrite.compose.kangaring import trigger_kangaring_plan
+            kp = trigger_kangaring_plan(topo, trig, sel.n_channels)
+            kang_plans.append(("flat", kp))
+            rings = [(c, kp.channels[c].primaries, kp.channels[c].duplicate, None)
+                     for c in kp.channel_ids]
         else:
-            orders = ring_orders(topo, sel.group, sel.n_channels)
+            if sel.alg == EncAlgType.RING:
+                from nrtrewrite.compose.ring import plan_ring
+                rp = plan_ring(topo, trig, sel.n_channels)
+                orders = [rp.orders[c] for c in rp.channel_ids]
+                ids = list(rp.channel_ids)
+            else:
+                orders = ring_orders(topo, sel.group, sel.n_channels)
+                ids = list(range(len(orders)))
             rings = [(c, order, dup, None)
-                     for c, (order, dup) in enumerate(zip(orders, duplicate_flags(orders)))]
+                     for c, order, dup in zip(ids, orders, duplicate_flags(orders))]
+        if sel.alg != EncAlgType.SINGLE_CYCLE_RING and len(rings) != sel.n_channels:
+            channels["reason"] += (f"; the chunk layout keeps {len(rings)} "
+                                   f"(__set_active_channels: at least 64 elements per chunk "
+                                   f"position)")
+            channels["count"] = len(rings)
         for c, order, dup, direction in rings:
-            if rank is not None:
+            if sel.alg == EncAlgType.KANGARING:
+                ring = _kangaring_ring(topo, kp.channels[c], c, rank)
+            elif rank is not None:
                 r = enc_ring(order, rank, duplicate=dup)
                 ring = {"channel": c, "prev": r.prev, "next": r.next,
                         "user_ranks": list(r.user_ranks), "duplicate": r.duplicate}
@@ -159,27 +200,105 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
                 ring["direction"] = direction
             channels["rings"].append(ring)
     rec["channels"] = channels
-    kang_groups = [g for leg in sel.policy_legs if leg.alg == EncAlgType.KANGARING
-                   for g in leg.groups]
-    if kang_groups:
-        g = next((g for g in kang_groups if rank in g), kang_groups[0])
-        paths = kangaring_paths(topo, g, min(4, max(1, sel.n_channels)))
+    if kang_plans:  # the channels lower runs, with their channel ids
+        kp0 = kang_plans[0][1]
         kr: list[dict] = []
-        for ch in paths:
-            if rank is not None and rank in g:
-                v = ch.of(rank)
-                kr.append({"channel": ch.channel, "vnc": v.vnc, "prev": v.prev, "next": v.next,
-                           "port": v.port, "peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
-                           "peer_local": v.peer_local, "next_peer_rmtv": v.next_peer_rmtv,
-                           "is_primary": v.is_primary, "duplicate": v.duplicate,
-                           "logical_path": list(v.logical_path)})
-            else:
-                kr.append({"channel": ch.channel, "logical_path": list(ch.logical_path),
-                           "primaries": list(ch.primaries), "duplicate": ch.duplicate})
-        lowered = any(leg.alg == EncAlgType.KANGARING for leg in sel.legs)
-        rec["kangaring"] = {"group": list(g), "note": "lowered" if lowered else
-                            "policy choice, not lowered by this build", "channels": kr}
+        for name, kp in kang_plans:
+            for c in kp.channel_ids:
+                kr.append(_kangaring_channel(kp.channels[c], c, name,
+                                             rank if rank in kp.group_index else None))
+        rec["kangaring"] = {"group": list(kp0.group), "note": "lowered", "channels": kr}
+    elif kang_legs := [leg for leg in sel.policy_legs if leg.alg == EncAlgType.KANGARING]:
+        # the policy's choice, not lowered: the paths its leg would use
+        leg = next((leg for leg in kang_legs if any(rank in g for g in leg.groups)),
+                   kang_legs[0])
+        g = next((g for g in leg.groups if rank in g), leg.groups[0])
+        paths = kangaring_paths(topo, g, min(4, max(1, sel.n_channels)))
+        kr = [_kangaring_channel(ch, ch.channel, leg.name, rank if rank in g else None)
+              for ch in paths]
+        rec["kangaring"] = {"group": list(g), "note": "policy choice, not lowered by this build",
+                            "channels": kr}
     return rec
+
+
+def _id_range(leg: dict) -> str:
+    ids = leg["channels"]
+    return compress(ids) if ids else "none"
+
+
+def _kangaring_ring(topo: Topology, kc, channel: int, rank: int | None) -> dict:
+    """Channel ``channel`` of a KANGARING: the cycle of its primaries (the manifest's
+    ``channels[].order``, docs/FORMATS.md §1.1) with its hops, or ``rank``'s role on it as
+    ``schedule --json`` states it (a primary: its neighbouring primaries and its unit's
+    peers; a secondary: its primary)."""
+    if rank is None:
+        hops = hop_localities(topo, kc.primaries)
+        return {"channel": channel, "order": list(kc.primaries), "duplicate": kc.duplicate,
+                "hops": {loc.name: n for loc, n in hops.items()}}
+    v = kc.of(rank)
+    unit = next(list(u) for u in kc.units if rank in u)
+    if v.is_primary:
+        return {"channel": channel, "role": "primary", "prev": v.prev, "next": v.next,
+                "peers": {"peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
+                          "peer_local": v.peer_local},
+                "next_peer_rmtv": v.next_peer_rmtv, "port": v.port, "unit": unit,
+                "duplicate": kc.duplicate}
+    return {"channel": channel, "role": "secondary", "primary": unit[0], "unit": unit,
+            "duplicate": kc.duplicate}
+
+
+def _kangaring_channel(kc, channel: int, leg: str, rank: int | None) -> dict:
+    """A kangaring channel's paths (``rank``'s ``enc_kangaring`` view when given)."""
+    if rank is not None:
+        v = kc.of(rank)
+        return {"channel": channel, "leg": leg, "vnc": v.vnc, "prev": v.prev, "next": v.next,
+                "port": v.port, "peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
+                "peer_local": v.peer_local, "next_peer_rmtv": v.next_peer_rmtv,
+                "is_primary": v.is_primary, "duplicate": v.duplicate,
+                "logical_path": list(v.logical_path)}
+    return {"channel": channel, "leg": leg, "logical_path": list(kc.logical_path),
+            "primaries": list(kc.primaries), "units": [list(u) for u in kc.units],
+            "duplicate": kc.duplicate}
+
+
+@dataclass(frozen=True)
+class PlanTrigger:
+    """What the composers' plans read of a trigger (op, dtype, group, elements), for a
+    model-less collective: ``lower``'s plan functions take it as they take a model's
+    :class:`~nrtrewrite.neff.model.Trigger`."""
+
+    ordinal: int
+    op: EncOpType
+    dtype: DType
+    replica_group: tuple[int, ...]
+    num_elements: int  # input elements per rank, as Trigger.num_elements
+    alu_op: AluOp | None = None
+    uses_sbuf: bool = False
+
+    @property
+    def group_size(self) -> int:
+        return len(self.replica_group)
+
+
+def plan_trigger(sel: Selection, source=None):
+    """The trigger ``lower`` plans for ``sel``: ``source`` when it is a model's trigger, else
+    a :class:`PlanTrigger` of the request (``source``, or ``sel``'s op, dtype, group and
+    size)."""
+    if source is not None and not isinstance(source, Request):
+        return source
+    req = source if source is not None else Request.for_op(
+        sel.op, sel.dtype, sel.group, sel.op_bytes, ordinal=sel.trigger, sbuf=sel.sbuf)
+    return PlanTrigger(ordinal=req.ordinal, op=req.op, dtype=req.dtype,
+                       replica_group=tuple(req.group),
+                       num_elements=req.in_bytes // DTYPE_SIZE[req.dtype], alu_op=req.alu,
+                       uses_sbuf=req.sbuf)
+
+
+def _plan_context(topo: Topology):
+    """The part of ``lower``'s plan the composers' plan functions read (the topology, the
+    options: host_cc changes steps, not channels)."""
+    from nrtrewrite.lower import LowerOptions
+    return SimpleNamespace(topology=topo, options=LowerOptions())
 
 
 def _single_cycle_rings(sel: Selection, topo: Topology) -> list[tuple]:
@@ -268,9 +387,22 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
 
     ch = rec["channels"]
     console.print(f"[bold]channels:[/] {ch['count']} -- {ch['reason']}", highlight=False)
+    kanga = low["algorithm"] == "KANGARING"
+    if kanga and ch["rings"]:
+        console.print(Text("KANGARING: a channel's ring is the cycle of its primaries; each "
+                           "secondary exchanges data with its unit's primary only", style="dim"))
     if ch["rings"]:
         rt = Table(show_edge=False, pad_edge=False)
-        if "rank" in rec:
+        if "rank" in rec and kanga:
+            for col in ("ch", "role", "prev", "next", "primary", "unit", "dup"):
+                rt.add_column(col, overflow="fold")
+            for r in ch["rings"]:
+                prim = r["role"] == "primary"
+                rt.add_row(str(r["channel"]), r["role"], str(r["prev"]) if prim else "-",
+                           str(r["next"]) if prim else "-",
+                           str(r["unit"][0]), " ".join(map(str, r["unit"])),
+                           "dup" if r["duplicate"] else "")
+        elif "rank" in rec:
             for col in ("ch", "prev", "next", "user_ranks", "dup"):
                 rt.add_column(col, overflow="fold")
             for r in ch["rings"]:
@@ -286,6 +418,13 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                            compress(r["order"]) if r["order"] is not None else "(empty channel)",
                            hops, "dup" if r["duplicate"] else "")
         console.print(rt)
+    if "hier" in rec:
+        ht = Table(show_edge=False, pad_edge=False)
+        for col in ("leg", "engine", "groups", "channel ids"):
+            ht.add_column(col, overflow="fold")
+        for leg in rec["hier"]["legs"]:
+            ht.add_row(leg["name"], leg["algorithm"], str(leg["groups"]), _id_range(leg))
+        console.print(ht)
     for key in ("mesh", "rdh"):
         if key in rec:
             m = rec[key]
@@ -316,20 +455,26 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         console.print(f"[bold]kangaring paths[/] ({kg['note']}) for group "
                       f"{compress(kg['group'])}:", highlight=False)
         kt = Table(show_edge=False, pad_edge=False)
+        legs = any(k["leg"] != "flat" for k in kg["channels"])  # HIER: the leg of a channel
+        lead = ("leg", "ch") if legs else ("ch",)
+
+        def head(k: dict) -> tuple[str, ...]:
+            return (k["leg"], str(k["channel"])) if legs else (str(k["channel"]),)
         if "rank" in rec and kg["channels"] and "is_primary" in kg["channels"][0]:
-            for col in ("ch", "primary", "prev", "next", "port", "peer_rmtv", "peer_rmtv2",
+            for col in (*lead, "primary", "prev", "next", "port", "peer_rmtv", "peer_rmtv2",
                         "peer_local", "next_peer_rmtv"):
                 kt.add_column(col)
             for k in kg["channels"]:
-                kt.add_row(str(k["channel"]), _yes(k["is_primary"]), *(str(k[f]) for f in (
+                kt.add_row(*head(k), _yes(k["is_primary"]), *(str(k[f]) for f in (
                     "prev", "next", "port", "peer_rmtv", "peer_rmtv2", "peer_local",
                     "next_peer_rmtv")))
         else:
-            kt.add_column("ch")
+            for col in lead:
+                kt.add_column(col)
             kt.add_column("primaries", overflow="fold")
             kt.add_column("logical_path (p s.. p s..)", overflow="fold")
             for k in kg["channels"]:
-                kt.add_row(str(k["channel"]), compress(k["primaries"]),
+                kt.add_row(*head(k), compress(k["primaries"]),
                            " ".join(map(str, k["logical_path"])))
         console.print(kt)
 
@@ -477,7 +622,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         try:
             sel = not_lowerable(select(item, topo, override=override, policy=policy,
                                        strict=False), None if isinstance(item, Request) else item)
-            records.append(explain_selection(sel, topo, rank=rank, meta=meta))
+            records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item))
         except NrtRewriteError as err:
             if isinstance(item, Request):  # model-less: no place to name
                 raise

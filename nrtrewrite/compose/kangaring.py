@@ -773,6 +773,15 @@ def trigger_layout(trig, n_channels: int) -> Layout:
     return segmented_layout(trig.op, block_segments(count, g), trig.dtype, n_channels)
 
 
+def trigger_kangaring_plan(topo, trig, n_channels: int, *, host_cc: bool = False
+                           ) -> KangaringPlan:
+    """The plan ``lower`` makes for a flat KANGARING trigger selected with ``n_channels``
+    (the paths of that many channels, then as many as the chunk layout keeps); ``explain``
+    shows its channels."""
+    return plan_kangaring(topo, trig.op, trig.replica_group, n_channels,
+                          lambda n: trigger_layout(trig, n), host_cc=host_cc)
+
+
 class KangaringAlgorithm(Algorithm):
     """KANGARING over a whole intra-node group: one entry per rank."""
 
@@ -782,8 +791,8 @@ class KangaringAlgorithm(Algorithm):
         if trig.op != EncOpType.ALLGATHER and trig.alu_op not in (None, AluOp.ADD):
             raise LoweringError("KANGARING reduces with SDMA_CCETYPE_ADD (seed 003 §4 "
                                 f"direct_reduce_send_kangaring); {trig.alu_op.name} cannot")
-        kp = plan_kangaring(ctx.topology, trig.op, trig.replica_group, sel.n_channels,
-                            lambda n: trigger_layout(trig, n), host_cc=ctx.options.host_cc)
+        kp = trigger_kangaring_plan(ctx.topology, trig, sel.n_channels,
+                                    host_cc=ctx.options.host_cc)
         dsize = io_dtype_size(trig.dtype)
         scratch = 0 if trig.op == EncOpType.ALLGATHER else trig.num_elements * dsize
         return Prepared(scratch_bytes=scratch, gw_bytes=0, manifest=kp.manifest(), data=kp)

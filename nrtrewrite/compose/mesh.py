@@ -536,8 +536,9 @@ def explain_mesh(sel, topo, rank: int | None = None) -> dict:
     for r in group:
         i = topo.info(r)
         devs.setdefault((i.node, i.device), []).append(r)
+    sub = sel.legs[0].sub_type if sel.legs else None  # FULL_MESH is 0: test for None
     out = {"algorithm": sel.alg.name, "channel": MESH_CHANNEL,
-           "sub_type": sel.legs[0].sub_type.name if sel.legs and sel.legs[0].sub_type else None,
+           "sub_type": sub.name if sub is not None else None,
            "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
            "channel_buffer_bytes": cb,
            "device_groups": [{"node": k[0], "device": k[1], "ranks": v} for k, v in devs.items()]}
