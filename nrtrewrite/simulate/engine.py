@@ -32,7 +32,8 @@ from nrtrewrite.simulate.result import (
 )
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, make_input
-from nrtrewrite.simulate.triggers import TriggerSpec, check_against_model, load_triggers
+from nrtrewrite.simulate.triggers import (
+    TriggerSpec, check_against_model, covers, load_triggers, merge_intervals)
 
 SEM_MAX = (1 << 32) - 1
 _UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
@@ -330,7 +331,8 @@ class Simulator:
         self.trig_done: dict[int, int] = {}
         self.legs_total = sum(p.legs for p in self.programs.values())
         self.footprints = {}
-        self.allowed: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        #: (trigger, region) -> merged (starts, ends) a leg may write (merge_intervals)
+        self.allowed: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         for t in self.triggers.values():
             src = t.footprint(self.layout, "src")
             dst = t.footprint(self.layout, "dst")
@@ -342,14 +344,7 @@ class Simulator:
                 if reg is not None and reg.size:
                     allowed.setdefault(reg.index, []).append((0, reg.size))
             for reg, ivs in allowed.items():
-                ivs.sort()
-                merged = []
-                for a, b in ivs:
-                    if merged and a <= merged[-1][1]:
-                        merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-                    else:
-                        merged.append((a, b))
-                self.allowed[(t.ordinal, reg)] = merged
+                self.allowed[(t.ordinal, reg)] = merge_intervals(ivs)
         for p in self.proxies:
             self._evaluate(p)
         for r in sorted(self.ranks):
@@ -531,7 +526,7 @@ class Simulator:
                 raise SimulationError(f"{_describe(acc)} writes rank {r}, which is not in "
                                       f"trigger {t.ordinal}'s replica group", trigger=t.ordinal)
             ivs = self.allowed.get((t.ordinal, reg))
-            if not ivs or not any(a <= off and off + n <= b for a, b in ivs):
+            if not ivs or not covers(ivs[0], ivs[1], off, off + n):
                 region = self.layout.region(reg)
                 raise SimulationError(
                     f"{_describe(acc)} writes bytes [{off:#x}, {off + n:#x}) of rank {r} "

@@ -3,6 +3,7 @@ where each operand lives in a rank's memory."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,7 @@ class Footprint:
     count: int
     dsize: int
     offsets: np.ndarray | None = None
+    _intervals: list | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def contiguous(self) -> bool:
@@ -45,14 +47,19 @@ class Footprint:
         """Merged byte ranges the operand covers, ascending."""
         if self.offsets is None:
             return [(self.start, self.start + self.count * self.dsize)] if self.count else []
-        o = np.unique(self.offsets)
-        if not o.size:
-            return []
-        brk = np.nonzero(np.diff(o) > self.dsize)[0]
-        starts = np.concatenate([[o[0]], o[brk + 1]])
-        ends = np.concatenate([o[brk], [o[-1]]]) + self.dsize
-        # overlapping elements (diff < dsize) stay within one run
-        return [(int(a), int(b)) for a, b in zip(starts, ends)]
+        if self._intervals is None:
+            # sorted, not np.unique: repeated offsets (diff 0) never start a new run, and
+            # np.unique's hash path is ~40x slower than a sort on large operands
+            o = np.sort(self.offsets)
+            if not o.size:
+                self._intervals = []
+                return []
+            brk = np.nonzero(np.diff(o) > self.dsize)[0]
+            starts = np.concatenate([[o[0]], o[brk + 1]])
+            ends = np.concatenate([o[brk], [o[-1]]]) + self.dsize
+            # overlapping elements (diff < dsize) stay within one run
+            self._intervals = list(zip(starts.tolist(), ends.tolist()))
+        return list(self._intervals)
 
     def byte_index(self) -> np.ndarray:
         """Storage offset of every byte, element-major (gathers and scatters)."""
@@ -69,6 +76,28 @@ class Footprint:
             buf[self.start:self.start + self.count * self.dsize] = data
         else:
             buf[self.byte_index()] = data
+
+
+def merge_intervals(ivs) -> tuple[list[int], list[int]]:
+    """The union of byte ranges ``[a, b)`` as ascending, disjoint ranges (ranges that overlap
+    or touch are joined), returned as two lists: starts and ends."""
+    if not len(ivs):
+        return [], []
+    iv = np.asarray(ivs, dtype=np.int64).reshape(-1, 2)
+    iv = iv[np.lexsort((iv[:, 1], iv[:, 0]))]
+    a, b = iv[:, 0], iv[:, 1]
+    reach = np.maximum.accumulate(b)
+    new = np.ones(len(a), bool)
+    new[1:] = a[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, len(a) - 1)
+    return a[first].tolist(), reach[last].tolist()
+
+
+def covers(starts: list[int], ends: list[int], a: int, e: int) -> bool:
+    """Whether ``[a, e)`` lies inside one of the merged ranges of :func:`merge_intervals`."""
+    i = bisect_right(starts, a) - 1
+    return i >= 0 and e <= ends[i]
 
 
 @dataclass
