@@ -386,3 +386,26 @@ def test_tp_inc_steps_bds_per_leg(tmp_path):
                            "needs 2 M2S and 65535 S2M BDs, at most 65534 of each"), line
     assert "(TPINC_MAX_BDS)" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.neff", "ok.out", "over.neff"]
+
+
+def test_explain_refuses_what_lower_refuses_for_the_var_layout(tmp_path):
+    """State-buffer vars wider than a partition of the SBUF window: ``lower`` refuses the
+    whole model; ``explain`` used to show each trigger's algorithm as if it lowered.  Both
+    give the same one line now (and a rank outside the world the same words as lower's)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    s = spec(lambda s: s["subgraphs"][0]["vars"][3].update(size=(1 << 25) + 64))
+    neff = tmp_path / "wide.neff"
+    neff.write_bytes(assemble_spec(s))
+    why = ("do not fit the 4294967296-byte SBUF window a 32-bit TENSOR3D start_addr "
+           "addresses (33554432 bytes per partition)")
+    lines = []
+    for args in (["lower", "-q", str(neff), "-o", str(tmp_path / "out")], ["explain", str(neff)],
+                 ["explain", str(neff), "--json"]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2 and why in res.output, res.output
+        assert res.output.startswith(f"nrtrewrite: error: {neff}: ")
+        lines.append(res.output)
+    assert len(set(lines)) == 1

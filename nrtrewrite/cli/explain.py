@@ -25,6 +25,7 @@ from rich.text import Text
 
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
@@ -564,9 +565,14 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                                    "collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
         topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
+        try:  # the var layout lower refuses a whole model for (scratch and gateway need plans)
+            build_memory_map(m, 0, 0)
+        except NrtRewriteError as err:
+            raise err.at(file=model) from None
         if rank is not None and rank not in m.world:
+            from nrtrewrite.lower import ranks_text
             raise ValidationError(f"rank {rank} is not in the model's world "
-                                  f"({_span(m.world)})", file=model, field="--rank")
+                                  f"(ranks {ranks_text(m.world)})", file=model, field="--rank")
         n = len(m.triggers)
         for k in only:
             if not 0 <= k < n:
@@ -671,13 +677,6 @@ def _overview(records: list[dict]) -> Table:
         table.add_row(str(rec["trigger"]), rec["op"], rec["dtype"], fmt_bytes(rec["bytes"]),
                       str(rec["group_size"]), policy, lowered, str(rec["channels"]["count"]))
     return table
-
-
-def _span(world: tuple[int, ...]) -> str:
-    """``a..b`` for a contiguous world, else its ranks (at most 8 shown)."""
-    if world and list(world) == list(range(world[0], world[-1] + 1)):
-        return f"ranks {world[0]}..{world[-1]}"
-    return "ranks " + ",".join(map(str, world[:8])) + (",..." if len(world) > 8 else "")
 
 
 def _check_size(op: EncOpType, size: int, dt: DType, n: int) -> None:
