@@ -216,3 +216,15 @@ def test_schedule_user_ranks_are_explain_rank_user_ranks():
     chans = sch["ops"][0]["channels"]
     assert rings and [(r["channel"], r["direction"], r["user_ranks"]) for r in rings] == [
         (c["channel"], c["direction"], c["user_ranks"]) for c in chans]
+
+
+def test_text_titles_name_the_direction_pair_and_arcs():
+    """The rich view shows what only the JSON had: each SINGLE_CYCLE_RING channel's direction,
+    its pair and the arcs (DESIGN.md: h_cw = ceil((n-1)/2) = 4 and h_ccw = 3 for 8 ranks)."""
+    res = CliRunner().invoke(main, ["schedule", str(FIX / "mix8.neff"), "--rank", "0",
+                                    "--algo", "allreduce:single_cycle_ring", "--trigger", "0",
+                                    "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    titles = [ln for ln in res.output.splitlines() if ln.startswith("rank 0 trigger 0")]
+    assert titles and all(" of pair " in t and t.endswith(", arcs 4/3") for t in titles)
+    assert " cw of pair " in titles[0] and " ccw of pair " in titles[1]

@@ -178,6 +178,9 @@ def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
         title = f"{head} channel {ch['channel']}"
         if "prev" in ch:
             title += f" (prev {ch['prev']}, next {ch['next']})"
+        if "direction" in ch and "pair" in ch:  # SINGLE_CYCLE_RING: the pair and its arcs
+            title += (f" {ch['direction']} of pair {ch['pair'][0]}/{ch['pair'][1]}, arcs "
+                      f"{ch['arcs'][0]}/{ch['arcs'][1]}")
         table = Table(title=title, min_width=len(title))  # (a longer title would wrap)
         mesh = bool(ch["steps"]) and "to" in ch["steps"][0]
         cols = (("step", "event", "leaf", "elements", "sources", "to", "waits") if mesh else
