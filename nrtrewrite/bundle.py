@@ -407,7 +407,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     rank_list = sorted(plan.world if ranks is None else ranks)
     for r in rank_list:
         if r not in plan.world:
-            raise world_refusal(plan, r)
+            raise world_refusal(plan.world, r, plan.model.path)
     try:
         return _write_output(plan, out, parent, rank_list, force, workers, progress)
     except OSError as err:

@@ -250,11 +250,11 @@ def ranks_text(ranks, most: int = 4) -> str:
     return text + (", ..." if len(runs) > most else "")
 
 
-def world_refusal(plan: LoweringPlan, rank: int) -> OutputError:
-    """The error for ``--rank`` ``rank`` outside the model's world (lower, schedule)."""
-    return OutputError(f"rank {rank} is not in the model's world (ranks "
-                       f"{ranks_text(plan.world)})", file=plan.model.path or None,
-                       field="--rank")
+def world_refusal(world, rank: int, path: str | None) -> OutputError:
+    """The error for ``--rank`` ``rank`` outside ``world``, the world of the model at
+    ``path`` (lower, schedule, explain)."""
+    return OutputError(f"rank {rank} is not in the model's world (ranks {ranks_text(world)})",
+                       file=path or None, field="--rank")
 
 
 def _trigger_where(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> dict:

@@ -236,15 +236,9 @@ def _kangaring_ring(topo: Topology, kc, channel: int, rank: int | None) -> dict:
         hops = hop_localities(topo, kc.primaries)
         return {"channel": channel, "order": list(kc.primaries), "duplicate": kc.duplicate,
                 "hops": {loc.name: n for loc, n in hops.items()}}
-    v = kc.of(rank)
+    from nrtrewrite.compose.kangaring import channel_role
     unit = next(list(u) for u in kc.units if rank in u)
-    if v.is_primary:
-        return {"channel": channel, "role": "primary", "prev": v.prev, "next": v.next,
-                "peers": {"peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
-                          "peer_local": v.peer_local},
-                "next_peer_rmtv": v.next_peer_rmtv, "port": v.port, "unit": unit,
-                "duplicate": kc.duplicate}
-    return {"channel": channel, "role": "secondary", "primary": unit[0], "unit": unit,
+    return {"channel": channel, **channel_role(kc, rank), "unit": unit,
             "duplicate": kc.duplicate}
 
 
@@ -570,9 +564,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         except NrtRewriteError as err:
             raise err.at(file=model) from None
         if rank is not None and rank not in m.world:
-            from nrtrewrite.lower import ranks_text
-            raise ValidationError(f"rank {rank} is not in the model's world "
-                                  f"(ranks {ranks_text(m.world)})", file=model, field="--rank")
+            from nrtrewrite.lower import world_refusal
+            raise world_refusal(m.world, rank, model)
         n = len(m.triggers)
         for k in only:
             if not 0 <= k < n:

@@ -66,7 +66,7 @@ def schedule_ops(plan: LoweringPlan, rank: int, triggers: set[int] | None = None
 def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
     """``rank``'s SPAD entries (only the triggers in ``triggers``, if given), composed."""
     if rank not in plan.world:
-        raise world_refusal(plan, rank)
+        raise world_refusal(plan.world, rank, plan.model.path)
     return [(tp, spec) for tp, spec in rank_entries(plan, rank)
             if triggers is None or tp.trigger.ordinal in triggers]
 

@@ -713,19 +713,28 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
             if posting:
                 parts.append(_sync_leg(ch, PEER_WAIT, wait=(kr, posting)))
             irs.extend(parts + [legs])
-            info[ch] = {"role": "primary", "prev": v.prev, "next": v.next,
-                        "peers": {"peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
-                                  "peer_local": v.peer_local},
-                        "next_peer_rmtv": v.next_peer_rmtv, "port": v.port,
-                        "touches": counts}
+            info[ch] = {**channel_role(kc, rank), "touches": counts}
         else:
             primary = v.next
             m = _counts_of(kp, topo, ch, primary).get(rank, 0)
             if m:
                 irs.append(_sync_leg(ch, PEER_POST, inc=(peers(primary), kr)))
                 irs.append(_sync_leg(ch, PEER_WAIT, wait=(kr, m)))
-            info[ch] = {"role": "secondary", "primary": primary, "waits_for_legs": m}
+            info[ch] = {**channel_role(kc, rank), "waits_for_legs": m}
     return IR.concat(irs), info
+
+
+def channel_role(kc: KangaringChannel, rank: int) -> dict:
+    """``rank``'s role on kangaring channel ``kc`` as ``schedule`` and ``explain --rank``
+    show it: a primary's neighbouring primaries, its unit's peers and its port; a
+    secondary's primary (the next hop of its path)."""
+    v = kc.of(rank)
+    if v.is_primary:
+        return {"role": "primary", "prev": v.prev, "next": v.next,
+                "peers": {"peer_rmtv": v.peer_rmtv, "peer_rmtv2": v.peer_rmtv2,
+                          "peer_local": v.peer_local},
+                "next_peer_rmtv": v.next_peer_rmtv, "port": v.port}
+    return {"role": "secondary", "primary": v.next}
 
 
 def _counts_of(kp: KangaringPlan, topo, ch: int, primary: int) -> dict[int, int]:
