@@ -14,6 +14,7 @@ from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import (
     LowerOptions, _emit_batch, context_indices, emit_items, plan_lowering, rank_entries,
 )
+from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.reader import read_model
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
@@ -73,6 +74,51 @@ def test_mix8_batch_mixes_dtypes_and_reductions():
     items = _items(_plan("mix8"), 0)
     assert len({c.dtype for c, _ in items}) > 1
     assert len({c.cce_op for c, _ in items}) > 1
+
+
+@pytest.mark.parametrize("algo", ["ring", "mesh"])
+def test_a_batch_with_copies_in_dtypes_the_cce_cannot_reduce(tmp_path, algo):
+    """Copy-only entries (all-gathers in INT32 and FP32: a copy takes any dtype) between
+    reduces of two different (dtype, op): the batch builds CCE patterns only for the
+    entries that reduce (it raised ``INT32 is not CCE-reducible``), and emits what its
+    entries emit one by one."""
+    def trig(op, dtype, src, dst, nbytes, alu=None):
+        body = {"dtype": dtype, "src": src, "dst": dst, "bytes": nbytes}
+        if alu:
+            body["op"] = alu
+        return {op: body}
+
+    spec = {
+        "header": {"pkg_version": 2, "name": "mixed", "lnc_size": 1},
+        "subgraphs": [{
+            "name": "sg00",
+            "vars": [{"name": "a_in", "type": "input", "size": 65536},
+                     {"name": "a_out", "type": "output", "size": 65536},
+                     {"name": "i_in", "type": "input", "size": 4096},
+                     {"name": "i_out", "type": "output", "size": 32768},
+                     {"name": "f_in", "type": "input", "size": 4096},
+                     {"name": "f_out", "type": "output", "size": 32768},
+                     {"name": "h_in", "type": "input", "size": 16384},
+                     {"name": "h_out", "type": "output", "size": 16384}],
+            "replica_groups": [list(range(8))],
+            "engines": {"sp": [trig("all_reduce", "bf16", "a_in", "a_out", 65536, "add"),
+                               trig("all_gather", "int32", "i_in", "i_out", 4096),
+                               trig("all_reduce", "fp16", "h_in", "h_out", 16384, "max"),
+                               trig("all_gather", "fp32", "f_in", "f_out", 4096)]},
+        }],
+    }
+    neff = tmp_path / "mixed.neff"
+    neff.write_bytes(assemble_spec(spec))
+    plan = plan_lowering(read_model(neff), LowerOptions(algo=algo))
+    for rank in (0, 5):
+        items = _items(plan, rank)
+        assert [c.dtype.name for c, _ in items] == ["BF16", "INT32", "FP16", "FP32"]
+        one = _emit(items, [1] * len(items))
+        batch = _emit(items, [len(items)])
+        assert batch[1] == one[1] and batch[2] == one[2]
+        for file in F.ARTIFACTS:
+            assert batch[0][file] == one[0][file], file
+        assert one[0]["cce.bin"]
 
 
 def test_a_batch_error_names_the_entry_that_has_it():

@@ -127,6 +127,111 @@ def test_int32_allgather_lowers(tmp_path):
     assert load_records(tmp_path / "out" / "rank-0000" / "cce.bin").size == 0
 
 
+#: The two triggers of the mixed-batch reproducer (docs/RELIABILITY.md §6): a bf16 all-reduce
+#: (a CCE reduce) and an all-gather (a copy) of ``ids`` in a dtype the CCE cannot reduce.
+MIXED = {"ar": {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in", "dst": "x_out",
+                               "bytes": 65536}},
+         "ag": {"all_gather": {"dtype": "int32", "src": "ids_in", "dst": "ids_out",
+                               "bytes": 4096}}}
+
+
+def mixed_spec(triggers, copy_dtype: str = "int32") -> dict:
+    """The triggers named by ``triggers`` (keys of MIXED), in order, on one group of 8: one
+    emit batch holds them all.  The vars are the same whatever the triggers, so a trigger's
+    buffers are at the same addresses in each model."""
+    body = []
+    for t in triggers:
+        trig = json.loads(json.dumps(MIXED[t]))
+        if t == "ag":
+            trig["all_gather"]["dtype"] = copy_dtype
+        body.append(trig)
+    return {
+        "header": {"pkg_version": 2, "name": "mixed", "lnc_size": 1},
+        "subgraphs": [{
+            "name": "sg00",
+            "vars": [{"name": "x_in", "type": "input", "size": 65536},
+                     {"name": "x_out", "type": "output", "size": 65536},
+                     {"name": "ids_in", "type": "input", "size": 4096},
+                     {"name": "ids_out", "type": "output", "size": 32768}],
+            "replica_groups": [list(range(8))],
+            "engines": {"sp": body, "pool": ["nop"]},
+        }],
+    }
+
+
+def _entry_records(rank_dir: Path, trigger: int) -> dict[str, bytes]:
+    """The records of one trigger's entry on one rank: its legs (without the fields that
+    place it in the program: trigger, spad_index, the *_first indices) and the 0xBF words,
+    data BDs, CCE descriptors and semaphore BDs its legs name."""
+    from numpy.lib.recfunctions import repack_fields
+    legs = load_records(rank_dir / "legs.bin")
+    legs = legs[legs["trigger"] == trigger]
+    assert legs.size
+    out = {}
+    for part, file in (("sb2sb", "sb2sb.bin"), ("dma", "dma.bin"), ("cce", "cce.bin"),
+                       ("sem", "sem.bin")):
+        recs = load_records(rank_dir / file)
+        out[file] = b"".join(recs[a:a + c].tobytes() for a, c in
+                             zip(legs[f"{part}_first"].tolist(), legs[f"{part}_count"].tolist()))
+    keep = [f for f in legs.dtype.names
+            if f not in ("trigger", "spad_index") and not f.endswith("_first")]
+    out["legs.bin"] = repack_fields(legs[keep]).tobytes()
+    return out
+
+
+def test_mixed_batch_reproducer_lowers_and_simulates_through_the_cli(tmp_path):
+    """The reproducer as reported: `lower` crashed with a traceback (`ValueError: INT32 is
+    not CCE-reducible`) building CCE patterns for the copy-only all-gather too."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "crash1.neff"
+    neff.write_bytes(assemble_spec(mixed_spec(["ar", "ag"])))
+    proc = cli("lower", "-q", neff, "-o", tmp_path / "out")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    sim = cli("simulate", "--json", tmp_path / "out")
+    assert sim.returncode == 0, sim.stderr
+    verdicts = [t["status"] for t in json.loads(sim.stdout)["triggers"]]
+    assert verdicts == ["match", "match"]
+
+
+@pytest.mark.parametrize("copy_dtype, order, algo", [
+    ("int32", ("ar", "ag"), "ring"), ("int32", ("ag", "ar"), "ring"),
+    ("int32", ("ar", "ag"), "mesh"), ("int32", ("ag", "ar"), "mesh"),
+    ("fp32", ("ar", "ag"), "ring"), ("fp32", ("ag", "ar"), "mesh"),
+])
+def test_a_reduce_and_a_copy_the_cce_cannot_reduce_in_one_batch(tmp_path, copy_dtype, order,
+                                                                  algo):
+    """A copy takes any dtype (SEED-NOTES "plain FP32 and integers"): beside a reduce in the
+    same emit batch it lowers, each entry's records are those of its trigger lowered alone
+    (in a model of its own), and the whole simulates clean.  Hand-computed from the bit
+    layout (FORMATS §6): every CCE descriptor of the bf16 ADD is W1 = op 0 | in 6 << 8 |
+    out 6 << 12 | acc 0xB << 16 | valid 1 << 25 = 0x020B6600, | 0x80 on a tile's last
+    source; the all-gather has no CCE descriptor and its 0xBF words carry its own code."""
+    from test_simulate import assert_clean, lower_spec
+    both = lower_spec(mixed_spec(order, copy_dtype), tmp_path / "both", algo=algo)
+    assert_clean(both)
+    alone = {t: lower_spec(mixed_spec([t], copy_dtype), tmp_path / t, algo=algo)
+             for t in order}
+    ar, ag = order.index("ar"), order.index("ag")
+    io = {"int32": 0x8, "fp32": 0xA}[copy_dtype]
+    for rank in range(8):
+        rdir = both / f"rank-{rank:04d}"
+        for trigger, t in enumerate(order):
+            got = _entry_records(rdir, trigger)
+            want = _entry_records(alone[t] / f"rank-{rank:04d}", 0)
+            for file in want:
+                assert got[file] == want[file], (rank, t, file)
+        legs = load_records(rdir / "legs.bin")
+        cce = load_records(rdir / "cce.bin")
+        assert cce.size and not legs["cce_count"][legs["trigger"] == ag].any()
+        assert set((cce["w1"].astype(np.int64) & ~0x80).tolist()) == {0x020B6600}
+        words = load_records(rdir / "sb2sb.bin")
+        for trigger, code in ((ar, 0x6), (ag, io)):
+            mine = legs[(legs["trigger"] == trigger) & (legs["sb2sb_count"] > 0)]
+            idx = np.concatenate([np.arange(a, a + c) for a, c in
+                                  zip(mine["sb2sb_first"].tolist(), mine["sb2sb_count"].tolist())])
+            assert set(words["in_dtype"][idx].tolist()) == {code}
+
+
 def test_rewritten_neff_keeps_everything_but_the_triggers(tmp_path):
     src = FIX / "c7c8.neff"
     out = lower_to(src, tmp_path / "out", None)

@@ -562,7 +562,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
             bt.views, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
             peer_off)
     dma_first_all, cce_first_all = b.counts["dma.bin"], b.counts["cce.bin"]
-    cce_tab = _cce_tables(ctxs, leg_e) if leg_cce.any() else None
+    cce_tab = _cce_tables(ctxs, leg_e, leg_cce) if leg_cce.any() else None
     # generation tag: position of the BD among this rank's data BDs of its channel
     seg_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nseg).astype(np.int64)
     gen = _GenTags(b, seg_ch, seg_bd_count)
@@ -874,18 +874,25 @@ def _sb2sb_words(ctxs: list[EntryContext], piece_entry: np.ndarray) -> np.ndarra
                                                         np.int64)[piece_entry])
 
 
-def _cce_tables(ctxs: list[EntryContext], leg_e: np.ndarray):
-    """(patterns, offset, each leg's first pattern): :func:`_cce_patterns` of every entry's
-    (dtype, cce_op), one after the other."""
-    keys = [(c.dtype, c.cce_op) for c in ctxs]
-    distinct = list(dict.fromkeys(keys))
+def _cce_tables(ctxs: list[EntryContext], leg_e: np.ndarray, leg_cce: np.ndarray):
+    """(patterns, offset, each leg's first pattern): :func:`_cce_patterns` of the
+    (dtype, cce_op) of every entry that has CCE descriptors (``leg_cce``: per leg), one
+    after the other.
+
+    An entry without any (an all-gather, or a batch's copy-only entries) is left out: a
+    copy takes any dtype (SEED-NOTES "plain FP32 and integers"), and only a reduce's dtype
+    has CCE nibbles.  Its legs' pattern index is 0, never read (their tiles have no CCE
+    descriptor)."""
+    reducing = np.bincount(leg_e, weights=leg_cce, minlength=len(ctxs)) > 0
+    keys = [(c.dtype, c.cce_op) if r else None for c, r in zip(ctxs, reducing.tolist())]
+    distinct = list(dict.fromkeys(k for k in keys if k is not None))
     pats = [_cce_patterns(*k) for k in distinct]
     offset = pats[0][1]
     if len(distinct) == 1:
         return pats[0][0], offset, None
     sizes = np.array([p.size for p, _ in pats], np.int64)
     first = np.cumsum(sizes) - sizes
-    where = {k: int(f) for k, f in zip(distinct, first.tolist())}
+    where = {None: 0, **{k: int(f) for k, f in zip(distinct, first.tolist())}}
     return np.concatenate([p for p, _ in pats]), offset, np.array(
         [where[k] for k in keys], np.int64)[leg_e]
 
