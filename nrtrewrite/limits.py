@@ -38,7 +38,8 @@ from nrtrewrite.topology.model import (
 )
 from nrtrewrite.topology.rings import NEC_MAX_CHANNELS
 
-#: CCE elements per descriptor on our default hardware generation (v3, trn2).
+#: CCE elements per descriptor on the default platform (trn2, NeuronCore-v3); each
+#: platform's is ``SDMA_MAX_CCE_ELEMENTS[Platform.hw_generation]`` (trn1, v2: 1024).
 CCE_MAX_ELEMENTS = SDMA_MAX_CCE_ELEMENTS[DEFAULT_HW_GENERATION]
 #: SPAD entries per subgraph per rank: the 4 KiB CTRL SPAD of 8-byte entries (derived).
 SPAD_ENTRIES = SPAD_BYTES // SPAD_DTYPE.itemsize
@@ -100,8 +101,9 @@ LIMITS: tuple[Limit, ...] = (
     Limit("ENC_MESH_MAX_NUM_EVENTS", ENC_MESH_MAX_NUM_EVENTS, "nec.h: mesh events",
           "compose/events.EventSchedule.add (not reached: 47 event types, each used once)"),
     Limit("CCE_MAX_ELEMENTS", CCE_MAX_ELEMENTS,
-          "aws_hal_get_sdma_max_cce_elements: 2048 on v3/v4, 1024 on v2",
-          "emit/tiling.tile_elements (by construction)"),
+          "aws_hal_get_sdma_max_cce_elements: 2048 on v3/v4 (trn2), 1024 on v2 (trn1); the "
+          "value is trn2's, each platform's hw_generation picks its own",
+          "emit/tiling.tile_elements (by construction, with the platform's hw_generation)"),
     Limit("T3D_DIM_CAP", T3D_DIM_CAP, "seed 000: t3d_element_count <= 256, read per dimension",
           "emit/legs 0xBF pieces (by construction)"),
     Limit("BD_MAX_BYTES", BD_MAX_BYTES, "al_udma: 16-bit BD length (0 = 65536)",

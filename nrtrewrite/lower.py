@@ -489,6 +489,7 @@ def _entry_context(plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec, rank: i
         views=spec.views, gw_view=spec.gw_view, peers=peers, localities=localities,
         lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
         subgraph_index=subgraph_index, groups=spec.groups,
+        hw_generation=plan.topology.platform.hw_generation,
         sema_shift_offset=spec.sema_shift_offset or 0, peer_tables=tables)
 
 

@@ -121,6 +121,21 @@ def test_a_batch_with_copies_in_dtypes_the_cce_cannot_reduce(tmp_path, algo):
         assert one[0]["cce.bin"]
 
 
+def test_entries_of_different_hardware_generations_tile_each_at_its_own_cap():
+    """One lowering has one platform, but a batch of entries of two generations (v2: 1024
+    CCE elements per descriptor, v3: 2048) still emits what its entries emit one by one."""
+    import dataclasses
+    items = _items(_plan("mix8"), 0)[:4]
+    assert {c.hw_generation for c, _ in items} == {3}
+    items = [(dataclasses.replace(c, hw_generation=2 if k % 2 else 3), ir)
+             for k, (c, ir) in enumerate(items)]
+    one = _emit(items, [1] * len(items))
+    batch = _emit(items, [len(items)])
+    assert batch[1] == one[1] and batch[2] == one[2]
+    for file in F.ARTIFACTS:
+        assert batch[0][file] == one[0][file], file
+
+
 def test_a_batch_error_names_the_entry_that_has_it():
     plan = _plan("mix8")
     batch = rank_entries(plan, 0)

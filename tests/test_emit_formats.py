@@ -118,11 +118,19 @@ def test_packet_size_formula():
     assert packet_size(2, np.array([10 ** 6]), 0)[0] == 65536
     assert packet_size(2, np.array([10 ** 6]), 2)[0] == 4096
     assert packet_size(1, np.array([31]), 0)[0] == 0
-    # CCE element cap 2048 on v3 for reduce legs; a tiny leg is one tile
-    assert tile_elements(2, np.array([10 ** 6]), np.array([True]))[0] == 2048
-    assert tile_elements(2, np.array([10 ** 6]), np.array([False]))[0] == 32768
-    assert tile_elements(1, np.array([7]), np.array([True]))[0] == 7
-    assert tile_elements(2, np.array([10 ** 6]), np.array([True]), hw_generation=2)[0] == 1024
+    # CCE element cap (seed 000 §3.4) on reduce legs: 2048 on v3/v4, 1024 on v2; copies
+    # are not capped (64 KiB / 2 = 32768); a tiny leg is one tile
+    big = np.array([10 ** 6])
+    for gen, cap in ((2, 1024), (3, 2048), (4, 2048)):
+        assert tile_elements(2, big, np.array([True]), hw_generation=gen)[0] == cap
+        assert tile_elements(2, big, np.array([False]), hw_generation=gen)[0] == 32768
+        assert tile_elements(1, np.array([7]), np.array([True]), hw_generation=gen)[0] == 7
+    # a 1500-element bf16 reduce: packet 3000 & ~0x1F = 2976 bytes = 1488 elements, under
+    # v3's cap, over v2's
+    assert tile_elements(2, np.array([1500]), np.array([True]), hw_generation=3)[0] == 1488
+    assert tile_elements(2, np.array([1500]), np.array([True]), hw_generation=2)[0] == 1024
+    with pytest.raises(ValueError, match="unknown hardware generation 1"):
+        tile_elements(2, big, np.array([True]), hw_generation=1)
 
 
 @pytest.mark.parametrize("name", sorted(F.ARTIFACTS))

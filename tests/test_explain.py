@@ -62,6 +62,7 @@ def test_model_less_two_node_allreduce_json():
     d = run_json("explain", "--op", "allreduce", "--bytes", "64MiB", "--dtype", "bf16",
                  "--ranks", "128", "--nodes", "2")
     assert d["model"] is None and d["topology"]["nodes"] == 2 and d["topology"]["lnc_size"] == 2
+    assert d["topology"]["platform"] == "trn2" and d["topology"]["hw_generation"] == 3
     (t,) = d["triggers"]
     assert t["op"] == "ALLREDUCE" and t["bytes"] == 64 << 20 and t["scope"] == "inter"
     assert t["policy"]["algorithm"] == "HIER"
@@ -81,6 +82,16 @@ def test_model_less_two_node_allreduce_json():
         "enc_can_post_kangaring_operation", "enc_can_post_single_cycle_ring"}
     assert t["channels"]["rings"] == []  # HIER: rings per leg group
     assert t["kangaring"]["note"] == "lowered"  # the intra legs' kangaring paths
+
+
+def test_explain_names_the_platforms_hardware_generation():
+    """trn1 is NeuronCore-v2 (its CCE element cap is 1024, not 2048: seed 000 §3.4)."""
+    args = ("explain", "--op", "allreduce", "--bytes", "1MiB", "--dtype", "bf16",
+            "--ranks", "8", "--topology", "trn1")
+    assert run_json(*args)["topology"]["hw_generation"] == 2
+    res = run(*args)
+    assert res.exit_code == 0, res.output
+    assert "32 ranks per node, NeuronCore-v2)" in res.output.splitlines()[0]
 
 
 def test_model_less_rank_view_and_human_output():

@@ -304,15 +304,20 @@ def test_sbuf_window_regression():
            "(33554432 bytes per partition)" in str(err)
 
 
+@pytest.mark.parametrize("hw_generation, cap", [(2, 1024), (3, 2048), (4, 2048)])
 @pytest.mark.parametrize("dsize", [1, 2, 4])
-def test_tiles_respect_bd_length_and_cce_cap(dsize):
-    n = np.array([1, 15, 16, 17, 1000, 2048, 2049, 32768, 32769, 1 << 20, 3 << 30], np.int64)
+def test_tiles_respect_bd_length_and_cce_cap(dsize, hw_generation, cap):
+    """The seed's cap (seed 000 §3.4): 2048 elements on v3/v4, 1024 on v2; reached by a long
+    enough reduce leg of any dtype size (a 1-byte 64 KiB packet is 65536 elements)."""
+    n = np.array([1, 15, 16, 17, 1000, 1024, 1025, 2048, 2049, 32768, 32769, 1 << 20, 3 << 30],
+                 np.int64)
     for reduce in (False, True):
-        per = tile_elements(dsize, n, np.full(n.size, reduce))
+        per = tile_elements(dsize, n, np.full(n.size, reduce), hw_generation=hw_generation)
         assert (per >= 1).all() and (per <= n).all()
         assert (per * dsize <= L.BD_MAX_BYTES).all()
         if reduce:
-            assert (per <= L.CCE_MAX_ELEMENTS).all()
+            assert (per <= cap).all() and per.max() == cap
+    assert L.SDMA_MAX_CCE_ELEMENTS[hw_generation] == cap
 
 
 def test_emitted_records_respect_the_caps(tmp_path):
@@ -340,6 +345,78 @@ def test_emitted_records_respect_the_caps(tmp_path):
                 assert (ops["net_idx_loop_size"] == L.NET_INDEX_LOOP_SIZE).all()
                 for f in ("initial_send_credits", "ending_recv_credits"):
                     assert ((ops[f] > 0) & (ops[f] <= L.NET_MAX_CREDITS)).all()
+
+
+def _ring_ar2_spec() -> dict:
+    """A bf16 ADD all-reduce of 65536 elements (128 KiB) over ranks 0 and 1."""
+    return {
+        "header": {"pkg_version": 2, "name": "ar2", "lnc_size": 1},
+        "subgraphs": [{
+            "name": "sg00",
+            "vars": [{"name": "x_in", "type": "input", "size": 131072},
+                     {"name": "x_out", "type": "output", "size": 131072}],
+            "replica_groups": [[0, 1]],
+            "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in",
+                                               "dst": "x_out", "num_elements": 65536}}]},
+        }],
+    }
+
+
+@pytest.mark.parametrize("topology, tiles, w2", [
+    ("trn1", 16, 0x800),  # NeuronCore-v2: 16384 / 1024 elements, 1024 x 2 bytes
+    ("trn2", 8, 0x1000),  # NeuronCore-v3: 16384 / 2048 elements, 2048 x 2 bytes
+])
+def test_ring_all_reduce_tiles_at_the_platforms_cce_cap(tmp_path, topology, tiles, w2):
+    """Seed 000 §3.4: the CCE element cap is 2048 on v3/v4 and 1024 on v2; trn1 is
+    NeuronCore-v2, trn2 v3.  Worked by hand: a ring of n = 2 splits the 65536 elements into
+    2 chunks of 32768, a step moves each chunk as two halves of 16384 (seed 001 §2); the
+    reduce-scatter has n - 1 = 1 step, so each rank runs 2 recv_reduce_copy legs of 16384
+    elements, each reading 2 sources (the received partial and its own input) into 1
+    destination.  The packet formula gives min(2 x 16384, 64 KiB) & ~0x1F = 32768 bytes =
+    16384 elements, so the CCE cap is what tiles a reduce leg: ``tiles`` per leg, 2 CCE
+    descriptors (W2 = ``w2`` bytes each, W3 = 2 sources | RING_2R1W 0 << 8) and 3 data BDs
+    (2 M2S + 1 S2M) per tile; the copy legs are not capped."""
+    from nrtrewrite.artifacts import load_records
+    from test_simulate import assert_clean, lower_spec
+    out = lower_spec(_ring_ar2_spec(), tmp_path / "out", topology=topology, algo="ring")
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["triggers"][0]["algorithm"] == "RING"
+    for rank in (0, 1):
+        rdir = out / f"rank-{rank:04d}"
+        legs = load_records(rdir / "legs.bin")
+        red = legs[legs["cce_count"] > 0]
+        assert set(red["channel"].tolist()) == {0}  # one channel
+        assert red["num_elements"].tolist() == [16384, 16384]
+        assert red["n_tiles"].tolist() == [tiles, tiles]
+        assert red["cce_count"].tolist() == [2 * tiles, 2 * tiles]
+        assert red["dma_count"].tolist() == [3 * tiles, 3 * tiles]
+        cce = load_records(rdir / "cce.bin")
+        assert cce.size == 4 * tiles
+        assert (cce["w2"] == w2).all() and (cce["w3"] == 0x2).all()
+        # source 0, then source 1 (last) of each tile: W1 = 0x020B6600 | last << 7
+        assert cce["w1"].tolist() == [0x020B6600, 0x020B6680] * (2 * tiles)
+        copies = legs[(legs["cce_count"] == 0) & (legs["num_elements"] > 0)
+                      & (legs["dma_count"] > 0)]
+        assert (copies["n_tiles"] == 1).all()  # 16384 bf16 = 32 KiB: one packet
+    assert_clean(out)
+
+
+def test_trn1_mix8_cce_descriptors_hold_at_most_1024_elements(tmp_path):
+    """The report: `lower fixtures/mix8.neff --topology trn1 --algo ring --rank 0` wrote
+    cce.bin record 0 with W2 = 0x1000 (2048 bf16 elements).  Trigger 0 is a bf16 all-reduce of
+    4 MiB: its reduce legs are far longer than the cap, so record 0 holds exactly 1024
+    elements (0x800 bytes); no CCE source stream of any dtype exceeds 1024 elements."""
+    from nrtrewrite.artifacts import load_records
+    from test_simulate import lower_neff
+    out = lower_neff(ROOT / "fixtures" / "mix8.neff", tmp_path / "out", topology="trn1",
+                     algo="ring")
+    for rank in (0, 5):
+        cce = load_records(out / f"rank-{rank:04d}" / "cce.bin")
+        assert int(cce["w2"][0]) == 0x800
+        in_dt = (cce["w1"] >> 8) & 0xF
+        dsize = np.array([DTYPE_SIZE[DType(int(c))] for c in in_dt], np.int64)
+        assert ((cce["w2"] & 0xFFFFFF) <= 1024 * dsize).all()
+        assert ((cce["w2"] & 0xFFFFFF) == 1024 * dsize).any()
 
 
 def _strided_all_gather(n: int) -> dict:

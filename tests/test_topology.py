@@ -56,6 +56,31 @@ def test_trn1_preset():
         load_topology("trn1", world=(), lnc_size=2)
 
 
+def test_platforms_have_their_hardware_generation(tmp_path):
+    """trn1 (Trainium) has NeuronCore-v2 cores, trn2 (Trainium2) v3 (AWS Neuron
+    architecture docs); the generation picks the CCE element cap (seed 000 §3.4).  A file
+    naming a platform inherits its generation, can name one (a custom platform without one
+    is v3), and keeps it through ``to_json``."""
+    assert load_topology("trn1", world=(0,), lnc_size=1).platform.hw_generation == 2
+    assert load_topology("trn2", world=(0,), lnc_size=1).platform.hw_generation == 3
+    assert load_topology(None, world=(0,), lnc_size=2).platform.hw_generation == 3
+    custom = {"format": TOPOLOGY_FORMAT, "torus": [2, 2],
+              "device": {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1}}
+    for doc, gen in (({"platform": "trn1"}, 2), ({"platform": "trn2"}, 3),
+                     ({"platform": "trn2", "hw_generation": 2}, 2), (custom, 3),
+                     ({**custom, "hw_generation": 2}, 2), ({**custom, "hw_generation": 4}, 4)):
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps({"format": TOPOLOGY_FORMAT, **doc}))
+        t = load_topology(str(path), world=(0,), lnc_size=1)
+        assert t.platform.hw_generation == gen, doc
+        assert t.to_json()["hw_generation"] == gen
+        if "platform" in doc:  # (to_json names a custom platform "custom", which no file may)
+            again = tmp_path / "again.json"
+            again.write_text(json.dumps(t.to_json()))
+            assert load_topology(str(again), world=(0,),
+                                 lnc_size=1).platform.hw_generation == gen
+
+
 def test_preset_nodes_option_and_world_check():
     t = load_topology("trn2:nodes=3", world=(0,), lnc_size=2)
     assert t.nodes == 3 and t.world_size == 192
@@ -174,6 +199,11 @@ def test_json_errors(doc, match):
     ("nodes", True, "nodes must be a positive integer, not True"),
     ("nodes", 1.5, "nodes must be a positive integer, not 1.5"),
     ("platform", "trn9", "unknown platform 'trn9' (one of trn1, trn2"),
+    ("hw_generation", 5, "hw_generation must be one of 2, 3, 4 (the NeuronCore version: "
+                         "trn1 2, trn2 3), not 5"),
+    ("hw_generation", "3", "hw_generation must be one of 2, 3, 4"),
+    ("hw_generation", True, "hw_generation must be one of 2, 3, 4"),
+    ("hw_generation", 3.0, "hw_generation must be one of 2, 3, 4"),
 ])
 def test_topology_file_values_are_checked(tmp_path, key, value, says):
     """docs/TOPOLOGY.md: ``platform`` is trn1 or trn2, ``nodes`` a node count (a file said

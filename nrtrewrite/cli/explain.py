@@ -503,6 +503,7 @@ def _default_lnc(spec: str | None) -> int:
 
 def _topology_json(topo: Topology) -> dict:
     return {"name": topo.name, "source": topo.source, "platform": topo.platform.name,
+            "hw_generation": topo.platform.hw_generation,
             "nodes": topo.nodes, "lnc_size": topo.lnc_size,
             "ranks_per_device": topo.ranks_per_device, "ranks_per_node": topo.ranks_per_node,
             "world_size": topo.world_size}
@@ -641,7 +642,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         return
     console = stdout_console()
     head = f"topology {topo.name} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
-           f"{topo.ranks_per_node} ranks per node)"
+           f"{topo.ranks_per_node} ranks per node, NeuronCore-v{topo.platform.hw_generation})"
     if override:
         head += f"; override {override.source}={override.text!r}"
     console.print(head, highlight=False)

@@ -92,6 +92,9 @@ class EntryContext:
     num_active_channels: int
     subgraph_index: int
     groups: int  # pgta, recorded as unrolled_count
+    #: the platform's hardware generation: the CCE element cap of its reduce tiles
+    #: (``Platform.hw_generation``; seed 000 §3.4)
+    hw_generation: int
     sema_shift_offset: int = 0  # the entry's event window (mesh entries), net_ops_info+0
     #: peers (indices into ``peers``) of the entry handshake; None = every same-node peer.
     #: Must be symmetric across ranks: P in r's set exactly when r is in P's.
@@ -436,6 +439,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     then raises the same error at the entry that has it (:func:`nrtrewrite.lower._emit_batch`
     does, to name its trigger)."""
     ctxs = [ctx for ctx, _ir in items]
+    if len({c.hw_generation for c in ctxs}) > 1:  # never from one lowering (one platform)
+        return [s for item in items for s in emit_entries(b, [item])]
     summaries = [{"legs": 0, "bds": 0, "channels": [], "tx": {}, "rx": {}} for _ in items]
     bt = _Batch.of(ctxs)
     pt = bt.pt
@@ -524,7 +529,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     eff_dst_peer = np.where(dst_net, poff[:, None], dst_peer_g)
 
     # ---- tiles -------------------------------------------------------------------------------
-    per_tile = tile_elements(dsize, np.maximum(length, 1), reduce)
+    per_tile = tile_elements(dsize, np.maximum(length, 1), reduce,
+                             hw_generation=ctxs[0].hw_generation)
     n_tiles = np.where(d_n > 0, -(-length // per_tile), 0)
 
     # ---- the leg-slot table: (view, peer) of every source and destination of every leg ---------

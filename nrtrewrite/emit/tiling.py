@@ -2,8 +2,10 @@
 
 ``encd_get_cce_reduce_packet_size = min(sdma_data_type_size[dtype] * N,
 cc_cce_reduce_prio_pkt_size[priority_class]) & ~0x1F`` and the CCE element cap
-(``aws_hal_get_sdma_max_cce_elements``: 2048 on v3/v4, 1024 on v2).  Our
-hardware-generation default is v3 (trn2); see docs/DESIGN.md "Hardware generation".
+(``aws_hal_get_sdma_max_cce_elements``: 2048 on v3/v4, 1024 on v2).  The generation is
+the platform's (:attr:`nrtrewrite.topology.model.Platform.hw_generation`: trn1 is
+NeuronCore-v2, trn2 v3); v3 is the default of a custom platform.  See docs/DESIGN.md
+"Tiling and the hardware generation".
 """
 
 from __future__ import annotations
@@ -17,9 +19,22 @@ from nrtrewrite.emit.formats import BD_MAX_BYTES
 #: largest is the 16-bit BD length limit).  Class 0 is what we use.
 CC_CCE_REDUCE_PRIO_PKT_SIZE = (BD_MAX_BYTES, 16384, 4096)
 DEFAULT_PRIORITY_CLASS = 0
-#: aws_hal_get_sdma_max_cce_elements by hardware generation.
+#: aws_hal_get_sdma_max_cce_elements by hardware generation (NeuronCore version).
 SDMA_MAX_CCE_ELEMENTS = {2: 1024, 3: 2048, 4: 2048}
+#: The hardware generations we know the CCE element cap of.
+HW_GENERATIONS = tuple(sorted(SDMA_MAX_CCE_ELEMENTS))
+#: The generation of a platform that does not name one (a topology file without
+#: ``platform`` or ``hw_generation``): v3, as trn2 (the default topology).
 DEFAULT_HW_GENERATION = 3
+
+
+def cce_max_elements(hw_generation: int) -> int:
+    """aws_hal_get_sdma_max_cce_elements: elements per CCE descriptor on ``hw_generation``."""
+    try:
+        return SDMA_MAX_CCE_ELEMENTS[hw_generation]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown hardware generation {hw_generation!r} (known: "
+                         f"{', '.join(map(str, HW_GENERATIONS))})") from None
 
 
 def packet_size(dtype_size: int, num_elements: np.ndarray, priority_class: int) -> np.ndarray:
@@ -29,19 +44,20 @@ def packet_size(dtype_size: int, num_elements: np.ndarray, priority_class: int) 
 
 
 def tile_elements(dtype_size: int, num_elements: np.ndarray, reduce: np.ndarray,
-                  priority_class: int = DEFAULT_PRIORITY_CLASS,
-                  hw_generation: int = DEFAULT_HW_GENERATION) -> np.ndarray:
+                  priority_class: int = DEFAULT_PRIORITY_CLASS, *,
+                  hw_generation: int) -> np.ndarray:
     """Elements per tile (one packet) of each leg.
 
     A leg smaller than 32 bytes gets a packet size of 0 from the formula; it is
     then carried whole in one tile (it cannot exceed a BD).  Reduce legs are
-    further capped by the CCE element cap.
+    further capped by the CCE element cap of ``hw_generation`` (the platform's: no
+    default, so no caller tiles for a generation it did not name).
     """
     n = np.asarray(num_elements, dtype=np.int64)
     pkt = packet_size(dtype_size, n, priority_class)
     per = np.where(pkt > 0, pkt // dtype_size, n)
     per = np.where(np.asarray(reduce, dtype=bool),
-                   np.minimum(per, SDMA_MAX_CCE_ELEMENTS[hw_generation]), per)
+                   np.minimum(per, cce_max_elements(hw_generation)), per)
     return np.maximum(per, 1)
 
 

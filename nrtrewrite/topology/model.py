@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
+from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
 from nrtrewrite.errors import LimitError, ValidationError
 
 T = TypeVar("T")
@@ -102,6 +103,9 @@ class Platform:
     kangaring: bool = False
     mesh: bool = True
     mesh_sub_type: EncAlgMeshType = EncAlgMeshType.FULL_MESH
+    #: NeuronCore version of its cores (trn1: v2, trn2: v3): the CCE element cap per
+    #: descriptor (seed 000 §3.4, emit/tiling.SDMA_MAX_CCE_ELEMENTS).
+    hw_generation: int = DEFAULT_HW_GENERATION
 
     def ranks_per_device(self, lnc_size: int) -> int:
         return self.device.tpbs // lnc_size
@@ -141,6 +145,7 @@ def _preset(name: str) -> Platform:
             name="trn2", device=dev, devices_per_node=16, links=torus_links(4, 4),
             device_cycles=_TORUS44_CYCLES, routing_ids=tuple(range(16)), lnc_sizes=(1, 2),
             torus=(4, 4), kangaring=True, mesh=True, mesh_sub_type=EncAlgMeshType.MESH_TRN2,
+            hw_generation=3,  # Trainium2: NeuronCore-v3
         )
     if name == "trn1":
         # 16 Trainium1 devices of 2 NeuronCores in a 4x4 2-D torus; one die, one s-engine
@@ -151,6 +156,7 @@ def _preset(name: str) -> Platform:
             device_cycles=_TORUS44_CYCLES, routing_ids=tuple(range(16)), lnc_sizes=(1,),
             torus=(4, 4), kangaring=False, mesh=True,
             mesh_sub_type=EncAlgMeshType.GROUPED_MESH,
+            hw_generation=2,  # Trainium (trn1): NeuronCore-v2
         )
     raise ValidationError(f"unknown topology preset {name!r} (presets: trn1, trn2)",
                           field="topology")
@@ -320,6 +326,7 @@ class Topology:
             "kangaring": p.kangaring,
             "mesh": p.mesh,
             "mesh_sub_type": p.mesh_sub_type.name,
+            "hw_generation": p.hw_generation,
             "ranks_per_device": self.ranks_per_device,
             "ranks_per_node": self.ranks_per_node,
             "ranks": [
@@ -579,6 +586,13 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     if kangaring and (dev.dies != 2 or dev.sengines != 4):
         raise ValidationError("kangaring needs 2 dies of 2 s-engines (4 s-engines per MLA)",
                               file=where, field="kangaring")
+    hw_generation = doc.get("hw_generation", base.hw_generation if base else DEFAULT_HW_GENERATION)
+    if (not isinstance(hw_generation, int) or isinstance(hw_generation, bool)
+            or hw_generation not in HW_GENERATIONS):
+        raise ValidationError(f"hw_generation must be one of "
+                              f"{', '.join(map(str, HW_GENERATIONS))} (the NeuronCore version: "
+                              f"trn1 2, trn2 3), not {hw_generation!r}", file=where,
+                              field="hw_generation")
     return Platform(
         name=str(base_name if base is not None
                  else doc.get("platform", doc.get("name", "custom"))),
@@ -586,6 +600,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         links=links, device_cycles=device_cycles, routing_ids=tuple(rids),
         lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=bool(kangaring),
         mesh=bool(doc.get("mesh", base.mesh if base else True)), mesh_sub_type=mesh_sub_type,
+        hw_generation=hw_generation,
     )
 
 
