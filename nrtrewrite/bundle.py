@@ -57,6 +57,22 @@ def default_output(model_path: str | os.PathLike) -> Path:
     return p.with_name(p.stem + ".lowered")
 
 
+#: The names an output folder gives its own entries (docs/FORMATS.md §1): the top-level
+#: manifest and the rank folders (``rank-`` and digits), in any case (a case-insensitive
+#: file system takes ``MANIFEST.JSON`` for ``manifest.json``).
+_OWN_NAMES = re.compile(r"manifest\.json|rank-[0-9]+", re.IGNORECASE | re.ASCII)
+
+
+def output_neff_name(model_path: str | os.PathLike) -> str:
+    """The rewritten NEFF's file name in the output folder: the model's own name, unless it
+    is one of the output's own names (:data:`_OWN_NAMES`), which gets ``.neff`` added
+    (``manifest.json`` -> ``manifest.json.neff``): no model name can collide with the
+    output's manifest or rank folders (docs/FORMATS.md §1).  The top-level manifest's
+    ``output_neff.name`` always names it."""
+    name = Path(model_path).name or "model.neff"
+    return name + ".neff" if _OWN_NAMES.fullmatch(name) else name
+
+
 def _json_bytes(obj) -> bytes:
     """``json.dumps(obj, indent=1, sort_keys=True)`` and a newline (:mod:`nrtrewrite.jsonout`
     writes that text several times faster on big manifests)."""
@@ -460,7 +476,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 done += 1
                 if progress:
                     progress(done, len(rank_list))
-        neff_name = Path(plan.model.path).name or "model.neff"
+        neff_name = output_neff_name(plan.model.path)
         neff_bytes = rewritten_neff(plan, _leader_spad_index(plan))
         _write_file(tmp / neff_name, neff_bytes)
         manifest = build_manifest(plan, rank_list, rank_manifests, neff_name,
