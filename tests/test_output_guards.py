@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nrtrewrite.bundle import write_output
+from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
 from test_atomic_output import FIX, ROOT, env, one_line_error, run, sha, verify_complete
@@ -69,3 +70,140 @@ def test_a_model_named_manifest_json_lowers_and_simulates(tmp_path):
     assert sim.returncode == 0, sim.stdout + sim.stderr
     assert "1/1 trigger(s) match" in sim.stdout
 
+
+
+# --- F3: --force never replaces a folder holding the input or anything foreign ------------
+
+def tree(path: Path) -> dict[str, str]:
+    """Every file under ``path`` (not following links) -> its sha256 (a link: its target)."""
+    out = {}
+    for p in sorted(path.rglob("*")):
+        rel = str(p.relative_to(path))
+        if p.is_symlink():
+            out[rel] = "-> " + str(p.readlink())
+        elif p.is_file():
+            out[rel] = sha(p)
+        else:
+            out[rel] = "dir"
+    return out
+
+
+def test_force_never_overwrites_the_input_nor_deletes_user_files(tmp_path):
+    """The reported case: a model copied into an output and lowered into that output with
+    --force overwrote the model (same name as the rewritten NEFF) and deleted notes.txt."""
+    out = tmp_path / "out3"
+    assert run(FIX / "ar2.neff", "-o", out).returncode == 0
+    shutil.copy(FIX / "mix8.neff", out / "mine.neff")
+    (out / "notes.txt").write_text("keep\n")
+    before = tree(out)
+    one_line_error(run(out / "mine.neff", "-o", out, "--force"),
+                   f"{out} holds the input model {out / 'mine.neff'}; nrtrewrite never "
+                   "replaces nor deletes its input: choose another output folder")
+    assert tree(out) == before
+    assert sha(out / "mine.neff") == sha(FIX / "mix8.neff")
+    # another model: the first foreign entry is named
+    one_line_error(run(FIX / "mix8.neff", "-o", out, "--force"),
+                   f"{out} holds mine.neff, which an nrtrewrite output does not (only "
+                   "manifest.json, the rewritten NEFF its manifest names and rank-NNNN folders "
+                   "of artifacts); refusing to replace it")
+    (out / "mine.neff").unlink()
+    one_line_error(run(FIX / "mix8.neff", "-o", out, "--force"), f"{out} holds notes.txt, ")
+    assert (out / "notes.txt").read_text() == "keep\n"
+    (out / "notes.txt").unlink()
+    assert run(FIX / "mix8.neff", "-o", out, "--force").returncode == 0
+    verify_complete(out)
+    assert len([p for p in out.iterdir() if p.is_dir()]) == 8
+
+
+def test_the_model_inside_the_output_is_refused_whatever_path_names_it(tmp_path):
+    """The model inside OUT by any path: the output's own rewritten NEFF, through a symbolic
+    link to OUT, OUT being the model's folder or an ancestor of it; and the model as a hard
+    link in OUT.  Refused with or without --force, OUT untouched."""
+    out = tmp_path / "out"
+    lower_in_process(FIX / "ar2.neff", out)
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    hard = tmp_path / "hard.neff"
+    hard.hardlink_to(out / "ar2.neff")
+    nested = tmp_path / "a" / "b" / "m.neff"
+    nested.parent.mkdir(parents=True)
+    shutil.copy(FIX / "ar2.neff", nested)
+    before = tree(out)
+    cases = [
+        (out / "ar2.neff", out, f"{out} holds the input model {out / 'ar2.neff'}; "),
+        (link / "ar2.neff", out, f"{out} holds the input model {link / 'ar2.neff'}; "),
+        (nested, nested.parent, f"{nested.parent} holds the input model {nested}; "),
+        (nested, tmp_path / "a", f"{tmp_path / 'a'} holds the input model {nested}; "),
+    ]
+    for model, dest, says in cases:
+        for force in (False, True):
+            with pytest.raises(OutputError) as exc:
+                lower_in_process(model, dest, force=force)
+            assert str(exc.value).startswith(says), str(exc.value)
+    # a hard link is only a question for --force (without it OUT exists: refused anyway)
+    with pytest.raises(OutputError) as exc:
+        lower_in_process(hard, out, force=True)
+    assert str(exc.value) == (f"{out} holds the input model {hard} as ar2.neff (a hard link); "
+                              "nrtrewrite never replaces nor deletes its input: choose "
+                              "another output folder")
+    assert tree(out) == before
+    assert sha(nested) == sha(FIX / "ar2.neff") and sha(hard) == before["ar2.neff"]
+    # a model elsewhere replaces the output as before
+    lower_in_process(FIX / "mix8.neff", out, force=True)
+    verify_complete(out)
+
+
+@pytest.mark.parametrize("foreign, named", [
+    (lambda o: (o / "rank-0001" / "notes").write_text("x"), "rank-0001/notes"),
+    (lambda o: (o / "extra").mkdir(), "extra"),
+    (lambda o: (o / ".hidden").write_text("x"), ".hidden"),
+    (lambda o: (o / "rank-0000x").mkdir(), "rank-0000x"),
+    (lambda o: (o / "rank-0002").write_text("x"), "rank-0002"),  # a file, not a folder
+    (lambda o: (o / "rank-0000" / "sub").mkdir(), "rank-0000/sub"),
+    (lambda o: ((o / "rank-0000" / "spad.bin").unlink(),
+                (o / "rank-0000" / "spad.bin").symlink_to(o / "manifest.json")),
+     "rank-0000/spad.bin"),
+    (lambda o: ((o / "ar2.neff").rename(o / "other.neff")), "other.neff"),
+])
+def test_force_refuses_an_output_holding_anything_foreign(foreign, named, tmp_path):
+    """--force replaces an output only when it holds nothing but manifest.json, the NEFF
+    its manifest names and rank-NNNN folders of the rank files; else the first foreign entry
+    is named and nothing changes."""
+    out = tmp_path / "out"
+    lower_in_process(FIX / "ar2.neff", out)
+    foreign(out)
+    before = tree(out)
+    with pytest.raises(OutputError) as exc:
+        lower_in_process(FIX / "mix8.neff", out, force=True)
+    assert str(exc.value) == (f"{out} holds {named}, which an nrtrewrite output does not "
+                              "(only manifest.json, the rewritten NEFF its manifest names and "
+                              "rank-NNNN folders of artifacts); refusing to replace it")
+    assert tree(out) == before
+
+
+def test_force_replaces_a_partial_or_renamed_output_of_ours(tmp_path):
+    """Fewer entries than an output has are fine (a missing rank file, a missing NEFF), and
+    so is a NEFF of another name when the manifest names it (manifest.json.neff)."""
+    out = tmp_path / "out"
+    model = tmp_path / "manifest.json"
+    shutil.copy(FIX / "ar2.neff", model)
+    lower_in_process(model, out)
+    (out / "rank-0001" / "dma.bin").unlink()
+    lower_in_process(FIX / "mix8.neff", out, force=True)
+    (out / "mix8.neff").unlink()
+    lower_in_process(FIX / "ar2.neff", out, force=True)
+    verify_complete(out)
+
+
+def test_the_neff_name_is_found_far_into_a_big_manifest(tmp_path):
+    """A manifest over 1 MiB is not parsed: the name is searched for in our layout, chunk by
+    chunk, also across a chunk boundary."""
+    from nrtrewrite import bundle
+    for pad in (3 << 20, bundle._MANIFEST_CHUNK - 20, (2 << 20) - 10):
+        doc = ('{\n "format": "nrtrewrite-lowered",\n "memory": "' + "m" * pad + '",\n'
+               ' "output_neff": {\n  "name": "we\\"ird.neff",\n  "sha256": "00"\n },\n'
+               ' "triggers": []\n}\n')
+        (tmp_path / "manifest.json").write_text(doc)
+        assert bundle._manifest_neff_name(tmp_path / "manifest.json") == 'we"ird.neff', pad
+    (tmp_path / "manifest.json").write_text('{"x": "' + "m" * (3 << 20) + '"}')
+    assert bundle._manifest_neff_name(tmp_path / "manifest.json") is None

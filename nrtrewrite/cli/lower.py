@@ -64,7 +64,9 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
 @click.option("--rank", "ranks", type=int, multiple=True,
               help="Lower only this rank (repeatable). Default: every rank of the world.")
 @common_lowering_options
-@click.option("--force", is_flag=True, help="Replace an existing output folder (atomically).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing output folder (atomically): only an nrtrewrite output "
+                   "holding nothing else, or an empty folder.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the number of cores): a pool for several ranks; "
                    "for one rank, a second process composes ahead.")
