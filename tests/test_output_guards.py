@@ -207,3 +207,84 @@ def test_the_neff_name_is_found_far_into_a_big_manifest(tmp_path):
         assert bundle._manifest_neff_name(tmp_path / "manifest.json") == 'we"ird.neff', pad
     (tmp_path / "manifest.json").write_text('{"x": "' + "m" * (3 << 20) + '"}')
     assert bundle._manifest_neff_name(tmp_path / "manifest.json") is None
+
+
+# --- F6: member names longer than ustar allows round-trip through lower -------------------
+
+LONG_ENGINE = "e" * 97  # sg00/<97>.bin: 106 bytes, its last component 101: no ustar split
+LONG_EXTRA = "extra/" + "x" * 294  # 300 bytes
+
+
+def long_name_model(path: Path, base_spec: dict) -> Path:
+    from nrtrewrite.neff.assembler import assemble_spec
+    engines = base_spec["subgraphs"][0]["engines"]
+    engines[LONG_ENGINE] = engines.pop("sp")
+    base_spec["extra_members"] = [{"name": LONG_EXTRA, "text": "kept as it is"}]
+    path.write_bytes(assemble_spec(base_spec))
+    return path
+
+
+def tar_blocks(tar: bytes) -> list[tuple[bytes, bytes, bytes]]:
+    """(type flag, name field, data) of every header of a tar, walked block by block."""
+    out, off = [], 0
+    while off < len(tar) and any(tar[off:off + 512]):
+        hdr = tar[off:off + 512]
+        size = int(hdr[124:136].strip(b"\0 ") or b"0", 8)
+        out.append((hdr[156:157], hdr[:100].rstrip(b"\0"), tar[off + 512:off + 512 + size]))
+        off += 512 + -(-size // 512) * 512
+    assert not any(tar[off:]) and len(tar) % 10240 == 0
+    return out
+
+
+def test_member_names_longer_than_ustar_round_trip(tmp_path, base_spec):
+    """A 97-character engine name and a 300-byte extra member passed `inspect` but failed
+    `lower` after every rank with `cannot store member: name is too long`: the rewritten
+    NEFF now stores such a name in a pax header (only for that member) and reads back."""
+    import gzip
+    model = long_name_model(tmp_path / "long.neff", base_spec)
+    assert run_cli("inspect", model).returncode == 0
+    out = tmp_path / "out"
+    proc = run(model, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    verify_complete(out)
+    neff = out / "long.neff"
+    before, after = read_model(model), read_model(neff)
+    assert list(after.members) == list(before.members)
+    assert after.members[LONG_EXTRA] == b"kept as it is"
+    assert after.triggers == [] and len(before.triggers) == 1
+    assert after.members[f"sg00/{LONG_ENGINE}.bin"][64] == 0xA2  # the trigger: a kick word
+    # the tar: ustar headers, a pax header ('x', fixed content) before the two long names only
+    blocks = tar_blocks(gzip.decompress(neff.read_bytes()[1024:]))
+    engine_member = f"sg00/{LONG_ENGINE}.bin".encode()
+    assert [(t, n) for t, n, _ in blocks] == [
+        (b"0", b"neff.json"), (b"0", b"sg00/def.json"), (b"0", b"sg00/pool.bin"),
+        (b"x", b"././@PaxHeader"), (b"0", engine_member[:100]),
+        (b"x", b"././@PaxHeader"), (b"0", LONG_EXTRA.encode()[:100])]
+    assert blocks[3][2] == b"116 path=" + engine_member + b"\n"  # 4 + 106 + 3 + 3 digits
+    assert blocks[5][2] == b"310 path=" + LONG_EXTRA.encode() + b"\n"  # 4 + 300 + 3 + 3
+    # the rewritten NEFF reads back and lowers again (nothing left to lower)
+    assert run_cli("inspect", neff).returncode == 0
+    proc = run(neff, "-o", tmp_path / "again")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "again" / "long.neff").read_bytes() == neff.read_bytes()
+
+
+def test_build_tar_is_ustar_for_names_that_fit(tmp_path):
+    """Names that fit ustar (100 bytes, or split at a '/' into 155 + 100) get no pax header:
+    the bytes are those Python's ustar writer gives, so earlier outputs stay identical."""
+    import io
+    import tarfile
+    from nrtrewrite.neff.container import build_tar
+    names = ["a", "n" * 100, "p" * 155 + "/" + "n" * 100, "sg00/" + "é" * 47 + ".bin"]
+    members = [(n, bytes([i]) * (i * 300)) for i, n in enumerate(names)]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT,
+                      encoding="utf-8") as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode, info.uname, info.gname = len(data), 0, 0o644, "", ""
+            tf.addfile(info, io.BytesIO(data))
+    assert build_tar(members) == buf.getvalue()
+    assert all(t == b"0" for t, _n, _d in tar_blocks(build_tar(members)))
+    # one byte more, and the name moves to a pax header
+    assert [t for t, _n, _d in tar_blocks(build_tar([("n" * 101, b"")]))] == [b"x", b"0"]
