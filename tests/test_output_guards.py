@@ -288,3 +288,28 @@ def test_build_tar_is_ustar_for_names_that_fit(tmp_path):
     assert all(t == b"0" for t, _n, _d in tar_blocks(build_tar(members)))
     # one byte more, and the name moves to a pax header
     assert [t for t, _n, _d in tar_blocks(build_tar([("n" * 101, b"")]))] == [b"x", b"0"]
+
+
+# --- L1: planning errors name the member and the field's byte offset, as the reader does --
+
+def test_planning_errors_name_member_offset_and_field(base_spec, tmp_path):
+    """An FP32 all-reduce of a 0xC7 word (dtype at byte 13) at instruction 2: offset
+    2 * 64 + 13 = 0x8d, named as the reader names a bad dtype code in the same place."""
+    import copy
+    from nrtrewrite.neff.assembler import assemble_spec
+    body = {"dtype": "fp32", "op": "add", "src": "in", "dst": "out", "num_elements": 64,
+            "opcode": 0xC7}
+    base_spec["subgraphs"][0]["engines"]["sp"] = ["nop", "nop", {"all_reduce": body}]
+    bad_code = copy.deepcopy(base_spec)
+    model = tmp_path / "m.neff"
+    model.write_bytes(assemble_spec(base_spec))
+    place = "member sg00/sp.bin, subgraph sg00, stream sp, instruction 2, offset 0x8d, field dtype"
+    one_line_error(run(model, "-o", tmp_path / "out"),
+                   f"{model}: {place}, trigger 0: ALLREDUCE in FP32 cannot be lowered")
+    assert not (tmp_path / "out").exists()
+    bad_code["validate"] = False
+    bad_code["subgraphs"][0]["engines"]["sp"][2]["all_reduce"]["patch"] = {"dtype": 0x33}
+    model.write_bytes(assemble_spec(bad_code))
+    proc = run_cli("inspect", model)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"nrtrewrite: error: {model}: {place}: unknown DType code 0x33"
