@@ -35,6 +35,8 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
+
 from nrtrewrite import __version__
 from nrtrewrite.artifacts import is_our_output as _is_our_output
 from nrtrewrite.emit import formats as F
@@ -189,6 +191,29 @@ class _Syncer:
 def _rank_paths(rdir: Path) -> list[Path]:
     """What a rank folder holds, in the order it is fsynced: its files, then the folder."""
     return [rdir / name for name in F.ARTIFACTS] + [rdir / "manifest.json", rdir]
+
+
+def kick_words(model) -> int:
+    """How many TOPSP_KICK words (opcode 0xA2, length_dw 16: what :func:`rewritten_neff`
+    puts in place of a trigger) the model's streams hold."""
+    n = 0
+    for sg in model.subgraphs:
+        for engine in sg.engines:
+            words = np.frombuffer(sg.streams[engine], dtype=np.uint8).reshape(-1, 64)
+            n += int(np.count_nonzero((words[:, 0] == TOPSP_KICK_OPCODE) & (words[:, 1] == 16)))
+    return n
+
+
+def no_trigger_warning(model) -> str | None:
+    """``lower``'s warning for a model without collective triggers (nothing to lower: the
+    rank folders hold empty files), saying when it looks already lowered; None otherwise."""
+    if model.triggers:
+        return None
+    kicks = kick_words(model)
+    note = (f"; it holds {kicks} TOPSP_KICK (0xA2) word{'s' if kicks != 1 else ''}: it looks "
+            "already lowered (give the original model)" if kicks else "")
+    return (f"{model.path}: no collective triggers: nothing to lower, every rank file is "
+            f"empty{note}")
 
 
 def kick_word(sync: bytes, spad_index: int, word: int, trigger: int) -> bytes:

@@ -313,3 +313,42 @@ def test_planning_errors_name_member_offset_and_field(base_spec, tmp_path):
     proc = run_cli("inspect", model)
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"nrtrewrite: error: {model}: {place}: unknown DType code 0x33"
+
+
+# --- L4: a model without triggers (an already lowered NEFF) gets a warning -----------------
+
+def test_lowering_a_lowered_neff_warns_once_on_one_line(tmp_path):
+    """Lowering the rewritten NEFF again succeeded silently with empty rank files: now one
+    warning line (with --quiet too, as every warning), exit 0, saying it looks lowered; the
+    count is the original triggers' words (a 0xD9+0xDA pair is two)."""
+    first = lower_in_process(FIX / "c7c8.neff", tmp_path / "first")
+    kicks = sum(t.num_words for t in read_model(FIX / "c7c8.neff").triggers)
+    # a long path, piped: the line must not be wrapped at 80 columns
+    folder = tmp_path / ("d" * 90)
+    folder.mkdir()
+    lowered = folder / "c7c8.neff"
+    shutil.copy(first / "c7c8.neff", lowered)
+    for quiet in ([], ["-q"]):
+        out = tmp_path / f"again{len(quiet)}"
+        proc = run_cli("lower", lowered, "-o", out, *quiet)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.splitlines() == [
+            f"nrtrewrite: warning: {lowered}: no collective triggers: nothing to lower, every "
+            f"rank file is empty; it holds {kicks} TOPSP_KICK (0xA2) words: it looks already "
+            "lowered (give the original model)"]
+        assert kicks == 5
+        verify_complete(out)
+        assert all(p.stat().st_size == 0 for p in out.glob("rank-*/*.bin"))
+
+
+def test_a_model_without_triggers_warns_and_one_with_triggers_does_not(tmp_path, base_spec):
+    from nrtrewrite.neff.assembler import assemble_spec
+    base_spec["subgraphs"][0]["engines"]["sp"] = ["nop", "nop"]
+    model = tmp_path / "none.neff"
+    model.write_bytes(assemble_spec(base_spec))
+    proc = run(model, "-o", tmp_path / "out")  # -q
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == (f"nrtrewrite: warning: {model}: no collective triggers: nothing to "
+                           "lower, every rank file is empty\n")
+    proc = run(FIX / "ar2.neff", "-o", tmp_path / "out2")
+    assert proc.returncode == 0 and proc.stderr == ""
