@@ -4,7 +4,8 @@ The folder is built in a temporary sibling (``.<name>.tmp-<pid>-<rand>``),
 every file and directory is fsynced, and the folder is then renamed into place
 (``renameat2(RENAME_NOREPLACE)``: never over something that appeared meanwhile):
 the output appears complete or not at all.  An existing output is replaced only
-with ``force``, and only when it is an nrtrewrite output, by an atomic exchange
+with ``force``, and only when it is an nrtrewrite output holding nothing else (never a
+folder holding the input model), by an atomic exchange
 (``renameat2(RENAME_EXCHANGE)``) when the kernel offers it.  A ``lower`` killed
 mid-way leaves its temporary sibling; the next ``write_output`` for the same
 output removes the siblings whose process is gone.  Nothing is written outside
@@ -22,6 +23,7 @@ import ctypes
 import ctypes.util
 import errno
 import hashlib
+import json
 import multiprocessing
 import os
 import queue
@@ -32,6 +34,8 @@ import struct
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+import numpy as np
 
 from nrtrewrite import __version__
 from nrtrewrite.artifacts import is_our_output as _is_our_output
@@ -55,6 +59,22 @@ RENAME_EXCHANGE = 2
 def default_output(model_path: str | os.PathLike) -> Path:
     p = Path(model_path)
     return p.with_name(p.stem + ".lowered")
+
+
+#: The names an output folder gives its own entries (docs/FORMATS.md §1): the top-level
+#: manifest and the rank folders (``rank-`` and digits), in any case (a case-insensitive
+#: file system takes ``MANIFEST.JSON`` for ``manifest.json``).
+_OWN_NAMES = re.compile(r"manifest\.json|rank-[0-9]+", re.IGNORECASE | re.ASCII)
+
+
+def output_neff_name(model_path: str | os.PathLike) -> str:
+    """The rewritten NEFF's file name in the output folder: the model's own name, unless it
+    is one of the output's own names (:data:`_OWN_NAMES`), which gets ``.neff`` added
+    (``manifest.json`` -> ``manifest.json.neff``): no model name can collide with the
+    output's manifest or rank folders (docs/FORMATS.md §1).  The top-level manifest's
+    ``output_neff.name`` always names it."""
+    name = Path(model_path).name or "model.neff"
+    return name + ".neff" if _OWN_NAMES.fullmatch(name) else name
 
 
 def _json_bytes(obj) -> bytes:
@@ -171,6 +191,29 @@ class _Syncer:
 def _rank_paths(rdir: Path) -> list[Path]:
     """What a rank folder holds, in the order it is fsynced: its files, then the folder."""
     return [rdir / name for name in F.ARTIFACTS] + [rdir / "manifest.json", rdir]
+
+
+def kick_words(model) -> int:
+    """How many TOPSP_KICK words (opcode 0xA2, length_dw 16: what :func:`rewritten_neff`
+    puts in place of a trigger) the model's streams hold."""
+    n = 0
+    for sg in model.subgraphs:
+        for engine in sg.engines:
+            words = np.frombuffer(sg.streams[engine], dtype=np.uint8).reshape(-1, 64)
+            n += int(np.count_nonzero((words[:, 0] == TOPSP_KICK_OPCODE) & (words[:, 1] == 16)))
+    return n
+
+
+def no_trigger_warning(model) -> str | None:
+    """``lower``'s warning for a model without collective triggers (nothing to lower: the
+    rank folders hold empty files), saying when it looks already lowered; None otherwise."""
+    if model.triggers:
+        return None
+    kicks = kick_words(model)
+    note = (f"; it holds {kicks} TOPSP_KICK (0xA2) word{'s' if kicks != 1 else ''}: it looks "
+            "already lowered (give the original model)" if kicks else "")
+    return (f"{model.path}: no collective triggers: nothing to lower, every rank file is "
+            f"empty{note}")
 
 
 def kick_word(sync: bytes, spad_index: int, word: int, trigger: int) -> bytes:
@@ -375,15 +418,126 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
     return removed
 
 
+#: A rank folder of an output (:func:`nrtrewrite.emit.formats.rank_dir_name`).
+_RANK_DIR = re.compile(r"rank-[0-9]{4,}", re.ASCII)
+#: What a rank folder holds: its manifest and the artifact files.
+_RANK_FILES = frozenset(F.ARTIFACTS) | {"manifest.json"}
+#: The top-level manifest's ``output_neff.name`` as :func:`_manifest_json` lays it out (for a
+#: manifest too big to parse only to find it: read in chunks until it is found).
+_NEFF_NAME_TEXT = re.compile(rb'\n "output_neff": \{\n  "name": ("(?:[^"\\\n]|\\.)*")')
+_MANIFEST_CHUNK = 1 << 20
+
+
+def _manifest_neff_name(manifest: Path) -> str | None:
+    """The ``output_neff.name`` of an output's ``manifest.json`` (None: none, or unreadable).
+    A manifest up to :data:`_MANIFEST_CHUNK` is parsed; a bigger one (tens of MB for a HIER
+    plan) is searched chunk by chunk for the name in our layout (sorted keys: it comes
+    before ``triggers``, in the first megabyte in practice)."""
+    try:
+        with open(manifest, "rb") as fh:
+            head = fh.read(_MANIFEST_CHUNK)
+            rest = fh.read(1)
+            if not rest:
+                try:
+                    doc = json.loads(head)
+                except (ValueError, RecursionError):
+                    return None
+                neff = doc.get("output_neff") if isinstance(doc, dict) else None
+                name = neff.get("name") if isinstance(neff, dict) else None
+                return name if isinstance(name, str) else None
+            text = head + rest
+            while True:
+                m = _NEFF_NAME_TEXT.search(text)
+                if m:
+                    try:
+                        name = json.loads(m[1])
+                    except ValueError:
+                        return None
+                    return name if isinstance(name, str) else None
+                more = fh.read(_MANIFEST_CHUNK)
+                if not more:
+                    return None
+                text = text[-8192:] + more  # a match straddling two chunks is kept whole
+    except OSError:
+        return None
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _model_inside(out: Path, model: str | None) -> str | None:
+    """Why replacing or deleting ``out`` would touch the input model, or None: the model
+    lies inside ``out`` (by its real path, or by identity: ``out`` is one of the folders
+    the model's real path goes through, whatever path or bind mount names it)."""
+    if not model:
+        return None
+    try:
+        out_st = os.stat(out)
+        real = Path(model).resolve()
+        os.stat(real)
+    except (OSError, RuntimeError):
+        return None  # no such model file (a model read from bytes): nothing to protect
+    for folder in real.parents:
+        try:
+            if _same_file(os.stat(folder), out_st):
+                return (f"{out} holds the input model {model}; nrtrewrite never replaces nor "
+                        "deletes its input: choose another output folder")
+        except OSError:
+            continue
+    return None
+
+
+def _foreign_entry(out: Path, model: str | None) -> str | None:
+    """Why ``out`` (an nrtrewrite output by its manifest, or empty) must not be replaced, or
+    None: the first entry an output of ours does not hold (anything but ``manifest.json``,
+    the NEFF its manifest names and ``rank-NNNN`` folders holding only their manifest and
+    artifact files, each a regular file or a real folder), or a file that is the input model
+    under another name (a hard link)."""
+    try:
+        model_st = os.stat(model) if model else None
+    except OSError:
+        model_st = None
+    neff = _manifest_neff_name(out / "manifest.json")
+
+    def why(entry: os.DirEntry, rel: str, files: Iterable[str]) -> str | None:
+        if entry.name in files and entry.is_file(follow_symlinks=False):
+            if model_st is not None and entry.inode() == model_st.st_ino and _same_file(
+                    entry.stat(follow_symlinks=False), model_st):
+                return (f"{out} holds the input model {model} as {rel} (a hard link); "
+                        "nrtrewrite never replaces nor deletes its input: choose another "
+                        "output folder")
+            return None
+        return (f"{out} holds {rel}, which an nrtrewrite output does not (only manifest.json, "
+                "the rewritten NEFF its manifest names and rank-NNNN folders of artifacts); "
+                "refusing to replace it")
+
+    top_files = {"manifest.json"} | ({neff} if neff else set())
+    try:
+        entries = sorted(os.scandir(out), key=lambda e: e.name)
+        for entry in entries:
+            if _RANK_DIR.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                for sub in sorted(os.scandir(entry.path), key=lambda e: e.name):
+                    if (refusal := why(sub, f"{entry.name}/{sub.name}", _RANK_FILES)):
+                        return refusal
+            elif (refusal := why(entry, entry.name, top_files)):
+                return refusal
+    except OSError as err:
+        return f"{out}: cannot list it ({err.strerror or err}); refusing to replace it"
+    return None
+
+
 def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Iterable[int] | None,
                  force: bool = False, workers: int = 1,
                  progress: Callable[[int, int], None] | None = None) -> Path:
     """Lower ``ranks`` (default: the whole world) and write the output folder atomically.
 
-    Refused before anything is written (:class:`OutputError`): an existing ``out`` without
-    ``force``; with ``force``, an existing ``out`` that is not a folder, or not an
-    nrtrewrite output (no ``manifest.json`` of ours, and not empty); a symbolic link at
-    ``out`` (we never write through one nor replace it); a missing parent folder.
+    Refused before anything is written (:class:`OutputError`): an existing ``out`` holding
+    the input model (:func:`_model_inside`); an existing ``out`` without ``force``; with
+    ``force``, an existing ``out`` that is not a folder, or not an nrtrewrite output (no
+    ``manifest.json`` of ours, and not empty), or one holding anything an output of ours
+    does not (:func:`_foreign_entry`); a symbolic link at ``out`` (we never write through
+    one nor replace it); a missing parent folder.
     Temporary siblings left by a killed earlier run are removed first
     (:func:`clean_stale_temps`).  Every hard limit of the plan is checked first
     (:func:`nrtrewrite.limits.check_plan`).  An OS error while writing (disk full, no
@@ -394,6 +548,8 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     if out.is_symlink():
         raise OutputError(f"{out} is a symbolic link; give the folder itself (nrtrewrite "
                           "never writes through a link nor replaces one)")
+    if out.is_dir() and (refusal := _model_inside(out, plan.model.path)):
+        raise OutputError(refusal)
     if out.exists() and not force:
         raise OutputError(f"{out} exists; pass --force to replace it")
     if out.exists() and not out.is_dir():
@@ -401,6 +557,8 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     if out.exists() and not _is_our_output(out):
         raise OutputError(f"{out} exists and is not an nrtrewrite output (no manifest.json "
                           f"of format {FORMAT_NAME!r}); refusing to replace it")
+    if out.exists() and (refusal := _foreign_entry(out, plan.model.path)):
+        raise OutputError(refusal)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         raise OutputError(f"the output's parent folder {parent} does not exist")
@@ -460,7 +618,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 done += 1
                 if progress:
                     progress(done, len(rank_list))
-        neff_name = Path(plan.model.path).name or "model.neff"
+        neff_name = output_neff_name(plan.model.path)
         neff_bytes = rewritten_neff(plan, _leader_spad_index(plan))
         _write_file(tmp / neff_name, neff_bytes)
         manifest = build_manifest(plan, rank_list, rank_manifests, neff_name,

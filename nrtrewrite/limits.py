@@ -29,6 +29,7 @@ from nrtrewrite.emit.formats import (
 )
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import LimitError
+from nrtrewrite.lower import trigger_where
 from nrtrewrite.neff.container import (
     MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, MAX_TRIGGERS,
 )
@@ -138,9 +139,8 @@ def check_credits(initial: int = NET_INITIAL_SEND_CREDITS,
                              field=name)
 
 
-def _where(trig) -> dict:
-    return dict(subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
-                trigger=trig.ordinal)
+def _where(trig, field: str | None = None) -> dict:
+    return trigger_where(trig, field)
 
 
 def element_space(trig) -> int:
@@ -202,7 +202,7 @@ def check_plan(plan) -> None:
                 raise LimitError(
                     f"the collective's buffers span {nbytes} bytes; a 0xBF word's 32-bit "
                     f"TENSOR3D start_addr addresses at most {T3D_START_ADDR_LIMIT} "
-                    "(T3D_START_ADDR_LIMIT)", field="num_elements", **_where(trig))
+                    "(T3D_START_ADDR_LIMIT)", **_where(trig, "num_elements"))
         desc_by_group[group] += descriptors(trig)
         first_by_group.setdefault(group, trig)
         if desc_by_group[group] > MAX_RANK_DESCRIPTORS:

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
+from nrtrewrite.codes import (ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType,
+                              Opcode)
 from nrtrewrite.ahead import AheadLost, ForkAhead
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.apoverlap import sbuf_refusal
@@ -38,6 +39,7 @@ from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
+from nrtrewrite.neff.instructions import WORD_FIELDS, WORD_SIZE
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -123,14 +125,29 @@ def operand_refusal(trig: Trigger) -> str | None:
             f"[{src.offset}, {src.offset + trig.in_bytes}) of var {src.var_id}: {how}")
 
 
+def trigger_where(trig: Trigger, field: str | None = None, *, second: bool = False) -> dict:
+    """Where a trigger's instruction is, as the reader names it (docs/CLI.md "Errors"): its
+    member, subgraph, stream and instruction index, the trigger, and with ``field`` that
+    field of the word (of the 0xDA word, the instruction after the first, with ``second``)
+    and its byte offset in the member."""
+    index = trig.index + (1 if second else 0)
+    where = dict(member=f"{trig.subgraph}/{trig.engine}.bin", subgraph=trig.subgraph,
+                 stream=trig.engine, index=index, trigger=trig.ordinal)
+    if field is not None:
+        opcode = Opcode.PSEUDO_EXTENSION if second else trig.opcode
+        where.update(field=field, offset=index * WORD_SIZE + WORD_FIELDS[opcode][field][0])
+    return where
+
+
 def _check_operands(trig: Trigger) -> None:
-    """:func:`operand_refusal` as a LoweringError at field ``dst``: of the 0xDA word (the
-    instruction after the trigger's first) for SBUF operands, where the dst pattern is."""
+    """:func:`operand_refusal` as a LoweringError at the dst: field ``dst_offset`` of a DRAM
+    trigger's word, ``dst_dims`` of the 0xDA word (the instruction after the trigger's first)
+    for SBUF operands, where the dst pattern is."""
     why = operand_refusal(trig)
     if why is not None:
-        index = trig.index + (1 if trig.dst.is_sbuf else 0)
-        raise LoweringError(why, subgraph=trig.subgraph, stream=trig.engine, index=index,
-                            trigger=trig.ordinal, field="dst")
+        if trig.dst.is_sbuf:
+            raise LoweringError(why, **trigger_where(trig, "dst_dims", second=True))
+        raise LoweringError(why, **trigger_where(trig, "dst_offset"))
 
 
 def dtype_refusal(op: EncOpType, dtype) -> str | None:
@@ -145,9 +162,7 @@ def dtype_refusal(op: EncOpType, dtype) -> str | None:
 def _check_dtype(trig: Trigger) -> None:
     why = dtype_refusal(trig.op, trig.dtype)
     if why is not None:
-        raise LoweringError(
-            why, subgraph=trig.subgraph, stream=trig.engine, index=trig.index,
-            trigger=trig.ordinal, field="dtype")
+        raise LoweringError(why, **trigger_where(trig, "dtype"))
 
 
 @contextlib.contextmanager
@@ -260,9 +275,7 @@ def world_refusal(world, rank: int, path: str | None) -> OutputError:
 def _trigger_where(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> dict:
     """Where an error composing or emitting ``rank``'s entry of ``tp`` is: the model file,
     the trigger's instruction, the rank (docs/CLI.md "Errors")."""
-    trig = tp.trigger
-    return dict(file=plan.model.path or None, subgraph=trig.subgraph, stream=trig.engine,
-                index=trig.index, trigger=trig.ordinal, rank=rank)
+    return dict(file=plan.model.path or None, rank=rank, **trigger_where(tp.trigger))
 
 
 def _entries_of(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> list[EntrySpec]:

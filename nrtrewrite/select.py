@@ -1092,7 +1092,8 @@ def select_all(model: Model, topo: Topology, override: AlgoOverride | None = Non
         try:
             out.append(select(t, topo, override=override, policy=policy))
         except SelectionError as err:
-            raise err.at(trigger=t.ordinal, subgraph=t.subgraph, stream=t.engine, index=t.index)
+            raise err.at(member=f"{t.subgraph}/{t.engine}.bin", subgraph=t.subgraph,
+                         stream=t.engine, index=t.index, trigger=t.ordinal)
     return out
 
 

@@ -109,7 +109,8 @@ def test_explain_errors_name_the_place_like_lower(tmp_path):
     sch = run("schedule", model, "--rank", "0", "--algo", "single_cycle_ring")
     exp = run("explain", model, "--algo", "single_cycle_ring")
     assert exp.exit_code == low.exit_code == sch.exit_code == 2
-    assert exp.stderr.startswith(f"nrtrewrite: error: {model}: subgraph ")
+    assert exp.stderr.startswith(f"nrtrewrite: error: {model}: member sg00/sp.bin, subgraph "
+                                 "sg00, stream sp, instruction 4, trigger 2: ")
     assert exp.stderr == low.stderr == sch.stderr
 
 

@@ -205,8 +205,8 @@ def test_spad_entries_per_subgraph_refused_at_plan_time():
         sp(s)[:] = [ar()] * 513
     err = plan_error(spec(many))
     assert isinstance(err, LimitError)
-    assert str(err) == ("subgraph sg00, stream sp, instruction 512, trigger 512: 513 collectives "
-                        "on replica group 0..1 need 513 SPAD entries on each of its ranks; the "
+    assert str(err) == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 512, "
+                        "trigger 512: 513 collectives on replica group 0..1 need 513 SPAD entries on each of its ranks; the "
                         "4096-byte TOP_SP CTRL SPAD holds 512 per subgraph")
 
 
@@ -236,8 +236,9 @@ def test_t3d_start_addr_limit_at_plan_time():
         return m
     err = plan_error(spec(big(2**31 + 1)))
     assert isinstance(err, LimitError)
-    assert str(err) == ("subgraph sg00, stream sp, instruction 1, field num_elements, trigger 0: "
-                        "the collective's buffers span 4294967298 bytes; a 0xBF word's 32-bit "
+    # the 0xC8 word at instruction 1, its num_elements at byte 48: offset 64 + 48
+    assert str(err) == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, "
+                        "offset 0x70, field num_elements, trigger 0: the collective's buffers span 4294967298 bytes; a 0xBF word's 32-bit "
                         "TENSOR3D start_addr addresses at most 4294967296 (T3D_START_ADDR_LIMIT)")
     # exactly 4 GiB fits the 32-bit offsets of every piece
     L.check_plan(plan_lowering(model_of(spec(big(2**31))), LowerOptions()))
@@ -257,7 +258,8 @@ def test_descriptor_volume_per_rank():
     assert isinstance(err, LimitError)
     per = L.descriptors(model_of(spec(heavy)).triggers[0])
     first_over = L.MAX_RANK_DESCRIPTORS // per
-    assert str(err).startswith(f"subgraph sg00, stream sp, instruction {first_over}, "
+    assert str(err).startswith(f"member sg00/sp.bin, subgraph sg00, stream sp, "
+                               f"instruction {first_over}, "
                                f"trigger {first_over}: the ranks of replica group 0..1 need about")
     assert "(MAX_RANK_DESCRIPTORS)" in str(err)
 
@@ -458,7 +460,8 @@ def test_tp_inc_steps_bds_per_leg(tmp_path):
     assert res.exit_code == 2, res.output
     line = res.output.strip()
     assert "\n" not in line
-    assert line.startswith(f"nrtrewrite: error: {over}: subgraph sg00, stream sp, "
+    assert line.startswith(f"nrtrewrite: error: {over}: member sg00/sp.bin, subgraph sg00, "
+                           "stream sp, "
                            "instruction 0, trigger 0, rank 0: a mesh_send leg on channel 0 "
                            "needs 2 M2S and 65535 S2M BDs, at most 65534 of each"), line
     assert "(TPINC_MAX_BDS)" in line

@@ -115,6 +115,10 @@ def test_reduce_in_fp32_or_int32_is_refused(spec, dtype, tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert f"in {dtype} cannot be lowered" in lines[0] and "trigger 0" in lines[0]
+    # named as the reader names a field: the 0xC8 word at instruction 0, dtype its byte 14
+    assert lines[0].startswith(f"nrtrewrite: error: {FIX / spec}.neff: member sg00/sp.bin, "
+                               "subgraph sg00, stream sp, instruction 0, offset 0xe, field "
+                               f"dtype, trigger 0: ALLREDUCE in {dtype} cannot be lowered"), lines[0]
     assert not (tmp_path / "out").exists()
     assert not list(tmp_path.iterdir())  # no partial output
 

@@ -116,15 +116,16 @@ REFUSED = [
 @pytest.mark.parametrize("coll, src, dst, why", [r[1:] for r in REFUSED],
                          ids=[r[0] for r in REFUSED])
 def test_overlapping_sbuf_operands_are_refused(tmp_path, coll, src, dst, why):
-    """Refused when planning: one line naming the 0xDA word (instruction 1), field dst,
-    and what overlaps; no output; ``explain`` shows INVALID for the same reason."""
+    """Refused when planning: one line naming the 0xDA word (instruction 1) and its field
+    dst_dims (bytes 32..55 of the word: offset 64 + 32 in the member), and what overlaps; no output; ``explain`` shows INVALID for the same reason."""
     neff = tmp_path / "m.neff"
     neff.write_bytes(assemble_spec(sbuf_spec(coll, src, dst)))
     res = CliRunner().invoke(main, ["lower", "-q", str(neff), "-o", str(tmp_path / "out")])
     assert res.exit_code == 2, res.output
     line = res.output.strip()
     assert "\n" not in line, line
-    assert "stream sp, instruction 1, field dst, trigger 0: " + why in line, line
+    assert ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, offset 0x60, "
+            "field dst_dims, trigger 0: " + why) in line, line
     assert not (tmp_path / "out").exists()
     res = CliRunner().invoke(main, ["explain", str(neff), "--json"])
     assert res.exit_code == 0, res.output
@@ -184,7 +185,8 @@ def test_a_huge_aliasing_dst_is_refused_without_enumerating(tmp_path):
     res = CliRunner().invoke(main, ["lower", "-q", str(neff), "-o", str(tmp_path / "out")])
     assert time.perf_counter() - t0 < 10
     assert res.exit_code == 2, res.output
-    assert ("instruction 1, field dst, trigger 0: dst access pattern writes elements 0 and 1 "
+    assert ("instruction 1, offset 0x60, field dst_dims, trigger 0: dst access pattern writes "
+            "elements 0 and 1 "
             f"to the same bytes [0, 2) of partition 0: {WRITE_ORDER}") in res.output
 
 

@@ -456,7 +456,9 @@ def test_overlapping_operands_are_refused(tmp_path, coll, body, src, dst):
     res = CliRunner().invoke(main, ["lower", "-q", str(neff), "-o", str(tmp_path / "out")])
     assert res.exit_code == 2, res.output
     line = res.output.strip()
-    assert "\n" not in line and "instruction 0, field dst, trigger 0" in line, line
+    # the 0xC8 word at instruction 0, its dst_offset at bytes 40..47 (NEFF-LIKE.md)
+    assert "\n" not in line and ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, "
+                                 "offset 0x28, field dst_offset, trigger 0") in line, line
     assert f"dst bytes [{dst[0]}, {dst[1]}) overlap src bytes [{src[0]}, {src[1]})" in line
     assert not (tmp_path / "out").exists()
     # explain shows what lower does: not lowered, for the same reason

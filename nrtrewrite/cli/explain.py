@@ -627,8 +627,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             if isinstance(item, Request):  # model-less: no place to name
                 raise
             # name the place as lower and schedule do (select_all, load_and_plan)
-            raise err.at(trigger=item.ordinal, subgraph=item.subgraph, stream=item.engine,
-                         index=item.index).at(file=model)
+            from nrtrewrite.lower import trigger_where
+            raise err.at(**trigger_where(item)).at(file=model)
 
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),

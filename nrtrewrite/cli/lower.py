@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nrtrewrite.bundle import default_output, write_output
+from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
@@ -57,6 +57,11 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
     return plan, warnings
 
 
+def warn(err: Console, text: str) -> None:
+    """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped)."""
+    err.print(f"[yellow]nrtrewrite: warning:[/] {text}", highlight=False, soft_wrap=True)
+
+
 @main.command("lower")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", default=None, metavar="OUT",
@@ -64,7 +69,9 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
 @click.option("--rank", "ranks", type=int, multiple=True,
               help="Lower only this rank (repeatable). Default: every rank of the world.")
 @common_lowering_options
-@click.option("--force", is_flag=True, help="Replace an existing output folder (atomically).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing output folder (atomically): only an nrtrewrite output "
+                   "holding nothing else, or an empty folder.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the number of cores): a pool for several ranks; "
                    "for one rank, a second process composes ahead.")
@@ -75,8 +82,10 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     t0 = time.perf_counter()
     plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
                                    no_verify_hash=no_verify_hash)
+    if (note := no_trigger_warning(plan.model)) is not None:
+        warnings.append(note)  # shown with --quiet too, as every warning
     for w in warnings:
-        err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
+        warn(err, w)
     if out == "":
         raise click.BadParameter("an empty path; leave -o out for the default "
                                  "(<model>.lowered)", param_hint="'-o' / '--output'")

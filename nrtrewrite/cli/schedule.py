@@ -136,7 +136,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         return
     err = Console(stderr=True)
     for w in warnings:
-        err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
+        err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False, soft_wrap=True)
     console = stdout_console()
     entries = _entries(plan, rank, wanted)  # composed once, for the overview or the tables
     if wanted is None and not show_all and len(entries) > OVERVIEW_ENTRIES:

@@ -99,7 +99,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_c
             plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
             for w in warnings:
-                err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False)
+                err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False, soft_wrap=True)
             tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
             out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
                                workers=os.cpu_count() or 1)

@@ -8,8 +8,9 @@ directories and other non-regular members, duplicated names and members over
 the size limit are refused.
 
 Writing is deterministic: the tar keeps the given member order, every member
-has mtime 0, uid/gid 0, empty owner names and mode 0644 (ustar format); the
-gzip header has mtime 0; the header hash is computed from the payload.
+has mtime 0, uid/gid 0, empty owner names and mode 0644 (ustar format, with a pax
+extended header holding the name before a member whose name does not fit
+ustar); the gzip header has mtime 0; the header hash is computed from the payload.
 """
 
 from __future__ import annotations
@@ -408,30 +409,87 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
 # ---------------------------------------------------------------------------
 # writing
 
+#: How member names are stored in the tar (the reader decodes them the same way).
+TAR_ENCODING = "utf-8"
+#: The name of a pax extended header (as Python's tarfile and star write it).
+PAX_HEADER_NAME = "././@PaxHeader"
+TAR_BLOCK = 512
+#: A tar archive is padded with zero blocks to a multiple of this (tarfile's RECORDSIZE).
+TAR_RECORD = 20 * TAR_BLOCK
+
+
+def _tar_header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
+    """One 512-byte ustar header: mtime 0, uid/gid 0, empty owner names, mode 0644.
+    Raises ValueError when ``name`` does not fit ustar's 100-byte name (with the 155-byte
+    prefix split at a ``/``)."""
+    info = tarfile.TarInfo(name)
+    info.size = size
+    info.mtime = 0
+    info.mode = 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = kind
+    return info.tobuf(tarfile.USTAR_FORMAT, TAR_ENCODING, "surrogateescape")
+
+
+def _pax_record(keyword: bytes, value: bytes) -> bytes:
+    """``"%d %s=%s\n"``, the length counting its own digits (POSIX pax)."""
+    body = len(keyword) + len(value) + 3  # ' ', '=', '\n'
+    n = body + 1
+    while len(str(n)) + body != n:
+        n = len(str(n)) + body
+    return b"%d %s=%s\n" % (n, keyword, value)
+
+
+def _pax_member_header(name: str, size: int) -> bytes:
+    """A member whose name does not fit ustar: a pax extended header (type ``x``, named
+    :data:`PAX_HEADER_NAME`, its other fields as :func:`_tar_header`'s) holding one
+    ``path`` record - preceded by ``hdrcharset=BINARY`` when the name is not valid UTF-8
+    (its bytes as the input had them) - then the member's ustar header with the name's
+    first 100 bytes."""
+    raw = name.encode(TAR_ENCODING, "surrogateescape")
+    try:
+        name.encode("utf-8", "strict")
+        records = b""
+    except UnicodeEncodeError:
+        records = _pax_record(b"hdrcharset", b"BINARY")
+    records += _pax_record(b"path", raw)
+    short = raw[:100].decode(TAR_ENCODING, "surrogateescape")
+    return (_tar_header(PAX_HEADER_NAME, len(records), tarfile.XHDTYPE) + _pad_block(records)
+            + _tar_header(short, size))
+
+
+def _pad_block(data: bytes) -> bytes:
+    return data + bytes(-len(data) % TAR_BLOCK)
+
+
 def build_tar(members: Iterable[tuple[str, bytes]]) -> bytes:
-    """A deterministic ustar archive of ``members`` in the given order."""
-    buf = io.BytesIO()
+    """A deterministic tar archive of ``members`` in the given order (docs/FORMATS.md §9):
+    a ustar header per member (mtime 0, uid/gid 0, empty owner names, mode 0644), and for a
+    member whose name does not fit ustar (more than 100 bytes, or 255 split at a ``/``) a
+    pax extended header before it with the name (:func:`_pax_member_header`): every name
+    the reader accepts is stored.  Two zero blocks end it, zeros pad it to 10240 bytes."""
+    parts: list[bytes] = []
     seen: set[str] = set()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in members:
-            why = check_member_name(name)
-            if why:
-                raise ParseError(why, Where(member=name))
-            if name in seen:
-                raise ParseError("duplicate member name", Where(member=name))
-            seen.add(name)
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mtime = 0
-            info.mode = 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.type = tarfile.REGTYPE
+    for name, data in members:
+        why = check_member_name(name)
+        if why:
+            raise ParseError(why, Where(member=name))
+        if name in seen:
+            raise ParseError("duplicate member name", Where(member=name))
+        seen.add(name)
+        try:
             try:
-                tf.addfile(info, io.BytesIO(data))
-            except ValueError as err:
-                raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
-    return buf.getvalue()
+                head = _tar_header(name, len(data))
+            except ValueError:  # the name does not fit ustar
+                head = _pax_member_header(name, len(data))
+        except ValueError as err:
+            raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
+        parts += (head, data, bytes(-len(data) % TAR_BLOCK))
+    parts.append(bytes(2 * TAR_BLOCK))
+    size = sum(map(len, parts))
+    parts.append(bytes(-size % TAR_RECORD))
+    return b"".join(parts)
 
 
 def build_payload(members: Iterable[tuple[str, bytes]]) -> bytes:
