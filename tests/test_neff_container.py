@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import random
 import struct
 import tarfile
 
@@ -13,7 +14,7 @@ import pytest
 from nrtrewrite.errors import LimitError, ParseError
 from nrtrewrite.neff.container import (
     HEADER_SIZE, Limits, build_container, build_header, build_payload, default_header,
-    parse_header, read_container, wrap_payload,
+    gunzip_limited, parse_header, read_container, wrap_payload,
 )
 from nrtrewrite.neff.model import NeffHeader
 
@@ -253,6 +254,34 @@ def test_gzip_bomb_stops_at_limit():
     with pytest.raises(LimitError, match="exceeds the limit of 1048576 bytes"):
         read_container(wrap_payload(default_header(), bomb),
                        limits=Limits(max_total_bytes=1 << 20))
+
+
+def test_gunzip_many_members_and_a_large_incompressible_one():
+    """Correctness of the sliced streaming gunzip (its speed is measured, not tested:
+    docs/PERFORMANCE.md "Reading a large or many-member payload"): many small gzip members
+    (empty ones, and sizes around the 512-byte first slice), then an incompressible member
+    of several slices and output chunks, a compressible one whose slices give several
+    output chunks each, a last small one, then zero padding."""
+    rng = random.Random(7)
+    parts = [rng.randbytes(rng.choice([0, 0, 1, 100, 511, 512, 513, 3000])) for _ in range(5000)]
+    big = rng.randbytes((5 << 20) + 12345)
+    zeros = bytes(3 << 20)  # many 1 MiB output chunks from one slice: ends with a tail left
+    members = [gzip.compress(p, compresslevel=rng.choice([1, 9]), mtime=0) for p in parts]
+    members += [gzip.compress(big, compresslevel=1, mtime=0), gzip.compress(zeros, mtime=0),
+                gzip.compress(b"end", mtime=0)]
+    payload = b"".join(members)
+    expect = b"".join(parts) + big + zeros + b"end"
+    # (gzip.decompress of the whole payload is itself quadratic in the member count)
+    assert b"".join(gzip.decompress(m) for m in members) == expect
+    assert gunzip_limited(payload, len(expect)) == expect
+    assert gunzip_limited(memoryview(payload + bytes(70000)), len(expect)) == expect
+    with pytest.raises(LimitError, match=f"exceeds the limit of {len(expect) - 1} bytes"):
+        gunzip_limited(payload, len(expect) - 1)
+    # garbage after the last member is reported at its offset: the sum of the member sizes
+    with pytest.raises(ParseError, match=f"at payload offset 0x{len(payload):x}$"):
+        gunzip_limited(payload + bytes(3) + b"x", 1 << 30)
+    with pytest.raises(ParseError, match="truncated gzip stream"):
+        gunzip_limited(payload[:-9], 1 << 30)
 
 
 def test_writer_is_deterministic_and_keeps_order():
