@@ -231,6 +231,43 @@ def test_hostile_members(entry, member, why):
     assert "\n" not in msg
 
 
+def test_pax_sparse_member_is_refused():
+    """A GNU sparse file in pax form (1.0) is a regular-typed member whose data starts with a
+    sparse map; it was read as a regular file of its real size, 100 bytes taken from the
+    tar (its 4 data bytes and what follows them)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("neff.json")
+        info.size = 2
+        tf.addfile(info, io.BytesIO(b"{}"))
+        data = b"1\n0\n4\n".ljust(512, b"\0") + b"abcd"  # map: one 4-byte run at 0
+        info = tarfile.TarInfo("GNUSparseFile.0/x")
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                            "GNU.sparse.name": "x", "GNU.sparse.realsize": "100"}
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    with pytest.raises(ParseError) as exc:
+        _read_tar(buf.getvalue())
+    assert str(exc.value) == ("h.neff: member x: sparse file member is not allowed (only "
+                              "regular files)")
+
+
+def test_bytes_after_the_end_of_the_archive():
+    """Everything after the last member must be zero: the end-of-archive blocks at 0xc00
+    (three members of one data block each) and tarfile's padding to 10 KiB."""
+    raw = bytearray(gzip.decompress(build_payload(MEMBERS)))
+    assert len(raw) == 10240 and not any(raw[0xc00:])
+    read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
+    for at in (0xc00, 0xe00, len(raw) - 1):
+        bad = bytearray(raw)
+        bad[at] = 1
+        with pytest.raises(ParseError) as exc:
+            read_container(wrap_payload(default_header(), gzip.compress(bytes(bad), mtime=0)),
+                           path="h.neff")
+        assert str(exc.value) == ("h.neff: field payload: corrupt tar archive: invalid header "
+                                  "at tar offset 0xc00")
+
+
 def test_duplicate_member():
     with pytest.raises(ParseError, match="member neff.json.*duplicate member name"):
         _read_tar(_tar(_reg("neff.json"), _reg("a"), _reg("neff.json")))
@@ -246,6 +283,20 @@ def test_member_and_total_limits():
         _read_tar(tar, Limits(max_total_bytes=4096))
     with pytest.raises(LimitError, match="more than 1 members"):
         _read_tar(tar, Limits(max_members=1))
+
+
+def test_member_size_refused_before_its_data_is_decompressed():
+    """The tar is walked as it is decompressed: a member over the size limit is refused from
+    its header, before its data (64 MiB of zeros here, over the total limit too) is
+    decompressed; the total limit alone stops the same payload once 2 MiB are out."""
+    tar = _tar(_reg("neff.json", b"{}"), _reg("big", bytes(64 << 20)))
+    with pytest.raises(LimitError) as exc:
+        _read_tar(tar, Limits(max_member_bytes=1 << 20, max_total_bytes=2 << 20))
+    assert str(exc.value) == (f"h.neff: member big: member size {64 << 20} exceeds the limit "
+                              f"of {1 << 20} bytes")
+    with pytest.raises(LimitError, match=f"field payload: decompressed payload exceeds the "
+                                         f"limit of {2 << 20} bytes"):
+        _read_tar(tar, Limits(max_total_bytes=2 << 20))
 
 
 def test_gzip_bomb_stops_at_limit():
