@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import shutil
 import struct
 from pathlib import Path
 import subprocess
@@ -112,6 +113,29 @@ def test_subprocess_entry_point(fixtures_dir, tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert proc.stderr == (f"nrtrewrite: error: {bad}: file too short: 10 bytes, the header "
                            "alone needs 1024\n")
+
+
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs a tar command")
+def test_inspect_an_archive_made_by_tar(tmp_path):
+    """A payload made by ``tar czf`` of the model's folders: its directory entries
+    (``sg00/``, type '5') are accepted and are not members."""
+    from nrtrewrite.neff.reader import read_model_bytes
+    model = read_model_bytes(spec())
+    src = tmp_path / "src"
+    for name, data in model.members.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(data)
+    subprocess.run(["tar", "czf", str(tmp_path / "m.tgz"), "sg00", "neff.json"], cwd=src,
+                   check=True)
+    with tarfile.open(tmp_path / "m.tgz") as tf:
+        assert [(i.name, i.type) for i in tf.getmembers()][0] == ("sg00", tarfile.DIRTYPE)
+    path = tmp_path / "m.neff"
+    path.write_bytes(wrap_payload(default_header(), (tmp_path / "m.tgz").read_bytes()))
+    res = run("inspect", "--json", path)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert sorted(m["name"] for m in doc["members"]) == sorted(model.members)
+    assert len(doc["triggers"]) == 1 and not any(m["extra"] for m in doc["members"])
 
 
 # ---------------------------------------------------------------------------

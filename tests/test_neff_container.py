@@ -268,6 +268,48 @@ def test_bytes_after_the_end_of_the_archive():
                                   "at tar offset 0xc00")
 
 
+def test_contiguous_file_member_is_a_regular_file():
+    """Tar type '7' (contiguous file) is read as a regular file, as POSIX readers do; the
+    member after it is found at its place."""
+    cont = _special("sg00/sp.bin", tarfile.CONTTYPE)[0]
+    cont.size = 70
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for info, data in (_reg("neff.json", b"{}"), (cont, bytes(range(70))),
+                           _reg("z", b"after")):
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    assert raw[1024 + 156:1024 + 157] == b"7"  # the second header's typeflag
+    assert _read_tar(raw).members == {"neff.json": b"{}", "sg00/sp.bin": bytes(range(70)),
+                                      "z": b"after"}
+
+
+def test_directory_entries_of_member_folders_are_left_out():
+    """``tar czf m.tgz sg00 neff.json`` writes a directory entry ``sg00/`` before the files
+    in it: accepted and not a member.  A directory that is the folder of no file member,
+    or one with data, is refused."""
+    tar = _tar(_special("a", tarfile.DIRTYPE), _special("a/b", tarfile.DIRTYPE),
+               _reg("a/b/c", b"abc"), _special("sg00", tarfile.DIRTYPE), _reg("sg00/sp.bin"),
+               _reg("neff.json"))
+    assert list(_read_tar(tar).members.items()) == [("a/b/c", b"abc"), ("sg00/sp.bin", b"x"),
+                                                    ("neff.json", b"x")]
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_tar(_special("sg01", tarfile.DIRTYPE), _reg("sg00/sp.bin"),
+                       _reg("sg011/x")))
+    assert str(exc.value) == ("h.neff: member sg01: directory member is not the folder of any "
+                              "file member (only a member's folder may be listed)")
+    sized = tarfile.TarInfo("sg00")
+    sized.type, sized.size = tarfile.DIRTYPE, 512
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        tf.addfile(sized, io.BytesIO(bytes(512)))
+        tf.addfile(_reg("sg00/sp.bin")[0])
+    with pytest.raises(ParseError) as exc:
+        _read_tar(buf.getvalue())
+    assert str(exc.value) == "h.neff: member sg00: directory member with data (512 bytes)"
+
+
 def test_duplicate_member():
     with pytest.raises(ParseError, match="member neff.json.*duplicate member name"):
         _read_tar(_tar(_reg("neff.json"), _reg("a"), _reg("neff.json")))

@@ -4,9 +4,10 @@ Reading never touches the disk beyond the input file: the payload is
 decompressed in memory, streaming (so a gzip bomb stops at the limit), and the
 tar is walked as it is decompressed, each member's data going straight into
 the member's own buffer.  Every member is vetted from its tar header *before*
-its data is decompressed: absolute paths, ``..``, links, devices, fifos,
-directories and other non-regular members, duplicated names and members over
-the size limit are refused.
+its data is decompressed: absolute paths, ``..``, links, devices, fifos and
+other non-regular members, duplicated names and members over the size limit
+are refused; a directory entry is accepted, and left out, only as the folder
+of a file member.
 
 Writing is deterministic: the tar keeps the given member order, every member
 has mtime 0, uid/gid 0, empty owner names and mode 0644 (ustar format); the
@@ -391,7 +392,9 @@ _TYPE_NAMES = {
     tarfile.DIRTYPE: "directory",
     tarfile.GNUTYPE_SPARSE: "sparse file",
 }
-_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
+#: Regular files: types '0' and NUL, and '7' (contiguous file, which POSIX readers read as
+#: a regular file).
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 
 
 def check_member_name(name: str) -> str | None:
@@ -417,8 +420,14 @@ def check_member_name(name: str) -> str | None:
 def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Where = Where()
                   ) -> dict[str, bytes]:
     """Members of a tar (in memory, or the streaming gunzip of the payload), in archive
-    order, each vetted from its header before its data is read (or decompressed)."""
+    order, each vetted from its header before its data is read (or decompressed).
+
+    A directory entry without data is accepted and left out (``tar czf m.neff.tgz sg00
+    neff.json`` writes ``sg00/``) when it is the folder of a file member; any other
+    directory entry is refused."""
     members: dict[str, bytes] = {}
+    folders: dict[str, Where] = {}  # directory entries: name -> where
+    entries = 0
     pw = where.merged(field="payload")
     stream = _TarStream(tar if isinstance(tar, _Gunzip) else _BytesSource(tar))
     try:
@@ -434,10 +443,19 @@ def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Whe
                                  pw) from None
             if info is None:
                 break
+            name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             mw = where.merged(member=info.name)
-            why = check_member_name(info.name)
+            why = check_member_name(name)
             if why:
                 raise ParseError(why, mw)
+            if entries >= limits.max_members:
+                raise LimitError(f"more than {limits.max_members} members", mw)
+            entries += 1
+            if info.type == tarfile.DIRTYPE:
+                if info.size:
+                    raise ParseError(f"directory member with data ({info.size} bytes)", mw)
+                folders.setdefault(name, mw)
+                continue
             if info.type not in _REGULAR or info.sparse is not None:
                 kind = _TYPE_NAMES.get(info.type, f"non-regular (tar type {info.type!r})")
                 if info.sparse is not None:
@@ -445,8 +463,6 @@ def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Whe
                 raise ParseError(f"{kind} member is not allowed (only regular files)", mw)
             if info.name in members:
                 raise ParseError("duplicate member name", mw)
-            if len(members) >= limits.max_members:
-                raise LimitError(f"more than {limits.max_members} members", mw)
             if info.size > limits.max_member_bytes:
                 raise LimitError(f"member size {info.size} exceeds the limit of "
                                  f"{limits.max_member_bytes} bytes", mw)
@@ -463,6 +479,12 @@ def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Whe
     start, block = stream.last
     if start != tail or any(block) or not stream.rest_is_zero():
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
+    if folders:
+        used = {name[:i] for name in members for i, ch in enumerate(name) if ch == "/"}
+        for name, mw in folders.items():
+            if name not in used:
+                raise ParseError("directory member is not the folder of any file member "
+                                 "(only a member's folder may be listed)", mw)
     return members
 
 
