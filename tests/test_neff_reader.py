@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 
 import pytest
 
@@ -164,10 +165,34 @@ def test_neff_json_rules(base_spec, neff_json, why):
     ('{"a": 1, "a": 2}', "invalid JSON: duplicate key 'a'"),
     ('{"a": NaN}', "NaN is not allowed"),
     ("[1]", "must be a JSON object"),
+    ('{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [-' + "7" * 4301 + ']}',
+     "member neff.json: invalid JSON: an integer of 4301 digits, more than 4300"),
 ])
 def test_neff_json_syntax(base_spec, raw, why):
     base_spec["extra_members"] = [{"name": "neff.json", "text": raw}]
     assert why in str(error_of(base_spec))
+
+
+def test_json_integers_of_many_digits(base_spec):
+    """An integer of more digits than CPython converts (4300 by default) was a traceback
+    (ValueError) even in an ignored key: a one-line error naming the member.  4300 digits
+    are read; a lower interpreter setting is a one-line error too."""
+    text = '{"neff_like_version": 1, "subgraphs": ["sg00"], "note": %s}'
+    base_spec["extra_members"] = [{"name": "neff.json", "text": text % ("-" + "9" * 4300)}]
+    model = read_model_bytes(build(base_spec), path="m.neff")
+    assert model.neff_json["note"] == -(10 ** 4300 - 1)
+    base_spec["extra_members"] = [{"name": "sg00/def.json", "text": '{"x": ' + "1" * 5000 + "}"}]
+    assert str(error_of(base_spec)) == ("m.neff: member sg00/def.json, subgraph sg00: invalid "
+                                        "JSON: an integer of 5000 digits, more than 4300")
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        base_spec["extra_members"] = [{"name": "neff.json", "text": text % ("1" * 700)}]
+        assert str(error_of(base_spec)) == (
+            "m.neff: member neff.json: invalid JSON: Exceeds the limit (640 digits) for integer "
+            "string conversion: value has 700 digits")
+    finally:
+        sys.set_int_max_str_digits(old)
 
 
 # ---------------------------------------------------------------------------

@@ -114,6 +114,19 @@ def _no_constant(name: str) -> Any:
     raise _JsonRule(f"{name} is not allowed")
 
 
+#: Digits of a JSON integer: CPython's default limit on converting a string to an int
+#: (``sys.int_info.default_max_str_digits``), checked here so that it is a one-line error
+#: whatever the interpreter's setting; every integer the contract has fits 20 digits.
+MAX_JSON_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_JSON_INT_DIGITS:
+        raise _JsonRule(f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}")
+    return int(text)
+
+
 def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict:
     """Parse member ``name`` as a strict JSON object (UTF-8, no duplicate keys, no NaN)."""
     mw = where.merged(member=name)
@@ -124,12 +137,15 @@ def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict
     except UnicodeDecodeError as err:
         raise ParseError(f"not UTF-8 ({err.reason} at byte {err.start})", mw) from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant,
+                         parse_int=_parse_int)
     except _JsonRule as err:
         raise ParseError(f"invalid JSON: {err}", mw) from None
     except json.JSONDecodeError as err:
         raise ParseError(f"invalid JSON: {err.msg} (line {err.lineno} column {err.colno})",
                          mw) from None
+    except ValueError as err:  # an int over a lower sys.set_int_max_str_digits() setting
+        raise ParseError(f"invalid JSON: {str(err).split(';')[0]}", mw) from None
     except RecursionError:
         raise ParseError("invalid JSON: nested too deeply", mw) from None
     if not isinstance(obj, dict):
