@@ -186,6 +186,14 @@ def tar_with(*entries) -> bytes:
     return wrap_payload(default_header(), gzip.compress(buf.getvalue(), mtime=0))
 
 
+def def_json_text(edit) -> str:
+    """The base spec's sg00/def.json, edited, as JSON text with \\u escapes."""
+    from nrtrewrite.neff.container import read_container
+    doc = json.loads(read_container(GOOD).members["sg00/def.json"])
+    edit(doc)
+    return json.dumps(doc)
+
+
 REG = tarfile.REGTYPE
 DA_WORD = (struct.pack("<BBHBBBBI", 0xDA, 16, 0, 0, 0, 0, 0, 0) + bytes(52)).hex()
 MEGA = default_header()
@@ -278,6 +286,10 @@ CASES = [
      "field var[0].size: size must be a positive integer, got 0"),
     ("partitions", spec(defj(var=[dict(V[0], type="state-buffer", partitions=200)])), [],
      "field var[0].partitions: 200 is outside 1..128"),
+    ("surrogate_var_name", spec(extra_members=[{"name": "sg00/def.json", "text": def_json_text(
+        lambda d: d["var"][0].update(name="\ud800"))}]), [],
+     "member sg00/def.json, subgraph sg00, field var[0].name: var name is not Unicode text: "
+     "lone surrogate U+D800"),
 ]
 
 

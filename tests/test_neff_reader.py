@@ -6,6 +6,7 @@ fail with one line that names where (member, stream, instruction, field) and why
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import sys
@@ -245,6 +246,32 @@ def test_def_json_rules(base_spec, override, why):
     assert isinstance(err, ValidationError)
     assert "m.neff: member sg00/def.json, subgraph sg00, field " in str(err)
     assert why in str(err)
+
+
+@pytest.mark.parametrize("member,edit,where,why", [
+    ("sg00/def.json", lambda d: d["var"][0].update(name="\ud800"),
+     "member sg00/def.json, subgraph sg00, field var[0].name",
+     "var name is not Unicode text: lone surrogate U+D800 (a JSON \\u escape) at character 0"),
+    ("sg00/def.json", lambda d: d["var"][1].update(name="out\udfff"),
+     "member sg00/def.json, subgraph sg00, field var[1].name",
+     "var name is not Unicode text: lone surrogate U+DFFF (a JSON \\u escape) at character 3"),
+    ("sg00/def.json", lambda d: d["engines"].append("p\udc80"),
+     "member sg00/def.json, subgraph sg00, field engines[2]",  # after sp, pool
+     "engine name is not Unicode text: lone surrogate U+DC80 (a JSON \\u escape) at character 1"),
+    ("neff.json", lambda d: d["subgraphs"].append("\udbff"), "member neff.json, field subgraphs[1]",
+     "subgraph name is not Unicode text: lone surrogate U+DBFF (a JSON \\u escape) at "
+     "character 0"),
+])
+def test_names_that_are_not_unicode_text(base_spec, member, edit, where, why):
+    """A JSON "\\ud800" escape is a lone surrogate: no UTF-8 output can hold it (`inspect`'s
+    table crashed on a var name; `lower` put it in its manifest).  Names are refused where
+    they are read."""
+    doc = json.loads(read_model_bytes(build(base_spec)).members[member])
+    edit(doc)
+    base_spec["extra_members"] = [{"name": member, "text": json.dumps(doc)}]  # \u escapes
+    err = error_of(base_spec)
+    assert isinstance(err, ValidationError)
+    assert str(err) == f"m.neff: {where}: {why}"
 
 
 def test_twelve_groups_are_fine(base_spec):

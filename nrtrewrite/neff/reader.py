@@ -171,9 +171,22 @@ def _int_field(val: Any, where: Where, field: str, lo: int, hi: int) -> int:
     return val
 
 
+def _utf8_text(text: str, where: Where, field: str, what: str) -> str:
+    """``text`` if it can be written as UTF-8: a JSON ``\\ud800`` escape decodes to a lone
+    surrogate, which no UTF-8 output (a table, a manifest) can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValidationError(f"{what} is not Unicode text: lone surrogate "
+                              f"U+{ord(text[err.start]):04X} (a JSON \\u escape) at character "
+                              f"{err.start}", where.merged(field=field)) from None
+    return text
+
+
 def _safe_component(name: Any, where: Where, field: str, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValidationError(f"{what} must be a non-empty string", where.merged(field=field))
+    _utf8_text(name, where, field, what)
     if "/" in name or check_member_name(name) is not None:
         raise ValidationError(f"{what} {name!r} is not a plain file name", where.merged(field=field))
     return name
@@ -217,6 +230,7 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         name = _need(item, "name", where, f"{f}.name")
         if not isinstance(name, str):
             raise ValidationError("must be a string", where.merged(field=f"{f}.name"))
+        _utf8_text(name, where, f"{f}.name", "var name")
         tname = _need(item, "type", where, f"{f}.type")
         if not isinstance(tname, str) or tname not in VAR_TYPE_NAMES:
             raise ValidationError(f"unknown var type {json.dumps(tname)} (one of "
