@@ -227,6 +227,10 @@ CASES = [
      ["--max-total-bytes", str(1 << 20)], "exceeds the limit of 1048576 bytes"),
     ("header_reserved", spec(raw_header={"reserved": "00" * 100 + "01"}), [],
      "offset 0x290, field reserved: header: reserved bytes must be zero"),
+    ("lnc_size_0", spec(lambda s: s["header"].update(lnc_size=0)), [],
+     "offset 0x228, field lnc_size: lnc_size is 0, must be 1 or 2"),
+    ("lnc_size_3", spec(lambda s: s["header"].update(lnc_size=3)), [],
+     "offset 0x228, field lnc_size: lnc_size is 3, must be 1 or 2"),
     # members
     ("no_neff_json", build_container(MEGA, MEMBERS[1:]), [],
      "member neff.json: member missing from the archive"),

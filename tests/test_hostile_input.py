@@ -136,6 +136,8 @@ CASES = [
      "non-zero byte after the payload"),
     ("data_size_too_small_nohash", data_size_too_small(False), ["--no-verify-hash"],
      "non-zero byte after the payload"),
+    ("lnc_size_7", spec(lambda s: s["header"].update(lnc_size=7)), [],
+     "bad.neff: offset 0x228, field lnc_size: lnc_size is 7, must be 1 or 2"),
     # def.json
     ("duplicate_rank", spec(defj(replica_groups=[[0, 1, 2, 1]])), [],
      "field replica_groups[0][3]: rank 1 appears twice in the group"),

@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from nrtrewrite.errors import LimitError, ParseError
+from nrtrewrite.errors import LimitError, ParseError, ValidationError
 from nrtrewrite.neff.container import (
     HEADER_SIZE, Limits, build_container, build_header, build_payload, default_header,
     gunzip_limited, parse_header, read_container, wrap_payload,
@@ -113,6 +113,21 @@ def test_unknown_pkg_version():
     data[0] = 3
     with pytest.raises(ParseError, match="field pkg_version: unknown pkg_version 3"):
         read_container(bytes(data))
+
+
+@pytest.mark.parametrize("lnc", [0, 3, 7, 2**32 - 1])
+def test_lnc_size_must_be_1_or_2(lnc):
+    """NEFF-LIKE.md §1: lnc_size (offset 552 = 0x228) is 1 or 2.  0 was read as 1, and 3 or
+    7 passed `inspect` (only `lower`'s topology refused them, without the offset)."""
+    data = bytearray(build_container(default_header(), MEMBERS))
+    data[552:556] = lnc.to_bytes(4, "little")
+    with pytest.raises(ValidationError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value) == (f"m.neff: offset 0x228, field lnc_size: lnc_size is {lnc}, must "
+                              "be 1 or 2 (the logical NeuronCore size)")
+    for good in (1, 2):
+        data[552:556] = good.to_bytes(4, "little")
+        assert read_container(bytes(data), verify_hash=False).header.lnc_size == good
 
 
 def test_short_file():

@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 import construct as cs
 import numpy as np
 
-from nrtrewrite.errors import LimitError, ParseError, Warning_, Where
+from nrtrewrite.errors import LimitError, ParseError, ValidationError, Warning_, Where
 from nrtrewrite.neff.fields import explain_construct_error, field_offsets, zero_bytes
 from nrtrewrite.neff.model import NeffHeader
 
@@ -37,6 +37,8 @@ HEADER_SIZE = 1024
 PKG_VERSION_SHA256 = 1
 PKG_VERSION_MD5 = 2
 PKG_VERSIONS = (PKG_VERSION_SHA256, PKG_VERSION_MD5)
+#: ``lnc_size`` values (NEFF-LIKE.md §1: the logical NeuronCore size, 1 or 2).
+LNC_SIZES = (1, 2)
 
 #: Default decompression limits (see :class:`Limits`).
 MAX_TOTAL_BYTES = 4 << 30  # the whole decompressed tar stream
@@ -499,6 +501,10 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
     if header.pkg_version not in PKG_VERSIONS:
         raise ParseError(f"unknown pkg_version {header.pkg_version} (1 = tar.gz + SHA-256, "
                          "2 = tar.gz + MD5)", where.merged(field="pkg_version"))
+    if header.lnc_size not in LNC_SIZES:
+        raise ValidationError(f"lnc_size is {header.lnc_size}, must be 1 or 2 (the logical "
+                              "NeuronCore size)", where.merged(offset=HEADER_FIELDS["lnc_size"][0],
+                                                               field="lnc_size"))
     avail = len(data) - HEADER_SIZE
     if header.data_size > avail:
         raise ParseError(f"data_size {header.data_size} runs past the end of the file "
