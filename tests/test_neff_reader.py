@@ -140,6 +140,40 @@ def test_missing_members(base_spec, member, why):
     assert why in str(error_of(base_spec))
 
 
+@pytest.mark.parametrize("member,why", [
+    ("sg00/dve.bin", "m.neff: member sg00/dve.bin, subgraph sg00: named like the stream of engine "
+                     "'dve', which sg00/def.json does not list (engines: sp, pool): a trigger in "
+                     "it would be left unlowered"),
+    ("sg00/.bin", "m.neff: member sg00/.bin, subgraph sg00: named like the stream of engine '', "
+                  "which sg00/def.json does not list (engines: sp, pool): a trigger in it would "
+                  "be left unlowered"),
+    ("sg01/sp.bin", "m.neff: member sg01/sp.bin: in the folder of subgraph 'sg01', which "
+                    "neff.json does not list (subgraphs: sg00): a trigger in it would be left "
+                    "unlowered"),
+    ("sg7/def.json", "m.neff: member sg7/def.json: in the folder of subgraph 'sg7', which "
+                     "neff.json does not list (subgraphs: sg00): a trigger in it would be left "
+                     "unlowered"),
+])
+def test_streams_nobody_reads_are_refused(base_spec, member, why):
+    """A stream def.json does not list, or in a subgraph neff.json does not list, was kept
+    and passed through with its 0xC7 triggers live (NEFF-LIKE.md §1: members are of the
+    forms listed, anything else is invalid)."""
+    base_spec["extra_members"] = [{"name": member, "hex": "c7" + "00" * 63}]
+    err = error_of(base_spec)
+    assert isinstance(err, ValidationError) and str(err) == why
+
+
+def test_other_extra_members_pass_through(base_spec, tmp_path):
+    extra = ["README", "sg00/notes.txt", "sg00/sub/dve.bin", "sgx/sp.bin", "weights/sg01.bin",
+             "SG01/sp.bin"]
+    base_spec["extra_members"] = [{"name": n, "text": n} for n in extra]
+    model = read_model_bytes(build(base_spec), path="m.neff")
+    assert list(model.members)[-len(extra):] == extra
+    out = tmp_path / "out.neff"
+    write_model(model, out)
+    assert {n: read_model(out).members[n] for n in extra} == {n: n.encode() for n in extra}
+
+
 def test_stream_not_multiple_of_64(base_spec):
     base_spec["extra_members"] = [{"name": "sg00/pool.bin", "hex": "00" * 65}]
     err = error_of(base_spec)

@@ -20,13 +20,17 @@ Decisions beyond the contract (docs/ASSEMBLE.md "Validation rules"):
   ``output`` or ``tmp-buf``.  0xD9+0xDA: src and dst are ``state-buffer`` vars.
 * Opaque instructions (every opcode other than 0xC7, 0xC8, 0xD9, 0xDA) are not
   inspected at all, not even ``length_dw``.
-* Members not named by ``neff.json``/``def.json`` are kept and passed through.
+* Members not named by ``neff.json``/``def.json`` are kept and passed through, except
+  where a stream would be left unlowered: ``<sg>/<x>.bin`` in a listed subgraph's folder
+  whose ``x`` is not a listed engine, and any member in an ``sgNN/`` folder of a subgraph
+  ``neff.json`` does not list, are refused (:func:`_check_member_places`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import construct as cs
@@ -83,6 +87,7 @@ def model_from_container(cont: Container, *, path: str = "<bytes>",
     neff_json = load_json_member(cont.members, NEFF_JSON, where)
     names = _check_neff_json(neff_json, where.merged(member=NEFF_JSON))
     subgraphs = [_read_subgraph(name, cont.members, where) for name in names]
+    _check_member_places(subgraphs, cont.members, where)
     _check_comm_count(subgraphs, where)
     triggers: list[Trigger] = []
     for sg in subgraphs:
@@ -279,6 +284,37 @@ def _read_groups(items: Any, where: Where) -> list[tuple[int, ...]]:
             owner[rank] = g
         groups.append(tuple(grp))
     return groups
+
+
+#: The folder of a subgraph as NEFF-LIKE.md §1 names it (``sgNN/``).
+_SUBGRAPH_FOLDER = re.compile(r"sg[0-9]+")
+
+
+def _check_member_places(subgraphs: list[Subgraph], members: dict[str, bytes],
+                         where: Where) -> None:
+    """Refuse the members that look like engine streams nobody reads, whose collective
+    triggers would be left unlowered (live pseudo triggers in the output): ``<sg>/<x>.bin``
+    in a listed subgraph's folder whose ``x`` its def.json does not list as an engine, and
+    anything in an ``sgNN/`` folder of a subgraph neff.json does not list.  Other members
+    not named by neff.json / def.json (top level, other folders, other files, deeper paths)
+    pass through (docs/ASSEMBLE.md "Members")."""
+    listed = {sg.name: sg for sg in subgraphs}
+    for member in members:
+        folder, slash, rest = member.partition("/")
+        if not slash:
+            continue
+        sg = listed.get(folder)
+        if sg is not None:
+            if "/" not in rest and rest.endswith(".bin") and rest[:-4] not in sg.streams:
+                raise ValidationError(
+                    f"named like the stream of engine {rest[:-4]!r}, which {folder}/{DEF_JSON} "
+                    f"does not list (engines: {', '.join(sg.engines)}): a trigger in it "
+                    "would be left unlowered", where.merged(member=member, subgraph=folder))
+        elif _SUBGRAPH_FOLDER.fullmatch(folder):
+            raise ValidationError(
+                f"in the folder of subgraph {folder!r}, which {NEFF_JSON} does not list "
+                f"(subgraphs: {', '.join(listed)}): a trigger in it would be left "
+                "unlowered", where.merged(member=member))
 
 
 def _check_comm_count(subgraphs: list[Subgraph], where: Where) -> None:
