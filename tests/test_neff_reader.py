@@ -258,8 +258,6 @@ V = [{"var_id": 0, "name": "in", "type": "input", "size": 4096},
                     "partitions": 0}]), "field var[2].partitions: 0 is outside 1..128"),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "state-buffer", "size": 4,
                     "partitions": 129}]), "field var[2].partitions: 129 is outside 1..128"),
-    (dict(var=V + [{"var_id": 2, "name": "x", "type": "input", "size": 4, "partitions": 4}]),
-     "field var[2].partitions: only state-buffer vars have partitions"),
     (dict(var=V + [{"var_id": True, "name": "x", "type": "input", "size": 4}]),
      "field var[2].var_id: must be an integer, got true"),
     (dict(replica_groups=[]), "field replica_groups: must be a non-empty list"),
@@ -306,6 +304,22 @@ def test_names_that_are_not_unicode_text(base_spec, member, edit, where, why):
     err = error_of(base_spec)
     assert isinstance(err, ValidationError)
     assert str(err) == f"m.neff: {where}: {why}"
+
+
+def test_partitions_of_a_dram_var_are_ignored(base_spec):
+    """NEFF-LIKE.md requires `partitions` of state-buffer vars only, and unknown keys are
+    ignored: on a DRAM var it was refused; now it is ignored like any unknown key (the var's
+    size stays its bytes), whatever its value."""
+    _def(base_spec, var=V + [
+        {"var_id": 2, "name": "x", "type": "input", "size": 4, "partitions": 4},
+        {"var_id": 3, "name": "y", "type": "tmp-buf", "size": 8, "partitions": "junk"},
+        {"var_id": 4, "name": "z", "type": "output", "size": 16, "partitions": 0}],
+        replica_groups=[list(range(8))], engines=["sp", "pool"])
+    model = read_model_bytes(build(base_spec), path="m.neff")
+    got = {v.name: (v.size, v.partitions) for v in model.subgraph("sg00").vars.values()}
+    assert got == {"in": (4096, None), "out": (32768, None), "x": (4, None), "y": (8, None),
+                   "z": (16, None)}
+    assert len(model.triggers) == 1
 
 
 def test_twelve_groups_are_fine(base_spec):

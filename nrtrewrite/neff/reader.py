@@ -250,9 +250,8 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         if vtype == VarType.STATE_BUFFER:
             parts = _need(item, "partitions", where, f"{f}.partitions")
             partitions = _int_field(parts, where, f"{f}.partitions", 1, SBUF_PARTITIONS)
-        elif "partitions" in item:
-            raise ValidationError(f"only state-buffer vars have partitions (this one is {tname})",
-                                  where.merged(field=f"{f}.partitions"))
+        # on a DRAM var, "partitions" means nothing in the contract (its size is bytes): an
+        # unknown key, ignored like the others
         out[var_id] = Var(var_id=var_id, name=name, type=vtype, size=size, partitions=partitions)
     return out
 
