@@ -64,7 +64,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_FILE_BYTES", MAX_FILE_BYTES, "ours: the input file, from its size before reading",
           "neff/container.read_file_bytes"),
     Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
-          "gunzip stops at it)", "neff/container.gunzip_limited"),
+          "gunzip stops at it)", "neff/container._Gunzip"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
           "neff/container.untar_members"),
     Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members", "neff/container.untar_members"),
