@@ -33,7 +33,7 @@ from nrtrewrite.lower import trigger_where
 from nrtrewrite.neff.container import (
     MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, MAX_TRIGGERS,
 )
-from nrtrewrite.neff.reader import MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
+from nrtrewrite.neff.reader import MAX_JSON_INT_DIGITS, MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
 from nrtrewrite.topology.model import (
     MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS,
 )
@@ -66,7 +66,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_FILE_BYTES", MAX_FILE_BYTES, "ours: the input file, from its size before reading",
           "neff/container.read_file_bytes"),
     Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
-          "gunzip stops at it)", "neff/container.gunzip_limited"),
+          "gunzip stops at it)", "neff/container._Gunzip"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
           "neff/container.untar_members"),
     Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members", "neff/container.untar_members"),
@@ -77,6 +77,9 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_VAR_ID", MAX_VAR_ID, "NEFF-LIKE.md §2: var ids are u32 in the trigger words",
           "neff/reader._read_vars"),
     Limit("MAX_VAR_SIZE", MAX_VAR_SIZE, "ours: sizes are u64", "neff/reader._read_vars"),
+    Limit("MAX_JSON_INT_DIGITS", MAX_JSON_INT_DIGITS, "CPython's default int-from-string limit "
+          "(sys.int_info.default_max_str_digits); the contract's integers have at most 20",
+          "neff/reader.load_json_member"),
     Limit("NEC_MAX_COMM_N", NEC_MAX_COMM_N, "nec.h: replica groups per NEFF",
           "neff/reader._read_groups, neff/reader._check_comm_count"),
     Limit("SBUF_PARTITIONS", SBUF_PARTITIONS, "NEFF-LIKE.md §1: state-buffer partitions",
@@ -240,7 +243,7 @@ __all__ = [
     "SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES", "MAX_RANK_DESCRIPTORS",
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "ENC_MESH_MAX_NUM_EVENTS",
     "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES",
-    "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_RANKS", "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
+    "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_RANKS", "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
     "MAX_VAR_ID", "MAX_VAR_SIZE", "NEC_MAX_CHANNELS", "NEC_MAX_COMM_N", "NET_INDEX_LOOP_SIZE",
     "NET_MAX_CREDITS", "SBUF_BASE", "SBUF_PARTITIONS", "SBUF_WINDOW_LIMIT",
     "SDMA_MAX_CCE_ELEMENTS", "CCE_MAX_ELEMENTS", "SEMAPHORES_PER_CORE", "SPAD_BYTES", "T3D_DIM_CAP",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import shutil
 import struct
 from pathlib import Path
 import subprocess
@@ -114,6 +115,29 @@ def test_subprocess_entry_point(fixtures_dir, tmp_path):
                            "alone needs 1024\n")
 
 
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs a tar command")
+def test_inspect_an_archive_made_by_tar(tmp_path):
+    """A payload made by ``tar czf`` of the model's folders: its directory entries
+    (``sg00/``, type '5') are accepted and are not members."""
+    from nrtrewrite.neff.reader import read_model_bytes
+    model = read_model_bytes(spec())
+    src = tmp_path / "src"
+    for name, data in model.members.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(data)
+    subprocess.run(["tar", "czf", str(tmp_path / "m.tgz"), "sg00", "neff.json"], cwd=src,
+                   check=True)
+    with tarfile.open(tmp_path / "m.tgz") as tf:
+        assert [(i.name, i.type) for i in tf.getmembers()][0] == ("sg00", tarfile.DIRTYPE)
+    path = tmp_path / "m.neff"
+    path.write_bytes(wrap_payload(default_header(), (tmp_path / "m.tgz").read_bytes()))
+    res = run("inspect", "--json", path)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert sorted(m["name"] for m in doc["members"]) == sorted(model.members)
+    assert len(doc["triggers"]) == 1 and not any(m["extra"] for m in doc["members"])
+
+
 # ---------------------------------------------------------------------------
 # bad input, through the CLI
 
@@ -162,6 +186,14 @@ def tar_with(*entries) -> bytes:
     return wrap_payload(default_header(), gzip.compress(buf.getvalue(), mtime=0))
 
 
+def def_json_text(edit) -> str:
+    """The base spec's sg00/def.json, edited, as JSON text with \\u escapes."""
+    from nrtrewrite.neff.container import read_container
+    doc = json.loads(read_container(GOOD).members["sg00/def.json"])
+    edit(doc)
+    return json.dumps(doc)
+
+
 REG = tarfile.REGTYPE
 DA_WORD = (struct.pack("<BBHBBBBI", 0xDA, 16, 0, 0, 0, 0, 0, 0) + bytes(52)).hex()
 MEGA = default_header()
@@ -195,6 +227,10 @@ CASES = [
      ["--max-total-bytes", str(1 << 20)], "exceeds the limit of 1048576 bytes"),
     ("header_reserved", spec(raw_header={"reserved": "00" * 100 + "01"}), [],
      "offset 0x290, field reserved: header: reserved bytes must be zero"),
+    ("lnc_size_0", spec(lambda s: s["header"].update(lnc_size=0)), [],
+     "offset 0x228, field lnc_size: lnc_size is 0, must be 1 or 2"),
+    ("lnc_size_3", spec(lambda s: s["header"].update(lnc_size=3)), [],
+     "offset 0x228, field lnc_size: lnc_size is 3, must be 1 or 2"),
     # members
     ("no_neff_json", build_container(MEGA, MEMBERS[1:]), [],
      "member neff.json: member missing from the archive"),
@@ -254,6 +290,10 @@ CASES = [
      "field var[0].size: size must be a positive integer, got 0"),
     ("partitions", spec(defj(var=[dict(V[0], type="state-buffer", partitions=200)])), [],
      "field var[0].partitions: 200 is outside 1..128"),
+    ("surrogate_var_name", spec(extra_members=[{"name": "sg00/def.json", "text": def_json_text(
+        lambda d: d["var"][0].update(name="\ud800"))}]), [],
+     "member sg00/def.json, subgraph sg00, field var[0].name: var name is not Unicode text: "
+     "lone surrogate U+D800"),
 ]
 
 

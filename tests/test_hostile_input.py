@@ -136,6 +136,16 @@ CASES = [
      "non-zero byte after the payload"),
     ("data_size_too_small_nohash", data_size_too_small(False), ["--no-verify-hash"],
      "non-zero byte after the payload"),
+    ("lnc_size_7", spec(lambda s: s["header"].update(lnc_size=7)), [],
+     "bad.neff: offset 0x228, field lnc_size: lnc_size is 7, must be 1 or 2"),
+    # members
+    ("unlisted_engine_stream", spec(lambda s: s.update(extra_members=[
+        {"name": "sg00/dve.bin", "hex": "c7" + "00" * 63}])), [],
+     "member sg00/dve.bin, subgraph sg00: named like the stream of engine 'dve', which "
+     "sg00/def.json does not list"),
+    ("unlisted_subgraph", spec(lambda s: s.update(extra_members=[
+        {"name": "sg01/sp.bin", "hex": "c7" + "00" * 63}])), [],
+     "member sg01/sp.bin: in the folder of subgraph 'sg01', which neff.json does not list"),
     # def.json
     ("duplicate_rank", spec(defj(replica_groups=[[0, 1, 2, 1]])), [],
      "field replica_groups[0][3]: rank 1 appears twice in the group"),

@@ -113,7 +113,9 @@ def test_max_triggers_default_bounds_a_compressed_stream():
     assert time.perf_counter() - t0 < 5
 
 
-def test_reading_peak_memory_is_twice_the_tar():
+def test_reading_peak_memory_is_about_the_tar():
+    """Each member is decompressed straight into its own buffer: no joined tar beside the
+    members (which made the peak twice the tar, and four times before that)."""
     import tracemalloc
     big = bytes(range(256)) * (1 << 16)  # 16 MiB, compresses to almost nothing
     data = build_container(default_header(), [("neff.json", b"{}"), ("big", big)])
@@ -124,7 +126,7 @@ def test_reading_peak_memory_is_twice_the_tar():
     finally:
         tracemalloc.stop()
     assert cont.members["big"] == big
-    assert peak < 2.25 * len(big)
+    assert peak < 1.3 * len(big)
 
 
 def test_nec_max_comm_n_counts_the_whole_neff():

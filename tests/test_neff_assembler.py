@@ -323,6 +323,18 @@ def test_assemble_md_example_assembles():
     assert model.header.pkg_version == 1 and model.header.lnc_size == 2
 
 
+def test_lone_surrogate_in_yaml_is_an_error(base_spec):
+    """YAML's "\\ud800" escape gives a lone surrogate, which UTF-8 cannot hold: a one-line
+    error, where it was a UnicodeEncodeError traceback."""
+    spec = parse_spec_text('name: "v\\ud800"\n')
+    assert spec["name"] == "v\ud800"
+    base_spec["subgraphs"][0]["vars"][2]["name"] = spec["name"]  # tmp, unused
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value).startswith("<spec>: field subgraphs[0]: cannot be written as JSON: "
+                                     "'utf-8' codec can't encode character '\\ud800'")
+
+
 def test_recursive_yaml_alias_is_an_error(base_spec):
     spec = parse_spec_text("neff_json: &x {a: [*x]}\nsubgraphs: []\n")
     base_spec["neff_json"] = spec["neff_json"]

@@ -5,15 +5,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import random
 import struct
 import tarfile
 
 import pytest
 
-from nrtrewrite.errors import LimitError, ParseError
+from nrtrewrite.errors import LimitError, ParseError, ValidationError
 from nrtrewrite.neff.container import (
     HEADER_SIZE, Limits, build_container, build_header, build_payload, default_header,
-    parse_header, read_container, wrap_payload,
+    gunzip_limited, parse_header, read_container, wrap_payload,
 )
 from nrtrewrite.neff.model import NeffHeader
 
@@ -112,6 +113,21 @@ def test_unknown_pkg_version():
     data[0] = 3
     with pytest.raises(ParseError, match="field pkg_version: unknown pkg_version 3"):
         read_container(bytes(data))
+
+
+@pytest.mark.parametrize("lnc", [0, 3, 7, 2**32 - 1])
+def test_lnc_size_must_be_1_or_2(lnc):
+    """NEFF-LIKE.md §1: lnc_size (offset 552 = 0x228) is 1 or 2.  0 was read as 1, and 3 or
+    7 passed `inspect` (only `lower`'s topology refused them, without the offset)."""
+    data = bytearray(build_container(default_header(), MEMBERS))
+    data[552:556] = lnc.to_bytes(4, "little")
+    with pytest.raises(ValidationError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value) == (f"m.neff: offset 0x228, field lnc_size: lnc_size is {lnc}, must "
+                              "be 1 or 2 (the logical NeuronCore size)")
+    for good in (1, 2):
+        data[552:556] = good.to_bytes(4, "little")
+        assert read_container(bytes(data), verify_hash=False).header.lnc_size == good
 
 
 def test_short_file():
@@ -230,6 +246,85 @@ def test_hostile_members(entry, member, why):
     assert "\n" not in msg
 
 
+def test_pax_sparse_member_is_refused():
+    """A GNU sparse file in pax form (1.0) is a regular-typed member whose data starts with a
+    sparse map; it was read as a regular file of its real size, 100 bytes taken from the
+    tar (its 4 data bytes and what follows them)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("neff.json")
+        info.size = 2
+        tf.addfile(info, io.BytesIO(b"{}"))
+        data = b"1\n0\n4\n".ljust(512, b"\0") + b"abcd"  # map: one 4-byte run at 0
+        info = tarfile.TarInfo("GNUSparseFile.0/x")
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                            "GNU.sparse.name": "x", "GNU.sparse.realsize": "100"}
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+    with pytest.raises(ParseError) as exc:
+        _read_tar(buf.getvalue())
+    assert str(exc.value) == ("h.neff: member x: sparse file member is not allowed (only "
+                              "regular files)")
+
+
+def test_bytes_after_the_end_of_the_archive():
+    """Everything after the last member must be zero: the end-of-archive blocks at 0xc00
+    (three members of one data block each) and tarfile's padding to 10 KiB."""
+    raw = bytearray(gzip.decompress(build_payload(MEMBERS)))
+    assert len(raw) == 10240 and not any(raw[0xc00:])
+    read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
+    for at in (0xc00, 0xe00, len(raw) - 1):
+        bad = bytearray(raw)
+        bad[at] = 1
+        with pytest.raises(ParseError) as exc:
+            read_container(wrap_payload(default_header(), gzip.compress(bytes(bad), mtime=0)),
+                           path="h.neff")
+        assert str(exc.value) == ("h.neff: field payload: corrupt tar archive: invalid header "
+                                  "at tar offset 0xc00")
+
+
+def test_contiguous_file_member_is_a_regular_file():
+    """Tar type '7' (contiguous file) is read as a regular file, as POSIX readers do; the
+    member after it is found at its place."""
+    cont = _special("sg00/sp.bin", tarfile.CONTTYPE)[0]
+    cont.size = 70
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for info, data in (_reg("neff.json", b"{}"), (cont, bytes(range(70))),
+                           _reg("z", b"after")):
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    assert raw[1024 + 156:1024 + 157] == b"7"  # the second header's typeflag
+    assert _read_tar(raw).members == {"neff.json": b"{}", "sg00/sp.bin": bytes(range(70)),
+                                      "z": b"after"}
+
+
+def test_directory_entries_of_member_folders_are_left_out():
+    """``tar czf m.tgz sg00 neff.json`` writes a directory entry ``sg00/`` before the files
+    in it: accepted and not a member.  A directory that is the folder of no file member,
+    or one with data, is refused."""
+    tar = _tar(_special("a", tarfile.DIRTYPE), _special("a/b", tarfile.DIRTYPE),
+               _reg("a/b/c", b"abc"), _special("sg00", tarfile.DIRTYPE), _reg("sg00/sp.bin"),
+               _reg("neff.json"))
+    assert list(_read_tar(tar).members.items()) == [("a/b/c", b"abc"), ("sg00/sp.bin", b"x"),
+                                                    ("neff.json", b"x")]
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_tar(_special("sg01", tarfile.DIRTYPE), _reg("sg00/sp.bin"),
+                       _reg("sg011/x")))
+    assert str(exc.value) == ("h.neff: member sg01: directory member is not the folder of any "
+                              "file member (only a member's folder may be listed)")
+    sized = tarfile.TarInfo("sg00")
+    sized.type, sized.size = tarfile.DIRTYPE, 512
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        tf.addfile(sized, io.BytesIO(bytes(512)))
+        tf.addfile(_reg("sg00/sp.bin")[0])
+    with pytest.raises(ParseError) as exc:
+        _read_tar(buf.getvalue())
+    assert str(exc.value) == "h.neff: member sg00: directory member with data (512 bytes)"
+
+
 def test_duplicate_member():
     with pytest.raises(ParseError, match="member neff.json.*duplicate member name"):
         _read_tar(_tar(_reg("neff.json"), _reg("a"), _reg("neff.json")))
@@ -247,12 +342,54 @@ def test_member_and_total_limits():
         _read_tar(tar, Limits(max_members=1))
 
 
+def test_member_size_refused_before_its_data_is_decompressed():
+    """The tar is walked as it is decompressed: a member over the size limit is refused from
+    its header, before its data (64 MiB of zeros here, over the total limit too) is
+    decompressed; the total limit alone stops the same payload once 2 MiB are out."""
+    tar = _tar(_reg("neff.json", b"{}"), _reg("big", bytes(64 << 20)))
+    with pytest.raises(LimitError) as exc:
+        _read_tar(tar, Limits(max_member_bytes=1 << 20, max_total_bytes=2 << 20))
+    assert str(exc.value) == (f"h.neff: member big: member size {64 << 20} exceeds the limit "
+                              f"of {1 << 20} bytes")
+    with pytest.raises(LimitError, match=f"field payload: decompressed payload exceeds the "
+                                         f"limit of {2 << 20} bytes"):
+        _read_tar(tar, Limits(max_total_bytes=2 << 20))
+
+
 def test_gzip_bomb_stops_at_limit():
     bomb = gzip.compress(bytes(8 << 20), compresslevel=9, mtime=0)  # 8 MiB of zeros
     assert len(bomb) < 64 << 10
     with pytest.raises(LimitError, match="exceeds the limit of 1048576 bytes"):
         read_container(wrap_payload(default_header(), bomb),
                        limits=Limits(max_total_bytes=1 << 20))
+
+
+def test_gunzip_many_members_and_a_large_incompressible_one():
+    """Correctness of the sliced streaming gunzip (its speed is measured, not tested:
+    docs/PERFORMANCE.md "Reading a large or many-member payload"): many small gzip members
+    (empty ones, and sizes around the 512-byte first slice), then an incompressible member
+    of several slices and output chunks, a compressible one whose slices give several
+    output chunks each, a last small one, then zero padding."""
+    rng = random.Random(7)
+    parts = [rng.randbytes(rng.choice([0, 0, 1, 100, 511, 512, 513, 3000])) for _ in range(5000)]
+    big = rng.randbytes((5 << 20) + 12345)
+    zeros = bytes(3 << 20)  # many 1 MiB output chunks from one slice: ends with a tail left
+    members = [gzip.compress(p, compresslevel=rng.choice([1, 9]), mtime=0) for p in parts]
+    members += [gzip.compress(big, compresslevel=1, mtime=0), gzip.compress(zeros, mtime=0),
+                gzip.compress(b"end", mtime=0)]
+    payload = b"".join(members)
+    expect = b"".join(parts) + big + zeros + b"end"
+    # (gzip.decompress of the whole payload is itself quadratic in the member count)
+    assert b"".join(gzip.decompress(m) for m in members) == expect
+    assert gunzip_limited(payload, len(expect)) == expect
+    assert gunzip_limited(memoryview(payload + bytes(70000)), len(expect)) == expect
+    with pytest.raises(LimitError, match=f"exceeds the limit of {len(expect) - 1} bytes"):
+        gunzip_limited(payload, len(expect) - 1)
+    # garbage after the last member is reported at its offset: the sum of the member sizes
+    with pytest.raises(ParseError, match=f"at payload offset 0x{len(payload):x}$"):
+        gunzip_limited(payload + bytes(3) + b"x", 1 << 30)
+    with pytest.raises(ParseError, match="truncated gzip stream"):
+        gunzip_limited(payload[:-9], 1 << 30)
 
 
 def test_writer_is_deterministic_and_keeps_order():

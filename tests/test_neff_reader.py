@@ -6,8 +6,10 @@ fail with one line that names where (member, stream, instruction, field) and why
 
 from __future__ import annotations
 
+import json
 import os
 import struct
+import sys
 
 import pytest
 
@@ -138,6 +140,40 @@ def test_missing_members(base_spec, member, why):
     assert why in str(error_of(base_spec))
 
 
+@pytest.mark.parametrize("member,why", [
+    ("sg00/dve.bin", "m.neff: member sg00/dve.bin, subgraph sg00: named like the stream of engine "
+                     "'dve', which sg00/def.json does not list (engines: sp, pool): a trigger in "
+                     "it would be left unlowered"),
+    ("sg00/.bin", "m.neff: member sg00/.bin, subgraph sg00: named like the stream of engine '', "
+                  "which sg00/def.json does not list (engines: sp, pool): a trigger in it would "
+                  "be left unlowered"),
+    ("sg01/sp.bin", "m.neff: member sg01/sp.bin: in the folder of subgraph 'sg01', which "
+                    "neff.json does not list (subgraphs: sg00): a trigger in it would be left "
+                    "unlowered"),
+    ("sg7/def.json", "m.neff: member sg7/def.json: in the folder of subgraph 'sg7', which "
+                     "neff.json does not list (subgraphs: sg00): a trigger in it would be left "
+                     "unlowered"),
+])
+def test_streams_nobody_reads_are_refused(base_spec, member, why):
+    """A stream def.json does not list, or in a subgraph neff.json does not list, was kept
+    and passed through with its 0xC7 triggers live (NEFF-LIKE.md §1: members are of the
+    forms listed, anything else is invalid)."""
+    base_spec["extra_members"] = [{"name": member, "hex": "c7" + "00" * 63}]
+    err = error_of(base_spec)
+    assert isinstance(err, ValidationError) and str(err) == why
+
+
+def test_other_extra_members_pass_through(base_spec, tmp_path):
+    extra = ["README", "sg00/notes.txt", "sg00/sub/dve.bin", "sgx/sp.bin", "weights/sg01.bin",
+             "SG01/sp.bin"]
+    base_spec["extra_members"] = [{"name": n, "text": n} for n in extra]
+    model = read_model_bytes(build(base_spec), path="m.neff")
+    assert list(model.members)[-len(extra):] == extra
+    out = tmp_path / "out.neff"
+    write_model(model, out)
+    assert {n: read_model(out).members[n] for n in extra} == {n: n.encode() for n in extra}
+
+
 def test_stream_not_multiple_of_64(base_spec):
     base_spec["extra_members"] = [{"name": "sg00/pool.bin", "hex": "00" * 65}]
     err = error_of(base_spec)
@@ -164,10 +200,34 @@ def test_neff_json_rules(base_spec, neff_json, why):
     ('{"a": 1, "a": 2}', "invalid JSON: duplicate key 'a'"),
     ('{"a": NaN}', "NaN is not allowed"),
     ("[1]", "must be a JSON object"),
+    ('{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [-' + "7" * 4301 + ']}',
+     "member neff.json: invalid JSON: an integer of 4301 digits, more than 4300"),
 ])
 def test_neff_json_syntax(base_spec, raw, why):
     base_spec["extra_members"] = [{"name": "neff.json", "text": raw}]
     assert why in str(error_of(base_spec))
+
+
+def test_json_integers_of_many_digits(base_spec):
+    """An integer of more digits than CPython converts (4300 by default) was a traceback
+    (ValueError) even in an ignored key: a one-line error naming the member.  4300 digits
+    are read; a lower interpreter setting is a one-line error too."""
+    text = '{"neff_like_version": 1, "subgraphs": ["sg00"], "note": %s}'
+    base_spec["extra_members"] = [{"name": "neff.json", "text": text % ("-" + "9" * 4300)}]
+    model = read_model_bytes(build(base_spec), path="m.neff")
+    assert model.neff_json["note"] == -(10 ** 4300 - 1)
+    base_spec["extra_members"] = [{"name": "sg00/def.json", "text": '{"x": ' + "1" * 5000 + "}"}]
+    assert str(error_of(base_spec)) == ("m.neff: member sg00/def.json, subgraph sg00: invalid "
+                                        "JSON: an integer of 5000 digits, more than 4300")
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        base_spec["extra_members"] = [{"name": "neff.json", "text": text % ("1" * 700)}]
+        assert str(error_of(base_spec)) == (
+            "m.neff: member neff.json: invalid JSON: Exceeds the limit (640 digits) for integer "
+            "string conversion: value has 700 digits")
+    finally:
+        sys.set_int_max_str_digits(old)
 
 
 # ---------------------------------------------------------------------------
@@ -198,8 +258,6 @@ V = [{"var_id": 0, "name": "in", "type": "input", "size": 4096},
                     "partitions": 0}]), "field var[2].partitions: 0 is outside 1..128"),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "state-buffer", "size": 4,
                     "partitions": 129}]), "field var[2].partitions: 129 is outside 1..128"),
-    (dict(var=V + [{"var_id": 2, "name": "x", "type": "input", "size": 4, "partitions": 4}]),
-     "field var[2].partitions: only state-buffer vars have partitions"),
     (dict(var=V + [{"var_id": True, "name": "x", "type": "input", "size": 4}]),
      "field var[2].var_id: must be an integer, got true"),
     (dict(replica_groups=[]), "field replica_groups: must be a non-empty list"),
@@ -220,6 +278,48 @@ def test_def_json_rules(base_spec, override, why):
     assert isinstance(err, ValidationError)
     assert "m.neff: member sg00/def.json, subgraph sg00, field " in str(err)
     assert why in str(err)
+
+
+@pytest.mark.parametrize("member,edit,where,why", [
+    ("sg00/def.json", lambda d: d["var"][0].update(name="\ud800"),
+     "member sg00/def.json, subgraph sg00, field var[0].name",
+     "var name is not Unicode text: lone surrogate U+D800 (a JSON \\u escape) at character 0"),
+    ("sg00/def.json", lambda d: d["var"][1].update(name="out\udfff"),
+     "member sg00/def.json, subgraph sg00, field var[1].name",
+     "var name is not Unicode text: lone surrogate U+DFFF (a JSON \\u escape) at character 3"),
+    ("sg00/def.json", lambda d: d["engines"].append("p\udc80"),
+     "member sg00/def.json, subgraph sg00, field engines[2]",  # after sp, pool
+     "engine name is not Unicode text: lone surrogate U+DC80 (a JSON \\u escape) at character 1"),
+    ("neff.json", lambda d: d["subgraphs"].append("\udbff"), "member neff.json, field subgraphs[1]",
+     "subgraph name is not Unicode text: lone surrogate U+DBFF (a JSON \\u escape) at "
+     "character 0"),
+])
+def test_names_that_are_not_unicode_text(base_spec, member, edit, where, why):
+    """A JSON "\\ud800" escape is a lone surrogate: no UTF-8 output can hold it (`inspect`'s
+    table crashed on a var name; `lower` put it in its manifest).  Names are refused where
+    they are read."""
+    doc = json.loads(read_model_bytes(build(base_spec)).members[member])
+    edit(doc)
+    base_spec["extra_members"] = [{"name": member, "text": json.dumps(doc)}]  # \u escapes
+    err = error_of(base_spec)
+    assert isinstance(err, ValidationError)
+    assert str(err) == f"m.neff: {where}: {why}"
+
+
+def test_partitions_of_a_dram_var_are_ignored(base_spec):
+    """NEFF-LIKE.md requires `partitions` of state-buffer vars only, and unknown keys are
+    ignored: on a DRAM var it was refused; now it is ignored like any unknown key (the var's
+    size stays its bytes), whatever its value."""
+    _def(base_spec, var=V + [
+        {"var_id": 2, "name": "x", "type": "input", "size": 4, "partitions": 4},
+        {"var_id": 3, "name": "y", "type": "tmp-buf", "size": 8, "partitions": "junk"},
+        {"var_id": 4, "name": "z", "type": "output", "size": 16, "partitions": 0}],
+        replica_groups=[list(range(8))], engines=["sp", "pool"])
+    model = read_model_bytes(build(base_spec), path="m.neff")
+    got = {v.name: (v.size, v.partitions) for v in model.subgraph("sg00").vars.values()}
+    assert got == {"in": (4096, None), "out": (32768, None), "x": (4, None), "y": (8, None),
+                   "z": (16, None)}
+    assert len(model.triggers) == 1
 
 
 def test_twelve_groups_are_fine(base_spec):

@@ -618,13 +618,13 @@ def _json_bytes(obj: Any) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
     Raises :class:`ValidationError` for what JSON cannot hold (recursive YAML aliases,
-    non-string keys of the wrong kind, NaN).
+    non-string keys of the wrong kind, NaN, text that is not UTF-8: lone surrogates).
     """
     try:
-        text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False)
+        return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+                ).encode("utf-8")  # a lone surrogate ("\\ud800" in YAML) fails here
     except (TypeError, ValueError, RecursionError) as err:
         raise ValidationError(f"cannot be written as JSON: {err}") from None
-    return (text + "\n").encode("utf-8")
 
 
 __all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec",

@@ -1,11 +1,13 @@
 """The NEFF-like container: a 1024-byte header plus a gzip'd tar payload (NEFF-LIKE.md §1).
 
 Reading never touches the disk beyond the input file: the payload is
-decompressed in memory (streaming, so a gzip bomb stops at the limit) and the
-tar is walked on a ``BytesIO``.  Every member is vetted from its tar header
-*before* its data is read: absolute paths, ``..``, links, devices, fifos,
-directories and other non-regular members, duplicated names and members over
-the size limit are refused.
+decompressed in memory, streaming (so a gzip bomb stops at the limit), and the
+tar is walked as it is decompressed, each member's data going straight into
+the member's own buffer.  Every member is vetted from its tar header *before*
+its data is decompressed: absolute paths, ``..``, links, devices, fifos and
+other non-regular members, duplicated names and members over the size limit
+are refused; a directory entry is accepted, and left out, only as the folder
+of a file member.
 
 Writing is deterministic: the tar keeps the given member order, every member
 has mtime 0, uid/gid 0, empty owner names and mode 0644 (ustar format, with a pax
@@ -28,7 +30,7 @@ from typing import Iterable, Mapping
 import construct as cs
 import numpy as np
 
-from nrtrewrite.errors import LimitError, ParseError, Warning_, Where
+from nrtrewrite.errors import LimitError, ParseError, ValidationError, Warning_, Where
 from nrtrewrite.neff.fields import explain_construct_error, field_offsets, zero_bytes
 from nrtrewrite.neff.model import NeffHeader
 
@@ -36,6 +38,8 @@ HEADER_SIZE = 1024
 PKG_VERSION_SHA256 = 1
 PKG_VERSION_MD5 = 2
 PKG_VERSIONS = (PKG_VERSION_SHA256, PKG_VERSION_MD5)
+#: ``lnc_size`` values (NEFF-LIKE.md §1: the logical NeuronCore size, 1 or 2).
+LNC_SIZES = (1, 2)
 
 #: Default decompression limits (see :class:`Limits`).
 MAX_TOTAL_BYTES = 4 << 30  # the whole decompressed tar stream
@@ -51,6 +55,10 @@ MAX_TRIGGERS = 65536
 #: Output chunk of the streaming gunzip (also the most a limit can be overshot by
 #: in memory before the check fires).
 _GUNZIP_CHUNK = 1 << 20
+#: Input slices the streaming gunzip feeds the decompressor: at most this many bytes,
+#: and a new gzip member's first slice this many, doubling up to the largest.
+_GUNZIP_SLICE = 1 << 16
+_GUNZIP_FIRST_SLICE = 1 << 9
 
 #: The header, every field of NEFF-LIKE.md §1 at its offset.
 NEFF_HEADER = cs.Struct(
@@ -194,70 +202,187 @@ def payload_digest(pkg_version: int, payload: bytes) -> bytes:
 # ---------------------------------------------------------------------------
 # payload
 
-def gunzip_limited(payload: bytes, limit: int, where: Where = Where()) -> bytes:
-    """Decompress a gzip stream (one or more members) with at most ``limit`` output bytes.
+class _Gunzip:
+    """The streaming gunzip of a payload (one or more gzip members) with at most ``limit``
+    output bytes: :meth:`chunk` returns the output piece by piece.
 
-    Streaming: output is produced in chunks and the limit is checked as it grows,
-    so a gzip bomb stops at the limit.  Zero bytes after the last gzip member are
-    tolerated (padding); anything else is an error, as is a truncated stream.
-    The chunks are joined once into ``bytes`` (a ``BytesIO`` over ``bytes`` shares
-    its buffer): peak memory is twice the output, not the four times that growing a
-    bytearray and copying it into a ``BytesIO`` cost.
+    The limit is checked as the output grows, so a gzip bomb stops at the limit.  Zero
+    bytes after the last gzip member are tolerated (padding); anything else is an error,
+    as is a truncated stream.
+
+    Linear time: the decompressor is fed slices of the payload (a ``memoryview``, no
+    copy), each at most :data:`_GUNZIP_SLICE` bytes, so what zlib copies back (the
+    ``unconsumed_tail`` of a slice when the output chunk is full, the ``unused_data``
+    after a gzip member's end) is bounded by one slice.  Feeding the whole rest of the
+    payload instead made each 1 MiB output chunk, and each gzip member, copy the rest:
+    quadratic (docs/PERFORMANCE.md "Reading a large or many-member payload").  A new
+    gzip member is fed slices from :data:`_GUNZIP_FIRST_SLICE` bytes, doubling, so the
+    unused bytes copied at its end are bounded by its own size: 160,000 empty members
+    cost no more than their 3.2 MB.
     """
-    where = where.merged(field="payload")
-    if not payload:
-        raise ParseError("empty payload (no gzip stream)", where)
-    out = _Chunks()
-    pending: bytes | memoryview = memoryview(payload)
-    dec = zlib.decompressobj(wbits=31)
-    consumed = 0  # payload bytes before the current gzip member
-    while True:
-        room = limit - len(out) + 1
-        try:
-            chunk = dec.decompress(pending, max(1, min(_GUNZIP_CHUNK, room)))
-        except zlib.error as err:
-            raise ParseError(f"corrupt gzip stream: {err}", where) from None
-        out += chunk
-        if len(out) > limit:
-            raise LimitError(f"decompressed payload exceeds the limit of {limit} bytes", where)
-        pending = dec.unconsumed_tail
-        if dec.eof:
-            rest = dec.unused_data
-            if not rest:
-                break
-            consumed = len(payload) - len(rest)
-            if not rest.strip(b"\0"):
-                break
-            if rest[:2] == b"\x1f\x8b":
-                dec = zlib.decompressobj(wbits=31)
-                pending = rest
-                continue
-            raise ParseError(f"unexpected bytes after the gzip stream at payload offset "
-                             f"0x{consumed:x}", where)
-        if not chunk and not pending:
-            raise ParseError("truncated gzip stream", where)
-    return out.join()
+
+    def __init__(self, payload: bytes | memoryview, limit: int, where: Where = Where()):
+        self.where = where.merged(field="payload")
+        self.view = memoryview(payload).cast("B")
+        if not len(self.view):
+            raise ParseError("empty payload (no gzip stream)", self.where)
+        self.limit = limit
+        self.produced = 0  # output bytes so far
+        self.dec = zlib.decompressobj(wbits=31)
+        self.pos = 0  # payload bytes handed to the decompressor so far
+        self.step = _GUNZIP_FIRST_SLICE
+        self.pending: bytes | memoryview = b""
+        self.done = False
+
+    def chunk(self, size: int = _GUNZIP_CHUNK) -> bytes:
+        """The next at most ``size`` (> 0) output bytes; ``b""`` once the gzip stream has
+        ended (and what follows it was found to be zero padding)."""
+        view, total = self.view, len(self.view)
+        while not self.done:
+            if not self.pending and self.pos < total:
+                self.pending = view[self.pos:self.pos + self.step]
+                self.pos += len(self.pending)
+                self.step = min(2 * self.step, _GUNZIP_SLICE)
+            room = self.limit - self.produced + 1
+            try:
+                out = self.dec.decompress(self.pending, max(1, min(size, room)))
+            except zlib.error as err:
+                raise ParseError(f"corrupt gzip stream: {err}", self.where) from None
+            self.produced += len(out)
+            if self.produced > self.limit:
+                raise LimitError(f"decompressed payload exceeds the limit of {self.limit} "
+                                 "bytes", self.where)
+            self.pending = self.dec.unconsumed_tail
+            if self.dec.eof:
+                # where this gzip member ends: zlib puts the rest of its last input in
+                # unused_data (and leaves a stale copy in unconsumed_tail if that was not
+                # empty)
+                end = self.pos - len(self.dec.unused_data)
+                if view[end:end + 2] == b"\x1f\x8b":
+                    self.dec = zlib.decompressobj(wbits=31)
+                    self.pos, self.step, self.pending = end, _GUNZIP_FIRST_SLICE, b""
+                elif end < total and np.frombuffer(view, dtype=np.uint8, offset=end).any():
+                    raise ParseError(f"unexpected bytes after the gzip stream at payload "
+                                     f"offset 0x{end:x}", self.where)
+                else:
+                    self.done = True  # the end, or zero padding
+            elif not out and not self.pending and self.pos >= total:
+                raise ParseError("truncated gzip stream", self.where)
+            if out:
+                return out
+        return b""
 
 
-class _Chunks:
-    """Output chunks with a running length (``+=`` and ``len`` as a bytearray's)."""
+def gunzip_limited(payload: bytes | memoryview, limit: int, where: Where = Where()) -> bytes:
+    """Decompress a gzip stream (one or more members) with at most ``limit`` output bytes
+    (:class:`_Gunzip`: a gzip bomb stops at the limit, zero padding after the last member
+    is tolerated, linear time).
 
-    def __init__(self):
-        self.parts: list[bytes] = []
-        self.size = 0
+    The output goes straight into one growing buffer (``BytesIO.getvalue`` returns it
+    without a copy): peak memory is about the output.  The reader does not use this: it
+    decompresses each tar member straight into the member's own buffer
+    (:func:`untar_members`)."""
+    gz = _Gunzip(payload, limit, where)
+    out = io.BytesIO()
+    while chunk := gz.chunk():
+        out.write(chunk)
+    return out.getvalue()
 
-    def __iadd__(self, chunk: bytes) -> "_Chunks":
-        if chunk:
-            self.parts.append(chunk)
-            self.size += len(chunk)
-        return self
 
-    def __len__(self) -> int:
-        return self.size
+class _TarStream:
+    """A tar stream read forward only, from ``source.chunk(size)`` (a :class:`_Gunzip`, or
+    :class:`_BytesSource` for a tar in memory): what :mod:`tarfile` needs to walk the
+    headers (``read``, ``tell``, ``seek`` forward), and :meth:`member_data`, which reads a
+    member's data straight into its own buffer, so no second copy of the tar is ever
+    held."""
 
-    def join(self) -> bytes:
-        out = b"".join(self.parts)
-        self.parts = []
+    def __init__(self, source: "_Gunzip | _BytesSource"):
+        self.source = source
+        self.buf = b""  # the current piece of output
+        self.off = 0  # the next byte in it
+        self.position = 0  # stream offset of buf[off]
+        self.last: tuple[int, bytes] = (0, b"")  # start and bytes of the last read()
+
+    def tell(self) -> int:
+        return self.position
+
+    def _fill(self, want: int) -> bool:
+        if self.off >= len(self.buf):
+            self.buf, self.off = self.source.chunk(max(want, _GUNZIP_CHUNK)), 0
+        return self.off < len(self.buf)
+
+    def read(self, n: int = -1) -> bytes:
+        if n is None or n < 0:
+            raise tarfile.ReadError("unbounded read")  # tarfile never asks one
+        start, parts = self.position, []
+        while n > 0 and self._fill(n):
+            piece = self.buf[self.off:self.off + n]
+            self.off += len(piece)
+            self.position += len(piece)
+            n -= len(piece)
+            parts.append(piece)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.last = (start, data)
+        return data
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        if whence != 0 or pos < self.position:
+            raise tarfile.ReadError(f"tar stream cannot seek back to 0x{pos:x}")
+        skip = pos - self.position
+        while skip > 0:
+            if self.off < len(self.buf):
+                k = min(skip, len(self.buf) - self.off)
+                self.off += k
+            else:
+                k = len(self.source.chunk(min(skip, _GUNZIP_CHUNK)))
+                if not k:
+                    break  # past the end: the next read returns b""
+            self.position += k
+            skip -= k
+        return self.position
+
+    def member_data(self, size: int) -> bytes | None:
+        """The next ``size`` bytes, or ``None`` when the stream ends before them."""
+        if self.off + size <= len(self.buf):
+            data = self.buf[self.off:self.off + size]
+            self.off += size
+            self.position += size
+            return data
+        out = io.BytesIO()  # getvalue() hands over its buffer: the member is held once
+        need = size
+        while need:
+            if self.off < len(self.buf):
+                piece = memoryview(self.buf)[self.off:self.off + need]
+                self.off += len(piece)
+            else:
+                piece = self.source.chunk(min(need, _GUNZIP_CHUNK))  # no more than needed
+                if not piece:
+                    return None
+            out.write(piece)
+            self.position += len(piece)
+            need -= len(piece)
+        return out.getvalue()
+
+    def rest_is_zero(self) -> bool:
+        """Whether every byte from here to the end of the stream is zero (reads it all)."""
+        while self._fill(_GUNZIP_CHUNK):
+            if np.frombuffer(self.buf, dtype=np.uint8, offset=self.off).any():
+                return False
+            self.position += len(self.buf) - self.off
+            self.off = len(self.buf)
+        return True
+
+
+class _BytesSource:
+    """A tar already in memory, as :class:`_TarStream` reads it."""
+
+    def __init__(self, data: bytes | bytearray | memoryview):
+        self.view = memoryview(data).cast("B")
+        self.pos = 0
+
+    def chunk(self, size: int = _GUNZIP_CHUNK) -> bytes:
+        out = bytes(self.view[self.pos:self.pos + size])
+        self.pos += len(out)
         return out
 
 
@@ -270,7 +395,9 @@ _TYPE_NAMES = {
     tarfile.DIRTYPE: "directory",
     tarfile.GNUTYPE_SPARSE: "sparse file",
 }
-_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
+#: Regular files: types '0' and NUL, and '7' (contiguous file, which POSIX readers read as
+#: a regular file).
+_REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 
 
 def check_member_name(name: str) -> str | None:
@@ -293,45 +420,74 @@ def check_member_name(name: str) -> str | None:
     return None
 
 
-def untar_members(tar: bytes | bytearray, limits: Limits, where: Where = Where()
+def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Where = Where()
                   ) -> dict[str, bytes]:
-    """Members of an in-memory tar, in archive order, each vetted before its data is read."""
+    """Members of a tar (in memory, or the streaming gunzip of the payload), in archive
+    order, each vetted from its header before its data is read (or decompressed).
+
+    A directory entry without data is accepted and left out (``tar czf m.neff.tgz sg00
+    neff.json`` writes ``sg00/``) when it is the folder of a file member; any other
+    directory entry is refused."""
     members: dict[str, bytes] = {}
+    folders: dict[str, Where] = {}  # directory entries: name -> where
+    entries = 0
+    pw = where.merged(field="payload")
+    stream = _TarStream(tar if isinstance(tar, _Gunzip) else _BytesSource(tar))
     try:
-        tf = tarfile.open(fileobj=io.BytesIO(tar), mode="r:")
+        tf = tarfile.open(fileobj=stream, mode="r:")
     except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
-        raise ParseError(f"corrupt tar archive: {err}", where.merged(field="payload")) from None
+        raise ParseError(f"corrupt tar archive: {err}", pw) from None
     with tf:
         while True:
             try:
                 info = tf.next()
             except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
                 raise ParseError(f"corrupt tar archive after member {len(members)}: {err}",
-                                 where.merged(field="payload")) from None
+                                 pw) from None
             if info is None:
                 break
+            name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             mw = where.merged(member=info.name)
-            why = check_member_name(info.name)
+            why = check_member_name(name)
             if why:
                 raise ParseError(why, mw)
-            if info.type not in _REGULAR:
+            if entries >= limits.max_members:
+                raise LimitError(f"more than {limits.max_members} members", mw)
+            entries += 1
+            if info.type == tarfile.DIRTYPE:
+                if info.size:
+                    raise ParseError(f"directory member with data ({info.size} bytes)", mw)
+                folders.setdefault(name, mw)
+                continue
+            if info.type not in _REGULAR or info.sparse is not None:
                 kind = _TYPE_NAMES.get(info.type, f"non-regular (tar type {info.type!r})")
+                if info.sparse is not None:
+                    kind = "sparse file"
                 raise ParseError(f"{kind} member is not allowed (only regular files)", mw)
             if info.name in members:
                 raise ParseError("duplicate member name", mw)
-            if len(members) >= limits.max_members:
-                raise LimitError(f"more than {limits.max_members} members", mw)
             if info.size > limits.max_member_bytes:
                 raise LimitError(f"member size {info.size} exceeds the limit of "
                                  f"{limits.max_member_bytes} bytes", mw)
-            start, end = info.offset_data, info.offset_data + info.size
-            if end > len(tar):
+            if stream.tell() != info.offset_data:
+                raise ParseError(f"corrupt tar archive: member data at tar offset "
+                                 f"0x{info.offset_data:x}, stream at 0x{stream.tell():x}", mw)
+            data = stream.member_data(info.size)
+            if data is None:
                 raise ParseError("tar archive truncated inside this member", mw)
-            members[info.name] = bytes(tar[start:end])
+            members[info.name] = data
         tail = tf.offset
-    if tail < len(tar) and np.frombuffer(tar, dtype=np.uint8, offset=tail).any():
-        raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}",
-                         where.merged(field="payload"))
+    # tarfile ends the archive at the first header block it cannot read: that block and
+    # everything after it must be zero (end-of-archive blocks and padding)
+    start, block = stream.last
+    if start != tail or any(block) or not stream.rest_is_zero():
+        raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
+    if folders:
+        used = {name[:i] for name in members for i, ch in enumerate(name) if ch == "/"}
+        for name, mw in folders.items():
+            if name not in used:
+                raise ParseError("directory member is not the folder of any file member "
+                                 "(only a member's folder may be listed)", mw)
     return members
 
 
@@ -346,6 +502,10 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
     if header.pkg_version not in PKG_VERSIONS:
         raise ParseError(f"unknown pkg_version {header.pkg_version} (1 = tar.gz + SHA-256, "
                          "2 = tar.gz + MD5)", where.merged(field="pkg_version"))
+    if header.lnc_size not in LNC_SIZES:
+        raise ValidationError(f"lnc_size is {header.lnc_size}, must be 1 or 2 (the logical "
+                              "NeuronCore size)", where.merged(offset=HEADER_FIELDS["lnc_size"][0],
+                                                               field="lnc_size"))
     avail = len(data) - HEADER_SIZE
     if header.data_size > avail:
         raise ParseError(f"data_size {header.data_size} runs past the end of the file "
@@ -371,8 +531,7 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
                              f"payload hashes to {expect[:n].hex()}", where.merged(field="hash"))
     else:
         warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
-    tar = gunzip_limited(payload, limits.max_total_bytes, where)
-    members = untar_members(tar, limits, where)
+    members = untar_members(_Gunzip(payload, limits.max_total_bytes, where), limits, where)
     return Container(header=header, members=members, warnings=warnings,
                      hash_verified=verify_hash)
 

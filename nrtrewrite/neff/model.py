@@ -209,7 +209,8 @@ class Model:
 
     @property
     def lnc_size(self) -> int:
-        return self.header.lnc_size or 1
+        """The header's lnc_size: 1 or 2 (the reader refuses anything else)."""
+        return self.header.lnc_size
 
     def subgraph(self, name: str) -> Subgraph:
         for sg in self.subgraphs:

@@ -20,13 +20,17 @@ Decisions beyond the contract (docs/ASSEMBLE.md "Validation rules"):
   ``output`` or ``tmp-buf``.  0xD9+0xDA: src and dst are ``state-buffer`` vars.
 * Opaque instructions (every opcode other than 0xC7, 0xC8, 0xD9, 0xDA) are not
   inspected at all, not even ``length_dw``.
-* Members not named by ``neff.json``/``def.json`` are kept and passed through.
+* Members not named by ``neff.json``/``def.json`` are kept and passed through, except
+  where a stream would be left unlowered: ``<sg>/<x>.bin`` in a listed subgraph's folder
+  whose ``x`` is not a listed engine, and any member in an ``sgNN/`` folder of a subgraph
+  ``neff.json`` does not list, are refused (:func:`_check_member_places`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 import construct as cs
@@ -83,6 +87,7 @@ def model_from_container(cont: Container, *, path: str = "<bytes>",
     neff_json = load_json_member(cont.members, NEFF_JSON, where)
     names = _check_neff_json(neff_json, where.merged(member=NEFF_JSON))
     subgraphs = [_read_subgraph(name, cont.members, where) for name in names]
+    _check_member_places(subgraphs, cont.members, where)
     _check_comm_count(subgraphs, where)
     triggers: list[Trigger] = []
     for sg in subgraphs:
@@ -114,6 +119,19 @@ def _no_constant(name: str) -> Any:
     raise _JsonRule(f"{name} is not allowed")
 
 
+#: Digits of a JSON integer: CPython's default limit on converting a string to an int
+#: (``sys.int_info.default_max_str_digits``), checked here so that it is a one-line error
+#: whatever the interpreter's setting; every integer the contract has fits 20 digits.
+MAX_JSON_INT_DIGITS = 4300
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_JSON_INT_DIGITS:
+        raise _JsonRule(f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}")
+    return int(text)
+
+
 def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict:
     """Parse member ``name`` as a strict JSON object (UTF-8, no duplicate keys, no NaN)."""
     mw = where.merged(member=name)
@@ -124,12 +142,15 @@ def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict
     except UnicodeDecodeError as err:
         raise ParseError(f"not UTF-8 ({err.reason} at byte {err.start})", mw) from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant,
+                         parse_int=_parse_int)
     except _JsonRule as err:
         raise ParseError(f"invalid JSON: {err}", mw) from None
     except json.JSONDecodeError as err:
         raise ParseError(f"invalid JSON: {err.msg} (line {err.lineno} column {err.colno})",
                          mw) from None
+    except ValueError as err:  # an int over a lower sys.set_int_max_str_digits() setting
+        raise ParseError(f"invalid JSON: {str(err).split(';')[0]}", mw) from None
     except RecursionError:
         raise ParseError("invalid JSON: nested too deeply", mw) from None
     if not isinstance(obj, dict):
@@ -155,9 +176,22 @@ def _int_field(val: Any, where: Where, field: str, lo: int, hi: int) -> int:
     return val
 
 
+def _utf8_text(text: str, where: Where, field: str, what: str) -> str:
+    """``text`` if it can be written as UTF-8: a JSON ``\\ud800`` escape decodes to a lone
+    surrogate, which no UTF-8 output (a table, a manifest) can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValidationError(f"{what} is not Unicode text: lone surrogate "
+                              f"U+{ord(text[err.start]):04X} (a JSON \\u escape) at character "
+                              f"{err.start}", where.merged(field=field)) from None
+    return text
+
+
 def _safe_component(name: Any, where: Where, field: str, what: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValidationError(f"{what} must be a non-empty string", where.merged(field=field))
+    _utf8_text(name, where, field, what)
     if "/" in name or check_member_name(name) is not None:
         raise ValidationError(f"{what} {name!r} is not a plain file name", where.merged(field=field))
     return name
@@ -201,6 +235,7 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         name = _need(item, "name", where, f"{f}.name")
         if not isinstance(name, str):
             raise ValidationError("must be a string", where.merged(field=f"{f}.name"))
+        _utf8_text(name, where, f"{f}.name", "var name")
         tname = _need(item, "type", where, f"{f}.type")
         if not isinstance(tname, str) or tname not in VAR_TYPE_NAMES:
             raise ValidationError(f"unknown var type {json.dumps(tname)} (one of "
@@ -215,9 +250,8 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         if vtype == VarType.STATE_BUFFER:
             parts = _need(item, "partitions", where, f"{f}.partitions")
             partitions = _int_field(parts, where, f"{f}.partitions", 1, SBUF_PARTITIONS)
-        elif "partitions" in item:
-            raise ValidationError(f"only state-buffer vars have partitions (this one is {tname})",
-                                  where.merged(field=f"{f}.partitions"))
+        # on a DRAM var, "partitions" means nothing in the contract (its size is bytes): an
+        # unknown key, ignored like the others
         out[var_id] = Var(var_id=var_id, name=name, type=vtype, size=size, partitions=partitions)
     return out
 
@@ -249,6 +283,37 @@ def _read_groups(items: Any, where: Where) -> list[tuple[int, ...]]:
             owner[rank] = g
         groups.append(tuple(grp))
     return groups
+
+
+#: The folder of a subgraph as NEFF-LIKE.md §1 names it (``sgNN/``).
+_SUBGRAPH_FOLDER = re.compile(r"sg[0-9]+")
+
+
+def _check_member_places(subgraphs: list[Subgraph], members: dict[str, bytes],
+                         where: Where) -> None:
+    """Refuse the members that look like engine streams nobody reads, whose collective
+    triggers would be left unlowered (live pseudo triggers in the output): ``<sg>/<x>.bin``
+    in a listed subgraph's folder whose ``x`` its def.json does not list as an engine, and
+    anything in an ``sgNN/`` folder of a subgraph neff.json does not list.  Other members
+    not named by neff.json / def.json (top level, other folders, other files, deeper paths)
+    pass through (docs/ASSEMBLE.md "Members")."""
+    listed = {sg.name: sg for sg in subgraphs}
+    for member in members:
+        folder, slash, rest = member.partition("/")
+        if not slash:
+            continue
+        sg = listed.get(folder)
+        if sg is not None:
+            if "/" not in rest and rest.endswith(".bin") and rest[:-4] not in sg.streams:
+                raise ValidationError(
+                    f"named like the stream of engine {rest[:-4]!r}, which {folder}/{DEF_JSON} "
+                    f"does not list (engines: {', '.join(sg.engines)}): a trigger in it "
+                    "would be left unlowered", where.merged(member=member, subgraph=folder))
+        elif _SUBGRAPH_FOLDER.fullmatch(folder):
+            raise ValidationError(
+                f"in the folder of subgraph {folder!r}, which {NEFF_JSON} does not list "
+                f"(subgraphs: {', '.join(listed)}): a trigger in it would be left "
+                "unlowered", where.merged(member=member))
 
 
 def _check_comm_count(subgraphs: list[Subgraph], where: Where) -> None:
