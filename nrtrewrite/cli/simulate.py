@@ -23,8 +23,9 @@ from rich.table import Table
 from nrtrewrite.bundle import write_output
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
-from nrtrewrite.neff.reader import read_model
+from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
+from nrtrewrite.simulate.artifacts import input_model_bytes
 
 #: Legs above which the progress bar is shown (on a terminal, without --json).
 PROGRESS_MIN_LEGS = 20_000
@@ -74,13 +75,18 @@ def render(res: SimulationResult, con: Console) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--ignore-checksums", is_flag=True,
               help="Simulate an output folder even when its sha256 checksums do not match.")
+@click.option("--model", "model_path", type=click.Path(exists=True, dir_okay=False),
+              default=None, metavar="MODEL.neff",
+              help="With OUT: the model OUT was lowered from (its sha256 must be the manifest's "
+                   "input); the rewritten NEFF and the triggers are checked against it.")
 @common_lowering_options
-def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_cc,
+def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, algo, host_cc,
                  no_verify_hash):
     """Run every rank's emitted bytes and check every collective bit for bit.
 
     MODEL.neff is lowered into a temporary folder first (with --topology / --algo /
-    --host-cc); an output folder OUT is checked against its sha256 checksums first.
+    --host-cc); an output folder OUT is checked against its sha256 checksums first, and with
+    --model against the model it was lowered from.
     """
     path = Path(target)
     err = Console(stderr=True)
@@ -95,7 +101,11 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, topology, algo, host_c
             if not ignore_checksums:
                 verify_checksums(path)
             out = path
+            if model_path is not None:
+                model = read_model_bytes(input_model_bytes(path, model_path), path=model_path)
         else:
+            if model_path is not None:
+                raise click.UsageError("--model applies only when an output folder OUT is given")
             plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
             for w in warnings:

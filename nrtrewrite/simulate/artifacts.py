@@ -55,6 +55,25 @@ def read_top_manifest(out: Path) -> dict:
     return doc
 
 
+def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
+    """The bytes of ``model``, refused (a one-line OutputError) unless they are the input the
+    output folder was lowered from: their sha256 and size are ``manifest.json``'s ``input``
+    (FORMATS §1.1).  With them the simulator checks the rewritten NEFF against its input."""
+    from nrtrewrite.neff.container import read_file_bytes
+
+    top = read_top_manifest(Path(out))
+    inp = top.get("input") if isinstance(top.get("input"), dict) else {}
+    data = read_file_bytes(str(model))
+    sha = hashlib.sha256(data).hexdigest()
+    if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
+        raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
+                          f"{out}/manifest.json records ({str(inp.get('sha256'))[:16]}..., "
+                          f"{inp.get('bytes')} bytes, {inp.get('name')!r}): --model must name "
+                          "the model this output was lowered from", file=str(model),
+                          field="input.sha256")
+    return data
+
+
 def verify_checksums(out: str | Path) -> None:
     """Check every sha256 the manifests record; raise a one-line OutputError on the first miss.
 

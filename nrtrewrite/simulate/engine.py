@@ -187,35 +187,110 @@ class Simulator:
             raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
                                   f"({t.subgraph} {t.engine} instruction {t.index})", file=str(path))
         sgs = {sg.name: sg for sg in model.subgraphs}
-        for t in self.triggers.values():
+        orig = {t.ordinal: t for t in self.model.triggers} if self.model is not None else {}
+        self._kick_spad: dict[int, list[tuple[int, str, int]]] = {}
+        kick_words: dict[str, set[int]] = {}
+        for t in sorted(self.triggers.values(), key=lambda t: t.ordinal):
             sg = sgs.get(t.subgraph)
             stream = sg.streams.get(t.engine) if sg else None
-            off = t.index * 64
-            if stream is None or len(stream) < off + 64:
-                raise SimulationError(f"trigger {t.ordinal}: no instruction {t.index} in "
-                                      f"{t.subgraph}/{t.engine}", file=str(path), trigger=t.ordinal)
-            word = stream[off:off + 64]
-            ok = (word[0] == 0xA2 and word[1] == 16 and word[2:4] == b"\0\0"
-                  and int.from_bytes(word[14:16], "little") == 0
-                  and int.from_bytes(word[16:20], "little") == t.ordinal and not any(word[20:]))
-            if not ok:
-                raise SimulationError(f"trigger {t.ordinal}: instruction {t.index} of "
-                                      f"{t.subgraph}/{t.engine} is not its TOPSP_KICK word "
-                                      "(FORMATS §9)", file=str(path), trigger=t.ordinal)
-            self._kick_spad = getattr(self, "_kick_spad", {})
-            self._kick_spad[t.ordinal] = int.from_bytes(word[12:14], "little")
+            member = f"{t.subgraph}/{t.engine}.bin"
+            # a trigger with SBUF operands was a 0xD9+0xDA pair: two words (NEFF-LIKE.md)
+            ot = orig.get(t.ordinal)
+            words = ot.num_words if ot is not None else (2 if t.src.get("ap") is not None else 1)
+            syncs = ([ot.sync.to_bytes()] + ([ot.ext_sync.to_bytes()] if ot.ext_sync else [])
+                     if ot is not None else [None, None])
+            for w in range(words):
+                idx = t.index + w
+                off = idx * 64
+                where = dict(file=str(path), member=member, index=idx, trigger=t.ordinal)
+                if stream is None or len(stream) < off + 64:
+                    raise SimulationError(f"no instruction {idx} in {member} for TOPSP_KICK word "
+                                          f"{w} of trigger {t.ordinal}", **where)
+                word = stream[off:off + 64]
+                self._check_kick_word(t, w, words, word, syncs[w], where)
+                self._kick_spad.setdefault(t.ordinal, []).append(
+                    (int.from_bytes(word[12:14], "little"), member, idx))
+                kick_words.setdefault(member, set()).add(idx)
+        if self.model is not None:
+            self._check_unchanged(model, kick_words, str(path))
         return {sg.name: i for i, sg in enumerate(model.subgraphs)}
 
+    #: TOPSP_KICK fields (FORMATS §9): (field, first byte, bytes)
+    _KICK_FIELDS = (("opcode", 0, 1), ("length_dw", 1, 1), ("reserved", 2, 2), ("sync", 4, 8),
+                    ("spad_index", 12, 2), ("word", 14, 2), ("trigger", 16, 4),
+                    ("reserved", 20, 44))
+
+    def _check_kick_word(self, t: TriggerSpec, w: int, words: int, word: bytes,
+                         sync: bytes | None, where: dict) -> None:
+        """Word ``w`` of trigger ``t``'s kick: every field FORMATS §9 fixes; the sync bytes
+        against the input model's word when the model is known."""
+        want = {"opcode": bytes([0xA2]), "length_dw": bytes([16]), "word": w.to_bytes(2, "little"),
+                "trigger": t.ordinal.to_bytes(4, "little"), "sync": sync}
+        what = (f"TOPSP_KICK word {w} of trigger {t.ordinal}"
+                + (f" (its former {'0xDA' if w else '0xD9'} word)" if words == 2 else ""))
+        for name, a, k in self._KICK_FIELDS:
+            got = word[a:a + k]
+            exp = bytes(k) if name == "reserved" else want.get(name)
+            if exp is None or got == exp:
+                continue
+            first = a + next(j for j in range(k) if got[j] != exp[j])
+            if name == "reserved":  # name the byte
+                a, k, got, exp = first, 1, word[first:first + 1], b"\0"
+            fmt = (lambda b: b.hex(" ")) if name == "sync" else (
+                lambda b: f"{int.from_bytes(b, 'little'):#x}")
+            src = " (the input model's sync bytes 4..11)" if name == "sync" else ""
+            span = f"byte {a}" if k == 1 else f"bytes {a}..{a + k - 1}"
+            raise SimulationError(f"{what}: {name} ({span}) is {fmt(got)}, "
+                                  f"expected {fmt(exp)}{src} (FORMATS §9)",
+                                  **{**where, "field": name, "offset": where["index"] * 64 + first})
+
+    def _check_unchanged(self, rewritten, kick_words: dict[str, set[int]], path: str) -> None:
+        """With the input model: every member of the rewritten NEFF but the kick words is the
+        input's, byte for byte (FORMATS §9)."""
+        old, new = self.model.members, rewritten.members
+        if list(old) != list(new):
+            miss = sorted(set(old) ^ set(new)) or ["(member order)"]
+            raise SimulationError(f"the rewritten NEFF's members differ from the input model's "
+                                  f"({miss[0]})", file=path, field="members")
+        for name, data in old.items():
+            got = new[name]
+            if got == data:
+                continue
+            kicks = kick_words.get(name, set())
+            diff = None
+            if len(got) == len(data):
+                a = np.frombuffer(data, np.uint8)
+                b = np.frombuffer(got, np.uint8)
+                bad = np.flatnonzero(a != b)
+                bad = bad[~np.isin(bad // 64, list(kicks))] if kicks else bad
+                if not bad.size:
+                    continue
+                diff = int(bad[0])
+            why = (f"byte {diff} (instruction {diff // 64}) differs from the input model's"
+                   if diff is not None else f"{len(got)} bytes, the input model's member has "
+                   f"{len(data)}")
+            raise SimulationError(f"{why}: only the trigger words are rewritten (FORMATS §9)",
+                                  file=path, member=name,
+                                  **({"offset": diff} if diff is not None else {}))
+
     def _check_kicks(self) -> None:
-        """The kick's spad_index is the trigger's first entry on its leader (FORMATS §9)."""
+        """Each kick word's spad_index is the trigger's first entry on its leader (FORMATS §9)."""
         for t in self.triggers.values():
             prog = self.programs[t.leader]
             first = next(e.index for e in prog.entries if e.trigger is t)
-            if self._kick_spad.get(t.ordinal) != first:
-                raise SimulationError(f"the TOPSP_KICK word of trigger {t.ordinal} names SPAD "
-                                      f"entry {self._kick_spad.get(t.ordinal)}; the leader (rank "
-                                      f"{t.leader}) starts it at entry {first}", trigger=t.ordinal,
-                                      field="spad_index")
+            kicks = self._kick_spad.get(t.ordinal, ())
+            for w, (spad, member, idx) in enumerate(kicks):
+                if spad != first:
+                    pair = (f" (its former {'0xDA' if w else '0xD9'} word)" if len(kicks) == 2
+                            else "")
+                    raise SimulationError(
+                        f"TOPSP_KICK word {w} of trigger {t.ordinal}{pair}: spad_index (bytes "
+                        f"12..13) is "
+                        f"{spad}, expected {first}: the leader (rank {t.leader}) starts the "
+                        "trigger at that entry (FORMATS §9)", trigger=t.ordinal,
+                        field="spad_index", member=member, index=idx, offset=idx * 64 + 12,
+                        file=str(self.out / str((self.top.get("output_neff") or {}).get("name",
+                                                                                          ""))))
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimulationResult:

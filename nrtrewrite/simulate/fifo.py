@@ -198,9 +198,11 @@ class FifoDecoder:
             if int(op["net_idx_loop_size"]) != F.NET_INDEX_LOOP_SIZE:
                 raise fail(k, f"net_idx_loop_size {int(op['net_idx_loop_size'])}, expected "
                               f"{F.NET_INDEX_LOOP_SIZE}", "net_idx_loop_size")
-            for fld in ("initial_send_credits", "ending_recv_credits"):
-                if not 0 < int(op[fld]) <= F.NET_MAX_CREDITS:
-                    raise fail(k, f"{fld} {int(op[fld])} is not in (0, {F.NET_MAX_CREDITS:#x}]", fld)
+            # FORMATS §8.1 fixes both at 8 (inside the runtime's (0, 0x1FF])
+            for fld, want in (("initial_send_credits", F.NET_INITIAL_SEND_CREDITS),
+                              ("ending_recv_credits", F.NET_ENDING_RECV_CREDITS)):
+                if int(op[fld]) != want:
+                    raise fail(k, f"{fld} {int(op[fld])}, expected {want} (FORMATS §8.1)", fld)
             if int(op["data_type_sz"]) != SDMA_DATA_TYPE_SIZE[t.dtype]:
                 raise fail(k, f"data_type_sz {int(op['data_type_sz'])}, sdma_data_type_size"
                               f"[{t.dtype.name}] is {SDMA_DATA_TYPE_SIZE[t.dtype]}", "data_type_sz")

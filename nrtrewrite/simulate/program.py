@@ -35,7 +35,32 @@ LEAF_NAMES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
               # the unit semaphores
               10: "direct_reduce_send_kangaring", 11: "peer_post", 12: "peer_wait"}
 MARK_END = 15
+MARK_COMPLETE = 22
+POST_RECV = 21
+PEER_POST, PEER_WAIT = 11, 12
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
+KANGARING_LEAVES = frozenset({10, PEER_POST, PEER_WAIT})
+MESH_LEAVES = frozenset({16, 17, 20, POST_RECV})  # mesh_send, mesh_reduce, mesh_sync, post_recv
+RDH_LEAVES = frozenset({18, 19, 20, POST_RECV})  # rdh_copy, rdh_reduce, mesh_sync, post_recv
+#: mesh and RDH legs: their semaphores are events of the window, send_sema and dma_compl_sema
+EVENT_LEAVES = frozenset({16, 17, 18, 19, 20})
+#: the leaves an entry may run, by its algo_type (a HIER entry: its leg's engine): FORMATS §3
+#: (ring leaves), §3.3 (KANGARING adds its fan-in and unit sync legs; SINGLE_CYCLE_RING uses
+#: the ring leaves), §3.2 (mesh: mesh_*; RDH: rdh_*; both mesh_sync and post_recv); every entry
+#: ends each channel with mark_end and may open it with the handshake's mark_complete (§3.4)
+ENTRY_LEAVES = {
+    int(EncAlgType.RING): RING_LEAVES,
+    int(EncAlgType.SINGLE_CYCLE_RING): RING_LEAVES,
+    int(EncAlgType.KANGARING): RING_LEAVES | KANGARING_LEAVES,
+    int(EncAlgType.MESH): MESH_LEAVES,
+    int(EncAlgType.SINGLE_STEP_MESH): MESH_LEAVES,
+    int(EncAlgType.INTRA_RDH): RDH_LEAVES,
+    int(EncAlgType.INTER_RDH): RDH_LEAVES,
+}
+ENTRY_LEAVES = {k: frozenset(v | {MARK_END, MARK_COMPLETE}) for k, v in ENTRY_LEAVES.items()}
+#: semaphore ids outside the ring channel block (FORMATS §7)
+SEM_ENTRY_GO, SEM_ENTRY_POST = 8, 9
+SEM_PEER_BASE, SEM_EVENT_BASE = 144, 192
 #: leaves that carry a half-chunk index (the ring leaves, as KANGARING uses them too)
 HALF_LEAVES = RING_LEAVES | {10}
 REDUCE_LEAVES = frozenset({2, 3, 4, 10, 17, 19})
@@ -334,6 +359,28 @@ class RankDecoder:
         if n:
             self.check(trig != ent_trig[spi], lambda i: f"trigger {trig[i]} but entry {spi[i]} "
                        f"is trigger {ent_trig[spi[i]]}", art, "trigger")
+            # the leaf belongs to the entry's algorithm (a HIER entry: its leg's engine)
+            at_leg = self.algo_type[spi]
+            allowed = np.zeros(n, bool)
+            for at, leaves in ENTRY_LEAVES.items():
+                m = at_leg == at
+                allowed[m] = np.isin(leaf[m], list(leaves))
+            self.check(~allowed, lambda i: f"leaf {LEAF_NAMES[int(leaf[i])]} ({leaf[i]}) in a "
+                       f"{_alg_name(int(at_leg[i]))} entry (entry {spi[i]}, channel {ch[i]}, step "
+                       f"{step[i]}): its leaves are "
+                       + ", ".join(LEAF_NAMES[x] for x in sorted(ENTRY_LEAVES[int(at_leg[i])]))
+                       + " (FORMATS §3)", art, "leaf")
+            # the leg's elements lie in the collective's element space (the input, or an
+            # all-gather's output), checked before any arithmetic on them
+            space = np.array([t.out_count if t.op == "ALLGATHER" else t.in_count
+                              for t in self.entry_trigger], np.int64)[spi]
+            es = L["elem_start"]
+            cnt = L["num_elements"].astype(np.int64)
+            self.check(cnt > space, lambda i: f"num_elements {cnt[i]} but trigger {trig[i]} "
+                       f"has {space[i]} elements", art, "num_elements")
+            self.check(es > (space - cnt).astype(np.uint64), lambda i: f"elem_start {es[i]} with "
+                       f"num_elements {cnt[i]} runs past the {space[i]} elements of trigger "
+                       f"{trig[i]}", art, "elem_start")
         half = L["half"].astype(np.int64)
         ring_leaf = np.isin(leaf, list(HALF_LEAVES))
         self.check((half > 1) | (~ring_leaf & (half != 0)), "half is not CHUNK_H0/H1 (0 "
@@ -734,15 +781,21 @@ class RankDecoder:
         lsizes = np.diff(np.append(self.group_first, self.n_legs))
         bad = _first(sizes != lsizes)
         if bad is not None:
-            raise self.fail(f"group {bad} expands to {sizes[bad]} legs, entry "
-                            f"{self.spi[self.group_first[bad]]} channel "
-                            f"{self.ch[self.group_first[bad]]} has {lsizes[bad]}", art)
+            recs = np.flatnonzero(gid == bad)
+            raise self.fail(f"last_sync group {bad} (records {recs[0]}..{recs[-1]}) expands to "
+                            f"{sizes[bad]} legs, entry {self.spi[self.group_first[bad]]} channel "
+                            f"{self.ch[self.group_first[bad]]} has {lsizes[bad]}", art,
+                            int(recs[-1]), "repeat", channel=int(self.ch[self.group_first[bad]]))
         em = np.repeat(T["m2s"].astype(np.int64), rep)
         es = np.repeat(T["s2m"].astype(np.int64), rep)
         bad = _first((em != m2s) | (es != s2m))
         if bad is not None:
-            raise self.fail(f"tp_inc_steps say m2s {em[bad]} / s2m {es[bad]} for leg {bad}, its "
-                            f"BDs are {m2s[bad]} M2S / {s2m[bad]} S2M", art, None, "m2s",
+            rec = int(np.repeat(np.arange(T.size), rep)[bad])
+            fld = "m2s" if em[bad] != m2s[bad] else "s2m"
+            raise self.fail(f"tp_inc_steps say m2s {em[bad]} / s2m {es[bad]} for legs.bin record "
+                            f"{bad} (entry {self.spi[bad]}, channel {self.ch[bad]}, step "
+                            f"{bad - self.group_first[self.group_of[bad]]}), its BDs are "
+                            f"{m2s[bad]} M2S / {s2m[bad]} S2M", art, rec, fld,
                             channel=int(self.ch[bad]))
 
     # ------------------------------------------------------------------ 0xBF words
@@ -973,12 +1026,47 @@ class RankDecoder:
         cat_i_next = ~wait & ~local & (sid == recv) & (val == 1)
         cat_i_send = ~wait & local & (sid == send) & (val == 1)
         ring_known = cat_w_recv | cat_w_compl | cat_i_compl | cat_i_next | cat_i_send
-        other_known = (wait & local & (sid != compl)) | (~wait & ~(local & (sid == compl))) | \
-            cat_i_compl | (cat_w_compl & (lf_s == MARK_END))
+        # the other leaves, by what FORMATS §3.2 - §3.4 and §7 give them (values and counts
+        # are left to the run: a wrong one deadlocks or leaves a semaphore non-zero)
+        at_s = self.algo_type[self.spi[leg]] if n else np.zeros(0, np.int64)
+        rel = sid - SEM_BASE
+        block = (rel >= 0) & (sid < SEM_RING_END)
+        b_role = np.where(block, rel % 4, -1)
+        peer_own = sid == SEM_PEER_BASE + c  # kring_peer_semas.mine of the leg's channel
+        event = sid >= SEM_EVENT_BASE
+        kanga = at_s == int(EncAlgType.KANGARING)
+        single = at_s == int(EncAlgType.SINGLE_CYCLE_RING)
+        known_by = [
+            # the entry handshake: wait entry_post / entry_go, +entry_post on peers, +entry_go
+            (lf_s == MARK_COMPLETE,
+             (wait & local & ((sid == SEM_ENTRY_POST) | (sid == SEM_ENTRY_GO)))
+             | (~wait & ~local & (sid == SEM_ENTRY_POST))
+             | (~wait & local & (sid == SEM_ENTRY_GO))),
+            # post_recv: nothing of its own
+            (lf_s == POST_RECV, np.zeros(n, bool)),
+            # mesh / RDH legs: events (waits on this core), a network send's send_sema
+            (np.isin(lf_s, list(EVENT_LEAVES)), (event & (local | ~wait)) | cat_i_send),
+            # KANGARING (§3.3): the ring's recv_sema / send_sema, the unit's peer semaphores
+            (kanga & np.isin(lf_s, list(RING_LEAVES | {10})),
+             cat_w_recv | cat_i_next | cat_i_send | (~wait & peer_own & ~local)),
+            (lf_s == PEER_POST, ~wait & peer_own & ~local),
+            (lf_s == PEER_WAIT, wait & peer_own & local),
+            # SINGLE_CYCLE_RING (§3.3): recv_sema and post_sema of the entry's channels
+            (single & np.isin(lf_s, list(RING_LEAVES)),
+             (wait & local & ((b_role == ROLE_RECV) | (b_role == ROLE_POST)))
+             | (~wait & ~local & (b_role == ROLE_RECV)) | (~wait & local & (b_role == ROLE_POST))
+             | cat_i_send),
+        ]
+        other_known = np.zeros(n, bool)
+        for m, ok in known_by:
+            other_known |= m & ok
+        other_known |= cat_i_compl
         known = np.where(ring_s | (lf_s == MARK_END), ring_known, other_known)
         self.check(~known, lambda i: f"{'wait' if wait[i] else 'increment'} of "
                    f"{sem_name(int(sid[i]))} of rank {trank[i]} by {val[i]} is not part of the "
-                   f"protocol for a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg (FORMATS §7)",
+                   f"protocol for a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg (legs.bin record "
+                   f"{leg[i]}; "
+                   "FORMATS §3.2 - §3.4, §7)",
                    "sem.bin", "addr")
         if n > 1:
             self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
@@ -1008,6 +1096,11 @@ class RankDecoder:
             (ring | me_end, count(np.ones(n, bool)),
              np.where(consuming, 1, 0) + me_end + np.where(me_end, 0, 1) + sending,
              "semaphore BDs in all"),
+            # the kangaring unit's sync legs (FORMATS §3.3): one post, one wait
+            (lf == PEER_POST, count(~wait & ~local), np.ones(self.n_legs, np.int64),
+             "an increment of its primary's peer semaphore"),
+            (lf == PEER_WAIT, w_any, np.ones(self.n_legs, np.int64),
+             "a wait on its own peer semaphore"),
         ]
         for mask, got, want, name in checks:
             bad = _first(mask & (got != want))
@@ -1026,6 +1119,14 @@ class RankDecoder:
         if bad is not None:
             raise self.fail(f"mark_end waits dma_compl_sema >= {end_val[bad]}, the channel has "
                             f"{others[bad]} other legs", "legs.bin", bad, "sem_count")
+        # mark_complete legs open a channel program (FORMATS §3.4): in front, never after
+        # another leaf (checked after their semaphores, which name a swapped leaf first)
+        after = np.zeros(self.n_legs, bool)
+        if self.n_legs:
+            after[1:] = ((lf[1:] == MARK_COMPLETE) & (self.group_of[1:] == self.group_of[:-1])
+                         & (lf[:-1] != MARK_COMPLETE))
+        self.check(after, "mark_complete after a leg of another leaf: the entry handshake "
+                   "opens its channel program (FORMATS §3.4)", "legs.bin", "leaf")
         next_rank = np.full(self.n_legs, -1, np.int64)
         next_rank[leg[cat_i_next]] = trank[cat_i_next]
         self.l_next = np.where(ring, next_rank, -1)

@@ -1,0 +1,298 @@
+"""Tampers the simulator once took for a clean match, every one re-hashed so that the checksum
+check passes: both TOPSP_KICK words of a 0xD9+0xDA pair and the kick's sync bytes (FORMATS
+§9, the sync bytes against ``--model``), a leg's leaf from another algorithm's family or with
+semaphores its leaf does not have (FORMATS §3, §3.2 - §3.4), ``elem_start`` past the
+trigger's elements, the net-proxy credits (FORMATS §8.1) and the tp_inc_steps record in the
+message.  Offsets are FORMATS.md's: a kick word is 64 bytes (opcode 0, length_dw 1, reserved
+2..3, sync 4..11, spad_index 12..13, word 14..15, trigger 16..19, reserved 20..63); a leg
+record is 64 bytes, ``leaf`` at 12, ``elem_start`` u64 at 48, ``num_elements`` u32 at 56; a
+tp_inc_steps record 8 bytes, ``repeat`` u16 at 4; ``net_ops_info`` 96 bytes,
+``initial_send_credits`` u32 at 52, ``ending_recv_credits`` at 56."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite.emit import formats as F
+from nrtrewrite.neff.container import build_container, read_container
+from nrtrewrite.simulate import simulate_output
+from test_simulate import FIX, cli, coll_spec, lower_neff, lower_spec, two_node_spec
+
+REC = WORD = 64
+LEAF, ELEM_START, NUM_ELEMENTS = 12, 48, 56
+
+
+# ---------------------------------------------------------------------------- helpers
+
+def rehash(out: Path) -> None:
+    """Record the sha256 of every file again, as ``lower`` would have (tamper looks genuine)."""
+    top = json.loads((out / "manifest.json").read_text())
+    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    for name in top["rank_manifests"]:
+        mp = out / name / "manifest.json"
+        man = json.loads(mp.read_text())
+        for f, info in man["files"].items():
+            info["sha256"] = sha(out / name / f)
+            info["bytes"] = (out / name / f).stat().st_size
+        mp.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+        top["rank_manifests"][name] = sha(mp)
+    top["output_neff"]["sha256"] = sha(out / top["output_neff"]["name"])
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+
+
+def copy(src: Path, tmp_path: Path, name: str = "t") -> Path:
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def poke(path: Path, offset: int, data: bytes) -> bytes:
+    b = bytearray(path.read_bytes())
+    old = bytes(b[offset:offset + len(data)])
+    b[offset:offset + len(data)] = data
+    path.write_bytes(bytes(b))
+    return old
+
+
+def poke_neff(out: Path, member: str, offset: int, data: bytes) -> bytes:
+    """Patch a member of the rewritten NEFF (the header's hash is recomputed)."""
+    top = json.loads((out / "manifest.json").read_text())
+    p = out / top["output_neff"]["name"]
+    c = read_container(p.read_bytes())
+    m = dict(c.members)
+    s = bytearray(m[member])
+    old = bytes(s[offset:offset + len(data)])
+    s[offset:offset + len(data)] = data
+    m[member] = bytes(s)
+    p.write_bytes(build_container(c.header, m))
+    return old
+
+
+def refused(out: Path, *words: str, extra=()) -> str:
+    """Simulated with its (re-hashed) checksums checked: a protocol error (exit 1), one line
+    naming ``words``."""
+    res = cli("simulate", out, "--json", *extra)
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is False and doc["error"] and "\n" not in doc["error"]
+    for w in words:
+        assert w in doc["error"], doc["error"]
+    return doc["error"]
+
+
+def legs(out: Path, rank: int) -> np.ndarray:
+    return np.fromfile(out / f"rank-{rank:04d}" / "legs.bin", F.LEG_DTYPE)
+
+
+def trigger0(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())["triggers"][0]
+
+
+# ---------------------------------------------------------------------------- outputs
+
+@pytest.fixture(scope="module")
+def sbuf_out(tmp_path_factory) -> Path:
+    """fixtures/sbuf.neff: SBUF triggers, each a 0xD9+0xDA pair, so two kick words."""
+    return lower_neff(FIX / "sbuf.neff", tmp_path_factory.mktemp("sbuf") / "o")
+
+
+@pytest.fixture(scope="module")
+def ar2_out(tmp_path_factory) -> Path:
+    """fixtures/ar2.neff as INTRA_RDH: mesh-overlay entries opening with mark_complete."""
+    return lower_neff(FIX / "ar2.neff", tmp_path_factory.mktemp("ar2") / "o", algo="intra_rdh")
+
+
+@pytest.fixture(scope="module")
+def ring2n_out(tmp_path_factory) -> Path:
+    """RING over ranks {0, 1} and {64, 65} on two nodes (LNC 2): net-proxy FIFOs."""
+    return lower_spec(two_node_spec(num_elements=8192), tmp_path_factory.mktemp("r2n") / "o")
+
+
+@pytest.fixture(scope="module")
+def mesh_out(tmp_path_factory) -> Path:
+    return lower_spec(coll_spec("all_reduce", "bf16", 8, 20000, lnc=2),
+                      tmp_path_factory.mktemp("mesh") / "o", algo="mesh")
+
+
+def test_untampered_outputs_simulate_clean(sbuf_out, ar2_out, ring2n_out, mesh_out):
+    for out in (sbuf_out, ar2_out, ring2n_out, mesh_out):
+        res = cli("simulate", out, "--json")
+        assert res.exit_code == 0, res.output
+    res = cli("simulate", ar2_out, "--json", "--model", FIX / "ar2.neff")
+    assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------------------------------------- F1: kick words
+
+#: (field, first byte, a wrong value): every field of FORMATS §9 but the sync bytes
+KICK_TAMPERS = [("opcode", 0, b"\x00"), ("length_dw", 1, b"\x08"), ("reserved", 2, b"\x01"),
+                ("spad_index", 12, b"\x07\x00"), ("word", 14, None), ("trigger", 16, b"\x05"),
+                ("reserved", 40, b"\xff")]
+
+
+@pytest.mark.parametrize("w", [0, 1])
+@pytest.mark.parametrize("field,at,value", KICK_TAMPERS)
+def test_every_field_of_both_kick_words_is_checked(sbuf_out, tmp_path, w, field, at, value):
+    t = trigger0(sbuf_out)
+    assert "ap" in t["src"]  # a 0xD9+0xDA pair: words at index and index + 1
+    member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"] + w
+    if value is None:  # word: 0 on the first, 1 on the second: give each the other's
+        value = bytes([1 - w])
+    out = copy(sbuf_out, tmp_path)
+    old = poke_neff(out, member, idx * WORD + at, value)
+    assert old != value
+    rehash(out)
+    refused(out, f"member {member}", f"instruction {idx}", f"offset {idx * WORD + at:#x}",
+            f"field {field}", f"TOPSP_KICK word {w} of trigger 0 (its former "
+            f"{'0xDA' if w else '0xD9'} word): {field} (byte")
+
+
+def test_the_testers_zeroed_second_kick_word(sbuf_out, tmp_path):
+    t = trigger0(sbuf_out)
+    member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"] + 1
+    out = copy(sbuf_out, tmp_path)
+    poke_neff(out, member, idx * WORD, bytes(WORD))
+    rehash(out)
+    err = refused(out, f"instruction {idx}", "field opcode",
+                  "opcode (byte 0) is 0x0, expected 0xa2")
+    assert err.count("trigger 0:") == 1, err  # no "trigger 0: trigger 0:"
+
+
+# ---------------------------------------------------------------------------- F2: sync bytes
+
+def test_kick_sync_bytes_are_checked_against_the_model(ar2_out, tmp_path):
+    t = trigger0(ar2_out)
+    member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"]
+    out = copy(ar2_out, tmp_path)
+    old = poke_neff(out, member, idx * WORD + 4, bytes.fromhex("1405150701000000"))
+    assert old == bytes(8)  # ar2.yaml's all-reduce carries no sync fields
+    rehash(out)
+    refused(out, f"member {member}", f"instruction {idx}", "field sync",
+            "sync (bytes 4..11) is 14 05 15 07 01 00 00 00, expected 00 00 00 00 00 00 00 00",
+            extra=("--model", FIX / "ar2.neff"))
+
+
+def test_other_instructions_are_checked_against_the_model(ar2_out, tmp_path):
+    t = trigger0(ar2_out)
+    member = f"{t['subgraph']}/{t['engine']}.bin"
+    other = 0 if t["index"] else 1  # an opaque instruction next to the trigger
+    out = copy(ar2_out, tmp_path)
+    poke_neff(out, member, other * WORD + 9, b"\x5a")
+    rehash(out)
+    refused(out, f"member {member}", f"offset {other * WORD + 9:#x}",
+            f"byte {other * WORD + 9} (instruction {other}) differs from the input model's",
+            extra=("--model", FIX / "ar2.neff"))
+
+
+def test_model_must_be_the_outputs_input(ar2_out):
+    res = cli("simulate", ar2_out, "--model", FIX / "sbuf.neff")
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "field input.sha256" in lines[0] and "ar2.neff" in lines[0]
+    res = cli("simulate", FIX / "ar2.neff", "--model", FIX / "ar2.neff")
+    assert res.exit_code == 2 and "--model applies only" in res.output
+
+
+# ---------------------------------------------------------------------------- F3: leaves
+
+def _first_leg(out: Path, rank: int, leaf: int) -> int:
+    return int(np.flatnonzero(legs(out, rank)["leaf"] == leaf)[0])
+
+
+@pytest.mark.parametrize("case,rank,leaf,new,alg", [
+    # send -> mesh_send and recv_reduce_send -> direct_reduce_send_kangaring in a RING entry
+    # (same sdma_op, same semaphores: only the family says no)
+    ("ring", 1, 1, 16, "RING"), ("ring", 1, 2, 10, "RING"),
+    # mesh_reduce -> recv_reduce_copy and mesh_send -> rdh_copy in a MESH entry
+    ("mesh", 3, 17, 3, "MESH"), ("mesh", 3, 16, 18, "MESH"),
+])
+def test_a_leaf_of_another_family_is_refused(ring2n_out, mesh_out, tmp_path, case, rank, leaf,
+                                             new, alg):
+    base = {"ring": ring2n_out, "mesh": mesh_out}[case]
+    i = _first_leg(base, rank, leaf)
+    out = copy(base, tmp_path)
+    poke(out / f"rank-{rank:04d}" / "legs.bin", i * REC + LEAF, bytes([new]))
+    rehash(out)
+    refused(out, f"rank-{rank:04d}", "field leaf", f"rank {rank}", "artifact legs.bin",
+            f"record {i}:", f"({new}) in a {alg} entry")
+
+
+def test_post_recv_with_the_handshakes_semaphores_is_refused(ar2_out, tmp_path):
+    """mark_complete -> post_recv (both mesh-overlay leaves without data): post_recv has no
+    semaphores of its own (FORMATS §3.2), the handshake's entry_post increment is refused."""
+    i = _first_leg(ar2_out, 1, 22)
+    out = copy(ar2_out, tmp_path)
+    poke(out / "rank-0001" / "legs.bin", i * REC + LEAF, bytes([21]))
+    rehash(out)
+    refused(out, "rank 1", "artifact sem.bin", "semaphore 9", "post_recv leg",
+            f"legs.bin record {i}")
+
+
+def test_mesh_sync_turned_post_recv_is_refused(mesh_out, tmp_path):
+    i = _first_leg(mesh_out, 2, 20)
+    out = copy(mesh_out, tmp_path)
+    poke(out / "rank-0002" / "legs.bin", i * REC + LEAF, bytes([21]))
+    rehash(out)
+    refused(out, "rank 2", "artifact sem.bin", "post_recv leg", f"legs.bin record {i}")
+
+
+# ---------------------------------------------------------------------------- F4: elem_start
+
+def test_elem_start_bit_63_is_refused_before_any_arithmetic(ring2n_out, tmp_path):
+    L = legs(ring2n_out, 1)
+    i = int(np.flatnonzero(L["sdma_op"] != 0)[0])
+    e0 = int(L["elem_start"][i])
+    out = copy(ring2n_out, tmp_path)
+    poke(out / "rank-0001" / "legs.bin", i * REC + ELEM_START + 7, b"\x80")
+    rehash(out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow on the way
+        res = simulate_output(out)
+    assert not res.ok
+    for w in ("field elem_start", "artifact legs.bin", f"record {i}:",
+              f"elem_start {(1 << 63) + e0} with num_elements {int(L['num_elements'][i])} runs "
+              "past the 8192 elements of trigger 0"):
+        assert w in res.error, res.error
+
+
+def test_num_elements_past_the_trigger_is_refused(ring2n_out, tmp_path):
+    L = legs(ring2n_out, 1)
+    i = int(np.flatnonzero(L["sdma_op"] != 0)[0])
+    out = copy(ring2n_out, tmp_path)
+    poke(out / "rank-0001" / "legs.bin", i * REC + NUM_ELEMENTS, struct.pack("<I", 8193))
+    rehash(out)
+    refused(out, "field num_elements", f"record {i}:",
+            "num_elements 8193 but trigger 0 has 8192 elements")
+
+
+# ---------------------------------------------------------------------------- messages, credits
+
+def test_tpinc_errors_name_the_record(ring2n_out, tmp_path):
+    T = np.fromfile(ring2n_out / "rank-0001" / "tpinc.bin", F.TPINC_DTYPE)
+    out = copy(ring2n_out, tmp_path)
+    poke(out / "rank-0001" / "tpinc.bin", 0 * 8 + 4, struct.pack("<H", int(T["repeat"][0]) + 2))
+    rehash(out)
+    end = int(np.flatnonzero(T["flags"] & 1)[0])  # the first last_sync group: records 0..end
+    refused(out, "artifact tpinc.bin", f"record {end}:", "field repeat",
+            f"last_sync group 0 (records 0..{end}) expands to")
+
+
+@pytest.mark.parametrize("field,at", [("initial_send_credits", 52), ("ending_recv_credits", 56)])
+@pytest.mark.parametrize("value", [7, 9])
+def test_credits_are_exactly_eight(ring2n_out, tmp_path, field, at, value):
+    rank = next(r for r in (0, 1, 64, 65)
+                if (ring2n_out / f"rank-{r:04d}" / "net_ops.bin").stat().st_size)
+    out = copy(ring2n_out, tmp_path)
+    old = poke(out / f"rank-{rank:04d}" / "net_ops.bin", at, struct.pack("<I", value))
+    assert struct.unpack("<I", old)[0] == 8
+    rehash(out)
+    refused(out, f"rank {rank}", "artifact net_ops.bin", "record 0", f"field {field}",
+            f"{field} {value}, expected 8")
