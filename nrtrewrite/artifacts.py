@@ -85,8 +85,19 @@ def record_fields(rec: np.void) -> dict:
     return out
 
 
+#: spad.bin ``algo_type`` values whose bytes 4..7 hold the mesh overlay (``sema_shift_offset``
+#: u16, ``sema_mask`` u16) instead of ``channel_list`` (docs/FORMATS.md §2): the engines the
+#: runtime builds on its mesh object (MESH, SINGLE_STEP_MESH, INTRA_RDH, and the mesh variants
+#: 8..10, which ``lower`` never writes).  Every other value is read as ``channel_list``.
+SPAD_OVERLAY_ALGOS = frozenset(int(a) for a in (
+    EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.INTRA_RDH,
+    EncAlgType.TWO_STEP_POD_MESH, EncAlgType.LATENCY_OPT_MESH, EncAlgType.BW_OPT_MESH))
+
+
 def decode_record(name: str, rec: np.void) -> dict:
-    """Raw fields plus the bit fields of docs/FORMATS.md, named."""
+    """Raw fields plus the bit fields of docs/FORMATS.md, named.  A spad.bin entry's bytes
+    4..7 are named by its ``algo_type``: ``channel_list`` (ring family), or
+    ``sema_shift_offset`` and ``sema_mask`` (:data:`SPAD_OVERLAY_ALGOS`), never both."""
     d = record_fields(rec)
     if name == "spad.bin":
         alg = d["alg"]
@@ -94,9 +105,10 @@ def decode_record(name: str, rec: np.void) -> dict:
                  algo_type_name=enum_name(EncAlgType, alg & 0xF),
                  algo_sub_type=(alg >> 4) & 7, trigger_next=alg >> 7,
                  reporter=d["flags"] & 1, ring_wait_complete=(d["flags"] >> 1) & 1,
-                 ring_send_complete=(d["flags"] >> 2) & 1,
-                 sema_shift_offset=d["channel_list"] & 0xFFFF,
-                 sema_mask=d["channel_list"] >> 16)
+                 ring_send_complete=(d["flags"] >> 2) & 1)
+        if alg & 0xF in SPAD_OVERLAY_ALGOS:
+            word = d.pop("channel_list")
+            d.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
     elif name == "tpinc.bin":
         d["last_sync"] = d["flags"] & F.TPINC_LAST_SYNC
     elif name == "legs.bin":

@@ -101,9 +101,11 @@ def _records_diff(where: str, name: str, a: np.ndarray, b: np.ndarray) -> Iterat
         rb = np.asarray(b[lo:hi]).view(np.uint8).reshape(hi - lo, -1)
         for i in (np.nonzero((ra != rb).any(axis=1))[0] + lo).tolist():
             da, db = decode_record(name, a[i]), decode_record(name, b[i])
-            for key in da:
-                if da[key] != db.get(key):
-                    yield Difference(where, i, key, da[key], db.get(key))
+            # the fields of both records (a spad entry's bytes 4..7 are named by its algo_type)
+            for key in list(da) + [k for k in db if k not in da]:
+                va, vb = da.get(key, "<absent>"), db.get(key, "<absent>")
+                if va != vb:
+                    yield Difference(where, i, key, va, vb)
 
 
 def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:

@@ -37,7 +37,8 @@ def _emit(items, sizes):
     for size in sizes:
         summaries += emit_entries(b, items[k:k + size])
         k += size
-    lists = {c: tuple(tuple(a.tobytes() for a in getattr(st, f)) for f in ("ops", "src", "dest"))
+    lists = {c: tuple(tuple(a.tobytes() for a in recs)
+                      for recs in (st.ops, st.fifo("src"), st.fifo("dest")))
              for c, st in b.channels.items()}
     parts = b.finish()
     b.close()
@@ -89,6 +90,13 @@ def test_batch_fifos_are_the_entries_fifos(case, rank):
         for i in np.flatnonzero(term).tolist():
             assert recs[i:i + 1].tobytes() == _terminator(
                 dtype, int(recs["net_op_idx"][i]), rank_field).tobytes()
+        # a FIFO with entries on a channel closes every op of the channel (seed 003 §3)
+        side = "src" if name == "net_src.bin" else "dest"
+        for item in index:
+            (o0, on), (s0, sn) = item["ops"], item[side]
+            t = term[s0:s0 + sn]
+            want = list(range(on)) if (~t).any() else []
+            assert recs["net_op_idx"][s0:s0 + sn][t].tolist() == want
 
 
 def _cut(pattern, total):

@@ -99,8 +99,9 @@ def test_dump_spad_one_entry_per_trigger_per_rank(tmp_path):
             if trig["algorithm"] == "RING":
                 assert d["channel_list"] == sum(1 << c["channel"] for c in trig["channels"])
             elif "mesh" in trig:  # mesh entries: the event-window overlay (FORMATS §2)
-                assert d["channel_list"] == (trig["mesh"]["sema_shift_offset"]
-                                             | trig["mesh"]["sema_mask"] << 16)
+                assert (d["sema_shift_offset"], d["sema_mask"]) == (
+                    trig["mesh"]["sema_shift_offset"], trig["mesh"]["sema_mask"])
+                assert "channel_list" not in d
     proc = cli("dump", "--spad", out, "--rank", 0, "--json")
     doc = json.loads(proc.stdout)
     assert doc["ranks"][0]["rank_dir"] == "rank-0000"

@@ -17,7 +17,8 @@ from nrtrewrite.errors import OutputError
 #: Columns shown per file in the rich table (every field is in --json).
 COLUMNS: dict[str, tuple[str, ...]] = {
     "spad.bin": ("cc_op", "algo_type_name", "algo_sub_type", "trigger_next", "reporter",
-                 "ring_wait_complete", "ring_send_complete", "channel_list"),
+                 "ring_wait_complete", "ring_send_complete", "channel_list",
+                 "sema_shift_offset", "sema_mask"),
     "tpinc.bin": ("m2s", "s2m", "repeat", "last_sync"),
     "legs.bin": ("trigger", "spad_index", "channel", "step", "leaf_name", "half", "sdma_op",
                  "reduction_type", "neigh_name", "num_elements", "n_tiles", "dma_count",
@@ -46,7 +47,13 @@ HEX_FIELDS = {"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_handshake",
               "inc_recv_handshake", "channel_list", "src.start_addr", "dst.start_addr"}
 
 
+#: A column the record does not have (a spad entry has channel_list or the mesh overlay).
+ABSENT = "-"
+
+
 def _cell(key: str, val) -> str:
+    if val is None:
+        return ABSENT
     if key in HEX_FIELDS and isinstance(val, int):
         return f"0x{val:x}"
     return str(val)
@@ -116,7 +123,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
                     table.add_column(c)
             for i, rec in enumerate(shown):  # only the rows shown are decoded
                 row = decode_record(name, rec)
-                table.add_row(str(i), *(_cell(c, row[c]) for c in cols))
+                table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
             console.print(table)
             if limit and recs.size > limit:
                 console.print(f"... {recs.size - limit} more records (--limit 0 shows all)")

@@ -70,9 +70,32 @@ class ChannelState:
 
     bd_count: int = 0  # data BDs queued so far (generation tag)
     sem_count: int = 0  # semaphore BDs queued so far
-    ops: list = field(default_factory=list)  # net_ops_info records
-    src: list = field(default_factory=list)  # net_src_addr arrays
-    dest: list = field(default_factory=list)  # net_dest_addr arrays
+    ops: list = field(default_factory=list)  # net_ops_info records, one array per op
+    #: per op, its net_src_addr / net_dest_addr arrays (``[entries, terminator]``), or ``[]``
+    #: when the op has no entries in that FIFO (:meth:`fifo` adds its terminator if the
+    #: FIFO exists on the channel)
+    src: list = field(default_factory=list)
+    dest: list = field(default_factory=list)
+
+    def fifo(self, side: str) -> list[np.ndarray]:
+        """The channel's records of one FIFO file (``side`` "src" or "dest"), in op order.
+
+        proxy_end_operation pushes a terminator into each FIFO that *exists* on the channel
+        (``if next.src_addr_fifo`` / ``if self.dest_addr_fifo``, seed 003 §3), for every op,
+        whether or not the op has entries there.  Our reading (docs/FORMATS.md §8): a
+        rank's FIFO exists on a channel when it carries at least one entry anywhere in the
+        program; then every op of the channel is closed by a terminator in it (an op
+        without entries there by its terminator alone); a FIFO with no entries does not
+        exist and holds nothing."""
+        per_op = self.src if side == "src" else self.dest
+        if not any(per_op):
+            return []
+        dtype, rank_field = ((F.NET_SRC_ADDR_DTYPE, "dst_rank") if side == "src"
+                             else (F.NET_DEST_ADDR_DTYPE, "src_rank"))
+        out = []
+        for k, arrays in enumerate(per_op):
+            out.extend(arrays if arrays else [_terminator(dtype, k, rank_field)])
+        return out
 
 
 @dataclass
@@ -301,8 +324,8 @@ class RankBuilder:
         The parts are written one after the other (never concatenated: no extra copy)."""
         for ch in sorted(self.channels):
             st = self.channels[ch]
-            for name, recs in (("net_ops.bin", st.ops), ("net_src.bin", st.src),
-                               ("net_dest.bin", st.dest)):
+            for name, recs in (("net_ops.bin", st.ops), ("net_src.bin", st.fifo("src")),
+                               ("net_dest.bin", st.fifo("dest"))):
                 for arr in recs:
                     self.append(name, arr)
         return {name: list(self.parts[name]) for name in F.ARTIFACTS}
@@ -313,8 +336,9 @@ class RankBuilder:
         first = {"ops": 0, "src": 0, "dest": 0}
         for ch in sorted(self.channels):
             st = self.channels[ch]
-            n = {"ops": sum(a.size for a in st.ops), "src": sum(a.size for a in st.src),
-                 "dest": sum(a.size for a in st.dest)}
+            n = {"ops": sum(a.size for a in st.ops),
+                 "src": sum(a.size for a in st.fifo("src")),
+                 "dest": sum(a.size for a in st.fifo("dest"))}
             if not any(n.values()):
                 continue
             index.append({"channel": ch, **{k: [first[k], n[k]] for k in n}})
@@ -752,8 +776,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     for e, c, info, src, dest in fifo:
         st = b.state(c)
         st.ops.append(info)
-        st.src.extend(src)
-        st.dest.extend(dest)
+        st.src.append(src)
+        st.dest.append(dest)
         if src:
             summaries[e]["tx"][c] = summaries[e]["tx"].get(c, 0) + src[0].size
         if dest:
@@ -777,7 +801,9 @@ def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end,
     __record_net_src_addr) and the receive entries of all receiving legs (:func:`_net_rx`,
     __record_net_dest_addr), each file in a few numpy passes, with each op's terminator
     (proxy_end_operation) after its entries (:func:`_with_terminators`).  An op's arrays are
-    views of the batch's record arrays."""
+    views of the batch's record arrays.  An op without entries in a FIFO gets its
+    terminator there when the channel's files are written (:meth:`ChannelState.fifo`: the
+    FIFO may get entries from a later batch)."""
     net_legs = np.flatnonzero(~is_end & (leg_tx | leg_rx))
     if not net_legs.size:
         return []

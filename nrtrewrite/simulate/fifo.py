@@ -2,7 +2,8 @@
 
 Per rank and channel with network traffic: the ``net_ops_info`` records (one per entry that
 uses the network on the channel, in entry order), the transmit entries (``net_src_addr``)
-and the receive entries (``net_dest_addr``), each op's entries closed by a terminator.
+and the receive entries (``net_dest_addr``), every op of the channel closed by a terminator
+in each of the two FIFOs that exists (carries an entry) on the channel.
 The transmit entries of an op pair positionally with the receive entries of the receiver's
 op for the same trigger; everything a pairing must agree on is checked here, so the engine
 only has to run the transfers (:class:`Transfer`) in FIFO order.
@@ -307,6 +308,22 @@ class FifoDecoder:
                                       "entries for it", rank=f.rank, channel=f.channel,
                                       artifact="net_ops.bin", record=f.ops_first + k,
                                       field=cnt_field)
+        # proxy_end_operation terminates every op in each FIFO that exists on the channel
+        # (seed 003 §3); a FIFO exists when it carries an entry (FORMATS §8 "Terminator")
+        which = "transmit" if side == "tx" else "receive"
+        if (recs["mark"] == TRANSFER).any():
+            for k in range(f.ops.size):
+                if k not in groups:
+                    raise SimulationError(
+                        f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
+                        "exists on the channel (it carries entries), so proxy_end_operation "
+                        "closes every op of the channel there, an op without entries by its "
+                        "terminator alone", rank=f.rank, channel=f.channel, artifact=name,
+                        record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
+                        field="terminator")
+        elif n:
+            raise fail(0, f"the {which} FIFO carries no entry on this channel, so it does not "
+                          f"exist and holds no terminator ({n} record(s) here)", "terminator")
         return groups
 
     def _check_sends(self) -> None:

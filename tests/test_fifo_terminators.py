@@ -1,0 +1,140 @@
+"""proxy_end_operation's terminators: one per op in each FIFO that exists on the channel.
+
+Seed 003 §3: ``if next.src_addr_fifo: push(next.src_addr_fifo, terminator)`` and ``if
+self.dest_addr_fifo: push(self.dest_addr_fifo, terminator)`` - the test is whether the FIFO
+exists, not whether the op put an entry into it.  Our reading (docs/FORMATS.md §8): a rank's
+FIFO exists on a channel when it carries an entry anywhere in the program; then every op of the
+channel has its terminator there.  The expectations below are worked out from the schedules,
+not read off the emitter.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import meshcase
+import numpy as np
+import pytest
+
+from nrtrewrite.emit import formats as F
+from test_mutation import Out, failure_text
+
+NODES8 = [[0, 128, 256, 384, 512, 640, 768, 896]]
+
+
+def _fifos(out: Path, rank: int) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per channel: (net_ops_info, net_src_addr, net_dest_addr) records of ``rank``."""
+    rdir = out / f"rank-{rank:04d}"
+    man = json.loads((rdir / "manifest.json").read_text())
+    ops = np.fromfile(rdir / "net_ops.bin", F.NET_OPS_INFO_DTYPE)
+    src = np.fromfile(rdir / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    dst = np.fromfile(rdir / "net_dest.bin", F.NET_DEST_ADDR_DTYPE)
+    return {it["channel"]: tuple(a[it[k][0]:it[k][0] + it[k][1]]
+                                 for a, k in ((ops, "ops"), (src, "src"), (dst, "dest")))
+            for it in man["fifo"]}
+
+
+@pytest.fixture(scope="module")
+def xmesh(tmp_path_factory) -> Path:
+    """A two-rank MESH all-reduce across the two nodes of trn2:nodes=2 at lnc 2 (ranks 0 and
+    64), 32768 bf16 elements."""
+    out = tmp_path_factory.mktemp("xmesh") / "out"
+    meshcase.lower(meshcase.spec([[0, 64]], [("all_reduce", "bf16", "add", 32768)],
+                                 lnc=2), out, algo="mesh", topology="trn2:nodes=2")
+    return out
+
+
+def test_cross_node_mesh_every_op_is_terminated_in_both_fifos(xmesh):
+    """Each rank's one channel has two ops: the peer's half for the reduce arrives (event 1,
+    op 0), then the peer's reduced half (event 2, op 1).  Both sends (my input half for the
+    peer's reduce, my reduced half) happen before the second receive, so op 0 transmits twice
+    and op 1 not at all (a transmit-only leg stays in the current op, FORMATS §8 "Ops").  The
+    transmit FIFO exists, so op 1 still gets its terminator there: 2 entries + 2 terminators
+    (the old output had 1)."""
+    half = 32768 // 2 * 2  # bytes of half the buffer
+    for rank in (0, 64):
+        fifos = _fifos(xmesh, rank)
+        assert list(fifos) == [0]
+        ops, src, dst = fifos[0]
+        assert ops.size == 2
+        assert ops["tx_entry_cnt"].tolist() == [2, 0]
+        assert ops["rx_entry_cnt"].tolist() == [1, 1]
+        assert src["mark"].tolist() == [0, 0, 1, 1]
+        assert src["net_op_idx"].tolist() == [0, 0, 0, 1]
+        assert src["size"].tolist() == [half, half, 0, 0]
+        assert src["dst_rank"].tolist() == [rank ^ 64, rank ^ 64, -1, -1]
+        assert dst["mark"].tolist() == [0, 1, 0, 1]
+        assert dst["net_op_idx"].tolist() == [0, 0, 1, 1]
+        assert dst["size"].tolist() == [half, 0, half, 0]
+        assert dst["src_rank"].tolist() == [rank ^ 64, -1, rank ^ 64, -1]
+    assert meshcase.run(xmesh)["simulator"] == "match"
+
+
+def test_inter_rdh_every_op_is_terminated_in_both_fifos(tmp_path):
+    """INTER_RDH over 8 nodes (one rank each): log2(8) = 3 recursive-halving and 3
+    recursive-doubling steps, each receiving one event through the network: 6 ops on channel
+    0.  The last op receives the final doubling piece and sends nothing after it
+    (tx_entry_cnt 0), yet both FIFOs hold exactly 6 terminators, net_op_idx 0..5, each right
+    after its op's entries."""
+    out = tmp_path / "out"
+    meshcase.lower(meshcase.spec(NODES8, [("all_reduce", "bf16", "add", 6000)]), out,
+                   algo="inter_rdh")
+    for rank in NODES8[0]:
+        ops, src, dst = _fifos(out, rank)[0]
+        assert ops.size == 6
+        assert int(ops["tx_entry_cnt"][-1]) == 0
+        for recs, cnt in ((src, "tx_entry_cnt"), (dst, "rx_entry_cnt")):
+            term = np.flatnonzero(recs["mark"] == 1)
+            assert recs["net_op_idx"][term].tolist() == list(range(6))
+            # op k's terminator follows its entries: at (entries of ops 0..k) + k
+            assert term.tolist() == (np.cumsum(ops[cnt]) + np.arange(6)).tolist()
+            assert recs.size == int(ops[cnt].sum()) + 6
+    assert meshcase.run(out)["simulator"] == "match"
+
+
+def test_simulator_refuses_a_missing_terminator(xmesh, tmp_path):
+    """Dropping op 1's transmit terminator (an op without transmit entries) is refused."""
+    m = Out(xmesh, tmp_path / "mut")
+    a = m.arr(0, "net_src.bin")
+    assert a["mark"].tolist() == [0, 0, 1, 1]
+    m.put(0, "net_src.bin", a[:-1])
+    rdir = m.path / "rank-0000"
+    man = json.loads((rdir / "manifest.json").read_text())
+    man["fifo"][0]["src"][1] -= 1
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert "op 1 has no terminator in the transmit FIFO" in text
+
+
+def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path):
+    """A transmit FIFO holding only terminators (no entry: it does not exist) is refused,
+    even with tx_entry_cnt made consistent."""
+    m = Out(xmesh, tmp_path / "mut")
+    a = m.arr(0, "net_src.bin")
+    m.put(0, "net_src.bin", a[2:])  # the two terminators alone
+    m.edit(0, "net_ops.bin", lambda o: o["tx_entry_cnt"].__setitem__(0, 0))
+    rdir = m.path / "rank-0000"
+    man = json.loads((rdir / "manifest.json").read_text())
+    man["fifo"][0]["src"][1] = 2
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert "carries no entry on this channel" in text
+
+
+def test_simulator_refuses_an_extra_terminator(xmesh, tmp_path):
+    """A third terminator in rank 0's transmit FIFO (for an op 2 the channel does not have)."""
+    m = Out(xmesh, tmp_path / "mut")
+    path = m.path / "rank-0000" / "net_src.bin"
+    data = path.read_bytes()
+    size = F.NET_SRC_ADDR_DTYPE.itemsize
+    extra = (2).to_bytes(4, "little") + data[-size + 4:]  # op 1's terminator, net_op_idx 2
+    path.write_bytes(data + extra)
+    rdir = m.path / "rank-0000"
+    man = json.loads((rdir / "manifest.json").read_text())
+    man["fifo"][0]["src"][1] += 1
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    m.fix_manifest_counts(0)
+    assert "net_op_idx 2" in failure_text(m.simulate())
