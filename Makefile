@@ -10,6 +10,8 @@ GOLDEN_FIXTURES := ar2 c7c8 groups int32_allgather mix8 sbuf node64 two_node128
 GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
 GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
 FUZZ_SECONDS ?= 60
+#: make test: pytest-xdist workers (auto = one per core; 0 = no workers, one process)
+TEST_JOBS ?= auto
 #: make profile: the model (a NEFF or a benchmark model's name), the rank, the tool
 MODEL ?= large64
 RANK ?= 0
@@ -30,9 +32,10 @@ setup:
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 
-## test: run the whole test suite (fails when no test runs)
+## test: run the whole test suite on every core (fails when no test runs; TEST_JOBS=0: serially)
 test:
-	$(PY) -m pytest -q
+	@$(PY) -c "import nrtrewrite, numpy, pytest, xdist, hypothesis" 2>/dev/null || $(MAKE) setup
+	$(PY) -m pytest -q -n $(TEST_JOBS)
 
 ## fixtures: rebuild every fixtures/<name>.neff from fixtures/<name>.yaml (byte-deterministic)
 fixtures:
