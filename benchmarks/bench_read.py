@@ -1,0 +1,163 @@
+"""Reading speed and memory of large or many-member payloads (docs/PERFORMANCE.md,
+"Reading a large or many-member payload").
+
+    python benchmarks/bench_read.py [--only w128,g160000,...] [--keep]
+
+Writes NEFF-like files under benchmarks/out/read/ with Python's own tarfile and gzip, as an
+outside tool following NEFF-LIKE.md would (no nrtrewrite code writes them):
+
+* ``wN``: a valid three-member model plus an N MiB member of random bytes (gzip level 1);
+* ``gK``: the model's tar.gz followed by K empty gzip members;
+* ``zN``: the model plus one member of N MiB of zeros (gzip level 9: a few MB on disk).
+
+Each file is then read in a fresh subprocess - ``gunzip_limited`` alone and the whole
+``read_container`` (with ``max_member_bytes`` raised to 4 GiB so that ``z3584`` is read,
+not refused) - and the wall time and the peak RSS of that process (VmHWM) are printed.  Not a
+timed test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out" / "read"
+DEFAULT = ("w32", "w128", "g40000", "g160000", "z3584")
+
+
+def _c7(n: int = 1024) -> bytes:
+    """A 0xC7 word: all-reduce, ADD, BF16, group 0, var 0 -> var 1 (NEFF-LIKE.md §3)."""
+    w = struct.pack("<BBH8sBBHIIQQQ", 0xC7, 16, 0, bytes(range(1, 9)), 4, 6, 0, 0, 1, 0, 0, n)
+    return w.ljust(64, b"\0")
+
+
+def _members() -> list[tuple[str, bytes]]:
+    defn = {"var": [{"var_id": 0, "name": "in", "type": "input", "size": 8192},
+                    {"var_id": 1, "name": "out", "type": "output", "size": 8192}],
+            "replica_groups": [[0, 1, 2, 3]], "engines": ["sp"]}
+    return [("neff.json", json.dumps({"neff_like_version": 1, "subgraphs": ["sg00"]}).encode()),
+            ("sg00/def.json", json.dumps(defn).encode()), ("sg00/sp.bin", _c7())]
+
+
+class _Source(io.RawIOBase):
+    """``size`` bytes of zeros or of seeded random bytes, produced as they are read."""
+
+    def __init__(self, size: int, zeros: bool):
+        self.left, self.zeros, self.rng = size, zeros, random.Random(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = min(len(b), self.left)
+        b[:n] = bytes(n) if self.zeros else self.rng.randbytes(n)
+        self.left -= n
+        return n
+
+
+def _tar_gz(extra: tuple[str, int, bool] | None, level: int) -> bytes:
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=level, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+            for name, data in _members():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+            if extra:
+                name, size, zeros = extra
+                info = tarfile.TarInfo(name)
+                info.size = size
+                tf.addfile(info, io.BufferedReader(_Source(size, zeros), 1 << 20))
+    return buf.getvalue()
+
+
+def _neff(payload: bytes) -> bytes:
+    """The 1024-byte header (pkg_version 2: MD5 of the payload) and the payload."""
+    h = struct.pack("<QQQQQ", 2, 1024, len(payload), 1, 0) + bytes(128) + struct.pack("<I", 1)
+    h += hashlib.md5(payload).digest() + bytes(16) + bytes(16) + bytes(256)
+    h += struct.pack("<I", 1) + bytes(64) + struct.pack("<QI", 0, 1) + bytes(468)
+    assert len(h) == 1024
+    return h + payload
+
+
+def make(name: str) -> Path:
+    path = OUT / f"{name}.neff"
+    if path.exists():
+        return path
+    kind, n = name[0], int(name[1:])
+    if kind == "w":
+        payload = _tar_gz(("weights.bin", n << 20, False), 1)
+    elif kind == "g":
+        payload = _tar_gz(None, 9) + gzip.compress(b"", mtime=0) * n
+    elif kind == "z":
+        payload = _tar_gz(("zeros.bin", n << 20, True), 9)
+    else:
+        raise SystemExit(f"unknown input {name!r}: wN, gK or zN")
+    OUT.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(_neff(payload))
+    tmp.replace(path)
+    return path
+
+
+_WORKER = r"""
+import sys, time
+from nrtrewrite.neff.container import HEADER_SIZE, Limits, gunzip_limited, read_container
+from nrtrewrite.neff.container import read_file_bytes
+what, path = sys.argv[1], sys.argv[2]
+data = read_file_bytes(path)
+t = time.perf_counter()
+if what == "gunzip":
+    n = len(gunzip_limited(memoryview(data)[HEADER_SIZE:], 5 << 30))
+else:
+    c = read_container(data, verify_hash=False, limits=Limits(max_member_bytes=4 << 30))
+    n = sum(map(len, c.members.values()))
+dt = time.perf_counter() - t
+# VmHWM, not ru_maxrss: the latter keeps the forked parent's pages across the exec
+rss = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+print(f"{n} {dt:.3f} {rss:.0f}")
+"""
+
+
+def measure(what: str, path: Path) -> tuple[int, float, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", _WORKER, what, str(path)], env=env,
+                         capture_output=True, text=True, check=True)
+    n, dt, rss = res.stdout.split()
+    return int(n), float(dt), float(rss)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
+    ap.add_argument("--keep", action="store_true", help="keep benchmarks/out/read/")
+    args = ap.parse_args()
+    names = args.only.split(",") if args.only else list(DEFAULT)
+    print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} {'MB':>6} "
+          f"{'members MB':>10}")
+    for name in names:
+        path = make(name)
+        size = path.stat().st_size / 1e6
+        _, g_dt, g_rss = measure("gunzip", path)
+        n, r_dt, r_rss = measure("read", path)
+        print(f"{name:>9} {size:8.1f} | {g_dt:8.2f} {g_rss:6.0f} | {r_dt:7.2f} {r_rss:6.0f} "
+              f"{n / 1e6:10.1f}", flush=True)
+    if not args.keep:
+        shutil.rmtree(OUT, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
