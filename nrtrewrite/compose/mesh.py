@@ -441,7 +441,12 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     e.send(bc, Leaf.mesh_send, near_evt, e.arrival(near_evt, far_evt))
     e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
                  what=f"reduce IN and {len(others)} slot(s) into OUT")
-    srcs = [Addr(V_IN, 0)] + [Addr(e.cb_view(k, 0), 0) for k in range(len(others))]
+    # the sources in group order (the rank's IN at its own place among the slots, which hold
+    # the other ranks in group order: slot_of), so that every rank adds them in one order and
+    # all get the same bits (the seeds fix no order; own input first gave 3 results on 4 ranks)
+    me = plan.index[rank]
+    slots = [Addr(e.cb_view(k, 0), 0) for k in range(len(others))]
+    srcs = slots[:me] + [Addr(V_IN, 0)] + slots[me:]
     if two:
         waits = [(event_sem(near_evt), 1)]
     else:
