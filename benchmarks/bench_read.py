@@ -1,7 +1,7 @@
 """Reading speed and memory of large or many-member payloads (docs/PERFORMANCE.md,
 "Reading a large or many-member payload").
 
-    python benchmarks/bench_read.py [--only w128,g160000,...] [--keep]
+    python benchmarks/bench_read.py [--only w128,g160000,...] [--out DIR] [--keep]
 
 Writes NEFF-like files under benchmarks/out/read/ with Python's own tarfile and gzip, as an
 outside tool following NEFF-LIKE.md would (no nrtrewrite code writes them):
@@ -93,8 +93,8 @@ def _neff(payload: bytes) -> bytes:
     return h + payload
 
 
-def make(name: str) -> Path:
-    path = OUT / f"{name}.neff"
+def make(name: str, out: Path = OUT) -> Path:
+    path = out / f"{name}.neff"
     if path.exists():
         return path
     kind, n = name[0], int(name[1:])
@@ -106,7 +106,7 @@ def make(name: str) -> Path:
         payload = _tar_gz(("zeros.bin", n << 20, True), 9)
     else:
         raise SystemExit(f"unknown input {name!r}: wN, gK or zN")
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(_neff(payload))
     tmp.replace(path)
@@ -143,20 +143,22 @@ def measure(what: str, path: Path) -> tuple[int, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
-    ap.add_argument("--keep", action="store_true", help="keep benchmarks/out/read/")
+    ap.add_argument("--out", type=Path, default=OUT, help="where the inputs are written "
+                    "(default benchmarks/out/read/)")
+    ap.add_argument("--keep", action="store_true", help="keep the inputs afterwards")
     args = ap.parse_args()
     names = args.only.split(",") if args.only else list(DEFAULT)
     print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} {'MB':>6} "
           f"{'members MB':>10}")
     for name in names:
-        path = make(name)
+        path = make(name, args.out)
         size = path.stat().st_size / 1e6
         _, g_dt, g_rss = measure("gunzip", path)
         n, r_dt, r_rss = measure("read", path)
         print(f"{name:>9} {size:8.1f} | {g_dt:8.2f} {g_rss:6.0f} | {r_dt:7.2f} {r_rss:6.0f} "
               f"{n / 1e6:10.1f}", flush=True)
     if not args.keep:
-        shutil.rmtree(OUT, ignore_errors=True)
+        shutil.rmtree(args.out, ignore_errors=True)
 
 
 if __name__ == "__main__":
