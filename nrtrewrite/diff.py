@@ -102,10 +102,15 @@ def _records_diff(where: str, name: str, a: np.ndarray, b: np.ndarray) -> Iterat
         for i in (np.nonzero((ra != rb).any(axis=1))[0] + lo).tolist():
             da, db = decode_record(name, a[i]), decode_record(name, b[i])
             # the fields of both records (a spad entry's bytes 4..7 are named by its algo_type)
+            found = False
             for key in list(da) + [k for k in db if k not in da]:
                 va, vb = da.get(key, "<absent>"), db.get(key, "<absent>")
                 if va != vb:
+                    found = True
                     yield Difference(where, i, key, va, vb)
+            if not found:  # (every byte is in a named field: a backstop, never silent)
+                yield Difference(where, i, "raw", ra[i - lo].tobytes().hex(),
+                                 rb[i - lo].tobytes().hex())
 
 
 def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:
