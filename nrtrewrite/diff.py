@@ -7,27 +7,52 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import (
-    RANK_DIR_NAME, decode_record, is_our_output, load_records, read_json,
-)
+from nrtrewrite.artifacts import RANK_DIR_NAME, decode_record, is_our_output, read_json
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import OutputError
 
 
+class _Absent:
+    """What a side has where the other has a key, a field or an element (one object)."""
+
+    _one = None
+
+    def __new__(cls):
+        if cls._one is None:
+            cls._one = super().__new__(cls)
+        return cls._one
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+    __str__ = __repr__
+
+
+#: A key, field or element one side does not have (``<absent>`` in the text, JSON ``null``
+#: with ``a_present`` / ``b_present`` false).
+ABSENT = _Absent()
+
+
 @dataclass(frozen=True)
 class Difference:
+    """One line of ``diff``: ``where`` (file, relative to the output folder), ``record`` (an
+    artifact's record index, an instruction index, or None), ``field`` (as shown) and both
+    values.  ``path`` is the field as a list of keys (a manifest's JSON keys and list
+    indices; a record's field name split at its dots), ``field`` when empty."""
+
     where: str  # "rank-0003/spad.bin" or "manifest.json" ...
     record: int | None
     field: str
     a: object
     b: object
+    path: tuple = ()
 
     def line(self) -> str:
         rec = f"[{self.record}]" if self.record is not None else ""
@@ -35,13 +60,69 @@ class Difference:
 
     def to_json(self) -> dict:
         return {"where": self.where, "record": self.record, "field": self.field,
-                "a": self.a, "b": self.b}
+                "path": list(self.path) if self.path else self.field.split("."),
+                "a": None if self.a is ABSENT else self.a,
+                "b": None if self.b is ABSENT else self.b,
+                "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
 
 
 def _fmt(v) -> str:
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 255:
         return f"0x{v:x}"
     return repr(v) if isinstance(v, str) else str(v)
+
+
+@dataclass
+class FileCount:
+    """The differing records of one artifact file, counted over every record compared
+    (the first ``min(records_a, records_b)``); ``fields``: raw field -> records in which it
+    differs (docs/CLI.md)."""
+
+    where: str
+    records_a: int
+    records_b: int
+    differing_records: int = 0
+    fields: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        n = min(self.records_a, self.records_b)
+        per = ", ".join(f"{k} {v}" for k, v in self.fields.items() if v)
+        return f"{self.where}: {self.differing_records} of {n} records differ ({per})"
+
+    def to_json(self) -> dict:
+        return {"where": self.where, "records_a": self.records_a, "records_b": self.records_b,
+                "differing_records": self.differing_records, "fields": dict(self.fields)}
+
+
+class Report:
+    """Where the differences go as they are found: every difference is counted
+    (:attr:`count`), only the first ``limit`` (None: all) are formatted and handed to
+    ``on_difference(index, lines)``; ``on_file(FileCount)`` gets each artifact file whose
+    records differ once it has been compared.  A difference is one item (a differing record,
+    manifest value, entry, header field, member or instruction) shown as one or more
+    :class:`Difference` lines."""
+
+    def __init__(self, limit: int | None = None, on_difference=None, on_file=None):
+        self.limit = limit
+        self.count = 0
+        self.shown = 0
+        self.on_difference = on_difference or (lambda index, lines: None)
+        self.on_file = on_file or (lambda fc: None)
+
+    def room(self) -> int | None:
+        """How many more differences will be shown (None: no limit)."""
+        return None if self.limit is None else max(0, self.limit - self.shown)
+
+    def add(self, lines: Iterable[Difference]) -> None:
+        """One difference; ``lines`` is only iterated when it is shown."""
+        if self.limit is None or self.shown < self.limit:
+            self.on_difference(self.count, list(lines))
+            self.shown += 1
+        self.count += 1
+
+    def add_many(self, n: int) -> None:
+        """``n`` more differences counted and not shown (they come after the shown ones)."""
+        self.count += n
 
 
 def _json_diff(where: str, a, b, path: str = "") -> Iterator[Difference]:
@@ -51,7 +132,7 @@ def _json_diff(where: str, a, b, path: str = "") -> Iterator[Difference]:
         for k in sorted(set(a) | set(b), key=str):
             sub = f"{path}.{k}" if path else str(k)
             if k not in a or k not in b:
-                yield Difference(where, None, sub, a.get(k, "<absent>"), b.get(k, "<absent>"))
+                yield Difference(where, None, sub, a.get(k, ABSENT), b.get(k, ABSENT))
             else:
                 yield from _json_diff(where, a[k], b[k], sub)
     elif isinstance(a, list) and isinstance(b, list):
@@ -87,30 +168,110 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
         return False
 
 
-def _records_diff(where: str, name: str, a: np.ndarray, b: np.ndarray) -> Iterator[Difference]:
-    if a.size != b.size:
-        yield Difference(where, None, "records", int(a.size), int(b.size))
-    n = min(a.size, b.size)
-    if n == 0:
-        return
-    # fast path: find differing records on raw bytes, a block at a time, decode only those
-    step = max(1, CHUNK_BYTES // a.dtype.itemsize)
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        ra = np.asarray(a[lo:hi]).view(np.uint8).reshape(hi - lo, -1)
-        rb = np.asarray(b[lo:hi]).view(np.uint8).reshape(hi - lo, -1)
-        for i in (np.nonzero((ra != rb).any(axis=1))[0] + lo).tolist():
-            da, db = decode_record(name, a[i]), decode_record(name, b[i])
-            # the fields of both records (a spad entry's bytes 4..7 are named by its algo_type)
-            found = False
-            for key in list(da) + [k for k in db if k not in da]:
-                va, vb = da.get(key, "<absent>"), db.get(key, "<absent>")
-                if va != vb:
-                    found = True
-                    yield Difference(where, i, key, va, vb)
-            if not found:  # (every byte is in a named field: a backstop, never silent)
-                yield Difference(where, i, "raw", ra[i - lo].tobytes().hex(),
-                                 rb[i - lo].tobytes().hex())
+def _leaf_fields(dtype: np.dtype, prefix: str = "") -> list[tuple[str, tuple[str, ...]]]:
+    """``(shown name, key path)`` of every leaf field of a structured dtype, in order."""
+    out = []
+    for name in dtype.names:
+        sub = dtype.fields[name][0]
+        if sub.names:
+            out += [(f"{name}.{n}", (name, *keys)) for n, keys in _leaf_fields(sub)]
+        else:
+            out.append((name, (name,)))
+    return out
+
+
+def _column(x: np.ndarray, keys: tuple[str, ...]) -> np.ndarray:
+    for k in keys:
+        x = x[k]
+    return x
+
+
+def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void) -> list[Difference]:
+    """The differing decoded fields of record ``i`` (both decodings' fields: a spad entry's
+    bytes 4..7 are named by its algo_type); ``raw`` with both records' hex if none differs
+    (every byte is in a named field: a backstop, never a silent record)."""
+    da, db = decode_record(name, ra), decode_record(name, rb)
+    out = []
+    for key in list(da) + [k for k in db if k not in da]:
+        va, vb = da.get(key, ABSENT), db.get(key, ABSENT)
+        if va != vb:
+            out.append(Difference(where, i, key, va, vb))
+    if not out:
+        out.append(Difference(where, i, "raw", ra.tobytes().hex(), rb.tobytes().hex()))
+    return out
+
+
+def _read_block(fh, buf: bytearray, nbytes: int, path: Path) -> memoryview:
+    view = memoryview(buf)[:nbytes]
+    got = 0
+    while got < nbytes:
+        n = fh.readinto(view[got:])
+        if not n:
+            raise OutputError(f"{path}: cannot read (it shrank while being compared)")
+        got += n
+    return view
+
+
+def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
+                  na: int, nb: int) -> None:
+    """Compare the first ``min(na, nb)`` records of two artifact files, a block of
+    :data:`CHUNK_BYTES` at a time read into two reused buffers (memory stays two blocks
+    whatever the files' size): differing records are found and their raw fields counted with
+    numpy, and only the records :class:`Report` still shows are decoded."""
+    dtype = F.ARTIFACTS[name][0]
+    size = dtype.itemsize
+    if na != nb:
+        rep.add([Difference(where, None, "records", na, nb)])
+    n = min(na, nb)
+    fc = FileCount(where, na, nb)
+    leaves = _leaf_fields(dtype)
+    fc.fields = {shown: 0 for shown, _ in leaves}
+    step = max(1, CHUNK_BYTES // size)
+    bufa, bufb = bytearray(min(n, step) * size), bytearray(min(n, step) * size)
+    try:
+        with open(fa, "rb") as ha, open(fb, "rb") as hb:
+            for lo in range(0, n, step):
+                k = min(step, n - lo)
+                va = _read_block(ha, bufa, k * size, fa)
+                vb = _read_block(hb, bufb, k * size, fb)
+                if va == vb:
+                    continue
+                # every record size is a multiple of 8 bytes: compare 64-bit words
+                wa = np.frombuffer(va, "<u8").reshape(k, size // 8)
+                wb = np.frombuffer(vb, "<u8").reshape(k, size // 8)
+                idx = np.flatnonzero((wa != wb).any(axis=1))
+                xa = np.frombuffer(va, dtype)[idx]  # (copies of the differing records)
+                xb = np.frombuffer(vb, dtype)[idx]
+                for shown, keys in leaves:
+                    neq = _column(xa, keys) != _column(xb, keys)
+                    if neq.ndim > 1:
+                        neq = neq.reshape(len(idx), -1).any(axis=1)
+                    fc.fields[shown] += int(np.count_nonzero(neq))
+                fc.differing_records += len(idx)
+                room = rep.room()
+                m = len(idx) if room is None else min(room, len(idx))
+                for j in range(m):
+                    rep.add(_record_lines(where, name, lo + int(idx[j]), xa[j], xb[j]))
+                rep.add_many(len(idx) - m)
+                del wa, wb, va, vb
+    except OSError as exc:
+        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+    if fc.differing_records:
+        rep.on_file(fc)
+
+
+def _artifact_size(p: Path, name: str) -> int:
+    """Records in artifact ``p``: refused unless a regular file of whole records."""
+    size = F.ARTIFACTS[name][0].itemsize
+    if not p.is_file():
+        raise OutputError(f"{p}: not a regular file")
+    try:
+        nbytes = p.stat().st_size
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if nbytes % size:
+        raise OutputError(f"{p}: {nbytes} bytes is not a whole number of {size}-byte records")
+    return nbytes // size
 
 
 def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:
@@ -163,45 +324,56 @@ def _neff_name(doc: dict, p: Path) -> str | None:
 
 
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
-    """Every difference between output folders ``a`` and ``b``."""
+    """Every difference between output folders ``a`` and ``b``, as lines, in a list (for
+    tests and small outputs: the ``diff`` command streams them through :func:`compare`)."""
+    out: list[Difference] = []
+    compare(a, b, Report(None, on_difference=lambda index, lines: out.extend(lines)))
+    return out
+
+
+def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
+    """Compare output folders ``a`` and ``b``, handing every difference to ``rep``."""
     a, b = Path(a), Path(b)
     for p in (a, b):
         _check_ours(p)
-    diffs: list[Difference] = []
     ma = _top_manifest(a)
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
         mb = ma  # nothing to compare (a HIER plan's manifest: tens of MB of JSON)
     else:
         mb = _top_manifest(b)
-        diffs += _json_diff("manifest.json", ma, mb)
+        for d in _json_diff("manifest.json", ma, mb):
+            rep.add([d])
     na, nb = _neff_name(ma, a), _neff_name(mb, b)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
-    for r in sorted(ranks_a ^ ranks_b):
-        diffs.append(Difference(r, None, "folder", r in ranks_a, r in ranks_b))
-    for r in sorted(ranks_a & ranks_b):
+    for r in sorted(ranks_a | ranks_b):
+        if (r in ranks_a) != (r in ranks_b):
+            rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])
+            continue
         ra, rb = a / r, b / r
         if not _same_bytes(ra / "manifest.json", rb / "manifest.json"):
-            diffs += _json_diff(f"{r}/manifest.json", read_json(ra / "manifest.json"),
-                                read_json(rb / "manifest.json"))
+            for d in _json_diff(f"{r}/manifest.json", read_json(ra / "manifest.json"),
+                                read_json(rb / "manifest.json")):
+                rep.add([d])
         for name in F.ARTIFACTS:
             fa, fb = ra / name, rb / name
             if fa.exists() != fb.exists():
-                diffs.append(Difference(f"{r}/{name}", None, "file", fa.exists(), fb.exists()))
+                rep.add([Difference(f"{r}/{name}", None, "file", fa.exists(), fb.exists())])
                 continue
             if not fa.exists():
                 continue
+            n_a, n_b = _artifact_size(fa, name), _artifact_size(fb, name)
             if _same_bytes(fa, fb):
                 continue
-            diffs += _records_diff(f"{r}/{name}", name, load_records(fa, name, mapped=True),
-                                  load_records(fb, name, mapped=True))
+            _records_diff(rep, f"{r}/{name}", name, fa, fb, n_a, n_b)
     fa, fb = (a / na if na else None), (b / nb if nb else None)
     has_a, has_b = bool(fa and fa.exists()), bool(fb and fb.exists())
     if has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
-        diffs.append(Difference(na or nb, None, "file", has_a, has_b))
+        rep.add([Difference(na or nb, None, "file", has_a, has_b)])
     elif has_a:
         for f in (fa, fb):
             if not f.is_file():
                 raise OutputError(f"{f}: not a regular file")
-        diffs += _neff_diff(fa, fb)
-    return diffs
+        for d in _neff_diff(fa, fb):
+            rep.add([d])
+    return rep

@@ -224,19 +224,60 @@ def test_max_zero_prints_all_and_a_negative_max_is_a_usage_error(pair):
     a, b = pair
     path = b / "rank-0000" / "dma.bin"
     path.write_bytes(bytes(x ^ 0xFF for x in path.read_bytes()))  # every record differs
-    n = len(D.diff_outputs(a, b))
+    n = path.stat().st_size // F.BD_DTYPE.itemsize  # a difference per record
     assert n > 3
+    lines = D.diff_outputs(a, b)
+    assert len({d.record for d in lines}) == n
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
-    assert res.exit_code == 1 and res.stdout.splitlines()[-1] == f"{n} difference(s)"
-    assert len(res.stdout.splitlines()) == n + 1
+    out = res.stdout.splitlines()
+    assert res.exit_code == 1 and out[-1] == f"{n} difference(s)"
+    assert out[:-2] == [d.line() for d in lines]
+    assert out[-2] == f"rank-0000/dma.bin: {n} of {n} records differ (len_ctrl {n}, " \
+        f"meta_ctrl {n}, buf_ptr {n})"
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "2"])
-    assert res.exit_code == 1 and res.stdout.splitlines()[2:] == [
-        f"... {n - 2} more differences", f"{n} difference(s)"]
+    shown = [d.line() for d in lines if d.record in (0, 1)]
+    assert res.exit_code == 1 and res.stdout.splitlines() == shown + [
+        out[-2], f"... {n - 2} more differences", f"{n} difference(s)"]
     for bad in ("-1", "-50"):
         res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", bad],
                                  prog_name="nrtrewrite")
         assert _one_line_error(res).startswith(
             f"nrtrewrite diff: error: Invalid value for '--max': {bad} is not in the range x>=0.")
+
+
+def test_counts_are_exact_and_only_the_shown_records_are_decoded(pair, monkeypatch):
+    """Differing records counted a block at a time (blocks of 3 records), per raw field; only
+    --max records decoded."""
+    import numpy as np
+    a, b = pair
+    path = b / "rank-0001" / "cce.bin"
+    recs = np.fromfile(path, F.CCE_DTYPE)
+    n = recs.size
+    assert n >= 6
+    changed = recs.copy()
+    changed["w1"][::2] ^= 1  # records 0, 2, 4, ...: w1
+    changed["w2"][1::3] ^= 0x100  # records 1, 4, 7, ...: w2
+    changed.tofile(path)
+    expect_records = sorted(set(range(0, n, 2)) | set(range(1, n, 3)))
+    monkeypatch.setattr(D, "CHUNK_BYTES", 3 * F.CCE_DTYPE.itemsize)
+    decoded = []
+    real = D.decode_record
+    monkeypatch.setattr(D, "decode_record", lambda name, rec: decoded.append(1) or real(name, rec))
+    files, shown = [], []
+    rep = D.compare(a, b, D.Report(2, lambda i, lines: shown.append((i, lines)), files.append))
+    assert rep.count == len(expect_records) and rep.shown == 2
+    assert [lines[0].record for _, lines in shown] == expect_records[:2]
+    assert len(decoded) == 4  # two records, both sides
+    assert [f.to_json() for f in files] == [{
+        "where": "rank-0001/cce.bin", "records_a": n, "records_b": n,
+        "differing_records": len(expect_records),
+        "fields": {"w0": 0, "w1": len(range(0, n, 2)), "w2": len(range(1, n, 3)), "w3": 0}}]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "1"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["count"] == len(expect_records) and doc["shown"] == 1
+    assert doc["identical"] is False and doc["files"] == [f.to_json() for f in files]
+    assert {d["index"] for d in doc["differences"]} == {0}
+    assert doc["differences"][0]["record"] == 0 and doc["differences"][0]["path"] == ["w1"]
 
 
 def _byte_owners(dtype, base=0, out=None):
