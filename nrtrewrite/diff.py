@@ -7,6 +7,9 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 
 from __future__ import annotations
 
+import json
+import mmap
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +18,9 @@ import numpy as np
 
 from nrtrewrite.artifacts import RANK_DIR_NAME, decode_record, is_our_output, read_json
 from nrtrewrite.emit import formats as F
+from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError
 
 
 class _Absent:
@@ -56,6 +60,8 @@ class Difference:
 
     def line(self) -> str:
         rec = f"[{self.record}]" if self.record is not None else ""
+        if self.field == "damaged":
+            return f"{self.where} damaged in B: {self.b}"
         return f"{self.where}{rec} {self.field}: {_fmt(self.a)} != {_fmt(self.b)}"
 
     def to_json(self) -> dict:
@@ -70,6 +76,16 @@ def _fmt(v) -> str:
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 255:
         return f"0x{v:x}"
     return repr(v) if isinstance(v, str) else str(v)
+
+
+#: NEFF header fields shown as text, and as hex (nrtrewrite.neff.container).
+_NEFF_STRING_FIELDS = ("neff_build_version", "name")
+_NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
+
+
+def _damaged(where: str, why: str) -> Difference:
+    """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged: B: WHY``."""
+    return Difference(where, None, "damaged", ABSENT, why)
 
 
 @dataclass
@@ -274,20 +290,119 @@ def _artifact_size(p: Path, name: str) -> int:
     return nbytes // size
 
 
-def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:
+def _header_value(name: str, raw: bytes):
+    """A NEFF header field's value as shown: text for the string fields, hex for the byte
+    fields, else the little-endian integer."""
+    if name in _NEFF_STRING_FIELDS:
+        return raw.rstrip(b"\0").decode("utf-8", "backslashreplace")
+    if len(raw) in (1, 2, 4, 8) and name not in _NEFF_BYTES_FIELDS:
+        return int.from_bytes(raw, "little")
+    return raw.hex()
+
+
+def _byte_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each run of True in a 1-D bool array."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes) -> list[Difference]:
+    """The differing fields of instruction ``i`` of a stream: the common header's fields by
+    name (``INSTR_WORD_DTYPE``), the operand bytes as runs ``bytes[16:24]`` in hex."""
+    ra, rb = (np.frombuffer(w, INSTR_WORD_DTYPE)[0] for w in (wa, wb))
+    out = [Difference(where, i, f, int(ra[f]), int(rb[f]))
+           for f in INSTR_HEADER_DTYPE.names if ra[f] != rb[f]]
+    ua, ub = np.frombuffer(wa, np.uint8), np.frombuffer(wb, np.uint8)
+    hdr = INSTR_HEADER_DTYPE.itemsize
+    for lo, hi in _byte_runs(ua[hdr:] != ub[hdr:]):
+        out.append(Difference(where, i, f"bytes[{hdr + lo}:{hdr + hi}]", wa[hdr + lo:hdr + hi].hex(),
+                              wb[hdr + lo:hdr + hi].hex()))
+    return out
+
+
+def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
+    """One member of both NEFFs: a JSON member key by key, an instruction stream (``.bin``,
+    whole 64-byte instructions) instruction by instruction, anything else by its differing
+    bytes (count and first offset)."""
+    if where.endswith(".json"):
+        try:
+            ja, jb = json.loads(ma), json.loads(mb)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            for d in _json_diff(where, ja, jb):
+                rep.add([d])
+            return
+    n = min(len(ma), len(mb))
+    if where.endswith(".bin") and not len(ma) % WORD_SIZE and not len(mb) % WORD_SIZE:
+        if len(ma) != len(mb):
+            rep.add([Difference(where, None, "instructions", len(ma) // WORD_SIZE,
+                                len(mb) // WORD_SIZE)])
+        wa = np.frombuffer(ma, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
+        wb = np.frombuffer(mb, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
+        idx = np.flatnonzero((wa != wb).any(axis=1))
+        room = rep.room()
+        m = len(idx) if room is None else min(room, len(idx))
+        for i in idx[:m].tolist():
+            o = i * WORD_SIZE
+            rep.add(_instruction_lines(where, i, ma[o:o + WORD_SIZE], mb[o:o + WORD_SIZE]))
+        rep.add_many(len(idx) - m)
+        return
+    if len(ma) != len(mb):
+        rep.add([Difference(where, None, "bytes", len(ma), len(mb))])
+    neq = np.frombuffer(ma, np.uint8, count=n) != np.frombuffer(mb, np.uint8, count=n)
+    k = int(np.count_nonzero(neq))
+    if k:
+        first = int(np.argmax(neq))
+        rep.add([Difference(where, None, f"{k} differing bytes, the first at offset 0x{first:x}",
+                            ma[first], mb[first])])
+
+
+def _read_neff(p: Path):
+    """The container of a rewritten NEFF, read through the project's reader (its limits; the
+    file memory-mapped, not read, so only the decompressed members are held)."""
+    from nrtrewrite.neff.container import read_container
+    with open(p, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            data = b""
+        else:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return read_container(data, path=str(p), verify_hash=False)
+
+
+def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
+    """The rewritten NEFFs: the header's fields by name, then the members by name (one on one
+    side only; JSON key by key; instruction streams by instruction)."""
     if _same_bytes(a, b):
         return
+    from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
     try:
-        da, db = a.read_bytes(), b.read_bytes()
+        with open(a, "rb") as fh:
+            ha = fh.read(HEADER_SIZE)
+        with open(b, "rb") as fh:
+            hb = fh.read(HEADER_SIZE)
     except OSError as exc:
         raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
-    if len(da) != len(db):
-        yield Difference(a.name, None, "bytes", len(da), len(db))
-    n = min(len(da), len(db))
-    first = next((i for i in range(n) if da[i] != db[i]), None)
-    if first is not None:
-        yield Difference(a.name, None, f"first differing byte at offset 0x{first:x}",
-                         da[first], db[first])
+    for field_name, (off, size) in HEADER_FIELDS.items():
+        xa, xb = ha[off:off + size], hb[off:off + size]
+        if xa != xb:
+            rep.add([Difference(name, None, f"header.{field_name}",
+                                _header_value(field_name, xa) if len(xa) == size else ABSENT,
+                                _header_value(field_name, xb) if len(xb) == size else ABSENT,
+                                ("header", field_name))])
+    ca = _read_neff(a)  # the reference: an error if it cannot be read
+    try:
+        cb = _read_neff(b)
+    except NrtRewriteError as err:
+        rep.add([_damaged(name, err.line())])
+        return
+    for member in list(ca.members) + [m for m in cb.members if m not in ca.members]:
+        where = f"{name}:{member}"
+        xa, xb = ca.members.get(member), cb.members.get(member)
+        if xa is None or xb is None:
+            rep.add([Difference(where, None, "member", xa is not None, xb is not None)])
+        elif xa != xb:
+            _member_diff(rep, where, xa, xb)
 
 
 def _check_ours(p: Path) -> None:
@@ -374,6 +489,5 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         for f in (fa, fb):
             if not f.is_file():
                 raise OutputError(f"{f}: not a regular file")
-        for d in _neff_diff(fa, fb):
-            rep.add([d])
+        _neff_diff(rep, na, fa, fb)
     return rep

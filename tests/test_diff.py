@@ -323,3 +323,50 @@ def test_a_flip_of_any_byte_of_any_record_is_a_difference_naming_the_record(pair
         from nrtrewrite.artifacts import decode_record
         ra, rb = (load_records(f / "rank-0000" / name)[1] for f in (a, b))
         assert decode_record(name, ra) != decode_record(name, rb), (name, off)
+
+
+def _rebuild_neff(path, edit):
+    """Rewrite the NEFF at ``path`` with ``edit(members)`` applied (header kept, hash and
+    sizes recomputed)."""
+    from nrtrewrite.neff.container import build_container, read_container
+    c = read_container(path.read_bytes(), verify_hash=False)
+    members = {k: bytes(v) for k, v in c.members.items()}
+    edit(members)
+    path.write_bytes(build_container(c.header, members))
+    return c
+
+
+def test_the_rewritten_neff_is_compared_by_header_field_member_and_instruction(pair):
+    a, b = pair
+    neff = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    streams = []
+
+    def edit(members):
+        name = next(k for k in members if k.endswith(".bin") and len(members[k]) >= 128)
+        streams.append(name)
+        data = bytearray(members[name])
+        data[64 + 8] ^= 0x01  # instruction 1: semaphore_value (bytes 8..11)
+        data[64 + 20] ^= 0xFF  # instruction 1: an operand byte
+        data[64 + 21] ^= 0xFF
+        members[name] = bytes(data)
+        members["extra/notes.txt"] = b"hi"
+        doc = json.loads(members["neff.json"])
+        doc["__diff_test__"] = 1
+        members["neff.json"] = json.dumps(doc).encode()
+
+    _rebuild_neff(b / neff, edit)
+    stream = streams[0]
+    diffs = D.diff_outputs(a, b)
+    got = {(d.where, d.record, d.field) for d in diffs}
+    assert (f"{neff}:{stream}", 1, "semaphore_value") in got
+    assert (f"{neff}:{stream}", 1, "bytes[20:22]") in got
+    assert (f"{neff}:extra/notes.txt", None, "member") in got
+    assert (f"{neff}:neff.json", None, "__diff_test__") in got
+    assert (neff, None, "header.hash") in got
+    assert not any("first differing byte" in d.field for d in diffs)
+    # a NEFF B cannot read is a difference naming why; A's is an error
+    (b / neff).write_bytes((b / neff).read_bytes()[:-7] + b"garbage")
+    diffs = D.diff_outputs(a, b)
+    assert any(d.where == neff and d.field == "damaged" for d in diffs), diffs
+    with pytest.raises(Exception, match=neff):
+        D.diff_outputs(b, a)
