@@ -7,9 +7,11 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import mmap
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -438,6 +440,61 @@ def _neff_name(doc: dict, p: Path) -> str | None:
     return name
 
 
+def _kind(p: Path) -> str | None:
+    """What ``p`` is, not following a link: file, folder, link, other, or None (absent)."""
+    try:
+        mode = os.lstat(p).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(p, "rb") as fh:
+            while chunk := fh.read(CHUNK_BYTES):
+                h.update(chunk)
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    return h.hexdigest()
+
+
+def _names(p: Path) -> set[str]:
+    try:
+        return {e.name for e in os.scandir(p)}
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+
+
+def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str]) -> None:
+    """The entries of folders ``a`` and ``b`` that ``lower`` does not write (``known`` are
+    compared elsewhere): one on one side only is ``WHERE KIND: True != False`` (KIND: file,
+    folder, link, other); on both, a different kind is ``type``, a file whose bytes differ
+    ``sha256``, a link whose target differs ``target``, and a folder is walked the same way."""
+    for name in sorted((_names(a) | _names(b)) - known):
+        where = f"{rel}/{name}" if rel else name
+        pa, pb = a / name, b / name
+        ka, kb = _kind(pa), _kind(pb)
+        if ka is None or kb is None:
+            rep.add([Difference(where, None, ka or kb, ka is not None, kb is not None)])
+        elif ka != kb:
+            rep.add([Difference(where, None, "type", ka, kb)])
+        elif ka == "file":
+            if not _same_bytes(pa, pb):
+                rep.add([Difference(where, None, "sha256", _sha256(pa), _sha256(pb))])
+        elif ka == "link":
+            ta, tb = os.readlink(pa), os.readlink(pb)
+            if ta != tb:
+                rep.add([Difference(where, None, "target", ta, tb)])
+        elif ka == "folder":
+            _other_entries(rep, where, pa, pb, set())
+
+
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
     """Every difference between output folders ``a`` and ``b``, as lines, in a list (for
     tests and small outputs: the ``diff`` command streams them through :func:`compare`)."""
@@ -461,6 +518,7 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
     na, nb = _neff_name(ma, a), _neff_name(mb, b)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
+    _other_entries(rep, "", a, b, {"manifest.json", na, nb} | ranks_a | ranks_b)
     for r in sorted(ranks_a | ranks_b):
         if (r in ranks_a) != (r in ranks_b):
             rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])
@@ -470,6 +528,7 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
             for d in _json_diff(f"{r}/manifest.json", read_json(ra / "manifest.json"),
                                 read_json(rb / "manifest.json")):
                 rep.add([d])
+        _other_entries(rep, r, ra, rb, {"manifest.json", *F.ARTIFACTS})
         for name in F.ARTIFACTS:
             fa, fb = ra / name, rb / name
             if fa.exists() != fb.exists():

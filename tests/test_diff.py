@@ -370,3 +370,27 @@ def test_the_rewritten_neff_is_compared_by_header_field_member_and_instruction(p
     assert any(d.where == neff and d.field == "damaged" for d in diffs), diffs
     with pytest.raises(Exception, match=neff):
         D.diff_outputs(b, a)
+
+
+def test_entries_present_on_one_side_only_are_differences(pair):
+    a, b = pair
+    (b / "extra.txt").write_text("hi")
+    (b / "rank-0000" / "extra.bin").write_text("x")
+    (b / "rank-0000" / "sub").mkdir()
+    (a / "notes").mkdir()
+    (a / "notes" / "n.txt").write_text("a")
+    (b / "notes").mkdir()
+    (b / "notes" / "n.txt").write_text("b")
+    (b / "notes" / "more").mkdir()
+    got = {(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)}
+    import hashlib
+    assert got == {
+        ("extra.txt", "file", False, True),
+        ("rank-0000/extra.bin", "file", False, True),
+        ("rank-0000/sub", "folder", False, True),
+        ("notes/more", "folder", False, True),
+        ("notes/n.txt", "sha256", hashlib.sha256(b"a").hexdigest(),
+         hashlib.sha256(b"b").hexdigest()),
+    }
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "extra.txt file: False != True" in res.stdout
