@@ -278,18 +278,21 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
         rep.on_file(fc)
 
 
-def _artifact_size(p: Path, name: str) -> int:
-    """Records in artifact ``p``: refused unless a regular file of whole records."""
+def _artifact_records(p: Path, name: str) -> tuple[int, str | None]:
+    """The whole records in artifact ``p`` and what is wrong with it (None: nothing): not a
+    regular file (0 records), unreadable (0), a torn last record (the whole ones)."""
     size = F.ARTIFACTS[name][0].itemsize
-    if not p.is_file():
-        raise OutputError(f"{p}: not a regular file")
+    if not p.is_file():  # (a FIFO is never opened: it would block)
+        return 0, "not a regular file"
     try:
         nbytes = p.stat().st_size
+        with open(p, "rb"):
+            pass
     except OSError as exc:
-        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        return 0, f"cannot read ({exc.strerror or exc})"
     if nbytes % size:
-        raise OutputError(f"{p}: {nbytes} bytes is not a whole number of {size}-byte records")
-    return nbytes // size
+        return nbytes // size, f"{nbytes} bytes is not a whole number of {size}-byte records"
+    return nbytes // size, None
 
 
 def _header_value(name: str, raw: bytes):
@@ -495,6 +498,33 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str]) -> 
             _other_entries(rep, where, pa, pb, set())
 
 
+def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
+    """A rank's manifests key by key when their bytes differ.  A's must be readable if
+    present (an error otherwise); B's missing or unreadable is a difference."""
+    where = f"{r}/manifest.json"
+    ka, kb = _kind(pa), _kind(pb)
+    if ka is None or kb is None:
+        if ka != kb:
+            rep.add([Difference(where, None, "file", ka is not None, kb is not None)])
+        return
+    if _same_bytes(pa, pb):
+        return
+    doc_a = read_json(pa) if ka == "file" else None
+    if ka != "file":
+        raise OutputError(f"{pa}: not a regular file")
+    if kb != "file":
+        rep.add([_damaged(where, "not a regular file")])
+        return
+    try:
+        doc_b = read_json(pb)
+    except OutputError as err:
+        why = err.why
+        rep.add([_damaged(where, why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why)])
+        return
+    for d in _json_diff(where, doc_a, doc_b):
+        rep.add([d])
+
+
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
     """Every difference between output folders ``a`` and ``b``, as lines, in a list (for
     tests and small outputs: the ``diff`` command streams them through :func:`compare`)."""
@@ -515,7 +545,12 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         mb = _top_manifest(b)
         for d in _json_diff("manifest.json", ma, mb):
             rep.add([d])
-    na, nb = _neff_name(ma, a), _neff_name(mb, b)
+    na = _neff_name(ma, a)
+    try:
+        nb = _neff_name(mb, b)
+    except OutputError as err:  # (the manifests' difference names the value)
+        rep.add([_damaged("manifest.json", f"field output_neff: {err.why}")])
+        nb = ""  # (B's NEFF cannot be found: not compared)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
     _other_entries(rep, "", a, b, {"manifest.json", na, nb} | ranks_a | ranks_b)
@@ -524,10 +559,7 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
             rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])
             continue
         ra, rb = a / r, b / r
-        if not _same_bytes(ra / "manifest.json", rb / "manifest.json"):
-            for d in _json_diff(f"{r}/manifest.json", read_json(ra / "manifest.json"),
-                                read_json(rb / "manifest.json")):
-                rep.add([d])
+        _rank_manifest_diff(rep, r, ra / "manifest.json", rb / "manifest.json")
         _other_entries(rep, r, ra, rb, {"manifest.json", *F.ARTIFACTS})
         for name in F.ARTIFACTS:
             fa, fb = ra / name, rb / name
@@ -536,17 +568,29 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
                 continue
             if not fa.exists():
                 continue
-            n_a, n_b = _artifact_size(fa, name), _artifact_size(fb, name)
+            where = f"{r}/{name}"
+            n_a, why = _artifact_records(fa, name)
+            if why:  # the reference is damaged: an error
+                raise OutputError(f"{fa}: {why}")
             if _same_bytes(fa, fb):
                 continue
-            _records_diff(rep, f"{r}/{name}", name, fa, fb, n_a, n_b)
+            n_b, why = _artifact_records(fb, name)
+            if why:
+                rep.add([_damaged(where, why)])
+                if not fb.is_file():
+                    continue
+            _records_diff(rep, where, name, fa, fb, n_a, n_b)
     fa, fb = (a / na if na else None), (b / nb if nb else None)
     has_a, has_b = bool(fa and fa.exists()), bool(fb and fb.exists())
-    if has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
+    if nb == "":
+        pass
+    elif has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
         rep.add([Difference(na or nb, None, "file", has_a, has_b)])
     elif has_a:
-        for f in (fa, fb):
-            if not f.is_file():
-                raise OutputError(f"{f}: not a regular file")
-        _neff_diff(rep, na, fa, fb)
+        if not fa.is_file():
+            raise OutputError(f"{fa}: not a regular file")
+        if not fb.is_file():
+            rep.add([_damaged(nb, "not a regular file")])
+        else:
+            _neff_diff(rep, na, fa, fb)
     return rep

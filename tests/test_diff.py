@@ -83,19 +83,35 @@ def test_same_json_in_other_bytes_is_no_difference(pair):
     assert D.diff_outputs(a, b) == []
 
 
-def test_a_missing_rank_manifest_is_an_error_naming_it(pair):
+def _damage(diffs):
+    return [(d.where, d.b) for d in diffs if d.field == "damaged"]
+
+
+def test_a_missing_rank_manifest_is_a_difference_and_an_error_in_the_reference(pair):
     a, b = pair
     (b / "rank-0001" / "manifest.json").unlink()
+    assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
+        ("rank-0001/manifest.json", "file", True, False)]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "rank-0001/manifest.json file: True != False" in res.stdout
+    (b / "rank-0001" / "manifest.json").write_text("{not json")
+    assert _damage(D.diff_outputs(a, b))[0][0] == "rank-0001/manifest.json"
+    assert "cannot read" in _damage(D.diff_outputs(a, b))[0][1]
     with pytest.raises(OutputError, match=r"rank-0001/manifest.json: cannot read"):
-        D.diff_outputs(a, b)
+        D.diff_outputs(b, a)
 
 
-def test_a_torn_record_is_an_error_naming_the_file(pair):
+def test_a_torn_record_is_a_difference_in_b_and_an_error_in_a(pair):
     a, b = pair
     path = b / "rank-0000" / "cce.bin"
+    n = path.stat().st_size // F.CCE_DTYPE.itemsize
     path.write_bytes(path.read_bytes() + b"\0")
+    why = f"{n * 16 + 1} bytes is not a whole number of 16-byte records"
+    assert _damage(D.diff_outputs(a, b)) == [("rank-0000/cce.bin", why)]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and f"rank-0000/cce.bin damaged in B: {why}" in res.stdout
     with pytest.raises(OutputError, match=r"cce.bin: \d+ bytes is not a whole number"):
-        D.diff_outputs(a, b)
+        D.diff_outputs(b, a)
 
 
 def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
@@ -121,14 +137,15 @@ def _one_line_error(res, code=2):
     return lines[0]
 
 
-def test_a_folder_where_an_artifact_should_be_is_a_one_line_error(pair):
+def test_a_folder_where_an_artifact_should_be_is_a_difference_in_b_an_error_in_a(pair):
     a, b = pair
     dma = b / "rank-0000" / "dma.bin"
     dma.unlink()
     dma.mkdir()
+    assert _damage(D.diff_outputs(a, b)) == [("rank-0000/dma.bin", "not a regular file")]
     with pytest.raises(OutputError, match=r"rank-0000/dma.bin: not a regular file"):
-        D.diff_outputs(a, b)
-    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+        D.diff_outputs(b, a)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert line.startswith("nrtrewrite: error: ") and "dma.bin: not a regular file" in line
     for extra in ([], ["--json"]):
         line = _one_line_error(CliRunner().invoke(main, ["dump", "--dma", str(b), "--rank", "0",
@@ -141,14 +158,20 @@ def test_a_fifo_where_an_artifact_should_be_never_blocks(pair):
     sem = b / "rank-0001" / "sem.bin"
     sem.unlink()
     os.mkfifo(sem)
-    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "rank-0001/sem.bin damaged in B: not a regular file" \
+        in res.stdout
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert "sem.bin: not a regular file" in line
 
 
-def test_a_manifest_nested_too_deeply_is_a_one_line_error(pair):
+def test_a_manifest_nested_too_deeply_is_damage_in_b_an_error_in_a(pair):
     a, b = pair
     (b / "rank-0001" / "manifest.json").write_text("[" * 100_000)
-    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and ("rank-0001/manifest.json damaged in B: cannot read (JSON "
+                                   "nested too deeply)") in res.stdout
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert "rank-0001/manifest.json: cannot read (JSON nested too deeply)" in line
 
 
@@ -161,13 +184,16 @@ def _set_manifest(folder, **keys):
 @pytest.mark.parametrize("output_neff", ["x", 5, [], {}, {"name": 5}, {"name": ""},
                                          {"name": ".."}, {"name": "../a/ar2.neff"},
                                          {"name": "/etc/passwd"}, {"name": "a\0b"}])
-def test_a_malformed_output_neff_is_a_one_line_error(pair, output_neff):
+def test_a_malformed_output_neff_is_damage_in_b_and_an_error_in_a(pair, output_neff):
     a, b = pair
     _set_manifest(b, output_neff=output_neff)
-    for x, y in ((a, b), (b, a)):
-        line = _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)]))
-        assert line == (f"nrtrewrite: error: {b}/manifest.json: field output_neff: must be an "
-                        "object whose 'name' is a file name in the folder")
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
+    assert line == (f"nrtrewrite: error: {b}/manifest.json: field output_neff: must be an "
+                    "object whose 'name' is a file name in the folder")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and ("manifest.json damaged in B: field output_neff: must be an "
+                                   "object whose 'name' is a file name in the folder") in res.stdout
+    assert not [d for d in D.diff_outputs(a, b) if d.field == "file"]
 
 
 def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
@@ -177,8 +203,9 @@ def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
     assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
         (neff, "file", True, False)]
     (b / neff).mkdir()
+    assert _damage(D.diff_outputs(a, b)) == [(neff, "not a regular file")]
     with pytest.raises(OutputError, match=rf"{neff}: not a regular file"):
-        D.diff_outputs(a, b)
+        D.diff_outputs(b, a)
 
 
 @pytest.mark.parametrize("manifest,why", [
