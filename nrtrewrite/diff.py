@@ -143,23 +143,46 @@ class Report:
         self.count += n
 
 
-def _json_diff(where: str, a, b, path: str = "") -> Iterator[Difference]:
+def _key_text(path: tuple) -> str:
+    """A JSON key path as text: ``triggers[0].chunk.pgta``; a key that is not a plain name
+    quoted, ``files["cce.bin"].records``; the empty path ``(root)``."""
+    out = ""
+    for k in path:
+        if isinstance(k, int):
+            out += f"[{k}]"
+        elif k and all(c.isalnum() or c in "_-" for c in k):
+            out += f".{k}" if out else k
+        else:
+            out += f"[{json.dumps(k)}]"
+    return out or "(root)"
+
+
+def _json_diff(where: str, a, b, path: tuple = ()) -> Iterator[Difference]:
+    """The differences of two JSON documents, key by key: a key or element on one side only
+    has :data:`ABSENT` on the other (a list whose length changed: its length, then each added
+    or removed element), values of other types or other values are one difference."""
     if a == b:  # deep equality, in C: an equal subtree has nothing to report
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
-            sub = f"{path}.{k}" if path else str(k)
+            sub = (*path, k)
             if k not in a or k not in b:
-                yield Difference(where, None, sub, a.get(k, ABSENT), b.get(k, ABSENT))
+                yield Difference(where, None, _key_text(sub), a.get(k, ABSENT), b.get(k, ABSENT),
+                                 sub)
             else:
                 yield from _json_diff(where, a[k], b[k], sub)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
-            yield Difference(where, None, f"{path} (length)", len(a), len(b))
+            yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
+                             (*path, "(length)"))
         for i, (x, y) in enumerate(zip(a, b)):
-            yield from _json_diff(where, x, y, f"{path}[{i}]")
-    elif a != b:
-        yield Difference(where, None, path, a, b)
+            yield from _json_diff(where, x, y, (*path, i))
+        for i in range(min(len(a), len(b)), max(len(a), len(b))):  # added or removed
+            sub = (*path, i)
+            yield Difference(where, None, _key_text(sub), a[i] if i < len(a) else ABSENT,
+                             b[i] if i < len(b) else ABSENT, sub)
+    else:
+        yield Difference(where, None, _key_text(path), a, b, path or ("(root)",))
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory

@@ -421,3 +421,35 @@ def test_entries_present_on_one_side_only_are_differences(pair):
     }
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1 and "extra.txt file: False != True" in res.stdout
+
+
+def test_json_paths_are_lists_absence_is_null_and_list_changes_name_their_elements(pair):
+    a, b = pair
+    rank = json.loads((b / "rank-0000" / "manifest.json").read_text())
+    files = rank["files"]
+    assert "cce.bin" in files and isinstance(files["cce.bin"], dict)
+    key = next(iter(files["cce.bin"]))
+    files["cce.bin"][key] = "changed"
+    rank["__new__"] = [1, 2]
+    (b / "rank-0000" / "manifest.json").write_text(json.dumps(rank))
+    (b / "rank-0001" / "manifest.json").write_text("[1, 2, 3]")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "0"])
+    doc = json.loads(res.stdout)
+    by_where = {}
+    for d in doc["differences"]:
+        by_where.setdefault(d["where"], []).append(d)
+    got = {tuple(d["path"]): d for d in by_where["rank-0000/manifest.json"]}
+    assert got[("files", "cce.bin", key)]["b"] == "changed"
+    assert got[("files", "cce.bin", key)]["field"] == f'files["cce.bin"].{key}'
+    new = got[("__new__",)]
+    assert new["a"] is None and new["a_present"] is False and new["b"] == [1, 2]
+    assert new["b_present"] is True
+    root = by_where["rank-0001/manifest.json"]
+    assert [(d["field"], d["path"], d["b"]) for d in root] == [("(root)", ["(root)"], [1, 2, 3])]
+    # a list changing length: its length, then the added (or removed) elements
+    diffs = list(D._json_diff("m", {"x": [1, 2]}, {"x": [1, 2, 3, 4]}))
+    assert [(d.field, d.a, d.b) for d in diffs] == [
+        ("x (length)", 2, 4), ("x[2]", D.ABSENT, 3), ("x[3]", D.ABSENT, 4)]
+    diffs = list(D._json_diff("m", [5, 6, 7], [5]))
+    assert [(d.field, d.a, d.b) for d in diffs] == [
+        ("(root) (length)", 3, 1), ("[1]", 6, D.ABSENT), ("[2]", 7, D.ABSENT)]
