@@ -453,3 +453,10 @@ def test_json_paths_are_lists_absence_is_null_and_list_changes_name_their_elemen
     diffs = list(D._json_diff("m", [5, 6, 7], [5]))
     assert [(d.field, d.a, d.b) for d in diffs] == [
         ("(root) (length)", 3, 1), ("[1]", 6, D.ABSENT), ("[2]", 7, D.ABSENT)]
+
+
+def test_the_top_level_help_names_every_command():
+    from nrtrewrite.cli.commands import COMMANDS
+    res = CliRunner().invoke(main, ["--help"])
+    summary = res.output.split("Options:")[0]
+    assert res.exit_code == 0 and all(name in summary for name in COMMANDS), summary
