@@ -212,8 +212,9 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
     p = Path(path)
     if p.is_file():
         return _one_rank_dir(p.parent, rank, p)
-    if (p / F.rank_dir_name(0)).exists() or any(p.glob("rank-*")):
-        dirs = sorted(d for d in p.glob("rank-*") if d.is_dir())
+    # an output folder: rank folders (``rank-`` and digits), not any entry named ``rank-*``
+    dirs = sorted(d for d in p.glob("rank-*") if RANK_DIR_NAME.fullmatch(d.name) and d.is_dir())
+    if dirs:
         if rank is not None:
             dirs = [d for d in dirs if d.name == F.rank_dir_name(rank)]
             if not dirs:

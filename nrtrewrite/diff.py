@@ -7,35 +7,71 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+import hashlib
+import json
+import mmap
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import (
-    RANK_DIR_NAME, decode_record, is_our_output, load_records, read_json,
-)
+from nrtrewrite.artifacts import RANK_DIR_NAME, decode_record, is_our_output, read_json
 from nrtrewrite.emit import formats as F
+from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError
+
+
+class _Absent:
+    """What a side has where the other has a key, a field or an element (one object)."""
+
+    _one = None
+
+    def __new__(cls):
+        if cls._one is None:
+            cls._one = super().__new__(cls)
+        return cls._one
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+    __str__ = __repr__
+
+
+#: A key, field or element one side does not have (``<absent>`` in the text, JSON ``null``
+#: with ``a_present`` / ``b_present`` false).
+ABSENT = _Absent()
 
 
 @dataclass(frozen=True)
 class Difference:
+    """One line of ``diff``: ``where`` (file, relative to the output folder), ``record`` (an
+    artifact's record index, an instruction index, or None), ``field`` (as shown) and both
+    values.  ``path`` is the field as a list of keys (a manifest's JSON keys and list
+    indices; a record's field name split at its dots), ``field`` when empty."""
+
     where: str  # "rank-0003/spad.bin" or "manifest.json" ...
     record: int | None
     field: str
     a: object
     b: object
+    path: tuple = ()
 
     def line(self) -> str:
         rec = f"[{self.record}]" if self.record is not None else ""
+        if self.field == "damaged":
+            return f"{self.where} damaged in B: {self.b}"
         return f"{self.where}{rec} {self.field}: {_fmt(self.a)} != {_fmt(self.b)}"
 
     def to_json(self) -> dict:
         return {"where": self.where, "record": self.record, "field": self.field,
-                "a": self.a, "b": self.b}
+                "path": list(self.path) if self.path else self.field.split("."),
+                "a": None if self.a is ABSENT else self.a,
+                "b": None if self.b is ABSENT else self.b,
+                "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
 
 
 def _fmt(v) -> str:
@@ -44,23 +80,109 @@ def _fmt(v) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def _json_diff(where: str, a, b, path: str = "") -> Iterator[Difference]:
+#: NEFF header fields shown as text, and as hex (nrtrewrite.neff.container).
+_NEFF_STRING_FIELDS = ("neff_build_version", "name")
+_NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
+
+
+def _damaged(where: str, why: str) -> Difference:
+    """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged: B: WHY``."""
+    return Difference(where, None, "damaged", ABSENT, why)
+
+
+@dataclass
+class FileCount:
+    """The differing records of one artifact file, counted over every record compared
+    (the first ``min(records_a, records_b)``); ``fields``: raw field -> records in which it
+    differs (docs/CLI.md)."""
+
+    where: str
+    records_a: int
+    records_b: int
+    differing_records: int = 0
+    fields: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        n = min(self.records_a, self.records_b)
+        per = ", ".join(f"{k} {v}" for k, v in self.fields.items() if v)
+        return f"{self.where}: {self.differing_records} of {n} records differ ({per})"
+
+    def to_json(self) -> dict:
+        return {"where": self.where, "records_a": self.records_a, "records_b": self.records_b,
+                "differing_records": self.differing_records, "fields": dict(self.fields)}
+
+
+class Report:
+    """Where the differences go as they are found: every difference is counted
+    (:attr:`count`), only the first ``limit`` (None: all) are formatted and handed to
+    ``on_difference(index, lines)``; ``on_file(FileCount)`` gets each artifact file whose
+    records differ once it has been compared.  A difference is one item (a differing record,
+    manifest value, entry, header field, member or instruction) shown as one or more
+    :class:`Difference` lines."""
+
+    def __init__(self, limit: int | None = None, on_difference=None, on_file=None):
+        self.limit = limit
+        self.count = 0
+        self.shown = 0
+        self.on_difference = on_difference or (lambda index, lines: None)
+        self.on_file = on_file or (lambda fc: None)
+
+    def room(self) -> int | None:
+        """How many more differences will be shown (None: no limit)."""
+        return None if self.limit is None else max(0, self.limit - self.shown)
+
+    def add(self, lines: Iterable[Difference]) -> None:
+        """One difference; ``lines`` is only iterated when it is shown."""
+        if self.limit is None or self.shown < self.limit:
+            self.on_difference(self.count, list(lines))
+            self.shown += 1
+        self.count += 1
+
+    def add_many(self, n: int) -> None:
+        """``n`` more differences counted and not shown (they come after the shown ones)."""
+        self.count += n
+
+
+def _key_text(path: tuple) -> str:
+    """A JSON key path as text: ``triggers[0].chunk.pgta``; a key that is not a plain name
+    quoted, ``files["cce.bin"].records``; the empty path ``(root)``."""
+    out = ""
+    for k in path:
+        if isinstance(k, int):
+            out += f"[{k}]"
+        elif k and all(c.isalnum() or c in "_-" for c in k):
+            out += f".{k}" if out else k
+        else:
+            out += f"[{json.dumps(k)}]"
+    return out or "(root)"
+
+
+def _json_diff(where: str, a, b, path: tuple = ()) -> Iterator[Difference]:
+    """The differences of two JSON documents, key by key: a key or element on one side only
+    has :data:`ABSENT` on the other (a list whose length changed: its length, then each added
+    or removed element), values of other types or other values are one difference."""
     if a == b:  # deep equality, in C: an equal subtree has nothing to report
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b), key=str):
-            sub = f"{path}.{k}" if path else str(k)
+            sub = (*path, k)
             if k not in a or k not in b:
-                yield Difference(where, None, sub, a.get(k, "<absent>"), b.get(k, "<absent>"))
+                yield Difference(where, None, _key_text(sub), a.get(k, ABSENT), b.get(k, ABSENT),
+                                 sub)
             else:
                 yield from _json_diff(where, a[k], b[k], sub)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
-            yield Difference(where, None, f"{path} (length)", len(a), len(b))
+            yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
+                             (*path, "(length)"))
         for i, (x, y) in enumerate(zip(a, b)):
-            yield from _json_diff(where, x, y, f"{path}[{i}]")
-    elif a != b:
-        yield Difference(where, None, path, a, b)
+            yield from _json_diff(where, x, y, (*path, i))
+        for i in range(min(len(a), len(b)), max(len(a), len(b))):  # added or removed
+            sub = (*path, i)
+            yield Difference(where, None, _key_text(sub), a[i] if i < len(a) else ABSENT,
+                             b[i] if i < len(b) else ABSENT, sub)
+    else:
+        yield Difference(where, None, _key_text(path), a, b, path or ("(root)",))
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory
@@ -87,41 +209,228 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
         return False
 
 
-def _records_diff(where: str, name: str, a: np.ndarray, b: np.ndarray) -> Iterator[Difference]:
-    if a.size != b.size:
-        yield Difference(where, None, "records", int(a.size), int(b.size))
-    n = min(a.size, b.size)
-    if n == 0:
-        return
-    # fast path: find differing records on raw bytes, a block at a time, decode only those
-    step = max(1, CHUNK_BYTES // a.dtype.itemsize)
-    for lo in range(0, n, step):
-        hi = min(n, lo + step)
-        ra = np.asarray(a[lo:hi]).view(np.uint8).reshape(hi - lo, -1)
-        rb = np.asarray(b[lo:hi]).view(np.uint8).reshape(hi - lo, -1)
-        for i in (np.nonzero((ra != rb).any(axis=1))[0] + lo).tolist():
-            da, db = decode_record(name, a[i]), decode_record(name, b[i])
-            # the fields of both records (a spad entry's bytes 4..7 are named by its algo_type)
-            for key in list(da) + [k for k in db if k not in da]:
-                va, vb = da.get(key, "<absent>"), db.get(key, "<absent>")
-                if va != vb:
-                    yield Difference(where, i, key, va, vb)
+def _leaf_fields(dtype: np.dtype, prefix: str = "") -> list[tuple[str, tuple[str, ...]]]:
+    """``(shown name, key path)`` of every leaf field of a structured dtype, in order."""
+    out = []
+    for name in dtype.names:
+        sub = dtype.fields[name][0]
+        if sub.names:
+            out += [(f"{name}.{n}", (name, *keys)) for n, keys in _leaf_fields(sub)]
+        else:
+            out.append((name, (name,)))
+    return out
 
 
-def _neff_diff(a: Path, b: Path) -> Iterator[Difference]:
-    if _same_bytes(a, b):
-        return
+def _column(x: np.ndarray, keys: tuple[str, ...]) -> np.ndarray:
+    for k in keys:
+        x = x[k]
+    return x
+
+
+def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void) -> list[Difference]:
+    """The differing decoded fields of record ``i`` (both decodings' fields: a spad entry's
+    bytes 4..7 are named by its algo_type); ``raw`` with both records' hex if none differs
+    (every byte is in a named field: a backstop, never a silent record)."""
+    da, db = decode_record(name, ra), decode_record(name, rb)
+    out = []
+    for key in list(da) + [k for k in db if k not in da]:
+        va, vb = da.get(key, ABSENT), db.get(key, ABSENT)
+        if va != vb:
+            out.append(Difference(where, i, key, va, vb))
+    if not out:
+        out.append(Difference(where, i, "raw", ra.tobytes().hex(), rb.tobytes().hex()))
+    return out
+
+
+def _read_block(fh, buf: bytearray, nbytes: int, path: Path) -> memoryview:
+    view = memoryview(buf)[:nbytes]
+    got = 0
+    while got < nbytes:
+        n = fh.readinto(view[got:])
+        if not n:
+            raise OutputError(f"{path}: cannot read (it shrank while being compared)")
+        got += n
+    return view
+
+
+def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
+                  na: int, nb: int) -> None:
+    """Compare the first ``min(na, nb)`` records of two artifact files, a block of
+    :data:`CHUNK_BYTES` at a time read into two reused buffers (memory stays two blocks
+    whatever the files' size): differing records are found and their raw fields counted with
+    numpy, and only the records :class:`Report` still shows are decoded."""
+    dtype = F.ARTIFACTS[name][0]
+    size = dtype.itemsize
+    if na != nb:
+        rep.add([Difference(where, None, "records", na, nb)])
+    n = min(na, nb)
+    fc = FileCount(where, na, nb)
+    leaves = _leaf_fields(dtype)
+    fc.fields = {shown: 0 for shown, _ in leaves}
+    step = max(1, CHUNK_BYTES // size)
+    bufa, bufb = bytearray(min(n, step) * size), bytearray(min(n, step) * size)
     try:
-        da, db = a.read_bytes(), b.read_bytes()
+        with open(fa, "rb") as ha, open(fb, "rb") as hb:
+            for lo in range(0, n, step):
+                k = min(step, n - lo)
+                va = _read_block(ha, bufa, k * size, fa)
+                vb = _read_block(hb, bufb, k * size, fb)
+                if va == vb:
+                    continue
+                # every record size is a multiple of 8 bytes: compare 64-bit words
+                wa = np.frombuffer(va, "<u8").reshape(k, size // 8)
+                wb = np.frombuffer(vb, "<u8").reshape(k, size // 8)
+                idx = np.flatnonzero((wa != wb).any(axis=1))
+                xa = np.frombuffer(va, dtype)[idx]  # (copies of the differing records)
+                xb = np.frombuffer(vb, dtype)[idx]
+                for shown, keys in leaves:
+                    neq = _column(xa, keys) != _column(xb, keys)
+                    if neq.ndim > 1:
+                        neq = neq.reshape(len(idx), -1).any(axis=1)
+                    fc.fields[shown] += int(np.count_nonzero(neq))
+                fc.differing_records += len(idx)
+                room = rep.room()
+                m = len(idx) if room is None else min(room, len(idx))
+                for j in range(m):
+                    rep.add(_record_lines(where, name, lo + int(idx[j]), xa[j], xb[j]))
+                rep.add_many(len(idx) - m)
+                del wa, wb, va, vb
     except OSError as exc:
         raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
-    if len(da) != len(db):
-        yield Difference(a.name, None, "bytes", len(da), len(db))
-    n = min(len(da), len(db))
-    first = next((i for i in range(n) if da[i] != db[i]), None)
-    if first is not None:
-        yield Difference(a.name, None, f"first differing byte at offset 0x{first:x}",
-                         da[first], db[first])
+    if fc.differing_records:
+        rep.on_file(fc)
+
+
+def _artifact_records(p: Path, name: str) -> tuple[int, str | None]:
+    """The whole records in artifact ``p`` and what is wrong with it (None: nothing): not a
+    regular file (0 records), unreadable (0), a torn last record (the whole ones)."""
+    size = F.ARTIFACTS[name][0].itemsize
+    if not p.is_file():  # (a FIFO is never opened: it would block)
+        return 0, "not a regular file"
+    try:
+        nbytes = p.stat().st_size
+        with open(p, "rb"):
+            pass
+    except OSError as exc:
+        return 0, f"cannot read ({exc.strerror or exc})"
+    if nbytes % size:
+        return nbytes // size, f"{nbytes} bytes is not a whole number of {size}-byte records"
+    return nbytes // size, None
+
+
+def _header_value(name: str, raw: bytes):
+    """A NEFF header field's value as shown: text for the string fields, hex for the byte
+    fields, else the little-endian integer."""
+    if name in _NEFF_STRING_FIELDS:
+        return raw.rstrip(b"\0").decode("utf-8", "backslashreplace")
+    if len(raw) in (1, 2, 4, 8) and name not in _NEFF_BYTES_FIELDS:
+        return int.from_bytes(raw, "little")
+    return raw.hex()
+
+
+def _byte_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each run of True in a 1-D bool array."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes) -> list[Difference]:
+    """The differing fields of instruction ``i`` of a stream: the common header's fields by
+    name (``INSTR_WORD_DTYPE``), the operand bytes as runs ``bytes[16:24]`` in hex."""
+    ra, rb = (np.frombuffer(w, INSTR_WORD_DTYPE)[0] for w in (wa, wb))
+    out = [Difference(where, i, f, int(ra[f]), int(rb[f]))
+           for f in INSTR_HEADER_DTYPE.names if ra[f] != rb[f]]
+    ua, ub = np.frombuffer(wa, np.uint8), np.frombuffer(wb, np.uint8)
+    hdr = INSTR_HEADER_DTYPE.itemsize
+    for lo, hi in _byte_runs(ua[hdr:] != ub[hdr:]):
+        out.append(Difference(where, i, f"bytes[{hdr + lo}:{hdr + hi}]", wa[hdr + lo:hdr + hi].hex(),
+                              wb[hdr + lo:hdr + hi].hex()))
+    return out
+
+
+def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
+    """One member of both NEFFs: a JSON member key by key, an instruction stream (``.bin``,
+    whole 64-byte instructions) instruction by instruction, anything else by its differing
+    bytes (count and first offset)."""
+    if where.endswith(".json"):
+        try:
+            ja, jb = json.loads(ma), json.loads(mb)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            for d in _json_diff(where, ja, jb):
+                rep.add([d])
+            return
+    n = min(len(ma), len(mb))
+    if where.endswith(".bin") and not len(ma) % WORD_SIZE and not len(mb) % WORD_SIZE:
+        if len(ma) != len(mb):
+            rep.add([Difference(where, None, "instructions", len(ma) // WORD_SIZE,
+                                len(mb) // WORD_SIZE)])
+        wa = np.frombuffer(ma, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
+        wb = np.frombuffer(mb, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
+        idx = np.flatnonzero((wa != wb).any(axis=1))
+        room = rep.room()
+        m = len(idx) if room is None else min(room, len(idx))
+        for i in idx[:m].tolist():
+            o = i * WORD_SIZE
+            rep.add(_instruction_lines(where, i, ma[o:o + WORD_SIZE], mb[o:o + WORD_SIZE]))
+        rep.add_many(len(idx) - m)
+        return
+    if len(ma) != len(mb):
+        rep.add([Difference(where, None, "bytes", len(ma), len(mb))])
+    neq = np.frombuffer(ma, np.uint8, count=n) != np.frombuffer(mb, np.uint8, count=n)
+    k = int(np.count_nonzero(neq))
+    if k:
+        first = int(np.argmax(neq))
+        rep.add([Difference(where, None, f"{k} differing bytes, the first at offset 0x{first:x}",
+                            ma[first], mb[first])])
+
+
+def _read_neff(p: Path):
+    """The container of a rewritten NEFF, read through the project's reader (its limits; the
+    file memory-mapped, not read, so only the decompressed members are held)."""
+    from nrtrewrite.neff.container import read_container
+    with open(p, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            data = b""
+        else:
+            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return read_container(data, path=str(p), verify_hash=False)
+
+
+def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
+    """The rewritten NEFFs: the header's fields by name, then the members by name (one on one
+    side only; JSON key by key; instruction streams by instruction)."""
+    if _same_bytes(a, b):
+        return
+    from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
+    try:
+        with open(a, "rb") as fh:
+            ha = fh.read(HEADER_SIZE)
+        with open(b, "rb") as fh:
+            hb = fh.read(HEADER_SIZE)
+    except OSError as exc:
+        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+    for field_name, (off, size) in HEADER_FIELDS.items():
+        xa, xb = ha[off:off + size], hb[off:off + size]
+        if xa != xb:
+            rep.add([Difference(name, None, f"header.{field_name}",
+                                _header_value(field_name, xa) if len(xa) == size else ABSENT,
+                                _header_value(field_name, xb) if len(xb) == size else ABSENT,
+                                ("header", field_name))])
+    ca = _read_neff(a)  # the reference: an error if it cannot be read
+    try:
+        cb = _read_neff(b)
+    except NrtRewriteError as err:
+        rep.add([_damaged(name, err.line())])
+        return
+    for member in list(ca.members) + [m for m in cb.members if m not in ca.members]:
+        where = f"{name}:{member}"
+        xa, xb = ca.members.get(member), cb.members.get(member)
+        if xa is None or xb is None:
+            rep.add([Difference(where, None, "member", xa is not None, xb is not None)])
+        elif xa != xb:
+            _member_diff(rep, where, xa, xb)
 
 
 def _check_ours(p: Path) -> None:
@@ -157,46 +466,154 @@ def _neff_name(doc: dict, p: Path) -> str | None:
     return name
 
 
+def _kind(p: Path) -> str | None:
+    """What ``p`` is, not following a link: file, folder, link, other, or None (absent)."""
+    try:
+        mode = os.lstat(p).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(p, "rb") as fh:
+            while chunk := fh.read(CHUNK_BYTES):
+                h.update(chunk)
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    return h.hexdigest()
+
+
+def _names(p: Path) -> set[str]:
+    try:
+        return {e.name for e in os.scandir(p)}
+    except OSError as exc:
+        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+
+
+def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str]) -> None:
+    """The entries of folders ``a`` and ``b`` that ``lower`` does not write (``known`` are
+    compared elsewhere): one on one side only is ``WHERE KIND: True != False`` (KIND: file,
+    folder, link, other); on both, a different kind is ``type``, a file whose bytes differ
+    ``sha256``, a link whose target differs ``target``, and a folder is walked the same way."""
+    for name in sorted((_names(a) | _names(b)) - known):
+        where = f"{rel}/{name}" if rel else name
+        pa, pb = a / name, b / name
+        ka, kb = _kind(pa), _kind(pb)
+        if ka is None or kb is None:
+            rep.add([Difference(where, None, ka or kb, ka is not None, kb is not None)])
+        elif ka != kb:
+            rep.add([Difference(where, None, "type", ka, kb)])
+        elif ka == "file":
+            if not _same_bytes(pa, pb):
+                rep.add([Difference(where, None, "sha256", _sha256(pa), _sha256(pb))])
+        elif ka == "link":
+            ta, tb = os.readlink(pa), os.readlink(pb)
+            if ta != tb:
+                rep.add([Difference(where, None, "target", ta, tb)])
+        elif ka == "folder":
+            _other_entries(rep, where, pa, pb, set())
+
+
+def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
+    """A rank's manifests key by key when their bytes differ.  A's must be readable if
+    present (an error otherwise); B's missing or unreadable is a difference."""
+    where = f"{r}/manifest.json"
+    ka, kb = _kind(pa), _kind(pb)
+    if ka is None or kb is None:
+        if ka != kb:
+            rep.add([Difference(where, None, "file", ka is not None, kb is not None)])
+        return
+    if _same_bytes(pa, pb):
+        return
+    doc_a = read_json(pa) if ka == "file" else None
+    if ka != "file":
+        raise OutputError(f"{pa}: not a regular file")
+    if kb != "file":
+        rep.add([_damaged(where, "not a regular file")])
+        return
+    try:
+        doc_b = read_json(pb)
+    except OutputError as err:
+        why = err.why
+        rep.add([_damaged(where, why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why)])
+        return
+    for d in _json_diff(where, doc_a, doc_b):
+        rep.add([d])
+
+
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
-    """Every difference between output folders ``a`` and ``b``."""
+    """Every difference between output folders ``a`` and ``b``, as lines, in a list (for
+    tests and small outputs: the ``diff`` command streams them through :func:`compare`)."""
+    out: list[Difference] = []
+    compare(a, b, Report(None, on_difference=lambda index, lines: out.extend(lines)))
+    return out
+
+
+def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
+    """Compare output folders ``a`` and ``b``, handing every difference to ``rep``."""
     a, b = Path(a), Path(b)
     for p in (a, b):
         _check_ours(p)
-    diffs: list[Difference] = []
     ma = _top_manifest(a)
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
         mb = ma  # nothing to compare (a HIER plan's manifest: tens of MB of JSON)
     else:
         mb = _top_manifest(b)
-        diffs += _json_diff("manifest.json", ma, mb)
-    na, nb = _neff_name(ma, a), _neff_name(mb, b)
+        for d in _json_diff("manifest.json", ma, mb):
+            rep.add([d])
+    na = _neff_name(ma, a)
+    try:
+        nb = _neff_name(mb, b)
+    except OutputError as err:  # (the manifests' difference names the value)
+        rep.add([_damaged("manifest.json", f"field output_neff: {err.why}")])
+        nb = ""  # (B's NEFF cannot be found: not compared)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
-    for r in sorted(ranks_a ^ ranks_b):
-        diffs.append(Difference(r, None, "folder", r in ranks_a, r in ranks_b))
-    for r in sorted(ranks_a & ranks_b):
+    _other_entries(rep, "", a, b, {"manifest.json", na, nb} | ranks_a | ranks_b)
+    for r in sorted(ranks_a | ranks_b):
+        if (r in ranks_a) != (r in ranks_b):
+            rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])
+            continue
         ra, rb = a / r, b / r
-        if not _same_bytes(ra / "manifest.json", rb / "manifest.json"):
-            diffs += _json_diff(f"{r}/manifest.json", read_json(ra / "manifest.json"),
-                                read_json(rb / "manifest.json"))
+        _rank_manifest_diff(rep, r, ra / "manifest.json", rb / "manifest.json")
+        _other_entries(rep, r, ra, rb, {"manifest.json", *F.ARTIFACTS})
         for name in F.ARTIFACTS:
             fa, fb = ra / name, rb / name
             if fa.exists() != fb.exists():
-                diffs.append(Difference(f"{r}/{name}", None, "file", fa.exists(), fb.exists()))
+                rep.add([Difference(f"{r}/{name}", None, "file", fa.exists(), fb.exists())])
                 continue
             if not fa.exists():
                 continue
+            where = f"{r}/{name}"
+            n_a, why = _artifact_records(fa, name)
+            if why:  # the reference is damaged: an error
+                raise OutputError(f"{fa}: {why}")
             if _same_bytes(fa, fb):
                 continue
-            diffs += _records_diff(f"{r}/{name}", name, load_records(fa, name, mapped=True),
-                                  load_records(fb, name, mapped=True))
+            n_b, why = _artifact_records(fb, name)
+            if why:
+                rep.add([_damaged(where, why)])
+                if not fb.is_file():
+                    continue
+            _records_diff(rep, where, name, fa, fb, n_a, n_b)
     fa, fb = (a / na if na else None), (b / nb if nb else None)
     has_a, has_b = bool(fa and fa.exists()), bool(fb and fb.exists())
-    if has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
-        diffs.append(Difference(na or nb, None, "file", has_a, has_b))
+    if nb == "":
+        pass
+    elif has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
+        rep.add([Difference(na or nb, None, "file", has_a, has_b)])
     elif has_a:
-        for f in (fa, fb):
-            if not f.is_file():
-                raise OutputError(f"{f}: not a regular file")
-        diffs += _neff_diff(fa, fb)
-    return diffs
+        if not fa.is_file():
+            raise OutputError(f"{fa}: not a regular file")
+        if not fb.is_file():
+            rep.add([_damaged(nb, "not a regular file")])
+        else:
+            _neff_diff(rep, na, fa, fb)
+    return rep

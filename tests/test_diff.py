@@ -83,19 +83,35 @@ def test_same_json_in_other_bytes_is_no_difference(pair):
     assert D.diff_outputs(a, b) == []
 
 
-def test_a_missing_rank_manifest_is_an_error_naming_it(pair):
+def _damage(diffs):
+    return [(d.where, d.b) for d in diffs if d.field == "damaged"]
+
+
+def test_a_missing_rank_manifest_is_a_difference_and_an_error_in_the_reference(pair):
     a, b = pair
     (b / "rank-0001" / "manifest.json").unlink()
+    assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
+        ("rank-0001/manifest.json", "file", True, False)]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "rank-0001/manifest.json file: True != False" in res.stdout
+    (b / "rank-0001" / "manifest.json").write_text("{not json")
+    assert _damage(D.diff_outputs(a, b))[0][0] == "rank-0001/manifest.json"
+    assert "cannot read" in _damage(D.diff_outputs(a, b))[0][1]
     with pytest.raises(OutputError, match=r"rank-0001/manifest.json: cannot read"):
-        D.diff_outputs(a, b)
+        D.diff_outputs(b, a)
 
 
-def test_a_torn_record_is_an_error_naming_the_file(pair):
+def test_a_torn_record_is_a_difference_in_b_and_an_error_in_a(pair):
     a, b = pair
     path = b / "rank-0000" / "cce.bin"
+    n = path.stat().st_size // F.CCE_DTYPE.itemsize
     path.write_bytes(path.read_bytes() + b"\0")
+    why = f"{n * 16 + 1} bytes is not a whole number of 16-byte records"
+    assert _damage(D.diff_outputs(a, b)) == [("rank-0000/cce.bin", why)]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and f"rank-0000/cce.bin damaged in B: {why}" in res.stdout
     with pytest.raises(OutputError, match=r"cce.bin: \d+ bytes is not a whole number"):
-        D.diff_outputs(a, b)
+        D.diff_outputs(b, a)
 
 
 def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
@@ -121,14 +137,15 @@ def _one_line_error(res, code=2):
     return lines[0]
 
 
-def test_a_folder_where_an_artifact_should_be_is_a_one_line_error(pair):
+def test_a_folder_where_an_artifact_should_be_is_a_difference_in_b_an_error_in_a(pair):
     a, b = pair
     dma = b / "rank-0000" / "dma.bin"
     dma.unlink()
     dma.mkdir()
+    assert _damage(D.diff_outputs(a, b)) == [("rank-0000/dma.bin", "not a regular file")]
     with pytest.raises(OutputError, match=r"rank-0000/dma.bin: not a regular file"):
-        D.diff_outputs(a, b)
-    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+        D.diff_outputs(b, a)
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert line.startswith("nrtrewrite: error: ") and "dma.bin: not a regular file" in line
     for extra in ([], ["--json"]):
         line = _one_line_error(CliRunner().invoke(main, ["dump", "--dma", str(b), "--rank", "0",
@@ -141,14 +158,20 @@ def test_a_fifo_where_an_artifact_should_be_never_blocks(pair):
     sem = b / "rank-0001" / "sem.bin"
     sem.unlink()
     os.mkfifo(sem)
-    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "rank-0001/sem.bin damaged in B: not a regular file" \
+        in res.stdout
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert "sem.bin: not a regular file" in line
 
 
-def test_a_manifest_nested_too_deeply_is_a_one_line_error(pair):
+def test_a_manifest_nested_too_deeply_is_damage_in_b_an_error_in_a(pair):
     a, b = pair
     (b / "rank-0001" / "manifest.json").write_text("[" * 100_000)
-    line = _one_line_error(CliRunner().invoke(main, ["diff", str(a), str(b)]))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and ("rank-0001/manifest.json damaged in B: cannot read (JSON "
+                                   "nested too deeply)") in res.stdout
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert "rank-0001/manifest.json: cannot read (JSON nested too deeply)" in line
 
 
@@ -161,13 +184,16 @@ def _set_manifest(folder, **keys):
 @pytest.mark.parametrize("output_neff", ["x", 5, [], {}, {"name": 5}, {"name": ""},
                                          {"name": ".."}, {"name": "../a/ar2.neff"},
                                          {"name": "/etc/passwd"}, {"name": "a\0b"}])
-def test_a_malformed_output_neff_is_a_one_line_error(pair, output_neff):
+def test_a_malformed_output_neff_is_damage_in_b_and_an_error_in_a(pair, output_neff):
     a, b = pair
     _set_manifest(b, output_neff=output_neff)
-    for x, y in ((a, b), (b, a)):
-        line = _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)]))
-        assert line == (f"nrtrewrite: error: {b}/manifest.json: field output_neff: must be an "
-                        "object whose 'name' is a file name in the folder")
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
+    assert line == (f"nrtrewrite: error: {b}/manifest.json: field output_neff: must be an "
+                    "object whose 'name' is a file name in the folder")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and ("manifest.json damaged in B: field output_neff: must be an "
+                                   "object whose 'name' is a file name in the folder") in res.stdout
+    assert not [d for d in D.diff_outputs(a, b) if d.field == "file"]
 
 
 def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
@@ -177,8 +203,9 @@ def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
     assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
         (neff, "file", True, False)]
     (b / neff).mkdir()
+    assert _damage(D.diff_outputs(a, b)) == [(neff, "not a regular file")]
     with pytest.raises(OutputError, match=rf"{neff}: not a regular file"):
-        D.diff_outputs(a, b)
+        D.diff_outputs(b, a)
 
 
 @pytest.mark.parametrize("manifest,why", [
@@ -224,16 +251,212 @@ def test_max_zero_prints_all_and_a_negative_max_is_a_usage_error(pair):
     a, b = pair
     path = b / "rank-0000" / "dma.bin"
     path.write_bytes(bytes(x ^ 0xFF for x in path.read_bytes()))  # every record differs
-    n = len(D.diff_outputs(a, b))
+    n = path.stat().st_size // F.BD_DTYPE.itemsize  # a difference per record
     assert n > 3
+    lines = D.diff_outputs(a, b)
+    assert len({d.record for d in lines}) == n
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
-    assert res.exit_code == 1 and res.stdout.splitlines()[-1] == f"{n} difference(s)"
-    assert len(res.stdout.splitlines()) == n + 1
+    out = res.stdout.splitlines()
+    assert res.exit_code == 1 and out[-1] == f"{n} difference(s)"
+    assert out[:-2] == [d.line() for d in lines]
+    assert out[-2] == f"rank-0000/dma.bin: {n} of {n} records differ (len_ctrl {n}, " \
+        f"meta_ctrl {n}, buf_ptr {n})"
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "2"])
-    assert res.exit_code == 1 and res.stdout.splitlines()[2:] == [
-        f"... {n - 2} more differences", f"{n} difference(s)"]
+    shown = [d.line() for d in lines if d.record in (0, 1)]
+    assert res.exit_code == 1 and res.stdout.splitlines() == shown + [
+        out[-2], f"... {n - 2} more differences", f"{n} difference(s)"]
     for bad in ("-1", "-50"):
         res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", bad],
                                  prog_name="nrtrewrite")
         assert _one_line_error(res).startswith(
             f"nrtrewrite diff: error: Invalid value for '--max': {bad} is not in the range x>=0.")
+
+
+def test_counts_are_exact_and_only_the_shown_records_are_decoded(pair, monkeypatch):
+    """Differing records counted a block at a time (blocks of 3 records), per raw field; only
+    --max records decoded."""
+    import numpy as np
+    a, b = pair
+    path = b / "rank-0001" / "cce.bin"
+    recs = np.fromfile(path, F.CCE_DTYPE)
+    n = recs.size
+    assert n >= 6
+    changed = recs.copy()
+    changed["w1"][::2] ^= 1  # records 0, 2, 4, ...: w1
+    changed["w2"][1::3] ^= 0x100  # records 1, 4, 7, ...: w2
+    changed.tofile(path)
+    expect_records = sorted(set(range(0, n, 2)) | set(range(1, n, 3)))
+    monkeypatch.setattr(D, "CHUNK_BYTES", 3 * F.CCE_DTYPE.itemsize)
+    decoded = []
+    real = D.decode_record
+    monkeypatch.setattr(D, "decode_record", lambda name, rec: decoded.append(1) or real(name, rec))
+    files, shown = [], []
+    rep = D.compare(a, b, D.Report(2, lambda i, lines: shown.append((i, lines)), files.append))
+    assert rep.count == len(expect_records) and rep.shown == 2
+    assert [lines[0].record for _, lines in shown] == expect_records[:2]
+    assert len(decoded) == 4  # two records, both sides
+    assert [f.to_json() for f in files] == [{
+        "where": "rank-0001/cce.bin", "records_a": n, "records_b": n,
+        "differing_records": len(expect_records),
+        "fields": {"w0": 0, "w1": len(range(0, n, 2)), "w2": len(range(1, n, 3)), "w3": 0}}]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "1"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["count"] == len(expect_records) and doc["shown"] == 1
+    assert doc["identical"] is False and doc["files"] == [f.to_json() for f in files]
+    assert {d["index"] for d in doc["differences"]} == {0}
+    assert doc["differences"][0]["record"] == 0 and doc["differences"][0]["path"] == ["w1"]
+
+
+def _byte_owners(dtype, base=0, out=None):
+    """How many named (leaf) fields of ``dtype`` cover each byte."""
+    import numpy as np
+    out = np.zeros(dtype.itemsize, int) if out is None else out
+    for name in dtype.names:
+        sub, off = dtype.fields[name][:2]
+        if sub.names:
+            _byte_owners(sub, base + off, out)
+        else:
+            out[base + off:base + off + sub.itemsize] += 1
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(F.ARTIFACTS))
+def test_every_byte_of_a_record_is_in_one_named_field(name):
+    dtype = F.ARTIFACTS[name][0]
+    owners = _byte_owners(dtype)
+    assert owners.tolist() == [1] * dtype.itemsize, f"bytes not in exactly one field: " \
+        f"{[i for i, n in enumerate(owners) if n != 1]}"
+    assert dtype.itemsize == F.ARTIFACTS[name][1].sizeof()
+
+
+@pytest.mark.parametrize("name", sorted(F.ARTIFACTS))
+def test_a_flip_of_any_byte_of_any_record_is_a_difference_naming_the_record(pair, name):
+    """Every byte offset of record 1 of a 3-record file, one at a time, in diff and in dump."""
+    import numpy as np
+    a, b = pair
+    size = F.ARTIFACTS[name][0].itemsize
+    base = np.random.default_rng(len(name)).integers(0, 256, 3 * size, dtype=np.uint8).tobytes()
+    for folder in (a, b):
+        (folder / "rank-0000" / name).write_bytes(base)
+    target = b / "rank-0000" / name
+    for off in range(size):
+        data = bytearray(base)
+        data[size + off] ^= 0x01
+        target.write_bytes(bytes(data))
+        diffs = D.diff_outputs(a, b)
+        assert diffs, (name, off)
+        assert {(d.where, d.record) for d in diffs} == {(f"rank-0000/{name}", 1)}, (name, off)
+        # dump --json shows the changed byte too: some field of record 1 differs
+        from nrtrewrite.artifacts import decode_record
+        ra, rb = (load_records(f / "rank-0000" / name)[1] for f in (a, b))
+        assert decode_record(name, ra) != decode_record(name, rb), (name, off)
+
+
+def _rebuild_neff(path, edit):
+    """Rewrite the NEFF at ``path`` with ``edit(members)`` applied (header kept, hash and
+    sizes recomputed)."""
+    from nrtrewrite.neff.container import build_container, read_container
+    c = read_container(path.read_bytes(), verify_hash=False)
+    members = {k: bytes(v) for k, v in c.members.items()}
+    edit(members)
+    path.write_bytes(build_container(c.header, members))
+    return c
+
+
+def test_the_rewritten_neff_is_compared_by_header_field_member_and_instruction(pair):
+    a, b = pair
+    neff = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    streams = []
+
+    def edit(members):
+        name = next(k for k in members if k.endswith(".bin") and len(members[k]) >= 128)
+        streams.append(name)
+        data = bytearray(members[name])
+        data[64 + 8] ^= 0x01  # instruction 1: semaphore_value (bytes 8..11)
+        data[64 + 20] ^= 0xFF  # instruction 1: an operand byte
+        data[64 + 21] ^= 0xFF
+        members[name] = bytes(data)
+        members["extra/notes.txt"] = b"hi"
+        doc = json.loads(members["neff.json"])
+        doc["__diff_test__"] = 1
+        members["neff.json"] = json.dumps(doc).encode()
+
+    _rebuild_neff(b / neff, edit)
+    stream = streams[0]
+    diffs = D.diff_outputs(a, b)
+    got = {(d.where, d.record, d.field) for d in diffs}
+    assert (f"{neff}:{stream}", 1, "semaphore_value") in got
+    assert (f"{neff}:{stream}", 1, "bytes[20:22]") in got
+    assert (f"{neff}:extra/notes.txt", None, "member") in got
+    assert (f"{neff}:neff.json", None, "__diff_test__") in got
+    assert (neff, None, "header.hash") in got
+    assert not any("first differing byte" in d.field for d in diffs)
+    # a NEFF B cannot read is a difference naming why; A's is an error
+    (b / neff).write_bytes((b / neff).read_bytes()[:-7] + b"garbage")
+    diffs = D.diff_outputs(a, b)
+    assert any(d.where == neff and d.field == "damaged" for d in diffs), diffs
+    with pytest.raises(Exception, match=neff):
+        D.diff_outputs(b, a)
+
+
+def test_entries_present_on_one_side_only_are_differences(pair):
+    a, b = pair
+    (b / "extra.txt").write_text("hi")
+    (b / "rank-0000" / "extra.bin").write_text("x")
+    (b / "rank-0000" / "sub").mkdir()
+    (a / "notes").mkdir()
+    (a / "notes" / "n.txt").write_text("a")
+    (b / "notes").mkdir()
+    (b / "notes" / "n.txt").write_text("b")
+    (b / "notes" / "more").mkdir()
+    got = {(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)}
+    import hashlib
+    assert got == {
+        ("extra.txt", "file", False, True),
+        ("rank-0000/extra.bin", "file", False, True),
+        ("rank-0000/sub", "folder", False, True),
+        ("notes/more", "folder", False, True),
+        ("notes/n.txt", "sha256", hashlib.sha256(b"a").hexdigest(),
+         hashlib.sha256(b"b").hexdigest()),
+    }
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "extra.txt file: False != True" in res.stdout
+
+
+def test_json_paths_are_lists_absence_is_null_and_list_changes_name_their_elements(pair):
+    a, b = pair
+    rank = json.loads((b / "rank-0000" / "manifest.json").read_text())
+    files = rank["files"]
+    assert "cce.bin" in files and isinstance(files["cce.bin"], dict)
+    key = next(iter(files["cce.bin"]))
+    files["cce.bin"][key] = "changed"
+    rank["__new__"] = [1, 2]
+    (b / "rank-0000" / "manifest.json").write_text(json.dumps(rank))
+    (b / "rank-0001" / "manifest.json").write_text("[1, 2, 3]")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "0"])
+    doc = json.loads(res.stdout)
+    by_where = {}
+    for d in doc["differences"]:
+        by_where.setdefault(d["where"], []).append(d)
+    got = {tuple(d["path"]): d for d in by_where["rank-0000/manifest.json"]}
+    assert got[("files", "cce.bin", key)]["b"] == "changed"
+    assert got[("files", "cce.bin", key)]["field"] == f'files["cce.bin"].{key}'
+    new = got[("__new__",)]
+    assert new["a"] is None and new["a_present"] is False and new["b"] == [1, 2]
+    assert new["b_present"] is True
+    root = by_where["rank-0001/manifest.json"]
+    assert [(d["field"], d["path"], d["b"]) for d in root] == [("(root)", ["(root)"], [1, 2, 3])]
+    # a list changing length: its length, then the added (or removed) elements
+    diffs = list(D._json_diff("m", {"x": [1, 2]}, {"x": [1, 2, 3, 4]}))
+    assert [(d.field, d.a, d.b) for d in diffs] == [
+        ("x (length)", 2, 4), ("x[2]", D.ABSENT, 3), ("x[3]", D.ABSENT, 4)]
+    diffs = list(D._json_diff("m", [5, 6, 7], [5]))
+    assert [(d.field, d.a, d.b) for d in diffs] == [
+        ("(root) (length)", 3, 1), ("[1]", 6, D.ABSENT), ("[2]", 7, D.ABSENT)]
+
+
+def test_the_top_level_help_names_every_command():
+    from nrtrewrite.cli.commands import COMMANDS
+    res = CliRunner().invoke(main, ["--help"])
+    summary = res.output.split("Options:")[0]
+    assert res.exit_code == 0 and all(name in summary for name in COMMANDS), summary

@@ -41,7 +41,7 @@ def test_json_is_the_whole_document(out, kind):
 def test_json_of_one_file_and_of_empty_files(out):
     f = out / "rank-0001" / "sem.bin"
     res = CliRunner().invoke(main, ["dump", str(f), "--json"])
-    assert res.output == _whole(None, [(f.parent, ["sem.bin"])])
+    assert res.output == _whole("sem", [(f.parent, ["sem.bin"])])
     rdir = out / "rank-0000"  # one node: no network FIFO records
     assert all((rdir / n).stat().st_size == 0 for n in KIND_FILES["fifo"])
     res = CliRunner().invoke(main, ["dump", "--fifo", str(rdir), "--json"])
@@ -152,3 +152,25 @@ def test_piped_tables_are_as_wide_as_they_need(out):
     # the widest table, legs.bin, is no longer abbreviated
     res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "1"])
     assert "…" not in res.output, res.output
+
+
+@pytest.mark.parametrize("name", sorted(n for names in KIND_FILES.values() for n in names))
+def test_a_files_kind_comes_from_its_name_as_with_its_selector(out, name):
+    f = out / "rank-0001" / name
+    kind = next(k for k, names in KIND_FILES.items() if name in names)
+    bare = CliRunner().invoke(main, ["dump", str(f), "--json"])
+    selected = CliRunner().invoke(main, ["dump", f"--{kind}", str(f), "--json"])
+    assert bare.exit_code == selected.exit_code == 0
+    assert json.loads(bare.output)["kind"] == kind
+    assert bare.output == selected.output
+
+
+def test_a_folder_with_an_entry_named_rank_but_no_rank_folder_is_refused(tmp_path):
+    w = tmp_path / "w"
+    w.mkdir()
+    (w / "rank-notes.txt").write_text("hi")
+    (w / "rank-0003").write_text("a file, not a folder")
+    for extra in ([], ["--json"]):
+        res = CliRunner().invoke(main, ["dump", "--cce", str(w), *extra])
+        assert res.exit_code == 2 and res.stdout == ""
+        assert f"{w}: neither an nrtrewrite output folder nor a rank folder" in res.stderr

@@ -111,6 +111,6 @@ def test_diff_of_an_entry_whose_algo_type_changed_names_both_readings(tmp_path):
     path.write_bytes(bytes(data))
     fields = {d.field: (d.a, d.b) for d in D.diff_outputs(a, b)
               if d.where == "rank-0000/spad.bin"}
-    assert fields["sema_shift_offset"] == (192, "<absent>")
-    assert fields["sema_mask"] == (63, "<absent>")
-    assert fields["channel_list"] == ("<absent>", 0x3F00C0)
+    assert fields["sema_shift_offset"] == (192, D.ABSENT)
+    assert fields["sema_mask"] == (63, D.ABSENT)
+    assert fields["channel_list"] == (D.ABSENT, 0x3F00C0)

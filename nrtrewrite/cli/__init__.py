@@ -145,7 +145,8 @@ class _Group(click.Group):
 @click.option("--traceback", is_flag=True, help="Show the Python traceback on errors.")
 @click.pass_context
 def main(ctx: click.Context, traceback: bool) -> None:
-    """Offline Neuron load-time collective rewrite: inspect, explain, lower, simulate."""
+    """Offline Neuron load-time collective rewrite: inspect, explain, schedule, lower, dump,
+    diff, simulate, assemble (every command, listed below)."""
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
 

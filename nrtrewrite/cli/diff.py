@@ -8,7 +8,7 @@ import sys
 import click
 
 from nrtrewrite.cli import main
-from nrtrewrite.diff import diff_outputs
+from nrtrewrite.diff import Report, compare
 
 
 @main.command("diff")
@@ -16,19 +16,35 @@ from nrtrewrite.diff import diff_outputs
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 @click.option("--max", "max_lines", type=click.IntRange(min=0), default=50, show_default=True,
-              help="Differences printed (0 = all); the count is always exact.")
+              help="Differences shown (0 = all); the count is always exact.")
 def diff_cmd(a, b, as_json, max_lines):
     """Compare two output folders field by field (rank, file, record, field, both values)."""
-    diffs = diff_outputs(a, b)
-    if as_json:
-        click.echo(json.dumps({"identical": not diffs, "count": len(diffs),
-                               "differences": [d.to_json() for d in diffs]}, indent=1,
-                              default=str))
+    out = sys.stdout
+    limit = max_lines or None
+    files = []
+    if as_json:  # streamed: the differences as they are found, the counts at the end
+        first = [True]
+
+        def on_difference(index, lines):
+            for d in lines:
+                out.write(("\n  " if first[0] else ",\n  ")
+                          + json.dumps({"index": index, **d.to_json()}, default=str))
+                first[0] = False
+
+        out.write('{\n "differences": [')
+        rep = compare(a, b, Report(limit, on_difference, files.append))
+        out.write(("" if first[0] else "\n ") + "],\n")
+        out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
+        out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n'
+                  f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:
-        shown = diffs if not max_lines else diffs[:max_lines]
-        for d in shown:
-            click.echo(d.line())
-        if len(shown) < len(diffs):
-            click.echo(f"... {len(diffs) - len(shown)} more differences")
-        click.echo("identical" if not diffs else f"{len(diffs)} difference(s)")
-    sys.exit(1 if diffs else 0)
+        def on_difference(index, lines):
+            for d in lines:
+                out.write(d.line() + "\n")
+
+        rep = compare(a, b, Report(limit, on_difference,
+                                   lambda fc: out.write(fc.line() + "\n")))
+        if rep.shown < rep.count:
+            out.write(f"... {rep.count - rep.shown} more differences\n")
+        out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")
+    sys.exit(1 if rep.count else 0)

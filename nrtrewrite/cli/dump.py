@@ -94,6 +94,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     if kind is None:
         if p.is_file():
             files = [p.name]
+            # the selector the file's name belongs to (docs/FORMATS.md §1), as if given
+            kind = next((k for k, names in KIND_FILES.items() if p.name in names), None)
         else:
             raise OutputError("choose what to dump: --spad, --sb2sb, --cce, --dma, --sem or --fifo")
     else:

@@ -175,54 +175,69 @@ TPINC_MAX_BDS = 0xFFFE
 
 # ---------------------------------------------------------------------------
 # Net-proxy FIFO records (seed 003 §3; offsets per REFERENCES.md / docs/FORMATS.md).
-NET_OPS_INFO_DTYPE = np.dtype({
+
+def _by_offset(spec: dict) -> np.dtype:
+    """A structured dtype with its fields listed in offset order (``dump --json`` key order)."""
+    order = sorted(range(len(spec["names"])), key=lambda i: spec["offsets"][i])
+    return np.dtype({**spec, **{k: [spec[k][i] for i in order]
+                                for k in ("names", "formats", "offsets")}})
+
+
+NET_OPS_INFO_DTYPE = _by_offset({
     "names": ["sema_shift_offset", "early_send_completion", "early_recv_posting",
               "inc_send_handshake", "inc_send_complete", "inc_recv_handshake",
               "inc_recv_complete", "tx_entry_cnt", "rx_entry_cnt", "net_idx_loop_size",
               "initial_send_credits", "ending_recv_credits", "data_type_sz",
               "is_dynamic_send_recv_sz", "variable_peer", "add_to_histogram",
-              "basic_block_id", "func_rel_op_idx", "unrolled_count", "enc_channel"],
+              "basic_block_id", "func_rel_op_idx", "unrolled_count", "enc_channel",
+              "reserved_4", "reserved_60", "reserved_75"],
     "formats": ["<u2", "u1", "u1", "<u8", "<u8", "<u8", "<u8", "<u4", "<u4", "<u4", "<u4", "<u4",
-                "<u8", "u1", "u1", "u1", "<u4", "<u4", "<u4", "<u8"],
-    "offsets": [0, 2, 3, 8, 16, 24, 32, 40, 44, 48, 52, 56, 64, 72, 73, 74, 76, 80, 84, 88],
+                "<u8", "u1", "u1", "u1", "<u4", "<u4", "<u4", "<u8", ("u1", (4,)), ("u1", (4,)),
+                "u1"],
+    "offsets": [0, 2, 3, 8, 16, 24, 32, 40, 44, 48, 52, 56, 64, 72, 73, 74, 76, 80, 84, 88, 4, 60,
+                75],
     "itemsize": 96,
 })
 NetOpsInfo = cs.Struct(
     "sema_shift_offset" / cs.Int16ul, "early_send_completion" / cs.Int8ul,
-    "early_recv_posting" / cs.Int8ul, cs.Const(bytes(4)),
+    "early_recv_posting" / cs.Int8ul, "reserved_4" / cs.Const(bytes(4)),
     "inc_send_handshake" / cs.Int64ul, "inc_send_complete" / cs.Int64ul,
     "inc_recv_handshake" / cs.Int64ul, "inc_recv_complete" / cs.Int64ul,
     "tx_entry_cnt" / cs.Int32ul, "rx_entry_cnt" / cs.Int32ul, "net_idx_loop_size" / cs.Int32ul,
-    "initial_send_credits" / cs.Int32ul, "ending_recv_credits" / cs.Int32ul, cs.Const(bytes(4)),
+    "initial_send_credits" / cs.Int32ul, "ending_recv_credits" / cs.Int32ul,
+    "reserved_60" / cs.Const(bytes(4)),
     "data_type_sz" / cs.Int64ul, "is_dynamic_send_recv_sz" / cs.Int8ul,
-    "variable_peer" / cs.Int8ul, "add_to_histogram" / cs.Int8ul, cs.Const(bytes(1)),
+    "variable_peer" / cs.Int8ul, "add_to_histogram" / cs.Int8ul,
+    "reserved_75" / cs.Const(0, cs.Int8ul),
     "basic_block_id" / cs.Int32ul, "func_rel_op_idx" / cs.Int32ul,
     "unrolled_count" / cs.Int32ul, "enc_channel" / cs.Int64ul,
 )
-NET_SRC_ADDR_DTYPE = np.dtype({
+NET_SRC_ADDR_DTYPE = _by_offset({
     "names": ["net_op_idx", "complete", "dev_addr", "host_addr", "nccl_mhandle", "size", "mark",
-              "proxy_histogram_tag", "dst_rank", "dst_addr", "dst_mhandle"],
-    "formats": ["<u4", "<i4", "<u8", "<u8", "<u8", "<u4", "<u4", "<u8", "<i4", "<u8", "<u8"],
-    "offsets": [0, 4, 8, 16, 24, 32, 36, 40, 48, 56, 64],
+              "proxy_histogram_tag", "dst_rank", "reserved_52", "dst_addr", "dst_mhandle"],
+    "formats": ["<u4", "<i4", "<u8", "<u8", "<u8", "<u4", "<u4", "<u8", "<i4", ("u1", (4,)),
+                "<u8", "<u8"],
+    "offsets": [0, 4, 8, 16, 24, 32, 36, 40, 48, 52, 56, 64],
     "itemsize": 72,
 })
 NetSrcAddr = cs.Struct(
     "net_op_idx" / cs.Int32ul, "complete" / cs.Int32sl, "dev_addr" / cs.Int64ul,
     "host_addr" / cs.Int64ul, "nccl_mhandle" / cs.Int64ul, "size" / cs.Int32ul,
     "mark" / cs.Int32ul, "proxy_histogram_tag" / cs.Int64ul, "dst_rank" / cs.Int32sl,
-    cs.Const(bytes(4)), "dst_addr" / cs.Int64ul, "dst_mhandle" / cs.Int64ul,
+    "reserved_52" / cs.Const(bytes(4)), "dst_addr" / cs.Int64ul, "dst_mhandle" / cs.Int64ul,
 )
-NET_DEST_ADDR_DTYPE = np.dtype({
+NET_DEST_ADDR_DTYPE = _by_offset({
     "names": ["net_op_idx", "complete", "dev_addr", "host_addr", "nccl_mhandle", "size", "mark",
-              "src_rank"],
-    "formats": ["<u4", "<i4", "<u8", "<u8", "<u8", "<u4", "<u4", "<i4"],
-    "offsets": [0, 4, 8, 16, 24, 32, 36, 40],
+              "src_rank", "reserved_44"],
+    "formats": ["<u4", "<i4", "<u8", "<u8", "<u8", "<u4", "<u4", "<i4", ("u1", (4,))],
+    "offsets": [0, 4, 8, 16, 24, 32, 36, 40, 44],
     "itemsize": 48,
 })
 NetDestAddr = cs.Struct(
     "net_op_idx" / cs.Int32ul, "complete" / cs.Int32sl, "dev_addr" / cs.Int64ul,
     "host_addr" / cs.Int64ul, "nccl_mhandle" / cs.Int64ul, "size" / cs.Int32ul,
-    "mark" / cs.Int32ul, "src_rank" / cs.Int32sl, cs.Const(bytes(4)),
+    "mark" / cs.Int32ul, "src_rank" / cs.Int32sl,
+    "reserved_44" / cs.Const(bytes(4)),
 )
 #: NET_INDEX_LOOP_SIZE (seed 003 §3).
 NET_INDEX_LOOP_SIZE = 512
@@ -242,7 +257,9 @@ def rank_dir_name(rank: int) -> str:
     return f"rank-{rank:04d}"
 
 
-#: Every artifact file of a rank folder: name -> (numpy dtype, construct struct).
+#: Every artifact file of a rank folder: name -> (numpy dtype, construct struct).  Every byte
+#: of every record belongs to exactly one named dtype field (reserved ranges included, named
+#: ``reserved...``), so ``diff`` and ``dump --json`` see every byte (tests/test_diff.py).
 ARTIFACTS: dict[str, tuple[np.dtype, cs.Construct]] = {
     "spad.bin": (SPAD_DTYPE, SpadCtrlEntry),
     "legs.bin": (LEG_DTYPE, LegRecord),
