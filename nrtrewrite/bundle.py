@@ -544,6 +544,10 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     permission) is an :class:`OutputError`; the partial temporary folder is removed.
     """
     out = Path(out_dir)
+    if os.path.basename(os.path.normpath(out_dir)) in ("", ".", ".."):
+        # `-o .` or `-o ..`: the folder is renamed and exchanged by its name in its parent,
+        # which "." and ".." do not give (rename(".") is EBUSY): name it absolutely
+        out = Path(os.path.abspath(out_dir))
     check_plan(plan)
     if out.is_symlink():
         raise OutputError(f"{out} is a symbolic link; give the folder itself (nrtrewrite "

@@ -352,3 +352,27 @@ def test_a_model_without_triggers_warns_and_one_with_triggers_does_not(tmp_path,
                            "lower, every rank file is empty\n")
     proc = run(FIX / "ar2.neff", "-o", tmp_path / "out2")
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+# --- `-o .` and `-o ..` ------------------------------------------------------------------
+
+def test_dot_and_dotdot_name_the_output_folder(tmp_path):
+    """`-o .` inside a previous output, with --force, replaces it (it failed with "Device or
+    resource busy": "." cannot be renamed); `-o ..` from a folder of a foreign folder is
+    refused by name, nothing deleted."""
+    model = FIX / "ar2.neff"
+    out = tmp_path / "O"
+    assert run(model, "-o", out).returncode == 0
+    first = verify_complete(out)
+    old_inode = out.stat().st_ino
+    res = run(model, "-o", ".", "--force", cwd=out)
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_ino != old_inode  # a new folder, exchanged into place
+    assert verify_complete(out) == first  # the same output again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["O"]  # no temporary siblings left
+    sub = tmp_path / "P" / "sub"
+    sub.mkdir(parents=True)
+    (tmp_path / "P" / "keep.txt").write_text("keep")
+    res = run(model, "-o", "..", "--force", cwd=sub)
+    one_line_error(res, f"{tmp_path / 'P'} exists and is not an nrtrewrite output")
+    assert (tmp_path / "P" / "keep.txt").read_text() == "keep" and sub.is_dir()
