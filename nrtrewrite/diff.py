@@ -403,6 +403,7 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
     side only; JSON key by key; instruction streams by instruction)."""
     if _same_bytes(a, b):
         return
+    before = rep.count
     from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
     try:
         with open(a, "rb") as fh:
@@ -431,6 +432,23 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             rep.add([Difference(where, None, "member", xa is not None, xb is not None)])
         elif xa != xb:
             _member_diff(rep, where, xa, xb)
+    if rep.count == before:  # the bytes differ where no field or member does (zero bytes
+        # after the payload, another gzip encoding or tar layout of the same members): the
+        # files' sizes and sha256, never "identical" for files of other bytes
+        rep.add(_bytes_lines(name, a, b))
+
+
+def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:
+    """``NAME size: NA != NB`` (when the sizes differ) and ``NAME sha256: ... != ...``."""
+    out = []
+    try:
+        sa, sb = a.stat().st_size, b.stat().st_size
+    except OSError as exc:
+        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+    if sa != sb:
+        out.append(Difference(name, None, "size", sa, sb))
+    out.append(Difference(name, None, "sha256", _sha256(a), _sha256(b)))
+    return out
 
 
 def _check_ours(p: Path) -> None:

@@ -460,3 +460,55 @@ def test_the_top_level_help_names_every_command():
     res = CliRunner().invoke(main, ["--help"])
     summary = res.output.split("Options:")[0]
     assert res.exit_code == 0 and all(name in summary for name in COMMANDS), summary
+
+
+def _neff_of(folder):
+    return folder / json.loads((folder / "manifest.json").read_text())["output_neff"]["name"]
+
+
+def test_zero_bytes_after_the_neff_payload_are_a_difference(pair):
+    # the reader accepts zero padding after data_size, simulate's sha256 does not
+    import hashlib
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    nb.write_bytes(data + b"\0\0\0\0")
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field, d.a, d.b) for d in diffs] == [
+        (na.name, "size", len(data), len(data) + 4),
+        (na.name, "sha256", hashlib.sha256(data).hexdigest(),
+         hashlib.sha256(data + bytes(4)).hexdigest())]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["identical"] is False and doc["count"] == 1
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and f"{na.name} sha256: " in res.stdout
+
+
+def test_another_gzip_encoding_of_the_same_members_is_a_difference(pair):
+    import gzip
+    import hashlib
+    from nrtrewrite.neff.container import HEADER_SIZE, build_tar, read_container, wrap_payload
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    c = read_container(data, verify_hash=False)
+    tar = gzip.decompress(data[HEADER_SIZE:HEADER_SIZE + c.header.data_size])
+    assert tar == build_tar(list(c.members.items())), "the payload is build_tar's gzip"
+    # level 1 instead of 9: the header's data_size and hash follow, the members are the same
+    nb.write_bytes(wrap_payload(c.header, gzip.compress(tar, compresslevel=1, mtime=0)))
+    assert nb.read_bytes() != data
+    cb = read_container(nb.read_bytes(), verify_hash=True)
+    assert {k: bytes(v) for k, v in cb.members.items()} == {
+        k: bytes(v) for k, v in c.members.items()}
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "identical" not in res.stdout, res.stdout
+    # the gzip header's mtime changed, the header kept: no field and no member differs, the
+    # bytes do (same size: the sha256 only)
+    other = bytearray(data)
+    other[HEADER_SIZE + 4] ^= 0x01
+    nb.write_bytes(bytes(other))
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field, d.a, d.b) for d in diffs] == [
+        (na.name, "sha256", hashlib.sha256(data).hexdigest(),
+         hashlib.sha256(bytes(other)).hexdigest())]
