@@ -512,3 +512,39 @@ def test_another_gzip_encoding_of_the_same_members_is_a_difference(pair):
     assert [(d.where, d.field, d.a, d.b) for d in diffs] == [
         (na.name, "sha256", hashlib.sha256(data).hexdigest(),
          hashlib.sha256(bytes(other)).hexdigest())]
+
+
+def test_json_stopped_by_an_error_is_still_one_json_document(pair, tmp_path):
+    a, b = pair
+    na = _neff_of(a)
+    # B differs (a record), then A's NEFF cannot be read: the differences found so far, the
+    # error, exit 2
+    path = b / "rank-0000" / "dma.bin"
+    data = bytearray(path.read_bytes())
+    data[8] ^= 0x40
+    path.write_bytes(bytes(data))
+    na.write_bytes(na.read_bytes()[:-10])
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert [(d["where"], d["field"]) for d in doc["differences"]] == [
+        ("rank-0000/dma.bin", "buf_ptr")]
+    assert doc["count"] == 1 and doc["shown"] == 1 and doc["identical"] is None
+    assert doc["error"].startswith(f"{na}: ") and "data_size" in doc["error"]
+    assert f"nrtrewrite: error: {doc['error']}" in res.stderr
+    # a torn record in A's artifact
+    shutil.copyfile(_neff_of(b), na)
+    with open(a / "rank-0001" / "dma.bin", "ab") as fh:
+        fh.write(b"\x01\x02\x03\x04\x05")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["identical"] is None
+    assert doc["error"] == f"{a / 'rank-0001' / 'dma.bin'}: " + (
+        f"{(a / 'rank-0001' / 'dma.bin').stat().st_size} bytes is not a whole number of "
+        f"16-byte records")
+    # refused before anything is compared
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(main, ["diff", str(tmp_path / "empty"), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["differences"] == [] and doc["count"] == 0
+    assert "not an nrtrewrite output folder" in doc["error"]
