@@ -515,15 +515,22 @@ def _names(p: Path) -> set[str]:
         raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
-def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str]) -> None:
+def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str],
+                   known_b: set[str] | None = None) -> None:
     """The entries of folders ``a`` and ``b`` that ``lower`` does not write (``known`` are
-    compared elsewhere): one on one side only is ``WHERE KIND: True != False`` (KIND: file,
-    folder, link, other); on both, a different kind is ``type``, a file whose bytes differ
-    ``sha256``, a link whose target differs ``target``, and a folder is walked the same way."""
-    for name in sorted((_names(a) | _names(b)) - known):
+    compared elsewhere; ``known_b``, when given, are B's and ``known`` A's: the outputs'
+    NEFF names may differ, and A's ``y.neff`` is then an entry of A's own): one on one side
+    only is ``WHERE KIND: True != False`` (KIND: file, folder, link, other); on both, a
+    different kind is ``type``, a file whose bytes differ ``sha256``, a link whose target
+    differs ``target``, and a folder is walked the same way."""
+    known_a = known
+    known_b = known if known_b is None else known_b
+    for name in sorted((_names(a) - known_a) | (_names(b) - known_b)):
         where = f"{rel}/{name}" if rel else name
         pa, pb = a / name, b / name
-        ka, kb = _kind(pa), _kind(pb)
+        # (a name known on one side is not an entry of that side's own: absent there)
+        ka = None if name in known_a else _kind(pa)
+        kb = None if name in known_b else _kind(pb)
         if ka is None or kb is None:
             rep.add([Difference(where, None, ka or kb, ka is not None, kb is not None)])
         elif ka != kb:
@@ -594,7 +601,9 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         nb = ""  # (B's NEFF cannot be found: not compared)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
-    _other_entries(rep, "", a, b, {"manifest.json", na, nb} | ranks_a | ranks_b)
+    common = {"manifest.json"} | ranks_a | ranks_b  # (a rank folder on one side: below)
+    # each side's own NEFF name (B's unknown: the damage line stands for A's name there)
+    _other_entries(rep, "", a, b, common | {na}, common | {nb or na})
     for r in sorted(ranks_a | ranks_b):
         if (r in ranks_a) != (r in ranks_b):
             rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])

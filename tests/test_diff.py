@@ -548,3 +548,21 @@ def test_json_stopped_by_an_error_is_still_one_json_document(pair, tmp_path):
     doc = json.loads(res.stdout)
     assert res.exit_code == 2 and doc["differences"] == [] and doc["count"] == 0
     assert "not an nrtrewrite output folder" in doc["error"]
+
+
+def test_an_entry_named_as_the_other_sides_neff_is_still_compared(tmp_path):
+    for n in ("x", "y"):
+        shutil.copyfile(FIX / "ar2.neff", tmp_path / f"{n}.neff")
+    a = lower_to(tmp_path / "x.neff", tmp_path / "A", None)
+    b = lower_to(tmp_path / "y.neff", tmp_path / "B", None)
+    assert _neff_of(a).name == "x.neff" and _neff_of(b).name == "y.neff"
+    (a / "y.neff").write_text("garbage\n")
+    diffs = D.diff_outputs(a, b)
+    assert ("y.neff", "file", True, False) in {(d.where, d.field, d.a, d.b) for d in diffs}
+    # the NEFFs themselves are still compared with each other (same bytes but the name)
+    assert not any(d.where.startswith("x.neff") and d.field != "file" for d in diffs)
+    # and the other way round: B's x.neff is an entry of B's own
+    (a / "y.neff").unlink()
+    (b / "x.neff").write_text("garbage\n")
+    got = {(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)}
+    assert ("x.neff", "file", False, True) in got and ("y.neff", "file", True, False) not in got
