@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import RANK_DIR_NAME, decode_record, is_our_output, read_json
+from nrtrewrite.artifacts import (HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output,
+                                  read_json)
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
@@ -64,7 +65,10 @@ class Difference:
         rec = f"[{self.record}]" if self.record is not None else ""
         if self.field == "damaged":
             return f"{self.where} damaged in B: {self.b}"
-        return f"{self.where}{rec} {self.field}: {_fmt(self.a)} != {_fmt(self.b)}"
+        # an artifact record's address fields in hex as dump shows them, any other integer
+        # (counts, sizes, lengths, values) in decimal
+        hx = self.record is not None and ":" not in self.where and self.field in HEX_FIELDS
+        return f"{self.where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
 
     def to_json(self) -> dict:
         return {"where": self.where, "record": self.record, "field": self.field,
@@ -74,8 +78,8 @@ class Difference:
                 "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
 
 
-def _fmt(v) -> str:
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 255:
+def _fmt(v, hex_int: bool = False) -> str:
+    if hex_int and isinstance(v, int) and not isinstance(v, bool):
         return f"0x{v:x}"
     return repr(v) if isinstance(v, str) else str(v)
 

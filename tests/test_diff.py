@@ -566,3 +566,27 @@ def test_an_entry_named_as_the_other_sides_neff_is_still_compared(tmp_path):
     (b / "x.neff").write_text("garbage\n")
     got = {(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)}
     assert ("x.neff", "file", False, True) in got and ("y.neff", "file", True, False) not in got
+
+
+def test_counts_and_sizes_print_in_decimal_addresses_in_hex_as_dump_shows_them(pair):
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    data = path.read_bytes()
+    n = len(data) // 16
+    # three records more (the first three again, in front): every BD moves by three
+    path.write_bytes(data[:48] + data)
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    lines = res.stdout.splitlines()
+    assert f"rank-0000/dma.bin records: {n} != {n + 3}" in lines
+    ra, rb = load_records(a / "rank-0000" / "dma.bin"), load_records(path)
+    i = next(i for i in range(n) if ra[i]["buf_ptr"] != rb[i]["buf_ptr"])
+    assert (f"rank-0000/dma.bin[{i}] buf_ptr: 0x{int(ra[i]['buf_ptr']):x} != "
+            f"0x{int(rb[i]['buf_ptr']):x}") in lines
+    # the NEFF's size and header's data_size: decimal
+    na, nb = _neff_of(a), _neff_of(b)
+    size = na.stat().st_size
+    nb.write_bytes(na.read_bytes() + bytes(300))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    assert f"{na.name} size: {size} != {size + 300}" in res.stdout.splitlines()
+    assert not any("0x" in ln for ln in res.stdout.splitlines()
+                   if "buf_ptr" not in ln and "addr" not in ln), res.stdout
