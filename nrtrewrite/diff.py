@@ -89,6 +89,11 @@ _NEFF_STRING_FIELDS = ("neff_build_version", "name")
 _NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
 
 
+#: A NEFF header bytes field longer than this (``reserved``) is shown as its differing byte
+#: count and first offset, as a member that is neither JSON nor instructions.
+_HEADER_HEX_MAX = 64
+
+
 def _damaged(where: str, why: str) -> Difference:
     """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged: B: WHY``."""
     return Difference(where, None, "damaged", ABSENT, why)
@@ -416,13 +421,22 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             hb = fh.read(HEADER_SIZE)
     except OSError as exc:
         raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
-    for field_name, (off, size) in HEADER_FIELDS.items():
+    # a header that is not whole is not compared field by field: the reader's line names it
+    # (A's an error, B's damage), not hundreds of hex digits against <absent>
+    for field_name, (off, size) in HEADER_FIELDS.items() if min(len(ha), len(hb)) == HEADER_SIZE \
+            else ():
         xa, xb = ha[off:off + size], hb[off:off + size]
-        if xa != xb:
-            rep.add([Difference(name, None, f"header.{field_name}",
-                                _header_value(field_name, xa) if len(xa) == size else ABSENT,
-                                _header_value(field_name, xb) if len(xb) == size else ABSENT,
-                                ("header", field_name))])
+        if xa == xb:
+            continue
+        if size > _HEADER_HEX_MAX:  # reserved (468 bytes): its differing bytes, not its hex
+            neq = np.frombuffer(xa, np.uint8) != np.frombuffer(xb, np.uint8)
+            first = int(np.argmax(neq))
+            rep.add([Difference(name, None, f"header.{field_name} ({int(neq.sum())} differing "
+                                f"bytes, the first at offset 0x{off + first:x})",
+                                xa[first], xb[first], ("header", field_name))])
+            continue
+        rep.add([Difference(name, None, f"header.{field_name}", _header_value(field_name, xa),
+                            _header_value(field_name, xb), ("header", field_name))])
     ca = _read_neff(a)  # the reference: an error if it cannot be read
     try:
         cb = _read_neff(b)

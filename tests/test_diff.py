@@ -590,3 +590,35 @@ def test_counts_and_sizes_print_in_decimal_addresses_in_hex_as_dump_shows_them(p
     assert f"{na.name} size: {size} != {size + 300}" in res.stdout.splitlines()
     assert not any("0x" in ln for ln in res.stdout.splitlines()
                    if "buf_ptr" not in ln and "addr" not in ln), res.stdout
+
+
+def test_a_neff_header_that_is_not_whole_is_only_its_damage_line(pair):
+    from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    nb.write_bytes(data[:700])
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field) for d in diffs] == [(na.name, "damaged")]
+    assert diffs[0].b == f"{nb}: file too short: 700 bytes, the header alone needs {HEADER_SIZE}"
+    # A's short header: the error only, no header line before it
+    nb.write_bytes(data)
+    na.write_bytes(data[:700])
+    (b / "rank-0000" / "manifest.json").write_text("{}")  # (so the folders differ)
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and "too short" in doc["error"]
+    assert not any(d["where"] == na.name for d in doc["differences"])
+    # two whole headers whose reserved bytes differ: the count and first offset, not 936 hex
+    # digits (B's reader refuses non-zero reserved bytes: its damage line follows)
+    off = HEADER_FIELDS["reserved"][0]
+    na.write_bytes(data)
+    other = bytearray(data)
+    other[off + 10] = 7
+    other[off + 20] = 9
+    nb.write_bytes(bytes(other))
+    diffs = [d for d in D.diff_outputs(a, b) if d.where == na.name]
+    assert [(d.field, d.a, d.b) for d in diffs][0] == (
+        f"header.reserved (2 differing bytes, the first at offset 0x{off + 10:x})", 0, 7)
+    assert [d.field for d in diffs][1:] == ["damaged"]
+    assert all(len(d.line()) < 300 for d in diffs)
