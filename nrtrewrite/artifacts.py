@@ -94,6 +94,13 @@ SPAD_OVERLAY_ALGOS = frozenset(int(a) for a in (
     EncAlgType.TWO_STEP_POD_MESH, EncAlgType.LATENCY_OPT_MESH, EncAlgType.BW_OPT_MESH))
 
 
+#: Decoded record fields shown in hex in text (addresses, handshake words, the channel
+#: mask): ``dump``'s table and ``diff``'s lines; every other integer is decimal.
+HEX_FIELDS = frozenset({"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_handshake",
+                        "inc_recv_handshake", "channel_list", "src.start_addr",
+                        "dst.start_addr"})
+
+
 def decode_record(name: str, rec: np.void) -> dict:
     """Raw fields plus the bit fields of docs/FORMATS.md, named.  A spad.bin entry's bytes
     4..7 are named by its ``algo_type``: ``channel_list`` (ring family), or

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import RANK_DIR_NAME, decode_record, is_our_output, read_json
+from nrtrewrite.artifacts import (HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output,
+                                  read_json)
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
@@ -64,7 +65,10 @@ class Difference:
         rec = f"[{self.record}]" if self.record is not None else ""
         if self.field == "damaged":
             return f"{self.where} damaged in B: {self.b}"
-        return f"{self.where}{rec} {self.field}: {_fmt(self.a)} != {_fmt(self.b)}"
+        # an artifact record's address fields in hex as dump shows them, any other integer
+        # (counts, sizes, lengths, values) in decimal
+        hx = self.record is not None and ":" not in self.where and self.field in HEX_FIELDS
+        return f"{self.where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
 
     def to_json(self) -> dict:
         return {"where": self.where, "record": self.record, "field": self.field,
@@ -74,8 +78,8 @@ class Difference:
                 "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
 
 
-def _fmt(v) -> str:
-    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 255:
+def _fmt(v, hex_int: bool = False) -> str:
+    if hex_int and isinstance(v, int) and not isinstance(v, bool):
         return f"0x{v:x}"
     return repr(v) if isinstance(v, str) else str(v)
 
@@ -83,6 +87,11 @@ def _fmt(v) -> str:
 #: NEFF header fields shown as text, and as hex (nrtrewrite.neff.container).
 _NEFF_STRING_FIELDS = ("neff_build_version", "name")
 _NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
+
+
+#: A NEFF header bytes field longer than this (``reserved``) is shown as its differing byte
+#: count and first offset, as a member that is neither JSON nor instructions.
+_HEADER_HEX_MAX = 64
 
 
 def _damaged(where: str, why: str) -> Difference:
@@ -403,6 +412,7 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
     side only; JSON key by key; instruction streams by instruction)."""
     if _same_bytes(a, b):
         return
+    before = rep.count
     from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
     try:
         with open(a, "rb") as fh:
@@ -411,13 +421,22 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             hb = fh.read(HEADER_SIZE)
     except OSError as exc:
         raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
-    for field_name, (off, size) in HEADER_FIELDS.items():
+    # a header that is not whole is not compared field by field: the reader's line names it
+    # (A's an error, B's damage), not hundreds of hex digits against <absent>
+    for field_name, (off, size) in HEADER_FIELDS.items() if min(len(ha), len(hb)) == HEADER_SIZE \
+            else ():
         xa, xb = ha[off:off + size], hb[off:off + size]
-        if xa != xb:
-            rep.add([Difference(name, None, f"header.{field_name}",
-                                _header_value(field_name, xa) if len(xa) == size else ABSENT,
-                                _header_value(field_name, xb) if len(xb) == size else ABSENT,
-                                ("header", field_name))])
+        if xa == xb:
+            continue
+        if size > _HEADER_HEX_MAX:  # reserved (468 bytes): its differing bytes, not its hex
+            neq = np.frombuffer(xa, np.uint8) != np.frombuffer(xb, np.uint8)
+            first = int(np.argmax(neq))
+            rep.add([Difference(name, None, f"header.{field_name} ({int(neq.sum())} differing "
+                                f"bytes, the first at offset 0x{off + first:x})",
+                                xa[first], xb[first], ("header", field_name))])
+            continue
+        rep.add([Difference(name, None, f"header.{field_name}", _header_value(field_name, xa),
+                            _header_value(field_name, xb), ("header", field_name))])
     ca = _read_neff(a)  # the reference: an error if it cannot be read
     try:
         cb = _read_neff(b)
@@ -431,6 +450,23 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             rep.add([Difference(where, None, "member", xa is not None, xb is not None)])
         elif xa != xb:
             _member_diff(rep, where, xa, xb)
+    if rep.count == before:  # the bytes differ where no field or member does (zero bytes
+        # after the payload, another gzip encoding or tar layout of the same members): the
+        # files' sizes and sha256, never "identical" for files of other bytes
+        rep.add(_bytes_lines(name, a, b))
+
+
+def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:
+    """``NAME size: NA != NB`` (when the sizes differ) and ``NAME sha256: ... != ...``."""
+    out = []
+    try:
+        sa, sb = a.stat().st_size, b.stat().st_size
+    except OSError as exc:
+        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+    if sa != sb:
+        out.append(Difference(name, None, "size", sa, sb))
+    out.append(Difference(name, None, "sha256", _sha256(a), _sha256(b)))
+    return out
 
 
 def _check_ours(p: Path) -> None:
@@ -497,15 +533,22 @@ def _names(p: Path) -> set[str]:
         raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
-def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str]) -> None:
+def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str],
+                   known_b: set[str] | None = None) -> None:
     """The entries of folders ``a`` and ``b`` that ``lower`` does not write (``known`` are
-    compared elsewhere): one on one side only is ``WHERE KIND: True != False`` (KIND: file,
-    folder, link, other); on both, a different kind is ``type``, a file whose bytes differ
-    ``sha256``, a link whose target differs ``target``, and a folder is walked the same way."""
-    for name in sorted((_names(a) | _names(b)) - known):
+    compared elsewhere; ``known_b``, when given, are B's and ``known`` A's: the outputs'
+    NEFF names may differ, and A's ``y.neff`` is then an entry of A's own): one on one side
+    only is ``WHERE KIND: True != False`` (KIND: file, folder, link, other); on both, a
+    different kind is ``type``, a file whose bytes differ ``sha256``, a link whose target
+    differs ``target``, and a folder is walked the same way."""
+    known_a = known
+    known_b = known if known_b is None else known_b
+    for name in sorted((_names(a) - known_a) | (_names(b) - known_b)):
         where = f"{rel}/{name}" if rel else name
         pa, pb = a / name, b / name
-        ka, kb = _kind(pa), _kind(pb)
+        # (a name known on one side is not an entry of that side's own: absent there)
+        ka = None if name in known_a else _kind(pa)
+        kb = None if name in known_b else _kind(pb)
         if ka is None or kb is None:
             rep.add([Difference(where, None, ka or kb, ka is not None, kb is not None)])
         elif ka != kb:
@@ -576,7 +619,9 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         nb = ""  # (B's NEFF cannot be found: not compared)
     ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
     ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
-    _other_entries(rep, "", a, b, {"manifest.json", na, nb} | ranks_a | ranks_b)
+    common = {"manifest.json"} | ranks_a | ranks_b  # (a rank folder on one side: below)
+    # each side's own NEFF name (B's unknown: the damage line stands for A's name there)
+    _other_entries(rep, "", a, b, common | {na}, common | {nb or na})
     for r in sorted(ranks_a | ranks_b):
         if (r in ranks_a) != (r in ranks_b):
             rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])

@@ -460,3 +460,165 @@ def test_the_top_level_help_names_every_command():
     res = CliRunner().invoke(main, ["--help"])
     summary = res.output.split("Options:")[0]
     assert res.exit_code == 0 and all(name in summary for name in COMMANDS), summary
+
+
+def _neff_of(folder):
+    return folder / json.loads((folder / "manifest.json").read_text())["output_neff"]["name"]
+
+
+def test_zero_bytes_after_the_neff_payload_are_a_difference(pair):
+    # the reader accepts zero padding after data_size, simulate's sha256 does not
+    import hashlib
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    nb.write_bytes(data + b"\0\0\0\0")
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field, d.a, d.b) for d in diffs] == [
+        (na.name, "size", len(data), len(data) + 4),
+        (na.name, "sha256", hashlib.sha256(data).hexdigest(),
+         hashlib.sha256(data + bytes(4)).hexdigest())]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["identical"] is False and doc["count"] == 1
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and f"{na.name} sha256: " in res.stdout
+
+
+def test_another_gzip_encoding_of_the_same_members_is_a_difference(pair):
+    import gzip
+    import hashlib
+    from nrtrewrite.neff.container import HEADER_SIZE, build_tar, read_container, wrap_payload
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    c = read_container(data, verify_hash=False)
+    tar = gzip.decompress(data[HEADER_SIZE:HEADER_SIZE + c.header.data_size])
+    assert tar == build_tar(list(c.members.items())), "the payload is build_tar's gzip"
+    # level 1 instead of 9: the header's data_size and hash follow, the members are the same
+    nb.write_bytes(wrap_payload(c.header, gzip.compress(tar, compresslevel=1, mtime=0)))
+    assert nb.read_bytes() != data
+    cb = read_container(nb.read_bytes(), verify_hash=True)
+    assert {k: bytes(v) for k, v in cb.members.items()} == {
+        k: bytes(v) for k, v in c.members.items()}
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and "identical" not in res.stdout, res.stdout
+    # the gzip header's mtime changed, the header kept: no field and no member differs, the
+    # bytes do (same size: the sha256 only)
+    other = bytearray(data)
+    other[HEADER_SIZE + 4] ^= 0x01
+    nb.write_bytes(bytes(other))
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field, d.a, d.b) for d in diffs] == [
+        (na.name, "sha256", hashlib.sha256(data).hexdigest(),
+         hashlib.sha256(bytes(other)).hexdigest())]
+
+
+def test_json_stopped_by_an_error_is_still_one_json_document(pair, tmp_path):
+    a, b = pair
+    na = _neff_of(a)
+    # B differs (a record), then A's NEFF cannot be read: the differences found so far, the
+    # error, exit 2
+    path = b / "rank-0000" / "dma.bin"
+    data = bytearray(path.read_bytes())
+    data[8] ^= 0x40
+    path.write_bytes(bytes(data))
+    na.write_bytes(na.read_bytes()[:-10])
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert [(d["where"], d["field"]) for d in doc["differences"]] == [
+        ("rank-0000/dma.bin", "buf_ptr")]
+    assert doc["count"] == 1 and doc["shown"] == 1 and doc["identical"] is None
+    assert doc["error"].startswith(f"{na}: ") and "data_size" in doc["error"]
+    assert f"nrtrewrite: error: {doc['error']}" in res.stderr
+    # a torn record in A's artifact
+    shutil.copyfile(_neff_of(b), na)
+    with open(a / "rank-0001" / "dma.bin", "ab") as fh:
+        fh.write(b"\x01\x02\x03\x04\x05")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["identical"] is None
+    assert doc["error"] == f"{a / 'rank-0001' / 'dma.bin'}: " + (
+        f"{(a / 'rank-0001' / 'dma.bin').stat().st_size} bytes is not a whole number of "
+        f"16-byte records")
+    # refused before anything is compared
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(main, ["diff", str(tmp_path / "empty"), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["differences"] == [] and doc["count"] == 0
+    assert "not an nrtrewrite output folder" in doc["error"]
+
+
+def test_an_entry_named_as_the_other_sides_neff_is_still_compared(tmp_path):
+    for n in ("x", "y"):
+        shutil.copyfile(FIX / "ar2.neff", tmp_path / f"{n}.neff")
+    a = lower_to(tmp_path / "x.neff", tmp_path / "A", None)
+    b = lower_to(tmp_path / "y.neff", tmp_path / "B", None)
+    assert _neff_of(a).name == "x.neff" and _neff_of(b).name == "y.neff"
+    (a / "y.neff").write_text("garbage\n")
+    diffs = D.diff_outputs(a, b)
+    assert ("y.neff", "file", True, False) in {(d.where, d.field, d.a, d.b) for d in diffs}
+    # the NEFFs themselves are still compared with each other (same bytes but the name)
+    assert not any(d.where.startswith("x.neff") and d.field != "file" for d in diffs)
+    # and the other way round: B's x.neff is an entry of B's own
+    (a / "y.neff").unlink()
+    (b / "x.neff").write_text("garbage\n")
+    got = {(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)}
+    assert ("x.neff", "file", False, True) in got and ("y.neff", "file", True, False) not in got
+
+
+def test_counts_and_sizes_print_in_decimal_addresses_in_hex_as_dump_shows_them(pair):
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    data = path.read_bytes()
+    n = len(data) // 16
+    # three records more (the first three again, in front): every BD moves by three
+    path.write_bytes(data[:48] + data)
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    lines = res.stdout.splitlines()
+    assert f"rank-0000/dma.bin records: {n} != {n + 3}" in lines
+    ra, rb = load_records(a / "rank-0000" / "dma.bin"), load_records(path)
+    i = next(i for i in range(n) if ra[i]["buf_ptr"] != rb[i]["buf_ptr"])
+    assert (f"rank-0000/dma.bin[{i}] buf_ptr: 0x{int(ra[i]['buf_ptr']):x} != "
+            f"0x{int(rb[i]['buf_ptr']):x}") in lines
+    # the NEFF's size and header's data_size: decimal
+    na, nb = _neff_of(a), _neff_of(b)
+    size = na.stat().st_size
+    nb.write_bytes(na.read_bytes() + bytes(300))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    assert f"{na.name} size: {size} != {size + 300}" in res.stdout.splitlines()
+    assert not any("0x" in ln for ln in res.stdout.splitlines()
+                   if "buf_ptr" not in ln and "addr" not in ln), res.stdout
+
+
+def test_a_neff_header_that_is_not_whole_is_only_its_damage_line(pair):
+    from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = na.read_bytes()
+    nb.write_bytes(data[:700])
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field) for d in diffs] == [(na.name, "damaged")]
+    assert diffs[0].b == f"{nb}: file too short: 700 bytes, the header alone needs {HEADER_SIZE}"
+    # A's short header: the error only, no header line before it
+    nb.write_bytes(data)
+    na.write_bytes(data[:700])
+    (b / "rank-0000" / "manifest.json").write_text("{}")  # (so the folders differ)
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and "too short" in doc["error"]
+    assert not any(d["where"] == na.name for d in doc["differences"])
+    # two whole headers whose reserved bytes differ: the count and first offset, not 936 hex
+    # digits (B's reader refuses non-zero reserved bytes: its damage line follows)
+    off = HEADER_FIELDS["reserved"][0]
+    na.write_bytes(data)
+    other = bytearray(data)
+    other[off + 10] = 7
+    other[off + 20] = 9
+    nb.write_bytes(bytes(other))
+    diffs = [d for d in D.diff_outputs(a, b) if d.where == na.name]
+    assert [(d.field, d.a, d.b) for d in diffs][0] == (
+        f"header.reserved (2 differing bytes, the first at offset 0x{off + 10:x})", 0, 7)
+    assert [d.field for d in diffs][1:] == ["damaged"]
+    assert all(len(d.line()) < 300 for d in diffs)

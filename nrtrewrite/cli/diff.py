@@ -9,6 +9,7 @@ import click
 
 from nrtrewrite.cli import main
 from nrtrewrite.diff import Report, compare
+from nrtrewrite.errors import NrtRewriteError
 
 
 @main.command("diff")
@@ -31,12 +32,26 @@ def diff_cmd(a, b, as_json, max_lines):
                           + json.dumps({"index": index, **d.to_json()}, default=str))
                 first[0] = False
 
+        def close(rep, error=None):
+            out.write(("" if first[0] else "\n ") + "],\n")
+            out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
+            out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
+            if error is None:
+                out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
+            else:  # stopped midway: the object is closed, so stdout is still one JSON document
+                out.write(f' "identical": null,\n "error": {json.dumps(error)}\n}}\n')
+
         out.write('{\n "differences": [')
-        rep = compare(a, b, Report(limit, on_difference, files.append))
-        out.write(("" if first[0] else "\n ") + "],\n")
-        out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
-        out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n'
-                  f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
+        rep = Report(limit, on_difference, files.append)
+        try:
+            compare(a, b, rep)
+        except NrtRewriteError as err:  # the line on stderr and exit 2 follow (cli._Group)
+            close(rep, err.line())
+            raise
+        except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
+            close(rep, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            raise
+        close(rep)
     else:
         def on_difference(index, lines):
             for d in lines:

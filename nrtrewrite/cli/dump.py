@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from nrtrewrite.artifacts import KIND_FILES, decode_record, load_records, rank_dirs
+from nrtrewrite.artifacts import HEX_FIELDS, KIND_FILES, decode_record, load_records, rank_dirs
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import OutputError
@@ -43,8 +43,6 @@ LEAF_NAME_WIDTH = max(len(leaf.name) for leaf in Leaf)
 #: Columns of a piped or redirected table: the widest, of legs.bin, needs about 200 (a
 #: 4-digit row number and the longest leaf name); rich draws a table no wider than it needs.
 PIPED_WIDTH = 240
-HEX_FIELDS = {"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_handshake",
-              "inc_recv_handshake", "channel_list", "src.start_addr", "dst.start_addr"}
 
 
 #: A column the record does not have (a spad entry has channel_list or the mesh overlay).
