@@ -94,6 +94,14 @@ _NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
 _HEADER_HEX_MAX = 64
 
 
+def _differing_bytes(xa: bytes, xb: bytes) -> tuple[int, int]:
+    """How many of the first ``min(len)`` bytes differ, and the offset of the first (0 if
+    none): a byte field or member shown by its differences, not its hex."""
+    n = min(len(xa), len(xb))
+    neq = np.frombuffer(xa, np.uint8, count=n) != np.frombuffer(xb, np.uint8, count=n)
+    return int(np.count_nonzero(neq)), int(np.argmax(neq)) if n else 0
+
+
 def _damaged(where: str, why: str) -> Difference:
     """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged: B: WHY``."""
     return Difference(where, None, "damaged", ABSENT, why)
@@ -150,6 +158,19 @@ class Report:
     def add_many(self, n: int) -> None:
         """``n`` more differences counted and not shown (they come after the shown ones)."""
         self.count += n
+
+    def add_first(self, n: int, lines_of) -> None:
+        """``n`` differences, the j-th made by ``lines_of(j)`` only if it is shown."""
+        room = self.room()
+        m = n if room is None else min(room, n)
+        for j in range(m):
+            self.add(lines_of(j))
+        self.add_many(n - m)
+
+    def add_each(self, diffs: Iterable[Difference]) -> None:
+        """Each line one difference (a manifest's keys and values)."""
+        for d in diffs:
+            self.add([d])
 
 
 def _key_text(path: tuple) -> str:
@@ -298,11 +319,8 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                         neq = neq.reshape(len(idx), -1).any(axis=1)
                     fc.fields[shown] += int(np.count_nonzero(neq))
                 fc.differing_records += len(idx)
-                room = rep.room()
-                m = len(idx) if room is None else min(room, len(idx))
-                for j in range(m):
-                    rep.add(_record_lines(where, name, lo + int(idx[j]), xa[j], xb[j]))
-                rep.add_many(len(idx) - m)
+                rep.add_first(len(idx), lambda j: _record_lines(
+                    where, name, lo + int(idx[j]), xa[j], xb[j]))
                 del wa, wb, va, vb
     except OSError as exc:
         raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
@@ -367,8 +385,7 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
         except (ValueError, RecursionError):
             pass
         else:
-            for d in _json_diff(where, ja, jb):
-                rep.add([d])
+            rep.add_each(_json_diff(where, ja, jb))
             return
     n = min(len(ma), len(mb))
     if where.endswith(".bin") and not len(ma) % WORD_SIZE and not len(mb) % WORD_SIZE:
@@ -377,20 +394,18 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
                                 len(mb) // WORD_SIZE)])
         wa = np.frombuffer(ma, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
         wb = np.frombuffer(mb, "<u8", count=n // 8).reshape(-1, WORD_SIZE // 8)
-        idx = np.flatnonzero((wa != wb).any(axis=1))
-        room = rep.room()
-        m = len(idx) if room is None else min(room, len(idx))
-        for i in idx[:m].tolist():
-            o = i * WORD_SIZE
-            rep.add(_instruction_lines(where, i, ma[o:o + WORD_SIZE], mb[o:o + WORD_SIZE]))
-        rep.add_many(len(idx) - m)
+        idx = np.flatnonzero((wa != wb).any(axis=1)).tolist()
+
+        def lines_of(j: int) -> list[Difference]:
+            o = idx[j] * WORD_SIZE
+            return _instruction_lines(where, idx[j], ma[o:o + WORD_SIZE], mb[o:o + WORD_SIZE])
+
+        rep.add_first(len(idx), lines_of)
         return
     if len(ma) != len(mb):
         rep.add([Difference(where, None, "bytes", len(ma), len(mb))])
-    neq = np.frombuffer(ma, np.uint8, count=n) != np.frombuffer(mb, np.uint8, count=n)
-    k = int(np.count_nonzero(neq))
+    k, first = _differing_bytes(ma, mb)
     if k:
-        first = int(np.argmax(neq))
         rep.add([Difference(where, None, f"{k} differing bytes, the first at offset 0x{first:x}",
                             ma[first], mb[first])])
 
@@ -429,9 +444,8 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
         if xa == xb:
             continue
         if size > _HEADER_HEX_MAX:  # reserved (468 bytes): its differing bytes, not its hex
-            neq = np.frombuffer(xa, np.uint8) != np.frombuffer(xb, np.uint8)
-            first = int(np.argmax(neq))
-            rep.add([Difference(name, None, f"header.{field_name} ({int(neq.sum())} differing "
+            k, first = _differing_bytes(xa, xb)
+            rep.add([Difference(name, None, f"header.{field_name} ({k} differing "
                                 f"bytes, the first at offset 0x{off + first:x})",
                                 xa[first], xb[first], ("header", field_name))])
             continue
@@ -575,9 +589,9 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
         return
     if _same_bytes(pa, pb):
         return
-    doc_a = read_json(pa) if ka == "file" else None
     if ka != "file":
         raise OutputError(f"{pa}: not a regular file")
+    doc_a = read_json(pa)
     if kb != "file":
         rep.add([_damaged(where, "not a regular file")])
         return
@@ -587,8 +601,7 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
         why = err.why
         rep.add([_damaged(where, why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why)])
         return
-    for d in _json_diff(where, doc_a, doc_b):
-        rep.add([d])
+    rep.add_each(_json_diff(where, doc_a, doc_b))
 
 
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
@@ -609,8 +622,7 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         mb = ma  # nothing to compare (a HIER plan's manifest: tens of MB of JSON)
     else:
         mb = _top_manifest(b)
-        for d in _json_diff("manifest.json", ma, mb):
-            rep.add([d])
+        rep.add_each(_json_diff("manifest.json", ma, mb))
     na = _neff_name(ma, a)
     try:
         nb = _neff_name(mb, b)
