@@ -27,9 +27,9 @@ from nrtrewrite.emit.formats import (
     NET_INITIAL_SEND_CREDITS, NET_MAX_CREDITS, SPAD_BYTES, SPAD_DTYPE, T3D_DIM_CAP,
     TPINC_MAX_BDS,
 )
-from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS
+from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS, cce_max_elements
 from nrtrewrite.errors import LimitError
-from nrtrewrite.lower import trigger_where
+from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.container import (
     MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, MAX_TRIGGERS,
 )
@@ -40,8 +40,8 @@ from nrtrewrite.topology.model import (
 from nrtrewrite.topology.rings import NEC_MAX_CHANNELS
 
 #: CCE elements per descriptor on the default platform (trn2, NeuronCore-v3); each
-#: platform's is ``SDMA_MAX_CCE_ELEMENTS[Platform.hw_generation]`` (trn1, v2: 1024).
-CCE_MAX_ELEMENTS = SDMA_MAX_CCE_ELEMENTS[DEFAULT_HW_GENERATION]
+#: platform's is ``cce_max_elements(Platform.hw_generation)`` (trn1, v2: 1024).
+CCE_MAX_ELEMENTS = cce_max_elements(DEFAULT_HW_GENERATION)
 #: SPAD entries per subgraph per rank: the 4 KiB CTRL SPAD of 8-byte entries (derived).
 SPAD_ENTRIES = SPAD_BYTES // SPAD_DTYPE.itemsize
 #: The TENSOR3D ``start_addr`` of a 0xBF word is a u32 (docs/FORMATS.md §4).
@@ -142,10 +142,6 @@ def check_credits(initial: int = NET_INITIAL_SEND_CREDITS,
                              field=name)
 
 
-def _where(trig, field: str | None = None) -> dict:
-    return trigger_where(trig, field)
-
-
 def element_space(trig) -> int:
     """Elements of the collective's element space: what a TENSOR3D start_addr indexes."""
     return trig.num_elements * trig.group_size if trig.op == EncOpType.ALLGATHER \
@@ -198,27 +194,27 @@ def check_plan(plan) -> None:
         n_ch = getattr(tp.selection, "n_channels", 1)
         if n_ch > NEC_MAX_CHANNELS:
             raise LimitError(f"{n_ch} channels, at most {NEC_MAX_CHANNELS} (NEC_MAX_CHANNELS)",
-                             **_where(trig))
+                             **trigger_where(trig))
         if trig.src.ap is None:
             nbytes = element_space(trig) * DTYPE_SIZE[trig.dtype]
             if nbytes > T3D_START_ADDR_LIMIT:
                 raise LimitError(
                     f"the collective's buffers span {nbytes} bytes; a 0xBF word's 32-bit "
                     f"TENSOR3D start_addr addresses at most {T3D_START_ADDR_LIMIT} "
-                    "(T3D_START_ADDR_LIMIT)", **_where(trig, "num_elements"))
+                    "(T3D_START_ADDR_LIMIT)", **trigger_where(trig, "num_elements"))
         desc_by_group[group] += descriptors(trig)
         first_by_group.setdefault(group, trig)
         if desc_by_group[group] > MAX_RANK_DESCRIPTORS:
             raise LimitError(
                 f"the ranks of replica group {_short(group)} need about "
                 f"{desc_by_group[group]} data descriptors by this trigger, more than "
-                f"{MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)", **_where(trig))
+                f"{MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)", **trigger_where(trig))
     for (sg, group), trigs in per_group.items():
         if len(trigs) > SPAD_ENTRIES:
             raise LimitError(
                 f"{len({id(t) for t in trigs})} collectives on replica group {_short(group)} need "
                 f"{len(trigs)} SPAD entries on each of its ranks; the {SPAD_BYTES}-byte TOP_SP "
-                f"CTRL SPAD holds {SPAD_ENTRIES} per subgraph", **_where(trigs[SPAD_ENTRIES]))
+                f"CTRL SPAD holds {SPAD_ENTRIES} per subgraph", **trigger_where(trigs[SPAD_ENTRIES]))
     # groups of different subgraphs may share ranks: add up per rank (<= NEC_MAX_COMM_N groups)
     if len(desc_by_group) > 1:
         per_rank: dict[int, int] = defaultdict(int)

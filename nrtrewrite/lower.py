@@ -27,8 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nrtrewrite.codes import (ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType,
-                              Opcode)
+from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.ahead import AheadLost, ForkAhead
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.apoverlap import sbuf_refusal
@@ -39,7 +38,7 @@ from nrtrewrite.emit.address import MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
-from nrtrewrite.neff.instructions import WORD_FIELDS, WORD_SIZE
+from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import Selection, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
@@ -123,20 +122,6 @@ def operand_refusal(trig: Trigger) -> str | None:
            else "only dst = src exactly is in place")
     return (f"dst bytes [{dst.offset}, {dst.offset + trig.out_bytes}) overlap src bytes "
             f"[{src.offset}, {src.offset + trig.in_bytes}) of var {src.var_id}: {how}")
-
-
-def trigger_where(trig: Trigger, field: str | None = None, *, second: bool = False) -> dict:
-    """Where a trigger's instruction is, as the reader names it (docs/CLI.md "Errors"): its
-    member, subgraph, stream and instruction index, the trigger, and with ``field`` that
-    field of the word (of the 0xDA word, the instruction after the first, with ``second``)
-    and its byte offset in the member."""
-    index = trig.index + (1 if second else 0)
-    where = dict(member=f"{trig.subgraph}/{trig.engine}.bin", subgraph=trig.subgraph,
-                 stream=trig.engine, index=index, trigger=trig.ordinal)
-    if field is not None:
-        opcode = Opcode.PSEUDO_EXTENSION if second else trig.opcode
-        where.update(field=field, offset=index * WORD_SIZE + WORD_FIELDS[opcode][field][0])
-    return where
 
 
 def _check_operands(trig: Trigger) -> None:

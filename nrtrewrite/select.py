@@ -27,6 +27,7 @@ from nrtrewrite.codes import (
     MetaringType,
 )
 from nrtrewrite.errors import SelectionError, ValidationError
+from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
 from nrtrewrite.topology.model import Topology
@@ -1092,8 +1093,7 @@ def select_all(model: Model, topo: Topology, override: AlgoOverride | None = Non
         try:
             out.append(select(t, topo, override=override, policy=policy))
         except SelectionError as err:
-            raise err.at(member=f"{t.subgraph}/{t.engine}.bin", subgraph=t.subgraph,
-                         stream=t.engine, index=t.index, trigger=t.ordinal)
+            raise err.at(**trigger_where(t))
     return out
 
 

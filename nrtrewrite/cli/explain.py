@@ -27,6 +27,7 @@ from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import NrtRewriteError, ValidationError
+from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     Leg, Request, Selection, group_shape, parse_algo_override, parse_op_name, select,
@@ -627,7 +628,6 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             if isinstance(item, Request):  # model-less: no place to name
                 raise
             # name the place as lower and schedule do (select_all, load_and_plan)
-            from nrtrewrite.lower import trigger_where
             raise err.at(**trigger_where(item)).at(file=model)
 
     if as_json:

@@ -20,11 +20,16 @@ need the model (var types, bounds, groups, ``length_dw``) live in
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import construct as cs
 import numpy as np
 
 from nrtrewrite.codes import AluOp, CType, DType, Opcode, is_pseudo
 from nrtrewrite.neff.fields import StrictEnum, field_offsets, zero_bytes
+
+if TYPE_CHECKING:
+    from nrtrewrite.neff.model import Trigger
 
 WORD_SIZE = 64
 LENGTH_DW = 16  # length_dw of every instruction: 16 dwords = 64 bytes
@@ -222,3 +227,17 @@ def encode_word(opcode: int, fields: dict) -> bytes:
               "update_mode": 0, "update_idx": 0, "semaphore_value": 0}
     values.update(fields)
     return struct.build(values)
+
+
+def trigger_where(trig: Trigger, field: str | None = None, *, second: bool = False) -> dict:
+    """Where a trigger's instruction is, as the reader names it (docs/CLI.md "Errors"): its
+    member, subgraph, stream and instruction index, the trigger, and with ``field`` that
+    field of the word (of the 0xDA word, the instruction after the first, with ``second``)
+    and its byte offset in the member."""
+    index = trig.index + (1 if second else 0)
+    where = dict(member=f"{trig.subgraph}/{trig.engine}.bin", subgraph=trig.subgraph,
+                 stream=trig.engine, index=index, trigger=trig.ordinal)
+    if field is not None:
+        opcode = Opcode.PSEUDO_EXTENSION if second else trig.opcode
+        where.update(field=field, offset=index * WORD_SIZE + WORD_FIELDS[opcode][field][0])
+    return where
