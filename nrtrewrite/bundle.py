@@ -48,6 +48,7 @@ from nrtrewrite.ahead import ForkCall
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
 from nrtrewrite.memtune import frozen_gc
+from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import rewrite_streams
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9).
@@ -199,8 +200,9 @@ def kick_words(model) -> int:
     n = 0
     for sg in model.subgraphs:
         for engine in sg.engines:
-            words = np.frombuffer(sg.streams[engine], dtype=np.uint8).reshape(-1, 64)
-            n += int(np.count_nonzero((words[:, 0] == TOPSP_KICK_OPCODE) & (words[:, 1] == 16)))
+            w = stream_words(sg.streams[engine])
+            n += int(np.count_nonzero((w["opcode"] == TOPSP_KICK_OPCODE)
+                                      & (w["length_dw"] == LENGTH_DW)))
     return n
 
 

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.cli import main, stdout_console
-from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
+from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
@@ -28,15 +28,15 @@ def _steps(spec, rank: int, rows: np.ndarray) -> list[dict]:
     leaf_names: dict[int, str] = {}
     phase_names: dict[int, str] = {}
     out = []
-    cols = [rows[f].tolist() for f in ("group", "step", "phase", "leaf", "half", "k", "start",
-                                        "stop")]
+    # a leg without a chunk position: k is the rank itself
+    ks = np.where(np.isin(rows["leaf"], list(CHUNK_LEAVES)), rows["k"], rank)
+    cols = [rows[f].tolist() for f in ("group", "step", "phase", "leaf", "half")]
+    cols += [ks.tolist()] + [rows[f].tolist() for f in ("start", "stop")]
     for g, st, ph, lf, h, k, a, b in zip(*cols):
         if ph not in phase_names:
             phase_names[ph] = names.get(ph, str(ph))
         if lf not in leaf_names:
             leaf_names[lf] = leaf_name(lf)
-        if lf not in CHUNK_LEAVES:  # a leg without a chunk position: the rank itself
-            k = rank
         out.append({"group": g, "step": st, "phase": phase_names[ph], "leaf": leaf_names[lf],
                     "half": h, "k": k, "elements": [a, b]})
     if events is None:
@@ -136,7 +136,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         return
     err = Console(stderr=True)
     for w in warnings:
-        err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False, soft_wrap=True)
+        warn(err, w)
     console = stdout_console()
     entries = _entries(plan, rank, wanted)  # composed once, for the overview or the tables
     if wanted is None and not show_all and len(entries) > OVERVIEW_ENTRIES:

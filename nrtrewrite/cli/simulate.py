@@ -22,7 +22,7 @@ from rich.table import Table
 
 from nrtrewrite.bundle import write_output
 from nrtrewrite.cli import main, stdout_console
-from nrtrewrite.cli.lower import common_lowering_options, load_and_plan
+from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
@@ -109,7 +109,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
             plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
             for w in warnings:
-                err.print(f"[yellow]nrtrewrite: warning:[/] {w}", highlight=False, soft_wrap=True)
+                warn(err, w)
             tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
             out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
                                workers=os.cpu_count() or 1)

@@ -290,13 +290,12 @@ def gunzip_limited(payload: bytes | memoryview, limit: int, where: Where = Where
 
 
 class _TarStream:
-    """A tar stream read forward only, from ``source.chunk(size)`` (a :class:`_Gunzip`, or
-    :class:`_BytesSource` for a tar in memory): what :mod:`tarfile` needs to walk the
-    headers (``read``, ``tell``, ``seek`` forward), and :meth:`member_data`, which reads a
-    member's data straight into its own buffer, so no second copy of the tar is ever
-    held."""
+    """A tar stream read forward only, from ``source.chunk(size)`` (the :class:`_Gunzip` of
+    the payload): what :mod:`tarfile` needs to walk the headers (``read``, ``tell``,
+    ``seek`` forward), and :meth:`member_data`, which reads a member's data straight into
+    its own buffer, so no second copy of the tar is ever held."""
 
-    def __init__(self, source: "_Gunzip | _BytesSource"):
+    def __init__(self, source: _Gunzip):
         self.source = source
         self.buf = b""  # the current piece of output
         self.off = 0  # the next byte in it
@@ -373,19 +372,6 @@ class _TarStream:
         return True
 
 
-class _BytesSource:
-    """A tar already in memory, as :class:`_TarStream` reads it."""
-
-    def __init__(self, data: bytes | bytearray | memoryview):
-        self.view = memoryview(data).cast("B")
-        self.pos = 0
-
-    def chunk(self, size: int = _GUNZIP_CHUNK) -> bytes:
-        out = bytes(self.view[self.pos:self.pos + size])
-        self.pos += len(out)
-        return out
-
-
 _TYPE_NAMES = {
     tarfile.SYMTYPE: "symbolic link",
     tarfile.LNKTYPE: "hard link",
@@ -420,10 +406,9 @@ def check_member_name(name: str) -> str | None:
     return None
 
 
-def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Where = Where()
-                  ) -> dict[str, bytes]:
-    """Members of a tar (in memory, or the streaming gunzip of the payload), in archive
-    order, each vetted from its header before its data is read (or decompressed).
+def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[str, bytes]:
+    """Members of the tar the streaming gunzip of the payload gives, in archive order, each
+    vetted from its header before its data is decompressed.
 
     A directory entry without data is accepted and left out (``tar czf m.neff.tgz sg00
     neff.json`` writes ``sg00/``) when it is the folder of a file member; any other
@@ -432,7 +417,7 @@ def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Whe
     folders: dict[str, Where] = {}  # directory entries: name -> where
     entries = 0
     pw = where.merged(field="payload")
-    stream = _TarStream(tar if isinstance(tar, _Gunzip) else _BytesSource(tar))
+    stream = _TarStream(tar)
     try:
         tf = tarfile.open(fileobj=stream, mode="r:")
     except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
@@ -483,7 +468,12 @@ def untar_members(tar: "bytes | bytearray | _Gunzip", limits: Limits, where: Whe
     if start != tail or any(block) or not stream.rest_is_zero():
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
     if folders:
-        used = {name[:i] for name in members for i, ch in enumerate(name) if ch == "/"}
+        used = set()  # every folder a file member is in (its prefixes ending before a "/")
+        for name in members:
+            i = name.rfind("/")
+            while i > 0:
+                used.add(name[:i])
+                i = name.rfind("/", 0, i)
         for name, mw in folders.items():
             if name not in used:
                 raise ParseError("directory member is not the folder of any file member "
