@@ -177,7 +177,7 @@ class Simulator:
         from nrtrewrite.neff.reader import read_model
 
         neff = self.top.get("output_neff") or {}
-        path = self.out / str(neff.get("name", ""))
+        path = self._neff_path = self.out / str(neff.get("name", ""))
         try:
             model = read_model(path)
         except (NrtRewriteError, OSError) as exc:
@@ -187,18 +187,18 @@ class Simulator:
             raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
                                   f"({t.subgraph} {t.engine} instruction {t.index})", file=str(path))
         sgs = {sg.name: sg for sg in model.subgraphs}
-        orig = {t.ordinal: t for t in self.model.triggers} if self.model is not None else {}
+        # the input model's subgraphs: the sync bytes each kick word keeps (check_against_model
+        # made the manifest's triggers the model's: same subgraph, engine, index and operands)
+        in_sgs = {sg.name: sg for sg in self.model.subgraphs} if self.model is not None else None
         self._kick_spad: dict[int, list[tuple[int, str, int]]] = {}
         kick_words: dict[str, set[int]] = {}
         for t in sorted(self.triggers.values(), key=lambda t: t.ordinal):
             sg = sgs.get(t.subgraph)
             stream = sg.streams.get(t.engine) if sg else None
+            in_stream = in_sgs[t.subgraph].streams[t.engine] if in_sgs is not None else None
             member = f"{t.subgraph}/{t.engine}.bin"
             # a trigger with SBUF operands was a 0xD9+0xDA pair: two words (NEFF-LIKE.md)
-            ot = orig.get(t.ordinal)
-            words = ot.num_words if ot is not None else (2 if t.src.get("ap") is not None else 1)
-            syncs = ([ot.sync.to_bytes()] + ([ot.ext_sync.to_bytes()] if ot.ext_sync else [])
-                     if ot is not None else [None, None])
+            words = 2 if t.src.get("ap") is not None else 1
             for w in range(words):
                 idx = t.index + w
                 off = idx * 64
@@ -207,7 +207,8 @@ class Simulator:
                     raise SimulationError(f"no instruction {idx} in {member} for TOPSP_KICK word "
                                           f"{w} of trigger {t.ordinal}", **where)
                 word = stream[off:off + 64]
-                self._check_kick_word(t, w, words, word, syncs[w], where)
+                sync = bytes(in_stream[off + 4:off + 12]) if in_stream is not None else None
+                self._check_kick_word(t, w, words, word, sync, where)
                 self._kick_spad.setdefault(t.ordinal, []).append(
                     (int.from_bytes(word[12:14], "little"), member, idx))
                 kick_words.setdefault(member, set()).add(idx)
@@ -220,29 +221,35 @@ class Simulator:
                     ("spad_index", 12, 2), ("word", 14, 2), ("trigger", 16, 4),
                     ("reserved", 20, 44))
 
+    @staticmethod
+    def _kick_what(t: TriggerSpec, w: int, words: int) -> str:
+        """How an error names word ``w`` of trigger ``t``'s ``words``-word kick."""
+        return (f"TOPSP_KICK word {w} of trigger {t.ordinal}"
+                + (f" (its former {'0xDA' if w else '0xD9'} word)" if words == 2 else ""))
+
     def _check_kick_word(self, t: TriggerSpec, w: int, words: int, word: bytes,
                          sync: bytes | None, where: dict) -> None:
-        """Word ``w`` of trigger ``t``'s kick: every field FORMATS §9 fixes; the sync bytes
-        against the input model's word when the model is known."""
-        want = {"opcode": bytes([0xA2]), "length_dw": bytes([16]), "word": w.to_bytes(2, "little"),
-                "trigger": t.ordinal.to_bytes(4, "little"), "sync": sync}
-        what = (f"TOPSP_KICK word {w} of trigger {t.ordinal}"
-                + (f" (its former {'0xDA' if w else '0xD9'} word)" if words == 2 else ""))
-        for name, a, k in self._KICK_FIELDS:
-            got = word[a:a + k]
-            exp = bytes(k) if name == "reserved" else want.get(name)
-            if exp is None or got == exp:
-                continue
-            first = a + next(j for j in range(k) if got[j] != exp[j])
-            if name == "reserved":  # name the byte
-                a, k, got, exp = first, 1, word[first:first + 1], b"\0"
-            fmt = (lambda b: b.hex(" ")) if name == "sync" else (
-                lambda b: f"{int.from_bytes(b, 'little'):#x}")
-            src = " (the input model's sync bytes 4..11)" if name == "sync" else ""
-            span = f"byte {a}" if k == 1 else f"bytes {a}..{a + k - 1}"
-            raise SimulationError(f"{what}: {name} ({span}) is {fmt(got)}, "
-                                  f"expected {fmt(exp)}{src} (FORMATS §9)",
-                                  **{**where, "field": name, "offset": where["index"] * 64 + first})
+        """Word ``w`` of trigger ``t``'s kick: every field FORMATS §9 fixes (bundle.kick_word);
+        the sync bytes against the input model's word when the model is known (``sync``), the
+        spad_index is :meth:`_check_kicks`'s."""
+        from nrtrewrite.bundle import kick_word
+
+        exp = kick_word(word[4:12] if sync is None else sync,
+                        int.from_bytes(word[12:14], "little"), w, t.ordinal)
+        if word == exp:
+            return
+        first = next(j for j in range(64) if word[j] != exp[j])
+        name, a, k = next(f for f in self._KICK_FIELDS if f[1] <= first < f[1] + f[2])
+        if name == "reserved":  # name the byte
+            a, k = first, 1
+        got, exp = word[a:a + k], exp[a:a + k]
+        fmt = (lambda b: b.hex(" ")) if name == "sync" else (
+            lambda b: f"{int.from_bytes(b, 'little'):#x}")
+        src = " (the input model's sync bytes 4..11)" if name == "sync" else ""
+        span = f"byte {a}" if k == 1 else f"bytes {a}..{a + k - 1}"
+        raise SimulationError(f"{self._kick_what(t, w, words)}: {name} ({span}) is {fmt(got)}, "
+                              f"expected {fmt(exp)}{src} (FORMATS §9)",
+                              **{**where, "field": name, "offset": where["index"] * 64 + first})
 
     def _check_unchanged(self, rewritten, kick_words: dict[str, set[int]], path: str) -> None:
         """With the input model: every member of the rewritten NEFF but the kick words is the
@@ -281,16 +288,12 @@ class Simulator:
             kicks = self._kick_spad.get(t.ordinal, ())
             for w, (spad, member, idx) in enumerate(kicks):
                 if spad != first:
-                    pair = (f" (its former {'0xDA' if w else '0xD9'} word)" if len(kicks) == 2
-                            else "")
                     raise SimulationError(
-                        f"TOPSP_KICK word {w} of trigger {t.ordinal}{pair}: spad_index (bytes "
-                        f"12..13) is "
+                        f"{self._kick_what(t, w, len(kicks))}: spad_index (bytes 12..13) is "
                         f"{spad}, expected {first}: the leader (rank {t.leader}) starts the "
                         "trigger at that entry (FORMATS §9)", trigger=t.ordinal,
                         field="spad_index", member=member, index=idx, offset=idx * 64 + 12,
-                        file=str(self.out / str((self.top.get("output_neff") or {}).get("name",
-                                                                                          ""))))
+                        file=str(self._neff_path))
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimulationResult:

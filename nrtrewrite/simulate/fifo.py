@@ -301,8 +301,9 @@ class FifoDecoder:
                                                 "transfers only)", rank_field)
             groups[k] = (start, i - start)
             i += 1
-        for k in range(f.ops.size):
-            if k not in groups and int(f.ops[cnt_field][k]):
+        missing = [k for k in range(f.ops.size) if k not in groups]  # ops without entries
+        for k in missing:
+            if int(f.ops[cnt_field][k]):
                 raise SimulationError(f"op {k}: {cnt_field} {int(f.ops[cnt_field][k])} but the "
                                       f"{'transmit' if side == 'tx' else 'receive'} FIFO has no "
                                       "entries for it", rank=f.rank, channel=f.channel,
@@ -312,15 +313,15 @@ class FifoDecoder:
         # (seed 003 §3); a FIFO exists when it carries an entry (FORMATS §8 "Terminator")
         which = "transmit" if side == "tx" else "receive"
         if (recs["mark"] == TRANSFER).any():
-            for k in range(f.ops.size):
-                if k not in groups:
-                    raise SimulationError(
-                        f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
-                        "exists on the channel (it carries entries), so proxy_end_operation "
-                        "closes every op of the channel there, an op without entries by its "
-                        "terminator alone", rank=f.rank, channel=f.channel, artifact=name,
-                        record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
-                        field="terminator")
+            if missing:
+                k = missing[0]
+                raise SimulationError(
+                    f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
+                    "exists on the channel (it carries entries), so proxy_end_operation "
+                    "closes every op of the channel there, an op without entries by its "
+                    "terminator alone", rank=f.rank, channel=f.channel, artifact=name,
+                    record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
+                    field="terminator")
         elif n:
             raise fail(0, f"the {which} FIFO carries no entry on this channel, so it does not "
                           f"exist and holds no terminator ({n} record(s) here)", "terminator")

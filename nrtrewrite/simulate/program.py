@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop
+from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
+from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
-from nrtrewrite.emit.address import DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC
+from nrtrewrite.emit.address import (
+    DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE, SEM_ENTRY_POST,
+)
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
@@ -34,10 +38,10 @@ LEAF_NAMES = {1: "send", 2: "recv_reduce_send", 3: "recv_reduce_copy",
               # kangaring (docs/DESIGN.md "Kangaring"): the fan-in reduce and the sync legs of
               # the unit semaphores
               10: "direct_reduce_send_kangaring", 11: "peer_post", 12: "peer_wait"}
-MARK_END = 15
-MARK_COMPLETE = 22
-POST_RECV = 21
-PEER_POST, PEER_WAIT = 11, 12
+MARK_END = int(Leaf.mark_end)
+MARK_COMPLETE = int(Leaf.mark_complete)
+POST_RECV = int(Leaf.post_recv)
+PEER_POST, PEER_WAIT = int(Leaf.peer_post), int(Leaf.peer_wait)
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
 KANGARING_LEAVES = frozenset({10, PEER_POST, PEER_WAIT})
 MESH_LEAVES = frozenset({16, 17, 20, POST_RECV})  # mesh_send, mesh_reduce, mesh_sync, post_recv
@@ -48,7 +52,7 @@ EVENT_LEAVES = frozenset({16, 17, 18, 19, 20})
 #: (ring leaves), §3.3 (KANGARING adds its fan-in and unit sync legs; SINGLE_CYCLE_RING uses
 #: the ring leaves), §3.2 (mesh: mesh_*; RDH: rdh_*; both mesh_sync and post_recv); every entry
 #: ends each channel with mark_end and may open it with the handshake's mark_complete (§3.4)
-ENTRY_LEAVES = {
+ENTRY_LEAVES = {k: frozenset(v | {MARK_END, MARK_COMPLETE}) for k, v in {
     int(EncAlgType.RING): RING_LEAVES,
     int(EncAlgType.SINGLE_CYCLE_RING): RING_LEAVES,
     int(EncAlgType.KANGARING): RING_LEAVES | KANGARING_LEAVES,
@@ -56,11 +60,20 @@ ENTRY_LEAVES = {
     int(EncAlgType.SINGLE_STEP_MESH): MESH_LEAVES,
     int(EncAlgType.INTRA_RDH): RDH_LEAVES,
     int(EncAlgType.INTER_RDH): RDH_LEAVES,
-}
-ENTRY_LEAVES = {k: frozenset(v | {MARK_END, MARK_COMPLETE}) for k, v in ENTRY_LEAVES.items()}
+}.items()}
+#: ENTRY_LEAVES as a table: [algo_type nibble, leaf byte] -> the entry may run the leaf
+_LEAF_OK = np.zeros((16, 256), bool)
+for _at, _leaves in ENTRY_LEAVES.items():
+    _LEAF_OK[_at, list(_leaves)] = True
+#: seed 000 §5.4: the reduction_type of a reduce leg by algo_type (the ring-versus-kangaring
+#: fork: RING_2R1W 0, KANGARING_NR1W 2); -1: not fixed by the entry's algorithm
+_RT = np.full(16, -1, np.int64)
+_RT[[int(EncAlgType.RING), int(EncAlgType.SINGLE_CYCLE_RING)]] = 0
+_RT[int(EncAlgType.KANGARING)] = 2
 #: semaphore ids outside the ring channel block (FORMATS §7)
-SEM_ENTRY_GO, SEM_ENTRY_POST = 8, 9
-SEM_PEER_BASE, SEM_EVENT_BASE = 144, 192
+SEM_ENTRY_GO = SEM_ENTRY_DONE  # the entry handshake's "channel done" / go semaphore
+SEM_PEER_BASE = 144  # compose.kangaring.KANGARING_SEM_BASE (not imported: it pulls the composer)
+SEM_EVENT_BASE = EVENT_SEMA_SHIFT_OFFSET
 #: leaves that carry a half-chunk index (the ring leaves, as KANGARING uses them too)
 HALF_LEAVES = RING_LEAVES | {10}
 REDUCE_LEAVES = frozenset({2, 3, 4, 10, 17, 19})
@@ -356,15 +369,12 @@ class RankDecoder:
         self.check(~known, lambda i: f"unknown leaf {leaf[i]}", art, "leaf")
         trig = L["trigger"].astype(np.int64)
         ent_trig = np.array([t.ordinal for t in self.entry_trigger], np.int64)
+        at_leg = self.algo_type[spi]
         if n:
             self.check(trig != ent_trig[spi], lambda i: f"trigger {trig[i]} but entry {spi[i]} "
                        f"is trigger {ent_trig[spi[i]]}", art, "trigger")
             # the leaf belongs to the entry's algorithm (a HIER entry: its leg's engine)
-            at_leg = self.algo_type[spi]
-            allowed = np.zeros(n, bool)
-            for at, leaves in ENTRY_LEAVES.items():
-                m = at_leg == at
-                allowed[m] = np.isin(leaf[m], list(leaves))
+            allowed = _LEAF_OK[at_leg, leaf]
             self.check(~allowed, lambda i: f"leaf {LEAF_NAMES[int(leaf[i])]} ({leaf[i]}) in a "
                        f"{_alg_name(int(at_leg[i]))} entry (entry {spi[i]}, channel {ch[i]}, step "
                        f"{step[i]}): its leaves are "
@@ -404,10 +414,7 @@ class RankDecoder:
                    "reduction_type (must be 0xFF)", art, "reduction_type")
         # seed 000 §5.4: the ring reduces as RING_2R1W (0), the kangaring as KANGARING_NR1W (2)
         if n:
-            at_leg = self.algo_type[spi]
-            fork = {int(EncAlgType.RING): 0, int(EncAlgType.SINGLE_CYCLE_RING): 0,
-                    int(EncAlgType.KANGARING): 2}
-            want_rt = np.array([fork.get(int(a), -1) for a in at_leg], np.int64)
+            want_rt = _RT[at_leg]
             self.check(red & (want_rt >= 0) & (rt != want_rt), lambda i: f"reduction_type "
                        f"{rt[i]} in a {_alg_name(int(at_leg[i]))} reduce leg (the ring-versus-"
                        f"kangaring fork: {want_rt[i]})", art, "reduction_type")
@@ -1047,7 +1054,7 @@ class RankDecoder:
             # mesh / RDH legs: events (waits on this core), a network send's send_sema
             (np.isin(lf_s, list(EVENT_LEAVES)), (event & (local | ~wait)) | cat_i_send),
             # KANGARING (§3.3): the ring's recv_sema / send_sema, the unit's peer semaphores
-            (kanga & np.isin(lf_s, list(RING_LEAVES | {10})),
+            (kanga & np.isin(lf_s, list(HALF_LEAVES)),
              cat_w_recv | cat_i_next | cat_i_send | (~wait & peer_own & ~local)),
             (lf_s == PEER_POST, ~wait & peer_own & ~local),
             (lf_s == PEER_WAIT, wait & peer_own & local),
