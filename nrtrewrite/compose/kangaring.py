@@ -678,10 +678,7 @@ def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
     row["channel"] = ch
     row["leaf"] = leaf
     row["half"] = H0
-    if "keep" in row.dtype.names:
-        row["keep"] = 1
-    else:  # an element range keeps a leg without data (emit drops empty ranges)
-        row["stop"] = 1
+    row["keep"] = 1  # a leg without data that emit keeps (it drops other empty ranges)
     if wait is not None:
         row["n_wait"] = 1
         row["wait_sem"][0, 0] = wait[0]

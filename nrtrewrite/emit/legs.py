@@ -71,9 +71,9 @@ class ChannelState:
     bd_count: int = 0  # data BDs queued so far (generation tag)
     sem_count: int = 0  # semaphore BDs queued so far
     ops: list = field(default_factory=list)  # net_ops_info records, one array per op
-    #: per op, its net_src_addr / net_dest_addr arrays (``[entries, terminator]``), or ``[]``
-    #: when the op has no entries in that FIFO (:meth:`fifo` adds its terminator if the
-    #: FIFO exists on the channel)
+    #: per op, its net_src_addr / net_dest_addr entries (without terminator), or ``None``
+    #: when the op has no legs in that FIFO (:meth:`fifo` adds every op's terminator if
+    #: the FIFO exists on the channel)
     src: list = field(default_factory=list)
     dest: list = field(default_factory=list)
 
@@ -88,14 +88,29 @@ class ChannelState:
         without entries there by its terminator alone); a FIFO with no entries does not
         exist and holds nothing."""
         per_op = self.src if side == "src" else self.dest
-        if not any(per_op):
+        if not self._exists(per_op):
             return []
         dtype, rank_field = ((F.NET_SRC_ADDR_DTYPE, "dst_rank") if side == "src"
                              else (F.NET_DEST_ADDR_DTYPE, "src_rank"))
+        term = _terminators(dtype, np.arange(len(per_op)), rank_field)
         out = []
-        for k, arrays in enumerate(per_op):
-            out.extend(arrays if arrays else [_terminator(dtype, k, rank_field)])
+        for k, entries in enumerate(per_op):
+            if entries is not None:
+                out.append(entries)
+            out.append(term[k:k + 1])
         return out
+
+    def fifo_count(self, side: str) -> int:
+        """The number of records :meth:`fifo` gives (without building them)."""
+        per_op = self.src if side == "src" else self.dest
+        if not self._exists(per_op):
+            return 0
+        return sum(a.size for a in per_op if a is not None) + len(per_op)
+
+    @staticmethod
+    def _exists(per_op: list) -> bool:
+        """Whether a FIFO (its ops' entries, :attr:`src` or :attr:`dest`) exists."""
+        return any(a is not None for a in per_op)
 
 
 @dataclass
@@ -337,8 +352,7 @@ class RankBuilder:
         for ch in sorted(self.channels):
             st = self.channels[ch]
             n = {"ops": sum(a.size for a in st.ops),
-                 "src": sum(a.size for a in st.fifo("src")),
-                 "dest": sum(a.size for a in st.fifo("dest"))}
+                 "src": st.fifo_count("src"), "dest": st.fifo_count("dest")}
             if not any(n.values()):
                 continue
             index.append({"channel": ch, **{k: [first[k], n[k]] for k in n}})
@@ -778,10 +792,10 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         st.ops.append(info)
         st.src.append(src)
         st.dest.append(dest)
-        if src:
-            summaries[e]["tx"][c] = summaries[e]["tx"].get(c, 0) + src[0].size
-        if dest:
-            summaries[e]["rx"][c] = summaries[e]["rx"].get(c, 0) + dest[0].size
+        if src is not None:
+            summaries[e]["tx"][c] = summaries[e]["tx"].get(c, 0) + src.size
+        if dest is not None:
+            summaries[e]["rx"][c] = summaries[e]["rx"].get(c, 0) + dest.size
     legs_e = np.bincount(leg_e, minlength=len(items)).tolist()
     bds_e = np.bincount(leg_e, weights=leg_bd_count, minlength=len(items)).astype(np.int64)
     for s, nl, nb in zip(summaries, legs_e, bds_e.tolist()):
@@ -791,19 +805,18 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
 
 def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end, leg_tx,
                   leg_rx, start, stop, dst_view, dst_peer, dst_net, gw_leg, net_src, net_view,
-                  net_sem, send_sem_c, recv_sem_c) -> list[tuple[int, int, np.ndarray, list, list]]:
+                  net_sem, send_sem_c, recv_sem_c) -> list[tuple]:
     """The net-proxy FIFO records of every segment with network legs, one tuple per op in
-    order, ``(entry, channel, net_ops_info, net_src arrays, net_dest arrays)`` (views and
+    order, ``(entry, channel, net_ops_info, net_src entries, net_dest entries)`` (views and
     peers: the batch's; ``vt``: :meth:`ViewList.tables` of its views).
 
     Every op of the batch at once: the ops and their ``net_ops_info`` records
     (proxy_start_operation), the transmit entries of all transmitting legs (:func:`_net_tx`,
     __record_net_src_addr) and the receive entries of all receiving legs (:func:`_net_rx`,
-    __record_net_dest_addr), each file in a few numpy passes, with each op's terminator
-    (proxy_end_operation) after its entries (:func:`_with_terminators`).  An op's arrays are
-    views of the batch's record arrays.  An op without entries in a FIFO gets its
-    terminator there when the channel's files are written (:meth:`ChannelState.fifo`: the
-    FIFO may get entries from a later batch)."""
+    __record_net_dest_addr), each file in a few numpy passes (:func:`_entries_by_op`).  An
+    op's entries are a view of the batch's record array, ``None`` when the op has no legs in
+    that FIFO.  The terminators (proxy_end_operation) are added when the channel's files
+    are written (:meth:`ChannelState.fifo`: the FIFO may get entries from a later batch)."""
     net_legs = np.flatnonzero(~is_end & (leg_tx | leg_rx))
     if not net_legs.size:
         return []
@@ -856,21 +869,21 @@ def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end,
     info["unrolled_count"] = [c.groups for c in ctxs]
     info["enc_channel"] = op_ch
 
-    # the entries of both FIFOs, each op's terminator after its entries
+    # the entries of both FIFOs, per op
     me_core = np.zeros(is_end.size, np.int64)  # per network leg: this rank's core window
     me_core[net_legs] = _ints([core_base(c.me) for c in bt.ctxs])[seg_e[seg]]
-    src, dest = [[] for _ in op_e], [[] for _ in op_e]
+    src, dest = [None] * nops, [None] * nops
     tx_legs = net_legs[leg_tx[net_legs]]
     if tx_legs.size:
         entries = _net_tx(bt, vt, me_core, tx_legs, start, stop, dst_view, dst_peer, dst_net,
                           gw_leg)
-        src, info["tx_entry_cnt"] = _with_terminators(
-            F.NET_SRC_ADDR_DTYPE, "dst_rank", tx_legs, op_of_leg, op_idx, *entries)
+        src, info["tx_entry_cnt"] = _entries_by_op(F.NET_SRC_ADDR_DTYPE, tx_legs, op_of_leg,
+                                                   op_idx, *entries)
     rx_legs = net_legs[leg_rx[net_legs]]
     if rx_legs.size:
         entries = _net_rx(bt, vt, me_core, rx_legs, start, stop, net_src, net_view)
-        dest, info["rx_entry_cnt"] = _with_terminators(
-            F.NET_DEST_ADDR_DTYPE, "src_rank", rx_legs, op_of_leg, op_idx, *entries)
+        dest, info["rx_entry_cnt"] = _entries_by_op(F.NET_DEST_ADDR_DTYPE, rx_legs, op_of_leg,
+                                                    op_idx, *entries)
     return [(e, c, info[k:k + 1], src[k], dest[k]) for k, (e, c) in enumerate(zip(op_e, op_ch))]
 
 
@@ -1238,15 +1251,21 @@ def _check_legs(nv, npeer, s_n, d_n, src_view, src_peer, dst_view, dst_peer, red
         raise LimitError("a CCE reduce reads at most 32 sources")
 
 
-def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
-    """proxy_end_operation's stop mark: net_op_idx = count-1, size 0, NET_OP_COMPLETE (one
-    record; :func:`_with_terminators` places its bytes in a batch's records)."""
-    rec = np.zeros(1, dtype)
+def _terminators(dtype: np.dtype, op_idx, rank_field: str) -> np.ndarray:
+    """proxy_end_operation's stop marks, one per ``op_idx``: net_op_idx = count-1, size 0,
+    NET_OP_COMPLETE, the rank field -1, everything else 0 (docs/FORMATS.md §8
+    "Terminator")."""
+    rec = np.zeros(len(op_idx), dtype)
     rec["net_op_idx"] = op_idx
     rec["size"] = 0
     rec["mark"] = int(NetAddrMark.NET_OP_COMPLETE)
     rec[rank_field] = -1
     return rec
+
+
+def _terminator(dtype: np.dtype, op_idx: int, rank_field: str) -> np.ndarray:
+    """One op's terminator (:func:`_terminators`)."""
+    return _terminators(dtype, [op_idx], rank_field)
 
 
 def _runs(views: list[BufferView], vt, view: np.ndarray, a: np.ndarray, b: np.ndarray
@@ -1327,33 +1346,24 @@ def _net_rx(bt: _Batch, vt, me_core, legs: np.ndarray, start, stop, net_src, net
         "size": nbytes, "src_rank": bt.pt.rank[net_src[rec_leg]]}
 
 
-def _with_terminators(dtype: np.dtype, rank_field: str, legs: np.ndarray, op_of_leg, op_idx,
-                      rec_leg: np.ndarray, fields: dict) -> tuple[list[list], np.ndarray]:
-    """One FIFO file's records of a batch's ops: the entries of its ``legs`` (``rec_leg``:
-    each entry's leg, ascending; ``fields``: their columns) and, after the entries of each
-    op that has any of ``legs``, its terminator (proxy_end_operation, as
-    :func:`_terminator`); ``op_of_leg``: each leg's op; ``op_idx``: each op's net_op_idx.
-    Returns, per op, its arrays (``[entries, terminator]``, or none) and its number of
-    entries (terminator excluded).
+def _entries_by_op(dtype: np.dtype, legs: np.ndarray, op_of_leg, op_idx, rec_leg: np.ndarray,
+                   fields: dict) -> tuple[list, np.ndarray]:
+    """One FIFO file's entries of a batch's ops: those of its ``legs`` (``rec_leg``: each
+    entry's leg, ascending; ``fields``: their columns); ``op_of_leg``: each leg's op;
+    ``op_idx``: each op's net_op_idx.  Returns, per op, its entries (a view, possibly empty,
+    when the op has any of ``legs``; else ``None``) and its number of entries.
 
-    Built zeroed, the terminators as raw bytes of :func:`_terminator`'s record, the rest set
-    a field at a time (never by copying or fancy indexing records: numpy may leave the
-    padding of such copies undefined)."""
+    Built zeroed, then set a field at a time (never by copying or fancy indexing records:
+    numpy may leave the padding of such copies undefined)."""
     used = np.bincount(op_of_leg[legs], minlength=op_idx.size) > 0
     rec_op = op_of_leg[rec_leg]
-    nops = used.size
-    counts = np.bincount(rec_op, minlength=nops)
-    ends = np.cumsum(counts + used)  # one past each op's records, its terminator included
-    n = int(ends[-1])
-    term = np.zeros(n, bool)
-    term[(ends - 1)[used]] = True
-    rec = np.zeros(n, dtype)
-    rec.view(np.uint8).reshape(n, dtype.itemsize)[term] = _terminator(
-        dtype, 0, rank_field).view(np.uint8)
-    rec["net_op_idx"] = op_idx[np.repeat(np.arange(nops), counts + used)]
+    counts = np.bincount(rec_op, minlength=used.size)
+    rec = np.zeros(rec_leg.size, dtype)
+    rec["net_op_idx"] = op_idx[rec_op]
     for name, val in fields.items():
-        rec[name][~term] = val
-    rec["mark"][~term] = int(NetAddrMark.NET_TRANSFER)
-    arrays = [[rec[end - 1 - cnt:end - 1], rec[end - 1:end]] if u else []
+        rec[name] = val
+    rec["mark"] = int(NetAddrMark.NET_TRANSFER)
+    ends = np.cumsum(counts)
+    arrays = [rec[end - cnt:end] if u else None
               for end, cnt, u in zip(ends.tolist(), counts.tolist(), used.tolist())]
     return arrays, counts
