@@ -41,6 +41,7 @@ from nrtrewrite import __version__
 from nrtrewrite.artifacts import is_our_output as _is_our_output
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
+from nrtrewrite.emit.tiling import cce_max_elements
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonout
@@ -685,6 +686,7 @@ def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[st
     """The top-level manifest (docs/FORMATS.md §1.1); ``triggers``: what stands for
     :func:`nrtrewrite.lower.manifest_triggers` (default: it)."""
     topo = plan.topology
+    gen = topo.platform.hw_generation
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -693,7 +695,10 @@ def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[st
                   "bytes": plan.model.header.data_size + plan.model.header.header_size},
         "output_neff": {"name": neff_name, "sha256": neff_sha},
         "options": plan.options.to_json(),
+        # the platform the lowering tiled for: simulate checks cce.bin against its cap
         "topology": {"name": topo.name, "lnc_size": topo.lnc_size, "nodes": topo.nodes,
+                     "platform": topo.platform.name, "hw_generation": gen,
+                     "cce_max_elements": cce_max_elements(gen),
                      "ranks": [vars(topo.info(r)) for r in plan.world]},
         "memory": plan.memory.to_json(),
         "world": list(plan.world),

@@ -74,11 +74,9 @@ def test_platforms_have_their_hardware_generation(tmp_path):
         t = load_topology(str(path), world=(0,), lnc_size=1)
         assert t.platform.hw_generation == gen, doc
         assert t.to_json()["hw_generation"] == gen
-        if "platform" in doc:  # (to_json names a custom platform "custom", which no file may)
-            again = tmp_path / "again.json"
-            again.write_text(json.dumps(t.to_json()))
-            assert load_topology(str(again), world=(0,),
-                                 lnc_size=1).platform.hw_generation == gen
+        again = tmp_path / "again.json"  # (custom platforms too: to_json leaves out platform)
+        again.write_text(json.dumps(t.to_json()))
+        assert load_topology(str(again), world=(0,), lnc_size=1).platform.hw_generation == gen
 
 
 def test_preset_nodes_option_and_world_check():
@@ -161,6 +159,59 @@ def test_json_fixture_loads_and_round_trips(tmp_path):
     t2 = load_topology(str(again), world=(), lnc_size=2)
     assert t2.ranks == t.ranks and t2.platform.links == t.platform.links
     assert t2.device_cycles == t.device_cycles
+
+
+#: Custom platforms (no ``platform``): a 2 x 3 torus of one-die devices with a v2 generation
+#: and its own routing ids; a line of 4 devices (explicit links, no Hamiltonian cycle).
+_CUSTOM_TORUS = {"format": TOPOLOGY_FORMAT, "name": "torus23", "torus": [2, 3],
+                 "device": {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1},
+                 "routing_ids": [5, 4, 3, 2, 1, 0], "hw_generation": 2, "nodes": 2}
+_CUSTOM_LINE = {"format": TOPOLOGY_FORMAT, "devices_per_node": 4,
+                "device": {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1},
+                "links": [[0, 1], [1, 2], [2, 3]], "mesh": False}
+
+
+@pytest.mark.parametrize("spec, lnc_size", [
+    ("trn1", 1), ("trn2", 1), ("trn2", 2), ("trn2:nodes=2", 2), ("trn1:nodes=3", 1),
+    (_CUSTOM_TORUS, 1), (_CUSTOM_LINE, 1), ({**_CUSTOM_LINE, "name": "custom"}, 1),
+    ({"format": TOPOLOGY_FORMAT, "platform": "trn2", "hw_generation": 2, "kangaring": False}, 2),
+])
+def test_to_json_loads_back_to_the_same_json(tmp_path, spec, lnc_size):
+    """docs/TOPOLOGY.md: what ``to_json`` prints is a topology file that loads back to the
+    same topology, for every preset and a custom platform (which ``to_json`` writes without
+    ``platform``: a loader refuses any value but a preset's)."""
+    if isinstance(spec, dict):
+        src = tmp_path / "src.json"
+        src.write_text(json.dumps(spec))
+        spec = str(src)
+    t = load_topology(spec, world=(), lnc_size=lnc_size)
+    doc = t.to_json()
+    path = tmp_path / "printed.json"
+    path.write_text(json.dumps(doc))
+    t2 = load_topology(str(path), world=(), lnc_size=lnc_size)
+    assert t2.to_json() == doc
+    assert json.dumps(t2.to_json()) == json.dumps(doc)  # key order too
+    assert t2.ranks == t.ranks and t2.nodes == t.nodes and t2.name == t.name
+    p, p2 = t.platform, t2.platform
+    assert (p2.device, p2.links, p2.device_cycles, p2.routing_ids, p2.lnc_sizes, p2.torus,
+            p2.kangaring, p2.mesh, p2.mesh_sub_type, p2.hw_generation) == \
+        (p.device, p.links, p.device_cycles, p.routing_ids, p.lnc_sizes, p.torus,
+         p.kangaring, p.mesh, p.mesh_sub_type, p.hw_generation)
+    if p.name in ("trn1", "trn2"):
+        assert doc["platform"] == p.name == p2.name
+    else:  # named after the topology, as the file it came from
+        assert "platform" not in doc and p2.name == t.name
+
+
+def test_a_custom_platform_is_named_after_its_topology(tmp_path):
+    """A file without a preset names its platform after its ``name`` (``custom`` without one);
+    ``"platform": null`` is no preset, not a platform named "None"."""
+    base = {"format": TOPOLOGY_FORMAT, "torus": [2, 2]}
+    assert platform_from_json({**base, "name": "quad"}).name == "quad"
+    assert platform_from_json(base).name == "custom"
+    assert platform_from_json({**base, "platform": None}).name == "custom"
+    assert platform_from_json({**base, "platform": None, "name": "quad"}).name == "quad"
+    assert platform_from_json({**base, "platform": "trn1", "name": "quad"}).name == "trn1"
 
 
 def test_json_links_file(tmp_path):

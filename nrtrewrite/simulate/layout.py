@@ -17,6 +17,7 @@ from nrtrewrite.emit.address import (
     EVT_SEM_INC, EVT_SEM_READ, EVT_SEM_SET, EVT_SEM_STRIDE, LOCAL_MASK, SBUF_BASE,
     SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
 )
+from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import SimulationError
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
@@ -71,6 +72,36 @@ class RankPlace:
     node: int
     device: int  # routing id of the device (CAYMAN_ID)
     core: int  # logical core on the device (window and TOP_SP index)
+
+
+#: The platform keys of the manifest's ``topology`` (FORMATS §1.1).
+PLATFORM_KEYS = ("platform", "hw_generation", "cce_max_elements")
+
+
+def _platform(topo: dict, file: str) -> tuple[str | None, int | None, int | None]:
+    """(name, hw_generation, CCE element cap) of the platform the lowering used, from the
+    manifest's ``topology``; the cap is the seed's for the generation (seed 000 §3.4), and the
+    manifest's ``cce_max_elements`` must be it.  All None for a manifest written before the
+    platform was recorded (none of :data:`PLATFORM_KEYS`): the CCE cap is then not checked."""
+    if not any(k in topo for k in PLATFORM_KEYS):
+        return None, None, None
+
+    def err(key: str, why: str) -> SimulationError:
+        return SimulationError(f"topology.{key} is {topo.get(key)!r}: {why}", file=file,
+                               field=f"topology.{key}")
+
+    name, gen, cap = (topo.get(k) for k in PLATFORM_KEYS)
+    if not isinstance(name, str) or not name:
+        raise err("platform", "the platform's name must be a non-empty string")
+    if not isinstance(gen, int) or isinstance(gen, bool) or gen not in SDMA_MAX_CCE_ELEMENTS:
+        raise err("hw_generation", "the hardware generation must be one of "
+                  f"{', '.join(map(str, HW_GENERATIONS))} (the NeuronCore version: trn1 2, "
+                  "trn2 3)")
+    want = SDMA_MAX_CCE_ELEMENTS[gen]
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap != want:
+        raise err("cce_max_elements", f"hw_generation {gen} caps a CCE descriptor at {want} "
+                  "elements (aws_hal_get_sdma_max_cce_elements, seed 000 §3.4)")
+    return name, gen, want
 
 
 class Layout:
@@ -129,6 +160,7 @@ class Layout:
             raise SimulationError("manifest.json has no topology table", file=file,
                                   field="topology")
         self.lnc_size = int(topo.get("lnc_size", 1))
+        self.platform, self.hw_generation, self.cce_max_elements = _platform(topo, file)
         self.places: dict[int, RankPlace] = {}
         for info in topo["ranks"]:
             try:

@@ -304,7 +304,12 @@ class Topology:
 
     def to_json(self) -> dict:
         """The topology as a JSON-able dict: the file format of docs/TOPOLOGY.md plus the
-        resolved rank table (``ranks``), which a loader ignores."""
+        resolved rank table (``ranks``), which a loader ignores.
+
+        Every field of the platform is written, so the dict loads back to the same topology
+        (``to_json`` of the loaded one is this dict).  ``platform`` names a preset only: a
+        custom platform leaves it out (a loader refuses any other value), and a loader names
+        such a platform after the topology's ``name``."""
         p = self.platform
         out: dict[str, Any] = {
             "format": TOPOLOGY_FORMAT,
@@ -336,6 +341,8 @@ class Topology:
                 for r in self.ranks.values()
             ],
         }
+        if p.name not in PRESETS:
+            del out["platform"]
         if p.torus is not None:
             out["torus"] = list(p.torus)
         return out
@@ -594,8 +601,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                               f"trn1 2, trn2 3), not {hw_generation!r}", file=where,
                               field="hw_generation")
     return Platform(
-        name=str(base_name if base is not None
-                 else doc.get("platform", doc.get("name", "custom"))),
+        # (a custom platform: base_name is None, whether platform is absent or null)
+        name=str(base_name if base is not None else doc.get("name", "custom")),
         device=dev, devices_per_node=n,
         links=links, device_cycles=device_cycles, routing_ids=tuple(rids),
         lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=bool(kangaring),

@@ -1,0 +1,160 @@
+"""The platform a lowering used, in OUT/manifest.json (docs/FORMATS.md §1.1 ``topology``:
+``platform``, ``hw_generation``, ``cce_max_elements``), and simulate's check of every CCE
+descriptor against that platform's element cap (docs/SIMULATOR.md §2 "§6 CCE").
+
+The numbers are the seed's, written out here: ``aws_hal_get_sdma_max_cce_elements`` caps a
+CCE descriptor at 2048 elements on v3/v4 and 1024 on v2 (seed 000 §3.4); trn1 is
+NeuronCore-v2, trn2 v3 (docs/TOPOLOGY.md).  ``fixtures/ar2.neff`` is one bf16 (2-byte) ADD
+all-reduce over ranks 0 and 1, long enough that its reduce legs are tiled at the cap:
+cce.bin W2 (offset 8 of each 16-byte descriptor) is 1024 x 2 = 0x800 bytes on trn1 and
+2048 x 2 = 0x1000 on trn2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from test_simulate import assert_clean, cli, lower_neff
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+CCE_RECORD, W2 = 16, 8
+#: (platform, hw_generation, elements per CCE descriptor, W2 of a full bf16 tile): seed 000 §3.4
+TRN1 = ("trn1", 2, 1024, 0x800)
+TRN2 = ("trn2", 3, 2048, 0x1000)
+PLATFORM_KEYS = ("platform", "hw_generation", "cce_max_elements")
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("platform")
+    return {name: lower_neff(FIX / "ar2.neff", base / name, topology=name, algo="ring")
+            for name in ("trn1", "trn2")}
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "copy"
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _edit_topology(out: Path, **keys) -> None:
+    """Set (value) or drop (None) keys of the manifest's ``topology``."""
+    doc = _manifest(out)
+    for k, v in keys.items():
+        if v is None:
+            doc["topology"].pop(k, None)
+        else:
+            doc["topology"][k] = v
+    (out / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def _w2(out: Path, rank: int) -> list[int]:
+    data = (out / f"rank-{rank:04d}" / "cce.bin").read_bytes()
+    return [struct.unpack_from("<I", data, i + W2)[0] for i in range(0, len(data), CCE_RECORD)]
+
+
+def _simulate_error(out: Path) -> str:
+    """simulate's one-line error for ``out`` (checksums ignored: the tests tamper)."""
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is False and doc["error"], doc
+    assert "\n" not in doc["error"] and "Traceback" not in res.output
+    return doc["error"]
+
+
+@pytest.mark.parametrize("platform", [TRN1, TRN2])
+def test_manifest_records_the_platform_and_its_cce_cap(lowered, platform):
+    name, gen, cap, w2 = platform
+    topo = _manifest(lowered[name])["topology"]
+    assert (topo["platform"], topo["hw_generation"], topo["cce_max_elements"]) == (name, gen, cap)
+    # the descriptors are tiled at that cap (so the untouched output is checked at the edge)
+    for rank in (0, 1):
+        assert max(_w2(lowered[name], rank)) == w2
+
+
+def test_default_and_custom_topologies_record_their_platform(tmp_path):
+    """No --topology: trn2 (v3, 2048).  A topology file without a preset names its platform
+    after its ``name``; its ``hw_generation`` 2 gives the v2 cap, 1024."""
+    out = lower_neff(FIX / "ar2.neff", tmp_path / "default", algo="ring")
+    topo = _manifest(out)["topology"]
+    assert [topo[k] for k in PLATFORM_KEYS] == ["trn2", 3, 2048]
+    doc = {"format": "nrtrewrite-topology/1", "name": "quad", "torus": [2, 2],
+           "device": {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1},
+           "hw_generation": 2}
+    (tmp_path / "quad.json").write_text(json.dumps(doc))
+    out = lower_neff(FIX / "ar2.neff", tmp_path / "custom", topology=str(tmp_path / "quad.json"),
+                     algo="ring")
+    topo = _manifest(out)["topology"]
+    assert [topo[k] for k in PLATFORM_KEYS] == ["quad", 2, 1024]
+    assert max(_w2(out, 0)) == 0x800
+    assert_clean(out)
+
+
+@pytest.mark.parametrize("name", ["trn1", "trn2"])
+def test_untouched_lowering_simulates(lowered, name):
+    assert_clean(lowered[name])
+
+
+def test_trn1_cce_descriptor_tampered_to_2048_elements_is_refused(lowered, tmp_path):
+    """W2 of rank 0's cce.bin record 0 set to 0x1000 (2048 bf16): over trn1's 1024."""
+    out = _copy(lowered["trn1"], tmp_path)
+    path = out / "rank-0000" / "cce.bin"
+    data = bytearray(path.read_bytes())
+    assert struct.unpack_from("<I", data, W2)[0] == 0x800
+    struct.pack_into("<I", data, W2, 0x1000)
+    path.write_bytes(bytes(data))
+    err = _simulate_error(out)
+    for part in ("rank-0000", "rank 0", "artifact cce.bin", "record 0", "field w2",
+                 "2048 elements", "1024 elements per CCE descriptor of platform trn1",
+                 "hw_generation 2"):
+        assert part in err, err
+
+
+def test_trn2_tiles_under_a_trn1_manifest_are_refused(lowered, tmp_path):
+    """A trn2 lowering (consistent 2048-element tiles: data BDs, W2 and n_tiles agree) whose
+    manifest says trn1: only the platform's cap tells it is wrong."""
+    out = _copy(lowered["trn2"], tmp_path)
+    _edit_topology(out, platform="trn1", hw_generation=2, cce_max_elements=1024)
+    err = _simulate_error(out)
+    assert "cce.bin" in err and "record 0" in err and "field w2" in err, err
+    assert "W2 length 4096 bytes = 2048 elements of 2 bytes, more than the 1024" in err, err
+
+
+def test_a_manifest_without_the_platform_still_simulates(lowered, tmp_path):
+    """Manifests written before the platform was recorded: no cap check (as before), so
+    both outputs, and even trn2 tiles, pass (docs/SIMULATOR.md)."""
+    for name in ("trn1", "trn2"):
+        out = _copy(lowered[name], tmp_path / name)
+        _edit_topology(out, **dict.fromkeys(PLATFORM_KEYS))
+        assert not set(PLATFORM_KEYS) & set(_manifest(out)["topology"])
+        assert_clean(out)
+
+
+@pytest.mark.parametrize("keys, field, says", [
+    ({"hw_generation": 5}, "topology.hw_generation",
+     "topology.hw_generation is 5: the hardware generation must be one of 2, 3, 4"),
+    ({"hw_generation": True}, "topology.hw_generation", "must be one of 2, 3, 4"),
+    ({"cce_max_elements": 1024}, "topology.cce_max_elements",
+     "topology.cce_max_elements is 1024: hw_generation 3 caps a CCE descriptor at 2048 elements"),
+    ({"hw_generation": 2}, "topology.cce_max_elements",
+     "topology.cce_max_elements is 2048: hw_generation 2 caps a CCE descriptor at 1024 elements"),
+    ({"cce_max_elements": None}, "topology.cce_max_elements", "is None"),
+    ({"platform": None}, "topology.platform", "the platform's name must be a non-empty string"),
+    ({"platform": ""}, "topology.platform", "non-empty string"),
+])
+def test_manifest_platform_values_are_checked(lowered, tmp_path, keys, field, says):
+    """A manifest that records the platform records all of it, consistently with the seed's
+    caps; anything else is a one-line error naming the field."""
+    out = _copy(lowered["trn2"], tmp_path)
+    _edit_topology(out, **keys)
+    err = _simulate_error(out)
+    assert "manifest.json" in err and f"field {field}" in err and says in err, err
