@@ -130,8 +130,9 @@ def test_trn2_tiles_under_a_trn1_manifest_are_refused(lowered, tmp_path):
 
 
 def test_a_manifest_without_the_platform_still_simulates(lowered, tmp_path):
-    """Manifests written before the platform was recorded: no cap check (as before), so
-    both outputs, and even trn2 tiles, pass (docs/SIMULATOR.md)."""
+    """Manifests written before the platform was recorded: the cap is the largest of any
+    generation (2048), so both outputs, trn2's 2048-element tiles too, pass
+    (docs/SIMULATOR.md)."""
     for name in ("trn1", "trn2"):
         out = _copy(lowered[name], tmp_path / name)
         _edit_topology(out, **dict.fromkeys(PLATFORM_KEYS))
@@ -158,3 +159,19 @@ def test_manifest_platform_values_are_checked(lowered, tmp_path, keys, field, sa
     _edit_topology(out, **keys)
     err = _simulate_error(out)
     assert "manifest.json" in err and f"field {field}" in err and says in err, err
+
+
+def test_a_manifest_without_the_platform_still_caps_at_2048(lowered, tmp_path):
+    """Without the platform keys a descriptor over every generation's cap (4096 bf16
+    elements = W2 0x2000, above seed 000 §3.4's 2048) is still refused."""
+    out = _copy(lowered["trn2"], tmp_path)
+    _edit_topology(out, **dict.fromkeys(PLATFORM_KEYS))
+    path = out / "rank-0000" / "cce.bin"
+    data = bytearray(path.read_bytes())
+    assert struct.unpack_from("<I", data, W2)[0] == 0x1000
+    struct.pack_into("<I", data, W2, 0x2000)
+    path.write_bytes(bytes(data))
+    err = _simulate_error(out)
+    for part in ("rank 0", "artifact cce.bin", "record 0", "field w2", "4096 elements",
+                 "2048 elements per CCE descriptor of any platform"):
+        assert part in err, err

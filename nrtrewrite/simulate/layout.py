@@ -78,13 +78,14 @@ class RankPlace:
 PLATFORM_KEYS = ("platform", "hw_generation", "cce_max_elements")
 
 
-def _platform(topo: dict, file: str) -> tuple[str | None, int | None, int | None]:
+def _platform(topo: dict, file: str) -> tuple[str | None, int | None, int]:
     """(name, hw_generation, CCE element cap) of the platform the lowering used, from the
     manifest's ``topology``; the cap is the seed's for the generation (seed 000 §3.4), and the
     manifest's ``cce_max_elements`` must be it.  All None for a manifest written before the
-    platform was recorded (none of :data:`PLATFORM_KEYS`): the CCE cap is then not checked."""
+    platform was recorded (none of :data:`PLATFORM_KEYS`): name and generation None, the cap
+    the largest of any generation (no lowering of any platform goes over it)."""
     if not any(k in topo for k in PLATFORM_KEYS):
-        return None, None, None
+        return None, None, max(SDMA_MAX_CCE_ELEMENTS.values())
 
     def err(key: str, why: str) -> SimulationError:
         return SimulationError(f"topology.{key} is {topo.get(key)!r}: {why}", file=file,

@@ -694,15 +694,16 @@ class RankDecoder:
                    f"data is {trig_io[i]:#x}", art, "w1.in_dtype")
         self.check(out_dt != trig_io, lambda i: f"W1 out_dtype {out_dt[i]:#x} but the trigger's "
                    f"data is {trig_io[i]:#x}", art, "w1.out_dtype")
-        cap = self.layout.cce_max_elements
-        if cap is not None:  # the manifest's platform (FORMATS §6; none in older manifests)
-            nbytes = w2 & 0xFFFFFF
-            isz = _DSIZE_TABLE[in_dt]
-            lay = self.layout
-            self.check(nbytes > cap * isz, lambda i: f"W2 length {nbytes[i]} bytes = "
-                       f"{-(-int(nbytes[i]) // int(isz[i]))} elements of {isz[i]} bytes, more "
-                       f"than the {cap} elements per CCE descriptor of platform {lay.platform} "
-                       f"(hw_generation {lay.hw_generation}; seed 000 §3.4)", art, "w2")
+        lay = self.layout  # the cap of the manifest's platform (FORMATS §6), else any's
+        cap = lay.cce_max_elements
+        which = (f"platform {lay.platform} (hw_generation {lay.hw_generation}; seed 000 §3.4)"
+                 if lay.platform is not None else
+                 "any platform (the manifest records none; seed 000 §3.4)")
+        nbytes = w2 & 0xFFFFFF
+        isz = _DSIZE_TABLE[in_dt]
+        self.check(nbytes > cap * isz, lambda i: f"W2 length {nbytes[i]} bytes = "
+                   f"{-(-int(nbytes[i]) // int(isz[i]))} elements of {isz[i]} bytes, more "
+                   f"than the {cap} elements per CCE descriptor of {which}", art, "w2")
         slen = self.tile_src_len[tile]
         self.check((w2 & 0xFFFFFF) != slen, lambda i: f"W2 length {w2[i] & 0xFFFFFF}, but source "
                    f"{src[i]} of the tile carries {slen[i]} bytes", art, "w2")
