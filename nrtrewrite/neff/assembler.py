@@ -34,7 +34,7 @@ import construct as cs
 import yaml
 
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
-from nrtrewrite.errors import NrtRewriteError, ParseError, ValidationError, Where
+from nrtrewrite.errors import NrtRewriteError, OutputError, ParseError, ValidationError, Where
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
 )
@@ -134,6 +134,10 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
                   ) -> Assembled:
     """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there."""
     spec_path = os.fspath(spec_path)
+    if out_path is not None and _same_file(spec_path, out_path):
+        raise OutputError(f"the output is the spec {spec_path} itself; nrtrewrite never "
+                          "replaces its input: choose another output path",
+                          Where(file=os.fspath(out_path)))
     spec = load_spec(spec_path)
     name = os.path.splitext(os.path.basename(spec_path))[0]
     result = assemble(spec, source=spec_path, default_name=name)
@@ -142,6 +146,15 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
 
         write_bytes_atomic(out_path, result.data)
     return result
+
+
+def _same_file(a: str, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one existing file (by device and inode: a hard link, a
+    symbolic link or another spelling of the path too)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def assemble_spec(spec: dict, *, source: str = "<spec>") -> bytes:
