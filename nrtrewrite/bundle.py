@@ -43,7 +43,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
-from nrtrewrite import jsonout
+from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import ForkCall
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
@@ -441,7 +441,7 @@ def _manifest_neff_name(manifest: Path) -> str | None:
             rest = fh.read(1)
             if not rest:
                 try:
-                    doc = json.loads(head)
+                    doc = jsonin.loads(head, strict_objects=False)
                 except (ValueError, RecursionError):
                     return None
                 neff = doc.get("output_neff") if isinstance(doc, dict) else None
