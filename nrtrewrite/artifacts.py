@@ -7,12 +7,12 @@ words kept too, so a diff names the exact field that changed.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 
+from nrtrewrite import jsonin
 from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaCceType, enum_name
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit import formats as F
@@ -167,16 +167,19 @@ def is_our_output(path: Path) -> bool:
     if not whole:
         return OUR_MANIFEST_HEAD.match(head) is not None
     try:
-        doc = json.loads(head)
+        doc = jsonin.loads(head, strict_objects=False)
     except (ValueError, RecursionError):
         return False
     return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
 
 
 def read_json(path: Path):
-    """The JSON document in ``path`` (any JSON value: callers check its shape)."""
+    """The JSON document in ``path`` (any JSON value: callers check its shape); a number that
+    is not finite (NaN, Infinity, 1e999) is refused, naming its key path."""
     try:
-        return json.loads(path.read_text())
+        return jsonin.loads(path.read_text(), strict_objects=False)
+    except jsonin.JsonRule as exc:
+        raise OutputError(f"invalid JSON: {exc.why}", file=str(path), field=exc.path) from None
     except (OSError, ValueError) as exc:
         raise OutputError(f"{path}: cannot read ({exc})") from None
     except RecursionError:
@@ -194,7 +197,7 @@ def folder_rank(rdir: Path) -> int | None:
     if m:
         return int(m.group(1))
     try:
-        doc = json.loads((rdir / "manifest.json").read_text())
+        doc = jsonin.loads((rdir / "manifest.json").read_text(), strict_objects=False)
     except (OSError, ValueError, RecursionError):
         return None
     r = doc.get("rank") if isinstance(doc, dict) else None

@@ -44,7 +44,7 @@ from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.tiling import cce_max_elements
 from nrtrewrite.errors import OutputError
 from nrtrewrite.limits import check_plan
-from nrtrewrite import jsonout
+from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import ForkCall
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
@@ -442,7 +442,7 @@ def _manifest_neff_name(manifest: Path) -> str | None:
             rest = fh.read(1)
             if not rest:
                 try:
-                    doc = json.loads(head)
+                    doc = jsonin.loads(head, strict_objects=False)
                 except (ValueError, RecursionError):
                     return None
                 neff = doc.get("output_neff") if isinstance(doc, dict) else None
@@ -540,11 +540,13 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     ``force``, an existing ``out`` that is not a folder, or not an nrtrewrite output (no
     ``manifest.json`` of ours, and not empty), or one holding anything an output of ours
     does not (:func:`_foreign_entry`); a symbolic link at ``out`` (we never write through
-    one nor replace it); a missing parent folder.
+    one nor replace it); a missing parent folder (or a file in its place).
     Temporary siblings left by a killed earlier run are removed first
     (:func:`clean_stale_temps`).  Every hard limit of the plan is checked first
     (:func:`nrtrewrite.limits.check_plan`).  An OS error while writing (disk full, no
-    permission) is an :class:`OutputError`; the partial temporary folder is removed.
+    permission; of the checks too: a folder on the way that cannot be searched) is an
+    :class:`OutputError` naming ``out``; on it and on any other exception (a bug, Ctrl-C,
+    SIGTERM raised as ``cli.Terminated``) the partial temporary folder is removed.
     """
     out = Path(out_dir)
     if os.path.basename(os.path.normpath(out_dir)) in ("", ".", ".."):
@@ -552,6 +554,19 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         # which "." and ".." do not give (rename(".") is EBUSY): name it absolutely
         out = Path(os.path.abspath(out_dir))
     check_plan(plan)
+    try:
+        rank_list = _checked_output(plan, out, ranks, force)
+        parent = out.parent if str(out.parent) else Path(".")
+        return _write_output(plan, out, parent, rank_list, force, workers, progress)
+    except OSError as err:  # also of the checks: a folder on the way that cannot be searched
+        raise OutputError(f"cannot write the output: {err.strerror or err}"
+                          + (f" ({err.filename})" if err.filename else ""),
+                          file=str(out)) from None
+
+
+def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, force: bool
+                    ) -> list[int]:
+    """The refusals of :func:`write_output` before anything is written; the ranks to lower."""
     if out.is_symlink():
         raise OutputError(f"{out} is a symbolic link; give the folder itself (nrtrewrite "
                           "never writes through a link nor replaces one)")
@@ -568,17 +583,14 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         raise OutputError(refusal)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
+        if parent.exists():
+            raise OutputError(f"the output's parent {parent} is not a folder")
         raise OutputError(f"the output's parent folder {parent} does not exist")
     rank_list = sorted(plan.world if ranks is None else ranks)
     for r in rank_list:
         if r not in plan.world:
             raise world_refusal(plan.world, r, plan.model.path)
-    try:
-        return _write_output(plan, out, parent, rank_list, force, workers, progress)
-    except OSError as err:
-        raise OutputError(f"cannot write the output: {err.strerror or err}"
-                          + (f" ({err.filename})" if err.filename else ""),
-                          file=str(out)) from None
+    return rank_list
 
 
 def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],

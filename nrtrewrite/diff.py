@@ -20,6 +20,7 @@ import numpy as np
 
 from nrtrewrite.artifacts import (HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output,
                                   read_json)
+from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
@@ -381,8 +382,9 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
     bytes (count and first offset)."""
     if where.endswith(".json"):
         try:
-            ja, jb = json.loads(ma), json.loads(mb)
-        except (ValueError, RecursionError):
+            ja = jsonin.loads(ma, strict_objects=False)
+            jb = jsonin.loads(mb, strict_objects=False)
+        except (ValueError, RecursionError):  # compared by bytes (NaN != NaN, keys twice)
             pass
         else:
             rep.add_each(_json_diff(where, ja, jb))
@@ -492,8 +494,20 @@ def _check_ours(p: Path) -> None:
         if (p / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(p.name):
             why = "a rank folder; diff compares whole output folders"
         else:
+            _refuse_non_finite(p / "manifest.json")
             why = f"its manifest.json is not of format {FORMAT_NAME!r}"
         raise OutputError(f"{p}: not an nrtrewrite output folder ({why})")
+
+
+def _refuse_non_finite(path: Path) -> None:
+    """A manifest that is JSON but for a number that is not finite (``NaN``, ``1e999``): an
+    error naming it by its key path, not just "not of our format"."""
+    try:
+        jsonin.loads(path.read_bytes(), strict_objects=False)
+    except jsonin.JsonRule as err:
+        raise OutputError(f"invalid JSON: {err.why}", file=str(path), field=err.path) from None
+    except (OSError, ValueError, RecursionError):
+        pass  # not JSON at all: not an output of ours, as the caller says
 
 
 def _top_manifest(p: Path) -> dict:
@@ -599,7 +613,10 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
         doc_b = read_json(pb)
     except OutputError as err:
         why = err.why
-        rep.add([_damaged(where, why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why)])
+        why = why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why
+        if err.where.field is not None:  # the key path of a NaN / 1e999
+            why = f"field {err.where.field}: {why}"
+        rep.add([_damaged(where, why)])
         return
     rep.add_each(_json_diff(where, doc_a, doc_b))
 

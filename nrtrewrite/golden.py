@@ -12,13 +12,17 @@ import argparse
 import gzip
 import hashlib
 import io
+import os
+import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 from nrtrewrite.bundle import write_output
+from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
+from nrtrewrite.neff.writer import write_bytes_atomic
 
 
 def lower_to(model_path: str | Path, out: Path, ranks: list[int] | None) -> Path:
@@ -62,15 +66,28 @@ def unpack(golden: str | Path, dest: Path) -> Path:
     return dest
 
 
+def _fail(line: str) -> None:
+    print(f"nrtrewrite.golden: error: {line}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
+    status 2 (nothing written: GOLDEN keeps its previous content)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = lower_to(args.model, Path(tmp) / "out", args.rank)
-        Path(args.golden).write_bytes(pack(out))
+    try:
+        with tempfile.TemporaryDirectory(prefix="nrtrewrite-golden-") as tmp:
+            out = lower_to(args.model, Path(tmp) / "out", args.rank)
+            write_bytes_atomic(args.golden, pack(out))
+    except NrtRewriteError as err:
+        _fail(err.at(file=args.model).line())  # a planning error names the model
+    except OSError as err:  # reading MODEL, or the temporary folder
+        where = " -> ".join(os.fsdecode(p) for p in (err.filename, err.filename2) if p)
+        _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
     print(f"{args.golden}: written")
 
 

@@ -33,7 +33,8 @@ from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.container import (
     MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBERS, MAX_TOTAL_BYTES, MAX_TRIGGERS,
 )
-from nrtrewrite.neff.reader import MAX_JSON_INT_DIGITS, MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
+from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS
+from nrtrewrite.neff.reader import MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
 from nrtrewrite.topology.model import (
     MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS,
 )
@@ -79,7 +80,7 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_VAR_SIZE", MAX_VAR_SIZE, "ours: sizes are u64", "neff/reader._read_vars"),
     Limit("MAX_JSON_INT_DIGITS", MAX_JSON_INT_DIGITS, "CPython's default int-from-string limit "
           "(sys.int_info.default_max_str_digits); the contract's integers have at most 20",
-          "neff/reader.load_json_member"),
+          "jsonin.loads (neff/reader.load_json_member, topology/model.load_topology)"),
     Limit("NEC_MAX_COMM_N", NEC_MAX_COMM_N, "nec.h: replica groups per NEFF",
           "neff/reader._read_groups, neff/reader._check_comm_count"),
     Limit("SBUF_PARTITIONS", SBUF_PARTITIONS, "NEFF-LIKE.md §1: state-buffer partitions",

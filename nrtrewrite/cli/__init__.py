@@ -6,6 +6,7 @@ Each command lives in its own module and registers itself on :data:`main`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import os
 import signal
@@ -93,7 +94,10 @@ def _terminate_cleanly():
 class _Group(click.Group):
     """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit, and
     click's usage errors (unknown option, missing argument, a folder given as MODEL) into
-    one line as well, instead of click's usage block."""
+    one line as well, instead of click's usage block.  Any other exception escaping a
+    command is one line too (docs/CLI.md "Errors"): an OS error names its path and reason
+    (exit 2), running out of memory says so (exit 71), anything else is an internal error
+    (exit 70).  ``--traceback`` re-raises all of them."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
@@ -134,10 +138,99 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except NrtRewriteError as err:
-            if ctx.obj and ctx.obj.get("traceback"):
+            if _want_traceback(ctx):
                 raise
             click.echo(f"nrtrewrite: error: {err.line()}", err=True)
             sys.exit(err.exit_code)
+        except _PASSED_THROUGH:
+            raise  # click's own (usage errors, Exit, Abort; EOFError becomes Abort)
+        except OSError as err:
+            if err.errno == errno.EPIPE or _want_traceback(ctx):
+                raise  # a closed pipe (`| head`): click exits 1 quietly, as before
+            line, code = _os_error_line(err)
+            click.echo(line, err=True)
+            sys.exit(code)
+        except MemoryError:
+            if _want_traceback(ctx):
+                raise
+            what = " ".join(filter(None, ("nrtrewrite", ctx.invoked_subcommand)))
+            click.echo(f"nrtrewrite: error: out of memory: '{what}' needed more memory than "
+                       "the machine gave it (MemoryError; rerun with --traceback to see where)",
+                       err=True)
+            sys.exit(EXIT_OUT_OF_MEMORY)
+        except Exception as err:  # noqa: BLE001 - anything else escaping is a bug of ours
+            if _want_traceback(ctx):
+                raise
+            click.echo(f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; "
+                       "rerun with --traceback for the details and report it)", err=True)
+            sys.exit(EXIT_INTERNAL_ERROR)
+
+
+#: Exit status of an internal error: an exception nrtrewrite did not raise on purpose
+#: escaped a command (EX_SOFTWARE of sysexits.h; docs/CLI.md "Errors").
+EXIT_INTERNAL_ERROR = 70
+#: Exit status when memory ran out (EX_OSERR of sysexits.h: a resource of the system).
+EXIT_OUT_OF_MEMORY = 71
+
+#: What :meth:`_Group.invoke` lets through to click as it is: click's usage errors, ``Exit``
+#: and ``Abort`` (``RuntimeError`` subclasses) and ``EOFError`` (which click makes an Abort).
+_PASSED_THROUGH = (click.exceptions.ClickException, click.exceptions.Exit,
+                   click.exceptions.Abort, EOFError)
+
+
+def _want_traceback(ctx: click.Context) -> bool:
+    """``--traceback`` was given (read from the parsed options: the group's callback, which
+    fills ``ctx.obj``, has not run when the command's module fails to import)."""
+    return bool((ctx.obj or {}).get("traceback") or ctx.params.get("traceback"))
+
+
+def _one_line(err: BaseException) -> str:
+    """``Type: message`` on one line (a message's line breaks become spaces)."""
+    try:
+        text = " ".join(str(err).split())
+    except Exception:  # noqa: BLE001 - a __str__ that fails: the type still tells something
+        text = ""
+    name = type(err).__qualname__
+    return f"{name}: {text}" if text else name
+
+
+def _writing_stdout(err: BaseException) -> bool:
+    """Whether ``err`` was raised writing the standard output: the innermost Python frame of
+    its traceback holds ``sys.stdout`` (or its buffer, or a rich console printing to it).
+    Python's own write errors name no file; this is how the standard output gets named."""
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    streams = [s for s in (sys.stdout, sys.__stdout__) if s is not None]
+    streams += [s.buffer for s in list(streams) if getattr(s, "buffer", None) is not None]
+    for val in tb.tb_frame.f_locals.values():
+        if isinstance(val, Console):
+            try:
+                val = val.file
+            except Exception:  # noqa: BLE001
+                continue
+        if any(val is s for s in streams):
+            return True
+    return False
+
+
+def _os_error_line(err: OSError) -> tuple[str, int]:
+    """The line and exit status for an OS error no command turned into an
+    :class:`NrtRewriteError`: the path and the OS's reason when it has a path; the standard
+    output named when writing it failed (a full disk, ``> /dev/full``); otherwise an
+    internal error (nrtrewrite should have said where)."""
+    reason = err.strerror or _one_line(err)
+    paths = [p for p in (err.filename, err.filename2) if p is not None]
+    if paths:
+        return (f"nrtrewrite: error: {' -> '.join(map(os.fsdecode, paths))}: {reason}",
+                NrtRewriteError.exit_code)
+    if _writing_stdout(err):
+        return f"nrtrewrite: error: cannot write the standard output: {reason}", \
+            NrtRewriteError.exit_code
+    return (f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; rerun with "
+            "--traceback for the details and report it)", EXIT_INTERNAL_ERROR)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

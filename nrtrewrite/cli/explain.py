@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from nrtrewrite import jsonin
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -490,8 +491,8 @@ def _default_lnc(spec: str | None) -> int:
     if spec.partition(":")[0] in PRESETS:
         return 2
     try:
-        doc = json.loads(Path(spec).read_text())
-    except (OSError, ValueError):
+        doc = jsonin.loads(Path(spec).read_text())
+    except (OSError, ValueError, RecursionError):
         return 1  # load_topology reports the real problem
     if isinstance(doc, dict):
         if isinstance(doc.get("lnc_size"), int):

@@ -23,6 +23,7 @@ from rich.table import Table
 from nrtrewrite.bundle import write_output
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
+from nrtrewrite.errors import OutputError
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
@@ -110,7 +111,13 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
             for w in warnings:
                 warn(err, w)
-            tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
+            except OSError as exc:  # TMPDIR full, read-only, not searchable
+                raise OutputError("cannot make a temporary folder to lower the model into: "
+                                  f"{exc.strerror or exc}",
+                                  file=exc.filename or tempfile.tempdir
+                                  or os.environ.get("TMPDIR") or "TMPDIR") from None
             out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
                                workers=os.cpu_count() or 1)
             model = read_model(str(path), verify_hash=not no_verify_hash)

@@ -24,6 +24,7 @@ build deliberately invalid files for tests.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import uuid as uuidlib
@@ -34,7 +35,8 @@ import construct as cs
 import yaml
 
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
-from nrtrewrite.errors import NrtRewriteError, ParseError, ValidationError, Where
+from nrtrewrite.errors import NrtRewriteError, OutputError, ParseError, ValidationError, Where
+from nrtrewrite.jsonin import non_finite_path
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
 )
@@ -103,6 +105,18 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
 _SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _construct_float(loader: _SafeLoader, node: yaml.ScalarNode) -> float:
+    """A YAML float, noting one that is not finite (``.inf``, ``-.inf``, ``.nan``,
+    ``1.0e+999``): :func:`parse_spec_text` then names it by its key path."""
+    val = loader.construct_yaml_float(node)
+    if not math.isfinite(val):
+        loader.non_finite = True
+    return val
+
+
+_SafeLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
 def load_spec(path: str | os.PathLike) -> dict:
     """Load a YAML (or JSON) spec file as a dict; duplicate keys are an error."""
     path = os.fspath(path)
@@ -117,14 +131,25 @@ def load_spec(path: str | os.PathLike) -> dict:
 
 
 def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
-    """Parse spec text (YAML 1.1, JSON being accepted as YAML)."""
+    """Parse spec text (YAML 1.1, JSON being accepted as YAML).  A number that is not finite
+    (``.inf``, ``.nan``, ``1.0e+999``) is refused wherever it is, naming its key path: no
+    field has a meaning for it, and in a ``def_json`` or ``neff_json`` it could not be
+    written as JSON."""
+    loader = _SafeLoader(text)
+    loader.non_finite = False
     try:
-        spec = yaml.load(text, Loader=_SafeLoader)  # noqa: S506 - SafeLoader subclass
+        spec = loader.get_single_data()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         loc = f" (line {mark.line + 1} column {mark.column + 1})" if mark else ""
         why = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ParseError(f"invalid spec: {why}{loc}", Where(file=source)) from None
+    finally:
+        loader.dispose()
+    if loader.non_finite and (found := non_finite_path(spec)) is not None:
+        path, val = found
+        raise ValidationError(f"{val!r} is not a finite number (NaN and infinities are refused)",
+                              Where(file=source, field=path or None))
     if not isinstance(spec, dict):
         raise ValidationError("a spec must be a mapping", Where(file=source))
     return spec
@@ -134,6 +159,10 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
                   ) -> Assembled:
     """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there."""
     spec_path = os.fspath(spec_path)
+    if out_path is not None and _same_file(spec_path, out_path):
+        raise OutputError(f"the output is the spec {spec_path} itself; nrtrewrite never "
+                          "replaces its input: choose another output path",
+                          Where(file=os.fspath(out_path)))
     spec = load_spec(spec_path)
     name = os.path.splitext(os.path.basename(spec_path))[0]
     result = assemble(spec, source=spec_path, default_name=name)
@@ -142,6 +171,15 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
 
         write_bytes_atomic(out_path, result.data)
     return result
+
+
+def _same_file(a: str, b: str | os.PathLike) -> bool:
+    """Whether ``a`` and ``b`` name one existing file (by device and inode: a hard link, a
+    symbolic link or another spelling of the path too)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
 
 
 def assemble_spec(spec: dict, *, source: str = "<spec>") -> bytes:

@@ -40,6 +40,7 @@ from nrtrewrite.codes import (
     CTYPE_TO_OP, DTYPE_SIZE, NEC_MAX_COMM_N, SBUF_PARTITIONS, VAR_TYPE_NAMES, CType, Opcode,
     VarType,
 )
+from nrtrewrite import jsonin
 from nrtrewrite.errors import LimitError, ParseError, ValidationError, Where
 from nrtrewrite.neff.container import (
     MAX_TRIGGERS, Container, Limits, check_member_name, read_container, read_file_bytes,
@@ -102,38 +103,10 @@ def model_from_container(cont: Container, *, path: str = "<bytes>",
 # ---------------------------------------------------------------------------
 # JSON members
 
-class _JsonRule(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, val in pairs:
-        if key in out:
-            raise _JsonRule(f"duplicate key {key!r}")
-        out[key] = val
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _JsonRule(f"{name} is not allowed")
-
-
-#: Digits of a JSON integer: CPython's default limit on converting a string to an int
-#: (``sys.int_info.default_max_str_digits``), checked here so that it is a one-line error
-#: whatever the interpreter's setting; every integer the contract has fits 20 digits.
-MAX_JSON_INT_DIGITS = 4300
-
-
-def _parse_int(text: str) -> int:
-    digits = len(text) - text.startswith("-")
-    if digits > MAX_JSON_INT_DIGITS:
-        raise _JsonRule(f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}")
-    return int(text)
-
-
 def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict:
-    """Parse member ``name`` as a strict JSON object (UTF-8, no duplicate keys, no NaN)."""
+    """Parse member ``name`` as a strict JSON object (UTF-8, no duplicate keys, no NaN,
+    infinity nor number beyond a double's range: :func:`nrtrewrite.jsonin.loads`; a number
+    that is not finite is named by its key path, ``field var[0].size``)."""
     mw = where.merged(member=name)
     if name not in members:
         raise ParseError("member missing from the archive", mw)
@@ -142,10 +115,9 @@ def load_json_member(members: dict[str, bytes], name: str, where: Where) -> dict
     except UnicodeDecodeError as err:
         raise ParseError(f"not UTF-8 ({err.reason} at byte {err.start})", mw) from None
     try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant,
-                         parse_int=_parse_int)
-    except _JsonRule as err:
-        raise ParseError(f"invalid JSON: {err}", mw) from None
+        obj = jsonin.loads(text)
+    except jsonin.JsonRule as err:
+        raise ParseError(f"invalid JSON: {err.why}", mw.merged(field=err.path)) from None
     except json.JSONDecodeError as err:
         raise ParseError(f"invalid JSON: {err.msg} (line {err.lineno} column {err.colno})",
                          mw) from None

@@ -9,6 +9,7 @@ in the destination directory, then renamed over the target.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from typing import Iterable, Mapping, Union
 
@@ -61,9 +62,36 @@ def rewrite_streams(model: Model, new_streams: Mapping[tuple[str, str], bytes]) 
     return build_container(model.header, members)
 
 
+def _replaceable(path: str) -> None:
+    """Refuse what an atomic write must not replace: a folder (it would fail with a bare
+    OS error), or a device, fifo or socket (as root, ``-o /dev/null`` replaced the device
+    node with a regular file).  A missing path, a regular file or a symbolic link (the link
+    itself is replaced, never its target) is fine."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        raise OutputError(f"cannot write: {err.strerror or err}", Where(file=path)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError("cannot write: it is a folder (give the path of the file to write)",
+                          Where(file=path))
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        raise OutputError("cannot write: it exists and is not a regular file (a device, fifo "
+                          "or socket); refusing to replace it", Where(file=path))
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same directory and a rename."""
+    """Write ``data`` to ``path`` via a temp file in the same directory and a rename.
+
+    Any OS error (a full disk, no permission, a read-only file system, a file where a
+    folder is expected) is an :class:`OutputError` naming ``path`` and the OS's reason;
+    whatever stops the write (an error, Ctrl-C, SIGTERM raised as an exception) removes the
+    temp file, and ``path`` keeps its previous content."""
     path = os.fspath(path)
+    if not path:
+        raise OutputError("cannot write: an empty path")
+    _replaceable(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = None, None
     try:
@@ -84,5 +112,8 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     finally:
         if fd is not None:
             os.close(fd)
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass  # already gone, or not removable: the error above is the one to report

@@ -9,12 +9,12 @@ Only the files of the folder are read: ``manifest.json``, ``rank-RRRR/manifest.j
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
@@ -29,10 +29,16 @@ def _sha256_file(path: Path) -> str:
 
 def _load_json(path: Path, err=SimulationError) -> dict:
     try:
-        doc = json.loads(path.read_text())
+        doc = jsonin.loads(path.read_text(), strict_objects=False)
     except FileNotFoundError:
         raise err(f"{path.name} is missing", file=str(path)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except jsonin.JsonRule as exc:  # NaN, Infinity, 1e999
+        raise err(f"cannot read {path.name}: invalid JSON: {exc.why}", file=str(path),
+                  field=exc.path) from None
+    except RecursionError:
+        raise err(f"cannot read {path.name}: invalid JSON: nested too deeply",
+                  file=str(path)) from None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError, 5000 digits
         raise err(f"cannot read {path.name}: {exc}", file=str(path)) from None
     if not isinstance(doc, dict):
         raise err("must be a JSON object", file=str(path))

@@ -23,13 +23,13 @@ owns its first TPB, its die the one that owns that s-engine.  The cross-die peer
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
+from nrtrewrite import jsonin
 from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
 from nrtrewrite.errors import LimitError, ValidationError
@@ -649,8 +649,14 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
         raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn2:nodes=N) "
                               "nor a readable file", field="topology")
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        doc = jsonin.loads(path.read_text())
+    except jsonin.JsonRule as err:  # NaN, 1e999, a key twice, an integer of 5000 digits
+        raise ValidationError(f"cannot read topology file: invalid JSON: {err.why}",
+                              file=str(path), field=err.path) from None
+    except RecursionError:
+        raise ValidationError("cannot read topology file: invalid JSON: nested too deeply",
+                              file=str(path)) from None
+    except (OSError, ValueError) as err:  # UnicodeDecodeError, JSONDecodeError are ValueErrors
         raise ValidationError(f"cannot read topology file: {err}", file=str(path)) from None
     platform = platform_from_json(doc, where=str(path))
     file_lnc = doc.get("lnc_size")

@@ -1,0 +1,124 @@
+"""Reading JSON strictly: every JSON document nrtrewrite reads goes through :func:`loads`.
+
+Python's ``json`` accepts ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON) and reads a
+number beyond a double's range (``1e999``) as an infinity; nothing nrtrewrite reads has a
+meaning for a number that is not finite, so every reader refuses them, naming the key path
+of the value (``var[2].size``: the reader's own way of naming a field).  The NEFF's JSON
+members (and topology files) are read with ``strict_objects``: no duplicate keys either,
+and no integer of more than :data:`MAX_JSON_INT_DIGITS` digits (a one-line error instead of
+CPython's ``ValueError``).  The output manifests nrtrewrite wrote itself are read without
+it: their integers and keys are not in question, and the hooks would cost a Python call per
+integer of a manifest of tens of megabytes.
+
+A refusal is a :class:`JsonRule` (a ``ValueError``), which each reader turns into its own
+one-line error naming the file (or member) and the key path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+#: Digits of a JSON integer: CPython's default limit on converting a string to an int
+#: (``sys.int_info.default_max_str_digits``), checked here so that it is a one-line error
+#: whatever the interpreter's setting; every integer the contract has fits 20 digits.
+MAX_JSON_INT_DIGITS = 4300
+
+#: A number's text in a message: at most this many characters (then its ends and length).
+_SHOWN_NUMBER = 40
+
+
+class JsonRule(ValueError):
+    """The document breaks a rule of :func:`loads`; ``path`` is the key path of the value
+    (``var[2].size``; None when it cannot be told), ``why`` the reason."""
+
+    def __init__(self, why: str, path: str | None = None):
+        super().__init__(why)
+        self.why = why
+        self.path = path or None
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    out: dict = {}
+    for key, val in pairs:
+        if key in out:
+            raise JsonRule(f"duplicate key {key!r}")
+        out[key] = val
+    return out
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_JSON_INT_DIGITS:
+        raise JsonRule(f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}")
+    return int(text)
+
+
+def _shown(text: str) -> str:
+    if len(text) <= _SHOWN_NUMBER:
+        return text
+    return f"{text[:16]}...{text[-8:]} (a number of {len(text)} characters)"
+
+
+def non_finite_path(doc: Any) -> tuple[str, float] | None:
+    """The key path and value of the first float in ``doc`` that is not finite (NaN or an
+    infinity), in document order, or None.  Keys are looked at too (a YAML mapping can have
+    float keys); containers seen before (YAML aliases, even recursive ones) are not walked
+    again."""
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, val = stack.pop()
+        if isinstance(val, float):
+            if not math.isfinite(val):
+                return path, val
+            continue
+        if not isinstance(val, (dict, list, tuple)) or id(val) in seen:
+            continue
+        seen.add(id(val))
+        if isinstance(val, dict):
+            items = []
+            for key, sub in val.items():
+                if isinstance(key, float) and not math.isfinite(key):
+                    return path, key
+                items.append((f"{path}.{key}" if path else str(key), sub))
+        else:
+            items = [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
+        stack.extend(reversed(items))  # popped in document order
+    return None
+
+
+def loads(text: str | bytes, *, strict_objects: bool = True) -> Any:
+    """Parse ``text``; refuse ``NaN``, ``Infinity``, ``-Infinity`` and numbers beyond a
+    double's range (:class:`JsonRule` naming the value's key path), and with
+    ``strict_objects`` duplicate keys and integers of more than :data:`MAX_JSON_INT_DIGITS`
+    digits.  Other malformed JSON raises ``json.JSONDecodeError`` as ``json.loads`` does (a
+    ``ValueError`` too), nesting too deep ``RecursionError``."""
+    found: list[str] = []  # the text of the first number that is not finite
+
+    def parse_constant(name: str) -> float:
+        if not found:
+            found.append(name)
+        return float(name)  # looked for by non_finite_path below
+
+    def parse_float(num: str) -> float:
+        val = float(num)
+        if not found and not math.isfinite(val):
+            found.append(num)
+        return val
+
+    kw: dict[str, Any] = {}
+    if strict_objects:
+        kw = {"object_pairs_hook": _no_duplicate_keys, "parse_int": _parse_int}
+    doc = json.loads(text, parse_constant=parse_constant, parse_float=parse_float, **kw)
+    if found:
+        at = non_finite_path(doc)  # None: its key was given again (without strict_objects)
+        tail = "" if found[0] in ("NaN", "Infinity", "-Infinity") else \
+            " (beyond the range of a double)"
+        raise JsonRule(f"{_shown(found[0])} is not a finite number{tail}",
+                       at[0] if at else None)
+    return doc
+
+
+__all__ = ["JsonRule", "MAX_JSON_INT_DIGITS", "loads", "non_finite_path"]

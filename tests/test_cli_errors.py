@@ -1,0 +1,176 @@
+"""What reaches the user when a command stops on something nrtrewrite did not raise on
+purpose (docs/CLI.md "Errors", docs/RELIABILITY.md §4): one line on stderr and an exit
+status of its own, never a traceback unless ``--traceback``; the output guarantees still
+hold (a ``lower`` stopped mid-run leaves neither its output nor its temporary folder)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+import nrtrewrite.lower as lower_mod
+from nrtrewrite.cli import EXIT_INTERNAL_ERROR, EXIT_OUT_OF_MEMORY, main
+from test_atomic_output import FIX, ROOT, env, verify_complete
+
+INTERNAL = ("nrtrewrite: internal error: ValueError: a bad value on two lines (a bug in "
+            "nrtrewrite; rerun with --traceback for the details and report it)")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
+
+
+def fail_at_rank(monkeypatch, exc: BaseException, rank: int = 3) -> None:
+    """The emitter raises ``exc`` when it reaches ``rank`` (after other ranks were written;
+    in a pool worker too: the workers are forked with the patch in place)."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == rank:
+            raise exc
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+
+
+def one_line(result, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output, result.exception)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stdout == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_unexpected_exception_is_one_line_exit_70_and_leaves_nothing(tmp_path, monkeypatch,
+                                                                         jobs):
+    fail_at_rank(monkeypatch, ValueError("a bad value\non two lines"))
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", jobs)
+    assert one_line(res, EXIT_INTERNAL_ERROR) == INTERNAL
+    assert list(tmp_path.iterdir()) == []  # neither OUT nor the temporary sibling
+
+
+def test_an_unexpected_exception_leaves_a_previous_output_untouched(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    assert invoke("lower", "-q", FIX / "mix8.neff", "-o", out).exit_code == 0
+    before = verify_complete(out)
+    fail_at_rank(monkeypatch, KeyError("rank"))
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "--force", "-j", 1)
+    assert one_line(res, EXIT_INTERNAL_ERROR).startswith("nrtrewrite: internal error: KeyError: ")
+    assert verify_complete(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_traceback_shows_the_exception(tmp_path, monkeypatch):
+    fail_at_rank(monkeypatch, ValueError("a bad value"))
+    res = invoke("--traceback", "lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out",
+                 "-j", 1)
+    assert isinstance(res.exception, ValueError) and str(res.exception) == "a bad value"
+    assert "internal error" not in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_out_of_memory_is_one_line_exit_71(tmp_path, monkeypatch, jobs):
+    fail_at_rank(monkeypatch, MemoryError())
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", jobs)
+    assert one_line(res, EXIT_OUT_OF_MEMORY) == (
+        "nrtrewrite: error: out of memory: 'nrtrewrite lower' needed more memory than the "
+        "machine gave it (MemoryError; rerun with --traceback to see where)")
+    assert list(tmp_path.iterdir()) == []
+    res = invoke("--traceback", "lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out",
+                 "-j", jobs)
+    assert isinstance(res.exception, MemoryError)
+
+
+def test_an_os_error_names_its_path_and_reason(tmp_path, monkeypatch):
+    fail_at_rank(monkeypatch, PermissionError(errno.EACCES, "Permission denied", "/some/file"))
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", 1)
+    # write_output names the output; the OS error's own path follows
+    assert one_line(res, 2) == (f"nrtrewrite: error: {tmp_path / 'out'}: cannot write the "
+                                "output: Permission denied (/some/file)")
+    monkeypatch.setattr("nrtrewrite.cli.inspect.read_model",
+                        lambda *a, **kw: (_ for _ in ()).throw(
+                            FileNotFoundError(errno.ENOENT, "No such file or directory", "/x")))
+    res = invoke("inspect", FIX / "ar2.neff")
+    assert one_line(res, 2) == "nrtrewrite: error: /x: No such file or directory"
+    monkeypatch.setattr("nrtrewrite.cli.inspect.read_model",
+                        lambda *a, **kw: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    res = invoke("inspect", FIX / "ar2.neff")
+    assert one_line(res, EXIT_INTERNAL_ERROR) == (
+        "nrtrewrite: internal error: OSError: [Errno 5] I/O error (a bug in nrtrewrite; rerun "
+        "with --traceback for the details and report it)")
+
+
+def test_click_exits_aborts_and_interrupts_behave_as_before(tmp_path, monkeypatch):
+    """SystemExit, click's Exit / Abort / usage errors, Ctrl-C and a closed pipe are not
+    internal errors."""
+    def raising(exc):
+        def read_model(*a, **kw):
+            raise exc
+        monkeypatch.setattr("nrtrewrite.cli.inspect.read_model", read_model)
+        return invoke("inspect", FIX / "ar2.neff")
+
+    assert raising(SystemExit(5)).exit_code == 5
+    assert raising(click.exceptions.Exit(3)).exit_code == 3
+    res = raising(KeyboardInterrupt())
+    assert res.exit_code == 1 and res.stderr.strip() == "Aborted!"
+    res = raising(click.exceptions.Abort())
+    assert res.exit_code == 1 and res.stderr.strip() == "Aborted!"
+    res = raising(click.BadParameter("no good", param_hint="'MODEL'"))
+    assert res.exit_code == 2
+    assert res.stderr.startswith("nrtrewrite inspect: error: Invalid value for 'MODEL': no good")
+    res = raising(BrokenPipeError(errno.EPIPE, "Broken pipe"))
+    assert res.exit_code == 1 and res.stderr == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [
+    ["inspect", FIX / "ar2.neff"],
+    ["inspect", FIX / "ar2.neff", "--json"],
+    ["explain", FIX / "ar2.neff", "--json"],
+    ["schedule", FIX / "ar2.neff", "--rank", "0"],
+])
+def test_a_full_standard_output_is_one_line(args):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=env(), timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == ("nrtrewrite: error: cannot write the standard output: No space "
+                           "left on device\n")
+
+
+def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
+    """The same through the console entry point (no CliRunner): an exception injected by a
+    sitecustomize into the emitter."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import nrtrewrite.lower as L\n"
+        "def _boom(*a, **kw):\n"
+        "    raise ZeroDivisionError('injected')\n"
+        "L._emit_batch = _boom\n")
+    out = tmp_path / "work" / "out"
+    out.parent.mkdir()
+    e = env()
+    e["PYTHONPATH"] = str(site) + os.pathsep + e["PYTHONPATH"]
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", "-q",
+                           str(FIX / "ar2.neff"), "-o", str(out)], capture_output=True,
+                          text=True, cwd=ROOT, env=e, timeout=120)
+    assert proc.returncode == EXIT_INTERNAL_ERROR
+    assert proc.stderr == ("nrtrewrite: internal error: ZeroDivisionError: injected (a bug in "
+                           "nrtrewrite; rerun with --traceback for the details and report it)\n")
+    assert list(out.parent.iterdir()) == []
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "--traceback", "lower", "-q",
+                           str(FIX / "ar2.neff"), "-o", str(out)], capture_output=True,
+                          text=True, cwd=ROOT, env=e, timeout=120)
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+    assert proc.stderr.rstrip().endswith("ZeroDivisionError: injected")
+    assert list(out.parent.iterdir()) == []

@@ -1,0 +1,229 @@
+"""Numbers that are not finite in any JSON nrtrewrite reads (nrtrewrite/jsonin.py,
+docs/RELIABILITY.md §1): Python's ``json`` reads ``NaN``, ``Infinity``, ``-Infinity`` (not
+JSON) and ``1e999`` (an infinity); every reader refuses them with its one-line error naming
+the file (or member) and the value's key path.  Readers: the NEFF's JSON members, topology
+files (also through ``explain``'s guess of the lnc), ``assemble`` specs (YAML ``.inf``,
+``.nan``, ``1.0e+999``), and the output manifests ``diff``, ``simulate``, ``dump`` and
+``lower --force`` read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite import jsonin
+from nrtrewrite.artifacts import folder_rank, is_our_output
+from nrtrewrite.cli import main
+from nrtrewrite.errors import NrtRewriteError, ParseError, ValidationError
+from nrtrewrite.neff.assembler import assemble_spec, parse_spec_text
+from nrtrewrite.neff.reader import read_model_bytes
+from nrtrewrite.topology.model import load_topology
+from test_atomic_output import FIX
+
+OVER = "(beyond the range of a double)"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
+
+
+def one_line_error(res, code: int = 2) -> str:
+    assert res.exit_code == code, (res.exit_code, res.output, res.exception)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nrtrewrite: error: "), res.stderr
+    return lines[0][len("nrtrewrite: error: "):]
+
+
+# --- the loader -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, why, path", [
+    ('{"a": 1e999}', f"1e999 is not a finite number {OVER}", "a"),
+    ('{"a": -1E+400}', f"-1E+400 is not a finite number {OVER}", "a"),
+    ('{"a": 1.5e308, "b": 2e308}', f"2e308 is not a finite number {OVER}", "b"),
+    ('{"a": NaN}', "NaN is not a finite number", "a"),
+    ('{"a": [0, {"b": Infinity}]}', "Infinity is not a finite number", "a[1].b"),
+    ('{"x": {"y": [1, 2, -Infinity]}, "z": NaN}', "-Infinity is not a finite number", "x.y[2]"),
+    ('[1, NaN]', "NaN is not a finite number", "[1]"),
+    ('NaN', "NaN is not a finite number", None),
+    ('{"a": ' + "9" * 400 + '.0}', "9999999999999999...999999.0 (a number of 402 characters) is "
+                                  f"not a finite number {OVER}", "a"),
+])
+def test_the_loader_refuses_numbers_that_are_not_finite(text, why, path):
+    for strict in (True, False):
+        with pytest.raises(jsonin.JsonRule) as exc:
+            jsonin.loads(text, strict_objects=strict)
+        assert (exc.value.why, exc.value.path) == (why, path)
+
+
+def test_the_loader_keeps_finite_numbers_and_its_other_rules():
+    assert jsonin.loads('{"a": 1e-999, "b": -0.0, "c": 1.7976931348623157e308, "d": 12}') == {
+        "a": 0.0, "b": -0.0, "c": 1.7976931348623157e308, "d": 12}
+    with pytest.raises(jsonin.JsonRule, match="duplicate key 'a'"):
+        jsonin.loads('{"a": 1, "a": 2}')
+    assert jsonin.loads('{"a": 1, "a": 2}', strict_objects=False) == {"a": 2}
+    with pytest.raises(jsonin.JsonRule, match="an integer of 4301 digits, more than 4300"):
+        jsonin.loads("[" + "1" * 4301 + "]")
+    with pytest.raises(json.JSONDecodeError):
+        jsonin.loads("{")
+
+
+# --- the NEFF's JSON members ----------------------------------------------------------------
+
+def error_of(spec: dict) -> NrtRewriteError:
+    spec["validate"] = False
+    with pytest.raises(NrtRewriteError) as exc:
+        read_model_bytes(assemble_spec(spec), path="m.neff")
+    assert "\n" not in str(exc.value)
+    return exc.value
+
+
+@pytest.mark.parametrize("member, text, says", [
+    # in a key the reader ignores: accepted before, as an infinity
+    ("neff.json", '{"neff_like_version": 1, "subgraphs": ["sg00"], "note": 1e999}',
+     f"m.neff: member neff.json, field note: invalid JSON: 1e999 is not a finite number {OVER}"),
+    ("neff.json", '{"neff_like_version": 1, "subgraphs": ["sg00"], "x": {"y": [-Infinity]}}',
+     "m.neff: member neff.json, field x.y[0]: invalid JSON: -Infinity is not a finite number"),
+    # in a field the reader reads: it was "must be an integer, got Infinity"
+    ("sg00/def.json", '{"var": [{"var_id": 0, "name": "in", "type": "input", "size": 1e999}]}',
+     "m.neff: member sg00/def.json, subgraph sg00, field var[0].size: invalid JSON: 1e999 is "
+     f"not a finite number {OVER}"),
+    ("sg00/def.json", '{"engines": ["sp"], "note": NaN}',
+     "m.neff: member sg00/def.json, subgraph sg00, field note: invalid JSON: NaN is not a "
+     "finite number"),
+])
+def test_neff_json_members_refuse_numbers_that_are_not_finite(base_spec, member, text, says):
+    base_spec["extra_members"] = [{"name": member, "text": text}]
+    err = error_of(base_spec)
+    assert isinstance(err, ParseError) and str(err) == says
+
+
+def test_a_neff_with_an_infinite_number_through_the_cli(base_spec, tmp_path):
+    base_spec["extra_members"] = [{"name": "neff.json", "text": (
+        '{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [1e999]}')}]
+    base_spec["validate"] = False
+    model = tmp_path / "m.neff"
+    model.write_bytes(assemble_spec(base_spec))
+    for args in (["inspect", model], ["lower", "-q", model, "-o", tmp_path / "out"],
+                 ["explain", model], ["schedule", model, "--rank", "0"]):
+        assert one_line_error(invoke(*args)) == (
+            f"{model}: member neff.json, field note[0]: invalid JSON: 1e999 is not a finite "
+            f"number {OVER}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.neff"]
+
+
+# --- topology files -------------------------------------------------------------------------
+
+TOPO = '{"format": "nrtrewrite-topology/1", "platform": "trn2", %s}'
+
+
+@pytest.mark.parametrize("body, says", [
+    ('"nodes": 1e999', f"field nodes: cannot read topology file: invalid JSON: 1e999 is not a "
+                       f"finite number {OVER}"),
+    ('"note": NaN', "field note: cannot read topology file: invalid JSON: NaN is not a finite "
+                    "number"),
+    ('"device": {"dies": -Infinity}', "field device.dies: cannot read topology file: invalid "
+                                      "JSON: -Infinity is not a finite number"),
+    # a ValueError and a RecursionError traceback before; a key twice was taken silently
+    ('"nodes": ' + "1" * 5000, "cannot read topology file: invalid JSON: an integer of 5000 "
+                               "digits, more than 4300"),
+    ('"note": ' + "[" * 100000 + "]" * 100000, "cannot read topology file: invalid JSON: "
+                                               "nested too deeply"),
+    ('"nodes": 1, "nodes": 2', "cannot read topology file: invalid JSON: duplicate key 'nodes'"),
+])
+def test_topology_files_refuse_numbers_that_are_not_finite(tmp_path, body, says):
+    path = tmp_path / "t.json"
+    path.write_text(TOPO % body)
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == f"{path}: {says}"
+    for cmd in (["lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out"],
+                ["explain", FIX / "ar2.neff"], ["explain", "--op", "allreduce", "--bytes", "1MiB",
+                                                "--ranks", "2"]):
+        # explain guesses the lnc from the file first (a RecursionError traceback before)
+        assert one_line_error(invoke(*cmd, "--topology", path)) == f"{path}: {says}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+# --- assemble specs -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, field, value", [
+    ("header: {num_tpb: .inf}\nsubgraphs: []\n", "header.num_tpb", "inf"),
+    ("subgraphs:\n  - name: sg00\n    def_json: {note: [1, -.inf]}\n",
+     "subgraphs[0].def_json.note[1]", "-inf"),
+    ("subgraphs:\n  - name: sg00\n    vars: [{name: a, size: .NaN}]\n", "subgraphs[0].vars[0].size",
+     "nan"),
+    ("neff_json: {x: 1.0e+999}\n", "neff_json.x", "inf"),
+    # JSON is read as YAML: 1.0e+999 is a YAML float (1e999 is a string there)
+    ('{"subgraphs": [{"name": "sg00", "vars": [{"name": "a", "size": -1.0e+999}]}]}',
+     "subgraphs[0].vars[0].size", "-inf"),
+    ("extra_members: [{name: x.json, json: {.inf: 1}}]\n", "extra_members[0].json", "inf"),
+])
+def test_assemble_specs_refuse_numbers_that_are_not_finite(tmp_path, text, field, value):
+    with pytest.raises(ValidationError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == (f"s.yaml: field {field}: {value} is not a finite number (NaN and "
+                              "infinities are refused)")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    assert one_line_error(invoke("assemble", spec, "-o", tmp_path / "m.neff")) == (
+        f"{spec}: field {field}: {value} is not a finite number (NaN and infinities are refused)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+def test_assemble_specs_keep_recursive_aliases_and_finite_floats():
+    doc = parse_spec_text("a: &x [1.5, *x]\nb: 1e999\n")  # 1e999: a YAML 1.1 string
+    assert doc["a"][0] == 1.5 and doc["a"][1] is doc["a"] and doc["b"] == "1e999"
+
+
+# --- the output manifests -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("lowered") / "A"
+    assert invoke("lower", "-q", FIX / "ar2.neff", "-o", out).exit_code == 0
+    return out
+
+
+def tampered(lowered: Path, tmp_path: Path, rel: str, insert: str) -> Path:
+    b = tmp_path / "B"
+    shutil.copytree(lowered, b)
+    p = b / rel
+    p.write_text(p.read_text().replace("{", "{\n " + insert + ",", 1))
+    return b
+
+
+def test_top_manifest_with_an_infinite_number(lowered, tmp_path):
+    b = tampered(lowered, tmp_path, "manifest.json", '"extra": 1e999')
+    man = b / "manifest.json"
+    says = f"{man}: field extra: invalid JSON: 1e999 is not a finite number {OVER}"
+    assert not is_our_output(b)
+    assert one_line_error(invoke("diff", lowered, b)) == says
+    assert one_line_error(invoke("diff", b, lowered)) == says
+    assert one_line_error(invoke("simulate", b, "--ignore-checksums")) == (
+        f"{man}: field extra: cannot read manifest.json: invalid JSON: 1e999 is not a finite "
+        f"number {OVER}")
+    # never replaced: it is not known to be an output of ours
+    res = invoke("lower", "-q", FIX / "ar2.neff", "-o", b, "--force")
+    assert "is not an nrtrewrite output" in one_line_error(res)
+
+
+def test_rank_manifest_with_an_infinite_number(lowered, tmp_path):
+    b = tampered(lowered, tmp_path, "rank-0001/manifest.json", '"extra": [NaN]')
+    res = invoke("diff", lowered, b)
+    assert res.exit_code == 1 and res.stdout.splitlines()[0] == (
+        "rank-0001/manifest.json damaged in B: field extra[0]: invalid JSON: NaN is not a "
+        "finite number")
+    man = b / "rank-0001" / "manifest.json"
+    assert one_line_error(invoke("diff", b, lowered)) == (
+        f"{man}: field extra[0]: invalid JSON: NaN is not a finite number")
+    res = invoke("simulate", b, "--ignore-checksums", "--json")
+    assert res.exit_code == 1
+    assert (f"{man}: field extra[0]: cannot read manifest.json: invalid JSON: NaN is not a "
+            "finite number") in res.stdout
+    renamed = b / "renamed"
+    shutil.copytree(b / "rank-0001", renamed)
+    assert folder_rank(renamed) is None  # its rank cannot be read from it

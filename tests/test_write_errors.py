@@ -1,0 +1,248 @@
+"""OS errors while writing an output (docs/RELIABILITY.md §4, docs/CLI.md "Errors"): every
+command that writes files (`lower`, `assemble`, `simulate MODEL` into its temporary folder,
+`python -m nrtrewrite.golden`) gives one line naming the path and the OS's reason, a
+non-zero exit, and leaves no partial output (a previous one untouched).  We run as root,
+where permissions do not refuse anything: the errors are injected."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite import bundle
+from nrtrewrite.cli import main
+from nrtrewrite.golden import main as golden_main
+from test_atomic_output import FIX, verify_complete
+
+ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
+
+
+def one_line_error(res, text: str) -> str:
+    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nrtrewrite: error: "), res.stderr
+    assert text in lines[0], lines[0]
+    return lines[0]
+
+
+# --- lower ----------------------------------------------------------------------------------
+
+def fail_rank_file(monkeypatch, rank: int, exc: OSError) -> None:
+    """The write of a rank's artifact records fails at ``rank`` (in a pool worker too)."""
+    real = bundle._RankFiles.write
+
+    def write(self, name, arr):
+        if self.rdir.name == bundle.rank_dir_name(rank):
+            raise exc
+        return real(self, name, arr)
+    monkeypatch.setattr(bundle._RankFiles, "write", write)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("exc, reason", [
+    (ENOSPC, "No space left on device"),
+    (OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)), "Disk quota exceeded"),
+    (OSError(errno.EIO, os.strerror(errno.EIO)), "Input/output error"),
+])
+def test_lower_a_rank_file_that_cannot_be_written(tmp_path, monkeypatch, jobs, exc, reason):
+    out = tmp_path / "out"
+    fail_rank_file(monkeypatch, 3, exc)
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "-j", jobs)
+    assert one_line_error(res, "") == f"nrtrewrite: error: {out}: cannot write the output: {reason}"
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    assert invoke("lower", "-q", FIX / "ar2.neff", "-o", out).exit_code == 0
+    before = verify_complete(out)
+    fail_rank_file(monkeypatch, 3, exc)
+    one_line_error(invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "--force", "-j", jobs),
+                   reason)
+    assert verify_complete(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("err", [errno.EROFS, errno.EACCES, errno.ENOSPC])
+def test_lower_a_temporary_folder_that_cannot_be_made(tmp_path, monkeypatch, err):
+    real = Path.mkdir
+
+    def mkdir(self, *a, **kw):
+        if self.name.startswith(".out.tmp-"):
+            raise OSError(err, os.strerror(err), str(self))
+        return real(self, *a, **kw)
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    res = invoke("lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out")
+    line = one_line_error(res, f"{tmp_path / 'out'}: cannot write the output: {os.strerror(err)} "
+                               f"({tmp_path / '.out.tmp-'}")
+    assert line.endswith(")")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lower_checks_that_cannot_stat_the_output_are_one_line(tmp_path, monkeypatch):
+    """A folder on the way that cannot be searched (EACCES for a user, not for root): the
+    output checks' `stat` failed with a PermissionError traceback."""
+    out = tmp_path / "locked" / "out"
+    real = Path.is_symlink
+
+    def is_symlink(self):
+        if self == out:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real(self)
+    monkeypatch.setattr(Path, "is_symlink", is_symlink)
+    res = invoke("lower", "-q", FIX / "ar2.neff", "-o", out)
+    assert one_line_error(res, "") == (f"nrtrewrite: error: {out}: cannot write the output: "
+                                       f"Permission denied ({out})")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lower_a_file_where_a_folder_is_expected(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    res = invoke("lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "afile" / "out")
+    one_line_error(res, f"the output's parent {tmp_path / 'afile'} is not a folder")
+    res = invoke("lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "missing" / "out")
+    one_line_error(res, f"the output's parent folder {tmp_path / 'missing'} does not exist")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+# --- assemble -------------------------------------------------------------------------------
+
+@pytest.fixture
+def spec(tmp_path) -> Path:
+    s = tmp_path / "ar2.yaml"
+    shutil.copy(FIX / "ar2.yaml", s)
+    return s
+
+
+def entries(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("where", ["mkstemp", "write", "fsync", "replace"])
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EIO])
+def test_assemble_os_errors_are_one_line_and_leave_the_target_as_it_was(tmp_path, spec,
+                                                                        monkeypatch, where, err):
+    from nrtrewrite.neff import writer
+
+    out = tmp_path / "m.neff"
+    out.write_bytes(b"previous")
+    exc = OSError(err, os.strerror(err))
+
+    def raising(*a, **kw):
+        raise exc
+    if where == "mkstemp":
+        monkeypatch.setattr(writer.tempfile, "mkstemp", raising)
+    elif where == "write":
+        real_fdopen = os.fdopen
+
+        class Full:
+            def __init__(self, fh):
+                self.fh = fh
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *a):
+                self.fh.close()
+
+            def write(self, data):
+                self.fh.write(data[:10])
+                raise exc
+        monkeypatch.setattr(writer.os, "fdopen", lambda *a, **kw: Full(real_fdopen(*a, **kw)))
+    elif where == "fsync":
+        monkeypatch.setattr(writer.os, "fsync", raising)
+    else:
+        monkeypatch.setattr(writer.os, "replace", raising)
+    res = invoke("assemble", spec, "-o", out)
+    monkeypatch.undo()
+    assert one_line_error(res, "") == f"nrtrewrite: error: {out}: cannot write: {os.strerror(err)}"
+    assert out.read_bytes() == b"previous"
+    assert entries(tmp_path) == ["ar2.yaml", "m.neff"]  # no temporary file left
+
+
+def test_assemble_refuses_what_it_must_not_replace(tmp_path, spec):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
+    os.mkfifo(tmp_path / "fifo")
+    os.link(spec, tmp_path / "hard.yaml")
+    before = entries(tmp_path)
+    cases = [
+        ("afile/m.neff", "afile/m.neff: cannot write: Not a directory"),
+        ("missing/m.neff", "missing/m.neff: cannot write: No such file or directory"),
+        ("adir", "adir: cannot write: it is a folder (give the path of the file to write)"),
+        ("adir/", "adir/: cannot write: it is a folder"),
+        # as root, `-o /dev/null` replaced the device node with a regular file
+        ("fifo", "fifo: cannot write: it exists and is not a regular file (a device, fifo or "
+                 "socket); refusing to replace it"),
+        # the spec itself (or a hard link of it) was replaced by the NEFF: the input lost
+        ("ar2.yaml", "ar2.yaml: the output is the spec "),
+        ("hard.yaml", "hard.yaml: the output is the spec "),
+    ]
+    for name, text in cases:
+        res = invoke("assemble", spec, "-o", f"{tmp_path}/{name}")
+        one_line_error(res, f"{tmp_path}/{text}")
+    assert entries(tmp_path) == before
+    assert (tmp_path / "fifo").is_fifo() and spec.read_bytes() == (FIX / "ar2.yaml").read_bytes()
+    res = invoke("assemble", spec, "-o", "")
+    assert res.exit_code == 2 and res.stderr.startswith(
+        "nrtrewrite assemble: error: Invalid value for '-o' / '--output': an empty path")
+
+
+def test_assemble_replaces_a_symbolic_link_not_its_target(tmp_path, spec):
+    target = tmp_path / "target.neff"
+    target.write_bytes(b"kept")
+    (tmp_path / "link.neff").symlink_to(target)
+    assert invoke("assemble", spec, "-o", tmp_path / "link.neff").exit_code == 0
+    assert target.read_bytes() == b"kept"
+    assert (tmp_path / "link.neff").read_bytes() == (FIX / "ar2.neff").read_bytes()
+
+
+# --- simulate MODEL (its temporary folder) and golden ---------------------------------------
+
+def test_simulate_a_temporary_folder_that_cannot_be_made(monkeypatch):
+    def mkdtemp(*a, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/tmp/nrtrewrite-simulate-x")
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    res = invoke("simulate", FIX / "ar2.neff")
+    assert one_line_error(res, "") == (
+        "nrtrewrite: error: /tmp/nrtrewrite-simulate-x: cannot make a temporary folder to "
+        "lower the model into: No space left on device")
+
+
+def test_golden_errors_are_one_line_and_leave_the_golden_as_it_was(tmp_path, monkeypatch,
+                                                                   capsys):
+    from nrtrewrite.neff import writer
+
+    golden = tmp_path / "g.tar.gz"
+    golden.write_bytes(b"previous")
+
+    def replace(a, b):  # the last step of the atomic write (the lowering uses renameat2)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(writer.os, "replace", replace)
+    with pytest.raises(SystemExit) as exc:
+        golden_main([str(FIX / "ar2.neff"), str(golden)])
+    monkeypatch.undo()
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (f"nrtrewrite.golden: error: {golden}: cannot write: No "
+                                       "space left on device\n")
+    assert golden.read_bytes() == b"previous" and entries(tmp_path) == ["g.tar.gz"]
+    for args, text in [
+        ([str(tmp_path / "none.neff"), str(golden)], f"{tmp_path / 'none.neff'}: No such file or directory"),
+        ([str(FIX / "ar2.neff"), str(golden / "x")], f"{golden / 'x'}: cannot write: Not a "
+                                                     "directory"),
+        ([str(FIX / "bad" / "fp32_allreduce.neff"), str(golden)],
+         f"{FIX / 'bad' / 'fp32_allreduce.neff'}: member sg00/sp.bin"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            golden_main(args)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"nrtrewrite.golden: error: {text}") and err.count("\n") == 1, err
+    assert golden.read_bytes() == b"previous" and entries(tmp_path) == ["g.tar.gz"]
