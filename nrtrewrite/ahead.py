@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import mmap
 import multiprocessing
+import multiprocessing.connection
 import pickle
 import time
 from collections import deque
@@ -58,6 +59,16 @@ class AheadLost(RuntimeError):
     def __init__(self, k: int, exitcode: int | None):
         super().__init__(f"the ahead process exited (code {exitcode}) before item {k}")
         self.k = k
+
+
+def _quietly(target: Callable[..., None], *args: Any) -> None:
+    """A forked process's body: ``target(*args)``, ended quietly by Ctrl-C (SIGINT reaches
+    the whole foreground process group; the process that forked stops on its own and kills
+    its children, which must not print a traceback each)."""
+    try:
+        target(*args)
+    except KeyboardInterrupt:
+        pass
 
 
 def _producer(tasks, results, size: int) -> None:
@@ -128,7 +139,8 @@ class ForkAhead:
         # collector never walks them (a walk would write to, and so copy, every page)
         try:
             with frozen_gc():
-                self.proc = ctx.Process(target=_producer, args=(task_r, result_w, ring_bytes),
+                self.proc = ctx.Process(target=_quietly,
+                                        args=(_producer, task_r, result_w, ring_bytes),
                                         name="nrtrewrite-ahead", daemon=True)
                 self.proc.start()
         finally:
@@ -238,7 +250,8 @@ class ForkCall:
         _CALL = (fn, child_end, self.conn)
         try:
             with frozen_gc():  # the process never walks (so never copies) the inherited plan
-                self.proc = ctx.Process(target=_call, name="nrtrewrite-call", daemon=True)
+                self.proc = ctx.Process(target=_quietly, args=(_call,), name="nrtrewrite-call",
+                                        daemon=True)
                 self.proc.start()
         finally:
             _CALL = None
@@ -281,3 +294,134 @@ def _call() -> None:
         conn.send_bytes(blob)
     except OSError:  # the caller is gone
         pass
+
+
+class WorkerLost(RuntimeError):
+    """A :class:`ForkPool` worker died (killed by a signal, the kernel's out-of-memory killer)
+    while it held ``item``; ``exitcode`` is the process's (``-N``: killed by signal N)."""
+
+    def __init__(self, item: Any, exitcode: int | None):
+        super().__init__(f"the worker process exited (code {exitcode}) while it held {item!r}")
+        self.item = item
+        self.exitcode = exitcode
+
+
+class ForkPool:
+    """``workers`` processes forked now, each running ``fn(item)`` for one item at a time
+    (``fn`` and what it reads are inherited by the fork, never pickled; the results come
+    back pickled).  :meth:`imap` yields ``(item, result)`` in item order, as
+    ``multiprocessing.Pool.imap`` with ``chunksize=1`` does, and raises an exception of
+    ``fn`` where its item comes (pickled back: the exception's message is kept).
+
+    Why not ``multiprocessing.Pool``: a Pool worker that dies (SIGKILL, the out-of-memory
+    killer) is replaced and the item it held is lost, so ``imap`` waits for it forever;
+    here the death is seen (each worker's sentinel is waited on beside its results) and
+    raises :class:`WorkerLost` naming the item.  Fork before starting threads (a fork
+    copies only the calling thread).  :meth:`close` (or leaving the ``with``) kills and
+    reaps the workers, whatever they are doing, so nothing of theirs runs after it."""
+
+    def __init__(self, fn: Callable[[Any], Any], workers: int):
+        ctx = multiprocessing.get_context("fork")
+        self.workers: list[tuple[Any, Any, Any]] = []  # (process, tasks, results)
+        ours: list[Any] = []  # every pipe end of this process so far: closed in each worker
+        try:
+            with frozen_gc():  # the workers never walk (so never copy) the inherited plan
+                for _ in range(max(1, workers)):
+                    task_r, tasks = ctx.Pipe(duplex=False)
+                    results, result_w = ctx.Pipe(duplex=False)
+                    ours += [tasks, results]
+                    proc = ctx.Process(target=_quietly, args=(_pool_worker, fn, task_r,
+                                                              result_w, list(ours)),
+                                       name="nrtrewrite-worker", daemon=True)
+                    self.workers.append((proc, tasks, results))
+                    try:
+                        proc.start()
+                    finally:
+                        task_r.close()  # the worker's ends: closed here, so EOF means it
+                        result_w.close()  # is gone
+        except BaseException:
+            self.close()
+            raise
+
+    def imap(self, items: Sequence[Any]) -> Iterator[tuple[Any, Any]]:
+        items = list(items)
+        n = len(items)
+        sent = 0  # items[:sent] are handed out
+        held: dict[int, int] = {}  # worker index -> position of the item it works on
+        got: dict[int, tuple[bool, Any]] = {}  # position -> (ok, result or exception)
+
+        def hand_out(w: int) -> None:
+            nonlocal sent
+            if sent < n:
+                self.workers[w][1].send(items[sent])
+                held[w] = sent
+                sent += 1
+
+        for w in range(len(self.workers)):
+            hand_out(w)
+        for k in range(n):
+            while k not in got:
+                by_conn = {self.workers[w][2]: w for w in held}
+                by_sentinel = {self.workers[w][0].sentinel: w for w in held}
+                ready = multiprocessing.connection.wait([*by_conn, *by_sentinel])
+                for obj in ready:
+                    w = by_conn.get(obj)
+                    if w is None:  # a sentinel: the worker has exited
+                        w = by_sentinel[obj]
+                        if w not in held or self.workers[w][2].poll():
+                            continue  # its result is read first (this round or the next)
+                        self.workers[w][0].join()
+                        raise WorkerLost(items[held[w]], self.workers[w][0].exitcode)
+                    try:
+                        ok, value = obj.recv()
+                    except (EOFError, OSError):
+                        self.workers[w][0].join()
+                        raise WorkerLost(items[held[w]], self.workers[w][0].exitcode) from None
+                    got[held.pop(w)] = (ok, value)
+                    hand_out(w)
+            ok, value = got.pop(k)
+            if not ok:
+                raise value
+            yield items[k], value
+
+    def close(self) -> None:
+        for proc, tasks, results in self.workers:
+            if proc.is_alive():
+                proc.kill()
+        for proc, tasks, results in self.workers:
+            if proc.pid is not None:
+                proc.join()
+            tasks.close()
+            results.close()
+        self.workers = []
+
+    def __enter__(self) -> "ForkPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> None:
+    """A :class:`ForkPool` worker: closes the pool's pipe ends it inherited (so that its
+    own task pipe sees EOF when the pool is gone), then runs ``fn`` on each item it is
+    sent and sends back ``(True, result)`` or ``(False, exception)``."""
+    for conn in inherited:
+        conn.close()
+    while True:
+        try:
+            item = tasks.recv()
+        except (EOFError, OSError):  # the pool is gone
+            return
+        try:
+            reply = (True, fn(item))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as err:  # noqa: BLE001 - sent back, raised by the pool's imap
+            reply = (False, err)
+        try:
+            results.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            results.send((False, RuntimeError(f"{reply[1]!r} could not be sent back: {err}")))
+        except OSError:  # the pool is gone
+            return

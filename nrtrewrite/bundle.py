@@ -24,12 +24,12 @@ import ctypes.util
 import errno
 import hashlib
 import json
-import multiprocessing
 import os
 import queue
 import re
 import secrets
 import shutil
+import signal
 import struct
 import threading
 from collections.abc import Callable, Iterable
@@ -42,13 +42,12 @@ from nrtrewrite.artifacts import is_our_output as _is_our_output
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.tiling import cce_max_elements
-from nrtrewrite.errors import OutputError
+from nrtrewrite.errors import LoweringError, OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
-from nrtrewrite.ahead import ForkCall
+from nrtrewrite.ahead import ForkCall, ForkPool, WorkerLost
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
-from nrtrewrite.memtune import frozen_gc
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import rewrite_streams
 
@@ -615,16 +614,15 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             global _POOL_PLAN, _POOL_DIR
             _POOL_PLAN, _POOL_DIR = plan, tmp
             try:
-                ctx = multiprocessing.get_context("fork")
-                with frozen_gc():  # the workers' collectors never walk the inherited plan
-                    pool = ctx.Pool(processes=workers)
-                with pool:
-                    for rank, man in pool.imap(_lower_and_write, rank_list, chunksize=1):
+                with ForkPool(_lower_and_write, workers) as pool:
+                    for _r, (rank, man) in pool.imap(rank_list):
                         rank_manifests[rank_dir_name(rank)] = hashlib.sha256(man).hexdigest()
                         syncer.add(_rank_paths(tmp / rank_dir_name(rank)))
                         done += 1
                         if progress:
                             progress(done, len(rank_list))
+            except WorkerLost as err:
+                raise _worker_lost(plan, err) from None
             finally:
                 _POOL_PLAN = _POOL_DIR = None
         else:
@@ -670,6 +668,24 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
+
+
+def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:
+    """The error of a pool worker that died while lowering rank ``err.item``: killed by a
+    signal (SIGKILL: the kernel's out-of-memory killer ends processes so) or exited."""
+    code = err.exitcode
+    if code is not None and code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+        if code == -signal.SIGKILL:
+            how += ", as the kernel's out-of-memory killer does"
+    else:
+        how = f"exit status {code}"
+    return LoweringError(f"the worker process lowering this rank died ({how}); nothing was "
+                         "written: lower with fewer workers (-j 1), fewer ranks at once "
+                         "(--rank), or with more memory", file=plan.model.path, rank=err.item)
 
 
 def _leader_spad_index(plan: LoweringPlan) -> dict[int, int]:

@@ -1,0 +1,147 @@
+"""The pool of ``lower -j N`` (``nrtrewrite.ahead.ForkPool``): results in item order, an
+exception of a worker raised where its item comes, and a worker that dies - SIGKILL, as the
+kernel's out-of-memory killer sends - raises instead of hanging (``multiprocessing.Pool``
+replaced such a worker and waited forever for the rank it held: ``lower -j 2`` hung until it
+was killed)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from click.testing import CliRunner
+
+import nrtrewrite.lower as lower_mod
+from nrtrewrite.ahead import ForkPool, WorkerLost
+from nrtrewrite.cli import main
+from test_atomic_output import FIX
+
+
+def _square_slowly(i):
+    time.sleep(0.002 * (i % 3))  # out of order across the workers
+    return i * i, os.getpid()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_results_come_in_item_order(workers):
+    items = list(range(23))
+    with ForkPool(_square_slowly, workers) as pool:
+        got = list(pool.imap(items))
+    assert [item for item, _ in got] == items
+    assert [res for _, (res, _pid) in got] == [i * i for i in items]
+    assert len({pid for _, (_res, pid) in got}) <= workers
+    assert all(pid != os.getpid() for _, (_res, pid) in got)
+
+
+def _fail_at_5(i):
+    if i == 5:
+        raise ValueError(f"item {i} refused")
+    return i
+
+
+def test_an_exception_is_raised_where_its_item_comes():
+    seen = []
+    with ForkPool(_fail_at_5, 2) as pool:
+        with pytest.raises(ValueError, match="item 5 refused"):
+            for item, res in pool.imap(range(10)):
+                seen.append(res)
+    assert seen == [0, 1, 2, 3, 4]
+
+
+def _die_at_4(i):
+    if i == 4:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return i
+
+
+def test_a_killed_worker_raises_worker_lost_naming_its_item():
+    t0 = time.monotonic()
+    with ForkPool(_die_at_4, 2) as pool:
+        with pytest.raises(WorkerLost) as info:
+            list(pool.imap(range(10)))
+        procs = [p for p, _t, _r in pool.workers]
+    assert info.value.item == 4 and info.value.exitcode == -signal.SIGKILL
+    assert time.monotonic() - t0 < 30
+    assert all(not p.is_alive() for p in procs)  # the other worker is reaped on leaving
+
+
+def test_leaving_early_kills_the_workers():
+    with ForkPool(lambda i: time.sleep(60), 2) as pool:
+        it = pool.imap(range(4))
+        procs = [p for p, _t, _r in pool.workers]
+        assert all(p.is_alive() for p in procs)
+    t0 = time.monotonic()
+    assert all(not p.is_alive() for p in procs) and time.monotonic() - t0 < 5
+    del it
+
+
+def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """``lower -j 2`` of mix8 with rank 3's worker killed by SIGKILL: one line naming the
+    model and the rank, exit 2, no output and no temporary folder (before: a hang)."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert res.stderr.splitlines() == [
+        f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
+        "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
+        "was written: lower with fewer workers (-j 1), fewer ranks at once (--rank), or with "
+        "more memory"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [["-j", "2"], ["--rank", "0", "-j", "2"]])
+def test_ctrl_c_to_the_process_group_is_quiet_and_leaves_nothing(tmp_path, args):
+    """A terminal's Ctrl-C sends SIGINT to every process of the foreground group: the
+    lowering process and its forked ones (pool workers, the compose-ahead process, the
+    manifest's encoder).  Only ``Aborted!`` is printed - no forked process's traceback
+    (before: ``Process nrtrewrite-call: Traceback ... KeyboardInterrupt``) - and nothing is
+    left."""
+    import subprocess
+
+    from test_atomic_output import ROOT, env, lower_cmd
+
+    out = tmp_path / "out"
+    proc = subprocess.Popen(lower_cmd(FIX / "node64.neff", "-o", out, *args), cwd=ROOT,
+                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,  # its own process group
+                            preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                             signal.default_int_handler))
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.tmp-*")) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    time.sleep(0.3)  # the forked processes are at work
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:  # finished before the signal: nothing to check
+        pytest.skip("the lowering finished before Ctrl-C")
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert err.strip() == "Aborted!", err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_interrupted_forked_process_ends_quietly(capfd):
+    """SIGINT to an idle pool worker and an idle compose-ahead process (waiting for their
+    next item): each ends with status 0 and prints nothing (before: a traceback each,
+    ``Process nrtrewrite-worker: ... KeyboardInterrupt``)."""
+    from nrtrewrite.ahead import ForkAhead
+
+    with ForkPool(_square_slowly, 1) as pool, ForkAhead(_square_slowly) as ahead_:
+        procs = [pool.workers[0][0], ahead_.proc]
+        time.sleep(0.2)  # both are in their recv
+        for p in procs:
+            os.kill(p.pid, signal.SIGINT)
+        for p in procs:
+            p.join(10)
+        assert [p.exitcode for p in procs] == [0, 0]
+    assert "Traceback" not in capfd.readouterr().err
