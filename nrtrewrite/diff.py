@@ -412,16 +412,269 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
                             ma[first], mb[first])])
 
 
-def _read_neff(p: Path):
-    """The container of a rewritten NEFF, read through the project's reader (its limits; the
-    file memory-mapped, not read, so only the decompressed members are held)."""
-    from nrtrewrite.neff.container import read_container
-    with open(p, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            data = b""
-        else:
-            data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    return read_container(data, path=str(p), verify_hash=False)
+#: Differences found in the NEFFs' members, held until both NEFFs have been read whole (the
+#: reader's error in either, even after its last member, reports none of them: A's is an
+#: error, B's the one ``damaged`` line); past this many, the NEFFs are read once through to
+#: check them and then compared again, each difference reported as it is found.
+DEFER_MAX = 10_000
+#: Bytes of B's members held while A's order is followed: a member B has before A asks for
+#: it (another order, or a member A does not have) is held; past this, as its size and
+#: sha256 only, and read again from B if A's member differs.
+HOLD_BYTES = 64 << 20
+
+_SAME = object()  # B's member held by its digest, which A's has
+_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
+
+class _Overflow(Exception):
+    """More than :data:`DEFER_MAX` differences of the members to hold."""
+
+
+class _Damaged(Exception):
+    """B's NEFF cannot be read: ``why`` is the reader's line."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
+class _Deferred(Report):
+    """The differences of the members, held for ``rep`` (the ones it would show, and the
+    count of the others) until :meth:`flush`; :class:`_Overflow` past ``most`` held."""
+
+    def __init__(self, rep: Report, most: int):
+        super().__init__(rep.room(), self._keep)
+        self.rep, self.most, self.held = rep, most, []
+
+    def _keep(self, index: int, lines: list[Difference]) -> None:
+        if len(self.held) >= self.most:
+            raise _Overflow
+        self.held.append(lines)
+
+    def flush(self) -> None:
+        # the shown differences are the first ones: replayed in order, rep shows them all
+        for lines in self.held:
+            self.rep.add(lines)
+        self.rep.add_many(self.count - self.shown)
+        self.held = []
+
+
+def _drain(walk: Iterator) -> None:
+    """Walk to the end, holding nothing (the reader's checks of the rest: an error raised)."""
+    for item in walk:
+        del item
+
+
+class _NeffFile:
+    """A rewritten NEFF read through the project's reader (its limits and refusals; hash not
+    verified) one member at a time: the file memory-mapped, and the mapped pages a walk has
+    decompressed dropped as it goes, so a walk holds one member, not the file nor the
+    members read before."""
+
+    def __init__(self, p: Path):
+        self.path = p
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self.walks: list = []
+
+    def walk(self) -> Iterator[tuple[str, bytes]]:
+        """``(name, data)`` of each member in archive order (the header's error raised now,
+        the payload's from the walk)."""
+        from nrtrewrite.neff.container import HEADER_SIZE, stream_container
+        dropped = 0  # file bytes of this walk's pages dropped
+
+        def drop(offset: int) -> None:
+            nonlocal dropped
+            end = (HEADER_SIZE + offset) // mmap.PAGESIZE * mmap.PAGESIZE
+            if end > dropped and _MADV_DONTNEED is not None:
+                self.map.madvise(_MADV_DONTNEED, dropped, end - dropped)
+                dropped = end
+
+        _, _, members = stream_container(self.map if self.map is not None else b"",
+                                         path=str(self.path), verify_hash=False,
+                                         on_consumed=drop)
+        self.walks.append(members)
+        return members
+
+    def stop(self) -> None:
+        """End the walks (a paused walk holds the member it handed over last)."""
+        for w in self.walks:
+            w.close()
+        self.walks = []
+
+    def close(self) -> None:
+        self.stop()
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:  # (a view still exported: freed with it)
+                pass
+
+
+class _BMembers:
+    """B's members looked up in A's order, B read forward as far as each needs: a member B
+    has before A asks for it is held (its bytes up to :data:`HOLD_BYTES` in all, past that
+    its size and sha256, and read again by a second walk if A's member differs); a reader's
+    error in B is :class:`_Damaged`."""
+
+    def __init__(self, f: _NeffFile):
+        self.f = f
+        try:
+            self.walk = f.walk()
+        except NrtRewriteError as err:
+            raise _Damaged(err.line()) from None
+        self.read = 0  # members the walk has handed over
+        self.ended = False
+        self.held: dict[str, tuple[int, bytes | None, int, bytes | None]] = {}
+        self.kept = 0  # bytes held
+        self.again: list | None = None  # [second walk, members it has handed over]
+
+    @staticmethod
+    def _next(walk: Iterator) -> tuple[str, bytes] | None:
+        try:
+            return next(walk, None)
+        except NrtRewriteError as err:
+            raise _Damaged(err.line()) from None
+
+    def find(self, name: str, xa: bytes):
+        """B's member ``name``: its bytes, :data:`_SAME` (held by its digest, which ``xa``,
+        A's, has), or None when B has none."""
+        if name in self.held:
+            index, data, size, digest = self.held.pop(name)
+            if data is not None:
+                self.kept -= size
+                return data
+            if size == len(xa) and hashlib.sha256(xa).digest() == digest:
+                return _SAME
+            return self._again(name, index)
+        while not self.ended:
+            got = self._next(self.walk)
+            if got is None:
+                self.ended = True
+                break
+            self.read += 1
+            if got[0] == name:
+                return got[1]
+            mb, xb = got
+            del got
+            if self.kept + len(xb) <= HOLD_BYTES:
+                self.held[mb] = (self.read - 1, xb, len(xb), None)
+                self.kept += len(xb)
+            else:
+                self.held[mb] = (self.read - 1, None, len(xb), hashlib.sha256(xb).digest())
+            del xb
+        return None
+
+    def _again(self, name: str, index: int) -> bytes:
+        """Member ``index`` of B, ``name``, read again (a second walk, restarted only when
+        a member before the one it reached last is asked for)."""
+        if self.again is None or self.again[1] > index:
+            if self.again is not None:
+                self.again[0].close()
+            try:
+                self.again = [self.f.walk(), 0]
+            except NrtRewriteError as err:
+                raise _Damaged(err.line()) from None
+        while True:
+            got = self._next(self.again[0])
+            self.again[1] += 1
+            if got is not None and self.again[1] - 1 < index:
+                del got
+                continue
+            if got is None or got[0] != name:
+                raise OutputError(f"{self.f.path}: cannot read (it changed while being "
+                                  "compared)")
+            return got[1]
+
+    def rest(self) -> Iterator[str]:
+        """The names of B's members A has not asked for, in B's order (B read to its end)."""
+        names = list(self.held)
+        self.held, self.kept = {}, 0
+        yield from names
+        while not self.ended:
+            got = self._next(self.walk)
+            if got is None:
+                self.ended = True
+                break
+            name = got[0]
+            del got
+            yield name
+
+    def close(self) -> None:
+        self.held, self.kept = {}, 0
+        self.f.stop()
+
+
+def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile) -> str | None:
+    """Compare the members of NEFFs ``fa`` (A) and ``fb`` (B) in step, A's in archive order,
+    then B's that A does not have in B's (:class:`_BMembers`): one member of each side at a
+    time when both have the same members in the same order.  Returns B's reader error line
+    (A then read to its end) or None; A's error is raised."""
+    wa = fa.walk()  # the reference: its error raised
+    try:
+        b = _BMembers(fb)
+    except _Damaged as err:
+        why = err.why
+    else:
+        try:
+            for member, xa in wa:
+                xb = b.find(member, xa)
+                where = f"{name}:{member}"
+                if xb is None:
+                    rep.add([Difference(where, None, "member", True, False)])
+                elif xb is not _SAME and xb != xa:
+                    _member_diff(rep, where, xa, xb)
+                del xa, xb  # (not held while the next members are decompressed)
+            for member in b.rest():
+                rep.add([Difference(f"{name}:{member}", None, "member", False, True)])
+            return None
+        except _Damaged as err:
+            why = err.why
+            xa = xb = None  # noqa: F841 (A's member not held while A is read to its end)
+        finally:
+            b.close()
+    _drain(wa)
+    return why
+
+
+def _neff_members_diff(rep: Report, name: str, a: Path, b: Path) -> None:
+    """The members of the rewritten NEFFs (:func:`_walk_members`), reported only once both
+    NEFFs have read whole: A's reader error raised, B's the one ``damaged`` line."""
+    fa = _NeffFile(a)
+    try:
+        fb = _NeffFile(b)
+    except BaseException:
+        fa.close()
+        raise
+    try:
+        held = _Deferred(rep, DEFER_MAX)
+        try:
+            why = _walk_members(held, name, fa, fb)
+            overflow = False
+        except _Overflow:
+            overflow = True  # (handled below, once the walks' frames are gone)
+        if not overflow:
+            if why is None:
+                held.flush()
+        else:  # too many to hold: both NEFFs checked first, then each difference reported
+            del held
+            fa.stop()
+            fb.stop()
+            _drain(fa.walk())
+            try:
+                _drain(fb.walk())
+            except NrtRewriteError as err:
+                why = err.line()
+            else:
+                fa.stop()
+                fb.stop()
+                why = _walk_members(rep, name, fa, fb)
+        if why is not None:
+            rep.add([_damaged(name, why)])
+    finally:
+        fa.close()
+        fb.close()
 
 
 def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
@@ -453,19 +706,7 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             continue
         rep.add([Difference(name, None, f"header.{field_name}", _header_value(field_name, xa),
                             _header_value(field_name, xb), ("header", field_name))])
-    ca = _read_neff(a)  # the reference: an error if it cannot be read
-    try:
-        cb = _read_neff(b)
-    except NrtRewriteError as err:
-        rep.add([_damaged(name, err.line())])
-        return
-    for member in list(ca.members) + [m for m in cb.members if m not in ca.members]:
-        where = f"{name}:{member}"
-        xa, xb = ca.members.get(member), cb.members.get(member)
-        if xa is None or xb is None:
-            rep.add([Difference(where, None, "member", xa is not None, xb is not None)])
-        elif xa != xb:
-            _member_diff(rep, where, xa, xb)
+    _neff_members_diff(rep, name, a, b)
     if rep.count == before:  # the bytes differ where no field or member does (zero bytes
         # after the payload, another gzip encoding or tar layout of the same members): the
         # files' sizes and sha256, never "identical" for files of other bytes

@@ -69,8 +69,8 @@ LIMITS: tuple[Limit, ...] = (
     Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
           "gunzip stops at it)", "neff/container._Gunzip"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
-          "neff/container.untar_members"),
-    Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members", "neff/container.untar_members"),
+          "neff/container.iter_members"),
+    Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members", "neff/container.iter_members"),
     Limit("MAX_TRIGGERS", MAX_TRIGGERS, "ours: the u16 spad_index of legs.bin and TOPSP_KICK",
           "neff/reader.decode_stream_triggers"),
     Limit("MAX_RANK", MAX_RANK, "ours: ranks are non-negative int32 (net FIFO src_rank/dst_rank "

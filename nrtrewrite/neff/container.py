@@ -25,7 +25,7 @@ import stat
 import tarfile
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import construct as cs
 import numpy as np
@@ -59,6 +59,8 @@ _GUNZIP_CHUNK = 1 << 20
 #: and a new gzip member's first slice this many, doubling up to the largest.
 _GUNZIP_SLICE = 1 << 16
 _GUNZIP_FIRST_SLICE = 1 << 9
+#: The streaming gunzip's ``on_consumed`` is told at most once per this many payload bytes.
+_CONSUMED_STEP = 8 << 20
 
 #: The header, every field of NEFF-LIKE.md §1 at its offset.
 NEFF_HEADER = cs.Struct(
@@ -219,9 +221,14 @@ class _Gunzip:
     gzip member is fed slices from :data:`_GUNZIP_FIRST_SLICE` bytes, doubling, so the
     unused bytes copied at its end are bounded by its own size: 160,000 empty members
     cost no more than their 3.2 MB.
+
+    ``on_consumed(offset)``, if given, is told every :data:`_CONSUMED_STEP` bytes of
+    payload that no byte before ``offset`` will be read again (``diff`` drops those pages
+    of its memory-mapped file, whose payload would otherwise stay resident whole).
     """
 
-    def __init__(self, payload: bytes | memoryview, limit: int, where: Where = Where()):
+    def __init__(self, payload: bytes | memoryview, limit: int, where: Where = Where(),
+                 on_consumed: Callable[[int], None] | None = None):
         self.where = where.merged(field="payload")
         self.view = memoryview(payload).cast("B")
         if not len(self.view):
@@ -233,6 +240,8 @@ class _Gunzip:
         self.step = _GUNZIP_FIRST_SLICE
         self.pending: bytes | memoryview = b""
         self.done = False
+        self.on_consumed = on_consumed
+        self.told = 0  # pos when on_consumed was last told
 
     def chunk(self, size: int = _GUNZIP_CHUNK) -> bytes:
         """The next at most ``size`` (> 0) output bytes; ``b""`` once the gzip stream has
@@ -243,6 +252,11 @@ class _Gunzip:
                 self.pending = view[self.pos:self.pos + self.step]
                 self.pos += len(self.pending)
                 self.step = min(2 * self.step, _GUNZIP_SLICE)
+                if self.on_consumed is not None and self.pos - self.told >= _CONSUMED_STEP:
+                    # what is read from now on starts at most a slice back: a gzip
+                    # member's end in the slice fed last, or the pending slice itself
+                    self.told = self.pos
+                    self.on_consumed(self.pos - _GUNZIP_SLICE)
             room = self.limit - self.produced + 1
             try:
                 out = self.dec.decompress(self.pending, max(1, min(size, room)))
@@ -406,14 +420,31 @@ def check_member_name(name: str) -> str | None:
     return None
 
 
+def _member_data(stream: _TarStream, size: int, mw: Where) -> bytes:
+    data = stream.member_data(size)
+    if data is None:
+        raise ParseError("tar archive truncated inside this member", mw)
+    return data
+
+
 def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[str, bytes]:
-    """Members of the tar the streaming gunzip of the payload gives, in archive order, each
-    vetted from its header before its data is decompressed.
+    """Members of the tar the streaming gunzip of the payload gives, in archive order
+    (:func:`iter_members`, all of them held)."""
+    return dict(iter_members(tar, limits, where))
+
+
+def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
+                 ) -> Iterator[tuple[str, bytes]]:
+    """``(name, data)`` of each member of the tar the streaming gunzip of the payload gives,
+    in archive order, each vetted from its header before its data is decompressed; the
+    checks of the archive's end (zero blocks, the directory entries) after the last one.
+    The walk keeps no member it has handed over: a caller that keeps none holds one member
+    at a time (``diff``).
 
     A directory entry without data is accepted and left out (``tar czf m.neff.tgz sg00
     neff.json`` writes ``sg00/``) when it is the folder of a file member; any other
     directory entry is refused."""
-    members: dict[str, bytes] = {}
+    names: set[str] = set()  # the members handed over so far
     folders: dict[str, Where] = {}  # directory entries: name -> where
     entries = 0
     pw = where.merged(field="payload")
@@ -427,7 +458,7 @@ def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[
             try:
                 info = tf.next()
             except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
-                raise ParseError(f"corrupt tar archive after member {len(members)}: {err}",
+                raise ParseError(f"corrupt tar archive after member {len(names)}: {err}",
                                  pw) from None
             if info is None:
                 break
@@ -449,7 +480,7 @@ def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[
                 if info.sparse is not None:
                     kind = "sparse file"
                 raise ParseError(f"{kind} member is not allowed (only regular files)", mw)
-            if info.name in members:
+            if info.name in names:
                 raise ParseError("duplicate member name", mw)
             if info.size > limits.max_member_bytes:
                 raise LimitError(f"member size {info.size} exceeds the limit of "
@@ -457,10 +488,9 @@ def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[
             if stream.tell() != info.offset_data:
                 raise ParseError(f"corrupt tar archive: member data at tar offset "
                                  f"0x{info.offset_data:x}, stream at 0x{stream.tell():x}", mw)
-            data = stream.member_data(info.size)
-            if data is None:
-                raise ParseError("tar archive truncated inside this member", mw)
-            members[info.name] = data
+            names.add(info.name)  # (an error reading its data ends the walk)
+            # no name holds the data: once handed over, the member is the caller's alone
+            yield info.name, _member_data(stream, info.size, mw)
         tail = tf.offset
     # tarfile ends the archive at the first header block it cannot read: that block and
     # everything after it must be zero (end-of-archive blocks and padding)
@@ -469,7 +499,7 @@ def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
     if folders:
         used = set()  # every folder a file member is in (its prefixes ending before a "/")
-        for name in members:
+        for name in names:
             i = name.rfind("/")
             while i > 0:
                 used.add(name[:i])
@@ -478,12 +508,25 @@ def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[
             if name not in used:
                 raise ParseError("directory member is not the folder of any file member "
                                  "(only a member's folder may be listed)", mw)
-    return members
 
 
 def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
                    limits: Limits = Limits()) -> Container:
     """Parse a whole NEFF-like file already in memory."""
+    header, warnings, members = stream_container(data, path=path, verify_hash=verify_hash,
+                                                 limits=limits)
+    return Container(header=header, members=dict(members), warnings=warnings,
+                     hash_verified=verify_hash)
+
+
+def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
+                     limits: Limits = Limits(), on_consumed: Callable[[int], None] | None = None
+                     ) -> tuple[NeffHeader, list[Warning_], Iterator[tuple[str, bytes]]]:
+    """:func:`read_container` one member at a time: the header, the file's size and the hash
+    are checked now (an error raised here), the members are decompressed as the returned
+    iterator is walked (:func:`iter_members`: every check of the payload, its errors raised
+    from the walk; the archive is whole only once the walk has ended without one).
+    ``on_consumed`` (:class:`_Gunzip`) is told which payload bytes are done with."""
     where = Where(file=path)
     header = parse_header(data, where)
     if header.header_size != HEADER_SIZE:
@@ -521,9 +564,8 @@ def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = Tr
                              f"payload hashes to {expect[:n].hex()}", where.merged(field="hash"))
     else:
         warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
-    members = untar_members(_Gunzip(payload, limits.max_total_bytes, where), limits, where)
-    return Container(header=header, members=members, warnings=warnings,
-                     hash_verified=verify_hash)
+    gz = _Gunzip(payload, limits.max_total_bytes, where, on_consumed=on_consumed)
+    return header, warnings, iter_members(gz, limits, where)
 
 
 def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:

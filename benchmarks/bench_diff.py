@@ -1,0 +1,174 @@
+"""Memory and time of ``nrtrewrite diff`` on outputs whose rewritten NEFFs hold large members
+(docs/PERFORMANCE.md, "Reading a large or many-member payload").
+
+    python benchmarks/bench_diff.py [--only w300,4x75,4x75:moved,...] [--out DIR] [--keep]
+                                    [--tree DIR]
+
+For each model (written under benchmarks/out/diff/ as benchmarks/bench_read.py writes its
+inputs: the three members of a valid model plus large members of random bytes, gzip level 1):
+
+* ``wN``: one member ``weights.bin`` of N MiB;
+* ``KxN``: K members ``w0.bin`` ... of N MiB each;
+
+it lowers the model (``nrtrewrite lower -o A``), copies the output to ``B`` and rewrites B's
+NEFF with the project's writer (``build_container``, as ``lower`` writes it) so that the last
+64-byte instruction of every large member differs (one differing instruction per member).
+A suffix changes B further: ``:moved``, its large members in the reverse order; ``:missing``,
+without its first large member.  Then ``nrtrewrite diff A B`` runs in a fresh process (the
+nrtrewrite of ``--tree``, default this checkout: point it at an older checkout for a before
+figure), and its wall time (import included) and peak RSS (VmHWM) are printed with the
+count of differences.  Not a timed test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out" / "diff"
+DEFAULT = ("w300", "4x75", "4x75:moved", "4x75:missing")
+
+sys.path.insert(0, str(HERE))
+from bench_read import _Source, _members, _neff  # noqa: E402
+
+
+def _sizes(model: str) -> list[tuple[str, int]]:
+    """The large members of a model name: ``wN`` or ``KxN``."""
+    if model.startswith("w"):
+        return [("weights.bin", int(model[1:]) << 20)]
+    k, n = model.split("x")
+    return [(f"w{i}.bin", int(n) << 20) for i in range(int(k))]
+
+
+def make_model(model: str, out: Path) -> Path:
+    """The model file (outside-tool style: Python's tarfile and gzip, level 1)."""
+    path = out / f"{model}.neff"
+    if path.exists():
+        return path
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+            for name, data in _members():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+            for i, (name, size) in enumerate(_sizes(model)):
+                info = tarfile.TarInfo(name)
+                info.size = size
+                src = _Source(size, False)
+                src.rng.seed(i)  # (each member its own bytes)
+                tf.addfile(info, io.BufferedReader(src, 1 << 20))
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(_neff(buf.getvalue()))
+    tmp.replace(path)
+    return path
+
+
+def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
+    # (run in the tree: ``python -c`` puts the working folder first on sys.path)
+    return subprocess.run([sys.executable, *args], env=dict(os.environ, PYTHONPATH=str(tree)),
+                          cwd=tree, capture_output=True, text=True)
+
+
+def make_pair(row: str, out: Path) -> tuple[Path, Path]:
+    """Output folders A (``lower`` of the model) and B (A with B's NEFF rewritten)."""
+    model, _, how = row.partition(":")
+    a, b = out / model / "A", out / model / (how or "last")
+    if not a.exists():
+        a.parent.mkdir(parents=True, exist_ok=True)
+        res = _run(["-m", "nrtrewrite", "lower", str(make_model(model, out)), "-o", str(a),
+                    "-q", "-j", "1"])
+        if res.returncode:
+            raise SystemExit(f"lower {model}: {res.stderr}")
+    if not b.exists():
+        res = _run(["-c", _EDIT, str(a), str(b), how, ",".join(n for n, _ in _sizes(model))])
+        if res.returncode:
+            raise SystemExit(f"B of {row}: {res.stderr}")
+    return a, b
+
+
+_EDIT = r"""
+import json, shutil, sys, tempfile
+from pathlib import Path
+from nrtrewrite.neff.container import build_container, read_container, read_file_bytes
+a, b, how, large = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
+tmp = Path(tempfile.mkdtemp(dir=b.parent))
+shutil.rmtree(tmp)
+shutil.copytree(a, tmp)
+neff = tmp / json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+c = read_container(read_file_bytes(str(neff)), verify_hash=False)
+members = dict(c.members)
+for name in large:
+    data = bytearray(members.pop(name))
+    data[-64 + 8] ^= 0x01  # the last instruction's semaphore_value
+    members[name] = bytes(data)
+del data
+order = [n for n in members if n not in large]
+if how == "moved":
+    order += large[::-1]
+elif how == "missing":
+    order += large[1:]
+else:
+    order += large
+neff.write_bytes(build_container(c.header, [(n, members[n]) for n in order]))
+tmp.rename(b)
+"""
+
+_WORKER = r"""
+import atexit, os, sys, time
+t = time.perf_counter()
+def _report():
+    # VmHWM, not ru_maxrss: the latter keeps the forked parent's pages across the exec
+    rss = next(int(l.split()[1]) for l in open("/proc/self/status")
+               if l.startswith("VmHWM")) / 1024
+    os.write(2, f"\nBENCH {time.perf_counter() - t:.2f} {rss:.0f}\n".encode())
+atexit.register(_report)
+from nrtrewrite.cli import main
+main(["diff", sys.argv[1], sys.argv[2]], prog_name="nrtrewrite")
+"""
+
+
+def measure(a: Path, b: Path, tree: Path = ROOT) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) and the last line (the count) of ``diff A B``."""
+    res = _run(["-c", _WORKER, str(a), str(b)], tree)
+    bench = [line for line in res.stderr.splitlines() if line.startswith("BENCH ")]
+    if res.returncode not in (0, 1) or not bench:
+        raise SystemExit(f"diff {a} {b}: exit {res.returncode}: {res.stderr}")
+    _, dt, rss = bench[-1].split()
+    return float(dt), float(rss), res.stdout.splitlines()[-1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated rows (default: %s)" % ",".join(DEFAULT))
+    ap.add_argument("--out", type=Path, default=OUT, help="where the models and outputs are "
+                    "written (default benchmarks/out/diff/)")
+    ap.add_argument("--keep", action="store_true", help="keep them afterwards")
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the nrtrewrite source tree whose "
+                    "diff is measured (default: this checkout)")
+    args = ap.parse_args()
+    rows = args.only.split(",") if args.only else list(DEFAULT)
+    print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
+    try:
+        for row in rows:
+            a, b = make_pair(row, args.out)
+            size = max(p.stat().st_size for p in a.glob("*.neff")) / 1e6
+            dt, rss, last = measure(a, b, args.tree.resolve())
+            print(f"{row:>14} {size:8.1f} | {dt:7.2f} {rss:8.0f} | {last}", flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(args.out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
