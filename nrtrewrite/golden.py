@@ -9,6 +9,7 @@ folder; tests unpack it next to a fresh lowering and compare the two with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import io
@@ -23,13 +24,28 @@ from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.writer import write_bytes_atomic
+from nrtrewrite.select import ALGO_ENV
 
 
 def lower_to(model_path: str | Path, out: Path, ranks: list[int] | None) -> Path:
+    """Lower with the default options: the environment's ``NRTREWRITE_ALGO`` (an override
+    ``lower`` reads, docs/SELECTION.md "Overrides") is not one of them, and is ignored."""
     data = Path(model_path).read_bytes()
     model = read_model(model_path)
-    plan = plan_lowering(model, LowerOptions(), input_sha256=hashlib.sha256(data).hexdigest())
+    with _without_env(ALGO_ENV):
+        plan = plan_lowering(model, LowerOptions(),
+                             input_sha256=hashlib.sha256(data).hexdigest())
     return write_output(plan, out, ranks=ranks or None, workers=1)
+
+
+@contextlib.contextmanager
+def _without_env(name: str):
+    saved = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[name] = saved
 
 
 def pack(folder: Path) -> bytes:

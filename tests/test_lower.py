@@ -37,6 +37,28 @@ def test_fixture_matches_golden(name, tmp_path):
     assert not diffs, "\n".join(d.line() for d in diffs[:20]) + "\n(make golden regenerates)"
 
 
+def test_golden_ignores_nrtrewrite_algo(tmp_path, monkeypatch):
+    """Goldens are the default options' output: NRTREWRITE_ALGO=ring in the environment of
+    `make golden` (or of the tests) changes nothing (before: mix8's golden was written with
+    RING forced, and the golden tests failed under it)."""
+    monkeypatch.setenv("NRTREWRITE_ALGO", "ring")
+    out = lower_to(FIX / "mix8.neff", tmp_path / "new", None)
+    assert os.environ["NRTREWRITE_ALGO"] == "ring"  # restored
+    assert json.loads((out / "manifest.json").read_text())["options"]["algo"] is None
+    golden = unpack(FIX / "golden" / "mix8.tar.gz", tmp_path / "golden")
+    assert not diff_outputs(golden, out)
+
+
+def test_the_shells_nrtrewrite_algo_does_not_reach_the_tests(tmp_path):
+    """conftest.py drops it: the suite run under NRTREWRITE_ALGO=ring still compares
+    against the default selection."""
+    env = {**os.environ, "NRTREWRITE_ALGO": "ring"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "tests/test_lower.py::test_fixture_matches_golden[ar2]"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
 @pytest.mark.parametrize("name", ["two_node128", "sbuf", "mix8"])
 def test_every_artifact_is_whole_records(name, tmp_path):
     """Each .bin is a flat array of its record size; manifests count and hash them."""
