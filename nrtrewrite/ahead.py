@@ -29,6 +29,7 @@ import multiprocessing
 import multiprocessing.connection
 import pickle
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -306,6 +307,47 @@ class WorkerLost(RuntimeError):
         self.exitcode = exitcode
 
 
+class RemoteError(Exception):
+    """A worker's exception that could not come back as itself (it does not survive pickling:
+    an ``__init__`` that its ``args`` do not fit): its type's name (``type_name``, what
+    ``nrtrewrite: internal error: NAME: ...`` shows) and its message."""
+
+    def __init__(self, type_name: str, text: str):
+        super().__init__(text)
+        self.type_name, self.text = type_name, text
+
+    def __reduce__(self):
+        return RemoteError, (self.type_name, self.text)
+
+
+class RemoteTraceback(Exception):
+    """The ``__cause__`` :meth:`ForkPool.imap` gives a worker's exception: the traceback as
+    the worker formatted it (``--traceback`` shows where the error was raised)."""
+
+    def __init__(self, tb: str):
+        super().__init__(tb)
+        self.tb = tb
+
+    def __str__(self) -> str:
+        return f"\n\nIn the worker process:\n{self.tb}"
+
+
+def _sendable(err: BaseException) -> BaseException:
+    """``err`` if it comes back from pickling as an exception of its type, else a
+    :class:`RemoteError` naming its type and message."""
+    try:
+        back = pickle.loads(pickle.dumps(err, protocol=pickle.HIGHEST_PROTOCOL))
+        if type(back) is type(err):
+            return err
+    except Exception:  # noqa: BLE001 - whatever pickling or the type's __init__ raises
+        pass
+    try:
+        text = str(err)
+    except Exception:  # noqa: BLE001
+        text = ""
+    return RemoteError(type(err).__qualname__, text)
+
+
 class ForkPool:
     """``workers`` processes forked now, each running ``fn(item)`` for one item at a time
     (``fn`` and what it reads are inherited by the fork, never pickled; the results come
@@ -381,7 +423,9 @@ class ForkPool:
                     hand_out(w)
             ok, value = got.pop(k)
             if not ok:
-                raise value
+                err, tb = value
+                err.__cause__ = RemoteTraceback(tb)  # shown by --traceback
+                raise err
             yield items[k], value
 
     def close(self) -> None:
@@ -418,7 +462,7 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> N
         except KeyboardInterrupt:
             raise
         except BaseException as err:  # noqa: BLE001 - sent back, raised by the pool's imap
-            reply = (False, err)
+            reply = (False, (_sendable(err), traceback.format_exc()))
         try:
             results.send(reply)
         except (pickle.PicklingError, TypeError, AttributeError) as err:

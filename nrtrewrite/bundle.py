@@ -178,6 +178,12 @@ class _Syncer:
                 except OSError as err:  # fsync's own error names no file: name it
                     self.error = err if err.filename else OSError(err.errno, err.strerror, str(p))
 
+    def abandon(self) -> None:
+        """Stop fsyncing, without a lock and without waiting (a failed run's cleanup): the
+        thread skips what is left and blocks on the queue, a daemon."""
+        self.error = self.error or OSError("abandoned")
+        self.thread = None
+
     def drain(self) -> None:
         """Wait until every path given is fsynced; raise the first error."""
         if self.thread is not None:
@@ -658,10 +664,11 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             _rename_noreplace(tmp, out)
         _fsync_dir(parent)
     except BaseException:
-        try:
-            syncer.drain()  # no fsync of a file being removed
-        except OSError:
-            pass  # the run has failed already
+        # no lock taken here: a signal's Terminated may have left one held mid-operation
+        # (raised between a lock's acquire and the `with` that releases it: the syncer's
+        # queue), and waiting for it would hang the cleanup; the fsync thread is a daemon,
+        # and an fsync of a file being removed fails harmlessly there
+        syncer.abandon()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:

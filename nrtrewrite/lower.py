@@ -402,10 +402,7 @@ def _lower_rank(plan: LoweringPlan, rank: int, sink: Callable[[str, np.ndarray],
     except BaseException:
         if pipe is not None:
             pipe.close()
-        try:
-            builder.close()
-        except BaseException:  # the first error is the one to report
-            pass
+        builder.abort()  # no lock, no wait (RankBuilder.abort)
         raise
     builder.close()
     files = {name: list(builder.parts[name]) for name in F.ARTIFACTS}

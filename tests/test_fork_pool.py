@@ -145,3 +145,41 @@ def test_an_interrupted_forked_process_ends_quietly(capfd):
             p.join(10)
         assert [p.exitcode for p in procs] == [0, 0]
     assert "Traceback" not in capfd.readouterr().err
+
+
+class _TwoArgs(Exception):
+    """An exception pickle cannot bring back: ``args`` is ``(msg,)`` but ``__init__`` needs
+    two arguments."""
+
+    def __init__(self, a, b):
+        super().__init__(f"weird {a} {b}")
+
+
+def _raise_two_args(i):
+    raise _TwoArgs(1, 2)
+
+
+def _raise_value_error(i):
+    raise ValueError(f"item {i}")
+
+
+def test_an_exception_that_cannot_come_back_keeps_its_name_and_message():
+    from nrtrewrite.ahead import RemoteError
+    from nrtrewrite.cli import _one_line
+
+    with ForkPool(_raise_two_args, 1) as pool:
+        with pytest.raises(RemoteError) as info:
+            list(pool.imap([0]))
+    assert _one_line(info.value) == "_TwoArgs: weird 1 2"  # as in one process
+
+
+def test_a_workers_exception_carries_its_traceback():
+    """``--traceback`` with -j 2 shows where the worker raised (the cause's text)."""
+    from nrtrewrite.ahead import RemoteTraceback
+
+    with ForkPool(_raise_value_error, 2) as pool:
+        with pytest.raises(ValueError, match="item 0") as info:
+            list(pool.imap([0, 1]))
+    cause = info.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    assert "in _raise_value_error" in str(cause) and "ValueError: item 0" in str(cause)

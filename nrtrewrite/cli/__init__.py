@@ -67,12 +67,16 @@ def _terminate_cleanly():
     """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` in this process
     (unless ignored: under ``nohup`` SIGHUP stays ignored).  A forked child gets the previous handlers back as it starts (:func:`_restore_in_child`)."""
     me = os.getpid()
+    raised: list[int] = []
 
     def handler(signum, frame):
         if os.getpid() != me:  # forked, before _restore_in_child ran: die as without us
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if raised:  # the first one's cleanup is running: let it finish (a second Terminated
+            return  # raised inside it would leave the temporary folder behind)
+        raised.append(signum)
         raise Terminated(signum)
 
     try:
@@ -159,6 +163,8 @@ class _Group(click.Group):
                        err=True)
             sys.exit(EXIT_OUT_OF_MEMORY)
         except Exception as err:  # noqa: BLE001 - anything else escaping is a bug of ours
+            if (cause := _interruption(err)) is not None:
+                raise cause from None  # a signal wrapped by Python itself, not a bug
             if _want_traceback(ctx):
                 raise
             click.echo(f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; "
@@ -178,6 +184,20 @@ _PASSED_THROUGH = (click.exceptions.ClickException, click.exceptions.Exit,
                    click.exceptions.Abort, EOFError)
 
 
+def _interruption(err: BaseException) -> BaseException | None:
+    """The :class:`Terminated` or ``KeyboardInterrupt`` that ``err`` wraps, if any: Python
+    turns an exception raised while a class is being made (``__set_name__``, as a signal
+    arriving during a lazy import of a dataclass) into a ``RuntimeError`` whose cause it is."""
+    seen: set[int] = set()
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, (Terminated, KeyboardInterrupt)):
+            return cur
+        cur = cur.__cause__ or cur.__context__
+    return None
+
+
 def _want_traceback(ctx: click.Context) -> bool:
     """``--traceback`` was given (read from the parsed options: the group's callback, which
     fills ``ctx.obj``, has not run when the command's module fails to import)."""
@@ -190,7 +210,8 @@ def _one_line(err: BaseException) -> str:
         text = " ".join(str(err).split())
     except Exception:  # noqa: BLE001 - a __str__ that fails: the type still tells something
         text = ""
-    name = type(err).__qualname__
+    from nrtrewrite.ahead import RemoteError  # a worker's exception: its own type's name
+    name = err.type_name if isinstance(err, RemoteError) else type(err).__qualname__
     return f"{name}: {text}" if text else name
 
 

@@ -221,6 +221,7 @@ class _Consumer:
         self.queue: queue.Queue = queue.Queue(maxsize=self.QUEUE_DEPTH)
         self.error: BaseException | None = None
         self.hash_s = 0.0
+        self.in_sink = False  # inside a hash or sink call (read by stop(), without a lock)
         self.thread = threading.Thread(target=self._run, name="nrtrewrite-sink", daemon=True)
         self.thread.start()
 
@@ -232,7 +233,9 @@ class _Consumer:
     def _run(self) -> None:
         while (batch := self.queue.get()) is not None:
             for name, arr in _coalesced(batch):
+                self.in_sink = True  # before the error is looked at: stop() relies on it
                 if self.error is not None:
+                    self.in_sink = False
                     break
                 try:
                     self.hash_s += _timed_update(self.hashes[name], arr)
@@ -240,6 +243,18 @@ class _Consumer:
                         self.sink(name, arr)
                 except BaseException as err:  # re-raised in the lowering thread
                     self.error = err
+                finally:
+                    self.in_sink = False
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Make the thread skip what is queued and wait (at most ``timeout`` seconds) until
+        it is out of its current hash or sink call, so that no file is written once this
+        returns; no lock is taken (a signal's exception may have left the queue's held).
+        The thread then blocks on the queue, a daemon."""
+        self.error = self.error or RuntimeError("stopped")
+        deadline = time.monotonic() + timeout
+        while self.in_sink and self.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def close(self, batch: list[tuple[str, np.ndarray]]) -> None:
         """Hand over the last ``batch``, wait for the thread to finish, re-raise its error."""
@@ -314,6 +329,16 @@ class RankBuilder:
         if self._consumer is not None and self._batch:
             self._consumer.put(self._batch)
             self._batch, self._batch_bytes = [], 0
+
+    def abort(self) -> None:
+        """Stop the writer thread without a lock (a failed lowering's cleanup: a signal's
+        exception may have left the queue's lock held): it skips what is queued; once this
+        returns, it writes nothing more (:meth:`_Consumer.stop`)."""
+        consumer, self._consumer = self._consumer, None
+        self._batch, self._batch_bytes = [], 0
+        if consumer is not None:
+            consumer.stop()
+            self.hash_s += consumer.hash_s
 
     def close(self) -> None:
         """Wait until every appended array is hashed and in the sink (re-raises its error)."""

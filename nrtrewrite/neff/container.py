@@ -568,6 +568,10 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
     return header, warnings, iter_members(gz, limits, where)
 
 
+#: Bytes read at a time from an input file that grows while it is read.
+_READ_GROWING = 64 << 20
+
+
 def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """Read a whole input file; an OS error becomes a one-line :class:`ParseError`.
 
@@ -589,9 +593,19 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
             raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
                              "bytes", where)
         try:
-            data = fh.read(max_bytes + 1)
+            # as much as the file has and a byte more (a read asks for its whole size up
+            # front: max_bytes + 1 would ask 5 GiB of address space for any model)
+            parts = [fh.read(min(st.st_size, max_bytes) + 1)]
+            total = len(parts[0])
+            while st.st_size < total <= max_bytes:  # it grows while we read it
+                part = fh.read(min(_READ_GROWING, max_bytes + 1 - total))
+                if not part:
+                    break
+                parts.append(part)
+                total += len(part)
         except OSError as err:
             raise ParseError(f"cannot read: {err.strerror or err}", where) from None
+    data = parts[0] if len(parts) == 1 else b"".join(parts)
     if len(data) > max_bytes:  # grew while we read it
         raise LimitError(f"file exceeds the limit of {max_bytes} bytes", where)
     return data

@@ -1,0 +1,63 @@
+"""``container.read_file_bytes``: memory in proportion to the file.  It used to ask for
+``MAX_FILE_BYTES + 1`` (5 GiB) of address space for any model (``fh.read(n)`` allocates n
+bytes up front), so a 1.4 KB model failed with "out of memory" under ``ulimit -v 3000000``
+or strict overcommit."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+
+import pytest
+
+from nrtrewrite.errors import LimitError
+from nrtrewrite.neff.container import read_file_bytes
+from test_atomic_output import FIX, ROOT, env
+
+
+def _limit_address_space():
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def test_inspect_runs_in_3_gib_of_address_space():
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "inspect", str(FIX / "ar2.neff")],
+                          capture_output=True, text=True, cwd=ROOT, env=env(), timeout=120,
+                          preexec_fn=_limit_address_space)
+    assert proc.returncode == 0, proc.stderr
+    assert "out of memory" not in proc.stderr
+
+
+def test_the_bytes_and_the_limit(tmp_path):
+    p = tmp_path / "f.bin"
+    data = bytes(range(256)) * 1000
+    p.write_bytes(data)
+    assert read_file_bytes(str(p)) == data
+    assert read_file_bytes(str(p), max_bytes=len(data)) == data
+    with pytest.raises(LimitError, match="exceeds the limit of 255999 bytes"):
+        read_file_bytes(str(p), max_bytes=len(data) - 1)
+    (tmp_path / "empty").write_bytes(b"")
+    assert read_file_bytes(str(tmp_path / "empty")) == b""
+
+
+def test_a_file_growing_while_read_is_read_to_its_end_or_refused(tmp_path, monkeypatch):
+    """The size is taken first; bytes appended before the read are read too, and past the
+    limit refused (here the file grows between fstat and read)."""
+    import os
+
+    import nrtrewrite.neff.container as C
+    p = tmp_path / "g.bin"
+    p.write_bytes(b"a" * 100)
+    real_fstat = os.fstat
+
+    def fstat_then_grow(fd):
+        st = real_fstat(fd)
+        with open(p, "ab") as f:
+            f.write(b"b" * 1000)
+        return st
+    monkeypatch.setattr(C.os, "fstat", fstat_then_grow)
+    monkeypatch.setattr(C, "_READ_GROWING", 64)  # several reads of the growth
+    assert read_file_bytes(str(p)) == b"a" * 100 + b"b" * 1000
+    p.write_bytes(b"a" * 100)
+    with pytest.raises(LimitError, match="file exceeds the limit of 500 bytes"):
+        read_file_bytes(str(p), max_bytes=500)

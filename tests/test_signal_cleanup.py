@@ -1,0 +1,129 @@
+"""A signal's clean stop cannot hang or leave the temporary folder (docs/RELIABILITY.md §4):
+SIGTERM / SIGHUP raise ``cli.Terminated`` wherever the main thread is, even between a lock's
+acquire and the ``with`` that would release it; the cleanup takes no lock (the fsync and
+writer threads are abandoned, not joined), a second signal during the cleanup is ignored,
+and a Terminated that Python wrapped (a ``RuntimeError`` of ``__set_name__`` during a lazy
+import) is still a termination, not an internal error."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+import nrtrewrite.lower as lower_mod
+from nrtrewrite.cli import Terminated, _interruption, main
+from test_atomic_output import FIX, ROOT, env
+
+#: Emulates the moment a signal's handler runs right after the C-level acquire of a queue's
+#: mutex inside ``queue.Queue.put`` (``threading.Condition.__enter__``), in the main thread,
+#: at the third rank's fsync hand-over: the Terminated leaves the mutex held.  The cleanup
+#: used to call ``_Syncer.drain`` -> ``queue.put(None)`` and wait forever.
+_LOCK_HELD = textwrap.dedent("""
+    import os, signal, sys, threading
+    import nrtrewrite.bundle as B
+    calls = {"n": 0}
+    arm = threading.local()
+    real_add = B._Syncer.add
+    def add(self, paths):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            arm.on = True
+        return real_add(self, paths)
+    B._Syncer.add = add
+    real_enter = threading.Condition.__enter__
+    def enter(self):
+        r = self._lock.__enter__()
+        if getattr(arm, "on", False) and threading.current_thread() is threading.main_thread():
+            arm.on = False
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(10):
+                pass
+        return r
+    threading.Condition.__enter__ = enter
+    from nrtrewrite.cli import main
+    main(args=sys.argv[1:], prog_name="nrtrewrite")
+""")
+
+#: A second signal (SIGTERM) arrives while the first one's cleanup removes the folder.
+_SECOND_SIGNAL = textwrap.dedent("""
+    import os, signal, sys
+    import nrtrewrite.bundle as B
+    import nrtrewrite.lower as L
+    real_rmtree = B.shutil.rmtree
+    def rmtree(path, *a, **kw):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10):
+            pass
+        return real_rmtree(path, *a, **kw)
+    B.shutil.rmtree = rmtree
+    real_emit = L._emit_batch
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 2:
+            os.kill(os.getpid(), signal.SIGHUP)
+        return real_emit(builder, plan, batch, r, *a, **kw)
+    L._emit_batch = emit
+    from nrtrewrite.cli import main
+    main(args=sys.argv[1:], prog_name="nrtrewrite")
+""")
+
+
+def _run(script: str, tmp_path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script, "lower", "-q",
+                           str(FIX / "mix8.neff"), "-o", str(tmp_path / "out"), *args],
+                          capture_output=True, text=True, cwd=ROOT, env=env(), timeout=120,
+                          preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                              for s in (signal.SIGTERM, signal.SIGHUP)])
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_signal_inside_a_lock_neither_hangs_nor_leaves_the_folder(tmp_path, jobs):
+    proc = _run(_LOCK_HELD, tmp_path, "-j", jobs)
+    assert proc.returncode == 128 + signal.SIGHUP, proc.stderr
+    assert proc.stderr == "nrtrewrite: terminated by SIGHUP\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_signal_during_the_cleanup_is_ignored(tmp_path):
+    """SIGHUP at rank 2, then SIGTERM as the folder is being removed: the first one is
+    reported, and the folder is gone (before: the second Terminated escaped the cleanup).
+    One process (-j 1): in a pool the emitter runs in a worker, which SIGHUP kills."""
+    proc = _run(_SECOND_SIGNAL, tmp_path, "-j", "1")
+    assert proc.returncode == 128 + signal.SIGHUP, proc.stderr
+    assert proc.stderr == "nrtrewrite: terminated by SIGHUP\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wrapped_terminated_is_a_termination(tmp_path, monkeypatch):
+    """Python 3.11 wraps an exception raised in ``__set_name__`` (a signal arriving while a
+    dataclass of a lazily imported module is made) in a RuntimeError: it is still
+    ``terminated by SIGHUP``, exit 129, not an internal error (exit 70)."""
+    def emit(*a, **kw):
+        try:
+            raise Terminated(signal.SIGHUP)
+        except Terminated as err:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance 'events' in "
+                               "'EventSchedule'") from err
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "1"], prog_name="nrtrewrite")
+    assert res.exit_code == 128 + signal.SIGHUP, (res.output, res.exception)
+    assert res.stderr == "nrtrewrite: terminated by SIGHUP\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interruption_follows_causes_and_contexts():
+    t = Terminated(signal.SIGTERM)
+    wrapped = RuntimeError("x")
+    wrapped.__context__ = ValueError("y")
+    wrapped.__context__.__cause__ = t
+    assert _interruption(wrapped) is t
+    assert _interruption(ValueError("plain")) is None
+    k = KeyboardInterrupt()
+    e = RuntimeError("z")
+    e.__cause__ = k
+    assert _interruption(e) is k
