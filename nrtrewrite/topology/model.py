@@ -454,10 +454,28 @@ def _check_devices(n: int, where: str) -> None:
                          field="devices_per_node")
 
 
+def _check_text(doc: dict, where: str) -> None:
+    """Every string of the document (values and keys, also of keys the loader ignores) must
+    be Unicode text, and ``name`` a string: ``explain`` prints it and the output manifest
+    records it (a lone surrogate, from a JSON ``\\ud800`` escape, was an internal error of
+    ``explain`` and went into ``lower``'s manifest)."""
+    bad = jsonin.lone_surrogate(doc)
+    if bad is not None:
+        path, text, at, is_key = bad
+        what = "a key" if is_key else path
+        raise ValidationError(f"{what} is not Unicode text: lone surrogate U+{ord(text[at]):04X} "
+                              f"(a JSON \\u escape) at character {at}", file=where,
+                              field=path or None)
+    if "name" in doc and not isinstance(doc["name"], str):
+        raise ValidationError(f"name must be a string, not {doc['name']!r}", file=where,
+                              field="name")
+
+
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     """Build a :class:`Platform` from a JSON topology document (docs/TOPOLOGY.md)."""
     if not isinstance(doc, dict):
         raise ValidationError("a topology file must hold a JSON object", file=where)
+    _check_text(doc, where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
         raise ValidationError(f"unknown topology format {fmt!r} (expected {TOPOLOGY_FORMAT!r})",
