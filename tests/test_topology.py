@@ -333,3 +333,46 @@ def test_topology_name_must_be_a_string(tmp_path, name):
     with pytest.raises(ValidationError) as exc:
         load_topology(str(path), world=(0, 1), lnc_size=2)
     assert str(exc.value).startswith(f"{path}: field name: name must be a string")
+
+
+def test_topology_file_size_limit_names_the_file_and_nodes(tmp_path):
+    """Bug: a topology file whose ``nodes`` made more than MAX_TOPOLOGY_RANKS ranks was
+    refused naming the model (``lower``) or nothing (``explain``) with ``field topology``;
+    every other limit of the file names the file and its field."""
+    from nrtrewrite.errors import LimitError
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(_trn2_2node(nodes=10**30)))
+    with pytest.raises(LimitError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    line = str(exc.value)
+    assert line.startswith(f"{path}: field nodes: ") and "MAX_TOPOLOGY_RANKS" in line
+    assert f"{10**30} node(s)" in line and "more than 1048576" in line
+    model = ROOT / "fixtures" / "two_node128.neff"
+    for cmd in (["explain", model], ["lower", "-q", model, "-o", tmp_path / "o"],
+                ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "4"]):
+        assert _one_line_error(_cli(*cmd, "--topology", path)) == line
+    # no nodes: sized to the model's ranks, which the file's nodes would have to hold
+    path.write_text(json.dumps({"format": TOPOLOGY_FORMAT, "torus": [1, 1], "lnc_sizes": [1],
+                                "device": {"dies": 1, "sengines_per_die": 1,
+                                           "tpbs_per_sengine": 1}}))
+    with pytest.raises(LimitError) as exc:
+        load_topology(str(path), world=(0, 1 << 21), lnc_size=1)
+    line = str(exc.value)
+    assert line.startswith(f"{path}: field nodes: ") and f"to hold rank {1 << 21}" in line
+    assert "MAX_TOPOLOGY_RANKS" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json"]
+
+
+def test_an_lnc_size_that_does_not_divide_the_cores_names_the_file(tmp_path):
+    """An ``lnc_sizes`` entry larger than a device's cores gave no rank per device: a
+    ZeroDivisionError (internal error) when the file has no ``nodes``; with ``nodes``, an
+    error naming no file."""
+    path = tmp_path / "t.json"
+    for size, extra in ((1000, {}), (3, {"nodes": 1})):
+        path.write_text(json.dumps({"torus": [2, 2], "lnc_sizes": [size], **extra}))
+        with pytest.raises(ValidationError) as exc:
+            load_topology(str(path), world=(0,), lnc_size=size)
+        assert str(exc.value) == (f"{path}: field lnc_sizes: lnc_size {size} does not divide "
+                                  "the 8 cores of a device")
+        assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--ranks", "4", "--topology", path)) == str(exc.value)
