@@ -89,6 +89,42 @@ def non_finite_path(doc: Any) -> tuple[str, float] | None:
     return None
 
 
+def lone_surrogate(doc: Any) -> tuple[str, str, int, bool] | None:
+    """The first string of ``doc`` (a value or a key, in document order) that cannot be
+    written as UTF-8, or None: a JSON ``\\ud800`` escape decodes to a lone surrogate, which
+    no UTF-8 output (a table, a manifest, an error line) can hold.  Returns the key path (of
+    the value, or of the object holding the key), the string, the index of its first lone
+    surrogate and whether it is a key."""
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, val = stack.pop()
+        if isinstance(val, str):
+            at = _surrogate_at(val)
+            if at is not None:
+                return path, val, at, False
+            continue
+        if isinstance(val, dict):
+            items = []
+            for key, sub in val.items():
+                if isinstance(key, str) and (at := _surrogate_at(key)) is not None:
+                    return path, key, at, True
+                items.append((f"{path}.{key}" if path else str(key), sub))
+        elif isinstance(val, list):
+            items = [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
+        else:
+            continue
+        stack.extend(reversed(items))  # popped in document order
+    return None
+
+
+def _surrogate_at(text: str) -> int | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return err.start
+    return None
+
+
 def loads(text: str | bytes, *, strict_objects: bool = True) -> Any:
     """Parse ``text``; refuse ``NaN``, ``Infinity``, ``-Infinity`` and numbers beyond a
     double's range (:class:`JsonRule` naming the value's key path), and with
@@ -121,4 +157,4 @@ def loads(text: str | bytes, *, strict_objects: bool = True) -> Any:
     return doc
 
 
-__all__ = ["JsonRule", "MAX_JSON_INT_DIGITS", "loads", "non_finite_path"]
+__all__ = ["JsonRule", "MAX_JSON_INT_DIGITS", "lone_surrogate", "loads", "non_finite_path"]

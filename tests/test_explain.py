@@ -181,7 +181,8 @@ def test_helpers():
     for bad in ("", "12Q", "1.3B", "Mi"):
         with pytest.raises(ValidationError):
             parse_size(bad)
-    assert parse_ranks("0-3,8,10..8") == (0, 1, 2, 3, 8, 10, 9, 8)
+    assert parse_ranks("0-3,8,10..12") == (0, 1, 2, 3, 8, 10, 11, 12)
+    assert parse_ranks("5,4, 3 - 3,0 .. 1") == (5, 4, 3, 0, 1)  # the order given, item by item
     with pytest.raises(ValidationError):
         parse_ranks("a-b")
     assert compress([0, 1, 2, 3, 7, 6, 5, 9]) == "0..3 7..5 9"
@@ -208,3 +209,60 @@ def test_many_triggers_get_an_overview_unless_trigger_or_all(monkeypatch):
     assert full.count("candidates") == len(doc["triggers"])
     one = CliRunner().invoke(main, ["explain", model, "--trigger", "2"]).output
     assert one.count("candidates") == 1
+
+
+def _one_line_error(res) -> str:
+    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nrtrewrite: error: "), res.stderr
+    return lines[0][len("nrtrewrite: error: "):]
+
+
+_LIMIT = 1 << 20  # MAX_TOPOLOGY_RANKS (docs/RELIABILITY.md §2)
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--ranks", "99999999999"), ("--ranks", "20000000"), ("--ranks", str(_LIMIT + 1)),
+    ("--group", "0..99999999999"), ("--group", "0-99999999999"), ("--group", str(_LIMIT)),
+    ("--group", "0-3," + "9" * 5000),  # int() of 5000 digits: a ValueError (exit 70) before
+    ("--group", f"0-{_LIMIT - 1},0-1"),  # more ranks than a topology can have: one repeats
+])
+def test_model_less_rank_limit_is_checked_before_the_group_is_built(option, value):
+    """Bug: model-less explain built the group (and then the topology) before checking
+    MAX_TOPOLOGY_RANKS: ``--ranks 99999999999`` and ``--group 0..99999999999`` ran out of
+    memory (exit 71), ``--ranks 20000000`` took 828 MB and 3.3 s.  Now refused from the
+    numbers, naming the option, in well under a second and a few MB."""
+    import time
+    import tracemalloc
+    from nrtrewrite.topology.model import MAX_TOPOLOGY_RANKS
+    assert MAX_TOPOLOGY_RANKS == _LIMIT
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    option, value], env={})
+    elapsed = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    line = _one_line_error(res)
+    assert line.startswith(f"field {option}: "), line
+    assert f"{_LIMIT} (MAX_TOPOLOGY_RANKS" in line or f"{_LIMIT - 1} (MAX_TOPOLOGY_RANKS" in line
+    assert elapsed < 1.0 and peak < 16 << 20, (elapsed, peak)
+
+
+@pytest.mark.parametrize("value, says", [
+    ("5-1", "descending range '5-1'"),
+    ("0-3,10..8", "descending range '10..8'"),
+    ("²", "bad rank list item '²'"),  # str.isdigit() but not int(): a ValueError (exit 70)
+    ("٣", "bad rank list item '٣'"),  # an Arabic-Indic digit: ranks are ASCII digits
+    ("0-a", "bad rank list item '0-a'"),
+])
+def test_group_items_are_ascii_ranks_and_ascending_ranges(value, says):
+    """docs/CLI.md: ``--group`` lists ranks and ranges ``a-b`` / ``a..b`` from the lower rank
+    to the higher; ``5-1`` was taken as 5, 4, 3, 2, 1 though no doc said so (list the ranks
+    one by one for another order)."""
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--group", value], env={})
+    line = _one_line_error(res)
+    assert line.startswith("field --group: ") and says in line, line
+    order = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--group", "5,4,3,2,1")
+    assert order["triggers"][0]["group"] == [5, 4, 3, 2, 1]

@@ -265,3 +265,114 @@ def test_topology_file_values_are_checked(tmp_path, key, value, says):
     with pytest.raises(ValidationError) as exc:
         load_topology(str(path), world=(0, 1), lnc_size=2)
     assert says in str(exc.value) and f"field {key}" in str(exc.value)
+
+
+# -- what a topology file's strings and limits say (docs/TOPOLOGY.md §2, RELIABILITY.md §2) --
+
+ROOT = FIXTURES.parents[1]
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
+
+
+def _one_line_error(res) -> str:
+    """The one stderr line of a refusal (exit 2, no traceback), without its prefix."""
+    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nrtrewrite: error: "), res.stderr
+    return lines[0][len("nrtrewrite: error: "):]
+
+
+def _trn2_2node(**edit) -> dict:
+    doc = json.loads((FIXTURES / "trn2-2node.json").read_text())
+    doc.update(edit)
+    return doc
+
+
+@pytest.mark.parametrize("doc, field, char, at", [
+    (_trn2_2node(name="x\ud800y"), "name", 0xD800, 1),
+    (_trn2_2node(platform="trn\udc002"), "platform", 0xDC00, 3),
+    (_trn2_2node(mesh_sub_type="MESH\udfff"), "mesh_sub_type", 0xDFFF, 4),
+    (_trn2_2node(format="\ud800"), "format", 0xD800, 0),
+    (_trn2_2node(note=["fine", "a\ud801"]), "note[1]", 0xD801, 1),  # a key the loader ignores
+    (_trn2_2node(device={"dies": 2, "\ud800x": 1}), "device", 0xD800, 0),  # a key
+    ({**_trn2_2node(), "\udbff": 1}, None, 0xDBFF, 0),  # a key of the document itself
+])
+def test_topology_strings_must_be_unicode_text(tmp_path, doc, field, char, at):
+    """Bug: a lone surrogate (a JSON ``\\ud800`` escape) in a topology file's name made
+    ``explain`` an internal error (UnicodeEncodeError, exit 70) and went into ``lower``'s
+    manifest.  Every string of the file, value or key, is refused when the file is read, in
+    one line naming the file and the key path, as the NEFF reader does for names."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))  # ensure_ascii: the surrogate as a \u escape
+    assert "\\u" in path.read_text()
+    where = f"{path}: field {field}: " if field else f"{path}: "
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=tuple(range(128)), lnc_size=2)
+    line = str(exc.value)
+    assert line.startswith(where), line
+    assert "is not Unicode text" in line and f"lone surrogate U+{char:04X}" in line
+    assert f"at character {at}" in line
+    for cmd in (["explain", ROOT / "fixtures" / "two_node128.neff"],
+                ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "128"],
+                ["lower", "-q", ROOT / "fixtures" / "two_node128.neff", "-o", tmp_path / "o"]):
+        assert _one_line_error(_cli(*cmd, "--topology", path)) == line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]  # lower wrote nothing
+
+
+@pytest.mark.parametrize("name", [5, None, ["trn2"]])
+def test_topology_name_must_be_a_string(tmp_path, name):
+    """``name`` is text (shown by explain, recorded in the manifest): a number or a list
+    was printed as its ``str``."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_trn2_2node(name=name)))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value).startswith(f"{path}: field name: name must be a string")
+
+
+def test_topology_file_size_limit_names_the_file_and_nodes(tmp_path):
+    """Bug: a topology file whose ``nodes`` made more than MAX_TOPOLOGY_RANKS ranks was
+    refused naming the model (``lower``) or nothing (``explain``) with ``field topology``;
+    every other limit of the file names the file and its field."""
+    from nrtrewrite.errors import LimitError
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(_trn2_2node(nodes=10**30)))
+    with pytest.raises(LimitError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    line = str(exc.value)
+    assert line.startswith(f"{path}: field nodes: ") and "MAX_TOPOLOGY_RANKS" in line
+    assert f"{10**30} node(s)" in line and "more than 1048576" in line
+    model = ROOT / "fixtures" / "two_node128.neff"
+    for cmd in (["explain", model], ["lower", "-q", model, "-o", tmp_path / "o"],
+                ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "4"]):
+        assert _one_line_error(_cli(*cmd, "--topology", path)) == line
+    # no nodes: sized to the model's ranks, which the file's nodes would have to hold
+    path.write_text(json.dumps({"format": TOPOLOGY_FORMAT, "torus": [1, 1], "lnc_sizes": [1],
+                                "device": {"dies": 1, "sengines_per_die": 1,
+                                           "tpbs_per_sengine": 1}}))
+    with pytest.raises(LimitError) as exc:
+        load_topology(str(path), world=(0, 1 << 21), lnc_size=1)
+    line = str(exc.value)
+    assert line.startswith(f"{path}: field nodes: ") and f"to hold rank {1 << 21}" in line
+    assert "MAX_TOPOLOGY_RANKS" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.json"]
+
+
+def test_an_lnc_size_that_does_not_divide_the_cores_names_the_file(tmp_path):
+    """An ``lnc_sizes`` entry larger than a device's cores gave no rank per device: a
+    ZeroDivisionError (internal error) when the file has no ``nodes``; with ``nodes``, an
+    error naming no file."""
+    path = tmp_path / "t.json"
+    for size, extra in ((1000, {}), (3, {"nodes": 1})):
+        path.write_text(json.dumps({"torus": [2, 2], "lnc_sizes": [size], **extra}))
+        with pytest.raises(ValidationError) as exc:
+            load_topology(str(path), world=(0,), lnc_size=size)
+        assert str(exc.value) == (f"{path}: field lnc_sizes: lnc_size {size} does not divide "
+                                  "the 8 cores of a device")
+        assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--ranks", "4", "--topology", path)) == str(exc.value)

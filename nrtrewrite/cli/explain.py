@@ -27,13 +27,13 @@ from nrtrewrite import jsonin
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
-from nrtrewrite.errors import NrtRewriteError, ValidationError
+from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     Leg, Request, Selection, group_shape, parse_algo_override, parse_op_name, select,
 )
-from nrtrewrite.topology.model import PRESETS, Topology, load_topology
+from nrtrewrite.topology.model import MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology
 from nrtrewrite.topology.rings import (
     duplicate_flags, enc_ring, hop_localities, kangaring_paths, ring_orders,
 )
@@ -59,21 +59,55 @@ def parse_size(text: str) -> int:
     return int(val)
 
 
+#: One item of a ``--group`` list: a rank or an ascending range (ASCII digits only: ``int``
+#: reads other decimal digits, and ``str.isdigit`` takes ``²``, which ``int`` refuses).
+_RANKS_ITEM_RE = re.compile(r"([0-9]+)(?:\s*(?:-|\.\.)\s*([0-9]+))?")
+
+
+def _shown_item(part: str) -> str:
+    return repr(part) if len(part) <= 40 else f"{part[:16]!r}...{part[-8:]!r} ({len(part)} characters)"
+
+
+def _list_rank(digits: str, part: str) -> int:
+    """A rank of a ``--group`` item, below :data:`MAX_TOPOLOGY_RANKS` (no topology has a rank
+    beyond it); judged by its digits before ``int`` reads them (a 5000-digit number)."""
+    sig = digits.lstrip("0") or "0"
+    if len(sig) > len(str(MAX_TOPOLOGY_RANKS)) or int(sig) >= MAX_TOPOLOGY_RANKS:
+        raise LimitError(f"rank {sig if len(sig) <= 40 else f'of {len(sig)} digits'} in "
+                         f"{_shown_item(part)} is beyond the last rank a topology may have, "
+                         f"{MAX_TOPOLOGY_RANKS - 1} (MAX_TOPOLOGY_RANKS = {MAX_TOPOLOGY_RANKS})",
+                         field="--group")
+    return int(sig)
+
+
 def parse_ranks(text: str) -> tuple[int, ...]:
-    """``0-63``, ``0..63``, ``0,4,8``, ``0-3,64-67`` -> ranks in the given order."""
-    out: list[int] = []
+    """``0-63``, ``0..63``, ``0,4,8``, ``0-3,64-67`` -> ranks in the given order.
+
+    A range runs upward (``5-1`` is refused: list the ranks one by one for another order).
+    The limits are checked on the numbers before any rank list is built: every rank below
+    :data:`MAX_TOPOLOGY_RANKS`, and at most that many ranks listed (more repeats a rank)."""
+    items: list[tuple[int, int]] = []
+    total = 0
     for part in filter(None, (p.strip() for p in text.split(","))):
-        m = re.fullmatch(r"(\d+)\s*(?:-|\.\.)\s*(\d+)", part)
-        if m:
-            a, b = int(m.group(1)), int(m.group(2))
-            out.extend(range(a, b + 1) if a <= b else range(a, b - 1, -1))
-        elif part.isdigit():
-            out.append(int(part))
-        else:
-            raise ValidationError(f"bad rank list {text!r} (e.g. 0-63 or 0,4,8)", field="--group")
-    if not out:
+        m = _RANKS_ITEM_RE.fullmatch(part)
+        if not m:
+            raise ValidationError(f"bad rank list item {_shown_item(part)} (e.g. 0-63 or 0,4,8)",
+                                  field="--group")
+        a = _list_rank(m.group(1), part)
+        b = a if m.group(2) is None else _list_rank(m.group(2), part)
+        if b < a:
+            raise ValidationError(f"descending range {_shown_item(part)}: a range runs from its "
+                                  f"lower rank to its higher ({b}-{a}); list the ranks one by "
+                                  "one for another order", field="--group")
+        total += b - a + 1
+        if total > MAX_TOPOLOGY_RANKS:
+            raise LimitError(f"the list has {total} ranks by {_shown_item(part)}, more than "
+                             f"{MAX_TOPOLOGY_RANKS} (MAX_TOPOLOGY_RANKS): it repeats a rank",
+                             field="--group")
+        items.append((a, b))
+    if not items:
         raise ValidationError("empty rank list", field="--group")
-    return tuple(out)
+    return tuple(r for a, b in items for r in range(a, b + 1))
 
 
 def compress(order) -> str:
@@ -589,6 +623,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise click.UsageError("give exactly one of --ranks N and --group LIST")
         if nranks is not None and nranks < 1:
             raise click.UsageError("--ranks must be >= 1")
+        if nranks is not None and nranks > MAX_TOPOLOGY_RANKS:  # before the group is built
+            raise LimitError(f"ranks 0..{nranks - 1} need a topology of {nranks} ranks, more "
+                             f"than {MAX_TOPOLOGY_RANKS} (MAX_TOPOLOGY_RANKS)", field="--ranks")
         group = tuple(range(nranks)) if nranks is not None else parse_ranks(group_text)
         spec = topology
         if nodes is not None:

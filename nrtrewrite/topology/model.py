@@ -416,18 +416,20 @@ def _nodes_for(world: tuple[int, ...], ranks_per_node: int) -> int:
 
 
 def check_topology_size(platform: Platform, lnc_size: int, nodes: int,
-                        world: tuple[int, ...] = ()) -> None:
+                        world: tuple[int, ...] = (), *, file: str | None = None,
+                        field: str = "topology") -> None:
     """LimitError when ``nodes`` nodes of ``platform`` exceed :data:`MAX_TOPOLOGY_RANKS`.
 
     Checked before any rank is built; with ``world`` the message names its largest rank
-    (the default topology is sized to it)."""
+    (the default topology is sized to it).  ``file`` and ``field`` say where the node count
+    comes from: the ``--topology`` option (a preset), or a topology file's ``nodes``."""
     rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
     if nodes * rpn > MAX_TOPOLOGY_RANKS:
         why = (f" to hold rank {max(world)}" if world and max(world) >= MAX_TOPOLOGY_RANKS
                else "")
         raise LimitError(f"topology {platform.name} needs {nodes} node(s) x {rpn} ranks = "
                          f"{nodes * rpn} ranks{why}, more than {MAX_TOPOLOGY_RANKS} "
-                         "(MAX_TOPOLOGY_RANKS)", field="topology")
+                         "(MAX_TOPOLOGY_RANKS)", file=file, field=field)
 
 
 def _check_world(topo: Topology, world: tuple[int, ...]) -> None:
@@ -454,10 +456,28 @@ def _check_devices(n: int, where: str) -> None:
                          field="devices_per_node")
 
 
+def _check_text(doc: dict, where: str) -> None:
+    """Every string of the document (values and keys, also of keys the loader ignores) must
+    be Unicode text, and ``name`` a string: ``explain`` prints it and the output manifest
+    records it (a lone surrogate, from a JSON ``\\ud800`` escape, was an internal error of
+    ``explain`` and went into ``lower``'s manifest)."""
+    bad = jsonin.lone_surrogate(doc)
+    if bad is not None:
+        path, text, at, is_key = bad
+        what = "a key" if is_key else path
+        raise ValidationError(f"{what} is not Unicode text: lone surrogate U+{ord(text[at]):04X} "
+                              f"(a JSON \\u escape) at character {at}", file=where,
+                              field=path or None)
+    if "name" in doc and not isinstance(doc["name"], str):
+        raise ValidationError(f"name must be a string, not {doc['name']!r}", file=where,
+                              field="name")
+
+
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     """Build a :class:`Platform` from a JSON topology document (docs/TOPOLOGY.md)."""
     if not isinstance(doc, dict):
         raise ValidationError("a topology file must hold a JSON object", file=where)
+    _check_text(doc, where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
         raise ValidationError(f"unknown topology format {fmt!r} (expected {TOPOLOGY_FORMAT!r})",
@@ -667,6 +687,9 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
         raise ValidationError(f"topology {platform.name} supports lnc_size "
                               f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
                               file=str(path), field="lnc_size")
+    if platform.device.tpbs % lnc_size:  # (lnc_sizes [1000]: no rank per device, no node count)
+        raise ValidationError(f"lnc_size {lnc_size} does not divide the {platform.device.tpbs} "
+                              "cores of a device", file=str(path), field="lnc_sizes")
     rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
     nodes = doc.get("nodes")
     if nodes is None:
@@ -674,7 +697,8 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
         raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
                               field="nodes")
-    check_topology_size(platform, lnc_size, nodes, world)
+    # the file's nodes, or (when it gives none) the count sized to the model's ranks
+    check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes")
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
                     name=str(doc.get("name", path.stem)), source=os.fspath(path))
     _check_world(topo, world)
