@@ -95,11 +95,8 @@ def parse_ranks(text: str) -> tuple[int, ...]:
                                   field="--group")
         a = _list_rank(m.group(1), part)
         b = a if m.group(2) is None else _list_rank(m.group(2), part)
-        if b < a:
-            raise ValidationError(f"descending range {_shown_item(part)}: a range runs from its "
-                                  f"lower rank to its higher ({b}-{a}); list the ranks one by "
-                                  "one for another order", field="--group")
-        total += b - a + 1
+        total += abs(b - a) + 1  # a range may run downward (5-1: 5, 4, 3, 2, 1), as
+        # compress() writes the rank runs of a ring (7..5)
         if total > MAX_TOPOLOGY_RANKS:
             raise LimitError(f"the list has {total} ranks by {_shown_item(part)}, more than "
                              f"{MAX_TOPOLOGY_RANKS} (MAX_TOPOLOGY_RANKS): it repeats a rank",
@@ -107,7 +104,8 @@ def parse_ranks(text: str) -> tuple[int, ...]:
         items.append((a, b))
     if not items:
         raise ValidationError("empty rank list", field="--group")
-    return tuple(r for a, b in items for r in range(a, b + 1))
+    return tuple(r for a, b in items
+                 for r in (range(a, b + 1) if a <= b else range(a, b - 1, -1)))
 
 
 def compress(order) -> str:
