@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 from click.testing import CliRunner
 from rich.console import Console
@@ -60,3 +61,17 @@ def test_few_triggers_get_one_row_each_and_names_are_not_cut_when_piped(tmp_path
     assert "REDUCE_SCATTER" in res.output and "ALLGATHER" in res.output
     assert "…" not in res.output
     assert "0 (8 ranks)" in res.output
+
+
+def test_redirected_stderr_gets_nothing_from_a_successful_lower(tmp_path):
+    """No progress bar when stderr is not a terminal: rich's transient bar left a lone line
+    break there (mix8: 8 ranks, the bar's threshold)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "lower",
+                           str(root / "fixtures" / "mix8.neff"), "-o", str(tmp_path / "o")],
+                          capture_output=True, text=True, cwd=root, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", repr(proc.stderr)
+    assert "8 rank folder(s) written" in proc.stdout

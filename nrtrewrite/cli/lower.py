@@ -96,7 +96,8 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     # core still means a second process), nor than the ranks (one rank: 2, compose ahead)
     cores = os.cpu_count() or 1
     workers = min(jobs or cores, max(cores, 2), max(n, 2))
-    if quiet or n < PROGRESS_MIN_RANKS:
+    if quiet or n < PROGRESS_MIN_RANKS or not err.is_terminal:  # a bar only on a terminal
+        # (redirected, rich's transient bar left a lone line break on stderr)
         write_output(plan, out_path, ranks=rank_list, force=force, workers=workers)
     else:
         with Progress(TextColumn("lowering"), BarColumn(), MofNCompleteColumn(),
