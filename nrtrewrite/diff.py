@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import (HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output,
-                                  read_json)
+from nrtrewrite.artifacts import HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
@@ -53,7 +52,9 @@ class Difference:
     """One line of ``diff``: ``where`` (file, relative to the output folder), ``record`` (an
     artifact's record index, an instruction index, or None), ``field`` (as shown) and both
     values.  ``path`` is the field as a list of keys (a manifest's JSON keys and list
-    indices; a record's field name split at its dots), ``field`` when empty."""
+    indices; a record's field name split at its dots), ``field`` when empty.  ``as_json``:
+    the values are a JSON document's (a manifest's, a NEFF JSON member's), shown as JSON
+    (``false != 0``, ``"x"``, a number as it is written)."""
 
     where: str  # "rank-0003/spad.bin" or "manifest.json" ...
     record: int | None
@@ -61,11 +62,14 @@ class Difference:
     a: object
     b: object
     path: tuple = ()
+    as_json: bool = False
 
     def line(self) -> str:
         rec = f"[{self.record}]" if self.record is not None else ""
         if self.field == "damaged":
             return f"{self.where} damaged in B: {self.b}"
+        if self.as_json:
+            return f"{self.where}{rec} {self.field}: {_json_text(self.a)} != {_json_text(self.b)}"
         # an artifact record's address fields in hex as dump shows them, any other integer
         # (counts, sizes, lengths, values) in decimal
         hx = self.record is not None and ":" not in self.where and self.field in HEX_FIELDS
@@ -83,6 +87,19 @@ def _fmt(v, hex_int: bool = False) -> str:
     if hex_int and isinstance(v, int) and not isinstance(v, bool):
         return f"0x{v:x}"
     return repr(v) if isinstance(v, str) else str(v)
+
+
+def _json_text(v) -> str:
+    """A JSON value as JSON text (``true``, ``null``, ``"x"``, ``[1, 2]``; a number with a
+    fraction or an exponent as it is written), ``<absent>`` for :data:`ABSENT`."""
+    if v is ABSENT:
+        return str(v)
+    if isinstance(v, jsonin.JsonFloat):
+        return v.text
+    try:
+        return json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):  # (not from a JSON document)
+        return _fmt(v)
 
 
 #: NEFF header fields shown as text, and as hex (nrtrewrite.neff.container).
@@ -104,8 +121,14 @@ def _differing_bytes(xa: bytes, xb: bytes) -> tuple[int, int]:
 
 
 def _damaged(where: str, why: str) -> Difference:
-    """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged: B: WHY``."""
+    """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged in B: WHY``."""
     return Difference(where, None, "damaged", ABSENT, why)
+
+
+def _why(exc: OSError) -> str:
+    """An OS error as the reason a file cannot be read: ``cannot read (Permission denied)``
+    (the one form of every side and file, diff's ``damaged in B`` lines and A's errors)."""
+    return f"cannot read ({exc.strerror or exc})"
 
 
 @dataclass
@@ -188,32 +211,70 @@ def _key_text(path: tuple) -> str:
     return out or "(root)"
 
 
+def _canonical(doc) -> str:
+    """A JSON value as one text, keys sorted: equal for equal values of equal types (``true``
+    is not ``1``), whatever the order of their keys."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def _which_differ(xs: list, ys: list) -> list[bool]:
+    """Whether each pair of JSON values (read with ``exact_floats``) differs: in type
+    (``false`` and ``0``, ``2`` and ``2.0``) or value (numbers by their exact decimal value,
+    :class:`jsonin.JsonFloat`), keys in any order.  Python's ``==`` (in C: a large equal
+    subtree costs no Python walk) finds every difference but ``true`` / ``1`` inside
+    containers (``[1] == [True]``): the containers it calls equal are checked by their
+    :func:`_canonical` text, all at once (one by one only when that differs)."""
+    out, same = [], []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        if type(x) is not type(y) or not x == y:
+            out.append(True)
+        else:
+            out.append(False)
+            if isinstance(x, (dict, list)):
+                same.append(i)
+    if same and _canonical([xs[i] for i in same]) != _canonical([ys[i] for i in same]):
+        for i in same:
+            out[i] = _canonical(xs[i]) != _canonical(ys[i])
+    return out
+
+
 def _json_diff(where: str, a, b, path: tuple = ()) -> Iterator[Difference]:
-    """The differences of two JSON documents, key by key: a key or element on one side only
-    has :data:`ABSENT` on the other (a list whose length changed: its length, then each added
-    or removed element), values of other types or other values are one difference."""
-    if a == b:  # deep equality, in C: an equal subtree has nothing to report
-        return
+    """The differences of two JSON documents (read with ``exact_floats``), key by key: a key
+    or element on one side only has :data:`ABSENT` on the other (a list whose length changed:
+    its length, then each added or removed element), values of other types (``false`` and
+    ``0``, ``2`` and ``2.0``) or other values (:func:`_which_differ`) are one difference."""
+    if _which_differ([a], [b])[0]:
+        yield from _json_walk(where, a, b, path)
+
+
+def _json_walk(where: str, a, b, path: tuple) -> Iterator[Difference]:
+    """:func:`_json_diff` of values known to differ."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
+        keys = sorted(set(a) | set(b), key=str)
+        common = [k for k in keys if k in a and k in b]
+        differ = dict(zip(common, _which_differ([a[k] for k in common],
+                                                [b[k] for k in common])))
+        for k in keys:
             sub = (*path, k)
             if k not in a or k not in b:
                 yield Difference(where, None, _key_text(sub), a.get(k, ABSENT), b.get(k, ABSENT),
-                                 sub)
-            else:
-                yield from _json_diff(where, a[k], b[k], sub)
+                                 sub, as_json=True)
+            elif differ[k]:
+                yield from _json_walk(where, a[k], b[k], sub)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
-                             (*path, "(length)"))
-        for i, (x, y) in enumerate(zip(a, b)):
-            yield from _json_diff(where, x, y, (*path, i))
-        for i in range(min(len(a), len(b)), max(len(a), len(b))):  # added or removed
+                             (*path, "(length)"), as_json=True)
+        n = min(len(a), len(b))
+        for i, differs in enumerate(_which_differ(a[:n], b[:n])):
+            if differs:
+                yield from _json_walk(where, a[i], b[i], (*path, i))
+        for i in range(n, max(len(a), len(b))):  # added or removed
             sub = (*path, i)
             yield Difference(where, None, _key_text(sub), a[i] if i < len(a) else ABSENT,
-                             b[i] if i < len(b) else ABSENT, sub)
+                             b[i] if i < len(b) else ABSENT, sub, as_json=True)
     else:
-        yield Difference(where, None, _key_text(path), a, b, path or ("(root)",))
+        yield Difference(where, None, _key_text(path), a, b, path or ("(root)",), as_json=True)
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory
@@ -382,8 +443,8 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
     bytes (count and first offset)."""
     if where.endswith(".json"):
         try:
-            ja = jsonin.loads(ma, strict_objects=False)
-            jb = jsonin.loads(mb, strict_objects=False)
+            ja = jsonin.loads(ma, strict_objects=False, exact_floats=True)
+            jb = jsonin.loads(mb, strict_objects=False, exact_floats=True)
         except (ValueError, RecursionError):  # compared by bytes (NaN != NaN, keys twice)
             pass
         else:
@@ -751,8 +812,51 @@ def _refuse_non_finite(path: Path) -> None:
         pass  # not JSON at all: not an output of ours, as the caller says
 
 
-def _top_manifest(p: Path) -> dict:
-    doc = read_json(p / "manifest.json")
+def _read_json(path: Path, strict: bool = True) -> tuple[object, str | None, str | None]:
+    """A manifest: ``(doc, why, field)``.  ``why`` None: read.  Otherwise what is wrong,
+    ``field`` the key path it names (or None): with ``doc`` None it could not be read (the
+    OS's reason, not JSON, nested too deeply, a number that is not finite); with ``doc`` it
+    has a key twice (checked when ``strict``) and ``doc`` is what JSON reads (the last
+    value of the key).  Numbers are read exactly (``jsonin.JsonFloat``)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, _why(exc), None
+    try:
+        if strict:
+            try:
+                return (jsonin.loads(data, strict_objects=False, unique_keys=True,
+                                     exact_floats=True), None, None)
+            except jsonin.JsonRule as err:  # a key twice, or also unreadable without the rule
+                doc = jsonin.loads(data, strict_objects=False, exact_floats=True)
+                return doc, f"invalid JSON: {err.why}", err.path
+        return jsonin.loads(data, strict_objects=False, exact_floats=True), None, None
+    except jsonin.JsonRule as err:
+        return None, f"invalid JSON: {err.why}", err.path
+    except ValueError as exc:
+        return None, f"cannot read ({exc})", None
+    except RecursionError:
+        return None, "cannot read (JSON nested too deeply)", None
+
+
+def _json_a(path: Path, strict: bool = True):
+    """A's manifest (:func:`_read_json`): anything wrong with it is an error."""
+    doc, why, fld = _read_json(path, strict)
+    if why is not None:
+        raise OutputError(why, file=str(path), field=fld)
+    return doc
+
+
+def _json_b(rep: Report, where: str, path: Path):
+    """B's manifest (:func:`_read_json`): anything wrong with it is its ``damaged`` line; the
+    document (None if it could not be read)."""
+    doc, why, fld = _read_json(path)
+    if why is not None:
+        rep.add([_damaged(where, f"field {fld}: {why}" if fld else why)])
+    return doc
+
+
+def _must_be_object(doc, p: Path) -> dict:
     if not isinstance(doc, dict):  # (a manifest over 1 MiB is recognised by its head only)
         raise OutputError("must be a JSON object", file=str(p / "manifest.json"))
     return doc
@@ -846,20 +950,13 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
         return
     if ka != "file":
         raise OutputError(f"{pa}: not a regular file")
-    doc_a = read_json(pa)
+    doc_a = _json_a(pa)
     if kb != "file":
         rep.add([_damaged(where, "not a regular file")])
         return
-    try:
-        doc_b = read_json(pb)
-    except OutputError as err:
-        why = err.why
-        why = why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why
-        if err.where.field is not None:  # the key path of a NaN / 1e999
-            why = f"field {err.where.field}: {why}"
-        rep.add([_damaged(where, why)])
-        return
-    rep.add_each(_json_diff(where, doc_a, doc_b))
+    doc_b = _json_b(rep, where, pb)
+    if doc_b is not None:
+        rep.add_each(_json_diff(where, doc_a, doc_b))
 
 
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
@@ -875,11 +972,18 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
     a, b = Path(a), Path(b)
     for p in (a, b):
         _check_ours(p)
-    ma = _top_manifest(a)
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
-        mb = ma  # nothing to compare (a HIER plan's manifest: tens of MB of JSON)
+        # nothing to compare (a HIER plan's manifest: tens of MB of JSON): read for the NEFF
+        # name only, without the duplicate-key check
+        ma = mb = _must_be_object(_json_a(a / "manifest.json", strict=False), a)
     else:
-        mb = _top_manifest(b)
+        ma = _must_be_object(_json_a(a / "manifest.json"), a)
+        doc, why, fld = _read_json(b / "manifest.json")
+        if doc is None:  # (B is then no output folder: an error, as _check_ours's)
+            raise OutputError(why, file=str(b / "manifest.json"), field=fld)
+        mb = _must_be_object(doc, b)
+        if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
+            rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
         rep.add_each(_json_diff("manifest.json", ma, mb))
     na = _neff_name(ma, a)
     try:
