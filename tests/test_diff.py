@@ -705,3 +705,35 @@ def test_a_key_twice_is_damage_in_b_and_an_error_in_a(pair):
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert line == (f"nrtrewrite: error: {b}/rank-0001/manifest.json: invalid JSON: "
                     "duplicate key 'leg'")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["{a}", "{missing}"], "Invalid value for 'B': Directory '{missing}' does not exist."),
+    (["{a}", "{file}"], "Invalid value for 'B': Directory '{file}' is a file."),
+    (["{missing}", "{b}"], "Invalid value for 'A': Directory '{missing}' does not exist."),
+    (["{a}", "{b}", "--max", "-1"], "Invalid value for '--max': -1 is not in the range x>=0."),
+    (["{a}", "{b}", "--max", "x"],
+     "Invalid value for '--max': 'x' is not a valid integer range."),
+    (["{a}"], "Missing argument 'B'."),
+    (["{a}", "{b}", "{b}"], "Got unexpected extra argument ({b})"),
+])
+def test_json_with_a_usage_error_is_still_one_json_document(pair, tmp_path, args, message):
+    """click checks the arguments before the command runs: its usage error left stdout empty
+    with --json (exit 2)."""
+    a, b = pair
+    names = {"a": a, "b": b, "missing": tmp_path / "missing",
+             "file": a / "manifest.json"}
+    args = [x.format(**names) for x in args]
+    message = message.format(**names)
+    for line in (["diff", "--json", *args], ["diff", *args, "--json"]):
+        res = CliRunner().invoke(main, line, prog_name="nrtrewrite")
+        assert res.exit_code == 2
+        assert json.loads(res.stdout) == {"differences": [], "files": [], "count": 0,
+                                          "shown": 0, "identical": None, "error": message}
+        assert res.stderr == (f"nrtrewrite diff: error: {message} (see 'nrtrewrite diff "
+                              "--help')\n")
+    res = CliRunner().invoke(main, ["diff", *args], prog_name="nrtrewrite")
+    assert res.exit_code == 2 and res.stdout == ""
+    # after "--", "--json" is a folder's name
+    res = CliRunner().invoke(main, ["diff", "--", str(a), "--json"], prog_name="nrtrewrite")
+    assert res.exit_code == 2 and res.stdout == ""
