@@ -97,7 +97,11 @@ def _json_text(v) -> str:
     if isinstance(v, jsonin.JsonFloat):
         return v.text
     try:
-        return json.dumps(v, ensure_ascii=False)
+        text = json.dumps(v, ensure_ascii=False)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): escaped, as JSON may
+        return json.dumps(v)
     except (TypeError, ValueError, RecursionError):  # (not from a JSON document)
         return _fmt(v)
 

@@ -681,6 +681,8 @@ def _jdiff(x, y):
     ('{"a": "x"}', '{"a": ["x"]}', ['m a: "x" != ["x"]']),
     ('{"a": 1}', '{"a": 1, "b": {"c": 2.50}}', ['m b: <absent> != {"c": 2.5}']),
     ('7', '7.0', ["m (root): 7 != 7.0"]),
+    ('["\u00e9"]', '["e"]', ['m [0]: "\u00e9" != "e"']),  # (the text as it is)
+    ('["\\ud800"]', '["x"]', ['m [0]: "\\ud800" != "x"']),  # (no UTF-8 holds it: escaped)
 ])
 def test_json_is_compared_by_type_and_exact_value(x, y, lines):
     assert _jdiff(x, y) == lines
@@ -737,3 +739,13 @@ def test_json_with_a_usage_error_is_still_one_json_document(pair, tmp_path, args
     # after "--", "--json" is a folder's name
     res = CliRunner().invoke(main, ["diff", "--", str(a), "--json"], prog_name="nrtrewrite")
     assert res.exit_code == 2 and res.stdout == ""
+
+
+def test_a_string_no_utf8_holds_is_shown_escaped(pair):
+    """A JSON ``\\ud800`` escape decodes to a lone surrogate: shown as JSON's escape, not
+    written raw (which no UTF-8 standard output can take)."""
+    a, b = pair
+    _replace_once(b / "rank-0000" / "manifest.json", '"leg": "flat"', '"leg": "\\ud800"')
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        'rank-0000/manifest.json entries[0].leg: "flat" != "\\ud800"', "1 difference(s)"]
