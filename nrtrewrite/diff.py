@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.artifacts import (HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output,
-                                  read_json)
+from nrtrewrite.artifacts import HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
@@ -53,7 +52,9 @@ class Difference:
     """One line of ``diff``: ``where`` (file, relative to the output folder), ``record`` (an
     artifact's record index, an instruction index, or None), ``field`` (as shown) and both
     values.  ``path`` is the field as a list of keys (a manifest's JSON keys and list
-    indices; a record's field name split at its dots), ``field`` when empty."""
+    indices; a record's field name split at its dots), ``field`` when empty.  ``as_json``:
+    the values are a JSON document's (a manifest's, a NEFF JSON member's), shown as JSON
+    (``false != 0``, ``"x"``, a number as it is written)."""
 
     where: str  # "rank-0003/spad.bin" or "manifest.json" ...
     record: int | None
@@ -61,11 +62,14 @@ class Difference:
     a: object
     b: object
     path: tuple = ()
+    as_json: bool = False
 
     def line(self) -> str:
         rec = f"[{self.record}]" if self.record is not None else ""
         if self.field == "damaged":
             return f"{self.where} damaged in B: {self.b}"
+        if self.as_json:
+            return f"{self.where}{rec} {self.field}: {_json_text(self.a)} != {_json_text(self.b)}"
         # an artifact record's address fields in hex as dump shows them, any other integer
         # (counts, sizes, lengths, values) in decimal
         hx = self.record is not None and ":" not in self.where and self.field in HEX_FIELDS
@@ -83,6 +87,23 @@ def _fmt(v, hex_int: bool = False) -> str:
     if hex_int and isinstance(v, int) and not isinstance(v, bool):
         return f"0x{v:x}"
     return repr(v) if isinstance(v, str) else str(v)
+
+
+def _json_text(v) -> str:
+    """A JSON value as JSON text (``true``, ``null``, ``"x"``, ``[1, 2]``; a number with a
+    fraction or an exponent as it is written), ``<absent>`` for :data:`ABSENT`."""
+    if v is ABSENT:
+        return str(v)
+    if isinstance(v, jsonin.JsonFloat):
+        return v.text
+    try:
+        text = json.dumps(v, ensure_ascii=False)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:  # a lone surrogate ("\ud800"): escaped, as JSON may
+        return json.dumps(v)
+    except (TypeError, ValueError, RecursionError):  # (not from a JSON document)
+        return _fmt(v)
 
 
 #: NEFF header fields shown as text, and as hex (nrtrewrite.neff.container).
@@ -104,8 +125,19 @@ def _differing_bytes(xa: bytes, xb: bytes) -> tuple[int, int]:
 
 
 def _damaged(where: str, why: str) -> Difference:
-    """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged: B: WHY``."""
+    """B's ``where`` cannot be read as it should (A's can): ``WHERE damaged in B: WHY``."""
     return Difference(where, None, "damaged", ABSENT, why)
+
+
+def _why(exc: OSError) -> str:
+    """An OS error as the reason a file cannot be read: ``cannot read (Permission denied)``
+    (the one form of every side and file, diff's ``damaged in B`` lines and A's errors)."""
+    return f"cannot read ({exc.strerror or exc})"
+
+
+def _cannot_read(p: Path, exc: OSError) -> OutputError:
+    """A's ``p`` cannot be read: the reference is damaged, an error."""
+    return OutputError(f"{p}: {_why(exc)}")
 
 
 @dataclass
@@ -188,32 +220,70 @@ def _key_text(path: tuple) -> str:
     return out or "(root)"
 
 
+def _canonical(doc) -> str:
+    """A JSON value as one text, keys sorted: equal for equal values of equal types (``true``
+    is not ``1``), whatever the order of their keys."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def _which_differ(xs: list, ys: list) -> list[bool]:
+    """Whether each pair of JSON values (read with ``exact_floats``) differs: in type
+    (``false`` and ``0``, ``2`` and ``2.0``) or value (numbers by their exact decimal value,
+    :class:`jsonin.JsonFloat`), keys in any order.  Python's ``==`` (in C: a large equal
+    subtree costs no Python walk) finds every difference but ``true`` / ``1`` inside
+    containers (``[1] == [True]``): the containers it calls equal are checked by their
+    :func:`_canonical` text, all at once (one by one only when that differs)."""
+    out, same = [], []
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        if type(x) is not type(y) or not x == y:
+            out.append(True)
+        else:
+            out.append(False)
+            if isinstance(x, (dict, list)):
+                same.append(i)
+    if same and _canonical([xs[i] for i in same]) != _canonical([ys[i] for i in same]):
+        for i in same:
+            out[i] = _canonical(xs[i]) != _canonical(ys[i])
+    return out
+
+
 def _json_diff(where: str, a, b, path: tuple = ()) -> Iterator[Difference]:
-    """The differences of two JSON documents, key by key: a key or element on one side only
-    has :data:`ABSENT` on the other (a list whose length changed: its length, then each added
-    or removed element), values of other types or other values are one difference."""
-    if a == b:  # deep equality, in C: an equal subtree has nothing to report
-        return
+    """The differences of two JSON documents (read with ``exact_floats``), key by key: a key
+    or element on one side only has :data:`ABSENT` on the other (a list whose length changed:
+    its length, then each added or removed element), values of other types (``false`` and
+    ``0``, ``2`` and ``2.0``) or other values (:func:`_which_differ`) are one difference."""
+    if _which_differ([a], [b])[0]:
+        yield from _json_walk(where, a, b, path)
+
+
+def _json_walk(where: str, a, b, path: tuple) -> Iterator[Difference]:
+    """:func:`_json_diff` of values known to differ."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
+        keys = sorted(set(a) | set(b), key=str)
+        common = [k for k in keys if k in a and k in b]
+        differ = dict(zip(common, _which_differ([a[k] for k in common],
+                                                [b[k] for k in common])))
+        for k in keys:
             sub = (*path, k)
             if k not in a or k not in b:
                 yield Difference(where, None, _key_text(sub), a.get(k, ABSENT), b.get(k, ABSENT),
-                                 sub)
-            else:
-                yield from _json_diff(where, a[k], b[k], sub)
+                                 sub, as_json=True)
+            elif differ[k]:
+                yield from _json_walk(where, a[k], b[k], sub)
     elif isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
-                             (*path, "(length)"))
-        for i, (x, y) in enumerate(zip(a, b)):
-            yield from _json_diff(where, x, y, (*path, i))
-        for i in range(min(len(a), len(b)), max(len(a), len(b))):  # added or removed
+                             (*path, "(length)"), as_json=True)
+        n = min(len(a), len(b))
+        for i, differs in enumerate(_which_differ(a[:n], b[:n])):
+            if differs:
+                yield from _json_walk(where, a[i], b[i], (*path, i))
+        for i in range(n, max(len(a), len(b))):  # added or removed
             sub = (*path, i)
             yield Difference(where, None, _key_text(sub), a[i] if i < len(a) else ABSENT,
-                             b[i] if i < len(b) else ABSENT, sub)
+                             b[i] if i < len(b) else ABSENT, sub, as_json=True)
     else:
-        yield Difference(where, None, _key_text(path), a, b, path or ("(root)",))
+        yield Difference(where, None, _key_text(path), a, b, path or ("(root)",), as_json=True)
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory
@@ -301,11 +371,27 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
     step = max(1, CHUNK_BYTES // size)
     bufa, bufb = bytearray(min(n, step) * size), bytearray(min(n, step) * size)
     try:
-        with open(fa, "rb") as ha, open(fb, "rb") as hb:
+        ha = open(fa, "rb")
+    except OSError as exc:
+        raise _cannot_read(fa, exc) from None
+    with ha:
+        try:
+            hb = open(fb, "rb")
+        except OSError as exc:  # B's damage: its line, no records compared
+            rep.add([_damaged(where, _why(exc))])
+            return
+        with hb:
             for lo in range(0, n, step):
                 k = min(step, n - lo)
-                va = _read_block(ha, bufa, k * size, fa)
-                vb = _read_block(hb, bufb, k * size, fb)
+                try:
+                    va = _read_block(ha, bufa, k * size, fa)
+                except OSError as exc:
+                    raise _cannot_read(fa, exc) from None
+                try:
+                    vb = _read_block(hb, bufb, k * size, fb)
+                except OSError as exc:  # the records before it stay compared
+                    rep.add([_damaged(where, _why(exc))])
+                    break
                 if va == vb:
                     continue
                 # every record size is a multiple of 8 bytes: compare 64-bit words
@@ -323,24 +409,24 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                 rep.add_first(len(idx), lambda j: _record_lines(
                     where, name, lo + int(idx[j]), xa[j], xb[j]))
                 del wa, wb, va, vb
-    except OSError as exc:
-        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
     if fc.differing_records:
         rep.on_file(fc)
 
 
-def _artifact_records(p: Path, name: str) -> tuple[int, str | None]:
+def _artifact_records(p: Path, name: str) -> tuple[int | None, str | None]:
     """The whole records in artifact ``p`` and what is wrong with it (None: nothing): not a
-    regular file (0 records), unreadable (0), a torn last record (the whole ones)."""
+    regular file or unreadable (None records: not compared), a torn last record (the whole
+    ones)."""
     size = F.ARTIFACTS[name][0].itemsize
-    if not p.is_file():  # (a FIFO is never opened: it would block)
-        return 0, "not a regular file"
     try:
-        nbytes = p.stat().st_size
+        st = os.lstat(p)  # (a FIFO is never opened: it would block; a link not followed)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        nbytes = st.st_size
         with open(p, "rb"):
             pass
     except OSError as exc:
-        return 0, f"cannot read ({exc.strerror or exc})"
+        return None, _why(exc)
     if nbytes % size:
         return nbytes // size, f"{nbytes} bytes is not a whole number of {size}-byte records"
     return nbytes // size, None
@@ -382,8 +468,8 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
     bytes (count and first offset)."""
     if where.endswith(".json"):
         try:
-            ja = jsonin.loads(ma, strict_objects=False)
-            jb = jsonin.loads(mb, strict_objects=False)
+            ja = jsonin.loads(ma, strict_objects=False, exact_floats=True)
+            jb = jsonin.loads(mb, strict_objects=False, exact_floats=True)
         except (ValueError, RecursionError):  # compared by bytes (NaN != NaN, keys twice)
             pass
         else:
@@ -641,9 +727,16 @@ def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile) -> str |
 def _neff_members_diff(rep: Report, name: str, a: Path, b: Path) -> None:
     """The members of the rewritten NEFFs (:func:`_walk_members`), reported only once both
     NEFFs have read whole: A's reader error raised, B's the one ``damaged`` line."""
-    fa = _NeffFile(a)
+    try:
+        fa = _NeffFile(a)
+    except OSError as exc:
+        raise _cannot_read(a, exc) from None
     try:
         fb = _NeffFile(b)
+    except OSError as exc:
+        fa.close()
+        rep.add([_damaged(name, _why(exc))])
+        return
     except BaseException:
         fa.close()
         raise
@@ -687,10 +780,14 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
     try:
         with open(a, "rb") as fh:
             ha = fh.read(HEADER_SIZE)
+    except OSError as exc:
+        raise _cannot_read(a, exc) from None
+    try:
         with open(b, "rb") as fh:
             hb = fh.read(HEADER_SIZE)
-    except OSError as exc:
-        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
+    except OSError as exc:  # B's damage: its one line
+        rep.add([_damaged(name, _why(exc))])
+        return
     # a header that is not whole is not compared field by field: the reader's line names it
     # (A's an error, B's damage), not hundreds of hex digits against <absent>
     for field_name, (off, size) in HEADER_FIELDS.items() if min(len(ha), len(hb)) == HEADER_SIZE \
@@ -718,24 +815,44 @@ def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:
     out = []
     try:
         sa, sb = a.stat().st_size, b.stat().st_size
-    except OSError as exc:
-        raise OutputError(f"{exc.filename}: cannot read ({exc.strerror or exc})") from None
-    if sa != sb:
-        out.append(Difference(name, None, "size", sa, sb))
-    out.append(Difference(name, None, "sha256", _sha256(a), _sha256(b)))
+        if sa != sb:
+            out.append(Difference(name, None, "size", sa, sb))
+        out.append(Difference(name, None, "sha256", _sha256(a), _sha256(b)))
+    except OSError as exc:  # (both were read just before: it changed meanwhile)
+        raise OutputError(f"{exc.filename}: {_why(exc)}") from None
     return out
 
 
 def _check_ours(p: Path) -> None:
     """Refuse ``p`` unless it is an nrtrewrite output folder (a rank folder is not: diff
-    compares whole outputs, docs/CLI.md)."""
-    if not (p / "manifest.json").is_file():
+    compares whole outputs, docs/CLI.md): a folder that can be read, whose ``manifest.json``
+    is a regular file (a link is not followed) of format ``nrtrewrite-lowered``.  A folder or
+    manifest that cannot be read is an error naming it and the OS's reason, on either side:
+    what cannot be read cannot be told an output folder."""
+    man = p / "manifest.json"
+    try:
+        _names(p)
+    except OSError as exc:
+        raise _cannot_read(p, exc) from None
+    try:
+        kind = _kind(man)
+        if kind == "file":
+            with open(man, "rb"):
+                pass
+    except OSError as exc:
+        raise _cannot_read(man, exc) from None
+    if kind is None:
         raise OutputError(f"{p}: not an nrtrewrite output folder (no manifest.json)")
+    if kind != "file":
+        what = {"link": "a link", "folder": "a folder"}.get(kind, "a special file")
+        links = ": links are not followed" if kind == "link" else ""
+        raise OutputError(f"{p}: not an nrtrewrite output folder (its manifest.json is "
+                          f"{what}, not a regular file{links})")
     if not is_our_output(p):
         if (p / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(p.name):
             why = "a rank folder; diff compares whole output folders"
         else:
-            _refuse_non_finite(p / "manifest.json")
+            _refuse_non_finite(man)
             why = f"its manifest.json is not of format {FORMAT_NAME!r}"
         raise OutputError(f"{p}: not an nrtrewrite output folder ({why})")
 
@@ -751,8 +868,51 @@ def _refuse_non_finite(path: Path) -> None:
         pass  # not JSON at all: not an output of ours, as the caller says
 
 
-def _top_manifest(p: Path) -> dict:
-    doc = read_json(p / "manifest.json")
+def _read_json(path: Path, strict: bool = True) -> tuple[object, str | None, str | None]:
+    """A manifest: ``(doc, why, field)``.  ``why`` None: read.  Otherwise what is wrong,
+    ``field`` the key path it names (or None): with ``doc`` None it could not be read (the
+    OS's reason, not JSON, nested too deeply, a number that is not finite); with ``doc`` it
+    has a key twice (checked when ``strict``) and ``doc`` is what JSON reads (the last
+    value of the key).  Numbers are read exactly (``jsonin.JsonFloat``)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, _why(exc), None
+    try:
+        if strict:
+            try:
+                return (jsonin.loads(data, strict_objects=False, unique_keys=True,
+                                     exact_floats=True), None, None)
+            except jsonin.JsonRule as err:  # a key twice, or also unreadable without the rule
+                doc = jsonin.loads(data, strict_objects=False, exact_floats=True)
+                return doc, f"invalid JSON: {err.why}", err.path
+        return jsonin.loads(data, strict_objects=False, exact_floats=True), None, None
+    except jsonin.JsonRule as err:
+        return None, f"invalid JSON: {err.why}", err.path
+    except ValueError as exc:
+        return None, f"cannot read ({exc})", None
+    except RecursionError:
+        return None, "cannot read (JSON nested too deeply)", None
+
+
+def _json_a(path: Path, strict: bool = True):
+    """A's manifest (:func:`_read_json`): anything wrong with it is an error."""
+    doc, why, fld = _read_json(path, strict)
+    if why is not None:
+        raise OutputError(why, file=str(path), field=fld)
+    return doc
+
+
+def _json_b(rep: Report, where: str, path: Path):
+    """B's manifest (:func:`_read_json`): anything wrong with it is its ``damaged`` line; the
+    document (None if it could not be read)."""
+    doc, why, fld = _read_json(path)
+    if why is not None:
+        rep.add([_damaged(where, f"field {fld}: {why}" if fld else why)])
+    return doc
+
+
+def _must_be_object(doc, p: Path) -> dict:
     if not isinstance(doc, dict):  # (a manifest over 1 MiB is recognised by its head only)
         raise OutputError("must be a JSON object", file=str(p / "manifest.json"))
     return doc
@@ -772,94 +932,149 @@ def _neff_name(doc: dict, p: Path) -> str | None:
 
 
 def _kind(p: Path) -> str | None:
-    """What ``p`` is, not following a link: file, folder, link, other, or None (absent)."""
+    """What ``p`` is, not following a link: file, folder, link, other, or None (absent); an
+    OS error other than its absence raised."""
     try:
         mode = os.lstat(p).st_mode
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
     if stat.S_ISLNK(mode):
         return "link"
     return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
 
 
+def _kind_a(p: Path) -> str | None:
+    """:func:`_kind` of A's ``p``: an error if it cannot be told."""
+    try:
+        return _kind(p)
+    except OSError as exc:
+        raise _cannot_read(p, exc) from None
+
+
 def _sha256(p: Path) -> str:
     h = hashlib.sha256()
-    try:
-        with open(p, "rb") as fh:
-            while chunk := fh.read(CHUNK_BYTES):
-                h.update(chunk)
-    except OSError as exc:
-        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+    with open(p, "rb") as fh:
+        while chunk := fh.read(CHUNK_BYTES):
+            h.update(chunk)
     return h.hexdigest()
 
 
 def _names(p: Path) -> set[str]:
+    with os.scandir(p) as it:
+        return {e.name for e in it}
+
+
+def _names_a(p: Path) -> set[str]:
+    """The entries of A's folder ``p``: an error if it cannot be read."""
     try:
-        return {e.name for e in os.scandir(p)}
+        return _names(p)
     except OSError as exc:
-        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise _cannot_read(p, exc) from None
 
 
-def _other_entries(rep: Report, rel: str, a: Path, b: Path, known: set[str],
-                   known_b: set[str] | None = None) -> None:
-    """The entries of folders ``a`` and ``b`` that ``lower`` does not write (``known`` are
-    compared elsewhere; ``known_b``, when given, are B's and ``known`` A's: the outputs'
-    NEFF names may differ, and A's ``y.neff`` is then an entry of A's own): one on one side
-    only is ``WHERE KIND: True != False`` (KIND: file, folder, link, other); on both, a
-    different kind is ``type``, a file whose bytes differ ``sha256``, a link whose target
-    differs ``target``, and a folder is walked the same way."""
-    known_a = known
-    known_b = known if known_b is None else known_b
-    for name in sorted((_names(a) - known_a) | (_names(b) - known_b)):
+def _presence(where: str, ka: str | None, kb: str | None) -> Difference:
+    """An entry on one side only, ``WHERE KIND: True != False`` (KIND: the present side's
+    kind, file, folder, link or other), or of other kinds on the two sides, ``WHERE type:
+    'folder' != 'file'``."""
+    if ka is None or kb is None:
+        return Difference(where, None, ka or kb, ka is not None, kb is not None)
+    return Difference(where, None, "type", ka, kb)
+
+
+def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
+                   names_b: set[str], known_a: set, known_b: set) -> None:
+    """The entries of folders ``a`` and ``b`` (their names ``names_a``, ``names_b``) that
+    ``lower`` does not write (``known_a`` and ``known_b`` are compared elsewhere: the
+    outputs' NEFF names may differ, and A's ``y.neff`` is then an entry of A's own): one on
+    one side only is ``WHERE KIND: True != False`` (KIND: file, folder, link, other); on
+    both, a different kind is ``type``, a file whose bytes differ ``sha256``, a link whose
+    target differs ``target``, and a folder is walked the same way.  Links are never
+    followed.  What cannot be read is an error in A, ``WHERE damaged in B`` in B."""
+    for name in sorted((names_a - known_a) | (names_b - known_b)):
         where = f"{rel}/{name}" if rel else name
         pa, pb = a / name, b / name
         # (a name known on one side is not an entry of that side's own: absent there)
-        ka = None if name in known_a else _kind(pa)
-        kb = None if name in known_b else _kind(pb)
-        if ka is None or kb is None:
-            rep.add([Difference(where, None, ka or kb, ka is not None, kb is not None)])
-        elif ka != kb:
-            rep.add([Difference(where, None, "type", ka, kb)])
+        ka = _kind_a(pa) if name in names_a and name not in known_a else None
+        try:
+            kb = _kind(pb) if name in names_b and name not in known_b else None
+        except OSError as exc:
+            rep.add([_damaged(where, _why(exc))])
+            continue
+        if ka is None and kb is None:  # (gone since it was listed)
+            continue
+        if ka != kb or ka is None:
+            rep.add([_presence(where, ka, kb)])
         elif ka == "file":
             if not _same_bytes(pa, pb):
-                rep.add([Difference(where, None, "sha256", _sha256(pa), _sha256(pb))])
+                try:
+                    ha = _sha256(pa)
+                except OSError as exc:
+                    raise _cannot_read(pa, exc) from None
+                try:
+                    hb = _sha256(pb)
+                except OSError as exc:
+                    rep.add([_damaged(where, _why(exc))])
+                    continue
+                rep.add([Difference(where, None, "sha256", ha, hb)])
         elif ka == "link":
-            ta, tb = os.readlink(pa), os.readlink(pb)
+            try:
+                ta = os.readlink(pa)
+            except OSError as exc:
+                raise _cannot_read(pa, exc) from None
+            try:
+                tb = os.readlink(pb)
+            except OSError as exc:
+                rep.add([_damaged(where, _why(exc))])
+                continue
             if ta != tb:
                 rep.add([Difference(where, None, "target", ta, tb)])
         elif ka == "folder":
-            _other_entries(rep, where, pa, pb, set())
+            sub_a = _names_a(pa)
+            try:
+                sub_b = _names(pb)
+            except OSError as exc:
+                rep.add([_damaged(where, _why(exc))])
+                continue
+            _other_entries(rep, where, pa, pb, sub_a, sub_b, set(), set())
 
 
-def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path) -> None:
-    """A rank's manifests key by key when their bytes differ.  A's must be readable if
-    present (an error otherwise); B's missing or unreadable is a difference."""
-    where = f"{r}/manifest.json"
-    ka, kb = _kind(pa), _kind(pb)
-    if ka is None or kb is None:
-        if ka != kb:
-            rep.add([Difference(where, None, "file", ka is not None, kb is not None)])
-        return
-    if _same_bytes(pa, pb):
-        return
-    if ka != "file":
+def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
+                   in_b: bool) -> bool:
+    """A file ``lower`` writes (a rank manifest, an artifact, the NEFF): whether both sides
+    have it as a regular file, to be compared.  Otherwise its difference is reported: on one
+    side only ``WHERE KIND: True != False``; B's a link ``WHERE type: 'file' != 'link'``
+    (never followed); B's another kind, or unreadable to tell, ``WHERE damaged in B``.  A's
+    that is not a regular file (a link included) or cannot be told is an error."""
+    ka = _kind_a(pa) if in_a else None
+    try:
+        kb = _kind(pb) if in_b else None
+    except OSError as exc:
+        rep.add([_damaged(where, _why(exc))])
+        return False
+    if ka is None and kb is None:
+        return False
+    if ka not in (None, "file"):
         raise OutputError(f"{pa}: not a regular file")
-    doc_a = read_json(pa)
+    if ka is None or kb is None or kb == "link":
+        rep.add([_presence(where, ka, kb)])
+        return False
     if kb != "file":
         rep.add([_damaged(where, "not a regular file")])
+        return False
+    return True
+
+
+def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
+                        in_b: bool) -> None:
+    """A rank's manifests key by key when their bytes differ.  A's must be readable if
+    present (an error otherwise); B's missing is a difference, unreadable its damage."""
+    where = f"{r}/manifest.json"
+    if not _expected_file(rep, where, pa, pb, in_a, in_b) or _same_bytes(pa, pb):
         return
-    try:
-        doc_b = read_json(pb)
-    except OutputError as err:
-        why = err.why
-        why = why[len(f"{pb}: "):] if why.startswith(f"{pb}: ") else why
-        if err.where.field is not None:  # the key path of a NaN / 1e999
-            why = f"field {err.where.field}: {why}"
-        rep.add([_damaged(where, why)])
-        return
-    rep.add_each(_json_diff(where, doc_a, doc_b))
+    doc_a = _json_a(pa)
+    doc_b = _json_b(rep, where, pb)
+    if doc_b is not None:
+        rep.add_each(_json_diff(where, doc_a, doc_b))
 
 
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
@@ -870,16 +1085,34 @@ def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
     return out
 
 
+def _is_folder(p: Path) -> bool:
+    """Whether ``p`` is a folder, not following a link (False when it cannot be told: its
+    damage is reported as an entry's)."""
+    try:
+        return _kind(p) == "folder"
+    except OSError:
+        return False
+
+
 def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
-    """Compare output folders ``a`` and ``b``, handing every difference to ``rep``."""
+    """Compare output folders ``a`` and ``b``, handing every difference to ``rep``.  Nothing
+    is followed through a link; what cannot be read in A is an error (the reference), in B a
+    ``damaged`` difference (docs/CLI.md)."""
     a, b = Path(a), Path(b)
     for p in (a, b):
         _check_ours(p)
-    ma = _top_manifest(a)
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
-        mb = ma  # nothing to compare (a HIER plan's manifest: tens of MB of JSON)
+        # nothing to compare (a HIER plan's manifest: tens of MB of JSON): read for the NEFF
+        # name only, without the duplicate-key check
+        ma = mb = _must_be_object(_json_a(a / "manifest.json", strict=False), a)
     else:
-        mb = _top_manifest(b)
+        ma = _must_be_object(_json_a(a / "manifest.json"), a)
+        doc, why, fld = _read_json(b / "manifest.json")
+        if doc is None:  # (B is then no output folder: an error, as _check_ours's)
+            raise OutputError(why, file=str(b / "manifest.json"), field=fld)
+        mb = _must_be_object(doc, b)
+        if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
+            rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
         rep.add_each(_json_diff("manifest.json", ma, mb))
     na = _neff_name(ma, a)
     try:
@@ -887,26 +1120,38 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
     except OutputError as err:  # (the manifests' difference names the value)
         rep.add([_damaged("manifest.json", f"field output_neff: {err.why}")])
         nb = ""  # (B's NEFF cannot be found: not compared)
-    ranks_a = {d.name for d in a.glob("rank-*") if d.is_dir()}
-    ranks_b = {d.name for d in b.glob("rank-*") if d.is_dir()}
+    names_a, names_b = _names_a(a), _names_a(b)  # (both read by _check_ours)
+    ranks_a = {n for n in names_a if n.startswith("rank-") and _is_folder(a / n)}
+    ranks_b = {n for n in names_b if n.startswith("rank-") and _is_folder(b / n)}
     common = {"manifest.json"} | ranks_a | ranks_b  # (a rank folder on one side: below)
     # each side's own NEFF name (B's unknown: the damage line stands for A's name there)
-    _other_entries(rep, "", a, b, common | {na}, common | {nb or na})
+    _other_entries(rep, "", a, b, names_a, names_b, common | {na}, common | {nb or na})
     for r in sorted(ranks_a | ranks_b):
-        if (r in ranks_a) != (r in ranks_b):
-            rep.add([Difference(r, None, "folder", r in ranks_a, r in ranks_b)])
-            continue
         ra, rb = a / r, b / r
-        _rank_manifest_diff(rep, r, ra / "manifest.json", rb / "manifest.json")
-        _other_entries(rep, r, ra, rb, {"manifest.json", *F.ARTIFACTS})
+        ka = _kind_a(ra) if r in names_a else None
+        try:
+            kb = _kind(rb) if r in names_b else None
+        except OSError as exc:
+            rep.add([_damaged(r, _why(exc))])
+            continue
+        if ka != kb:  # a rank folder on one side only, or a file or link in its place
+            rep.add([_presence(r, ka, kb)])
+            continue
+        in_a = _names_a(ra)
+        try:
+            in_b = _names(rb)
+        except OSError as exc:  # B's rank folder cannot be read: its one line
+            rep.add([_damaged(r, _why(exc))])
+            continue
+        _rank_manifest_diff(rep, r, ra / "manifest.json", rb / "manifest.json",
+                            "manifest.json" in in_a, "manifest.json" in in_b)
+        known = {"manifest.json", *F.ARTIFACTS}
+        _other_entries(rep, r, ra, rb, in_a, in_b, known, known)
         for name in F.ARTIFACTS:
             fa, fb = ra / name, rb / name
-            if fa.exists() != fb.exists():
-                rep.add([Difference(f"{r}/{name}", None, "file", fa.exists(), fb.exists())])
-                continue
-            if not fa.exists():
-                continue
             where = f"{r}/{name}"
+            if not _expected_file(rep, where, fa, fb, name in in_a, name in in_b):
+                continue
             n_a, why = _artifact_records(fa, name)
             if why:  # the reference is damaged: an error
                 raise OutputError(f"{fa}: {why}")
@@ -915,20 +1160,12 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
             n_b, why = _artifact_records(fb, name)
             if why:
                 rep.add([_damaged(where, why)])
-                if not fb.is_file():
+                if n_b is None:  # (not read: nothing to compare)
                     continue
             _records_diff(rep, where, name, fa, fb, n_a, n_b)
-    fa, fb = (a / na if na else None), (b / nb if nb else None)
-    has_a, has_b = bool(fa and fa.exists()), bool(fb and fb.exists())
-    if nb == "":
-        pass
-    elif has_a != has_b:  # one NEFF missing: a difference, not a silently skipped comparison
-        rep.add([Difference(na or nb, None, "file", has_a, has_b)])
-    elif has_a:
-        if not fa.is_file():
-            raise OutputError(f"{fa}: not a regular file")
-        if not fb.is_file():
-            rep.add([_damaged(nb, "not a regular file")])
-        else:
+    if nb != "" and (na or nb):
+        fa, fb = (a / na if na else None), (b / nb if nb else None)
+        if _expected_file(rep, na or nb, fa or a / nb, fb or b / na,
+                          bool(na and na in names_a), bool(nb and nb in names_b)):
             _neff_diff(rep, na, fa, fb)
     return rep

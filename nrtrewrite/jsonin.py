@@ -7,17 +7,24 @@ of the value (``var[2].size``: the reader's own way of naming a field).  The NEF
 members (and topology files) are read with ``strict_objects``: no duplicate keys either,
 and no integer of more than :data:`MAX_JSON_INT_DIGITS` digits (a one-line error instead of
 CPython's ``ValueError``).  The output manifests nrtrewrite wrote itself are read without
-it: their integers and keys are not in question, and the hooks would cost a Python call per
-integer of a manifest of tens of megabytes.
+it: their integers are not in question, and the hook would cost a Python call per integer of
+a manifest of tens of megabytes; ``diff`` checks their keys (``unique_keys``) when it parses
+one, whose key given twice would hide a value.
 
 A refusal is a :class:`JsonRule` (a ``ValueError``), which each reader turns into its own
 one-line error naming the file (or member) and the key path.
+
+``diff`` reads with ``exact_floats``: a number written with a fraction or an exponent is a
+:class:`JsonFloat`, which keeps its text, and equals only a ``JsonFloat`` of the same exact
+decimal value (``2`` and ``2.0``, ``1725`` and ``1725.0000000000001`` are other values
+there, although Python's ``==`` calls them equal).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from decimal import Decimal
 from typing import Any
 
 #: Digits of a JSON integer: CPython's default limit on converting a string to an int
@@ -39,12 +46,51 @@ class JsonRule(ValueError):
         self.path = path or None
 
 
+class JsonFloat(float):
+    """A JSON number written with a fraction or an exponent (``2.0``, ``1e3``), as read by
+    :func:`loads` with ``exact_floats``: a float (the nearest double) that keeps the text it
+    was written as (:attr:`text`, shown by ``repr``) and equals only another ``JsonFloat`` of
+    the same exact decimal value: never an ``int`` or ``bool`` (``2 != 2.0``), nor a number
+    that rounds to the same double (``1.5 != 1.50000000000000001``); ``1.0``, ``1.00`` and
+    ``1e0`` are one value.  The JSON encoder writes it as the double it is."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, text)
+        self.text = text
+        return self
+
+    def _exact(self) -> Decimal:
+        return Decimal(self.text)
+
+    def __eq__(self, other):
+        if isinstance(other, JsonFloat):
+            return self._exact() == other._exact()
+        if isinstance(other, int):  # bool included
+            return False
+        return NotImplemented
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = float.__hash__  # (equal exact values are equal doubles)
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
-    out: dict = {}
-    for key, val in pairs:
-        if key in out:
-            raise JsonRule(f"duplicate key {key!r}")
-        out[key] = val
+    out = dict(pairs)
+    if len(out) != len(pairs):  # (in C for the objects without one: most)
+        seen: set = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise JsonRule(f"duplicate key {key!r}")
+            seen.add(key)
     return out
 
 
@@ -125,12 +171,16 @@ def _surrogate_at(text: str) -> int | None:
     return None
 
 
-def loads(text: str | bytes, *, strict_objects: bool = True) -> Any:
+def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool | None = None,
+          exact_floats: bool = False) -> Any:
     """Parse ``text``; refuse ``NaN``, ``Infinity``, ``-Infinity`` and numbers beyond a
     double's range (:class:`JsonRule` naming the value's key path), and with
     ``strict_objects`` duplicate keys and integers of more than :data:`MAX_JSON_INT_DIGITS`
-    digits.  Other malformed JSON raises ``json.JSONDecodeError`` as ``json.loads`` does (a
-    ``ValueError`` too), nesting too deep ``RecursionError``."""
+    digits.  ``unique_keys`` (default: ``strict_objects``) alone refuses duplicate keys
+    (``diff``'s manifests: a third slower to parse, where the integers' rule, a Python call
+    per integer, makes it twice).  With ``exact_floats`` a number with a fraction or an
+    exponent is a :class:`JsonFloat`.  Other malformed JSON raises ``json.JSONDecodeError`` as
+    ``json.loads`` does (a ``ValueError`` too), nesting too deep ``RecursionError``."""
     found: list[str] = []  # the text of the first number that is not finite
 
     def parse_constant(name: str) -> float:
@@ -139,14 +189,16 @@ def loads(text: str | bytes, *, strict_objects: bool = True) -> Any:
         return float(name)  # looked for by non_finite_path below
 
     def parse_float(num: str) -> float:
-        val = float(num)
+        val = JsonFloat(num) if exact_floats else float(num)
         if not found and not math.isfinite(val):
             found.append(num)
         return val
 
     kw: dict[str, Any] = {}
+    if strict_objects if unique_keys is None else unique_keys:
+        kw["object_pairs_hook"] = _no_duplicate_keys
     if strict_objects:
-        kw = {"object_pairs_hook": _no_duplicate_keys, "parse_int": _parse_int}
+        kw["parse_int"] = _parse_int
     doc = json.loads(text, parse_constant=parse_constant, parse_float=parse_float, **kw)
     if found:
         at = non_finite_path(doc)  # None: its key was given again (without strict_objects)
@@ -157,4 +209,5 @@ def loads(text: str | bytes, *, strict_objects: bool = True) -> Any:
     return doc
 
 
-__all__ = ["JsonRule", "MAX_JSON_INT_DIGITS", "lone_surrogate", "loads", "non_finite_path"]
+__all__ = ["JsonFloat", "JsonRule", "MAX_JSON_INT_DIGITS", "lone_surrogate", "loads",
+           "non_finite_path"]

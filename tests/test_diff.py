@@ -622,3 +622,130 @@ def test_a_neff_header_that_is_not_whole_is_only_its_damage_line(pair):
         f"header.reserved (2 differing bytes, the first at offset 0x{off + 10:x})", 0, 7)
     assert [d.field for d in diffs][1:] == ["damaged"]
     assert all(len(d.line()) < 300 for d in diffs)
+
+
+def _replace_once(path, old, new):
+    text = path.read_text()
+    assert text.count(old) >= 1, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_json_values_of_another_type_or_number_are_differences(pair):
+    """Python's == called false and 0, 2 and 2.0, 1439 and 1439.0000000000001 equal: "identical",
+    exit 0, for manifests of other bytes and other JSON."""
+    a, b = pair
+    n = json.loads((a / "manifest.json").read_text())["input"]["bytes"]
+    assert isinstance(n, int)
+    _replace_once(b / "manifest.json", '"format_version": 2,', '"format_version": 2.0,')
+    _replace_once(b / "manifest.json", f'"bytes": {n},', f'"bytes": {n}.0000000000001,')
+    _replace_once(b / "manifest.json", '"host_cc": false,', '"host_cc": 0,')
+    _replace_once(b / "rank-0000" / "manifest.json", '"reporter": true,', '"reporter": 1,')
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == [
+        "manifest.json format_version: 2 != 2.0",
+        f"manifest.json input.bytes: {n} != {n}.0000000000001",
+        "manifest.json options.host_cc: false != 0",
+        "rank-0000/manifest.json entries[0].reporter: true != 1",
+        "4 difference(s)"]
+    doc = json.loads(CliRunner().invoke(main, ["diff", str(a), str(b), "--json"]).stdout)
+    got = {(d["where"], d["field"]): (d["a"], d["b"]) for d in doc["differences"]}
+    assert doc["identical"] is False and doc["count"] == 4
+    fv = got[("manifest.json", "format_version")]
+    assert fv == (2, 2.0) and type(fv[0]) is int and type(fv[1]) is float
+    assert got[("manifest.json", "options.host_cc")] == (False, 0)
+    assert got[("manifest.json", "options.host_cc")][0] is False
+    assert got[("rank-0000/manifest.json", "entries[0].reporter")][0] is True
+    # the same values of the same types in other bytes: still no difference
+    for p in (b / "manifest.json", b / "rank-0000" / "manifest.json"):
+        shutil.copyfile(a / p.relative_to(b), p)
+    man = (b / "manifest.json").read_text()
+    (b / "manifest.json").write_text(json.dumps(json.loads(man), indent=3) + "\n\n")
+    assert D.diff_outputs(a, b) == []
+
+
+def _jdiff(x, y):
+    from nrtrewrite import jsonin
+    return [d.line() for d in D._json_diff(
+        "m", jsonin.loads(x, strict_objects=False, exact_floats=True),
+        jsonin.loads(y, strict_objects=False, exact_floats=True))]
+
+
+@pytest.mark.parametrize("x,y,lines", [
+    ('{"a": 1.0}', '{"a": 1.00}', []),  # one number in other bytes
+    ('{"a": 1.0, "b": [true]}', '{"b": [true], "a": 1e0}', []),
+    ('[1.5]', '[1.50000000000000001]', ["m [0]: 1.5 != 1.50000000000000001"]),  # one double
+    ('{"a": {"b": [0, 1]}}', '{"a": {"b": [false, 1]}}', ["m a.b[0]: 0 != false"]),
+    ('[[1], [1], [true]]', '[[true], [1], [1]]', ["m [0][0]: 1 != true", "m [2][0]: true != 1"]),
+    ('{"a": null}', '{"a": 0}', ["m a: null != 0"]),
+    ('{"a": "x"}', '{"a": ["x"]}', ['m a: "x" != ["x"]']),
+    ('{"a": 1}', '{"a": 1, "b": {"c": 2.50}}', ['m b: <absent> != {"c": 2.5}']),
+    ('7', '7.0', ["m (root): 7 != 7.0"]),
+    ('["\u00e9"]', '["e"]', ['m [0]: "\u00e9" != "e"']),  # (the text as it is)
+    ('["\\ud800"]', '["x"]', ['m [0]: "\\ud800" != "x"']),  # (no UTF-8 holds it: escaped)
+])
+def test_json_is_compared_by_type_and_exact_value(x, y, lines):
+    assert _jdiff(x, y) == lines
+
+
+def test_a_key_twice_is_damage_in_b_and_an_error_in_a(pair):
+    a, b = pair
+    n = json.loads((a / "manifest.json").read_text())["input"]["bytes"]
+    # B states input.bytes twice, the last one A's: JSON reads A's value
+    _replace_once(b / "manifest.json", f'"bytes": {n},', f'"bytes": 9, "bytes": {n},')
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        "manifest.json damaged in B: invalid JSON: duplicate key 'bytes'", "1 difference(s)"]
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
+    assert line == f"nrtrewrite: error: {b}/manifest.json: invalid JSON: duplicate key 'bytes'"
+    shutil.copyfile(a / "manifest.json", b / "manifest.json")
+    _replace_once(b / "rank-0001" / "manifest.json", '"leg":', '"leg": "x", "leg":')
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        "rank-0001/manifest.json damaged in B: invalid JSON: duplicate key 'leg'",
+        "1 difference(s)"]
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
+    assert line == (f"nrtrewrite: error: {b}/rank-0001/manifest.json: invalid JSON: "
+                    "duplicate key 'leg'")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["{a}", "{missing}"], "Invalid value for 'B': Directory '{missing}' does not exist."),
+    (["{a}", "{file}"], "Invalid value for 'B': Directory '{file}' is a file."),
+    (["{missing}", "{b}"], "Invalid value for 'A': Directory '{missing}' does not exist."),
+    (["{a}", "{b}", "--max", "-1"], "Invalid value for '--max': -1 is not in the range x>=0."),
+    (["{a}", "{b}", "--max", "x"],
+     "Invalid value for '--max': 'x' is not a valid integer range."),
+    (["{a}"], "Missing argument 'B'."),
+    (["{a}", "{b}", "{b}"], "Got unexpected extra argument ({b})"),
+])
+def test_json_with_a_usage_error_is_still_one_json_document(pair, tmp_path, args, message):
+    """click checks the arguments before the command runs: its usage error left stdout empty
+    with --json (exit 2)."""
+    a, b = pair
+    names = {"a": a, "b": b, "missing": tmp_path / "missing",
+             "file": a / "manifest.json"}
+    args = [x.format(**names) for x in args]
+    message = message.format(**names)
+    for line in (["diff", "--json", *args], ["diff", *args, "--json"]):
+        res = CliRunner().invoke(main, line, prog_name="nrtrewrite")
+        assert res.exit_code == 2
+        assert json.loads(res.stdout) == {"differences": [], "files": [], "count": 0,
+                                          "shown": 0, "identical": None, "error": message}
+        assert res.stderr == (f"nrtrewrite diff: error: {message} (see 'nrtrewrite diff "
+                              "--help')\n")
+    res = CliRunner().invoke(main, ["diff", *args], prog_name="nrtrewrite")
+    assert res.exit_code == 2 and res.stdout == ""
+    # after "--", "--json" is a folder's name
+    res = CliRunner().invoke(main, ["diff", "--", str(a), "--json"], prog_name="nrtrewrite")
+    assert res.exit_code == 2 and res.stdout == ""
+
+
+def test_a_string_no_utf8_holds_is_shown_escaped(pair):
+    """A JSON ``\\ud800`` escape decodes to a lone surrogate: shown as JSON's escape, not
+    written raw (which no UTF-8 standard output can take)."""
+    a, b = pair
+    _replace_once(b / "rank-0000" / "manifest.json", '"leg": "flat"', '"leg": "\\ud800"')
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        'rank-0000/manifest.json entries[0].leg: "flat" != "\\ud800"', "1 difference(s)"]

@@ -71,6 +71,29 @@ def test_the_loader_keeps_finite_numbers_and_its_other_rules():
         jsonin.loads("{")
 
 
+def test_unique_keys_alone_and_exact_floats():
+    """``diff``'s manifests: duplicate keys refused without the integers' rule; numbers with
+    a fraction or an exponent kept exactly, equal only to one of the same exact value."""
+    with pytest.raises(jsonin.JsonRule, match="duplicate key 'b'"):
+        jsonin.loads('{"a": {"b": 1, "b": 1}}', strict_objects=False, unique_keys=True)
+    assert jsonin.loads('{"a": 1, "a": 2}', unique_keys=False) == {"a": 2}
+    big = "1" * 4301  # (within the interpreter's own limit it is no rule of unique_keys)
+    with pytest.raises(ValueError) as exc:
+        jsonin.loads(f"[{big}]", strict_objects=False, unique_keys=True)
+    assert not isinstance(exc.value, jsonin.JsonRule)
+    doc = jsonin.loads('[2, 2.0, 2.00, 1e0, 1.5, 1.50000000000000001, true, 1]',
+                       strict_objects=False, exact_floats=True)
+    two, two_f, two_ff, one_e, x, y, t, one = doc
+    assert type(two) is int and isinstance(two_f, jsonin.JsonFloat)
+    assert two_f.text == "2.0" and repr(two_ff) == "2.00" and str(one_e) == "1e0"
+    assert two != two_f and two_f != two and not two_f == two and two_f == two_ff
+    assert one_e != one and one_e != t and not t == one_e
+    assert x != y and float(x) == float(y) and hash(x) == hash(1.5)
+    assert json.dumps(doc) == "[2, 2.0, 2.0, 1.0, 1.5, 1.5, true, 1]"
+    with pytest.raises(jsonin.JsonRule, match="1e999 is not a finite number"):
+        jsonin.loads('{"a": 1e999}', strict_objects=False, exact_floats=True)
+
+
 # --- the NEFF's JSON members ----------------------------------------------------------------
 
 def error_of(spec: dict) -> NrtRewriteError:

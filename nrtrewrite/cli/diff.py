@@ -12,7 +12,42 @@ from nrtrewrite.diff import Report, compare
 from nrtrewrite.errors import NrtRewriteError
 
 
-@main.command("diff")
+def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None) -> None:
+    """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
+    if ``first``), ``files``, the counts, ``identical``, and ``error`` when one stopped it."""
+    out.write(("" if first else "\n ") + "],\n")
+    out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
+    out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
+    if error is None:
+        out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
+    else:  # stopped midway: the object is closed, so stdout is still one JSON document
+        out.write(f' "identical": null,\n "error": {json.dumps(error)}\n}}\n')
+
+
+def _asks_json(args: list[str]) -> bool:
+    """Whether the command line asks for ``--json`` (before a ``--``: after it, a folder)."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+class _DiffCommand(click.Command):
+    """``diff``, whose usage errors (an argument that is no folder, a bad ``--max``, a
+    missing argument) with ``--json`` also write the JSON document on stdout, ``"identical":
+    null`` and the message as ``"error"``: click checks the arguments before the command
+    runs, and its line on stderr and status 2 follow as for every command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # (click's parser consumes the list)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as err:
+            if _asks_json(given):
+                out = sys.stdout
+                out.write('{\n "differences": [')
+                _close_json(out, Report(), [], True, err.format_message())
+            raise
+
+
+@main.command("diff", cls=_DiffCommand)
 @click.argument("a", type=click.Path(exists=True, file_okay=False))
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
@@ -33,13 +68,7 @@ def diff_cmd(a, b, as_json, max_lines):
                 first[0] = False
 
         def close(rep, error=None):
-            out.write(("" if first[0] else "\n ") + "],\n")
-            out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
-            out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
-            if error is None:
-                out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
-            else:  # stopped midway: the object is closed, so stdout is still one JSON document
-                out.write(f' "identical": null,\n "error": {json.dumps(error)}\n}}\n')
+            _close_json(out, rep, files, first[0], error)
 
         out.write('{\n "differences": [')
         rep = Report(limit, on_difference, files.append)
