@@ -19,24 +19,11 @@ from click.testing import CliRunner
 from nrtrewrite import diff as D
 from nrtrewrite.cli import main
 from nrtrewrite.errors import OutputError
-from nrtrewrite.golden import lower_to
+from test_diff import lowered, pair  # noqa: F401 - the same fixtures: ar2 lowered, a copy pair
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
 DENIED = "cannot read (Permission denied)"
-
-
-@pytest.fixture(scope="module")
-def lowered(tmp_path_factory):
-    return lower_to(FIX / "ar2.neff", tmp_path_factory.mktemp("diffaccess") / "a", None)
-
-
-@pytest.fixture
-def pair(lowered, tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    shutil.copytree(lowered, a)
-    shutil.copytree(lowered, b)
-    return a, b
 
 
 def _neff(folder: Path) -> str:
