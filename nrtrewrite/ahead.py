@@ -24,10 +24,14 @@ runs ``fn`` itself to raise it with its own context (``fn`` must be deterministi
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
+import signal
+import sys
 import time
 import traceback
 from collections import deque
@@ -65,11 +69,36 @@ class AheadLost(RuntimeError):
 def _quietly(target: Callable[..., None], *args: Any) -> None:
     """A forked process's body: ``target(*args)``, ended quietly by Ctrl-C (SIGINT reaches
     the whole foreground process group; the process that forked stops on its own and kills
-    its children, which must not print a traceback each)."""
+    its children, which must not print a traceback each); killed with the process that
+    forked it (:func:`_die_with_parent`)."""
+    _die_with_parent(_FORKER[0])
     try:
         target(*args)
     except KeyboardInterrupt:
         pass
+
+
+#: The pid of the process that forks (read by the child: the one that forked it).
+_FORKER = [os.getpid()]
+os.register_at_fork(before=lambda: _FORKER.__setitem__(0, os.getpid()))
+
+#: Linux's prctl option: the signal a process gets when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this forked process when its parent dies (Linux: prctl
+    ``PR_SET_PDEATHSIG``), so that a SIGKILLed ``lower`` leaves no worker writing on into
+    its temporary folder; if the parent is already gone, exit now."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the children end when their work does
+        return
+    if os.getppid() != parent:  # it died before the prctl
+        os._exit(1)
 
 
 def _producer(tasks, results, size: int) -> None:

@@ -183,3 +183,72 @@ def test_a_workers_exception_carries_its_traceback():
     cause = info.value.__cause__
     assert isinstance(cause, RemoteTraceback)
     assert "in _raise_value_error" in str(cause) and "ValueError: item 0" in str(cause)
+
+
+def _children_of(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_workers_die_with_a_killed_lower(tmp_path):
+    """SIGKILL of `lower -j 2` (no cleanup can run): its pool workers die with it (Linux
+    PR_SET_PDEATHSIG) instead of writing on into the temporary folder until their rank is
+    done; the folder is left for the next run to remove (docs/RELIABILITY.md)."""
+    import subprocess
+    import sys
+
+    from test_atomic_output import ROOT, env
+
+    slow = ("import time, sys\n"
+            "import nrtrewrite.bundle as B\n"
+            "real = B._write_rank\n"
+            "def slow(*a, **kw):\n"
+            "    time.sleep(30)  # a rank that takes long: the worker is busy when killed\n"
+            "    return real(*a, **kw)\n"
+            "B._write_rank = slow\n"
+            "from nrtrewrite.cli import main\n"
+            "main(args=sys.argv[1:], prog_name='nrtrewrite')\n")
+    proc = subprocess.Popen([sys.executable, "-c", slow, "lower", "-q", str(FIX / "mix8.neff"),
+                             "-o", str(tmp_path / "out"), "-j", "2"],
+                            cwd=ROOT, env=env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    kids: list[int] = []
+    while len(kids) < 2 and proc.poll() is None:  # the two workers (and maybe more forks)
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+        kids = _children_of(proc.pid)
+    if proc.poll() is not None:
+        pytest.skip("the lowering finished before its workers were seen")
+    proc.kill()
+    proc.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(_alive(k) for k in kids), [k for k in kids if _alive(k)]
+    finally:
+        for k in kids:  # a failure leaves no orphan behind
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
