@@ -54,13 +54,25 @@ class Where:
         return f"{head}: {tail}" if head and tail else head or tail
 
 
+#: Characters of an error's reason kept whole; a longer one (a value quoted in full: a
+#: list of a million numbers where an integer belongs) keeps its start and its end.
+MAX_WHY_CHARS = 1000
+
+
+def _capped(why: str) -> str:
+    if len(why) <= MAX_WHY_CHARS:
+        return why
+    return (f"{why[:MAX_WHY_CHARS - 300]} ... ({len(why)} characters in all) ... "
+            f"{why[-200:]}")
+
+
 class NrtRewriteError(Exception):
     """Base of every error nrtrewrite raises on purpose."""
 
     exit_code = 2
 
     def __init__(self, why: str, where: Where | None = None, **where_kw: Any):
-        self.why = why
+        self.why = _capped(why)
         self.where = (where or Where()).merged(**where_kw)
         super().__init__(self.line())
 
