@@ -98,6 +98,63 @@ def test_a_second_signal_during_the_cleanup_is_ignored(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+_TWO_SIGNALS = textwrap.dedent("""
+    import os, signal, sys
+    import nrtrewrite.bundle as B
+    import nrtrewrite.lower as L
+    FIRST, SECOND = (getattr(signal, n) for n in os.environ["SIGNALS"].split())
+    real_rmtree = B.shutil.rmtree
+    def rmtree(path, *a, **kw):
+        os.kill(os.getpid(), SECOND)
+        for _ in range(10):
+            pass
+        return real_rmtree(path, *a, **kw)
+    B.shutil.rmtree = rmtree
+    real_emit = L._emit_batch
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 2:
+            os.kill(os.getpid(), FIRST)
+            for _ in range(10):
+                pass
+        return real_emit(builder, plan, batch, r, *a, **kw)
+    L._emit_batch = emit
+    from nrtrewrite.cli import main
+    main(args=sys.argv[1:], prog_name="nrtrewrite")
+""")
+
+
+@pytest.mark.parametrize("first, second, status, line", [
+    ("SIGINT", "SIGINT", 1, "Aborted!"),  # Ctrl-C twice
+    ("SIGINT", "SIGTERM", 1, "Aborted!"),
+    ("SIGTERM", "SIGINT", 128 + signal.SIGTERM, "nrtrewrite: terminated by SIGTERM"),
+])
+def test_a_second_signal_of_any_kind_is_ignored(tmp_path, first, second, status, line):
+    """Ctrl-C is guarded as SIGTERM and SIGHUP are: whichever signal comes second, the first
+    one's cleanup finishes (before: a second KeyboardInterrupt cut the folder's removal
+    short, and the line and status named the second signal); the line is the first's, on
+    its own (no blank line before ``Aborted!`` when stderr is not a terminal)."""
+    proc = subprocess.run([sys.executable, "-c", _TWO_SIGNALS, "lower", "-q",
+                           str(FIX / "mix8.neff"), "-o", str(tmp_path / "out"), "-j", "1"],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**env(), "SIGNALS": f"{first} {second}"}, timeout=120,
+                          preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                              for s in (signal.SIGTERM, signal.SIGHUP)]
+                          + [signal.signal(signal.SIGINT, signal.default_int_handler)])
+    assert (proc.returncode, proc.stderr) == (status, line + "\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_error_line_is_cut_in_the_middle(tmp_path):
+    """A location or an OS error's path is not the reason MAX_WHY_CHARS caps: a topology
+    path of 100,000 characters made a 100 KB line; every line is at most about 2,000."""
+    res = CliRunner().invoke(main, ["lower", str(FIX / "mix8.neff"), "--topology", "x" * 100_000,
+                                    "-o", str(tmp_path / "o")], prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    line, = res.stderr.splitlines()
+    assert line.startswith("nrtrewrite: error: ") and "(1000" in line and len(line) < 2100
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_wrapped_terminated_is_a_termination(tmp_path, monkeypatch):
     """Python 3.11 wraps an exception raised in ``__set_name__`` (a signal arriving while a
     dataclass of a lazily imported module is made) in a RuntimeError: it is still

@@ -79,10 +79,20 @@ def _terminate_cleanly():
         raised.append(signum)
         raise Terminated(signum)
 
+    def interrupt(signum, frame):  # Ctrl-C: Python's KeyboardInterrupt, once
+        if os.getpid() != me:
+            return signal.default_int_handler(signum, frame)
+        if raised:  # Ctrl-C twice, or after SIGTERM: the first stop's cleanup goes on
+            return
+        raised.append(signum)
+        raise KeyboardInterrupt
+
     try:
         # a signal ignored (nohup, a supervisor) stays ignored
         old = {sig: signal.signal(sig, handler) for sig in TERMINATING_SIGNALS
                if signal.getsignal(sig) != signal.SIG_IGN}
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     except ValueError:  # not the main thread (an embedding application): leave them be
         yield
         return
@@ -92,7 +102,9 @@ def _terminate_cleanly():
     finally:
         _REPLACED.clear()
         for sig, h in old.items():
-            signal.signal(sig, h)
+            # stopped by a signal: the process reports it and exits; a later one is ignored
+            # (restored, it would kill the process with its own status after the line)
+            signal.signal(sig, signal.SIG_IGN if raised else h)
 
 
 class _Group(click.Group):
@@ -119,8 +131,8 @@ class _Group(click.Group):
             sys.exit(err.exit_code)
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx is not None else (prog_name or "nrtrewrite")
-            click.echo(f"{where}: error: {err.format_message()} (see '{where} --help')",
-                       err=True)
+            click.echo(_capped_line(f"{where}: error: {err.format_message()} "
+                                    f"(see '{where} --help')"), err=True)
             sys.exit(err.exit_code)
         except click.ClickException as err:
             err.show()
@@ -144,15 +156,21 @@ class _Group(click.Group):
         except NrtRewriteError as err:
             if _want_traceback(ctx):
                 raise
-            click.echo(f"nrtrewrite: error: {err.line()}", err=True)
+            click.echo(_capped_line(f"nrtrewrite: error: {err.line()}"), err=True)
             sys.exit(err.exit_code)
         except _PASSED_THROUGH:
             raise  # click's own (usage errors, Exit, Abort; EOFError becomes Abort)
+        except KeyboardInterrupt:
+            if _want_traceback(ctx):
+                raise
+            if sys.stderr is not None and sys.stderr.isatty():
+                click.echo(err=True)  # past the terminal's ^C; redirected: no blank line
+            raise click.exceptions.Abort() from None
         except OSError as err:
             if err.errno == errno.EPIPE or _want_traceback(ctx):
                 raise  # a closed pipe (`| head`): click exits 1 quietly, as before
             line, code = _os_error_line(err)
-            click.echo(line, err=True)
+            click.echo(_capped_line(line), err=True)
             sys.exit(code)
         except MemoryError:
             if _want_traceback(ctx):
@@ -167,8 +185,9 @@ class _Group(click.Group):
                 raise cause from None  # a signal wrapped by Python itself, not a bug
             if _want_traceback(ctx):
                 raise
-            click.echo(f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; "
-                       "rerun with --traceback for the details and report it)", err=True)
+            click.echo(_capped_line(f"nrtrewrite: internal error: {_one_line(err)} (a bug in "
+                                    "nrtrewrite; rerun with --traceback for the details and "
+                                    "report it)"), err=True)
             sys.exit(EXIT_INTERNAL_ERROR)
 
 
@@ -182,6 +201,19 @@ EXIT_OUT_OF_MEMORY = 71
 #: and ``Abort`` (``RuntimeError`` subclasses) and ``EOFError`` (which click makes an Abort).
 _PASSED_THROUGH = (click.exceptions.ClickException, click.exceptions.Exit,
                    click.exceptions.Abort, EOFError)
+
+
+#: Characters of an error line printed whole; a longer one (a location, a path or an
+#: argument of 100,000 characters) keeps its start and end (errors.MAX_WHY_CHARS caps the
+#: reason alone).
+MAX_LINE_CHARS = 2000
+
+
+def _capped_line(line: str) -> str:
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    return (f"{line[:MAX_LINE_CHARS - 500]} ... ({len(line)} characters in all) ... "
+            f"{line[-400:]}")
 
 
 def _interruption(err: BaseException) -> BaseException | None:

@@ -83,7 +83,7 @@ def _list_rank(digits: str, part: str) -> int:
 def parse_ranks(text: str) -> tuple[int, ...]:
     """``0-63``, ``0..63``, ``0,4,8``, ``0-3,64-67`` -> ranks in the given order.
 
-    A range runs upward (``5-1`` is refused: list the ranks one by one for another order).
+    A range runs from its first rank to its second, downward too (``5-1``: 5, 4, 3, 2, 1).
     The limits are checked on the numbers before any rank list is built: every rank below
     :data:`MAX_TOPOLOGY_RANKS`, and at most that many ranks listed (more repeats a rank)."""
     items: list[tuple[int, int]] = []
