@@ -182,7 +182,7 @@ def test_helpers():
         with pytest.raises(ValidationError):
             parse_size(bad)
     assert parse_ranks("0-3,8,10..12") == (0, 1, 2, 3, 8, 10, 11, 12)
-    assert parse_ranks("0-3,8,10..8") == (0, 1, 2, 3, 8, 10, 9, 8)  # downward, as compress
+    assert parse_ranks("0-3,10..8") == (0, 1, 2, 3, 10, 9, 8)  # downward, as compress
     assert parse_ranks("5,4, 3 - 3,0 .. 1") == (5, 4, 3, 0, 1)  # the order given, item by item
     with pytest.raises(ValidationError):
         parse_ranks("a-b")
@@ -266,3 +266,15 @@ def test_group_items_are_ascii_ranks_and_ranges_run_either_way(value, says):
     for spec in ("5,4,3,2,1", "5-1", "5..3,2-1"):
         order = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--group", spec)
         assert order["triggers"][0]["group"] == [5, 4, 3, 2, 1]
+
+
+@pytest.mark.parametrize("value, rank", [("3-1,1-3", 1), ("0-0,0-5", 0), ("4,5,4", 4)])
+def test_a_rank_listed_twice_is_named(value, rank):
+    """``--group 3-1,1-3`` said ``trigger 0: a rank appears twice in the replica group``,
+    naming neither the option nor the rank."""
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--group", value], env={})
+    line = _one_line_error(res)
+    assert line == (f"field --group: rank {rank} is listed twice (a replica group holds each "
+                    "rank once)"), line
+

@@ -104,8 +104,14 @@ def parse_ranks(text: str) -> tuple[int, ...]:
         items.append((a, b))
     if not items:
         raise ValidationError("empty rank list", field="--group")
-    return tuple(r for a, b in items
-                 for r in (range(a, b + 1) if a <= b else range(a, b - 1, -1)))
+    ranks = tuple(r for a, b in items
+                  for r in (range(a, b + 1) if a <= b else range(a, b - 1, -1)))
+    if len(set(ranks)) != len(ranks):  # a replica group holds each rank once
+        seen: set[int] = set()
+        twice = next(r for r in ranks if r in seen or seen.add(r))
+        raise ValidationError(f"rank {twice} is listed twice (a replica group holds each rank "
+                              "once)", field="--group")
+    return ranks
 
 
 def compress(order) -> str:
