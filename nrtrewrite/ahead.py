@@ -428,6 +428,11 @@ class ForkPool:
                 held[w] = sent
                 sent += 1
 
+        def lost(w: int) -> WorkerLost:
+            proc = self.workers[w][0]
+            proc.join()
+            return WorkerLost(items[held[w]], proc.exitcode)
+
         for w in range(len(self.workers)):
             hand_out(w)
         for k in range(n):
@@ -441,13 +446,11 @@ class ForkPool:
                         w = by_sentinel[obj]
                         if w not in held or self.workers[w][2].poll():
                             continue  # its result is read first (this round or the next)
-                        self.workers[w][0].join()
-                        raise WorkerLost(items[held[w]], self.workers[w][0].exitcode)
+                        raise lost(w)
                     try:
                         ok, value = obj.recv()
                     except (EOFError, OSError):
-                        self.workers[w][0].join()
-                        raise WorkerLost(items[held[w]], self.workers[w][0].exitcode) from None
+                        raise lost(w) from None
                     got[held.pop(w)] = (ok, value)
                     hand_out(w)
             ok, value = got.pop(k)

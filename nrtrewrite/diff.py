@@ -12,9 +12,11 @@ import json
 import mmap
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from typing import Any
 
 import numpy as np
 
@@ -138,6 +140,23 @@ def _why(exc: OSError) -> str:
 def _cannot_read(p: Path, exc: OSError) -> OutputError:
     """A's ``p`` cannot be read: the reference is damaged, an error."""
     return OutputError(f"{p}: {_why(exc)}")
+
+
+def _read_pair(rep: "Report", where: str, pa: Path, read_a: Callable[[], Any],
+               read_b: Callable[[], Any]) -> tuple[Any, Any] | None:
+    """``(read_a(), read_b())``; an OS error of A's read (of ``pa``) is raised
+    (:func:`_cannot_read`), B's is its ``damaged`` line and None (the caller stops
+    comparing)."""
+    try:
+        va = read_a()
+    except OSError as exc:
+        raise _cannot_read(pa, exc) from None
+    try:
+        vb = read_b()
+    except OSError as exc:
+        rep.add([_damaged(where, _why(exc))])
+        return None
+    return va, vb
 
 
 @dataclass
@@ -383,15 +402,11 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
         with hb:
             for lo in range(0, n, step):
                 k = min(step, n - lo)
-                try:
-                    va = _read_block(ha, bufa, k * size, fa)
-                except OSError as exc:
-                    raise _cannot_read(fa, exc) from None
-                try:
-                    vb = _read_block(hb, bufb, k * size, fb)
-                except OSError as exc:  # the records before it stay compared
-                    rep.add([_damaged(where, _why(exc))])
+                pair = _read_pair(rep, where, fa, lambda: _read_block(ha, bufa, k * size, fa),
+                                  lambda: _read_block(hb, bufb, k * size, fb))
+                if pair is None:  # B's damage: the records before it stay compared
                     break
+                va, vb = pair
                 if va == vb:
                     continue
                 # every record size is a multiple of 8 bytes: compare 64-bit words
@@ -777,17 +792,10 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
         return
     before = rep.count
     from nrtrewrite.neff.container import HEADER_FIELDS, HEADER_SIZE
-    try:
-        with open(a, "rb") as fh:
-            ha = fh.read(HEADER_SIZE)
-    except OSError as exc:
-        raise _cannot_read(a, exc) from None
-    try:
-        with open(b, "rb") as fh:
-            hb = fh.read(HEADER_SIZE)
-    except OSError as exc:  # B's damage: its one line
-        rep.add([_damaged(name, _why(exc))])
+    pair = _read_pair(rep, name, a, lambda: _head(a, HEADER_SIZE), lambda: _head(b, HEADER_SIZE))
+    if pair is None:  # B's damage: its one line
         return
+    ha, hb = pair
     # a header that is not whole is not compared field by field: the reader's line names it
     # (A's an error, B's damage), not hundreds of hex digits against <absent>
     for field_name, (off, size) in HEADER_FIELDS.items() if min(len(ha), len(hb)) == HEADER_SIZE \
@@ -951,6 +959,12 @@ def _kind_a(p: Path) -> str | None:
         raise _cannot_read(p, exc) from None
 
 
+def _head(p: Path, n: int) -> bytes:
+    """The first ``n`` bytes of file ``p`` (fewer if it is shorter)."""
+    with open(p, "rb") as fh:
+        return fh.read(n)
+
+
 def _sha256(p: Path) -> str:
     h = hashlib.sha256()
     with open(p, "rb") as fh:
@@ -1006,36 +1020,17 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
             rep.add([_presence(where, ka, kb)])
         elif ka == "file":
             if not _same_bytes(pa, pb):
-                try:
-                    ha = _sha256(pa)
-                except OSError as exc:
-                    raise _cannot_read(pa, exc) from None
-                try:
-                    hb = _sha256(pb)
-                except OSError as exc:
-                    rep.add([_damaged(where, _why(exc))])
-                    continue
-                rep.add([Difference(where, None, "sha256", ha, hb)])
+                pair = _read_pair(rep, where, pa, lambda: _sha256(pa), lambda: _sha256(pb))
+                if pair is not None:
+                    rep.add([Difference(where, None, "sha256", *pair)])
         elif ka == "link":
-            try:
-                ta = os.readlink(pa)
-            except OSError as exc:
-                raise _cannot_read(pa, exc) from None
-            try:
-                tb = os.readlink(pb)
-            except OSError as exc:
-                rep.add([_damaged(where, _why(exc))])
-                continue
-            if ta != tb:
-                rep.add([Difference(where, None, "target", ta, tb)])
+            pair = _read_pair(rep, where, pa, lambda: os.readlink(pa), lambda: os.readlink(pb))
+            if pair is not None and pair[0] != pair[1]:
+                rep.add([Difference(where, None, "target", *pair)])
         elif ka == "folder":
-            sub_a = _names_a(pa)
-            try:
-                sub_b = _names(pb)
-            except OSError as exc:
-                rep.add([_damaged(where, _why(exc))])
-                continue
-            _other_entries(rep, where, pa, pb, sub_a, sub_b, set(), set())
+            pair = _read_pair(rep, where, pa, lambda: _names_a(pa), lambda: _names(pb))
+            if pair is not None:
+                _other_entries(rep, where, pa, pb, *pair, set(), set())
 
 
 def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,

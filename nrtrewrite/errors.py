@@ -59,11 +59,16 @@ class Where:
 MAX_WHY_CHARS = 1000
 
 
+def cut_middle(text: str, limit: int, head: int, tail: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its first ``head`` and last
+    ``tail`` around ``... (N characters in all) ...``."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:head]} ... ({len(text)} characters in all) ... {text[-tail:]}"
+
+
 def _capped(why: str) -> str:
-    if len(why) <= MAX_WHY_CHARS:
-        return why
-    return (f"{why[:MAX_WHY_CHARS - 300]} ... ({len(why)} characters in all) ... "
-            f"{why[-200:]}")
+    return cut_middle(why, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200)
 
 
 class NrtRewriteError(Exception):

@@ -49,55 +49,8 @@ _LOCK_HELD = textwrap.dedent("""
     main(args=sys.argv[1:], prog_name="nrtrewrite")
 """)
 
-#: A second signal (SIGTERM) arrives while the first one's cleanup removes the folder.
-_SECOND_SIGNAL = textwrap.dedent("""
-    import os, signal, sys
-    import nrtrewrite.bundle as B
-    import nrtrewrite.lower as L
-    real_rmtree = B.shutil.rmtree
-    def rmtree(path, *a, **kw):
-        os.kill(os.getpid(), signal.SIGTERM)
-        for _ in range(10):
-            pass
-        return real_rmtree(path, *a, **kw)
-    B.shutil.rmtree = rmtree
-    real_emit = L._emit_batch
-    def emit(builder, plan, batch, r, *a, **kw):
-        if r == 2:
-            os.kill(os.getpid(), signal.SIGHUP)
-        return real_emit(builder, plan, batch, r, *a, **kw)
-    L._emit_batch = emit
-    from nrtrewrite.cli import main
-    main(args=sys.argv[1:], prog_name="nrtrewrite")
-""")
-
-
-def _run(script: str, tmp_path, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", script, "lower", "-q",
-                           str(FIX / "mix8.neff"), "-o", str(tmp_path / "out"), *args],
-                          capture_output=True, text=True, cwd=ROOT, env=env(), timeout=120,
-                          preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
-                                              for s in (signal.SIGTERM, signal.SIGHUP)])
-
-
-@pytest.mark.parametrize("jobs", ["1", "2"])
-def test_a_signal_inside_a_lock_neither_hangs_nor_leaves_the_folder(tmp_path, jobs):
-    proc = _run(_LOCK_HELD, tmp_path, "-j", jobs)
-    assert proc.returncode == 128 + signal.SIGHUP, proc.stderr
-    assert proc.stderr == "nrtrewrite: terminated by SIGHUP\n"
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_second_signal_during_the_cleanup_is_ignored(tmp_path):
-    """SIGHUP at rank 2, then SIGTERM as the folder is being removed: the first one is
-    reported, and the folder is gone (before: the second Terminated escaped the cleanup).
-    One process (-j 1): in a pool the emitter runs in a worker, which SIGHUP kills."""
-    proc = _run(_SECOND_SIGNAL, tmp_path, "-j", "1")
-    assert proc.returncode == 128 + signal.SIGHUP, proc.stderr
-    assert proc.stderr == "nrtrewrite: terminated by SIGHUP\n"
-    assert list(tmp_path.iterdir()) == []
-
-
+#: The first signal (``SIGNALS``' first name) at rank 2, the second as the first one's
+#: cleanup starts removing the temporary folder.
 _TWO_SIGNALS = textwrap.dedent("""
     import os, signal, sys
     import nrtrewrite.bundle as B
@@ -123,6 +76,36 @@ _TWO_SIGNALS = textwrap.dedent("""
 """)
 
 
+def _run(script: str, tmp_path, *args, signals: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script, "lower", "-q",
+                           str(FIX / "mix8.neff"), "-o", str(tmp_path / "out"), *args],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env={**env(), "SIGNALS": signals}, timeout=120,
+                          preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                              for s in (signal.SIGTERM, signal.SIGHUP)]
+                          + [signal.signal(signal.SIGINT, signal.default_int_handler)])
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_signal_inside_a_lock_neither_hangs_nor_leaves_the_folder(tmp_path, jobs):
+    proc = _run(_LOCK_HELD, tmp_path, "-j", jobs)
+    assert proc.returncode == 128 + signal.SIGHUP, proc.stderr
+    assert proc.stderr == "nrtrewrite: terminated by SIGHUP\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_signal_during_the_cleanup_is_ignored(tmp_path):
+    """SIGHUP at rank 2, then SIGTERM as the folder is being removed: the first one is
+    reported, and the folder is gone (before: the second Terminated escaped the cleanup).
+    One process (-j 1): in a pool the emitter runs in a worker, which SIGHUP kills."""
+    proc = _run(_TWO_SIGNALS, tmp_path, "-j", "1", signals="SIGHUP SIGTERM")
+    assert proc.returncode == 128 + signal.SIGHUP, proc.stderr
+    assert proc.stderr == "nrtrewrite: terminated by SIGHUP\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+
+
 @pytest.mark.parametrize("first, second, status, line", [
     ("SIGINT", "SIGINT", 1, "Aborted!"),  # Ctrl-C twice
     ("SIGINT", "SIGTERM", 1, "Aborted!"),
@@ -133,13 +116,7 @@ def test_a_second_signal_of_any_kind_is_ignored(tmp_path, first, second, status,
     one's cleanup finishes (before: a second KeyboardInterrupt cut the folder's removal
     short, and the line and status named the second signal); the line is the first's, on
     its own (no blank line before ``Aborted!`` when stderr is not a terminal)."""
-    proc = subprocess.run([sys.executable, "-c", _TWO_SIGNALS, "lower", "-q",
-                           str(FIX / "mix8.neff"), "-o", str(tmp_path / "out"), "-j", "1"],
-                          capture_output=True, text=True, cwd=ROOT,
-                          env={**env(), "SIGNALS": f"{first} {second}"}, timeout=120,
-                          preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
-                                              for s in (signal.SIGTERM, signal.SIGHUP)]
-                          + [signal.signal(signal.SIGINT, signal.default_int_handler)])
+    proc = _run(_TWO_SIGNALS, tmp_path, "-j", "1", signals=f"{first} {second}")
     assert (proc.returncode, proc.stderr) == (status, line + "\n")
     assert list(tmp_path.iterdir()) == []
 

@@ -17,7 +17,7 @@ from rich.console import Console
 
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
-from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.errors import NrtRewriteError, cut_middle
 
 
 def stdout_console(width: int = 132, **options) -> Console:
@@ -210,10 +210,7 @@ MAX_LINE_CHARS = 2000
 
 
 def _capped_line(line: str) -> str:
-    if len(line) <= MAX_LINE_CHARS:
-        return line
-    return (f"{line[:MAX_LINE_CHARS - 500]} ... ({len(line)} characters in all) ... "
-            f"{line[-400:]}")
+    return cut_middle(line, MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
 
 
 def _interruption(err: BaseException) -> BaseException | None:
