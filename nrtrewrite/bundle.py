@@ -41,6 +41,7 @@ from nrtrewrite import __version__
 from nrtrewrite.artifacts import is_our_output as _is_our_output
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
+from nrtrewrite.emit.legs import end_queue
 from nrtrewrite.emit.tiling import cce_max_elements
 from nrtrewrite.errors import LoweringError, OutputError
 from nrtrewrite.limits import check_plan
@@ -179,10 +180,12 @@ class _Syncer:
                     self.error = err if err.filename else OSError(err.errno, err.strerror, str(p))
 
     def abandon(self) -> None:
-        """Stop fsyncing, without a lock and without waiting (a failed run's cleanup): the
-        thread skips what is left and blocks on the queue, a daemon."""
+        """Stop fsyncing, without waiting (a failed run's cleanup): the thread skips what is
+        left and ends (:func:`end_queue`: no lock waited for)."""
         self.error = self.error or OSError("abandoned")
-        self.thread = None
+        if self.thread is not None:
+            end_queue(self.queue)
+            self.thread = None
 
     def drain(self) -> None:
         """Wait until every path given is fsynced; raise the first error."""

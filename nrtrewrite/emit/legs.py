@@ -209,6 +209,19 @@ def _timed_update(h, arr: np.ndarray) -> float:
     return time.perf_counter() - t0
 
 
+def end_queue(q: queue.Queue, timeout: float = 1.0) -> None:
+    """Drop what waits in ``q`` and put the ``None`` that ends its thread, without blocking
+    on its lock for more than ``timeout`` seconds: a failed run's cleanup, where a signal's
+    exception may have left the lock held (then the thread, a daemon, stays blocked)."""
+    if q.mutex.acquire(timeout=timeout):
+        try:
+            q.queue.clear()
+            q.queue.append(None)
+            q.not_empty.notify()
+        finally:
+            q.mutex.release()
+
+
 class _Consumer:
     """A thread that hashes each appended array into its file's SHA-256 and hands it to the
     sink, in append order.  At most QUEUE_DEPTH batches wait (bounded memory).  ``hash_s``:
@@ -249,12 +262,14 @@ class _Consumer:
     def stop(self, timeout: float = 30.0) -> None:
         """Make the thread skip what is queued and wait (at most ``timeout`` seconds) until
         it is out of its current hash or sink call, so that no file is written once this
-        returns; no lock is taken (a signal's exception may have left the queue's held).
-        The thread then blocks on the queue, a daemon."""
+        returns; no lock is waited for (a signal's exception may have left the queue's held):
+        the thread is then ended through :func:`end_queue`."""
         self.error = self.error or RuntimeError("stopped")
         deadline = time.monotonic() + timeout
         while self.in_sink and self.thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.001)
+        end_queue(self.queue)
+        self.thread.join(max(0.0, deadline - time.monotonic()))  # ends at once: None next
 
     def close(self, batch: list[tuple[str, np.ndarray]]) -> None:
         """Hand over the last ``batch``, wait for the thread to finish, re-raise its error."""
