@@ -147,6 +147,36 @@ def test_a_full_standard_output_is_one_line(args):
                            "left on device\n")
 
 
+CLOSED = "nrtrewrite: error: cannot write the standard output: the standard output is closed\n"
+
+
+@pytest.mark.parametrize("args", [
+    ["inspect", FIX / "ar2.neff"],
+    ["explain", FIX / "ar2.neff", "--json"],
+    ["--version"],
+    ["lower", "--help"],
+])
+def test_a_closed_standard_output_is_an_error_not_silence(args):
+    """Started with descriptor 1 closed (``>&-``), Python has no ``sys.stdout`` and click
+    would drop the printout without a word and exit 0."""
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT, env=env(), timeout=120,
+                          preexec_fn=lambda: os.close(1))
+    assert (proc.returncode, proc.stderr) == (2, CLOSED)
+
+
+def test_a_closed_standard_output_does_not_stop_a_quiet_lower(tmp_path):
+    """``lower -q`` prints nothing: its output is the folder, written whole."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", "-q",
+                           str(FIX / "ar2.neff"), "-o", str(out)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT, env=env(), timeout=120, preexec_fn=lambda: os.close(1))
+    assert (proc.returncode, proc.stderr) == (0, "")
+    verify_complete(out)
+
+
 def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
     """The same through the console entry point (no CliRunner): an exception injected by a
     sitecustomize into the emitter."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import io
 import os
 import signal
 import sys
@@ -107,6 +108,31 @@ def _terminate_cleanly():
             signal.signal(sig, signal.SIG_IGN if raised else h)
 
 
+class _ClosedStdout(io.TextIOBase):
+    """The standard output when the process started without one (``>&-``): Python then
+    leaves ``sys.stdout`` None and click's ``echo`` drops every line without a word, so a
+    command whose output is its printout would exit 0 having delivered nothing.  Writing
+    here fails as writing a closed descriptor does (EBADF); a command that prints nothing
+    (``lower -q``, whose output is files) is unaffected.  Nothing is buffered, so nothing
+    fails again at exit."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s) -> int:
+        raise OSError(errno.EBADF, "the standard output is closed")
+
+
+def _standard_output_closed() -> None:
+    """Install :class:`_ClosedStdout` as ``sys.stdout`` if the process has no standard
+    output (descriptor 1 closed at start)."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
+
+
 class _Group(click.Group):
     """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit, and
     click's usage errors (unknown option, missing argument, a folder given as MODEL) into
@@ -119,6 +145,7 @@ class _Group(click.Group):
              **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        _standard_output_closed()
         try:
             with _terminate_cleanly():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
@@ -140,6 +167,13 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             click.echo("Aborted!", err=True)
             sys.exit(1)
+        except OSError as err:  # before a command runs: --help or --version printing
+            argv = sys.argv[1:] if args is None else list(args)
+            if "--traceback" in argv:
+                raise
+            line, code = _os_error_line(err)
+            click.echo(_capped_line(line), err=True)
+            sys.exit(code)
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
