@@ -659,8 +659,12 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if out.exists() and force:
             if not _exchange(tmp, out):
                 old = parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-                os.rename(out, old)
-                os.rename(tmp, out)
+                try:
+                    os.rename(out, old)
+                    os.rename(tmp, out)
+                except BaseException:
+                    _settle_swap(out, tmp, old)
+                    raise
                 tmp = old
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -678,6 +682,20 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
+
+
+def _settle_swap(out: Path, tmp: Path, old: Path) -> None:
+    """After the two renames of ``--force`` without an atomic exchange (``out`` -> ``old``,
+    ``tmp`` -> ``out``) were cut short (a signal's exception, an OS error): ``out`` holds a
+    complete output again.  Only the first done: the previous output goes back; both done
+    (the exception landed right after the second returned): the new output stays and the
+    previous one goes.  The caller's cleanup removes ``tmp`` if it is still there."""
+    if not (old.exists() or old.is_symlink()):
+        return  # neither rename happened: out is the previous output
+    if tmp.exists() or tmp.is_symlink():
+        os.rename(old, out)  # out is free: the second rename did not happen
+    else:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:

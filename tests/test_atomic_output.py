@@ -424,3 +424,38 @@ def test_an_ignored_sighup_stays_ignored():
             assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+@pytest.mark.parametrize("after", [1, 2])
+def test_force_without_an_exchange_survives_a_signal_between_its_renames(tmp_path, monkeypatch,
+                                                                         after):
+    """Where the kernel cannot exchange two folders atomically, ``--force`` renames OUT
+    aside, then the new output into place.  A signal's exception landing after the first
+    rename (or right after the second) used to remove the new output with the temporary
+    folder and leave the previous one under ``.out.old-*``, which the next run deletes as
+    stale: OUT was lost.  Now OUT holds a complete output, the previous one (after the
+    first rename) or the new one (after both), and nothing else is left."""
+    from nrtrewrite.cli import Terminated
+
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    previous = verify_complete(out)
+    monkeypatch.setattr(bundle, "_exchange", lambda a, b: False)
+    rename, calls = os.rename, []
+
+    def rename_then_signal(a, b):
+        rename(a, b)
+        calls.append((Path(a).name, Path(b).name))
+        if len(calls) == after:
+            raise Terminated(signal.SIGTERM)
+    monkeypatch.setattr(bundle.os, "rename", rename_then_signal)
+    with pytest.raises(Terminated):
+        write_output(_plan("mix8"), out, ranks=None, force=True)
+    monkeypatch.setattr(bundle.os, "rename", rename)
+    assert calls[0][0] == "out" and calls[0][1].startswith(".out.old-")
+    now = verify_complete(out)
+    if after == 1:
+        assert now == previous
+    else:
+        assert now != previous and len(list(out.glob("rank-*"))) == 8
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
