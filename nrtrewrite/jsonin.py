@@ -94,6 +94,43 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
+def _duplicate_key_path(text: str | bytes, parse_int) -> str | None:
+    """The key path of the first key given twice in an object (the one
+    :func:`_no_duplicate_keys` refused: the first object to close), found by parsing again
+    with every object kept and walking to the marked one (an error's cost only)."""
+    marked: list[tuple[dict, str]] = []
+
+    def keep(pairs: list[tuple[str, Any]]) -> dict:
+        out = dict(pairs)
+        if not marked and len(out) != len(pairs):
+            seen: set = set()
+            for key, _ in pairs:
+                if key in seen:
+                    marked.append((out, key))
+                    break
+                seen.add(key)
+        return out
+
+    kw = {"parse_int": parse_int} if parse_int is not None else {}
+    try:
+        doc = json.loads(text, object_pairs_hook=keep, parse_constant=float, **kw)
+    except (ValueError, RecursionError):
+        return None
+    if not marked:
+        return None
+    target, key = marked[0]
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, val = stack.pop()
+        if val is target:
+            return f"{path}.{key}" if path else str(key)
+        if isinstance(val, dict):
+            stack.extend((f"{path}.{k}" if path else str(k), sub) for k, sub in val.items())
+        elif isinstance(val, list):
+            stack.extend((f"{path}[{i}]", sub) for i, sub in enumerate(val))
+    return None
+
+
 def _parse_int(text: str) -> int:
     digits = len(text) - text.startswith("-")
     if digits > MAX_JSON_INT_DIGITS:
@@ -199,7 +236,12 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
         kw["object_pairs_hook"] = _no_duplicate_keys
     if strict_objects:
         kw["parse_int"] = _parse_int
-    doc = json.loads(text, parse_constant=parse_constant, parse_float=parse_float, **kw)
+    try:
+        doc = json.loads(text, parse_constant=parse_constant, parse_float=parse_float, **kw)
+    except JsonRule as err:
+        if err.path is None and err.why.startswith("duplicate key"):
+            err.path = _duplicate_key_path(text, kw.get("parse_int"))
+        raise
     if found:
         at = non_finite_path(doc)  # None: its key was given again (without strict_objects)
         tail = "" if found[0] in ("NaN", "Infinity", "-Infinity") else \

@@ -695,18 +695,21 @@ def test_a_key_twice_is_damage_in_b_and_an_error_in_a(pair):
     _replace_once(b / "manifest.json", f'"bytes": {n},', f'"bytes": 9, "bytes": {n},')
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1 and res.stdout.splitlines() == [
-        "manifest.json damaged in B: invalid JSON: duplicate key 'bytes'", "1 difference(s)"]
+        "manifest.json damaged in B: field input.bytes: invalid JSON: duplicate key 'bytes'",
+        "1 difference(s)"]
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
-    assert line == f"nrtrewrite: error: {b}/manifest.json: invalid JSON: duplicate key 'bytes'"
+    assert line == (f"nrtrewrite: error: {b}/manifest.json: field input.bytes: invalid JSON: "
+                    "duplicate key 'bytes'")
     shutil.copyfile(a / "manifest.json", b / "manifest.json")
     _replace_once(b / "rank-0001" / "manifest.json", '"leg":', '"leg": "x", "leg":')
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1 and res.stdout.splitlines() == [
-        "rank-0001/manifest.json damaged in B: invalid JSON: duplicate key 'leg'",
+        "rank-0001/manifest.json damaged in B: field entries[0].leg: invalid JSON: "
+        "duplicate key 'leg'",
         "1 difference(s)"]
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
-    assert line == (f"nrtrewrite: error: {b}/rank-0001/manifest.json: invalid JSON: "
-                    "duplicate key 'leg'")
+    assert line == (f"nrtrewrite: error: {b}/rank-0001/manifest.json: field entries[0].leg: "
+                    "invalid JSON: duplicate key 'leg'")
 
 
 @pytest.mark.parametrize("args,message", [

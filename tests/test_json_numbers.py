@@ -71,6 +71,19 @@ def test_the_loader_keeps_finite_numbers_and_its_other_rules():
         jsonin.loads("{")
 
 
+@pytest.mark.parametrize("text,path", [
+    ('{"a": 1, "a": 2}', "a"),
+    ('{"a": {"b": 1, "c": [0, {"d": 1, "e": {}, "d": 2}], "b": 3}}', "a.c[1].d"),
+    ('[{"x": 1}, {"y": {"z": 0, "z": 0}}]', "[1].y.z"),
+    ('{"p": {"q": 1, "q": 2}, "r": {"s": 1, "s": 2}}', "p.q"),  # the first object closed
+])
+def test_a_key_given_twice_is_named_by_its_key_path(text, path):
+    for kw in ({}, {"strict_objects": False, "unique_keys": True}):
+        with pytest.raises(jsonin.JsonRule) as exc:
+            jsonin.loads(text, **kw)
+        assert (exc.value.path, exc.value.why) == (path, f"duplicate key {path[-1]!r}")
+
+
 def test_unique_keys_alone_and_exact_floats():
     """``diff``'s manifests: duplicate keys refused without the integers' rule; numbers with
     a fraction or an exponent kept exactly, equal only to one of the same exact value."""
@@ -155,7 +168,8 @@ TOPO = '{"format": "nrtrewrite-topology/1", "platform": "trn2", %s}'
                                "digits, more than 4300"),
     ('"note": ' + "[" * 100000 + "]" * 100000, "cannot read topology file: invalid JSON: "
                                                "nested too deeply"),
-    ('"nodes": 1, "nodes": 2', "cannot read topology file: invalid JSON: duplicate key 'nodes'"),
+    ('"nodes": 1, "nodes": 2', "field nodes: cannot read topology file: invalid JSON: duplicate "
+                               "key 'nodes'"),
 ])
 def test_topology_files_refuse_numbers_that_are_not_finite(tmp_path, body, says):
     path = tmp_path / "t.json"

@@ -197,7 +197,7 @@ def test_neff_json_rules(base_spec, neff_json, why):
 
 @pytest.mark.parametrize("raw,why", [
     ("{", "invalid JSON: Expecting property name"),
-    ('{"a": 1, "a": 2}', "invalid JSON: duplicate key 'a'"),
+    ('{"a": 1, "a": 2}', "member neff.json, field a: invalid JSON: duplicate key 'a'"),
     ('{"a": NaN}', "member neff.json, field a: invalid JSON: NaN is not a finite number"),
     ("[1]", "must be a JSON object"),
     ('{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [-' + "7" * 4301 + ']}',
