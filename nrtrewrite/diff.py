@@ -1116,8 +1116,8 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         rep.add([_damaged("manifest.json", f"field output_neff: {err.why}")])
         nb = ""  # (B's NEFF cannot be found: not compared)
     names_a, names_b = _names_a(a), _names_a(b)  # (both read by _check_ours)
-    ranks_a = {n for n in names_a if n.startswith("rank-") and _is_folder(a / n)}
-    ranks_b = {n for n in names_b if n.startswith("rank-") and _is_folder(b / n)}
+    ranks_a = {n for n in names_a if RANK_DIR_NAME.fullmatch(n) and _is_folder(a / n)}
+    ranks_b = {n for n in names_b if RANK_DIR_NAME.fullmatch(n) and _is_folder(b / n)}
     common = {"manifest.json"} | ranks_a | ranks_b  # (a rank folder on one side: below)
     # each side's own NEFF name (B's unknown: the damage line stands for A's name there)
     _other_entries(rep, "", a, b, names_a, names_b, common | {na}, common | {nb or na})

@@ -752,3 +752,18 @@ def test_a_string_no_utf8_holds_is_shown_escaped(pair):
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1 and res.stdout.splitlines() == [
         'rank-0000/manifest.json entries[0].leg: "flat" != "\\ud800"', "1 difference(s)"]
+
+
+def test_only_rank_nnnn_folders_are_rank_folders(pair):
+    """``lower`` names its rank folders ``rank-`` and digits; a folder ``rank-notes`` on both
+    sides is a foreign entry, compared by its files' bytes, not parsed as a rank's
+    manifest (which reported the fields of a manifest that is none)."""
+    a, b = pair
+    for side, text in ((a, "{}\n"), (b, (a / "rank-0000" / "manifest.json").read_text())):
+        (side / "rank-notes").mkdir()
+        (side / "rank-notes" / "manifest.json").write_text(text)
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert lines[-1] == "1 difference(s)"
+    assert lines[0].startswith("rank-notes/manifest.json sha256: ")
