@@ -313,6 +313,24 @@ def test_bad_input_one_line(tmp_path, data, extra, why):
     assert path.read_bytes() == before
 
 
+def test_inspect_of_a_folder_or_a_device_is_one_line(tmp_path):
+    """``inspect`` reads its argument itself (a folder, a fifo, ``/dev/null``: refused before
+    any byte is read); a folder was a traceback (``os.fdopen`` of a directory's descriptor
+    raises ``IsADirectoryError`` naming the descriptor's number, which the OS-error line
+    then took for a path)."""
+    for path, why in ((tmp_path, "cannot read: a directory"),
+                      (Path("/dev/null"), "cannot read: not a regular file")):
+        res = run("inspect", path)
+        assert (res.exit_code, res.stdout) == (2, "")
+        assert res.stderr == f"nrtrewrite: error: {path}: {why}\n"
+
+
+def test_an_os_error_naming_a_descriptor_is_not_taken_for_a_path():
+    from nrtrewrite.cli import _os_error_line
+    line, code = _os_error_line(IsADirectoryError(21, "Is a directory", 3))
+    assert "internal error" in line and code == 70
+
+
 @pytest.mark.parametrize("args, says", [
     (["lower", str(Path(__file__).parent)],
      "nrtrewrite lower: error: Invalid value for 'MODEL'"),

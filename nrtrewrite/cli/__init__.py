@@ -306,7 +306,8 @@ def _os_error_line(err: OSError) -> tuple[str, int]:
     output named when writing it failed (a full disk, ``> /dev/full``); otherwise an
     internal error (nrtrewrite should have said where)."""
     reason = err.strerror or _one_line(err)
-    paths = [p for p in (err.filename, err.filename2) if p is not None]
+    # (a descriptor's number stands where a path would for some errors: not a path)
+    paths = [p for p in (err.filename, err.filename2) if isinstance(p, (str, bytes, os.PathLike))]
     if paths:
         return (f"nrtrewrite: error: {' -> '.join(map(os.fsdecode, paths))}: {reason}",
                 NrtRewriteError.exit_code)

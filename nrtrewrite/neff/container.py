@@ -584,11 +584,16 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
         raise ParseError(f"cannot read: {err.strerror or err}", where) from None
-    with os.fdopen(fd, "rb") as fh:
+    try:  # (fdopen of a directory's descriptor raises IsADirectoryError: look first)
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise ParseError(f"cannot read: {kind}", where)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
         if st.st_size > max_bytes:
             raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
                              "bytes", where)
