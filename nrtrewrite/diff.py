@@ -113,8 +113,9 @@ _NEFF_STRING_FIELDS = ("neff_build_version", "name")
 _NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
 
 
-#: A NEFF header bytes field longer than this (``reserved``) is shown as its differing byte
-#: count and first offset, as a member that is neither JSON nor instructions.
+#: A NEFF header bytes field longer than this (``reserved``; not the strings, shown as text
+#: whatever their size) is shown as its differing byte count and first offset, as a member
+#: that is neither JSON nor instructions.
 _HEADER_HEX_MAX = 64
 
 
@@ -803,7 +804,8 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
         xa, xb = ha[off:off + size], hb[off:off + size]
         if xa == xb:
             continue
-        if size > _HEADER_HEX_MAX:  # reserved (468 bytes): its differing bytes, not its hex
+        if size > _HEADER_HEX_MAX and field_name not in _NEFF_STRING_FIELDS:
+            # reserved (468 bytes): its differing bytes, not its hex (strings: as text)
             k, first = _differing_bytes(xa, xb)
             rep.add([Difference(name, None, f"header.{field_name} ({k} differing "
                                 f"bytes, the first at offset 0x{off + first:x})",

@@ -767,3 +767,24 @@ def test_only_rank_nnnn_folders_are_rank_folders(pair):
     lines = res.stdout.splitlines()
     assert lines[-1] == "1 difference(s)"
     assert lines[0].startswith("rank-notes/manifest.json sha256: ")
+
+
+def test_neff_header_strings_are_shown_as_text_whatever_their_size(pair):
+    """``name`` (256 bytes) and ``neff_build_version`` (128) are text (CLI.md), not a
+    differing-byte count like the 468 ``reserved`` bytes: ``header.name: 'ar2' != 'mr2'``
+    where it said ``header.name (1 differing bytes, the first at offset 0xdc): 97 != 109``."""
+    from nrtrewrite.neff.container import HEADER_FIELDS
+    a, b = pair
+    na, nb = _neff_of(a), _neff_of(b)
+    data = bytearray(na.read_bytes())
+    off, size = HEADER_FIELDS["name"]
+    data[off:off + size] = b"model-b".ljust(size, b"\0")
+    off, size = HEADER_FIELDS["neff_build_version"]
+    data[off:off + size] = b"2.99.0+build".ljust(size, b"\0")
+    nb.write_bytes(bytes(data))
+    a_header = na.read_bytes()
+    want_name = a_header[HEADER_FIELDS["name"][0]:].split(b"\0")[0].decode()
+    want_ver = a_header[HEADER_FIELDS["neff_build_version"][0]:].split(b"\0")[0].decode()
+    shown = {d.field: (d.a, d.b) for d in D.diff_outputs(a, b) if d.where == na.name}
+    assert shown["header.name"] == (want_name, "model-b")
+    assert shown["header.neff_build_version"] == (want_ver, "2.99.0+build")
