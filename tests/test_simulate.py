@@ -288,6 +288,21 @@ def test_cli_refuses_a_tampered_output(small_out, tmp_path, rel):
     assert len(lines) == 1 and "sha256" in lines[0] and "--ignore-checksums" in lines[0]
 
 
+def test_cli_a_partial_output_cannot_be_simulated(tmp_path):
+    """An output of ``lower --rank`` holds some ranks only: the simulation cannot be done
+    (exit 2, one line), where it was a protocol error of the bytes (exit 1: for CI, a
+    lowering bug)."""
+    out = tmp_path / "part"
+    assert cli("lower", "-q", ROOT / "fixtures" / "mix8.neff", "--rank", "1", "--rank", "3",
+               "-o", out).exit_code == 0
+    for extra in ([], ["--json"]):
+        res = cli("simulate", out, *extra)
+        assert (res.exit_code, res.stdout) == (2, ""), res.output
+        assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: the output holds 2 "
+                              "rank folder(s); simulating needs every rank of every replica "
+                              "group (rank 0 is missing: lower without --rank)\n")
+
+
 def test_cli_ignore_checksums_then_fails(small_out, tmp_path):
     out = _tampered(small_out, tmp_path / "t", "rank-0001/dma.bin")
     res = cli("simulate", out, "--ignore-checksums")

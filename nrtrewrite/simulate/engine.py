@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE
-from nrtrewrite.errors import NrtRewriteError, SimulationError
+from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
@@ -154,8 +154,8 @@ class Simulator:
         ranks = [int(r) for r in top.get("ranks") or []]
         need = sorted({r for t in self.triggers.values() for r in t.group})
         missing = [r for r in need if r not in ranks]
-        if missing:
-            raise SimulationError(f"the output holds {len(ranks)} rank folder(s); simulating "
+        if missing:  # cannot be simulated (exit 2), not a protocol error of the bytes
+            raise OutputError(f"the output holds {len(ranks)} rank folder(s); simulating "
                                   f"needs every rank of every replica group (rank {missing[0]} "
                                   "is missing: lower without --rank)", file=fname)
         for r in ranks:
