@@ -94,7 +94,7 @@ def test_no_verify_hash_warns(fixtures_dir, tmp_path):
 def test_assemble_command(tmp_path, fixtures_dir):
     out = tmp_path / "x.neff"
     res = run("assemble", fixtures_dir / "ar2.yaml", "-o", out)
-    assert res.exit_code == 0 and res.stdout == f"{out}: 1439 bytes, 1 triggers\n"
+    assert res.exit_code == 0 and res.stdout == f"{out}: 1439 bytes, 1 trigger\n"
     assert out.read_bytes() == (fixtures_dir / "ar2.neff").read_bytes()
     spec = tmp_path / "bad.yaml"
     spec.write_text("header: {pkg_version: 2}\nsubgraphs: []\n")

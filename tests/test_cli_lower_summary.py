@@ -52,6 +52,13 @@ def test_many_triggers_are_grouped_by_op_dtype_and_algorithm():
     assert "70 triggers in 2 rows" in text
 
 
+def test_one_row_of_many_triggers_is_one_row():
+    kinds = [("all_reduce", "bf16", 8 + 8 * i) for i in range(SUMMARY_TRIGGER_ROWS + 1)]
+    plan = plan_lowering(read_model_bytes(_model(kinds), path="m.neff"),
+                         LowerOptions(algo="ring"))
+    assert f"{len(kinds)} triggers in 1 row;" in _render(summary_table(plan, "title"))
+
+
 def test_few_triggers_get_one_row_each_and_names_are_not_cut_when_piped(tmp_path):
     path = tmp_path / "m.neff"
     path.write_bytes(_model([("reduce_scatter", "bf16", 64), ("all_gather", "bf16", 8)]))

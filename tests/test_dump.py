@@ -101,6 +101,14 @@ def test_selectors_are_exclusive(out, selectors):
                                         "choose one selector (see 'nrtrewrite dump --help')")
 
 
+def test_a_folder_without_a_selector_is_a_usage_error(out):
+    for path in (out, out / "rank-0000"):
+        res = CliRunner().invoke(main, ["dump", str(path)], prog_name="nrtrewrite")
+        assert _one_line_error(res) == (
+            "nrtrewrite dump: error: choose what to dump: --spad, --sb2sb, --cce, --dma, --sem "
+            "or --fifo (a folder's files have no one kind) (see 'nrtrewrite dump --help')")
+
+
 def test_a_repeated_selector_is_no_conflict(out):
     res = CliRunner().invoke(main, ["dump", "--sem", "--sem", str(out / "rank-0000"), "--json"])
     assert res.exit_code == 0 and json.loads(res.output)["kind"] == "sem"

@@ -109,6 +109,15 @@ def test_model_less_rank_view_and_human_output():
         assert word in res.output
 
 
+def test_a_mesh_ranks_peers_are_rank_runs_not_a_python_dict():
+    """trn2 at lnc 2: four ranks per device, so rank 5 shares its device with 4, 6 and 7;
+    the group is on one node, so no peer is over the network."""
+    res = run("explain", "--op", "allreduce", "--bytes", "512KiB", "--ranks", "16", "--rank", "5")
+    assert res.exit_code == 0 and "lowered: MESH" in res.output
+    assert "  rank peers: same device 4 6..7; network -\n" in res.output
+    assert "{" not in res.output
+
+
 def test_model_less_intra_node_windows():
     for size, alg, lowered in (("512KiB", "MESH", "MESH"), ("8MiB", "INTRA_RDH", "INTRA_RDH"),
                                ("64MiB", "KANGARING", "KANGARING")):

@@ -20,4 +20,5 @@ def assemble_cmd(spec_path: str, out_path: str) -> None:
         raise click.BadParameter("an empty path", param_hint="'-o' / '--output'")
     result = assemble_file(spec_path, out_path)
     triggers = len(result.model.triggers) if result.model is not None else "unchecked"
-    click.echo(f"{out_path}: {len(result.data)} bytes, {triggers} triggers")
+    click.echo(f"{out_path}: {len(result.data)} bytes, {triggers} "
+               f"trigger{'s' if triggers != 1 else ''}")

@@ -95,7 +95,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
             # the selector the file's name belongs to (docs/FORMATS.md §1), as if given
             kind = next((k for k, names in KIND_FILES.items() if p.name in names), None)
         else:
-            raise OutputError("choose what to dump: --spad, --sb2sb, --cce, --dma, --sem or --fifo")
+            raise click.UsageError("choose what to dump: --spad, --sb2sb, --cce, --dma, --sem "
+                                   "or --fifo (a folder's files have no one kind)")
     else:
         files = list(KIND_FILES[kind])
     if p.is_file():

@@ -484,7 +484,14 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                                str(a or ""), str(b or ""))
                 console.print(st)
             elif "rank" in m:
-                console.print(f"  rank: {m['rank']}", highlight=False)
+                r = m["rank"]
+                if isinstance(r, dict):  # a mesh rank's peers: same device, over the network
+                    text = "; ".join(f"{k.replace('_', ' ')} "
+                                     f"{compress(v) if isinstance(v, list) and v else v or '-'}"
+                                     for k, v in r.items())
+                else:
+                    text = str(r)
+                console.print(f"  rank peers: {text}", highlight=False)
     if "kangaring" in rec:
         kg = rec["kangaring"]
         console.print(f"[bold]kangaring paths[/] ({kg['note']}) for group "

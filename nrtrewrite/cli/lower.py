@@ -140,7 +140,8 @@ def summary_table(plan, title: str) -> Table:
     for t, alg, channels, _pgta in rows:
         groups.setdefault((t.op.name, t.dtype.name, alg), []).append((t, channels))
     table = Table(title=title, show_lines=False,
-                  caption=f"{len(rows)} triggers in {len(groups)} rows; per trigger: "
+                  caption=f"{len(rows)} triggers in {len(groups)} "
+                          f"row{'s' if len(groups) != 1 else ''}; per trigger: "
                           "nrtrewrite explain MODEL")
     for col in ("op", "dtype", "algorithm", "triggers", "elements", "group ranks", "channels"):
         table.add_column(col, no_wrap=True)
