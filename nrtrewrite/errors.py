@@ -12,6 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+#: Control characters (C0, DEL, C1) as an error line shows them: escaped as Python writes
+#: them in a string (``\n``, ``\r``, ``\t``, ``\x1b``), so that a line break or a terminal
+#: escape in a name (a tar member, a subgraph, a JSON key, a path) cannot make the one line
+#: two, nor move the cursor.
+_CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with its control characters escaped (:data:`_CONTROL_ESCAPES`)."""
+    return text.translate(_CONTROL_ESCAPES)
+
+
 #: Order in which location parts are printed.
 _WHERE_KEYS = ("file", "member", "subgraph", "stream", "index", "offset", "field",
                "trigger", "rank", "channel", "artifact", "record")
@@ -51,7 +63,7 @@ class Where:
             else:
                 parts.append(f"{key} {val}")
         tail = ", ".join(parts)
-        return f"{head}: {tail}" if head and tail else head or tail
+        return escape_controls(f"{head}: {tail}" if head and tail else head or tail)
 
 
 #: Characters of an error's reason kept whole; a longer one (a value quoted in full: a
@@ -83,7 +95,7 @@ class NrtRewriteError(Exception):
 
     def line(self) -> str:
         loc = str(self.where)
-        return f"{loc}: {self.why}" if loc else self.why
+        return escape_controls(f"{loc}: {self.why}" if loc else self.why)
 
     def at(self, **where_kw: Any) -> "NrtRewriteError":
         """Return the same error with more location filled in (outer context)."""

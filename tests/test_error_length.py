@@ -33,3 +33,54 @@ def test_assemble_of_a_huge_wrong_value_is_one_short_line(tmp_path):
     line, = res.stderr.splitlines()
     assert "field subgraphs[0].vars[0].size: must be an integer, got [0, 1, 2" in line
     assert "characters in all" in line and len(line) < 1200, len(line)
+
+
+def _ar2_with(extra: dict[str, bytes] | None = None, json_text=None) -> bytes:
+    """fixtures/ar2.neff's members (neff.json's text replaced by ``json_text(text)``) and
+    ``extra`` members, in a new NEFF."""
+    import gzip
+    import io
+    import tarfile
+    from pathlib import Path
+
+    from nrtrewrite.neff.container import HEADER_SIZE, default_header, wrap_payload
+    data = (Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff").read_bytes()
+    members = []
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data[HEADER_SIZE:]))) as tar:
+        for info in tar:
+            if info.isfile():
+                body = tar.extractfile(info).read()
+                if info.name == "neff.json" and json_text is not None:
+                    body = json_text(body.decode()).encode()
+                members.append((info.name, body))
+    buf = io.BytesIO()  # (tarfile: build_payload refuses the names these tests need)
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, body in members + list((extra or {}).items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return wrap_payload(default_header(), gzip.compress(buf.getvalue(), mtime=0))
+
+
+def test_control_characters_in_names_do_not_break_the_one_line(tmp_path):
+    """A tar member's name, a JSON key, a path with a line break or a terminal escape: the
+    error stays one line, the characters escaped as Python writes them in a string."""
+    cases = [
+        (_ar2_with({"a\nb.txt": b"x"}), "member a\\nb.txt: "),
+        (_ar2_with({"e\x1b[31m.txt": b"x"}), "member e\\x1b[31m.txt: "),
+        (_ar2_with(json_text=lambda t: t.rstrip().rstrip("}") + ', "k\\r\\nx": 1e999}'),
+         "member neff.json, field k\\r\\nx: invalid JSON: 1e999 is not a finite number"),
+    ]
+    for i, (data, says) in enumerate(cases):
+        path = tmp_path / f"m{i}.neff"
+        path.write_bytes(data)
+        res = CliRunner().invoke(main, ["lower", str(path), "-o", str(tmp_path / f"o{i}")])
+        assert res.exit_code == 2
+        line, = res.stderr.splitlines()
+        assert says in line and "\x1b" not in line and "\r" not in line, line
+    res = CliRunner().invoke(main, ["inspect", str(tmp_path / "no\nsuch.neff")])
+    assert res.exit_code == 2 and res.stderr == (
+        f"nrtrewrite: error: {tmp_path}/no\\nsuch.neff: cannot read: No such file or directory\n")
+    res = CliRunner().invoke(main, ["lower", str(tmp_path / "no\nsuch.neff")])
+    line, = res.stderr.splitlines()
+    assert "'" + str(tmp_path) + "/no\\nsuch.neff' does not exist" in line

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
-from nrtrewrite.errors import NrtRewriteError, cut_middle
+from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls
 
 
 def stdout_console(width: int = 132, **options) -> Console:
@@ -244,7 +244,9 @@ MAX_LINE_CHARS = 2000
 
 
 def _capped_line(line: str) -> str:
-    return cut_middle(line, MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
+    """An error line as printed: its control characters escaped (a path or argument with a
+    line break stays one line) and its length capped."""
+    return cut_middle(escape_controls(line), MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
 
 
 def _interruption(err: BaseException) -> BaseException | None:
