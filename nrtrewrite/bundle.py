@@ -748,7 +748,8 @@ def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[st
         "format_version": FORMAT_VERSION,
         "tool_version": __version__,
         "input": {"name": Path(plan.model.path).name, "sha256": plan.input_sha256,
-                  "bytes": plan.model.header.data_size + plan.model.header.header_size},
+                  "bytes": plan.input_bytes if plan.input_bytes is not None
+                  else plan.model.header.data_size + plan.model.header.header_size},
         "output_neff": {"name": neff_name, "sha256": neff_sha},
         "options": plan.options.to_json(),
         # the platform the lowering tiled for: simulate checks cce.bin against its cap

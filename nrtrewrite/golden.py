@@ -34,7 +34,8 @@ def lower_to(model_path: str | Path, out: Path, ranks: list[int] | None) -> Path
     model = read_model(model_path)
     with _without_env(ALGO_ENV):
         plan = plan_lowering(model, LowerOptions(),
-                             input_sha256=hashlib.sha256(data).hexdigest())
+                             input_sha256=hashlib.sha256(data).hexdigest(),
+                             input_bytes=len(data))
     return write_output(plan, out, ranks=ranks or None, workers=1)
 
 

@@ -80,6 +80,9 @@ class LoweringPlan:
     triggers: list[TriggerPlan]
     memory: MemoryMap | None
     input_sha256: str
+    #: the input file's size in bytes, when read whole (sha256 covers it: with trailing zero
+    #: bytes, NEFF-LIKE.md §1, more than the header's header_size + data_size)
+    input_bytes: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
     #: (rank, peer ranks) -> the entry peer table (lower._peer_table), reused across entries
     peer_tables: dict = field(default_factory=dict, repr=False, compare=False)
@@ -173,13 +176,16 @@ def _gc_paused():
             gc.enable()
 
 
-def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "") -> LoweringPlan:
-    """Everything that does not depend on the rank: topology, selection, rings, chunking, memory."""
+def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "",
+                  input_bytes: int | None = None) -> LoweringPlan:
+    """Everything that does not depend on the rank: topology, selection, rings, chunking, memory.
+    ``input_sha256`` and ``input_bytes``: the input file's, for the manifest's ``input``."""
     with _gc_paused():
-        return _plan_lowering(model, options, input_sha256)
+        return _plan_lowering(model, options, input_sha256, input_bytes)
 
 
-def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> LoweringPlan:
+def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
+                   input_bytes: int | None = None) -> LoweringPlan:
     t0 = time.perf_counter()
     topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
     override = parse_algo_override(options.algo)
@@ -188,7 +194,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str) -> Lo
     selections = select_all(model, topo, override=override)
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
-                        input_sha256=input_sha256)
+                        input_sha256=input_sha256, input_bytes=input_bytes)
     for trig, sel in zip(model.triggers, selections):
         _check_dtype(trig)
         _check_operands(trig)

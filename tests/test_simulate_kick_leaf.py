@@ -296,3 +296,19 @@ def test_credits_are_exactly_eight(ring2n_out, tmp_path, field, at, value):
     rehash(out)
     refused(out, f"rank {rank}", "artifact net_ops.bin", "record 0", f"field {field}",
             f"{field} {value}, expected 8")
+
+
+def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):
+    """NEFF-LIKE.md §1 allows zero bytes after the payload. The manifest's ``input`` recorded
+    the header's header_size + data_size as ``bytes`` beside the SHA-256 of the whole file,
+    so ``simulate OUT --model`` refused the very model OUT was lowered from."""
+    model = tmp_path / "z.neff"
+    data = (FIX / "ar2.neff").read_bytes() + bytes(5000)
+    model.write_bytes(data)
+    out = tmp_path / "out"
+    assert cli("lower", "-q", model, "-o", out).exit_code == 0
+    inp = json.loads((out / "manifest.json").read_text())["input"]
+    assert inp == {"name": "z.neff", "sha256": hashlib.sha256(data).hexdigest(),
+                   "bytes": len(data)}
+    res = cli("simulate", out, "--json", "--model", model)
+    assert res.exit_code == 0, res.output

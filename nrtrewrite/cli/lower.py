@@ -49,7 +49,8 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
         warnings.append(f"{model_path}: header hash not verified (--no-verify-hash)")
     try:
         plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
-                             input_sha256=hashlib.sha256(data).hexdigest())
+                             input_sha256=hashlib.sha256(data).hexdigest(),
+                             input_bytes=len(data))
         del data
         check_plan(plan)  # every rank-independent hard limit, before any rank is lowered
     except NrtRewriteError as err:
