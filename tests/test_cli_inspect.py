@@ -260,7 +260,16 @@ CASES = [
     ("missing_var", spec(ar(src=77)), [], "field src_var_id: src var_id 77 is not in"),
     ("wrong_type", spec(ar(dst="in")), [], "field dst_var_id: dst var 0 ('in') is input"),
     ("outside_var", spec(ar(num_elements=2049)), [],
-     "field src_offset: src bytes [0, 4098) fall outside var 0 ('in') of 4096 bytes"),
+     "offset 0x70, field num_elements: src bytes [0, 4098) fall outside var 0 ('in') of 4096 "
+     "bytes"),
+    ("offset_outside", spec(ar(num_elements=8, src={"var": "in", "offset": 4090})), [],
+     "offset 0x60, field src_offset: src bytes [4090, 4106) fall outside var 0 ('in')"),
+    ("sbuf_start_outside", spec(put("all_reduce", dict(
+        SBUF, src={"var": "sb_in", "start": 2**32 - 1, "partitions": 128, "dims": [[1, 8]]}))),
+     [], "offset 0x54, field src_start: src access pattern addresses bytes [4294967295, "),
+    ("sbuf_dims_outside", spec(put("all_reduce", dict(
+        SBUF, src={"var": "sb_in", "start": 2040, "partitions": 128, "dims": [[1, 8]]}))),
+     [], "offset 0x5c, field src_dims: src access pattern addresses bytes [2040, 2056)"),
     ("sbuf_partitions", spec(put("all_reduce", dict(
         SBUF, src={"var": "sb_in", "partitions": [1, 128], "dims": [[1, 8]]}))), [],
      "field src_partition_start: src partitions [1, 129) fall outside"),
@@ -272,7 +281,7 @@ CASES = [
      "REDUCE_SCATTER num_elements 1001 is not divisible by the group size 8"),
     ("group_range", spec(ar(group=4)), [], "field replica_group_id: replica group 4 does not"),
     ("num_2_64", spec(ar(num_elements=2**64 - 1)), [],
-     "field src_offset: src bytes [0, 36893488147419103230) fall outside"),
+     "field num_elements: src bytes [0, 36893488147419103230) fall outside"),
     ("ag_alu", spec(put("all_gather", {"dtype": "bf16", "src": "in", "dst": "out",
                                        "num_elements": 8, "patch": {"alu_op": 9}})), [],
      "alu_op must be 0 for ALL_GATHER"),

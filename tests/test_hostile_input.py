@@ -155,7 +155,7 @@ CASES = [
      "more than 12 distinct replica groups over all subgraphs (NEC_MAX_COMM_N)"),
     # trigger words
     ("num_elements_2_64", spec(lambda s: sp(s)[1]["all_reduce"].update(num_elements=2**64 - 1)),
-     [], "field src_offset: src bytes [0, 36893488147419103230) fall outside var 0"),
+     [], "field num_elements: src bytes [0, 36893488147419103230) fall outside var 0"),
     ("offset_2_64", spec(lambda s: sp(s)[1]["all_reduce"].update(
         dst={"var": "out", "offset": 2**64 - 2}, num_elements=1)), [],
      f"field dst_offset: dst bytes [{2**64 - 2}, {2**64}) fall outside var 1"),

@@ -208,7 +208,7 @@ def test_the_stream_total_is_checked_too(base_spec, monkeypatch):
 def test_spec_validates_by_reading_back(base_spec):
     base_spec["subgraphs"][0]["engines"]["sp"][1]["all_reduce"]["num_elements"] = 4096
     with pytest.raises(ValidationError, match=r"^<spec> \(assembled\): member sg00/sp.bin.*"
-                                              r"field src_offset"):
+                                              r"field num_elements"):
         assemble_spec(base_spec)
 
 

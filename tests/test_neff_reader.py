@@ -403,7 +403,8 @@ def test_da_word_errors_point_at_second_word(base_spec):
     ({"dst": {"var": "out", "offset": 30721}}, "dst_offset", "dst bytes [30721, 34817)"),
     ({"num_elements": 0}, "num_elements", "num_elements must be > 0"),
     ({"group": 1}, "replica_group_id", "replica group 1 does not exist (sg00/def.json has 1)"),
-    ({"num_elements": 2**64 - 1}, "src_offset", "src bytes [0, 36893488147419103230) fall"),
+    # num_elements is at fault when its bytes alone do not fit, the offset otherwise
+    ({"num_elements": 2**64 - 1}, "num_elements", "src bytes [0, 36893488147419103230) fall"),
     ({"src": {"var": "in", "offset": 2**64 - 1}, "num_elements": 1}, "src_offset",
      f"src bytes [{2**64 - 1}, {2**64 + 1})"),
 ])
@@ -422,10 +423,10 @@ def test_tmp_buf_both_ways_is_fine(base_spec):
 def test_all_gather_overflow_near_2_64(base_spec):
     set_trigger(base_spec, "all_gather", {"dtype": "bf16", "src": "in", "dst": "out",
                                           "num_elements": 2**61})
-    assert "field src_offset" in str(error_of(base_spec))
+    assert "field num_elements" in str(error_of(base_spec))
     # small src, huge dst: out = N x 8 elements must not wrap
     base_spec["subgraphs"][0]["vars"][0]["size"] = 2**64 - 1
-    assert "field dst_offset: dst bytes [0, 36893488147419103232)" in str(error_of(base_spec))
+    assert "field num_elements: dst bytes [0, 36893488147419103232)" in str(error_of(base_spec))
 
 
 def test_reduce_scatter_divisible(base_spec):

@@ -397,8 +397,11 @@ def _check_var(ctx: _Ctx, var_id: int, allowed: frozenset, role: str, field: str
 
 def _check_range(ctx: _Ctx, var: Var, offset: int, nbytes: int, role: str, field: str) -> None:
     if offset + nbytes > var.size:
+        # the field at fault: num_elements when its bytes alone do not fit the var
+        culprit = "num_elements" if nbytes > var.size else field
         raise ValidationError(f"{role} bytes [{offset}, {offset + nbytes}) fall outside var "
-                              f"{var.var_id} ({var.name!r}) of {var.size} bytes", ctx.at(field))
+                              f"{var.var_id} ({var.name!r}) of {var.size} bytes",
+                              ctx.at(culprit))
 
 
 def _check_ap(ctx: _Ctx, var: Var, ap: AccessPattern, dsize: int, role: str,
@@ -424,10 +427,12 @@ def _check_ap(ctx: _Ctx, var: Var, ap: AccessPattern, dsize: int, role: str,
     first = ap.start + lo * dsize
     end = ap.start + (hi + 1) * dsize
     if first < 0 or end > var.size:
+        # the field at fault: the start when its own element is outside the var already
+        culprit = "start" if ap.start + dsize > var.size else "dims"
         raise ValidationError(f"{role} access pattern addresses bytes [{first}, {end}) of each "
                               f"partition, outside var {var.var_id} ({var.name!r}) of "
                               f"{var.size} bytes per partition",
-                              ctx.at(f"{prefix}_dims", second=second))
+                              ctx.at(f"{prefix}_{culprit}", second=second))
 
 
 def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container | None
