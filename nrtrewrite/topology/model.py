@@ -45,7 +45,8 @@ MAX_TOPOLOGY_RANKS = 1 << 20
 #: 6-bit CAYMAN_ID (docs/FORMATS.md §10, emit/address.CAYMAN_ID_MASK).
 MAX_DEVICES_PER_NODE = 64
 #: Most logical cores (TOP_SPs) per device: the EVT_SEM aperture addresses 8 per die
-#: and 2 dies ((sp & 7) << 30, (sp > 7) << 47; seed 000 §4.1).
+#: and 2 dies ((sp & 7) << 30, (sp > 7) << 47: our design, docs/FORMATS.md §10; seed 000
+#: §4.1 gives only the aperture's base and its four windows).
 MAX_CORES_PER_DEVICE = 16
 
 #: Port numbering of a 2-D torus device: +x (east), -x (west), +y (south), -y (north).
