@@ -312,3 +312,25 @@ def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):
                    "bytes": len(data)}
     res = cli("simulate", out, "--json", "--model", model)
     assert res.exit_code == 0, res.output
+
+
+def test_an_output_of_a_model_with_a_bad_header_hash_can_be_checked_against_it(tmp_path):
+    """``lower --no-verify-hash`` lowers a model whose header hash is wrong; ``simulate OUT
+    --model M`` read M with the hash check and refused it, with no way to skip it
+    (``--no-verify-hash`` was refused with OUT). Now it may be given with ``--model``: M is
+    still bound to OUT by the manifest's sha256."""
+    from nrtrewrite.neff.container import HEADER_FIELDS
+    data = bytearray((FIX / "ar2.neff").read_bytes())
+    off, _size = HEADER_FIELDS["hash"]
+    data[off] ^= 0xFF
+    model = tmp_path / "h.neff"
+    model.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    assert cli("lower", "-q", "--no-verify-hash", model, "-o", out).exit_code == 0
+    res = cli("simulate", out, "--model", model)
+    assert res.exit_code == 2 and "hash" in res.stderr
+    res = cli("simulate", out, "--model", model, "--no-verify-hash")
+    assert res.exit_code == 0, res.output
+    assert res.stderr == f"nrtrewrite: warning: {model}: header hash not verified (--no-verify-hash)\n"
+    res = cli("simulate", out, "--no-verify-hash")
+    assert res.exit_code == 2 and "apply only when a MODEL.neff is given" in res.stderr

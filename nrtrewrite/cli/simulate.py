@@ -96,14 +96,19 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
     model = None
     try:
         if path.is_dir():
-            if topology or algo or host_cc or no_verify_hash:
+            if topology or algo or host_cc or (no_verify_hash and model_path is None):
                 raise click.UsageError("--topology, --algo, --host-cc and --no-verify-hash apply "
-                                       "only when a MODEL.neff is given")
+                                       "only when a MODEL.neff is given (--no-verify-hash also "
+                                       "with OUT and --model)")
             if not ignore_checksums:
                 verify_checksums(path)
             out = path
             if model_path is not None:
-                model = read_model_bytes(input_model_bytes(path, model_path), path=model_path)
+                # (its bytes are bound to OUT by the manifest's sha256 either way)
+                model = read_model_bytes(input_model_bytes(path, model_path), path=model_path,
+                                         verify_hash=not no_verify_hash)
+                if no_verify_hash:
+                    warn(err, f"{model_path}: header hash not verified (--no-verify-hash)")
         else:
             if model_path is not None:
                 raise click.UsageError("--model applies only when an output folder OUT is given")
