@@ -295,12 +295,11 @@ def test_cli_a_partial_output_cannot_be_simulated(tmp_path):
     out = tmp_path / "part"
     assert cli("lower", "-q", ROOT / "fixtures" / "mix8.neff", "--rank", "1", "--rank", "3",
                "-o", out).exit_code == 0
-    for extra in ([], ["--json"]):
-        res = cli("simulate", out, *extra)
-        assert (res.exit_code, res.stdout) == (2, ""), res.output
-        assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: the output holds 2 "
-                              "rank folder(s); simulating needs every rank of every replica "
-                              "group (rank 0 is missing: lower without --rank)\n")
+    res = cli("simulate", out)
+    assert (res.exit_code, res.stdout) == (2, ""), res.output
+    assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: the output holds 2 "
+                          "rank folder(s); simulating needs every rank of every replica "
+                          "group (rank 0 is missing: lower without --rank)\n")
 
 
 def test_cli_ignore_checksums_then_fails(small_out, tmp_path):
@@ -497,3 +496,23 @@ def test_overlapping_operands_are_refused(tmp_path, coll, body, src, dst):
 @pytest.mark.parametrize("algo", [None, "ring"])
 def test_in_place_and_disjoint_operands_in_one_var_match(tmp_path, coll, body, algo):
     assert_clean(lower_spec(one_buffer_spec(coll, body), tmp_path / "out", algo=algo))
+
+
+def test_cli_json_is_one_document_when_the_simulation_cannot_be_done(tmp_path):
+    """CI parses ``simulate --json``'s stdout: a simulation that cannot be done (exit 2)
+    printed nothing there. Now a document with ``ok`` null and the error."""
+    out = tmp_path / "part"
+    assert cli("lower", "-q", FIX / "mix8.neff", "--rank", "1", "-o", out).exit_code == 0
+    res = cli("simulate", out, "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["ok"] is None and doc["triggers"] == []
+    assert doc["output"] == str(out) and "rank 0 is missing" in doc["error"]
+    assert res.stderr == f"nrtrewrite: error: {doc['error']}\n"
+    res = cli("simulate", tmp_path / "nowhere", "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["ok"] is None and doc["output"] is None
+    assert "does not exist" in doc["error"]
+    res = cli("simulate", out, "--algo", "ring", "--json")
+    assert res.exit_code == 2 and "apply only" in json.loads(res.stdout)["error"]
+    res = cli("simulate", out)  # without --json: nothing on stdout
+    assert res.exit_code == 2 and res.stdout == ""
