@@ -204,3 +204,25 @@ def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
     assert proc.returncode == 1 and "Traceback" in proc.stderr
     assert proc.stderr.rstrip().endswith("ZeroDivisionError: injected")
     assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize("args,doc", [
+    (["inspect", "/nonexistent.neff", "--json"],
+     {"format": "nrtrewrite.inspect/1", "file": "/nonexistent.neff",
+      "error": "/nonexistent.neff: cannot read: No such file or directory"}),
+    (["explain", "--op", "allreduce", "--bytes", "1x", "--ranks", "4", "--json"],
+     {"model": None, "error": "field --bytes: bad size '1x' (e.g. 4096, 512KiB, 64MiB, 1GB)",
+      "triggers": []}),
+    (["explain", "/nonexistent.neff", "--json"],
+     {"model": None, "error": "Invalid value for '[MODEL]': File '/nonexistent.neff' does not "
+                              "exist.", "triggers": []}),
+])
+def test_json_commands_print_one_document_on_an_error(args, doc):
+    """``inspect --json`` and ``explain --json`` printed nothing on stdout on an error (exit
+    2), where ``diff --json`` always gives one document: now each gives its own with
+    ``error`` (the stderr line without its prefix)."""
+    import json
+    res = invoke(*args)
+    assert res.exit_code == 2 and json.loads(res.stdout) == doc
+    line, = res.stderr.splitlines()
+    assert doc["error"] in line

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import importlib
 import io
+import json
 import os
 import signal
 import sys
@@ -318,6 +319,48 @@ def _os_error_line(err: OSError) -> tuple[str, int]:
             NrtRewriteError.exit_code
     return (f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; rerun with "
             "--traceback for the details and report it)", EXIT_INTERNAL_ERROR)
+
+
+def asks_json(args: list[str]) -> bool:
+    """Whether a command line asks for ``--json`` (before a ``--``: after it, a path)."""
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
+class JsonErrorCommand(click.Command):
+    """A command whose ``--json`` output is one JSON document on stdout even when it stops
+    on an error (exit 2): its error document, :meth:`error_document` (the command's format
+    with ``"error"``: the one-line message without the ``nrtrewrite: error: `` prefix), is
+    printed, then the line on stderr and the status follow as for every command.  A usage
+    error click finds before the command runs (a path that does not exist, a bad integer)
+    counts when ``--json`` is given before any ``--``; its parameters are then unknown
+    (``params`` empty).  For commands that print their document whole at the end (a
+    streamed one may have begun)."""
+
+    #: ``(params, message) -> dict``: the command's error document
+    error_document = staticmethod(lambda params, why: {"error": why})
+    #: ``json.dumps`` indentation of the command's documents
+    json_indent = 2
+
+    def _print_error(self, params: dict, why: str) -> None:
+        click.echo(json.dumps(self.error_document(params, why), indent=self.json_indent))
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # (click's parser consumes the list)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as err:
+            if asks_json(given):
+                self._print_error({}, err.format_message())
+            raise
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (NrtRewriteError, click.UsageError) as err:
+            if ctx.params.get("as_json"):
+                why = err.line() if isinstance(err, NrtRewriteError) else err.format_message()
+                self._print_error(ctx.params, escape_controls(why))
+            raise
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

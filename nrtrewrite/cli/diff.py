@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from nrtrewrite.cli import main
+from nrtrewrite.cli import asks_json, main
 from nrtrewrite.diff import Report, compare
 from nrtrewrite.errors import NrtRewriteError
 
@@ -24,11 +24,6 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
         out.write(f' "identical": null,\n "error": {json.dumps(error)}\n}}\n')
 
 
-def _asks_json(args: list[str]) -> bool:
-    """Whether the command line asks for ``--json`` (before a ``--``: after it, a folder)."""
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
-
-
 class _DiffCommand(click.Command):
     """``diff``, whose usage errors (an argument that is no folder, a bad ``--max``, a
     missing argument) with ``--json`` also write the JSON document on stdout, ``"identical":
@@ -40,7 +35,7 @@ class _DiffCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as err:
-            if _asks_json(given):
+            if asks_json(given):
                 out = sys.stdout
                 out.write('{\n "differences": [')
                 _close_json(out, Report(), [], True, err.format_message())

@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite import jsonin
-from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
@@ -561,7 +561,16 @@ def _topology_json(topo: Topology) -> dict:
 OVERVIEW_TRIGGERS = 64
 
 
-@main.command("explain")
+class _ExplainCommand(JsonErrorCommand):
+    """``explain``: with ``--json``, an error is ``{"model", "error", "triggers": []}`` on
+    stdout (then the error line on stderr, exit 2)."""
+
+    @staticmethod
+    def error_document(params: dict, why: str) -> dict:
+        return {"model": params.get("model"), "error": why, "triggers": []}
+
+
+@main.command("explain", cls=_ExplainCommand)
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--rank", type=int, default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")

@@ -11,10 +11,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
-from nrtrewrite.neff.summary import model_to_dict, opcode_label
+from nrtrewrite.neff.summary import INSPECT_FORMAT, model_to_dict, opcode_label
 
 
 def format_ranks(ranks: list[int] | tuple[int, ...]) -> str:
@@ -134,7 +134,16 @@ def render(doc: dict, con: Console) -> None:
     con.print(tt)
 
 
-@main.command("inspect")
+class _InspectCommand(JsonErrorCommand):
+    """``inspect``: with ``--json``, a model that cannot be read is ``{"format", "file",
+    "error"}`` on stdout (then the error line on stderr, exit 2)."""
+
+    @staticmethod
+    def error_document(params: dict, why: str) -> dict:
+        return {"format": INSPECT_FORMAT, "file": params.get("model_path"), "error": why}
+
+
+@main.command("inspect", cls=_InspectCommand)
 @click.argument("model_path", metavar="MODEL.neff")
 @click.option("--json", "as_json", is_flag=True, help="Print a stable JSON document instead.")
 @click.option("--no-verify-hash", is_flag=True,

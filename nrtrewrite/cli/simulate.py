@@ -21,9 +21,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nrtrewrite.bundle import write_output
-from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
-from nrtrewrite.errors import NrtRewriteError, OutputError
+from nrtrewrite.errors import OutputError
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
@@ -69,34 +69,18 @@ def render(res: SimulationResult, con: Console) -> None:
         con.print(f"[red]protocol error:[/] {res.error}", soft_wrap=True)
 
 
-def _cannot_json(target: str | None, seed: int | None, why: str) -> None:
-    """With ``--json``, the document of a simulation that cannot be done (exit 2): ``ok``
-    null (neither matched nor not), ``error`` the message, no triggers: stdout is one JSON
-    document whatever happens, as ``diff``'s."""
-    click.echo(json.dumps({"format": "nrtrewrite-simulate", "format_version": 1,
-                           "output": target, "seed": seed, "ok": None, "error": why,
-                           "error_trigger": None, "triggers": [], "stats": {}}, indent=1))
+class _SimulateCommand(JsonErrorCommand):
+    """``simulate``: with ``--json``, a simulation that cannot be done (exit 2) is the same
+    document with ``ok`` null (neither matched nor not), ``error`` the message and no
+    triggers, so stdout is one JSON document whatever happens, as ``diff``'s."""
 
+    json_indent = 1
 
-def _asks_json(args: list[str]) -> bool:
-    """Whether the command line asks for ``--json`` (before a ``--``: after it, a path)."""
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
-
-
-class _SimulateCommand(click.Command):
-    """``simulate``, whose usage errors found by click before the command runs (a target
-    that does not exist, a ``--seed`` that is no integer) also write the ``--json`` document
-    of a simulation that cannot be done; the line on stderr and status 2 follow as for every
-    command."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        given = list(args)  # (click's parser consumes the list)
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as err:
-            if _asks_json(given):
-                _cannot_json(None, None, err.format_message())
-            raise
+    @staticmethod
+    def error_document(params: dict, why: str) -> dict:
+        return {"format": "nrtrewrite-simulate", "format_version": 1,
+                "output": params.get("target"), "seed": params.get("seed"), "ok": None,
+                "error": why, "error_trigger": None, "triggers": [], "stats": {}}
 
 
 @main.command("simulate", cls=_SimulateCommand)
@@ -119,18 +103,6 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
     --host-cc); an output folder OUT is checked against its sha256 checksums first, and with
     --model against the model it was lowered from.
     """
-    try:
-        _simulate(target, seed, as_json, ignore_checksums, model_path, topology, algo,
-                  host_cc, no_verify_hash)
-    except (NrtRewriteError, click.UsageError) as err:
-        if as_json:  # the line on stderr and status 2 follow (cli._Group, click)
-            why = err.line() if isinstance(err, NrtRewriteError) else err.format_message()
-            _cannot_json(str(target), seed, why)
-        raise
-
-
-def _simulate(target, seed, as_json, ignore_checksums, model_path, topology, algo, host_cc,
-              no_verify_hash) -> None:
     path = Path(target)
     err = Console(stderr=True)
     show = not as_json and err.is_terminal
