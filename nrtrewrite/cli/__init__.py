@@ -340,6 +340,9 @@ class JsonErrorCommand(click.Command):
     error_document = staticmethod(lambda params, why: {"error": why})
     #: ``json.dumps`` indentation of the command's documents
     json_indent = 2
+    #: False for a command that closes its own streamed document on an error (``diff``):
+    #: only the usage errors found before it runs are this class's
+    documents_command_errors = True
 
     def _print_error(self, params: dict, why: str) -> None:
         click.echo(json.dumps(self.error_document(params, why), indent=self.json_indent))
@@ -357,7 +360,7 @@ class JsonErrorCommand(click.Command):
         try:
             return super().invoke(ctx)
         except (NrtRewriteError, click.UsageError) as err:
-            if ctx.params.get("as_json"):
+            if ctx.params.get("as_json") and self.documents_command_errors:
                 why = err.line() if isinstance(err, NrtRewriteError) else err.format_message()
                 self._print_error(ctx.params, escape_controls(why))
             raise

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from nrtrewrite.cli import asks_json, main
+from nrtrewrite.cli import JsonErrorCommand, main
 from nrtrewrite.diff import Report, compare
 from nrtrewrite.errors import NrtRewriteError
 
@@ -24,22 +24,19 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
         out.write(f' "identical": null,\n "error": {json.dumps(error)}\n}}\n')
 
 
-class _DiffCommand(click.Command):
+class _DiffCommand(JsonErrorCommand):
     """``diff``, whose usage errors (an argument that is no folder, a bad ``--max``, a
     missing argument) with ``--json`` also write the JSON document on stdout, ``"identical":
     null`` and the message as ``"error"``: click checks the arguments before the command
-    runs, and its line on stderr and status 2 follow as for every command."""
+    runs, and its line on stderr and status 2 follow as for every command.  Errors while
+    comparing close the streamed document themselves (:func:`diff_cmd`)."""
 
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        given = list(args)  # (click's parser consumes the list)
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as err:
-            if asks_json(given):
-                out = sys.stdout
-                out.write('{\n "differences": [')
-                _close_json(out, Report(), [], True, err.format_message())
-            raise
+    documents_command_errors = False
+
+    def _print_error(self, params: dict, why: str) -> None:
+        out = sys.stdout
+        out.write('{\n "differences": [')
+        _close_json(out, Report(), [], True, why)
 
 
 @main.command("diff", cls=_DiffCommand)
