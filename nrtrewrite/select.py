@@ -861,7 +861,32 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
         ok, why = pred(leg_req, topo, policy, check_window=True)
         if ok:
             return alg, why
-    return EncAlgType.RING, "fallback"
+    # RING, always legal and in its window, is not allowed: an exclusion (SELECTION.md §8,
+    # as for a flat choice): the first allowed legal engine outside its window, else an error
+    for alg in policy.precedence:
+        if allowed(alg):
+            ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
+            if ok:
+                return alg, (f"first legal engine (none allowed is inside its size window; "
+                             f"{why})")
+    if used:
+        raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
+    return EncAlgType.RING, "override not applicable"
+
+
+def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
+                   override: AlgoOverride | None, slot: str, legal_set: Iterable[EncAlgType],
+                   allowed: Callable[[EncAlgType], bool]) -> SelectionError:
+    """The exclusions of ``override`` leave HIER leg ``slot`` no legal engine: its engines,
+    and why each one allowed is not legal on the leg's group."""
+    engines = list(legal_set)
+    refused = [f"{a.name}: {PREDICATES[a][1](req, topo, policy, check_window=False)[1]}"
+               for a in engines if allowed(a)]
+    text = f"{override.source} {override.text!r}" if override else "the policy"
+    return SelectionError(f"{text} leaves the {slot} leg no legal engine (its engines: "
+                          f"{', '.join(a.name for a in engines)}; "
+                          f"{'; '.join(refused) if refused else 'every one excluded'})",
+                          trigger=req.ordinal)
 
 
 def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverride | None,
@@ -915,13 +940,14 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                                  ordinal=req.ordinal, sbuf=req.sbuf, alu=req.alu)
         pick, why = EncAlgType.RING, "always legal"
         found = False
+
+        def allowed(a: EncAlgType) -> bool:
+            return ((clause is None or clause.allows(a))
+                    and not (op_clause is not None and op_clause.exclude and a in op_clause.algs))
         for in_window in (True, False):
             for a in (*policy.precedence, *LEG_LEGAL[leg.name]):
-                if a not in LEG_LEGAL[leg.name] or a not in policy.hier_leg_lowerable:
-                    continue
-                if clause is not None and not clause.allows(a):
-                    continue
-                if op_clause is not None and op_clause.exclude and a in op_clause.algs:
+                if (a not in LEG_LEGAL[leg.name] or a not in policy.hier_leg_lowerable
+                        or not allowed(a)):
                     continue
                 ok, why_a = PREDICATES[a][1](leg_req, topo, policy, check_window=in_window)
                 if ok:
@@ -929,6 +955,10 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     break
             if found:
                 break
+        if not found and not allowed(EncAlgType.RING):  # (RING, always legal, excluded)
+            raise _no_leg_engine(leg_req, topo, policy, override, leg.name,
+                                 [a for a in LEG_LEGAL[leg.name]
+                                  if a in policy.hier_leg_lowerable], allowed)
         out.append(Leg(name=leg.name, op=leg.op, alg=pick, sub_type=None, groups=leg.groups,
                        nbytes=leg.nbytes, reason=why))
         notes.append(f"{leg.name}: {leg.alg.name} is not lowerable as a HIER leg in this build; "

@@ -287,3 +287,36 @@ def test_a_rank_listed_twice_is_named(value, rank):
     assert line == (f"field --group: rank {rank} is listed twice (a replica group holds each "
                     "rank once)"), line
 
+
+
+@pytest.mark.parametrize("algo", ["^ring", "allreduce:^ring"])
+def test_an_exclusion_reaches_the_hier_legs(algo):
+    """SELECTION.md §8: an untargeted or per-collective ``^`` exclusion removes the engines
+    from the HIER legs too. Under ``^ring`` a 1 KiB all-reduce over two whole trn2 nodes
+    had intra legs RING ("fallback"); the intra slots' engines are RING and KANGARING, and
+    KANGARING is legal on whole nodes though outside its window: it is taken, saying so."""
+    d = run_json("explain", "--op", "allreduce", "--bytes", "1KiB", "--ranks", "128",
+                 "--nodes", "2", "--algo", algo)
+    legs = {leg["name"]: leg for leg in d["triggers"][0]["lowered"]["legs"]}
+    for name in ("intra_redsct", "intra_allg"):
+        assert legs[name]["algorithm"] == "KANGARING"
+        assert "none allowed is inside its size window" in legs[name]["reason"]
+    assert legs["inter_allr"]["algorithm"] == "SINGLE_CYCLE_RING"
+    assert "RING" not in {leg["algorithm"] for leg in legs.values()}
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--bytes", "1KiB", "--ranks", "128", "--algo", "^ring,single_cycle_ring"],
+     "leaves the inter_allr leg no legal engine (its engines: RING, SINGLE_CYCLE_RING; every "
+     "one excluded)"),
+    (["--bytes", "64MiB", "--group", "0,1,2,64,65,66", "--algo", "^ring"],
+     "leaves the intra_allg leg no legal engine (its engines: RING, KANGARING; KANGARING: "
+     "device 0 of node 0 has 3 of its 4 ranks in the group"),
+])
+def test_an_exclusion_that_leaves_a_hier_leg_nothing_is_an_error(args, says):
+    """No silent RING on a leg the override excluded it from: a one-line SelectionError,
+    in explain as in lower."""
+    res = run("explain", "--op", "allreduce", "--nodes", "2", *args)
+    assert res.exit_code == 2
+    line, = res.stderr.splitlines()
+    assert line.startswith("nrtrewrite: error: trigger 0: --algo ") and says in line
