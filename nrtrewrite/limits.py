@@ -143,6 +143,16 @@ def check_credits(initial: int = NET_INITIAL_SEND_CREDITS,
                              field=name)
 
 
+def start_addr_refusal(nbytes: int) -> str | None:
+    """Why ``lower`` refuses a DRAM collective whose element space spans ``nbytes`` bytes
+    (more than a 32-bit TENSOR3D ``start_addr`` addresses), or None; ``explain`` shows the
+    same reason."""
+    if nbytes <= T3D_START_ADDR_LIMIT:
+        return None
+    return (f"the collective's buffers span {nbytes} bytes; a 0xBF word's 32-bit TENSOR3D "
+            f"start_addr addresses at most {T3D_START_ADDR_LIMIT} (T3D_START_ADDR_LIMIT)")
+
+
 def element_space(trig) -> int:
     """Elements of the collective's element space: what a TENSOR3D start_addr indexes."""
     return trig.num_elements * trig.group_size if trig.op == EncOpType.ALLGATHER \
@@ -197,12 +207,9 @@ def check_plan(plan) -> None:
             raise LimitError(f"{n_ch} channels, at most {NEC_MAX_CHANNELS} (NEC_MAX_CHANNELS)",
                              **trigger_where(trig))
         if trig.src.ap is None:
-            nbytes = element_space(trig) * DTYPE_SIZE[trig.dtype]
-            if nbytes > T3D_START_ADDR_LIMIT:
-                raise LimitError(
-                    f"the collective's buffers span {nbytes} bytes; a 0xBF word's 32-bit "
-                    f"TENSOR3D start_addr addresses at most {T3D_START_ADDR_LIMIT} "
-                    "(T3D_START_ADDR_LIMIT)", **trigger_where(trig, "num_elements"))
+            why = start_addr_refusal(element_space(trig) * DTYPE_SIZE[trig.dtype])
+            if why is not None:
+                raise LimitError(why, **trigger_where(trig, "num_elements"))
         desc_by_group[group] += descriptors(trig)
         first_by_group.setdefault(group, trig)
         if desc_by_group[group] > MAX_RANK_DESCRIPTORS:
@@ -237,6 +244,7 @@ def _short(group: tuple[int, ...]) -> str:
 
 __all__ = [
     "LIMITS", "Limit", "check_plan", "check_credits", "descriptors", "element_space",
+    "start_addr_refusal",
     "SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES", "MAX_RANK_DESCRIPTORS",
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "ENC_MESH_MAX_NUM_EVENTS",
     "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES",

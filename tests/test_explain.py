@@ -320,3 +320,17 @@ def test_an_exclusion_that_leaves_a_hier_leg_nothing_is_an_error(args, says):
     assert res.exit_code == 2
     line, = res.stderr.splitlines()
     assert line.startswith("nrtrewrite: error: trigger 0: --algo ") and says in line
+
+
+def test_explain_refuses_what_lower_refuses_for_the_start_addr_limit():
+    """A DRAM collective's element space must be addressable by the 32-bit TENSOR3D
+    start_addr (2^32 bytes): ``lower`` refuses an 8 GiB all-reduce, and explain showed it
+    lowered by KANGARING. 4 GiB is the largest that fits."""
+    t = run_json("explain", "--op", "allreduce", "--bytes", "4GiB", "--ranks", "64")["triggers"][0]
+    assert t["lowered"]["algorithm"] == "KANGARING"
+    t = run_json("explain", "--op", "allreduce", "--bytes", str((4 << 30) + 2),
+                 "--ranks", "64")["triggers"][0]
+    assert t["lowered"]["algorithm"] == "INVALID"
+    assert t["lowered"]["fallback_reason"] == (
+        f"the collective's buffers span {(4 << 30) + 2} bytes; a 0xBF word's 32-bit TENSOR3D "
+        f"start_addr addresses at most {1 << 32} (T3D_START_ADDR_LIMIT)")

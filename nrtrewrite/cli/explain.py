@@ -353,12 +353,16 @@ def _single_cycle_rings(sel: Selection, topo: Topology) -> list[tuple]:
 
 def not_lowerable(sel: Selection, trig=None) -> Selection:
     """``sel`` as ``lower`` sees it: a collective in a dtype ``lower`` refuses
-    (lower.dtype_refusal), or a model's trigger whose operands overlap
+    (lower.dtype_refusal), a DRAM one whose buffers a TENSOR3D start_addr cannot address
+    (limits.start_addr_refusal), or a model's trigger whose operands overlap
     (lower.operand_refusal), is not lowered, with the same reason."""
     from dataclasses import replace
 
+    from nrtrewrite.limits import start_addr_refusal
     from nrtrewrite.lower import dtype_refusal, operand_refusal
     why = dtype_refusal(sel.op, sel.dtype)
+    if why is None and not sel.sbuf:
+        why = start_addr_refusal(sel.op_bytes)
     if why is None and trig is not None:
         why = operand_refusal(trig)
     if why is None or sel.alg == EncAlgType.INVALID:
