@@ -901,7 +901,8 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
     for slot in LEG_OPS:
         scope, op = LEG_OPS[slot]
         groups = intra if scope == INTRA else inter
-        nbytes = b if scope == INTRA else b // y
+        # an inter leg moves one of y element slices: the largest, whole elements
+        nbytes = b if scope == INTRA else -(-req.op_elements // y) * DTYPE_SIZE[req.dtype]
         sizes[slot] = nbytes
         leg_req = Request.for_op(op, req.dtype, groups[0], nbytes, ordinal=req.ordinal,
                                  sbuf=req.sbuf, alu=req.alu)

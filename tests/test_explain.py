@@ -334,3 +334,19 @@ def test_explain_refuses_what_lower_refuses_for_the_start_addr_limit():
     assert t["lowered"]["fallback_reason"] == (
         f"the collective's buffers span {(4 << 30) + 2} bytes; a 0xBF word's 32-bit TENSOR3D "
         f"start_addr addresses at most {1 << 32} (T3D_START_ADDR_LIMIT)")
+
+
+def test_a_hier_inter_leg_is_sized_by_its_largest_slice_of_whole_elements():
+    """An inter leg moves one of local_rank_n element slices. 254 B of bf16 (127 elements)
+    over 2 x 64 ranks: slices of 1 or 2 elements, the leg 4 B (it said 254 // 64 = 3 B, not
+    a whole element). 256 MiB - 126 B of bf16 over 64 ranks a node: 134217665 elements, the
+    largest slice 2097152 elements = 4 MiB, as for 256 MiB, so both sit on the same side of
+    a 4 MiB window edge (floor(B / 64) = 4 MiB - 2 put it inside)."""
+    def inter(nbytes):
+        t = run_json("explain", "--op", "allreduce", "--bytes", str(nbytes), "--ranks", "128",
+                     "--nodes", "2")["triggers"][0]
+        return next(leg for leg in t["policy"]["legs"] if leg["name"] == "inter_allr")
+    assert inter(254)["bytes"] == 4
+    edge, whole = inter((256 << 20) - 126), inter(256 << 20)
+    assert edge["bytes"] == whole["bytes"] == 4 << 20
+    assert edge["algorithm"] == whole["algorithm"]
