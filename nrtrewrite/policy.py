@@ -157,9 +157,13 @@ DEFAULT_POLICY = Policy()
 
 
 def fmt_bytes(n: int) -> str:
-    """64 MiB, 1.5 KiB, 100 B ..."""
+    """64 MiB, 1.5 KiB, 100 B ...; a size the four digits round is followed by its bytes,
+    ``8 MiB (8388610 B)``, so that a limit's edge is never hidden (``8 MiB, more than 8 MiB``)."""
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if n >= size:
             val = n / size
-            return f"{val:.0f} {unit}" if val == int(val) else f"{val:.4g} {unit}"
+            if val == int(val):
+                return f"{val:.0f} {unit}"
+            text = f"{val:.4g} {unit}"
+            return text if float(f"{val:.4g}") * size == n else f"{text} ({n} B)"
     return f"{n} B"

@@ -1059,8 +1059,9 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         if forced is not None:
             raise SelectionError(
                 f"{override.source} {override.text!r} forces {forced.name}: {forced.name} is "
-                f"legal here but this build cannot lower it yet (lowerable: {can}; not "
-                f"lowerable: {', '.join(a.name for a in missing)})", trigger=req.ordinal)
+                f"legal here but this build cannot lower it yet (lowerable: {can}, each for "
+                f"its own ops; not for {req.op.name}: "
+                f"{', '.join(a.name for a in missing)})", trigger=req.ordinal)
         fb = None  # an engine inside its size window first, then any legal one
         for in_window_only in (True, False):
             for a in (*policy.precedence, *CANDIDATE_ORDER):

@@ -422,7 +422,9 @@ def test_forcing_illegal_kangaring_names_predicate():
 
 
 def test_forcing_legal_but_unlowerable_engine():
-    with pytest.raises(SelectionError, match="is legal here but this build cannot lower it yet"):
+    with pytest.raises(SelectionError, match=r"is legal here but this build cannot lower it yet "
+                                             r"\(lowerable: RING, each for its own ops; not for "
+                                             r"ALLREDUCE: KANGARING\)"):
         select(req(AR, NODE0), T1N, override=parse_algo_override("allreduce:kangaring"),
                policy=Policy(lowerable=frozenset({EncAlgType.RING})))
     # once a later build can lower it, the same override goes through
@@ -493,3 +495,11 @@ def test_select_from_trigger_and_select_all():
         select_all(SimpleNamespace(triggers=[t0, t1]), T2N,
                    override=parse_algo_override("allgather:kangaring"))
     assert exc.value.where.trigger == 1 and exc.value.where.subgraph == "sg00"
+
+
+def test_a_size_the_four_digits_round_shows_its_bytes():
+    """An error at a limit's edge said ``slots of 8 MiB need 8 MiB, more than ... 8 MiB``:
+    8388610 bytes rounded to four digits. Sizes that round now carry their bytes."""
+    from nrtrewrite.policy import fmt_bytes
+    assert [fmt_bytes(n) for n in (100, 1536, 4096, 1 << 20, (8 << 20) + 2, 16385)] == [
+        "100 B", "1.5 KiB", "4 KiB", "1 MiB", "8 MiB (8388610 B)", "16 KiB (16385 B)"]
