@@ -487,7 +487,9 @@ def test_explain_refuses_what_lower_refuses_for_the_var_layout(tmp_path):
     for args in (["lower", "-q", str(neff), "-o", str(tmp_path / "out")], ["explain", str(neff)],
                  ["explain", str(neff), "--json"]):
         res = CliRunner().invoke(main, args)
-        assert res.exit_code == 2 and why in res.output, res.output
-        assert res.output.startswith(f"nrtrewrite: error: {neff}: ")
-        lines.append(res.output)
+        assert res.exit_code == 2 and why in res.stderr, res.output
+        assert res.stderr.startswith(f"nrtrewrite: error: {neff}: ")
+        lines.append(res.stderr)
     assert len(set(lines)) == 1
+    # with --json stdout is the error document, its error the same line
+    assert json.loads(res.stdout)["error"] == lines[0].strip().removeprefix("nrtrewrite: error: ")
