@@ -103,3 +103,37 @@ def test_reference_reduce_scatter_and_all_gather():
         ag.add(p, parts[p])
     assert np.array_equal(ag.expected_bytes(1).view(np.int32), np.concatenate(parts))
     assert list(itertools.islice(ag.parts, 3)) == [2, 0, 1]
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES)
+@pytest.mark.parametrize("op", ["MAX", "MIN"])
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 64])
+def test_max_min_data_show_a_misplaced_source_on_every_n_elements(dtype, op, n):
+    """On each element one member (element + o) mod n holds the extreme, the others lie
+    strictly on the other side of it: a member's value replaced by any other of its own
+    values (a read shifted by some elements) or dropped changes the result on every
+    element where it holds the extreme, so on every n consecutive elements, unless the
+    replacement equals the extreme exactly (rare where the dtype has many integers)."""
+    count = 2048
+    k = np.stack([reduce_integers(5, 2, p, n, count, dtype, op) for p in range(n)])
+    best = k.max(axis=0) if op == "MAX" else k.min(axis=0)
+    holder = (k == best).sum(axis=0)
+    assert (holder == 1).all()  # a unique extreme on every element
+    who = np.argmax(k == best, axis=0)
+    assert np.array_equal(who, (np.arange(count) + who[0]) % n)  # rotating: every member
+    bound = EXACT_INT_BOUND[dtype]
+    assert ((op == "MAX") == (best > bound // 2)).all() or op == "MIN"
+    assert (op == "MAX" or (best < -(bound // 2)).all())
+    ties = 0
+    for shift in (1, -1, 2, n):
+        for r in range(n):
+            shifted = k.copy()
+            shifted[r] = np.roll(k[r], -shift)
+            got = shifted.max(axis=0) if op == "MAX" else shifted.min(axis=0)
+            mine = who == r
+            # where r holds the extreme, the result is unchanged exactly when the value
+            # read instead is the extreme itself
+            assert np.array_equal((got == best)[mine], (shifted[r] == best)[mine])
+            ties += int((shifted[r] == best)[mine].sum())
+    if bound >= 1 << 8:  # bf16, fp16, fp32r: hundreds of values above the middle
+        assert ties <= 0.02 * 4 * count, ties

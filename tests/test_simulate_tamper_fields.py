@@ -179,3 +179,42 @@ def test_half_flipped_on_every_ring_leaf(ring_out, tmp_path):
         _patch(out / "rank-0003" / "legs.bin", i * REC + HALF, "<B", lambda v: 1 - v)
         _fails(out, "rank-0003", "legs.bin", f"record {i}", "half")
         shutil.rmtree(out)
+
+
+N_SHIFTED = 4 * 1028  # a tail tile of 4 elements: as many as the group has members
+
+
+@pytest.mark.parametrize("alu", ["max", "min"])
+def test_a_shifted_source_of_a_max_or_min_reduce_is_caught(tmp_path, alu):
+    """MAX and MIN are idempotent and pick one value per element, so uniform random data
+    showed a source read one element off only where the misplaced value was the extreme:
+    the mutation tester's shifted MESH reduce-scatter source (buf_ptr + one element) matched
+    at seed 0. The test data now give every member the extreme on every n-th element
+    (docs/SIMULATOR.md §4, simulate/testdata.py): the shortest source read of the reduce
+    legs, a tail tile of as many elements as the group has members, shifted by one element,
+    is a mismatch at each of six seeds (it matched at seed 1 with uniform data). dma.bin (FORMATS §5): a 16-byte BD, buf_ptr at 8 (u64), the
+    M2S/S2M bit 4 of the u32 at 4, the stream at bits 12..8; legs.bin (§3): sdma_op at 7,
+    dma_first at 24, dma_count at 28."""
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([list(range(4))], [("reduce_scatter", "fp16", alu, N_SHIFTED)]),
+                   out, algo="mesh")
+    legs = (out / "rank-0003" / "legs.bin").read_bytes()
+    dma = bytearray((out / "rank-0003" / "dma.bin").read_bytes())
+    sources = []  # (length, BD index) of every source-1 read of a reduce leg
+    for off in range(0, len(legs), REC):
+        if legs[off + 7] != 4:  # not a CCE reduce leg
+            continue
+        first, count = struct.unpack_from("<II", legs, off + 24)
+        for i in range(first, first + count):
+            word, flags = struct.unpack_from("<II", dma, i * 16)
+            if not flags & 0x10 and (flags >> 8) & 0x1F == 1:  # M2S of source 1
+                sources.append(((word & 0xFFFF) or 65536, i))
+    _length, i = min(sources)  # the shortest: few elements, where random data hid it
+    ptr, = struct.unpack_from("<Q", dma, i * 16 + 8)
+    struct.pack_into("<Q", dma, i * 16 + 8, ptr + 2)  # one fp16 element on
+    (out / "rank-0003" / "dma.bin").write_bytes(bytes(dma))
+    for seed in range(6):
+        res = cli("simulate", out, "--ignore-checksums", "--json", "--seed", seed)
+        assert res.exit_code == 1, (seed, res.output)
+        doc = json.loads(res.stdout)
+        assert doc["triggers"][0]["status"] == "mismatch" or doc["error"], doc

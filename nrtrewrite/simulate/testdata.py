@@ -17,8 +17,17 @@ fp8_e4    2**4                                   on at most B ranks per element 
 fp8_e5    2**3                                   others are 0), chosen by element index
 ========  =====================================  ========================================
 
-MAX and MIN take any ``k`` in ``[-B, B]``.  All-gather inputs (any dtype, integers
-included) are random bytes: a copy must move every bit pattern.
+MAX and MIN take ``k`` in ``[-B, B]`` laid out so that a wrong source shows: on each
+element one member of the group, the *holder* (``(element + o) mod n``, ``o`` drawn from the
+seed), has the extreme, a random ``t`` in the top half ``(B // 2, B]`` for MAX, and every
+other member a random value in ``[-B, t - 1]`` (MIN: the negated values).  A rank's source
+read shifted by some elements, missing, or replaced by another member's (MAX and MIN being
+idempotent, a doubled source alone changes nothing) loses the holder's value wherever that
+rank holds the extreme - on every ``n`` consecutive elements - unless the value read
+instead equals it exactly; on shorter tiles it shows where the misplaced value exceeds the
+extreme, as with uniform random data, which showed a wrong source only there (a MESH
+reduce-scatter source read one element ahead matched at seed 0).  All-gather inputs (any
+dtype, integers included) are random bytes: a copy must move every bit pattern.
 
 Inputs are a pure function of (seed, trigger, rank), so references can be rebuilt at any
 time.
@@ -69,6 +78,16 @@ def reduce_integers(seed: int, trigger: int, pos: int, group_size: int, count: i
     """The integers ``k`` of group member ``pos`` (int32, ``count`` elements)."""
     bound = EXACT_INT_BOUND[dtype]
     rng = _rng(seed, trigger, pos)
+    if op in ("MAX", "MIN"):
+        half = bound // 2
+        offset = int(_rng(seed, trigger, 1 << 21).integers(0, max(1, group_size)))
+        holds = (np.arange(count, dtype=np.int64) + offset) % max(1, group_size) == pos
+        # the holder's value in (B // 2, B], the others' below it: [-B, top - 1] (one draw
+        # per element shared by the members, so that every member sees the same top)
+        top = _rng(seed, trigger, 1 << 22).integers(half + 1, bound + 1, count, dtype=np.int32)
+        rest = (-bound + (rng.random(count) * (top + bound)).astype(np.int64)).astype(np.int32)
+        k = np.where(holds, top, rest)
+        return k if op == "MAX" else -k
     if op != "ADD":
         return rng.integers(-bound, bound + 1, count, dtype=np.int32)
     k = bound // group_size
