@@ -350,3 +350,16 @@ def test_a_hier_inter_leg_is_sized_by_its_largest_slice_of_whole_elements():
     edge, whole = inter((256 << 20) - 126), inter(256 << 20)
     assert edge["bytes"] == whole["bytes"] == 4 << 20
     assert edge["algorithm"] == whole["algorithm"]
+
+
+def test_model_less_alu_reaches_the_selection():
+    """KANGARING reduces with ADD only (seed 003 §4, SELECTION.md): a 64 MiB MAX all-reduce
+    over a node is not KANGARING, though model-less explain could only describe ADD."""
+    add = run_json("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks", "64")
+    mx = run_json("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks", "64",
+                  "--alu", "max")
+    assert add["triggers"][0]["lowered"]["algorithm"] == "KANGARING"
+    kanga = next(c for c in mx["triggers"][0]["candidates"] if c["algorithm"] == "KANGARING")
+    assert mx["triggers"][0]["lowered"]["algorithm"] != "KANGARING" and not kanga["legal"]
+    res = run("explain", "--op", "allgather", "--bytes", "1MiB", "--ranks", "8", "--alu", "max")
+    assert res.exit_code == 2 and "ALLGATHER has no ALU op" in res.stderr

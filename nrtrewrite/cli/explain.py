@@ -607,17 +607,20 @@ class _ExplainCommand(JsonErrorCommand):
 @click.option("--lnc", type=click.Choice(["1", "2"]), default=None,
               help="Model-less: LNC size (default: 2 on trn2, 1 on trn1).")
 @click.option("--sbuf", is_flag=True, help="Model-less: operands in SBUF (the _sbuf windows).")
+@click.option("--alu", type=click.Choice(["add", "max", "min"], case_sensitive=False),
+              default=None, help="Model-less: the reduction's ALU op (default: add; KANGARING "
+                                 "reduces with ADD only).")
 def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_hash, op,
-                nbytes, dtype, nranks, group_text, nodes, lnc, sbuf):
+                nbytes, dtype, nranks, group_text, nodes, lnc, sbuf, alu):
     """Explain the algorithm selection, legs, channels and rings of MODEL's collectives,
     or (without MODEL) of one collective given by --op/--bytes/--ranks."""
     override = parse_algo_override(algo)
     policy: Policy = DEFAULT_POLICY
-    model_less = (op, nbytes, nranks, group_text, nodes, lnc)
+    model_less = (op, nbytes, nranks, group_text, nodes, lnc, alu)
     if model is not None:
         if any(v is not None for v in model_less) or sbuf:
-            raise click.UsageError("--op/--bytes/--ranks/--group/--nodes/--lnc/--sbuf describe a "
-                                   "collective without a MODEL; give one or the other")
+            raise click.UsageError("--op/--bytes/--ranks/--group/--nodes/--lnc/--sbuf/--alu "
+                                   "describe a collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
         topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
         try:  # the var layout lower refuses a whole model for (scratch and gateway need plans)
@@ -671,7 +674,12 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         opv = parse_op_name(op)
         size = parse_size(nbytes)
         _check_size(opv, size, dt, len(group))
-        req = Request.for_op(opv, dt, group, size, sbuf=sbuf)
+        alu_op = None
+        if alu is not None:
+            if opv not in (EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER, EncOpType.REDUCE):
+                raise click.UsageError(f"--alu applies to a reduction; {opv.name} has no ALU op")
+            alu_op = AluOp[alu.upper()]
+        req = Request.for_op(opv, dt, group, size, sbuf=sbuf, alu=alu_op)
         items = [(req, {})]
 
     if rank is not None:
