@@ -1091,10 +1091,53 @@ def _is_folder(p: Path) -> bool:
         return False
 
 
-def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
+#: First keys of the top-level manifest (FORMATS §1.1) that ``diff --ignore`` may name, with
+#: a dotted sub-path or whole: what differs between lowerings of the same model by another
+#: version (``tool_version``), under another file name (``input.name``, ``output_neff.name``)
+#: or with the same topology given by another path (``options.topology``).
+IGNORABLE_KEYS = ("tool_version", "input", "output_neff", "options", "topology", "memory",
+                  "world", "ranks", "triggers")
+
+
+def check_ignored(paths: Iterable[str]) -> tuple[str, ...]:
+    """The ``--ignore`` key paths, each refused (ValueError) unless its first key is one of
+    :data:`IGNORABLE_KEYS` and no part is empty."""
+    out = []
+    for p in paths:
+        parts = p.split(".")
+        if parts[0] not in IGNORABLE_KEYS or not all(parts):
+            raise ValueError(f"{p!r} is not a key path of the top-level manifest.json that "
+                             f"may be ignored (its keys: {', '.join(IGNORABLE_KEYS)}; a key "
+                             "inside one after a dot, e.g. input.name)")
+        out.append(p)
+    return tuple(out)
+
+
+def _without(doc: dict, paths: tuple[str, ...]) -> dict:
+    """``doc`` with the values at the dotted key ``paths`` left out (copies along the paths
+    only; a path that is not there leaves it as it is)."""
+    if not paths:
+        return doc
+    doc = dict(doc)
+    for p in paths:
+        *outer, last = p.split(".")
+        cur = doc
+        for k in outer:
+            sub = cur.get(k)
+            if not isinstance(sub, dict):
+                break
+            cur[k] = cur = dict(sub)
+        else:
+            cur.pop(last, None)
+    return doc
+
+
+def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = ()) -> Report:
     """Compare output folders ``a`` and ``b``, handing every difference to ``rep``.  Nothing
     is followed through a link; what cannot be read in A is an error (the reference), in B a
-    ``damaged`` difference (docs/CLI.md)."""
+    ``damaged`` difference (docs/CLI.md).  ``ignore``: key paths of the top-level manifest
+    whose values are not compared (:func:`check_ignored`)."""
+    ignore = check_ignored(ignore)
     a, b = Path(a), Path(b)
     for p in (a, b):
         _check_ours(p)
@@ -1110,7 +1153,7 @@ def compare(a: str | Path, b: str | Path, rep: Report) -> Report:
         mb = _must_be_object(doc, b)
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
-        rep.add_each(_json_diff("manifest.json", ma, mb))
+        rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore)))
     na = _neff_name(ma, a)
     try:
         nb = _neff_name(mb, b)

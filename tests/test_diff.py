@@ -788,3 +788,27 @@ def test_neff_header_strings_are_shown_as_text_whatever_their_size(pair):
     shown = {d.field: (d.a, d.b) for d in D.diff_outputs(a, b) if d.where == na.name}
     assert shown["header.name"] == (want_name, "model-b")
     assert shown["header.neff_build_version"] == (want_ver, "2.99.0+build")
+
+
+def test_ignore_leaves_named_top_manifest_keys_out(pair):
+    """CI across versions or file names: ``--ignore tool_version`` and ``--ignore input.name``
+    leave those values out; everything else, a sibling key in the same object included, is
+    still compared; a key path outside the ignorable ones is a usage error."""
+    a, b = pair
+    man = json.loads((b / "manifest.json").read_text())
+    man["tool_version"] = "99.0"
+    man["input"]["name"] = "renamed.neff"
+    man["input"]["bytes"] += 1
+    (b / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True))
+    fields = [d.field for d in D.diff_outputs(a, b)]
+    assert fields == ["input.bytes", "input.name", "tool_version"]
+    rep = D.compare(a, b, D.Report(None), ignore=("tool_version", "input.name"))
+    assert rep.count == 1
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--ignore", "tool_version",
+                                    "--ignore", "input.name"])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        f"manifest.json input.bytes: {man['input']['bytes'] - 1} != {man['input']['bytes']}",
+        "1 difference(s)"]
+    for bad in ("rank_manifests", "format", "input..name", ""):
+        res = CliRunner().invoke(main, ["diff", str(a), str(b), "--ignore", bad])
+        assert res.exit_code == 2 and "Invalid value for '--ignore'" in res.stderr

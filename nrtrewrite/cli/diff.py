@@ -8,7 +8,7 @@ import sys
 import click
 
 from nrtrewrite.cli import JsonErrorCommand, main
-from nrtrewrite.diff import Report, compare
+from nrtrewrite.diff import Report, check_ignored, compare
 from nrtrewrite.errors import NrtRewriteError
 
 
@@ -39,13 +39,24 @@ class _DiffCommand(JsonErrorCommand):
         _close_json(out, Report(), [], True, why)
 
 
+def _ignored(ctx, param, value):
+    """``--ignore``'s key paths, checked while the arguments are parsed (a usage error)."""
+    try:
+        return check_ignored(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
 @main.command("diff", cls=_DiffCommand)
 @click.argument("a", type=click.Path(exists=True, file_okay=False))
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 @click.option("--max", "max_lines", type=click.IntRange(min=0), default=50, show_default=True,
               help="Differences shown (0 = all); the count is always exact.")
-def diff_cmd(a, b, as_json, max_lines):
+@click.option("--ignore", "ignore", multiple=True, metavar="KEY", callback=_ignored,
+              help="A key path of the top-level manifest.json not to compare, e.g. "
+                   "tool_version, input.name (repeatable).")
+def diff_cmd(a, b, as_json, max_lines, ignore):
     """Compare two output folders field by field (rank, file, record, field, both values)."""
     out = sys.stdout
     limit = max_lines or None
@@ -65,7 +76,7 @@ def diff_cmd(a, b, as_json, max_lines):
         out.write('{\n "differences": [')
         rep = Report(limit, on_difference, files.append)
         try:
-            compare(a, b, rep)
+            compare(a, b, rep, ignore)
         except NrtRewriteError as err:  # the line on stderr and exit 2 follow (cli._Group)
             close(rep, err.line())
             raise
@@ -79,7 +90,7 @@ def diff_cmd(a, b, as_json, max_lines):
                 out.write(d.line() + "\n")
 
         rep = compare(a, b, Report(limit, on_difference,
-                                   lambda fc: out.write(fc.line() + "\n")))
+                                   lambda fc: out.write(fc.line() + "\n")), ignore)
         if rep.shown < rep.count:
             out.write(f"... {rep.count - rep.shown} more differences\n")
         out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")
