@@ -32,7 +32,7 @@ def spec(groups: list[list[int]], trigs: list[tuple], lnc: int = 1) -> dict:
                   {"name": f"o{i}", "type": "output", "size": out * ds}]
         body = {"dtype": dtype, "src": f"i{i}", "dst": f"o{i}", "num_elements": n}
         if g:
-            body["replica_group"] = g
+            body["group"] = g
         if op != "all_gather":
             body["op"] = alu
         eng.append({op: body})
