@@ -546,3 +546,33 @@ def test_an_early_handshake_post_from_a_later_entry_is_not_counted(tmp_path):
     subgraph): the simulator reports the race at every seed."""
     out = lower_spec(_overlapping_subgraphs_spec(), tmp_path / "o")
     assert_clean(out)
+
+
+def _ssm_spec(ranks: int, in_place: bool) -> dict:
+    vars_ = [{"name": "t", "type": "tmp-buf", "size": 2050},
+             {"name": "i", "type": "input", "size": 2050},
+             {"name": "o", "type": "output", "size": 2050}]
+    body = {"dtype": "fp16", "op": "add", "num_elements": 1025,
+            "src": "t" if in_place else "i", "dst": "t" if in_place else "o"}
+    return {"header": {"pkg_version": 2, "name": "ssm", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00", "vars": vars_,
+                           "replica_groups": [list(range(ranks))],
+                           "engines": {"sp": [{"all_reduce": body}]}}]}
+
+
+def test_single_step_mesh_in_place_over_more_ranks_than_a_leg_has_sources_is_refused(tmp_path):
+    """SINGLE_STEP_MESH reduces all n inputs at once; more than MAX_SRC = 8 sources chain
+    through OUT (the first link writes it, the next ones read it back). In place OUT is the
+    input: on 9 ranks the 9th rank, whose own input comes after the first link, added its
+    already reduced OUT again (the end-to-end fuzzer's mismatch, ADD, MAX and MIN). Refused
+    now; 8 ranks in place and 9 ranks out of place lower and match."""
+    from nrtrewrite.errors import LoweringError
+    with pytest.raises(LoweringError, match="SINGLE_STEP_MESH in place over 9 ranks: its "
+                                            "reduce of 9 sources chains through OUT"):
+        lower_spec(_ssm_spec(9, True), tmp_path / "a", algo="single_step_mesh")
+    assert_clean(lower_spec(_ssm_spec(8, True), tmp_path / "b", algo="single_step_mesh"))
+    assert_clean(lower_spec(_ssm_spec(9, False), tmp_path / "c", algo="single_step_mesh"))
+    # explain says so too
+    res = cli("explain", tmp_path / "a.neff", "--algo", "single_step_mesh", "--json")
+    low = json.loads(res.stdout)["triggers"][0]["lowered"]
+    assert low["algorithm"] == "INVALID" and "in place over 9 ranks" in low["fallback_reason"]

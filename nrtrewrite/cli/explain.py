@@ -365,6 +365,9 @@ def not_lowerable(sel: Selection, trig=None) -> Selection:
         why = start_addr_refusal(sel.op_bytes)
     if why is None and trig is not None:
         why = operand_refusal(trig)
+    if why is None and trig is not None and sel.alg == EncAlgType.SINGLE_STEP_MESH:
+        from nrtrewrite.compose.mesh import single_step_mesh_refusal
+        why = single_step_mesh_refusal(trig)
     if why is None or sel.alg == EncAlgType.INVALID:
         return sel
     return replace(sel, alg=EncAlgType.INVALID, legs=(), n_channels=0, fallback_reason=why,

@@ -556,6 +556,32 @@ def explain_mesh(sel, topo, rank: int | None = None) -> dict:
     return out
 
 
+def single_step_mesh_refusal(trig) -> str | None:
+    """Why SINGLE_STEP_MESH cannot lower ``trig`` in place, or None: more than
+    ``IR.MAX_SRC`` sources chain through OUT, which in place is the input a later link reads
+    after the first overwrote it (an end-to-end fuzz found the 9th rank of an in-place 9-rank
+    all-reduce adding its own input twice).  ``explain`` shows the same reason."""
+    n = len(trig.replica_group)
+    if n <= IR.MAX_SRC or not _may_share(trig):
+        return None
+    return (f"SINGLE_STEP_MESH in place over {n} ranks: its reduce of {n} sources chains "
+            f"through OUT ({IR.MAX_SRC} sources a leg), and OUT is its input, which a later "
+            "link would read after the first overwrote it; lower it with another engine")
+
+
+def _may_share(trig) -> bool:
+    """Whether ``trig``'s src and dst may share bytes: the same DRAM bytes (overlaps other
+    than exactly in place are refused before, lower.operand_refusal), or one state-buffer var
+    with partitions in common (conservative)."""
+    s, d = trig.src, trig.dst
+    if s.var_id != d.var_id:
+        return False
+    if s.ap is None or d.ap is None:
+        return s.offset < d.offset + trig.out_bytes and d.offset < s.offset + trig.in_bytes
+    return (s.ap.partition_start < d.ap.partition_start + d.ap.partition_count
+            and d.ap.partition_start < s.ap.partition_start + s.ap.partition_count)
+
+
 class _MeshFamily(Algorithm):
     #: compose_mesh or compose_single_step_mesh
     compose = staticmethod(compose_mesh)
@@ -569,6 +595,10 @@ class _MeshFamily(Algorithm):
             raise LoweringError(f"{self.alg.name} does not lower {trig.op.name}")
         if self.alg == EncAlgType.SINGLE_STEP_MESH and trig.op != EncOpType.ALLREDUCE:
             raise LoweringError("SINGLE_STEP_MESH is all-reduce only")
+        if self.alg == EncAlgType.SINGLE_STEP_MESH:
+            why = single_step_mesh_refusal(trig)
+            if why is not None:
+                raise LoweringError(why)
         dsize = io_dtype_size(trig.dtype)
         bs, be = block_bounds(trig.op, trig.num_elements, n)
         cb = channel_buffer_bytes(self.alg, trig.op, trig.num_elements, n, dsize)
@@ -653,4 +683,5 @@ MESH = register(MeshAlgorithm())
 SINGLE_STEP_MESH = register(SingleStepMeshAlgorithm())
 
 __all__ = ["MESH", "SINGLE_STEP_MESH", "MESH_CHANNEL_BUF_MAX_SIZE", "block_bounds",
-           "channel_buffer_bytes", "compose_mesh", "compose_single_step_mesh"]
+           "channel_buffer_bytes", "compose_mesh", "compose_single_step_mesh",
+           "single_step_mesh_refusal"]
