@@ -398,7 +398,10 @@ class Simulator:
         self.vc = [np.zeros(n, np.int32) for _ in range(n)]
         self.sem_count = {r: np.zeros(256, np.int64) for r in self.programs}
         self.tokens: dict[tuple[int, int], deque] = {}
-        self.blocked: dict[tuple[int, int], set] = {}
+        # actors blocked per semaphore, in the order they blocked (a dict, not a set: a set of
+        # objects iterates by address, so the wake-up order, hence the run a seed gives,
+        # moved with the process's allocations, e.g. with how the output's path was spelled)
+        self.blocked: dict[tuple, dict] = {}
         self.runnable: list = []
         self.mem: dict[tuple[int, int], np.ndarray] = {}
         self.shadows: dict[tuple[int, int], Shadow] = {}
@@ -442,13 +445,13 @@ class Simulator:
         for (r, s), v in actor.need:
             if self.sem_count[r][s] < v:
                 ok = False
-                self.blocked.setdefault((r, s), set()).add(actor)
+                self.blocked.setdefault((r, s), {})[actor] = None
         if isinstance(actor, _Proxy):
             # a receive entry is posted when its rank starts the entry of its op (FORMATS §8.2)
             t = actor.transfers[actor.pos]
             if not t.terminator and t.rx_entry not in self.ranks[t.receiver].started:
                 ok = False
-                self.blocked.setdefault(("post", t.receiver, t.rx_entry), set()).add(actor)
+                self.blocked.setdefault(("post", t.receiver, t.rx_entry), {})[actor] = None
         if ok:
             actor.slot = len(self.runnable)
             self.runnable.append(actor)
