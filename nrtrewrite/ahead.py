@@ -66,21 +66,19 @@ class AheadLost(RuntimeError):
         self.k = k
 
 
-def _quietly(target: Callable[..., None], *args: Any) -> None:
+def _quietly(forker: int, target: Callable[..., None], *args: Any) -> None:
     """A forked process's body: ``target(*args)``, ended quietly by Ctrl-C (SIGINT reaches
     the whole foreground process group; the process that forked stops on its own and kills
     its children, which must not print a traceback each); killed with the process that
-    forked it (:func:`_die_with_parent`)."""
-    _die_with_parent(_FORKER[0])
+    forked it, pid ``forker`` (:func:`_die_with_parent`; passed as an argument, not recorded
+    by an ``os.register_at_fork`` callback: a signal's exception raised inside such a
+    callback is printed and ignored by Python, and the run went on to exit 0)."""
+    _die_with_parent(forker)
     try:
         target(*args)
     except KeyboardInterrupt:
         pass
 
-
-#: The pid of the process that forks (read by the child: the one that forked it).
-_FORKER = [os.getpid()]
-os.register_at_fork(before=lambda: _FORKER.__setitem__(0, os.getpid()))
 
 #: Linux's prctl option: the signal a process gets when the thread that forked it ends.
 _PR_SET_PDEATHSIG = 1
@@ -170,7 +168,8 @@ class ForkAhead:
         try:
             with frozen_gc():
                 self.proc = ctx.Process(target=_quietly,
-                                        args=(_producer, task_r, result_w, ring_bytes),
+                                        args=(os.getpid(), _producer, task_r, result_w,
+                                              ring_bytes),
                                         name="nrtrewrite-ahead", daemon=True)
                 self.proc.start()
         finally:
@@ -280,7 +279,8 @@ class ForkCall:
         _CALL = (fn, child_end, self.conn)
         try:
             with frozen_gc():  # the process never walks (so never copies) the inherited plan
-                self.proc = ctx.Process(target=_quietly, args=(_call,), name="nrtrewrite-call",
+                self.proc = ctx.Process(target=_quietly, args=(os.getpid(), _call),
+                                        name="nrtrewrite-call",
                                         daemon=True)
                 self.proc.start()
         finally:
@@ -401,8 +401,8 @@ class ForkPool:
                     task_r, tasks = ctx.Pipe(duplex=False)
                     results, result_w = ctx.Pipe(duplex=False)
                     ours += [tasks, results]
-                    proc = ctx.Process(target=_quietly, args=(_pool_worker, fn, task_r,
-                                                              result_w, list(ours)),
+                    proc = ctx.Process(target=_quietly, args=(os.getpid(), _pool_worker, fn,
+                                                              task_r, result_w, list(ours)),
                                        name="nrtrewrite-worker", daemon=True)
                     self.workers.append((proc, tasks, results))
                     try:
