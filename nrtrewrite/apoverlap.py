@@ -234,6 +234,20 @@ def _bytes(ap: AccessPattern, dsize: int) -> tuple[int, int]:
     return ap.start + lo * dsize, ap.start + (hi + 1) * dsize
 
 
+def operands_may_share(trig: Trigger) -> bool:
+    """Whether ``trig``'s src and dst may share bytes: one var, and their byte ranges meet
+    (DRAM), or a partition in common and their byte extents meet (SBUF)."""
+    s, d = trig.src, trig.dst
+    if s.var_id != d.var_id:
+        return False
+    if s.ap is None or d.ap is None:
+        return s.offset < d.offset + trig.out_bytes and d.offset < s.offset + trig.in_bytes
+    (sa, sb), (da, db) = _bytes(s.ap, trig.dtype_size), _bytes(d.ap, trig.dtype_size)
+    return (max(s.ap.partition_start, d.ap.partition_start)
+            < min(s.ap.partition_start + s.ap.partition_count,
+                  d.ap.partition_start + d.ap.partition_count) and sa < db and da < sb)
+
+
 def sbuf_refusal(trig: Trigger) -> str | None:
     """Why ``lower`` refuses the SBUF operands of ``trig`` (module docstring), or None."""
     src, dst = trig.src.ap, trig.dst.ap

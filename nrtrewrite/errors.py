@@ -89,13 +89,13 @@ class NrtRewriteError(Exception):
     exit_code = 2
 
     def __init__(self, why: str, where: Where | None = None, **where_kw: Any):
-        self.why = _capped(why)
+        self.why = escape_controls(_capped(why))  # (the location escapes itself: Where)
         self.where = (where or Where()).merged(**where_kw)
         super().__init__(self.line())
 
     def line(self) -> str:
         loc = str(self.where)
-        return escape_controls(f"{loc}: {self.why}" if loc else self.why)
+        return f"{loc}: {self.why}" if loc else self.why
 
     def at(self, **where_kw: Any) -> "NrtRewriteError":
         """Return the same error with more location filled in (outer context)."""

@@ -30,7 +30,7 @@ import numpy as np
 from nrtrewrite.codes import ALU_TO_CCE, CCE_REDUCE_DTYPES, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.ahead import AheadLost, ForkAhead
 from nrtrewrite.ahead import available as fork_available
-from nrtrewrite.apoverlap import sbuf_refusal
+from nrtrewrite.apoverlap import operands_may_share, sbuf_refusal
 from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
@@ -115,9 +115,7 @@ def operand_refusal(trig: Trigger) -> str | None:
     src, dst = trig.src, trig.dst
     if src.is_sbuf or dst.is_sbuf:
         return sbuf_refusal(trig)
-    if src.var_id != dst.var_id:
-        return None
-    if not (src.offset < dst.offset + trig.out_bytes and dst.offset < src.offset + trig.in_bytes):
+    if not operands_may_share(trig):
         return None
     if src.offset == dst.offset and trig.op != EncOpType.ALLGATHER:
         return None

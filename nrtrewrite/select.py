@@ -845,14 +845,10 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
             return EncAlgType.RING, "override not applicable"
         return alg, f"forced by {override.source} ({why})"
 
+    leaves = _leg_allows(clause, op_clause)
+
     def allowed(a: EncAlgType) -> bool:
-        if a not in legal_set:
-            return False
-        if clause is not None and not clause.allows(a):
-            return False
-        if op_clause is not None and op_clause.exclude and a in op_clause.algs:
-            return False
-        return True
+        return a in legal_set and leaves(a)
 
     for alg in policy.precedence:
         if not allowed(alg):
@@ -872,6 +868,16 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
+
+
+def _leg_allows(clause: OverrideClause | None, op_clause: OverrideClause | None
+                ) -> Callable[[EncAlgType], bool]:
+    """What an override leaves a HIER leg: the engines its leg clause allows, less those an
+    untargeted or per-collective exclusion names (SELECTION.md §8)."""
+    def allowed(a: EncAlgType) -> bool:
+        return ((clause is None or clause.allows(a))
+                and not (op_clause is not None and op_clause.exclude and a in op_clause.algs))
+    return allowed
 
 
 def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
@@ -941,10 +947,7 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                                  ordinal=req.ordinal, sbuf=req.sbuf, alu=req.alu)
         pick, why = EncAlgType.RING, "always legal"
         found = False
-
-        def allowed(a: EncAlgType) -> bool:
-            return ((clause is None or clause.allows(a))
-                    and not (op_clause is not None and op_clause.exclude and a in op_clause.algs))
+        allowed = _leg_allows(clause, op_clause)
         for in_window in (True, False):
             for a in (*policy.precedence, *LEG_LEGAL[leg.name]):
                 if (a not in LEG_LEGAL[leg.name] or a not in policy.hier_leg_lowerable

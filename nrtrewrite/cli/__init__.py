@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -169,12 +170,9 @@ class _Group(click.Group):
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except OSError as err:  # before a command runs: --help or --version printing
-            argv = sys.argv[1:] if args is None else list(args)
-            if "--traceback" in argv:
+            if "--traceback" in (sys.argv[1:] if args is None else list(args)):
                 raise
-            line, code = _os_error_line(err)
-            click.echo(_capped_line(line), err=True)
-            sys.exit(code)
+            _exit_os_error(err)
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -204,9 +202,7 @@ class _Group(click.Group):
         except OSError as err:
             if err.errno == errno.EPIPE or _want_traceback(ctx):
                 raise  # a closed pipe (`| head`): click exits 1 quietly, as before
-            line, code = _os_error_line(err)
-            click.echo(_capped_line(line), err=True)
-            sys.exit(code)
+            _exit_os_error(err)
         except MemoryError:
             if _want_traceback(ctx):
                 raise
@@ -248,6 +244,13 @@ def _capped_line(line: str) -> str:
     """An error line as printed: its control characters escaped (a path or argument with a
     line break stays one line) and its length capped."""
     return cut_middle(escape_controls(line), MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
+
+
+def _exit_os_error(err: OSError) -> NoReturn:
+    """Print :func:`_os_error_line`'s line for ``err`` and exit with its status."""
+    line, code = _os_error_line(err)
+    click.echo(_capped_line(line), err=True)
+    sys.exit(code)
 
 
 def _interruption(err: BaseException) -> BaseException | None:
@@ -361,8 +364,9 @@ class JsonErrorCommand(click.Command):
             return super().invoke(ctx)
         except (NrtRewriteError, click.UsageError) as err:
             if ctx.params.get("as_json") and self.documents_command_errors:
-                why = err.line() if isinstance(err, NrtRewriteError) else err.format_message()
-                self._print_error(ctx.params, escape_controls(why))
+                why = err.line() if isinstance(err, NrtRewriteError) else \
+                    escape_controls(err.format_message())
+                self._print_error(ctx.params, why)
             raise
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from nrtrewrite.apoverlap import operands_may_share
 from nrtrewrite.codes import (
     DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, EdgeLocality, EncAlgMeshType, EncAlgType,
     EncMeshEventType as E, EncOpType,
@@ -562,24 +563,11 @@ def single_step_mesh_refusal(trig) -> str | None:
     after the first overwrote it (an end-to-end fuzz found the 9th rank of an in-place 9-rank
     all-reduce adding its own input twice).  ``explain`` shows the same reason."""
     n = len(trig.replica_group)
-    if n <= IR.MAX_SRC or not _may_share(trig):
+    if n <= IR.MAX_SRC or not operands_may_share(trig):
         return None
     return (f"SINGLE_STEP_MESH in place over {n} ranks: its reduce of {n} sources chains "
             f"through OUT ({IR.MAX_SRC} sources a leg), and OUT is its input, which a later "
             "link would read after the first overwrote it; lower it with another engine")
-
-
-def _may_share(trig) -> bool:
-    """Whether ``trig``'s src and dst may share bytes: the same DRAM bytes (overlaps other
-    than exactly in place are refused before, lower.operand_refusal), or one state-buffer var
-    with partitions in common (conservative)."""
-    s, d = trig.src, trig.dst
-    if s.var_id != d.var_id:
-        return False
-    if s.ap is None or d.ap is None:
-        return s.offset < d.offset + trig.out_bytes and d.offset < s.offset + trig.in_bytes
-    return (s.ap.partition_start < d.ap.partition_start + d.ap.partition_count
-            and d.ap.partition_start < s.ap.partition_start + s.ap.partition_count)
 
 
 class _MeshFamily(Algorithm):
