@@ -34,8 +34,9 @@ from nrtrewrite.apoverlap import operands_may_share, sbuf_refusal
 from nrtrewrite.compose import algorithm as algorithms
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared
 from nrtrewrite.emit import formats as F
-from nrtrewrite.emit.address import MemoryMap, build_memory_map
+from nrtrewrite.emit.address import SEM_ENTRY_POST, MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
+from nrtrewrite.entryslots import ENTRY_POST_SEMS, entry_post_slots
 from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.instructions import trigger_where
@@ -66,6 +67,8 @@ class TriggerPlan:
     group: tuple[int, ...]
     leader: int
     private_offset: int = 0  # bytes into the scratch region of prepared.private_scratch_bytes
+    #: the semaphore its entry handshake counts posts on (nrtrewrite.entryslots)
+    entry_post_sem: int = SEM_ENTRY_POST
 
     @property
     def alg(self) -> EncAlgType:
@@ -209,6 +212,10 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
         group = tuple(trig.replica_group)
         plan.triggers.append(TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
                                          prepared=prepared, group=group, leader=min(group)))
+    slots = entry_post_slots([p.group for p in plan.triggers], topo.ranks_per_node,
+                             [p.trigger.ordinal for p in plan.triggers])
+    for p, slot in zip(plan.triggers, slots):
+        p.entry_post_sem = ENTRY_POST_SEMS[slot]
     spans = [p for p in plan.triggers if topo.spans_nodes(p.group)]
     shared = max([p.prepared.scratch_bytes for p in plan.triggers] + [0])
     private = shared
@@ -489,7 +496,8 @@ def _entry_context(plan: LoweringPlan, tp: TriggerPlan, spec: EntrySpec, rank: i
         lnc_fmt=lnc_fmt, num_active_channels=spec.num_active_channels,
         subgraph_index=subgraph_index, groups=spec.groups,
         hw_generation=plan.topology.platform.hw_generation,
-        sema_shift_offset=spec.sema_shift_offset or 0, peer_tables=tables)
+        sema_shift_offset=spec.sema_shift_offset or 0, peer_tables=tables,
+        entry_post_sem=tp.entry_post_sem)
 
 
 def _entry_manifest(tp: TriggerPlan, spec: EntrySpec, rank: int, summary: dict) -> dict:

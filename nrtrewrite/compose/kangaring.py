@@ -67,9 +67,10 @@ from nrtrewrite.topology.rings import KangaringChannel, kangaring_paths
 
 #: First semaphore id of the kangaring peer semaphores: channel c's ``kring_peer_semas.mine``
 #: is ``KANGARING_SEM_BASE + c`` (after the 32 ring channels' 16..143, before the mesh event
-#: window at 192; docs/FORMATS.md §7).
+#: window at 192; docs/FORMATS.md §7).  One per channel (NEC_MAX_CHANNELS = 32): 144..175;
+#: 176..191 are the entry handshake's (nrtrewrite.entryslots.ENTRY_POST_SEMS).
 KANGARING_SEM_BASE = 144
-KANGARING_SEM_LIMIT = 192
+KANGARING_SEM_LIMIT = 176
 
 #: Sync leaves of the kangaring (legs.bin leaf codes, docs/FORMATS.md §3).
 PEER_POST = int(Leaf.peer_post)

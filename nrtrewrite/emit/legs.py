@@ -137,6 +137,9 @@ class EntryContext:
     #: peers (indices into ``peers``) of the entry handshake; None = every same-node peer.
     #: Must be symmetric across ranks: P in r's set exactly when r is in P's.
     sync_peers: list[int] | None = None
+    #: the semaphore the entry handshake counts posts on: SEM_ENTRY_POST or another of
+    #: nrtrewrite.entryslots.ENTRY_POST_SEMS (the trigger's slot, the same on every rank)
+    entry_post_sem: int = SEM_ENTRY_POST
     #: ``peers`` and ``localities`` as arrays (built from them when None; the lowering
     #: reuses one per peer table)
     peer_tables: PeerTables | None = None
@@ -1180,9 +1183,10 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray
     the peer has started the entry: then the peer has finished every earlier entry (its
     reads and writes of the buffers this entry may reuse) and its engines have kicked this
     trigger.  So the entry starts with a handshake with every same-node sync peer: the
-    first (leader) channel increments ``SEM_ENTRY_POST`` on each peer ("I have started"),
-    waits for as many posts from them, then releases the entry's other channels with
-    ``inc(SEM_ENTRY_DONE, channels - 1)``; each other channel first waits
+    first (leader) channel increments ``ctx.entry_post_sem`` (``SEM_ENTRY_POST`` or another
+    slot of :data:`nrtrewrite.entryslots.ENTRY_POST_SEMS`, the trigger's) on each peer ("I
+    have started"), waits for as many posts from them, then releases the entry's other
+    channels with ``inc(SEM_ENTRY_DONE, channels - 1)``; each other channel first waits
     ``SEM_ENTRY_DONE >= 1``.  Network peers are not part of it: a network receive is posted
     when the receiver starts the entry (docs/FORMATS.md §8.2).  Rows are
     ``Leaf.mark_complete``.
@@ -1206,7 +1210,7 @@ def entry_handshake(ir: np.ndarray, ctx: EntryContext, net_peer: np.ndarray
         rows = np.split(by_channel, np.cumsum(counts)[:-1])
     if len(order) == 1 and not peers:
         return [(order[0], ir[:0], rows[0])]
-    lead, go = _handshake_rows(tuple(peers), len(order))
+    lead, go = _handshake_rows(tuple(peers), len(order), ctx.entry_post_sem)
     return [(ch, lead if i == 0 else go, r) for i, (ch, r) in enumerate(zip(order, rows))]
 
 
@@ -1228,21 +1232,22 @@ def _sb2sb_template(io: int, lnc_fmt: int, active_channels: int) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1024)
-def _handshake_rows(peers: tuple[int, ...], nch: int) -> tuple[np.ndarray, np.ndarray]:
+def _handshake_rows(peers: tuple[int, ...], nch: int, post_sem: int = SEM_ENTRY_POST
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """The handshake rows of :func:`entry_handshake`: the leader channel's (posts to
-    ``peers``, at most MAX_INC a row, then its wait and the release of the ``nch - 1`` other
-    channels) and the release wait of every other channel (read-only)."""
+    ``peers`` on ``post_sem``, at most MAX_INC a row, then its wait and the release of the
+    ``nch - 1`` other channels) and the release wait of every other channel (read-only)."""
     posts = [peers[i:i + MAX_INC] for i in range(0, len(peers), MAX_INC)]
     lead = IR.empty(len(posts) + (1 if peers or nch > 1 else 0))
     for r, chunk in enumerate(posts):
         lead["n_inc"][r] = len(chunk)
         lead["inc_peer"][r, :len(chunk)] = chunk
-        lead["inc_sem"][r, :len(chunk)] = SEM_ENTRY_POST
+        lead["inc_sem"][r, :len(chunk)] = post_sem
         lead["inc_val"][r, :len(chunk)] = 1
     if peers or nch > 1:
         if peers:
             lead["n_wait"][-1] = 1
-            lead["wait_sem"][-1, 0], lead["wait_val"][-1, 0] = SEM_ENTRY_POST, len(peers)
+            lead["wait_sem"][-1, 0], lead["wait_val"][-1, 0] = post_sem, len(peers)
         if nch > 1:
             lead["n_inc"][-1] = 1
             lead["inc_peer"][-1, 0], lead["inc_sem"][-1, 0] = 0, SEM_ENTRY_DONE

@@ -19,8 +19,9 @@ from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import (
-    DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE, SEM_ENTRY_POST,
+    DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE,
 )
+from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
@@ -72,6 +73,9 @@ _RT[[int(EncAlgType.RING), int(EncAlgType.SINGLE_CYCLE_RING)]] = 0
 _RT[int(EncAlgType.KANGARING)] = 2
 #: semaphore ids outside the ring channel block (FORMATS §7)
 SEM_ENTRY_GO = SEM_ENTRY_DONE  # the entry handshake's "channel done" / go semaphore
+#: [semaphore id] -> an entry_post semaphore a handshake may count on (nrtrewrite.entryslots)
+_ENTRY_POST = np.zeros(256, bool)
+_ENTRY_POST[list(ENTRY_POST_SEMS)] = True
 SEM_PEER_BASE = 144  # compose.kangaring.KANGARING_SEM_BASE (not imported: it pulls the composer)
 SEM_EVENT_BASE = EVENT_SEMA_SHIFT_OFFSET
 #: leaves that carry a half-chunk index (the ring leaves, as KANGARING uses them too)
@@ -1056,8 +1060,8 @@ class RankDecoder:
         known_by = [
             # the entry handshake: wait entry_post / entry_go, +entry_post on peers, +entry_go
             (lf_s == MARK_COMPLETE,
-             (wait & local & ((sid == SEM_ENTRY_POST) | (sid == SEM_ENTRY_GO)))
-             | (~wait & ~local & (sid == SEM_ENTRY_POST))
+             (wait & local & (_ENTRY_POST[sid] | (sid == SEM_ENTRY_GO)))
+             | (~wait & ~local & _ENTRY_POST[sid])
              | (~wait & local & (sid == SEM_ENTRY_GO))),
             # post_recv: nothing of its own
             (lf_s == POST_RECV, np.zeros(n, bool)),

@@ -1,0 +1,83 @@
+"""The entry handshake's semaphore slots (nrtrewrite.entryslots, docs/DESIGN.md "Entry
+handshake").  Expected slots are worked out by hand from the rule in the module's docstring:
+a trigger u may not share a slot with a trigger t in which a rank R of u waited, when t
+lies after the last trigger whose group held R and a same-node member Q of u's group."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nrtrewrite.entryslots import ENTRY_POST_SEMS, entry_post_slots
+from nrtrewrite.errors import LimitError
+
+
+def test_the_semaphores_are_9_then_the_16_ids_between_the_kangaring_block_and_the_events():
+    # FORMATS §7: 144..175 kangaring peer semaphores (32 channels), 192..255 event window
+    assert ENTRY_POST_SEMS == (9, 176, 177, 178, 179, 180, 181, 182, 183, 184, 185, 186, 187,
+                               188, 189, 190, 191)
+
+
+def test_ranks_that_always_meet_the_same_peers_use_slot_0_alone():
+    assert entry_post_slots([(0, 1, 2, 3)] * 5, 64) == [0] * 5
+    # disjoint groups of one instruction, then again
+    assert entry_post_slots([(0, 1), (2, 3), (0, 1), (2, 3)], 64) == [0, 0, 0, 0]
+
+
+def test_a_group_of_new_peers_after_earlier_entries_takes_the_next_slot():
+    # the reproducer's shape: ranks 0..3 twice, then 1, 4, 5. Rank 1 never met 4 or 5 and
+    # waited on slot 0 in triggers 0 and 1, so trigger 2 cannot use slot 0.
+    assert entry_post_slots([(0, 1, 2, 3), (0, 1, 2, 3), (1, 4, 5)], 64) == [0, 0, 1]
+
+
+def test_alternating_tensor_and_data_parallel_groups_use_two_slots():
+    # T0 {0,1} T1 {2,3}: slot 0.  T2 {0,2}: 0 and 2 never met, 0 waited on slot 0 (T0) -> 1.
+    # T3 {1,3}: likewise -> 1.  T4 {0,1}: last met at T0, 0 waited on slot 1 at T2 (after
+    # T0) -> slot 1 taken, slot 0 last waited on at T0 (not after it) -> 0.  T5 {2,3}: -> 0.
+    # T6 {0,2}: last met at T2, 0 waited on slot 0 at T4 -> 1.
+    groups = [(0, 1), (2, 3), (0, 2), (1, 3), (0, 1), (2, 3), (0, 2)]
+    assert entry_post_slots(groups, 64) == [0, 0, 1, 1, 0, 0, 1]
+
+
+def test_only_ranks_on_one_node_constrain_the_slot():
+    # 0 and 64 are on different nodes (64 ranks a node): no posts between them
+    assert entry_post_slots([(0, 1), (0, 64), (0, 1)], 64) == [0, 0, 0]
+    # with 2 ranks a node, 0 and 1 share node 0 but 0 and 2 do not
+    assert entry_post_slots([(0, 1), (1, 2), (0, 2), (0, 1)], 2) == [0, 0, 0, 0]
+    # ... whereas on one node the new pair (1, 2) must avoid slot 0
+    assert entry_post_slots([(0, 1), (1, 2)], 64) == [0, 1]
+
+
+def test_a_rank_meeting_a_new_peer_every_trigger_runs_out_after_17_slots():
+    # rank 0 meets rank k for the first time in trigger k - 1, having waited on every slot
+    # used so far: trigger j needs slot j, and trigger 17 would need an 18th
+    groups = [(0, k) for k in range(1, 18)]
+    assert entry_post_slots(groups, 64) == list(range(17))
+    with pytest.raises(LimitError, match="trigger 37's entry handshake needs more than 17 "
+                                         "entry_post semaphores"):
+        entry_post_slots(groups + [(0, 18)], 64, ordinals=list(range(20, 38)))
+
+
+def _sem_ids(path, window):
+    """Semaphore ids of sem.bin's BDs in ``window`` (FORMATS §7, §10: addr = EVT_SEM base +
+    TOP_SP stride + window + 4 x id; the low 10 bits are 4 x id, bits 10..12 the window)."""
+    rec = np.fromfile(path, np.dtype([("ctrl", "<u4"), ("value", "<u4"), ("addr", "<u8")]))
+    addr = rec["addr"].astype(np.int64)
+    return sorted(set(((addr[(addr & 0x1C00) == window] >> 2) & 0xFF).tolist()))
+
+
+def test_the_handshake_bds_count_on_the_trigger_slot(tmp_path):
+    """Lowered: rank 4 (only in sg01's trigger) posts to 1 and 5 and waits on 176; rank 0
+    (only in sg00's) uses 9; rank 1 (both) uses 9 and 176."""
+    from test_simulate import _overlapping_subgraphs_spec, lower_spec
+
+    out = lower_spec(_overlapping_subgraphs_spec(), tmp_path / "o")
+    inc, dec = 0x1800, 0x1C00
+    handshake = set(ENTRY_POST_SEMS)  # entry_go (8) aside
+
+    def ids(rank, window):
+        return [s for s in _sem_ids(out / f"rank-{rank:04d}" / "sem.bin", window)
+                if s in handshake]
+    assert ids(4, dec) == [176] and ids(4, inc) == [176]
+    assert ids(0, dec) == [9] and ids(0, inc) == [9]
+    assert ids(1, dec) == [9, 176] and ids(1, inc) == [9, 176]
