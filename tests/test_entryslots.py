@@ -81,3 +81,48 @@ def test_the_handshake_bds_count_on_the_trigger_slot(tmp_path):
     assert ids(4, dec) == [176] and ids(4, inc) == [176]
     assert ids(0, dec) == [9] and ids(0, inc) == [9]
     assert ids(1, dec) == [9, 176] and ids(1, inc) == [9, 176]
+
+
+def _rule_slots(groups, ranks_per_node, k=len(ENTRY_POST_SEMS)):
+    """The rule of docs/DESIGN.md "Entry handshake" transcribed pair by pair, trigger by
+    trigger (quadratic; no run shortcut): the lowest slot no constraint forbids, or None
+    where a trigger would need more than ``k``."""
+    node = lambda r: r // ranks_per_node  # noqa: E731
+
+    def waits(t, r):
+        return r in groups[t] and any(x != r and node(x) == node(r) for x in groups[t])
+    slots = []
+    for u, g in enumerate(groups):
+        bad = set()
+        for r in g:
+            for q in g:
+                if q == r or node(q) != node(r):
+                    continue
+                t0 = max([t for t in range(u) if r in groups[t] and q in groups[t]],
+                         default=-1)
+                bad |= {slots[t] for t in range(t0 + 1, u) if waits(t, r)}
+        slot = min(set(range(k + 1)) - bad)
+        if slot == k:
+            return slots, u
+        slots.append(slot)
+    return slots, None
+
+
+def test_the_slots_are_the_rules_on_random_group_sequences():
+    """Random sequences, half of them drawn from a few recurring groups (runs of the same
+    members, which the implementation skips over), against the pair-by-pair rule."""
+    import random
+    rng = random.Random(20261201)
+    for _ in range(300):
+        n, per_node = rng.randint(2, 10), rng.randint(2, 6)
+        families = [tuple(rng.sample(range(n), rng.randint(1, n))) for _ in range(3)]
+        groups = [rng.choice(families) if rng.random() < 0.5
+                  else tuple(rng.sample(range(n), rng.randint(1, n)))
+                  for _ in range(rng.randint(1, 30))]
+        want, stop = _rule_slots(groups, per_node)
+        if stop is None:
+            assert entry_post_slots(groups, per_node) == want, (groups, per_node)
+        else:
+            assert entry_post_slots(groups[:stop], per_node) == want
+            with pytest.raises(LimitError):
+                entry_post_slots(groups, per_node)
