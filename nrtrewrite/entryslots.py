@@ -36,7 +36,7 @@ a group with another member on its node, and every same-node member as a poster.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -50,10 +50,11 @@ ENTRY_POST_SEMS = (SEM_ENTRY_POST,) + tuple(range(176, 192))
 
 
 def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
-                     ordinals: Sequence[int] | None = None) -> list[int]:
+                     where_of: Callable[[int], dict] | None = None) -> list[int]:
     """The slot (index into :data:`ENTRY_POST_SEMS`) of each trigger, given each trigger's
     replica group in program order and the topology's ranks per node (rank // ranks_per_node
-    is its node).  ``ordinals`` name the triggers in an error (default: their positions).
+    is its node).  ``where_of(i)``: where the i-th trigger is, for an error (default: the
+    trigger named by its position).
 
     Raises :class:`LimitError` when a trigger would need more than ``len(ENTRY_POST_SEMS)``
     slots."""
@@ -85,15 +86,26 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
                 forbidden |= state.forbidden(local)
         slot = (~forbidden & (forbidden + 1)).bit_length() - 1  # the lowest allowed
         if slot >= k:
-            name = ordinals[u] if ordinals is not None else u
             raise LimitError(
-                f"trigger {name}'s entry handshake needs more than {k} entry_post semaphores "
-                f"(9, 176..191): ranks of its group on one node have waited on every one of "
-                f"them in other groups' entries since they last met", trigger=name)
+                f"the entry handshake needs more than the {k} entry_post semaphores "
+                f"({_ids_text()}): ranks of this replica group on one node have waited on "
+                f"every one of them in other groups' entries since they last met",
+                **(where_of(u) if where_of is not None else {"trigger": u}))
         for n, h, local in parts:
             nodes[n].extend(h, local, u, slot)
         slots.append(slot)
     return slots
+
+
+def _ids_text() -> str:
+    """The ids of :data:`ENTRY_POST_SEMS` as runs (``9, 176..191``)."""
+    runs: list[list[int]] = []
+    for sem in ENTRY_POST_SEMS:
+        if runs and sem == runs[-1][1] + 1:
+            runs[-1][1] = sem
+        else:
+            runs.append([sem, sem])
+    return ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs)
 
 
 class _Node:

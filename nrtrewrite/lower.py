@@ -213,7 +213,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
         plan.triggers.append(TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
                                          prepared=prepared, group=group, leader=min(group)))
     slots = entry_post_slots([p.group for p in plan.triggers], topo.ranks_per_node,
-                             [p.trigger.ordinal for p in plan.triggers])
+                             lambda i: trigger_where(plan.triggers[i].trigger))
     for p, slot in zip(plan.triggers, slots):
         p.entry_post_sem = ENTRY_POST_SEMS[slot]
     spans = [p for p in plan.triggers if topo.spans_nodes(p.group)]

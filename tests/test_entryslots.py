@@ -53,9 +53,9 @@ def test_a_rank_meeting_a_new_peer_every_trigger_runs_out_after_17_slots():
     # used so far: trigger j needs slot j, and trigger 17 would need an 18th
     groups = [(0, k) for k in range(1, 18)]
     assert entry_post_slots(groups, 64) == list(range(17))
-    with pytest.raises(LimitError, match="trigger 37's entry handshake needs more than 17 "
-                                         "entry_post semaphores"):
-        entry_post_slots(groups + [(0, 18)], 64, ordinals=list(range(20, 38)))
+    with pytest.raises(LimitError, match=r"^trigger 17: the entry handshake needs more than "
+                                         r"the 17 entry_post semaphores \(9, 176\.\.191\)"):
+        entry_post_slots(groups + [(0, 18)], 64)
 
 
 def _sem_ids(path, window):
@@ -126,3 +126,27 @@ def test_the_slots_are_the_rules_on_random_group_sequences():
             assert entry_post_slots(groups[:stop], per_node) == want
             with pytest.raises(LimitError):
                 entry_post_slots(groups, per_node)
+
+
+def test_a_model_needing_more_slots_than_there_are_is_refused_in_one_line(tmp_path,
+                                                                         monkeypatch):
+    """The limit through the CLI: with a single slot (patched), the reproducer's third
+    trigger (ranks 1, 4, 5 after two on 0..3) cannot get one. One line naming the file and
+    the trigger, exit 2, no output left behind."""
+    import nrtrewrite.entryslots as slots_mod
+    from test_simulate import _overlapping_subgraphs_spec, cli
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_overlapping_subgraphs_spec()))
+    monkeypatch.setattr(slots_mod, "ENTRY_POST_SEMS", (9,))
+    res = cli("lower", neff, "-o", tmp_path / "out", "-j", "1", "--algo", "ring")
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0] == (
+        f"nrtrewrite: error: {neff}: member sg01/sp.bin, subgraph sg01, stream sp, "
+        "instruction 0, trigger 2: the entry handshake needs more than the 1 entry_post "
+        "semaphores (9): ranks of this replica group on one node have waited on every one of "
+        "them in other groups' entries since they last met")
+    assert not (tmp_path / "out").exists()
