@@ -150,3 +150,74 @@ def test_a_model_needing_more_slots_than_there_are_is_refused_in_one_line(tmp_pa
         "semaphores (9): ranks of this replica group on one node have waited on every one of "
         "them in other groups' entries since they last met")
     assert not (tmp_path / "out").exists()
+
+
+#: Two-rank groups {0, x + 1} in this order (one subgraph each) need all 17 semaphores by
+#: the 31st trigger and an 18th at the 32nd: found by the handshake fuzzer's search (the
+#: simplest pattern, a new peer every trigger, needs 18 distinct groups, more than a model
+#: may hold: NEC_MAX_COMM_N = 12).
+STAR = [1, 8, 7, 3, 0, 6, 2, 4, 3, 1, 0, 11, 10, 6, 8, 7, 8, 5, 7, 0, 9, 11, 1, 11, 8, 6, 10,
+        3, 7, 8, 2, 4]
+
+
+def _star_spec(n: int) -> dict:
+    subgraphs = [{"name": f"sg{k:02d}",
+                  "vars": [{"name": f"i{k}", "type": "input", "size": 256},
+                           {"name": f"o{k}", "type": "output", "size": 256}],
+                  "replica_groups": [[0, x + 1]],
+                  "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add",
+                                                     "num_elements": 128, "src": f"i{k}",
+                                                     "dst": f"o{k}"}}]}}
+                 for k, x in enumerate(STAR[:n])]
+    return {"header": {"pkg_version": 2, "name": "star", "lnc_size": 2},
+            "subgraphs": subgraphs}
+
+
+def test_twelve_star_groups_reach_the_limit_on_the_32nd_trigger():
+    groups = [(0, x + 1) for x in STAR]
+    want, stop = _rule_slots(groups, 64)
+    assert stop == 31 and sorted(set(want)) == list(range(17))
+    assert entry_post_slots(groups[:31], 64) == want
+    with pytest.raises(LimitError, match="^trigger 31: the entry handshake"):
+        entry_post_slots(groups, 64)
+
+
+def test_a_model_on_all_17_semaphores_simulates_clean_and_the_next_trigger_is_refused(
+        tmp_path):
+    from test_simulate import assert_clean, cli, lower_spec
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    out = lower_spec(_star_spec(31), tmp_path / "o")
+    handshake = set()
+    for rank in range(13):
+        handshake |= set(_sem_ids(out / f"rank-{rank:04d}" / "sem.bin", 0x1C00))
+    assert set(ENTRY_POST_SEMS) <= handshake
+    assert_clean(out)
+    neff = tmp_path / "star32.neff"
+    neff.write_bytes(assemble_spec(_star_spec(32)))
+    res = cli("lower", neff, "-o", tmp_path / "out32", "-j", "1")
+    assert res.exit_code == 2
+    assert res.output == (
+        f"nrtrewrite: error: {neff}: member sg31/sp.bin, subgraph sg31, stream sp, "
+        "instruction 0, trigger 31: the entry handshake needs more than the 17 entry_post "
+        "semaphores (9, 176..191): ranks of this replica group on one node have waited on "
+        "every one of them in other groups' entries since they last met\n")
+    assert not (tmp_path / "out32").exists()
+
+
+def test_explain_shows_the_trigger_without_a_semaphore_invalid(tmp_path):
+    """explain says what lower will do: the 32nd star trigger INVALID with lower's reason,
+    the 31 before it lowered."""
+    import json
+
+    from test_simulate import cli
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "star32.neff"
+    neff.write_bytes(assemble_spec(_star_spec(32)))
+    res = cli("explain", neff, "--json")
+    assert res.exit_code == 0, res.output
+    lowered = [t["lowered"] for t in json.loads(res.output)["triggers"]]
+    assert [low["algorithm"] == "INVALID" for low in lowered] == [False] * 31 + [True]
+    assert lowered[31]["fallback_reason"].startswith(
+        "the entry handshake needs more than the 17 entry_post semaphores (9, 176..191)")

@@ -351,11 +351,13 @@ def _single_cycle_rings(sel: Selection, topo: Topology) -> list[tuple]:
     return sorted(out, key=lambda r: r[0])
 
 
-def not_lowerable(sel: Selection, trig=None) -> Selection:
+def not_lowerable(sel: Selection, trig=None, model_why: str | None = None) -> Selection:
     """``sel`` as ``lower`` sees it: a collective in a dtype ``lower`` refuses
     (lower.dtype_refusal), a DRAM one whose buffers a TENSOR3D start_addr cannot address
-    (limits.start_addr_refusal), or a model's trigger whose operands overlap
-    (lower.operand_refusal), is not lowered, with the same reason."""
+    (limits.start_addr_refusal), a model's trigger whose operands overlap
+    (lower.operand_refusal), or the trigger at which ``lower`` refuses the model
+    (``model_why``: its entry handshake has no semaphore left, entryslots), is not lowered,
+    with the same reason."""
     from dataclasses import replace
 
     from nrtrewrite.limits import start_addr_refusal
@@ -368,10 +370,23 @@ def not_lowerable(sel: Selection, trig=None) -> Selection:
     if why is None and trig is not None and sel.alg == EncAlgType.SINGLE_STEP_MESH:
         from nrtrewrite.compose.mesh import single_step_mesh_refusal
         why = single_step_mesh_refusal(trig)
+    if why is None:
+        why = model_why
     if why is None or sel.alg == EncAlgType.INVALID:
         return sel
     return replace(sel, alg=EncAlgType.INVALID, legs=(), n_channels=0, fallback_reason=why,
                    channel_reason="nothing lowered")
+
+
+def _handshake_refusal(m, topo: Topology) -> dict[int, str]:
+    """{trigger ordinal: why} for the trigger at which ``lower`` refuses ``m`` because its
+    entry handshake has no ``entry_post`` semaphore left (nrtrewrite.entryslots), if any."""
+    from nrtrewrite.entryslots import entry_post_slots
+    try:
+        entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node)
+    except LimitError as err:
+        return {m.triggers[err.where.trigger].ordinal: err.why}
+    return {}
 
 
 # -- rich presentation ---------------------------------------------------------------------
@@ -646,6 +661,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             meta = {"subgraph": t.subgraph, "engine": t.engine, "index": t.index,
                     "replica_group_id": t.replica_group_id, "num_elements": t.num_elements}
             items.append((t, meta))
+        model_why = _handshake_refusal(m, topo)
     else:
         if op is None or nbytes is None:
             raise click.UsageError("give MODEL, or --op and --bytes with --ranks or --group")
@@ -684,6 +700,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             alu_op = AluOp[alu.upper()]
         req = Request.for_op(opv, dt, group, size, sbuf=sbuf, alu=alu_op)
         items = [(req, {})]
+        model_why = {}
 
     if rank is not None:
         topo.info(rank)  # a rank outside the topology is a one-line error
@@ -695,7 +712,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             continue
         try:
             sel = not_lowerable(select(item, topo, override=override, policy=policy,
-                                       strict=False), None if isinstance(item, Request) else item)
+                                       strict=False), None if isinstance(item, Request) else item,
+                                model_why.get(item.ordinal))
             records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item))
         except NrtRewriteError as err:
             if isinstance(item, Request):  # model-less: no place to name
