@@ -24,6 +24,7 @@ runs ``fn`` itself to raise it with its own context (``fn`` must be deterministi
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import multiprocessing
@@ -66,14 +67,43 @@ class AheadLost(RuntimeError):
         self.k = k
 
 
-def _quietly(forker: int, target: Callable[..., None], *args: Any) -> None:
+#: The signals that stop a run (Ctrl-C, and what the CLI turns into ``Terminated``).
+_STOPPING = frozenset(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                      if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[frozenset]:
+    """Hold (block) the stopping signals in this thread while a process is forked, and
+    yield the ones held here.  A signal that arrives meanwhile waits until the fork is done
+    and is then raised where this process is, as any other time, instead of inside an
+    at-fork callback (the standard library's, or the child's start), where Python prints
+    the exception and drops it.  The child starts with them blocked (a fork copies the
+    mask, not the pending signals) and releases them first thing (:func:`_quietly`).
+    Held in this thread only, which is enough because the forks are made before any other
+    thread starts: a signal taken by another thread would still have its Python handler
+    run here, the main thread, at once."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield frozenset()
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+    try:
+        yield _STOPPING - frozenset(before)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _quietly(forker: int, held: frozenset, target: Callable[..., None], *args: Any) -> None:
     """A forked process's body: ``target(*args)``, ended quietly by Ctrl-C (SIGINT reaches
     the whole foreground process group; the process that forked stops on its own and kills
     its children, which must not print a traceback each); killed with the process that
     forked it, pid ``forker`` (:func:`_die_with_parent`; passed as an argument, not recorded
     by an ``os.register_at_fork`` callback: a signal's exception raised inside such a
-    callback is printed and ignored by Python, and the run went on to exit 0)."""
+    callback is printed and ignored by Python, and the run went on to exit 0).  ``held``:
+    the signals :func:`_signals_held` blocked around the fork, released here."""
     _die_with_parent(forker)
+    if held:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
     try:
         target(*args)
     except KeyboardInterrupt:
@@ -166,9 +196,9 @@ class ForkAhead:
         # the process inherits every object of this one (the plan): frozen, its garbage
         # collector never walks them (a walk would write to, and so copy, every page)
         try:
-            with frozen_gc():
+            with frozen_gc(), _signals_held() as held:
                 self.proc = ctx.Process(target=_quietly,
-                                        args=(os.getpid(), _producer, task_r, result_w,
+                                        args=(os.getpid(), held, _producer, task_r, result_w,
                                               ring_bytes),
                                         name="nrtrewrite-ahead", daemon=True)
                 self.proc.start()
@@ -278,8 +308,9 @@ class ForkCall:
         self.conn, child_end = ctx.Pipe(duplex=False)
         _CALL = (fn, child_end, self.conn)
         try:
-            with frozen_gc():  # the process never walks (so never copies) the inherited plan
-                self.proc = ctx.Process(target=_quietly, args=(os.getpid(), _call),
+            # the process never walks (so never copies) the inherited plan
+            with frozen_gc(), _signals_held() as held:
+                self.proc = ctx.Process(target=_quietly, args=(os.getpid(), held, _call),
                                         name="nrtrewrite-call",
                                         daemon=True)
                 self.proc.start()
@@ -401,12 +432,14 @@ class ForkPool:
                     task_r, tasks = ctx.Pipe(duplex=False)
                     results, result_w = ctx.Pipe(duplex=False)
                     ours += [tasks, results]
-                    proc = ctx.Process(target=_quietly, args=(os.getpid(), _pool_worker, fn,
-                                                              task_r, result_w, list(ours)),
-                                       name="nrtrewrite-worker", daemon=True)
-                    self.workers.append((proc, tasks, results))
                     try:
-                        proc.start()
+                        with _signals_held() as held:
+                            proc = ctx.Process(target=_quietly,
+                                               args=(os.getpid(), held, _pool_worker, fn,
+                                                     task_r, result_w, list(ours)),
+                                               name="nrtrewrite-worker", daemon=True)
+                            self.workers.append((proc, tasks, results))
+                            proc.start()
                     finally:
                         task_r.close()  # the worker's ends: closed here, so EOF means it
                         result_w.close()  # is gone
