@@ -102,9 +102,9 @@ def _quietly(forker: int, held: frozenset, target: Callable[..., None], *args: A
     callback is printed and ignored by Python, and the run went on to exit 0).  ``held``:
     the signals :func:`_signals_held` blocked around the fork, released here."""
     _die_with_parent(forker)
-    if held:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
     try:
+        if held:  # a Ctrl-C that came during the fork is raised here, and ends us quietly
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
         target(*args)
     except KeyboardInterrupt:
         pass
