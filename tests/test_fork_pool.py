@@ -353,11 +353,9 @@ def _interrupt_child():
 
 
 def test_a_ctrl_c_during_the_fork_ends_the_child_quietly(capfd, ctrl_c_raises):
-    """A clean clone's test run on a loaded machine once saw an idle worker survive SIGINT
-    (``test_an_interrupted_forked_process_ends_quietly``: exit code None after 10 s): sent
-    while the child was still starting, the KeyboardInterrupt was raised inside an at-fork
-    callback, printed as ignored and dropped, and the child went on to wait for work. The
-    child now starts with the signal held until its body, which ends quietly on it. The
+    """A Ctrl-C that reached a child while it started (in an at-fork callback) was raised
+    there, printed as ``Exception ignored`` and dropped, and the child went on to its work.
+    The child now starts with the signal held until its body, which ends quietly on it. The
     window is made certain here: the child interrupts itself from an at-fork callback."""
     from nrtrewrite.ahead import ForkCall
 
