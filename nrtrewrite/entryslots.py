@@ -60,6 +60,11 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
     slots."""
     k = len(ENTRY_POST_SEMS)
     nodes: dict[int, _Node] = {}
+    #: each distinct group (sorted ranks) and the last trigger it had (-1: none yet); two
+    #: ranks last met in the latest trigger of a group holding both
+    group_ranks: list[np.ndarray] = []
+    group_last: list[int] = []
+    gid_of: dict[tuple[int, ...], int] = {}
     parts_of: dict[tuple[int, ...], list[tuple[int, tuple[int, ...], np.ndarray]]] = {}
     interned: dict[tuple[int, ...], tuple[int, ...]] = {}
     slots: list[int] = []
@@ -68,22 +73,25 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
         parts = parts_of.get(key)
         if parts is None:
             ranks = np.unique(np.asarray(key, np.int64))
+            gid_of[key] = len(group_ranks)
+            group_ranks.append(ranks)
+            group_last.append(-1)
             node = ranks // ranks_per_node
             parts = []
             for n in np.unique(node).tolist():
-                local = ranks[node == n] % ranks_per_node
-                if local.size > 1:
-                    h = interned.setdefault(tuple(local.tolist()), tuple(local.tolist()))
-                    parts.append((n, h, local))
+                members = ranks[node == n]
+                if members.size > 1:
+                    h = interned.setdefault(tuple(members.tolist()), tuple(members.tolist()))
+                    parts.append((n, h, members))
             parts_of[key] = parts
         forbidden = 0  # bit s: slot s is forbidden
-        for n, h, local in parts:
+        for n, h, members in parts:
             state = nodes.get(n)
             if state is None:
                 state = nodes[n] = _Node(ranks_per_node, k)
             if state.run_members is not h:  # a run of the same members forbids nothing
                 state.flush()
-                forbidden |= state.forbidden(local)
+                forbidden |= state.forbidden(members, ranks_per_node, group_ranks, group_last)
         slot = (~forbidden & (forbidden + 1)).bit_length() - 1  # the lowest allowed
         if slot >= k:
             raise LimitError(
@@ -91,8 +99,9 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
                 f"({_ids_text()}): ranks of this replica group on one node have waited on "
                 f"every one of them in other groups' entries since they last met",
                 **(where_of(u) if where_of is not None else {"trigger": u}))
-        for n, h, local in parts:
-            nodes[n].extend(h, local, u, slot)
+        for n, h, members in parts:
+            nodes[n].extend(h, members % ranks_per_node, u, slot)
+        group_last[gid_of[key]] = u
         slots.append(slot)
     return slots
 
@@ -109,40 +118,57 @@ def _ids_text() -> str:
 
 
 class _Node:
-    """The rule's memory for one node: ``last[a, b]``, the last trigger whose group held its
-    local ranks a and b (-1: none yet), and ``waited[a, s]``, the last trigger in which
-    local rank a waited on slot s.  The triggers of a *run* - consecutive triggers of the
-    node with the same members there, the common case - meet the rule at no cost (the
-    members met at the run's previous trigger and waited nowhere since), so a run is only
-    written into the tables when another set of members comes."""
+    """The rule's memory for one node: ``waited[a, s]``, the last trigger in which its
+    local rank a waited on slot s (-1: never; allocated when first needed).  The triggers
+    of a *run* - consecutive triggers of the node with the same members there, the common
+    case - meet the rule at no cost (the members met at the run's previous trigger and
+    waited nowhere since), so a run is only written into the table when another set of
+    members comes.  Where two ranks last met is not kept per pair: it is the latest trigger
+    of a group holding both, and a model has at most 12 distinct groups (NEC_MAX_COMM_N)."""
 
     def __init__(self, ranks_per_node: int, k: int):
-        self.last = np.full((ranks_per_node, ranks_per_node), -1, np.int64)
-        self.waited = np.full((ranks_per_node, k), -1, np.int64)
+        self.ranks_per_node, self.k = ranks_per_node, k
+        self.waited: np.ndarray | None = None
         self.run_members: tuple[int, ...] | None = None
         self.run_local = np.zeros(0, np.int64)
-        self.run_last = -1
         self.run_slots: dict[int, int] = {}  # slot -> the run's last trigger on it
+        self.in_group: dict[bytes, np.ndarray] = {}
 
-    def forbidden(self, local: np.ndarray) -> int:
-        """The slots the rule forbids members ``local`` (on a flushed node), as bits."""
-        met = self.last[np.ix_(local, local)]
+    def forbidden(self, members: np.ndarray, ranks_per_node: int,
+                  group_ranks: list[np.ndarray], group_last: list[int]) -> int:
+        """The slots the rule forbids ranks ``members`` (on a flushed node), as bits."""
+        if self.waited is None:
+            return 0  # nobody on this node has waited yet
+        # in_group[i, g]: members[i] is in group g (the groups known so far: kept per set
+        # of members, grown when new groups come)
+        key = members.tobytes()
+        in_group = self.in_group.get(key)
+        if in_group is None or in_group.shape[1] < len(group_ranks):
+            in_group = self.in_group[key] = np.stack(
+                [np.isin(members, ranks) for ranks in group_ranks], axis=1)
+        # seen[i, g]: 1 + the last trigger of group g if members[i] is in it, else 0
+        seen = in_group * (np.asarray(group_last, np.int64) + 1)
+        # met[i, j]: the last trigger members i and j met in (-1: never); group by group,
+        # so that the temporary is members^2, not members^2 x groups
+        met = np.full((members.size, members.size), -1, np.int64)
+        for col in seen.T:
+            if col.any():
+                np.maximum(met, np.minimum.outer(col, col) - 1, out=met)
         np.fill_diagonal(met, np.iinfo(np.int64).max)  # a rank and itself: no constraint
         since = met.min(axis=1)  # per member: its earliest last meeting with another
-        bad = (self.waited[local] > since[:, None]).any(axis=0)
+        bad = (self.waited[members % ranks_per_node] > since[:, None]).any(axis=0)
         return sum(1 << s for s in np.flatnonzero(bad).tolist())
 
     def extend(self, members: tuple[int, ...], local: np.ndarray, u: int, slot: int) -> None:
         if self.run_members is not members:
             self.run_members, self.run_local, self.run_slots = members, local, {}
-        self.run_last = u
         self.run_slots[slot] = u
 
     def flush(self) -> None:
         if self.run_members is None:
             return
-        local = self.run_local
-        self.last[np.ix_(local, local)] = self.run_last
+        if self.waited is None:
+            self.waited = np.full((self.ranks_per_node, self.k), -1, np.int64)
         for slot, u in self.run_slots.items():
-            self.waited[local, slot] = u
+            self.waited[self.run_local, slot] = u
         self.run_members = None
