@@ -221,3 +221,22 @@ def test_explain_shows_the_trigger_without_a_semaphore_invalid(tmp_path):
     assert [low["algorithm"] == "INVALID" for low in lowered] == [False] * 31 + [True]
     assert lowered[31]["fallback_reason"].startswith(
         "the entry handshake needs more than the 17 entry_post semaphores (9, 176..191)")
+
+
+def test_schedule_names_the_handshake_semaphore(tmp_path):
+    """schedule --json gives every entry its entry_post semaphore; the rich view names it
+    where it is not 9 (the reproducer: rank 1's third trigger counts on 176)."""
+    import json
+
+    from test_simulate import _overlapping_subgraphs_spec, cli
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_overlapping_subgraphs_spec()))
+    res = cli("schedule", neff, "--rank", "1", "--algo", "ring", "--json")
+    assert res.exit_code == 0, res.output
+    ops = json.loads(res.output)["ops"]
+    assert [(op["trigger"], op["entry_post_sem"]) for op in ops] == [(0, 9), (1, 9), (2, 176)]
+    text = cli("schedule", neff, "--rank", "1", "--algo", "ring").output
+    titles = [line for line in text.splitlines() if "rank 1 trigger" in line]
+    assert ["handshake on entry_post 176" in t for t in titles] == [False, False, True]

@@ -16,6 +16,7 @@ from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
+from nrtrewrite.emit.address import SEM_ENTRY_POST
 from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
 
@@ -83,6 +84,7 @@ def _op(tp, spec, rank: int) -> dict:
                   tp.trigger.op)  # (the manifest's trigger legs[].op)
     return {"trigger": tp.trigger.ordinal, "op": tp.trigger.op.name, "leg": spec.leg,
             "leg_op": leg_op.name, "algorithm": spec.alg.name,
+            "entry_post_sem": tp.entry_post_sem,
             **{k: v for k, v in spec.info.items() if k not in ("channels", "phase_names")},
             "channels": chans}
 
@@ -172,6 +174,8 @@ def _overview(rank: int, entries) -> Table:
 def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
     head = (f"rank {rank} trigger {op['trigger']} {op['op']} {op['algorithm']} ({op['leg']}"
             + (f": {op['leg_op']})" if op["leg"] != "flat" else ")"))
+    if op["entry_post_sem"] != SEM_ENTRY_POST:  # groups that overlap (DESIGN "Entry handshake")
+        head += f" handshake on entry_post {op['entry_post_sem']}"
     if not op["channels"]:
         console.print(f"{head}: no legs (nothing to move)", highlight=False)
     for ch in op["channels"]:
