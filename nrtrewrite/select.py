@@ -843,7 +843,9 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
             if used:
                 raise _forced_error(leg_req, override, clause, alg, f"{name}: {why}", slot)
             return EncAlgType.RING, "override not applicable"
-        return alg, f"forced by {override.source} ({why})"
+        # (the override's text, not its source: an output does not depend on whether the
+        # same override came from --algo or NRTREWRITE_ALGO; explain names the source)
+        return alg, f"forced by the override {override.text!r} ({why})"
 
     leaves = _leg_allows(clause, op_clause)
 
@@ -1006,7 +1008,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         if not c.legal:
             raise _forced_error(req, override, clause, forced, f"{c.predicate}: {c.reason}")
         policy_alg = forced
-        reason = f"forced by {override.source} {override.text!r} ({c.reason})"
+        reason = f"forced by the override {override.text!r} ({c.reason})"
     else:
         picked = _cascade(cands, allowed, policy)
         outside = False
@@ -1033,7 +1035,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         reason = (f"{picked.name}: {first} of {order} for {scope_txt} "
                   f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})")
         if clause is not None:
-            reason += f"; under {override.source} {override.text!r}"
+            reason += f"; under the override {override.text!r}"
 
     hier_log: tuple[tuple[str, EncAlgType], ...] = ()
     if policy_alg == EncAlgType.HIER:
