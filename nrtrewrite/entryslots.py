@@ -81,8 +81,8 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
             for n in np.unique(node).tolist():
                 members = ranks[node == n]
                 if members.size > 1:
-                    h = interned.setdefault(tuple(members.tolist()), tuple(members.tolist()))
-                    parts.append((n, h, members))
+                    h = tuple(members.tolist())
+                    parts.append((n, interned.setdefault(h, h), members))
             parts_of[key] = parts
         forbidden = 0  # bit s: slot s is forbidden
         for n, h, members in parts:
@@ -91,30 +91,20 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
                 state = nodes[n] = _Node(ranks_per_node, k)
             if state.run_members is not h:  # a run of the same members forbids nothing
                 state.flush()
-                forbidden |= state.forbidden(members, ranks_per_node, group_ranks, group_last)
+                forbidden |= state.forbidden(h, members, group_ranks, group_last)
         slot = (~forbidden & (forbidden + 1)).bit_length() - 1  # the lowest allowed
         if slot >= k:
+            from nrtrewrite.lower import ranks_text  # (lower imports this module)
             raise LimitError(
                 f"the entry handshake needs more than the {k} entry_post semaphores "
-                f"({_ids_text()}): ranks of this replica group on one node have waited on "
+                f"({ranks_text(ENTRY_POST_SEMS)}): ranks of this replica group on one node have waited on "
                 f"every one of them in other groups' entries since they last met",
                 **(where_of(u) if where_of is not None else {"trigger": u}))
         for n, h, members in parts:
-            nodes[n].extend(h, members % ranks_per_node, u, slot)
+            nodes[n].extend(h, members, u, slot)
         group_last[gid_of[key]] = u
         slots.append(slot)
     return slots
-
-
-def _ids_text() -> str:
-    """The ids of :data:`ENTRY_POST_SEMS` as runs (``9, 176..191``)."""
-    runs: list[list[int]] = []
-    for sem in ENTRY_POST_SEMS:
-        if runs and sem == runs[-1][1] + 1:
-            runs[-1][1] = sem
-        else:
-            runs.append([sem, sem])
-    return ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs)
 
 
 class _Node:
@@ -132,19 +122,19 @@ class _Node:
         self.run_members: tuple[int, ...] | None = None
         self.run_local = np.zeros(0, np.int64)
         self.run_slots: dict[int, int] = {}  # slot -> the run's last trigger on it
-        self.in_group: dict[bytes, np.ndarray] = {}
+        self.in_group: dict[tuple[int, ...], np.ndarray] = {}
 
-    def forbidden(self, members: np.ndarray, ranks_per_node: int,
+    def forbidden(self, h: tuple[int, ...], members: np.ndarray,
                   group_ranks: list[np.ndarray], group_last: list[int]) -> int:
-        """The slots the rule forbids ranks ``members`` (on a flushed node), as bits."""
+        """The slots the rule forbids ranks ``members`` (``h`` as a tuple) on a flushed
+        node, as bits."""
         if self.waited is None:
             return 0  # nobody on this node has waited yet
         # in_group[i, g]: members[i] is in group g (the groups known so far: kept per set
         # of members, grown when new groups come)
-        key = members.tobytes()
-        in_group = self.in_group.get(key)
+        in_group = self.in_group.get(h)
         if in_group is None or in_group.shape[1] < len(group_ranks):
-            in_group = self.in_group[key] = np.stack(
+            in_group = self.in_group[h] = np.stack(
                 [np.isin(members, ranks) for ranks in group_ranks], axis=1)
         # seen[i, g]: 1 + the last trigger of group g if members[i] is in it, else 0
         seen = in_group * (np.asarray(group_last, np.int64) + 1)
@@ -156,12 +146,14 @@ class _Node:
                 np.maximum(met, np.minimum.outer(col, col) - 1, out=met)
         np.fill_diagonal(met, np.iinfo(np.int64).max)  # a rank and itself: no constraint
         since = met.min(axis=1)  # per member: its earliest last meeting with another
-        bad = (self.waited[members % ranks_per_node] > since[:, None]).any(axis=0)
+        bad = (self.waited[members % self.ranks_per_node] > since[:, None]).any(axis=0)
         return sum(1 << s for s in np.flatnonzero(bad).tolist())
 
-    def extend(self, members: tuple[int, ...], local: np.ndarray, u: int, slot: int) -> None:
-        if self.run_members is not members:
-            self.run_members, self.run_local, self.run_slots = members, local, {}
+    def extend(self, h: tuple[int, ...], members: np.ndarray, u: int, slot: int) -> None:
+        """Trigger ``u`` on slot ``slot`` with ranks ``members`` (``h`` as a tuple) here."""
+        if self.run_members is not h:
+            self.run_members, self.run_slots = h, {}
+            self.run_local = members % self.ranks_per_node
         self.run_slots[slot] = u
 
     def flush(self) -> None:
