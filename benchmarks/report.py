@@ -1,0 +1,146 @@
+"""The "Latest run" section of docs/PERFORMANCE.md, rendered from a `make bench` result.
+
+    python benchmarks/report.py [benchmarks/out/last-run.json] [--commit REV] [--note TEXT]
+
+`benchmarks/run.py` writes ``last-run.json`` and, through :func:`render`, ``last-run.md``
+beside it; the doc's section is that file pasted, so its figures are the run's, not
+transcribed by hand.  Every figure issue 8 asks for is in it: records/s and artifact bytes/s
+of one rank and of all ranks, the ratios to the copy bound and to the construct path, peak
+RSS, the time per stage, the scaling exponents, and the targets with their verdicts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+#: Stages of ``lower --rank R`` in the order the lowering runs them.  *hash* and *write* are
+#: the writer thread's, overlapped with compose and emit; *fsync* is the wait at the end.
+STAGES = ("parse", "select", "plan", "compose", "compose_wait", "compose_here", "emit",
+          "serialize", "hash", "write", "fsync")
+
+
+def _mb(x: float) -> str:
+    return f"{x / 1e6:,.0f} MB"
+
+
+def _rank_table(large: list[dict]) -> list[str]:
+    cols = [f"`{r['model'].removesuffix('.neff')}` `--rank {r['rank']}`" for r in large]
+    rows = [
+        ("records, artifact bytes", [f"{r['records'] / 1e6:.1f} M, {_mb(r['bytes'])}"
+                                     for r in large]),
+        ("lowering, files written (best of the runs)",
+         [f"{r['lower_s']:.2f} s (" + ", ".join(f"{x:.2f}" for x in r.get(
+             "lower_s_runs", [r["lower_s"]])) + ")" for r in large]),
+        ("records/s, artifact bytes/s", [f"{r['records_per_s'] / 1e6:.1f} M/s, "
+                                         f"{r['bytes_per_s'] / 1e6:,.0f} MB/s" for r in large]),
+        ("with the fsync", [f"{r['records_per_s_with_fsync'] / 1e6:.1f} M/s, "
+                            f"{r['bytes_per_s_with_fsync'] / 1e6:,.0f} MB/s" for r in large]),
+        ("copy bound: numpy copy, same size, warm (fresh pages)",
+         [f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * r['ratio_to_copy_bound']:.1f}"
+          f" %** ({r['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
+          f"{100 * r['ratio_to_fresh_copy']:.1f} %)" for r in large]),
+        ("SHA-256 alone (every byte is hashed for the rank manifest)",
+         [f"{r['sha256_bytes_per_s'] / 1e9:.2f} GB/s: we run at "
+          f"{100 * r['ratio_to_sha256']:.0f} % of it" for r in large]),
+        ("construct path, per record",
+         [f"{r['construct_s_per_record'] * 1e6:.1f} us vs {r['ours_s_per_record'] * 1e9:.0f} "
+          f"ns: **x{r['ratio_to_construct']:.0f}**" for r in large]),
+        ("CPU in the lowering", [f"{r['lower_cpu_s']:.2f} s: {r['lower_cores_busy']:.2f} cores"
+                                 for r in large]),
+        ("stages (s)", [", ".join(f"{k} {r['stages'][k]:.2f}" for k in STAGES
+                                  if k in r["stages"]) for r in large]),
+        ("peak RSS (target: 2 x artifacts + 300 MB)",
+         [f"{r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose process "
+          f"{r['peak_rss_compose_mb']:.0f} ({r['rss_target_mb']:,.0f} MB)" for r in large]),
+    ]
+    out = ["| `lower --rank R` | " + " | ".join(cols) + " |",
+           "|---|" + "---|" * len(cols)]
+    out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in rows]
+    return out
+
+
+def _all_table(key: str, a: dict) -> list[str]:
+    pool = a["pool"]
+    out = [f"| all ranks of `{pool['model'].removesuffix('.neff')}` ({pool['records'] / 1e6:.1f}"
+           f" M records, {_mb(pool['bytes'])}, written and fsynced) | wall | records/s | "
+           "bytes/s | cores busy | peak RSS (target) |",
+           "|---|---|---|---|---|---|"]
+    for r in (a["serial"], pool):
+        out.append(f"| `-j {r['jobs']}` | {r['seconds']:.2f} s | {r['records_per_s'] / 1e6:.1f} M"
+                   f" | {r['bytes_per_s'] / 1e6:,.0f} MB/s | {r['cores_busy']:.2f} | "
+                   f"{r['peak_rss_mb']:.0f} MB ({r['rss_target_mb']:,.0f} MB) |")
+    out.append("")
+    out.append(f"Speedup x{a['speedup']:.2f}; the two output trees byte-identical: "
+               f"**{'yes' if a['identical'] else 'NO'}**.")
+    return out
+
+
+def _scaling_table(scaling: dict) -> list[str]:
+    out = ["| sweep | points: records, ms (of it the writer thread's hash; CPU ms of both "
+           "threads) | time ~ records^e | affine fit | CPU ~ records^e |",
+           "|---|---|---|---|---|"]
+    for policy, sc in scaling.items():
+        for key in ("message_size", "ranks"):
+            k = sc[key]
+            algos = sorted({a for r in k["runs"] for a in r["algorithms"]})
+            name = (f"{'size' if key == 'message_size' else 'ranks'} ({k['message']}), "
+                    f"{'`--algo ring`' if policy == 'ring' else 'default policy'}: "
+                    + ", ".join(algos))
+            pts = "; ".join(f"x{r['x']}: {r['records'] / 1e3:,.0f} k, {r['lower_s'] * 1e3:.1f} "
+                            f"({r['stages']['hash'] * 1e3:.1f}; {r['cpu_s'] * 1e3:.1f})"
+                            for r in k["runs"])
+            fit = k["affine_fit"]
+            out.append(f"| {name} | {pts} | **{k['exponent_time_vs_records']:.3f}** | "
+                       f"{fit['fixed_ms']:.1f} ms + {fit['ns_per_record']:.1f} ns/record | "
+                       f"{k['exponent_cpu_vs_records']:.3f} |")
+    return out
+
+
+def render(res: dict, commit: str | None = None, note: str | None = None) -> str:
+    """The markdown of one `make bench` result (``last-run.json``'s content)."""
+    m = res["machine"]
+    where = f" in a checkout of {commit}" if commit else ""
+    busy = ("" if m.get("others_busy") is None else
+            f", other processes {100 * m['others_busy']:.0f} % busy")
+    lines = [f"`{res['command']}`{where}, {res['date']}, {res['cores']} cores. The machine "
+             f"at the start: pure Python {m['python_loop_ns']:.0f} ns per loop iteration, "
+             f"numpy {m['numpy_call_us']:.2f} us per small call, copy "
+             f"{m['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s (64 MiB, warm), SHA-256 "
+             f"{m['sha256_bytes_per_s'] / 1e9:.2f} GB/s{busy}."]
+    if res.get("quick"):
+        lines.append("")
+        lines.append("**A `--quick` run: smaller models than issue 8 asks for.**")
+    if note:
+        lines += ["", note]
+    lines += ["", "**Targets** (issue 8):", "", "| target | measured | verdict |", "|---|---|---|"]
+    lines += [f"| {t['target']} | {t['measured']} | "
+              f"{'holds' if t['holds'] else '**does not hold**'} |" for t in res["targets"]]
+    lines += ["", *_rank_table(res["large"])]
+    for key in ("all_ranks", "all_ranks_large"):
+        if key in res:
+            lines += ["", *_all_table(key, res[key])]
+    lines += ["", *_scaling_table(res["scaling"])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("result", nargs="?",
+                    default=str(Path(__file__).resolve().parent / "out" / "last-run.json"))
+    ap.add_argument("--commit", help="the commit the run measured (named in the first line)")
+    ap.add_argument("--note", help="a paragraph to put under the first line")
+    args = ap.parse_args(argv)
+    try:
+        res = json.loads(Path(args.result).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"report: {args.result}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(res, args.commit, args.note))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
