@@ -562,7 +562,8 @@ def targets(res: dict) -> list[dict]:
         name = f"all ranks ({a['pool']['model']})"
         out.append({"target": f"{name}: every core busy, byte-identical to serial",
                     "measured": f"{a['pool']['cores_busy']:.2f} of {res['cores']} cores, "
-                                f"speedup x{a['speedup']:.2f}, identical {a['identical']}",
+                                f"speedup x{a['speedup']:.2f}, "
+                                f"{'byte-identical' if a['identical'] else 'NOT identical'}",
                     "holds": a["identical"] and a["pool"]["cores_busy"] >= 0.8 * res["cores"]})
         out.append({"target": f"{name}: peak RSS <= 2 x largest rank + 300 MB",
                     "measured": f"{a['pool']['peak_rss_mb']:.0f} MB <= "

@@ -86,8 +86,11 @@ def test_targets_judged_at_their_edges(tools):
     assert not v["linear in records over the message_size sweep, policy default (1 +/- 0.15)"]
     assert v["linear in records over the ranks sweep, policy default (1 +/- 0.15)"]  # 1.15
     assert not v["all ranks (all64.neff): every core busy, byte-identical to serial"]
-    v = _verdicts(run, _result(identical=False))
+    res = _result(identical=False)
+    v = _verdicts(run, res)
     assert not v["all ranks (all64.neff): every core busy, byte-identical to serial"]
+    assert [t["measured"] for t in run.targets(res)][-2] == (
+        "1.60 of 2 cores, speedup x1.50, NOT identical")
 
 
 def test_report_shows_each_figure(tools):
