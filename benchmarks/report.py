@@ -3,7 +3,8 @@
     python benchmarks/report.py [benchmarks/out/last-run.json] [--commit REV] [--note TEXT]
 
 `benchmarks/run.py` writes ``last-run.json`` and, through :func:`render`, ``last-run.md``
-beside it; the doc's section is that file pasted, so its figures are the run's, not
+beside it; the doc's section is this script's output for the run (with the commit it
+measured and a note on the conditions), pasted, so its figures are the run's, not
 transcribed by hand.  Every figure issue 8 asks for is in it: records/s and artifact bytes/s
 of one rank and of all ranks, the ratios to the copy bound and to the construct path, peak
 RSS, the time per stage, the scaling exponents, and the targets with their verdicts.
@@ -52,7 +53,7 @@ def _rank_table(large: list[dict]) -> list[str]:
                                  for r in large]),
         ("stages (s)", [", ".join(f"{k} {r['stages'][k]:.2f}" for k in STAGES
                                   if k in r["stages"]) for r in large]),
-        ("peak RSS (target: 2 x artifacts + 300 MB)",
+        ("peak RSS, the largest of the runs (target: 2 x artifacts + 300 MB)",
          [f"{r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose process "
           f"{r['peak_rss_compose_mb']:.0f} ({r['rss_target_mb']:,.0f} MB)" for r in large]),
     ]
@@ -108,8 +109,9 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     lines = [f"`{res['command']}`{where}, {res['date']}, {res['cores']} cores. The machine "
              f"at the start: pure Python {m['python_loop_ns']:.0f} ns per loop iteration, "
              f"numpy {m['numpy_call_us']:.2f} us per small call, copy "
-             f"{m['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s (64 MiB, warm), SHA-256 "
-             f"{m['sha256_bytes_per_s'] / 1e9:.2f} GB/s{busy}."]
+             f"{m['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s and SHA-256 "
+             f"{m['sha256_bytes_per_s'] / 1e9:.2f} GB/s for 64 MiB{busy} (the copy bound of "
+             "each model below is measured at its artifacts' size). MB are 10^6 bytes."]
     if res.get("quick"):
         lines.append("")
         lines.append("**A `--quick` run: smaller models than issue 8 asks for.**")

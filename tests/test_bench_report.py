@@ -100,7 +100,7 @@ def test_report_shows_each_figure(tools):
     md = report.render(res, commit="abc1234")
     assert md.startswith("`python benchmarks/run.py` in a checkout of abc1234, "
                          "2026-12-01 12:00:00, 2 cores.")
-    assert "copy 8.0 GB/s (64 MiB, warm), SHA-256 1.40 GB/s" in md
+    assert "copy 8.0 GB/s and SHA-256 1.40 GB/s for 64 MiB, other processes 0 % busy" in md
     assert "| large64.neff --rank 0: >= 10 % of the copy bound | 4.0 % | **does not hold** |" in md
     assert "| large64.neff --rank 0: >= x100 the construct path | x100 | holds |" in md
     assert "| records, artifact bytes | 25.0 M, 500 MB | 25.0 M, 500 MB |" in md
@@ -119,6 +119,13 @@ def test_report_shows_each_figure(tools):
     assert "Speedup x1.50; the two output trees byte-identical: **yes**." in md
     assert ("| size (64 MiB x mult), default policy: RING | x1: 1 k, 2.0 (1.0; 3.0) | "
             "**0.850** | 1.5 ms + 10.0 ns/record | 0.900 |") in md
+
+
+def test_rss_target_is_issue_8s_in_bytes(tools):
+    run, _ = tools
+    # large64 rank 0: 2 x 507,488,256 bytes + 300,000,000 = 1,314,976,512 bytes
+    assert run.rss_target_mb(507_488_256) == 1314.976512
+    assert run.rss_target_mb(0) == 300.0
 
 
 def test_report_cli_reads_a_result_and_fails_in_one_line(tools, tmp_path):
