@@ -413,3 +413,38 @@ def test_writer_refuses_bad_names():
         build_container(default_header(), [("/x", b"")])
     with pytest.raises(ParseError, match="duplicate"):
         build_container(default_header(), [("x", b""), ("x", b"")])
+
+
+def test_not_a_neff_said_so_before_any_other_field():
+    """A file whose first 16 bytes hold neither a pkg_version (1, 2) nor header_size 1024 is
+    refused as not a NEFF-like file, at offset 0 (a text file used to be refused for its
+    reserved bytes at 0x22c); what it looks like is said when its first bytes tell."""
+    text = b"# nrtrewrite\n\nOffline Neuron load-time collective rewrite.\n" * 40
+    with pytest.raises(ParseError) as exc:
+        read_container(text, path="README.md")
+    # b"# nrtrew" and b"rite\n\nOf" read as little-endian u64s
+    assert str(exc.value) == (
+        "README.md: offset 0x0: not a NEFF-like file: its first 16 bytes hold pkg_version "
+        "0x77657274726e2023 and header_size 0x664f0a0a65746972, where a NEFF-like header has "
+        "1 or 2, and 1024")
+    payload = build_container(default_header(), MEMBERS)[HEADER_SIZE:]  # the tar.gz alone
+    with pytest.raises(ParseError, match=r"offset 0x0: not a NEFF-like file: .*: it looks "
+                                         r"like a gzip stream \(a NEFF-like file is a "
+                                         r"1024-byte header and then its tar.gz\)$"):
+        read_container(payload + bytes(HEADER_SIZE), path="m.tar.gz")
+
+
+def test_header_size_and_pkg_version_come_before_the_reserved_bytes():
+    data = bytearray(build_container(default_header(), MEMBERS))
+    data[700] = 1  # reserved, non-zero
+    data[8:16] = (1000).to_bytes(8, "little")
+    with pytest.raises(ParseError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value) == ("m.neff: offset 0x8, field header_size: header_size is 1000, "
+                              "must be 1024")
+    data[8:16] = (1024).to_bytes(8, "little")
+    data[0:8] = (9).to_bytes(8, "little")
+    with pytest.raises(ParseError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value) == ("m.neff: offset 0x0, field pkg_version: unknown pkg_version 9 "
+                              "(1 = tar.gz + SHA-256, 2 = tar.gz + MD5)")

@@ -139,6 +139,7 @@ def parse_header(data: bytes, where: Where = Where()) -> NeffHeader:
         raise ParseError(f"file too short: {len(data)} bytes, the header alone needs "
                          f"{HEADER_SIZE}", where)
     raw = bytes(data[:HEADER_SIZE])
+    _check_identity(raw, where)
     try:
         c = NEFF_HEADER.parse(raw)
     except cs.ConstructError as err:
@@ -160,6 +161,35 @@ def parse_header(data: bytes, where: Where = Where()) -> NeffHeader:
         feature_bits=c.feature_bits,
         lnc_size=c.lnc_size,
     )
+
+
+#: What a file that is not a NEFF-like file often is, by its first bytes (the error says so).
+_LOOKS_LIKE = ((b"\x1f\x8b", "a gzip stream (a NEFF-like file is a 1024-byte header and then "
+                "its tar.gz)"),
+               (b"\x7fELF", "an ELF binary"), (b"PK\x03\x04", "a zip archive"),
+               (b"{", "JSON text"))
+
+
+def _check_identity(raw: bytes, where: Where) -> None:
+    """``header_size`` and ``pkg_version`` (the only header fields with fixed values before
+    the reserved bytes), checked before the rest: a file with both wrong is not a NEFF-like
+    file at all (a text file used to be refused for a non-zero reserved byte)."""
+    pkg_version = int.from_bytes(raw[0:8], "little")
+    header_size = int.from_bytes(raw[8:16], "little")
+    size_ok, version_ok = header_size == HEADER_SIZE, pkg_version in PKG_VERSIONS
+    if not size_ok and not version_ok:
+        kind = next((f": it looks like {what}" for magic, what in _LOOKS_LIKE
+                     if raw.lstrip()[:len(magic)] == magic), "")
+        raise ParseError(f"not a NEFF-like file: its first 16 bytes hold pkg_version "
+                         f"{pkg_version:#x} and header_size {header_size:#x}, where a NEFF-like "
+                         f"header has 1 or 2, and {HEADER_SIZE}{kind}",
+                         where.merged(offset=0))
+    if not size_ok:
+        raise ParseError(f"header_size is {header_size}, must be {HEADER_SIZE}",
+                         where.merged(field="header_size", offset=8))
+    if not version_ok:
+        raise ParseError(f"unknown pkg_version {pkg_version} (1 = tar.gz + SHA-256, "
+                         "2 = tar.gz + MD5)", where.merged(field="pkg_version", offset=0))
 
 
 def build_header(header: NeffHeader) -> bytes:
@@ -528,13 +558,7 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
     from the walk; the archive is whole only once the walk has ended without one).
     ``on_consumed`` (:class:`_Gunzip`) is told which payload bytes are done with."""
     where = Where(file=path)
-    header = parse_header(data, where)
-    if header.header_size != HEADER_SIZE:
-        raise ParseError(f"header_size is {header.header_size}, must be {HEADER_SIZE}",
-                         where.merged(field="header_size"))
-    if header.pkg_version not in PKG_VERSIONS:
-        raise ParseError(f"unknown pkg_version {header.pkg_version} (1 = tar.gz + SHA-256, "
-                         "2 = tar.gz + MD5)", where.merged(field="pkg_version"))
+    header = parse_header(data, where)  # header_size and pkg_version checked first
     if header.lnc_size not in LNC_SIZES:
         raise ValidationError(f"lnc_size is {header.lnc_size}, must be 1 or 2 (the logical "
                               "NeuronCore size)", where.merged(offset=HEADER_FIELDS["lnc_size"][0],
