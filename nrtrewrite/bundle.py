@@ -215,16 +215,30 @@ def kick_words(model) -> int:
     return n
 
 
-def no_trigger_warning(model) -> str | None:
-    """``lower``'s warning for a model without collective triggers (nothing to lower: the
-    rank folders hold empty files), saying when it looks already lowered; None otherwise."""
+#: What a model without collective triggers means to each command (its warning's middle).
+NOTHING_TO = {"lower": "nothing to lower, every rank file is empty",
+              "explain": "nothing to explain", "schedule": "no steps to show",
+              "simulate": "nothing to simulate, no collective is checked"}
+
+
+#: Commands whose own output says that the model has no triggers: they warn only when it
+#: looks already lowered.
+SAY_NO_TRIGGERS = frozenset({"explain", "schedule"})
+
+
+def no_trigger_warning(model, command: str = "lower") -> str | None:
+    """The warning of ``command`` (:data:`NOTHING_TO`) for a model without collective
+    triggers, saying when it looks already lowered (an output's rewritten NEFF given
+    instead of the original model); None when the model has triggers, or when ``command``
+    says so itself (:data:`SAY_NO_TRIGGERS`) and the model does not look lowered."""
     if model.triggers:
         return None
     kicks = kick_words(model)
+    if not kicks and command in SAY_NO_TRIGGERS:
+        return None
     note = (f"; it holds {kicks} TOPSP_KICK (0xA2) word{'s' if kicks != 1 else ''}: it looks "
             "already lowered (give the original model)" if kicks else "")
-    return (f"{model.path}: no collective triggers: nothing to lower, every rank file is "
-            f"empty{note}")
+    return f"{model.path}: no collective triggers: {NOTHING_TO[command]}{note}"
 
 
 def kick_word(sync: bytes, spad_index: int, word: int, trigger: int) -> bytes:
@@ -580,8 +594,8 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
                           "never writes through a link nor replaces one)")
     if out.is_dir() and (refusal := _model_inside(out, plan.model.path)):
         raise OutputError(refusal)
-    if out.exists() and not force:
-        raise OutputError(f"{out} exists; pass --force to replace it")
+    # what --force would refuse first, so that the hint to pass it is only given where it
+    # would work
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} exists and is not a folder")
     if out.exists() and not _is_our_output(out):
@@ -589,6 +603,8 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
                           f"of format {FORMAT_NAME!r}); refusing to replace it")
     if out.exists() and (refusal := _foreign_entry(out, plan.model.path)):
         raise OutputError(refusal)
+    if out.exists() and not force:
+        raise OutputError(f"{out} exists; pass --force to replace it")
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         if parent.exists():

@@ -558,11 +558,12 @@ def parse_alg_name(word: str) -> tuple[EncAlgType, ...]:
     return _ALG_NAMES[key]
 
 
-def parse_op_name(word: str) -> EncOpType:
+def parse_op_name(word: str, field: str = "op") -> EncOpType:
+    """The collective named ``word``; an error names ``field`` (explain's ``--op``)."""
     key = _norm(word)
     if key not in _OP_NAMES:
         raise ValidationError(f"unknown collective {word.strip()!r} (allreduce, allgather, "
-                              "reduce_scatter, alltoall, broadcast, reduce)", field="op")
+                              "reduce_scatter, alltoall, broadcast, reduce)", field=field)
     return _OP_NAMES[key]
 
 

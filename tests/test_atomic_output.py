@@ -194,6 +194,11 @@ def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     assert (mine / "notes.txt").read_text() == "keep me"
     one_line_error(run(FIX / "ar2.neff", "-o", mine / "notes.txt", "--force"),
                    "exists and is not a folder")
+    # without --force, the same refusals: never a hint to pass --force where it cannot help
+    one_line_error(run(FIX / "ar2.neff", "-o", mine / "notes.txt"), "exists and is not a folder")
+    one_line_error(run(FIX / "ar2.neff", "-o", mine),
+                   "is not an nrtrewrite output (no manifest.json of format "
+                   "'nrtrewrite-lowered'); refusing to replace it")
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run(FIX / "ar2.neff", "-o", empty, "--force").returncode == 0

@@ -101,7 +101,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
         files = list(KIND_FILES[kind])
     if p.is_file():
         if p.name not in files:
-            raise OutputError(f"{p}: is not one of {', '.join(files)}")
+            raise OutputError(f"{p}: not a {' / '.join(files)} file (what --{kind} dumps, "
+                              "told by the file's name)")
         rank_dirs(p, rank)  # (checks --rank against the file's rank folder)
         targets = [(p.parent, [p.name])]
     else:

@@ -24,7 +24,9 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite import jsonin
+from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.cli.lower import warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
@@ -632,7 +634,10 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                 nbytes, dtype, nranks, group_text, nodes, lnc, sbuf, alu):
     """Explain the algorithm selection, legs, channels and rings of MODEL's collectives,
     or (without MODEL) of one collective given by --op/--bytes/--ranks."""
-    override = parse_algo_override(algo)
+    try:
+        override = parse_algo_override(algo)
+    except NrtRewriteError as err:  # named with the model, as lower and schedule name it
+        raise (err.at(file=model) if model is not None else err) from None
     policy: Policy = DEFAULT_POLICY
     model_less = (op, nbytes, nranks, group_text, nodes, lnc, alu)
     if model is not None:
@@ -640,6 +645,11 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise click.UsageError("--op/--bytes/--ranks/--group/--nodes/--lnc/--sbuf/--alu "
                                    "describe a collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
+        err_console = Console(stderr=True)
+        if no_verify_hash:  # the warnings lower gives for the same model
+            warn(err_console, f"{model}: header hash not verified (--no-verify-hash)")
+        if (note := no_trigger_warning(m, "explain")) is not None:
+            warn(err_console, note)
         topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
         try:  # the var layout lower refuses a whole model for (scratch and gateway need plans)
             build_memory_map(m, 0, 0)
@@ -690,7 +700,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise ValidationError(f"unknown dtype {dtype!r} "
                                   f"({', '.join(d.name.lower() for d in DType)})",
                                   field="--dtype") from None
-        opv = parse_op_name(op)
+        opv = parse_op_name(op, field="--op")
         size = parse_size(nbytes)
         _check_size(opv, size, dt, len(group))
         alu_op = None
@@ -702,8 +712,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         items = [(req, {})]
         model_why = {}
 
-    if rank is not None:
-        topo.info(rank)  # a rank outside the topology is a one-line error
+    if rank is not None and rank not in topo.ranks:  # (with a model: its world, above)
+        raise ValidationError(f"rank {rank} is not in topology {topo.name} "
+                              f"(ranks 0..{topo.world_size - 1})", field="--rank")
     records, skipped = [], []
     for item, meta in items:
         req_group = item.group if isinstance(item, Request) else item.replica_group

@@ -11,6 +11,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
@@ -137,6 +138,8 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         _write_json(sys.stdout, rank, schedule_ops(plan, rank, wanted))
         return
     err = Console(stderr=True)
+    if (note := no_trigger_warning(plan.model, "schedule")) is not None:
+        warnings.append(note)
     for w in warnings:
         warn(err, w)
     console = stdout_console()

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nrtrewrite.bundle import write_output
+from nrtrewrite.bundle import no_trigger_warning, write_output
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.errors import OutputError
@@ -128,6 +128,8 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                 raise click.UsageError("--model applies only when an output folder OUT is given")
             plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
+            if (note := no_trigger_warning(plan.model, "simulate")) is not None:
+                warnings.append(note)
             for w in warnings:
                 warn(err, w)
             try:

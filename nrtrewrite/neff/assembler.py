@@ -123,6 +123,8 @@ def load_spec(path: str | os.PathLike) -> dict:
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
+    except IsADirectoryError:  # (worded as every other reader says it)
+        raise ParseError("cannot read: a directory", Where(file=path)) from None
     except OSError as err:
         raise ParseError(f"cannot read: {err.strerror or err}", Where(file=path)) from None
     except UnicodeDecodeError as err:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite import jsonin
+from nrtrewrite.artifacts import RANK_DIR_NAME
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
@@ -49,7 +50,14 @@ def read_top_manifest(out: Path) -> dict:
     """OUT/manifest.json, with its format tag checked (an OutputError otherwise)."""
     if not out.is_dir():
         raise OutputError(f"{out} is not an output folder")
-    doc = _load_json(out / "manifest.json", OutputError)
+    man = out / "manifest.json"
+    if not man.exists() and not man.is_symlink():  # (a dangling link: _load_json says so)
+        raise OutputError("not an nrtrewrite output folder (no manifest.json)", file=str(out))
+    doc = _load_json(man, OutputError)
+    if doc.get("format") != FORMAT_NAME and (
+            (out / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(out.name)):
+        raise OutputError("not an nrtrewrite output folder (a rank folder; give the whole "
+                          "output folder, its parent)", file=str(out))
     if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:
         older = (doc.get("format") == FORMAT_NAME and isinstance(doc.get("format_version"), int)
                  and doc["format_version"] < FORMAT_VERSION)

@@ -1,0 +1,110 @@
+"""The mistakes a new user makes first, found by walking README.md and docs/CLI.md in a fresh
+clone (2026-12-01): each is one line naming where and why, worded as the other commands word
+it, and never a hint that cannot help (docs/CLI.md "Errors")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from test_atomic_output import FIX
+
+KICKS_NOTE = ("no collective triggers: {what}; it holds 9 TOPSP_KICK (0xA2) words: it looks "
+              "already lowered (give the original model)")
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
+
+
+def error_line(res, code: int = 2) -> str:
+    assert res.exit_code == code, (res.exit_code, res.output)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def lowered(tmp_path_factory) -> Path:
+    """mix8 lowered: its rewritten NEFF holds the 9 kick words in place of the 9 triggers."""
+    out = tmp_path_factory.mktemp("mix8") / "mix8.lowered"
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.mark.parametrize("command, what", [
+    (["explain"], "nothing to explain"),
+    (["schedule", "--rank", "0"], "no steps to show"),
+    (["simulate"], "nothing to simulate, no collective is checked"),
+])
+def test_an_already_lowered_neff_is_named_as_lower_names_it(lowered, command, what):
+    neff = lowered / "mix8.neff"
+    res = invoke(command[0], neff, *command[1:])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == f"nrtrewrite: warning: {neff}: {KICKS_NOTE.format(what=what)}\n"
+
+
+def test_a_model_without_triggers_warns_where_the_output_does_not_say_so(tmp_path):
+    """A model that never had triggers (no kick words): ``explain`` and ``schedule`` say so
+    on stdout and warn nothing; ``simulate`` (0/0 triggers match) and ``lower`` warn."""
+    from test_schedule_cli import _assemble
+    empty = _assemble(tmp_path, "empty", "[[0, 1]]", "[nop]")
+    for cmd in (["explain"], ["schedule", "--rank", "0"]):
+        res = invoke(cmd[0], empty, *cmd[1:])
+        assert res.exit_code == 0 and res.stderr == "", res.output
+    res = invoke("simulate", empty)
+    assert res.exit_code == 0 and res.stderr == (
+        f"nrtrewrite: warning: {empty}: no collective triggers: nothing to simulate, no "
+        "collective is checked\n")
+    res = invoke("lower", "-q", empty, "-o", tmp_path / "out")
+    assert res.exit_code == 0 and res.stderr == (
+        f"nrtrewrite: warning: {empty}: no collective triggers: nothing to lower, every rank "
+        "file is empty\n")
+
+
+def test_explain_warns_when_the_hash_is_not_verified():
+    res = invoke("explain", FIX / "ar2.neff", "--no-verify-hash")
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (f"nrtrewrite: warning: {FIX / 'ar2.neff'}: header hash not verified "
+                          "(--no-verify-hash)\n")
+    assert invoke("explain", FIX / "ar2.neff").stderr == ""
+
+
+def test_explain_names_the_model_and_the_option_as_lower_does():
+    line = error_line(invoke("explain", FIX / "mix8.neff", "--algo", "rign"))
+    assert line.startswith(f"nrtrewrite: error: {FIX / 'mix8.neff'}: field --algo: --algo "
+                           "'rign': unknown algorithm 'rign' (known: ")
+    assert error_line(invoke("lower", FIX / "mix8.neff", "--algo", "rign")) == line
+    assert error_line(invoke("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks", "64",
+                             "--rank", "64")) == (
+        "nrtrewrite: error: field --rank: rank 64 is not in topology trn2 (ranks 0..63)")
+    assert error_line(invoke("explain", "--op", "allreduc", "--bytes", "64MiB", "--ranks",
+                             "64")) == (
+        "nrtrewrite: error: field --op: unknown collective 'allreduc' (allreduce, allgather, "
+        "reduce_scatter, alltoall, broadcast, reduce)")
+
+
+def test_simulate_says_what_a_folder_is_not(lowered, tmp_path):
+    rank = lowered / "rank-0000"
+    assert error_line(invoke("simulate", rank)) == (
+        f"nrtrewrite: error: {rank}: not an nrtrewrite output folder (a rank folder; give the "
+        "whole output folder, its parent)")
+    assert error_line(invoke("simulate", tmp_path)) == (
+        f"nrtrewrite: error: {tmp_path}: not an nrtrewrite output folder (no manifest.json)")
+
+
+def test_dump_and_assemble_name_what_they_refuse(lowered, tmp_path):
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    assert error_line(invoke("dump", "--cce", other)) == (
+        f"nrtrewrite: error: {other}: not a cce.bin file (what --cce dumps, told by the "
+        "file's name)")
+    assert error_line(invoke("dump", "--fifo", lowered / "rank-0000" / "cce.bin")) == (
+        f"nrtrewrite: error: {lowered / 'rank-0000' / 'cce.bin'}: not a net_ops.bin / "
+        "net_src.bin / net_dest.bin file (what --fifo dumps, told by the file's name)")
+    assert error_line(invoke("assemble", tmp_path, "-o", tmp_path / "m.neff")) == (
+        f"nrtrewrite: error: {tmp_path}: cannot read: a directory")
