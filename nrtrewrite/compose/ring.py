@@ -220,6 +220,21 @@ def _leaf_tables():
 
 
 _SRC, _DST, _DST_NEXT, _NSRC, _NDST, _RED, _WAITS, _SENDS = _leaf_tables()
+#: seed 001 §4 (host-CC final step): ``recv_reduce_copy_send(CHUNK_H0, cce, 1, ...)``: its
+#: third argument, ``reduction_type_t`` (seed 000 §3.1, SEED-NOTES "op vs shape"; the seed's
+#: ``/*copy=*/`` comment is the trap), is 1 = RING_2R2W: it reads RECV and IN and writes OUT
+#: and OUT@next.  The ring's other reduce leaves pass 0 = RING_2R1W.
+_RING_2R2W_LEAF = np.zeros(16, bool)
+_RING_2R2W_LEAF[int(Leaf.recv_reduce_copy_send)] = True
+
+
+def ring_reduction_types(leaf: np.ndarray, reduction_type: int) -> np.ndarray:
+    """Each leg's ``reduction_type`` (0 on legs that do not reduce): ``reduction_type`` (the
+    engine's: RING_2R1W for the ring), but RING_2R2W on a ring's ``recv_reduce_copy_send``."""
+    rt = np.where(_RED[leaf], reduction_type, 0)
+    if reduction_type == int(ReductionType.RING_2R1W):
+        rt[_RING_2R2W_LEAF[leaf]] = int(ReductionType.RING_2R2W)
+    return rt
 #: where a consuming leaf's predecessor put its data (the net receive view)
 _RECV_VIEW = np.zeros(16, np.int64)
 for _lf in (Leaf.recv_reduce_send, Leaf.recv_reduce_copy, Leaf.recv_reduce_copy_send):
@@ -244,7 +259,7 @@ def ring_channel_ir(steps: np.ndarray, channel: int, next_peer: int, prev_peer: 
     out["dst_view"][:, :2] = _DST[leaf]
     out["dst_peer"][:, :2] = np.where(_DST_NEXT[leaf], next_peer, 0)
     out["reduce"] = _RED[leaf]
-    out["reduction_type"] = np.where(_RED[leaf], reduction_type, 0)
+    out["reduction_type"] = ring_reduction_types(leaf, reduction_type)
     recv = channel_sem(channel, SEM_RECV)
     w = _WAITS[leaf]
     out["n_wait"] = w
@@ -335,7 +350,7 @@ def ring_entry_ir(topo, rp: RingPlan, op: EncOpType, rank: int, peer_index, *,
     out["dst_view"][:, :2] = _DST[leaf]
     out["dst_peer"][:, :2] = np.where(_DST_NEXT[leaf], nxt[c][:, None], 0)
     out["reduce"] = _RED[leaf]
-    out["reduction_type"] = np.where(_RED[leaf], reduction_type, 0)
+    out["reduction_type"] = ring_reduction_types(leaf, reduction_type)
     w = _WAITS[leaf]
     out["n_wait"] = w
     out["wait_sem"][:, 0] = np.where(w, recv, 0)

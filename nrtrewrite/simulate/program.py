@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop
+from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop, ReductionType
 from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
@@ -67,7 +67,8 @@ _LEAF_OK = np.zeros((16, 256), bool)
 for _at, _leaves in ENTRY_LEAVES.items():
     _LEAF_OK[_at, list(_leaves)] = True
 #: seed 000 §5.4: the reduction_type of a reduce leg by algo_type (the ring-versus-kangaring
-#: fork: RING_2R1W 0, KANGARING_NR1W 2); -1: not fixed by the entry's algorithm
+#: fork: RING_2R1W 0, KANGARING_NR1W 2; a RING entry's recv_reduce_copy_send: RING_2R2W 1,
+#: seed 001 §4); -1: not fixed by the entry's algorithm
 _RT = np.full(16, -1, np.int64)
 _RT[[int(EncAlgType.RING), int(EncAlgType.SINGLE_CYCLE_RING)]] = 0
 _RT[int(EncAlgType.KANGARING)] = 2
@@ -416,9 +417,12 @@ class RankDecoder:
                    "reduction_type")
         self.check(~red & (rt != F.NO_REDUCTION_TYPE), "a copy or sync leg carries a "
                    "reduction_type (must be 0xFF)", art, "reduction_type")
-        # seed 000 §5.4: the ring reduces as RING_2R1W (0), the kangaring as KANGARING_NR1W (2)
+        # seed 000 §5.4: the ring reduces as RING_2R1W (0), the kangaring as KANGARING_NR1W (2);
+        # seed 001 §4: the ring's host-CC recv_reduce_copy_send as RING_2R2W (1)
         if n:
-            want_rt = _RT[at_leg]
+            want_rt = np.where((at_leg == int(EncAlgType.RING))
+                               & (leaf == int(Leaf.recv_reduce_copy_send)),
+                               int(ReductionType.RING_2R2W), _RT[at_leg])
             self.check(red & (want_rt >= 0) & (rt != want_rt), lambda i: f"reduction_type "
                        f"{rt[i]} in a {_alg_name(int(at_leg[i]))} reduce leg (the ring-versus-"
                        f"kangaring fork: {want_rt[i]})", art, "reduction_type")
