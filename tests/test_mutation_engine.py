@@ -264,3 +264,60 @@ def test_overlapping_streams_are_detected_and_run_in_order(ar, tmp_path):
     assert not res.ok
     assert cli("simulate", out, "--ignore-checksums").exit_code == 1
     assert json  # noqa: the module import is used by the helpers above
+
+
+@pytest.fixture(scope="module")
+def two_ag(tmp_path_factory):
+    """Two all-gathers over ranks 0..3 (one subgraph), lowered with the ring: each writes
+    its peers' own output, so no access of one trigger can conflict with the other's."""
+    from test_simulate import _subgraphs_spec
+    spec = _subgraphs_spec([([[0, 1, 2, 3]], [("all_gather", "bf16", "add", 4096),
+                                              ("all_gather", "bf16", "add", 4096)])])
+    return lower_spec(spec, tmp_path_factory.mktemp("ag2") / "o")
+
+
+def _without_rank1_handshake(out, seed: int, check: bool = True):
+    """Run ``out`` with rank 1's second entry freed of its handshake: its waits on
+    ``entry_post`` (9) dropped, and the peers' posts to it in that entry dropped too, so
+    every count still balances and the end state is clean."""
+    from nrtrewrite.simulate.program import MARK_COMPLETE
+    sim = Simulator(out, seed=seed)
+    if not check:
+        sim._check_peers_started = lambda q, leg, vc: None
+    res = sim.prepare()
+    assert res.error is None, res.error
+    for rank, prog in sim.programs.items():
+        orig = prog.legs_of
+
+        def legs_of(ent, c, orig=orig, rank=rank):
+            legs = orig(ent, c)
+            if ent.index == 1:
+                for leg in legs:
+                    if leg.leaf != MARK_COMPLETE:
+                        continue
+                    if rank == 1:
+                        leg.waits = [w for w in leg.waits if w[1] != 9]
+                    else:
+                        leg.incs = [x for x in leg.incs if (x[0], x[1]) != (1, 9)]
+            return legs
+        prog.legs_of = legs_of
+    sim.execute(res)
+    return res
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_leg_that_touches_a_peer_before_it_started_the_entry(two_ag, seed):
+    """docs/FORMATS.md §3.4: rank 1's second entry, freed of its handshake, writes into a
+    peer that may still be in its first entry.  No access conflicts and every semaphore
+    balances, so without the start-ordering check the run passes; with it, it fails at
+    every interleaving (nothing else orders the peer's start before the write)."""
+    assert _without_rank1_handshake(two_ag, seed, check=False).ok
+    text = assert_fails(_without_rank1_handshake(two_ag, seed),
+                        "no happens-before ordering after rank", "of trigger 1",
+                        "entry handshake")
+    assert "(rank 1, entry 1" in text
+
+
+def test_the_handshake_orders_every_peer_access_in_a_clean_run(two_ag):
+    for seed in range(3):
+        assert run_mutated(two_ag, 1, lambda legs: None, seed=seed).ok

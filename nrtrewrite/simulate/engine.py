@@ -365,8 +365,12 @@ class Simulator:
         self.n_threads = 0
         self.ranks: dict[int, _RankState] = {}
         self.chan_tid: dict[tuple[int, int], int] = {}
+        #: (rank, trigger, leg name) -> the rank's entry of that trigger (and HIER leg)
+        self.entry_of: dict[tuple[int, int, str], int] = {}
         for r, prog in sorted(self.programs.items()):
             self.ranks[r] = _RankState(prog, self._new_tid())
+            for ent in prog.entries:
+                self.entry_of[(r, ent.trigger.ordinal, ent.leg)] = ent.index
             for ent in prog.entries:
                 for c in ent.channels:
                     if (r, c) not in self.chan_tid:
@@ -629,6 +633,7 @@ class Simulator:
             self._take(r, s, v, vc)
         vc[q.tid] += 1
         if leg.srcs:
+            self._check_peers_started(q, leg, vc)
             acc = Access(q.tid, int(vc[q.tid]), leg.trigger, Access.LEG, leg)
             if leg.sequential:
                 for srcs, dsts in leg.tiles:
@@ -641,6 +646,30 @@ class Simulator:
                 if snap is None and self.consumers.get((r, s)) != (q.tid,):
                     snap = vc.copy()
                 self._give(r, s, v, snap, q.tid)
+
+    def _check_peers_started(self, q: _Queue, leg: Leg, vc: np.ndarray) -> None:
+        """docs/FORMATS.md §3.4: no leg of an entry touches a peer's memory before that peer
+        has started its entry of the same trigger (and HIER leg).  The peer's start (its
+        control clock then) must happen-before the leg, whether or not an access of another
+        trigger conflicts with this one (docs/SIMULATOR.md §5).  Only legs touch a peer's
+        memory directly (a network peer's bytes go through the net proxy, which joins the
+        receiver's start when it posts the receive)."""
+        peers = {r for streams in (leg.srcs, leg.dsts) for runs in streams
+                 for r, _reg, _off, _n in runs if r != leg.rank}
+        for r in sorted(peers):
+            st = self.ranks.get(r)
+            e = self.entry_of.get((r, leg.trigger, q.entry.leg))
+            if st is None or e is None:
+                raise SimulationError(
+                    f"{leg.who()} touches rank {r}'s memory, but rank {r} has no entry of "
+                    f"trigger {leg.trigger} ({q.entry.leg})", rank=leg.rank, trigger=leg.trigger)
+            start = st.started.get(e)
+            if start is None or vc[st.ctrl_tid] < start[st.ctrl_tid]:
+                raise SimulationError(
+                    f"{leg.who()} touches rank {r}'s memory with no happens-before ordering "
+                    f"after rank {r} started its entry {e} of trigger {leg.trigger}: rank {r} "
+                    "may still be in an earlier entry (the entry handshake, docs/FORMATS.md "
+                    "§3.4)", rank=leg.rank, trigger=leg.trigger)
 
     def _move(self, srcs: list, dsts: list, leg: Leg, acc: Access, vc: np.ndarray) -> None:
         datas = [self._read(runs, acc, vc) for runs in srcs]
