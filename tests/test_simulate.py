@@ -560,6 +560,21 @@ def test_an_early_handshake_post_from_a_later_entry_is_not_counted(tmp_path):
         assert_clean(out, seed=seed)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_the_early_post_defect_put_back_is_caught(monkeypatch, tmp_path, seed):
+    """The reproducer above guards the fix: lowered with every trigger's handshake on one
+    semaphore again (the defect), the simulator fails it at every seed.  It names the
+    start-ordering check (docs/SIMULATOR.md §5): rank 1 counts ranks 4's and 5's early
+    posts and touches a peer whose start nothing orders before its legs."""
+    import nrtrewrite.lower as lower_mod
+    monkeypatch.setattr(lower_mod, "entry_post_slots",
+                        lambda groups, *a, **k: [0] * len(groups))
+    out = lower_spec(_overlapping_subgraphs_spec(), tmp_path / "o")
+    res = simulate_output(out, seed=seed)
+    text = " ".join([res.error or ""] + [t.detail for t in res.triggers])
+    assert not res.ok and "with no happens-before ordering after rank" in text, text
+
+
 @pytest.mark.parametrize("algo", ["ring", None, "kangaring", "mesh", "intra_rdh"])
 def test_alternating_tensor_and_data_parallel_groups_simulate_clean(algo, tmp_path):
     """Tensor-parallel groups {0..3}, {4..7} (sg00), data-parallel {0, 4} .. {3, 7} (sg01),
