@@ -138,3 +138,20 @@ def test_simulator_refuses_an_extra_terminator(xmesh, tmp_path):
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     assert "net_op_idx 2" in failure_text(m.simulate())
+
+
+@pytest.mark.parametrize("rank", [0, 64])
+def test_a_lost_terminator_mark_before_another_op_is_named_at_its_record(xmesh, tmp_path, rank):
+    """Op 0's transmit terminator, its mark lost (1 -> 0), reads as a 0-byte entry of op 1:
+    it is named at its own record, with the likely cause, not at op 1's terminator (which
+    would then seem to close two ops; found by an adversarial tester)."""
+    o = Out(xmesh, tmp_path / "m")
+    a = o.arr(rank, "net_src.bin")
+    terms = np.flatnonzero(a["mark"] == 1)
+    assert terms.size == 2  # (op 0's entries, then both terminators: the test above)
+    i = int(terms[0])
+    o.edit(rank, "net_src.bin", lambda x: x["mark"].__setitem__(i, 0))
+    text = failure_text(o.simulate())
+    assert (f"rank-{rank:04d}: field size, rank {rank}, channel 0, artifact net_src.bin, record "
+            f"{i}: entry with size 0 or complete not 0/1 (a terminator without its "
+            "NET_OP_COMPLETE mark?)") in text, text

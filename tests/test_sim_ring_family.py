@@ -117,7 +117,10 @@ def test_hier_wrong_net_op_idx(mut, which):
 def test_hier_wrong_unrolled_count(mut):
     r = net_rank(mut, "net_ops.bin")
     mut.edit(r, "net_ops.bin", lambda a: a["unrolled_count"].__setitem__(0, 7))
-    assert "unrolled_count" in failure_text(mut.simulate())
+    text = failure_text(mut.simulate())
+    assert "unrolled_count" in text
+    # named by its rank folder, as every other decoding error (docs/SIMULATOR.md §8)
+    assert text.startswith(f"{mut.path / f'rank-{r:04d}'}: "), text
 
 
 def test_kangaring_reduce_leg_must_carry_nr1w(mut):

@@ -169,7 +169,13 @@ class Simulator:
                 self.programs[r] = decode_rank(self.layout, self.triggers, self.files[r])
             except SimulationError as exc:
                 raise exc.at(file=str(self.out / rank_dir_name(r))) from None
-        self.transfers = FifoDecoder(self.layout, self.programs, self.files, self.sg_index).decode()
+        try:
+            self.transfers = FifoDecoder(self.layout, self.programs, self.files,
+                                         self.sg_index).decode()
+        except SimulationError as exc:  # named by its rank folder, as the decoders' errors
+            if exc.where.rank is not None and exc.where.file is None:
+                exc.at(file=str(self.out / rank_dir_name(exc.where.rank)))
+            raise
         self.files = {}  # the decoded programs hold everything the run needs
 
     def _subgraph_index(self) -> dict[str, int] | None:

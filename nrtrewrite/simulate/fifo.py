@@ -246,6 +246,15 @@ class FifoDecoder:
                                   "by a terminator (proxy_end_operation)", "mark")
             term = recs[i]
             ents = recs[start:i]
+            # a 0-byte entry first: a terminator whose mark was lost reads as one, and is
+            # named here rather than at the next terminator, which would then close two ops
+            bad = np.flatnonzero((ents["size"] == 0) | (ents["complete"] < 0)
+                                 | (ents["complete"] > 1))
+            if bad.size:
+                j = int(bad[0])
+                hint = (" (a terminator without its NET_OP_COMPLETE mark?)"
+                        if int(ents["size"][j]) == 0 and int(ents[rank_field][j]) == -1 else "")
+                raise fail(start + j, f"entry with size 0 or complete not 0/1{hint}", "size")
             k = int(ents["net_op_idx"][0]) if ents.size else int(term["net_op_idx"])
             if int(term["mark"]) != OP_COMPLETE:
                 raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
@@ -276,10 +285,6 @@ class FifoDecoder:
             if bad.size:
                 raise fail(start + int(bad[0]), f"net_op_idx {int(ents['net_op_idx'][bad[0]])} in "
                                                 f"op {k}'s entries", "net_op_idx")
-            bad = np.flatnonzero((ents["size"] == 0) | (ents["complete"] < 0)
-                                 | (ents["complete"] > 1))
-            if bad.size:
-                raise fail(start + int(bad[0]), "entry with size 0 or complete not 0/1", "size")
             if ents.size and int(ents["complete"][-1]) != 1:
                 raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
             res = raw[start:i]
