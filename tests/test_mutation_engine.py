@@ -97,6 +97,17 @@ def test_a_missing_data_ready_signal_deadlocks(ar):
     assert "rank 2" in text and "recv_sema" in text and "waits" in text
 
 
+def test_a_misdirected_signal_deadlocks_and_the_stray_token_is_named(ar):
+    """Rank 1's data-ready increment lands on its successor's send_sema instead of its
+    recv_sema: the successor waits forever, and the deadlock names where the token went."""
+    def f(legs):
+        i = find(legs, SEND, 1)
+        legs[i].incs = [(r, s + 1, v) if r == 2 else (r, s, v) for r, s, v in legs[i].incs]
+    res = run_mutated(ar, 1, f)
+    text = assert_fails(res, "deadlock", "held but waited for by no blocked leg")
+    assert "send_sema) of rank 2 = 1" in text, text
+
+
 def test_an_extra_signal_is_left_over(ar):
     def f(legs):
         i = find(legs, SEND)

@@ -527,6 +527,15 @@ class Simulator:
         if not lines:
             lines.append(f"ranks {unfinished[:8]} cannot complete their entry (waiting for a net "
                          "proxy drain)")
+        # tokens nobody blocked waits for: where a misdirected increment would have landed
+        waited = {key for a in stuck for key, _v in (a.need or [])}
+        stray = [(r, int(sid), int(self.sem_count[r][sid])) for r in sorted(self.sem_count)
+                 for sid in np.flatnonzero(self.sem_count[r]) if (r, int(sid)) not in waited]
+        if stray:
+            shown = ", ".join(f"{sem_name(sid)} of rank {r} = {v}" for r, sid, v in stray[:8])
+            more = f" and {len(stray) - 8} more" if len(stray) > 8 else ""
+            lines.append(f"held but waited for by no blocked leg (a misdirected increment lands "
+                         f"on one of these): {shown}{more}")
         raise SimulationError("deadlock: work remains but nothing can run: " + "; ".join(lines),
                               trigger=trig)
 
