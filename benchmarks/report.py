@@ -63,7 +63,7 @@ def _rank_table(large: list[dict]) -> list[str]:
     return out
 
 
-def _all_table(key: str, a: dict) -> list[str]:
+def _all_table(a: dict) -> list[str]:
     pool = a["pool"]
     out = [f"| all ranks of `{pool['model'].removesuffix('.neff')}` ({pool['records'] / 1e6:.1f}"
            f" M records, {_mb(pool['bytes'])}, written and fsynced) | wall | records/s | "
@@ -123,7 +123,7 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     lines += ["", *_rank_table(res["large"])]
     for key in ("all_ranks", "all_ranks_large"):
         if key in res:
-            lines += ["", *_all_table(key, res[key])]
+            lines += ["", *_all_table(res[key])]
     lines += ["", *_scaling_table(res["scaling"])]
     return "\n".join(lines) + "\n"
 

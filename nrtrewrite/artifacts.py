@@ -190,6 +190,12 @@ def read_json(path: Path):
 RANK_DIR_NAME = re.compile(r"rank-([0-9]+)")
 
 
+def looks_like_rank_folder(p: Path) -> bool:
+    """``p`` looks like one rank's folder of an output (its name, or a ``spad.bin`` in it):
+    what a command that takes a whole output folder says it was given instead."""
+    return (p / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(p.name) is not None
+
+
 def folder_rank(rdir: Path) -> int | None:
     """The rank of rank folder ``rdir``: from its name (``rank-0003``), else from its
     manifest's ``rank``; None when neither tells."""

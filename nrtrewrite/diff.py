@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from nrtrewrite.artifacts import HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output
+from nrtrewrite.artifacts import (
+    HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output, looks_like_rank_folder,
+)
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
@@ -859,7 +861,7 @@ def _check_ours(p: Path) -> None:
         raise OutputError(f"{p}: not an nrtrewrite output folder (its manifest.json is "
                           f"{what}, not a regular file{links})")
     if not is_our_output(p):
-        if (p / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(p.name):
+        if looks_like_rank_folder(p):
             why = "a rank folder; diff compares whole output folders"
         else:
             _refuse_non_finite(man)

@@ -26,7 +26,7 @@ from rich.text import Text
 from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
-from nrtrewrite.cli.lower import warn
+from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
@@ -647,7 +647,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         m = _read_model(model, not no_verify_hash)
         err_console = Console(stderr=True)
         if no_verify_hash:  # the warnings lower gives for the same model
-            warn(err_console, f"{model}: header hash not verified (--no-verify-hash)")
+            warn(err_console, unverified_hash_warning(model))
         if (note := no_trigger_warning(m, "explain")) is not None:
             warn(err_console, note)
         topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
@@ -713,8 +713,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         model_why = {}
 
     if rank is not None and rank not in topo.ranks:  # (with a model: its world, above)
-        raise ValidationError(f"rank {rank} is not in topology {topo.name} "
-                              f"(ranks 0..{topo.world_size - 1})", field="--rank")
+        raise ValidationError(topo.rank_refusal(rank), field="--rank")
     records, skipped = [], []
     for item, meta in items:
         req_group = item.group if isinstance(item, Request) else item.replica_group

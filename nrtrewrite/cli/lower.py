@@ -39,6 +39,11 @@ def common_lowering_options(fn):
     return fn
 
 
+def unverified_hash_warning(model_path: str) -> str:
+    """The warning of every command given ``--no-verify-hash`` with a model."""
+    return f"{model_path}: header hash not verified (--no-verify-hash)"
+
+
 def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, host_cc: bool,
                   no_verify_hash: bool):
     """Read the model and make the rank-independent plan; returns (plan, warnings)."""
@@ -46,7 +51,7 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
     model = read_model_bytes(data, path=model_path, verify_hash=not no_verify_hash)
     warnings = []
     if no_verify_hash:
-        warnings.append(f"{model_path}: header hash not verified (--no-verify-hash)")
+        warnings.append(unverified_hash_warning(model_path))
     try:
         plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
                              input_sha256=hashlib.sha256(data).hexdigest(),

@@ -22,7 +22,9 @@ from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning, write_output
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
-from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
+from nrtrewrite.cli.lower import (
+    common_lowering_options, load_and_plan, unverified_hash_warning, warn,
+)
 from nrtrewrite.errors import OutputError
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
@@ -122,7 +124,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                 model = read_model_bytes(input_model_bytes(path, model_path), path=model_path,
                                          verify_hash=not no_verify_hash)
                 if no_verify_hash:
-                    warn(err, f"{model_path}: header hash not verified (--no-verify-hash)")
+                    warn(err, unverified_hash_warning(model_path))
         else:
             if model_path is not None:
                 raise click.UsageError("--model applies only when an output folder OUT is given")

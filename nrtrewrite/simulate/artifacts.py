@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite import jsonin
-from nrtrewrite.artifacts import RANK_DIR_NAME
+from nrtrewrite.artifacts import looks_like_rank_folder
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
@@ -54,8 +54,7 @@ def read_top_manifest(out: Path) -> dict:
     if not man.exists() and not man.is_symlink():  # (a dangling link: _load_json says so)
         raise OutputError("not an nrtrewrite output folder (no manifest.json)", file=str(out))
     doc = _load_json(man, OutputError)
-    if doc.get("format") != FORMAT_NAME and (
-            (out / "spad.bin").exists() or RANK_DIR_NAME.fullmatch(out.name)):
+    if doc.get("format") != FORMAT_NAME and looks_like_rank_folder(out):
         raise OutputError("not an nrtrewrite output folder (a rank folder; give the whole "
                           "output folder, its parent)", file=str(out))
     if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:

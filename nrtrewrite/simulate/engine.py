@@ -377,7 +377,6 @@ class Simulator:
             self.ranks[r] = _RankState(prog, self._new_tid())
             for ent in prog.entries:
                 self.entry_of[(r, ent.trigger.ordinal, ent.leg)] = ent.index
-            for ent in prog.entries:
                 for c in ent.channels:
                     if (r, c) not in self.chan_tid:
                         self.chan_tid[(r, c)] = self._new_tid()

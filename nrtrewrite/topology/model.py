@@ -222,13 +222,15 @@ class Topology:
     def world_size(self) -> int:
         return len(self.ranks)
 
+    def rank_refusal(self, rank: int) -> str:
+        """Why ``rank`` is refused: it is not in this topology."""
+        return f"rank {rank} is not in topology {self.name} (ranks 0..{self.world_size - 1})"
+
     def info(self, rank: int) -> RankInfo:
         try:
             return self.ranks[rank]
         except KeyError:
-            raise ValidationError(
-                f"rank {rank} is not in topology {self.name} "
-                f"(ranks 0..{self.world_size - 1})", rank=rank) from None
+            raise ValidationError(self.rank_refusal(rank), rank=rank) from None
 
     def rank_at(self, node: int, device: int, logical_core: int) -> int:
         return node * self.ranks_per_node + device * self.ranks_per_device + logical_core
