@@ -420,7 +420,7 @@ def _outputs_on_random_data(monkeypatch, out: Path) -> dict[int, dict[int, bytes
 
     got: dict[int, dict[int, bytes]] = {}
 
-    def verify(self, t, r, data, unwritten):
+    def verify(self, t, r, data, unwritten, _writers):
         assert not unwritten
         got.setdefault(t.ordinal, {})[r] = np.ascontiguousarray(data).tobytes()
 

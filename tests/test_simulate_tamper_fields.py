@@ -14,6 +14,8 @@ from pathlib import Path
 import meshcase
 import pytest
 
+from nrtrewrite.simulate import engine
+
 from test_simulate import cli
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -218,3 +220,47 @@ def test_a_shifted_source_of_a_max_or_min_reduce_is_caught(tmp_path, alu):
         assert res.exit_code == 1, (seed, res.output)
         doc = json.loads(res.stdout)
         assert doc["triggers"][0]["status"] == "mismatch" or doc["error"], doc
+
+
+
+def test_a_mismatch_names_the_leg_that_wrote_the_first_wrong_element(tmp_path, monkeypatch):
+    """A mismatch names the output element and the leg that last wrote it, by its
+    ``legs.bin`` record, so the wrong bytes can be found with ``dump``. A fault is injected
+    into the one CCE reduce leg of rank 3 of a MESH reduce-scatter over 4 ranks (found from
+    the bytes, FORMATS §3: ``sdma_op`` 4 at 7, ``num_elements`` at 56): the low byte of the
+    last element it writes is flipped. That leg writes rank 3's whole output (1024 fp16
+    elements), so the only wrong element is its last, element 1023, last written by it.
+    (A misplaced source in the bytes is caught before any data moves, by the static checks
+    of the 0xBF words against the BDs; an injected fault reaches the comparison.)"""
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([list(range(4))], [("reduce_scatter", "fp16", "add", 4096)]),
+                   out, algo="mesh")
+    legs = (out / "rank-0003" / "legs.bin").read_bytes()
+    record, = [off // REC for off in range(0, len(legs), REC) if legs[off + 7] == 4]
+    assert struct.unpack_from("<I", legs, record * REC + NUM_ELEMENTS) == (1024,)
+    move = engine.Simulator._move
+
+    def faulty(self, srcs, dsts, leg, acc, vc):
+        if (leg.rank, leg.record) != (3, record):
+            return move(self, srcs, dsts, leg, acc, vc)
+        write = self._write
+
+        def flipped(runs, data, acc, vc):
+            data = data.copy()
+            data[-2] ^= 1  # the low byte of the last fp16 element
+            write(runs, data, acc, vc)
+        self._write = flipped
+        try:
+            move(self, srcs, dsts, leg, acc, vc)
+        finally:
+            del self._write
+    monkeypatch.setattr(engine.Simulator, "_move", faulty)
+    res = engine.simulate_output(out)
+    assert res.error is None, res.error
+    verdict, = res.triggers
+    assert verdict.status == "mismatch" and verdict.mismatched_elements == 1
+    assert verdict.first_mismatch["rank"] == 3 and verdict.first_mismatch["element"] == 1023
+    by = verdict.first_mismatch["written_by"]
+    assert by.startswith("leg mesh_reduce (rank 3, entry 0, ")
+    assert by.endswith(f", rank-0003/legs.bin record {record}")
+    assert "first element 1023: " in verdict.detail and f"last written by {by}" in verdict.detail

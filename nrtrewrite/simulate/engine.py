@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import random
 import time
+from bisect import bisect_right
 from collections import deque
 from pathlib import Path
 
@@ -417,7 +418,7 @@ class Simulator:
         self.touch: dict[tuple[int, int], set[int]] = {}
         self.trig_bufs: dict[int, set[tuple[int, int]]] = {}
         self.refs: dict[int, Reference] = {}
-        self.deferred: list[tuple[TriggerSpec, int, np.ndarray, list]] = []
+        self.deferred: list[tuple[TriggerSpec, int, np.ndarray, list, list]] = []
         self.trig_done: dict[int, int] = {}
         self.legs_total = sum(p.legs for p in self.programs.values())
         self.footprints = {}
@@ -809,22 +810,24 @@ class Simulator:
                      f"the output check of rank {r} for trigger {t.ordinal}")
         sh = self._shadow(r, reg)
         unwritten = []
+        writers: list = []  # (start, end, last writer) of the output's runs, now
         try:
             for a, b in dst.intervals():
-                unwritten += sh.check_output(a, b, acc, ctrl)
+                unwritten += sh.check_output(a, b, acc, ctrl, writers)
         except Conflict as c:
             raise self._conflict(c, acc, r, reg, "reads") from None
         got = dst.gather(buf)
         ref = self.refs[t.ordinal]
         if ref.complete:
-            self._verify(t, r, got, unwritten)
+            self._verify(t, r, got, unwritten, writers)
         else:
-            self.deferred.append((t, r, got, unwritten))
+            self.deferred.append((t, r, got, unwritten, writers))
         self.trig_done[t.ordinal] = self.trig_done.get(t.ordinal, 0) + 1
         if self.trig_done[t.ordinal] == len(t.group):
             self._trigger_done(t)
 
-    def _verify(self, t: TriggerSpec, r: int, got: np.ndarray, unwritten: list) -> None:
+    def _verify(self, t: TriggerSpec, r: int, got: np.ndarray, unwritten: list,
+                writers: list) -> None:
         tr = self.verdict[t.ordinal]
         pos = t.pos(r)
         want = self.refs[t.ordinal].expected_bytes(pos)
@@ -848,13 +851,35 @@ class Simulator:
             npdt = NUMPY_DTYPE[t.dtype]
             gv = g[e].copy().view(npdt)[0]
             wv = w[e].copy().view(npdt)[0]
+            by = self._written_by(t, r, e, writers)
             if tr.first_mismatch is None:
                 tr.first_mismatch = {"rank": r, "element": e, "expected": str(wv), "got": str(gv),
                                      "expected_bytes": w[e].tobytes().hex(),
-                                     "got_bytes": g[e].tobytes().hex()}
+                                     "got_bytes": g[e].tobytes().hex(), "written_by": by}
             tr.fail(MISMATCH, f"rank {r}: {diff.size} element(s) differ, first element {e}: "
                               f"expected {wv} ({w[e].tobytes().hex()}), got {gv} "
-                              f"({g[e].tobytes().hex()})")
+                              f"({g[e].tobytes().hex()})"
+                              + (f", last written by {by}" if by else ""))
+
+    def _written_by(self, t: TriggerSpec, r: int, e: int, writers: list) -> str | None:
+        """Who last wrote element ``e`` of rank ``r``'s output of ``t`` when it was checked
+        (its first byte): a leg with its ``legs.bin`` record, a net proxy transfer with its
+        ``net_src.bin`` record, or the input fill; None when nothing wrote it (reported as
+        unwritten bytes)."""
+        dst = self.footprints[t.ordinal][1]
+        off = dst.start + e * dst.dsize if dst.offsets is None else int(dst.offsets[e])
+        k = bisect_right([a for a, _b, _w in writers], off) - 1
+        if k < 0 or not writers[k][0] <= off < writers[k][1] or writers[k][2] is None:
+            return None
+        acc = writers[k][2]
+        if acc.kind == Access.FILL:
+            return "the input fill (no leg of the collective wrote it)"
+        text = _describe(acc)
+        if acc.kind == Access.LEG:
+            text += f", {rank_dir_name(acc.who.rank)}/legs.bin record {acc.who.record}"
+        if acc.trigger != t.ordinal:
+            text += f", in trigger {acc.trigger}"
+        return text
 
     def _trigger_done(self, t: TriggerSpec) -> None:
         """Every rank of the group completed the trigger: run deferred checks, free memory."""
@@ -884,8 +909,8 @@ class Simulator:
                                       f"({nz.size} non-zero semaphore(s); FORMATS §7: every "
                                       "semaphore returns to 0)", rank=r,
                                       trigger=self._last_trigger(r, s))
-        for t, r, got, unwritten in self.deferred:  # pragma: no cover - completes above
-            self._verify(t, r, got, unwritten)
+        for item in self.deferred:  # pragma: no cover - completes above
+            self._verify(*item)
         for tr in self.verdict.values():
             if tr.status == NOT_RUN:
                 tr.fail(ERROR, "no rank completed this trigger")

@@ -100,12 +100,17 @@ class Shadow:
                 raise Conflict("raw", b[k], b[k + 1], wk)
             r[k] = _with_reader(r[k], acc, vc)
 
-    def check_output(self, a: int, e: int, acc: Access, vc) -> list[tuple[int, int]]:
+    def check_output(self, a: int, e: int, acc: Access, vc, writers: list | None = None
+                     ) -> list[tuple[int, int]]:
         """The final read of a dst range: returns the sub-ranges not written by this trigger's
-        data movement (fills do not count); races are still raised."""
+        data movement (fills do not count); races are still raised.  ``writers``, when given,
+        gets ``(start, end, last writer)`` of every run of the range appended, in order (what
+        a mismatch names: the writer of the first wrong element)."""
         i = self._cut(a)
         j = self._cut(e)
         b, w, r = self.b, self.w, self.r
+        if writers is not None:
+            writers.extend(zip(b[i:j], b[i + 1:j + 1], w[i:j]))
         bad = []
         tid = acc.tid
         for k in range(i, j):
