@@ -216,11 +216,23 @@ def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
     (["explain", "/nonexistent.neff", "--json"],
      {"model": None, "error": "Invalid value for '[MODEL]': File '/nonexistent.neff' does not "
                               "exist.", "triggers": []}),
+    (["schedule", str(FIX / "ar2.neff"), "--rank", "2", "--json"],
+     {"rank": 2, "ops": [], "error": f"{FIX / 'ar2.neff'}: field --rank: rank 2 is not in the "
+                                     "model's world (ranks 0..1)"}),
+    (["schedule", str(FIX / "ar2.neff"), "--json", "--rank", "x"],
+     {"rank": None, "ops": [], "error": "Invalid value for '--rank': 'x' is not a valid "
+                                        "integer."}),
+    (["dump", "--spad", "--dma", str(FIX), "--json"],
+     {"kind": None, "ranks": [], "error": "--spad and --dma are exclusive: choose one "
+                                          "selector"}),
+    (["dump", "--sem", str(FIX), "--json"],
+     {"kind": "sem", "ranks": [], "error": f"{FIX}: neither an nrtrewrite output folder nor a "
+                                           "rank folder"}),
 ])
 def test_json_commands_print_one_document_on_an_error(args, doc):
-    """``inspect --json`` and ``explain --json`` printed nothing on stdout on an error (exit
-    2), where ``diff --json`` always gives one document: now each gives its own with
-    ``error`` (the stderr line without its prefix)."""
+    """``inspect --json``, ``explain --json``, ``schedule --json`` and ``dump --json``
+    printed nothing on stdout on an error (exit 2), where ``diff --json`` always gives one
+    document: now each gives its own with ``error`` (the stderr line without its prefix)."""
     import json
     res = invoke(*args)
     assert res.exit_code == 2 and json.loads(res.stdout) == doc

@@ -69,6 +69,8 @@ def test_the_table_decodes_only_the_rows_it_shows(out, monkeypatch):
 
 
 def test_json_errors_come_before_any_output(out, tmp_path):
+    """Every file is checked before the document begins, so a torn record in the last rank
+    gives the error document alone on stdout (docs/CLI.md "dump"), not a cut stream."""
     import shutil
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
@@ -76,17 +78,24 @@ def test_json_errors_come_before_any_output(out, tmp_path):
     last.write_bytes(last.read_bytes() + b"\0")  # a torn record in the last rank
     res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"])
     assert res.exit_code == 2
-    assert res.stdout == ""
-    assert "sem.bin" in res.stderr and "not a whole number" in res.stderr
+    line, = res.stderr.splitlines()
+    assert "sem.bin" in line and "not a whole number" in line
+    assert json.loads(res.stdout) == {"kind": "sem", "ranks": [],
+                                      "error": line.removeprefix("nrtrewrite: error: ")}
 
 
-def _one_line_error(res, code=2):
-    """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback."""
+def _one_line_error(res, code=2, json_kind=None):
+    """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback;
+    nothing on stdout, or with ``--json`` (``json_kind``: the selector) the error document."""
     assert res.exit_code == code, (res.exit_code, res.output, res.exception)
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
-    assert res.stdout == ""
+    if json_kind is None:
+        assert res.stdout == ""
+    else:
+        assert json.loads(res.stdout) == {
+            "kind": json_kind, "ranks": [], "error": lines[0].removeprefix("nrtrewrite: error: ")}
     return lines[0]
 
 
@@ -119,7 +128,8 @@ def test_rank_must_match_a_rank_folder_or_a_file(out, tmp_path):
     for path in (rdir, rdir / "sem.bin"):
         for extra in ([], ["--json"]):
             line = _one_line_error(CliRunner().invoke(
-                main, ["dump", "--sem", str(path), "--rank", "2", *extra]))
+                main, ["dump", "--sem", str(path), "--rank", "2", *extra]),
+                json_kind="sem" if extra else None)
             assert line == (f"nrtrewrite: error: {path}: --rank 2 names another rank than this "
                             "rank folder's (rank 1); --rank selects a rank of a whole output "
                             "folder")
@@ -178,7 +188,10 @@ def test_a_folder_with_an_entry_named_rank_but_no_rank_folder_is_refused(tmp_pat
     w.mkdir()
     (w / "rank-notes.txt").write_text("hi")
     (w / "rank-0003").write_text("a file, not a folder")
+    why = f"{w}: neither an nrtrewrite output folder nor a rank folder"
     for extra in ([], ["--json"]):
         res = CliRunner().invoke(main, ["dump", "--cce", str(w), *extra])
-        assert res.exit_code == 2 and res.stdout == ""
-        assert f"{w}: neither an nrtrewrite output folder nor a rank folder" in res.stderr
+        assert res.exit_code == 2 and why in res.stderr
+        assert res.stdout == ("" if not extra else
+                              json.dumps({"kind": "cce", "ranks": [], "error": why}, indent=1)
+                              + "\n")

@@ -117,11 +117,15 @@ def test_a_trigger_without_the_rank_is_said_skipped():
 
 
 def test_json_errors_come_before_any_output():
+    """Every entry is composed before the document begins, so an error gives the error
+    document alone on stdout (docs/CLI.md "schedule")."""
     res = CliRunner().invoke(main, ["schedule", str(FIX / "mix8.neff"),
                                     "--rank", "99", "--json"])
     assert res.exit_code == 2
-    assert res.stdout == ""
-    assert "rank 99 is not in the model's world" in res.stderr
+    line, = res.stderr.splitlines()
+    assert "rank 99 is not in the model's world" in line
+    assert json.loads(res.stdout) == {"rank": 99, "ops": [],
+                                      "error": line.removeprefix("nrtrewrite: error: ")}
 
 
 # docs/FORMATS.md legs.bin `leaf`: every number the composers emit has a name

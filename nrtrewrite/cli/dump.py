@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from nrtrewrite.artifacts import HEX_FIELDS, KIND_FILES, decode_record, load_records, rank_dirs
-from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import OutputError
 
@@ -74,7 +74,21 @@ def _selectors(f):
     return f
 
 
-@main.command("dump")
+class _DumpCommand(JsonErrorCommand):
+    """``dump``: with ``--json``, an error (exit 2) is ``{"kind", "ranks": [], "error"}`` on
+    stdout (then the error line on stderr): every file is mapped and checked before the
+    first byte of the document is written, so an error always comes before it.  ``kind`` is
+    the selector given, else null."""
+
+    json_indent = 1
+
+    @staticmethod
+    def error_document(params: dict, why: str) -> dict:
+        given = [k for k in SELECTORS if params.get(f"sel_{k}")]
+        return {"kind": given[0] if len(given) == 1 else None, "ranks": [], "error": why}
+
+
+@main.command("dump", cls=_DumpCommand)
 @click.argument("path", type=click.Path(exists=True))
 @_selectors
 @click.option("--rank", type=int, default=None, help="Only this rank of an output folder.")

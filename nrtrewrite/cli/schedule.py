@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
@@ -112,7 +112,19 @@ def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
 OVERVIEW_ENTRIES = 64
 
 
-@main.command("schedule")
+class _ScheduleCommand(JsonErrorCommand):
+    """``schedule``: with ``--json``, an error (exit 2) is ``{"rank", "ops": [], "error"}``
+    on stdout (then the error line on stderr): every entry is composed before the first
+    byte of the document is written, so an error always comes before it."""
+
+    json_indent = 1
+
+    @staticmethod
+    def error_document(params: dict, why: str) -> dict:
+        return {"rank": params.get("rank"), "ops": [], "error": why}
+
+
+@main.command("schedule", cls=_ScheduleCommand)
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("--rank", type=int, required=True, help="The rank whose schedule to show.")
 @common_lowering_options
