@@ -108,8 +108,9 @@ def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, d
         raw = _rng(seed, trigger, pos).integers(0, 256, count * npdt.itemsize, dtype=np.uint8)
         return raw.view(npdt)
     k = reduce_integers(seed, trigger, pos, group_size, count, dtype, op)
-    vals = k.astype(np.float32)  # |k| <= 2**24: exact
-    vals *= np.float32(2.0 ** trigger_exponent(seed, trigger, dtype))
+    # k * 2**E in float32, in k's own memory (|k| <= 2**24: exact; no fresh temporary)
+    vals = np.multiply(k, np.float32(2.0 ** trigger_exponent(seed, trigger, dtype)),
+                       out=k.view(np.float32), dtype=np.float32, casting="unsafe")
     return vals.astype(npdt)  # exact by construction (tests/test_simulate_data.py)
 
 
@@ -130,6 +131,7 @@ class Reference:
         self.acc: np.ndarray | None = None
         self.parts: dict[int, np.ndarray] = {}  # pos -> input bytes (all-gather)
         self.seen: set[int] = set()
+        self._full: np.ndarray | None = None  # the result in the I/O dtype, made once
 
     @property
     def complete(self) -> bool:
@@ -143,11 +145,15 @@ class Reference:
         if self.op_kind == "ALLGATHER":
             self.parts[pos] = np.ascontiguousarray(values).view(np.uint8).copy()
             return
-        v = values.astype(np.float64)
+        # float dtypes widen to float32 exactly, and (bfloat16, fp8) much faster than
+        # straight to float64 through their ml_dtypes casts; the ufunc widens to the float64
+        # accumulator as it goes (no float64 temporary: on large triggers fresh temporaries
+        # cost more in page faults than the arithmetic)
+        v = values.astype(np.float32) if self.dtype in EXACT_INT_BOUND else values
         if self.acc is None:
-            self.acc = v.copy()
+            self.acc = v.astype(np.float64)
         elif self.alu == "ADD":
-            self.acc += v
+            np.add(self.acc, v, out=self.acc)
         elif self.alu == "MAX":
             np.maximum(self.acc, v, out=self.acc)
         else:
@@ -158,7 +164,9 @@ class Reference:
         if self.op_kind == "ALLGATHER":
             return np.concatenate([self.parts[p] for p in range(len(self.group))])
         assert self.acc is not None
-        full = self.acc.astype(np.float32).astype(self.npdt)
+        if self._full is None:  # once for the whole group (the acc is final: complete)
+            self._full = self.acc.astype(np.float32).astype(self.npdt)
+        full = self._full
         if self.op_kind == "REDUCE_SCATTER":
             per = self.count // len(self.group)
             full = full[pos * per:(pos + 1) * per]
