@@ -19,7 +19,7 @@ from nrtrewrite.codes import (
     DTYPE_SIZE, ENC_MESH_MAX_NUM_EVENTS, NEC_MAX_COMM_N, SBUF_PARTITIONS, EncOpType,
 )
 from nrtrewrite.emit.address import (
-    CORE_WINDOW, DRAM_BASE, SBUF_BASE, SBUF_WINDOW_LIMIT, SEM_CHANNEL_BASE, SEMAPHORES_PER_CORE,
+    CORE_WINDOW, DRAM_BASE, DRAM_BELOW_EVT_SEM, SBUF_BASE, SBUF_WINDOW_LIMIT, SEM_CHANNEL_BASE, SEMAPHORES_PER_CORE,
     SEMS_PER_CHANNEL,
 )
 from nrtrewrite.emit.formats import (
@@ -89,8 +89,9 @@ LIMITS: tuple[Limit, ...] = (
           "topology/model.check_topology_size"),
     Limit("MAX_DEVICES_PER_NODE", MAX_DEVICES_PER_NODE, "6-bit CAYMAN_ID of the SoC address "
           "(docs/FORMATS.md §10)", "topology/model._check_devices"),
-    Limit("MAX_CORES_PER_DEVICE", MAX_CORES_PER_DEVICE, "seed 000 §4.1: the EVT_SEM aperture "
-          "addresses 8 TOP_SPs per die, 2 dies", "topology/model.platform_from_json"),
+    Limit("MAX_CORES_PER_DEVICE", MAX_CORES_PER_DEVICE, "ours: the semaphore address's TOP_SP "
+          "terms (sp & 7) << 30 and (sp > 7) << 47 tell 16 apart (docs/FORMATS.md §10; seed 000 "
+          "§4.1 gives only the aperture's base and windows)", "topology/model.platform_from_json"),
     Limit("NEC_MAX_CHANNELS", NEC_MAX_CHANNELS, "nec.h: channels per collective",
           "topology/rings.ring_orders, select (clamp), limits.check_plan"),
     Limit("SEMAPHORES_PER_CORE", SEMAPHORES_PER_CORE, "aws-neuron-driver: 256 per core on v2/v3",
@@ -123,6 +124,10 @@ LIMITS: tuple[Limit, ...] = (
           "emit/address.build_memory_map"),
     Limit("CORE_WINDOW", CORE_WINDOW, "ours: per-core address window; DRAM vars, scratch and "
           "gateway fit below SBUF_BASE", "emit/address.build_memory_map"),
+    Limit("DRAM_BELOW_EVT_SEM", DRAM_BELOW_EVT_SEM, "derived: on a device of more than 8 "
+          "logical cores, core 8's window (8 << 36) holds the EVT_SEM aperture of TOP_SPs 0..7 "
+          "(0x82_8000_0000, seed 000 §4.1), so the DRAM layout ends below it",
+          "emit/address.build_memory_map"),
     Limit("MAX_RANK_DESCRIPTORS", MAX_RANK_DESCRIPTORS, "ours: about 1 GiB of records per rank",
           "limits.check_plan"),
 )
@@ -246,7 +251,7 @@ __all__ = [
     "LIMITS", "Limit", "check_plan", "check_credits", "descriptors", "element_space",
     "start_addr_refusal",
     "SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES", "MAX_RANK_DESCRIPTORS",
-    "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "ENC_MESH_MAX_NUM_EVENTS",
+    "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "DRAM_BELOW_EVT_SEM", "ENC_MESH_MAX_NUM_EVENTS",
     "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES",
     "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_RANKS", "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
     "MAX_VAR_ID", "MAX_VAR_SIZE", "NEC_MAX_CHANNELS", "NEC_MAX_COMM_N", "NET_INDEX_LOOP_SIZE",

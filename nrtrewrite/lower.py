@@ -226,7 +226,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
             p.private_offset = private
             private += -(-p.prepared.private_scratch_bytes // 64) * 64
     plan.memory = build_memory_map(
-        model, private, max([p.prepared.gw_bytes for p in spans] + [0]))
+        model, private, max([p.prepared.gw_bytes for p in spans] + [0]),
+        cores_per_device=topo.ranks_per_device)
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan

@@ -493,3 +493,64 @@ def test_explain_refuses_what_lower_refuses_for_the_var_layout(tmp_path):
     assert len(set(lines)) == 1
     # with --json stdout is the error document, its error the same line
     assert json.loads(res.stdout)["error"] == lines[0].strip().removeprefix("nrtrewrite: error: ")
+
+
+#: A custom device of 16 logical cores (2 dies x 2 engines x 4 TPBs) at LNC 1: TOP_SPs 0..15.
+BIG16 = {"format": "nrtrewrite-topology/1", "name": "big16", "nodes": 1, "lnc_sizes": [1],
+         "devices_per_node": 1, "device": {"dies": 2, "sengines_per_die": 2,
+                                           "tpbs_per_sengine": 4, "c2c_ports": 4},
+         "links": [], "routing_ids": [0], "kangaring": False, "mesh": True,
+         "mesh_sub_type": "FULL_MESH"}
+
+
+def _padded(pad: int) -> bytes:
+    """A 64 KiB bf16 all-reduce of ranks 0 and 8 after a DRAM var of ``pad`` bytes."""
+    return assemble_spec({
+        "header": {"pkg_version": 2, "name": "big", "lnc_size": 1},
+        "subgraphs": [{"name": "sg00",
+                       "vars": [{"name": "pad", "type": "tmp-buf", "size": pad},
+                                {"name": "a_in", "type": "input", "size": 65536},
+                                {"name": "a_out", "type": "output", "size": 65536}],
+                       "replica_groups": [[0, 8]],
+                       "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add",
+                                                          "src": "a_in", "dst": "a_out",
+                                                          "bytes": 65536}}]}}]})
+
+
+def test_dram_stays_below_the_evt_sem_aperture_on_a_device_of_more_than_8_cores(tmp_path):
+    """Logical core 8's window starts at 8 << 36 = 0x80_0000_0000 and its DRAM at + 2^32
+    (FORMATS §10); the EVT_SEM aperture of TOP_SPs 0..7 starts at 0x82_8000_0000 (seed 000
+    §4.1), 0x2_8000_0000 into that window: so on a device of 16 cores at most 0x2_8000_0000 -
+    2^32 = 6 GiB of DRAM layout fit. 6 GiB of pad plus the operands are refused; 5 GiB
+    lowers, and every data address of rank 8 (dma.bin, 16-byte BDs, buf_ptr u64 at 8) ends
+    below every semaphore address of rank 0 (sem.bin, 16-byte records, addr u64 at 8). Found
+    by a seed 000 conformance audit: rank 8's data landed on rank 0's semaphores."""
+    import struct
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    topo = tmp_path / "big16.json"
+    topo.write_text(json.dumps(BIG16))
+    limit = 0x82_8000_0000 - (8 << 36) - (1 << 32)
+    assert limit == 6 << 30
+    for pad, ok in ((6 << 30, False), (5 << 30, True)):
+        model = tmp_path / f"pad{pad >> 30}.neff"
+        model.write_bytes(_padded(pad))
+        out = tmp_path / f"out{pad >> 30}"
+        res = CliRunner().invoke(main, ["lower", str(model), "--topology", str(topo),
+                                        "--algo", "ring", "-o", str(out), "-q"])
+        if not ok:
+            assert res.exit_code == 2 and not out.exists()
+            assert (f"on a device of 16 logical cores at most {limit} fit, since logical core "
+                    "8's window holds the EVT_SEM semaphores of TOP_SPs 0..7 from "
+                    "0x8280000000") in res.stderr
+            continue
+        assert res.exit_code == 0, res.output
+        dma = (out / "rank-0008" / "dma.bin").read_bytes()
+        sem = (out / "rank-0000" / "sem.bin").read_bytes()
+        data_end = max(struct.unpack_from("<Q", dma, i + 8)[0] + 65536
+                       for i in range(0, len(dma), 16))
+        sem_lo = min(struct.unpack_from("<Q", sem, i + 8)[0] for i in range(0, len(sem), 16))
+        assert data_end <= 0x82_8000_0000 <= sem_lo

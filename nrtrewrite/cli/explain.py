@@ -652,7 +652,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             warn(err_console, note)
         topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
         try:  # the var layout lower refuses a whole model for (scratch and gateway need plans)
-            build_memory_map(m, 0, 0)
+            build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
         if rank is not None and rank not in m.world:

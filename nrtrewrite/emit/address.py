@@ -46,6 +46,10 @@ EVT_SEM_STRIDE = 4
 SEMAPHORES_PER_CORE = 256
 #: TOP_SP instance stride inside the aperture: ((sp & 7) << 30) + ((sp > 7) << 47).
 TOPSP_STRIDE_SHIFT = 30
+#: The aperture of TOP_SPs 0..7 lies inside logical core 8's window (8 << 36 = 0x80_0000_0000):
+#: on a device of more than 8 logical cores, core 8's DRAM must end below it, so every core's
+#: DRAM layout (the same on each) may hold at most this many bytes (6 GiB; docs/FORMATS.md §10).
+DRAM_BELOW_EVT_SEM = EVT_SEM_BASE - (8 << 36) - DRAM_BASE
 
 
 def align_up(value: int, align: int = REGION_ALIGN) -> int:
@@ -190,8 +194,13 @@ class MemoryMap:
                    sbuf_partition_stride=int(d["sbuf_partition_stride"]))
 
 
-def build_memory_map(model, scratch_bytes: int, gw_bytes: int) -> MemoryMap:
-    """Lay out every var of every subgraph, then the scratch and gateway regions."""
+def build_memory_map(model, scratch_bytes: int, gw_bytes: int,
+                     cores_per_device: int = 1) -> MemoryMap:
+    """Lay out every var of every subgraph, then the scratch and gateway regions.
+
+    ``cores_per_device``: the logical cores of a device; with more than 8, core 8's window
+    holds the EVT_SEM aperture, so the DRAM layout must stay below it
+    (:data:`DRAM_BELOW_EVT_SEM`)."""
     regions: list[Region] = []
     dram = 0
     sbuf = 0
@@ -212,6 +221,11 @@ def build_memory_map(model, scratch_bytes: int, gw_bytes: int) -> MemoryMap:
     if DRAM_BASE + dram > SBUF_BASE:
         raise LimitError(f"the model's DRAM vars need {dram} bytes per core, more than the "
                          f"{SBUF_BASE - DRAM_BASE} bytes of the core window below the SBUF window")
+    if cores_per_device > 8 and dram > DRAM_BELOW_EVT_SEM:
+        raise LimitError(f"the model's DRAM vars, scratch and gateway need {dram} bytes per core; "
+                         f"on a device of {cores_per_device} logical cores at most "
+                         f"{DRAM_BELOW_EVT_SEM} fit, since logical core 8's window holds the "
+                         f"EVT_SEM semaphores of TOP_SPs 0..7 from {EVT_SEM_BASE:#x}")
     stride = align_up(max(sbuf, 64), 64)
     if SBUF_PARTITIONS * stride > SBUF_WINDOW_LIMIT:
         raise LimitError(f"the model's state-buffer vars need {sbuf} bytes per partition; "
