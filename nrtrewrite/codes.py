@@ -299,7 +299,8 @@ class SdmaOp(IntEnum):
 
 
 class EncdNeigh(IntEnum):
-    """encd_neigh_t: which peer a leg targets (seed 000 §2.4)."""
+    """encd_neigh_t: which peer a leg targets (seed 000 §2.4 names it; its table was lost in
+    the seed text, the ordinals are the public notes', docs/DESIGN.md "Enums")."""
 
     ENCD_NEIGH_LOCAL = 0
     ENCD_NEIGH_NEXT = 1
@@ -313,9 +314,8 @@ class EncdNeigh(IntEnum):
 
 
 class EvtSemSubop(IntEnum):
-    """EVT_SEM TPB op 0x10A0 sub-ops (seed 000 §4.2)."""
+    """EVT_SEM TPB op 0x10A0 sub-ops (seed 000 §4.2: the two it gives; no other is written)."""
 
-    SET = 19
     WAIT_GE_AND_DEC = 20
     INC = 21
 
