@@ -40,6 +40,34 @@ SEM_MAX = (1 << 32) - 1
 _UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
 
 
+def _merged(runs: list) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """``(rank, region, ranges)`` of the bytes ``runs`` (``(rank, region, offset, bytes)``,
+    in data order) touch, for the shadow: per (rank, region), the ``[start, end)`` ranges
+    ascending, the touching and overlapping runs joined.  One access checked over a joined
+    range is the same as over its pieces, and a pattern of many short runs (an SBUF operand
+    walked backward: a run per element) no longer cuts the shadow's run map at every
+    element boundary; the ranges that stay apart (a strided operand) go to the shadow in one
+    call (:meth:`Shadow.read_many`, :meth:`Shadow.write_many`; docs/PERFORMANCE.md "SBUF
+    operands with many runs")."""
+    if len(runs) == 1:
+        r, reg, off, n = runs[0]
+        return [(r, reg, [(off, off + n)])] if n > 0 else []
+    out: list[tuple[int, int, list[tuple[int, int]]]] = []
+    for r, reg, off, n in sorted(runs):
+        if n <= 0:
+            continue
+        if not out or out[-1][0] != r or out[-1][1] != reg:
+            out.append((r, reg, [(off, off + n)]))
+            continue
+        ivs = out[-1][2]
+        if off <= ivs[-1][1]:
+            if off + n > ivs[-1][1]:
+                ivs[-1] = (ivs[-1][0], off + n)
+        else:
+            ivs.append((off, off + n))
+    return out
+
+
 def _describe(acc: Access | None) -> str:
     if acc is None:
         return "nobody"
@@ -608,14 +636,12 @@ class Simulator:
                                trigger=acc.trigger)
 
     def _read(self, runs: list, acc: Access, vc: np.ndarray) -> np.ndarray:
-        parts = []
-        for r, reg, off, n in runs:
-            buf = self._buffer(r, reg, acc.trigger)
+        for r, reg, ivs in _merged(runs):
             try:
-                self._shadow(r, reg).read(off, off + n, acc, vc)
+                self._shadow(r, reg).read_many(ivs, acc, vc)
             except Conflict as c:
                 raise self._conflict(c, acc, r, reg, "reads") from None
-            parts.append(buf[off:off + n])
+        parts = [self._buffer(r, reg, acc.trigger)[off:off + n] for r, reg, off, n in runs]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _write(self, runs: list, data: np.ndarray, acc: Access, vc: np.ndarray) -> None:
@@ -632,12 +658,13 @@ class Simulator:
                     f"{_describe(acc)} writes bytes [{off:#x}, {off + n:#x}) of rank {r} "
                     f"{region.kind} {region.name!r}, outside trigger {t.ordinal}'s output, "
                     "scratch and gateway buffers", trigger=t.ordinal)
-            buf = self._buffer(r, reg, acc.trigger)
+        for r, reg, ivs in _merged(runs):
             try:
-                self._shadow(r, reg).write(off, off + n, acc, vc)
+                self._shadow(r, reg).write_many(ivs, acc, vc)
             except Conflict as c:
                 raise self._conflict(c, acc, r, reg, "writes") from None
-            buf[off:off + n] = data[pos:pos + n]
+        for r, reg, off, n in runs:
+            self._buffer(r, reg, acc.trigger)[off:off + n] = data[pos:pos + n]
             pos += n
         self.bytes_moved += pos
 

@@ -21,7 +21,7 @@ written, not the number of bytes.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 
 
 class Access:
@@ -145,6 +145,91 @@ class Shadow:
             del b[i + 1], w[i + 1], r[i + 1]
         if i > 0 and w[i - 1] is acc and r[i - 1] is None:
             del b[i], w[i], r[i]
+
+    # -- many ranges at once ------------------------------------------------------------
+    #: Above this many ranges, :meth:`read_many` and :meth:`write_many` rebuild the span
+    #: they cover in one pass and splice it in once; below it they call :meth:`read` /
+    #: :meth:`write` per range (each cut a list insert: quadratic in the runs of a span of
+    #: many short ranges, an SBUF operand of a run per element).
+    MANY = 8
+
+    def read_many(self, ivs: list[tuple[int, int]], acc: Access, vc) -> None:
+        """:meth:`read` of every range of ``ivs`` (ascending, disjoint, not empty), in order:
+        the same checks, the same conflicts, the same state."""
+        if len(ivs) <= self.MANY or ivs[-1][1] > self.b[-1]:
+            for a, e in ivs:
+                self.read(a, e, acc, vc)
+            return
+        tid = acc.tid
+
+        def inside(p: int, q: int, wk, rk):
+            if wk is None:
+                raise Conflict("unwritten", p, q, None)
+            if wk.trigger != acc.trigger:
+                raise Conflict("stale", p, q, wk, wk.trigger)
+            if wk.tid != tid and wk.clk > vc[wk.tid]:
+                raise Conflict("raw", p, q, wk)
+            return wk, _with_reader(rk, acc, vc)
+        self._rebuild(ivs, inside, None)
+
+    def write_many(self, ivs: list[tuple[int, int]], acc: Access, vc) -> None:
+        """:meth:`write` of every range of ``ivs`` (ascending, disjoint, not empty), in order:
+        the same checks, the same conflicts, the same writer and reads of every byte."""
+        if len(ivs) <= self.MANY or ivs[-1][1] > self.b[-1]:
+            for a, e in ivs:
+                self.write(a, e, acc, vc)
+            return
+        tid = acc.tid
+
+        def inside(p: int, q: int, wk, rk):
+            if wk is not None and wk.tid != tid and wk.clk > vc[wk.tid]:
+                raise Conflict("ww", p, q, wk)
+            if rk:
+                for x in rk:
+                    if x.tid != tid and x.clk > vc[x.tid]:
+                        raise Conflict("war", p, q, x)
+            return acc, None
+        self._rebuild(ivs, inside, acc)
+
+    def _rebuild(self, ivs: list[tuple[int, int]], inside, joined: Access | None) -> None:
+        """Cut the runs covering ``ivs`` at every range's ends, give each piece inside a range
+        ``inside(start, end, writer, reads)`` (which may raise: then nothing changes), keep
+        the others, and splice the span in once. ``joined``: neighbouring runs written by it
+        with no reads since are joined into one (:meth:`write` joins them so)."""
+        b, w, r = self.b, self.w, self.r
+        i = bisect_right(b, ivs[0][0]) - 1
+        j = bisect_left(b, ivs[-1][1])
+        pts = sorted(set(b[i:j + 1]).union(x for iv in ivs for x in iv))
+        nw: list = []
+        nr: list = []
+        ko, ki, n = i, 0, len(ivs)
+        for p, q in zip(pts, pts[1:]):
+            while b[ko + 1] <= p:
+                ko += 1
+            while ki < n and ivs[ki][1] <= p:
+                ki += 1
+            if ki < n and ivs[ki][0] <= p:
+                wk, rk = inside(p, q, w[ko], r[ko])
+            else:
+                wk, rk = w[ko], r[ko]
+            nw.append(wk)
+            nr.append(rk)
+        if joined is not None:  # the pieces, and the runs on either side, joined
+            lo = i - 1 if i > 0 and w[i - 1] is joined and r[i - 1] is None else i
+            hi = j + 1 if j < len(w) and w[j] is joined and r[j] is None else j
+            pts = b[lo:i] + pts + b[j + 1:hi + 1]
+            nw = w[lo:i] + nw + w[j:hi]
+            nr = r[lo:i] + nr + r[j:hi]
+            i, j = lo, hi
+            keep = [0] + [k for k in range(1, len(nw))
+                          if not (nw[k] is joined and nr[k] is None
+                                  and nw[k - 1] is joined and nr[k - 1] is None)]
+            pts = [pts[k] for k in keep] + [pts[-1]]
+            nw = [nw[k] for k in keep]
+            nr = [nr[k] for k in keep]
+        b[i:j + 1] = pts
+        w[i:j] = nw
+        r[i:j] = nr
 
     def runs(self) -> list[tuple[int, int, object, object]]:
         """(start, end, writer, reads) of every run (tests, debugging)."""
