@@ -239,6 +239,27 @@ def test_json_links_file(tmp_path):
     ({"torus": [2, 2], "device_cycles": [[0, 1, 2]]}, "every device"),
     ({"devices_per_node": 6, "links": [[0, 1], [0, 2], [0, 3], [0, 4], [0, 5]]}, "C2C ports"),
     ({"devices_per_node": 3, "links": [[0, 0, 1], [0, 1, 1]]}, "two ports"),
+    # found by the custom-topology tester (2026-12-02): each was accepted, and some gave
+    # outputs simulate refused
+    ({"torus": [1, 2], "routing_ids": [0, 64]}, "routing id 64 outside 0..63"),
+    ({"torus": [1, 2], "routing_ids": [0, -1]}, "routing id -1 outside 0..63"),
+    ({"torus": [1, 2], "routing_ids": [5, 5]}, "routing id 5 is given to two devices"),
+    ({"torus": [1, 2], "routing_ids": [True, False]}, "routing_ids must list 2 integers"),
+    ({"torus": [1, 2], "mesh_sub_type": "MESH_INVALID"}, "unknown mesh_sub_type 'MESH_INVALID'"),
+    ({"torus": [1, 2], "mesh_sub_type": 2}, "unknown mesh_sub_type 2"),
+    ({"torus": [2, 2], "kangaring": "false"}, "kangaring must be true or false, not 'false'"),
+    ({"torus": [1, 2], "mesh": 0}, "mesh must be true or false, not 0"),
+    ({"devices_per_node": 2, "links": [[0, 1]], "torus": [4, 4]},
+     "devices_per_node 2 != torus 4x4"),
+    ({"devices_per_node": 2, "links": [[0, 1]], "torus": ["a", "b"]}, "torus must be"),
+    ({"devices_per_node": 3, "links": [[0, 0, 1], [0, 0, 2]]},
+     "port 0 of device 0 links it to both 1 and 2"),
+    ({"platform": "trn2", "devices_per_node": 4},
+     "devices_per_node 4 differs from platform trn2's 16"),
+    ({"torus": [1, 2], "device_cycles": [[False, True]]}, "every device"),
+    ({"torus": [1, 2], "lnc_sizes": [True]}, "lnc_sizes must be"),
+    ({"platform": "trn2", "device": {"dies": 1}},
+     "the device has 1 x 2 \\(kangaring is platform trn2's: give \"kangaring\": false\\)"),
 ])
 def test_json_errors(doc, match):
     with pytest.raises(NrtRewriteError, match=match):
@@ -376,3 +397,22 @@ def test_an_lnc_size_that_does_not_divide_the_cores_names_the_file(tmp_path):
                                   "the 8 cores of a device")
         assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB",
                                     "--ranks", "4", "--topology", path)) == str(exc.value)
+
+
+def test_a_file_lnc_size_must_be_an_integer_and_a_small_file_names_its_nodes(tmp_path):
+    """``"lnc_size": true`` read as 1 and passed; a file whose ``nodes`` leaves out ranks of
+    the model named neither the file nor the field (the custom-topology tester)."""
+    p = tmp_path / "small.json"
+    p.write_text(json.dumps({"torus": [1, 2], "lnc_size": True,
+                             "device": {"dies": 1, "sengines_per_die": 1,
+                                        "tpbs_per_sengine": 1}}))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(p), world=(0, 1), lnc_size=1)
+    assert exc.value.line() == f"{p}: field lnc_size: lnc_size must be an integer, not True"
+    p.write_text(json.dumps({"torus": [1, 2], "nodes": 1,
+                             "device": {"dies": 1, "sengines_per_die": 1,
+                                        "tpbs_per_sengine": 1}}))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(p), world=(0, 1, 2), lnc_size=1)
+    assert exc.value.line() == (f"{p}: field nodes, rank 2: rank 2 does not fit topology small "
+                                "with lnc_size 1 (1 node(s) x 2 ranks = ranks 0..1)")

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, TypeVar
 
 from nrtrewrite import jsonin
 from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
+from nrtrewrite.emit.address import CAYMAN_ID_MASK
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
 from nrtrewrite.errors import LimitError, ValidationError
 
@@ -435,14 +436,17 @@ def check_topology_size(platform: Platform, lnc_size: int, nodes: int,
                          "(MAX_TOPOLOGY_RANKS)", file=file, field=field)
 
 
-def _check_world(topo: Topology, world: tuple[int, ...]) -> None:
+def _check_world(topo: Topology, world: tuple[int, ...], *, file: str | None = None,
+                 field: str = "topology") -> None:
+    """Every rank of the model's world in ``topo``; else the error names the topology file
+    and its field (``nodes`` when the file sets it) when it comes from one."""
     bad = [r for r in world if r < 0 or r >= topo.world_size]
     if bad:
         raise ValidationError(
             f"rank {bad[0]} does not fit topology {topo.name} with lnc_size {topo.lnc_size} "
             f"({topo.nodes} node(s) x {topo.ranks_per_node} ranks = "
             f"ranks 0..{topo.world_size - 1})",
-            field="topology", rank=bad[0])
+            file=file, field=field, rank=bad[0])
 
 
 def _int(obj: dict, key: str, default: int | None = None, *, where: str) -> int:
@@ -450,6 +454,21 @@ def _int(obj: dict, key: str, default: int | None = None, *, where: str) -> int:
     if not isinstance(val, int) or isinstance(val, bool):
         raise ValidationError(f"{key} must be an integer, not {val!r}", file=where, field=key)
     return val
+
+
+def _bool(doc: dict, key: str, default: bool, *, where: str) -> bool:
+    """A JSON ``true`` / ``false`` (a string such as ``"false"`` is refused: it would read as
+    true)."""
+    val = doc.get(key, default)
+    if not isinstance(val, bool):
+        raise ValidationError(f"{key} must be true or false, not {val!r}", file=where, field=key)
+    return val
+
+
+def _ints(val) -> bool:
+    """Whether ``val`` is a list of integers (JSON ``true`` / ``false`` are not integers)."""
+    return isinstance(val, list) and all(isinstance(v, int) and not isinstance(v, bool)
+                                         for v in val)
 
 
 def _check_devices(n: int, where: str) -> None:
@@ -508,6 +527,9 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                          f"{MAX_CORES_PER_DEVICE} cores (MAX_CORES_PER_DEVICE) or "
                          f"{MAX_DEVICES_PER_NODE} ports", file=where, field="device")
     torus = doc.get("torus")
+    if torus is not None and not (_ints(torus) and len(torus) == 2 and min(torus) >= 1):
+        raise ValidationError(f"torus must be [rows, cols], not {torus!r}", file=where,
+                              field="torus")
     links: dict[int, dict[int, int]]
     if "links" in doc:
         n = _int(doc, "devices_per_node", base.devices_per_node if base else None, where=where)
@@ -546,6 +568,11 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
             pairs.append((a, b))
         links = {d: {} for d in range(n)}
         for (x, y), port in named.items():
+            if port in links[x].values():
+                other = next(z for z, q in links[x].items() if q == port)
+                raise ValidationError(f"port {port} of device {x} links it to both {other} and "
+                                      f"{y}: a C2C port has one neighbour", file=where,
+                                      field="links")
             links[x][y] = port
         for a, b in pairs:
             for x, y in ((a, b), (b, a)):
@@ -556,12 +583,11 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                                               f"{dev.c2c_ports} C2C ports", file=where,
                                               field="links")
                     links[x][y] = free[0]
-        torus_t = tuple(torus) if isinstance(torus, list) and len(torus) == 2 else None
+        if torus is not None and torus[0] * torus[1] != n:
+            raise ValidationError(f"devices_per_node {n} != torus {torus[0]}x{torus[1]}",
+                                  file=where, field="devices_per_node")
+        torus_t = tuple(torus) if torus is not None else None
     elif torus is not None:
-        if not (isinstance(torus, list) and len(torus) == 2 and
-                all(isinstance(v, int) and v >= 1 for v in torus)):
-            raise ValidationError(f"torus must be [rows, cols], not {torus!r}", file=where,
-                                  field="torus")
         rows, cols = torus
         n = rows * cols
         _check_devices(n, where)
@@ -572,6 +598,10 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         torus_t = (rows, cols)
     elif base is not None:
         n, links, torus_t = base.devices_per_node, base.links, base.torus
+        if "devices_per_node" in doc and doc["devices_per_node"] != n:
+            raise ValidationError(f"devices_per_node {doc['devices_per_node']!r} differs from "
+                                  f"platform {base.name}'s {n}; give torus or links to change "
+                                  "the devices", file=where, field="devices_per_node")
     else:
         raise ValidationError("a topology file needs torus, links or a platform preset",
                               file=where)
@@ -581,7 +611,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     if "device_cycles" in doc:
         cycles = []
         for cyc in doc["device_cycles"]:
-            if not isinstance(cyc, list) or sorted(cyc) != list(range(n)):
+            if not _ints(cyc) or sorted(cyc) != list(range(n)):
                 raise ValidationError(f"each device cycle must list every device 0..{n - 1} once",
                                       file=where, field="device_cycles")
             for i, d in enumerate(cyc):
@@ -597,25 +627,38 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         device_cycles = _find_device_cycles(n, links)
 
     rids = doc.get("routing_ids", list(range(n)))
-    if not (isinstance(rids, list) and len(rids) == n and all(isinstance(v, int) for v in rids)):
+    if not (_ints(rids) and len(rids) == n):
         raise ValidationError(f"routing_ids must list {n} integers", file=where,
                               field="routing_ids")
+    bad = [v for v in rids if not 0 <= v <= CAYMAN_ID_MASK]
+    if bad:
+        raise ValidationError(f"routing id {bad[0]} outside 0..{CAYMAN_ID_MASK}: a device is "
+                              "addressed by the 6-bit CAYMAN_ID of the SoC address",
+                              file=where, field="routing_ids")
+    if len(set(rids)) != n:
+        dup = next(v for v in rids if rids.count(v) > 1)
+        raise ValidationError(f"routing id {dup} is given to two devices: each device needs "
+                              "its own", file=where, field="routing_ids")
     lnc_sizes = doc.get("lnc_sizes", list(base.lnc_sizes) if base else
                         [s for s in (1, 2) if dev.tpbs % s == 0])
-    if not (isinstance(lnc_sizes, list) and lnc_sizes and
-            all(isinstance(v, int) and v >= 1 for v in lnc_sizes)):
+    if not (_ints(lnc_sizes) and lnc_sizes and min(lnc_sizes) >= 1):
         raise ValidationError("lnc_sizes must be a list of positive integers", file=where,
                               field="lnc_sizes")
     mst = doc.get("mesh_sub_type", (base.mesh_sub_type if base else EncAlgMeshType.FULL_MESH).name)
-    try:
-        mesh_sub_type = EncAlgMeshType[mst]
-    except KeyError:
-        raise ValidationError(f"unknown mesh_sub_type {mst!r}", file=where,
-                              field="mesh_sub_type") from None
-    kangaring = doc.get("kangaring", base.kangaring if base else False)
+    meshes = [m.name for m in EncAlgMeshType if m != EncAlgMeshType.MESH_INVALID]
+    if mst not in meshes:
+        raise ValidationError(f"unknown mesh_sub_type {mst!r} (one of {', '.join(meshes)})",
+                              file=where, field="mesh_sub_type")
+    mesh_sub_type = EncAlgMeshType[mst]
+    kangaring = _bool(doc, "kangaring", base.kangaring if base else False, where=where)
     if kangaring and (dev.dies != 2 or dev.sengines != 4):
-        raise ValidationError("kangaring needs 2 dies of 2 s-engines (4 s-engines per MLA)",
+        inherited = "kangaring" not in doc
+        raise ValidationError("kangaring needs 2 dies of 2 s-engines (4 s-engines per MLA), "
+                              f"the device has {dev.dies} x {dev.sengines_per_die}"
+                              + (f" (kangaring is platform {base.name}'s: give \"kangaring\": "
+                                 "false)" if inherited and base is not None else ""),
                               file=where, field="kangaring")
+    mesh = _bool(doc, "mesh", base.mesh if base else True, where=where)
     hw_generation = doc.get("hw_generation", base.hw_generation if base else DEFAULT_HW_GENERATION)
     if (not isinstance(hw_generation, int) or isinstance(hw_generation, bool)
             or hw_generation not in HW_GENERATIONS):
@@ -628,8 +671,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         name=str(base_name if base is not None else doc.get("name", "custom")),
         device=dev, devices_per_node=n,
         links=links, device_cycles=device_cycles, routing_ids=tuple(rids),
-        lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=bool(kangaring),
-        mesh=bool(doc.get("mesh", base.mesh if base else True)), mesh_sub_type=mesh_sub_type,
+        lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=kangaring,
+        mesh=mesh, mesh_sub_type=mesh_sub_type,
         hw_generation=hw_generation,
     )
 
@@ -683,6 +726,9 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
         raise ValidationError(f"cannot read topology file: {err}", file=str(path)) from None
     platform = platform_from_json(doc, where=str(path))
     file_lnc = doc.get("lnc_size")
+    if file_lnc is not None and (not isinstance(file_lnc, int) or isinstance(file_lnc, bool)):
+        raise ValidationError(f"lnc_size must be an integer, not {file_lnc!r}", file=str(path),
+                              field="lnc_size")
     if file_lnc is not None and file_lnc != lnc_size:
         raise ValidationError(f"topology file is for lnc_size {file_lnc} but the model has "
                               f"lnc_size {lnc_size}", file=str(path), field="lnc_size")
@@ -704,5 +750,5 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
     check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes")
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
                     name=str(doc.get("name", path.stem)), source=os.fspath(path))
-    _check_world(topo, world)
+    _check_world(topo, world, file=str(path), field="nodes" if "nodes" in doc else "topology")
     return topo
