@@ -11,7 +11,8 @@ from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
 from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.topology import load_topology
 from nrtrewrite.topology.model import (
-    _TORUS44_CYCLES, TOPOLOGY_FORMAT, _find_device_cycles, platform_from_json, torus_links,
+    _TORUS44_CYCLES, TOPOLOGY_FORMAT, Topology, _find_device_cycles, platform_from_json,
+    torus_links,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
@@ -416,3 +417,30 @@ def test_a_file_lnc_size_must_be_an_integer_and_a_small_file_names_its_nodes(tmp
         load_topology(str(p), world=(0, 1, 2), lnc_size=1)
     assert exc.value.line() == (f"{p}: field nodes, rank 2: rank 2 does not fit topology small "
                                 "with lnc_size 1 (1 node(s) x 2 ranks = ranks 0..1)")
+
+
+@pytest.mark.parametrize("tpbs, lnc, ok, says", [
+    (2, 1, True, ""), (2, 2, True, ""),          # trn2's shape: 2 or 1 ranks per s-engine
+    (4, 2, True, ""),                            # 2 ranks per s-engine
+    (4, 1, False, "4 ranks per s-engine; a kangaring unit holds 1 or 2 of each engine"),
+    (3, 1, False, "3 ranks per s-engine"),
+    (3, 2, False, "lnc_size 2 does not divide the 3 TPBs of an s-engine"),
+])
+def test_kangaring_needs_one_or_two_whole_ranks_per_s_engine(tpbs, lnc, ok, says):
+    """The units are a rank and at most 3 peers (peer_rmtv, peer_rmtv2, peer_local): 1 or 2
+    ranks on each of two engines. More per engine were declared legal and then left ranks
+    out of every unit ("rank 2 is not on this kangaring" when lowering); a logical core
+    across two engines was not refused (the custom-topology tester). Where legal, the
+    logical path of every channel holds every rank of the device pair once."""
+    from nrtrewrite.topology.rings import kangaring_paths, kangaring_shape
+
+    doc = {"format": TOPOLOGY_FORMAT, "name": "k", "torus": [1, 2], "kangaring": True,
+           "lnc_sizes": [1, 2], "device": {"dies": 2, "sengines_per_die": 2,
+                                            "tpbs_per_sengine": tpbs, "c2c_ports": 4}}
+    topo = Topology(platform_from_json(doc), lnc_size=lnc, nodes=1)
+    group = tuple(range(topo.ranks_per_node))
+    legal, why = kangaring_shape(topo, group)
+    assert legal == ok and says in why
+    if ok:
+        for ch in kangaring_paths(topo, group, 4):
+            assert sorted(ch.logical_path) == list(group)

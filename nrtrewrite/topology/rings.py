@@ -353,6 +353,15 @@ def _kangaring_shape(topo: Topology, group: tuple[int, ...]) -> tuple[bool, str]
                            "rank of each device it touches")
     if topo.lnc_size > p.device.tpbs_per_sengine:
         return False, f"lnc_size {topo.lnc_size} spans more than one s-engine"
+    if p.device.tpbs_per_sengine % topo.lnc_size:
+        return False, (f"lnc_size {topo.lnc_size} does not divide the "
+                       f"{p.device.tpbs_per_sengine} TPBs of an s-engine: a logical core would "
+                       "span two s-engines")
+    per_seng = p.device.tpbs_per_sengine // topo.lnc_size
+    if per_seng > 2:
+        return False, (f"{per_seng} ranks per s-engine; a kangaring unit holds 1 or 2 of each "
+                       "engine (a rank and at most KANGARING_MAX_SECONDARIES 3 peers: "
+                       "peer_rmtv, peer_rmtv2, peer_local)")
     return True, f"{len(layout[node])} full device(s), vnc {topo.lnc_size}"
 
 
