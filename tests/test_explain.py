@@ -363,3 +363,23 @@ def test_model_less_alu_reaches_the_selection():
     assert mx["triggers"][0]["lowered"]["algorithm"] != "KANGARING" and not kanga["legal"]
     res = run("explain", "--op", "allgather", "--bytes", "1MiB", "--ranks", "8", "--alu", "max")
     assert res.exit_code == 2 and "ALLGATHER has no ALU op" in res.stderr
+
+
+@pytest.mark.parametrize("doc, lnc", [
+    ({"platform": "trn2", "torus": [2, 2]}, 2),             # the preset's default, as trn2's
+    ({"platform": "trn1", "torus": [2, 2]}, 1),
+    ({"torus": [2, 2], "device": {"dies": 2, "sengines_per_die": 2,
+                                  "tpbs_per_sengine": 2}}, 2),   # lnc_sizes by default 1, 2
+    ({"torus": [2, 2], "device": {"dies": 1, "sengines_per_die": 1,
+                                  "tpbs_per_sengine": 1}}, 1),   # one core: only 1
+    ({"torus": [2, 2], "lnc_sizes": [1, 2], "lnc_size": 1}, 1),  # the file's own
+])
+def test_model_less_lnc_defaults_to_2_where_the_files_platform_has_it(tmp_path, doc, lnc):
+    """CLI.md: `--lnc` defaults to 2 (1 on trn1); a topology file without `lnc_size` was
+    explained at 1 whatever its platform (the custom-topology tester)."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"format": "nrtrewrite-topology/1", **doc}))
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--ranks", "2", "--topology", str(p), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["topology"]["lnc_size"] == lnc

@@ -35,7 +35,9 @@ from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     Leg, Request, Selection, group_shape, parse_algo_override, parse_op_name, select,
 )
-from nrtrewrite.topology.model import MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology
+from nrtrewrite.topology.model import (
+    MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology, platform_from_json,
+)
 from nrtrewrite.topology.rings import (
     duplicate_flags, enc_ring, hop_localities, kangaring_paths, ring_orders,
 )
@@ -563,13 +565,15 @@ def _default_lnc(spec: str | None) -> int:
         doc = jsonin.loads(Path(spec).read_text())
     except (OSError, ValueError, RecursionError):
         return 1  # load_topology reports the real problem
-    if isinstance(doc, dict):
-        if isinstance(doc.get("lnc_size"), int):
-            return doc["lnc_size"]
-        sizes = doc.get("lnc_sizes")
-        if isinstance(sizes, list) and sizes and isinstance(sizes[-1], int):
-            return sizes[-1]
-    return 1
+    if not isinstance(doc, dict):
+        return 1  # load_topology reports the real problem
+    if isinstance(doc.get("lnc_size"), int) and not isinstance(doc["lnc_size"], bool):
+        return doc["lnc_size"]
+    try:  # the sizes the file's platform supports, its preset's or the default ones
+        sizes = platform_from_json(doc, where=spec).lnc_sizes
+    except NrtRewriteError:
+        return 1  # load_topology reports the real problem
+    return 2 if 2 in sizes else sizes[0]
 
 
 def _topology_json(topo: Topology) -> dict:
