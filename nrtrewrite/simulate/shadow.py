@@ -62,6 +62,29 @@ class Conflict(Exception):
         self.trigger = trigger
 
 
+def _check_read(lo: int, hi: int, wk: Access | None, acc: Access, vc) -> None:
+    """A read by ``acc`` of bytes ``[lo, hi)`` last written by ``wk``: written in this
+    trigger, ordered after the writer."""
+    if wk is None:
+        raise Conflict("unwritten", lo, hi, None)
+    if wk.trigger != acc.trigger:
+        raise Conflict("stale", lo, hi, wk, wk.trigger)
+    if wk.tid != acc.tid and wk.clk > vc[wk.tid]:
+        raise Conflict("raw", lo, hi, wk)
+
+
+def _check_write(lo: int, hi: int, wk: Access | None, reads, acc: Access, vc) -> None:
+    """A write by ``acc`` of bytes ``[lo, hi)`` last written by ``wk`` and read by ``reads``
+    since: ordered after the write and every read."""
+    tid = acc.tid
+    if wk is not None and wk.tid != tid and wk.clk > vc[wk.tid]:
+        raise Conflict("ww", lo, hi, wk)
+    if reads:
+        for x in reads:
+            if x.tid != tid and x.clk > vc[x.tid]:
+                raise Conflict("war", lo, hi, x)
+
+
 class Shadow:
     """Last writer and live reads of every byte of one (rank, region), as one run map:
     ``b`` the run boundaries, ``w[k]`` the last writer and ``r[k]`` the live reads (a tuple)
@@ -89,15 +112,8 @@ class Shadow:
         i = self._cut(a)
         j = self._cut(e)
         b, w, r = self.b, self.w, self.r
-        tid = acc.tid
         for k in range(i, j):
-            wk = w[k]
-            if wk is None:
-                raise Conflict("unwritten", b[k], b[k + 1], None)
-            if wk.trigger != acc.trigger:
-                raise Conflict("stale", b[k], b[k + 1], wk, wk.trigger)
-            if wk.tid != tid and wk.clk > vc[wk.tid]:
-                raise Conflict("raw", b[k], b[k + 1], wk)
+            _check_read(b[k], b[k + 1], w[k], acc, vc)
             r[k] = _with_reader(r[k], acc, vc)
 
     def check_output(self, a: int, e: int, acc: Access, vc, writers: list | None = None
@@ -129,15 +145,8 @@ class Shadow:
         i = self._cut(a)
         j = self._cut(e)
         b, w, r = self.b, self.w, self.r
-        tid = acc.tid
         for k in range(i, j):
-            wk = w[k]
-            if wk is not None and wk.tid != tid and wk.clk > vc[wk.tid]:
-                raise Conflict("ww", b[k], b[k + 1], wk)
-            if r[k]:
-                for x in r[k]:
-                    if x.tid != tid and x.clk > vc[x.tid]:
-                        raise Conflict("war", b[k], b[k + 1], x)
+            _check_write(b[k], b[k + 1], w[k], r[k], acc, vc)
         del b[i + 1:j]
         w[i:j] = [acc]
         r[i:j] = [None]
@@ -160,15 +169,9 @@ class Shadow:
             for a, e in ivs:
                 self.read(a, e, acc, vc)
             return
-        tid = acc.tid
 
         def inside(p: int, q: int, wk, rk):
-            if wk is None:
-                raise Conflict("unwritten", p, q, None)
-            if wk.trigger != acc.trigger:
-                raise Conflict("stale", p, q, wk, wk.trigger)
-            if wk.tid != tid and wk.clk > vc[wk.tid]:
-                raise Conflict("raw", p, q, wk)
+            _check_read(p, q, wk, acc, vc)
             return wk, _with_reader(rk, acc, vc)
         self._rebuild(ivs, inside, None)
 
@@ -179,15 +182,9 @@ class Shadow:
             for a, e in ivs:
                 self.write(a, e, acc, vc)
             return
-        tid = acc.tid
 
         def inside(p: int, q: int, wk, rk):
-            if wk is not None and wk.tid != tid and wk.clk > vc[wk.tid]:
-                raise Conflict("ww", p, q, wk)
-            if rk:
-                for x in rk:
-                    if x.tid != tid and x.clk > vc[x.tid]:
-                        raise Conflict("war", p, q, x)
+            _check_write(p, q, wk, rk, acc, vc)
             return acc, None
         self._rebuild(ivs, inside, acc)
 
