@@ -694,16 +694,11 @@ class RankDecoder:
                    "is not a CCE-reducible I/O dtype", art, "w1.out_dtype")
         self.check(acc != int(DType.FP32R), lambda i: f"W1 accumulate dtype {acc[i]:#x}, FORMATS "
                    "§6 accumulates in FP32R (0xB)", art, "w1.acc_dtype")
-        # the trigger's op (-1: none, an all-gather) and I/O code per leg with descriptors,
-        # then per descriptor
-        leg_op = np.full(self.n_legs, -1, np.int64)
-        leg_io = np.zeros(self.n_legs, np.int64)
-        for g in np.flatnonzero(cnt).tolist():
-            t = self.entry_trigger[int(self.spi[g])]
-            leg_op[g] = -1 if t.cce_op is None else t.cce_op
-            leg_io[g] = t.io_code
-        trig_op = leg_op[leg]
-        trig_io = leg_io[leg]
+        # the trigger's op (-1: none, an all-gather) and I/O code per entry, then per descriptor
+        ent = self.spi[leg]
+        trig_op = np.array([-1 if t.cce_op is None else t.cce_op
+                            for t in self.entry_trigger], np.int64)[ent]
+        trig_io = np.array([t.io_code for t in self.entry_trigger], np.int64)[ent]
         self.check(op != trig_op, lambda i: f"W1 sub-op {CCE_OPS.get(int(op[i]), op[i])} but the "
                    f"trigger's op is {CCE_OPS.get(int(trig_op[i]))}", art, "w1.op")
         self.check(in_dt != trig_io, lambda i: f"W1 in_dtype {in_dt[i]:#x} but the trigger's "

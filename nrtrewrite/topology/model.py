@@ -449,9 +449,14 @@ def _check_world(topo: Topology, world: tuple[int, ...], *, file: str | None = N
             file=file, field=field, rank=bad[0])
 
 
+def _is_int(val) -> bool:
+    """An integer, JSON ``true`` / ``false`` excluded (Python's bools are ints)."""
+    return isinstance(val, int) and not isinstance(val, bool)
+
+
 def _int(obj: dict, key: str, default: int | None = None, *, where: str) -> int:
     val = obj.get(key, default)
-    if not isinstance(val, int) or isinstance(val, bool):
+    if not _is_int(val):
         raise ValidationError(f"{key} must be an integer, not {val!r}", file=where, field=key)
     return val
 
@@ -467,8 +472,7 @@ def _bool(doc: dict, key: str, default: bool, *, where: str) -> bool:
 
 def _ints(val) -> bool:
     """Whether ``val`` is a list of integers (JSON ``true`` / ``false`` are not integers)."""
-    return isinstance(val, list) and all(isinstance(v, int) and not isinstance(v, bool)
-                                         for v in val)
+    return isinstance(val, list) and all(map(_is_int, val))
 
 
 def _check_devices(n: int, where: str) -> None:
@@ -538,8 +542,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         named: dict[tuple[int, int], int] = {}
         pairs: list[tuple[int, int]] = []
         for item in doc["links"]:
-            if not isinstance(item, list) or len(item) not in (2, 3, 4) or \
-                    not all(isinstance(v, int) and not isinstance(v, bool) for v in item):
+            if not _ints(item) or len(item) not in (2, 3, 4):
                 raise ValidationError("a link is [a, b], [a, port_a, b] or "
                                       f"[a, port_a, b, port_b], not {item!r}", file=where,
                                       field="links")
@@ -660,8 +663,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                               file=where, field="kangaring")
     mesh = _bool(doc, "mesh", base.mesh if base else True, where=where)
     hw_generation = doc.get("hw_generation", base.hw_generation if base else DEFAULT_HW_GENERATION)
-    if (not isinstance(hw_generation, int) or isinstance(hw_generation, bool)
-            or hw_generation not in HW_GENERATIONS):
+    if not _is_int(hw_generation) or hw_generation not in HW_GENERATIONS:
         raise ValidationError(f"hw_generation must be one of "
                               f"{', '.join(map(str, HW_GENERATIONS))} (the NeuronCore version: "
                               f"trn1 2, trn2 3), not {hw_generation!r}", file=where,
@@ -725,11 +727,8 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
     except (OSError, ValueError) as err:  # UnicodeDecodeError, JSONDecodeError are ValueErrors
         raise ValidationError(f"cannot read topology file: {err}", file=str(path)) from None
     platform = platform_from_json(doc, where=str(path))
-    file_lnc = doc.get("lnc_size")
-    if file_lnc is not None and (not isinstance(file_lnc, int) or isinstance(file_lnc, bool)):
-        raise ValidationError(f"lnc_size must be an integer, not {file_lnc!r}", file=str(path),
-                              field="lnc_size")
-    if file_lnc is not None and file_lnc != lnc_size:
+    file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
+    if file_lnc != lnc_size:
         raise ValidationError(f"topology file is for lnc_size {file_lnc} but the model has "
                               f"lnc_size {lnc_size}", file=str(path), field="lnc_size")
     if lnc_size not in platform.lnc_sizes:
@@ -743,7 +742,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
     nodes = doc.get("nodes")
     if nodes is None:
         nodes = _nodes_for(world, rpn)
-    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes < 1:
+    if not _is_int(nodes) or nodes < 1:
         raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
                               field="nodes")
     # the file's nodes, or (when it gives none) the count sized to the model's ranks
