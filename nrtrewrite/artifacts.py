@@ -173,19 +173,6 @@ def is_our_output(path: Path) -> bool:
     return isinstance(doc, dict) and doc.get("format") == FORMAT_NAME
 
 
-def read_json(path: Path):
-    """The JSON document in ``path`` (any JSON value: callers check its shape); a number that
-    is not finite (NaN, Infinity, 1e999) is refused, naming its key path."""
-    try:
-        return jsonin.loads(path.read_text(), strict_objects=False)
-    except jsonin.JsonRule as exc:
-        raise OutputError(f"invalid JSON: {exc.why}", file=str(path), field=exc.path) from None
-    except (OSError, ValueError) as exc:
-        raise OutputError(f"{path}: cannot read ({exc})") from None
-    except RecursionError:
-        raise OutputError(f"{path}: cannot read (JSON nested too deeply)") from None
-
-
 #: a rank folder's name (``F.rank_dir_name``): ``rank-`` and the rank's digits
 RANK_DIR_NAME = re.compile(r"rank-([0-9]+)")
 

@@ -245,9 +245,6 @@ class RankOutput:
     manifest: dict
     timings: dict[str, float] = field(default_factory=dict)
 
-    def file_bytes(self, name: str) -> bytes:
-        return b"".join(p.tobytes() for p in self.files[name])
-
 
 def ranks_text(ranks, most: int = 4) -> str:
     """Sorted ranks as runs, ``0..8, 64..72`` (at most ``most`` runs, then ``...``): what a

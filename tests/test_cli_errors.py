@@ -9,7 +9,6 @@ import errno
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import click
 import pytest

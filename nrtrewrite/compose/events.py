@@ -37,16 +37,6 @@ def event_sem(evt: EncMeshEventType | int) -> int:
     return EVENT_SEMA_SHIFT_OFFSET + (int(evt) & EVENT_SEMA_MASK)
 
 
-def event_of_sem(sem: int) -> EncMeshEventType | None:
-    """The event whose semaphore is ``sem`` (None outside the window)."""
-    if not EVENT_SEMA_SHIFT_OFFSET <= sem < EVENT_SEMA_SHIFT_OFFSET + ENC_MESH_MAX_NUM_EVENTS:
-        return None
-    try:
-        return EncMeshEventType(sem - EVENT_SEMA_SHIFT_OFFSET)
-    except ValueError:
-        return None
-
-
 @dataclass
 class Event:
     """enc_mesh_event: one event of a schedule, seen from one rank."""

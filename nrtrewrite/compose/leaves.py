@@ -100,10 +100,6 @@ class LeafSpec:
     def sends(self) -> bool:
         return any(owner == Owner.NEXT for _buf, owner in self.dests)
 
-    @property
-    def moves_data(self) -> bool:
-        return bool(self.dests)
-
 
 #: Ring leaves.  RECV receives the partials of the reduce-scatter phase; OUT is
 #: where reduced / gathered chunks land.  For ALLGATHER the first send writes the

@@ -76,15 +76,6 @@ class Layout:
     def channels(self) -> int:
         return self.plan.channels
 
-    def position_elements(self, pos: int) -> int:
-        """Elements position ``pos`` owns (segmented) or covers (interleaved, over the span)."""
-        if self.interleaved:
-            g, ch, h = np.meshgrid(np.arange(self.groups), np.arange(self.channels),
-                                   np.arange(2), indexing="ij")
-            _r, _s, a, b = self.expand(g.ravel(), ch.ravel(), np.full(g.size, pos), h.ravel())
-            return int((b - a).sum())
-        return sum(hi - lo for lo, hi in self.segments[pos])
-
     def _segment_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(segments per position, (position, segment) -> first element, -> end), built once
         per layout (read-only arrays)."""

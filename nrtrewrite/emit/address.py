@@ -92,14 +92,6 @@ def route(local: int, target_device: int, self_device: int) -> int:
     return local | CAYMAN_ID_VALID | ((target_device & CAYMAN_ID_MASK) << CAYMAN_ID_SHIFT)
 
 
-def unroute(addr: int) -> tuple[int | None, int]:
-    """(target device or None for local, local address)."""
-    local = addr & ((1 << CAYMAN_ID_SHIFT) - 1)
-    if addr & CAYMAN_ID_VALID:
-        return (addr >> CAYMAN_ID_SHIFT) & CAYMAN_ID_MASK, local
-    return None, local
-
-
 # ---------------------------------------------------------------------------
 # Semaphore allocation (per rank, identical on every rank: SPMD).
 
@@ -175,13 +167,6 @@ class MemoryMap:
     @staticmethod
     def core_base(logical_core: int) -> int:
         return logical_core * CORE_WINDOW
-
-    def dram_address(self, region: Region, logical_core: int, offset: int = 0) -> int:
-        return self.core_base(logical_core) + DRAM_BASE + region.offset + offset
-
-    def sbuf_address(self, region: Region, logical_core: int, partition: int, offset: int) -> int:
-        return (self.core_base(logical_core) + SBUF_BASE + partition * self.sbuf_partition_stride
-                + region.offset + offset)
 
     def to_json(self) -> dict:
         return {"core_window": CORE_WINDOW, "dram_base": DRAM_BASE, "sbuf_base": SBUF_BASE,

@@ -325,7 +325,7 @@ def gunzip_limited(payload: bytes | memoryview, limit: int, where: Where = Where
     The output goes straight into one growing buffer (``BytesIO.getvalue`` returns it
     without a copy): peak memory is about the output.  The reader does not use this: it
     decompresses each tar member straight into the member's own buffer
-    (:func:`untar_members`)."""
+    (:func:`iter_members`)."""
     gz = _Gunzip(payload, limit, where)
     out = io.BytesIO()
     while chunk := gz.chunk():
@@ -455,12 +455,6 @@ def _member_data(stream: _TarStream, size: int, mw: Where) -> bytes:
     if data is None:
         raise ParseError("tar archive truncated inside this member", mw)
     return data
-
-
-def untar_members(tar: _Gunzip, limits: Limits, where: Where = Where()) -> dict[str, bytes]:
-    """Members of the tar the streaming gunzip of the payload gives, in archive order
-    (:func:`iter_members`, all of them held)."""
-    return dict(iter_members(tar, limits, where))
 
 
 def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()

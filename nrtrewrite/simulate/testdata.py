@@ -114,10 +114,6 @@ def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, d
     return vals.astype(npdt)  # exact by construction (tests/test_simulate_data.py)
 
 
-def is_float_reducible(dtype: DType) -> bool:
-    return dtype in EXACT_INT_BOUND
-
-
 class Reference:
     """Running reference of one trigger: the reduction (float64, exact) or the gathered inputs."""
 
@@ -171,4 +167,3 @@ class Reference:
             per = self.count // len(self.group)
             full = full[pos * per:(pos + 1) * per]
         return np.ascontiguousarray(full).view(np.uint8)
-

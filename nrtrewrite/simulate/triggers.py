@@ -39,10 +39,6 @@ class Footprint:
     offsets: np.ndarray | None = None
     _intervals: list | None = field(default=None, init=False, repr=False, compare=False)
 
-    @property
-    def contiguous(self) -> bool:
-        return self.offsets is None
-
     def intervals(self) -> list[tuple[int, int]]:
         """Merged byte ranges the operand covers, ascending."""
         if self.offsets is None:

@@ -236,16 +236,8 @@ class Topology:
     def rank_at(self, node: int, device: int, logical_core: int) -> int:
         return node * self.ranks_per_node + device * self.ranks_per_device + logical_core
 
-    def device_ranks(self, node: int, device: int) -> tuple[int, ...]:
-        base = self.rank_at(node, device, 0)
-        return tuple(range(base, base + self.ranks_per_device))
-
     def same_node(self, a: int, b: int) -> bool:
         return self.info(a).node == self.info(b).node
-
-    def same_device(self, a: int, b: int) -> bool:
-        ia, ib = self.info(a), self.info(b)
-        return ia.node == ib.node and ia.device == ib.device
 
     def linked(self, dev_a: int, dev_b: int) -> bool:
         """Are two devices of a node neighbours over a device-to-device link?"""
