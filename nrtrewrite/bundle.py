@@ -8,7 +8,10 @@ with ``force``, and only when it is an nrtrewrite output holding nothing else (n
 folder holding the input model), by an atomic exchange
 (``renameat2(RENAME_EXCHANGE)``) when the kernel offers it.  A ``lower`` killed
 mid-way leaves its temporary sibling; the next ``write_output`` for the same
-output removes the siblings whose process is gone.  Nothing is written outside
+output removes the siblings whose process is gone: the building process holds an
+exclusive ``flock`` on its temporary folder for the whole run, and a sibling is removed
+only when that lock can be taken and its PID is no process here (a ``lower`` in another
+PID namespace, a container sharing the folder, has a PID this kernel does not know).  Nothing is written outside
 the output's parent folder, never through a symbolic link, and the input is
 only ever read (docs/RELIABILITY.md).
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -176,6 +180,9 @@ class _Syncer:
             if self.error is None:
                 try:
                     _fsync_path(p)
+                except FileNotFoundError:  # written, then gone: not ours to lose quietly
+                    self.error = OSError(errno.ENOENT, "removed by another process before it "
+                                         "was fsynced", str(p))
                 except OSError as err:  # fsync's own error names no file: name it
                     self.error = err if err.filename else OSError(err.errno, err.strerror, str(p))
 
@@ -412,13 +419,59 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def lock_folder(path: Path) -> int | None:
+    """Hold an exclusive ``flock`` on the folder ``path``: the mark of a live build, which
+    :func:`clean_stale_temps` leaves alone whatever its PID says.  Returns the descriptor
+    that holds it (closing it, or the process ending, releases the lock; forked children
+    share it), or None where the file system has no such locks (then the PID alone
+    tells)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def unlock_folder(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def _remove_if_stale(path: str, pid: int) -> bool:
+    """Remove the temporary folder ``path`` of the process ``pid`` when nothing builds it any
+    more: its lock can be taken (a live build holds it, :func:`lock_folder`) and ``pid`` is no
+    running process here.  Where the file system has no locks, the PID alone decides."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # gone, a link, not a folder, not readable: left alone
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live build holds it (in another PID namespace, say)
+        except OSError:
+            pass  # no locks on this file system
+        if _pid_alive(pid):
+            return False
+        shutil.rmtree(path, ignore_errors=True)  # (the lock held meanwhile)
+        return True
+    finally:
+        os.close(fd)
+
+
 def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
     """Remove the temporary siblings of ``out`` left by a ``lower`` that was killed.
 
-    Only real folders named exactly ``.NAME.tmp-PID-HEX`` / ``.NAME.old-PID-HEX`` whose PID
-    is no longer a running process are removed (a concurrent ``lower`` of the same output
-    keeps its own); symbolic links and anything else are left alone.  Returns what was
-    removed."""
+    Only real folders named exactly ``.NAME.tmp-PID-HEX`` / ``.NAME.old-PID-HEX`` that no
+    live process builds are removed (:func:`_remove_if_stale`: a concurrent ``lower`` of
+    the same output keeps its own, in this PID namespace or another); symbolic links and
+    anything else are left alone.  Returns what was removed."""
     out = Path(out)
     parent = out.parent if str(out.parent) else Path(".")
     removed = []
@@ -431,15 +484,10 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
         if not m or m["name"] != out.name:
             continue
         pid = int(m["pid"])
-        if pid == os.getpid() or _pid_alive(pid):
+        if pid == os.getpid():
             continue
-        try:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(Path(entry.path))
+        if _remove_if_stale(entry.path, pid):
+            removed.append(Path(entry.path))
     return removed
 
 
@@ -627,8 +675,10 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
     triggers_ahead = None
     syncer = _Syncer()  # no thread until the first rank is added
+    lock = None
     try:
         tmp.mkdir()
+        lock = lock_folder(tmp)  # held until the end: no other lower's cleanup removes it
         # forked first, before any lowering (its compose process, its writer threads, the pool)
         if (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
                 and fork_available()):
@@ -671,16 +721,20 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             triggers = _triggers_json(plan)
         _write_file(tmp / "manifest.json", _manifest_json(manifest, triggers))
         syncer.drain()  # every rank folder durable before the output's own folder
+        _check_complete(tmp, out, [rank_dir_name(r) for r in rank_list] + [neff_name])
         _fsync_dir(tmp)
         if out.exists() and force:
             if not _exchange(tmp, out):
                 old = parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+                held = lock_folder(out)  # the previous output, while it is set aside
                 try:
                     os.rename(out, old)
                     os.rename(tmp, out)
                 except BaseException:
                     _settle_swap(out, tmp, old)
                     raise
+                finally:
+                    unlock_folder(held)
                 tmp = old
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -695,9 +749,28 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
+        unlock_folder(lock)
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
+
+
+def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
+    """Every top-level entry written into the temporary folder ``tmp`` is still there (and
+    ``manifest.json`` last): nothing else removed part of it while it was built (another
+    ``lower`` of the same output that took it for a killed run's: :func:`lock_folder`)."""
+    try:
+        have = set(os.listdir(tmp))
+    except OSError as err:
+        raise OutputError(f"{out}: the folder it was being built in, {tmp.name}, cannot be "
+                          f"read any more ({err.strerror or err}); nothing was written to "
+                          f"{out}") from None
+    missing = [n for n in [*names, "manifest.json"] if n not in have]
+    if missing:
+        raise OutputError(f"{out}: {len(missing)} of the entries written into the folder it "
+                          f"was being built in, {tmp.name}, are gone ({', '.join(missing[:3])}"
+                          f"{', ...' if len(missing) > 3 else ''}): another process removed "
+                          f"them; nothing was written to {out}")
 
 
 def _settle_swap(out: Path, tmp: Path, old: Path) -> None:

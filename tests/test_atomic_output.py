@@ -339,6 +339,85 @@ def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     assert (target / "keep").exists()
 
 
+def test_a_locked_sibling_of_an_unknown_pid_is_a_live_build(tmp_path):
+    """A lower in another PID namespace (a container sharing the folder) has a PID this
+    kernel does not know, but holds the lock on its temporary folder: it is left alone,
+    and removed once the lock is released (the build was killed)."""
+    import fcntl
+    out = tmp_path / "model.lowered"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    theirs = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
+    theirs.mkdir()
+    (theirs / "rank-0000").mkdir()
+    fd = os.open(theirs, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as bundle.lock_folder holds it
+        assert clean_stale_temps(out) == []
+        assert (theirs / "rank-0000").is_dir()
+    finally:
+        os.close(fd)
+    assert clean_stale_temps(out) == [theirs]
+    assert not theirs.exists()
+
+
+def test_a_build_holds_the_lock_on_its_temporary_folder(tmp_path, monkeypatch):
+    """While write_output builds, its temporary folder's lock is taken: another process's
+    non-blocking flock of it fails."""
+    import fcntl
+    out = tmp_path / "out"
+    real = bundle._write_file
+    seen = []
+
+    def probe(path, data, sync=True):
+        real(path, data, sync)
+        if Path(path).name == "manifest.json" and Path(path).parent.name.startswith(".out."):
+            fd = os.open(Path(path).parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                # a separate open file description: flock conflicts as across processes
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen.append(Path(path).parent.name)
+            finally:
+                os.close(fd)
+    monkeypatch.setattr(bundle, "_write_file", probe)
+    write_output(_plan(), out, ranks=None)
+    assert len(seen) == 1 and seen[0].startswith(".out.tmp-")
+    verify_complete(out)
+
+
+@pytest.mark.parametrize("when", ["before_fsync", "after_fsync"])
+def test_a_rank_folder_removed_while_building_fails_the_run(tmp_path, monkeypatch, when):
+    """Something else removes a finished rank folder before the rename (as a cleanup that
+    took the build for a killed one did): the run fails naming what is gone, and OUT never
+    appears.  Before its files are fsynced the fsync finds them gone; after, the check of
+    the folder's entries before the rename does."""
+    out = tmp_path / "out"
+    if when == "before_fsync":
+        real = bundle._write_file
+
+        def vandal(path, data, sync=True):
+            if Path(path).name == "manifest.json" and Path(path).parent.name.startswith(".out."):
+                shutil.rmtree(Path(path).parent / "rank-0001")
+            real(path, data, sync)
+        monkeypatch.setattr(bundle, "_write_file", vandal)
+        want = r"removed by another process before it was fsynced \(.*/rank-0001/[a-z_]+\.(bin|json)\)"
+    else:
+        real_drain = bundle._Syncer.drain
+
+        def vandal(self):
+            real_drain(self)
+            (tmp,) = tmp_path.glob(".out.tmp-*")
+            shutil.rmtree(tmp / "rank-0001")
+        monkeypatch.setattr(bundle._Syncer, "drain", vandal)
+        want = (r"1 of the entries written .* are gone \(rank-0001\): another process removed "
+                "them; nothing was written to")
+    with pytest.raises(OutputError, match=want):
+        write_output(_plan(), out, ranks=None)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_force_knows_a_big_manifest_of_ours_by_its_beginning(tmp_path):
     from nrtrewrite.bundle import _is_our_output
     pad = ", ".join(f'"k{i}": {i}' for i in range(200_000))  # well over 1 MiB
