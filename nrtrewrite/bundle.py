@@ -572,6 +572,7 @@ def _foreign_entry(out: Path, model: str | None) -> str | None:
     except OSError:
         model_st = None
     neff = _manifest_neff_name(out / "manifest.json")
+    neff = F.name_on_disk(neff) if neff else neff
 
     def why(entry: os.DirEntry, rel: str, files: Iterable[str]) -> str | None:
         if entry.name in files and entry.is_file(follow_symlinks=False):
@@ -662,6 +663,13 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
     for r in rank_list:
         if r not in plan.world:
             raise world_refusal(plan.world, r, plan.model.path)
+    try:
+        F.name_text(Path(plan.model.path).name)
+    except UnicodeDecodeError:
+        raise OutputError(f"the model's file name {os.fsencode(Path(plan.model.path).name)!r} "
+                          "is not UTF-8; the output's manifest records it as UTF-8 text "
+                          "(docs/FORMATS.md §1.1): rename the model", file=plan.model.path
+                          ) from None
     return rank_list
 
 
@@ -836,10 +844,10 @@ def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[st
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "tool_version": __version__,
-        "input": {"name": Path(plan.model.path).name, "sha256": plan.input_sha256,
+        "input": {"name": F.name_text(Path(plan.model.path).name), "sha256": plan.input_sha256,
                   "bytes": plan.input_bytes if plan.input_bytes is not None
                   else plan.model.header.data_size + plan.model.header.header_size},
-        "output_neff": {"name": neff_name, "sha256": neff_sha},
+        "output_neff": {"name": F.name_text(neff_name), "sha256": neff_sha},
         "options": plan.options.to_json(),
         # the platform the lowering tiled for: simulate checks cce.bin against its cap
         "topology": {"name": topo.name, "lnc_size": topo.lnc_size, "nodes": topo.nodes,

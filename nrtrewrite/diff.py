@@ -931,7 +931,8 @@ def _must_be_object(doc, p: Path) -> dict:
 
 
 def _neff_name(doc: dict, p: Path) -> str | None:
-    """The rewritten NEFF's file name the manifest records (None: it records none)."""
+    """The rewritten NEFF's file name the manifest records, as it is spelled on disk here
+    (:func:`~nrtrewrite.emit.formats.name_on_disk`; None: it records none)."""
     neff = doc.get("output_neff")
     if neff is None:
         return None
@@ -940,7 +941,7 @@ def _neff_name(doc: dict, p: Path) -> str | None:
             and "\0" not in name):
         raise OutputError("must be an object whose 'name' is a file name in the folder",
                           file=str(p / "manifest.json"), field="output_neff")
-    return name
+    return F.name_on_disk(name)
 
 
 def _kind(p: Path) -> str | None:

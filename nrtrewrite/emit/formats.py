@@ -10,6 +10,8 @@ masks (STYLE.md: construct's BitStruct is MSB-first).
 
 from __future__ import annotations
 
+import os
+
 import construct as cs
 import numpy as np
 
@@ -255,6 +257,22 @@ FORMAT_VERSION = 2
 def rank_dir_name(rank: int) -> str:
     """The folder of rank ``rank`` in an output folder."""
     return f"rank-{rank:04d}"
+
+
+def name_text(name: str) -> str:
+    """A file name as the manifests record it (``input.name``, ``output_neff.name``): the
+    name's bytes on disk read as UTF-8, whatever the process's locale (Python decodes file
+    names with the locale's encoding: under ``LC_ALL=de_DE.ISO-8859-1`` the UTF-8 name
+    ``ünï.neff`` is ``Ã¼nÃ¯.neff``).  :class:`UnicodeDecodeError` for a name that is not
+    UTF-8."""
+    return os.fsencode(name).decode("utf-8")
+
+
+def name_on_disk(text: str) -> str:
+    """The file name (as Python spells it in this locale) a manifest's recorded name
+    ``text`` stands for: the inverse of :func:`name_text` (lone surrogates, as outputs of
+    before 2026-12-02 recorded a name that is not UTF-8, stand for their bytes)."""
+    return os.fsdecode(text.encode("utf-8", "surrogateescape"))
 
 
 #: Every artifact file of a rank folder: name -> (numpy dtype, construct struct).  Every byte

@@ -100,8 +100,11 @@ def verify_checksums(out: str | Path) -> None:
     neff = top.get("output_neff") or {}
     if not isinstance(neff, dict) or "name" not in neff or "sha256" not in neff:
         raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
-    npath = out / str(neff["name"])
-    if not npath.is_file() or _sha256_file(npath) != neff["sha256"]:
+    npath = out / F.name_on_disk(str(neff["name"]))
+    if not npath.is_file():
+        raise OutputError(f"{neff['name']}, the rewritten NEFF manifest.json's output_neff.name "
+                          f"names, is not a file in the output{hint}", file=str(out))
+    if _sha256_file(npath) != neff["sha256"]:
         raise OutputError(f"{neff['name']}: sha256 does not match manifest.json{hint}",
                           file=str(out))
     ranks = top.get("ranks")

@@ -21,7 +21,7 @@ import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
-from nrtrewrite.emit.formats import rank_dir_name
+from nrtrewrite.emit.formats import name_on_disk, rank_dir_name
 from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
@@ -212,7 +212,7 @@ class Simulator:
         from nrtrewrite.neff.reader import read_model
 
         neff = self.top.get("output_neff") or {}
-        path = self._neff_path = self.out / str(neff.get("name", ""))
+        path = self._neff_path = self.out / name_on_disk(str(neff.get("name", "")))
         try:
             model = read_model(path)
         except (NrtRewriteError, OSError) as exc:

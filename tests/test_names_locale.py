@@ -1,0 +1,82 @@
+"""File names in the manifests are the same text whatever the locale (docs/FORMATS.md §1.1):
+the name's bytes on disk read as UTF-8, and looked up again through them.
+
+A process whose file-system encoding is not UTF-8 is made without extra locales: the C
+locale with locale coercion and UTF-8 mode off (PEP 538, PEP 540) decodes file names as
+ASCII with surrogate escapes, as a Latin-1 or EUC-JP locale decodes them to other text."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite.emit.formats import name_on_disk, name_text
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+NAME = "ünï 权重.neff"
+# the C locale without coercion: file names decode as ASCII + surrogateescape
+NOT_UTF8 = {"LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+UTF8 = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PYTHONUTF8": "1"}
+
+
+def cli(args: list, cwd: Path, extra: dict) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("PYTHONIOENCODING", None)
+    env.update(extra)
+    return subprocess.run([sys.executable, "-m", "nrtrewrite.cli.__main__",
+                           *[os.fsencode(a) if isinstance(a, (str, bytes)) else str(a)
+                             for a in args]],
+                          capture_output=True, cwd=cwd, env=env, timeout=120)
+
+
+def test_name_text_reads_the_bytes_as_utf8():
+    raw = NAME.encode("utf-8")
+    as_ascii = raw.decode("ascii", "surrogateescape")  # how a non-UTF-8 locale spells it
+    assert os.fsencode(as_ascii) == raw  # (this interpreter's encoding round-trips it)
+    assert name_text(NAME) == NAME
+    assert name_on_disk(NAME) == NAME
+    with pytest.raises(UnicodeDecodeError):
+        name_text(os.fsdecode(b"\xff\xfe.neff"))
+    # a name recorded with lone surrogates (outputs of before) stands for its bytes
+    assert os.fsencode(name_on_disk("\udcff\udcfe.neff")) == b"\xff\xfe.neff"
+
+
+def test_the_manifest_names_do_not_depend_on_the_locale(tmp_path):
+    shutil.copy(FIX / "ar2.neff", tmp_path / NAME)
+    outs = {}
+    for tag, extra in (("utf8", UTF8), ("c", NOT_UTF8)):
+        proc = cli(["lower", "-q", NAME, "-o", f"out-{tag}"], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        top = json.loads((tmp_path / f"out-{tag}" / "manifest.json").read_bytes())
+        assert top["input"]["name"] == NAME
+        assert top["output_neff"]["name"] == NAME
+        assert (tmp_path / f"out-{tag}" / NAME).is_file()
+        outs[tag] = tmp_path / f"out-{tag}"
+    # the two outputs are the same bytes, and each is read back in the other locale
+    proc = cli(["diff", "out-utf8", "out-c"], tmp_path, NOT_UTF8)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for tag, extra in (("utf8", NOT_UTF8), ("c", UTF8)):
+        proc = cli(["simulate", f"out-{tag}", "--model", NAME], tmp_path, extra)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    # and --force, which reads the NEFF's name back to know the output holds nothing else
+    proc = cli(["lower", "-q", NAME, "-o", "out-utf8", "--force"], tmp_path, NOT_UTF8)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_a_model_name_that_is_not_utf8_is_refused_in_one_line(tmp_path):
+    raw = b"\xff\xfe.neff"
+    shutil.copy(FIX / "ar2.neff", os.fsdecode(os.fsencode(tmp_path) + b"/" + raw))
+    proc = cli(["lower", "-q", raw, "-o", "out"], tmp_path, UTF8)
+    assert proc.returncode == 2
+    err = proc.stderr.decode()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "the model's file name b'\\xff\\xfe.neff' is not UTF-8" in err, err
+    assert sorted(os.listdir(tmp_path)) == [os.fsdecode(raw)]  # nothing written
