@@ -1,6 +1,6 @@
 """``python -m nrtrewrite``: the ``nrtrewrite`` command (docs/CLI.md)."""
 
-from nrtrewrite.cli import main
+from nrtrewrite.console import main
 
 if __name__ == "__main__":
-    main(prog_name="nrtrewrite")
+    main()

@@ -630,9 +630,32 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         parent = out.parent if str(out.parent) else Path(".")
         return _write_output(plan, out, parent, rank_list, force, workers, progress)
     except OSError as err:  # also of the checks: a folder on the way that cannot be searched
+        if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
+            raise  # a process (fork) or memory refused, not a write: the CLI says so
         raise OutputError(f"cannot write the output: {err.strerror or err}"
                           + (f" ({err.filename})" if err.filename else ""),
                           file=str(out)) from None
+
+
+def _unremovable(out: Path) -> str | None:
+    """Why the previous output ``out`` (ours: :func:`_foreign_entry` found nothing else in it)
+    could not be removed once replaced, or None: a folder of it (``out`` or a rank folder)
+    whose entries this process may not delete (not writable and searchable: a read-only
+    tree, as a build cache restores).  Replacing it anyway left it behind for good as a
+    hidden ``.OUT.tmp-...`` sibling, the run exiting 0."""
+    try:
+        folders = [out] + sorted(Path(e.path) for e in os.scandir(out)
+                                 if _RANK_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False))
+    except OSError as err:
+        return f"{out}: cannot list it ({err.strerror or err}); refusing to replace it"
+    for d in folders:
+        if not os.access(d, os.W_OK | os.X_OK):
+            which = "it is a read-only folder" if d == out else \
+                f"its folder {d.name} is read-only"
+            return (f"{out} cannot be replaced: {which}, so the previous output could not be "
+                    f"removed afterwards; make it writable (chmod -R u+w {out}) or remove it "
+                    "first")
+    return None
 
 
 def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, force: bool
@@ -654,6 +677,8 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
         raise OutputError(refusal)
     if out.exists() and not force:
         raise OutputError(f"{out} exists; pass --force to replace it")
+    if out.exists() and (refusal := _unremovable(out)):
+        raise OutputError(refusal)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
         if parent.exists():

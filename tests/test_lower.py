@@ -391,7 +391,7 @@ def test_jobs_are_capped_and_checked(tmp_path, monkeypatch, args, ranks, cores, 
         seen.update(ranks=ranks, workers=workers)
 
     monkeypatch.setattr(cli_lower, "write_output", fake_write_output)
-    monkeypatch.setattr(cli_lower.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(cli_lower, "usable_cores", lambda: cores)
     res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
                                     str(tmp_path / "o"), *args, *ranks],
                              standalone_mode=False)

@@ -23,13 +23,31 @@ from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls
 
 
+def is_tty(stream) -> bool:
+    """Whether ``stream`` is a terminal, by the stream itself (rich's ``is_terminal`` also
+    believes ``FORCE_COLOR`` and ``TTY_COMPATIBLE``, which CI systems set)."""
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):  # closed, or no descriptor
+        return False
+
+
 def stdout_console(width: int = 132, **options) -> Console:
-    """A rich console on stdout; piped or redirected, where rich would assume 80 columns and
-    cut names and reasons, at least ``width`` columns wide."""
-    con = Console(**options)
-    if not con.is_terminal:
-        con = Console(width=max(con.width, width), **options)
-    return con
+    """A rich console on stdout.  Piped or redirected: plain text exactly ``width`` columns
+    wide (rich would assume 80 and cut names and reasons), whatever ``COLUMNS``,
+    ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` say, so the bytes are the same on every
+    machine."""
+    if is_tty(sys.stdout):
+        return Console(**options)
+    return Console(width=width, force_terminal=False, color_system=None, **options)
+
+
+def stderr_console() -> Console:
+    """A rich console on stderr for warnings and progress; redirected, plain text and no
+    progress display (``is_terminal`` False) whatever the environment says."""
+    if is_tty(sys.stderr):
+        return Console(stderr=True)
+    return Console(stderr=True, force_terminal=False, color_system=None)
 
 
 class Terminated(BaseException):
@@ -128,6 +146,15 @@ class _ClosedStdout(io.TextIOBase):
         raise OSError(errno.EBADF, "the standard output is closed")
 
 
+def _escape_unencodable_output() -> None:
+    """The standard output escapes what its encoding cannot hold (``\\u6743``), as Python's
+    stderr does, instead of failing: a model's names in a Latin-1 or EUC-JP locale."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            reconfigure(errors="backslashreplace")
+
+
 def _standard_output_closed() -> None:
     """Install :class:`_ClosedStdout` as ``sys.stdout`` if the process has no standard
     output (descriptor 1 closed at start)."""
@@ -140,39 +167,46 @@ class _Group(click.Group):
     click's usage errors (unknown option, missing argument, a folder given as MODEL) into
     one line as well, instead of click's usage block.  Any other exception escaping a
     command is one line too (docs/CLI.md "Errors"): an OS error names its path and reason
-    (exit 2), running out of memory says so (exit 71), anything else is an internal error
-    (exit 70).  ``--traceback`` re-raises all of them."""
+    (exit 2), the system refusing memory, processes or threads says so (exit 71), anything
+    else is an internal error (exit 70).  ``--traceback`` re-raises all of them.  A stderr
+    that cannot be written loses the line, never the status (:func:`_say`)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         _standard_output_closed()
+        _escape_unencodable_output()
+        argv = sys.argv[1:] if args is None else list(args)
         try:
             with _terminate_cleanly():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
         except Terminated as err:
-            click.echo(f"nrtrewrite: terminated by {signal.Signals(err.signum).name}",
-                       err=True)
+            _say(f"nrtrewrite: terminated by {signal.Signals(err.signum).name}")
             sys.exit(128 + err.signum)
         except click.exceptions.NoArgsIsHelpError as err:  # bare `nrtrewrite`: the help
             err.show()
             sys.exit(err.exit_code)
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx is not None else (prog_name or "nrtrewrite")
-            click.echo(_capped_line(f"{where}: error: {err.format_message()} "
-                                    f"(see '{where} --help')"), err=True)
+            _say(_capped_line(f"{where}: error: {err.format_message()} "
+                              f"(see '{where} --help')"))
             sys.exit(err.exit_code)
         except click.ClickException as err:
-            err.show()
+            with contextlib.suppress(OSError, ValueError):
+                err.show()
             sys.exit(err.exit_code)
         except click.exceptions.Abort:
-            click.echo("Aborted!", err=True)
+            _say("Aborted!")
             sys.exit(1)
         except OSError as err:  # before a command runs: --help or --version printing
-            if "--traceback" in (sys.argv[1:] if args is None else list(args)):
+            if "--traceback" in argv:
                 raise
             _exit_os_error(err)
+        except Exception as err:  # noqa: BLE001 - before a command runs: loading its module
+            if "--traceback" in argv:
+                raise
+            _exit_unexpected(err, _what(None, argv))
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -189,43 +223,110 @@ class _Group(click.Group):
         except NrtRewriteError as err:
             if _want_traceback(ctx):
                 raise
-            click.echo(_capped_line(f"nrtrewrite: error: {err.line()}"), err=True)
+            _say(_capped_line(f"nrtrewrite: error: {err.line()}"))
             sys.exit(err.exit_code)
         except _PASSED_THROUGH:
             raise  # click's own (usage errors, Exit, Abort; EOFError becomes Abort)
         except KeyboardInterrupt:
             if _want_traceback(ctx):
                 raise
-            if sys.stderr is not None and sys.stderr.isatty():
-                click.echo(err=True)  # past the terminal's ^C; redirected: no blank line
+            if is_tty(sys.stderr):
+                _say("")  # past the terminal's ^C; redirected: no blank line
             raise click.exceptions.Abort() from None
         except OSError as err:
             if err.errno == errno.EPIPE or _want_traceback(ctx):
                 raise  # a closed pipe (`| head`): click exits 1 quietly, as before
-            _exit_os_error(err)
-        except MemoryError:
-            if _want_traceback(ctx):
-                raise
-            what = " ".join(filter(None, ("nrtrewrite", ctx.invoked_subcommand)))
-            click.echo(f"nrtrewrite: error: out of memory: '{what}' needed more memory than "
-                       "the machine gave it (MemoryError; rerun with --traceback to see where)",
-                       err=True)
-            sys.exit(EXIT_OUT_OF_MEMORY)
-        except Exception as err:  # noqa: BLE001 - anything else escaping is a bug of ours
+            _exit_os_error(err, _what(ctx))
+        except Exception as err:  # noqa: BLE001 - a bug of ours, or the system's refusal (memory)
             if (cause := _interruption(err)) is not None:
                 raise cause from None  # a signal wrapped by Python itself, not a bug
             if _want_traceback(ctx):
                 raise
-            click.echo(_capped_line(f"nrtrewrite: internal error: {_one_line(err)} (a bug in "
-                                    "nrtrewrite; rerun with --traceback for the details and "
-                                    "report it)"), err=True)
-            sys.exit(EXIT_INTERNAL_ERROR)
+            _exit_unexpected(err, _what(ctx))
+
+
+def _what(ctx: click.Context | None, argv: list[str] | None = None) -> str:
+    """``nrtrewrite COMMAND``, as the messages name what ran (while the command's module
+    loads, click has not named it yet: the first command name on the command line)."""
+    command = ctx.invoked_subcommand if ctx is not None else None
+    if command is None:
+        command = next((a for a in (sys.argv[1:] if argv is None else argv)
+                        if a in COMMANDS), None)
+    return " ".join(filter(None, ("nrtrewrite", command)))
+
+
+def _say(line: str) -> None:
+    """Print ``line`` on stderr.  A stderr that cannot be written (closed, a full disk,
+    ``2>/dev/full``) loses the line; the command's exit status stays its own (before, the
+    failed write escaped as a traceback nobody saw, and the status became 1, which ``diff``
+    uses for "the outputs differ")."""
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(line, err=True)
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from or during, innermost last."""
+    seen: set[int] = set()
+    out: list[BaseException] = []
+    cur: BaseException | None = err
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        out.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return out
+
+
+#: Substrings of an ``ImportError``'s innermost message that mean the loader could not map a
+#: shared library into memory (an address-space limit, ``ulimit -v``), not a broken install.
+_MAP_FAILURES = ("failed to map segment", "cannot allocate memory")
+
+
+def _resource_line(err: BaseException, what: str) -> str | None:
+    """The line for ``err`` when it is the system refusing a resource (status 71), or None:
+    memory (``MemoryError`` anywhere in its chain; a shared library that could not be mapped
+    while a module loaded), a thread (``can't start new thread``), a process or mapping
+    (``EAGAIN`` / ``ENOMEM`` naming no file: ``fork``, ``mmap``)."""
+    chain = _chain(err)
+    if any(isinstance(e, MemoryError) for e in chain):
+        return (f"nrtrewrite: error: out of memory: '{what}' needed more memory than the "
+                "machine gave it (MemoryError; rerun with --traceback to see where)")
+    root = chain[-1]
+    text = " ".join(str(root).split())
+    if isinstance(err, ImportError) and any(m in text.lower() for m in _MAP_FAILURES):
+        return (f"nrtrewrite: error: out of memory: '{what}' could not load its modules "
+                f"({type(root).__name__}: {text}): the memory or address-space limit "
+                "(ulimit -v) is too small")
+    for e in chain:
+        if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
+            return (f"nrtrewrite: error: out of a system resource: '{what}' could not start "
+                    "a thread (RuntimeError: can't start new thread): the limit on processes "
+                    "and threads (ulimit -u) or on memory is reached")
+        if (isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM)
+                and e.filename is None):
+            return (f"nrtrewrite: error: out of a system resource: '{what}' could not start a "
+                    f"process or map memory ({e.strerror or e}): the limit on processes "
+                    "(ulimit -u) or on memory is reached (lower -j 1 starts no process)")
+    return None
+
+
+def _exit_unexpected(err: BaseException, what: str) -> NoReturn:
+    """One line and the status for an exception nothing raised on purpose: the system's
+    refusal of a resource (:func:`_resource_line`, status 71), otherwise a bug of
+    nrtrewrite (status 70)."""
+    line = _resource_line(err, what)
+    if line is not None:
+        _say(_capped_line(line))
+        sys.exit(EXIT_OUT_OF_MEMORY)
+    _say(_capped_line(f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; "
+                      "rerun with --traceback for the details and report it)"))
+    sys.exit(EXIT_INTERNAL_ERROR)
 
 
 #: Exit status of an internal error: an exception nrtrewrite did not raise on purpose
 #: escaped a command (EX_SOFTWARE of sysexits.h; docs/CLI.md "Errors").
 EXIT_INTERNAL_ERROR = 70
-#: Exit status when memory ran out (EX_OSERR of sysexits.h: a resource of the system).
+#: Exit status when the system refused memory, a process or a thread (EX_OSERR of sysexits.h:
+#: a resource of the system).
 EXIT_OUT_OF_MEMORY = 71
 
 #: What :meth:`_Group.invoke` lets through to click as it is: click's usage errors, ``Exit``
@@ -246,10 +347,10 @@ def _capped_line(line: str) -> str:
     return cut_middle(escape_controls(line), MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
 
 
-def _exit_os_error(err: OSError) -> NoReturn:
+def _exit_os_error(err: OSError, what: str = "nrtrewrite") -> NoReturn:
     """Print :func:`_os_error_line`'s line for ``err`` and exit with its status."""
-    line, code = _os_error_line(err)
-    click.echo(_capped_line(line), err=True)
+    line, code = _os_error_line(err, what)
+    _say(_capped_line(line))
     sys.exit(code)
 
 
@@ -257,14 +358,8 @@ def _interruption(err: BaseException) -> BaseException | None:
     """The :class:`Terminated` or ``KeyboardInterrupt`` that ``err`` wraps, if any: Python
     turns an exception raised while a class is being made (``__set_name__``, as a signal
     arriving during a lazy import of a dataclass) into a ``RuntimeError`` whose cause it is."""
-    seen: set[int] = set()
-    cur: BaseException | None = err
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, (Terminated, KeyboardInterrupt)):
-            return cur
-        cur = cur.__cause__ or cur.__context__
-    return None
+    return next((e for e in _chain(err) if isinstance(e, (Terminated, KeyboardInterrupt))),
+                None)
 
 
 def _want_traceback(ctx: click.Context) -> bool:
@@ -279,8 +374,12 @@ def _one_line(err: BaseException) -> str:
         text = " ".join(str(err).split())
     except Exception:  # noqa: BLE001 - a __str__ that fails: the type still tells something
         text = ""
-    from nrtrewrite.ahead import RemoteError  # a worker's exception: its own type's name
-    name = err.type_name if isinstance(err, RemoteError) else type(err).__qualname__
+    # a worker's exception: its own type's name (nrtrewrite.ahead is loaded if a worker ran;
+    # not imported here: out of memory, the import itself would fail inside this handler)
+    ahead = sys.modules.get("nrtrewrite.ahead")
+    remote = getattr(ahead, "RemoteError", None)
+    name = err.type_name if remote is not None and isinstance(err, remote) \
+        else type(err).__qualname__
     return f"{name}: {text}" if text else name
 
 
@@ -306,11 +405,12 @@ def _writing_stdout(err: BaseException) -> bool:
     return False
 
 
-def _os_error_line(err: OSError) -> tuple[str, int]:
+def _os_error_line(err: OSError, what: str = "nrtrewrite") -> tuple[str, int]:
     """The line and exit status for an OS error no command turned into an
     :class:`NrtRewriteError`: the path and the OS's reason when it has a path; the standard
-    output named when writing it failed (a full disk, ``> /dev/full``); otherwise an
-    internal error (nrtrewrite should have said where)."""
+    output named when writing it failed (a full disk, ``> /dev/full``); the system refusing
+    a process or memory (:func:`_resource_line`); otherwise an internal error (nrtrewrite
+    should have said where)."""
     reason = err.strerror or _one_line(err)
     # (a descriptor's number stands where a path would for some errors: not a path)
     paths = [p for p in (err.filename, err.filename2) if isinstance(p, (str, bytes, os.PathLike))]
@@ -320,6 +420,8 @@ def _os_error_line(err: OSError) -> tuple[str, int]:
     if _writing_stdout(err):
         return f"nrtrewrite: error: cannot write the standard output: {reason}", \
             NrtRewriteError.exit_code
+    if (line := _resource_line(err, what)) is not None:
+        return line, EXIT_OUT_OF_MEMORY
     return (f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; rerun with "
             "--traceback for the details and report it)", EXIT_INTERNAL_ERROR)
 

@@ -9,7 +9,7 @@ import click
 
 from nrtrewrite.cli import JsonErrorCommand, main
 from nrtrewrite.diff import Report, check_ignored, compare
-from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.errors import NrtRewriteError, escape_controls
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None) -> None:
@@ -85,12 +85,15 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             raise
         close(rep)
     else:
+        # one line each: an entry's name with a line break or an escape sequence in it is
+        # escaped, as error lines are
         def on_difference(index, lines):
             for d in lines:
-                out.write(d.line() + "\n")
+                out.write(escape_controls(d.line()) + "\n")
 
         rep = compare(a, b, Report(limit, on_difference,
-                                   lambda fc: out.write(fc.line() + "\n")), ignore)
+                                   lambda fc: out.write(escape_controls(fc.line()) + "\n")),
+                      ignore)
         if rep.shown < rep.count:
             out.write(f"... {rep.count - rep.shown} more differences\n")
         out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")

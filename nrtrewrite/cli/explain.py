@@ -25,7 +25,7 @@ from rich.text import Text
 
 from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -649,7 +649,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise click.UsageError("--op/--bytes/--ranks/--group/--nodes/--lnc/--sbuf/--alu "
                                    "describe a collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
-        err_console = Console(stderr=True)
+        err_console = stderr_console()
         if no_verify_hash:  # the warnings lower gives for the same model
             warn(err_console, unverified_hash_warning(model))
         if (note := no_trigger_warning(m, "explain")) is not None:

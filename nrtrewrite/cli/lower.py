@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 
@@ -13,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
-from nrtrewrite.cli import main, stdout_console
+from nrtrewrite.cores import usable_cores
+from nrtrewrite.cli import main, stderr_console, stdout_console
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -84,7 +84,7 @@ def warn(err: Console, text: str) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force, jobs, quiet):
     """Lower every collective trigger of MODEL and write the rewritten NEFF and artifacts."""
-    err = Console(stderr=True)
+    err = stderr_console()
     t0 = time.perf_counter()
     plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
                                    no_verify_hash=no_verify_hash)
@@ -100,7 +100,7 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     n = len(rank_list) if rank_list else len(plan.world)
     # each worker is a whole process: never more than the cores (at least 2: -j 2 on one
     # core still means a second process), nor than the ranks (one rank: 2, compose ahead)
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     workers = min(jobs or cores, max(cores, 2), max(n, 2))
     if quiet or n < PROGRESS_MIN_RANKS or not err.is_terminal:  # a bar only on a terminal
         # (redirected, rich's transient bar left a lone line break on stderr)

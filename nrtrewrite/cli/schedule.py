@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
@@ -149,7 +149,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
     if as_json:
         _write_json(sys.stdout, rank, schedule_ops(plan, rank, wanted))
         return
-    err = Console(stderr=True)
+    err = stderr_console()
     if (note := no_trigger_warning(plan.model, "schedule")) is not None:
         warnings.append(note)
     for w in warnings:

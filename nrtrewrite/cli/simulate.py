@@ -21,7 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning, write_output
-from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.cores import usable_cores
+from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -40,7 +41,7 @@ _STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yello
 def _run(out: Path, seed: int, show_progress: bool, model=None) -> SimulationResult:
     if not show_progress:
         return simulate_output(out, seed=seed, model=model)
-    err = Console(stderr=True)
+    err = stderr_console()
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("legs"), TimeElapsedColumn(), console=err, transient=True) as prog:
         task = prog.add_task("legs", total=None)
@@ -106,7 +107,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
     --model against the model it was lowered from.
     """
     path = Path(target)
-    err = Console(stderr=True)
+    err = stderr_console()
     show = not as_json and err.is_terminal
     tmp = None
     model = None
@@ -142,7 +143,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                                   file=exc.filename or tempfile.tempdir
                                   or os.environ.get("TMPDIR") or "TMPDIR") from None
             out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
-                               workers=os.cpu_count() or 1)
+                               workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
         res = _run(out, seed, show, model)
     finally:

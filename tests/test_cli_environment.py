@@ -1,0 +1,224 @@
+"""The CLI under the environments CI machines give it (docs/CLI.md "Errors", docs/RELIABILITY.md
+§4): a non-UTF-8 standard output, a standard error that cannot be written, FORCE_COLOR and
+COLUMNS, limits on memory, processes and threads, Ctrl-C while the modules load, a read-only
+previous output, file names with line breaks."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite import bundle, cores
+from nrtrewrite.cli import EXIT_OUT_OF_MEMORY, _resource_line
+from test_atomic_output import FIX, ROOT, env, verify_complete
+from test_cli_errors import fail_at_rank, invoke, one_line
+
+
+def cli(*args, stderr=subprocess.PIPE, **extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)],
+                          stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT, env=env(**extra),
+                          timeout=120)
+
+
+UNICODE_SPEC = """\
+header: {name: "modèl-权重"}
+subgraphs:
+  - name: sg00
+    vars:
+      - {name: "grad_权重", type: input, size: 4KiB}
+      - {name: "out_ş€", type: output, size: 4KiB}
+    replica_groups: ["0..1"]
+    engines:
+      sp:
+        - all_reduce: {dtype: bf16, op: add, src: "grad_权重", dst: "out_ş€", bytes: 4KiB}
+      act: [nop]
+      pool: [nop]
+      pe: [nop]
+      dve: [nop]
+"""
+
+
+def test_text_the_output_encoding_cannot_hold_is_escaped(tmp_path):
+    """In a Latin-1 locale a var name in Chinese was an internal error (UnicodeEncodeError,
+    status 70) half-way through the table; now it is escaped, as stderr escapes."""
+    spec = tmp_path / "m.yaml"
+    spec.write_text(UNICODE_SPEC, encoding="utf-8")
+    model = tmp_path / "m.neff"
+    assert cli("assemble", spec, "-o", model).returncode == 0
+    proc = cli("inspect", model, PYTHONIOENCODING="latin-1")
+    assert proc.returncode == 0, proc.stderr
+    assert b"grad_\\u6743\\u91cd" in proc.stdout and b"out_\\u015f\\u20ac" in proc.stdout
+    assert b"mod\xe8l-\\u6743\\u91cd" in proc.stdout  # (Latin-1 holds the e grave)
+    assert b"Traceback" not in proc.stderr
+
+
+def test_an_error_with_stderr_unwritable_keeps_its_status(tmp_path):
+    """`diff` exits 2 on an error, 1 when the outputs differ: a standard error that cannot
+    be written (2>/dev/full) loses the line, not the status (it was 1)."""
+    with open("/dev/full", "w") as full:
+        proc = cli("diff", FIX / "golden", tmp_path, stderr=full)
+        assert proc.returncode == 2
+        proc = cli("inspect", tmp_path / "missing.neff", stderr=full)
+        assert proc.returncode == 2
+
+
+def test_redirected_output_ignores_force_color_and_columns(tmp_path):
+    """FORCE_COLOR / TTY_COMPATIBLE made rich write its progress bar into a redirected
+    stderr and colour codes into a redirected stdout; COLUMNS changed the width of
+    `explain`'s piped tables.  Redirected, the bytes are now the same whatever they say."""
+    outs = []
+    for i, extra in enumerate(({}, {"FORCE_COLOR": "1", "TTY_COMPATIBLE": "1", "COLUMNS": "300"},
+                               {"FORCE_COLOR": "0", "COLUMNS": "40"})):
+        proc = cli("lower", FIX / "groups.neff", "-o", tmp_path / f"o{i}", **extra)
+        assert proc.returncode == 0 and proc.stderr == b"", proc.stderr[:200]
+        assert b"\x1b" not in proc.stdout
+        ex = cli("explain", FIX / "groups.neff", **extra)
+        assert ex.returncode == 0 and b"\x1b" not in ex.stdout
+        outs.append(ex.stdout)
+    assert outs[0] == outs[1] == outs[2]
+    assert max(len(line) for line in outs[0].decode().splitlines()) == 132  # docs/CLI.md
+
+
+def test_diff_escapes_an_entry_name_with_a_line_break(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert invoke("lower", "-q", FIX / "ar2.neff", "-o", a).exit_code == 0
+    shutil.copytree(a, b)
+    (b / "evil\n[0] name: fake").write_text("x")
+    res = invoke("diff", a, b)
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == ["evil\\n[0] name: fake file: False != True",
+                                       "1 difference(s)"]
+
+
+def test_force_refuses_a_read_only_previous_output(tmp_path, monkeypatch):
+    """Replaced anyway, a read-only previous output could not be removed and stayed as a
+    hidden sibling for good, the run exiting 0.  (os.access is patched: the tests may run as
+    root, for whom every folder is writable - and removable.)"""
+    out = tmp_path / "out"
+    assert invoke("lower", "-q", FIX / "mix8.neff", "-o", out).exit_code == 0
+    before = verify_complete(out)
+    real = os.access
+    for ro in (out, out / "rank-0003"):
+        monkeypatch.setattr(bundle.os, "access",
+                            lambda p, mode, ro=ro: False if Path(p) == ro else real(p, mode))
+        res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "--force")
+        which = "it is a read-only folder" if ro == out else "its folder rank-0003 is read-only"
+        assert one_line(res, 2) == (
+            f"nrtrewrite: error: {out} cannot be replaced: {which}, so the previous output "
+            f"could not be removed afterwards; make it writable (chmod -R u+w {out}) or "
+            "remove it first")
+        assert verify_complete(out) == before
+        assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("exc, want", [
+    (RuntimeError("can't start new thread"),
+     "could not start a thread (RuntimeError: can't start new thread): the limit on processes "
+     "and threads (ulimit -u) or on memory is reached"),
+    (BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable"),
+     "could not start a process or map memory (Resource temporarily unavailable): the limit "
+     "on processes (ulimit -u) or on memory is reached (lower -j 1 starts no process)"),
+])
+def test_a_thread_or_process_refused_is_one_line_exit_71(tmp_path, monkeypatch, exc, want):
+    """Under a limit on processes the fsync thread or a worker's fork was refused: an
+    internal error (70), or 'cannot write the output' (2) for a fork."""
+    fail_at_rank(monkeypatch, exc)
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out", "-j", 1)
+    assert one_line(res, EXIT_OUT_OF_MEMORY) == \
+        f"nrtrewrite: error: out of a system resource: 'nrtrewrite lower' {want}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_resource_lines_read_the_exception_chain():
+    # numpy's import under `ulimit -v`: an ImportError raised from the loader's
+    try:
+        try:
+            raise ImportError("libopenblas.so: failed to map segment from shared object")
+        except ImportError as inner:
+            raise ImportError("IMPORTANT: PLEASE READ THIS ...") from inner
+    except ImportError as err:
+        line = _resource_line(err, "nrtrewrite lower")
+    assert line == ("nrtrewrite: error: out of memory: 'nrtrewrite lower' could not load its "
+                    "modules (ImportError: libopenblas.so: failed to map segment from shared "
+                    "object): the memory or address-space limit (ulimit -v) is too small")
+    assert _resource_line(ImportError("No module named 'x'"), "nrtrewrite") is None
+    assert _resource_line(OSError(errno.EAGAIN, "again", "/a/file"), "nrtrewrite") is None
+    assert _resource_line(ValueError("x"), "nrtrewrite") is None
+    wrapped = RuntimeError("outer")
+    wrapped.__cause__ = MemoryError()
+    assert _resource_line(wrapped, "nrtrewrite diff").startswith(
+        "nrtrewrite: error: out of memory: 'nrtrewrite diff' needed more memory")
+
+
+def test_an_address_space_limit_while_loading_is_one_line(tmp_path):
+    """`ulimit -v` too small for numpy's libraries: the import failed with numpy's banner as
+    an internal error (status 70), or with a traceback."""
+    proc = subprocess.run(
+        ["sh", "-c", f'ulimit -v 60000 && exec "{sys.executable}" -m nrtrewrite lower -q '
+                     f'"{FIX / "ar2.neff"}" -o "{tmp_path / "out"}"'],
+        capture_output=True, cwd=ROOT, env=env(), timeout=120)
+    err = proc.stderr.decode()
+    if proc.returncode == 0:
+        pytest.skip("60 MB of address space was enough here")
+    assert proc.returncode == EXIT_OUT_OF_MEMORY, err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("nrtrewrite: error: out of memory: 'nrtrewrite lower' ")
+    assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_while_the_modules_load_is_aborted_not_a_traceback():
+    """The console script's first tenths of a second (click, rich, numpy being imported,
+    before the CLI's own handling) printed a KeyboardInterrupt traceback.  The interrupt is
+    made to land there: an import hook raises it when nrtrewrite.cli is imported."""
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'nrtrewrite.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "sys.argv = ['nrtrewrite', 'inspect', 'm.neff']\n"
+        "from nrtrewrite.console import main\n"
+        "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT,
+                          env=env(), timeout=60)
+    assert (proc.returncode, proc.stderr) == (1, b"Aborted!\n")
+
+
+def test_usable_cores_follow_the_affinity_and_the_quota(tmp_path, monkeypatch):
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: None)
+    assert cores.usable_cores() == 6
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: 1.5)
+    assert cores.usable_cores() == 2
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: 0.2)
+    assert cores.usable_cores() == 1
+
+
+def test_cgroup_quota_files(tmp_path):
+    root = tmp_path / "cg"
+    (root / "a" / "b").mkdir(parents=True)
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/a/b\n")
+    assert cores.cgroup_cpu_quota(root, proc) is None  # no cpu.max anywhere
+    (root / "a" / "b" / "cpu.max").write_text("max 100000\n")
+    assert cores.cgroup_cpu_quota(root, proc) is None  # no quota
+    (root / "a" / "cpu.max").write_text("250000 100000\n")  # a parent's quota binds too
+    assert cores.cgroup_cpu_quota(root, proc) == 2.5
+    (root / "a" / "b" / "cpu.max").write_text("50000 100000\n")
+    assert cores.cgroup_cpu_quota(root, proc) == 0.5
+    v1 = tmp_path / "v1"
+    (v1 / "cpu,cpuacct" / "x").mkdir(parents=True)
+    (v1 / "cpu,cpuacct" / "x" / "cpu.cfs_quota_us").write_text("300000\n")
+    (v1 / "cpu,cpuacct" / "x" / "cpu.cfs_period_us").write_text("100000\n")
+    (v1 / "cpu,cpuacct" / "cpu.cfs_quota_us").write_text("-1\n")
+    (v1 / "cpu,cpuacct" / "cpu.cfs_period_us").write_text("100000\n")
+    proc.write_text("4:cpu,cpuacct:/x\n1:name=systemd:/\n")
+    assert cores.cgroup_cpu_quota(v1, proc) == 3.0
+    assert cores.cgroup_cpu_quota(v1, tmp_path / "missing") is None
