@@ -34,8 +34,10 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -488,6 +490,47 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
             continue
         if _remove_if_stale(entry.path, pid):
             removed.append(Path(entry.path))
+    return removed
+
+
+#: ``simulate MODEL.neff`` lowers into a folder of this prefix under ``TMPDIR``.
+SIMULATE_TEMP_PREFIX = "nrtrewrite-simulate-"
+#: Seconds a temporary folder of ``simulate`` must be old before it can be taken for a killed
+#: run's (it is locked a moment after it is made).
+SIMULATE_STALE_AFTER_S = 60
+
+
+def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
+    """Remove the folders a killed ``simulate MODEL.neff`` left in ``tmpdir``: real folders
+    named :data:`SIMULATE_TEMP_PREFIX`..., of this user, older than
+    :data:`SIMULATE_STALE_AFTER_S`, whose lock (:func:`lock_folder`, held by a live run) can be
+    taken.  Where the file system has no locks nothing is removed.  Returns what was."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(tmpdir))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        if not entry.name.startswith(SIMULATE_TEMP_PREFIX):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            fd = None
+            if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid()
+                    or now - st.st_mtime < SIMULATE_STALE_AFTER_S):
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live run's
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+            continue
+        try:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(Path(entry.path))
+        finally:
+            os.close(fd)
     return removed
 
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,31 @@ def test_cgroup_quota_files(tmp_path):
     proc.write_text("4:cpu,cpuacct:/x\n1:name=systemd:/\n")
     assert cores.cgroup_cpu_quota(v1, proc) == 3.0
     assert cores.cgroup_cpu_quota(v1, tmp_path / "missing") is None
+
+
+def test_a_killed_simulates_temporary_folder_is_removed_by_the_next(tmp_path):
+    """`simulate MODEL.neff` lowers into TMPDIR/nrtrewrite-simulate-*; a SIGKILLed run left
+    it there for good.  The next run removes those of this user that are more than a minute
+    old and whose lock no live run holds."""
+    import fcntl
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    old = time.time() - 2 * bundle.SIMULATE_STALE_AFTER_S
+    stale, live, young = (tmpdir / f"nrtrewrite-simulate-{n}" for n in ("a1", "b2", "c3"))
+    other = tmpdir / "nrtrewrite-golden-x"
+    for d in (stale, live, young, other):
+        (d / "m.lowered").mkdir(parents=True)
+        if d is not young:
+            os.utime(d, (old, old))
+    link = tmpdir / "nrtrewrite-simulate-link"
+    link.symlink_to(other)
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a running simulate holds it
+        proc = cli("simulate", FIX / "ar2.neff", TMPDIR=tmpdir)
+        assert proc.returncode == 0, proc.stderr
+        assert sorted(p.name for p in tmpdir.iterdir()) == sorted(
+            p.name for p in (live, young, other, link))
+    finally:
+        os.close(fd)
+    assert bundle.clean_stale_simulate_temps(tmpdir) == [live]

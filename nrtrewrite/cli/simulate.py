@@ -20,7 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from nrtrewrite.bundle import no_trigger_warning, write_output
+from nrtrewrite.bundle import (
+    SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
+    unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
 from nrtrewrite.cli.lower import (
@@ -109,7 +111,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
     path = Path(target)
     err = stderr_console()
     show = not as_json and err.is_terminal
-    tmp = None
+    tmp = lock = None
     model = None
     try:
         if path.is_dir():
@@ -135,8 +137,10 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                 warnings.append(note)
             for w in warnings:
                 warn(err, w)
+            clean_stale_simulate_temps(tempfile.gettempdir())  # a killed run's
             try:
-                tmp = Path(tempfile.mkdtemp(prefix="nrtrewrite-simulate-"))
+                tmp = Path(tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX))
+                lock = lock_folder(tmp)  # this run's: no other simulate's cleanup removes it
             except OSError as exc:  # TMPDIR full, read-only, not searchable
                 raise OutputError("cannot make a temporary folder to lower the model into: "
                                   f"{exc.strerror or exc}",
@@ -149,6 +153,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        unlock_folder(lock)
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=1))
     else:
