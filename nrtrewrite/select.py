@@ -154,6 +154,18 @@ class GroupShape:
         return INTRA if self.node_n == 1 else INTER
 
 
+def _runs_text(values: list[int], most: int = 4) -> str:
+    """Sorted integers as runs, ``0..7, 16..23`` (at most ``most`` runs, then ``...``)."""
+    runs: list[list[int]] = []
+    for v in sorted(values):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    text = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs[:most])
+    return text + (", ..." if len(runs) > most else "")
+
+
 def group_shape(topo: Topology, group: Iterable[int]) -> GroupShape:
     """The shape of ``group`` (memoised per topology and group: a frozen value)."""
     group = tuple(group)
@@ -238,10 +250,16 @@ def enc_can_post_hierarchical_operation(req: Request, topo: Topology,
     if s.local_rank_n == 1:
         return False, (f"one rank per node over {s.node_n} nodes (local_rank_n 1): a flat "
                        "inter-node engine serves it")
-    if s.node_n * s.local_rank_n != s.rank_n or not s.symmetric:
+    if s.node_n * s.local_rank_n != s.rank_n:
         counts = ", ".join(f"node {n}: {len(p)}" for n, p in zip(s.nodes, s.per_node))
         return False, (f"asymmetric group ({counts}; HIER needs the same local ranks on "
                        "every node)")
+    if not s.symmetric:  # the same counts at different local positions: name them
+        where = ", ".join(f"node {n}: local {_runs_text([r - n * topo.ranks_per_node for r in p])}"
+                          for n, p in zip(s.nodes, s.per_node))
+        return False, (f"asymmetric group ({s.local_rank_n} ranks on each node, at different "
+                       f"local positions: {where}; HIER needs the same local ranks on every "
+                       "node)")
     if req.op == EncOpType.ALLREDUCE and req.op_elements < s.local_rank_n:
         return False, (f"{req.op_elements} element(s) cannot give each of the "
                        f"{s.local_rank_n} local ranks a slice (the intra reduce-scatter leg)")

@@ -145,7 +145,10 @@ def test_kangaring_truth_table(op, group, topo, legal, why):
     (AR, NODE0, T1N, False, "within node 0"),
     (AR, ONE_PER_NODE_8, T8N, False, "one rank per node"),
     (AR, (0, 1, 64), T2N, False, "asymmetric"),
-    (AR, (0, 1, 64, 66), T2N, False, "asymmetric"),
+    (AR, (0, 1, 64, 66), T2N, False, "asymmetric group (2 ranks on each node, at different "
+     "local positions: node 0: local 0..1, node 1: local 0, 2; HIER needs"),
+    (AR, tuple(range(16)) + tuple(range(80, 96)), T2N, False,
+     "node 0: local 0..15, node 1: local 16..31;"),
     (A2A, TWO_NODES, T2N, False, "needs mesh"),
     (RED, TWO_NODES, T2N, False, "not supported"),
 ])
