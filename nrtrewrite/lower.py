@@ -41,7 +41,7 @@ from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
-from nrtrewrite.select import Selection, parse_algo_override, select_all
+from nrtrewrite.select import Selection, idle_clauses, parse_algo_override, select_all
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
 
@@ -87,6 +87,8 @@ class LoweringPlan:
     #: bytes, NEFF-LIKE.md §1, more than the header's header_size + data_size)
     input_bytes: int | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    #: warnings about the options (``select.idle_clauses``): the CLI prints them
+    notes: list[str] = field(default_factory=list)
     #: (rank, peer ranks) -> the entry peer table (lower._peer_table), reused across entries
     peer_tables: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -195,7 +197,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     selections = select_all(model, topo, override=override)
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
-                        input_sha256=input_sha256, input_bytes=input_bytes)
+                        input_sha256=input_sha256, input_bytes=input_bytes,
+                        notes=idle_clauses(override, selections))
     for trig, sel in zip(model.triggers, selections):
         _check_dtype(trig)
         _check_operands(trig)

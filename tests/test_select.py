@@ -544,3 +544,34 @@ def test_an_override_gives_the_same_output_from_the_flag_or_the_environment(
                            if p.is_file())
     for f in files:
         assert (tmp_path / "flag" / f).read_bytes() == (tmp_path / "env" / f).read_bytes(), f
+
+
+def test_clauses_that_govern_nothing_are_warned_about():
+    """A leg clause where nothing is lowered as HIER, a collective's clause where the model
+    has none: not errors, but said (the KANGARING/HIER campaign's note: a user got no hint
+    that the override did nothing)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures"
+    mix8 = read_model(fix / "mix8.neff")  # one node: no HIER; has every collective
+    plan = plan_lowering(mix8, LowerOptions(algo="intra_redsct:kangaring;allgather:ring;^mesh"))
+    assert plan.notes == ["--algo clause 'intra_redsct:kangaring' applies to nothing in this "
+                          "model: no collective is lowered as HIER with an intra_redsct leg"]
+    ar2 = read_model(fix / "ar2.neff")  # a single all-reduce
+    assert [t.op for t in ar2.triggers] == [EncOpType.ALLREDUCE]
+    plan = plan_lowering(ar2, LowerOptions(algo="allgather:ring;allreduce:ring"))
+    assert plan.notes == ["--algo clause 'allgather:ring' applies to nothing in this model: "
+                          "it has no ALLGATHER collective"]
+    two = read_model(fix / "two_node128.neff")  # HIER all-reduce, all-gather, reduce-scatter
+    assert plan_lowering(two, LowerOptions(algo="intra_redsct:kangaring;inter_allg:ring")
+                         ).notes == []
+    res = CliRunner().invoke(main, ["explain", str(fix / "mix8.neff"), "--algo",
+                                    "inter_allr:ring"])
+    assert res.exit_code == 0
+    assert res.stderr == ("nrtrewrite: warning: --algo clause 'inter_allr:ring' applies to "
+                          "nothing in this model: no collective is lowered as HIER with an "
+                          "inter_allr leg\n")

@@ -33,7 +33,8 @@ from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
-    Leg, Request, Selection, group_shape, parse_algo_override, parse_op_name, select,
+    Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override, parse_op_name,
+    select,
 )
 from nrtrewrite.topology.model import (
     MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology, platform_from_json,
@@ -718,7 +719,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
 
     if rank is not None and rank not in topo.ranks:  # (with a model: its world, above)
         raise ValidationError(topo.rank_refusal(rank), field="--rank")
-    records, skipped = [], []
+    records, skipped, sels = [], [], []
     for item, meta in items:
         req_group = item.group if isinstance(item, Request) else item.replica_group
         if rank is not None and rank not in req_group:
@@ -728,6 +729,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             sel = not_lowerable(select(item, topo, override=override, policy=policy,
                                        strict=False), None if isinstance(item, Request) else item,
                                 model_why.get(item.ordinal))
+            sels.append(sel)
             records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item))
         except NrtRewriteError as err:
             if isinstance(item, Request):  # model-less: no place to name
@@ -735,6 +737,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             # name the place as lower and schedule do (select_all, load_and_plan)
             raise err.at(**trigger_where(item)).at(file=model)
 
+    if model is not None and len(sels) == len(m.triggers):  # every trigger of the model seen
+        for note in idle_clauses(override, sels):  # the warnings lower gives
+            warn(err_console, note)
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),
                "override": override.text if override else None,

@@ -60,6 +60,7 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
         check_plan(plan)  # every rank-independent hard limit, before any rank is lowered
     except NrtRewriteError as err:
         raise err.at(file=model_path)  # name the model when the error names nothing else
+    warnings += plan.notes
     return plan, warnings
 
 
