@@ -41,7 +41,9 @@ from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
-from nrtrewrite.select import Selection, idle_clauses, parse_algo_override, select_all
+from nrtrewrite.select import (
+    Selection, idle_clauses, parse_algo_override, ranks_text, select_all,
+)
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
 
@@ -247,19 +249,6 @@ class RankOutput:
     files: dict[str, list[np.ndarray]]  # each file as its record arrays, in order
     manifest: dict
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def ranks_text(ranks, most: int = 4) -> str:
-    """Sorted ranks as runs, ``0..8, 64..72`` (at most ``most`` runs, then ``...``): what a
-    rank outside the world is told (a world need not be one run)."""
-    runs: list[list[int]] = []
-    for r in sorted(ranks):
-        if runs and r == runs[-1][1] + 1:
-            runs[-1][1] = r
-        else:
-            runs.append([r, r])
-    text = ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs[:most])
-    return text + (", ..." if len(runs) > most else "")
 
 
 def world_refusal(world, rank: int, path: str | None) -> OutputError:

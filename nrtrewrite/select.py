@@ -154,15 +154,17 @@ class GroupShape:
         return INTRA if self.node_n == 1 else INTER
 
 
-def _runs_text(values: list[int], most: int = 4) -> str:
-    """Sorted integers as runs, ``0..7, 16..23`` (at most ``most`` runs, then ``...``)."""
+def ranks_text(ranks: Iterable[int], most: int = 4) -> str:
+    """Sorted ranks (or local positions) as runs, ``0..8, 64..72`` (at most ``most`` runs,
+    then ``...``): what a rank outside the world is told (a world need not be one run), the
+    local positions of an asymmetric group."""
     runs: list[list[int]] = []
-    for v in sorted(values):
-        if runs and v == runs[-1][1] + 1:
-            runs[-1][1] = v
+    for r in sorted(ranks):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1][1] = r
         else:
-            runs.append([v, v])
-    text = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs[:most])
+            runs.append([r, r])
+    text = ", ".join(f"{a}..{b}" if b > a else str(a) for a, b in runs[:most])
     return text + (", ..." if len(runs) > most else "")
 
 
@@ -255,7 +257,7 @@ def enc_can_post_hierarchical_operation(req: Request, topo: Topology,
         return False, (f"asymmetric group ({counts}; HIER needs the same local ranks on "
                        "every node)")
     if not s.symmetric:  # the same counts at different local positions: name them
-        where = ", ".join(f"node {n}: local {_runs_text([r - n * topo.ranks_per_node for r in p])}"
+        where = ", ".join(f"node {n}: local {ranks_text([r - n * topo.ranks_per_node for r in p])}"
                           for n, p in zip(s.nodes, s.per_node))
         return False, (f"asymmetric group ({s.local_rank_n} ranks on each node, at different "
                        f"local positions: {where}; HIER needs the same local ranks on every "
@@ -1183,6 +1185,6 @@ __all__ = [
     "enc_can_post_hierarchical_operation", "enc_can_post_inter_rdh_operation",
     "enc_can_post_intra_rdh_operation", "enc_can_post_kangaring_operation",
     "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
-    "group_shape", "hier_groups", "parse_alg_name", "parse_algo_override", "parse_op_name",
-    "select", "select_all", "DEFAULT_POLICY", "Policy",
+    "group_shape", "hier_groups", "idle_clauses", "parse_alg_name", "parse_algo_override",
+    "parse_op_name", "ranks_text", "select", "select_all", "DEFAULT_POLICY", "Policy",
 ]
