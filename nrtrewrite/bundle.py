@@ -411,6 +411,11 @@ def _rename_noreplace(a: Path, b: Path) -> None:
 _TEMP_SIBLING = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
 
 
+#: Seconds an unlocked temporary folder must be old before it is taken for a killed run's
+#: whatever its PID says (a build locks its folder a moment after it makes it).
+STALE_AFTER_S = 60
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -446,21 +451,30 @@ def unlock_folder(fd: int | None) -> None:
 
 def _remove_if_stale(path: str, pid: int) -> bool:
     """Remove the temporary folder ``path`` of the process ``pid`` when nothing builds it any
-    more: its lock can be taken (a live build holds it, :func:`lock_folder`) and ``pid`` is no
-    running process here.  Where the file system has no locks, the PID alone decides."""
+    more: its lock can be taken (a live build holds it, :func:`lock_folder`), and ``pid`` is
+    no running process here or the folder is more than :data:`STALE_AFTER_S` old (a build
+    killed in another PID namespace: its PID may be a live process of this one, kthreadd's
+    2 say; the age covers the moment between a build's ``mkdir`` and its lock).  Where the
+    file system has no locks, the PID alone decides."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False  # gone, a link, not a folder, not readable: left alone
     try:
+        locks = True
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False  # a live build holds it (in another PID namespace, say)
         except OSError:
-            pass  # no locks on this file system
+            locks = False  # no locks on this file system
         if _pid_alive(pid):
-            return False
+            try:
+                old = time.time() - os.fstat(fd).st_mtime > STALE_AFTER_S
+            except OSError:
+                old = False
+            if not (locks and old):
+                return False
         shutil.rmtree(path, ignore_errors=True)  # (the lock held meanwhile)
         return True
     finally:
@@ -495,15 +509,12 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
 
 #: ``simulate MODEL.neff`` lowers into a folder of this prefix under ``TMPDIR``.
 SIMULATE_TEMP_PREFIX = "nrtrewrite-simulate-"
-#: Seconds a temporary folder of ``simulate`` must be old before it can be taken for a killed
-#: run's (it is locked a moment after it is made).
-SIMULATE_STALE_AFTER_S = 60
 
 
 def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
     """Remove the folders a killed ``simulate MODEL.neff`` left in ``tmpdir``: real folders
     named :data:`SIMULATE_TEMP_PREFIX`..., of this user, older than
-    :data:`SIMULATE_STALE_AFTER_S`, whose lock (:func:`lock_folder`, held by a live run) can be
+    :data:`STALE_AFTER_S`, whose lock (:func:`lock_folder`, held by a live run) can be
     taken.  Where the file system has no locks nothing is removed.  Returns what was."""
     removed: list[Path] = []
     try:
@@ -518,7 +529,7 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
             st = entry.stat(follow_symlinks=False)
             fd = None
             if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid()
-                    or now - st.st_mtime < SIMULATE_STALE_AFTER_S):
+                    or now - st.st_mtime < STALE_AFTER_S):
                 continue
             fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live run's
@@ -646,7 +657,8 @@ def _foreign_entry(out: Path, model: str | None) -> str | None:
 
 def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Iterable[int] | None,
                  force: bool = False, workers: int = 1,
-                 progress: Callable[[int, int], None] | None = None) -> Path:
+                 progress: Callable[[int, int], None] | None = None,
+                 warn: Callable[[str], None] | None = None) -> Path:
     """Lower ``ranks`` (default: the whole world) and write the output folder atomically.
 
     Refused before anything is written (:class:`OutputError`): an existing ``out`` holding
@@ -671,7 +683,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     try:
         rank_list = _checked_output(plan, out, ranks, force)
         parent = out.parent if str(out.parent) else Path(".")
-        return _write_output(plan, out, parent, rank_list, force, workers, progress)
+        return _write_output(plan, out, parent, rank_list, force, workers, progress, warn)
     except OSError as err:  # also of the checks: a folder on the way that cannot be searched
         if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
             raise  # a process (fork) or memory refused, not a write: the CLI says so
@@ -742,8 +754,8 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
 
 
 def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],
-                  force: bool, workers: int, progress: Callable[[int, int], None] | None
-                  ) -> Path:
+                  force: bool, workers: int, progress: Callable[[int, int], None] | None,
+                  warn: Callable[[str], None] | None = None) -> Path:
     clean_stale_temps(out)
     # the name is this process's alone (its pid and a random token), so whatever stops the run
     # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated
@@ -812,7 +824,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 finally:
                     unlock_folder(held)
                 tmp = old
-            shutil.rmtree(tmp, ignore_errors=True)
+            _remove_replaced(out, tmp, warn)
         else:
             _rename_noreplace(tmp, out)
         _fsync_dir(parent)
@@ -829,6 +841,40 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
+
+
+def remove_tree(path: Path, onerror=None) -> None:
+    """``shutil.rmtree(path)`` (errors ignored, or given to ``onerror``) that a signal does not
+    cut short: a Ctrl-C or SIGTERM whose exception lands while the tree is being removed on
+    the way out of a run that did its work (simulate's temporary folder, the output that
+    ``--force`` replaced) lets the removal finish, then is raised (the CLI's handlers raise
+    only the first signal; later ones are ignored, so this ends)."""
+    pending: BaseException | None = None
+    while True:
+        try:
+            if onerror is None:
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                shutil.rmtree(path, onerror=onerror)
+            break
+        except BaseException as exc:  # noqa: BLE001 - a signal's: finish first
+            if pending is None:
+                pending = exc
+    if pending is not None:
+        raise pending
+
+
+def _remove_replaced(out: Path, old: Path, warn: Callable[[str], None] | None) -> None:
+    """Remove the previous output ``old`` once ``out`` is the new one.  What cannot be removed
+    (an immutable file, ``chattr +i``; a folder made read-only meanwhile) is said, not hidden:
+    the new output is in place, the old one stays as the hidden sibling ``old``."""
+    failed: list[tuple[str, BaseException]] = []
+    remove_tree(old, onerror=lambda _fn, path, exc: failed.append((path, exc[1])))
+    if failed and warn is not None:
+        path, exc = failed[0]
+        reason = getattr(exc, "strerror", None) or exc
+        warn(f"{out}: the new output is in place, but the previous one, moved aside to "
+             f"{old.name}, could not be removed whole ({path}: {reason}); remove it by hand")
 
 
 def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:

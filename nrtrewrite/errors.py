@@ -16,7 +16,13 @@ from typing import Any
 #: them in a string (``\n``, ``\r``, ``\t``, ``\x1b``), so that a line break or a terminal
 #: escape in a name (a tar member, a subgraph, a JSON key, a path) cannot make the one line
 #: two, nor move the cursor.
-_CONTROL_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), *range(0x7F, 0xA0))}
+_CONTROL_ESCAPES = {c: f"\\u{c:04x}" if c >= 0x2000 else repr(chr(c))[1:-1]
+                    for c in (*range(0x20), *range(0x7F, 0xA0),
+                              # line and paragraph separators (a terminal may break the line
+                              # there) and the bidirectional controls (they reorder what
+                              # follows on screen: "Trojan Source")
+                              0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                              *range(0x2066, 0x206A))}
 
 
 def escape_controls(text: str) -> str:

@@ -200,7 +200,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
                         input_sha256=input_sha256, input_bytes=input_bytes,
-                        notes=idle_clauses(override, selections))
+                        notes=idle_clauses(override, selections, model.path))
     for trig, sel in zip(model.triggers, selections):
         _check_dtype(trig)
         _check_operands(trig)

@@ -696,26 +696,28 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
     return AlgoOverride(text=text.strip(), clauses=tuple(clauses), source=source)
 
 
-def idle_clauses(override: AlgoOverride | None, selections: Iterable[Selection]) -> list[str]:
+def idle_clauses(override: AlgoOverride | None, selections: Iterable[Selection],
+                 where: str | None = None) -> list[str]:
     """Warnings for the clauses of ``override`` that govern nothing among ``selections`` (a
     model's): a HIER leg's clause where no collective is lowered as HIER with that leg, a
     collective's clause where the model has none of it.  They are not errors
     (docs/SELECTION.md §8: a clause applies to the legs and collectives the model has), but
     a user who wrote one expects it to have done something.  An untargeted clause governs
-    every collective: never idle."""
+    every collective: never idle.  ``where`` (the model's path) begins each warning."""
     if override is None:
         return []
+    at = f"{where}: " if where else ""
     sels = list(selections)
     legs = {leg.name for s in sels if s.alg == EncAlgType.HIER for leg in s.legs}
     ops = {s.op for s in sels}
     out = []
     for c in override.clauses:
         if isinstance(c.target, str) and c.target not in legs:
-            out.append(f"{override.source} clause {c.text!r} applies to nothing in this model: "
-                       f"no collective is lowered as HIER with an {c.target} leg")
+            out.append(f"{at}{override.source} clause {c.text!r} applies to nothing in this "
+                       f"model: no collective is lowered as HIER with an {c.target} leg")
         elif isinstance(c.target, EncOpType) and c.target not in ops:
-            out.append(f"{override.source} clause {c.text!r} applies to nothing in this model: "
-                       f"it has no {c.target.name} collective")
+            out.append(f"{at}{override.source} clause {c.text!r} applies to nothing in this "
+                       f"model: it has no {c.target.name} collective")
     return out
 
 

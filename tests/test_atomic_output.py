@@ -361,6 +361,21 @@ def test_a_locked_sibling_of_an_unknown_pid_is_a_live_build(tmp_path):
     assert not theirs.exists()
 
 
+def test_an_old_unlocked_sibling_of_a_live_pid_is_stale(tmp_path):
+    """A build killed in a container had PID 2 there, which is kthreadd here: a PID alive
+    on this host.  Unlocked and over a minute old, its folder is a killed run's; young, it
+    may be a build between its mkdir and its lock, and is kept."""
+    out = tmp_path / "model.lowered"
+    old = tmp_path / f".model.lowered.tmp-{os.getppid()}-0123abcd"
+    young = tmp_path / f".model.lowered.tmp-{os.getppid()}-89abcdef"
+    for d in (old, young):
+        (d / "rank-0000").mkdir(parents=True)
+    t = time.time() - 2 * bundle.STALE_AFTER_S
+    os.utime(old, (t, t))
+    assert clean_stale_temps(out) == [old]
+    assert young.is_dir() and not old.exists()
+
+
 def test_a_build_holds_the_lock_on_its_temporary_folder(tmp_path, monkeypatch):
     """While write_output builds, its temporary folder's lock is taken: another process's
     non-blocking flock of it fails."""

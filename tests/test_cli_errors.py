@@ -237,3 +237,11 @@ def test_json_commands_print_one_document_on_an_error(args, doc):
     assert res.exit_code == 2 and json.loads(res.stdout) == doc
     line, = res.stderr.splitlines()
     assert doc["error"] in line
+
+
+def test_line_and_direction_controls_are_escaped():
+    """U+2028 / U+2029 (a terminal may break the line there) and the bidirectional controls
+    (they reorder what follows on screen) were printed raw in error lines and diff lines."""
+    from nrtrewrite.errors import escape_controls
+    assert escape_controls("a\u2028b\u2029c\u202ed\u2066e\u200ff\n\x1b\x85é权") == \
+        "a\\u2028b\\u2029c\\u202ed\\u2066e\\u200ff\\n\\x1b\\x85é权"

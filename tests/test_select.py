@@ -559,19 +559,20 @@ def test_clauses_that_govern_nothing_are_warned_about():
     fix = Path(__file__).resolve().parents[1] / "fixtures"
     mix8 = read_model(fix / "mix8.neff")  # one node: no HIER; has every collective
     plan = plan_lowering(mix8, LowerOptions(algo="intra_redsct:kangaring;allgather:ring;^mesh"))
-    assert plan.notes == ["--algo clause 'intra_redsct:kangaring' applies to nothing in this "
-                          "model: no collective is lowered as HIER with an intra_redsct leg"]
+    assert plan.notes == [f"{mix8.path}: --algo clause 'intra_redsct:kangaring' applies to "
+                          "nothing in this model: no collective is lowered as HIER with an "
+                          "intra_redsct leg"]
     ar2 = read_model(fix / "ar2.neff")  # a single all-reduce
     assert [t.op for t in ar2.triggers] == [EncOpType.ALLREDUCE]
     plan = plan_lowering(ar2, LowerOptions(algo="allgather:ring;allreduce:ring"))
-    assert plan.notes == ["--algo clause 'allgather:ring' applies to nothing in this model: "
-                          "it has no ALLGATHER collective"]
+    assert plan.notes == [f"{ar2.path}: --algo clause 'allgather:ring' applies to nothing in "
+                          "this model: it has no ALLGATHER collective"]
     two = read_model(fix / "two_node128.neff")  # HIER all-reduce, all-gather, reduce-scatter
     assert plan_lowering(two, LowerOptions(algo="intra_redsct:kangaring;inter_allg:ring")
                          ).notes == []
     res = CliRunner().invoke(main, ["explain", str(fix / "mix8.neff"), "--algo",
                                     "inter_allr:ring"])
     assert res.exit_code == 0
-    assert res.stderr == ("nrtrewrite: warning: --algo clause 'inter_allr:ring' applies to "
-                          "nothing in this model: no collective is lowered as HIER with an "
-                          "inter_allr leg\n")
+    assert res.stderr == (f"nrtrewrite: warning: {fix / 'mix8.neff'}: --algo clause "
+                          "'inter_allr:ring' applies to nothing in this model: no collective "
+                          "is lowered as HIER with an inter_allr leg\n")

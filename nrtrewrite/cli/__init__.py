@@ -5,6 +5,7 @@ Each command lives in its own module and registers itself on :data:`main`.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import importlib
@@ -237,12 +238,35 @@ class _Group(click.Group):
             if err.errno == errno.EPIPE or _want_traceback(ctx):
                 raise  # a closed pipe (`| head`): click exits 1 quietly, as before
             _exit_os_error(err, _what(ctx))
+        except UnicodeEncodeError as err:
+            if _want_traceback(ctx) or (line := _unencodable_path_line(err)) is None:
+                raise
+            _say(_capped_line(line))
+            sys.exit(NrtRewriteError.exit_code)
         except Exception as err:  # noqa: BLE001 - a bug of ours, or the system's refusal (memory)
             if (cause := _interruption(err)) is not None:
                 raise cause from None  # a signal wrapped by Python itself, not a bug
             if _want_traceback(ctx):
                 raise
             _exit_unexpected(err, _what(ctx))
+
+
+def _unencodable_path_line(err: UnicodeEncodeError) -> str | None:
+    """The line for a path (an argument) the file-system encoding cannot encode, or None
+    when ``err`` is another encoding's.  Python decodes the command line with the C
+    library's idea of the locale and encodes paths with its own codec: under
+    ``LC_ALL=ja_JP.EUC-JP`` a UTF-8 name such as ``权重.neff`` is decoded into characters the
+    ``euc_jp`` codec cannot encode back, so ``os.open`` of the very argument given fails."""
+    try:
+        same = codecs.lookup(err.encoding).name == codecs.lookup(sys.getfilesystemencoding()).name
+    except LookupError:
+        return None
+    if not same or not isinstance(err.object, str):
+        return None
+    path = err.object.encode("ascii", "backslashreplace").decode("ascii")
+    return (f"nrtrewrite: error: {path}: this path cannot be encoded in the locale's encoding "
+            f"({err.encoding}: {err.reason}); run under a UTF-8 locale (LC_ALL=C.UTF-8) or "
+            "rename it")
 
 
 def _what(ctx: click.Context | None, argv: list[str] | None = None) -> str:
@@ -303,9 +327,10 @@ def _resource_line(err: BaseException, what: str) -> str | None:
                     "and threads (ulimit -u) or on memory is reached")
         if (isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM)
                 and e.filename is None):
+            hint = " (lower -j 1 starts no process)" if what.endswith(" lower") else ""
             return (f"nrtrewrite: error: out of a system resource: '{what}' could not start a "
                     f"process or map memory ({e.strerror or e}): the limit on processes "
-                    "(ulimit -u) or on memory is reached (lower -j 1 starts no process)")
+                    f"(ulimit -u) or on memory is reached{hint}")
     return None
 
 

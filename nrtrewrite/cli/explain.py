@@ -738,7 +738,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise err.at(**trigger_where(item)).at(file=model)
 
     if model is not None and len(sels) == len(m.triggers):  # every trigger of the model seen
-        for note in idle_clauses(override, sels):  # the warnings lower gives
+        for note in idle_clauses(override, sels, model):  # the warnings lower gives
             warn(err_console, note)
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),

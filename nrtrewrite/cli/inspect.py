@@ -3,6 +3,7 @@ replica groups, instruction counts, triggers); ``--json`` for a stable machine f
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import click
@@ -12,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.summary import INSPECT_FORMAT, model_to_dict, opcode_label
@@ -158,9 +160,11 @@ def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_
     instruction counts per engine and every collective trigger."""
     limits = Limits(max_total_bytes=max_total_bytes, max_member_bytes=max_member_bytes)
     model = read_model(model_path, verify_hash=not no_verify_hash, limits=limits)
-    for w in model.warnings:
+    for w in model.warnings:  # best effort: a stderr that cannot be written loses them
         loc = str(w.where)
-        click.echo(f"nrtrewrite: warning: {loc + ': ' if loc else ''}{w.message}", err=True)
+        with contextlib.suppress(OSError, ValueError):
+            click.echo(escape_controls(f"nrtrewrite: warning: {loc + ': ' if loc else ''}"
+                                       f"{w.message}"), err=True)
     doc = model_to_dict(model)
     if as_json:
         click.echo(json.dumps(doc, indent=2))

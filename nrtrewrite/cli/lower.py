@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from pathlib import Path
@@ -10,11 +11,12 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import main, stderr_console, stdout_console
-from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.errors import NrtRewriteError, escape_controls
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
@@ -65,8 +67,13 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
 
 
 def warn(err: Console, text: str) -> None:
-    """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped)."""
-    err.print(f"[yellow]nrtrewrite: warning:[/] {text}", highlight=False, soft_wrap=True)
+    """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped), its
+    control characters escaped and its brackets not read as markup (a path may hold either).
+    Best effort: a stderr that cannot be written (``2>/dev/full``) loses the warning, never
+    the command's work."""
+    line = Text.assemble(("nrtrewrite: warning:", "yellow"), " " + escape_controls(text))
+    with contextlib.suppress(OSError, ValueError):
+        err.print(line, highlight=False, soft_wrap=True)
 
 
 @main.command("lower")
@@ -105,12 +112,14 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     workers = min(jobs or cores, max(cores, 2), max(n, 2))
     if quiet or n < PROGRESS_MIN_RANKS or not err.is_terminal:  # a bar only on a terminal
         # (redirected, rich's transient bar left a lone line break on stderr)
-        write_output(plan, out_path, ranks=rank_list, force=force, workers=workers)
+        write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
+                     warn=lambda text: warn(err, text))
     else:
         with Progress(TextColumn("lowering"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as prog:
             task = prog.add_task("ranks", total=n)
             write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
+                         warn=lambda text: warn(err, text),
                          progress=lambda done, total: prog.update(task, completed=done))
     if quiet:
         return

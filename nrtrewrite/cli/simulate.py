@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +21,7 @@ from rich.table import Table
 
 from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
-    unlock_folder, write_output)
+    remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
 from nrtrewrite.cli.lower import (
@@ -152,7 +151,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
         res = _run(out, seed, show, model)
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)  # (a signal landing meanwhile waits for it: nothing left)
         unlock_folder(lock)
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=1))
