@@ -330,3 +330,22 @@ def test_a_path_the_locale_cannot_encode_is_one_line(monkeypatch):
     other = UnicodeEncodeError("latin-1", "\u6743", 0, 1, "ordinal not in range")
     if other.encoding != enc:  # another codec's: a bug of ours, not the locale's
         assert _unencodable_path_line(other) is None
+
+
+def test_assemble_over_a_file_keeps_its_mode(tmp_path):
+    """`assemble -o` over an existing file gave it the umask's mode (0640 became 0644); a
+    new file gets 0666 less the umask, as `open` gives it."""
+    from nrtrewrite.neff.writer import write_bytes_atomic
+    kept = tmp_path / "kept.neff"
+    kept.write_bytes(b"old")
+    os.chmod(kept, 0o640)
+    write_bytes_atomic(kept, b"new")
+    assert kept.read_bytes() == b"new" and (kept.stat().st_mode & 0o777) == 0o640
+    fresh = tmp_path / "fresh.neff"
+    umask = os.umask(0o027)
+    try:
+        write_bytes_atomic(fresh, b"x")
+    finally:
+        os.umask(umask)
+    assert (fresh.stat().st_mode & 0o777) == 0o640
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

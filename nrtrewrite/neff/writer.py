@@ -81,6 +81,21 @@ def _replaceable(path: str) -> None:
                           "or socket); refusing to replace it", Where(file=path))
 
 
+def _mode_for(path: str) -> int:
+    """The permission bits the written file gets: those of the regular file it replaces (a
+    model kept 0640 stays 0640), else what ``open`` would give a new file (0666 less the
+    umask; ``mkstemp`` makes 0600)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same directory and a rename.
 
@@ -102,9 +117,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
         tmp = None
     except OSError as err:
