@@ -10,8 +10,8 @@ folder holding the input model), by an atomic exchange
 mid-way leaves its temporary sibling; the next ``write_output`` for the same
 output removes the siblings whose process is gone: the building process holds an
 exclusive ``flock`` on its temporary folder for the whole run, and a sibling is removed
-only when that lock can be taken and its PID is no process here (a ``lower`` in another
-PID namespace, a container sharing the folder, has a PID this kernel does not know).  Nothing is written outside
+only when that lock can be taken (a ``lower`` in another PID namespace, a container
+sharing the folder, has a PID this kernel does not know).  Nothing is written outside
 the output's parent folder, never through a symbolic link, and the input is
 only ever read (docs/RELIABILITY.md).
 
@@ -426,20 +426,35 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _try_lock(path: str | os.PathLike) -> tuple[int | None, str]:
+    """Open the real folder ``path`` (never through a link) and try its exclusive ``flock``
+    without waiting: ``(fd, "taken")``; ``(fd, "no locks")`` where the file system has none;
+    ``(None, "held")`` when another process holds it (a live build); ``(None, "absent")``
+    when it cannot be opened (gone, a link, not a folder, not readable).  The caller closes
+    the descriptor (which releases the lock)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None, "absent"
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None, "held"
+    except OSError:
+        return fd, "no locks"
+    return fd, "taken"
+
+
 def lock_folder(path: Path) -> int | None:
     """Hold an exclusive ``flock`` on the folder ``path``: the mark of a live build, which
     :func:`clean_stale_temps` leaves alone whatever its PID says.  Returns the descriptor
     that holds it (closing it, or the process ending, releases the lock; forked children
     share it), or None where the file system has no such locks (then the PID alone
     tells)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
+    fd, state = _try_lock(path)
+    if state != "taken":
+        unlock_folder(fd)
         return None
     return fd
 
@@ -456,24 +471,16 @@ def _remove_if_stale(path: str, pid: int) -> bool:
     killed in another PID namespace: its PID may be a live process of this one, kthreadd's
     2 say; the age covers the moment between a build's ``mkdir`` and its lock).  Where the
     file system has no locks, the PID alone decides."""
+    fd, state = _try_lock(path)
+    if fd is None:
+        return False  # a live build's, or not a folder to remove
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return False  # gone, a link, not a folder, not readable: left alone
-    try:
-        locks = True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # a live build holds it (in another PID namespace, say)
-        except OSError:
-            locks = False  # no locks on this file system
         if _pid_alive(pid):
             try:
                 old = time.time() - os.fstat(fd).st_mtime > STALE_AFTER_S
             except OSError:
                 old = False
-            if not (locks and old):
+            if not (state == "taken" and old):
                 return False
         shutil.rmtree(path, ignore_errors=True)  # (the lock held meanwhile)
         return True
@@ -527,21 +534,18 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
             continue
         try:
             st = entry.stat(follow_symlinks=False)
-            fd = None
-            if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid()
-                    or now - st.st_mtime < STALE_AFTER_S):
-                continue
-            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held: a live run's
         except OSError:
-            if fd is not None:
-                os.close(fd)
             continue
+        if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid()
+                or now - st.st_mtime < STALE_AFTER_S):
+            continue
+        fd, state = _try_lock(entry.path)
         try:
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(Path(entry.path))
+            if state == "taken":  # (held: a live run's; no locks: cannot tell)
+                shutil.rmtree(entry.path, ignore_errors=True)
+                removed.append(Path(entry.path))
         finally:
-            os.close(fd)
+            unlock_folder(fd)
     return removed
 
 

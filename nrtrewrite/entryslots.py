@@ -94,7 +94,7 @@ def entry_post_slots(groups: Sequence[Sequence[int]], ranks_per_node: int,
                 forbidden |= state.forbidden(h, members, group_ranks, group_last)
         slot = (~forbidden & (forbidden + 1)).bit_length() - 1  # the lowest allowed
         if slot >= k:
-            from nrtrewrite.select import ranks_text  # (select is not imported at module level here)
+            from nrtrewrite.select import ranks_text  # (not at module level: import order)
             raise LimitError(
                 f"the entry handshake needs more than the {k} entry_post semaphores "
                 f"({ranks_text(ENTRY_POST_SEMS)}): ranks of this replica group on one node have waited on "

@@ -3,7 +3,6 @@ replica groups, instruction counts, triggers); ``--json`` for a stable machine f
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import click
@@ -12,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, _say, main, stdout_console
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
@@ -162,9 +161,7 @@ def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_
     model = read_model(model_path, verify_hash=not no_verify_hash, limits=limits)
     for w in model.warnings:  # best effort: a stderr that cannot be written loses them
         loc = str(w.where)
-        with contextlib.suppress(OSError, ValueError):
-            click.echo(escape_controls(f"nrtrewrite: warning: {loc + ': ' if loc else ''}"
-                                       f"{w.message}"), err=True)
+        _say(escape_controls(f"nrtrewrite: warning: {loc + ': ' if loc else ''}{w.message}"))
     doc = model_to_dict(model)
     if as_json:
         click.echo(json.dumps(doc, indent=2))
