@@ -74,9 +74,10 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
         st = state[r]
         st["entry"] = k
         if k == 0:
-            v = views[r][Buf.IN]
-            for e in in_elements(r):
-                mem[(r, int(v.address(np.array([e]))[0]))] = (e, 1 << pos[r])
+            elements = in_elements(r)
+            addrs = views[r][Buf.IN].address(np.arange(elements.start, elements.stop)).tolist()
+            bit = 1 << pos[r]
+            mem.update(((r, a), (e, bit)) for e, a in zip(elements, addrs))
         if k >= len(entries[r]):
             finish(r)
             return
@@ -88,9 +89,11 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
             start_entry(r, k + 1)
 
     def finish(r):
-        v = views[r][Buf.OUT]
-        for e, tag, mask in out_expect(r):
-            got = mem.get((r, int(v.address(np.array([e]))[0])))
+        expect = out_expect(r)
+        addrs = views[r][Buf.OUT].address(np.array([e for e, _t, _m in expect],
+                                                    dtype=np.int64)).tolist()
+        for (e, tag, mask), a in zip(expect, addrs):
+            got = mem.get((r, a))
             if got != (tag, mask):
                 raise SymbolicError(f"rank {r}: output element {e} is {got}, expected "
                                     f"{(tag, mask)}")
@@ -107,13 +110,16 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
         ns, nd = int(row["n_src"]), int(row["n_dst"])
         if nd:
             es = np.arange(a, b)
-            src_addr = [vs[int(row["src_view"][i])].address(es) for i in range(ns)]
-            dst_addr = [vs[int(row["dst_view"][j])].address(es) for j in range(nd)]
+            src_addr = [vs[int(row["src_view"][i])].address(es).tolist() for i in range(ns)]
+            dst_addr = [vs[int(row["dst_view"][j])].address(es).tolist() for j in range(nd)]
+            src_owner = [peers[int(row["src_peer"][i])] for i in range(ns)]
+            dst_owner = [peers[int(row["dst_peer"][j])] for j in range(nd)]
+            unreduced = ns > 1 and not row["reduce"]
             for k, e in enumerate(range(a, b)):
                 mask = 0
                 for i in range(ns):
-                    owner = peers[int(row["src_peer"][i])]
-                    val = mem.get((owner, int(src_addr[i][k])))
+                    owner = src_owner[i]
+                    val = mem.get((owner, src_addr[i][k]))
                     if val is None:
                         raise SymbolicError(f"rank {r} leg {dict_row(row)} reads element {e} of "
                                             f"rank {owner} view {int(row['src_view'][i])} before "
@@ -124,12 +130,12 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
                     if mask & val[1]:
                         raise SymbolicError(f"rank {r} counts contributors {mask & val[1]:#x} "
                                             f"twice in element {e} ({dict_row(row)})")
-                    if ns > 1 and not row["reduce"]:
+                    if unreduced:
                         raise SymbolicError("several sources without a reduce")
                     mask |= val[1]
                 for j in range(nd):
-                    owner = peers[int(row["dst_peer"][j])]
-                    key = (owner, int(dst_addr[j][k]))
+                    owner = dst_owner[j]
+                    key = (owner, dst_addr[j][k])
                     if key in written:
                         raise SymbolicError(f"rank {r} writes element {e} of rank {owner} a "
                                             f"second time ({dict_row(row)})")
