@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
+from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import main, stderr_console, stdout_console
 from nrtrewrite.errors import NrtRewriteError, escape_controls
@@ -140,8 +141,8 @@ def summary_table(plan, title: str) -> Table:
     rows = []
     for tp in plan.triggers:
         t = tp.trigger
-        man = tp.prepared.manifest  # algorithm-agnostic: what manifest.json shows
-        rows.append((t, tp.alg.name, _channels(man), man.get("chunk", {}).get("pgta", "-")))
+        man = tp.prepared.brief  # algorithm-agnostic: what manifest.json shows
+        rows.append((t, tp.alg.name, _channels(tp), man.get("chunk", {}).get("pgta", "-")))
     if len(rows) <= SUMMARY_TRIGGER_ROWS:
         table = Table(title=title, show_lines=False)
         for col in ("trigger", "op", "dtype", "elements", "group", "algorithm", "channels",
@@ -169,12 +170,13 @@ def summary_table(plan, title: str) -> Table:
     return table
 
 
-def _channels(man: dict) -> int:
-    """Channel ids a trigger uses: its ring channels, or a HIER plan's over its legs."""
-    legs = man.get("hier", {}).get("legs")
+def _channels(tp) -> int:
+    """Channel ids a trigger uses: its ring channels, or a HIER plan's over its legs (the
+    manifest's ``channel_base + channel_ids`` of its last leg)."""
+    legs = getattr(tp.prepared.data, "legs", None) if tp.alg == EncAlgType.HIER else None
     if legs:
-        return max(leg["channel_base"] + leg["channel_ids"] for leg in legs)
-    return len(man.get("channels", []))
+        return max(lp.channel_base + lp.n_channels for lp in legs)
+    return len(tp.prepared.brief.get("channels", []))
 
 
 def _span(values: list[int]) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -46,19 +46,47 @@ class EntrySpec:
     info: dict = field(default_factory=dict)  # shown by `schedule`
 
 
-@dataclass
 class Prepared:
-    """What :meth:`Algorithm.prepare` decided for one trigger."""
+    """What :meth:`Algorithm.prepare` decided for one trigger.
 
-    scratch_bytes: int  # per rank, RECV / channel-buffer slots
-    gw_bytes: int  # per rank, gateway staging (network sends)
-    manifest: dict  # shown in manifest.json "triggers" (channels, chunk, ...)
-    data: Any = None  # the algorithm's own rank-independent plan
-    #: per rank, scratch no other trigger reuses (placed after the shared scratch; its offset
-    #: in the scratch region is TriggerPlan.private_offset)
-    private_scratch_bytes: int = 0
-    #: SPAD entries each rank of the group gets for this trigger (HIER: one per leg)
-    entries: int = 1
+    ``manifest`` is what manifest.json's ``triggers`` shows of it (channels, chunk, ...).  An
+    algorithm whose record is costly and needed only when the manifest is written (HIER:
+    a record per group of every leg, tens of thousands in a large model) gives the cheap
+    keys as ``manifest`` and the rest as ``later``, a function made of the plan that returns
+    them; :attr:`manifest` calls it on first use (with ``-j 2`` in the process that encodes
+    the manifest, while the ranks are lowered: docs/PERFORMANCE.md), :attr:`brief` never
+    does (``lower``'s summary table)."""
+
+    __slots__ = ("scratch_bytes", "gw_bytes", "_manifest", "_later", "data",
+                 "private_scratch_bytes", "entries")
+
+    def __init__(self, scratch_bytes: int, gw_bytes: int, manifest: dict, data: Any = None,
+                 private_scratch_bytes: int = 0, entries: int = 1,
+                 later: Callable[[], dict] | None = None) -> None:
+        self.scratch_bytes = scratch_bytes  # per rank, RECV / channel-buffer slots
+        self.gw_bytes = gw_bytes  # per rank, gateway staging (network sends)
+        self._manifest = manifest
+        self._later = later
+        self.data = data  # the algorithm's own rank-independent plan
+        #: per rank, scratch no other trigger reuses (placed after the shared scratch; its
+        #: offset in the scratch region is TriggerPlan.private_offset)
+        self.private_scratch_bytes = private_scratch_bytes
+        #: SPAD entries each rank of the group gets for this trigger (HIER: one per leg)
+        self.entries = entries
+
+    @property
+    def manifest(self) -> dict:
+        """The whole record manifest.json shows (made complete on first use)."""
+        if self._later is not None:
+            later, self._later = self._later, None
+            self._manifest.update(later())
+        return self._manifest
+
+    @property
+    def brief(self) -> dict:
+        """The record's cheap keys: ``channels`` and ``chunk`` at least (HIER: ``channels``
+        empty and ``chunk`` its ``pgta``), whether or not the rest was made yet."""
+        return self._manifest
 
 
 class Algorithm(ABC):

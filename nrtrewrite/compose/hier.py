@@ -267,6 +267,19 @@ def _view_factory(ctx, trig, lp: LegPlan):
     return factory
 
 
+def _hier_manifest(hp: HierPlan, dsize: int) -> dict:
+    """The trigger record's ``hier`` (docs/FORMATS.md §1.1): every leg with its groups' plans
+    and its buffers, and the all-reduce slices."""
+    legs = []
+    for lp in hp.legs:
+        m = lp.manifest()
+        m["buffers"] = [{"role": role, "region": kind, "offset": off * dsize}
+                        for role, (kind, off) in sorted(lp.roles.items())
+                        if kind in ("scratch", "gw")]
+        legs.append(m)
+    return {"legs": legs, "slices": list(hp.slices)}
+
+
 class HierAlgorithm(Algorithm):
     """HIER: one SPAD entry per leg, chained with trigger_next."""
 
@@ -284,19 +297,10 @@ class HierAlgorithm(Algorithm):
             scratch = (4 if sc else 3) * space * dsize
         sc_inter = any(lp.alg == EncAlgType.SINGLE_CYCLE_RING for lp in hp.legs)
         gw = (2 if sc_inter else 1) * space * dsize
-        legs = []
-        for lp in hp.legs:
-            m = lp.manifest()
-            m["buffers"] = [{"role": role, "region": kind, "offset": off * dsize}
-                            for role, (kind, off) in sorted(lp.roles.items())
-                            if kind in ("scratch", "gw")]
-            legs.append(m)
         manifest = {"channels": [], "chunk": {"pgta": max(
-                        (p.layout.groups for lp in hp.legs for p in lp.plans.values()),
-                        default=1)},
-                    "hier": {"legs": legs, "slices": list(hp.slices)}}
+            (p.layout.groups for lp in hp.legs for p in lp.plans.values()), default=1)}}
         return Prepared(scratch_bytes=scratch, gw_bytes=gw, manifest=manifest, data=hp,
-                        entries=len(hp.legs))
+                        entries=len(hp.legs), later=lambda: {"hier": _hier_manifest(hp, dsize)})
 
     def entries(self, ctx, tp, rank: int) -> list[EntrySpec]:
         hp: HierPlan = tp.prepared.data
