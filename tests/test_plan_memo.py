@@ -189,3 +189,31 @@ def test_hier_groups_alike_share_one_plan_record():
                 assert leg["plans"][0]["channels"][0]["order"] in ([0, 1], (0, 1))
                 shared += 1
     assert shared
+
+
+def test_hier_record_is_made_on_first_use_and_once(monkeypatch):
+    """Planning leaves a HIER trigger's ``hier`` record (every group's plan record) to the
+    first use of ``Prepared.manifest``; ``brief`` (lower's summary) never makes it, and the
+    summary's channel count is the record's last leg's channel_base + channel_ids."""
+    import nrtrewrite.compose.hier as H
+    from nrtrewrite.cli.lower import _channels
+
+    made = []
+    orig = H.LegPlan.manifest
+    monkeypatch.setattr(H.LegPlan, "manifest", lambda self: made.append(self.name) or orig(self))
+    plan = plan_lowering(read_model(FIX / "two_node128.neff"), LowerOptions())
+    hier = [tp for tp in plan.triggers if tp.alg == EncAlgType.HIER]
+    assert hier and made == []
+    for tp in hier:
+        assert set(tp.prepared.brief) == {"channels", "chunk"}
+        assert tp.prepared.brief["channels"] == []
+        n = _channels(tp)
+        assert made == []
+        rec = tp.prepared.manifest
+        names = [lp.name for lp in tp.prepared.data.legs]
+        assert made[-len(names):] == names
+        before = len(made)
+        assert tp.prepared.manifest is rec and len(made) == before  # made once
+        legs = rec["hier"]["legs"]
+        assert n == max(leg["channel_base"] + leg["channel_ids"] for leg in legs)
+        assert [leg["name"] for leg in legs] == names
