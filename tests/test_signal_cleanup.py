@@ -161,3 +161,51 @@ def test_interruption_follows_causes_and_contexts():
     e = RuntimeError("z")
     e.__cause__ = k
     assert _interruption(e) is k
+
+
+def _stopped_after_placing(tmp_path, monkeypatch, *, force: bool, where: str):
+    """``lower ar2.neff`` whose stop (Ctrl-C's KeyboardInterrupt, SIGTERM's Terminated)
+    lands once the output is in place: in the removal of the output ``--force`` replaced,
+    or in the parent folder's fsync right after the rename."""
+    import nrtrewrite.bundle as B
+
+    out = tmp_path / "out"
+    if force:
+        assert CliRunner().invoke(main, ["lower", str(FIX / "ar2.neff"), "-o", str(out),
+                                         "-q"]).exit_code == 0
+    real_remove, real_fsync_dir = B._remove_replaced, B._fsync_dir
+    stop = KeyboardInterrupt() if where == "remove" else Terminated(signal.SIGTERM)
+
+    def remove(out_, old, warn):
+        real_remove(out_, old, warn)
+        raise stop
+
+    def fsync_dir(path):
+        real_fsync_dir(path)
+        if path == tmp_path and not getattr(fsync_dir, "done", False):
+            fsync_dir.done = True
+            raise stop
+
+    if where == "remove":
+        monkeypatch.setattr(B, "_remove_replaced", remove)
+    else:
+        monkeypatch.setattr(B, "_fsync_dir", fsync_dir)
+    args = ["lower", str(FIX / "ar2.neff"), "-o", str(out), "-q"] + (["--force"] if force else [])
+    return out, CliRunner().invoke(main, args)
+
+
+@pytest.mark.parametrize("force, where", [(True, "remove"), (False, "fsync"), (True, "fsync")])
+def test_a_stop_after_the_output_is_in_place_says_it_is_complete(tmp_path, monkeypatch, force,
+                                                                 where):
+    out, res = _stopped_after_placing(tmp_path, monkeypatch, force=force, where=where)
+    # the stop is still a stop (Ctrl-C: Aborted!, status 1; SIGTERM: 143)...
+    assert res.exit_code == (1 if where == "remove" else 128 + signal.SIGTERM)
+    # ...but the output it came after is whole, and the user is told so
+    assert f"{out}: the new output is complete and in place; the run was stopped after it " \
+           "was written" in res.output
+    assert (out / "manifest.json").is_file()
+    ref = tmp_path / "ref"
+    assert CliRunner().invoke(main, ["lower", str(FIX / "ar2.neff"), "-o", str(ref),
+                                     "-q"]).exit_code == 0
+    assert CliRunner().invoke(main, ["diff", str(ref), str(out)]).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ref"]  # no sibling left
