@@ -22,6 +22,7 @@ memory holds one rank's artifacts per worker, never the whole world's.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -768,6 +769,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     triggers_ahead = None
     syncer = _Syncer()  # no thread until the first rank is added
     lock = None
+    placed = False  # out is the new output: what follows only tidies up
     try:
         tmp.mkdir()
         lock = lock_folder(tmp)  # held until the end: no other lower's cleanup removes it
@@ -828,17 +830,25 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 finally:
                     unlock_folder(held)
                 tmp = old
+            placed = True
             _remove_replaced(out, tmp, warn)
         else:
             _rename_noreplace(tmp, out)
+            placed = True
         _fsync_dir(parent)
-    except BaseException:
+    except BaseException as exc:
         # no lock taken here: a signal's Terminated may have left one held mid-operation
         # (raised between a lock's acquire and the `with` that releases it: the syncer's
         # queue), and waiting for it would hang the cleanup; the fsync thread is a daemon,
         # and an fsync of a file being removed fails harmlessly there
         syncer.abandon()
         shutil.rmtree(tmp, ignore_errors=True)
+        if placed and not isinstance(exc, Exception):  # a stop (Ctrl-C, SIGTERM) came late
+            with contextlib.suppress(OSError):
+                _fsync_dir(parent)  # the rename made durable, as a finished run does
+            if warn is not None:
+                warn(f"{out}: the new output is complete and in place; the run was "
+                     "stopped after it was written")
         raise
     finally:
         unlock_folder(lock)

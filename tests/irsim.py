@@ -90,8 +90,8 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
 
     def finish(r):
         expect = out_expect(r)
-        addrs = views[r][Buf.OUT].address(np.array([e for e, _t, _m in expect],
-                                                    dtype=np.int64)).tolist()
+        elements = np.array([e for e, _t, _m in expect], dtype=np.int64)
+        addrs = views[r][Buf.OUT].address(elements).tolist()
         for (e, tag, mask), a in zip(expect, addrs):
             got = mem.get((r, a))
             if got != (tag, mask):
