@@ -19,6 +19,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -93,7 +94,11 @@ def parse_ranks(text: str) -> tuple[int, ...]:
     :data:`MAX_TOPOLOGY_RANKS`, and at most that many ranks listed (more repeats a rank)."""
     items: list[tuple[int, int]] = []
     total = 0
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and not all(parts):  # "0-3," or ",0" or "0,,4": as --algo's clauses
+        raise ValidationError(f"empty item in the rank list {_shown_item(text)} (items are "
+                              "separated by ',', none may be empty)", field="--group")
+    for part in filter(None, parts):
         m = _RANKS_ITEM_RE.fullmatch(part)
         if not m:
             raise ValidationError(f"bad rank list item {_shown_item(part)} (e.g. 0-63 or 0,4,8)",
@@ -645,10 +650,14 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         raise (err.at(file=model) if model is not None else err) from None
     policy: Policy = DEFAULT_POLICY
     model_less = (op, nbytes, nranks, group_text, nodes, lnc, alu)
+    # --dtype has a default: given is what the command line (or the environment) set
+    dtype_given = click.get_current_context().get_parameter_source("dtype") not in (
+        ParameterSource.DEFAULT, None)
     if model is not None:
-        if any(v is not None for v in model_less) or sbuf:
-            raise click.UsageError("--op/--bytes/--ranks/--group/--nodes/--lnc/--sbuf/--alu "
-                                   "describe a collective without a MODEL; give one or the other")
+        if any(v is not None for v in model_less) or sbuf or dtype_given:
+            raise click.UsageError("--op/--bytes/--dtype/--ranks/--group/--nodes/--lnc/--sbuf/"
+                                   "--alu describe a collective without a MODEL; give one or "
+                                   "the other")
         m = _read_model(model, not no_verify_hash)
         err_console = stderr_console()
         if no_verify_hash:  # the warnings lower gives for the same model
@@ -678,6 +687,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             items.append((t, meta))
         model_why = _handshake_refusal(m, topo)
     else:
+        if only or show_all or no_verify_hash:
+            raise click.UsageError("--trigger/--all/--no-verify-hash choose among a MODEL's "
+                                   "triggers; without one, --op/--bytes describe one collective")
         if op is None or nbytes is None:
             raise click.UsageError("give MODEL, or --op and --bytes with --ranks or --group")
         if (nranks is None) == (group_text is None):
@@ -698,7 +710,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                                        "a topology file sets its own nodes")
             spec = f"{base}:nodes={nodes}"
         lnc_size = int(lnc) if lnc else _default_lnc(topology)
-        topo = load_topology(spec, world=group, lnc_size=lnc_size)
+        topo = load_topology(spec, world=group, lnc_size=lnc_size,
+                             lnc_of="--lnc is" if lnc else "the default --lnc is")
         try:
             dt = DType[dtype.strip().upper()]
         except KeyError:

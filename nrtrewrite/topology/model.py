@@ -672,23 +672,32 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
 
 
 def _parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
-    name, _, rest = spec.partition(":")
+    """``trn2`` or ``trn2:nodes=N`` (either preset): the preset's name and its options.  An
+    empty option (``trn2:``, ``trn2:nodes=2,``), a repeated one, or a count written otherwise
+    than as a plain positive number (``nodes=01``: the spec is the topology's recorded name)
+    is refused."""
+    name, colon, rest = spec.partition(":")
     opts: dict[str, int] = {}
-    for part in filter(None, rest.split(",")):
+    for part in rest.split(",") if colon else []:
         key, eq, val = part.partition("=")
-        if not eq or key not in ("nodes",) or not val.isdigit() or int(val) < 1:
-            raise ValidationError(f"bad topology option {part!r} in {spec!r} "
+        if (not eq or key not in ("nodes",) or key in opts or not val.isdigit()
+                or val != str(int(val)) or int(val) < 1):
+            why = "repeated" if key in opts and eq else "bad"
+            raise ValidationError(f"{why} topology option {part!r} in {spec!r} "
                                   "(presets take nodes=N, e.g. trn2:nodes=2)", field="topology")
         opts[key] = int(val)
     return name, opts
 
 
-def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) -> Topology:
+def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
+                  lnc_of: str = "the model has lnc_size") -> Topology:
     """Resolve a ``--topology`` value.
 
     ``None`` -> trn2 at the model's ``lnc_size`` with as many nodes as ``world`` needs;
-    ``"trn1"`` / ``"trn2"`` presets, optionally ``"trn2:nodes=2"``; otherwise a path to a
-    JSON topology file (docs/TOPOLOGY.md).  Every rank of ``world`` must exist.
+    ``"trn1"`` / ``"trn2"`` presets, optionally with a node count (``"trn2:nodes=2"``,
+    ``"trn1:nodes=2"``); otherwise a path to a
+    JSON topology file (docs/TOPOLOGY.md).  Every rank of ``world`` must exist.  ``lnc_of``
+    says where ``lnc_size`` came from when a file's own differs (``explain``'s ``--lnc``).
     """
     world = tuple(world)
     lnc_size = lnc_size or 1
@@ -706,7 +715,8 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
         return topo
     path = Path(spec)
     if not path.is_file():
-        raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn2:nodes=N) "
+        raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn1:nodes=N, "
+                              "trn2:nodes=N) "
                               "nor a readable file", field="topology")
     try:
         doc = jsonin.loads(path.read_text())
@@ -721,8 +731,8 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int) ->
     platform = platform_from_json(doc, where=str(path))
     file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
     if file_lnc != lnc_size:
-        raise ValidationError(f"topology file is for lnc_size {file_lnc} but the model has "
-                              f"lnc_size {lnc_size}", file=str(path), field="lnc_size")
+        raise ValidationError(f"topology file is for lnc_size {file_lnc} but {lnc_of} "
+                              f"{lnc_size}", file=str(path), field="lnc_size")
     if lnc_size not in platform.lnc_sizes:
         raise ValidationError(f"topology {platform.name} supports lnc_size "
                               f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
