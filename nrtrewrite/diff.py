@@ -1102,9 +1102,16 @@ IGNORABLE_KEYS = ("tool_version", "input", "output_neff", "options", "topology",
                   "world", "ranks", "triggers")
 
 
+#: Of :data:`IGNORABLE_KEYS`, those whose value is no object (FORMATS §1.1: a string, lists):
+#: ignored whole only, having no keys inside.
+WHOLE_ONLY_KEYS = {"tool_version": "a string", "world": "a list", "ranks": "a list",
+                   "triggers": "a list"}
+
+
 def check_ignored(paths: Iterable[str]) -> tuple[str, ...]:
     """The ``--ignore`` key paths, each refused (ValueError) unless its first key is one of
-    :data:`IGNORABLE_KEYS` and no part is empty."""
+    :data:`IGNORABLE_KEYS`, no part is empty, and it names keys inside only of an object
+    (not of :data:`WHOLE_ONLY_KEYS`)."""
     out = []
     for p in paths:
         parts = p.split(".")
@@ -1112,8 +1119,23 @@ def check_ignored(paths: Iterable[str]) -> tuple[str, ...]:
             raise ValueError(f"{p!r} is not a key path of the top-level manifest.json that "
                              f"may be ignored (its keys: {', '.join(IGNORABLE_KEYS)}; a key "
                              "inside one after a dot, e.g. input.name)")
+        if len(parts) > 1 and parts[0] in WHOLE_ONLY_KEYS:
+            raise ValueError(f"{p!r}: {parts[0]} is {WHOLE_ONLY_KEYS[parts[0]]} in the "
+                             f"manifest, with no keys inside; ignore it whole ({parts[0]})")
         out.append(p)
     return tuple(out)
+
+
+def unmatched_ignored(paths: Iterable[str], *docs: dict) -> list[str]:
+    """The ``--ignore`` paths that name a value in none of ``docs`` (the two manifests): a
+    typo in a CI recipe (``input.nmae``) would otherwise ignore nothing, silently."""
+    def present(doc, parts) -> bool:
+        for k in parts:
+            if not isinstance(doc, dict) or k not in doc:
+                return False
+            doc = doc[k]
+        return True
+    return [p for p in paths if not any(present(d, p.split(".")) for d in docs)]
 
 
 def _without(doc: dict, paths: tuple[str, ...]) -> dict:
@@ -1135,11 +1157,13 @@ def _without(doc: dict, paths: tuple[str, ...]) -> dict:
     return doc
 
 
-def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = ()) -> Report:
+def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (),
+            warn: Callable[[str], None] | None = None) -> Report:
     """Compare output folders ``a`` and ``b``, handing every difference to ``rep``.  Nothing
     is followed through a link; what cannot be read in A is an error (the reference), in B a
     ``damaged`` difference (docs/CLI.md).  ``ignore``: key paths of the top-level manifest
-    whose values are not compared (:func:`check_ignored`)."""
+    whose values are not compared (:func:`check_ignored`); ``warn`` is told of each that
+    names a value in neither manifest (:func:`unmatched_ignored`)."""
     ignore = check_ignored(ignore)
     a, b = Path(a), Path(b)
     for p in (a, b):
@@ -1157,6 +1181,10 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
         rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore)))
+    if warn is not None:
+        for p in unmatched_ignored(ignore, ma, mb):
+            warn(f"--ignore {p}: neither manifest.json has this key path, so it ignores "
+                 "nothing")
     na = _neff_name(ma, a)
     try:
         nb = _neff_name(mb, b)

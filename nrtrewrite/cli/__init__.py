@@ -51,6 +51,18 @@ def stderr_console() -> Console:
     return Console(stderr=True, force_terminal=False, color_system=None)
 
 
+def warn(err: Console, text: str) -> None:
+    """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped), its
+    control characters escaped and its brackets not read as markup (a path may hold either).
+    Best effort: a stderr that cannot be written (``2>/dev/full``) loses the warning, never
+    the command's work."""
+    from rich.text import Text
+
+    line = Text.assemble(("nrtrewrite: warning:", "yellow"), " " + escape_controls(text))
+    with contextlib.suppress(OSError, ValueError):
+        err.print(line, highlight=False, soft_wrap=True)
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived: raised where the process is, so that every ``finally`` and
     ``except BaseException`` runs (a half-written output's temporary folder is removed, as

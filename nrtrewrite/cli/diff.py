@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from nrtrewrite.cli import JsonErrorCommand, main
+from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, warn
 from nrtrewrite.diff import Report, check_ignored, compare
 from nrtrewrite.errors import NrtRewriteError, escape_controls
 
@@ -61,6 +61,10 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
     out = sys.stdout
     limit = max_lines or None
     files = []
+
+    def say(text: str) -> None:  # a warning on stderr
+        warn(stderr_console(), text)
+
     if as_json:  # streamed: the differences as they are found, the counts at the end
         first = [True]
 
@@ -76,7 +80,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
         out.write('{\n "differences": [')
         rep = Report(limit, on_difference, files.append)
         try:
-            compare(a, b, rep, ignore)
+            compare(a, b, rep, ignore, warn=say)
         except NrtRewriteError as err:  # the line on stderr and exit 2 follow (cli._Group)
             close(rep, err.line())
             raise
@@ -93,7 +97,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
 
         rep = compare(a, b, Report(limit, on_difference,
                                    lambda fc: out.write(escape_controls(fc.line()) + "\n")),
-                      ignore)
+                      ignore, warn=say)
         if rep.shown < rep.count:
             out.write(f"... {rep.count - rep.shown} more differences\n")
         out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from rich.text import Text
 
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import main, stderr_console, stdout_console
-from nrtrewrite.errors import NrtRewriteError, escape_controls
+from nrtrewrite.cli import main, stderr_console, stdout_console, warn
+from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
@@ -65,16 +62,6 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
         raise err.at(file=model_path)  # name the model when the error names nothing else
     warnings += plan.notes
     return plan, warnings
-
-
-def warn(err: Console, text: str) -> None:
-    """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped), its
-    control characters escaped and its brackets not read as markup (a path may hold either).
-    Best effort: a stderr that cannot be written (``2>/dev/full``) loses the warning, never
-    the command's work."""
-    line = Text.assemble(("nrtrewrite: warning:", "yellow"), " " + escape_controls(text))
-    with contextlib.suppress(OSError, ValueError):
-        err.print(line, highlight=False, soft_wrap=True)
 
 
 @main.command("lower")
