@@ -16,6 +16,8 @@ from nrtrewrite.neff.assembler import assemble_file
 def assemble_cmd(spec_path: str, out_path: str) -> None:
     """Assemble SPEC (YAML or JSON) into a NEFF-like file; the result is read back and
     validated unless the spec says `validate: false`."""
+    if spec_path == "":  # (reading "" fails with no file to name)
+        raise click.BadParameter("an empty path", param_hint="'SPEC'")
     if out_path == "":
         raise click.BadParameter("an empty path", param_hint="'-o' / '--output'")
     result = assemble_file(spec_path, out_path)

@@ -98,6 +98,9 @@ class _DumpCommand(JsonErrorCommand):
 def dump_cmd(path, rank, as_json, limit, **selected):
     """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
     p = Path(path)
+    if not p.is_file() and not p.is_dir():  # a FIFO, a device, a socket: neither form
+        raise OutputError(f"{p}: not a regular file nor a folder (dump reads an artifact "
+                          "file, a rank folder or an output folder)")
     kinds = [k for k in SELECTORS if selected[f"sel_{k}"]]
     if len(kinds) > 1:  # (click's flag_value options kept the last one silently)
         raise click.UsageError(f"{' and '.join('--' + k for k in kinds)} are exclusive: "

@@ -157,6 +157,8 @@ def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_
                 max_member_bytes: int) -> None:
     """Decode and validate MODEL.neff and show its header, members, vars, replica groups,
     instruction counts per engine and every collective trigger."""
+    if model_path == "":  # (reading "" fails with no file to name)
+        raise click.BadParameter("an empty path", param_hint="'MODEL.neff'")
     limits = Limits(max_total_bytes=max_total_bytes, max_member_bytes=max_member_bytes)
     model = read_model(model_path, verify_hash=not no_verify_hash, limits=limits)
     for w in model.warnings:  # best effort: a stderr that cannot be written loses them

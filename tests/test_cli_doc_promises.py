@@ -1,0 +1,117 @@
+"""What docs/CLI.md, docs/TOPOLOGY.md and docs/SELECTION.md promise about options that belong
+to another mode, odd paths and odd values, as a reader of the docs found them broken
+(2026-12-02): each case is one line on stderr and status 2, or the documented warning."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.errors import ValidationError
+from nrtrewrite.topology.model import load_topology
+from test_atomic_output import FIX
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def _one_line(res, code: int = 2) -> str:
+    assert res.exit_code == code, (res.exit_code, res.output)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    return lines[0]
+
+
+MODEL_LESS = ["--op", "allreduce", "--bytes", "1MiB", "--ranks", "8"]
+
+
+@pytest.mark.parametrize("dtype", ["nope", "fp16", "bf16"])
+def test_explain_of_a_model_refuses_a_given_dtype(dtype):
+    # --dtype is model-less; it has a default, so only a given one is refused (bf16 too)
+    line = _one_line(_run("explain", FIX / "ar2.neff", "--dtype", dtype))
+    assert "--dtype" in line and "without a MODEL" in line
+    assert _run("explain", FIX / "ar2.neff").exit_code == 0
+
+
+@pytest.mark.parametrize("extra", [["--trigger", "3"], ["--all"], ["--no-verify-hash"]])
+def test_model_less_explain_refuses_the_options_of_a_model(extra):
+    line = _one_line(_run("explain", *MODEL_LESS, *extra))
+    assert "choose among a MODEL's triggers" in line
+
+
+@pytest.mark.parametrize("group", ["0-3,", ",0", "0,,4", "0, ,4"])
+def test_a_group_with_an_empty_item_is_refused(group):
+    line = _one_line(_run("explain", "--op", "allreduce", "--bytes", "1MiB", "--group", group))
+    assert "field --group: empty item in the rank list" in line
+
+
+def test_a_topology_file_for_another_lnc_names_the_lnc_option(tmp_path):
+    topo = tmp_path / "t.json"
+    topo.write_text(json.dumps({"platform": "trn2", "lnc_size": 1}))
+    line = _one_line(_run("explain", *MODEL_LESS, "--topology", topo, "--lnc", "2"))
+    assert line.endswith("field lnc_size: topology file is for lnc_size 1 but --lnc is 2")
+
+
+def test_either_preset_takes_a_node_count():
+    topo = load_topology("trn1:nodes=2", world=tuple(range(8)), lnc_size=1)
+    assert (topo.name, topo.nodes, topo.platform.name) == ("trn1:nodes=2", 2, "trn1")
+    res = _run("explain", *MODEL_LESS, "--topology", "trn1:nodes=2")
+    assert res.exit_code == 0 and "topology trn1:nodes=2 (2 node(s)" in res.stdout
+
+
+@pytest.mark.parametrize("spec, why", [("trn2:", "bad topology option ''"),
+                                       ("trn2:nodes=2,", "bad topology option ''"),
+                                       ("trn2:nodes=01", "bad topology option 'nodes=01'"),
+                                       ("trn2:nodes=1,nodes=2", "repeated topology option"),
+                                       ("trn1:nodes=0", "bad topology option 'nodes=0'")])
+def test_a_preset_option_written_oddly_is_refused(spec, why):
+    with pytest.raises(ValidationError, match=why):
+        load_topology(spec, world=tuple(range(8)), lnc_size=1)
+
+
+@pytest.fixture(scope="module")
+def two_outputs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("diff")
+    for name in ("a", "b"):
+        assert _run("lower", FIX / "ar2.neff", "-o", base / name, "-q").exit_code == 0
+    return base / "a", base / "b"
+
+
+@pytest.mark.parametrize("path, kind", [("tool_version.x", "a string"), ("world.0", "a list"),
+                                        ("ranks.x", "a list"), ("triggers.0", "a list")])
+def test_diff_ignore_of_a_key_inside_a_non_object_is_a_usage_error(two_outputs, path, kind):
+    line = _one_line(_run("diff", *two_outputs, "--ignore", path))
+    assert f"{path.split('.')[0]} is {kind} in the manifest" in line
+
+
+def test_diff_ignore_of_a_path_in_neither_manifest_warns(two_outputs):
+    res = _run("diff", *two_outputs, "--ignore", "input.nmae", "--ignore", "input.name")
+    assert res.exit_code == 0 and res.stdout.strip() == "identical"
+    assert res.stderr.splitlines() == ["nrtrewrite: warning: --ignore input.nmae: neither "
+                                       "manifest.json has this key path, so it ignores nothing"]
+    # the --json document is unchanged by it (the warning is on stderr)
+    res = _run("diff", *two_outputs, "--ignore", "input.nmae", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["identical"] is True
+
+
+def test_an_empty_path_is_a_usage_error_naming_the_argument(tmp_path):
+    line = _one_line(_run("inspect", ""))
+    assert "inspect: error: Invalid value for 'MODEL.neff': an empty path" in line
+    line = _one_line(_run("assemble", "", "-o", tmp_path / "x.neff"))
+    assert "Invalid value for 'SPEC': an empty path" in line
+    assert not (tmp_path / "x.neff").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("selector", [[], ["--sem"]])
+def test_dump_of_a_fifo_says_what_it_is(tmp_path, selector):
+    fifo = tmp_path / "sem.bin"
+    os.mkfifo(fifo)
+    line = _one_line(_run("dump", *selector, fifo))
+    assert line == (f"nrtrewrite: error: {fifo}: not a regular file nor a folder (dump reads "
+                    "an artifact file, a rank folder or an output folder)")
