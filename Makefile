@@ -39,12 +39,14 @@ test:
 
 ## fixtures: rebuild every fixtures/<name>.neff from fixtures/<name>.yaml (byte-deterministic)
 fixtures:
+	$(ENSURE_VENV)
 	@set -e; for spec in $(FIXTURE_SPECS); do \
 		$(NRTREWRITE) assemble "$$spec" -o "$${spec%.yaml}.neff"; \
 	done
 
 ## golden: regenerate fixtures/golden/<name>.tar.gz, the lowered outputs the tests diff against
 golden:
+	$(ENSURE_VENV)
 	mkdir -p fixtures/golden
 	$(foreach f,$(GOLDEN_FIXTURES),$(PY) -m nrtrewrite.golden fixtures/$(f).neff fixtures/golden/$(f).tar.gz $(GOLDEN_RANKS_$(f)) &&) true
 
@@ -75,6 +77,7 @@ fuzz:
 		|| echo "fuzz: atheris could not be installed; falling back to the pure-Python loop"
 	$(PY) fuzz/fuzz_reader.py --seconds $(FUZZ_SECONDS)
 
-## clean: remove build leftovers and lowered outputs next to fixtures
+## clean: remove build leftovers (build, dist, *.egg-info, .pytest_cache), lowered outputs
+##        next to fixtures and the fuzzer's corpus (fuzz/corpus); never .venv
 clean:
 	rm -rf build dist *.egg-info fixtures/*.lowered .pytest_cache fuzz/corpus

@@ -41,12 +41,17 @@ BUILDABLE = {"large64": (64, 1, {}), "large128": (128, 2, {}),
              "all64": (64, 1, {"count": 100, "hi": 16 << 20})}
 
 
+def _me() -> str:
+    """The script that runs (leg_cost.py shares :func:`model_path`), for error lines."""
+    return Path(sys.argv[0]).name or "profile_rank.py"
+
+
 def model_path(name: str) -> Path:
     """A NEFF path, or the benchmark model of that name (built if missing and buildable)."""
     p = Path(name)
     if p.suffix == ".neff" or p.exists():
         if not p.is_file():
-            raise SystemExit(f"profile_rank.py: error: {p}: no such file")
+            raise SystemExit(f"{_me()}: error: {p}: no such file")
         return p
     from models import OUT, build, large_spec
 
@@ -54,7 +59,7 @@ def model_path(name: str) -> Path:
     if path.is_file():
         return path
     if name not in BUILDABLE:
-        raise SystemExit(f"profile_rank.py: error: {path}: no such model (run make bench to build "
+        raise SystemExit(f"{_me()}: error: {path}: no such model (run make bench to build "
                          f"the sweep models; this script builds {', '.join(BUILDABLE)})")
     ranks, nodes, kw = BUILDABLE[name]
     print(f"building {path} ...", file=sys.stderr)
@@ -110,6 +115,13 @@ def main(argv: list[str] | None = None) -> None:
     path = model_path(args.model)
     tool = _tool(args.tool)
     options = LowerOptions(algo=args.algo)
+    if args.what != "plan":
+        from nrtrewrite.neff.reader import read_model as _read
+        world = _read(path).world
+        if args.rank not in world:  # as lower --rank refuses it (an empty profile otherwise)
+            raise SystemExit(f"{_me()}: error: rank {args.rank} is not in {path.name}'s world "
+                             f"(ranks {min(world)}..{max(world)})" if world else
+                             f"{_me()}: error: {path.name} has no rank")
 
     def plan():
         t0 = time.perf_counter()

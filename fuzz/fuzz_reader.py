@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import math
 import os
 import random
 import sys
@@ -222,7 +223,8 @@ def pure_loop(seconds: float, corpus: list[bytes], seed: int | None = None) -> i
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("FUZZ_SECONDS", 60)))
-    ap.add_argument("--corpus", type=Path, default=ROOT / "fuzz" / "corpus")
+    ap.add_argument("--corpus", type=Path, default=ROOT / "fuzz" / "corpus",
+                    help="libFuzzer's corpus folder (atheris only; --pure mutates the seeds)")
     ap.add_argument("--pure", action="store_true", help="the pure-Python loop even with atheris")
     ap.add_argument("--seed", type=int, default=None, help="RNG seed of the pure loop")
     args, rest = ap.parse_known_args(argv)
@@ -244,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         import nrtrewrite.neff.reader  # noqa: F401
     write_seed_corpus(args.corpus)
     CRASH_DIR.mkdir(parents=True, exist_ok=True)
-    lf_args = [sys.argv[0], str(args.corpus), f"-max_total_time={int(args.seconds)}",
+    # libFuzzer takes whole seconds, and 0 means no limit: at least 1
+    lf_args = [sys.argv[0], str(args.corpus), f"-max_total_time={max(1, math.ceil(args.seconds))}",
                "-timeout=20", "-rss_limit_mb=4096", f"-artifact_prefix={CRASH_DIR}/",
                "-print_final_stats=1", *rest]
     atheris.Setup(lf_args, one_input)
