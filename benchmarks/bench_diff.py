@@ -26,7 +26,6 @@ import argparse
 import gzip
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -148,20 +147,6 @@ def measure(a: Path, b: Path, tree: Path = ROOT) -> tuple[float, float, str]:
     return float(dt), float(rss), res.stdout.splitlines()[-1]
 
 
-def _remove_new(out: Path, before: set[Path] | None) -> None:
-    """Remove what this run wrote into ``out``: the folder itself when it made it, else only
-    the entries that were not there before (``--out`` may name a folder holding other
-    files)."""
-    if before is None:
-        shutil.rmtree(out, ignore_errors=True)
-        return
-    for p in set(out.iterdir()) - before:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated rows (default: %s)" % ",".join(DEFAULT))
@@ -172,7 +157,9 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, default=ROOT, help="the nrtrewrite source tree whose "
                     "diff is measured (default: this checkout)")
     args = ap.parse_args()
-    before = set(args.out.iterdir()) if args.out.is_dir() else None  # never remove those
+    from outdir import entries, remove_new  # (benchmarks/: the script's folder)
+
+    before = entries(args.out)  # never removed
     rows = args.only.split(",") if args.only else list(DEFAULT)
     print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
     try:
@@ -183,7 +170,7 @@ def main() -> None:
             print(f"{row:>14} {size:8.1f} | {dt:7.2f} {rss:8.0f} | {last}", flush=True)
     finally:
         if not args.keep:
-            _remove_new(args.out, before)
+            remove_new(args.out, before)
 
 
 if __name__ == "__main__":

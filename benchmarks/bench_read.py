@@ -25,7 +25,6 @@ import io
 import json
 import os
 import random
-import shutil
 import struct
 import subprocess
 import sys
@@ -143,20 +142,6 @@ def measure(what: str, path: Path) -> tuple[int, float, float]:
     return int(n), float(dt), float(rss)
 
 
-def _remove_new(out: Path, before: set[Path] | None) -> None:
-    """Remove what this run wrote into ``out``: the folder itself when it made it, else only
-    the entries that were not there before (``--out`` may name a folder holding other
-    files)."""
-    if before is None:
-        shutil.rmtree(out, ignore_errors=True)
-        return
-    for p in set(out.iterdir()) - before:
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
@@ -165,7 +150,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the inputs afterwards (without it, "
                     "only what this run wrote into --out is removed)")
     args = ap.parse_args()
-    before = set(args.out.iterdir()) if args.out.is_dir() else None  # never remove those
+    from outdir import entries, remove_new  # (benchmarks/: the script's folder)
+
+    before = entries(args.out)  # never removed
     names = args.only.split(",") if args.only else list(DEFAULT)
     print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} {'MB':>6} "
           f"{'members MB':>10}")
@@ -177,7 +164,7 @@ def main() -> None:
         print(f"{name:>9} {size:8.1f} | {g_dt:8.2f} {g_rss:6.0f} | {r_dt:7.2f} {r_rss:6.0f} "
               f"{n / 1e6:10.1f}", flush=True)
     if not args.keep:
-        _remove_new(args.out, before)
+        remove_new(args.out, before)
 
 
 if __name__ == "__main__":
