@@ -111,22 +111,19 @@ def main(argv: list[str] | None = None) -> None:
 
     from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
     from nrtrewrite.neff.reader import read_model
+    from nrtrewrite.select import ranks_text
 
     path = model_path(args.model)
     tool = _tool(args.tool)
     options = LowerOptions(algo=args.algo)
-    if args.what != "plan":
-        from nrtrewrite.neff.reader import read_model as _read
-        world = _read(path).world
-        if args.rank not in world:  # as lower --rank refuses it (an empty profile otherwise)
-            raise SystemExit(f"{_me()}: error: rank {args.rank} is not in {path.name}'s world "
-                             f"(ranks {min(world)}..{max(world)})" if world else
-                             f"{_me()}: error: {path.name} has no rank")
 
     def plan():
         t0 = time.perf_counter()
         m = read_model(path)
         t1 = time.perf_counter()
+        if args.what != "plan" and args.rank not in m.world:  # as lower --rank refuses it
+            raise SystemExit(f"{_me()}: error: rank {args.rank} is not in {path.name}'s world "
+                             f"(ranks {ranks_text(m.world)})")
         p = plan_lowering(m, options)
         stages["read"], stages["plan (select, prepare)"] = t1 - t0, time.perf_counter() - t1
         return p

@@ -160,9 +160,8 @@ def summary_table(plan, title: str) -> Table:
 def _channels(tp) -> int:
     """Channel ids a trigger uses: its ring channels, or a HIER plan's over its legs (the
     manifest's ``channel_base + channel_ids`` of its last leg)."""
-    legs = getattr(tp.prepared.data, "legs", None) if tp.alg == EncAlgType.HIER else None
-    if legs:
-        return max(lp.channel_base + lp.n_channels for lp in legs)
+    if tp.alg == EncAlgType.HIER:  # (prepared.data: the HierPlan)
+        return max(lp.channel_base + lp.n_channels for lp in tp.prepared.data.legs)
     return len(tp.prepared.brief.get("channels", []))
 
 
