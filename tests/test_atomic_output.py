@@ -110,6 +110,17 @@ def test_sigkill_leaves_previous_output_or_nothing(tmp_path):
             shutil.rmtree(out)
             assert run(model, "-o", out, "--rank", 0, "--rank", 1).returncode == 0
     assert any(rc == -signal.SIGKILL for rc, _ in seen)
+    # and once more at a moment known to be mid-write: the temporary sibling exists
+    proc = subprocess.Popen(lower_cmd(model, "-o", out, "--force", "-j", 1), cwd=ROOT,
+                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".out.tmp-*")) and proc.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    state = verify_complete(out) if out.exists() else None
+    assert state in (prev_id, new_id), "partial output after SIGKILL mid-write"
     # the next complete run removes the stale temporary siblings of the killed runs
     assert run(model, "-o", out, "--force").returncode == 0
     assert verify_complete(out) == new_id

@@ -40,7 +40,9 @@ def test_plan_halving_ends_on_the_super_block_and_doubling_covers_everything(n, 
         held = (0, p.total)
         for s in range(p.L):
             pc, keep, send = p.rh(c, s)
-            assert sorted([keep, send]) == sorted([keep, send]) and keep[0] >= held[0]
+            # the two halves are ranges that together are exactly what the rank held
+            assert keep[0] <= keep[1] and send[0] <= send[1] and keep[0] >= held[0]
+            assert (keep[1] - keep[0]) + (send[1] - send[0]) == held[1] - held[0]
             assert {keep[0], send[0]} == {held[0], min(keep[1], send[1])}
             assert max(keep[1], send[1]) == held[1]
             # the partner keeps exactly what this rank sends

@@ -54,12 +54,40 @@ def _seeds_dir() -> Path | None:
     return None
 
 
-def _seed000() -> str:
+#: The seed's lines that state these ordinals, kept verbatim in the repository: the checks
+#: below run on a clean clone too, where ../shared is not there.
+SEED000_EXCERPT = Path(__file__).parent / "data" / "seed000_enum_lines.txt"
+
+
+def _excerpt_lines() -> list[str]:
+    return [ln for ln in SEED000_EXCERPT.read_text().splitlines() if not ln.startswith("#")]
+
+
+def _seed000_file() -> Path | None:
     seeds = _seeds_dir()
     files = sorted(seeds.glob("000_*.txt")) if seeds else []
-    if not files:
-        pytest.skip("shared/seeds/000_*.txt not present")
-    return files[0].read_text()
+    return files[0] if files else None
+
+
+def _seed000() -> str:
+    """The seed 000 text, or without ../shared its lines that state the enum ordinals."""
+    f = _seed000_file()
+    return f.read_text() if f else "\n".join(_excerpt_lines())
+
+
+def test_the_seed_excerpt_is_the_seeds_own_lines():
+    """tests/data/seed000_enum_lines.txt is verbatim seed 000 and holds every line of it
+    that states one of the ordinals checked below (skipped only without ../shared)."""
+    f = _seed000_file()
+    if f is None:
+        pytest.skip("shared/seeds/000_*.txt not present: the excerpt stands in for it")
+    seed_lines = f.read_text().splitlines()
+    excerpt = _excerpt_lines()
+    assert excerpt and all(ln in seed_lines for ln in excerpt)
+    stating = [ln for ln in seed_lines
+               if re.search(r"\b(INTRA_RDH|SINGLE_STEP_MESH|INTER_RDH|HIER)=\d|FULL_MESH=0"
+                            r"|sub-enum \(RING=0|KANGARING=3", ln)]
+    assert stating and all(ln in excerpt for ln in stating)
 
 
 def _pairs(text: str) -> dict[str, int]:
