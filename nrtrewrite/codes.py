@@ -17,8 +17,8 @@ import numpy as np
 class Opcode(IntEnum):
     """Instruction opcodes we decode (NEFF-LIKE.md §2, REFERENCES.md)."""
 
-    EVENT_SEMAPHORE = 0xA0
-    SB2SB_COLLECTIVE = 0xBF  # the real HW S3D3 leg we emit
+    EVENT_SEMAPHORE = 0xA0  # EVT_SEM, "TPB op 0x10A0" in seed 000 §4.2 (0x10: word length)
+    SB2SB_COLLECTIVE = 0xBF  # the real HW S3D3 leg we emit (seed 000 §3.2: S3D3_COLLECTIVE)
     PSEUDO_DMA_TRIGGER = 0xC1
     PSEUDO_TRIGGER_ALL_REDUCE = 0xC7
     PSEUDO_TRIGGER_COLLECTIVE = 0xC8
@@ -41,7 +41,9 @@ TRIGGER_OPCODES = (
 
 
 class DType(IntEnum):
-    """nec_data_type / NEURON_ISA_TPB_DTYPE (REFERENCES.md "Codes")."""
+    """nec_data_type / NEURON_ISA_TPB_DTYPE (REFERENCES.md "Codes"); the dtype codes the
+    seeds call ``SDMA_DTYPE`` (seed 000 §3.3: carried verbatim into the CCE descriptor's
+    dtype nibbles) and ``DTYPE`` (the trigger's field)."""
 
     UINT64 = 0x1
     INT8 = 0x2
@@ -93,7 +95,8 @@ CCE_REDUCE_DTYPES = frozenset(
 
 
 class AluOp(IntEnum):
-    """Engine ALU op carried by the trigger (KLR BIR enum order)."""
+    """Engine ALU op carried by the trigger (KLR BIR enum order): the seed's ``ALU_OP``
+    field (seed 000 §5.1; unused by an all-gather, §5.2)."""
 
     ADD = 0x04
     MAX = 0x08
@@ -109,7 +112,8 @@ class CType(IntEnum):
 
 
 class EncOpType(IntEnum):
-    """enc_op_type (seed 001 §3 dispatch; ENC_ALLREDUCE = 1, seed 000 §8.3)."""
+    """enc_op_type (seed 001 §3 dispatch; seed 000 writes the members with the ``ENC_``
+    prefix: ENC_ALLREDUCE = 1, §8 claim 3, ENC_ALLGATHER = 0, §5.2)."""
 
     ALLGATHER = 0
     ALLREDUCE = 1
@@ -249,7 +253,8 @@ class MetaringType(IntEnum):
 
 
 class SdmaCceType(IntEnum):
-    """SDMA_CCETYPE: the reduce op riding the CCE descriptor (seed 000 §3.3)."""
+    """SDMA_CCETYPE: the reduce op riding the CCE descriptor (seed 000 §3.3; seed 003
+    writes the members ``SDMA_CCETYPE_ADD``, ...)."""
 
     ADD = 0
     FMA = 1
@@ -314,7 +319,10 @@ class EncdNeigh(IntEnum):
 
 
 class EvtSemSubop(IntEnum):
-    """EVT_SEM TPB op 0x10A0 sub-ops (seed 000 §4.2: the two it gives; no other is written)."""
+    """EVT_SEM TPB op 0x10A0 sub-ops (seed 000 §4.2: the two it gives; no other is written):
+    ``WAIT_GE_AND_DEC`` is the seed's ``add_semaphore_wait_ge_and_dec`` (the counted
+    barrier), ``INC`` its ``add_semaphore_inc``; emitted by ``emit/legs.py`` ``emit_entries``
+    (the sem.bin BDs and the 0xBF words' wait / update modes)."""
 
     WAIT_GE_AND_DEC = 20
     INC = 21

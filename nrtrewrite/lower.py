@@ -348,7 +348,8 @@ def _composed(plan: LoweringPlan, rank: int, triggers: list[int], pipe: ForkAhea
 def lower_rank(plan: LoweringPlan, rank: int,
                sink: Callable[[str, np.ndarray], None] | None = None, *,
                compose_ahead: bool = False) -> RankOutput:
-    """Compose, emit and serialize every SPAD entry of one rank, one trigger at a time.
+    """Compose, emit and serialize every SPAD entry of one rank, one trigger at a time (the
+    runtime's per-op ``compose_operation``, seed 001 §2, with each algorithm's ``entries``).
 
     Without ``sink`` the records are returned in ``RankOutput.files``; with one, every
     record array goes to ``sink(file name, array)`` as soon as it exists (in file order per

@@ -1,4 +1,7 @@
-"""SERIALIZE (seed 000 §4.3): the TOP_SP cc_op SPAD table and its tp_inc_steps.
+"""SERIALIZE (seed 000 §4.3): the TOP_SP cc_op SPAD table and its tp_inc_steps (the
+runtime's ``encd_populate_metaring_topsp_config`` / ``encd_populate_mesh_topsp_config``;
+the reporter, ``encd_get_topsp_is_leader``'s choice, is the group's lowest rank:
+``lower.py`` ``leader``).
 
 ``create_spad_ctrl_entry``: one 8-byte entry per SPAD entry of the rank, in
 trigger order (a HIER all-reduce contributes several chained entries).  The

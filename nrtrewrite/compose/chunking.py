@@ -63,9 +63,9 @@ class ChunkPlan:
     op: EncOpType
     rank_n: int
     channels: int  # active channels (ch_n)
-    chunk: int  # chunk_size_n, elements, even
+    chunk: int  # chunk_size_n, elements, even (enc_primitive::set_chunk_size_n asserts it)
     groups: int  # pgta
-    tail_chunk: int  # re-clamped chunk of the last group, even, <= chunk
+    tail_chunk: int  # re-clamped chunk of the last group (the seed's p.chunk_sz_n), even, <= chunk
     span: int  # elements walked per block (ALLREDUCE: the message)
     blocks: bool  # True for ALLGATHER / REDUCE_SCATTER block layout
 

@@ -1,5 +1,8 @@
 """KANGARING: the ring of primaries with secondaries folded into every step (design; the seeds
-leave ``nccl_setup_alg_kangaring_info`` and the kangaring composers' bodies OPEN).
+leave ``nccl_setup_alg_kangaring_info`` and the kangaring composers' bodies OPEN: seed 001
+§4 (Considerations)'s ``__compose_allreduce_channel_kangaring`` and seed 000 §5.4's
+``__compose_redsct_channel_kangaring`` are :func:`kangaring_ir` over
+:func:`_kangaring_template`, one op for all three).
 
 Sources: seed 000 §1.4 (intra-only), §2.2 (cross-die peer = s-engine ^ 2), §5.4 (the fork:
 ``KANGARING_NR1W`` = 2 before every kangaring reduce call, ``RING_2R1W`` = 0 for the ring);

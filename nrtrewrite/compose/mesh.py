@@ -320,7 +320,10 @@ def _copy(s_addr: Addr, ranks, d_addrs, offsets, sizes, skip, net: bool) -> EncC
 
 
 def compose_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
-    """MESH: the reduce-scatter / all-gather mesh of one rank."""
+    """MESH: the reduce-scatter / all-gather mesh of one rank (the runtime's mesh composer,
+    ``alg_mesh_initializer``'s event schedule, seed 003; the 2-reader / 1-writer step inline
+    in ``__compose_allreduce_full_mesh_t0`` is SINGLE_STEP_MESH's two-source
+    EVT_REDUCE_WRITE, module docstring)."""
     e = _Entry(topo, rank, plan)
     op, d, G = plan.op, plan.dsize, plan.group
     bs, be = plan.bstart.tolist(), plan.bstop.tolist()  # Python ints: indexed per peer below

@@ -122,8 +122,11 @@ class NeighborGroups:
 # prepare_reduce_params (enc_mesh_primitive, seed 003 §3)
 
 class TransactionInfo(NamedTuple):
-    """One input (or the output) transaction of a mesh reduce event: the buffer's first
-    element, the neighbour it belongs to and the page table's DMA size (bytes per page)."""
+    """One input (or the output) transaction of a mesh reduce event (the runtime's
+    ``transaction_info``, seed 003 §3): the buffer's first element (``base``), the neighbour
+    it belongs to (``neighbor_idx``: the seed's ``src_neighbor_idx`` of an input; an
+    output's neighbour is found by ``find_dst_neighbor_idx``) and the page table's DMA
+    size in bytes per page (``dma_size``: the seed's ``input_dma_size``)."""
 
     base: Addr
     neighbor_idx: int

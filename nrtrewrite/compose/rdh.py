@@ -372,6 +372,8 @@ class ComposedRdh:
 
 
 def compose_rdh(topo, plan: RdhPlan, rank: int) -> _Rank:
+    """INTRA_RDH / INTER_RDH of one rank (the runtime's ``__compose_inter_rdh``, seed 001
+    §3, for the inter variant): the fold, the halving and doubling steps, the unfold."""
     R = _Rank(topo, rank, plan)
     op, L = plan.op, plan.L
     me, c = rank, R.c

@@ -97,9 +97,11 @@ def route(local: int, target_device: int, self_device: int) -> int:
 
 #: Ring channel semaphores (4 per channel, as the runtime's ring channel config).
 SEM_RECV = 0  # recv_sema: data-ready count, incremented by the predecessor or the proxy
+#               (seed 000 §4.1's REMOTE sem, ``remote_sem``)
 SEM_SEND = 1  # send_sema: send credit / net-send handshake, consumed by the proxy
 SEM_POST = 2  # post_sema: allocated, unused by the ring legs we emit
 SEM_COMPL = 3  # dma_compl_sema: every leg's local completion; mark_end waits on it
+#                (seed 000 §4.1's LOCAL sem, ``local_sem``: source release)
 SEMS_PER_CHANNEL = 4
 #: Entry handshake (docs/DESIGN.md "Entry handshake"), in the TOP_SP's range: an entry's
 #: leader channel posts SEM_ENTRY_POST on every same-node peer it exchanges data with,

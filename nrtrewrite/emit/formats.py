@@ -18,7 +18,10 @@ import numpy as np
 from nrtrewrite.codes import Opcode
 
 # ---------------------------------------------------------------------------
-# spad_ctrl_entry (seed 000 §4.3), 8 bytes.
+# spad_ctrl_entry (seed 000 §4.3), 8 bytes: ``header`` and the 7-byte spad_ctrl_cc_op_entry
+# flattened into the bytes ``alg``, ``flags``, ``reserved`` and ``channel_list``.  The seed's
+# prose chains HIER entries "by trigger_next/complete_prev"; its struct has no complete_prev
+# bit, so an entry carries trigger_next only (docs/FORMATS.md §2).
 # byte0 bit0 cc_op; byte1 algo_type[3:0] algo_sub_type[6:4] trigger_next[7];
 # byte2 reporter[0] ring_wait_complete[1] ring_send_complete[2]; byte3 0;
 # bytes 4..7 channel_list (ring family) or sema_shift_offset u16 + sema_mask u16 (mesh).
@@ -245,6 +248,8 @@ NetDestAddr = cs.Struct(
 NET_INDEX_LOOP_SIZE = 512
 #: Credits must lie in (0, NET_MAX_CREDITS] (seed 003 §3 asserts).
 NET_MAX_CREDITS = 0x1FF
+#: The runtime's ``net_initial_send_credits`` and ``net_ending_recv_credits`` (seed 003 §3,
+#: ``info.initial_send_credits`` / ``info.ending_recv_credits``; the values are ours).
 NET_INITIAL_SEND_CREDITS = 8
 NET_ENDING_RECV_CREDITS = 8
 

@@ -20,6 +20,16 @@ per source.  Semaphores (seed 000 §4.1-4.2), per leg, in this order:
 
 and each channel closes with a ``mark_end`` leg: ``wait_ge_and_dec(dma_compl_sema,
 <number of legs>)``, the counted barrier that also returns it to zero.
+
+Seed names: this module is the runtime's host SB2SB encoder family, vectorised (seed 000
+§3.2: ``__encd_dma_common_sb2sb`` looping the active channels and branching on
+``reduce_mode``: ``encd_dma_copy_sb2sb`` -> ``__encd_dma_copy`` -> ``add_dma_packet`` for a
+copy leg, ``encd_dma_reduce_copy_sb2sb`` -> ``__encd_dma_reduce_copy`` ->
+``add_dma_packet_cce`` for a reduce leg), and the device packers the mesh and RDH leaves
+hand off to (seed 003: ``encd_dma_copy``, ``encd_dma_reduce_copy``, ``encd_mesh_memcopy``).
+A leg's ``reduce_mode`` is the IR's ``reduce`` column: a reduce leg gets CCE descriptors
+beside its BDs, with its entry's ``cce_op`` (the SDMA_CCETYPE the ring composer passes as
+``data_op_type``, seed 001 §4).
 """
 
 from __future__ import annotations

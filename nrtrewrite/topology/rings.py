@@ -145,8 +145,9 @@ def _rotate_to(order: list[int], first: int) -> tuple[int, ...]:
 def ring_orders(topo: Topology, group, n_channels: int) -> list[tuple[int, ...] | None]:
     """One rank order (a Hamiltonian cycle over ``group``) per channel.
 
-    ``None`` marks an empty channel (``prev == -1``): only when the group has one rank, which
-    has no peer to exchange with.  Every order starts at ``min(group)``; order[i+1] is the
+    ``None`` marks an empty channel (``prev == -1``, the runtime's ``compose_empty`` channel,
+    seed 001 §3): only when the group has one rank, which has no peer to exchange with.
+    Every order starts at ``min(group)``; order[i+1] is the
     successor of order[i] and order[0] the successor of order[-1].  Channels get distinct
     rings while there are any; later channels repeat earlier ones (see
     :func:`duplicate_flags`).  Memoised per (group, channel count).
