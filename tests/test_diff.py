@@ -119,7 +119,30 @@ def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
     x, y = tmp_path / "x", tmp_path / "y"
     x.write_bytes(bytes(range(10)))
     y.write_bytes(bytes(range(10)))
+    sizes = []
+    real_open = open
+
+    class Counting:  # a file whose reads are recorded
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n=-1):
+            sizes.append(n)
+            return self.f.read(n)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+    monkeypatch.setattr(D, "open", lambda p, mode="r": Counting(real_open(p, mode)),
+                        raising=False)
     assert D._same_bytes(x, y)
+    # 10 bytes, 3 at a time, from each file: 4 reads with data and the empty one at the end
+    assert sizes == [3] * 10
+    monkeypatch.undo()
+    monkeypatch.setattr(D, "CHUNK_BYTES", 3)
     y.write_bytes(bytes(range(9)) + b"\xff")
     assert not D._same_bytes(x, y)
     assert not D._same_bytes(x, tmp_path / "absent")

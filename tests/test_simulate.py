@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from nrtrewrite.bundle import write_output
 from nrtrewrite.cli import main
 from nrtrewrite.cli.lower import load_and_plan
-from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.simulate import simulate_output, verify_checksums
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
@@ -172,36 +171,6 @@ def test_small_models(op, dtype, alu, ranks, n, tmp_path):
         assert_clean(out, seed)
 
 
-def conform_event_roles(out: Path) -> Path:
-    """Rewrite the informative role byte of semaphore BDs outside the ring channel block to
-    0xFF, as FORMATS §7 says (an emitter bug fixed in 5213494), and nothing else: keeps the rest of
-    the mesh / RDH semantics under test until the emitter is fixed.  A no-op on a fixed
-    emitter."""
-    import hashlib
-
-    from nrtrewrite.emit import formats as F
-    from nrtrewrite.simulate.layout import Layout
-    top = json.loads((out / "manifest.json").read_text())
-    lay = Layout(top)
-    for rdir in sorted(out.glob("rank-*")):
-        rank = int(rdir.name[5:])
-        a = np.fromfile(rdir / "sem.bin", F.SEM_DTYPE)
-        if a.size:
-            _t, _w, sid, _e = lay.resolve_sema(rank, a["addr"])
-            outside = (sid < 16) | (sid >= 144)
-            ctrl = a["ctrl"].astype(np.int64)
-            a["ctrl"] = np.where(outside, ctrl | 0xFF00, ctrl).astype(np.uint32)
-            (rdir / "sem.bin").write_bytes(a.tobytes())
-        man = json.loads((rdir / "manifest.json").read_text())
-        data = (rdir / "sem.bin").read_bytes()
-        man["files"]["sem.bin"]["sha256"] = hashlib.sha256(data).hexdigest()
-        (rdir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
-        top["rank_manifests"][rdir.name] = hashlib.sha256(
-            (rdir / "manifest.json").read_bytes()).hexdigest()
-    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
-    return out
-
-
 MESH_CASES = [("mesh", "all_reduce", "bf16", 8, 20000), ("mesh", "all_gather", "int32", 8, 999),
               ("mesh", "reduce_scatter", "fp16", 4, 4000),
               ("single_step_mesh", "all_reduce", "fp8_e4", 4, 3000),
@@ -209,33 +178,74 @@ MESH_CASES = [("mesh", "all_reduce", "bf16", 8, 20000), ("mesh", "all_gather", "
               ("intra_rdh", "reduce_scatter", "bf16", 8, 8 * 1000)]
 
 
-@pytest.mark.parametrize("algo,op,dtype,ranks,n", MESH_CASES[:2])
-def test_mesh_and_rdh_as_emitted(tmp_path, algo, op, dtype, ranks, n):
-    assert_clean(lower_spec(coll_spec(op, dtype, ranks, n, lnc=2), tmp_path / "out", algo=algo))
-
-
 @pytest.mark.parametrize("algo,op,dtype,ranks,n", MESH_CASES)
 def test_mesh_and_rdh_simulate(tmp_path, algo, op, dtype, ranks, n):
+    """The emitted bytes as they are (every semaphore BD's role byte included)."""
     out = lower_spec(coll_spec(op, dtype, ranks, n, lnc=2), tmp_path / "out", algo=algo)
     top = json.loads((out / "manifest.json").read_text())
     assert top["triggers"][0]["algorithm"] == algo.upper()
     for seed in (0, 1):
-        assert_clean(conform_event_roles(out), seed)
+        assert_clean(out, seed)
 
 
 def test_host_cc_final_step(tmp_path):
+    """With host CC the ring all-reduce's last reduce-scatter step is recv_reduce_copy_send
+    (seed 001 §4: ``host_cc`` selects it over recv_reduce_copy); both lowerings simulate
+    clean."""
+    from nrtrewrite.compose.leaves import Leaf
+    from nrtrewrite.emit import formats as F
+
     out = lower_spec(coll_spec("all_reduce", "bf16", 4, 5000), tmp_path / "out")
     neff = tmp_path / "out.neff"
     out2 = lower_neff(neff, tmp_path / "hostcc", host_cc=True)
+
+    def leaves(o):
+        return set(np.fromfile(o / "rank-0000" / "legs.bin", F.LEG_DTYPE)["leaf"].tolist())
+
+    assert int(Leaf.recv_reduce_copy_send) in leaves(out2)
+    assert int(Leaf.recv_reduce_copy_send) not in leaves(out)
+    assert int(Leaf.recv_reduce_copy) in leaves(out)
     assert_clean(out)
     assert_clean(out2)
 
 
-def test_seeds_change_data_and_interleaving(tmp_path):
+def test_seeds_change_data_and_interleaving(tmp_path, monkeypatch):
+    """The seed picks both the input data and the order the scheduler runs the actors in:
+    two seeds give different inputs and different picks, one seed the same ones again."""
+    import random
+
+    import nrtrewrite.simulate.engine as engine
+
+    picks: list[int] = []
+    inputs: list[bytes] = []
+
+    class Recording(random.Random):
+        def randrange(self, *a, **k):
+            picks.append(super().randrange(*a, **k))
+            return picks[-1]
+
+    def recording_input(*a, **k):
+        vals = make_input(*a, **k)
+        inputs.append(np.ascontiguousarray(vals).tobytes())
+        return vals
+
+    from nrtrewrite.simulate.testdata import make_input
+    monkeypatch.setattr(engine.random, "Random", Recording)
+    monkeypatch.setattr(engine, "make_input", recording_input)
     out = lower_spec(coll_spec("all_reduce", "bf16", 4, 3000), tmp_path / "out")
-    a = simulate_output(out, seed=1)
-    b = simulate_output(out, seed=2)
-    assert a.ok and b.ok and a.seed == 1 and b.seed == 2
+    runs = {}
+    for seed in (1, 2, 1):
+        picks.clear()
+        inputs.clear()
+        res = simulate_output(out, seed=seed)
+        assert res.ok and res.seed == seed
+        got = (list(picks), list(inputs))
+        assert len(got[0]) > 10 and len(got[1]) == 4  # one fill per rank
+        if seed in runs:
+            assert runs[seed] == got  # the same seed: the same run
+        runs[seed] = got
+    assert runs[1][0] != runs[2][0]  # the interleaving
+    assert all(x != y for x, y in zip(runs[1][1], runs[2][1]))  # every rank's input
 
 
 # ---------------------------------------------------------------------------
@@ -307,8 +317,9 @@ def test_cli_ignore_checksums_then_fails(small_out, tmp_path):
     out = _tampered(small_out, tmp_path / "t", "rank-0001/dma.bin")
     res = cli("simulate", out, "--ignore-checksums")
     assert res.exit_code == 1, res.output
-    assert "match" not in res.stdout.split("\n")[3] or "mismatch" in res.stdout or \
-        "protocol error" in res.stdout
+    # the flipped bit (the middle byte of rank 1's dma.bin) is read, not refused by its hash
+    assert "0/1 trigger(s) match" in res.stdout
+    assert "protocol error:" in res.stdout and "rank 1, artifact dma.bin, record" in res.stdout
 
 
 def test_cli_lowers_a_model_first(tmp_path, monkeypatch):
@@ -575,11 +586,12 @@ def test_the_early_post_defect_put_back_is_caught(monkeypatch, tmp_path, seed):
     assert not res.ok and "with no happens-before ordering after rank" in text, text
 
 
-@pytest.mark.parametrize("algo", ["ring", None, "kangaring", "mesh", "intra_rdh"])
+@pytest.mark.parametrize("algo", ["ring", None, "mesh", "intra_rdh"])
 def test_alternating_tensor_and_data_parallel_groups_simulate_clean(algo, tmp_path):
     """Tensor-parallel groups {0..3}, {4..7} (sg00), data-parallel {0, 4} .. {3, 7} (sg01),
     then sg00's again (sg02): every rank meets the other family's peers in between, so the
-    handshakes alternate between entry_post semaphores 9 and 176."""
+    handshakes alternate between entry_post semaphores 9 and 176.  (KANGARING cannot take
+    groups of 4 or 2 at LNC 2: enc_can_post_kangaring_operation wants rank_n > 4.)"""
     tp, dp = [[0, 1, 2, 3], [4, 5, 6, 7]], [[0, 4], [1, 5], [2, 6], [3, 7]]
     tp_trigs = [("all_reduce", "bf16", "add", 4096), ("all_reduce", "bf16", "add", 4096, 1),
                 ("reduce_scatter", "bf16", "add", 256)]
@@ -588,10 +600,7 @@ def test_alternating_tensor_and_data_parallel_groups_simulate_clean(algo, tmp_pa
     spec = _subgraphs_spec([(tp, tp_trigs), (dp, dp_trigs),
                             (tp, [("all_reduce", "bf16", "add", 512),
                                   ("all_gather", "bf16", "add", 64, 1)])])
-    try:
-        out = lower_spec(spec, tmp_path / "o", algo=algo)
-    except NrtRewriteError as err:  # an engine that cannot take every trigger of the model
-        pytest.skip(f"--algo {algo}: {err}")
+    out = lower_spec(spec, tmp_path / "o", algo=algo)
     for seed in range(2):
         assert_clean(out, seed=seed)
 
