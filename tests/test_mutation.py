@@ -380,10 +380,8 @@ def test_swap_two_transmit_entries(mut2):
 
 @pytest.fixture(scope="module", params=["mesh", "intra_rdh"])
 def base_mesh(request, tmp_path_factory) -> Path:
-    from test_simulate import conform_event_roles
     out = lower_spec(coll_spec("all_reduce", "bf16", 8, 20000, lnc=2),
                      tmp_path_factory.mktemp(request.param) / "o", algo=request.param)
-    conform_event_roles(out)
     res = cli("simulate", out, "--json")
     assert res.exit_code == 0, res.output
     return out
