@@ -8,6 +8,7 @@ import io
 import random
 import struct
 import tarfile
+import zlib
 
 import pytest
 
@@ -401,6 +402,12 @@ def test_writer_is_deterministic_and_keeps_order():
     assert h.data_size == len(a) - HEADER_SIZE  # the payload runs to the end of the file
     assert a[HEADER_SIZE:HEADER_SIZE + 4] == b"\x1f\x8b\x08\x00"
     assert a[HEADER_SIZE + 4:HEADER_SIZE + 8] == bytes(4)  # gzip mtime 0
+    # XFL 2 (maximum compression), OS 3 (Unix) on every platform; then the raw deflate
+    # stream, CRC-32 and ISIZE (RFC 1952)
+    assert a[HEADER_SIZE + 8:HEADER_SIZE + 10] == b"\x02\x03"
+    tar_bytes = gzip.decompress(a[HEADER_SIZE:])
+    assert a[-8:] == struct.pack("<II", zlib.crc32(tar_bytes), len(tar_bytes))
+    assert zlib.decompress(a[HEADER_SIZE + 10:-8], -15) == tar_bytes
     tar = gzip.decompress(a[HEADER_SIZE:])
     with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
         infos = tf.getmembers()

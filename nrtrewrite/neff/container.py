@@ -17,11 +17,11 @@ ustar); the gzip header has mtime 0; the header hash is computed from the payloa
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
 import os
 import stat
+import struct
 import tarfile
 import zlib
 from dataclasses import dataclass, field, replace
@@ -720,9 +720,19 @@ def build_tar(members: Iterable[tuple[str, bytes]]) -> bytes:
     return b"".join(parts)
 
 
+#: The gzip member header we write (RFC 1952): magic, CM 8 (deflate), no flags (no file
+#: name), MTIME 0, XFL 2 (maximum compression), OS 3 (Unix) whatever the platform: Python's
+#: gzip.compress takes the header from the zlib build, whose OS byte differs by platform.
+GZIP_HEADER = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 2, 3])
+
+
 def build_payload(members: Iterable[tuple[str, bytes]]) -> bytes:
-    """gzip (mtime 0, level 9) of :func:`build_tar`."""
-    return gzip.compress(build_tar(members), compresslevel=9, mtime=0)
+    """gzip (mtime 0, level 9) of :func:`build_tar`: :data:`GZIP_HEADER`, the raw deflate
+    stream zlib makes at level 9, CRC-32 and the size mod 2^32 (little-endian u32s)."""
+    tar = build_tar(members)
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return b"".join((GZIP_HEADER, z.compress(tar), z.flush(),
+                     struct.pack("<II", zlib.crc32(tar), len(tar) & 0xFFFFFFFF)))
 
 
 def build_container(header: NeffHeader, members: Iterable[tuple[str, bytes]] | Mapping[str, bytes]
