@@ -200,19 +200,22 @@ def mutate(rng: random.Random, data: bytes, pool: list[bytes]) -> bytes:
     return bytes(buf)
 
 
-def pure_loop(seconds: float, corpus: list[bytes], seed: int | None = None) -> int:
-    """Mutate seeds for ``seconds``; returns the number of executions.  Crashes are
-    saved under fuzz/crashes/ and re-raised."""
+def pure_loop(seconds: float | None, corpus: list[bytes], seed: int | None = None, *,
+              max_runs: int | None = None, crash_dir: Path | None = None) -> int:
+    """Mutate seeds for ``seconds`` (None: no time limit) or ``max_runs`` executions,
+    whichever ends first; returns the number of executions.  Crashes are saved under
+    ``crash_dir`` (fuzz/crashes/) and re-raised."""
     rng = random.Random(seed)
-    end = time.monotonic() + seconds
+    end = None if seconds is None else time.monotonic() + seconds
     runs = 0
-    while time.monotonic() < end:
+    while (end is None or time.monotonic() < end) and (max_runs is None or runs < max_runs):
         data = mutate(rng, rng.choice(corpus), corpus)
         try:
             one_input(data)
         except BaseException:
-            CRASH_DIR.mkdir(parents=True, exist_ok=True)
-            path = CRASH_DIR / f"crash-{hashlib.sha1(data).hexdigest()}"
+            where = CRASH_DIR if crash_dir is None else crash_dir
+            where.mkdir(parents=True, exist_ok=True)
+            path = where / f"crash-{hashlib.sha1(data).hexdigest()}"
             path.write_bytes(data)
             print(f"fuzz: crash saved to {path}", file=sys.stderr)
             raise

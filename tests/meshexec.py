@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE, NetAddrMark
-from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_DEC, EVT_SEM_INC
 from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
 from nrtrewrite.simulate.layout import Layout
@@ -40,6 +39,13 @@ from nrtrewrite.simulate.testdata import Reference, make_input
 from nrtrewrite.simulate.triggers import load_triggers
 
 WAIT, INC = 20, 21
+#: dma.bin bits as docs/FORMATS.md §5 tables them, written here rather than imported from
+#: the emitter, so that the emitter's bytes are read the way the document says
+BD_LEN_MASK = 0xFFFF  # len_ctrl [15:0], bytes; 0 means 65536
+BD_FIRST = 1 << 26  # len_ctrl [26]: first BD of the tile
+BD_LAST = 1 << 27  # len_ctrl [27]: last BD of the tile
+BD_DIR_BIT = 4  # meta_ctrl [4]: 0 M2S (a source), 1 S2M (a destination)
+BD_STREAM_SHIFT, BD_STREAM_MASK = 8, 0x1F  # meta_ctrl [12:8]: the source / destination index
 _UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
 
 
@@ -142,8 +148,8 @@ class MeshExec:
         cce = A["cce.bin"]
         s_rank, s_win, s_sid, s_err = lay.resolve_sema(r, sems["addr"]) if sems.size else (
             [], [], [], [])
-        length = bds["len_ctrl"].astype(np.int64) & F.LEN_MASK
-        length = np.where(length == 0, F.BD_MAX_BYTES, length)
+        length = bds["len_ctrl"].astype(np.int64) & BD_LEN_MASK
+        length = np.where(length == 0, 65536, length)
         b_rank, b_reg, b_off, b_err = lay.resolve_data(r, bds["buf_ptr"], length) if bds.size \
             else ([], [], [], [])
         _check(not np.any(np.asarray(b_err)), f"rank {r}: a BD address does not resolve")
@@ -170,12 +176,15 @@ class MeshExec:
             cur = None
             for j in range(d0, d0 + dn):
                 lc, mc = int(bds["len_ctrl"][j]), int(bds["meta_ctrl"][j])
-                if lc & F.LEN_FIRST:
+                if lc & BD_FIRST:
                     cur = ({}, {})
                     tiles.append(cur)
                 _check(cur is not None, f"rank {r} leg {g}: BD before FIRST")
-                is_dst = (mc >> 4) & 1
-                stream = (mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK
+                # LAST on exactly the tile's last BD: before the next FIRST or the leg's end
+                ends = j + 1 == d0 + dn or bool(int(bds["len_ctrl"][j + 1]) & BD_FIRST)
+                _check(bool(lc & BD_LAST) == ends, f"rank {r} leg {g}: BD {j}'s LAST bit")
+                is_dst = (mc >> BD_DIR_BIT) & 1
+                stream = (mc >> BD_STREAM_SHIFT) & BD_STREAM_MASK
                 cur[is_dst].setdefault(stream, []).append(
                     (int(b_rank[j]), int(b_reg[j]), int(b_off[j]), int(length[j])))
             tiles = [([s[k] for k in sorted(s)], [d[k] for k in sorted(d)]) for s, d in tiles]
@@ -210,6 +219,7 @@ class MeshExec:
             for op in cops:
                 tr, _w, sid, err = lay.resolve_sema(r, np.array([op["inc_send_handshake"]],
                                                                 np.uint64))
+                _check(not err[0] and int(tr[0]) == r, "inc_send_handshake is not this rank's")
                 sendsem.append(int(sid[0]))
             txs = []
             prev_complete = True

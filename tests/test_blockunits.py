@@ -126,9 +126,14 @@ def _rdh_triggers(n: int) -> list[tuple]:
                                         (NODES8, "inter_rdh")])
 def test_rdh_entries_from_templates_are_the_directly_composed_ones(monkeypatch, group, algo):
     sp = meshcase.spec([group], _rdh_triggers(len(group)))
+    used = []  # the template path really runs (for the triggers with whole blocks)
+    real = R.rdh_template
+    monkeypatch.setattr(R, "rdh_template", lambda *a: used.append(a[2]) or real(*a))
     for rank in group[:2] + group[-2:]:  # core and folded ranks
         want = _direct(monkeypatch, R, sp, algo, rank)
+        used.clear()
         assert _entries(_plan(sp, algo), rank) == want
+        assert used and set(used) == {rank}
 
 
 def test_triggers_sharing_an_rdh_template_get_the_entries_they_get_alone():
@@ -137,8 +142,14 @@ def test_triggers_sharing_an_rdh_template_get_the_entries_they_get_alone():
             ("all_reduce", "bf16", "add", 2)]
     sp = meshcase.spec([group], trig)
     plan = _plan(sp, "intra_rdh")
+    real = R.rdh_template
     for rank in (0, 1, 5):
-        assert _entries(plan, rank) == _each_alone(sp, "intra_rdh", rank)
+        alone = _each_alone(sp, "intra_rdh", rank)
+        used = []
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(R, "rdh_template", lambda *a: used.append(a[2]) or real(*a))
+            assert _entries(plan, rank) == alone
+        assert used  # the shared template path ran
     topo, plans = plan.topology, [tp.prepared.data for tp in plan.triggers]
     assert R.rdh_template(topo, plans[0], 0) is R.rdh_template(topo, plans[1], 0)
 

@@ -3,7 +3,7 @@ ring"), derived here from the roles independently of the composer's ordering, an
 composed programs executed symbolically (tests/irsim.py) inside a node and across nodes."""
 
 import json
-from collections import Counter, defaultdict
+from collections import Counter
 
 import pytest
 
@@ -45,11 +45,10 @@ def test_step_count_identity(n):
     assert Counter(r for _root, r, _d, _s in tr) == {r: 2 * (n - 1) for r in range(n)}
     # ... and each chunk makes 2(n-1) hops: n-1 to reach its root, n-1 to come back out
     assert Counter(root for root, *_x in tr) == {r: 2 * (n - 1) for r in range(n)}
-    # every rank is the root of exactly one chunk, which it reduces once from three sources
-    for root in range(n):
-        roles = chunk_roles(n, 0)
-        red = [ro for ro in roles if len(ro.srcs) > 1]
-        assert len(red) == 1 and red[0].srcs[-1] == "in"
+    # every rank is the root of exactly one chunk (the roles are relative to the root), which
+    # it reduces once: the two arcs' partials and its own input (one arc for n = 2)
+    red = [ro for ro in chunk_roles(n, 0) if len(ro.srcs) > 1]
+    assert len(red) == 1 and red[0].srcs == (("recv", "recv2", "in") if h_ccw else ("recv", "in"))
 
 
 @pytest.mark.parametrize("n", range(2, 14))
@@ -58,17 +57,24 @@ def test_the_transfer_chain_of_each_chunk(n):
     result leaves the root at step h_cw and reaches every other rank exactly once."""
     h_cw, h_ccw = arcs(n)
     for root in range(n):
-        has = defaultdict(set)  # step -> ranks holding the final result after it
+        # the root sends the result at step h_cw (after its reduce)
+        assert {ro.step for ro in chunk_roles(n, 0) if ro.sends} == {h_cw}
+        received = Counter()  # rank -> how often it receives the result
+        last = 0
         for r in range(n):
-            d = (root - r) % n
-            if d == 0:
+            d_cw = (root - r) % n
+            if d_cw == 0:
                 continue
-            for role in chunk_roles(n, d):
+            d = d_cw if d_cw <= h_cw else n - d_cw  # hops to the root on the rank's arc
+            for role in chunk_roles(n, d_cw):
+                if role.leaf in (Leaf.send, Leaf.recv_reduce_send):
+                    assert role.step == h_cw - d  # one hop per step toward the root
                 if role.leaf in (Leaf.direct_recv_send, Leaf.direct_recv):
-                    has[role.step - 1].add(r)
-        got = set().union(*has.values()) if has else set()
-        assert got == set(range(n)) - {root}
-        assert max(has) == step_count(n) - 1
+                    received[r] += 1
+                    assert role.step == h_cw + d  # one hop per step away from it
+                    last = max(last, role.step)
+        assert received == {r: 1 for r in range(n) if r != root}
+        assert last - 1 == step_count(n) - 1  # the last result sent on the cycle's last step
 
 
 @pytest.mark.parametrize("ranks", [2, 3, 4, 5, 7, 8, 16])
