@@ -276,7 +276,9 @@ def test_cli_json(small_out):
                        "first_mismatch"]
     assert t["status"] == "match" and t["ranks_checked"] == 4
     assert set(doc["stats"]) == {"ranks", "legs", "legs_run", "transfers", "bytes_moved",
-                                 "load_seconds", "run_seconds"}
+                                 "deadlock_free_every_interleaving", "load_seconds",
+                                 "run_seconds"}
+    assert doc["stats"]["deadlock_free_every_interleaving"] is True
 
 
 def _tampered(src: Path, dst: Path, rel: str) -> Path:

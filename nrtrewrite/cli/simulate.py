@@ -69,6 +69,9 @@ def render(res: SimulationResult, con: Console) -> None:
               f"{st.get('transfers', 0)} net transfers, "
               f"{st.get('bytes_moved', 0) / 2**20:.1f} MiB moved; load "
               f"{st.get('load_seconds', 0):.2f} s, run {st.get('run_seconds', 0):.2f} s")
+    if st.get("deadlock_free_every_interleaving"):
+        con.print("semaphore wiring: persistent, so no interleaving deadlocks "
+                  "(docs/SIMULATOR.md §6)")
     if res.error:
         con.print(f"[red]protocol error:[/] {res.error}", soft_wrap=True)
 

@@ -33,6 +33,7 @@ from nrtrewrite.simulate.result import (
 )
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, make_input
+from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 from nrtrewrite.simulate.triggers import (
     TriggerSpec, check_against_model, covers, load_triggers, merge_intervals)
 
@@ -345,6 +346,7 @@ class Simulator:
         res = SimulationResult(output=str(self.out), seed=self.seed)
         self.verdict: dict[int, TriggerResult] = {}
         self.legs_total = self.legs_run = self.transfers_run = self.bytes_moved = 0
+        self.every_interleaving = False  # the run's completion proven for every interleaving
         self.programs: dict[int, RankProgram] = {}
         self._t_load = 0.0
         try:
@@ -393,7 +395,9 @@ class Simulator:
         total = time.perf_counter() - self._t0
         res.stats = {"ranks": len(self.programs), "legs": self.legs_total,
                      "legs_run": self.legs_run, "transfers": self.transfers_run,
-                     "bytes_moved": self.bytes_moved, "load_seconds": round(self._t_load, 3),
+                     "bytes_moved": self.bytes_moved,
+                     "deadlock_free_every_interleaving": self.every_interleaving,
+                     "load_seconds": round(self._t_load, 3),
                      "run_seconds": round(total - self._t_load, 3)}
 
     def _setup(self) -> None:
@@ -936,6 +940,13 @@ class Simulator:
                                       f"({nz.size} non-zero semaphore(s); FORMATS §7: every "
                                       "semaphore returns to 0)", rank=r,
                                       trigger=self._last_trigger(r, s))
+        # the run completed: that proves every interleaving completes when the wiring is
+        # persistent (simulate/wiring.py, docs/SIMULATOR.md §6)
+        why = unproven_wiring(self.programs, self.transfers)
+        if why is not None:
+            raise SimulationError("the run completed, but its semaphore wiring is not proven "
+                                  "free of deadlock in every interleaving: " + why)
+        self.every_interleaving = True
         for item in self.deferred:  # pragma: no cover - completes above
             self._verify(*item)
         for tr in self.verdict.values():
