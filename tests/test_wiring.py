@@ -217,3 +217,14 @@ def test_an_unproven_wiring_fails_the_completed_run(tmp_path, monkeypatch):
     assert res.error.endswith("the run completed, but its semaphore wiring is not proven free "
                               "of deadlock in every interleaving: WHY")
     assert res.stats["legs_run"] == res.stats["legs"]  # the whole run ran first
+
+
+def test_channel_ids_and_entries_beyond_small_numbers():
+    """The check keys (semaphore, entry, channel) arithmetically: channel ids 70 and 200 and a
+    tenth entry are told apart (the split release is still found)."""
+    quiet = {5: [([], [])]}
+    split = {70: [([], [(0, 8, 1)]), ([], [(0, 8, 1)])], 200: [([(8, 1)], [])],
+             71: [([(8, 1)], [])]}
+    assert "increased there in 2 steps" in check([[quiet] * 9 + [split]])
+    assert check([[quiet] * 9 + [{70: [([], [(0, 8, 2)])], 200: [([(8, 1)], [])],
+                                  71: [([(8, 1)], [])]}]]) is None

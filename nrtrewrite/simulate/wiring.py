@@ -81,8 +81,9 @@ def unproven(programs: dict, transfers: dict) -> str | None:
     # the (semaphore, entry) pairs several channels wait on: only those need more
     n_e = int(e.max(initial=0)) + 2
     ke = key * n_e + e + 1
-    wpairs = np.unique((ke[w] * 64 + c[w]))  # distinct (semaphore, entry, channel) waits
-    by_pair = wpairs // 64
+    n_c = int(c.max(initial=0)) + 1
+    wpairs = np.unique((ke[w] * n_c + c[w]))  # distinct (semaphore, entry, channel) waits
+    by_pair = wpairs // n_c
     multi = np.unique(by_pair[1:][by_pair[1:] == by_pair[:-1]])
     if not multi.size:
         return None
