@@ -228,3 +228,31 @@ def test_channel_ids_and_entries_beyond_small_numbers():
     assert "increased there in 2 steps" in check([[quiet] * 9 + [split]])
     assert check([[quiet] * 9 + [{70: [([], [(0, 8, 2)])], 200: [([(8, 1)], [])],
                                   71: [([(8, 1)], [])]}]]) is None
+
+
+def test_a_short_release_is_a_deadlock_not_a_crash(tmp_path, monkeypatch):
+    """Four channels: the leader releases the other three through semaphore 8 by 3 (its one
+    increment, found in sem.bin: FORMATS §7, `value` of the BD whose semaphore is 8). Cut to 1,
+    the three waiters were all made runnable by it and the second to run took a token that
+    was gone (an IndexError from the engine); now a picked actor whose tokens another took
+    waits again, and the run reports the deadlock."""
+    import nrtrewrite.select as S
+    from nrtrewrite.emit import formats as F
+    from nrtrewrite.simulate.engine import Simulator
+    from test_simulate import coll_spec, lower_spec
+
+    monkeypatch.setattr(S, "choose_channels", lambda *a, **k: (4, "test: four channels"))
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 1 << 16), tmp_path / "o", algo="ring")
+    prog = Simulator(out)
+    prog.prepare()
+    p = prog.programs[0]
+    assert [e.channels for e in p.entries] == [[0, 1, 2, 3]]
+    release = np.flatnonzero(~p.s_wait.astype(bool) & (p.s_sid == 8))
+    assert p.s_val[release].tolist() == [3]
+    sem = np.fromfile(out / "rank-0000" / "sem.bin", F.SEM_DTYPE)
+    sem["value"][release[0]] = 1
+    (out / "rank-0000" / "sem.bin").write_bytes(sem.tobytes())
+    for seed in range(3):
+        res = Simulator(out, seed=seed).run()
+        assert not res.ok and "deadlock: work remains but nothing can run" in res.error
+        assert "waits semaphore 8 of rank 0 = 0 (needs 1)" in res.error

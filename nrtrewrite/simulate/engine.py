@@ -512,6 +512,11 @@ class Simulator:
         every = max(1, self.legs_total // 200)
         while self.runnable:
             actor = self._take_runnable()
+            if any(self.sem_count[r][s] < v for (r, s), v in actor.need):
+                # made runnable, then another actor took the tokens it was ready for (only a
+                # wiring that is not persistent does that: simulate/wiring.py): wait again
+                self._evaluate(actor)
+                continue
             if isinstance(actor, _Queue):
                 leg = actor.legs[actor.pos]
                 self._run_leg(actor, leg)
@@ -586,6 +591,8 @@ class Simulator:
                 self._evaluate(a)
 
     def _take(self, r: int, s: int, v: int, vc: np.ndarray) -> None:
+        if not v:
+            return
         self.sem_count[r][s] -= v
         q = self.tokens[(r, s)]
         while v:

@@ -65,12 +65,12 @@ def unproven(programs: dict, transfers: dict) -> str | None:
     src = np.concatenate([np.full(x[1].size, r, np.int64) for r, *x in rows])
     e, c, leg, w, tr, ts, val = (np.concatenate([x[k] for _r, *x in rows]) for k in range(7))
     key = tr * 256 + ts  # (rank, semaphore): waits are on the rank's own semaphores
-    proxies: dict = defaultdict(set)  # key -> channels whose proxy waits on it
+    proxies: dict = defaultdict(set)  # key -> (rank, channel) of the proxies waiting on it
     p_incs: dict = defaultdict(int)  # key -> increments by a proxy
     for (r, ch), lst in transfers.items():
         for t in lst:
             if t.first and not t.terminator:
-                proxies[t.handshake[0] * 256 + t.handshake[1]].add(ch)
+                proxies[t.handshake[0] * 256 + t.handshake[1]].add((r, ch))
             if t.complete and not t.terminator and t.notify is not None:
                 p_incs[t.notify[0] * 256 + t.notify[1]] += 1
     waited = set(np.unique(key[w]).tolist())
