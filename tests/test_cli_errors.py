@@ -70,8 +70,12 @@ def test_traceback_shows_the_exception(tmp_path, monkeypatch):
     fail_at_rank(monkeypatch, ValueError("a bad value"))
     res = invoke("--traceback", "lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out",
                  "-j", 1)
-    assert isinstance(res.exception, ValueError) and str(res.exception) == "a bad value"
-    assert "internal error" not in res.stderr
+    # the traceback, then the error's own line and status (70: an internal error)
+    assert res.exit_code == EXIT_INTERNAL_ERROR, res.output
+    lines = res.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert "ValueError: a bad value" in lines
+    assert lines[-1].startswith("nrtrewrite: internal error: ValueError: a bad value")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -85,7 +89,10 @@ def test_out_of_memory_is_one_line_exit_71(tmp_path, monkeypatch, jobs):
     assert list(tmp_path.iterdir()) == []
     res = invoke("--traceback", "lower", "-q", FIX / "mix8.neff", "-o", tmp_path / "out",
                  "-j", jobs)
-    assert isinstance(res.exception, MemoryError)
+    assert res.exit_code == EXIT_OUT_OF_MEMORY  # the same status, the traceback above
+    # (with -j 2 the worker's traceback comes first, as the cause: RemoteTraceback)
+    assert "Traceback (most recent call last):" in res.stderr and "MemoryError" in res.stderr
+    assert res.stderr.splitlines()[-1].startswith("nrtrewrite: error: out of memory")
 
 
 def test_an_os_error_names_its_path_and_reason(tmp_path, monkeypatch):
@@ -200,8 +207,12 @@ def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "--traceback", "lower", "-q",
                            str(FIX / "ar2.neff"), "-o", str(out)], capture_output=True,
                           text=True, cwd=ROOT, env=e, timeout=120)
-    assert proc.returncode == 1 and "Traceback" in proc.stderr
-    assert proc.stderr.rstrip().endswith("ZeroDivisionError: injected")
+    assert proc.returncode == EXIT_INTERNAL_ERROR
+    assert "Traceback (most recent call last):" in proc.stderr
+    assert "ZeroDivisionError: injected\n" in proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "nrtrewrite: internal error: ZeroDivisionError: injected (a bug in nrtrewrite; rerun "
+        "with --traceback for the details and report it)")
     assert list(out.parent.iterdir()) == []
 
 

@@ -181,7 +181,8 @@ class _Group(click.Group):
     one line as well, instead of click's usage block.  Any other exception escaping a
     command is one line too (docs/CLI.md "Errors"): an OS error names its path and reason
     (exit 2), the system refusing memory, processes or threads says so (exit 71), anything
-    else is an internal error (exit 70).  ``--traceback`` re-raises all of them.  A stderr
+    else is an internal error (exit 70).  ``--traceback`` prints the traceback above the line,
+    with the same status (a Ctrl-C and a closed pipe it still re-raises).  A stderr
     that cannot be written loses the line, never the status (:func:`_say`)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
@@ -214,11 +215,11 @@ class _Group(click.Group):
             sys.exit(1)
         except OSError as err:  # before a command runs: --help or --version printing
             if "--traceback" in argv:
-                raise
+                _print_traceback(err)
             _exit_os_error(err)
         except Exception as err:  # noqa: BLE001 - before a command runs: loading its module
             if "--traceback" in argv:
-                raise
+                _print_traceback(err)
             _exit_unexpected(err, _what(None, argv))
         sys.exit(rv if isinstance(rv, int) else 0)
 
@@ -235,7 +236,7 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except NrtRewriteError as err:
             if _want_traceback(ctx):
-                raise
+                _print_traceback(err)
             _say(_capped_line(f"nrtrewrite: error: {err.line()}"))
             sys.exit(err.exit_code)
         except _PASSED_THROUGH:
@@ -247,19 +248,23 @@ class _Group(click.Group):
                 _say("")  # past the terminal's ^C; redirected: no blank line
             raise click.exceptions.Abort() from None
         except OSError as err:
-            if err.errno == errno.EPIPE or _want_traceback(ctx):
+            if err.errno == errno.EPIPE:
                 raise  # a closed pipe (`| head`): click exits 1 quietly, as before
+            if _want_traceback(ctx):
+                _print_traceback(err)
             _exit_os_error(err, _what(ctx))
         except UnicodeEncodeError as err:
-            if _want_traceback(ctx) or (line := _unencodable_path_line(err)) is None:
-                raise
+            if (line := _unencodable_path_line(err)) is None:
+                raise  # not a path's: an internal error (main)
+            if _want_traceback(ctx):
+                _print_traceback(err)
             _say(_capped_line(line))
             sys.exit(NrtRewriteError.exit_code)
         except Exception as err:  # noqa: BLE001 - a bug of ours, or the system's refusal (memory)
             if (cause := _interruption(err)) is not None:
                 raise cause from None  # a signal wrapped by Python itself, not a bug
             if _want_traceback(ctx):
-                raise
+                _print_traceback(err)
             _exit_unexpected(err, _what(ctx))
 
 
@@ -289,6 +294,17 @@ def _what(ctx: click.Context | None, argv: list[str] | None = None) -> str:
         command = next((a for a in (sys.argv[1:] if argv is None else argv)
                         if a in COMMANDS), None)
     return " ".join(filter(None, ("nrtrewrite", command)))
+
+
+def _print_traceback(err: BaseException) -> None:
+    """``--traceback``: the Python traceback of ``err`` on stderr, above the error's own line
+    and before its own exit status (so that a script passing it can still tell statuses
+    apart, e.g. ``diff``'s 1 from an error's 2)."""
+    import traceback
+
+    with contextlib.suppress(OSError, ValueError):
+        traceback.print_exception(err, file=sys.stderr)
+        sys.stderr.flush()
 
 
 def _say(line: str) -> None:
