@@ -33,9 +33,9 @@ from nrtrewrite.simulate.result import (
 )
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, make_input
-from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 from nrtrewrite.simulate.triggers import (
     TriggerSpec, check_against_model, covers, load_triggers, merge_intervals)
+from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
 _UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
