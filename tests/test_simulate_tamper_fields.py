@@ -264,3 +264,34 @@ def test_a_mismatch_names_the_leg_that_wrote_the_first_wrong_element(tmp_path, m
     assert by.startswith("leg mesh_reduce (rank 3, entry 0, ")
     assert by.endswith(f", rank-0003/legs.bin record {record}")
     assert "first element 1023: " in verdict.detail and f"last written by {by}" in verdict.detail
+
+
+@pytest.mark.parametrize("model, algo, sems", [
+    ("mix8", "ring", {9}),  # entry_post: +1 per post, the wait counts the posts (§3.4)
+    ("mix8", "ring", {8}),  # entry_go: raised by (channels - 1), each channel waits 1 (§3.4)
+    ("mix8", "mesh", set(range(192, 256))),  # events: +1 per arrival (§7)
+])
+def test_a_balanced_scaling_of_a_handshake_or_event_value_is_caught(tmp_path, model, algo, sems):
+    """Every wait and increment of these semaphores doubled on every rank: the run balances
+    (each wait scales with its increments), so only the static check of the values FORMATS
+    fixes catches it (found by an adversarial tester)."""
+    import numpy as np
+
+    from nrtrewrite.emit import formats as F
+    from nrtrewrite.simulate.engine import Simulator
+
+    out = _lower(FIXTURES / f"{model}.neff", tmp_path / "o", algo)
+    sim = Simulator(out)
+    assert sim.prepare().error is None
+    changed = 0
+    for r, prog in sim.programs.items():
+        pick = np.isin(prog.s_sid, sorted(sems))  # sem.bin records, in file order
+        path = out / f"rank-{r:04d}" / "sem.bin"
+        rec = np.fromfile(path, F.SEM_DTYPE)
+        rec["value"][pick] *= 2
+        path.write_bytes(rec.tobytes())
+        changed += int(pick.sum())
+    assert changed
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 1, res.output
+    assert "sem.bin" in json.loads(res.stdout)["error"] and "field value" in res.stdout

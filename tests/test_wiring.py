@@ -232,10 +232,11 @@ def test_channel_ids_and_entries_beyond_small_numbers():
 
 def test_a_short_release_is_a_deadlock_not_a_crash(tmp_path, monkeypatch):
     """Four channels: the leader releases the other three through semaphore 8 by 3 (its one
-    increment, found in sem.bin: FORMATS §7, `value` of the BD whose semaphore is 8). Cut to 1,
-    the three waiters were all made runnable by it and the second to run took a token that
-    was gone (an IndexError from the engine); now a picked actor whose tokens another took
-    waits again, and the run reports the deadlock."""
+    increment, found in sem.bin: FORMATS §7, `value` of the BD whose semaphore is 8). Cut to 1
+    in the decoded program (in the bytes the static check now refuses it first), the three
+    waiters were all made runnable by it and the second to run took a token that was gone
+    (an IndexError from the engine); now a picked actor whose tokens another took waits
+    again, and the run reports the deadlock."""
     import nrtrewrite.select as S
     from nrtrewrite.emit import formats as F
     from nrtrewrite.simulate.engine import Simulator
@@ -249,10 +250,15 @@ def test_a_short_release_is_a_deadlock_not_a_crash(tmp_path, monkeypatch):
     assert [e.channels for e in p.entries] == [[0, 1, 2, 3]]
     release = np.flatnonzero(~p.s_wait.astype(bool) & (p.s_sid == 8))
     assert p.s_val[release].tolist() == [3]
+    for seed in range(3):
+        sim = Simulator(out, seed=seed)
+        res = sim.prepare()
+        sim.programs[0].s_val[release[0]] = 1
+        sim.execute(res)
+        assert not res.ok and "deadlock: work remains but nothing can run" in res.error
+        assert "waits semaphore 8 of rank 0 = 0 (needs 1)" in res.error
     sem = np.fromfile(out / "rank-0000" / "sem.bin", F.SEM_DTYPE)
     sem["value"][release[0]] = 1
     (out / "rank-0000" / "sem.bin").write_bytes(sem.tobytes())
-    for seed in range(3):
-        res = Simulator(out, seed=seed).run()
-        assert not res.ok and "deadlock: work remains but nothing can run" in res.error
-        assert "waits semaphore 8 of rank 0 = 0 (needs 1)" in res.error
+    res = Simulator(out).run()
+    assert "the entry has 4 channels, so it releases 3 (FORMATS §3.4)" in res.error

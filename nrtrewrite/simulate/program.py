@@ -1054,8 +1054,9 @@ class RankDecoder:
         cat_i_next = ~wait & ~local & (sid == recv) & (val == 1)
         cat_i_send = ~wait & local & (sid == send) & (val == 1)
         ring_known = cat_w_recv | cat_w_compl | cat_i_compl | cat_i_next | cat_i_send
-        # the other leaves, by what FORMATS §3.2 - §3.4 and §7 give them (values and counts
-        # are left to the run: a wrong one deadlocks or leaves a semaphore non-zero)
+        # the other leaves, by what FORMATS §3.2 - §3.4 and §7 give them (the values FORMATS
+        # fixes are checked below; wait counts are left to the run: a wrong one deadlocks or
+        # leaves a semaphore non-zero)
         at_s = self.algo_type[self.spi[leg]] if n else np.zeros(0, np.int64)
         rel = sid - SEM_BASE
         block = (rel >= 0) & (sid < SEM_RING_END)
@@ -1096,6 +1097,21 @@ class RankDecoder:
                    f"{leg[i]}; "
                    "FORMATS §3.2 - §3.4, §7)",
                    "sem.bin", "addr")
+        # the values FORMATS fixes outside the ring block: +1 per entry_post, kangaring peer
+        # and event increment, entry_go waited for 1 and raised by (the entry's channels - 1)
+        # (§3.3, §3.4, §7; a balanced scaling of them passed the run)
+        ones = (~wait & (_ENTRY_POST[sid] | (peer_own & ~local) | event)) \
+            | (wait & local & (sid == SEM_ENTRY_GO))
+        self.check(ones & (val != 1), lambda i: f"{'wait' if wait[i] else 'increment'} of "
+                   f"{sem_name(int(sid[i]))} of rank {trank[i]} by {val[i]}: FORMATS §3.3, "
+                   "§3.4 and §7 make it 1", "sem.bin", "value")
+        if n:
+            nch = np.array([bin(int(x)).count("1") for x in self.entry_channels],
+                           np.int64)[self.spi[leg]]
+            self.check(~wait & local & (sid == SEM_ENTRY_GO) & (val != nch - 1), lambda i:
+                       f"increment of {sem_name(int(sid[i]))} by {val[i]}: the entry has "
+                       f"{nch[i]} channels, so it releases {nch[i] - 1} (FORMATS §3.4)",
+                       "sem.bin", "value")
         if n > 1:
             self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
                        "increment (FORMATS §7: the wait first, then the increments)", "sem.bin",
