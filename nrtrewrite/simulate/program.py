@@ -498,6 +498,8 @@ class RankDecoder:
             raise self.fail(f"channel_list {want[bad]:#x} but the entry has legs on "
                             f"channels {got[bad]:#x}", "spad.bin", bad, "channel_list")
         self.entry_channels = got
+        #: channels per entry (the popcount of entry_channels)
+        self.entry_nch = np.array([bin(int(x)).count("1") for x in got], np.int64)
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
@@ -861,8 +863,7 @@ class RankDecoder:
         lnc = F.LNC_SIZE_FMT.get(self.layout.lnc_size, 0)
         self.check(W["lnc_size_fmt"] != lnc, f"lnc_size_fmt is not {lnc} (LNC{self.layout.lnc_size})",
                    art, "lnc_size_fmt")
-        pop = np.array([bin(int(x)).count("1") for x in self.entry_channels], np.int64)
-        nact = pop[self.spi[leg]]
+        nact = self.entry_nch[self.spi[leg]]
         self.check(W["num_active_channels"] != nact, lambda i: f"num_active_channels "
                    f"{W['num_active_channels'][i]}, the entry has {nact[i]}", art,
                    "num_active_channels")
@@ -1105,13 +1106,11 @@ class RankDecoder:
         self.check(ones & (val != 1), lambda i: f"{'wait' if wait[i] else 'increment'} of "
                    f"{sem_name(int(sid[i]))} of rank {trank[i]} by {val[i]}: FORMATS §3.3, "
                    "§3.4 and §7 make it 1", "sem.bin", "value")
-        if n:
-            nch = np.array([bin(int(x)).count("1") for x in self.entry_channels],
-                           np.int64)[self.spi[leg]]
-            self.check(~wait & local & (sid == SEM_ENTRY_GO) & (val != nch - 1), lambda i:
-                       f"increment of {sem_name(int(sid[i]))} by {val[i]}: the entry has "
-                       f"{nch[i]} channels, so it releases {nch[i] - 1} (FORMATS §3.4)",
-                       "sem.bin", "value")
+        nch = self.entry_nch[self.spi[leg]] if n else np.zeros(0, np.int64)
+        self.check(~wait & local & (sid == SEM_ENTRY_GO) & (val != nch - 1), lambda i:
+                   f"increment of {sem_name(int(sid[i]))} by {val[i]}: the entry has "
+                   f"{nch[i]} channels, so it releases {nch[i] - 1} (FORMATS §3.4)",
+                   "sem.bin", "value")
         if n > 1:
             self.check((leg[1:] == leg[:-1]) & wait[1:] & ~wait[:-1], "a wait after an "
                        "increment (FORMATS §7: the wait first, then the increments)", "sem.bin",

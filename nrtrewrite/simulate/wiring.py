@@ -40,20 +40,17 @@ from nrtrewrite.simulate.program import sem_name
 
 
 def _sem_rows(prog) -> tuple[np.ndarray, ...]:
-    """Per semaphore record of a rank's legs: (entry, channel, leg, wait, rank, sem, value)."""
+    """Per semaphore record of a rank's legs: (entry, channel, wait, rank, sem, value).  The
+    legs' records tile sem.bin in leg order (the decoder checks it)."""
     n = prog.legs
     leg_entry = np.full(n, -1, np.int64)
     for ent in prog.entries:
         for first, count in ent.queues.values():
             leg_entry[first:first + count] = ent.index
-    counts = prog.l_sem_count[:n].astype(np.int64)
-    leg = np.repeat(np.arange(n, dtype=np.int64), counts)
-    # the records of leg g are [sem_first[g], sem_first[g] + sem_count[g])
-    rec = (np.repeat(prog.l_sem_first[:n].astype(np.int64), counts)
-           + np.arange(leg.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts))
-    return (leg_entry[leg], prog.l_channel[:n].astype(np.int64)[leg], leg,
-            prog.s_wait[rec].astype(bool), prog.s_rank[rec].astype(np.int64),
-            prog.s_sid[rec].astype(np.int64), prog.s_val[rec].astype(np.int64))
+    leg = np.repeat(np.arange(n, dtype=np.int64), prog.l_sem_count[:n].astype(np.int64))
+    return (leg_entry[leg], prog.l_channel[:n].astype(np.int64)[leg],
+            prog.s_wait.astype(bool), prog.s_rank.astype(np.int64),
+            prog.s_sid.astype(np.int64), prog.s_val.astype(np.int64))
 
 
 def unproven(programs: dict, transfers: dict) -> str | None:
@@ -62,8 +59,8 @@ def unproven(programs: dict, transfers: dict) -> str | None:
     rows = [(r, *_sem_rows(prog)) for r, prog in sorted(programs.items())]
     if not rows:
         return None
-    src = np.concatenate([np.full(x[1].size, r, np.int64) for r, *x in rows])
-    e, c, leg, w, tr, ts, val = (np.concatenate([x[k] for _r, *x in rows]) for k in range(7))
+    src = np.concatenate([np.full(x[0].size, r, np.int64) for r, *x in rows])
+    e, c, w, tr, ts, val = (np.concatenate([x[k] for _r, *x in rows]) for k in range(6))
     key = tr * 256 + ts  # (rank, semaphore): waits are on the rank's own semaphores
     proxies: dict = defaultdict(set)  # key -> (rank, channel) of the proxies waiting on it
     p_incs: dict = defaultdict(int)  # key -> increments by a proxy
@@ -89,7 +86,7 @@ def unproven(programs: dict, transfers: dict) -> str | None:
         return None
     mkeys = np.unique(multi // n_e)
     sel = np.isin(key, mkeys)
-    key, ke, c, w, val, src = key[sel], ke[sel], c[sel], w[sel], val[sel], src[sel]
+    key, ke, w, val, src = key[sel], ke[sel], w[sel], val[sel], src[sel]
     for k in mkeys.tolist():
         if p_incs.get(k) or np.any(src[(key == k) & ~w] != k // 256):
             who = "a net proxy" if p_incs.get(k) else "another rank"
