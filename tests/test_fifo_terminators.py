@@ -1,11 +1,13 @@
-"""proxy_end_operation's terminators: one per op in each FIFO that exists on the channel.
+"""proxy_end_operation's terminators: one per op in each FIFO that exists for the op's entry.
 
 Seed 003 §3: ``if next.src_addr_fifo: push(next.src_addr_fifo, terminator)`` and ``if
 self.dest_addr_fifo: push(self.dest_addr_fifo, terminator)`` - the test is whether the FIFO
-exists, not whether the op put an entry into it.  Our reading (docs/FORMATS.md §8): a rank's
-FIFO exists on a channel when it carries an entry anywhere in the program; then every op of the
-channel has its terminator there.  The expectations below are worked out from the schedules,
-not read off the emitter.
+exists, not whether the op put an entry into it; and ``next.src_addr_fifo`` is non-null
+exactly when the forward target is across the network (§4 NOTE).  Our reading
+(docs/FORMATS.md §8 "Terminator"): a FIFO exists for a SPAD entry on a channel when the
+entry's ops carry an entry in it; then every op of that entry has its terminator there, and
+an entry without entries in it has none.  The expectations below are worked out from the
+schedules and ring orders, not read off the emitter.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def test_cross_node_mesh_every_op_is_terminated_in_both_fifos(xmesh):
     op 0), then the peer's reduced half (event 2, op 1).  Both sends (my input half for the
     peer's reduce, my reduced half) happen before the second receive, so op 0 transmits twice
     and op 1 not at all (a transmit-only leg stays in the current op, FORMATS §8 "Ops").  The
-    transmit FIFO exists, so op 1 still gets its terminator there: 2 entries + 2 terminators
-    (the old output had 1)."""
+    transmit FIFO exists for the entry, so op 1 still gets its terminator there: 2 entries + 2
+    terminators (the output before 2026-12-01 had 1)."""
     half = 32768 // 2 * 2  # bytes of half the buffer
     for rank in (0, 64):
         fifos = _fifos(xmesh, rank)
@@ -93,6 +95,69 @@ def test_inter_rdh_every_op_is_terminated_in_both_fifos(tmp_path):
     assert meshcase.run(out)["simulator"] == "match"
 
 
+@pytest.fixture(scope="module")
+def two_groups(tmp_path_factory) -> Path:
+    """Two ring all-reduces on channel 0 across trn2:nodes=2 at lnc 2 (64 ranks a node): trigger
+    0 on ranks [0, 64] (sg00), trigger 1 on [0, 1, 64, 65] (sg01), 32768 bf16 elements each."""
+    def sg(name, group):
+        return {"name": name,
+                "vars": [{"name": "i", "type": "input", "size": 65536},
+                         {"name": "o", "type": "output", "size": 65536}],
+                "replica_groups": [group],
+                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "src": "i", "dst": "o",
+                                                   "num_elements": 32768, "op": "add"}}]}}
+    out = tmp_path_factory.mktemp("two_groups") / "out"
+    meshcase.lower({"header": {"pkg_version": 2, "name": "two_groups", "lnc_size": 2},
+                    "subgraphs": [sg("sg00", [0, 64]), sg("sg01", [0, 1, 64, 65])]},
+                   out, algo="ring", topology="trn2:nodes=2")
+    return out
+
+
+def test_a_ring_op_whose_successor_is_on_its_node_has_no_transmit_terminator(two_groups):
+    """Seed 003 §4 NOTE: ``next.src_addr_fifo`` is non-null exactly when the forward target is
+    across the network, and only then does proxy_end_operation push the transmit terminator.
+    Trigger 1's ring is 0 -> 1 -> 64 -> 65 -> 0: rank 0 sends to rank 1 on its own node and
+    receives from 65 across the network, so its op for trigger 1 (op 1, after trigger 0's op
+    0, which both sends to and receives from 64) is closed in the receive FIFO only; rank 1
+    sends to 64 and receives from 0, so it has a transmit FIFO alone.  (Until 2026-12-02 a
+    FIFO existed for the whole channel, and rank 0's op 1 had a transmit terminator too.)"""
+    man = json.loads((two_groups / "manifest.json").read_text())
+    assert [[(c["channel"], c["order"]) for c in t["channels"]] for t in man["triggers"]] == [
+        [(0, [0, 64])], [(0, [0, 1, 64, 65])]]
+    # per rank: (ops' triggers, net_op_idx of the transmit terminators, of the receive ones)
+    want = {0: ([0, 1], [0], [0, 1]), 64: ([0, 1], [0], [0, 1]),
+            1: ([1], [0], []), 65: ([1], [0], [])}
+    for rank, (trigs, tx_terms, rx_terms) in want.items():
+        ops, src, dst = _fifos(two_groups, rank)[0]
+        assert ops["func_rel_op_idx"].tolist() == trigs
+        assert src["net_op_idx"][src["mark"] == 1].tolist() == tx_terms
+        assert dst["net_op_idx"][dst["mark"] == 1].tolist() == rx_terms
+        assert src.size == int(ops["tx_entry_cnt"].sum()) + len(tx_terms)
+        assert dst.size == int(ops["rx_entry_cnt"].sum()) + len(rx_terms)
+        if rank in (0, 64):  # op 1 receives only
+            assert ops["tx_entry_cnt"].tolist()[1] == 0 < ops["rx_entry_cnt"].tolist()[1]
+    assert meshcase.run(two_groups)["simulator"] == "match"
+
+
+def test_simulator_refuses_a_transmit_terminator_for_an_entry_without_transmits(two_groups,
+                                                                                tmp_path):
+    """Rank 0's transmit FIFO with a terminator for op 1 appended (what the whole-channel
+    reading wrote) is refused: trigger 1's entry sends nothing across the network."""
+    m = Out(two_groups, tmp_path / "mut")
+    path = m.path / "rank-0000" / "net_src.bin"
+    data = path.read_bytes()
+    size = F.NET_SRC_ADDR_DTYPE.itemsize
+    path.write_bytes(data + (1).to_bytes(4, "little") + data[-size + 4:])
+    rdir = m.path / "rank-0000"
+    man = json.loads((rdir / "manifest.json").read_text())
+    man["fifo"][0]["src"][1] += 1
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert ("op 1 has a terminator in the transmit FIFO, but its entry 1 carries no entry there "
+            "on this channel") in text, text
+
+
 def test_simulator_refuses_a_missing_terminator(xmesh, tmp_path):
     """Dropping op 1's transmit terminator (an op without transmit entries) is refused."""
     m = Out(xmesh, tmp_path / "mut")
@@ -109,8 +174,8 @@ def test_simulator_refuses_a_missing_terminator(xmesh, tmp_path):
 
 
 def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path):
-    """A transmit FIFO holding only terminators (no entry: it does not exist) is refused,
-    even with tx_entry_cnt made consistent."""
+    """A transmit FIFO holding only terminators (no entry: it does not exist for the entry)
+    is refused, even with tx_entry_cnt made consistent."""
     m = Out(xmesh, tmp_path / "mut")
     a = m.arr(0, "net_src.bin")
     m.put(0, "net_src.bin", a[2:])  # the two terminators alone
@@ -121,7 +186,8 @@ def test_simulator_refuses_terminators_in_a_fifo_without_entries(xmesh, tmp_path
     (rdir / "manifest.json").write_text(json.dumps(man))
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
-    assert "carries no entry on this channel" in text
+    assert ("op 0 has a terminator in the transmit FIFO, but its entry 0 carries no entry "
+            "there on this channel") in text, text
 
 
 def test_simulator_refuses_an_extra_terminator(xmesh, tmp_path):

@@ -81,24 +81,28 @@ class ChannelState:
     bd_count: int = 0  # data BDs queued so far (generation tag)
     sem_count: int = 0  # semaphore BDs queued so far
     ops: list = field(default_factory=list)  # net_ops_info records, one array per op
+    #: per op, the SPAD entry (``spad_index``) it belongs to
+    entry: list = field(default_factory=list)
     #: per op, its net_src_addr / net_dest_addr entries (without terminator), or ``None``
-    #: when the op has no legs in that FIFO (:meth:`fifo` adds every op's terminator if
-    #: the FIFO exists on the channel)
+    #: when the op has no legs in that FIFO (:meth:`fifo` adds the terminators of the ops
+    #: of every entry whose FIFO exists)
     src: list = field(default_factory=list)
     dest: list = field(default_factory=list)
 
     def fifo(self, side: str) -> list[np.ndarray]:
         """The channel's records of one FIFO file (``side`` "src" or "dest"), in op order.
 
-        proxy_end_operation pushes a terminator into each FIFO that *exists* on the channel
-        (``if next.src_addr_fifo`` / ``if self.dest_addr_fifo``, seed 003 §3), for every op,
-        whether or not the op has entries there.  Our reading (docs/FORMATS.md §8): a
-        rank's FIFO exists on a channel when it carries at least one entry anywhere in the
-        program; then every op of the channel is closed by a terminator in it (an op
-        without entries there by its terminator alone); a FIFO with no entries does not
-        exist and holds nothing."""
+        proxy_end_operation pushes a terminator into each FIFO that *exists* for the op
+        (``if next.src_addr_fifo`` / ``if self.dest_addr_fifo``, seed 003 §3), whether or
+        not the op has entries there; ``next.src_addr_fifo`` is non-null exactly when the
+        forward target is across the network (seed 003 §4 NOTE).  Our reading
+        (docs/FORMATS.md §8 "Terminator"): a FIFO exists for a SPAD entry on the channel
+        when the entry's ops carry at least one entry in it; then every op of that entry is
+        closed by a terminator there (an op without entries by its terminator alone), and
+        the ops of an entry without entries in the FIFO have none."""
         per_op = self.src if side == "src" else self.dest
-        if not self._exists(per_op):
+        has = self._exists(per_op)
+        if not has:
             return []
         dtype, rank_field = ((F.NET_SRC_ADDR_DTYPE, "dst_rank") if side == "src"
                              else (F.NET_DEST_ADDR_DTYPE, "src_rank"))
@@ -107,20 +111,21 @@ class ChannelState:
         for k, entries in enumerate(per_op):
             if entries is not None:
                 out.append(entries)
-            out.append(term[k:k + 1])
+            if self.entry[k] in has:
+                out.append(term[k:k + 1])
         return out
 
     def fifo_count(self, side: str) -> int:
         """The number of records :meth:`fifo` gives (without building them)."""
         per_op = self.src if side == "src" else self.dest
-        if not self._exists(per_op):
-            return 0
-        return sum(a.size for a in per_op if a is not None) + len(per_op)
+        has = self._exists(per_op)
+        return (sum(a.size for a in per_op if a is not None)
+                + sum(1 for e in self.entry if e in has))
 
-    @staticmethod
-    def _exists(per_op: list) -> bool:
-        """Whether a FIFO (its ops' entries, :attr:`src` or :attr:`dest`) exists."""
-        return any(a is not None for a in per_op)
+    def _exists(self, per_op: list) -> set[int]:
+        """The SPAD entries for which a FIFO (its ops' entries, :attr:`src` or
+        :attr:`dest`) exists on the channel."""
+        return {e for e, a in zip(self.entry, per_op) if a is not None}
 
 
 @dataclass
@@ -843,6 +848,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     for e, c, info, src, dest in fifo:
         st = b.state(c)
         st.ops.append(info)
+        st.entry.append(ctxs[e].spad_index)
         st.src.append(src)
         st.dest.append(dest)
         if src is not None:

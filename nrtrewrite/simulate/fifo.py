@@ -2,8 +2,8 @@
 
 Per rank and channel with network traffic: the ``net_ops_info`` records (one per entry that
 uses the network on the channel, in entry order), the transmit entries (``net_src_addr``)
-and the receive entries (``net_dest_addr``), every op of the channel closed by a terminator
-in each of the two FIFOs that exists (carries an entry) on the channel.
+and the receive entries (``net_dest_addr``), every op closed by a terminator in each of the
+two FIFOs that exists for its entry (the entry's ops carry an entry in it on the channel).
 The transmit entries of an op pair positionally with the receive entries of the receiver's
 op for the same trigger; everything a pairing must agree on is checked here, so the engine
 only has to run the transfers (:class:`Transfer`) in FIFO order.
@@ -314,22 +314,27 @@ class FifoDecoder:
                                       "entries for it", rank=f.rank, channel=f.channel,
                                       artifact="net_ops.bin", record=f.ops_first + k,
                                       field=cnt_field)
-        # proxy_end_operation terminates every op in each FIFO that exists on the channel
-        # (seed 003 §3); a FIFO exists when it carries an entry (FORMATS §8 "Terminator")
+        # proxy_end_operation terminates the op in each FIFO that exists for it (seed 003 §3,
+        # §4 NOTE); a FIFO exists for an entry when the entry's ops carry an entry in it
+        # (FORMATS §8 "Terminator"): then every op of the entry has its terminator there
         which = "transmit" if side == "tx" else "receive"
-        if (recs["mark"] == TRANSFER).any():
-            if missing:
-                k = missing[0]
+        has = {f.op_entry[k] for k in range(f.ops.size) if int(f.ops[cnt_field][k])}
+        for k in range(f.ops.size):
+            e = f.op_entry[k]
+            if e in has and k in missing:
                 raise SimulationError(
                     f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
-                    "exists on the channel (it carries entries), so proxy_end_operation "
-                    "closes every op of the channel there, an op without entries by its "
-                    "terminator alone", rank=f.rank, channel=f.channel, artifact=name,
+                    f"exists for its entry {e} on the channel (the entry's ops carry entries "
+                    "there), so proxy_end_operation closes every op of the entry there, an op "
+                    "without entries by its terminator alone", rank=f.rank, channel=f.channel,
+                    artifact=name,
                     record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
                     field="terminator")
-        elif n:
-            raise fail(0, f"the {which} FIFO carries no entry on this channel, so it does not "
-                          f"exist and holds no terminator ({n} record(s) here)", "terminator")
+            if e not in has and k not in missing:
+                raise fail(groups[k][0] + groups[k][1],
+                           f"op {k} has a terminator in the {which} FIFO, but its entry {e} "
+                           "carries no entry there on this channel, so the FIFO does not exist "
+                           "for it and holds no terminator of its ops", "terminator")
         return groups
 
     def _check_sends(self) -> None:
