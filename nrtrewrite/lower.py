@@ -209,11 +209,11 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
         except KeyError:
             raise LoweringError(f"{sel.alg.name} was selected but this build lowers only "
                                 f"{', '.join(a.name for a in sorted(algorithms.lowerable()))}",
-                                trigger=trig.ordinal) from None
+                                **trigger_where(trig)) from None
         try:
             prepared = algorithm.prepare(plan, trig, sel)
         except NrtRewriteError as err:
-            raise err.at(trigger=trig.ordinal)
+            raise err.at(**trigger_where(trig))
         group = tuple(trig.replica_group)
         plan.triggers.append(TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
                                          prepared=prepared, group=group, leader=min(group)))

@@ -383,3 +383,27 @@ def test_model_less_lnc_defaults_to_2_where_the_files_platform_has_it(tmp_path, 
                                     "--ranks", "2", "--topology", str(p), "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["topology"]["lnc_size"] == lnc
+
+
+HYBRID16 = "0,4,8,12,16,20,24,28,32,36,40,44,48,52,56,60"
+
+
+def test_single_cycle_channel_reason_says_why_it_runs_fewer_pairs_than_the_rule():
+    """The 16-rank hybrid ring forces channel_n = 4, so SINGLE_CYCLE_RING's rule gives
+    max(1, 4 / 2) = 2 channel pairs (SELECTION.md §7). A 2 KiB bf16 all-reduce is 1024
+    elements over 16 chunk positions: 2 pairs would give 32 elements a position, below
+    __set_active_channels' 64, so the layout keeps 1 pair (2 channels), and the reason says so
+    as the ring's does (found by a selection audit: it gave the pair count without its cause).
+    At 64 MiB both pairs run and no such clause appears."""
+    doc = run_json("explain", "--op", "allreduce", "--bytes", "2KiB", "--group", HYBRID16,
+                   "--algo", "single_cycle_ring")
+    ch = doc["triggers"][0]["channels"] if "triggers" in doc else doc["channels"]
+    assert ch["count"] == 2
+    assert ("forces channel_n = 4; the chunk layout keeps 1 pair(s) (__set_active_channels: "
+            "at least 64 elements per chunk position); SINGLE_CYCLE_RING runs 1 channel "
+            "pair(s)") in ch["reason"], ch["reason"]
+    doc = run_json("explain", "--op", "allreduce", "--bytes", "64MiB", "--group", HYBRID16,
+                   "--algo", "single_cycle_ring")
+    ch = doc["triggers"][0]["channels"] if "triggers" in doc else doc["channels"]
+    assert ch["count"] == 4
+    assert "keeps" not in ch["reason"] and "runs 2 channel pair(s)" in ch["reason"]

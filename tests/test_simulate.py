@@ -631,6 +631,14 @@ def test_single_step_mesh_in_place_over_more_ranks_than_a_leg_has_sources_is_ref
         lower_spec(_ssm_spec(9, True), tmp_path / "a", algo="single_step_mesh")
     assert_clean(lower_spec(_ssm_spec(8, True), tmp_path / "b", algo="single_step_mesh"))
     assert_clean(lower_spec(_ssm_spec(9, False), tmp_path / "c", algo="single_step_mesh"))
+    # lower's one-line error names the trigger's instruction, as every planning error does
+    # (until 2026-12-02 this one, raised while preparing the trigger, named the trigger only)
+    res = cli("lower", tmp_path / "a.neff", "--algo", "single_step_mesh", "-o", tmp_path / "o")
+    assert res.exit_code == 2
+    assert (f"nrtrewrite: error: {tmp_path / 'a.neff'}: member sg00/sp.bin, subgraph sg00, "
+            "stream sp, instruction 0, trigger 0: SINGLE_STEP_MESH in place over 9 ranks: "
+            ) in res.stderr, res.stderr
+    assert not (tmp_path / "o").exists()
     # explain says so too
     res = cli("explain", tmp_path / "a.neff", "--algo", "single_step_mesh", "--json")
     low = json.loads(res.stdout)["triggers"][0]["lowered"]

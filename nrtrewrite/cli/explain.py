@@ -212,6 +212,16 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
             rings = _single_cycle_rings(sel, topo)
             channels["count"] = len(rings)
             pairs = len({c for c, _o, _d, direction in rings if direction == "cw"})
+            want = max(1, sel.n_channels // 2)  # docs/SELECTION.md §7
+            nring = (sum(o is not None for o in ring_orders(topo, sel.group, min(32, want)))
+                     if len(sel.group) > 1 else 1)
+            if nring < want:
+                channels["reason"] += (f"; {nring} distinct ring(s) for the {want} channel "
+                                       "pair(s) of the rule")
+            if pairs < min(nring, want):
+                channels["reason"] += (f"; the chunk layout keeps {pairs} pair(s) "
+                                       "(__set_active_channels: at least 64 elements per "
+                                       "chunk position)")
             channels["reason"] += (f"; SINGLE_CYCLE_RING runs {pairs} channel pair(s), each ring "
                                    f"forward (cw) and backward (ccw): {len(rings)} channel(s)")
         elif sel.alg == EncAlgType.KANGARING:
