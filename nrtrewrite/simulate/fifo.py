@@ -321,7 +321,7 @@ class FifoDecoder:
         has = {f.op_entry[k] for k in range(f.ops.size) if int(f.ops[cnt_field][k])}
         for k in range(f.ops.size):
             e = f.op_entry[k]
-            if e in has and k in missing:
+            if e in has and k not in groups:
                 raise SimulationError(
                     f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
                     f"exists for its entry {e} on the channel (the entry's ops carry entries "
@@ -330,7 +330,7 @@ class FifoDecoder:
                     artifact=name,
                     record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
                     field="terminator")
-            if e not in has and k not in missing:
+            if e not in has and k in groups:
                 raise fail(groups[k][0] + groups[k][1],
                            f"op {k} has a terminator in the {which} FIFO, but its entry {e} "
                            "carries no entry there on this channel, so the FIFO does not exist "
