@@ -73,7 +73,7 @@ def default_output(model_path: str | os.PathLike) -> Path:
 #: The names an output folder gives its own entries (docs/FORMATS.md §1): the top-level
 #: manifest and the rank folders (``rank-`` and digits), in any case (a case-insensitive
 #: file system takes ``MANIFEST.JSON`` for ``manifest.json``).
-_OWN_NAMES = re.compile(r"manifest\.json|rank-[0-9]+", re.IGNORECASE | re.ASCII)
+_OWN_NAMES = F.OUTPUT_OWN_NAMES
 
 
 def output_neff_name(model_path: str | os.PathLike) -> str:

@@ -941,6 +941,10 @@ def _neff_name(doc: dict, p: Path) -> str | None:
             and "\0" not in name):
         raise OutputError("must be an object whose 'name' is a file name in the folder",
                           file=str(p / "manifest.json"), field="output_neff")
+    if F.OUTPUT_OWN_NAMES.fullmatch(name):  # docs/FORMATS.md §1: never the NEFF's name
+        raise OutputError(f"names {name!r}, one of the folder's own entries (the rewritten "
+                          "NEFF never has such a name)", file=str(p / "manifest.json"),
+                          field="output_neff")
     return F.name_on_disk(name)
 
 

@@ -219,6 +219,23 @@ def test_a_malformed_output_neff_is_damage_in_b_and_an_error_in_a(pair, output_n
     assert not [d for d in D.diff_outputs(a, b) if d.field == "file"]
 
 
+@pytest.mark.parametrize("name", ["manifest.json", "MANIFEST.JSON", "rank-0000", "Rank-12"])
+def test_an_output_neff_named_like_the_folders_own_entries_is_damage(pair, name):
+    """FORMATS §1: the rewritten NEFF is never named ``manifest.json`` or ``rank-`` digits (a
+    model so named gets ``.neff`` added), so a manifest that says so is damaged; before
+    2026-12-02 ``diff`` read B's manifest.json as a NEFF and printed its JSON text as header
+    fields (found by a diff audit)."""
+    a, b = pair
+    _set_manifest(b, output_neff={"name": name})
+    why = (f"field output_neff: names {name!r}, one of the folder's own entries (the "
+           "rewritten NEFF never has such a name)")
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
+    assert line == f"nrtrewrite: error: {b}/manifest.json: {why}"
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and f"manifest.json damaged in B: {why}" in res.stdout
+    assert "header." not in res.stdout
+
+
 def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
     a, b = pair
     neff = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]

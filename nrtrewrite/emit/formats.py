@@ -11,6 +11,7 @@ masks (STYLE.md: construct's BitStruct is MSB-first).
 from __future__ import annotations
 
 import os
+import re
 
 import construct as cs
 import numpy as np
@@ -271,6 +272,11 @@ def name_text(name: str) -> str:
     ``ünï.neff`` is ``Ã¼nÃ¯.neff``).  :class:`UnicodeDecodeError` for a name that is not
     UTF-8."""
     return os.fsencode(name).decode("utf-8")
+
+
+#: The output folder's own entry names (docs/FORMATS.md §1), compared without regard to case:
+#: the rewritten NEFF never has one of them (a model so named gets ``.neff`` added).
+OUTPUT_OWN_NAMES = re.compile(r"manifest\.json|rank-[0-9]+", re.IGNORECASE | re.ASCII)
 
 
 def name_on_disk(text: str) -> str:
