@@ -165,6 +165,18 @@ def test_fixture_contents():
      "field subgraphs[0].vars[5].name", "var name 'in' used twice"),
     (lambda s: s["subgraphs"][0]["vars"][0].update(size="4 KB"),
      "field subgraphs[0].vars[0].size", "bad size '4 KB'"),
+    # found by an ASSEMBLE.md audit (2026-12-02): a wrong key path, and keys with no effect
+    (lambda s: s["header"].update(pkg_version=3), "field header.pkg_version",
+     "3 is outside 1..2"),
+    (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(
+        ext_sync={"update_mode": 1}), "field subgraphs[0].engines.sp[1].all_reduce.ext_sync",
+     "only 0xD9+0xDA has a 0xDA word"),
+    (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(patch_ext={}),
+     "field subgraphs[0].engines.sp[1].all_reduce.patch_ext", "only 0xD9+0xDA has a 0xDA word"),
+    (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(ext=False),
+     "field subgraphs[0].engines.sp[1].all_reduce.ext", "only 0xD9+0xDA has a 0xDA word"),
+    (lambda s: s.update(extra_members=[{"name": "a", "text": "hi", "hex": "00"}]),
+     "field extra_members[0].hex", "give one of text, hex and json, not text and hex"),
 ])
 def test_spec_errors(base_spec, mutate, where, why):
     mutate(base_spec)

@@ -287,7 +287,7 @@ class _Assembler:
         p = "header."
         lnc = self.integer(h.get("lnc_size", 1), p + "lnc_size", 0, 0xFFFFFFFF)
         fields: dict[str, Any] = {
-            "pkg_version": self.integer(h.get("pkg_version", 2), p + "pkg_version", 0, 2**64 - 1),
+            "pkg_version": self.integer(h.get("pkg_version", 2), p + "pkg_version", 1, 2),
             "neff_version_major": self.integer(h.get("neff_version_major", 1),
                                                p + "neff_version_major", 0, 2**64 - 1),
             "neff_version_minor": self.integer(h.get("neff_version_minor", 0),
@@ -359,6 +359,10 @@ class _Assembler:
         for k, item in enumerate(extra):
             path = f"extra_members[{k}]"
             self.keys(item, ("name", "text", "hex", "json"), path)
+            given = [k for k in ("text", "hex", "json") if k in item]
+            if len(given) > 1:
+                raise self.err(f"{path}.{given[1]}", f"give one of text, hex and json, not "
+                                                     f"{' and '.join(given)}")
             name = item.get("name")
             if not isinstance(name, str):
                 raise self.err(path + ".name", "must be a string")
@@ -575,6 +579,10 @@ class _Assembler:
             raise self.err(path + ".stream_id", "0xC7 has no stream_id field")
         if opcode != 0xD9 and channel_id:
             raise self.err(path + ".channel_id", "only 0xD9+0xDA has a channel_id")
+        for key in ("ext_sync", "patch_ext", "ext"):
+            if opcode != 0xD9 and key in body:
+                raise self.err(f"{path}.{key}", f"only 0xD9+0xDA has a 0xDA word ({key} is for "
+                                                "it)")
         fields: dict[str, Any] = {"alu_op": alu, "dtype": dtype}
         sync = self.sync(body.get("sync"), path + ".sync")
         fields.update(_sync_fields(sync))
