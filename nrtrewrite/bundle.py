@@ -70,20 +70,15 @@ def default_output(model_path: str | os.PathLike) -> Path:
     return p.with_name(p.stem + ".lowered")
 
 
-#: The names an output folder gives its own entries (docs/FORMATS.md §1): the top-level
-#: manifest and the rank folders (``rank-`` and digits), in any case (a case-insensitive
-#: file system takes ``MANIFEST.JSON`` for ``manifest.json``).
-_OWN_NAMES = F.OUTPUT_OWN_NAMES
-
-
 def output_neff_name(model_path: str | os.PathLike) -> str:
     """The rewritten NEFF's file name in the output folder: the model's own name, unless it
-    is one of the output's own names (:data:`_OWN_NAMES`), which gets ``.neff`` added
+    is one of the output's own names (:data:`~nrtrewrite.emit.formats.OUTPUT_OWN_NAMES`),
+    which gets ``.neff`` added
     (``manifest.json`` -> ``manifest.json.neff``): no model name can collide with the
     output's manifest or rank folders (docs/FORMATS.md §1).  The top-level manifest's
     ``output_neff.name`` always names it."""
     name = Path(model_path).name or "model.neff"
-    return name + ".neff" if _OWN_NAMES.fullmatch(name) else name
+    return name + ".neff" if F.OUTPUT_OWN_NAMES.fullmatch(name) else name
 
 
 def _json_bytes(obj) -> bytes:

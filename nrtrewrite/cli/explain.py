@@ -212,9 +212,9 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
             rings = _single_cycle_rings(sel, topo)
             channels["count"] = len(rings)
             pairs = len({c for c, _o, _d, direction in rings if direction == "cw"})
+            from nrtrewrite.compose.single_cycle import forward_rings
             want = max(1, sel.n_channels // 2)  # docs/SELECTION.md §7
-            nring = (sum(o is not None for o in ring_orders(topo, sel.group, min(32, want)))
-                     if len(sel.group) > 1 else 1)
+            nring = len(forward_rings(topo, sel.group, sel.n_channels))
             if nring < want:
                 channels["reason"] += (f"; {nring} distinct ring(s) for the {want} channel "
                                        "pair(s) of the rule")

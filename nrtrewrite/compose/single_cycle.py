@@ -183,6 +183,21 @@ def _rings_manifest(group: tuple[int, ...], pairs: list[tuple[int, int]],
     return out
 
 
+def forward_rings(topo, group, n_channels: int) -> tuple[tuple[int, ...], ...]:
+    """The distinct forward rings a SINGLE_CYCLE_RING selected with ``n_channels`` can use,
+    at most ``max(1, n_channels / 2)`` (docs/SELECTION.md §7), memoised per (group, pairs)."""
+    group = tuple(group)
+    pairs_n = max(1, n_channels // 2)
+
+    def forward() -> tuple[tuple[int, ...], ...]:
+        if len(group) > 1:
+            return tuple(o for o in ring_orders(topo, group, min(32, pairs_n))
+                         if o is not None)
+        return (group,)
+
+    return topo.cached(("single_cycle_rings", group, pairs_n), forward)
+
+
 def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int = 0
                       ) -> SingleCyclePlan:
     """One ring per channel pair (forward for CW, its exact reverse for CCW).
@@ -190,15 +205,7 @@ def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int
     The rings (pairs, orders) are memoised per (group, pairs, base, active channels): plans
     of the same group share them, and never mutate them."""
     group = tuple(group)
-    pairs_n = max(1, n_channels // 2)
-
-    def forward() -> tuple[tuple[int, ...], ...]:
-        if len(group) > 1:
-            return tuple(o for o in ring_orders(topo, group, min(32, max(1, pairs_n)))
-                         if o is not None)
-        return (group,)
-
-    fwd = topo.cached(("single_cycle_rings", group, pairs_n), forward)
+    fwd = forward_rings(topo, group, n_channels)
     layout = layout_of(len(fwd))
 
     def channels() -> tuple[list[tuple[int, int]], dict[int, tuple[int, ...]]]:
@@ -215,7 +222,7 @@ def plan_single_cycle(topo, group, n_channels: int, layout_of, channel_base: int
             orders[ccw] = rev[i:] + rev[:i]
         return pairs, orders, _rings_manifest(group, pairs, orders, topo)
 
-    pairs, orders, manifest = topo.cached(("single_cycle_channels", group, pairs_n,
+    pairs, orders, manifest = topo.cached(("single_cycle_channels", group, max(1, n_channels // 2),
                                            channel_base, layout.channels), channels)
     return SingleCyclePlan(group=group, group_index=group_positions(topo, group),
                            pairs=pairs, orders=orders, layout=layout, rings_manifest=manifest)

@@ -274,8 +274,10 @@ def name_text(name: str) -> str:
     return os.fsencode(name).decode("utf-8")
 
 
-#: The output folder's own entry names (docs/FORMATS.md §1), compared without regard to case:
-#: the rewritten NEFF never has one of them (a model so named gets ``.neff`` added).
+#: The names an output folder gives its own entries (docs/FORMATS.md §1): the top-level
+#: manifest and the rank folders (``rank-`` and digits), in any case (a case-insensitive file
+#: system takes ``MANIFEST.JSON`` for ``manifest.json``); the rewritten NEFF never has one of
+#: them (a model so named gets ``.neff`` added).
 OUTPUT_OWN_NAMES = re.compile(r"manifest\.json|rank-[0-9]+", re.IGNORECASE | re.ASCII)
 
 

@@ -359,7 +359,7 @@ class _Assembler:
         for k, item in enumerate(extra):
             path = f"extra_members[{k}]"
             self.keys(item, ("name", "text", "hex", "json"), path)
-            given = [k for k in ("text", "hex", "json") if k in item]
+            given = [key for key in ("text", "hex", "json") if key in item]
             if len(given) > 1:
                 raise self.err(f"{path}.{given[1]}", f"give one of text, hex and json, not "
                                                      f"{' and '.join(given)}")

@@ -318,10 +318,15 @@ class FifoDecoder:
         # §4 NOTE); a FIFO exists for an entry when the entry's ops carry an entry in it
         # (FORMATS §8 "Terminator"): then every op of the entry has its terminator there
         which = "transmit" if side == "tx" else "receive"
-        has = {f.op_entry[k] for k in range(f.ops.size) if int(f.ops[cnt_field][k])}
-        for k in range(f.ops.size):
-            e = f.op_entry[k]
-            if e in has and k not in groups:
+        op_entry = np.asarray(f.op_entry, np.int64)
+        closed = np.zeros(f.ops.size, bool)  # ops with a terminator here
+        closed[list(groups)] = True
+        exists = np.isin(op_entry, op_entry[f.ops[cnt_field] > 0])  # the op's entry uses it
+        bad = np.flatnonzero(exists != closed)
+        if bad.size:
+            k = int(bad[0])
+            e = int(op_entry[k])
+            if exists[k]:
                 raise SimulationError(
                     f"op {k} has no terminator in the {which} FIFO ({name}): the FIFO "
                     f"exists for its entry {e} on the channel (the entry's ops carry entries "
@@ -330,11 +335,10 @@ class FifoDecoder:
                     artifact=name,
                     record=first0 + sum(c + 1 for j, (_s, c) in groups.items() if j < k),
                     field="terminator")
-            if e not in has and k in groups:
-                raise fail(groups[k][0] + groups[k][1],
-                           f"op {k} has a terminator in the {which} FIFO, but its entry {e} "
-                           "carries no entry there on this channel, so the FIFO does not exist "
-                           "for it and holds no terminator of its ops", "terminator")
+            raise fail(groups[k][0] + groups[k][1],
+                       f"op {k} has a terminator in the {which} FIFO, but its entry {e} carries "
+                       "no entry there on this channel, so the FIFO does not exist for it and "
+                       "holds no terminator of its ops", "terminator")
         return groups
 
     def _check_sends(self) -> None:
