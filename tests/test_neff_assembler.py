@@ -177,6 +177,12 @@ def test_fixture_contents():
      "field subgraphs[0].engines.sp[1].all_reduce.ext", "only 0xD9+0xDA has a 0xDA word"),
     (lambda s: s.update(extra_members=[{"name": "a", "text": "hi", "hex": "00"}]),
      "field extra_members[0].hex", "give one of text, hex and json, not text and hex"),
+    # a range is expanded in memory (about 150 bytes a rank): '0..2147483647' ran out of it
+    (lambda s: s["subgraphs"][0].update(replica_groups=["0..1", "0..2147483647"]),
+     "field subgraphs[0].replica_groups[1]",
+     "holds 2147483648 ranks; a range holds at most 1048576 (MAX_TOPOLOGY_RANKS"),
+    (lambda s: s["subgraphs"][0].update(replica_groups=["7..1048583"]),
+     "field subgraphs[0].replica_groups[0]", "holds 1048577 ranks"),
 ])
 def test_spec_errors(base_spec, mutate, where, why):
     mutate(base_spec)

@@ -46,6 +46,7 @@ from nrtrewrite.neff.instructions import (
 )
 from nrtrewrite.neff.model import Model
 from nrtrewrite.neff.reader import DEF_JSON, NEFF_JSON, NEFF_LIKE_VERSION, read_model_bytes
+from nrtrewrite.topology.model import MAX_TOPOLOGY_RANKS
 
 #: Spec dtype names: the DType member names in lower case (bf16, fp16, fp32, fp8_e4, int32...).
 DTYPE_NAMES: dict[str, DType] = {d.name.lower(): d for d in DType}
@@ -438,7 +439,15 @@ class _Assembler:
                 m = _RANGE_RE.match(grp)
                 if not m or int(m.group(2)) < int(m.group(1)):
                     raise self.err(f"{path}[{g}]", f"bad rank range {grp!r} (use 'first..last')")
-                out.append(list(range(int(m.group(1)), int(m.group(2)) + 1)))
+                first, last = int(m.group(1)), int(m.group(2))
+                if last - first + 1 > MAX_TOPOLOGY_RANKS:
+                    # expanded, a range costs about 150 bytes a rank: '0..2147483647' would
+                    # exhaust memory; no topology has more ranks than this
+                    raise self.err(f"{path}[{g}]", f"the range {grp!r} holds {last - first + 1} "
+                                   f"ranks; a range holds at most {MAX_TOPOLOGY_RANKS} "
+                                   "(MAX_TOPOLOGY_RANKS, the most ranks a topology has); "
+                                   "list the ranks for a larger group")
+                out.append(list(range(first, last + 1)))
             elif isinstance(grp, list):
                 out.append(grp)
             else:

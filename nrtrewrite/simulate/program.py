@@ -646,8 +646,6 @@ class RankDecoder:
         self.S, self.D = S, Dn
         self.tile_first_of_leg = np.cumsum(per_leg) - per_leg
         self.tile_src_len = src_len
-        self.tile_start_bd = tstart
-        self.n_tiles_total = n_tiles
 
     # ------------------------------------------------------------------ CCE
     def decode_cce(self) -> None:
@@ -1174,10 +1172,8 @@ class RankDecoder:
         next_rank[leg[cat_i_next]] = trank[cat_i_next]
         self.l_next = np.where(ring, next_rank, -1)
         self.l_proxy_sends = count(cat_i_send)
-        self.l_proxy_send = self.l_proxy_sends > 0
         self.l_away = i_away
         self.l_waits = w_any
-        self.sem_leg = leg
         # the first wait and the dma_compl increment of each leg (0xBF events)
         first_wait = np.full(self.n_legs, -1, np.int64)
         idx = np.flatnonzero(wait)
