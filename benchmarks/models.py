@@ -16,11 +16,13 @@ MIB = 1 << 20
 PER_SUBGRAPH = 160
 
 
-def large_spec(ranks: int, nodes: int, count: int = 1000, seed: int = 1,
+def large_spec(ranks: int, count: int = 1000, seed: int = 1,
                lo: int = 4096, hi: int = 256 * MIB, size_scale: float = 1.0) -> dict:
     """``count`` collectives, sizes log-uniform in [lo, hi] (the collective's message size:
     the all-gather output, the reduce-scatter input), a mix of all-reduce (50 %), all-gather
-    (25 %) and reduce-scatter (25 %) in bf16 and fp8_e4."""
+    (25 %) and reduce-scatter (25 %) in bf16 and fp8_e4, over ``ranks`` ranks.  The nodes
+    are the default topology's (trn2 at the model's ``lnc_size`` 2: 64 ranks a node), so
+    128 ranks are two nodes."""
     rng = np.random.default_rng(seed)
     sizes = np.exp(rng.uniform(math.log(lo), math.log(hi), count)) * size_scale
     kinds = rng.choice(["all_reduce", "all_gather", "reduce_scatter"], count, p=[.5, .25, .25])
@@ -54,7 +56,7 @@ SWEEP_MIX = (("all_reduce", "bf16"), ("all_gather", "bf16"), ("reduce_scatter", 
              ("all_reduce", "fp8_e4"))
 
 
-def sweep_spec(ranks: int, nodes: int, size: int) -> dict:
+def sweep_spec(ranks: int, size: int) -> dict:
     """One collective of each kind in SWEEP_MIX, each with a message of ``size`` bytes (the
     all-gather output, the reduce-scatter input)."""
     body = []

@@ -37,8 +37,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 #: Models ``make bench`` builds that this script builds too when they are missing.
-BUILDABLE = {"large64": (64, 1, {}), "large128": (128, 2, {}),
-             "all64": (64, 1, {"count": 100, "hi": 16 << 20})}
+BUILDABLE = {"large64": (64, {}), "large128": (128, {}),
+             "all64": (64, {"count": 100, "hi": 16 << 20})}
 
 
 def _me() -> str:
@@ -61,9 +61,9 @@ def model_path(name: str) -> Path:
     if name not in BUILDABLE:
         raise SystemExit(f"{_me()}: error: {path}: no such model (run make bench to build "
                          f"the sweep models; this script builds {', '.join(BUILDABLE)})")
-    ranks, nodes, kw = BUILDABLE[name]
+    ranks, kw = BUILDABLE[name]
     print(f"building {path} ...", file=sys.stderr)
-    return build(name, large_spec(ranks, nodes, **kw))
+    return build(name, large_spec(ranks, **kw))
 
 
 def _tool(name: str | None) -> str:

@@ -6,8 +6,10 @@
 beside it; the doc's section is this script's output for the run (with the commit it
 measured and a note on the conditions), pasted, so its figures are the run's, not
 transcribed by hand.  Every figure issue 8 asks for is in it: records/s and artifact bytes/s
-of one rank and of all ranks, the ratios to the copy bound and to the construct path, peak
-RSS, the time per stage, the scaling exponents, and the targets with their verdicts.
+of one rank (the whole command, and the lowering alone) and of all ranks (of `all64` with
+the files written, of `large64` into a sink), the ratios to the copy bound and to the
+construct path (compiled and not), peak RSS (of every process), the time per stage, the
+scaling exponents, and the targets with their verdicts.
 """
 
 from __future__ import annotations
@@ -27,35 +29,76 @@ def _mb(x: float) -> str:
     return f"{x / 1e6:,.0f} MB"
 
 
-def _rank_table(large: list[dict]) -> list[str]:
+def _busy(runs: list) -> str:
+    """What other processes kept busy during the runs, when more than 5 % of the cores."""
+    worst = max((o for o in runs if o is not None), default=None)
+    return "" if worst is None or worst <= 0.05 else f" (others up to {100 * worst:.0f} % busy)"
+
+
+def _ranges(xs: list[int]) -> str:
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(f"{xs[i]}" if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def _rank_table(large: list[dict], cli: list[dict]) -> list[str]:
     cols = [f"`{r['model'].removesuffix('.neff')}` `--rank {r['rank']}`" for r in large]
+    both = list(zip(large, cli))
     rows = [
         ("records, artifact bytes", [f"{r['records'] / 1e6:.1f} M, {_mb(r['bytes'])}"
                                      for r in large]),
-        ("lowering, files written (best of the runs)",
+        ("**the whole command** (read, plan, lower, every file and manifest written and "
+         "fsynced), median of the runs",
+         [f"{c['seconds']:.2f} s (" + ", ".join(f"{x:.2f}" for x in c["seconds_runs"]) + ")"
+          + _busy(c.get("others_busy_runs", [])) + f"; imports {c['import_s']:.2f} s before it"
+          for c in cli]),
+        ("the whole command: records/s, artifact bytes/s, CPU",
+         [f"{c['records_per_s'] / 1e6:.1f} M/s, {c['bytes_per_s'] / 1e6:,.0f} MB/s; "
+          f"{c['cpu_s']:.2f} s: {c['cores_busy']:.2f} cores" for c in cli]),
+        ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages)",
+         [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * c['ratio_to_copy_bound']:.1f}"
+          f" %** ({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
+          f"{100 * c['ratio_to_fresh_copy']:.1f} %)" for c in cli]),
+        ("the lowering alone (compose, emit, serialize; files written), median of the runs",
          [f"{r['lower_s']:.2f} s (" + ", ".join(f"{x:.2f}" for x in r.get(
-             "lower_s_runs", [r["lower_s"]])) + ")" for r in large]),
-        ("records/s, artifact bytes/s", [f"{r['records_per_s'] / 1e6:.1f} M/s, "
-                                         f"{r['bytes_per_s'] / 1e6:,.0f} MB/s" for r in large]),
+             "lower_s_runs", [r["lower_s"]])) + ")" + _busy(r.get("others_busy_runs", []))
+          for r in large]),
+        ("the lowering alone: records/s, artifact bytes/s", [
+            f"{r['records_per_s'] / 1e6:.1f} M/s, {r['bytes_per_s'] / 1e6:,.0f} MB/s"
+            for r in large]),
         ("with the fsync", [f"{r['records_per_s_with_fsync'] / 1e6:.1f} M/s, "
                             f"{r['bytes_per_s_with_fsync'] / 1e6:,.0f} MB/s" for r in large]),
-        ("copy bound: numpy copy, same size, warm (fresh pages)",
-         [f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * r['ratio_to_copy_bound']:.1f}"
-          f" %** ({r['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
+        ("the lowering alone against the copy bound, warm (fresh pages)",
+         [f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: {100 * r['ratio_to_copy_bound']:.1f}"
+          f" % ({r['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
           f"{100 * r['ratio_to_fresh_copy']:.1f} %)" for r in large]),
         ("SHA-256 alone (every byte is hashed for the rank manifest)",
-         [f"{r['sha256_bytes_per_s'] / 1e9:.2f} GB/s: we run at "
+         [f"{r['sha256_bytes_per_s'] / 1e9:.2f} GB/s: the lowering runs at "
           f"{100 * r['ratio_to_sha256']:.0f} % of it" for r in large]),
-        ("construct path, per record",
-         [f"{r['construct_s_per_record'] * 1e6:.1f} us vs {r['ours_s_per_record'] * 1e9:.0f} "
-          f"ns: **x{r['ratio_to_construct']:.0f}**" for r in large]),
+        ("construct path per record, compiled structs (uncompiled), against the lowering alone",
+         [f"{r['construct_compiled_s_per_record'] * 1e6:.2f} us "
+          f"({r['construct_s_per_record'] * 1e6:.1f} us) vs {r['ours_s_per_record'] * 1e9:.0f} "
+          f"ns: **x{r['ratio_to_construct_compiled']:.0f}** (x{r['ratio_to_construct']:.0f})"
+          for r in large]),
         ("CPU in the lowering", [f"{r['lower_cpu_s']:.2f} s: {r['lower_cores_busy']:.2f} cores"
                                  for r in large]),
         ("stages (s)", [", ".join(f"{k} {r['stages'][k]:.2f}" for k in STAGES
                                   if k in r["stages"]) for r in large]),
         ("peak RSS, the largest of the runs (target: 2 x artifacts + 300 MB)",
-         [f"{r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose process "
-          f"{r['peak_rss_compose_mb']:.0f} ({r['rss_target_mb']:,.0f} MB)" for r in large]),
+         [f"lowering {r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose process "
+          f"{r['peak_rss_compose_mb']:.0f}; whole command {c['peak_rss_mb']:.0f} MB = "
+          f"{c['peak_rss_self_mb']:.0f} + largest child {c['peak_rss_children_mb']:.0f} "
+          f"({r['rss_target_mb']:,.0f} MB)" for r, c in both]),
+        ("channels in use (SPAD entries by algorithm: channels x entries)",
+         [f"{_ranges(r['channels']['used'])} of {r['channels']['entries']} entries; "
+          + "; ".join(f"{a} " + ", ".join(f"{n} ch x{v}" for n, v in c_.items())
+                      for a, c_ in r["channels"]["per_algorithm"].items())
+          for r in large]),
     ]
     out = ["| `lower --rank R` | " + " | ".join(cols) + " |",
            "|---|" + "---|" * len(cols)]
@@ -67,16 +110,33 @@ def _all_table(a: dict) -> list[str]:
     pool = a["pool"]
     out = [f"| all ranks of `{pool['model'].removesuffix('.neff')}` ({pool['records'] / 1e6:.1f}"
            f" M records, {_mb(pool['bytes'])}, written and fsynced) | wall | records/s | "
-           "bytes/s | cores busy | peak RSS (target) |",
+           "bytes/s | cores busy | peak RSS of all its processes, PSS (target) |",
            "|---|---|---|---|---|---|"]
     for r in (a["serial"], pool):
-        out.append(f"| `-j {r['jobs']}` | {r['seconds']:.2f} s | {r['records_per_s'] / 1e6:.1f} M"
-                   f" | {r['bytes_per_s'] / 1e6:,.0f} MB/s | {r['cores_busy']:.2f} | "
-                   f"{r['peak_rss_mb']:.0f} MB ({r['rss_target_mb']:,.0f} MB) |")
+        out.append(f"| `-j {r['jobs']}` | {r['seconds']:.2f} s{_busy([r.get('others_busy')])}"
+                   f" | {r['records_per_s'] / 1e6:.1f} M | {r['bytes_per_s'] / 1e6:,.0f} MB/s | "
+                   f"{r['cores_busy']:.2f} | {r['peak_rss_sum_mb']:.0f} MB, "
+                   f"{r['peak_pss_sum_mb']:.0f} MB ({r['rss_target_mb']:,.0f} MB) |")
     out.append("")
     out.append(f"Speedup x{a['speedup']:.2f}; the two output trees byte-identical: "
                f"**{'yes' if a['identical'] else 'NO'}**.")
     return out
+
+
+def _sink_table(k: dict) -> list[str]:
+    return [f"| all {k['ranks']} ranks of `{k['model'].removesuffix('.neff')}` "
+            f"({k['records'] / 1e6:.1f} M records, {_mb(k['bytes'])}), lowered with the pool "
+            "into a sink (hashed, no files) | wall | records/s | bytes/s | cores busy | peak RSS "
+            "of all its processes, PSS (target) |",
+            "|---|---|---|---|---|---|",
+            f"| `-j {k['jobs']}` | {k['seconds']:.2f} s{_busy([k.get('others_busy')])} | "
+            f"{k['records_per_s'] / 1e6:.1f} M | {k['bytes_per_s'] / 1e6:,.0f} MB/s | "
+            f"{k['cores_busy']:.2f} | {k['peak_rss_sum_mb']:.0f} MB, {k['peak_pss_sum_mb']:.0f} "
+            f"MB ({k['rss_target_mb']:,.0f} MB) |",
+            "",
+            "Ranks " + ", ".join(map(str, k["serial_checked"])) + " lowered again serially: "
+            "their manifests (every file's SHA-256) "
+            f"**{'equal' if k['serial_identical'] else 'DIFFER'}** to the pool's."]
 
 
 def _scaling_table(scaling: dict) -> list[str]:
@@ -120,10 +180,12 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     lines += ["", "**Targets** (issue 8):", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']} | "
               f"{'holds' if t['holds'] else '**does not hold**'} |" for t in res["targets"]]
-    lines += ["", *_rank_table(res["large"])]
+    lines += ["", *_rank_table(res["large"], res["large_cli"])]
     for key in ("all_ranks", "all_ranks_large"):
         if key in res:
             lines += ["", *_all_table(res[key])]
+    if "all_ranks_large_sink" in res:
+        lines += ["", *_sink_table(res["all_ranks_large_sink"])]
     lines += ["", *_scaling_table(res["scaling"])]
     return "\n".join(lines) + "\n"
 

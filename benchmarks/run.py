@@ -5,15 +5,21 @@ shared and noisy):
 
 * records/s and artifact bytes/s of ``lower --rank R`` on a generated large model
   (1,000 collectives, sizes log-uniform 4 KiB..256 MiB, all-reduce / all-gather /
-  reduce-scatter in bf16 and fp8) on 64 ranks (one node) and 128 ranks (two nodes),
-  the records streamed to the rank's files as the CLI does;
+  reduce-scatter in bf16 and fp8) on 64 ranks (one node) and 128 ranks (two nodes): the
+  whole command (the CLI's ``main`` in a fresh process), and the lowering alone with the
+  time of each stage, the records streamed to the rank's files as the CLI does; the
+  median of 3 fresh processes of each;
 * the ratio to the physical bound: artifact bytes/s over numpy's copy bandwidth for a
   buffer of the same size, measured in the same process, into a reused (warm) destination
   (the bound) and into a freshly allocated one (first-touch page faults included);
 * the ratio to the reference path: the same records built one at a time with the
-  construct structs (per file, weighted by the file's record count);
-* peak RSS, time per stage (parse, select, plan, compose, emit, serialize, write);
-* all-rank lowering with the process pool vs serial: time, CPU use, byte identity;
+  construct structs, compiled (judged) and as declared (per file, weighted by the file's
+  record count);
+* peak RSS (of every process of a run), time per stage (parse, select, plan, compose,
+  emit, serialize, write), the channels the rank uses;
+* all-rank lowering with the process pool vs serial: time, CPU use, byte identity (of
+  ``all64``, written); every rank of ``large64`` with the pool into a sink;
+* what other processes took of the cores during each measurement;
 * scaling: time vs emitted records over message size x1..x64 and ranks 8..128 (sizes large
   enough that records, not per-trigger costs, dominate), fitted on a log-log scale;
 * the machine as the run found it (first, in a fresh process): the interpreter's speed, the
@@ -166,13 +172,76 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
                     "ratio_to_copy_bound": (nbytes / lower_s) / warm,
                     "ratio_to_fresh_copy": (nbytes / lower_s) / fresh,
                     "ratio_to_sha256": (nbytes / lower_s) / sha})
-        per_file = construct_seconds(probe.kept)
-        ref = sum(per_file[k] * summary[k]["records"] for k in per_file) / max(
-            sum(summary[k]["records"] for k in per_file), 1)
-        res.update({"construct_s_per_record": ref, "construct_per_file": per_file,
-                    "ours_s_per_record": lower_s / max(records, 1),
-                    "ratio_to_construct": ref / (lower_s / max(records, 1))})
+        ours = lower_s / max(records, 1)
+        res["ours_s_per_record"] = ours
+        for key, compiled in (("construct", False), ("construct_compiled", True)):
+            per_file = construct_seconds(probe.kept, compiled)
+            ref = sum(per_file[k] * summary[k]["records"] for k in per_file) / max(
+                sum(summary[k]["records"] for k in per_file), 1)
+            res.update({f"{key}_s_per_record": ref, f"{key}_per_file": per_file,
+                        f"ratio_to_{key}": ref / ours})
+    res["channels"] = channels_in_use(out.manifest)
     return res
+
+
+def measure_cli(model: str, rank: int) -> dict:
+    """``nrtrewrite lower MODEL --rank R -o OUT -q`` run whole, in this fresh process, as a
+    user runs it, after the imports of the command's modules (timed apart and printed; numpy
+    is loaded already, as this script needs it: the console script's cold start pays
+    about a second more for the interpreter and every import): reading, planning, lowering, the rank's
+    files and manifest, the rewritten NEFF and the top-level manifest (its triggers encoded
+    in a forked process), every file fsynced and the folder moved into place.  The copy
+    bound is measured afterwards in this process, at the size of the rank's artifacts."""
+    c_imp = time.perf_counter()
+    import importlib
+    importlib.import_module("nrtrewrite.cli.lower")  # (click imports a command lazily)
+    from nrtrewrite.cli import main
+    import_s = time.perf_counter() - c_imp
+    tmp = Path(tempfile.mkdtemp(prefix="nrtbench-cli-"))
+    try:
+        c0, t0 = os.times(), time.perf_counter()
+        try:
+            main.main(["lower", model, "--rank", str(rank), "-o", str(tmp / "out"), "-q"],
+                      prog_name="nrtrewrite", standalone_mode=False)
+        except SystemExit as exc:  # (the command's own exit: 0 or an error)
+            if exc.code:
+                raise
+        dt = time.perf_counter() - t0
+        c1 = os.times()
+        rdir = tmp / "out" / f"rank-{rank:04d}"
+        files = json.loads((rdir / "manifest.json").read_text())["files"]
+        written = sum(f.stat().st_size for f in (tmp / "out").rglob("*") if f.is_file())
+    finally:
+        shutil.rmtree(tmp)
+    nbytes = sum(v["bytes"] for v in files.values())
+    records = sum(v["records"] for v in files.values())
+    cpu = sum(c1[i] - c0[i] for i in range(4))  # this process and its waited-for children
+    rss = _maxrss_mb(resource.RUSAGE_SELF)  # (before the copy's two buffers of nbytes)
+    child = _maxrss_mb(resource.RUSAGE_CHILDREN)
+    warm, fresh = copy_bandwidth(nbytes)
+    return {"model": Path(model).name, "rank": rank, "records": records, "bytes": nbytes,
+            "written_bytes": written, "seconds": dt, "import_s": import_s, "cpu_s": cpu,
+            "cores_busy": cpu / dt, "records_per_s": records / dt, "bytes_per_s": nbytes / dt,
+            "copy_warm_bytes_per_s": warm, "copy_fresh_bytes_per_s": fresh,
+            "ratio_to_copy_bound": nbytes / dt / warm, "ratio_to_fresh_copy": nbytes / dt / fresh,
+            "peak_rss_mb": rss + child, "peak_rss_self_mb": rss, "peak_rss_children_mb": child,
+            "rss_target_mb": rss_target_mb(nbytes)}
+
+
+def channels_in_use(manifest: dict) -> dict:
+    """The channels a rank's SPAD entries use (the rank manifest's ``entries``): all of
+    them, and how many entries use how many channels, per algorithm."""
+    from nrtrewrite.codes import EncAlgType
+
+    used: set[int] = set()
+    per_alg: dict[str, dict[int, int]] = {}
+    for e in manifest["entries"]:
+        used.update(e["channels"])
+        alg = per_alg.setdefault(EncAlgType(e["algo_type"]).name, {})
+        alg[len(e["channels"])] = alg.get(len(e["channels"]), 0) + 1
+    return {"used": sorted(used), "entries": len(manifest["entries"]),
+            "per_algorithm": {a: {str(k): v for k, v in sorted(c.items())}
+                              for a, c in sorted(per_alg.items())}}
 
 
 def measure_sweep(models: list[str], algo: str | None, reps: int = SWEEP_REPS) -> list[dict]:
@@ -196,9 +265,9 @@ def measure_sweep(models: list[str], algo: str | None, reps: int = SWEEP_REPS) -
             c0, t0 = time.process_time(), time.perf_counter()
             out = lower_rank(plan, 0, sink=lambda name, arr: None)
             dt = time.perf_counter() - t0
-            cpu[i] = min(cpu[i], time.process_time() - c0)  # both threads (no compose process)
+            c = time.process_time() - c0  # both threads (no compose process)
             if best[i] is None or dt < best[i][0]:
-                best[i] = (dt, out, plan)
+                best[i], cpu[i] = (dt, out, plan), c  # the CPU of the same repetition
     res = []
     for model, (dt, out, plan), c in zip(models, best, cpu):
         res.append({"model": Path(model).name, "lower_s": dt, "cpu_s": c, "stages": out.timings,
@@ -328,11 +397,14 @@ def sha256_bandwidth(nbytes: int) -> float:
     return n * block.nbytes / best
 
 
-def construct_seconds(kept: dict[str, list[np.ndarray]]) -> dict[str, float]:
+def construct_seconds(kept: dict[str, list[np.ndarray]], compiled: bool = False
+                      ) -> dict[str, float]:
     """Seconds per record to build each file's records one at a time with the construct
-    structs, best of 5 after a warm-up pass (from the field values our numpy path computed,
-    so it only measures building the bytes: a per-record path that also computed the fields
-    would be slower still).  Checks that the bytes agree with ours."""
+    structs (``compiled``: with ``struct.compile()``, construct's code-generated build,
+    two to three times faster), best of 5 after a warm-up pass (from the field values our
+    numpy path computed, so it only measures building the bytes: a per-record path that
+    also computed the fields would be slower still).  Checks that the bytes agree with
+    ours."""
     from nrtrewrite.emit import formats as F
 
     out = {}
@@ -342,7 +414,8 @@ def construct_seconds(kept: dict[str, list[np.ndarray]]) -> dict[str, float]:
             continue
         struct = F.ARTIFACTS[name][1]
         values = [_as_construct(struct, r) for r in recs]
-        built = [struct.build(v) for v in values]  # warm-up (and the check below)
+        build = (struct.compile() if compiled else struct).build
+        built = [build(v) for v in values]  # warm-up (and the check below)
         for b_, r in zip(built, recs):
             if b_ != r.tobytes():
                 raise AssertionError(f"{name}: construct and numpy disagree")
@@ -350,7 +423,7 @@ def construct_seconds(kept: dict[str, list[np.ndarray]]) -> dict[str, float]:
         for _ in range(5):
             c0 = time.perf_counter()
             for v in values:
-                struct.build(v)
+                build(v)
             best = min(best, time.perf_counter() - c0)
         out[name] = best / len(values)
     return out
@@ -384,11 +457,12 @@ def measure_all_ranks(model: str, jobs: int) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="nrtbench-all-"))
     try:
         plan = plan_lowering(read_model(model), LowerOptions())
-        c0 = os.times()
-        t0 = time.perf_counter()
-        out = write_output(plan, tmp / "out", ranks=None, workers=jobs)
-        dt = time.perf_counter() - t0
-        c1 = os.times()
+        with TreeMemory() as mem:
+            c0 = os.times()
+            t0 = time.perf_counter()
+            out = write_output(plan, tmp / "out", ranks=None, workers=jobs)
+            dt = time.perf_counter() - t0
+            c1 = os.times()
         cpu = sum(c1[:4]) - sum(c0[:4])  # user + system, this process and its workers
         nbytes = records = largest = 0
         digest = hashlib.sha256()
@@ -402,24 +476,161 @@ def measure_all_ranks(model: str, jobs: int) -> dict:
                 nbytes += rank_bytes
                 records += sum(v["records"] for v in files)
                 largest = max(largest, rank_bytes)
+        # the largest single process's peak (ru_maxrss), and the whole tree's, sampled
         rss = max(_maxrss_mb(resource.RUSAGE_SELF), _maxrss_mb(resource.RUSAGE_CHILDREN))
         return {"model": Path(model).name, "jobs": jobs, "seconds": dt, "bytes": nbytes,
                 "records": records, "bytes_per_s": nbytes / dt, "records_per_s": records / dt,
                 "cpu_s": cpu, "cores_busy": cpu / dt, "sha256": digest.hexdigest(),
-                "peak_rss_mb": rss, "rss_target_mb": rss_target_mb(largest)}
+                "peak_rss_largest_process_mb": rss, "peak_rss_sum_mb": mem.rss_mb,
+                "peak_pss_sum_mb": mem.pss_mb, "memory_samples": mem.samples,
+                "rss_target_mb": rss_target_mb(largest)}
     finally:
         shutil.rmtree(tmp)
+
+
+class TreeMemory:
+    """The memory of this process and every process below it (the pool's workers, the
+    compose and manifest processes), sampled by a thread every ``interval`` seconds: the
+    peaks of their summed RSS (shared pages - the plan a fork inherits - counted once per
+    process: the target is judged on it) and of their summed PSS (each shared page split
+    between its sharers: the memory the machine gives them).  Linux only (/proc)."""
+
+    def __init__(self, interval: float = 0.05):
+        import threading
+        self.interval, self.rss_mb, self.pss_mb, self.samples = interval, 0.0, 0.0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    @staticmethod
+    def _tree() -> list[int]:
+        parent: dict[int, int] = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    with open(f"/proc/{name}/stat", "rb") as f:
+                        # pid (comm) state ppid ...: comm may hold spaces, so after the last ')'
+                        parent[int(name)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+        tree, todo = [], [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo += [c for c, p in parent.items() if p == pid]
+        return tree
+
+    def _sample(self) -> None:
+        rss = pss = 0
+        for pid in self._tree():
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Rss:"):
+                            rss += int(line.split()[1])
+                        elif line.startswith("Pss:"):
+                            pss += int(line.split()[1])
+            except (OSError, ValueError):
+                continue  # (a process that ended meanwhile)
+        self.samples += 1
+        self.rss_mb = max(self.rss_mb, rss * 1024 / 1e6)
+        self.pss_mb = max(self.pss_mb, pss * 1024 / 1e6)
+
+
+_SINK_PLAN = None
+
+
+def _lower_to_sink(rank: int) -> dict:
+    """One rank lowered, its records hashed (the rank manifest's SHA-256s) and dropped."""
+    from nrtrewrite.lower import lower_rank
+    return lower_rank(_SINK_PLAN, rank, sink=lambda name, arr: None).manifest["files"]
+
+
+def measure_all_ranks_sink(model: str, jobs: int) -> dict:
+    """Every rank of ``model`` lowered with the product's process pool (``ForkPool``, as
+    ``lower -j N`` forks it) into a sink: each rank's records hashed for its manifest and
+    dropped, no file written (every rank of ``large64`` would be 32 GB of files).  Then
+    three ranks lowered again in this process, serially: their manifests (every file's
+    SHA-256) must equal the pool's."""
+    global _SINK_PLAN
+    from nrtrewrite.ahead import ForkPool
+    from nrtrewrite.limits import check_plan
+    from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    plan = plan_lowering(read_model(model), LowerOptions())
+    check_plan(plan)
+    ranks = list(plan.world)
+    _SINK_PLAN = plan
+    try:
+        with TreeMemory() as mem:
+            c0, t0 = os.times(), time.perf_counter()
+            with ForkPool(_lower_to_sink, jobs) as pool:
+                got = dict(pool.imap(ranks))
+            dt = time.perf_counter() - t0
+            c1 = os.times()
+    finally:
+        _SINK_PLAN = None
+    cpu = sum(c1[:4]) - sum(c0[:4])
+    per_rank = [sum(v["bytes"] for v in got[r].values()) for r in ranks]
+    records = sum(v["records"] for r in ranks for v in got[r].values())
+    checked = [ranks[0], ranks[len(ranks) // 2], ranks[-1]]
+    same = all(lower_rank(plan, r, sink=lambda name, arr: None).manifest["files"] == got[r]
+               for r in checked)
+    return {"model": Path(model).name, "jobs": jobs, "ranks": len(ranks), "seconds": dt,
+            "bytes": sum(per_rank), "records": records, "bytes_per_s": sum(per_rank) / dt,
+            "records_per_s": records / dt, "cpu_s": cpu, "cores_busy": cpu / dt,
+            "serial_checked": checked, "serial_identical": same,
+            "peak_rss_sum_mb": mem.rss_mb, "peak_pss_sum_mb": mem.pss_mb,
+            "memory_samples": mem.samples, "rss_target_mb": rss_target_mb(max(per_rank))}
 
 
 # ----------------------------------------------------------------------------------------------
 # driver
 
 def _sub(*args: str) -> dict:
+    """One measurement in a fresh process; its result gains ``others_busy``: the share of
+    all cores that processes other than it kept busy meanwhile (/proc/stat's busy time
+    less the measurement's own CPU time: a measurement that shared the machine shows it)."""
+    a, r0, t0 = _cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True,
                           text=True, check=False)
+    wall = time.perf_counter() - t0
+    b, r1 = _cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise RuntimeError(proc.stderr[-2000:])
-    return json.loads(proc.stdout)
+    res = json.loads(proc.stdout)
+    others = None
+    if a is not None and b is not None:
+        hz = os.sysconf("SC_CLK_TCK")
+        d = [y - x for x, y in zip(a, b)]
+        busy = (sum(d[:8]) - d[3] - d[4]) / hz  # all cores' busy seconds
+        own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        others = max(0.0, busy - own) / (wall * (os.cpu_count() or 1))
+    if isinstance(res, dict):
+        res["others_busy"] = others
+    else:
+        for item in res:
+            item["others_busy"] = others
+    return res
+
+
+def _busy_note(res: dict) -> str:
+    """`` (other processes: N % of the cores)`` when they kept more than 5 % busy."""
+    o = res.get("others_busy")
+    return "" if o is None or o <= 0.05 else f" [other processes: {100 * o:.0f} % of the cores]"
 
 
 def slope(xs, ys) -> float:
@@ -443,6 +654,10 @@ def main() -> None:
             res = measure_sweep(rest[1:], None if rest[0] == "-" else rest[0])
         elif kind == "machine":
             res = measure_machine()
+        elif kind == "cli":
+            res = measure_cli(rest[0], int(rest[1]))
+        elif kind == "sink":
+            res = measure_all_ranks_sink(rest[0], int(rest[1]))
         else:
             res = measure_all_ranks(rest[0], int(rest[1]))
         print(json.dumps(res))
@@ -458,25 +673,41 @@ def main() -> None:
     results["machine"] = _sub("machine")
     _print_machine(results["machine"])
     print(f"{cmd}: building models under {out} ...", flush=True)
-    m64 = build("large64", large_spec(64, 1, count=count), out)
-    m128 = build("large128", large_spec(128, 2, count=count), out)
+    m64 = build("large64", large_spec(64, count=count), out)
+    m128 = build("large128", large_spec(128, count=count), out)
     results["large"] = []
+    results["large_cli"] = []
     for model, rank in ((m64, 0), (m128, 0)):
-        # the best of RANK_RUNS fresh processes (the machine is shared: one run's verdict can
-        # be noise); peak RSS is the largest of them, every run's lowering time is kept
-        runs = [_sub("rank", str(model), str(rank), str(SAMPLE), "write")
-                for _ in range(RANK_RUNS)]
-        r = dict(min(runs, key=lambda x: x["lower_s"]))
+        # RANK_RUNS fresh processes, alternating the stage-timed lowering and the whole
+        # command; each is judged on its median run (the machine is shared: one run's
+        # verdict can be noise, and the best would hide a slow first run); peak RSS is the
+        # largest of them, every run's time is kept
+        runs, cli = [], []
+        for _ in range(RANK_RUNS):
+            runs.append(_sub("rank", str(model), str(rank), str(SAMPLE), "write"))
+            cli.append(_sub("cli", str(model), str(rank)))
+        r = dict(_median(runs, "lower_s"))
         r["lower_s_runs"] = [x["lower_s"] for x in runs]
+        r["others_busy_runs"] = [x["others_busy"] for x in runs]
         top = max(runs, key=lambda x: x["peak_rss_mb"])  # with its own two parts
         r.update({k: top[k] for k in ("peak_rss_mb", "peak_rss_self_mb", "peak_rss_compose_mb")})
+        c = dict(_median(cli, "seconds"))
+        c["seconds_runs"] = [x["seconds"] for x in cli]
+        c["others_busy_runs"] = [x["others_busy"] for x in cli]
+        top = max(cli, key=lambda x: x["peak_rss_mb"])
+        c.update({k: top[k] for k in ("peak_rss_mb", "peak_rss_self_mb",
+                                      "peak_rss_children_mb")})
         results["large"].append(r)
-        _print_rank(r)
+        results["large_cli"].append(c)
+        _print_rank(r, c)
 
     # all ranks: process pool vs serial, byte-identical
-    mall = build("all64", large_spec(64, 1, count=30 if args.quick else 100, hi=16 * MIB), out)
+    mall = build("all64", large_spec(64, count=30 if args.quick else 100, hi=16 * MIB), out)
     results["all_ranks"] = all_ranks(mall, cores)
-    if args.all_large:  # the large model's every rank: 64 x 507 MB
+    # every rank of the large model, lowered with the pool into a sink (no files: 32 GB)
+    sink = results["all_ranks_large_sink"] = _sub("sink", str(m64), str(cores))
+    _print_sink(sink)
+    if args.all_large:  # the large model's every rank written: 64 x 507 MB
         results["all_ranks_large"] = all_ranks(m64, cores)
 
     # scaling sweeps: time vs emitted records, sizes large enough that records dominate;
@@ -489,10 +720,9 @@ def main() -> None:
     print("\nscaling (log-log slopes; 4 collectives: AR bf16, AG bf16, RS bf16, AR fp8):")
     for policy, algo in (("default", []), ("ring", ["ring"])):
         mults, rank_counts = (1, 4, 16, 64), (8, 16, 32, 64, 128)
-        size_models = [build(f"size_x{mult}", sweep_spec(64, 1, base * mult), out)
+        size_models = [build(f"size_x{mult}", sweep_spec(64, base * mult), out)
                        for mult in mults]
-        rank_models = [build(f"ranks_{ranks}", sweep_spec(ranks, 2 if ranks > 64 else 1,
-                                                          per_rank * ranks), out)
+        rank_models = [build(f"ranks_{ranks}", sweep_spec(ranks, per_rank * ranks), out)
                        for ranks in rank_counts]
         # each sweep in one fresh process, its points measured round-robin
         size_runs = [dict(r, x=x) for r, x in zip(
@@ -547,19 +777,27 @@ def main() -> None:
     print(f"\nwritten {out / 'last-run.json'} and {out / 'last-run.md'}")
 
 
+def _median(runs: list[dict], key: str) -> dict:
+    """The run whose ``key`` is the median (of an odd count; the upper middle otherwise)."""
+    return sorted(runs, key=lambda x: x[key])[len(runs) // 2]
+
+
 def targets(res: dict) -> list[dict]:
     out = []
-    for r in res["large"]:
-        out.append({"target": f"{r['model']} --rank {r['rank']}: >= 10 % of the copy bound",
-                    "measured": f"{100 * r['ratio_to_copy_bound']:.1f} %",
-                    "holds": r["ratio_to_copy_bound"] >= 0.10})
-        out.append({"target": f"{r['model']} --rank {r['rank']}: >= x100 the construct path",
-                    "measured": f"x{r['ratio_to_construct']:.0f}",
-                    "holds": r["ratio_to_construct"] >= 100})
-        out.append({"target": f"{r['model']} --rank {r['rank']}: peak RSS <= 2 x artifacts "
-                              "+ 300 MB",
-                    "measured": f"{r['peak_rss_mb']:.0f} MB <= {r['rss_target_mb']:.0f} MB",
-                    "holds": r["peak_rss_mb"] <= r["rss_target_mb"]})
+    for r, c in zip(res["large"], res["large_cli"]):
+        name = f"{r['model']} --rank {r['rank']}"
+        out.append({"target": f"{name}: >= 10 % of the copy bound (the whole command)",
+                    "measured": f"{100 * c['ratio_to_copy_bound']:.1f} % (the lowering alone "
+                                f"{100 * r['ratio_to_copy_bound']:.1f} %)",
+                    "holds": c["ratio_to_copy_bound"] >= 0.10})
+        out.append({"target": f"{name}: >= x100 the construct path (compiled structs)",
+                    "measured": f"x{r['ratio_to_construct_compiled']:.0f} (uncompiled: "
+                                f"x{r['ratio_to_construct']:.0f})",
+                    "holds": r["ratio_to_construct_compiled"] >= 100})
+        peak = max(r["peak_rss_mb"], c["peak_rss_mb"])
+        out.append({"target": f"{name}: peak RSS <= 2 x artifacts + 300 MB",
+                    "measured": f"{peak:.0f} MB <= {r['rss_target_mb']:.0f} MB",
+                    "holds": peak <= r["rss_target_mb"]})
     for policy in ("default", "ring"):
         for key in ("message_size", "ranks"):
             e = res["scaling"][policy][key]["exponent_time_vs_records"]
@@ -576,10 +814,21 @@ def targets(res: dict) -> list[dict]:
                                 f"speedup x{a['speedup']:.2f}, "
                                 f"{'byte-identical' if a['identical'] else 'NOT identical'}",
                     "holds": a["identical"] and a["pool"]["cores_busy"] >= 0.8 * res["cores"]})
-        out.append({"target": f"{name}: peak RSS <= 2 x largest rank + 300 MB",
-                    "measured": f"{a['pool']['peak_rss_mb']:.0f} MB <= "
-                                f"{a['pool']['rss_target_mb']:.0f} MB",
-                    "holds": a["pool"]["peak_rss_mb"] <= a["pool"]["rss_target_mb"]})
+        peak = max(a["serial"]["peak_rss_sum_mb"], a["pool"]["peak_rss_sum_mb"])
+        out.append({"target": f"{name}: peak RSS of all processes <= 2 x largest rank + 300 MB",
+                    "measured": f"{peak:.0f} MB <= {a['pool']['rss_target_mb']:.0f} MB",
+                    "holds": peak <= a["pool"]["rss_target_mb"]})
+    if "all_ranks_large_sink" in res:
+        k = res["all_ranks_large_sink"]
+        name = f"all ranks ({k['model']}, lowered into a sink)"
+        out.append({"target": f"{name}: every core busy, ranks as lowered serially",
+                    "measured": f"{k['cores_busy']:.2f} of {res['cores']} cores, ranks "
+                                + ", ".join(map(str, k["serial_checked"]))
+                                + (" identical" if k["serial_identical"] else " NOT identical"),
+                    "holds": k["serial_identical"] and k["cores_busy"] >= 0.8 * res["cores"]})
+        out.append({"target": f"{name}: peak RSS of all processes <= 2 x largest rank + 300 MB",
+                    "measured": f"{k['peak_rss_sum_mb']:.0f} MB <= {k['rss_target_mb']:.0f} MB",
+                    "holds": k["peak_rss_sum_mb"] <= k["rss_target_mb"]})
     return out
 
 
@@ -601,16 +850,38 @@ def _print_all(res: dict, model: Path) -> None:
         print(f"  -j {r['jobs']}: {r['seconds']:.2f} s, "
               f"{r['records_per_s'] / 1e6:.2f} M records/s, "
               f"{r['bytes_per_s'] / 1e6:.0f} MB/s, {r['cores_busy']:.2f} cores busy, "
-              f"peak RSS {r['peak_rss_mb']:.0f} MB (target {r['rss_target_mb']:.0f})")
+              f"peak RSS of all its processes {r['peak_rss_sum_mb']:.0f} MB (PSS "
+              f"{r['peak_pss_sum_mb']:.0f}; target {r['rss_target_mb']:.0f})" + _busy_note(r))
     print(f"  speedup x{res['speedup']:.2f}, byte-identical: {res['identical']}")
 
 
-def _print_rank(r: dict) -> None:
+def _print_sink(k: dict) -> None:
+    print(f"\nall {k['ranks']} ranks of {k['model']}, lowered with the pool (-j {k['jobs']}) "
+          f"into a sink, no files ({k['records']:,} records, {k['bytes'] / 1e6:,.0f} MB):")
+    print(f"  {k['seconds']:.2f} s, {k['records_per_s'] / 1e6:.2f} M records/s, "
+          f"{k['bytes_per_s'] / 1e6:.0f} MB/s, {k['cores_busy']:.2f} cores busy, peak RSS of "
+          f"all its processes {k['peak_rss_sum_mb']:.0f} MB (PSS {k['peak_pss_sum_mb']:.0f}; "
+          f"target {k['rss_target_mb']:.0f}); ranks {k['serial_checked']} lowered again "
+          f"serially: {'identical' if k['serial_identical'] else 'NOT identical'}"
+          + _busy_note(k))
+
+
+def _print_rank(r: dict, c: dict) -> None:
     st = r["stages"]
     print(f"\n{r['model']} lower --rank {r['rank']}: {r['records']:,} records, "
-          f"{r['bytes'] / 1e6:,.0f} MB; lowering (files written) {r['lower_s']:.2f} s (best of "
-          + ", ".join(f"{x:.2f}" for x in r.get("lower_s_runs", [r["lower_s"]]))
-          + f" s), then fsync {st['fsync']:.2f} s")
+          f"{r['bytes'] / 1e6:,.0f} MB")
+    print(f"  the whole command: {c['seconds']:.2f} s (median of "
+          + ", ".join(f"{x:.2f}" for x in c["seconds_runs"])
+          + f" s; imports {c['import_s']:.2f} s before it), {c['records_per_s'] / 1e6:.2f} M "
+          f"records/s, {c['bytes_per_s'] / 1e6:.0f} MB/s -> {100 * c['ratio_to_copy_bound']:.1f}"
+          f" % of the copy bound ({c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s warm; "
+          f"{100 * c['ratio_to_fresh_copy']:.1f} % of {c['copy_fresh_bytes_per_s'] / 1e9:.1f} "
+          f"GB/s into fresh pages); CPU {c['cpu_s']:.2f} s, {c['cores_busy']:.2f} cores; "
+          f"peak RSS {c['peak_rss_mb']:.0f} MB = {c['peak_rss_self_mb']:.0f} + children "
+          f"{c['peak_rss_children_mb']:.0f}" + _busy_note(c))
+    print(f"  the lowering alone (compose, emit, serialize, files written): {r['lower_s']:.2f} s"
+          " (median of " + ", ".join(f"{x:.2f}" for x in r["lower_s_runs"])
+          + f" s), then fsync {st['fsync']:.2f} s" + _busy_note(r))
     print(f"  {r['records_per_s'] / 1e6:.2f} M records/s, {r['bytes_per_s'] / 1e6:.0f} MB/s "
           f"({r['bytes_per_s_with_fsync'] / 1e6:.0f} MB/s with the fsync); copy bound "
           f"{r['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s warm -> "
@@ -618,13 +889,32 @@ def _print_rank(r: dict) -> None:
           f"({r['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s into fresh pages -> "
           f"{100 * r['ratio_to_fresh_copy']:.1f} %; SHA-256 {r['sha256_bytes_per_s'] / 1e9:.2f} "
           f"GB/s -> {100 * r['ratio_to_sha256']:.0f} %)")
-    print(f"  construct path {r['construct_s_per_record'] * 1e6:.1f} us/record vs ours "
-          f"{r['ours_s_per_record'] * 1e9:.0f} ns/record -> x{r['ratio_to_construct']:.0f}")
+    print(f"  construct path {r['construct_compiled_s_per_record'] * 1e6:.2f} us/record "
+          f"compiled ({r['construct_s_per_record'] * 1e6:.1f} uncompiled) vs ours "
+          f"{r['ours_s_per_record'] * 1e9:.0f} ns/record -> "
+          f"x{r['ratio_to_construct_compiled']:.0f} (x{r['ratio_to_construct']:.0f})")
     print(f"  CPU {r['lower_cpu_s']:.2f} s in the lowering's {r['lower_s']:.2f} s: "
           f"{r['lower_cores_busy']:.2f} of {os.cpu_count()} cores busy")
     print("  stages: " + ", ".join(f"{k} {v:.2f} s" for k, v in st.items())
           + f"; peak RSS {r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose "
           f"process {r['peak_rss_compose_mb']:.0f} (target {r['rss_target_mb']:.0f} MB)")
+    ch = r["channels"]
+    print(f"  channels in use: {_ranges(ch['used'])} over {ch['entries']} SPAD entries; "
+          "entries by channel count: " + "; ".join(
+              f"{a} " + ", ".join(f"{n} ch x{v}" for n, v in c_.items())
+              for a, c_ in ch["per_algorithm"].items()))
+
+
+def _ranges(xs: list[int]) -> str:
+    """``0-3, 8`` for [0, 1, 2, 3, 8]."""
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(f"{xs[i]}" if i == j else f"{xs[i]}-{xs[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 if __name__ == "__main__":
