@@ -7,6 +7,8 @@ words kept too, so a diff names the exact field that changed.
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from pathlib import Path
 
@@ -30,11 +32,68 @@ KIND_FILES: dict[str, tuple[str, ...]] = {
 }
 
 
-def load_records(path: str | Path, name: str | None = None, *, mapped: bool = False
-                 ) -> np.ndarray:
-    """A .bin artifact as a structured array (``name`` defaults to the file's name).
-    ``mapped``: the file is memory-mapped (read-only) instead of read, so only the records
-    used are read (a 128-rank HIER rank's dma.bin is 300 MB)."""
+def load_records(path: str | Path, name: str | None = None) -> np.ndarray:
+    """A .bin artifact, read whole, as a structured array (``name`` defaults to the file's
+    name)."""
+    rf = open_records(path, name)
+    return rf.head(rf.size)
+
+
+class RecordFile:
+    """An artifact file checked (a regular file, readable, a whole number of records) and
+    read on demand, never memory-mapped: a mapped file truncated while it is read ends the
+    process with SIGBUS and no message, and every map holds a descriptor (a ``dump`` of a
+    600-rank output ran out of them); here a file that shrinks meanwhile is an error line.
+    ``size`` is its record count when checked."""
+
+    #: records read at a time by :meth:`chunks`
+    CHUNK = 1 << 16
+
+    def __init__(self, path: Path, name: str, dtype: np.dtype, size: int):
+        self.path, self.name, self.dtype, self.size = path, name, dtype, size
+
+    def chunks(self, stop: int | None = None, chunk: int | None = None):
+        """The first ``stop`` records (all: None), a numpy array of at most ``chunk``
+        (default :data:`CHUNK`) records at a time."""
+        stop = self.size if stop is None else max(0, min(stop, self.size))
+        chunk = chunk or self.CHUNK
+        if not stop:
+            return
+        try:
+            with open(self.path, "rb") as fh:
+                for start in range(0, stop, chunk):
+                    arr = np.empty(min(chunk, stop - start), self.dtype)
+                    self._fill(fh, arr, start)
+                    yield arr
+        except OSError as exc:
+            raise _read_error(self.path, exc) from None
+
+    def _fill(self, fh, arr: np.ndarray, start: int) -> None:
+        view = memoryview(arr).cast("B")
+        got = 0
+        while got < view.nbytes:
+            n = fh.readinto(view[got:])
+            if not n:
+                raise OutputError(f"{self.path}: changed while being read (it held "
+                                  f"{self.size * self.dtype.itemsize} bytes, now ends at byte "
+                                  f"{start * self.dtype.itemsize + got})")
+            got += n
+
+    def head(self, n: int) -> np.ndarray:
+        """The first ``n`` records (fewer when the file has fewer), in one array."""
+        n = max(0, min(n, self.size))
+        return next(self.chunks(n, n), np.zeros(0, self.dtype))
+
+
+def _read_error(p: Path, exc: OSError) -> Exception:
+    if exc.errno == errno.ENOMEM:  # the process's limits, not the file: exit 71
+        return MemoryError(f"{p}: {exc.strerror or exc}")
+    return OutputError(f"{p}: cannot read ({exc.strerror or exc})")
+
+
+def open_records(path: str | Path, name: str | None = None) -> RecordFile:
+    """A .bin artifact checked, to be read by :class:`RecordFile` (``name`` defaults to the
+    file's name): a regular file nrtrewrite writes, readable, of whole records."""
     p = Path(path)
     name = name or p.name
     if name not in F.ARTIFACTS:
@@ -46,18 +105,14 @@ def load_records(path: str | Path, name: str | None = None, *, mapped: bool = Fa
     if p.exists() and not p.is_file():
         raise OutputError(f"{p}: not a regular file")
     try:
-        data = None if mapped else p.read_bytes()
-        nbytes = p.stat().st_size if mapped else len(data)
-        if nbytes % dtype.itemsize:
-            raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
-                              f"{dtype.itemsize}-byte records")
-        if data is not None:
-            return np.frombuffer(data, dtype=dtype)
-        if nbytes == 0:  # an empty file cannot be mapped
-            return np.zeros(0, dtype)
-        return np.memmap(p, dtype=dtype, mode="r")
+        with open(p, "rb") as fh:
+            nbytes = os.fstat(fh.fileno()).st_size
     except OSError as exc:
-        raise OutputError(f"{p}: cannot read ({exc.strerror or exc})") from None
+        raise _read_error(p, exc) from None
+    if nbytes % dtype.itemsize:
+        raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
+                          f"{dtype.itemsize}-byte records")
+    return RecordFile(p, name, dtype, nbytes // dtype.itemsize)
 
 
 def _plain(val):

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
+import functools
 import fcntl
 import hashlib
 import json
@@ -361,13 +361,16 @@ class _RankFiles:
         self.open = {}
 
 
+@functools.lru_cache(maxsize=None)
 def _renameat2():
-    """libc's renameat2, or None."""
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name:
+    """libc's renameat2, or None: looked up in the process's own symbols, where the C
+    library is loaded already (``ctypes.util.find_library`` would run ``ldconfig`` in a
+    subprocess on every ``lower``, and where that does not list libc, gcc and ld with
+    temporary files in TMPDIR: nothing may be written outside the output's parent)."""
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except (OSError, TypeError):
         return None
-    libc = ctypes.CDLL(libc_name, use_errno=True)
-    return getattr(libc, "renameat2", None)
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -837,7 +840,14 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         # queue), and waiting for it would hang the cleanup; the fsync thread is a daemon,
         # and an fsync of a file being removed fails harmlessly there
         syncer.abandon()
-        shutil.rmtree(tmp, ignore_errors=True)
+        # every descriptor of the run released first: removing a tree opens one or two per
+        # level, and a run that failed for want of descriptors (EMFILE) left the folder
+        unlock_folder(lock)
+        lock = None
+        if triggers_ahead is not None:
+            triggers_ahead.close()
+            triggers_ahead = None
+        rmtree_few_fds(tmp)
         if placed and not isinstance(exc, Exception):  # a stop (Ctrl-C, SIGTERM) came late
             with contextlib.suppress(OSError):
                 _fsync_dir(parent)  # the rename made durable, as a finished run does
@@ -850,6 +860,22 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if triggers_ahead is not None:
             triggers_ahead.close()
     return out
+
+
+def rmtree_few_fds(path: str | os.PathLike) -> None:
+    """``shutil.rmtree(path)``, errors ignored; what it leaves (it holds two descriptors per
+    level of the tree, more than a process at its descriptor limit has) removed again
+    bottom up by ``os.walk``, which holds one at a time."""
+    shutil.rmtree(path, ignore_errors=True)
+    if not os.path.lexists(path):
+        return
+    for root, dirs, files in os.walk(path, topdown=False):
+        for name in files + dirs:
+            with contextlib.suppress(OSError):
+                p = os.path.join(root, name)
+                (os.rmdir if name in dirs and not os.path.islink(p) else os.unlink)(p)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 def remove_tree(path: Path, onerror=None) -> None:

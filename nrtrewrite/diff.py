@@ -7,6 +7,7 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import mmap
@@ -136,7 +137,11 @@ def _damaged(where: str, why: str) -> Difference:
 
 def _why(exc: OSError) -> str:
     """An OS error as the reason a file cannot be read: ``cannot read (Permission denied)``
-    (the one form of every side and file, diff's ``damaged in B`` lines and A's errors)."""
+    (the one form of every side and file, diff's ``damaged in B`` lines and A's errors).
+    Out of memory (ENOMEM: a map or a read the process's limits refuse) is no property of
+    the file: a :class:`MemoryError`, the CLI's out-of-memory line (exit 71)."""
+    if exc.errno == errno.ENOMEM:
+        raise MemoryError(f"{exc.strerror or exc} ({exc.filename})") from exc
     return f"cannot read ({exc.strerror or exc})"
 
 

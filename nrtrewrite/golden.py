@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from nrtrewrite.bundle import write_output
+from nrtrewrite.bundle import rmtree_few_fds, write_output
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
@@ -96,10 +96,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
+    tmp = None
     try:
-        with tempfile.TemporaryDirectory(prefix="nrtrewrite-golden-") as tmp:
+        tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
+        try:
             out = lower_to(args.model, Path(tmp) / "out", args.rank)
             write_bytes_atomic(args.golden, pack(out))
+        finally:
+            rmtree_few_fds(tmp)  # (TemporaryDirectory's cleanup failed at the fd limit)
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
     except OSError as err:  # reading MODEL, or the temporary folder

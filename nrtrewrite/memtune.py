@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import gc
 
 M_TRIM_THRESHOLD = -1
@@ -42,9 +41,10 @@ def keep_freed_memory() -> bool:
     if _done:
         return True
     _done = True
-    # the C library is already loaded: look in the process's own symbols first (find_library
-    # runs ldconfig in a subprocess, 1 - 2 ms, and finds nothing where ldconfig is missing)
-    mallopt = _mallopt_in(None) or _mallopt_in(ctypes.util.find_library("c"))
+    # the C library is already loaded: look in the process's own symbols only
+    # (ctypes.util.find_library would run ldconfig in a subprocess, 1 - 2 ms, and where that
+    # does not list libc, gcc and ld with temporary files in TMPDIR)
+    mallopt = _mallopt_in(None)
     if mallopt is None:
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_MAX)

@@ -572,3 +572,44 @@ def test_force_without_an_exchange_survives_a_signal_between_its_renames(tmp_pat
     else:
         assert now != previous and len(list(out.glob("rank-*"))) == 8
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def _nofile(n: int):
+    """A ``preexec_fn`` that sets the child's descriptor limit to ``n``."""
+    import resource
+
+    def set_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+    return set_limit
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("nofile", [6, 7, 9])
+def test_a_run_out_of_descriptors_leaves_no_temporary_folder(tmp_path, jobs, nofile):
+    """A run that fails for want of file descriptors (EMFILE, `ulimit -n`) removes its
+    temporary folder: the cleanup held the run's lock descriptor and the manifest
+    process's pipes, and removing a tree needs two descriptors per level (found by a
+    fault audit: `.o1.tmp-PID-HEX/rank-0000/` was left)."""
+    model = tmp_path / "mix8.neff"
+    shutil.copy(FIX / "mix8.neff", model)
+    before = sha(model)
+    proc = subprocess.run(lower_cmd(model, "-o", tmp_path / "o1", "-j", jobs),
+                          capture_output=True, text=True, cwd=tmp_path, env=env(),
+                          timeout=120, preexec_fn=_nofile(nofile))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Too many open files" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mix8.neff"]
+    assert sha(model) == before
+
+
+def test_golden_out_of_descriptors_leaves_no_temporary_folder(tmp_path):
+    """`python -m nrtrewrite.golden` at a descriptor limit of 5: an error line, and its
+    temporary folder removed (TemporaryDirectory's cleanup failed there)."""
+    tmpdir = tmp_path / "t"
+    tmpdir.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite.golden", str(FIX / "ar2.neff"),
+                           str(tmp_path / "g.tgz")], capture_output=True, text=True,
+                          cwd=tmp_path, env=env(TMPDIR=tmpdir), timeout=120,
+                          preexec_fn=_nofile(5))
+    assert proc.returncode == 2 and "Too many open files" in proc.stderr, proc.stderr
+    assert list(tmpdir.iterdir()) == [] and not (tmp_path / "g.tgz").exists()

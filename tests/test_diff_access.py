@@ -150,6 +150,30 @@ def test_reasons_are_one_form_in_process(pair, monkeypatch):
         D.diff_outputs(b, a)
 
 
+def test_out_of_memory_is_no_damage_of_b(pair, monkeypatch):
+    """A read or map the process's memory limit refuses (ENOMEM) is the out-of-memory line,
+    exit 71, never ``damaged in B: cannot read (Cannot allocate memory)`` (exit 1, the real
+    difference hidden: found by a fault audit under `ulimit -v`)."""
+    import errno
+    a, b = pair
+    target = b / "rank-0001" / "manifest.json"
+    real = Path.read_bytes
+
+    def read_bytes(self):
+        if self == target:
+            raise OSError(errno.ENOMEM, "Cannot allocate memory", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    target.write_text("{}")  # (bytes differ: it is read)
+    with pytest.raises(MemoryError):
+        list(D.diff_outputs(a, b))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 71, res.output
+    assert "out of memory: 'nrtrewrite diff' needed more memory" in res.stderr
+    assert "damaged" not in res.stdout
+
+
 # -- links: never followed ----------------------------------------------------------------
 
 def _lines(a, b):

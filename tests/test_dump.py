@@ -84,6 +84,61 @@ def test_json_errors_come_before_any_output(out, tmp_path):
                                       "error": line.removeprefix("nrtrewrite: error: ")}
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_file_that_shrinks_while_read_is_an_error_line(out, tmp_path, monkeypatch, as_json):
+    """A file truncated after its check (another process, meanwhile) is a one-line error,
+    and with --json the document begun is closed with the ranks so far and "error": the
+    files were memory-mapped, and reading a truncated map ended the process with SIGBUS,
+    no message (found by a fault audit)."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    victim = copy / "rank-0001" / "dma.bin"
+    real = artifacts.open_records
+
+    def shrinking(path, name=None):
+        rf = real(path, name)
+        if Path(path) == victim:
+            victim.write_bytes(victim.read_bytes()[:rf.dtype.itemsize])  # one record left
+        return rf
+
+    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", shrinking)
+    args = ["dump", "--dma", str(copy), "--limit", "0"] + (["--json"] if as_json else [])
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    line, = res.stderr.splitlines()
+    itemsize = artifacts.F.ARTIFACTS["dma.bin"][0].itemsize
+    assert line == (f"nrtrewrite: error: {victim}: changed while being read (it held "
+                    f"{load_records(out / 'rank-0001' / 'dma.bin').size * itemsize} bytes, "
+                    f"now ends at byte {itemsize})")
+    if as_json:
+        doc = json.loads(res.stdout)
+        assert doc["error"] == line.removeprefix("nrtrewrite: error: ")
+        assert [r["rank_dir"] for r in doc["ranks"]] == ["rank-0000", "rank-0001"]
+        assert len(doc["ranks"][0]["files"]["dma.bin"]) == load_records(
+            out / "rank-0000" / "dma.bin").size
+        assert doc["ranks"][1]["files"]["dma.bin"] == []  # (its first chunk fell short)
+
+
+def test_dump_holds_no_descriptor_per_file(out):
+    """A folder's files are checked and read one at a time: a dump of every rank does not
+    need a descriptor per file (a 600-rank output ran out of them at `ulimit -n 1024`:
+    each memory map holds one)."""
+    import resource
+    import subprocess
+    import sys
+    ranks = len(list(out.glob("rank-*")))
+    assert ranks >= 8  # two files a rank: 16 maps, more than the limit leaves free
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (14, 14))
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite.cli.__main__", "dump", "--dma",
+                           str(out), "--json"], capture_output=True, text=True, timeout=120,
+                          preexec_fn=limit)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)["ranks"]) == ranks
+
+
 def _one_line_error(res, code=2, json_kind=None):
     """A refusal as docs/CLI.md has it: exit ``code``, one line on stderr, no traceback;
     nothing on stdout, or with ``--json`` (``json_kind``: the selector) the error document."""

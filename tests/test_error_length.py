@@ -84,3 +84,21 @@ def test_control_characters_in_names_do_not_break_the_one_line(tmp_path):
     res = CliRunner().invoke(main, ["lower", str(tmp_path / "no\nsuch.neff")])
     line, = res.stderr.splitlines()
     assert "'" + str(tmp_path) + "/no\\nsuch.neff' does not exist" in line
+
+
+def test_a_long_line_keeps_its_reason_between_long_paths():
+    """A line over 2000 characters cuts each long word (a path) first, so the reason between
+    two paths of 4,000 characters survives (it was lost in the middle of the one cut: a
+    fault audit's `lower -o` of a 4,050-character path)."""
+    from nrtrewrite.cli import MAX_LINE_CHARS, _capped_line
+    out = "/" + "d" * 4049
+    line = _capped_line(f"{out}: cannot write the output: File name too long ({out}/.o.tmp-1-ab)")
+    assert "cannot write the output: File name too long (" in line
+    assert line.startswith("/" + "d" * 199 + " ... (4051 characters in all) ... ")  # (its ":")
+    assert line.endswith("d" * 137 + "/.o.tmp-1-ab)")
+    assert len(line) < MAX_LINE_CHARS
+    short = "m.neff: field x: too big"
+    assert _capped_line(short) == short
+    # a line of short words only is still cut as a whole
+    words = " ".join(["word"] * 1000)
+    assert len(_capped_line(words)) < MAX_LINE_CHARS and "characters in all" in _capped_line(words)

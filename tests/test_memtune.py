@@ -35,7 +35,8 @@ def test_what_was_frozen_before_stays_frozen():
 
 def test_heap_tuning_finds_mallopt_without_running_ldconfig(monkeypatch):
     """glibc's mallopt is found among the process's own symbols: ctypes.util.find_library
-    (which runs ldconfig in a subprocess) is only the fallback."""
+    (which runs ldconfig in a subprocess, and gcc with temporary files where ldconfig does
+    not list libc) is never called."""
     import ctypes.util
     import platform
 
@@ -133,3 +134,32 @@ def test_one_plan_never_pays_for_a_full_collection(monkeypatch):
     finally:
         gc.callbacks.remove(seen)
     assert full == []
+
+
+def test_renameat2_is_found_without_running_ldconfig(monkeypatch, tmp_path):
+    """The output's atomic rename looks up renameat2 in the process's own symbols: a
+    ``find_library`` there ran ``ldconfig`` on every ``lower`` and, where that did not list
+    libc, gcc and ld writing temporary files in TMPDIR (found by a fault audit)."""
+    import ctypes.util
+    import platform
+
+    from nrtrewrite import bundle
+
+    def no_find(name):
+        raise AssertionError("find_library was called")
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    monkeypatch.setattr(ctypes.util, "find_library", no_find)
+    bundle._renameat2.cache_clear()
+    try:
+        assert bundle._renameat2() is not None  # glibc >= 2.28 has it
+        a, b = tmp_path / "a", tmp_path / "b"
+        a.write_text("a")
+        b.write_text("b")
+        assert bundle._exchange(a, b)
+        assert (a.read_text(), b.read_text()) == ("b", "a")
+        with pytest.raises(FileExistsError):
+            bundle._rename_noreplace(a, b)
+    finally:
+        bundle._renameat2.cache_clear()

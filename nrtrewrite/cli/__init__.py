@@ -12,6 +12,7 @@ import importlib
 import io
 import json
 import os
+import re
 import signal
 import sys
 from typing import NoReturn
@@ -394,10 +395,21 @@ _PASSED_THROUGH = (click.exceptions.ClickException, click.exceptions.Exit,
 MAX_LINE_CHARS = 2000
 
 
+#: In an error line too long to print whole, each run of this many characters or more
+#: without a space (a path, a value) keeps its start and end, so that the words between -
+#: the reason - survive: `OUT: cannot write the output: File name too long (PATH)` with a
+#: path of 4,000 characters lost its reason in the cut of the whole line.
+MAX_TOKEN_CHARS = 400
+
+
 def _capped_line(line: str) -> str:
     """An error line as printed: its control characters escaped (a path or argument with a
-    line break stays one line) and its length capped."""
-    return cut_middle(escape_controls(line), MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
+    line break stays one line) and its length capped: its long words first, then the line."""
+    line = escape_controls(line)
+    if len(line) > MAX_LINE_CHARS:
+        line = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1),
+                      lambda m: cut_middle(m.group(0), MAX_TOKEN_CHARS, 200, 150), line)
+    return cut_middle(line, MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
 
 
 def _exit_os_error(err: OSError, what: str = "nrtrewrite") -> NoReturn:
@@ -518,7 +530,8 @@ class JsonErrorCommand(click.Command):
         try:
             return super().invoke(ctx)
         except (NrtRewriteError, click.UsageError) as err:
-            if ctx.params.get("as_json") and self.documents_command_errors:
+            if (ctx.params.get("as_json") and self.documents_command_errors
+                    and not getattr(err, "json_documented", False)):
                 why = err.line() if isinstance(err, NrtRewriteError) else \
                     escape_controls(err.format_message())
                 self._print_error(ctx.params, why)

@@ -9,10 +9,10 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from nrtrewrite.artifacts import HEX_FIELDS, KIND_FILES, decode_record, load_records, rank_dirs
+from nrtrewrite.artifacts import HEX_FIELDS, KIND_FILES, decode_record, open_records, rank_dirs
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.compose.leaves import Leaf
-from nrtrewrite.errors import OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError
 
 #: Columns shown per file in the rich table (every field is in --json).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -76,8 +76,9 @@ def _selectors(f):
 
 class _DumpCommand(JsonErrorCommand):
     """``dump``: with ``--json``, an error (exit 2) is ``{"kind", "ranks": [], "error"}`` on
-    stdout (then the error line on stderr): every file is mapped and checked before the
-    first byte of the document is written, so an error always comes before it.  ``kind`` is
+    stdout (then the error line on stderr): every file is checked before the first byte of
+    the document is written, so an error always comes before it (unless a file changes
+    while it is read: then the document stops where it was, and the error line follows).  ``kind`` is
     the selector given, else null."""
 
     json_indent = 1
@@ -130,9 +131,9 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     console = stdout_console(PIPED_WIDTH)
     for rdir, names in targets:
         for name in names:
-            recs = load_records(rdir / name, mapped=True)
-            shown = recs if not limit else recs[:limit]
-            table = Table(title=f"{rdir.name}/{name} ({recs.size} records)")
+            rf = open_records(rdir / name)
+            shown = rf.chunks(limit or None)  # only the rows shown are read
+            table = Table(title=f"{rdir.name}/{name} ({rf.size} records)")
             cols = COLUMNS[name]
             table.add_column("#", justify="right")
             for c in cols:
@@ -140,12 +141,15 @@ def dump_cmd(path, rank, as_json, limit, **selected):
                     table.add_column(c, min_width=LEAF_NAME_WIDTH, no_wrap=True)
                 else:
                     table.add_column(c)
-            for i, rec in enumerate(shown):  # only the rows shown are decoded
-                row = decode_record(name, rec)
-                table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
+            i = 0
+            for part in shown:  # only the rows shown are decoded
+                for rec in part:
+                    row = decode_record(name, rec)
+                    table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
+                    i += 1
             console.print(table)
-            if limit and recs.size > limit:
-                console.print(f"... {recs.size - limit} more records (--limit 0 shows all)")
+            if limit and rf.size > limit:
+                console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
 
 
 def _nested(obj, level: int) -> str:
@@ -155,32 +159,54 @@ def _nested(obj, level: int) -> str:
 
 def _write_json(out, kind, targets) -> None:
     """``json.dumps({"kind": kind, "ranks": [...]}, indent=1)`` and a newline, written as it
-    is made: ``ranks`` holds ``{"rank_dir", "files": {name: [decoded record, ...]}}``."""
-    # every file mapped (and checked) before the first byte is written
-    files = [(rdir, [(name, load_records(rdir / name, mapped=True)) for name in names])
+    is made: ``ranks`` holds ``{"rank_dir", "files": {name: [decoded record, ...]}}``.  An
+    error once the document has begun (a file changed while it is read) closes it with
+    the ranks so far and ``"error"`` (still one JSON document), then is raised."""
+    # every file checked before the first byte is written (then read as it is decoded)
+    files = [(rdir, [(name, open_records(rdir / name)) for name in names])
              for rdir, names in targets]
     out.write('{\n "kind": ' + json.dumps(kind) + ',\n "ranks": ')
     if not targets:
         out.write("[]\n}\n")
         return
+    closers = ["\n ]"]  # what closes each level open, innermost last
     out.write("[")
-    for t, (rdir, named) in enumerate(files):
-        out.write(("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
-                  + ',\n   "files": ')
-        if not named:
-            out.write("{}")
-        else:
-            out.write("{")
-            for k, (name, recs) in enumerate(named):
-                out.write(("," if k else "") + "\n    " + json.dumps(name) + ": ")
-                if not recs.size:
-                    out.write("[]")
-                    continue
-                out.write("[")
-                for i, rec in enumerate(recs):
-                    out.write(("," if i else "") + "\n     "
-                              + _nested(decode_record(name, rec), 5))
-                out.write("\n    ]")
-            out.write("\n   }")
-        out.write("\n  }")
+    try:
+        for t, (rdir, named) in enumerate(files):
+            out.write(("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
+                      + ',\n   "files": ')
+            closers.append("\n  }")
+            if not named:
+                out.write("{}")
+            else:
+                out.write("{")
+                closers.append("\n   }")
+                for k, (name, rf) in enumerate(named):
+                    out.write(("," if k else "") + "\n    " + json.dumps(name) + ": ")
+                    if not rf.size:
+                        out.write("[]")
+                        continue
+                    out.write("[")
+                    closers.append("\n    ]")
+                    i = 0
+                    for part in rf.chunks():
+                        for rec in part:
+                            out.write(("," if i else "") + "\n     "
+                                      + _nested(decode_record(name, rec), 5))
+                            i += 1
+                    out.write(closers.pop())
+                out.write(closers.pop())
+            out.write(closers.pop())
+    except NrtRewriteError as err:
+        _close_json(out, closers, err.line())
+        err.json_documented = True  # (JsonErrorCommand prints no second document)
+        raise
+    except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
+        _close_json(out, closers, f"{type(exc).__name__}: {exc}".rstrip(": "))
+        raise
     out.write("\n ]\n}\n")
+
+
+def _close_json(out, closers: list[str], why: str) -> None:
+    out.write("".join(reversed(closers)) + ',\n "error": ' + json.dumps(why) + "\n}\n")
+    out.flush()
