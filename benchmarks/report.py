@@ -46,24 +46,17 @@ def _ranges(xs: list[int]) -> str:
     return ", ".join(out)
 
 
-def _rank_table(large: list[dict], cli: list[dict]) -> list[str]:
+def _rank_table(large: list[dict], cli: list[dict] | None) -> list[str]:
+    """``cli``: the whole command's runs (None in a result from before 2026-12-02, whose
+    rows are then left out)."""
     cols = [f"`{r['model'].removesuffix('.neff')}` `--rank {r['rank']}`" for r in large]
-    both = list(zip(large, cli))
     rows = [
         ("records, artifact bytes", [f"{r['records'] / 1e6:.1f} M, {_mb(r['bytes'])}"
                                      for r in large]),
-        ("**the whole command** (read, plan, lower, every file and manifest written and "
-         "fsynced), median of the runs",
-         [f"{c['seconds']:.2f} s (" + ", ".join(f"{x:.2f}" for x in c["seconds_runs"]) + ")"
-          + _busy(c.get("others_busy_runs", [])) + f"; imports {c['import_s']:.2f} s before it"
-          for c in cli]),
-        ("the whole command: records/s, artifact bytes/s, CPU",
-         [f"{c['records_per_s'] / 1e6:.1f} M/s, {c['bytes_per_s'] / 1e6:,.0f} MB/s; "
-          f"{c['cpu_s']:.2f} s: {c['cores_busy']:.2f} cores" for c in cli]),
-        ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages)",
-         [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * c['ratio_to_copy_bound']:.1f}"
-          f" %** ({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
-          f"{100 * c['ratio_to_fresh_copy']:.1f} %)" for c in cli]),
+    ]
+    if cli:
+        rows += _cli_rows(cli)
+    rows += [
         ("the lowering alone (compose, emit, serialize; files written), median of the runs",
          [f"{r['lower_s']:.2f} s (" + ", ".join(f"{x:.2f}" for x in r.get(
              "lower_s_runs", [r["lower_s"]])) + ")" + _busy(r.get("others_busy_runs", []))
@@ -91,9 +84,11 @@ def _rank_table(large: list[dict], cli: list[dict]) -> list[str]:
                                   if k in r["stages"]) for r in large]),
         ("peak RSS, the largest of the runs (target: 2 x artifacts + 300 MB)",
          [f"lowering {r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose process "
-          f"{r['peak_rss_compose_mb']:.0f}; whole command {c['peak_rss_mb']:.0f} MB = "
-          f"{c['peak_rss_self_mb']:.0f} + largest child {c['peak_rss_children_mb']:.0f} "
-          f"({r['rss_target_mb']:,.0f} MB)" for r, c in both]),
+          f"{r['peak_rss_compose_mb']:.0f}" + (
+              f"; whole command {c['peak_rss_mb']:.0f} MB = {c['peak_rss_self_mb']:.0f} + "
+              f"largest child {c['peak_rss_children_mb']:.0f}" if c else "")
+          + f" ({r['rss_target_mb']:,.0f} MB)"
+          for r, c in zip(large, cli or [None] * len(large))]),
         ("channels in use (SPAD entries by algorithm: channels x entries)",
          [f"{_ranges(r['channels']['used'])} of {r['channels']['entries']} entries; "
           + "; ".join(f"{a} " + ", ".join(f"{n} ch x{v}" for n, v in c_.items())
@@ -106,6 +101,23 @@ def _rank_table(large: list[dict], cli: list[dict]) -> list[str]:
     return out
 
 
+def _cli_rows(cli: list[dict]) -> list[tuple[str, list[str]]]:
+    return [
+        ("**the whole command** (read, plan, lower, every file and manifest written and "
+         "fsynced), median of the runs",
+         [f"{c['seconds']:.2f} s (" + ", ".join(f"{x:.2f}" for x in c["seconds_runs"]) + ")"
+          + _busy(c.get("others_busy_runs", [])) + f"; imports {c['import_s']:.2f} s before it"
+          for c in cli]),
+        ("the whole command: records/s, artifact bytes/s, CPU",
+         [f"{c['records_per_s'] / 1e6:.1f} M/s, {c['bytes_per_s'] / 1e6:,.0f} MB/s; "
+          f"{c['cpu_s']:.2f} s: {c['cores_busy']:.2f} cores" for c in cli]),
+        ("the whole command against the copy bound: numpy copy, same size, warm (fresh pages)",
+         [f"{c['copy_warm_bytes_per_s'] / 1e9:.1f} GB/s: **{100 * c['ratio_to_copy_bound']:.1f}"
+          f" %** ({c['copy_fresh_bytes_per_s'] / 1e9:.1f} GB/s: "
+          f"{100 * c['ratio_to_fresh_copy']:.1f} %)" for c in cli]),
+    ]
+
+
 def _all_table(a: dict) -> list[str]:
     pool = a["pool"]
     out = [f"| all ranks of `{pool['model'].removesuffix('.neff')}` ({pool['records'] / 1e6:.1f}"
@@ -113,7 +125,7 @@ def _all_table(a: dict) -> list[str]:
            "bytes/s | cores busy | peak RSS of all its processes, PSS (target) |",
            "|---|---|---|---|---|---|"]
     for r in (a["serial"], pool):
-        out.append(f"| `-j {r['jobs']}` | {r['seconds']:.2f} s{_busy([r.get('others_busy')])}"
+        out.append(f"| `-j {r['jobs']}` | {r['seconds']:.2f} s{_busy([r.get('others_busy_during')])}"
                    f" | {r['records_per_s'] / 1e6:.1f} M | {r['bytes_per_s'] / 1e6:,.0f} MB/s | "
                    f"{r['cores_busy']:.2f} | {r['peak_rss_sum_mb']:.0f} MB, "
                    f"{r['peak_pss_sum_mb']:.0f} MB ({r['rss_target_mb']:,.0f} MB) |")
@@ -129,7 +141,7 @@ def _sink_table(k: dict) -> list[str]:
             "into a sink (hashed, no files) | wall | records/s | bytes/s | cores busy | peak RSS "
             "of all its processes, PSS (target) |",
             "|---|---|---|---|---|---|",
-            f"| `-j {k['jobs']}` | {k['seconds']:.2f} s{_busy([k.get('others_busy')])} | "
+            f"| `-j {k['jobs']}` | {k['seconds']:.2f} s{_busy([k.get('others_busy_during')])} | "
             f"{k['records_per_s'] / 1e6:.1f} M | {k['bytes_per_s'] / 1e6:,.0f} MB/s | "
             f"{k['cores_busy']:.2f} | {k['peak_rss_sum_mb']:.0f} MB, {k['peak_pss_sum_mb']:.0f} "
             f"MB ({k['rss_target_mb']:,.0f} MB) |",
@@ -180,7 +192,7 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     lines += ["", "**Targets** (issue 8):", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {t['target']} | {t['measured']} | "
               f"{'holds' if t['holds'] else '**does not hold**'} |" for t in res["targets"]]
-    lines += ["", *_rank_table(res["large"], res["large_cli"])]
+    lines += ["", *_rank_table(res["large"], res.get("large_cli"))]
     for key in ("all_ranks", "all_ranks_large"):
         if key in res:
             lines += ["", *_all_table(res[key])]
@@ -201,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
         res = json.loads(Path(args.result).read_text())
     except (OSError, ValueError) as exc:
         print(f"report: {args.result}: {exc}", file=sys.stderr)
+        return 2
+    if not (isinstance(res, dict) and "large_cli" in res):
+        print(f"report: {args.result}: a result of a run.py from before 2026-12-02 15:40 "
+              "(no whole-command runs, no compiled construct path): run `make bench` again",
+              file=sys.stderr)
         return 2
     sys.stdout.write(render(res, args.commit, args.note))
     return 0

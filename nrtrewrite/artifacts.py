@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -49,8 +50,11 @@ class RecordFile:
     #: records read at a time by :meth:`chunks`
     CHUNK = 1 << 16
 
-    def __init__(self, path: Path, name: str, dtype: np.dtype, size: int):
+    def __init__(self, path: Path, name: str, dtype: np.dtype, size: int,
+                 identity: tuple[int, int] = (0, 0)):
         self.path, self.name, self.dtype, self.size = path, name, dtype, size
+        #: (st_dev, st_ino) when checked: a file put in its place meanwhile is refused
+        self.identity = identity
 
     def chunks(self, stop: int | None = None, chunk: int | None = None):
         """The first ``stop`` records (all: None), a numpy array of at most ``chunk``
@@ -60,7 +64,11 @@ class RecordFile:
         if not stop:
             return
         try:
-            with open(self.path, "rb") as fh:
+            with _open_regular(self.path) as fh:
+                st = os.fstat(fh.fileno())
+                if (st.st_dev, st.st_ino) != self.identity:
+                    raise OutputError(f"{self.path}: changed while being read (another file "
+                                      "was put in its place)")
                 for start in range(0, stop, chunk):
                     arr = np.empty(min(chunk, stop - start), self.dtype)
                     self._fill(fh, arr, start)
@@ -85,6 +93,19 @@ class RecordFile:
         return next(self.chunks(n, n), np.zeros(0, self.dtype))
 
 
+def _open_regular(p: Path):
+    """``p`` opened for reading without blocking (a FIFO put in its place would wait for a
+    writer), or :class:`OutputError` when it is not a regular file."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(f"{p}: not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _read_error(p: Path, exc: OSError) -> Exception:
     if exc.errno == errno.ENOMEM:  # the process's limits, not the file: exit 71
         return MemoryError(f"{p}: {exc.strerror or exc}")
@@ -105,14 +126,15 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
     if p.exists() and not p.is_file():
         raise OutputError(f"{p}: not a regular file")
     try:
-        with open(p, "rb") as fh:
-            nbytes = os.fstat(fh.fileno()).st_size
+        with _open_regular(p) as fh:
+            st = os.fstat(fh.fileno())
     except OSError as exc:
         raise _read_error(p, exc) from None
+    nbytes = st.st_size
     if nbytes % dtype.itemsize:
         raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "
                           f"{dtype.itemsize}-byte records")
-    return RecordFile(p, name, dtype, nbytes // dtype.itemsize)
+    return RecordFile(p, name, dtype, nbytes // dtype.itemsize, (st.st_dev, st.st_ino))
 
 
 def _plain(val):

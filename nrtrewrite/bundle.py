@@ -842,8 +842,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         syncer.abandon()
         # every descriptor of the run released first: removing a tree opens one or two per
         # level, and a run that failed for want of descriptors (EMFILE) left the folder
-        unlock_folder(lock)
-        lock = None
+        held, lock = lock, None  # (cleared first: the finally never closes the number twice)
+        unlock_folder(held)
         if triggers_ahead is not None:
             triggers_ahead.close()
             triggers_ahead = None
@@ -866,6 +866,10 @@ def rmtree_few_fds(path: str | os.PathLike) -> None:
     """``shutil.rmtree(path)``, errors ignored; what it leaves (it holds two descriptors per
     level of the tree, more than a process at its descriptor limit has) removed again
     bottom up by ``os.walk``, which holds one at a time."""
+    if os.path.islink(path):  # (never walked through: os.walk would follow it)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
     shutil.rmtree(path, ignore_errors=True)
     if not os.path.lexists(path):
         return

@@ -584,7 +584,7 @@ def _nofile(n: int):
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-@pytest.mark.parametrize("nofile", [6, 7, 9])
+@pytest.mark.parametrize("nofile", [6])  # (at 7 and more the cleanup found enough before)
 def test_a_run_out_of_descriptors_leaves_no_temporary_folder(tmp_path, jobs, nofile):
     """A run that fails for want of file descriptors (EMFILE, `ulimit -n`) removes its
     temporary folder: the cleanup held the run's lock descriptor and the manifest
@@ -613,3 +613,22 @@ def test_golden_out_of_descriptors_leaves_no_temporary_folder(tmp_path):
                           preexec_fn=_nofile(5))
     assert proc.returncode == 2 and "Too many open files" in proc.stderr, proc.stderr
     assert list(tmpdir.iterdir()) == [] and not (tmp_path / "g.tgz").exists()
+
+
+def test_rmtree_few_fds_never_walks_through_a_link(tmp_path):
+    """A link where the temporary folder should be is unlinked, never followed: the
+    fallback's os.walk would remove what the link points to (found by a review)."""
+    victim = tmp_path / "victim"
+    (victim / "sub").mkdir(parents=True)
+    (victim / "a.txt").write_text("keep")
+    link = tmp_path / ".out.tmp-1-ab"
+    link.symlink_to(victim)
+    bundle.rmtree_few_fds(link)
+    assert not os.path.lexists(link)
+    assert (victim / "a.txt").read_text() == "keep" and (victim / "sub").is_dir()
+    tree = tmp_path / "tree"
+    (tree / "x" / "y").mkdir(parents=True)
+    (tree / "x" / "y" / "f").write_text("f")
+    (tree / "x" / "l").symlink_to(victim)
+    bundle.rmtree_few_fds(tree)
+    assert not tree.exists() and (victim / "a.txt").exists()

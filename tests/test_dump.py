@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -22,10 +23,16 @@ def out(tmp_path_factory):
     return lower_to(FIX / "groups.neff", tmp_path_factory.mktemp("dump") / "out", None)
 
 
+def _records(path: Path):
+    """A file's records read by numpy alone (not by the reader under test)."""
+    from nrtrewrite.emit import formats as F
+    return np.fromfile(path, dtype=F.ARTIFACTS[path.name][0])
+
+
 def _whole(kind, targets) -> str:
     """The document built whole, as the dump command did before it streamed."""
     ranks = [{"rank_dir": d.name,
-              "files": {n: [decode_record(n, r) for r in load_records(d / n)] for n in names}}
+              "files": {n: [decode_record(n, r) for r in _records(d / n)] for n in names}}
              for d, names in targets]
     return json.dumps({"kind": kind, "ranks": ranks}, indent=1) + "\n"
 
@@ -59,11 +66,21 @@ def test_the_table_decodes_only_the_rows_it_shows(out, monkeypatch):
         return real(name, rec)
 
     monkeypatch.setattr("nrtrewrite.cli.dump.decode_record", counting)
-    n = load_records(out / "rank-0000" / "dma.bin").size
+    read = []  # the records each file's reads asked for
+    real_chunks = artifacts.RecordFile.chunks
+
+    def chunks(self, stop=None, chunk=None):
+        for part in real_chunks(self, stop, chunk):
+            read.append((self.name, part.size))
+            yield part
+
+    monkeypatch.setattr(artifacts.RecordFile, "chunks", chunks)
+    n = _records(out / "rank-0000" / "dma.bin").size
     assert n > 3
     res = CliRunner().invoke(main, ["dump", "--dma", str(out), "--rank", "0", "--limit", "3"])
     assert res.exit_code == 0, res.output
     assert seen.count("dma.bin") == 3
+    assert read == [("dma.bin", 3), ("legs.bin", 3)]  # only the rows shown are read
     assert f"rank-0000/dma.bin ({n} records)" in res.output
     assert f"... {n - 3} more records" in res.output
 
@@ -84,40 +101,86 @@ def test_json_errors_come_before_any_output(out, tmp_path):
                                       "error": line.removeprefix("nrtrewrite: error: ")}
 
 
+# (file truncated to N records, RecordFile.CHUNK): the document's state when the error comes
+SHRINK_CASES = {
+    "a later rank's first file, nothing of it written": ("rank-0001/dma.bin", 1, None),
+    "mid-file, after records were written": ("rank-0000/dma.bin", 3, 2),
+    "a later file of a rank": ("rank-0000/legs.bin", 1, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SHRINK_CASES))
 @pytest.mark.parametrize("as_json", [False, True])
-def test_a_file_that_shrinks_while_read_is_an_error_line(out, tmp_path, monkeypatch, as_json):
+def test_a_file_that_shrinks_while_read_is_an_error_line(out, tmp_path, monkeypatch, as_json,
+                                                         case):
     """A file truncated after its check (another process, meanwhile) is a one-line error,
     and with --json the document begun is closed with the ranks so far and "error": the
     files were memory-mapped, and reading a truncated map ended the process with SIGBUS,
     no message (found by a fault audit)."""
     import shutil
+    rel, keep, chunk = SHRINK_CASES[case]
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    victim = copy / "rank-0001" / "dma.bin"
+    victim = copy / rel
+    itemsize = artifacts.F.ARTIFACTS[victim.name][0].itemsize
+    held = victim.stat().st_size
+    assert held > (keep + 1) * itemsize  # (it does shrink, past a chunk)
     real = artifacts.open_records
 
     def shrinking(path, name=None):
         rf = real(path, name)
         if Path(path) == victim:
-            victim.write_bytes(victim.read_bytes()[:rf.dtype.itemsize])  # one record left
+            with open(victim, "r+b") as fh:  # (the same file, truncated: not replaced)
+                fh.truncate(keep * itemsize)
         return rf
 
     monkeypatch.setattr("nrtrewrite.cli.dump.open_records", shrinking)
+    if chunk:
+        monkeypatch.setattr(artifacts.RecordFile, "CHUNK", chunk)
     args = ["dump", "--dma", str(copy), "--limit", "0"] + (["--json"] if as_json else [])
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 2, res.output
     line, = res.stderr.splitlines()
-    itemsize = artifacts.F.ARTIFACTS["dma.bin"][0].itemsize
     assert line == (f"nrtrewrite: error: {victim}: changed while being read (it held "
-                    f"{load_records(out / 'rank-0001' / 'dma.bin').size * itemsize} bytes, "
-                    f"now ends at byte {itemsize})")
+                    f"{held} bytes, now ends at byte {keep * itemsize})")
     if as_json:
         doc = json.loads(res.stdout)
         assert doc["error"] == line.removeprefix("nrtrewrite: error: ")
-        assert [r["rank_dir"] for r in doc["ranks"]] == ["rank-0000", "rank-0001"]
-        assert len(doc["ranks"][0]["files"]["dma.bin"]) == load_records(
-            out / "rank-0000" / "dma.bin").size
-        assert doc["ranks"][1]["files"]["dma.bin"] == []  # (its first chunk fell short)
+        rank_dir, name = rel.split("/")
+        last = doc["ranks"][-1]
+        assert last["rank_dir"] == rank_dir and list(last["files"])[-1] == name
+        # the records of the chunks read whole before the one that fell short
+        whole = keep // chunk * chunk if chunk else 0
+        assert last["files"][name] == [decode_record(name, r)
+                                       for r in _records(out / rel)[:whole]]
+        for r in doc["ranks"][:-1]:  # every rank before it whole
+            for n, recs in r["files"].items():
+                assert len(recs) == _records(out / r["rank_dir"] / n).size
+
+
+def test_a_file_replaced_while_read_is_an_error_line(out, tmp_path, monkeypatch):
+    """Another file renamed into a checked file's place (a `lower --force` swapping
+    outputs) is refused, not read as that rank's records."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    victim = copy / "rank-0001" / "sem.bin"
+    real = artifacts.open_records
+
+    def replacing(path, name=None):
+        rf = real(path, name)
+        if Path(path) == victim:
+            shutil.copy(copy / "rank-0002" / "sem.bin", tmp_path / "other")
+            (tmp_path / "other").rename(victim)
+        return rf
+
+    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", replacing)
+    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"])
+    assert res.exit_code == 2
+    line, = res.stderr.splitlines()
+    assert line == (f"nrtrewrite: error: {victim}: changed while being read (another file "
+                    "was put in its place)")
+    assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
 
 
 def test_dump_holds_no_descriptor_per_file(out):

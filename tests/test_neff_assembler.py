@@ -180,9 +180,15 @@ def test_fixture_contents():
     # a range is expanded in memory (about 150 bytes a rank): '0..2147483647' ran out of it
     (lambda s: s["subgraphs"][0].update(replica_groups=["0..1", "0..2147483647"]),
      "field subgraphs[0].replica_groups[1]",
-     "holds 2147483648 ranks; a range holds at most 1048576 (MAX_TOPOLOGY_RANKS"),
+     "holds 2147483648 ranks, 2 before it in the spec's ranges; the ranges hold at most "
+     "1048576 ranks in all (MAX_TOPOLOGY_RANKS"),
     (lambda s: s["subgraphs"][0].update(replica_groups=["7..1048583"]),
-     "field subgraphs[0].replica_groups[0]", "holds 1048577 ranks"),
+     "field subgraphs[0].replica_groups[0]", "holds 1048577 ranks, 0 before it"),
+    # many ranges each under the limit: 2^19 + 2^19 ranks fill it, one more rank is past it
+    (lambda s: (s["subgraphs"][0].update(replica_groups=["0..524287"]),
+                s["subgraphs"].append(dict(s["subgraphs"][0], name="sg01",
+                                           replica_groups=["0..524287", "0..0"]))),
+     "field subgraphs[1].replica_groups[1]", "holds 1 ranks, 1048576 before it"),
 ])
 def test_spec_errors(base_spec, mutate, where, why):
     mutate(base_spec)

@@ -77,9 +77,9 @@ def _selectors(f):
 class _DumpCommand(JsonErrorCommand):
     """``dump``: with ``--json``, an error (exit 2) is ``{"kind", "ranks": [], "error"}`` on
     stdout (then the error line on stderr): every file is checked before the first byte of
-    the document is written, so an error always comes before it (unless a file changes
-    while it is read: then the document stops where it was, and the error line follows).  ``kind`` is
-    the selector given, else null."""
+    the document is written, so an error comes before it (unless a file changes while it
+    is read: then :func:`_write_json` closes the document begun with ``"error"``).
+    ``kind`` is the selector given, else null."""
 
     json_indent = 1
 
@@ -202,7 +202,8 @@ def _write_json(out, kind, targets) -> None:
         err.json_documented = True  # (JsonErrorCommand prints no second document)
         raise
     except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
-        _close_json(out, closers, f"{type(exc).__name__}: {exc}".rstrip(": "))
+        _close_json(out, closers, f"{type(exc).__name__}: {exc}" if str(exc)
+                    else type(exc).__name__)
         raise
     out.write("\n ]\n}\n")
 

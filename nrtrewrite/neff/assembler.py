@@ -200,6 +200,9 @@ def assemble(spec: dict, *, source: str = "<spec>", default_name: str = "") -> A
 class _Assembler:
     def __init__(self, source: str):
         self.source = source
+        #: ranks the spec's "first..last" ranges have expanded to so far, all groups of all
+        #: subgraphs together (at most MAX_TOPOLOGY_RANKS: each costs about 150 bytes)
+        self.range_ranks = 0
 
     # -- helpers ------------------------------------------------------------
     def err(self, path: str, why: str) -> ValidationError:
@@ -440,13 +443,15 @@ class _Assembler:
                 if not m or int(m.group(2)) < int(m.group(1)):
                     raise self.err(f"{path}[{g}]", f"bad rank range {grp!r} (use 'first..last')")
                 first, last = int(m.group(1)), int(m.group(2))
-                if last - first + 1 > MAX_TOPOLOGY_RANKS:
+                if self.range_ranks + last - first + 1 > MAX_TOPOLOGY_RANKS:
                     # expanded, a range costs about 150 bytes a rank: '0..2147483647' would
-                    # exhaust memory; no topology has more ranks than this
+                    # exhaust memory, and so would many ranges; no topology has more ranks
                     raise self.err(f"{path}[{g}]", f"the range {grp!r} holds {last - first + 1} "
-                                   f"ranks; a range holds at most {MAX_TOPOLOGY_RANKS} "
-                                   "(MAX_TOPOLOGY_RANKS, the most ranks a topology has); "
-                                   "list the ranks for a larger group")
+                                   f"ranks, {self.range_ranks} before it in the spec's ranges; "
+                                   f"the ranges hold at most {MAX_TOPOLOGY_RANKS} ranks in all "
+                                   "(MAX_TOPOLOGY_RANKS, the most ranks a topology has); list "
+                                   "the ranks for larger groups")
+                self.range_ranks += last - first + 1
                 out.append(list(range(first, last + 1)))
             elif isinstance(grp, list):
                 out.append(grp)
