@@ -35,7 +35,8 @@ def _busy(runs: list) -> str:
     return "" if worst is None or worst <= 0.05 else f" (others up to {100 * worst:.0f} % busy)"
 
 
-def _ranges(xs: list[int]) -> str:
+def ranges(xs: list[int]) -> str:
+    """``0-3, 8`` for [0, 1, 2, 3, 8] (sorted ints)."""
     out, i = [], 0
     while i < len(xs):
         j = i
@@ -90,7 +91,7 @@ def _rank_table(large: list[dict], cli: list[dict] | None) -> list[str]:
           + f" ({r['rss_target_mb']:,.0f} MB)"
           for r, c in zip(large, cli or [None] * len(large))]),
         ("channels in use (SPAD entries by algorithm: channels x entries)",
-         [f"{_ranges(r['channels']['used'])} of {r['channels']['entries']} entries; "
+         [f"{ranges(r['channels']['used'])} of {r['channels']['entries']} entries; "
           + "; ".join(f"{a} " + ", ".join(f"{n} ch x{v}" for n, v in c_.items())
                       for a, c_ in r["channels"]["per_algorithm"].items())
           for r in large]),

@@ -932,22 +932,10 @@ def _print_rank(r: dict, c: dict) -> None:
           + f"; peak RSS {r['peak_rss_mb']:.0f} MB = {r['peak_rss_self_mb']:.0f} + compose "
           f"process {r['peak_rss_compose_mb']:.0f} (target {r['rss_target_mb']:.0f} MB)")
     ch = r["channels"]
-    print(f"  channels in use: {_ranges(ch['used'])} over {ch['entries']} SPAD entries; "
+    print(f"  channels in use: {report.ranges(ch['used'])} over {ch['entries']} SPAD entries; "
           "entries by channel count: " + "; ".join(
               f"{a} " + ", ".join(f"{n} ch x{v}" for n, v in c_.items())
               for a, c_ in ch["per_algorithm"].items()))
-
-
-def _ranges(xs: list[int]) -> str:
-    """``0-3, 8`` for [0, 1, 2, 3, 8]."""
-    out, i = [], 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(f"{xs[i]}" if i == j else f"{xs[i]}-{xs[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 if __name__ == "__main__":

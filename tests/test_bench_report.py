@@ -154,8 +154,8 @@ def test_channels_in_use(tools):
     assert run.channels_in_use({"entries": entries}) == {
         "used": [0, 1, 2, 3, 8, 9], "entries": 4,
         "per_algorithm": {"KANGARING": {"2": 1, "4": 1}, "MESH": {"1": 1}, "RING": {"2": 1}}}
-    assert run._ranges([0, 1, 2, 3, 8, 9, 11]) == report._ranges([0, 1, 2, 3, 8, 9, 11]) == (
-        "0-3, 8-9, 11")
+    assert report.ranges([0, 1, 2, 3, 8, 9, 11]) == "0-3, 8-9, 11"
+    assert report.ranges([]) == "" and report.ranges([5]) == "5"
 
 
 def test_tree_memory_counts_a_child(tools):
