@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import mmap
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
@@ -28,7 +27,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import NrtRewriteError, OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError, Where
 
 
 class _Absent:
@@ -532,7 +531,6 @@ DEFER_MAX = 10_000
 HOLD_BYTES = 64 << 20
 
 _SAME = object()  # B's member held by its digest, which A's has
-_MADV_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
 
 
 class _Overflow(Exception):
@@ -576,33 +574,28 @@ def _drain(walk: Iterator) -> None:
 
 class _NeffFile:
     """A rewritten NEFF read through the project's reader (its limits and refusals; hash not
-    verified) one member at a time: the file memory-mapped, and the mapped pages a walk has
-    decompressed dropped as it goes, so a walk holds one member, not the file nor the
-    members read before."""
+    verified) one member at a time: the file read by position as a walk goes
+    (:class:`~nrtrewrite.neff.container.FileBytes`), so a walk holds one member, not the
+    file nor the members read before.  Not memory-mapped: a mapped NEFF truncated by
+    another process meanwhile ended ``diff`` with SIGBUS and no message; a short read is
+    the reader's error now (damage in B, an error in A)."""
 
     def __init__(self, p: Path):
         self.path = p
-        with open(p, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+        self.fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            self.size = os.fstat(self.fd).st_size
+        except BaseException:
+            os.close(self.fd)
+            raise
         self.walks: list = []
 
     def walk(self) -> Iterator[tuple[str, bytes]]:
         """``(name, data)`` of each member in archive order (the header's error raised now,
         the payload's from the walk)."""
-        from nrtrewrite.neff.container import HEADER_SIZE, stream_container
-        dropped = 0  # file bytes of this walk's pages dropped
-
-        def drop(offset: int) -> None:
-            nonlocal dropped
-            end = (HEADER_SIZE + offset) // mmap.PAGESIZE * mmap.PAGESIZE
-            if end > dropped and _MADV_DONTNEED is not None:
-                self.map.madvise(_MADV_DONTNEED, dropped, end - dropped)
-                dropped = end
-
-        _, _, members = stream_container(self.map if self.map is not None else b"",
-                                         path=str(self.path), verify_hash=False,
-                                         on_consumed=drop)
+        from nrtrewrite.neff.container import FileBytes, stream_container
+        data = FileBytes(self.fd, self.size, Where(file=str(self.path)))
+        _, _, members = stream_container(data, path=str(self.path), verify_hash=False)
         self.walks.append(members)
         return members
 
@@ -614,11 +607,9 @@ class _NeffFile:
 
     def close(self) -> None:
         self.stop()
-        if self.map is not None:
-            try:
-                self.map.close()
-            except BufferError:  # (a view still exported: freed with it)
-                pass
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 class _BMembers:

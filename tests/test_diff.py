@@ -852,3 +852,29 @@ def test_ignore_leaves_named_top_manifest_keys_out(pair):
     for bad in ("rank_manifests", "format", "input..name", ""):
         res = CliRunner().invoke(main, ["diff", str(a), str(b), "--ignore", bad])
         assert res.exit_code == 2 and "Invalid value for '--ignore'" in res.stderr
+
+
+def test_a_neff_truncated_while_diff_reads_it_is_damage(pair, monkeypatch):
+    """B's rewritten NEFF cut short by another process while diff walks it is one damaged
+    line: the NEFFs were memory-mapped, and reading a truncated map ended diff with SIGBUS,
+    no message (a fault audit)."""
+    from nrtrewrite.neff.container import HEADER_SIZE
+    a, b = pair
+    name = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    neff = b / name
+    size = neff.stat().st_size
+    with open(neff, "ab") as fh:  # zero bytes after the payload: read, and other bytes
+        fh.write(bytes(64))
+    real = D._NeffFile.walk
+
+    def walk(self):
+        members = real(self)  # (the header and the tail checked)
+        if self.path == neff:
+            os.truncate(neff, HEADER_SIZE + 64)
+        return members
+
+    monkeypatch.setattr(D._NeffFile, "walk", walk)
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.field) for d in diffs] == [(name, "damaged")]
+    assert diffs[0].b == (f"{neff}: changed while being read (it held {size + 64} bytes, "
+                          f"now ends at byte {HEADER_SIZE + 64})")

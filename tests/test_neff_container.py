@@ -456,3 +456,64 @@ def test_header_size_and_pkg_version_come_before_the_reserved_bytes():
         read_container(bytes(data), path="m.neff")
     assert str(exc.value) == ("m.neff: offset 0x0, field pkg_version: unknown pkg_version 9 "
                               "(1 = tar.gz + SHA-256, 2 = tar.gz + MD5)")
+
+
+def test_file_bytes_slices_like_bytes_and_fails_short(tmp_path):
+    """FileBytes (a file read by position, for diff's walk of a NEFF it does not map): its
+    slices are those of the same bytes in memory; a read the file no longer holds is a
+    ParseError naming it."""
+    import os
+
+    from nrtrewrite.errors import Where
+    from nrtrewrite.neff.container import FileBytes
+    data = bytes(range(256)) * 40  # 10,240 bytes
+    p = tmp_path / "f.bin"
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        fb = FileBytes(fd, len(data), Where(file=str(p)))
+        assert len(fb) == len(data)
+        for a, b in [(0, 10), (5, 5), (9, 3), (10_000, 20_000), (-4, None), (None, 2)]:
+            assert fb[a:b] == data[a:b], (a, b)
+        sub = fb.sub(1000, 3000)
+        assert len(sub) == 2000 and sub[0:10] == data[1000:1010] and sub[1990:] == data[2990:3000]
+        assert b"".join(sub.chunks()) == data[1000:3000]
+        with pytest.raises(TypeError):
+            fb[::2]
+        os.truncate(p, 100)
+        with pytest.raises(ParseError, match=r"f\.bin: changed while being read \(it held 10240 "
+                                             r"bytes, now ends at byte 100\)$"):
+            fb[50:200]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("fixture", ["ar2", "mix8", "sbuf"])
+def test_stream_container_over_a_file_reads_what_it_reads_in_memory(fixture, tmp_path):
+    """The same members, in order, whether the NEFF is given as bytes or as FileBytes; and
+    its hash verifies from the file too."""
+    import os
+    from pathlib import Path
+
+    from nrtrewrite.errors import Where
+    from nrtrewrite.neff.container import FileBytes, stream_container
+    path = Path(__file__).resolve().parents[1] / "fixtures" / f"{fixture}.neff"
+    data = path.read_bytes() + bytes(100)  # (zero bytes after the payload: accepted)
+    _, _, mem = stream_container(data)
+    want = [(n, bytes(d)) for n, d in mem]
+    p = tmp_path / "m.neff"
+    p.write_bytes(data)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        _, _, got = stream_container(FileBytes(fd, len(data), Where(file=str(p))), path=str(p))
+        assert [(n, bytes(d)) for n, d in got] == want
+    finally:
+        os.close(fd)
+    p.write_bytes(data + b"\x01")  # a non-zero byte after the payload, found in the file
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        with pytest.raises(ParseError, match=rf"m\.neff: offset 0x{len(data):x}: non-zero byte "
+                                             r"after the payload \(101 trailing bytes\)$"):
+            stream_container(FileBytes(fd, len(data) + 1), path=str(p))
+    finally:
+        os.close(fd)

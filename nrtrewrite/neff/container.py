@@ -221,14 +221,78 @@ def build_header(header: NeffHeader) -> bytes:
     return NEFF_HEADER.build(values)
 
 
-def payload_digest(pkg_version: int, payload: bytes) -> bytes:
-    """The 32-byte hash field for ``payload`` (SHA-256, or MD5 + 16 zero bytes)."""
+class FileBytes:
+    """Bytes ``start..stop`` of an open file, read on demand by position (``os.pread``), for
+    :func:`stream_container` to walk a file it neither holds nor maps: a mapped file that
+    another process truncates meanwhile ends the reader with SIGBUS, no message; here a
+    read that comes back short is a :class:`ParseError`.  Sliced (step 1) like ``bytes``,
+    each slice a new ``bytes``; ``sub`` is a window without a read."""
+
+    #: bytes read at a time by :meth:`chunks`
+    CHUNK = 1 << 20
+
+    def __init__(self, fd: int, size: int, where: Where = Where(), start: int = 0,
+                 stop: int | None = None):
+        self.fd, self.size, self.where = fd, size, where
+        self.start, self.stop = start, size if stop is None else stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def sub(self, a: int, b: int) -> "FileBytes":
+        a, b = max(0, min(a, len(self))), max(0, min(b, len(self)))
+        return FileBytes(self.fd, self.size, self.where, self.start + a,
+                         self.start + max(a, b))
+
+    def __getitem__(self, key: slice) -> bytes:
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("FileBytes takes slices of step 1")
+        a, b, _ = key.indices(len(self))
+        if b <= a:
+            return b""
+        try:
+            data = os.pread(self.fd, b - a, self.start + a)
+        except OSError as err:
+            raise ParseError(f"cannot read: {err.strerror or err}", self.where) from None
+        if len(data) != b - a:
+            raise ParseError(f"changed while being read (it held {self.size} bytes, now "
+                             f"ends at byte {self.start + a + len(data)})", self.where)
+        return data
+
+    def chunks(self, a: int = 0):
+        """The bytes from ``a`` to the end, :data:`CHUNK` at a time."""
+        for pos in range(a, len(self), self.CHUNK):
+            yield self[pos:pos + self.CHUNK]
+
+
+def _first_nonzero(data, start: int) -> int | None:
+    """The offset of the first non-zero byte of ``data`` (bytes, a buffer or
+    :class:`FileBytes`) from ``start``, or None."""
+    if isinstance(data, FileBytes):
+        for k, part in enumerate(data.chunks(start)):
+            arr = np.frombuffer(part, np.uint8)
+            if arr.any():
+                return start + k * FileBytes.CHUNK + int(np.argmax(arr != 0))
+        return None
+    if start >= len(data):
+        return None
+    arr = np.frombuffer(data, dtype=np.uint8, offset=start)
+    return start + int(np.argmax(arr != 0)) if arr.any() else None
+
+
+def payload_digest(pkg_version: int, payload) -> bytes:
+    """The 32-byte hash field for ``payload`` (SHA-256, or MD5 + 16 zero bytes; a buffer or
+    :class:`FileBytes`)."""
     if pkg_version == PKG_VERSION_SHA256:
-        return hashlib.sha256(payload).digest()
-    if pkg_version == PKG_VERSION_MD5:
-        return hashlib.md5(payload).digest() + bytes(16)
-    raise ParseError(f"unknown pkg_version {pkg_version} (1 = SHA-256, 2 = MD5)",
-                     Where(field="pkg_version"))
+        h = hashlib.sha256()
+    elif pkg_version == PKG_VERSION_MD5:
+        h = hashlib.md5()
+    else:
+        raise ParseError(f"unknown pkg_version {pkg_version} (1 = SHA-256, 2 = MD5)",
+                         Where(field="pkg_version"))
+    for part in (payload.chunks() if isinstance(payload, FileBytes) else [payload]):
+        h.update(part)
+    return h.digest() + (bytes(16) if pkg_version == PKG_VERSION_MD5 else b"")
 
 
 # ---------------------------------------------------------------------------
@@ -260,7 +324,7 @@ class _Gunzip:
     def __init__(self, payload: bytes | memoryview, limit: int, where: Where = Where(),
                  on_consumed: Callable[[int], None] | None = None):
         self.where = where.merged(field="payload")
-        self.view = memoryview(payload).cast("B")
+        self.view = payload if isinstance(payload, FileBytes) else memoryview(payload).cast("B")
         if not len(self.view):
             raise ParseError("empty payload (no gzip stream)", self.where)
         self.limit = limit
@@ -305,7 +369,7 @@ class _Gunzip:
                 if view[end:end + 2] == b"\x1f\x8b":
                     self.dec = zlib.decompressobj(wbits=31)
                     self.pos, self.step, self.pending = end, _GUNZIP_FIRST_SLICE, b""
-                elif end < total and np.frombuffer(view, dtype=np.uint8, offset=end).any():
+                elif end < total and _first_nonzero(view, end) is not None:
                     raise ParseError(f"unexpected bytes after the gzip stream at payload "
                                      f"offset 0x{end:x}", self.where)
                 else:
@@ -562,13 +626,13 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
         raise ParseError(f"data_size {header.data_size} runs past the end of the file "
                          f"({avail} payload bytes present)", where.merged(field="data_size"))
     end = HEADER_SIZE + header.data_size
-    tail = np.frombuffer(data, dtype=np.uint8, offset=end) if end < len(data) else \
-        np.zeros(0, np.uint8)
-    if tail.any():
-        nz = int(np.argmax(tail != 0))
-        raise ParseError(f"non-zero byte after the payload ({tail.size} trailing bytes)",
-                         where.merged(offset=end + nz))
-    payload = memoryview(data)[HEADER_SIZE:end]  # no copy of a payload of gigabytes
+    nz = _first_nonzero(data, end)
+    if nz is not None:
+        raise ParseError(f"non-zero byte after the payload ({len(data) - end} trailing bytes)",
+                         where.merged(offset=nz))
+    # no copy of a payload of gigabytes
+    payload = data.sub(HEADER_SIZE, end) if isinstance(data, FileBytes) else \
+        memoryview(data)[HEADER_SIZE:end]
     warnings: list[Warning_] = []
     if verify_hash:
         expect = payload_digest(header.pkg_version, payload)
