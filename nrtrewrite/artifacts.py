@@ -72,6 +72,10 @@ class RecordFile:
                 for start in range(0, stop, chunk):
                     arr = np.empty(min(chunk, stop - start), self.dtype)
                     self._fill(fh, arr, start)
+                    if start + arr.size == self.size and fh.read(1):
+                        raise OutputError(f"{self.path}: changed while being read (it held "
+                                          f"{self.size * self.dtype.itemsize} bytes, now "
+                                          "more)")
                     yield arr
         except OSError as exc:
             raise _read_error(self.path, exc) from None
@@ -128,8 +132,13 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
     try:
         with _open_regular(p) as fh:
             st = os.fstat(fh.fileno())
+            # a /proc or /sys file says 0 bytes and reads more: no artifact of ours
+            more = fh.read(1) if not st.st_size else b""
     except OSError as exc:
         raise _read_error(p, exc) from None
+    if more:
+        raise OutputError(f"{p}: not an artifact file: its size says 0 bytes but it reads "
+                          "more (a /proc or /sys file?)")
     nbytes = st.st_size
     if nbytes % dtype.itemsize:
         raise OutputError(f"{p}: {nbytes} bytes is not a whole number of "

@@ -317,6 +317,25 @@ def _json_walk(where: str, a, b, path: tuple) -> Iterator[Difference]:
 CHUNK_BYTES = 16 << 20
 
 
+def _open_regular(p: Path):
+    """``p`` opened for reading as a regular file, never a link (``O_NOFOLLOW``) and without
+    blocking (``O_NONBLOCK``: a FIFO renamed into place after the caller's check would wait
+    for a writer forever); anything else opened there is :class:`_NotRegular`."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotRegular(errno.EINVAL, "not a regular file", str(p))
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class _NotRegular(OSError):
+    """What :func:`_open_regular` found in a file's place is no regular file."""
+
+
 def _same_bytes(fa: Path, fb: Path) -> bool:
     """Whether two files hold the same bytes, read :data:`CHUNK_BYTES` at a time (False if
     either cannot be read: the caller's reading then names the file and the error)."""
@@ -325,7 +344,7 @@ def _same_bytes(fa: Path, fb: Path) -> bool:
             return False
         if fa.stat().st_size != fb.stat().st_size:
             return False
-        with open(fa, "rb") as ha, open(fb, "rb") as hb:
+        with _open_regular(fa) as ha, _open_regular(fb) as hb:
             while True:
                 x = ha.read(CHUNK_BYTES)
                 if x != hb.read(CHUNK_BYTES):
@@ -397,12 +416,12 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
     step = max(1, CHUNK_BYTES // size)
     bufa, bufb = bytearray(min(n, step) * size), bytearray(min(n, step) * size)
     try:
-        ha = open(fa, "rb")
+        ha = _open_regular(fa)
     except OSError as exc:
         raise _cannot_read(fa, exc) from None
     with ha:
         try:
-            hb = open(fb, "rb")
+            hb = _open_regular(fb)
         except OSError as exc:  # B's damage: its line, no records compared
             rep.add([_damaged(where, _why(exc))])
             return
@@ -445,7 +464,7 @@ def _artifact_records(p: Path, name: str) -> tuple[int | None, str | None]:
         if not stat.S_ISREG(st.st_mode):
             return None, "not a regular file"
         nbytes = st.st_size
-        with open(p, "rb"):
+        with _open_regular(p):
             pass
     except OSError as exc:
         return None, _why(exc)
@@ -582,11 +601,11 @@ class _NeffFile:
 
     def __init__(self, p: Path):
         self.path = p
-        self.fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.fh = _open_regular(p)
         try:
-            self.size = os.fstat(self.fd).st_size
+            self.size = os.fstat(self.fh.fileno()).st_size
         except BaseException:
-            os.close(self.fd)
+            self.fh.close()
             raise
         self.walks: list = []
 
@@ -594,7 +613,7 @@ class _NeffFile:
         """``(name, data)`` of each member in archive order (the header's error raised now,
         the payload's from the walk)."""
         from nrtrewrite.neff.container import FileBytes, stream_container
-        data = FileBytes(self.fd, self.size, Where(file=str(self.path)))
+        data = FileBytes(self.fh.fileno(), self.size, Where(file=str(self.path)))
         _, _, members = stream_container(data, path=str(self.path), verify_hash=False)
         self.walks.append(members)
         return members
@@ -607,9 +626,7 @@ class _NeffFile:
 
     def close(self) -> None:
         self.stop()
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        self.fh.close()
 
 
 class _BMembers:
@@ -845,7 +862,7 @@ def _check_ours(p: Path) -> None:
     try:
         kind = _kind(man)
         if kind == "file":
-            with open(man, "rb"):
+            with _open_regular(man):
                 pass
     except OSError as exc:
         raise _cannot_read(man, exc) from None
@@ -966,13 +983,13 @@ def _kind_a(p: Path) -> str | None:
 
 def _head(p: Path, n: int) -> bytes:
     """The first ``n`` bytes of file ``p`` (fewer if it is shorter)."""
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         return fh.read(n)
 
 
 def _sha256(p: Path) -> str:
     h = hashlib.sha256()
-    with open(p, "rb") as fh:
+    with _open_regular(p) as fh:
         while chunk := fh.read(CHUNK_BYTES):
             h.update(chunk)
     return h.hexdigest()

@@ -120,7 +120,6 @@ def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
     x.write_bytes(bytes(range(10)))
     y.write_bytes(bytes(range(10)))
     sizes = []
-    real_open = open
 
     class Counting:  # a file whose reads are recorded
         def __init__(self, f):
@@ -136,8 +135,8 @@ def test_same_bytes_reads_in_blocks(tmp_path, monkeypatch):
         def __exit__(self, *exc):
             self.f.close()
 
-    monkeypatch.setattr(D, "open", lambda p, mode="r": Counting(real_open(p, mode)),
-                        raising=False)
+    real_open = D._open_regular
+    monkeypatch.setattr(D, "_open_regular", lambda p: Counting(real_open(p)))
     assert D._same_bytes(x, y)
     # 10 bytes, 3 at a time, from each file: 4 reads with data and the empty one at the end
     assert sizes == [3] * 10
@@ -878,3 +877,21 @@ def test_a_neff_truncated_while_diff_reads_it_is_damage(pair, monkeypatch):
     assert [(d.where, d.field) for d in diffs] == [(name, "damaged")]
     assert diffs[0].b == (f"{neff}: changed while being read (it held {size + 64} bytes, "
                           f"now ends at byte {HEADER_SIZE + 64})")
+
+
+def test_diff_opens_no_fifo_and_follows_no_link(tmp_path):
+    """Every file diff reads is opened without blocking and without following a link, and
+    must be a regular file once open: a FIFO renamed into a checked file's place would
+    have blocked the open forever (found by an audit)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        D._open_regular(fifo)  # (returns at once: no writer needed)
+    target = tmp_path / "t"
+    target.write_bytes(b"x")
+    link = tmp_path / "l"
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        D._open_regular(link)
+    with D._open_regular(target) as fh:
+        assert fh.read() == b"x"

@@ -313,3 +313,46 @@ def test_a_folder_with_an_entry_named_rank_but_no_rank_folder_is_refused(tmp_pat
         assert res.stdout == ("" if not extra else
                               json.dumps({"kind": "cce", "ranks": [], "error": why}, indent=1)
                               + "\n")
+
+
+def test_a_proc_file_in_an_artifacts_place_is_refused(out, tmp_path):
+    """/proc files are regular files whose size says 0 bytes: one linked in place of
+    spad.bin was dumped as 0 records, exit 0 (found by an audit)."""
+    import shutil
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc")
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    victim = copy / "rank-0001" / "spad.bin"
+    victim.unlink()
+    victim.symlink_to("/proc/self/status")
+    for args in (["dump", "--spad", str(copy), "--rank", "1", "--json"], ["dump", str(victim)]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, res.output
+        line, = res.stderr.splitlines()
+        assert line == (f"nrtrewrite: error: {victim}: not an artifact file: its size says 0 "
+                        "bytes but it reads more (a /proc or /sys file?)")
+
+
+def test_a_file_that_grows_while_read_is_an_error_line(out, tmp_path, monkeypatch):
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    victim = copy / "rank-0000" / "sem.bin"
+    held = victim.stat().st_size
+    real = artifacts.open_records
+
+    def growing(path, name=None):
+        rf = real(path, name)
+        if Path(path) == victim:
+            with open(victim, "ab") as fh:
+                fh.write(bytes(16))
+        return rf
+
+    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", growing)
+    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"])
+    assert res.exit_code == 2
+    line, = res.stderr.splitlines()
+    assert line == (f"nrtrewrite: error: {victim}: changed while being read (it held {held} "
+                    "bytes, now more)")
+    assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
