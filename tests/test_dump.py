@@ -4,6 +4,7 @@ record and is exactly ``json.dumps(document, indent=1)`` of the whole document."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +102,28 @@ def test_json_errors_come_before_any_output(out, tmp_path):
                                       "error": line.removeprefix("nrtrewrite: error: ")}
 
 
+def _on_check(monkeypatch, victim: Path, action) -> None:
+    """``action(record_file)`` run right after dump has checked ``victim``: another process
+    changing the file meanwhile."""
+    real = artifacts.open_records
+
+    def checked(path, name=None):
+        rf = real(path, name)
+        if Path(path) == victim:
+            action(rf)
+        return rf
+    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", checked)
+
+
+def _stopped(res) -> str:
+    """The error line of a ``dump --json`` stopped by an error once its document had begun:
+    exit 2, one line, the document closed with that line as its ``"error"``."""
+    assert res.exit_code == 2, res.output
+    line, = res.stderr.splitlines()
+    assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
+    return line
+
+
 # (file truncated to N records, RecordFile.CHUNK): the document's state when the error comes
 SHRINK_CASES = {
     "a later rank's first file, nothing of it written": ("rank-0001/dma.bin", 1, None),
@@ -125,16 +148,7 @@ def test_a_file_that_shrinks_while_read_is_an_error_line(out, tmp_path, monkeypa
     itemsize = artifacts.F.ARTIFACTS[victim.name][0].itemsize
     held = victim.stat().st_size
     assert held > (keep + 1) * itemsize  # (it does shrink, past a chunk)
-    real = artifacts.open_records
-
-    def shrinking(path, name=None):
-        rf = real(path, name)
-        if Path(path) == victim:
-            with open(victim, "r+b") as fh:  # (the same file, truncated: not replaced)
-                fh.truncate(keep * itemsize)
-        return rf
-
-    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", shrinking)
+    _on_check(monkeypatch, victim, lambda rf: os.truncate(victim, keep * itemsize))  # (same file)
     if chunk:
         monkeypatch.setattr(artifacts.RecordFile, "CHUNK", chunk)
     args = ["dump", "--dma", str(copy), "--limit", "0"] + (["--json"] if as_json else [])
@@ -165,22 +179,14 @@ def test_a_file_replaced_while_read_is_an_error_line(out, tmp_path, monkeypatch)
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
     victim = copy / "rank-0001" / "sem.bin"
-    real = artifacts.open_records
 
-    def replacing(path, name=None):
-        rf = real(path, name)
-        if Path(path) == victim:
-            shutil.copy(copy / "rank-0002" / "sem.bin", tmp_path / "other")
-            (tmp_path / "other").rename(victim)
-        return rf
-
-    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", replacing)
-    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"])
-    assert res.exit_code == 2
-    line, = res.stderr.splitlines()
+    def replace(rf):
+        shutil.copy(copy / "rank-0002" / "sem.bin", tmp_path / "other")
+        (tmp_path / "other").rename(victim)
+    _on_check(monkeypatch, victim, replace)
+    line = _stopped(CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"]))
     assert line == (f"nrtrewrite: error: {victim}: changed while being read (another file "
                     "was put in its place)")
-    assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
 
 
 def test_dump_holds_no_descriptor_per_file(out):
@@ -340,19 +346,7 @@ def test_a_file_that_grows_while_read_is_an_error_line(out, tmp_path, monkeypatc
     shutil.copytree(out, copy)
     victim = copy / "rank-0000" / "sem.bin"
     held = victim.stat().st_size
-    real = artifacts.open_records
-
-    def growing(path, name=None):
-        rf = real(path, name)
-        if Path(path) == victim:
-            with open(victim, "ab") as fh:
-                fh.write(bytes(16))
-        return rf
-
-    monkeypatch.setattr("nrtrewrite.cli.dump.open_records", growing)
-    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"])
-    assert res.exit_code == 2
-    line, = res.stderr.splitlines()
+    _on_check(monkeypatch, victim, lambda rf: victim.write_bytes(victim.read_bytes() + bytes(16)))
+    line = _stopped(CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"]))
     assert line == (f"nrtrewrite: error: {victim}: changed while being read (it held {held} "
                     "bytes, now more)")
-    assert json.loads(res.stdout)["error"] == line.removeprefix("nrtrewrite: error: ")
