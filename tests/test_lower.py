@@ -405,7 +405,11 @@ def test_jobs_are_capped_and_checked(tmp_path, monkeypatch, args, ranks, cores, 
                                         (["-j", "-3"], "-3 is not in the range x>=1"),
                                         (["-o", ""], "an empty path")])
 def test_bad_jobs_and_empty_output_are_usage_errors(tmp_path, args, says):
-    res = cli("lower", "-q", FIX / "mix8.neff", *args)
+    """Refused before anything is written (a model copied into tmp_path: the README's main
+    job leaves fixtures/mix8.lowered/ in a checkout, which this must not depend on)."""
+    model = tmp_path / "mix8.neff"
+    shutil.copy(FIX / "mix8.neff", model)
+    res = cli("lower", "-q", model, *args)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
-    assert not (FIX / "mix8.lowered").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mix8.neff"]
