@@ -332,6 +332,12 @@ def _open_regular(p: Path):
         raise
 
 
+def _read_whole(p: Path) -> bytes:
+    """The bytes of the regular file ``p`` (a manifest), opened as :func:`_open_regular`."""
+    with _open_regular(p) as fh:
+        return fh.read()
+
+
 class _NotRegular(OSError):
     """What :func:`_open_regular` found in a file's place is no regular file."""
 
@@ -886,7 +892,7 @@ def _refuse_non_finite(path: Path) -> None:
     """A manifest that is JSON but for a number that is not finite (``NaN``, ``1e999``): an
     error naming it by its key path, not just "not of our format"."""
     try:
-        jsonin.loads(path.read_bytes(), strict_objects=False)
+        jsonin.loads(_read_whole(path), strict_objects=False)
     except jsonin.JsonRule as err:
         raise OutputError(f"invalid JSON: {err.why}", file=str(path), field=err.path) from None
     except (OSError, ValueError, RecursionError):
@@ -900,7 +906,7 @@ def _read_json(path: Path, strict: bool = True) -> tuple[object, str | None, str
     has a key twice (checked when ``strict``) and ``doc`` is what JSON reads (the last
     value of the key).  Numbers are read exactly (``jsonin.JsonFloat``)."""
     try:
-        data = path.read_bytes()
+        data = _read_whole(path)
     except OSError as exc:
         return None, _why(exc), None
     try:

@@ -130,20 +130,27 @@ def test_an_unreadable_top_level_manifest_is_named_with_the_os_reason(open_pair)
     assert doc["identical"] is None and doc["error"] == says[len("nrtrewrite: error: "):]
 
 
+def _failing_read(monkeypatch, target: Path, exc: OSError) -> None:
+    """diff's reading of the manifest ``target`` raises ``exc`` (the bytes made to differ
+    from A's, so that it is read)."""
+    real = D._read_whole
+
+    def read_whole(p):
+        if p == target:
+            raise exc
+        return real(p)
+
+    monkeypatch.setattr(D, "_read_whole", read_whole)
+    target.write_text("{}")
+
+
 def test_reasons_are_one_form_in_process(pair, monkeypatch):
     """The same through the API, with the OS error injected (whoever runs the tests)."""
     import errno
     a, b = pair
     denied = b / "rank-0001" / "manifest.json"
-    real = Path.read_bytes
-
-    def read_bytes(self):
-        if self == denied:
-            raise PermissionError(errno.EACCES, "Permission denied", str(self))
-        return real(self)
-
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    (b / "rank-0001" / "manifest.json").write_text("{}")  # (bytes differ: it is read)
+    _failing_read(monkeypatch, denied,
+                  PermissionError(errno.EACCES, "Permission denied", str(denied)))
     assert [(d.where, d.field, d.b) for d in D.diff_outputs(a, b)] == [
         ("rank-0001/manifest.json", "damaged", DENIED)]
     with pytest.raises(OutputError, match=rf"^{denied}: cannot read \(Permission denied\)$"):
@@ -157,15 +164,8 @@ def test_out_of_memory_is_no_damage_of_b(pair, monkeypatch):
     import errno
     a, b = pair
     target = b / "rank-0001" / "manifest.json"
-    real = Path.read_bytes
-
-    def read_bytes(self):
-        if self == target:
-            raise OSError(errno.ENOMEM, "Cannot allocate memory", str(self))
-        return real(self)
-
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
-    target.write_text("{}")  # (bytes differ: it is read)
+    _failing_read(monkeypatch, target, OSError(errno.ENOMEM, "Cannot allocate memory",
+                                               str(target)))
     with pytest.raises(MemoryError):
         list(D.diff_outputs(a, b))
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
