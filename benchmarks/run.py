@@ -75,6 +75,11 @@ def _maxrss_mb(who: int) -> float:
     return resource.getrusage(who).ru_maxrss * 1024 / 1e6
 
 
+def _largest_process_mb() -> float:
+    """The largest peak RSS of this process and its waited-for children (MB)."""
+    return max(_maxrss_mb(resource.RUSAGE_SELF), _maxrss_mb(resource.RUSAGE_CHILDREN))
+
+
 def rss_target_mb(artifact_bytes: int) -> float:
     """Issue 8's memory target for a rank of ``artifact_bytes``: 2 x its artifacts + 300 MB."""
     return (2 * artifact_bytes + 300e6) / 1e6
@@ -316,10 +321,16 @@ def others_busy(seconds: float = 1.0) -> dict:
     b = _cpu_times()
     if a is None or b is None:
         return {"busy": None, "steal": None}
+    busy, total, steal = _jiffies(a, b)
+    return {"busy": busy / (total or 1), "steal": steal / (total or 1)}
+
+
+def _jiffies(a: list[int], b: list[int]) -> tuple[int, int, int]:
+    """Between two /proc/stat samples: the busy, all and stolen jiffies of all cores
+    (user nice system idle iowait irq softirq steal; idle and iowait are not busy)."""
     d = [y - x for x, y in zip(a, b)]
-    total = sum(d[:8]) or 1  # user nice system idle iowait irq softirq steal
-    idle = d[3] + d[4]
-    return {"busy": (total - idle) / total, "steal": d[7] / total}
+    total = sum(d[:8])
+    return total - d[3] - d[4], total, d[7]
 
 
 def measure_machine() -> dict:
@@ -479,7 +490,7 @@ def measure_all_ranks(model: str, jobs: int) -> dict:
                 largest = max(largest, rank_bytes)
         # the largest single process's peak (ru_maxrss), and the whole tree's, sampled (at
         # least that: a sample can miss a short peak)
-        rss = max(_maxrss_mb(resource.RUSAGE_SELF), _maxrss_mb(resource.RUSAGE_CHILDREN))
+        rss = _largest_process_mb()
         return {"model": Path(model).name, "jobs": jobs, "seconds": dt, "bytes": nbytes,
                 "records": records, "bytes_per_s": nbytes / dt, "records_per_s": records / dt,
                 "cpu_s": cpu, "cores_busy": cpu / dt, "sha256": digest.hexdigest(),
@@ -605,8 +616,7 @@ def measure_all_ranks_sink(model: str, jobs: int) -> dict:
     finally:
         _SINK_PLAN = None
     cpu = sum(c1[:4]) - sum(c0[:4])
-    largest_process = max(_maxrss_mb(resource.RUSAGE_SELF),
-                          _maxrss_mb(resource.RUSAGE_CHILDREN))
+    largest_process = _largest_process_mb()
     per_rank = [sum(v["bytes"] for v in got[r].values()) for r in ranks]
     records = sum(v["records"] for r in ranks for v in got[r].values())
     checked = [ranks[0], ranks[len(ranks) // 2], ranks[-1]]
@@ -630,8 +640,7 @@ def others_share(a: list[int], b: list[int], own_cpu_s: float, wall_s: float, co
     ``wall_s``: the cores' busy time between two /proc/stat samples ``a`` and ``b`` (jiffies
     of ``hz``; user nice system idle iowait irq softirq steal), less the measurement's own
     CPU time ``own_cpu_s``, at least 0."""
-    d = [y - x for x, y in zip(a, b)]
-    busy = (sum(d[:8]) - d[3] - d[4]) / hz
+    busy = _jiffies(a, b)[0] / hz
     return max(0.0, busy - own_cpu_s) / (wall_s * cores)
 
 
@@ -719,17 +728,8 @@ def main() -> None:
         for _ in range(RANK_RUNS):
             runs.append(_sub("rank", str(model), str(rank), str(SAMPLE), "write"))
             cli.append(_sub("cli", str(model), str(rank)))
-        r = dict(_median(runs, "lower_s"))
-        r["lower_s_runs"] = [x["lower_s"] for x in runs]
-        r["others_busy_runs"] = [x["others_busy_during"] for x in runs]
-        top = max(runs, key=lambda x: x["peak_rss_mb"])  # with its own two parts
-        r.update({k: top[k] for k in ("peak_rss_mb", "peak_rss_self_mb", "peak_rss_compose_mb")})
-        c = dict(_median(cli, "seconds"))
-        c["seconds_runs"] = [x["seconds"] for x in cli]
-        c["others_busy_runs"] = [x["others_busy_during"] for x in cli]
-        top = max(cli, key=lambda x: x["peak_rss_mb"])
-        c.update({k: top[k] for k in ("peak_rss_mb", "peak_rss_self_mb",
-                                      "peak_rss_children_mb")})
+        r = _summary(runs, "lower_s", "peak_rss_compose_mb")
+        c = _summary(cli, "seconds", "peak_rss_children_mb")
         results["large"].append(r)
         results["large_cli"].append(c)
         _print_rank(r, c)
@@ -813,6 +813,18 @@ def main() -> None:
 def _median(runs: list[dict], key: str) -> dict:
     """The run whose ``key`` is the median (of an odd count; the upper middle otherwise)."""
     return sorted(runs, key=lambda x: x[key])[len(runs) // 2]
+
+
+def _summary(runs: list[dict], key: str, rss_part: str) -> dict:
+    """The median run by ``key`` with every run's ``key`` (``KEY_runs``) and share of other
+    processes, and the peak RSS of the run with the largest (with its parts: self and
+    ``rss_part``)."""
+    out = dict(_median(runs, key))
+    out[f"{key}_runs"] = [x[key] for x in runs]
+    out["others_busy_runs"] = [x["others_busy_during"] for x in runs]
+    top = max(runs, key=lambda x: x["peak_rss_mb"])
+    out.update({k: top[k] for k in ("peak_rss_mb", "peak_rss_self_mb", rss_part)})
+    return out
 
 
 def targets(res: dict) -> list[dict]:

@@ -51,7 +51,7 @@ class RecordFile:
     CHUNK = 1 << 16
 
     def __init__(self, path: Path, name: str, dtype: np.dtype, size: int,
-                 identity: tuple[int, int] = (0, 0)):
+                 identity: tuple[int, int]):
         self.path, self.name, self.dtype, self.size = path, name, dtype, size
         #: (st_dev, st_ino) when checked: a file put in its place meanwhile is refused
         self.identity = identity
@@ -64,7 +64,7 @@ class RecordFile:
         if not stop:
             return
         try:
-            with _open_regular(self.path) as fh:
+            with open_regular(self.path) as fh:
                 st = os.fstat(fh.fileno())
                 if (st.st_dev, st.st_ino) != self.identity:
                     raise OutputError(f"{self.path}: changed while being read (another file "
@@ -97,13 +97,23 @@ class RecordFile:
         return next(self.chunks(n, n), np.zeros(0, self.dtype))
 
 
-def _open_regular(p: Path):
-    """``p`` opened for reading without blocking (a FIFO put in its place would wait for a
-    writer), or :class:`OutputError` when it is not a regular file."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+class NotRegularFile(OSError):
+    """What :func:`open_regular` found in a file's place is no regular file."""
+
+
+def open_regular(p: str | Path, *, follow_links: bool = True):
+    """``p`` opened for reading as a regular file (``dump`` and ``diff`` read artifacts,
+    manifests and NEFFs so): without blocking (``O_NONBLOCK``: a FIFO put in its place
+    after the caller's check would wait for a writer forever), through a link only if
+    ``follow_links``, and checked once open; anything else there is
+    :class:`NotRegularFile`."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(p, flags)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OutputError(f"{p}: not a regular file")
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(p))
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -111,6 +121,8 @@ def _open_regular(p: Path):
 
 
 def _read_error(p: Path, exc: OSError) -> Exception:
+    if isinstance(exc, NotRegularFile):
+        return OutputError(f"{p}: not a regular file")
     if exc.errno == errno.ENOMEM:  # the process's limits, not the file: exit 71
         return MemoryError(f"{p}: {exc.strerror or exc}")
     return OutputError(f"{p}: cannot read ({exc.strerror or exc})")
@@ -130,7 +142,7 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
     if p.exists() and not p.is_file():
         raise OutputError(f"{p}: not a regular file")
     try:
-        with _open_regular(p) as fh:
+        with open_regular(p) as fh:
             st = os.fstat(fh.fileno())
             # a /proc or /sys file says 0 bytes and reads more: no artifact of ours
             more = fh.read(1) if not st.st_size else b""

@@ -22,6 +22,7 @@ import numpy as np
 
 from nrtrewrite.artifacts import (
     HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output, looks_like_rank_folder,
+    open_regular,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
@@ -318,28 +319,15 @@ CHUNK_BYTES = 16 << 20
 
 
 def _open_regular(p: Path):
-    """``p`` opened for reading as a regular file, never a link (``O_NOFOLLOW``) and without
-    blocking (``O_NONBLOCK``: a FIFO renamed into place after the caller's check would wait
-    for a writer forever); anything else opened there is :class:`_NotRegular`."""
-    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-                 | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise _NotRegular(errno.EINVAL, "not a regular file", str(p))
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    """``p`` opened as :func:`~nrtrewrite.artifacts.open_regular` does, never through a link
+    (``diff`` follows none)."""
+    return open_regular(p, follow_links=False)
 
 
 def _read_whole(p: Path) -> bytes:
     """The bytes of the regular file ``p`` (a manifest), opened as :func:`_open_regular`."""
     with _open_regular(p) as fh:
         return fh.read()
-
-
-class _NotRegular(OSError):
-    """What :func:`_open_regular` found in a file's place is no regular file."""
 
 
 def _same_bytes(fa: Path, fb: Path) -> bool:

@@ -96,7 +96,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
-    tmp = None
     try:
         tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from itertools import chain
 from pathlib import Path
 
 import click
@@ -141,12 +142,9 @@ def dump_cmd(path, rank, as_json, limit, **selected):
                     table.add_column(c, min_width=LEAF_NAME_WIDTH, no_wrap=True)
                 else:
                     table.add_column(c)
-            i = 0
-            for part in shown:  # only the rows shown are decoded
-                for rec in part:
-                    row = decode_record(name, rec)
-                    table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
-                    i += 1
+            for i, rec in enumerate(chain.from_iterable(shown)):  # only these are decoded
+                row = decode_record(name, rec)
+                table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
             console.print(table)
             if limit and rf.size > limit:
                 console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
@@ -188,12 +186,9 @@ def _write_json(out, kind, targets) -> None:
                         continue
                     out.write("[")
                     closers.append("\n    ]")
-                    i = 0
-                    for part in rf.chunks():
-                        for rec in part:
-                            out.write(("," if i else "") + "\n     "
-                                      + _nested(decode_record(name, rec), 5))
-                            i += 1
+                    for i, rec in enumerate(chain.from_iterable(rf.chunks())):
+                        out.write(("," if i else "") + "\n     "
+                                  + _nested(decode_record(name, rec), 5))
                     out.write(closers.pop())
                 out.write(closers.pop())
             out.write(closers.pop())
