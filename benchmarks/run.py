@@ -55,7 +55,8 @@ import report  # noqa: E402
 
 #: Records kept per file for the construct reference path.
 SAMPLE = 4000
-#: Fresh-process runs of each ``lower --rank 0`` measurement (the best is reported).
+#: Fresh-process runs of each ``lower --rank 0`` measurement (each kind judged on its median;
+#: every run's time is printed).
 RANK_RUNS = 3
 #: Lowerings of rank 0 per scaling-sweep point, in one process (the best is reported).  The
 #: small points take 5 - 6 ms, where a shared machine's hiccups weigh most: over four runs of
@@ -109,7 +110,9 @@ class Probe:
 
 
 def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
-    """``lower --rank R`` as the CLI runs it (parse, plan, lower streaming to the files)."""
+    """The lowering of one rank with its stages timed: parse, plan, then ``lower_rank`` with
+    compose ahead, streaming to the rank's files, as ``lower --rank R`` lowers it; not the
+    whole command (no NEFF, no manifests, no rename: :func:`measure_cli` runs that)."""
     from nrtrewrite.bundle import _RankFiles
     from nrtrewrite.emit import formats as F
     from nrtrewrite.limits import check_plan

@@ -235,7 +235,9 @@ def test_rank_outside_the_world(cmd, tmp_path):
     res = CliRunner().invoke(main, [cmd[0], str(FIX / "mix8.neff"), *cmd[1:],
                                     *(["-o", str(tmp_path / "o")] if cmd[0] == "lower" else [])])
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
-    assert "rank 99 is not in the model's world" in res.stderr
+    # the whole line: where (the file, the option) and why (the world's ranks)
+    assert res.stderr == (f"nrtrewrite: error: {FIX / 'mix8.neff'}: field --rank: rank 99 is "
+                          "not in the model's world (ranks 0..7)\n")
 
 
 def test_gzip_bomb_of_many_members(tmp_path):
