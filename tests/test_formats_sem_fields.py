@@ -1,6 +1,7 @@
-"""FORMATS.md §4 (the 0xBF word's wait) and §7 (sem.bin's role byte) as the docs state them,
-with values worked out from the semaphore layout (id 16 + 4c + role for ring channel c, the
-event window at 192 + t), not read off the emitter."""
+"""FORMATS.md §4 (the 0xBF word's wait and lnc_size_fmt byte), §7 (sem.bin's role byte) and
+§3 (legs.bin's ring_step) as the docs state them, with values worked out from the seeds and
+the semaphore layout (id 16 + 4c + role for ring channel c, the event window at 192 + t),
+not read off the emitter."""
 
 from __future__ import annotations
 
@@ -52,3 +53,34 @@ def test_cross_node_mesh_reduce_waits_on_its_far_event(tmp_path):
         got = _waiting_words(out / f"rank-{rank:04d}")
         assert (mesh_reduce, 192 + int(E.EVT_REDUCE_COPY_2), 1) in got
         assert all(idx >= 192 for _l, idx, _v in got)  # mesh words wait on events only
+
+
+def test_sb2sb_lnc_size_fmt_byte_is_0_for_lnc1_and_1_for_lnc2(tmp_path):
+    """FORMATS.md §4, byte 32 of every 64-byte 0xBF word: lnc_size_fmt, 0 = LNC1, 1 = LNC2
+    (read as raw bytes: the simulator checks this field with the emitter's own table)."""
+    for lnc, want in ((1, 0), (2, 1)):
+        out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096, lnc=lnc), tmp_path / f"o{lnc}")
+        raw = np.fromfile(out / "rank-0000" / "sb2sb.bin", np.uint8)
+        assert raw.size and raw.size % 64 == 0
+        assert set(raw.reshape(-1, 64)[:, 32].tolist()) == {want}
+
+
+def test_legs_ring_step_counts_on_across_chunk_groups(tmp_path):
+    """FORMATS.md §3 legs.bin ``ring_step``: the step within the chunk group + the group x
+    the channel's steps per group.  A ring all-reduce over n ranks has 2n - 1 steps per
+    chunk group (seed 001 §4: send, (n-2) x recv_reduce_send, recv_reduce_copy_send, then
+    (n-2) x direct_recv_send, direct_recv), and G chunk groups of n x ch_n x chunk elements
+    (seed 001 §2; chunk: docs/DESIGN.md's 512 KiB budget, 262,144 bf16 elements), so every
+    channel's data legs number their steps 0 .. G(2n - 1) - 1, in order, each at least once."""
+    n, chunk = 4, (512 << 10) // 2
+    num = 3 * n * chunk + 1000  # more than one group of 2 channels
+    out = lower_spec(coll_spec("all_reduce", "bf16", n, num), tmp_path / "o")
+    rdir = out / "rank-0000"
+    legs = np.fromfile(rdir / "legs.bin", F.LEG_DTYPE)
+    channels = sorted(set(legs["channel"].tolist()))
+    groups = -(-num // (n * len(channels) * chunk))
+    assert len(channels) == 2 and groups == 2
+    for ch in channels:
+        steps = legs[(legs["channel"] == ch) & (legs["num_elements"] > 0)]["ring_step"]
+        assert sorted(set(steps.tolist())) == list(range(groups * (2 * n - 1)))
+        assert np.all(np.diff(steps.astype(np.int64)) >= 0)

@@ -33,6 +33,7 @@ T1N = load_topology("trn2", world=(), lnc_size=2)            # 64 ranks
 T2N = load_topology("trn2:nodes=2", world=(), lnc_size=2)    # 128 ranks
 T8N = load_topology("trn2:nodes=8", world=(), lnc_size=2)    # 512 ranks
 TRN1 = load_topology("trn1:nodes=2", world=(), lnc_size=1)   # 64 ranks
+T1N_LNC1 = load_topology("trn2", world=(), lnc_size=1)        # 128 ranks, 8 per device
 
 NODE0 = tuple(range(64))
 TWO_NODES = tuple(range(128))
@@ -155,6 +156,11 @@ def test_single_cycle_ring_truth_table(op, group, topo, legal, why):
     (AG, NODE0, T1N, True, "vnc 2"),
     (RS, tuple(range(16)), T1N, True, "4 full device(s)"),
     (AR, tuple(range(4)), T1N, False, "rank_n > 4"),
+    (AR, tuple(range(8)), T1N, True, "2 full device(s), vnc 2"),  # the vnc 2 gate's first pass
+    # vnc 1 (LNC1: 8 ranks per trn2 device): rank_n > 8 (docs/SELECTION.md, the libnrt gate),
+    # so one whole device is refused and two pass
+    (AR, tuple(range(8)), T1N_LNC1, False, "vnc 1 needs rank_n > 8 (rank_n 8)"),
+    (AR, tuple(range(16)), T1N_LNC1, True, "2 full device(s), vnc 1"),
     (AR, tuple(range(0, 64, 4)), T1N, False, "every rank of each device"),
     (AR, TWO_NODES, T2N, False, "intra-node only"),
     (AR, tuple(range(32)), TRN1, False, "no kangaring"),

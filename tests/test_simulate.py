@@ -256,6 +256,25 @@ def small_out(tmp_path_factory) -> Path:
     return lower_spec(coll_spec("all_reduce", "bf16", 4, 5000), tmp_path_factory.mktemp("s") / "o")
 
 
+def test_unwritten_output_bytes_fail_even_when_the_values_match(monkeypatch, small_out):
+    """Bytes of an output that no leg of the collective wrote fail the trigger even where
+    they happen to hold the expected values (a fresh buffer's zeros, an in-place input):
+    the values alone cannot show them.  The shadow is made to report the first 2 bytes of
+    every output range as unwritten while the engine's data stay right."""
+    real = Shadow.check_output
+
+    def check_output(self, a, e, acc, vc, writers=None):
+        return [(a, a + 2)] + real(self, a, e, acc, vc, writers)
+
+    monkeypatch.setattr(Shadow, "check_output", check_output)
+    res = simulate_output(small_out)
+    assert res.error is None and not res.ok
+    (tr,) = res.triggers
+    assert tr.status == "mismatch" and tr.mismatched_elements == 0  # the values are right
+    assert tr.ranks_checked == 4 and tr.unwritten_bytes == 4 * 2  # one DRAM range per rank
+    assert "2 byte(s) of the output were not written by the collective" in tr.detail
+
+
 def test_cli_table_and_exit_0(small_out):
     res = cli("simulate", small_out, "--seed", 3)
     assert res.exit_code == 0, res.output
