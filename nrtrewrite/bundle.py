@@ -618,16 +618,19 @@ def _model_inside(out: Path, model: str | None) -> str | None:
     return None
 
 
-def _foreign_entry(out: Path, model: str | None) -> str | None:
+def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None = None
+                   ) -> str | None:
     """Why ``out`` (an nrtrewrite output by its manifest, or empty) must not be replaced, or
     None: the first entry an output of ours does not hold (anything but ``manifest.json``,
     the NEFF its manifest names and ``rank-NNNN`` folders holding only their manifest and
     artifact files, each a regular file or a real folder), or a file that is the input model
-    under another name (a hard link)."""
-    try:
-        model_st = os.stat(model) if model else None
-    except OSError:
-        model_st = None
+    under another name (a hard link).  ``model_st``: the model's identity when taken before
+    (the folder has been moved: the model's path may no longer name it)."""
+    if model_st is None:
+        try:
+            model_st = os.stat(model) if model else None
+        except OSError:
+            model_st = None
     neff = _manifest_neff_name(out / "manifest.json")
     neff = F.name_on_disk(neff) if neff else neff
 
@@ -716,26 +719,37 @@ def _unremovable(out: Path) -> str | None:
     return None
 
 
+def _replace_refusal(out: Path, model: str | None, force: bool = True,
+                     model_st: os.stat_result | None = None) -> str | None:
+    """Why what is at ``out`` must not be replaced, or None (nothing there, or an output of
+    ours that ``force`` lets us replace).  Checked before anything is written, and with
+    ``--force`` again on what is at ``out`` when the new output is moved into place (made or
+    changed meanwhile: :class:`_ForcedSwap`).  ``model_st``: as :func:`_foreign_entry`'s."""
+    if out.is_symlink():
+        return (f"{out} is a symbolic link; give the folder itself (nrtrewrite never writes "
+                "through a link nor replaces one)")
+    if out.is_dir() and (refusal := _model_inside(out, model)):
+        return refusal
+    if not out.exists():
+        return None
+    # what --force would refuse first, so that the hint to pass it is only given where it
+    # would work
+    if not out.is_dir():
+        return f"{out} exists and is not a folder"
+    if not _is_our_output(out):
+        return (f"{out} exists and is not an nrtrewrite output (no manifest.json of format "
+                f"{FORMAT_NAME!r}); refusing to replace it")
+    if (refusal := _foreign_entry(out, model, model_st)):
+        return refusal
+    if not force:
+        return f"{out} exists; pass --force to replace it"
+    return _unremovable(out)
+
+
 def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, force: bool
                     ) -> list[int]:
     """The refusals of :func:`write_output` before anything is written; the ranks to lower."""
-    if out.is_symlink():
-        raise OutputError(f"{out} is a symbolic link; give the folder itself (nrtrewrite "
-                          "never writes through a link nor replaces one)")
-    if out.is_dir() and (refusal := _model_inside(out, plan.model.path)):
-        raise OutputError(refusal)
-    # what --force would refuse first, so that the hint to pass it is only given where it
-    # would work
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"{out} exists and is not a folder")
-    if out.exists() and not _is_our_output(out):
-        raise OutputError(f"{out} exists and is not an nrtrewrite output (no manifest.json "
-                          f"of format {FORMAT_NAME!r}); refusing to replace it")
-    if out.exists() and (refusal := _foreign_entry(out, plan.model.path)):
-        raise OutputError(refusal)
-    if out.exists() and not force:
-        raise OutputError(f"{out} exists; pass --force to replace it")
-    if out.exists() and (refusal := _unremovable(out)):
+    if (refusal := _replace_refusal(out, plan.model.path, force)):
         raise OutputError(refusal)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -768,6 +782,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     syncer = _Syncer()  # no thread until the first rank is added
     lock = None
     placed = False  # out is the new output: what follows only tidies up
+    swap: _ForcedSwap | None = None
     try:
         tmp.mkdir()
         lock = lock_folder(tmp)  # held until the end: no other lower's cleanup removes it
@@ -815,26 +830,22 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         syncer.drain()  # every rank folder durable before the output's own folder
         _check_complete(tmp, out, [rank_dir_name(r) for r in rank_list] + [neff_name])
         _fsync_dir(tmp)
-        if out.exists() and force:
-            if not _exchange(tmp, out):
-                old = parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
-                held = lock_folder(out)  # the previous output, while it is set aside
-                try:
-                    os.rename(out, old)
-                    os.rename(tmp, out)
-                except BaseException:
-                    _settle_swap(out, tmp, old)
+        if not (force and (out.exists() or out.is_symlink())):
+            try:
+                _rename_noreplace(tmp, out)
+                placed = True
+            except FileExistsError:
+                if not force:
                     raise
-                finally:
-                    unlock_folder(held)
-                tmp = old
+        if not placed:  # --force and something at OUT (there from the start, or made meanwhile)
+            swap = _ForcedSwap(tmp, out, plan.model.path)
+            tmp = swap.place(parent)  # now the previous output, checked ours
             placed = True
             _remove_replaced(out, tmp, warn)
-        else:
-            _rename_noreplace(tmp, out)
-            placed = True
         _fsync_dir(parent)
     except BaseException as exc:
+        if swap is not None:
+            swap.undo()  # what was at OUT goes back unless it was checked ours
         # no lock taken here: a signal's Terminated may have left one held mid-operation
         # (raised between a lock's acquire and the `with` that releases it: the syncer's
         # queue), and waiting for it would hang the cleanup; the fsync thread is a daemon,
@@ -932,6 +943,73 @@ def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
                           f"was being built in, {tmp.name}, are gone ({', '.join(missing[:3])}"
                           f"{', ...' if len(missing) > 3 else ''}): another process removed "
                           f"them; nothing was written to {out}")
+
+
+class _ForcedSwap:
+    """``--force`` moving the new output ``tmp`` into the place of what is at ``out``.
+
+    ``out`` was checked when the run started, but anything may have been made or changed
+    there while the output was built (a folder of the user's, a file dropped into the
+    previous output): it is checked again right before the swap (:func:`_replace_refusal`),
+    and what the swap took out of ``out`` once more after it, since it may have changed
+    between the check and the swap; what fails goes back into ``out`` untouched and the run
+    is refused in one line.  Whatever stops the run in between (a signal's exception)
+    leads to :meth:`undo`, which puts back whatever the swap took out of ``out`` unless it
+    had been checked: nothing but an output of ours is ever removed."""
+
+    #: the end of a refusal here: OUT passed the check when the run started
+    MEANWHILE = "it was made or changed there while the output was built"
+
+    def __init__(self, tmp: Path, out: Path, model: str | None):
+        self.tmp, self.out, self.model = tmp, out, model
+        self.new = os.stat(tmp)  # the new output's identity: where it is tells what happened
+        try:
+            self.model_st = os.stat(model) if model else None
+        except OSError:
+            self.model_st = None
+        self.exchanged = False  # True from the atomic exchange until what it took is checked
+
+    def _refusal(self, what: Path) -> str | None:
+        return _replace_refusal(what, self.model, model_st=self.model_st)
+
+    def place(self, parent: Path) -> Path:
+        """Swap; the path that now holds the previous output (checked ours), to be removed."""
+        tmp, out = self.tmp, self.out
+        if (refusal := self._refusal(out)):
+            raise OutputError(f"{refusal} ({self.MEANWHILE})")
+        self.exchanged = True  # (before: a signal landing right after the swap finds it set)
+        if _exchange(tmp, out):
+            if (refusal := self._refusal(tmp)):  # changed between the check and the swap
+                self.undo()
+                raise OutputError(f"{refusal} ({self.MEANWHILE})")
+            self.exchanged = False  # checked: the previous output of ours, at tmp
+            return tmp
+        self.exchanged = False
+        old = parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        held = lock_folder(out)  # the previous output, while it is set aside
+        try:
+            os.rename(out, old)
+            if (refusal := self._refusal(old)):  # changed between the check and the rename
+                os.rename(old, out)
+                raise OutputError(f"{refusal} ({self.MEANWHILE})")
+            os.rename(tmp, out)
+        except BaseException:
+            _settle_swap(out, tmp, old)
+            raise
+        finally:
+            unlock_folder(held)
+        return old
+
+    def undo(self) -> None:
+        """After an exchange whose take was not checked yet: when ``out`` is the new output
+        (the exchange happened), swap back, so that ``tmp`` is the new output again (the
+        caller's cleanup removes it) and ``out`` what was there."""
+        if not self.exchanged:
+            return
+        self.exchanged = False
+        with contextlib.suppress(OSError):
+            if _same_file(os.lstat(self.out), self.new):
+                _exchange(self.tmp, self.out)
 
 
 def _settle_swap(out: Path, tmp: Path, old: Path) -> None:

@@ -326,6 +326,108 @@ def test_output_appearing_meanwhile_is_not_clobbered(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def _racing_fsync(monkeypatch, out: Path, act) -> None:
+    """Run ``act()`` once, right after the new output's temporary folder is fsynced: the
+    run has built its output and is about to move it into place."""
+    real = bundle._fsync_dir
+
+    def racing(path):
+        real(path)
+        if Path(path).name.startswith(f".{out.name}.tmp-") and not getattr(racing, "done", 0):
+            racing.done = 1
+            act()
+    monkeypatch.setattr(bundle, "_fsync_dir", racing)
+
+
+def test_force_never_replaces_a_folder_made_at_out_meanwhile(tmp_path, monkeypatch):
+    """``--force`` checks OUT at the start; a folder of someone else's made there while the
+    output is built is checked again when the output is moved into place, refused in one
+    line and left whole (it was replaced and deleted, the run exiting 0)."""
+    out = tmp_path / "out"
+
+    def make_theirs():
+        out.mkdir()
+        (out / "notes.txt").write_text("precious")
+    _racing_fsync(monkeypatch, out, make_theirs)
+    with pytest.raises(OutputError, match="is not an nrtrewrite output .*; refusing to replace "
+                       "it [(]it was made or changed there while the output was built[)]$"):
+        write_output(_plan(), out, ranks=None, force=True)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "precious"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_force_never_deletes_a_file_dropped_into_the_previous_output(tmp_path, monkeypatch):
+    """A file put into the previous output while the new one is built makes it an output
+    that holds something of someone else's: refused, the previous output and the file kept."""
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    previous = verify_complete(out)
+    _racing_fsync(monkeypatch, out, lambda: (out / "notes.txt").write_text("precious"))
+    with pytest.raises(OutputError, match="holds notes.txt, which an nrtrewrite output does not"):
+        write_output(_plan("mix8"), out, ranks=None, force=True)
+    assert (out / "notes.txt").read_text() == "precious"
+    (out / "notes.txt").unlink()
+    assert verify_complete(out) == previous
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_force_replaces_an_output_of_ours_made_at_out_meanwhile(tmp_path, monkeypatch):
+    """OUT absent at the start and an output of ours there at the end: ``--force`` replaces
+    it as it would have at the start (checked as such)."""
+    out = tmp_path / "out"
+    _racing_fsync(monkeypatch, out, lambda: write_output(_plan("ar2"), out, ranks=None))
+    write_output(_plan("mix8"), out, ranks=None, force=True)
+    verify_complete(out)
+    assert len(list(out.glob("rank-*"))) == 8
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_force_checks_what_it_swapped_out_after_the_swap(tmp_path, monkeypatch, exchange):
+    """Between the last check of OUT and the swap itself someone drops a file into it: what
+    the swap (the atomic exchange, or the first of two renames where the kernel has none)
+    took out of OUT is checked again, and goes back whole."""
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    previous = verify_complete(out)
+    real = bundle._exchange
+
+    def drop_then_swap(a, b):
+        (out / "notes.txt").write_text("precious")
+        return real(a, b) if exchange else False
+    monkeypatch.setattr(bundle, "_exchange", drop_then_swap)
+    with pytest.raises(OutputError, match="holds notes.txt.*made or changed there while the output was built"):
+        write_output(_plan("mix8"), out, ranks=None, force=True)
+    assert (out / "notes.txt").read_text() == "precious"
+    (out / "notes.txt").unlink()
+    assert verify_complete(out) == previous
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_signal_right_after_the_exchange_puts_the_previous_output_back(tmp_path, monkeypatch):
+    """A signal's exception landing between the exchange and the check of what it took out of
+    OUT: that is put back into OUT (never removed unchecked), the new output removed."""
+    from nrtrewrite.cli import Terminated
+
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    previous = verify_complete(out)
+    real, calls = bundle._exchange, []
+
+    def exchange_then_signal(a, b):
+        calls.append(real(a, b))
+        if len(calls) == 1:
+            raise Terminated(signal.SIGTERM)
+        return calls[-1]
+    monkeypatch.setattr(bundle, "_exchange", exchange_then_signal)
+    with pytest.raises(Terminated):
+        write_output(_plan("mix8"), out, ranks=None, force=True)
+    assert calls == [True, True]  # the exchange, and the exchange back
+    assert verify_complete(out) == previous
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     out = tmp_path / "model.lowered"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
