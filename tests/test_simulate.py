@@ -275,6 +275,43 @@ def test_unwritten_output_bytes_fail_even_when_the_values_match(monkeypatch, sma
     assert "2 byte(s) of the output were not written by the collective" in tr.detail
 
 
+def _replace_by_a_copy(out: Path, tamper: bool = False) -> None:
+    """What ``lower --force`` does to OUT: another folder (here a copy, with its NEFF's first
+    byte changed when ``tamper``) takes its place."""
+    new = out.parent / ".out.new"
+    shutil.copytree(out, new)
+    if tamper:
+        neff = next(new.glob("*.neff"))
+        data = bytearray(neff.read_bytes())
+        data[0] ^= 1
+        neff.write_bytes(bytes(data))
+    shutil.rmtree(out)
+    new.rename(out)
+
+
+@pytest.mark.parametrize("when", ["simulating", "checking"])
+def test_an_output_replaced_while_simulated_has_no_verdict(monkeypatch, small_out, tmp_path, when):
+    """``simulate`` reads OUT file by file; when a ``lower --force`` replaces the folder
+    meanwhile, what it read may come from two outputs: one line and exit 2 (it gave a false
+    protocol error or mismatch, exit 1), also where the reads failed (a checksum of the new
+    output against the old manifest) and also where both outputs are alike."""
+    import nrtrewrite.cli.simulate as sim_cli
+
+    out = tmp_path / "out"
+    shutil.copytree(small_out, out)
+    name = "simulate_output" if when == "simulating" else "verify_checksums"
+    real = getattr(sim_cli, name)
+
+    def replaced_first(*args, **kw):
+        _replace_by_a_copy(out, tamper=when == "checking")
+        return real(*args, **kw)
+    monkeypatch.setattr(sim_cli, name, replaced_first)
+    res = cli("simulate", out)
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
+    assert res.stderr.startswith(f"nrtrewrite: error: {out}: the output folder was replaced")
+    assert "no verdict; simulate it again" in res.stderr
+
+
 def test_cli_table_and_exit_0(small_out):
     res = cli("simulate", small_out, "--seed", 3)
     assert res.exit_code == 0, res.output

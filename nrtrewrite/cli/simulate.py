@@ -27,7 +27,7 @@ from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_consol
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
-from nrtrewrite.errors import OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
@@ -76,6 +76,30 @@ def render(res: SimulationResult, con: Console) -> None:
         con.print(f"[red]protocol error:[/] {res.error}", soft_wrap=True)
 
 
+class _Unreplaced:
+    """The output folder ``out`` is not replaced while it is simulated.  Its files are read
+    by name, one after the other (the checksums, the model's bytes, every rank's manifest
+    and artifacts), so a ``lower --force`` replacing it meanwhile (a new folder exchanged into
+    its place) would have some read from each output: a false protocol error or mismatch
+    against an output that is fine.  :meth:`check` tells, by the folder's identity."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.st = os.stat(out)
+
+    def check(self) -> None:
+        try:
+            now = os.stat(self.out)
+            same = (now.st_dev, now.st_ino) == (self.st.st_dev, self.st.st_ino)
+        except OSError:
+            same = False
+        if not same:
+            raise OutputError("the output folder was replaced (or removed) while it was being "
+                              "simulated, by another lower --force or a user: what was read "
+                              "may come from two outputs, so there is no verdict; simulate it "
+                              "again", file=str(self.out))
+
+
 class _SimulateCommand(JsonErrorCommand):
     """``simulate``: with ``--json``, a simulation that cannot be done (exit 2) is the same
     document with ``ok`` null (neither matched nor not), ``error`` the message and no
@@ -115,6 +139,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
     show = not as_json and err.is_terminal
     tmp = lock = None
     model = None
+    watch = _Unreplaced(path) if path.is_dir() else None
     try:
         if path.is_dir():
             if topology or algo or host_cc or (no_verify_hash and model_path is None):
@@ -152,6 +177,12 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                                workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
         res = _run(out, seed, show, model)
+        if watch is not None:
+            watch.check()  # a verdict only on one output
+    except NrtRewriteError:
+        if watch is not None:
+            watch.check()  # an error only of one output, not of two mixed
+        raise
     finally:
         if tmp is not None:
             remove_tree(tmp)  # (a signal landing meanwhile waits for it: nothing left)
