@@ -237,7 +237,7 @@ def check_plan(plan) -> None:
                 per_rank[r] += n
                 if per_rank[r] > MAX_RANK_DESCRIPTORS:
                     raise LimitError(
-                        f"rank {r} needs about {per_rank[r]} data descriptors over all its "
+                        f"the rank needs about {per_rank[r]} data descriptors over all its "
                         f"collectives, more than {MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)",
                         rank=r)
 

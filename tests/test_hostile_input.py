@@ -162,7 +162,7 @@ CASES = [
     ("ap_num_zero", spec(lambda s: sp(s).__setitem__(1, sbuf_ar(
         {"var": "sb_in", "partitions": 128, "dims": [[1, 8], [8, 0]]},
         {"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, 1024))), [],
-     "src access pattern elements 128x8x0x1 = 0"),
+     "field src_dims: src free dimension has num 0 (unused dimensions have num 1)"),
     ("ap_negative_out_of_var", spec(lambda s: sp(s).__setitem__(1, sbuf_ar(
         {"var": "sb_in", "start": 6, "partitions": 128, "dims": [[-1, 8]]},
         {"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, 1024))), [],

@@ -154,8 +154,10 @@ def test_free_dimension_num_zero_and_negative_steps():
     def zero_num(s):
         sp(s)[1] = ar(src={"var": "sb_in", "partitions": 128, "dims": [[1, 8], [8, 0]]},
                       dst={"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, n=1024)
-    with pytest.raises(ValidationError, match=r"field num_elements: num_elements 1024 != src "
-                                              r"access pattern elements 128x8x0x1 = 0"):
+    # named at the dimension (0xD9 src dims at byte 28 of instruction 1), before its element
+    # count (0) is compared with num_elements
+    with pytest.raises(ValidationError, match=r"offset 0x5c, field src_dims: src free dimension "
+                                              r"has num 0 \(unused dimensions have num 1\)$"):
         model_of(spec(zero_num))
 
     def negative(s):  # legal: walks backwards inside the var
@@ -264,6 +266,23 @@ def test_descriptor_volume_per_rank():
                                f"instruction {first_over}, "
                                f"trigger {first_over}: the ranks of replica group 0..1 need about")
     assert "(MAX_RANK_DESCRIPTORS)" in str(err)
+
+
+def test_descriptors_add_up_per_rank_over_two_groups(monkeypatch):
+    """Groups of different subgraphs may share ranks: rank 0 in groups 0..1 and 0..3 needs
+    the descriptors of both.  With each trigger's count set to 2**25 the sum is exactly
+    MAX_RANK_DESCRIPTORS (2**26): accepted; one more each and rank 0 is over, named."""
+    trig = model_of(spec()).triggers[0]
+    plan = SimpleNamespace(triggers=[
+        SimpleNamespace(trigger=trig, group=g, selection=SimpleNamespace(n_channels=1))
+        for g in ((0, 1), (0, 1, 2, 3))])
+    monkeypatch.setattr(L, "descriptors", lambda t: 1 << 25)
+    L.check_plan(plan)
+    monkeypatch.setattr(L, "descriptors", lambda t: (1 << 25) + 1)
+    with pytest.raises(LimitError) as exc:
+        L.check_plan(plan)
+    assert str(exc.value) == ("rank 0: the rank needs about 67108866 data descriptors over all "
+                              "its collectives, more than 67108864 (MAX_RANK_DESCRIPTORS)")
 
 
 def test_channels_semaphores_and_credits():

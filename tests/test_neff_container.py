@@ -102,11 +102,16 @@ def test_hash_mismatch(version, algo):
     assert [w.message for w in cont.warnings] == ["payload hash not verified"]
 
 
-def test_md5_tail_must_be_zero():
+@pytest.mark.parametrize("k", [16, 20, 31])
+def test_md5_tail_must_be_zero(k):
+    """NEFF-LIKE.md §1: hash is 32 bytes at offset 172 (0xac); pkg_version 2 puts the MD5 in
+    the first 16 and zeros in the rest.  The error names the first non-zero byte's offset."""
     data = bytearray(build_container(default_header(pkg_version=2), MEMBERS))
-    data[172 + 20] = 1
-    with pytest.raises(ParseError, match=r"hash\[16:32\] zero"):
-        read_container(bytes(data))
+    data[172 + k] = 0x5A
+    with pytest.raises(ParseError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value) == (f"m.neff: offset 0x{172 + k:x}, field hash: pkg_version 2 (MD5) "
+                              f"needs hash[16:32] zero; hash[{k}] is 0x5a")
 
 
 def test_unknown_pkg_version():
@@ -116,7 +121,7 @@ def test_unknown_pkg_version():
         read_container(bytes(data))
 
 
-@pytest.mark.parametrize("lnc", [0, 3, 7, 2**32 - 1])
+@pytest.mark.parametrize("lnc", [0, 3, 4, 7, 2**32 - 1])
 def test_lnc_size_must_be_1_or_2(lnc):
     """NEFF-LIKE.md §1: lnc_size (offset 552 = 0x228) is 1 or 2.  0 was read as 1, and 3 or
     7 passed `inspect` (only `lower`'s topology refused them, without the offset)."""
@@ -160,6 +165,11 @@ def test_trailing_bytes():
         read_container(data + bytes(10) + b"\x01", path="t.neff")
     assert f"offset 0x{len(data) + 10:x}" in str(exc.value)
     assert "non-zero byte after the payload" in str(exc.value)
+    # the first byte after the payload is checked too (it is at 1024 + data_size)
+    with pytest.raises(ParseError) as exc:
+        read_container(data + b"\x01", path="t.neff")
+    assert str(exc.value) == (f"t.neff: offset 0x{len(data):x}: non-zero byte after the payload "
+                              "(1 trailing bytes)")
 
 
 def test_corrupt_and_truncated_gzip():

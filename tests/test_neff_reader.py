@@ -455,6 +455,17 @@ def test_reduce_scatter_divisible(base_spec):
      "field src_dims", "addresses bytes [0, 2064)"),
     ({"num_elements": 100}, "field num_elements",
      "num_elements 100 != src access pattern elements 128x8x1x1 = 1024"),
+    # an AP without elements is named at its own field (0xD9 at byte 64: src_partition_count
+    # at 64 + 26, src dims at 64 + 28; 0xDA at byte 128: dst dims at 128 + 32), not as a
+    # count that differs from num_elements
+    ({"src": {"var": "sb_in", "partitions": 128, "dims": [[1, 8], [8, 0]]},
+      "num_elements": 1024}, "instruction 1, offset 0x5c, field src_dims",
+     "src free dimension has num 0 (unused dimensions have num 1)"),
+    ({"src": {"var": "sb_in", "partitions": 0, "dims": [[1, 8]]}, "num_elements": 1024},
+     "instruction 1, offset 0x5a, field src_partition_count", "src partition_count is 0"),
+    ({"dst": {"var": "sb_out", "partitions": 128, "dims": [[1, 0]]}},
+     "instruction 2, offset 0xa0, field dst_dims",
+     "dst free dimension has num 0 (unused dimensions have num 1)"),
     ({"dst": {"var": "sb_out", "partitions": 64, "dims": [[1, 8]]}}, "instruction 2, offset "
      "0xa0, field dst_dims", "dst access pattern has 512 elements, ALL_REDUCE of 1024 over 8 "
                              "ranks writes 1024"),
@@ -467,6 +478,22 @@ def test_sbuf_trigger_rules(base_spec, change, where, why):
     set_trigger(base_spec, "all_reduce", dict(SBUF_AR, **change))
     msg = str(error_of(base_spec))
     assert where in msg and why in msg
+
+
+def test_sbuf_access_pattern_may_end_at_the_last_byte_of_the_var_not_one_element_after(base_spec):
+    """A bf16 access pattern of 8 elements from byte 2032 ends at 2048, the size of sb_out per
+    partition: accepted.  From 2034 it ends at 2050, one element past: refused, naming the
+    byte range (NEFF-LIKE.md: an access pattern stays inside its var)."""
+    set_trigger(base_spec, "all_reduce", dict(SBUF_AR, dst={"var": "sb_out", "start": 2032,
+                                                            "partitions": 128, "dims": [[1, 8]]}))
+    (t,) = read_model_bytes(build(base_spec)).triggers
+    assert t.dst.ap.start == 2032
+    set_trigger(base_spec, "all_reduce", dict(SBUF_AR, dst={"var": "sb_out", "start": 2034,
+                                                            "partitions": 128, "dims": [[1, 8]]}))
+    msg = str(error_of(base_spec))
+    assert msg.endswith("instruction 2, offset 0xa0, field dst_dims: dst access pattern "
+                        "addresses bytes [2034, 2050) of each partition, outside var 4 "
+                        "('sb_out') of 2048 bytes per partition"), msg
 
 
 def test_sbuf_all_gather_counts(base_spec):

@@ -638,8 +638,10 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
         expect = payload_digest(header.pkg_version, payload)
         algo = "SHA-256" if header.pkg_version == PKG_VERSION_SHA256 else "MD5"
         if header.pkg_version == PKG_VERSION_MD5 and any(header.hash[16:]):
-            raise ParseError("pkg_version 2 (MD5) needs hash[16:32] zero",
-                             where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + 16))
+            i = next(k for k in range(16, 32) if header.hash[k])
+            raise ParseError(f"pkg_version 2 (MD5) needs hash[16:32] zero; hash[{i}] is "
+                             f"0x{header.hash[i]:02x}",
+                             where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
         if header.hash != expect:
             n = 32 if header.pkg_version == PKG_VERSION_SHA256 else 16
             raise ParseError(f"{algo} hash mismatch: header has {header.hash[:n].hex()}, "

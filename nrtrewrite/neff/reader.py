@@ -404,12 +404,20 @@ def _check_range(ctx: _Ctx, var: Var, offset: int, nbytes: int, role: str, field
                               ctx.at(culprit))
 
 
+def _check_ap_shape(ctx: _Ctx, ap: AccessPattern, role: str, second: bool) -> None:
+    """An access pattern with no element (partition_count 0, a free dimension of num 0),
+    named at its own field before its element count is compared with num_elements."""
+    if ap.partition_count < 1:
+        raise ValidationError(f"{role} partition_count is 0",
+                              ctx.at(f"{role}_partition_count", second=second))
+    if any(num < 1 for _, num in ap.dims):
+        raise ValidationError(f"{role} free dimension has num 0 (unused dimensions have "
+                              "num 1)", ctx.at(f"{role}_dims", second=second))
+
+
 def _check_ap(ctx: _Ctx, var: Var, ap: AccessPattern, dsize: int, role: str,
               second: bool) -> None:
     prefix = role
-    if ap.partition_count < 1:
-        raise ValidationError(f"{role} partition_count is 0",
-                              ctx.at(f"{prefix}_partition_count", second=second))
     parts = var.partitions or 0
     if ap.partition_start + ap.partition_count > parts:
         raise ValidationError(
@@ -418,9 +426,6 @@ def _check_ap(ctx: _Ctx, var: Var, ap: AccessPattern, dsize: int, role: str,
             ctx.at(f"{prefix}_partition_start", second=second))
     lo = hi = 0
     for step, num in ap.dims:
-        if num < 1:
-            raise ValidationError(f"{role} free dimension has num 0 (unused dimensions have "
-                                  "num 1)", ctx.at(f"{prefix}_dims", second=second))
         span = step * (num - 1)
         lo += min(0, span)
         hi += max(0, span)
@@ -466,6 +471,8 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
         svar = _check_var(ctx, w.src_var_id, SBUF_TYPES, "src", "src_var_id")
         dvar = _check_var(ctx, ext.dst_var_id, SBUF_TYPES, "dst", "dst_var_id", second=True)
         src_ap, dst_ap = _ap(w, "src"), _ap(ext, "dst")
+        _check_ap_shape(ctx, src_ap, "src", second=False)
+        _check_ap_shape(ctx, dst_ap, "dst", second=True)
         if src_ap.num_elements != n:
             raise ValidationError(
                 f"num_elements {n} != src access pattern elements "
