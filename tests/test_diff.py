@@ -438,6 +438,31 @@ def test_the_rewritten_neff_is_compared_by_header_field_member_and_instruction(p
         D.diff_outputs(b, a)
 
 
+def test_neff_members_of_other_lengths_and_an_instructions_last_byte_are_differences(pair):
+    """A stream one instruction longer is named by its instruction counts (256 bytes = 4
+    instructions in A), a member that is not a stream by its byte counts, and the last byte
+    of an instruction (operand byte 63) by its run ``bytes[63:64]``."""
+    a, b = pair
+    neff = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    _rebuild_neff(a / neff, lambda m: m.update({"extra/notes.txt": b"abc"}))
+
+    def edit(members):
+        assert len(members["sg00/sp.bin"]) == 4 * 64
+        members["sg00/sp.bin"] += members["sg00/sp.bin"][-64:]
+        word = bytearray(members["sg00/pool.bin"])
+        assert len(word) == 64 and word[63] == 0
+        word[63] = 0x5A
+        members["sg00/pool.bin"] = bytes(word)
+        members["extra/notes.txt"] = b"abcd"
+
+    _rebuild_neff(b / neff, edit)
+    got = {(d.where, d.record, d.field, d.a, d.b) for d in D.diff_outputs(a, b)}
+    assert (f"{neff}:sg00/sp.bin", None, "instructions", 4, 5) in got
+    assert (f"{neff}:extra/notes.txt", None, "bytes", 3, 4) in got
+    assert (f"{neff}:sg00/pool.bin", 0, "bytes[63:64]", "00", "5a") in got
+    assert not any(w == f"{neff}:sg00/sp.bin" and r is not None for w, r, *_ in got), got
+
+
 def test_entries_present_on_one_side_only_are_differences(pair):
     a, b = pair
     (b / "extra.txt").write_text("hi")

@@ -281,6 +281,19 @@ def test_limit_zero_shows_all_and_a_negative_limit_is_a_usage_error(out):
             f"nrtrewrite dump: error: Invalid value for '--limit': {bad} is not in the range x>=0.")
 
 
+def test_a_limit_one_short_of_the_records_notes_the_one_more(out):
+    """--limit n - 1 shows n - 1 rows and says "... 1 more records"; --limit n shows all,
+    without the note."""
+    path = str(out / "rank-0000")
+    n = load_records(out / "rank-0000" / "dma.bin").size
+    res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", str(n - 1)])
+    assert res.exit_code == 0, res.output
+    assert "... 1 more records (--limit 0 shows all)" in res.output
+    res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", str(n)])
+    assert res.exit_code == 0 and f"({n} records)" in res.output
+    assert "more records" not in res.output  # (legs.bin, also shown, has fewer records)
+
+
 def test_piped_tables_are_as_wide_as_they_need(out):
     # (rich assumes 80 columns off a terminal: the dma.bin headers were cut to `t…`)
     res = CliRunner().invoke(main, ["dump", "--dma", str(out / "rank-0000"), "--limit", "2"])

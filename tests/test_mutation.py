@@ -283,6 +283,32 @@ def test_change_spad_channel_list(mut):
     mut.simulate()
 
 
+def test_a_reserved_spad_flag_bit(mut):
+    """spad.bin byte 2 bits [7:3] are reserved, 0 (FORMATS.md §2): bit 3 set is refused."""
+    mut.edit(3, "spad.bin", lambda a: a["flags"].__setitem__(0, int(a["flags"][0]) | 0x08))
+    assert "reserved flag bits [7:3] are set" in failure_text(mut.simulate())
+
+
+@pytest.mark.parametrize("what", ["valid_cleared", "last_on_source_0", "last_cleared"])
+def test_cce_valid_and_last_bits(mut, what):
+    """cce.bin W1 bit 25 (valid) is 1 in every descriptor and bit 7 (last) is 1 on exactly the
+    last source of a tile (FORMATS.md §6); descriptors are in source order, meta_idx in W0
+    bits [28:24]."""
+    w0 = mut.arr(4, "cce.bin")["w0"].astype(np.int64)
+    src = (w0 >> 24) & 0x1F
+    i = int(np.flatnonzero(src == 0)[0])
+    last = i + 1 + int(np.flatnonzero(src[i + 1:] == 0)[0]) - 1  # the tile's last source
+    assert last > i
+    w1 = mut.arr(4, "cce.bin")["w1"].astype(np.int64)
+    assert ((w1[i:last + 1] >> 25) & 1).tolist() == [1] * (last + 1 - i)
+    assert ((w1[i:last + 1] >> 7) & 1).tolist() == [0] * (last - i) + [1]
+    at, bit = {"valid_cleared": (i, 1 << 25), "last_on_source_0": (i, 1 << 7),
+               "last_cleared": (last, 1 << 7)}[what]
+    mut.edit(4, "cce.bin", lambda a: a["w1"].__setitem__(at, int(a["w1"][at]) ^ bit))
+    named = "valid bit (W1[25])" if what == "valid_cleared" else "W1 last bit"
+    assert named in failure_text(mut.simulate())
+
+
 def test_two_reporters(mut):
     mut.edit(3, "spad.bin", lambda a: a["flags"].__setitem__(0, int(a["flags"][0]) | 1))
     mut.simulate()
@@ -333,6 +359,26 @@ def test_wrong_terminator_mark(mut2, side, mark):
         assert f"artifact {side}, record {i}: " in text, text
 
 
+@pytest.mark.parametrize("side,byte", [("net_src.bin", 40), ("net_src.bin", 44),
+                                       ("net_dest.bin", 44), ("net_src.bin", 20)])
+def test_a_terminator_byte_outside_its_three_fields(mut2, side, byte):
+    """A terminator is zero but for net_op_idx (0..3), mark (36..39) and the rank field
+    (dst_rank at 48 of net_src_addr, src_rank at 40 of net_dest_addr): FORMATS.md §8.2.
+    Bytes 40..47 of a transmit terminator are proxy_histogram_tag, 44..47 of a receive
+    terminator reserved_44, 16..23 host_addr."""
+    for r in (0, 1, 64, 65):
+        a = mut2.arr(r, side)
+        if a.size:
+            i = int(np.flatnonzero(a["mark"] == 1)[0])
+
+            def poke(x):
+                x.view(np.uint8).reshape(x.size, -1)[i, byte] = 1
+            mut2.edit(r, side, poke)
+            break
+    assert (f"artifact {side}, record {i}: terminator has non-zero bytes besides net_op_idx"
+            in failure_text(mut2.simulate()))
+
+
 @pytest.mark.parametrize("which", ["terminator", "entry", "dest_entry"])
 def test_wrong_net_op_idx(mut2, which):
     r = sender(mut2)
@@ -364,6 +410,25 @@ def test_corrupt_net_ops_info(mut2, field, value):
     r = sender(mut2)
     mut2.edit(r, "net_ops.bin", lambda a: a[field].__setitem__(0, value))
     mut2.simulate()
+
+
+@pytest.mark.parametrize("field,change,named", [
+    # FORMATS.md §8.1: inc_send_complete = inc_send_handshake; data_type_sz of bf16 is 2;
+    # basic_block_id is the subgraph's index (0: the model has one); enc_channel is the
+    # channel whose FIFO holds the record; reserved_75 is 0
+    ("inc_send_complete", lambda v: v + 8, "inc_send_complete differs from inc_send_handshake"),
+    ("data_type_sz", lambda v: 4, "data_type_sz 4, sdma_data_type_size[BF16] is 2"),
+    ("basic_block_id", lambda v: 1, "basic_block_id 1, trigger 0 is in subgraph sg00"),
+    ("enc_channel", lambda v: v + 1, "in channel"),
+    ("reserved_75", lambda v: 1, "reserved bytes are not zero"),
+])
+def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, named):
+    r = sender(mut2)
+    ops = mut2.arr(r, "net_ops.bin")
+    assert int(ops["data_type_sz"][0]) == 2 and int(ops["basic_block_id"][0]) == 0
+    assert int(ops["inc_send_complete"][0]) == int(ops["inc_send_handshake"][0])
+    mut2.edit(r, "net_ops.bin", lambda a: a[field].__setitem__(0, change(int(a[field][0]))))
+    assert named in failure_text(mut2.simulate())
 
 
 def test_swap_two_transmit_entries(mut2):

@@ -158,6 +158,8 @@ def test_the_model_inside_the_output_is_refused_whatever_path_names_it(tmp_path)
     (lambda o: (o / "extra").mkdir(), "extra"),
     (lambda o: (o / ".hidden").write_text("x"), ".hidden"),
     (lambda o: (o / "rank-0000x").mkdir(), "rank-0000x"),
+    # a rank folder is rank- and R as 4 digits (FORMATS.md §1): rank-1 is not ours
+    (lambda o: (o / "rank-0001").rename(o / "rank-1"), "rank-1"),
     (lambda o: (o / "rank-0002").write_text("x"), "rank-0002"),  # a file, not a folder
     (lambda o: (o / "rank-0000" / "sub").mkdir(), "rank-0000/sub"),
     (lambda o: ((o / "rank-0000" / "spad.bin").unlink(),

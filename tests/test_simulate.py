@@ -523,6 +523,10 @@ def one_buffer_spec(coll: str, body: dict, algo_ranks: int = 4) -> dict:
     # an all-gather into its own input: dst [0, 4 * 2048) holds src [0, 2048)
     ("all_gather", {"dtype": "bf16", "src": "t", "dst": "t", "num_elements": 1024},
      (0, 2048), (0, 8192)),
+    # an all-gather whose input lies inside the far end of its output: dst [0, 8192) is
+    # 4 x 2048 bytes (out_bytes, not in_bytes) and holds src [4096, 6144)
+    ("all_gather", {"dtype": "bf16", "src": {"var": "t", "offset": 4096}, "dst": "t",
+                    "num_elements": 1024}, (4096, 6144), (0, 8192)),
     # a reduce-scatter whose 2 KiB output starts 1000 bytes into its 8 KiB input
     ("reduce_scatter", {"dtype": "bf16", "op": "add", "src": "t",
                         "dst": {"var": "t", "offset": 1000}, "num_elements": 4096},

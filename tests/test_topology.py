@@ -240,6 +240,10 @@ def test_json_links_file(tmp_path):
     ({"torus": [2, 2], "device_cycles": [[0, 1, 2]]}, "every device"),
     ({"devices_per_node": 6, "links": [[0, 1], [0, 2], [0, 3], [0, 4], [0, 5]]}, "C2C ports"),
     ({"devices_per_node": 3, "links": [[0, 0, 1], [0, 1, 1]]}, "two ports"),
+    # a device has c2c_ports ports, 4 by default (TOPOLOGY.md): ports 0..3; a link has two ends
+    ({"devices_per_node": 3, "links": [[0, 4, 1]]}, "port 4 of device 0 outside 0..3"),
+    ({"devices_per_node": 3, "links": [[0, 3, 1, 4]]}, "port 4 of device 1 outside 0..3"),
+    ({"devices_per_node": 3, "links": [[0, 1], [1, 1]]}, r"link \[1, 1\] joins device 1 to itself"),
     # found by the custom-topology tester (2026-12-02): each was accepted, and some gave
     # outputs simulate refused
     ({"torus": [1, 2], "routing_ids": [0, 64]}, "routing id 64 outside 0..63"),
