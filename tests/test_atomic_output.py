@@ -357,6 +357,15 @@ def test_force_never_replaces_a_folder_made_at_out_meanwhile(tmp_path, monkeypat
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def _kept_with_the_dropped_file(out, previous) -> None:
+    """The dropped notes.txt is still there, and besides it the previous output, whole; the
+    output's parent holds nothing else (no temporary folder left)."""
+    assert (out / "notes.txt").read_text() == "precious"
+    (out / "notes.txt").unlink()
+    assert verify_complete(out) == previous
+    assert [p.name for p in out.parent.iterdir()] == ["out"]
+
+
 def test_force_never_deletes_a_file_dropped_into_the_previous_output(tmp_path, monkeypatch):
     """A file put into the previous output while the new one is built makes it an output
     that holds something of someone else's: refused, the previous output and the file kept."""
@@ -366,10 +375,7 @@ def test_force_never_deletes_a_file_dropped_into_the_previous_output(tmp_path, m
     _racing_fsync(monkeypatch, out, lambda: (out / "notes.txt").write_text("precious"))
     with pytest.raises(OutputError, match="holds notes.txt, which an nrtrewrite output does not"):
         write_output(_plan("mix8"), out, ranks=None, force=True)
-    assert (out / "notes.txt").read_text() == "precious"
-    (out / "notes.txt").unlink()
-    assert verify_complete(out) == previous
-    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    _kept_with_the_dropped_file(out, previous)
 
 
 def test_force_replaces_an_output_of_ours_made_at_out_meanwhile(tmp_path, monkeypatch):
@@ -399,10 +405,7 @@ def test_force_checks_what_it_swapped_out_after_the_swap(tmp_path, monkeypatch, 
     monkeypatch.setattr(bundle, "_exchange", drop_then_swap)
     with pytest.raises(OutputError, match="holds notes.txt.*made or changed there while the output was built"):
         write_output(_plan("mix8"), out, ranks=None, force=True)
-    assert (out / "notes.txt").read_text() == "precious"
-    (out / "notes.txt").unlink()
-    assert verify_complete(out) == previous
-    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    _kept_with_the_dropped_file(out, previous)
 
 
 def test_a_signal_right_after_the_exchange_puts_the_previous_output_back(tmp_path, monkeypatch):
