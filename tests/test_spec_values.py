@@ -1,0 +1,283 @@
+"""Values the docs fix for the composers, the ring builder, the emitters and the selection,
+asserted from the docs' own rules (mutation audit round 3, docs/RELIABILITY.md §6: each test
+fails with the mutation it was written for; several are outputs the simulator accepts).
+
+Rank placement (docs/TOPOLOGY.md): trn2 at LNC 2, rank r of a node is on device
+``(r % 64) // 4``, logical core ``r % 4``; at LNC 1 on device ``(r % 128) // 8``, s-engine
+``(r % 8) // 2``, TPB ``r % 2``; nodes hold 64 (LNC 2) or 128 (LNC 1) ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite.bundle import write_output
+from nrtrewrite.cli.lower import load_and_plan
+from nrtrewrite.emit import formats as F
+from nrtrewrite.neff.assembler import assemble_spec
+
+from test_simulate import cli, coll_spec, two_node_spec
+
+EVT_SEM_BASE = 0x82_8000_0000  # FORMATS.md §10
+DIE_BIT = 1 << 47
+CAYMAN_VALID = 1 << 54
+
+
+def lower(tmp_path: Path, spec: dict, ranks=(0,), topology=None, algo="ring") -> tuple[dict, Path]:
+    """Lower ``spec`` (only ``ranks`` written) and return the top manifest and the output."""
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(spec))
+    plan, _ = load_and_plan(str(neff), topology=topology, algo=algo, host_cc=False,
+                            no_verify_hash=False)
+    out = tmp_path / "out"
+    write_output(plan, out, ranks=list(ranks), workers=1)
+    return json.loads((out / "manifest.json").read_text()), out
+
+
+def records(out: Path, rank: int, name: str) -> np.ndarray:
+    return np.fromfile(out / f"rank-{rank:04d}" / name, F.ARTIFACTS[name][0])
+
+
+# --- chunking -------------------------------------------------------------------------------
+
+def test_the_tail_chunk_is_the_smallest_even_size_covering_the_remainder(tmp_path):
+    """DESIGN.md "Chunking": the tail group's chunk is ceil(remained / (rank_n * ch_n))
+    rounded up to 2 elements.  4100 bf16 over 4 ranks on one channel: the first group
+    (4 x chunk_size_n elements) already covers them, so remained = 4100: ceil(4100 / 4) =
+    1025, rounded up to 1026 (not to 1028)."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 3], 4100))
+    chunk = man["triggers"][0]["chunk"]
+    assert chunk["channels"] == 1 and chunk["pgta"] == 1 and 4 * chunk["chunk_size_n"] >= 4100
+    assert chunk["tail_chunk"] == 1026
+
+
+# --- rings ----------------------------------------------------------------------------------
+
+def test_a_one_device_group_has_its_reversed_ring_on_channel_1(tmp_path):
+    """TOPOLOGY.md "How an order is built" rule 5: a one-device group (ranks 0..3 at LNC 2
+    are device 0's four logical cores) gets its forward ring on channel 0 and its reversed
+    ring on channel 1 (ascending logical core forward, rule 3)."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 3], 262144, lnc=2))
+    orders = [c["order"] for c in man["triggers"][0]["channels"]]
+    assert orders == [[0, 1, 2, 3], [0, 3, 2, 1]]
+
+
+def _node_devices(order: list[int], node: int) -> list[int]:
+    """The devices of ``node`` in the order the ring visits them (LNC 2: 64 ranks a node,
+    4 a device), from where the ring enters the node."""
+    n = len(order)
+    enter = next(i for i in range(n) if order[i] // 64 == node and order[i - 1] // 64 != node)
+    devs: list[int] = []
+    for k in range(n):
+        r = order[(enter + k) % n]
+        if r // 64 != node:
+            break
+        if not devs or devs[-1] != (r % 64) // 4:
+            devs.append((r % 64) // 4)
+    return devs
+
+
+def test_channels_past_the_first_four_open_each_node_at_the_rotated_device(tmp_path):
+    """TOPOLOGY.md rule 4: channel k opens each node's device cycle at
+    ``rot = (k // 4) * max(1, devs // ceil(n_channels / 4))``.  Ranks 0..15 and 64..79 at
+    LNC 2 are devices 0..3 of two nodes (devs = 4); 2 MiB of bf16 gives 8 channels
+    (SELECTION.md §7: floor_pow2(2 MiB / 256 KiB), at most 16 across nodes), so channels
+    4..7 walk the variants of channels 0..3 with every node's devices rotated by
+    1 * max(1, 4 // 2) = 2."""
+    group = list(range(16)) + list(range(64, 80))
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", group, 1 << 20, lnc=2))
+    orders = [c["order"] for c in man["triggers"][0]["channels"]]
+    assert len(orders) == 8
+    for k in range(4, 8):
+        for node in (0, 1):
+            first = _node_devices(orders[k - 4], node)
+            assert sorted(first) == [0, 1, 2, 3]
+            assert _node_devices(orders[k], node) == first[2:] + first[:2], (k, node)
+
+
+def test_a_kangaring_unit_is_a_rank_its_peer_rmtv_peer_rmtv2_and_peer_local(tmp_path):
+    """TOPOLOGY.md "Units": at LNC 1 a unit is (S_k t0, S_k^2 t0, S_k^2 t1, S_k t1).  Logical
+    core c is s-engine c // 2, TPB c % 2, so device 0's units are (0, 4, 5, 1) and
+    (2, 6, 7, 3), device 1's the same plus 8; channel 0 visits device 0 then device 1,
+    unit 0 then unit 1, each from member 0 (c % 4 = 0)."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", list(range(16)), 1 << 20),
+                   algo="kangaring")
+    ch0 = man["triggers"][0]["kangaring"][0]
+    assert ch0["channel"] == 0
+    assert ch0["units"] == [[0, 4, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
+    assert ch0["logical_path"] == [r for u in ch0["units"] for r in u]
+
+
+# --- schedule -------------------------------------------------------------------------------
+
+def test_the_epilogue_posts_one_more_receive_when_the_predecessor_is_across_the_network(
+        tmp_path):
+    """Seed 001 §4 epilogue: ``if encd_is_neighbor_pod(channel, ENCD_NEIGH_PREV):
+    p.post_recv(1); p.mark_step(1);``.  On the two-node ring 0 -> 1 -> 64 -> 65 -> 0, rank 0's
+    predecessor (65) is on the other node, rank 1's (0) on its own."""
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(two_node_spec()))
+    for rank, prev, extra in ((0, 65, True), (1, 0, False)):
+        res = cli("schedule", neff, "--rank", rank, "--algo", "ring", "--json")
+        assert res.exit_code == 0, res.output
+        (ch,) = json.loads(res.stdout)["ops"][0]["channels"]
+        assert ch["prev"] == prev
+        tail = ["post_recv(1)", "mark_step(1)"] if extra else []
+        assert ch["epilogue"] == ["advance_recv(-concat_first)", "mark_complete()",
+                                  "mark_step(0)", *tail, "mark_end()"]
+
+
+# --- emitted fields -------------------------------------------------------------------------
+
+def test_n_tiles_of_every_leg_follows_the_tile_rule(tmp_path):
+    """FORMATS.md §3 ``n_tiles``: ceil(num_elements / t), t = (min(dsize x n, 64 KiB) & ~0x1F)
+    / dsize, or all n when that is 0 (a leg under 32 bytes is one tile); a reduce leg's t is
+    at most the CCE cap (2048 on trn2).  48 bf16 over 2 ranks: legs of 12 elements (24
+    bytes) among them."""
+    _, out = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1], 48), ranks=(0, 1))
+    for rank in (0, 1):
+        legs = records(out, rank, "legs.bin")
+        data = legs[legs["sdma_op"] != 0]
+        n = data["num_elements"].astype(np.int64)
+        assert (n * 2 < 32).any()
+        t = (np.minimum(2 * n, 65536) & ~0x1F) // 2
+        t = np.where(t == 0, n, t)
+        t = np.where(data["sdma_op"] == 4, np.minimum(t, 2048), t)
+        assert data["n_tiles"].tolist() == (-(-n // t)).tolist()
+
+
+def test_net_ops_unrolled_count_is_the_chunk_groups(tmp_path):
+    """FORMATS.md §8.1: unrolled_count = chunk groups (pgta).  3 Mi bf16 elements over the
+    two-node ring of 4 ranks: pgta = ceil(N / (rank_n x channels x chunk_size_n)) > 1."""
+    man, out = lower(tmp_path, two_node_spec(num_elements=3 << 20))
+    chunk = man["triggers"][0]["chunk"]
+    pgta = math.ceil((3 << 20) / (4 * chunk["channels"] * chunk["chunk_size_n"]))
+    assert pgta == chunk["pgta"] == 2
+    ops = records(out, 0, "net_ops.bin")
+    assert ops.size and set(ops["unrolled_count"].tolist()) == {2}
+
+
+def test_net_ops_data_type_sz_of_fp32r_is_0(tmp_path):
+    """FORMATS.md §8.1: data_type_sz is sdma_data_type_size[dtype], 0 for FP32R (SEED-NOTES
+    "FP32R"), though its elements are 4 bytes everywhere else."""
+    _, out = lower(tmp_path, two_node_spec(dtype="fp32r"))
+    ops = records(out, 0, "net_ops.bin")
+    assert ops.size and set(ops["data_type_sz"].tolist()) == {0}
+
+
+def test_core_7_of_a_trn2_device_has_no_die_bit(tmp_path):
+    """FORMATS.md §10: the DIE bit [47] comes only from ``(sp > 7) << 47``; rank 7 at LNC 1
+    is logical core 7 of device 0, so its semaphores are at 0x82_8000_0000 + (7 << 30) + ...
+    without bit 47, in sem.bin and in its net_ops_info."""
+    _, out = lower(tmp_path, coll_spec("all_reduce", "bf16", [7, 135], 4096),
+                   ranks=(7,), topology="trn2:nodes=2")
+    ops = records(out, 7, "net_ops.bin")
+    assert ops.size
+    for f in ("inc_send_handshake", "inc_send_complete", "inc_recv_handshake",
+              "inc_recv_complete"):
+        a = ops[f].astype(np.uint64)
+        assert not (a & np.uint64(DIE_BIT)).any(), f
+        assert ((a - np.uint64(EVT_SEM_BASE)) >> np.uint64(30)).tolist() == [7] * a.size, f
+    sem = records(out, 7, "sem.bin")["addr"].astype(np.uint64)
+    assert not (sem & np.uint64(DIE_BIT)).any()
+
+
+def test_routing_ids_up_to_63_fill_the_six_cayman_id_bits(tmp_path):
+    """FORMATS.md §10: CAYMAN_ID [53:48] is the target device's routing id (TOPOLOGY.md: 0..63),
+    CAYMAN_ID_VALID [54] set for another device of the node.  Device 1 with routing id 45
+    (0b101101): rank 0's BDs and semaphore increments to rank 4 (device 1 at LNC 2) carry 45,
+    not 45 & 0x1F."""
+    topo = tmp_path / "topo.json"
+    topo.write_text(json.dumps({"format": "nrtrewrite-topology/1", "name": "hi-ids",
+                                "torus": [1, 2], "routing_ids": [32, 45]}))
+    _, out = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 4], 4096, lnc=2),
+                   topology=str(topo))
+    for name, field in (("dma.bin", "buf_ptr"), ("sem.bin", "addr")):
+        a = records(out, 0, name)[field].astype(np.uint64)
+        remote = a[(a & np.uint64(CAYMAN_VALID)) != 0]
+        assert remote.size, name
+        assert set(((remote >> np.uint64(48)) & np.uint64(0x3F)).tolist()) == {45}, name
+
+
+# --- selection and channels -----------------------------------------------------------------
+
+def _explain(*args) -> dict:
+    res = cli("explain", "--json", *args)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)["triggers"][0]
+
+
+@pytest.mark.parametrize("nbytes, hier", [(4, True), (2, False)])
+def test_hier_needs_an_all_reduce_of_at_least_local_rank_n_elements(nbytes, hier):
+    """SELECTION.md §3 HIER row: an all-reduce of at least local_rank_n elements.  Ranks
+    0, 1, 64, 65 at LNC 2: 2 local ranks a node; 2 bf16 elements are enough, 1 is not."""
+    t = _explain("--op", "allreduce", "--bytes", nbytes, "--dtype", "bf16", "--group",
+                 "0,1,64,65", "--lnc", 2, "--topology", "trn2:nodes=2")
+    assert t["local_rank_n"] == 2
+    assert (t["lowered"]["algorithm"] == "HIER") is hier
+
+
+def test_inter_node_mesh_takes_16_nodes():
+    """SELECTION.md §3 MESH row: inter-node AR with one rank a node and at most
+    inter_mesh_max_nodes (16) nodes; HIER, INTRA_RDH rank above it and are not legal here,
+    so 16 nodes of 1 KiB pick MESH."""
+    group = ",".join(str(64 * i) for i in range(16))
+    t = _explain("--op", "allreduce", "--bytes", 1024, "--dtype", "bf16", "--group", group,
+                 "--lnc", 2, "--topology", "trn2:nodes=16")
+    assert t["lowered"]["algorithm"] == "MESH"
+
+
+def test_mesh_slots_fit_a_channel_buffer_of_exactly_8_mib():
+    """SELECTION.md §3 MESH row: AR/RS need the n - 1 slots of one block, ceil(N / n)
+    elements each, to fit ENC_MESH_CHANNEL_BUF_MAX_SIZE (8 MiB).  16 MiB over 2 ranks: one
+    slot of exactly 8 MiB fits; 16 MiB + 2 bytes (8,388,609 elements) needs a slot of
+    ceil(8,388,609 / 2) = 4,194,305 elements = 8 MiB + 2 bytes: refused."""
+    t = _explain("--op", "allreduce", "--bytes", 16 << 20, "--dtype", "bf16", "--ranks", 2,
+                 "--algo", "mesh")
+    assert t["lowered"]["algorithm"] == "MESH"
+    res = cli("explain", "--op", "allreduce", "--bytes", (16 << 20) + 2, "--dtype", "bf16",
+              "--ranks", 2, "--algo", "mesh")
+    assert res.exit_code == 2
+    assert "(8388610 B), more than the mesh channel buffer" in res.output
+
+
+def test_channels_are_floor_pow2_of_the_bytes_over_256_kib(tmp_path):
+    """SELECTION.md §7: floor_pow2(bytes / 256 KiB), at least 1.  300 KiB (153,600 bf16) over
+    one rank on each of four devices: 1 channel, not 2."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 4, 8, 12], 153600, lnc=2))
+    assert man["triggers"][0]["chunk"]["channels"] == 1
+
+
+def test_hier_gives_every_local_rank_a_non_empty_slice(tmp_path):
+    """SELECTION.md §3 HIER row and DESIGN.md "HIER": every local rank gets a non-empty slice
+    of the message.  128 bf16 elements over 3 local ranks a node: three non-empty slices that
+    cover [0, 128) in order."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 64, 65, 66], 128, lnc=2),
+                   algo=None)
+    t = man["triggers"][0]
+    assert t["algorithm"] == "HIER"
+    slices = t["hier"]["slices"]
+    assert len(slices) == 3 and slices[0][0] == 0 and slices[-1][1] == 128
+    assert all(a < b for a, b in slices)
+    assert all(slices[i][1] == slices[i + 1][0] for i in range(2))
+
+
+def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
+    """TOPOLOGY.md rule 2.  trn2's H0 visits devices 0 1 2 3 7 4 5 6 10 11 8 9 13 14 15 12
+    (TOPOLOGY.md's JSON example); devices 0, 1, 2, 3, 5, 6 (logical core 0 of each at LNC 2:
+    ranks 0, 4, 8, 12, 20, 24) restrict it to 0 1 2 3 5 6, where 3 and 5 are not linked, so
+    the DFS runs.  Worked by hand over trn2's links, neighbours tried nearest-forward first:
+    0 -> 1 -> 2 -> {3: dead end; 6 -> 5: dead end} -> back to 1 -> 5 -> 6 -> 2 -> 3 -> 0,
+    i.e. devices 0 1 5 6 2 3."""
+    from nrtrewrite.topology.model import load_topology
+    from nrtrewrite.topology.rings import ring_orders
+
+    topo = load_topology("trn2", world=tuple(range(64)), lnc_size=2)
+    assert list(topo.device_cycles[0]) == [0, 1, 2, 3, 7, 4, 5, 6, 10, 11, 8, 9, 13, 14, 15, 12]
+    orders = ring_orders(topo, (0, 4, 8, 12, 20, 24), 4)
+    assert tuple(orders[0]) == (0, 4, 20, 24, 8, 12)
