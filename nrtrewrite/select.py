@@ -291,8 +291,10 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
     sub = p.mesh_sub_type if s.scope == INTRA else EncAlgMeshType.FULL_MESH
     need = mesh_channel_buffer_bytes(EncAlgType.MESH, req)
     if need > ENC_MESH_CHANNEL_BUF_MAX_SIZE:
-        return False, (f"{s.rank_n - 1} channel-buffer slots of {fmt_bytes(need // (s.rank_n - 1))}"
-                       f" need {fmt_bytes(need)}, more than the mesh channel buffer "
+        k = s.rank_n - 1
+        slots = f"{k} channel-buffer slots of" if k > 1 else "a channel-buffer slot of"
+        return False, (f"{slots} {fmt_bytes(need // k)} need{'s' if k == 1 else ''} "
+                       f"{fmt_bytes(need)}, more than the mesh channel buffer "
                        f"(ENC_MESH_CHANNEL_BUF_MAX_SIZE {fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)})")
     ok = f"{s.scope}-node {req.op.name} over {s.rank_n} ranks ({sub.name})"
     return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok, check_window)
