@@ -169,7 +169,7 @@ def test_trailing_bytes():
     with pytest.raises(ParseError) as exc:
         read_container(data + b"\x01", path="t.neff")
     assert str(exc.value) == (f"t.neff: offset 0x{len(data):x}: non-zero byte after the payload "
-                              "(1 trailing bytes)")
+                              "(1 trailing byte)")
 
 
 def test_corrupt_and_truncated_gzip():

@@ -628,7 +628,8 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
     end = HEADER_SIZE + header.data_size
     nz = _first_nonzero(data, end)
     if nz is not None:
-        raise ParseError(f"non-zero byte after the payload ({len(data) - end} trailing bytes)",
+        k = len(data) - end
+        raise ParseError(f"non-zero byte after the payload ({k} trailing byte{'s' * (k != 1)})",
                          where.merged(offset=nz))
     # no copy of a payload of gigabytes
     payload = data.sub(HEADER_SIZE, end) if isinstance(data, FileBytes) else \
