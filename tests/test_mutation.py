@@ -309,6 +309,13 @@ def test_cce_valid_and_last_bits(mut, what):
     assert named in failure_text(mut.simulate())
 
 
+def test_a_cce_tile_of_more_than_8_sources(mut):
+    """cce.bin W3 num_sources is 1..8 (FORMATS.md §6): 9 is refused as such, whatever the tile
+    holds (a tile that really had 9 sources and summed right would otherwise pass)."""
+    mut.edit(4, "cce.bin", lambda a: a["w3"].__setitem__(0, (int(a["w3"][0]) & ~0x3F) | 9))
+    assert "W3 num_sources 9, at most 8" in failure_text(mut.simulate())
+
+
 def test_two_reporters(mut):
     mut.edit(3, "spad.bin", lambda a: a["flags"].__setitem__(0, int(a["flags"][0]) | 1))
     mut.simulate()
