@@ -438,6 +438,18 @@ def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, 
     assert named in failure_text(mut2.simulate())
 
 
+@pytest.mark.parametrize("field,change,named", [
+    ("size", lambda v: v // 2, "the paired receive entry has"),
+    ("complete", lambda v: 1 - v, "complete differs from the paired receive entry's"),
+])
+def test_a_receive_entry_that_disagrees_with_its_transmit_entry(mut2, field, change, named):
+    """FORMATS.md §8: the proxy pairs a receiver's k-th receive entry with the k-th transmit
+    entry addressed to it; the two carry the same size and the same complete bit."""
+    r = next(r for r in (0, 1, 64, 65) if mut2.arr(r, "net_dest.bin").size)
+    mut2.edit(r, "net_dest.bin", lambda a: a[field].__setitem__(0, change(int(a[field][0]))))
+    assert named in failure_text(mut2.simulate())
+
+
 def test_swap_two_transmit_entries(mut2):
     r = sender(mut2)
 
