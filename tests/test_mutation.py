@@ -297,7 +297,7 @@ def test_cce_valid_and_last_bits(mut, what):
     w0 = mut.arr(4, "cce.bin")["w0"].astype(np.int64)
     src = (w0 >> 24) & 0x1F
     i = int(np.flatnonzero(src == 0)[0])
-    last = i + 1 + int(np.flatnonzero(src[i + 1:] == 0)[0]) - 1  # the tile's last source
+    last = i + int(np.flatnonzero(src[i + 1:] == 0)[0])  # the tile's last source
     assert last > i
     w1 = mut.arr(4, "cce.bin")["w1"].astype(np.int64)
     assert ((w1[i:last + 1] >> 25) & 1).tolist() == [1] * (last + 1 - i)
@@ -324,11 +324,22 @@ def test_two_reporters(mut):
 # ---------------------------------------------------------------------------
 # net-proxy FIFOs (two nodes)
 
-def sender(o: Out) -> int:
+def first_rank_with(o: Out, name: str) -> int:
+    """The first rank of the two-node output whose ``name`` FIFO has records."""
     for r in (0, 1, 64, 65):
-        if o.arr(r, "net_src.bin").size:
+        if o.arr(r, name).size:
             return r
-    raise AssertionError("no rank transmits")
+    raise AssertionError(f"no rank has records in {name}")
+
+
+def sender(o: Out) -> int:
+    return first_rank_with(o, "net_src.bin")
+
+
+def first_terminator(o: Out, side: str) -> tuple[int, int]:
+    """(rank, record) of the first terminator (mark 1) in a ``side`` FIFO."""
+    r = first_rank_with(o, side)
+    return r, int(np.flatnonzero(o.arr(r, side)["mark"] == 1)[0])
 
 
 def test_truncate_a_fifo_terminator(mut2):
@@ -355,12 +366,8 @@ def test_truncate_a_fifo_terminator_with_consistent_manifest(mut2):
 @pytest.mark.parametrize("side", ["net_src.bin", "net_dest.bin"])
 @pytest.mark.parametrize("mark", [0, 2])
 def test_wrong_terminator_mark(mut2, side, mark):
-    for r in (0, 1, 64, 65):
-        a = mut2.arr(r, side)
-        if a.size:
-            i = int(np.flatnonzero(a["mark"] == 1)[0])
-            mut2.edit(r, side, lambda x: x["mark"].__setitem__(i, mark))
-            break
+    r, i = first_terminator(mut2, side)
+    mut2.edit(r, side, lambda x: x["mark"].__setitem__(i, mark))
     text = failure_text(mut2.simulate())
     if mark == 0:  # it reads as a 0-byte entry: named at its own record, not a later one's
         assert f"artifact {side}, record {i}: " in text, text
@@ -373,15 +380,11 @@ def test_a_terminator_byte_outside_its_three_fields(mut2, side, byte):
     (dst_rank at 48 of net_src_addr, src_rank at 40 of net_dest_addr): FORMATS.md §8.2.
     Bytes 40..47 of a transmit terminator are proxy_histogram_tag, 44..47 of a receive
     terminator reserved_44, 16..23 host_addr."""
-    for r in (0, 1, 64, 65):
-        a = mut2.arr(r, side)
-        if a.size:
-            i = int(np.flatnonzero(a["mark"] == 1)[0])
+    r, i = first_terminator(mut2, side)
 
-            def poke(x):
-                x.view(np.uint8).reshape(x.size, -1)[i, byte] = 1
-            mut2.edit(r, side, poke)
-            break
+    def poke(x):
+        x.view(np.uint8).reshape(x.size, -1)[i, byte] = 1
+    mut2.edit(r, side, poke)
     assert (f"artifact {side}, record {i}: terminator has non-zero bytes besides net_op_idx"
             in failure_text(mut2.simulate()))
 
@@ -445,7 +448,7 @@ def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, 
 def test_a_receive_entry_that_disagrees_with_its_transmit_entry(mut2, field, change, named):
     """FORMATS.md §8: the proxy pairs a receiver's k-th receive entry with the k-th transmit
     entry addressed to it; the two carry the same size and the same complete bit."""
-    r = next(r for r in (0, 1, 64, 65) if mut2.arr(r, "net_dest.bin").size)
+    r = first_rank_with(mut2, "net_dest.bin")
     mut2.edit(r, "net_dest.bin", lambda a: a[field].__setitem__(0, change(int(a[field][0]))))
     assert named in failure_text(mut2.simulate())
 

@@ -61,12 +61,13 @@ def lower_spec(spec: dict, out: Path, **opts) -> Path:
     return lower_neff(neff, out, **opts)
 
 
-def lower_neff(neff: Path, out: Path, *, topology=None, algo="ring", host_cc=False) -> Path:
+def lower_neff(neff: Path, out: Path, *, topology=None, algo="ring", host_cc=False,
+               ranks=None) -> Path:
     """Lower with the ring forced by default, so these tests do not move with the selection
-    policy; mesh and RDH tests pass ``algo`` explicitly."""
+    policy; mesh and RDH tests pass ``algo`` explicitly.  Every rank, or only ``ranks``."""
     plan, _ = load_and_plan(str(neff), topology=topology, algo=algo, host_cc=host_cc,
                             no_verify_hash=False)
-    return write_output(plan, out, ranks=None, workers=1)
+    return write_output(plan, out, ranks=list(ranks) if ranks else None, workers=1)
 
 
 def cli(*args):

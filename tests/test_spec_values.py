@@ -16,12 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nrtrewrite.bundle import write_output
-from nrtrewrite.cli.lower import load_and_plan
-from nrtrewrite.emit import formats as F
+from nrtrewrite.artifacts import load_records
 from nrtrewrite.neff.assembler import assemble_spec
 
-from test_simulate import cli, coll_spec, two_node_spec
+from test_simulate import cli, coll_spec, lower_spec, two_node_spec
 
 EVT_SEM_BASE = 0x82_8000_0000  # FORMATS.md §10
 DIE_BIT = 1 << 47
@@ -30,17 +28,12 @@ CAYMAN_VALID = 1 << 54
 
 def lower(tmp_path: Path, spec: dict, ranks=(0,), topology=None, algo="ring") -> tuple[dict, Path]:
     """Lower ``spec`` (only ``ranks`` written) and return the top manifest and the output."""
-    neff = tmp_path / "m.neff"
-    neff.write_bytes(assemble_spec(spec))
-    plan, _ = load_and_plan(str(neff), topology=topology, algo=algo, host_cc=False,
-                            no_verify_hash=False)
-    out = tmp_path / "out"
-    write_output(plan, out, ranks=list(ranks), workers=1)
+    out = lower_spec(spec, tmp_path / "out", topology=topology, algo=algo, ranks=ranks)
     return json.loads((out / "manifest.json").read_text()), out
 
 
 def records(out: Path, rank: int, name: str) -> np.ndarray:
-    return np.fromfile(out / f"rank-{rank:04d}" / name, F.ARTIFACTS[name][0])
+    return load_records(out / f"rank-{rank:04d}" / name)
 
 
 # --- chunking -------------------------------------------------------------------------------

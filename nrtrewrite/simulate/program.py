@@ -16,6 +16,7 @@ import numpy as np
 
 from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop, ReductionType
 from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
+from nrtrewrite.compose.ir import MAX_SRC
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import (
@@ -720,8 +721,8 @@ class RankDecoder:
                    f"{src[i]} of the tile carries {slen[i]} bytes", art, "w2")
         self.check(w2 >> 24 != 0, "reserved bits set in W2", art, "w2")
         rt = L["reduction_type"].astype(np.int64)[leg]
-        self.check((w3 & 0x3F) > 8, lambda i: f"W3 num_sources {w3[i] & 0x3F}, at most 8 "
-                   "(FORMATS.md section 6)", art, "w3.num_sources")
+        self.check((w3 & 0x3F) > MAX_SRC, lambda i: f"W3 num_sources {w3[i] & 0x3F}, at most "
+                   f"{MAX_SRC} (FORMATS.md section 6)", art, "w3.num_sources")
         self.check((w3 & 0x3F) != S, lambda i: f"W3 num_sources {w3[i] & 0x3F}, the tile has "
                    f"{S[i]} source streams", art, "w3.num_sources")
         self.check(((w3 >> 8) & 3) != rt, "W3 reduction_type differs from the leg's", art,
