@@ -69,6 +69,48 @@ class Out:
                         sha256=hashlib.sha256(data).hexdigest())
         (rdir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
 
+    def split_bd(self, rank: int, i: int, runs: list[tuple[int, int]]) -> None:
+        """Replace BD ``i`` by one BD per ``(offset from its buf_ptr, length)`` of ``runs``,
+        its FIRST bit on the first, its LAST bit on the last: its stream then moves those runs
+        concatenated (FORMATS.md §5: a stream has one BD per contiguous run).  The leg's
+        dma_count, the later legs' dma_first (§3) and the leg's M2S or S2M count in
+        tpinc.bin (§2.2, encoded again: maximal runs, one last_sync group per entry and
+        channel) follow, and the manifest counts; the rank keeps under 4096 BDs a channel, so
+        every generation tag stays 0."""
+        bds = self.arr(rank, "dma.bin")
+        ln, meta, ptr = int(bds["len_ctrl"][i]), int(bds["meta_ctrl"][i]), int(bds["buf_ptr"][i])
+        assert sum(n for _o, n in runs) == ln & 0xFFFF and (ln >> 24) & 3 == 0
+        rest = ln & ~0xFFFF & ~(3 << 26)  # all but length, FIRST and LAST
+        flags = [ln & (1 << 26)] + [0] * (len(runs) - 1)
+        flags[-1] |= ln & (1 << 27)
+        new = np.zeros(len(runs), bds.dtype)
+        new["len_ctrl"] = [rest | n | f for (_o, n), f in zip(runs, flags)]
+        new["meta_ctrl"] = meta
+        new["buf_ptr"] = [ptr + o for o, _n in runs]
+        bds = np.concatenate([bds[:i], new, bds[i + 1:]])
+        assert bds.size < 4096
+        self.put(rank, "dma.bin", bds)
+        extra = len(runs) - 1
+        legs = legs_of(self, rank)
+        g = int(np.flatnonzero(legs["dma_first"].astype(np.int64) <= i)[-1])
+        legs["dma_count"][g] += extra
+        legs["dma_first"][g + 1:] += extra
+        self.put(rank, "legs.bin", legs)
+        t = self.arr(rank, "tpinc.bin")
+        rep = t["repeat"].astype(np.int64)
+        counts = np.repeat(np.stack([t["m2s"], t["s2m"]], 1).astype(np.int64), rep, 0)
+        ends = np.cumsum(rep)[t["flags"] == 1] - 1  # the last leg of each group
+        counts[g, meta >> 4 & 1] += extra
+        recs: list[list[int]] = []
+        for k, (m2s, s2m) in enumerate(counts.tolist()):
+            if recs and recs[-1][:2] == [m2s, s2m] and not recs[-1][3] and recs[-1][2] < 65535:
+                recs[-1][2] += 1
+            else:
+                recs.append([m2s, s2m, 1, 0])
+            recs[-1][3] = int(k in ends)
+        self.put(rank, "tpinc.bin", np.array([tuple(r) for r in recs], t.dtype))
+        self.fix_manifest_counts(rank)
+
     def simulate(self, *extra) -> dict:
         res = cli("simulate", self.path, "--ignore-checksums", "--json", *extra)
         assert res.exit_code == 1, (res.exit_code, res.output)
@@ -528,3 +570,83 @@ def test_mesh_drop_a_leg(mutm):
     mutm.put(6, "legs.bin", np.delete(legs, len(legs) // 2))
     mutm.fix_manifest_counts(6)
     mutm.simulate()
+
+
+# ---------------------------------------------------------------------------
+# all-gather outputs: random bytes (docs/SIMULATOR.md §4), compared byte for byte
+
+AGM_N = 1024  # int32 elements a rank: 4096 bytes, one tile a leg (FORMATS.md §3 n_tiles)
+
+
+@pytest.fixture(scope="module")
+def base_agm(tmp_path_factory) -> Path:
+    """4 ranks (one device), int32 all-gather lowered with MESH: each rank copies its input
+    into its own block of its output, and in one other leg into every peer's."""
+    return lower_spec(coll_spec("all_gather", "int32", 4, AGM_N),
+                      tmp_path_factory.mktemp("agm") / "o", algo="mesh")
+
+
+@pytest.fixture
+def mutagm(base_agm, tmp_path) -> Out:
+    return Out(base_agm, tmp_path / "mut")
+
+
+def agm_input(rank: int) -> np.ndarray:
+    """Rank ``rank``'s input at seed 0: trigger 0, group position = rank (SIMULATOR.md §4:
+    all-gather inputs are random bytes, a function of (seed, trigger, rank))."""
+    from nrtrewrite.codes import DType
+    from nrtrewrite.simulate.testdata import make_input
+    return make_input(0, 0, rank, 4, AGM_N, DType.INT32, "", False)
+
+
+def agm_out_addr(o: Out, rank: int, block: int) -> int:
+    """SoC address of block ``block`` of ``rank``'s x_out (FORMATS.md §10: logical core
+    ``rank`` of the one device, (lc << 36) + 0x1_0000_0000 + the region's offset)."""
+    regions = json.loads((o.path / "manifest.json").read_text())["memory"]["regions"]
+    off = next(r["offset"] for r in regions if r["name"] == "x_out")
+    return (rank << 36) + 0x1_0000_0000 + off + block * AGM_N * 4
+
+
+def test_an_all_gather_element_off_in_its_lowest_bit(mutagm):
+    """Rank 1's own-block copy reads element e's low byte from element e + 1, which differs
+    from it by one: one element of rank 1's output is off by one unit in its lowest bit, a
+    relative error under 1e-6 for the value chosen.  SIMULATOR.md §4: the dst operand must
+    equal the reference (the inputs concatenated) byte for byte, so it is refused (a
+    tolerant compare, np.allclose on the values, would take it)."""
+    x = agm_input(1)
+    lo = x.view(np.uint8)[::4].astype(np.int64)  # the low byte of each element
+    e = next(e for e in range(1, AGM_N - 1)
+             if abs(lo[e + 1] - lo[e]) == 1 and abs(int(x[e])) > 1 << 20)
+    want = x[e:e + 1].copy()
+    got = want.copy()
+    got.view(np.uint8)[0] = lo[e + 1]
+    # the copy into rank 1's own block 1: one tile, its source BD just before its destination
+    bds = mutagm.arr(1, "dma.bin")
+    i = int(np.flatnonzero(bds["buf_ptr"] == agm_out_addr(mutagm, 1, 1))[0]) - 1
+    assert (int(bds["meta_ctrl"][i]) >> 4) & 1 == 0  # M2S: a source
+    assert int(bds["len_ctrl"][i]) & 0xFFFF == AGM_N * 4
+    mutagm.split_bd(1, i, [(0, 4 * e), (4 * e + 4, 1), (4 * e + 1, 4 * (AGM_N - e) - 1)])
+    text = failure_text(mutagm.simulate())
+    assert (f"rank 1: 1 element(s) differ, first element {AGM_N + e}: expected {want[0]} "
+            f"({want.tobytes().hex()}), got {got[0]} ({got.tobytes().hex()})") in text, text
+
+
+def test_all_gather_blocks_swapped_between_two_senders(mutagm):
+    """Rank 0 writes its input into block 1 of rank 2's output and rank 1 into block 0:
+    the two destination BDs' buf_ptr swapped.  Every byte of the output is still written
+    once, before rank 2's check, by a leg the protocol orders; only the inputs being
+    different on every rank (random bytes per (seed, trigger, rank), SIMULATOR.md §4) show
+    it: rank 2's output is not the inputs concatenated in group order (§4), so it is
+    refused (with the same input on every rank it would match)."""
+    a0, a1 = agm_out_addr(mutagm, 2, 0), agm_out_addr(mutagm, 2, 1)
+    i0 = int(np.flatnonzero(mutagm.arr(0, "dma.bin")["buf_ptr"] == a0)[0])
+    i1 = int(np.flatnonzero(mutagm.arr(1, "dma.bin")["buf_ptr"] == a1)[0])
+    mutagm.edit(0, "dma.bin", lambda a: a["buf_ptr"].__setitem__(i0, a1))
+    mutagm.edit(1, "dma.bin", lambda a: a["buf_ptr"].__setitem__(i1, a0))
+    x0, x1 = agm_input(0), agm_input(1)
+    d = np.flatnonzero(x0 != x1)  # both blocks differ there
+    e = int(d[0])
+    text = failure_text(mutagm.simulate())
+    assert (f"rank 2: {2 * d.size} element(s) differ, first element {e}: expected {x0[e]} "
+            f"({x0[e:e + 1].tobytes().hex()}), got {x1[e]} ({x1[e:e + 1].tobytes().hex()})"
+            in text), text

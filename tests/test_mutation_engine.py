@@ -189,6 +189,20 @@ def test_mark_end_that_does_not_wait_for_every_leg(ar):
     assert_fails(res)
 
 
+def test_a_reduce_sums_a_ninth_source_too():
+    """FORMATS.md §3.1: a reduce leg reduces all its source streams.  No emitted output
+    reaches the engine with more than 8 (W3 num_sources 1..8, §6, is refused statically,
+    test_mutation.py), so this runs ``Simulator._move`` alone: ADD of 2**0 .. 2**8 in FP32R
+    is 2**9 - 1 = 511, exact; an engine that stopped at 8 sources would give 255, and a
+    nine-source tile whose first eight sum right would pass if that static check were lost."""
+    import numpy as np
+
+    from nrtrewrite.codes import DType
+    from test_simulate_numerics import ADD, engine_reduce
+    sources = [np.full(4, 2.0 ** k, np.float32) for k in range(9)]
+    assert engine_reduce(ADD, DType.FP32R, sources).tolist() == [511.0] * 4
+
+
 # ---------------------------------------------------------------------------
 # the net proxy
 
