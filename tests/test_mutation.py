@@ -272,6 +272,32 @@ def test_flip_a_generation_tag(mut, name, index):
     mut.simulate()
 
 
+@pytest.fixture(scope="module")
+def base_big(tmp_path_factory) -> Path:
+    """2 ranks, bf16 all-reduce of 6M elements: more than 4096 data BDs on one channel."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 2, 6_000_000),
+                      tmp_path_factory.mktemp("big") / "o")
+
+
+def test_a_zero_generation_tag_where_1_is_due(base_big, tmp_path):
+    """dma.bin len_ctrl bits [25:24] (ring_id) are (index of the BD among the rank's data BDs
+    of its channel) // 4096 mod 4 (FORMATS.md §5): the BD of index 4096 on a channel carries
+    1; 0 there (the tag of the ring's previous pass) is refused.  A leg's BDs are its
+    dma_first / dma_count range and its channel is legs.bin's (§3)."""
+    o = Out(base_big, tmp_path / "mut")
+    legs = legs_of(o, 0)
+    chan = np.repeat(legs["channel"], legs["dma_count"].astype(np.int64))
+    c = int(legs["channel"][0])
+    on_c = np.flatnonzero(chan == c)
+    assert on_c.size > 4096
+    i = int(on_c[4096])
+    assert (int(o.arr(0, "dma.bin")["len_ctrl"][i]) >> 24) & 3 == 1
+    o.edit(0, "dma.bin",
+           lambda a: a["len_ctrl"].__setitem__(i, int(a["len_ctrl"][i]) & ~(3 << 24)))
+    assert (f"artifact dma.bin, record {i}: generation tag 0, expected 1 (BD ring wraps every "
+            f"4096 BDs of channel {c})") in failure_text(o.simulate())
+
+
 def test_swap_two_legs(mut):
     def swap(a):
         g = int(np.flatnonzero(a["leaf"] == 2)[4])
@@ -495,6 +521,51 @@ def test_a_receive_entry_that_disagrees_with_its_transmit_entry(mut2, field, cha
     assert named in failure_text(mut2.simulate())
 
 
+def test_a_surplus_receive_entry(mut2):
+    """A copy of an op's last receive entry added before its terminator, with rx_entry_cnt
+    (FORMATS.md §8.1), the manifest's fifo slice (§1.2) and file counts following: the FIFO
+    is well formed, but the proxy pairs the receiver's k-th receive entry from P with P's k-th
+    transmit entry to it (§8.2 "Proxy semantics"), and P has one transmit entry fewer."""
+    r, i = first_terminator(mut2, "net_dest.bin")
+    rx = mut2.arr(r, "net_dest.bin")
+    assert i > 0 and int(rx["mark"][i - 1]) == 0 and int(rx["complete"][i - 1]) == 1
+    k, peer = int(rx["net_op_idx"][i]), int(rx["src_rank"][i - 1])
+    mut2.put(r, "net_dest.bin", np.insert(rx, i, rx[i - 1]))
+    mut2.edit(r, "net_ops.bin", lambda a: a["rx_entry_cnt"].__setitem__(
+        k, int(a["rx_entry_cnt"][k]) + 1))
+    rdir = mut2.path / f"rank-{r:04d}"
+    man = json.loads((rdir / "manifest.json").read_text())
+    for sl in man["fifo"]:  # the slice holding record i grows, the later ones move
+        first, count = sl["dest"]
+        sl["dest"] = [first + (first > i), count + (first <= i < first + count)]
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    mut2.fix_manifest_counts(r)
+    ch = [sl["channel"] for sl in man["fifo"] if sl["dest"][0] <= i][-1]
+    assert (f"artifact net_dest.bin, record {i}: receive entry from rank {peer} has no transmit "
+            f"entry of rank {peer} on channel {ch} to pair with") in failure_text(mut2.simulate())
+
+
+def test_a_transmit_entry_that_reads_the_input_instead_of_the_gateway(mut2):
+    """net_src_addr dev_addr is read from the sender's gateway buffer (FORMATS.md §8.2, §8
+    "Entries"); the sender's first transmit entry (step 0 of the ring: its own input chunk,
+    staged unchanged in gw at the same element offsets) moved to the same bytes of x_in, the
+    DRAM var of the rank's window (§10: (lc << 36) + dram_base + region offset).  The bytes
+    sent are the same, so only the region rule refuses it."""
+    r = sender(mut2)
+    man = json.loads((mut2.path / "manifest.json").read_text())
+    mem = man["memory"]
+    reg = {g["name"]: g for g in mem["regions"]}
+    gw = next(g for g in mem["regions"] if g["kind"] == "gw")
+    lc = next(p["logical_core"] for p in man["topology"]["ranks"] if p["rank"] == r)
+    base = lc * mem["core_window"] + mem["dram_base"]
+    addr = int(mut2.arr(r, "net_src.bin")["dev_addr"][0])
+    assert 0 <= addr - base - gw["offset"] < gw["size"]
+    new = addr - gw["offset"] + reg["x_in"]["offset"]
+    mut2.edit(r, "net_src.bin", lambda a: a["dev_addr"].__setitem__(0, new))
+    assert (f"artifact net_src.bin, record 0: dev_addr {new:#x} is in region 'x_in'; the proxy "
+            "sends from the gateway buffer") in failure_text(mut2.simulate())
+
+
 def test_swap_two_transmit_entries(mut2):
     r = sender(mut2)
 
@@ -519,6 +590,33 @@ def base_mesh(request, tmp_path_factory) -> Path:
 @pytest.fixture
 def mutm(base_mesh, tmp_path) -> Out:
     return Out(base_mesh, tmp_path / "mut")
+
+
+@pytest.fixture(scope="module")
+def base_mesh8(tmp_path_factory) -> Path:
+    """8 ranks, fp32r MESH all-reduce: each mesh_reduce tile has 8 sources."""
+    return lower_spec(coll_spec("all_reduce", "fp32r", 8, 4096),
+                      tmp_path_factory.mktemp("mesh8") / "o", algo="mesh")
+
+
+def test_mesh_reduce_tile_sources_out_of_order(base_mesh8, tmp_path):
+    """Inside a tile the BDs are M2S source 0, 1, ... then S2M destination 0, 1, ...
+    (FORMATS.md §5).  The first two BDs of a mesh_reduce (leaf 17, §3) tile swap their
+    meta_ctrl and buf_ptr (bytes 4..15; len_ctrl with FIRST stays): each source still reads
+    its own buffer, so the sum is the same, and only the order rule refuses it."""
+    o = Out(base_mesh8, tmp_path / "mut")
+    legs = legs_of(o, 0)
+    i = int(legs["dma_first"][first_leg(o, 0, 17)])
+    mc = o.arr(0, "dma.bin")["meta_ctrl"][i:i + 9].astype(np.int64)
+    assert ((mc >> 4) & 1).tolist() == [0] * 8 + [1]  # dir: 8 sources, then a destination
+    assert ((mc >> 8) & 0x1F).tolist() == list(range(8)) + [0]  # stream
+
+    def swap(a):
+        raw = a.view(np.uint8).reshape(a.size, 16)
+        raw[[i, i + 1], 4:] = raw[[i + 1, i], 4:]
+    o.edit(0, "dma.bin", swap)
+    assert (f"artifact dma.bin, record {i + 1}: BDs of a tile are not ordered M2S sources 0, 1, "
+            "... then S2M destinations 0, 1, ...") in failure_text(o.simulate())
 
 
 def _event_sems(o: Out, rank: int):
