@@ -748,3 +748,51 @@ def test_all_gather_blocks_swapped_between_two_senders(mutagm):
     assert (f"rank 2: {2 * d.size} element(s) differ, first element {e}: expected {x0[e]} "
             f"({x0[e:e + 1].tobytes().hex()}), got {x1[e]} ({x1[e:e + 1].tobytes().hex()})"
             in text), text
+
+
+@pytest.fixture(scope="module")
+def base_mesh4(tmp_path_factory) -> Path:
+    """4 ranks on one device, a bf16 all-reduce lowered with MESH: every peer is on the device,
+    so each rank's all-gather leg increments EVT_INTRA_GRP_BRDCST of each of its 3 peers once
+    and each rank's mesh_sync waits for 3 of them (docs/DESIGN.md, the mesh schedule)."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 4, 4096),
+                      tmp_path_factory.mktemp("mesh4") / "o", algo="mesh")
+
+
+def _readdress_broadcast_inc(o: Out, rank: int, frm: int, to: int) -> None:
+    """``rank``'s EVT_INTRA_GRP_BRDCST increment of rank ``frm`` goes to rank ``to`` instead:
+    its address becomes that of the same leg's increment of ``to``."""
+    from nrtrewrite.codes import EncMeshEventType
+    from nrtrewrite.compose.events import event_sem
+    from nrtrewrite.simulate.layout import Layout
+    lay = Layout(json.loads((o.path / "manifest.json").read_text()))
+    sem = o.arr(rank, "sem.bin")
+    target, _w, sid, _e = lay.resolve_sema(rank, sem["addr"])
+    inc = ((sem["ctrl"] & 0xFF) == 21) & (sid == event_sem(EncMeshEventType.EVT_INTRA_GRP_BRDCST))
+    (i,) = np.flatnonzero(inc & (target == frm))
+    (j,) = np.flatnonzero(inc & (target == to))
+    o.edit(rank, "sem.bin", lambda a: a["addr"].__setitem__(i, a["addr"][j]))
+
+
+def test_mesh_broadcast_increments_readdressed_race_with_the_output_check(base_mesh4, tmp_path):
+    """Rank 0's all-gather increment of rank 1 goes to rank 2, and rank 3's of rank 2 goes to
+    rank 1: every count still balances and every value is right, but rank 1's mesh_sync is
+    released by rank 2 once and rank 3 twice, never by rank 0, so nothing orders rank 0's
+    broadcast into rank 1's output before rank 1 checks it (likewise rank 3's broadcast into
+    rank 2).  The output check reads the output, and a read not ordered after the last write
+    is a race (docs/SIMULATOR.md §5); checked before the write lands, the bytes are unwritten
+    instead.  Every seed fails; seed 1 names the race.  A simulator that skipped the output
+    check's race check passed it at every seed."""
+    o = Out(base_mesh4, tmp_path / "mut")
+    _readdress_broadcast_inc(o, 0, 1, 2)
+    _readdress_broadcast_inc(o, 3, 2, 1)
+    for seed in (0, 2):
+        o.simulate("--seed", seed)
+    text = failure_text(o.simulate("--seed", 1))
+    # rank r's block of the 4096 bf16 elements: bytes [2048 r, 2048 (r + 1))
+    races = [f"the output check of rank {r} for trigger 0 reads bytes [{lo:#x}, {hi:#x}) of "
+             f"rank {r} dram 'x_out'" for r, lo, hi in ((1, 0, 0x800), (2, 0x1800, 0x2000))]
+    writers = ["written by leg mesh_send (rank 0, entry 0", "written by leg mesh_send (rank 3, "
+               "entry 0"]
+    assert any(race in text and w in text for race, w in zip(races, writers)), text
+    assert "with no happens-before ordering" in text

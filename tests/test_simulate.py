@@ -459,6 +459,71 @@ def test_shadow_happens_before_rules():
     assert sh2.check_output(0, 16, _acc(0, 3, kind=Access.CHECK), np.array([3, 0, 0])) == [(0, 8)]
 
 
+# one range, or ten (read_many / write_many then rebuild the span in one pass, past MANY)
+_ONE, _TEN = [(0, 20)], [(k, k + 1) for k in range(0, 20, 2)]
+
+
+@pytest.mark.parametrize("ivs", [_ONE, _TEN], ids=["one range", "ten ranges"])
+@pytest.mark.parametrize("after", ["older", "newer"])
+def test_a_write_must_be_ordered_after_every_read_since_the_last_write(ivs, after):
+    """docs/SIMULATOR.md §5 (races): a write not ordered after the last write and every read
+    since it is a race, not only the newest read (or the oldest).  Thread 0 writes; threads
+    1 and 2 read it, unordered with each other; thread 0 writes again ordered after one of
+    the two reads only: a write-after-read race with the other.  A read set that kept only
+    one of the reads, or a write checked against only one, would let the write through."""
+    sh = Shadow(64)
+    sh.write_many(ivs, _acc(0, 1), np.array([1, 0, 0]))
+    older, newer = _acc(1, 1), _acc(2, 1)
+    sh.read_many(ivs, older, np.array([1, 1, 0]))  # after the write, not after `newer`
+    sh.read_many(ivs, newer, np.array([1, 0, 1]))  # after the write, not after `older`
+    seen = np.array([2, 1, 0]) if after == "older" else np.array([2, 0, 1])
+    with pytest.raises(Conflict) as ei:
+        sh.write_many(ivs, _acc(0, 2), seen)
+    assert ei.value.kind == "war"
+    assert ei.value.other is (newer if after == "older" else older)
+    assert (ei.value.lo, ei.value.hi) == ivs[0]
+    sh.write_many(ivs, _acc(0, 2), np.array([2, 1, 1]))  # after both reads: no race
+
+
+@pytest.mark.parametrize("ivs", [_ONE, _TEN], ids=["one range", "ten ranges"])
+def test_a_second_read_of_a_thread_replaces_only_its_own_first_read(ivs):
+    """docs/SIMULATOR.md §5 (races) and the read sets of nrtrewrite/simulate/shadow.py: a read
+    replaces its own thread's earlier reads and those ordered before it, never a read of
+    another thread it is not ordered after.  Thread 1 reads, thread 2 reads twice (neither
+    ordered after thread 1's read); a write ordered after thread 2's reads but not after
+    thread 1's races with thread 1's read."""
+    sh = Shadow(64)
+    sh.write_many(ivs, _acc(0, 1), np.array([1, 0, 0]))
+    first = _acc(1, 1)
+    sh.read_many(ivs, first, np.array([1, 1, 0]))
+    sh.read_many(ivs, _acc(2, 1), np.array([1, 0, 1]))
+    sh.read_many(ivs, _acc(2, 2), np.array([1, 0, 2]))
+    with pytest.raises(Conflict) as ei:
+        sh.write_many(ivs, _acc(0, 2), np.array([2, 0, 2]))
+    assert ei.value.kind == "war" and ei.value.other is first
+    assert (ei.value.lo, ei.value.hi) == ivs[0]
+
+
+@pytest.mark.parametrize("after", ["leg", "check"])
+def test_a_write_after_the_output_check_is_ordered_after_it_and_every_other_read(after):
+    """docs/SIMULATOR.md §5 (races): the output check reads the output like any leg does, and
+    joins the reads since the last write.  Thread 0 writes the output, thread 1 (a peer's leg)
+    reads it, thread 2 (the rank's control thread) checks it, unordered with thread 1's read;
+    a write by thread 3 (the next trigger's, into a reused output) ordered after only one of
+    the two reads is a write-after-read race with the other."""
+    sh = Shadow(16)
+    sh.write(0, 16, _acc(0, 1), np.array([1, 0, 0, 0]))
+    leg = _acc(1, 1)
+    sh.read(0, 16, leg, np.array([1, 1, 0, 0]))
+    check = _acc(2, 1, kind=Access.CHECK)
+    assert sh.check_output(0, 16, check, np.array([1, 0, 1, 0])) == []
+    seen = np.array([1, 1, 0, 1]) if after == "leg" else np.array([1, 0, 1, 1])
+    with pytest.raises(Conflict) as ei:
+        sh.write(0, 16, _acc(3, 1, trigger=1), seen)
+    assert ei.value.kind == "war" and ei.value.other is (check if after == "leg" else leg)
+    sh.write(0, 16, _acc(3, 1, trigger=1), np.array([1, 1, 1, 1]))  # after both: no race
+
+
 def _hier_plan():
     from nrtrewrite.lower import LowerOptions, plan_lowering
     from nrtrewrite.neff.reader import read_model
