@@ -397,3 +397,97 @@ def test_python_dash_m_runs_the_command(tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("nrtrewrite: error: ") and bad.stderr.count("\n") == 1
     assert "missing.neff" in bad.stderr
+
+
+def _trigger_rows(out: str) -> dict[str, list[str]]:
+    """The rows of the `triggers` table by ordinal."""
+    text = out.split("triggers (", 1)[1]
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines()
+            if line.startswith("│")]
+    return {r[0]: r for r in rows}
+
+
+def test_inspect_trigger_rows_of_the_sbuf_fixture(fixtures_dir):
+    """docs/CLI.md "inspect": one row per trigger with its stream (`chN` for 0xD9+0xDA), src
+    and dst (`var+start pFIRST:END[step,num]...`), bytes in/out per rank and the sync fields
+    (`wMODE:IDX uMODE:IDX vVALUE`, `-` when all zero; `/ ext ...` for the 0xDA word).
+    fixtures/sbuf.yaml: trigger 1 is on stream 1, channel 1; trigger 2 an all-gather of 1024
+    bf16 elements over 8 ranks (2048 bytes in, 16384 out) from 16 partitions at 32, with
+    sync {wait_mode 1, wait_idx 3, semaphore_value 2} and ext_sync {update_mode 1,
+    update_idx 4, semaphore_value 1}; the others have no sync fields."""
+    rows = _trigger_rows(run("inspect", fixtures_dir / "sbuf.neff").stdout)
+    assert rows["0"][10:12] == ["8", "0 ch0"] and rows["1"][11] == "1 ch1"
+    assert rows["2"][12:] == ["sb_a+1536 p32:48[1,64]", "sb_c+0 p0:128[1,64]", "1024",
+                              "2048/16384", "w1:3 u0:0 v2 / ext w0:0 u1:4 v1"]
+    assert rows["3"][15:] == ["16384/2048", "-"] and rows["0"][16] == "-"
+
+
+def test_inspect_shows_every_access_pattern_dimension(fixtures_dir, tmp_path):
+    """docs/CLI.md "inspect": an SBUF operand is `var+start pFIRST:END[step,num]...`; only
+    the unused dimensions ([0,1]) are left out, so a step-0 (repeat) dimension [0,2] shows."""
+    import yaml
+    spec = yaml.safe_load((fixtures_dir / "sbuf.yaml").read_text())
+    ag = spec["subgraphs"][0]["engines"]["sp"][4]["all_gather"]
+    ag["src"]["dims"] = [[1, 32], [0, 2]]
+    neff = tmp_path / "sb.neff"
+    neff.write_bytes(assemble_spec(spec))
+    rows = _trigger_rows(run("inspect", neff).stdout)
+    assert rows["2"][12] == "sb_a+1536 p32:48[1,32][0,2]"
+
+
+def test_inspect_header_shows_tpb_per_node_up_to_its_last_entry(fixtures_dir, tmp_path):
+    """docs/CLI.md "inspect": the header table shows the decoded fields; `tpb_per_node` (64
+    raw bytes, `inspect --json`) is listed up to its last non-zero entry, the zero padding
+    after it left out."""
+    import yaml
+    spec = yaml.safe_load((fixtures_dir / "ar2.yaml").read_text())
+    spec["header"]["tpb_per_node"] = [2, 0, 3]
+    neff = tmp_path / "t.neff"
+    neff.write_bytes(assemble_spec(spec))
+    assert json.loads(run("inspect", "--json", neff).stdout)["header"]["tpb_per_node"] == \
+        [2, 0, 3] + [0] * 61
+    line, = [ln for ln in run("inspect", neff).stdout.splitlines() if "tpb_per_node" in ln]
+    assert line.split("│")[2].strip() == "2,0,3"
+
+
+def test_inspect_marks_only_the_extra_members(fixtures_dir, tmp_path):
+    """docs/CLI.md "inspect --json" `members`: `extra` is true for a member that is neither
+    `neff.json` nor a listed subgraph's `def.json` / engine stream (ASSEMBLE.md
+    `extra_members`: passed through); the members table notes those alone."""
+    import yaml
+    spec = yaml.safe_load((fixtures_dir / "ar2.yaml").read_text())
+    spec["extra_members"] = [{"name": "notes/readme.txt", "text": "hello"}]
+    neff = tmp_path / "x.neff"
+    neff.write_bytes(assemble_spec(spec))
+    doc = json.loads(run("inspect", "--json", neff).stdout)
+    assert [m["name"] for m in doc["members"] if m["extra"]] == ["notes/readme.txt"]
+    assert {"neff.json", "sg00/def.json", "sg00/sp.bin"} <= {m["name"] for m in doc["members"]}
+    noted = [ln.split("│")[1].strip() for ln in run("inspect", neff).stdout.splitlines()
+             if "extra (passed through)" in ln]
+    assert noted == ["notes/readme.txt"]
+
+
+def test_inspect_replica_group_table_and_unverified_hash(fixtures_dir, tmp_path):
+    """docs/CLI.md "inspect": per subgraph its replica groups (group, size, ranks as runs);
+    fixtures/groups.yaml has four groups of 4 ranks, 0-3 ... 12-15.  With --no-verify-hash
+    (`hash_verified: false`) the header line does not call the hash verified."""
+    out = run("inspect", fixtures_dir / "groups.neff").stdout
+    text = out.split("replica groups", 1)[1].split("instructions per engine", 1)[0]
+    rows = [[c.strip() for c in ln.split("│")[1:-1]] for ln in text.splitlines()
+            if ln.startswith("│")]
+    assert rows == [["0", "4", "0-3"], ["1", "4", "4-7"], ["2", "4", "8-11"],
+                    ["3", "4", "12-15"]]
+    assert "hash verified" in out.splitlines()[0]
+    first = run("inspect", "--no-verify-hash", fixtures_dir / "groups.neff").stdout
+    assert "hash verified" not in first.splitlines()[0]
+
+
+def test_inspect_instruction_counts_per_class(fixtures_dir):
+    """docs/CLI.md "inspect": instruction counts per engine, total words and by opcode class
+    (`pseudo-trigger`, `other-pseudo`, `regular`), then per opcode.  fixtures/sbuf.yaml's sp
+    stream: 4 two-word 0xD9+0xDA triggers (8 pseudo-trigger words) and 2 nops (regular)."""
+    out = run("inspect", fixtures_dir / "sbuf.neff").stdout
+    text = out.split("instructions per engine", 1)[1].split("triggers (", 1)[0]
+    rows = {r[0]: r for r in ([c.strip() for c in ln.split("│")[1:-1]]
+                              for ln in text.splitlines() if ln.startswith("│"))}
+    assert rows["sp"] == ["sp", "10", "8", "0", "2", "0x00×2 0xd9×4 0xda×4"]

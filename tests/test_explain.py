@@ -407,3 +407,139 @@ def test_single_cycle_channel_reason_says_why_it_runs_fewer_pairs_than_the_rule(
     ch = doc["triggers"][0]["channels"] if "triggers" in doc else doc["channels"]
     assert ch["count"] == 4
     assert "keeps" not in ch["reason"] and "runs 2 channel pair(s)" in ch["reason"]
+
+
+def test_trigger_record_keys_follow_the_documented_table():
+    """docs/CLI.md "explain --json", a trigger record: `group_size` the ranks in the group,
+    `rank` only with --rank, `policy.hier_selections` a map of the five HIER slots for HIER
+    only, else null."""
+    (t,) = run_json("explain", "--op", "allreduce", "--bytes", "8MiB", "--group", "0-7,64-71",
+                    "--algo", "ring")["triggers"]
+    assert t["group_size"] == 16 and len(t["nodes"]) == 2
+    assert "rank" not in t
+    assert t["policy"]["algorithm"] == "RING" and t["policy"]["hier_selections"] is None
+    (h,) = run_json("explain", "--op", "allreduce", "--bytes", "8MiB", "--group", "0-7,64-71",
+                    "--algo", "hier", "--rank", "3")["triggers"]
+    assert h["rank"] == 3 and h["policy"]["algorithm"] == "HIER"
+    assert set(h["policy"]["hier_selections"]) == {"alg_intra_allg", "alg_intra_redsct",
+                                                   "alg_inter_allr", "alg_inter_allg",
+                                                   "alg_inter_redsct"}
+
+
+def test_ring_channel_count_is_what_the_chunk_layout_keeps():
+    """docs/CLI.md "explain --json": `channels.count` is the channels `lower` uses.  The
+    16-rank hybrid ring forces channel_n = 4 (SELECTION.md §7), but a 2 KiB bf16 all-reduce
+    is 1024 elements over 16 chunk positions: 2 channels would give a position 32 elements,
+    below __set_active_channels' 64, so RING keeps 1 channel: count 1, one ring."""
+    (t,) = run_json("explain", "--op", "allreduce", "--bytes", "2KiB", "--group", HYBRID16,
+                    "--algo", "ring")["triggers"]
+    ch = t["channels"]
+    assert "forces channel_n = 4" in ch["reason"] and "keeps 1 " in ch["reason"]
+    assert ch["count"] == len(ch["rings"]) == 1
+
+
+def test_ring_hops_and_dup_as_documented():
+    """docs/CLI.md "explain": per channel the ring order with its hop counts by locality in
+    the order `dev/link/c2c/net`, and `dup` for a channel that repeats an earlier ring (JSON
+    `duplicate`).  Ranks 0..7 and 64..71 at lnc 2 are two devices of 4 ranks on each of two
+    nodes: the ring 0..7 64..71 has 12 same-device hops, 2 device links (3->4, 67->68) and 2
+    network hops (7->64, 71->0); 8 MiB asks for more channels than the 2 directions give."""
+    args = ("explain", "--op", "allreduce", "--bytes", "8MiB", "--group", "0-7,64-71",
+            "--algo", "ring")
+    rings = run_json(*args)["triggers"][0]["channels"]["rings"]
+    assert rings[0]["order"] == [*range(8), *range(64, 72)]
+    assert rings[0]["hops"] == {"SAME_DEVICE": 12, "DEVICE_LINK": 2, "C2C_PORT": 0,
+                                "NETWORK": 2}
+    seen = []
+    for r in rings:
+        assert r["duplicate"] == (r["order"] in seen)
+        seen.append(r["order"])
+    assert any(r["duplicate"] for r in rings)
+    text = run(*args).output
+    assert "│ 0..7 64..71   │ 12/2/0/2 " in text
+    dups = [line for line in text.splitlines() if line.rstrip().endswith("│ dup")]
+    assert len(dups) == sum(r["duplicate"] for r in rings)
+
+
+def test_rank_skips_the_triggers_whose_group_lacks_it():
+    """docs/CLI.md "explain --json": `skipped_triggers` are the ordinals of the triggers
+    whose group does not contain --rank.  fixtures/groups.yaml: triggers 0..4 on groups 0, 1,
+    2, 3, 2 = ranks 0-3, 4-7, 8-11, 12-15, 8-11; rank 9 is in triggers 2 and 4 only."""
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "groups.neff"
+    d = run_json("explain", str(fix), "--rank", "9")
+    assert d["rank"] == 9 and d["skipped_triggers"] == [0, 1, 3]
+    assert [t["trigger"] for t in d["triggers"]] == [2, 4]
+    text = run("explain", str(fix), "--rank", "9").output
+    assert "rank 9 is not in trigger(s) 0, 1, 3; skipped" in text
+
+
+def test_a_clause_is_not_called_idle_when_rank_leaves_out_what_it_governs():
+    """docs/SELECTION.md §8: `explain` of a model warns of a clause that applies to nothing
+    only when it shows every collective, not when --rank or --trigger leaves out one the
+    clause might govern.  fixtures/groups.yaml: the one ALLGATHER (trigger 1) is on ranks
+    4-7, so --rank 9 leaves it out and `allgather:ring` is not said to apply to nothing."""
+    fix = str(Path(__file__).resolve().parents[1] / "fixtures" / "groups.neff")
+    res = run("explain", fix, "--rank", "9", "--algo", "allgather:ring")
+    assert res.exit_code == 0, res.output
+    assert "applies to nothing" not in res.stderr
+    res = run("explain", fix, "--trigger", "0", "--algo", "allgather:ring")
+    assert res.exit_code == 0 and "applies to nothing" not in res.stderr
+    res = run("explain", fix, "--algo", "broadcast:ring")
+    assert res.exit_code == 0
+    assert "it has no BROADCAST collective" in res.stderr
+
+
+def test_overview_is_for_more_than_64_triggers_and_has_every_column(monkeypatch):
+    """docs/CLI.md "explain": a model of *more than* 64 triggers gets the overview, one row
+    per trigger (op, dtype, bytes, ranks, the policy's and the lowered algorithm, channels);
+    a model of exactly the threshold is explained in full."""
+    import nrtrewrite.cli.explain as E
+    assert E.OVERVIEW_TRIGGERS == 64
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "mix8.neff")
+    doc = json.loads(CliRunner().invoke(main, ["explain", model, "--json"]).output)
+    n = len(doc["triggers"])
+    monkeypatch.setattr(E, "OVERVIEW_TRIGGERS", n)
+    full = CliRunner().invoke(main, ["explain", model]).output
+    assert full.count("candidates") == n and f"{n} triggers" not in full
+    monkeypatch.setattr(E, "OVERVIEW_TRIGGERS", n - 1)
+    res = CliRunner().invoke(main, ["explain", model])
+    rows = [[c.strip() for c in line.strip("│").split("│")]
+            for line in res.output.splitlines() if line.startswith("│")]
+    assert len(rows) == n
+    for cells, t in zip(rows, doc["triggers"]):
+        assert cells[2] == t["dtype"] and cells[4] == str(len(t["group"]))
+        assert cells[5] == t["policy"]["algorithm"]
+        assert cells[7] == str(t["channels"]["count"])
+
+
+def test_alu_is_taken_for_every_reducing_collective():
+    """docs/CLI.md "explain": `--alu` is the reduction's ALU op, refused for an all-gather
+    only (which does not reduce): a REDUCE takes it too, and is shown (lowered INVALID)."""
+    (t,) = run_json("explain", "--op", "reduce", "--bytes", "64KiB", "--ranks", "4",
+                    "--alu", "max")["triggers"]
+    assert t["op"] == "REDUCE" and t["lowered"]["algorithm"] == "INVALID"
+    res = run("explain", "--op", "allgather", "--bytes", "64KiB", "--ranks", "4", "--alu", "max")
+    assert res.exit_code == 2
+
+
+def test_json_error_document_names_the_model(tmp_path):
+    """docs/CLI.md "explain --json": on an error (exit 2) stdout is `{"model": MODEL or null,
+    "error": MESSAGE, "triggers": []}`, MESSAGE the stderr line without its prefix."""
+    fix = str(Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff")
+    res = run("explain", fix, "--rank", "7", "--json")
+    assert res.exit_code == 2
+    (line,) = res.stderr.splitlines()
+    assert json.loads(res.stdout) == {"model": fix, "triggers": [],
+                                      "error": line.removeprefix("nrtrewrite: error: ")}
+
+
+def test_the_start_addr_limit_is_for_dram_buffers_only():
+    """docs/CLI.md "explain": `lower` refuses DRAM buffers whose element space spans more than
+    the 2^32 bytes a TENSOR3D `start_addr` addresses (an 8 GiB all-reduce); SBUF operands
+    (--sbuf) are not addressed that way, so the same size in SBUF is lowered."""
+    args = ("explain", "--op", "allreduce", "--bytes", "8GiB", "--ranks", "16")
+    (dram,) = run_json(*args)["triggers"]
+    assert dram["lowered"]["algorithm"] == "INVALID"
+    (sbuf,) = run_json(*args, "--sbuf")["triggers"]
+    assert sbuf["sbuf"] and sbuf["lowered"]["algorithm"] != "INVALID"
+    assert sbuf["lowered"]["fallback_reason"] is None

@@ -112,3 +112,12 @@ def test_top_level_manifest_with_its_triggers_spliced_in_is_the_whole_encoding(n
                 == sum(len(leg["groups"]) for leg in legs))
         assert (sum(1 for ln in lines if ln.lstrip().startswith('{"channels": '))
                 == sum(len(leg["plans"]) for leg in legs))
+
+
+@pytest.mark.parametrize("key", [True, False, None, 1.5, float("inf"), -3])
+def test_non_string_keys_are_converted_as_json_converts_them(key):
+    """The module's contract (jsonout docstring): dict keys str, int, float, bool or None,
+    converted as ``json`` converts them (`true`, `null`, `1.5`, `Infinity`), the text of
+    ``json.dumps(obj, indent=N, sort_keys=True)``."""
+    doc = {"a": {key: [1, 2]}, "z": {key: None}}
+    assert dumps(doc) == json.dumps(doc, indent=1, sort_keys=True)

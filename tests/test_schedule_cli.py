@@ -200,3 +200,158 @@ def test_a_rank_outside_a_world_of_several_runs_names_the_runs(tmp_path):
         res = CliRunner().invoke(main, args)
         assert res.exit_code == 2 and res.output == want, res.output
     assert not (tmp_path / "out").exists()
+
+
+def _four_node_mesh(tmp_path):
+    """One bf16 all-reduce of 4096 elements over ranks 0, 64, 128, 192 (lnc 2: one rank on
+    each of four trn2 nodes), which the policy runs as an inter-node MESH (SELECTION.md §4:
+    Mesh below 64 KiB between nodes, one rank per node)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    spec = {"header": {"name": "mesh4", "lnc_size": 2},
+            "subgraphs": [{"vars": [{"name": "a", "type": "input", "size": 8192},
+                                    {"name": "b", "type": "output", "size": 8192}],
+                           "replica_groups": [[0, 64, 128, 192]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "op": "add", "src": "a", "dst": "b",
+                               "num_elements": 4096}}]}}]}
+    neff = tmp_path / "mesh4.neff"
+    neff.write_bytes(assemble_spec(spec))
+    return neff
+
+
+def test_mesh_steps_name_their_peers_waits_and_sources(tmp_path):
+    """docs/CLI.md "schedule", mesh / RDH ops: each step adds `to` (the ranks it writes to or
+    increments: the channel's `peers`, never the rank itself), `waits` ([[semaphore, value]]:
+    an event's `semaphore` and `wait_val` of `events[]`), `sources`, and `from_network` (the
+    sending rank) for a `post_recv`.  Rank 64 is position 1 of the group [0, 64, 128, 192]: the
+    mesh all-reduce scatters IN block j (1024 elements) to peer j, receives block 1 from every
+    peer over the network, reduces its own block and the three received ones (4 sources, once
+    the three peers' writes are counted), then sends block 1 to every peer and receives block j
+    from peer j (the all-gather)."""
+    (op,) = _ops_of(_four_node_mesh(tmp_path), 64)
+    assert op["algorithm"] == "MESH"
+    (ch,) = op["channels"]
+    assert ch["peers"] == [0, 128, 192]
+    block = {0: [0, 1024], 64: [1024, 2048], 128: [2048, 3072], 192: [3072, 4096]}
+    sems = {e["semaphore"]: e["wait_val"] for e in op["events"]}
+    for s in ch["steps"]:
+        assert set(s["to"]) <= set(ch["peers"]), s
+        for sem, val in s["waits"]:
+            assert sems.get(sem) == val, s
+    sends = [(s["to"], s["elements"]) for s in ch["steps"] if s["leaf"] == "mesh_send"]
+    assert sends == [([0], block[0]), ([128], block[128]), ([192], block[192]),
+                     ([0, 128, 192], block[64])]
+    recvs = [(s["from_network"], s["elements"]) for s in ch["steps"] if s["leaf"] == "post_recv"]
+    assert recvs == [(0, block[64]), (128, block[64]), (192, block[64]),
+                     (0, block[0]), (128, block[128]), (192, block[192])]
+    (red,) = [s for s in ch["steps"] if s["leaf"] == "mesh_reduce"]
+    assert red["elements"] == block[64] and red["sources"] == 4 and red["to"] == []
+    (wait,) = red["waits"]
+    assert wait[1] == 3  # the three peers' scatters
+
+
+def test_overview_threshold_is_more_than_64_entries(monkeypatch):
+    """docs/CLI.md "schedule": a rank of *more than* 64 SPAD entries gets the overview; a rank
+    of exactly the threshold still gets every step table."""
+    assert S.OVERVIEW_ENTRIES == 64
+    plan = plan_lowering(read_model(FIX / "mix8.neff"), LowerOptions())
+    n = len(rank_entries(plan, 0))
+    monkeypatch.setattr(S, "OVERVIEW_ENTRIES", n)
+    res = _run(FIX / "mix8.neff", "--rank", 0)
+    assert res.exit_code == 0, res.output
+    assert "SPAD entries" not in res.output
+    assert res.output.count("rank 0 trigger ") >= n
+
+
+def test_overview_rows_count_each_entrys_channels_and_steps(monkeypatch):
+    """docs/CLI.md "schedule": the overview has one row per entry (trigger, op, leg,
+    algorithm, channels, steps); its `steps` are the entry's steps, all channels together,
+    as many as --json lists, and its channels the channel ids of the entry."""
+    monkeypatch.setattr(S, "OVERVIEW_ENTRIES", 1)
+    ops = _ops_of(FIX / "mix8.neff", 3)
+    res = _run(FIX / "mix8.neff", "--rank", 3)
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in res.output.splitlines()
+            if line.startswith("│")]
+    assert len(rows) == len(ops) > 1
+    for row, op in zip(rows, ops):
+        chans = " ".join(str(c["channel"]) for c in op["channels"])
+        steps = sum(len(c["steps"]) for c in op["channels"])
+        assert row[1:] == [str(op["trigger"]), op["op"], op["leg"], op["algorithm"], chans,
+                           str(steps)]
+
+
+def test_ring_table_title_names_the_ranks_prev_and_next():
+    """docs/CLI.md "schedule": a RING channel's `prev` and `next` are the rank's enc_ring
+    neighbours (`user_ranks[0]` the rank, `user_ranks[i]` i hops ahead: next is
+    `user_ranks[1]`, prev `user_ranks[-1]`); the rich table's title names them as labelled."""
+    args = (FIX / "mix8.neff", "--rank", 3, "--trigger", 0, "--algo", "ring")
+    (op,) = json.loads(_run(*args, "--json").output)["ops"]
+    text = _run(*args).output
+    assert op["algorithm"] == "RING" and len(op["channels"]) > 1
+    for c in op["channels"]:
+        ur = c["user_ranks"]
+        assert ur[-1] != ur[1]
+        assert f"channel {c['channel']} (prev {ur[-1]}, next {ur[1]})" in text
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines()
+            if line.startswith("│")]
+
+
+def test_ring_table_k_column_is_the_seeds_chunk_position():
+    """seed 001 §4 (`p.k = na[rank_n-1]`, then `nptr[-2]` walking `na` down to `na[0]`; the
+    all-gather again from `na[rank_n-1]` down to `na[1]`), docs/CLI.md "schedule" `k`: on a
+    RING channel whose `user_ranks` is `na`, step s of a chunk group moves the chunk of
+    position na[(n - 1 - s) mod n].  The rich table's `k` column shows it, and --limit N shows
+    exactly N rows of a longer table."""
+    args = (FIX / "mix8.neff", "--rank", 3, "--trigger", 0, "--algo", "ring")
+    (op,) = json.loads(_run(*args, "--json").output)["ops"]
+    ch = op["channels"][0]
+    na, n = ch["user_ranks"], len(ch["user_ranks"])
+    text = _run(*args, "--limit", 0).output
+    rows = _table_rows(text.split(f"channel {op['channels'][1]['channel']} (")[0])
+    assert len(rows) == len(ch["steps"]) > 2 * n
+    for group, step, _phase, _leaf, _half, k, _el in rows:
+        assert group == "0" and k == str(na[(n - 1 - int(step)) % n])
+    assert len(_table_rows(_run(*args, "--limit", 3).output)) == 3 * len(op["channels"])
+
+
+def test_limit_equal_to_the_steps_cuts_nothing():
+    """docs/CLI.md "schedule": at most `--limit` steps per table; a table of exactly N steps
+    under --limit N is whole, with no "... more steps" line."""
+    doc = json.loads(_run(FIX / "ar2.neff", "--rank", 0, "--json", "--algo", "ring").output)
+    steps = len(doc["ops"][0]["channels"][0]["steps"])
+    res = _run(FIX / "ar2.neff", "--rank", 0, "--algo", "ring", "--limit", steps)
+    assert res.exit_code == 0, res.output
+    assert "more steps" not in res.output
+    assert len(_table_rows(res.output)) == sum(len(c["steps"])
+                                               for c in doc["ops"][0]["channels"])
+
+
+def test_mesh_rich_tables_show_the_json_fields(tmp_path):
+    """docs/CLI.md "schedule", mesh / RDH ops: the rich view's step table has the step's
+    `to` and `waits` (each wait a semaphore that must reach a value: `SEM>=VALUE`), and the
+    events table (`semaphore = sema_shift_offset + event`) each event's value, semaphore and
+    `wait_val` in its `wait` column."""
+    neff = _four_node_mesh(tmp_path)
+    (op,) = _ops_of(neff, 64)
+    text = _run(neff, "--rank", 64).output
+    rows = _table_rows(text)
+    steps = op["channels"][0]["steps"]
+    for row, s in zip(rows, steps):
+        assert row[0] == str(s["step"]) and row[5] == " ".join(map(str, s["to"]))
+        assert row[6] == " ".join(f"{sem}>={val}" for sem, val in s["waits"])
+    assert any(s["waits"] for s in steps)
+    events = {r[0]: r for r in rows[len(steps):] if r[0]}
+    assert len({e["semaphore"] - e["value"] for e in op["events"]}) == 1  # one shift offset
+    for e in op["events"]:
+        row = events[f"{e['event']} ({e['value']})"]
+        assert row[1] == str(e["semaphore"]) and row[4] == str(e["wait_val"])
+    assert any(e["wait_val"] != e["value"] for e in op["events"])
+
+
+def test_limit_defaults_to_200_steps():
+    """docs/CLI.md "schedule": at most `--limit` steps per table, default 200."""
+    (limit,) = [p for p in S.schedule_cmd.params if p.name == "limit"]
+    assert limit.default == 200

@@ -610,3 +610,31 @@ def test_clauses_that_govern_nothing_are_warned_about():
     assert res.stderr == (f"nrtrewrite: warning: {fix / 'mix8.neff'}: --algo clause "
                           "'inter_allr:ring' applies to nothing in this model: no collective "
                           "is lowered as HIER with an inter_allr leg\n")
+
+
+def test_override_names_take_the_documented_aliases():
+    """docs/SELECTION.md §8: engine names are the EncAlgType names in any case, plus `rdh`
+    (both RDH engines), `hierarchical` (HIER), `kangaroo` (KANGARING) and `single_cycle`
+    (SINGLE_CYCLE_RING); collectives also as `all-reduce`, `all_gather` ..."""
+    for name, algs in (("hierarchical", {EncAlgType.HIER}),
+                       ("kangaroo", {EncAlgType.KANGARING}),
+                       ("single_cycle", {EncAlgType.SINGLE_CYCLE_RING}),
+                       ("rdh", {EncAlgType.INTRA_RDH, EncAlgType.INTER_RDH}),
+                       ("Single_Cycle_Ring", {EncAlgType.SINGLE_CYCLE_RING}),
+                       ("HIER", {EncAlgType.HIER})):
+        (clause,) = parse_algo_override(name).clauses
+        assert set(clause.algs) == algs and not clause.exclude, name
+    o = parse_algo_override("all-reduce:ring;all_gather:mesh;reduce_scatter:kangaroo")
+    assert o.for_op(AR).forced == EncAlgType.RING and o.for_op(AG).forced == EncAlgType.MESH
+    assert o.for_op(RS).forced == EncAlgType.KANGARING
+
+
+def test_inter_rdh_window_ends_at_64_mib():
+    """docs/SELECTION.md §4: INTER_RDH's window between nodes is [0, 64 MiB), half-open; an
+    all-gather (no SINGLE_CYCLE_RING: all-reduce only) over one rank on each of 8 nodes (a
+    power of two >= 8) gets INTER_RDH just below 64 MiB (above MESH's 64 KiB), RING at it."""
+    below = select(req(AG, ONE_PER_NODE_8, 64 * MiB - 8 * KiB), T8N)
+    assert below.policy_alg == EncAlgType.INTER_RDH
+    at = select(req(AG, ONE_PER_NODE_8, 64 * MiB), T8N)
+    assert at.policy_alg == EncAlgType.RING
+    assert not at.candidate(EncAlgType.INTER_RDH).in_window
