@@ -54,6 +54,16 @@ def test_spad_limit_4k():
         serialize_spad([entry()] * 513)
 
 
+def test_spad_limit_is_per_subgraph():
+    """FORMATS.md §2: "Each subgraph's entries form one CTRL SPAD program (4 KiB): at most 512
+    entries per subgraph" - a rank with 300 entries in each of two subgraphs (600 x 8 = 4800
+    bytes in all) is not refused; 513 in one subgraph are."""
+    two = [entry(subgraph="sg00")] * 300 + [entry(subgraph="sg01")] * 300
+    assert len(serialize_spad(two)) == 600 * 8
+    with pytest.raises(LimitError, match="4096"):
+        serialize_spad([entry(subgraph="sg01")] * 513 + [entry(subgraph="sg00")])
+
+
 def test_spad_fields_must_fit():
     with pytest.raises(ValueError):
         F.pack_spad_alg(16, 0, False)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nrtrewrite.codes import EncMeshEventType as E
 from nrtrewrite.emit import formats as F
@@ -84,3 +85,16 @@ def test_legs_ring_step_counts_on_across_chunk_groups(tmp_path):
         steps = legs[(legs["channel"] == ch) & (legs["num_elements"] > 0)]["ring_step"]
         assert sorted(set(steps.tolist())) == list(range(groups * (2 * n - 1)))
         assert np.all(np.diff(steps.astype(np.int64)) >= 0)
+
+
+@pytest.mark.parametrize("ranks, evt", [([0, 1], E.EVT_REDUCE_COPY),
+                                        ([0, 1, 2], E.EVT_INTRA_GRP_BRDCST)])
+def test_single_step_mesh_reduce_waits_on_the_event_of_its_group_size(tmp_path, ranks, evt):
+    """FORMATS.md §7 events table, SINGLE_STEP_MESH: the inputs arrive on
+    EVT_INTRA_GRP_BRDCST (7) from the peers on this device, "two ranks: EVT_REDUCE_COPY (8)"
+    (the runtime's ``t0``).  Ranks 0..2 at LNC 1 share device 0: the reduce waits for
+    ``n - 1`` arrivals on 192 + 8 = 200 (two ranks) or 192 + 7 = 199 (three)."""
+    spec = coll_spec("all_reduce", "bf16", ranks, 4096)
+    out = lower_spec(spec, tmp_path / "o", algo="single_step_mesh", ranks=[0])
+    got = _waiting_words(out / "rank-0000")
+    assert (17, 192 + int(evt), len(ranks) - 1) in got

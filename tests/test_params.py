@@ -144,3 +144,60 @@ def test_sync_rows_split_increments_and_wait_last():
     assert list(rows["n_inc"]) == [8, 8, 3, 0]
     assert rows[-1]["n_wait"] == 1 and rows[-1]["wait_val"][0] == 19
     assert np.all(rows["stop"] == rows["start"])
+
+
+def test_prepare_reduce_params_refuses_a_page_that_is_neither_whole_nor_the_rest():
+    """Seed 003 §3 ``prepare_reduce_params``: ``assert(dma_sz == remaining || dma_sz ==
+    txn.input_dma_size)`` (enc_primitive.cc:0x2202/0x2212).  Pages of 64 and 48 bytes, 100
+    bytes: the first record reduces 48 bytes (the last transaction's page); at offset 48 the
+    64-byte table has 64 - 48 = 16 bytes left in its page, neither a page nor the remaining
+    52.  A 63-byte page of 2-byte elements: the second record would start at byte 63, inside
+    an element (ours: "a page boundary splits an element")."""
+    txns = [TransactionInfo(Addr(0, 0), 0, 64), TransactionInfo(Addr(3, 0), 0, 48)]
+    with pytest.raises(LoweringError, match="neither the remaining 52 bytes"):
+        prepare_reduce_params(EVENTS, 8, txns, txns[0], 100, 2, lambda t: 0)
+    odd = TransactionInfo(Addr(0, 0), 0, 63)
+    with pytest.raises(LoweringError, match="splits an element"):
+        prepare_reduce_params(EVENTS, 8, [odd], odd, 126, 2, lambda t: 0)
+
+
+def test_a_chained_reduce_signals_after_its_last_row_only():
+    """``reduce_rows`` (DESIGN.md "Mesh and RDH": more than 8 sources chain through the
+    destination): the destination holds the whole reduce only after the chain's last row, so
+    the destination's signal is an increment of that row alone.  10 sources: row 0 reduces
+    8, row 1 the destination and the last 2 (3 sources); one increment, on row 1."""
+    from nrtrewrite.compose.params import EncReduceOpParams
+    op = EncReduceOpParams(s_addrs=[Addr(v, 0) for v in range(10)], src_idx=[0] * 10,
+                           d_addrs=[Addr(99, 0)], dst_idx=[0], reduce_size=8)
+    ng = NeighborGroups(((3,),))
+    rows = reduce_rows([op], RowSpec(0, 17), 2, ng, 0, 0, lambda r: 0, lambda r: 200)
+    assert list(rows["n_src"]) == [8, 3]
+    assert list(rows["n_inc"]) == [0, 1] and rows[1]["inc_sem"][0] == 200
+
+
+@pytest.mark.parametrize("what", ["offset", "size", "reduce"])
+def test_record_sizes_and_offsets_must_be_whole_elements(what):
+    """The leg IR moves whole elements (compose/params.py ``copy_rows``, ``reduce_rows``;
+    ``check_copy_params``: no negative source offset): a 3-byte copy size of 2-byte elements,
+    a -2-byte source offset and a 5-byte reduce are refused."""
+    if what == "reduce":
+        from nrtrewrite.compose.params import EncReduceOpParams
+        op = EncReduceOpParams(s_addrs=[Addr(0, 0), Addr(1, 0)], src_idx=[0, 0],
+                               d_addrs=[Addr(2, 0)], dst_idx=[0], reduce_size=5)
+        with pytest.raises(LoweringError, match="reduce_size 5"):
+            reduce_rows([op], RowSpec(0, 17), 2, NeighborGroups(((3,),)), 0, 0, lambda r: 0)
+        return
+    kw = dict(copy_sizes=[8, 3]) if what == "size" else dict(s_offsets=[0, -2])
+    with pytest.raises(LoweringError, match="whole number of elements|negative source offset"):
+        copy_rows(_copy(**kw), RowSpec(0, 16), 2, 0, lambda r: r, lambda r: None)
+
+
+def test_a_reduce_destination_at_another_element_is_refused():
+    """``reduce_rows``: the leg IR reduces one element range, so every source and destination
+    of a record is at the same element; a destination at element 3 of sources at 0 is
+    refused (it would silently land at element 0)."""
+    from nrtrewrite.compose.params import EncReduceOpParams
+    op = EncReduceOpParams(s_addrs=[Addr(0, 0), Addr(1, 0)], src_idx=[0, 0],
+                           d_addrs=[Addr(2, 3)], dst_idx=[0], reduce_size=4)
+    with pytest.raises(LoweringError, match="same element"):
+        reduce_rows([op], RowSpec(0, 17), 2, NeighborGroups(((3,),)), 0, 0, lambda r: 0)

@@ -274,3 +274,72 @@ def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
     assert list(topo.device_cycles[0]) == [0, 1, 2, 3, 7, 4, 5, 6, 10, 11, 8, 9, 13, 14, 15, 12]
     orders = ring_orders(topo, (0, 4, 8, 12, 20, 24), 4)
     assert tuple(orders[0]) == (0, 4, 20, 24, 8, 12)
+
+
+# --- mutation audit round 5: params / rdh / mesh / slots / buffers ---------------------------
+
+LEAF_MESH_REDUCE = 17  # FORMATS.md §3 byte 12
+
+
+@pytest.mark.parametrize("ranks, rtype", [([0, 1], 0), ([0, 1, 2], 2), ([0, 1, 2, 3], 2)])
+def test_a_mesh_reduce_of_more_than_two_sources_is_kangaring_nr1w(tmp_path, ranks, rtype):
+    """FORMATS.md §3 byte 14 (``reduction_type``): "mesh and RDH: 0 for two sources, the
+    2-reader/1-writer step, 2 for more" (DESIGN.md "Mesh and RDH": RING_2R1W for two,
+    KANGARING_NR1W for more).  A MESH all-reduce's owner reduces its IN block and one slot
+    per peer: n sources over n ranks, so 2 ranks give 0 and 3 or 4 ranks give 2; a reduce leg
+    has ``n_tiles`` x sources CCE descriptors (byte 36)."""
+    _, out = lower(tmp_path, coll_spec("all_reduce", "bf16", ranks, 3000), ranks=(0,),
+                   algo="mesh")
+    legs = records(out, 0, "legs.bin")
+    red = legs[legs["leaf"] == LEAF_MESH_REDUCE]
+    assert red.size == 1
+    assert int(red["reduction_type"][0]) == rtype
+    assert int(red["cce_count"][0]) == int(red["n_tiles"][0]) * len(ranks)
+
+
+@pytest.mark.parametrize("op, private", [("reduce_scatter", True), ("all_reduce", False)])
+def test_rdh_reduce_scatter_partials_live_in_private_scratch(tmp_path, op, private):
+    """DESIGN.md "Mesh and RDH", completion and reuse: reduce-scatter has no return traffic,
+    so "its slots (and RDH's partials) live in a *private* scratch area of the trigger that
+    no other trigger reuses"; FORMATS.md §1.1 ``rdh.private_scratch``.  An all-reduce's
+    all-gather phase is its guarantee: it uses the shared scratch."""
+    man, _ = lower(tmp_path, coll_spec(op, "bf16", [0, 1, 2, 3], 4096), algo="intra_rdh")
+    assert man["triggers"][0]["rdh"]["private_scratch"] is private
+
+
+@pytest.mark.parametrize("algo, nbytes", [("mesh", 4004), ("single_step_mesh", 12004)])
+def test_the_mesh_channel_buffer_is_n_minus_1_slots(tmp_path, algo, nbytes):
+    """DESIGN.md "Mesh and RDH": slots are compact, ``n - 1`` of them: MESH needs ``(n - 1)``
+    block-sized slots, SINGLE_STEP_MESH ``(n - 1) x`` the message.  3001 bf16 over 3 ranks:
+    all-reduce blocks ``[jN/n, (j+1)N/n)`` = [0, 1000), [1000, 2000), [2000, 3001), the
+    largest 1001 elements: 2 x 1001 x 2 = 4004 bytes; SINGLE_STEP_MESH 2 x 3001 x 2 = 12004
+    (FORMATS.md §1.1 ``mesh.channel_buffer_bytes``)."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2], 3001), algo=algo)
+    mesh = man["triggers"][0]["mesh"]
+    assert mesh["blocks"] == [[0, 1000], [1000, 2000], [2000, 3001]]
+    assert mesh["channel_buffer_bytes"] == nbytes
+
+
+@pytest.mark.parametrize("op, private", [("reduce_scatter", True), ("all_reduce", False)])
+def test_mesh_reduce_scatter_slots_live_in_private_scratch(tmp_path, op, private):
+    """DESIGN.md "Mesh and RDH", completion and reuse: reduce-scatter has no return traffic,
+    so its channel-buffer slots live in a private scratch area of the trigger; an
+    all-reduce's slots are in the shared scratch (FORMATS.md §1.1
+    ``mesh.private_channel_buffer``)."""
+    man, _ = lower(tmp_path, coll_spec(op, "bf16", [0, 1, 2, 3], 4096), algo="mesh")
+    assert man["triggers"][0]["mesh"]["private_channel_buffer"] is private
+
+
+def test_a_mesh_broadcast_to_more_than_8_network_peers_stages_each_row_apart(tmp_path):
+    """DESIGN.md "Mesh and RDH", completion and reuse: a composer that sends the same
+    elements over the network twice in one entry ("an all-gather broadcast to more than 8
+    network peers") gives each send its own gateway view; a leg has at most 8 destinations
+    (FORMATS.md §3.1).  One rank on each of 10 nodes: each rank broadcasts its reduced block
+    to 9 network peers in two legs (8 + 1); sharing one staging area, the second leg would
+    overwrite bytes the proxy may still be reading for the first (the simulator's race
+    check, SIMULATOR.md)."""
+    from test_simulate import assert_clean
+    group = [64 * i for i in range(10)]
+    out = lower_spec(coll_spec("all_reduce", "bf16", group, 1000, lnc=2), tmp_path / "o",
+                     algo="mesh", topology="trn2:nodes=10")
+    assert_clean(out, seed=0)
