@@ -343,3 +343,39 @@ def test_a_mesh_broadcast_to_more_than_8_network_peers_stages_each_row_apart(tmp
     out = lower_spec(coll_spec("all_reduce", "bf16", group, 1000, lnc=2), tmp_path / "o",
                      algo="mesh", topology="trn2:nodes=10")
     assert_clean(out, seed=0)
+
+
+def test_single_cycle_ccw_partials_are_where_the_manifest_puts_recv2(tmp_path):
+    """FORMATS.md §1.2 `buffers`: a flat SINGLE_CYCLE_RING trigger's second receive view
+    `recv2` (the CCW direction's partials) lives in scratch at the listed offset, the CW
+    direction's `recv` at 0, element e at offset + e x dsize.  4 ranks of one device, 4000
+    bf16: every destination (S2M, FORMATS.md §5 meta_ctrl bit 4) BD of rank 0 that writes a
+    scratch region (a peer's receive buffer: §10, (lc << 36) + 0x1_0000_0000 + region
+    offset) lies in [0, 8000) of it on a CW channel and in [recv2, recv2 + 8000) on a CCW
+    one (`single_cycle.pairs`: [CW, CCW]); the meeting point's reduce reads both."""
+    n, dsize = 4000, 2
+    man, out = lower(tmp_path, coll_spec("all_reduce", "bf16", 4, n),
+                     algo="allreduce:single_cycle_ring")
+    trig = man["triggers"][0]
+    assert trig["algorithm"] == "SINGLE_CYCLE_RING"
+    roles = {b["role"]: b for b in trig["buffers"]}
+    assert roles["recv2"]["region"] == "scratch"
+    recv2 = roles["recv2"]["offset"]
+    assert recv2 >= n * dsize  # the two views do not overlap
+    mem = man["memory"]
+    scratch = next(r for r in mem["regions"] if r["name"] == "scratch")
+    cw = {p[0] for p in trig["single_cycle"]["pairs"]}
+    ccw = {p[1] for p in trig["single_cycle"]["pairs"]}
+    legs = records(out, 0, "legs.bin")
+    bds = records(out, 0, "dma.bin")
+    chan = np.repeat(legs["channel"].astype(np.int64), legs["dma_count"].astype(np.int64))
+    local = bds["buf_ptr"].astype(np.int64) & ((1 << 36) - 1)  # the offset in a core window
+    off = local - mem["dram_base"] - scratch["offset"]
+    s2m = ((bds["meta_ctrl"].astype(np.int64) >> 4) & 1) == 1
+    in_scratch = (off >= 0) & (off < scratch["size"]) & s2m
+    seen = {"cw": 0, "ccw": 0}
+    for c, lo in [(c, 0) for c in sorted(cw)] + [(c, recv2) for c in sorted(ccw)]:
+        o = off[in_scratch & (chan == c)]
+        assert ((o >= lo) & (o < lo + n * dsize)).all(), (c, int(o.min()), int(o.max()))
+        seen["cw" if c in cw else "ccw"] += o.size
+    assert seen["cw"] and seen["ccw"]
