@@ -250,6 +250,36 @@ def test_mesh_steps_name_their_peers_waits_and_sources(tmp_path):
     assert wait[1] == 3  # the three peers' scatters
 
 
+def test_a_mesh_steps_phase_is_the_event_its_receivers_count_it_on(tmp_path):
+    """docs/CLI.md "schedule", mesh / RDH ops: a step's `phase` is its event, one of the
+    rank's `events[]`; a send counts on its receivers' event (FORMATS.md section 7: the
+    `_2` events for peers on other devices or nodes).  Rank 64 of the four-node MESH has only
+    network peers: its scatter sends are EVT_REDUCE_COPY_2 and its broadcast
+    EVT_INTER_GRP_BRDCST_2.  Two ranks on two devices of a node (SINGLE_STEP_MESH) handshake
+    on EVT_GLOBAL_HNDSHK, the device-local handshake having no peer."""
+    (op,) = _ops_of(_four_node_mesh(tmp_path), 64)
+    (ch,) = op["channels"]
+    sends = [(s["phase"], s["to"]) for s in ch["steps"] if s["leaf"] == "mesh_send"]
+    assert sends == [("EVT_REDUCE_COPY_2", [0]), ("EVT_REDUCE_COPY_2", [128]),
+                     ("EVT_REDUCE_COPY_2", [192]), ("EVT_INTER_GRP_BRDCST_2", [0, 128, 192])]
+    from nrtrewrite.neff.assembler import assemble_spec
+    from test_simulate import coll_spec
+    cases = [([0, 1, 4, 5], "all_reduce", "mesh"), ([0, 1, 4, 5], "all_gather", "mesh"),
+             ([0, 1, 4, 5], "reduce_scatter", "mesh"), ([0, 4], "all_reduce", "single_step_mesh")]
+    for k, (group, kind, algo) in enumerate(cases):
+        neff = tmp_path / f"m{k}.neff"
+        neff.write_bytes(assemble_spec(coll_spec(kind, "bf16", group, 4096, lnc=2)))
+        for r in group:
+            res = _run(str(neff), "--rank", str(r), "--json", "--algo", algo)
+            assert res.exit_code == 0, res.output
+            (op,) = json.loads(res.output)["ops"]
+            events = {e["event"] for e in op["events"]}
+            phases = {s["phase"] for c in op["channels"] for s in c["steps"]}
+            assert phases <= events, (kind, algo, r, phases - events)
+            if algo == "single_step_mesh":
+                assert "EVT_GLOBAL_HNDSHK" in phases and "EVT_LOCAL_HNDSHK" not in phases
+
+
 def test_overview_threshold_is_more_than_64_entries(monkeypatch):
     """docs/CLI.md "schedule": a rank of *more than* 64 SPAD entries gets the overview; a rank
     of exactly the threshold still gets every step table."""

@@ -153,8 +153,9 @@ def _mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
     intra = tuple(r for r in peers[1:] if r not in net)
     index = {r: i for i, r in enumerate(peers)}
     other = [r for r in intra if r not in same_dev]
-    rows = sync_rows(RowSpec(channel=MESH_CHANNEL, leaf=int(Leaf.mesh_sync),
-                             phase=int(E.EVT_LOCAL_HNDSHK)),
+    # phase (informative: `schedule`): the handshake's event, the device's when it has one
+    hs = E.EVT_LOCAL_HNDSHK if same_dev else E.EVT_GLOBAL_HNDSHK
+    rows = sync_rows(RowSpec(channel=MESH_CHANNEL, leaf=int(Leaf.mesh_sync), phase=int(hs)),
                      [(index[r], event_sem(E.EVT_LOCAL_HNDSHK)) for r in same_dev]
                      + [(index[r], event_sem(E.EVT_GLOBAL_HNDSHK)) for r in other],
                      [(event_sem(E.EVT_LOCAL_HNDSHK), len(same_dev)),
@@ -238,10 +239,19 @@ class _Entry:
         near_sem, far_sem = event_sem(near), event_sem(far)
         return lambda r: near_sem if r in self.near else far_sem
 
-    def send(self, op: EncCopyOpParams, leaf: Leaf, label: E, signal, *, gw_rows: bool = False
-             ) -> None:
+    def send(self, op: EncCopyOpParams, leaf: Leaf, label: E, signal, *, gw_rows: bool = False,
+             far_label: E | None = None) -> None:
+        """The rows of copy ``op``, each increments its receivers' ``signal(rank)``.  Their
+        ``phase`` (informative: ``schedule``) is ``label``, or ``far_label`` for a row whose
+        receivers are all off this device (the event they count it on, as ``arrival``)."""
         rows = copy_rows(op, self.spec(leaf, label), self.plan.dsize, 0, self._pidx.__getitem__,
                          signal, net_ranks=self.net)
+        if far_label is not None:
+            for r in rows:
+                to = [self.peers[p] for p in r["dst_peer"][:r["n_dst"]]]
+                to = [t for t in to if t != self.rank]
+                if to and not any(t in self.near for t in to):
+                    r["phase"] = int(far_label)
         if gw_rows and self.net:  # each row that stages the same elements for the network: its own gateway
             k = 0
             for r in rows:
@@ -361,7 +371,8 @@ def compose_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
                        [a_j * d for a_j in bs], [(b_j - a_j) * d for a_j, b_j in zip(bs, be)],
                        [r == rank for r in G], bool(e.net))
             e.send(cp, Leaf.mesh_send, E.EVT_REDUCE_COPY,
-                   e.arrival(E.EVT_REDUCE_COPY, E.EVT_REDUCE_COPY_2))
+                   e.arrival(E.EVT_REDUCE_COPY, E.EVT_REDUCE_COPY_2),
+                   far_label=E.EVT_REDUCE_COPY_2)
         if mine:
             a, b = int(bs[me]), int(be[me])
             e.post_recvs(others, [(a, b)] * len(others),
@@ -399,7 +410,7 @@ def compose_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
                    [0] * len(others), [(b - a) * d] * len(others), [False] * len(others),
                    bool(e.net))
         e.send(bc, Leaf.mesh_send, E.EVT_INTRA_GRP_BRDCST,
-               e.arrival(E.EVT_INTRA_GRP_BRDCST, far_evt), gw_rows=True)
+               e.arrival(E.EVT_INTRA_GRP_BRDCST, far_evt), gw_rows=True, far_label=far_evt)
     else:
         if near_in:
             e.events.add(E.EVT_INTRA_GRP_BRDCST, src=near_in, what="all-gather arrivals")
@@ -442,7 +453,7 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     bc = _copy(Addr(V_IN, 0), others,
                [Addr(e.cb_view(slot_of(plan, rank, r), 0), 0) for r in others],
                [0] * len(others), [N * d] * len(others), [False] * len(others), False)
-    e.send(bc, Leaf.mesh_send, near_evt, e.arrival(near_evt, far_evt))
+    e.send(bc, Leaf.mesh_send, near_evt, e.arrival(near_evt, far_evt), far_label=far_evt)
     e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
                  what=f"reduce IN and {len(others)} slot(s) into OUT")
     # the sources in group order (the rank's IN at its own place among the slots, which hold
