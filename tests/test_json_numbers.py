@@ -264,3 +264,17 @@ def test_rank_manifest_with_an_infinite_number(lowered, tmp_path):
     renamed = b / "renamed"
     shutil.copytree(b / "rank-0001", renamed)
     assert folder_rank(renamed) is None  # its rank cannot be read from it
+
+
+@pytest.mark.parametrize("doc, found", [
+    ({"a": {"b\ud800": 1}}, ("a", "b\ud800", 1, True)),  # a key: the object's path
+    ({"a": ["x", "\udc80y"]}, ("a[1]", "\udc80y", 0, False)),  # a value: its own path
+    ({"\ud800": 0}, ("", "\ud800", 0, True)),  # a top-level key
+    ({"a": "x\ud800", "b": ["\udc80"]}, ("a", "x\ud800", 1, False)),  # the first
+])
+def test_lone_surrogate_tells_a_key_from_a_value(doc, found):
+    """jsonin.lone_surrogate returns, for the first such string in document order, (path,
+    string, index of the surrogate, is it a key):
+    docs/TOPOLOGY.md names the key path of the value, of the object for a key, and the
+    reader's message says "a key" for a key (topology/model._check_text)."""
+    assert jsonin.lone_surrogate(doc) == found

@@ -413,3 +413,62 @@ def test_bad_jobs_and_empty_output_are_usage_errors(tmp_path, args, says):
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mix8.neff"]
+
+
+def test_every_kick_word_is_the_documented_word(tmp_path):
+    """FORMATS.md §9: each trigger word (0xD9 and 0xDA: two words) becomes a TOPSP_KICK word:
+    a2 10 00 00, bytes 4..11 of the original word, u16 spad_index (the trigger's first SPAD
+    entry on its group's leader: the first of its `entries` in the leader's rank manifest,
+    FORMATS.md §1.2), u16 word (0, or 1 for the former 0xDA word), u32 trigger ordinal, 44
+    zero bytes; the file is exactly 1024 + data_size bytes, the header hash (pkg_version 2:
+    MD5 of the payload in hash[0:16], NEFF-LIKE.md §1) recomputed."""
+    import hashlib
+
+    out = lower_to(FIX / "sbuf.neff", tmp_path / "out", [0])
+    before = read_model(FIX / "sbuf.neff")
+    after = read_model(out / "sbuf.neff")
+    man = json.loads((out / "manifest.json").read_text())
+    entries = json.loads((out / "rank-0000" / "manifest.json").read_text())["entries"]
+    assert len(man["triggers"]) == 4 and {t["leader"] for t in man["triggers"]} == {0}
+    firsts = set()
+    for t in man["triggers"]:
+        first = [e["trigger"] for e in entries].index(t["trigger"])
+        firsts.add(first)
+        sb = before.subgraph(t["subgraph"]).streams[t["engine"]]
+        sa = after.subgraph(t["subgraph"]).streams[t["engine"]]
+        assert sb[t["index"] * 64] == 0xD9 and sb[(t["index"] + 1) * 64] == 0xDA
+        for w in (0, 1):
+            at = (t["index"] + w) * 64
+            want = (bytes([0xA2, 16, 0, 0]) + sb[at + 4:at + 12] + first.to_bytes(2, "little")
+                    + w.to_bytes(2, "little") + t["trigger"].to_bytes(4, "little") + bytes(44))
+            assert sa[at:at + 64] == want, (t["trigger"], w)
+    assert len(firsts) == 4  # every trigger its own first entry: spad_index is not constant
+    data = (out / "sbuf.neff").read_bytes()
+    data_size = int.from_bytes(data[16:24], "little")
+    assert int.from_bytes(data[0:8], "little") == 2 and len(data) == 1024 + data_size
+    assert data[172:188] == hashlib.md5(data[1024:]).digest() and data[188:204] == bytes(16)
+
+
+def test_a_model_only_beginning_like_an_output_entry_keeps_its_name(tmp_path):
+    """FORMATS.md §1: only a model named like one of the folder's own entries (manifest.json,
+    or rank- followed by digits) gets .neff added; rank-0000x.neff is not such a name and is
+    written under its own name, which output_neff.name records."""
+    src = tmp_path / "rank-0000x.neff"
+    shutil.copy(FIX / "ar2.neff", src)
+    out = lower_to(src, tmp_path / "out", [0])
+    assert json.loads((out / "manifest.json").read_text())["output_neff"]["name"] == src.name
+    assert (out / src.name).is_file()
+
+
+def test_manifest_input_bytes_is_the_whole_file_without_a_given_size(tmp_path):
+    """FORMATS.md §1.1: input.bytes is the size of the whole input file; a plan made without
+    the file's size counts header (1024 bytes) and payload (fixtures have no trailing zero
+    bytes, so that is the file's size)."""
+    from nrtrewrite.bundle import write_output
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+
+    src = FIX / "ar2.neff"
+    plan = plan_lowering(read_model(src), LowerOptions(), input_sha256="0" * 64)
+    out = write_output(plan, tmp_path / "out", ranks=[0], workers=1)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["input"]["bytes"] == src.stat().st_size

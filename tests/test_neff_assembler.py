@@ -365,3 +365,223 @@ def test_recursive_yaml_alias_is_an_error(base_spec):
     with pytest.raises(ValidationError, match="^<spec>: field neff_json: cannot be written as "
                                               "JSON: Circular reference"):
         assemble_spec(base_spec)
+
+
+# ---------------------------------------------------------------------------
+# mutation audit round 5: defaults, field widths and spec refusals of docs/ASSEMBLE.md
+
+def _sp(spec: dict) -> list:
+    return spec["subgraphs"][0]["engines"]["sp"]
+
+
+def _refused_at(spec: dict, field: str) -> str:
+    """Assemble ``spec``; it must be a one-line spec error naming ``field`` (ASSEMBLE.md:
+    mistakes in the spec are one-line errors naming the spec path)."""
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec)
+    msg = str(exc.value)
+    assert msg.startswith(f"<spec>: field {field}: ") and "\n" not in msg, msg
+    return msg
+
+
+def test_pkg_version_defaults_to_2_with_md5_in_hash_0_16(base_spec):
+    """ASSEMBLE.md: pkg_version "(default 2)"; NEFF-LIKE.md §1: 2 = MD5 of the payload in
+    hash[0:16] (header offset 172), hash[16:32] zero; pkg_version is the u64 at offset 0."""
+    import hashlib
+
+    del base_spec["header"]["pkg_version"]
+    data = assemble_spec(base_spec)
+    assert int.from_bytes(data[0:8], "little") == 2
+    data_size = int.from_bytes(data[16:24], "little")
+    assert data[172:188] == hashlib.md5(data[1024:1024 + data_size]).digest()
+    assert data[188:204] == bytes(16)
+
+
+@pytest.mark.parametrize("key, offset, width", [("name", 220, 256),
+                                                ("neff_build_version", 40, 128)])
+def test_header_strings_may_fill_their_field_and_no_more(base_spec, key, offset, width):
+    """NEFF-LIKE.md §1: name is char[256] at 220, neff_build_version char[128] at 40, UTF-8
+    NUL-padded: a string of exactly the width fills the field; one byte more is a spec error
+    at header.<key> (ASSEMBLE.md: spec mistakes name the spec path)."""
+    base_spec["header"][key] = "n" * width
+    data = assemble_spec(base_spec)
+    assert data[offset:offset + width] == b"n" * width
+    base_spec["header"][key] = "n" * (width + 1)
+    assert str(width) in _refused_at(base_spec, f"header.{key}")
+
+
+def test_tpb_per_node_takes_64_byte_values(base_spec):
+    """ASSEMBLE.md: tpb_per_node is "up to 64 byte values (zero-padded)"; NEFF-LIKE.md §1:
+    u8[64] at offset 480.  64 values of 255 fill it; a 65th value, or a value of 256, is a
+    spec error naming the key."""
+    base_spec["header"]["tpb_per_node"] = [255] * 64
+    assert assemble_spec(base_spec)[480:544] == b"\xff" * 64
+    base_spec["header"]["tpb_per_node"] = [1] * 65
+    _refused_at(base_spec, "header.tpb_per_node")
+    base_spec["header"]["tpb_per_node"] = [1, 256]
+    _refused_at(base_spec, "header.tpb_per_node[1]")
+
+
+@pytest.mark.parametrize("key", ["wait_mode", "wait_idx", "update_mode", "update_idx"])
+def test_sync_bytes_are_u8(base_spec, key):
+    """NEFF-LIKE.md §2: wait_mode, wait_idx, update_mode, update_idx are the u8s at 4..7: 255
+    is written there, 256 is a spec error at that sync key."""
+    at = 4 + ["wait_mode", "wait_idx", "update_mode", "update_idx"].index(key)
+    _sp(base_spec).append({"opaque": {"opcode": 0x41, "sync": {key: 255}}})
+    model = assemble(base_spec).model
+    assert model.subgraph("sg00").streams["sp"][3 * 64 + at] == 255
+    _sp(base_spec)[3]["opaque"]["sync"][key] = 256
+    _refused_at(base_spec, f"subgraphs[0].engines.sp[3].opaque.sync.{key}")
+
+
+def _sbuf_trigger(src_dims, **extra) -> dict:
+    return {"all_reduce": {"dtype": "bf16", "op": "add",
+                           "src": {"var": "sb_in", "partitions": 128, "dims": src_dims},
+                           "dst": {"var": "sb_out", "partitions": 128, "dims": [[1, 8]]},
+                           **extra}}
+
+
+def test_sbuf_steps_take_the_whole_i32_range(base_spec):
+    """NEFF-LIKE.md §2 / instructions.py: a 0xD9 dimension step is an i32 (src dims at 28..51,
+    (step, num) pairs); ASSEMBLE.md: negative steps are allowed.  -2^31 with num 1 (never
+    stepped) is written as 00 00 00 80 at byte 36 (dims[1].step); -2^31 - 1 is a spec
+    error at that dims item."""
+    _sp(base_spec)[1] = _sbuf_trigger([[1, 8], [-2**31, 1]])
+    word = assemble(base_spec).model.subgraph("sg00").streams["sp"][64:128]
+    assert word[0] == 0xD9 and word[36:40] == b"\x00\x00\x00\x80"
+    _sp(base_spec)[1] = _sbuf_trigger([[1, 8], [-2**31 - 1, 1]])
+    _refused_at(base_spec, "subgraphs[0].engines.sp[1].all_reduce.src.dims[1][0]")
+
+
+def test_partitions_on_dst_alone_make_the_default_opcode_0xd9(base_spec):
+    """ASSEMBLE.md: the default opcode is 0xD9 "when src or dst has partitions"; a 0xD9 src
+    is {var, start, partitions, dims}: a src pattern without partitions is refused at
+    src.partitions (as a 0xD9 operand), not read as a DRAM {var, offset} operand."""
+    trig = _sbuf_trigger([[1, 8]])
+    del trig["all_reduce"]["src"]["partitions"]
+    _sp(base_spec)[1] = trig
+    _refused_at(base_spec, "subgraphs[0].engines.sp[1].all_reduce.src.partitions")
+
+
+@pytest.mark.parametrize("opcode, key", [(0xC7, "stream_id"), (0xC8, "channel_id"),
+                                         (0xC7, "channel_id")])
+def test_a_field_the_word_does_not_have_is_refused(base_spec, opcode, key):
+    """ASSEMBLE.md trigger keys: stream_id is for 0xC8 and 0xDA ("0xC7 has no stream field"),
+    channel_id for 0xDA only: given a non-zero value on a word without the field, the spec
+    is refused at that key (the value would be lost silently)."""
+    _sp(base_spec)[1]["all_reduce"].update(opcode=opcode, **{key: 1})
+    _refused_at(base_spec, f"subgraphs[0].engines.sp[1].all_reduce.{key}")
+
+
+def test_bytes_must_be_a_whole_number_of_elements(base_spec):
+    """ASSEMBLE.md: bytes is input bytes per rank "(must be a whole number of elements)":
+    4097 bytes of bf16 (2 bytes) is refused at .bytes; 4096 is 2048 elements."""
+    trig = _sp(base_spec)[1]["all_reduce"]
+    del trig["num_elements"]
+    trig["bytes"] = 4096
+    assert assemble(base_spec).model.triggers[0].num_elements == 2048
+    trig["bytes"] = 4097
+    _refused_at(base_spec, "subgraphs[0].engines.sp[1].all_reduce.bytes")
+
+
+def test_raw_header_int_fields_take_their_width(base_spec):
+    """ASSEMBLE.md: raw_header overwrites a header field, "int fields take ints"; num_tpb is a
+    u32 at 168 (NEFF-LIKE.md §1): 2^32 - 1 is written there, 2^32 is a spec error at
+    raw_header.num_tpb."""
+    base_spec.update(validate=False, raw_header={"num_tpb": 2**32 - 1})
+    assert assemble_spec(base_spec)[168:172] == b"\xff" * 4
+    base_spec["raw_header"]["num_tpb"] = 2**32
+    _refused_at(base_spec, "raw_header.num_tpb")
+
+
+def test_an_extra_member_replacing_one_moves_to_the_end(base_spec):
+    """ASSEMBLE.md extra_members: "a member of the same name is replaced (and moves to the
+    end)": members are neff.json, sg00/def.json, sg00/sp.bin, sg00/pool.bin in spec order;
+    a replaced neff.json comes last with the new bytes."""
+    from nrtrewrite.neff.container import read_container
+
+    base_spec.update(validate=False, extra_members=[{"name": "neff.json", "text": "{}"}])
+    members = read_container(assemble_spec(base_spec)).members
+    assert list(members) == ["sg00/def.json", "sg00/sp.bin", "sg00/pool.bin", "neff.json"]
+    assert members["neff.json"] == b"{}"
+
+
+def test_omitting_a_member_that_is_not_there_is_a_spec_error(base_spec):
+    """ASSEMBLE.md: omit_members drops generated members; a name no member has is a spec
+    mistake, a one-line error naming omit_members[k] (nothing would be omitted)."""
+    base_spec["omit_members"] = ["sg00/pool.bin", "sg00/nope.bin"]
+    _refused_at(base_spec, "omit_members[1]")
+
+
+def test_size_suffixes_are_binary(base_spec):
+    """ASSEMBLE.md: sizes take "a string with a binary suffix: 512B, 64KiB, 4MiB, 1GiB"
+    (2^10, 2^20, 2^30); def.json records the byte counts."""
+    from nrtrewrite.neff.container import read_container
+
+    base_spec["validate"] = False
+    base_spec["subgraphs"][0]["vars"] = [
+        {"name": f"v{k}", "type": "input", "size": s}
+        for k, s in enumerate(["512B", "64KiB", "4MiB", "1GiB", "3 GiB", "7"])]
+    _sp(base_spec)[1] = "nop"
+    members = read_container(assemble_spec(base_spec)).members
+    sizes = [v["size"] for v in json.loads(members["sg00/def.json"])["var"]]
+    assert sizes == [512, 64 << 10, 4 << 20, 1 << 30, 3 << 30, 7]
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter"])
+def test_0xc7_carries_only_all_reduce(base_spec, kind):
+    """ASSEMBLE.md: opcode "0xC7 (all_reduce only)" (NEFF-LIKE.md: 0xC7 has no ctype field, its
+    ctype is implicitly ALL_REDUCE): another kind with opcode 0xC7 is refused at .opcode,
+    not written as an all-reduce."""
+    trig = {"dtype": "bf16", "src": "in", "dst": "out", "num_elements": 256, "opcode": 0xC7}
+    if kind == "reduce_scatter":
+        trig["op"] = "add"
+    _sp(base_spec)[1] = {kind: trig}
+    _refused_at(base_spec, f"subgraphs[0].engines.sp[1].{kind}.opcode")
+
+
+def test_opaque_words_take_every_u8_opcode(base_spec):
+    """NEFF-LIKE.md §2: the opcode is a u8 (0..255); ASSEMBLE.md: opaque writes `count` words
+    of that opcode, operands hex for bytes 12..63, zero-padded.  0xFF with operands "ab"
+    is ff 10 00 00, 8 zero sync bytes, ab and 51 zeros (length_dw 16 at byte 1)."""
+    _sp(base_spec).append({"opaque": {"opcode": 0xFF, "operands": "ab"}})
+    word = assemble(base_spec).model.subgraph("sg00").streams["sp"][3 * 64:4 * 64]
+    assert word == b"\xff\x10\x00\x00" + bytes(8) + b"\xab" + bytes(51)
+    _sp(base_spec)[3]["opaque"]["opcode"] = 0x100
+    _refused_at(base_spec, "subgraphs[0].engines.sp[3].opaque.opcode")
+
+
+def test_the_header_name_defaults_to_the_spec_file_name_without_extension(base_spec, tmp_path):
+    """ASSEMBLE.md: header name "default: the spec file name without extension" (char[256] at
+    220, NUL-padded: NEFF-LIKE.md §1)."""
+    del base_spec["header"]["name"]
+    spec = tmp_path / "my_model.v2.yaml"
+    spec.write_text(json.dumps(base_spec))
+    data = assemble_file(spec).data
+    assert data[220:476] == b"my_model.v2".ljust(256, b"\0")
+
+
+def test_opaque_operands_are_at_most_52_bytes(base_spec):
+    """ASSEMBLE.md: opaque `operands` is hex for bytes 12..63 (zero-padded): 52 bytes fill
+    the word's operands; 53 bytes are a spec error at .operands."""
+    _sp(base_spec).append({"opaque": {"opcode": 0x41, "operands": "5a" * 52}})
+    word = assemble(base_spec).model.subgraph("sg00").streams["sp"][3 * 64:4 * 64]
+    assert word[12:] == b"\x5a" * 52
+    _sp(base_spec)[3]["opaque"]["operands"] = "5a" * 53
+    _refused_at(base_spec, "subgraphs[0].engines.sp[3].opaque.operands")
+
+
+def test_a_var_of_size_0_is_the_readers_error(base_spec):
+    """ASSEMBLE.md: the assembler only encodes; a rule of the reader ("def.json: sizes are
+    positive") is reported as the reader reports it, from the assembled bytes (`<spec>
+    (assembled): member sg00/def.json, ...`); with `validate: false` the size 0 is written."""
+    from nrtrewrite.neff.container import read_container
+
+    base_spec["subgraphs"][0]["vars"][2]["size"] = 0  # tmp, unused by the trigger
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    msg = str(exc.value)
+    assert msg.startswith("<spec> (assembled): member sg00/def.json") and "var[2].size" in msg
+    base_spec["validate"] = False
+    members = read_container(assemble_spec(base_spec)).members
+    assert json.loads(members["sg00/def.json"])["var"][2]["size"] == 0

@@ -177,3 +177,24 @@ def test_scan_and_counts():
     assert opcode_class(0xC1) == "other-pseudo"
     assert opcode_class(0xBF) == "regular"
     assert opcode_class(0xE0) == "regular"
+
+
+# mutation audit round 5
+
+@pytest.mark.parametrize("opcode, cls", [(0xC0, "other-pseudo"), (0xDF, "other-pseudo"),
+                                         (0xDB, "other-pseudo"), (0xC6, "other-pseudo"),
+                                         (0xC8, "pseudo-trigger"), (0xD9, "pseudo-trigger"),
+                                         (0x00, "regular"), (0xFF, "regular")])
+def test_opcode_classes_at_the_pseudo_range_ends(opcode, cls):
+    """docs/CLI.md (inspect): `other-pseudo` is any other 0xC0..0xDF (NEFF-LIKE.md §2: top
+    three bits 110), both ends included; 0xC7, 0xC8, 0xD9, 0xDA are `pseudo-trigger`."""
+    assert opcode_class(opcode) == cls
+
+
+@pytest.mark.parametrize("length", [63, 65, 128])
+def test_decode_word_refuses_a_word_not_of_64_bytes(length):
+    """instructions.py: decode_word "refuses a word whose length is not exactly 64"
+    (NEFF-LIKE.md §2: instructions are 64 bytes), longer as well as shorter."""
+    word = (c7() + bytes(64))[:length]
+    with pytest.raises(ValueError, match=f"{length} bytes, not 64"):
+        decode_word(0xC7, word)

@@ -505,3 +505,18 @@ def test_sbuf_all_gather_counts(base_spec):
     set_trigger(base_spec, "all_gather", dict(good, dst={"var": "sb_out", "partitions": 16,
                                                          "dims": [[1, 8]]}))
     assert "ALL_GATHER of 128 over 8 ranks writes 1024" in str(error_of(base_spec))
+
+
+@pytest.mark.parametrize("new, why", [
+    ({("sg00", "sp"): bytes(32)}, "new stream length 32 is not a multiple of 64"),
+    ({("sg00", "sp"): bytes(96)}, "new stream length 96 is not a multiple of 64"),
+    ({("sg09", "sp"): bytes(64)}, "no such subgraph"),
+])
+def test_rewrite_streams_refuses_what_is_not_a_stream_of_the_model(fixtures_dir, new, why):
+    """writer.rewrite_streams: new streams are "a multiple of 64" bytes (NEFF-LIKE.md §2:
+    64-byte instructions; 32 and 96 are multiples of 16 and 32, not of 64), for a subgraph
+    and engine of the model: otherwise a ValidationError naming the stream, never a bare
+    KeyError."""
+    model = read_model(fixtures_dir / "mix8.neff")
+    with pytest.raises(ValidationError, match=why):
+        rewrite_streams(model, new)
