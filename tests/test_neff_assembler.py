@@ -585,3 +585,18 @@ def test_a_var_of_size_0_is_the_readers_error(base_spec):
     base_spec["validate"] = False
     members = read_container(assemble_spec(base_spec)).members
     assert json.loads(members["sg00/def.json"])["var"][2]["size"] == 0
+
+
+def test_a_default_var_id_is_one_more_than_the_highest_so_far():
+    """docs/ASSEMBLE.md `vars`: a var without `var_id` gets one more than the highest
+    `var_id` of the vars before it (0 for the first), so a default never repeats an id given
+    earlier: a -> 0, b (given 10), c (given 3), d -> 11 (not 4)."""
+    spec = {"header": {"name": "v"}, "subgraphs": [{
+        "vars": [{"name": "a", "type": "input", "size": 64},
+                 {"name": "b", "type": "output", "size": 64, "var_id": 10},
+                 {"name": "c", "type": "tmp-buf", "size": 64, "var_id": 3},
+                 {"name": "d", "type": "tmp-buf", "size": 64}],
+        "replica_groups": [[0, 1]], "engines": {"sp": ["nop"]}}]}
+    model = read_model_bytes(assemble_spec(spec))
+    assert {v.name: v.var_id for v in model.subgraphs[0].vars.values()} == {
+        "a": 0, "b": 10, "c": 3, "d": 11}
