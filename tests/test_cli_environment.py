@@ -358,7 +358,7 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 def test_outputs_and_json_documents_do_not_depend_on_the_string_hash_seed(tmp_path):
     """The developers' guide: the same input and options give byte-identical output.  Python
-    salts the hash of every str (and of an enum member, hashed by its name) per process, so
+    salts the hash of every str (and of a plain Enum member, hashed by its name) per process, so
     anything that iterates a set or orders by hash would change from run to run; under two
     PYTHONHASHSEED values `lower` writes the same tree and `explain --json` and
     `schedule --json` print the same documents (mix8: ring, mesh and kangaring triggers, every
