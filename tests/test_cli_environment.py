@@ -193,6 +193,24 @@ def test_ctrl_c_while_the_modules_load_is_aborted_not_a_traceback():
     assert (proc.returncode, proc.stderr) == (1, b"Aborted!\n")
 
 
+@pytest.mark.parametrize("given, want", [(None, "1"), ("4", "4")])
+def test_the_console_script_keeps_blas_to_one_thread_unless_set(monkeypatch, given, want):
+    """CLI.md "Errors": numpy's BLAS starts no threads of its own, `OPENBLAS_NUM_THREADS=1`
+    unless set (a value given is kept)."""
+    import nrtrewrite.cli
+    from nrtrewrite import console
+
+    if given is None:
+        monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_NUM_THREADS", given)
+    seen = []
+    monkeypatch.setattr(nrtrewrite.cli, "main",
+                        lambda **kw: seen.append(os.environ.get("OPENBLAS_NUM_THREADS")))
+    console.main()
+    assert seen == [want]
+
+
 def test_usable_cores_follow_the_affinity_and_the_quota(tmp_path, monkeypatch):
     monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5})
     monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: None)
@@ -224,6 +242,19 @@ def test_cgroup_quota_files(tmp_path):
     proc.write_text("4:cpu,cpuacct:/x\n1:name=systemd:/\n")
     assert cores.cgroup_cpu_quota(v1, proc) == 3.0
     assert cores.cgroup_cpu_quota(v1, tmp_path / "missing") is None
+
+
+def test_cgroup_v1_cpu_controller_found_under_its_cpu_mount(tmp_path):
+    """CLI.md "lower": `-j`'s default is capped by a cgroup CPU quota; cgroup v1 mounts the
+    joint `cpu,cpuacct` controller as `cpu,cpuacct` or only as `cpu`: the quota is read from
+    whichever is there."""
+    v1 = tmp_path / "v1"
+    (v1 / "cpu" / "x").mkdir(parents=True)
+    (v1 / "cpu" / "x" / "cpu.cfs_quota_us").write_text("150000\n")
+    (v1 / "cpu" / "x" / "cpu.cfs_period_us").write_text("100000\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:cpu,cpuacct:/x\n")
+    assert cores.cgroup_cpu_quota(v1, proc) == 1.5
 
 
 def test_a_killed_simulates_temporary_folder_is_removed_by_the_next(tmp_path):

@@ -82,3 +82,55 @@ def test_redirected_stderr_gets_nothing_from_a_successful_lower(tmp_path):
                           capture_output=True, text=True, cwd=root, timeout=120)
     assert proc.returncode == 0 and proc.stderr == "", repr(proc.stderr)
     assert "8 rank folder(s) written" in proc.stdout
+
+
+def test_quiet_prints_nothing_on_success(tmp_path):
+    """CLI.md "lower": on success a table is printed, "nothing with `--quiet`" (this model
+    gives no warning): neither the table nor the rank count line."""
+    path = tmp_path / "m.neff"
+    path.write_bytes(_model([("all_reduce", "bf16", 64)]))
+    res = CliRunner().invoke(main, ["lower", "-q", str(path), "-o", str(tmp_path / "o"),
+                                    "-j", "1"])
+    assert res.exit_code == 0 and res.output == "", res.output
+    assert (tmp_path / "o" / "rank-0007").is_dir()
+
+
+def test_exactly_64_triggers_still_get_one_row_each():
+    """CLI.md "lower": one row per trigger, or, "for a model of more than 64 triggers", one
+    row per (op, dtype, algorithm): 64 triggers are not grouped."""
+    kinds = [("all_reduce", "bf16", 8 + 8 * i) for i in range(64)]
+    plan = plan_lowering(read_model_bytes(_model(kinds), path="m.neff"),
+                         LowerOptions(algo="ring"))
+    text = _render(summary_table(plan, "title"))
+    assert "triggers in" not in text
+    rows = [[c for c in line.split() if c not in "│┃"] for line in text.splitlines()
+            if "RING" in line]
+    assert [r[0] for r in rows] == [str(i) for i in range(64)]
+    assert rows[63][3] == str(8 + 8 * 63)
+
+
+def test_per_trigger_rows_show_each_triggers_op_dtype_elements_and_group():
+    """CLI.md "lower": up to 64 triggers, one row per trigger: ordinal, op, dtype, elements,
+    replica group (and its size), algorithm."""
+    kinds = [("reduce_scatter", "bf16", 64), ("all_gather", "fp8_e4", 24)]
+    plan = plan_lowering(read_model_bytes(_model(kinds), path="m.neff"),
+                         LowerOptions(algo="ring"))
+    text = _render(summary_table(plan, "title"))
+    rows = [[c for c in line.split() if c not in "│┃"] for line in text.splitlines()
+            if "RING" in line]
+    assert [r[:7] for r in rows] == [["0", "REDUCE_SCATTER", "BF16", "64", "0", "(8", "ranks)"],
+                                     ["1", "ALLGATHER", "FP8_E4", "24", "0", "(8", "ranks)"]]
+    assert all(r[7] == "RING" for r in rows)
+
+
+def test_the_last_line_counts_the_rank_folders_written(tmp_path):
+    """CLI.md "lower": `--rank` lowers only those ranks, a rank given twice once; the line
+    after the table counts the rank folders written (2 here, not the world's 8)."""
+    path = tmp_path / "m.neff"
+    path.write_bytes(_model([("all_reduce", "bf16", 64)]))
+    res = CliRunner().invoke(main, ["lower", str(path), "-o", str(tmp_path / "o"), "-j", "1",
+                                    "--rank", "1", "--rank", "2", "--rank", "1"])
+    assert res.exit_code == 0, res.output
+    assert "\n2 rank folder(s) written in " in res.output
+    assert sorted(p.name for p in (tmp_path / "o").iterdir() if p.is_dir()) == [
+        "rank-0001", "rank-0002"]

@@ -115,3 +115,26 @@ def test_hier_with_several_chunk_groups(small_topo, monkeypatch):
               for p in lp.plans.values()]
     assert max(groups) > 1
     run_all(plan, seed=2)
+
+
+def test_lower_summary_counts_a_hier_triggers_channel_ids_over_its_legs(two_node_plan):
+    """CLI.md "lower": the summary's `channels` column is the number of channel ids a trigger
+    uses, a HIER trigger's over its legs (disjoint: every leg's ids counted, not one leg's)."""
+    import io
+
+    from rich.console import Console
+
+    from nrtrewrite.cli.lower import summary_table
+
+    con = Console(width=200, record=True, file=io.StringIO())
+    con.print(summary_table(two_node_plan, "t"))
+    rows = {}
+    for line in con.export_text().splitlines():
+        cells = [c for c in line.split() if c not in "│┃"]
+        if cells and cells[0].isdigit():
+            rows[int(cells[0])] = cells
+    assert len(rows) == len(two_node_plan.triggers)
+    for tp in two_node_plan.triggers:
+        legs = tp.prepared.data.legs
+        ids = {c for lp in legs for c in range(lp.channel_base, lp.channel_base + lp.n_channels)}
+        assert len(legs) > 1 and rows[tp.trigger.ordinal][8] == str(len(ids))

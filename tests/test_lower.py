@@ -472,3 +472,39 @@ def test_manifest_input_bytes_is_the_whole_file_without_a_given_size(tmp_path):
     out = write_output(plan, tmp_path / "out", ranks=[0], workers=1)
     man = json.loads((out / "manifest.json").read_text())
     assert man["input"]["bytes"] == src.stat().st_size
+
+
+@pytest.mark.parametrize("bad", ["a/../../evil", "a/../b"])
+def test_golden_unpack_refuses_a_dotdot_member_before_extracting_anything(tmp_path, bad):
+    """nrtrewrite/golden.py ``unpack``: regular files and folders only, no absolute or ``..``
+    member name; a golden holding one is refused as a whole (ValueError naming the member),
+    nothing of it extracted."""
+    import io
+    import tarfile
+
+    tgz = tmp_path / "g.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        for name in ("ok.txt", bad):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    dest = tmp_path / "dest"
+    with pytest.raises(ValueError, match="unexpected member"):
+        unpack(tgz, dest)
+    assert list(dest.rglob("*")) == []
+
+
+def test_lower_warns_of_an_algo_clause_that_applies_to_nothing(tmp_path):
+    """docs/SELECTION.md §8: a clause that governs nothing in the model is not an error, but
+    `lower` warns (`nrtrewrite: warning: M.neff: --algo clause ... applies to nothing in this
+    model: it has no ALLGATHER collective`), with `--quiet` too; exit 0. ar2: one all-reduce."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    model = str(FIX / "ar2.neff")
+    res = CliRunner().invoke(main, ["lower", "-q", model, "-o", str(tmp_path / "o"), "-j", "1",
+                                    "--algo", "allgather:ring"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (f"nrtrewrite: warning: {model}: --algo clause 'allgather:ring' "
+                          "applies to nothing in this model: it has no ALLGATHER collective\n")

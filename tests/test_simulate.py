@@ -658,6 +658,23 @@ def test_cli_json_is_one_document_when_the_simulation_cannot_be_done(tmp_path):
     assert res.exit_code == 2 and res.stdout == ""
 
 
+def test_cli_json_document_of_a_simulation_that_cannot_be_done_has_every_key(tmp_path):
+    """CLI.md "simulate" `--json`: when the simulation cannot be done (exit 2) stdout is still
+    one document: `format` "nrtrewrite-simulate", `format_version` 1, `output` the target as
+    given, `seed` likewise, `ok` null, `error` the message, `error_trigger` null, `triggers`
+    and `stats` empty."""
+    folder = tmp_path / "empty"
+    folder.mkdir()
+    res = cli("simulate", folder, "--json", "--seed", "7")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2
+    assert doc == {"format": "nrtrewrite-simulate", "format_version": 1, "output": str(folder),
+                   "seed": 7, "ok": None, "error": doc["error"], "error_trigger": None,
+                   "triggers": [], "stats": {}}
+    assert "not an nrtrewrite output folder" in doc["error"]
+    assert res.stderr == f"nrtrewrite: error: {doc['error']}\n"
+
+
 def _subgraphs_spec(parts: list[tuple[list[list[int]], list[tuple]]]) -> dict:
     """One subgraph per ``(replica groups, meshcase triggers)``, in order (``sg00``, ``sg01``,
     ...): replica groups of different subgraphs may overlap."""

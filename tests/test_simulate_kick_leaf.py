@@ -314,6 +314,24 @@ def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+def test_simulate_a_model_with_a_bad_header_hash_with_no_verify_hash(tmp_path):
+    """CLI.md "simulate": given MODEL.neff, it is lowered with `--no-verify-hash` "as for
+    `lower`": a model whose header hash is wrong simulates (exit 0, the warning once on
+    stderr); without the option it is refused (exit 2)."""
+    from nrtrewrite.neff.container import HEADER_FIELDS
+    data = bytearray((FIX / "ar2.neff").read_bytes())
+    off, _size = HEADER_FIELDS["hash"]
+    data[off] ^= 0xFF
+    model = tmp_path / "h.neff"
+    model.write_bytes(bytes(data))
+    res = cli("simulate", model, "--no-verify-hash")
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (f"nrtrewrite: warning: {model}: header hash not verified "
+                          "(--no-verify-hash)\n")
+    res = cli("simulate", model)
+    assert res.exit_code == 2 and "hash" in res.stderr
+
+
 def test_an_output_of_a_model_with_a_bad_header_hash_can_be_checked_against_it(tmp_path):
     """``lower --no-verify-hash`` lowers a model whose header hash is wrong; ``simulate OUT
     --model M`` read M with the hash check and refused it, with no way to skip it
