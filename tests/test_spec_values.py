@@ -49,6 +49,61 @@ def test_the_tail_chunk_is_the_smallest_even_size_covering_the_remainder(tmp_pat
     assert chunk["tail_chunk"] == 1026
 
 
+
+def test_a_channel_is_active_only_with_64_elements_per_chunk_position():
+    """DESIGN.md "Chunking": only as many channels as give every chunk position at least 64
+    elements.  An all-reduce of 400 elements over 4 ranks has 100 elements a position: one
+    channel may run (100 // 64 = 1), not 2 (ceil(100 / 64)) nor 3 (100 // 32)."""
+    from nrtrewrite.codes import DType, EncOpType
+    from nrtrewrite.compose.chunking import set_dynamic_chunk_size
+
+    assert set_dynamic_chunk_size(EncOpType.ALLREDUCE, 400, 4, DType.BF16, 4).channels == 1
+    assert set_dynamic_chunk_size(EncOpType.ALLREDUCE, 512, 4, DType.BF16, 4).channels == 2
+
+
+def test_the_chunk_is_capped_at_512_kib_of_4_byte_fp32r(tmp_path):
+    """DESIGN.md "Chunking": the chunk is capped by the 512 KiB channel-buffer budget, in
+    bytes of the I/O type; FP32R sizes as its 4-byte fp32 storage.  2^20 fp32r elements over
+    2 ranks on one channel: 2^19 elements a position, capped to 512 KiB / 4 = 131072, so
+    pgta = 2^20 / (2 * 131072) = 4."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "fp32r", [0, 1], 1 << 20, lnc=2))
+    chunk = man["triggers"][0]["chunk"]
+    assert chunk["channels"] == 1
+    assert (chunk["chunk_size_n"], chunk["pgta"], chunk["tail_chunk"]) == (131072, 4, 131072)
+
+
+def test_the_tail_chunk_divides_by_every_chunk_position_of_the_group(tmp_path):
+    """DESIGN.md "Chunking": the tail chunk is ceil(remained / (rank_n * ch_n)), not the
+    seed's division by rank_n alone.  270000 bf16 (540000 bytes: 2 channels, SELECTION.md §7)
+    over 4 ranks: 67500 a position, chunk = 33750 rounded up to 32 = 33760, one group of
+    4 * 2 * 33760 >= 270000; tail = ceil(270000 / 8) = 33750."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 3], 270000, lnc=2))
+    chunk = man["triggers"][0]["chunk"]
+    assert (chunk["channels"], chunk["chunk_size_n"], chunk["pgta"]) == (2, 33760, 1)
+    assert chunk["tail_chunk"] == 33750
+
+
+def test_the_chunk_rounds_the_per_position_share_up(tmp_path):
+    """DESIGN.md "Chunking": the chunk is ceil(per_position / channels) rounded up to 32, a
+    position's share of an all-reduce being ceil(N / rank_n).  257 bf16 over 4 ranks: 65 a
+    position, one channel (65 // 64), chunk 96, one group of 4 * 96 >= 257 elements, tail
+    ceil(257 / 4) = 65 rounded up to 2 = 66."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 3], 257, lnc=2))
+    chunk = man["triggers"][0]["chunk"]
+    assert (chunk["channels"], chunk["chunk_size_n"], chunk["pgta"]) == (1, 96, 1)
+    assert chunk["tail_chunk"] == 66
+
+
+def test_the_chunk_rounds_the_per_channel_share_up(tmp_path):
+    """DESIGN.md "Chunking": chunk = ceil(per_position / channels) rounded up to 32.
+    262148 bf16 (524296 bytes: 2 channels) over 4 ranks: 65537 a position, ceil(65537 / 2) =
+    32769, chunk 32800; one group (4 * 2 * 32800 >= 262148); tail ceil(262148 / 8) = 32769
+    rounded up to 2 = 32770."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 3], 262148, lnc=2))
+    chunk = man["triggers"][0]["chunk"]
+    assert (chunk["channels"], chunk["chunk_size_n"], chunk["pgta"]) == (2, 32800, 1)
+    assert chunk["tail_chunk"] == 32770
+
 # --- rings ----------------------------------------------------------------------------------
 
 def test_a_one_device_group_has_its_reversed_ring_on_channel_1(tmp_path):
@@ -258,6 +313,66 @@ def test_hier_gives_every_local_rank_a_non_empty_slice(tmp_path):
     assert len(slices) == 3 and slices[0][0] == 0 and slices[-1][1] == 128
     assert all(a < b for a, b in slices)
     assert all(slices[i][1] == slices[i + 1][0] for i in range(2))
+
+
+def _hier_192(tmp_path) -> dict:
+    """An all-reduce of 192 bf16 over 4 local ranks on each of 2 nodes, as the policy lowers
+    it (HIER), its trigger record."""
+    ranks = [0, 1, 2, 3, 64, 65, 66, 67]
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", ranks, 192, lnc=2), algo=None)
+    t = man["triggers"][0]
+    assert t["algorithm"] == "HIER"
+    return t
+
+
+def test_hier_leg_chunks_follow_the_chunking_rules_over_the_slices(tmp_path):
+    """DESIGN.md "Chunking" over the leg layouts of "HIER": 192 bf16, 4 local ranks, 2 nodes:
+    slices of 48.  The intra legs cut each 48-element slice like a ring block: one channel
+    (48 // 64 = 0, at least 1), chunk 48 rounded up to 32 = 64, one group, tail 48.  The
+    inter all-reduce is the ring layout of one slice over 2 nodes: 24 a position, chunk 32,
+    one group (2 * 32 >= 48), tail ceil(48 / 2) = 24."""
+    legs = {leg["name"]: leg for leg in _hier_192(tmp_path)["hier"]["legs"]}
+    intra = {"channels": 1, "chunk_size_n": 64, "pgta": 1, "tail_chunk": 48}
+    for name in ("intra_redsct", "intra_allg"):
+        assert [p["chunk"] for p in legs[name]["plans"]] == [intra]
+    inter = [p["chunk"] for p in legs["inter_allr"]["plans"]]
+    assert [(c["chunk_size_n"], c["pgta"], c["tail_chunk"]) for c in inter] == [(32, 1, 24)]
+
+
+def test_hier_buffers_are_byte_offsets_of_disjoint_element_spaces(tmp_path):
+    """DESIGN.md "HIER" and FORMATS.md §1.1 ``hier.legs[].buffers``: the scratch region holds
+    the first leg's RECV, MID and the inter leg's RECV (two for a single-cycle inter leg),
+    each element-indexed over the trigger's element space at its own offset, in bytes
+    (element e at offset + e x dtype size); the gateway holds the inter leg's two staging
+    views.  192 bf16: each buffer spans 384 bytes, so the offsets are distinct multiples of
+    384; the inter leg reads MID where the first leg wrote it."""
+    t = _hier_192(tmp_path)
+    buf = [{b["role"]: (b["region"], b["offset"]) for b in leg["buffers"]}
+           for leg in t["hier"]["legs"]]
+    assert t["hier"]["legs"][1]["algorithm"] == "SINGLE_CYCLE_RING"
+    assert buf[0]["out"][0] == "scratch" and buf[1]["in"] == buf[0]["out"]
+    scratch = [buf[0]["recv"], buf[0]["out"], buf[1]["recv"], buf[1]["recv2"]]
+    assert all(region == "scratch" for region, _ in scratch)
+    assert len({off for _, off in scratch}) == 4
+    gw = [buf[1]["gw"], buf[1]["gw2"]]
+    assert all(region == "gw" for region, _ in gw) and gw[0][1] != gw[1][1]
+    assert all(off % 384 == 0 for _, off in scratch + gw)
+
+
+@pytest.mark.parametrize("algo, buffers", [("inter_allr:ring", (3, 1)), (None, (4, 2))])
+def test_hier_scratch_and_gateway_hold_one_element_space_a_buffer(tmp_path, algo, buffers):
+    """DESIGN.md "HIER": the scratch region holds the first leg's RECV, MID and the inter
+    leg's RECV (two for a single-cycle inter leg), each over the trigger's element space;
+    the gateway holds the inter leg's staging (two for single-cycle).  192 bf16 (384 bytes a
+    buffer) in a one-trigger model: 3 x 384 scratch and 384 gateway bytes with a RING inter
+    leg, 4 x 384 and 2 x 384 with the policy's SINGLE_CYCLE_RING one."""
+    ranks = [0, 1, 2, 3, 64, 65, 66, 67]
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", ranks, 192, lnc=2), algo=algo)
+    inter = man["triggers"][0]["hier"]["legs"][1]["algorithm"]
+    assert inter == ("RING" if algo else "SINGLE_CYCLE_RING")
+    size = {r["kind"]: r["size"] for r in man["memory"]["regions"]
+            if r["kind"] in ("scratch", "gw")}
+    assert (size["scratch"], size["gw"]) == (buffers[0] * 384, buffers[1] * 384)
 
 
 def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
