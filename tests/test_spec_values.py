@@ -494,3 +494,26 @@ def test_single_cycle_ccw_partials_are_where_the_manifest_puts_recv2(tmp_path):
         assert ((o >= lo) & (o < lo + n * dsize)).all(), (c, int(o.min()), int(o.max()))
         seen["cw" if c in cw else "ccw"] += o.size
     assert seen["cw"] and seen["ccw"]
+
+
+def test_even_split_aligns_to_32_elements_only_above_a_32_element_share():
+    """DESIGN.md, the HIER table (`even_split`): slices of a multiple of 32 elements, the last
+    one shorter, when the even share ceil(n / parts) is over 32 and that leaves every slice
+    non-empty; else sizes differing by at most one.  100 over 4: share 25, so 25 each (not
+    32, 32, 32, 4); 200 over 4: share 50 -> 64, 64, 64, 8; 100 over 3: share 34 -> 64 x 2
+    would leave the third slice empty, so 34, 33, 33."""
+    from nrtrewrite.compose.segments import even_split
+    assert even_split(0, 100, 4) == [(0, 25), (25, 50), (50, 75), (75, 100)]
+    assert even_split(0, 200, 4) == [(0, 64), (64, 128), (128, 192), (192, 200)]
+    assert even_split(0, 100, 3) == [(0, 34), (34, 67), (67, 100)]
+
+
+def test_a_hier_triggers_chunk_pgta_is_its_legs_most_chunk_groups(tmp_path):
+    """FORMATS.md section 1.1 `chunk`, HIER: `{"pgta": P}` only, P the most chunk groups of
+    any of its legs' plans (their own `chunk` in `hier.legs[].plans`)."""
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", [0, 1, 2, 3, 64, 65, 66, 67],
+                                       1 << 23, lnc=2), algo="inter_allr:ring")
+    trig = man["triggers"][0]
+    assert trig["algorithm"] == "HIER"
+    legs = [p["chunk"]["pgta"] for leg in trig["hier"]["legs"] for p in leg["plans"]]
+    assert set(trig["chunk"]) == {"pgta"} and trig["chunk"]["pgta"] == max(legs) > 1

@@ -172,8 +172,9 @@ def block_segments(count: int, rank_n: int) -> tuple[tuple[Segment, ...], ...]:
 
 def even_split(lo: int, hi: int, parts: int) -> list[Segment]:
     """``[lo, hi)`` cut into ``parts`` consecutive slices, none empty when ``hi - lo >= parts``:
-    slices of a multiple of 32 elements (the last one shorter) when the message is large enough
-    for that to leave every slice non-empty, else sizes differing by at most one."""
+    slices of a multiple of 32 elements (the last one shorter) when the even share
+    ``ceil(n / parts)`` is over 32 elements and the aligned slices leave every slice
+    non-empty, else sizes differing by at most one (docs/DESIGN.md, the HIER table)."""
     n = hi - lo
     size = -(-n // parts) if parts else 0
     aligned = -(-size // 32) * 32
