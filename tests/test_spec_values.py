@@ -49,7 +49,6 @@ def test_the_tail_chunk_is_the_smallest_even_size_covering_the_remainder(tmp_pat
     assert chunk["tail_chunk"] == 1026
 
 
-
 def test_a_channel_is_active_only_with_64_elements_per_chunk_position():
     """DESIGN.md "Chunking": only as many channels as give every chunk position at least 64
     elements.  An all-reduce of 400 elements over 4 ranks has 100 elements a position: one
