@@ -796,3 +796,189 @@ def test_mesh_broadcast_increments_readdressed_race_with_the_output_check(base_m
                "entry 0"]
     assert any(race in text and w in text for race, w in zip(races, writers)), text
     assert "with no happens-before ordering" in text
+
+
+# --- addresses (FORMATS §10): routing, DIE bit, semaphore alignment (mutation audit round 6)
+
+VALID, DIE = 1 << 54, 1 << 47
+
+
+def _place(o: Out, rank: int) -> dict:
+    top = json.loads((o.path / "manifest.json").read_text())
+    return next(p for p in top["topology"]["ranks"] if p["rank"] == rank)
+
+
+def test_a_bd_routed_to_its_own_device_is_refused(mut):
+    """FORMATS §10: "A target on the same device uses the plain local address". Rank 5's first
+    data BD (a local address: every rank of the base is on one device) gets CAYMAN_ID_VALID
+    and its own device's routing id; the target is the same memory, but the address is not one
+    of §10's. A simulator that let it through resolved it to the same bytes and passed."""
+    rank = 5
+    rid = _place(mut, rank)["routing_id"]
+    assert int(mut.arr(rank, "dma.bin")["buf_ptr"][0]) >> 47 == 0  # a plain local address
+    mut.edit(rank, "dma.bin", lambda a: a["buf_ptr"].__setitem__(
+        0, a["buf_ptr"][0] | np.uint64(VALID | rid << 48)))
+    assert "routed to the issuing rank's own device" in failure_text(mut.simulate())
+
+
+def _local_sem_bd(o: Out, rank: int) -> int:
+    sem = o.arr(rank, "sem.bin")
+    return int(np.flatnonzero((sem["addr"] >> np.uint64(47)) == 0)[0])
+
+
+def test_a_semaphore_address_with_the_die_bit_of_a_missing_core_is_refused(mut):
+    """FORMATS §10: the semaphore address of TOP_SP ``sp`` is ``0x8280000000 + ((sp & 7) << 30)
+    + ((sp > 7) << 47) + w + 4 id``; setting bit 47 on rank 5's (core 5) semaphore address names
+    TOP_SP 13, a core of no rank on the base's device (8 ranks, one device), so it is refused.
+    A simulator that ignored the DIE bit (or masked the address to LOCAL's 47 bits first) took
+    it for core 5's own semaphore and passed."""
+    rank = 5
+    assert _place(mut, rank)["logical_core"] == 5
+    i = _local_sem_bd(mut, rank)
+    mut.edit(rank, "sem.bin", lambda a: a["addr"].__setitem__(i, a["addr"][i] | np.uint64(DIE)))
+    assert "targets a (device, core) where no rank of the world lives" in failure_text(
+        mut.simulate())
+
+
+@pytest.mark.parametrize("delta", [1, 2, 3])
+def test_a_semaphore_address_between_two_semaphores_is_refused(mut, delta):
+    """FORMATS §10: semaphore ``id`` of a window is at ``w + 4 * id``, so an address 1..3 bytes
+    past one is no semaphore. A simulator that dropped the alignment check rounded it down to
+    the semaphore below and passed."""
+    rank = 5
+    i = _local_sem_bd(mut, rank)
+    mut.edit(rank, "sem.bin", lambda a: a["addr"].__setitem__(i, a["addr"][i] + np.uint64(delta)))
+    assert "is not an EVT_SEM semaphore address" in failure_text(mut.simulate())
+
+
+def test_a_bd_one_byte_past_the_end_of_its_region_is_refused(mut):
+    """FORMATS §10 / SIMULATOR §3: a BD's whole transfer lies inside one region. Rank 5's BD
+    that ends exactly at the end of ``x_in`` (DRAM at ``(core << 36) + 0x1_0000_0000 +
+    offset``) is moved up one byte, so its last byte is the first byte past the region. A
+    simulator whose end check was off by one byte took the address and failed later, for
+    another reason (or not at all, had the bytes matched)."""
+    rank = 5
+    top = json.loads((mut.path / "manifest.json").read_text())
+    reg = next(r for r in top["memory"]["regions"] if r["name"] == "x_in")
+    end = (_place(mut, rank)["logical_core"] << 36) + (1 << 32) + reg["offset"] + reg["size"]
+    bds = mut.arr(rank, "dma.bin")
+    ends = (bds["buf_ptr"] & np.uint64((1 << 47) - 1)).astype(np.int64) + (
+        bds["len_ctrl"] & 0xFFFF).astype(np.int64)
+    i = int(np.flatnonzero(ends == end)[0])
+    mut.edit(rank, "dma.bin", lambda a: a["buf_ptr"].__setitem__(i, a["buf_ptr"][i] + 1))
+    assert "runs past the end of its region" in failure_text(mut.simulate())
+
+
+def test_a_semaphore_of_top_sp_8_addressed_without_the_die_bit_is_refused(tmp_path):
+    """FORMATS §10: TOP_SP ``sp`` 8..15 is addressed ``((sp & 7) << 30) + (1 << 47)``; writing
+    TOP_SP 8's semaphore as ``8 << 30`` (no DIE bit) leaves the EVT_SEM aperture of TOP_SPs
+    0..7 (``sp & 7`` is at most 7). On a 16-core device (test_limits.BIG16, ranks 0 and 8)
+    rank 8's own semaphores carry the DIE bit; so readdressed, one is refused. A simulator that
+    read ``sp`` as up to 8 from bits 30.. took it for core 8's and passed."""
+    from test_limits import BIG16
+
+    from nrtrewrite.neff.assembler import assemble_spec
+
+    topo = tmp_path / "big16.json"
+    topo.write_text(json.dumps(BIG16))
+    spec = coll_spec("all_reduce", "bf16", [0, 8], 4096)
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(spec))
+    res = cli("lower", neff, "--topology", topo, "--algo", "ring", "-o", tmp_path / "o", "-q")
+    assert res.exit_code == 0, res.output
+    o = Out(tmp_path / "o", tmp_path / "mut")
+    res = cli("simulate", tmp_path / "o", "--json")
+    assert res.exit_code == 0, res.output
+    sem = o.arr(8, "sem.bin")
+    i = int(np.flatnonzero((sem["addr"] >> np.uint64(47)) & np.uint64(1))[0])
+    fixed = int(sem["addr"][i]) - DIE + (8 << 30)
+    o.edit(8, "sem.bin", lambda a: a["addr"].__setitem__(i, np.uint64(fixed)))
+    assert "is not an EVT_SEM semaphore address" in failure_text(o.simulate())
+
+
+# --- the folder and its checksums (FORMATS §1, SIMULATOR §1; mutation audit round 6)
+
+def _rehash_rank_manifest(o: Out, rank: int) -> None:
+    """Record rank ``rank``'s manifest.json sha256 in the top manifest again."""
+    top = json.loads((o.path / "manifest.json").read_text())
+    name = f"rank-{rank:04d}"
+    data = (o.path / name / "manifest.json").read_bytes()
+    top["rank_manifests"][name] = hashlib.sha256(data).hexdigest()
+    (o.path / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+
+
+def _rank_manifest(o: Out, rank: int, fn) -> None:
+    p = o.path / f"rank-{rank:04d}" / "manifest.json"
+    man = json.loads(p.read_text())
+    fn(man)
+    p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+
+
+def _exit2(o: Out, *words: str) -> None:
+    res = cli("simulate", o.path)
+    assert res.exit_code == 2, res.output
+    for w in words:
+        assert w in res.stderr, res.stderr
+
+
+def test_a_rank_manifest_changed_after_writing_is_refused(mut):
+    """SIMULATOR §1: an output folder is refused (exit 2) when any sha256 of its manifests does
+    not match: ``rank_manifests`` holds each rank manifest's. A trailing blank line changes the
+    bytes of rank 3's manifest and nothing it says."""
+    p = mut.path / "rank-0003" / "manifest.json"
+    p.write_text(p.read_text() + "\n")
+    _exit2(mut, "rank-0003/manifest.json: sha256 does not match manifest.json rank_manifests")
+
+
+def test_a_rewritten_neff_changed_after_writing_is_refused(mut):
+    """SIMULATOR §1 / FORMATS §1.1 ``output_neff``: its sha256 is checked. A byte appended to
+    the rewritten NEFF (which, without ``--model``, nothing else compares with the input)."""
+    top = json.loads((mut.path / "manifest.json").read_text())
+    p = mut.path / top["output_neff"]["name"]
+    p.write_bytes(p.read_bytes() + b"\0")
+    _exit2(mut, "sha256 does not match manifest.json")
+
+
+def test_a_folder_with_an_extra_rank_folder_is_refused(mut):
+    """FORMATS §1.1 ``ranks``: the rank folders of the output; a ``rank-0099`` folder that no
+    manifest names is refused (exit 2), as a folder would be that is missing."""
+    shutil.copytree(mut.path / "rank-0003", mut.path / "rank-0099")
+    _exit2(mut, "rank folders differ from manifest.json 'ranks' (rank-0099)")
+
+
+def test_a_rank_manifest_that_does_not_list_an_artifact_is_refused(mut):
+    """FORMATS §1.2 ``files``: the record counts and sha256 of every file; a rank manifest
+    without ``tpinc.bin`` (its own checksum recorded again) leaves that file unchecked, and is
+    refused (exit 2)."""
+    _rank_manifest(mut, 3, lambda m: m["files"].pop("tpinc.bin"))
+    _rehash_rank_manifest(mut, 3)
+    _exit2(mut, "rank-0003/manifest.json does not list tpinc.bin")
+
+
+@pytest.mark.parametrize("what", ["rank", "records"])
+def test_a_rank_manifest_that_contradicts_its_folder(mut, what):
+    """FORMATS §1.2: ``rank`` is the folder's rank and ``files[f].records`` the records the
+    file holds; rank 3's manifest saying rank 4, or one record more of ``sem.bin``, is a
+    simulation error (with --ignore-checksums), the field named."""
+    if what == "rank":
+        _rank_manifest(mut, 3, lambda m: m.__setitem__("rank", 4))
+        want = "rank-0003/manifest.json says rank 4"
+    else:
+        _rank_manifest(mut, 3, lambda m: m["files"]["sem.bin"].__setitem__(
+            "records", m["files"]["sem.bin"]["records"] + 1))
+        want = "the rank manifest says"
+    assert want in failure_text(mut.simulate())
+
+
+def test_memory_regions_that_overlap_by_one_byte_are_refused(mut):
+    """FORMATS §10 ``memory.regions``: the regions are disjoint (an address maps to one
+    region). ``x_in`` made long enough to reach one byte into ``x_out``, the region after it;
+    a simulator whose overlap check allowed one byte took the map (and the run, which never
+    touches that byte, passed)."""
+    top = json.loads((mut.path / "manifest.json").read_text())
+    regs = {r["name"]: r for r in top["memory"]["regions"]}
+    a, b = regs["x_in"], regs["x_out"]
+    assert a["offset"] + a["size"] <= b["offset"]
+    a["size"] = b["offset"] - a["offset"] + 1
+    (mut.path / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    assert "overlap" in failure_text(mut.simulate())

@@ -352,3 +352,93 @@ def test_an_output_of_a_model_with_a_bad_header_hash_can_be_checked_against_it(t
     assert res.stderr == f"nrtrewrite: warning: {model}: header hash not verified (--no-verify-hash)\n"
     res = cli("simulate", out, "--no-verify-hash")
     assert res.exit_code == 2 and "apply only when a MODEL.neff is given" in res.stderr
+
+
+# ------------------------------------------- mutation audit round 6: triggers against the model
+
+def _retrigger(out: Path, k: int, fn) -> None:
+    top = json.loads((out / "manifest.json").read_text())
+    fn(top["triggers"][k])
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+
+
+def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(sbuf_out,
+                                                                               tmp_path):
+    """SIMULATOR §1: with ``--model`` the manifest's triggers must be the model's, operands
+    included (FORMATS §1.1 ``src``: ``var_id``, ``offset``, ``ap``). sbuf.yaml's trigger 1
+    reads 8 rows of 64 elements (dims [[1, 64], [128, 8]]); its third dim counts 1, so giving
+    it another step names the same elements and the run still matches, but it is not the
+    model's access pattern. A simulator that compared only ``var_id`` and ``offset`` passed
+    (and one that compared the model's whole operand with those two refused the clean output)."""
+    res = cli("simulate", sbuf_out, "--json", "--model", FIX / "sbuf.neff")
+    assert res.exit_code == 0, res.output
+    out = copy(sbuf_out, tmp_path)
+    t = json.loads((out / "manifest.json").read_text())["triggers"][1]
+    assert t["src"]["ap"]["dims"][2][1] == 1
+    _retrigger(out, 1, lambda t: t["src"]["ap"]["dims"][2].__setitem__(0, 5))
+    rehash(out)
+    refused(out, "the manifest says src = ", "field src", extra=("--model", FIX / "sbuf.neff"))
+
+
+@pytest.mark.parametrize("key", ["index", "engine"])
+def test_a_trigger_instruction_other_than_the_models_is_named(ar2_out, tmp_path, key):
+    """SIMULATOR §1: with ``--model`` the manifest's triggers must be the model's
+    (instruction: engine and index); a manifest naming another instruction is refused as that,
+    the field named (not only through the kick word it then fails to find)."""
+    out = copy(ar2_out, tmp_path)
+    new = {"index": lambda t: t["index"] + 1, "engine": lambda t: t["engine"] + "x"}[key]
+    _retrigger(out, 0, lambda t: t.__setitem__(key, new(t)))
+    rehash(out)
+    refused(out, f"the manifest says {key} = ", f"field {key}",
+            extra=("--model", FIX / "ar2.neff"))
+
+
+def test_an_sbuf_address_one_partition_past_its_var_is_refused(sbuf_out, tmp_path):
+    """FORMATS §10: SBUF partition p of a var is at ``(lc << 36) + 0x8_0000_0000 + p *
+    sbuf_partition_stride + offset``; sbuf.yaml's vars have 128 partitions (0..127), so a BD
+    moved from partition 127 one stride up names partition 128, in no region. A simulator that
+    let the partition equal the count took the address (into storage past the var's)."""
+    out = copy(sbuf_out, tmp_path)
+    stride = json.loads((out / "manifest.json").read_text())["memory"]["sbuf_partition_stride"]
+    path = out / "rank-0000" / "dma.bin"
+    bds = np.frombuffer(bytearray(path.read_bytes()), F.ARTIFACTS["dma.bin"][0])
+    w = (bds["buf_ptr"] & np.uint64((1 << 36) - 1)).astype(np.int64)
+    (cand,) = np.nonzero((w >= 1 << 35) & ((w - (1 << 35)) // stride == 127))
+    i = int(cand[0])
+    bds["buf_ptr"][i] += np.uint64(stride)
+    path.write_bytes(bds.tobytes())
+    rehash(out)
+    refused(out, "record", "maps to no region of the memory map")
+
+
+def test_an_sbuf_bd_one_byte_past_its_var_in_the_partition_is_refused(sbuf_out, tmp_path):
+    """FORMATS §10 / SIMULATOR §3: a transfer lies inside its region; in SBUF that is the
+    var's bytes ``[offset, offset + size)`` of the partition. A BD that ends exactly at the
+    end of its var in its partition, moved up one byte, runs one byte past it. A simulator
+    whose end check was off by one byte took the address."""
+    out = copy(sbuf_out, tmp_path)
+    mem = json.loads((out / "manifest.json").read_text())["memory"]
+    stride = mem["sbuf_partition_stride"]
+    ends = {r["offset"] + r["size"] for r in mem["regions"] if r["kind"] == "sbuf"}
+    path = out / "rank-0000" / "dma.bin"
+    bds = np.frombuffer(bytearray(path.read_bytes()), F.ARTIFACTS["dma.bin"][0])
+    w = (bds["buf_ptr"] & np.uint64((1 << 36) - 1)).astype(np.int64)
+    q = (w - (1 << 35)) % stride + (bds["len_ctrl"] & 0xFFFF).astype(np.int64)
+    i = int(np.flatnonzero((w >= 1 << 35) & np.isin(q, sorted(ends)))[0])
+    bds["buf_ptr"][i] += np.uint64(1)
+    path.write_bytes(bds.tobytes())
+    rehash(out)
+    refused(out, "record", "runs past the end of its region")
+
+
+def test_an_access_pattern_of_more_elements_than_the_op_is_refused(sbuf_out, tmp_path):
+    """FORMATS §1.1 ``src.ap``: ``partition_count`` x the three dims' counts are the operand's
+    elements, the op's ``num_elements``. sbuf.yaml's trigger 0 reads 128 partitions x 768;
+    its third dim counting 2 instead of 1 describes twice that. A simulator that only refused
+    patterns of fewer elements read the first half and passed."""
+    out = copy(sbuf_out, tmp_path)
+    t = trigger0(out)
+    assert t["src"]["ap"]["dims"][2][1] == 1
+    _retrigger(out, 0, lambda t: t["src"]["ap"]["dims"][2].__setitem__(1, 2))
+    rehash(out)
+    refused(out, "src access pattern covers", "the op needs")
