@@ -59,15 +59,31 @@ class Out:
         fn(a)
         self.put(rank, name, a)
 
+    def _manifest_path(self, rank: int | None) -> Path:
+        return self.path / ("" if rank is None else f"rank-{rank:04d}") / "manifest.json"
+
+    def manifest(self, rank: int | None = None) -> dict:
+        """The top manifest, or rank ``rank``'s."""
+        return json.loads(self._manifest_path(rank).read_text())
+
+    def edit_manifest(self, rank: int | None, fn) -> dict:
+        """Apply ``fn`` to the top manifest (``rank`` None) or rank ``rank``'s and write it
+        back; the manifest as written."""
+        man = self.manifest(rank)
+        fn(man)
+        self._manifest_path(rank).write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+        return man
+
     def fix_manifest_counts(self, rank: int) -> None:
         """Make the rank manifest agree with the files again (records, bytes, sha256)."""
         rdir = self.path / f"rank-{rank:04d}"
-        man = json.loads((rdir / "manifest.json").read_text())
-        for name, info in man["files"].items():
-            data = (rdir / name).read_bytes()
-            info.update(records=len(data) // F.ARTIFACTS[name][0].itemsize, bytes=len(data),
-                        sha256=hashlib.sha256(data).hexdigest())
-        (rdir / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+
+        def recount(man):
+            for name, info in man["files"].items():
+                data = (rdir / name).read_bytes()
+                info.update(records=len(data) // F.ARTIFACTS[name][0].itemsize,
+                            bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        self.edit_manifest(rank, recount)
 
     def split_bd(self, rank: int, i: int, runs: list[tuple[int, int]]) -> None:
         """Replace BD ``i`` by one BD per ``(offset from its buf_ptr, length)`` of ``runs``,
@@ -117,6 +133,16 @@ class Out:
         doc = json.loads(res.stdout)
         assert doc["ok"] is False
         return doc
+
+
+def region_addr(o: Out, rank: int, name: str) -> tuple[int, dict]:
+    """``rank``'s DRAM region ``name`` (a var, "scratch" or "gw"): the SoC address of its
+    first byte, (logical core << 36) + 0x1_0000_0000 + the region's offset (FORMATS.md §10),
+    and the region as the manifest's `memory` lists it."""
+    top = o.manifest()
+    reg = next(r for r in top["memory"]["regions"] if r["name"] == name)
+    lc = next(p["logical_core"] for p in top["topology"]["ranks"] if p["rank"] == rank)
+    return (lc << 36) + (1 << 32) + reg["offset"], reg
 
 
 def failure_text(doc: dict) -> str:
@@ -422,10 +448,8 @@ def test_truncate_a_fifo_terminator_with_consistent_manifest(mut2):
     r = sender(mut2)
     a = mut2.arr(r, "net_src.bin")
     mut2.put(r, "net_src.bin", a[:-1])
-    rdir = mut2.path / f"rank-{r:04d}"
-    man = json.loads((rdir / "manifest.json").read_text())
-    man["fifo"][-1]["src"][1] -= 1
-    (rdir / "manifest.json").write_text(json.dumps(man))
+    mut2.edit_manifest(r, lambda man: man["fifo"][-1]["src"].__setitem__(
+        1, man["fifo"][-1]["src"][1] - 1))
     mut2.fix_manifest_counts(r)
     doc = mut2.simulate()
     assert "terminator" in failure_text(doc)
@@ -533,12 +557,12 @@ def test_a_surplus_receive_entry(mut2):
     mut2.put(r, "net_dest.bin", np.insert(rx, i, rx[i - 1]))
     mut2.edit(r, "net_ops.bin", lambda a: a["rx_entry_cnt"].__setitem__(
         k, int(a["rx_entry_cnt"][k]) + 1))
-    rdir = mut2.path / f"rank-{r:04d}"
-    man = json.loads((rdir / "manifest.json").read_text())
-    for sl in man["fifo"]:  # the slice holding record i grows, the later ones move
-        first, count = sl["dest"]
-        sl["dest"] = [first + (first > i), count + (first <= i < first + count)]
-    (rdir / "manifest.json").write_text(json.dumps(man))
+
+    def grow(man):
+        for sl in man["fifo"]:  # the slice holding record i grows, the later ones move
+            first, count = sl["dest"]
+            sl["dest"] = [first + (first > i), count + (first <= i < first + count)]
+    man = mut2.edit_manifest(r, grow)
     mut2.fix_manifest_counts(r)
     ch = [sl["channel"] for sl in man["fifo"] if sl["dest"][0] <= i][-1]
     assert (f"artifact net_dest.bin, record {i}: receive entry from rank {peer} has no transmit "
@@ -552,15 +576,11 @@ def test_a_transmit_entry_that_reads_the_input_instead_of_the_gateway(mut2):
     DRAM var of the rank's window (§10: (lc << 36) + dram_base + region offset).  The bytes
     sent are the same, so only the region rule refuses it."""
     r = sender(mut2)
-    man = json.loads((mut2.path / "manifest.json").read_text())
-    mem = man["memory"]
-    reg = {g["name"]: g for g in mem["regions"]}
-    gw = next(g for g in mem["regions"] if g["kind"] == "gw")
-    lc = next(p["logical_core"] for p in man["topology"]["ranks"] if p["rank"] == r)
-    base = lc * mem["core_window"] + mem["dram_base"]
+    gw0, gw = region_addr(mut2, r, "gw")
+    x_in0, _ = region_addr(mut2, r, "x_in")
     addr = int(mut2.arr(r, "net_src.bin")["dev_addr"][0])
-    assert 0 <= addr - base - gw["offset"] < gw["size"]
-    new = addr - gw["offset"] + reg["x_in"]["offset"]
+    assert 0 <= addr - gw0 < gw["size"]
+    new = addr - gw0 + x_in0
     mut2.edit(r, "net_src.bin", lambda a: a["dev_addr"].__setitem__(0, new))
     assert (f"artifact net_src.bin, record 0: dev_addr {new:#x} is in region 'x_in'; the proxy "
             "sends from the gateway buffer") in failure_text(mut2.simulate())
@@ -621,7 +641,7 @@ def test_mesh_reduce_tile_sources_out_of_order(base_mesh8, tmp_path):
 
 def _event_sems(o: Out, rank: int):
     from nrtrewrite.simulate.layout import Layout
-    lay = Layout(json.loads((o.path / "manifest.json").read_text()))
+    lay = Layout(o.manifest())
     sem = o.arr(rank, "sem.bin")
     _t, _w, sid, _e = lay.resolve_sema(rank, sem["addr"])
     subop = sem["ctrl"] & 0xFF
@@ -700,9 +720,7 @@ def agm_input(rank: int) -> np.ndarray:
 def agm_out_addr(o: Out, rank: int, block: int) -> int:
     """SoC address of block ``block`` of ``rank``'s x_out (FORMATS.md §10: logical core
     ``rank`` of the one device, (lc << 36) + 0x1_0000_0000 + the region's offset)."""
-    regions = json.loads((o.path / "manifest.json").read_text())["memory"]["regions"]
-    off = next(r["offset"] for r in regions if r["name"] == "x_out")
-    return (rank << 36) + 0x1_0000_0000 + off + block * AGM_N * 4
+    return region_addr(o, rank, "x_out")[0] + block * AGM_N * 4
 
 
 def test_an_all_gather_element_off_in_its_lowest_bit(mutagm):
@@ -765,7 +783,7 @@ def _readdress_broadcast_inc(o: Out, rank: int, frm: int, to: int) -> None:
     from nrtrewrite.codes import EncMeshEventType
     from nrtrewrite.compose.events import event_sem
     from nrtrewrite.simulate.layout import Layout
-    lay = Layout(json.loads((o.path / "manifest.json").read_text()))
+    lay = Layout(o.manifest())
     sem = o.arr(rank, "sem.bin")
     target, _w, sid, _e = lay.resolve_sema(rank, sem["addr"])
     inc = ((sem["ctrl"] & 0xFF) == 21) & (sid == event_sem(EncMeshEventType.EVT_INTRA_GRP_BRDCST))
@@ -804,7 +822,7 @@ VALID, DIE = 1 << 54, 1 << 47
 
 
 def _place(o: Out, rank: int) -> dict:
-    top = json.loads((o.path / "manifest.json").read_text())
+    top = o.manifest()
     return next(p for p in top["topology"]["ranks"] if p["rank"] == rank)
 
 
@@ -858,9 +876,8 @@ def test_a_bd_one_byte_past_the_end_of_its_region_is_refused(mut):
     simulator whose end check was off by one byte took the address and failed later, for
     another reason (or not at all, had the bytes matched)."""
     rank = 5
-    top = json.loads((mut.path / "manifest.json").read_text())
-    reg = next(r for r in top["memory"]["regions"] if r["name"] == "x_in")
-    end = (_place(mut, rank)["logical_core"] << 36) + (1 << 32) + reg["offset"] + reg["size"]
+    start, reg = region_addr(mut, rank, "x_in")
+    end = start + reg["size"]
     bds = mut.arr(rank, "dma.bin")
     ends = (bds["buf_ptr"] & np.uint64((1 << 47) - 1)).astype(np.int64) + (
         bds["len_ctrl"] & 0xFFFF).astype(np.int64)
@@ -900,18 +917,10 @@ def test_a_semaphore_of_top_sp_8_addressed_without_the_die_bit_is_refused(tmp_pa
 
 def _rehash_rank_manifest(o: Out, rank: int) -> None:
     """Record rank ``rank``'s manifest.json sha256 in the top manifest again."""
-    top = json.loads((o.path / "manifest.json").read_text())
     name = f"rank-{rank:04d}"
     data = (o.path / name / "manifest.json").read_bytes()
-    top["rank_manifests"][name] = hashlib.sha256(data).hexdigest()
-    (o.path / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
-
-
-def _rank_manifest(o: Out, rank: int, fn) -> None:
-    p = o.path / f"rank-{rank:04d}" / "manifest.json"
-    man = json.loads(p.read_text())
-    fn(man)
-    p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    o.edit_manifest(None, lambda top: top["rank_manifests"].__setitem__(
+        name, hashlib.sha256(data).hexdigest()))
 
 
 def _exit2(o: Out, *words: str) -> None:
@@ -933,8 +942,7 @@ def test_a_rank_manifest_changed_after_writing_is_refused(mut):
 def test_a_rewritten_neff_changed_after_writing_is_refused(mut):
     """SIMULATOR §1 / FORMATS §1.1 ``output_neff``: its sha256 is checked. A byte appended to
     the rewritten NEFF (which, without ``--model``, nothing else compares with the input)."""
-    top = json.loads((mut.path / "manifest.json").read_text())
-    p = mut.path / top["output_neff"]["name"]
+    p = mut.path / mut.manifest()["output_neff"]["name"]
     p.write_bytes(p.read_bytes() + b"\0")
     _exit2(mut, "sha256 does not match manifest.json")
 
@@ -950,7 +958,7 @@ def test_a_rank_manifest_that_does_not_list_an_artifact_is_refused(mut):
     """FORMATS §1.2 ``files``: the record counts and sha256 of every file; a rank manifest
     without ``tpinc.bin`` (its own checksum recorded again) leaves that file unchecked, and is
     refused (exit 2)."""
-    _rank_manifest(mut, 3, lambda m: m["files"].pop("tpinc.bin"))
+    mut.edit_manifest(3, lambda m: m["files"].pop("tpinc.bin"))
     _rehash_rank_manifest(mut, 3)
     _exit2(mut, "rank-0003/manifest.json does not list tpinc.bin")
 
@@ -961,10 +969,10 @@ def test_a_rank_manifest_that_contradicts_its_folder(mut, what):
     file holds; rank 3's manifest saying rank 4, or one record more of ``sem.bin``, is a
     simulation error (with --ignore-checksums), the field named."""
     if what == "rank":
-        _rank_manifest(mut, 3, lambda m: m.__setitem__("rank", 4))
+        mut.edit_manifest(3, lambda m: m.__setitem__("rank", 4))
         want = "rank-0003/manifest.json says rank 4"
     else:
-        _rank_manifest(mut, 3, lambda m: m["files"]["sem.bin"].__setitem__(
+        mut.edit_manifest(3, lambda m: m["files"]["sem.bin"].__setitem__(
             "records", m["files"]["sem.bin"]["records"] + 1))
         want = "the rank manifest says"
     assert want in failure_text(mut.simulate())
@@ -975,10 +983,11 @@ def test_memory_regions_that_overlap_by_one_byte_are_refused(mut):
     region). ``x_in`` made long enough to reach one byte into ``x_out``, the region after it;
     a simulator whose overlap check allowed one byte took the map (and the run, which never
     touches that byte, passed)."""
-    top = json.loads((mut.path / "manifest.json").read_text())
-    regs = {r["name"]: r for r in top["memory"]["regions"]}
-    a, b = regs["x_in"], regs["x_out"]
-    assert a["offset"] + a["size"] <= b["offset"]
-    a["size"] = b["offset"] - a["offset"] + 1
-    (mut.path / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+
+    def widen(top):
+        regs = {r["name"]: r for r in top["memory"]["regions"]}
+        a, b = regs["x_in"], regs["x_out"]
+        assert a["offset"] + a["size"] <= b["offset"]
+        a["size"] = b["offset"] - a["offset"] + 1
+    mut.edit_manifest(None, widen)
     assert "overlap" in failure_text(mut.simulate())

@@ -314,16 +314,22 @@ def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):
     assert res.exit_code == 0, res.output
 
 
-def test_simulate_a_model_with_a_bad_header_hash_with_no_verify_hash(tmp_path):
-    """CLI.md "simulate": given MODEL.neff, it is lowered with `--no-verify-hash` "as for
-    `lower`": a model whose header hash is wrong simulates (exit 0, the warning once on
-    stderr); without the option it is refused (exit 2)."""
+def _bad_hash_model(tmp_path: Path) -> Path:
+    """ar2.neff with the first byte of its header hash flipped."""
     from nrtrewrite.neff.container import HEADER_FIELDS
     data = bytearray((FIX / "ar2.neff").read_bytes())
     off, _size = HEADER_FIELDS["hash"]
     data[off] ^= 0xFF
     model = tmp_path / "h.neff"
     model.write_bytes(bytes(data))
+    return model
+
+
+def test_simulate_a_model_with_a_bad_header_hash_with_no_verify_hash(tmp_path):
+    """CLI.md "simulate": given MODEL.neff, it is lowered with `--no-verify-hash` "as for
+    `lower`": a model whose header hash is wrong simulates (exit 0, the warning once on
+    stderr); without the option it is refused (exit 2)."""
+    model = _bad_hash_model(tmp_path)
     res = cli("simulate", model, "--no-verify-hash")
     assert res.exit_code == 0, res.output
     assert res.stderr == (f"nrtrewrite: warning: {model}: header hash not verified "
@@ -337,12 +343,7 @@ def test_an_output_of_a_model_with_a_bad_header_hash_can_be_checked_against_it(t
     --model M`` read M with the hash check and refused it, with no way to skip it
     (``--no-verify-hash`` was refused with OUT). Now it may be given with ``--model``: M is
     still bound to OUT by the manifest's sha256."""
-    from nrtrewrite.neff.container import HEADER_FIELDS
-    data = bytearray((FIX / "ar2.neff").read_bytes())
-    off, _size = HEADER_FIELDS["hash"]
-    data[off] ^= 0xFF
-    model = tmp_path / "h.neff"
-    model.write_bytes(bytes(data))
+    model = _bad_hash_model(tmp_path)
     out = tmp_path / "out"
     assert cli("lower", "-q", "--no-verify-hash", model, "-o", out).exit_code == 0
     res = cli("simulate", out, "--model", model)
@@ -393,6 +394,14 @@ def test_a_trigger_instruction_other_than_the_models_is_named(ar2_out, tmp_path,
             extra=("--model", FIX / "ar2.neff"))
 
 
+def _rank0_bds(out: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+    """Rank 0's dma.bin (its path, its records writable) and each BD's address inside its
+    core's window (FORMATS §10: the low 36 bits; SBUF from 0x8_0000_0000 = 1 << 35)."""
+    path = out / "rank-0000" / "dma.bin"
+    bds = np.frombuffer(bytearray(path.read_bytes()), F.ARTIFACTS["dma.bin"][0])
+    return path, bds, (bds["buf_ptr"] & np.uint64((1 << 36) - 1)).astype(np.int64)
+
+
 def test_an_sbuf_address_one_partition_past_its_var_is_refused(sbuf_out, tmp_path):
     """FORMATS §10: SBUF partition p of a var is at ``(lc << 36) + 0x8_0000_0000 + p *
     sbuf_partition_stride + offset``; sbuf.yaml's vars have 128 partitions (0..127), so a BD
@@ -400,9 +409,7 @@ def test_an_sbuf_address_one_partition_past_its_var_is_refused(sbuf_out, tmp_pat
     let the partition equal the count took the address (into storage past the var's)."""
     out = copy(sbuf_out, tmp_path)
     stride = json.loads((out / "manifest.json").read_text())["memory"]["sbuf_partition_stride"]
-    path = out / "rank-0000" / "dma.bin"
-    bds = np.frombuffer(bytearray(path.read_bytes()), F.ARTIFACTS["dma.bin"][0])
-    w = (bds["buf_ptr"] & np.uint64((1 << 36) - 1)).astype(np.int64)
+    path, bds, w = _rank0_bds(out)
     (cand,) = np.nonzero((w >= 1 << 35) & ((w - (1 << 35)) // stride == 127))
     i = int(cand[0])
     bds["buf_ptr"][i] += np.uint64(stride)
@@ -420,9 +427,7 @@ def test_an_sbuf_bd_one_byte_past_its_var_in_the_partition_is_refused(sbuf_out, 
     mem = json.loads((out / "manifest.json").read_text())["memory"]
     stride = mem["sbuf_partition_stride"]
     ends = {r["offset"] + r["size"] for r in mem["regions"] if r["kind"] == "sbuf"}
-    path = out / "rank-0000" / "dma.bin"
-    bds = np.frombuffer(bytearray(path.read_bytes()), F.ARTIFACTS["dma.bin"][0])
-    w = (bds["buf_ptr"] & np.uint64((1 << 36) - 1)).astype(np.int64)
+    path, bds, w = _rank0_bds(out)
     q = (w - (1 << 35)) % stride + (bds["len_ctrl"] & 0xFFFF).astype(np.int64)
     i = int(np.flatnonzero((w >= 1 << 35) & np.isin(q, sorted(ends)))[0])
     bds["buf_ptr"][i] += np.uint64(1)
