@@ -18,7 +18,7 @@ enough not to bend the picture; ``--html FILE`` writes its interactive report to
 ``cprofile`` (the standard library's deterministic profiler: exact call counts, inflated
 times for many small calls; the top ``--top`` functions by own and by cumulative time), and
 ``lines`` (line_profiler over ``--functions module:function,...``, default the emitter's
-``emit_entries``: time per source line). ``make profile`` installs pyinstrument into the
+``emit_entries`` and its stages: time per source line). ``make profile`` installs pyinstrument into the
 virtual environment first.
 """
 
@@ -35,6 +35,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+#: ``--tool lines``'s default functions: the emitter and the stages it calls, in order.
+EMITTER_STAGES = ",".join(
+    f"nrtrewrite.emit.legs:{f}" for f in (
+        "emit_entries", "_legs_of", "_data_records", "_sem_records", "_sb2sb_records",
+        "_leg_records", "_tpinc_steps", "_fifo_records"))
 
 #: Models ``make bench`` builds that this script builds too when they are missing.
 BUILDABLE = {"large64": (64, {}), "large128": (128, {}),
@@ -105,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warm", action="store_true", help="lower the rank once first")
     ap.add_argument("--top", type=int, default=25, help="cprofile: functions shown")
     ap.add_argument("--html", type=Path, help="pyinstrument: also write its HTML report")
-    ap.add_argument("--functions", default="nrtrewrite.emit.legs:emit_entries",
+    ap.add_argument("--functions", default=EMITTER_STAGES,
                     help="lines: the functions to time line by line (module:function,...)")
     args = ap.parse_args(argv)
 

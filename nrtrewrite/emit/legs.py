@@ -533,15 +533,129 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     have been appended (the lowering has failed).  Every check depends only on an entry's
     own IR and context, never on the builder's state, so emitting the entries one by one
     then raises the same error at the entry that has it (:func:`nrtrewrite.lower._emit_batch`
-    does, to name its trigger)."""
+    does, to name its trigger).
+
+    The stages, each over every leg of the batch at once: the legs as columns
+    (:func:`_legs_of`, every check of the IR's references), the data BDs and CCE
+    descriptors (:func:`_data_records`), the semaphore BDs (:func:`_sem_records`), the 0xBF
+    words (:func:`_sb2sb_records`), the leg records (:func:`_leg_records`), the
+    tp_inc_steps runs (:func:`_tpinc_steps`) and the net-proxy FIFOs
+    (:func:`_fifo_records`)."""
     ctxs = [ctx for ctx, _ir in items]
     if len({c.hw_generation for c in ctxs}) > 1:  # never from one lowering (one platform)
         return [s for item in items for s in emit_entries(b, [item])]
     summaries = [{"legs": 0, "bds": 0, "channels": [], "tx": {}, "rx": {}} for _ in items]
     bt = _Batch.of(ctxs)
-    pt = bt.pt
+    lg = _legs_of(items, bt, summaries)
+    if lg is None:  # entries without legs (nothing to move): SPAD entries with no channel
+        return summaries
+    data = _data_records(b, bt, lg)
+    if data is None:  # SBUF access patterns: one entry at a time
+        return [s for item in items for s in emit_entries(b, [item])]
+    sems = _sem_records(b, bt, lg)
+    words = _sb2sb_records(b, bt, lg)
+    _leg_records(b, lg, data, sems, words)
+    tpinc = _tpinc_steps(lg, data)
+    fifo = _fifo_records(b, bt, lg.vt, lg.seg_ch, lg.seg_e, lg.leg_ci, lg.is_end,
+                         lg.sends_net, lg.net_src >= 0, lg.start, lg.stop, lg.dst_view_g,
+                         lg.dst_peer_g, lg.dst_net, lg.gw_g, lg.net_src + lg.poff,
+                         lg.net_view + lg.voff, lg.net_sem, lg.send_sem_c, lg.recv_sem_c)
+    b.tpinc_by_entry.update(tpinc)
+    for e, c, info, src, dest in fifo:
+        st = b.state(c)
+        st.ops.append(info)
+        st.entry.append(ctxs[e].spad_index)
+        st.src.append(src)
+        st.dest.append(dest)
+        if src is not None:
+            summaries[e]["tx"][c] = summaries[e]["tx"].get(c, 0) + src.size
+        if dest is not None:
+            summaries[e]["rx"][c] = summaries[e]["rx"].get(c, 0) + dest.size
+    legs_e = np.bincount(lg.leg_e, minlength=len(items)).tolist()
+    bds_e = np.bincount(lg.leg_e, weights=data.leg_bd_count, minlength=len(items)).astype(np.int64)
+    for s, nl, nb in zip(summaries, legs_e, bds_e.tolist()):
+        s["legs"], s["bds"] = nl, nb
+    return summaries
 
-    # ---- channels and legs (every channel's legs, then its mark_end), entry by entry ------------
+
+@dataclass(frozen=True)
+class _Legs:
+    """Every leg of an :func:`emit_entries` batch as columns (one row per leg: per
+    *segment*, that is one channel of one entry, its handshake rows, its IR rows and its
+    ``mark_end``), the IR's references already checked (:func:`_legs_of`).  Views and peers
+    without ``_g`` are the entry's own (peer 0: the rank itself), with ``_g`` the batch's."""
+
+    ctxs: list[EntryContext]
+    single: bool  # the batch is one entry
+    vt: tuple  # the batch's views' :meth:`ViewList.tables`: (linear?, base, dsize) per view
+    n: int  # legs
+    # per segment
+    seg_ch: np.ndarray  # channel
+    seg_e: np.ndarray  # entry
+    n_c: np.ndarray  # legs, mark_end excluded
+    compl_sem_c: np.ndarray  # the channel's dma_compl_sema, send_sema and recv_sema
+    send_sem_c: np.ndarray
+    recv_sem_c: np.ndarray
+    # per leg: where it is
+    leg_first_c: np.ndarray  # per segment: its first leg
+    leg_ci: np.ndarray  # segment
+    leg_e: np.ndarray  # entry
+    is_end: np.ndarray  # the segment's mark_end
+    # per leg: the IR's columns (the slot arrays cut to the batch's widest leg: ws, wd, wi)
+    leaf: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    length: np.ndarray
+    half: np.ndarray
+    tstep: np.ndarray
+    tgroup: np.ndarray
+    s_n: np.ndarray
+    d_n: np.ndarray
+    i_n: np.ndarray
+    ws: int
+    wd: int
+    wi: int
+    src_view: np.ndarray
+    src_peer: np.ndarray
+    dst_view: np.ndarray
+    dst_peer: np.ndarray
+    reduce: np.ndarray
+    rtype: np.ndarray
+    w_n: np.ndarray
+    w_sem: np.ndarray
+    w_val: np.ndarray
+    i_peer: np.ndarray
+    i_sem: np.ndarray
+    i_val: np.ndarray
+    net_src: np.ndarray
+    net_view: np.ndarray
+    net_sem: np.ndarray
+    # per leg: shifted into the batch's tables
+    voff: np.ndarray
+    poff: np.ndarray
+    src_view_g: np.ndarray
+    dst_view_g: np.ndarray
+    gw_g: np.ndarray
+    src_peer_g: np.ndarray
+    dst_peer_g: np.ndarray
+    i_peer_g: np.ndarray
+    # per leg: element size (dsize_one: the batch's one size, or None)
+    dsize: np.ndarray
+    dsize_one: int | None
+    # per leg and destination slot: across the network (then to the gateway view, from us)
+    dst_net: np.ndarray
+    sends_net: np.ndarray  # per leg
+    eff_dst_view: np.ndarray
+    eff_dst_peer: np.ndarray
+
+
+def _legs_of(items: list[tuple[EntryContext, np.ndarray]], bt: _Batch,
+             summaries: list[dict]) -> _Legs | None:
+    """The batch's legs (:class:`_Legs`), each entry's channels added to its summary; None
+    when no entry has a leg.  Every reference a leg makes is checked against its own entry's
+    tables here, before anything is built."""
+    ctxs = bt.ctxs
+    pt = bt.pt
     # a *segment* is one channel of one entry: its handshake rows, its IR rows, its mark_end
     parts, seg_ch, seg_e, seg_n = [], [], [], []
     for e, (ctx, ir) in enumerate(items):
@@ -555,8 +669,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
             seg_e.append(e)
             seg_n.append(hs.size + rows.size)
             summaries[e]["channels"].append(int(c))
-    if not parts:  # entries without legs (nothing to move): SPAD entries with no channel
-        return summaries
+    if not parts:
+        return None
     seg_ch, seg_e, n_c = (np.array(v, np.int64) for v in (seg_ch, seg_e, seg_n))
     nseg = seg_ch.size
     total_c = n_c + 1
@@ -623,10 +737,45 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         raise LoweringError("a leg stages a network send in a gateway view that the entry lacks")
     eff_dst_view = np.where(dst_net, gw_g[:, None], dst_view_g)
     eff_dst_peer = np.where(dst_net, poff[:, None], dst_peer_g)
+    return _Legs(
+        ctxs=ctxs, single=len(items) == 1, vt=bt.views.tables(), n=n, seg_ch=seg_ch,
+        seg_e=seg_e, n_c=n_c,
+        compl_sem_c=compl_sem_c, send_sem_c=send_sem_c, recv_sem_c=recv_sem_c,
+        leg_first_c=leg_first_c, leg_ci=leg_ci, leg_e=leg_e, is_end=is_end, leaf=leaf,
+        start=start, stop=stop, length=length, half=half, tstep=tstep, tgroup=tgroup,
+        s_n=s_n, d_n=d_n, i_n=i_n, ws=ws, wd=wd, wi=wi, src_view=src_view, src_peer=src_peer,
+        dst_view=dst_view, dst_peer=dst_peer, reduce=reduce, rtype=rtype, w_n=w_n,
+        w_sem=w_sem, w_val=w_val, i_peer=i_peer, i_sem=i_sem, i_val=i_val, net_src=net_src,
+        net_view=net_view, net_sem=net_sem, voff=voff, poff=poff, src_view_g=src_view_g,
+        dst_view_g=dst_view_g, gw_g=gw_g, src_peer_g=src_peer_g, dst_peer_g=dst_peer_g,
+        i_peer_g=i_peer_g, dsize=dsize, dsize_one=dsize_one, dst_net=dst_net,
+        sends_net=sends_net, eff_dst_view=eff_dst_view, eff_dst_peer=eff_dst_peer)
 
+
+@dataclass(frozen=True)
+class _Data:
+    """What :func:`_data_records` built, per leg: its tiles, its data BDs (of them M2S:
+    source streams) and CCE descriptors, and the rank's dma.bin / cce.bin record counts
+    before the batch."""
+
+    n_tiles: np.ndarray
+    leg_bd_count: np.ndarray
+    m2s: np.ndarray
+    leg_cce: np.ndarray
+    dma_first_all: int
+    cce_first_all: int
+
+
+def _data_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> _Data | None:
+    """The batch's data BDs (dma.bin) and CCE descriptors (cce.bin), leg by leg, tile by tile;
+    None, with nothing appended, when a leg of a batch of several entries follows an SBUF
+    access pattern (the caller emits those entries one at a time)."""
+    n, s_n, d_n, reduce, rtype = lg.n, lg.s_n, lg.d_n, lg.reduce, lg.rtype
+    start, stop, length, dsize, dsize_one = lg.start, lg.stop, lg.length, lg.dsize, lg.dsize_one
+    ws, wd = lg.ws, lg.wd
     # ---- tiles -------------------------------------------------------------------------------
     per_tile = tile_elements(dsize, np.maximum(length, 1), reduce,
-                             hw_generation=ctxs[0].hw_generation)
+                             hw_generation=lg.ctxs[0].hw_generation)
     n_tiles = np.where(d_n > 0, -(-length // per_tile), 0)
 
     # ---- the leg-slot table: (view, peer) of every source and destination of every leg ---------
@@ -637,17 +786,18 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     lt_i = np.minimum(lt_slot, ws - 1)
     # (leg, slot) cells gathered by flat index (:func:`_cells`)
     lt_src, lt_dst = _cells(lt_leg, lt_i, ws), _cells(lt_leg, lt_j, wd)
-    lt_view = np.where(lt_is_src, np.take(src_view_g, lt_src), np.take(eff_dst_view, lt_dst))
-    lt_peer = np.where(lt_is_src, np.take(src_peer_g, lt_src), np.take(eff_dst_peer, lt_dst))
-    sdma_op_leg = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
-    lt_meta = (sdma_op_leg[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
+    lt_view = np.where(lt_is_src, np.take(lg.src_view_g, lt_src),
+                       np.take(lg.eff_dst_view, lt_dst))
+    lt_peer = np.where(lt_is_src, np.take(lg.src_peer_g, lt_src),
+                       np.take(lg.eff_dst_peer, lt_dst))
+    lt_meta = (_sdma_op(lg)[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
                | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
     # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
-    peer_off = pt.offset
-    view_linear, vbase, vdsize = bt.views.tables()
+    peer_off = bt.pt.offset
+    view_linear, vbase, _vdsize = lg.vt
     linear = bool(view_linear[lt_view].all())
-    if not linear and len(items) > 1:  # SBUF access patterns: one entry at a time
-        return [s for item in items for s in emit_entries(b, [item])]
+    if not linear and not lg.single:  # SBUF access patterns: one entry at a time
+        return None
 
     # ---- data BDs and CCE descriptors, in blocks of legs -------------------------------------
     leg_ns = np.where(reduce, s_n, 0)  # CCE descriptors per tile
@@ -664,10 +814,11 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
             bt.views, n, tile_leg, ta, tb, lt_first, slots, lt_view, lt_peer, lt_meta, s_n,
             peer_off)
     dma_first_all, cce_first_all = b.counts["dma.bin"], b.counts["cce.bin"]
-    cce_tab = _cce_tables(ctxs, leg_e, leg_cce) if leg_cce.any() else None
+    cce_tab = _cce_tables(lg.ctxs, lg.leg_e, leg_cce) if leg_cce.any() else None
     # generation tag: position of the BD among this rank's data BDs of its channel
-    seg_bd_count = np.bincount(leg_ci, weights=leg_bd_count, minlength=nseg).astype(np.int64)
-    gen = _GenTags(b, seg_ch, seg_bd_count)
+    seg_bd_count = np.bincount(lg.leg_ci, weights=leg_bd_count,
+                               minlength=lg.seg_ch.size).astype(np.int64)
+    gen = _GenTags(b, lg.seg_ch, seg_bd_count)
     if linear:
         # per leg slot: the constant part of the BD words (flags | meta << 32, address)
         lt_flags = np.zeros(lt_view.size, np.int64)  # FIRST on slot 0, LAST on the last slot
@@ -694,8 +845,21 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         if cce_tab is not None:
             b.append("cce.bin", _cce_block(tile_leg, ta, tb, dsize[tile_leg], leg_ns, leg_w3,
                                            cce_tab))
+    return _Data(n_tiles, leg_bd_count, m2s, leg_cce, dma_first_all, cce_first_all)
 
-    # ---- semaphore BDs: waits, the dma_compl inc, the IR's incs (mark_end: the completion wait
+
+def _sdma_op(lg: _Legs) -> np.ndarray:
+    """Each leg's ``sdma_op``: CCE when it reduces, CME when it has destinations, else 0."""
+    return np.where(lg.reduce, int(SdmaOp.CCE), np.where(lg.d_n > 0, int(SdmaOp.CME), 0))
+
+
+def _sem_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> tuple[int, np.ndarray, np.ndarray]:
+    """The batch's semaphore BDs (sem.bin): per leg its waits, the dma_compl inc and the IR's
+    incs; a mark_end leg has the completion wait alone.  ``(the rank's sem.bin records
+    before the batch, semaphore BDs per leg, each leg's first among the batch's)``."""
+    pt, n, is_end, leg_ci, poff = bt.pt, lg.n, lg.is_end, lg.leg_ci, lg.poff
+    w_n, w_sem, w_val, i_n, wi = lg.w_n, lg.w_sem, lg.w_val, lg.i_n, lg.wi
+    i_peer, i_sem, i_val = lg.i_peer, lg.i_sem, lg.i_val
     n_sem = np.where(is_end, 1, w_n + 1 + i_n)
     s_leg, s_k, s_first = _expand(n_sem)
     s_ci = leg_ci[s_leg]
@@ -709,19 +873,19 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     inc_peer = np.take(i_peer, s_inc_cell)
     inc_sem = np.take(i_sem, s_inc_cell)
     inc_val = np.take(i_val, s_inc_cell)
-    inc_net = s_inc & pt.net[np.take(i_peer_g, s_inc_cell)]
+    inc_net = s_inc & pt.net[np.take(lg.i_peer_g, s_inc_cell)]
     if np.any(inc_net & (inc_val != 1)):
         raise LoweringError("an increment across the network must have value 1 (the net proxy "
                             "increments the receiver once per transfer)")
     if inc_net.any():
         net_incs = np.bincount(s_leg[inc_net], minlength=n)
-        if np.any(net_incs != dst_net.sum(axis=1)):
+        if np.any(net_incs != lg.dst_net.sum(axis=1)):
             raise LoweringError("a leg must increment each network destination exactly once "
                                 "(one send_sema count per transfer the proxy makes)")
     # the roles are exclusive: mark_end / completion, wait, increment (network: send_sema)
-    sem_id = np.where(s_end | s_compl, compl_sem_c[s_ci],
+    sem_id = np.where(s_end | s_compl, lg.compl_sem_c[s_ci],
                       np.where(s_wait, np.take(w_sem, s_wait_cell),
-                               np.where(inc_net, send_sem_c[s_ci], inc_sem)))
+                               np.where(inc_net, lg.send_sem_c[s_ci], inc_sem)))
     sem_peer = np.where(s_inc & ~inc_net, inc_peer, 0)  # entry-local: 0 = the rank itself
     sem_peer_g = sem_peer + poff[s_leg]
     window = np.where(s_end | s_wait, EVT_SEM_DEC, EVT_SEM_INC)
@@ -729,21 +893,26 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     local_addr = (EVT_SEM_BASE + ((sps & 7) << 30) + ((sps > 7) << 47) + window + 4 * sem_id)
     if np.any(sem_id > 255):
         raise LimitError("a semaphore id exceeds the 256 semaphores of a core")
-    seg_sem_count = np.bincount(s_ci, minlength=nseg)
+    seg_sem_count = np.bincount(s_ci, minlength=lg.seg_ch.size)
     seg_sem_first = np.cumsum(seg_sem_count) - seg_sem_count
-    sem_base = _advance_counters(b, seg_ch, seg_sem_count, "sem_count")
+    sem_base = _advance_counters(b, lg.seg_ch, seg_sem_count, "sem_count")
     sgen = ((sem_base[s_ci] + np.arange(s_leg.size, dtype=np.int64) - seg_sem_first[s_ci])
             // F.BD_RING_ENTRIES) & F.GEN_MASK
     sems = np.empty(s_leg.size, F.SEM_DTYPE)
     sems["ctrl"] = (np.where(s_end | s_wait, int(EvtSemSubop.WAIT_GE_AND_DEC), int(EvtSemSubop.INC))
                     | (_SEM_ROLE[sem_id] << F.SEM_ROLE_SHIFT)  # sem_id < 256: checked above
                     | np.where(sem_peer != 0, F.SEM_REMOTE, 0) | (sgen << F.GEN_SHIFT))
-    sems["value"] = np.where(s_end, n_c[s_ci], np.where(
+    sems["value"] = np.where(s_end, lg.n_c[s_ci], np.where(
         s_wait, np.take(w_val, s_wait_cell), np.where(s_compl, 1, inc_val)))
     sems["addr"] = local_addr | pt.bits[sem_peer_g]
-    sem_first_all = b.append("sem.bin", sems)
+    return b.append("sem.bin", sems), n_sem, s_first
 
-    # ---- 0xBF words: per data leg, pieces of <= 256 elements per dimension -------------------
+
+def _sb2sb_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> tuple[int, np.ndarray, np.ndarray]:
+    """The batch's 0xBF words (sb2sb.bin): per data leg, pieces of <= 256 elements per
+    dimension.  ``(the rank's sb2sb.bin records before the batch, pieces per leg, each leg's
+    first among the batch's)``."""
+    length, d_n, w_n = lg.length, lg.d_n, lg.w_n
     cap2 = F.T3D_DIM_CAP * F.T3D_DIM_CAP
     full, q, r = length // cap2, (length // F.T3D_DIM_CAP) % F.T3D_DIM_CAP, length % F.T3D_DIM_CAP
     pieces = np.where(d_n > 0, full + (q > 0) + (r > 0), 0)
@@ -752,19 +921,20 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     n0 = np.where(kind == 2, r[p_leg], F.T3D_DIM_CAP)
     n1 = np.where(kind == 0, F.T3D_DIM_CAP, np.where(kind == 1, q[p_leg], 1))
     piece_off = np.where(kind == 2, length[p_leg] - r[p_leg], p_k * cap2)
-    p_ci = leg_ci[p_leg]
+    p_ci = lg.leg_ci[p_leg]
     last_piece = p_k == pieces[p_leg] - 1
     pw = (p_k == 0) & (w_n[p_leg] > 0)
-    words = _sb2sb_words(ctxs, leg_e[p_leg])
+    words = _sb2sb_words(lg.ctxs, lg.leg_e[p_leg])
     words["wait_mode"] = np.where(pw, int(EvtSemSubop.WAIT_GE_AND_DEC), 0)
-    words["wait_idx"] = np.where(pw, np.take(w_sem[:, 0], p_leg), 0)
-    words["semaphore_value"] = np.where(pw, np.take(w_val[:, 0], p_leg), 0)
+    words["wait_idx"] = np.where(pw, np.take(lg.w_sem[:, 0], p_leg), 0)
+    words["semaphore_value"] = np.where(pw, np.take(lg.w_val[:, 0], p_leg), 0)
     words["update_mode"] = np.where(last_piece, int(EvtSemSubop.INC), 0)
-    words["update_idx"] = np.where(last_piece, compl_sem_c[p_ci], 0)
-    elem0 = start[p_leg] + piece_off
+    words["update_idx"] = np.where(last_piece, lg.compl_sem_c[p_ci], 0)
+    elem0 = lg.start[p_leg] + piece_off
+    view_linear, vbase, vdsize = lg.vt
     anchor = bt.views.anchor
-    for part, vcol in (("src", np.take(src_view_g[:, 0], p_leg)),
-                       ("dst", np.take(eff_dst_view[:, 0], p_leg))):
+    for part, vcol in (("src", np.take(lg.src_view_g[:, 0], p_leg)),
+                       ("dst", np.take(lg.eff_dst_view[:, 0], p_leg))):
         if view_linear[vcol].all():
             start_addr = vbase[vcol] + elem0 * vdsize[vcol] - anchor[vcol]
         else:
@@ -777,53 +947,63 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
         words[part]["start_addr"] = start_addr
         words[part]["num_elem"][:, 0] = n0
         words[part]["num_elem"][:, 1] = n1
-    sb_first_all = b.append("sb2sb.bin", words)
+    return b.append("sb2sb.bin", words), pieces, p_first
 
-    # ---- leg records -------------------------------------------------------------------------
+
+def _leg_records(b: RankBuilder, lg: _Legs, data: _Data, sems: tuple, words: tuple) -> None:
+    """The batch's leg records (legs.bin): each leg's place in the other files and its ring
+    step (``sems``, ``words``: what :func:`_sem_records` and :func:`_sb2sb_records` return)."""
+    n, is_end, leg_ci, d_n, w_n = lg.n, lg.is_end, lg.leg_ci, lg.d_n, lg.w_n
+    sem_first_all, n_sem, s_first = sems
+    sb_first_all, pieces, p_first = words
     # a leg sends if a used increment or destination slot names a peer
-    sends = (_any_cols((_SLOT_INDEX[:wi] < i_n[:, None]) & (i_peer != 0))
-             | _any_cols((_SLOT_INDEX[:wd] < d_n[:, None]) & (dst_peer != 0)))
+    sends = (_any_cols((_SLOT_INDEX[:lg.wi] < lg.i_n[:, None]) & (lg.i_peer != 0))
+             | _any_cols((_SLOT_INDEX[:lg.wd] < d_n[:, None]) & (lg.dst_peer != 0)))
     legs = np.zeros(n, F.LEG_DTYPE)
-    legs["trigger"] = _ints([c.trigger for c in ctxs])[leg_e]
-    legs["spad_index"] = _ints([c.spad_index for c in ctxs])[leg_e]
-    legs["channel"] = seg_ch[leg_ci]
-    legs["sdma_op"] = sdma_op_leg
-    legs["step"] = np.arange(n, dtype=np.int64) - leg_first_c[leg_ci]
-    legs["leaf"] = leaf
-    legs["half"] = half
-    legs["reduction_type"] = np.where(reduce, rtype, F.NO_REDUCTION_TYPE)
+    legs["trigger"] = _ints([c.trigger for c in lg.ctxs])[lg.leg_e]
+    legs["spad_index"] = _ints([c.spad_index for c in lg.ctxs])[lg.leg_e]
+    legs["channel"] = lg.seg_ch[leg_ci]
+    legs["sdma_op"] = _sdma_op(lg)
+    legs["step"] = np.arange(n, dtype=np.int64) - lg.leg_first_c[leg_ci]
+    legs["leaf"] = lg.leaf
+    legs["half"] = lg.half
+    legs["reduction_type"] = np.where(lg.reduce, lg.rtype, F.NO_REDUCTION_TYPE)
     legs["neigh"] = np.where(sends & ~is_end, int(EncdNeigh.ENCD_NEIGH_NEXT),
                              np.where((w_n > 0) & (d_n == 0) & ~is_end,
                                       int(EncdNeigh.ENCD_NEIGH_PREV),
                                       int(EncdNeigh.ENCD_NEIGH_LOCAL)))
     legs["sb2sb_first"] = sb_first_all + p_first
     legs["sb2sb_count"] = pieces
-    legs["n_tiles"] = n_tiles
-    legs["dma_first"] = dma_first_all + np.cumsum(leg_bd_count) - leg_bd_count
-    legs["dma_count"] = leg_bd_count
-    legs["cce_first"] = cce_first_all + np.cumsum(leg_cce) - leg_cce
-    legs["cce_count"] = leg_cce
+    legs["n_tiles"] = data.n_tiles
+    legs["dma_first"] = data.dma_first_all + np.cumsum(data.leg_bd_count) - data.leg_bd_count
+    legs["dma_count"] = data.leg_bd_count
+    legs["cce_first"] = data.cce_first_all + np.cumsum(data.leg_cce) - data.leg_cce
+    legs["cce_count"] = data.leg_cce
     legs["sem_first"] = sem_first_all + s_first
     legs["sem_count"] = n_sem
-    legs["elem_start"] = start
-    legs["num_elements"] = length
+    legs["elem_start"] = lg.start
+    legs["num_elements"] = lg.length
     # steps per chunk group of each channel: 1 + its largest step (mark_end excluded)
-    spg = np.maximum.reduceat(np.where(is_end, 0, tstep + 1), leg_first_c)
-    legs["ring_step"] = np.where(is_end, 0, tstep + tgroup * spg[leg_ci])
+    spg = np.maximum.reduceat(np.where(is_end, 0, lg.tstep + 1), lg.leg_first_c)
+    legs["ring_step"] = np.where(is_end, 0, lg.tstep + lg.tgroup * spg[leg_ci])
     b.append("legs.bin", legs)
 
-    # ---- tp_inc_steps: M2S / S2M BDs per leg, run-length encoded per channel -----------------
-    s2m = leg_bd_count - m2s
+
+def _tpinc_steps(lg: _Legs, data: _Data) -> dict[tuple[int, int], np.ndarray]:
+    """The batch's tp_inc_steps records: M2S / S2M BDs per leg, run-length encoded per
+    channel, by (SPAD index, channel)."""
+    n, leg_ci, m2s = lg.n, lg.leg_ci, data.m2s
+    s2m = data.leg_bd_count - m2s
     if m2s.max() > F.TPINC_MAX_BDS or s2m.max() > F.TPINC_MAX_BDS:
         over = int(np.flatnonzero((m2s > F.TPINC_MAX_BDS) | (s2m > F.TPINC_MAX_BDS))[0])
         raise LimitError(
-            f"a {leaf_name(int(leaf[over]))} leg on channel {int(seg_ch[leg_ci[over]])} needs "
-            f"{int(m2s[over])} M2S and {int(s2m[over])} S2M BDs, at most {F.TPINC_MAX_BDS} of "
-            "each in its tp_inc_steps record (TPINC_MAX_BDS): its elements fall into too many "
-            "contiguous runs (an SBUF access pattern of short rows)")
+            f"a {leaf_name(int(lg.leaf[over]))} leg on channel {int(lg.seg_ch[leg_ci[over]])} "
+            f"needs {int(m2s[over])} M2S and {int(s2m[over])} S2M BDs, at most "
+            f"{F.TPINC_MAX_BDS} of each in its tp_inc_steps record (TPINC_MAX_BDS): its "
+            "elements fall into too many contiguous runs (an SBUF access pattern of short rows)")
     change = np.ones(n, bool)
     change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
-    change[leg_first_c] = True
+    change[lg.leg_first_c] = True
     run_start = np.nonzero(change)[0]
     run_len = np.diff(np.append(run_start, n))
     r_idx, r_k, _ = _expand(-(-run_len // 0xFFFF))  # split runs longer than the u16 repeat
@@ -834,32 +1014,8 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     tp_ci = leg_ci[run_start][r_idx]
     tp["flags"] = np.where(np.append(tp_ci[1:] != tp_ci[:-1], True), F.TPINC_LAST_SYNC, 0)
     bounds = np.nonzero(np.append(True, tp_ci[1:] != tp_ci[:-1]))[0]
-    tpinc = {(ctxs[seg_e[i]].spad_index, int(seg_ch[i])): part
-             for i, part in zip(tp_ci[bounds].tolist(), np.split(tp, bounds[1:]))}
-
-    # ---- net-proxy FIFOs: segments whose legs send to or receive from the network ---------------
-    leg_tx = sends_net
-    leg_rx = net_src >= 0
-    fifo = _fifo_records(b, bt, (view_linear, vbase, vdsize), seg_ch, seg_e, leg_ci, is_end,
-                         leg_tx, leg_rx, start, stop, dst_view_g, dst_peer_g, dst_net, gw_g,
-                         net_src + poff, net_view + voff, net_sem, send_sem_c, recv_sem_c)
-
-    b.tpinc_by_entry.update(tpinc)
-    for e, c, info, src, dest in fifo:
-        st = b.state(c)
-        st.ops.append(info)
-        st.entry.append(ctxs[e].spad_index)
-        st.src.append(src)
-        st.dest.append(dest)
-        if src is not None:
-            summaries[e]["tx"][c] = summaries[e]["tx"].get(c, 0) + src.size
-        if dest is not None:
-            summaries[e]["rx"][c] = summaries[e]["rx"].get(c, 0) + dest.size
-    legs_e = np.bincount(leg_e, minlength=len(items)).tolist()
-    bds_e = np.bincount(leg_e, weights=leg_bd_count, minlength=len(items)).astype(np.int64)
-    for s, nl, nb in zip(summaries, legs_e, bds_e.tolist()):
-        s["legs"], s["bds"] = nl, nb
-    return summaries
+    return {(lg.ctxs[lg.seg_e[i]].spad_index, int(lg.seg_ch[i])): part
+            for i, part in zip(tp_ci[bounds].tolist(), np.split(tp, bounds[1:]))}
 
 
 def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end, leg_tx,
