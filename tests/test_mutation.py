@@ -991,3 +991,36 @@ def test_memory_regions_that_overlap_by_one_byte_are_refused(mut):
         a["size"] = b["offset"] - a["offset"] + 1
     mut.edit_manifest(None, widen)
     assert "overlap" in failure_text(mut.simulate())
+
+
+# --- writes against the trigger's buffers (SIMULATOR §5; mutation audit round 7)
+
+@pytest.fixture(scope="module")
+def base_wide(tmp_path_factory) -> Path:
+    """2 ranks, bf16 all-reduce of 1024 elements into an ``x_out`` of 2048 + 64 bytes: the
+    output operand is its first 2048 bytes, the last 64 belong to no operand."""
+    spec = coll_spec("all_reduce", "bf16", 2, 1024)
+    spec["subgraphs"][0]["vars"][1]["size"] = 2048 + 64
+    return lower_spec(spec, tmp_path_factory.mktemp("wide") / "o")
+
+
+def test_a_write_one_byte_past_the_output_operand_is_refused(base_wide, tmp_path):
+    """SIMULATOR §5: a leg writes only its trigger's output operand, scratch and gateway
+    buffers. The output of base_wide is bytes [0, 2048) of ``x_out`` (1024 bf16); byte 2048
+    is in the var but in no buffer of the trigger. A destination BD that ends the output
+    of rank 1 (FORMATS §10: at ``(lc << 36) + 0x1_0000_0000 + offset + 2048`` of its target's
+    window) is split in two (``Out.split_bd``): all but its last byte, then that byte written one
+    byte up, at 2048. A simulator that let a write run one byte past the end of the
+    buffers took it (and refused later, when a leg read the byte left unwritten)."""
+    o = Out(base_wide, tmp_path / "mut")
+    _start, reg = region_addr(o, 1, "x_out")
+    end = (1 << 32) + reg["offset"] + 2048  # inside a core's window (the low 36 bits)
+    bds = o.arr(1, "dma.bin")
+    ln = (bds["len_ctrl"] & 0xFFFF).astype(np.int64)
+    win = (bds["buf_ptr"] & np.uint64((1 << 36) - 1)).astype(np.int64)
+    i = int(np.flatnonzero((win + ln == end) & ((bds["meta_ctrl"] >> 4) & 1 == 1))[0])
+    n = int(ln[i])
+    o.split_bd(1, i, [(0, n - 1), (n, 1)])
+    text = failure_text(o.simulate())
+    assert "writes bytes [0x800, 0x801) of rank" in text, text
+    assert "dram 'x_out', outside trigger 0's output, scratch and gateway buffers" in text, text

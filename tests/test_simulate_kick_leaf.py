@@ -447,3 +447,120 @@ def test_an_access_pattern_of_more_elements_than_the_op_is_refused(sbuf_out, tmp
     _retrigger(out, 0, lambda t: t["src"]["ap"]["dims"][2].__setitem__(1, 2))
     rehash(out)
     refused(out, "src access pattern covers", "the op needs")
+
+
+# ------------------------------- mutation audit round 7: the trigger manifest's own checks
+
+@pytest.fixture(scope="module")
+def ag33_out(tmp_path_factory) -> Path:
+    """bf16 all-gather of 33 elements a rank over ranks 0 and 1, RING. docs/DESIGN.md
+    "Chunking": each 33-element block is one chunk group (one channel: 33 // 64 = 0 gives at
+    least 1), the chunk 33 rounded up to 32 = 64, the tail group's chunk re-clamped to 33
+    rounded up to 2 = 34: halves of 17, H0 [0, 17) and H1 [17, 33) clamped to the block's 33
+    elements (block 1: [33, 50), [50, 66))."""
+    return lower_spec(coll_spec("all_gather", "bf16", 2, 33), tmp_path_factory.mktemp("ag") / "o")
+
+
+def test_an_operand_one_element_longer_than_its_var_is_refused(ring2n_out, tmp_path):
+    """FORMATS §1.1: a linear operand is ``num_elements`` x dtype size bytes from ``offset``
+    of its var. ring2n's all-reduce reads 8192 bf16 from offset 0 of ``x_in``, a var of
+    16384 bytes; a manifest saying 8193 elements makes that 16386 bytes, one element past
+    the var. A simulator whose fit check allowed one element more took it and crashed
+    (an internal error, exit 70) running it."""
+    out = copy(ring2n_out, tmp_path)
+    size = next(r["size"] for r in json.loads((out / "manifest.json").read_text())["memory"]
+                ["regions"] if r["name"] == "x_in")
+    assert size == 8192 * 2 and trigger0(out)["src"]["offset"] == 0
+    _retrigger(out, 0, lambda t: t.__setitem__("num_elements", 8193))
+    rehash(out)
+    refused(out, "field src", "src operand (8193 elements at offset 0) does not fit var 'x_in'")
+
+
+def test_an_access_pattern_whose_last_element_starts_at_the_partitions_end_is_refused(
+        sbuf_out, tmp_path):
+    """FORMATS §1.1 ``ap`` / NEFF-LIKE.md §2: element (i0, i1, i2) of partition p lies at
+    byte ``start + (i0 s0 + i1 s1 + i2 s2) x dtype size`` of the partition. sbuf.yaml's
+    trigger 0 reads 768 bf16 a partition with step 1 from a 2 KiB (2048-byte) var: with
+    ``start`` 514 its last element starts at 514 + 767 x 2 = 2048, the first byte past the
+    var in the partition. A simulator that checked only where the last element starts, not
+    where it ends, took it and crashed running it."""
+    out = copy(sbuf_out, tmp_path)
+    assert trigger0(out)["src"]["ap"]["dims"][0] == [1, 768]
+    _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("start", 514))
+    rehash(out)
+    refused(out, "field src", "src access pattern runs outside var 'sb_a'")
+
+
+def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refused(
+        sbuf_out, tmp_path):
+    """NEFF-LIKE.md §2: an access pattern covers partitions ``partition_start`` ..
+    ``partition_start + partition_count - 1``. sbuf.yaml's trigger 0 reads all 128 partitions
+    (0..127) of ``sb_a``; starting at partition 1 it names 1..128, and a 128-partition var has
+    no partition 128. A simulator that let the partition equal the count took it and crashed
+    running it."""
+    out = copy(sbuf_out, tmp_path)
+    assert trigger0(out)["src"]["ap"]["partition_count"] == 128
+    _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("partition_start", 1))
+    rehash(out)
+    refused(out, "field src", "src access pattern runs outside var 'sb_a'")
+
+
+def test_a_reduce_scatter_of_a_count_its_group_does_not_divide_is_refused(sbuf_out, tmp_path):
+    """NEFF-LIKE.md: a reduce-scatter's output is N / group size (N must divide). sbuf.yaml's
+    trigger 3 reduce-scatters 8192 elements over 8 ranks; a manifest saying 8196 (1024.5 a
+    rank) is refused as such. A simulator that refused only an N below the group size took
+    it there (and refused it later, for the size of its access pattern)."""
+    out = copy(sbuf_out, tmp_path)
+    t = json.loads((out / "manifest.json").read_text())["triggers"][3]
+    assert (t["op"], t["num_elements"], len(t["replica_group"])) == ("REDUCE_SCATTER", 8192, 8)
+    _retrigger(out, 3, lambda t: t.__setitem__("num_elements", 8196))
+    rehash(out)
+    refused(out, "field triggers[3]",
+            "REDUCE_SCATTER num_elements is not a multiple of the group size")
+
+
+def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp_path):
+    """FORMATS §2 ``reporter``: the leader of a trigger's replica group is its smallest rank
+    id, the manifest's ``leader``. ring2n's group is 0, 1, 64, 65; a manifest naming rank 65
+    (a member, but not the smallest) is refused as such. A simulator that only asked for a
+    member took it there (and refused rank 0's reporter bit later)."""
+    out = copy(ring2n_out, tmp_path)
+    assert trigger0(out)["replica_group"] == [0, 1, 64, 65] and trigger0(out)["leader"] == 0
+    _retrigger(out, 0, lambda t: t.__setitem__("leader", 65))
+    rehash(out)
+    refused(out, "field triggers[0]", "leader 65 is not the smallest rank of the group")
+
+
+def test_a_ring_leg_running_past_its_block_is_refused_for_its_half(ag33_out, tmp_path):
+    """SIMULATOR §2: a flat RING leg's ``half`` is the half-chunk holding its elements, ranges
+    clamped to the block (docs/DESIGN.md "Chunking"). Rank 0's send of block 0's H1 is
+    [17, 33); one element more, [17, 34), ends inside the 34-element tail chunk's H1 as the
+    unclamped layout would have it, but runs into block 1 (rank 1's), so it lies in no one
+    half-chunk. A simulator that clamped the half to the chunk only took its half 1 (and
+    refused the leg later, for its stream's bytes)."""
+    L = legs(ag33_out, 0)
+    i = int(np.flatnonzero((L["elem_start"] == 17) & (L["half"] == 1))[0])
+    assert int(L["num_elements"][i]) == 16
+    out = copy(ag33_out, tmp_path)
+    poke(out / "rank-0000" / "legs.bin", i * REC + NUM_ELEMENTS, struct.pack("<I", 17))
+    rehash(out)
+    refused(out, "artifact legs.bin", f"record {i}:", "field half", "half 1 but elements "
+            "[17, 34) are not inside one half-chunk of the trigger's chunk layout")
+
+
+def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_out, tmp_path):
+    """FORMATS §1.1 ``chunk`` / seed 001 §2: the block is cut into ``pgta`` chunk groups and
+    the last uses ``tail_chunk``. With ``pgta`` 1 the one group is the last: every element
+    of the block is in it, cut into chunks of 34 (halves of 17), and ``chunk_size_n`` (the
+    chunk of the groups before the last) plays no part, so a manifest saying 16 instead of 64
+    simulates the same. (No lowering writes such a manifest: the simulator does not check
+    the chunk against the seed's ``pgta = ceil(N / group_elems)``.) A simulator that let the
+    elements past ``chunk_size_n`` open a group ``pgta`` (which does not exist) cut them into
+    16-element chunks and refused rank 0's H1 leg [17, 33)."""
+    out = copy(ag33_out, tmp_path)
+    assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 64, "pgta": 1,
+                                      "tail_chunk": 34}
+    _retrigger(out, 0, lambda t: t["chunk"].__setitem__("chunk_size_n", 16))
+    rehash(out)
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
