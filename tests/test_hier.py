@@ -138,3 +138,27 @@ def test_lower_summary_counts_a_hier_triggers_channel_ids_over_its_legs(two_node
         legs = tp.prepared.data.legs
         ids = {c for lp in legs for c in range(lp.channel_base, lp.channel_base + lp.n_channels)}
         assert len(legs) > 1 and rows[tp.trigger.ordinal][8] == str(len(ids))
+
+
+def test_hier_legs_stay_far_below_the_32_channel_id_budget():
+    """SELECTION.md §7: each leg takes the channel rule's count on its group, at most its share
+    of the 32 ids the earlier legs left. The rule's caps keep every leg under its share: an
+    intra leg (one node) at most 4 (max_channels_intra), an inter leg at most the distinct
+    rings of its group, one rank a node, whose rings are the node chain and its reverse
+    (TOPOLOGY.md §3: nodes in ascending order, descending on reversed variants): 2. A 32 MiB
+    bf16 all-reduce over 4 trn2 nodes (LNC 2, 64 ranks a node): the intra legs want 32 MiB /
+    256 KiB = 128 -> 4; inter_allr moves 2**24 / 64 = 262144 elements (512 KiB) -> 2, as
+    SINGLE_CYCLE_RING one pair, 2 ids. Ids 0..3, 4..5, 6..9: 10 of 32, each leg under its
+    share (32 // 3 = 10, 28 // 2 = 14, 26), so the shares never bind (mutation audit round 7:
+    the budget's arithmetic is not observable)."""
+    from nrtrewrite.select import hier_groups
+    from nrtrewrite.topology.rings import distinct_ring_count
+
+    plan = plan_ops([ar(1 << 24)], 256, nbytes=1 << 25)
+    tp = plan.triggers[0]
+    assert [(lp.name, lp.alg, lp.channel_base, lp.n_channels) for lp in tp.prepared.data.legs] == [
+        ("intra_redsct", EncAlgType.RING, 0, 4), ("inter_allr", EncAlgType.SINGLE_CYCLE_RING, 4, 2),
+        ("intra_allg", EncAlgType.RING, 6, 4)]
+    _intra, inter = hier_groups(plan.topology, range(256))
+    assert len(inter) == 64 and inter[5] == (5, 69, 133, 197)
+    assert {distinct_ring_count(plan.topology, g, 16) for g in inter} == {2}

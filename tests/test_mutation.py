@@ -18,7 +18,7 @@ import pytest
 
 from nrtrewrite.emit import formats as F
 
-from test_simulate import cli, coll_spec, lower_spec, two_node_spec
+from test_simulate import FIX, cli, coll_spec, lower_neff, lower_spec, two_node_spec
 
 LEG = F.LEG_DTYPE
 
@@ -1024,3 +1024,59 @@ def test_a_write_one_byte_past_the_output_operand_is_refused(base_wide, tmp_path
     text = failure_text(o.simulate())
     assert "writes bytes [0x800, 0x801) of rank" in text, text
     assert "dram 'x_out', outside trigger 0's output, scratch and gateway buffers" in text, text
+
+
+# --- the memory map, the topology table and the semaphore windows (mutation audit round 7)
+
+def test_a_semaphore_address_below_the_read_window_is_refused(mut):
+    """FORMATS §10: semaphore ``id`` of TOP_SP ``sp`` is at ``0x8280000000 + (sp << 30) + w +
+    4 id`` with ``w`` one of READ ``+0x1000`` .. DEC ``+0x1C00`` and ``id`` 0..255, so the
+    lowest semaphore address of TOP_SP 5 is ``0x8280000000 + 0x1_4000_0000 + 0x1000 =
+    0x83_C000_1000``. Rank 5's (core 5) semaphore readdressed 4 bytes below it, to
+    ``0x83_C000_0FFC``, is on the 4-byte grid of the windows but in none of them. A
+    simulator without the lower window bound read it as semaphore -1 of the READ window."""
+    rank = 5
+    i = _local_sem_bd(mut, rank)
+    assert (int(mut.arr(rank, "sem.bin")["addr"][i]) - 0x82_8000_0000) >> 30 == 5
+    mut.edit(rank, "sem.bin", lambda a: a["addr"].__setitem__(i, np.uint64(0x83_C000_0FFC)))
+    assert "is not an EVT_SEM semaphore address" in failure_text(mut.simulate())
+
+
+def test_two_ranks_of_the_topology_table_on_one_core_are_refused(mut):
+    """A rank is one logical core (FORMATS §1.1 ``topology.ranks``: its node, routing id and
+    ``logical_core``; §10: the core's window and TOP_SP). The base's 8 ranks are cores 0..7 of
+    one device; the manifest saying rank 5 is on core 4 puts ranks 4 and 5 on one core, so
+    every address of core 4 would name two ranks: refused. A simulator without the check let
+    rank 5 take core 4's place in the address table."""
+    def move(top):
+        places = {p["rank"]: p for p in top["topology"]["ranks"]}
+        assert (places[4]["logical_core"], places[5]["logical_core"]) == (4, 5)
+        assert places[4]["routing_id"] == places[5]["routing_id"]
+        places[5]["logical_core"] = 4
+    mut.edit_manifest(None, move)
+    assert "ranks 4 and 5 share a core" in failure_text(mut.simulate())
+
+
+@pytest.fixture(scope="module")
+def base_sbuf(tmp_path_factory) -> Path:
+    """fixtures/sbuf.neff: its four SBUF vars of 2048 bytes a partition at offsets 0, 2048,
+    4096 and 6144 (``sb_a`` .. ``sb_d``), ``sbuf_partition_stride`` 8192."""
+    return lower_neff(FIX / "sbuf.neff", tmp_path_factory.mktemp("sbuf") / "o")
+
+
+def test_an_sbuf_region_one_byte_wider_than_the_partition_stride_is_refused(base_sbuf, tmp_path):
+    """FORMATS §10: partition ``p`` of an SBUF var is at ``0x8_0000_0000 + p *
+    sbuf_partition_stride + region.offset``, so every var's bytes of one partition lie inside
+    the stride. ``sb_d`` (offset 6144, 2048 bytes) ends at byte 8192; a stride of 8191 leaves
+    its last byte in the next partition: refused. (8192, as written, simulates.) A simulator
+    that compared only the region's start with the stride took the map."""
+    o = Out(base_sbuf, tmp_path / "mut")
+
+    def shrink(top):
+        mem = top["memory"]
+        last = max((r for r in mem["regions"] if r["kind"] == "sbuf"), key=lambda r: r["offset"])
+        assert (last["name"], last["offset"], last["size"]) == ("sb_d", 6144, 2048)
+        assert mem["sbuf_partition_stride"] == 8192
+        mem["sbuf_partition_stride"] = 8191
+    o.edit_manifest(None, shrink)
+    assert "an SBUF region is wider than sbuf_partition_stride" in failure_text(o.simulate())

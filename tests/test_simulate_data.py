@@ -137,3 +137,49 @@ def test_max_min_data_show_a_misplaced_source_on_every_n_elements(dtype, op, n):
             ties += int((shifted[r] == best)[mine].sum())
     if bound >= 1 << 8:  # bf16, fp16, fp32r: hundreds of values above the middle
         assert ties <= 0.02 * 4 * count, ties
+
+
+@pytest.mark.parametrize("op", ["MAX", "MIN"])
+@pytest.mark.parametrize("n", [3, 4])
+def test_the_holder_offset_moves_with_the_seed(op, n):
+    """SIMULATOR.md §4: the holder of element e is member (e + o) mod n with ``o`` drawn
+    from (seed, trigger), so another ``--seed`` moves the extremes to other members: a tile
+    shorter than n elements, which shows a misplaced source only where it loses the extreme,
+    is held by each member at some seed. Over seeds 0..15 the holder of element 0 (member
+    o) is each of the n members; an offset fixed at 0 would give member 0 at every seed."""
+    holders = set()
+    for seed in range(16):
+        k = np.stack([reduce_integers(seed, 2, p, n, 8, DType.BF16, op) for p in range(n)])
+        best = k.max(axis=0) if op == "MAX" else k.min(axis=0)
+        (who,) = np.flatnonzero(k[:, 0] == best[0])  # one holder
+        assert np.array_equal(np.flatnonzero(k[:, 1] == best[1]), [(who + 1) % n])
+        holders.add(int(who))
+    assert holders == set(range(n))
+
+
+#: SIMULATOR.md §4: the range of the shared exponent E, per dtype (B x 2**E finite, 2**E normal)
+EXPONENTS = {DType.BF16: (-6, 6), DType.FP16: (-4, 4), DType.FP32R: (-6, 6),
+             DType.FP8_E3: (-2, 0), DType.FP8_E4: (-2, 2), DType.FP8_E5: (-2, 2)}
+
+
+@pytest.mark.parametrize("dtype", REDUCE_DTYPES)
+def test_a_triggers_inputs_are_its_integers_times_one_power_of_two(dtype):
+    """SIMULATOR.md §4: every input of a reduction is ``k x 2**E``, ``E`` one exponent for
+    the whole trigger (every rank, every element), drawn from (seed, trigger) in the dtype's
+    range. Over triggers 0..11 (seed 7, 4 ranks) each trigger's values divided by their
+    integers are one power of two 2**E inside the range, and E is not the same for every
+    trigger: the inputs are not only the integers (E = 0), but fractions and multiples of
+    them too."""
+    lo, hi = EXPONENTS[dtype]
+    seen = set()
+    for trigger in range(12):
+        vals = np.stack([make_input(7, trigger, p, 4, 256, dtype, "ADD", True)
+                         for p in range(4)]).astype(np.float64)
+        ks = np.stack([reduce_integers(7, trigger, p, 4, 256, dtype, "ADD") for p in range(4)])
+        assert np.array_equal(vals == 0, ks == 0)
+        scale = np.unique(vals[ks != 0] / ks[ks != 0])
+        assert scale.size == 1, (trigger, scale)
+        e = int(np.log2(scale[0]))
+        assert scale[0] == 2.0 ** e and lo <= e <= hi, (trigger, scale)
+        seen.add(e)
+    assert len(seen) > 1, seen
