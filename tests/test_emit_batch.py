@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.legs import RankBuilder, emit_entries
 from nrtrewrite.errors import NrtRewriteError
@@ -240,3 +242,34 @@ def test_a_gateway_view_the_entry_lacks_is_refused():
     with pytest.raises(NrtRewriteError, match="gateway view that the entry lacks"):
         emit_entries(b, [(ctx, ir)])
     b.close()
+
+
+@pytest.mark.parametrize("run, records", [
+    (65534, [65534]), (65535, [65535]), (65536, [65535, 1]), (2 * 65535, [65535, 65535]),
+    (2 * 65535 + 1, [65535, 65535, 1]),
+])
+def test_a_run_of_equal_legs_is_split_at_repeat_65535(run, records):
+    """FORMATS.md §2.2: a tp_inc_steps record's ``repeat`` is a u16 of 1..65535 and a run of
+    more equal legs is split there, and only there: a run of exactly 65,535 legs is one
+    record (not a full one and a ``repeat`` 0 one).  No model reaches such a run through the
+    CLI in reasonable time, so the IR is built: ``run`` copies of one single-tile copy leg
+    (one source, one destination: 1 M2S and 1 S2M BD each, FORMATS.md §3) on ar2's rank 0
+    entry, one channel.  In front of them the entry handshake's ``mark_complete`` legs and
+    behind them the channel's ``mark_end``, all without BDs (0 / 0)."""
+    plan = _plan("ar2")
+    ctx, ir = _items(plan, 0)[0]
+    copy = (ir["n_src"] == 1) & (ir["n_dst"] == 1) & (ir["reduce"] == 0)
+    one = IR.take(ir, np.flatnonzero(copy)[:1])
+    one["stop"] = one["start"] + 32  # 32 elements: one tile
+    one["n_wait"] = 0
+    one["n_inc"] = 0
+    b = RankBuilder(0)
+    emit_entries(b, [(ctx, IR.take(one, np.zeros(run, np.int64)))])
+    legs = np.concatenate(b.finish()["legs.bin"])
+    b.close()
+    handshake = int(np.count_nonzero(legs["leaf"] == int(Leaf.mark_complete)))
+    assert legs.size == handshake + run + 1
+    (tp,) = b.tpinc_by_entry.values()
+    want = ([(0, 0, handshake, 0)] if handshake else []) + [(1, 1, n, 0) for n in records]
+    want.append((0, 0, 1, F.TPINC_LAST_SYNC))
+    assert list(zip(*(tp[f].tolist() for f in ("m2s", "s2m", "repeat", "flags")))) == want
