@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from nrtrewrite.codes import EdgeLocality
 from nrtrewrite.errors import LimitError, SelectionError, ValidationError
 from nrtrewrite.topology import (
-    duplicate_flags, enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_paths,
-    load_topology, ring_orders,
+    duplicate_flags, enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_identity,
+    kangaring_paths, load_topology, ring_orders,
 )
 
 TRN2 = load_topology("trn2:nodes=2", world=(), lnc_size=2)
@@ -214,6 +214,36 @@ def test_kangaring_paths(topo, group):
                 assert len({r, v.peer_rmtv, v.peer_rmtv2, v.peer_local}) == 4
     # over the first four channels each rank is primary 4/unit times (alternating roles)
     assert set(primary_count.values()) == {4 // unit}
+
+
+def _doc_identity(units):
+    """TOPOLOGY.md "Kangaring": the directed cycle of the primaries (as successor pairs, so
+    wherever the path starts) and the units."""
+    prim = [u[0] for u in units]
+    return (frozenset(zip(prim, prim[1:] + prim[:1])), tuple(sorted(units)))
+
+
+def test_a_kangaring_duplicate_is_the_same_directed_cycle_of_primaries_and_the_same_units():
+    """TOPOLOGY.md: ``duplicate`` marks a kangaring channel whose primaries form the same
+    directed cycle as an earlier channel's, wherever its path starts (as a ring's
+    ``duplicate``), with the same units; the reversed cycle, another order, or the same
+    primaries with other secondaries are channels of their own."""
+    a = ((0, 2), (4, 6), (8, 10))
+    assert kangaring_identity(((4, 6), (8, 10), (0, 2))) == kangaring_identity(a)  # rotated
+    for other in (((8, 10), (4, 6), (0, 2)),  # reversed
+                  ((0, 2), (8, 10), (4, 6)),  # another order (over 3 units: the reverse)
+                  ((2, 0), (4, 6), (8, 10)),  # another primary in one unit
+                  ((0, 10), (4, 6), (8, 2))):  # same primaries, other secondaries
+        assert kangaring_identity(other) != kangaring_identity(a), other
+    # and the flags of 32 channels of trn2 presets, by the doc's rule
+    for topo, group in ((TRN2, tuple(range(64))), (TRN2_L1, tuple(range(128)))):
+        channels = kangaring_paths(topo, group, 32)
+        seen, want = set(), []
+        for ch in channels:
+            want.append(_doc_identity(ch.units) in seen)
+            seen.add(_doc_identity(ch.units))
+        assert [ch.duplicate for ch in channels] == want
+        assert 0 < want.count(False) < 32
 
 
 def test_kangaring_refusals():

@@ -9,13 +9,13 @@ from nrtrewrite.topology.model import (
 )
 from nrtrewrite.topology.rings import (
     NEC_MAX_CHANNELS, EncKangaring, EncRing, KangaringChannel, device_order, duplicate_flags,
-    enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_paths, kangaring_shape,
-    ring_orders,
+    enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_identity, kangaring_paths,
+    kangaring_shape, ring_orders,
 )
 
 __all__ = [
     "PRESETS", "DeviceSpec", "Platform", "RankInfo", "Topology", "load_topology",
     "NEC_MAX_CHANNELS", "EncKangaring", "EncRing", "KangaringChannel", "device_order",
     "duplicate_flags", "enc_ring", "enc_rings", "hop_localities", "is_hybrid_ring",
-    "kangaring_paths", "kangaring_shape", "ring_orders",
+    "kangaring_identity", "kangaring_paths", "kangaring_shape", "ring_orders",
 ]

@@ -405,6 +405,13 @@ def _kangaring_peers(topo: Topology, r: int) -> tuple[int, int, int]:
     return rmtv, at(info.sengine ^ 2, other), at(info.sengine, other)
 
 
+def kangaring_identity(units: tuple[tuple[int, ...], ...]) -> tuple:
+    """What makes two kangaring channels the same (``duplicate``, docs/TOPOLOGY.md): the
+    directed cycle of their primaries (each unit's first rank), whichever primary the
+    path starts at, as for rings (:func:`duplicate_flags`), and the same units."""
+    return _successors(tuple(u[0] for u in units)), tuple(sorted(units))
+
+
 def kangaring_paths(topo: Topology, group, n_channels: int) -> list[KangaringChannel]:
     """The kangaring channels of ``group`` (design: docs/TOPOLOGY.md "Kangaring paths").
 
@@ -446,7 +453,7 @@ def _kangaring_paths(topo: Topology, group: tuple[int, ...],
         units = tuple((u[p], *(m for i, m in enumerate(u) if i != p)) for u in unit_seq)
         primaries = tuple(u[0] for u in units)
         path = tuple(m for u in units for m in u)
-        ident = (primaries, tuple(sorted(units)))
+        ident = kangaring_identity(units)
         dup = ident in seen
         seen.add(ident)
         views: dict[int, EncKangaring] = {}
