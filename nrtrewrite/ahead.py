@@ -477,8 +477,11 @@ class ForkPool:
                     w = by_conn.get(obj)
                     if w is None:  # a sentinel: the worker has exited
                         w = by_sentinel[obj]
+                        # its result is read first (this round or the next): `wait` lists
+                        # ready objects in the order given (pipes first) where poll(2) is
+                        # used, and the poll() serves a platform that orders otherwise
                         if w not in held or self.workers[w][2].poll():
-                            continue  # its result is read first (this round or the next)
+                            continue
                         raise lost(w)
                     try:
                         ok, value = obj.recv()
