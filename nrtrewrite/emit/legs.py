@@ -556,10 +556,7 @@ def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -
     words = _sb2sb_records(b, bt, lg)
     _leg_records(b, lg, data, sems, words)
     tpinc = _tpinc_steps(lg, data)
-    fifo = _fifo_records(b, bt, lg.vt, lg.seg_ch, lg.seg_e, lg.leg_ci, lg.is_end,
-                         lg.sends_net, lg.net_src >= 0, lg.start, lg.stop, lg.dst_view_g,
-                         lg.dst_peer_g, lg.dst_net, lg.gw_g, lg.net_src + lg.poff,
-                         lg.net_view + lg.voff, lg.net_sem, lg.send_sem_c, lg.recv_sem_c)
+    fifo = _fifo_records(b, bt, lg)
     b.tpinc_by_entry.update(tpinc)
     for e, c, info, src, dest in fifo:
         st = b.state(c)
@@ -1018,12 +1015,9 @@ def _tpinc_steps(lg: _Legs, data: _Data) -> dict[tuple[int, int], np.ndarray]:
             for i, part in zip(tp_ci[bounds].tolist(), np.split(tp, bounds[1:]))}
 
 
-def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end, leg_tx,
-                  leg_rx, start, stop, dst_view, dst_peer, dst_net, gw_leg, net_src, net_view,
-                  net_sem, send_sem_c, recv_sem_c) -> list[tuple]:
+def _fifo_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> list[tuple]:
     """The net-proxy FIFO records of every segment with network legs, one tuple per op in
-    order, ``(entry, channel, net_ops_info, net_src entries, net_dest entries)`` (views and
-    peers: the batch's; ``vt``: :meth:`ViewList.tables` of its views).
+    order, ``(entry, channel, net_ops_info, net_src entries, net_dest entries)``.
 
     Every op of the batch at once: the ops and their ``net_ops_info`` records
     (proxy_start_operation), the transmit entries of all transmitting legs (:func:`_net_tx`,
@@ -1032,6 +1026,13 @@ def _fifo_records(b: RankBuilder, bt: _Batch, vt, seg_ch, seg_e, leg_ci, is_end,
     op's entries are a view of the batch's record array, ``None`` when the op has no legs in
     that FIFO.  The terminators (proxy_end_operation) are added when the channel's files
     are written (:meth:`ChannelState.fifo`: the FIFO may get entries from a later batch)."""
+    vt, seg_ch, seg_e, leg_ci, is_end = lg.vt, lg.seg_ch, lg.seg_e, lg.leg_ci, lg.is_end
+    leg_tx, leg_rx = lg.sends_net, lg.net_src >= 0
+    start, stop, dst_net, send_sem_c, recv_sem_c = (lg.start, lg.stop, lg.dst_net,
+                                                    lg.send_sem_c, lg.recv_sem_c)
+    # views and peers: the batch's
+    dst_view, dst_peer, gw_leg = lg.dst_view_g, lg.dst_peer_g, lg.gw_g
+    net_src, net_view, net_sem = lg.net_src + lg.poff, lg.net_view + lg.voff, lg.net_sem
     net_legs = np.flatnonzero(~is_end & (leg_tx | leg_rx))
     if not net_legs.size:
         return []
