@@ -51,6 +51,10 @@ def one_line_error(res, code: int = 2) -> str:
     ('NaN', "NaN is not a finite number", None),
     ('{"a": ' + "9" * 400 + '.0}', "9999999999999999...999999.0 (a number of 402 characters) is "
                                   f"not a finite number {OVER}", "a"),
+    # a number of 40 characters is shown whole, one of 41 by its ends
+    ('{"a": ' + "1" * 36 + 'e999}', "1" * 36 + f"e999 is not a finite number {OVER}", "a"),
+    ('{"a": ' + "1" * 37 + 'e999}',
+     "1" * 16 + f"...1111e999 (a number of 41 characters) is not a finite number {OVER}", "a"),
 ])
 def test_the_loader_refuses_numbers_that_are_not_finite(text, why, path):
     for strict in (True, False):
@@ -67,6 +71,11 @@ def test_the_loader_keeps_finite_numbers_and_its_other_rules():
     assert jsonin.loads('{"a": 1, "a": 2}', strict_objects=False) == {"a": 2}
     with pytest.raises(jsonin.JsonRule, match="an integer of 4301 digits, more than 4300"):
         jsonin.loads("[" + "1" * 4301 + "]")
+    # 4300 digits pass, with a minus sign too (the sign is no digit)
+    assert jsonin.loads("[" + "1" * 4300 + ", -" + "1" * 4300 + "]") == [int("1" * 4300),
+                                                                         -int("1" * 4300)]
+    with pytest.raises(jsonin.JsonRule, match="an integer of 4301 digits, more than 4300"):
+        jsonin.loads("[-" + "1" * 4301 + "]")
     with pytest.raises(json.JSONDecodeError):
         jsonin.loads("{")
 

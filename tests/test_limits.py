@@ -200,6 +200,38 @@ def test_topology_size_limits(tmp_path):
         load_topology(str(path), world=(0,), lnc_size=1)
 
 
+def test_topology_limits_at_their_edges():
+    """RELIABILITY.md §2: 64 devices per node, 16 cores per device and 2^20 ranks are
+    accepted, one more refused with the documented message (the ninth mutation round: each
+    bound moved by one went unseen)."""
+    from nrtrewrite.topology.model import _preset, check_topology_size, platform_from_json
+
+    assert platform_from_json({"torus": [8, 8]}).devices_per_node == 64
+    with pytest.raises(LimitError) as exc:
+        platform_from_json({"torus": [5, 13]}, where="t.json")
+    assert str(exc.value).startswith("t.json: field devices_per_node: 65 devices per node, "
+                                     "more than the 64 a 6-bit CAYMAN_ID routes to")
+    sixteen = {"dies": 2, "sengines_per_die": 2, "tpbs_per_sengine": 4}
+    assert platform_from_json({"torus": [1, 2], "device": sixteen}).device.tpbs == 16
+    with pytest.raises(LimitError) as exc:
+        platform_from_json({"torus": [1, 2], "device": {
+            "dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": 17}}, where="t.json")
+    assert str(exc.value).startswith("t.json: field device: a device of 17 cores and 4 C2C "
+                                     "ports exceeds 16 cores (MAX_CORES_PER_DEVICE)")
+    trn2 = _preset("trn2")
+    check_topology_size(trn2, 2, 16384)  # 16384 nodes x 64 ranks = 2^20
+    with pytest.raises(LimitError) as exc:
+        check_topology_size(trn2, 2, 16385)
+    assert str(exc.value) == ("field topology: topology trn2 needs 16385 node(s) x 64 ranks = "
+                              "1048640 ranks, more than 1048576 (MAX_TOPOLOGY_RANKS)")
+    # rank 2^20 is past the last rank a topology may have: the default topology names it
+    with pytest.raises(LimitError) as exc:
+        load_topology(None, world=(0, 1 << 20), lnc_size=2)
+    assert str(exc.value) == ("field topology: topology trn2 needs 16385 node(s) x 64 ranks = "
+                              "1048640 ranks to hold rank 1048576, more than 1048576 "
+                              "(MAX_TOPOLOGY_RANKS)")
+
+
 # ---------------------------------------------------------------------------
 # lowering-time limits (check_plan, the memory map, the emitter)
 

@@ -11,8 +11,8 @@ from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
 from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.topology import load_topology
 from nrtrewrite.topology.model import (
-    _TORUS44_CYCLES, TOPOLOGY_FORMAT, Topology, _find_device_cycles, platform_from_json,
-    torus_links,
+    _TORUS44_CYCLES, TOPOLOGY_FORMAT, DeviceSpec, Topology, _find_device_cycles,
+    hamiltonian_cycles, platform_from_json, torus_links,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
@@ -176,6 +176,7 @@ _CUSTOM_LINE = {"format": TOPOLOGY_FORMAT, "devices_per_node": 4,
     ("trn1", 1), ("trn2", 1), ("trn2", 2), ("trn2:nodes=2", 2), ("trn1:nodes=3", 1),
     (_CUSTOM_TORUS, 1), (_CUSTOM_LINE, 1), ({**_CUSTOM_LINE, "name": "custom"}, 1),
     ({"format": TOPOLOGY_FORMAT, "platform": "trn2", "hw_generation": 2, "kangaring": False}, 2),
+    ({"format": TOPOLOGY_FORMAT, "torus": [3, 3], "device": {"c2c_ports": 3}}, 1),  # 2 ports used
 ])
 def test_to_json_loads_back_to_the_same_json(tmp_path, spec, lnc_size):
     """docs/TOPOLOGY.md: what ``to_json`` prints is a topology file that loads back to the
@@ -225,8 +226,10 @@ def test_json_links_file(tmp_path):
     assert t.world_size == 8 and t.device_cycles == ()     # a line has no Hamiltonian cycle
     assert t.locality(0, 2) == EdgeLocality.DEVICE_LINK
     assert t.locality(0, 4) == EdgeLocality.C2C_PORT
-    with pytest.raises(ValidationError, match="lnc_size"):
+    with pytest.raises(ValidationError) as exc:
         load_topology(str(p), world=(), lnc_size=4)
+    assert str(exc.value) == (f"{p}: field lnc_size: topology line4 supports lnc_size 1/2, "
+                              "not 4")  # the file named, not only the platform's refusal
 
 
 @pytest.mark.parametrize("doc, match", [
@@ -265,6 +268,19 @@ def test_json_links_file(tmp_path):
     ({"torus": [1, 2], "lnc_sizes": [True]}, "lnc_sizes must be"),
     ({"platform": "trn2", "device": {"dies": 1}},
      "the device has 1 x 2 \\(kangaring is platform trn2's: give \"kangaring\": false\\)"),
+    # the ninth mutation round (2026-12-03): each check below was turned off or moved by one
+    # and no test saw it
+    ({"torus": [1, 2], "device": 5}, "device must be an object"),
+    ({"torus": [1, 2], "device": {"dies": 0}}, "device counts must be positive"),
+    ({"torus": [0, 3]}, r"torus must be \[rows, cols\], not \[0, 3\]"),
+    ({"devices_per_node": 2, "links": [[0, 2]]}, r"link device 2 outside 0\.\.1"),
+    ({"torus": [2, 2], "devices_per_node": 5}, "devices_per_node 5 != torus 2x2"),
+    ({"devices_per_node": 2, "links": [], "device_cycles": [[0, 1]]},
+     "device cycle step 0 -> 1 is not a link"),
+    ({"torus": [1, 2], "lnc_sizes": [0, 1]}, "lnc_sizes must be a list of positive integers"),
+    ({"torus": [1, 2], "device": {"dies": 4, "sengines_per_die": 1}, "kangaring": True},
+     "kangaring needs 2 dies of 2 s-engines"),
+    ({"devices_per_node": 0, "links": []}, "devices_per_node must be >= 1"),
 ])
 def test_json_errors(doc, match):
     with pytest.raises(NrtRewriteError, match=match):
@@ -281,6 +297,8 @@ def test_json_errors(doc, match):
     ("hw_generation", "3", "hw_generation must be one of 2, 3, 4"),
     ("hw_generation", True, "hw_generation must be one of 2, 3, 4"),
     ("hw_generation", 3.0, "hw_generation must be one of 2, 3, 4"),
+    ("kangaring", "false", "kangaring must be true or false, not 'false'"),
+    ("mesh", 0, "mesh must be true or false, not 0"),
 ])
 def test_topology_file_values_are_checked(tmp_path, key, value, says):
     """docs/TOPOLOGY.md: ``platform`` is trn1 or trn2, ``nodes`` a node count (a file said
@@ -448,3 +466,122 @@ def test_kangaring_needs_one_or_two_whole_ranks_per_s_engine(tpbs, lnc, ok, says
     if ok:
         for ch in kangaring_paths(topo, group, 4):
             assert sorted(ch.logical_path) == list(group)
+
+
+# -- the ninth mutation round (2026-12-03, docs/RELIABILITY.md): values no test pinned -------
+
+@pytest.mark.parametrize("name, devices, shape, lnc_sizes, ranks_per_node, kangaring, mesh, gen", [
+    ("trn2", 16, (2, 2, 2), (1, 2), {1: 128, 2: 64}, True, EncAlgMeshType.MESH_TRN2, 3),
+    ("trn1", 16, (1, 2, 1), (1,), {1: 32}, False, EncAlgMeshType.GROUPED_MESH, 2),
+])
+def test_presets_are_the_documented_table(name, devices, shape, lnc_sizes, ranks_per_node,
+                                          kangaring, mesh, gen):
+    """TOPOLOGY.md "Presets": every column of the table, and an LNC size the preset does not
+    list refused (trn2 at lnc 4 would divide its 8 cores)."""
+    for lnc, rpn in ranks_per_node.items():
+        t = load_topology(name, world=(0,), lnc_size=lnc)
+        p = t.platform
+        assert (p.devices_per_node, p.torus, p.links) == (devices, (4, 4), torus_links(4, 4))
+        d = p.device
+        assert (d.dies, d.sengines_per_die, d.tpbs_per_sengine, d.c2c_ports) == (*shape, 4)
+        assert (p.lnc_sizes, t.ranks_per_node, p.kangaring, p.mesh, p.mesh_sub_type,
+                p.hw_generation) == (lnc_sizes, rpn, kangaring, True, mesh, gen)
+    bad = 4 if name == "trn2" else 2
+    with pytest.raises(ValidationError) as exc:
+        load_topology(name, world=(0,), lnc_size=bad)
+    assert str(exc.value) == (f"field lnc_size: {name} supports lnc_size "
+                              f"{'/'.join(map(str, lnc_sizes))}, not {bad}")
+
+
+def test_torus_ports_and_links_are_symmetric():
+    """TOPOLOGY.md: port 0 = +x, 1 = -x, 2 = +y, 3 = -y; a dimension of size 2 keeps the
+    lower port; a device of fewer ports has only those below ``c2c_ports``, and a link is
+    kept only when both its ends have its port.  Bug: a torus of 3 ports got one-way +y
+    links (device 0 linked to 3, device 3 not to 0: ``locality(0, 24)`` was DEVICE_LINK and
+    ``locality(24, 0)`` C2C_PORT, and ``to_json`` loaded back to other links)."""
+    assert torus_links(2, 2) == {0: {1: 0, 2: 2}, 1: {0: 0, 3: 2}, 2: {3: 0, 0: 2},
+                                 3: {2: 0, 1: 2}}
+    # 2 ports: +x and -x only, also where +y and -y reach one neighbour (2 rows)
+    two = platform_from_json({"torus": [2, 3], "device": {"c2c_ports": 2}})
+    assert two.links == {d: {d // 3 * 3 + (d + 1) % 3: 0, d // 3 * 3 + (d - 1) % 3: 1}
+                         for d in range(6)}
+    three = platform_from_json({"torus": [3, 3], "device": {"c2c_ports": 3}})
+    assert three.links == {d: {d // 3 * 3 + (d + 1) % 3: 0, d // 3 * 3 + (d - 1) % 3: 1}
+                           for d in range(9)}
+    t = Topology(three, lnc_size=1, nodes=1)
+    assert t.locality(0, 24) == t.locality(24, 0) == EdgeLocality.C2C_PORT
+    for p in (two, three):
+        for a, nb in p.links.items():
+            assert all(a in p.links[b] for b in nb)
+
+
+def test_routing_ids_and_the_custom_defaults():
+    """A rank's routing id is its device's entry of ``routing_ids`` (0..63, the last one
+    included); without one a device's is its index.  A custom platform's defaults
+    (TOPOLOGY.md §2): trn2's device, the LNC sizes of 1, 2 that divide its cores, no
+    KangaRing, a FULL_MESH mesh, NeuronCore-v3."""
+    t = Topology(platform_from_json({"torus": [1, 3], "routing_ids": [7, 63, 0]}),
+                 lnc_size=1, nodes=2)
+    assert [t.info(r).routing_id for r in range(0, 48, 8)] == [7, 63, 0, 7, 63, 0]
+    p = platform_from_json({"torus": [1, 3]})
+    assert p.routing_ids == (0, 1, 2) and p.device == DeviceSpec(2, 2, 2, 4)
+    assert (p.lnc_sizes, p.kangaring, p.mesh, p.mesh_sub_type, p.hw_generation) == \
+        ((1, 2), False, True, EncAlgMeshType.FULL_MESH, 3)
+    for cores, sizes in ((1, (1,)), (3, (1,)), (4, (1, 2))):
+        dev = {"dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": cores}
+        assert platform_from_json({"torus": [1, 3], "device": dev}).lnc_sizes == sizes
+
+
+def test_a_topology_refuses_what_its_platform_cannot_hold():
+    """``Topology`` itself (built directly by explain and the tests, not only through
+    ``load_topology``) refuses an LNC size that does not divide the cores, even one its
+    platform lists, and fewer than one node."""
+    p = platform_from_json({"torus": [1, 2], "lnc_sizes": [1, 3]})
+    with pytest.raises(ValidationError) as exc:
+        Topology(p, lnc_size=3, nodes=1)
+    assert str(exc.value) == "field lnc_size: lnc_size 3 does not divide the 8 cores of a device"
+    with pytest.raises(ValidationError) as exc:
+        Topology(p, lnc_size=1, nodes=0)
+    assert str(exc.value) == "field nodes: nodes must be >= 1, not 0"
+
+
+def test_no_cross_die_peer_without_four_s_engines():
+    """The peer engine is ``sengine ^ 2``: a device of 2 dies of one s-engine each has no
+    engine 2 or 3, so no rank has a cross-die peer (not a rank of the next device)."""
+    p = platform_from_json({"torus": [1, 2],
+                            "device": {"dies": 2, "sengines_per_die": 1, "tpbs_per_sengine": 2}})
+    t = Topology(p, lnc_size=1, nodes=1)
+    assert [t.cross_die_peer(r) for r in range(8)] == [None] * 8
+
+
+def test_device_cycles_of_two_devices_need_their_link():
+    """Two devices have a ring only when they are linked (TOPOLOGY.md: otherwise none, and
+    rings use device-index order)."""
+    assert platform_from_json({"devices_per_node": 2, "links": []}).device_cycles == ()
+    assert platform_from_json({"devices_per_node": 2, "links": [[0, 1]]}).device_cycles == \
+        ((0, 1),)
+
+
+def test_the_cycle_search_stops_after_exactly_its_budget():
+    """``hamiltonian_cycles`` stops after ``budget`` expansions (each neighbour tried is one):
+    a triangle's first cycle takes 3 (0 -> 1, 1 -> 0 seen, 1 -> 2 closes), a 4-cycle's first
+    5 and its second 11."""
+    tri = {0: [1, 2], 1: [0, 2], 2: [0, 1]}
+    square = {0: [1, 3], 1: [0, 2], 2: [1, 3], 3: [0, 2]}
+    for adj, n, budget, found in ((tri, 3, 2, 0), (tri, 3, 3, 1), (square, 4, 4, 0),
+                                  (square, 4, 5, 1), (square, 4, 10, 1), (square, 4, 11, 2)):
+        assert len(list(hamiltonian_cycles(0, n, adj.__getitem__, budget))) == found, budget
+
+
+def test_unnamed_link_ports_take_the_lowest_free_port():
+    """TOPOLOGY.md ``links``: ports not named by any entry get the lowest free port (after
+    every named one is placed); a preset's links replaced by a file's get cycles searched
+    for them, not the preset's."""
+    star = platform_from_json({"devices_per_node": 3, "links": [[0, 1], [0, 2, 2]]})
+    assert star.links == {0: {2: 2, 1: 0}, 1: {0: 0}, 2: {0: 0}}
+    ring = [[d, (d + 1) % 16] for d in range(16)]
+    p = platform_from_json({"platform": "trn2", "devices_per_node": 16, "links": ring})
+    # each end takes its lowest free port in the order of the entries: [0, 1] gives both
+    # ends port 0, [1, 2] then gives 1 port 1 and 2 port 0, ... [15, 0] ports 1 and 1
+    assert p.links == {0: {1: 0, 15: 1}} | {d: {d - 1: 0, (d + 1) % 16: 1} for d in range(1, 16)}
+    assert p.device_cycles == (tuple(range(16)),)  # a ring has one Hamiltonian cycle

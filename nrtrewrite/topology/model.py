@@ -114,7 +114,11 @@ class Platform:
 
 
 def torus_links(rows: int, cols: int, c2c_ports: int = 4) -> dict[int, dict[int, int]]:
-    """Links of a rows x cols 2-D torus, device d at (x = d % cols, y = d // cols)."""
+    """Links of a rows x cols 2-D torus, device d at (x = d % cols, y = d // cols).
+
+    A device of fewer than 4 ports has only ports ``0 .. c2c_ports - 1``; a link is kept
+    only when both its ends have it (a +y port with no -y port at the other end is no link:
+    links are symmetric, as :attr:`Platform.links` says and a JSON ``links`` list gives)."""
     links: dict[int, dict[int, int]] = {d: {} for d in range(rows * cols)}
     for d in range(rows * cols):
         x, y = d % cols, d // cols
@@ -128,7 +132,7 @@ def torus_links(rows: int, cols: int, c2c_ports: int = 4) -> dict[int, dict[int,
             if port >= c2c_ports or n == d:
                 continue
             links[d].setdefault(n, port)  # a 2-wide dimension reaches one neighbour twice
-    return links
+    return {d: {n: port for n, port in nb.items() if d in links[n]} for d, nb in links.items()}
 
 
 # Two edge-disjoint Hamiltonian cycles of the 4x4 torus: together they use each of its 32
