@@ -29,7 +29,9 @@ def test_lower_profile_names_the_stages_and_the_lowering():
                   "serialize", "records"):
         assert any(line.strip().startswith(stage + ":") for line in head[1:9]), stage
     assert "by tottime" in res.stdout and "by cumulative" in res.stdout
-    assert "emit_entries" in res.stdout
+    # the profiled call: first by cumulative time whatever the machine's speed (the emitter's
+    # own functions rank by their time, which varies: emit_entries fell out of a top 10)
+    assert "(lower_rank)" in res.stdout.split("by cumulative")[1]
 
 
 def test_plan_profile_and_warm_run():
