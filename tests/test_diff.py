@@ -920,3 +920,210 @@ def test_diff_opens_no_fifo_and_follows_no_link(tmp_path):
         D._open_regular(link)
     with D._open_regular(target) as fh:
         assert fh.read() == b"x"
+
+
+# ---------------------------------------------------------------------------
+# a mutation audit of diff's source (docs/RELIABILITY.md, eighth round): what each test pins
+# was worked out from docs/CLI.md "diff" and the record layouts of docs/FORMATS.md
+
+def test_a_files_count_line_counts_the_compared_records_and_names_only_differing_fields(pair):
+    """One BD of B's dma.bin with its buf_ptr changed (FORMATS §5: bytes 8..15 of the
+    16-byte BD) and one BD more: the count is of the min(NA, NB) records compared, and only
+    buf_ptr, the one field that differs, is named (CLI.md: "fields that never differ are
+    left out of the text")."""
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    data = bytearray(path.read_bytes())
+    n = len(data) // 16
+    old = int.from_bytes(data[2 * 16 + 8:2 * 16 + 16], "little")
+    data[2 * 16 + 8] ^= 0x08  # BD 2, buf_ptr's low byte
+    path.write_bytes(bytes(data) + bytes(data[-16:]))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "0"])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        f"rank-0000/dma.bin records: {n} != {n + 1}",
+        f"rank-0000/dma.bin[2] buf_ptr: 0x{old:x} != 0x{old ^ 0x08:x}",
+        f"rank-0000/dma.bin: 1 of {n} records differ (buf_ptr 1)",
+        "2 difference(s)"]
+    doc = json.loads(CliRunner().invoke(main, ["diff", str(a), str(b), "--json"]).stdout)
+    assert doc["files"] == [{"where": "rank-0000/dma.bin", "records_a": n, "records_b": n + 1,
+                             "differing_records": 1,
+                             "fields": {"len_ctrl": 0, "meta_ctrl": 0, "buf_ptr": 1}}]
+
+
+def test_a_block_is_at_least_one_record(pair, monkeypatch):
+    """CHUNK_BYTES below a record's size still compares record by record (one a block)."""
+    a, b = pair
+    path = b / "rank-0001" / "sem.bin"
+    data = bytearray(path.read_bytes())
+    n = len(data) // 16
+    data[(n - 1) * 16 + 4] ^= 0x01  # the last semaphore BD's value (FORMATS §7: bytes 4..7)
+    path.write_bytes(bytes(data))
+    monkeypatch.setattr(D, "CHUNK_BYTES", 5)
+    assert [(d.where, d.record, d.field) for d in D.diff_outputs(a, b)] == [
+        ("rank-0001/sem.bin", n - 1, "value")]
+
+
+def test_a_key_of_letters_digits_dashes_and_underscores_is_shown_unquoted(pair):
+    """``rank_manifests`` is keyed by rank folder names (FORMATS §1.1): a plain name, shown
+    after a dot (``files["cce.bin"]``, whose dot would be ambiguous, is quoted)."""
+    a, b = pair
+    man = json.loads((b / "manifest.json").read_text())
+    old = man["rank_manifests"]["rank-0001"]
+    man["rank_manifests"]["rank-0001"] = "0" * 64
+    (b / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        f'manifest.json rank_manifests.rank-0001: "{old}" != "{"0" * 64}"']
+
+
+def test_a_field_of_several_elements_counts_a_record_once_if_any_element_differs(pair):
+    """sb2sb.bin (FORMATS §4): src is the TENSOR3D at byte 16, its num_elem the three u16 at
+    its bytes 10..15, so byte 30 is src.num_elem[2] (1) of word 0: one of three elements
+    differing makes the record count for src.num_elem."""
+    a, b = pair
+    path = b / "rank-0000" / "sb2sb.bin"
+    data = bytearray(path.read_bytes())
+    n = len(data) // 64
+    assert data[30:32] == b"\x01\x00"
+    data[30] = 3
+    path.write_bytes(bytes(data))
+    files = []
+    D.compare(a, b, D.Report(None, on_file=files.append))
+    assert [f.line() for f in files] == [
+        f"rank-0000/sb2sb.bin: 1 of {n} records differ (src.num_elem 1)"]
+
+
+def test_a_file_whose_compared_records_are_equal_has_no_count_line(pair):
+    """B's dma.bin one BD longer, its first NA BDs A's: one difference, the record count; no
+    ``N of M records differ`` line, no ``files`` entry (CLI.md: after each artifact file
+    whose records differ)."""
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    data = path.read_bytes()
+    n = len(data) // 16
+    path.write_bytes(data + data[:16])
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and res.stdout.splitlines() == [
+        f"rank-0000/dma.bin records: {n} != {n + 1}", "1 difference(s)"]
+    doc = json.loads(CliRunner().invoke(main, ["diff", str(a), str(b), "--json"]).stdout)
+    assert doc["files"] == [] and doc["count"] == 1
+
+
+def test_the_whole_records_of_a_torn_file_in_b_are_still_compared(pair):
+    """B's cce.bin with record 1 changed and a byte more: its damage line, then record 1
+    (CLI.md: "its whole records are still compared"), two differences."""
+    a, b = pair
+    path = b / "rank-0000" / "cce.bin"
+    data = bytearray(path.read_bytes())
+    n = len(data) // 16
+    data[16 + 4] ^= 0x01  # record 1, w1 (FORMATS §6: four u32 words)
+    path.write_bytes(bytes(data) + b"\0")
+    diffs = D.diff_outputs(a, b)
+    assert [(d.where, d.record, d.field == "damaged") for d in diffs][:2] == [
+        ("rank-0000/cce.bin", None, True), ("rank-0000/cce.bin", 1, False)]
+    assert diffs[0].b == f"{n * 16 + 1} bytes is not a whole number of 16-byte records"
+    files = []
+    assert D.compare(a, b, D.Report(None, on_file=files.append)).count == 2
+    assert [f.line() for f in files] == [f"rank-0000/cce.bin: 1 of {n} records differ (w1 1)"]
+
+
+def test_equal_entries_lower_does_not_write_are_no_difference(pair):
+    """An extra file of the same bytes and a link of the same target on both sides are no
+    difference; a link whose target differs is ``WHERE target: A != B`` (CLI.md)."""
+    a, b = pair
+    for side in (a, b):
+        (side / "notes.txt").write_text("same\n")
+        (side / "latest").symlink_to("rank-0000")
+    (a / "rank-0000" / "prev").symlink_to("y")
+    (b / "rank-0000" / "prev").symlink_to("z")
+    assert [d.line() for d in D.diff_outputs(a, b)] == ["rank-0000/prev target: 'y' != 'z'"]
+
+
+def test_manifests_of_equal_bytes_are_not_parsed_so_a_key_twice_there_is_no_error(pair):
+    """CLI.md: the key-twice check "is not made for a manifest whose bytes are equal": the
+    same damaged top-level and rank manifests on both sides are identical, exit 0."""
+    a, b = pair
+    n = json.loads((a / "manifest.json").read_text())["input"]["bytes"]
+    for side in (a, b):
+        _replace_once(side / "manifest.json", f'"bytes": {n},', f'"bytes": 9, "bytes": {n},')
+        _replace_once(side / "rank-0001" / "manifest.json", '"leg":', '"leg": "x", "leg":')
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert (res.exit_code, res.stdout) == (0, "identical\n"), res.output
+
+
+def test_a_file_named_as_a_rank_folder_is_compared_as_an_entry(pair):
+    """``rank-0009`` a file on both sides is no rank folder (CLI.md: a rank folder is a
+    folder): an entry lower does not write, compared by its bytes' sha256."""
+    import hashlib
+    a, b = pair
+    (a / "rank-0009").write_bytes(b"a")
+    (b / "rank-0009").write_bytes(b"b")
+    assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
+        ("rank-0009", "sha256", hashlib.sha256(b"a").hexdigest(),
+         hashlib.sha256(b"b").hexdigest())]
+
+
+def test_ignore_of_a_key_in_one_manifest_only_ignores_it_without_a_warning(pair):
+    """``--ignore options.extra`` where only B's manifest has it: it names a value (CLI.md
+    warns of a path "in neither manifest"), the difference is left out, exit 0; and
+    ``topology`` is one of the keys that may be ignored, whole."""
+    a, b = pair
+    man = json.loads((b / "manifest.json").read_text())
+    man["options"]["extra"] = 1
+    man["topology"]["name"] = "elsewhere"
+    (b / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--ignore", "options.extra",
+                                    "--ignore", "topology"])
+    assert (res.exit_code, res.stdout, res.stderr) == (0, "identical\n", "")
+
+
+def test_an_instructions_opcode_is_one_of_its_named_header_fields(pair):
+    """Byte 0 of a 64-byte instruction is its opcode (CLI.md: the header fields `opcode` ...
+    `semaphore_value`): named, not an operand-byte run."""
+    a, b = pair
+    neff = _neff_of(a).name
+    ops = []
+
+    def edit(members):
+        word = bytearray(members["sg00/sp.bin"])
+        ops.append(word[64])
+        word[64] ^= 0x01  # instruction 1, opcode
+        members["sg00/sp.bin"] = bytes(word)
+
+    _rebuild_neff(b / neff, edit)
+    got = [(d.record, d.field, d.a, d.b) for d in D.diff_outputs(a, b)
+           if d.where == f"{neff}:sg00/sp.bin"]
+    assert got == [(1, "opcode", ops[0], ops[0] ^ 0x01)]
+
+
+def test_a_bin_member_of_whole_instructions_on_one_side_only_is_compared_by_bytes(pair):
+    """B's sg00/sp.bin (4 instructions, 256 bytes, in A) with 3 bytes more is no instruction
+    stream on both sides (CLI.md: a `.bin` member of whole 64-byte instructions): its byte
+    counts only, and no differing-bytes line, its first 256 bytes being A's."""
+    a, b = pair
+    neff = _neff_of(a).name
+    _rebuild_neff(b / neff, lambda m: m.update({"sg00/sp.bin": m["sg00/sp.bin"] + b"abc"}))
+    got = [(d.record, d.field, d.a, d.b) for d in D.diff_outputs(a, b)
+           if d.where == f"{neff}:sg00/sp.bin"]
+    assert got == [(None, "bytes", 256, 259)]
+
+
+def test_the_ci_recipe_across_versions_and_file_names_is_identical(pair):
+    """CLI.md's recipe, ``--ignore tool_version --ignore input.name --ignore
+    output_neff.name``, on B lowered from the same model under another name by another
+    version: identical, exit 0, no warning (each path names a value in both manifests), the
+    NEFFs compared under each side's own name; a NEFF byte changed is still found."""
+    a, b = pair
+    man = json.loads((b / "manifest.json").read_text())
+    old = man["output_neff"]["name"]
+    (b / old).rename(b / "renamed.neff")
+    man["tool_version"] = "99.0"
+    man["input"]["name"] = "renamed.neff"
+    man["output_neff"]["name"] = "renamed.neff"
+    (b / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    args = ["diff", str(a), str(b), "--ignore", "tool_version", "--ignore", "input.name",
+            "--ignore", "output_neff.name"]
+    res = CliRunner().invoke(main, args)
+    assert (res.exit_code, res.stdout, res.stderr) == (0, "identical\n", "")
+    (b / "renamed.neff").write_bytes((a / old).read_bytes() + bytes(4))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and res.stdout.splitlines()[0].startswith(f"{old} size: ")
