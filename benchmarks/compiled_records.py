@@ -44,12 +44,17 @@ def _kernels():
     len_mask = F.LEN_MASK
 
     @numba.njit(cache=True)
-    def bds(tile_leg, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr):
-        # one BD per stream of each tile: the leg slot's constant words plus the tile's part
+    def records_of(tile_leg, per_leg):
+        # the (records, 2) int64 output: per_leg[leg] records for each tile of the leg
         n = 0
         for t in range(tile_leg.size):
-            n += slots[tile_leg[t]]
-        words = np.empty((n, 2), np.int64)
+            n += per_leg[tile_leg[t]]
+        return np.empty((n, 2), np.int64)
+
+    @numba.njit(cache=True)
+    def bds(tile_leg, ta, tb, dsize, slots, lt_first, lt_word0, lt_addr):
+        # one BD per stream of each tile: the leg slot's constant words plus the tile's part
+        words = records_of(tile_leg, slots)
         j = 0
         for t in range(tile_leg.size):
             leg = tile_leg[t]
@@ -63,18 +68,15 @@ def _kernels():
         return words
 
     @numba.njit(cache=True)
-    def cce(tile_leg, ta, tb, dsize, leg_ns, leg_w3, pat, offset, leg_pat):
+    def cce(tile_leg, ta, tb, dsize, leg_ns, leg_w3, pat, offset, leg_pat, has_pat):
         # one descriptor per source of each reduce tile: the source's pattern, words 2 and 3
-        n = 0
-        for t in range(tile_leg.size):
-            n += leg_ns[tile_leg[t]]
-        words = np.empty((n, 2), np.int64)
+        words = records_of(tile_leg, leg_ns)
         j = 0
         for t in range(tile_leg.size):
             leg = tile_leg[t]
             k = leg_ns[leg]
             w23 = (((tb[t] - ta[t]) * dsize[t]) & 0xFFFFFF) | (leg_w3[leg] << 32)
-            base = offset[k] + (leg_pat[leg] if leg_pat.size > 1 else 0)
+            base = offset[k] + (leg_pat[leg] if has_pat else 0)
             for s in range(k):
                 words[j, 0] = pat[base + s]
                 words[j, 1] = w23
@@ -139,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     def compiled_cce(a):
         pat, offset, leg_pat = a[6]
         return nb_cce(a[0], a[1], a[2], _per_tile(a[3], a[0].size), a[4], a[5], pat, offset,
-                      none if leg_pat is None else leg_pat)
+                      none if leg_pat is None else leg_pat, leg_pat is not None)
 
     records = nbytes = 0
     for a in calls["bds"]:  # compiles, and checks every call
