@@ -363,3 +363,46 @@ def test_a_file_that_grows_while_read_is_an_error_line(out, tmp_path, monkeypatc
     line = _stopped(CliRunner().invoke(main, ["dump", "--sem", str(copy), "--json"]))
     assert line == (f"nrtrewrite: error: {victim}: changed while being read (it held {held} "
                     "bytes, now more)")
+
+
+@pytest.mark.parametrize("selectors", [["--spad", "--dma"], ["--sem", "--cce", "--fifo"]])
+def test_exclusive_selectors_with_json_name_no_kind(out, selectors):
+    """docs/CLI.md "dump": with --json, a usage error's document has ``kind`` the one
+    selector given, else null (two or three selectors are no one kind), and ``error`` click's
+    message alone (docs/CLI.md "inspect --json")."""
+    res = CliRunner().invoke(main, ["dump", "--json", *selectors, str(out / "rank-0000")],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 2, res.output
+    named = " and ".join(s for s in ("--spad", "--sb2sb", "--cce", "--dma", "--sem", "--fifo")
+                         if s in selectors)
+    why = f"{named} are exclusive: choose one selector"
+    assert json.loads(res.stdout) == {"kind": None, "ranks": [], "error": why}
+    assert res.stderr == f"nrtrewrite dump: error: {why} (see 'nrtrewrite dump --help')\n"
+
+
+def test_a_file_the_selector_does_not_dump_is_refused(out):
+    """docs/CLI.md "dump": a file is dumped by the selector its name belongs to; another
+    selector is an error, with --json the document of that selector."""
+    path = out / "rank-0000" / "sem.bin"
+    for args, kind in ((["--cce"], None), (["--cce", "--json"], "cce"),
+                       (["--spad", "--json"], "spad")):
+        res = CliRunner().invoke(main, ["dump", *args, str(path)], prog_name="nrtrewrite")
+        files = "cce.bin" if kind != "spad" else "spad.bin / tpinc.bin"
+        sel = "spad" if kind == "spad" else "cce"
+        assert _one_line_error(res, json_kind=kind) == (
+            f"nrtrewrite: error: {path}: not a {files} file (what --{sel} dumps, told by the "
+            "file's name)")
+
+
+def test_the_streamed_json_of_no_ranks_or_no_files_is_still_json_dumps(out):
+    """``_write_json``'s contract (its docstring) for targets the command never passes today
+    (rank_dirs names at least one folder, a selector at least one file): no ranks, and a
+    rank of no files, are still ``json.dumps(document, indent=1)`` and a newline."""
+    import io
+
+    from nrtrewrite.cli.dump import _write_json
+    for targets in ([], [(out / "rank-0000", [])],
+                    [(out / "rank-0000", []), (out / "rank-0001", ["sem.bin"])]):
+        buf = io.StringIO()
+        _write_json(buf, "sem", targets)
+        assert buf.getvalue() == _whole("sem", targets)

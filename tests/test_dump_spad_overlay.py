@@ -114,3 +114,39 @@ def test_diff_of_an_entry_whose_algo_type_changed_names_both_readings(tmp_path):
     assert fields["sema_shift_offset"] == (192, D.ABSENT)
     assert fields["sema_mask"] == (63, D.ABSENT)
     assert fields["channel_list"] == (D.ABSENT, 0x3F00C0)
+
+
+#: (bytes, the fields of bytes 0..2) - FORMATS §2: byte 0 cc_op [0]; byte 1 algo_type
+#: [3:0], algo_sub_type [6:4], trigger_next [7]; byte 2 reporter [0], ring_wait_complete [1],
+#: ring_send_complete [2].  Neighbouring bits set so a shift or mask off by one reads wrong.
+FLAG_ENTRIES = [
+    # alg 0xa8: TWO_STEP_POD_MESH (8), sub-type 2, trigger_next; flags 0x02: wait only;
+    # header 0x03: a reserved bit beside cc_op (in the stored header, no part of cc_op)
+    ("03 a8 02 00 c0 00 3f 00", {"cc_op": 1, "header": 3, "algo_type": 8,
+                                 "algo_type_name": "TWO_STEP_POD_MESH", "algo_sub_type": 2,
+                                 "trigger_next": 1, "reporter": 0, "ring_wait_complete": 1,
+                                 "ring_send_complete": 0, "sema_shift_offset": 192,
+                                 "sema_mask": 0x3F}),
+    # alg 0x7a: BW_OPT_MESH (10), sub-type 7, no trigger_next; flags 0x05: reporter
+    # and ring_send_complete
+    ("01 7a 05 00 c0 00 3f 00", {"cc_op": 1, "algo_type": 10, "algo_type_name": "BW_OPT_MESH",
+                                 "algo_sub_type": 7, "trigger_next": 0, "reporter": 1,
+                                 "ring_wait_complete": 0, "ring_send_complete": 1,
+                                 "sema_shift_offset": 192, "sema_mask": 0x3F}),
+    # alg 0x09: LATENCY_OPT_MESH (9); flags 0x03: reporter and wait; overlay 0x1234 / 0xabcd
+    ("01 09 03 00 34 12 cd ab", {"algo_type": 9, "algo_type_name": "LATENCY_OPT_MESH",
+                                 "algo_sub_type": 0, "trigger_next": 0, "reporter": 1,
+                                 "ring_wait_complete": 1, "ring_send_complete": 0,
+                                 "sema_shift_offset": 0x1234, "sema_mask": 0xABCD}),
+    # alg 0x0c: an algo_type enc_alg_type does not name (12): channel_list, named in hex
+    ("01 0c 04 00 34 12 cd ab", {"algo_type": 12, "algo_type_name": "0xc",
+                                 "ring_send_complete": 1, "channel_list": 0xABCD1234}),
+]
+
+
+@pytest.mark.parametrize("hexbytes,want", FLAG_ENTRIES)
+def test_the_bit_fields_of_bytes_0_to_2(hexbytes, want):
+    d = decode_record("spad.bin", _rec(hexbytes))
+    assert {k: d.get(k) for k in want} == want
+    other = ("channel_list",) if "sema_mask" in want else OVERLAY
+    assert not set(other) & set(d), d

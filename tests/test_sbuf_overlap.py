@@ -110,6 +110,14 @@ REFUSED = [
     ("src_rereads_dst_bytes", "reduce_scatter", ap(dims=((1, 64), (0, 4))), ap(),
      "dst access pattern element 0 (partition 0, bytes [0, 2)) overlaps src element 64 "
      f"(bytes [0, 2)) of state-buffer var 0: {IN_PLACE}"),
+    # src one row of 128 in partition 1, dst rows of 64 at byte 128 of partitions 0 and 1:
+    # the shared partition 1 is in place (dst elements 64..127 at bytes [128, 256) are src
+    # elements 64..127, the last of them included), but dst element 0 is in partition 0
+    ("in_place_in_the_later_partition_only", "all_reduce", ap(parts=[1, 1], dims=((1, 128),)),
+     ap(start=128, parts=[0, 2]),
+     "dst access pattern element 64 (partition 1, bytes [128, 130)) is src element 64 of "
+     "state-buffer var 0 in place but element 0 (partition 0, bytes [128, 130)) is not (src "
+     f"element 0: partition 1, bytes [0, 2)): {IN_PLACE}"),
 ]
 
 
@@ -338,3 +346,54 @@ def test_equivalent_dims_in_place_are_recognised_without_enumerating(monkeypatch
     shifted = AccessPattern(start=10, partition_start=0, partition_count=2, dims=dst_dims)
     trig.dst = Operand(var_id=0, ap=shifted)
     assert IN_PLACE in operand_refusal(trig)
+
+
+def _may_share(src: Operand, dst: Operand, in_bytes: int = 0, out_bytes: int = 0) -> bool:
+    from nrtrewrite.apoverlap import operands_may_share
+    return operands_may_share(SimpleNamespace(src=src, dst=dst, dtype_size=2,
+                                              in_bytes=in_bytes, out_bytes=out_bytes))
+
+
+def _row(start: int, part: int, parts: int = 1) -> AccessPattern:
+    """64 bf16 elements in a row: bytes [start, start + 128) of partitions part.."""
+    return AccessPattern(start, part, parts, ((1, 64), (0, 1), (0, 1)))
+
+
+def test_operands_may_share_at_their_edges():
+    """Byte ranges [a, b) and partition ranges [p, p + n): ranges that only touch share
+    nothing, one byte or one partition in common is shared (worked by hand)."""
+    # DRAM, 128 bytes each: src [0, 128) and dst [128, 256) touch, either way round
+    assert not _may_share(Operand(0, 0), Operand(0, 128), 128, 128)
+    assert not _may_share(Operand(0, 128), Operand(0, 0), 128, 128)
+    assert _may_share(Operand(0, 127), Operand(0, 0), 128, 128)  # byte 127 in both
+    assert _may_share(Operand(0, 0), Operand(0, 127), 128, 128)
+    assert not _may_share(Operand(0, 0), Operand(1, 0), 128, 128)  # another var
+    # SBUF rows of 128 bytes: [0, 128) and [128, 256) in partition 0 touch, either way round
+    assert not _may_share(Operand(0, ap=_row(0, 0)), Operand(0, ap=_row(128, 0)))
+    assert not _may_share(Operand(0, ap=_row(128, 0)), Operand(0, ap=_row(0, 0)))
+    assert _may_share(Operand(0, ap=_row(126, 0)), Operand(0, ap=_row(0, 0)))  # bytes 126, 127
+    # partitions 0..3 and 4..7 (same bytes) touch; 0..3 and 3..6 share partition 3
+    assert not _may_share(Operand(0, ap=_row(0, 0, 4)), Operand(0, ap=_row(0, 4, 4)))
+    assert not _may_share(Operand(0, ap=_row(0, 4, 4)), Operand(0, ap=_row(0, 0, 4)))
+    assert _may_share(Operand(0, ap=_row(0, 0, 4)), Operand(0, ap=_row(0, 3, 4)))
+    assert not _may_share(Operand(0, ap=_row(0, 0)), Operand(1, ap=_row(0, 0)))
+
+
+@pytest.mark.parametrize("src, dst", [
+    (_row(0, 0), _row(128, 0)),  # bytes [0, 128) and [128, 256): touching
+    (_row(128, 0), _row(0, 0)),
+    (_row(0, 0, 4), _row(0, 4, 4)),  # partitions 0..3 and 4..7: touching
+    (_row(0, 4, 4), _row(0, 0, 4)),
+])
+def test_operands_that_only_touch_are_accepted_without_enumerating(monkeypatch, src, dst):
+    """apoverlap's docstring: nothing is enumerated when the partition ranges or the byte
+    extents do not meet."""
+    import nrtrewrite.apoverlap as A
+
+    def enumerate_nothing(*a, **k):
+        raise AssertionError("enumerated")
+
+    monkeypatch.setattr(A, "_Overlap", enumerate_nothing)
+    trig = SimpleNamespace(src=Operand(var_id=0, ap=src), dst=Operand(var_id=0, ap=dst),
+                           op=EncOpType.ALLREDUCE, dtype_size=2)
+    assert operand_refusal(trig) is None
