@@ -246,19 +246,20 @@ class _Entry:
         receivers are all off this device (the event they count it on, as ``arrival``)."""
         rows = copy_rows(op, self.spec(leaf, label), self.plan.dsize, 0, self._pidx.__getitem__,
                          signal, net_ranks=self.net)
+        to, used = self._destinations(rows)
         if far_label is not None:
-            for r in rows:
-                to = [self.peers[p] for p in r["dst_peer"][:r["n_dst"]]]
-                to = [t for t in to if t != self.rank]
-                if to and not any(t in self.near for t in to):
-                    r["phase"] = int(far_label)
+            others = used & (to != self.rank)
+            near = others & np.isin(to, tuple(self.near))
+            rows["phase"][others.any(axis=1) & ~near.any(axis=1)] = int(far_label)
         if gw_rows and self.net:  # each row that stages the same elements for the network: its own gateway
-            k = 0
-            for r in rows:
-                if any(self.peers[p] in self.net for p in r["dst_peer"][:r["n_dst"]]):
-                    r["gw_view"] = self.gw_view(k)
-                    k += 1
+            staged = np.flatnonzero((used & np.isin(to, tuple(self.net))).any(axis=1))
+            rows["gw_view"][staged] = [self.gw_view(k) for k in range(staged.size)]
         self.add(rows)
+
+    def _destinations(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ranks of ``rows``' destination slots, and which slots are used."""
+        to = np.asarray(self.peers, np.int64)[rows["dst_peer"]]
+        return to, np.arange(to.shape[1]) < rows["n_dst"][:, None]
 
     def post_recvs(self, senders, ranges, view_of, sem: int, label: E) -> None:
         if not self.net:

@@ -582,8 +582,7 @@ class _Legs:
     ``mark_end``), the IR's references already checked (:func:`_legs_of`).  Views and peers
     without ``_g`` are the entry's own (peer 0: the rank itself), with ``_g`` the batch's."""
 
-    ctxs: list[EntryContext]
-    single: bool  # the batch is one entry
+    ctxs: list[EntryContext]  # the batch's, one per entry
     vt: tuple  # the batch's views' :meth:`ViewList.tables`: (linear?, base, dsize) per view
     n: int  # legs
     # per segment
@@ -612,9 +611,6 @@ class _Legs:
     ws: int
     wd: int
     wi: int
-    src_view: np.ndarray
-    src_peer: np.ndarray
-    dst_view: np.ndarray
     dst_peer: np.ndarray
     reduce: np.ndarray
     rtype: np.ndarray
@@ -735,26 +731,25 @@ def _legs_of(items: list[tuple[EntryContext, np.ndarray]], bt: _Batch,
     eff_dst_view = np.where(dst_net, gw_g[:, None], dst_view_g)
     eff_dst_peer = np.where(dst_net, poff[:, None], dst_peer_g)
     return _Legs(
-        ctxs=ctxs, single=len(items) == 1, vt=bt.views.tables(), n=n, seg_ch=seg_ch,
-        seg_e=seg_e, n_c=n_c,
+        ctxs=ctxs, vt=bt.views.tables(), n=n, seg_ch=seg_ch, seg_e=seg_e, n_c=n_c,
         compl_sem_c=compl_sem_c, send_sem_c=send_sem_c, recv_sem_c=recv_sem_c,
         leg_first_c=leg_first_c, leg_ci=leg_ci, leg_e=leg_e, is_end=is_end, leaf=leaf,
         start=start, stop=stop, length=length, half=half, tstep=tstep, tgroup=tgroup,
-        s_n=s_n, d_n=d_n, i_n=i_n, ws=ws, wd=wd, wi=wi, src_view=src_view, src_peer=src_peer,
-        dst_view=dst_view, dst_peer=dst_peer, reduce=reduce, rtype=rtype, w_n=w_n,
-        w_sem=w_sem, w_val=w_val, i_peer=i_peer, i_sem=i_sem, i_val=i_val, net_src=net_src,
-        net_view=net_view, net_sem=net_sem, voff=voff, poff=poff, src_view_g=src_view_g,
-        dst_view_g=dst_view_g, gw_g=gw_g, src_peer_g=src_peer_g, dst_peer_g=dst_peer_g,
-        i_peer_g=i_peer_g, dsize=dsize, dsize_one=dsize_one, dst_net=dst_net,
-        sends_net=sends_net, eff_dst_view=eff_dst_view, eff_dst_peer=eff_dst_peer)
+        s_n=s_n, d_n=d_n, i_n=i_n, ws=ws, wd=wd, wi=wi, dst_peer=dst_peer, reduce=reduce,
+        rtype=rtype, w_n=w_n, w_sem=w_sem, w_val=w_val, i_peer=i_peer, i_sem=i_sem, i_val=i_val,
+        net_src=net_src, net_view=net_view, net_sem=net_sem, voff=voff, poff=poff,
+        src_view_g=src_view_g, dst_view_g=dst_view_g, gw_g=gw_g, src_peer_g=src_peer_g,
+        dst_peer_g=dst_peer_g, i_peer_g=i_peer_g, dsize=dsize, dsize_one=dsize_one,
+        dst_net=dst_net, sends_net=sends_net, eff_dst_view=eff_dst_view, eff_dst_peer=eff_dst_peer)
 
 
 @dataclass(frozen=True)
 class _Data:
-    """What :func:`_data_records` built, per leg: its tiles, its data BDs (of them M2S:
-    source streams) and CCE descriptors, and the rank's dma.bin / cce.bin record counts
-    before the batch."""
+    """What :func:`_data_records` built, per leg: its ``sdma_op``, its tiles, its data BDs (of
+    them M2S: source streams) and CCE descriptors, and the rank's dma.bin / cce.bin record
+    counts before the batch."""
 
+    sdma_op: np.ndarray  # CCE when the leg reduces, CME when it has destinations, else 0
     n_tiles: np.ndarray
     leg_bd_count: np.ndarray
     m2s: np.ndarray
@@ -787,13 +782,14 @@ def _data_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> _Data | None:
                        np.take(lg.eff_dst_view, lt_dst))
     lt_peer = np.where(lt_is_src, np.take(lg.src_peer_g, lt_src),
                        np.take(lg.eff_dst_peer, lt_dst))
-    lt_meta = (_sdma_op(lg)[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
+    sdma_op = np.where(reduce, int(SdmaOp.CCE), np.where(d_n > 0, int(SdmaOp.CME), 0))
+    lt_meta = (sdma_op[lt_leg] | np.where(lt_is_src, 0, F.META_DIR_S2M)
                | (np.where(lt_is_src, lt_slot, lt_slot - s_n[lt_leg]) << F.META_STREAM_SHIFT))
     # SoC offset of each peer's window: core base plus routing bits (disjoint bit ranges)
     peer_off = bt.pt.offset
     view_linear, vbase, _vdsize = lg.vt
     linear = bool(view_linear[lt_view].all())
-    if not linear and not lg.single:  # SBUF access patterns: one entry at a time
+    if not linear and len(lg.ctxs) > 1:  # SBUF access patterns: one entry at a time
         return None
 
     # ---- data BDs and CCE descriptors, in blocks of legs -------------------------------------
@@ -842,12 +838,7 @@ def _data_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> _Data | None:
         if cce_tab is not None:
             b.append("cce.bin", _cce_block(tile_leg, ta, tb, dsize[tile_leg], leg_ns, leg_w3,
                                            cce_tab))
-    return _Data(n_tiles, leg_bd_count, m2s, leg_cce, dma_first_all, cce_first_all)
-
-
-def _sdma_op(lg: _Legs) -> np.ndarray:
-    """Each leg's ``sdma_op``: CCE when it reduces, CME when it has destinations, else 0."""
-    return np.where(lg.reduce, int(SdmaOp.CCE), np.where(lg.d_n > 0, int(SdmaOp.CME), 0))
+    return _Data(sdma_op, n_tiles, leg_bd_count, m2s, leg_cce, dma_first_all, cce_first_all)
 
 
 def _sem_records(b: RankBuilder, bt: _Batch, lg: _Legs) -> tuple[int, np.ndarray, np.ndarray]:
@@ -960,7 +951,7 @@ def _leg_records(b: RankBuilder, lg: _Legs, data: _Data, sems: tuple, words: tup
     legs["trigger"] = _ints([c.trigger for c in lg.ctxs])[lg.leg_e]
     legs["spad_index"] = _ints([c.spad_index for c in lg.ctxs])[lg.leg_e]
     legs["channel"] = lg.seg_ch[leg_ci]
-    legs["sdma_op"] = _sdma_op(lg)
+    legs["sdma_op"] = data.sdma_op
     legs["step"] = np.arange(n, dtype=np.int64) - lg.leg_first_c[leg_ci]
     legs["leaf"] = lg.leaf
     legs["half"] = lg.half
