@@ -138,6 +138,9 @@ FLAG_ENTRIES = [
                                  "algo_sub_type": 0, "trigger_next": 0, "reporter": 1,
                                  "ring_wait_complete": 1, "ring_send_complete": 0,
                                  "sema_shift_offset": 0x1234, "sema_mask": 0xABCD}),
+    # alg 0x0b: enc_alg_type's INVALID (11), never written (FORMATS §2): named, channel_list
+    ("01 0b 01 00 34 12 cd ab", {"algo_type": 11, "algo_type_name": "INVALID",
+                                 "reporter": 1, "channel_list": 0xABCD1234}),
     # alg 0x0c: an algo_type enc_alg_type does not name (12): channel_list, named in hex
     ("01 0c 04 00 34 12 cd ab", {"algo_type": 12, "algo_type_name": "0xc",
                                  "ring_send_complete": 1, "channel_list": 0xABCD1234}),

@@ -201,7 +201,7 @@ def test_topology_size_limits(tmp_path):
 
 
 def test_topology_limits_at_their_edges():
-    """RELIABILITY.md §2: 64 devices per node, 16 cores per device and 2^20 ranks are
+    """RELIABILITY.md §2: 64 devices per node, 16 cores and 64 C2C ports per device and 2^20 ranks are
     accepted, one more refused with the documented message (the ninth mutation round: each
     bound moved by one went unseen)."""
     from nrtrewrite.topology.model import _preset, check_topology_size, platform_from_json
@@ -218,6 +218,12 @@ def test_topology_limits_at_their_edges():
             "dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": 17}}, where="t.json")
     assert str(exc.value).startswith("t.json: field device: a device of 17 cores and 4 C2C "
                                      "ports exceeds 16 cores (MAX_CORES_PER_DEVICE)")
+    # C2C ports: at most 64 (MAX_DEVICES_PER_NODE: a port beyond it could link no device)
+    assert platform_from_json({"torus": [1, 2], "device": {"c2c_ports": 64}}).device.c2c_ports == 64
+    with pytest.raises(LimitError) as exc:
+        platform_from_json({"torus": [1, 2], "device": {"c2c_ports": 65}}, where="t.json")
+    assert str(exc.value) == ("t.json: field device: a device of 8 cores and 65 C2C ports "
+                              "exceeds 16 cores (MAX_CORES_PER_DEVICE) or 64 ports")
     trn2 = _preset("trn2")
     check_topology_size(trn2, 2, 16384)  # 16384 nodes x 64 ranks = 2^20
     with pytest.raises(LimitError) as exc:
