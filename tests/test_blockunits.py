@@ -171,3 +171,22 @@ def test_rdh_halving_and_doubling_ranges_in_elements():
     assert rng[rh0] == [(4000, 8000, 4), (2000, 4000, 2), (0, 2000, 0)]
     assert rng[rd0] == [(0, 1000, 1)]
     assert list(ir["step"]) == list(range(ir.size))
+
+
+def test_block_edges_accept_exactly_the_documented_edges():
+    """block_edges: strictly increasing from 0 to the op space's element count, below
+    UINT32_MAX bytes in all (compose/blockunits.py); anything else is composed directly."""
+    import numpy as np
+
+    from nrtrewrite.compose.blockunits import block_edges
+    good = np.array([0, 2, 3, 7], np.int64)
+    assert block_edges(good, 7, 2) is good
+    for edges, total in (([1, 2, 3, 7], 7),   # does not start at element 0
+                         ([0, 2, 3, 8], 7),   # ends beyond the op space
+                         ([0, 2, 3, 6], 7),   # ends short of it
+                         ([0, 2, 2, 7], 7)):  # an empty block
+        assert block_edges(np.array(edges, np.int64), total, 2) is None
+    # UINT32_MAX = 2^32 - 1 = 3 * 1431655765 bytes: one element short passes, at it is refused
+    n = 0xFFFF_FFFF // 3
+    assert block_edges(np.array([0, n - 1], np.int64), n - 1, 3) is not None
+    assert block_edges(np.array([0, n], np.int64), n, 3) is None

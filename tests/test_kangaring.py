@@ -228,3 +228,130 @@ def test_symbolic_executor_catches_a_missing_peer_wait(monkeypatch):
     with pytest.raises(SymbolicError):
         for seed in range(4):
             run_trigger(plan, 0, seed=seed)
+
+
+# -- an eleventh mutation round (docs/RELIABILITY.md §6) -----------------------------------------
+
+def test_direct_fetch_send_contract_at_its_edges():
+    # 0x3FB holds for a copy fan-out as well as a reduce fan-in (seed 003 §4: the assert is
+    # on send_to_peers and is_next_net, whatever is moved)
+    with pytest.raises(LoweringError, match="0x3FB"):
+        direct_fetch_send(FetchFlags(send_to_peers=True, write_to_gw=True), src=SELF, dst=NEXT,
+                          peers=[RMTV], peer_bufs=PEER_BUFS[:1], reduce=False, is_next_net=True)
+    # one buffer per peer: fewer buffers than peers are refused as well as more
+    with pytest.raises(LoweringError, match="one buffer per peer"):
+        direct_fetch_send(FetchFlags(send_to_peers=True), src=SELF, dst=NEXT,
+                          peers=[RMTV, RMTV2], peer_bufs=PEER_BUFS[:1], reduce=True,
+                          is_next_net=False)
+    # without send_to_peers the peers take no part: the own source only, even for a reduce
+    # (seed 003 §4: the tuple vector is built only under send_to_peers)
+    f = direct_fetch_send(FetchFlags(), src=SELF, dst=NEXT, peers=[RMTV],
+                          peer_bufs=PEER_BUFS[:1], reduce=True, is_next_net=False)
+    assert f.sources == (SELF,) and f.dests == (NEXT,)
+    # a sync-only step moves no data, so it stages nothing in the gateway: no write_to_gw
+    # needed toward a network next hop
+    sync = direct_fetch_send(FetchFlags(skip_data_transfer=True), src=SELF, dst=NEXT, peers=[],
+                             peer_bufs=[], reduce=False, is_next_net=True)
+    assert sync.sources == sync.dests == () and not sync.reduce
+
+
+def test_unit_peers_are_in_addr_neigh_tuple_order():
+    """docs/DESIGN.md "Kangaring": the tuple vector is {self LOCAL, PEER_RMTV, PEER_RMTV2,
+    PEER_LOCAL}; at VNC 1 a primary has all three, each with its own encd_neigh."""
+    from nrtrewrite.compose.kangaring import _unit_peers
+    kp = plan_ops([ar(8192)], 16, lnc=1, algo="kangaring").triggers[0].prepared.data
+    for ch in kp.channel_ids:
+        kc = kp.channels[ch]
+        for p, *_secs in kc.units:
+            v = kc.of(p)
+            assert [(q.rank, q.neigh) for q in _unit_peers(kc, p)] == [
+                (v.peer_rmtv, L.ENCD_NEIGH_PEER_RMTV), (v.peer_rmtv2, L.ENCD_NEIGH_PEER_RMTV2),
+                (v.peer_local, L.ENCD_NEIGH_PEER_LOCAL)]
+
+
+def test_a_kangaring_plan_keeps_the_selected_channel_count():
+    """plan_kangaring asks the paths of the selected channels (at least one), no more: a
+    message big enough for several channels selected with one runs on one."""
+    from nrtrewrite.compose.kangaring import trigger_kangaring_plan
+    plan = plan_ops([ar(1 << 18)], 16, algo="kangaring")
+    tp = plan.triggers[0]
+    assert len(tp.prepared.data.channel_ids) > 1
+    for n in (0, 1):
+        kp = trigger_kangaring_plan(plan.topology, tp.trigger, n)
+        assert kp.channel_ids == [0] and list(kp.channels) == [0]
+
+
+@pytest.mark.parametrize("lnc", [2, 1])
+def test_host_cc_kangaring_all_reduce_is_correct(lnc):
+    """With host CC the all-reduce's last reduce step is recv_reduce_copy_send (docs/DESIGN.md
+    "Kangaring": the CCE writes OUT of self and every secondary and OUT@next)."""
+    plan = plan_ops([ar(4000)], 16, lnc=lnc, algo="kangaring", host_cc=True)
+    legs = np.concatenate([spec.ir for r in plan.triggers[0].group
+                           for _t, spec in rank_entries(plan, r)])
+    assert (legs["leaf"] == int(Leaf.recv_reduce_copy_send)).any()
+    run_all(plan)
+
+
+def test_exactly_two_chunk_groups(monkeypatch):
+    """Two chunk groups (the smallest count that repeats the template): every collective
+    still correct; a group's legs are its own template rows, numbered by group."""
+    small_chunks(monkeypatch, chunk_bytes=512)
+    plan = plan_ops([ar(6000), ag(375), rs(16 * 375)], 16, algo="kangaring")
+    assert [t.prepared.data.layout.groups for t in plan.triggers] == [2, 2, 2]
+    run_all(plan)
+    for tp in plan.triggers:
+        kc = tp.prepared.data.channels[tp.prepared.data.channel_ids[0]]
+        spec = next(s for t, s in rank_entries(plan, kc.primaries[0]) if t is tp)
+        data = spec.ir[spec.ir["leaf"] != PEER_WAIT]
+        g0, g1 = data[data["group"] == 0], data[data["group"] == 1]
+        assert g0.size == g1.size == data.size // 2
+        for name in ("leaf", "step", "phase", "k"):
+            assert g0[name].tolist() == g1[name].tolist()
+
+
+@pytest.mark.parametrize("lnc", [2, 1])
+def test_a_primary_runs_the_ring_steps_over_its_units(lnc):
+    """docs/DESIGN.md "Kangaring": the primary runs the ring all-reduce over the cycle of u
+    units: steps 0 .. 2u - 2 (u - 1 reduce steps after the send, then u - 1 to pass the
+    result on), the first u in phase 0 (reduce-scatter), the rest in phase 1 (all-gather);
+    every (step, leaf, member) is two half-chunk legs, H1 starting where H0 stops."""
+    plan = plan_ops([ar(8 << 10)], 16, lnc=lnc, algo="kangaring")
+    tp = plan.triggers[0]
+    kp = tp.prepared.data
+    for ch in kp.channel_ids:
+        kc = kp.channels[ch]
+        u, p = len(kc.units), kc.primaries[0]
+        assert u == 16 // (4 // lnc)
+        spec = next(s for t, s in rank_entries(plan, p) if t is tp)
+        legs = spec.ir[(spec.ir["channel"] == ch) & (spec.ir["leaf"] != PEER_WAIT)]
+        assert set(legs["group"].tolist()) == {0}
+        steps = legs["step"].tolist()
+        assert sorted(set(steps)) == list(range(2 * u - 1))
+        assert legs["phase"].tolist() == [int(s >= u) for s in steps]
+        halves = {}
+        for row in legs:
+            key = (int(row["step"]), int(row["leaf"]), int(row["k"]))
+            halves.setdefault(key, {})[int(row["half"])] = (int(row["start"]), int(row["stop"]))
+        for key, h in halves.items():
+            assert set(h) == {0, 1}, key
+            assert h[0][1] == h[1][0], key
+
+
+def test_a_unit_step_has_its_legs_in_the_units_member_order():
+    """docs/TOPOLOGY.md "Units": a unit is its primary then its secondaries, the order of
+    ``logical_path``; each unit step expands to one leg per member in that order."""
+    plan = plan_ops([ar(8 << 10), ag(512), rs(16 * 512)], 16, lnc=1, algo="kangaring")
+    for tp in plan.triggers:
+        kp = tp.prepared.data
+        for ch in kp.channel_ids:
+            kc = kp.channels[ch]
+            units = set(kc.units)
+            assert all(len(u) == 4 for u in units)
+            spec = next(s for t, s in rank_entries(plan, kc.primaries[0]) if t is tp)
+            legs = spec.ir[(spec.ir["channel"] == ch) & (spec.ir["leaf"] != PEER_WAIT)]
+            runs: dict = {}
+            for row in legs:
+                runs.setdefault((int(row["step"]), int(row["half"]), int(row["leaf"])),
+                                []).append(int(row["k"]))
+            for key, ks in runs.items():
+                assert tuple(ks) in units, (key, ks)
