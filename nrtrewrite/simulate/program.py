@@ -878,7 +878,7 @@ class RankDecoder:
                        f"{part}.step_elem")
             self.check((t3["num_elem"][:, 0] != n0) | (t3["num_elem"][:, 1] != n1)
                        | (t3["num_elem"][:, 2] != 1), lambda i, t3=t3, part=part:
-                       f"{part}.num_elem {list(t3['num_elem'][i])}, piece {k[i]} of "
+                       f"{part}.num_elem {t3['num_elem'][i].tolist()}, piece {k[i]} of "
                        f"{E[leg[i]]} elements is ({n0[i]}, {n1[i]}, 1)", art, f"{part}.num_elem")
         self.sb_leg, self.sb_k = leg, k
         self._check_events()

@@ -1,0 +1,1082 @@
+"""The simulator's decoding of a rank's program (nrtrewrite/simulate/program.py) at the edges of
+its fields: each test changes the bytes of a lowered output at one boundary that
+docs/FORMATS.md fixes and runs ``simulate --ignore-checksums`` (refused: exit 1, naming the
+file, the record and the field), or builds a right output at the boundary (accepted).  Byte
+offsets and values are FORMATS.md's, not read from the code: ``spad.bin`` 8-byte entries
+(§2: byte 0 bit 0 cc_op and [7:1] reserved, byte 1 algo_type [3:0] / algo_sub_type [6:4] /
+trigger_next [7], byte 2 the flags, bytes 4..7 channel_list or the mesh overlay
+sema_shift_offset (u16 at 4) and sema_mask (u16 at 6)); ``legs.bin`` 64-byte records (§3);
+``dma.bin``, ``cce.bin``, ``sem.bin`` 16-byte records (§5 - §7); ``tpinc.bin`` 8-byte records
+(§2.2); ``sb2sb.bin`` 64-byte words (§4).  Written for the eleventh mutation round
+(docs/RELIABILITY.md §6): each refusal test fails with one of its mutations of program.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from test_simulate import cli
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SPAD, REC, BD, WORD, TP = 8, 64, 16, 64, 8
+
+
+def _lower(model: Path, out: Path, algo: str) -> Path:
+    res = cli("lower", model, "-o", out, "--algo", algo, "--quiet")
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def ring_out(tmp_path_factory) -> Path:
+    """c7c8: 4 ranks, RING entries (algo_type 0) on channel 0."""
+    return _lower(FIXTURES / "c7c8.neff", tmp_path_factory.mktemp("ring") / "o", "ring")
+
+
+@pytest.fixture(scope="module")
+def mesh_out(tmp_path_factory) -> Path:
+    """c7c8: 4 ranks, MESH entries (algo_type 2, the overlay c0 00 3f 00)."""
+    return _lower(FIXTURES / "c7c8.neff", tmp_path_factory.mktemp("mesh") / "o", "mesh")
+
+
+@pytest.fixture(scope="module")
+def scr_out(tmp_path_factory) -> Path:
+    """c7c8 with its all-reduces as SINGLE_CYCLE_RING (algo_type 4, channels 0 and 1): their
+    ``direct_recv`` legs carry no data and count the elements they consume (FORMATS §3)."""
+    return _lower(FIXTURES / "c7c8.neff", tmp_path_factory.mktemp("scr") / "o",
+                  "allreduce:single_cycle_ring")
+
+
+def _copy(src: Path, tmp_path: Path, name: str = "t") -> Path:
+    dst = tmp_path / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def _file(out: Path, rank: int, name: str) -> Path:
+    return out / f"rank-{rank:04d}" / name
+
+
+def _get(out: Path, rank: int, name: str, offset: int, fmt: str) -> int:
+    return struct.unpack_from(fmt, _file(out, rank, name).read_bytes(), offset)[0]
+
+
+def _set(out: Path, rank: int, name: str, offset: int, fmt: str, value: int) -> None:
+    p = _file(out, rank, name)
+    b = bytearray(p.read_bytes())
+    struct.pack_into(fmt, b, offset, value)
+    p.write_bytes(bytes(b))
+
+
+def _rank_manifest(out: Path, rank: int, fn) -> None:
+    p = _file(out, rank, "manifest.json")
+    man = json.loads(p.read_text())
+    fn(man)
+    p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+
+
+def _refused(out: Path, *words: str) -> str:
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is False
+    text = " ".join([doc["error"] or ""] + [t["detail"] or "" for t in doc["triggers"]])
+    for w in words:
+        assert w in text, text
+    return text
+
+
+def _accepted(out: Path) -> None:
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 0, res.output
+
+
+def test_the_untouched_outputs_pass(ring_out, mesh_out, scr_out):
+    for out in (ring_out, mesh_out, scr_out):
+        res = cli("simulate", out, "--json")
+        assert res.exit_code == 0, res.output
+
+
+# ---------------------------------------------------------------------------- spad.bin (§2)
+
+def test_an_entry_whose_cc_op_bit_is_0_is_refused(ring_out, tmp_path):
+    """Byte 0 is cc_op (bit 0, always 1) and reserved bits [7:1]: 0x00 is refused, not only
+    a reserved bit set."""
+    out = _copy(ring_out, tmp_path)
+    assert _get(out, 2, "spad.bin", SPAD + 0, "<B") == 1
+    _set(out, 2, "spad.bin", SPAD + 0, "<B", 0)
+    _refused(out, "rank-0002", "spad.bin", "record 1", "cc_op")
+
+
+@pytest.mark.parametrize("sub", [1, 4])
+def test_a_ring_entry_with_an_algo_sub_type_is_refused(ring_out, tmp_path, sub):
+    """algo_sub_type (byte 1 bits [6:4]) is 0 outside mesh entries; 4 sets bit 6, the top bit
+    of the field. The rank manifest says the same value, so only the rule refuses it."""
+    out = _copy(ring_out, tmp_path)
+    assert _get(out, 1, "spad.bin", 1, "<B") == 0x00  # RING, sub-type 0, no trigger_next
+    _set(out, 1, "spad.bin", 1, "<B", sub << 4)
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(algo_sub_type=sub))
+    _refused(out, "rank-0001", "spad.bin", "record 0", "algo_sub_type must be 0")
+
+
+def test_a_mesh_entry_with_algo_sub_type_4_is_refused(mesh_out, tmp_path):
+    """A mesh entry's algo_sub_type is 0..3 (MESH_INVALID = 4 is never written, FORMATS §2);
+    the rank manifest says 4 too."""
+    out = _copy(mesh_out, tmp_path)
+    byte1 = _get(out, 1, "spad.bin", 1, "<B")
+    assert byte1 & 0xF == 2  # MESH
+    _set(out, 1, "spad.bin", 1, "<B", (byte1 & 0x8F) | (4 << 4))
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(algo_sub_type=4))
+    _refused(out, "rank-0001", "spad.bin", "record 0", "algo_sub_type 4 does not name")
+
+
+def test_a_mesh_window_past_semaphore_255_is_refused(mesh_out, tmp_path):
+    """The window sema_shift_offset .. sema_shift_offset + sema_mask must lie in the 256
+    semaphores: 193 + 0x3F = 256 is one past (192 + 0x3F = 255 is every mesh entry's)."""
+    out = _copy(mesh_out, tmp_path)
+    assert (_get(out, 1, "spad.bin", 4, "<H"), _get(out, 1, "spad.bin", 6, "<H")) == (192, 0x3F)
+    _set(out, 1, "spad.bin", 4, "<H", 193)
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(sema_shift_offset=193))
+    _refused(out, "rank-0001", "spad.bin", "record 0", "sema_shift_offset 193",
+             "does not name a window")
+
+
+def test_an_entry_without_ring_wait_complete_is_refused(ring_out, tmp_path):
+    """Byte 2 bit 1 ring_wait_complete is the entry's completion rule (FORMATS §2, §2.1):
+    cleared, with the rank manifest saying false too, the entry is refused."""
+    out = _copy(ring_out, tmp_path)
+    flags = _get(out, 1, "spad.bin", 2, "<B")
+    assert flags & 0x02
+    _set(out, 1, "spad.bin", 2, "<B", flags & ~0x02)
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(ring_wait_complete=False))
+    _refused(out, "rank-0001", "spad.bin", "record 0", "ring_wait_complete is 0")
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_reporter_is_the_leader_alone(ring_out, tmp_path, rank):
+    """Byte 2 bit 0 reporter is 1 on the group's leader, its smallest rank (0 here), 0
+    elsewhere (FORMATS §2): the leader's cleared, or rank 1's set, the rank manifest saying
+    the same, is refused."""
+    out = _copy(ring_out, tmp_path)
+    flags = _get(out, rank, "spad.bin", 2, "<B")
+    assert flags & 1 == (rank == 0)
+    _set(out, rank, "spad.bin", 2, "<B", flags ^ 1)
+    _rank_manifest(out, rank, lambda m: m["entries"][0].update(reporter=rank != 0))
+    _refused(out, f"rank-{rank:04d}", "spad.bin", "record 0",
+             f"reporter is {int(rank != 0)} but the reporter of trigger 0 is its leader, rank 0")
+
+
+def test_trigger_next_into_another_triggers_entry_is_refused(ring_out, tmp_path):
+    """trigger_next (byte 1 bit 7) chains an entry to the next entry of the same collective
+    (a HIER chain, FORMATS §2): c7c8's entry 0 (trigger 0) chained to entry 1 (trigger 1),
+    the rank manifest saying so, is refused."""
+    out = _copy(ring_out, tmp_path)
+    assert _get(out, 1, "spad.bin", 1, "<B") == 0x00
+    _set(out, 1, "spad.bin", 1, "<B", 0x80)
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(trigger_next=True))
+    _refused(out, "rank-0001", "spad.bin", "record 0",
+             "trigger_next chains into an entry of another trigger")
+
+
+def test_trigger_next_on_the_last_entry_is_refused(ring_out, tmp_path):
+    """The last of c7c8's 5 entries (trigger 4) has no next entry to chain to."""
+    out = _copy(ring_out, tmp_path)
+    assert _file(out, 1, "spad.bin").stat().st_size == 5 * SPAD
+    _set(out, 1, "spad.bin", 4 * SPAD + 1, "<B", 0x80)
+    _rank_manifest(out, 1, lambda m: m["entries"][4].update(trigger_next=True))
+    _refused(out, "rank-0001", "spad.bin", "record 4", "the last entry has trigger_next set")
+
+
+def test_two_unchained_entries_of_one_trigger_are_refused(ring_out, tmp_path):
+    """A trigger's entries on a rank are one chain (FORMATS §2.1): entry 1 named trigger 0 in
+    the rank manifest, with entry 0 not chaining to it, is a second chain for trigger 0 (and
+    refused as such, before trigger 1's missing entry)."""
+    out = _copy(ring_out, tmp_path)
+    _rank_manifest(out, 1, lambda m: m["entries"][1].update(trigger=0))
+    _refused(out, "rank-0001", "spad.bin", "record 1", "a second entry chain for trigger 0")
+
+
+def test_entries_out_of_trigger_order_are_refused(ring_out, tmp_path):
+    """Entries are in trigger order (FORMATS §2): the rank manifest's entries 0 and 1 naming
+    triggers 1 and 0 is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    _rank_manifest(out, 1, lambda m: (m["entries"][0].update(trigger=1),
+                                      m["entries"][1].update(trigger=0)))
+    _refused(out, "rank-0001", "spad.bin", "entries are not in trigger order ([1, 0, 2, 3, 4])")
+
+
+# ---------------------------------------------------------------------------- legs.bin (§3)
+SPAD_INDEX, CHANNEL, SDMA_OP, STEP, LEAF, HALF, REDUCTION_TYPE, NEIGH = 4, 6, 7, 8, 12, 13, 14, 15
+N_TILES, DMA_FIRST, DMA_COUNT, CCE_COUNT, SEM_FIRST, SEM_COUNT = 22, 24, 28, 36, 40, 44
+ELEM_START, NUM_ELEMENTS = 48, 56
+
+
+def _legs(out: Path, rank: int) -> list[dict]:
+    b = _file(out, rank, "legs.bin").read_bytes()
+    return [dict(spad_index=struct.unpack_from("<H", b, i + SPAD_INDEX)[0], channel=b[i + CHANNEL],
+                 sdma_op=b[i + SDMA_OP], step=struct.unpack_from("<I", b, i + STEP)[0],
+                 leaf=b[i + LEAF], half=b[i + HALF], reduction_type=b[i + REDUCTION_TYPE],
+                 neigh=b[i + NEIGH], n_tiles=struct.unpack_from("<H", b, i + N_TILES)[0],
+                 sem_first=struct.unpack_from("<I", b, i + SEM_FIRST)[0],
+                 sem_count=struct.unpack_from("<H", b, i + SEM_COUNT)[0],
+                 elem_start=struct.unpack_from("<Q", b, i + ELEM_START)[0],
+                 num_elements=struct.unpack_from("<I", b, i + NUM_ELEMENTS)[0])
+            for i in range(0, len(b), REC)]
+
+
+def test_a_spad_index_one_past_the_entries_is_refused(ring_out, tmp_path):
+    """spad_index (u16 at 4) names an entry of spad.bin: the last leg's set to 5, the number
+    of c7c8's entries, is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    last = len(_legs(out, 1)) - 1
+    assert _legs(out, 1)[last]["spad_index"] == 4
+    _set(out, 1, "legs.bin", last * REC + SPAD_INDEX, "<H", 5)
+    _refused(out, "rank-0001", "legs.bin", f"record {last}", "spad_index 5 but spad.bin has 5")
+
+
+def test_channel_32_is_refused(ring_out, tmp_path):
+    """channel (u8 at 6) is 0..31: the last leg's set to 32 is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    last = len(_legs(out, 1)) - 1
+    _set(out, 1, "legs.bin", last * REC + CHANNEL, "<B", 32)
+    _refused(out, "rank-0001", "legs.bin", f"record {last}", "channel is not in 0..31")
+
+
+def test_a_step_below_its_position_is_refused(ring_out, tmp_path):
+    """step (u32 at 8) is the leg's position in its channel program, 0, 1, ...: the second
+    leg's step set to 0 (two legs numbered 0) is refused, not only a step too high."""
+    out = _copy(ring_out, tmp_path)
+    legs = _legs(out, 1)
+    assert [g["step"] for g in legs[:2]] == [0, 1] and legs[1]["spad_index"] == 0
+    _set(out, 1, "legs.bin", 1 * REC + STEP, "<I", 0)
+    _refused(out, "rank-0001", "legs.bin", "record 1", "step 0 where program order says 1")
+
+
+# c7c8's trigger 0: an all-reduce of a_in, 262144 bytes of bf16 = 131072 elements
+T0_ELEMENTS = 131072
+
+
+def _direct_recv(out: Path, rank: int) -> int:
+    """The first ``direct_recv`` (leaf 7, sdma_op 0) of entry 0 (trigger 0)."""
+    i, leg = next((i, g) for i, g in enumerate(_legs(out, rank)) if g["leaf"] == 7)
+    assert leg["spad_index"] == 0 and leg["sdma_op"] == 0 and leg["num_elements"] > 0
+    return i
+
+
+def test_a_count_one_past_the_element_space_is_refused(scr_out, tmp_path):
+    """A leg's elements lie in the collective's element space: a SINGLE_CYCLE_RING
+    direct_recv counting 131073 elements of trigger 0's 131072 is refused."""
+    out = _copy(scr_out, tmp_path)
+    i = _direct_recv(out, 1)
+    _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", 0)
+    _set(out, 1, "legs.bin", i * REC + NUM_ELEMENTS, "<I", T0_ELEMENTS + 1)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}",
+             f"num_elements {T0_ELEMENTS + 1} but trigger 0 has {T0_ELEMENTS} elements")
+
+
+def test_elements_ending_one_past_the_element_space_are_refused(scr_out, tmp_path):
+    """elem_start + num_elements = 131073, one past trigger 0's element space."""
+    out = _copy(scr_out, tmp_path)
+    i = _direct_recv(out, 1)
+    n = _legs(out, 1)[i]["num_elements"]
+    _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", T0_ELEMENTS - n + 1)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", f"elem_start {T0_ELEMENTS - n + 1} "
+             f"with num_elements {n} runs past the {T0_ELEMENTS} elements of trigger 0")
+
+
+def test_513_entries_of_one_subgraph_are_refused(tmp_path, monkeypatch):
+    """A subgraph's entries fit its 4096-byte CTRL SPAD: 512 of 8 bytes (FORMATS §2). An
+    output of 513 all-reduces in one subgraph over 2 ranks, lowered with the writer's limit
+    lifted (the lowering refuses it otherwise), is refused by the simulator as such."""
+    from nrtrewrite import limits, serialize
+    from nrtrewrite.emit import formats as F
+
+    from test_simulate import lower_spec
+
+    body = {"dtype": "bf16", "op": "add", "src": "x_in", "dst": "x_out", "num_elements": 64}
+    spec = {"header": {"pkg_version": 2, "name": "spad513", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "x_in", "type": "input", "size": 128},
+                                    {"name": "x_out", "type": "output", "size": 128}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": ["nop"] + [{"all_reduce": body}] * 513}}]}
+    with monkeypatch.context() as m:
+        m.setattr(limits, "SPAD_ENTRIES", 1024)
+        m.setattr(serialize.F, "SPAD_BYTES", 2 * F.SPAD_BYTES)
+        out = lower_spec(spec, tmp_path / "o")
+    assert F.SPAD_BYTES == 4096
+    assert _file(out, 1, "spad.bin").stat().st_size == 513 * SPAD
+    _refused(out, "rank-0000", "spad.bin", "513 entries of subgraph sg00 overflow its "
+             "4096-byte CTRL SPAD")
+
+
+def test_a_channel_program_not_ending_with_mark_end_is_refused(mesh_out, tmp_path):
+    """Within a channel of an entry the last leg is mark_end (15, FORMATS §3): the last leg
+    of entry 0 made a mesh_sync (20, a leaf of MESH entries without data, like mark_end) is
+    refused as such, before its semaphores are looked at."""
+    out = _copy(mesh_out, tmp_path)
+    legs = _legs(out, 1)
+    i = max(k for k, g in enumerate(legs) if g["spad_index"] == 0)
+    assert legs[i]["leaf"] == 15 and legs[i + 1]["spad_index"] == 1
+    _set(out, 1, "legs.bin", i * REC + LEAF, "<B", 20)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}",
+             "the last leg of an (entry, channel) is not mark_end")
+
+
+def test_mark_end_before_the_end_of_its_channel_program_is_refused(ring_out, tmp_path):
+    """mark_end (15) is the last leg of a channel program and only the last: the first leg
+    of entry 0 (a mark_complete, 22, also a leg without data) made a mark_end is refused."""
+    out = _copy(ring_out, tmp_path)
+    assert _legs(out, 1)[0]["leaf"] == 22
+    _set(out, 1, "legs.bin", LEAF, "<B", 15)
+    _refused(out, "rank-0001", "legs.bin", "record 0",
+             "mark_end before the end of its channel program")
+
+
+def test_half_2_is_refused_on_a_single_cycle_ring_leg(scr_out, tmp_path):
+    """half (u8 at 13) is enc_half_chunk_index, 0 CHUNK_H0 or 1 CHUNK_H1: 2 on a
+    SINGLE_CYCLE_RING data leg (whose half no chunk layout check covers) is refused."""
+    out = _copy(scr_out, tmp_path)
+    i = next(i for i, g in enumerate(_legs(out, 1)) if g["sdma_op"] and g["spad_index"] == 0)
+    _set(out, 1, "legs.bin", i * REC + HALF, "<B", 2)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "half is not CHUNK_H0/H1")
+
+
+def _first_leaf(out: Path, rank: int, leaf: int) -> int:
+    return next(i for i, g in enumerate(_legs(out, rank)) if g["leaf"] == leaf)
+
+
+def test_a_mesh_sync_leg_with_a_copy_sdma_op_is_refused(mesh_out, tmp_path):
+    """mesh_sync (20) has no data: sdma_op 0 (FORMATS §3.2); 2 (CME) is refused as such
+    (only a KANGARING direct_recv, 7, is a copy where the ring's is a sync leg)."""
+    out = _copy(mesh_out, tmp_path)
+    i = _first_leaf(out, 1, 20)
+    _set(out, 1, "legs.bin", i * REC + SDMA_OP, "<B", 2)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "sdma_op 2 for leaf mesh_sync "
+             "(expected 0)")
+
+
+def test_reduction_type_3_is_refused(mesh_out, tmp_path):
+    """reduction_type (u8 at 14) of a reduce leg is a reduction_type_t, 0..2: 3 on a
+    mesh_reduce (whose value the entry's algorithm does not fix) is refused as such."""
+    out = _copy(mesh_out, tmp_path)
+    i = _first_leaf(out, 1, 17)
+    assert _legs(out, 1)[i]["reduction_type"] in (0, 2)
+    _set(out, 1, "legs.bin", i * REC + REDUCTION_TYPE, "<B", 3)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "reduction_type is not a "
+             "reduction_type_t")
+
+
+def test_neigh_3_is_refused_on_a_mesh_leg(mesh_out, tmp_path):
+    """neigh (u8 at 15) is 0 LOCAL, 1 NEXT or 2 PREV (only these are written): 3 on a
+    mesh_send is refused as such."""
+    out = _copy(mesh_out, tmp_path)
+    i = _first_leaf(out, 1, 16)
+    _set(out, 1, "legs.bin", i * REC + NEIGH, "<B", 3)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "neigh is not LOCAL, NEXT or PREV")
+
+
+def test_a_data_leg_with_0_tiles_is_refused(ring_out, tmp_path):
+    """n_tiles (u16 at 22) of a data leg is ceil(num_elements / t), at least 1: 0 is refused
+    as such (before its BDs are counted into tiles)."""
+    out = _copy(ring_out, tmp_path)
+    assert _legs(out, 1)[2]["sdma_op"] == 2 and _legs(out, 1)[2]["n_tiles"] >= 1
+    _set(out, 1, "legs.bin", 2 * REC + N_TILES, "<H", 0)
+    _refused(out, "rank-0001", "legs.bin", "record 2", "a data leg with no tiles")
+
+
+def test_a_mark_end_with_an_elem_start_is_refused(ring_out, tmp_path):
+    """mark_end carries no elements: elem_start (u64 at 48) 5 with num_elements 0 is
+    refused too."""
+    out = _copy(ring_out, tmp_path)
+    i = _first_leaf(out, 1, 15)
+    _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", 5)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "mark_end carries elements")
+
+
+def test_a_record_no_leg_references_is_refused(ring_out, tmp_path):
+    """The legs' sem_first / sem_count ranges end at sem.bin's last record (FORMATS §3): a
+    copy of the last record appended (the rank manifest's counts following) is refused."""
+    import hashlib
+
+    out = _copy(ring_out, tmp_path)
+    p = _file(out, 1, "sem.bin")
+    data = p.read_bytes()
+    data += data[-BD:]
+    p.write_bytes(data)
+    n = len(data) // BD
+    _rank_manifest(out, 1, lambda m: m["files"]["sem.bin"].update(
+        records=n, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    _refused(out, "rank-0001", "legs.bin", f"the legs reference {n - 1} records of sem.bin, "
+             f"the file holds {n}")
+
+
+# ---------------------------------------------------------------------------- dma.bin (§5)
+LEN_FIRST, LEN_LAST = 1 << 26, 1 << 27
+
+
+def _bds(out: Path, rank: int) -> list[tuple[int, int, int]]:
+    b = _file(out, rank, "dma.bin").read_bytes()
+    return [struct.unpack_from("<IIQ", b, i) for i in range(0, len(b), BD)]
+
+
+def test_a_reserved_len_ctrl_bit_is_refused(ring_out, tmp_path):
+    """len_ctrl bits [31:28] are reserved, 0: bit 28 set is refused."""
+    out = _copy(ring_out, tmp_path)
+    _set(out, 1, "dma.bin", 0, "<I", _bds(out, 1)[0][0] | 1 << 28)
+    _refused(out, "rank-0001", "dma.bin", "record 0", "reserved bits (or META) set in len_ctrl")
+
+
+def test_a_reserved_meta_ctrl_bit_is_refused(ring_out, tmp_path):
+    """meta_ctrl bits [7:5] are reserved (sdma_op [3:0], dir [4], stream [12:8]): bit 5
+    set is refused."""
+    out = _copy(ring_out, tmp_path)
+    _set(out, 1, "dma.bin", 4, "<I", _bds(out, 1)[0][1] | 1 << 5)
+    _refused(out, "rank-0001", "dma.bin", "record 0", "reserved bits set in meta_ctrl")
+
+
+def _dma_range(out: Path, rank: int, leg: int) -> tuple[int, int]:
+    b = _file(out, rank, "legs.bin").read_bytes()
+    return struct.unpack_from("<II", b, leg * REC + DMA_FIRST)
+
+
+def test_a_leg_whose_first_bd_lacks_first_is_refused(ring_out, tmp_path):
+    """A leg's first BD opens its first tile (FIRST, len_ctrl bit 26): cleared on the
+    first BD of legs.bin record 2 (a send), it is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    first, _count = _dma_range(out, 1, 2)
+    ln = _bds(out, 1)[first][0]
+    assert ln & LEN_FIRST
+    _set(out, 1, "dma.bin", first * BD, "<I", ln & ~LEN_FIRST)
+    _refused(out, "rank-0001", "dma.bin", f"record {first}",
+             "the first BD of a leg does not have FIRST")
+
+
+def test_a_tile_not_closed_by_last_before_the_next_first_is_refused(ring_out, tmp_path):
+    """Inside a leg, FIRST and LAST delimit the tiles: a BD with LAST is followed by a BD
+    with FIRST, and only then. The LAST of the first tile of a recv_reduce_send (16384 bf16
+    elements, 8 tiles of trn2's 2048-element CCE cap) cleared, its next BD still FIRST, is
+    refused."""
+    out = _copy(ring_out, tmp_path)
+    assert _legs(out, 1)[4]["leaf"] == 2 and _legs(out, 1)[4]["n_tiles"] == 8
+    first, count = _dma_range(out, 1, 4)
+    bds = _bds(out, 1)[first:first + count]
+    k = next(k for k, (ln, _m, _p) in enumerate(bds) if ln & LEN_LAST)
+    assert k < count - 1 and bds[k + 1][0] & LEN_FIRST
+    _set(out, 1, "dma.bin", (first + k) * BD, "<I", bds[k][0] & ~LEN_LAST)
+    _refused(out, "rank-0001", "dma.bin", "FIRST/LAST do not delimit tiles")
+
+
+# ---------------------------------------------------------------------------- cce.bin (§6)
+def _cce(out: Path, rank: int, i: int) -> tuple[int, int, int, int]:
+    return struct.unpack_from("<IIII", _file(out, rank, "cce.bin").read_bytes(), i * BD)
+
+
+@pytest.mark.parametrize("word, bit, says", [
+    (1, 20, "reserved bits set in W1"),  # W1: op [2:0], last [7], dtypes [19:8], valid [25]
+    (2, 24, "reserved bits set in W2"),  # W2: length [23:0]
+    (3, 6, "reserved bits set in W3"),  # W3: num_sources [5:0], reduction_type [9:8]
+    (3, 7, "reserved bits set in W3"),
+])
+def test_a_reserved_cce_bit_next_to_a_field_is_refused(ring_out, tmp_path, word, bit, says):
+    """The bit just above a CCE descriptor field is reserved, 0 (FORMATS §6)."""
+    out = _copy(ring_out, tmp_path)
+    w = _cce(out, 1, 0)
+    assert w == (0x00800000, 0x020B6600, 0x1000, 0x2)  # bf16 ADD, source 0 of 2, 4096 bytes
+    _set(out, 1, "cce.bin", 4 * word, "<I", w[word] | 1 << bit)
+    _refused(out, "rank-0001", "cce.bin", "record 0", says)
+
+
+# ---------------------------------------------------------------------------- sem.bin (§7)
+def _sems(out: Path, rank: int) -> list[tuple[int, int, int]]:
+    b = _file(out, rank, "sem.bin").read_bytes()
+    return [struct.unpack_from("<IIQ", b, i) for i in range(0, len(b), BD)]
+
+
+def _sem_of(out: Path, rank: int, leg: int, ctrl: int) -> int:
+    """The sem.bin record of legs.bin record ``leg`` whose ctrl word is ``ctrl``."""
+    g = _legs(out, rank)[leg]
+    sems = _sems(out, rank)
+    return next(k for k in range(g["sem_first"], g["sem_first"] + g["sem_count"])
+                if sems[k][0] == ctrl)
+
+
+# ctrl words (FORMATS §7: subop [7:0], role [15:8], remote [16]): 0x315 +1 on the leg's own
+# dma_compl_sema (role 3), 0x10015 +1 on the successor's recv_sema (role 0, remote), 0x14 a
+# wait on its own recv_sema, 0xff14 a wait outside the channel block (role 0xFF)
+INC_COMPL, INC_NEXT_RECV, WAIT_RECV, WAIT_OTHER = 0x315, 0x10015, 0x14, 0xFF14
+
+
+def test_a_reserved_semaphore_ctrl_bit_is_refused(ring_out, tmp_path):
+    """ctrl bits [23:17] are reserved, 0: bit 17, next to remote, set is refused."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 2, INC_COMPL)
+    _set(out, 1, "sem.bin", k * BD, "<I", INC_COMPL | 1 << 17)
+    _refused(out, "rank-0001", "sem.bin", f"record {k}",
+             "reserved bits set in the semaphore BD ctrl word")
+
+
+def test_a_role_other_than_the_address_says_is_refused(ring_out, tmp_path):
+    """role is (id - 16) % 4 for ids 16..143: a wait on recv_sema (role 0) saying role 1
+    (send_sema) is refused."""
+    out = _copy(ring_out, tmp_path)
+    leg = _first_leaf(out, 1, 2)  # recv_reduce_send: waits recv_sema
+    k = _sem_of(out, 1, leg, WAIT_RECV)
+    _set(out, 1, "sem.bin", k * BD, "<I", WAIT_RECV | 1 << 8)
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "role 1 but the address is semaphore "
+             "16 (channel 0 recv_sema)")
+
+
+def test_a_role_outside_the_channel_block_is_0xff(ring_out, tmp_path):
+    """role is 0xFF for every id outside 16..143: the entry handshake's wait on entry_post
+    (9) saying role 0 is refused."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 1, WAIT_OTHER)  # legs.bin record 1: mark_complete
+    _set(out, 1, "sem.bin", k * BD, "<I", WAIT_RECV)
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "role 0 for semaphore 9, outside the "
+             "ring channel block (role 0xFF)")
+
+
+def test_a_ring_leg_on_post_sema_is_refused(ring_out, tmp_path):
+    """post_sema (role 2) is unused by RING legs: a send's own dma_compl_sema increment
+    (id 19, address ...184c: id x 4) moved to post_sema (id 18, ...1848, role 2) is refused
+    as such."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 2, INC_COMPL)
+    ctrl, value, addr = _sems(out, 1)[k]
+    assert addr & 0xFFFF == 0x184C
+    _set(out, 1, "sem.bin", k * BD, "<I", 0x215)
+    _set(out, 1, "sem.bin", k * BD + 8, "<Q", addr - 4)
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "post_sema is not used by ring legs")
+
+
+def test_a_routed_increment_without_the_remote_bit_is_refused(ring_out, tmp_path):
+    """remote (ctrl bit 16) is 1 when the address targets another core: cleared on the send's
+    increment of its successor's recv_sema, it is refused."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 2, INC_NEXT_RECV)
+    _set(out, 1, "sem.bin", k * BD, "<I", INC_NEXT_RECV & ~(1 << 16))
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "remote bit 0 but the semaphore is on "
+             "rank 2")
+
+
+def test_a_semaphore_wait_of_value_0_is_refused(ring_out, tmp_path):
+    """A wait's value is its threshold and what it subtracts: 0 (a wait that waits for
+    nothing), on the handshake's entry_post wait, is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 1, WAIT_OTHER)
+    _set(out, 1, "sem.bin", k * BD + 4, "<I", 0)
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "a semaphore BD with value 0")
+
+
+def _swap_sems(out: Path, rank: int, a: int, b: int) -> None:
+    p = _file(out, rank, "sem.bin")
+    data = bytearray(p.read_bytes())
+    data[a * BD:(a + 1) * BD], data[b * BD:(b + 1) * BD] = \
+        data[b * BD:(b + 1) * BD], data[a * BD:(a + 1) * BD]
+    p.write_bytes(bytes(data))
+
+
+def test_a_wait_after_an_increment_of_its_leg_is_refused(ring_out, tmp_path):
+    """A leg's semaphore BDs are its waits, then its increments (FORMATS §7): a
+    recv_reduce_send's wait on recv_sema moved after its first increment is refused (the
+    legs' waits all run before their increments either way, so nothing else tells)."""
+    out = _copy(ring_out, tmp_path)
+    leg = _first_leaf(out, 1, 2)
+    g = _legs(out, 1)[leg]
+    k = g["sem_first"]
+    assert _sems(out, 1)[k][0] == WAIT_RECV and _sems(out, 1)[k + 1][0] & 0xFF == 0x15
+    _swap_sems(out, 1, k, k + 1)
+    _refused(out, "rank-0001", "sem.bin", f"record {k + 1}",
+             "a wait after an increment (FORMATS §7: the wait first, then the increments)")
+
+
+def test_a_ring_wait_on_recv_sema_for_2_is_refused(ring_out, tmp_path):
+    """A ring leaf that consumes its predecessor's data waits recv_sema >= 1 (FORMATS §7):
+    >= 2 is refused as not the protocol's."""
+    out = _copy(ring_out, tmp_path)
+    leg = _first_leaf(out, 1, 2)
+    k = _sem_of(out, 1, leg, WAIT_RECV)
+    _set(out, 1, "sem.bin", k * BD + 4, "<I", 2)
+    _refused(out, "rank-0001", "sem.bin", "wait of semaphore 16 (channel 0 recv_sema) of rank 1 "
+             "by 2 is not part of the protocol")
+
+
+def test_a_ring_leg_signalling_its_own_recv_sema_is_refused(ring_out, tmp_path):
+    """A sending ring leaf increments its successor's recv_sema, routed: the send's
+    increment readdressed to its own core's recv_sema (remote bit cleared, the address of
+    the same id on its own core: its dma_compl_sema increment's, id 19, less 3 x 4) is
+    refused as not the protocol's."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 2, INC_NEXT_RECV)
+    own = _sems(out, 1)[_sem_of(out, 1, 2, INC_COMPL)][2]
+    _set(out, 1, "sem.bin", k * BD, "<I", INC_NEXT_RECV & ~(1 << 16))
+    _set(out, 1, "sem.bin", k * BD + 8, "<Q", own - 12)
+    _refused(out, "rank-0001", "sem.bin", "increment of semaphore 16 (channel 0 recv_sema) of "
+             "rank 1 by 1 is not part of the protocol")
+
+
+# ---------------------------------------------------------------------------- tpinc.bin (§2.2)
+def _tp(out: Path, rank: int) -> list[tuple[int, int, int, int]]:
+    b = _file(out, rank, "tpinc.bin").read_bytes()
+    return [struct.unpack_from("<HHHH", b, i) for i in range(0, len(b), TP)]
+
+
+def test_a_tp_inc_record_of_repeat_0_is_refused(ring_out, tmp_path):
+    """repeat (u16 at 4) is 1..65535: a record of repeat 0 in front of the first (it expands
+    to no leg, so the counts still agree; the rank manifest's counts following) is refused."""
+    import hashlib
+
+    out = _copy(ring_out, tmp_path)
+    p = _file(out, 1, "tpinc.bin")
+    data = struct.pack("<HHHH", 5, 5, 0, 0) + p.read_bytes()
+    p.write_bytes(data)
+    _rank_manifest(out, 1, lambda m: m["files"]["tpinc.bin"].update(
+        records=len(data) // TP, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    _refused(out, "rank-0001", "tpinc.bin", "record 0", "repeat 0")
+
+
+def test_a_tp_inc_file_whose_last_record_lacks_last_sync_is_refused(ring_out, tmp_path):
+    """Each (entry, channel) group ends with a record whose last_sync (flags bit 0) is set,
+    the last group too: cleared on the file's last record, it is refused."""
+    out = _copy(ring_out, tmp_path)
+    last = len(_tp(out, 1)) - 1
+    assert _tp(out, 1)[last][3] == 1
+    _set(out, 1, "tpinc.bin", last * TP + 6, "<H", 0)
+    _refused(out, "rank-0001", "tpinc.bin", f"record {last}",
+             "the last record does not have last_sync")
+
+
+def test_a_reserved_tp_inc_flag_is_refused(ring_out, tmp_path):
+    """flags bits other than 0 are 0: bit 1 set is refused."""
+    out = _copy(ring_out, tmp_path)
+    _set(out, 1, "tpinc.bin", 6, "<H", _tp(out, 1)[0][3] | 2)
+    _refused(out, "rank-0001", "tpinc.bin", "record 0", "reserved flag bits set")
+
+
+# ---------------------------------------------------------------------------- sb2sb.bin (§4)
+@pytest.mark.parametrize("offset, fmt, value, says", [
+    (3, "<B", 1, "debug fields are not 0"),  # debug_hint
+    (13, "<B", 7, "in/out dtype 0x6/0x7"),  # out_dtype FP16 on a bf16 trigger
+    (34, "<B", 1, "reserved bytes are not zero"),  # reserved1[0]
+    (32, "<B", 1, "lnc_size_fmt is not 0 (LNC1)"),
+    (33, "<B", 2, "num_active_channels 2, the entry has 1"),
+    (20 + 4, "<h", 1, "src.step_elem is not (1, 256, 0)"),  # src.step_elem[2]
+    (48 + 10 + 4, "<H", 2, "dst.num_elem [256, 64, 2]"),  # dst.num_elem[2]
+])
+def test_a_0xbf_field_off_its_value_is_refused(ring_out, tmp_path, offset, fmt, value, says):
+    """Word 0 of rank 1 (a send of 16384 bf16 elements, LNC1, one channel): one piece of
+    256 x 64 elements. debug_hint, out_dtype (= in_dtype), reserved1, lnc_size_fmt,
+    num_active_channels and the third dimension of step_elem (0) and num_elem (1)."""
+    out = _copy(ring_out, tmp_path)
+    w = _file(out, 1, "sb2sb.bin").read_bytes()[:WORD]
+    assert (w[0], w[12], w[13], w[32], w[33]) == (0xBF, 6, 6, 0, 1)
+    assert struct.unpack_from("<3h3H", w, 20) == (1, 256, 0, 256, 64, 1)
+    _set(out, 1, "sb2sb.bin", offset, fmt, value)
+    _refused(out, "rank-0001", "sb2sb.bin", "record 0", says)
+
+
+def test_a_destination_shorter_than_its_source_is_refused(ring_out, tmp_path):
+    """A tile's destination streams carry what its sources carry (FORMATS §3.1: the result
+    is written to every destination): a send's one tile, its S2M BD 2 bytes shorter than
+    its M2S BD, is refused."""
+    out = _copy(ring_out, tmp_path)
+    first, count = _dma_range(out, 1, 2)
+    bds = _bds(out, 1)[first:first + count]
+    assert count == 2 and [(m >> 4) & 1 for _ln, m, _p in bds] == [0, 1]  # M2S, S2M
+    assert bds[0][0] & 0xFFFF == bds[1][0] & 0xFFFF == 32768  # 16384 bf16 elements
+    _set(out, 1, "dma.bin", (first + 1) * BD, "<I", bds[1][0] - 2)
+    _refused(out, "rank-0001", "dma.bin", f"record {first}",
+             "destination streams of 32766..32766 bytes for sources of 32768 bytes")
+
+
+def _insert_bd(out: Path, rank: int, after: int, bd: bytes) -> None:
+    """Insert ``bd`` into dma.bin after record ``after``, in the same leg: the leg's
+    dma_count, the later legs' dma_first (FORMATS §3), the leg's M2S / S2M count in
+    tpinc.bin (§2.2: maximal runs, each (entry, channel) group closed by last_sync) and the
+    rank manifest's counts follow."""
+    import hashlib
+
+    p = _file(out, rank, "dma.bin")
+    data = p.read_bytes()
+    p.write_bytes(data[:(after + 1) * BD] + bd + data[(after + 1) * BD:])
+    lp = _file(out, rank, "legs.bin")
+    legs = bytearray(lp.read_bytes())
+    n = len(legs) // REC
+    firsts = [struct.unpack_from("<I", legs, g * REC + DMA_FIRST)[0] for g in range(n)]
+    g = max(k for k in range(n) if firsts[k] <= after and
+            struct.unpack_from("<I", legs, k * REC + DMA_COUNT)[0])
+    struct.pack_into("<I", legs, g * REC + DMA_COUNT,
+                     struct.unpack_from("<I", legs, g * REC + DMA_COUNT)[0] + 1)
+    for k in range(g + 1, n):
+        struct.pack_into("<I", legs, k * REC + DMA_FIRST, firsts[k] + 1)
+    lp.write_bytes(bytes(legs))
+    runs = []  # (m2s, s2m, last_sync) per leg
+    for m2s, s2m, rep, flags in _tp(out, rank):
+        runs += [[m2s, s2m, 0] for _ in range(rep)]
+        runs[-1][2] = flags & 1
+    runs[g][(struct.unpack_from("<I", bd, 4)[0] >> 4) & 1] += 1
+    recs: list[list[int]] = []
+    for m2s, s2m, last in runs:
+        if recs and recs[-1][:2] == [m2s, s2m] and not recs[-1][3] and recs[-1][2] < 65535:
+            recs[-1][2] += 1
+            recs[-1][3] = last
+        else:
+            recs.append([m2s, s2m, 1, last])
+    _file(out, rank, "tpinc.bin").write_bytes(b"".join(struct.pack("<HHHH", *r) for r in recs))
+
+    def recount(m):
+        for name in ("dma.bin", "legs.bin", "tpinc.bin"):
+            d = _file(out, rank, name).read_bytes()
+            size = {"dma.bin": BD, "legs.bin": REC, "tpinc.bin": TP}[name]
+            m["files"][name].update(records=len(d) // size, bytes=len(d),
+                                    sha256=hashlib.sha256(d).hexdigest())
+    _rank_manifest(out, rank, recount)
+
+
+def test_a_copy_leg_with_two_sources_is_refused(ring_out, tmp_path):
+    """A CME copy (sdma_op 2) reads one source stream: a send's M2S BD repeated as source 1
+    (meta_ctrl stream bits [12:8] = 1), the tile and the tp_inc_steps following, is refused
+    (a copy has nothing to do with a second source)."""
+    out = _copy(ring_out, tmp_path)
+    first, count = _dma_range(out, 1, 2)
+    ln, meta, ptr = _bds(out, 1)[first]
+    assert count == 2 and meta == 2 and ln & LEN_FIRST  # CME, M2S, stream 0
+    _insert_bd(out, 1, first, struct.pack("<IIQ", ln & ~LEN_FIRST, meta | 1 << 8, ptr))
+    _refused(out, "rank-0001", "legs.bin", "record 2", "a copy leg (CME) with 2 source streams")
+
+
+def test_a_source_stream_split_into_two_bds_is_accepted(ring_out, tmp_path):
+    """A stream has one BD per contiguous run (FORMATS §5), and may have more: a send's M2S
+    BD split into two of 16384 bytes (the first keeping FIRST), the counts following the
+    same way as above, is still a right output."""
+    out = _copy(ring_out, tmp_path)
+    first, _count = _dma_range(out, 1, 2)
+    ln, meta, ptr = _bds(out, 1)[first]
+    assert ln & 0xFFFF == 32768
+    _set(out, 1, "dma.bin", first * BD, "<I", (ln & ~0xFFFF) | 16384)
+    _insert_bd(out, 1, first, struct.pack("<IIQ", (ln & ~0xFFFF & ~LEN_FIRST) | 16384, meta,
+                                          ptr + 16384))
+    _accepted(out)
+
+
+def test_a_source_after_a_destination_in_a_tile_is_refused(ring_out, tmp_path):
+    """Inside a tile the M2S BDs (dir, meta_ctrl bit 4, 0) come first, by stream, then the
+    S2M BDs (dir 1): a send's one tile written as its S2M BD (now FIRST) then its M2S BD
+    (now LAST) with stream 16 (the 5-bit stream field's upper half: ordering by
+    dir x 16 + stream would put the two side by side) is refused as out of order."""
+    out = _copy(ring_out, tmp_path)
+    first, count = _dma_range(out, 1, 2)
+    (l0, m0, p0), (l1, m1, p1) = _bds(out, 1)[first:first + 2]
+    assert count == 2 and (m0, m1) == (2, 0x12) and l0 & LEN_FIRST and l1 & LEN_LAST
+    flags = LEN_FIRST | LEN_LAST
+    p = _file(out, 1, "dma.bin")
+    data = bytearray(p.read_bytes())
+    data[first * BD:(first + 2) * BD] = (struct.pack("<IIQ", (l1 & ~flags) | LEN_FIRST, m1, p1)
+                                         + struct.pack("<IIQ", (l0 & ~flags) | LEN_LAST,
+                                                       m0 | 16 << 8, p0))
+    p.write_bytes(bytes(data))
+    _refused(out, "rank-0001", "dma.bin", f"record {first + 1}", "BDs of a tile are not ordered "
+             "M2S sources 0, 1, ... then S2M destinations 0, 1, ...")
+
+
+def _rewrite_leg(out: Path, rank: int, leg: int, bds: list[bytes], cces: list[bytes],
+                 n_tiles: int) -> None:
+    """Give legs.bin record ``leg`` these BDs, CCE descriptors and n_tiles: the legs'
+    dma / cce ranges (FORMATS §3), the leg's tp_inc_steps counts (§2.2) and the rank
+    manifest's counts follow."""
+    import hashlib
+
+    lp = _file(out, rank, "legs.bin")
+    legs = bytearray(lp.read_bytes())
+    for name, at, new in (("dma.bin", DMA_FIRST, bds), ("cce.bin", 32, cces)):
+        first, count = struct.unpack_from("<II", legs, leg * REC + at)
+        p = _file(out, rank, name)
+        data = p.read_bytes()
+        p.write_bytes(data[:first * BD] + b"".join(new) + data[(first + count) * BD:])
+        struct.pack_into("<I", legs, leg * REC + at + 4, len(new))
+        for k in range(leg + 1, len(legs) // REC):
+            f = struct.unpack_from("<I", legs, k * REC + at)[0]
+            struct.pack_into("<I", legs, k * REC + at, f + len(new) - count)
+    struct.pack_into("<H", legs, leg * REC + N_TILES, n_tiles)
+    lp.write_bytes(bytes(legs))
+    runs = []
+    for m2s, s2m, rep, flags in _tp(out, rank):
+        runs += [[m2s, s2m, 0] for _ in range(rep)]
+        runs[-1][2] = flags & 1
+    runs[leg][:2] = [sum(1 for b in bds if not struct.unpack_from("<I", b, 4)[0] & 0x10),
+                     sum(1 for b in bds if struct.unpack_from("<I", b, 4)[0] & 0x10)]
+    recs: list[list[int]] = []
+    for m2s, s2m, last in runs:
+        if recs and recs[-1][:2] == [m2s, s2m] and not recs[-1][3] and recs[-1][2] < 65535:
+            recs[-1][2] += 1
+            recs[-1][3] = last
+        else:
+            recs.append([m2s, s2m, 1, last])
+    _file(out, rank, "tpinc.bin").write_bytes(b"".join(struct.pack("<HHHH", *r) for r in recs))
+
+    def recount(m):
+        for name, size in (("dma.bin", BD), ("cce.bin", BD), ("legs.bin", REC), ("tpinc.bin", TP)):
+            d = _file(out, rank, name).read_bytes()
+            m["files"][name].update(records=len(d) // size, bytes=len(d),
+                                    sha256=hashlib.sha256(d).hexdigest())
+    _rank_manifest(out, rank, recount)
+
+
+@pytest.fixture(scope="module")
+def mesh2050(tmp_path_factory) -> Path:
+    """A MESH all-reduce of 2050 bf16 over 2 ranks on trn2: rank 1's mesh_reduce (legs.bin
+    record 5) reduces 1025 elements in two tiles, 1024 (2048 bytes: tiles are 32-byte
+    aligned) and 1."""
+    import meshcase
+
+    out = tmp_path_factory.mktemp("m2050") / "o"
+    meshcase.lower(meshcase.spec([[0, 1]], [("all_reduce", "bf16", "add", 2050)]), out,
+                   algo="mesh")
+    return out
+
+
+@pytest.fixture(scope="module")
+def one_tile_1025(mesh2050, tmp_path_factory) -> Path:
+    """mesh2050 with rank 1's two reduce tiles merged into one tile of 1025 elements, 2050
+    bytes (under trn2's 2048-element CCE cap, so a right output): each stream one BD,
+    W2 = 0x802."""
+    out = _copy(mesh2050, tmp_path_factory.mktemp("cap"))
+    g = _legs(out, 1)[5]
+    assert (g["leaf"], g["num_elements"], g["n_tiles"]) == (17, 1025, 2)
+    first, count = _dma_range(out, 1, 5)
+    bds = _bds(out, 1)[first:first + count]
+    assert count == 6 and [b[0] & 0xFFFF for b in bds] == [0x800] * 3 + [2] * 3
+    flags = LEN_FIRST | LEN_LAST
+    merged = [struct.pack("<IIQ", (ln & ~0xFFFF & ~flags) | 0x802 | f, meta, ptr)
+              for (ln, meta, ptr), f in zip(bds[:3], (LEN_FIRST, 0, LEN_LAST))]
+    cces = [struct.pack("<IIII", w0, w1, 0x802, w3) for w0, w1, _w2, w3 in
+            (_cce(out, 1, 0), _cce(out, 1, 1))]
+    want = [(0x00800000, 0x020B6600), (0x01800000, 0x020B6680)]  # bf16 ADD, sources 0 and 1
+    assert [struct.unpack("<IIII", c)[:2] for c in cces] == want
+    _rewrite_leg(out, 1, 5, merged, cces, 1)
+    return out
+
+
+def test_a_tile_of_1025_elements_is_right_on_trn2(one_tile_1025):
+    _accepted(one_tile_1025)
+
+
+def test_a_tile_of_1025_elements_is_one_past_trn1s_cce_cap(one_tile_1025, tmp_path):
+    """The same output said to be lowered for trn1 (hw_generation 2, cce_max_elements 1024,
+    FORMATS §6): its W2 of 1025 elements is refused; rank 0's tiles of 1024 are not."""
+    out = _copy(one_tile_1025, tmp_path)
+    p = out / "manifest.json"
+    man = json.loads(p.read_text())
+    man["topology"].update(platform="trn1", hw_generation=2, cce_max_elements=1024)
+    p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    _refused(out, "rank-0001", "cce.bin", "record 0", "W2 length 2050 bytes = 1025 elements of "
+             "2 bytes, more than the 1024 elements per CCE descriptor of platform trn1")
+
+
+def test_a_ring_leg_reading_its_successors_input_is_refused(ring_out, tmp_path):
+    """Ring legs read their own core: a send's M2S BD readdressed to the same bytes of rank
+    2 (logical core 2 of the same device: + (2 - 1) << 36, FORMATS §10) is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    first, _count = _dma_range(out, 1, 2)
+    ln, meta, ptr = _bds(out, 1)[first]
+    assert meta == 2 and ptr >> 36 == 1  # M2S of rank 1 (logical core 1)
+    _set(out, 1, "dma.bin", first * BD + 8, "<Q", ptr + (1 << 36))
+    _refused(out, "rank-0001", "dma.bin", "a send leg reads rank 2 (ring legs read their own "
+             "core)")
+
+
+@pytest.mark.parametrize("name, offset, fmt, says", [
+    ("legs.bin", 46, "<H", "reserved u16 at offset 46 is not zero"),
+    ("spad.bin", 3, "<B", "reserved byte 3 is not zero"),
+])
+def test_a_reserved_field_of_1_is_refused(ring_out, tmp_path, name, offset, fmt, says):
+    out = _copy(ring_out, tmp_path)
+    _set(out, 1, name, offset, fmt, 1)
+    _refused(out, "rank-0001", name, "record 0", says)
+
+
+def test_a_leg_of_three_waits_is_refused(mesh_out, tmp_path):
+    """A leg waits on at most two semaphores (FORMATS §3.1, §7): rank 1's first
+    mark_complete (its dma_compl_sema increment, then three entry_post posts to its peers)
+    rewritten as three waits on its own entry_post (9, the DEC-window address of its
+    handshake's wait) then the increment is refused as such."""
+    out = _copy(mesh_out, tmp_path)
+    g = _legs(out, 1)[0]
+    k = g["sem_first"]
+    sems = _sems(out, 1)
+    assert g["leaf"] == 22 and g["sem_count"] == 4
+    assert [c for c, _v, _a in sems[k:k + 4]] == [INC_COMPL] + [0x1FF15] * 3
+    wait9 = next(a for c, _v, a in sems if c == WAIT_OTHER)
+    p = _file(out, 1, "sem.bin")
+    data = bytearray(p.read_bytes())
+    data[k * BD:(k + 4) * BD] = (struct.pack("<IIQ", WAIT_OTHER, 1, wait9) * 3
+                                 + struct.pack("<IIQ", *sems[k]))
+    p.write_bytes(bytes(data))
+    _refused(out, "rank-0001", "legs.bin", "record 0", "mark_complete leg waits on 3 "
+             "semaphores (at most two)")
+
+
+def test_entry_go_raised_by_fewer_than_the_other_channels_is_refused(tmp_path):
+    """entry_go (8) is raised by (the entry's channels - 1) (FORMATS §3.4): the hybrid ring
+    (16 ranks at LNC 2, one per device at core 1) runs on 4 channels, forced
+    (docs/SELECTION.md "Channels"), so its first channel's increment is 3; 2 is refused (a
+    count the run alone would see only as a channel left waiting)."""
+    from test_simulate import coll_spec, lower_spec
+
+    out = lower_spec(coll_spec("all_reduce", "bf16", list(range(1, 64, 4)), 4096, lnc=2),
+                     tmp_path / "o")
+    assert json.loads(_file(out, 1, "manifest.json").read_text())["entries"][0]["channels"] \
+        == [0, 1, 2, 3]
+    go = [k for k, (c, v, _a) in enumerate(_sems(out, 1)) if c == 0xFF15 and v == 3]
+    assert len(go) == 1
+    _set(out, 1, "sem.bin", go[0] * BD + 4, "<I", 2)
+    _refused(out, "rank-0001", "sem.bin", f"record {go[0]}", "increment of semaphore 8 by 2: the "
+             "entry has 4 channels, so it releases 3")
+
+
+def test_a_reduce_tile_of_a_half_element_is_refused(mesh2050, tmp_path):
+    """A CCE source stream is a whole number of in_dtype elements: mesh2050's reduce tiles
+    of 2048 + 2 bytes re-cut as 2047 + 3 (every stream's BDs and each W2 following, so
+    lengths still agree) are refused as such."""
+    out = _copy(mesh2050, tmp_path)
+    first, count = _dma_range(out, 1, 5)
+    bds = _bds(out, 1)[first:first + count]
+    assert [b[0] & 0xFFFF for b in bds] == [0x800] * 3 + [2] * 3
+    cut = [struct.pack("<IIQ", (ln & ~0xFFFF) | n, meta, ptr + shift)
+           for (ln, meta, ptr), n, shift in zip(bds, [0x7FF] * 3 + [3] * 3, [0] * 3 + [-1] * 3)]
+    cces = [struct.pack("<IIII", w0, w1, n, w3) for (w0, w1, _w2, w3), n in
+            zip((_cce(out, 1, k) for k in range(4)), (0x7FF, 0x7FF, 3, 3))]
+    _rewrite_leg(out, 1, 5, cut, cces, 2)
+    _refused(out, "rank-0001", "cce.bin", "record 0", "a source stream is not a whole number "
+             "of in_dtype elements")
+
+
+def test_mark_end_waiting_for_one_leg_fewer_is_refused(ring_out, tmp_path):
+    """mark_end waits dma_compl_sema >= the number of other legs of its channel in the entry
+    (FORMATS §7): entry 0 of rank 1 has 18 legs before its mark_end; a wait for 17 is
+    refused as such."""
+    out = _copy(ring_out, tmp_path)
+    legs = _legs(out, 1)
+    i = _first_leaf(out, 1, 15)
+    assert i == 18 and all(g["spad_index"] == 0 for g in legs[:19])
+    k = _sem_of(out, 1, i, 0x314)  # its wait on its own dma_compl_sema (role 3)
+    assert _sems(out, 1)[k][1] == 18
+    _set(out, 1, "sem.bin", k * BD + 4, "<I", 17)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "mark_end waits dma_compl_sema >= 17, "
+             "the channel has 18 other legs")
+
+
+def _reorder_legs(out: Path, rank: int, order: list[int]) -> None:
+    """Put rank ``rank``'s legs.bin records in ``order`` (a permutation inside one entry
+    and channel), each with its records of dma.bin, cce.bin, sem.bin and sb2sb.bin: the
+    steps and the *_first ranges (FORMATS §3) and tpinc.bin (§2.2) follow; no count
+    changes but tpinc.bin's in the rank manifest."""
+    import hashlib
+
+    lp = _file(out, rank, "legs.bin")
+    legs = lp.read_bytes()
+    recs = [bytearray(legs[i * REC:(i + 1) * REC]) for i in order]
+    tp = []
+    for m2s, s2m, rep, flags in _tp(out, rank):
+        tp += [[m2s, s2m, 0] for _ in range(rep)]
+        tp[-1][2] = flags & 1
+    for name, at, cfmt, size in (("dma.bin", DMA_FIRST, "<I", BD), ("cce.bin", 32, "<I", BD),
+                                 ("sem.bin", SEM_FIRST, "<H", BD), ("sb2sb.bin", 16, "<H", WORD)):
+        data = _file(out, rank, name).read_bytes()
+        new, pos = b"", 0
+        for r in recs:
+            first = struct.unpack_from("<I", r, at)[0]
+            count = struct.unpack_from(cfmt, r, at + 4)[0]
+            new += data[first * size:(first + count) * size]
+            struct.pack_into("<I", r, at, pos)
+            pos += count
+        _file(out, rank, name).write_bytes(new)
+    for k, r in enumerate(recs):
+        if k and struct.unpack_from("<HB", r, SPAD_INDEX) == struct.unpack_from(
+                "<HB", recs[k - 1], SPAD_INDEX):
+            struct.pack_into("<I", r, STEP, struct.unpack_from("<I", recs[k - 1], STEP)[0] + 1)
+        else:
+            struct.pack_into("<I", r, STEP, 0)
+    lp.write_bytes(b"".join(recs))
+    counts = [tp[i][:2] for i in order]
+    last = [t[2] for t in tp]
+    out_recs: list[list[int]] = []
+    for (m2s, s2m), ls in zip(counts, last):
+        if out_recs and out_recs[-1][:2] == [m2s, s2m] and not out_recs[-1][3] \
+                and out_recs[-1][2] < 65535:
+            out_recs[-1][2] += 1
+            out_recs[-1][3] = ls
+        else:
+            out_recs.append([m2s, s2m, 1, ls])
+    data = b"".join(struct.pack("<HHHH", *r) for r in out_recs)
+    _file(out, rank, "tpinc.bin").write_bytes(data)
+    _rank_manifest(out, rank, lambda m: m["files"]["tpinc.bin"].update(
+        records=len(data) // TP, bytes=len(data), sha256=hashlib.sha256(data).hexdigest()))
+
+
+def test_a_mark_complete_after_another_leaf_is_refused(ring_out, tmp_path):
+    """mark_complete legs open their channel program (FORMATS §3.4): rank 1's second
+    mark_complete (legs.bin record 1) moved after the send that follows it (record 2), each
+    with its semaphore BDs, steps and tp_inc_steps following, is refused as such."""
+    out = _copy(ring_out, tmp_path)
+    assert [g["leaf"] for g in _legs(out, 1)[:3]] == [22, 22, 1]
+    n = len(_legs(out, 1))
+    _reorder_legs(out, 1, [0, 2, 1] + list(range(3, n)))
+    assert [g["leaf"] for g in _legs(out, 1)[:3]] == [22, 1, 22]
+    _refused(out, "rank-0001", "legs.bin", "record 2", "mark_complete after a leg of another "
+             "leaf: the entry handshake opens its channel program")
+
+
+def test_legs_reordered_in_place_are_still_right(ring_out, tmp_path):
+    """_reorder_legs with the identity order and with the two mark_complete legs of entry 0
+    swapped (both open the channel program; each keeps its own semaphore BDs) leaves a right
+    output: the helper the test above uses moves nothing else."""
+    out = _copy(ring_out, tmp_path)
+    n = len(_legs(out, 1))
+    _reorder_legs(out, 1, list(range(n)))
+    for name in ("legs.bin", "dma.bin", "sem.bin", "tpinc.bin", "sb2sb.bin", "cce.bin"):
+        assert _file(out, 1, name).read_bytes() == _file(ring_out, 1, name).read_bytes(), name
+    _reorder_legs(out, 1, [1, 0] + list(range(2, n)))
+    _accepted(out)
+
+
+# ------------------------------------------------------- 0xBF start_addr of mesh views (§4)
+DST_START = 48
+
+
+def test_a_mesh_view_starting_before_its_region_is_refused(mesh_out, tmp_path):
+    """A mesh_send's dst.start_addr in a peer's channel-buffer slot is the element's offset
+    from the slot's first element (FORMATS §4): rank 1's send of block 3 (elements 98304..,
+    sb2sb.bin word 2, start_addr 0) said to be measured from element 0 (start_addr
+    98304 x 2, an origin every trigger allows) puts the view's first byte 192 KiB before
+    the slot, before the scratch region: refused as such."""
+    out = _copy(mesh_out, tmp_path)
+    g = _legs(out, 1)[6]
+    assert (g["leaf"], g["elem_start"]) == (16, 98304)
+    assert _get(out, 1, "sb2sb.bin", 2 * WORD + DST_START, "<I") == 0
+    _set(out, 1, "sb2sb.bin", 2 * WORD + DST_START, "<I", 98304 * 2)
+    _refused(out, "rank-0001", "sb2sb.bin", "record 2", "dst.start_addr 0x30000 of the piece at "
+             "element 98304", "its view would start before the region")
+
+
+def test_a_mesh_view_starting_at_a_negative_element_is_refused(mesh_out, tmp_path):
+    """A view starts at an element of the op, never before element 0, even when the
+    manifest's mesh blocks (FORMATS §1.1, which the simulator takes the allowed view
+    origins from) name one: a block [-16, 0] added and rank 1's send of block 0 (word 0,
+    start_addr 0) given start_addr 32, a view starting 16 bf16 elements before element 0
+    (and still inside scratch), is refused."""
+    out = _copy(mesh_out, tmp_path)
+    g = _legs(out, 1)[4]
+    assert (g["leaf"], g["elem_start"]) == (16, 0)
+    p = out / "manifest.json"
+    man = json.loads(p.read_text())
+    man["triggers"][0]["mesh"]["blocks"].append([-16, 0])
+    p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    _set(out, 1, "sb2sb.bin", 0 * WORD + DST_START, "<I", 32)
+    _refused(out, "rank-0001", "sb2sb.bin", "record 0",
+             "its view would start at element -16, not the start of a block of the trigger")
