@@ -287,3 +287,13 @@ def test_lone_surrogate_tells_a_key_from_a_value(doc, found):
     docs/TOPOLOGY.md names the key path of the value, of the object for a key, and the
     reader's message says "a key" for a key (topology/model._check_text)."""
     assert jsonin.lone_surrogate(doc) == found
+
+
+def test_without_exact_floats_a_number_is_a_plain_float():
+    """Only ``exact_floats`` keeps a number's text (jsonin's docstring): otherwise a JSON
+    number with a fraction or an exponent is a float as ``json.loads`` gives it, equal to the
+    int of the same value."""
+    for kw in ({}, {"strict_objects": False}):
+        doc = jsonin.loads('[2.0, 1e0, 1.50000000000000001]', **kw)
+        assert [type(v) for v in doc] == [float, float, float]
+        assert doc == [2, 1, 1.5] == json.loads('[2.0, 1e0, 1.50000000000000001]')
