@@ -1080,3 +1080,79 @@ def test_a_mesh_view_starting_at_a_negative_element_is_refused(mesh_out, tmp_pat
     _set(out, 1, "sb2sb.bin", 0 * WORD + DST_START, "<I", 32)
     _refused(out, "rank-0001", "sb2sb.bin", "record 0",
              "its view would start at element -16, not the start of a block of the trigger")
+
+
+# ------------------------------------------------ a ring's consumed elements (SIMULATOR.md §3)
+
+#: leaves that wait for the ring predecessor's data, and leaves that signal the successor
+#: (FORMATS.md §3.1: recv_* and direct_recv* consume; send, recv_reduce_send,
+#: recv_reduce_copy_send, direct_copy_send, direct_recv_send send)
+CONSUMING_LEAVES, SENDING_LEAVES = {2, 3, 4, 6, 7}, {1, 2, 4, 5, 6}
+
+
+def _predecessor(out: Path, trigger: int, channel: int, rank: int) -> int:
+    """The rank before ``rank`` in the trigger's ring order of ``channel`` (the top manifest)."""
+    top = json.loads((out / "manifest.json").read_text())
+    t = next(t for t in top["triggers"] if t["trigger"] == trigger)
+    order = next(c["order"] for c in t["channels"] if c["channel"] == channel)
+    return order[order.index(rank) - 1]
+
+
+def _sent_by_predecessor(out: Path, rank: int, i: int) -> tuple[int, int, int]:
+    """(predecessor, elem_start, num_elements) of the predecessor's sending leg that leg ``i``
+    of ``rank`` consumes: its k-th sending leg of the same entry and channel when leg ``i`` is
+    the k-th consuming one."""
+    legs = _legs(out, rank)
+    g = legs[i]
+    same = [j for j, h in enumerate(legs) if (h["spad_index"], h["channel"])
+            == (g["spad_index"], g["channel"]) and h["leaf"] in CONSUMING_LEAVES]
+    k = same.index(i)
+    p = _predecessor(out, 0, g["channel"], rank)
+    sent = [h for h in _legs(out, p) if (h["spad_index"], h["channel"])
+            == (g["spad_index"], g["channel"]) and h["leaf"] in SENDING_LEAVES]
+    return p, sent[k]["elem_start"], sent[k]["num_elements"]
+
+
+@pytest.mark.parametrize("which", ["ring", "scr"])
+def test_a_direct_recv_consumes_what_its_predecessor_sent(ring_out, scr_out, tmp_path, which):
+    """A ``direct_recv`` moves no data; its num_elements is what it consumes (FORMATS §3):
+    the elements of the ring predecessor's matching send.  One element fewer (still inside
+    its half-chunk and the element space) is refused, naming both ranges."""
+    out = _copy(ring_out if which == "ring" else scr_out, tmp_path)
+    i = _direct_recv(out, 1)
+    g = _legs(out, 1)[i]
+    p, a, n = _sent_by_predecessor(out, 1, i)
+    assert (g["elem_start"], g["num_elements"]) == (a, n) and n > 1  # the untouched output
+    _set(out, 1, "legs.bin", i * REC + NUM_ELEMENTS, "<I", n - 1)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "num_elements",
+             f"takes elements [{a}, {a + n - 1})", f"ring predecessor, rank {p}",
+             f"sent [{a}, {a + n})")
+
+
+def test_a_single_cycle_direct_recv_counting_the_whole_space_is_refused(scr_out, tmp_path):
+    """The seeds' example of a count only the pairing tells wrong: a SINGLE_CYCLE_RING
+    ``direct_recv`` from element 0 counting all 131072 elements of trigger 0 (inside the
+    element space) where its predecessor sent one chunk."""
+    out = _copy(scr_out, tmp_path)
+    i = _direct_recv(out, 1)
+    p, a, n = _sent_by_predecessor(out, 1, i)
+    assert n < T0_ELEMENTS
+    _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", 0)
+    _set(out, 1, "legs.bin", i * REC + NUM_ELEMENTS, "<I", T0_ELEMENTS)
+    # the field named: elem_start when the starts differ, else num_elements
+    _refused(out, "rank-0001", "legs.bin", f"record {i}",
+             "field elem_start" if a else "field num_elements",
+             f"takes elements [0, {T0_ELEMENTS})", f"sent [{a}, {a + n})")
+
+
+def test_a_direct_recv_starting_one_element_late_is_refused(scr_out, tmp_path):
+    """The same check on the first element alone: a SINGLE_CYCLE_RING ``direct_recv`` of the
+    predecessor's count starting one element late, [a + 1, a + n + 1), inside the element
+    space (a SINGLE_CYCLE_RING leg has no half-chunk rule), is refused, naming elem_start."""
+    out = _copy(scr_out, tmp_path)
+    i = _direct_recv(out, 1)
+    p, a, n = _sent_by_predecessor(out, 1, i)
+    assert a + n + 1 <= T0_ELEMENTS
+    _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", a + 1)
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "field elem_start",
+             f"takes elements [{a + 1}, {a + n + 1})", f"rank {p}", f"sent [{a}, {a + n})")

@@ -26,7 +26,7 @@ from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.program import (
-    CCE_OPS, LEAF_NAMES, Entry, Leg, RankProgram, decode_rank, sem_name,
+    CCE_OPS, LEAF_NAMES, Entry, Leg, RankProgram, check_ring_pairing, decode_rank, sem_name,
 )
 from nrtrewrite.simulate.result import (
     ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
@@ -206,6 +206,10 @@ class Simulator:
             if exc.where.rank is not None and exc.where.file is None:
                 exc.at(file=str(self.out / rank_dir_name(exc.where.rank)))
             raise
+        try:
+            check_ring_pairing(self.programs)
+        except SimulationError as exc:
+            raise exc.at(file=str(self.out / rank_dir_name(exc.where.rank))) from None
         self.files = {}  # the decoded programs hold everything the run needs
 
     def _subgraph_index(self) -> dict[str, int] | None:

@@ -1320,7 +1320,8 @@ class RankDecoder:
             l_sem_first=L["sem_first"].astype(np.int64), l_sem_count=L["sem_count"].astype(np.int64),
             l_run_first=self.run_first, l_run_count=self.run_count, l_cce=cce, l_seq=seq,
             l_channel=self.ch, l_proxy_sends=self.l_proxy_sends, s_wait=subop == WAIT,
-            s_rank=trank, s_sid=sid, s_val=val, runs=self.runs)
+            s_rank=trank, s_sid=sid, s_val=val, runs=self.runs,
+            l_elem=L["elem_start"].astype(np.int64), l_num=L["num_elements"].astype(np.int64))
         if seq.any():
             prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
                                self.bd_rank, self.bd_reg, self.bd_soff, self.bd_len)
@@ -1372,6 +1373,8 @@ class RankProgram:
     s_sid: np.ndarray
     s_val: np.ndarray
     runs: dict
+    l_elem: np.ndarray  # elem_start of each leg
+    l_num: np.ndarray  # num_elements of each leg
     bds_arrays: tuple | None = None
 
     def waits_of(self, first: int, count: int) -> list[tuple[int, int]]:
@@ -1452,3 +1455,54 @@ class RankProgram:
 
 def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:
     return RankDecoder(layout, triggers, rf).decode()
+
+
+#: The entries whose consuming legs take exactly what their ring predecessor sent (RING and
+#: SINGLE_CYCLE_RING, flat or a HIER leg; a KANGARING unit's legs pair otherwise)
+PAIRED_RINGS = frozenset({"RING", "SINGLE_CYCLE_RING"})
+
+
+def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
+    """docs/SIMULATOR.md §3: on a RING or SINGLE_CYCLE_RING channel the k-th leg of a rank
+    that consumes its predecessor's data (CONSUMING, ``direct_recv`` included) takes the
+    elements of the predecessor's k-th sending leg (SENDING) of the same trigger, leg and
+    channel: the same ``elem_start`` and ``num_elements``.  A leg that moves data is also
+    checked by the run's numbers; a ``direct_recv`` has no data, only this count (FORMATS.md
+    §3).  Counts that differ are left to the run (a wait nobody answers, a signal left over)."""
+    cons_of, sent_of, pred_of = {}, {}, {}
+    for r, prog in programs.items():
+        for ent in prog.entries:
+            leg = ent.leg if ent.trigger.legs else None
+            if ent.trigger.entry_algorithm(leg) not in PAIRED_RINGS:
+                continue
+            for c, (first, count) in ent.queues.items():
+                idx = first + np.arange(count, dtype=np.int64)
+                lf = prog.l_leaf[idx]
+                key = (ent.trigger.ordinal, ent.leg, c)
+                cons_of[key + (r,)] = idx[np.isin(lf, list(CONSUMING))]
+                sent_of[key + (r,)] = idx[np.isin(lf, list(SENDING))]
+                s_ = ent.trigger.successor(c, r, leg)
+                if s_ is not None and s_ != r:
+                    pred_of[key + (s_,)] = r
+    for k in sorted(cons_of):
+        p = pred_of.get(k)
+        cons = cons_of[k]
+        if p is None or not cons.size or k[:3] + (p,) not in sent_of:
+            continue
+        sent = sent_of[k[:3] + (p,)]
+        m = min(cons.size, sent.size)
+        me, pp = programs[k[3]], programs[p]
+        ce, cn = me.l_elem[cons[:m]], me.l_num[cons[:m]]
+        se, sn = pp.l_elem[sent[:m]], pp.l_num[sent[:m]]
+        i = _first((ce != se) | (cn != sn))
+        if i is None:
+            continue
+        g, j = int(cons[i]), int(sent[i])
+        raise SimulationError(
+            f"consuming leg {i + 1} of channel {k[2]} "
+            f"({LEAF_NAMES.get(int(me.l_leaf[g]), me.l_leaf[g])}) takes elements "
+            f"[{ce[i]}, {ce[i] + cn[i]}), but sending leg {i + 1} of its ring predecessor, "
+            f"rank {p} (its legs.bin record {j}, "
+            f"{LEAF_NAMES.get(int(pp.l_leaf[j]), pp.l_leaf[j])}), sent [{se[i]}, {se[i] + sn[i]})",
+            **_where(k[3], "legs.bin", g, "elem_start" if ce[i] != se[i] else "num_elements",
+                     trigger=k[0]))
