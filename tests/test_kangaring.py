@@ -244,10 +244,11 @@ def test_direct_fetch_send_contract_at_its_edges():
                           peers=[RMTV, RMTV2], peer_bufs=PEER_BUFS[:1], reduce=True,
                           is_next_net=False)
     # without send_to_peers the peers take no part: the own source only, even for a reduce
-    # (seed 003 §4: the tuple vector is built only under send_to_peers)
+    # (seed 003 §4: the tuple vector is built only under send_to_peers), and it is a copy
+    # ("else if !skip_data_transfer: encd_dma_copy(dst, src, size)")
     f = direct_fetch_send(FetchFlags(), src=SELF, dst=NEXT, peers=[RMTV],
                           peer_bufs=PEER_BUFS[:1], reduce=True, is_next_net=False)
-    assert f.sources == (SELF,) and f.dests == (NEXT,)
+    assert f.sources == (SELF,) and f.dests == (NEXT,) and not f.reduce
     # a sync-only step moves no data, so it stages nothing in the gateway: no write_to_gw
     # needed toward a network next hop
     sync = direct_fetch_send(FetchFlags(skip_data_transfer=True), src=SELF, dst=NEXT, peers=[],

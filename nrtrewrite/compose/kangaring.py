@@ -184,8 +184,10 @@ def direct_fetch_send(flags: FetchFlags, *, src: AddrNeigh | None, dst: AddrNeig
         if flags.reverse_self_and_peer and len(tuples) > 1:
             tuples[0], tuples[1] = tuples[1], tuples[0]
         return Fetch(tuple(tuples), (dst,) if dst is not None else (), True)
+    # otherwise a copy (seed 003 §4: "else if !skip_data_transfer: encd_dma_copy(dst, src)"),
+    # to the peers' buffers too when send_to_peers (the all-gather duplication)
     dests = ([dst] if dst is not None else []) + (list(peer_bufs) if flags.send_to_peers else [])
-    return Fetch((src,) if src is not None else (), tuple(dests), reduce)
+    return Fetch((src,) if src is not None else (), tuple(dests), False)
 
 
 # ---------------------------------------------------------------------------
