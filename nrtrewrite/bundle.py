@@ -756,7 +756,7 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
         if parent.exists():
             raise OutputError(f"the output's parent {parent} is not a folder")
         raise OutputError(f"the output's parent folder {parent} does not exist")
-    rank_list = sorted(plan.world if ranks is None else ranks)
+    rank_list = sorted(set(plan.world if ranks is None else ranks))  # a rank named twice: once
     for r in rank_list:
         if r not in plan.world:
             raise world_refusal(plan.world, r, plan.model.path)

@@ -111,6 +111,20 @@ def test_the_order_of_the_ranks_asked_for_changes_no_byte(tmp_path):
     assert json.loads((a / "manifest.json").read_text())["ranks"] == [1, 3]
 
 
+def test_a_rank_named_twice_through_the_api_is_lowered_once(tmp_path):
+    """``write_output(ranks=[3, 1, 3])`` is ranks 1 and 3, as the CLI's ``--rank`` list is
+    (it raised "File exists" making rank 3's folder a second time): the same bytes as
+    ``ranks=[1, 3]``."""
+    plan = plan_lowering(read_model(FIX / "mix8.neff"), LowerOptions())
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_output(plan, a, ranks=[3, 1, 3], workers=1)
+    write_output(plan, b, ranks=[1, 3], workers=1)
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    assert json.loads((a / "manifest.json").read_text())["ranks"] == [1, 3]
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_every_file_and_folder_is_fsynced_before_the_rename(tmp_path, monkeypatch, workers):
     """Whatever fsyncs it (the rank files on the syncer's thread, the NEFF and the manifest
