@@ -201,9 +201,9 @@ def test_topology_size_limits(tmp_path):
 
 
 def test_topology_limits_at_their_edges():
-    """RELIABILITY.md §2: 64 devices per node, 16 cores and 64 C2C ports per device and 2^20 ranks are
-    accepted, one more refused with the documented message (the ninth mutation round: each
-    bound moved by one went unseen)."""
+    """RELIABILITY.md §2: 64 devices per node, 16 cores and 64 C2C ports per device and 2^20
+    ranks are accepted, one more refused with the documented message (the ninth mutation
+    round: each bound moved by one went unseen)."""
     from nrtrewrite.topology.model import _preset, check_topology_size, platform_from_json
 
     assert platform_from_json({"torus": [8, 8]}).devices_per_node == 64
