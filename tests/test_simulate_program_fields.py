@@ -694,6 +694,28 @@ def test_a_destination_shorter_than_its_source_is_refused(ring_out, tmp_path):
              "destination streams of 32766..32766 bytes for sources of 32768 bytes")
 
 
+def _tpinc_runs(out: Path, rank: int) -> list[list[int]]:
+    """tpinc.bin expanded to one [m2s, s2m, last_sync] per leg (FORMATS §2.2)."""
+    runs = []
+    for m2s, s2m, rep, flags in _tp(out, rank):
+        runs += [[m2s, s2m, 0] for _ in range(rep)]
+        runs[-1][2] = flags & 1
+    return runs
+
+
+def _write_tpinc(out: Path, rank: int, runs: list[list[int]]) -> None:
+    """tpinc.bin from per-leg [m2s, s2m, last_sync]: maximal runs of equal counts (at most
+    65535), each (entry, channel) group closed by its last_sync record (FORMATS §2.2)."""
+    recs: list[list[int]] = []
+    for m2s, s2m, last in runs:
+        if recs and recs[-1][:2] == [m2s, s2m] and not recs[-1][3] and recs[-1][2] < 65535:
+            recs[-1][2] += 1
+            recs[-1][3] = last
+        else:
+            recs.append([m2s, s2m, 1, last])
+    _file(out, rank, "tpinc.bin").write_bytes(b"".join(struct.pack("<HHHH", *r) for r in recs))
+
+
 def _insert_bd(out: Path, rank: int, after: int, bd: bytes) -> None:
     """Insert ``bd`` into dma.bin after record ``after``, in the same leg: the leg's
     dma_count, the later legs' dma_first (FORMATS §3), the leg's M2S / S2M count in
@@ -715,19 +737,9 @@ def _insert_bd(out: Path, rank: int, after: int, bd: bytes) -> None:
     for k in range(g + 1, n):
         struct.pack_into("<I", legs, k * REC + DMA_FIRST, firsts[k] + 1)
     lp.write_bytes(bytes(legs))
-    runs = []  # (m2s, s2m, last_sync) per leg
-    for m2s, s2m, rep, flags in _tp(out, rank):
-        runs += [[m2s, s2m, 0] for _ in range(rep)]
-        runs[-1][2] = flags & 1
+    runs = _tpinc_runs(out, rank)
     runs[g][(struct.unpack_from("<I", bd, 4)[0] >> 4) & 1] += 1
-    recs: list[list[int]] = []
-    for m2s, s2m, last in runs:
-        if recs and recs[-1][:2] == [m2s, s2m] and not recs[-1][3] and recs[-1][2] < 65535:
-            recs[-1][2] += 1
-            recs[-1][3] = last
-        else:
-            recs.append([m2s, s2m, 1, last])
-    _file(out, rank, "tpinc.bin").write_bytes(b"".join(struct.pack("<HHHH", *r) for r in recs))
+    _write_tpinc(out, rank, runs)
 
     def recount(m):
         for name in ("dma.bin", "legs.bin", "tpinc.bin"):
@@ -804,20 +816,10 @@ def _rewrite_leg(out: Path, rank: int, leg: int, bds: list[bytes], cces: list[by
             struct.pack_into("<I", legs, k * REC + at, f + len(new) - count)
     struct.pack_into("<H", legs, leg * REC + N_TILES, n_tiles)
     lp.write_bytes(bytes(legs))
-    runs = []
-    for m2s, s2m, rep, flags in _tp(out, rank):
-        runs += [[m2s, s2m, 0] for _ in range(rep)]
-        runs[-1][2] = flags & 1
+    runs = _tpinc_runs(out, rank)
     runs[leg][:2] = [sum(1 for b in bds if not struct.unpack_from("<I", b, 4)[0] & 0x10),
                      sum(1 for b in bds if struct.unpack_from("<I", b, 4)[0] & 0x10)]
-    recs: list[list[int]] = []
-    for m2s, s2m, last in runs:
-        if recs and recs[-1][:2] == [m2s, s2m] and not recs[-1][3] and recs[-1][2] < 65535:
-            recs[-1][2] += 1
-            recs[-1][3] = last
-        else:
-            recs.append([m2s, s2m, 1, last])
-    _file(out, rank, "tpinc.bin").write_bytes(b"".join(struct.pack("<HHHH", *r) for r in recs))
+    _write_tpinc(out, rank, runs)
 
     def recount(m):
         for name, size in (("dma.bin", BD), ("cce.bin", BD), ("legs.bin", REC), ("tpinc.bin", TP)):
