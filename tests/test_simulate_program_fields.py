@@ -20,15 +20,10 @@ from pathlib import Path
 import pytest
 
 from test_simulate import cli
+from test_simulate_tamper_fields import _lower
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SPAD, REC, BD, WORD, TP = 8, 64, 16, 64, 8
-
-
-def _lower(model: Path, out: Path, algo: str) -> Path:
-    res = cli("lower", model, "-o", out, "--algo", algo, "--quiet")
-    assert res.exit_code == 0, res.output
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -1463,17 +1463,17 @@ PAIRED_RINGS = frozenset({"RING", "SINGLE_CYCLE_RING"})
 
 
 def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
-    """docs/SIMULATOR.md §3: on a RING or SINGLE_CYCLE_RING channel the k-th leg of a rank
-    that consumes its predecessor's data (CONSUMING, ``direct_recv`` included) takes the
-    elements of the predecessor's k-th sending leg (SENDING) of the same trigger, leg and
-    channel: the same ``elem_start`` and ``num_elements``.  A leg that moves data is also
-    checked by the run's numbers; a ``direct_recv`` has no data, only this count (FORMATS.md
-    §3).  Counts that differ are left to the run (a wait nobody answers, a signal left over)."""
+    """docs/SIMULATOR.md §2 "Ring pairing": on a RING or SINGLE_CYCLE_RING channel the k-th
+    leg of a rank that consumes its predecessor's data (CONSUMING, ``direct_recv`` included)
+    takes the elements of the predecessor's k-th sending leg (SENDING) of the same trigger,
+    leg and channel: the same ``elem_start`` and ``num_elements``.  A leg that moves data is
+    also checked by the run's numbers; a ``direct_recv`` has no data, only this count
+    (FORMATS.md §3).  Counts that differ are left to the run (a wait nobody answers, a signal
+    left over)."""
     cons_of, sent_of, pred_of = {}, {}, {}
     for r, prog in programs.items():
         for ent in prog.entries:
-            leg = ent.leg if ent.trigger.legs else None
-            if ent.trigger.entry_algorithm(leg) not in PAIRED_RINGS:
+            if ent.trigger.entry_algorithm(ent.leg) not in PAIRED_RINGS:
                 continue
             for c, (first, count) in ent.queues.items():
                 idx = first + np.arange(count, dtype=np.int64)
@@ -1481,13 +1481,13 @@ def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
                 key = (ent.trigger.ordinal, ent.leg, c)
                 cons_of[key + (r,)] = idx[np.isin(lf, list(CONSUMING))]
                 sent_of[key + (r,)] = idx[np.isin(lf, list(SENDING))]
-                s_ = ent.trigger.successor(c, r, leg)
+                s_ = ent.trigger.successor(c, r, ent.leg)
                 if s_ is not None and s_ != r:
                     pred_of[key + (s_,)] = r
     for k in sorted(cons_of):
-        p = pred_of.get(k)
+        p = pred_of.get(k)  # a predecessor has this trigger, leg and channel: sent_of has it
         cons = cons_of[k]
-        if p is None or not cons.size or k[:3] + (p,) not in sent_of:
+        if p is None or not cons.size:
             continue
         sent = sent_of[k[:3] + (p,)]
         m = min(cons.size, sent.size)
