@@ -1153,3 +1153,26 @@ def test_a_direct_recv_starting_one_element_late_is_refused(scr_out, tmp_path):
     _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", a + 1)
     _refused(out, "rank-0001", "legs.bin", f"record {i}", "field elem_start",
              f"takes elements [{a + 1}, {a + n + 1})", f"rank {p}", f"sent [{a}, {a + n})")
+
+
+def test_a_sending_leg_short_of_its_successors_consuming_legs_is_refused(scr_out, tmp_path):
+    """Every piece sent is consumed once (SIMULATOR.md §2 "Ring pairing"): a rank has as many
+    consuming legs on a channel as its ring predecessor has sending legs.  The last
+    ``direct_recv_send`` of rank 1 on channel 1 made a ``direct_copy`` (same sdma_op, neither
+    consumes nor sends) leaves every earlier pair equal and one fewer send: refused by its
+    successor's counts, the last consuming leg named."""
+    out = _copy(scr_out, tmp_path)
+
+    def mine(rank, leaves):
+        return [j for j, h in enumerate(_legs(out, rank))
+                if (h["spad_index"], h["channel"]) == (0, 1) and h["leaf"] in leaves]
+
+    i = max(j for j, h in enumerate(_legs(out, 1))
+            if (h["spad_index"], h["channel"], h["leaf"]) == (0, 1, 6))
+    succ = next(s for s in range(4) if _predecessor(out, 0, 1, s) == 1)
+    cons, sent = mine(succ, CONSUMING_LEAVES), mine(1, SENDING_LEAVES)
+    assert len(cons) == len(sent) and i == sent[-1]  # the untouched output pairs them all
+    _set(out, 1, "legs.bin", i * REC + LEAF, "<B", 8)
+    _refused(out, f"rank-{succ:04d}", "legs.bin", f"record {cons[-1]}", "field leaf",
+             f"channel 1 has {len(cons)} consuming legs", f"ring predecessor, rank 1, "
+             f"has {len(sent) - 1} sending legs")

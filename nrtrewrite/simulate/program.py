@@ -1468,8 +1468,7 @@ def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
     takes the elements of the predecessor's k-th sending leg (SENDING) of the same trigger,
     leg and channel: the same ``elem_start`` and ``num_elements``.  A leg that moves data is
     also checked by the run's numbers; a ``direct_recv`` has no data, only this count
-    (FORMATS.md §3).  Counts that differ are left to the run (a wait nobody answers, a signal
-    left over)."""
+    (FORMATS.md §3).  And the two have as many legs: every piece sent is consumed once."""
     cons_of, sent_of, pred_of = {}, {}, {}
     for r, prog in programs.items():
         for ent in prog.entries:
@@ -1487,7 +1486,7 @@ def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
     for k in sorted(cons_of):
         p = pred_of.get(k)  # a predecessor has this trigger, leg and channel: sent_of has it
         cons = cons_of[k]
-        if p is None or not cons.size:
+        if p is None:
             continue
         sent = sent_of[k[:3] + (p,)]
         m = min(cons.size, sent.size)
@@ -1496,6 +1495,13 @@ def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
         se, sn = pp.l_elem[sent[:m]], pp.l_num[sent[:m]]
         i = _first((ce != se) | (cn != sn))
         if i is None:
+            if cons.size != sent.size:
+                # the first consuming leg without a send, or the last when sends are left over
+                g = int(cons[min(m, cons.size - 1)]) if cons.size else None
+                raise SimulationError(
+                    f"channel {k[2]} has {cons.size} consuming legs, but its ring "
+                    f"predecessor, rank {p}, has {sent.size} sending legs: every piece sent "
+                    "is consumed once", **_where(k[3], "legs.bin", g, "leaf", trigger=k[0]))
             continue
         g, j = int(cons[i]), int(sent[i])
         raise SimulationError(
