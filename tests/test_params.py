@@ -201,3 +201,21 @@ def test_a_reduce_destination_at_another_element_is_refused():
                            d_addrs=[Addr(2, 3)], dst_idx=[0], reduce_size=4)
     with pytest.raises(LoweringError, match="same element"):
         reduce_rows([op], RowSpec(0, 17), 2, NeighborGroups(((3,),)), 0, 0, lambda r: 0)
+
+
+def test_a_zero_byte_destination_copies_nothing_and_is_neither_numbered_nor_signalled():
+    """A destination of ``copy_sizes`` 0 moves no element: it gets no row (DESIGN.md: an empty
+    range emits no leg; FORMATS.md §8.2: never a 0-byte entry), so its rank is not numbered as
+    a peer and gets no increment (a mesh scatter of fewer elements than ranks has such empty
+    blocks; a row for one shifted every later leg's ``ring_step``).  Destinations of ranks 1,
+    2, 3: rank 2's is 0 bytes; ranks 1 and 3 copy 4 bf16 elements from elements 0 and 2."""
+    op = EncCopyOpParams(src_idx=0, s_addr=Addr(0, 0), s_offsets=[0, 4, 4],
+                         d_addrs=[Addr(1, 0), Addr(1, 2), Addr(1, 2)],
+                         d_skip_copy=[False, False, False], d_ranks=[1, 2, 3],
+                         copy_sizes=[8, 0, 8])
+    numbered, signalled = [], []
+    rows = copy_rows(op, RowSpec(channel=0, leaf=16), 2, 0,
+                     lambda r: numbered.append(r) or r, lambda r: signalled.append(r) or 201)
+    assert numbered == [1, 3] and signalled == [1, 3]
+    assert [(int(r["start"]), int(r["stop"]), int(r["dst_peer"][0])) for r in rows] == [
+        (0, 4, 1), (2, 6, 3)]

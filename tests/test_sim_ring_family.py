@@ -57,7 +57,10 @@ def test_single_cycle_simulates_clean(tmp_path, topo):
 
 
 @pytest.mark.parametrize("algo", [
-    None, "inter_allr:single_cycle_ring;intra_redsct:kangaring;intra_allg:kangaring"])
+    None, "inter_allr:single_cycle_ring;intra_redsct:kangaring;intra_allg:kangaring",
+    # RING inter legs: their all-gather steps from the other node land in OUT (the net
+    # receive view of direct_recv_send / direct_recv), their reduce-scatter steps in RECV
+    "inter_allr:ring;inter_allg:ring;inter_redsct:ring"])
 def test_hier_simulates_clean(tmp_path, topo, algo):
     out = lower(tmp_path, [ar(4001), ag(300), rs(32 * 64)], 32, topology=topo, algo=algo)
     res = clean(out, seed=4, algos=["HIER"] * 3)
