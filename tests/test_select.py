@@ -3,6 +3,7 @@ fallback to a lowerable engine, channel counts, overrides."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -638,3 +639,330 @@ def test_inter_rdh_window_ends_at_64_mib():
     at = select(req(AG, ONE_PER_NODE_8, 64 * MiB), T8N)
     assert at.policy_alg == EncAlgType.RING
     assert not at.candidate(EncAlgType.INTER_RDH).in_window
+
+
+# -- the twelfth mutation round (docs/RELIABILITY.md §6): gates, windows, reasons ------------
+#
+# Every expected value below is worked out from docs/SELECTION.md (the section named in each
+# test) and the rank placement of docs/TOPOLOGY.md (trn2 at LNC 2: rank r of a node on
+# device (r % 64) // 4; 64 ranks a node), not read from the code's output.
+
+T16N_LNC1 = load_topology("trn2:nodes=16", world=(), lnc_size=1)   # 2048 ranks, 128 a node
+THREE_DEVICES = (0, 4, 8)   # one rank on each of devices 0, 1, 2 of node 0
+
+
+def test_intra_mesh_window_ends_at_1_mib_where_rdh_and_kangaring_cannot_run():
+    """§4: intra MESH is [0, 1 MiB).  An all-gather over one rank on each of 3 devices:
+    INTRA_RDH is refused (3 devices, not a power of two), KANGARING too (partial devices), so
+    1 MiB - 4 B (a multiple of 3 x 2 bytes) is MESH and 1 MiB + 2 B is RING, the fallback."""
+    below = select(req(AG, THREE_DEVICES, (1 << 20) - 4), T1N)
+    assert below.policy_alg == EncAlgType.MESH
+    at = select(req(AG, THREE_DEVICES, (1 << 20) + 2), T1N)
+    assert at.policy_alg == EncAlgType.RING
+    mesh = at.candidate(EncAlgType.MESH)
+    assert mesh.legal and not mesh.in_window
+
+
+def test_inter_single_cycle_ring_window_ends_at_4_mib():
+    """§4: inter SINGLE_CYCLE_RING is [0, 4 MiB).  One rank on each of two nodes: MESH is
+    past its 64 KiB, INTER_RDH needs 8 nodes, so 4 MiB - 2 B is SINGLE_CYCLE_RING and 4 MiB
+    is RING."""
+    assert select(req(AR, ONE_PER_NODE_2, 4 * MiB - 2), T2N).policy_alg == \
+        EncAlgType.SINGLE_CYCLE_RING
+    at = select(req(AR, ONE_PER_NODE_2, 4 * MiB), T2N)
+    assert at.policy_alg == EncAlgType.RING
+    assert not at.candidate(EncAlgType.SINGLE_CYCLE_RING).in_window
+
+
+def test_sbuf_triggers_take_the_dram_windows_and_their_reasons_say_sbuf():
+    """§4: the _sbuf columns equal the DRAM ones by default; an SBUF trigger is judged by
+    them and the reasons name them (``op_min_limit_sbuf``, ``(sbuf)``)."""
+    small = select(req(AR, NODE0, 4 * KiB, sbuf=True), T1N)
+    assert small.policy_alg == EncAlgType.MESH and small.sbuf
+    assert small.candidate(EncAlgType.INTRA_RDH).reason == \
+        "4 KiB below op_min_limit_sbuf[ALLREDUCE] 1 MiB"
+    assert small.candidate(EncAlgType.MESH).reason.endswith("; 4 KiB in [0 B, 1 MiB) (sbuf)")
+    big = select(req(AR, NODE0, 56 * MiB, sbuf=True), T1N)
+    assert big.policy_alg == EncAlgType.KANGARING
+    assert big.candidate(EncAlgType.INTRA_RDH).reason == \
+        "56 MiB not below op_max_limit_sbuf[ALLREDUCE] 56 MiB"
+    # a model's trigger with an operand in SBUF is an SBUF request
+    from dataclasses import replace
+
+    from nrtrewrite.neff.model import AccessPattern
+    t = make_trigger(0, CType.ALL_REDUCE, NODE0, 2048)   # 4 KiB of bf16
+    t = replace(t, dst=Operand(var_id=1, ap=AccessPattern(64, 0, 1, ((1, 32), (0, 1), (0, 1)))))
+    sel = select(t, T1N)
+    assert sel.sbuf and sel.candidate(EncAlgType.MESH).reason.endswith("(sbuf)")
+
+
+def test_a_policy_may_give_sbuf_triggers_a_window_of_their_own():
+    """§4: the _sbuf columns "exist so a policy can set them": a policy whose intra MESH
+    all-gather row reaches 2 MiB for SBUF only takes MESH for an SBUF all-gather of
+    1 MiB + 2 B over 3 devices and RING for the same in DRAM."""
+    from dataclasses import replace
+
+    from nrtrewrite.policy import DEFAULT_WINDOWS, INTRA
+    rows = tuple(replace(r, op_max_limit_sbuf=2 * MiB)
+                 if (r.scope, r.alg, r.op) == (INTRA, EncAlgType.MESH, AG) else r
+                 for r in DEFAULT_WINDOWS)
+    pol = Policy(windows=rows)
+    assert select(req(AG, THREE_DEVICES, (1 << 20) + 2), T1N, policy=pol).policy_alg == \
+        EncAlgType.RING
+    assert select(req(AG, THREE_DEVICES, (1 << 20) + 2, sbuf=True), T1N,
+                  policy=pol).policy_alg == EncAlgType.MESH
+
+
+def test_an_engine_the_window_table_has_no_row_for_is_not_size_gated():
+    """policy.py: a row is None "when alg is not size-gated".  With an empty table nothing is
+    gated: a 64 MiB all-reduce over a whole trn2 node takes the first legal engine of the
+    precedence, INTRA_RDH (16 devices, 4 ranks each), and its reason is the structural one."""
+    pol = Policy(windows=())
+    assert pol.in_window("intra", EncAlgType.INTRA_RDH, AR, 64 * MiB) == (True, "no size window")
+    sel = select(req(AR, NODE0, 64 * MiB), T1N, policy=pol)
+    assert sel.policy_alg == EncAlgType.INTRA_RDH
+    assert sel.candidate(EncAlgType.INTRA_RDH).reason == \
+        "16 device(s) x 4 ranks (hypercube of dimension 6)"
+
+
+def test_the_cascade_follows_the_documented_precedence():
+    """§4: HIER > INTRA_RDH > MESH > KANGARING > SINGLE_CYCLE_RING > INTER_RDH > RING, the
+    first legal engine inside its window; under an allow-list that leaves none inside its
+    window, the first allowed legal one (§8)."""
+    assert DEFAULT_POLICY.precedence == (
+        EncAlgType.HIER, EncAlgType.INTRA_RDH, EncAlgType.MESH, EncAlgType.KANGARING,
+        EncAlgType.SINGLE_CYCLE_RING, EncAlgType.INTER_RDH, EncAlgType.RING)
+    # 1 MiB all-reduce, one rank on each of 8 nodes: SINGLE_CYCLE_RING [0, 4 MiB) and
+    # INTER_RDH [0, 64 MiB) both hold; SINGLE_CYCLE_RING ranks first
+    assert select(req(AR, ONE_PER_NODE_8, 1 * MiB), T8N).policy_alg == \
+        EncAlgType.SINGLE_CYCLE_RING
+    # 64 MiB all-gather over a node: MESH (no channel buffer for AG) and INTRA_RDH are both
+    # legal and both outside their windows: INTRA_RDH ranks first
+    sel = select(req(AG, NODE0, 64 * MiB), T1N, override=parse_algo_override("mesh,intra_rdh"))
+    assert sel.policy_alg == EncAlgType.INTRA_RDH
+    assert "none allowed is inside its size window" in sel.reason
+    # 1 KiB all-reduce over a node: KANGARING is legal below its 56 MiB window,
+    # SINGLE_CYCLE_RING legal but fails its inter-node policy gate: KANGARING ranks first
+    sel = select(req(AR, NODE0, 1 * KiB), T1N,
+                 override=parse_algo_override("kangaring,single_cycle_ring"))
+    assert sel.policy_alg == EncAlgType.KANGARING
+
+
+def test_channels_keep_64_elements_per_rank_per_channel():
+    """§7: the channel count is capped by elements / (rank_n * 64).  4 MiB of fp32 (1 Mi
+    elements) over the 2048 ranks of 16 trn2 nodes at LNC 1: floor_pow2(4 MiB / 256 KiB) = 16,
+    max_channels_inter 16, but 1,048,576 / (2048 * 64) = 8 (the rings of 16 nodes are at least
+    16 distinct, TOPOLOGY.md rule 4: each channel leaves the node from another device)."""
+    sel = select(req(AR, tuple(range(2048)), 4 * MiB, dtype=DType.FP32), T16N_LNC1,
+                 override=RING_ONLY)
+    assert sel.n_channels == 8
+    assert sel.channel_reason == ("4 MiB / 256 KiB per channel -> 16, capped at 8 by 64 "
+                                  "elements per rank per channel")
+
+
+def test_a_channel_reason_names_only_a_cap_that_lowers_the_count():
+    """§7: 1 MiB over a node: 4 channels, which the intra cap (4) does not lower; 4 KiB:
+    1 channel, though 2048 elements give the 64 ranks none of 64 elements (at least 1)."""
+    assert select(req(AR, NODE0, 1 * MiB), T1N, override=RING_ONLY).channel_reason == \
+        "1 MiB / 256 KiB per channel -> 4"
+    tiny = select(req(AR, NODE0, 4 * KiB), T1N, override=RING_ONLY)
+    assert tiny.n_channels == 1 and tiny.channel_reason == "4 KiB / 256 KiB per channel -> 1"
+
+
+def test_a_hier_inter_leg_of_fp32_is_whole_4_byte_elements():
+    """§5: an inter leg moves ceil(B / dsize / local_rank_n) x dsize bytes: 1028 B of fp32
+    (257 elements) over two whole trn2 nodes (64 local ranks): ceil(257 / 64) = 5 elements,
+    20 bytes."""
+    sel = select(req(AR, TWO_NODES, 1028, dtype=DType.FP32), T2N)
+    assert sel.policy_alg == EncAlgType.HIER
+    assert {leg.name: leg.nbytes for leg in sel.policy_legs} == {
+        "intra_redsct": 1028, "inter_allr": 20, "intra_allg": 1028}
+
+
+def test_a_request_for_a_message_size_splits_it_as_nccom_test_reports_it():
+    """§2: the message size is the all-reduce buffer, the all-gather output, the
+    reduce-scatter input; the other side of AG / RS is one rank's block (explain plans a
+    model-less trigger from these)."""
+    group = (0, 1, 2, 3)
+    for op, (ib, ob) in ((AR, (1024, 1024)), (AG, (256, 1024)), (RS, (1024, 256))):
+        r = Request.for_op(op, DType.BF16, group, 1024)
+        assert (r.in_bytes, r.out_bytes, r.op_bytes) == (ib, ob, 1024), op
+
+
+def test_kangaring_refuses_a_max_reduction_but_gathers_for_one():
+    """§3 KANGARING row: a reduce only with ADD.  A model's MAX all-reduce of 64 MiB over a
+    node is refused it (RING: INTRA_RDH and MESH are outside their windows / buffer); a MAX
+    all-reduce over two nodes still gathers with KANGARING (intra_allg copies, it does not
+    reduce) while its intra reduce-scatter takes RING."""
+    from dataclasses import replace
+    t = replace(make_trigger(0, CType.ALL_REDUCE, NODE0, 32 * MiB), alu_op=AluOp.MAX)
+    sel = select(t, T1N)
+    kang = sel.candidate(EncAlgType.KANGARING)
+    assert not kang.legal and "only reduces ADD" in kang.reason
+    assert sel.policy_alg == EncAlgType.RING
+    hier = select(Request.for_op(AR, DType.BF16, TWO_NODES, 64 * MiB, alu=AluOp.MAX), T2N)
+    assert [(leg.name, leg.alg) for leg in hier.legs] == [
+        ("intra_redsct", EncAlgType.RING), ("inter_allr", EncAlgType.SINGLE_CYCLE_RING),
+        ("intra_allg", EncAlgType.KANGARING)]
+
+
+def test_single_step_mesh_needs_n_minus_1_whole_messages_of_channel_buffer():
+    """§3 SINGLE_STEP_MESH row: (n - 1) x the message fits the 8 MiB buffer: 133,152 bytes over
+    64 ranks (63 x 133,152 = 8,388,576) fits, 133,154 does not; 8 MiB over 2 ranks is one
+    slot of exactly 8 MiB, 8 MiB + 2 B is over."""
+    ssm = parse_algo_override("single_step_mesh")
+    assert select(req(AR, NODE0, 133152), T1N, override=ssm).alg == EncAlgType.SINGLE_STEP_MESH
+    with pytest.raises(SelectionError, match="every peer's whole input needs"):
+        select(req(AR, NODE0, 133154), T1N, override=ssm)
+    assert select(req(AR, (0, 1), 8 * MiB), T1N, override=ssm).alg == \
+        EncAlgType.SINGLE_STEP_MESH
+    with pytest.raises(SelectionError, match="every peer's whole input needs"):
+        select(req(AR, (0, 1), 8 * MiB + 2), T1N, override=ssm)
+
+
+def test_single_step_mesh_is_an_intra_node_all_reduce_only():
+    """§3 SINGLE_STEP_MESH row: ALLREDUCE, intra-node."""
+    ssm = parse_algo_override("single_step_mesh")
+    with pytest.raises(SelectionError, match="SINGLE_STEP_MESH is intra-node only"):
+        select(req(AR, ONE_PER_NODE_2, 1 * KiB), T2N, override=ssm)
+    for op, name in ((AG, "ALLGATHER"), (RS, "REDUCE_SCATTER")):
+        with pytest.raises(SelectionError, match=rf"all-reduce only \(op_type {name}\)"):
+            select(req(op, NODE0, 1 * KiB), T1N, override=ssm)
+
+
+def test_intra_rdh_needs_a_platform_with_mesh(tmp_path):
+    """§3 INTRA_RDH row: the platform has mesh (TOPOLOGY.md: ``"mesh": false``)."""
+    f = tmp_path / "nomesh.json"
+    f.write_text(json.dumps({"platform": "trn2", "nodes": 1, "mesh": False}))
+    topo = load_topology(str(f), world=(), lnc_size=2)
+    ok, why = enc_can_post_intra_rdh_operation(req(AR, NODE0, 4 * MiB), topo,
+                                               check_window=False)
+    assert not ok and "has no mesh" in why
+
+
+def test_inter_rdh_needs_one_rank_on_each_of_a_power_of_two_nodes():
+    """§3 INTER_RDH row: one rank per node, node_n a power of two >= 8."""
+    t12 = load_topology("trn2:nodes=12", world=(), lnc_size=2)
+    ok, why = enc_can_post_inter_rdh_operation(req(AG, tuple(64 * n for n in range(12))), t12,
+                                               check_window=False)
+    assert not ok and "node_n 12 is not a power of two >= 8" in why
+    two_each = tuple(r for n in range(8) for r in (64 * n, 64 * n + 1))
+    ok, why = enc_can_post_inter_rdh_operation(req(AG, two_each), T8N, check_window=False)
+    assert not ok and "needs one rank per node (local_rank_n 2)" in why
+
+
+def test_mesh_all_to_all_is_legal_but_not_lowerable():
+    """SELECTION.md: (MESH, ALLTOALL) is in Policy.not_lowerable_ops, and explain's
+    candidates say so."""
+    sel = select(req(A2A, NODE0, 4 * MiB), T1N, strict=False)
+    mesh = sel.candidate(EncAlgType.MESH)
+    assert mesh.legal and not mesh.lowerable
+
+
+def test_the_hier_log_line_lists_the_five_slots_in_the_runtimes_order():
+    """Seed 000 §1.4: "Hier algorithm selections - alg_intra_allg %d alg_intra_redsct %d
+    alg_inter_allr %d alg_inter_allg %d alg_inter_redsct %d" with enc_alg_type ordinals.  A
+    64 MiB all-reduce over two nodes with the (unused) inter_allg slot forced to MESH: intra
+    legs KANGARING (3, 64 MiB >= 56 MiB), inter_allr SINGLE_CYCLE_RING (4, a 1 MiB leg),
+    inter_allg MESH (2), inter_redsct RING (0: MESH past 64 KiB, INTER_RDH needs 8 nodes)."""
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, override=parse_algo_override("inter_allg:mesh"))
+    assert sel.hier_log_line() == ("Hier algorithm selections - alg_intra_allg 3 "
+                                   "alg_intra_redsct 3 alg_inter_allr 4 alg_inter_allg 2 "
+                                   "alg_inter_redsct 0")
+
+
+def test_forcing_single_cycle_ring_on_the_inter_allg_leg_names_the_legs_engines():
+    """§3 / §5: the inter all-gather leg's engines are RING, INTER_RDH, MESH."""
+    with pytest.raises(SelectionError, match=r"SINGLE_CYCLE_RING is not legal on the "
+                                             r"inter_allg leg \(legal: RING, INTER_RDH, MESH\)"):
+        select(req(AG, TWO_NODES), T2N,
+               override=parse_algo_override("inter_allg:single_cycle_ring"))
+
+
+def test_a_leg_engine_that_cannot_be_a_leg_is_replaced_inside_a_window_first():
+    """§6: an INTER_RDH inter_allr leg (not a leg engine) is lowered with the first leg engine
+    of its slot whose predicate holds inside its window first.  8 MiB over two ranks on each of
+    8 nodes: the inter_allr leg is 4 MiB, past SINGLE_CYCLE_RING's [0, 4 MiB) and inside
+    INTER_RDH's [0, 64 MiB): the policy's INTER_RDH is lowered as RING, not SINGLE_CYCLE_RING."""
+    group = tuple(r for n in range(8) for r in (64 * n, 64 * n + 1))
+    sel = select(req(AR, group, 8 * MiB), T8N)
+    pol = {leg.name: leg.alg for leg in sel.policy_legs}
+    low = {leg.name: leg.alg for leg in sel.legs}
+    assert pol["inter_allr"] == EncAlgType.INTER_RDH and low["inter_allr"] == EncAlgType.RING
+    assert "inter_allr: INTER_RDH is not lowerable as a HIER leg in this build; RING instead" \
+        in sel.fallback_reason
+
+
+def test_without_an_override_nothing_inside_a_window_is_an_error():
+    """§4: without an --algo it is the first engine that is legal and inside its window; a
+    policy whose precedence leaves out RING has none for an all-gather of 2 MiB over 3
+    devices (MESH legal but past 1 MiB; INTRA_RDH, KANGARING refused)."""
+    pol = Policy(precedence=(EncAlgType.HIER, EncAlgType.INTRA_RDH, EncAlgType.MESH,
+                             EncAlgType.KANGARING))
+    with pytest.raises(SelectionError, match="no legal engine"):
+        select(req(AG, THREE_DEVICES, 2 * MiB + 2), T1N, policy=pol)
+
+
+def test_the_lowering_fallback_stays_inside_a_window():
+    """§6: "RING for a 64 MiB all-reduce whose policy engine is KANGARING, not an
+    out-of-window INTRA_RDH" (a build that cannot lower KANGARING)."""
+    pol = Policy(lowerable=DEFAULT_POLICY.lowerable - {EncAlgType.KANGARING})
+    sel = select(req(AR, NODE0, 64 * MiB), T1N, policy=pol)
+    assert sel.policy_alg == EncAlgType.KANGARING and sel.alg == EncAlgType.RING
+
+
+def test_inter_rdh_runs_one_channel_and_is_the_rdh_metaring():
+    """§6 / §7: INTER_RDH uses one channel; its metaring_type is RDH.  A 1 MiB all-gather over
+    one rank on each of 8 nodes (MESH past 64 KiB; SINGLE_CYCLE_RING all-reduce only)."""
+    sel = select(req(AG, ONE_PER_NODE_8, 1 * MiB), T8N)
+    assert sel.alg == EncAlgType.INTER_RDH
+    assert sel.n_channels == 1 and sel.metaring_type == MetaringType.RDH
+
+
+def test_a_cascade_reason_names_the_groups_node_count():
+    """The reason of an inter-node choice says over how many nodes: "for 8-node ALLREDUCE"."""
+    sel = select(req(AR, ONE_PER_NODE_8, 1 * MiB), T8N)
+    assert " for 8-node ALLREDUCE 1 MiB (" in sel.reason
+
+
+def test_a_leg_clause_is_idle_where_nothing_is_lowered_as_hier():
+    """§8: a leg clause is idle where no collective is lowered as HIER with that leg: a build
+    that lowers only RING lowers the two-node all-reduce flat."""
+    from nrtrewrite.select import idle_clauses
+    sel = select(req(AR, TWO_NODES), T2N, policy=Policy(lowerable=frozenset({EncAlgType.RING})))
+    assert sel.policy_alg == EncAlgType.HIER and sel.alg == EncAlgType.RING
+    assert idle_clauses(parse_algo_override("inter_allr:ring"), [sel]) == [
+        "--algo clause 'inter_allr:ring' applies to nothing in this model: no collective is "
+        "lowered as HIER with an inter_allr leg"]
+
+
+def test_sizes_are_printed_to_four_digits_in_the_largest_unit():
+    """§8: sizes in reasons are rounded to four digits; GiB is a unit; a whole number of
+    units has no digits after the point."""
+    from nrtrewrite.policy import fmt_bytes
+    assert fmt_bytes(1152) == "1.125 KiB"
+    assert fmt_bytes(1 << 30) == "1 GiB" and fmt_bytes(3 << 29) == "1.5 GiB"
+    assert fmt_bytes(10000 << 30) == "10000 GiB"
+
+
+def test_the_channel_rule_has_the_documented_constants():
+    """§7: 256 KiB a channel, caps 32 (NEC_MAX_CHANNELS), 4 inside a node, 16 across nodes,
+    64 elements per rank per channel."""
+    p = DEFAULT_POLICY
+    assert (p.bytes_per_channel, p.max_channels, p.max_channels_intra, p.max_channels_inter,
+            p.min_elements_per_rank_channel) == (256 * KiB, 32, 4, 16, 64)
+
+
+def test_a_hier_plan_with_an_unlowerable_leg_falls_back_to_a_flat_engine():
+    """§6: when a leg engine of the policy's HIER is not in Policy.lowerable (a build that
+    cannot lower SINGLE_CYCLE_RING), the selection falls back to one leg named ``flat`` over
+    the whole group: RING (MESH, KANGARING, the RDHs are refused over two whole nodes), never
+    HIER again."""
+    pol = Policy(lowerable=DEFAULT_POLICY.lowerable - {EncAlgType.SINGLE_CYCLE_RING})
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, policy=pol)
+    assert sel.policy_alg == EncAlgType.HIER
+    assert sel.alg == EncAlgType.RING
+    assert [(leg.name, leg.alg) for leg in sel.legs] == [("flat", EncAlgType.RING)]
+    assert sel.fallback_reason.startswith(
+        "HIER (intra_redsct KANGARING -> inter_allr SINGLE_CYCLE_RING -> intra_allg KANGARING) "
+        "is not lowerable in this build")
