@@ -164,6 +164,7 @@ def fmt_bytes(n: int) -> str:
             val = n / size
             if val == int(val):
                 return f"{val:.0f} {unit}"
-            text = f"{val:.4g} {unit}"
-            return text if float(f"{val:.4g}") * size == n else f"{text} ({n} B)"
+            num = f"{val:.4g}" if val < 10000 else f"{val:.0f}"  # never an exponent
+            text = f"{num} {unit}"
+            return text if float(num) * size == n else f"{text} ({n} B)"
     return f"{n} B"

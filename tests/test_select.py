@@ -943,6 +943,10 @@ def test_sizes_are_printed_to_four_digits_in_the_largest_unit():
     assert fmt_bytes(1152) == "1.125 KiB"
     assert fmt_bytes(1 << 30) == "1 GiB" and fmt_bytes(3 << 29) == "1.5 GiB"
     assert fmt_bytes(10000 << 30) == "10000 GiB"
+    # five digits or more of a unit print whole, never as an exponent ("1e+04 GiB"), and a
+    # size that rounds carries its bytes: 10000 x 2**30 + 1 = 10737418240001
+    assert fmt_bytes((10000 << 30) + 1) == "10000 GiB (10737418240001 B)"
+    assert fmt_bytes((12345 << 30) + (1 << 29)) == "12346 GiB (13255879688192 B)"
 
 
 def test_the_channel_rule_has_the_documented_constants():
