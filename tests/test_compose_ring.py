@@ -73,8 +73,8 @@ def test_host_cc_final_step(n):
 def test_allgather_is_copy_only(n):
     census = Counter(leaf for _s, _ph, leaf, _i, _h in channel_template(EncOpType.ALLGATHER, n))
     # seed 000 §5.2: zero recv_reduce_* leaves
-    assert not any(l in census for l in (Leaf.recv_reduce_send, Leaf.recv_reduce_copy,
-                                         Leaf.recv_reduce_copy_send))
+    assert not any(lf in census for lf in (Leaf.recv_reduce_send, Leaf.recv_reduce_copy,
+                                           Leaf.recv_reduce_copy_send))
     assert census[Leaf.send] == 2 and census[Leaf.direct_recv] == 2
     assert census[Leaf.direct_recv_send] == 2 * (n - 2)
 
@@ -96,7 +96,9 @@ def test_ring_refuses(op):
 
 def nccl_allreduce_chunks(n, ring_ix):
     """NCCL runRing's chunk per step for the rank at ring index ring_ix (REFERENCES.md)."""
-    mod = lambda x: x % n  # noqa: E731
+    def mod(x):
+        return x % n
+
     rs = [mod(ring_ix - 1)] + [mod(ring_ix - j) for j in range(2, n)] + [ring_ix]
     ag = [mod(ring_ix - j) for j in range(1, n - 1)] + [mod(ring_ix + 1)]
     return rs, ag
@@ -214,3 +216,100 @@ def test_chunk_layout_covers_exactly(n, count, op, dtype, channels):
     s, e = np.sort(start[keep]), np.sort(stop[keep])
     assert s[0] == 0 and e[-1] == total
     assert np.array_equal(s[1:], e[:-1])  # contiguous, no overlap, no hole
+
+
+# The chunk plan against docs/DESIGN.md "Chunking" (test_chunk_layout_covers_exactly above
+# checks coverage of whatever span the plan names, so a wrong span, block flag, position
+# order or chunk size would still pass it).  The model below is written from the doc.
+
+DESIGN_DSIZE = {DType.BF16: 2, DType.FP8_E4: 1, DType.FP32R: 4}  # FP32R sizes as fp32
+
+
+def design_chunk_plan(op, num, n, dtype, max_channels, chunk_bytes=512 * 1024):
+    """(span, blocks, channels, chunk, groups, tail_chunk) as docs/DESIGN.md states them."""
+    def up(a, m):
+        return -(-a // m) * m
+
+    blocks = op in (EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER)
+    span = num // n if op == EncOpType.REDUCE_SCATTER else num  # a block: count elements
+    per_position = span if blocks else -(-span // n)
+    channels = max(1, min(max_channels, per_position // 64))  # >= 64 elements per position
+    budget = max(32, chunk_bytes // DESIGN_DSIZE[dtype] // 32 * 32)
+    chunk = min(budget, up(-(-per_position // channels), 32))
+    positions = channels * (1 if blocks else n)  # chunk positions of one group
+    groups = max(1, -(-span // (positions * chunk)))
+    remained = span - (groups - 1) * positions * chunk
+    tail = min(chunk, up(max(1, -(-remained // positions)), 2))
+    return span, blocks, channels, chunk, groups, tail
+
+
+def design_half_range(plan_t, n, g, ch, pos, half):
+    """[start, stop) of (group, channel, position, half), docs/DESIGN.md "Chunking"."""
+    span, blocks, channels, chunk, groups, tail = plan_t
+    cs = tail if g == groups - 1 else chunk
+    if blocks:  # block pos, groups of ch_n chunks
+        s = min(g * channels * chunk + ch * cs + half * (cs // 2), span)
+        return pos * span + s, pos * span + min(s + cs // 2, span)
+    s = min(g * n * channels * chunk + (n * ch + pos) * cs + half * (cs // 2), span)
+    return s, min(s + cs // 2, span)
+
+
+def plan_tuple(plan):
+    return plan.span, plan.blocks, plan.channels, plan.chunk, plan.groups, plan.tail_chunk
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 32), count=st.integers(1, 3_000_000),
+       op=st.sampled_from([EncOpType.ALLREDUCE, EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER]),
+       dtype=st.sampled_from([DType.BF16, DType.FP8_E4, DType.FP32R]), channels=st.integers(1, 32))
+def test_chunk_plan_follows_design(n, count, op, dtype, channels):
+    """Span, block flag, channels, chunk, groups, tail chunk and every half's range as
+    docs/DESIGN.md "Chunking" gives them (an independent model, not the plan's own sums)."""
+    num = count * n if op == EncOpType.REDUCE_SCATTER else count
+    plan = set_dynamic_chunk_size(op, num, n, dtype, channels)
+    want = design_chunk_plan(op, num, n, dtype, channels)
+    assert plan_tuple(plan) == want
+    assert want[0] == count  # ALLREDUCE: the message; a block of count otherwise
+    g, ch, pos, half = (a.ravel() for a in np.meshgrid(
+        np.arange(want[4]), np.arange(want[2]), np.arange(n), np.arange(2), indexing="ij"))
+    start, stop = plan.half_ranges(g, ch, pos, half)
+    pick = np.unique(np.r_[np.arange(min(64, g.size)), np.arange(max(0, g.size - 64), g.size),
+                           np.linspace(0, g.size - 1, 64).astype(np.int64)])
+    for i in pick:  # the first and last groups in full, a sample in between
+        assert (start[i], stop[i]) == design_half_range(want, n, g[i], ch[i], pos[i], half[i])
+
+
+# (op, N, rank_n, max channels, chunk bytes) -> (span, blocks, channels, chunk, groups,
+# tail), then (g, ch, pos, half) -> [start, stop): worked out by hand from docs/DESIGN.md.
+HAND_PLANS = [
+    # per position ceil(1000/4) = 250 -> 2 channels (250 // 64 = 3), chunk up32(125) = 128,
+    # one group of 4*2*128 = 1024 >= 1000; tail ceil(1000/8) = 125 -> 126
+    ((EncOpType.ALLREDUCE, 1000, 4, 2, 512 * 1024), (1000, False, 2, 128, 1, 126),
+     {(0, 0, 0, 0): (0, 63), (0, 0, 3, 1): (441, 504), (0, 1, 0, 0): (504, 567),
+      (0, 1, 3, 1): (945, 1000)}),
+    # 256-byte budget: chunk 128 bf16; groups of 2*2*128 = 512: 2 groups, tail
+    # ceil(488/4) = 122
+    ((EncOpType.ALLREDUCE, 1000, 2, 2, 256), (1000, False, 2, 128, 2, 122),
+     {(0, 0, 1, 1): (192, 256), (0, 1, 1, 1): (448, 512), (1, 0, 0, 0): (512, 573),
+      (1, 1, 0, 0): (756, 817), (1, 1, 1, 1): (939, 1000)}),
+    # reduce-scatter of 1200 over 4: blocks of count 300; 2 channels, chunk up32(150) = 160,
+    # one group; tail 150: block b, channel c at b*300 + c*150
+    ((EncOpType.REDUCE_SCATTER, 1200, 4, 2, 512 * 1024), (300, True, 2, 160, 1, 150),
+     {(0, 0, 0, 0): (0, 75), (0, 1, 0, 1): (225, 300), (0, 0, 3, 0): (900, 975),
+      (0, 1, 3, 1): (1125, 1200)}),
+    # all-gather of 450 per rank over 3, one channel (max 1), 256-byte budget: chunk 128,
+    # groups of 128: 4, tail 450 - 384 = 66
+    ((EncOpType.ALLGATHER, 450, 3, 1, 256), (450, True, 1, 128, 4, 66),
+     {(0, 0, 0, 0): (0, 64), (1, 0, 1, 1): (450 + 192, 450 + 256),
+      (3, 0, 2, 0): (900 + 384, 900 + 417), (3, 0, 2, 1): (900 + 417, 1350)}),
+]
+
+
+@pytest.mark.parametrize("args, want, ranges", HAND_PLANS)
+def test_chunk_plan_hand_examples(args, want, ranges):
+    op, num, n, chans, chunk_bytes = args
+    plan = set_dynamic_chunk_size(op, num, n, DType.BF16, chans, chunk_bytes=chunk_bytes)
+    assert plan_tuple(plan) == want
+    for (g, ch, pos, half), rng in ranges.items():
+        start, stop = plan.half_ranges(g, ch, pos, half)
+        assert (int(start), int(stop)) == rng, (g, ch, pos, half)
