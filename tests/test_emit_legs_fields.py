@@ -261,3 +261,31 @@ def test_an_entry_whose_legs_increment_nothing_of_their_own():
     assert (sem["ctrl"] & 0xFF).tolist() == [21] * 5 + [20]
     assert sem["value"].tolist() == [1] * 5 + [5]
     assert files["legs.bin"]["sem_count"].tolist() == [1] * 6
+
+
+def test_the_rank_manifest_lists_fifo_slices_of_network_channels_only(tmp_path):
+    """FORMATS §1.2 ``fifo``: one item per channel *with network traffic*.  A 2-rank ring
+    all-reduce on one trn2 node has legs on its channels but sends nothing over the network:
+    no item at all (not one of zero counts per channel the entry ran on).  Across two nodes
+    (ranks 0 and 128, every step crosses the network) each item's channel has net_ops
+    records, the slices following each other from 0 (channel-major files)."""
+    import json
+
+    from test_simulate import coll_spec, lower_spec
+
+    out = lower_spec(coll_spec("all_reduce", "bf16", [0, 1], 4096), tmp_path / "one",
+                     topology="trn2", ranks=(0,))
+    man = json.loads((out / "rank-0000" / "manifest.json").read_text())
+    assert man["entries"] and man["entries"][0]["channels"]
+    assert man["fifo"] == []
+    out = lower_spec(coll_spec("all_reduce", "bf16", [0, 128], 4096), tmp_path / "two",
+                     topology="trn2:nodes=2", ranks=(0,))
+    man = json.loads((out / "rank-0000" / "manifest.json").read_text())
+    assert man["fifo"]
+    first = {"ops": 0, "src": 0, "dest": 0}
+    for item in man["fifo"]:
+        assert item["ops"][1] > 0 and item["src"][1] > 0 and item["dest"][1] > 0
+        for k in first:
+            assert item[k][0] == first[k]
+            first[k] += item[k][1]
+    assert first["ops"] == man["files"]["net_ops.bin"]["records"]
