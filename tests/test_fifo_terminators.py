@@ -221,3 +221,37 @@ def test_a_lost_terminator_mark_before_another_op_is_named_at_its_record(xmesh, 
     assert (f"rank-{rank:04d}: field size, rank {rank}, channel 0, artifact net_src.bin, record "
             f"{i}: entry with size 0 or complete not 0/1 (a terminator without its "
             "NET_OP_COMPLETE mark?)") in text, text
+
+
+def test_simulator_refuses_a_fifo_slice_of_a_channel_without_network_traffic(xmesh, tmp_path):
+    """FORMATS §1.2: the rank manifest's ``fifo`` lists the channels with network traffic,
+    each of which has net_ops records (§8: an op per run of network legs).  An item of zero
+    counts for channel 1 (what listing every channel the rank ran on would add) is refused."""
+    m = Out(xmesh, tmp_path / "mut")
+    rdir = m.path / "rank-0000"
+    man = json.loads((rdir / "manifest.json").read_text())
+    end = {k: sum(it[k][1] for it in man["fifo"]) for k in ("ops", "src", "dest")}
+    man["fifo"].append({"channel": 1, **{k: [end[k], 0] for k in end}})
+    (rdir / "manifest.json").write_text(json.dumps(man))
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert "a fifo slice for a channel without net_ops records" in text, text
+
+
+def test_simulator_refuses_an_op_split_where_the_receive_semaphore_does_not_change(xmesh,
+                                                                                   tmp_path):
+    """FORMATS §8 "Ops": an op is a maximal run of the entry's network legs whose receives land
+    on one semaphore, a new op starting only where that semaphore changes.  xmesh's two ops
+    receive on two events; op 1 made to receive on op 0's semaphore is two ops where the
+    format has one, and is refused."""
+    m = Out(xmesh, tmp_path / "mut")
+
+    def same(o):
+        assert o.size == 2 and o["inc_recv_complete"][0] != o["inc_recv_complete"][1]
+        for f in ("inc_recv_handshake", "inc_recv_complete"):
+            o[f][1] = o[f][0]
+
+    m.edit(0, "net_ops.bin", same)
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert "op 1 receives on the semaphore of op 0 of its entry" in text, text

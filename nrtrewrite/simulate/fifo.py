@@ -92,6 +92,10 @@ def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
             raise SimulationError("fifo slices are not in ascending channel order", rank=rf.rank,
                                   channel=ch)
         last_ch = ch
+        if sl[0][1] == 0:  # a channel with network traffic has an op (FORMATS §1.2, §8)
+            raise SimulationError("a fifo slice for a channel without net_ops records: the "
+                                  "rank manifest lists channels with network traffic only",
+                                  rank=rf.rank, channel=ch)
         for (first, count), k in zip(sl, ("ops", "src", "dest")):
             if first != nxt[k] or count < 0:
                 raise SimulationError(f"fifo {k} slice [{first}, {count}] does not follow the "
@@ -196,6 +200,13 @@ class FifoDecoder:
                     raise fail(k, f"{fld} is {sem_name(int(sid[0]))} of rank {tr[0]} (window "
                                   f"{int(win[0]):#x}); expected the INC window of this rank's "
                                   f"{sem_name(want)}", fld)
+            # FORMATS §8 "Ops": a new op of an entry starts at a receive whose semaphore
+            # differs from the current op's, so consecutive ops of an entry differ in it
+            if k and f.op_entry[k] == f.op_entry[k - 1] and int(
+                    op["inc_recv_complete"]) == int(f.ops[k - 1]["inc_recv_complete"]):
+                raise fail(k, f"op {k} receives on the semaphore of op {k - 1} of its entry: "
+                              "an op runs until the receives' semaphore changes (FORMATS §8 "
+                              "\"Ops\")", "inc_recv_complete")
             if int(op["net_idx_loop_size"]) != F.NET_INDEX_LOOP_SIZE:
                 raise fail(k, f"net_idx_loop_size {int(op['net_idx_loop_size'])}, expected "
                               f"{F.NET_INDEX_LOOP_SIZE}", "net_idx_loop_size")
