@@ -32,6 +32,15 @@ def reference_ring_leg_ir(topo, rp, op, rank, peers, *, host_cc, reduction_type,
     return IR.concat(irs), info
 
 
+def _ring_leg_plans(plan):
+    """(leg, members, ring plan) of every RING leg of the plan's HIER triggers."""
+    for tp in plan.triggers:
+        for lp in tp.prepared.data.legs:
+            if lp.alg == EncAlgType.RING:
+                for members, rp in lp.plans.items():
+                    yield lp, members, rp
+
+
 @pytest.fixture(scope="module")
 def small_topo(tmp_path_factory):
     path = tmp_path_factory.mktemp("topo") / "trn2-4dev.json"
@@ -53,28 +62,24 @@ def test_ring_leg_ir_is_the_channel_by_channel_composition(small_topo, monkeypat
     topo = plan.topology
     rtype = int(ReductionType.RING_2R1W)
     legs = 0
-    for tp in plan.triggers:
-        for lp in tp.prepared.data.legs:
-            if lp.alg != EncAlgType.RING:
-                continue
-            for members, rp in lp.plans.items():
-                for rank in members:
-                    for host_cc in (False, True):
-                        want_peers = PeerTable(rank)
-                        want, want_info = reference_ring_leg_ir(
-                            topo, rp, lp.op, rank, want_peers, host_cc=host_cc,
-                            reduction_type=rtype, inplace=lp.inplace)
-                        for _again in range(2):  # the second call meets the memo
-                            peers = PeerTable(rank)
-                            got, info = ring_leg_ir(topo, rp, lp.op, rank, peers,
-                                                    host_cc=host_cc, reduction_type=rtype,
-                                                    inplace=lp.inplace)
-                            assert got.dtype == want.dtype and got.size == want.size
-                            assert np.array_equal(IR._bytes(got), IR._bytes(want))
-                            assert peers.peers == want_peers.peers and info == want_info
-                            got["start"] = -1  # the caller owns its rows
-                            info[rp.channel_ids[0]]["user_ranks"].append(-1)
-                        legs += 1
+    for lp, members, rp in _ring_leg_plans(plan):
+        for rank in members:
+            for host_cc in (False, True):
+                want_peers = PeerTable(rank)
+                want, want_info = reference_ring_leg_ir(
+                    topo, rp, lp.op, rank, want_peers, host_cc=host_cc,
+                    reduction_type=rtype, inplace=lp.inplace)
+                for _again in range(2):  # the second call meets the memo
+                    peers = PeerTable(rank)
+                    got, info = ring_leg_ir(topo, rp, lp.op, rank, peers,
+                                            host_cc=host_cc, reduction_type=rtype,
+                                            inplace=lp.inplace)
+                    assert got.dtype == want.dtype and got.size == want.size
+                    assert np.array_equal(IR._bytes(got), IR._bytes(want))
+                    assert peers.peers == want_peers.peers and info == want_info
+                    got["start"] = -1  # the caller owns its rows
+                    info[rp.channel_ids[0]]["user_ranks"].append(-1)
+                legs += 1
     assert legs
     assert any(lp.name.startswith("inter") and lp.alg == EncAlgType.RING
                for tp in plan.triggers for lp in tp.prepared.data.legs)
@@ -222,17 +227,13 @@ def test_hier_ring_legs_follow_the_seed_step_loop(small_topo, monkeypatch, ranks
                     algo="hier;inter_allr:ring;inter_allg:ring;inter_redsct:ring;"
                          "intra_redsct:ring;intra_allg:ring")
     seen = set()
-    for tp in plan.triggers:
-        for lp in tp.prepared.data.legs:
-            if lp.alg != EncAlgType.RING:
-                continue
-            for members, rp in lp.plans.items():
-                for rank in members:
-                    for host_cc in (False, True):
-                        check_leg_against_seed(plan.topology, rp, lp.op, rank, host_cc,
-                                               lp.inplace)
-                seen.add((lp.op, rp.layout.interleaved, rp.layout.groups > 1,
-                          len(rp.group) > 2, len(rp.channel_ids) > 1))
+    for lp, members, rp in _ring_leg_plans(plan):
+        for rank in members:
+            for host_cc in (False, True):
+                check_leg_against_seed(plan.topology, rp, lp.op, rank, host_cc,
+                                       lp.inplace)
+        seen.add((lp.op, rp.layout.interleaved, rp.layout.groups > 1,
+                  len(rp.group) > 2, len(rp.channel_ids) > 1))
     # the checks met both layouts, several chunk groups and the middle steps of the loop
     if rs_count:
         assert {(EncOpType.ALLREDUCE, True), (EncOpType.ALLGATHER, False),
