@@ -1460,6 +1460,7 @@ def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles)
 #: The entries whose consuming legs take exactly what their ring predecessor sent (RING and
 #: SINGLE_CYCLE_RING, flat or a HIER leg; a KANGARING unit's legs pair otherwise)
 PAIRED_RINGS = frozenset({"RING", "SINGLE_CYCLE_RING"})
+_CONSUMING, _SENDING = np.array(sorted(CONSUMING)), np.array(sorted(SENDING))
 
 
 def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
@@ -1478,37 +1479,36 @@ def check_ring_pairing(programs: dict[int, RankProgram]) -> None:
                 idx = first + np.arange(count, dtype=np.int64)
                 lf = prog.l_leaf[idx]
                 key = (ent.trigger.ordinal, ent.leg, c)
-                cons_of[key + (r,)] = idx[np.isin(lf, list(CONSUMING))]
-                sent_of[key + (r,)] = idx[np.isin(lf, list(SENDING))]
+                cons_of[key + (r,)] = idx[np.isin(lf, _CONSUMING)]
+                sent_of[key + (r,)] = idx[np.isin(lf, _SENDING)]
                 s_ = ent.trigger.successor(c, r, ent.leg)
                 if s_ is not None and s_ != r:
                     pred_of[key + (s_,)] = r
     for k in sorted(cons_of):
         p = pred_of.get(k)  # a predecessor has this trigger, leg and channel: sent_of has it
-        cons = cons_of[k]
         if p is None:
             continue
-        sent = sent_of[k[:3] + (p,)]
+        cons, sent = cons_of[k], sent_of[k[:3] + (p,)]
         m = min(cons.size, sent.size)
         me, pp = programs[k[3]], programs[p]
         ce, cn = me.l_elem[cons[:m]], me.l_num[cons[:m]]
         se, sn = pp.l_elem[sent[:m]], pp.l_num[sent[:m]]
         i = _first((ce != se) | (cn != sn))
-        if i is None:
-            if cons.size != sent.size:
-                # the first consuming leg without a send, or the last when sends are left over
-                g = int(cons[min(m, cons.size - 1)]) if cons.size else None
-                raise SimulationError(
-                    f"channel {k[2]} has {cons.size} consuming legs, but its ring "
-                    f"predecessor, rank {p}, has {sent.size} sending legs: every piece sent "
-                    "is consumed once", **_where(k[3], "legs.bin", g, "leaf", trigger=k[0]))
-            continue
-        g, j = int(cons[i]), int(sent[i])
-        raise SimulationError(
-            f"consuming leg {i + 1} of channel {k[2]} "
-            f"({LEAF_NAMES.get(int(me.l_leaf[g]), me.l_leaf[g])}) takes elements "
-            f"[{ce[i]}, {ce[i] + cn[i]}), but sending leg {i + 1} of its ring predecessor, "
-            f"rank {p} (its legs.bin record {j}, "
-            f"{LEAF_NAMES.get(int(pp.l_leaf[j]), pp.l_leaf[j])}), sent [{se[i]}, {se[i] + sn[i]})",
-            **_where(k[3], "legs.bin", g, "elem_start" if ce[i] != se[i] else "num_elements",
-                     trigger=k[0]))
+        if i is not None:
+            g, j = int(cons[i]), int(sent[i])
+            raise SimulationError(
+                f"consuming leg {i + 1} of channel {k[2]} "
+                f"({LEAF_NAMES.get(int(me.l_leaf[g]), me.l_leaf[g])}) takes elements "
+                f"[{ce[i]}, {ce[i] + cn[i]}), but sending leg {i + 1} of its ring predecessor, "
+                f"rank {p} (its legs.bin record {j}, "
+                f"{LEAF_NAMES.get(int(pp.l_leaf[j]), pp.l_leaf[j])}), "
+                f"sent [{se[i]}, {se[i] + sn[i]})",
+                **_where(k[3], "legs.bin", g, "elem_start" if ce[i] != se[i] else "num_elements",
+                         trigger=k[0]))
+        if cons.size != sent.size:
+            # the first consuming leg without a send, or the last when sends are left over
+            g = int(cons[min(m, cons.size - 1)]) if cons.size else None
+            raise SimulationError(
+                f"channel {k[2]} has {cons.size} consuming legs, but its ring predecessor, "
+                f"rank {p}, has {sent.size} sending legs: every piece sent is consumed once",
+                **_where(k[3], "legs.bin", g, "leaf", trigger=k[0]))
