@@ -243,6 +243,81 @@ def decode_record(name: str, rec: np.void) -> dict:
     return d
 
 
+def field_columns(arr: np.ndarray, prefix: str = "") -> dict[str, np.ndarray]:
+    """:func:`record_fields` for every record of ``arr`` at once: the same keys in the same
+    order, each a column of ``len(arr)`` rows (an array field: one row of its values)."""
+    out = {}
+    for name in arr.dtype.names:
+        col = arr[name]
+        if col.dtype.names:
+            out.update(field_columns(col, f"{prefix}{name}."))
+        else:
+            out[prefix + name] = (col.reshape(len(arr), int(np.prod(col.shape[1:])))
+                                  if col.ndim > 1 else col)
+    return out
+
+
+def _names(enum_of, codes: np.ndarray) -> np.ndarray:
+    """``enum_of(code)`` for every code, as an object array: one call per distinct code."""
+    uniq, inverse = np.unique(codes, return_inverse=True)
+    return np.array([enum_of(c) for c in uniq.tolist()], object)[inverse.reshape(-1)]
+
+
+def decode_columns(name: str, arr: np.ndarray) -> list[tuple[np.ndarray | None, dict]]:
+    """:func:`decode_record` for every record of ``arr`` at once, as ``[(rows, columns)]``:
+    ``columns`` maps the keys :func:`decode_record` gives, in its order, to a column each
+    (integers: a numpy array, one row per record, ``(n, L)`` for an array field; names: an
+    object array of str); ``rows`` is None (every record) or the indices the columns are of.
+    Only spad.bin has two groups: its ring-family entries (``channel_list``) and its
+    mesh-overlay ones (``sema_shift_offset``, ``sema_mask``), whose keys differ."""
+    d = field_columns(arr)
+    w = {k: v.astype(np.int64) for k, v in d.items() if v.ndim == 1 and v.dtype.itemsize < 8}
+    if name == "spad.bin":
+        alg, flags = w["alg"], w["flags"]
+        d.update(cc_op=w["header"] & 1, algo_type=alg & 0xF,
+                 algo_type_name=_names(lambda c: enum_name(EncAlgType, c), alg & 0xF),
+                 algo_sub_type=(alg >> 4) & 7, trigger_next=alg >> 7,
+                 reporter=flags & 1, ring_wait_complete=(flags >> 1) & 1,
+                 ring_send_complete=(flags >> 2) & 1)
+        overlay = np.isin(alg & 0xF, list(SPAD_OVERLAY_ALGOS))
+        if not overlay.any():
+            return [(None, d)]
+        ring = {k: v[~overlay] for k, v in d.items()}
+        mesh = {k: v[overlay] for k, v in d.items() if k != "channel_list"}
+        word = w["channel_list"][overlay]
+        mesh.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
+        return [(np.flatnonzero(~overlay), ring), (np.flatnonzero(overlay), mesh)]
+    if name == "tpinc.bin":
+        d["last_sync"] = w["flags"] & F.TPINC_LAST_SYNC
+    elif name == "legs.bin":
+        d["leaf_name"] = _names(leaf_name, w["leaf"])
+        d["neigh_name"] = _names(lambda c: enum_name(EncdNeigh, c), w["neigh"])
+    elif name == "dma.bin":
+        lc, mc = w["len_ctrl"], w["meta_ctrl"]
+        length = lc & F.LEN_MASK
+        d.update(length=np.where(length == 0, 65536, length),
+                 gen=(lc >> F.GEN_SHIFT) & F.GEN_MASK, first=((lc & F.LEN_FIRST) != 0) * 1,
+                 last=((lc & F.LEN_LAST) != 0) * 1, sdma_op=mc & 0xF,
+                 dir=np.where(mc & F.META_DIR_S2M, "S2M", "M2S").astype(object),
+                 stream=(mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK)
+    elif name == "cce.bin":
+        w0, w1 = w["w0"], w["w1"]
+        d.update(meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7,
+                 op_name=_names(lambda c: enum_name(SdmaCceType, c), w1 & 7),
+                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
+                 acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=w["w2"] & 0xFFFFFF,
+                 num_sources=w["w3"] & 0x3F, reduction_type=(w["w3"] >> 8) & 3)
+    elif name == "sem.bin":
+        c = w["ctrl"]
+        d.update(subop=c & F.SEM_SUBOP_MASK,
+                 subop_name=_names(lambda v: enum_name(EvtSemSubop, v), c & F.SEM_SUBOP_MASK),
+                 role=(c >> F.SEM_ROLE_SHIFT) & 0xFF, remote=((c & F.SEM_REMOTE) != 0) * 1,
+                 gen=(c >> F.GEN_SHIFT) & F.GEN_MASK)
+    elif name in ("net_src.bin", "net_dest.bin"):
+        d["mark_name"] = _names(lambda c: enum_name(NetAddrMark, c), w["mark"])
+    return [(None, d)]
+
+
 #: how a manifest of ours begins: its keys are sorted, so ``format`` comes first
 OUR_MANIFEST_HEAD = re.compile(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(FORMAT_NAME.encode())
                                 + rb'"')

@@ -1,5 +1,5 @@
-"""`nrtrewrite dump`: the rich view decodes only the rows it shows; --json is streamed record by
-record and is exactly ``json.dumps(document, indent=1)`` of the whole document."""
+"""`nrtrewrite dump`: the rich view decodes only the rows it shows; --json is streamed block by
+block and is exactly ``json.dumps(document, indent=1)`` of the whole document."""
 
 from __future__ import annotations
 
