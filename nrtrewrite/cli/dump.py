@@ -170,9 +170,7 @@ def _record_template(cols: dict) -> tuple[str, list[list]]:
             quoted = {v: json.dumps(v).replace("%", "%%") for v in set(col.tolist())}
             parts.append(head + "%s")
             values.append([quoted[v] for v in col.tolist()])
-        elif col.ndim == 2 and not col.shape[1]:
-            parts.append(head + "[]")
-        elif col.ndim == 2:
+        elif col.ndim == 2:  # (no artifact has an array field of length 0)
             parts.append(head + "[\n" + ",\n".join([pad + " %d"] * col.shape[1]) + f"\n{pad}]")
             values.extend(col[:, j].tolist() for j in range(col.shape[1]))
         else:
