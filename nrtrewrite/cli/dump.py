@@ -136,21 +136,103 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     for rdir, names in targets:
         for name in names:
             rf = open_records(rdir / name)
-            shown = rf.chunks(limit or None)  # only the rows shown are read
-            table = Table(title=f"{rdir.name}/{name} ({rf.size} records)")
-            cols = COLUMNS[name]
-            table.add_column("#", justify="right")
-            for c in cols:
-                if c == "leaf_name":
-                    table.add_column(c, min_width=LEAF_NAME_WIDTH, no_wrap=True)
-                else:
-                    table.add_column(c)
-            for i, rec in enumerate(chain.from_iterable(shown)):  # only these are decoded
-                row = decode_record(name, rec)
-                table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
-            console.print(table)
+            title = f"{rdir.name}/{name} ({rf.size} records)"
+            if console.is_terminal or not piped_table(console, title, rf, limit):
+                console.print(rich_table(title, rf, limit))
             if limit and rf.size > limit:
                 console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
+
+
+def _table(title: str, name: str) -> Table:
+    """The empty rich table of artifact ``name``: the row number, then :data:`COLUMNS`."""
+    table = Table(title=title)
+    table.add_column("#", justify="right")
+    for c in COLUMNS[name]:
+        if c == "leaf_name":
+            table.add_column(c, min_width=LEAF_NAME_WIDTH, no_wrap=True)
+        else:
+            table.add_column(c)
+    return table
+
+
+def rich_table(title: str, rf, limit: int) -> Table:
+    """The first ``limit`` records of ``rf`` (all: 0) as one rich table, a record decoded
+    at a time (a terminal's view: rich styles it and fits it to the window)."""
+    table = _table(title, rf.name)
+    cols = COLUMNS[rf.name]
+    for i, rec in enumerate(chain.from_iterable(rf.chunks(limit or None))):  # only these
+        row = decode_record(rf.name, rec)
+        table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
+    return table
+
+
+def column_cells(name: str, arr: np.ndarray) -> list[list[str]]:
+    """The :data:`COLUMNS` cells of every record of ``arr``, column by column, as
+    :func:`_cell` writes them: decoded a block at a time (``decode_columns``)."""
+    out = [[ABSENT] * len(arr) for _ in COLUMNS[name]]
+    for rows, cols in decode_columns(name, arr):
+        for j, key in enumerate(COLUMNS[name]):
+            col = cols.get(key)
+            if col is None:
+                continue
+            if col.dtype == object:
+                cells = col.tolist()
+            elif col.ndim == 2:
+                cells = [str(v) for v in col.tolist()]
+            elif key in HEX_FIELDS:
+                cells = [f"0x{v:x}" for v in col.tolist()]
+            else:
+                cells = list(map(str, col.tolist()))
+            if rows is None:
+                out[j] = cells
+            else:
+                for i, c in zip(rows.tolist(), cells):
+                    out[j][i] = c
+    return out
+
+
+def piped_table(console, title: str, rf, limit: int) -> bool:
+    """Print the first ``limit`` records of ``rf`` (all: 0) on a piped console as
+    :func:`rich_table` would print them, byte for byte, at any size: a first pass over the
+    file takes each column's widest cell, rich draws the title, the header and the borders
+    of a table of one row of that many ``x``, and every row is then written between its
+    borders a block at a time (rich holds the whole table and lays out some 2,000 rows a
+    second).  False, nothing printed, where rich would not lay the table out at its cells'
+    widths (wider than the console: rich shrinks and wraps) or draws its rows otherwise."""
+    name, cols = rf.name, COLUMNS[rf.name]
+    n = rf.size if not limit else min(limit, rf.size)
+    if not n:
+        return False
+    widths = [len(str(n - 1))] + [0] * len(cols)
+    for chunk in rf.chunks(n):
+        for j, cells in enumerate(column_cells(name, chunk)):
+            widths[j + 1] = max(widths[j + 1], max(map(len, cells)))
+    probe = _table(title, name)
+    probe.add_row(*("x" * w for w in widths))
+    with console.capture() as cap:
+        console.print(probe)
+    # the title's lines, the top border, the header, its rule, the row, the bottom border
+    lines = cap.get().split("\n")
+    row = len(lines) - 3
+    shown = [max(w, len(h), LEAF_NAME_WIDTH if h == "leaf_name" else 0)
+             for w, h in zip(widths, ("#",) + cols)]
+    if row < 3 or len(lines[row]) != sum(shown) + 3 * len(shown) + 1:
+        return False
+    left, mid, right = lines[row][0], lines[row][shown[0] + 3], lines[row][-1]
+    fmt = left + " " + f" {mid} ".join(["%*s"] + ["%-*s"] * len(cols)) + " " + right
+    if lines[row] != fmt % tuple(chain.from_iterable(zip(shown, ["x" * w for w in widths]))):
+        return False  # rich shrank a column or draws rows otherwise: it prints the table
+    out = console.file
+    out.write("\n".join(lines[:row]) + "\n")
+    first = 0
+    for chunk in rf.chunks(n):
+        cells = column_cells(name, chunk)
+        numbers = range(first, first + len(chunk))
+        first += len(chunk)
+        out.write("".join(fmt % tuple(chain.from_iterable(zip(shown, r))) + "\n"
+                          for r in zip(numbers, *cells)))
+    out.write("\n".join(lines[row + 1:]))
+    return True
 
 
 #: how deep a record's object stands in the ``dump --json`` document: ranks[] / {} / files
