@@ -57,10 +57,46 @@ def test_a_file_of_several_blocks(tmp_path, monkeypatch):
     from nrtrewrite.artifacts import RecordFile
     monkeypatch.setattr(RecordFile, "CHUNK", 64)
     arr = records("dma.bin", np.random.default_rng(3).bytes(16 * 1000))
-    arr["buf_ptr"][:900] = 1  # the widest cell only in the last block
+    arr["buf_ptr"][100:] = 1  # the widest cells only in the first blocks
     printed, fast, slow = both(_file(tmp_path, "dma.bin", arr), 0)
     assert printed and fast == slow
     assert fast.count("\n") == 4 + 1000 + 1  # title, top, header, rule; rows; bottom
+
+
+def test_an_ascii_only_stdout_gets_rich_s_ascii_borders(tmp_path):
+    """A stdout whose encoding is not UTF-8 (LANG=C): rich draws ``+``, ``-`` and ``|``."""
+    arr = records("cce.bin", np.random.default_rng(9).bytes(16 * 50))
+    rf = _file(tmp_path, "cce.bin", arr)
+    texts = []
+    for fast in (True, False):
+        raw = io.BytesIO()
+        f = io.TextIOWrapper(raw, encoding="ascii")
+        c = Console(file=f, width=PIPED_WIDTH, force_terminal=False, color_system=None)
+        if not fast or not piped_table(c, "t", rf, 0):
+            assert not fast
+            c.print(rich_table("t", rf, 0))
+        f.flush()
+        texts.append(raw.getvalue().decode("ascii"))
+    assert texts[0] == texts[1] and "| 49 |" in texts[0]
+
+
+def test_rows_rich_would_draw_otherwise_are_left_to_rich(tmp_path, monkeypatch):
+    """The probe row must come out as the rows are written: a column rich centres (here
+    made so) is not what piped_table writes, so it prints nothing and rich prints the
+    table."""
+    import nrtrewrite.cli.dump as D
+    real = D._table
+
+    def centred(title, name):
+        table = real(title, name)
+        table.columns[1].justify = "center"
+        return table
+
+    monkeypatch.setattr(D, "_table", centred)
+    arr = records("sem.bin", np.random.default_rng(4).bytes(16 * 30))
+    fast = console()
+    assert not piped_table(fast, "t", _file(tmp_path, "sem.bin", arr), 0)
+    assert fast.file.getvalue() == ""
 
 
 def test_a_title_wider_than_the_table_wraps_as_rich_wraps_it(tmp_path):
