@@ -199,47 +199,59 @@ HEX_FIELDS = frozenset({"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_han
                         "dst.start_addr"})
 
 
+def _bit_fields(name: str, d: dict, w: dict, names, choose) -> None:
+    """Add docs/FORMATS.md's bit fields of artifact ``name`` to ``d``, computed from ``w``,
+    its integer fields: a record's (Python ints) or every record's (int64 columns), the same
+    expressions for both.  ``names(enum_of, codes)`` names codes, ``choose(cond, a, b)``
+    picks per record.  spad.bin's bytes 4..7 are left to the caller (their key depends on
+    the entry's ``algo_type``)."""
+    if name == "spad.bin":
+        alg, flags = w["alg"], w["flags"]
+        d.update(cc_op=w["header"] & 1, algo_type=alg & 0xF,
+                 algo_type_name=names(lambda c: enum_name(EncAlgType, c), alg & 0xF),
+                 algo_sub_type=(alg >> 4) & 7, trigger_next=alg >> 7,
+                 reporter=flags & 1, ring_wait_complete=(flags >> 1) & 1,
+                 ring_send_complete=(flags >> 2) & 1)
+    elif name == "tpinc.bin":
+        d["last_sync"] = w["flags"] & F.TPINC_LAST_SYNC
+    elif name == "legs.bin":
+        d["leaf_name"] = names(leaf_name, w["leaf"])
+        d["neigh_name"] = names(lambda c: enum_name(EncdNeigh, c), w["neigh"])
+    elif name == "dma.bin":
+        lc, mc = w["len_ctrl"], w["meta_ctrl"]
+        length = lc & F.LEN_MASK
+        d.update(length=choose(length == 0, 65536, length),
+                 gen=(lc >> F.GEN_SHIFT) & F.GEN_MASK, first=((lc & F.LEN_FIRST) != 0) * 1,
+                 last=((lc & F.LEN_LAST) != 0) * 1, sdma_op=mc & 0xF,
+                 dir=choose(mc & F.META_DIR_S2M, "S2M", "M2S"),
+                 stream=(mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK)
+    elif name == "cce.bin":
+        w0, w1, w2, w3 = w["w0"], w["w1"], w["w2"], w["w3"]
+        d.update(meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7,
+                 op_name=names(lambda c: enum_name(SdmaCceType, c), w1 & 7),
+                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
+                 acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=w2 & 0xFFFFFF,
+                 num_sources=w3 & 0x3F, reduction_type=(w3 >> 8) & 3)
+    elif name == "sem.bin":
+        c = w["ctrl"]
+        d.update(subop=c & F.SEM_SUBOP_MASK,
+                 subop_name=names(lambda v: enum_name(EvtSemSubop, v), c & F.SEM_SUBOP_MASK),
+                 role=(c >> F.SEM_ROLE_SHIFT) & 0xFF, remote=((c & F.SEM_REMOTE) != 0) * 1,
+                 gen=(c >> F.GEN_SHIFT) & F.GEN_MASK)
+    elif name in ("net_src.bin", "net_dest.bin"):
+        d["mark_name"] = names(lambda c: enum_name(NetAddrMark, c), w["mark"])
+
+
 def decode_record(name: str, rec: np.void) -> dict:
     """Raw fields plus the bit fields of docs/FORMATS.md, named.  A spad.bin entry's bytes
     4..7 are named by its ``algo_type``: ``channel_list`` (ring family), or
     ``sema_shift_offset`` and ``sema_mask`` (:data:`SPAD_OVERLAY_ALGOS`), never both."""
     d = record_fields(rec)
-    if name == "spad.bin":
-        alg = d["alg"]
-        d.update(cc_op=d["header"] & 1, algo_type=alg & 0xF,
-                 algo_type_name=enum_name(EncAlgType, alg & 0xF),
-                 algo_sub_type=(alg >> 4) & 7, trigger_next=alg >> 7,
-                 reporter=d["flags"] & 1, ring_wait_complete=(d["flags"] >> 1) & 1,
-                 ring_send_complete=(d["flags"] >> 2) & 1)
-        if alg & 0xF in SPAD_OVERLAY_ALGOS:
-            word = d.pop("channel_list")
-            d.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
-    elif name == "tpinc.bin":
-        d["last_sync"] = d["flags"] & F.TPINC_LAST_SYNC
-    elif name == "legs.bin":
-        d["leaf_name"] = leaf_name(d["leaf"])
-        d["neigh_name"] = enum_name(EncdNeigh, d["neigh"])
-    elif name == "dma.bin":
-        lc, mc = d["len_ctrl"], d["meta_ctrl"]
-        length = lc & F.LEN_MASK
-        d.update(length=length or 65536, gen=(lc >> F.GEN_SHIFT) & F.GEN_MASK,
-                 first=int(bool(lc & F.LEN_FIRST)), last=int(bool(lc & F.LEN_LAST)),
-                 sdma_op=mc & 0xF, dir="S2M" if mc & F.META_DIR_S2M else "M2S",
-                 stream=(mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK)
-    elif name == "cce.bin":
-        w0, w1 = d["w0"], d["w1"]
-        d.update(meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7, op_name=enum_name(SdmaCceType, w1 & 7),
-                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
-                 acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=d["w2"] & 0xFFFFFF,
-                 num_sources=d["w3"] & 0x3F, reduction_type=(d["w3"] >> 8) & 3)
-    elif name == "sem.bin":
-        c = d["ctrl"]
-        d.update(subop=c & F.SEM_SUBOP_MASK,
-                 subop_name=enum_name(EvtSemSubop, c & F.SEM_SUBOP_MASK),
-                 role=(c >> F.SEM_ROLE_SHIFT) & 0xFF, remote=int(bool(c & F.SEM_REMOTE)),
-                 gen=(c >> F.GEN_SHIFT) & F.GEN_MASK)
-    elif name in ("net_src.bin", "net_dest.bin"):
-        d["mark_name"] = enum_name(NetAddrMark, d["mark"])
+    _bit_fields(name, d, dict(d), lambda enum_of, code: enum_of(code),
+                lambda cond, a, b: a if cond else b)
+    if name == "spad.bin" and d["algo_type"] in SPAD_OVERLAY_ALGOS:
+        word = d.pop("channel_list")
+        d.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
     return d
 
 
@@ -272,50 +284,18 @@ def decode_columns(name: str, arr: np.ndarray) -> list[tuple[np.ndarray | None, 
     mesh-overlay ones (``sema_shift_offset``, ``sema_mask``), whose keys differ."""
     d = field_columns(arr)
     w = {k: v.astype(np.int64) for k, v in d.items() if v.ndim == 1 and v.dtype.itemsize < 8}
-    if name == "spad.bin":
-        alg, flags = w["alg"], w["flags"]
-        d.update(cc_op=w["header"] & 1, algo_type=alg & 0xF,
-                 algo_type_name=_names(lambda c: enum_name(EncAlgType, c), alg & 0xF),
-                 algo_sub_type=(alg >> 4) & 7, trigger_next=alg >> 7,
-                 reporter=flags & 1, ring_wait_complete=(flags >> 1) & 1,
-                 ring_send_complete=(flags >> 2) & 1)
-        overlay = np.isin(alg & 0xF, list(SPAD_OVERLAY_ALGOS))
-        if not overlay.any():
-            return [(None, d)]
-        ring = {k: v[~overlay] for k, v in d.items()}
-        mesh = {k: v[overlay] for k, v in d.items() if k != "channel_list"}
-        word = w["channel_list"][overlay]
-        mesh.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
-        return [(np.flatnonzero(~overlay), ring), (np.flatnonzero(overlay), mesh)]
-    if name == "tpinc.bin":
-        d["last_sync"] = w["flags"] & F.TPINC_LAST_SYNC
-    elif name == "legs.bin":
-        d["leaf_name"] = _names(leaf_name, w["leaf"])
-        d["neigh_name"] = _names(lambda c: enum_name(EncdNeigh, c), w["neigh"])
-    elif name == "dma.bin":
-        lc, mc = w["len_ctrl"], w["meta_ctrl"]
-        length = lc & F.LEN_MASK
-        d.update(length=np.where(length == 0, 65536, length),
-                 gen=(lc >> F.GEN_SHIFT) & F.GEN_MASK, first=((lc & F.LEN_FIRST) != 0) * 1,
-                 last=((lc & F.LEN_LAST) != 0) * 1, sdma_op=mc & 0xF,
-                 dir=np.where(mc & F.META_DIR_S2M, "S2M", "M2S").astype(object),
-                 stream=(mc >> F.META_STREAM_SHIFT) & F.META_STREAM_MASK)
-    elif name == "cce.bin":
-        w0, w1 = w["w0"], w["w1"]
-        d.update(meta_idx=(w0 >> 24) & 0x1F, op=w1 & 7,
-                 op_name=_names(lambda c: enum_name(SdmaCceType, c), w1 & 7),
-                 last=(w1 >> 7) & 1, in_dtype=(w1 >> 8) & 0xF, out_dtype=(w1 >> 12) & 0xF,
-                 acc_dtype=(w1 >> 16) & 0xF, valid=(w1 >> 25) & 1, length=w["w2"] & 0xFFFFFF,
-                 num_sources=w["w3"] & 0x3F, reduction_type=(w["w3"] >> 8) & 3)
-    elif name == "sem.bin":
-        c = w["ctrl"]
-        d.update(subop=c & F.SEM_SUBOP_MASK,
-                 subop_name=_names(lambda v: enum_name(EvtSemSubop, v), c & F.SEM_SUBOP_MASK),
-                 role=(c >> F.SEM_ROLE_SHIFT) & 0xFF, remote=((c & F.SEM_REMOTE) != 0) * 1,
-                 gen=(c >> F.GEN_SHIFT) & F.GEN_MASK)
-    elif name in ("net_src.bin", "net_dest.bin"):
-        d["mark_name"] = _names(lambda c: enum_name(NetAddrMark, c), w["mark"])
-    return [(None, d)]
+    _bit_fields(name, d, w, _names, lambda cond, a, b: np.where(cond, a, b).astype(
+        object if isinstance(a, str) else np.int64))
+    if name != "spad.bin":
+        return [(None, d)]
+    overlay = np.isin(d["algo_type"], list(SPAD_OVERLAY_ALGOS))
+    if not overlay.any():
+        return [(None, d)]
+    ring = {k: v[~overlay] for k, v in d.items()}
+    mesh = {k: v[overlay] for k, v in d.items() if k != "channel_list"}
+    word = w["channel_list"][overlay]
+    mesh.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
+    return [(np.flatnonzero(~overlay), ring), (np.flatnonzero(overlay), mesh)]
 
 
 #: how a manifest of ours begins: its keys are sorted, so ``format`` comes first
