@@ -166,29 +166,36 @@ def rich_table(title: str, rf, limit: int) -> Table:
     return table
 
 
+def _in_record_order(n: int, parts: list, fill=None) -> list:
+    """The values of ``parts`` (``[(rows, values)]``, one item per group of
+    ``decode_columns``: rows None for every record) as one list of ``n`` in record order,
+    ``fill`` where no group has a value (a spad key the entry does not have)."""
+    if len(parts) == 1 and parts[0][0] is None:
+        return parts[0][1]
+    out = np.full(n, fill, object)
+    for rows, values in parts:
+        out[rows] = np.array(values, object)
+    return out.tolist()
+
+
+def _cells(key: str, col: np.ndarray) -> list[str]:
+    """:func:`_cell` of every value of a ``decode_columns`` column."""
+    if col.dtype == object:
+        return col.tolist()
+    if col.ndim == 2:
+        return [str(v) for v in col.tolist()]
+    if key in HEX_FIELDS:
+        return [f"0x{v:x}" for v in col.tolist()]
+    return list(map(str, col.tolist()))
+
+
 def column_cells(name: str, arr: np.ndarray) -> list[list[str]]:
     """The :data:`COLUMNS` cells of every record of ``arr``, column by column, as
     :func:`_cell` writes them: decoded a block at a time (``decode_columns``)."""
-    out = [[ABSENT] * len(arr) for _ in COLUMNS[name]]
-    for rows, cols in decode_columns(name, arr):
-        for j, key in enumerate(COLUMNS[name]):
-            col = cols.get(key)
-            if col is None:
-                continue
-            if col.dtype == object:
-                cells = col.tolist()
-            elif col.ndim == 2:
-                cells = [str(v) for v in col.tolist()]
-            elif key in HEX_FIELDS:
-                cells = [f"0x{v:x}" for v in col.tolist()]
-            else:
-                cells = list(map(str, col.tolist()))
-            if rows is None:
-                out[j] = cells
-            else:
-                for i, c in zip(rows.tolist(), cells):
-                    out[j][i] = c
-    return out
+    groups = decode_columns(name, arr)
+    return [_in_record_order(len(arr), [(rows, _cells(key, cols[key]))
+                                        for rows, cols in groups if key in cols], ABSENT)
+            for key in COLUMNS[name]]
 
 
 def piped_table(console, title: str, rf, limit: int) -> bool:
@@ -267,15 +274,11 @@ def record_texts(name: str, arr: np.ndarray) -> list[str]:
     indented by :data:`RECORD_LEVEL` spaces, made column by column (``decode_columns``)
     and one format string per key set, so that a large file is written at several hundred
     thousand records a second, not a few ten thousand."""
-    texts = [""] * len(arr)
+    parts = []
     for rows, cols in decode_columns(name, arr):
         fmt, values = _record_template(cols)
-        made = [fmt % t for t in zip(*values)]
-        if rows is None:
-            return made
-        for i, t in zip(rows.tolist(), made):
-            texts[i] = t
-    return texts
+        parts.append((rows, [fmt % t for t in zip(*values)]))
+    return _in_record_order(len(arr), parts)
 
 
 def _write_json(out, kind, targets) -> None:
