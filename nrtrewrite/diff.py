@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from nrtrewrite.artifacts import (
-    HEX_FIELDS, RANK_DIR_NAME, decode_record, is_our_output, looks_like_rank_folder,
-    open_regular,
+    HEX_FIELDS, RANK_DIR_NAME, decode_columns, decode_record, is_our_output,
+    looks_like_rank_folder, open_regular,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
@@ -197,12 +197,14 @@ class Report:
     manifest value, entry, header field, member or instruction) shown as one or more
     :class:`Difference` lines."""
 
-    def __init__(self, limit: int | None = None, on_difference=None, on_file=None):
+    def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
+                 on_records=None):
         self.limit = limit
         self.count = 0
         self.shown = 0
         self.on_difference = on_difference or (lambda index, lines: None)
         self.on_file = on_file or (lambda fc: None)
+        self.on_records = on_records
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -231,6 +233,28 @@ class Report:
         """Each line one difference (a manifest's keys and values)."""
         for d in diffs:
             self.add([d])
+
+    def add_records(self, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
+                    xb: np.ndarray) -> None:
+        """Differing records of artifact ``name``, one difference each: record ``recs[j]``
+        is ``xa[j]`` in A and ``xb[j]`` in B.  The ones still shown go, :data:`RECORDS_BLOCK`
+        at a time, to ``on_records(index of the first, where, name, recs, xa, xb)`` when it
+        takes them (returns True: it wrote their lines itself, :func:`record_line_texts`),
+        else one by one as :func:`_record_lines` to ``on_difference``; the rest are counted
+        without being decoded."""
+        n = len(recs)
+        room = self.room()
+        m = n if room is None else min(room, n)
+        for lo in range(0, m, RECORDS_BLOCK):
+            hi = min(m, lo + RECORDS_BLOCK)
+            if self.on_records is not None and self.on_records(
+                    self.count, where, name, recs[lo:hi], xa[lo:hi], xb[lo:hi]):
+                self.count += hi - lo
+                self.shown += hi - lo
+                continue
+            for j in range(lo, hi):
+                self.add(_record_lines(where, name, int(recs[j]), xa[j], xb[j]))
+        self.add_many(n - m)
 
 
 def _key_text(path: tuple) -> str:
@@ -382,6 +406,81 @@ def _record_lines(where: str, name: str, i: int, ra: np.void, rb: np.void) -> li
     return out
 
 
+#: Differing records whose lines :func:`record_line_texts` makes at a time (bounded memory).
+RECORDS_BLOCK = 1 << 14
+
+
+def _neq_columns(ca: dict, cb: dict) -> np.ndarray:
+    """(record, key) -> whether the key's values differ, for two ``decode_columns`` column
+    sets of the same keys (an array field differs where any of its elements does)."""
+    neq = np.empty((len(next(iter(ca.values()))), len(ca)), bool)
+    for k, key in enumerate(ca):
+        d = ca[key] != cb[key]
+        neq[:, k] = d.any(axis=1) if d.ndim > 1 else d
+    return neq
+
+
+def _value_texts(col: np.ndarray, as_json: bool, hex_int: bool,
+                 escape: Callable[[str], str]) -> list[str]:
+    """The values of a ``decode_columns`` column as :meth:`Difference.line` (``_fmt``) or
+    ``--json`` (``json.dumps``) writes them; names through ``escape`` (numbers have no
+    character it changes)."""
+    if col.dtype == object:  # names: one conversion per distinct name
+        vals = col.tolist()
+        text = {v: escape(json.dumps(v) if as_json else repr(v)) for v in set(vals)}
+        return [text[v] for v in vals]
+    if col.ndim == 2:  # a list of ints: str() and json.dumps() write it alike
+        return [str(v) for v in col.tolist()]
+    if hex_int and not as_json:
+        return [f"0x{v:x}" for v in col.tolist()]
+    return list(map(str, col.tolist()))
+
+
+def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
+                      xb: np.ndarray, as_json: bool = False,
+                      escape: Callable[[str], str] = str) -> list[str] | None:
+    """The lines of differing records (record ``recs[j]``: ``xa[j]`` in A, ``xb[j]`` in B;
+    difference ``index + j``) as text, exactly as :func:`_record_lines`' lines would be
+    written: ``escape(line.line())`` for each :class:`Difference`, or with ``as_json``
+    ``json.dumps({"index": ..., **to_json()})``.  ``escape`` must work character by
+    character (``errors.escape_controls``): it is applied to a line's parts.  Made column by
+    column (``decode_columns``) with one format string per field, not a decoded dict per
+    record.  None where the record-at-a-time path is needed: records decoded with other
+    keys in A and B (spad.bin's ring and mesh-overlay entries), or a record none of whose
+    decoded fields differs (its ``raw`` line)."""
+    ga, gb = decode_columns(name, xa), decode_columns(name, xb)
+    if len(ga) != 1 or len(gb) != 1 or list(ga[0][1]) != list(gb[0][1]):
+        return None
+    ca, cb = ga[0][1], gb[0][1]
+    neq = _neq_columns(ca, cb)
+    if not neq.any(axis=1).all():
+        return None
+    nkeys = neq.shape[1]
+    flat = neq.ravel()  # record-major: each record's lines in its keys' order
+    line_of = np.cumsum(flat) - 1
+    out = np.empty(int(line_of[-1]) + 1, object)
+    numbers = (np.arange(len(recs)) + index) if as_json else None
+    for k, key in enumerate(ca):
+        rows = np.flatnonzero(neq[:, k])
+        if not len(rows):
+            continue
+        hx = ":" not in where and key in HEX_FIELDS
+        va = _value_texts(ca[key][rows], as_json, hx, escape)
+        vb = _value_texts(cb[key][rows], as_json, hx, escape)
+        if as_json:
+            fmt = ('{"index": %d, "where": ' + json.dumps(where).replace("%", "%%")
+                   + ', "record": %d, "field": ' + json.dumps(key).replace("%", "%%")
+                   + ', "path": ' + json.dumps(key.split(".")).replace("%", "%%")
+                   + ', "a": %s, "b": %s, "a_present": true, "b_present": true}')
+            texts = [fmt % t for t in zip(numbers[rows].tolist(), recs[rows].tolist(), va, vb)]
+        else:
+            fmt = (escape(where).replace("%", "%%") + "[%d] "
+                   + escape(key).replace("%", "%%") + ": %s != %s")
+            texts = [fmt % t for t in zip(recs[rows].tolist(), va, vb)]
+        out[line_of[rows * nkeys + k]] = texts
+    return out.tolist()
+
+
 def _read_block(fh, buf: bytearray, nbytes: int, path: Path) -> memoryview:
     view = memoryview(buf)[:nbytes]
     got = 0
@@ -441,8 +540,7 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                         neq = neq.reshape(len(idx), -1).any(axis=1)
                     fc.fields[shown] += int(np.count_nonzero(neq))
                 fc.differing_records += len(idx)
-                rep.add_first(len(idx), lambda j: _record_lines(
-                    where, name, lo + int(idx[j]), xa[j], xb[j]))
+                rep.add_records(where, name, lo + idx, xa, xb)
                 del wa, wb, va, vb
     if fc.differing_records:
         rep.on_file(fc)

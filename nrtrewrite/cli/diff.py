@@ -8,7 +8,7 @@ import sys
 import click
 
 from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, warn
-from nrtrewrite.diff import Report, check_ignored, compare
+from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
 from nrtrewrite.errors import NrtRewriteError, escape_controls
 
 
@@ -77,8 +77,16 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
         def close(rep, error=None):
             _close_json(out, rep, files, first[0], error)
 
+        def on_records(index, where, name, recs, xa, xb):
+            texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
+            if texts is None:
+                return False
+            out.write(("\n  " if first[0] else ",\n  ") + ",\n  ".join(texts))
+            first[0] = False
+            return True
+
         out.write('{\n "differences": [')
-        rep = Report(limit, on_difference, files.append)
+        rep = Report(limit, on_difference, files.append, on_records)
         try:
             compare(a, b, rep, ignore, warn=say)
         except NrtRewriteError as err:  # the line on stderr and exit 2 follow (cli._Group)
@@ -95,8 +103,17 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             for d in lines:
                 out.write(escape_controls(d.line()) + "\n")
 
+        def on_records(index, where, name, recs, xa, xb):
+            texts = record_line_texts(index, where, name, recs, xa, xb,
+                                      escape=escape_controls)
+            if texts is None:
+                return False
+            out.write("\n".join(texts) + "\n")
+            return True
+
         rep = compare(a, b, Report(limit, on_difference,
-                                   lambda fc: out.write(escape_controls(fc.line()) + "\n")),
+                                   lambda fc: out.write(escape_controls(fc.line()) + "\n"),
+                                   on_records),
                       ignore, warn=say)
         if rep.shown < rep.count:
             out.write(f"... {rep.count - rep.shown} more differences\n")
