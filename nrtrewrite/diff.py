@@ -449,7 +449,7 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     keys in A and B (spad.bin's ring and mesh-overlay entries), or a record none of whose
     decoded fields differs (its ``raw`` line)."""
     ga, gb = decode_columns(name, xa), decode_columns(name, xb)
-    if len(ga) != 1 or len(gb) != 1 or list(ga[0][1]) != list(gb[0][1]):
+    if len(ga) != 1 or len(gb) != 1:  # (one group: the same keys on both sides)
         return None
     ca, cb = ga[0][1], gb[0][1]
     neq = _neq_columns(ca, cb)

@@ -122,7 +122,8 @@ def test_a_hand_made_difference_reads_as_formats_md_says():
 def test_control_characters_and_percent_signs_in_the_names_are_written_as_the_reference():
     xa, xb = pair_of("sem.bin", np.random.default_rng(3), 50)
     recs = np.arange(50)
-    for where in ("rank-0000/\x1b[2Jsem%s.bin", "r%d\u2028/sem.bin"):
+    # (":" in a where: a NEFF member's line, whose numbers are never hex; not an artifact's)
+    for where in ("rank-0000/\x1b[2Jsem%s.bin", "r%d\u2028/sem.bin", "x.neff:sg00/sem.bin"):
         for as_json in (False, True):
             assert columns(0, where, "sem.bin", recs, xa, xb, as_json) == \
                 reference(0, where, "sem.bin", recs, xa, xb, as_json)
@@ -176,12 +177,19 @@ def test_the_command_writes_what_the_record_at_a_time_path_writes(changed, monke
     blocks and --max stops inside one; the output byte for byte the reference's."""
     a, b = changed
     monkeypatch.setattr(D, "RECORDS_BLOCK", 4)
-    calls = []
+    taken = []
     real = D.record_line_texts
-    monkeypatch.setattr("nrtrewrite.cli.diff.record_line_texts",
-                        lambda *x, **k: calls.append(x[2]) or real(*x, **k))
+
+    def spy(*x, **k):
+        texts = real(*x, **k)
+        taken.append((x[2], texts is not None))
+        return texts
+
+    monkeypatch.setattr("nrtrewrite.cli.diff.record_line_texts", spy)
     fast = CliRunner().invoke(main, ["diff", str(a), str(b), *args])
-    assert any(name != "spad.bin" for name in calls)
+    # every block of a file other than spad.bin went the column way
+    assert taken and all(ok for name, ok in taken if name != "spad.bin")
+    assert any(name != "spad.bin" for name, _ in taken)
     monkeypatch.setattr("nrtrewrite.cli.diff.record_line_texts", lambda *x, **k: None)
     slow = CliRunner().invoke(main, ["diff", str(a), str(b), *args])
     assert fast.exit_code == slow.exit_code == 1, (fast.output, slow.output)
