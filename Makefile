@@ -10,6 +10,8 @@ GOLDEN_FIXTURES := ar2 c7c8 groups int32_allgather mix8 sbuf node64 two_node128
 GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
 GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
 FUZZ_SECONDS ?= 60
+#: make soak: seconds of random models lowered and simulated
+SOAK_SECONDS ?= 300
 #: make test: pytest-xdist workers (auto = one per core; 0 = no workers, one process)
 TEST_JOBS ?= auto
 #: make profile: the model (a NEFF or a benchmark model's name), the rank, the tool
@@ -20,7 +22,7 @@ TOOL ?=
 #: (a venv made by hand, or with only atheris in it, would fail later with a traceback)
 ENSURE_VENV = @$(PY) -c "import nrtrewrite, numpy" 2>/dev/null || $(MAKE) setup
 
-.PHONY: setup test fixtures golden bench profile fuzz clean help
+.PHONY: setup test fixtures golden bench profile fuzz soak clean help
 
 ## help: list the targets
 help:
@@ -76,6 +78,12 @@ fuzz:
 	@$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q atheris \
 		|| echo "fuzz: atheris could not be installed; falling back to the pure-Python loop"
 	$(PY) fuzz/fuzz_reader.py --seconds $(FUZZ_SECONDS)
+
+## soak: random whole models lowered (random --algo, --host-cc) and simulated for
+##       SOAK_SECONDS; failures to fuzz/soak-failures.jsonl, exit 1 (docs/RELIABILITY.md §5)
+soak:
+	$(ENSURE_VENV)
+	$(PY) fuzz/soak_models.py --seconds $(SOAK_SECONDS)
 
 ## clean: remove build leftovers (build, dist, *.egg-info, .pytest_cache), lowered outputs
 ##        next to fixtures and the fuzzer's corpus (fuzz/corpus); never .venv

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Random whole models, lowered and simulated: the end-to-end soak.
+
+Run with ``make soak`` (``SOAK_SECONDS``, default 300), or directly::
+
+    python fuzz/soak_models.py --seconds 300 [--seed S] [--two-node] [--log FILE]
+    python fuzz/soak_models.py --count 20 --seed 3          # a fixed number of models
+
+Each model is an assembler spec (docs/ASSEMBLE.md) drawn from a seeded generator
+(:func:`random_model`): one or two trn2 nodes, LNC 1 or 2, one replica group or two
+disjoint ones, one to four all-reduce / all-gather / reduce-scatter triggers of random
+dtype, ALU op, opcode (0xC8 or 0xC7) and element count, some reading a tmp-buf an
+earlier trigger wrote; with it a random ``--algo`` override (or the policy) and
+``--host-cc``.  The oracle (:func:`run_one`): assembling never fails; lowering succeeds or
+refuses with an :class:`~nrtrewrite.errors.NrtRewriteError` (a forced engine the trigger
+does not allow: counted by message); and a lowered output simulates with every trigger
+``match``.  A traceback or a verdict other than ``match`` is a failure: its seed, options
+and spec go to the log (one JSON object a line) and the exit status is 1.  The same
+``--seed`` gives the same models.
+
+``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
+(HIER, the net proxy), slower per model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp32r": 4, "fp8_e3": 1, "fp8_e4": 1,
+                 "fp8_e5": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "uint32": 4,
+                 "int64": 8, "uint64": 8}
+REDUCE_DTYPES = ["bf16", "fp16", "fp32r", "fp8_e3", "fp8_e4", "fp8_e5"]
+#: ``--algo`` values drawn (None: the selection policy), docs/CLI.md "explain"
+ALGOS = [None, None, None, "ring", "kangaring", "mesh", "rdh", "intra_rdh", "inter_rdh",
+         "hier", "single_cycle_ring", "single_step_mesh", "^mesh", "^ring",
+         "allreduce:mesh;allgather:ring", "allreduce:rdh;reducescatter:ring"]
+
+
+def random_model(rng: random.Random, two_node: bool = False) -> tuple[dict, str | None, bool]:
+    """``(spec, algo, host_cc)`` of one model (see the module's text)."""
+    nodes = rng.choice([1, 2, 2, 2] if two_node else [1, 1, 1, 2])
+    lnc = rng.choice([1, 2])
+    if nodes == 1:
+        world = list(range(rng.choice([2, 3, 4, 5, 8, 16, 24, 32])))
+    else:  # as many ranks on each node (rank 64 is the second trn2 node's first at LNC 2)
+        k = rng.choice([2, 4, 8, 16] if two_node else [1, 2, 3, 4, 8])
+        world = list(range(k)) + [64 + i for i in range(k)]
+    groups = [world]
+    if rng.random() < 0.3 and len(world) >= 4:
+        shuffled = world[:]
+        rng.shuffle(shuffled)
+        k = rng.randint(2, len(world) - 2)
+        groups = [sorted(shuffled[:k]), sorted(shuffled[k:])]
+    size_cap = 1 << rng.choice([12, 16, 20, 22] if two_node else [8, 12, 16, 18, 20])
+    body, variables, prev_tmp = [], [], None
+    for t in range(rng.randint(1, 3 if two_node else 4)):
+        gi = rng.randrange(len(groups))
+        n = len(groups[gi])
+        op = rng.choice(["all_reduce", "all_gather", "reduce_scatter"])
+        dtype = rng.choice(REDUCE_DTYPES if op != "all_gather" else list(ELEMENT_BYTES))
+        count = rng.randint(1, max(1, size_cap // (n if op == "all_gather" else 1)))
+        if op == "reduce_scatter":
+            count = max(1, count // n) * n
+        es = ELEMENT_BYTES[dtype]
+        out_elems = count * n if op == "all_gather" else (
+            count // n if op == "reduce_scatter" else count)
+        src, dst = f"in{t}", f"out{t}"
+        if prev_tmp and rng.random() < 0.5:  # read what the trigger before wrote
+            src = prev_tmp
+            for v in variables:
+                if v["name"] == src:
+                    v["size"] = max(v["size"], count * es)
+        else:
+            variables.append({"name": src, "type": "input", "size": max(1, count * es)})
+        chain = rng.random() < 0.25
+        variables.append({"name": dst, "type": "tmp-buf" if chain else "output",
+                          "size": max(1, out_elems * es)})
+        prev_tmp = dst if chain else None
+        trig = {"dtype": dtype, "src": src, "dst": dst, "num_elements": count, "group": gi}
+        if op != "all_gather":
+            trig["op"] = rng.choice(["add", "max", "min"])
+        if rng.random() < 0.3:
+            trig["opcode"] = 0xC7 if op == "all_reduce" and rng.random() < 0.5 else 0xC8
+        body.append({op: trig})
+        if rng.random() < 0.3:
+            body.append("nop")
+    spec = {"header": {"pkg_version": 2, "name": "soak", "lnc_size": lnc},
+            "subgraphs": [{"name": "sg00", "vars": variables, "replica_groups": groups,
+                           "engines": {"sp": body}}]}
+    return spec, rng.choice(ALGOS), rng.random() < 0.15
+
+
+def run_one(seed: int, two_node: bool, work: Path) -> dict:
+    """Assemble, lower and simulate model ``seed``: ``{"result": "simulated"}``,
+    ``{"result": "refused", "why": ...}`` or a failure ``{"result": "failed", ...}``
+    carrying what reproduces it."""
+    from nrtrewrite.bundle import write_output
+    from nrtrewrite.cli.lower import load_and_plan
+    from nrtrewrite.errors import NrtRewriteError
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.simulate import simulate_output
+
+    spec, algo, host_cc = random_model(random.Random(seed), two_node)
+    case = {"seed": seed, "two_node": two_node, "algo": algo, "host_cc": host_cc,
+            "spec": spec}
+    d = Path(tempfile.mkdtemp(prefix="soak-", dir=work))
+    try:
+        neff = d / "m.neff"
+        neff.write_bytes(assemble_spec(spec))
+        try:
+            plan, _ = load_and_plan(str(neff), topology=None, algo=algo, host_cc=host_cc,
+                                    no_verify_hash=False)
+            out = write_output(plan, d / "out", ranks=None, workers=1)
+        except NrtRewriteError as err:
+            why = re.sub(r"^.*?trigger \d+: ", "", str(err))  # (the where: this temp file)
+            return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160]}
+        res = simulate_output(out, seed=seed % 97)
+        bad = [(t.trigger, t.status, t.detail) for t in res.triggers if t.status != "match"]
+        if res.ok and not bad:
+            return {"result": "simulated"}
+        return {"result": "failed", **case, "error": str(res.error), "bad": str(bad)[:4000]}
+    except Exception:  # noqa: BLE001 - every other exception is what the soak looks for
+        return {"result": "failed", **case, "traceback": traceback.format_exc()}
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=300.0, help="stop after this long")
+    ap.add_argument("--count", type=int, default=None, help="stop after this many models")
+    ap.add_argument("--seed", type=int, default=0, help="model i is seed * 10**6 + i")
+    ap.add_argument("--two-node", action="store_true", help="mostly two-node worlds")
+    ap.add_argument("--log", type=Path, default=Path("fuzz/soak-failures.jsonl"),
+                    help="failures, one JSON object a line (appended)")
+    args = ap.parse_args(argv)
+    end = time.monotonic() + args.seconds
+    counts = {"simulated": 0, "refused": 0, "failed": 0}
+    refusals: dict[str, int] = {}
+    i = 0
+    with tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-") as work:
+        while (args.count is None or i < args.count) and (
+                args.count is not None or time.monotonic() < end):
+            r = run_one(args.seed * 10**6 + i, args.two_node, Path(work))
+            i += 1
+            counts[r["result"]] += 1
+            if r["result"] == "refused":
+                refusals[r["why"]] = refusals.get(r["why"], 0) + 1
+            elif r["result"] == "failed":
+                args.log.parent.mkdir(parents=True, exist_ok=True)
+                with open(args.log, "a") as fh:
+                    fh.write(json.dumps(r) + "\n")
+                print(f"FAILED: seed {r['seed']} (--algo {r['algo']}): see {args.log}",
+                      file=sys.stderr)
+    print(f"{i} models: {counts['simulated']} simulated, every trigger matching; "
+          f"{counts['refused']} refused; {counts['failed']} failed")
+    for why, n in sorted(refusals.items(), key=lambda x: -x[1])[:10]:
+        print(f"  {n:6d} x {why}")
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
