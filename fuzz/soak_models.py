@@ -147,9 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = {"simulated": 0, "refused": 0, "failed": 0}
     refusals: dict[str, int] = {}
     i = 0
+
+    def more() -> bool:  # --count, when given, instead of --seconds
+        return i < args.count if args.count is not None else time.monotonic() < end
+
     with tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-") as work:
-        while (args.count is None or i < args.count) and (
-                args.count is not None or time.monotonic() < end):
+        while more():
             r = run_one(args.seed * 10**6 + i, args.two_node, Path(work))
             i += 1
             counts[r["result"]] += 1

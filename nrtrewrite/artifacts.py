@@ -11,6 +11,7 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -296,6 +297,25 @@ def decode_columns(name: str, arr: np.ndarray) -> list[tuple[np.ndarray | None, 
     word = w["channel_list"][overlay]
     mesh.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
     return [(np.flatnonzero(~overlay), ring), (np.flatnonzero(overlay), mesh)]
+
+
+def column_texts(col: np.ndarray, hex_int: bool,
+                 name_text: Callable[[str], str] | None = None) -> list[str]:
+    """The values of a :func:`decode_columns` column as text, the way ``dump`` and ``diff``
+    write a decoded value: names as they are, or through ``name_text`` (one call per
+    distinct name); an array field's rows as Python lists (``[1, 2]``, which JSON writes
+    alike); integers in hex (``0x1f``) when ``hex_int``, else in decimal."""
+    if col.dtype == object:
+        vals = col.tolist()
+        if name_text is None:
+            return vals
+        text = {v: name_text(v) for v in set(vals)}
+        return [text[v] for v in vals]
+    if col.ndim == 2:
+        return [str(v) for v in col.tolist()]
+    if hex_int:
+        return [f"0x{v:x}" for v in col.tolist()]
+    return list(map(str, col.tolist()))
 
 
 #: how a manifest of ours begins: its keys are sorted, so ``format`` comes first

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from nrtrewrite.artifacts import (
-    HEX_FIELDS, RANK_DIR_NAME, decode_columns, decode_record, is_our_output,
+    HEX_FIELDS, RANK_DIR_NAME, column_texts, decode_columns, decode_record, is_our_output,
     looks_like_rank_folder, open_regular,
 )
 from nrtrewrite import jsonin
@@ -420,22 +420,6 @@ def _neq_columns(ca: dict, cb: dict) -> np.ndarray:
     return neq
 
 
-def _value_texts(col: np.ndarray, as_json: bool, hex_int: bool,
-                 escape: Callable[[str], str]) -> list[str]:
-    """The values of a ``decode_columns`` column as :meth:`Difference.line` (``_fmt``) or
-    ``--json`` (``json.dumps``) writes them; names through ``escape`` (numbers have no
-    character it changes)."""
-    if col.dtype == object:  # names: one conversion per distinct name
-        vals = col.tolist()
-        text = {v: escape(json.dumps(v) if as_json else repr(v)) for v in set(vals)}
-        return [text[v] for v in vals]
-    if col.ndim == 2:  # a list of ints: str() and json.dumps() write it alike
-        return [str(v) for v in col.tolist()]
-    if hex_int and not as_json:
-        return [f"0x{v:x}" for v in col.tolist()]
-    return list(map(str, col.tolist()))
-
-
 def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: np.ndarray,
                       xb: np.ndarray, as_json: bool = False,
                       escape: Callable[[str], str] = str) -> list[str] | None:
@@ -460,13 +444,16 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     line_of = np.cumsum(flat) - 1
     out = np.empty(int(line_of[-1]) + 1, object)
     numbers = (np.arange(len(recs)) + index) if as_json else None
+    name_text = (lambda v: escape(json.dumps(v) if as_json else repr(v)))
     for k, key in enumerate(ca):
         rows = np.flatnonzero(neq[:, k])
         if not len(rows):
             continue
-        hx = ":" not in where and key in HEX_FIELDS
-        va = _value_texts(ca[key][rows], as_json, hx, escape)
-        vb = _value_texts(cb[key][rows], as_json, hx, escape)
+        # values as _fmt (hex addresses, repr'd names) or json.dumps writes them; numbers
+        # have no character escape changes
+        hx = not as_json and ":" not in where and key in HEX_FIELDS
+        va = column_texts(ca[key][rows], hx, name_text)
+        vb = column_texts(cb[key][rows], hx, name_text)
         if as_json:
             fmt = ('{"index": %d, "where": ' + json.dumps(where).replace("%", "%%")
                    + ', "record": %d, "field": ' + json.dumps(key).replace("%", "%%")

@@ -12,7 +12,8 @@ import numpy as np
 from rich.table import Table
 
 from nrtrewrite.artifacts import (
-    HEX_FIELDS, KIND_FILES, decode_columns, decode_record, open_records, rank_dirs,
+    HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
+    rank_dirs,
 )
 from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
 from nrtrewrite.compose.leaves import Leaf
@@ -178,22 +179,12 @@ def _in_record_order(n: int, parts: list, fill=None) -> list:
     return out.tolist()
 
 
-def _cells(key: str, col: np.ndarray) -> list[str]:
-    """:func:`_cell` of every value of a ``decode_columns`` column."""
-    if col.dtype == object:
-        return col.tolist()
-    if col.ndim == 2:
-        return [str(v) for v in col.tolist()]
-    if key in HEX_FIELDS:
-        return [f"0x{v:x}" for v in col.tolist()]
-    return list(map(str, col.tolist()))
-
-
 def column_cells(name: str, arr: np.ndarray) -> list[list[str]]:
     """The :data:`COLUMNS` cells of every record of ``arr``, column by column, as
-    :func:`_cell` writes them: decoded a block at a time (``decode_columns``)."""
+    :func:`_cell` writes them (``column_texts``): decoded a block at a time
+    (``decode_columns``)."""
     groups = decode_columns(name, arr)
-    return [_in_record_order(len(arr), [(rows, _cells(key, cols[key]))
+    return [_in_record_order(len(arr), [(rows, column_texts(cols[key], key in HEX_FIELDS))
                                         for rows, cols in groups if key in cols], ABSENT)
             for key in COLUMNS[name]]
 
