@@ -129,6 +129,13 @@ class LimitError(NrtRewriteError):
     """A hard limit (decompression, SPAD size, semaphores, channels) was exceeded."""
 
 
+class ResourceError(NrtRewriteError):
+    """The machine lacks what the command needs (memory): status 71, as when the system
+    refuses memory (``EX_OSERR``; docs/CLI.md "Errors")."""
+
+    exit_code = 71
+
+
 class SelectionError(NrtRewriteError):
     """No legal algorithm, or an override refused by a predicate."""
 

@@ -3,7 +3,8 @@ collective bit for bit (docs/SIMULATOR.md).
 
 Exit codes: 0 every trigger matches; 1 a trigger does not (wrong numbers, or a protocol
 error: deadlock, race, bad address, bad record ...); 2 the simulation could not be done
-(unreadable or tampered output, a model that does not lower, bad usage).
+(unreadable or tampered output, a model that does not lower, bad usage); 71 the machine
+has too little memory for it (nrtrewrite/simulate/memguard.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from nrtrewrite.errors import NrtRewriteError, OutputError
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
+from nrtrewrite.simulate.memguard import check_operands_fit, floors_of_plan
 
 #: Legs above which the progress bar is shown (on a terminal, without --json).
 PROGRESS_MIN_LEGS = 20_000
@@ -39,9 +41,10 @@ _STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yello
           "incomplete": "yellow"}
 
 
-def _run(out: Path, seed: int, show_progress: bool, model=None) -> SimulationResult:
+def _run(out: Path, seed: int, show_progress: bool, model=None,
+         memory_check: bool = True) -> SimulationResult:
     if not show_progress:
-        return simulate_output(out, seed=seed, model=model)
+        return simulate_output(out, seed=seed, model=model, memory_check=memory_check)
     err = stderr_console()
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("legs"), TimeElapsedColumn(), console=err, transient=True) as prog:
@@ -51,7 +54,8 @@ def _run(out: Path, seed: int, show_progress: bool, model=None) -> SimulationRes
             if total >= PROGRESS_MIN_LEGS:
                 prog.update(task, completed=done, total=total)
 
-        return simulate_output(out, seed=seed, progress=cb, model=model)
+        return simulate_output(out, seed=seed, progress=cb, model=model,
+                               memory_check=memory_check)
 
 
 def render(res: SimulationResult, con: Console) -> None:
@@ -125,9 +129,12 @@ class _SimulateCommand(JsonErrorCommand):
               default=None, metavar="MODEL.neff",
               help="With OUT: the model OUT was lowered from (its sha256 must be the manifest's "
                    "input); the rewritten NEFF and the triggers are checked against it.")
+@click.option("--no-memory-check", "no_memory_check", is_flag=True,
+              help="Run even when a trigger's inputs and outputs are more than the memory "
+                   "available, and do not stop before the system runs out.")
 @common_lowering_options
-def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, algo, host_cc,
-                 no_verify_hash):
+def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_check, topology,
+                 algo, host_cc, no_verify_hash):
     """Run every rank's emitted bytes and check every collective bit for bit.
 
     MODEL.neff is lowered into a temporary folder first (with --topology / --algo /
@@ -164,6 +171,8 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
                 warnings.append(note)
             for w in warnings:
                 warn(err, w)
+            if not no_memory_check:  # before the lowering: its folder can be large as well
+                check_operands_fit(floors_of_plan(plan), file=str(path))
             clean_stale_simulate_temps(tempfile.gettempdir())  # a killed run's
             try:
                 tmp = Path(tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX))
@@ -176,7 +185,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, topology, 
             out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
                                workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
-        res = _run(out, seed, show, model)
+        res = _run(out, seed, show, model, memory_check=not no_memory_check)
         if watch is not None:
             watch.check()  # a verdict only on one output
     except NrtRewriteError:

@@ -25,6 +25,7 @@ from nrtrewrite.emit.formats import name_on_disk, rank_dir_name
 from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
+from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
     CCE_OPS, LEAF_NAMES, Entry, Leg, RankProgram, check_ring_pairing, decode_rank, sem_name,
 )
@@ -160,10 +161,16 @@ class Simulator:
     """Run an output folder.  ``run()`` returns a :class:`SimulationResult`; protocol errors
     become the result's ``error`` (and the failing trigger's verdict)."""
 
-    def __init__(self, out: str | Path, *, seed: int = 0, progress=None, model=None):
+    def __init__(self, out: str | Path, *, seed: int = 0, progress=None, model=None,
+                 memory_check: bool = True):
         self.out = Path(out)
+        self.out_name = str(self.out)
         self.model = model  # the input model, when known: the manifest's triggers must be its
         self.seed = seed
+        #: refuse a run whose operands cannot fit, stop one before the system runs out
+        #: (:mod:`nrtrewrite.simulate.memguard`)
+        self.memory_check = memory_check
+        self.guard = MemoryGuard(False)
         self.progress = progress
         self.rng = random.Random(seed)
 
@@ -177,6 +184,9 @@ class Simulator:
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
+        if self.memory_check:
+            check_operands_fit(floors_of_specs(self.triggers, self.layout), file=str(self.out))
+            self.guard = MemoryGuard(True)
 
     def load(self) -> None:
         top = self.top
@@ -195,6 +205,7 @@ class Simulator:
         self.files = {r: load_rank(self.out, r) for r in ranks}
         self.programs: dict[int, RankProgram] = {}
         for r in ranks:
+            self.guard.check(self.out_name)
             try:
                 self.programs[r] = decode_rank(self.layout, self.triggers, self.files[r])
             except SimulationError as exc:
@@ -527,6 +538,7 @@ class Simulator:
                 actor.pos += 1
                 actor.need = None
                 self.legs_run += 1
+                self.guard.check(self.out_name, leg.trigger)
                 if self.progress and self.legs_run % every == 0:
                     self.progress(self.legs_run, self.legs_total)
                 if actor.finished:
@@ -536,6 +548,7 @@ class Simulator:
             else:
                 tr = actor.transfers[actor.pos]
                 self._run_transfer(actor, tr)
+                self.guard.check(self.out_name)
                 actor.pos += 1
                 actor.need = None
                 if not actor.finished:
@@ -973,11 +986,13 @@ class Simulator:
 
 
 def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
-                    model=None) -> SimulationResult:
+                    model=None, memory_check: bool = True) -> SimulationResult:
     """Simulate the output folder ``out`` (checksums are the caller's business).  With
     ``model`` (the input :class:`~nrtrewrite.neff.model.Model`), the manifest's triggers are
-    first checked to be the model's."""
-    return Simulator(out, seed=seed, progress=progress, model=model).run()
+    first checked to be the model's.  ``memory_check`` False runs on whatever the memory
+    (:mod:`nrtrewrite.simulate.memguard`)."""
+    return Simulator(out, seed=seed, progress=progress, model=model,
+                     memory_check=memory_check).run()
 
 
 __all__ = ["Simulator", "simulate_output", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]

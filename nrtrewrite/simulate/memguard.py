@@ -1,0 +1,252 @@
+"""The simulator's memory against the machine's (docs/SIMULATOR.md §3 "Memory").
+
+The simulator holds every rank's data: each (rank, region) buffer lives until every trigger
+that touched it has completed on all ranks of its group.  So at the moment a trigger's last
+rank completes, every rank of its group still holds that trigger's input and output bytes:
+:func:`operand_floor` is that amount, a lower bound of the run's peak memory (the scratch
+and gateway bytes, the shadow state, the decoded programs and the reference results come on
+top).  A run whose floor is more than the memory the machine has available cannot end: it
+would be stopped by the kernel's out-of-memory killer, after minutes, with nothing but
+``Killed``.  :func:`check_operands_fit` refuses it before anything is decoded (or lowered);
+:class:`MemoryGuard` stops a run that fits the floor but not the machine, with a line, while
+some memory is left.
+
+"Available" is Linux's ``MemAvailable`` (free memory plus the page cache the kernel can drop),
+or less when the process's memory cgroup (v1 or v2, or an ancestor) has a limit: that limit
+less the cgroup's working set (its usage less its inactive page cache).  Where neither can be
+read (not Linux) nothing is checked.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nrtrewrite.errors import ResourceError
+
+MEMINFO = Path("/proc/meminfo")
+CGROUPS = Path("/proc/self/cgroup")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+#: :class:`MemoryGuard` stops a run when the available memory falls below this much (or a
+#: quarter of what was available when it started, when that is less: a small machine still
+#: simulates a small model).
+RESERVE_BYTES = 512 << 20
+#: Seconds between two readings of the available memory while a run goes on.
+CHECK_INTERVAL = 0.1
+
+
+def _meminfo(path: Path = MEMINFO) -> dict[str, int]:
+    """``/proc/meminfo`` in bytes per key; empty when unreadable."""
+    out = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return out
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (v2: no limit) is None
+
+
+def _inactive_file(stat: Path, key: str) -> int:
+    try:
+        for line in stat.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                return int(value)
+    except OSError:
+        pass
+    return 0
+
+
+def _cgroup_dirs(cgroups: Path = CGROUPS, root: Path = CGROUP_ROOT):
+    """(folder, limit file, usage file, stat file, inactive-file key) of the process's memory
+    cgroup and each of its ancestors up to the mount's root, v2 and v1 alike."""
+    try:
+        lines = cgroups.read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        _hid, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if controllers == "":  # v2, unified (possibly mounted at root/unified, hybrid)
+            mounts = [(root, "memory.max", "memory.current", "inactive_file"),
+                      (root / "unified", "memory.max", "memory.current", "inactive_file")]
+        elif "memory" in controllers.split(","):
+            mounts = [(root / "memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
+                       "total_inactive_file")]
+        else:
+            continue
+        parts = [p for p in path.strip("/").split("/") if p and p != ".."]
+        for base, limit, usage, key in mounts:
+            for depth in range(len(parts), -1, -1):
+                folder = base.joinpath(*parts[:depth])
+                yield folder, folder / limit, folder / usage, folder / "memory.stat", key
+
+
+def available_bytes(meminfo: Path = MEMINFO, cgroups: Path = CGROUPS,
+                    root: Path = CGROUP_ROOT) -> tuple[int, str] | None:
+    """(bytes the process can still take, where that figure comes from), or None when the
+    machine does not say (no ``/proc/meminfo``)."""
+    info = _meminfo(meminfo)
+    if "MemAvailable" not in info:
+        return None
+    best, source = info["MemAvailable"], "MemAvailable"
+    total = info.get("MemTotal", best)
+    for folder, limit_f, usage_f, stat_f, key in _cgroup_dirs(cgroups, root):
+        limit = _read_int(limit_f)
+        if limit is None or limit >= total:  # no limit there (v1 writes a huge number)
+            continue
+        usage = _read_int(usage_f) or 0
+        free = max(0, limit - max(0, usage - _inactive_file(stat_f, key)))
+        if free < best:
+            best, source = free, f"the memory cgroup limit of {folder}"
+    return best, source
+
+
+def gib(n: int) -> str:
+    """Bytes as an error line shows them."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} bytes"
+
+
+def operand_floor(group_size: int, in_bytes: int, out_bytes: int, src_dram: bool,
+                  dst_dram: bool, same_var: bool) -> int:
+    """What a trigger's DRAM operands take, every rank of its group at once: each rank's
+    input and output bytes, counted once where they are one var (in place: the output is
+    the input or its first part; the lowering refuses any other overlap).  SBUF operands
+    count nothing (a source pattern may read a byte twice; the state buffer is small)."""
+    src = in_bytes if src_dram else 0
+    dst = out_bytes if dst_dram else 0
+    per_rank = max(src, dst) if same_var and src_dram and dst_dram else src + dst
+    return group_size * per_rank
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The largest :func:`operand_floor` of a model's triggers."""
+
+    trigger: int
+    label: str
+    ranks: int
+    bytes: int
+
+
+def largest_floor(floors) -> Floor | None:
+    """The :class:`Floor` with the most bytes (the first of equal ones); None for none."""
+    best = None
+    for f in floors:
+        if best is None or f.bytes > best.bytes:
+            best = f
+    return best
+
+
+def floors_of_plan(plan) -> list[Floor]:
+    """Per trigger of a :class:`~nrtrewrite.lower.LoweringPlan`, its operand floor."""
+    out = []
+    for tp in plan.triggers:
+        t = tp.trigger
+        alu = f" {t.alu_op.name}" if t.alu_op is not None else ""  # as TriggerSpec.label
+        label = f"{t.op.name}{alu} {t.dtype.name} x{t.num_elements} over {len(tp.group)} ranks"
+        out.append(Floor(t.ordinal, label, len(tp.group),
+                         operand_floor(len(tp.group), t.in_bytes, t.out_bytes,
+                                       not t.src.is_sbuf, not t.dst.is_sbuf,
+                                       t.src.var_id == t.dst.var_id)))
+    return out
+
+
+def floors_of_specs(specs, layout) -> list[Floor]:
+    """Per trigger of an output's manifest (:class:`~nrtrewrite.simulate.triggers.TriggerSpec`,
+    its vars placed by ``layout``), its operand floor; a var the memory map lacks counts
+    nothing here (the run itself names it)."""
+    out = []
+    for t in sorted(specs.values(), key=lambda s: s.ordinal):
+        kinds = []
+        for opnd in (t.src, t.dst):
+            try:
+                kinds.append(layout.var_region(t.subgraph, int(opnd["var_id"])).kind)
+            except Exception:  # noqa: BLE001 - a malformed operand: the run's own error
+                kinds.append(None)
+        same = t.src.get("var_id") == t.dst.get("var_id")
+        ds = t.dsize
+        out.append(Floor(t.ordinal, t.label(), len(t.group),
+                         operand_floor(len(t.group), t.in_count * ds, t.out_count * ds,
+                                       kinds[0] == "dram", kinds[1] == "dram", same)))
+    return out
+
+
+def check_operands_fit(floors, *, file: str, available=None) -> None:
+    """Raise :class:`ResourceError` when the largest floor is more than the memory available
+    (``available()``, default :func:`available_bytes`)."""
+    worst = largest_floor(floors)
+    got = (available or available_bytes)()
+    if worst is None or got is None:
+        return
+    avail, source = got
+    if worst.bytes > avail:
+        raise ResourceError(
+            f"cannot be simulated on this machine: {worst.label} holds {gib(worst.bytes)} of "
+            f"input and output at once, more than the {gib(avail)} of memory available "
+            f"({source}); simulate it on a machine with more memory, or pass "
+            "--no-memory-check to try anyway",
+            file=file, trigger=worst.trigger)
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class MemoryGuard:
+    """Stops a run (:class:`ResourceError`) once the memory available falls below a reserve,
+    before the system's out-of-memory killer stops it without a word.  :meth:`check` reads
+    the figure at most every :data:`CHECK_INTERVAL` seconds (it costs a clock read otherwise);
+    ``enabled`` False (or a machine that does not say) checks nothing."""
+
+    def __init__(self, enabled: bool = True, *, available=None,
+                 interval: float | None = None, clock=time.monotonic):
+        self.available = available or available_bytes
+        self.interval = CHECK_INTERVAL if interval is None else interval
+        self.clock = clock
+        first = self.available() if enabled else None
+        self.enabled = first is not None
+        self.reserve = min(RESERVE_BYTES, first[0] // 4) if first is not None else 0
+        self.next = 0.0
+
+    def check(self, file: str | None = None, trigger: int | None = None) -> None:
+        """Raise :class:`ResourceError` (at ``file``, ``trigger``) when the memory available
+        has fallen below the reserve."""
+        if not self.enabled:
+            return
+        now = self.clock()
+        if now < self.next:
+            return
+        self.next = now + self.interval
+        got = self.available()
+        if got is None or got[0] >= self.reserve:
+            return
+        avail, source = got
+        raise ResourceError(
+            f"out of memory: simulate stopped before the system ran out of memory, with "
+            f"{gib(avail)} left available ({source}; this process's peak resident size "
+            f"{gib(peak_rss_bytes())}): the run needs more memory than this machine has "
+            "(docs/SIMULATOR.md §3 'Memory'; --no-memory-check runs on until the system stops "
+            "it)", file=file, trigger=trigger)
+
+
+__all__ = ["available_bytes", "operand_floor", "floors_of_plan", "floors_of_specs",
+           "check_operands_fit", "MemoryGuard", "Floor", "largest_floor", "RESERVE_BYTES"]

@@ -1,0 +1,252 @@
+"""The simulator against the machine's memory (nrtrewrite/simulate/memguard.py, docs/SIMULATOR.md
+§3 "Memory"): the operand floor worked out by hand per op, the available figure read from a
+fake /proc/meminfo and fake cgroup folders, the refusal before anything is decoded or
+lowered, and the guard that stops a run before the system runs out - through the CLI, with
+its status 71 and one line, and --no-memory-check.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import nrtrewrite.simulate.memguard as mg
+from nrtrewrite.errors import ResourceError
+from nrtrewrite.simulate import simulate_output
+from nrtrewrite.simulate.layout import Layout
+from nrtrewrite.simulate.triggers import load_triggers
+
+from test_simulate import FIX, cli, coll_spec, lower_neff, lower_spec
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+# ---------------------------------------------------------------------------
+# the floor, by hand
+
+def test_operand_floor_per_op():
+    # all-reduce of 4 MiB on 8 ranks, in and out in two vars: 8 x (4 + 4) MiB
+    assert mg.operand_floor(8, 4 * MiB, 4 * MiB, True, True, False) == 64 * MiB
+    # the same in place (dst = src, one var): 8 x 4 MiB
+    assert mg.operand_floor(8, 4 * MiB, 4 * MiB, True, True, True) == 32 * MiB
+    # all-gather of 1 MiB on 16 ranks: each rank's output is 16 MiB: 16 x 17 MiB
+    assert mg.operand_floor(16, MiB, 16 * MiB, True, True, False) == 272 * MiB
+    # reduce-scatter in place: the output is the input's first part: 4 x 8 MiB
+    assert mg.operand_floor(4, 8 * MiB, 2 * MiB, True, True, True) == 32 * MiB
+    # SBUF operands count nothing: an SBUF src beside a DRAM dst counts the dst alone
+    assert mg.operand_floor(4, 8 * MiB, 8 * MiB, False, True, False) == 32 * MiB
+    assert mg.operand_floor(4, 8 * MiB, 8 * MiB, False, False, True) == 0
+
+
+def _node64_floors_by_hand():
+    # fixtures/node64.yaml: 64 ranks; bf16 all-reduces of 256 KiB, 4 MiB, 64 MiB, each
+    # from an input var to an output var; an all-gather of 64 KiB into 4 MiB
+    return {0: 64 * 2 * 256 * 1024, 1: 64 * 2 * 4 * MiB, 2: 64 * 2 * 64 * MiB,
+            3: 64 * (64 * 1024 + 4 * MiB)}
+
+
+def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_path):
+    from nrtrewrite.cli.lower import load_and_plan
+    plan, _ = load_and_plan(str(FIX / "node64.neff"), topology=None, algo=None, host_cc=False,
+                            no_verify_hash=False)
+    want = _node64_floors_by_hand()
+    assert {f.trigger: f.bytes for f in mg.floors_of_plan(plan)} == want
+    worst = mg.largest_floor(mg.floors_of_plan(plan))
+    assert (worst.trigger, worst.ranks, worst.bytes) == (2, 64, 8 * GiB)
+    assert worst.label == "ALLREDUCE ADD BF16 x33554432 over 64 ranks"
+    # an output's manifest gives the same figures (a small model: lowering node64 is slow)
+    out = lower_spec(coll_spec("all_gather", "bf16", 4, 1024), tmp_path / "ag")
+    top = json.loads((out / "manifest.json").read_text())
+    floors = mg.floors_of_specs(load_triggers(top), Layout(top))
+    assert [(f.ranks, f.bytes) for f in floors] == [(4, 4 * (1024 * 2 + 4 * 1024 * 2))]
+    assert floors[0].label == load_triggers(top)[floors[0].trigger].label()
+
+
+# ---------------------------------------------------------------------------
+# what is available
+
+def _meminfo(tmp_path: Path, avail_kb: int, total_kb: int = 24 << 20) -> Path:
+    p = tmp_path / "meminfo"
+    p.write_text(f"MemTotal:       {total_kb} kB\nMemFree:        1000 kB\n"
+                 f"MemAvailable:   {avail_kb} kB\nBuffers:          10 kB\n")
+    return p
+
+
+def _cgroup(root: Path, rel: str, files: dict[str, str]) -> None:
+    d = root / rel
+    d.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (d / name).write_text(text)
+
+
+def test_available_is_memavailable_without_a_cgroup_limit(tmp_path):
+    mi = _meminfo(tmp_path, 1000)
+    cg = tmp_path / "cgroup"
+    cg.write_text("0::/\n")
+    root = tmp_path / "fs"
+    _cgroup(root, "", {"memory.max": "max\n", "memory.current": "5\n"})
+    assert mg.available_bytes(mi, cg, root) == (1000 * 1024, "MemAvailable")
+    # v1 writes "no limit" as a huge number
+    cg.write_text("4:memory:/a/b\n")
+    _cgroup(root, "memory/a/b", {"memory.limit_in_bytes": "9223372036854771712\n",
+                                 "memory.usage_in_bytes": "7\n"})
+    assert mg.available_bytes(mi, cg, root) == (1000 * 1024, "MemAvailable")
+    # no /proc/meminfo: the machine does not say
+    assert mg.available_bytes(tmp_path / "none", cg, root) is None
+
+
+def test_a_cgroup_limit_counts_its_working_set_and_its_ancestors(tmp_path):
+    mi = _meminfo(tmp_path, 20 << 20)  # 20 GiB
+    cg = tmp_path / "cgroup"
+    root = tmp_path / "fs"
+    # v2: limit 4 GiB, usage 3 GiB of which 1 GiB inactive page cache: 4 - (3 - 1) = 2 GiB
+    cg.write_text("0::/job/step\n")
+    _cgroup(root, "job/step", {"memory.max": f"{4 * GiB}\n", "memory.current": f"{3 * GiB}\n",
+                               "memory.stat": f"anon 5\ninactive_file {GiB}\nactive_file 9\n"})
+    got, source = mg.available_bytes(mi, cg, root)
+    assert got == 2 * GiB and source == f"the memory cgroup limit of {root / 'job' / 'step'}"
+    # an ancestor's tighter limit wins: 3 GiB limit, 2.5 GiB used, no stat: 0.5 GiB
+    _cgroup(root, "job", {"memory.max": f"{3 * GiB}\n", "memory.current": f"{5 * GiB // 2}\n"})
+    assert mg.available_bytes(mi, cg, root)[0] == GiB // 2
+    # over the limit is nothing left, not a negative figure
+    _cgroup(root, "job", {"memory.max": f"{GiB}\n", "memory.current": f"{2 * GiB}\n"})
+    assert mg.available_bytes(mi, cg, root)[0] == 0
+    # v1 (hybrid: the memory controller's own hierarchy), total_inactive_file
+    cg.write_text("7:cpu,cpuacct:/x\n4:memory:/svc\n0::/\n")
+    _cgroup(root, "memory/svc", {"memory.limit_in_bytes": f"{8 * GiB}\n",
+                                 "memory.usage_in_bytes": f"{7 * GiB}\n",
+                                 "memory.stat": f"inactive_file 1\ntotal_inactive_file {GiB}\n"})
+    assert mg.available_bytes(mi, cg, root)[0] == 2 * GiB
+    # a cgroup limit above MemTotal is no limit
+    _cgroup(root, "memory/svc", {"memory.limit_in_bytes": f"{64 * GiB}\n"})
+    assert mg.available_bytes(mi, cg, root) == (20 * GiB, "MemAvailable")
+
+
+# ---------------------------------------------------------------------------
+# the refusal and the guard
+
+def test_check_operands_fit():
+    floors = [mg.Floor(0, "a", 8, 3 * GiB), mg.Floor(5, "b", 8, 4 * GiB),
+              mg.Floor(6, "c", 8, 4 * GiB)]
+    mg.check_operands_fit(floors, file="m", available=lambda: (4 * GiB, "MemAvailable"))
+    mg.check_operands_fit(floors, file="m", available=lambda: None)
+    mg.check_operands_fit([], file="m", available=lambda: (0, "MemAvailable"))
+    with pytest.raises(ResourceError) as err:
+        mg.check_operands_fit(floors, file="m", available=lambda: (4 * GiB - 1, "MemAvailable"))
+    assert err.value.exit_code == 71 and err.value.where.trigger == 5
+    assert str(err.value) == (
+        "m: trigger 5: cannot be simulated on this machine: b holds 4.0 GiB of input and "
+        "output at once, more than the 4.0 GiB of memory available (MemAvailable); simulate "
+        "it on a machine with more memory, or pass --no-memory-check to try anyway")
+
+
+def test_the_guard_reads_at_most_every_interval_and_keeps_a_reserve():
+    now = [0.0]
+    figures = iter([(8 * GiB, "MemAvailable"),  # at the start: reserve min(512 MiB, 2 GiB)
+                    (600 * MiB, "MemAvailable"), (511 * MiB, "MemAvailable")])
+    reads = []
+
+    def available():
+        reads.append(now[0])
+        return next(figures)
+
+    g = mg.MemoryGuard(True, available=available, interval=0.5, clock=lambda: now[0])
+    assert g.reserve == 512 * MiB
+    g.check(trigger=1)          # t = 0: reads 600 MiB, fine
+    now[0] = 0.4
+    g.check(trigger=1)          # within the interval: no read
+    assert reads == [0.0, 0.0]
+    now[0] = 0.5
+    with pytest.raises(ResourceError) as err:
+        g.check(file="OUT", trigger=3)
+    assert reads == [0.0, 0.0, 0.5] and err.value.exit_code == 71
+    assert err.value.line().startswith("OUT: trigger 3: out of memory: simulate stopped before "
+                                       "the system ran out of memory, with 511.0 MiB left")
+    # a small machine: a quarter of what it had at the start
+    g = mg.MemoryGuard(True, available=lambda: (400 * MiB, "MemAvailable"))
+    assert g.reserve == 100 * MiB
+    g.check()
+    # disabled, or a machine that does not say: never reads
+    assert not mg.MemoryGuard(False, available=lambda: 1 / 0).enabled
+    assert not mg.MemoryGuard(True, available=lambda: None).enabled
+
+
+@pytest.fixture
+def ar_out(tmp_path):
+    """An all-reduce of 8 ranks x 4096 bf16: floor 8 x 2 x 8 KiB = 128 KiB."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 8, 4096), tmp_path / "ar")
+
+
+def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
+    monkeypatch.setattr(mg, "available_bytes", lambda: (100 * 1024, "MemAvailable"))
+    res = cli("simulate", ar_out)
+    assert res.exit_code == 71 and res.stdout == ""
+    assert res.stderr == (
+        f"nrtrewrite: error: {ar_out}: trigger 0: cannot be simulated on this machine: "
+        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 128.0 KiB of input and output at once, "
+        "more than the 100.0 KiB of memory available (MemAvailable); simulate it on a machine "
+        "with more memory, or pass --no-memory-check to try anyway\n")
+    res = cli("simulate", ar_out, "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 71 and doc["ok"] is None and "cannot be simulated" in doc["error"]
+    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024 - 1, "MemAvailable"))
+    assert cli("simulate", ar_out).exit_code == 71
+    # exactly the floor fits
+    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024, "MemAvailable"))
+    assert cli("simulate", ar_out).exit_code == 0
+    monkeypatch.setattr(mg, "available_bytes", lambda: (0, "MemAvailable"))
+    res = cli("simulate", ar_out, "--no-memory-check")
+    assert res.exit_code == 0 and "1/1 trigger(s) match" in res.stdout
+
+
+def test_simulate_of_a_model_refuses_before_lowering(tmp_path, monkeypatch):
+    import nrtrewrite.cli.simulate as sim_cli
+    lowered = []
+    real = sim_cli.write_output
+    monkeypatch.setattr(sim_cli, "write_output", lambda *a, **k: lowered.append(1) or real(*a, **k))
+    monkeypatch.setattr(mg, "available_bytes", lambda: (MiB, "MemAvailable"))
+    # fixtures/ar2.neff's floor is over 1 MiB (two ranks' 1 MiB inputs and outputs at least)
+    res = cli("simulate", FIX / "ar2.neff")
+    assert res.exit_code == 71 and "cannot be simulated on this machine" in res.stderr
+    assert res.stderr.startswith(f"nrtrewrite: error: {FIX / 'ar2.neff'}: trigger ")
+    assert lowered == []
+    res = cli("simulate", FIX / "ar2.neff", "--no-memory-check")
+    assert res.exit_code == 0 and lowered == [1]
+
+
+def test_the_guard_stops_a_run_with_one_line(ar_out, monkeypatch):
+    figures = iter([(8 * GiB, "MemAvailable")] * 3 + [(100 * MiB, "MemAvailable")] * 100)
+    monkeypatch.setattr(mg, "available_bytes", lambda: next(figures))
+    monkeypatch.setattr(mg, "CHECK_INTERVAL", 0.0)
+    res = cli("simulate", ar_out)
+    assert res.exit_code == 71 and res.stdout == ""
+    line = res.stderr.strip()
+    assert len(res.stderr.splitlines()) == 1
+    assert line.startswith(f"nrtrewrite: error: {ar_out}")
+    assert ("out of memory: simulate stopped before the system ran out of memory, with 100.0 MiB "
+            "left available (MemAvailable;") in line
+
+
+def test_no_memory_check_reads_nothing(ar_out, monkeypatch):
+    def boom():
+        raise AssertionError("read the memory")
+    monkeypatch.setattr(mg, "available_bytes", boom)
+    assert simulate_output(ar_out, memory_check=False).ok
+    res = cli("simulate", ar_out, "--no-memory-check")
+    assert res.exit_code == 0, res.output
+
+
+def test_the_machine_figure_is_sane_here():
+    got = mg.available_bytes()
+    if got is None:
+        pytest.skip("no /proc/meminfo")
+    info = mg._meminfo()
+    assert 0 <= got[0] <= info["MemTotal"]
+
+
+def test_a_small_fixture_still_simulates_with_the_check(tmp_path):
+    out = lower_neff(FIX / "c7c8.neff", tmp_path / "out")
+    assert simulate_output(out).ok
