@@ -65,6 +65,16 @@ def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_pa
     assert floors[0].label == load_triggers(top)[floors[0].trigger].label()
 
 
+def test_state_buffer_operands_count_nothing_in_either_path(tmp_path):
+    from nrtrewrite.cli.lower import load_and_plan
+    plan, _ = load_and_plan(str(FIX / "sbuf.neff"), topology=None, algo=None, host_cc=False,
+                            no_verify_hash=False)
+    assert [f.bytes for f in mg.floors_of_plan(plan)] == [0, 0, 0, 0]
+    out = lower_neff(FIX / "sbuf.neff", tmp_path / "out")
+    top = json.loads((out / "manifest.json").read_text())
+    assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [0, 0, 0, 0]
+
+
 # ---------------------------------------------------------------------------
 # what is available
 
@@ -120,6 +130,18 @@ def test_a_cgroup_limit_counts_its_working_set_and_its_ancestors(tmp_path):
                                  "memory.usage_in_bytes": f"{7 * GiB}\n",
                                  "memory.stat": f"inactive_file 1\ntotal_inactive_file {GiB}\n"})
     assert mg.available_bytes(mi, cg, root)[0] == 2 * GiB
+    # v2 mounted beside v1 (hybrid): the unified hierarchy at root/unified
+    cg.write_text("4:memory:/\n0::/u\n")
+    _cgroup(root, "unified/u", {"memory.max": f"{5 * GiB}\n", "memory.current": f"{GiB}\n"})
+    assert mg.available_bytes(mi, cg, root) == (
+        4 * GiB, f"the memory cgroup limit of {root / 'unified' / 'u'}")
+    _cgroup(root, "memory", {"memory.limit_in_bytes": f"{3 * GiB}\n",
+                             "memory.usage_in_bytes": f"{GiB}\n"})
+    assert mg.available_bytes(mi, cg, root) == (
+        2 * GiB, f"the memory cgroup limit of {root / 'memory'}")
+    cg.write_text("4:memory:/svc\n")
+    assert mg.available_bytes(mi, cg, root)[0] == 2 * GiB  # the ancestor's, again
+    _cgroup(root, "memory", {"memory.limit_in_bytes": "9223372036854771712\n"})
     # a cgroup limit above MemTotal is no limit
     _cgroup(root, "memory/svc", {"memory.limit_in_bytes": f"{64 * GiB}\n"})
     assert mg.available_bytes(mi, cg, root) == (20 * GiB, "MemAvailable")
@@ -165,6 +187,10 @@ def test_the_guard_reads_at_most_every_interval_and_keeps_a_reserve():
     assert reads == [0.0, 0.0, 0.5] and err.value.exit_code == 71
     assert err.value.line().startswith("OUT: trigger 3: out of memory: simulate stopped before "
                                        "the system ran out of memory, with 511.0 MiB left")
+    # exactly the reserve left goes on
+    g = mg.MemoryGuard(True, available=iter([(8 * GiB, ""), (512 * MiB, "")]).__next__,
+                       interval=0.0)
+    g.check()
     # a small machine: a quarter of what it had at the start
     g = mg.MemoryGuard(True, available=lambda: (400 * MiB, "MemAvailable"))
     assert g.reserve == 100 * MiB
@@ -228,6 +254,52 @@ def test_the_guard_stops_a_run_with_one_line(ar_out, monkeypatch):
     assert line.startswith(f"nrtrewrite: error: {ar_out}")
     assert ("out of memory: simulate stopped before the system ran out of memory, with 100.0 MiB "
             "left available (MemAvailable;") in line
+
+
+def _low_while(monkeypatch, flag: dict):
+    """The memory available is low exactly while ``flag["low"]``."""
+    monkeypatch.setattr(mg, "CHECK_INTERVAL", 0.0)
+    monkeypatch.setattr(mg, "available_bytes", lambda: (
+        (100 * MiB if flag["low"] else 8 * GiB), "MemAvailable"))
+
+
+def test_the_guard_stops_a_running_run_between_legs(ar_out, monkeypatch):
+    import nrtrewrite.simulate.engine as engine
+    flag = {"low": False}
+    _low_while(monkeypatch, flag)
+    setup = engine.Simulator._setup
+
+    def running(self):  # decoded: from now on the memory is short
+        setup(self)
+        flag["low"] = True
+    monkeypatch.setattr(engine.Simulator, "_setup", running)
+    res = cli("simulate", ar_out)
+    assert res.exit_code == 71 and len(res.stderr.splitlines()) == 1
+    # the leg's trigger is named
+    assert res.stderr.startswith(f"nrtrewrite: error: {ar_out}: trigger 0: out of memory: ")
+
+
+def test_the_guard_checks_after_a_net_transfer(tmp_path, monkeypatch):
+    import nrtrewrite.simulate.engine as engine
+    from test_simulate import two_node_spec
+    out = lower_spec(two_node_spec(), tmp_path / "two")
+    flag = {"low": False, "transfers": 0}
+    _low_while(monkeypatch, flag)
+    run_leg, run_transfer = engine.Simulator._run_leg, engine.Simulator._run_transfer
+
+    def leg(self, *a):
+        flag["low"] = False  # never low when a leg's check comes
+        return run_leg(self, *a)
+
+    def transfer(self, *a):
+        run_transfer(self, *a)
+        flag["transfers"] += 1
+        flag["low"] = True  # low for the check after a transfer
+    monkeypatch.setattr(engine.Simulator, "_run_leg", leg)
+    monkeypatch.setattr(engine.Simulator, "_run_transfer", transfer)
+    res = cli("simulate", out)
+    assert res.exit_code == 71 and flag["transfers"] == 1, res.output
+    assert res.stderr.startswith(f"nrtrewrite: error: {out}: out of memory: ")
 
 
 def test_no_memory_check_reads_nothing(ar_out, monkeypatch):

@@ -132,7 +132,7 @@ def operand_floor(group_size: int, in_bytes: int, out_bytes: int, src_dram: bool
     count nothing (a source pattern may read a byte twice; the state buffer is small)."""
     src = in_bytes if src_dram else 0
     dst = out_bytes if dst_dram else 0
-    per_rank = max(src, dst) if same_var and src_dram and dst_dram else src + dst
+    per_rank = max(src, dst) if same_var else src + dst  # (one var: one kind)
     return group_size * per_rank
 
 
