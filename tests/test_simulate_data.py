@@ -183,3 +183,38 @@ def test_a_triggers_inputs_are_its_integers_times_one_power_of_two(dtype):
         assert scale[0] == 2.0 ** e and lo <= e <= hi, (trigger, scale)
         seen.add(e)
     assert len(seen) > 1, seen
+
+
+@pytest.mark.parametrize("dtype", list(DType))
+@pytest.mark.parametrize("reduce", [True, False])
+def test_inputs_made_in_place_are_the_same_bits(dtype, reduce):
+    """``make_input(out=...)`` (the engine writes a rank's contiguous input straight into its
+    buffer) gives the bits the returned array has, and returns ``out`` itself."""
+    if reduce and dtype not in EXACT_INT_BOUND:
+        return  # (integer reductions are not simulated)
+    count = 5000
+    want = make_input(3, 1, 2, 8, count, dtype, "ADD" if reduce else "", reduce)
+    buf = np.full(count * NUMPY_DTYPE[dtype].itemsize + 3, 0xA5, np.uint8)
+    out = buf[1:-2].view(NUMPY_DTYPE[dtype])  # unaligned, inside a larger buffer
+    got = make_input(3, 1, 2, 8, count, dtype, "ADD" if reduce else "", reduce, out=out)
+    assert got is out
+    assert bytes(buf[1:-2]) == np.ascontiguousarray(want).tobytes()
+    assert buf[0] == buf[-1] == buf[-2] == 0xA5  # nothing written around it
+
+
+@pytest.mark.parametrize("alu", ["ADD", "MAX", "MIN"])
+def test_reference_in_blocks_equals_a_float64_reduction(alu, monkeypatch):
+    """Reference.add folds the inputs in a block of ADD_BLOCK elements at a time: with a
+    block smaller than the count (not dividing it), the result is numpy's float64 reduction
+    of the whole inputs, rounded once."""
+    import nrtrewrite.simulate.testdata as td
+    monkeypatch.setattr(td, "ADD_BLOCK", 7)
+    n, count = 5, 50
+    ins = [make_input(4, 0, p, n, count, DType.BF16, alu, True) for p in range(n)]
+    ref = Reference("ALLREDUCE", alu, DType.BF16, list(range(n)), count)
+    for p, x in enumerate(ins):
+        ref.add(p, x)
+    f64 = np.stack([x.astype(np.float32).astype(np.float64) for x in ins])
+    red = {"ADD": f64.sum(axis=0), "MAX": f64.max(axis=0), "MIN": f64.min(axis=0)}[alu]
+    want = red.astype(np.float32).astype(NUMPY_DTYPE[DType.BF16])
+    assert bytes(ref.expected_bytes(0)) == want.tobytes()

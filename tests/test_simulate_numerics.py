@@ -278,6 +278,15 @@ def _group_inputs(seed: int, trigger: int, g: int, dt: DType) -> np.ndarray:
     return random_sources(np.random.default_rng([seed, trigger, 99]), dt, g, MESH_N)
 
 
+def _into(vals: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """An injected ``make_input``'s values, written into ``out`` when the engine gives one
+    (testdata.make_input's contract)."""
+    if out is None:
+        return vals
+    out[...] = vals
+    return out
+
+
 def _inject(monkeypatch, man: dict) -> dict:
     """Random inputs for every rank (``engine.make_input``) and the model as the reference
     (``engine.Reference``): block j of a MESH all-reduce is reduced by group member j from
@@ -286,10 +295,10 @@ def _inject(monkeypatch, man: dict) -> dict:
     by_kind = {(t["dtype"], t["alu_op"]): t for t in man["triggers"]}
     seen = {"inputs": 0, "refs": 0}
 
-    def make_input(seed, trigger, pos, group_size, count, dtype, op, reduce):
+    def make_input(seed, trigger, pos, group_size, count, dtype, op, reduce, out=None):
         assert reduce and count == MESH_N
         seen["inputs"] += 1
-        return _group_inputs(seed, trigger, group_size, dtype)[pos]
+        return _into(_group_inputs(seed, trigger, group_size, dtype)[pos], out)
 
     class ModelReference:
         def __init__(self, op_kind, alu, dtype, group, count):
@@ -414,9 +423,9 @@ def test_special_values(dt):
 def _outputs_on_random_data(monkeypatch, out: Path) -> dict[int, dict[int, bytes]]:
     """Every rank's output of every trigger of ``out`` with random inputs (trigger ->
     rank -> bytes); the simulator's own verdicts are not used."""
-    def make_input(seed, trigger, pos, group_size, count, dtype, op, reduce):
-        return random_sources(np.random.default_rng([seed, trigger, 99]), dtype, group_size,
-                              count)[pos]
+    def make_input(seed, trigger, pos, group_size, count, dtype, op, reduce, out=None):
+        return _into(random_sources(np.random.default_rng([seed, trigger, 99]), dtype,
+                                    group_size, count)[pos], out)
 
     got: dict[int, dict[int, bytes]] = {}
 

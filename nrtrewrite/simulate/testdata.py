@@ -101,17 +101,30 @@ def reduce_integers(seed: int, trigger: int, pos: int, group_size: int, count: i
 
 
 def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, dtype: DType,
-               op: str, reduce: bool) -> np.ndarray:
-    """Input elements of group member ``pos`` as a numpy array of the I/O dtype."""
+               op: str, reduce: bool, out: np.ndarray | None = None) -> np.ndarray:
+    """Input elements of group member ``pos`` as a numpy array of the I/O dtype; written into
+    ``out`` (``count`` elements of the I/O dtype: the rank's input operand itself, so that
+    no temporary of the operand's size is made) and returned, when given."""
     npdt = NUMPY_DTYPE[dtype]
     if not reduce:
         raw = _rng(seed, trigger, pos).integers(0, 256, count * npdt.itemsize, dtype=np.uint8)
-        return raw.view(npdt)
+        if out is None:
+            return raw.view(npdt)
+        out[...] = raw.view(npdt)
+        return out
     k = reduce_integers(seed, trigger, pos, group_size, count, dtype, op)
     # k * 2**E in float32, in k's own memory (|k| <= 2**24: exact; no fresh temporary)
     vals = np.multiply(k, np.float32(2.0 ** trigger_exponent(seed, trigger, dtype)),
                        out=k.view(np.float32), dtype=np.float32, casting="unsafe")
-    return vals.astype(npdt)  # exact by construction (tests/test_simulate_data.py)
+    # exact by construction (tests/test_simulate_data.py); copyto casts as astype does
+    if out is None:
+        return vals.astype(npdt)
+    np.copyto(out, vals, casting="unsafe")
+    return out
+
+
+#: Elements :meth:`Reference.add` widens and folds in at a time.
+ADD_BLOCK = 1 << 18
 
 
 class Reference:
@@ -143,17 +156,25 @@ class Reference:
             return
         # float dtypes widen to float32 exactly, and (bfloat16, fp8) much faster than
         # straight to float64 through their ml_dtypes casts; the ufunc widens to the float64
-        # accumulator as it goes (no float64 temporary: on large triggers fresh temporaries
-        # cost more in page faults than the arithmetic)
-        v = values.astype(np.float32) if self.dtype in EXACT_INT_BOUND else values
-        if self.acc is None:
-            self.acc = v.astype(np.float64)
-        elif self.alu == "ADD":
-            np.add(self.acc, v, out=self.acc)
-        elif self.alu == "MAX":
-            np.maximum(self.acc, v, out=self.acc)
-        else:
-            np.minimum(self.acc, v, out=self.acc)
+        # accumulator as it goes.  A block of ADD_BLOCK elements at a time: on large triggers
+        # a fresh temporary of the operand's size costs more in page faults than the
+        # arithmetic (element by element the same operations, so the same result)
+        first = self.acc is None
+        if first:
+            self.acc = np.empty(len(values), np.float64)
+        widen = self.dtype in EXACT_INT_BOUND
+        for i in range(0, len(values), ADD_BLOCK):
+            v = values[i:i + ADD_BLOCK]
+            v = v.astype(np.float32) if widen else v
+            acc = self.acc[i:i + ADD_BLOCK]
+            if first:
+                acc[...] = v
+            elif self.alu == "ADD":
+                np.add(acc, v, out=acc)
+            elif self.alu == "MAX":
+                np.maximum(acc, v, out=acc)
+            else:
+                np.minimum(acc, v, out=acc)
 
     def expected_bytes(self, pos: int) -> np.ndarray:
         """What group member ``pos`` must hold in its dst operand, as bytes."""
