@@ -185,7 +185,7 @@ class Simulator:
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
         if self.memory_check:
-            check_operands_fit(floors_of_specs(self.triggers, self.layout), file=str(self.out))
+            check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)
             self.guard = MemoryGuard(True)
 
     def load(self) -> None:

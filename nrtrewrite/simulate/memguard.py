@@ -24,7 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nrtrewrite.errors import ResourceError
+from nrtrewrite.errors import ResourceError, SimulationError
+from nrtrewrite.simulate.triggers import trigger_label
 
 MEMINFO = Path("/proc/meminfo")
 CGROUPS = Path("/proc/self/cgroup")
@@ -148,11 +149,7 @@ class Floor:
 
 def largest_floor(floors) -> Floor | None:
     """The :class:`Floor` with the most bytes (the first of equal ones); None for none."""
-    best = None
-    for f in floors:
-        if best is None or f.bytes > best.bytes:
-            best = f
-    return best
+    return max(floors, key=lambda f: f.bytes, default=None)
 
 
 def floors_of_plan(plan) -> list[Floor]:
@@ -160,8 +157,8 @@ def floors_of_plan(plan) -> list[Floor]:
     out = []
     for tp in plan.triggers:
         t = tp.trigger
-        alu = f" {t.alu_op.name}" if t.alu_op is not None else ""  # as TriggerSpec.label
-        label = f"{t.op.name}{alu} {t.dtype.name} x{t.num_elements} over {len(tp.group)} ranks"
+        label = trigger_label(t.op.name, t.alu_op.name if t.alu_op is not None else None,
+                              t.dtype.name, t.num_elements, len(tp.group))
         out.append(Floor(t.ordinal, label, len(tp.group),
                          operand_floor(len(tp.group), t.in_bytes, t.out_bytes,
                                        not t.src.is_sbuf, not t.dst.is_sbuf,
@@ -179,7 +176,7 @@ def floors_of_specs(specs, layout) -> list[Floor]:
         for opnd in (t.src, t.dst):
             try:
                 kinds.append(layout.var_region(t.subgraph, int(opnd["var_id"])).kind)
-            except Exception:  # noqa: BLE001 - a malformed operand: the run's own error
+            except (SimulationError, KeyError, TypeError, ValueError):  # the run's own error
                 kinds.append(None)
         same = t.src.get("var_id") == t.dst.get("var_id")
         ds = t.dsize

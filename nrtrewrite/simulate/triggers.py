@@ -74,6 +74,13 @@ class Footprint:
             buf[self.byte_index()] = data
 
 
+def trigger_label(op: str, alu: str | None, dtype: str, n: int, ranks: int) -> str:
+    """How the simulator names a trigger: ``ALLREDUCE ADD BF16 x4096 over 8 ranks`` (op, ALU
+    op, dtype and ranks by the manifest's names, ``n`` each rank's input elements)."""
+    alu_text = f" {alu}" if alu else ""
+    return f"{op}{alu_text} {dtype} x{n} over {ranks} ranks"
+
+
 def merge_intervals(ivs) -> tuple[list[int], list[int]]:
     """The union of byte ranges ``[a, b)`` as ascending, disjoint ranges (ranges that overlap
     or touch are joined), returned as two lists: starts and ends."""
@@ -220,8 +227,7 @@ class TriggerSpec:
         return sorted(found)
 
     def label(self) -> str:
-        alu = f" {self.alu}" if self.alu else ""
-        return f"{self.op}{alu} {self.dtype.name} x{self.n} over {len(self.group)} ranks"
+        return trigger_label(self.op, self.alu, self.dtype.name, self.n, len(self.group))
 
     def footprint(self, layout: Layout, which: str) -> Footprint:
         """The src or dst operand on any rank (the layout is the same on every rank)."""
