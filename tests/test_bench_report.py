@@ -182,7 +182,9 @@ def test_tree_memory_counts_a_child(tools):
         os.waitpid(pid, 0)
     own = run._maxrss_mb(__import__("resource").RUSAGE_SELF)
     assert mem.rss_mb >= 200 and mem.pss_mb >= 195 and mem.samples >= 5
-    assert mem.rss_mb < own + 200 + 100  # (this process and the child, not the sampler twice)
+    # this process and the child, not the sampler: by PSS, since the forked child's RSS also
+    # counts every page it shares with this process (a pytest worker may hold hundreds of MB)
+    assert mem.pss_mb < own + 200 + 100
 
 
 def test_others_share(tools):
