@@ -48,6 +48,9 @@ LEAF_NAME_WIDTH = max(len(leaf.name) for leaf in Leaf)
 #: Columns of a piped or redirected table: the widest, of legs.bin, needs about 200 (a
 #: 4-digit row number and the longest leaf name); rich draws a table no wider than it needs.
 PIPED_WIDTH = 240
+#: The most rows of one rich table on a terminal (``paged_tables``): a longer ``--limit``
+#: prints its rows as consecutive tables of this many.
+PAGE_ROWS = 1000
 
 
 #: A column the record does not have (a spad entry has channel_list or the mesh overlay).
@@ -139,20 +142,24 @@ def dump_cmd(path, rank, as_json, limit, **selected):
             rf = open_records(rdir / name)
             title = f"{rdir.name}/{name} ({rf.size} records)"
             if console.is_terminal or not piped_table(console, title, rf, limit):
-                console.print(rich_table(title, rf, limit))
+                for table in paged_tables(title, rf, limit):
+                    console.print(table)
             if limit and rf.size > limit:
                 console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
 
 
-def _table(title: str, name: str) -> Table:
-    """The empty rich table of artifact ``name``: the row number, then :data:`COLUMNS`."""
+def _table(title: str, name: str, widths: list[int] | None = None) -> Table:
+    """The empty rich table of artifact ``name``: the row number, then :data:`COLUMNS`;
+    with ``widths`` (one per column, the row number's first) no column narrower than its
+    width."""
     table = Table(title=title)
-    table.add_column("#", justify="right")
-    for c in COLUMNS[name]:
+    least = widths or [None] * (1 + len(COLUMNS[name]))
+    table.add_column("#", justify="right", min_width=least[0])
+    for c, w in zip(COLUMNS[name], least[1:]):
         if c == "leaf_name":
-            table.add_column(c, min_width=LEAF_NAME_WIDTH, no_wrap=True)
+            table.add_column(c, min_width=max(LEAF_NAME_WIDTH, w or 0), no_wrap=True)
         else:
-            table.add_column(c)
+            table.add_column(c, min_width=w)
     return table
 
 
@@ -165,6 +172,40 @@ def rich_table(title: str, rf, limit: int) -> Table:
         row = decode_record(rf.name, rec)
         table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
     return table
+
+
+def paged_tables(title: str, rf, limit: int):
+    """The first ``limit`` records of ``rf`` (all: 0) as rich tables (a terminal's view, or
+    a piped table :func:`piped_table` leaves to rich): one,
+    :func:`rich_table`, up to :data:`PAGE_ROWS` rows; beyond, a table of that many
+    rows at a time (the title says which rows), printed as it is made, so the rows start
+    at once and memory stays one table's whatever the file's size (rich holds a table whole
+    and lays it out at some 2,000 rows a second).  The columns' widths come from a first
+    pass over the rows shown, so every table's columns line up with the first's (unless
+    the terminal is too narrow for them: rich shrinks each alike)."""
+    n = rf.size if not limit else min(limit, rf.size)
+    if n <= PAGE_ROWS:
+        yield rich_table(title, rf, limit)
+        return
+    name, widths = rf.name, _cell_widths(rf, n)
+    first = 0
+    for chunk in rf.chunks(n, PAGE_ROWS):
+        last = first + len(chunk) - 1
+        table = _table(f"{title}: rows {first} - {last}", name, widths)
+        for row in zip(range(first, last + 1), *column_cells(name, chunk)):
+            table.add_row(str(row[0]), *row[1:])
+        first = last + 1
+        yield table
+
+
+def _cell_widths(rf, n: int) -> list[int]:
+    """The widest cell of each column of ``rf``'s first ``n`` records (``n`` > 0), the row
+    number's first: a pass over the file, a block at a time."""
+    widths = [len(str(n - 1))] + [0] * len(COLUMNS[rf.name])
+    for chunk in rf.chunks(n):
+        for j, cells in enumerate(column_cells(rf.name, chunk)):
+            widths[j + 1] = max(widths[j + 1], max(map(len, cells)))
+    return widths
 
 
 def _in_record_order(n: int, parts: list, fill=None) -> list:
@@ -201,10 +242,7 @@ def piped_table(console, title: str, rf, limit: int) -> bool:
     n = rf.size if not limit else min(limit, rf.size)
     if not n:
         return False
-    widths = [len(str(n - 1))] + [0] * len(cols)
-    for chunk in rf.chunks(n):
-        for j, cells in enumerate(column_cells(name, chunk)):
-            widths[j + 1] = max(widths[j + 1], max(map(len, cells)))
+    widths = _cell_widths(rf, n)
     probe = _table(title, name)
     probe.add_row(*("x" * w for w in widths))
     with console.capture() as cap:

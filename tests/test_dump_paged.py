@@ -1,0 +1,120 @@
+"""``dump`` on a terminal (and a piped table too wide for ``piped_table``) prints more than
+``PAGE_ROWS`` rows as consecutive rich tables of that many (``cli/dump.paged_tables``): every
+row once, in order, with the cells of the record-at-a-time reference (``rich_table``), the
+columns of every table as wide as the first's, and up to a page exactly the one table rich
+printed before."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+import nrtrewrite.cli.dump as dump
+from nrtrewrite.artifacts import open_records
+from nrtrewrite.cli import main
+from nrtrewrite.emit import formats as F
+
+from test_dump_json_columns import records
+
+NAMES = sorted(F.ARTIFACTS)
+
+
+def _file(tmp_path, name: str, arr: np.ndarray):
+    path = tmp_path / name
+    path.write_bytes(arr.tobytes())
+    return open_records(path)
+
+
+def _rows(table) -> list[tuple[str, ...]]:
+    return list(zip(*(col._cells for col in table.columns)))
+
+
+def _random_file(tmp_path, name: str, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    arr = records(name, rng.bytes(F.ARTIFACTS[name][0].itemsize * n))
+    if name == "spad.bin":
+        arr["alg"] = rng.integers(0, 256, arr.size)
+    return arr, _file(tmp_path, name, arr)
+
+
+def _terminal(width: int = 400) -> Console:
+    return Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_pages_hold_every_row_once_in_order(tmp_path, monkeypatch, name):
+    monkeypatch.setattr(dump, "PAGE_ROWS", 128)
+    _, rf = _random_file(tmp_path, name, 600, 11 + len(name))
+    for limit, n in ((0, 600), (300, 300), (129, 129)):
+        tables = list(dump.paged_tables("t", rf, limit))
+        assert len(tables) == math.ceil(n / 128)
+        starts = range(0, n, 128)
+        assert [t.title for t in tables] == [f"t: rows {a} - {min(a + 128, n) - 1}"
+                                            for a in starts]
+        rows = [r for t in tables for r in _rows(t)]
+        assert rows == _rows(dump.rich_table("t", rf, limit))  # record by record
+        assert [r[0] for r in rows] == [str(i) for i in range(n)]
+
+
+@pytest.mark.parametrize("limit", [0, 5, 128])
+def test_up_to_a_page_is_the_one_rich_table(tmp_path, monkeypatch, limit):
+    monkeypatch.setattr(dump, "PAGE_ROWS", 128)
+    _, rf = _random_file(tmp_path, "sem.bin", 128, 5)
+    (table,) = dump.paged_tables("t", rf, limit)
+    a, b = _terminal(), _terminal()
+    a.print(table)
+    b.print(dump.rich_table("t", rf, limit))
+    assert a.file.getvalue() == b.file.getvalue()
+    assert table.title == "t"
+
+
+def test_the_columns_of_every_page_line_up(tmp_path, monkeypatch):
+    """The widest cells only in the last page: every page's columns are as wide anyway."""
+    monkeypatch.setattr(dump, "PAGE_ROWS", 10)
+    arr = records("dma.bin", np.zeros(16 * 35, np.uint8).tobytes())
+    arr["buf_ptr"][-1] = (1 << 40) - 1  # 0xffffffffff: the widest buf_ptr, in row 34
+    rf = _file(tmp_path, "dma.bin", arr)
+    c = _terminal()
+    for table in dump.paged_tables("t", rf, 0):
+        c.print(table)
+    text = c.file.getvalue()
+    body = [ln for ln in text.splitlines() if ln[:1] in "┃│"]  # header and row lines
+    assert len(body) == 4 + 35  # a header line per page, a line per row
+    assert len({len(ln) for ln in body}) == 1
+    first = [ln for ln in body if "│  0 │" in ln][0]
+    assert first.split("│")[-2] == " 0x0          "  # buf_ptr, as wide as 0xffffffffff
+
+
+def test_a_piped_table_too_wide_for_the_console_is_paged(tmp_path, monkeypatch):
+    """``piped_table`` leaves it to rich (rich shrinks it); it comes out in pages too."""
+    monkeypatch.setattr(dump, "PAGE_ROWS", 50)
+    _, rf = _random_file(tmp_path, "legs.bin", 120, 3)
+    c = Console(file=io.StringIO(), width=60, force_terminal=False, color_system=None)
+    assert not dump.piped_table(c, "t", rf, 0)
+    tables = list(dump.paged_tables("t", rf, 0))
+    assert [len(_rows(t)) for t in tables] == [50, 50, 20]
+
+
+def test_the_command_on_a_terminal_prints_pages(tmp_path, monkeypatch):
+    """``dump`` with a terminal stdout: the pages, then the count of rows not shown."""
+    monkeypatch.setattr(dump, "PAGE_ROWS", 7)
+    out = io.StringIO()
+    monkeypatch.setattr(dump, "stdout_console",
+                        lambda width: Console(file=out, width=300, force_terminal=True,
+                                              color_system=None))
+    arr, _ = _random_file(tmp_path, "sem.bin", 30, 8)
+    rdir = tmp_path / "rank-0003"
+    rdir.mkdir()
+    (rdir / "sem.bin").write_bytes(arr.tobytes())
+    res = CliRunner().invoke(main, ["dump", str(rdir / "sem.bin"), "--limit", "20"])
+    assert res.exit_code == 0, res.output
+    text = out.getvalue()
+    assert [ln.strip() for ln in text.splitlines() if "rows" in ln] == [
+        f"rank-0003/sem.bin (30 records): rows {a} - {b}"
+        for a, b in ((0, 6), (7, 13), (14, 19))]
+    assert text.rstrip().endswith("... 10 more records (--limit 0 shows all)")
