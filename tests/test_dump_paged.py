@@ -73,11 +73,15 @@ def test_up_to_a_page_is_the_one_rich_table(tmp_path, monkeypatch, limit):
     assert table.title == "t"
 
 
-def test_the_columns_of_every_page_line_up(tmp_path, monkeypatch):
-    """The widest cells only in the last page: every page's columns are as wide anyway."""
+@pytest.mark.parametrize("widest", [0, 34])
+def test_the_columns_of_every_page_line_up(tmp_path, monkeypatch, widest):
+    """The widest cell in one page only (the first or the last; the file read in blocks of
+    8 records): every page's columns are as wide anyway."""
+    from nrtrewrite.artifacts import RecordFile
+    monkeypatch.setattr(RecordFile, "CHUNK", 8)
     monkeypatch.setattr(dump, "PAGE_ROWS", 10)
     arr = records("dma.bin", np.zeros(16 * 35, np.uint8).tobytes())
-    arr["buf_ptr"][-1] = (1 << 40) - 1  # 0xffffffffff: the widest buf_ptr, in row 34
+    arr["buf_ptr"][widest] = (1 << 40) - 1  # 0xffffffffff: the widest buf_ptr
     rf = _file(tmp_path, "dma.bin", arr)
     c = _terminal()
     for table in dump.paged_tables("t", rf, 0):
@@ -86,8 +90,8 @@ def test_the_columns_of_every_page_line_up(tmp_path, monkeypatch):
     body = [ln for ln in text.splitlines() if ln[:1] in "┃│"]  # header and row lines
     assert len(body) == 4 + 35  # a header line per page, a line per row
     assert len({len(ln) for ln in body}) == 1
-    first = [ln for ln in body if "│  0 │" in ln][0]
-    assert first.split("│")[-2] == " 0x0          "  # buf_ptr, as wide as 0xffffffffff
+    row = [ln for ln in body if "│ %2d │" % (34 - widest) in ln][0]
+    assert row.split("│")[-2] == " 0x0          "  # buf_ptr, as wide as 0xffffffffff
 
 
 def test_a_piped_table_too_wide_for_the_console_is_paged(tmp_path, monkeypatch):
