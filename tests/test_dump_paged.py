@@ -54,8 +54,8 @@ def test_pages_hold_every_row_once_in_order(tmp_path, monkeypatch, name):
         tables = list(dump.paged_tables("t", rf, limit))
         assert len(tables) == math.ceil(n / 128)
         starts = range(0, n, 128)
-        assert [t.title for t in tables] == [f"t: rows {a} - {min(a + 128, n) - 1}"
-                                            for a in starts]
+        titles = [f"t: rows {a} - {min(a + 128, n) - 1}" for a in starts]
+        assert [t.title for t in tables] == titles
         rows = [r for t in tables for r in _rows(t)]
         assert rows == _rows(dump.rich_table("t", rf, limit))  # record by record
         assert [r[0] for r in rows] == [str(i) for i in range(n)]
