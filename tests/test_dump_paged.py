@@ -73,25 +73,33 @@ def test_up_to_a_page_is_the_one_rich_table(tmp_path, monkeypatch, limit):
     assert table.title == "t"
 
 
-@pytest.mark.parametrize("widest", [0, 34])
-def test_the_columns_of_every_page_line_up(tmp_path, monkeypatch, widest):
-    """The widest cell in one page only (the first or the last; the file read in blocks of
-    8 records): every page's columns are as wide anyway."""
+def _page_lines(rf) -> list[list[str]]:
+    """The header and row lines of each table ``paged_tables`` makes of ``rf``."""
+    pages = []
+    for table in dump.paged_tables("t", rf, 0):
+        c = _terminal()
+        c.print(table)
+        pages.append([ln for ln in c.file.getvalue().splitlines() if ln[:1] in "┃│"])
+    return pages
+
+
+@pytest.mark.parametrize("widest", [0, 12, 34])
+def test_no_column_narrows_from_one_page_to_the_next(tmp_path, monkeypatch, widest):
+    """The widest buf_ptr in one row only (the file read in blocks of 8 records): the
+    tables before its page are narrower, its page and every later one as wide as it."""
     from nrtrewrite.artifacts import RecordFile
     monkeypatch.setattr(RecordFile, "CHUNK", 8)
     monkeypatch.setattr(dump, "PAGE_ROWS", 10)
     arr = records("dma.bin", np.zeros(16 * 35, np.uint8).tobytes())
-    arr["buf_ptr"][widest] = (1 << 40) - 1  # 0xffffffffff: the widest buf_ptr
-    rf = _file(tmp_path, "dma.bin", arr)
-    c = _terminal()
-    for table in dump.paged_tables("t", rf, 0):
-        c.print(table)
-    text = c.file.getvalue()
-    body = [ln for ln in text.splitlines() if ln[:1] in "┃│"]  # header and row lines
-    assert len(body) == 4 + 35  # a header line per page, a line per row
-    assert len({len(ln) for ln in body}) == 1
-    row = [ln for ln in body if "│ %2d │" % (34 - widest) in ln][0]
-    assert row.split("│")[-2] == " 0x0          "  # buf_ptr, as wide as 0xffffffffff
+    arr["buf_ptr"][widest] = (1 << 40) - 1  # 0xffffffffff, where the others are 0x0
+    pages = _page_lines(_file(tmp_path, "dma.bin", arr))
+    assert [len(p) for p in pages] == [11, 11, 11, 6]  # a header line, the rows
+    narrow = len("│  0 │ M2S │ 0      │ 0       │ 65536  │ 0     │ 0    │ 0   │ buf_ptr │")
+    for k, lines in enumerate(pages):
+        assert {len(ln) for ln in lines} == {narrow + 5 if k >= widest // 10 else narrow}
+        if k >= widest // 10:
+            row = next(ln for ln in lines[1:] if not ln.startswith("│ %2d │" % widest))
+            assert row.split("│")[-2] == " 0x0          "  # as wide as 0xffffffffff
 
 
 def test_a_piped_table_too_wide_for_the_console_is_paged(tmp_path, monkeypatch):

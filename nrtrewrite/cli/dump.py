@@ -176,23 +176,26 @@ def rich_table(title: str, rf, limit: int) -> Table:
 
 def paged_tables(title: str, rf, limit: int):
     """The first ``limit`` records of ``rf`` (all: 0) as rich tables (a terminal's view, or
-    a piped table :func:`piped_table` leaves to rich): one,
-    :func:`rich_table`, up to :data:`PAGE_ROWS` rows; beyond, a table of that many
-    rows at a time (the title says which rows), printed as it is made, so the rows start
-    at once and memory stays one table's whatever the file's size (rich holds a table whole
-    and lays it out at some 2,000 rows a second).  The columns' widths come from a first
-    pass over the rows shown, so every table's columns line up with the first's (unless
-    the terminal is too narrow for them: rich shrinks each alike)."""
+    a piped table :func:`piped_table` leaves to rich): one, :func:`rich_table`, up to
+    :data:`PAGE_ROWS` rows; beyond, a table of that many rows at a time (the title says
+    which rows), each yielded as it is made, so the first rows come at once and memory
+    stays one table's whatever the file's size (rich holds a table whole and lays it out at
+    some 2,000 rows a second).  No column is narrower than it was in an earlier table (each
+    at least its widest cell so far), so the tables line up unless a later one holds a
+    wider cell (or the terminal is too narrow for them: rich shrinks them)."""
     n = rf.size if not limit else min(limit, rf.size)
     if n <= PAGE_ROWS:
         yield rich_table(title, rf, limit)
         return
-    name, widths = rf.name, _cell_widths(rf, n)
+    name = rf.name
+    widths = [len(str(n - 1))] + [0] * len(COLUMNS[name])
     first = 0
     for chunk in rf.chunks(n, PAGE_ROWS):
         last = first + len(chunk) - 1
+        cells = column_cells(name, chunk)
+        widths[1:] = [max(w, max(map(len, c))) for w, c in zip(widths[1:], cells)]
         table = _table(f"{title}: rows {first} - {last}", name, widths)
-        for row in zip(range(first, last + 1), *column_cells(name, chunk)):
+        for row in zip(range(first, last + 1), *cells):
             table.add_row(str(row[0]), *row[1:])
         first = last + 1
         yield table
