@@ -14,6 +14,7 @@ import pytest
 
 import nrtrewrite.simulate.memguard as mg
 from nrtrewrite.errors import ResourceError
+from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.simulate import simulate_output
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.triggers import load_triggers
@@ -29,16 +30,58 @@ GiB = 1 << 30
 
 def test_operand_floor_per_op():
     # all-reduce of 4 MiB on 8 ranks, in and out in two vars: 8 x (4 + 4) MiB
-    assert mg.operand_floor(8, 4 * MiB, 4 * MiB, True, True, False) == 64 * MiB
+    assert mg.operand_floor(8, (0, 4 * MiB), (0, 4 * MiB), False) == 64 * MiB
     # the same in place (dst = src, one var): 8 x 4 MiB
-    assert mg.operand_floor(8, 4 * MiB, 4 * MiB, True, True, True) == 32 * MiB
+    assert mg.operand_floor(8, (0, 4 * MiB), (0, 4 * MiB), True) == 32 * MiB
     # all-gather of 1 MiB on 16 ranks: each rank's output is 16 MiB: 16 x 17 MiB
-    assert mg.operand_floor(16, MiB, 16 * MiB, True, True, False) == 272 * MiB
+    assert mg.operand_floor(16, (0, MiB), (0, 16 * MiB), False) == 272 * MiB
     # reduce-scatter in place: the output is the input's first part: 4 x 8 MiB
-    assert mg.operand_floor(4, 8 * MiB, 2 * MiB, True, True, True) == 32 * MiB
+    assert mg.operand_floor(4, (0, 8 * MiB), (0, 2 * MiB), True) == 32 * MiB
+    # one tmp-buf var, the input at 0 and the output at 1 GiB: both, 16 x 2 GiB
+    assert mg.operand_floor(16, (0, GiB), (GiB, GiB), True) == 32 * GiB
+    # ... the output after the input but overlapping its last MiB: 4 x (8 + 8 - 1) MiB
+    assert mg.operand_floor(4, (MiB, 8 * MiB), (8 * MiB, 8 * MiB), True) == 60 * MiB
     # SBUF operands count nothing: an SBUF src beside a DRAM dst counts the dst alone
-    assert mg.operand_floor(4, 8 * MiB, 8 * MiB, False, True, False) == 32 * MiB
-    assert mg.operand_floor(4, 8 * MiB, 8 * MiB, False, False, True) == 0
+    assert mg.operand_floor(4, None, (0, 8 * MiB), False) == 32 * MiB
+    assert mg.operand_floor(4, None, (0, 8 * MiB), True) == 32 * MiB
+    assert mg.operand_floor(4, None, None, True) == 0
+
+
+def _samevar_spec(in_place: bool) -> dict:
+    """One 4-rank bf16 all-reduce of 1 MiB inside one tmp-buf var of 2 MiB: in place at
+    offset 0, or from offset 0 to offset 1 MiB."""
+    dst = {"var": "t", "offset": 0 if in_place else MiB}
+    return {"header": {"name": "samevar", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "t", "type": "tmp-buf", "size": 2 * MiB}],
+                           "replica_groups": ["0..3"],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "op": "add", "bytes": MiB,
+                               "src": {"var": "t", "offset": 0}, "dst": dst}}]}}]}
+
+
+@pytest.mark.parametrize("in_place, want", [(True, 4 * MiB), (False, 4 * 2 * MiB)])
+def test_two_spans_of_one_var_count_both_in_either_path(tmp_path, in_place, want):
+    """Found by an exploratory tester: one var was taken for in place, so a trigger from
+    one half of a tmp-buf to the other counted one half per rank."""
+    from nrtrewrite.cli.lower import load_and_plan
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_samevar_spec(in_place), source="samevar"))
+    plan, _ = load_and_plan(str(neff), topology=None, algo=None, host_cc=False,
+                            no_verify_hash=False)
+    assert [f.bytes for f in mg.floors_of_plan(plan)] == [want]
+    out = lower_neff(neff, tmp_path / "out")
+    top = json.loads((out / "manifest.json").read_text())
+    assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [want]
+
+
+def test_a_span_past_its_var_counts_nothing_from_a_manifest(tmp_path):
+    """A manifest whose trigger claims 2^40 elements: the floor leaves the operands out
+    (the run refuses them, naming the var) instead of refusing 16 TiB as memory."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 1024), tmp_path / "ar")
+    top = json.loads((out / "manifest.json").read_text())
+    top["triggers"][0]["num_elements"] = 1 << 40
+    assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [0]
 
 
 def _node64_floors_by_hand():
@@ -226,6 +269,20 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     monkeypatch.setattr(mg, "available_bytes", lambda: (0, "MemAvailable"))
     res = cli("simulate", ar_out, "--no-memory-check")
     assert res.exit_code == 0 and "1/1 trigger(s) match" in res.stdout
+
+
+def test_an_output_missing_ranks_is_refused_as_such_before_the_memory_check(tmp_path,
+                                                                            monkeypatch):
+    """An output of ``lower --rank`` cannot be simulated on any machine: exit 2 with that
+    reason, not 71 and "a machine with more memory" (found by an exploratory tester)."""
+    monkeypatch.setattr(mg, "available_bytes", lambda: (0, "MemAvailable"))
+    out = tmp_path / "part"
+    assert cli("lower", "-q", FIX / "mix8.neff", "--rank", "1", "-o", out).exit_code == 0
+    res = cli("simulate", out)
+    assert res.exit_code == 2
+    assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: the output holds 1 "
+                          "rank folder(s); simulating needs every rank of every replica "
+                          "group (rank 0 is missing: lower without --rank)\n")
 
 
 def test_simulate_of_a_model_refuses_before_lowering(tmp_path, monkeypatch):

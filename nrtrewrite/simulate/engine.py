@@ -184,20 +184,20 @@ class Simulator:
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
+        self.ranks = [int(r) for r in self.top.get("ranks") or []]
+        need = sorted({r for t in self.triggers.values() for r in t.group})
+        missing = [r for r in need if r not in self.ranks]
+        if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
+            raise OutputError(f"the output holds {len(self.ranks)} rank folder(s); simulating "
+                              f"needs every rank of every replica group (rank {missing[0]} "
+                              "is missing: lower without --rank)", file=fname)
         if self.memory_check:
             check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)
             self.guard = MemoryGuard(True)
 
     def load(self) -> None:
-        top = self.top
         fname = str(self.out / "manifest.json")
-        ranks = [int(r) for r in top.get("ranks") or []]
-        need = sorted({r for t in self.triggers.values() for r in t.group})
-        missing = [r for r in need if r not in ranks]
-        if missing:  # cannot be simulated (exit 2), not a protocol error of the bytes
-            raise OutputError(f"the output holds {len(ranks)} rank folder(s); simulating "
-                                  f"needs every rank of every replica group (rank {missing[0]} "
-                                  "is missing: lower without --rank)", file=fname)
+        ranks = self.ranks
         for r in ranks:
             if r not in self.layout.places:
                 raise SimulationError(f"rank {r} is not in the topology table", file=fname)

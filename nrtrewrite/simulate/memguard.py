@@ -125,15 +125,19 @@ def gib(n: int) -> str:
     return f"{n} bytes"
 
 
-def operand_floor(group_size: int, in_bytes: int, out_bytes: int, src_dram: bool,
-                  dst_dram: bool, same_var: bool) -> int:
-    """What a trigger's DRAM operands take, every rank of its group at once: each rank's
-    input and output bytes, counted once where they are one var (in place: the output is
-    the input or its first part; the lowering refuses any other overlap).  SBUF operands
-    count nothing (a source pattern may read a byte twice; the state buffer is small)."""
-    src = in_bytes if src_dram else 0
-    dst = out_bytes if dst_dram else 0
-    per_rank = max(src, dst) if same_var else src + dst  # (one var: one kind)
+def operand_floor(group_size: int, src: tuple[int, int] | None,
+                  dst: tuple[int, int] | None, same_var: bool) -> int:
+    """What a trigger's DRAM operands take, every rank of its group at once.  ``src`` and
+    ``dst`` are a DRAM operand's ``(byte offset in its var, bytes)``, None for an SBUF
+    operand (a source pattern may read a byte twice; the state buffer is small: it counts
+    nothing).  Each rank holds its input's and its output's bytes; in one var, the bytes
+    of both spans together, once (in place, the output being the input or its first part,
+    the input's; two spans apart in one tmp-buf var, both)."""
+    if same_var and src is not None and dst is not None:
+        (a, n), (b, m) = src, dst
+        per_rank = n + m - max(0, min(a + n, b + m) - max(a, b))  # the union of the spans
+    else:
+        per_rank = sum(span[1] for span in (src, dst) if span is not None)
     return group_size * per_rank
 
 
@@ -159,30 +163,35 @@ def floors_of_plan(plan) -> list[Floor]:
         t = tp.trigger
         label = trigger_label(t.op.name, t.alu_op.name if t.alu_op is not None else None,
                               t.dtype.name, t.num_elements, len(tp.group))
+        src = None if t.src.is_sbuf else (t.src.offset, t.in_bytes)
+        dst = None if t.dst.is_sbuf else (t.dst.offset, t.out_bytes)
         out.append(Floor(t.ordinal, label, len(tp.group),
-                         operand_floor(len(tp.group), t.in_bytes, t.out_bytes,
-                                       not t.src.is_sbuf, not t.dst.is_sbuf,
+                         operand_floor(len(tp.group), src, dst,
                                        t.src.var_id == t.dst.var_id)))
     return out
 
 
 def floors_of_specs(specs, layout) -> list[Floor]:
     """Per trigger of an output's manifest (:class:`~nrtrewrite.simulate.triggers.TriggerSpec`,
-    its vars placed by ``layout``), its operand floor; a var the memory map lacks counts
-    nothing here (the run itself names it)."""
+    its vars placed by ``layout``), its operand floor.  An operand that does not lie in a
+    DRAM var of the memory map counts nothing here: SBUF, a var the map lacks, a span past
+    its var's end (the run itself names the last two)."""
     out = []
     for t in sorted(specs.values(), key=lambda s: s.ordinal):
-        kinds = []
-        for opnd in (t.src, t.dst):
-            try:
-                kinds.append(layout.var_region(t.subgraph, int(opnd["var_id"])).kind)
-            except (SimulationError, KeyError, TypeError, ValueError):  # the run's own error
-                kinds.append(None)
-        same = t.src.get("var_id") == t.dst.get("var_id")
         ds = t.dsize
+        spans = []
+        for opnd, count in ((t.src, t.in_count), (t.dst, t.out_count)):
+            try:
+                region = layout.var_region(t.subgraph, int(opnd["var_id"]))
+                span = (int(opnd.get("offset", 0)), count * ds)
+            except (SimulationError, KeyError, TypeError, ValueError):  # the run's own error
+                spans.append(None)
+                continue
+            fits = region.kind == "dram" and 0 <= span[0] and sum(span) <= region.size
+            spans.append(span if fits else None)
+        same = t.src.get("var_id") == t.dst.get("var_id")
         out.append(Floor(t.ordinal, t.label(), len(t.group),
-                         operand_floor(len(t.group), t.in_count * ds, t.out_count * ds,
-                                       kinds[0] == "dram", kinds[1] == "dram", same)))
+                         operand_floor(len(t.group), spans[0], spans[1], same)))
     return out
 
 
