@@ -39,6 +39,8 @@ def test_operand_floor_per_op():
     assert mg.operand_floor(4, (0, 8 * MiB), (0, 2 * MiB), True) == 32 * MiB
     # one tmp-buf var, the input at 0 and the output at 1 GiB: both, 16 x 2 GiB
     assert mg.operand_floor(16, (0, GiB), (GiB, GiB), True) == 32 * GiB
+    # ... 3 MiB apart: 4 x (1 + 1) MiB, the gap not counted
+    assert mg.operand_floor(4, (0, MiB), (4 * MiB, MiB), True) == 8 * MiB
     # ... the output after the input but overlapping its last MiB: 4 x (8 + 8 - 1) MiB
     assert mg.operand_floor(4, (MiB, 8 * MiB), (8 * MiB, 8 * MiB), True) == 60 * MiB
     # SBUF operands count nothing: an SBUF src beside a DRAM dst counts the dst alone
@@ -82,6 +84,10 @@ def test_a_span_past_its_var_counts_nothing_from_a_manifest(tmp_path):
     top = json.loads((out / "manifest.json").read_text())
     top["triggers"][0]["num_elements"] = 1 << 40
     assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [0]
+    # an operand starting before its var: the other one alone (4 ranks x 2 KiB)
+    top["triggers"][0]["num_elements"] = 1024
+    top["triggers"][0]["src"]["offset"] = -2
+    assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [8192]
 
 
 def _node64_floors_by_hand():
