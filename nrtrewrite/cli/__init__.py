@@ -25,6 +25,15 @@ from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls
 
 
+def plain(text: str) -> str:
+    """``text`` (a path, a name from a model, a message quoting one) for rich markup: shown
+    as it is, its brackets not read as tags (``out[v2]`` lost ``[v2]``, ``[/z]`` stopped the
+    command with a MarkupError) and its control characters escaped as error lines have them."""
+    from rich.markup import escape
+
+    return escape(escape_controls(text))
+
+
 def is_tty(stream) -> bool:
     """Whether ``stream`` is a terminal, by the stream itself (rich's ``is_terminal`` also
     believes ``FORCE_COLOR`` and ``TTY_COMPATIBLE``, which CI systems set)."""

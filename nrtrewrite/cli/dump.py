@@ -15,7 +15,7 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     rank_dirs,
 )
-from nrtrewrite.cli import JsonErrorCommand, main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, plain, stdout_console
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import NrtRewriteError, OutputError
 
@@ -152,7 +152,7 @@ def _table(title: str, name: str, widths: list[int] | None = None) -> Table:
     """The empty rich table of artifact ``name``: the row number, then :data:`COLUMNS`;
     with ``widths`` (one per column, the row number's first) no column narrower than its
     width."""
-    table = Table(title=title)
+    table = Table(title=plain(title))
     least = widths or [None] * (1 + len(COLUMNS[name]))
     table.add_column("#", justify="right", min_width=least[0])
     for c, w in zip(COLUMNS[name], least[1:]):

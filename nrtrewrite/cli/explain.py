@@ -26,7 +26,7 @@ from rich.text import Text
 
 from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, plain, stderr_console, stdout_console
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -418,7 +418,7 @@ def _yes(flag: bool) -> str:
 def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     where = ""
     if "subgraph" in rec:
-        where = f"  {rec['subgraph']}/{rec['engine']} #{rec['index']}"
+        where = plain(f"  {rec['subgraph']}/{rec['engine']} #{rec['index']}")
     nodes = rec["nodes"]
     span = (f"node {nodes[0]}" if len(nodes) == 1 else
             f"{len(nodes)} nodes x {rec['local_rank_n']}")
@@ -435,11 +435,11 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         table.add_row("->" if c["chosen"] else "", f"{c['algorithm']} ({c['value']})",
                       c["predicate"], _yes(c["legal"]),
                       _yes(c["in_window"]) if c["legal"] else "-", _yes(c["lowerable"]),
-                      c["reason"])
+                      plain(c["reason"]))
     console.print(table)
 
     pol, low = rec["policy"], rec["lowered"]
-    console.print(f"[bold]policy choice:[/] {pol['algorithm']} -- {pol['reason']}",
+    console.print(f"[bold]policy choice:[/] {pol['algorithm']} -- {plain(pol['reason'])}",
                   highlight=False)
     legs = Table(show_edge=False, pad_edge=False, title_justify="left")
     for col in ("leg", "op", "engine", "sub-type", "groups", "bytes", "reason"):
@@ -449,7 +449,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         gtxt = (f"{len(groups)} x {len(groups[0])} ranks" if len(groups) > 1
                 else f"{len(groups[0])} ranks")
         legs.add_row(leg["name"], leg["op"], leg["algorithm"], leg["sub_type"] or "-", gtxt,
-                     fmt_bytes(leg["bytes"]), leg["reason"])
+                     fmt_bytes(leg["bytes"]), plain(leg["reason"]))
     console.print(legs)
     if pol["hier_log"]:
         console.print(Text(pol["hier_log"], style="dim"))
@@ -460,10 +460,10 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     if low["fallback_reason"]:
         label = ("[red]cannot be lowered:[/]" if low["algorithm"] == "INVALID"
                  else "[yellow]fallback:[/]")
-        console.print(f"  {label} {low['fallback_reason']}", highlight=False)
+        console.print(f"  {label} {plain(low['fallback_reason'])}", highlight=False)
 
     ch = rec["channels"]
-    console.print(f"[bold]channels:[/] {ch['count']} -- {ch['reason']}", highlight=False)
+    console.print(f"[bold]channels:[/] {ch['count']} -- {plain(ch['reason'])}", highlight=False)
     kanga = low["algorithm"] == "KANGARING"
     if kanga and ch["rings"]:
         console.print(Text("KANGARING: a channel's ring is the cycle of its primaries; each "
@@ -778,7 +778,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
            f"{topo.ranks_per_node} ranks per node, NeuronCore-v{topo.platform.hw_generation})"
     if override:
         head += f"; override {override.source}={override.text!r}"
-    console.print(head, highlight=False)
+    console.print(plain(head), highlight=False)
     if rank is not None and skipped:
         console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, skipped))}; "
                       "skipped", highlight=False)

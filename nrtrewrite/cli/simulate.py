@@ -24,7 +24,7 @@ from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
     remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, main, plain, stderr_console, stdout_console
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -59,13 +59,13 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
 
 
 def render(res: SimulationResult, con: Console) -> None:
-    table = Table(title=f"simulate {res.output} (seed {res.seed})", title_justify="left")
+    table = Table(title=plain(f"simulate {res.output} (seed {res.seed})"), title_justify="left")
     for col in ("trigger", "collective", "ranks", "verdict", "detail"):
         table.add_column(col, overflow="fold")
     for tr in res.triggers:
         style = _STYLE.get(tr.status, "")
         table.add_row(str(tr.trigger), tr.label, f"{tr.ranks_checked}/{tr.group_size}",
-                      f"[{style}]{tr.status}[/]", tr.detail or "")
+                      f"[{style}]{tr.status}[/]", plain(tr.detail or ""))
     con.print(table)
     st = res.stats
     good = sum(t.status == "match" for t in res.triggers)
@@ -77,7 +77,7 @@ def render(res: SimulationResult, con: Console) -> None:
         con.print("semaphore wiring: persistent, so no interleaving deadlocks "
                   "(docs/SIMULATOR.md §6)")
     if res.error:
-        con.print(f"[red]protocol error:[/] {res.error}", soft_wrap=True)
+        con.print(f"[red]protocol error:[/] {plain(res.error)}", soft_wrap=True)
 
 
 class _Unreplaced:

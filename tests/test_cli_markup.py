@@ -1,0 +1,66 @@
+"""Paths and names shown through rich are shown as they are (found by an exploratory
+tester): an output folder ``z]`` in ``o[`` stopped ``lower`` and ``simulate`` after their work with
+a MarkupError (exit 70, "a bug in nrtrewrite"), ``out[v2]`` lost its ``[v2]`` in the titles,
+and ``dump`` of a file in a folder ``[bold]x`` titled it ``x/sem.bin``."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+from rich.console import Console
+
+from nrtrewrite.cli import plain
+from nrtrewrite.neff.assembler import assemble_spec
+
+from test_simulate import cli, coll_spec
+
+
+def _rendered(text: str) -> str:
+    c = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
+    c.print(text, highlight=False)
+    return c.file.getvalue()
+
+
+def test_plain_shows_brackets_and_escapes_controls():
+    for raw in ("o[/z]", "out[v2]", "[bold]x", "a[", "b]c", "[red]r[/red]", "\\[x]", "[[x]]"):
+        assert _rendered(plain(raw)) == raw + "\n"
+    assert _rendered(plain("a\nb[/z]")) == "a\\nb[/z]\n"
+
+
+def test_lower_and_simulate_of_an_output_named_like_markup(tmp_path):
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(coll_spec("all_reduce", "bf16", 2, 64)))
+    (tmp_path / "o[").mkdir()
+    for name in ("o[/z]", "out[v2]"):  # the first: o[ / z]
+        out = tmp_path / name
+        res = cli("lower", neff, "-o", out)
+        assert res.exit_code == 0, res.output
+        assert res.stdout.splitlines()[0].strip() == f"m.neff -> {out}"
+        res = cli("simulate", out)
+        assert res.exit_code == 0, res.output
+        squeezed = "".join(res.stdout.split())  # (a title rich wrapped to its width)
+        assert squeezed.startswith("".join(f"simulate {out} (seed 0)".split()))
+
+
+def test_dump_titles_a_folder_named_like_markup(tmp_path):
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(coll_spec("all_reduce", "bf16", 2, 64)))
+    out = tmp_path / "out"
+    assert cli("lower", "-q", neff, "-o", out).exit_code == 0
+    for name in ("[bold]x", "a[", "b]c"):
+        (tmp_path / name).mkdir()
+        shutil.copy(out / "rank-0000" / "sem.bin", tmp_path / name / "sem.bin")
+        res = cli("dump", tmp_path / name / "sem.bin", "--limit", "1")
+        assert res.exit_code == 0, res.output
+        assert res.stdout.splitlines()[0].strip().startswith(f"{name}/sem.bin (")
+
+
+def test_explain_shows_a_subgraph_named_like_markup(tmp_path):
+    spec = coll_spec("all_reduce", "bf16", 2, 64)
+    spec["subgraphs"][0]["name"] = "sg[b]x"
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(spec))
+    res = cli("explain", neff)
+    assert res.exit_code == 0, res.output
+    assert "sg[b]x/sp #1" in res.stdout
