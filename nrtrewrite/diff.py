@@ -1028,16 +1028,10 @@ def _neff_name(doc: dict, p: Path) -> str | None:
     neff = doc.get("output_neff")
     if neff is None:
         return None
-    name = neff.get("name") if isinstance(neff, dict) else None
-    if not (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
-            and "\0" not in name):
-        raise OutputError("must be an object whose 'name' is a file name in the folder",
-                          file=str(p / "manifest.json"), field="output_neff")
-    if F.OUTPUT_OWN_NAMES.fullmatch(name):  # docs/FORMATS.md §1: never the NEFF's name
-        raise OutputError(f"names {name!r}, one of the folder's own entries (the rewritten "
-                          "NEFF never has such a name)", file=str(p / "manifest.json"),
-                          field="output_neff")
-    return F.name_on_disk(name)
+    try:
+        return F.name_on_disk(F.recorded_neff_name(neff))
+    except ValueError as exc:
+        raise OutputError(str(exc), file=str(p / "manifest.json"), field="output_neff") from None
 
 
 def _kind(p: Path) -> str | None:

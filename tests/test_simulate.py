@@ -372,6 +372,30 @@ def test_cli_a_partial_output_cannot_be_simulated(tmp_path):
                           "group (rank 0 is missing: lower without --rank)\n")
 
 
+@pytest.mark.parametrize("how", ["relative", "absolute", "own entry"])
+@pytest.mark.parametrize("flags", [(), ("--ignore-checksums",)])
+def test_a_rewritten_neff_named_outside_the_output_is_refused(small_out, tmp_path, how, flags):
+    """``output_neff.name`` is a file name in OUT (FORMATS §1.1): a manifest pointing it at
+    a NEFF elsewhere (its sha256 still right) was simulated from there and matched (found by
+    an exploratory tester); ``diff`` already refused it."""
+    out = tmp_path / "B"
+    shutil.copytree(small_out, out)
+    top = json.loads((out / "manifest.json").read_text())
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    (out / top["output_neff"]["name"]).rename(away / "rewritten.neff")
+    top["output_neff"]["name"] = {"relative": "../elsewhere/rewritten.neff",
+                                  "absolute": str(away / "rewritten.neff"),
+                                  "own entry": "rank-0000"}[how]
+    (out / "manifest.json").write_text(json.dumps(top))
+    res = cli("simulate", out, *flags)
+    assert res.exit_code == 2, res.output
+    want = ("must be an object whose 'name' is a file name in the folder" if how != "own entry"
+            else "names 'rank-0000', one of the folder's own entries (the rewritten NEFF "
+            "never has such a name)")
+    assert res.stderr == f"nrtrewrite: error: {out}/manifest.json: field output_neff: {want}\n"
+
+
 def test_cli_ignore_checksums_then_fails(small_out, tmp_path):
     out = _tampered(small_out, tmp_path / "t", "rank-0001/dma.bin")
     res = cli("simulate", out, "--ignore-checksums")

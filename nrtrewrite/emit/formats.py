@@ -281,6 +281,20 @@ def name_text(name: str) -> str:
 OUTPUT_OWN_NAMES = re.compile(r"manifest\.json|rank-[0-9]+", re.IGNORECASE | re.ASCII)
 
 
+def recorded_neff_name(neff) -> str:
+    """The rewritten NEFF's file name a top-level manifest's ``output_neff`` records, checked
+    to be a file name in the output folder and none of the folder's own entries (a name with
+    ``/`` or ``..`` would read a file elsewhere).  ValueError saying why otherwise."""
+    name = neff.get("name") if isinstance(neff, dict) else None
+    if not (isinstance(name, str) and name not in ("", ".", "..") and "/" not in name
+            and "\0" not in name):
+        raise ValueError("must be an object whose 'name' is a file name in the folder")
+    if OUTPUT_OWN_NAMES.fullmatch(name):  # docs/FORMATS.md §1: never the NEFF's name
+        raise ValueError(f"names {name!r}, one of the folder's own entries (the rewritten "
+                         "NEFF never has such a name)")
+    return name
+
+
 def name_on_disk(text: str) -> str:
     """The file name (as Python spells it in this locale) a manifest's recorded name
     ``text`` stands for: the inverse of :func:`name_text` (lone surrogates, as outputs of

@@ -46,6 +46,15 @@ def _load_json(path: Path, err=SimulationError) -> dict:
     return doc
 
 
+def output_neff_path(out: Path, top: dict) -> Path:
+    """The rewritten NEFF in ``out`` that ``top`` (its manifest.json) names: a file name in
+    the folder (FORMATS §1.1), never a path that reads a file elsewhere (OutputError)."""
+    try:
+        return out / F.name_on_disk(F.recorded_neff_name(top.get("output_neff")))
+    except ValueError as exc:
+        raise OutputError(f"field output_neff: {exc}", file=str(out / "manifest.json")) from None
+
+
 def read_top_manifest(out: Path) -> dict:
     """OUT/manifest.json, with its format tag checked (an OutputError otherwise)."""
     if not out.is_dir():
@@ -100,7 +109,7 @@ def verify_checksums(out: str | Path) -> None:
     neff = top.get("output_neff") or {}
     if not isinstance(neff, dict) or "name" not in neff or "sha256" not in neff:
         raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
-    npath = out / F.name_on_disk(str(neff["name"]))
+    npath = output_neff_path(out, top)
     if not npath.is_file():
         raise OutputError(f"{neff['name']}, the rewritten NEFF manifest.json's output_neff.name "
                           f"names, is not a file in the output{hint}", file=str(out))

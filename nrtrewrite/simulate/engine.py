@@ -21,8 +21,8 @@ import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
-from nrtrewrite.emit.formats import name_on_disk, rank_dir_name
-from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
+from nrtrewrite.emit.formats import rank_dir_name
+from nrtrewrite.simulate.artifacts import load_rank, output_neff_path, read_top_manifest
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
@@ -227,8 +227,7 @@ class Simulator:
         """Subgraph order of the rewritten NEFF (net_ops_info.basic_block_id); kick words."""
         from nrtrewrite.neff.reader import read_model
 
-        neff = self.top.get("output_neff") or {}
-        path = self._neff_path = self.out / name_on_disk(str(neff.get("name", "")))
+        path = self._neff_path = output_neff_path(self.out, self.top)
         try:
             model = read_model(path)
         except (NrtRewriteError, OSError) as exc:
