@@ -350,6 +350,12 @@ def is_our_output(path: Path) -> bool:
 RANK_DIR_NAME = re.compile(r"rank-([0-9]+)")
 
 
+def rank_dir_order(name: str) -> tuple[int, str]:
+    """Sort key of rank folder names: by rank, as the manifest's ``ranks`` (``rank-9999``
+    before ``rank-10000``), then by name (``rank-1`` beside ``rank-0001``)."""
+    return int(name[len("rank-"):]), name
+
+
 def looks_like_rank_folder(p: Path) -> bool:
     """``p`` looks like one rank's folder of an output (its name, or a ``spad.bin`` in it):
     what a command that takes a whole output folder says it was given instead."""
@@ -389,7 +395,8 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
     if p.is_file():
         return _one_rank_dir(p.parent, rank, p)
     # an output folder: rank folders (``rank-`` and digits), not any entry named ``rank-*``
-    dirs = sorted(d for d in p.glob("rank-*") if RANK_DIR_NAME.fullmatch(d.name) and d.is_dir())
+    dirs = sorted((d for d in p.glob("rank-*") if RANK_DIR_NAME.fullmatch(d.name) and d.is_dir()),
+                  key=lambda d: rank_dir_order(d.name))
     if dirs:
         if rank is not None:
             dirs = [d for d in dirs if d.name == F.rank_dir_name(rank)]

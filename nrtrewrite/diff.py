@@ -22,7 +22,7 @@ import numpy as np
 
 from nrtrewrite.artifacts import (
     HEX_FIELDS, RANK_DIR_NAME, column_texts, decode_columns, decode_record, is_our_output,
-    looks_like_rank_folder, open_regular,
+    looks_like_rank_folder, open_regular, rank_dir_order,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
@@ -1287,7 +1287,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     common = {"manifest.json"} | ranks_a | ranks_b  # (a rank folder on one side: below)
     # each side's own NEFF name (B's unknown: the damage line stands for A's name there)
     _other_entries(rep, "", a, b, names_a, names_b, common | {na}, common | {nb or na})
-    for r in sorted(ranks_a | ranks_b):
+    for r in sorted(ranks_a | ranks_b, key=rank_dir_order):
         ra, rb = a / r, b / r
         ka = _kind_a(ra) if r in names_a else None
         try:

@@ -414,3 +414,34 @@ def test_the_streamed_json_of_no_ranks_or_no_files_is_still_json_dumps(out):
         buf = io.StringIO()
         _write_json(buf, "sem", targets)
         assert buf.getvalue() == _whole("sem", targets)
+
+
+def test_rank_folders_come_in_rank_order_in_dump_and_diff(tmp_path):
+    """Ranks 9999 and 10000: ``rank-10000`` sorts before ``rank-9999`` as text; dump's
+    document and diff's lines follow the ranks, as the manifest's ``ranks`` (found by an
+    exploratory tester)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    spec = {"header": {"name": "far", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "a", "type": "input", "size": 4096},
+                                    {"name": "b", "type": "output", "size": 4096}],
+                           "replica_groups": [[9999, 10000]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "op": "add", "src": "a", "dst": "b",
+                               "bytes": 4096}}]}}]}
+    neff = tmp_path / "far.neff"
+    neff.write_bytes(assemble_spec(spec))
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert CliRunner().invoke(main, ["lower", "-q", str(neff), "-o", str(a)]).exit_code == 0
+    assert json.loads((a / "manifest.json").read_text())["ranks"] == [9999, 10000]
+    res = CliRunner().invoke(main, ["dump", "--spad", str(a), "--json"])
+    assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-9999",
+                                                                         "rank-10000"]
+    import shutil
+    shutil.copytree(a, b)
+    for r in ("rank-9999", "rank-10000"):
+        (b / r / "extra.txt").write_text("x")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1
+    lines = [ln for ln in res.stdout.splitlines() if "extra.txt" in ln]
+    assert [ln.split("/")[0] for ln in lines] == ["rank-9999", "rank-10000"], res.stdout
