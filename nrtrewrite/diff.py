@@ -956,20 +956,26 @@ def _check_ours(p: Path) -> None:
         if looks_like_rank_folder(p):
             why = "a rank folder; diff compares whole output folders"
         else:
-            _refuse_non_finite(man)
-            why = f"its manifest.json is not of format {FORMAT_NAME!r}"
+            why = _not_ours_why(man)
         raise OutputError(f"{p}: not an nrtrewrite output folder ({why})")
 
 
-def _refuse_non_finite(path: Path) -> None:
-    """A manifest that is JSON but for a number that is not finite (``NaN``, ``1e999``): an
-    error naming it by its key path, not just "not of our format"."""
+def _not_ours_why(path: Path) -> str:
+    """Why the manifest ``path`` is not one of ours: not JSON (and why), or not of our
+    format.  A manifest that is JSON but for a number that is not finite (``NaN``,
+    ``1e999``) or an integer of too many digits is an error naming the value by its key
+    path (where known)."""
     try:
         jsonin.loads(_read_whole(path), strict_objects=False)
     except jsonin.JsonRule as err:
         raise OutputError(f"invalid JSON: {err.why}", file=str(path), field=err.path) from None
-    except (OSError, ValueError, RecursionError):
-        pass  # not JSON at all: not an output of ours, as the caller says
+    except ValueError as exc:  # not JSON, or not UTF-8 text
+        return f"its manifest.json is not JSON: {exc}"
+    except RecursionError:
+        return "its manifest.json is not JSON: nested too deeply"
+    except OSError as exc:  # (read just before: it changed meanwhile)
+        return f"its manifest.json cannot be read: {_why(exc)}"
+    return f"its manifest.json is not of format {FORMAT_NAME!r}"
 
 
 def _read_json(path: Path, strict: bool = True) -> tuple[object, str | None, str | None]:
@@ -993,10 +999,10 @@ def _read_json(path: Path, strict: bool = True) -> tuple[object, str | None, str
         return jsonin.loads(data, strict_objects=False, exact_floats=True), None, None
     except jsonin.JsonRule as err:
         return None, f"invalid JSON: {err.why}", err.path
-    except ValueError as exc:
-        return None, f"cannot read ({exc})", None
+    except ValueError as exc:  # not JSON, or not UTF-8 text
+        return None, f"invalid JSON: {exc}", None
     except RecursionError:
-        return None, "cannot read (JSON nested too deeply)", None
+        return None, "invalid JSON: nested too deeply", None
 
 
 def _json_a(path: Path, strict: bool = True):

@@ -242,6 +242,15 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
         if err.path is None and err.why.startswith("duplicate key"):
             err.path = _duplicate_key_path(text, kw.get("parse_int"))
         raise
+    except ValueError as err:
+        if isinstance(err, json.JSONDecodeError) or "parse_int" in kw:
+            raise
+        # CPython's own refusal of an integer of too many digits (its message names
+        # sys.set_int_max_str_digits), or text that is not UTF-8: read again with the
+        # integers' rule, which names the first such integer as strict reads do
+        json.loads(text, parse_constant=parse_constant, parse_float=parse_float,
+                   parse_int=_parse_int, **kw)
+        raise
     if found:
         at = non_finite_path(doc)  # None: its key was given again (without strict_objects)
         tail = "" if found[0] in ("NaN", "Infinity", "-Infinity") else \

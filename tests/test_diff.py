@@ -96,8 +96,10 @@ def test_a_missing_rank_manifest_is_a_difference_and_an_error_in_the_reference(p
     assert res.exit_code == 1 and "rank-0001/manifest.json file: True != False" in res.stdout
     (b / "rank-0001" / "manifest.json").write_text("{not json")
     assert _damage(D.diff_outputs(a, b))[0][0] == "rank-0001/manifest.json"
-    assert "cannot read" in _damage(D.diff_outputs(a, b))[0][1]
-    with pytest.raises(OutputError, match=r"rank-0001/manifest.json: cannot read"):
+    assert _damage(D.diff_outputs(a, b))[0][1] == (
+        "invalid JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
+        "(char 1)")
+    with pytest.raises(OutputError, match=r"rank-0001/manifest.json: invalid JSON: Expecting"):
         D.diff_outputs(b, a)
 
 
@@ -191,10 +193,25 @@ def test_a_manifest_nested_too_deeply_is_damage_in_b_an_error_in_a(pair):
     a, b = pair
     (b / "rank-0001" / "manifest.json").write_text("[" * 100_000)
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
-    assert res.exit_code == 1 and ("rank-0001/manifest.json damaged in B: cannot read (JSON "
-                                   "nested too deeply)") in res.stdout
+    assert res.exit_code == 1 and ("rank-0001/manifest.json damaged in B: invalid JSON: "
+                                   "nested too deeply") in res.stdout
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
-    assert "rank-0001/manifest.json: cannot read (JSON nested too deeply)" in line
+    assert "rank-0001/manifest.json: invalid JSON: nested too deeply" in line
+
+
+def test_a_manifest_integer_of_too_many_digits_is_invalid_json(pair):
+    """A 5000-digit integer: CPython's ValueError named ``sys.set_int_max_str_digits()`` and
+    was called "cannot read" (found by an exploratory tester)."""
+    a, b = pair
+    man = b / "rank-0001" / "manifest.json"
+    man.write_text(man.read_text().rstrip().rstrip("}") + ', "big": ' + "9" * 5000 + "}")
+    res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1
+    assert ("rank-0001/manifest.json damaged in B: invalid JSON: an integer of 5000 digits, "
+            "more than 4300\n") in res.stdout
+    line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
+    assert line.endswith("rank-0001/manifest.json: invalid JSON: an integer of 5000 digits, "
+                         "more than 4300")
 
 
 def _set_manifest(folder, **keys):
@@ -251,8 +268,11 @@ def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
     ("[1, 2]\n", "its manifest.json is not of format 'nrtrewrite-lowered'"),
     ('{"name": "webapp"}\n', "its manifest.json is not of format 'nrtrewrite-lowered'"),
     ('"nrtrewrite-lowered"\n', "its manifest.json is not of format 'nrtrewrite-lowered'"),
-    ("{not json\n", "its manifest.json is not of format 'nrtrewrite-lowered'"),
-    ("[" * 100_000, "its manifest.json is not of format 'nrtrewrite-lowered'"),
+    ("{not json\n", "its manifest.json is not JSON: Expecting property name enclosed in double "
+                    "quotes: line 1 column 2 (char 1)"),
+    ("[" * 100_000, "its manifest.json is not JSON: nested too deeply"),
+    ('{"format": "nrtrewrite-lowered", "big": ' + "9" * 5000 + "}",
+     None),  # (the value named: an error of its own, below)
 ])
 def test_a_folder_that_is_not_an_nrtrewrite_output_is_refused(pair, tmp_path, manifest, why):
     a, _ = pair
@@ -261,7 +281,11 @@ def test_a_folder_that_is_not_an_nrtrewrite_output_is_refused(pair, tmp_path, ma
     (foreign / "manifest.json").write_text(manifest)
     for x, y in ((a, foreign), (foreign, a), (foreign, foreign)):
         line = _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)]))
-        assert line == f"nrtrewrite: error: {foreign}: not an nrtrewrite output folder ({why})"
+        if why is None:
+            assert line == (f"nrtrewrite: error: {foreign}/manifest.json: invalid JSON: an "
+                            "integer of 5000 digits, more than 4300")
+        else:
+            assert line == f"nrtrewrite: error: {foreign}: not an nrtrewrite output folder ({why})"
 
 
 def test_a_rank_folder_is_not_an_output_folder(pair, tmp_path):
