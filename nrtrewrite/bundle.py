@@ -664,8 +664,11 @@ def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None
 def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Iterable[int] | None,
                  force: bool = False, workers: int = 1,
                  progress: Callable[[int, int], None] | None = None,
-                 warn: Callable[[str], None] | None = None) -> Path:
+                 warn: Callable[[str], None] | None = None,
+                 on_placed: Callable[[Path], None] | None = None) -> Path:
     """Lower ``ranks`` (default: the whole world) and write the output folder atomically.
+    ``on_placed(out)`` is called the moment ``out`` is the new output, complete (a stop from
+    then on leaves it whole: the CLI says so, ``cli.note_placed``).
 
     Refused before anything is written (:class:`OutputError`): an existing ``out`` holding
     the input model (:func:`_model_inside`); an existing ``out`` without ``force``; with
@@ -689,7 +692,8 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
     try:
         rank_list = _checked_output(plan, out, ranks, force)
         parent = out.parent if str(out.parent) else Path(".")
-        return _write_output(plan, out, parent, rank_list, force, workers, progress, warn)
+        return _write_output(plan, out, parent, rank_list, force, workers, progress, warn,
+                             on_placed)
     except OSError as err:  # also of the checks: a folder on the way that cannot be searched
         if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
             raise  # a process (fork) or memory refused, not a write: the CLI says so
@@ -772,7 +776,8 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
 
 def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],
                   force: bool, workers: int, progress: Callable[[int, int], None] | None,
-                  warn: Callable[[str], None] | None = None) -> Path:
+                  warn: Callable[[str], None] | None = None,
+                  on_placed: Callable[[Path], None] | None = None) -> Path:
     clean_stale_temps(out)
     # the name is this process's alone (its pid and a random token), so whatever stops the run
     # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated
@@ -834,6 +839,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             try:
                 _rename_noreplace(tmp, out)
                 placed = True
+                if on_placed is not None:
+                    on_placed(out)
             except FileExistsError:
                 if not force:
                     raise
@@ -841,6 +848,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
             swap = _ForcedSwap(tmp, out, plan.model.path)
             tmp = swap.place(parent)  # now the previous output, checked ours
             placed = True
+            if on_placed is not None:
+                on_placed(out)
             _remove_replaced(out, tmp, warn)
         _fsync_dir(parent)
     except BaseException as exc:
@@ -862,9 +871,6 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         if placed and not isinstance(exc, Exception):  # a stop (Ctrl-C, SIGTERM) came late
             with contextlib.suppress(OSError):
                 _fsync_dir(parent)  # the rename made durable, as a finished run does
-            if warn is not None:
-                warn(f"{out}: the new output is complete and in place; the run was "
-                     "stopped after it was written")
         raise
     finally:
         unlock_folder(lock)

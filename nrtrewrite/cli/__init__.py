@@ -91,6 +91,50 @@ TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHU
 #: While :func:`_terminate_cleanly` is active: the signals' handlers it replaced.
 _REPLACED: dict[int, object] = {}
 
+#: The outputs the running command has put in place, complete (``lower``'s OUT: the
+#: ``on_placed`` of ``bundle.write_output``): a stop that comes after says so first.
+_PLACED: list[str] = []
+
+#: True in the ``nrtrewrite`` process itself (``nrtrewrite.console``), where the process ends
+#: with the command: a stop while it exits (after the command, the handlers restored, the
+#: default SIGTERM would end it silently) still gets the warning and the line, and the
+#: status of a stop.  False where the CLI runs inside another program (tests' CliRunner).
+LATE_STOPS_END_THE_PROCESS = False
+
+
+def note_placed(out) -> None:
+    """``out`` is the command's new output, complete and in place (``on_placed``)."""
+    _PLACED.append(str(out))
+
+
+def _say_placed() -> None:
+    """For a stop: the warning that each output put in place is complete nonetheless (once:
+    the outputs are forgotten as they are named)."""
+    while _PLACED:
+        out = _PLACED.pop(0)
+        warn(stderr_console(), f"{out}: the new output is complete and in place; the run was "
+             "stopped after it was written")
+
+
+def _late_stop(signum, frame) -> None:
+    """SIGTERM, SIGHUP or Ctrl-C once the command has finished and the process is exiting
+    (:data:`LATE_STOPS_END_THE_PROCESS`): the warning, the line of a stop and its status,
+    at once (what was printed flushed first)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    _say_placed()
+    if signum == signal.SIGINT:
+        _say("Aborted!")
+        status = 1
+    else:
+        _say(f"nrtrewrite: terminated by {signal.Signals(signum).name}")
+        status = 128 + signum
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(status)
+
 
 def _restore_in_child() -> None:
     """In a forked child (a pool worker, a compose-ahead process): the handlers as they were
@@ -147,8 +191,10 @@ def _terminate_cleanly():
         _REPLACED.clear()
         for sig, h in old.items():
             # stopped by a signal: the process reports it and exits; a later one is ignored
-            # (restored, it would kill the process with its own status after the line)
-            signal.signal(sig, signal.SIG_IGN if raised else h)
+            # (restored, it would kill the process with its own status after the line); the
+            # command done and the process exiting with it: a stop still reports itself
+            signal.signal(sig, signal.SIG_IGN if raised else
+                          _late_stop if LATE_STOPS_END_THE_PROCESS else h)
 
 
 class _ClosedStdout(io.TextIOBase):
@@ -202,10 +248,12 @@ class _Group(click.Group):
         _standard_output_closed()
         _escape_unencodable_output()
         argv = sys.argv[1:] if args is None else list(args)
+        _PLACED.clear()
         try:
             with _terminate_cleanly():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
         except Terminated as err:
+            _say_placed()
             _say(f"nrtrewrite: terminated by {signal.Signals(err.signum).name}")
             sys.exit(128 + err.signum)
         except click.exceptions.NoArgsIsHelpError as err:  # bare `nrtrewrite`: the help
@@ -221,6 +269,7 @@ class _Group(click.Group):
                 err.show()
             sys.exit(err.exit_code)
         except click.exceptions.Abort:
+            _say_placed()
             _say("Aborted!")
             sys.exit(1)
         except OSError as err:  # before a command runs: --help or --version printing

@@ -13,7 +13,7 @@ from rich.table import Table
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import main, plain, stderr_console, stdout_console, warn
+from nrtrewrite.cli import main, note_placed, plain, stderr_console, stdout_console, warn
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -101,13 +101,13 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     if quiet or n < PROGRESS_MIN_RANKS or not err.is_terminal:  # a bar only on a terminal
         # (redirected, rich's transient bar left a lone line break on stderr)
         write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
-                     warn=lambda text: warn(err, text))
+                     warn=lambda text: warn(err, text), on_placed=note_placed)
     else:
         with Progress(TextColumn("lowering"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as prog:
             task = prog.add_task("ranks", total=n)
             write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
-                         warn=lambda text: warn(err, text),
+                         warn=lambda text: warn(err, text), on_placed=note_placed,
                          progress=lambda done, total: prog.update(task, completed=done))
     if quiet:
         return
