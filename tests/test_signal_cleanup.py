@@ -269,9 +269,10 @@ def test_the_console_ends_with_the_command_s_status(tmp_path):
     status and its output flushed: 0, 1 (diff: different), 2 (an error)."""
     script = "import sys; sys.argv = ['nrtrewrite'] + sys.argv[1:]\n" \
              "from nrtrewrite.console import main\nmain()\n"
-    run = lambda *a: subprocess.run([sys.executable, "-c", script, *map(str, a)],  # noqa: E731
-                                    capture_output=True, text=True, cwd=ROOT, env=env(),
-                                    timeout=120)
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-c", script, *map(str, a)],
+                              capture_output=True, text=True, cwd=ROOT, env=env(), timeout=120)
     a, b = tmp_path / "a", tmp_path / "b"
     assert run("lower", "-q", FIX / "ar2.neff", "-o", a).returncode == 0
     assert run("lower", "-q", FIX / "mix8.neff", "-o", b).returncode == 0
