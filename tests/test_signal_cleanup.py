@@ -104,8 +104,6 @@ def test_a_second_signal_during_the_cleanup_is_ignored(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-
-
 @pytest.mark.parametrize("first, second, status, line", [
     ("SIGINT", "SIGINT", 1, "Aborted!"),  # Ctrl-C twice
     ("SIGINT", "SIGTERM", 1, "Aborted!"),
