@@ -10,7 +10,7 @@ import shutil
 
 from rich.console import Console
 
-from nrtrewrite.cli import plain
+from nrtrewrite.cli import plain, styled
 from nrtrewrite.neff.assembler import assemble_spec
 
 from test_simulate import cli, coll_spec
@@ -26,6 +26,16 @@ def test_plain_shows_brackets_and_escapes_controls():
     for raw in ("o[/z]", "out[v2]", "[bold]x", "a[", "b]c", "[red]r[/red]", "\\[x]", "[[x]]"):
         assert _rendered(plain(raw)) == raw + "\n"
     assert _rendered(plain("a\nb[/z]")) == "a\\nb[/z]\n"
+
+
+def test_plain_keeps_backslashes_and_emoji_codes():
+    """(Found by a second exploratory tester: rich's markup ``escape`` left ``o\\[1]``
+    alone and the renderer ate its backslash; a trailing backslash came out doubled;
+    ``:thumbs_up:`` became an emoji.)"""
+    for raw in ("o\\[1]", "p\\", "x\\[b]", "a\\\\[red]", ":thumbs_up:", "e:smile:.neff"):
+        assert _rendered(plain(raw)) == raw + "\n"
+        assert _rendered(styled("[bold]A[/] ", plain(raw), " B")) == f"A {raw} B\n"
+    assert _rendered(plain("\x1b]0;pwn\x07")) == "\\x1b]0;pwn\\x07\n"
 
 
 def test_lower_and_simulate_of_an_output_named_like_markup(tmp_path):
@@ -65,3 +75,22 @@ def test_explain_shows_a_subgraph_named_like_markup(tmp_path):
     res = cli("explain", neff)
     assert res.exit_code == 0, res.output
     assert "sg[b]x/sp #1" in res.stdout
+
+
+def test_inspect_shows_names_as_they_are(tmp_path):
+    """``inspect`` printed a var's name with its escape sequence raw (a terminal obeyed it)
+    and lost or doubled backslashes in names and the file's path."""
+    spec = coll_spec("all_reduce", "bf16", 2, 64)
+    sg = spec["subgraphs"][0]
+    sg["name"] = "sg[b]:smile:"  # (no backslash: a member name)
+    sg["vars"].append({"name": "v\x1b[31mred\\", "type": "tmp-buf", "size": 64})
+    (tmp_path / "d\\[x]").mkdir()
+    neff = tmp_path / "d\\[x]" / "m:fire:.neff"
+    neff.write_bytes(assemble_spec(spec))
+    res = cli("inspect", neff)
+    assert res.exit_code == 0, res.output
+    assert "\x1b" not in res.stdout
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith(f"{neff}  NEFF-like")
+    assert "sg[b]:smile:: vars" in res.stdout
+    assert "v\\x1b[31mred\\" in res.stdout

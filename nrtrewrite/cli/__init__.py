@@ -19,19 +19,30 @@ from typing import NoReturn
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls
 
 
-def plain(text: str) -> str:
-    """``text`` (a path, a name from a model, a message quoting one) for rich markup: shown
-    as it is, its brackets not read as tags (``out[v2]`` lost ``[v2]``, ``[/z]`` stopped the
-    command with a MarkupError) and its control characters escaped as error lines have them."""
-    from rich.markup import escape
+def plain(text: str, style: str = "") -> Text:
+    """``text`` (a path, a name from a model, a message quoting one) as a rich ``Text``:
+    shown as it is, never read as markup or emoji codes, its control characters escaped as
+    error lines have them.  (Markup escaping is not enough: rich's ``escape`` leaves ``\\[1]``
+    alone and its renderer still eats the backslash, doubles a trailing one, and turns
+    ``:thumbs_up:`` into an emoji.)  Join it to markup with ``Text.assemble`` or
+    :func:`styled`, never in an f-string."""
+    return Text(escape_controls(text), style=style)
 
-    return escape(escape_controls(text))
+
+def styled(*parts) -> Text:
+    """One line from ``parts``: a ``str`` is our own rich markup (no emoji codes), a ``Text``
+    (from :func:`plain`) is kept as it is."""
+    out = Text()
+    for part in parts:
+        out.append(Text.from_markup(part, emoji=False) if isinstance(part, str) else part)
+    return out
 
 
 def is_tty(stream) -> bool:

@@ -26,7 +26,8 @@ from rich.text import Text
 
 from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import JsonErrorCommand, main, plain, stderr_console, stdout_console
+from nrtrewrite.cli import (JsonErrorCommand, main, plain, stderr_console, stdout_console,
+                            styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -416,15 +417,16 @@ def _yes(flag: bool) -> str:
 
 
 def _print_record(console: Console, rec: dict, topo: Topology) -> None:
-    where = ""
+    where = plain("")
     if "subgraph" in rec:
         where = plain(f"  {rec['subgraph']}/{rec['engine']} #{rec['index']}")
     nodes = rec["nodes"]
     span = (f"node {nodes[0]}" if len(nodes) == 1 else
             f"{len(nodes)} nodes x {rec['local_rank_n']}")
-    console.rule(f"[bold]trigger {rec['trigger']}[/]{where}  {rec['op']} {rec['dtype']} "
-                 f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
-                 f"{rec['group_size']} ranks ({span})", align="left")
+    console.rule(styled(f"[bold]trigger {rec['trigger']}[/]", where,
+                        f"  {rec['op']} {rec['dtype']} "
+                        f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
+                        f"{rec['group_size']} ranks ({span})"), align="left")
     console.print(Text(f"group: {compress(rec['group'])}", style="dim"))
 
     table = Table(title="candidates (every gate runs; precedence order)", title_justify="left",
@@ -439,8 +441,8 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     console.print(table)
 
     pol, low = rec["policy"], rec["lowered"]
-    console.print(f"[bold]policy choice:[/] {pol['algorithm']} -- {plain(pol['reason'])}",
-                  highlight=False)
+    console.print(styled(f"[bold]policy choice:[/] {pol['algorithm']} -- ",
+                         plain(pol["reason"])))
     legs = Table(show_edge=False, pad_edge=False, title_justify="left")
     for col in ("leg", "op", "engine", "sub-type", "groups", "bytes", "reason"):
         legs.add_column(col, overflow="fold")
@@ -460,10 +462,10 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     if low["fallback_reason"]:
         label = ("[red]cannot be lowered:[/]" if low["algorithm"] == "INVALID"
                  else "[yellow]fallback:[/]")
-        console.print(f"  {label} {plain(low['fallback_reason'])}", highlight=False)
+        console.print(styled(f"  {label} ", plain(low["fallback_reason"])))
 
     ch = rec["channels"]
-    console.print(f"[bold]channels:[/] {ch['count']} -- {plain(ch['reason'])}", highlight=False)
+    console.print(styled(f"[bold]channels:[/] {ch['count']} -- ", plain(ch["reason"])))
     kanga = low["algorithm"] == "KANGARING"
     if kanga and ch["rings"]:
         console.print(Text("KANGARING: a channel's ring is the cycle of its primaries; each "

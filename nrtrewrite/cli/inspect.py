@@ -7,11 +7,9 @@ import json
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
-from nrtrewrite.cli import JsonErrorCommand, _say, main, stdout_console
+from nrtrewrite.cli import JsonErrorCommand, _say, main, plain, stdout_console, styled
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
@@ -50,7 +48,7 @@ def _sync(s: dict | None) -> str:
 
 def _row(table: Table, *cells) -> None:
     """Add a row of plain text (never parsed as rich markup)."""
-    table.add_row(*(Text(str(c)) for c in cells))
+    table.add_row(*(plain(str(c)) for c in cells))
 
 
 def _console() -> Console:
@@ -61,8 +59,8 @@ def render(doc: dict, con: Console) -> None:
     """Print the ``inspect`` document with rich tables."""
     h = doc["header"]
     verified = "verified" if doc["hash_verified"] else "NOT verified"
-    con.print(f"[bold]{escape(doc['file'])}[/]  NEFF-like, pkg_version {h['pkg_version']} "
-              f"(tar.gz + {h['hash_algorithm']}, hash {verified})")
+    con.print(styled(plain(doc["file"], "bold"), f"  NEFF-like, pkg_version {h['pkg_version']} "
+                     f"(tar.gz + {h['hash_algorithm']}, hash {verified})"))
     ht = Table(title="header", show_header=False, title_justify="left")
     ht.add_column("field", style="cyan")
     ht.add_column("value")
@@ -90,7 +88,7 @@ def render(doc: dict, con: Console) -> None:
     con.print(mt)
 
     for sg in doc["subgraphs"]:
-        vt = Table(title=f"{escape(sg['name'])}: vars", title_justify="left")
+        vt = Table(title=plain(f"{sg['name']}: vars"), title_justify="left")
         for col in ("var_id", "name", "type", "size", "partitions"):
             vt.add_column(col, justify="right" if col in ("var_id", "size", "partitions")
                           else "left")
@@ -98,14 +96,14 @@ def render(doc: dict, con: Console) -> None:
             _row(vt, str(v["var_id"]), v["name"], v["type"], str(v["size"]),
                        "" if v["partitions"] is None else str(v["partitions"]))
         con.print(vt)
-        gt = Table(title=f"{escape(sg['name'])}: replica groups", title_justify="left")
+        gt = Table(title=plain(f"{sg['name']}: replica groups"), title_justify="left")
         gt.add_column("group", justify="right")
         gt.add_column("size", justify="right")
         gt.add_column("ranks")
         for g, ranks in enumerate(sg["replica_groups"]):
             _row(gt, str(g), str(len(ranks)), format_ranks(ranks))
         con.print(gt)
-        st = Table(title=f"{escape(sg['name'])}: instructions per engine", title_justify="left")
+        st = Table(title=plain(f"{sg['name']}: instructions per engine"), title_justify="left")
         for col in ("engine", "words", "pseudo-trigger", "other-pseudo", "regular"):
             st.add_column(col, justify="left" if col == "engine" else "right")
         st.add_column("opcodes")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
@@ -122,7 +123,7 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
 SUMMARY_TRIGGER_ROWS = 64
 
 
-def summary_table(plan, title: str) -> Table:
+def summary_table(plan, title: str | Text) -> Table:
     """What ``lower`` prints on success: the triggers and their algorithms (one row each, or
     grouped when there are more than :data:`SUMMARY_TRIGGER_ROWS`)."""
     rows = []

@@ -24,7 +24,8 @@ from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
     remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import JsonErrorCommand, main, plain, stderr_console, stdout_console
+from nrtrewrite.cli import (JsonErrorCommand, main, plain, stderr_console, stdout_console,
+                            styled)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -77,7 +78,7 @@ def render(res: SimulationResult, con: Console) -> None:
         con.print("semaphore wiring: persistent, so no interleaving deadlocks "
                   "(docs/SIMULATOR.md §6)")
     if res.error:
-        con.print(f"[red]protocol error:[/] {plain(res.error)}", soft_wrap=True)
+        con.print(styled("[red]protocol error:[/] ", plain(res.error)), soft_wrap=True)
 
 
 class _Unreplaced:
