@@ -220,6 +220,30 @@ def test_assemble_specs_refuse_numbers_that_are_not_finite(tmp_path, text, field
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
 
 
+@pytest.mark.parametrize("text, digits, where", [
+    ("header: {pkg_version: " + "9" * 5000 + "}\n", 5000, "line 1 column 23"),
+    ("subgraphs:\n  - name: sg00\n    vars: [{name: a, size: -" + "1_2" * 3000 + "}]\n",
+     6000, "line 3 column 28"),  # 4 + len("vars: [{name: a, size: ") + 1
+    ('{"header": {"num_tpb": ' + "7" * 4301 + "}}", 4301, "line 1 column 24"),
+])
+def test_assemble_specs_refuse_integers_of_too_many_digits(tmp_path, text, digits, where):
+    """(Found by a second exploratory tester: PyYAML let CPython's ValueError out, an
+    internal error, exit 70.)"""
+    why = f"invalid spec: an integer of {digits} digits, more than 4300 ({where})"
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == f"s.yaml: {why}"
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    assert one_line_error(invoke("assemble", spec, "-o", tmp_path / "m.neff")) == f"{spec}: {why}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+def test_assemble_specs_keep_integers_of_up_to_4300_digits():
+    doc = parse_spec_text("a: " + "9" * 4300 + "\nb: -" + "1_2" * 2150 + "\nc: 0x" + "f" * 5000)
+    assert doc == {"a": 10 ** 4300 - 1, "b": -int("12" * 2150), "c": 16 ** 5000 - 1}
+
+
 def test_assemble_specs_keep_recursive_aliases_and_finite_floats():
     doc = parse_spec_text("a: &x [1.5, *x]\nb: 1e999\n")  # 1e999: a YAML 1.1 string
     assert doc["a"][0] == 1.5 and doc["a"][1] is doc["a"] and doc["b"] == "1e999"

@@ -616,5 +616,3 @@ def main(ctx: click.Context, traceback: bool) -> None:
     diff, simulate, assemble (every command, listed below)."""
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback
-
-

@@ -36,7 +36,7 @@ import yaml
 
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import NrtRewriteError, OutputError, ParseError, ValidationError, Where
-from nrtrewrite.jsonin import non_finite_path
+from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
 )
@@ -116,6 +116,22 @@ def _construct_float(loader: _SafeLoader, node: yaml.ScalarNode) -> float:
 
 
 _SafeLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
+
+
+def _construct_int(loader: _SafeLoader, node: yaml.ScalarNode) -> int:
+    """A YAML integer; one of more decimal digits than CPython converts
+    (``jsonin.MAX_JSON_INT_DIGITS``, its default limit) is a spec error at its line, as in
+    a JSON input (PyYAML let the interpreter's ValueError out: an internal error)."""
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        digits = sum(c.isdigit() for c in str(node.value))
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}",
+            node.start_mark) from None
+
+
+_SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
 def load_spec(path: str | os.PathLike) -> dict:
