@@ -112,6 +112,29 @@ def test_a_piped_table_too_wide_for_the_console_is_paged(tmp_path, monkeypatch):
     assert [len(_rows(t)) for t in tables] == [50, 50, 20]
 
 
+@pytest.mark.parametrize("width", [60, 120])
+def test_pages_wider_than_the_console_lose_no_column(tmp_path, monkeypatch, width):
+    """On a terminal too narrow for the cells' widths rich fits each page as it fits the one
+    table of up to a page (found by a second exploratory tester: a column's ``min_width``
+    cannot be shrunk and rich dropped the columns on the right, sem_count and sb2sb_count
+    of a legs.bin at 120 columns)."""
+    monkeypatch.setattr(dump, "PAGE_ROWS", 50)
+    _, rf = _random_file(tmp_path, "legs.bin", 120, 3)
+    columns = 15  # docs/CLI.md: legs.bin's columns, trigger ... sb2sb_count
+    assert dump.COLUMNS["legs.bin"][-2:] == ("sem_count", "sb2sb_count")
+    for table in dump.paged_tables("t", rf, 0, width):
+        c = _terminal(width)
+        c.print(table)
+        lines = c.file.getvalue().splitlines()
+        assert max(map(len, lines)) <= width
+        header = next(ln for ln in lines if ln.startswith("┃"))
+        assert header.count("┃") == columns + 2  # the row number, every field, two ends
+        assert header.endswith("┃")
+    # wide enough: no column narrower than its widest cell so far
+    for table in dump.paged_tables("t", rf, 0, 10_000):
+        assert all(col.min_width for col in table.columns)
+
+
 def test_the_command_on_a_terminal_prints_pages(tmp_path, monkeypatch):
     """``dump`` with a terminal stdout: the pages, then the count of rows not shown."""
     monkeypatch.setattr(dump, "PAGE_ROWS", 7)

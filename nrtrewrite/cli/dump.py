@@ -142,7 +142,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
             rf = open_records(rdir / name)
             title = f"{rdir.name}/{name} ({rf.size} records)"
             if console.is_terminal or not piped_table(console, title, rf, limit):
-                for table in paged_tables(title, rf, limit):
+                for table in paged_tables(title, rf, limit, console.width):
                     console.print(table)
             if limit and rf.size > limit:
                 console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
@@ -174,7 +174,7 @@ def rich_table(title: str, rf, limit: int) -> Table:
     return table
 
 
-def paged_tables(title: str, rf, limit: int):
+def paged_tables(title: str, rf, limit: int, width: int | None = None):
     """The first ``limit`` records of ``rf`` (all: 0) as rich tables (a terminal's view, or
     a piped table :func:`piped_table` leaves to rich): one, :func:`rich_table`, up to
     :data:`PAGE_ROWS` rows; beyond, a table of that many rows at a time (the title says
@@ -182,7 +182,9 @@ def paged_tables(title: str, rf, limit: int):
     stays one table's whatever the file's size (rich holds a table whole and lays it out at
     some 2,000 rows a second).  No column is narrower than it was in an earlier table (each
     at least its widest cell so far), so the tables line up unless a later one holds a
-    wider cell (or the terminal is too narrow for them: rich shrinks them)."""
+    wider cell; but a table those widths make wider than ``width`` (the console's; None: no
+    limit) is left to rich to fit, as :func:`rich_table` is (rich cannot narrow a column
+    below its ``min_width``: it dropped the columns on the right)."""
     n = rf.size if not limit else min(limit, rf.size)
     if n <= PAGE_ROWS:
         yield rich_table(title, rf, limit)
@@ -194,11 +196,27 @@ def paged_tables(title: str, rf, limit: int):
         last = first + len(chunk) - 1
         cells = column_cells(name, chunk)
         widths[1:] = [max(w, max(map(len, c))) for w, c in zip(widths[1:], cells)]
-        table = _table(f"{title}: rows {first} - {last}", name, widths)
+        fits = width is None or _table_width(name, widths) <= width
+        table = _table(f"{title}: rows {first} - {last}", name, widths if fits else None)
         for row in zip(range(first, last + 1), *cells):
             table.add_row(str(row[0]), *row[1:])
         first = last + 1
         yield table
+
+
+def _shown_widths(name: str, widths: list[int]) -> list[int]:
+    """The widths rich gives the columns of artifact ``name``'s table (:func:`_table`) whose
+    widest cells are ``widths`` (the row number's first), where the console is wide enough:
+    at least each header, and ``LEAF_NAME_WIDTH`` for ``leaf_name``."""
+    return [max(w, len(h), LEAF_NAME_WIDTH if h == "leaf_name" else 0)
+            for w, h in zip(widths, ("#",) + COLUMNS[name])]
+
+
+def _table_width(name: str, widths: list[int]) -> int:
+    """The width of that table: each column padded by a space each side, a border between
+    columns and at each end."""
+    shown = _shown_widths(name, widths)
+    return sum(shown) + 3 * len(shown) + 1
 
 
 def _cell_widths(rf, n: int) -> list[int]:
@@ -253,9 +271,8 @@ def piped_table(console, title: str, rf, limit: int) -> bool:
     # the title's lines, the top border, the header, its rule, the row, the bottom border
     lines = cap.get().split("\n")
     row = len(lines) - 3
-    shown = [max(w, len(h), LEAF_NAME_WIDTH if h == "leaf_name" else 0)
-             for w, h in zip(widths, ("#",) + cols)]
-    if row < 3 or len(lines[row]) != sum(shown) + 3 * len(shown) + 1:
+    shown = _shown_widths(name, widths)
+    if row < 3 or len(lines[row]) != _table_width(name, widths):
         return False
     left, mid, right = lines[row][0], lines[row][shown[0] + 3], lines[row][-1]
     fmt = left + " " + f" {mid} ".join(["%*s"] + ["%-*s"] * len(cols)) + " " + right
