@@ -7,6 +7,7 @@ rewritten NEFF word by word, so a difference names rank, file, record and field.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -195,10 +196,13 @@ class Report:
     ``on_difference(index, lines)``; ``on_file(FileCount)`` gets each artifact file whose
     records differ once it has been compared.  A difference is one item (a differing record,
     manifest value, entry, header field, member or instruction) shown as one or more
-    :class:`Difference` lines."""
+    :class:`Difference` lines.  Each hand-over runs with the counts that say it happened
+    inside ``atomic()`` (the CLI's ``stops_deferred``: a stop cannot come between a block's
+    lines and its count, or in the middle of its lines)."""
 
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
-                 on_records=None):
+                 on_records=None, atomic=contextlib.nullcontext):
+        self.atomic = atomic
         self.limit = limit
         self.count = 0
         self.shown = 0
@@ -213,9 +217,12 @@ class Report:
     def add(self, lines: Iterable[Difference]) -> None:
         """One difference; ``lines`` is only iterated when it is shown."""
         if self.limit is None or self.shown < self.limit:
-            self.on_difference(self.count, list(lines))
-            self.shown += 1
-        self.count += 1
+            with self.atomic():
+                self.on_difference(self.count, list(lines))
+                self.shown += 1
+                self.count += 1
+        else:
+            self.count += 1
 
     def add_many(self, n: int) -> None:
         """``n`` more differences counted and not shown (they come after the shown ones)."""
@@ -247,11 +254,15 @@ class Report:
         m = n if room is None else min(room, n)
         for lo in range(0, m, RECORDS_BLOCK):
             hi = min(m, lo + RECORDS_BLOCK)
-            if self.on_records is not None and self.on_records(
-                    self.count, where, name, recs[lo:hi], xa[lo:hi], xb[lo:hi]):
-                self.count += hi - lo
-                self.shown += hi - lo
-                continue
+            if self.on_records is not None:
+                with self.atomic():
+                    took = self.on_records(self.count, where, name, recs[lo:hi], xa[lo:hi],
+                                           xb[lo:hi])
+                    if took:
+                        self.count += hi - lo
+                        self.shown += hi - lo
+                if took:
+                    continue
             for j in range(lo, hi):
                 self.add(_record_lines(where, name, int(recs[j]), xa[j], xb[j]))
         self.add_many(n - m)
@@ -530,7 +541,8 @@ def _records_diff(rep: Report, where: str, name: str, fa: Path, fb: Path,
                 rep.add_records(where, name, lo + idx, xa, xb)
                 del wa, wb, va, vb
     if fc.differing_records:
-        rep.on_file(fc)
+        with rep.atomic():
+            rep.on_file(fc)
 
 
 def _artifact_records(p: Path, name: str) -> tuple[int | None, str | None]:

@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, warn
+from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, stderr_console, stops_deferred,
+                            warn)
 from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
 from nrtrewrite.errors import NrtRewriteError, escape_controls
 
@@ -58,7 +59,7 @@ def _ignored(ctx, param, value):
                    "tool_version, input.name (repeatable).")
 def diff_cmd(a, b, as_json, max_lines, ignore):
     """Compare two output folders field by field (rank, file, record, field, both values)."""
-    out = sys.stdout
+    out = WholeWriter(sys.stdout)  # (pieces a stop cannot cut)
     limit = max_lines or None
     files = []
 
@@ -75,7 +76,9 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
                 first[0] = False
 
         def close(rep, error=None):
-            _close_json(out, rep, files, first[0], error)
+            if opened:
+                with stops_deferred():
+                    _close_json(out, rep, files, first[0], error)
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
@@ -85,9 +88,12 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             first[0] = False
             return True
 
-        out.write('{\n "differences": [')
-        rep = Report(limit, on_difference, files.append, on_records)
+        rep = Report(limit, on_difference, files.append, on_records, stops_deferred)
+        opened = []  # (the document begun: a stop before it writes none)
         try:
+            with stops_deferred():
+                out.write('{\n "differences": [')
+                opened.append(True)
             compare(a, b, rep, ignore, warn=say)
         except NrtRewriteError as err:  # the line on stderr and exit 2 follow (cli._Group)
             close(rep, err.line())
@@ -113,7 +119,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
 
         rep = compare(a, b, Report(limit, on_difference,
                                    lambda fc: out.write(escape_controls(fc.line()) + "\n"),
-                                   on_records),
+                                   on_records, stops_deferred),
                       ignore, warn=say)
         if rep.shown < rep.count:
             out.write(f"... {rep.count - rep.shown} more differences\n")

@@ -15,7 +15,8 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     rank_dirs,
 )
-from nrtrewrite.cli import JsonErrorCommand, main, plain, stdout_console
+from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, plain, stdout_console,
+                            stops_deferred)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import NrtRewriteError, OutputError
 
@@ -134,7 +135,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
     if as_json:  # streamed: one block of 65,536 records decoded at a time, whatever the size
-        _write_json(sys.stdout, kind, targets)
+        _write_json(WholeWriter(sys.stdout), kind, targets)
         return
     console = stdout_console(PIPED_WIDTH)
     for rdir, names in targets:
@@ -334,50 +335,62 @@ def _write_json(out, kind, targets) -> None:
     """``json.dumps({"kind": kind, "ranks": [...]}, indent=1)`` and a newline, written as it
     is made: ``ranks`` holds ``{"rank_dir", "files": {name: [decoded record, ...]}}``.  An
     error once the document has begun (a file changed while it is read) closes it with
-    the ranks so far and ``"error"`` (still one JSON document), then is raised."""
+    the ranks so far and ``"error"`` (still one JSON document), then is raised; so does a
+    stop (SIGTERM, SIGHUP, Ctrl-C), which never cuts a piece (``stops_deferred``): a block of
+    records is formatted first, then written whole with what closes it noted."""
     # every file checked before the first byte is written (then read as it is decoded)
     files = [(rdir, [(name, open_records(rdir / name)) for name in names])
              for rdir, names in targets]
-    out.write('{\n "kind": ' + json.dumps(kind) + ',\n "ranks": ')
-    if not targets:
-        out.write("[]\n}\n")
-        return
-    closers = ["\n ]"]  # what closes each level open, innermost last
-    out.write("[")
+    closers: list[str] = []  # what closes each level open, innermost last
+
+    def put(text: str, *opens: str, closes: bool = False) -> None:
+        """Write ``text``, which closes the innermost level open or opens levels closed by
+        ``opens`` (outermost first), as one step."""
+        with stops_deferred():
+            out.write(text)
+            if closes:
+                closers.pop()
+            closers.extend(opens)
+
     try:
+        head = '{\n "kind": ' + json.dumps(kind) + ',\n "ranks": '
+        if not files:
+            put(head + "[]\n}\n")
+            return
+        put(head + "[", "\n ]")
         for t, (rdir, named) in enumerate(files):
-            out.write(("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
-                      + ',\n   "files": ')
-            closers.append("\n  }")
-            if not named:
-                out.write("{}")
+            head = ("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
+            if named:
+                put(head + ',\n   "files": {', "\n  }", "\n   }")
             else:
-                out.write("{")
-                closers.append("\n   }")
-                for k, (name, rf) in enumerate(named):
-                    out.write(("," if k else "") + "\n    " + json.dumps(name) + ": ")
-                    if not rf.size:
-                        out.write("[]")
-                        continue
-                    out.write("[")
-                    closers.append("\n    ]")
-                    for c, chunk in enumerate(rf.chunks()):
-                        out.write(("," if c else "") + "\n     "
-                                  + ",\n     ".join(record_texts(name, chunk)))
-                    out.write(closers.pop())
-                out.write(closers.pop())
-            out.write(closers.pop())
+                put(head + ',\n   "files": {}', "\n  }")
+            for k, (name, rf) in enumerate(named):
+                head = ("," if k else "") + "\n    " + json.dumps(name) + ": "
+                if not rf.size:
+                    put(head + "[]")
+                    continue
+                put(head + "[", "\n    ]")
+                for c, chunk in enumerate(rf.chunks()):
+                    text = "\n     " + ",\n     ".join(record_texts(name, chunk))
+                    put(("," if c else "") + text)
+                put(closers[-1], closes=True)
+            if named:
+                put(closers[-1], closes=True)
+            put(closers[-1], closes=True)
     except NrtRewriteError as err:
-        _close_json(out, closers, err.line())
-        err.json_documented = True  # (JsonErrorCommand prints no second document)
+        if closers:
+            _close_json(out, closers, err.line())
+            err.json_documented = True  # (JsonErrorCommand prints no second document)
         raise
     except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
-        _close_json(out, closers, f"{type(exc).__name__}: {exc}" if str(exc)
-                    else type(exc).__name__)
+        if closers:
+            _close_json(out, closers, f"{type(exc).__name__}: {exc}" if str(exc)
+                        else type(exc).__name__)
         raise
-    out.write("\n ]\n}\n")
+    put("\n ]\n}\n", closes=True)
 
 
 def _close_json(out, closers: list[str], why: str) -> None:
-    out.write("".join(reversed(closers)) + ',\n "error": ' + json.dumps(why) + "\n}\n")
-    out.flush()
+    with stops_deferred():
+        out.write("".join(reversed(closers)) + ',\n "error": ' + json.dumps(why) + "\n}\n")
+        out.flush()
