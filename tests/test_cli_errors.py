@@ -142,8 +142,18 @@ def test_click_exits_aborts_and_interrupts_behave_as_before(tmp_path, monkeypatc
     ["inspect", FIX / "ar2.neff", "--json"],
     ["explain", FIX / "ar2.neff", "--json"],
     ["schedule", FIX / "ar2.neff", "--rank", "0"],
+    ["schedule", FIX / "ar2.neff", "--rank", "0", "--json"],
+    ["simulate", "OUT", "--json"],
+    ["dump", "OUT", "--sem", "--json"],
+    ["diff", "OUT", "OUT", "--json"],
 ])
-def test_a_full_standard_output_is_one_line(args):
+def test_a_full_standard_output_is_one_line(args, tmp_path):
+    if "OUT" in args:
+        out = tmp_path / "out"
+        assert subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", "-q",
+                               str(FIX / "ar2.neff"), "-o", str(out)], cwd=ROOT, env=env(),
+                              timeout=120).returncode == 0
+        args = [out if a == "OUT" else a for a in args]
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)],
                               stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT,

@@ -184,3 +184,28 @@ def test_dump_json_into_a_full_pipe_stopped_is_one_document(tmp_path, signum, st
     assert len(recs) % 65536 == 0 and 0 < len(recs) < 3 * 65536
     assert err.decode().splitlines()[-1] == (
         f"nrtrewrite: terminated by {signal.Signals(signum).name}")
+
+
+@pytest.mark.parametrize("signum, status, why", STOPS)
+def test_schedule_json_stopped_mid_write_is_one_document(monkeypatch, signum, status, why):
+    """``schedule --json`` streams an op at a time: a stop closes it with the ops so far."""
+    import nrtrewrite.cli.schedule as cli_schedule
+    args = ["schedule", str(FIX / "mix8.neff"), "--rank", "0", "--json"]
+    full = json.loads(CliRunner().invoke(main, args).stdout)
+    assert len(full["ops"]) == 9
+    # the head, four ops, the fifth interrupted half way (and then finished)
+    monkeypatch.setattr(cli_schedule, "WholeWriter", _stop_at(signum, 6))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == status
+    doc = json.loads(res.stdout)
+    assert doc == {"rank": 0, "ops": full["ops"][:5], "error": why}
+
+
+def test_a_json_document_printed_at_once_is_not_cut(monkeypatch):
+    """``explain --json`` (and ``inspect``, ``simulate``) print the document in one piece: a
+    stop in the middle of it comes after it."""
+    monkeypatch.setattr(C, "WholeWriter", _stop_at(signal.SIGTERM, 1))
+    args = ["explain", str(FIX / "mix8.neff"), "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 143
+    assert json.loads(res.stdout)["triggers"]

@@ -116,6 +116,12 @@ class WholeWriter:
             (self.buffer or self.stream).flush()
 
 
+def echo_whole(text: str) -> None:
+    """``text`` and a newline on stdout as one piece (:class:`WholeWriter`): a JSON document
+    printed at once is never cut by a stop, which is raised once it is out."""
+    WholeWriter(sys.stdout).write(text + "\n")
+
+
 class Terminated(BaseException):
     """SIGTERM or SIGHUP arrived: raised where the process is, so that every ``finally`` and
     ``except BaseException`` runs (a half-written output's temporary folder is removed, as
@@ -601,7 +607,8 @@ def _one_line(err: BaseException) -> str:
 
 def _writing_stdout(err: BaseException) -> bool:
     """Whether ``err`` was raised writing the standard output: the innermost Python frame of
-    its traceback holds ``sys.stdout`` (or its buffer, or a rich console printing to it).
+    its traceback holds ``sys.stdout`` (or its buffer, or a rich console or a
+    :class:`WholeWriter` writing to it).
     Python's own write errors name no file; this is how the standard output gets named."""
     tb = err.__traceback__
     if tb is None:
@@ -611,6 +618,8 @@ def _writing_stdout(err: BaseException) -> bool:
     streams = [s for s in (sys.stdout, sys.__stdout__) if s is not None]
     streams += [s.buffer for s in list(streams) if getattr(s, "buffer", None) is not None]
     for val in tb.tb_frame.f_locals.values():
+        if isinstance(val, WholeWriter):
+            val = val.stream
         if isinstance(val, Console):
             try:
                 val = val.file
@@ -666,7 +675,7 @@ class JsonErrorCommand(click.Command):
     documents_command_errors = True
 
     def _print_error(self, params: dict, why: str) -> None:
-        click.echo(json.dumps(self.error_document(params, why), indent=self.json_indent))
+        echo_whole(json.dumps(self.error_document(params, why), indent=self.json_indent))
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         given = list(args)  # (click's parser consumes the list)

@@ -26,8 +26,8 @@ from rich.text import Text
 
 from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (JsonErrorCommand, main, plain, stderr_console, stdout_console,
-                            styled)
+from nrtrewrite.cli import (JsonErrorCommand, echo_whole, main, plain, stderr_console,
+                            stdout_console, styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -773,7 +773,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                "policy": {"lowerable": sorted(a.name for a in policy.lowerable),
                           "precedence": [a.name for a in policy.precedence]},
                "triggers": records, "skipped_triggers": skipped}
-        click.echo(json.dumps(out, indent=2))
+        echo_whole(json.dumps(out, indent=2))
         return
     console = stdout_console()
     head = f"topology {topo.name} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \

@@ -9,7 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import JsonErrorCommand, _say, main, plain, stdout_console, styled
+from nrtrewrite.cli import (JsonErrorCommand, _say, echo_whole, main, plain, stdout_console,
+                            styled)
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
@@ -164,7 +165,7 @@ def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_
         _say(escape_controls(f"nrtrewrite: warning: {loc + ': ' if loc else ''}{w.message}"))
     doc = model_to_dict(model)
     if as_json:
-        click.echo(json.dumps(doc, indent=2))
+        echo_whole(json.dumps(doc, indent=2))
     else:
         render(doc, _console())
 

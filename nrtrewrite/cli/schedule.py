@@ -12,13 +12,14 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import JsonErrorCommand, main, stderr_console, stdout_console
+from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, stderr_console, stdout_console,
+                            stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.emit.address import SEM_ENTRY_POST
-from nrtrewrite.errors import OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError
 from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
 
 
@@ -96,14 +97,33 @@ def schedule_json(plan: LoweringPlan, rank: int) -> dict:
 
 
 def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
-    """``json.dumps({"rank": rank, "ops": [...]}, indent=1)`` and a newline, an op at a time."""
-    out.write('{\n "rank": ' + json.dumps(rank) + ',\n "ops": ')
-    first = True
-    for op in ops:
-        out.write(("[" if first else ",") + "\n  "
-                  + json.dumps(op, indent=1).replace("\n", "\n  "))
-        first = False
-    out.write("[]\n}\n" if first else "\n ]\n}\n")
+    """``json.dumps({"rank": rank, "ops": [...]}, indent=1)`` and a newline, an op at a time,
+    each written whole (``out`` a ``WholeWriter``).  A stop (SIGTERM, SIGHUP, Ctrl-C) once
+    the document has begun closes it with the ops so far and ``"error"`` (still one JSON
+    document), then is raised."""
+    state = []  # "begun", then "listing" once the list of ops is open
+
+    def put(text: str, now: str | None = None) -> None:
+        with stops_deferred():
+            out.write(text)
+            if now:
+                state.append(now)
+
+    try:
+        put('{\n "rank": ' + json.dumps(rank) + ',\n "ops": ', "begun")
+        for op in ops:
+            text = "\n  " + json.dumps(op, indent=1).replace("\n", "\n  ")
+            put(("," if "listing" in state else "[") + text, "listing")
+    except BaseException as exc:
+        if state:
+            why = exc.line() if isinstance(exc, NrtRewriteError) else (
+                f"{type(exc).__name__}: {exc}".rstrip(": "))
+            put(("\n ]" if "listing" in state else "[]") + ',\n "error": ' + json.dumps(why)
+                + "\n}\n")
+            if isinstance(exc, NrtRewriteError):
+                exc.json_documented = True  # (JsonErrorCommand prints no second document)
+        raise
+    put("\n ]\n}\n" if "listing" in state else "[]\n}\n")
 
 
 #: Entries of a rank above which ``schedule`` shows one overview row per entry instead of
@@ -147,7 +167,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
             raise OutputError(f"{model}: no trigger {missing[0]} (the model has "
                               f"{len(plan.triggers)}: 0..{len(plan.triggers) - 1})")
     if as_json:
-        _write_json(sys.stdout, rank, schedule_ops(plan, rank, wanted))
+        _write_json(WholeWriter(sys.stdout), rank, schedule_ops(plan, rank, wanted))
         return
     err = stderr_console()
     if (note := no_trigger_warning(plan.model, "schedule")) is not None:

@@ -24,8 +24,8 @@ from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
     remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (JsonErrorCommand, main, plain, stderr_console, stdout_console,
-                            styled)
+from nrtrewrite.cli import (JsonErrorCommand, echo_whole, main, plain, stderr_console,
+                            stdout_console, styled)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -198,7 +198,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             remove_tree(tmp)  # (a signal landing meanwhile waits for it: nothing left)
         unlock_folder(lock)
     if as_json:
-        click.echo(json.dumps(res.to_json(), indent=1))
+        echo_whole(json.dumps(res.to_json(), indent=1))
     else:
         render(res, stdout_console(200, highlight=False, soft_wrap=False))
     sys.exit(0 if res.ok else 1)
