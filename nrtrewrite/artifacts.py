@@ -369,7 +369,7 @@ def folder_rank(rdir: Path) -> int | None:
     if m:
         return int(m.group(1))
     try:
-        doc = jsonin.loads((rdir / "manifest.json").read_text(), strict_objects=False)
+        doc = jsonin.loads((rdir / "manifest.json").read_bytes(), strict_objects=False)
     except (OSError, ValueError, RecursionError):
         return None
     r = doc.get("rank") if isinstance(doc, dict) else None

@@ -217,7 +217,15 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
     (``diff``'s manifests: a third slower to parse, where the integers' rule, a Python call
     per integer, makes it twice).  With ``exact_floats`` a number with a fraction or an
     exponent is a :class:`JsonFloat`.  Other malformed JSON raises ``json.JSONDecodeError`` as
-    ``json.loads`` does (a ``ValueError`` too), nesting too deep ``RecursionError``."""
+    ``json.loads`` does (a ``ValueError`` too), nesting too deep ``RecursionError``.  Bytes
+    are UTF-8 (a ``UnicodeDecodeError`` otherwise), and a byte order mark before the text is
+    a :class:`JsonRule` (RFC 8259 8.1: JSON text has none): ``json.loads`` took bytes in
+    UTF-16 or -32 or with a UTF-8 BOM, which ``str`` text refuses, so ``diff`` read a
+    manifest ``simulate`` refused (found by an exploratory tester)."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8")
+    if text.startswith("\ufeff"):
+        raise JsonRule("a byte order mark (U+FEFF) before the JSON text")
     found: list[str] = []  # the text of the first number that is not finite
 
     def parse_constant(name: str) -> float:

@@ -299,6 +299,42 @@ def test_rank_manifest_with_an_infinite_number(lowered, tmp_path):
     assert folder_rank(renamed) is None  # its rank cannot be read from it
 
 
+BOM = "a byte order mark (U+FEFF) before the JSON text"
+
+
+def test_json_text_is_utf8_without_a_byte_order_mark():
+    """Bytes are read as UTF-8, as str text is: ``json.loads`` of bytes took a UTF-8 BOM and
+    UTF-16 / -32 (found by an exploratory tester: diff read a manifest simulate refused)."""
+    for text in (b"\xef\xbb\xbf{}", "\ufeff{}", bytearray(b"\xef\xbb\xbf[1]")):
+        with pytest.raises(jsonin.JsonRule) as exc:
+            jsonin.loads(text, strict_objects=False)
+        assert exc.value.why == BOM and exc.value.path is None
+    for enc in ("utf-16", "utf-16-le", "utf-32"):  # (not UTF-8, or NULs between the chars)
+        with pytest.raises(ValueError):
+            jsonin.loads('{"a": 1}'.encode(enc), strict_objects=False)
+    assert jsonin.loads('{"é": 1}'.encode()) == {"é": 1}
+    assert jsonin.loads(memoryview(b"[2]")) == [2]
+
+
+@pytest.mark.parametrize("rel", ["rank-0001/manifest.json", "manifest.json"])
+def test_a_manifest_with_a_byte_order_mark(lowered, tmp_path, rel):
+    b = tmp_path / "B"
+    shutil.copytree(lowered, b)
+    man = b / rel
+    man.write_bytes(b"\xef\xbb\xbf" + man.read_bytes())
+    assert one_line_error(invoke("diff", b, lowered)) == f"{man}: invalid JSON: {BOM}"
+    res = invoke("diff", lowered, b)
+    if rel == "manifest.json":  # B's top manifest is what tells an output: an error
+        assert one_line_error(res) == f"{man}: invalid JSON: {BOM}"
+    else:
+        assert res.exit_code == 1 and res.stdout.splitlines()[0] == (
+            f"{rel} damaged in B: invalid JSON: {BOM}")
+    res = invoke("simulate", b, "--ignore-checksums")
+    assert res.exit_code in (1, 2)
+    assert f"{man}: cannot read manifest.json: invalid JSON: {BOM}" in (
+        res.stdout.replace("\n", "") + res.stderr)
+
+
 @pytest.mark.parametrize("doc, found", [
     ({"a": {"b\ud800": 1}}, ("a", "b\ud800", 1, True)),  # a key: the object's path
     ({"a": ["x", "\udc80y"]}, ("a[1]", "\udc80y", 0, False)),  # a value: its own path

@@ -30,7 +30,7 @@ def _sha256_file(path: Path) -> str:
 
 def _load_json(path: Path, err=SimulationError) -> dict:
     try:
-        doc = jsonin.loads(path.read_text(), strict_objects=False)
+        doc = jsonin.loads(path.read_bytes(), strict_objects=False)
     except FileNotFoundError:
         raise err(f"{path.name} is missing", file=str(path)) from None
     except jsonin.JsonRule as exc:  # NaN, Infinity, 1e999
