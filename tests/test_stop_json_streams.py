@@ -36,7 +36,7 @@ STOPS = [(signal.SIGTERM, 143, "Terminated: 15"), (signal.SIGHUP, 129, "Terminat
 
 
 @pytest.fixture(autouse=True)
-def _handlers_restored():
+def _handlers_restored(monkeypatch):
     """A stop leaves its signals ignored in the process (the CLI exits with it); these tests
     stop commands in the test process: each starts with the handlers of a fresh process
     (another test's stop may have left them ignored) and puts back what it found."""
@@ -45,6 +45,7 @@ def _handlers_restored():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    monkeypatch.setattr(C, "LATE_STOPS_END_THE_PROCESS", False)  # (as in CliRunner's use)
     yield
     for sig, handler in saved.items():
         signal.signal(sig, handler)
