@@ -135,6 +135,21 @@ def test_pages_wider_than_the_console_lose_no_column(tmp_path, monkeypatch, widt
         assert all(col.min_width for col in table.columns)
 
 
+def test_pages_keep_their_widths_up_to_exactly_the_console_s_width(tmp_path, monkeypatch):
+    """The boundary, measured by rich: a console exactly as wide as the page drawn at its
+    cells' widths keeps them; one column narrower leaves the page to rich."""
+    monkeypatch.setattr(dump, "PAGE_ROWS", 50)
+    _, rf = _random_file(tmp_path, "sem.bin", 120, 4)
+    pages = list(dump.paged_tables("t", rf, 0))
+    c = _terminal(1000)
+    c.print(pages[0])
+    width = max(len(ln) for ln in c.file.getvalue().splitlines() if ln.startswith("┃"))
+    (first, *_) = dump.paged_tables("t", rf, 0, width)
+    assert all(col.min_width for col in first.columns)
+    (first, *_) = dump.paged_tables("t", rf, 0, width - 1)
+    assert not any(col.min_width for col in first.columns)
+
+
 def test_the_command_on_a_terminal_prints_pages(tmp_path, monkeypatch):
     """``dump`` with a terminal stdout: the pages, then the count of rows not shown."""
     monkeypatch.setattr(dump, "PAGE_ROWS", 7)

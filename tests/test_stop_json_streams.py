@@ -210,3 +210,57 @@ def test_a_json_document_printed_at_once_is_not_cut(monkeypatch):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 143
     assert json.loads(res.stdout)["triggers"]
+
+
+@pytest.mark.parametrize("signum, status, why", STOPS[:1])
+def test_schedule_json_stopped_before_any_op_is_its_error_document(monkeypatch, signum, status,
+                                                                   why):
+    """A stop once the head is out and no op yet: the very bytes of the error document,
+    ``json.dumps({"rank", "ops": [], "error"}, indent=1)`` (docs/CLI.md "schedule")."""
+    import nrtrewrite.cli.schedule as cli_schedule
+    monkeypatch.setattr(cli_schedule, "WholeWriter", _stop_at(signum, 1))
+    res = CliRunner().invoke(main, ["schedule", str(FIX / "mix8.neff"), "--rank", "0",
+                                    "--json"])
+    assert res.exit_code == status
+    assert res.stdout == json.dumps({"rank": 0, "ops": [], "error": why}, indent=1) + "\n"
+
+
+class _StopBefore(C.WholeWriter):
+    """A stop that comes as the first write begins, before a byte of it is out; later
+    writes go out."""
+
+    def write(self, text: str) -> None:
+        if not getattr(self, "stopped", False):
+            self.stopped = True
+            raise C.Terminated(signal.SIGTERM)
+        super().write(text)
+
+
+def test_diff_json_stopped_before_its_first_byte_writes_nothing(tmp_path, monkeypatch):
+    a = tmp_path / "A"
+    assert CliRunner().invoke(main, ["lower", "-q", str(FIX / "ar2.neff"), "-o", str(a)]
+                              ).exit_code == 0
+    monkeypatch.setattr(cli_diff, "WholeWriter", _StopBefore)
+    res = CliRunner().invoke(main, ["diff", "--json", str(a), str(a)])
+    assert res.exit_code == 143 and res.stdout == ""
+
+
+@pytest.mark.parametrize("at", [2, 5, 9])
+def test_diff_json_stopped_among_differences_of_several_lines(tmp_path, monkeypatch, at):
+    """Differences handed over one at a time (the manifests of two models' outputs, some of
+    several lines, each line its own write): a stop keeps a difference's lines together
+    and counts it."""
+    a, b = tmp_path / "A", tmp_path / "B"
+    for out, model in ((a, "ar2"), (b, "groups")):
+        assert CliRunner().invoke(main, ["lower", "-q", str(FIX / f"{model}.neff"), "-o",
+                                         str(out)]).exit_code == 0
+    args = ["diff", "--json", "--max", "0", str(a), str(b)]
+    full = json.loads(CliRunner().invoke(main, args).stdout)["differences"]
+    assert len(full) > 9
+    monkeypatch.setattr(cli_diff, "WholeWriter", _stop_at(signal.SIGTERM, at))
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 143
+    doc = json.loads(res.stdout)
+    shown = doc["differences"]
+    assert doc["count"] == doc["shown"] == shown[-1]["index"] + 1
+    assert shown == [d for d in full if d["index"] < doc["count"]]  # whole differences
