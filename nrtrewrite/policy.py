@@ -13,6 +13,8 @@ A window is half-open: an engine is in window when ``op_min_limit <= bytes < op_
 
 from __future__ import annotations
 
+import decimal
+
 from dataclasses import dataclass, field
 
 from nrtrewrite.codes import EncAlgType, EncOpType
@@ -161,10 +163,20 @@ def fmt_bytes(n: int) -> str:
     ``8 MiB (8388610 B)``, so that a limit's edge is never hidden (``8 MiB, more than 8 MiB``)."""
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if n >= size:
-            val = n / size
-            if val == int(val):
-                return f"{val:.0f} {unit}"
-            num = f"{val:.4g}" if val < 10000 else f"{val:.0f}"  # never an exponent
+            whole, rest = divmod(n, size)
+            if not rest:
+                return f"{whole} {unit}"
+            # exact decimal arithmetic: a float's 53 bits turned 2^53 + 1 bytes into a whole
+            # "8388608 GiB" and 10^35 bytes into digits of its own (found by a tester)
+            with decimal.localcontext() as ctx:
+                ctx.prec = len(str(n)) + 8
+                val = decimal.Decimal(n) / size
+                num = f"{val:.4g}"
+                if val >= 10000 or "e" in num.lower():  # never an exponent
+                    num = f"{val:.0f}"
+                elif "." in num:  # (Decimal keeps the zeros float drops: 8.000)
+                    num = num.rstrip("0").rstrip(".")
+                exact = decimal.Decimal(num) * size == n
             text = f"{num} {unit}"
-            return text if float(num) * size == n else f"{text} ({n} B)"
+            return text if exact else f"{text} ({n} B)"
     return f"{n} B"

@@ -543,6 +543,19 @@ def test_a_size_the_four_digits_round_shows_its_bytes():
         "100 B", "1.5 KiB", "4 KiB", "1 MiB", "8 MiB (8388610 B)", "16 KiB (16385 B)"]
 
 
+def test_sizes_past_a_double_s_53_bits_are_exact():
+    """(Found by an exploratory tester: the sizes were divided as floats, so 2^53 + 1 bytes
+    read as a whole 8388608 GiB and 10^26 GiB as 100000000000000004764729344 GiB.)"""
+    from nrtrewrite.policy import fmt_bytes
+    assert fmt_bytes(2 ** 53 + 1) == "8388608 GiB (9007199254740993 B)"  # 2^53 = 2^23 GiB
+    assert fmt_bytes(2 ** 70 + 1) == "1099511627776 GiB (1180591620717411303425 B)"  # 2^40
+    assert fmt_bytes(10 ** 26 * 2 ** 30) == "100000000000000000000000000 GiB"
+    assert fmt_bytes(10 ** 26 * 2 ** 30 + 2 ** 29) == (  # x.5 rounds to even, as float did
+        f"100000000000000000000000000 GiB ({10 ** 26 * 2 ** 30 + 2 ** 29} B)")
+    assert fmt_bytes(10000 * 2 ** 30 - 1) == f"10000 GiB ({10000 * 2 ** 30 - 1} B)"  # no 1e+04
+    assert fmt_bytes(1025) == "1.001 KiB (1025 B)" and fmt_bytes(10752) == "10.5 KiB"
+
+
 @pytest.mark.parametrize("algo", ["inter_allr:ring", "ring", "hier,ring", "^kangaring"])
 def test_an_override_gives_the_same_output_from_the_flag_or_the_environment(
         algo, tmp_path, monkeypatch):
