@@ -676,8 +676,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             warn(err_console, unverified_hash_warning(model))
         if (note := no_trigger_warning(m, "explain")) is not None:
             warn(err_console, note)
-        topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
-        try:  # the var layout lower refuses a whole model for (scratch and gateway need plans)
+        try:  # (named by the model, as lower and schedule name it: load_and_plan)
+            topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
+            # the var layout lower refuses a whole model for (scratch and gateway need plans)
             build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
@@ -697,7 +698,10 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             meta = {"subgraph": t.subgraph, "engine": t.engine, "index": t.index,
                     "replica_group_id": t.replica_group_id, "num_elements": t.num_elements}
             items.append((t, meta))
-        model_why = _handshake_refusal(m, topo)
+        try:
+            model_why = _handshake_refusal(m, topo)
+        except NrtRewriteError as err:
+            raise err.at(file=model) from None
     else:
         if only or show_all or no_verify_hash:
             raise click.UsageError("--trigger/--all/--no-verify-hash choose among a MODEL's "

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
@@ -693,6 +694,19 @@ def _parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
     return name, opts
 
 
+def _not_a_file(path: Path) -> str | None:
+    """What is at ``path`` when it is no regular file to read a topology from (None: one
+    is): the OS's reason it cannot be looked at, or what it is."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower() if not isinstance(
+            exc, FileNotFoundError) else "no such file"
+    if stat.S_ISREG(mode):
+        return None
+    return "a folder" if stat.S_ISDIR(mode) else "not a regular file: a FIFO, a socket or a device"
+
+
 def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
                   lnc_of: str = "the model has lnc_size") -> Topology:
     """Resolve a ``--topology`` value.
@@ -718,12 +732,11 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
         _check_world(topo, world)
         return topo
     path = Path(spec)
-    if not path.is_file():
+    if (what := _not_a_file(path)) is not None:
         raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn1:nodes=N, "
-                              "trn2:nodes=N) "
-                              "nor a readable file", field="topology")
+                              f"trn2:nodes=N) nor a readable file ({what})", field="topology")
     try:
-        doc = jsonin.loads(path.read_text())
+        doc = jsonin.loads(path.read_bytes())
     except jsonin.JsonRule as err:  # NaN, 1e999, a key twice, an integer of 5000 digits
         raise ValidationError(f"cannot read topology file: invalid JSON: {err.why}",
                               file=str(path), field=err.path) from None
