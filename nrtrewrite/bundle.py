@@ -57,7 +57,7 @@ from nrtrewrite.ahead import ForkCall, ForkPool, WorkerLost
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
-from nrtrewrite.neff.writer import rewrite_streams
+from nrtrewrite.neff.writer import rewrite_streams, sibling_stem
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9).
 TOPSP_KICK_OPCODE = 0xA2
@@ -406,8 +406,19 @@ def _rename_noreplace(a: Path, b: Path) -> None:
 
 
 #: Temporary siblings of an output folder NAME: ``.NAME.tmp-PID-HEX`` while it is built,
-#: ``.NAME.old-PID-HEX`` for a replaced output when the kernel cannot exchange atomically.
+#: ``.NAME.old-PID-HEX`` for a replaced output when the kernel cannot exchange atomically
+#: (NAME shortened where the whole would be too long a name: ``_sibling``).
 _TEMP_SIBLING = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
+
+#: The bytes after NAME in a temporary sibling's name: ``.tmp-``, a PID of up to 10 digits,
+#: ``-`` and 8 hex digits.
+_SIBLING_TAIL = 5 + 10 + 1 + 8
+
+
+def _sibling(out: Path, kind: str) -> Path:
+    """A new temporary sibling of ``out``: ``.NAME.KIND-PID-HEX`` (``tmp``, ``old``)."""
+    return out.parent / (f".{sibling_stem(out.name, _SIBLING_TAIL)}.{kind}-{os.getpid()}-"
+                         f"{secrets.token_hex(4)}")
 
 
 #: Seconds an unlocked temporary folder must be old before it is taken for a killed run's
@@ -503,7 +514,7 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
         return removed
     for entry in entries:
         m = _TEMP_SIBLING.match(entry.name)
-        if not m or m["name"] != out.name:
+        if not m or m["name"] != sibling_stem(out.name, _SIBLING_TAIL):
             continue
         pid = int(m["pid"])
         if pid == os.getpid():
@@ -782,7 +793,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
     # the name is this process's alone (its pid and a random token), so whatever stops the run
     # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated
     # right after the mkdir, before the try began, left it behind (a loaded machine)
-    tmp = parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp = _sibling(parent / out.name, "tmp")
     triggers_ahead = None
     syncer = _Syncer()  # no thread until the first rank is added
     lock = None
@@ -991,7 +1002,7 @@ class _ForcedSwap:
             self.exchanged = False  # checked: the previous output of ours, at tmp
             return tmp
         self.exchanged = False
-        old = parent / f".{out.name}.old-{os.getpid()}-{secrets.token_hex(4)}"
+        old = _sibling(parent / out.name, "old")
         held = lock_folder(out)  # the previous output, while it is set aside
         try:
             os.rename(out, old)

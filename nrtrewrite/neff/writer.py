@@ -8,6 +8,7 @@ in the destination directory, then renamed over the target.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import tempfile
@@ -96,6 +97,24 @@ def _mode_for(path: str) -> int:
     return 0o666 & ~umask
 
 
+#: The longest file name (bytes) most Linux file systems take (ext4, xfs, btrfs, tmpfs).
+NAME_MAX = 255
+
+
+def sibling_stem(name: str, room: int) -> str:
+    """``name`` as it stands in the name of a temporary sibling ``.STEM`` + ``room`` more
+    bytes (``.tmp-PID-HEX``): ``name`` itself where that fits :data:`NAME_MAX`, else its
+    first bytes (whole UTF-8 characters), ``~`` and 16 hex digits of its sha256 (a legal
+    name of up to 255 bytes was refused, ``File name too long``, for its temporary's;
+    found by an exploratory tester).  Deterministic: a later run finds its siblings."""
+    raw = os.fsencode(name)
+    if 1 + len(raw) + room <= NAME_MAX:
+        return name
+    keep = NAME_MAX - 1 - room - 17
+    return (raw[:max(keep, 0)].decode("utf-8", "ignore") + "~"
+            + hashlib.sha256(raw).hexdigest()[:16])
+
+
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temp file in the same directory and a rename.
 
@@ -110,8 +129,9 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = None, None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                   dir=directory)
+        # (mkstemp adds 8 characters: ".STEM." 8 ".tmp")
+        stem = sibling_stem(os.path.basename(path), 1 + 8 + 4)
+        fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=directory)
         with os.fdopen(fd, "wb") as fh:
             fd = None
             fh.write(data)

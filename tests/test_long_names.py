@@ -1,0 +1,66 @@
+"""Output names up to the file system's 255 bytes (found by an exploratory tester: a name of
+some 236 - 255 characters was refused, ``File name too long``, for the name of its temporary
+sibling, ``.NAME.tmp-PID-HEX``, which is then shortened: its first bytes, ``~`` and 16 hex
+digits of the name's sha256, ``neff.writer.sibling_stem``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.bundle import clean_stale_temps
+from nrtrewrite.cli import main
+from nrtrewrite.neff.writer import sibling_stem
+
+from test_atomic_output import FIX
+
+
+def test_sibling_stem_keeps_short_names_and_cuts_long_ones_to_255_bytes():
+    assert sibling_stem("x" * 230, 24) == "x" * 230  # 1 + 230 + 24 = 255
+    cut = sibling_stem("x" * 231, 24)
+    assert cut == "x" * 213 + "~" + hashlib.sha256(b"x" * 231).hexdigest()[:16]
+    assert 1 + len(cut) + 24 == 255  # 213 = 255 - 1 - 24 - 17
+    name = "é" * 127  # 254 bytes: 2 each
+    cut = sibling_stem(name, 13)
+    assert cut.startswith("é" * 112) and not cut.startswith("é" * 113)  # 224 bytes, whole é
+    assert 1 + len(cut.encode()) + 13 <= 255
+    assert sibling_stem(name, 13) == cut  # the same every time
+
+
+@pytest.mark.parametrize("length", [230, 231, 240, 255])
+def test_lower_into_a_name_of_up_to_255_bytes(tmp_path, length):
+    out = tmp_path / ("d" * length)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "ar2.neff"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+    assert (out / "manifest.json").is_file()
+    res = CliRunner().invoke(main, ["lower", "-q", "--force", str(FIX / "ar2.neff"), "-o",
+                                    str(out)])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_assemble_into_a_name_of_255_bytes(tmp_path):
+    out = tmp_path / ("c" * 250 + ".neff")
+    res = CliRunner().invoke(main, ["assemble", str(FIX / "ar2.yaml"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert out.read_bytes() == (FIX / "ar2.neff").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name]
+
+
+def test_a_killed_build_of_a_long_name_is_cleaned_by_the_next(tmp_path):
+    out = tmp_path / ("e" * 250)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".{sibling_stem(out.name, 24)}.tmp-{dead.pid}-0123abcd"
+    stale.mkdir()
+    other = tmp_path / f".{sibling_stem('f' * 250, 24)}.tmp-{dead.pid}-0123abcd"
+    other.mkdir()
+    assert len(os.fsencode(stale.name)) <= 255
+    assert clean_stale_temps(out) == [stale]
+    assert other.exists()
