@@ -244,6 +244,46 @@ def test_assemble_specs_keep_integers_of_up_to_4300_digits():
     assert doc == {"a": 10 ** 4300 - 1, "b": -int("12" * 2150), "c": 16 ** 5000 - 1}
 
 
+def test_a_spec_whose_aliases_expand_past_the_limit_is_refused_at_once(tmp_path):
+    """Eight lists of ten aliases each (found by an exploratory tester: 500 bytes of YAML
+    took 14 GB and 86 s before the member's size limit refused them)."""
+    levels = "abcdefgh"
+    lines = ["subgraphs:", "  - name: sg00", "    def_json:",
+             '      a: &a ["x","x","x","x","x","x","x","x","x","x"]']
+    lines += [f"      {b}: &{b} [{','.join(['*' + a] * 10)}]"
+              for a, b in zip(levels, levels[1:])]
+    spec = tmp_path / "bomb.yaml"
+    spec.write_text("\n".join(lines) + "\n")
+    # h: 1 + 10 g; g: 1 + 10 f, ...; a: 11: g = 11,111,111 > 2^22, f = 1,111,111 below
+    why = (f"{spec}: field subgraphs[0].def_json.h[0]: the spec expands to more than 4194304 "
+           "values once its YAML aliases are resolved (each alias repeats what its anchor "
+           "names)")
+    assert one_line_error(invoke("assemble", spec, "-o", tmp_path / "m.neff")) == why
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bomb.yaml"]
+
+
+def test_the_expansion_limit_counts_every_value_where_it_stands(monkeypatch):
+    from nrtrewrite.neff import assembler
+    monkeypatch.setattr(assembler, "MAX_SPEC_VALUES", 100)
+    # the root 1 + its 2 keys + x (1 + 4) + y (1 + m x): 9 + 5 m values
+    text = "x: &x [1, 1, 1, 1]\ny: [{}]\n"
+    assert parse_spec_text(text.format(", ".join(["*x"] * 18)))  # 99 values
+    with pytest.raises(ValidationError) as exc:
+        parse_spec_text(text.format(", ".join(["*x"] * 19)), source="s.yaml")  # 104
+    assert exc.value.where.field is None  # (no one key holds more than 100 alone)
+    with pytest.raises(ValidationError) as exc:
+        parse_spec_text(text.format(", ".join(["*x"] * 20)).replace("x: &x", "z: &x"),
+                        source="s.yaml")  # 109: y alone 101
+    assert exc.value.where.field == "y"
+
+
+def test_a_spec_nested_too_deeply_is_a_spec_error(tmp_path):
+    spec = tmp_path / "deep.yaml"
+    spec.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    assert one_line_error(invoke("assemble", spec, "-o", tmp_path / "m.neff")) == (
+        f"{spec}: invalid spec: nested too deeply")
+
+
 def test_assemble_specs_keep_recursive_aliases_and_finite_floats():
     doc = parse_spec_text("a: &x [1.5, *x]\nb: 1e999\n")  # 1e999: a YAML 1.1 string
     assert doc["a"][0] == 1.5 and doc["a"][1] is doc["a"] and doc["b"] == "1e999"

@@ -134,6 +134,53 @@ def _construct_int(loader: _SafeLoader, node: yaml.ScalarNode) -> int:
 _SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
+#: The most values (each scalar, list and mapping counted once per place it stands) a spec may
+#: expand to once its YAML aliases are resolved: an alias repeats what its anchor names, so a
+#: chain of them multiplies it (eight lists of ten aliases each: 10^8 values, from 500 bytes
+#: of text, took 14 GB and 86 s before the member's size limit refused it; found by an
+#: exploratory tester).  A spec without aliases has about as many values as its text has
+#: lines: 2^22 is some 40 MB of YAML.
+MAX_SPEC_VALUES = 1 << 22
+
+
+def _expanded_too_large(doc) -> str | None:
+    """The key path in ``doc`` where its values, expanded (each alias counted where it
+    stands), pass :data:`MAX_SPEC_VALUES` (``""``: the document as a whole), or None.  Each
+    distinct list or mapping is counted once and its count remembered (so a chain of
+    aliases costs its length, not its expansion), without recursion; a recursive alias
+    counts one value where it closes its cycle (its use is refused later)."""
+    sizes: dict[int, int] = {}  # id -> expanded values, once counted
+
+    def kids(node) -> list:
+        return list(node.values()) if isinstance(node, dict) else node
+
+    def size(node) -> int:
+        return sizes.get(id(node), 1) if isinstance(node, (dict, list)) else 1
+
+    pending: set[int] = set()  # on the walk's path: a recursive alias closes a cycle here
+    stack = [(doc, False)]
+    while stack:
+        node, children_counted = stack.pop()
+        if children_counted:
+            pending.discard(id(node))
+            keys = len(node) if isinstance(node, dict) else 0
+            sizes[id(node)] = 1 + keys + sum(map(size, kids(node)))
+        elif id(node) not in sizes and id(node) not in pending:
+            pending.add(id(node))
+            stack.append((node, True))
+            stack.extend((kid, False) for kid in kids(node) if isinstance(kid, (dict, list)))
+    if size(doc) <= MAX_SPEC_VALUES:
+        return None
+    path, node = "", doc
+    while True:  # down the largest child while it alone passes the limit
+        key, kid = max(node.items() if isinstance(node, dict) else enumerate(node),
+                       key=lambda item: size(item[1]))
+        if size(kid) <= MAX_SPEC_VALUES:
+            return path
+        path += f"[{key}]" if isinstance(node, list) else (f".{key}" if path else str(key))
+        node = kid
+
+
 def load_spec(path: str | os.PathLike) -> dict:
     """Load a YAML (or JSON) spec file as a dict; duplicate keys are an error."""
     path = os.fspath(path)
@@ -163,8 +210,14 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
         loc = f" (line {mark.line + 1} column {mark.column + 1})" if mark else ""
         why = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ParseError(f"invalid spec: {why}{loc}", Where(file=source)) from None
+    except RecursionError:  # (PyYAML composes and constructs recursively)
+        raise ParseError("invalid spec: nested too deeply", Where(file=source)) from None
     finally:
         loader.dispose()
+    if isinstance(spec, (dict, list)) and (where := _expanded_too_large(spec)) is not None:
+        raise ValidationError(f"the spec expands to more than {MAX_SPEC_VALUES} values once "
+                              "its YAML aliases are resolved (each alias repeats what its "
+                              "anchor names)", Where(file=source, field=where or None))
     if loader.non_finite and (found := non_finite_path(spec)) is not None:
         path, val = found
         raise ValidationError(f"{val!r} is not a finite number (NaN and infinities are refused)",
