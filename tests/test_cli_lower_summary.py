@@ -134,3 +134,21 @@ def test_the_last_line_counts_the_rank_folders_written(tmp_path):
     assert "\n2 rank folder(s) written in " in res.output
     assert sorted(p.name for p in (tmp_path / "o").iterdir() if p.is_dir()) == [
         "rank-0001", "rank-0002"]
+
+
+def test_a_group_of_one_rank_is_one_rank(tmp_path):
+    """(Found by an exploratory tester: ``0 (1 ranks)``, ``1 ranks``.)"""
+    spec = {"subgraphs": [{
+        "vars": [{"name": "a", "type": "input", "size": 65536},
+                 {"name": "b", "type": "output", "size": 65536}],
+        "replica_groups": [[5]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                           "dst": "b", "bytes": 4096}}]}}]}
+    neff = tmp_path / "g1.neff"
+    neff.write_bytes(assemble_spec(spec))
+    res = CliRunner().invoke(main, ["lower", str(neff), "-o", str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    assert "│ 0 (1 rank) │" in res.stdout and "ranks" not in res.stdout
+    res = CliRunner().invoke(main, ["explain", str(neff)], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    assert " 1 rank (node 0) " in res.stdout and " 1 ranks" not in res.stdout

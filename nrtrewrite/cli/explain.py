@@ -426,7 +426,8 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     console.rule(styled(f"[bold]trigger {rec['trigger']}[/]", where,
                         f"  {rec['op']} {rec['dtype']} "
                         f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
-                        f"{rec['group_size']} ranks ({span})"), align="left")
+                        f"{rec['group_size']} rank{'s' if rec['group_size'] != 1 else ''} "
+                        f"({span})"), align="left")
     console.print(Text(f"group: {compress(rec['group'])}", style="dim"))
 
     table = Table(title="candidates (every gate runs; precedence order)", title_justify="left",
@@ -448,8 +449,8 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         legs.add_column(col, overflow="fold")
     for leg in pol["legs"]:
         groups = leg["groups"]
-        gtxt = (f"{len(groups)} x {len(groups[0])} ranks" if len(groups) > 1
-                else f"{len(groups[0])} ranks")
+        ranks = f"{len(groups[0])} rank{'s' if len(groups[0]) != 1 else ''}"
+        gtxt = f"{len(groups)} x {ranks}" if len(groups) > 1 else ranks
         legs.add_row(leg["name"], leg["op"], leg["algorithm"], leg["sub_type"] or "-", gtxt,
                      fmt_bytes(leg["bytes"]), plain(leg["reason"]))
     console.print(legs)

@@ -137,9 +137,9 @@ def summary_table(plan, title: str | Text) -> Table:
                     "pgta"):
             table.add_column(col, no_wrap=True)
         for t, alg, channels, pgta in rows:
+            ranks = f"{t.group_size} rank{'s' if t.group_size != 1 else ''}"
             table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
-                          f"{t.replica_group_id} ({t.group_size} ranks)", alg, str(channels),
-                          str(pgta))
+                          f"{t.replica_group_id} ({ranks})", alg, str(channels), str(pgta))
         return table
     groups: dict[tuple[str, str, str], list] = {}
     for t, alg, channels, _pgta in rows:
