@@ -491,3 +491,24 @@ def test_inspect_instruction_counts_per_class(fixtures_dir):
     rows = {r[0]: r for r in ([c.strip() for c in ln.split("│")[1:-1]]
                               for ln in text.splitlines() if ln.startswith("│"))}
     assert rows["sp"] == ["sp", "10", "8", "0", "2", "0x00×2 0xd9×4 0xda×4"]
+
+
+@pytest.mark.parametrize("given, limit", [("2KiB", 2048), ("3000", 3000), ("1.5k", 1536),
+                                          ("2kB", 2000)])
+def test_the_limits_take_byte_counts_with_units(fixtures_dir, given, limit):
+    """(Found by an exploratory tester: ``--max-total-bytes 1KiB`` was click's ``'1KiB' is
+    not a valid integer range``.)"""
+    res = CliRunner().invoke(main, ["inspect", str(fixtures_dir / "ar2.neff"),
+                                    "--max-total-bytes", given])
+    assert res.exit_code == 2
+    assert res.stderr.strip().endswith(f"decompressed payload exceeds the limit of {limit} bytes")
+
+
+@pytest.mark.parametrize("given", ["-5", "abc", "1.25B", "1KiBB"])
+def test_a_limit_that_is_no_byte_count_is_a_usage_error(fixtures_dir, given):
+    res = CliRunner().invoke(main, ["inspect", str(fixtures_dir / "ar2.neff"),
+                                    "--max-member-bytes", given], prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    assert res.stderr == (f"nrtrewrite inspect: error: Invalid value for '--max-member-bytes': "
+                          f"{given!r} is not a byte count (e.g. 4096, 512KiB, 64MiB, 1GB) "
+                          "(see 'nrtrewrite inspect --help')\n")

@@ -84,6 +84,22 @@ def warn(err: Console, text: str) -> None:
         err.print(line, highlight=False, soft_wrap=True)
 
 
+class ByteSize(click.ParamType):
+    """A byte count option: ``4096``, ``512KiB``, ``64MiB``, ``1GB`` (``sizes.parse_size``),
+    at least 0."""
+
+    name = "bytes"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        from nrtrewrite.sizes import EXAMPLES, parse_size
+        try:
+            return parse_size(str(value))
+        except NrtRewriteError:
+            self.fail(f"{value!r} is not a byte count ({EXAMPLES})", param, ctx)
+
+
 class WholeWriter:
     """A text stream (``sys.stdout``) written in whole pieces: each :meth:`write` goes out
     entire with stops deferred (:func:`stops_deferred`), so a SIGTERM, SIGHUP or Ctrl-C comes

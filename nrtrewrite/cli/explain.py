@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,6 +37,7 @@ from nrtrewrite.select import (
     Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override, parse_op_name,
     select,
 )
+from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
     MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology, platform_from_json,
 )
@@ -45,25 +45,8 @@ from nrtrewrite.topology.rings import (
     duplicate_flags, enc_ring, hop_localities, kangaring_paths, ring_orders,
 )
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
 _HOP_ABBREV = {EdgeLocality.SAME_DEVICE: "dev", EdgeLocality.DEVICE_LINK: "link",
                EdgeLocality.C2C_PORT: "c2c", EdgeLocality.NETWORK: "net"}
-
-
-def parse_size(text: str) -> int:
-    """``64MiB``, ``1MB`` (decimal), ``512K`` / ``512KiB`` (binary), ``4096`` -> bytes."""
-    m = _SIZE_RE.match(text)
-    if not m:
-        raise ValidationError(f"bad size {text!r} (e.g. 4096, 512KiB, 64MiB, 1GB)", field="--bytes")
-    num, unit, i, b = m.groups()
-    unit = unit.lower()
-    if not unit and i:
-        raise ValidationError(f"bad size {text!r}", field="--bytes")
-    base = 1000 if unit and b and not i else 1024
-    val = Fraction(num) * base ** " kmgt".index(unit or " ")  # exact: no float rounding
-    if val.denominator != 1:
-        raise ValidationError(f"size {text!r} is not a whole number of bytes", field="--bytes")
-    return int(val)
 
 
 #: One item of a ``--group`` list: a rank or an ascending range (ASCII digits only: ``int``

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import (JsonErrorCommand, _say, echo_whole, main, plain, stdout_console,
+from nrtrewrite.cli import (ByteSize, JsonErrorCommand, _say, echo_whole, main, plain, stdout_console,
                             styled)
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
@@ -148,10 +148,11 @@ class _InspectCommand(JsonErrorCommand):
 @click.option("--json", "as_json", is_flag=True, help="Print a stable JSON document instead.")
 @click.option("--no-verify-hash", is_flag=True,
               help="Skip the payload hash check (a warning is printed to stderr).")
-@click.option("--max-total-bytes", type=click.IntRange(min=0), default=MAX_TOTAL_BYTES,
-              show_default=True, help="Limit on the decompressed payload (tar stream).")
-@click.option("--max-member-bytes", type=click.IntRange(min=0), default=MAX_MEMBER_BYTES,
-              show_default=True, help="Limit on one tar member.")
+@click.option("--max-total-bytes", type=ByteSize(), default=MAX_TOTAL_BYTES,
+              show_default=True, help="Limit on the decompressed payload (tar stream); "
+              "bytes, or 512KiB, 64MiB, 4GiB ...")
+@click.option("--max-member-bytes", type=ByteSize(), default=MAX_MEMBER_BYTES,
+              show_default=True, help="Limit on one tar member; bytes, or 512KiB, 2GiB ...")
 def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_bytes: int,
                 max_member_bytes: int) -> None:
     """Decode and validate MODEL.neff and show its header, members, vars, replica groups,

@@ -1,0 +1,34 @@
+"""Byte counts as people write them on a command line: ``4096``, ``512KiB``, ``64MiB``,
+``1.5GiB`` (binary), ``1MB`` (decimal), ``512k`` (binary)."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from nrtrewrite.errors import ValidationError
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
+
+#: What a byte count looks like, for error messages.
+EXAMPLES = "e.g. 4096, 512KiB, 64MiB, 1GB"
+
+
+def parse_size(text: str, field: str = "--bytes") -> int:
+    """``64MiB``, ``1MB`` (decimal), ``512K`` / ``512KiB`` (binary), ``4096`` -> bytes,
+    exactly (no float rounding); anything else a :class:`ValidationError` at ``field``."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)
+    num, unit, i, b = m.groups()
+    unit = unit.lower()
+    if not unit and i:
+        raise ValidationError(f"bad size {text!r}", field=field)
+    base = 1000 if unit and b and not i else 1024
+    val = Fraction(num) * base ** " kmgt".index(unit or " ")
+    if val.denominator != 1:
+        raise ValidationError(f"size {text!r} is not a whole number of bytes", field=field)
+    return int(val)
+
+
+__all__ = ["EXAMPLES", "parse_size"]
