@@ -564,3 +564,46 @@ def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_ou
     rehash(out)
     res = cli("simulate", out, "--json")
     assert res.exit_code == 0, res.output
+
+
+#: NEFF-LIKE.md §1's header fields the rewrite keeps, at their offsets, and a new first byte
+HEADER_KEPT = [("neff_version_major", 24), ("neff_version_minor", 32),
+               ("neff_build_version", 40), ("num_tpb", 168), ("uuid", 204), ("name", 220),
+               ("requested_tpb_count", 476), ("tpb_per_node", 480), ("feature_bits", 544)]
+
+
+@pytest.mark.parametrize("field, at", HEADER_KEPT)
+def test_the_rewritten_header_is_checked_against_the_model(ar2_out, tmp_path, field, at):
+    """(Found by an exploratory tester: a changed uuid, name, num_tpb ... simulated clean.)
+    FORMATS §9: only data_size and hash are recomputed."""
+    out = copy(ar2_out, tmp_path)
+    neff = out / json.loads((out / "manifest.json").read_text())["output_neff"]["name"]
+    old = neff.read_bytes()[at]
+    poke(neff, at, bytes([old ^ 0x41 if field in ("name", "neff_build_version") else old ^ 1]))
+    rehash(out)
+    cli_ok = cli("simulate", out)  # without the model there is nothing to compare with
+    assert cli_ok.exit_code == 0, cli_ok.output
+    error = refused(out, f"offset {at:#x}", f"field {field}", f"header field {field} is ",
+                    "only data_size and hash are recomputed (FORMATS §9)",
+                    extra=("--model", FIX / "ar2.neff"))
+    assert error.startswith(str(neff))
+
+
+def test_a_rewritten_neff_with_bytes_after_its_payload_is_refused(ar2_out, tmp_path):
+    """FORMATS §9: exactly 1024 + data_size bytes (found by an exploratory tester)."""
+    out = copy(ar2_out, tmp_path)
+    neff = out / json.loads((out / "manifest.json").read_text())["output_neff"]["name"]
+    size = neff.stat().st_size
+    data_size = int.from_bytes(neff.read_bytes()[16:24], "little")  # header offset 16, u64
+    assert size == 1024 + data_size
+    neff.write_bytes(neff.read_bytes() + bytes(100))
+    rehash(out)
+    refused(out, f"offset {size:#x}", f"{size + 100} bytes, not its header and payload, 1024 + "
+            f"data_size {data_size} (FORMATS §9)")
+
+
+def test_a_trigger_over_one_rank_is_labelled_one_rank(tmp_path):
+    out = lower_spec(coll_spec("all_reduce", "bf16", [3], 64), tmp_path / "o")
+    res = cli("simulate", out)
+    assert res.exit_code == 0, res.output
+    assert "ALLREDUCE ADD BF16 x64 over 1 rank " in res.stdout and "1 ranks" not in res.stdout

@@ -11,6 +11,7 @@ is a deadlock.
 from __future__ import annotations
 
 import gc
+import os
 import random
 import time
 from bisect import bisect_right
@@ -262,9 +263,44 @@ class Simulator:
                 self._kick_spad.setdefault(t.ordinal, []).append(
                     (int.from_bytes(word[12:14], "little"), member, idx))
                 kick_words.setdefault(member, set()).add(idx)
+        self._check_length(model, path)
         if self.model is not None:
+            self._check_header(model, str(path))
             self._check_unchanged(model, kick_words, str(path))
         return {sg.name: i for i, sg in enumerate(model.subgraphs)}
+
+    @staticmethod
+    def _check_length(rewritten, path) -> None:
+        """The rewritten NEFF is its header and its payload, exactly ``header_size +
+        data_size`` bytes: zero bytes after the payload, which the reader tolerates in an
+        input, are not written (FORMATS §9)."""
+        h = rewritten.header
+        try:
+            size = os.stat(path).st_size
+        except OSError as exc:
+            raise SimulationError(f"cannot read the rewritten NEFF: {exc.strerror or exc}",
+                                  file=str(path)) from None
+        if size != h.header_size + h.data_size:
+            raise SimulationError(f"{size} bytes, not its header and payload, {h.header_size} + "
+                                  f"data_size {h.data_size} (FORMATS §9)", file=str(path),
+                                  offset=h.header_size + h.data_size)
+
+    def _check_header(self, rewritten, path: str) -> None:
+        """With the input model: every header field but ``data_size`` and ``hash`` is the
+        input's (FORMATS §9; the reader decodes a header to its fields one to one: strings
+        NUL-padded, reserved bytes zero)."""
+        from nrtrewrite.neff.container import HEADER_FIELDS
+
+        for name in HEADER_FIELDS:
+            if name in ("data_size", "hash") or not hasattr(self.model.header, name):
+                continue
+            got, exp = getattr(rewritten.header, name), getattr(self.model.header, name)
+            if got != exp:
+                show = (lambda v: v.hex()) if isinstance(got, bytes) else repr
+                raise SimulationError(f"header field {name} is {show(got)}, the input model's "
+                                      f"is {show(exp)}: only data_size and hash are "
+                                      "recomputed (FORMATS §9)", file=path, field=name,
+                                      offset=HEADER_FIELDS[name][0])
 
     #: TOPSP_KICK fields (FORMATS §9): (field, first byte, bytes)
     _KICK_FIELDS = (("opcode", 0, 1), ("length_dw", 1, 1), ("reserved", 2, 2), ("sync", 4, 8),

@@ -78,7 +78,7 @@ def trigger_label(op: str, alu: str | None, dtype: str, n: int, ranks: int) -> s
     """How the simulator names a trigger: ``ALLREDUCE ADD BF16 x4096 over 8 ranks`` (op, ALU
     op, dtype and ranks by the manifest's names, ``n`` each rank's input elements)."""
     alu_text = f" {alu}" if alu else ""
-    return f"{op}{alu_text} {dtype} x{n} over {ranks} ranks"
+    return f"{op}{alu_text} {dtype} x{n} over {ranks} rank{'s' if ranks != 1 else ''}"
 
 
 def merge_intervals(ivs) -> tuple[list[int], list[int]]:
