@@ -72,6 +72,11 @@ class Where:
         return escape_controls(f"{head}: {tail}" if head and tail else head or tail)
 
 
+def counted(n, noun: str) -> str:
+    """``1 rank``, ``2 ranks``, ``0 rows``: ``n`` and ``noun``, plural unless ``n`` is 1."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 #: Characters of an error's reason kept whole; a longer one (a value quoted in full: a
 #: list of a million numbers where an integer belongs) keeps its start and its end.
 MAX_WHY_CHARS = 1000

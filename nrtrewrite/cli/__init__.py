@@ -132,6 +132,14 @@ class WholeWriter:
             (self.buffer or self.stream).flush()
 
 
+def stopped_why(exc: BaseException) -> str:
+    """The ``"error"`` that closes a streamed JSON document ``exc`` stopped: an error's line,
+    else ``Terminated: 15``, ``KeyboardInterrupt``, the exception's type and message."""
+    if isinstance(exc, NrtRewriteError):
+        return exc.line()
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def echo_whole(text: str) -> None:
     """``text`` and a newline on stdout as one piece (:class:`WholeWriter`): a JSON document
     printed at once is never cut by a stop, which is raised once it is out."""

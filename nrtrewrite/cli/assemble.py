@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from nrtrewrite.cli import main
+from nrtrewrite.errors import counted
 from nrtrewrite.neff.assembler import assemble_file
 
 
@@ -22,5 +23,4 @@ def assemble_cmd(spec_path: str, out_path: str) -> None:
         raise click.BadParameter("an empty path", param_hint="'-o' / '--output'")
     result = assemble_file(spec_path, out_path)
     triggers = len(result.model.triggers) if result.model is not None else "unchecked"
-    click.echo(f"{out_path}: {len(result.data)} bytes, {triggers} "
-               f"trigger{'s' if triggers != 1 else ''}")
+    click.echo(f"{out_path}: {len(result.data)} bytes, {counted(triggers, 'trigger')}")

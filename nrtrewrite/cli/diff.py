@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, stderr_console, stops_deferred,
-                            warn)
+from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, stderr_console, stopped_why,
+                            stops_deferred, warn)
 from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
 from nrtrewrite.errors import NrtRewriteError, escape_controls
 
@@ -99,7 +99,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             close(rep, err.line())
             raise
         except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
-            close(rep, f"{type(exc).__name__}: {exc}".rstrip(": "))
+            close(rep, stopped_why(exc))
             raise
         close(rep)
     else:

@@ -16,7 +16,7 @@ from nrtrewrite.artifacts import (
     rank_dirs,
 )
 from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, plain, stdout_console,
-                            stops_deferred)
+                            stopped_why, stops_deferred)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import NrtRewriteError, OutputError
 
@@ -384,8 +384,7 @@ def _write_json(out, kind, targets) -> None:
         raise
     except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
         if closers:
-            _close_json(out, closers, f"{type(exc).__name__}: {exc}" if str(exc)
-                        else type(exc).__name__)
+            _close_json(out, closers, stopped_why(exc))
         raise
     put("\n ]\n}\n", closes=True)
 

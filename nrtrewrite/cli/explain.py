@@ -30,7 +30,7 @@ from nrtrewrite.cli import (JsonErrorCommand, echo_whole, main, plain, stderr_co
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
-from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError
+from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError, counted
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
@@ -409,8 +409,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     console.rule(styled(f"[bold]trigger {rec['trigger']}[/]", where,
                         f"  {rec['op']} {rec['dtype']} "
                         f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
-                        f"{rec['group_size']} rank{'s' if rec['group_size'] != 1 else ''} "
-                        f"({span})"), align="left")
+                        f"{counted(rec['group_size'], 'rank')} ({span})"), align="left")
     console.print(Text(f"group: {compress(rec['group'])}", style="dim"))
 
     table = Table(title="candidates (every gate runs; precedence order)", title_justify="left",
@@ -432,7 +431,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         legs.add_column(col, overflow="fold")
     for leg in pol["legs"]:
         groups = leg["groups"]
-        ranks = f"{len(groups[0])} rank{'s' if len(groups[0]) != 1 else ''}"
+        ranks = counted(len(groups[0]), "rank")
         gtxt = f"{len(groups)} x {ranks}" if len(groups) > 1 else ranks
         legs.add_row(leg["name"], leg["op"], leg["algorithm"], leg["sub_type"] or "-", gtxt,
                      fmt_bytes(leg["bytes"]), plain(leg["reason"]))
@@ -664,6 +663,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
             # the var layout lower refuses a whole model for (scratch and gateway need plans)
             build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
+            model_why = _handshake_refusal(m, topo)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
         if rank is not None and rank not in m.world:
@@ -682,10 +682,6 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             meta = {"subgraph": t.subgraph, "engine": t.engine, "index": t.index,
                     "replica_group_id": t.replica_group_id, "num_elements": t.num_elements}
             items.append((t, meta))
-        try:
-            model_why = _handshake_refusal(m, topo)
-        except NrtRewriteError as err:
-            raise err.at(file=model) from None
     else:
         if only or show_all or no_verify_hash:
             raise click.UsageError("--trigger/--all/--no-verify-hash choose among a MODEL's "

@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import (ByteSize, JsonErrorCommand, _say, echo_whole, main, plain, stdout_console,
-                            styled)
+from nrtrewrite.cli import (ByteSize, JsonErrorCommand, _say, echo_whole, main, plain,
+                            stdout_console, styled)
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model

@@ -15,7 +15,7 @@ from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import main, note_placed, plain, stderr_console, stdout_console, warn
-from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.errors import NrtRewriteError, counted
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
@@ -137,16 +137,15 @@ def summary_table(plan, title: str | Text) -> Table:
                     "pgta"):
             table.add_column(col, no_wrap=True)
         for t, alg, channels, pgta in rows:
-            ranks = f"{t.group_size} rank{'s' if t.group_size != 1 else ''}"
             table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
-                          f"{t.replica_group_id} ({ranks})", alg, str(channels), str(pgta))
+                          f"{t.replica_group_id} ({counted(t.group_size, 'rank')})", alg,
+                          str(channels), str(pgta))
         return table
     groups: dict[tuple[str, str, str], list] = {}
     for t, alg, channels, _pgta in rows:
         groups.setdefault((t.op.name, t.dtype.name, alg), []).append((t, channels))
     table = Table(title=title, show_lines=False,
-                  caption=f"{len(rows)} triggers in {len(groups)} "
-                          f"row{'s' if len(groups) != 1 else ''}; per trigger: "
+                  caption=f"{len(rows)} triggers in {counted(len(groups), 'row')}; per trigger: "
                           "nrtrewrite explain MODEL")
     for col in ("op", "dtype", "algorithm", "triggers", "elements", "group ranks", "channels"):
         table.add_column(col, no_wrap=True)

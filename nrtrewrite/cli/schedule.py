@@ -13,7 +13,7 @@ from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, stderr_console, stdout_console,
-                            stops_deferred)
+                            stopped_why, stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
@@ -101,29 +101,28 @@ def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
     each written whole (``out`` a ``WholeWriter``).  A stop (SIGTERM, SIGHUP, Ctrl-C) once
     the document has begun closes it with the ops so far and ``"error"`` (still one JSON
     document), then is raised."""
-    state = []  # "begun", then "listing" once the list of ops is open
+    written = None  # None before the document begins; then the ops written so far
 
-    def put(text: str, now: str | None = None) -> None:
+    def put(text: str, ops: int | None = None) -> None:
+        nonlocal written
         with stops_deferred():
             out.write(text)
-            if now:
-                state.append(now)
+            if ops is not None:
+                written = ops
 
     try:
-        put('{\n "rank": ' + json.dumps(rank) + ',\n "ops": ', "begun")
-        for op in ops:
+        put('{\n "rank": ' + json.dumps(rank) + ',\n "ops": ', 0)
+        for k, op in enumerate(ops):
             text = "\n  " + json.dumps(op, indent=1).replace("\n", "\n  ")
-            put(("," if "listing" in state else "[") + text, "listing")
+            put(("," if k else "[") + text, k + 1)
     except BaseException as exc:
-        if state:
-            why = exc.line() if isinstance(exc, NrtRewriteError) else (
-                f"{type(exc).__name__}: {exc}".rstrip(": "))
-            put(("\n ]" if "listing" in state else "[]") + ',\n "error": ' + json.dumps(why)
-                + "\n}\n")
+        if written is not None:
+            put(("\n ]" if written else "[]") + ',\n "error": '
+                + json.dumps(stopped_why(exc)) + "\n}\n")
             if isinstance(exc, NrtRewriteError):
                 exc.json_documented = True  # (JsonErrorCommand prints no second document)
         raise
-    put("\n ]\n}\n" if "listing" in state else "[]\n}\n")
+    put("\n ]\n}\n" if written else "[]\n}\n")
 
 
 #: Entries of a rank above which ``schedule`` shows one overview row per entry instead of

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import DType, DTYPE_SIZE, SdmaCceType
-from nrtrewrite.errors import SimulationError
+from nrtrewrite.errors import SimulationError, counted
 from nrtrewrite.simulate.layout import Layout, Region
 
 OPS = ("ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER")
@@ -78,7 +78,7 @@ def trigger_label(op: str, alu: str | None, dtype: str, n: int, ranks: int) -> s
     """How the simulator names a trigger: ``ALLREDUCE ADD BF16 x4096 over 8 ranks`` (op, ALU
     op, dtype and ranks by the manifest's names, ``n`` each rank's input elements)."""
     alu_text = f" {alu}" if alu else ""
-    return f"{op}{alu_text} {dtype} x{n} over {ranks} rank{'s' if ranks != 1 else ''}"
+    return f"{op}{alu_text} {dtype} x{n} over {counted(ranks, 'rank')}"
 
 
 def merge_intervals(ivs) -> tuple[list[int], list[int]]:

@@ -699,9 +699,10 @@ def _not_a_file(path: Path) -> str | None:
     is): the OS's reason it cannot be looked at, or what it is."""
     try:
         mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "no such file"
     except OSError as exc:
-        return (exc.strerror or str(exc)).lower() if not isinstance(
-            exc, FileNotFoundError) else "no such file"
+        return (exc.strerror or str(exc)).lower()
     if stat.S_ISREG(mode):
         return None
     return "a folder" if stat.S_ISDIR(mode) else "not a regular file: a FIFO, a socket or a device"
