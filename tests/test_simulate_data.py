@@ -218,3 +218,26 @@ def test_reference_in_blocks_equals_a_float64_reduction(alu, monkeypatch):
     red = {"ADD": f64.sum(axis=0), "MAX": f64.max(axis=0), "MIN": f64.min(axis=0)}[alu]
     want = red.astype(np.float32).astype(NUMPY_DTYPE[DType.BF16])
     assert bytes(ref.expected_bytes(0)) == want.tobytes()
+
+
+def test_a_seed_is_one_32_bit_word():
+    """The data's key takes the seed as one 32-bit word: a seed of 2^32 or more, or below 0,
+    would draw another seed's data under another interleaving, so it is refused (the API with
+    ValueError, the command as a usage error), and every seed in range draws its own data."""
+    from click.testing import CliRunner
+    from conftest import FIXTURES
+    from nrtrewrite.cli import main
+    from nrtrewrite.simulate import simulate_output
+    from nrtrewrite.simulate.testdata import SEED_MAX
+    assert SEED_MAX == 2 ** 32 - 1
+    for bad in (-1, 2 ** 32, 2 ** 64, True):
+        with pytest.raises(ValueError, match="seed"):
+            make_input(bad, 0, 1, 4, 16, DType.BF16, "ADD", True)
+        with pytest.raises(ValueError, match="seed"):
+            simulate_output("no-such-output", seed=bad)
+    a, b = (make_input(s, 0, 1, 4, 64, DType.BF16, "ADD", True).view(np.uint16)
+            for s in (0, SEED_MAX))
+    assert not np.array_equal(a, b)
+    for bad in ("-1", str(2 ** 32)):
+        res = CliRunner().invoke(main, ["simulate", str(FIXTURES / "ar2.neff"), "--seed", bad])
+        assert res.exit_code == 2 and "--seed" in res.output and "4294967295" in res.output

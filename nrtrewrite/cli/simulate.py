@@ -34,6 +34,7 @@ from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
 from nrtrewrite.simulate.memguard import check_operands_fit, floors_of_plan
+from nrtrewrite.simulate.testdata import SEED_MAX
 
 #: Legs above which the progress bar is shown (on a terminal, without --json).
 PROGRESS_MIN_LEGS = 20_000
@@ -121,8 +122,8 @@ class _SimulateCommand(JsonErrorCommand):
 
 @main.command("simulate", cls=_SimulateCommand)
 @click.argument("target", metavar="MODEL.neff|OUT", type=click.Path(exists=True))
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the test data and of the scheduler's interleaving.")
+@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=0, show_default=True,
+              help=f"Seed of the test data and of the scheduler's interleaving (0 to {SEED_MAX}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--ignore-checksums", is_flag=True,
               help="Simulate an output folder even when its sha256 checksums do not match.")

@@ -34,7 +34,7 @@ from nrtrewrite.simulate.result import (
     ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
 )
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
-from nrtrewrite.simulate.testdata import Reference, make_input
+from nrtrewrite.simulate.testdata import Reference, check_seed, make_input
 from nrtrewrite.simulate.triggers import (
     TriggerSpec, check_against_model, covers, load_triggers, merge_intervals)
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
@@ -167,7 +167,7 @@ class Simulator:
         self.out = Path(out)
         self.out_name = str(self.out)
         self.model = model  # the input model, when known: the manifest's triggers must be its
-        self.seed = seed
+        self.seed = check_seed(seed)
         #: refuse a run whose operands cannot fit, stop one before the system runs out
         #: (:mod:`nrtrewrite.simulate.memguard`)
         self.memory_check = memory_check

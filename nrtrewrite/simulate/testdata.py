@@ -64,8 +64,20 @@ EXPONENT_RANGE: dict[DType, tuple[int, int]] = {
 }
 
 
+#: the largest seed: the test data takes the seed as one 32-bit word of its key, so a
+#: larger (or negative) seed would repeat another's data with another interleaving
+SEED_MAX = 0xFFFFFFFF
+
+
+def check_seed(seed: int) -> int:
+    """``seed`` if it is a seed (an int from 0 to :data:`SEED_MAX`), else ``ValueError``."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed {seed!r}: a seed is an integer from 0 to {SEED_MAX}")
+    return seed
+
+
 def _rng(seed: int, *key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed & 0xFFFFFFFF, *key])))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([check_seed(seed), *key])))
 
 
 def trigger_exponent(seed: int, trigger: int, dtype: DType) -> int:
