@@ -443,7 +443,11 @@ def test_ring_hops_and_dup_as_documented():
     the order `dev/link/c2c/net`, and `dup` for a channel that repeats an earlier ring (JSON
     `duplicate`).  Ranks 0..7 and 64..71 at lnc 2 are two devices of 4 ranks on each of two
     nodes: the ring 0..7 64..71 has 12 same-device hops, 2 device links (3->4, 67->68) and 2
-    network hops (7->64, 71->0); 8 MiB asks for more channels than the 2 directions give."""
+    network hops (7->64, 71->0).  8 MiB asks for 32 channels; the group has 4 distinct
+    rings (the two directions, each leaving the nodes from either device), so the channel
+    rule caps the count at 4 and no channel repeats a ring: no `dup` (before the fix of
+    ``test_a_group_has_one_set_of_distinct_rings_whatever_the_count``, 4 channels took 2
+    rings twice here)."""
     args = ("explain", "--op", "allreduce", "--bytes", "8MiB", "--group", "0-7,64-71",
             "--algo", "ring")
     rings = run_json(*args)["triggers"][0]["channels"]["rings"]
@@ -454,11 +458,11 @@ def test_ring_hops_and_dup_as_documented():
     for r in rings:
         assert r["duplicate"] == (r["order"] in seen)
         seen.append(r["order"])
-    assert any(r["duplicate"] for r in rings)
+    assert len(rings) == 4 and not any(r["duplicate"] for r in rings)
     text = run(*args).output
-    assert "│ 0..7 64..71   │ 12/2/0/2 " in text
-    dups = [line for line in text.splitlines() if line.rstrip().endswith("│ dup")]
-    assert len(dups) == sum(r["duplicate"] for r in rings)
+    assert "│ 0..7 64..71               │ 12/2/0/2 " in text
+    assert "capped at 4 by 4 distinct ring(s) over the group" in text
+    assert not [line for line in text.splitlines() if line.rstrip().endswith("│ dup")]
 
 
 def test_rank_skips_the_triggers_whose_group_lacks_it():

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from nrtrewrite.codes import EdgeLocality
 from nrtrewrite.errors import LimitError, SelectionError, ValidationError
+from nrtrewrite.topology.rings import distinct_ring_count
 from nrtrewrite.topology import (
     duplicate_flags, enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_identity,
     kangaring_paths, load_topology, ring_orders,
@@ -85,6 +86,38 @@ def test_rings_deterministic_and_duplicates_flagged(args):
         succ = {(order[i], order[(i + 1) % len(order)]) for i in range(len(order))}
         assert dup == (succ in seen)
         seen.append(succ)
+
+
+@FAST
+@given(topo_group_channels())
+def test_a_group_has_one_set_of_distinct_rings_whatever_the_count(args):
+    """A count of n channels repeats no ring while the group has n distinct rings: the
+    distinct count of n channels is min(n, the distinct count of 32), so the channel rule's
+    cap (the distinct count at its scope cap, docs/SELECTION.md §7) never lets a channel
+    repeat a ring.  (A multi-node group's rotation stride depends on the count: before, 8
+    channels over 1 8 20 49 102 at lnc 2 took 4 rings twice while 16 held 8 distinct.)"""
+    topo, group, _ = args
+    if len(group) == 1:
+        return
+    total = duplicate_flags(ring_orders(topo, group, 32)).count(False)
+    for n in range(1, 17):
+        flags = duplicate_flags(ring_orders(topo, group, n))
+        assert flags.count(False) == min(n, total), (group, n)
+        assert distinct_ring_count(topo, group, n) == min(n, total)
+
+
+@pytest.mark.parametrize("group, lnc, n", [
+    ((1, 8, 20, 49, 102), 2, 8),             # found by an exploratory tester: 4 rings twice
+    ((0, 1, 4, 5, 64, 65, 68, 69), 2, 4),    # the same through --algo ring: 2 rings twice
+])
+def test_the_chosen_channel_count_of_a_flat_multi_node_ring_repeats_no_ring(group, lnc, n):
+    from nrtrewrite.codes import DType, EncAlgType, EncOpType
+    from nrtrewrite.select import Request, choose_channels
+    topo = load_topology("trn2:nodes=2", world=(), lnc_size=lnc)
+    req = Request.for_op(EncOpType.ALLREDUCE, DType.BF16, group, 8 << 20)
+    count, why = choose_channels(topo, req, EncAlgType.RING)
+    assert duplicate_flags(ring_orders(topo, group, count)) == [False] * count
+    assert count >= n, why
 
 
 def test_full_node_four_channels_use_every_directed_link_once():

@@ -169,9 +169,8 @@ def _ring_orders(topo: Topology, group: tuple[int, ...],
     nvar = len(variants)
     multi = len(nodes) > 1
     first = min(group)
-    rounds = ceil(n_channels / nvar)
 
-    def candidate(k: int) -> tuple[int, ...]:
+    def candidate(k: int, rounds: int) -> tuple[int, ...]:
         cycle, reverse = variants[k % nvar]
         chain: list[int] = []
         for node in nodes:
@@ -193,12 +192,28 @@ def _ring_orders(topo: Topology, group: tuple[int, ...],
     # channels repeat (and get enc_ring.duplicate).
     distinct: list[tuple[int, ...]] = []
     seen: set[frozenset[tuple[int, int]]] = set()
-    for k in range(max(n_channels, nvar)):
-        order = candidate(k)
-        succ = _successors(order)
-        if succ not in seen:
-            seen.add(succ)
-            distinct.append(order)
+
+    def take(m: int) -> None:
+        """The candidates of a count of ``m`` channels (their rotation stride is m's)."""
+        rounds = ceil(m / nvar)
+        for k in range(max(m, nvar)):
+            order = candidate(k, rounds)
+            succ = _successors(order)
+            if succ not in seen:
+                seen.add(succ)
+                distinct.append(order)
+
+    take(n_channels)
+    if multi:
+        # The rotation stride depends on the count, so another count's candidates may hold
+        # rings this count's do not: while channels would repeat a ring, take those of every
+        # count in turn.  So a group has one set of distinct rings whatever the count, and
+        # n channels repeat none while n <= its size (distinct_ring_count is min(n, size):
+        # the channel rule's cap, docs/SELECTION.md §7, never leaves a channel repeating).
+        for m in range(1, NEC_MAX_CHANNELS + 1):
+            if len(distinct) >= n_channels:
+                break
+            take(m)
     return tuple(distinct[c % len(distinct)] for c in range(n_channels))
 
 
