@@ -131,6 +131,41 @@ def _duplicate_key_path(text: str | bytes, parse_int) -> str | None:
     return None
 
 
+class _LongInt:
+    """Stands for an integer :func:`_parse_int` refuses, in :func:`_long_int_path`'s parse."""
+
+
+class _Pairs(list):
+    """An object's (key, value) pairs as written, a key given twice kept twice."""
+
+
+def _long_int_path(text: str) -> str | None:
+    """The key path of the first integer of more than :data:`MAX_JSON_INT_DIGITS` digits (the
+    one :func:`_parse_int` refused), found by parsing again with each such integer marked
+    and walking the document in order to the first mark (an error's cost only)."""
+    def mark(num: str):
+        return _LongInt() if len(num) - num.startswith("-") > MAX_JSON_INT_DIGITS else 0
+
+    try:
+        doc = json.loads(text, parse_int=mark, parse_constant=float, parse_float=float,
+                         object_pairs_hook=_Pairs)
+    except (ValueError, RecursionError):
+        return None
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, val = stack.pop()
+        if isinstance(val, _LongInt):
+            return path or None
+        if isinstance(val, _Pairs):
+            items = [(f"{path}.{k}" if path else str(k), sub) for k, sub in val]
+        elif isinstance(val, list):
+            items = [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
+        else:
+            continue
+        stack.extend(reversed(items))  # popped in document order
+    return None
+
+
 def _parse_int(text: str) -> int:
     digits = len(text) - text.startswith("-")
     if digits > MAX_JSON_INT_DIGITS:
@@ -249,6 +284,8 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
     except JsonRule as err:
         if err.path is None and err.why.startswith("duplicate key"):
             err.path = _duplicate_key_path(text, kw.get("parse_int"))
+        elif err.path is None and err.why.startswith("an integer of"):
+            err.path = _long_int_path(text)
         raise
     except ValueError as err:
         if isinstance(err, json.JSONDecodeError) or "parse_int" in kw:
@@ -256,8 +293,12 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
         # CPython's own refusal of an integer of too many digits (its message names
         # sys.set_int_max_str_digits), or text that is not UTF-8: read again with the
         # integers' rule, which names the first such integer as strict reads do
-        json.loads(text, parse_constant=parse_constant, parse_float=parse_float,
-                   parse_int=_parse_int, **kw)
+        try:
+            json.loads(text, parse_constant=parse_constant, parse_float=parse_float,
+                       parse_int=_parse_int, **kw)
+        except JsonRule as rule:
+            rule.path = rule.path or _long_int_path(text)
+            raise rule from None
         raise
     if found:
         at = non_finite_path(doc)  # None: its key was given again (without strict_objects)

@@ -173,8 +173,11 @@ TOPO = '{"format": "nrtrewrite-topology/1", "platform": "trn2", %s}'
     ('"device": {"dies": -Infinity}', "field device.dies: cannot read topology file: invalid "
                                       "JSON: -Infinity is not a finite number"),
     # a ValueError and a RecursionError traceback before; a key twice was taken silently
-    ('"nodes": ' + "1" * 5000, "cannot read topology file: invalid JSON: an integer of 5000 "
-                               "digits, more than 4300"),
+    ('"nodes": ' + "1" * 5000, "field nodes: cannot read topology file: invalid JSON: an "
+                               "integer of 5000 digits, more than 4300"),
+    ('"note": {"a": [1, ' + "2" * 5000 + ']}, "note": 1',
+     "field note.a[1]: cannot read topology file: invalid JSON: an integer of 5000 digits, "
+     "more than 4300"),
     ('"note": ' + "[" * 100000 + "]" * 100000, "cannot read topology file: invalid JSON: "
                                                "nested too deeply"),
     ('"nodes": 1, "nodes": 2', "field nodes: cannot read topology file: invalid JSON: duplicate "

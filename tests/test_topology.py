@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -416,8 +417,8 @@ def test_an_lnc_size_that_does_not_divide_the_cores_names_the_file(tmp_path):
         path.write_text(json.dumps({"torus": [2, 2], "lnc_sizes": [size], **extra}))
         with pytest.raises(ValidationError) as exc:
             load_topology(str(path), world=(0,), lnc_size=size)
-        assert str(exc.value) == (f"{path}: field lnc_sizes: lnc_size {size} does not divide "
-                                  "the 8 cores of a device")
+        assert str(exc.value) == (f"{path}: field lnc_sizes[0]: lnc_size {size} does not "
+                                  "divide the 8 cores of a device")
         assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB",
                                     "--ranks", "4", "--topology", path)) == str(exc.value)
 
@@ -535,8 +536,9 @@ def test_routing_ids_and_the_custom_defaults():
 def test_a_topology_refuses_what_its_platform_cannot_hold():
     """``Topology`` itself (built directly by explain and the tests, not only through
     ``load_topology``) refuses an LNC size that does not divide the cores, even one its
-    platform lists, and fewer than one node."""
-    p = platform_from_json({"torus": [1, 2], "lnc_sizes": [1, 3]})
+    platform lists (a file cannot list one: ``test_a_topology_file_is_checked_whole``), and
+    fewer than one node."""
+    p = dataclasses.replace(platform_from_json({"torus": [1, 2]}), lnc_sizes=(1, 3))
     with pytest.raises(ValidationError) as exc:
         Topology(p, lnc_size=3, nodes=1)
     assert str(exc.value) == "field lnc_size: lnc_size 3 does not divide the 8 cores of a device"
@@ -585,3 +587,43 @@ def test_unnamed_link_ports_take_the_lowest_free_port():
     # ends port 0, [1, 2] then gives 1 port 1 and 2 port 0, ... [15, 0] ports 1 and 1
     assert p.links == {0: {1: 0, 15: 1}} | {d: {d - 1: 0, (d + 1) % 16: 1} for d in range(1, 16)}
     assert p.device_cycles == (tuple(range(16)),)  # a ring has one Hamiltonian cycle
+
+
+def test_a_topology_file_is_checked_whole(tmp_path):
+    """Values a file gave that only a later use would have refused, or never (found by an
+    exploratory tester): an LNC size that does not divide the cores or is listed twice, a
+    blank name, a device cycle given twice (the same links, perhaps reversed or opened at
+    another device: the channels would repeat its rings while the channel rule counted them
+    distinct), and a bad integer of ``device`` named without its parent key."""
+    cases = [
+        ({"torus": [2, 2], "lnc_sizes": [1, 3]},
+         "field lnc_sizes[1]: lnc_size 3 does not divide the 8 cores of a device"),
+        ({"torus": [2, 2], "lnc_sizes": [1, 2, 1]},
+         "field lnc_sizes[2]: lnc_size 1 is listed twice"),
+        ({"torus": [2, 2], "name": ""},
+         "field name: name must be a string that is not blank, not ''"),
+        ({"torus": [2, 2], "name": "  "},
+         "field name: name must be a string that is not blank, not '  '"),
+        ({"torus": [1, 3], "device_cycles": [[0, 1, 2], [0, 1, 2]]},
+         "field device_cycles[1]: device cycle 1 is device cycle 0 again (the same links, "
+         "perhaps reversed or opened elsewhere): channels would repeat its rings"),
+        ({"torus": [1, 3], "device_cycles": [[0, 1, 2], [1, 0, 2]]},
+         "field device_cycles[1]: device cycle 1 is device cycle 0 again (the same links, "
+         "perhaps reversed or opened elsewhere): channels would repeat its rings"),
+        ({"torus": [2, 2], "device": {"dies": 1.0}},
+         "field device.dies: device.dies must be an integer, not 1.0"),
+        ({"torus": [2, 2], "device": {"c2c_ports": "4"}},
+         "field device.c2c_ports: device.c2c_ports must be an integer, not '4'"),
+    ]
+    path = tmp_path / "t.json"
+    for doc, says in cases:
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ValidationError) as exc:
+            load_topology(str(path), world=(0, 1), lnc_size=1)
+        assert str(exc.value) == f"{path}: {says}", doc
+        assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--ranks", "2", "--lnc", "1", "--topology", path)) == \
+            str(exc.value)
+    # the one cycle of a 1 x 3 torus, given once, is taken
+    path.write_text(json.dumps({"torus": [1, 3], "device_cycles": [[0, 1, 2]]}))
+    assert load_topology(str(path), world=(0, 1), lnc_size=1).device_cycles == ((0, 1, 2),)

@@ -451,10 +451,14 @@ def _is_int(val) -> bool:
     return isinstance(val, int) and not isinstance(val, bool)
 
 
-def _int(obj: dict, key: str, default: int | None = None, *, where: str) -> int:
+def _int(obj: dict, key: str, default: int | None = None, *, where: str,
+         parent: str = "") -> int:
+    """``obj[key]`` (``default`` when absent), an integer; ``parent`` is ``obj``'s key path
+    (``device``), so the error names the whole path (``device.dies``)."""
     val = obj.get(key, default)
     if not _is_int(val):
-        raise ValidationError(f"{key} must be an integer, not {val!r}", file=where, field=key)
+        path = f"{parent}.{key}" if parent else key
+        raise ValidationError(f"{path} must be an integer, not {val!r}", file=where, field=path)
     return val
 
 
@@ -491,9 +495,9 @@ def _check_text(doc: dict, where: str) -> None:
         raise ValidationError(f"{what} is not Unicode text: lone surrogate U+{ord(text[at]):04X} "
                               f"(a JSON \\u escape) at character {at}", file=where,
                               field=path or None)
-    if "name" in doc and not isinstance(doc["name"], str):
-        raise ValidationError(f"name must be a string, not {doc['name']!r}", file=where,
-                              field="name")
+    if "name" in doc and not (isinstance(doc["name"], str) and doc["name"].strip()):
+        raise ValidationError(f"name must be a string that is not blank, not {doc['name']!r}",
+                              file=where, field="name")
 
 
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
@@ -515,12 +519,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     if not isinstance(dev_doc, dict):
         raise ValidationError("device must be an object", file=where, field="device")
     bdev = base.device if base else DeviceSpec()
-    dev = DeviceSpec(
-        dies=_int(dev_doc, "dies", bdev.dies, where=where),
-        sengines_per_die=_int(dev_doc, "sengines_per_die", bdev.sengines_per_die, where=where),
-        tpbs_per_sengine=_int(dev_doc, "tpbs_per_sengine", bdev.tpbs_per_sengine, where=where),
-        c2c_ports=_int(dev_doc, "c2c_ports", bdev.c2c_ports, where=where),
-    )
+    dev = DeviceSpec(**{key: _int(dev_doc, key, getattr(bdev, key), where=where, parent="device")
+                        for key in ("dies", "sengines_per_die", "tpbs_per_sengine", "c2c_ports")})
     if min(dev.dies, dev.sengines_per_die, dev.tpbs_per_sengine) < 1 or dev.c2c_ports < 0:
         raise ValidationError("device counts must be positive", file=where, field="device")
     if dev.tpbs > MAX_CORES_PER_DEVICE or dev.c2c_ports > MAX_DEVICES_PER_NODE:
@@ -619,8 +619,15 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                 if n > 1 and nxt not in links[d]:
                     raise ValidationError(f"device cycle step {d} -> {nxt} is not a link",
                                           file=where, field="device_cycles")
-            cycles.append(tuple(cyc))
-        device_cycles = tuple(cycles)
+            edges = frozenset(frozenset((d, cyc[(i + 1) % n])) for i, d in enumerate(cyc))
+            if any(edges == e for _c, e in cycles):
+                raise ValidationError(f"device cycle {len(cycles)} is device cycle "
+                                      f"{next(i for i, (_c, e) in enumerate(cycles) if e == edges)}"
+                                      " again (the same links, perhaps reversed or opened "
+                                      "elsewhere): channels would repeat its rings",
+                                      file=where, field=f"device_cycles[{len(cycles)}]")
+            cycles.append((tuple(cyc), edges))
+        device_cycles = tuple(c for c, _e in cycles)
     elif base is not None and links == base.links:
         device_cycles = base.device_cycles
     else:
@@ -644,6 +651,13 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     if not (_ints(lnc_sizes) and lnc_sizes and min(lnc_sizes) >= 1):
         raise ValidationError("lnc_sizes must be a list of positive integers", file=where,
                               field="lnc_sizes")
+    for i, size in enumerate(lnc_sizes):
+        if dev.tpbs % size:
+            raise ValidationError(f"lnc_size {size} does not divide the {dev.tpbs} cores of a "
+                                  "device", file=where, field=f"lnc_sizes[{i}]")
+        if size in lnc_sizes[:i]:
+            raise ValidationError(f"lnc_size {size} is listed twice", file=where,
+                                  field=f"lnc_sizes[{i}]")
     mst = doc.get("mesh_sub_type", (base.mesh_sub_type if base else EncAlgMeshType.FULL_MESH).name)
     meshes = [m.name for m in EncAlgMeshType if m != EncAlgMeshType.MESH_INVALID]
     if mst not in meshes:
@@ -755,9 +769,6 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
         raise ValidationError(f"topology {platform.name} supports lnc_size "
                               f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
                               file=str(path), field="lnc_size")
-    if platform.device.tpbs % lnc_size:  # (lnc_sizes [1000]: no rank per device, no node count)
-        raise ValidationError(f"lnc_size {lnc_size} does not divide the {platform.device.tpbs} "
-                              "cores of a device", file=str(path), field="lnc_sizes")
     rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
     nodes = doc.get("nodes")
     if nodes is None:
