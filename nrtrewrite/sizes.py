@@ -8,7 +8,12 @@ from fractions import Fraction
 
 from nrtrewrite.errors import ValidationError
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
+
+#: The most digits a size's number may have: 40 digits hold far more than any byte count
+#: (a trigger counts at most 2^64 - 1 elements, 20 digits); CPython refuses to read an
+#: integer of more than 4300 digits, so a longer one was an internal error.
+MAX_SIZE_DIGITS = 40
 
 #: What a byte count looks like, for error messages.
 EXAMPLES = "e.g. 4096, 512KiB, 64MiB, 1GB"
@@ -21,6 +26,10 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     if not m:
         raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)
     num, unit, i, b = m.groups()
+    if len(num) - ("." in num) > MAX_SIZE_DIGITS:
+        shown = text.strip() if len(text.strip()) <= 24 else f"{text.strip()[:12]}..."
+        raise ValidationError(f"size {shown!r} has {len(num) - ('.' in num)} digits, more than "
+                              f"{MAX_SIZE_DIGITS}", field=field)
     unit = unit.lower()
     if not unit and i:
         raise ValidationError(f"bad size {text!r}", field=field)
@@ -31,4 +40,4 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     return int(val)
 
 
-__all__ = ["EXAMPLES", "parse_size"]
+__all__ = ["EXAMPLES", "MAX_SIZE_DIGITS", "parse_size"]

@@ -166,6 +166,50 @@ def test_sizes_parse_exactly_beyond_float_precision():
     assert res.exit_code == 2 and "element size 2" in res.stderr
 
 
+def test_a_size_of_too_many_digits_or_elements_is_one_line():
+    """An exploratory tester: ``--bytes`` of 4301 digits was an internal error (exit 70,
+    CPython's integer-text limit in ``Fraction``), and one of 4298 digits with ``GiB`` was
+    one later (``str`` of the size); ``--json`` printed nothing.  Now a size of more than
+    ``MAX_SIZE_DIGITS`` digits, or of more than 2^64 - 1 elements (a trigger's u64
+    ``num_elements``), is refused in one line, and the JSON error document is printed."""
+    from nrtrewrite.sizes import MAX_SIZE_DIGITS
+    assert MAX_SIZE_DIGITS == 40
+    base = ("explain", "--op", "allreduce", "--dtype", "bf16", "--ranks", "2", "--bytes")
+    for size, says in (("2" * 4301, "size '222222222222...' has 4301 digits, more than 40"),
+                       ("8" * 4298 + "GiB", "size '888888888888...' has 4298 digits, more "
+                                            "than 40"),
+                       ("1" * 41, "has 41 digits, more than 40"),
+                       (str(2 ** 65), f"--bytes {2 ** 65} is more than 2^64 - 1 BF16 elements "
+                                      "(a trigger's num_elements is a u64, NEFF-LIKE.md)")):
+        res = run(*base, size)
+        assert res.exit_code == 2 and says in res.stderr and res.stderr.count("\n") == 1
+        res = run(*base, size, "--json")
+        assert res.exit_code == 2 and says in json.loads(res.stdout)["error"]
+    rec = run_json(*base, str(2 ** 65 - 2))["triggers"][0]  # 2^64 - 1 elements: the most
+    assert rec["bytes"] == 2 ** 65 - 2
+    res = run(*base, "8" * 40)  # 40 digits parse, and are past 2^64 elements
+    assert res.exit_code == 2 and "more than 2^64 - 1 BF16 elements" in res.stderr
+
+
+def test_integer_options_take_ascii_digits():
+    """``--group`` took ASCII digits only, while ``--ranks``, ``--rank``, ``--bytes`` and
+    the other integer options took any script's (``４``, ``٢``) and ``1_000`` (Python's
+    ``int``): every integer option and size now takes ASCII digits only."""
+    for args in (("--bytes", "4", "--ranks", "\uff14"), ("--bytes", "4", "--ranks", "\u0662"),
+                 ("--bytes", "\uff14", "--ranks", "2"), ("--bytes", "4", "--ranks", "1_0"),
+                 ("--bytes", "4", "--ranks", "2", "--nodes", "\uff11")):
+        res = run("explain", "--op", "allreduce", *args)
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1, args
+    assert run_json("explain", "--op", "allreduce", "--bytes", " 4 ", "--ranks",
+                    "+2")["triggers"][0]["bytes"] == 4
+    for cmd in (("dump", "--sb2sb", str(FIXTURES / "golden"), "--rank", "\uff10"),
+                ("simulate", str(FIXTURES / "ar2.neff"), "--seed", "\uff10"),
+                ("schedule", str(FIXTURES / "ar2.neff"), "--rank", "\uff10"),
+                ("lower", str(FIXTURES / "ar2.neff"), "--rank", "\uff10", "-o", "x")):
+        res = run(*cmd)
+        assert res.exit_code == 2 and "is not a valid integer" in res.stderr, cmd
+
+
 # -- 3. allow-lists: explain and lower agree ----------------------------------------------
 
 def test_allow_list_takes_a_legal_engine_outside_its_window_in_explain_and_lower(tmp_path):

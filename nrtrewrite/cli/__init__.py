@@ -84,6 +84,32 @@ def warn(err: Console, text: str) -> None:
         err.print(line, highlight=False, soft_wrap=True)
 
 
+def _ascii_int(value) -> int:
+    """``int`` of ASCII digits with an optional sign (``int`` itself also takes other
+    scripts' digits, ``４``, and ``1_000``); ``ValueError`` otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value).strip()
+    if not _ASCII_INT.fullmatch(text):
+        raise ValueError(text)
+    return int(text)  # (ValueError past 4300 digits too)
+
+
+_ASCII_INT = re.compile(r"[+-]?[0-9]+")
+
+
+class Int(click.types.IntParamType):
+    """An integer option in ASCII digits, as ``--group`` and ``--bytes`` take them."""
+
+    _number_class = staticmethod(_ascii_int)
+
+
+class IntRange(click.types.IntRange):
+    """:class:`Int` within a range (``click.IntRange``'s ``min``, ``max``)."""
+
+    _number_class = staticmethod(_ascii_int)
+
+
 class ByteSize(click.ParamType):
     """A byte count option: ``4096``, ``512KiB``, ``64MiB``, ``1GB`` (``sizes.parse_size``),
     at least 0."""

@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, stderr_console, stopped_why,
-                            stops_deferred, warn)
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, WholeWriter, main, stderr_console,
+                            stopped_why, stops_deferred, warn)
 from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
 from nrtrewrite.errors import NrtRewriteError, escape_controls
 
@@ -52,7 +52,7 @@ def _ignored(ctx, param, value):
 @click.argument("a", type=click.Path(exists=True, file_okay=False))
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--max", "max_lines", type=click.IntRange(min=0), default=50, show_default=True,
+@click.option("--max", "max_lines", type=IntRange(min=0), default=50, show_default=True,
               help="Differences shown (0 = all); the count is always exact.")
 @click.option("--ignore", "ignore", multiple=True, metavar="KEY", callback=_ignored,
               help="A key path of the top-level manifest.json not to compare, e.g. "

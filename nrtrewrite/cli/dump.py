@@ -15,8 +15,8 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     rank_dirs,
 )
-from nrtrewrite.cli import (JsonErrorCommand, WholeWriter, main, plain, stdout_console,
-                            stopped_why, stops_deferred)
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, plain,
+                            stdout_console, stopped_why, stops_deferred)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import NrtRewriteError, OutputError
 
@@ -101,9 +101,9 @@ class _DumpCommand(JsonErrorCommand):
 @main.command("dump", cls=_DumpCommand)
 @click.argument("path", type=click.Path(exists=True))
 @_selectors
-@click.option("--rank", type=int, default=None, help="Only this rank of an output folder.")
+@click.option("--rank", type=Int(), default=None, help="Only this rank of an output folder.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--limit", type=click.IntRange(min=0), default=200, show_default=True,
+@click.option("--limit", type=IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")
 def dump_cmd(path, rank, as_json, limit, **selected):
     """Decoded tables of an artifact file, a rank folder, or a whole output folder."""

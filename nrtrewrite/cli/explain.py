@@ -25,7 +25,7 @@ from rich.text import Text
 
 from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (JsonErrorCommand, echo_whole, main, plain, stderr_console,
+from nrtrewrite.cli import (Int, JsonErrorCommand, echo_whole, main, plain, stderr_console,
                             stdout_console, styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
@@ -601,7 +601,7 @@ class _ExplainCommand(JsonErrorCommand):
 
 @main.command("explain", cls=_ExplainCommand)
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
-@click.option("--rank", type=int, default=None,
+@click.option("--rank", type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
 @click.option("--topology", default=None, metavar="T",
               help="trn1, trn2, trn2:nodes=N or a topology JSON file "
@@ -610,7 +610,7 @@ class _ExplainCommand(JsonErrorCommand):
               help="Algorithm override, NCCL-like: ring, ^mesh, allreduce:kangaring;allgather:ring,"
                    " inter_allr:mesh (also NRTREWRITE_ALGO).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (layout: docs/CLI.md).")
-@click.option("--trigger", "only", type=int, multiple=True,
+@click.option("--trigger", "only", type=Int(), multiple=True,
               help="Only this trigger ordinal (repeatable).")
 @click.option("--all", "show_all", is_flag=True,
               help=f"Explain every trigger in full even for a model of more than "
@@ -623,11 +623,11 @@ class _ExplainCommand(JsonErrorCommand):
               help="Model-less: message size (all-reduce buffer, all-gather output, "
                    "reduce-scatter input), e.g. 64MiB.")
 @click.option("--dtype", default="bf16", show_default=True, help="Model-less: element type.")
-@click.option("--ranks", "nranks", type=int, default=None,
+@click.option("--ranks", "nranks", type=Int(), default=None,
               help="Model-less: the group is ranks 0..N-1.")
 @click.option("--group", "group_text", default=None, metavar="LIST",
               help="Model-less: the group as a rank list, e.g. 0-63,128-191 or 0,4,8.")
-@click.option("--nodes", type=int, default=None,
+@click.option("--nodes", type=Int(), default=None,
               help="Model-less: number of nodes of the preset topology.")
 @click.option("--lnc", type=click.Choice(["1", "2"]), default=None,
               help="Model-less: LNC size (default: 2 on trn2, 1 on trn1).")
@@ -792,11 +792,18 @@ def _overview(records: list[dict]) -> Table:
     return table
 
 
+#: The most elements a trigger word can count (its ``num_elements`` is a u64).
+U64_MAX = 2 ** 64 - 1
+
+
 def _check_size(op: EncOpType, size: int, dt: DType, n: int) -> None:
     esize = DTYPE_SIZE[dt]
     if size <= 0 or size % esize:
         raise ValidationError(f"--bytes {size} is not a positive multiple of the {dt.name} "
                               f"element size {esize}", field="--bytes")
+    if size // esize > U64_MAX:
+        raise ValidationError(f"--bytes {size} is more than 2^64 - 1 {dt.name} elements (a "
+                              "trigger's num_elements is a u64, NEFF-LIKE.md)", field="--bytes")
     if op in (EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER, EncOpType.ALLTOALL) and \
             size % (esize * n):
         raise ValidationError(f"--bytes {size} does not split into {n} equal {dt.name} blocks "

@@ -14,7 +14,8 @@ from rich.text import Text
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import main, note_placed, plain, stderr_console, stdout_console, warn
+from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, stderr_console, stdout_console,
+                            warn)
 from nrtrewrite.errors import NrtRewriteError, counted
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -69,13 +70,13 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", default=None, metavar="OUT",
               help="Output folder (default: <model>.lowered next to the model).")
-@click.option("--rank", "ranks", type=int, multiple=True,
+@click.option("--rank", "ranks", type=Int(), multiple=True,
               help="Lower only this rank (repeatable). Default: every rank of the world.")
 @common_lowering_options
 @click.option("--force", is_flag=True,
               help="Replace an existing output folder (atomically): only an nrtrewrite output "
                    "holding nothing else, or an empty folder.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+@click.option("-j", "--jobs", type=IntRange(min=1), default=None,
               help="Worker processes (default: the number of cores): a pool for several ranks; "
                    "for one rank, a second process composes ahead.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")

@@ -24,7 +24,7 @@ from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
     remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (JsonErrorCommand, echo_whole, main, plain, stderr_console,
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, echo_whole, main, plain, stderr_console,
                             stdout_console, styled)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
@@ -122,7 +122,7 @@ class _SimulateCommand(JsonErrorCommand):
 
 @main.command("simulate", cls=_SimulateCommand)
 @click.argument("target", metavar="MODEL.neff|OUT", type=click.Path(exists=True))
-@click.option("--seed", type=click.IntRange(0, SEED_MAX), default=0, show_default=True,
+@click.option("--seed", type=IntRange(0, SEED_MAX), default=0, show_default=True,
               help=f"Seed of the test data and of the scheduler's interleaving (0 to {SEED_MAX}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--ignore-checksums", is_flag=True,
