@@ -210,6 +210,24 @@ def test_integer_options_take_ascii_digits():
         assert res.exit_code == 2 and "is not a valid integer" in res.stderr, cmd
 
 
+def test_in_window_is_null_for_an_engine_that_is_not_legal():
+    """An exploratory tester: ``in_window`` was true for every illegal candidate (KANGARING
+    over 7 ranks at 1 MiB, below its 56 MiB window; the pod meshes, which have no window),
+    where the table shows ``-``: the window is judged for a legal engine only."""
+    for nbytes in ("1MiB", "64MiB"):
+        args = ("explain", "--op", "allreduce", "--bytes", nbytes, "--ranks", "7")
+        cands = run_json(*args)["triggers"][0]["candidates"]
+        assert "KANGARING" in {c["algorithm"] for c in cands if not c["legal"]}
+        for c in cands:
+            assert (c["in_window"] is None) == (not c["legal"]), c
+            assert c["in_window"] in (None, True, False)
+        text = run(*args).output
+        for c in cands:
+            row = next(line for line in text.splitlines() if f" {c['algorithm']} (" in line)
+            cells = [cell.strip() for cell in row.split("\u2502")]
+            assert cells[4] == {None: "-", True: "yes", False: "no"}[c["in_window"]], row
+
+
 # -- 3. allow-lists: explain and lower agree ----------------------------------------------
 
 def test_allow_list_takes_a_legal_engine_outside_its_window_in_explain_and_lower(tmp_path):

@@ -158,7 +158,8 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
         },
         "candidates": [
             {"algorithm": c.alg.name, "value": int(c.alg), "predicate": c.predicate,
-             "legal": c.legal, "in_window": c.in_window, "lowerable": c.lowerable,
+             "legal": c.legal, "in_window": c.in_window if c.legal else None,
+             "lowerable": c.lowerable,
              "chosen": c.chosen, "reason": c.reason}
             for c in sel.candidates],
     })
