@@ -634,9 +634,9 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
 
     ``ring`` (force), ``mesh,ring`` (restrict), ``^mesh`` / ``^mesh,kangaring`` (exclude),
     ``allreduce:kangaring;allgather:ring`` (per collective), ``inter_allr:mesh`` (per HIER
-    leg).  An unset or empty ``NRTREWRITE_ALGO`` -> None; an empty ``--algo`` text, an empty
-    clause (``ring;``, ``;;ring``) and two clauses for one target (``ring;mesh``) are
-    :class:`ValidationError` s (docs/SELECTION.md §8).
+    leg).  An unset, empty or blank ``NRTREWRITE_ALGO`` -> None; an empty or blank ``--algo``
+    text, an empty clause (``ring;``, ``;;ring``) and two clauses for one target
+    (``ring;mesh``) are :class:`ValidationError` s (docs/SELECTION.md §8).
     """
     source = "--algo"
     if text is None:

@@ -436,8 +436,11 @@ def test_override_from_env(monkeypatch):
     monkeypatch.setenv(ALGO_ENV, "^mesh")
     o = parse_algo_override(None)
     assert o.source == ALGO_ENV and o.for_op(AR).exclude
-    monkeypatch.setenv(ALGO_ENV, " ")  # set but empty: no override
+    monkeypatch.setenv(ALGO_ENV, " ")  # set but blank: no override (NRTREWRITE_ALGO= ...)
     assert parse_algo_override(None) is None
+    for text in ("", " ", "\t"):  # while a blank --algo is an error (docs/SELECTION.md §8)
+        with pytest.raises(ValidationError, match="is empty"):
+            parse_algo_override(text)
     monkeypatch.setenv(ALGO_ENV, "ring;")
     with pytest.raises(ValidationError, match=f"{ALGO_ENV} 'ring;': empty clause"):
         parse_algo_override(None)
