@@ -322,6 +322,19 @@ def test_an_exclusion_that_leaves_a_hier_leg_nothing_is_an_error(args, says):
     assert line.startswith("nrtrewrite: error: trigger 0: --algo ") and says in line
 
 
+def test_nodes_given_twice_says_so():
+    """An exploratory tester: ``--topology trn2:nodes=1 --nodes 3`` said that --nodes
+    combines with a preset --topology, which ``trn2:nodes=1`` is: the node count was given
+    twice."""
+    res = run("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8",
+              "--topology", "trn2:nodes=1", "--nodes", "3")
+    assert res.exit_code == 2
+    assert ("--nodes and --topology trn2:nodes=1 both give the node count; give it once "
+            "(--topology trn2 --nodes 3, or --topology trn2:nodes=3)") in res.stderr
+    assert run("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8", "--topology",
+               "trn2", "--nodes", "3").exit_code == 0
+
+
 def test_explain_refuses_what_lower_refuses_for_the_start_addr_limit():
     """A DRAM collective's element space must be addressable by the 32-bit TENSOR3D
     start_addr (2^32 bytes): ``lower`` refuses an 8 GiB all-reduce, and explain showed it
