@@ -932,14 +932,21 @@ def _leg_allows(clause: OverrideClause | None, op_clause: OverrideClause | None
 
 def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
                    override: AlgoOverride | None, slot: str, legal_set: Iterable[EncAlgType],
-                   allowed: Callable[[EncAlgType], bool]) -> SelectionError:
+                   allowed: Callable[[EncAlgType], bool],
+                   unlowerable: EncAlgType | None = None) -> SelectionError:
     """The exclusions of ``override`` leave HIER leg ``slot`` no legal engine: its engines,
-    and why each one allowed is not legal on the leg's group."""
+    and why each one allowed is not legal on the leg's group.  With ``unlowerable`` (the
+    leg's legal policy engine, which this build cannot lower as a HIER leg) ``legal_set`` is
+    the engines the leg can be lowered with instead."""
     engines = list(legal_set)
     refused = [f"{a.name}: {PREDICATES[a][1](req, topo, policy, check_window=False)[1]}"
                for a in engines if allowed(a)]
     text = f"{override.source} {override.text!r}" if override else "the policy"
-    return SelectionError(f"{text} leaves the {slot} leg no legal engine (its engines: "
+    what = "no legal engine (its engines: "
+    if unlowerable is not None:
+        what = (f"no engine this build lowers there ({unlowerable.name}, the policy's and "
+                "legal, is not lowerable as a HIER leg; the leg's lowerable engines: ")
+    return SelectionError(f"{text} leaves the {slot} leg {what}"
                           f"{', '.join(a.name for a in engines)}; "
                           f"{'; '.join(refused) if refused else 'every one excluded'})",
                           trigger=req.ordinal)
@@ -1012,7 +1019,8 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
         if not found and not allowed(EncAlgType.RING):  # (RING, always legal, excluded)
             raise _no_leg_engine(leg_req, topo, policy, override, leg.name,
                                  [a for a in LEG_LEGAL[leg.name]
-                                  if a in policy.hier_leg_lowerable], allowed)
+                                  if a in policy.hier_leg_lowerable], allowed,
+                                 unlowerable=leg.alg)
         out.append(Leg(name=leg.name, op=leg.op, alg=pick, sub_type=None, groups=leg.groups,
                        nbytes=leg.nbytes, reason=why))
         notes.append(f"{leg.name}: {leg.alg.name} is not lowerable as a HIER leg in this build; "

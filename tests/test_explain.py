@@ -307,8 +307,15 @@ def test_an_exclusion_reaches_the_hier_legs(algo):
 
 @pytest.mark.parametrize("args,says", [
     (["--bytes", "1KiB", "--ranks", "128", "--algo", "^ring,single_cycle_ring"],
-     "leaves the inter_allr leg no legal engine (its engines: RING, SINGLE_CYCLE_RING; every "
-     "one excluded)"),
+     "leaves the inter_allr leg no engine this build lowers there (MESH, the policy's and "
+     "legal, is not lowerable as a HIER leg; the leg's lowerable engines: RING, "
+     "SINGLE_CYCLE_RING; every one excluded)"),
+    # the leg's policy engine (MESH) is legal but not lowerable as a HIER leg: the error
+    # said "no legal engine (its engines: RING ...)" (an exploratory tester)
+    (["--op", "allgather", "--bytes", "256", "--ranks", "128", "--algo", "^ring"],
+     "leaves the inter_allg leg no engine this build lowers there (MESH, the policy's and "
+     "legal, is not lowerable as a HIER leg; the leg's lowerable engines: RING; every one "
+     "excluded)"),
     (["--bytes", "64MiB", "--group", "0,1,2,64,65,66", "--algo", "^ring"],
      "leaves the intra_allg leg no legal engine (its engines: RING, KANGARING; KANGARING: "
      "device 0 of node 0 has 3 of its 4 ranks in the group"),
@@ -316,7 +323,8 @@ def test_an_exclusion_reaches_the_hier_legs(algo):
 def test_an_exclusion_that_leaves_a_hier_leg_nothing_is_an_error(args, says):
     """No silent RING on a leg the override excluded it from: a one-line SelectionError,
     in explain as in lower."""
-    res = run("explain", "--op", "allreduce", "--nodes", "2", *args)
+    res = run("explain", *(() if "--op" in args else ("--op", "allreduce")), "--nodes", "2",
+              *args)
     assert res.exit_code == 2
     line, = res.stderr.splitlines()
     assert line.startswith("nrtrewrite: error: trigger 0: --algo ") and says in line
