@@ -1056,7 +1056,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
     cands = evaluate_candidates(req, topo, policy)
     clause = override.for_op(req.op) if override else None
     allowed: Callable[[EncAlgType], bool] = clause.allows if clause else (lambda a: True)
-    order = " > ".join(a.name for a in policy.precedence)
+    # (under an allow-list or an exclusion: the engines it leaves, the ones the cascade ran)
+    order = " > ".join(a.name for a in policy.precedence if allowed(a))
 
     forced = clause.forced if clause else None
     if forced is not None:

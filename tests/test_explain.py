@@ -330,6 +330,18 @@ def test_an_exclusion_that_leaves_a_hier_leg_nothing_is_an_error(args, says):
     assert line.startswith("nrtrewrite: error: trigger 0: --algo ") and says in line
 
 
+def test_the_policy_reason_names_the_cascade_the_override_leaves():
+    """An exploratory tester: under ``--algo 'hier,ring'`` the reason listed the whole
+    precedence as the cascade run; it runs over the allowed engines only (SELECTION.md §8)."""
+    for algo, order in (("hier,ring", "HIER > RING"),
+                        ("^mesh", "HIER > INTRA_RDH > KANGARING > SINGLE_CYCLE_RING > "
+                                  "INTER_RDH > RING")):
+        reason = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "128",
+                          "--nodes", "2", "--algo", algo)["triggers"][0]["policy"]["reason"]
+        assert f"first legal engine of {order} for 2-node ALLREDUCE 1 MiB" in reason
+        assert reason.endswith(f"; under the override {algo!r}")
+
+
 def test_nodes_given_twice_says_so():
     """An exploratory tester: ``--topology trn2:nodes=1 --nodes 3`` said that --nodes
     combines with a preset --topology, which ``trn2:nodes=1`` is: the node count was given
