@@ -952,6 +952,16 @@ def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
                           trigger=req.ordinal)
 
 
+def _largest_slice(req: Request, y: int) -> int:
+    """The elements of the largest of the ``y`` slices a HIER op's inter leg moves: the
+    slices ``compose.hier`` cuts an all-reduce into (``segments.even_split``, 32-element
+    aligned when the even share is over 32), else the even blocks of the op."""
+    if req.op == EncOpType.ALLREDUCE:
+        from nrtrewrite.compose.segments import even_split
+        return max(hi - lo for lo, hi in even_split(0, req.op_elements, y))
+    return -(-req.op_elements // y)
+
+
 def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverride | None,
                op_clause: OverrideClause | None
                ) -> tuple[tuple[Leg, ...], tuple[tuple[str, EncAlgType], ...]]:
@@ -964,8 +974,9 @@ def _hier_legs(req: Request, topo: Topology, policy: Policy, override: AlgoOverr
     for slot in LEG_OPS:
         scope, op = LEG_OPS[slot]
         groups = intra if scope == INTRA else inter
-        # an inter leg moves one of y element slices: the largest, whole elements
-        nbytes = b if scope == INTRA else -(-req.op_elements // y) * DTYPE_SIZE[req.dtype]
+        # an inter leg moves one of y element slices: the largest (an all-reduce's are the
+        # composer's even_split, 32-element aligned; the others' blocks are even)
+        nbytes = b if scope == INTRA else _largest_slice(req, y) * DTYPE_SIZE[req.dtype]
         sizes[slot] = nbytes
         leg_req = Request.for_op(op, req.dtype, groups[0], nbytes, ordinal=req.ordinal,
                                  sbuf=req.sbuf, alu=req.alu)

@@ -162,3 +162,28 @@ def test_hier_legs_stay_far_below_the_32_channel_id_budget():
     _intra, inter = hier_groups(plan.topology, range(256))
     assert len(inter) == 64 and inter[5] == (5, 69, 133, 197)
     assert {distinct_ring_count(plan.topology, g, 16) for g in inter} == {2}
+
+
+@pytest.mark.parametrize("elements, leg_bytes, alg", [
+    # 8,388,604 bf16 over 4 local ranks: the even share 2,097,151 is over 32, so even_split
+    # cuts 32-aligned slices of 2,097,152 (the last shorter): 4 MiB, outside the
+    # SINGLE_CYCLE_RING window (< 4 MiB), where ceil(n / 4) x 2 = 4,194,302 B was inside
+    (8_388_604, 4 * 2 ** 20, "RING"),
+    # 131,068 elements: slices of 32,768 = 65,536 B, outside the inter MESH window (< 64 KiB)
+    (131_068, 65_536, "SINGLE_CYCLE_RING"),
+])
+def test_an_inter_leg_is_sized_by_the_slices_it_moves(tmp_path, elements, leg_bytes, alg):
+    """SELECTION.md §5 (an exploratory tester): the size windows judge an inter leg by the
+    largest slice the composer's even_split gives it, not by ceil(n / local_rank_n)."""
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    topo = tmp_path / "t.json"  # 2 nodes x 2 devices x 2 cores, lnc 1: 4 local ranks
+    topo.write_text(json.dumps({"torus": [1, 2], "nodes": 2, "lnc_size": 1, "device": {
+        "dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": 2}}))
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", str(2 * elements),
+                                    "--group", "0-7", "--lnc", "1", "--topology", str(topo),
+                                    "--json"])
+    assert res.exit_code == 0, res.output
+    legs = {leg["name"]: leg for leg in json.loads(res.output)["triggers"][0]["lowered"]["legs"]}
+    assert legs["inter_allr"]["bytes"] == leg_bytes
+    assert legs["inter_allr"]["algorithm"] == alg
