@@ -8,7 +8,7 @@ For each model (written under benchmarks/out/diff/ as benchmarks/bench_read.py w
 inputs: the three members of a valid model plus large members of random bytes, gzip level 1):
 
 * ``wN``: one member ``weights.bin`` of N MiB;
-* ``KxN``: K members ``w0.bin`` ... of N MiB each;
+* ``KxN``: K members ``w0.bin`` ... of N MiB each (N and K at least 1);
 
 it lowers the model (``nrtrewrite lower -o A``), copies the output to ``B`` and rewrites B's
 NEFF with the project's writer (``build_container``, as ``lower`` writes it) so that the last
@@ -16,8 +16,10 @@ NEFF with the project's writer (``build_container``, as ``lower`` writes it) so 
 A suffix changes B further: ``:moved``, its large members in the reverse order; ``:missing``,
 without its first large member.  Then ``nrtrewrite diff A B`` runs in a fresh process (the
 nrtrewrite of ``--tree``, default this checkout: point it at an older checkout for a before
-figure), and its wall time (import included) and peak RSS (VmHWM) are printed with the
-count of differences.  Not a timed test: nothing is asserted.
+figure; a folder without ``nrtrewrite/__init__.py``, or one whose nrtrewrite is not the one
+Python imports there, is refused), and its wall time (import included) and peak RSS (VmHWM)
+are printed with the count of differences.  Every row's name is checked before anything is
+written.  Not a timed test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -36,16 +38,57 @@ ROOT = HERE.parent
 OUT = HERE / "out" / "diff"
 DEFAULT = ("w300", "4x75", "4x75:moved", "4x75:missing")
 
+#: What B is made of (the part of a row after ``:``; "": the last instruction changed only).
+VARIANTS = ("", "moved", "missing")
+
 sys.path.insert(0, str(HERE))
 from bench_read import _Source, _members, _neff  # noqa: E402
+from outdir import checked_out, entries, remove_new, stop_cleanly, write_new  # noqa: E402
+
+
+def _count(text: str) -> int:
+    """A count of a row's name: decimal digits, at least 1 (ValueError otherwise)."""
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise ValueError
+    return int(text)
 
 
 def _sizes(model: str) -> list[tuple[str, int]]:
-    """The large members of a model name: ``wN`` or ``KxN``."""
-    if model.startswith("w"):
-        return [("weights.bin", int(model[1:]) << 20)]
-    k, n = model.split("x")
-    return [(f"w{i}.bin", int(n) << 20) for i in range(int(k))]
+    """The large members of a model name: ``wN`` or ``KxN``; ValueError naming the name
+    when it is neither."""
+    try:
+        if model.startswith("w"):
+            return [("weights.bin", _count(model[1:]) << 20)]
+        k, n = model.split("x")
+        return [(f"w{i}.bin", _count(n) << 20) for i in range(_count(k))]
+    except ValueError:
+        raise ValueError(f"unknown model {model!r}: wN or KxN, N MiB each, N and K at least "
+                         "1 (e.g. w300, 4x75)") from None
+
+
+def check_row(row: str) -> None:
+    """ValueError naming what is wrong with a row's name: ``MODEL`` or ``MODEL:VARIANT``."""
+    model, _, how = row.partition(":")
+    _sizes(model)
+    if how not in VARIANTS:
+        raise ValueError(f"{row!r}: unknown variant {how!r} (moved or missing)")
+
+
+def check_tree(tree: Path) -> str | None:
+    """Why ``tree`` is not an nrtrewrite source tree whose package Python imports there
+    (None: it is).  Without the check, Python would import the installed nrtrewrite (this
+    checkout, installed in editable mode) and compare it with itself."""
+    init = tree / "nrtrewrite" / "__init__.py"
+    if not init.is_file():
+        return f"{tree}: no nrtrewrite/__init__.py: not an nrtrewrite source tree"
+    res = _run(["-c", "import nrtrewrite; print(nrtrewrite.__file__)"], tree)
+    if res.returncode:
+        last = (res.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"{tree}: its nrtrewrite cannot be imported: {last}"
+    got = Path(res.stdout.strip()).resolve()
+    if got != init.resolve():
+        return f"{tree}: Python imports nrtrewrite from {got.parent}, not from this tree"
+    return None
 
 
 def make_model(model: str, out: Path) -> Path:
@@ -66,10 +109,8 @@ def make_model(model: str, out: Path) -> Path:
                 src = _Source(size, False)
                 src.rng.seed(i)  # (each member its own bytes)
                 tf.addfile(info, io.BufferedReader(src, 1 << 20))
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(_neff(buf.getvalue()))
-    tmp.replace(path)
+    out.mkdir(exist_ok=True)
+    write_new(path, _neff(buf.getvalue()))
     return path
 
 
@@ -84,15 +125,15 @@ def make_pair(row: str, out: Path) -> tuple[Path, Path]:
     model, _, how = row.partition(":")
     a, b = out / model / "A", out / model / (how or "last")
     if not a.exists():
-        a.parent.mkdir(parents=True, exist_ok=True)
+        a.parent.mkdir(parents=True, exist_ok=True)  # (OUT/MODEL; OUT's parent exists)
         res = _run(["-m", "nrtrewrite", "lower", str(make_model(model, out)), "-o", str(a),
                     "-q", "-j", "1"])
         if res.returncode:
-            raise SystemExit(f"lower {model}: {res.stderr}")
+            raise SystemExit(f"lower {model}: {res.stderr.strip()}")
     if not b.exists():
         res = _run(["-c", _EDIT, str(a), str(b), how, ",".join(n for n, _ in _sizes(model))])
         if res.returncode:
-            raise SystemExit(f"B of {row}: {res.stderr}")
+            raise SystemExit(f"B of {row}: {res.stderr.strip()}")
     return a, b
 
 
@@ -150,27 +191,37 @@ def measure(a: Path, b: Path, tree: Path = ROOT) -> tuple[float, float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated rows (default: %s)" % ",".join(DEFAULT))
-    ap.add_argument("--out", type=Path, default=OUT, help="where the models and outputs are "
-                    "written (default benchmarks/out/diff/)")
+    ap.add_argument("--out", type=Path, help="where the models and outputs are written "
+                    "(default benchmarks/out/diff/; its parent folder must exist)")
     ap.add_argument("--keep", action="store_true", help="keep them afterwards (without it, only "
                     "what this run wrote into --out is removed)")
     ap.add_argument("--tree", type=Path, default=ROOT, help="the nrtrewrite source tree whose "
                     "diff is measured (default: this checkout)")
     args = ap.parse_args()
-    from outdir import entries, remove_new  # (benchmarks/: the script's folder)
-
-    before = entries(args.out)  # never removed
     rows = args.only.split(",") if args.only else list(DEFAULT)
+    for row in rows:  # every name checked before anything is written
+        try:
+            check_row(row)
+        except ValueError as err:
+            ap.error(f"--only: {err}")
+    tree = args.tree.resolve()
+    why = check_tree(tree)
+    if why:
+        ap.error(f"--tree {why}")
+    out = checked_out(ap, args.out, OUT)  # (absolute: lower runs in the tree)
+    stop_cleanly()  # SIGTERM and SIGHUP too remove what this run wrote, as Ctrl-C does
+
+    before = entries(out)  # never removed
     print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
     try:
         for row in rows:
-            a, b = make_pair(row, args.out)
+            a, b = make_pair(row, out)
             size = max(p.stat().st_size for p in a.glob("*.neff")) / 1e6
-            dt, rss, last = measure(a, b, args.tree.resolve())
+            dt, rss, last = measure(a, b, tree)
             print(f"{row:>14} {size:8.1f} | {dt:7.2f} {rss:8.0f} | {last}", flush=True)
     finally:
         if not args.keep:
-            remove_new(args.out, before)
+            remove_new(out, before)
 
 
 if __name__ == "__main__":

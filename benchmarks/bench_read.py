@@ -36,6 +36,9 @@ ROOT = HERE.parent
 OUT = HERE / "out" / "read"
 DEFAULT = ("w32", "w128", "g40000", "g160000", "z3584")
 
+sys.path.insert(0, str(HERE))
+from outdir import checked_out, entries, remove_new, stop_cleanly, write_new  # noqa: E402
+
 
 def _c7(n: int = 1024) -> bytes:
     """A 0xC7 word: all-reduce, ADD, BF16, group 0, var 0 -> var 1 (NEFF-LIKE.md §3)."""
@@ -92,26 +95,28 @@ def _neff(payload: bytes) -> bytes:
     return h + payload
 
 
+def parse_input(name: str) -> tuple[str, int]:
+    """``(kind, N)`` of an input's name (``wN``, ``gK`` or ``zN``); ValueError naming what
+    is wrong."""
+    kind, digits = name[:1], name[1:]
+    if kind not in ("w", "g", "z") or not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"unknown input {name!r}: wN, gK or zN (e.g. w32)")
+    return kind, int(digits)
+
+
 def make(name: str, out: Path = OUT) -> Path:
     path = out / f"{name}.neff"
     if path.exists():
         return path
-    kind, digits = name[:1], name[1:]
-    if kind not in ("w", "g", "z") or not digits.isdigit():
-        raise SystemExit(f"bench_read.py: unknown input {name!r}: wN, gK or zN (e.g. w32)")
-    n = int(digits)
+    kind, n = parse_input(name)
     if kind == "w":
         payload = _tar_gz(("weights.bin", n << 20, False), 1)
     elif kind == "g":
         payload = _tar_gz(None, 9) + gzip.compress(b"", mtime=0) * n
-    elif kind == "z":
-        payload = _tar_gz(("zeros.bin", n << 20, True), 9)
     else:
-        raise SystemExit(f"unknown input {name!r}: wN, gK or zN")
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(_neff(payload))
-    tmp.replace(path)
+        payload = _tar_gz(("zeros.bin", n << 20, True), 9)
+    out.mkdir(exist_ok=True)
+    write_new(path, _neff(payload))
     return path
 
 
@@ -145,26 +150,34 @@ def measure(what: str, path: Path) -> tuple[int, float, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
-    ap.add_argument("--out", type=Path, default=OUT, help="where the inputs are written "
-                    "(default benchmarks/out/read/)")
+    ap.add_argument("--out", type=Path, help="where the inputs are written (default "
+                    "benchmarks/out/read/; its parent folder must exist)")
     ap.add_argument("--keep", action="store_true", help="keep the inputs afterwards (without it, "
                     "only what this run wrote into --out is removed)")
     args = ap.parse_args()
-    from outdir import entries, remove_new  # (benchmarks/: the script's folder)
-
-    before = entries(args.out)  # never removed
     names = args.only.split(",") if args.only else list(DEFAULT)
+    for name in names:  # every name checked before anything is written
+        try:
+            parse_input(name)
+        except ValueError as err:
+            ap.error(f"--only: {err}")
+    out = checked_out(ap, args.out, OUT)
+    stop_cleanly()  # SIGTERM and SIGHUP too remove what this run wrote, as Ctrl-C does
+
+    before = entries(out)  # never removed
     print(f"{'input':>9} {'file MB':>8} | {'gunzip s':>8} {'MB':>6} | {'read s':>7} {'MB':>6} "
           f"{'members MB':>10}")
-    for name in names:
-        path = make(name, args.out)
-        size = path.stat().st_size / 1e6
-        _, g_dt, g_rss = measure("gunzip", path)
-        n, r_dt, r_rss = measure("read", path)
-        print(f"{name:>9} {size:8.1f} | {g_dt:8.2f} {g_rss:6.0f} | {r_dt:7.2f} {r_rss:6.0f} "
-              f"{n / 1e6:10.1f}", flush=True)
-    if not args.keep:
-        remove_new(args.out, before)
+    try:
+        for name in names:
+            path = make(name, out)
+            size = path.stat().st_size / 1e6
+            _, g_dt, g_rss = measure("gunzip", path)
+            n, r_dt, r_rss = measure("read", path)
+            print(f"{name:>9} {size:8.1f} | {g_dt:8.2f} {g_rss:6.0f} | {r_dt:7.2f} {r_rss:6.0f} "
+                  f"{n / 1e6:10.1f}", flush=True)
+    finally:
+        if not args.keep:
+            remove_new(out, before)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from models import MIB, OUT, build  # noqa: E402
+from outdir import stop_cleanly  # noqa: E402
 
 
 def spec(ranks: int, mib: int) -> dict:
@@ -46,21 +47,52 @@ def main() -> None:
     ap.add_argument("--algo", default="ring", help="algorithm override for lower (default ring)")
     ap.add_argument("--keep", action="store_true", help="keep the lowered folder")
     args = ap.parse_args()
+    for opt in ("ranks", "mib"):
+        if getattr(args, opt) < 1:
+            ap.error(f"--{opt} must be at least 1")
+    if not 0 <= args.seed < 1 << 32:  # (as simulate --seed)
+        ap.error("--seed must be 0 to 4294967295")
+    from nrtrewrite.errors import NrtRewriteError
+
     name = f"sim{args.ranks}x{args.mib}"
-    neff = build(name, spec(args.ranks, args.mib))
+    try:
+        neff = build(name, spec(args.ranks, args.mib))
+    except NrtRewriteError as err:
+        print(f"bench_simulate.py: error: {err.line()}", file=sys.stderr)
+        sys.exit(2)
     out = OUT / f"{name}.lowered"
+    stop_cleanly()  # SIGTERM and SIGHUP too remove the lowered folder, as Ctrl-C does
+    try:
+        sys.exit(lower_and_simulate(args, neff, out))
+    finally:
+        if not args.keep:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def lower_and_simulate(args: argparse.Namespace, neff: Path, out: Path) -> int:
+    """Lower ``neff`` into ``out``, simulate it and print the figures; the exit status (a
+    failed lowering or simulation has said why in its own line)."""
     nrt = [sys.executable, "-m", "nrtrewrite.cli.__main__"]
     t0 = time.perf_counter()
-    subprocess.run(nrt + ["lower", "-q", "--force", "--algo", args.algo, str(neff), "-o", str(out)],
-                   check=True)
+    lowered = subprocess.run(nrt + ["lower", "-q", "--force", "--algo", args.algo, str(neff),
+                                    "-o", str(out)])
+    if lowered.returncode:  # (its error line is out: --algo bogus, a model it refuses)
+        return lowered.returncode
     t_lower = time.perf_counter() - t0
     cmd = ["/usr/bin/time", "-f", "%e %M"] + nrt + ["simulate", str(out), "--json", "--seed",
                                                    str(args.seed)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    doc = json.loads(proc.stdout)
-    elapsed, rss_kb = proc.stderr.strip().splitlines()[-1].split()
+    *said, timing = proc.stderr.strip().splitlines() or [""]
+    try:
+        doc = json.loads(proc.stdout)
+    except ValueError:
+        doc = {}
+    if doc.get("ok") is None:  # the simulation could not be done: its own lines say why
+        sys.stderr.write("".join(line + "\n" for line in said))
+        return proc.returncode or 2
+    elapsed, rss_kb = timing.split()
     st = doc["stats"]
     print(f"model      {neff.name}: {args.ranks} ranks, bf16 all-reduce of {args.mib} MiB per rank")
     algo = json.loads((out / "manifest.json").read_text())["triggers"][0]["algorithm"]
@@ -72,9 +104,7 @@ def main() -> None:
     print(f"           load {st['load_seconds']:.1f} s, run {st['run_seconds']:.1f} s; "
           f"{st['legs_run']} legs, {st['bytes_moved'] / MIB:.0f} MiB moved "
           f"({st['bytes_moved'] / MIB / max(st['run_seconds'], 1e-9):.0f} MiB/s)")
-    if not args.keep:
-        shutil.rmtree(out, ignore_errors=True)
-    sys.exit(0 if doc["ok"] else 1)
+    return 0 if doc["ok"] else 1
 
 
 if __name__ == "__main__":

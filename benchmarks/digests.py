@@ -59,6 +59,9 @@ def main() -> None:
     ap.add_argument("--mib", type=int, default=64, help="buffer size (MiB)")
     ap.add_argument("--reps", type=int, default=5, help="runs of each; the best counts")
     args = ap.parse_args()
+    for opt in ("mib", "reps"):
+        if getattr(args, opt) < 1:
+            ap.error(f"--{opt} must be at least 1")
     arr = np.random.default_rng(0).integers(0, 256, args.mib << 20, dtype=np.uint8)
     buf = arr.tobytes()
     dst = np.empty_like(arr)

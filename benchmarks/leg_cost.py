@@ -48,7 +48,7 @@ def _short(ir: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from profile_rank import model_path, rank_arguments
+    from profile_rank import fail, model_path, rank_arguments
 
     ap = rank_arguments(__doc__, "size_x1")
     ap.add_argument("--reps", type=int, default=30)
@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> None:
             entries = rank_entries(plan, args.rank)
             compose_s = min(compose_s, time.perf_counter() - t0)
     except NrtRewriteError as err:
-        raise SystemExit(f"leg_cost.py: error: {err}") from None
+        fail(err.at(file=str(path)).line())
     if not entries:
-        raise SystemExit(f"leg_cost.py: error: rank {args.rank} has no SPAD entry in {path}")
+        fail(f"rank {args.rank} has no SPAD entry in {path}")
     full = emit_items(plan, entries, args.rank)
     keep_freed_memory()  # as lower_rank does (the module doc)
 

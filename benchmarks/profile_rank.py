@@ -32,6 +32,7 @@ import pstats
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -52,12 +53,18 @@ def _me() -> str:
     return Path(sys.argv[0]).name or "profile_rank.py"
 
 
+def fail(why: str) -> NoReturn:
+    """A bad input's one line, ``SCRIPT: error: WHY``, and status 2."""
+    print(f"{_me()}: error: {why}", file=sys.stderr)
+    sys.exit(2)
+
+
 def model_path(name: str) -> Path:
     """A NEFF path, or the benchmark model of that name (built if missing and buildable)."""
     p = Path(name)
     if p.suffix == ".neff" or p.exists():
         if not p.is_file():
-            raise SystemExit(f"{_me()}: error: {p}: no such file")
+            fail(f"{p}: no such file")
         return p
     from models import OUT, build, large_spec
 
@@ -65,8 +72,8 @@ def model_path(name: str) -> Path:
     if path.is_file():
         return path
     if name not in BUILDABLE:
-        raise SystemExit(f"{_me()}: error: {path}: no such model (run make bench to build "
-                         f"the sweep models; this script builds {', '.join(BUILDABLE)})")
+        fail(f"{path}: no such model (run make bench to build the sweep models; this script "
+             f"builds {', '.join(BUILDABLE)})")
     ranks, kw = BUILDABLE[name]
     print(f"building {path} ...", file=sys.stderr)
     return build(name, large_spec(ranks, **kw))
@@ -83,12 +90,23 @@ def _tool(name: str | None) -> str:
 
 
 def _functions(spec: str) -> list:
+    """The functions ``--functions`` names (``module:function,...``; a method as
+    ``module:Class.method``); a name that is not one is :func:`fail`\ ed."""
     out = []
     for item in spec.split(","):
         mod, _, fn = item.partition(":")
-        obj = importlib.import_module(mod)
+        if not mod or not fn:
+            fail(f"--functions {item!r}: not module:function")
+        try:
+            obj = importlib.import_module(mod)
+        except ImportError as err:
+            fail(f"--functions {item!r}: {err}")
         for part in fn.split("."):
+            if not hasattr(obj, part):
+                fail(f"--functions {item!r}: {mod} has no {fn!r}")
             obj = getattr(obj, part)
+        if not callable(obj):
+            fail(f"--functions {item!r}: not a function")
         out.append(obj)
     return out
 
@@ -115,12 +133,32 @@ def main(argv: list[str] | None = None) -> None:
                     help="lines: the functions to time line by line (module:function,...)")
     args = ap.parse_args(argv)
 
+    from nrtrewrite.errors import NrtRewriteError
+
+    tool = _tool(args.tool)
+    # named functions first: a wrong one is refused before the model is built or read
+    functions = _functions(args.functions) if tool == "lines" else []
+    path = model_path(args.model)
+    try:
+        report, stages = profile(args, path, tool, functions)
+    except NrtRewriteError as err:  # the model or --algo: one line, as lower says it
+        fail(err.at(file=str(path)).line())
+
+    rank = "" if args.what == "plan" else f" rank {args.rank}"
+    print(f"{path.name}{rank}, {args.what}, {tool}{' (warm)' if args.warm else ''}:")
+    for k, v in stages.items():
+        print(f"  {k}: {v:,}" if k == "records" else f"  {k}: {v:.3f} s")
+    print(report)
+
+
+def profile(args: argparse.Namespace, path: Path, tool: str, functions: list
+            ) -> tuple[str, dict]:
+    """The profiler's report of ``args.what`` on model ``path`` and the stage times of the
+    profiled run."""
     from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
     from nrtrewrite.neff.reader import read_model
     from nrtrewrite.select import ranks_text
 
-    path = model_path(args.model)
-    tool = _tool(args.tool)
     options = LowerOptions(algo=args.algo)
 
     def plan():
@@ -128,8 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         m = read_model(path)
         t1 = time.perf_counter()
         if args.what != "plan" and args.rank not in m.world:  # as lower --rank refuses it
-            raise SystemExit(f"{_me()}: error: rank {args.rank} is not in {path.name}'s world "
-                             f"(ranks {ranks_text(m.world)})")
+            fail(f"rank {args.rank} is not in {path.name}'s world (ranks {ranks_text(m.world)})")
         p = plan_lowering(m, options)
         stages["read"], stages["plan (select, prepare)"] = t1 - t0, time.perf_counter() - t1
         return p
@@ -159,7 +196,10 @@ def main(argv: list[str] | None = None) -> None:
         prof.stop()
         report = prof.output_text(unicode=True, color=False, show_all=False)
         if args.html:
-            args.html.write_text(prof.output_html())
+            try:
+                args.html.write_text(prof.output_html())
+            except OSError as err:
+                fail(f"--html {args.html}: {err.strerror or err}")
     elif tool == "cprofile":
         prof = cProfile.Profile()
         prof.enable()
@@ -175,21 +215,16 @@ def main(argv: list[str] | None = None) -> None:
         try:
             from line_profiler import LineProfiler
         except ImportError:
-            raise SystemExit("profile_rank.py: error: --tool lines needs line_profiler "
+            raise SystemExit(f"{_me()}: error: --tool lines needs line_profiler "
                              "(pip install line_profiler)") from None
-        lp = LineProfiler(*_functions(args.functions))
+        lp = LineProfiler(*functions)
         lp.enable_by_count()
         work()
         lp.disable_by_count()
         buf = io.StringIO()
         lp.print_stats(stream=buf, output_unit=1e-3, stripzeros=True)
         report = buf.getvalue()
-
-    rank = "" if args.what == "plan" else f" rank {args.rank}"
-    print(f"{path.name}{rank}, {args.what}, {tool}{' (warm)' if args.warm else ''}:")
-    for k, v in stages.items():
-        print(f"  {k}: {v:,}" if k == "records" else f"  {k}: {v:.3f} s")
-    print(report)
+    return report, stages
 
 
 if __name__ == "__main__":

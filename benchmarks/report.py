@@ -220,7 +220,17 @@ def main(argv: list[str] | None = None) -> int:
               "(no whole-command runs, no compiled construct path): run `make bench` again",
               file=sys.stderr)
         return 2
-    sys.stdout.write(render(res, args.commit, args.note))
+    try:
+        text = render(res, args.commit, args.note)
+    except KeyError as exc:  # (a hand-made or cut-down result)
+        print(f"report: {args.result}: no {exc} in it, which a run.py result has: run "
+              "`make bench` again", file=sys.stderr)
+        return 2
+    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+        print(f"report: {args.result}: a value is not what run.py writes ({exc}): run "
+              "`make bench` again", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
     return 0
 
 

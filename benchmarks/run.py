@@ -51,6 +51,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
+from outdir import stop_cleanly  # noqa: E402
 import report  # noqa: E402
 
 #: Records kept per file for the construct reference path.
@@ -525,8 +526,12 @@ class TreeMemory:
             raise RuntimeError("the memory sampler did not start")
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
         import signal
+        if exc_type is not None:  # (a stop: the sampler may have stopped too; no figures)
+            self.proc.kill()
+            self.proc.wait()
+            return
         self.proc.send_signal(signal.SIGUSR1)
         res = json.loads(self.proc.stdout.read())
         self.proc.wait()
@@ -653,13 +658,22 @@ def _sub(*args: str) -> dict:
     time less the measurement's own CPU time: a measurement that shared the machine shows
     it)."""
     a, r0, t0 = _cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True,
-                          text=True, check=False)
+    with subprocess.Popen([sys.executable, __file__, "--worker", *args], text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            stdout, stderr = proc.communicate()
+        except BaseException:  # a stop: passed on, the worker removes its scratch folder
+            proc.terminate()   # (subprocess.run would SIGKILL it, leaving the folder)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            raise
     wall = time.perf_counter() - t0
     b, r1 = _cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
-        raise RuntimeError(proc.stderr[-2000:])
-    res = json.loads(proc.stdout)
+        raise RuntimeError(stderr[-2000:])
+    res = json.loads(stdout)
     others = None
     if a is not None and b is not None:
         own = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
@@ -688,6 +702,8 @@ def main() -> None:
                     help="also lower every rank of large64, serial and with the pool (about "
                          "3 minutes and 32 GB of disk, one output at a time)")
     args = ap.parse_args()
+    # SIGTERM and SIGHUP too remove the scratch folders (/tmp/nrtbench-*), as Ctrl-C does
+    stop_cleanly()
     if args.worker:
         kind, *rest = args.worker
         if kind == "rank":

@@ -3,12 +3,16 @@
 
 Run with ``make fuzz`` (``FUZZ_SECONDS``, default 60), or directly::
 
-    python fuzz/fuzz_reader.py --seconds 60 [--corpus DIR] [--pure]
+    python fuzz/fuzz_reader.py --seconds 60 [--corpus DIR] [--pure] [-LIBFUZZER_FLAG=V ...]
 
 With atheris installed (``pip install atheris``) this is a libFuzzer run with
-coverage feedback over every ``nrtrewrite`` module; without it (or with
+coverage feedback over every ``nrtrewrite`` module (arguments this script does not
+know, such as ``-runs=1000``, go to libFuzzer); without it (or with
 ``--pure``) a pure-Python mutation loop runs instead (random byte flips, inserts,
-deletes and splices of the same seeds, no coverage feedback).
+deletes and splices of the same seeds, no coverage feedback), which refuses them.
+``--seconds`` (default: the environment's ``FUZZ_SECONDS``, else 60) is a number
+greater than 0.  Ctrl-C stops either run without a finding
+(``KeyboardInterrupt: stopping.``).
 
 The oracle (:func:`one_input`): whatever the bytes, reading them either succeeds
 or raises an :class:`~nrtrewrite.errors.NrtRewriteError` whose message is one
@@ -212,6 +216,8 @@ def pure_loop(seconds: float | None, corpus: list[bytes], seed: int | None = Non
         data = mutate(rng, rng.choice(corpus), corpus)
         try:
             one_input(data)
+        except (KeyboardInterrupt, SystemExit):  # a stop (Ctrl-C), not the input's finding
+            raise
         except BaseException:
             where = CRASH_DIR if crash_dir is None else crash_dir
             where.mkdir(parents=True, exist_ok=True)
@@ -223,25 +229,53 @@ def pure_loop(seconds: float | None, corpus: list[bytes], seed: int | None = Non
     return runs
 
 
+def seconds(text: str) -> float:
+    """A run's length: a finite number of seconds greater than 0 (argparse's type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds greater than 0")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=float(os.environ.get("FUZZ_SECONDS", 60)))
+    ap.add_argument("--seconds", type=seconds, default=None,
+                    help="how long to run (default: $FUZZ_SECONDS, else 60)")
     ap.add_argument("--corpus", type=Path, default=ROOT / "fuzz" / "corpus",
                     help="libFuzzer's corpus folder (atheris only; --pure mutates the seeds)")
     ap.add_argument("--pure", action="store_true", help="the pure-Python loop even with atheris")
     ap.add_argument("--seed", type=int, default=None, help="RNG seed of the pure loop")
+    # (arguments this parser does not know go to libFuzzer: its -flag=value ones)
     args, rest = ap.parse_known_args(argv)
+    if args.seconds is None:  # read only when --seconds is not given
+        try:
+            args.seconds = seconds(os.environ.get("FUZZ_SECONDS", "60"))
+        except argparse.ArgumentTypeError as err:
+            ap.error(f"FUZZ_SECONDS: {err}")
     sys.path.insert(0, str(ROOT))
     try:
         import atheris  # noqa: F401
     except ImportError:
         atheris = None
-    if atheris is None or args.pure:
+    pure = atheris is None or args.pure
+    # libFuzzer's flags have one dash; a misspelt option of ours (--secnds) is refused
+    unknown = rest if pure else [a for a in rest if a.startswith("--")]
+    if unknown:
+        ap.error(f"unrecognized arguments: {' '.join(unknown)}"
+                 + ("" if pure else " (libFuzzer's flags have one dash: -runs=N)"))
+    if pure:
         if not args.pure:
             print("fuzz: atheris is not installed; running the pure-Python loop (no coverage "
                   "feedback)", file=sys.stderr)
-        runs = pure_loop(args.seconds, seed_inputs(), args.seed)
-        print(f"fuzz: {runs} inputs in {args.seconds:.0f} s, no crash", file=sys.stderr)
+        try:
+            runs = pure_loop(args.seconds, seed_inputs(), args.seed)
+        except KeyboardInterrupt:  # as the atheris run says it; no crash saved
+            print("KeyboardInterrupt: stopping.", file=sys.stderr)
+            return 130
+        print(f"fuzz: {runs} inputs in {args.seconds:g} s, no crash", file=sys.stderr)
         return 0
     with atheris.instrument_imports(include=["nrtrewrite"]):
         import nrtrewrite.lower  # noqa: F401

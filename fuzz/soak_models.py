@@ -5,6 +5,7 @@ Run with ``make soak`` (``SOAK_SECONDS``, default 300), or directly::
 
     python fuzz/soak_models.py --seconds 300 [--seed S] [--two-node] [--log FILE]
     python fuzz/soak_models.py --count 20 --seed 3          # a fixed number of models
+    python fuzz/soak_models.py --replay 3000012 [--two-node]  # one model, as logged
 
 Each model is an assembler spec (docs/ASSEMBLE.md) drawn from a seeded generator
 (:func:`random_model`): one or two trn2 nodes, LNC 1 or 2, one replica group or two
@@ -15,8 +16,12 @@ earlier trigger wrote; with it a random ``--algo`` override (or the policy) and
 refuses with an :class:`~nrtrewrite.errors.NrtRewriteError` (a forced engine the trigger
 does not allow: counted by message); and a lowered output simulates with every trigger
 ``match``.  A traceback or a verdict other than ``match`` is a failure: its seed, options
-and spec go to the log (one JSON object a line) and the exit status is 1.  The same
-``--seed`` gives the same models.
+and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside this script;
+one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
+models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
+``seed``.  ``--replay SEED`` runs that one model alone (with ``--two-node`` when the log's
+``two_node`` is true) and prints its verdict, a failure's traceback or mismatches on stderr
+(status 1; nothing logged).
 
 ``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
 (HIER, the net proxy), slower per model.
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import re
 import shutil
@@ -34,6 +40,11 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+#: Where failures are appended by default: beside this script, wherever it is run from.
+DEFAULT_LOG = Path(__file__).resolve().parent / "soak-failures.jsonl"
+#: Model ``i`` of ``--seed S`` is the model seed ``S * SEED_STRIDE + i``.
+SEED_STRIDE = 10**6
 
 ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp32r": 4, "fp8_e3": 1, "fp8_e4": 1,
                  "fp8_e5": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "uint32": 4,
@@ -134,15 +145,67 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds greater than 0")
+    return value
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 model")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=300.0, help="stop after this long")
-    ap.add_argument("--count", type=int, default=None, help="stop after this many models")
-    ap.add_argument("--seed", type=int, default=0, help="model i is seed * 10**6 + i")
+    ap.add_argument("--seconds", type=_positive_seconds, default=300.0,
+                    help="stop after this long (default 300)")
+    ap.add_argument("--count", type=_positive_count, default=None,
+                    help="stop after this many models (instead of --seconds)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help=f"model i is seed * {SEED_STRIDE:,} + i (default 0)")
+    ap.add_argument("--replay", type=int, metavar="SEED", default=None,
+                    help="run only the model of this model seed (a logged failure's seed)")
     ap.add_argument("--two-node", action="store_true", help="mostly two-node worlds")
-    ap.add_argument("--log", type=Path, default=Path("fuzz/soak-failures.jsonl"),
-                    help="failures, one JSON object a line (appended)")
+    ap.add_argument("--log", type=Path, default=DEFAULT_LOG,
+                    help="failures, one JSON object a line (appended; default "
+                         "fuzz/soak-failures.jsonl beside this script)")
+    return ap
+
+
+def replay(seed: int, two_node: bool) -> int:
+    """Run model ``seed`` alone: its verdict on stdout, a failure's details on stderr
+    (status 1, nothing logged)."""
+    with tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-") as work:
+        r = run_one(seed, two_node, Path(work))
+    if r["result"] == "simulated":
+        print(f"model {seed}: simulated, every trigger matching")
+        return 0
+    if r["result"] == "refused":
+        print(f"model {seed}: refused: {r['why']}")
+        return 0
+    print(f"model {seed}: FAILED (--algo {r['algo']}, --host-cc {r['host_cc']})")
+    print(r.get("traceback") or f"{r['error']}; not matching: {r['bad']}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
+    if args.replay is not None:
+        if args.count is not None or args.seed is not None:
+            ap.error("--replay runs one model: not with --count or --seed")
+        return replay(args.replay, args.two_node)
+    seed = args.seed or 0
     end = time.monotonic() + args.seconds
     counts = {"simulated": 0, "refused": 0, "failed": 0}
     refusals: dict[str, int] = {}
@@ -153,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-") as work:
         while more():
-            r = run_one(args.seed * 10**6 + i, args.two_node, Path(work))
+            r = run_one(seed * SEED_STRIDE + i, args.two_node, Path(work))
             i += 1
             counts[r["result"]] += 1
             if r["result"] == "refused":
@@ -162,8 +225,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.log.parent.mkdir(parents=True, exist_ok=True)
                 with open(args.log, "a") as fh:
                     fh.write(json.dumps(r) + "\n")
-                print(f"FAILED: seed {r['seed']} (--algo {r['algo']}): see {args.log}",
-                      file=sys.stderr)
+                print(f"FAILED: seed {r['seed']} (--algo {r['algo']}): see {args.log}; "
+                      f"again alone: --replay {r['seed']}"
+                      + (" --two-node" if args.two_node else ""), file=sys.stderr)
     print(f"{i} models: {counts['simulated']} simulated, every trigger matching; "
           f"{counts['refused']} refused; {counts['failed']} failed")
     for why, n in sorted(refusals.items(), key=lambda x: -x[1])[:10]:

@@ -14,12 +14,16 @@ import gzip
 import hashlib
 import io
 import os
+import signal
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
 from nrtrewrite.bundle import rmtree_few_fds, write_output
+# (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
+# ones ignored during the cleanup, forked children given the default handlers back)
+from nrtrewrite.cli import Terminated, _terminate_cleanly
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
@@ -90,25 +94,38 @@ def _fail(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
-    status 2 (nothing written: GOLDEN keeps its previous content)."""
+    status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
+    SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal
+    (nothing written either)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
     try:
-        tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
-        try:
-            out = lower_to(args.model, Path(tmp) / "out", args.rank)
-            write_bytes_atomic(args.golden, pack(out))
-        finally:
-            rmtree_few_fds(tmp)  # (TemporaryDirectory's cleanup failed at the fd limit)
+        with _terminate_cleanly():
+            tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
+            try:
+                out = lower_to(args.model, Path(tmp) / "out", args.rank)
+                write_bytes_atomic(args.golden, pack(out))
+            finally:
+                rmtree_few_fds(tmp)  # (TemporaryDirectory's cleanup failed at the fd limit)
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
     except OSError as err:  # reading MODEL, or the temporary folder
         where = " -> ".join(os.fsdecode(p) for p in (err.filename, err.filename2) if p)
         _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
+    except Terminated as stop:
+        _stopped(stop.signum)
+    except KeyboardInterrupt:
+        _stopped(signal.SIGINT)
     print(f"{args.golden}: written")
+
+
+def _stopped(signum: int) -> None:
+    print(f"nrtrewrite.golden: stopped by {signal.Signals(signum).name}: nothing written",
+          file=sys.stderr)
+    sys.exit(128 + signum)
 
 
 if __name__ == "__main__":

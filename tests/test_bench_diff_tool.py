@@ -1,22 +1,32 @@
 """benchmarks/bench_diff.py: the outputs it compares are what its docstring says, and it
-prints a row per comparison (sizes and counts, not speed: no timed tests)."""
+prints a row per comparison (sizes and counts, not speed: no timed tests); bad rows, a
+``--tree`` that is not an nrtrewrite source tree and a bad ``--out`` are one line, status 2,
+before anything is written."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "benchmarks" / "bench_diff.py"
 
 
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
 def test_the_tool_prints_a_row_per_comparison(tmp_path):
-    out = tmp_path / "diff"
-    res = subprocess.run([sys.executable, str(TOOL), "--only", "2x1,2x1:missing", "--out",
-                          str(out), "--keep"], capture_output=True, text=True, cwd=ROOT,
-                         timeout=300)
+    # run from another folder with a relative --out: lower runs in the tree, so the paths
+    # it is given must not be relative to where the script was started
+    res = run("--only", "2x1,2x1:missing", "--out", "diff", "--keep", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
+    out = tmp_path / "diff"
     rows = [line.split() for line in res.stdout.splitlines()[1:]]
     assert [r[0] for r in rows] == ["2x1", "2x1:missing"]
     # the header's hash, and the last instruction of each 1 MiB member (data_size too when
@@ -28,3 +38,54 @@ def test_the_tool_prints_a_row_per_comparison(tmp_path):
     assert diff.returncode == 1
     assert "2x1.neff:w0.bin member: True != False" in diff.stdout
     assert "2x1.neff:w1.bin[16383] semaphore_value" in diff.stdout
+
+
+@pytest.mark.parametrize("rows, says", [
+    ("foo", "unknown model 'foo'"),
+    ("wabc", "unknown model 'wabc'"),
+    ("w0", "unknown model 'w0'"),  # (a member too short to hold an instruction)
+    ("0x5", "unknown model '0x5'"),
+    ("2x2:bogus", "'2x2:bogus': unknown variant 'bogus'"),
+    ("w1,w2x", "unknown model 'w2x'"),  # (every row checked before the first runs)
+])
+def test_a_bad_row_is_one_line_before_anything_is_written(tmp_path, rows, says):
+    out = tmp_path / "diff"
+    res = run("--only", rows, "--out", str(out))
+    assert res.returncode == 2 and res.stdout == ""
+    err = res.stderr.splitlines()
+    assert err[-1].startswith("bench_diff.py: error: --only: ") and says in err[-1], err
+    assert "Traceback" not in res.stderr and not out.exists()
+
+
+def test_a_tree_without_nrtrewrite_is_refused(tmp_path):
+    """Python would import the installed nrtrewrite (this checkout) and compare it with
+    itself: before, ``--tree /tmp/empty`` measured this checkout."""
+    out = tmp_path / "diff"
+    res = run("--only", "w1", "--out", str(out), "--tree", str(tmp_path))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines()[-1] == (
+        f"bench_diff.py: error: --tree {tmp_path}: no nrtrewrite/__init__.py: not an "
+        "nrtrewrite source tree")
+    assert not out.exists()
+
+
+def test_a_tree_whose_nrtrewrite_cannot_be_imported_is_refused(tmp_path):
+    pkg = tmp_path / "src" / "nrtrewrite"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("raise ImportError('half a checkout')\n")
+    res = run("--only", "w1", "--out", str(tmp_path / "diff"), "--tree", str(pkg.parent))
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[-1] == (
+        f"bench_diff.py: error: --tree {pkg.parent}: its nrtrewrite cannot be imported: "
+        "ImportError: half a checkout")
+
+
+@pytest.mark.parametrize("where, says", [
+    ("file", "not a folder"),
+    ("missing/deep/out", "its parent folder"),
+])
+def test_a_bad_out_is_refused_and_no_parent_is_made(tmp_path, where, says):
+    (tmp_path / "file").write_text("x")
+    res = run("--only", "w1", "--out", str(tmp_path / where))
+    assert res.returncode == 2 and says in res.stderr.splitlines()[-1]
+    assert sorted(os.listdir(tmp_path)) == ["file"]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "benchmarks" / "digests.py"
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -35,3 +37,13 @@ def test_the_tool_prints_a_row_per_candidate():
             if re.match(r"\S.* +\d+\.\d\d +\d+\.\d%  +\d+\.\d{3} s$", ln)]
     assert [r.split()[0] for r in rows][:2] == ["sha256", "sha1"]
     assert len(rows) == len(digests.candidates(b""))
+
+
+@pytest.mark.parametrize("args, says", [(["--mib", "0"], "--mib must be at least 1"),
+                                        (["--mib", "-1"], "--mib must be at least 1"),
+                                        (["--reps", "0"], "--reps must be at least 1")])
+def test_sizes_and_repetitions_below_one_are_refused(args, says):
+    proc = subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines()[-1] == f"digests.py: error: {says}"

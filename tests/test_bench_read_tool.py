@@ -1,12 +1,16 @@
 """benchmarks/bench_read.py: the inputs it writes are valid NEFF-like files holding what its
-docstring says, and it reads each one back (sizes, not speed: no timed tests)."""
+docstring says, and it reads each one back (sizes, not speed: no timed tests); bad names and
+a bad ``--out`` are one line, status 2, before anything is written."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from nrtrewrite.neff.container import read_container, read_file_bytes
 from nrtrewrite.neff.reader import read_model
@@ -43,3 +47,40 @@ def test_the_tool_prints_a_row_per_input(tmp_path):
     assert abs(float(rows[0][-1]) - (1 << 20) / 1e6) < 0.05  # the members: 1 MiB + a few hundred bytes
     assert float(rows[1][-1]) == 0.0
     assert not out.exists()  # removed without --keep
+
+
+def run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(TOOL), *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("names, bad", [("w2,x", "x"), ("bogus", "bogus"), ("g1,z", "z"),
+                                        ("w１", "w１")])
+def test_every_name_is_checked_before_anything_is_written(tmp_path, names, bad):
+    """Before, ``--only w2,x`` wrote w2.neff and then stopped at x with it left behind."""
+    out = tmp_path / "read"
+    res = run("--only", names, "--out", str(out))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines()[-1] == (f"bench_read.py: error: --only: unknown input "
+                                           f"{bad!r}: wN, gK or zN (e.g. w32)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("where, says", [
+    ("a.neff", "--out {}: not a folder"),
+    ("missing/deep/x", "--out {}: its parent folder {} does not exist"),
+])
+def test_a_bad_out_is_one_line_and_makes_no_folder(tmp_path, where, says):
+    (tmp_path / "a.neff").write_bytes(b"model")
+    out = tmp_path / where
+    res = run("--only", "g1", "--out", str(out))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == "bench_read.py: error: " + says.format(out, out.parent)
+    assert sorted(os.listdir(tmp_path)) == ["a.neff"]
+    assert (tmp_path / "a.neff").read_bytes() == b"model"
+
+
+def test_a_relative_out_is_the_starting_folders(tmp_path):
+    res = run("--only", "g1", "--out", "read", "--keep", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert sorted(os.listdir(tmp_path / "read")) == ["g1.neff"]

@@ -278,3 +278,28 @@ def test_report_cli_reads_a_result_and_fails_in_one_line(tools, tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "run `make bench` again" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("key", ["machine", "date", "targets", "large", "scaling"])
+def test_a_result_lacking_a_key_it_needs_is_one_line(tools, tmp_path, capsys, key):
+    run, report = tools
+    res = _result()
+    res["targets"] = run.targets(res)
+    del res[key]
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(res))
+    assert report.main([str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"report: {f}: no '{key}' in it, which a run.py result has: run "
+                   "`make bench` again\n")
+
+
+def test_a_result_with_a_value_of_another_kind_is_one_line(tools, tmp_path, capsys):
+    _, report = tools
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({"large_cli": [], "machine": 5}))
+    assert report.main([str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"report: {f}: a value is not what run.py writes (")

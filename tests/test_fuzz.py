@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import importlib.util
+import os
 import signal
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -310,3 +313,93 @@ def test_fuzz_seed_inputs_pass_the_oracle(tmp_path):
         oracle(lambda: FUZZ.one_input(data))
     small = [s for s in seeds if len(s) < 20_000]
     assert FUZZ.pure_loop(None, small, seed=3, max_runs=25, crash_dir=tmp_path) == 25
+
+
+# ---------------------------------------------------------------------------
+# the script's own behaviour: stops and arguments
+
+FUZZ_SCRIPT = ROOT / "fuzz" / "fuzz_reader.py"
+
+#: the pure loop with a real SIGINT sent to itself after its third input (no timing)
+PURE_CTRL_C = r"""
+import importlib.util, os, signal, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location("fuzz_reader", sys.argv[1])
+fuzz = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fuzz)
+fuzz.CRASH_DIR = Path(sys.argv[2])
+real, calls = fuzz.one_input, []
+def one_input(data):
+    real(data)
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+fuzz.one_input = one_input
+sys.exit(fuzz.main(["--pure", "--seconds", "60", "--seed", "1"]))
+"""
+
+
+def test_ctrl_c_stops_the_pure_loop_without_a_crash(tmp_path):
+    """Before, the loop caught the KeyboardInterrupt as a finding: it saved the input it
+    was reading under fuzz/crashes/ and reported a crash."""
+    crashes = tmp_path / "crashes"
+    res = subprocess.run([sys.executable, "-c", PURE_CTRL_C, str(FUZZ_SCRIPT), str(crashes),
+                          "SIGINT"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert res.returncode == 130, res.stderr
+    assert res.stderr.splitlines()[-1] == "KeyboardInterrupt: stopping."
+    assert "crash" not in res.stderr and not crashes.exists()
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stop_inside_an_input_is_not_a_finding(tmp_path, monkeypatch, stop):
+    def one_input(data):
+        raise stop()
+
+    monkeypatch.setattr(FUZZ, "one_input", one_input)
+    with pytest.raises(stop):
+        FUZZ.pure_loop(None, [b"\x00abc"], seed=1, max_runs=5, crash_dir=tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+
+
+def test_any_other_exception_is_saved_as_a_crash(tmp_path, monkeypatch):
+    def one_input(data):
+        raise RecursionError("deep")
+
+    monkeypatch.setattr(FUZZ, "one_input", one_input)
+    with pytest.raises(RecursionError):
+        FUZZ.pure_loop(None, [b"\x00abc"], seed=1, max_runs=5, crash_dir=tmp_path / "c")
+    saved = list((tmp_path / "c").iterdir())
+    assert len(saved) == 1 and saved[0].name.startswith("crash-")
+
+
+@pytest.mark.parametrize("args, env, says", [
+    (["--pure", "--secnds", "5"], {}, "unrecognized arguments: --secnds 5"),
+    (["--pure", "--seconds", "-1"], {}, "argument --seconds: '-1': a number of seconds greater "
+                                        "than 0"),
+    (["--pure", "--seconds", "nan"], {}, "argument --seconds: 'nan': a number of seconds "
+                                         "greater than 0"),
+    (["--pure", "--seconds", "0"], {}, "argument --seconds: '0': a number of seconds greater "
+                                       "than 0"),
+    (["--seconds", "abc"], {}, "argument --seconds: 'abc' is not a number of seconds"),
+    (["--pure"], {"FUZZ_SECONDS": "abc"}, "FUZZ_SECONDS: 'abc' is not a number of seconds"),
+    (["--pure"], {"FUZZ_SECONDS": "-5"}, "FUZZ_SECONDS: '-5': a number of seconds greater "
+                                         "than 0"),
+])
+def test_bad_arguments_are_refused(tmp_path, args, env, says):
+    res = subprocess.run([sys.executable, str(FUZZ_SCRIPT), *args], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=60,
+                         env={**{k: v for k, v in os.environ.items() if k != "FUZZ_SECONDS"},
+                              **env})
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines()[-1] == f"fuzz_reader.py: error: {says}"
+    assert "Traceback" not in res.stderr
+
+
+def test_seconds_given_wins_over_a_bad_fuzz_seconds(tmp_path):
+    """``make fuzz`` passes --seconds: the environment's FUZZ_SECONDS is then not read (it
+    was parsed, and its ValueError escaped, even with --seconds given)."""
+    res = subprocess.run([sys.executable, str(FUZZ_SCRIPT), "--pure", "--seconds", "0.2",
+                          "--seed", "1"], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=60, env={**os.environ, "FUZZ_SECONDS": "abc"})
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines()[-1].endswith(" inputs in 0.2 s, no crash")

@@ -1,0 +1,123 @@
+"""The developer tools stopped by a signal leave nothing behind, as Ctrl-C always did:
+``benchmarks/run.py``'s scratch folders (/tmp/nrtbench-*), ``python -m nrtrewrite.golden``'s
+temporary folder (/tmp/nrtrewrite-golden-*, a partial output in it), what
+``benchmarks/bench_read.py`` wrote into ``--out``.  Each tool runs in a subprocess whose
+code sends itself the signal at a known step (no timing), with TMPDIR a folder of the test's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+FIX = ROOT / "fixtures"
+sys.path.insert(0, str(BENCH))
+
+import outdir  # noqa: E402
+
+
+def run_driver(code: str, tmpdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmpdir)), timeout=120)
+
+
+#: run.py's measure_rank with the SIGTERM sent from the sink, on the lowering's writer
+#: thread, once the rank's first file has records in it (files open in the scratch folder)
+RUN_RANK = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import run
+import nrtrewrite.lower as L
+real = L.lower_rank
+def lower_rank(plan, rank, sink, **kw):
+    def stopping(name, arr):
+        sink(name, arr)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(plan, rank, sink=stopping, **kw)
+L.lower_rank = lower_rank
+run.stop_cleanly()  # (as run.py's main installs it, in the driver and in every worker)
+run.measure_rank(sys.argv[2], 0, 0, True)
+print("not stopped")
+"""
+
+
+def test_sigterm_during_a_run_measurement_removes_its_scratch_folder(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    res = run_driver(RUN_RANK, tmpdir, str(BENCH), str(FIX / "mix8.neff"))
+    assert res.returncode == 128 + signal.SIGTERM, res.stderr
+    assert res.stdout == ""
+    assert list(tmpdir.iterdir()) == []  # (before: nrtbench-XXXX with the rank's files)
+
+
+#: golden's main with the signal sent once the output is lowered into its temporary folder
+GOLDEN = r"""
+import os, signal, sys
+import nrtrewrite.golden as g
+real = g.pack
+def pack(folder):
+    assert (folder / "manifest.json").is_file()  # the lowered output, in the temporary folder
+    os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+    return real(folder)
+g.pack = pack
+g.main([sys.argv[1], sys.argv[2]])
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_stopped_golden_leaves_no_temporary_folder_and_no_golden(tmp_path, sig):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    golden = tmp_path / "g.tar.gz"
+    res = run_driver(GOLDEN, tmpdir, str(FIX / "ar2.neff"), str(golden), sig)
+    assert res.returncode == 128 + getattr(signal, sig)
+    assert res.stderr == f"nrtrewrite.golden: stopped by {sig}: nothing written\n"
+    assert list(tmpdir.iterdir()) == [] and sorted(os.listdir(tmp_path)) == ["tmp"]
+
+
+#: bench_read's main with SIGTERM sent as the first input is read back (it is written)
+BENCH_READ = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+import bench_read
+def measure(what, path):
+    assert path.is_file()
+    os.kill(os.getpid(), signal.SIGTERM)
+bench_read.measure = measure
+sys.argv = ["bench_read.py", *sys.argv[2:]]
+bench_read.main()
+"""
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_sigterm_during_bench_read_removes_what_it_wrote(tmp_path, existing):
+    out = tmp_path / "read"
+    if existing:  # what was there before stays
+        out.mkdir()
+        (out / "mine.txt").write_text("keep")
+    res = run_driver(BENCH_READ, tmp_path, str(BENCH), "--only", "g1,g2", "--out", str(out))
+    assert res.returncode == 128 + signal.SIGTERM, res.stderr
+    if existing:
+        assert sorted(os.listdir(out)) == ["mine.txt"]
+        assert (out / "mine.txt").read_text() == "keep"
+    else:
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_stopped_write_leaves_no_tmp_file(tmp_path, monkeypatch, stop):
+    """A write cut short (here: the rename) removes its PATH.tmp, which a later run would
+    count among the entries that were there before and never remove."""
+    def rename(self, target):
+        raise stop()
+
+    monkeypatch.setattr(Path, "replace", rename)
+    with pytest.raises(stop):
+        outdir.write_new(tmp_path / "w1.neff", b"x" * 100)
+    assert os.listdir(tmp_path) == []
