@@ -207,11 +207,12 @@ def test_a_manifest_integer_of_too_many_digits_is_invalid_json(pair):
     man.write_text(man.read_text().rstrip().rstrip("}") + ', "big": ' + "9" * 5000 + "}")
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1
-    assert ("rank-0001/manifest.json damaged in B: invalid JSON: an integer of 5000 digits, "
-            "more than 4300\n") in res.stdout
+    # (the integer's key path named since the topology-file tester: jsonin._long_int_path)
+    assert ("rank-0001/manifest.json damaged in B: field big: invalid JSON: an integer of "
+            "5000 digits, more than 4300\n") in res.stdout
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
-    assert line.endswith("rank-0001/manifest.json: invalid JSON: an integer of 5000 digits, "
-                         "more than 4300")
+    assert line.endswith("rank-0001/manifest.json: field big: invalid JSON: an integer of 5000 "
+                         "digits, more than 4300")
 
 
 def _set_manifest(folder, **keys):
@@ -282,8 +283,8 @@ def test_a_folder_that_is_not_an_nrtrewrite_output_is_refused(pair, tmp_path, ma
     for x, y in ((a, foreign), (foreign, a), (foreign, foreign)):
         line = _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)]))
         if why is None:
-            assert line == (f"nrtrewrite: error: {foreign}/manifest.json: invalid JSON: an "
-                            "integer of 5000 digits, more than 4300")
+            assert line == (f"nrtrewrite: error: {foreign}/manifest.json: field big: invalid "
+                            "JSON: an integer of 5000 digits, more than 4300")
         else:
             assert line == f"nrtrewrite: error: {foreign}: not an nrtrewrite output folder ({why})"
 
