@@ -1101,6 +1101,9 @@ def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[st
         "topology": {"name": topo.name, "lnc_size": topo.lnc_size, "nodes": topo.nodes,
                      "platform": topo.platform.name, "hw_generation": gen,
                      "cce_max_elements": cce_max_elements(gen),
+                     # the algo_sub_type of its intra-node mesh entries (null: no mesh)
+                     "mesh_sub_type": (topo.platform.mesh_sub_type.name
+                                       if topo.platform.mesh else None),
                      "ranks": [vars(topo.info(r)) for r in plan.world]},
         "memory": plan.memory.to_json(),
         "world": list(plan.world),

@@ -295,3 +295,108 @@ def test_a_balanced_scaling_of_a_handshake_or_event_value_is_caught(tmp_path, mo
     res = cli("simulate", out, "--ignore-checksums", "--json")
     assert res.exit_code == 1, res.output
     assert "sem.bin" in json.loads(res.stdout)["error"] and "field value" in res.stdout
+
+
+# -- fields a fifth exploratory tester changed with the rank manifest kept in step (as a bug of
+# `lower` would write them), which simulate took: spad.bin byte 1 [6:4] algo_sub_type, bytes
+# 4..7 the mesh overlay sema_shift_offset (u16) / sema_mask (u16); legs.bin byte 7 sdma_op,
+# 12 leaf, 56 num_elements (FORMATS §2, §3)
+
+SPAD = 8
+
+
+def _spad_and_manifest(out: Path, rank: int, entry: int, offset: int, fmt: str, value: int,
+                       key: str) -> None:
+    """Set one field of a rank's spad.bin entry and the rank manifest's copy of it."""
+    _patch(out / f"rank-{rank:04d}" / "spad.bin", entry * SPAD + offset, fmt,
+           lambda v: value if fmt != "<B" else (v & ~0x70) | (value << 4))
+    man = out / f"rank-{rank:04d}" / "manifest.json"
+    doc = json.loads(man.read_text())
+    doc["entries"][entry][key] = value
+    man.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("offset, value, key", [
+    (4, 128, "sema_shift_offset"),   # the firmware would signal 128 + t; the legs wait on 192 + t
+    (6, 0x07, "sema_mask"),          # event 8 (reduce copy) would land on event 0's semaphore
+])
+@pytest.mark.parametrize("case", ["mesh", "rdh5"])
+def test_the_mesh_overlay_is_the_legs_event_window(case, offset, value, key, mesh_out, rdh5_out,
+                                                   tmp_path):
+    base, rank = {"mesh": (mesh_out, 1), "rdh5": (rdh5_out, 2)}[case]
+    out = _copy(base, tmp_path)
+    _spad_and_manifest(out, rank, 0, offset, "<H", value, key)
+    _fails(out, f"rank-{rank:04d}", "spad.bin", "record 0", f"field {key}",
+           "the event window the legs use is 192 / 0x3f")
+
+
+@pytest.mark.parametrize("value", [0, 1, 3])
+def test_an_intra_node_mesh_entry_has_the_platforms_sub_type(value, mesh_out, tmp_path):
+    """trn2's mesh_sub_type is MESH_TRN2 (2); the manifest records it (topology.mesh_sub_type)."""
+    top = json.loads((mesh_out / "manifest.json").read_text())
+    assert top["topology"]["mesh_sub_type"] == "MESH_TRN2"
+    out = _copy(mesh_out, tmp_path)
+    _spad_and_manifest(out, 1, 0, 1, "<B", value, "algo_sub_type")
+    _fails(out, "rank-0001", "spad.bin", "field algo_sub_type",
+           f"algo_sub_type {value}", "needs 2 (MESH_TRN2): intra-node")
+
+
+def test_a_cross_node_mesh_entry_is_full_mesh(tmp_path):
+    base = tmp_path / "o"
+    meshcase.lower(meshcase.spec([[128 * k for k in range(4)]],
+                                 [("all_reduce", "bf16", "add", 4000)]), base, algo="mesh")
+    res = cli("simulate", base, "--json")
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "t"
+    shutil.copytree(base, out)
+    _spad_and_manifest(out, 128, 0, 1, "<B", 2, "algo_sub_type")
+    _fails(out, "rank-0128", "algo_sub_type 2 (MESH_TRN2)", "needs 0 (FULL_MESH): its group "
+           "spans 4 nodes")
+
+
+def test_a_manifest_without_mesh_sub_type_still_simulates(mesh_out, tmp_path):
+    """Outputs written before topology.mesh_sub_type was recorded: their intra-node sub-types
+    are not checked (FORMATS §1.1), everything else is."""
+    out = _copy(mesh_out, tmp_path)
+    man = out / "manifest.json"
+    top = json.loads(man.read_text())
+    del top["topology"]["mesh_sub_type"]
+    man.write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 0, res.output
+    top["topology"]["mesh_sub_type"] = "MESH_INVALID"
+    man.write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    _fails(out, "field topology.mesh_sub_type", "topology.mesh_sub_type is 'MESH_INVALID'")
+
+
+def test_a_kangaring_direct_recv_copies(tmp_path):
+    """FORMATS §3.3: a KANGARING ``direct_recv`` copies the last chunk to the secondaries
+    (sdma_op 2); a ``peer_post`` (11, sdma_op 0) relabelled ``direct_recv`` (7) passed."""
+    base = tmp_path / "o"
+    meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 8192)],
+                                 lnc=2), base, algo="kangaring")
+    for rank in range(8):
+        legs = _legs(base, rank)
+        hits = [i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == 11]
+        if hits:
+            break
+    assert hits, "no peer_post leg"
+    out = tmp_path / "t"
+    shutil.copytree(base, out)
+    _poke_legs(out, rank, hits[0] * REC + LEAF, 7)
+    _fails(out, f"rank-{rank:04d}", "legs.bin", f"record {hits[0]}", "field sdma_op",
+           "sdma_op 0 for leaf direct_recv (expected 2)")
+
+
+@pytest.mark.parametrize("value", [1, 0])
+def test_post_recv_legs_count_what_their_entry_receives(value, rdh8n_out, tmp_path):
+    """FORMATS §3: a ``post_recv``'s num_elements are the elements it receives; posting is per
+    entry (§8.2), so its entry's post_recv legs together count its receive entries' bytes."""
+    legs = _legs(rdh8n_out, 0)
+    rec = next(i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == 21)
+    (num,) = struct.unpack_from("<I", legs, rec * REC + NUM_ELEMENTS)
+    assert num > 1
+    out = _copy(rdh8n_out, tmp_path)
+    _patch(out / "rank-0000" / "legs.bin", rec * REC + NUM_ELEMENTS, "<I", lambda v: value)
+    _fails(out, "rank-0000", "legs.bin", "field num_elements", "the post_recv legs of entry 0",
+           "its receive entries")

@@ -22,8 +22,9 @@ from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
-    RING_FAMILY, ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
+    POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
 )
+from nrtrewrite.simulate.triggers import io_size
 
 TRANSFER = int(NetAddrMark.NET_TRANSFER)
 OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
@@ -139,7 +140,35 @@ class FifoDecoder:
             f.tx_groups = self._groups(f, "tx")
             f.rx_groups = self._groups(f, "rx")
         self._check_sends()
+        self._check_post_recvs()
         return self._pair()
+
+    def _check_post_recvs(self) -> None:
+        """FORMATS §3: a ``post_recv`` leg's ``num_elements`` is what it receives.  Posting
+        is per entry (§8.2), so the check is per entry and channel: its ``post_recv`` legs
+        together receive the bytes of its ops' receive entries."""
+        for rank, prog in sorted(self.programs.items()):
+            for ent in prog.entries:
+                for ch, (first, count) in sorted(ent.queues.items()):
+                    idx = np.arange(first, first + count)
+                    posts = idx[prog.l_leaf[idx] == POST_RECV]
+                    if not posts.size:
+                        continue
+                    esize = io_size(ent.trigger.dtype)
+                    counted = int(prog.l_num[posts].sum()) * esize
+                    f = self.fifos.get((rank, ch))
+                    got = 0
+                    if f is not None:
+                        for k, (start, n) in f.rx_groups.items():
+                            if f.op_entry[k] == ent.index:
+                                got += int(f.rx["size"][start:start + n].astype(np.int64).sum())
+                    if counted != got:
+                        raise SimulationError(
+                            f"the post_recv legs of entry {ent.index} on channel {ch} count "
+                            f"{counted} bytes ({int(prog.l_num[posts].sum())} elements), its "
+                            f"receive entries {got} (FORMATS §3: a post_recv's num_elements "
+                            "are the elements it receives)", rank=rank, channel=ch,
+                            artifact="legs.bin", record=int(posts[0]), field="num_elements")
 
     # ------------------------------------------------------------------
     def _op_entries(self, f: ChannelFifo) -> None:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import DTYPE_SIZE, DType, EncAlgType, EvtSemSubop, ReductionType
+from nrtrewrite.codes import (DTYPE_SIZE, ENC_MESH_MAX_NUM_EVENTS, DType, EncAlgMeshType,
+                              EncAlgType, EvtSemSubop, ReductionType)
 from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
 from nrtrewrite.compose.ir import MAX_SRC
 from nrtrewrite.compose.leaves import Leaf
@@ -80,6 +81,7 @@ _ENTRY_POST = np.zeros(256, bool)
 _ENTRY_POST[list(ENTRY_POST_SEMS)] = True
 SEM_PEER_BASE = 144  # compose.kangaring.KANGARING_SEM_BASE (not imported: it pulls the composer)
 SEM_EVENT_BASE = EVENT_SEMA_SHIFT_OFFSET
+EVENT_MASK = ENC_MESH_MAX_NUM_EVENTS - 1  # sema_mask: 0x3F (FORMATS §2, §7)
 #: leaves that carry a half-chunk index (the ring leaves, as KANGARING uses them too)
 HALF_LEAVES = RING_LEAVES | {10}
 REDUCE_LEAVES = frozenset({2, 3, 4, 10, 17, 19})
@@ -197,6 +199,27 @@ class RankDecoder:
              **kw) -> SimulationError:
         return SimulationError(why, **_where(self.rank, artifact, record, field_, **kw))
 
+    def _check_mesh_sub_type(self, t: TriggerSpec, art: str, e: int) -> None:
+        """A mesh-family entry's algo_sub_type is FULL_MESH across nodes, else the platform's
+        mesh sub-type (FORMATS §2; the manifest's ``topology.mesh_sub_type``: not checked for
+        an output written before it was recorded)."""
+        nodes = {self.layout.places[r].node for r in t.group if r in self.layout.places}
+        if len(nodes) > 1:
+            want, why = int(EncAlgMeshType.FULL_MESH), f"its group spans {len(nodes)} nodes"
+        elif not self.layout.mesh_sub_type_recorded:
+            return
+        elif self.layout.mesh_sub_type is None:
+            raise self.fail(f"a mesh-family entry ({_alg_name(int(self.algo_type[e]))}) on a "
+                            "platform without mesh (topology.mesh_sub_type null)", art, e,
+                            "algo_type")
+        else:
+            want, why = self.layout.mesh_sub_type, "intra-node: the platform's mesh_sub_type"
+        got = int(self.algo_sub[e])
+        if got != want:
+            raise self.fail(f"algo_sub_type {got} ({EncAlgMeshType(got).name}), where trigger "
+                            f"{t.ordinal} needs {want} ({EncAlgMeshType(want).name}): {why}",
+                            art, e, "algo_sub_type")
+
     def check(self, bad: np.ndarray, why, artifact: str, field_: str | None = None,
               base: int = 0) -> None:
         """Raise for the first record where ``bad`` is set (``why`` may be a callable(i))."""
@@ -260,6 +283,15 @@ class RankDecoder:
                     raise self.fail(f"mesh overlay sema_shift_offset {shift} / sema_mask "
                                     f"{mask:#x} / algo_sub_type {int(self.algo_sub[e])} does not "
                                     "name a window of the 256 semaphores", art, e, "channel_list")
+                # the firmware signals event t on sema_shift_offset + (t & sema_mask): the
+                # semaphores the legs wait on and the net proxy counts are 192 + t (FORMATS §7)
+                if (shift, mask) != (SEM_EVENT_BASE, EVENT_MASK):
+                    raise self.fail(f"mesh overlay sema_shift_offset {shift} / sema_mask "
+                                    f"{mask:#x}: the event window the legs use is "
+                                    f"{SEM_EVENT_BASE} / {EVENT_MASK:#x} (event t on semaphore "
+                                    f"{SEM_EVENT_BASE} + t, FORMATS §7)", art, e,
+                                    "sema_shift_offset" if shift != SEM_EVENT_BASE
+                                    else "sema_mask")
             if not self.rwc[e]:
                 raise self.fail("ring_wait_complete is 0: the entry would have no completion "
                                 "rule (FORMATS §2.1)", art, e, "ring_wait_complete")
@@ -271,6 +303,8 @@ class RankDecoder:
             if self.rank not in t.group:
                 raise self.fail(f"entry for trigger {t.ordinal}, whose replica group does not "
                                 f"contain rank {self.rank}", art, e)
+            if at in MESH_FAMILY:
+                self._check_mesh_sub_type(t, art, e)
             want_alg = t.entry_algorithm(me.get("leg"))
             if _alg_name(at) != want_alg:
                 raise self.fail(f"algo_type {_alg_name(at)} but trigger {t.ordinal} was lowered "
@@ -408,8 +442,10 @@ class RankDecoder:
         sdma = L["sdma_op"].astype(np.int64)
         want_sdma = np.where(np.isin(leaf, list(REDUCE_LEAVES)), SDMA_CCE,
                              np.where(np.isin(leaf, list(COPY_LEAVES)), SDMA_CME, SDMA_NONE))
-        # a kangaring direct_recv duplicates the last chunk to the unit's peers (a copy)
-        want_sdma = np.where(~ring_leaf & (leaf == 7) & (sdma == SDMA_CME), SDMA_CME, want_sdma)
+        # a kangaring direct_recv duplicates the last chunk to the unit's secondaries, a copy
+        # (FORMATS §3.3: sdma_op 2); on RING and SINGLE_CYCLE_RING it only consumes (0)
+        want_sdma = np.where((at_leg == int(EncAlgType.KANGARING)) & (leaf == 7), SDMA_CME,
+                             want_sdma)
         self.check(sdma != want_sdma, lambda i: f"sdma_op {sdma[i]} for leaf "
                    f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_sdma[i]})", art, "sdma_op")
         rt = L["reduction_type"].astype(np.int64)
