@@ -1146,8 +1146,9 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             if fb is not None:
                 break
         if fb is None:
-            msg = (f"{what} is not lowerable in this build (lowerable: {can}) and no lowerable "
-                   f"engine is legal for {req.op.name}")
+            msg = (f"{what} is not lowerable in this build (lowerable: {can}, each for its own "
+                   f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and no "
+                   f"lowerable engine is legal for {req.op.name}")
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,

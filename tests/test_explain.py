@@ -133,6 +133,10 @@ def test_model_less_alltoall_shows_mesh_without_lowering():
     assert t["channels"]["rings"] == []
     ring = next(c for c in t["candidates"] if c["algorithm"] == "RING")
     assert not ring["legal"] and "all-to-all" in ring["reason"]
+    # MESH is in the lowerable list, but not for ALLTOALL: said as the forced --algo mesh
+    # error says it (an exploratory tester found the list bare)
+    assert "each for its own ops; not for ALLTOALL: MESH) and no lowerable engine is legal " \
+        "for ALLTOALL" in t["lowered"]["fallback_reason"]
 
 
 def test_algo_override_errors_are_one_line():
