@@ -201,7 +201,8 @@ def test_neff_json_rules(base_spec, neff_json, why):
     ('{"a": NaN}', "member neff.json, field a: invalid JSON: NaN is not a finite number"),
     ("[1]", "must be a JSON object"),
     ('{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [-' + "7" * 4301 + ']}',
-     "member neff.json: invalid JSON: an integer of 4301 digits, more than 4300"),
+     "member neff.json, field note[0]: invalid JSON: an integer of 4301 digits, more than "
+     "4300"),
 ])
 def test_neff_json_syntax(base_spec, raw, why):
     base_spec["extra_members"] = [{"name": "neff.json", "text": raw}]
@@ -217,8 +218,9 @@ def test_json_integers_of_many_digits(base_spec):
     model = read_model_bytes(build(base_spec), path="m.neff")
     assert model.neff_json["note"] == -(10 ** 4300 - 1)
     base_spec["extra_members"] = [{"name": "sg00/def.json", "text": '{"x": ' + "1" * 5000 + "}"}]
-    assert str(error_of(base_spec)) == ("m.neff: member sg00/def.json, subgraph sg00: invalid "
-                                        "JSON: an integer of 5000 digits, more than 4300")
+    assert str(error_of(base_spec)) == ("m.neff: member sg00/def.json, subgraph sg00, field x: "
+                                        "invalid JSON: an integer of 5000 digits, more than "
+                                        "4300")
     old = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(640)
     try:
