@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import re
 import shutil
@@ -40,6 +39,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+from fuzz_reader import seconds  # (the fuzzer's beside this script: a run's length, > 0)
 
 #: Where failures are appended by default: beside this script, wherever it is run from.
 DEFAULT_LOG = Path(__file__).resolve().parent / "soak-failures.jsonl"
@@ -145,16 +146,6 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: a number of seconds greater than 0")
-    return value
-
-
 def _positive_count(text: str) -> int:
     try:
         value = int(text)
@@ -167,7 +158,7 @@ def _positive_count(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=_positive_seconds, default=300.0,
+    ap.add_argument("--seconds", type=seconds, default=300.0,
                     help="stop after this long (default 300)")
     ap.add_argument("--count", type=_positive_count, default=None,
                     help="stop after this many models (instead of --seconds)")
