@@ -2,8 +2,8 @@
 is imported.
 
 * Ctrl-C while the command's modules load (click, rich, numpy: a few tenths of a second,
-  before the CLI's own handling is in place) is ``Aborted!``, status 1, as at any later
-  moment, not a Python traceback;
+  before the CLI's own handling is in place) is ``Aborted!``, status 130 (128 + SIGINT), as
+  at any later moment, not a Python traceback;
 * numpy's BLAS starts no threads of its own (``OPENBLAS_NUM_THREADS=1`` unless set):
   nothing here multiplies matrices, and under a limit on processes (``ulimit -u``) those
   threads failed to start and OpenBLAS killed the process with SIGINT, whatever the command.
@@ -49,7 +49,7 @@ def main() -> None:
             sys.stderr.flush()
         except (OSError, ValueError, AttributeError):
             pass
-        sys.exit(1)
+        sys.exit(130)  # 128 + SIGINT (cli.STATUS_INTERRUPTED: not imported, it was loading)
     nrtrewrite.cli.LATE_STOPS_END_THE_PROCESS = True  # this process ends with the command
     try:
         cli_main(prog_name="nrtrewrite")

@@ -190,7 +190,7 @@ def test_ctrl_c_while_the_modules_load_is_aborted_not_a_traceback():
         "main()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT,
                           env=env(), timeout=60)
-    assert (proc.returncode, proc.stderr) == (1, b"Aborted!\n")
+    assert (proc.returncode, proc.stderr) == (130, b"Aborted!\n")
 
 
 @pytest.mark.parametrize("given, want", [(None, "1"), ("4", "4")])

@@ -105,8 +105,8 @@ def test_a_second_signal_during_the_cleanup_is_ignored(tmp_path):
 
 
 @pytest.mark.parametrize("first, second, status, line", [
-    ("SIGINT", "SIGINT", 1, "Aborted!"),  # Ctrl-C twice
-    ("SIGINT", "SIGTERM", 1, "Aborted!"),
+    ("SIGINT", "SIGINT", 130, "Aborted!"),  # Ctrl-C twice
+    ("SIGINT", "SIGTERM", 130, "Aborted!"),
     ("SIGTERM", "SIGINT", 128 + signal.SIGTERM, "nrtrewrite: terminated by SIGTERM"),
 ])
 def test_a_second_signal_of_any_kind_is_ignored(tmp_path, first, second, status, line):
@@ -197,8 +197,8 @@ def _stopped_after_placing(tmp_path, monkeypatch, *, force: bool, where: str):
 def test_a_stop_after_the_output_is_in_place_says_it_is_complete(tmp_path, monkeypatch, force,
                                                                  where):
     out, res = _stopped_after_placing(tmp_path, monkeypatch, force=force, where=where)
-    # the stop is still a stop (Ctrl-C: Aborted!, status 1; SIGTERM: 143)...
-    assert res.exit_code == (1 if where == "remove" else 128 + signal.SIGTERM)
+    # the stop is still a stop (Ctrl-C: Aborted!, status 130; SIGTERM: 143)...
+    assert res.exit_code == (130 if where == "remove" else 128 + signal.SIGTERM)
     # ...but the output it came after is whole, and the user is told so
     assert f"{out}: the new output is complete and in place; the run was stopped after it " \
            "was written" in res.output
@@ -212,7 +212,7 @@ def test_a_stop_after_the_output_is_in_place_says_it_is_complete(tmp_path, monke
 
 @pytest.mark.parametrize("stop, status, line", [
     (Terminated(signal.SIGTERM), 128 + signal.SIGTERM, "nrtrewrite: terminated by SIGTERM"),
-    (KeyboardInterrupt(), 1, "Aborted!")])
+    (KeyboardInterrupt(), 130, "Aborted!")])
 def test_a_stop_after_lower_returned_says_the_output_is_complete(tmp_path, monkeypatch, stop,
                                                                  status, line):
     """The stop comes after ``write_output`` returned, while ``lower`` prints its summary:

@@ -32,7 +32,7 @@ from test_atomic_output import FIX, ROOT, env
 from test_dump_json_columns import records
 
 STOPS = [(signal.SIGTERM, 143, "Terminated: 15"), (signal.SIGHUP, 129, "Terminated: 1"),
-         (signal.SIGINT, 1, "KeyboardInterrupt")]
+         (signal.SIGINT, 130, "KeyboardInterrupt")]
 
 
 @pytest.fixture(autouse=True)

@@ -265,6 +265,13 @@ def _say_placed() -> None:
              "stopped after it was written")
 
 
+#: The status of a Ctrl-C and of a closed pipe: 128 + the signal, as SIGTERM's 143 (a shell's
+#: status for a process the signal ended), so that no stop reads as ``diff``'s or
+#: ``simulate``'s 1 ("the outputs differ", "a trigger does not match").
+STATUS_INTERRUPTED = 128 + signal.SIGINT  # 130
+STATUS_CLOSED_PIPE = 128 + signal.SIGPIPE  # 141
+
+
 def _late_stop(signum, frame) -> None:
     """SIGTERM, SIGHUP or Ctrl-C once the command has finished and the process is exiting
     (:data:`LATE_STOPS_END_THE_PROCESS`): the warning, the line of a stop and its status,
@@ -275,7 +282,7 @@ def _late_stop(signum, frame) -> None:
     _say_placed()
     if signum == signal.SIGINT:
         _say("Aborted!")
-        status = 1
+        status = STATUS_INTERRUPTED
     else:
         _say(f"nrtrewrite: terminated by {signal.Signals(signum).name}")
         status = 128 + signum
@@ -420,7 +427,7 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             _say_placed()
             _say("Aborted!")
-            sys.exit(1)
+            sys.exit(STATUS_INTERRUPTED)
         except OSError as err:  # before a command runs: --help or --version printing
             if "--traceback" in argv:
                 _print_traceback(err)
@@ -456,8 +463,11 @@ class _Group(click.Group):
                 _say("")  # past the terminal's ^C; redirected: no blank line
             raise click.exceptions.Abort() from None
         except OSError as err:
-            if err.errno == errno.EPIPE:
-                raise  # a closed pipe (`| head`): click exits 1 quietly, as before
+            if err.errno == errno.EPIPE:  # a closed pipe (`| head`): quietly, 128 + SIGPIPE
+                # (as click, whose status was 1: no second error when the streams flush)
+                sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)
+                sys.stderr = click.utils.PacifyFlushWrapper(sys.stderr)
+                sys.exit(STATUS_CLOSED_PIPE)
             if _want_traceback(ctx):
                 _print_traceback(err)
             _exit_os_error(err, _what(ctx))
