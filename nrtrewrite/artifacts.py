@@ -196,8 +196,8 @@ SPAD_OVERLAY_ALGOS = frozenset(int(a) for a in (
 #: Decoded record fields shown in hex in text (addresses, handshake words, the channel
 #: mask): ``dump``'s table and ``diff``'s lines; every other integer is decimal.
 HEX_FIELDS = frozenset({"buf_ptr", "addr", "dev_addr", "dst_addr", "inc_send_handshake",
-                        "inc_recv_handshake", "channel_list", "src.start_addr",
-                        "dst.start_addr"})
+                        "inc_recv_handshake", "inc_send_complete", "inc_recv_complete",
+                        "channel_list", "src.start_addr", "dst.start_addr"})
 
 
 def _bit_fields(name: str, d: dict, w: dict, names, choose) -> None:

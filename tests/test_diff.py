@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -1152,3 +1153,33 @@ def test_the_ci_recipe_across_versions_and_file_names_is_identical(pair):
     (b / "renamed.neff").write_bytes((a / old).read_bytes() + bytes(4))
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1 and res.stdout.splitlines()[0].startswith(f"{old} size: ")
+
+
+def test_one_more_difference_is_singular(pair):
+    a, b = pair
+    path = b / "rank-0000" / "dma.bin"
+    path.write_bytes(bytes(x ^ 0xFF for x in path.read_bytes()))
+    n = path.stat().st_size // F.BD_DTYPE.itemsize
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", str(n - 1)])
+    assert res.exit_code == 1 and res.stdout.splitlines()[-2:] == [
+        "... 1 more difference", f"{n} difference(s)"]
+
+
+def test_the_net_ops_complete_addresses_are_hex_as_the_handshakes_they_repeat(tmp_path):
+    """FORMATS §8.1: inc_send_complete / inc_recv_complete are the same addresses as the
+    handshakes; diff showed those in hex and these in decimal (a CI tester)."""
+    import meshcase  # (tests/ is on sys.path: conftest's folder)
+    a, b = tmp_path / "a", tmp_path / "b"
+    meshcase.lower(meshcase.spec([[0, 128]], [("all_reduce", "bf16", "add", 4000)]), a)
+    shutil.copytree(a, b)
+    ops = b / "rank-0000" / "net_ops.bin"
+    rec = bytearray(ops.read_bytes())
+    assert len(rec) >= F.ARTIFACTS["net_ops.bin"][0].itemsize
+    arr = np.frombuffer(bytes(rec), F.ARTIFACTS["net_ops.bin"][0]).copy()
+    old = int(arr["inc_send_complete"][0])
+    arr["inc_send_complete"][0] = old + 8
+    arr["inc_send_handshake"][0] = old + 8
+    ops.write_bytes(arr.tobytes())
+    lines = [d.line() for d in D.diff_outputs(a, b)]
+    assert f"rank-0000/net_ops.bin[0] inc_send_complete: {old:#x} != {old + 8:#x}" in lines
+    assert f"rank-0000/net_ops.bin[0] inc_send_handshake: {old:#x} != {old + 8:#x}" in lines

@@ -619,3 +619,11 @@ def test_a_topology_path_that_is_no_file_says_what_is_there(tmp_path):
         with pytest.raises(ValidationError) as exc:
             load_topology(str(tmp_path / name), world=(0,), lnc_size=2)
         assert str(exc.value).endswith(f"nor a readable file ({what})")
+
+
+def test_an_rdh_step_table_shows_half_open_ranges():
+    """explain --rank's RDH steps printed element ranges as lists, ``[0, 500]``, where they
+    are half-open, as schedule shows them (a schedule tester)."""
+    text = run("explain", "--op", "allreduce", "--bytes", "2000", "--ranks", "3", "--algo",
+               "intra_rdh", "--rank", "0").output
+    assert "│ [0, 500)  │ [500, 1000)" in text and "[0, 500]" not in text

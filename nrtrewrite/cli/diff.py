@@ -10,7 +10,7 @@ import click
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, WholeWriter, main, stderr_console,
                             stopped_why, stops_deferred, warn)
 from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
-from nrtrewrite.errors import NrtRewriteError, escape_controls
+from nrtrewrite.errors import NrtRewriteError, counted, escape_controls
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None) -> None:
@@ -122,6 +122,6 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
                                    on_records, stops_deferred),
                       ignore, warn=say)
         if rep.shown < rep.count:
-            out.write(f"... {rep.count - rep.shown} more differences\n")
+            out.write(f"... {counted(rep.count - rep.shown, 'more difference')}\n")
         out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")
     sys.exit(1 if rep.count else 0)

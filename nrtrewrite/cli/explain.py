@@ -505,11 +505,15 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                 st = Table(show_edge=False, pad_edge=False)
                 for col in ("stage", "event", "partner", "keep/send", "send/receive"):
                     st.add_column(col)
+                def span(r) -> str:  # an element range [start, stop), as schedule shows it
+                    return f"[{r[0]}, {r[1]})" if isinstance(r, list) and len(r) == 2 else \
+                        str(r or "")
+
                 for s in m["rank"]["steps"]:
                     a = s.get("keep") or s.get("send")
                     b = s.get("send") if "keep" in s else s.get("receive")
-                    st.add_row(s["stage"], s.get("event", ""), str(s["partner"]),
-                               str(a or ""), str(b or ""))
+                    st.add_row(s["stage"], s.get("event", ""), str(s["partner"]), span(a),
+                               span(b))
                 console.print(st)
             elif "rank" in m:
                 r = m["rank"]
