@@ -522,3 +522,29 @@ def test_rewrite_streams_refuses_what_is_not_a_stream_of_the_model(fixtures_dir,
     model = read_model(fixtures_dir / "mix8.neff")
     with pytest.raises(ValidationError, match=why):
         rewrite_streams(model, new)
+
+
+def test_an_sbuf_all_gather_takes_0_or_a_known_alu_op():
+    """NEFF-LIKE.md: 0xC8's alu_op is "0 for ALL_GATHER", 0xD9's table says only alu_op and
+    §3 asks for a known one: an SBUF all-gather with ADD was refused (an independent writer's
+    file).  It takes 0 or a known op and ignores it; 0xC8 stays strict
+    (``test_all_gather_needs_alu_zero``); an unknown code is refused in both."""
+    import yaml
+    from nrtrewrite.errors import ParseError
+    from nrtrewrite.neff.assembler import assemble_spec
+    from pathlib import Path
+    spec = yaml.safe_load((Path(__file__).parent.parent / "fixtures" / "sbuf.yaml").read_text())
+    ops = spec["subgraphs"][0]["engines"]
+    eng = next(iter(ops))
+    i = next(k for k, w in enumerate(ops[eng]) if "all_gather" in w)
+    for code, ok in ((0x04, True), (0x08, True), (0x09, True), (0x00, True), (0x05, False)):
+        ops[eng][i]["all_gather"]["patch"] = {"alu_op": code}
+        spec["validate"] = ok  # (an unknown code: written without the read-back)
+        data = assemble_spec(spec)
+        if ok:
+            model = read_model_bytes(data, path="m.neff")
+            ag = [t for t in model.triggers if t.ctype.name == "ALL_GATHER"]
+            assert ag and all(t.alu_op is None for t in ag)
+        else:
+            with pytest.raises(ParseError, match="field alu_op: unknown AluOp code 0x5"):
+                read_model_bytes(data, path="m.neff")

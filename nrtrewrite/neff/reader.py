@@ -445,11 +445,16 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
     sg = ctx.sg
     op = ctx.opcode
     ctype = CType.ALL_REDUCE if op == Opcode.PSEUDO_TRIGGER_ALL_REDUCE else w.ctype
+    alu_op = w.alu_op
     if ctype == CType.ALL_GATHER:
-        if w.alu_op is not None:
-            raise ValidationError(f"alu_op must be 0 for ALL_GATHER, got {w.alu_op.name}",
+        # NEFF-LIKE.md: 0xC8's alu_op is "0 for ALL_GATHER"; 0xD9's table says only alu_op,
+        # and §3 asks for a known one: an SBUF all-gather takes 0 or a known op, which it
+        # ignores (a copy reduces nothing; docs/ASSEMBLE.md "Validation rules")
+        if alu_op is not None and ext is None:
+            raise ValidationError(f"alu_op must be 0 for ALL_GATHER, got {alu_op.name}",
                                   ctx.at("alu_op"))
-    elif w.alu_op is None:
+        alu_op = None
+    elif alu_op is None:
         raise ValidationError(f"{ctype.name} needs an alu_op (ADD, MAX or MIN), got 0",
                               ctx.at("alu_op"))
     sbuf = ext is not None
@@ -499,7 +504,7 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
     return Trigger(
         ordinal=ordinal, subgraph=sg.name, engine=ctx.engine, index=ctx.index,
         opcode=Opcode(op), ctype=ctype, op=CTYPE_TO_OP[ctype], dtype=w.dtype,
-        alu_op=w.alu_op, replica_group_id=gid, replica_group=group, stream_id=stream_id,
+        alu_op=alu_op, replica_group_id=gid, replica_group=group, stream_id=stream_id,
         channel_id=channel_id, src=src, dst=dst, num_elements=n, sync=_sync(w),
         num_words=2 if sbuf else 1, ext_sync=_sync(ext) if sbuf else None,
     )
