@@ -284,3 +284,24 @@ def test_hier_entries_name_their_leg_op(models):
 def test_flat_entries_leg_op_is_the_op(models):
     for op in _schedule(models["tiny"], 0, "ring")["ops"]:
         assert op["leg"] == "flat" and op["leg_op"] == op["op"]
+
+
+@pytest.mark.parametrize("op, phases", [("all_gather", {"all_gather"}),
+                                        ("reduce_scatter", {"reduce_scatter"})])
+def test_kangaring_sync_legs_are_in_their_ops_phase(tmp_path, op, phases):
+    """A KANGARING all-gather's peer_post / peer_wait legs showed phase reduce_scatter, a
+    phase the op does not have (a schedule tester): they take the op's."""
+    import meshcase
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / "k.neff"
+    model.write_bytes(assemble_spec(meshcase.spec([list(range(8))],
+                                                  [(op, "bf16", "add", 1024)], lnc=2)))
+    seen_sync = False
+    for rank in range(8):
+        doc = json.loads(_run("schedule", model, "--rank", rank, "--algo",
+                              "kangaring", "--json").output)
+        for entry in doc["ops"]:
+            for ch in entry["channels"]:
+                assert {s["phase"] for s in ch["steps"]} == phases
+                seen_sync |= any(s["leaf"] in ("peer_post", "peer_wait") for s in ch["steps"])
+    assert seen_sync

@@ -59,7 +59,7 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, register
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
-from nrtrewrite.compose.ring import H0, template_array
+from nrtrewrite.compose.ring import H0, PHASE_ALL_GATHER, PHASE_REDUCE_SCATTER, template_array
 from nrtrewrite.compose.segments import (
     FirstSeen, Layout, PeerTable, ViewTable, block_segments, interleaved_layout, segmented_layout,
 )
@@ -677,12 +677,16 @@ def _touch_counts(tab: np.ndarray, rows_per_key: np.ndarray, peer_ranks, kr: int
 
 @functools.lru_cache(maxsize=1024)
 def _sync_leg(ch: int, leaf: int, *, wait: tuple[int, int] | None = None,
-              inc: tuple[int, int] | None = None) -> np.ndarray:
+              inc: tuple[int, int] | None = None, phase: int = PHASE_REDUCE_SCATTER
+              ) -> np.ndarray:
     """A one-row leg without data (read-only: shared by every entry that posts or waits
-    alike; setting a structured row's fields costs some 8 us, a memo hit well under 1)."""
+    alike; setting a structured row's fields costs some 8 us, a memo hit well under 1).
+    ``phase`` is the op's (schedule's label only: an all-gather's sync legs are in its
+    all_gather phase, as its data legs)."""
     row = IR.empty(1)
     row["channel"] = ch
     row["leaf"] = leaf
+    row["phase"] = phase
     row["half"] = H0
     row["keep"] = 1  # a leg without data that emit keeps (it drops other empty ranges)
     if wait is not None:
@@ -703,6 +707,7 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
     """The leg IR of ``rank`` on every channel of ``kp`` and the ``schedule`` info (a
     secondary counts its primary's legs: :func:`_counts_of`)."""
     irs, info = [], {}
+    phase = PHASE_ALL_GATHER if kp.op == EncOpType.ALLGATHER else PHASE_REDUCE_SCATTER
     for ch in kp.channel_ids:
         kc = kp.channels[ch]
         v = kc.of(rank)
@@ -714,15 +719,15 @@ def kangaring_ir(kp: KangaringPlan, topo, rank: int, peers: PeerTable,
             posting = sum(1 for c in counts.values() if c)
             parts = []
             if posting:
-                parts.append(_sync_leg(ch, PEER_WAIT, wait=(kr, posting)))
+                parts.append(_sync_leg(ch, PEER_WAIT, wait=(kr, posting), phase=phase))
             irs.extend(parts + [legs])
             info[ch] = {**channel_role(kc, rank), "touches": counts}
         else:
             primary = v.next
             m = _counts_of(kp, topo, ch, primary).get(rank, 0)
             if m:
-                irs.append(_sync_leg(ch, PEER_POST, inc=(peers(primary), kr)))
-                irs.append(_sync_leg(ch, PEER_WAIT, wait=(kr, m)))
+                irs.append(_sync_leg(ch, PEER_POST, inc=(peers(primary), kr), phase=phase))
+                irs.append(_sync_leg(ch, PEER_WAIT, wait=(kr, m), phase=phase))
             info[ch] = {**channel_role(kc, rank), "waits_for_legs": m}
     return IR.concat(irs), info
 
