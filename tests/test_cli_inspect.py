@@ -269,7 +269,7 @@ CASES = [
      [], "offset 0x54, field src_start: src access pattern addresses bytes [4294967295, "),
     ("sbuf_dims_outside", spec(put("all_reduce", dict(
         SBUF, src={"var": "sb_in", "start": 2040, "partitions": 128, "dims": [[1, 8]]}))),
-     [], "offset 0x5c, field src_dims: src access pattern addresses bytes [2040, 2056)"),
+     [], "offset 0x54, field src_start: src access pattern addresses bytes [2040, 2056)"),
     ("sbuf_partitions", spec(put("all_reduce", dict(
         SBUF, src={"var": "sb_in", "partitions": [1, 128], "dims": [[1, 8]]}))), [],
      "field src_partition_start: src partitions [1, 129) fall outside"),

@@ -166,7 +166,7 @@ CASES = [
     ("ap_negative_out_of_var", spec(lambda s: sp(s).__setitem__(1, sbuf_ar(
         {"var": "sb_in", "start": 6, "partitions": 128, "dims": [[-1, 8]]},
         {"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, 1024))), [],
-     "field src_dims: src access pattern addresses bytes [-8, 8) of each partition"),
+     "field src_start: src access pattern addresses bytes [-8, 8) of each partition"),
     # lowering-time limits
     ("rank_2_31", spec(defj(replica_groups=[[0, 2**31 - 1]])), [],
      "to hold rank 2147483647, more than 1048576 (MAX_TOPOLOGY_RANKS)"),

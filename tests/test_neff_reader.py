@@ -448,10 +448,10 @@ def test_reduce_scatter_divisible(base_spec):
      "instruction 1, offset 0x58, field src_partition_start",
      "src partitions [100, 129) fall outside var 3 ('sb_in') with 128 partitions"),
     ({"dst": {"var": "sb_out", "start": 2040, "partitions": 128, "dims": [[1, 8]]}},
-     "instruction 2, offset 0xa0, field dst_dims",
+     "instruction 2, offset 0x98, field dst_start",  # (an extent that fits, placed outside)
      "dst access pattern addresses bytes [2040, 2056) of each partition, outside var 4"),
     ({"src": {"var": "sb_in", "start": 2, "partitions": 128, "dims": [[-1, 8]]}},
-     "field src_dims", "src access pattern addresses bytes [-12, 4)"),
+     "field src_start", "src access pattern addresses bytes [-12, 4)"),
     ({"src": {"var": "sb_in", "partitions": 128, "dims": [[1, 8], [1024, 2]]},
       "dst": {"var": "sb_out", "partitions": 128, "dims": [[1, 16]]}},
      "field src_dims", "addresses bytes [0, 2064)"),
@@ -493,9 +493,15 @@ def test_sbuf_access_pattern_may_end_at_the_last_byte_of_the_var_not_one_element
     set_trigger(base_spec, "all_reduce", dict(SBUF_AR, dst={"var": "sb_out", "start": 2034,
                                                             "partitions": 128, "dims": [[1, 8]]}))
     msg = str(error_of(base_spec))
-    assert msg.endswith("instruction 2, offset 0xa0, field dst_dims: dst access pattern "
+    assert msg.endswith("instruction 2, offset 0x98, field dst_start: dst access pattern "
                         "addresses bytes [2034, 2050) of each partition, outside var 4 "
                         "('sb_out') of 2048 bytes per partition"), msg
+    # an extent of more than the var is the dims' fault wherever it starts
+    set_trigger(base_spec, "all_reduce", dict(SBUF_AR, dst={"var": "sb_out", "start": 0,
+                                                            "partitions": 128,
+                                                            "dims": [[1, 4], [1024, 2]]}))
+    assert "instruction 2, offset 0xa0, field dst_dims: dst access pattern addresses bytes " \
+        "[0, 2056)" in str(error_of(base_spec))
 
 
 def test_sbuf_all_gather_counts(base_spec):

@@ -432,8 +432,10 @@ def _check_ap(ctx: _Ctx, var: Var, ap: AccessPattern, dsize: int, role: str,
     first = ap.start + lo * dsize
     end = ap.start + (hi + 1) * dsize
     if first < 0 or end > var.size:
-        # the field at fault: the start when its own element is outside the var already
-        culprit = "start" if ap.start + dsize > var.size else "dims"
+        # the field at fault: the dims when the pattern's extent is more than the var holds,
+        # else the start, which placed an extent that fits outside (as a DRAM operand's
+        # offset is named where its elements would fit; an independent writer's reading)
+        culprit = "dims" if (hi - lo + 1) * dsize > var.size else "start"
         raise ValidationError(f"{role} access pattern addresses bytes [{first}, {end}) of each "
                               f"partition, outside var {var.var_id} ({var.name!r}) of "
                               f"{var.size} bytes per partition",
