@@ -164,6 +164,35 @@ def test_a_full_standard_output_is_one_line(args, tmp_path):
                            "left on device\n")
 
 
+@pytest.mark.parametrize("args", [
+    ["lower", FIX / "mix8.neff", "-o", "NEW"],      # rich's console: its own exit was 1
+    ["inspect", FIX / "mix8.neff"],
+    ["schedule", FIX / "mix8.neff", "--rank", "0"],
+    ["dump", "OUT", "--cce"],
+    ["dump", "OUT", "--cce", "--json"],
+    ["diff", "OUT", "OTHER"],
+    ["simulate", "OUT"],
+])
+def test_a_closed_pipe_is_128_plus_sigpipe_quietly(args, tmp_path):
+    """A reader that goes away (``| head -c 1``) ends every command quietly with 141, never
+    1, which is ``diff``'s "the outputs differ" and ``simulate``'s "a trigger does not match"
+    (a CI tester; rich's console exited 1 itself, click too)."""
+    out, other = tmp_path / "out", tmp_path / "other"
+    for o, algo in ((out, "mesh"), (other, "ring")):
+        assert subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", "-q", "--algo",
+                               algo, str(FIX / "mix8.neff"), "-o", str(o)], cwd=ROOT,
+                              env=env(), timeout=120).returncode == 0
+    args = [{"OUT": out, "OTHER": other, "NEW": tmp_path / "new"}.get(a, a) for a in args]
+    r, w = os.pipe()  # the reader gone before the command writes: its first write fails
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", *map(str, args)], stdout=w,
+                              stderr=subprocess.PIPE, cwd=ROOT, env=env(), timeout=120)
+    finally:
+        os.close(w)
+    assert (proc.returncode, proc.stderr) == (141, b"")
+
+
 CLOSED = "nrtrewrite: error: cannot write the standard output: the standard output is closed\n"
 
 

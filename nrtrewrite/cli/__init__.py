@@ -54,22 +54,32 @@ def is_tty(stream) -> bool:
         return False
 
 
+class _Console(Console):
+    """rich's console, but for a closed pipe: rich ends the process with status 1, which
+    reads as ``diff``'s "the outputs differ"; ours is 128 + SIGPIPE, as everywhere else."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        _quiet_closed_pipe()
+        raise SystemExit(STATUS_CLOSED_PIPE)
+
+
 def stdout_console(width: int = 132, **options) -> Console:
     """A rich console on stdout.  Piped or redirected: plain text exactly ``width`` columns
     wide (rich would assume 80 and cut names and reasons), whatever ``COLUMNS``,
     ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` say, so the bytes are the same on every
     machine."""
     if is_tty(sys.stdout):
-        return Console(**options)
-    return Console(width=width, force_terminal=False, color_system=None, **options)
+        return _Console(**options)
+    return _Console(width=width, force_terminal=False, color_system=None, **options)
 
 
 def stderr_console() -> Console:
     """A rich console on stderr for warnings and progress; redirected, plain text and no
     progress display (``is_terminal`` False) whatever the environment says."""
     if is_tty(sys.stderr):
-        return Console(stderr=True)
-    return Console(stderr=True, force_terminal=False, color_system=None)
+        return _Console(stderr=True)
+    return _Console(stderr=True, force_terminal=False, color_system=None)
 
 
 def warn(err: Console, text: str) -> None:
@@ -272,6 +282,21 @@ STATUS_INTERRUPTED = 128 + signal.SIGINT  # 130
 STATUS_CLOSED_PIPE = 128 + signal.SIGPIPE  # 141
 
 
+def _quiet_closed_pipe() -> None:
+    """After a closed pipe: the standard output onto /dev/null (the Python documentation's
+    way, "Note on SIGPIPE"), so that flushing it at exit raises no second BrokenPipeError
+    (click's PacifyFlushWrapper did this, deprecated in click 8.2); stderr is left as it
+    is, for a line that still has to be said."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(fd, sys.stdout.fileno())
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # (a stream without a descriptor: a test's, nothing is flushed to a pipe)
+
+
 def _late_stop(signum, frame) -> None:
     """SIGTERM, SIGHUP or Ctrl-C once the command has finished and the process is exiting
     (:data:`LATE_STOPS_END_THE_PROCESS`): the warning, the line of a stop and its status,
@@ -464,9 +489,7 @@ class _Group(click.Group):
             raise click.exceptions.Abort() from None
         except OSError as err:
             if err.errno == errno.EPIPE:  # a closed pipe (`| head`): quietly, 128 + SIGPIPE
-                # (as click, whose status was 1: no second error when the streams flush)
-                sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)
-                sys.stderr = click.utils.PacifyFlushWrapper(sys.stderr)
+                _quiet_closed_pipe()
                 sys.exit(STATUS_CLOSED_PIPE)
             if _want_traceback(ctx):
                 _print_traceback(err)
