@@ -139,6 +139,19 @@ class _Pairs(list):
     """An object's (key, value) pairs as written, a key given twice kept twice."""
 
 
+def _children(path: str, val: Any) -> list[tuple[str, Any]] | None:
+    """A container's members with their key paths (``a.b``, ``a[2]``), in document order;
+    None for a value that is no container.  Pairs as parsed (:class:`_Pairs`) keep a key
+    given twice."""
+    if isinstance(val, _Pairs):
+        return [(f"{path}.{k}" if path else str(k), sub) for k, sub in val]
+    if isinstance(val, dict):
+        return [(f"{path}.{k}" if path else str(k), sub) for k, sub in val.items()]
+    if isinstance(val, (list, tuple)):
+        return [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
+    return None
+
+
 def _long_int_path(text: str) -> str | None:
     """The key path of the first integer of more than :data:`MAX_JSON_INT_DIGITS` digits (the
     one :func:`_parse_int` refused), found by parsing again with each such integer marked
@@ -156,13 +169,7 @@ def _long_int_path(text: str) -> str | None:
         path, val = stack.pop()
         if isinstance(val, _LongInt):
             return path or None
-        if isinstance(val, _Pairs):
-            items = [(f"{path}.{k}" if path else str(k), sub) for k, sub in val]
-        elif isinstance(val, list):
-            items = [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
-        else:
-            continue
-        stack.extend(reversed(items))  # popped in document order
+        stack.extend(reversed(_children(path, val) or ()))  # popped in document order
     return None
 
 
@@ -196,14 +203,10 @@ def non_finite_path(doc: Any) -> tuple[str, float] | None:
             continue
         seen.add(id(val))
         if isinstance(val, dict):
-            items = []
-            for key, sub in val.items():
-                if isinstance(key, float) and not math.isfinite(key):
-                    return path, key
-                items.append((f"{path}.{key}" if path else str(key), sub))
-        else:
-            items = [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
-        stack.extend(reversed(items))  # popped in document order
+            bad = next((k for k in val if isinstance(k, float) and not math.isfinite(k)), None)
+            if bad is not None:
+                return path, bad
+        stack.extend(reversed(_children(path, val)))  # popped in document order
     return None
 
 
@@ -222,16 +225,10 @@ def lone_surrogate(doc: Any) -> tuple[str, str, int, bool] | None:
                 return path, val, at, False
             continue
         if isinstance(val, dict):
-            items = []
-            for key, sub in val.items():
+            for key in val:
                 if isinstance(key, str) and (at := _surrogate_at(key)) is not None:
                     return path, key, at, True
-                items.append((f"{path}.{key}" if path else str(key), sub))
-        elif isinstance(val, list):
-            items = [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
-        else:
-            continue
-        stack.extend(reversed(items))  # popped in document order
+        stack.extend(reversed(_children(path, val) or ()))  # popped in document order
     return None
 
 
