@@ -222,8 +222,8 @@ def test_symbolic_executor_catches_a_missing_peer_wait(monkeypatch):
     plan = plan_ops([ar(4096)], 16, algo="kangaring")
     orig = K._sync_leg
 
-    def no_wait(ch, leaf, *, wait=None, inc=None):
-        return orig(ch, leaf, wait=None, inc=inc)
+    def no_wait(ch, leaf, *, wait=None, inc=None, **kw):
+        return orig(ch, leaf, wait=None, inc=inc, **kw)
     monkeypatch.setattr(K, "_sync_leg", no_wait)
     with pytest.raises(SymbolicError):
         for seed in range(4):
