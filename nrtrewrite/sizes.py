@@ -26,9 +26,10 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     if not m:
         raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)
     num, unit, i, b = m.groups()
-    if len(num) - ("." in num) > MAX_SIZE_DIGITS:
+    digits = len(num) - ("." in num)
+    if digits > MAX_SIZE_DIGITS:
         shown = text.strip() if len(text.strip()) <= 24 else f"{text.strip()[:12]}..."
-        raise ValidationError(f"size {shown!r} has {len(num) - ('.' in num)} digits, more than "
+        raise ValidationError(f"size {shown!r} has {digits} digits, more than "
                               f"{MAX_SIZE_DIGITS}", field=field)
     unit = unit.lower()
     if not unit and i:

@@ -706,12 +706,12 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             if nodes < 1:
                 raise click.UsageError("--nodes must be >= 1")
             base = topology or "trn2"
-            if base.partition(":")[0] in PRESETS and "nodes" in base.partition(":")[2]:
+            preset, _, preset_options = base.partition(":")
+            if preset in PRESETS and "nodes" in preset_options:
                 raise click.UsageError(f"--nodes and --topology {base} both give the node count; "
-                                       f"give it once (--topology {base.partition(':')[0]} "
-                                       f"--nodes {nodes}, or --topology "
-                                       f"{base.partition(':')[0]}:nodes={nodes})")
-            if base.partition(":")[0] not in PRESETS:
+                                       f"give it once (--topology {preset} --nodes {nodes}, or "
+                                       f"--topology {preset}:nodes={nodes})")
+            if preset not in PRESETS:
                 raise click.UsageError("--nodes combines with a preset --topology (trn1, trn2); "
                                        "a topology file sets its own nodes")
             spec = f"{base}:nodes={nodes}"

@@ -147,6 +147,12 @@ class FifoDecoder:
         """FORMATS §3: a ``post_recv`` leg's ``num_elements`` is what it receives.  Posting
         is per entry (§8.2), so the check is per entry and channel: its ``post_recv`` legs
         together receive the bytes of its ops' receive entries."""
+        received: dict[tuple[int, int, int], int] = {}  # (rank, channel, entry) -> bytes
+        for (rank, ch), f in self.fifos.items():
+            for k, (start, n) in f.rx_groups.items():
+                key = (rank, ch, f.op_entry[k])
+                received[key] = received.get(key, 0) + int(
+                    f.rx["size"][start:start + n].astype(np.int64).sum())
         for rank, prog in sorted(self.programs.items()):
             for ent in prog.entries:
                 for ch, (first, count) in sorted(ent.queues.items()):
@@ -156,12 +162,7 @@ class FifoDecoder:
                         continue
                     esize = io_size(ent.trigger.dtype)
                     counted = int(prog.l_num[posts].sum()) * esize
-                    f = self.fifos.get((rank, ch))
-                    got = 0
-                    if f is not None:
-                        for k, (start, n) in f.rx_groups.items():
-                            if f.op_entry[k] == ent.index:
-                                got += int(f.rx["size"][start:start + n].astype(np.int64).sum())
+                    got = received.get((rank, ch, ent.index), 0)
                     if counted != got:
                         raise SimulationError(
                             f"the post_recv legs of entry {ent.index} on channel {ch} count "

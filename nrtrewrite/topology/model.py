@@ -609,7 +609,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         raise ValidationError("devices_per_node must be >= 1", file=where, field="devices_per_node")
 
     if "device_cycles" in doc:
-        cycles = []
+        cycles: dict[frozenset, tuple[int, ...]] = {}  # a cycle's links -> the cycle (in order)
         for cyc in doc["device_cycles"]:
             if not _ints(cyc) or sorted(cyc) != list(range(n)):
                 raise ValidationError(f"each device cycle must list every device 0..{n - 1} once",
@@ -620,14 +620,14 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                     raise ValidationError(f"device cycle step {d} -> {nxt} is not a link",
                                           file=where, field="device_cycles")
             edges = frozenset(frozenset((d, cyc[(i + 1) % n])) for i, d in enumerate(cyc))
-            if any(edges == e for _c, e in cycles):
+            if edges in cycles:
                 raise ValidationError(f"device cycle {len(cycles)} is device cycle "
-                                      f"{next(i for i, (_c, e) in enumerate(cycles) if e == edges)}"
-                                      " again (the same links, perhaps reversed or opened "
-                                      "elsewhere): channels would repeat its rings",
-                                      file=where, field=f"device_cycles[{len(cycles)}]")
-            cycles.append((tuple(cyc), edges))
-        device_cycles = tuple(c for c, _e in cycles)
+                                      f"{list(cycles).index(edges)} again (the same links, "
+                                      "perhaps reversed or opened elsewhere): channels would "
+                                      "repeat its rings", file=where,
+                                      field=f"device_cycles[{len(cycles)}]")
+            cycles[edges] = tuple(cyc)
+        device_cycles = tuple(cycles.values())
     elif base is not None and links == base.links:
         device_cycles = base.device_cycles
     else:
