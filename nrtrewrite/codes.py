@@ -166,6 +166,12 @@ class EncAlgMeshType(IntEnum):
     MESH_INVALID = 4
 
 
+#: the mesh sub-types a platform (a topology file's ``mesh_sub_type``) and a rank manifest's
+#: ``topology.mesh_sub_type`` may name: every EncAlgMeshType but MESH_INVALID
+MESH_SUB_TYPE_NAMES: tuple[str, ...] = tuple(
+    m.name for m in EncAlgMeshType if m != EncAlgMeshType.MESH_INVALID)
+
+
 class EncMeshEventType(IntEnum):
     """enc_mesh_event_type: the mesh (and RDH) event schedule's event types, 2.31 numbering.
 

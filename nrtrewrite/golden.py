@@ -23,7 +23,7 @@ from pathlib import Path
 from nrtrewrite.bundle import rmtree_few_fds, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import Terminated, _terminate_cleanly
+from nrtrewrite.cli import Terminated, terminate_cleanly
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
     try:
-        with _terminate_cleanly():
+        with terminate_cleanly():
             tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
             try:
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)

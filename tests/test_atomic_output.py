@@ -616,11 +616,11 @@ def test_forked_children_keep_the_default_sigterm():
     """A pool worker must die of SIGTERM at once, as before the CLI's handler: with the
     Python-level handler inherited, a worker blocked on a queue lock when its parent
     terminated the pool could wait forever (seen 2 times in 60 loaded runs)."""
-    from nrtrewrite.cli import _terminate_cleanly
+    from nrtrewrite.cli import terminate_cleanly
 
     sigs = (signal.SIGTERM, signal.SIGHUP)
     before = {s: signal.getsignal(s) for s in sigs}  # SIGHUP may be ignored (nohup, CI)
-    with _terminate_cleanly():
+    with terminate_cleanly():
         assert all(signal.getsignal(s) is not before[s] for s in sigs
                    if before[s] != signal.SIG_IGN)
         pid = os.fork()
@@ -633,11 +633,11 @@ def test_forked_children_keep_the_default_sigterm():
 
 def test_an_ignored_sighup_stays_ignored():
     """``nohup nrtrewrite lower ...`` keeps running when the terminal goes away."""
-    from nrtrewrite.cli import _terminate_cleanly
+    from nrtrewrite.cli import terminate_cleanly
 
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        with _terminate_cleanly():
+        with terminate_cleanly():
             assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
             assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
     finally:

@@ -197,12 +197,12 @@ TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHU
                             if hasattr(signal, name))
 
 
-#: While :func:`_terminate_cleanly` is active: the signals' handlers it replaced.
+#: While :func:`terminate_cleanly` is active: the signals' handlers it replaced.
 _REPLACED: dict[int, object] = {}
 
 
 class _Stops:
-    """The stops of the running command (:func:`_terminate_cleanly`): ``raised`` the signal
+    """The stops of the running command (:func:`terminate_cleanly`): ``raised`` the signal
     raised (one: a later one is ignored while its cleanup runs), ``deferring`` how deep in
     :func:`stops_deferred` the command is, ``pending`` the signal that came meanwhile."""
 
@@ -212,7 +212,7 @@ class _Stops:
         self.pending: int | None = None
 
 
-#: The running command's stops; None outside :func:`_terminate_cleanly`.
+#: The running command's stops; None outside :func:`terminate_cleanly`.
 _STOPS: _Stops | None = None
 
 
@@ -319,7 +319,7 @@ def _late_stop(signum, frame) -> None:
 
 def _restore_in_child() -> None:
     """In a forked child (a pool worker, a compose-ahead process): the handlers as they were
-    before :func:`_terminate_cleanly`, so the child dies of SIGTERM at once, as before (a
+    before :func:`terminate_cleanly`, so the child dies of SIGTERM at once, as before (a
     Python-level handler runs only between bytecodes of the main thread: a worker blocked on
     a queue lock while its parent terminated the pool could wait there forever)."""
     for sig, h in _REPLACED.items():
@@ -332,7 +332,7 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextlib.contextmanager
-def _terminate_cleanly():
+def terminate_cleanly():
     """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` in this process
     (unless ignored: under ``nohup`` SIGHUP stays ignored).  A forked child gets the previous handlers back as it starts (:func:`_restore_in_child`)."""
     global _STOPS
@@ -431,7 +431,7 @@ class _Group(click.Group):
         argv = sys.argv[1:] if args is None else list(args)
         _PLACED.clear()
         try:
-            with _terminate_cleanly():
+            with terminate_cleanly():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
         except Terminated as err:
             _say_placed()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nrtrewrite.codes import SBUF_PARTITIONS, EncAlgMeshType
+from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, SBUF_PARTITIONS, EncAlgMeshType
 from nrtrewrite.emit.address import (
     CAYMAN_ID_MASK, CAYMAN_ID_SHIFT, CORE_WINDOW, DIE_BIT, DRAM_BASE, EVT_SEM_BASE, EVT_SEM_DEC,
     EVT_SEM_INC, EVT_SEM_READ, EVT_SEM_SET, EVT_SEM_STRIDE, LOCAL_MASK, SBUF_BASE,
@@ -167,10 +167,9 @@ class Layout:
         self.mesh_sub_type: int | None = None
         self.mesh_sub_type_recorded = "mesh_sub_type" in topo
         if self.mesh_sub_type_recorded and topo["mesh_sub_type"] is not None:
-            names = [m.name for m in EncAlgMeshType if m != EncAlgMeshType.MESH_INVALID]
-            if topo["mesh_sub_type"] not in names:
+            if topo["mesh_sub_type"] not in MESH_SUB_TYPE_NAMES:
                 raise SimulationError(f"topology.mesh_sub_type is {topo['mesh_sub_type']!r}: "
-                                      f"one of {', '.join(names)}, or null (no mesh)",
+                                      f"one of {', '.join(MESH_SUB_TYPE_NAMES)}, or null (no mesh)",
                                       file=file, field="topology.mesh_sub_type")
             self.mesh_sub_type = int(EncAlgMeshType[topo["mesh_sub_type"]])
         self.places: dict[int, RankPlace] = {}

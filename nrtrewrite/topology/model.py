@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 from nrtrewrite import jsonin
-from nrtrewrite.codes import EdgeLocality, EncAlgMeshType
+from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, EdgeLocality, EncAlgMeshType
 from nrtrewrite.emit.address import CAYMAN_ID_MASK
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
 from nrtrewrite.errors import LimitError, ValidationError
@@ -659,9 +659,9 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
             raise ValidationError(f"lnc_size {size} is listed twice", file=where,
                                   field=f"lnc_sizes[{i}]")
     mst = doc.get("mesh_sub_type", (base.mesh_sub_type if base else EncAlgMeshType.FULL_MESH).name)
-    meshes = [m.name for m in EncAlgMeshType if m != EncAlgMeshType.MESH_INVALID]
-    if mst not in meshes:
-        raise ValidationError(f"unknown mesh_sub_type {mst!r} (one of {', '.join(meshes)})",
+    if mst not in MESH_SUB_TYPE_NAMES:
+        raise ValidationError(f"unknown mesh_sub_type {mst!r} (one of "
+                              f"{', '.join(MESH_SUB_TYPE_NAMES)})",
                               file=where, field="mesh_sub_type")
     mesh_sub_type = EncAlgMeshType[mst]
     kangaring = _bool(doc, "kangaring", base.kangaring if base else False, where=where)
