@@ -37,7 +37,7 @@ from nrtrewrite.neff.container import (
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS
 from nrtrewrite.neff.reader import MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
 from nrtrewrite.topology.model import (
-    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS,
+    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_FILE_BYTES, MAX_TOPOLOGY_RANKS,
 )
 from nrtrewrite.topology.rings import NEC_MAX_CHANNELS
 
@@ -88,6 +88,9 @@ LIMITS: tuple[Limit, ...] = (
           "neff/reader._read_vars"),
     Limit("MAX_TOPOLOGY_RANKS", MAX_TOPOLOGY_RANKS, "ours: ranks a topology is built with",
           "topology/model.check_topology_size"),
+    Limit("MAX_TOPOLOGY_FILE_BYTES", MAX_TOPOLOGY_FILE_BYTES, "ours: a topology file, from its "
+          "size before reading (to_json of MAX_TOPOLOGY_RANKS ranks is about 121 MB)",
+          "topology/model.load_topology"),
     Limit("MAX_DEVICES_PER_NODE", MAX_DEVICES_PER_NODE, "6-bit CAYMAN_ID of the SoC address "
           "(docs/FORMATS.md §10)", "topology/model._check_devices"),
     Limit("MAX_CORES_PER_DEVICE", MAX_CORES_PER_DEVICE, "ours: the semaphore address's TOP_SP "
@@ -255,7 +258,8 @@ __all__ = [
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "DRAM_BELOW_EVT_SEM",
     "ENC_MESH_MAX_NUM_EVENTS",
     "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES",
-    "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_RANKS", "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
+    "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_FILE_BYTES", "MAX_TOPOLOGY_RANKS",
+    "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
     "MAX_VAR_ID", "MAX_VAR_SIZE", "NEC_MAX_CHANNELS", "NEC_MAX_COMM_N", "NET_INDEX_LOOP_SIZE",
     "NET_MAX_CREDITS", "SBUF_BASE", "SBUF_PARTITIONS", "SBUF_WINDOW_LIMIT",
     "SDMA_MAX_CCE_ELEMENTS", "CCE_MAX_ELEMENTS", "SEMAPHORES_PER_CORE", "SPAD_BYTES", "T3D_DIM_CAP",

@@ -627,3 +627,27 @@ def test_a_topology_file_is_checked_whole(tmp_path):
     # the one cycle of a 1 x 3 torus, given once, is taken
     path.write_text(json.dumps({"torus": [1, 3], "device_cycles": [[0, 1, 2]]}))
     assert load_topology(str(path), world=(0, 1), lnc_size=1).device_cycles == ((0, 1, 2),)
+
+
+def test_a_topology_file_over_its_size_limit_is_refused_before_reading(tmp_path, monkeypatch):
+    """A topology file larger than MAX_TOPOLOGY_FILE_BYTES is refused from its size, naming
+    the file, before a byte is read (a sparse file: nothing is written to disk)."""
+    from nrtrewrite.errors import LimitError
+    from nrtrewrite.topology import model as M
+    assert M.MAX_TOPOLOGY_FILE_BYTES == 256 * 1024 * 1024
+    path = tmp_path / "huge.json"
+    with open(path, "wb") as fh:
+        fh.truncate(M.MAX_TOPOLOGY_FILE_BYTES + 1)
+    monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("the file was read"))
+    with pytest.raises(LimitError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == (f"{path}: topology file of 268435457 bytes exceeds the limit of "
+                              "268435456 bytes (MAX_TOPOLOGY_FILE_BYTES)")
+    monkeypatch.undo()
+    # a file of exactly the limit is read (the limit lowered to this one's size)
+    path.write_text(json.dumps(_trn2_2node(nodes=1)))
+    monkeypatch.setattr(M, "MAX_TOPOLOGY_FILE_BYTES", path.stat().st_size)
+    assert load_topology(str(path), world=(0, 1), lnc_size=2).nodes == 1
+    monkeypatch.setattr(M, "MAX_TOPOLOGY_FILE_BYTES", path.stat().st_size - 1)
+    with pytest.raises(LimitError):
+        load_topology(str(path), world=(0, 1), lnc_size=2)

@@ -50,6 +50,10 @@ MAX_DEVICES_PER_NODE = 64
 #: and 2 dies ((sp & 7) << 30, (sp > 7) << 47: our design, docs/FORMATS.md §10; seed 000
 #: §4.1 gives only the aperture's base and its four windows).
 MAX_CORES_PER_DEVICE = 16
+#: Largest topology file read (ours): checked from its size before reading, so a huge file
+#: is refused at once, not read into memory.  ``to_json`` of a topology of
+#: MAX_TOPOLOGY_RANKS ranks (whose rank table a loader ignores) is about 121 MB, and loads.
+MAX_TOPOLOGY_FILE_BYTES = 256 << 20
 
 #: Port numbering of a 2-D torus device: +x (east), -x (west), +y (south), -y (north).
 TORUS_PORT_NAMES = ("+x", "-x", "+y", "-y")
@@ -751,6 +755,10 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
         raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn1:nodes=N, "
                               f"trn2:nodes=N) nor a readable file ({what})", field="topology")
     try:
+        if (size := path.stat().st_size) > MAX_TOPOLOGY_FILE_BYTES:
+            raise LimitError(f"topology file of {size} bytes exceeds the limit of "
+                             f"{MAX_TOPOLOGY_FILE_BYTES} bytes (MAX_TOPOLOGY_FILE_BYTES)",
+                             file=str(path))
         doc = jsonin.loads(path.read_bytes())
     except jsonin.JsonRule as err:  # NaN, 1e999, a key twice, an integer of 5000 digits
         raise ValidationError(f"cannot read topology file: invalid JSON: {err.why}",
