@@ -46,6 +46,10 @@ from nrtrewrite.topology.rings import NEC_MAX_CHANNELS
 CCE_MAX_ELEMENTS = cce_max_elements(DEFAULT_HW_GENERATION)
 #: SPAD entries per subgraph per rank: the 4 KiB CTRL SPAD of 8-byte entries (derived).
 SPAD_ENTRIES = SPAD_BYTES // SPAD_DTYPE.itemsize
+#: SPAD entries of one rank over all its subgraphs: ``spad_index``, the entry's index in the
+#: rank's ``spad.bin`` (legs.bin, the TOPSP_KICK word: docs/FORMATS.md §3, §9), is a u16.
+#: MAX_TRIGGERS alone does not keep under it: a HIER trigger takes three entries.
+MAX_RANK_SPAD_ENTRIES = 1 << 16
 #: The TENSOR3D ``start_addr`` of a 0xBF word is a u32 (docs/FORMATS.md §4).
 T3D_START_ADDR_LIMIT = 1 << 32
 #: Semaphores a ring channel uses (recv, send, post, dma_compl) above the TOP_SP's own 16.
@@ -104,6 +108,8 @@ LIMITS: tuple[Limit, ...] = (
           "serialize.serialize_spad, limits.check_plan"),
     Limit("SPAD_ENTRIES", SPAD_ENTRIES, "derived: 4 KiB / 8-byte spad_ctrl_entry, per subgraph",
           "serialize.serialize_spad, limits.check_plan"),
+    Limit("MAX_RANK_SPAD_ENTRIES", MAX_RANK_SPAD_ENTRIES, "ours: the u16 spad_index (an entry's "
+          "index in the rank's spad.bin) of legs.bin and the TOPSP_KICK word", "limits.check_plan"),
     Limit("NET_MAX_CREDITS", NET_MAX_CREDITS, "seed 003 §3: credits asserted in (0, 0x1FF]",
           "limits.check_plan"),
     Limit("NET_INDEX_LOOP_SIZE", NET_INDEX_LOOP_SIZE, "seed 003 §3: net_idx_loop_size",
@@ -193,7 +199,8 @@ def check_plan(plan) -> None:
     """Every rank-independent hard limit of a lowering plan; :class:`LimitError` naming where.
 
     * SPAD: at most :data:`SPAD_ENTRIES` entries per subgraph on any rank (replica groups of
-      one subgraph are disjoint, so a rank's count is its group's trigger count);
+      one subgraph are disjoint, so a rank's count is its group's trigger count), and at most
+      :data:`MAX_RANK_SPAD_ENTRIES` over all its subgraphs;
     * channels: at most :data:`NEC_MAX_CHANNELS` per trigger, hence at most
       :data:`CHANNEL_SEMAPHORES` of the core's :data:`SEMAPHORES_PER_CORE` semaphores;
     * net credits in (0, :data:`NET_MAX_CREDITS`];
@@ -226,12 +233,15 @@ def check_plan(plan) -> None:
                 f"the ranks of replica group {_short(group)} need about "
                 f"{desc_by_group[group]} data descriptors by this trigger, more than "
                 f"{MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)", **trigger_where(trig))
+    spad_by_group: dict[tuple[int, ...], list] = defaultdict(list)  # over the subgraphs
     for (sg, group), trigs in per_group.items():
         if len(trigs) > SPAD_ENTRIES:
             raise LimitError(
                 f"{len({id(t) for t in trigs})} collectives on replica group {_short(group)} need "
                 f"{len(trigs)} SPAD entries on each of its ranks; the {SPAD_BYTES}-byte TOP_SP "
                 f"CTRL SPAD holds {SPAD_ENTRIES} per subgraph", **trigger_where(trigs[SPAD_ENTRIES]))
+        spad_by_group[group].extend(trigs)
+    _check_rank_spad_entries(spad_by_group)
     # groups of different subgraphs may share ranks: add up per rank (<= NEC_MAX_COMM_N groups)
     if len(desc_by_group) > 1:
         per_rank: dict[int, int] = defaultdict(int)
@@ -245,6 +255,32 @@ def check_plan(plan) -> None:
                         rank=r)
 
 
+def _check_rank_spad_entries(spad_by_group: dict[tuple[int, ...], list]) -> None:
+    """At most :data:`MAX_RANK_SPAD_ENTRIES` SPAD entries on any rank, over every subgraph:
+    ``spad_by_group`` holds each replica group's triggers, a trigger once per entry, in
+    trigger order.  Refused naming the trigger whose entry is one too many, or the rank when
+    only groups of different subgraphs sharing it add up past the limit."""
+    for group, trigs in spad_by_group.items():
+        if len(trigs) > MAX_RANK_SPAD_ENTRIES:
+            raise LimitError(
+                f"the collectives of replica group {_short(group)} need {len(trigs)} SPAD "
+                f"entries on each of its ranks over all subgraphs, more than the "
+                f"{MAX_RANK_SPAD_ENTRIES} a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)",
+                **trigger_where(trigs[MAX_RANK_SPAD_ENTRIES]))
+    # groups of different subgraphs may share ranks (only when they add up past it: the
+    # walk over their ranks is skipped for every model under the limit)
+    if len(spad_by_group) > 1 and sum(map(len, spad_by_group.values())) > MAX_RANK_SPAD_ENTRIES:
+        per_rank: dict[int, int] = defaultdict(int)
+        for group, trigs in spad_by_group.items():
+            for r in group:
+                per_rank[r] += len(trigs)
+                if per_rank[r] > MAX_RANK_SPAD_ENTRIES:
+                    raise LimitError(
+                        f"the rank needs {per_rank[r]} SPAD entries over all its subgraphs' "
+                        f"collectives, more than the {MAX_RANK_SPAD_ENTRIES} a u16 spad_index "
+                        "numbers (MAX_RANK_SPAD_ENTRIES)", rank=r)
+
+
 def _short(group: tuple[int, ...]) -> str:
     if len(group) > 1 and list(group) == list(range(group[0], group[0] + len(group))):
         return f"{group[0]}..{group[-1]}"
@@ -254,7 +290,7 @@ def _short(group: tuple[int, ...]) -> str:
 __all__ = [
     "LIMITS", "Limit", "check_plan", "check_credits", "descriptors", "element_space",
     "start_addr_refusal",
-    "SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES", "MAX_RANK_DESCRIPTORS",
+    "SPAD_ENTRIES", "MAX_RANK_SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES", "MAX_RANK_DESCRIPTORS",
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "DRAM_BELOW_EVT_SEM",
     "ENC_MESH_MAX_NUM_EVENTS",
     "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES",

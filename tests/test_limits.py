@@ -263,6 +263,63 @@ def test_spad_limit_is_per_subgraph_and_per_group():
     L.check_plan(plan)  # 600 per rank in total, 300 per subgraph: fine
 
 
+def test_rank_spad_entries_are_counted_over_subgraphs_and_hier_legs(monkeypatch):
+    """Bug: MAX_TRIGGERS (65536) and 512 entries per subgraph were the only SPAD limits, but
+    ``spad_index`` (the entry's index in the rank's spad.bin, a u16 in legs.bin and the kick
+    word) counts over every subgraph and a HIER trigger takes 3 entries: 129 subgraphs of
+    170 HIER all-reduces (21930 triggers, 65790 entries) lowered for 35 s and then crashed
+    in ``struct.pack`` (exit 70).  Refused at plan time now, naming the first trigger an
+    entry of which does not fit.  The limit is lowered here so the model stays small."""
+    import struct
+    assert L.MAX_RANK_SPAD_ENTRIES == 2 ** 16  # indices 0..65535
+    struct.pack("<H", L.MAX_RANK_SPAD_ENTRIES - 1)
+    with pytest.raises(struct.error):
+        struct.pack("<H", L.MAX_RANK_SPAD_ENTRIES)
+
+    def hier(s):  # two nodes of trn2 at lnc 2 (64 ranks a node): 2 x 2 ranks
+        s["header"]["lnc_size"] = 2
+        s["subgraphs"][0]["replica_groups"] = [[0, 1, 64, 65]]
+        sp(s)[:] = [ar(n=512)] * 2
+        sg1 = copy.deepcopy(s["subgraphs"][0])
+        sg1["name"] = "sg01"
+        s["subgraphs"].append(sg1)
+    plan = plan_lowering(model_of(spec(hier)), LowerOptions())
+    entries = [tp.prepared.entries for tp in plan.triggers]
+    assert entries == [3, 3, 3, 3]  # HIER: intra RS, inter AR, intra AG (seed 000 §4.3)
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 12)
+    L.check_plan(plan)  # 12 entries on each rank: the limit exactly
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 11)
+    with pytest.raises(LimitError) as exc:
+        L.check_plan(plan)
+    # entries 9, 10, 11 are sg01's second trigger's (trigger 3), entry 11 is one too many
+    assert str(exc.value) == (
+        "member sg01/sp.bin, subgraph sg01, stream sp, instruction 1, trigger 3: the "
+        "collectives of replica group 0,1,64,65 need 12 SPAD entries on each of its ranks over "
+        "all subgraphs, more than the 11 a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)")
+
+
+def test_rank_spad_entries_of_groups_sharing_a_rank_add_up(monkeypatch):
+    """Groups of different subgraphs that share ranks: each group under the limit, the rank
+    they share over it, named."""
+    def shared(s):
+        s["subgraphs"][0]["replica_groups"] = [[0, 1]]
+        sp(s)[:] = [ar()] * 3
+        sg1 = copy.deepcopy(s["subgraphs"][0])
+        sg1["name"] = "sg01"
+        sg1["replica_groups"] = [[1, 2]]
+        sg1["engines"]["sp"] = [ar()] * 2
+        s["subgraphs"].append(sg1)
+    plan = plan_lowering(model_of(spec(shared)), LowerOptions())
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 5)
+    L.check_plan(plan)  # rank 1: 3 + 2 entries
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 4)
+    with pytest.raises(LimitError) as exc:
+        L.check_plan(plan)
+    assert str(exc.value) == ("rank 1: the rank needs 5 SPAD entries over all its subgraphs' "
+                              "collectives, more than the 4 a u16 spad_index numbers "
+                              "(MAX_RANK_SPAD_ENTRIES)")
+
+
 def test_t3d_start_addr_limit_at_plan_time():
     def big(n, op="all_reduce", var_size=None):
         def m(s):
