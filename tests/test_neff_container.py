@@ -92,11 +92,17 @@ def test_hash_placement(version):
 @pytest.mark.parametrize("version,algo", [(1, "SHA-256"), (2, "MD5")])
 def test_hash_mismatch(version, algo):
     data = bytearray(build_container(default_header(pkg_version=version), MEMBERS))
-    data[172] ^= 0xFF
+    data[172] ^= 0xFF  # hash[0]: the header's hash is at offset 172 (NEFF-LIKE.md §1)
     with pytest.raises(ParseError) as exc:
         read_container(bytes(data), path="m.neff")
-    assert str(exc.value).startswith("m.neff: field hash: ")
+    assert str(exc.value).startswith("m.neff: offset 0xac, field hash: ")
     assert f"{algo} hash mismatch" in str(exc.value)
+    # the offset is the first byte that differs, as for the other header fields' errors
+    data[172] ^= 0xFF
+    data[172 + 5] ^= 0x01
+    with pytest.raises(ParseError) as exc:
+        read_container(bytes(data), path="m.neff")
+    assert str(exc.value).startswith("m.neff: offset 0xb1, field hash: ")
     # verify_hash=False skips it and says so
     cont = read_container(bytes(data), verify_hash=False)
     assert [w.message for w in cont.warnings] == ["payload hash not verified"]
@@ -150,7 +156,10 @@ def test_header_size_not_1024():
 
 def test_data_size_past_end():
     data = build_container(default_header(), MEMBERS)
-    with pytest.raises(ParseError, match="field data_size: data_size .* runs past the end"):
+    # data_size is the u64 at offset 16 (NEFF-LIKE.md §1): named with its offset, as every
+    # other header field's error is
+    with pytest.raises(ParseError, match="^<bytes>: offset 0x10, field data_size: data_size .* runs "
+                       "past the end"):
         read_container(data[:-1])
     big = bytearray(data)
     big[16:24] = (2**64 - 1).to_bytes(8, "little")

@@ -624,7 +624,8 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
     avail = len(data) - HEADER_SIZE
     if header.data_size > avail:
         raise ParseError(f"data_size {header.data_size} runs past the end of the file "
-                         f"({avail} payload bytes present)", where.merged(field="data_size"))
+                         f"({avail} payload bytes present)",
+                         where.merged(field="data_size", offset=HEADER_FIELDS["data_size"][0]))
     end = HEADER_SIZE + header.data_size
     nz = _first_nonzero(data, end)
     if nz is not None:
@@ -645,8 +646,10 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
                              where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
         if header.hash != expect:
             n = 32 if header.pkg_version == PKG_VERSION_SHA256 else 16
+            i = next(k for k in range(n) if header.hash[k] != expect[k])  # the first that differs
             raise ParseError(f"{algo} hash mismatch: header has {header.hash[:n].hex()}, "
-                             f"payload hashes to {expect[:n].hex()}", where.merged(field="hash"))
+                             f"payload hashes to {expect[:n].hex()}",
+                             where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
     else:
         warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
     gz = _Gunzip(payload, limits.max_total_bytes, where, on_consumed=on_consumed)
