@@ -192,6 +192,31 @@ def test_other_instructions_are_checked_against_the_model(ar2_out, tmp_path):
             extra=("--model", FIX / "ar2.neff"))
 
 
+def test_a_json_member_that_differs_names_no_instruction(ar2_out, tmp_path):
+    """A member that is no engine stream (def.json, neff.json) has no instructions: its
+    differing byte is named without one (it was "byte 2 (instruction 0)")."""
+    out = copy(ar2_out, tmp_path)
+    old = poke_neff(out, "sg00/def.json", 2, b"\t")
+    assert old != b"\t"
+    rehash(out)
+    err = refused(out, "member sg00/def.json", "offset 0x2",
+                  "byte 2 differs from the input model's", extra=("--model", FIX / "ar2.neff"))
+    assert "instruction" not in err, err
+
+
+def test_members_in_another_order_are_named_so(ar2_out, tmp_path):
+    out = copy(ar2_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    p = out / top["output_neff"]["name"]
+    c = read_container(p.read_bytes())
+    members = dict(reversed(list(c.members.items())))
+    p.write_bytes(build_container(c.header, members))
+    rehash(out)
+    err = refused(out, "field members", "differ from the input model's (their order)",
+                  extra=("--model", FIX / "ar2.neff"))
+    assert "((" not in err, err
+
+
 def test_model_must_be_the_outputs_input(ar2_out):
     res = cli("simulate", ar2_out, "--model", FIX / "sbuf.neff")
     assert res.exit_code == 2

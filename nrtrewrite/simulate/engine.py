@@ -342,9 +342,12 @@ class Simulator:
         input's, byte for byte (FORMATS §9)."""
         old, new = self.model.members, rewritten.members
         if list(old) != list(new):
-            miss = sorted(set(old) ^ set(new)) or ["(member order)"]
+            miss = sorted(set(old) ^ set(new))
+            what = f"({miss[0]})" if miss else "(their order)"
             raise SimulationError(f"the rewritten NEFF's members differ from the input model's "
-                                  f"({miss[0]})", file=path, field="members")
+                                  f"{what}", file=path, field="members")
+        # the engines' instruction streams (64-byte words); any other member is not one
+        streams = {f"{sg.name}/{e}.bin" for sg in self.model.subgraphs for e in sg.engines}
         for name, data in old.items():
             got = new[name]
             if got == data:
@@ -359,7 +362,8 @@ class Simulator:
                 if not bad.size:
                     continue
                 diff = int(bad[0])
-            why = (f"byte {diff} (instruction {diff // 64}) differs from the input model's"
+            instr = f" (instruction {diff // 64})" if name in streams else ""
+            why = (f"byte {diff}{instr} differs from the input model's"
                    if diff is not None else f"{len(got)} bytes, the input model's member has "
                    f"{len(data)}")
             raise SimulationError(f"{why}: only the trigger words are rewritten (FORMATS §9)",
