@@ -103,7 +103,8 @@ def test_no_column_narrows_from_one_page_to_the_next(tmp_path, monkeypatch, wide
 
 
 def test_a_piped_table_too_wide_for_the_console_is_paged(tmp_path, monkeypatch):
-    """``piped_table`` leaves it to rich (rich shrinks it); it comes out in pages too."""
+    """``piped_table`` leaves it to rich (drawn as wide as it needs); it comes out in pages
+    too."""
     monkeypatch.setattr(dump, "PAGE_ROWS", 50)
     _, rf = _random_file(tmp_path, "legs.bin", 120, 3)
     c = Console(file=io.StringIO(), width=60, force_terminal=False, color_system=None)
@@ -112,42 +113,54 @@ def test_a_piped_table_too_wide_for_the_console_is_paged(tmp_path, monkeypatch):
     assert [len(_rows(t)) for t in tables] == [50, 50, 20]
 
 
-@pytest.mark.parametrize("width", [60, 120])
-def test_pages_wider_than_the_console_lose_no_column(tmp_path, monkeypatch, width):
-    """On a terminal too narrow for the cells' widths rich fits each page as it fits the one
-    table of up to a page (found by a second exploratory tester: a column's ``min_width``
-    cannot be shrunk and rich dropped the columns on the right, sem_count and sb2sb_count
-    of a legs.bin at 120 columns)."""
+@pytest.mark.parametrize("width", [40, 80, 120])
+def test_pages_wider_than_the_console_lose_no_column_and_cut_no_cell(tmp_path, monkeypatch,
+                                                                     width):
+    """On a terminal too narrow for a page, the page is drawn as wide as it needs
+    (``cli.print_table``; the terminal wraps its lines): every column there and every cell
+    whole.  rich fitted it to the window: at 120 columns it dropped sem_count and
+    sb2sb_count (a second exploratory tester), and at 80 it blanked 11 of legs.bin's 17
+    columns and cut numbers to ``2…`` (a later one)."""
+    from nrtrewrite.cli import print_table
     monkeypatch.setattr(dump, "PAGE_ROWS", 50)
     _, rf = _random_file(tmp_path, "legs.bin", 120, 3)
-    columns = len(dump.COLUMNS["legs.bin"])  # the columns rich must not drop
+    columns = len(dump.COLUMNS["legs.bin"])
     assert dump.COLUMNS["legs.bin"][-2:] == ("sem_count", "sb2sb_count")
-    for table in dump.paged_tables("t", rf, 0, width):
+    first = 0
+    widths = set()
+    for table in dump.paged_tables("t", rf, 0):
         c = _terminal(width)
-        c.print(table)
+        print_table(c, table)
+        assert c.width == width  # the console's own width again afterwards
         lines = c.file.getvalue().splitlines()
-        assert max(map(len, lines)) <= width
+        assert "…" not in c.file.getvalue()
         header = next(ln for ln in lines if ln.startswith("┃"))
         assert header.count("┃") == columns + 2  # the row number, every field, two ends
-        assert header.endswith("┃")
-    # wide enough: no column narrower than its widest cell so far
-    for table in dump.paged_tables("t", rf, 0, 10_000):
-        assert all(col.min_width for col in table.columns)
+        assert [h.strip() for h in header.split("┃")[1:-1]] == ["#", *dump.COLUMNS["legs.bin"]]
+        rows = [ln for ln in lines if ln.startswith("│")]
+        for k, ln in enumerate(rows):
+            cells = [x.strip() for x in ln.split("│")[1:-1]]
+            assert cells[0] == str(first + k)
+        # each cell as column_cells decodes it, whole
+        got = [[x.strip() for x in ln.split("│")[2:-1]] for ln in rows]
+        want = list(zip(*(map(str, col) for col in (c_._cells for c_ in table.columns[1:]))))
+        assert [tuple(r) for r in got] == want
+        first += len(rows)
+        widths.add(max(map(len, lines)))
+    assert first == 120
+    assert min(widths) > width  # wider than the window: drawn at its own width
 
 
-def test_pages_keep_their_widths_up_to_exactly_the_console_s_width(tmp_path, monkeypatch):
-    """The boundary, measured by rich: a console exactly as wide as the page drawn at its
-    cells' widths keeps them; one column narrower leaves the page to rich."""
-    monkeypatch.setattr(dump, "PAGE_ROWS", 50)
-    _, rf = _random_file(tmp_path, "sem.bin", 120, 4)
-    pages = list(dump.paged_tables("t", rf, 0))
-    c = _terminal(1000)
-    c.print(pages[0])
-    width = max(len(ln) for ln in c.file.getvalue().splitlines() if ln.startswith("┃"))
-    (first, *_) = dump.paged_tables("t", rf, 0, width)
-    assert all(col.min_width for col in first.columns)
-    (first, *_) = dump.paged_tables("t", rf, 0, width - 1)
-    assert not any(col.min_width for col in first.columns)
+def test_a_table_that_fits_is_fitted_to_the_console(tmp_path):
+    """A table no wider than the console is printed as rich prints it: print_table changes
+    nothing then."""
+    from nrtrewrite.cli import print_table
+    _, rf = _random_file(tmp_path, "sem.bin", 20, 4)
+    (table,) = dump.paged_tables("t", rf, 0)
+    a, b = _terminal(400), _terminal(400)
+    a.print(table)
+    print_table(b, table)
+    assert a.file.getvalue() == b.file.getvalue()
 
 
 def test_the_command_on_a_terminal_prints_pages(tmp_path, monkeypatch):

@@ -64,6 +64,24 @@ class _Console(Console):
         raise SystemExit(STATUS_CLOSED_PIPE)
 
 
+def print_table(console: Console, table) -> None:
+    """Print ``table`` no narrower than it needs.  rich fits a table wider than the console
+    by cutting cells (98304 shown as ``983…``) and, below its columns' least widths, by
+    blanking whole columns; such a table is drawn as wide as it needs instead (on a terminal
+    its lines wrap; ``less -S`` scrolls them), so no value is cut or lost (docs/CLI.md,
+    "Output")."""
+    need = console.measure(table, options=console.options.update_width(1 << 16)).maximum
+    if need <= console.width:
+        console.print(table)
+        return
+    saved = console._width  # rich's own: None while it follows the terminal's width
+    console.width = need
+    try:
+        console.print(table)
+    finally:
+        console._width = saved
+
+
 def stdout_console(width: int = 132, **options) -> Console:
     """A rich console on stdout.  Piped or redirected: plain text exactly ``width`` columns
     wide (rich would assume 80 and cut names and reasons), whatever ``COLUMNS``,

@@ -15,7 +15,7 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     rank_dirs,
 )
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, plain,
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, plain, print_table,
                             stdout_console, stopped_why, stops_deferred)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import NrtRewriteError, OutputError
@@ -143,8 +143,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
             rf = open_records(rdir / name)
             title = f"{rdir.name}/{name} ({rf.size} records)"
             if console.is_terminal or not piped_table(console, title, rf, limit):
-                for table in paged_tables(title, rf, limit, console.width):
-                    console.print(table)
+                for table in paged_tables(title, rf, limit):
+                    print_table(console, table)
             if limit and rf.size > limit:
                 console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
 
@@ -175,7 +175,7 @@ def rich_table(title: str, rf, limit: int) -> Table:
     return table
 
 
-def paged_tables(title: str, rf, limit: int, width: int | None = None):
+def paged_tables(title: str, rf, limit: int):
     """The first ``limit`` records of ``rf`` (all: 0) as rich tables (a terminal's view, or
     a piped table :func:`piped_table` leaves to rich): one, :func:`rich_table`, up to
     :data:`PAGE_ROWS` rows; beyond, a table of that many rows at a time (the title says
@@ -183,9 +183,7 @@ def paged_tables(title: str, rf, limit: int, width: int | None = None):
     stays one table's whatever the file's size (rich holds a table whole and lays it out at
     some 2,000 rows a second).  No column is narrower than it was in an earlier table (each
     at least its widest cell so far), so the tables line up unless a later one holds a
-    wider cell; but a table those widths make wider than ``width`` (the console's; None: no
-    limit) is left to rich to fit, as :func:`rich_table` is (rich cannot narrow a column
-    below its ``min_width``: it dropped the columns on the right)."""
+    wider cell; each is printed no narrower than it needs (``cli.print_table``)."""
     n = rf.size if not limit else min(limit, rf.size)
     if n <= PAGE_ROWS:
         yield rich_table(title, rf, limit)
@@ -197,8 +195,7 @@ def paged_tables(title: str, rf, limit: int, width: int | None = None):
         last = first + len(chunk) - 1
         cells = column_cells(name, chunk)
         widths[1:] = [max(w, max(map(len, c))) for w, c in zip(widths[1:], cells)]
-        fits = width is None or _table_width(name, widths) <= width
-        table = _table(f"{title}: rows {first} - {last}", name, widths if fits else None)
+        table = _table(f"{title}: rows {first} - {last}", name, widths)
         for row in zip(range(first, last + 1), *cells):
             table.add_row(str(row[0]), *row[1:])
         first = last + 1

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import (ByteSize, JsonErrorCommand, _say, echo_whole, main, plain,
+from nrtrewrite.cli import (ByteSize, JsonErrorCommand, echo_whole, main, plain, print_table, _say,
                             stdout_console, styled)
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
@@ -78,7 +78,7 @@ def render(doc: dict, con: Console) -> None:
         ("world", f"{len(doc['world'])} ranks: {format_ranks(doc['world'])}"),
     ):
         _row(ht, key, str(val))
-    con.print(ht)
+    print_table(con, ht)
 
     mt = Table(title="members", title_justify="left")
     mt.add_column("name")
@@ -86,7 +86,7 @@ def render(doc: dict, con: Console) -> None:
     mt.add_column("note")
     for m in doc["members"]:
         _row(mt, m["name"], str(m["size"]), "extra (passed through)" if m["extra"] else "")
-    con.print(mt)
+    print_table(con, mt)
 
     for sg in doc["subgraphs"]:
         vt = Table(title=plain(f"{sg['name']}: vars"), title_justify="left")
@@ -96,14 +96,14 @@ def render(doc: dict, con: Console) -> None:
         for v in sg["vars"]:
             _row(vt, str(v["var_id"]), v["name"], v["type"], str(v["size"]),
                        "" if v["partitions"] is None else str(v["partitions"]))
-        con.print(vt)
+        print_table(con, vt)
         gt = Table(title=plain(f"{sg['name']}: replica groups"), title_justify="left")
         gt.add_column("group", justify="right")
         gt.add_column("size", justify="right")
         gt.add_column("ranks")
         for g, ranks in enumerate(sg["replica_groups"]):
             _row(gt, str(g), str(len(ranks)), format_ranks(ranks))
-        con.print(gt)
+        print_table(con, gt)
         st = Table(title=plain(f"{sg['name']}: instructions per engine"), title_justify="left")
         for col in ("engine", "words", "pseudo-trigger", "other-pseudo", "regular"):
             st.add_column(col, justify="left" if col == "engine" else "right")
@@ -113,7 +113,7 @@ def render(doc: dict, con: Console) -> None:
             ops = " ".join(f"{op}×{n}" for op, n in s["opcodes"].items())
             _row(st, s["engine"], str(s["instructions"]), str(c["pseudo-trigger"]),
                        str(c["other-pseudo"]), str(c["regular"]), ops)
-        con.print(st)
+        print_table(con, st)
 
     tt = Table(title=f"triggers ({len(doc['triggers'])})", title_justify="left")
     for col in ("#", "subgraph", "engine", "index", "opcode", "ctype", "op", "dtype", "alu_op",
@@ -131,7 +131,7 @@ def render(doc: dict, con: Console) -> None:
                    t["alu_op"] or "-", str(t["replica_group_id"]), str(t["group_size"]),
                    stream, _operand(t["src"]), _operand(t["dst"]), str(t["num_elements"]),
                    f"{t['in_bytes']}/{t['out_bytes']}", sync)
-    con.print(tt)
+    print_table(con, tt)
 
 
 class _InspectCommand(JsonErrorCommand):

@@ -14,8 +14,8 @@ from rich.text import Text
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, stderr_console, stdout_console,
-                            warn)
+from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, print_table, stderr_console,
+                            stdout_console, warn)
 from nrtrewrite.errors import NrtRewriteError, counted
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -114,7 +114,7 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     if quiet:
         return
     console = stdout_console()
-    console.print(summary_table(plan, plain(f"{Path(model).name} -> {out_path}")))
+    print_table(console, summary_table(plan, plain(f"{Path(model).name} -> {out_path}")))
     console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")
 
 

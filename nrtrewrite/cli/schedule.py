@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, stderr_console,
-                            stdout_console, stopped_why, stops_deferred)
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, print_table,
+                            stderr_console, stdout_console, stopped_why, stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
@@ -237,7 +237,7 @@ def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
                 table.add_row(str(s["group"]), str(s["step"]), s["phase"], s["leaf"],
                               f"CHUNK_H{s['half']}", str(s["k"]),
                               f"[{a}, {b})" if b > a else "empty")
-        console.print(table)
+        print_table(console, table)
         if limit and len(ch["steps"]) > limit:
             console.print(f"... {len(ch['steps']) - limit} more steps (--limit 0 shows all)")
         if "events" in op and ch is op["channels"][0]:
