@@ -387,6 +387,19 @@ def _one_rank_dir(rdir: Path, rank: int | None, what: Path) -> list[Path]:
     return [rdir]
 
 
+def _not_a_folder(p: Path) -> str | None:
+    """Why ``p`` is no folder to read (None: it is one): what it is, or the OS's reason."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if p.is_symlink() else "no such file"
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()
+    if stat.S_ISDIR(mode):
+        return None
+    return "a file" if stat.S_ISREG(mode) else "not a folder"
+
+
 def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
     """The rank folders named by ``path``: an OUT folder, a rank folder (or a file's folder).
     ``rank`` selects one rank of an OUT folder; given with a rank folder or a file, it must
@@ -395,9 +408,16 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
     if p.is_file():
         return _one_rank_dir(p.parent, rank, p)
     # an output folder: rank folders (``rank-`` and digits), not any entry named ``rank-*``
-    dirs = sorted((d for d in p.glob("rank-*") if RANK_DIR_NAME.fullmatch(d.name) and d.is_dir()),
-                  key=lambda d: rank_dir_order(d.name))
+    named = sorted((d for d in p.glob("rank-*") if RANK_DIR_NAME.fullmatch(d.name)),
+                   key=lambda d: rank_dir_order(d.name))
+    dirs = [d for d in named if d.is_dir()]
     if dirs:
+        # beside rank folders, an entry of a rank folder's name that is none (a file, a link
+        # to nothing or to itself) is refused: a dump of every rank would silently lose it
+        for d in named:
+            if rank is None or d.name == F.rank_dir_name(rank):
+                if (why := _not_a_folder(d)) is not None:
+                    raise OutputError(f"{d}: not a rank folder ({why})")
         if rank is not None:
             dirs = [d for d in dirs if d.name == F.rank_dir_name(rank)]
             if not dirs:

@@ -445,3 +445,44 @@ def test_rank_folders_come_in_rank_order_in_dump_and_diff(tmp_path):
     assert res.exit_code == 1
     lines = [ln for ln in res.stdout.splitlines() if "extra.txt" in ln]
     assert [ln.split("/")[0] for ln in lines] == ["rank-9999", "rank-10000"], res.stdout
+
+
+@pytest.mark.parametrize("kind", ["file", "loop", "dangling"])
+def test_a_rank_folder_replaced_by_something_else_is_refused_not_skipped(out, tmp_path, kind):
+    """Found by an exploratory tester: a whole-output dump skipped a rank folder replaced
+    by a file or a link to itself and exited 0 with the other ranks, and ``--rank`` of it
+    said only "no folder for rank 1"."""
+    import shutil
+    t = tmp_path / "t"
+    shutil.copytree(out, t)
+    victim = t / "rank-0001"
+    shutil.rmtree(victim)
+    if kind == "file":
+        victim.write_text("x")
+    elif kind == "loop":
+        victim.symlink_to("rank-0001")
+    else:
+        victim.symlink_to("nowhere")
+    why = {"file": "a file", "loop": "too many levels of symbolic links",
+           "dangling": "a link to nothing"}[kind]
+    for args, json_kind in ((["--spad", str(t)], None), (["--spad", str(t), "--json"], "spad"),
+                            (["--sem", str(t), "--rank", "1"], None)):
+        res = CliRunner().invoke(main, ["dump", *args])
+        assert _one_line_error(res, json_kind=json_kind) == (
+            f"nrtrewrite: error: {victim}: not a rank folder ({why})")
+    # another rank of that output is still dumped
+    res = CliRunner().invoke(main, ["dump", "--spad", str(t), "--rank", "0", "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["ranks"][0]["rank_dir"] == "rank-0000"
+
+
+def test_rank_dir_is_the_folders_name_when_given_as_dot(out, monkeypatch):
+    """Found by an exploratory tester: ``dump --spad .`` inside a rank folder, and ``dump
+    spad.bin`` there, gave ``"rank_dir": ""`` and the title ``/spad.bin``."""
+    monkeypatch.chdir(out / "rank-0001")
+    for args in (["--spad", "."], ["spad.bin"], ["--spad", "./"], ["--spad", "../rank-0001"]):
+        res = CliRunner().invoke(main, ["dump", *args, "--json"])
+        assert res.exit_code == 0, res.output
+        assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-0001"], args
+        res = CliRunner().invoke(main, ["dump", *args])
+        assert res.exit_code == 0 and res.stdout.lstrip().startswith("rank-0001/spad.bin ("), \
+            res.stdout[:200]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from itertools import chain
 from pathlib import Path
@@ -141,12 +142,19 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     for rdir, names in targets:
         for name in names:
             rf = open_records(rdir / name)
-            title = f"{rdir.name}/{name} ({rf.size} records)"
+            title = f"{folder_name(rdir)}/{name} ({rf.size} records)"
             if console.is_terminal or not piped_table(console, title, rf, limit):
                 for table in paged_tables(title, rf, limit):
                     print_table(console, table)
             if limit and rf.size > limit:
                 console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
+
+
+def folder_name(rdir: Path) -> str:
+    """The name of rank folder ``rdir`` as shown (``rank_dir``, a table's title): its own
+    name also when given as ``.``, ``..`` or through a file's folder (``Path(".").name`` is
+    empty)."""
+    return Path(os.path.abspath(rdir)).name
 
 
 def _table(title: str, name: str, widths: list[int] | None = None) -> Table:
@@ -356,7 +364,7 @@ def _write_json(out, kind, targets) -> None:
             return
         put(head + "[", "\n ]")
         for t, (rdir, named) in enumerate(files):
-            head = ("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(rdir.name)
+            head = ("," if t else "") + '\n  {\n   "rank_dir": ' + json.dumps(folder_name(rdir))
             if named:
                 put(head + ',\n   "files": {', "\n  }", "\n   }")
             else:
