@@ -486,3 +486,16 @@ def test_rank_dir_is_the_folders_name_when_given_as_dot(out, monkeypatch):
         res = CliRunner().invoke(main, ["dump", *args])
         assert res.exit_code == 0 and res.stdout.lstrip().startswith("rank-0001/spad.bin ("), \
             res.stdout[:200]
+
+
+def test_rank_given_twice_is_a_usage_error(out):
+    """Found by an exploratory tester: ``--rank 0 --rank 1`` dumped rank 1 alone, silently."""
+    res = CliRunner().invoke(main, ["dump", "--spad", str(out), "--rank", "0", "--rank", "1"],
+                             prog_name="nrtrewrite")
+    assert _one_line_error(res) == (
+        "nrtrewrite dump: error: Invalid value for '--rank': given twice (0, 1); dump shows one "
+        "rank of an output folder, or every rank (no --rank) (see 'nrtrewrite dump --help')")
+    res = CliRunner().invoke(main, ["dump", "--spad", str(out), "--rank", "1", "--rank", "1",
+                                    "--json"])
+    assert res.exit_code == 0
+    assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-0001"]

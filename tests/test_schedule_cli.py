@@ -385,3 +385,18 @@ def test_limit_defaults_to_200_steps():
     """docs/CLI.md "schedule": at most `--limit` steps per table, default 200."""
     (limit,) = [p for p in S.schedule_cmd.params if p.name == "limit"]
     assert limit.default == 200
+
+
+def test_rank_given_twice_is_a_usage_error():
+    """Found by an exploratory tester: ``--rank 0 --rank 1`` (lower's form for several
+    ranks) showed rank 1's schedule alone, silently; the same rank twice is still one."""
+    model = str(Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff")
+    res = CliRunner().invoke(main, ["schedule", model, "--rank", "0", "--rank", "1"],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "nrtrewrite schedule: error: Invalid value for '--rank': given twice (0, 1); schedule "
+        "shows one rank's schedule: run it once per rank (see 'nrtrewrite schedule --help')"]
+    once = CliRunner().invoke(main, ["schedule", model, "--rank", "1", "--json"])
+    twice = CliRunner().invoke(main, ["schedule", model, "--rank", "1", "--rank", "1", "--json"])
+    assert once.exit_code == twice.exit_code == 0 and once.stdout == twice.stdout

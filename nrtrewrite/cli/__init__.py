@@ -138,6 +138,19 @@ class IntRange(click.types.IntRange):
     _number_class = staticmethod(_ascii_int)
 
 
+def one_value(what: str):
+    """A click callback for an option declared ``multiple=True`` that takes one value: the
+    value (None when not given), and a usage error naming the values when it is given twice
+    with different ones (click keeps the last silently, where ``lower`` takes ``--rank``
+    repeated as several ranks).  ``what`` ends the message: what to do instead."""
+    def callback(ctx, param, values):
+        if len(set(values)) > 1:
+            raise click.BadParameter(f"given twice ({', '.join(map(str, values))}); {what}",
+                                     ctx, param)
+        return values[0] if values else None
+    return callback
+
+
 class ByteSize(click.ParamType):
     """A byte count option: ``4096``, ``512KiB``, ``64MiB``, ``1GB`` (``sizes.parse_size``),
     at least 0."""

@@ -16,8 +16,8 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     rank_dirs,
 )
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, plain, print_table,
-                            stdout_console, stopped_why, stops_deferred)
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value, plain,
+                            print_table, stdout_console, stopped_why, stops_deferred)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.errors import NrtRewriteError, OutputError
 
@@ -102,7 +102,9 @@ class _DumpCommand(JsonErrorCommand):
 @main.command("dump", cls=_DumpCommand)
 @click.argument("path", type=click.Path(exists=True))
 @_selectors
-@click.option("--rank", type=Int(), default=None, help="Only this rank of an output folder.")
+@click.option("--rank", type=Int(), multiple=True, help="Only this rank of an output folder.",
+              callback=one_value("dump shows one rank of an output folder, or every rank (no "
+                                 "--rank)"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 @click.option("--limit", type=IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")

@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, print_table,
-                            stderr_console, stdout_console, stopped_why, stops_deferred)
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value,
+                            print_table, stderr_console, stdout_console, stopped_why,
+                            stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
@@ -145,7 +146,9 @@ class _ScheduleCommand(JsonErrorCommand):
 
 @main.command("schedule", cls=_ScheduleCommand)
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
-@click.option("--rank", type=Int(), required=True, help="The rank whose schedule to show.")
+@click.option("--rank", type=Int(), multiple=True, required=True,
+              help="The rank whose schedule to show.",
+              callback=one_value("schedule shows one rank's schedule: run it once per rank"))
 @common_lowering_options
 @click.option("--trigger", "triggers", type=Int(), multiple=True, metavar="K",
               help="Only trigger K (repeatable).")
