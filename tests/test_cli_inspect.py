@@ -345,7 +345,9 @@ def test_an_os_error_naming_a_descriptor_is_not_taken_for_a_path():
      "nrtrewrite lower: error: Invalid value for 'MODEL'"),
     (["lower"], "nrtrewrite lower: error: Missing argument 'MODEL'"),
     (["lowr", "x"], "nrtrewrite: error: No such command 'lowr'"),
-    (["inspect", "--bogus", "x"], "nrtrewrite inspect: error: No such option '--bogus'"),
+    # click 8.4 quotes the option, 8.2 - 8.3 write "No such option: --bogus" (the floor is 8.2)
+    (["inspect", "--bogus", "x"], ("nrtrewrite inspect: error: No such option '--bogus'",
+                                   "nrtrewrite inspect: error: No such option: --bogus")),
 ])
 def test_usage_errors_are_one_line(args, says):
     res = CliRunner().invoke(main, args, prog_name="nrtrewrite")

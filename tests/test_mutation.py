@@ -184,7 +184,8 @@ def test_uncorrupted_two_node_output_passes(base2):
 
 
 def test_tampered_output_is_refused_without_ignore_checksums(mut):
-    mut.edit(3, "dma.bin", lambda a: a["buf_ptr"].__setitem__(0, a["buf_ptr"][0] ^ 2))
+    # (a numpy u64 scalar, not 2: numpy 1.x has no u64 ^ Python int, the floor is 1.26)
+    mut.edit(3, "dma.bin", lambda a: a["buf_ptr"].__setitem__(0, a["buf_ptr"][0] ^ np.uint64(2)))
     res = cli("simulate", mut.path)
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
     assert "rank-0003/dma.bin" in res.stderr and "sha256" in res.stderr

@@ -22,9 +22,18 @@ sys.path.insert(0, str(BENCH))
 import outdir  # noqa: E402
 
 
+def _default_stops() -> None:
+    """In the child: the stop signals at their default handling, as in a shell (the suite
+    may run with SIGHUP ignored: under nohup, in some CI runners, where an ignored SIGHUP
+    stays ignored by design and the SIGHUP cases would run to completion)."""
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
 def run_driver(code: str, tmpdir: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmpdir)), timeout=120)
+                          cwd=ROOT, env=dict(os.environ, TMPDIR=str(tmpdir)), timeout=120,
+                          preexec_fn=_default_stops)
 
 
 #: run.py's measure_rank with the SIGTERM sent from the sink, on the lowering's writer
