@@ -290,13 +290,13 @@ def test_limit_zero_shows_all_and_a_negative_limit_is_a_usage_error(out):
 
 
 def test_a_limit_one_short_of_the_records_notes_the_one_more(out):
-    """--limit n - 1 shows n - 1 rows and says "... 1 more records"; --limit n shows all,
+    """--limit n - 1 shows n - 1 rows and says "... 1 more record"; --limit n shows all,
     without the note."""
     path = str(out / "rank-0000")
     n = load_records(out / "rank-0000" / "dma.bin").size
     res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", str(n - 1)])
     assert res.exit_code == 0, res.output
-    assert "... 1 more records (--limit 0 shows all)" in res.output
+    assert "... 1 more record (--limit 0 shows all)" in res.output
     res = CliRunner().invoke(main, ["dump", "--dma", path, "--limit", str(n)])
     assert res.exit_code == 0 and f"({n} records)" in res.output
     assert "more records" not in res.output  # (legs.bin, also shown, has fewer records)
@@ -499,3 +499,18 @@ def test_rank_given_twice_is_a_usage_error(out):
                                     "--json"])
     assert res.exit_code == 0
     assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-0001"]
+
+
+def test_counts_of_one_are_singular(out, tmp_path):
+    """Found by an exploratory tester: ``(1 records)`` and ``... 1 more steps``."""
+    rdir = tmp_path / "rank-0000"
+    rdir.mkdir()
+    sem = (out / "rank-0000" / "sem.bin").read_bytes()
+    (rdir / "sem.bin").write_bytes(sem[:32])  # two 16-byte records
+    res = CliRunner().invoke(main, ["dump", str(rdir / "sem.bin"), "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    assert "rank-0000/sem.bin (2 records)" in res.output
+    assert "... 1 more record (--limit 0 shows all)" in res.output
+    (rdir / "sem.bin").write_bytes(sem[:16])
+    res = CliRunner().invoke(main, ["dump", str(rdir / "sem.bin")])
+    assert res.exit_code == 0 and "rank-0000/sem.bin (1 record)" in res.output

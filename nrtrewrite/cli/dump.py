@@ -19,7 +19,7 @@ from nrtrewrite.artifacts import (
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value, plain,
                             print_table, stdout_console, stopped_why, stops_deferred)
 from nrtrewrite.compose.leaves import Leaf
-from nrtrewrite.errors import NrtRewriteError, OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError, counted
 
 #: Columns shown per file in the rich table (every field is in --json).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -144,12 +144,12 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     for rdir, names in targets:
         for name in names:
             rf = open_records(rdir / name)
-            title = f"{folder_name(rdir)}/{name} ({rf.size} records)"
+            title = f"{folder_name(rdir)}/{name} ({counted(rf.size, 'record')})"
             if console.is_terminal or not piped_table(console, title, rf, limit):
                 for table in paged_tables(title, rf, limit):
                     print_table(console, table)
             if limit and rf.size > limit:
-                console.print(f"... {rf.size - limit} more records (--limit 0 shows all)")
+                console.print(f"... {counted(rf.size - limit, 'more record')} (--limit 0 shows all)")
 
 
 def folder_name(rdir: Path) -> str:

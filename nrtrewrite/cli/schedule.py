@@ -20,7 +20,7 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.emit.address import SEM_ENTRY_POST
-from nrtrewrite.errors import NrtRewriteError, OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError, counted
 from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
 
 
@@ -242,7 +242,8 @@ def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
                               f"[{a}, {b})" if b > a else "empty")
         print_table(console, table)
         if limit and len(ch["steps"]) > limit:
-            console.print(f"... {len(ch['steps']) - limit} more steps (--limit 0 shows all)")
+            more = counted(len(ch["steps"]) - limit, "more step")
+            console.print(f"... {more} (--limit 0 shows all)")
         if "events" in op and ch is op["channels"][0]:
             ev = Table(title="events (semaphore = sema_shift_offset + event)")
             for col in ("event", "semaphore", "from", "to", "wait", "what"):
