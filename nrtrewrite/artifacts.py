@@ -251,9 +251,22 @@ def decode_record(name: str, rec: np.void) -> dict:
     _bit_fields(name, d, dict(d), lambda enum_of, code: enum_of(code),
                 lambda cond, a, b: a if cond else b)
     if name == "spad.bin" and d["algo_type"] in SPAD_OVERLAY_ALGOS:
-        word = d.pop("channel_list")
-        d.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
+        word = d["channel_list"]
+        d = _in_place_of(d, "channel_list", sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
     return d
+
+
+def _in_place_of(d: dict, key: str, **new) -> dict:
+    """``d`` with ``key`` replaced by the keys of ``new`` where it stood: spad.bin's bytes
+    4..7 among the stored fields whichever way they are read (the overlay's keys came last,
+    after the bit fields)."""
+    out = {}
+    for k, v in d.items():
+        if k == key:
+            out.update(new)
+        else:
+            out[k] = v
+    return out
 
 
 def field_columns(arr: np.ndarray, prefix: str = "") -> dict[str, np.ndarray]:
@@ -293,9 +306,9 @@ def decode_columns(name: str, arr: np.ndarray) -> list[tuple[np.ndarray | None, 
     if not overlay.any():
         return [(None, d)]
     ring = {k: v[~overlay] for k, v in d.items()}
-    mesh = {k: v[overlay] for k, v in d.items() if k != "channel_list"}
     word = w["channel_list"][overlay]
-    mesh.update(sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
+    mesh = _in_place_of({k: v[overlay] for k, v in d.items()}, "channel_list",
+                        sema_shift_offset=word & 0xFFFF, sema_mask=word >> 16)
     return [(np.flatnonzero(~overlay), ring), (np.flatnonzero(overlay), mesh)]
 
 

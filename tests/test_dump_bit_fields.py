@@ -176,3 +176,26 @@ def test_dump_json_of_a_rank_folder_names_it_and_every_file(rank_dir):
     recs = doc["ranks"][0]["files"]["sem.bin"]
     assert [_pick(d, SEM_WANT[0]) for d in recs] == SEM_WANT
     assert [d["ctrl"] for d in recs] == [0x0101FF14, 0x02010315, 0x00000314]
+
+
+def test_spad_bytes_4_to_7_keep_their_place_among_the_stored_fields(tmp_path):
+    """docs/CLI.md: a record's stored fields, then its bit fields.  A mesh entry's overlay
+    (sema_shift_offset, sema_mask) stands where a ring entry's channel_list does, in the
+    streamed --json as in decode_record (it came last, after the bit fields: an exploratory
+    tester).  FORMATS §2: header u8, alg u8 (algo_type [3:0]), flags u8, reserved u8, then
+    bytes 4..7."""
+    ring = "01" "00" "03" "00" "03000000"  # RING (0), channel_list 0b11
+    mesh = "01" "22" "03" "00" "c0003f00"  # MESH (2), sub-type 2, overlay 192 / 0x3F
+    stored = ["header", "alg", "flags", "reserved"]
+    bits = ["cc_op", "algo_type", "algo_type_name", "algo_sub_type", "trigger_next", "reporter",
+            "ring_wait_complete", "ring_send_complete"]
+    r, m = _decoded("spad.bin", ring, mesh)
+    assert list(r) == stored + ["channel_list"] + bits
+    assert list(m) == stored + ["sema_shift_offset", "sema_mask"] + bits
+    assert (m["sema_shift_offset"], m["sema_mask"], r["channel_list"]) == (192, 0x3F, 3)
+    path = tmp_path / "spad.bin"
+    path.write_bytes(bytes.fromhex(ring + mesh + ring))
+    res = CliRunner().invoke(main, ["dump", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    recs = json.loads(res.stdout)["ranks"][0]["files"]["spad.bin"]
+    assert [list(x) for x in recs] == [list(r), list(m), list(r)]
