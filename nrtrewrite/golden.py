@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
+    if _same_file(args.model, args.golden):
+        _fail(f"{args.golden}: the output is the model {args.model} itself; nrtrewrite never "
+              "replaces its input: choose another output path")
     try:
         with terminate_cleanly():
             tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
@@ -119,7 +122,28 @@ def main(argv: list[str] | None = None) -> None:
         _stopped(stop.signum)
     except KeyboardInterrupt:
         _stopped(signal.SIGINT)
-    print(f"{args.golden}: written")
+    _say(f"{args.golden}: written")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` name one existing file (a hard or symbolic link too)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _say(line: str) -> None:
+    """``line`` on stdout; a standard output that cannot be written (``> /dev/full``,
+    closed) is one error line and status 2, as in the CLI (GOLDEN is written by then)."""
+    if sys.stdout is None:
+        _fail("the standard output is closed")
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except OSError as err:
+        sys.stdout = open(os.devnull, "w")  # (no second failure when Python flushes at exit)
+        _fail(f"cannot write the standard output: {err.strerror or err}")
 
 
 def _stopped(signum: int) -> None:

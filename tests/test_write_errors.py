@@ -246,3 +246,42 @@ def test_golden_errors_are_one_line_and_leave_the_golden_as_it_was(tmp_path, mon
         err = capsys.readouterr().err
         assert err.startswith(f"nrtrewrite.golden: error: {text}") and err.count("\n") == 1, err
     assert golden.read_bytes() == b"previous" and entries(tmp_path) == ["g.tar.gz"]
+
+
+@pytest.mark.parametrize("how", ["same", "hard link", "symbolic link"])
+def test_golden_never_replaces_its_model(tmp_path, capsys, how):
+    """Found by an exploratory tester: ``python -m nrtrewrite.golden m.neff m.neff`` wrote
+    the golden tar.gz over the model, exit 0."""
+    model = tmp_path / "m.neff"
+    shutil.copyfile(FIX / "ar2.neff", model)
+    out = model if how == "same" else tmp_path / "o.tar.gz"
+    if how == "hard link":
+        os.link(model, out)
+    elif how == "symbolic link":
+        out.symlink_to(model)
+    with pytest.raises(SystemExit) as exc:
+        golden_main([str(model), str(out)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        f"nrtrewrite.golden: error: {out}: the output is the model {model} itself; nrtrewrite "
+        "never replaces its input: choose another output path\n")
+    assert model.read_bytes() == (FIX / "ar2.neff").read_bytes()
+
+
+def test_golden_with_a_standard_output_it_cannot_write_is_one_line(tmp_path):
+    """Found by an exploratory tester: ``> /dev/full`` was a traceback and status 1, and a
+    closed standard output status 0 with nothing said."""
+    import subprocess
+    import sys
+    golden = tmp_path / "g.tar.gz"
+    cmd = [sys.executable, "-m", "nrtrewrite.golden", str(FIX / "ar2.neff"), str(golden)]
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert (res.returncode, res.stderr) == (2, "nrtrewrite.golden: error: cannot write the "
+                                               "standard output: No space left on device\n")
+    assert golden.is_file()  # written before the line that says so
+    golden.unlink()
+    res = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, timeout=120,
+                         preexec_fn=lambda: os.close(1))
+    assert (res.returncode, res.stderr) == (
+        2, "nrtrewrite.golden: error: the standard output is closed\n")
