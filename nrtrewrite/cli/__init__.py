@@ -810,6 +810,12 @@ class JsonErrorCommand(click.Command):
                     escape_controls(err.format_message())
                 self._print_error(ctx.params, why)
             raise
+        except OSError as err:  # one the command left as it was: a file it could not read
+            line, status = _os_error_line(err)
+            if (ctx.params.get("as_json") and self.documents_command_errors
+                    and err.filename is not None and status == NrtRewriteError.exit_code):
+                self._print_error(ctx.params, line.removeprefix("nrtrewrite: error: "))
+            raise
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -21,10 +21,15 @@ from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
 
 def _sha256_file(path: Path) -> str:
+    """The file's SHA-256; a file that cannot be read is an :class:`OutputError` (the
+    simulation cannot be done: status 2), naming it and the OS's reason."""
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError as exc:
+        raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     return h.hexdigest()
 
 
@@ -39,7 +44,9 @@ def _load_json(path: Path, err=SimulationError) -> dict:
     except RecursionError:
         raise err(f"cannot read {path.name}: invalid JSON: nested too deeply",
                   file=str(path)) from None
-    except (OSError, ValueError) as exc:  # UnicodeDecodeError, JSONDecodeError, 5000 digits
+    except OSError as exc:  # not a protocol error: the simulation cannot be done (status 2)
+        raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, 5000 digits
         raise err(f"cannot read {path.name}: {exc}", file=str(path)) from None
     if not isinstance(doc, dict):
         raise err("must be a JSON object", file=str(path))
@@ -181,9 +188,8 @@ def load_rank(out: Path, rank: int) -> RankFiles:
         fpath = rdir / name
         try:
             data = fpath.read_bytes()
-        except OSError as exc:
-            raise SimulationError(f"cannot read {name}: {exc}", file=str(out), rank=rank,
-                                  artifact=name) from None
+        except OSError as exc:  # not a protocol error: the simulation cannot be done
+            raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(fpath)) from None
         if len(data) % dtype.itemsize:
             raise SimulationError(
                 f"{len(data)} bytes is not a whole number of {dtype.itemsize}-byte records",
