@@ -296,3 +296,31 @@ def test_line_and_direction_controls_are_escaped():
     from nrtrewrite.errors import escape_controls
     assert escape_controls("a\u2028b\u2029c\u202ed\u2066e\u200ff\n\x1b\x85é权") == \
         "a\\u2028b\\u2029c\\u202ed\\u2066e\\u200ff\\n\\x1b\\x85é权"
+
+
+@pytest.mark.parametrize("cmd", [["lower", str(FIX / "ar2.neff"), "-o", ".", "-q"],
+                                 ["lower", str(FIX / "ar2.neff"), "-o", "sub", "-q"],
+                                 ["assemble", str(FIX / "ar2.yaml"), "-o", "x.neff"]])
+def test_a_working_folder_removed_while_in_use_is_one_line(tmp_path, cmd):
+    """Found by an exploratory tester: in a shell whose folder was removed (``lower -o .
+    --force`` of an empty folder can do it), a relative output was an internal error,
+    status 70 (``os.path.abspath`` raised a FileNotFoundError that names no path)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+
+    def in_removed_folder():
+        os.chdir(gone)
+        os.rmdir(gone)
+    # (PYTHONPATH without an empty entry: Python itself cannot start with one there)
+    res = subprocess.run([sys.executable, "-m", "nrtrewrite", *cmd], capture_output=True,
+                         text=True, env=dict(env(), PYTHONPATH=str(ROOT)), timeout=120,
+                         preexec_fn=in_removed_folder)
+    assert (res.returncode, res.stdout, res.stderr.count("\n")) == (2, "", 1), res.stderr
+    if cmd[-2:] == ["sub", "-q"]:  # its own check names the output it cannot make
+        assert res.stderr.startswith("nrtrewrite: error: sub: cannot write the output: No such "
+                                     "file or directory")
+    else:
+        assert res.stderr == ("nrtrewrite: error: the working folder cannot be used (removed "
+                              "while in use?): No such file or directory; cd to a folder that "
+                              "exists\n")
+    assert sorted(os.listdir(tmp_path)) == []

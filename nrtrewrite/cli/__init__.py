@@ -744,6 +744,18 @@ def _writing_stdout(err: BaseException) -> bool:
     return False
 
 
+def _working_folder_line() -> str | None:
+    """The error line when the working folder cannot be used (None: it can): removed while
+    a shell was in it, a relative path cannot be made absolute (``os.getcwd`` fails with an
+    OS error that names no path)."""
+    try:
+        os.getcwd()
+    except OSError as exc:
+        return (f"nrtrewrite: error: the working folder cannot be used (removed while in use?): "
+                f"{exc.strerror or exc}; cd to a folder that exists")
+    return None
+
+
 def _os_error_line(err: OSError, what: str = "nrtrewrite") -> tuple[str, int]:
     """The line and exit status for an OS error no command turned into an
     :class:`NrtRewriteError`: the path and the OS's reason when it has a path; the standard
@@ -761,6 +773,8 @@ def _os_error_line(err: OSError, what: str = "nrtrewrite") -> tuple[str, int]:
             NrtRewriteError.exit_code
     if (line := _resource_line(err, what)) is not None:
         return line, EXIT_OUT_OF_MEMORY
+    if (line := _working_folder_line()) is not None:
+        return line, NrtRewriteError.exit_code
     return (f"nrtrewrite: internal error: {_one_line(err)} (a bug in nrtrewrite; rerun with "
             "--traceback for the details and report it)", EXIT_INTERNAL_ERROR)
 
