@@ -725,13 +725,30 @@ def _unremovable(out: Path) -> str | None:
     except OSError as err:
         return f"{out}: cannot list it ({err.strerror or err}); refusing to replace it"
     for d in folders:
-        if not os.access(d, os.W_OK | os.X_OK):
-            which = "it is a read-only folder" if d == out else \
-                f"its folder {d.name} is read-only"
-            return (f"{out} cannot be replaced: {which}, so the previous output could not be "
-                    f"removed afterwards; make it writable (chmod -R u+w {out}) or remove it "
-                    "first")
+        if os.access(d, os.W_OK | os.X_OK):
+            continue
+        it = "it" if d == out else f"its folder {d.name}"
+        if _on_read_only_file_system(d):  # no chmod helps: the mount is read-only
+            return (f"{out} cannot be replaced: {it} is on a read-only file system, so the "
+                    "previous output could not be removed afterwards; write the output "
+                    "elsewhere")
+        if os.access(d, os.W_OK):  # writable, not searchable: its entries cannot be reached
+            return (f"{out} cannot be replaced: {it} cannot be searched (no x permission), so "
+                    f"the previous output could not be removed afterwards; chmod -R u+wx {out} "
+                    "or remove it first")
+        which = "it is a read-only folder" if d == out else f"its folder {d.name} is read-only"
+        return (f"{out} cannot be replaced: {which}, so the previous output could not be "
+                f"removed afterwards; make it writable (chmod -R u+w {out}) or remove it "
+                "first")
     return None
+
+
+def _on_read_only_file_system(path: Path) -> bool:
+    """Whether ``path`` lies on a file system mounted read-only."""
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _replace_refusal(out: Path, model: str | None, force: bool = True,

@@ -119,6 +119,37 @@ def test_force_refuses_a_read_only_previous_output(tmp_path, monkeypatch):
         assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+@pytest.mark.parametrize("case", ["read-only file system", "not searchable"])
+def test_force_names_why_a_previous_output_cannot_be_removed(tmp_path, monkeypatch, case):
+    """Found by an exploratory tester: on a file system mounted read-only, and for a folder
+    writable but not searchable (mode 666), the refusal said "it is a read-only folder ...
+    make it writable (chmod -R u+w ...)", which cannot help there.  (os.access and
+    os.statvfs are patched: the tests may run as root, and mount nothing.)"""
+    out = tmp_path / "out"
+    assert invoke("lower", "-q", FIX / "mix8.neff", "-o", out).exit_code == 0
+    before = verify_complete(out)
+    real_access, real_statvfs = os.access, os.statvfs
+    if case == "read-only file system":
+        monkeypatch.setattr(bundle.os, "access", lambda p, mode: False if Path(p) == out
+                            else real_access(p, mode))
+
+        class Ro:
+            f_flag = os.ST_RDONLY
+        monkeypatch.setattr(bundle.os, "statvfs", lambda p: Ro() if Path(p) == out
+                            else real_statvfs(p))
+        why = "it is on a read-only file system, so the previous output could not be " \
+              "removed afterwards; write the output elsewhere"
+    else:
+        monkeypatch.setattr(bundle.os, "access", lambda p, mode: (mode & os.X_OK) == 0
+                            if Path(p) == out else real_access(p, mode))
+        why = ("it cannot be searched (no x permission), so the previous output could not be "
+               f"removed afterwards; chmod -R u+wx {out} or remove it first")
+    res = invoke("lower", "-q", FIX / "mix8.neff", "-o", out, "--force")
+    assert one_line(res, 2) == f"nrtrewrite: error: {out} cannot be replaced: {why}"
+    assert verify_complete(out) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 @pytest.mark.parametrize("exc, want", [
     (RuntimeError("can't start new thread"),
      "could not start a thread (RuntimeError: can't start new thread): the limit on processes "
