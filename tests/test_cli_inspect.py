@@ -514,3 +514,15 @@ def test_a_limit_that_is_no_byte_count_is_a_usage_error(fixtures_dir, given):
     assert res.stderr == (f"nrtrewrite inspect: error: Invalid value for '--max-member-bytes': "
                           f"{given!r} is not a byte count (e.g. 4096, 512KiB, 64MiB, 1GB) "
                           "(see 'nrtrewrite inspect --help')\n")
+
+
+@pytest.mark.parametrize("value", ["４", "-5", "1.7", "0x100", "1e3"])
+def test_a_bad_max_bytes_is_a_usage_error_as_documented(fixtures_dir, value):
+    """docs/CLI.md: inspect --max-*-bytes refuses a bad size as a usage error (it said a
+    field error, which is explain's --bytes form: an exploratory tester)."""
+    res = CliRunner().invoke(main, ["inspect", str(fixtures_dir / "ar2.neff"),
+                                    "--max-member-bytes", value], prog_name="nrtrewrite")
+    assert res.exit_code == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        f"nrtrewrite inspect: error: Invalid value for '--max-member-bytes': {value!r} is not a "
+        "byte count (e.g. 4096, 512KiB, 64MiB, 1GB) (see 'nrtrewrite inspect --help')"]
