@@ -124,9 +124,10 @@ def _formats_leaves() -> dict[int, str]:
 
 def test_formats_md_leaf_table_is_read_whole():
     leaves = _formats_leaves()
-    # the row lists 1-8, 10-12, 15, 16-22 (section 3, read by hand)
-    assert sorted(leaves) == [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 15, 16, 17, 18, 19, 20, 21,
-                              22]
+    # the row lists 1-12, 15, 16-22 (section 3, read by hand; 9 direct_pull reserved)
+    assert sorted(leaves) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 15, 16, 17, 18, 19, 20,
+                              21, 22]
+    assert leaves[9] == "direct_pull"
     assert leaves[11] == "peer_post" and leaves[12] == "peer_wait"
 
 

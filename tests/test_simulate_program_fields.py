@@ -1176,3 +1176,12 @@ def test_a_sending_leg_short_of_its_successors_consuming_legs_is_refused(scr_out
     _refused(out, f"rank-{succ:04d}", "legs.bin", f"record {cons[-1]}", "field leaf",
              f"channel 1 has {len(cons)} consuming legs", f"ring predecessor, rank 1, "
              f"has {len(sent) - 1} sending legs")
+
+
+def test_leaf_9_direct_pull_is_refused_as_an_unknown_leaf(ring_out, tmp_path):
+    """FORMATS §3: leaf code 9 is reserved for the seed's direct_pull, which our composers
+    never emit; a leg that names it is refused (u8 at 12)."""
+    out = _copy(ring_out, tmp_path)
+    first = next(i for i, leg in enumerate(_legs(out, 1)) if leg["leaf"] == 1)  # a send
+    _set(out, 1, "legs.bin", first * REC + LEAF, "<B", 9)
+    _refused(out, "rank-0001", "legs.bin", f"record {first}", "unknown leaf 9")
