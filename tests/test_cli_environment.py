@@ -60,6 +60,33 @@ def test_text_the_output_encoding_cannot_hold_is_escaped(tmp_path):
     assert b"Traceback" not in proc.stderr
 
 
+def test_escaped_text_keeps_a_tables_columns_aligned(tmp_path):
+    """An exploratory tester: text was escaped after rich laid the table out, so a row with
+    an escaped name was wider than the others, and ``0x00\xd72`` (the ``×`` of a count)
+    read as a number.  Every line of a table is as wide as its borders now."""
+    spec = tmp_path / "m.yaml"
+    spec.write_text(UNICODE_SPEC, encoding="utf-8")
+    model = tmp_path / "m.neff"
+    assert cli("assemble", spec, "-o", model).returncode == 0
+    for enc, times in (("latin-1", "\u00d7"), ("ascii", "*")):  # Latin-1 holds the x sign
+        proc = cli("inspect", model, PYTHONIOENCODING=enc)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.decode(enc).splitlines()
+        tables, cur = [], []  # a table: its consecutive lines of borders and rows
+        for ln in lines + [""]:
+            if ln[:1] in "+|":
+                cur.append(ln)
+            elif cur:
+                tables.append(cur)
+                cur = []
+        assert len(tables) >= 4
+        for t in tables:
+            assert len({len(ln.rstrip()) for ln in t}) == 1, "\n".join(t)
+        text = "\n".join(lines)
+        assert "grad_\\u6743\\u91cd" in text and "\\xd7" not in text
+        assert f"0x00{times}1" in text
+
+
 def test_an_error_with_stderr_unwritable_keeps_its_status(tmp_path):
     """`diff` exits 2 on an error, 1 when the outputs differ: a standard error that cannot
     be written (2>/dev/full) loses the line, not the status (it was 1)."""

@@ -33,7 +33,21 @@ def plain(text: str, style: str = "") -> Text:
     alone and its renderer still eats the backslash, doubles a trailing one, and turns
     ``:thumbs_up:`` into an emoji.)  Join it to markup with ``Text.assemble`` or
     :func:`styled`, never in an f-string."""
-    return Text(escape_controls(text), style=style)
+    return Text(encodable(escape_controls(text)), style=style)
+
+
+def encodable(text: str) -> str:
+    """``text`` with what the standard output's encoding cannot hold escaped (``\u6743``)
+    before rich lays it out: escaped by the stream afterwards, it made cells wider than rich
+    measured them and the table's columns misaligned (a Latin-1 or ASCII locale)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+        return text
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: leave it to the stream
+        return text
 
 
 def styled(*parts) -> Text:

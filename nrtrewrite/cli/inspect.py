@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import (ByteSize, JsonErrorCommand, echo_whole, main, plain, print_table, _say,
-                            stdout_console, styled)
+from nrtrewrite.cli import (ByteSize, JsonErrorCommand, echo_whole, encodable, main, plain,
+                            print_table, _say, stdout_console, styled)
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
@@ -110,7 +110,8 @@ def render(doc: dict, con: Console) -> None:
         st.add_column("opcodes")
         for s in sg["streams"]:
             c = s["classes"]
-            ops = " ".join(f"{op}×{n}" for op, n in s["opcodes"].items())
+            times = "×" if encodable("×") == "×" else "*"  # (0x00\xd72 reads as a number)
+            ops = " ".join(f"{op}{times}{n}" for op, n in s["opcodes"].items())
             _row(st, s["engine"], str(s["instructions"]), str(c["pseudo-trigger"]),
                        str(c["other-pseudo"]), str(c["regular"]), ops)
         print_table(con, st)
