@@ -23,16 +23,18 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
 from nrtrewrite.codes import (
-    AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, DType, EncAlgMeshType, EncAlgType, EncOpType,
-    MetaringType,
+    AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, ENC_RDH_MAX_RD_STEPS, DType, EncAlgMeshType,
+    EncAlgType, EncOpType, MetaringType,
 )
+from nrtrewrite.compose.ir import MAX_PEERS
 from nrtrewrite.errors import SelectionError, ValidationError
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
 from nrtrewrite.topology.model import Topology
 from nrtrewrite.topology.rings import (
-    NEC_MAX_CHANNELS, distinct_ring_count, is_hybrid_ring, kangaring_shape,
+    KANGARING_LOGICAL_PATH_LEN, NEC_MAX_CHANNELS, distinct_ring_count, is_hybrid_ring,
+    kangaring_shape,
 )
 
 #: Env var read by :func:`parse_algo_override` when no ``--algo`` text is given.
@@ -281,6 +283,9 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
     s = group_shape(topo, req.group)
     if s.rank_n < 2:
         return False, "a single rank has no peers"
+    if s.rank_n > MAX_PEERS:
+        return False, (f"{s.rank_n} ranks: a mesh entry numbers itself and every peer in a u8 "
+                       f"of the leg IR (at most {MAX_PEERS} ranks; ours)")
     if s.scope == INTER and req.op != EncOpType.ALLTOALL:
         if s.local_rank_n != 1:
             return False, (f"inter-node mesh over the whole group needs one rank per node "
@@ -313,6 +318,18 @@ def mesh_channel_buffer_bytes(alg: EncAlgType, req: Request) -> int:
     return (n - 1) * -(-elems // n) * dsize
 
 
+def _rd_steps_refusal(n: int) -> str | None:
+    """Why a recursive doubling over ``n`` ranks cannot be lowered, or None: its hypercube of
+    2^floor(log2 n) ranks takes one step a dimension, and the event schedule has
+    EVT_RD_STEP_0..6 (``ENC_RDH_MAX_RD_STEPS``; compose/rdh.plan_rdh refuses the same)."""
+    steps = n.bit_length() - 1
+    if steps <= ENC_RDH_MAX_RD_STEPS:
+        return None
+    return (f"{n} ranks need {steps} recursive-doubling steps; the events EVT_RD_STEP_0.."
+            f"{ENC_RDH_MAX_RD_STEPS - 1} allow {ENC_RDH_MAX_RD_STEPS} (at most "
+            f"{(1 << (ENC_RDH_MAX_RD_STEPS + 1)) - 1} ranks)")
+
+
 def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
                                      policy: Policy = DEFAULT_POLICY, *,
                                      check_window: bool = True) -> Verdict:
@@ -333,6 +350,8 @@ def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
         return False, f"{ndev} devices is not a power of two (RDH is a hypercube exchange)"
     if len(set(s.ranks_per_device)) != 1:
         return False, "uneven ranks per device (RDH needs the same in-chip ranks on every chip)"
+    if (why := _rd_steps_refusal(s.rank_n)) is not None:
+        return False, why
     dim = s.rank_n.bit_length() - 1
     fold = s.rank_n - (1 << dim)
     ok = (f"{ndev} device(s) x {s.ranks_per_device[0]} ranks (hypercube of dimension {dim}"
@@ -355,6 +374,8 @@ def enc_can_post_inter_rdh_operation(req: Request, topo: Topology,
     if not _is_pow2(s.node_n) or s.node_n < policy.inter_rdh_min_nodes:
         return False, (f"node_n {s.node_n} is not a power of two >= "
                        f"{policy.inter_rdh_min_nodes}")
+    if (why := _rd_steps_refusal(s.rank_n)) is not None:
+        return False, why
     ok = f"{s.node_n} nodes, one rank each"
     return _window(req, topo, policy, EncAlgType.INTER_RDH, INTER, ok, check_window)
 
@@ -374,6 +395,9 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
     if not ok:
         return False, why
     n, vnc = len(req.group), topo.lnc_size
+    if n > KANGARING_LOGICAL_PATH_LEN:
+        return False, (f"{n} ranks exceed the {KANGARING_LOGICAL_PATH_LEN} of enc_kangaring's "
+                       f"logical_path[{KANGARING_LOGICAL_PATH_LEN}] (seed 000 §2.3)")
     if vnc == 2 and n <= 4:
         return False, f"vnc 2 needs rank_n > 4 (rank_n {n})"
     if vnc == 1 and n <= 8:

@@ -208,8 +208,15 @@ def test_a_leg_of_exactly_65534_m2s_bds_fits_its_tp_inc_steps_record(sources, ti
         assert (sources * tiles, tiles, 1) in rows
         assert int(legs["n_tiles"].max()) == tiles
     else:
-        with pytest.raises(LimitError, match="needs 65535 M2S and 21845 S2M BDs, at most 65534"):
+        with pytest.raises(LimitError, match="needs 65535 M2S and 21845 S2M BDs, at most 65534"
+                           ) as exc:
             emit_entries(b, [(ctx, ir)])
+        # a DRAM leg: one BD a tile and stream, so the cause is its length, not an SBUF
+        # pattern of short rows (the message blamed SBUF patterns: a code reviewer)
+        assert str(exc.value).endswith(
+            f"its {tiles * 32768} elements make {tiles} tiles, one BD each per source and "
+            "destination (the leg is not split further: a smaller message or another engine "
+            "lowers it)")
     b.close()
 
 

@@ -581,6 +581,8 @@ def test_tp_inc_steps_bds_per_leg(tmp_path):
                            "instruction 0, trigger 0, rank 0: a mesh_send leg on channel 0 "
                            "needs 2 M2S and 65535 S2M BDs, at most 65534 of each"), line
     assert "(TPINC_MAX_BDS)" in line
+    assert line.endswith("its elements fall into too many contiguous runs (an SBUF access "
+                         "pattern of short rows)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.neff", "ok.out", "over.neff"]
 
 

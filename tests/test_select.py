@@ -986,3 +986,63 @@ def test_a_hier_plan_with_an_unlowerable_leg_falls_back_to_a_flat_engine():
     assert sel.fallback_reason.startswith(
         "HIER (intra_redsct KANGARING -> inter_allr SINGLE_CYCLE_RING -> intra_allg KANGARING) "
         "is not lowerable in this build")
+
+
+# -- the composers' own size limits are legality (a reviewer of compose/ and select.py) ----
+
+def _big_node(tmp_path):
+    """trn2 with an 8 x 8 torus of devices: 512 ranks on one node at LNC 1."""
+    path = tmp_path / "big8x8.json"
+    path.write_text(json.dumps({"format": "nrtrewrite-topology/1", "name": "big8x8",
+                                "platform": "trn2", "nodes": 1, "devices_per_node": 64,
+                                "torus": [8, 8]}))
+    return load_topology(str(path), world=(), lnc_size=1)
+
+
+def test_inter_rdh_over_256_nodes_is_not_legal_and_ring_serves_it():
+    """Found by a code reviewer: a 64 KiB all-gather over 256 nodes, one rank each (default
+    trn2), picked INTER_RDH, whose composer refuses 8 doubling steps (EVT_RD_STEP_0..6), so
+    lower and explain failed where RING lowers.  2^floor(log2 n) ranks take log2 of that
+    steps: 255 ranks take 7, 256 take 8."""
+    t256 = load_topology("trn2:nodes=256", world=(), lnc_size=2)
+    group = tuple(64 * n for n in range(256))
+    ok, why = enc_can_post_inter_rdh_operation(req(AG, group, 64 * KiB), t256,
+                                               check_window=False)
+    assert not ok and why == ("256 ranks need 8 recursive-doubling steps; the events "
+                              "EVT_RD_STEP_0..6 allow 7 (at most 255 ranks)")
+    sel = select(req(AG, group, 64 * KiB), t256)
+    assert sel.policy_alg == sel.alg == EncAlgType.RING and sel.fallback_reason is None
+    t128 = load_topology("trn2:nodes=128", world=(), lnc_size=2)
+    ok, _ = enc_can_post_inter_rdh_operation(req(AG, group[:128], 64 * KiB), t128,
+                                             check_window=False)
+    assert ok  # 128 nodes: 7 steps
+
+
+def test_intra_rdh_mesh_and_kangaring_past_their_composers_limits_are_not_legal(tmp_path):
+    big = _big_node(tmp_path)
+    ok, why = enc_can_post_intra_rdh_operation(req(AR, tuple(range(256)), MiB), big,
+                                               check_window=False)
+    assert not ok and why.startswith("256 ranks need 8 recursive-doubling steps")
+    # 255 ranks are 7 steps (a hypercube of 128, 127 folded), but 255 is not whole devices
+    # of 8: the step rule alone, by the helper both predicates use
+    from nrtrewrite.select import _rd_steps_refusal
+    assert _rd_steps_refusal(255) is None and _rd_steps_refusal(256) is not None
+    # MESH numbers every rank as a peer in the leg IR's u8 columns: 256 ranks, not 264
+    ok, why = enc_can_post_mesh_operation(req(AR, tuple(range(264)), 528), big,
+                                          check_window=False)
+    assert not ok and why.startswith("264 ranks: a mesh entry numbers itself and every peer")
+    ok, _ = enc_can_post_mesh_operation(req(AR, tuple(range(256)), 512), big,
+                                        check_window=False)
+    assert ok
+    # KANGARING's logical_path[256] (seed 000 §2.3): 264 ranks on 33 whole devices
+    ok, why = enc_can_post_kangaring_operation(req(AR, tuple(range(264))), big,
+                                               check_window=False)
+    assert not ok and "logical_path[256]" in why
+    ok, _ = enc_can_post_kangaring_operation(req(AR, tuple(range(256))), big,
+                                             check_window=False)
+    assert ok
+    # the default policy then serves each with RING, as lower does
+    for group, nbytes in ((tuple(range(264)), 528), (tuple(range(256)), MiB),
+                          (tuple(range(264)), 64 * MiB)):
+        sel = select(req(AR, group, nbytes), big)
+        assert sel.alg == EncAlgType.RING, (len(group), nbytes, sel.alg)

@@ -40,6 +40,10 @@ MAX_WAIT = 2
 MAX_INC = 8
 NO_NET = -1
 NO_VIEW = 0xFFFF
+#: Entries of an entry's peer table (the rank itself and its peers): the ``*_peer`` columns
+#: below are u8.  Only MESH numbers every rank of its group as a peer; its predicate refuses
+#: a larger group (select.enc_can_post_mesh_operation), so no column wraps.
+MAX_PEERS = 256
 
 LEG_IR_DTYPE = np.dtype([
     ("channel", "u1"), ("leaf", "u1"), ("half", "u1"), ("phase", "u1"),

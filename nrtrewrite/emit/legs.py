@@ -984,11 +984,19 @@ def _tpinc_steps(lg: _Legs, data: _Data) -> dict[tuple[int, int], np.ndarray]:
     s2m = data.leg_bd_count - m2s
     if m2s.max() > F.TPINC_MAX_BDS or s2m.max() > F.TPINC_MAX_BDS:
         over = int(np.flatnonzero((m2s > F.TPINC_MAX_BDS) | (s2m > F.TPINC_MAX_BDS))[0])
+        tiles = int(data.n_tiles[over])
+        if (m2s[over] == tiles * lg.s_n[over]) and (s2m[over] == tiles * lg.d_n[over]):
+            # one BD a tile and stream: the leg is too long, not its memory too scattered
+            why = (f"its {int(lg.length[over])} elements make {tiles} tiles, one BD each per "
+                   "source and destination (the leg is not split further: a smaller message "
+                   "or another engine lowers it)")
+        else:
+            why = ("its elements fall into too many contiguous runs (an SBUF access pattern "
+                   "of short rows)")
         raise LimitError(
             f"a {leaf_name(int(lg.leaf[over]))} leg on channel {int(lg.seg_ch[leg_ci[over]])} "
             f"needs {int(m2s[over])} M2S and {int(s2m[over])} S2M BDs, at most "
-            f"{F.TPINC_MAX_BDS} of each in its tp_inc_steps record (TPINC_MAX_BDS): its "
-            "elements fall into too many contiguous runs (an SBUF access pattern of short rows)")
+            f"{F.TPINC_MAX_BDS} of each in its tp_inc_steps record (TPINC_MAX_BDS): {why}")
     change = np.ones(n, bool)
     change[1:] = (m2s[1:] != m2s[:-1]) | (s2m[1:] != s2m[:-1])
     change[lg.leg_first_c] = True
