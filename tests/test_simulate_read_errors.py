@@ -50,8 +50,8 @@ def _deny(monkeypatch, victim: Path) -> None:
     ("rank-0001/cce.bin", True), ("rank-0001/cce.bin", False),
     ("rank-0001/manifest.json", True), ("rank-0001/manifest.json", False),
     ("manifest.json", True)])
-def test_a_file_that_cannot_be_read_is_status_2_and_a_document(out, monkeypatch, victim,
-                                                                checksums):
+def test_a_file_that_cannot_be_read_is_status_2_and_a_document(
+        out, monkeypatch, victim, checksums):
     path = out / victim
     _deny(monkeypatch, path)
     extra = [] if checksums else ["--ignore-checksums"]

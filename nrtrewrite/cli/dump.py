@@ -149,7 +149,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
                 for table in paged_tables(title, rf, limit):
                     print_table(console, table)
             if limit and rf.size > limit:
-                console.print(f"... {counted(rf.size - limit, 'more record')} (--limit 0 shows all)")
+                more = counted(rf.size - limit, "more record")
+                console.print(f"... {more} (--limit 0 shows all)")
 
 
 def folder_name(rdir: Path) -> str:
