@@ -262,3 +262,29 @@ def test_the_input_recorded_is_the_whole_file_trailing_zeros_included(tmp_path):
     top = json.loads((tmp_path / "out" / "manifest.json").read_text())
     data = model.read_bytes()
     assert top["input"] == {"name": "padded.neff", "sha256": sha(data), "bytes": len(data)}
+
+
+def test_lowering_an_outputs_neff_without_o_is_refused(tmp_path):
+    """An exploratory tester: ``lower OUT/m.neff`` (its rewritten NEFF, given by mistake)
+    wrote its default ``OUT/m.lowered/`` inside the output, which a later ``lower --force``
+    into OUT then refused as not an output of ours.  Refused now, before anything is
+    written; ``-o`` elsewhere still lowers it (with the "looks already lowered" warning)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    out = write_output(plan_lowering(read_model(FIX / "ar2.neff"), LowerOptions()),
+                       tmp_path / "out", ranks=None)
+    before = sorted(p.name for p in out.iterdir())
+    res = CliRunner().invoke(main, ["lower", "-q", str(out / "ar2.neff")])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines()[-1] == (
+        f"nrtrewrite: error: {out / 'ar2.neff'}: the model lies in the nrtrewrite output {out} "
+        f"(its rewritten NEFF?): the default output {out / 'ar2.lowered'} would be written "
+        "into that output; give -o")
+    assert sorted(p.name for p in out.iterdir()) == before
+    res = CliRunner().invoke(main, ["lower", "-q", str(out / "ar2.neff"), "-o",
+                                    str(tmp_path / "again")])
+    assert res.exit_code == 0 and (tmp_path / "again" / "manifest.json").is_file()
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "ar2.neff"), "-o", str(out),
+                                    "--force"])
+    assert res.exit_code == 0, res.output  # the output is still one of ours

@@ -11,12 +11,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from nrtrewrite.artifacts import is_our_output
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, print_table, stderr_console,
                             stdout_console, warn)
-from nrtrewrite.errors import NrtRewriteError, counted
+from nrtrewrite.errors import NrtRewriteError, OutputError, counted
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
@@ -66,6 +67,14 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
     return plan, warnings
 
 
+def _in_an_output(model: Path) -> bool:
+    """Whether ``model`` lies in an nrtrewrite output folder (a manifest of ours beside it):
+    its default output ``MODEL.lowered`` would land inside that output, which would then no
+    longer read as one (``--force`` refuses it)."""
+    folder = model.parent
+    return (folder / "manifest.json").is_file() and is_our_output(folder)
+
+
 @main.command("lower")
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", default=None, metavar="OUT",
@@ -94,6 +103,10 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
         raise click.BadParameter("an empty path; leave -o out for the default "
                                  "(<model>.lowered)", param_hint="'-o' / '--output'")
     out_path = Path(out) if out is not None else default_output(model)
+    if out is None and _in_an_output(Path(model)):
+        raise OutputError(f"the model lies in the nrtrewrite output {Path(model).parent} (its "
+                          f"rewritten NEFF?): the default output {out_path} would be written "
+                          "into that output; give -o", file=str(model))
     rank_list = list(dict.fromkeys(ranks)) if ranks else None  # a repeated rank once
     n = len(rank_list) if rank_list else len(plan.world)
     # each worker is a whole process: never more than the cores (at least 2: -j 2 on one
