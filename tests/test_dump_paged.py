@@ -181,3 +181,27 @@ def test_the_command_on_a_terminal_prints_pages(tmp_path, monkeypatch):
         f"rank-0003/sem.bin (30 records): rows {a} - {b}"
         for a, b in ((0, 6), (7, 13), (14, 19))]
     assert text.rstrip().endswith("... 10 more records (--limit 0 shows all)")
+
+
+@pytest.mark.parametrize("width", [80, 240])
+def test_a_very_long_cell_wraps_inside_its_column(width):
+    """An exploratory tester: a replica group of 20,000 ranks (``inspect``'s ``ranks``) was
+    cut at 65,536 columns and padded every row of its table that wide.  It wraps inside a
+    column of at most max(console width, LONG_CELL) now, every rank shown."""
+    from rich.table import Table
+
+    from nrtrewrite.cli import LONG_CELL, print_table
+    ranks = " ".join(str(r) for r in range(0, 40000, 2))
+    table = Table(title="replica groups")
+    for col in ("group", "size", "ranks"):
+        table.add_column(col)
+    table.add_row("0", "20000", ranks)
+    c = _terminal(width)
+    print_table(c, table)
+    text = c.file.getvalue()
+    assert "…" not in text
+    lines = text.splitlines()
+    cap = max(width, LONG_CELL)
+    assert max(map(len, lines)) <= cap + len("│ group │ 20000 │  │") + 2
+    cells = " ".join(ln.split("│")[3].strip() for ln in lines if ln.startswith("│"))
+    assert cells.split() == ranks.split()

@@ -400,3 +400,24 @@ def test_rank_given_twice_is_a_usage_error():
     once = CliRunner().invoke(main, ["schedule", model, "--rank", "1", "--json"])
     twice = CliRunner().invoke(main, ["schedule", model, "--rank", "1", "--rank", "1", "--json"])
     assert once.exit_code == twice.exit_code == 0 and once.stdout == twice.stdout
+
+
+@pytest.mark.parametrize("width", [20, 40, 60])
+def test_schedule_tables_are_not_cut_on_a_narrow_terminal(monkeypatch, width):
+    """An exploratory tester: the overview table (several triggers) and the events table
+    were printed by rich fitted to the window (headers ``ent…``, cells ``ALLREDU…``, columns
+    blanked at 20 columns); every table of schedule goes through print_table now."""
+    import rich.console
+
+    from nrtrewrite.cli import schedule as S
+    out = io.StringIO()
+    monkeypatch.setattr(S, "stdout_console", lambda *a, **kw: rich.console.Console(
+        file=out, width=width, force_terminal=True, color_system=None))
+    monkeypatch.setattr(S, "OVERVIEW_ENTRIES", 1)  # mix8's 9 entries: the overview
+    for model in ("mix8", "ar2"):  # ar2's one entry: its step tables and its events table
+        res = CliRunner().invoke(main, ["schedule", str(FIX / f"{model}.neff"), "--rank", "0"])
+        assert res.exit_code == 0, res.output
+    text = out.getvalue()
+    assert "…" not in text
+    for header in ("entry", "trigger", "algorithm", "event", "semaphore"):
+        assert header in text, header

@@ -651,3 +651,36 @@ def test_a_topology_file_over_its_size_limit_is_refused_before_reading(tmp_path,
     monkeypatch.setattr(M, "MAX_TOPOLOGY_FILE_BYTES", path.stat().st_size - 1)
     with pytest.raises(LimitError):
         load_topology(str(path), world=(0, 1), lnc_size=2)
+
+
+@pytest.mark.parametrize("what", ["huge", "fifo", "device"])
+def test_explain_without_lnc_reads_no_topology_file_the_limits_refuse(tmp_path, monkeypatch,
+                                                                       what):
+    """An exploratory tester: model-less ``explain`` without ``--lnc`` read the topology file
+    whole for its default LNC size before load_topology's checks: a 1 GiB file for 5.6 s and
+    2.1 GB, ``/dev/zero`` until the memory ran out, a FIFO for ever."""
+    import os
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.topology import model as M
+    if what == "huge":
+        path = tmp_path / "huge.json"
+        with open(path, "wb") as fh:
+            fh.truncate(M.MAX_TOPOLOGY_FILE_BYTES + 1)
+        says = "exceeds the limit of 268435456 bytes (MAX_TOPOLOGY_FILE_BYTES)"
+    elif what == "fifo":
+        path = tmp_path / "t.fifo"
+        os.mkfifo(path)
+        says = "not a regular file: a FIFO, a socket or a device"
+    else:
+        path = Path("/dev/zero")
+        says = "not a regular file: a FIFO, a socket or a device"
+    def no_read(self, *a, **kw):
+        raise AssertionError(f"{self} was read")
+    monkeypatch.setattr(Path, "read_bytes", no_read)
+    monkeypatch.setattr(Path, "read_text", no_read)
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--ranks", "4", "--topology", str(path)])
+    assert res.exit_code == 2 and says in res.stderr and res.stderr.count("\n") == 1

@@ -79,12 +79,18 @@ class _Console(Console):
 
 
 def print_table(console: Console, table) -> None:
-    """Print ``table`` no narrower than it needs.  rich fits a table wider than the console
+    """Print ``table`` cutting and dropping nothing.  rich fits a table wider than the console
     by cutting cells (98304 shown as ``983…``) and, below its columns' least widths, by
-    blanking whole columns; such a table is drawn as wide as it needs instead (on a terminal
-    its lines wrap; ``less -S`` scrolls them), so no value is cut or lost (docs/CLI.md,
-    "Output")."""
-    need = console.measure(table, options=console.options.update_width(1 << 16)).maximum
+    blanking whole columns.  Here a table wider than the console is drawn as wide as it needs
+    (on a terminal its lines wrap; ``less -S`` scrolls them), and a cell wider than the
+    console (at least :data:`LONG_CELL` columns), a list of 20,000 ranks, wraps inside its
+    column instead of making every row that wide (docs/CLI.md, "Output")."""
+    cap = max(console.width, LONG_CELL)
+    for column in table.columns:
+        column.overflow = "fold"  # a cell wider than its column wraps: never "…"
+        if column.max_width is None or column.max_width > cap:
+            column.max_width = cap
+    need = console.measure(table, options=console.options.update_width(_UNBOUNDED)).maximum
     if need <= console.width:
         console.print(table)
         return
@@ -94,6 +100,12 @@ def print_table(console: Console, table) -> None:
         console.print(table)
     finally:
         console._width = saved
+
+
+#: the width a cell may take before it wraps inside its column, where the console is narrower
+LONG_CELL = 120
+#: a width no table reaches (measuring a table at it gives its columns' own widths)
+_UNBOUNDED = 1 << 30
 
 
 def stdout_console(width: int = 132, **options) -> Console:

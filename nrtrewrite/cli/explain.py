@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,7 +22,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from nrtrewrite import jsonin
 from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import (Int, JsonErrorCommand, echo_whole, main, plain, stderr_console,
                             stdout_console, styled)
@@ -39,7 +37,7 @@ from nrtrewrite.select import (
 )
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
-    MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology, platform_from_json,
+    MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology, platform_from_json, read_topology_file,
 )
 from nrtrewrite.topology.rings import (
     duplicate_flags, enc_ring, hop_localities, kangaring_paths, ring_orders,
@@ -567,9 +565,9 @@ def _default_lnc(spec: str | None) -> int:
         return 1
     if spec.partition(":")[0] in PRESETS:
         return 2
-    try:
-        doc = jsonin.loads(Path(spec).read_text())
-    except (OSError, ValueError, RecursionError):
+    try:  # (the file's checks first: a FIFO, /dev/zero or a file of gigabytes is not read)
+        doc = read_topology_file(spec)
+    except NrtRewriteError:
         return 1  # load_topology reports the real problem
     if not isinstance(doc, dict):
         return 1  # load_topology reports the real problem

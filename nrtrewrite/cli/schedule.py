@@ -179,7 +179,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
     console = stdout_console()
     entries = _entries(plan, rank, wanted)  # composed once, for the overview or the tables
     if wanted is None and not show_all and len(entries) > OVERVIEW_ENTRIES:
-        console.print(_overview(rank, entries))
+        print_table(console, _overview(rank, entries))
         return
     if wanted is not None:
         absent = sorted(tp.trigger.ordinal for tp in plan.triggers
@@ -252,6 +252,6 @@ def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
                 ev.add_row(f"{e['event']} ({e['value']})", str(e["semaphore"]),
                            " ".join(map(str, e["from"])), " ".join(map(str, e["to"])),
                            str(e["wait_val"]), e["what"])
-            console.print(ev)
+            print_table(console, ev)
         if "user_ranks" in ch:
             console.print("user_ranks: " + " ".join(map(str, ch["user_ranks"])))

@@ -726,6 +726,34 @@ def _not_a_file(path: Path) -> str | None:
     return "a folder" if stat.S_ISDIR(mode) else "not a regular file: a FIFO, a socket or a device"
 
 
+def read_topology_file(spec: str) -> Any:
+    """The JSON document of the topology file ``spec``: only a regular file, refused from its
+    size past :data:`MAX_TOPOLOGY_FILE_BYTES` before it is read, strict JSON
+    (:class:`ValidationError` / :class:`LimitError` naming the file otherwise)."""
+    path = Path(spec)
+    if (what := _not_a_file(path)) is not None:
+        raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn1:nodes=N, "
+                              f"trn2:nodes=N) nor a readable file ({what})", field="topology")
+    try:
+        if (size := path.stat().st_size) > MAX_TOPOLOGY_FILE_BYTES:
+            raise LimitError(f"topology file of {size} bytes exceeds the limit of "
+                             f"{MAX_TOPOLOGY_FILE_BYTES} bytes (MAX_TOPOLOGY_FILE_BYTES)",
+                             file=str(path))
+        doc = jsonin.loads(path.read_bytes())
+    except jsonin.JsonRule as err:  # NaN, 1e999, a key twice, an integer of 5000 digits
+        raise ValidationError(f"cannot read topology file: invalid JSON: {err.why}",
+                              file=str(path), field=err.path) from None
+    except RecursionError:
+        raise ValidationError("cannot read topology file: invalid JSON: nested too deeply",
+                              file=str(path)) from None
+    except OSError as err:
+        raise ValidationError(f"cannot read topology file: {err.strerror or err}",
+                              file=str(path)) from None
+    except ValueError as err:  # UnicodeDecodeError, JSONDecodeError
+        raise ValidationError(f"cannot read topology file: {err}", file=str(path)) from None
+    return doc
+
+
 def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
                   lnc_of: str = "the model has lnc_size") -> Topology:
     """Resolve a ``--topology`` value.
@@ -751,23 +779,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
         _check_world(topo, world)
         return topo
     path = Path(spec)
-    if (what := _not_a_file(path)) is not None:
-        raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn1:nodes=N, "
-                              f"trn2:nodes=N) nor a readable file ({what})", field="topology")
-    try:
-        if (size := path.stat().st_size) > MAX_TOPOLOGY_FILE_BYTES:
-            raise LimitError(f"topology file of {size} bytes exceeds the limit of "
-                             f"{MAX_TOPOLOGY_FILE_BYTES} bytes (MAX_TOPOLOGY_FILE_BYTES)",
-                             file=str(path))
-        doc = jsonin.loads(path.read_bytes())
-    except jsonin.JsonRule as err:  # NaN, 1e999, a key twice, an integer of 5000 digits
-        raise ValidationError(f"cannot read topology file: invalid JSON: {err.why}",
-                              file=str(path), field=err.path) from None
-    except RecursionError:
-        raise ValidationError("cannot read topology file: invalid JSON: nested too deeply",
-                              file=str(path)) from None
-    except (OSError, ValueError) as err:  # UnicodeDecodeError, JSONDecodeError are ValueErrors
-        raise ValidationError(f"cannot read topology file: {err}", file=str(path)) from None
+    doc = read_topology_file(spec)
     platform = platform_from_json(doc, where=str(path))
     file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
     if file_lnc != lnc_size:
