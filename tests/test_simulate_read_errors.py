@@ -76,3 +76,27 @@ def test_an_os_error_the_command_leaves_is_still_a_document(out, monkeypatch):
     assert res.exit_code == 2
     assert json.loads(res.stdout)["error"] == f"{out / 'rank-0001'}: Permission denied"
     assert res.stderr.splitlines() == [f"nrtrewrite: error: {out / 'rank-0001'}: Permission denied"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--ignore-checksums"], ["--ignore-checksums", "--json"]])
+def test_a_rewritten_neff_that_cannot_be_read_is_status_2(out, monkeypatch, extra):
+    """An exploratory tester: under --ignore-checksums an unreadable rewritten NEFF was a
+    protocol error (status 1, ``"ok": false``) naming its path twice."""
+    from nrtrewrite.simulate import engine as E
+    neff = out / "ar2.neff"
+    real_open = builtins.open
+
+    def fake_open(path, *a, **kw):
+        if Path(path) == neff:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *a, **kw)
+    monkeypatch.setattr(E, "open", fake_open, raising=False)
+    if not extra:  # the checksums read it first
+        _deny(monkeypatch, neff)
+    res = CliRunner().invoke(main, ["simulate", str(out), *extra])
+    assert res.exit_code == 2, res.output
+    line = f"{neff}: cannot read: Permission denied"
+    assert res.stderr.splitlines() == [f"nrtrewrite: error: {line}"]
+    if "--json" in extra:
+        doc = json.loads(res.stdout)
+        assert doc["ok"] is None and doc["error"] == line

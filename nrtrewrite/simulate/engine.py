@@ -229,10 +229,21 @@ class Simulator:
         from nrtrewrite.neff.reader import read_model
 
         path = self._neff_path = output_neff_path(self.out, self.top)
+        try:  # a file that cannot be read: no verdict (status 2), not a protocol error
+            with open(path, "rb"):
+                pass
+        except FileNotFoundError:
+            pass  # (the reader names it missing: a protocol error, as a missing artifact)
+        except OSError as exc:
+            raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         try:
             model = read_model(path)
-        except (NrtRewriteError, OSError) as exc:
-            raise SimulationError(f"cannot read the rewritten NEFF: {exc}", file=str(path)) from None
+        except NrtRewriteError as exc:  # (its location is the file: named once)
+            raise SimulationError(f"cannot read the rewritten NEFF: {exc.why}",
+                                  exc.where.merged(file=str(path))) from None
+        except OSError as exc:
+            raise SimulationError(f"cannot read the rewritten NEFF: {exc.strerror or exc}",
+                                  file=str(path)) from None
         if model.triggers:
             t = model.triggers[0]
             raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
@@ -277,9 +288,8 @@ class Simulator:
         h = rewritten.header
         try:
             size = os.stat(path).st_size
-        except OSError as exc:
-            raise SimulationError(f"cannot read the rewritten NEFF: {exc.strerror or exc}",
-                                  file=str(path)) from None
+        except OSError as exc:  # not a protocol error: the simulation cannot be done
+            raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         if size != h.header_size + h.data_size:
             raise SimulationError(f"{size} bytes, not its header and payload, {h.header_size} + "
                                   f"data_size {h.data_size} (FORMATS §9)", file=str(path),
