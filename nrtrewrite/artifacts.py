@@ -401,13 +401,17 @@ def _one_rank_dir(rdir: Path, rank: int | None, what: Path) -> list[Path]:
 
 
 def _not_a_folder(p: Path) -> str | None:
-    """Why ``p`` is no folder to read (None: it is one): what it is, or the OS's reason."""
+    """Why ``p`` is no rank folder to read (None: it is one): what it is, or the OS's reason.
+    A link is none, even to a folder: ``lower`` writes none, and one to another rank's
+    folder would show that rank's records under this rank's name."""
     try:
         mode = p.stat().st_mode
     except FileNotFoundError:
         return "a link to nothing" if p.is_symlink() else "no such file"
     except OSError as exc:
         return (exc.strerror or str(exc)).lower()
+    if p.is_symlink():
+        return f"a link to {os.readlink(p)}, not a folder of the output"
     if stat.S_ISDIR(mode):
         return None
     return "a file" if stat.S_ISREG(mode) else "not a folder"

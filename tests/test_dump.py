@@ -514,3 +514,30 @@ def test_counts_of_one_are_singular(out, tmp_path):
     (rdir / "sem.bin").write_bytes(sem[:16])
     res = CliRunner().invoke(main, ["dump", str(rdir / "sem.bin")])
     assert res.exit_code == 0 and "rank-0000/sem.bin (1 record)" in res.output
+
+
+def test_a_rank_folder_that_is_a_link_to_another_is_refused(out, tmp_path):
+    """An exploratory tester: rank-0001 made a link to rank-0000 was dumped as rank 1 (rank
+    0's records under rank 1's name), exit 0."""
+    import shutil
+    t = tmp_path / "t"
+    shutil.copytree(out, t)
+    shutil.rmtree(t / "rank-0001")
+    (t / "rank-0001").symlink_to("rank-0000")
+    res = CliRunner().invoke(main, ["dump", "--spad", str(t)])
+    assert _one_line_error(res) == (f"nrtrewrite: error: {t / 'rank-0001'}: not a rank folder "
+                                    "(a link to rank-0000, not a folder of the output)")
+
+
+def test_rank_dir_is_the_real_folders_name_through_a_link(out, tmp_path, monkeypatch):
+    """``LINK/..`` where LINK points into a rank folder is that rank folder (the lexical
+    path named the working folder: an exploratory tester)."""
+    (out / "rank-0000" / "zz").mkdir(exist_ok=True)
+    try:
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "Z").symlink_to(out / "rank-0000" / "zz")
+        res = CliRunner().invoke(main, ["dump", "--spad", "Z/..", "--json"])
+        assert res.exit_code == 0, res.output
+        assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-0000"]
+    finally:
+        (out / "rank-0000" / "zz").rmdir()

@@ -155,9 +155,9 @@ def dump_cmd(path, rank, as_json, limit, **selected):
 
 def folder_name(rdir: Path) -> str:
     """The name of rank folder ``rdir`` as shown (``rank_dir``, a table's title): its own
-    name also when given as ``.``, ``..`` or through a file's folder (``Path(".").name`` is
-    empty)."""
-    return Path(os.path.abspath(rdir)).name
+    name also when given as ``.``, ``..``, through a file's folder (``Path(".").name`` is
+    empty) or through a link (``link/..`` is the link's target's parent, not the link's)."""
+    return Path(os.path.realpath(rdir)).name
 
 
 def _table(title: str, name: str, widths: list[int] | None = None) -> Table:
