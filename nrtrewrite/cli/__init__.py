@@ -171,7 +171,8 @@ def one_value(what: str):
     repeated as several ranks).  ``what`` ends the message: what to do instead."""
     def callback(ctx, param, values):
         if len(set(values)) > 1:
-            raise click.BadParameter(f"given twice ({', '.join(map(str, values))}); {what}",
+            times = "twice" if len(values) == 2 else f"{len(values)} times"
+            raise click.BadParameter(f"given {times} ({', '.join(map(str, values))}); {what}",
                                      ctx, param)
         return values[0] if values else None
     return callback
