@@ -142,7 +142,8 @@ class MeshPeers:
 
 def mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
     """The :class:`MeshPeers` of ``rank`` in ``group`` (memoised per topology)."""
-    return topo.cached(("mesh.peers", group, rank), lambda: _mesh_peers(topo, group, rank))
+    return topo.cached_for_rank(rank, ("mesh.peers", group),
+                                lambda: _mesh_peers(topo, group, rank))
 
 
 def _mesh_peers(topo, group: tuple[int, ...], rank: int) -> MeshPeers:
@@ -511,7 +512,7 @@ def mesh_template(topo, plan: MeshPlan, rank: int) -> ComposedMesh:
         c = compose_mesh(topo, unit, rank).composed()
         c.ir.flags.writeable = False
         return c
-    return topo.cached(("mesh.template", plan.group, plan.op, plan.dsize, rank), make)
+    return topo.cached_for_rank(rank, ("mesh.template", plan.group, plan.op, plan.dsize), make)
 
 
 def _rescaled_mesh(t: ComposedMesh, plan: MeshPlan, rank: int, edges: np.ndarray

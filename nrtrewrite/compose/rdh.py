@@ -193,9 +193,10 @@ class RdhRank:
 
 
 def rdh_rank(topo, plan: RdhPlan, rank: int) -> RdhRank:
-    """The :class:`RdhRank` of ``rank`` under ``plan`` (memoised per topology)."""
-    return topo.cached(("rdh.rank", plan.group, plan.op, rank),
-                       lambda: _rdh_rank(topo, plan, rank))
+    """The :class:`RdhRank` of ``rank`` under ``plan`` (memoised per topology, for the ranks
+    used last: ``Topology.cached_for_rank``)."""
+    return topo.cached_for_rank(rank, ("rdh.rank", plan.group, plan.op),
+                                lambda: _rdh_rank(topo, plan, rank))
 
 
 def _rdh_rank(topo, plan: RdhPlan, rank: int) -> RdhRank:
@@ -551,7 +552,7 @@ def rdh_template(topo, plan: RdhPlan, rank: int) -> ComposedRdh:
         c = compose_rdh(topo, unit, rank).composed()
         c.ir.flags.writeable = False
         return c
-    return topo.cached(("rdh.template", plan.group, plan.op, plan.dsize, rank), make)
+    return topo.cached_for_rank(rank, ("rdh.template", plan.group, plan.op, plan.dsize), make)
 
 
 def explain_rdh(sel, topo, rank: int | None = None) -> dict:

@@ -490,7 +490,7 @@ def _rank_rings(topo, orders: tuple[tuple[int, ...], ...], rank: int):
         rings = tuple(enc_ring(o, rank) for o in orders)
         return rings, tuple(r.prev != rank and topo.locality(r.prev, rank)
                             == EdgeLocality.NETWORK for r in rings)
-    return topo.cached(("ring_leg_rank_rings", orders, rank), make)
+    return topo.cached_for_rank(rank, ("ring_leg_rank_rings", orders), make)
 
 
 @dataclass(frozen=True)
@@ -534,8 +534,9 @@ def _ring_leg_group_rows(topo, rp: RingLegPlan, orders, op: EncOpType, rank: int
         for a in (rows.ir, rows.slot, rows.pos, rows.half):
             a.setflags(write=False)
         return rows
-    return topo.cached(("ring_leg_group_rows", rp.group, tuple(rp.channel_ids), orders, op,
-                        rank, peer_ids, host_cc, reduction_type, inplace), make)
+    return topo.cached_for_rank(rank, ("ring_leg_group_rows", rp.group, tuple(rp.channel_ids),
+                                       orders, op, peer_ids, host_cc, reduction_type, inplace),
+                                make)
 
 
 @functools.lru_cache(maxsize=1024)

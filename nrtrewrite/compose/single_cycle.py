@@ -287,7 +287,7 @@ def _rank_slots(sp: SingleCyclePlan, topo, rank: int) -> tuple[_Slot, ...]:
                                                  tuple(x[1:] for x in mine)))
             slots.append(_Slot(cw, ccw, tuple(directions)))
         return tuple(slots)
-    return topo.cached(("single_cycle_rank_slots", _rings_key(sp), rank), make)
+    return topo.cached_for_rank(rank, ("single_cycle_rank_slots", _rings_key(sp)), make)
 
 
 @dataclass(frozen=True)
@@ -389,8 +389,8 @@ def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
         for a in (rows.ir, rows.slot, rows.pos, rows.half):
             a.setflags(write=False)
         return rows
-    return topo.cached(("single_cycle_group_rows", _rings_key(sp), rank, tuple(vix.values()),
-                        peer_ids), make)
+    return topo.cached_for_rank(rank, ("single_cycle_group_rows", _rings_key(sp),
+                                       tuple(vix.values()), peer_ids), make)
 
 
 def single_cycle_ir(sp: SingleCyclePlan, topo, rank: int, peers: PeerTable, views: ViewTable, *,
