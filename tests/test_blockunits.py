@@ -104,9 +104,9 @@ def test_templates_live_on_the_run_topology():
     first, second = _plan(sp, "mesh"), _plan(sp, "mesh")
     rank_entries(first, 0)
     data = first.triggers[0].prepared.data
-    key = ("mesh.template", data.group, data.op, data.dsize, 0)
-    assert key in first.topology._cache
-    assert second.topology is not first.topology and key not in second.topology._cache
+    key = ("mesh.template", data.group, data.op, data.dsize)  # rank 0's (cached_for_rank)
+    assert key in first.topology._rank_cache[0]
+    assert second.topology is not first.topology and 0 not in second.topology._rank_cache
 
 
 # -- RDH ---------------------------------------------------------------------------------------
