@@ -26,6 +26,7 @@ from nrtrewrite.bundle import rmtree_few_fds, write_output
 from nrtrewrite.cli import Terminated, terminate_cleanly
 from nrtrewrite.errors import NrtRewriteError
 from nrtrewrite.lower import LowerOptions, plan_lowering
+from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.writer import write_bytes_atomic
 from nrtrewrite.select import ALGO_ENV
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
-    if _same_file(args.model, args.golden):
+    if same_file(args.model, args.golden):
         _fail(f"{args.golden}: the output is the model {args.model} itself; nrtrewrite never "
               "replaces its input: choose another output path")
     try:
@@ -123,14 +124,6 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         _stopped(signal.SIGINT)
     _say(f"{args.golden}: written")
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether ``a`` and ``b`` name one existing file (a hard or symbolic link too)."""
-    try:
-        return os.path.samefile(a, b)
-    except (OSError, ValueError):
-        return False
 
 
 def _say(line: str) -> None:

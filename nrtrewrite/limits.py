@@ -243,16 +243,26 @@ def check_plan(plan) -> None:
         spad_by_group[group].extend(trigs)
     _check_rank_spad_entries(spad_by_group)
     # groups of different subgraphs may share ranks: add up per rank (<= NEC_MAX_COMM_N groups)
-    if len(desc_by_group) > 1:
-        per_rank: dict[int, int] = defaultdict(int)
-        for group, n in desc_by_group.items():
-            for r in group:
-                per_rank[r] += n
-                if per_rank[r] > MAX_RANK_DESCRIPTORS:
-                    raise LimitError(
-                        f"the rank needs about {per_rank[r]} data descriptors over all its "
-                        f"collectives, more than {MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)",
-                        rank=r)
+    if (over := _rank_over(desc_by_group, MAX_RANK_DESCRIPTORS)) is not None:
+        raise LimitError(f"the rank needs about {over[1]} data descriptors over all its "
+                         f"collectives, more than {MAX_RANK_DESCRIPTORS} (MAX_RANK_DESCRIPTORS)",
+                         rank=over[0])
+
+
+def _rank_over(by_group: dict[tuple[int, ...], int], limit: int) -> tuple[int, int] | None:
+    """The first rank (and its count so far) whose groups' counts ``by_group`` add up past
+    ``limit``, groups of different subgraphs sharing ranks; None when none does (or there is
+    one group: its own count is checked where it is made).  The walk over the groups' ranks
+    is skipped when all the counts together stay under ``limit``."""
+    if len(by_group) < 2 or sum(by_group.values()) <= limit:
+        return None
+    per_rank: dict[int, int] = defaultdict(int)
+    for group, n in by_group.items():
+        for r in group:
+            per_rank[r] += n
+            if per_rank[r] > limit:
+                return r, per_rank[r]
+    return None
 
 
 def _check_rank_spad_entries(spad_by_group: dict[tuple[int, ...], list]) -> None:
@@ -267,18 +277,12 @@ def _check_rank_spad_entries(spad_by_group: dict[tuple[int, ...], list]) -> None
                 f"entries on each of its ranks over all subgraphs, more than the "
                 f"{MAX_RANK_SPAD_ENTRIES} a u16 spad_index numbers (MAX_RANK_SPAD_ENTRIES)",
                 **trigger_where(trigs[MAX_RANK_SPAD_ENTRIES]))
-    # groups of different subgraphs may share ranks (only when they add up past it: the
-    # walk over their ranks is skipped for every model under the limit)
-    if len(spad_by_group) > 1 and sum(map(len, spad_by_group.values())) > MAX_RANK_SPAD_ENTRIES:
-        per_rank: dict[int, int] = defaultdict(int)
-        for group, trigs in spad_by_group.items():
-            for r in group:
-                per_rank[r] += len(trigs)
-                if per_rank[r] > MAX_RANK_SPAD_ENTRIES:
-                    raise LimitError(
-                        f"the rank needs {per_rank[r]} SPAD entries over all its subgraphs' "
-                        f"collectives, more than the {MAX_RANK_SPAD_ENTRIES} a u16 spad_index "
-                        "numbers (MAX_RANK_SPAD_ENTRIES)", rank=r)
+    # groups of different subgraphs may share ranks
+    counts = {group: len(trigs) for group, trigs in spad_by_group.items()}
+    if (over := _rank_over(counts, MAX_RANK_SPAD_ENTRIES)) is not None:
+        raise LimitError(f"the rank needs {over[1]} SPAD entries over all its subgraphs' "
+                         f"collectives, more than the {MAX_RANK_SPAD_ENTRIES} a u16 spad_index "
+                         "numbers (MAX_RANK_SPAD_ENTRIES)", rank=over[0])
 
 
 def _short(group: tuple[int, ...]) -> str:

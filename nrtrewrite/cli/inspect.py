@@ -108,9 +108,9 @@ def render(doc: dict, con: Console) -> None:
         for col in ("engine", "words", "pseudo-trigger", "other-pseudo", "regular"):
             st.add_column(col, justify="left" if col == "engine" else "right")
         st.add_column("opcodes")
+        times = "×" if encodable("×") == "×" else "*"  # (0x00\xd72 reads as a number)
         for s in sg["streams"]:
             c = s["classes"]
-            times = "×" if encodable("×") == "×" else "*"  # (0x00\xd72 reads as a number)
             ops = " ".join(f"{op}{times}{n}" for op, n in s["opcodes"].items())
             _row(st, s["engine"], str(s["instructions"]), str(c["pseudo-trigger"]),
                        str(c["other-pseudo"]), str(c["regular"]), ops)

@@ -231,7 +231,7 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
                   ) -> Assembled:
     """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there."""
     spec_path = os.fspath(spec_path)
-    if out_path is not None and _same_file(spec_path, out_path):
+    if out_path is not None and same_file(spec_path, out_path):
         raise OutputError(f"the output is the spec {spec_path} itself; nrtrewrite never "
                           "replaces its input: choose another output path",
                           Where(file=os.fspath(out_path)))
@@ -245,7 +245,7 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
     return result
 
 
-def _same_file(a: str, b: str | os.PathLike) -> bool:
+def same_file(a: str, b: str | os.PathLike) -> bool:
     """Whether ``a`` and ``b`` name one existing file (by device and inode: a hard link, a
     symbolic link or another spelling of the path too)."""
     try:
@@ -758,5 +758,5 @@ def _json_bytes(obj: Any) -> bytes:
         raise ValidationError(f"cannot be written as JSON: {err}") from None
 
 
-__all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec",
+__all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec", "same_file",
            "parse_spec_text", "DTYPE_NAMES", "ALU_NAMES", "TRIGGER_KINDS", "NOP_OPCODE"]
