@@ -217,10 +217,14 @@ def test_explain_shows_the_trigger_without_a_semaphore_invalid(tmp_path):
     neff.write_bytes(assemble_spec(_star_spec(32)))
     res = cli("explain", neff, "--json")
     assert res.exit_code == 0, res.output
-    lowered = [t["lowered"] for t in json.loads(res.output)["triggers"]]
+    doc = json.loads(res.output)
+    lowered = [t["lowered"] for t in doc["triggers"]]
     assert [low["algorithm"] == "INVALID" for low in lowered] == [False] * 31 + [True]
     assert lowered[31]["fallback_reason"].startswith(
         "the entry handshake needs more than the 17 entry_post semaphores (9, 176..191)")
+    # the head names the trigger as lower's line does (test above), without the path
+    assert doc["model_refusal"] == ("member sg31/sp.bin, subgraph sg31, stream sp, "
+                                    "instruction 0, trigger 31: " + lowered[31]["fallback_reason"])
 
 
 def test_schedule_names_the_handshake_semaphore(tmp_path):

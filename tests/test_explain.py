@@ -627,3 +627,131 @@ def test_an_rdh_step_table_shows_half_open_ranges():
     text = run("explain", "--op", "allreduce", "--bytes", "2000", "--ranks", "3", "--algo",
                "intra_rdh", "--rank", "0").output
     assert "│ [0, 500)  │ [500, 1000)" in text and "[0, 500]" not in text
+
+
+# -- model-wide limits: explain says what lower refuses the whole model for ------------------
+
+def _ar(**kw):
+    body = {"dtype": "bf16", "op": "add", "src": "in", "dst": "out", "num_elements": 64}
+    body.update(kw)
+    return {"all_reduce": body}
+
+
+def _limits_model(tmp_path, mutate) -> str:
+    from conftest import unvalidated_spec
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "m.neff"
+    path.write_bytes(assemble_spec(unvalidated_spec(mutate)))
+    return str(path)
+
+
+def _lower_line(path, tmp_path) -> str:
+    """lower's one error line, without its "nrtrewrite: error: PATH: " head."""
+    res = run("lower", path, "-o", str(tmp_path / "out"), "-j", "1")
+    assert res.exit_code == 2 and not (tmp_path / "out").exists(), res.output
+    head = f"nrtrewrite: error: {path}: "
+    assert res.output.startswith(head) and res.output.count("\n") == 1, res.output
+    return res.output[len(head):-1]
+
+
+def test_explain_shows_the_trigger_past_the_spad_entries_of_a_subgraph(tmp_path):
+    """513 all-reduces on one group of one subgraph: the TOP_SP SPAD holds 512 entries
+    (4096 / 8 bytes, seed 000 §4.3), so lower refuses the model at trigger 512; explain marks
+    that trigger INVALID with lower's reason, the 512 before it lowered, and says so at the
+    head even when only trigger 0 is explained."""
+    from conftest import sp
+    path = _limits_model(tmp_path, lambda s: sp(s).__setitem__(slice(None), [_ar()] * 513))
+    line = _lower_line(path, tmp_path)
+    assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 512, "
+                           "trigger 512: 513 collectives on replica group 0..7 need 513 SPAD")
+    d = run_json("explain", path)
+    assert d["model_refusal"] == line
+    lowered = [t["lowered"] for t in d["triggers"]]
+    assert [low["algorithm"] == "INVALID" for low in lowered] == [False] * 512 + [True]
+    assert lowered[512]["fallback_reason"] == line.split(": ", 1)[1]
+    assert run_json("explain", path, "--trigger", "0")["model_refusal"] == line
+    text = run("explain", path, "--trigger", "0").output
+    assert f"lower refuses the whole model: {line}" in " ".join(text.split())
+
+
+def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
+    """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
+    (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger
+    lower refuses the model at, in lower's words."""
+    from conftest import sp
+
+    def heavy(s):
+        s["subgraphs"][0]["vars"][2]["size"] = 4 << 30
+        sp(s)[:] = [_ar(src="tmp", dst="tmp", num_elements=2 << 30)] * 300
+    path = _limits_model(tmp_path, heavy)
+    line = _lower_line(path, tmp_path)
+    assert line.endswith("(MAX_RANK_DESCRIPTORS)")
+    d = run_json("explain", path)
+    assert d["model_refusal"] == line
+    invalid = [t["trigger"] for t in d["triggers"] if t["lowered"]["algorithm"] == "INVALID"]
+    assert len(invalid) == 1 and f"trigger {invalid[0]}: " in line
+
+
+def test_explain_counts_a_hier_triggers_three_spad_entries(tmp_path, monkeypatch):
+    """Two subgraphs of two HIER all-reduces each on group 0,1,64,65 (lnc 2: two nodes):
+    3 entries each (intra RS, inter AR, intra AG; seed 000 §4.3), 12 on every rank.  Under a
+    limit of 11 the 12th entry, sg01's second trigger's (trigger 3), is one too many, as
+    tests/test_limits.py works out for lower's plan."""
+    import copy as _copy
+
+    import nrtrewrite.limits as L
+    from conftest import sp
+
+    def hier(s):
+        s["header"]["lnc_size"] = 2
+        s["subgraphs"][0]["replica_groups"] = [[0, 1, 64, 65]]
+        sp(s)[:] = [_ar(num_elements=512)] * 2
+        sg1 = _copy.deepcopy(s["subgraphs"][0])
+        sg1["name"] = "sg01"
+        s["subgraphs"].append(sg1)
+    path = _limits_model(tmp_path, hier)
+    d = run_json("explain", path)
+    assert d["model_refusal"] is None
+    assert [t["lowered"]["algorithm"] for t in d["triggers"]] == ["HIER"] * 4
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 11)
+    line = _lower_line(path, tmp_path)
+    d = run_json("explain", path)
+    assert d["model_refusal"] == line
+    assert line.startswith("member sg01/sp.bin, subgraph sg01, stream sp, instruction 1, "
+                           "trigger 3: the collectives of replica group 0,1,64,65 need 12 SPAD")
+    assert [t["lowered"]["algorithm"] for t in d["triggers"]] == ["HIER"] * 3 + ["INVALID"]
+
+
+def test_explain_names_the_rank_when_only_shared_ranks_pass_a_limit(tmp_path, monkeypatch):
+    """Groups 0,1 (3 triggers, sg00) and 1,2 (2 triggers, sg01) share rank 1: 5 entries
+    there.  Under a limit of 4 lower refuses naming rank 1 and no trigger: explain says so at
+    the head and lowers every trigger."""
+    import copy as _copy
+
+    import nrtrewrite.limits as L
+    from conftest import sp
+
+    def shared(s):
+        s["subgraphs"][0]["replica_groups"] = [[0, 1]]
+        sp(s)[:] = [_ar()] * 3
+        sg1 = _copy.deepcopy(s["subgraphs"][0])
+        sg1["name"] = "sg01"
+        sg1["replica_groups"] = [[1, 2]]
+        sg1["engines"]["sp"] = [_ar()] * 2
+        s["subgraphs"].append(sg1)
+    path = _limits_model(tmp_path, shared)
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 4)
+    line = _lower_line(path, tmp_path)
+    assert line.startswith("rank 1: the rank needs 5 SPAD entries")
+    d = run_json("explain", path)
+    assert d["model_refusal"] == line
+    assert "INVALID" not in [t["lowered"]["algorithm"] for t in d["triggers"]]
+    text = run("explain", path).output
+    assert f"lower refuses the whole model: {line}" in " ".join(text.split())
+
+
+def test_model_refusal_is_null_for_a_model_lower_takes(model_path):
+    d = run_json("explain", model_path)
+    assert d["model_refusal"] is None
+    assert "refuses" not in run("explain", model_path).output

@@ -359,8 +359,8 @@ def not_lowerable(sel: Selection, trig=None, model_why: str | None = None) -> Se
     (lower.dtype_refusal), a DRAM one whose buffers a TENSOR3D start_addr cannot address
     (limits.start_addr_refusal), a model's trigger whose operands overlap
     (lower.operand_refusal), or the trigger at which ``lower`` refuses the model
-    (``model_why``: its entry handshake has no semaphore left, entryslots), is not lowered,
-    with the same reason."""
+    (``model_why``: its entry handshake has no semaphore left, entryslots, or it passes a
+    model-wide limit of the plan, limits.check_plan), is not lowered, with the same reason."""
     from dataclasses import replace
 
     from nrtrewrite.limits import start_addr_refusal
@@ -381,15 +381,37 @@ def not_lowerable(sel: Selection, trig=None, model_why: str | None = None) -> Se
                    channel_reason="nothing lowered")
 
 
-def _handshake_refusal(m, topo: Topology) -> dict[int, str]:
-    """{trigger ordinal: why} for the trigger at which ``lower`` refuses ``m`` because its
-    entry handshake has no ``entry_post`` semaphore left (nrtrewrite.entryslots), if any."""
+def _handshake_refusal(m, topo: Topology) -> LimitError | None:
+    """The refusal of ``m`` by ``lower`` because a trigger's entry handshake has no
+    ``entry_post`` semaphore left (nrtrewrite.entryslots), naming that trigger; None if none."""
     from nrtrewrite.entryslots import entry_post_slots
     try:
-        entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node)
+        entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node,
+                         lambda i: trigger_where(m.triggers[i]))
     except LimitError as err:
-        return {m.triggers[err.where.trigger].ordinal: err.why}
-    return {}
+        return err
+    return None
+
+
+def _plan_refusal(m, topo: Topology, selected: dict[int, Selection]) -> LimitError | None:
+    """The refusal of ``m`` by ``lower`` under a model-wide hard limit of its plan
+    (:func:`nrtrewrite.limits.check_plan`: SPAD entries per subgraph and per rank, data
+    descriptors per rank, ...), or None.  ``selected`` holds every trigger's selection by
+    ordinal; check_plan reads of a trigger's plan only its trigger, group, channel count and
+    SPAD entries (one per trigger, one per leg of a HIER chain, compose/hier), so a stand-in
+    of those is the plan ``lower`` checks."""
+    from nrtrewrite.limits import check_plan
+    plan = SimpleNamespace(triggers=[
+        SimpleNamespace(
+            trigger=t, group=tuple(t.replica_group), selection=selected[t.ordinal],
+            prepared=SimpleNamespace(entries=len(selected[t.ordinal].legs)
+                                     if selected[t.ordinal].alg == EncAlgType.HIER else 1))
+        for t in m.triggers])
+    try:
+        check_plan(plan)
+    except LimitError as err:
+        return err
+    return None
 
 
 # -- rich presentation ---------------------------------------------------------------------
@@ -666,9 +688,17 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
             # the var layout lower refuses a whole model for (scratch and gateway need plans)
             build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
-            model_why = _handshake_refusal(m, topo)
+            refusal = _handshake_refusal(m, topo)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
+        # every trigger's selection: the model-wide limits lower checks count them all
+        try:
+            selected = {t.ordinal: select(t, topo, override=override, policy=policy,
+                                          strict=False) for t in m.triggers}
+        except NrtRewriteError:  # shown (raised) where the trigger is explained
+            selected = {}
+        if refusal is None and selected:  # lower checks its plan after the handshakes
+            refusal = _plan_refusal(m, topo, selected)
         if rank is not None and rank not in m.world:
             from nrtrewrite.lower import world_refusal
             raise world_refusal(m.world, rank, model)
@@ -732,7 +762,10 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             alu_op = AluOp[alu.upper()]
         req = Request.for_op(opv, dt, group, size, sbuf=sbuf, alu=alu_op)
         items = [(req, {})]
-        model_why = {}
+        refusal, selected = None, {}
+    # the trigger at which lower refuses the whole model, if a trigger is named
+    model_why = ({refusal.where.trigger: refusal.why}
+                 if refusal is not None and refusal.where.trigger is not None else {})
 
     if rank is not None and rank not in topo.ranks:  # (with a model: its world, above)
         raise ValidationError(topo.rank_refusal(rank), field="--rank")
@@ -743,8 +776,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             skipped.append(item.ordinal)
             continue
         try:
-            sel = not_lowerable(select(item, topo, override=override, policy=policy,
-                                       strict=False), None if isinstance(item, Request) else item,
+            chosen = selected.get(getattr(item, "ordinal", None)) or select(
+                item, topo, override=override, policy=policy, strict=False)
+            sel = not_lowerable(chosen, None if isinstance(item, Request) else item,
                                 model_why.get(item.ordinal))
             sels.append(sel)
             records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item))
@@ -764,6 +798,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                "rank": rank,
                "policy": {"lowerable": sorted(a.name for a in policy.lowerable),
                           "precedence": [a.name for a in policy.precedence]},
+               "model_refusal": str(refusal) if refusal is not None else None,
                "triggers": records, "skipped_triggers": skipped}
         echo_whole(json.dumps(out, indent=2))
         return
@@ -773,6 +808,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     if override:
         head += f"; override {override.source}={override.text!r}"
     console.print(plain(head), highlight=False)
+    if refusal is not None:
+        console.print(styled("[red]lower refuses the whole model:[/] ", plain(str(refusal))),
+                      highlight=False)
     if rank is not None and skipped:
         console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, skipped))}; "
                       "skipped", highlight=False)
