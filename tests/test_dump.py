@@ -541,3 +541,29 @@ def test_rank_dir_is_the_real_folders_name_through_a_link(out, tmp_path, monkeyp
         assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-0000"]
     finally:
         (out / "rank-0000" / "zz").rmdir()
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_listed_rank_without_its_folder_is_warned_about(out, tmp_path, as_json):
+    """An output whose manifest.json lists ranks whose folders were deleted: dump shows the
+    folders there and says on stderr which listed ranks it cannot show (it used to leave them
+    out without a word); the whole output and a rank folder give no warning."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    listed = json.loads((copy / "manifest.json").read_text())["ranks"]
+    assert len(listed) > 3
+    for r in listed[1:3]:
+        shutil.rmtree(copy / f"rank-{r:04d}")
+    args = ["dump", "--spad", str(copy)] + (["--json"] if as_json else [])
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (f"nrtrewrite: warning: {copy}/manifest.json lists 2 ranks "
+                          f"({listed[1]}, {listed[2]}) with no rank folder in the output; "
+                          f"dumping the {len(listed) - 2} rank folders there\n")
+    if as_json:
+        shown = [d["rank_dir"] for d in json.loads(res.stdout)["ranks"]]
+        assert shown == [f"rank-{r:04d}" for r in listed if r not in listed[1:3]]
+    for quiet in (out, out / f"rank-{listed[0]:04d}"):
+        res = CliRunner().invoke(main, ["dump", "--spad", str(quiet), "--json"])
+        assert res.exit_code == 0 and res.stderr == "", res.stderr

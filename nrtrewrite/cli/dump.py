@@ -17,8 +17,10 @@ from nrtrewrite.artifacts import (
     rank_dirs,
 )
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value, plain,
-                            print_table, stdout_console, stopped_why, stops_deferred)
+                            print_table, stderr_console, stdout_console, stopped_why,
+                            stops_deferred, warn)
 from nrtrewrite.compose.leaves import Leaf
+from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import NrtRewriteError, OutputError, counted
 
 #: Columns shown per file in the rich table (every field is in --json).
@@ -137,6 +139,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
         targets = [(p.parent, [p.name])]
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
+        if rank is None and (note := missing_ranks_note(p, [d for d, _ in targets])):
+            warn(stderr_console(), note)
     if as_json:  # streamed: one block of 65,536 records decoded at a time, whatever the size
         _write_json(WholeWriter(sys.stdout), kind, targets)
         return
@@ -151,6 +155,27 @@ def dump_cmd(path, rank, as_json, limit, **selected):
             if limit and rf.size > limit:
                 more = counted(rf.size - limit, "more record")
                 console.print(f"... {more} (--limit 0 shows all)")
+
+
+def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
+    """A warning when the ranks ``out/manifest.json`` lists (an output folder's, FORMATS.md
+    §1.1) are not all among the rank folders ``dirs`` dump found: a deleted rank folder
+    would otherwise be left out without a word.  None for a rank folder, a manifest that is
+    not an output's or cannot be read (dump decodes what is there; ``simulate`` checks)."""
+    from nrtrewrite.simulate.artifacts import read_top_manifest
+    try:
+        ranks = read_top_manifest(out).get("ranks")
+    except NrtRewriteError:
+        return None
+    if not isinstance(ranks, list) or not all(type(r) is int and r >= 0 for r in ranks):
+        return None
+    found = {d.name for d in dirs}
+    missing = [r for r in ranks if F.rank_dir_name(r) not in found]
+    if not missing:
+        return None
+    shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+    return (f"{out / 'manifest.json'} lists {counted(len(missing), 'rank')} ({shown}) with no "
+            f"rank folder in the output; dumping the {counted(len(dirs), 'rank folder')} there")
 
 
 def folder_name(rdir: Path) -> str:
