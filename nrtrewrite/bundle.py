@@ -267,7 +267,7 @@ def rewritten_neff(plan: LoweringPlan, leader_spad_index: dict[int, int]) -> byt
                 for w in range(t.num_words):
                     off = (t.index + w) * 64
                     sync = bytes(stream[off + 4:off + 12])
-                    stream[off:off + 64] = kick_word(sync, leader_spad_index.get(t.ordinal, 0), w,
+                    stream[off:off + 64] = kick_word(sync, leader_spad_index[t.ordinal], w,
                                                      t.ordinal)
             new_streams[(sg.name, engine)] = bytes(stream)
     return rewrite_streams(model, new_streams)

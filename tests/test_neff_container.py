@@ -536,3 +536,108 @@ def test_stream_container_over_a_file_reads_what_it_reads_in_memory(fixture, tmp
             stream_container(FileBytes(fd, len(data) + 1), path=str(p))
     finally:
         os.close(fd)
+
+
+# -- tar headers: sizes, extended headers, names (found 2026-12-04 by a reader review) ---------
+
+def _with_size_field(header: bytes, field12: bytes) -> bytes:
+    """A ustar header block with its size field (offset 124, 12 bytes, POSIX) replaced and
+    its checksum (offset 148: the byte sum with the field as 8 spaces) recomputed."""
+    h = bytearray(header[:512])
+    h[124:136] = field12
+    h[148:156] = b" " * 8
+    h[148:156] = b"%06o\0 " % sum(h)
+    return bytes(h)
+
+
+def test_a_negative_member_size_is_refused():
+    """A base-256 size field (first byte 0xff: negative, two's complement over the other 11
+    bytes) of -256, and a pax "size" record of -100: tarfile takes both; read, they moved
+    the walk backwards and re-read earlier bytes as headers."""
+    plain = _tar(_reg("neff.json", b"{}"), _reg("extra.bin", b""))
+    minus_256 = b"\xff" + (256 ** 11 - 256).to_bytes(11, "big")
+    tar = plain[:1024] + _with_size_field(plain[1024:1536], minus_256) + plain[1536:]
+    with pytest.raises(ParseError) as exc:
+        _read_tar(tar)
+    assert str(exc.value) == "h.neff: member extra.bin: negative member size -256"
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        tf.addfile(tarfile.TarInfo("neff.json"))
+        info = tarfile.TarInfo("extra.bin")
+        info.pax_headers = {"size": "-100"}
+        tf.addfile(info)
+    with pytest.raises(ParseError) as exc:
+        _read_tar(buf.getvalue())
+    assert str(exc.value) == "h.neff: member extra.bin: negative member size -100"
+
+
+@pytest.mark.parametrize("record", ["6_4", "\u0666\u0664", "64x", ""])
+def test_a_pax_size_record_must_be_ascii_digits(record):
+    """tarfile reads a pax size with int() (``6_4`` and Arabic-Indic ``٦٤`` are 64) and takes
+    one it cannot read as 0; a pax record's number is decimal digits (POSIX pax)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("extra.bin")
+        info.pax_headers = {"size": record}
+        tf.addfile(info)
+    with pytest.raises(ParseError) as exc:
+        _read_tar(buf.getvalue())
+    assert str(exc.value) == (f"h.neff: member extra.bin: pax size record {record!r} is not "
+                              "a decimal number")
+
+
+def test_an_extended_header_over_the_limit_is_refused_from_its_size():
+    """A pax header's records are read whole by tarfile, outside MAX_MEMBER_BYTES: a record
+    of 2 MiB (a few KiB compressed) is refused from the header block's size, 0x200 being
+    where the first member's pax data starts (after its 512-byte header block)."""
+    from nrtrewrite.neff.container import MAX_TAR_HEADER_BYTES
+    assert MAX_TAR_HEADER_BYTES == 1 << 20
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("neff.json")
+        info.pax_headers = {"comment": "x" * (2 << 20)}
+        tf.addfile(info)
+    raw = buf.getvalue()
+    size = int(raw[124:136].rstrip(b"\0 "), 8)  # the pax header block's declared size
+    assert size > 2 << 20
+    blocks = -(-size // 512) * 512
+    with pytest.raises(LimitError) as exc:
+        _read_tar(raw)
+    assert str(exc.value) == (f"h.neff: field payload: a tar header of {blocks} bytes (a pax "
+                              "extended header or GNU long name) at tar offset 0x200, more "
+                              "than 1048576 (MAX_TAR_HEADER_BYTES)")
+
+
+def test_member_names_are_at_most_4096_bytes():
+    ok = "a" * 4096
+    assert _read_tar(_tar(_reg(ok))).members[ok] == b"x"
+    long = "b" * 4097
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_tar(_reg(long)))
+    assert str(exc.value) == (f"h.neff: member {'b' * 120}...{'b' * 40} (4097 characters): "
+                              "member name of 4097 bytes, more than 4096 "
+                              "(MAX_MEMBER_NAME_BYTES)")
+    # bytes, not characters: 2049 two-byte characters are 4098 bytes
+    with pytest.raises(ParseError, match="member name of 4098 bytes"):
+        _read_tar(_tar(_reg("\u00e9" * 2049)))
+
+
+def test_member_names_are_read_as_utf8_under_any_locale(monkeypatch):
+    """The writer stores names as UTF-8; tarfile decodes with the locale's file system
+    encoding unless told: under Latin-1 ``notes/é.txt`` (c3 a9) read as ``notes/Ã©.txt`` and
+    was written back double-encoded."""
+    name = "notes/\u00e9.txt"
+    tar = _tar(_reg("neff.json", b"{}"), _reg(name, b"n"))
+    assert name.encode() in tar  # the bytes c3 a9 in the header
+    monkeypatch.setattr(tarfile.TarFile, "encoding", "latin-1")  # a Latin-1 locale's default
+    assert list(_read_tar(tar).members) == ["neff.json", name]
+
+
+def test_a_file_member_that_is_also_a_folder_is_refused():
+    """``sg00`` a file and ``sg00/def.json`` a member in it (a pax path ``sg00/`` on a
+    regular member reads as ``sg00``): no file system holds both."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_tar(_reg("sg00", b"f"), _reg("sg00/def.json", b"{}")))
+    assert str(exc.value) == ("h.neff: member sg00: a file member is also the folder of other "
+                              "members")

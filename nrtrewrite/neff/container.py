@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import stat
 import struct
 import tarfile
@@ -51,6 +52,13 @@ MAX_FILE_BYTES = MAX_TOTAL_BYTES + (1 << 30)
 #: TOPSP_KICK word names at most 65536 SPAD entries per rank, and the decode work stays
 #: bounded however well a stream of trigger words compresses.
 MAX_TRIGGERS = 65536
+#: One tar header read (ours): a ustar header is one 512-byte block; a pax extended header
+#: or a GNU long name carries its records as data, read whole by :mod:`tarfile` before the
+#: member it describes, outside ``MAX_MEMBER_BYTES``.  1 MiB holds any name and record set
+#: a NEFF-like member needs, and bounds what such a header can make the reader hold.
+MAX_TAR_HEADER_BYTES = 1 << 20
+#: A member name's bytes (ours; the Linux PATH_MAX, which counts the final NUL).
+MAX_MEMBER_NAME_BYTES = 4096
 
 #: Output chunk of the streaming gunzip (also the most a limit can be overshot by
 #: in memory before the check fires).
@@ -403,8 +411,9 @@ class _TarStream:
     ``seek`` forward), and :meth:`member_data`, which reads a member's data straight into
     its own buffer, so no second copy of the tar is ever held."""
 
-    def __init__(self, source: _Gunzip):
+    def __init__(self, source: _Gunzip, where: Where = Where()):
         self.source = source
+        self.where = where  # the payload's, for a header over MAX_TAR_HEADER_BYTES
         self.buf = b""  # the current piece of output
         self.off = 0  # the next byte in it
         self.position = 0  # stream offset of buf[off]
@@ -421,6 +430,10 @@ class _TarStream:
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
             raise tarfile.ReadError("unbounded read")  # tarfile never asks one
+        if n > MAX_TAR_HEADER_BYTES:  # member data is read by member_data, never here
+            raise LimitError(f"a tar header of {n} bytes (a pax extended header or GNU long "
+                             f"name) at tar offset 0x{self.position:x}, more than "
+                             f"{MAX_TAR_HEADER_BYTES} (MAX_TAR_HEADER_BYTES)", self.where)
         start, parts = self.position, []
         while n > 0 and self._fill(n):
             piece = self.buf[self.off:self.off + n]
@@ -449,7 +462,10 @@ class _TarStream:
         return self.position
 
     def member_data(self, size: int) -> bytes | None:
-        """The next ``size`` bytes, or ``None`` when the stream ends before them."""
+        """The next ``size`` bytes (``size`` >= 0), or ``None`` when the stream ends before
+        them."""
+        if size < 0:  # (iter_members refuses a negative size first)
+            raise ValueError(f"negative member size {size}")
         if self.off + size <= len(self.buf):
             data = self.buf[self.off:self.off + size]
             self.off += size
@@ -502,6 +518,8 @@ def check_member_name(name: str) -> str | None:
     """
     if not name:
         return "empty member name"
+    if (n := len(name.encode(TAR_ENCODING, "surrogateescape"))) > MAX_MEMBER_NAME_BYTES:
+        return f"member name of {n} bytes, more than {MAX_MEMBER_NAME_BYTES} (MAX_MEMBER_NAME_BYTES)"
     if name.startswith("/"):
         return "absolute member path"
     if any(ord(ch) < 0x20 or ch == "\x7f" for ch in name) or "\\" in name:
@@ -512,6 +530,15 @@ def check_member_name(name: str) -> str | None:
     if any(p in ("", ".") for p in parts):
         return "member path has an empty or '.' component"
     return None
+
+
+#: A pax ``size`` record's value: ASCII decimal digits (POSIX pax: a decimal number).
+_DECIMAL = re.compile(r"[0-9]+").fullmatch
+
+
+def _shown_name(name: str) -> str:
+    """A member name as an error shows it: whole, unless it is over 200 characters."""
+    return name if len(name) <= 200 else f"{name[:120]}...{name[-40:]} ({len(name)} characters)"
 
 
 def _member_data(stream: _TarStream, size: int, mw: Where) -> bytes:
@@ -536,9 +563,10 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
     folders: dict[str, Where] = {}  # directory entries: name -> where
     entries = 0
     pw = where.merged(field="payload")
-    stream = _TarStream(tar)
-    try:
-        tf = tarfile.open(fileobj=stream, mode="r:")
+    stream = _TarStream(tar, pw)
+    try:  # names are UTF-8, as written (TAR_ENCODING), whatever the locale's encoding
+        tf = tarfile.open(fileobj=stream, mode="r:", encoding=TAR_ENCODING,
+                          errors="surrogateescape")
     except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
         raise ParseError(f"corrupt tar archive: {err}", pw) from None
     with tf:
@@ -551,10 +579,16 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             if info is None:
                 break
             name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
-            mw = where.merged(member=info.name)
+            mw = where.merged(member=_shown_name(info.name))
             why = check_member_name(name)
             if why:
                 raise ParseError(why, mw)
+            if info.size < 0:  # a base-256 size field or a pax "size" record may say so
+                raise ParseError(f"negative member size {info.size}", mw)
+            if (pax := info.pax_headers.get("size")) is not None and not _DECIMAL(pax):
+                # tarfile reads int(): "6_4" as 64, Arabic-Indic digits, and junk as 0
+                raise ParseError(f"pax size record {_shown_name(pax)!r} is not a decimal "
+                                 "number", mw)
             if entries >= limits.max_members:
                 raise LimitError(f"more than {limits.max_members} members", mw)
             entries += 1
@@ -585,17 +619,19 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
     start, block = stream.last
     if start != tail or any(block) or not stream.rest_is_zero():
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
-    if folders:
-        used = set()  # every folder a file member is in (its prefixes ending before a "/")
-        for name in names:
-            i = name.rfind("/")
-            while i > 0:
-                used.add(name[:i])
-                i = name.rfind("/", 0, i)
-        for name, mw in folders.items():
-            if name not in used:
-                raise ParseError("directory member is not the folder of any file member "
-                                 "(only a member's folder may be listed)", mw)
+    used = set()  # every folder a file member is in (its prefixes ending before a "/")
+    for name in names:
+        i = name.rfind("/")
+        while i > 0:
+            used.add(name[:i])
+            i = name.rfind("/", 0, i)
+    for name in sorted(used & names):  # (a pax path "sg00/" on a regular member: "sg00")
+        raise ParseError("a file member is also the folder of other members",
+                         where.merged(member=_shown_name(name)))
+    for name, mw in folders.items():
+        if name not in used:
+            raise ParseError("directory member is not the folder of any file member "
+                             "(only a member's folder may be listed)", mw)
 
 
 def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
@@ -707,7 +743,9 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
 # ---------------------------------------------------------------------------
 # writing
 
-#: How member names are stored in the tar (the reader decodes them the same way).
+#: How member names are stored in the tar; the reader decodes them the same way, whatever
+#: the locale's encoding (tarfile's default), non-UTF-8 bytes as surrogates written back as
+#: they were.
 TAR_ENCODING = "utf-8"
 #: The name of a pax extended header (as Python's tarfile and star write it).
 PAX_HEADER_NAME = "././@PaxHeader"

@@ -349,7 +349,7 @@ class _Ctx:
         """Where of ``field`` in the first word (or in the 0xDA word if ``second``)."""
         index = self.index + (1 if second else 0)
         op = Opcode.PSEUDO_EXTENSION if second else self.opcode
-        off = WORD_FIELDS[op].get(field, (0, 0))[0]
+        off = WORD_FIELDS[op][field][0]  # (a field the word lacks is our bug: a KeyError)
         return self.where.merged(index=index, offset=index * WORD_SIZE + off, field=field)
 
 

@@ -1,9 +1,11 @@
 """Write NEFF-like files: whole models, or a model with some streams replaced.
 
 The lowering stage calls :func:`rewrite_streams` with the rewritten engine
-streams and writes the result with :func:`write_bytes_atomic`.  Output is
-deterministic (see :mod:`nrtrewrite.neff.container`) and written to a temp file
-in the destination directory, then renamed over the target.
+streams (bundle.rewritten_neff) and writes the result into its own temporary output
+folder, which is renamed into place whole (bundle.write_output).  Output is
+deterministic (see :mod:`nrtrewrite.neff.container`).  :func:`write_bytes_atomic`
+(a temp file in the destination folder, renamed over the target) serves other writers
+of a single file.
 """
 
 from __future__ import annotations
