@@ -519,7 +519,8 @@ def check_member_name(name: str) -> str | None:
     if not name:
         return "empty member name"
     if (n := len(name.encode(TAR_ENCODING, "surrogateescape"))) > MAX_MEMBER_NAME_BYTES:
-        return f"member name of {n} bytes, more than {MAX_MEMBER_NAME_BYTES} (MAX_MEMBER_NAME_BYTES)"
+        return (f"member name of {n} bytes, more than {MAX_MEMBER_NAME_BYTES} "
+                "(MAX_MEMBER_NAME_BYTES)")
     if name.startswith("/"):
         return "absolute member path"
     if any(ord(ch) < 0x20 or ch == "\x7f" for ch in name) or "\\" in name:
