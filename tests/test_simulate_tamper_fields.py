@@ -400,3 +400,25 @@ def test_post_recv_legs_count_what_their_entry_receives(value, rdh8n_out, tmp_pa
     _patch(out / "rank-0000" / "legs.bin", rec * REC + NUM_ELEMENTS, "<I", lambda v: value)
     _fails(out, "rank-0000", "legs.bin", "field num_elements", "the post_recv legs of entry 0",
            "its receive entries")
+
+
+def test_destination_streams_of_a_tile_writing_one_place_must_agree(tmp_path):
+    """A MESH all-reduce over 4 nodes, one rank on each: a mesh_send writes its bytes into
+    its gateway view once per network destination, so a tile has S2M BDs of destinations
+    0, 1, 2 with one buf_ptr (FORMATS.md §5: 16-byte BDs, word 1 bit 4 dir, bits 12:8
+    stream; buf_ptr the u64 at 8; §8 "Entries").  Destination 0's BD moved by one byte wrote
+    shifted bytes that destinations 1 and 2 wrote over: simulated as a match, though the DMA
+    gives a tile's streams no order."""
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([[0, 128, 256, 384]], [("all_reduce", "bf16", "add", 32768)]),
+                   out, algo="mesh", topology="trn2:nodes=4")
+    assert cli("simulate", out).exit_code == 0
+    dma = out / "rank-0384" / "dma.bin"
+    raw = dma.read_bytes()
+    bds = [struct.unpack_from("<IIQ", raw, 16 * i) for i in range(len(raw) // 16)]
+    s2m = [(i, (w1 >> 8) & 0x1F, ptr) for i, (_w0, w1, ptr) in enumerate(bds) if w1 >> 4 & 1]
+    k = next(n for n, (i, stream, ptr) in enumerate(s2m[:-1])
+             if stream == 0 and s2m[n + 1][1:] == (1, ptr) and s2m[n + 1][0] == i + 1)
+    t = _copy(out, tmp_path)
+    _patch(t / "rank-0384" / "dma.bin", 16 * s2m[k][0] + 8, "<Q", lambda v: v + 1)
+    _fails(t, "through destination streams 0 and 1 with different values")

@@ -43,6 +43,34 @@ SEM_MAX = (1 << 32) - 1
 _UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
 
 
+def _check_overlapping_streams(leg, dsts: list, data: np.ndarray,
+                               region_name) -> None:
+    """The destination streams of one tile (or of a whole leg) that write the same bytes
+    must write the same values there: the DMA engine gives a tile's streams no order, so
+    where they differ the result is whichever lands last (a gateway view written once per
+    network destination, one stream shifted by a byte, simulated as a match until
+    2026-12-04: the later streams wrote over it).  ``dsts``: per stream, runs ``(rank,
+    region, offset, bytes)`` in data order, each stream writing ``data`` whole;
+    ``region_name(reg)`` names a region for the error."""
+    placed: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}  # -> (a, e, pos, k)
+    for k, runs in enumerate(dsts):
+        pos = 0
+        for r, reg, off, n in runs:
+            for a, e, p0, j in placed.get((r, reg), ()):
+                lo, hi = max(a, off), min(e, off + n)
+                if lo < hi and not np.array_equal(data[p0 + lo - a:p0 + hi - a],
+                                                  data[pos + lo - off:pos + hi - off]):
+                    raise SimulationError(
+                        f"{leg.who()} writes bytes [{lo:#x}, {hi:#x}) of rank {r} "
+                        f"{region_name(reg)} through destination streams {j} and {k} with "
+                        "different values: a "
+                        "tile's destination streams land in no fixed order (docs/SIMULATOR.md "
+                        "§3)", rank=leg.rank, trigger=leg.trigger, artifact="legs.bin",
+                        record=leg.record)
+            placed.setdefault((r, reg), []).append((off, off + n, pos, k))
+            pos += n
+
+
 def _merged(runs: list) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """``(rank, region, ranges)`` of the bytes ``runs`` (``(rank, region, offset, bytes)``,
     in data order) touch, for the shadow: per (rank, region), the ``[start, end)`` ranges
@@ -790,6 +818,10 @@ class Simulator:
                     "may still be in an earlier entry (the entry handshake, docs/FORMATS.md "
                     "§3.4)", rank=leg.rank, trigger=leg.trigger)
 
+    def _region_name(self, reg: int) -> str:
+        region = self.layout.region(reg)
+        return f"{region.kind} {region.name!r}"
+
     def _move(self, srcs: list, dsts: list, leg: Leg, acc: Access, vc: np.ndarray) -> None:
         datas = [self._read(runs, acc, vc) for runs in srcs]
         if leg.cce is None:
@@ -802,6 +834,8 @@ class Simulator:
             for d in datas[1:]:
                 ufunc(acc32, d.view(in_dt).astype(np.float32), out=acc32)
             result = acc32.astype(NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
+        if leg.sequential and len(dsts) > 1:  # (only such legs' streams may overlap)
+            _check_overlapping_streams(leg, dsts, result, self._region_name)
         for runs in dsts:
             self._write(runs, result, acc, vc)
 
