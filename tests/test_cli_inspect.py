@@ -348,6 +348,14 @@ def test_an_os_error_naming_a_descriptor_is_not_taken_for_a_path():
     # click 8.4 quotes the option, 8.2 - 8.3 write "No such option: --bogus" (the floor is 8.2)
     (["inspect", "--bogus", "x"], ("nrtrewrite inspect: error: No such option '--bogus'",
                                    "nrtrewrite inspect: error: No such option: --bogus")),
+    # click's parser raises these without the command's context; named by the command too
+    # (they were "nrtrewrite: error: ... (see 'nrtrewrite --help')" until 2026-12-04)
+    (["lower", "x", "-o"], "nrtrewrite lower: error: Option '-o' requires an argument. "
+                           "(see 'nrtrewrite lower --help')"),
+    (["diff", "a", "b", "--ignore"], "nrtrewrite diff: error: Option '--ignore' requires an "
+                                     "argument. (see 'nrtrewrite diff --help')"),
+    (["inspect", "--json=1", "x"], "nrtrewrite inspect: error: Option '--json' does not take "
+                                   "a value. (see 'nrtrewrite inspect --help')"),
 ])
 def test_usage_errors_are_one_line(args, says):
     res = CliRunner().invoke(main, args, prog_name="nrtrewrite")
@@ -526,3 +534,12 @@ def test_a_bad_max_bytes_is_a_usage_error_as_documented(fixtures_dir, value):
     assert res.stderr.splitlines() == [
         f"nrtrewrite inspect: error: Invalid value for '--max-member-bytes': {value!r} is not a "
         "byte count (e.g. 4096, 512KiB, 64MiB, 1GB) (see 'nrtrewrite inspect --help')"]
+
+
+def test_json_given_a_value_still_gets_the_error_document():
+    """``--json=1`` asks for JSON (click refuses the value): the one error document on stdout,
+    as for every usage error found before the command runs."""
+    res = CliRunner().invoke(main, ["inspect", "--json=1", "x"], prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert doc["error"] == "Option '--json' does not take a value."

@@ -537,6 +537,14 @@ class _Group(click.Group):
                 _print_traceback(err)
             _say(_capped_line(f"nrtrewrite: error: {err.line()}"))
             sys.exit(err.exit_code)
+        except click.UsageError as err:
+            if err.ctx is None and ctx.invoked_subcommand is not None:
+                # click's parser raises some (an option without its value, a flag given
+                # one) without the command's context: named by the command, as the others
+                cmd = self.get_command(ctx, ctx.invoked_subcommand)
+                if cmd is not None:
+                    err.ctx = click.Context(cmd, info_name=ctx.invoked_subcommand, parent=ctx)
+            raise
         except _PASSED_THROUGH:
             raise  # click's own (usage errors, Exit, Abort; EOFError becomes Abort)
         except KeyboardInterrupt:
@@ -807,8 +815,10 @@ def _os_error_line(err: OSError, what: str = "nrtrewrite") -> tuple[str, int]:
 
 
 def asks_json(args: list[str]) -> bool:
-    """Whether a command line asks for ``--json`` (before a ``--``: after it, a path)."""
-    return "--json" in (args[:args.index("--")] if "--" in args else args)
+    """Whether a command line asks for ``--json`` (before a ``--``: after it, a path), also
+    as ``--json=VALUE``, which click refuses (a flag takes no value)."""
+    return any(a == "--json" or a.startswith("--json=")
+               for a in (args[:args.index("--")] if "--" in args else args))
 
 
 class JsonErrorCommand(click.Command):
