@@ -247,7 +247,7 @@ CASES = [
     ("dtype", spec(ar(patch={"dtype": 0x33})), [], "field dtype: unknown DType code 0x33"),
     ("alu", spec(ar(patch={"alu_op": 0x0A})), [], "field alu_op: unknown AluOp code 0xa"),
     ("instr_reserved", spec(ar(patch={"reserved_2": 0x100})), [],
-     "offset 0x43, field reserved_2: reserved bytes must be zero (byte +3 is 0x01)"),
+     "offset 0x43, field reserved_2: reserved bytes must be zero (byte 3 of the record is 0x01)"),
     ("operand_reserved", spec(ar(patch={"reserved_28": "000001"})), [],
      "offset 0x5e, field reserved_28: reserved bytes"),
     ("d9_end", spec(lambda s: (put("all_reduce", dict(SBUF, ext=False))(s), sp(s).pop())), [],

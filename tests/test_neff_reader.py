@@ -342,7 +342,7 @@ def test_twelve_groups_are_fine(base_spec):
     ({"reserved_15": 1}, ParseError, "offset 0x4f, field reserved_15", "reserved bytes"),
     ({"reserved_28": "00000001"}, ParseError, "offset 0x5f, field reserved_28", "reserved"),
     ({"reserved_56": "0000000000000080"}, ParseError, "offset 0x7f, field reserved_56",
-     "byte +63 is 0x80"),
+     "byte 63 of the record is 0x80"),
 ])
 def test_c8_word_rules(base_spec, patch, cls, where, why):
     trig(base_spec)["patch"] = patch
@@ -366,7 +366,7 @@ def test_header_reserved_nonzero(base_spec):
     base_spec["raw_header"] = {"reserved": "0000ff"}
     err = error_of(base_spec)
     assert str(err) == ("m.neff: offset 0x22e, field reserved: header: reserved bytes must be "
-                        "zero (byte +558 is 0xff)")
+                        "zero (byte 558 of the record is 0xff)")
 
 
 def test_d9_not_followed_by_da(base_spec):

@@ -91,7 +91,8 @@ def explain_construct_error(err: cs.ConstructError, struct: cs.Struct,
             nz = next((i for i, b in enumerate(chunk) if b), None)
             if nz is not None:
                 off = start + nz
-                why = f"reserved bytes must be zero (byte +{start + nz} is 0x{chunk[nz]:02x})"
+                why = (f"reserved bytes must be zero (byte {start + nz} of the record is "
+                       f"0x{chunk[nz]:02x})")
         return name, off, why
     if isinstance(err, cs.MappingError):
         msg = str(err).splitlines()[-1]
