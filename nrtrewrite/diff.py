@@ -27,6 +27,7 @@ from nrtrewrite.artifacts import (
 )
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
+from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import NrtRewriteError, OutputError, Where
@@ -112,14 +113,10 @@ def _json_text(v) -> str:
         return _fmt(v)
 
 
-#: NEFF header fields shown as text, and as hex (nrtrewrite.neff.container).
-_NEFF_STRING_FIELDS = ("neff_build_version", "name")
-_NEFF_BYTES_FIELDS = ("hash", "uuid", "tpb_per_node", "reserved")
-
-
-#: A NEFF header bytes field longer than this (``reserved``; not the strings, shown as text
-#: whatever their size) is shown as its differing byte count and first offset, as a member
-#: that is neither JSON nor instructions.
+#: NEFF header fields are shown as the reader has them: text (``STRING_FIELDS``), hex
+#: (``BYTES_FIELDS``) or integers; a bytes field longer than this (``reserved``; not the
+#: strings, shown as text whatever their size) is shown as its differing byte count and first
+#: offset, as a member that is neither JSON nor instructions.
 _HEADER_HEX_MAX = 64
 
 
@@ -567,9 +564,9 @@ def _artifact_records(p: Path, name: str) -> tuple[int | None, str | None]:
 def _header_value(name: str, raw: bytes):
     """A NEFF header field's value as shown: text for the string fields, hex for the byte
     fields, else the little-endian integer."""
-    if name in _NEFF_STRING_FIELDS:
+    if name in STRING_FIELDS:
         return raw.rstrip(b"\0").decode("utf-8", "backslashreplace")
-    if len(raw) in (1, 2, 4, 8) and name not in _NEFF_BYTES_FIELDS:
+    if len(raw) in (1, 2, 4, 8) and name not in BYTES_FIELDS:
         return int.from_bytes(raw, "little")
     return raw.hex()
 
@@ -910,7 +907,7 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
         xa, xb = ha[off:off + size], hb[off:off + size]
         if xa == xb:
             continue
-        if size > _HEADER_HEX_MAX and field_name not in _NEFF_STRING_FIELDS:
+        if size > _HEADER_HEX_MAX and field_name not in STRING_FIELDS:
             # reserved (468 bytes): its differing bytes, not its hex (strings: as text)
             k, first = _differing_bytes(xa, xb)
             rep.add([Difference(name, None, f"header.{field_name} ({k} differing "

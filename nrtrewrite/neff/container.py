@@ -92,8 +92,11 @@ NEFF_HEADER = cs.Struct(
 #: ``{field: (offset, size)}`` of the header.
 HEADER_FIELDS = field_offsets(NEFF_HEADER)
 
-_STRING_FIELDS = {"neff_build_version": 128, "name": 256}
-_BYTES_FIELDS = {"hash": 32, "uuid": 16, "tpb_per_node": 64}
+#: The header's text fields (UTF-8, zero-padded) and their sizes.
+STRING_FIELDS = {"neff_build_version": 128, "name": 256}
+#: The header's byte fields other than ``reserved`` and their sizes (the rest are integers).
+BYTES_FIELDS = {"hash": 32, "uuid": 16, "tpb_per_node": 64}
+_STRING_FIELDS, _BYTES_FIELDS = STRING_FIELDS, BYTES_FIELDS  # (their earlier names)
 
 
 @dataclass(frozen=True)
@@ -210,15 +213,15 @@ def build_header(header: NeffHeader) -> bytes:
         if name == "reserved":
             continue
         val = getattr(header, name)
-        if name in _STRING_FIELDS:
+        if name in STRING_FIELDS:
             raw = val.encode("utf-8")
-            if len(raw) > _STRING_FIELDS[name]:
-                raise ParseError(f"{len(raw)} bytes do not fit the {_STRING_FIELDS[name]}-byte "
+            if len(raw) > STRING_FIELDS[name]:
+                raise ParseError(f"{len(raw)} bytes do not fit the {STRING_FIELDS[name]}-byte "
                                  "field", Where(field=name))
-            val = raw.ljust(_STRING_FIELDS[name], b"\0")
-        elif name in _BYTES_FIELDS:
-            if len(val) != _BYTES_FIELDS[name]:
-                raise ParseError(f"needs exactly {_BYTES_FIELDS[name]} bytes, got {len(val)}",
+            val = raw.ljust(STRING_FIELDS[name], b"\0")
+        elif name in BYTES_FIELDS:
+            if len(val) != BYTES_FIELDS[name]:
+                raise ParseError(f"needs exactly {BYTES_FIELDS[name]} bytes, got {len(val)}",
                                  Where(field=name))
             val = bytes(val)
         else:
