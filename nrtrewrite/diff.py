@@ -30,7 +30,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import NrtRewriteError, OutputError, Where
+from nrtrewrite.errors import LimitError, NrtRewriteError, OutputError, Where
 
 
 class _Absent:
@@ -699,10 +699,17 @@ class _NeffFile:
 
     def walk(self) -> Iterator[tuple[str, bytes]]:
         """``(name, data)`` of each member in archive order (the header's error raised now,
-        the payload's from the walk)."""
-        from nrtrewrite.neff.container import FileBytes, stream_container
-        data = FileBytes(self.fh.fileno(), self.size, Where(file=str(self.path)))
-        _, _, members = stream_container(data, path=str(self.path), verify_hash=False)
+        the payload's from the walk).  A file over the reader's ``max_file_bytes`` is refused
+        from its size, as ``read_file_bytes`` refuses it, before any byte of it is read."""
+        from nrtrewrite.neff.container import FileBytes, Limits, stream_container
+        where = Where(file=str(self.path))
+        limits = Limits()
+        if self.size > limits.max_file_bytes:
+            raise LimitError(f"file of {self.size} bytes exceeds the limit of "
+                             f"{limits.max_file_bytes} bytes", where)
+        data = FileBytes(self.fh.fileno(), self.size, where)
+        _, _, members = stream_container(data, path=str(self.path), verify_hash=False,
+                                         limits=limits)
         self.walks.append(members)
         return members
 

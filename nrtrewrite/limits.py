@@ -71,7 +71,7 @@ class Limit:
 #: Every limit: name, value, source, where it is enforced (docs/RELIABILITY.md has the rest).
 LIMITS: tuple[Limit, ...] = (
     Limit("MAX_FILE_BYTES", MAX_FILE_BYTES, "ours: the input file, from its size before reading",
-          "neff/container.read_file_bytes"),
+          "neff/container.read_file_bytes, diff._NeffFile.walk"),
     Limit("MAX_TOTAL_BYTES", MAX_TOTAL_BYTES, "ours: the decompressed tar stream (streaming "
           "gunzip stops at it)", "neff/container._Gunzip"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
