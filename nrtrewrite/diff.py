@@ -1119,15 +1119,27 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
     outputs' NEFF names may differ, and A's ``y.neff`` is then an entry of A's own): one on
     one side only is ``WHERE KIND: True != False`` (KIND: file, folder, link, other); on
     both, a different kind is ``type``, a file whose bytes differ ``sha256``, a link whose
-    target differs ``target``, and a folder is walked the same way.  Links are never
+    target differs ``target``, and a folder is walked the same way, before the next entry
+    (a stack of the folders being walked, not a call per level: any depth).  Links are never
     followed.  What cannot be read is an error in A, ``WHERE damaged in B`` in B."""
-    for name in sorted((names_a - known_a) | (names_b - known_b)):
-        where = f"{rel}/{name}" if rel else name
-        pa, pb = a / name, b / name
-        # (a name known on one side is not an entry of that side's own: absent there)
-        ka = _kind_a(pa) if name in names_a and name not in known_a else None
+    def entries(rel, a, b, names_a, names_b, known_a, known_b):
+        """``(where, A's path, B's path, in A, in B)`` of each entry to compare, by name."""
+        for name in sorted((names_a - known_a) | (names_b - known_b)):
+            # (a name known on one side is not an entry of that side's own: absent there)
+            yield (f"{rel}/{name}" if rel else name, a / name, b / name,
+                   name in names_a and name not in known_a,
+                   name in names_b and name not in known_b)
+
+    walks = [entries(rel, a, b, names_a, names_b, known_a, known_b)]
+    while walks:
+        entry = next(walks[-1], None)
+        if entry is None:  # (the folder is done: back to its parent's next entry)
+            walks.pop()
+            continue
+        where, pa, pb, in_a, in_b = entry
+        ka = _kind_a(pa) if in_a else None
         try:
-            kb = _kind(pb) if name in names_b and name not in known_b else None
+            kb = _kind(pb) if in_b else None
         except OSError as exc:
             rep.add([_damaged(where, _why(exc))])
             continue
@@ -1147,7 +1159,7 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
         elif ka == "folder":
             pair = _read_pair(rep, where, pa, lambda: _names_a(pa), lambda: _names(pb))
             if pair is not None:
-                _other_entries(rep, where, pa, pb, *pair, set(), set())
+                walks.append(entries(where, pa, pb, *pair, set(), set()))
 
 
 def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,

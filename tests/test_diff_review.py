@@ -3,8 +3,10 @@ by what docs/CLI.md "diff" promises, the expected lines worked out by hand."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -44,3 +46,53 @@ def test_a_neff_over_the_readers_file_size_limit_is_refused_from_its_size(pair):
     assert (res.exit_code, res.stdout) == (1, f"{name} damaged in B: {why}\n1 difference(s)\n")
     assert _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)])) == \
         f"nrtrewrite: error: {why}"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_entries_lower_does_not_write_are_walked_folder_by_folder_in_name_order(pair):
+    """CLI.md: every other entry is compared and a folder walked the same way; the lines
+    come in name order, a folder's own entries before its next sibling's."""
+    a, b = pair
+    (a / "w").write_text("w")
+    for side, one in ((a, "1a"), (b, "1b")):
+        (side / "x" / "y").mkdir(parents=True)
+        (side / "x" / "1").write_text(one)
+    (a / "x" / "y" / "2").write_text("2")
+    (b / "x" / "z").write_text("z")
+    (b / "zz").write_text("zz")
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        "w file: True != False",
+        f"x/1 sha256: '{_sha(b'1a')}' != '{_sha(b'1b')}'",
+        "x/y/2 file: True != False",
+        "x/z file: False != True",
+        "zz file: False != True"]
+
+
+def test_folders_nested_a_thousand_deep_on_both_sides_are_walked(pair):
+    """Folders 1000 deep that ``lower`` does not write, on both sides: the walk called itself
+    once per level, so diff ended with a RecursionError (exit 70, an internal error)."""
+    a, b = pair
+    depth = 1000
+    chain = Path(*["d"] * depth)
+    try:
+        for side, text in ((a, "x"), (b, "y")):
+            p = side
+            for _ in range(depth):  # (mkdir(parents=True) recurses once per level)
+                p = p / "d"
+                p.mkdir()
+            (p / "f").write_text(text)
+        res = CliRunner().invoke(main, ["diff", str(a), str(b)])
+        where = "d/" * depth + "f"
+        assert (res.exit_code, res.stdout) == (
+            1, f"{where} sha256: '{_sha(b'x')}' != '{_sha(b'y')}'\n1 difference(s)\n")
+    finally:  # (shutil.rmtree, pytest's clean-up, recurses once per level too)
+        for side in (a, b):
+            p = side / chain
+            (p / "f").unlink(missing_ok=True)
+            for _ in range(depth):
+                if p.is_dir():
+                    p.rmdir()
+                p = p.parent
