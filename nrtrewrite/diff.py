@@ -1315,6 +1315,12 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     except OutputError as err:  # (the manifests' difference names the value)
         rep.add([_damaged("manifest.json", f"field output_neff: {err.why}")])
         nb = ""  # (B's NEFF cannot be found: not compared)
+    # a NEFF named by one manifest only (their difference names output_neff): the file of
+    # that name on the other side is that side's NEFF, compared as one, no entry of its own
+    if na is None and nb:
+        na = nb
+    elif nb is None:
+        nb = na
     names_a, names_b = _names_a(a), _names_a(b)  # (both read by _check_ours)
     ranks_a = {n for n in names_a if RANK_DIR_NAME.fullmatch(n) and _is_folder(a / n)}
     ranks_b = {n for n in names_b if RANK_DIR_NAME.fullmatch(n) and _is_folder(b / n)}
@@ -1358,9 +1364,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
                 if n_b is None:  # (not read: nothing to compare)
                     continue
             _records_diff(rep, where, name, fa, fb, n_a, n_b)
-    if nb != "" and (na or nb):
-        fa, fb = (a / na if na else None), (b / nb if nb else None)
-        if _expected_file(rep, na or nb, fa or a / nb, fb or b / na,
-                          bool(na and na in names_a), bool(nb and nb in names_b)):
-            _neff_diff(rep, na, fa, fb)
+    if na is not None and nb != "":
+        if _expected_file(rep, na, a / na, b / nb, na in names_a, nb in names_b):
+            _neff_diff(rep, na, a / na, b / nb)
     return rep

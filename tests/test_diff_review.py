@@ -96,3 +96,40 @@ def test_folders_nested_a_thousand_deep_on_both_sides_are_walked(pair):
                 if p.is_dir():
                     p.rmdir()
                 p = p.parent
+
+
+def _drop_output_neff(folder) -> dict:
+    """``folder``'s manifest without ``output_neff`` (written as lower lays it out); the
+    value dropped."""
+    man = json.loads((folder / "manifest.json").read_text())
+    value = man.pop("output_neff")
+    (folder / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+    return value
+
+
+def test_a_neff_named_by_one_manifest_only_is_compared_with_the_same_named_file(pair):
+    """A manifest without ``output_neff`` beside one with it: the manifests' difference names
+    the key, and the other side's file of that name is compared as its NEFF.  It was called
+    missing (``ar2.neff file: True != False`` beside B's identical ar2.neff), or with the
+    sides swapped given twice, ``True != False`` and ``False != True``."""
+    a, b = pair
+    name = _neff(a)
+    value = _drop_output_neff(b)
+    text = json.dumps(value)  # (FORMATS §1.1: {"name": ..., "sha256": ...}; ASCII)
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        f"manifest.json output_neff: {text} != <absent>"]
+    assert [d.line() for d in D.diff_outputs(b, a)] == [
+        f"manifest.json output_neff: <absent> != {text}"]
+    # the same-named file is the NEFF: compared, and missing as the NEFF is
+    size = (b / name).stat().st_size
+    with open(b / name, "ab") as fh:
+        fh.write(bytes(4))  # zero bytes after the payload: CLI.md's size and sha256 lines
+    sha_a, sha_b = _sha((a / name).read_bytes()), _sha((b / name).read_bytes())
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        f"manifest.json output_neff: {text} != <absent>", f"{name} size: {size} != {size + 4}",
+        f"{name} sha256: '{sha_a}' != '{sha_b}'"]
+    (b / name).unlink()
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        f"manifest.json output_neff: {text} != <absent>", f"{name} file: True != False"]
+    assert [d.line() for d in D.diff_outputs(b, a)] == [
+        f"manifest.json output_neff: <absent> != {text}", f"{name} file: False != True"]
