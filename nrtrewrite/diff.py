@@ -985,40 +985,76 @@ def _not_ours_why(path: Path) -> str:
         jsonin.loads(_read_whole(path), strict_objects=False)
     except jsonin.JsonRule as err:
         raise OutputError(f"invalid JSON: {err.why}", file=str(path), field=err.path) from None
-    except ValueError as exc:  # not JSON, or not UTF-8 text
-        return f"its manifest.json is not JSON: {exc}"
-    except RecursionError:
-        return "its manifest.json is not JSON: nested too deeply"
+    except (ValueError, RecursionError) as exc:  # not JSON, or not UTF-8 text
+        return _not_json(exc)
     except OSError as exc:  # (read just before: it changed meanwhile)
         return f"its manifest.json cannot be read: {_why(exc)}"
     return f"its manifest.json is not of format {FORMAT_NAME!r}"
+
+
+def _not_json(exc: ValueError | RecursionError) -> str:
+    """Why a top-level manifest that is not JSON is no output folder's."""
+    return f"its manifest.json is not JSON: {_json_why(exc)}"
+
+
+def _json_why(exc: ValueError | RecursionError) -> str:
+    """Why a text is not JSON: ``jsonin``'s reason, or JSON's, or ``nested too deeply``."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return exc.why if isinstance(exc, jsonin.JsonRule) else str(exc)
+
+
+def _parse_json(data: bytes, strict: bool = True) -> tuple[object, str | None, str | None]:
+    """A manifest's bytes as JSON: ``(doc, why, field)``, ``why`` None, or with ``strict``
+    what is wrong with a key given twice (``field`` its key path) and ``doc`` what JSON reads
+    (the last value of the key).  Numbers are read exactly (``jsonin.JsonFloat``).  Not JSON
+    (not UTF-8 text, malformed, nested too deeply, a number that is not finite): raised
+    (``jsonin.JsonRule``, ValueError, RecursionError)."""
+    if strict:
+        try:
+            return (jsonin.loads(data, strict_objects=False, unique_keys=True,
+                                 exact_floats=True), None, None)
+        except jsonin.JsonRule as err:  # a key twice, or also unreadable without the rule
+            doc = jsonin.loads(data, strict_objects=False, exact_floats=True)
+            return doc, f"invalid JSON: {err.why}", err.path
+    return jsonin.loads(data, strict_objects=False, exact_floats=True), None, None
 
 
 def _read_json(path: Path, strict: bool = True) -> tuple[object, str | None, str | None]:
     """A manifest: ``(doc, why, field)``.  ``why`` None: read.  Otherwise what is wrong,
     ``field`` the key path it names (or None): with ``doc`` None it could not be read (the
     OS's reason, not JSON, nested too deeply, a number that is not finite); with ``doc`` it
-    has a key twice (checked when ``strict``) and ``doc`` is what JSON reads (the last
-    value of the key).  Numbers are read exactly (``jsonin.JsonFloat``)."""
+    has a key twice (checked when ``strict``, :func:`_parse_json`)."""
     try:
         data = _read_whole(path)
     except OSError as exc:
         return None, _why(exc), None
     try:
-        if strict:
-            try:
-                return (jsonin.loads(data, strict_objects=False, unique_keys=True,
-                                     exact_floats=True), None, None)
-            except jsonin.JsonRule as err:  # a key twice, or also unreadable without the rule
-                doc = jsonin.loads(data, strict_objects=False, exact_floats=True)
-                return doc, f"invalid JSON: {err.why}", err.path
-        return jsonin.loads(data, strict_objects=False, exact_floats=True), None, None
+        return _parse_json(data, strict)
+    except (ValueError, RecursionError) as exc:  # not JSON, or not UTF-8 text
+        return (None, f"invalid JSON: {_json_why(exc)}",
+                exc.path if isinstance(exc, jsonin.JsonRule) else None)
+
+
+def _top_manifest(p: Path, strict: bool = True) -> tuple[dict, str | None, str | None]:
+    """Output folder ``p``'s ``manifest.json``, an object (:func:`_parse_json`: ``(doc, why,
+    field)``, ``why`` of a key given twice).  One that cannot be read is an error naming
+    it, as is a number JSON cannot carry (with its key path); one that is not JSON is
+    refused as :func:`_check_ours` refuses it, ``P: not an nrtrewrite output folder (its
+    manifest.json is not JSON: REASON)`` (that check knows a manifest over 1 MiB by its
+    head only, ``artifacts.is_our_output``)."""
+    man = p / "manifest.json"
+    try:
+        data = _read_whole(man)
+    except OSError as exc:
+        raise _cannot_read(man, exc) from None
+    try:
+        doc, why, fld = _parse_json(data, strict)
     except jsonin.JsonRule as err:
-        return None, f"invalid JSON: {err.why}", err.path
-    except ValueError as exc:  # not JSON, or not UTF-8 text
-        return None, f"invalid JSON: {exc}", None
-    except RecursionError:
-        return None, "invalid JSON: nested too deeply", None
+        raise OutputError(f"invalid JSON: {err.why}", file=str(man), field=err.path) from None
+    except (ValueError, RecursionError) as exc:
+        raise OutputError(f"{p}: not an nrtrewrite output folder ({_not_json(exc)})") from None
+    return _must_be_object(doc, p), why, fld
 
 
 def _json_a(path: Path, strict: bool = True):
@@ -1295,13 +1331,13 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
         # nothing to compare (a HIER plan's manifest: tens of MB of JSON): read for the NEFF
         # name only, without the duplicate-key check
-        ma = mb = _must_be_object(_json_a(a / "manifest.json", strict=False), a)
+        ma = mb = _top_manifest(a, strict=False)[0]
     else:
-        ma = _must_be_object(_json_a(a / "manifest.json"), a)
-        doc, why, fld = _read_json(b / "manifest.json")
-        if doc is None:  # (B is then no output folder: an error, as _check_ours's)
-            raise OutputError(why, file=str(b / "manifest.json"), field=fld)
-        mb = _must_be_object(doc, b)
+        ma, why, fld = _top_manifest(a)
+        if why is not None:  # a key twice in the reference: an error
+            raise OutputError(why, file=str(a / "manifest.json"), field=fld)
+        # (B's that cannot be read is no output folder: an error, as _check_ours's)
+        mb, why, fld = _top_manifest(b)
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
         rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore)))

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from click.testing import CliRunner
 
 from nrtrewrite import diff as D
@@ -133,3 +135,26 @@ def test_a_neff_named_by_one_manifest_only_is_compared_with_the_same_named_file(
         f"manifest.json output_neff: {text} != <absent>", f"{name} file: True != False"]
     assert [d.line() for d in D.diff_outputs(b, a)] == [
         f"manifest.json output_neff: <absent> != {text}", f"{name} file: False != True"]
+
+
+HEAD = '{"format": "nrtrewrite-lowered", "pad": '  # (40 characters)
+
+
+@pytest.mark.parametrize("tail,reason", [
+    ('"' + "x" * (1 << 20), "Unterminated string starting at: line 1 column 41 (char 40)"),
+    ("[" * (1 << 20), "nested too deeply"),
+])
+@pytest.mark.parametrize("big", [False, True])
+def test_a_top_manifest_that_is_not_json_is_refused_in_one_form_whatever_its_size(
+        pair, tail, reason, big):
+    """CLI.md: a top-level manifest that is not JSON is refused, ``A: not an nrtrewrite output
+    folder (its manifest.json is not JSON: REASON)``.  One over 1 MiB, known for ours by its
+    head only, got ``A/manifest.json: invalid JSON: REASON`` instead."""
+    a, b = pair
+    text = HEAD + (tail if big else tail[:1000])
+    assert (len(text.encode()) > 1 << 20) == big
+    (b / "manifest.json").write_text(text)
+    refusal = (f"nrtrewrite: error: {b}: not an nrtrewrite output folder (its manifest.json "
+               f"is not JSON: {reason})")
+    for x, y in ((a, b), (b, a), (b, b)):
+        assert _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)])) == refusal
