@@ -1092,16 +1092,21 @@ def _neff_name(doc: dict, p: Path) -> str | None:
         raise OutputError(str(exc), file=str(p / "manifest.json"), field="output_neff") from None
 
 
+#: What an entry is, by the file type of its mode (:func:`_kind`).
+_KINDS = {stat.S_IFREG: "file", stat.S_IFDIR: "folder", stat.S_IFLNK: "link",
+          stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
+          stat.S_IFBLK: "block device"}
+
+
 def _kind(p: Path) -> str | None:
-    """What ``p`` is, not following a link: file, folder, link, other, or None (absent); an
-    OS error other than its absence raised."""
+    """What ``p`` is, not following a link: one of :data:`_KINDS` (file, folder, link, fifo,
+    socket, character device, block device), other (a type Linux has not), or None (absent);
+    an OS error other than its absence raised."""
     try:
         mode = os.lstat(p).st_mode
     except FileNotFoundError:
         return None
-    if stat.S_ISLNK(mode):
-        return "link"
-    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "other"
+    return _KINDS.get(stat.S_IFMT(mode), "other")
 
 
 def _kind_a(p: Path) -> str | None:
@@ -1141,8 +1146,8 @@ def _names_a(p: Path) -> set[str]:
 
 def _presence(where: str, ka: str | None, kb: str | None) -> Difference:
     """An entry on one side only, ``WHERE KIND: True != False`` (KIND: the present side's
-    kind, file, folder, link or other), or of other kinds on the two sides, ``WHERE type:
-    'folder' != 'file'``."""
+    kind, :func:`_kind`: file, folder, link, fifo ...), or of other kinds on the two sides,
+    ``WHERE type: 'folder' != 'file'``."""
     if ka is None or kb is None:
         return Difference(where, None, ka or kb, ka is not None, kb is not None)
     return Difference(where, None, "type", ka, kb)
@@ -1153,9 +1158,9 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
     """The entries of folders ``a`` and ``b`` (their names ``names_a``, ``names_b``) that
     ``lower`` does not write (``known_a`` and ``known_b`` are compared elsewhere: the
     outputs' NEFF names may differ, and A's ``y.neff`` is then an entry of A's own): one on
-    one side only is ``WHERE KIND: True != False`` (KIND: file, folder, link, other); on
-    both, a different kind is ``type``, a file whose bytes differ ``sha256``, a link whose
-    target differs ``target``, and a folder is walked the same way, before the next entry
+    one side only is ``WHERE KIND: True != False`` (KIND: :func:`_kind`); on both, a
+    different kind is ``type``, a file whose bytes differ ``sha256``, a link whose target
+    differs ``target``, and a folder is walked the same way, before the next entry
     (a stack of the folders being walked, not a call per level: any depth).  Links are never
     followed.  What cannot be read is an error in A, ``WHERE damaged in B`` in B."""
     def entries(rel, a, b, names_a, names_b, known_a, known_b):

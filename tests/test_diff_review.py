@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,46 @@ def test_a_top_manifest_that_is_not_json_is_refused_in_one_form_whatever_its_siz
                f"is not JSON: {reason})")
     for x, y in ((a, b), (b, a), (b, b)):
         assert _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)])) == refusal
+
+
+def _socket(path: Path) -> None:
+    """A socket file at ``path`` (bound by a relative name: a path of more than 107 bytes
+    does not fit a socket address)."""
+    import socket
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.bind(path.name)
+    finally:
+        os.chdir(here)
+
+
+def test_a_fifo_and_a_socket_are_entries_of_other_kinds(pair):
+    """An entry lower does not write that is a fifo in A and a socket in B: both were kind
+    ``other``, so they compared equal; each kind of special file is its own (CLI.md)."""
+    a, b = pair
+    os.mkfifo(a / "p")
+    os.mkfifo(a / "s")
+    _socket(b / "s")
+    _socket(b / "t")
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        "p fifo: True != False", "s type: 'fifo' != 'socket'", "t socket: False != True"]
+
+
+def test_character_and_block_devices_are_entries_of_other_kinds(pair):
+    """The same for device files: a character device is no block device (both were
+    ``other``)."""
+    a, b = pair
+    try:
+        for side, first, second in ((a, stat.S_IFCHR, stat.S_IFBLK),
+                                    (b, stat.S_IFBLK, stat.S_IFCHR)):
+            os.mknod(side / "c", first | 0o600, os.makedev(1, 3))
+            os.mknod(side / "k", second | 0o600, os.makedev(7, 0))
+    except PermissionError:
+        pytest.skip("device files cannot be made here (mknod needs CAP_MKNOD)")
+    os.mknod(b / "z", stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        "c type: 'character device' != 'block device'",
+        "k type: 'block device' != 'character device'",
+        "z character device: False != True"]
