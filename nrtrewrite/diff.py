@@ -1057,16 +1057,16 @@ def _top_manifest(p: Path, strict: bool = True) -> tuple[dict, str | None, str |
     return _must_be_object(doc, p), why, fld
 
 
-def _json_a(path: Path, strict: bool = True):
-    """A's manifest (:func:`_read_json`): anything wrong with it is an error."""
-    doc, why, fld = _read_json(path, strict)
+def _json_a(path: Path):
+    """A's rank manifest (:func:`_read_json`): anything wrong with it is an error."""
+    doc, why, fld = _read_json(path)
     if why is not None:
         raise OutputError(why, file=str(path), field=fld)
     return doc
 
 
 def _json_b(rep: Report, where: str, path: Path):
-    """B's manifest (:func:`_read_json`): anything wrong with it is its ``damaged`` line; the
+    """B's rank manifest (:func:`_read_json`): anything wrong with it is its ``damaged`` line; the
     document (None if it could not be read)."""
     doc, why, fld = _read_json(path)
     if why is not None:
