@@ -584,19 +584,22 @@ def test_hier_groups_read_back_as_ranks():
     assert checked > 64
 
 
-@pytest.mark.parametrize("spoil, says", [
-    (lambda leg: leg["groups"][0].update(plan=len(leg["plans"])), "names plan"),
-    (lambda leg: leg["plans"][0]["channels"][0]["order"].append(999), "positions outside"),
-    (lambda leg: leg.pop("plans"), "plans"),
+@pytest.mark.parametrize("spoil, says, error", [
+    (lambda leg: leg["groups"][0].update(plan=len(leg["plans"])), "names plan", "simulation"),
+    (lambda leg: leg["plans"][0]["channels"][0]["order"].append(999), "positions outside",
+     "simulation"),
+    # a key the format requires: the output cannot be read (OutputError, status 2)
+    (lambda leg: leg.pop("plans"), r"legs\[0\]\.plans: missing", "output"),
 ])
-def test_hier_plan_record_errors_name_the_trigger(spoil, says):
-    from nrtrewrite.errors import SimulationError
+def test_hier_plan_record_errors_name_the_trigger(spoil, says, error):
+    from nrtrewrite.errors import OutputError, SimulationError
     from nrtrewrite.simulate.triggers import load_triggers
 
     doc = _hier_triggers_doc()
     i = next(i for i, t in enumerate(doc["triggers"]) if t.get("hier"))
     spoil(doc["triggers"][i]["hier"]["legs"][0])
-    with pytest.raises(SimulationError, match=says) as err:
+    cls = SimulationError if error == "simulation" else OutputError
+    with pytest.raises(cls, match=says) as err:
         load_triggers(doc, file="manifest.json")
     assert f"triggers[{i}]" in str(err.value) and "manifest.json" in str(err.value)
 

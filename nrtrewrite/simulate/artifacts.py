@@ -19,6 +19,7 @@ from nrtrewrite.artifacts import looks_like_rank_folder
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
+from nrtrewrite.simulate.fields import Field
 
 def _sha256_file(path: Path) -> str:
     """The file's SHA-256; a file that cannot be read is an :class:`OutputError` (the
@@ -84,6 +85,12 @@ def read_top_manifest(out: Path) -> dict:
     return doc
 
 
+def manifest_ranks(out: Path, top: dict) -> list[int]:
+    """The ``ranks`` of ``top`` (OUT/manifest.json, FORMATS §1.1): the ranks with a folder in
+    the output, each an integer 0 or more (an OutputError naming the item otherwise)."""
+    return Field(top, "", str(out / "manifest.json"))["ranks"].ints(0)
+
+
 def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     """The bytes of ``model``, refused (a one-line OutputError) unless they are the input the
     output folder was lowered from: their sha256 and size are ``manifest.json``'s ``input``
@@ -123,11 +130,10 @@ def verify_checksums(out: str | Path) -> None:
     if _sha256_file(npath) != neff["sha256"]:
         raise OutputError(f"{neff['name']}: sha256 does not match manifest.json{hint}",
                           file=str(out))
-    ranks = top.get("ranks")
     mans = top.get("rank_manifests")
-    if not isinstance(ranks, list) or not isinstance(mans, dict):
+    if not isinstance(top.get("ranks"), list) or not isinstance(mans, dict):
         raise OutputError("manifest.json has no ranks / rank_manifests", file=str(out))
-    expected = {rank_dir_name(int(r)) for r in ranks}
+    expected = {rank_dir_name(r) for r in manifest_ranks(out, top)}
     if set(mans) != expected:
         raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
                           + hint, file=str(out))
@@ -149,7 +155,9 @@ def verify_checksums(out: str | Path) -> None:
         missing = [f for f in F.ARTIFACTS if f not in files]
         if missing:
             raise OutputError(f"{name}/manifest.json does not list {missing[0]}", file=str(out))
+        listed = Field(files, "files", str(mpath))
         for fname, info in sorted(files.items()):
+            listed[fname].dict()
             fpath = rdir / fname
             if not fpath.is_file():
                 raise OutputError(f"{name}/{fname} is missing{hint}", file=str(out))
@@ -179,11 +187,12 @@ def load_rank(out: Path, rank: int) -> RankFiles:
     if not rdir.is_dir():
         raise SimulationError(f"{rdir.name} is missing", file=str(out), rank=rank)
     man = _load_json(rdir / "manifest.json")
-    if man.get("rank") != rank:
-        raise SimulationError(f"{rdir.name}/manifest.json says rank {man.get('rank')!r}",
+    doc = Field(man, "", str(rdir / "manifest.json"))
+    if doc["rank"].int() != rank:
+        raise SimulationError(f"{rdir.name}/manifest.json says rank {man['rank']!r}",
                               file=str(out), rank=rank)
     rf = RankFiles(rank=rank, path=rdir, manifest=man)
-    files = man.get("files") if isinstance(man.get("files"), dict) else {}
+    files = doc.get("files", {})  # (absent: the checksums, when checked, said so)
     for name, (dtype, _struct) in F.ARTIFACTS.items():
         fpath = rdir / name
         try:
@@ -196,8 +205,9 @@ def load_rank(out: Path, rank: int) -> RankFiles:
                 file=str(out), rank=rank, artifact=name)
         arr = np.frombuffer(data, dtype=dtype)
         info = files.get(name)
-        if isinstance(info, dict) and info.get("records") != arr.size:
-            raise SimulationError(f"the rank manifest says {info.get('records')} records, the file "
-                                  f"holds {arr.size}", file=str(out), rank=rank, artifact=name)
+        if not info.null and info["records"].int() != arr.size:
+            raise SimulationError(f"the rank manifest says {info.value['records']} records, the "
+                                  f"file holds {arr.size}", file=str(out), rank=rank,
+                                  artifact=name)
         rf.arrays[name] = arr
     return rf

@@ -23,7 +23,8 @@ import numpy as np
 from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
 from nrtrewrite.emit.formats import rank_dir_name
-from nrtrewrite.simulate.artifacts import load_rank, output_neff_path, read_top_manifest
+from nrtrewrite.simulate.artifacts import (
+    load_rank, manifest_ranks, output_neff_path, read_top_manifest)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
@@ -213,7 +214,7 @@ class Simulator:
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
-        self.ranks = [int(r) for r in self.top.get("ranks") or []]
+        self.ranks = manifest_ranks(self.out, self.top)
         need = sorted({r for t in self.triggers.values() for r in t.group})
         missing = [r for r in need if r not in self.ranks]
         if missing:  # cannot be simulated (exit 2), on any machine: before the memory check

@@ -20,6 +20,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
+from nrtrewrite.simulate.fields import Field
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
     POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
@@ -83,12 +84,9 @@ def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
     sizes = {"ops": rf.arrays["net_ops.bin"].size, "src": rf.arrays["net_src.bin"].size,
              "dest": rf.arrays["net_dest.bin"].size}
     last_ch = -1
-    for item in fifo:
-        try:
-            ch = int(item["channel"])
-            sl = tuple((int(item[k][0]), int(item[k][1])) for k in ("ops", "src", "dest"))
-        except (KeyError, TypeError, ValueError, IndexError):
-            raise SimulationError("malformed fifo slice in the rank manifest", rank=rf.rank) from None
+    for item in Field(fifo, "fifo", str(rf.path / "manifest.json")).items():
+        ch = item["channel"].int()
+        sl = tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest"))
         if ch <= last_ch:
             raise SimulationError("fifo slices are not in ascending channel order", rank=rf.rank,
                                   channel=ch)

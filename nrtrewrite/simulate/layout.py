@@ -19,6 +19,7 @@ from nrtrewrite.emit.address import (
 )
 from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import SimulationError
+from nrtrewrite.simulate.fields import Field
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
 
@@ -111,22 +112,21 @@ class Layout:
     def __init__(self, top: dict, *, file: str = ""):
         self.file = file
         err = lambda why: SimulationError(why, file=file, field="memory")  # noqa: E731
-        mem = top.get("memory")
-        if not isinstance(mem, dict):
+        doc = Field(top, "", file)
+        if not isinstance(top.get("memory"), dict):
             raise err("manifest.json has no memory map")
+        mem = doc["memory"]
         for key, want in (("core_window", CORE_WINDOW), ("dram_base", DRAM_BASE),
                           ("sbuf_base", SBUF_BASE)):
-            if mem.get(key) != want:
-                raise err(f"memory.{key} is {mem.get(key)!r}; FORMATS §10 fixes it at {want:#x}")
-        self.stride = int(mem.get("sbuf_partition_stride", 0))
+            if mem.value.get(key) != want:
+                raise err(f"memory.{key} is {mem.value.get(key)!r}; FORMATS §10 fixes it at "
+                          f"{want:#x}")
+        self.stride = mem.get("sbuf_partition_stride", 0).int(0)
         self.regions: list[Region] = []
-        for i, reg in enumerate(mem.get("regions") or []):
-            try:
-                r = Region(i, str(reg["name"]), str(reg["kind"]), int(reg["offset"]),
-                           int(reg["size"]), int(reg.get("partitions", 1)), reg.get("subgraph"),
-                           reg.get("var_id"))
-            except (KeyError, TypeError, ValueError):
-                raise err(f"memory region {i} is malformed") from None
+        for i, reg in enumerate(mem.get("regions", []).items()):
+            r = Region(i, reg["name"].str(), reg["kind"].str(), reg["offset"].int(),
+                       reg["size"].int(), reg.get("partitions", 1).int(),
+                       reg.get("subgraph").opt_str(), reg.get("var_id").opt_int())
             if r.kind not in REGION_KINDS or r.offset < 0 or r.size < 0:
                 raise err(f"memory region {r.name!r}: bad kind/offset/size")
             if r.kind != "sbuf" and r.partitions != 1:
@@ -156,35 +156,33 @@ class Layout:
         self._s_size = np.array([r.size for r in sbuf], np.int64)
         self._by_var = {(r.subgraph, r.var_id): r for r in self.regions if r.var_id is not None}
 
-        topo = top.get("topology")
-        if not isinstance(topo, dict) or not isinstance(topo.get("ranks"), list):
+        if not isinstance(top.get("topology"), dict) or not isinstance(
+                top["topology"].get("ranks"), list):
             raise SimulationError("manifest.json has no topology table", file=file,
                                   field="topology")
-        self.lnc_size = int(topo.get("lnc_size", 1))
-        self.platform, self.hw_generation, self.cce_max_elements = _platform(topo, file)
+        topo = doc["topology"]
+        self.lnc_size = topo.get("lnc_size", 1).int()
+        self.platform, self.hw_generation, self.cce_max_elements = _platform(topo.value, file)
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
         self.mesh_sub_type: int | None = None
-        self.mesh_sub_type_recorded = "mesh_sub_type" in topo
-        if self.mesh_sub_type_recorded and topo["mesh_sub_type"] is not None:
-            if topo["mesh_sub_type"] not in MESH_SUB_TYPE_NAMES:
-                raise SimulationError(f"topology.mesh_sub_type is {topo['mesh_sub_type']!r}: "
-                                      f"one of {', '.join(MESH_SUB_TYPE_NAMES)}, or null (no mesh)",
+        self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
+        sub = topo.value.get("mesh_sub_type")
+        if sub is not None:
+            if not isinstance(sub, str) or sub not in MESH_SUB_TYPE_NAMES:
+                raise SimulationError(f"topology.mesh_sub_type is {sub!r}: one of "
+                                      f"{', '.join(MESH_SUB_TYPE_NAMES)}, or null (no mesh)",
                                       file=file, field="topology.mesh_sub_type")
-            self.mesh_sub_type = int(EncAlgMeshType[topo["mesh_sub_type"]])
+            self.mesh_sub_type = int(EncAlgMeshType[sub])
         self.places: dict[int, RankPlace] = {}
-        for info in topo["ranks"]:
-            try:
-                p = RankPlace(int(info["rank"]), int(info["node"]), int(info["routing_id"]),
-                              int(info["logical_core"]))
-            except (KeyError, TypeError, ValueError):
-                raise SimulationError("malformed topology rank entry", file=file,
-                                      field="topology") from None
+        for info in topo["ranks"].items():
+            p = RankPlace(info["rank"].int(), info["node"].int(), info["routing_id"].int(),
+                          info["logical_core"].int())
             if not 0 <= p.device <= CAYMAN_ID_MASK or not 0 <= p.core < 2048:
                 raise SimulationError(f"rank {p.rank}: routing id / core out of range", file=file,
                                       field="topology")
             self.places[p.rank] = p
-        self.world = [int(r) for r in top.get("world") or []]
+        self.world = doc.get("world", []).ints()
         missing = [r for r in self.world if r not in self.places]
         if missing:
             raise SimulationError(f"rank {missing[0]} of the world is not in the topology table",

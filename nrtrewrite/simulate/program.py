@@ -26,6 +26,7 @@ from nrtrewrite.emit.address import (
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
+from nrtrewrite.simulate.fields import Field
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
 from nrtrewrite.simulate.triggers import TriggerSpec
 
@@ -175,11 +176,6 @@ def _where(rank: int, artifact: str, record: int | None = None, field_: str | No
     return dict(rank=rank, artifact=artifact, record=record, field=field_, **kw)
 
 
-def man_leg(entry: dict) -> str:
-    """The rank manifest entry's ``leg`` (``flat`` or a HIER leg name)."""
-    return str(entry.get("leg", "flat"))
-
-
 def _first(mask: np.ndarray) -> int | None:
     idx = np.flatnonzero(mask)
     return int(idx[0]) if idx.size else None
@@ -251,6 +247,8 @@ class RankDecoder:
         if not isinstance(man, list) or len(man) != sp.size:
             raise self.fail(f"the rank manifest lists {len(man) if isinstance(man, list) else 0}"
                             f" entries, spad.bin holds {sp.size}", art)
+        # the values taken from the rank manifest, their types checked (fields.py)
+        entries = Field(man, "entries", str(self.rf.path / "manifest.json")).items()
         hdr = sp["header"].astype(np.int64)
         alg = sp["alg"].astype(np.int64)
         flags = sp["flags"].astype(np.int64)
@@ -266,8 +264,13 @@ class RankDecoder:
         self.channel_list = sp["channel_list"].astype(np.int64)
         self.entry_trigger: list[TriggerSpec] = []
         self.entry_leg: list[str] = []
+        #: each entry's channels as the rank manifest lists them
+        self.entry_man_channels: list[list[int]] = []
         for e in range(sp.size):
-            me = man[e] if isinstance(man[e], dict) else {}
+            me = entries[e].dict()
+            man_trigger = entries[e]["trigger"].int()
+            man_leg_name = entries[e].get("leg", "flat").str()
+            man_channels = entries[e]["channels"].ints(0, 31)
             at = int(self.algo_type[e])
             if at not in RING_FAMILY and at not in MESH_FAMILY:
                 raise self.fail(f"algo_type {at} ({_alg_name(at)}) is not an entry the "
@@ -295,24 +298,23 @@ class RankDecoder:
             if not self.rwc[e]:
                 raise self.fail("ring_wait_complete is 0: the entry would have no completion "
                                 "rule (FORMATS §2.1)", art, e, "ring_wait_complete")
-            try:
-                t = self.triggers[int(me["trigger"])]
-            except (KeyError, TypeError, ValueError):
-                raise self.fail(f"the rank manifest entry names trigger {me.get('trigger')!r}, "
-                                "which OUT/manifest.json does not list", art, e) from None
+            t = self.triggers.get(man_trigger)
+            if t is None:
+                raise self.fail(f"the rank manifest entry names trigger {man_trigger}, which "
+                                "OUT/manifest.json does not list", art, e)
             if self.rank not in t.group:
                 raise self.fail(f"entry for trigger {t.ordinal}, whose replica group does not "
                                 f"contain rank {self.rank}", art, e)
             if at in MESH_FAMILY:
                 self._check_mesh_sub_type(t, art, e)
-            want_alg = t.entry_algorithm(me.get("leg"))
+            want_alg = t.entry_algorithm(man_leg_name)
             if _alg_name(at) != want_alg:
                 raise self.fail(f"algo_type {_alg_name(at)} but trigger {t.ordinal} was lowered "
                                 f"as {t.algorithm}"
-                                + (f" with leg {me.get('leg')} {want_alg}" if t.legs else ""),
+                                + (f" with leg {man_leg_name} {want_alg}" if t.legs else ""),
                                 art, e, "algo_type")
             bits = ([c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
-                    if at in RING_FAMILY else me.get("channels"))
+                    if at in RING_FAMILY else man_channels)
             expect = {
                 "algo_type": int(self.algo_type[e]), "algo_sub_type": int(self.algo_sub[e]),
                 "trigger_next": bool(self.trigger_next[e]), "reporter": bool(self.reporter[e]),
@@ -320,7 +322,7 @@ class RankDecoder:
                 "channel_list": int(self.channel_list[e]), "channels": bits,
             }
             if at in MESH_FAMILY:  # the overlay; the manifest keeps the channels as a mask
-                expect["channel_list"] = sum(1 << int(c) for c in bits or [])
+                expect["channel_list"] = sum(1 << c for c in bits)
                 expect["sema_shift_offset"] = int(self.channel_list[e]) & 0xFFFF
                 expect["sema_mask"] = int(self.channel_list[e]) >> 16
             if "subgraph" in me:
@@ -333,7 +335,8 @@ class RankDecoder:
                 raise self.fail(f"reporter is {int(self.reporter[e])} but the reporter of trigger "
                                 f"{t.ordinal} is its leader, rank {t.leader}", art, e, "reporter")
             self.entry_trigger.append(t)
-            self.entry_leg.append(str(me.get("leg", "flat")))
+            self.entry_leg.append(man_leg_name)
+            self.entry_man_channels.append(man_channels)
         # a HIER chain runs the trigger's legs, each once, in the manifest's order
         chains: dict[int, list[str]] = {}
         for e, t in enumerate(self.entry_trigger):
@@ -491,7 +494,7 @@ class RankDecoder:
         # the half of a flat RING entry's leg is the half-chunk its elements sit in (the chunk
         # layout of the trigger manifest's `chunk`, TriggerSpec.half_of), not what it says
         flat = np.array([self.entry_trigger[e].algorithm == "RING"
-                         and man_leg(self.rf.manifest["entries"][e]) == "flat"
+                         and self.entry_leg[e] == "flat"
                          for e in range(ne)], bool) & self.ring_entry if ne else np.zeros(0, bool)
         sel = np.flatnonzero(np.isin(leaf, list(RING_LEAVES)) & flat[spi]) if n else \
             np.zeros(0, np.int64)
@@ -526,9 +529,8 @@ class RankDecoder:
         if n:
             np.bitwise_or.at(got, spi, np.left_shift(1, ch))
         ring = np.isin(self.algo_type, list(RING_FAMILY))
-        man = self.rf.manifest["entries"]
         want = np.array([int(self.channel_list[e]) if ring[e] else
-                         sum(1 << int(c) for c in man[e].get("channels", [])) for e in range(ne)],
+                         sum(1 << c for c in self.entry_man_channels[e]) for e in range(ne)],
                         np.int64) if ne else np.zeros(0, np.int64)
         bad = _first(got != want)
         if bad is not None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from nrtrewrite.codes import DType, DTYPE_SIZE, SdmaCceType
 from nrtrewrite.errors import SimulationError, counted
+from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
 
 OPS = ("ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER")
@@ -270,35 +271,70 @@ class TriggerSpec:
         return Footprint(region, 0, count, ds, offsets=part * region.size + inpart)
 
 
-def _hier_legs(t: dict) -> dict:
+def _operand(f: Field) -> dict:
+    """A trigger's ``src`` or ``dst`` (FORMATS §1.1: ``var_id``, ``offset`` in bytes, ``ap``
+    for SBUF operands), its types checked; the object as written."""
+    f["var_id"].int()
+    if f.has("offset"):  # (absent: 0; null is no offset)
+        f["offset"].int()
+    ap = f.get("ap")
+    if not ap.null:
+        for key in ("start", "partition_start", "partition_count"):
+            ap[key].int()
+        dims = ap["dims"]
+        if len(dims.list()) != 3:
+            raise dims.bad(f"must be 3 [step, num] pairs, not {json_kind(dims.value)}")
+        for d in dims.items():
+            d.ints(length=2)
+    return dict(f.dict())
+
+
+def _buffers(f: Field) -> list[dict]:
+    """A ``buffers`` list (a flat trigger's or a HIER leg's): ``region`` and ``offset`` of each,
+    their types checked; the objects as written (absent or null: none)."""
+    out = []
+    for b in f.items() if not f.null else ():
+        b["region"].str()
+        b["offset"].int()
+        out.append(dict(b.dict()))
+    return out
+
+
+def _hier_legs(t: Field) -> dict:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1): its legs, each leg's
     groups with their ring orders (a plan record's positions in the group turned into
     ranks) and chunk groups, and its intermediate buffers."""
     out = {}
-    for leg in (t.get("hier") or {}).get("legs", ()):
-        plans = leg["plans"]
+    hier = t.get("hier")
+    if hier.null:
+        return out
+    where = dict(file=t.file or None, field=t.path)
+    for leg in hier.get("legs", []).items():
+        name = leg["name"].str()
+        plans = []
+        for plan in leg["plans"].items():
+            orders = {c["channel"].int(): c["order"].ints() for c in plan["channels"].items()}
+            plans.append((orders, plan["chunk"]["pgta"].int()))
         groups = []
-        for g in leg["groups"]:
-            group = [int(r) for r in g["group"]]
-            k = int(g["plan"])
+        for g in leg["groups"].items():
+            group = g["group"].ints()
+            k = g["plan"].int()
             if not 0 <= k < len(plans):
-                raise ValueError(f"leg {leg.get('name')!r}: group {group} names plan {k}, "
-                                 f"the leg has {len(plans)}")
-            plan = plans[k]
+                raise SimulationError(f"leg {name!r}: group {group} names plan {k}, the leg has "
+                                      f"{len(plans)}", **where)
             orders = {}
-            for c in plan["channels"]:
-                order = [int(p) for p in c["order"]]
+            for ch, order in plans[k][0].items():
                 if any(not 0 <= p < len(group) for p in order):
-                    raise ValueError(f"leg {leg.get('name')!r}: plan {k}'s ring order {order} "
-                                     f"names positions outside group {group}")
-                orders[int(c["channel"])] = [group[p] for p in order]
-            groups.append((group, orders, int(plan["chunk"]["pgta"])))
-        out[str(leg["name"])] = {"algorithm": str(leg["algorithm"]), "groups": groups,
-                                 "buffers": [dict(b) for b in leg.get("buffers", ())]}
+                    raise SimulationError(f"leg {name!r}: plan {k}'s ring order {order} names "
+                                          f"positions outside group {group}", **where)
+                orders[ch] = [group[p] for p in order]
+            groups.append((group, orders, plans[k][1]))
+        out[name] = {"algorithm": leg["algorithm"].str(), "groups": groups,
+                     "buffers": _buffers(leg.get("buffers"))}
     return out
 
 
-def _view_origins(t: dict, spec: TriggerSpec) -> frozenset:
+def _view_origins(t: Field, spec: TriggerSpec) -> frozenset:
     """Where a linear scratch / gateway view of a mesh or RDH entry may begin, in elements of
     the op space: 0, every natural block start, and the starts of the manifest's mesh
     ``blocks`` and RDH ``super_blocks`` (a channel-buffer slot holds one block, an RH slot a
@@ -309,36 +345,50 @@ def _view_origins(t: dict, spec: TriggerSpec) -> frozenset:
     if spec.op != "ALLREDUCE":
         out |= {j * (total // g) for j in range(g)}
     for sec, key in (("mesh", "blocks"), ("rdh", "super_blocks")):
-        out |= {int(b[0]) for b in (t.get(sec) or {}).get(key, ())}
+        f = t.get(sec)
+        if not f.null:
+            out |= {b.ints(length=2)[0] for b in f.get(key, []).items()}
     return frozenset(out)
 
 
+#: A trigger's ordinal is the u32 ``trigger`` field of its TOPSP_KICK word (FORMATS §9).
+U32_MAX = (1 << 32) - 1
+
+#: The keys of a trigger's ``chunk`` (FORMATS §1.1); a HIER trigger's has ``pgta`` only.
+CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
+
+
 def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
+    """The manifest's ``triggers``; a value of the wrong type, or a key missing, is an
+    :class:`OutputError` naming it (nrtrewrite/simulate/fields.py), a value the simulator
+    does not take a :class:`SimulationError`."""
     out: dict[int, TriggerSpec] = {}
-    for i, t in enumerate(top.get("triggers") or []):
-        where = dict(file=file, field=f"triggers[{i}]")
+    for i, t in enumerate(Field(top, "", file).get("triggers", []).items()):
+        where = dict(file=file, field=t.path)
+        op = t["op"].str()
         try:
-            op = str(t["op"])
-            dtype = DType[str(t["dtype"])]
-            spec = TriggerSpec(
-                ordinal=int(t["trigger"]), op=op, dtype=dtype,
-                alu=(str(t["alu_op"]) if t.get("alu_op") is not None else None),
-                n=int(t["num_elements"]), group=[int(r) for r in t["replica_group"]],
-                leader=int(t["leader"]), subgraph=str(t["subgraph"]), engine=str(t["engine"]),
-                index=int(t["index"]), algorithm=str(t["algorithm"]), src=dict(t["src"]),
-                dst=dict(t["dst"]), pgta=int(t["chunk"]["pgta"]),
-                orders={int(c["channel"]): [int(r) for r in c["order"]] for c in t["channels"]},
-                legs=_hier_legs(t), buffers=[dict(b) for b in t.get("buffers") or ()])
-            spec.view_origins = _view_origins(t, spec)
-            spec.chunk = {k: int(v) for k, v in t["chunk"].items()}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise SimulationError(f"malformed trigger entry ({exc})", **where) from None
+            dtype = DType[t["dtype"].str()]
+        except KeyError:
+            raise SimulationError(f"dtype {t['dtype'].value!r} is not a dtype", **where) from None
+        chunk = t["chunk"]
+        spec = TriggerSpec(
+            ordinal=t["trigger"].int(0, U32_MAX), op=op, dtype=dtype, alu=t.get("alu_op").opt_str(),
+            n=t["num_elements"].int(), group=t["replica_group"].ints(),
+            leader=t["leader"].int(), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
+            index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
+            dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
+            orders={c["channel"].int(): c["order"].ints() for c in t["channels"].items()},
+            legs=_hier_legs(t), buffers=_buffers(t.get("buffers")))
+        # a HIER trigger's chunk is {"pgta"} only (its legs' chunks are in hier)
+        need = ("pgta",) if spec.legs or not t.get("hier").null else CHUNK_KEYS
+        spec.chunk = {k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)}
         if op not in OPS:
             raise SimulationError(f"op {op!r} is not simulated (only {', '.join(OPS)})", **where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             raise SimulationError(f"{op} with alu_op {spec.alu!r}", **where)
         if not spec.group or len(set(spec.group)) != len(spec.group) or spec.n <= 0:
             raise SimulationError("bad replica_group / num_elements", **where)
+        spec.view_origins = _view_origins(t, spec)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
                                   **where)

@@ -1,0 +1,132 @@
+"""``simulate OUT`` of an output whose manifests are well-formed JSON but hold a value of the
+wrong type, or lack a key the format requires (docs/FORMATS.md §1.1, §1.2): the output
+cannot be read as one, so the simulation cannot be done: status 2 and one line,
+``FILE: field PATH: WHY`` (docs/SIMULATOR.md §1), never an internal error (status 70)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite.golden import lower_to
+
+from test_simulate import cli, lower_spec, two_node_spec
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+I64 = "0..9223372036854775807"
+
+
+@pytest.fixture(scope="module")
+def ar2(tmp_path_factory) -> Path:
+    """fixtures/ar2.neff: one all-reduce over ranks 0 and 1 of one node (INTRA_RDH)."""
+    return lower_to(FIX / "ar2.neff", tmp_path_factory.mktemp("ar2") / "out", None)
+
+
+@pytest.fixture(scope="module")
+def hier(tmp_path_factory) -> Path:
+    """A HIER all-reduce over ranks 0, 1 (node 0) and 64, 65 (node 1); rank 0's entries are
+    its legs, and its inter-node leg has a fifo slice."""
+    return lower_spec(two_node_spec(), tmp_path_factory.mktemp("hier") / "out", algo="hier")
+
+
+def _set(doc, path: list, value) -> None:
+    for key in path[:-1]:
+        doc = doc[key]
+    doc[path[-1]] = value
+
+
+def _edit(src: Path, dst: Path, rank: int | None, path: list, value, *, rehash=False) -> Path:
+    """A copy of output ``src`` whose manifest (the top one, or rank ``rank``'s) has
+    ``value`` at key ``path``; ``rehash``: the top manifest records the rank manifest's new
+    sha256, so that the checksums still hold."""
+    shutil.copytree(src, dst)
+    rel = "manifest.json" if rank is None else f"rank-{rank:04d}/manifest.json"
+    doc = json.loads((dst / rel).read_text())
+    _set(doc, path, value)
+    (dst / rel).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    if rehash:
+        top = json.loads((dst / "manifest.json").read_text())
+        top["rank_manifests"][f"rank-{rank:04d}"] = hashlib.sha256(
+            (dst / rel).read_bytes()).hexdigest()
+        (dst / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    return dst / rel
+
+
+def _one_line_status_2(out: Path, *flags) -> str:
+    res = cli("simulate", out, *flags)
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nrtrewrite: error: "), res.stderr
+    res_json = cli("simulate", out, "--json", *flags)
+    assert res_json.exit_code == 2
+    doc = json.loads(res_json.stdout)
+    assert doc["ok"] is None and doc["error"] == lines[0][len("nrtrewrite: error: "):]
+    return doc["error"]
+
+
+# (output, rank manifest or None for the top one, key path, value, field, why, checksums
+# kept: the top manifest has no checksum of its own, a rank manifest's is in the top one)
+CASES = [
+    # the reproducers: each was an internal error (status 70)
+    ("ar2", None, ["ranks", 0], "x", "ranks[0]", 'must be an integer, not "x"', True),
+    ("ar2", None, ["triggers"], 5, "triggers", "must be a list, not 5", True),
+    ("ar2", None, ["triggers", 0, "hier"], [1], "triggers[0].hier",
+     "must be an object, not a list (1 item)", True),
+    ("ar2", None, ["triggers", 0, "mesh"], [1], "triggers[0].mesh",
+     "must be an object, not a list (1 item)", True),
+    ("ar2", None, ["memory", "sbuf_partition_stride"], "x", "memory.sbuf_partition_stride",
+     'must be an integer, not "x"', True),
+    ("ar2", None, ["topology", "lnc_size"], [1], "topology.lnc_size",
+     "must be an integer, not a list (1 item)", True),
+    ("ar2", None, ["world"], ["a"], "world[0]", 'must be an integer, not "a"', True),
+    ("ar2", None, ["memory", "regions", 0, "subgraph"], ["sg00"], "memory.regions[0].subgraph",
+     "must be a string, not a list (1 item)", True),
+    ("hier", 0, ["entries", 0, "leg"], [], "entries[0].leg",
+     "must be a string, not a list (0 items)", False),
+    ("ar2", 0, ["entries", 0, "channels"], 5, "entries[0].channels", "must be a list, not 5",
+     False),
+    # siblings: values read from the same manifests
+    ("ar2", None, ["triggers", 0, "trigger"], -1, "triggers[0].trigger",
+     "-1 is outside 0..4294967295", True),
+    ("ar2", None, ["triggers", 0, "index"], -1, "triggers[0].index", f"-1 is outside {I64}",
+     True),
+    ("ar2", None, ["triggers", 0, "dst", "offset"], None, "triggers[0].dst.offset",
+     "must be an integer, not null", True),
+    ("ar2", None, ["triggers", 0, "src"], {"offset": 0}, "triggers[0].src.var_id", "missing",
+     True),
+    ("ar2", None, ["triggers", 0, "src", "ap"], {"start": 0, "partition_start": 0,
+                                                 "partition_count": 1, "dims": [[1, 1]]},
+     "triggers[0].src.ap.dims", "must be 3 [step, num] pairs, not a list (1 item)", True),
+    ("ar2", None, ["triggers", 0, "chunk"], {"pgta": 1}, "triggers[0].chunk.chunk_size_n",
+     "missing", True),
+    ("ar2", None, ["triggers", 0, "buffers"], [{"region": "scratch", "offset": "0"}],
+     "triggers[0].buffers[0].offset", 'must be an integer, not "0"', True),
+    ("ar2", None, ["triggers", 0, "rdh", "super_blocks", 0], 7,
+     "triggers[0].rdh.super_blocks[0]", "must be a list, not 7", True),
+    ("ar2", None, ["memory", "regions", 0, "offset"], 1.5, "memory.regions[0].offset",
+     "must be an integer, not 1.5", True),
+    ("ar2", None, ["topology", "ranks", 1, "node"], "0", "topology.ranks[1].node",
+     'must be an integer, not "0"', True),
+    ("hier", None, ["triggers", 0, "hier", "legs", 0, "groups", 0, "group", 1], "a",
+     "triggers[0].hier.legs[0].groups[0].group[1]", 'must be an integer, not "a"', True),
+    ("hier", 0, ["fifo", 0, "ops"], [0], "fifo[0].ops",
+     "must be a list of 2 integers, not a list (1 item)", False),
+    ("ar2", 1, ["rank"], True, "rank", "must be an integer, not true", False),
+    ("ar2", 0, ["files", "cce.bin"], 5, "files.cce.bin", "must be an object, not 5", "rehash"),
+]
+
+
+@pytest.mark.parametrize("which, rank, path, value, field, why, checksums", CASES,
+                         ids=[c[4] for c in CASES])
+def test_a_manifest_value_of_the_wrong_type_is_status_2_naming_the_field(
+        request, tmp_path, which, rank, path, value, field, why, checksums):
+    src = request.getfixturevalue(which)
+    man = _edit(src, tmp_path / "o", rank, path, value, rehash=checksums == "rehash")
+    want = f"{man}: field {field}: {why}"
+    assert _one_line_status_2(tmp_path / "o", "--ignore-checksums") == want
+    if checksums:
+        assert _one_line_status_2(tmp_path / "o") == want
