@@ -1,13 +1,15 @@
 """``simulate OUT`` of an output whose manifests are well-formed JSON but hold a value of the
 wrong type, or lack a key the format requires (docs/FORMATS.md §1.1, §1.2): the output
 cannot be read as one, so the simulation cannot be done: status 2 and one line,
-``FILE: field PATH: WHY`` (docs/SIMULATOR.md §1), never an internal error (status 70)."""
+``FILE: field PATH: WHY`` (docs/SIMULATOR.md §1), never an internal error (status 70).
+Also ``topology.ranks[].node``, which must be one of the topology's ``nodes``."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,8 @@ CASES = [
      "must be an integer, not 1.5", True),
     ("ar2", None, ["topology", "ranks", 1, "node"], "0", "topology.ranks[1].node",
      'must be an integer, not "0"', True),
+    ("ar2", None, ["topology", "nodes"], None, "topology.nodes", "must be an integer, not null",
+     True),
     ("hier", None, ["triggers", 0, "hier", "legs", 0, "groups", 0, "group", 1], "a",
      "triggers[0].hier.legs[0].groups[0].group[1]", 'must be an integer, not "a"', True),
     ("hier", 0, ["fifo", 0, "ops"], [0], "fifo[0].ops",
@@ -130,3 +134,33 @@ def test_a_manifest_value_of_the_wrong_type_is_status_2_naming_the_field(
     assert _one_line_status_2(tmp_path / "o", "--ignore-checksums") == want
     if checksums:
         assert _one_line_status_2(tmp_path / "o") == want
+
+
+@pytest.mark.parametrize("node", [-1, 1, 10**9])
+def test_a_rank_on_a_node_outside_the_topology_is_refused(ar2, tmp_path, node):
+    """FORMATS §1.1: ar2's topology has ``nodes`` 1, so node 0 is the only node; rank 1 on
+    node -1 (which indexed the last node's row of the address table), 1, or 10^9 (a table
+    sized by it: out of memory, status 71) is a protocol error naming the field."""
+    _edit(ar2, tmp_path / "o", None, ["topology", "ranks", 1, "node"], node)
+    res = cli("simulate", tmp_path / "o", "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{tmp_path / 'o' / 'manifest.json'}: field topology.ranks[1].node: rank 1: node {node} "
+        "is outside 0..0 (topology.nodes is 1)")
+
+
+def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
+    """A topology of 10^9 nodes with rank 1 on the last: its address table has a row per
+    node with ranks (2), not per node number, so the ranks on two nodes are what simulate
+    reports (an intra-node mesh entry where the group spans 2 nodes), quickly."""
+    o = tmp_path / "o"
+    shutil.copytree(ar2, o)
+    top = json.loads((o / "manifest.json").read_text())
+    top["topology"]["nodes"] = 10**9
+    top["topology"]["ranks"][1]["node"] = 10**9 - 1
+    (o / "manifest.json").write_text(json.dumps(top))
+    t0 = time.perf_counter()
+    res = cli("simulate", o, "--json")
+    assert res.exit_code == 1, res.output
+    assert "its group spans 2 nodes" in json.loads(res.stdout)["error"]
+    assert time.perf_counter() - t0 < 30

@@ -162,6 +162,8 @@ class Layout:
                                   field="topology")
         topo = doc["topology"]
         self.lnc_size = topo.get("lnc_size", 1).int()
+        #: the topology's node count: every rank's node is one of 0 .. nodes - 1
+        self.nodes = topo["nodes"].int(1)
         self.platform, self.hw_generation, self.cce_max_elements = _platform(topo.value, file)
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
@@ -178,6 +180,10 @@ class Layout:
         for info in topo["ranks"].items():
             p = RankPlace(info["rank"].int(), info["node"].int(), info["routing_id"].int(),
                           info["logical_core"].int())
+            if not 0 <= p.node < self.nodes:
+                raise SimulationError(f"rank {p.rank}: node {p.node} is outside 0..{self.nodes - 1}"
+                                      f" (topology.nodes is {self.nodes})", file=file,
+                                      field=f"{info.path}.node")
             if not 0 <= p.device <= CAYMAN_ID_MASK or not 0 <= p.core < 2048:
                 raise SimulationError(f"rank {p.rank}: routing id / core out of range", file=file,
                                       field="topology")
@@ -188,14 +194,18 @@ class Layout:
             raise SimulationError(f"rank {missing[0]} of the world is not in the topology table",
                                   file=file, field="topology")
         self.max_core = max([p.core for p in self.places.values()] + [0])
-        nodes = max([p.node for p in self.places.values()] + [0]) + 1
-        # (node, device, core) -> rank, dense
-        self._core_table = np.full((nodes, CAYMAN_ID_MASK + 1, self.max_core + 1), -1, np.int64)
+        # (node, device, core) -> rank, dense over the nodes that have ranks (a node's row:
+        # _node_row), so that the table's size follows the ranks, not the node numbers
+        self._node_row = {n: i for i, n in enumerate(sorted({p.node for p in
+                                                             self.places.values()}))}
+        self._core_table = np.full((max(len(self._node_row), 1), CAYMAN_ID_MASK + 1,
+                                    self.max_core + 1), -1, np.int64)
         for p in self.places.values():
-            if self._core_table[p.node, p.device, p.core] >= 0:
-                raise SimulationError(f"ranks {self._core_table[p.node, p.device, p.core]} and "
+            row = self._node_row[p.node]
+            if self._core_table[row, p.device, p.core] >= 0:
+                raise SimulationError(f"ranks {self._core_table[row, p.device, p.core]} and "
                                       f"{p.rank} share a core", file=file, field="topology")
-            self._core_table[p.node, p.device, p.core] = p.rank
+            self._core_table[row, p.device, p.core] = p.rank
 
     # ------------------------------------------------------------------
     def region(self, index: int) -> Region:
@@ -237,7 +247,8 @@ class Layout:
         device = np.where(valid, cay, me.device)
         inside = core <= self.max_core
         trank = np.full(addr.size, -1, np.int64)
-        trank[inside] = self._core_table[me.node, device[inside], core[inside]]
+        trank[inside] = self._core_table[self._node_row[me.node], device[inside],
+                                         core[inside]]
         err[(err == 0) & (trank < 0)] = E_CORE
         return trank, err
 
