@@ -76,7 +76,11 @@ _RT = np.full(16, -1, np.int64)
 _RT[[int(EncAlgType.RING), int(EncAlgType.SINGLE_CYCLE_RING)]] = 0
 _RT[int(EncAlgType.KANGARING)] = 2
 #: semaphore ids outside the ring channel block (FORMATS §7)
-SEM_ENTRY_GO = SEM_ENTRY_DONE  # the entry handshake's "channel done" / go semaphore
+#: the entry handshake's go semaphore (8): the emitter names it SEM_ENTRY_DONE, for what the
+#: leader channel signals on it (the handshake is done); the simulator and docs/SIMULATOR.md
+#: "entry_go", for what the other channels of the entry wait on it for (go on). One
+#: semaphore, two names (FORMATS §3.4)
+SEM_ENTRY_GO = SEM_ENTRY_DONE
 #: [semaphore id] -> an entry_post semaphore a handshake may count on (nrtrewrite.entryslots)
 _ENTRY_POST = np.zeros(256, bool)
 _ENTRY_POST[list(ENTRY_POST_SEMS)] = True
@@ -766,7 +770,6 @@ class RankDecoder:
         self.check(((w3 >> 8) & 3) != rt, "W3 reduction_type differs from the leg's", art,
                    "w3.reduction_type")
         self.check(w3 & ~(0x3F | 0x300) != 0, "reserved bits set in W3", art, "w3")
-        isz = _DSIZE_TABLE[in_dt]
         self.check(slen % isz != 0, "a source stream is not a whole number of in_dtype elements",
                    art, "w2")
         first_of_leg = np.flatnonzero(within == 0)
@@ -1053,7 +1056,6 @@ class RankDecoder:
             if reg is not None:
                 out.append((reg.index, np.full(trank.size, DRAM_BASE + reg.offset + off,
                                                np.int64)))
-        pos = np.full(trank.size, 0, np.int64)
         gpos = {r: i for i, r in enumerate(t.group)}
         pos = np.array([gpos.get(int(x), 0) for x in trank], np.int64)
         for which, opnd in (("src", t.src), ("dst", t.dst)):
