@@ -38,7 +38,10 @@ def lowered(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("command, what", [
     (["explain"], "nothing to explain"),
+    (["explain", "--json"], "nothing to explain"),
     (["schedule", "--rank", "0"], "no steps to show"),
+    # the JSON path returned before its warnings until 2026-12-04
+    (["schedule", "--rank", "0", "--json"], "no steps to show"),
     (["simulate"], "nothing to simulate, no collective is checked"),
 ])
 def test_an_already_lowered_neff_is_named_as_lower_names_it(lowered, command, what):
@@ -108,3 +111,12 @@ def test_dump_and_assemble_name_what_they_refuse(lowered, tmp_path):
         "net_src.bin / net_dest.bin file (what --fifo dumps, told by the file's name)")
     assert error_line(invoke("assemble", tmp_path, "-o", tmp_path / "m.neff")) == (
         f"nrtrewrite: error: {tmp_path}: cannot read: a directory")
+
+
+def test_schedule_of_a_trigger_in_a_model_of_none_says_none(lowered):
+    """``--trigger 0`` of a model without triggers: "the model has 0", not "0: 0..-1"."""
+    neff = lowered / "mix8.neff"
+    res = invoke("schedule", neff, "--rank", "0", "--trigger", "0")
+    assert res.exit_code == 2
+    assert res.stderr.splitlines()[-1] == (f"nrtrewrite: error: {neff}: no trigger 0 (the model "
+                                           "has 0)")

@@ -14,7 +14,7 @@ from nrtrewrite.cli import (ByteSize, JsonErrorCommand, echo_whole, encodable, m
 from nrtrewrite.errors import escape_controls
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
-from nrtrewrite.neff.summary import INSPECT_FORMAT, model_to_dict, opcode_label
+from nrtrewrite.neff.summary import INSPECT_FORMAT, model_to_dict
 
 
 def format_ranks(ranks: list[int] | tuple[int, ...]) -> str:
@@ -172,4 +172,4 @@ def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_
         render(doc, _console())
 
 
-__all__ = ["inspect_cmd", "format_ranks", "render", "opcode_label"]
+__all__ = ["inspect_cmd", "format_ranks", "render"]

@@ -166,16 +166,17 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
     if wanted is not None:
         missing = sorted(wanted - {tp.trigger.ordinal for tp in plan.triggers})
         if missing:
+            n = len(plan.triggers)  # (as explain says it)
             raise OutputError(f"{model}: no trigger {missing[0]} (the model has "
-                              f"{len(plan.triggers)}: 0..{len(plan.triggers) - 1})")
-    if as_json:
-        _write_json(WholeWriter(sys.stdout), rank, schedule_ops(plan, rank, wanted))
-        return
-    err = stderr_console()
+                              f"{n}{f': 0..{n - 1}' if n else ''})")
+    err = stderr_console()  # the warnings, on stderr, with --json too (as explain gives them)
     if (note := no_trigger_warning(plan.model, "schedule")) is not None:
         warnings.append(note)
     for w in warnings:
         warn(err, w)
+    if as_json:
+        _write_json(WholeWriter(sys.stdout), rank, schedule_ops(plan, rank, wanted))
+        return
     console = stdout_console()
     entries = _entries(plan, rank, wanted)  # composed once, for the overview or the tables
     if wanted is None and not show_all and len(entries) > OVERVIEW_ENTRIES:

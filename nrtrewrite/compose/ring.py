@@ -9,11 +9,14 @@ resolving each step's chunk position ``k`` from ``user_ranks`` exactly as seed
 
 Step identities (tested in tests/test_compose_ring.py):
 
-* ALLREDUCE: ``rank_n - 1`` reduce-scatter steps (send; ``rank_n - 2`` x
+* ALLREDUCE: ``rank_n`` reduce-scatter leaf steps (send; ``rank_n - 2`` x
   recv_reduce_send; the final recv_reduce_copy + direct_copy_send, or
-  recv_reduce_copy_send on the host-CC path) and ``rank_n - 1`` all-gather steps
-  (``rank_n - 2`` x direct_recv_send; direct_recv): ``2(rank_n - 1)`` steps,
-  each issued for CHUNK_H0 then CHUNK_H1, per chunk group.
+  recv_reduce_copy_send on the host-CC path) and ``rank_n - 1`` all-gather leaf steps
+  (``rank_n - 2`` x direct_recv_send; direct_recv), ``2 rank_n - 1`` step numbers per chunk
+  group; the transfer identity: every rank sends and receives ``2(rank_n - 1)`` chunks
+  per chunk group (seed 001 §4's ``rank_n - 1`` per phase counts transfers: the final
+  step's direct_copy_send is the all-gather's first, docs/DESIGN.md "Step counting"),
+  each issued for CHUNK_H0 then CHUNK_H1.
 * REDUCE_SCATTER: phase 1 only, ending with recv_reduce_copy.
 * ALLGATHER: copy leaves only: send of the rank's own block (plus the local
   direct_copy into its own output slot), ``rank_n - 2`` x direct_recv_send,

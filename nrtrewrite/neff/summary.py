@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from typing import Any
 
-from nrtrewrite.codes import VAR_TYPE_NAMES, Opcode, enum_name
+from nrtrewrite.codes import VAR_TYPE_NAMES
 from nrtrewrite.neff.container import PKG_VERSION_SHA256
 from nrtrewrite.neff.instructions import OpcodeClass, opcode_class, opcode_counts
 from nrtrewrite.neff.model import Model, NeffHeader, Operand, Subgraph, SyncFields, Trigger
@@ -110,12 +110,6 @@ def stream_summary(sg: Subgraph, engine: str) -> dict[str, Any]:
         "classes": classes,
         "opcodes": {f"0x{op:02x}": n for op, n in sorted(counts.items())},
     }
-
-
-def opcode_label(opcode: int) -> str:
-    """``0xc8 PSEUDO_TRIGGER_COLLECTIVE`` or just ``0x42``."""
-    name = enum_name(Opcode, opcode)
-    return f"0x{opcode:02x}" if name.startswith("0x") else f"0x{opcode:02x} {name}"
 
 
 def model_to_dict(model: Model) -> dict[str, Any]:
