@@ -9,6 +9,7 @@ output is refused (exit 2).  A simulator that passes any of these is broken.
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import shutil
 from pathlib import Path
@@ -962,6 +963,19 @@ def test_a_rank_manifest_that_does_not_list_an_artifact_is_refused(mut):
     mut.edit_manifest(3, lambda m: m["files"].pop("tpinc.bin"))
     _rehash_rank_manifest(mut, 3)
     _exit2(mut, "rank-0003/manifest.json does not list tpinc.bin")
+
+
+def test_a_rank_manifest_listing_a_file_outside_its_folder_is_refused(mut, tmp_path):
+    """FORMATS §1.2 ``files`` lists the artifact files and no other: a name ``../../x``
+    (its size and sha256 recorded right, its own checksum too) had a file outside the output
+    read and hashed; refused (exit 2) before any file is read."""
+    outside = tmp_path / "x"
+    outside.write_bytes(b"secret")
+    rel = os.path.relpath(outside, mut.path / "rank-0003")
+    info = {"bytes": 6, "records": 6, "sha256": hashlib.sha256(b"secret").hexdigest()}
+    mut.edit_manifest(3, lambda m: m["files"].__setitem__(rel, info))
+    _rehash_rank_manifest(mut, 3)
+    _exit2(mut, f"rank-0003/manifest.json lists {rel!r}, which is not an artifact file")
 
 
 @pytest.mark.parametrize("what", ["rank", "records"])

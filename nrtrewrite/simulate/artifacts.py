@@ -155,6 +155,11 @@ def verify_checksums(out: str | Path) -> None:
         missing = [f for f in F.ARTIFACTS if f not in files]
         if missing:
             raise OutputError(f"{name}/manifest.json does not list {missing[0]}", file=str(out))
+        # only the artifact files: a name such as ../../x would have a file outside the
+        # output read and hashed
+        if other := sorted(f for f in files if f not in F.ARTIFACTS):
+            raise OutputError(f"{name}/manifest.json lists {other[0]!r}, which is not an "
+                              f"artifact file (FORMATS §1.2){hint}", file=str(out))
         listed = Field(files, "files", str(mpath))
         for fname, info in sorted(files.items()):
             listed[fname].dict()
