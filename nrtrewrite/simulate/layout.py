@@ -187,6 +187,9 @@ class Layout:
             if not 0 <= p.device <= CAYMAN_ID_MASK or not 0 <= p.core < 2048:
                 raise SimulationError(f"rank {p.rank}: routing id / core out of range", file=file,
                                       field="topology")
+            if p.rank in self.places:  # (the later entry used to replace the earlier)
+                raise SimulationError(f"rank {p.rank} is listed twice", file=file,
+                                      field=f"{info.path}.rank")
             self.places[p.rank] = p
         self.world = doc.get("world", []).ints()
         missing = [r for r in self.world if r not in self.places]
