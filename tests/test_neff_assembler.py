@@ -600,3 +600,20 @@ def test_a_default_var_id_is_one_more_than_the_highest_so_far():
     model = read_model_bytes(assemble_spec(spec))
     assert {v.name: v.var_id for v in model.subgraphs[0].vars.values()} == {
         "a": 0, "b": 10, "c": 3, "d": 11}
+
+
+# ---------------------------------------------------------------------------
+# review of the assembler's input handling (thirty-first session)
+
+@pytest.mark.parametrize("text, line, column", [
+    ("? [a, b]\n: 1\n", 1, 3),
+    ("header:\n  name: x\n  ? {a: 1}\n  : 1\n", 3, 5),
+    ("subgraphs: [{engines: {[sp]: []}}]\n", 1, 24),
+])
+def test_a_list_or_mapping_as_a_key_is_a_spec_error(text, line, column):
+    """A YAML key that is a list or a mapping crashed the duplicate-key check with
+    TypeError unhashable (an internal error, exit 70): a one-line error at the key."""
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == ("s.yaml: invalid spec: a list or a mapping as a mapping key "
+                              f"(found unhashable key) (line {line} column {column})")

@@ -96,6 +96,13 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
     seen = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        try:  # a list or mapping as a key (`? [a, b]`): PyYAML's own error, at the key
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark,
+                "a list or a mapping as a mapping key (found unhashable key)",
+                key_node.start_mark) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
