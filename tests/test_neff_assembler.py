@@ -617,3 +617,38 @@ def test_a_list_or_mapping_as_a_key_is_a_spec_error(text, line, column):
         parse_spec_text(text, source="s.yaml")
     assert str(exc.value) == ("s.yaml: invalid spec: a list or a mapping as a mapping key "
                               f"(found unhashable key) (line {line} column {column})")
+
+
+def test_yaml_merge_keys_are_read_and_a_merged_key_may_be_overridden():
+    """YAML 1.1 merge keys (`{<<: *v, name: b}`, as yaml.safe_load reads them) were refused
+    ("could not determine a constructor for the tag ...merge"): the duplicate-key check
+    constructed every key before PyYAML flattened the merge.  A key the mapping gives itself
+    overrides a merged one (not a duplicate); of `<<: [A, B]` the earlier mapping's key wins
+    (yaml.org/type/merge.html; PyYAML 6.0.4 lets the later one win for keys of two
+    characters or more); its own keys twice, `<<` twice, a key twice in a mapping merged in
+    place, or a mapping merging itself, are refused."""
+    text = ("header: {name: m}\n"
+            "subgraphs:\n"
+            "- vars:\n"
+            "  - &v {name: a, type: input, size: 64}\n"
+            "  - &w {<<: *v, name: b, var_id: 7, size: 32}\n"
+            "  - {<<: [{size: 96}, *v], name: c}\n"
+            "  - {<<: [*w, *v], name: d, var_id: 9}\n"
+            "  replica_groups: [[0, 1]]\n"
+            "  engines: {<<: {pool: [nop], sp: []}, sp: [nop, nop]}\n")
+    model = assemble(parse_spec_text(text)).model
+    assert [(v.name, v.var_id, v.size, v.type.name) for v in model.subgraphs[0].vars.values()
+            ] == [("a", 0, 64, "INPUT"), ("b", 7, 32, "INPUT"), ("c", 8, 96, "INPUT"),
+                  ("d", 9, 32, "INPUT")]
+    sg = model.subgraphs[0]
+    assert list(sg.streams) == ["pool", "sp"]  # a merged key keeps its place
+    assert (len(sg.streams["pool"]), len(sg.streams["sp"])) == (64, 128)
+    for bad, why, col in (("b: {<<: {a: 1}, n: 1, n: 2}\n", "duplicate key 'n'", 23),
+                          ("b: {<<: {a: 1}, <<: {c: 2}}\n", "duplicate merge key '<<' (merge "
+                           "several mappings with one: <<: [*a, *b])", 17),
+                          ("b: {<<: {a: 1, a: 2}}\n", "duplicate key 'a'", 16),
+                          ("b: &x {<<: *x, c: 1}\n", "a mapping merges itself (a recursive "
+                           "YAML alias)", 4)):
+        with pytest.raises(ParseError) as exc:
+            parse_spec_text(bad, source="s.yaml")
+        assert str(exc.value) == f"s.yaml: invalid spec: {why} (line 1 column {col})"

@@ -89,13 +89,49 @@ class Assembled:
 
 
 class _SafeLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys."""
+    """SafeLoader that refuses duplicate mapping keys and merges ``<<`` keys itself."""
 
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """YAML 1.1 merge keys (yaml.org/type/merge.html): the pairs of the mappings ``<<``
+        names go before the mapping's own, which override them; of a list of mappings
+        (``<<: [*a, *b]``) the earlier one's key wins.  Done here rather than by PyYAML,
+        whose precedence changed between releases (6.0.3: the earlier wins; 6.0.4: the later
+        one for keys of more than one character, PyYAML issue 953), so that a spec is
+        the same model, and the same bytes, with either.  Each key once (a chain of merges
+        stays as long as its distinct keys)."""
+        if not any(key.tag == _MERGE_TAG for key, _ in node.value):
+            return
+        active = self.__dict__.setdefault("merging", set())
+        if id(node) in active:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping merges itself (a recursive YAML alias)", node.start_mark)
+        active.add(id(node))
+        pairs: dict = {}  # key -> (key node, value node), in the order the keys first come
+        own: list = []
+        for key_node, value_node in node.value:
+            if key_node.tag != _MERGE_TAG:
+                if key_node.tag == "tag:yaml.org,2002:value":  # (as PyYAML does)
+                    key_node.tag = "tag:yaml.org,2002:str"
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) \
+                else [value_node]
+            for src in sources:
+                if not isinstance(src, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"expected a mapping or list of mappings for merging, but found "
+                        f"{src.id}", src.start_mark)
+                self.flatten_mapping(src)
+                for pair in src.value:  # the earlier source's key wins
+                    pairs.setdefault(self._hashable_key(node, pair[0]), pair)
+        for pair in own:  # the mapping's own key wins, where the key first came
+            pairs[self._hashable_key(node, pair[0])] = pair
+        active.discard(id(node))
+        node.value = list(pairs.values())
 
-def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False):
-    seen = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
+    def _hashable_key(self, node: yaml.MappingNode, key_node: yaml.Node) -> Any:
+        key = self.construct_object(key_node)
         try:  # a list or mapping as a key (`? [a, b]`): PyYAML's own error, at the key
             hash(key)
         except TypeError:
@@ -103,11 +139,50 @@ def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool =
                 "while constructing a mapping", node.start_mark,
                 "a list or a mapping as a mapping key (found unhashable key)",
                 key_node.start_mark) from None
+        return key
+
+
+#: The tag of YAML 1.1's merge key ``<<`` (``{<<: *base, name: x}``).
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False):
+    """A mapping whose own keys are distinct.  A merge key (``<<: *base`` or ``<<: [*a,
+    *b]``) is left to PyYAML's ``flatten_mapping`` (in ``construct_mapping``), as
+    ``yaml.safe_load`` reads it: a key the mapping gives itself overrides a merged one,
+    which is not a duplicate; ``<<`` given twice is, and so is a key twice in a mapping
+    merged in place (``<<: {a: 1, a: 2}``, never constructed on its own)."""
+    _check_keys(loader, node, deep)
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _check_keys(loader: _SafeLoader, node: yaml.MappingNode, deep: bool) -> None:
+    """Refuse a key of ``node`` that is a list or a mapping, or given twice (before any merge
+    key is flattened); each node once (a chain of merges, or a recursive one)."""
+    checked = loader.__dict__.setdefault("keys_checked", set())
+    if id(node) in checked:
+        return
+    checked.add(id(node))
+    seen = set()
+    merges = 0
+    for key_node, value_node in node.value:
+        if key_node.tag == _MERGE_TAG:
+            merges += 1
+            if merges > 1:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "duplicate merge key '<<' (merge several mappings with one: "
+                    "<<: [*a, *b])", key_node.start_mark)
+            sources = (value_node.value if isinstance(value_node, yaml.SequenceNode)
+                       else [value_node])
+            for src in sources:
+                if isinstance(src, yaml.MappingNode):
+                    _check_keys(loader, src, deep)
+            continue
+        key = loader._hashable_key(node, key_node)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
 
 
 _SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
