@@ -652,3 +652,52 @@ def test_yaml_merge_keys_are_read_and_a_merged_key_may_be_overridden():
         with pytest.raises(ParseError) as exc:
             parse_spec_text(bad, source="s.yaml")
         assert str(exc.value) == f"s.yaml: invalid spec: {why} (line 1 column {col})"
+
+
+@pytest.mark.parametrize("where, value", [
+    ("vars[2].size", "9" * 5000),
+    ("vars[2].size", "1" * 41 + " KiB"),
+    ("engines.sp[1].all_reduce.num_elements", "9" * 4301),
+    ("engines.sp[1].all_reduce.src", {"var": "in", "offset": "7" * 5000 + "B"}),
+])
+def test_a_size_of_thousands_of_digits_is_a_spec_error(base_spec, where, value):
+    """A size string of more than 4300 digits was int()'s ValueError (an internal error,
+    exit 70); sizes have at most 40 digits (sizes.MAX_SIZE_DIGITS, as the command line's)."""
+    sg = base_spec["subgraphs"][0]
+    if where.startswith("vars"):
+        sg["vars"][2]["size"] = value
+    elif where.endswith("src"):
+        sg["engines"]["sp"][1]["all_reduce"]["src"] = value
+        where += ".offset"
+    else:
+        sg["engines"]["sp"][1]["all_reduce"]["num_elements"] = value
+    digits = sum(c.isdigit() for c in json.dumps(value))
+    shown = (value["offset"] if isinstance(value, dict) else value)[:12]
+    msg = _refused_at(base_spec, f"subgraphs[0].{where}")
+    assert msg.endswith(f": size '{shown}...' has {digits} digits, more than 40"), msg
+
+
+def test_a_size_has_at_most_40_digits():
+    """40 digits are read (10^39, written with validate: false); 41 are refused, as on the
+    command line (sizes.MAX_SIZE_DIGITS); before, any count below 4301 was read."""
+    from nrtrewrite.neff.container import read_container
+
+    spec = {"validate": False, "subgraphs": [{
+        "vars": [{"name": "a", "type": "input", "size": "1" + "0" * 39}],
+        "replica_groups": [[0]], "engines": {"sp": []}}]}
+    members = read_container(assemble_spec(spec)).members
+    assert json.loads(members["sg00/def.json"])["var"][0]["size"] == 10**39
+    spec["subgraphs"][0]["vars"][0]["size"] = "1" + "0" * 40 + "B"
+    msg = _refused_at(spec, "subgraphs[0].vars[0].size")
+    assert msg.endswith(": size '100000000000...' has 41 digits, more than 40"), msg
+
+
+@pytest.mark.parametrize("rng, digits", [("0.." + "9" * 5000, 5000),
+                                         ("9" * 4301 + ".. 1", 4301),
+                                         (" " + "1" * 4400 + ".." + "1" * 4400, 4400)])
+def test_a_rank_range_of_thousands_of_digits_is_a_spec_error(base_spec, rng, digits):
+    """'0..<5000 digits>' was int()'s ValueError (an internal error, exit 70)."""
+    base_spec["subgraphs"][0]["replica_groups"] = [rng]
+    msg = _refused_at(base_spec, "subgraphs[0].replica_groups[0]")
+    assert msg.endswith(f": rank range '{rng.strip()[:12]}...': a rank of {digits} digits, "
+                        "more than 4300 (as a YAML integer of the spec)"), msg

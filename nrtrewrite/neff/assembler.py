@@ -46,6 +46,7 @@ from nrtrewrite.neff.instructions import (
 )
 from nrtrewrite.neff.model import Model
 from nrtrewrite.neff.reader import DEF_JSON, NEFF_JSON, NEFF_LIKE_VERSION, read_model_bytes
+from nrtrewrite.sizes import MAX_SIZE_DIGITS
 from nrtrewrite.topology.model import MAX_TOPOLOGY_RANKS
 
 #: Spec dtype names: the DType member names in lower case (bf16, fp16, fp32, fp8_e4, int32...).
@@ -380,6 +381,9 @@ class _Assembler:
             if not m:
                 raise self.err(path, f"bad size {val!r} (an integer, optionally with B, KiB, "
                                      "MiB or GiB)")
+            if (digits := len(m.group(1))) > MAX_SIZE_DIGITS:  # (int() refuses 4301 or more)
+                raise self.err(path, f"size {_shown(val)!r} has {digits} digits, more than "
+                                     f"{MAX_SIZE_DIGITS}")
             val = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
         if type(val) is not int:
             raise self.err(path, f"must be an integer, got {val!r}")
@@ -591,6 +595,10 @@ class _Assembler:
         for g, grp in enumerate(groups):
             if isinstance(grp, str):
                 m = _RANGE_RE.match(grp)
+                if m and (digits := max(map(len, m.groups()))) > MAX_JSON_INT_DIGITS:
+                    raise self.err(f"{path}[{g}]", f"rank range {_shown(grp)!r}: a rank of "
+                                   f"{digits} digits, more than {MAX_JSON_INT_DIGITS} (as a "
+                                   "YAML integer of the spec)")
                 if not m or int(m.group(2)) < int(m.group(1)):
                     raise self.err(f"{path}[{g}]", f"bad rank range {grp!r} (use 'first..last')")
                 first, last = int(m.group(1)), int(m.group(2))
@@ -820,6 +828,13 @@ class _Assembler:
                                      2 ** (8 * size) - 1)
             word = patch_field(word, WORD_STRUCTS[opcode], name, value)
         return word
+
+
+def _shown(text: str) -> str:
+    """``text`` stripped, cut to its first 12 characters and ``...`` when longer than 24 (a
+    string of thousands of digits, in a one-line error)."""
+    text = text.strip()
+    return text if len(text) <= 24 else f"{text[:12]}..."
 
 
 def _sync_fields(sync: bytes) -> dict[str, int]:
