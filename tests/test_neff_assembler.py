@@ -701,3 +701,32 @@ def test_a_rank_range_of_thousands_of_digits_is_a_spec_error(base_spec, rng, dig
     msg = _refused_at(base_spec, "subgraphs[0].replica_groups[0]")
     assert msg.endswith(f": rank range '{rng.strip()[:12]}...': a rank of {digits} digits, "
                         "more than 4300 (as a YAML integer of the spec)"), msg
+
+
+@pytest.mark.parametrize("engines, where", [
+    ("{sp: &x [{repeat: {count: 1, body: *x}}]}", "sp[0].repeat.body"),
+    ("{sp: [nop, &r {repeat: {count: 2, body: [nop, *r]}}]}", "sp[1].repeat.body[1].repeat.body"),
+])
+def test_a_repeat_body_containing_itself_is_a_spec_error(engines, where):
+    """A repeat body that contains itself through a YAML alias recursed until RecursionError
+    (an internal error, exit 70)."""
+    text = f"subgraphs:\n- replica_groups: [[0]]\n  engines: {engines}\n"
+    msg = _refused_at(parse_spec_text(text), f"subgraphs[0].engines.{where}")
+    assert msg.endswith(": a repeat body contains itself (a recursive YAML alias)")
+
+
+def test_repeats_nested_too_deeply_through_aliases_are_a_spec_error():
+    """A chain of aliases, each a repeat of the one before (`- &r1 {repeat: {count: 1, body:
+    [*r0]}}`, 700 lines under def_json), nests repeats as deep as the chain is long without
+    nesting the text: RecursionError (exit 70).  Built here 5000 deep, past any recursion
+    limit near the default; the same body used twice is fine."""
+    item: object = "nop"
+    for _ in range(5000):
+        item = {"repeat": {"count": 1, "body": [item]}}
+    spec = {"subgraphs": [{"replica_groups": [[0]], "engines": {"sp": [item]}}]}
+    msg = _refused_at(spec, "subgraphs[0].engines.sp")
+    assert msg.endswith(": repeat bodies nested too deeply (a chain of YAML aliases)")
+    twice = parse_spec_text("subgraphs:\n- replica_groups: [[0]]\n  engines:\n"
+                            "    sp: [{repeat: {count: 2, body: &b [nop]}},"
+                            " {repeat: {count: 3, body: *b}}]\n")
+    assert len(assemble(twice).model.subgraphs[0].streams["sp"]) == 5 * 64

@@ -355,6 +355,8 @@ class _Assembler:
         #: ranks the spec's "first..last" ranges have expanded to so far, all groups of all
         #: subgraphs together (at most MAX_TOPOLOGY_RANKS: each costs about 150 bytes)
         self.range_ranks = 0
+        #: the instruction lists being walked (a repeat body inside itself is refused)
+        self.walking: set[int] = set()
 
     # -- helpers ------------------------------------------------------------
     def err(self, path: str, why: str) -> ValidationError:
@@ -551,7 +553,11 @@ class _Assembler:
         for engine, body in engines.items():
             if not isinstance(engine, str):
                 raise self.err(path + ".engines", f"engine name {engine!r} is not a string")
-            words = self.instructions(body or [], f"{path}.engines.{engine}", by_name)
+            try:
+                words = self.instructions(body or [], f"{path}.engines.{engine}", by_name)
+            except RecursionError:  # repeats in repeats, from a chain of YAML aliases
+                raise self.err(f"{path}.engines.{engine}", "repeat bodies nested too deeply "
+                               "(a chain of YAML aliases)") from None
             streams.append((engine, b"".join(words)))
         definition: dict[str, Any] = {"var": var_list, "replica_groups": groups,
                                       "engines": [e for e, _ in streams]}
@@ -622,10 +628,14 @@ class _Assembler:
     def instructions(self, body: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
         if not isinstance(body, list):
             raise self.err(path, "must be a list of instructions")
+        if id(body) in self.walking:  # `sp: &x [{repeat: {count: 1, body: *x}}]`
+            raise self.err(path, "a repeat body contains itself (a recursive YAML alias)")
+        self.walking.add(id(body))
         words: list[bytes] = []
         for k, item in enumerate(body):
             words.extend(self.instruction(item, f"{path}[{k}]", by_name))
             self.fits(len(words), f"{path}[{k}]")
+        self.walking.discard(id(body))
         return words
 
     def fits(self, n_words: int, path: str) -> int:
