@@ -414,14 +414,41 @@ def test_a_path_the_locale_cannot_encode_is_one_line(monkeypatch):
     bad = UnicodeEncodeError(enc, "\udce6\x9d.neff", 0, 1, "illegal multibyte sequence")
     monkeypatch.setattr("nrtrewrite.cli.inspect.read_model",
                         lambda *a, **kw: (_ for _ in ()).throw(bad))
-    res = invoke("inspect", FIX / "ar2.neff")
+    res = invoke("inspect", "\udce6\x9d.neff")
     assert one_line(res, 2) == (
         "nrtrewrite: error: \\udce6\\x9d.neff: this path cannot be encoded in the locale's "
         f"encoding ({enc}: illegal multibyte sequence); run under a UTF-8 locale "
         "(LC_ALL=C.UTF-8) or rename it")
     other = UnicodeEncodeError("latin-1", "\u6743", 0, 1, "ordinal not in range")
     if other.encoding != enc:  # another codec's: a bug of ours, not the locale's
-        assert _unencodable_path_line(other) is None
+        assert _unencodable_path_line(other, ["\u6743"]) is None
+
+
+def test_only_an_arguments_text_is_blamed_on_the_locale(monkeypatch):
+    """A UnicodeEncodeError of the file-system codec whose text is no argument of the
+    command (a spec's "\\ud800" header name) was reported as `\\ud800: this path cannot be
+    encoded in the locale's encoding ...`; it is not a path's.  An argument, a path beneath
+    one and a hidden sibling made from one (a temporary file next to an output) still are."""
+    from nrtrewrite.cli import _unencodable_path_line
+    enc = sys.getfilesystemencoding()
+
+    def err(text: str, bad: str) -> UnicodeEncodeError:
+        return UnicodeEncodeError(enc, text, text.index(bad), text.index(bad) + 1, "x")
+    args = ["assemble", "d/\udcff.yaml", "-o", "o\udce6/m.neff"]
+    for text, bad in (("d/\udcff.yaml", "\udcff"), ("o\udce6/m.neff", "\udce6"),
+                      ("o\udce6/.m.neff.ab12cd34.tmp", "\udce6"),
+                      ("d/\udcff.yaml/x", "\udcff")):
+        assert _unencodable_path_line(err(text, bad), args).startswith(
+            f"nrtrewrite: error: {text.encode('ascii', 'backslashreplace').decode()}: this "
+            "path cannot be encoded"), text
+    for text, bad in (("\udcff", "\udcff"), ("a\ud800", "\ud800"), ("d/x\udcff", "\udcff"),
+                      ("d/.\ud800", "\ud800")):
+        assert _unencodable_path_line(err(text, bad), args) is None, text
+    spec_error = UnicodeEncodeError(enc, "\ud800", 0, 1, "surrogates not allowed")
+    monkeypatch.setattr("nrtrewrite.cli.inspect.read_model",
+                        lambda *a, **kw: (_ for _ in ()).throw(spec_error))
+    res = invoke("inspect", FIX / "ar2.neff")
+    assert res.exit_code == 70 and "internal error: UnicodeEncodeError" in res.output
 
 
 def test_assemble_over_a_file_keeps_its_mode(tmp_path):

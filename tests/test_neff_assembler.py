@@ -730,3 +730,43 @@ def test_repeats_nested_too_deeply_through_aliases_are_a_spec_error():
                             "    sp: [{repeat: {count: 2, body: &b [nop]}},"
                             " {repeat: {count: 3, body: *b}}]\n")
     assert len(assemble(twice).model.subgraphs[0].streams["sp"]) == 5 * 64
+
+
+LONE = "('\\ud800' is a lone surrogate, which UTF-8 cannot hold)"
+
+
+@pytest.mark.parametrize("field", ["header.name", "header.neff_build_version",
+                                   "extra_members[0].text", "extra_members[0].name",
+                                   "subgraphs[0].name"])
+def test_a_lone_surrogate_is_named_by_its_field(base_spec, field):
+    """A lone surrogate ("\\ud800" in YAML) in a header string or an extra member escaped as
+    UnicodeEncodeError, which the command line then blamed on a path and the locale
+    ("\\ud800: this path cannot be encoded in the locale's encoding"); in a subgraph name
+    it was reported at `neff_json`, a key the spec did not have."""
+    if field.startswith("header."):
+        base_spec["header"][field[7:]] = "a\ud800"
+    elif field.startswith("extra_members"):
+        base_spec["extra_members"] = [{"name": "x", "text": "t"}]
+        base_spec["extra_members"][0][field.rsplit(".", 1)[1]] = "a\ud800"
+    else:
+        base_spec["subgraphs"][0]["name"] = "a\ud800"
+    assert _refused_at(base_spec, field).endswith(f": not Unicode text {LONE}")
+
+
+def test_a_default_name_from_an_undecodable_file_name_says_to_give_header_name(
+        base_spec, tmp_path):
+    """`assemble $'\\xff.yaml'` under a UTF-8 locale: the default header name is '\\udcff'
+    (Python's surrogateescape of the byte), which UTF-8 cannot hold; it was reported as the
+    path's fault.  The error names header.name and says to give it."""
+    import os
+
+    del base_spec["header"]["name"]
+    path = os.path.join(os.fsdecode(bytes(tmp_path)), os.fsdecode(b"\xff.yaml"))
+    with open(path, "w") as fh:
+        fh.write(json.dumps(base_spec))
+    with pytest.raises(ValidationError) as exc:
+        assemble_file(path)
+    assert str(exc.value).endswith(
+        ".yaml: field header.name: the default, the spec file's name without extension "
+        "('\\udcff'), is not Unicode text (it holds a lone surrogate, which UTF-8 cannot "
+        "hold): give header.name")

@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
 from typing import NoReturn
 
 import click
@@ -480,13 +481,17 @@ class _Group(click.Group):
     with the same status (a Ctrl-C and a closed pipe it still re-raises).  A stderr
     that cannot be written loses the line, never the status (:func:`_say`)."""
 
+    #: the command line's arguments, as the last ``main`` was given them
+    argv: list = []
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
+        argv = sys.argv[1:] if args is None else list(args)
+        self.argv = argv  # (a path the locale cannot encode is one of them)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         _standard_output_closed()
         _escape_unencodable_output()
-        argv = sys.argv[1:] if args is None else list(args)
         _PLACED.clear()
         try:
             with terminate_cleanly():
@@ -561,7 +566,7 @@ class _Group(click.Group):
                 _print_traceback(err)
             _exit_os_error(err, _what(ctx))
         except UnicodeEncodeError as err:
-            if (line := _unencodable_path_line(err)) is None:
+            if (line := _unencodable_path_line(err, self.argv)) is None:
                 raise  # not a path's: an internal error (main)
             if _want_traceback(ctx):
                 _print_traceback(err)
@@ -575,22 +580,45 @@ class _Group(click.Group):
             _exit_unexpected(err, _what(ctx))
 
 
-def _unencodable_path_line(err: UnicodeEncodeError) -> str | None:
+def _unencodable_path_line(err: UnicodeEncodeError, args: Sequence = ()) -> str | None:
     """The line for a path (an argument) the file-system encoding cannot encode, or None
-    when ``err`` is another encoding's.  Python decodes the command line with the C
+    when ``err`` is another encoding's, or its text is not one of the command's ``args``
+    nor a path made from one.  Python decodes the command line with the C
     library's idea of the locale and encodes paths with its own codec: under
     ``LC_ALL=ja_JP.EUC-JP`` a UTF-8 name such as ``权重.neff`` is decoded into characters the
-    ``euc_jp`` codec cannot encode back, so ``os.open`` of the very argument given fails."""
+    ``euc_jp`` codec cannot encode back, so ``os.open`` of the very argument given fails.
+    Text of an input that fails to encode in UTF-8 (a spec's ``"\\ud800"``) is no path's:
+    blaming a path and the locale for it misled (the assembler now names the field)."""
     try:
         same = codecs.lookup(err.encoding).name == codecs.lookup(sys.getfilesystemencoding()).name
     except LookupError:
         return None
-    if not same or not isinstance(err.object, str):
+    if not same or not isinstance(err.object, str) or not _from_an_argument(err, args):
         return None
     path = err.object.encode("ascii", "backslashreplace").decode("ascii")
     return (f"nrtrewrite: error: {path}: this path cannot be encoded in the locale's encoding "
             f"({err.encoding}: {err.reason}); run under a UTF-8 locale (LC_ALL=C.UTF-8) or "
             "rename it")
+
+
+def _from_an_argument(err: UnicodeEncodeError, args: Sequence) -> bool:
+    """Whether ``err.object`` is one of ``args`` (the command line's), a path beneath one (in
+    an output folder) or a hidden sibling made from one (a temporary ``.NAME.xxxx.tmp``
+    next to an output), its unencodable text being the argument's."""
+    bad = err.object[err.start:err.end]
+    for arg in args:
+        try:
+            arg = os.fspath(arg)
+        except TypeError:
+            continue
+        if not isinstance(arg, str) or not arg or bad not in arg:
+            continue
+        if err.object == arg or err.object.startswith(arg.rstrip(os.sep) + os.sep):
+            return True
+        folder, name = os.path.split(err.object)
+        if folder == os.path.dirname(arg) and name.startswith("."):
+            return True
+    return False
 
 
 def _what(ctx: click.Context | None, argv: list[str] | None = None) -> str:

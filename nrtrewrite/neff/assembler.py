@@ -368,6 +368,13 @@ class _Assembler:
         except ValidationError as err:
             raise self.err(path, err.why) from None
 
+    def utf8(self, text: str, path: str) -> bytes:
+        """``text`` in UTF-8, or a spec error at ``path`` when it holds a lone surrogate (YAML's
+        ``"\\ud800"``, or a file name's undecodable byte), which UTF-8 cannot hold."""
+        if (why := _not_unicode(text)) is not None:
+            raise self.err(path, f"not Unicode text ({why})")
+        return text.encode("utf-8")
+
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
         if not isinstance(obj, dict):
             raise self.err(path, "must be a mapping")
@@ -465,7 +472,12 @@ class _Assembler:
             val = h.get(key, default)
             if not isinstance(val, str):
                 raise self.err(p + key, "must be a string")
-            if len(val.encode("utf-8")) > size:
+            if key not in h and _not_unicode(val) is not None:  # (from a file's name)
+                raise self.err(p + key, f"the default, the spec file's name without extension "
+                                        f"({_escaped(val)}), is not Unicode text (it holds "
+                                        f"a lone surrogate, which UTF-8 cannot hold): give "
+                                        f"header.{key}")
+            if len(self.utf8(val, p + key)) > size:
                 raise self.err(p + key, f"longer than {size} bytes")
             fields[key] = val
         uuid_val = h.get("uuid")
@@ -527,8 +539,9 @@ class _Assembler:
             name = item.get("name")
             if not isinstance(name, str):
                 raise self.err(path + ".name", "must be a string")
+            self.utf8(name, path + ".name")
             if "text" in item:
-                data = str(item["text"]).encode("utf-8")
+                data = self.utf8(str(item["text"]), path + ".text")
             elif "hex" in item:
                 data = self.hexbytes(item["hex"], path + ".hex")
             elif "json" in item:
@@ -544,6 +557,7 @@ class _Assembler:
         name = sg.get("name", f"sg{position:02d}")
         if not isinstance(name, str) or not name:
             raise self.err(path + ".name", "must be a non-empty string")
+        self.utf8(name, path + ".name")  # (not at neff_json, which lists it)
         var_list, by_name = self.variables(sg.get("vars") or [], path + ".vars")
         groups = self.groups(sg.get("replica_groups"), path + ".replica_groups")
         engines = sg.get("engines")
@@ -838,6 +852,23 @@ class _Assembler:
                                      2 ** (8 * size) - 1)
             word = patch_field(word, WORD_STRUCTS[opcode], name, value)
         return word
+
+
+def _not_unicode(text: str) -> str | None:
+    """Why ``text`` cannot be written as UTF-8 (``"'\\ud800' is a lone surrogate, which UTF-8
+    cannot hold"``), or None when it can."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"{_escaped(err.object[err.start])} is a lone surrogate, which UTF-8 cannot "
+                "hold")
+    return None
+
+
+def _escaped(text: str) -> str:
+    """``repr(text)`` with everything outside ASCII escaped (a lone surrogate cannot be
+    printed as it is)."""
+    return repr(text).encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _shown(text: str) -> str:
