@@ -770,3 +770,17 @@ def test_a_default_name_from_an_undecodable_file_name_says_to_give_header_name(
         ".yaml: field header.name: the default, the spec file's name without extension "
         "('\\udcff'), is not Unicode text (it holds a lone surrogate, which UTF-8 cannot "
         "hold): give header.name")
+
+
+@pytest.mark.parametrize("yaml_text, kind", [
+    ("!!set {a, b}", "a set (!!set)"), ("!!binary aGk=", "binary data (!!binary)"),
+    ("[1, 2]", "a list"), ("{a: 1}", "a mapping"), ("12", "an integer"),
+    ("true", "a boolean"), ("null", "null"), ("2001-12-14", "a date"),
+])
+def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
+    """extra_members[].text was written as str() of any value: a !!set gave bytes that
+    depend on the hash seed, !!binary "b'hi'", a list "[1, 2]"."""
+    base_spec["extra_members"] = [{"name": "x", "text": parse_spec_text(
+        f"t: {yaml_text}\n")["t"]}]
+    assert _refused_at(base_spec, "extra_members[0].text").endswith(
+        f": must be a string, got {kind}")

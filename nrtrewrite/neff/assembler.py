@@ -541,7 +541,10 @@ class _Assembler:
                 raise self.err(path + ".name", "must be a string")
             self.utf8(name, path + ".name")
             if "text" in item:
-                data = self.utf8(str(item["text"]), path + ".text")
+                if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
+                    raise self.err(path + ".text", f"must be a string, got "
+                                                   f"{_yaml_kind(item['text'])}")
+                data = self.utf8(item["text"], path + ".text")
             elif "hex" in item:
                 data = self.hexbytes(item["hex"], path + ".hex")
             elif "json" in item:
@@ -852,6 +855,17 @@ class _Assembler:
                                      2 ** (8 * size) - 1)
             word = patch_field(word, WORD_STRUCTS[opcode], name, value)
         return word
+
+
+def _yaml_kind(val: Any) -> str:
+    """What a spec value is, in YAML's words (``a list``, ``binary data``, ``a set``...)."""
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (bytes,
+             "binary data (!!binary)"), (set, "a set (!!set)"), (list, "a list"),
+             (dict, "a mapping"))
+    if val is None:
+        return "null"
+    return next((kind for typ, kind in kinds if isinstance(val, typ)),
+                f"a {type(val).__name__}")
 
 
 def _not_unicode(text: str) -> str | None:
