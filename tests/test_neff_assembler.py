@@ -784,3 +784,36 @@ def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
         f"t: {yaml_text}\n")["t"]}]
     assert _refused_at(base_spec, "extra_members[0].text").endswith(
         f": must be a string, got {kind}")
+
+
+@pytest.mark.parametrize("where, value, why", [
+    ("header", [], "must be a mapping"), ("header", 0, "must be a mapping"),
+    ("header", False, "must be a mapping"),
+    ("subgraphs[0].vars", 0, "must be a list"), ("subgraphs[0].vars", "", "must be a list"),
+    ("subgraphs[0].engines.pool", 0, "must be a list of instructions"),
+    ("subgraphs[0].engines.pool", False, "must be a list of instructions"),
+    ("subgraphs[0].engines.pool", {}, "must be a list of instructions"),
+    ("subgraphs[0].engines.pool[0].repeat.body", {}, "must be a list of instructions"),
+    ("subgraphs[0].engines.pool[0].repeat.body", 0, "must be a list of instructions"),
+    ("omit_members", 0, "must be a list of member names"),
+    ("extra_members", False, "must be a list"), ("extra_members", {}, "must be a list"),
+])
+def test_an_empty_value_of_the_wrong_type_is_refused(base_spec, where, value, why):
+    """`header: []`, `vars: 0`, `engines: {pool: false}`, `repeat: {body: {}}`... were read
+    as the key missing (`x or default`); null still is (docs/ASSEMBLE.md: an engine's
+    `null` is an empty stream)."""
+    sg = base_spec["subgraphs"][0]
+
+    def put(val):
+        if where == "subgraphs[0].vars":
+            sg["vars"] = val
+            sg["engines"]["sp"] = []
+        elif where == "subgraphs[0].engines.pool":
+            sg["engines"]["pool"] = val
+        elif where.startswith("subgraphs[0].engines.pool[0]"):
+            sg["engines"]["pool"] = [{"repeat": {"count": 1, "body": val}}]
+        else:
+            base_spec[where] = val
+        return base_spec
+    assemble(put(None), default_name="d")
+    assert _refused_at(put(value), where).endswith(f": {why}")

@@ -418,7 +418,7 @@ class _Assembler:
     # -- top level ----------------------------------------------------------
     def run(self, spec: dict, default_name: str) -> Assembled:
         self.keys(spec, _TOP_KEYS, "")
-        header = self.header(spec.get("header") or {}, default_name)
+        header = self.header(_or(spec.get("header"), {}), default_name)
         sgs = spec.get("subgraphs")
         if not isinstance(sgs, list) or not sgs:
             raise self.err("subgraphs", "needs a non-empty list of subgraphs")
@@ -518,7 +518,7 @@ class _Assembler:
 
     def member_hatches(self, spec: dict, members: list[tuple[str, bytes]]
                        ) -> list[tuple[str, bytes]]:
-        omit = spec.get("omit_members") or []
+        omit = _or(spec.get("omit_members"), [])
         if not isinstance(omit, list) or not all(isinstance(x, str) for x in omit):
             raise self.err("omit_members", "must be a list of member names")
         known = {n for n, _ in members}
@@ -526,7 +526,7 @@ class _Assembler:
             if name not in known:
                 raise self.err(f"omit_members[{k}]", f"no member {name!r} to omit")
         members = [(n, d) for n, d in members if n not in omit]
-        extra = spec.get("extra_members") or []
+        extra = _or(spec.get("extra_members"), [])
         if not isinstance(extra, list):
             raise self.err("extra_members", "must be a list")
         for k, item in enumerate(extra):
@@ -561,7 +561,7 @@ class _Assembler:
         if not isinstance(name, str) or not name:
             raise self.err(path + ".name", "must be a non-empty string")
         self.utf8(name, path + ".name")  # (not at neff_json, which lists it)
-        var_list, by_name = self.variables(sg.get("vars") or [], path + ".vars")
+        var_list, by_name = self.variables(_or(sg.get("vars"), []), path + ".vars")
         groups = self.groups(sg.get("replica_groups"), path + ".replica_groups")
         engines = sg.get("engines")
         if not isinstance(engines, dict) or not engines:
@@ -571,7 +571,7 @@ class _Assembler:
             if not isinstance(engine, str):
                 raise self.err(path + ".engines", f"engine name {engine!r} is not a string")
             try:
-                words = self.instructions(body or [], f"{path}.engines.{engine}", by_name)
+                words = self.instructions(_or(body, []), f"{path}.engines.{engine}", by_name)
             except RecursionError:  # repeats in repeats, from a chain of YAML aliases
                 raise self.err(f"{path}.engines.{engine}", "repeat bodies nested too deeply "
                                "(a chain of YAML aliases)") from None
@@ -693,7 +693,7 @@ class _Assembler:
         if kind == "repeat":
             self.keys(body, ("count", "body"), p)
             count = self.integer(body.get("count"), p + ".count", 0)
-            return self.repeated(self.instructions(body.get("body") or [], p + ".body", by_name),
+            return self.repeated(self.instructions(_or(body.get("body"), []), p + ".body", by_name),
                                  count, p + ".count")
         if kind in TRIGGER_KINDS:
             return self.trigger(TRIGGER_KINDS[kind], body, p, by_name)
@@ -855,6 +855,12 @@ class _Assembler:
                                      2 ** (8 * size) - 1)
             word = patch_field(word, WORD_STRUCTS[opcode], name, value)
         return word
+
+
+def _or(val: Any, default: Any) -> Any:
+    """``val``, or ``default`` when the key is missing or null (not when it is empty or false:
+    ``header: []`` or ``vars: 0`` is refused by the type check, not read as no value)."""
+    return default if val is None else val
 
 
 def _yaml_kind(val: Any) -> str:
