@@ -32,8 +32,8 @@ from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS,
 from nrtrewrite.errors import LimitError
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.container import (
-    MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBER_NAME_BYTES, MAX_MEMBERS, MAX_TAR_HEADER_BYTES,
-    MAX_TOTAL_BYTES, MAX_TRIGGERS,
+    MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBER_NAME_BYTES, MAX_MEMBERS, MAX_SPEC_FILE_BYTES,
+    MAX_TAR_HEADER_BYTES, MAX_TOTAL_BYTES, MAX_TRIGGERS,
 )
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS
 from nrtrewrite.neff.reader import MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
@@ -98,6 +98,8 @@ LIMITS: tuple[Limit, ...] = (
           "neff/reader._read_vars"),
     Limit("MAX_TOPOLOGY_RANKS", MAX_TOPOLOGY_RANKS, "ours: ranks a topology is built with",
           "topology/model.check_topology_size"),
+    Limit("MAX_SPEC_FILE_BYTES", MAX_SPEC_FILE_BYTES, "ours: an assemble spec file, from its "
+          "size before reading", "neff/assembler.load_spec"),
     Limit("MAX_TOPOLOGY_FILE_BYTES", MAX_TOPOLOGY_FILE_BYTES, "ours: a topology file, from its "
           "size before reading (to_json of MAX_TOPOLOGY_RANKS ranks is about 121 MB)",
           "topology/model.load_topology"),
@@ -306,7 +308,8 @@ __all__ = [
     "ENC_MESH_MAX_NUM_EVENTS",
     "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES", "MAX_MEMBER_NAME_BYTES",
     "MAX_TAR_HEADER_BYTES",
-    "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_TOPOLOGY_FILE_BYTES",
+    "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_SPEC_FILE_BYTES",
+    "MAX_TOPOLOGY_FILE_BYTES",
     "MAX_TOPOLOGY_RANKS", "MAX_TOTAL_BYTES", "MAX_TRIGGERS",
     "MAX_VAR_ID", "MAX_VAR_SIZE", "NEC_MAX_CHANNELS", "NEC_MAX_COMM_N", "NET_INDEX_LOOP_SIZE",
     "NET_MAX_CREDITS", "SBUF_BASE", "SBUF_PARTITIONS", "SBUF_WINDOW_LIMIT",

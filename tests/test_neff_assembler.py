@@ -817,3 +817,43 @@ def test_an_empty_value_of_the_wrong_type_is_refused(base_spec, where, value, wh
         return base_spec
     assemble(put(None), default_name="d")
     assert _refused_at(put(value), where).endswith(f": {why}")
+
+
+def test_a_spec_file_is_read_only_if_regular_and_of_at_most_64_mib(base_spec, tmp_path,
+                                                                    monkeypatch):
+    """The spec was read whole with no limit: `assemble /dev/zero` ran out of memory, a FIFO
+    blocked.  Only a regular file is read, of at most MAX_SPEC_FILE_BYTES (64 MiB), checked
+    from its size before reading."""
+    import os
+    import subprocess
+    import sys
+
+    from nrtrewrite.errors import LimitError
+    from nrtrewrite.neff import assembler
+
+    assert assembler.MAX_SPEC_FILE_BYTES == 64 * 1024 * 1024
+    with pytest.raises(ParseError, match=r"^/dev/zero: cannot read: not a regular file$"):
+        assemble_file("/dev/zero")
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "assemble", str(fifo), "-o",
+                           str(tmp_path / "f.neff")], capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode, proc.stderr) == (
+        2, f"nrtrewrite: error: {fifo}: cannot read: not a regular file\n")
+    big = tmp_path / "big.yaml"
+    with open(big, "wb") as fh:
+        fh.truncate(64 * 1024 * 1024 + 1)  # (sparse)
+    with pytest.raises(LimitError) as exc:
+        assemble_file(big)
+    assert str(exc.value) == (f"{big}: spec file of 67108865 bytes exceeds the limit of "
+                              "67108864 bytes (MAX_SPEC_FILE_BYTES)")
+    spec = tmp_path / "s.yaml"
+    spec.write_text(json.dumps(base_spec))
+    size = spec.stat().st_size
+    monkeypatch.setattr(assembler, "MAX_SPEC_FILE_BYTES", size)
+    assert assemble_file(spec).model.triggers  # exactly the limit: read
+    monkeypatch.setattr(assembler, "MAX_SPEC_FILE_BYTES", size - 1)
+    with pytest.raises(LimitError, match=f"spec file of {size} bytes exceeds the limit of "
+                                         f"{size - 1} bytes"):
+        assemble_file(spec)

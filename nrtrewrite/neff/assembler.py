@@ -35,10 +35,13 @@ import construct as cs
 import yaml
 
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
-from nrtrewrite.errors import NrtRewriteError, OutputError, ParseError, ValidationError, Where
+from nrtrewrite.errors import (
+    LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where,
+)
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
+    MAX_SPEC_FILE_BYTES, read_file_bytes,
 )
 from nrtrewrite.neff.fields import patch_field
 from nrtrewrite.neff.instructions import (
@@ -265,15 +268,17 @@ def _expanded_too_large(doc) -> str | None:
 
 
 def load_spec(path: str | os.PathLike) -> dict:
-    """Load a YAML (or JSON) spec file as a dict; duplicate keys are an error."""
+    """Load a YAML (or JSON) spec file as a dict; duplicate keys are an error.  Only a
+    regular file is read (a FIFO would block, a device never end), of at most
+    :data:`MAX_SPEC_FILE_BYTES` (:class:`LimitError` from its size, before reading)."""
     path = os.fspath(path)
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except IsADirectoryError:  # (worded as every other reader says it)
-        raise ParseError("cannot read: a directory", Where(file=path)) from None
-    except OSError as err:
-        raise ParseError(f"cannot read: {err.strerror or err}", Where(file=path)) from None
+        data = read_file_bytes(path, MAX_SPEC_FILE_BYTES)
+    except LimitError as err:
+        # ("file of N bytes exceeds the limit of M bytes", or one that grew while read)
+        raise LimitError(f"spec {err.why} (MAX_SPEC_FILE_BYTES)", Where(file=path)) from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ParseError(f"spec is not UTF-8 ({err.reason})", Where(file=path)) from None
     return parse_spec_text(text, source=path)

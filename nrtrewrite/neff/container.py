@@ -48,6 +48,10 @@ MAX_MEMBER_BYTES = 2 << 30  # one member's data
 MAX_MEMBERS = 65536  # number of tar members
 #: The input file itself (header + payload + zero padding), checked before it is read.
 MAX_FILE_BYTES = MAX_TOTAL_BYTES + (1 << 30)
+#: An ``assemble`` spec file (YAML or JSON), checked before it is read by
+#: :func:`read_file_bytes` (``assemble /dev/zero`` read until memory ran out): a spec has
+#: about a value per line, and the assembler's MAX_SPEC_VALUES are some 40 MB of YAML.
+MAX_SPEC_FILE_BYTES = 64 << 20
 #: Collective triggers per model (ours): the u16 ``spad_index`` of legs.bin and of the
 #: TOPSP_KICK word names at most 65536 SPAD entries per rank, and the decode work stays
 #: bounded however well a stream of trigger words compresses.
