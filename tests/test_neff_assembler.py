@@ -857,3 +857,14 @@ def test_a_spec_file_is_read_only_if_regular_and_of_at_most_64_mib(base_spec, tm
     with pytest.raises(LimitError, match=f"spec file of {size} bytes exceeds the limit of "
                                          f"{size - 1} bytes"):
         assemble_file(spec)
+
+
+@pytest.mark.parametrize("text, char, line, column", [("a: \0\n", "0000", 1, 4),
+                                                      ("a: 1\n\x07\n", "0007", 2, 1)])
+def test_a_control_character_in_the_spec_is_a_spec_error(text, char, line, column):
+    """PyYAML's reader refuses a NUL or another control character when the loader is made,
+    which was outside the error handling: ReaderError, an internal error (exit 70)."""
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == (f"s.yaml: invalid spec: unacceptable character #x{char}: special "
+                              f"characters are not allowed (line {line} column {column})")

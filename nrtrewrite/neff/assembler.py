@@ -289,19 +289,25 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     (``.inf``, ``.nan``, ``1.0e+999``) is refused wherever it is, naming its key path: no
     field has a meaning for it, and in a ``def_json`` or ``neff_json`` it could not be
     written as JSON."""
-    loader = _SafeLoader(text)
-    loader.non_finite = False
+    loader = None
     try:
+        loader = _SafeLoader(text)  # (its reader refuses a NUL or other control character here)
+        loader.non_finite = False
         spec = loader.get_single_data()
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         loc = f" (line {mark.line + 1} column {mark.column + 1})" if mark else ""
+        if isinstance(err, yaml.reader.ReaderError):  # (a position, not a mark)
+            before = text[:err.position]
+            loc = (f" (line {before.count(chr(10)) + 1} column "
+                   f"{err.position - before.rfind(chr(10))})")
         why = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ParseError(f"invalid spec: {why}{loc}", Where(file=source)) from None
     except RecursionError:  # (PyYAML composes and constructs recursively)
         raise ParseError("invalid spec: nested too deeply", Where(file=source)) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if isinstance(spec, (dict, list)) and (where := _expanded_too_large(spec)) is not None:
         raise ValidationError(f"the spec expands to more than {MAX_SPEC_VALUES} values once "
                               "its YAML aliases are resolved (each alias repeats what its "
