@@ -868,3 +868,51 @@ def test_a_control_character_in_the_spec_is_a_spec_error(text, char, line, colum
         parse_spec_text(text, source="s.yaml")
     assert str(exc.value) == (f"s.yaml: invalid spec: unacceptable character #x{char}: special "
                               f"characters are not allowed (line {line} column {column})")
+
+
+def _d9(**kw) -> dict:
+    return {"all_reduce": {"dtype": "bf16", "op": "add",
+                           "src": {"var": "sb_in", "partitions": 128, "dims": [[1, 8]]},
+                           "dst": {"var": "sb_out", "partitions": 128, "dims": [[1, 8]]}, **kw}}
+
+
+def _no_src(s):
+    del _sp(s)[1]["all_reduce"]["src"]
+
+
+def _last_id(s):
+    s["subgraphs"][0]["vars"][0]["var_id"] = 2**32 - 1
+
+
+def _huge_pattern(s):
+    _sp(s)[1] = _d9()
+    _sp(s)[1]["all_reduce"]["src"].update(partitions=0xFFFF, dims=[[1, 2**32 - 1]] * 3)
+
+
+@pytest.mark.parametrize("mutate, field, why", [
+    (_no_src, "sp[1].all_reduce.src", "src is missing: give a var name"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(dst={"offset": 0}), "sp[1].all_reduce.dst.var",
+     "var is missing: give a var name"),
+    (_last_id, "vars[1]", "its default var_id follows the highest var_id before it "
+     "(4294967295): 4294967296 is outside 0..4294967295; give var_id"),
+    (_huge_pattern, "sp[1].all_reduce.src", f"the pattern's {0xFFFF * (2**32 - 1) ** 3} "
+     "elements (partitions times each dimension's num), num_elements by default, are more than "
+     "18446744073709551615 (u64): give num_elements"),
+    (lambda s: _sp(s).__setitem__(1, _d9(ext=False, patch_ext={"reserved_2": 1})),
+     "sp[1].all_reduce.patch_ext", "ext: false leaves out the 0xDA word, which patch_ext is for"),
+    (lambda s: _sp(s).__setitem__(1, _d9(ext=False, ext_sync={"wait_mode": 1})),
+     "sp[1].all_reduce.ext_sync", "ext: false leaves out the 0xDA word, which ext_sync is for"),
+    (lambda s: _sp(s).__setitem__(1, _d9(ext=False, channel_id=1)),
+     "sp[1].all_reduce.channel_id", "ext: false leaves out the 0xDA word, which channel_id is "
+     "for"),
+])
+def test_spec_errors_say_what_the_spec_wrote(base_spec, mutate, field, why):
+    """A missing src read `no var named None in this subgraph`; after var_id 4294967295 the
+    next var's default was refused at a `var_id` the spec did not write; a 0xD9's default
+    num_elements past u64 was `cannot encode: struct '<Q' error` at the trigger; `ext:
+    false` dropped patch_ext, ext_sync and channel_id without a word."""
+    base_spec["validate"] = False
+    mutate(base_spec)
+    where = f"subgraphs[0].{field}" if field.startswith("vars") else \
+        f"subgraphs[0].engines.{field}"
+    assert _refused_at(base_spec, where).endswith(f": {why}")

@@ -612,6 +612,10 @@ class _Assembler:
                 raise self.err(p + ".name", "needs a non-empty name")
             if name in by_name:
                 raise self.err(p + ".name", f"var name {name!r} used twice")
+            if "var_id" not in item and next_id > 2**32 - 1:
+                raise self.err(p, f"its default var_id follows the highest var_id before it "
+                                  f"({next_id - 1}): {next_id} is outside 0..{2**32 - 1}; give "
+                                  "var_id")
             var_id = self.integer(item.get("var_id", next_id), p + ".var_id", 0, 2**32 - 1)
             next_id = max(next_id, var_id + 1)
             var = {"var_id": var_id, "name": name, "type": item.get("type"),
@@ -722,6 +726,8 @@ class _Assembler:
     def var_id(self, ref: Any, path: str, by_name: dict[str, dict]) -> int:
         if type(ref) is int:
             return self.integer(ref, path, 0, 2**32 - 1)  # escape hatch: a raw var id
+        if ref is None:
+            raise self.err(path, f"{path.rsplit('.', 1)[-1]} is missing: give a var name")
         if not isinstance(ref, str) or ref not in by_name:
             raise self.err(path, f"no var named {ref!r} in this subgraph")
         return by_name[ref]["var_id"]
@@ -827,6 +833,10 @@ class _Assembler:
             ext = body.get("ext", True)
             if not isinstance(ext, bool):
                 raise self.err(path + ".ext", "must be true or false")
+            for key in ("ext_sync", "patch_ext", "channel_id", "stream_id", "group"):
+                if not ext and key in body:  # (the 0xDA word holds it: it would be lost)
+                    raise self.err(f"{path}.{key}", f"ext: false leaves out the 0xDA word, "
+                                                    f"which {key} is for")
             if ext:
                 words.append(self.encode(Opcode.PSEUDO_EXTENSION, ext_fields,
                                          body.get("patch_ext"), path + ".patch_ext"))
@@ -844,7 +854,12 @@ class _Assembler:
                 raise self.err(path + ".bytes", f"{nbytes} bytes is not a whole number of "
                                                 f"{dtype.name} elements")
             return self.integer(nbytes // DTYPE_SIZE[dtype], path + ".bytes", 0, 2**64 - 1)
-        if default is not None:
+        if default is not None:  # a 0xD9's src pattern's element count
+            if default > 2**64 - 1:
+                raise self.err(path + ".src", f"the pattern's {default} elements (partitions "
+                                              "times each dimension's num), num_elements by "
+                                              f"default, are more than {2**64 - 1} (u64): give "
+                                              "num_elements")
             return default
         raise self.err(path, "needs num_elements or bytes")
 
