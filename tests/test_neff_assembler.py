@@ -916,3 +916,14 @@ def test_spec_errors_say_what_the_spec_wrote(base_spec, mutate, field, why):
     where = f"subgraphs[0].{field}" if field.startswith("vars") else \
         f"subgraphs[0].engines.{field}"
     assert _refused_at(base_spec, where).endswith(f": {why}")
+
+
+def test_a_json_spec_indented_with_tabs_is_read_as_json(base_spec):
+    """JSON was read as YAML, which refuses a tab as indentation: `json.dumps(spec,
+    indent="\\t")` was `invalid spec: found character '\\t' that cannot start any token`.
+    Flow YAML starting with `{` is still YAML, and JSON YAML refuses keeps YAML's error."""
+    spec = parse_spec_text(json.dumps(base_spec, indent="\t"))
+    assert spec == base_spec and assemble(spec).model.triggers[0].num_elements == 2048
+    assert parse_spec_text("{a: 1, b: [x]}") == {"a": 1, "b": ["x"]}
+    with pytest.raises(ParseError, match=r"duplicate key 'a' \(line 1 column 10\)"):
+        parse_spec_text('{"a": 1, "a": 2}')

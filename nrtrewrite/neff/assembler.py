@@ -38,6 +38,7 @@ from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import (
     LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where,
 )
+from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
@@ -285,10 +286,20 @@ def load_spec(path: str | os.PathLike) -> dict:
 
 
 def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
-    """Parse spec text (YAML 1.1, JSON being accepted as YAML).  A number that is not finite
+    """Parse spec text (YAML 1.1, JSON being accepted as YAML; text starting with ``{`` that
+    is valid JSON is read as JSON, so that one indented with tabs is not refused as YAML).  A number that is not finite
     (``.inf``, ``.nan``, ``1.0e+999``) is refused wherever it is, naming its key path: no
     field has a meaning for it, and in a ``def_json`` or ``neff_json`` it could not be
     written as JSON."""
+    if text.lstrip()[:1] == "{":  # JSON (indented with tabs, which YAML refuses), or flow YAML
+        try:
+            spec = jsonin.loads(text)
+        except (ValueError, RecursionError):
+            pass  # not JSON, or JSON the YAML reader refuses with a line and column
+        else:
+            if not isinstance(spec, dict):  # (cannot be: the text starts with "{")
+                raise ValidationError("a spec must be a mapping", Where(file=source))
+            return spec
     loader = None
     try:
         loader = _SafeLoader(text)  # (its reader refuses a NUL or other control character here)
