@@ -427,8 +427,9 @@ def test_a_path_the_locale_cannot_encode_is_one_line(monkeypatch):
 def test_only_an_arguments_text_is_blamed_on_the_locale(monkeypatch):
     """A UnicodeEncodeError of the file-system codec whose text is no argument of the
     command (a spec's "\\ud800" header name) was reported as `\\ud800: this path cannot be
-    encoded in the locale's encoding ...`; it is not a path's.  An argument, a path beneath
-    one and a hidden sibling made from one (a temporary file next to an output) still are."""
+    encoded in the locale's encoding ...`; it is not a path's.  Text holding what an argument
+    holds that cannot be encoded still is: the argument, a path beneath one, a hidden sibling
+    made from one (a temporary file next to an output), the argument made absolute."""
     from nrtrewrite.cli import _unencodable_path_line
     enc = sys.getfilesystemencoding()
 
@@ -437,11 +438,11 @@ def test_only_an_arguments_text_is_blamed_on_the_locale(monkeypatch):
     args = ["assemble", "d/\udcff.yaml", "-o", "o\udce6/m.neff"]
     for text, bad in (("d/\udcff.yaml", "\udcff"), ("o\udce6/m.neff", "\udce6"),
                       ("o\udce6/.m.neff.ab12cd34.tmp", "\udce6"),
-                      ("d/\udcff.yaml/x", "\udcff")):
+                      ("d/\udcff.yaml/x", "\udcff"), ("/w/o\udce6/m.neff", "\udce6")):
         assert _unencodable_path_line(err(text, bad), args).startswith(
             f"nrtrewrite: error: {text.encode('ascii', 'backslashreplace').decode()}: this "
             "path cannot be encoded"), text
-    for text, bad in (("\udcff", "\udcff"), ("a\ud800", "\ud800"), ("d/x\udcff", "\udcff"),
+    for text, bad in (("a\ud800", "\ud800"), ("d/x\udcfe", "\udcfe"),
                       ("d/.\ud800", "\ud800")):
         assert _unencodable_path_line(err(text, bad), args) is None, text
     spec_error = UnicodeEncodeError(enc, "\ud800", 0, 1, "surrogates not allowed")

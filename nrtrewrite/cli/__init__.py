@@ -602,23 +602,20 @@ def _unencodable_path_line(err: UnicodeEncodeError, args: Sequence = ()) -> str 
 
 
 def _from_an_argument(err: UnicodeEncodeError, args: Sequence) -> bool:
-    """Whether ``err.object`` is one of ``args`` (the command line's), a path beneath one (in
-    an output folder) or a hidden sibling made from one (a temporary ``.NAME.xxxx.tmp``
-    next to an output), its unencodable text being the argument's."""
+    """Whether the text ``err`` could not encode comes from the command line's ``args`` or
+    the working folder's name: a path made from them (an argument itself, a path beneath
+    or beside it, made absolute) holds it.  Text of a file's contents (a spec's
+    ``"\\ud800"``) does not."""
     bad = err.object[err.start:err.end]
+    places = []
     for arg in args:
         try:
-            arg = os.fspath(arg)
+            places.append(os.fspath(arg))
         except TypeError:
             continue
-        if not isinstance(arg, str) or not arg or bad not in arg:
-            continue
-        if err.object == arg or err.object.startswith(arg.rstrip(os.sep) + os.sep):
-            return True
-        folder, name = os.path.split(err.object)
-        if folder == os.path.dirname(arg) and name.startswith("."):
-            return True
-    return False
+    with contextlib.suppress(OSError, ValueError):
+        places.append(os.getcwd())
+    return any(isinstance(p, str) and bad in p for p in places)
 
 
 def _what(ctx: click.Context | None, argv: list[str] | None = None) -> str:
