@@ -755,3 +755,42 @@ def test_model_refusal_is_null_for_a_model_lower_takes(model_path):
     d = run_json("explain", model_path)
     assert d["model_refusal"] is None
     assert "refuses" not in run("explain", model_path).output
+
+
+def test_no_model_refusal_when_lower_refuses_a_trigger_first(tmp_path):
+    """lower checks every trigger (dtype, operands) before the model-wide limits: 513
+    all-reduces with trigger 3 in FP32 are refused at trigger 3 for its dtype, never for the
+    SPAD; explain shows trigger 3 INVALID with that reason and no model refusal."""
+    from conftest import sp
+
+    def mixed(s):
+        sp(s)[:] = [_ar()] * 513
+        sp(s)[3] = _ar(dtype="fp32")
+    path = _limits_model(tmp_path, mixed)
+    line = _lower_line(path, tmp_path)
+    # the 0xC8 word of instruction 3, its dtype at byte 14 (NEFF-LIKE.md): 3 * 64 + 14 = 0xce
+    assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 3, "
+                           "offset 0xce, field dtype, trigger 3: ALLREDUCE in FP32 cannot be "
+                           "lowered")
+    d = run_json("explain", path)
+    assert d["model_refusal"] is None
+    invalid = [t["trigger"] for t in d["triggers"] if t["lowered"]["algorithm"] == "INVALID"]
+    assert invalid == [3]
+    assert d["triggers"][3]["lowered"]["fallback_reason"] == line.split(": ", 1)[1]
+
+
+def test_one_trigger_of_a_model_under_the_limits_selects_that_trigger_only(tmp_path,
+                                                                            monkeypatch):
+    """The model-wide limits are first checked with every trigger taking the most SPAD
+    entries one can (3, a HIER all-reduce); a model that passes so needs no selection of the
+    triggers not asked for (each costs about 0.5 ms: 30 s at MAX_TRIGGERS)."""
+    from conftest import sp
+
+    import nrtrewrite.cli.explain as E
+    path = _limits_model(tmp_path, lambda s: sp(s).__setitem__(slice(None), [_ar()] * 10))
+    calls = []
+    real = E.select
+    monkeypatch.setattr(E, "select", lambda t, *a, **kw: calls.append(t) or real(t, *a, **kw))
+    d = run_json("explain", path, "--trigger", "4")
+    assert d["model_refusal"] is None
+    assert [t.ordinal for t in calls] == [4]

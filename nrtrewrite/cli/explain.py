@@ -32,8 +32,8 @@ from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError, coun
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
-    Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override, parse_op_name,
-    select,
+    HIER_LEGS, Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override,
+    parse_op_name, select,
 )
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
@@ -393,25 +393,60 @@ def _handshake_refusal(m, topo: Topology) -> LimitError | None:
     return None
 
 
-def _plan_refusal(m, topo: Topology, selected: dict[int, Selection]) -> LimitError | None:
+#: The most SPAD entries one trigger takes (a HIER all-reduce's three legs, compose/hier).
+MAX_TRIGGER_ENTRIES = max(len(legs) for legs in HIER_LEGS.values())
+
+
+def _plan_refusal(m, selected: dict[int, Selection] | None) -> LimitError | None:
     """The refusal of ``m`` by ``lower`` under a model-wide hard limit of its plan
     (:func:`nrtrewrite.limits.check_plan`: SPAD entries per subgraph and per rank, data
     descriptors per rank, ...), or None.  ``selected`` holds every trigger's selection by
     ordinal; check_plan reads of a trigger's plan only its trigger, group, channel count and
     SPAD entries (one per trigger, one per leg of a HIER chain, compose/hier), so a stand-in
-    of those is the plan ``lower`` checks."""
+    of those is the plan ``lower`` checks.  Without ``selected``, every trigger counts the
+    most entries a trigger can take (:data:`MAX_TRIGGER_ENTRIES`), no selection made: a
+    model that passes so passes with its own (selection keeps channels within the limit)."""
     from nrtrewrite.limits import check_plan
-    plan = SimpleNamespace(triggers=[
-        SimpleNamespace(
-            trigger=t, group=tuple(t.replica_group), selection=selected[t.ordinal],
-            prepared=SimpleNamespace(entries=len(selected[t.ordinal].legs)
-                                     if selected[t.ordinal].alg == EncAlgType.HIER else 1))
-        for t in m.triggers])
+
+    def stand_in(t):
+        if selected is None:
+            return SimpleNamespace(trigger=t, group=tuple(t.replica_group),
+                                   selection=SimpleNamespace(n_channels=1),
+                                   prepared=SimpleNamespace(entries=MAX_TRIGGER_ENTRIES))
+        sel = selected[t.ordinal]
+        entries = len(sel.legs) if sel.alg == EncAlgType.HIER else 1
+        return SimpleNamespace(trigger=t, group=tuple(t.replica_group), selection=sel,
+                               prepared=SimpleNamespace(entries=entries))
     try:
-        check_plan(plan)
+        check_plan(SimpleNamespace(triggers=[stand_in(t) for t in m.triggers]))
     except LimitError as err:
         return err
     return None
+
+
+def _model_refusal(m, topo: Topology, handshake: LimitError | None, override, policy
+                   ) -> tuple[LimitError | None, dict[int, Selection]]:
+    """What ``lower`` refuses the whole model ``m`` for under a model-wide limit (the entry
+    handshake ``handshake``, else the plan's, :func:`_plan_refusal`), or None; and every
+    trigger's selection by ordinal when they were made for it (else empty).  ``lower``
+    checks each trigger (selection, dtype, operands) before either: a model with a trigger
+    refused for a reason of its own (shown INVALID with it) gets None.  The selections are
+    made only when a refusal is in sight (about 0.5 ms a trigger): with a bound of the SPAD
+    entries, a model that passes needs none."""
+    refusal = handshake if handshake is not None else _plan_refusal(m, None)
+    if refusal is None:
+        return None, {}
+    try:
+        selected = {t.ordinal: select(t, topo, override=override, policy=policy,
+                                      strict=False) for t in m.triggers}
+    except NrtRewriteError:  # lower refuses at that trigger's selection (shown where it is)
+        return None, {}
+    if any(not_lowerable(selected[t.ordinal], t).alg == EncAlgType.INVALID
+           for t in m.triggers):
+        return None, selected
+    if handshake is None:  # the bound's refusal, or none: the plan's own
+        refusal = _plan_refusal(m, selected)
+    return refusal, selected
 
 
 # -- rich presentation ---------------------------------------------------------------------
@@ -691,14 +726,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             refusal = _handshake_refusal(m, topo)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
-        # every trigger's selection: the model-wide limits lower checks count them all
-        try:
-            selected = {t.ordinal: select(t, topo, override=override, policy=policy,
-                                          strict=False) for t in m.triggers}
-        except NrtRewriteError:  # shown (raised) where the trigger is explained
-            selected = {}
-        if refusal is None and selected:  # lower checks its plan after the handshakes
-            refusal = _plan_refusal(m, topo, selected)
+        refusal, selected = _model_refusal(m, topo, refusal, override, policy)
         if rank is not None and rank not in m.world:
             from nrtrewrite.lower import world_refusal
             raise world_refusal(m.world, rank, model)
