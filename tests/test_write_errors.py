@@ -155,7 +155,10 @@ def test_assemble_os_errors_are_one_line_and_leave_the_target_as_it_was(tmp_path
             def write(self, data):
                 self.fh.write(data[:10])
                 raise exc
-        monkeypatch.setattr(writer.os, "fdopen", lambda *a, **kw: Full(real_fdopen(*a, **kw)))
+        def fdopen(fd, mode="r", *a, **kw):  # the writer's file only (the spec is read too)
+            fh = real_fdopen(fd, mode, *a, **kw)
+            return Full(fh) if "w" in mode else fh
+        monkeypatch.setattr(writer.os, "fdopen", fdopen)
     elif where == "fsync":
         monkeypatch.setattr(writer.os, "fsync", raising)
     else:
