@@ -442,4 +442,7 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
         return dirs
     if (p / "manifest.json").exists() and (p / "spad.bin").exists():
         return _one_rank_dir(p, rank, p)
+    if p.is_dir() and any(p.iterdir()) and is_our_output(p):  # its rank folders all gone
+        raise OutputError(f"{p}: an nrtrewrite output folder without any rank folder (its "
+                          "manifest.json lists the ranks lowered)")
     raise OutputError(f"{p}: neither an nrtrewrite output folder nor a rank folder")

@@ -567,3 +567,20 @@ def test_a_listed_rank_without_its_folder_is_warned_about(out, tmp_path, as_json
     for quiet in (out, out / f"rank-{listed[0]:04d}"):
         res = CliRunner().invoke(main, ["dump", "--spad", str(quiet), "--json"])
         assert res.exit_code == 0 and res.stderr == "", res.stderr
+
+
+def test_an_output_without_any_rank_folder_says_so(out, tmp_path):
+    """Only the manifest left of an output: said so (it was 'neither an nrtrewrite output
+    folder nor a rank folder'); an empty folder is still neither."""
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "manifest.json").write_bytes((out / "manifest.json").read_bytes())
+    res = CliRunner().invoke(main, ["dump", "--spad", str(bare)])
+    assert res.exit_code == 2
+    assert res.stderr == (f"nrtrewrite: error: {bare}: an nrtrewrite output folder without any "
+                          "rank folder (its manifest.json lists the ranks lowered)\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(main, ["dump", "--spad", str(empty)])
+    assert res.stderr == (f"nrtrewrite: error: {empty}: neither an nrtrewrite output folder "
+                          "nor a rank folder\n")
