@@ -517,7 +517,7 @@ class ForkPool:
 def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> None:
     """A :class:`ForkPool` worker: closes the pool's pipe ends it inherited (so that its
     own task pipe sees EOF when the pool is gone), then runs ``fn`` on each item it is
-    sent and sends back ``(True, result)`` or ``(False, exception)``."""
+    sent and sends back ``(True, result)`` or ``(False, (exception, traceback text))``."""
     for conn in inherited:
         conn.close()
     while True:
@@ -534,6 +534,12 @@ def _pool_worker(fn: Callable[[Any], Any], tasks, results, inherited: list) -> N
         try:
             results.send(reply)
         except (pickle.PicklingError, TypeError, AttributeError) as err:
-            results.send((False, RuntimeError(f"{reply[1]!r} could not be sent back: {err}")))
+            # the shape imap unpacks, (exception, traceback text); the item, not the
+            # result's repr (which may be megabytes), names what failed
+            what = reply[1] if reply[0] else reply[1][0]
+            why = RuntimeError(f"the result of item {item!r:.200} could not be sent back "
+                               f"({'a result' if reply[0] else 'an exception'} of type "
+                               f"{type(what).__name__}): {err}")
+            results.send((False, (why, traceback.format_exc())))
         except OSError:  # the pool is gone
             return

@@ -373,3 +373,22 @@ def test_a_ctrl_c_during_the_fork_ends_the_child_quietly(capfd, ctrl_c_raises):
     assert proc.exitcode == 0
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def _unpicklable_at_3(i):
+    import threading
+    return threading.Lock() if i == 3 else i
+
+
+def test_a_result_that_cannot_be_sent_back_is_raised_naming_its_item():
+    """A lock cannot be pickled: the worker's fallback sent a bare exception where imap
+    unpacks (exception, traceback), which raised TypeError 'cannot unpack non-iterable
+    RuntimeError object' and lost the message."""
+    seen = []
+    with ForkPool(_unpicklable_at_3, 2) as pool:
+        with pytest.raises(RuntimeError) as exc:
+            for item, res in pool.imap(range(6)):
+                seen.append(res)
+    assert seen == [0, 1, 2]
+    assert str(exc.value).startswith("the result of item 3 could not be sent back (a result "
+                                     "of type lock): ")
