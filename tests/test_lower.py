@@ -514,3 +514,15 @@ def test_lower_warns_of_an_algo_clause_that_applies_to_nothing(tmp_path):
     assert res.exit_code == 0, res.output
     assert res.stderr == (f"nrtrewrite: warning: {model}: --algo clause 'allgather:ring' "
                           "applies to nothing in this model: it has no ALLGATHER collective\n")
+
+
+def test_an_empty_output_is_refused_before_the_model_is_read(tmp_path):
+    """`-o ""` is the paths' own error: given before the model is read, planned and its
+    warnings printed (a 1000-trigger model was planned for a second first)."""
+    junk = tmp_path / "junk.neff"
+    junk.write_bytes(b"not a NEFF at all")
+    res = cli("lower", junk, "-o", "", "--no-verify-hash")
+    assert res.returncode == 2
+    assert res.stderr == ("nrtrewrite lower: error: Invalid value for '-o' / '--output': an "
+                          "empty path; leave -o out for the default (<model>.lowered) (see "
+                          "'nrtrewrite lower --help')\n")

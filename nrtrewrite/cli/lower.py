@@ -93,12 +93,7 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     """Lower every collective trigger of MODEL and write the rewritten NEFF and artifacts."""
     err = stderr_console()
     t0 = time.perf_counter()
-    plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
-                                   no_verify_hash=no_verify_hash)
-    if (note := no_trigger_warning(plan.model)) is not None:
-        warnings.append(note)  # shown with --quiet too, as every warning
-    for w in warnings:
-        warn(err, w)
+    # what the paths alone refuse, before the model is read and planned
     if out == "":
         raise click.BadParameter("an empty path; leave -o out for the default "
                                  "(<model>.lowered)", param_hint="'-o' / '--output'")
@@ -107,6 +102,12 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
         raise OutputError(f"the model lies in the nrtrewrite output {Path(model).parent} (its "
                           f"rewritten NEFF?): the default output {out_path} would be written "
                           "into that output; give -o", file=str(model))
+    plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
+                                   no_verify_hash=no_verify_hash)
+    if (note := no_trigger_warning(plan.model)) is not None:
+        warnings.append(note)  # shown with --quiet too, as every warning
+    for w in warnings:
+        warn(err, w)
     rank_list = list(dict.fromkeys(ranks)) if ranks else None  # a repeated rank once
     n = len(rank_list) if rank_list else len(plan.world)
     # each worker is a whole process: never more than the cores (at least 2: -j 2 on one
