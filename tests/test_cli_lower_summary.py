@@ -152,3 +152,22 @@ def test_a_group_of_one_rank_is_one_rank(tmp_path):
     res = CliRunner().invoke(main, ["explain", str(neff)], terminal_width=200)
     assert res.exit_code == 0, res.output
     assert " 1 rank (node 0) " in res.stdout and " 1 ranks" not in res.stdout
+
+
+def test_a_group_id_is_named_with_its_subgraph_when_there_are_several():
+    """Replica group ids count within a subgraph's def.json: two subgraphs each with group 0
+    (ranks 0..3 and 4..7) showed '0 (4 ranks)' twice."""
+    def sg(name, ranks):
+        return {"name": name,
+                "vars": [{"name": "a", "type": "input", "size": 4096},
+                         {"name": "b", "type": "output", "size": 4096}],
+                "replica_groups": [ranks],
+                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                                   "dst": "b", "bytes": 4096}}]}}
+    spec = {"subgraphs": [sg("sg00", [0, 1, 2, 3]), sg("sg01", [4, 5, 6, 7])]}
+    plan = plan_lowering(read_model_bytes(assemble_spec(spec), path="m.neff"),
+                         LowerOptions(algo="ring"))
+    text = _render(summary_table(plan, "title"))
+    rows = [[c for c in line.split() if c not in "│┃"] for line in text.splitlines()
+            if "RING" in line]
+    assert [r[4:6] for r in rows] == [["sg00/0", "(4"], ["sg01/0", "(4"]]

@@ -151,9 +151,12 @@ def summary_table(plan, title: str | Text) -> Table:
         for col in ("trigger", "op", "dtype", "elements", "group", "algorithm", "channels",
                     "pgta"):
             table.add_column(col, no_wrap=True)
+        # a group id counts within its subgraph (def.json): named with it when there are more
+        several = len(plan.model.subgraphs) > 1
         for t, alg, channels, pgta in rows:
+            gid = f"{t.subgraph}/{t.replica_group_id}" if several else str(t.replica_group_id)
             table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
-                          f"{t.replica_group_id} ({counted(t.group_size, 'rank')})", alg,
+                          f"{gid} ({counted(t.group_size, 'rank')})", alg,
                           str(channels), str(pgta))
         return table
     groups: dict[tuple[str, str, str], list] = {}
