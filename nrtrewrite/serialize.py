@@ -3,10 +3,11 @@ runtime's ``encd_populate_metaring_topsp_config`` / ``encd_populate_mesh_topsp_c
 the reporter, ``encd_get_topsp_is_leader``'s choice, is the group's lowest rank:
 ``lower.py`` ``leader``).
 
-``create_spad_ctrl_entry``: one 8-byte entry per SPAD entry of the rank, in
-trigger order (a HIER all-reduce contributes several chained entries).  The
-table lives in the 4 KiB CTRL SPAD: more than 512 entries of one subgraph is a
-LimitError.
+:func:`spad_ctrl_entries` builds one 8-byte entry per SPAD entry of the rank, in
+trigger order (a HIER all-reduce contributes several chained entries), all at once
+(:func:`serialize_spad` calls it for a rank); :func:`create_spad_ctrl_entry`, the
+seed's name for one entry, is the one-entry form of it.  The table lives in the 4 KiB
+CTRL SPAD: more than 512 entries of one subgraph is a LimitError.
 """
 
 from __future__ import annotations
