@@ -67,3 +67,26 @@ def unvalidated_spec(mutate=None, **top) -> dict:
 def sp(s: dict) -> list:
     """The sp engine's instruction list of the spec's first subgraph."""
     return s["subgraphs"][0]["engines"]["sp"]
+
+
+def hier_in_two_subgraphs(s: dict, trig: dict) -> None:
+    """Spec mutator: two subgraphs of two ``trig`` each on group 0,1,64,65 at lnc 2 (two
+    nodes of trn2, 64 ranks a node: 2 x 2 ranks, so the default policy picks HIER)."""
+    s["header"]["lnc_size"] = 2
+    s["subgraphs"][0]["replica_groups"] = [[0, 1, 64, 65]]
+    sp(s)[:] = [trig] * 2
+    sg1 = copy.deepcopy(s["subgraphs"][0])
+    sg1["name"] = "sg01"
+    s["subgraphs"].append(sg1)
+
+
+def groups_sharing_rank_1(s: dict, trig: dict) -> None:
+    """Spec mutator: group 0,1 with three ``trig`` in sg00, group 1,2 with two in sg01:
+    rank 1 is in both (5 SPAD entries), ranks 0 and 2 in one each."""
+    s["subgraphs"][0]["replica_groups"] = [[0, 1]]
+    sp(s)[:] = [trig] * 3
+    sg1 = copy.deepcopy(s["subgraphs"][0])
+    sg1["name"] = "sg01"
+    sg1["replica_groups"] = [[1, 2]]
+    sg1["engines"]["sp"] = [trig] * 2
+    s["subgraphs"].append(sg1)

@@ -698,19 +698,9 @@ def test_explain_counts_a_hier_triggers_three_spad_entries(tmp_path, monkeypatch
     3 entries each (intra RS, inter AR, intra AG; seed 000 §4.3), 12 on every rank.  Under a
     limit of 11 the 12th entry, sg01's second trigger's (trigger 3), is one too many, as
     tests/test_limits.py works out for lower's plan."""
-    import copy as _copy
-
     import nrtrewrite.limits as L
-    from conftest import sp
-
-    def hier(s):
-        s["header"]["lnc_size"] = 2
-        s["subgraphs"][0]["replica_groups"] = [[0, 1, 64, 65]]
-        sp(s)[:] = [_ar(num_elements=512)] * 2
-        sg1 = _copy.deepcopy(s["subgraphs"][0])
-        sg1["name"] = "sg01"
-        s["subgraphs"].append(sg1)
-    path = _limits_model(tmp_path, hier)
+    from conftest import hier_in_two_subgraphs
+    path = _limits_model(tmp_path, lambda s: hier_in_two_subgraphs(s, _ar(num_elements=512)))
     d = run_json("explain", path)
     assert d["model_refusal"] is None
     assert [t["lowered"]["algorithm"] for t in d["triggers"]] == ["HIER"] * 4
@@ -727,20 +717,9 @@ def test_explain_names_the_rank_when_only_shared_ranks_pass_a_limit(tmp_path, mo
     """Groups 0,1 (3 triggers, sg00) and 1,2 (2 triggers, sg01) share rank 1: 5 entries
     there.  Under a limit of 4 lower refuses naming rank 1 and no trigger: explain says so at
     the head and lowers every trigger."""
-    import copy as _copy
-
     import nrtrewrite.limits as L
-    from conftest import sp
-
-    def shared(s):
-        s["subgraphs"][0]["replica_groups"] = [[0, 1]]
-        sp(s)[:] = [_ar()] * 3
-        sg1 = _copy.deepcopy(s["subgraphs"][0])
-        sg1["name"] = "sg01"
-        sg1["replica_groups"] = [[1, 2]]
-        sg1["engines"]["sp"] = [_ar()] * 2
-        s["subgraphs"].append(sg1)
-    path = _limits_model(tmp_path, shared)
+    from conftest import groups_sharing_rank_1
+    path = _limits_model(tmp_path, lambda s: groups_sharing_rank_1(s, _ar()))
     monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 4)
     line = _lower_line(path, tmp_path)
     assert line.startswith("rank 1: the rank needs 5 SPAD entries")

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from conftest import sp, unvalidated_spec
+from conftest import groups_sharing_rank_1, hier_in_two_subgraphs, sp, unvalidated_spec
 from nrtrewrite import limits as L
 from nrtrewrite.codes import DTYPE_SIZE, DType
 from nrtrewrite.emit.address import channel_sem, sema_address, EVT_SEM_INC
@@ -276,14 +276,8 @@ def test_rank_spad_entries_are_counted_over_subgraphs_and_hier_legs(monkeypatch)
     with pytest.raises(struct.error):
         struct.pack("<H", L.MAX_RANK_SPAD_ENTRIES)
 
-    def hier(s):  # two nodes of trn2 at lnc 2 (64 ranks a node): 2 x 2 ranks
-        s["header"]["lnc_size"] = 2
-        s["subgraphs"][0]["replica_groups"] = [[0, 1, 64, 65]]
-        sp(s)[:] = [ar(n=512)] * 2
-        sg1 = copy.deepcopy(s["subgraphs"][0])
-        sg1["name"] = "sg01"
-        s["subgraphs"].append(sg1)
-    plan = plan_lowering(model_of(spec(hier)), LowerOptions())
+    plan = plan_lowering(model_of(spec(lambda s: hier_in_two_subgraphs(s, ar(n=512)))),
+                         LowerOptions())
     entries = [tp.prepared.entries for tp in plan.triggers]
     assert entries == [3, 3, 3, 3]  # HIER: intra RS, inter AR, intra AG (seed 000 §4.3)
     monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 12)
@@ -301,15 +295,8 @@ def test_rank_spad_entries_are_counted_over_subgraphs_and_hier_legs(monkeypatch)
 def test_rank_spad_entries_of_groups_sharing_a_rank_add_up(monkeypatch):
     """Groups of different subgraphs that share ranks: each group under the limit, the rank
     they share over it, named."""
-    def shared(s):
-        s["subgraphs"][0]["replica_groups"] = [[0, 1]]
-        sp(s)[:] = [ar()] * 3
-        sg1 = copy.deepcopy(s["subgraphs"][0])
-        sg1["name"] = "sg01"
-        sg1["replica_groups"] = [[1, 2]]
-        sg1["engines"]["sp"] = [ar()] * 2
-        s["subgraphs"].append(sg1)
-    plan = plan_lowering(model_of(spec(shared)), LowerOptions())
+    plan = plan_lowering(model_of(spec(lambda s: groups_sharing_rank_1(s, ar()))),
+                         LowerOptions())
     monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 5)
     L.check_plan(plan)  # rank 1: 3 + 2 entries
     monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 4)
