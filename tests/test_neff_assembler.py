@@ -924,6 +924,8 @@ def test_a_json_spec_indented_with_tabs_is_read_as_json(base_spec):
     Flow YAML starting with `{` is still YAML, and JSON YAML refuses keeps YAML's error."""
     spec = parse_spec_text(json.dumps(base_spec, indent="\t"))
     assert spec == base_spec and assemble(spec).model.triggers[0].num_elements == 2048
+    # a byte-order mark before it (Windows editors write one) as YAML would skip it
+    assert parse_spec_text("\ufeff" + json.dumps(base_spec, indent="\t")) == base_spec
     assert parse_spec_text("{a: 1, b: [x]}") == {"a": 1, "b": ["x"]}
     with pytest.raises(ParseError, match=r"duplicate key 'a' \(line 1 column 10\)"):
         parse_spec_text('{"a": 1, "a": 2}')

@@ -287,13 +287,15 @@ def load_spec(path: str | os.PathLike) -> dict:
 
 def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     """Parse spec text (YAML 1.1, JSON being accepted as YAML; text starting with ``{`` that
-    is valid JSON is read as JSON, so that one indented with tabs is not refused as YAML).  A number that is not finite
+    is valid JSON is read as JSON, so that one indented with tabs is not refused as YAML; a
+    byte-order mark before it is left out, as YAML leaves it out).  A number that is not finite
     (``.inf``, ``.nan``, ``1.0e+999``) is refused wherever it is, naming its key path: no
     field has a meaning for it, and in a ``def_json`` or ``neff_json`` it could not be
     written as JSON."""
-    if text.lstrip()[:1] == "{":  # JSON (indented with tabs, which YAML refuses), or flow YAML
+    bare = text[1:] if text.startswith("\ufeff") else text
+    if bare.lstrip()[:1] == "{":  # JSON (indented with tabs, which YAML refuses), or flow YAML
         try:
-            spec = jsonin.loads(text)
+            spec = jsonin.loads(bare)
         except (ValueError, RecursionError):
             pass  # not JSON, or JSON the YAML reader refuses with a line and column
         else:
