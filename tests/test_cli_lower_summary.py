@@ -171,3 +171,19 @@ def test_a_group_id_is_named_with_its_subgraph_when_there_are_several():
     rows = [[c for c in line.split() if c not in "│┃"] for line in text.splitlines()
             if "RING" in line]
     assert [r[4:6] for r in rows] == [["sg00/0", "(4"], ["sg01/0", "(4"]]
+
+
+def test_a_subgraph_name_in_the_group_column_is_text_not_markup():
+    """Subgraph names are the model's text: '[bold]a' showed as 'a' (rich markup)."""
+    def sg(name, ranks):
+        return {"name": name,
+                "vars": [{"name": "a", "type": "input", "size": 4096},
+                         {"name": "b", "type": "output", "size": 4096}],
+                "replica_groups": [ranks],
+                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                                   "dst": "b", "bytes": 4096}}]}}
+    spec = {"subgraphs": [sg("[bold]a", [0, 1]), sg("[i]a", [2, 3])]}
+    plan = plan_lowering(read_model_bytes(assemble_spec(spec), path="m.neff"),
+                         LowerOptions(algo="ring"))
+    text = _render(summary_table(plan, "title"))
+    assert "[bold]a/0 (2 ranks)" in text and "[i]a/0 (2 ranks)" in text

@@ -924,6 +924,18 @@ def test_a_json_spec_indented_with_tabs_is_read_as_json(base_spec):
     Flow YAML starting with `{` is still YAML, and JSON YAML refuses keeps YAML's error."""
     spec = parse_spec_text(json.dumps(base_spec, indent="\t"))
     assert spec == base_spec and assemble(spec).model.triggers[0].num_elements == 2048
+    # a number JSON reads but that is not finite is refused, not read again as YAML (which
+    # took 1e999, and with it 1e3 elsewhere in the text, for strings)
+    base_spec["subgraphs"][0]["def_json"] = {"note": "@@"}
+    text = json.dumps(base_spec, indent="\t")
+    assert parse_spec_text(text.replace('"@@"', "[1e3]"))["subgraphs"][0]["def_json"] == {
+        "note": [1000.0]}
+    with pytest.raises(ValidationError) as exc:
+        parse_spec_text(text.replace('"@@"', "[1e3, 1e999]"))
+    assert str(exc.value) == ("<spec>: field subgraphs[0].def_json.note[1]: 1e999 is not a finite "
+                              "number (beyond the range of a double) (NaN and infinities are "
+                              "refused)")
+    del base_spec["subgraphs"][0]["def_json"]
     # a byte-order mark before it (Windows editors write one) as YAML would skip it
     assert parse_spec_text("\ufeff" + json.dumps(base_spec, indent="\t")) == base_spec
     assert parse_spec_text("{a: 1, b: [x]}") == {"a": 1, "b": ["x"]}

@@ -176,3 +176,19 @@ def test_a_rank_listed_twice_in_the_topology_is_refused(ar2, tmp_path):
     n = len(top["topology"]["ranks"]) - 1
     assert json.loads(res.stdout)["error"] == (
         f"{o / 'manifest.json'}: field topology.ranks[{n}].rank: rank 0 is listed twice")
+
+
+def test_a_rank_listed_twice_in_ranks_is_refused(ar2, tmp_path):
+    """FORMATS §1.1 ``ranks``: the ranks with a folder, each once; rank 0 again at the end
+    (the folders compared as a set, so even the checksums passed) ran rank 0 twice."""
+    o = tmp_path / "o"
+    shutil.copytree(ar2, o)
+    top = json.loads((o / "manifest.json").read_text())
+    top["ranks"].append(top["ranks"][0])
+    (o / "manifest.json").write_text(json.dumps(top))
+    n = len(top["ranks"]) - 1
+    for extra in ([], ["--ignore-checksums"]):
+        res = cli("simulate", o, "--json", *extra)
+        assert res.exit_code == 2, res.output
+        assert json.loads(res.stdout)["error"] == (
+            f"{o / 'manifest.json'}: field ranks[{n}]: rank {top['ranks'][0]} is listed twice")

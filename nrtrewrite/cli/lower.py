@@ -156,7 +156,7 @@ def summary_table(plan, title: str | Text) -> Table:
         for t, alg, channels, pgta in rows:
             gid = f"{t.subgraph}/{t.replica_group_id}" if several else str(t.replica_group_id)
             table.add_row(str(t.ordinal), t.op.name, t.dtype.name, str(t.num_elements),
-                          f"{gid} ({counted(t.group_size, 'rank')})", alg,
+                          plain(f"{gid} ({counted(t.group_size, 'rank')})"), alg,
                           str(channels), str(pgta))
         return table
     groups: dict[tuple[str, str, str], list] = {}

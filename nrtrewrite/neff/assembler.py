@@ -296,9 +296,15 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     if bare.lstrip()[:1] == "{":  # JSON (indented with tabs, which YAML refuses), or flow YAML
         try:
             spec = jsonin.loads(bare)
+        except jsonin.JsonRule as rule:
+            if "not a finite number" in rule.why:  # (YAML 1.1 would read 1e999 and NaN,
+                # and every exponent number of the text with them, as strings)
+                raise ValidationError(f"{rule.why} (NaN and infinities are refused)",
+                                      Where(file=source, field=rule.path)) from None
+            spec = None  # a duplicate key, a long integer: YAML's error has a line and column
         except (ValueError, RecursionError):
-            pass  # not JSON, or JSON the YAML reader refuses with a line and column
-        else:
+            spec = None  # not JSON (flow YAML), or JSON the YAML reader refuses
+        if spec is not None:
             if not isinstance(spec, dict):  # (cannot be: the text starts with "{")
                 raise ValidationError("a spec must be a mapping", Where(file=source))
             return spec

@@ -87,8 +87,16 @@ def read_top_manifest(out: Path) -> dict:
 
 def manifest_ranks(out: Path, top: dict) -> list[int]:
     """The ``ranks`` of ``top`` (OUT/manifest.json, FORMATS §1.1): the ranks with a folder in
-    the output, each an integer 0 or more (an OutputError naming the item otherwise)."""
-    return Field(top, "", str(out / "manifest.json"))["ranks"].ints(0)
+    the output, each an integer 0 or more, each once (an OutputError naming the item
+    otherwise)."""
+    field = Field(top, "", str(out / "manifest.json"))["ranks"]
+    ranks = field.ints(0)
+    if len(set(ranks)) != len(ranks):
+        seen: set[int] = set()
+        k = next(i for i, r in enumerate(ranks) if r in seen or seen.add(r))
+        raise OutputError(f"rank {ranks[k]} is listed twice", file=field.file,
+                          field=f"ranks[{k}]")
+    return ranks
 
 
 def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
