@@ -206,7 +206,7 @@ def test_topology_files_refuse_numbers_that_are_not_finite(tmp_path, body, says)
     ("subgraphs:\n  - name: sg00\n    vars: [{name: a, size: .NaN}]\n", "subgraphs[0].vars[0].size",
      "nan"),
     ("neff_json: {x: 1.0e+999}\n", "neff_json.x", "inf"),
-    # JSON is read as YAML: 1.0e+999 is a YAML float (1e999 is a string there)
+    # a JSON spec is read as JSON (and was as YAML until 2026-12-04: the same message)
     ('{"subgraphs": [{"name": "sg00", "vars": [{"name": "a", "size": -1.0e+999}]}]}',
      "subgraphs[0].vars[0].size", "-inf"),
     ("extra_members: [{name: x.json, json: {.inf: 1}}]\n", "extra_members[0].json", "inf"),

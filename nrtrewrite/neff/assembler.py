@@ -299,8 +299,13 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
         except jsonin.JsonRule as rule:
             if "not a finite number" in rule.why:  # (YAML 1.1 would read 1e999 and NaN,
                 # and every exponent number of the text with them, as strings)
-                raise ValidationError(f"{rule.why} (NaN and infinities are refused)",
-                                      Where(file=source, field=rule.path)) from None
+                try:  # as the YAML path says it: the value read (inf, -inf, nan)
+                    what = repr(float(rule.why.split(" is not a finite number")[0]))
+                except ValueError:  # (a number shown shortened)
+                    what = rule.why.split(" is not a finite number")[0]
+                raise ValidationError(f"{what} is not a finite number (NaN and infinities "
+                                      "are refused)", Where(file=source, field=rule.path)
+                                      ) from None
             spec = None  # a duplicate key, a long integer: YAML's error has a line and column
         except (ValueError, RecursionError):
             spec = None  # not JSON (flow YAML), or JSON the YAML reader refuses
