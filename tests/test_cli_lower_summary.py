@@ -154,17 +154,19 @@ def test_a_group_of_one_rank_is_one_rank(tmp_path):
     assert " 1 rank (node 0) " in res.stdout and " 1 ranks" not in res.stdout
 
 
+def _subgraph(name: str, ranks: list[int]) -> dict:
+    """An assemble spec's subgraph: one 4 KiB bf16 all-reduce on ``ranks``."""
+    return {"name": name,
+            "vars": [{"name": "a", "type": "input", "size": 4096},
+                     {"name": "b", "type": "output", "size": 4096}],
+            "replica_groups": [ranks],
+            "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                               "dst": "b", "bytes": 4096}}]}}
+
 def test_a_group_id_is_named_with_its_subgraph_when_there_are_several():
     """Replica group ids count within a subgraph's def.json: two subgraphs each with group 0
     (ranks 0..3 and 4..7) showed '0 (4 ranks)' twice."""
-    def sg(name, ranks):
-        return {"name": name,
-                "vars": [{"name": "a", "type": "input", "size": 4096},
-                         {"name": "b", "type": "output", "size": 4096}],
-                "replica_groups": [ranks],
-                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
-                                                   "dst": "b", "bytes": 4096}}]}}
-    spec = {"subgraphs": [sg("sg00", [0, 1, 2, 3]), sg("sg01", [4, 5, 6, 7])]}
+    spec = {"subgraphs": [_subgraph("sg00", [0, 1, 2, 3]), _subgraph("sg01", [4, 5, 6, 7])]}
     plan = plan_lowering(read_model_bytes(assemble_spec(spec), path="m.neff"),
                          LowerOptions(algo="ring"))
     text = _render(summary_table(plan, "title"))
@@ -175,14 +177,7 @@ def test_a_group_id_is_named_with_its_subgraph_when_there_are_several():
 
 def test_a_subgraph_name_in_the_group_column_is_text_not_markup():
     """Subgraph names are the model's text: '[bold]a' showed as 'a' (rich markup)."""
-    def sg(name, ranks):
-        return {"name": name,
-                "vars": [{"name": "a", "type": "input", "size": 4096},
-                         {"name": "b", "type": "output", "size": 4096}],
-                "replica_groups": [ranks],
-                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
-                                                   "dst": "b", "bytes": 4096}}]}}
-    spec = {"subgraphs": [sg("[bold]a", [0, 1]), sg("[i]a", [2, 3])]}
+    spec = {"subgraphs": [_subgraph("[bold]a", [0, 1]), _subgraph("[i]a", [2, 3])]}
     plan = plan_lowering(read_model_bytes(assemble_spec(spec), path="m.neff"),
                          LowerOptions(algo="ring"))
     text = _render(summary_table(plan, "title"))
