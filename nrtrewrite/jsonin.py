@@ -38,12 +38,15 @@ _SHOWN_NUMBER = 40
 
 class JsonRule(ValueError):
     """The document breaks a rule of :func:`loads`; ``path`` is the key path of the value
-    (``var[2].size``; None when it cannot be told), ``why`` the reason."""
+    (``var[2].size``; None when it cannot be told), ``why`` the reason; ``non_finite`` the
+    value read when the rule broken is that numbers are finite (``inf``, ``-inf``, ``nan``),
+    else None."""
 
-    def __init__(self, why: str, path: str | None = None):
+    def __init__(self, why: str, path: str | None = None, non_finite: float | None = None):
         super().__init__(why)
         self.why = why
         self.path = path or None
+        self.non_finite = non_finite
 
 
 class JsonFloat(float):
@@ -302,7 +305,7 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
         tail = "" if found[0] in ("NaN", "Infinity", "-Infinity") else \
             " (beyond the range of a double)"
         raise JsonRule(f"{_shown(found[0])} is not a finite number{tail}",
-                       at[0] if at else None)
+                       at[0] if at else None, non_finite=float(found[0]))
     return doc
 
 

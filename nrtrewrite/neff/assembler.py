@@ -153,10 +153,10 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 def _construct_mapping(loader: _SafeLoader, node: yaml.MappingNode, deep: bool = False):
     """A mapping whose own keys are distinct.  A merge key (``<<: *base`` or ``<<: [*a,
-    *b]``) is left to PyYAML's ``flatten_mapping`` (in ``construct_mapping``), as
-    ``yaml.safe_load`` reads it: a key the mapping gives itself overrides a merged one,
-    which is not a duplicate; ``<<`` given twice is, and so is a key twice in a mapping
-    merged in place (``<<: {a: 1, a: 2}``, never constructed on its own)."""
+    *b]``) is left to ``flatten_mapping`` (ours, :class:`_SafeLoader`; called by
+    ``construct_mapping``), as YAML 1.1 reads it: a key the mapping gives itself overrides
+    a merged one, which is not a duplicate; ``<<`` given twice is, and so is a key twice in
+    a mapping merged in place (``<<: {a: 1, a: 2}``, never constructed on its own)."""
     _check_keys(loader, node, deep)
     return loader.construct_mapping(node, deep=deep)
 
@@ -297,15 +297,11 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
         try:
             spec = jsonin.loads(bare)
         except jsonin.JsonRule as rule:
-            if "not a finite number" in rule.why:  # (YAML 1.1 would read 1e999 and NaN,
-                # and every exponent number of the text with them, as strings)
-                try:  # as the YAML path says it: the value read (inf, -inf, nan)
-                    what = repr(float(rule.why.split(" is not a finite number")[0]))
-                except ValueError:  # (a number shown shortened)
-                    what = rule.why.split(" is not a finite number")[0]
-                raise ValidationError(f"{what} is not a finite number (NaN and infinities "
-                                      "are refused)", Where(file=source, field=rule.path)
-                                      ) from None
+            if rule.non_finite is not None:  # (YAML 1.1 would read 1e999 and NaN, and every
+                # exponent number of the text with them, as strings): as the YAML path says it
+                raise ValidationError(f"{rule.non_finite!r} is not a finite number (NaN and "
+                                      "infinities are refused)",
+                                      Where(file=source, field=rule.path)) from None
             spec = None  # a duplicate key, a long integer: YAML's error has a line and column
         except (ValueError, RecursionError):
             spec = None  # not JSON (flow YAML), or JSON the YAML reader refuses
