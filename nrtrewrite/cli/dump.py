@@ -162,12 +162,10 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     §1.1) are not all among the rank folders ``dirs`` dump found: a deleted rank folder
     would otherwise be left out without a word.  None for a rank folder, a manifest that is
     not an output's or cannot be read (dump decodes what is there; ``simulate`` checks)."""
-    from nrtrewrite.simulate.artifacts import read_top_manifest
+    from nrtrewrite.simulate.artifacts import manifest_ranks, read_top_manifest
     try:
-        ranks = read_top_manifest(out).get("ranks")
+        ranks = manifest_ranks(out, read_top_manifest(out))
     except NrtRewriteError:
-        return None
-    if not isinstance(ranks, list) or not all(type(r) is int and r >= 0 for r in ranks):
         return None
     found = {d.name for d in dirs}
     missing = [r for r in ranks if F.rank_dir_name(r) not in found]
