@@ -940,3 +940,61 @@ def test_a_json_spec_indented_with_tabs_is_read_as_json(base_spec):
     assert parse_spec_text("{a: 1, b: [x]}") == {"a": 1, "b": ["x"]}
     with pytest.raises(ParseError, match=r"duplicate key 'a' \(line 1 column 10\)"):
         parse_spec_text('{"a": 1, "a": 2}')
+
+
+# ---------------------------------------------------------------------------
+# input handling: digits, YAML's value key, lone surrogates at their field
+
+SIZE_WHY = "(an integer in ASCII digits, optionally with B, KiB, MiB or GiB)"
+
+
+@pytest.mark.parametrize("where, value", [
+    ("vars[0].size", "\u0664KiB"),  # ARABIC-INDIC DIGIT FOUR: int() reads 4
+    ("vars[0].size", "\uff14096"),  # FULLWIDTH DIGIT FOUR
+    ("vars[0].size", "\u0664"),
+    ("engines.sp[1].all_reduce.num_elements", "\uff12048"),
+    ("engines.sp[1].all_reduce.src.offset", "\u0660"),  # ARABIC-INDIC DIGIT ZERO
+])
+def test_a_size_string_is_ascii_digits(base_spec, where, value):
+    """ASSEMBLE.md: a size is an integer or `512B`, `64KiB`...; the size pattern's `\\d` took
+    any Unicode digit and int() read it, so `size: "٤KiB"` was 4096 bytes.  The same size in
+    ASCII digits is read (4KiB = 4 * 1024)."""
+    sg = base_spec["subgraphs"][0]
+    trig = sg["engines"]["sp"][1]["all_reduce"]
+    if where.startswith("vars"):
+        sg["vars"][0]["size"] = value
+    elif where.endswith("offset"):
+        trig["src"] = {"var": "in", "offset": value}
+    else:
+        trig["num_elements"] = value
+    assert _refused_at(base_spec, f"subgraphs[0].{where}").endswith(
+        f": bad size {value!r} {SIZE_WHY}")
+    sg["vars"][0]["size"] = "4KiB"
+    trig.update(num_elements="2048", src={"var": "in", "offset": "0"})
+    assert assemble(base_spec).model.subgraphs[0].vars[0].size == 4096
+
+
+@pytest.mark.parametrize("rng", ["\u0660..\u0667", "0..\uff17", "\uff10..7"])
+def test_a_rank_range_is_ascii_digits(base_spec, rng):
+    """`"٠..٧"` (Arabic-Indic 0 and 7) was the group 0..7: the range pattern's `\\d`."""
+    base_spec["subgraphs"][0]["replica_groups"] = [rng]
+    assert _refused_at(base_spec, "subgraphs[0].replica_groups[0]").endswith(
+        f": bad rank range {rng!r} (use 'first..last' in ASCII digits)")
+    base_spec["subgraphs"][0]["replica_groups"] = ["0..7"]
+    assert assemble(base_spec).model.subgraphs[0].replica_groups == [tuple(range(8))]
+
+
+def test_a_uuid_is_ascii(base_spec, tmp_path):
+    """uuid.UUID() reads its hex with int(), which takes full-width digits: the uuid with a
+    full-width 6 first was 6e726e72-...; through the CLI a one-line error, exit 2."""
+    text = "\uff16e726e72-6577-7269-7465-000000000001"
+    base_spec["header"]["uuid"] = text
+    assert _refused_at(base_spec, "header.uuid").endswith(f": not a UUID: {text!r}")
+    spec = tmp_path / "u.json"
+    spec.write_text(json.dumps(base_spec), encoding="utf-8")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "u.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field header.uuid: not a UUID: {text!r}\n")
+    base_spec["header"]["uuid"] = "6" + text[1:]
+    assert assemble(base_spec).model.header.uuid == bytes.fromhex(
+        "6e726e7265777269746500000000" "0001")

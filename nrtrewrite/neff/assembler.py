@@ -67,9 +67,11 @@ TRIGGER_KINDS: dict[str, CType] = {
 NOP_OPCODE = 0x00
 DEFAULT_BUILD_VERSION = "nrtrewrite-assemble"
 
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)?\s*$")
+#: A size string (``64KiB``) and a rank range (``0..7``): ASCII digits only (``\d`` and
+#: int() also read Arabic-Indic ``٤`` and full-width ``４``, which ASSEMBLE.md's sizes are not).
+_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*$", re.ASCII)
 _SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-_RANGE_RE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+_RANGE_RE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$", re.ASCII)
 _SYNC_KEYS = ("wait_mode", "wait_idx", "update_mode", "update_idx", "semaphore_value")
 _HEADER_KEYS = ("pkg_version", "name", "neff_version_major", "neff_version_minor",
                 "neff_build_version", "num_tpb", "uuid", "requested_tpb_count",
@@ -419,8 +421,8 @@ class _Assembler:
         if size and isinstance(val, str):
             m = _SIZE_RE.match(val)
             if not m:
-                raise self.err(path, f"bad size {val!r} (an integer, optionally with B, KiB, "
-                                     "MiB or GiB)")
+                raise self.err(path, f"bad size {_shown(val)!r} (an integer in ASCII digits, "
+                                     "optionally with B, KiB, MiB or GiB)")
             if (digits := len(m.group(1))) > MAX_SIZE_DIGITS:  # (int() refuses 4301 or more)
                 raise self.err(path, f"size {_shown(val)!r} has {digits} digits, more than "
                                      f"{MAX_SIZE_DIGITS}")
@@ -516,6 +518,8 @@ class _Assembler:
             fields["uuid"] = bytes(16)
         else:
             try:
+                if not str(uuid_val).isascii():  # (UUID's int() reads '٤' and '４' as 4)
+                    raise ValueError
                 fields["uuid"] = uuidlib.UUID(str(uuid_val)).bytes
             except ValueError:
                 raise self.err(p + "uuid", f"not a UUID: {uuid_val!r}") from None
@@ -658,7 +662,8 @@ class _Assembler:
                                    f"{digits} digits, more than {MAX_JSON_INT_DIGITS} (as a "
                                    "YAML integer of the spec)")
                 if not m or int(m.group(2)) < int(m.group(1)):
-                    raise self.err(f"{path}[{g}]", f"bad rank range {grp!r} (use 'first..last')")
+                    raise self.err(f"{path}[{g}]", f"bad rank range {_shown(grp)!r} (use "
+                                   "'first..last' in ASCII digits)")
                 first, last = int(m.group(1)), int(m.group(2))
                 if self.range_ranks + last - first + 1 > MAX_TOPOLOGY_RANKS:
                     # expanded, a range costs about 150 bytes a rank: '0..2147483647' would
