@@ -998,3 +998,38 @@ def test_a_uuid_is_ascii(base_spec, tmp_path):
     base_spec["header"]["uuid"] = "6" + text[1:]
     assert assemble(base_spec).model.header.uuid == bytes.fromhex(
         "6e726e7265777269746500000000" "0001")
+
+
+@pytest.mark.parametrize("value, why", [
+    ('!!int "\u0664"', "'\u0664' is not an integer (a YAML number is ASCII text)"),
+    ('!!int "0x\uff11F"', "'0x\uff11F' is not an integer (a YAML number is ASCII text)"),
+    ('!!int "1:\u0663\u0660"', "'1:\u0663\u0660' is not an integer (a YAML number is ASCII "
+     "text)"),
+    ('!!float "\u0664.5"', "'\u0664.5' is not a number (a YAML number is ASCII text)"),
+    ('!!int "abc"', "'abc' is not an integer"),
+    ('!!int ""', "'' is not an integer"),
+    ('!!float "abc"', "'abc' is not a number"),
+    ('!!float ""', "'' is not a number"),
+])
+def test_a_tagged_number_must_be_one_in_ascii(value, why):
+    """`!!int` and `!!float` hand the text to int() and float(): `!!int "٤"` was 4, `!!int
+    "1:٣٠"` 90 (YAML 1.1's base 60); `!!float abc` and `!!int ""` were ValueError and
+    IndexError (internal errors, exit 70), `!!int abc` "an integer of 0 digits, more than
+    4300".  The ASCII ones are read (0x1F = 31, 1:30 = 90)."""
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(f"a: [1, {value}]\n", source="s.yaml")
+    assert str(exc.value) == f"s.yaml: invalid spec: {why} (line 1 column 8)"  # (at the tag)
+    assert parse_spec_text('a: [!!int "0x1F", !!int "1:30", !!float "4.5", !!int "1_0"]\n') \
+        == {"a": [31, 90, 4.5, 10]}
+
+
+def test_a_tagged_number_that_is_none_is_a_spec_error_on_the_command_line(base_spec,
+                                                                          tmp_path):
+    """`header: {feature_bits: !!float abc}` ended assemble with an internal error (exit 70)."""
+    spec = tmp_path / "t.yaml"
+    spec.write_text("header: {feature_bits: !!float abc}\n"
+                    "subgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "t.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: invalid spec: 'abc' is not a number (line 1 "
+           "column 24)\n")

@@ -197,8 +197,14 @@ _SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 
 def _construct_float(loader: _SafeLoader, node: yaml.ScalarNode) -> float:
     """A YAML float, noting one that is not finite (``.inf``, ``-.inf``, ``.nan``,
-    ``1.0e+999``): :func:`parse_spec_text` then names it by its key path."""
-    val = loader.construct_yaml_float(node)
+    ``1.0e+999``): :func:`parse_spec_text` then names it by its key path.  A float tagged
+    ``!!float`` must be one: PyYAML reads its text with float(), which raised ValueError
+    (``!!float abc``; an internal error) or read other Unicode digits (``!!float "٤.5"``)."""
+    _ascii_number(node, "a number")
+    try:
+        val = loader.construct_yaml_float(node)
+    except (ValueError, IndexError):  # (IndexError: ``!!float ""``)
+        raise _not_a(node, "a number") from None
     if not math.isfinite(val):
         loader.non_finite = True
     return val
@@ -210,14 +216,36 @@ _SafeLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 def _construct_int(loader: _SafeLoader, node: yaml.ScalarNode) -> int:
     """A YAML integer; one of more decimal digits than CPython converts
     (``jsonin.MAX_JSON_INT_DIGITS``, its default limit) is a spec error at its line, as in
-    a JSON input (PyYAML let the interpreter's ValueError out: an internal error)."""
+    a JSON input (PyYAML let the interpreter's ValueError out: an internal error).  An
+    integer tagged ``!!int`` must be one (``!!int abc`` was "an integer of 0 digits", ``!!int
+    ""`` an IndexError, ``!!int "٤"`` 4: PyYAML reads its text with int())."""
+    _ascii_number(node, "an integer")
     try:
         return loader.construct_yaml_int(node)
-    except ValueError:
-        digits = sum(c.isdigit() for c in str(node.value))
-        raise yaml.constructor.ConstructorError(
-            None, None, f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}",
-            node.start_mark) from None
+    except (ValueError, IndexError):  # (IndexError: ``!!int ""``)
+        text = str(node.value)
+        if text.lstrip("+-").replace("_", "").isdigit():  # (ASCII: only too long)
+            digits = sum(c.isdigit() for c in text)
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}",
+                node.start_mark) from None
+        raise _not_a(node, "an integer") from None
+
+
+def _ascii_number(node: yaml.ScalarNode, what: str) -> None:
+    """Refuse a number whose text is not ASCII: YAML's numbers are ASCII digits (its implicit
+    patterns match no other), but int() and float() read any Unicode digit, so an explicit
+    tag (``!!int "٤"``) took Arabic-Indic or full-width digits."""
+    if isinstance(node, yaml.ScalarNode) and not node.value.isascii():
+        raise _not_a(node, what, " (a YAML number is ASCII text)")
+
+
+def _not_a(node: yaml.ScalarNode, what: str, why: str = "") -> yaml.constructor.ConstructorError:
+    """``'TEXT' is not WHAT`` at ``node`` (a text of more than 24 characters cut to 12)."""
+    text = str(node.value)
+    shown = text if len(text) <= 24 else f"{text[:12]}..."
+    return yaml.constructor.ConstructorError(
+        None, None, f"{shown!r} is not {what}{why}", node.start_mark)
 
 
 _SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
