@@ -1033,3 +1033,25 @@ def test_a_tagged_number_that_is_none_is_a_spec_error_on_the_command_line(base_s
     assert (res.exit_code, res.output) == (
         2, f"nrtrewrite: error: {spec}: invalid spec: 'abc' is not a number (line 1 "
            "column 24)\n")
+
+
+@pytest.mark.parametrize("value, why", [
+    ("!!bool abc", "'abc' is not a boolean"),
+    ("!!timestamp abc", "'abc' is not a date"),
+    ("2001-02-30", "'2001-02-30' is not a date (YAML 1.1 reads this form as a date: quote it "
+     "for a string)"),
+    ("2001-13-01", "'2001-13-01' is not a date (YAML 1.1 reads this form as a date: quote it "
+     "for a string)"),
+])
+def test_a_bool_or_date_that_is_none_is_a_spec_error(value, why):
+    """PyYAML's bool and timestamp constructors do not check the text: `!!bool abc` was
+    KeyError, `!!timestamp abc` AttributeError, and `2001-02-30` (a date by its form, no tag
+    needed: February has no 30th) ValueError, internal errors (exit 70).  Dates that are
+    dates, and `yes`, still read as YAML 1.1 reads them."""
+    import datetime
+
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(f"a: [1, {value}]\n", source="s.yaml")
+    assert str(exc.value) == f"s.yaml: invalid spec: {why} (line 1 column 8)"
+    assert parse_spec_text("a: [2001-02-28, '2001-02-30', !!bool yes, off]\n") == {
+        "a": [datetime.date(2001, 2, 28), "2001-02-30", True, False]}

@@ -251,6 +251,27 @@ def _not_a(node: yaml.ScalarNode, what: str, why: str = "") -> yaml.constructor.
 _SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 
+def _checked(construct, what: str):
+    """PyYAML's constructor ``construct`` of a tag whose text it does not check (``!!bool abc``
+    was KeyError, ``!!timestamp abc`` AttributeError, and ``2001-02-30``, a date by its form
+    without a tag, ValueError: internal errors): ``'TEXT' is not WHAT`` at the value, and
+    when the text has the form YAML 1.1 reads as WHAT untagged, that it is read so."""
+    def checked(loader: _SafeLoader, node: yaml.Node):
+        try:
+            return construct(loader, node)
+        except (ValueError, KeyError, AttributeError, OverflowError):
+            implicit = loader.resolve(yaml.ScalarNode, node.value, (True, False)) == node.tag
+            raise _not_a(node, what, f" (YAML 1.1 reads this form as {what}: quote it for a "
+                                     "string)" if implicit else "") from None
+    return checked
+
+
+_SafeLoader.add_constructor("tag:yaml.org,2002:bool",
+                            _checked(yaml.SafeLoader.construct_yaml_bool, "a boolean"))
+_SafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
+                            _checked(yaml.SafeLoader.construct_yaml_timestamp, "a date"))
+
+
 #: The most values (each scalar, list and mapping counted once per place it stands) a spec may
 #: expand to once its YAML aliases are resolved: an alias repeats what its anchor names, so a
 #: chain of them multiplies it (eight lists of ten aliases each: 10^8 values, from 500 bytes
