@@ -1055,3 +1055,26 @@ def test_a_bool_or_date_that_is_none_is_a_spec_error(value, why):
     assert str(exc.value) == f"s.yaml: invalid spec: {why} (line 1 column 8)"
     assert parse_spec_text("a: [2001-02-28, '2001-02-30', !!bool yes, off]\n") == {
         "a": [datetime.date(2001, 2, 28), "2001-02-30", True, False]}
+
+
+def test_a_plain_equals_sign_is_the_string_equals():
+    """`=` as a key (`{=: 1}`) was refused with PyYAML's "could not determine a constructor for
+    the tag 'tag:yaml.org,2002:value'": YAML 1.1 makes a plain `=` its value key, which
+    PyYAML reads as the string "=" only where it flattens merge keys (ours does so only for
+    mappings with `<<`).  ASSEMBLE.md: a plain `=` is the string "=", key or value (as YAML
+    1.2 reads it); a key given twice, once quoted, is a duplicate."""
+    assert parse_spec_text("a: {=: 1}\nb: =\nc: [=, x]\nd: {<<: {=: 1, e: 2}, =: 3}\n") == {
+        "a": {"=": 1}, "b": "=", "c": ["=", "x"], "d": {"=": 3, "e": 2}}
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text('a: {=: 1, "=": 2}\n', source="s.yaml")
+    assert str(exc.value) == "s.yaml: invalid spec: duplicate key '=' (line 1 column 11)"
+    text = ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: []}\n"
+            "  def_json: {note: {=: 1}}\n")
+    from nrtrewrite.neff.container import read_container
+
+    members = read_container(assemble(parse_spec_text(text)).data).members
+    assert json.loads(members["sg00/def.json"])["note"] == {"=": 1}
+    spec = parse_spec_text("=: 1\nsubgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n")
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec)
+    assert str(exc.value).startswith("<spec>: unknown key '=' (allowed: header, ")

@@ -117,8 +117,6 @@ class _SafeLoader(yaml.SafeLoader):
         own: list = []
         for key_node, value_node in node.value:
             if key_node.tag != _MERGE_TAG:
-                if key_node.tag == "tag:yaml.org,2002:value":  # (as PyYAML does)
-                    key_node.tag = "tag:yaml.org,2002:str"
                 own.append((key_node, value_node))
                 continue
             sources = value_node.value if isinstance(value_node, yaml.SequenceNode) \
@@ -193,6 +191,13 @@ def _check_keys(loader: _SafeLoader, node: yaml.MappingNode, deep: bool) -> None
 
 
 _SafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+#: YAML 1.1's value key, a plain ``=`` (yaml.org/type/value.html: a mapping's "default
+#: value", which no spec field has), is the string "=" wherever it stands: as a key, as
+#: PyYAML reads it (its flatten_mapping), and as a value or list item, as YAML 1.2 reads it
+#: (PyYAML has no constructor for the tag there: "could not determine a constructor for the
+#: tag 'tag:yaml.org,2002:value'", which our key checks also said of ``{=: 1}``).
+_SafeLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_yaml_str)
 
 
 def _construct_float(loader: _SafeLoader, node: yaml.ScalarNode) -> float:
