@@ -349,14 +349,16 @@ def test_assemble_md_example_assembles():
 
 def test_lone_surrogate_in_yaml_is_an_error(base_spec):
     """YAML's "\\ud800" escape gives a lone surrogate, which UTF-8 cannot hold: a one-line
-    error, where it was a UnicodeEncodeError traceback."""
+    error, where it was a UnicodeEncodeError traceback; at the var's name, where it was at
+    the subgraph (`field subgraphs[0]: cannot be written as JSON: 'utf-8' codec can't
+    encode character '\\ud800' ...`)."""
     spec = parse_spec_text('name: "v\\ud800"\n')
     assert spec["name"] == "v\ud800"
     base_spec["subgraphs"][0]["vars"][2]["name"] = spec["name"]  # tmp, unused
     with pytest.raises(ValidationError) as exc:
         assemble_spec(base_spec)
-    assert str(exc.value).startswith("<spec>: field subgraphs[0]: cannot be written as JSON: "
-                                     "'utf-8' codec can't encode character '\\ud800'")
+    assert str(exc.value) == ("<spec>: field subgraphs[0].vars[2].name: not Unicode text "
+                              "('\\ud800' is a lone surrogate, which UTF-8 cannot hold)")
 
 
 def test_recursive_yaml_alias_is_an_error(base_spec):
@@ -1078,3 +1080,55 @@ def test_a_plain_equals_sign_is_the_string_equals():
     with pytest.raises(ValidationError) as exc:
         assemble_spec(spec)
     assert str(exc.value).startswith("<spec>: unknown key '=' (allowed: header, ")
+
+
+def _sg0(s: dict) -> dict:
+    return s["subgraphs"][0]
+
+
+@pytest.mark.parametrize("mutate, field, key", [
+    (lambda s: _sg0(s)["vars"][2].update(name="a\ud800"), "subgraphs[0].vars[2].name", None),
+    (lambda s: _sg0(s)["vars"][2].update(type="a\ud800"), "subgraphs[0].vars[2].type", None),
+    (lambda s: _sg0(s)["vars"][3].update(partitions=["a\ud800"]),
+     "subgraphs[0].vars[3].partitions[0]", None),
+    (lambda s: _sg0(s).update(replica_groups=[[0, "a\ud800"]]),
+     "subgraphs[0].replica_groups[0][1]", None),
+    (lambda s: _sg0(s).update(def_json={"note": {"x": [1, "a\ud800"]}}),
+     "subgraphs[0].def_json.note.x[1]", None),
+    (lambda s: _sg0(s).update(def_json={"var": [{"name": "a\ud800"}]}),
+     "subgraphs[0].def_json.var[0].name", None),
+    (lambda s: _sg0(s).update(def_json={"note": {"a\ud800": 1}}), "subgraphs[0].def_json.note",
+     "a\ud800"),
+    (lambda s: _sg0(s).update(def_json={"a\ud800": 1}), "subgraphs[0].def_json", "a\ud800"),
+    (lambda s: s.update(neff_json={"subgraphs": ["sg00", "a\ud800"]}), "neff_json.subgraphs[1]",
+     None),
+    (lambda s: s.update(extra_members=[{"name": "x", "json": {"a": ["a\ud800"]}}]),
+     "extra_members[0].json.a[0]", None),
+])
+def test_a_lone_surrogate_in_a_json_member_is_named_at_its_field(base_spec, mutate, field, key):
+    """A lone surrogate in a var's name or type (and anywhere else written into def.json)
+    was reported at the subgraph, `field subgraphs[0]: cannot be written as JSON: 'utf-8'
+    codec can't encode character '\\ud800' in position 54: surrogates not allowed`, one in
+    neff_json or an extra member's json at that key: now at its own field, as the header's
+    strings and names are (ASSEMBLE.md), the key path being the spec's (`vars`, where
+    def.json says `var`)."""
+    mutate(base_spec)
+    msg = _refused_at(base_spec, field)
+    why = "not Unicode text ('\\ud800' is a lone surrogate, which UTF-8 cannot hold)"
+    assert msg == f"<spec>: field {field}: " + (f"key 'a\\ud800' is {why}" if key else why)
+
+
+def test_a_lone_surrogate_in_an_engine_name_is_named_at_the_engines(base_spec, tmp_path):
+    """An engine name with a lone surrogate went into def.json (refused at the subgraph) and
+    named its stream in errors (`field subgraphs[0].engines.a\\ud800[0].nop: -1 is outside
+    0..inf`): refused before its stream is read, at `engines`."""
+    _sg0(base_spec)["engines"]["a\ud800"] = [{"nop": -1}]
+    assert _refused_at(base_spec, "subgraphs[0].engines").endswith(
+        ": engine name 'a\\ud800' is not Unicode text ('\\ud800' is a lone surrogate, which "
+        "UTF-8 cannot hold)")
+    spec = tmp_path / "e.json"
+    spec.write_text(json.dumps(base_spec), encoding="utf-8")  # ("\ud800" escaped in JSON)
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "e.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field subgraphs[0].engines: engine name 'a\\ud800' is "
+           "not Unicode text ('\\ud800' is a lone surrogate, which UTF-8 cannot hold)\n")

@@ -449,9 +449,21 @@ class _Assembler:
     def err(self, path: str, why: str) -> ValidationError:
         return ValidationError(why, Where(file=self.source, field=path or None))
 
-    def json_member(self, obj: Any, path: str) -> bytes:
+    def json_member(self, obj: Any, path: str, field=None) -> bytes:
+        """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
+        lone surrogate at its own field: ``field(key path in obj)`` (default: the key path
+        after ``path``), ``not Unicode text (...)`` as :meth:`utf8` says it."""
         try:
             return _json_bytes(obj)
+        except _NotUnicode as err:
+            # (json.dumps wrote it: obj has no cycle, which it refuses, for the walk)
+            found = jsonin.lone_surrogate(obj)
+            if found is None:  # (cannot be: each string of obj was walked)
+                raise self.err(path, err.why) from None
+            sub, text, _, is_key = found
+            why = f"not Unicode text ({_not_unicode(text)})"
+            raise self.err(field(sub) if field else _joined(path, sub),
+                           f"key {_escaped(text)} is {why}" if is_key else why) from None
         except ValidationError as err:
             raise self.err(path, err.why) from None
 
@@ -659,6 +671,9 @@ class _Assembler:
         for engine, body in engines.items():
             if not isinstance(engine, str):
                 raise self.err(path + ".engines", f"engine name {engine!r} is not a string")
+            if (why := _not_unicode(engine)) is not None:  # (before a path names it)
+                raise self.err(path + ".engines", f"engine name {_escaped(engine)} is not "
+                                                  f"Unicode text ({why})")
             try:
                 words = self.instructions(_or(body, []), f"{path}.engines.{engine}", by_name)
             except RecursionError:  # repeats in repeats, from a chain of YAML aliases
@@ -672,7 +687,14 @@ class _Assembler:
             if not isinstance(override, dict):
                 raise self.err(path + ".def_json", "must be a mapping")
             definition.update(override)
-        items = [(f"{name}/{DEF_JSON}", self.json_member(definition, path))]
+
+        def field(sub: str) -> str:  # a key path of def.json -> the spec's
+            top = re.match(r"[^.\[]*", sub).group()
+            if not top or (override and top in override):  # (a key at the top: def_json's)
+                return _joined(path + ".def_json", sub)
+            return _joined(path, "vars" + sub[3:] if top == "var" else sub)
+
+        items = [(f"{name}/{DEF_JSON}", self.json_member(definition, path, field))]
         items.extend((f"{name}/{engine}.bin", data) for engine, data in streams)
         return name, items
 
@@ -688,6 +710,7 @@ class _Assembler:
             name = item.get("name")
             if not isinstance(name, str) or not name:
                 raise self.err(p + ".name", "needs a non-empty name")
+            self.utf8(name, p + ".name")  # (not at the subgraph, whose def.json holds it)
             if name in by_name:
                 raise self.err(p + ".name", f"var name {name!r} used twice")
             if "var_id" not in item and next_id > 2**32 - 1:
@@ -696,6 +719,8 @@ class _Assembler:
                                   "var_id")
             var_id = self.integer(item.get("var_id", next_id), p + ".var_id", 0, 2**32 - 1)
             next_id = max(next_id, var_id + 1)
+            if isinstance(item.get("type"), str):  # (the reader judges it)
+                self.utf8(item["type"], p + ".type")
             var = {"var_id": var_id, "name": name, "type": item.get("type"),
                    "size": self.integer(item.get("size"), p + ".size", 0, size=True)}
             if "partitions" in item:
@@ -962,6 +987,13 @@ class _Assembler:
         return word
 
 
+def _joined(path: str, sub: str) -> str:
+    """Key path ``sub`` (``a.b``, ``[2].c``) inside the value at key path ``path``."""
+    if not sub or not path:
+        return path or sub
+    return path + (sub if sub.startswith("[") else f".{sub}")
+
+
 def _or(val: Any, default: Any) -> Any:
     """``val``, or ``default`` when the key is missing or null (not when it is empty or false:
     ``header: []`` or ``vars: 0`` is refused by the type check, not read as no value)."""
@@ -1008,17 +1040,25 @@ def _sync_fields(sync: bytes) -> dict[str, int]:
             "update_idx": sync[3], "semaphore_value": int.from_bytes(sync[4:8], "little")}
 
 
+class _NotUnicode(ValidationError):
+    """A JSON member's text holds a lone surrogate (YAML's ``"\\ud800"``)."""
+
+
 def _json_bytes(obj: Any) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
     Raises :class:`ValidationError` for what JSON cannot hold (recursive YAML aliases,
-    non-string keys of the wrong kind, NaN, text that is not UTF-8: lone surrogates).
+    non-string keys of the wrong kind, NaN), :class:`_NotUnicode` for text that is not
+    UTF-8 (a lone surrogate).
     """
     try:
-        return (json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-                ).encode("utf-8")  # a lone surrogate ("\\ud800" in YAML) fails here
+        text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
     except (TypeError, ValueError, RecursionError) as err:
         raise ValidationError(f"cannot be written as JSON: {err}") from None
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate ("\\ud800" in YAML)
+        raise _NotUnicode(f"cannot be written as JSON: {err}") from None
 
 
 __all__ = ["Assembled", "assemble", "assemble_file", "assemble_spec", "load_spec", "same_file",
