@@ -186,6 +186,21 @@ def tar_with(*entries) -> bytes:
     return wrap_payload(default_header(), gzip.compress(buf.getvalue(), mtime=0))
 
 
+def tar_patched(members, patch: dict[int, int], cut: int | None = None) -> bytes:
+    """The ustar tar Python's tarfile writes of ``members`` (name, data), its byte at each
+    tar offset of ``patch`` set, cut to its first ``cut`` bytes if given."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    raw = bytearray(buf.getvalue())
+    for at, value in patch.items():
+        raw[at] = value
+    return wrap_payload(default_header(), gzip.compress(bytes(raw[:cut]), mtime=0))
+
+
 def def_json_text(edit) -> str:
     """The base spec's sg00/def.json, edited, as JSON text with \\u escapes."""
     from nrtrewrite.neff.container import read_container
@@ -212,6 +227,9 @@ CASES = [
      "field payload: corrupt gzip stream"),
     ("corrupt_tar", wrap_payload(MEGA, gzip.compress(b"\x01" * 2048, mtime=0)), [],
      "field payload: corrupt tar archive"),
+    ("member_padding", tar_patched([("neff.json", b"{}")], {0x202: 0x20}), [],
+     "member neff.json: non-zero byte 0x20 at tar offset 0x202, in the zero padding after "
+     "this member's 2 bytes of data"),
     ("absolute", tar_with(("/abs", REG, b"")), [], "member /abs: absolute member path"),
     ("dotdot", tar_with(("a/../../b", REG, b"")), [], "member a/../../b: member path contains"),
     ("symlink", tar_with(("l", tarfile.SYMTYPE, b"")), [], "member l: symbolic link member"),

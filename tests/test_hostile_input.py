@@ -90,6 +90,16 @@ def gzip_bomb_members(n: int, each: int) -> bytes:
     return wrap_payload(default_header(), one * n)
 
 
+def good_tar_patched(patch) -> bytes:
+    """GOOD with its tar bytes patched (``patch(raw)`` on a bytearray of the tar, which the
+    assembler writes: neff.json's 62 bytes of data at tar offset 0x200, sg00/def.json's
+    header at 0x400, sg00/pool.bin's (no data) at 0xe00, the end blocks from 0x1000 and
+    zeros to 10240 bytes)."""
+    raw = bytearray(gzip.decompress(PAYLOAD))
+    patch(raw)
+    return wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0))
+
+
 def two_subgraph_groups(s):
     sg0 = s["subgraphs"][0]
     sg0["replica_groups"] = [[r] for r in range(7)]
@@ -125,6 +135,9 @@ CASES = [
      f"{MAX_MEMBER_BYTES} bytes"),
     ("declared_past_end", tar_of((info("neff.json", size=1 << 20), None)), [],
      "member neff.json: tar archive truncated inside this member"),
+    ("padding_not_zero", good_tar_patched(lambda raw: raw.__setitem__(0x200 + 62, 0x41)), [],
+     "member neff.json: non-zero byte 0x41 at tar offset 0x23e, in the zero padding after "
+     "this member's 62 bytes of data"),
     # the header
     ("data_size_too_big", header_with(GOOD, data_size=len(PAYLOAD) + 1), [],
      f"field data_size: data_size {len(PAYLOAD) + 1} runs past the end of the file"),

@@ -641,3 +641,40 @@ def test_a_file_member_that_is_also_a_folder_is_refused():
         _read_tar(_tar(_reg("sg00", b"f"), _reg("sg00/def.json", b"{}")))
     assert str(exc.value) == ("h.neff: member sg00: a file member is also the folder of other "
                               "members")
+
+
+def _ustar(*members: tuple[str, bytes]) -> bytearray:
+    """The tar Python's tarfile writes of ``members`` (ustar headers), to be patched."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return bytearray(buf.getvalue())
+
+
+@pytest.mark.parametrize("at", [0x209, 0x3ff, 0x603])
+def test_the_padding_after_a_members_data_must_be_zero(at):
+    """A member's data is padded with zeros to the next 512-byte block (GNU tar, bsdtar and
+    Python's tarfile all write zeros); tarfile skips those bytes unread, so any there were
+    taken.  neff.json's 9 bytes of data are at tar offset 0x200 (after its header block),
+    its padding 0x209..0x3ff; sg00/def.json's 3 bytes at 0x600, its padding from 0x603."""
+    raw = _ustar(*MEMBERS)
+    assert raw[0x200:0x209] == MEMBERS[0][1] and not any(raw[0x209:0x400])
+    read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
+    raw[at] = 0x41
+    with pytest.raises(ParseError) as exc:
+        _read_tar(bytes(raw))
+    member, size = ("neff.json", 9) if at < 0x400 else ("sg00/def.json", 3)
+    assert str(exc.value) == (f"h.neff: member {member}: non-zero byte 0x41 at tar offset "
+                              f"0x{at:x}, in the zero padding after this member's {size} bytes "
+                              "of data")
+
+
+def test_a_tar_that_ends_in_a_members_padding_is_truncated():
+    """The tar cut at 0x300, inside the padding after neff.json's 9 bytes (0x209..0x3ff)."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(bytes(_ustar(*MEMBERS)[:0x300]))
+    assert str(exc.value) == ("h.neff: member neff.json: tar archive truncated in the zero "
+                              "padding after this member's 9 bytes of data")

@@ -550,9 +550,21 @@ def _shown_name(name: str) -> str:
 
 
 def _member_data(stream: _TarStream, size: int, mw: Where) -> bytes:
+    """The member's ``size`` bytes of data, and the padding after them to the next 512-byte
+    block checked: zero bytes, as every tar writer fills it (GNU tar, bsdtar, Python's
+    tarfile, :func:`build_tar`); the bytes there are not the member's data its header
+    declares (tarfile skipped them unread)."""
     data = stream.member_data(size)
     if data is None:
         raise ParseError("tar archive truncated inside this member", mw)
+    start = stream.tell()
+    pad = stream.member_data(-size % TAR_BLOCK)
+    if pad is None:
+        raise ParseError(f"tar archive truncated in the zero padding after this member's "
+                         f"{size} bytes of data", mw)
+    if (k := _first_nonzero(pad, 0)) is not None:
+        raise ParseError(f"non-zero byte 0x{pad[k]:02x} at tar offset 0x{start + k:x}, in the "
+                         f"zero padding after this member's {size} bytes of data", mw)
     return data
 
 
