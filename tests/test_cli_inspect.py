@@ -201,6 +201,18 @@ def tar_patched(members, patch: dict[int, int], cut: int | None = None) -> bytes
     return wrap_payload(default_header(), gzip.compress(bytes(raw[:cut]), mtime=0))
 
 
+def pax_tar(records: bytes) -> bytes:
+    """A tar of one member neff.json (``{}``) after a pax extended header (at tar offset
+    0x0) whose data is ``records``, built block by block."""
+    ext = tarfile.TarInfo("././@PaxHeader")
+    ext.type, ext.size = tarfile.XHDTYPE, len(records)
+    member = tarfile.TarInfo("neff.json")
+    member.size = 2
+    raw = (ext.tobuf(tarfile.USTAR_FORMAT) + records + bytes(-len(records) % 512)
+           + member.tobuf(tarfile.USTAR_FORMAT) + b"{}" + bytes(510 + 1024))
+    return wrap_payload(default_header(), gzip.compress(raw, mtime=0))
+
+
 def def_json_text(edit) -> str:
     """The base spec's sg00/def.json, edited, as JSON text with \\u escapes."""
     from nrtrewrite.neff.container import read_container
@@ -230,6 +242,10 @@ CASES = [
     ("member_padding", tar_patched([("neff.json", b"{}")], {0x202: 0x20}), [],
      "member neff.json: non-zero byte 0x20 at tar offset 0x202, in the zero padding after "
      "this member's 2 bytes of data"),
+    ("pax_junk", pax_tar(b"15 comment=abc\njunk"), [],
+     "member neff.json: pax extended header at tar offset 0x0: record at byte 15 of its 19 "
+     "bytes of records (after the last record) does not start with a decimal length and a "
+     "space: it starts b'junk'"),
     ("absolute", tar_with(("/abs", REG, b"")), [], "member /abs: absolute member path"),
     ("dotdot", tar_with(("a/../../b", REG, b"")), [], "member a/../../b: member path contains"),
     ("symlink", tar_with(("l", tarfile.SYMTYPE, b"")), [], "member l: symbolic link member"),

@@ -100,6 +100,15 @@ def good_tar_patched(patch) -> bytes:
     return wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0))
 
 
+def pax_before_neff_json(records: bytes) -> bytes:
+    """GOOD's tar with a pax extended header whose data is ``records`` put before its first
+    member (neff.json, whose header block is at tar offset 0x0)."""
+    ext = tarfile.TarInfo("././@PaxHeader")
+    ext.type, ext.size = tarfile.XHDTYPE, len(records)
+    return good_tar_patched(lambda raw: raw.__setitem__(
+        slice(0, 0), ext.tobuf(tarfile.USTAR_FORMAT) + records + bytes(-len(records) % 512)))
+
+
 def two_subgraph_groups(s):
     sg0 = s["subgraphs"][0]
     sg0["replica_groups"] = [[r] for r in range(7)]
@@ -138,6 +147,11 @@ CASES = [
     ("padding_not_zero", good_tar_patched(lambda raw: raw.__setitem__(0x200 + 62, 0x41)), [],
      "member neff.json: non-zero byte 0x41 at tar offset 0x23e, in the zero padding after "
      "this member's 62 bytes of data"),
+    # the record is 18 bytes, its length says 17: tarfile (3.11) reads the path 'neff.jso'
+    ("pax_record_length_short", pax_before_neff_json(b"17 path=neff.json\n"), [],
+     "member neff.jso: pax extended header at tar offset 0x0: record at byte 0 of its 18 "
+     "bytes of records does not end in a newline where its length 17 says: byte 16 of the "
+     "record is 0x6e"),
     # the header
     ("data_size_too_big", header_with(GOOD, data_size=len(PAYLOAD) + 1), [],
      f"field data_size: data_size {len(PAYLOAD) + 1} runs past the end of the file"),

@@ -678,3 +678,95 @@ def test_a_tar_that_ends_in_a_members_padding_is_truncated():
         _read_tar(bytes(_ustar(*MEMBERS)[:0x300]))
     assert str(exc.value) == ("h.neff: member neff.json: tar archive truncated in the zero "
                               "padding after this member's 9 bytes of data")
+
+
+def _block(data: bytes) -> bytes:
+    return data + bytes(-len(data) % 512)
+
+
+def _extended_tar(kind: bytes, ext_data: bytes, name: str = "neff.json", data: bytes = b"{}",
+                  pad: bytes = b"") -> bytes:
+    """A tar built block by block: a header of type ``kind`` (pax 'x' or 'g', GNU 'L')
+    whose data is ``ext_data`` (its size field says ``len(ext_data)``) padded with ``pad``
+    then zeros to 512 bytes, at tar offset 0x0 (its data at 0x200); then the member
+    ``name`` with ``data``; then the two zero blocks that end a tar."""
+    ext = tarfile.TarInfo("././@PaxHeader" if kind != tarfile.GNUTYPE_LONGNAME
+                          else "././@LongLink")
+    ext.type, ext.size = kind, len(ext_data)
+    member = tarfile.TarInfo(name)
+    member.size = len(data)
+    return (ext.tobuf(tarfile.USTAR_FORMAT) + _block(ext_data + pad)
+            + member.tobuf(tarfile.USTAR_FORMAT) + _block(data) + bytes(1024))
+
+
+def test_extended_header_builder_makes_what_tarfile_writes():
+    """The hand-built pax header (one record ``15 comment=abc\\n``: 2 digits, a space,
+    ``comment=abc`` and a newline are 15 bytes) reads; tarfile writes these same records."""
+    tar = _extended_tar(tarfile.XHDTYPE, b"15 comment=abc\n")
+    assert list(_read_tar(tar).members.items()) == [("neff.json", b"{}")]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        info = tarfile.TarInfo("neff.json")
+        info.pax_headers = {"comment": "abc"}
+        tf.addfile(info)
+    assert buf.getvalue()[0x200:0x400] == _block(b"15 comment=abc\n")
+
+
+@pytest.mark.parametrize("records,member,why", [
+    # junk after the last record (tarfile 3.11 stops at it and reads the member)
+    (b"15 comment=abc\njunk", "neff.json",
+     "record at byte 15 of its 19 bytes of records (after the last record) does not start "
+     "with a decimal length and a space: it starts b'junk'"),
+    # not '<keyword>=<value>'
+    (b"15 comment+abc\n", "neff.json",
+     "record at byte 0 of its 15 bytes of records has no '<keyword>=' after its length"),
+    # a length one short of the record: tarfile 3.11 took the path 'sg00/sp.bi'
+    (b"19 path=sg00/sp.bin\n", "sg00/sp.bi",
+     "record at byte 0 of its 20 bytes of records does not end in a newline where its length "
+     "19 says: byte 18 of the record is 0x6e"),
+    # a length one over: the record would run into the padding
+    (b"16 comment=abc\n", "neff.json",
+     "record at byte 0 of its 15 bytes of records gives its length as 16, which runs past "
+     "their end (15 bytes left)"),
+    # the second record's length short (tarfile 3.11 took the path 'x', the bytes between
+    # its '=' and the byte before where the length ends it)
+    (b"15 comment=abc\n10 path=x/y\n", "x",
+     "record at byte 15 of its 27 bytes of records does not end in a newline where its length "
+     "10 says: byte 9 of the record is 0x2f"),
+], ids=["junk_after", "no_equals", "length_short", "length_over", "second_short"])
+def test_pax_records_must_be_well_formed(records, member, why):
+    """A pax extended header's data is records ``"<length> <keyword>=<value>\\n"``, each of
+    exactly ``<length>`` bytes (POSIX pax): tarfile before 3.12 reads them up to the first
+    bytes that do not start one, and cuts a value where a wrong length says."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_extended_tar(tarfile.XHDTYPE, records, "neff.json"))
+    assert str(exc.value) == (f"h.neff: member {member}: pax extended header at tar offset "
+                              f"0x0: {why}")
+
+
+def test_pax_records_tarfile_refuses_are_said_as_such():
+    """A record of length 0: tarfile (3.11) refuses the archive with 'invalid header'; the
+    reader names the record."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_extended_tar(tarfile.XHDTYPE, b"0 a=\n"))
+    assert str(exc.value) == ("h.neff: field payload: pax extended header at tar offset 0x0: "
+                              "record at byte 0 of its 5 bytes of records gives its length as 0, "
+                              "too short for a record ('<length> <keyword>=<value>' and a "
+                              "newline)")
+
+
+@pytest.mark.parametrize("kind,what,data", [
+    (tarfile.XHDTYPE, "pax extended header", b"15 comment=abc\n"),
+    (tarfile.XGLTYPE, "pax global header", b"15 comment=abc\n"),
+    (tarfile.GNUTYPE_LONGNAME, "GNU long name", b"neff.json\0"),
+], ids=["pax", "pax_global", "gnu_long_name"])
+def test_the_padding_after_an_extended_headers_data_must_be_zero(kind, what, data):
+    """As after a member's data: the extended header's data at 0x200, a non-zero byte right
+    after it (0x200 + its size) and at the block's last byte (0x3ff)."""
+    assert list(_read_tar(_extended_tar(kind, data)).members) == ["neff.json"]
+    for pad, at in ((b"A", 0x200 + len(data)), (bytes(511 - len(data)) + b"A", 0x3ff)):
+        with pytest.raises(ParseError) as exc:
+            _read_tar(_extended_tar(kind, data, pad=pad))
+        assert str(exc.value) == (f"h.neff: member neff.json: {what} at tar offset 0x0: "
+                                  f"non-zero byte 0x41 at tar offset 0x{at:x}, in the zero "
+                                  f"padding after its {len(data)} bytes of data")

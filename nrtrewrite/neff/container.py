@@ -425,6 +425,9 @@ class _TarStream:
         self.off = 0  # the next byte in it
         self.position = 0  # stream offset of buf[off]
         self.last: tuple[int, bytes] = (0, b"")  # start and bytes of the last read()
+        #: start and bytes of every read() since :func:`_check_extended_headers` last took
+        #: them: the header blocks tarfile read, and the data of its extended headers
+        self.reads: list[tuple[int, bytes]] = []
 
     def tell(self) -> int:
         return self.position
@@ -450,6 +453,7 @@ class _TarStream:
             parts.append(piece)
         data = parts[0] if len(parts) == 1 else b"".join(parts)
         self.last = (start, data)
+        self.reads.append(self.last)
         return data
 
     def seek(self, pos: int, whence: int = 0) -> int:
@@ -549,6 +553,89 @@ def _shown_name(name: str) -> str:
     return name if len(name) <= 200 else f"{name[:120]}...{name[-40:]} ({len(name)} characters)"
 
 
+#: The tar header types whose data tarfile reads itself, whole, before the header of the
+#: member they describe (:func:`_check_extended_headers`), and what an error calls them.
+_EXTENDED_HEADERS = {
+    tarfile.XHDTYPE: "pax extended header",
+    tarfile.SOLARIS_XHDTYPE: "pax extended header",  # type 'X', as tarfile reads it
+    tarfile.XGLTYPE: "pax global header",
+    tarfile.GNUTYPE_LONGNAME: "GNU long name",
+    tarfile.GNUTYPE_LONGLINK: "GNU long link name",
+}
+_PAX_HEADERS = (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.XGLTYPE)
+#: The start of a pax record: its length in decimal digits and a space.
+_PAX_LENGTH = re.compile(rb"([0-9]+) ")
+
+
+def pax_records_fault(records: bytes) -> str | None:
+    """Why ``records`` (the data of a pax extended header, as many bytes as its header's
+    size says) is not a sequence of records ``"<length> <keyword>=<value>\n"`` (POSIX pax),
+    each exactly ``<length>`` bytes long, its own digits and the newline included; or
+    ``None``.  Python's tarfile before 3.12 reads the records up to the first bytes that do
+    not start one and takes the rest as it comes (a record whose length falls short of its
+    newline, or runs into the next one or the padding); 3.12 refuses some of these:
+    two readers of one archive could see different names and sizes."""
+    pos, size = 0, len(records)
+    while pos < size:
+        at = f"record at byte {pos} of its {size} bytes of records"
+        m = _PAX_LENGTH.match(records, pos)
+        if m is None:
+            after = " (after the last record)" if pos else ""
+            return (f"{at}{after} does not start with a decimal length and a space: it "
+                    f"starts {bytes(records[pos:pos + 16])!r}")
+        digits = m.group(1)
+        length = int(digits) if len(digits) <= 20 else None  # (a 1 MiB number: int() is slow)
+        shown = digits.decode() if length is not None else f"a number of {len(digits)} digits"
+        if length is None or pos + length > size:
+            return (f"{at} gives its length as {shown}, which runs past their end "
+                    f"({size - pos} bytes left)")
+        head = m.end() - pos  # the digits and the space
+        if length < head + 3:
+            return (f"{at} gives its length as {length}, too short for a record "
+                    "('<length> <keyword>=<value>' and a newline)")
+        record = records[pos:pos + length]
+        if record[-1] != 0x0A:
+            return (f"{at} does not end in a newline where its length {length} says: byte "
+                    f"{length - 1} of the record is 0x{record[-1]:02x}")
+        keyword, equals, _ = bytes(record[head:-1]).partition(b"=")
+        if not equals or not keyword:
+            return f"{at} has no '<keyword>=' after its length"
+        pos += length
+    return None
+
+
+def _check_extended_headers(stream: _TarStream, where: Where) -> None:
+    """Check the extended headers among the reads tarfile made since the last call (the
+    header blocks of a member, and the data of the pax extended headers and GNU long names
+    before it): a pax header's data must be well-formed records (:func:`pax_records_fault`),
+    and the padding after any extended header's data, to the next 512-byte block, zero
+    bytes (as :func:`_member_data` checks a member's).  A :class:`ParseError` at ``where``
+    (the member the headers describe, or the payload) names the header's tar offset."""
+    reads, stream.reads = stream.reads, []
+    i = 0
+    while i + 1 < len(reads):
+        start, block = reads[i]
+        i += 1
+        kind = _EXTENDED_HEADERS.get(block[156:157]) if len(block) == TAR_BLOCK else None
+        if kind is None:
+            continue
+        try:
+            size = tarfile.TarInfo.frombuf(block, TAR_ENCODING, "surrogateescape").size
+        except (tarfile.TarError, ValueError, UnicodeError, OverflowError):
+            continue  # (tarfile read no data after it)
+        at, data = reads[i]
+        if at != start + TAR_BLOCK or not 0 <= size <= len(data):
+            continue  # (not the data tarfile read for this header)
+        i += 1
+        head = f"{kind} at tar offset 0x{start:x}"
+        if block[156:157] in _PAX_HEADERS and (why := pax_records_fault(data[:size])):
+            raise ParseError(f"{head}: {why}", where)
+        if (k := _first_nonzero(data, size)) is not None:
+            raise ParseError(f"{head}: non-zero byte 0x{data[k]:02x} at tar offset "
+                             f"0x{at + k:x}, in the zero padding after its {size} bytes of "
+                             "data", where)
+
+
 def _member_data(stream: _TarStream, size: int, mw: Where) -> bytes:
     """The member's ``size`` bytes of data, and the padding after them to the next 512-byte
     block checked: zero bytes, as every tar writer fills it (GNU tar, bsdtar, Python's
@@ -588,18 +675,22 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
         tf = tarfile.open(fileobj=stream, mode="r:", encoding=TAR_ENCODING,
                           errors="surrogateescape")
     except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
+        _check_extended_headers(stream, pw)  # (a malformed one is said as such)
         raise ParseError(f"corrupt tar archive: {err}", pw) from None
     with tf:
         while True:
             try:
                 info = tf.next()
             except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
+                _check_extended_headers(stream, pw)
                 raise ParseError(f"corrupt tar archive after member {len(names)}: {err}",
                                  pw) from None
             if info is None:
+                _check_extended_headers(stream, pw)
                 break
-            name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             mw = where.merged(member=_shown_name(info.name))
+            _check_extended_headers(stream, mw)  # first: they made the name and the size
+            name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             why = check_member_name(name)
             if why:
                 raise ParseError(why, mw)
