@@ -246,6 +246,9 @@ CASES = [
      "member neff.json: pax extended header at tar offset 0x0: record at byte 15 of its 19 "
      "bytes of records (after the last record) does not start with a decimal length and a "
      "space: it starts b'junk'"),
+    ("lone_zero_block", tar_patched([("neff.json", b"{}")], {}, cut=0x600), [],
+     "field payload: corrupt tar archive: it ends at tar offset 0x600, 512 zero bytes after "
+     "its last member, without the end-of-archive marker (two 512-byte zero blocks"),
     ("absolute", tar_with(("/abs", REG, b"")), [], "member /abs: absolute member path"),
     ("dotdot", tar_with(("a/../../b", REG, b"")), [], "member a/../../b: member path contains"),
     ("symlink", tar_with(("l", tarfile.SYMTYPE, b"")), [], "member l: symbolic link member"),

@@ -152,6 +152,9 @@ CASES = [
      "member neff.jso: pax extended header at tar offset 0x0: record at byte 0 of its 18 "
      "bytes of records does not end in a newline where its length 17 says: byte 16 of the "
      "record is 0x6e"),
+    ("no_end_of_archive", good_tar_patched(lambda raw: raw.__delitem__(slice(0x1000, None))),
+     [], "field payload: corrupt tar archive: it ends at tar offset 0x1000, 0 zero bytes after "
+     "its last member, without the end-of-archive marker"),
     # the header
     ("data_size_too_big", header_with(GOOD, data_size=len(PAYLOAD) + 1), [],
      f"field data_size: data_size {len(PAYLOAD) + 1} runs past the end of the file"),

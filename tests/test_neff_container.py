@@ -770,3 +770,20 @@ def test_the_padding_after_an_extended_headers_data_must_be_zero(kind, what, dat
         assert str(exc.value) == (f"h.neff: member neff.json: {what} at tar offset 0x0: "
                                   f"non-zero byte 0x41 at tar offset 0x{at:x}, in the zero "
                                   f"padding after its {len(data)} bytes of data")
+
+
+@pytest.mark.parametrize("zeros", [0, 100, 512, 1023])
+def test_a_tar_must_end_with_two_zero_blocks(zeros):
+    """POSIX tar ends an archive with two 512-byte zero blocks; GNU tar, bsdtar and Python's
+    tarfile write them (and pad on to 10240 bytes), readers are lenient (tarfile reads none,
+    GNU tar warns of 'a lone zero block').  The three members of MEMBERS take one header
+    and one data block each: the last ends at tar offset 0xc00."""
+    raw = _ustar(*MEMBERS)
+    assert len(raw) == 10240 and not any(raw[0xc00:])
+    assert list(_read_tar(bytes(raw[:0xc00 + 1024])).members.items()) == MEMBERS
+    with pytest.raises(ParseError) as exc:
+        _read_tar(bytes(raw[:0xc00 + zeros]))
+    assert str(exc.value) == (f"h.neff: field payload: corrupt tar archive: it ends at tar "
+                              f"offset 0x{0xc00 + zeros:x}, {zeros} zero bytes after its last "
+                              "member, without the end-of-archive marker (two 512-byte zero "
+                              "blocks, POSIX tar; a writer writes it when it closes the tar)")

@@ -497,14 +497,16 @@ class _TarStream:
             need -= len(piece)
         return out.getvalue()
 
-    def rest_is_zero(self) -> bool:
-        """Whether every byte from here to the end of the stream is zero (reads it all)."""
+    def zeros_to_end(self) -> int | None:
+        """How many bytes there are from here to the end of the stream, all zero, or
+        ``None`` if one is not (reads them all)."""
+        start = self.position
         while self._fill(_GUNZIP_CHUNK):
             if np.frombuffer(self.buf, dtype=np.uint8, offset=self.off).any():
-                return False
+                return None
             self.position += len(self.buf) - self.off
             self.off = len(self.buf)
-        return True
+        return self.position - start
 
 
 _TYPE_NAMES = {
@@ -726,10 +728,17 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             yield info.name, _member_data(stream, info.size, mw)
         tail = tf.offset
     # tarfile ends the archive at the first header block it cannot read: that block and
-    # everything after it must be zero (end-of-archive blocks and padding)
+    # everything after it must be zero (end-of-archive blocks and padding), and at least the
+    # two blocks of the end-of-archive marker
     start, block = stream.last
-    if start != tail or any(block) or not stream.rest_is_zero():
+    rest = stream.zeros_to_end()
+    if start != tail or any(block) or rest is None:
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
+    if (zeros := len(block) + rest) < END_OF_ARCHIVE:
+        raise ParseError(f"corrupt tar archive: it ends at tar offset 0x{tail + zeros:x}, "
+                         f"{zeros} zero bytes after its last member, without the end-of-archive "
+                         "marker (two 512-byte zero blocks, POSIX tar; a writer writes it when "
+                         "it closes the tar)", pw)
     used = set()  # every folder a file member is in (its prefixes ending before a "/")
     for name in names:
         i = name.rfind("/")
@@ -861,6 +870,9 @@ TAR_ENCODING = "utf-8"
 #: The name of a pax extended header (as Python's tarfile and star write it).
 PAX_HEADER_NAME = "././@PaxHeader"
 TAR_BLOCK = 512
+#: The end-of-archive marker of a tar: two zero blocks (POSIX tar; every writer writes
+#: them, :func:`build_tar` too, and the reader asks for them).
+END_OF_ARCHIVE = 2 * TAR_BLOCK
 #: A tar archive is padded with zero blocks to a multiple of this (tarfile's RECORDSIZE).
 TAR_RECORD = 20 * TAR_BLOCK
 
@@ -933,7 +945,7 @@ def build_tar(members: Iterable[tuple[str, bytes]]) -> bytes:
         except ValueError as err:
             raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
         parts += (head, data, bytes(-len(data) % TAR_BLOCK))
-    parts.append(bytes(2 * TAR_BLOCK))
+    parts.append(bytes(END_OF_ARCHIVE))
     size = sum(map(len, parts))
     parts.append(bytes(-size % TAR_RECORD))
     return b"".join(parts)
