@@ -249,6 +249,10 @@ CASES = [
     ("lone_zero_block", tar_patched([("neff.json", b"{}")], {}, cut=0x600), [],
      "field payload: corrupt tar archive: it ends at tar offset 0x600, 512 zero bytes after "
      "its last member, without the end-of-archive marker (two 512-byte zero blocks"),
+    ("dot_slash", tar_with(("./neff.json", REG, b"{}")), [],
+     "member ./neff.json: member path has an empty or '.' component (a tar made of a "
+     "folder's '.' names its members './NAME'; make it of the folder's entries instead: tar -C "
+     "DIR -czf m.tgz neff.json sg00 ...)"),
     ("absolute", tar_with(("/abs", REG, b"")), [], "member /abs: absolute member path"),
     ("dotdot", tar_with(("a/../../b", REG, b"")), [], "member a/../../b: member path contains"),
     ("symlink", tar_with(("l", tarfile.SYMTYPE, b"")), [], "member l: symbolic link member"),

@@ -136,6 +136,11 @@ CASES = [
      "member /tmp/evil: absolute member path"),
     ("dotdot_member", tar_of((info("sg00/../../evil"), b"")), [],
      "member sg00/../../evil: member path contains '..'"),
+    ("dot_slash_member", tar_of((info("./", tarfile.DIRTYPE), None),
+                                (info("./neff.json", size=2), b"{}")), [],
+     "member .: member path has an empty or '.' component (a tar made of a folder's '.' names "
+     "its members './NAME'; make it of the folder's entries instead: tar -C DIR -czf m.tgz "
+     "neff.json sg00 ...)"),
     ("duplicate_member", tar_of((info("neff.json", size=1), b"a"),
                                 (info("neff.json", size=1), b"b")), [],
      "member neff.json: duplicate member name"),

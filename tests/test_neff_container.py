@@ -787,3 +787,48 @@ def test_a_tar_must_end_with_two_zero_blocks(zeros):
                               f"offset 0x{0xc00 + zeros:x}, {zeros} zero bytes after its last "
                               "member, without the end-of-archive marker (two 512-byte zero "
                               "blocks, POSIX tar; a writer writes it when it closes the tar)")
+
+
+DOT_HINT = (" (a tar made of a folder's '.' names its members './NAME'; make it of the folder's "
+            "entries instead: tar -C DIR -czf m.tgz neff.json sg00 ...)")
+
+
+def test_a_dot_slash_member_is_refused_saying_how_to_make_the_tar():
+    """``tar -C DIR -czf m.tgz .`` writes ``./`` then ``./neff.json``, ...: NEFF-LIKE.md §1
+    names members ``neff.json``, ``sg00/def.json`` (relative paths of that form), so they
+    stay refused; the error says how to make a conforming tar.  ``./`` is a directory entry,
+    which tarfile reads as ``.``; a name with a '.' elsewhere gets no hint."""
+    dot = _special("./", tarfile.DIRTYPE)
+    for entries, member in (((dot, _reg("./neff.json")), "."),
+                            ((_reg("./neff.json"),), "./neff.json")):
+        with pytest.raises(ParseError) as exc:
+            _read_tar(_tar(*entries))
+        assert str(exc.value) == (f"h.neff: member {member}: member path has an empty or '.' "
+                                  f"component{DOT_HINT}")
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_tar(_reg("sg00/./sp.bin")))
+    assert str(exc.value) == ("h.neff: member sg00/./sp.bin: member path has an empty or '.' "
+                              "component")
+
+
+def test_a_tar_made_of_dot_by_gnu_tar(tmp_path):
+    """The same through GNU tar's own archive of a model folder's '.'; made of the folder's
+    entries, as the error says, it reads."""
+    import shutil
+    import subprocess
+    if shutil.which("tar") is None:
+        pytest.skip("no tar")
+    for name, data in MEMBERS:
+        (tmp_path / "m" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "m" / name).write_bytes(data)
+    subprocess.run(["tar", "-C", str(tmp_path / "m"), "-czf", str(tmp_path / "dot.tgz"), "."],
+                   check=True)
+    with pytest.raises(ParseError) as exc:
+        read_container(wrap_payload(default_header(), (tmp_path / "dot.tgz").read_bytes()),
+                       path="h.neff")
+    assert str(exc.value) == ("h.neff: member .: member path has an empty or '.' "
+                              f"component{DOT_HINT}")
+    subprocess.run(["tar", "-C", str(tmp_path / "m"), "-czf", str(tmp_path / "ok.tgz"),
+                    "neff.json", "sg00"], check=True)
+    cont = read_container(wrap_payload(default_header(), (tmp_path / "ok.tgz").read_bytes()))
+    assert sorted(cont.members.items()) == sorted(MEMBERS)

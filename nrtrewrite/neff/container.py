@@ -546,6 +546,16 @@ def check_member_name(name: str) -> str | None:
     return None
 
 
+def _dot_prefix_hint(name: str) -> str:
+    """What the error of a member ``.`` or ``./NAME`` adds: ``tar -C DIR -czf m.tgz .`` (GNU
+    tar, bsdtar; Python's ``tarfile.add(DIR, ".")``) names its members so, and a NEFF-like
+    member name has no ``.`` component (NEFF-LIKE.md §1: ``neff.json``, ``sg00/def.json``)."""
+    if name != "." and not name.startswith("./"):
+        return ""
+    return (" (a tar made of a folder's '.' names its members './NAME'; make it of the "
+            "folder's entries instead: tar -C DIR -czf m.tgz neff.json sg00 ...)")
+
+
 #: A pax ``size`` record's value: ASCII decimal digits (POSIX pax: a decimal number).
 _DECIMAL = re.compile(r"[0-9]+").fullmatch
 
@@ -695,7 +705,7 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             why = check_member_name(name)
             if why:
-                raise ParseError(why, mw)
+                raise ParseError(why + _dot_prefix_hint(name), mw)
             if info.size < 0:  # a base-256 size field or a pax "size" record may say so
                 raise ParseError(f"negative member size {info.size}", mw)
             if (pax := info.pax_headers.get("size")) is not None and not _DECIMAL(pax):
