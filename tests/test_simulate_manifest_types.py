@@ -34,10 +34,17 @@ def hier(tmp_path_factory) -> Path:
     return lower_spec(two_node_spec(), tmp_path_factory.mktemp("hier") / "out", algo="hier")
 
 
+#: A value for :func:`_set` that removes the key instead.
+ABSENT = object()
+
+
 def _set(doc, path: list, value) -> None:
     for key in path[:-1]:
         doc = doc[key]
-    doc[path[-1]] = value
+    if value is ABSENT:
+        del doc[path[-1]]
+    else:
+        doc[path[-1]] = value
 
 
 def _edit(src: Path, dst: Path, rank: int | None, path: list, value, *, rehash=False) -> Path:
@@ -120,11 +127,63 @@ CASES = [
      "must be a list of 2 integers, not a list (1 item)", False),
     ("ar2", 1, ["rank"], True, "rank", "must be an integer, not true", False),
     ("ar2", 0, ["files", "cce.bin"], 5, "files.cce.bin", "must be an object, not 5", "rehash"),
+    # the keys that were read as JSON values (2026-12-04 tester): a wrong type or an absent
+    # key was a protocol error (status 1) found where the run used it, or none at all
+    ("ar2", None, ["memory"], 5, "memory", "must be an object, not 5", True),
+    ("ar2", None, ["memory"], ABSENT, "memory", "missing", True),
+    ("ar2", None, ["memory", "regions"], ABSENT, "memory.regions", "missing", True),
+    ("ar2", None, ["topology"], [], "topology", "must be an object, not a list (0 items)", True),
+    ("ar2", None, ["topology"], ABSENT, "topology", "missing", True),
+    ("ar2", None, ["topology", "ranks"], {}, "topology.ranks",
+     "must be a list, not an object (0 keys)", True),
+    ("ar2", None, ["topology", "ranks"], ABSENT, "topology.ranks", "missing", True),
+    ("ar2", None, ["triggers"], ABSENT, "triggers", "missing", True),
+    ("ar2", None, ["triggers", 0, "alu_op"], ABSENT, "triggers[0].alu_op", "missing", True),
+    ("ar2", 0, ["entries"], 5, "entries", "must be a list, not 5", False),
+    ("ar2", 0, ["entries"], ABSENT, "entries", "missing", False),
+    ("hier", 0, ["fifo"], {"channel": 0}, "fifo", "must be a list, not an object (1 key)",
+     False),
+    ("ar2", 0, ["entries", 0, "algo_sub_type"], "2", "entries[0].algo_sub_type",
+     'must be an integer, not "2"', False),
+    ("ar2", 0, ["entries", 0, "channel_list"], [0], "entries[0].channel_list",
+     "must be an integer, not a list (1 item)", False),
+    ("ar2", 0, ["entries", 0, "sema_shift_offset"], "192", "entries[0].sema_shift_offset",
+     'must be an integer, not "192"', False),
+    ("ar2", 0, ["entries", 0, "subgraph"], None, "entries[0].subgraph",
+     "must be a string, not null", False),
+    # ... and silently accepted (status 0): an absent key the format requires, a float for
+    # an integer (1.0 == 1 in Python), an integer for a flag (JSON true equalled 1)
+    ("ar2", None, ["world"], ABSENT, "world", "missing", True),
+    ("ar2", None, ["memory", "core_window"], float(1 << 36), "memory.core_window",
+     "must be an integer, not 68719476736.0", True),
+    ("ar2", 0, ["fifo"], ABSENT, "fifo", "missing", False),
+    ("ar2", 0, ["entries", 0, "sema_mask"], ABSENT, "entries[0].sema_mask", "missing", False),
+    ("ar2", 0, ["entries", 0, "algo_sub_type"], 2.0, "entries[0].algo_sub_type",
+     "must be an integer, not 2.0", False),
+    # FORMATS §1.2: the flags are JSON booleans; ar2's rank 0 leads its one-entry all-reduce
+    # on one node: reporter and ring_wait_complete set, trigger_next and (no network FIFO
+    # entries) ring_send_complete clear (FORMATS §2), so 1 and 0 are what spad.bin holds
+    ("ar2", 0, ["entries", 0, "reporter"], 1, "entries[0].reporter",
+     "must be true or false, not 1", False),
+    ("ar2", 0, ["entries", 0, "ring_wait_complete"], 1, "entries[0].ring_wait_complete",
+     "must be true or false, not 1", False),
+    ("ar2", 0, ["entries", 0, "trigger_next"], 0, "entries[0].trigger_next",
+     "must be true or false, not 0", False),
+    ("ar2", 0, ["entries", 0, "ring_send_complete"], 0, "entries[0].ring_send_complete",
+     "must be true or false, not 0", False),
+    # ... and JSON true for algo_type was compared with spad.bin's 5 (status 1)
+    ("ar2", 0, ["entries", 0, "algo_type"], True, "entries[0].algo_type",
+     "must be an integer, not true", False),
 ]
 
 
+def _case_id(case) -> str:
+    value = case[3]
+    return f"{case[4]}={'absent' if value is ABSENT else json.dumps(value)}"
+
+
 @pytest.mark.parametrize("which, rank, path, value, field, why, checksums", CASES,
-                         ids=[c[4] for c in CASES])
+                         ids=[_case_id(c) for c in CASES])
 def test_a_manifest_value_of_the_wrong_type_is_status_2_naming_the_field(
         request, tmp_path, which, rank, path, value, field, why, checksums):
     src = request.getfixturevalue(which)
@@ -133,6 +192,38 @@ def test_a_manifest_value_of_the_wrong_type_is_status_2_naming_the_field(
     assert _one_line_status_2(tmp_path / "o", "--ignore-checksums") == want
     if checksums:
         assert _one_line_status_2(tmp_path / "o") == want
+
+
+# A value of the right type that disagrees is still a protocol error (status 1), named as
+# before: (rank manifest or None, key path, value, the error after the file's name).
+WELL_TYPED = [
+    (None, ["memory", "core_window"], 1 << 35,
+     "field memory: memory.core_window is 34359738368; FORMATS §10 fixes it at 0x1000000000"),
+    (0, ["entries", 0, "reporter"], False,
+     "field reporter, rank 0, artifact spad.bin, record 0: spad.bin says reporter = True, the "
+     "rank manifest False"),
+    (0, ["entries", 0, "sema_mask"], 31,
+     "field sema_mask, rank 0, artifact spad.bin, record 0: spad.bin says sema_mask = 63, the "
+     "rank manifest 31"),
+    (0, ["entries", 0, "channel_list"], 3,
+     "field channel_list, rank 0, artifact spad.bin, record 0: spad.bin says channel_list = 1, "
+     "the rank manifest 3"),
+]
+
+
+@pytest.mark.parametrize("rank, path, value, error", WELL_TYPED,
+                         ids=[".".join(map(str, c[1])) for c in WELL_TYPED])
+def test_a_well_typed_value_that_disagrees_is_a_protocol_error(ar2, tmp_path, rank, path,
+                                                                value, error):
+    """FORMATS §10 fixes ``core_window`` at 2^36; ar2's rank 0 leads its mesh-family entry
+    (FORMATS §1.2: ``reporter`` true, the overlay ``sema_shift_offset`` 192 / ``sema_mask``
+    63, ``channel_list`` the mask of channel 0, 1)."""
+    _edit(ar2, tmp_path / "o", rank, path, value)
+    res = cli("simulate", tmp_path / "o", "--json", "--ignore-checksums")
+    assert res.exit_code == 1, res.output
+    where = (tmp_path / "o" / "manifest.json" if rank is None
+             else tmp_path / "o" / f"rank-{rank:04d}")
+    assert json.loads(res.stdout)["error"] == f"{where}: {error}"
 
 
 @pytest.mark.parametrize("node", [-1, 1, 10**9])

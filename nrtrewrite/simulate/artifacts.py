@@ -16,6 +16,7 @@ import numpy as np
 
 from nrtrewrite import jsonin
 from nrtrewrite.artifacts import looks_like_rank_folder
+from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
@@ -179,14 +180,50 @@ def verify_checksums(out: str | Path) -> None:
                                   f"{hint}", file=str(out))
 
 
+#: algo_type values whose entries overlay channel_list with sema_shift_offset / sema_mask
+#: (FORMATS §2); their rank manifest entries carry the two halves (FORMATS §1.2).
+MESH_FAMILY = frozenset({int(EncAlgType.MESH), int(EncAlgType.SINGLE_STEP_MESH),
+                         int(EncAlgType.INTRA_RDH)})
+#: The four flags of a rank manifest entry, JSON booleans (FORMATS §1.2).
+ENTRY_FLAGS = ("trigger_next", "reporter", "ring_wait_complete", "ring_send_complete")
+#: The sema overlay of a mesh-family entry (FORMATS §1.2).
+SEMA_OVERLAY = ("sema_shift_offset", "sema_mask")
+
+
+def read_entry(f: Field) -> dict:
+    """One item of a rank manifest's ``entries`` (FORMATS §1.2) as plain values, each of its
+    type (an :class:`OutputError` naming the key otherwise): ``trigger``, ``algo_type``,
+    ``algo_sub_type`` and ``channel_list`` integers, ``channels`` a list of channels, the four
+    flags ``true`` / ``false`` (not 0 / 1), ``leg`` a string (absent: ``flat``), ``subgraph``
+    a string when present, and ``sema_shift_offset`` / ``sema_mask`` integers, required when
+    the entry's own ``algo_type`` is of the mesh family.  What the values say (against
+    ``spad.bin``, the triggers) is the decoder's to check."""
+    entry = {"trigger": f["trigger"].int(), "leg": f.get("leg", "flat").str(),
+             "channels": f["channels"].ints(0, 31)}
+    for key in ("algo_type", "algo_sub_type", "channel_list"):
+        entry[key] = f[key].int()
+    for key in ENTRY_FLAGS:
+        entry[key] = f[key].bool()
+    if f.has("subgraph"):
+        entry["subgraph"] = f["subgraph"].str()
+    for key in SEMA_OVERLAY:
+        if entry["algo_type"] in MESH_FAMILY or f.has(key):
+            entry[key] = f[key].int()
+    return entry
+
+
 @dataclass
 class RankFiles:
-    """The decoded files of one rank folder."""
+    """The decoded files of one rank folder, and the values its manifest lists, typed
+    (:attr:`entries` as :func:`read_entry` reads them; :attr:`fifo` (channel, ((first,
+    count) of ``net_ops.bin``, of ``net_src.bin``, of ``net_dest.bin``)) per item)."""
 
     rank: int
     path: Path
     manifest: dict
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    entries: list[dict] = field(default_factory=list)
+    fifo: list[tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=list)
 
     def raw(self, name: str) -> np.ndarray:
         """The records of ``name`` as a (records, itemsize) uint8 array (reserved-byte checks)."""
@@ -195,16 +232,22 @@ class RankFiles:
 
 
 def load_rank(out: Path, rank: int) -> RankFiles:
-    """Read and decode every artifact file of one rank (record sizes checked)."""
+    """Read and decode every artifact file of one rank (record sizes checked); the values
+    of its manifest typed (FORMATS §1.2; an :class:`OutputError` naming the key)."""
     rdir = out / rank_dir_name(rank)
     if not rdir.is_dir():
         raise SimulationError(f"{rdir.name} is missing", file=str(out), rank=rank)
     man = _load_json(rdir / "manifest.json")
     doc = Field(man, "", str(rdir / "manifest.json"))
-    if doc["rank"].int() != rank:
-        raise SimulationError(f"{rdir.name}/manifest.json says rank {man['rank']!r}",
+    said = doc["rank"].int()
+    entries = [read_entry(f) for f in doc["entries"].items()]
+    fifo = [(item["channel"].int(),
+             tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
+            for item in doc["fifo"].items()]
+    if said != rank:
+        raise SimulationError(f"{rdir.name}/manifest.json says rank {said!r}",
                               file=str(out), rank=rank)
-    rf = RankFiles(rank=rank, path=rdir, manifest=man)
+    rf = RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo)
     files = doc.get("files", {})  # (absent: the checksums, when checked, said so)
     for name, (dtype, _struct) in F.ARTIFACTS.items():
         fpath = rdir / name

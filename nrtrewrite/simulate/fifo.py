@@ -20,7 +20,6 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
-from nrtrewrite.simulate.fields import Field
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
     POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
@@ -76,17 +75,12 @@ class ChannelFifo:
 
 
 def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
-    fifo = rf.manifest.get("fifo", [])
-    if not isinstance(fifo, list):
-        raise SimulationError("the rank manifest's fifo is not a list", rank=rf.rank)
     out = {}
     nxt = {"ops": 0, "src": 0, "dest": 0}
     sizes = {"ops": rf.arrays["net_ops.bin"].size, "src": rf.arrays["net_src.bin"].size,
              "dest": rf.arrays["net_dest.bin"].size}
     last_ch = -1
-    for item in Field(fifo, "fifo", str(rf.path / "manifest.json")).items():
-        ch = item["channel"].int()
-        sl = tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest"))
+    for ch, sl in rf.fifo:  # (their types checked when the rank was loaded)
         if ch <= last_ch:
             raise SimulationError("fifo slices are not in ascending channel order", rank=rf.rank,
                                   channel=ch)

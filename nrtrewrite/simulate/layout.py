@@ -113,17 +113,14 @@ class Layout:
         self.file = file
         err = lambda why: SimulationError(why, file=file, field="memory")  # noqa: E731
         doc = Field(top, "", file)
-        if not isinstance(top.get("memory"), dict):
-            raise err("manifest.json has no memory map")
         mem = doc["memory"]
         for key, want in (("core_window", CORE_WINDOW), ("dram_base", DRAM_BASE),
                           ("sbuf_base", SBUF_BASE)):
-            if mem.value.get(key) != want:
-                raise err(f"memory.{key} is {mem.value.get(key)!r}; FORMATS §10 fixes it at "
-                          f"{want:#x}")
+            if (got := mem[key].int()) != want:
+                raise err(f"memory.{key} is {got!r}; FORMATS §10 fixes it at {want:#x}")
         self.stride = mem.get("sbuf_partition_stride", 0).int(0)
         self.regions: list[Region] = []
-        for i, reg in enumerate(mem.get("regions", []).items()):
+        for i, reg in enumerate(mem["regions"].items()):
             r = Region(i, reg["name"].str(), reg["kind"].str(), reg["offset"].int(),
                        reg["size"].int(), reg.get("partitions", 1).int(),
                        reg.get("subgraph").opt_str(), reg.get("var_id").opt_int())
@@ -156,11 +153,8 @@ class Layout:
         self._s_size = np.array([r.size for r in sbuf], np.int64)
         self._by_var = {(r.subgraph, r.var_id): r for r in self.regions if r.var_id is not None}
 
-        if not isinstance(top.get("topology"), dict) or not isinstance(
-                top["topology"].get("ranks"), list):
-            raise SimulationError("manifest.json has no topology table", file=file,
-                                  field="topology")
         topo = doc["topology"]
+        topo_ranks = topo["ranks"].items()
         self.lnc_size = topo.get("lnc_size", 1).int()
         #: the topology's node count: every rank's node is one of 0 .. nodes - 1
         self.nodes = topo["nodes"].int(1)
@@ -177,7 +171,7 @@ class Layout:
                                       file=file, field="topology.mesh_sub_type")
             self.mesh_sub_type = int(EncAlgMeshType[sub])
         self.places: dict[int, RankPlace] = {}
-        for info in topo["ranks"].items():
+        for info in topo_ranks:
             p = RankPlace(info["rank"].int(), info["node"].int(), info["routing_id"].int(),
                           info["logical_core"].int())
             if not 0 <= p.node < self.nodes:
@@ -191,7 +185,7 @@ class Layout:
                 raise SimulationError(f"rank {p.rank} is listed twice", file=file,
                                       field=f"{info.path}.rank")
             self.places[p.rank] = p
-        self.world = doc.get("world", []).ints()
+        self.world = doc["world"].ints()
         missing = [r for r in self.world if r not in self.places]
         if missing:
             raise SimulationError(f"rank {missing[0]} of the world is not in the topology table",

@@ -25,8 +25,7 @@ from nrtrewrite.emit.address import (
 )
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.errors import SimulationError
-from nrtrewrite.simulate.artifacts import RankFiles
-from nrtrewrite.simulate.fields import Field
+from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
 from nrtrewrite.simulate.triggers import TriggerSpec
 
@@ -107,9 +106,6 @@ INC = int(EvtSemSubop.INC)
 #: algo_type values whose entries are channel leg programs selected by channel_list.
 RING_FAMILY = {int(EncAlgType.RING), int(EncAlgType.KANGARING),
                int(EncAlgType.SINGLE_CYCLE_RING), int(EncAlgType.INTER_RDH)}
-#: algo_type values whose entries overlay channel_list with sema_shift_offset / sema_mask.
-MESH_FAMILY = {int(EncAlgType.MESH), int(EncAlgType.SINGLE_STEP_MESH),
-               int(EncAlgType.INTRA_RDH)}
 CCE_OPS = {0: "ADD", 2: "MAX", 3: "MIN"}
 #: CCE in/out dtype codes and their numpy types (FORMATS §6).
 CCE_IO_CODES = {int(DType.BF16), int(DType.FP16), int(DType.FP32), int(DType.FP8_E3),
@@ -247,12 +243,11 @@ class RankDecoder:
     def decode_entries(self) -> None:
         sp = self.a["spad.bin"]
         art = "spad.bin"
-        man = self.rf.manifest.get("entries")
-        if not isinstance(man, list) or len(man) != sp.size:
-            raise self.fail(f"the rank manifest lists {len(man) if isinstance(man, list) else 0}"
-                            f" entries, spad.bin holds {sp.size}", art)
-        # the values taken from the rank manifest, their types checked (fields.py)
-        entries = Field(man, "entries", str(self.rf.path / "manifest.json")).items()
+        # the rank manifest's entries, their types checked when the rank was loaded
+        man = self.rf.entries
+        if len(man) != sp.size:
+            raise self.fail(f"the rank manifest lists {len(man)} entries, spad.bin holds "
+                            f"{sp.size}", art)
         hdr = sp["header"].astype(np.int64)
         alg = sp["alg"].astype(np.int64)
         flags = sp["flags"].astype(np.int64)
@@ -271,10 +266,8 @@ class RankDecoder:
         #: each entry's channels as the rank manifest lists them
         self.entry_man_channels: list[list[int]] = []
         for e in range(sp.size):
-            me = entries[e].dict()
-            man_trigger = entries[e]["trigger"].int()
-            man_leg_name = entries[e].get("leg", "flat").str()
-            man_channels = entries[e]["channels"].ints(0, 31)
+            me = man[e]
+            man_trigger, man_leg_name, man_channels = me["trigger"], me["leg"], me["channels"]
             at = int(self.algo_type[e])
             if at not in RING_FAMILY and at not in MESH_FAMILY:
                 raise self.fail(f"algo_type {at} ({_alg_name(at)}) is not an entry the "
@@ -331,7 +324,7 @@ class RankDecoder:
                 expect["sema_mask"] = int(self.channel_list[e]) >> 16
             if "subgraph" in me:
                 expect["subgraph"] = t.subgraph
-            for key, val in expect.items():
+            for key, val in expect.items():  # (of one type each side: read_entry)
                 if me.get(key) != val:
                     raise self.fail(f"spad.bin says {key} = {val!r}, the rank manifest "
                                     f"{me.get(key)!r}", art, e, key)

@@ -363,7 +363,7 @@ def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
     :class:`OutputError` naming it (nrtrewrite/simulate/fields.py), a value the simulator
     does not take a :class:`SimulationError`."""
     out: dict[int, TriggerSpec] = {}
-    for i, t in enumerate(Field(top, "", file).get("triggers", []).items()):
+    for i, t in enumerate(Field(top, "", file)["triggers"].items()):
         where = dict(file=file, field=t.path)
         op = t["op"].str()
         try:
@@ -372,7 +372,7 @@ def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
             raise SimulationError(f"dtype {t['dtype'].value!r} is not a dtype", **where) from None
         chunk = t["chunk"]
         spec = TriggerSpec(
-            ordinal=t["trigger"].int(0, U32_MAX), op=op, dtype=dtype, alu=t.get("alu_op").opt_str(),
+            ordinal=t["trigger"].int(0, U32_MAX), op=op, dtype=dtype, alu=t["alu_op"].opt_str(),
             n=t["num_elements"].int(), group=t["replica_group"].ints(),
             leader=t["leader"].int(), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
             index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
