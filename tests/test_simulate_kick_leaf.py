@@ -530,6 +530,60 @@ def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refu
     refused(out, "field src", "src access pattern runs outside var 'sb_a'")
 
 
+# sbuf.yaml's trigger 0: a bf16 all-reduce of 128 partitions x 768 elements (dims [[1, 768],
+# [0, 1], [0, 1]], start 0) from sb_a into sb_b, each var 2048 bytes x 128 partitions.
+HUGE_PATTERNS = [
+    # 2^55 elements a partition with step 1 (2^62 in all): the extent is 2^55 x 2 bytes
+    ({"num_elements": 128 << 55, "src": [1, 1 << 55], "dst": [1, 1 << 55]},
+     "field src, trigger 0: src access pattern runs outside var 'sb_a': bytes [0, "
+     "72057594037927936) of partitions [0, 128), the var has 2048 bytes x 128 partitions"),
+    # ... with step 0: one element's bytes [0, 2), read (the src may) and written (the dst
+    # may not) 2^55 times a partition
+    ({"num_elements": 128 << 55, "src": [0, 1 << 55], "dst": [0, 1 << 55]},
+     "field dst, trigger 0: dst access pattern writes 36028797018963968 elements a partition "
+     "into the 1 element places of its extent (bytes [0, 2)): two of them would write the "
+     "same bytes"),
+    # partitions -1 .. 126 (the element offsets of partition -1 wrapped to the var's end)
+    ({"src_partition_start": -1},
+     "field src, trigger 0: src access pattern runs outside var 'sb_a': bytes [0, 1536) of "
+     "partitions [-1, 127), the var has 2048 bytes x 128 partitions"),
+    # -128 partitions x -768: the op's 98304 elements, but no pattern has a negative count
+    # (and the extent from the dims holds for counts of 1 or more only)
+    ({"src_partition_count": -128, "src": [1, -768]},
+     "field src, trigger 0: src access pattern has partition_count -128 and dims nums -768, "
+     "1, 1: each must be 1 or more (NEFF-LIKE.md §2)"),
+]
+
+
+@pytest.mark.parametrize("change, error", HUGE_PATTERNS, ids=["2^62", "2^62-step-0",
+                                                               "partition-minus-1",
+                                                               "negative-counts"])
+def test_an_access_pattern_outside_its_var_is_refused_before_anything_is_allocated(
+        sbuf_out, tmp_path, change, error):
+    """NEFF-LIKE.md §2: an access pattern's extent follows from its dims; a pattern of 2^62
+    elements (a manifest can say so: FORMATS §1.1 integers are 64-bit) reached
+    ``np.arange(2^62)`` before its extent was compared with its var: an internal error
+    (exit 70; 2^47 elements: out of memory, exit 71). It is a protocol error naming the
+    operand, found from the dims alone, for both operands before either is built (the dst's
+    elements bound the src's)."""
+    out = copy(sbuf_out, tmp_path)
+    assert trigger0(out)["src"]["ap"]["dims"] == [[1, 768], [0, 1], [0, 1]]
+
+    def edit(t):
+        if "num_elements" in change:
+            t["num_elements"] = change["num_elements"]
+            for which in ("src", "dst"):
+                t[which]["ap"]["dims"][0] = change[which]
+        if "src_partition_start" in change:
+            t["src"]["ap"]["partition_start"] = change["src_partition_start"]
+        if "src_partition_count" in change:
+            t["src"]["ap"]["partition_count"] = change["src_partition_count"]
+            t["src"]["ap"]["dims"][0] = change["src"]
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert refused(out) == error
+
+
 def test_a_reduce_scatter_of_a_count_its_group_does_not_divide_is_refused(sbuf_out, tmp_path):
     """NEFF-LIKE.md: a reduce-scatter's output is N / group size (N must divide). sbuf.yaml's
     trigger 3 reduce-scatters 8192 elements over 8 ranks; a manifest saying 8196 (1024.5 a

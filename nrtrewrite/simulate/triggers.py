@@ -231,7 +231,36 @@ class TriggerSpec:
         return trigger_label(self.op, self.alu, self.dtype.name, self.n, len(self.group))
 
     def footprint(self, layout: Layout, which: str) -> Footprint:
-        """The src or dst operand on any rank (the layout is the same on every rank)."""
+        """The src or dst operand on any rank (the layout is the same on every rank).  Both
+        operands are placed first, src then dst (:meth:`_place`: every check, from the
+        manifest's numbers alone), so nothing is allocated per element for an operand larger
+        than its var: a dst is at most its var's elements, and a src, 1, 1 / group size or
+        group size times its dst (FORMATS §1.1), at most the group size times that."""
+        both = {w: self._place(layout, w) for w in ("src", "dst")}
+        region, count, placed = both[which]
+        ds = self.dsize
+        if isinstance(placed, int):  # a linear operand: its byte offset
+            return Footprint(region, placed, count, ds)
+        start, pstart, ((s0, n0), (s1, n1), (s2, n2)) = placed
+        e = np.arange(count, dtype=np.int64)
+        i0 = e % n0
+        t = e // n0
+        i1 = t % n1
+        t //= n1
+        i2 = t % n2
+        p = t // n2
+        inpart = start + (i0 * s0 + i1 * s1 + i2 * s2) * ds
+        part = pstart + p
+        return Footprint(region, 0, count, ds, offsets=part * region.size + inpart)
+
+    def _place(self, layout: Layout, which: str) -> tuple[Region, int, int | tuple]:
+        """(var, element count, placement) of the src or dst operand: a linear operand's
+        byte offset, an access pattern's (start, partition_start, dims); a
+        :class:`SimulationError` naming the operand when it does not fit its var.  An access
+        pattern's extent comes from its dims (NEFF-LIKE.md §2: element (p, i0, i1, i2) at byte
+        start + (i0 s0 + i1 s1 + i2 s2) x dtype size of partition partition_start + p), in
+        Python integers; a dst with more elements in a partition than its extent has element
+        places writes two of them to the same bytes."""
         opnd = self.src if which == "src" else self.dst
         count = self.in_count if which == "src" else self.out_count
         where = dict(trigger=self.ordinal, field=which)
@@ -246,29 +275,34 @@ class TriggerSpec:
             if region.kind == "sbuf" or off < 0 or off + count * ds > region.size:
                 raise SimulationError(f"{which} operand ({count} elements at offset {off}) does "
                                       f"not fit var {region.name!r}", **where)
-            return Footprint(region, off, count, ds)
+            return region, count, off
         if region.kind != "sbuf":
             raise SimulationError(f"{which} operand has an access pattern but var "
                                   f"{region.name!r} is not a state buffer", **where)
-        (s0, n0), (s1, n1), (s2, n2) = [(int(s), int(n)) for s, n in ap["dims"]]
+        dims = tuple((int(s), int(n)) for s, n in ap["dims"])
+        n0, n1, n2 = (num for _step, num in dims)
         pcount, pstart, start = int(ap["partition_count"]), int(ap["partition_start"]), int(ap["start"])
+        if pcount < 1 or min(n0, n1, n2) < 1:
+            raise SimulationError(f"{which} access pattern has partition_count {pcount} and "
+                                  f"dims nums {n0}, {n1}, {n2}: each must be 1 or more "
+                                  "(NEFF-LIKE.md §2)", **where)
         if pcount * n0 * n1 * n2 != count:
             raise SimulationError(f"{which} access pattern covers {pcount * n0 * n1 * n2} "
                                   f"elements, the op needs {count}", **where)
-        e = np.arange(count, dtype=np.int64)
-        i0 = e % n0
-        t = e // n0
-        i1 = t % n1
-        t //= n1
-        i2 = t % n2
-        p = t // n2
-        inpart = start + (i0 * s0 + i1 * s1 + i2 * s2) * ds
-        part = pstart + p
-        if count and (inpart.min() < 0 or inpart.max() + ds > region.size
-                      or part.max() >= region.partitions):
-            raise SimulationError(f"{which} access pattern runs outside var {region.name!r}",
-                                  **where)
-        return Footprint(region, 0, count, ds, offsets=part * region.size + inpart)
+        lo = sum(min(0, step * (num - 1)) for step, num in dims)
+        hi = sum(max(0, step * (num - 1)) for step, num in dims)
+        first, end = start + lo * ds, start + (hi + 1) * ds
+        if first < 0 or end > region.size or pstart < 0 or pstart + pcount > region.partitions:
+            raise SimulationError(f"{which} access pattern runs outside var {region.name!r}: "
+                                  f"bytes [{first}, {end}) of partitions [{pstart}, "
+                                  f"{pstart + pcount}), the var has {region.size} bytes x "
+                                  f"{region.partitions} partitions", **where)
+        if which == "dst" and n0 * n1 * n2 > hi - lo + 1:
+            raise SimulationError(f"dst access pattern writes {n0 * n1 * n2} elements a "
+                                  f"partition into the {hi - lo + 1} element places of its "
+                                  f"extent (bytes [{first}, {end})): two of them would write "
+                                  "the same bytes", **where)
+        return region, count, (start, pstart, dims)
 
 
 def _operand(f: Field) -> dict:
