@@ -11,7 +11,7 @@ import pytest
 from nrtrewrite.simulate import Simulator
 from nrtrewrite.simulate.program import MARK_END
 
-from test_simulate import coll_spec, lower_spec, two_node_spec
+from test_simulate import coll_spec, lower_spec, rs_then_ar_spec, two_node_spec
 
 SEND, RRS, RRC, DCS, DRS, DR = 1, 2, 3, 5, 6, 7
 
@@ -31,6 +31,12 @@ def ag(tmp_path_factory):
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
     return lower_spec(two_node_spec(num_elements=8192), tmp_path_factory.mktemp("n") / "o")
+
+
+@pytest.fixture(scope="module")
+def rs_ar(tmp_path_factory):
+    """A reduce-scatter (trigger 0), then an all-reduce (trigger 1), on ranks 0..3."""
+    return lower_spec(rs_then_ar_spec(), tmp_path_factory.mktemp("ra") / "o")
 
 
 def run_mutated(out, rank, fn, *, seed=0, entry=0, channel=None):
@@ -105,7 +111,28 @@ def test_a_misdirected_signal_deadlocks_and_the_stray_token_is_named(ar):
         legs[i].incs = [(r, s + 1, v) if r == 2 else (r, s, v) for r, s, v in legs[i].incs]
     res = run_mutated(ar, 1, f)
     text = assert_fails(res, "deadlock", "held but waited for by no blocked leg")
-    assert "send_sema) of rank 2 = 1" in text, text
+    # ... and which trigger put it there (ar has one, trigger 0)
+    assert "send_sema) of rank 2 = 1 (last changed by trigger 0)" in text, text
+
+
+@pytest.mark.parametrize("sem", [5, 255])
+def test_a_stray_increment_outside_the_channel_semaphores_names_its_trigger(rs_ar, sem):
+    """FORMATS §7: semaphore 5 is one of the TOP_SP's unused ids, 255 the event window's
+    event 63, which no schedule uses; neither is a channel semaphore (16..143). Rank 1's
+    first leg of trigger 0 increments one on itself as well: the run ends with it at 1, and
+    the error names trigger 0, whose leg put it there, though rank 1's last entry is
+    trigger 1's (the channel of a semaphore named no trigger outside 16..143)."""
+    sim = Simulator(rs_ar)
+    assert sim.prepare().error is None
+    entries = sim.programs[1].entries
+    assert (entries[0].trigger.ordinal, entries[-1].trigger.ordinal) == (0, 1)
+
+    def f(legs):
+        legs[0].incs = legs[0].incs + [(1, sem, 1)]
+    res = run_mutated(rs_ar, 1, f)
+    assert res.error == (f"trigger 0, rank 1: semaphore {sem} of rank 1 is left at 1 at the end "
+                         "of the program (1 non-zero semaphore(s); FORMATS §7: every semaphore "
+                         "returns to 0)")
 
 
 def test_an_extra_signal_is_left_over(ar):

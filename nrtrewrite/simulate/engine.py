@@ -532,6 +532,8 @@ class Simulator:
         n = self.n_threads
         self.vc = [np.zeros(n, np.int32) for _ in range(n)]
         self.sem_count = {r: np.zeros(256, np.int64) for r in self.programs}
+        #: (rank, semaphore) -> the trigger whose leg or net transfer changed it last
+        self.sem_trigger: dict[tuple[int, int], int] = {}
         self.tokens: dict[tuple[int, int], deque] = {}
         # actors blocked per semaphore, in the order they blocked (a dict, not a set: a set of
         # objects iterates by address, so the wake-up order, hence the run a seed gives,
@@ -664,7 +666,8 @@ class Simulator:
         stray = [(r, int(sid), int(self.sem_count[r][sid])) for r in sorted(self.sem_count)
                  for sid in np.flatnonzero(self.sem_count[r]) if (r, int(sid)) not in waited]
         if stray:
-            shown = ", ".join(f"{sem_name(sid)} of rank {r} = {v}" for r, sid, v in stray[:8])
+            shown = ", ".join(f"{sem_name(sid)} of rank {r} = {v} (last changed by trigger "
+                              f"{self._last_trigger(r, sid)})" for r, sid, v in stray[:8])
             more = f" and {len(stray) - 8} more" if len(stray) > 8 else ""
             lines.append(f"held but waited for by no blocked leg (a misdirected increment lands "
                          f"on one of these): {shown}{more}")
@@ -672,11 +675,13 @@ class Simulator:
                               trigger=trig)
 
     # ------------------------------------------------------------------ semaphores
-    def _give(self, r: int, s: int, v: int, clock: np.ndarray | None, tid: int) -> None:
+    def _give(self, r: int, s: int, v: int, clock: np.ndarray | None, tid: int,
+              trigger: int) -> None:
         cnt = self.sem_count[r]
         if cnt[s] + v > SEM_MAX:
             raise SimulationError(f"{sem_name(s)} of rank {r} overflows 32 bits", rank=r)
         cnt[s] += v
+        self.sem_trigger[(r, s)] = trigger
         if self.consumers.get((r, s)) == (tid,):
             clock = None  # only the producer itself ever waits on it: nothing to join
         self.tokens.setdefault((r, s), deque()).append([v, clock])
@@ -685,10 +690,11 @@ class Simulator:
             for a in waiting:
                 self._evaluate(a)
 
-    def _take(self, r: int, s: int, v: int, vc: np.ndarray) -> None:
+    def _take(self, r: int, s: int, v: int, vc: np.ndarray, trigger: int) -> None:
         if not v:
             return
         self.sem_count[r][s] -= v
+        self.sem_trigger[(r, s)] = trigger
         q = self.tokens[(r, s)]
         while v:
             head = q[0]
@@ -778,7 +784,7 @@ class Simulator:
     def _run_leg(self, q: _Queue, leg: Leg) -> None:
         vc = self.vc[q.tid]
         for r, s, v in leg.waits:
-            self._take(r, s, v, vc)
+            self._take(r, s, v, vc, leg.trigger)
         vc[q.tid] += 1
         if leg.srcs:
             self._check_peers_started(q, leg, vc)
@@ -793,7 +799,7 @@ class Simulator:
             for r, s, v in leg.incs:
                 if snap is None and self.consumers.get((r, s)) != (q.tid,):
                     snap = vc.copy()
-                self._give(r, s, v, snap, q.tid)
+                self._give(r, s, v, snap, q.tid, leg.trigger)
 
     def _check_peers_started(self, q: _Queue, leg: Leg, vc: np.ndarray) -> None:
         """docs/FORMATS.md §3.4: no leg of an entry touches a peer's memory before that peer
@@ -851,7 +857,7 @@ class Simulator:
     def _run_transfer(self, p: _Proxy, tr: Transfer) -> None:
         vc = self.vc[p.tid]
         if tr.first and not tr.terminator:
-            self._take(tr.handshake[0], tr.handshake[1], 1, vc)
+            self._take(tr.handshake[0], tr.handshake[1], 1, vc, tr.trigger)
         vc[p.tid] += 1
         if tr.terminator:
             st = self.ranks[p.rank]
@@ -872,7 +878,7 @@ class Simulator:
         data = self._read([(sr, sreg, soff, tr.size)], acc, vc)
         self._write([(tr.dst[0], tr.dst[1], tr.dst[2], tr.size)], data, acc, vc)
         if tr.complete:
-            self._give(tr.notify[0], tr.notify[1], 1, vc.copy(), p.tid)
+            self._give(tr.notify[0], tr.notify[1], 1, vc.copy(), p.tid, tr.trigger)
 
     # ------------------------------------------------------------------ entries
     def _start_entry(self, r: int, e: int) -> None:
@@ -1066,11 +1072,10 @@ class Simulator:
                 tr.fail(ERROR, "no rank completed this trigger")
 
     def _last_trigger(self, r: int, s: int) -> int | None:
-        ch = (s - 16) // 4 if s >= 16 else None
-        for ent in reversed(self.programs[r].entries):
-            if ch in ent.channels:
-                return ent.trigger.ordinal
-        return None
+        """The trigger whose leg or net transfer last changed semaphore ``s`` of rank ``r``
+        (any semaphore: a channel's, the entry handshake's, a mesh event's); None when none
+        did."""
+        return self.sem_trigger.get((r, s))
 
 
 def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
