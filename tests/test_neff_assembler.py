@@ -986,6 +986,19 @@ def test_a_rank_range_is_ascii_digits(base_spec, rng):
     assert assemble(base_spec).model.subgraphs[0].replica_groups == [tuple(range(8))]
 
 
+@pytest.mark.parametrize("space", ["\u00a0", "\u3000", "\u2009"])
+def test_unicode_space_around_a_size_or_a_range_is_space(base_spec, space):
+    """Only the digits are ASCII: a no-break, ideographic or thin space around a size or in a
+    range is white space, as around a size on the command line (``sizes.py``): `"64KiB\u00a0"`
+    is 64 * 1024 bytes, `"0..1\u00a0"` the group (0, 1)."""
+    sg = base_spec["subgraphs"][0]
+    sg["vars"][0]["size"] = f"{space}64{space}KiB{space}"
+    sg["replica_groups"] = [f"0{space}..{space}1{space}"]
+    model = assemble(base_spec).model
+    assert model.subgraphs[0].vars[0].size == 65536
+    assert model.subgraphs[0].replica_groups == [(0, 1)]
+
+
 def test_a_uuid_is_ascii(base_spec, tmp_path):
     """uuid.UUID() reads its hex with int(), which takes full-width digits: the uuid with a
     full-width 6 first was 6e726e72-...; through the CLI a one-line error, exit 2."""
@@ -1012,6 +1025,10 @@ def test_a_uuid_is_ascii(base_spec, tmp_path):
     ('!!int ""', "'' is not an integer"),
     ('!!float "abc"', "'abc' is not a number"),
     ('!!float ""', "'' is not a number"),
+    # YAML 1.1 reads a leading 0 as octal: 9 is no octal digit (was "an integer of 2 digits,
+    # more than 4300")
+    ('!!int "09"', "'09' is not an integer"),
+    ('!!int "0_9"', "'0_9' is not an integer"),
 ])
 def test_a_tagged_number_must_be_one_in_ascii(value, why):
     """`!!int` and `!!float` hand the text to int() and float(): `!!int "٤"` was 4, `!!int
@@ -1023,6 +1040,15 @@ def test_a_tagged_number_must_be_one_in_ascii(value, why):
     assert str(exc.value) == f"s.yaml: invalid spec: {why} (line 1 column 8)"  # (at the tag)
     assert parse_spec_text('a: [!!int "0x1F", !!int "1:30", !!float "4.5", !!int "1_0"]\n') \
         == {"a": [31, 90, 4.5, 10]}
+
+
+def test_a_base_60_integer_of_too_many_digits_says_so():
+    """YAML 1.1 reads `1...1:30` as an integer in base 60; one of 5,000 ones and `30` has 5,002
+    digits, more than CPython converts (4300): said so, not "is not an integer"."""
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(f"a: {'1' * 5000}:30\n", source="s.yaml")
+    assert str(exc.value) == ("s.yaml: invalid spec: an integer of 5002 digits, more than 4300 "
+                              "(line 1 column 4)")
 
 
 def test_a_tagged_number_that_is_none_is_a_spec_error_on_the_command_line(base_spec,

@@ -68,10 +68,11 @@ NOP_OPCODE = 0x00
 DEFAULT_BUILD_VERSION = "nrtrewrite-assemble"
 
 #: A size string (``64KiB``) and a rank range (``0..7``): ASCII digits only (``\d`` and
-#: int() also read Arabic-Indic ``٤`` and full-width ``４``, which ASSEMBLE.md's sizes are not).
-_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*$", re.ASCII)
+#: int() also read Arabic-Indic ``٤`` and full-width ``４``, which ASSEMBLE.md's sizes are not);
+#: white space around them any Unicode space, as a size on the command line (``sizes.py``).
+_SIZE_RE = re.compile(r"^\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*$")
 _SIZE_UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
-_RANGE_RE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$", re.ASCII)
+_RANGE_RE = re.compile(r"^\s*([0-9]+)\s*\.\.\s*([0-9]+)\s*$")
 _SYNC_KEYS = ("wait_mode", "wait_idx", "update_mode", "update_idx", "semaphore_value")
 _HEADER_KEYS = ("pkg_version", "name", "neff_version_major", "neff_version_minor",
                 "neff_build_version", "num_tpb", "uuid", "requested_tpb_count",
@@ -228,13 +229,12 @@ def _construct_int(loader: _SafeLoader, node: yaml.ScalarNode) -> int:
     try:
         return loader.construct_yaml_int(node)
     except (ValueError, IndexError):  # (IndexError: ``!!int ""``)
-        text = str(node.value)
-        if text.lstrip("+-").replace("_", "").isdigit():  # (ASCII: only too long)
-            digits = sum(c.isdigit() for c in text)
+        digits = sum(c.isdigit() for c in str(node.value))  # (ASCII, checked above)
+        if digits > MAX_JSON_INT_DIGITS:  # (also a sexagesimal ``1...1:30``'s digits)
             raise yaml.constructor.ConstructorError(
                 None, None, f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}",
                 node.start_mark) from None
-        raise _not_a(node, "an integer") from None
+        raise _not_a(node, "an integer") from None  # (``!!int abc``, ``!!int 09``)
 
 
 def _ascii_number(node: yaml.ScalarNode, what: str) -> None:
