@@ -755,6 +755,17 @@ def test_pax_records_tarfile_refuses_are_said_as_such():
                               "newline)")
 
 
+def test_a_pax_record_that_cuts_the_name_to_nothing_is_named_at_the_payload():
+    """``7 path=neff.json\n`` says the record is 7 bytes, ``7 path=``: tarfile 3.11 takes the
+    path as the empty text before where that length ends it, so there is no member name to
+    name; the error is the payload's (it said ``member : ...``)."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_extended_tar(tarfile.XHDTYPE, b"7 path=neff.json\n"))
+    assert str(exc.value) == ("h.neff: field payload: pax extended header at tar offset 0x0: "
+                              "record at byte 0 of its 17 bytes of records does not end in a "
+                              "newline where its length 7 says: byte 6 of the record is 0x3d")
+
+
 @pytest.mark.parametrize("kind,what,data", [
     (tarfile.XHDTYPE, "pax extended header", b"15 comment=abc\n"),
     (tarfile.XGLTYPE, "pax global header", b"15 comment=abc\n"),
@@ -787,6 +798,17 @@ def test_a_tar_must_end_with_two_zero_blocks(zeros):
                               f"offset 0x{0xc00 + zeros:x}, {zeros} zero bytes after its last "
                               "member, without the end-of-archive marker (two 512-byte zero "
                               "blocks, POSIX tar; a writer writes it when it closes the tar)")
+
+
+def test_a_tar_of_zeros_without_the_marker_says_it_has_no_member():
+    """A payload of one zero block: no member, and one block where the end-of-archive marker
+    takes two; the message does not speak of a last member."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(bytes(512))
+    assert str(exc.value) == ("h.neff: field payload: corrupt tar archive: it ends at tar "
+                              "offset 0x200, 512 zero bytes and no member, without the "
+                              "end-of-archive marker (two 512-byte zero blocks, POSIX tar; a "
+                              "writer writes it when it closes the tar)")
 
 
 DOT_HINT = (" (a tar made of a folder's '.' names its members './NAME'; make it of the folder's "

@@ -523,6 +523,10 @@ _TYPE_NAMES = {
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 
 
+#: A control character (C0 or DEL) or a backslash, which no member name holds.
+_CONTROL_OR_BACKSLASH = re.compile(r"[\x00-\x1f\x7f\\]").search
+
+
 def check_member_name(name: str) -> str | None:
     """Why ``name`` is not an acceptable member name, or ``None`` if it is.
 
@@ -536,7 +540,7 @@ def check_member_name(name: str) -> str | None:
                 "(MAX_MEMBER_NAME_BYTES)")
     if name.startswith("/"):
         return "absolute member path"
-    if any(ord(ch) < 0x20 or ch == "\x7f" for ch in name) or "\\" in name:
+    if _CONTROL_OR_BACKSLASH(name):
         return "member name has a backslash or control character"
     parts = name.split("/")
     if ".." in parts:
@@ -631,9 +635,9 @@ def _check_extended_headers(stream: _TarStream, where: Where) -> None:
         kind = _EXTENDED_HEADERS.get(block[156:157]) if len(block) == TAR_BLOCK else None
         if kind is None:
             continue
-        try:
-            size = tarfile.TarInfo.frombuf(block, TAR_ENCODING, "surrogateescape").size
-        except (tarfile.TarError, ValueError, UnicodeError, OverflowError):
+        try:  # (the size field alone, as tarfile.TarInfo.frombuf reads it)
+            size = tarfile.nti(block[124:136])
+        except (tarfile.TarError, ValueError, OverflowError):
             continue  # (tarfile read no data after it)
         at, data = reads[i]
         if at != start + TAR_BLOCK or not 0 <= size <= len(data):
@@ -701,7 +705,7 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                 _check_extended_headers(stream, pw)
                 break
             mw = where.merged(member=_shown_name(info.name))
-            _check_extended_headers(stream, mw)  # first: they made the name and the size
+            _check_extended_headers(stream, mw if info.name else pw)  # first: they made the name
             name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             why = check_member_name(name)
             if why:
@@ -745,8 +749,9 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
     if start != tail or any(block) or rest is None:
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
     if (zeros := len(block) + rest) < END_OF_ARCHIVE:
+        after = "after its last member" if tail else "and no member"
         raise ParseError(f"corrupt tar archive: it ends at tar offset 0x{tail + zeros:x}, "
-                         f"{zeros} zero bytes after its last member, without the end-of-archive "
+                         f"{zeros} zero bytes {after}, without the end-of-archive "
                          "marker (two 512-byte zero blocks, POSIX tar; a writer writes it when "
                          "it closes the tar)", pw)
     used = set()  # every folder a file member is in (its prefixes ending before a "/")
