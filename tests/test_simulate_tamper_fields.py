@@ -422,3 +422,111 @@ def test_destination_streams_of_a_tile_writing_one_place_must_agree(tmp_path):
     t = _copy(out, tmp_path)
     _patch(t / "rank-0384" / "dma.bin", 16 * s2m[k][0] + 8, "<Q", lambda v: v + 1)
     _fails(t, "through destination streams 0 and 1 with different values")
+
+
+# ---------------------------------------------------------------------------------------------
+# legs.bin ring_step (offset 60, u32) and elem_start (offset 48, u64) of legs without elements:
+# each once passed the simulator (docs/SIMULATOR.md §7 listed them as not checked).
+ELEM_START, RING_STEP = 48, 60
+
+
+def _ring_steps(out: Path, rank: int) -> list[int]:
+    legs = _legs(out, rank)
+    return [struct.unpack_from("<I", legs, i * REC + RING_STEP)[0]
+            for i in range(len(legs) // REC)]
+
+
+@pytest.fixture(scope="module")
+def ring2_out(tmp_path_factory) -> Path:
+    """A RING all-reduce of 600,000 bf16 over ranks 0 and 1: one channel, chunks of 262,144
+    elements (512 KiB), so two chunk groups (seed 001 §2: 2 x 262,144 elements a group), the
+    second re-clamped to a tail chunk of 37,856."""
+    out = tmp_path_factory.mktemp("ring2") / "o"
+    meshcase.lower(meshcase.spec([[0, 1]], [("all_reduce", "bf16", "add", 600000)]), out,
+                   algo="ring")
+    return out
+
+
+def test_a_flat_ring_counts_the_seeds_steps_over_its_chunk_groups(ring2_out):
+    """Seed 001 §4 over 2 ranks: per chunk group, send (H0, H1) is step 0, the final reduce
+    recv_reduce_copy + direct_copy_send (H0, then H1) step 1, direct_recv (H0, H1) step 2: 3
+    steps a group, so the second group's are 3, 4, 5 (FORMATS §3); the entry handshake's two
+    mark_complete legs and mark_end are 0."""
+    leaves = [_legs(ring2_out, 0)[i * REC + LEAF] for i in range(19)]
+    assert leaves == [22, 22] + [1, 1, 3, 5, 3, 5, 7, 7] * 2 + [15]
+    assert _ring_steps(ring2_out, 0) == [0, 0] + [0, 0, 1, 1, 1, 1, 2, 2] \
+        + [3, 3, 4, 4, 4, 4, 5, 5] + [0]
+    assert cli("simulate", ring2_out).exit_code == 0
+
+
+@pytest.mark.parametrize("record, value, words", [
+    # the second chunk group's send numbered as the first group's step 0
+    (10, 0, ["ring_step 0 where the ring schedule says 3", "send of elements [562144, "
+             "581072) is step 0 of chunk group 1 (3 steps a group on this channel)"]),
+    (4, 2, ["ring_step 2 where the ring schedule says 1", "recv_reduce_copy of elements "
+            "[0, 131072) is step 1 of chunk group 0"]),
+    (16, 4, ["ring_step 4 where the ring schedule says 5", "direct_recv"]),
+    (18, 6, ["ring_step 6 on a mark_end leg"]),
+    (1, 1, ["ring_step 1 on a mark_complete leg"]),
+])
+def test_a_wrong_ring_step_of_a_flat_ring_is_caught(ring2_out, tmp_path, record, value, words):
+    out = _copy(ring2_out, tmp_path)
+    _patch(out / "rank-0000" / "legs.bin", record * REC + RING_STEP, "<I", lambda v: value)
+    _fails(out, "rank-0000", "field ring_step", "channel 0", "legs.bin", f"record {record}",
+           *words)
+
+
+def test_two_ring_steps_swapped_on_one_rank_are_caught(ring2_out, tmp_path):
+    """The send (step 0) and direct_recv (step 2) of the first chunk group of rank 1 trade
+    their ring_step: every count balances, the run is unchanged."""
+    out = _copy(ring2_out, tmp_path)
+    p = out / "rank-0001" / "legs.bin"
+    _patch(p, 2 * REC + RING_STEP, "<I", lambda v: 2)
+    _patch(p, 8 * REC + RING_STEP, "<I", lambda v: 0)
+    _fails(out, "rank-0001", "field ring_step", "record 2",
+           "ring_step 2 where the ring schedule says 0")
+
+
+def test_ring_step_plus_one_on_every_ring_leaf_of_every_op(ring_out, tmp_path):
+    """c7c8 lowered as RING: all-reduces, an all-gather and a reduce-scatter over ranks 0..3;
+    the first leg of each (leaf, trigger) of rank 2 with its ring_step one higher."""
+    legs = _legs(ring_out, 2)
+    first = {}
+    for i in range(len(legs) // REC):
+        lf = legs[i * REC + LEAF]
+        if 1 <= lf <= 8:
+            first.setdefault((lf, struct.unpack_from("<I", legs, i * REC)[0]), i)
+    assert {lf for lf, _t in first} >= {1, 2, 3, 5, 6, 7, 8}
+    for (lf, t), i in sorted(first.items()):
+        out = tmp_path / f"l{lf}t{t}"
+        shutil.copytree(ring_out, out)
+        _patch(out / "rank-0002" / "legs.bin", i * REC + RING_STEP, "<I", lambda v: v + 1)
+        _fails(out, "rank-0002", "field ring_step", f"record {i}", "where the ring schedule")
+        shutil.rmtree(out)
+
+
+def _kangaring_out(tmp_path: Path) -> Path:
+    base = tmp_path / "k"
+    meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 8192)],
+                                 lnc=2), base, algo="kangaring")
+    return base
+
+
+@pytest.mark.parametrize("leaf", [20, 22, 11, 12])  # mesh_sync, mark_complete, peer_post/wait
+def test_elem_start_of_a_leg_without_elements_is_0(leaf, mesh_out, tmp_path):
+    """FORMATS §3: a leg without elements (num_elements 0) starts at element 0; elem_start 7
+    on one was only range-checked."""
+    base = mesh_out if leaf in (20, 22) else _kangaring_out(tmp_path)
+    for rank in range(8):
+        legs = _legs(base, rank)
+        recs = [i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == leaf]
+        if recs:
+            break
+    assert recs
+    out = tmp_path / "t"
+    shutil.copytree(base, out)
+    _patch(out / f"rank-{rank:04d}" / "legs.bin", recs[-1] * REC + ELEM_START, "<Q",
+           lambda v: 7)
+    name = {20: "mesh_sync", 22: "mark_complete", 11: "peer_post", 12: "peer_wait"}[leaf]
+    _fails(out, f"rank-{rank:04d}", f"record {recs[-1]}", "field elem_start",
+           f"elem_start 7 on a {name} leg without elements (must be 0)")

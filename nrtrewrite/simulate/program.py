@@ -45,6 +45,9 @@ MARK_END = int(Leaf.mark_end)
 MARK_COMPLETE = int(Leaf.mark_complete)
 POST_RECV = int(Leaf.post_recv)
 PEER_POST, PEER_WAIT = int(Leaf.peer_post), int(Leaf.peer_wait)
+DIRECT_COPY = int(Leaf.direct_copy)
+#: the leaves of a ring all-reduce's all-gather phase (seed 001 §4 PHASE 2)
+_ALL_GATHER_PHASE = (int(Leaf.direct_recv_send), int(Leaf.direct_recv))
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
 KANGARING_LEAVES = frozenset({10, PEER_POST, PEER_WAIT})
 MESH_LEAVES = frozenset({16, 17, 20, POST_RECV})  # mesh_send, mesh_reduce, mesh_sync, post_recv
@@ -488,6 +491,11 @@ class RankDecoder:
                    lambda i: f"num_elements {L['num_elements'][i]} on a "
                    f"{LEAF_NAMES.get(int(leaf[i]))} leg without data (must be 0)",
                    art, "num_elements")
+        # ... and, having no elements, its elem_start is 0 (FORMATS §3)
+        self.check(~data & ~me & ~counted & (L["elem_start"] != 0),
+                   lambda i: f"elem_start {L['elem_start'][i]} on a "
+                   f"{LEAF_NAMES.get(int(leaf[i]))} leg without elements (must be 0)",
+                   art, "elem_start")
         # the half of a flat RING entry's leg is the half-chunk its elements sit in (the chunk
         # layout of the trigger manifest's `chunk`, TriggerSpec.half_of), not what it says
         flat = np.array([self.entry_trigger[e].algorithm == "RING"
@@ -506,6 +514,7 @@ class RankDecoder:
                        ") " + (f"are half {want_half[i]} of their chunk" if want_half[i] >= 0 else
                                "are not inside one half-chunk of the trigger's chunk layout"),
                        art, "half")
+        self._check_ring_steps(L, sel, gfirst, gid)
         # record ranges must tile their files exactly, in leg order
         for first, count, fname in (("dma_first", "dma_count", "dma.bin"),
                                     ("cce_first", "cce_count", "cce.bin"),
@@ -539,6 +548,70 @@ class RankDecoder:
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
+
+    def _check_ring_steps(self, L: np.ndarray, sel: np.ndarray, gfirst: np.ndarray,
+                          gid: np.ndarray) -> None:
+        """FORMATS §3 ``ring_step``: 0 on ``mark_end`` and ``mark_complete`` (no ring step) in
+        every entry; on the ring leaves of a flat RING entry (``sel``; ``gfirst``, ``gid``: the
+        (entry, channel) groups of legs.bin) step s of chunk group g is s + g x (1 + the
+        channel's largest s), s from seed 001 §4's step loops: the leaf's phase and how many
+        hops ahead of this rank the member whose chunk (block) it moves is on the channel's
+        ring (``user_ranks`` index i, the chunk position from ``elem_start``,
+        TriggerSpec.chunk_of).  Over a group of n: an all-reduce's reduce-scatter leaves are
+        step n - 1 - i, its all-gather leaves (direct_recv_send, direct_recv) 2n - 1 - i; a
+        reduce-scatter's n - 1 - i; an all-gather's (n - i) mod n (a group of one: its
+        direct_copy, step 0).  Other legs' ring_step is not checked (docs/SIMULATOR.md §7)."""
+        art = "legs.bin"
+        leaf, spi, ch = L["leaf"].astype(np.int64), L["spad_index"].astype(np.int64), \
+            L["channel"].astype(np.int64)
+        got = L["ring_step"].astype(np.int64)
+        want = np.full(L.size, -1, np.int64)  # -1: not checked
+        want[(leaf == MARK_END) | (leaf == MARK_COMPLETE)] = 0
+        s = np.zeros(L.size, np.int64)
+        g = np.zeros(L.size, np.int64)
+        if sel.size:
+            # sel is in legs.bin order, so grouped by entry: one slice an entry
+            cut = np.flatnonzero(np.diff(spi[sel])) + 1
+            for m in np.split(sel, cut):
+                t = self.entry_trigger[int(spi[m[0]])]
+                n = len(t.group)
+                chans, at = np.unique(ch[m], return_inverse=True)
+                # per channel of the entry, each member's hops ahead of this rank (-1: the
+                # rank has no ring there; the run names the channel)
+                hops = np.stack([h if h is not None else np.full(n, -1, np.int64)
+                                 for h in (t.ring_hops(c, self.rank) for c in chans.tolist())])
+                g[m], pos = t.chunk_of(L["elem_start"][m].astype(np.int64))
+                i = hops[at, np.clip(pos, 0, n - 1)]
+                lf = leaf[m]
+                if t.op == "ALLREDUCE":
+                    s[m] = np.where(np.isin(lf, _ALL_GATHER_PHASE), 2 * n - 1 - i,
+                                    np.where(lf == DIRECT_COPY, 0, n - 1 - i))
+                elif t.op == "REDUCE_SCATTER":
+                    s[m] = n - 1 - i
+                else:
+                    s[m] = (n - i) % n
+                # set below, once the channel's steps per group are known
+                want[m] = np.where(i >= 0, -2, -1)
+                s[m] = np.where(i >= 0, s[m], 0)
+            # steps per chunk group of each (entry, channel): 1 + its largest step (FORMATS
+            # §3; its mark_complete legs are step 0, its mark_end is not counted)
+            spg = np.maximum.reduceat(np.where(leaf == MARK_END, 0, s + 1), gfirst)
+            m = want == -2
+            want[m] = s[m] + g[m] * spg[gid[m]]
+        bad = _first((want >= 0) & (got != want))
+        if bad is None:
+            return
+        lf = LEAF_NAMES.get(int(leaf[bad]), int(leaf[bad]))
+        if leaf[bad] in (MARK_END, MARK_COMPLETE):
+            why = f"ring_step {got[bad]} on a {lf} leg (0: it is no ring step, FORMATS §3)"
+        else:
+            e0, n0 = int(L["elem_start"][bad]), int(L["num_elements"][bad])
+            spg_bad = (want[bad] - s[bad]) // g[bad] if g[bad] else None
+            why = (f"ring_step {got[bad]} where the ring schedule says {want[bad]}: {lf} of "
+                   f"elements [{e0}, {e0 + n0}) is step {s[bad]} of chunk group {g[bad]}"
+                   + (f" ({spg_bad} steps a group on this channel)" if spg_bad else "")
+                   + " (seed 001 §4, FORMATS §3)")
+        raise self.fail(why, art, bad, "ring_step", channel=int(ch[bad]))
 
     # ------------------------------------------------------------------ data BDs
     def decode_bds(self) -> None:

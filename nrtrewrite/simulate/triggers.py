@@ -131,6 +131,9 @@ class TriggerSpec:
     view_origins: frozenset = frozenset({0})
     #: the manifest's ``chunk`` (chunk_size_n, tail_chunk, pgta, channels)
     chunk: dict = field(default_factory=dict)
+    #: channel -> (rank -> index in the channel's ring order, each group member's index;
+    #: None when the order is not the group's ranks): :meth:`ring_hops`, once per channel
+    _ring_at: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def dsize(self) -> int:
@@ -191,6 +194,42 @@ class TriggerSpec:
         end = (rel - k) + (half + 1) * h2  # end of that half (clamped to the block / message)
         ok = (c >= 2) & (half <= 1) & (stop - lo <= np.minimum(end, span))
         return np.where(ok, half, -1)
+
+    def chunk_of(self, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The chunk group and the chunk position (the index in the replica group of the
+        member whose chunk, or block, it is) of element ``start`` of a flat ring's element
+        space, in the chunk layout of :meth:`half_of`: an all-reduce's chunk group g holds,
+        per channel, the chunks of positions 0 .. group size - 1 in turn; an all-gather's or
+        a reduce-scatter's position is the block of ``n`` (``n / group size``) elements the
+        element lies in."""
+        start = np.asarray(start, np.int64)
+        ck = self.chunk
+        cs, tail, pgta, chans = ck["chunk_size_n"], ck["tail_chunk"], ck["pgta"], ck["channels"]
+        rank_n = len(self.group)
+        if self.op == "ALLREDUCE":
+            group_elems = max(rank_n * chans * cs, 1)
+            g = np.minimum(start // group_elems, pgta - 1)
+            c = np.maximum(np.where(g == pgta - 1, tail, cs), 1)
+            return g, ((start - g * group_elems) // c) % rank_n
+        span = max(self.n if self.op == "ALLGATHER" else self.n // rank_n, 1)
+        pos = start // span
+        return np.minimum((start - pos * span) // max(chans * cs, 1), pgta - 1), pos
+
+    def ring_hops(self, channel: int, rank: int) -> np.ndarray | None:
+        """For each member of the replica group (by position), how many hops ahead of
+        ``rank`` it is on ``channel``'s ring: its index in ``rank``'s ``user_ranks`` (seed
+        001 §1, the ring order rotated to start at ``rank``); None when ``rank`` is not on
+        that channel's ring."""
+        if channel not in self._ring_at:
+            order = self.orders.get(channel)
+            at = {r: i for i, r in enumerate(order or ())}
+            ok = bool(order) and len(at) == len(order) and set(at) == set(self.group)
+            self._ring_at[channel] = (at, np.array([at[r] for r in self.group], np.int64)
+                                      if ok else None)
+        at, member_at = self._ring_at[channel]
+        if member_at is None or rank not in at:
+            return None
+        return (member_at - at[rank]) % member_at.size
 
     def pos(self, rank: int) -> int:
         return self.group.index(rank)
