@@ -425,8 +425,9 @@ def test_destination_streams_of_a_tile_writing_one_place_must_agree(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# legs.bin ring_step (offset 60, u32) and elem_start (offset 48, u64) of legs without elements:
-# each once passed the simulator (docs/SIMULATOR.md §7 listed them as not checked).
+# legs.bin ring_step (offset 60, u32) and elem_start (offset 48, u64) of legs without elements,
+# and post_recv legs against the transfer they receive: each once passed the simulator
+# (docs/SIMULATOR.md §7 listed them as not checked).
 ELEM_START, RING_STEP = 48, 60
 
 
@@ -530,3 +531,52 @@ def test_elem_start_of_a_leg_without_elements_is_0(leaf, mesh_out, tmp_path):
     name = {20: "mesh_sync", 22: "mark_complete", 11: "peer_post", 12: "peer_wait"}[leaf]
     _fails(out, f"rank-{rank:04d}", f"record {recs[-1]}", "field elem_start",
            f"elem_start 7 on a {name} leg without elements (must be 0)")
+
+
+def test_a_post_recv_carries_the_elements_of_the_transfer_it_receives(rdh8n_out, tmp_path):
+    """INTER_RDH over 8 nodes, 6000 elements: rank 0's post_recv legs (records 1, 4, 7, 10,
+    12, 14) receive [0, 3000), [0, 1500), [0, 750), [750, 1500), [1500, 3000), [3000, 6000)
+    (recursive halving, then doubling: each the range the partner's rdh_copy sends, FORMATS
+    §8 "Entries").  Record 10 moved to [0, 750) kept every count and the run."""
+    legs = _legs(rdh8n_out, 0)
+    posts = [i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == 21]
+    assert posts == [1, 4, 7, 10, 12, 14]
+    ranges = [struct.unpack_from("<Q", legs, i * REC + ELEM_START)[0] for i in posts]
+    assert ranges == [0, 0, 0, 750, 1500, 3000]
+    out = _copy(rdh8n_out, tmp_path)
+    _patch(out / "rank-0000" / "legs.bin", 10 * REC + ELEM_START, "<Q", lambda v: 0)
+    _fails(out, "rank-0000", "legs.bin", "record 10", "field elem_start",
+           "post_recv of elements [0, 750) receives the transfer of rank",
+           "rdh_copy of elements [750, 1500)")
+
+
+def test_each_post_recv_receives_one_transfer(rdh8n_out, tmp_path):
+    """Rank 0's post_recv legs of 1500 and 750 elements (records 4 and 7) made 2250 and 0:
+    the entry still counts its receive entries' bytes (the check before), but neither
+    carries the transfer it receives any more (FORMATS §3.2, §8 "Entries"); the first
+    named is record 7's, which receives rank 128's recursive-halving send of [0, 750)."""
+    out = _copy(rdh8n_out, tmp_path)
+    p = out / "rank-0000" / "legs.bin"
+    _patch(p, 4 * REC + NUM_ELEMENTS, "<I", lambda v: 2250)
+    _patch(p, 7 * REC + NUM_ELEMENTS, "<I", lambda v: 0)
+    _fails(out, "rank-0000", "legs.bin", "record 7", "field num_elements",
+           "post_recv of elements [0, 0) receives the transfer of rank 128's rdh_reduce of "
+           "elements [0, 750)")
+
+
+def test_a_receive_without_its_post_recv_leg_is_caught(tmp_path):
+    """A MESH reduce-scatter over ranks 0 and 128 (two nodes): rank 0 receives its block from
+    rank 128 through the net proxy, posted by one post_recv leg (record 1).  Relabelled a
+    mesh_sync without elements (leaf 20, elem_start and num_elements 0), the entry's check
+    of its post_recv legs' count had nothing to count, and the run, which posts receives per
+    entry, matched."""
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([[0, 128]], [("reduce_scatter", "bf16", "add", 4000)]), out,
+                   algo="mesh", topology="trn2:nodes=2")
+    assert _legs(out, 0)[1 * REC + LEAF] == 21
+    p = out / "rank-0000" / "legs.bin"
+    _patch(p, 1 * REC + LEAF, "<B", lambda v: 20)
+    _patch(p, 1 * REC + ELEM_START, "<Q", lambda v: 0)
+    _patch(p, 1 * REC + NUM_ELEMENTS, "<I", lambda v: 0)
+    _fails(out, "rank-0000", "channel 0", "field leaf",
+           "entry 0 has 0 post_recv leg(s) on channel 0, its ops receive 1 transfer(s) there")

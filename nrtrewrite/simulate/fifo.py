@@ -22,7 +22,8 @@ from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
-    POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, RankProgram, sem_id, sem_name,
+    LEAF_NAMES, POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, Entry, RankProgram, sem_id,
+    sem_name,
 )
 from nrtrewrite.simulate.triggers import io_size
 
@@ -57,6 +58,13 @@ class Transfer:
                 f"net_src.bin record {self.record})")
 
 
+def _ring_op(ent: Entry) -> bool:
+    """Whether an entry's ops receive on the channel's ``recv_sema`` (a ring: its consuming
+    legs take what arrives), not on an event semaphore (mesh and RDH: ``post_recv`` legs
+    post the receives; INTER_RDH is a metaring entry, but its receives land on events)."""
+    return ent.algo_type in RING_FAMILY and ent.algo_type != int(EncAlgType.INTER_RDH)
+
+
 @dataclass
 class ChannelFifo:
     rank: int
@@ -72,6 +80,11 @@ class ChannelFifo:
     op_entry: list[int] = field(default_factory=list)  # op k -> entry index
     tx_groups: dict[int, tuple[int, int]] = field(default_factory=dict)  # op -> (first, n)
     rx_groups: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: per receive record: the index of the transfer it belongs to (a run of entries ending
+    #: with complete = 1) among its SPAD entry's receive transfers on the channel (-1 for a
+    #: terminator); and per entry, its receive transfers
+    rx_xfer: np.ndarray | None = None
+    rx_xfers: dict[int, int] = field(default_factory=dict)
 
 
 def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
@@ -133,7 +146,9 @@ class FifoDecoder:
             f.rx_groups = self._groups(f, "rx")
         self._check_sends()
         self._check_post_recvs()
-        return self._pair()
+        transfers = self._pair()
+        self._check_receiving_legs(transfers)
+        return transfers
 
     def _check_post_recvs(self) -> None:
         """FORMATS §3: a ``post_recv`` leg's ``num_elements`` is what it receives.  Posting
@@ -214,8 +229,7 @@ class FifoDecoder:
                 # FORMATS §8.1: a ring op receives on the channel's recv_sema; mesh and RDH ops
                 # (INTER_RDH is a metaring entry, but its receives land on event semaphores)
                 # on the semaphore of their event
-                ring_op = (ent.algo_type in RING_FAMILY
-                           and ent.algo_type != int(EncAlgType.INTER_RDH))
+                ring_op = _ring_op(ent)
                 want = sem_id(ch, ROLE_SEND) if fld == "inc_send_handshake" else (
                     sem_id(ch, ROLE_RECV) if ring_op else int(sid[0]))
                 if tr[0] != rank or win[0] != EVT_SEM_INC or sid[0] != want:
@@ -478,6 +492,98 @@ class FifoDecoder:
                                       channel=ch, artifact="net_dest.bin", record=rf.rx_first + j)
         return out
 
+    # ------------------------------------------------------------------
+    def _check_receiving_legs(self, transfers: dict[tuple[int, int], list[Transfer]]) -> None:
+        """The legs at both ends of a mesh or RDH entry's network transfers (a *transfer*: a
+        run of FIFO entries ending with ``complete = 1``, one leg's bytes for one receiver):
+
+        * FORMATS §3.2 / §8 "Entries": each ``post_recv`` leg posts the receive of one
+          transfer, the entry's post_recv legs and its receive transfers in the same order,
+          and it carries that transfer's element range: the ``elem_start`` and
+          ``num_elements`` of the leg that sent it (its sender's legs hand the proxy their
+          transfers in program order, one per ``send_sema`` increment), its bytes the
+          transfer's.
+
+        A ring entry's receives are its consuming legs' (recv_sema; Ring pairing,
+        docs/SIMULATOR.md §2)."""
+        for f in self.fifos.values():
+            f.rx_xfer = np.full(f.rx.size, -1, np.int64)
+            f.rx_xfers = {}
+            for k, (start, n) in sorted(f.rx_groups.items()):
+                e = f.op_entry[k]
+                comp = f.rx["complete"][start:start + n].astype(np.int64)
+                f.rx_xfer[start:start + n] = f.rx_xfers.get(e, 0) + np.cumsum(comp) - comp
+                f.rx_xfers[e] = f.rx_xfers.get(e, 0) + int(comp.sum())
+        # the post_recv legs of every mesh / RDH (entry, channel), in program order
+        posts: dict[tuple[int, int, int], np.ndarray] = {}
+        for rank, prog in sorted(self.programs.items()):
+            for ent in prog.entries:
+                if _ring_op(ent):
+                    continue
+                for ch, (first, count) in sorted(ent.queues.items()):
+                    idx = np.arange(first, first + count)
+                    p = idx[prog.l_leaf[idx] == POST_RECV]
+                    posts[(rank, ent.index, ch)] = p
+                    f = self.fifos.get((rank, ch))
+                    got = f.rx_xfers.get(ent.index, 0) if f is not None else 0
+                    if p.size != got:
+                        raise SimulationError(
+                            f"entry {ent.index} has {p.size} post_recv leg(s) on channel {ch}, "
+                            f"its ops receive {got} transfer(s) there (FORMATS §3.2: a "
+                            "post_recv posts the receive of one transfer)", rank=rank,
+                            channel=ch, artifact="legs.bin",
+                            record=int(p[min(got, p.size - 1)]) if p.size else None,
+                            field="leaf")
+        for (rank, ch), lst in sorted(transfers.items()):
+            self._check_transfer_ends(rank, ch, lst, posts)
+
+    def _check_transfer_ends(self, rank: int, ch: int, lst: list[Transfer],
+                             posts: dict[tuple[int, int, int], np.ndarray]) -> None:
+        """A transfer's sending leg and the receiver's post_recv carry the same elements."""
+        prog = self.programs[rank]
+        sent: dict[int, int] = {}  # entry -> transfers so far
+        ends: dict[int, np.ndarray] = {}  # entry -> cumulative send_sema increments of its legs
+        nbytes = 0
+        for tr in lst:
+            if tr.terminator:
+                continue
+            nbytes += tr.size
+            if not tr.complete:
+                continue
+            i = sent.get(tr.entry, 0)
+            sent[tr.entry] = i + 1
+            size, nbytes = nbytes, 0
+            recv = self.programs[tr.receiver]
+            rent = recv.entries[tr.rx_entry]
+            if _ring_op(rent):
+                continue
+            rf = self.fifos[(tr.receiver, ch)]
+            x = int(rf.rx_xfer[tr.rx_record - rf.rx_first])
+            post = int(posts[(tr.receiver, tr.rx_entry, ch)][x])
+            first, count = prog.entries[tr.entry].queues.get(ch, (0, 0))
+            if tr.entry not in ends:
+                ends[tr.entry] = np.cumsum(prog.l_proxy_sends[first:first + count])
+            # the legs hand their transfers to the proxy in program order (_check_sends
+            # counted them): transfer i is the leg's whose increments cover it
+            leg = first + int(np.searchsorted(ends[tr.entry], i, side="right"))
+            pe, pn = int(recv.l_elem[post]), int(recv.l_num[post])
+            se, sn = int(prog.l_elem[leg]), int(prog.l_num[leg])
+            where = dict(rank=tr.receiver, channel=ch, artifact="legs.bin", record=post)
+            if (pe, pn) != (se, sn):
+                raise SimulationError(
+                    f"post_recv of elements [{pe}, {pe + pn}) receives the transfer of rank "
+                    f"{rank}'s {LEAF_NAMES.get(int(prog.l_leaf[leg]), prog.l_leaf[leg])} of "
+                    f"elements [{se}, {se + sn}) (its legs.bin record {leg}, net_src.bin record "
+                    f"{tr.record}): a post_recv carries the element range of the transfer it "
+                    "receives (FORMATS §8 \"Entries\")",
+                    field="elem_start" if pe != se else "num_elements", **where)
+            esize = io_size(rent.trigger.dtype)
+            if size != pn * esize:
+                raise SimulationError(
+                    f"post_recv of {pn} elements ({pn * esize} bytes) receives a transfer of "
+                    f"{size} bytes (rank {rank}'s net_src.bin record {tr.record}, complete)",
+                    field="num_elements", **where)
+
     def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec) -> None:
         where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin", record=rec)
         if int(tx["dst_addr"]) != int(rx["dev_addr"]):
@@ -510,3 +616,4 @@ class FifoDecoder:
                 raise SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
                                       field=fld)
         return trank, reg, soff
+
