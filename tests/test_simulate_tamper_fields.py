@@ -426,9 +426,12 @@ def test_destination_streams_of_a_tile_writing_one_place_must_agree(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # legs.bin ring_step (offset 60, u32) and elem_start (offset 48, u64) of legs without elements,
-# and post_recv legs against the transfer they receive: each once passed the simulator
-# (docs/SIMULATOR.md §7 listed them as not checked).
+# post_recv legs against the transfer they receive, and net_ops_info inc_recv_handshake /
+# inc_recv_complete (offsets 24 and 32, u64) against the legs that wait for the op's data:
+# each once passed the simulator (docs/SIMULATOR.md §7 listed them as not checked).
 ELEM_START, RING_STEP = 48, 60
+OP = 96
+INC_RECV_HANDSHAKE, INC_RECV_COMPLETE = 24, 32
 
 
 def _ring_steps(out: Path, rank: int) -> list[int]:
@@ -580,3 +583,46 @@ def test_a_receive_without_its_post_recv_leg_is_caught(tmp_path):
     _patch(p, 1 * REC + NUM_ELEMENTS, "<I", lambda v: 0)
     _fails(out, "rank-0000", "channel 0", "field leaf",
            "entry 0 has 0 post_recv leg(s) on channel 0, its ops receive 1 transfer(s) there")
+
+
+def _swap_ops(p: Path, a: int, b: int) -> None:
+    raw = bytearray(p.read_bytes())
+    for off in (INC_RECV_HANDSHAKE, INC_RECV_COMPLETE):
+        x = raw[a * OP + off:a * OP + off + 8]
+        raw[a * OP + off:a * OP + off + 8] = raw[b * OP + off:b * OP + off + 8]
+        raw[b * OP + off:b * OP + off + 8] = x
+    p.write_bytes(bytes(raw))
+
+
+def test_a_mesh_ops_receive_semaphores_swapped_on_one_rank_are_caught(tmp_path):
+    """A MESH all-reduce over ranks 0 and 128 (two nodes): rank 0 has two ops (FORMATS §8.2's
+    example), op 0 receives its scatter block on EVT_REDUCE_COPY_2 (9: semaphore 192 + 9 =
+    201), which its mesh_reduce waits, op 1 the gathered block on EVT_INTER_GRP_BRDCST_2
+    (11: 203), which its closing mesh_sync waits.  Swapped on rank 0 alone, the proxy's FIFO
+    order still delivered everything in time: a match."""
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([[0, 128]], [("all_reduce", "bf16", "add", 4000)]), out,
+                   algo="mesh", topology="trn2:nodes=2")
+    assert cli("simulate", out).exit_code == 0
+    p = out / "rank-0000" / "net_ops.bin"
+    sems = [(struct.unpack_from("<Q", p.read_bytes(), k * OP + INC_RECV_COMPLETE)[0] & 0x3FF)
+            // 4 for k in range(2)]
+    assert sems == [201, 203]  # (the INC window's low bits: 4 bytes a semaphore)
+    _swap_ops(p, 0, 1)
+    _fails(out, "rank-0000", "channel 0", "net_ops.bin", "record 0", "field inc_recv_complete",
+           "op 0's receives land on semaphore 203 (inc_recv_complete), but the first leg to "
+           "read bytes they land on, mesh_reduce (legs.bin record 2), waits semaphore 201")
+
+
+def test_rdh_ops_receive_semaphores_swapped_on_one_rank_are_caught(rdh8n_out, tmp_path):
+    """INTER_RDH over 8 nodes: rank 0's op 2 receives recursive halving step 2's slot on
+    EVT_RH_STEP_0 + 2 (23 + 2: semaphore 192 + 25 = 217), which its rdh_reduce (record 8)
+    waits before it reads the slot; op 3 recursive doubling step 0's block on EVT_RD_STEP_0
+    (34: 226).  Swapped on rank 0 alone the run matched (ops 0 and 5, 1 and 4 too; the other
+    swaps race)."""
+    out = _copy(rdh8n_out, tmp_path)
+    assert cli("simulate", out, "--ignore-checksums").exit_code == 0
+    _swap_ops(out / "rank-0000" / "net_ops.bin", 2, 3)
+    _fails(out, "rank-0000", "net_ops.bin", "record 2", "field inc_recv_complete",
+           "op 2's receives land on semaphore 226 (inc_recv_complete), but the first leg to "
+           "read bytes they land on, rdh_reduce (legs.bin record 8), waits semaphore 217")

@@ -502,7 +502,12 @@ class FifoDecoder:
           and it carries that transfer's element range: the ``elem_start`` and
           ``num_elements`` of the leg that sent it (its sender's legs hand the proxy their
           transfers in program order, one per ``send_sema`` increment), its bytes the
-          transfer's.
+          transfer's;
+        * FORMATS §8.1: an op's ``inc_recv_complete`` (= ``inc_recv_handshake``) names the
+          event semaphore its receives land on, the one the legs that take its data wait
+          for: the first leg after the op's post_recv legs that reads bytes its receives
+          wrote waits that semaphore; when no leg of the entry reads them (an output), a
+          leg after them waits it.
 
         A ring entry's receives are its consuming legs' (recv_sema; Ring pairing,
         docs/SIMULATOR.md §2)."""
@@ -536,6 +541,8 @@ class FifoDecoder:
                             field="leaf")
         for (rank, ch), lst in sorted(transfers.items()):
             self._check_transfer_ends(rank, ch, lst, posts)
+        for (rank, ch), f in sorted(self.fifos.items()):
+            self._check_recv_semaphores(f, posts)
 
     def _check_transfer_ends(self, rank: int, ch: int, lst: list[Transfer],
                              posts: dict[tuple[int, int, int], np.ndarray]) -> None:
@@ -584,6 +591,45 @@ class FifoDecoder:
                     f"{size} bytes (rank {rank}'s net_src.bin record {tr.record}, complete)",
                     field="num_elements", **where)
 
+    def _check_recv_semaphores(self, f: ChannelFifo,
+                               posts: dict[tuple[int, int, int], np.ndarray]) -> None:
+        """FORMATS §8.1: a mesh / RDH op's receives land on the semaphore its data's legs wait
+        for (:meth:`_check_receiving_legs`)."""
+        rank, ch = f.rank, f.channel
+        prog = self.programs[rank]
+        for k, (start, n) in sorted(f.rx_groups.items()):
+            ent = prog.entries[f.op_entry[k]]
+            if not n or _ring_op(ent):
+                continue
+            _tr, _w, sid, _err = self.layout.resolve_sema(
+                rank, np.array([f.ops["inc_recv_complete"][k]], np.uint64))
+            sem = int(sid[0])
+            xs = f.rx_xfer[start:start + n]
+            mine = posts[(rank, ent.index, ch)][int(xs.min()):int(xs.max()) + 1]
+            first, count = ent.queues[ch]
+            after = int(mine.max()) + 1  # the legs after the op's post_recv legs
+            end = first + count
+            rx = f.rx[start:start + n]
+            trank, reg, soff, _e = self.layout.resolve_data(rank, rx["dev_addr"],
+                                                            rx["size"].astype(np.int64))
+            reader = _first_reader(prog, after, end, rank, reg, soff,
+                                   rx["size"].astype(np.int64))
+            legs = [reader] if reader is not None else range(after, end)
+            if any(sem in _waited(prog, g, rank) for g in legs):
+                continue
+            what = (f"the first leg to read bytes they land on, {_leg_name(prog, reader)} "
+                    f"(legs.bin record {reader}), waits "
+                    + (", ".join(sem_name(s) for s in sorted(_waited(prog, reader, rank)))
+                       or "no semaphore")
+                    if reader is not None else
+                    "no leg of the entry after its post_recv legs waits it (and none reads "
+                    "the bytes they land on)")
+            raise SimulationError(
+                f"op {k}'s receives land on {sem_name(sem)} (inc_recv_complete), but {what}: "
+                "an op names the event its receives land on, the one the legs that take its "
+                "data wait for (FORMATS §8.1)", rank=rank, channel=ch, artifact="net_ops.bin",
+                record=f.ops_first + k, field="inc_recv_complete")
+
     def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec) -> None:
         where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin", record=rec)
         if int(tx["dst_addr"]) != int(rx["dev_addr"]):
@@ -617,3 +663,44 @@ class FifoDecoder:
                                       field=fld)
         return trank, reg, soff
 
+
+def _leg_name(prog: RankProgram, g: int) -> str:
+    return str(LEAF_NAMES.get(int(prog.l_leaf[g]), int(prog.l_leaf[g])))
+
+
+def _waited(prog: RankProgram, g: int, rank: int) -> set[int]:
+    """The semaphores of ``rank`` that leg ``g`` waits on."""
+    s0 = int(prog.l_sem_first[g])
+    s1 = s0 + int(prog.l_sem_count[g])
+    m = prog.s_wait[s0:s1] & (prog.s_rank[s0:s1] == rank)
+    return set(prog.s_sid[s0:s1][m].tolist())
+
+
+def _first_reader(prog: RankProgram, lo: int, hi: int, rank: int, reg: np.ndarray,
+                  off: np.ndarray, size: np.ndarray) -> int | None:
+    """The first of legs [lo, hi) of ``prog`` with a source run on ``rank`` that overlaps
+    one of the byte ranges [off, off + size) of regions ``reg``; None if none does."""
+    if lo >= hi:
+        return None
+    r0 = int(prog.l_run_first[lo])
+    r1 = int(prog.l_run_first[hi - 1] + prog.l_run_count[hi - 1])
+    R = prog.runs
+    sl = slice(r0, r1)
+    src = (R["dir"][sl] == 0) & (R["rank"][sl] == rank)
+    if not src.any():
+        return None
+    # the byte ranges as keys (region, offset) on one line, merged, sorted
+    a = reg.astype(np.int64) * (1 << 44) + off
+    b = a + size
+    order = np.argsort(a, kind="stable")
+    a, b = a[order], np.maximum.accumulate(b[order])
+    run_a = R["reg"][sl][src].astype(np.int64) * (1 << 44) + R["off"][sl][src]
+    run_b = run_a + R["len"][sl][src]
+    # the last range starting before a run ends overlaps it if it ends after the run starts
+    # (ranges are sorted by start, their ends made non-decreasing: an overlap anywhere
+    # shows there)
+    i = np.searchsorted(a, run_b, side="left") - 1
+    hit = (i >= 0) & (b[np.maximum(i, 0)] > run_a)
+    if not hit.any():
+        return None
+    return int(R["leg"][sl][src][hit].min())
