@@ -555,9 +555,8 @@ HUGE_PATTERNS = [
 ]
 
 
-@pytest.mark.parametrize("change, error", HUGE_PATTERNS, ids=["2^62", "2^62-step-0",
-                                                               "partition-minus-1",
-                                                               "negative-counts"])
+@pytest.mark.parametrize("change, error", HUGE_PATTERNS,
+                         ids=["2^62", "2^62-step-0", "partition-minus-1", "negative-counts"])
 def test_an_access_pattern_outside_its_var_is_refused_before_anything_is_allocated(
         sbuf_out, tmp_path, change, error):
     """NEFF-LIKE.md §2: an access pattern's extent follows from its dims; a pattern of 2^62

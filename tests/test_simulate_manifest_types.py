@@ -214,7 +214,7 @@ WELL_TYPED = [
 @pytest.mark.parametrize("rank, path, value, error", WELL_TYPED,
                          ids=[".".join(map(str, c[1])) for c in WELL_TYPED])
 def test_a_well_typed_value_that_disagrees_is_a_protocol_error(ar2, tmp_path, rank, path,
-                                                                value, error):
+                                                               value, error):
     """FORMATS §10 fixes ``core_window`` at 2^36; ar2's rank 0 leads its mesh-family entry
     (FORMATS §1.2: ``reporter`` true, the overlay ``sema_shift_offset`` 192 / ``sema_mask``
     63, ``channel_list`` the mask of channel 0, 1)."""
