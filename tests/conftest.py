@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import io
 import os
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -90,3 +92,15 @@ def groups_sharing_rank_1(s: dict, trig: dict) -> None:
     sg1["replica_groups"] = [[1, 2]]
     sg1["engines"]["sp"] = [trig] * 2
     s["subgraphs"].append(sg1)
+
+
+def ustar_tar(members) -> bytearray:
+    """The tar Python's tarfile writes of ``members`` ((name, data) pairs; ustar headers,
+    zero padding, the two end blocks, padded to 10240 bytes), to be patched by a test."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return bytearray(buf.getvalue())

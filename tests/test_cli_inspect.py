@@ -20,7 +20,7 @@ from nrtrewrite.cli import main
 from nrtrewrite.neff.assembler import assemble_spec
 from nrtrewrite.neff.container import build_container, default_header, wrap_payload
 
-from conftest import sp, unvalidated_spec
+from conftest import sp, unvalidated_spec, ustar_tar
 
 
 def run(*args):
@@ -189,13 +189,7 @@ def tar_with(*entries) -> bytes:
 def tar_patched(members, patch: dict[int, int], cut: int | None = None) -> bytes:
     """The ustar tar Python's tarfile writes of ``members`` (name, data), its byte at each
     tar offset of ``patch`` set, cut to its first ``cut`` bytes if given."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    raw = bytearray(buf.getvalue())
+    raw = ustar_tar(members)
     for at, value in patch.items():
         raw[at] = value
     return wrap_payload(default_header(), gzip.compress(bytes(raw[:cut]), mtime=0))

@@ -19,6 +19,8 @@ from nrtrewrite.neff.container import (
 )
 from nrtrewrite.neff.model import NeffHeader
 
+from conftest import ustar_tar
+
 # NEFF-LIKE.md §1: pkg_version, header_size, data_size, major, minor u64; build_version
 # char[128]; num_tpb u32; hash u8[32]; uuid u8[16]; name char[256]; requested_tpb_count
 # u32; tpb_per_node u8[64]; feature_bits u64; lnc_size u32; reserved u8[468]
@@ -196,13 +198,7 @@ def test_corrupt_and_truncated_gzip():
 
 
 def test_multi_member_gzip_and_zero_padding_inside_payload():
-    tar = io.BytesIO()
-    with tarfile.open(fileobj=tar, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in MEMBERS:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    raw = tar.getvalue()
+    raw = bytes(ustar_tar(MEMBERS))
     payload = gzip.compress(raw[:1000], mtime=0) + gzip.compress(raw[1000:], mtime=0) + bytes(9)
     cont = read_container(wrap_payload(default_header(), payload))
     assert list(cont.members.items()) == MEMBERS
@@ -645,13 +641,7 @@ def test_a_file_member_that_is_also_a_folder_is_refused():
 
 def _ustar(*members: tuple[str, bytes]) -> bytearray:
     """The tar Python's tarfile writes of ``members`` (ustar headers), to be patched."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tf.addfile(info, io.BytesIO(data))
-    return bytearray(buf.getvalue())
+    return ustar_tar(members)
 
 
 @pytest.mark.parametrize("at", [0x209, 0x3ff, 0x603])
