@@ -350,7 +350,7 @@ class MeshExec:
             pos = t.pos(rank)
             data = make_input(self.seed, t.ordinal, pos, len(t.group), t.in_count, t.dtype,
                               t.alu or "ADD", t.reduce)
-            fp = t.footprint(self.layout, "src")
+            fp = t.footprints(self.layout)[0]
             buf = self._buf(rank, fp.region.index)
             acc = Access(ctrl, int(self.vc[ctrl, ctrl]), t.ordinal, Access.FILL,
                          f"fill of rank {rank}")
@@ -374,7 +374,7 @@ class MeshExec:
         last = e + 1 == len(self.entries[rank]) or self._trigger_of(rank, e + 1) != t.ordinal
         if last:
             self.vc[ctrl, ctrl] += 1
-            fp = t.footprint(self.layout, "dst")
+            fp = t.footprints(self.layout)[1]
             buf = self._buf(rank, fp.region.index)
             acc = Access(ctrl, int(self.vc[ctrl, ctrl]), t.ordinal, Access.CHECK,
                          f"output check of rank {rank}")

@@ -552,8 +552,7 @@ class Simulator:
         #: (trigger, region) -> merged (starts, ends) a leg may write (merge_intervals)
         self.allowed: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         for t in self.triggers.values():
-            src = t.footprint(self.layout, "src")
-            dst = t.footprint(self.layout, "dst")
+            src, dst = t.footprints(self.layout)
             self.footprints[t.ordinal] = (src, dst)
             allowed: dict[int, list] = {}
             allowed.setdefault(dst.region.index, []).extend(dst.intervals())

@@ -541,7 +541,7 @@ class FifoDecoder:
                             field="leaf")
         for (rank, ch), lst in sorted(transfers.items()):
             self._check_transfer_ends(rank, ch, lst, posts)
-        for (rank, ch), f in sorted(self.fifos.items()):
+        for _key, f in sorted(self.fifos.items()):
             self._check_recv_semaphores(f, posts)
 
     def _check_transfer_ends(self, rank: int, ch: int, lst: list[Transfer],
@@ -579,7 +579,7 @@ class FifoDecoder:
             if (pe, pn) != (se, sn):
                 raise SimulationError(
                     f"post_recv of elements [{pe}, {pe + pn}) receives the transfer of rank "
-                    f"{rank}'s {LEAF_NAMES.get(int(prog.l_leaf[leg]), prog.l_leaf[leg])} of "
+                    f"{rank}'s {_leg_name(prog, leg)} of "
                     f"elements [{se}, {se + sn}) (its legs.bin record {leg}, net_src.bin record "
                     f"{tr.record}): a post_recv carries the element range of the transfer it "
                     "receives (FORMATS §8 \"Entries\")",
@@ -614,12 +614,13 @@ class FifoDecoder:
                                                             rx["size"].astype(np.int64))
             reader = _first_reader(prog, after, end, rank, reg, soff,
                                    rx["size"].astype(np.int64))
-            legs = [reader] if reader is not None else range(after, end)
-            if any(sem in _waited(prog, g, rank) for g in legs):
+            first_leg, legs = (reader, 1) if reader is not None else (after, end - after)
+            if (rank, sem) in prog.waits_of(first_leg, legs):
                 continue
             what = (f"the first leg to read bytes they land on, {_leg_name(prog, reader)} "
                     f"(legs.bin record {reader}), waits "
-                    + (", ".join(sem_name(s) for s in sorted(_waited(prog, reader, rank)))
+                    + (", ".join(sem_name(s) for s in sorted(
+                        {sid for r, sid in prog.waits_of(reader, 1) if r == rank}))
                        or "no semaphore")
                     if reader is not None else
                     "no leg of the entry after its post_recv legs waits it (and none reads "
@@ -666,14 +667,6 @@ class FifoDecoder:
 
 def _leg_name(prog: RankProgram, g: int) -> str:
     return str(LEAF_NAMES.get(int(prog.l_leaf[g]), int(prog.l_leaf[g])))
-
-
-def _waited(prog: RankProgram, g: int, rank: int) -> set[int]:
-    """The semaphores of ``rank`` that leg ``g`` waits on."""
-    s0 = int(prog.l_sem_first[g])
-    s1 = s0 + int(prog.l_sem_count[g])
-    m = prog.s_wait[s0:s1] & (prog.s_rank[s0:s1] == rank)
-    return set(prog.s_sid[s0:s1][m].tolist())
 
 
 def _first_reader(prog: RankProgram, lo: int, hi: int, rank: int, reg: np.ndarray,

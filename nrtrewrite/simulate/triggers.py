@@ -269,14 +269,19 @@ class TriggerSpec:
     def label(self) -> str:
         return trigger_label(self.op, self.alu, self.dtype.name, self.n, len(self.group))
 
-    def footprint(self, layout: Layout, which: str) -> Footprint:
-        """The src or dst operand on any rank (the layout is the same on every rank).  Both
-        operands are placed first, src then dst (:meth:`_place`: every check, from the
-        manifest's numbers alone), so nothing is allocated per element for an operand larger
-        than its var: a dst is at most its var's elements, and a src, 1, 1 / group size or
-        group size times its dst (FORMATS §1.1), at most the group size times that."""
-        both = {w: self._place(layout, w) for w in ("src", "dst")}
-        region, count, placed = both[which]
+    def footprints(self, layout: Layout) -> tuple[Footprint, Footprint]:
+        """The src and dst operands on any rank (the layout is the same on every rank).  Both
+        are placed first, src then dst (:meth:`_place`: every check, from the manifest's
+        numbers alone), so nothing is allocated per element for an operand larger than its
+        var: a dst is at most its var's elements, and a src, 1, 1 / group size or group size
+        times its dst (FORMATS §1.1), at most the group size times that."""
+        placed = [self._place(layout, which) for which in ("src", "dst")]
+        src, dst = (self._footprint(*p) for p in placed)
+        return src, dst
+
+    def _footprint(self, region: Region, count: int, placed: int | tuple) -> Footprint:
+        """The operand :meth:`_place` placed: a linear one's bytes, or an access pattern's
+        offset per element."""
         ds = self.dsize
         if isinstance(placed, int):  # a linear operand: its byte offset
             return Footprint(region, placed, count, ds)
