@@ -251,6 +251,64 @@ def test_a_step_below_its_position_is_refused(ring_out, tmp_path):
     _refused(out, "rank-0001", "legs.bin", "record 1", "step 0 where program order says 1")
 
 
+def _two_triggers_on_32_channel_ids(out: Path, monkeypatch, engine: str) -> Path:
+    """Two all-reduces lowered with the channel rule's count lifted to 32 for a RING (a HIER
+    leg's RING too): ``lower`` gives no trigger more than 16 channel ids (docs/SELECTION.md
+    §7: 16 across nodes, 4 in a node; a HIER trigger's legs at most 4 + 2 + 4), FORMATS
+    §3 and NEC_MAX_CHANNELS allow 32."""
+    from nrtrewrite import select
+    from nrtrewrite.codes import EncAlgType
+
+    from test_simulate import coll_spec, lower_spec
+
+    rule = select.choose_channels
+
+    def lifted(topo, req, alg, policy=select.DEFAULT_POLICY):
+        if alg == EncAlgType.RING and len(req.group) > 1:
+            return 32, "lifted for the test"
+        return rule(topo, req, alg, policy)
+
+    if engine == "ring":  # one node, 2 ranks: 8192 bf16 = 64 elements per rank per channel
+        spec = coll_spec("all_reduce", "bf16", 2, 8192, name="ch32")
+        opts = {}
+    else:  # 2 ranks on each of two nodes (LNC 2): {0, 1} and {64, 65}
+        spec = coll_spec("all_reduce", "bf16", [0, 1, 64, 65], 65536, lnc=2, name="hier32")
+        opts = {"topology": "trn2:nodes=2", "algo": "hier,ring"}
+    sp = spec["subgraphs"][0]["engines"]["sp"]
+    sp.append(dict(sp[-1]))
+    with monkeypatch.context() as m:
+        m.setattr(select, "choose_channels", lifted)
+        return lower_spec(spec, out, **opts)
+
+
+@pytest.mark.parametrize("engine", ["ring", "hier"])
+def test_channels_above_15_keep_entry_then_channel_order(tmp_path, monkeypatch, engine):
+    """legs.bin is ordered by entry, then channel (FORMATS §3, channel 0..31): entry 0's
+    channel 16 sorts before entry 1's channel 0, and the two are two channel programs (a
+    key of 16 channels an entry would make them one). Lowered with 32 channels a RING:
+    two flat all-reduces over 2 ranks, each on channels 0..31 (channel_list 0xFFFFFFFF);
+    two HIER all-reduces over 2 x 2 ranks, each using all 32 ids of its budget (leg 0,
+    intra_redsct, its third: 32 // 3 = 10 ids, 0..9; each later leg on the ids after the
+    earlier legs', the last, intra_allg, on up to 31). Both are right outputs."""
+    out = _two_triggers_on_32_channel_ids(tmp_path / "o", monkeypatch, engine)
+    for rank in (0, 1):
+        legs = _legs(out, rank)
+        programs = [(g["spad_index"], g["channel"]) for g in legs if g["step"] == 0]
+        entries = json.loads(_file(out, rank, "manifest.json").read_text())["entries"]
+        if engine == "ring":
+            assert programs == [(e, c) for e in (0, 1) for c in range(32)]
+            assert [_get(out, rank, "spad.bin", e * SPAD + 4, "<I") for e in (0, 1)] == \
+                [0xFFFFFFFF] * 2
+        else:
+            assert [e["leg"] for e in entries] == ["intra_redsct", "inter_allr",
+                                                   "intra_allg"] * 2
+            ids = [e["channels"] for e in entries]
+            assert ids[0] == ids[3] == list(range(10))
+            assert ids[0] + ids[1] + ids[2] == list(range(32)) and ids[3:] == ids[:3]
+            assert programs == [(e, c) for e in range(6) for c in ids[e]]
+    _accepted(out)
+
+
 # c7c8's trigger 0: an all-reduce of a_in, 262144 bytes of bf16 = 131072 elements
 T0_ELEMENTS = 131072
 
