@@ -90,8 +90,8 @@ def _accepted(out: Path) -> None:
     assert res.exit_code == 0, res.output
 
 
-def test_the_untouched_outputs_pass(ring_out, mesh_out, scr_out):
-    for out in (ring_out, mesh_out, scr_out):
+def test_the_untouched_outputs_pass(ring_out, mesh_out, scr_out, mesh4100):
+    for out in (ring_out, mesh_out, scr_out, mesh4100):
         res = cli("simulate", out, "--json")
         assert res.exit_code == 0, res.output
 
@@ -1135,6 +1135,57 @@ def test_a_mesh_view_starting_at_a_negative_element_is_refused(mesh_out, tmp_pat
     _set(out, 1, "sb2sb.bin", 0 * WORD + DST_START, "<I", 32)
     _refused(out, "rank-0001", "sb2sb.bin", "record 0",
              "its view would start at element -16, not the start of a block of the trigger")
+
+
+@pytest.fixture(scope="module")
+def mesh4100(tmp_path_factory) -> Path:
+    """A MESH all-reduce of 4100 bf16 over ranks 0..3 on trn2: blocks of 1025 elements
+    (2050 bytes), each rank's scratch three channel-buffer slots of one block, one per
+    peer in rank order. Its legs have 1025 elements: 2 tiles, 1024 elements (2048 bytes:
+    tiles are 32-byte aligned, FORMATS §3 n_tiles) and 1; 2 pieces, 256 x 4 and 1 x 1
+    (FORMATS §4: q = 4, r = 1)."""
+    import meshcase
+
+    out = tmp_path_factory.mktemp("m4100") / "o"
+    meshcase.lower(meshcase.spec([[0, 1, 2, 3]], [("all_reduce", "bf16", "add", 4100)]), out,
+                   algo="mesh")
+    return out
+
+
+def _region(out: Path, name: str) -> int:
+    """The byte offset of a region of the layout (FORMATS §10, the manifest's memory)."""
+    regions = json.loads((out / "manifest.json").read_text())["memory"]["regions"]
+    return next(r["offset"] for r in regions if r["name"] == name)
+
+
+def _soc(rank: int, offset: int) -> int:
+    """The SoC address of a DRAM byte of a trn2 logical core of one device (FORMATS §10:
+    ``(lc << 36) + 0x1_0000_0000 + offset``; ranks 0..3 at LNC 1 are cores 0..3)."""
+    return (rank << 36) + 0x1_0000_0000 + offset
+
+
+def test_a_mesh_view_moving_to_another_block_between_pieces_is_refused(mesh4100, tmp_path):
+    """Every piece of a leg's stream is in the leg's one view (FORMATS §4: start_addr
+    (e - origin) x dsize from the view's first byte, origin a block start). Rank 1's
+    mesh_send of block 2 (legs.bin record 5, elements 2050..3075) writes rank 2's slot 1
+    (scratch + 2050): piece 1 (sb2sb.bin word 3, element 3074, start_addr (3074 - 2050) x 2
+    = 0x800) is its tile 1, whose S2M BD (dma.bin record 7) writes scratch + 0x1002. That
+    BD moved one block on (scratch + 0x1804, slot 2's last element, still in scratch) and
+    start_addr 0x1002 = (3074 - 1025) x 2 keep the view's first byte piece 0's (scratch +
+    0x802), but make its first element block 1's, 1025: refused, not left to the run."""
+    out = _copy(mesh4100, tmp_path)
+    g = _legs(out, 1)[5]
+    assert (g["leaf"], g["elem_start"], g["num_elements"]) == (16, 2050, 1025)
+    scratch = _region(out, "scratch")
+    assert _get(out, 1, "dma.bin", 7 * BD + 8, "<Q") == _soc(2, scratch + 0x1002)
+    assert _get(out, 1, "sb2sb.bin", 3 * WORD + DST_START, "<I") == 0x800
+    _set(out, 1, "dma.bin", 7 * BD + 8, "<Q", _soc(2, scratch + 0x1002 + 2050))
+    _set(out, 1, "sb2sb.bin", 3 * WORD + DST_START, "<I", 0x1002)
+    base = 0x1_0000_0000 + scratch
+    _refused(out, "rank-0001", "sb2sb.bin", "record 3",
+             f"dst.start_addr 0x1002 of the piece at element 3074 ({base + 0x1804:#x} in "
+             f"'scratch'): its view starts at element 1025 ({base + 0x802:#x}), the leg's "
+             f"previous piece's at element 2050 ({base + 0x802:#x})")
 
 
 # ------------------------------------------------ a ring's consumed elements (SIMULATOR.md §3)
