@@ -1,14 +1,17 @@
 """The simulator's decoding of a rank's program (nrtrewrite/simulate/program.py) at the edges of
 its fields: each test changes the bytes of a lowered output at one boundary that
 docs/FORMATS.md fixes and runs ``simulate --ignore-checksums`` (refused: exit 1, naming the
-file, the record and the field), or builds a right output at the boundary (accepted).  Byte
-offsets and values are FORMATS.md's, not read from the code: ``spad.bin`` 8-byte entries
-(§2: byte 0 bit 0 cc_op and [7:1] reserved, byte 1 algo_type [3:0] / algo_sub_type [6:4] /
-trigger_next [7], byte 2 the flags, bytes 4..7 channel_list or the mesh overlay
-sema_shift_offset (u16 at 4) and sema_mask (u16 at 6)); ``legs.bin`` 64-byte records (§3);
-``dma.bin``, ``cce.bin``, ``sem.bin`` 16-byte records (§5 - §7); ``tpinc.bin`` 8-byte records
-(§2.2); ``sb2sb.bin`` 64-byte words (§4).  Written for the eleventh mutation round
-(docs/RELIABILITY.md §6): each refusal test fails with one of its mutations of program.py."""
+file, the record and the field), or builds a right output at the boundary (accepted), or
+(where a leg's runs overlap, SIMULATOR.md §3) reads which legs the decoded program runs tile
+by tile.  Byte offsets and values are FORMATS.md's, not read from the code: ``spad.bin``
+8-byte entries (§2: byte 0 bit 0 cc_op and [7:1] reserved, byte 1 algo_type [3:0] /
+algo_sub_type [6:4] / trigger_next [7], byte 2 the flags, bytes 4..7 channel_list or the
+mesh overlay sema_shift_offset (u16 at 4) and sema_mask (u16 at 6)); ``legs.bin`` 64-byte
+records (§3); ``dma.bin``, ``cce.bin``, ``sem.bin`` 16-byte records (§5 - §7); ``tpinc.bin``
+8-byte records (§2.2); ``sb2sb.bin`` 64-byte words (§4).  Written for the eleventh mutation
+round (docs/RELIABILITY.md §6): each refusal test fails with one of its mutations of
+program.py, and so do the tests of the three that survived it (channels above 15, a view
+moving between pieces, a one-byte overlap)."""
 
 from __future__ import annotations
 
@@ -1186,6 +1189,39 @@ def test_a_mesh_view_moving_to_another_block_between_pieces_is_refused(mesh4100,
              f"dst.start_addr 0x1002 of the piece at element 3074 ({base + 0x1804:#x} in "
              f"'scratch'): its view starts at element 1025 ({base + 0x802:#x}), the leg's "
              f"previous piece's at element 2050 ({base + 0x802:#x})")
+
+
+# ------------------------------------------------ overlapping runs: tile by tile (SIMULATOR.md §3)
+
+@pytest.mark.parametrize("rank, at, sequential", [
+    (1, 0x1003, True), (1, 0x1004, False),  # after its source run [0x802, 0x1004)
+    (1, 0x801, True), (1, 0x800, False),  # before its source run
+    (2, 0x1003, True), (2, 0x1004, False),  # after destination 1's run [0x802, 0x1004)
+], ids=["src-then-dst-1-byte", "src-then-dst-touching", "dst-then-src-1-byte",
+        "dst-then-src-touching", "dst-then-dst-1-byte", "dst-then-dst-touching"])
+def test_a_one_byte_overlap_runs_a_leg_tile_by_tile(mesh4100, tmp_path, rank, at, sequential):
+    """A leg whose destination runs overlap its source runs (or each other) is run tile by
+    tile (SIMULATOR.md §3), from one overlapping byte on. Rank 1's mesh_send of its reduced
+    block 1 (legs.bin record 8) reads bytes [0x802, 0x1004) of its output (elements 1025..
+    2050) and writes them to ranks 0, 2 and 3 (destinations 0, 1, 2). Destination 2's BD
+    of tile 1 (dma.bin record 29: 2 bytes, element 2049 at 0x1002) readdressed to ``at`` of
+    rank ``rank``'s output overlaps the source run or destination 1's by one byte
+    (sequential) or touches it (not); the static checks take all six."""
+    from nrtrewrite.simulate import Simulator
+
+    out = _copy(mesh4100, tmp_path)
+    g = _legs(out, 1)[8]
+    assert (g["leaf"], g["elem_start"], g["num_elements"]) == (16, 1025, 1025)
+    out0 = _region(out, "o0")
+    assert _dma_range(out, 1, 8) == (22, 8)
+    assert [_bds(out, 1)[i] for i in (26, 29)] == [
+        (LEN_FIRST | 2, 0x002, _soc(1, out0 + 0x1002)),  # M2S, source 0
+        (LEN_LAST | 2, 0x212, _soc(3, out0 + 0x1002))]  # S2M, destination 2
+    _set(out, 1, "dma.bin", 29 * BD + 8, "<Q", _soc(rank, out0 + at))
+    sim = Simulator(out)
+    res = sim.prepare()
+    assert res.error is None, res.error
+    assert [int(x) for x in sim.programs[1].l_seq.nonzero()[0]] == ([8] if sequential else [])
 
 
 # ------------------------------------------------ a ring's consumed elements (SIMULATOR.md §3)
