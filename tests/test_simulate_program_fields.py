@@ -1224,6 +1224,26 @@ def test_a_one_byte_overlap_runs_a_leg_tile_by_tile(mesh4100, tmp_path, rank, at
     assert [int(x) for x in sim.programs[1].l_seq.nonzero()[0]] == ([8] if sequential else [])
 
 
+def test_runs_on_ranks_past_1023_are_not_grouped_with_the_next_legs():
+    """The overlap check compares the runs of one leg in one region of one rank (SIMULATOR.md
+    §3). Leg 0 writes bytes [0, 8) of region 0 on rank 1024 and leg 1 reads bytes [0, 8) of
+    region 0 on rank 0 and writes [100, 108): neither leg overlaps itself, so neither runs
+    tile by tile. (A key leg * 2^20 + rank * 1024 + region put leg 0 on rank 1024 in leg 1's
+    group on rank 0, and made leg 1 sequential.)"""
+    import numpy as np
+
+    from nrtrewrite.simulate.program import RankDecoder
+
+    d = RankDecoder.__new__(RankDecoder)
+    d.n_legs = 2
+    col = lambda *v: np.array(v, np.int64)  # noqa: E731
+    d.runs = {"leg": col(0, 0, 1, 1), "dir": col(0, 1, 0, 1), "rank": col(1024, 1024, 0, 0),
+              "reg": col(0, 0, 0, 0), "off": col(200, 0, 0, 100), "len": col(8, 8, 8, 8)}
+    assert d.check_overlaps().tolist() == [False, False]
+    d.runs["off"] = col(200, 0, 0, 4)  # leg 1's destination now overlaps its source
+    assert d.check_overlaps().tolist() == [False, True]
+
+
 # ------------------------------------------------ a ring's consumed elements (SIMULATOR.md §3)
 
 #: leaves that wait for the ring predecessor's data, and leaves that signal the successor

@@ -1383,10 +1383,12 @@ class RankDecoder:
             return seq
         a, e = R["off"], R["off"] + R["len"]
         order = np.lexsort((a, R["reg"], R["rank"], R["leg"]))
-        g = (R["leg"] * (1 << 20) + R["rank"] * 1024 + R["reg"])[order]
         a, e, dst = a[order], e[order], (R["dir"] == 1)[order]
-        new = np.ones(m, bool)
-        new[1:] = g[1:] != g[:-1]
+        new = np.zeros(m, bool)
+        new[0] = True
+        for col in ("leg", "rank", "reg"):  # a group: one leg's runs in one region of one rank
+            c = R[col][order]
+            new[1:] |= c[1:] != c[:-1]
         big = np.int64(1) << 50
         gi = np.cumsum(new) - 1
         shifted_any = np.maximum.accumulate(e + gi * big)
