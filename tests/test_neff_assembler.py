@@ -361,12 +361,55 @@ def test_lone_surrogate_in_yaml_is_an_error(base_spec):
                               "('\\ud800' is a lone surrogate, which UTF-8 cannot hold)")
 
 
-def test_recursive_yaml_alias_is_an_error(base_spec):
-    spec = parse_spec_text("neff_json: &x {a: [*x]}\nsubgraphs: []\n")
-    base_spec["neff_json"] = spec["neff_json"]
-    with pytest.raises(ValidationError, match="^<spec>: field neff_json: cannot be written as "
-                                              "JSON: Circular reference"):
+@pytest.mark.parametrize("where, text, field, kind", [
+    # (the key path is where the alias closes its cycle, in the spec's words: def.json's
+    # generated keys under their spec fields, vars and replica_groups)
+    ("def_json", "{a: &d [1, {b: *d}]}", "subgraphs[0].def_json.a[1].b", "a list"),
+    ("def_json", "&d {a: [*d]}", "subgraphs[0].def_json.a[0].a", "a list"),
+    ("neff_json", "&x {a: [*x]}", "neff_json.a[0]", "a mapping"),
+    ("neff_json", "&x [0, [*x]]", "neff_json[1][0]", "a list"),
+    ("extra_members", "[{name: q, json: {k: 1}}, {name: r, json: &n [*n]}]",
+     "extra_members[1].json[0]", "a list"),
+    ("partitions", "&p [128, *p]", "subgraphs[0].vars[3].partitions[1]", "a list"),
+    ("type", "&t {a: [*t]}", "subgraphs[0].vars[0].type.a[0]", "a mapping"),
+    ("replica_groups", "&g [[0, 1], *g]", "subgraphs[0].replica_groups[1]", "a list"),
+])
+def test_a_recursive_yaml_alias_in_a_json_member_is_named_where_it_closes(
+        base_spec, where, text, field, kind):
+    """A value of a JSON member (def_json, neff_json, extra_members[].json; a var's type or
+    partitions and the replica groups, which def.json holds) that contains itself through a
+    YAML alias was reported at the member with Python's words (`field subgraphs[0]: cannot be
+    written as JSON: Circular reference detected`): at the key path where the alias closes
+    the cycle, as a recursive repeat body is."""
+    value = parse_spec_text(f"v: {text}\n")["v"]
+    sg = base_spec["subgraphs"][0]
+    if where in ("def_json", "replica_groups"):
+        sg[where] = value
+    elif where == "partitions":
+        sg["vars"][3]["partitions"] = value
+    elif where == "type":
+        sg["vars"][0]["type"] = value
+    else:
+        base_spec[where] = value
+    with pytest.raises(ValidationError) as exc:
         assemble_spec(base_spec)
+    assert str(exc.value) == (f"<spec>: field {field}: {kind} contains itself (a recursive "
+                              "YAML alias), which JSON cannot hold")
+
+
+def test_a_recursive_yaml_alias_is_found_past_shared_aliases(base_spec):
+    """The walk that finds a recursive alias takes each distinct list once: a chain of 64
+    shared aliases before it (2^64 values expanded, never walked so) is passed in its length."""
+    chain: list = [1]
+    for _ in range(64):
+        chain = [chain, chain]
+    loop: list = [2]
+    loop.append({"again": loop})
+    base_spec["subgraphs"][0]["def_json"] = {"shared": chain, "loop": loop}
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == ("<spec>: field subgraphs[0].def_json.loop[1].again: a list "
+                              "contains itself (a recursive YAML alias), which JSON cannot hold")
 
 
 # ---------------------------------------------------------------------------

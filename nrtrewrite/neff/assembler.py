@@ -286,32 +286,58 @@ _SafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
 MAX_SPEC_VALUES = 1 << 22
 
 
+def _alias_walk(doc) -> tuple[dict[int, int], tuple[str, Any] | None]:
+    """Walk the lists and mappings of ``doc`` (a spec, or a value of one), each distinct one
+    once, so that a chain of YAML aliases costs its length, not its expansion, and without
+    recursion.  Returns each one's expanded size (id -> values: itself, each of its mapping
+    keys and each value below it, counted where it stands; a recursive alias counts one value
+    where it closes its cycle) and the first recursive alias in document order: the key path
+    where it closes its cycle (``a[1].b``, as :mod:`nrtrewrite.jsonin` names one) and the list
+    or mapping it names, or None."""
+    sizes: dict[int, int] = {}  # id -> expanded values, once counted
+    # the walk's path, root first: id -> (list or mapping, its key in the one before); a
+    # recursive alias closes a cycle at one of them
+    pending: dict[int, tuple[Any, Any]] = {}
+    cycle: tuple[str, Any] | None = None
+    stack: list[tuple[Any, Any, bool]] = [(doc, None, False)]
+    while stack:
+        node, key, children_counted = stack.pop()
+        if children_counted:
+            del pending[id(node)]
+            kids = list(node.values()) if isinstance(node, dict) else node
+            keys = len(node) if isinstance(node, dict) else 0
+            # (a scalar, or a list or mapping still pending, counts one)
+            sizes[id(node)] = 1 + keys + sum(sizes.get(id(kid), 1) for kid in kids)
+        elif id(node) in pending:
+            if cycle is None:
+                cycle = (_trail_path([*pending.values(), (node, key)]), node)
+        elif id(node) not in sizes:
+            pending[id(node)] = (node, key)
+            stack.append((node, key, True))
+            pairs = node.items() if isinstance(node, dict) else enumerate(node)
+            stack.extend(reversed([(kid, k, False) for k, kid in pairs
+                                   if isinstance(kid, (dict, list))]))  # popped in order
+    return sizes, cycle
+
+
+def _trail_path(trail: list[tuple[Any, Any]]) -> str:
+    """The key path (``a[1].b``) of the last of ``trail``'s (value, its key in the one
+    before) pairs, from the first, the walk's root."""
+    path = ""
+    for (parent, _), (_, key) in zip(trail, trail[1:]):
+        path += f"[{key}]" if isinstance(parent, list) else (f".{key}" if path else str(key))
+    return path
+
+
 def _expanded_too_large(doc) -> str | None:
     """The key path in ``doc`` where its values, expanded (each alias counted where it
-    stands), pass :data:`MAX_SPEC_VALUES` (``""``: the document as a whole), or None.  Each
-    distinct list or mapping is counted once and its count remembered (so a chain of
-    aliases costs its length, not its expansion), without recursion; a recursive alias
-    counts one value where it closes its cycle (its use is refused later)."""
-    sizes: dict[int, int] = {}  # id -> expanded values, once counted
-
-    def kids(node) -> list:
-        return list(node.values()) if isinstance(node, dict) else node
+    stands), pass :data:`MAX_SPEC_VALUES` (``""``: the document as a whole), or None; counted
+    by :func:`_alias_walk` (a recursive alias is refused where it is used)."""
+    sizes, _ = _alias_walk(doc)
 
     def size(node) -> int:
         return sizes.get(id(node), 1) if isinstance(node, (dict, list)) else 1
 
-    pending: set[int] = set()  # on the walk's path: a recursive alias closes a cycle here
-    stack = [(doc, False)]
-    while stack:
-        node, children_counted = stack.pop()
-        if children_counted:
-            pending.discard(id(node))
-            keys = len(node) if isinstance(node, dict) else 0
-            sizes[id(node)] = 1 + keys + sum(map(size, kids(node)))
-        elif id(node) not in sizes and id(node) not in pending:
-            pending.add(id(node))
-            stack.append((node, True))
-            stack.extend((kid, False) for kid in kids(node) if isinstance(kid, (dict, list)))
     if size(doc) <= MAX_SPEC_VALUES:
         return None
     path, node = "", doc
@@ -451,8 +477,10 @@ class _Assembler:
 
     def json_member(self, obj: Any, path: str, field=None) -> bytes:
         """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
-        lone surrogate at its own field: ``field(key path in obj)`` (default: the key path
-        after ``path``), ``not Unicode text (...)`` as :meth:`utf8` says it."""
+        recursive YAML alias (:meth:`acyclic`) and a lone surrogate at its own field:
+        ``field(key path in obj)`` (default: the key path after ``path``), ``not Unicode text
+        (...)`` as :meth:`utf8` says it."""
+        self.acyclic(obj, path, field)
         try:
             return _json_bytes(obj)
         except _NotUnicode as err:
@@ -466,6 +494,18 @@ class _Assembler:
                            f"key {_escaped(text)} is {why}" if is_key else why) from None
         except ValidationError as err:
             raise self.err(path, err.why) from None
+
+    def acyclic(self, obj: Any, path: str, field=None) -> None:
+        """Refuse a list or mapping in ``obj`` that contains itself (a recursive YAML alias,
+        ``{a: &d [1, {b: *d}]}``), which JSON cannot hold, at the key path where the alias
+        closes its cycle: ``field(key path in obj)`` (default: the key path after ``path``).
+        Each distinct list or mapping is walked once (:func:`_alias_walk`)."""
+        _, cycle = _alias_walk(obj)
+        if cycle is not None:
+            sub, node = cycle
+            raise self.err(field(sub) if field else _joined(path, sub),
+                           f"{_yaml_kind(node)} contains itself (a recursive YAML alias), "
+                           "which JSON cannot hold")
 
     def utf8(self, text: str, path: str) -> bytes:
         """``text`` in UTF-8, or a spec error at ``path`` when it holds a lone surrogate (YAML's
@@ -732,6 +772,7 @@ class _Assembler:
     def groups(self, groups: Any, path: str) -> list:
         if not isinstance(groups, list):
             raise self.err(path, "needs a list of replica groups")
+        self.acyclic(groups, path)  # (here: def.json holds a copy of the list, not the list)
         out = []
         for g, grp in enumerate(groups):
             if isinstance(grp, str):
