@@ -397,6 +397,21 @@ def test_a_recursive_yaml_alias_in_a_json_member_is_named_where_it_closes(
                               "YAML alias), which JSON cannot hold")
 
 
+@pytest.mark.parametrize("text, col", [
+    ("neff_json: &n {a: *n}\n", 12),
+    ("def_json: {a: &m {b: {c: *m}}}\n", 15),
+])
+def test_a_mapping_that_contains_itself_through_mappings_is_named(text, col):
+    """A mapping that contains itself through mappings alone cannot be read (it is built
+    whole, where a list is built empty and filled later): it was PyYAML's `found
+    unconstructable recursive node`; it is said as the assembler's other recursive aliases,
+    at the anchor's line and column."""
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text, source="s.yaml")
+    assert str(exc.value) == ("s.yaml: invalid spec: a mapping contains itself (a recursive "
+                              f"YAML alias) (line 1 column {col})")
+
+
 def test_a_recursive_yaml_alias_is_found_past_shared_aliases(base_spec):
     """The walk that finds a recursive alias takes each distinct list once: a chain of 64
     shared aliases before it (2^64 values expanded, never walked so) is passed in its length."""

@@ -404,6 +404,10 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
             loc = (f" (line {before.count(chr(10)) + 1} column "
                    f"{err.position - before.rfind(chr(10))})")
         why = getattr(err, "problem", None) or str(err).splitlines()[0]
+        if why == "found unconstructable recursive node":  # (PyYAML's words; at the anchor)
+            # a mapping (ours is built whole, a list first empty) that contains itself
+            # through mappings alone (`&m {a: {b: *m}}`)
+            why = "a mapping contains itself (a recursive YAML alias)"
         raise ParseError(f"invalid spec: {why}{loc}", Where(file=source)) from None
     except RecursionError:  # (PyYAML composes and constructs recursively)
         raise ParseError("invalid spec: nested too deeply", Where(file=source)) from None
