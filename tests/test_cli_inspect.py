@@ -138,6 +138,48 @@ def test_inspect_an_archive_made_by_tar(tmp_path):
     assert len(doc["triggers"]) == 1 and not any(m["extra"] for m in doc["members"])
 
 
+def _gnu_tar_of(src: Path, tgz: Path, how: str) -> None:
+    """``src``'s neff.json and subgraph folders as a gzipped tar: by GNU tar
+    ``--format=how``, or by Python's tarfile in its GNU format (``how`` "tarfile")."""
+    names = ["neff.json"] + sorted(p.name for p in src.iterdir() if p.is_dir())
+    if how == "tarfile":
+        with tarfile.open(tgz, "w:gz", format=tarfile.GNU_FORMAT) as tf:
+            for name in names:
+                tf.add(src / name, arcname=name)
+        return
+    subprocess.run(["tar", f"--format={how}", "-czf", str(tgz), *names], cwd=src, check=True)
+
+
+@pytest.mark.parametrize("how", ["gnu", "oldgnu", "tarfile"])
+def test_inspect_and_lower_a_gnu_tar_of_long_names(tmp_path, how):
+    """A member name over the 100 bytes of a tar header's name field (a subgraph name of 120
+    characters: ``NAME/def.json`` is 129 bytes) is a GNU long name ('L'): its data the name
+    and one NUL, as GNU tar (--format=gnu and oldgnu) and tarfile write it, is read."""
+    if how != "tarfile" and "GNU tar" not in subprocess.run(
+            ["tar", "--version"], capture_output=True, text=True).stdout:
+        pytest.skip("needs GNU tar")
+    from nrtrewrite.neff.reader import read_model_bytes
+    long_sg = "s" * 120
+    model = read_model_bytes(spec(lambda s: s["subgraphs"][0].update(name=long_sg)))
+    src = tmp_path / "src"
+    for name, data in model.members.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(data)
+    _gnu_tar_of(src, tmp_path / "m.tgz", how)
+    with tarfile.open(tmp_path / "m.tgz") as tf:  # (a long name is written as one)
+        assert f"{long_sg}/def.json" in tf.getnames()
+    raw = gzip.decompress((tmp_path / "m.tgz").read_bytes())
+    assert raw.count(b"././@LongLink") >= 2  # (def.json and sp.bin, each an 'L' header)
+    path = tmp_path / "m.neff"
+    path.write_bytes(wrap_payload(default_header(), (tmp_path / "m.tgz").read_bytes()))
+    res = run("inspect", "--json", path)
+    assert res.exit_code == 0, res.output
+    assert sorted(m["name"] for m in json.loads(res.stdout)["members"]) == sorted(
+        ["neff.json", f"{long_sg}/def.json", f"{long_sg}/sp.bin", f"{long_sg}/pool.bin"])
+    res = run("lower", path, "-o", tmp_path / "out")
+    assert res.exit_code == 0, res.output
+
+
 # ---------------------------------------------------------------------------
 # bad input, through the CLI
 

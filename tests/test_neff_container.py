@@ -773,6 +773,39 @@ def test_the_padding_after_an_extended_headers_data_must_be_zero(kind, what, dat
                                   f"padding after its {len(data)} bytes of data")
 
 
+@pytest.mark.parametrize("kind,what,data,member,why", [
+    # one byte after the name's NUL ("neff.json" is bytes 0..8, its NUL byte 9)
+    (tarfile.GNUTYPE_LONGNAME, "GNU long name", b"neff.json\0X", "neff.json",
+     "non-zero byte 0x58 at byte 10 of its 11 bytes of data, after the name's NUL (byte 9)"),
+    # a NUL in the middle of the name: tarfile and GNU tar read the name 'neff'
+    (tarfile.GNUTYPE_LONGNAME, "GNU long name", b"neff\0.json\0", "neff",
+     "non-zero byte 0x2e at byte 5 of its 11 bytes of data, after the name's NUL (byte 4)"),
+    # zeros, then a byte, after the NUL; the member named by its own header
+    (tarfile.GNUTYPE_LONGLINK, "GNU long link name", b"sg00\0\0\0\0Y", "neff.json",
+     "non-zero byte 0x59 at byte 8 of its 9 bytes of data, after the name's NUL (byte 4)"),
+], ids=["after_nul", "nul_in_the_middle", "long_link"])
+def test_a_gnu_long_name_holds_nothing_after_its_nul(kind, what, data, member, why):
+    """GNU tar 1.34 (--format=gnu and oldgnu) and tarfile write a long name's data as the name
+    and one NUL (its size counting the NUL); tarfile and GNU tar end the name at the first
+    NUL and skip what follows it unread: a byte there is refused, as in the padding."""
+    with pytest.raises(ParseError) as exc:
+        _read_tar(_extended_tar(kind, data))
+    assert str(exc.value) == (f"h.neff: member {member}: {what} at tar offset 0x0: {why}, "
+                              "where tar readers end the name")
+
+
+@pytest.mark.parametrize("data,name", [
+    (b"neff.json\0", "neff.json"),  # as GNU tar and tarfile write it
+    (b"neff.json\0\0\0", "neff.json"),  # zeros after the NUL, inside the size
+    (b"neff.json", "neff.json"),  # no NUL: the data is the name, the padding after it zero
+    (b"sg00/" + b"a" * 507, "sg00/" + "a" * 507),  # no NUL and no padding: 512 bytes of name
+])
+def test_a_gnu_long_name_is_read_up_to_its_nul_or_its_size(data, name):
+    """The name tarfile and GNU tar read: the bytes before the first NUL, or all of them."""
+    assert list(_read_tar(_extended_tar(tarfile.GNUTYPE_LONGNAME, data, name="x"))
+                .members) == [name]
+
+
 @pytest.mark.parametrize("zeros", [0, 100, 512, 1023])
 def test_a_tar_must_end_with_two_zero_blocks(zeros):
     """POSIX tar ends an archive with two 512-byte zero blocks; GNU tar, bsdtar and Python's

@@ -579,6 +579,11 @@ _EXTENDED_HEADERS = {
     tarfile.GNUTYPE_LONGLINK: "GNU long link name",
 }
 _PAX_HEADERS = (tarfile.XHDTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.XGLTYPE)
+#: A GNU long name's data is the name, one NUL and, to the header's size, nothing but zeros
+#: (GNU tar 1.34 and Python's tarfile write the name and one NUL, the size counting it):
+#: tarfile and GNU tar end the name at the first NUL, so bytes after it would be read by
+#: neither.  Without a NUL the data is the name, as both read it.
+_GNU_LONG_NAMES = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK)
 #: The start of a pax record: its length in decimal digits and a space.
 _PAX_LENGTH = re.compile(rb"([0-9]+) ")
 
@@ -624,6 +629,7 @@ def _check_extended_headers(stream: _TarStream, where: Where) -> None:
     """Check the extended headers among the reads tarfile made since the last call (the
     header blocks of a member, and the data of the pax extended headers and GNU long names
     before it): a pax header's data must be well-formed records (:func:`pax_records_fault`),
+    a GNU long name's nothing but zeros after the name's NUL (:data:`_GNU_LONG_NAMES`),
     and the padding after any extended header's data, to the next 512-byte block, zero
     bytes (as :func:`_member_data` checks a member's).  A :class:`ParseError` at ``where``
     (the member the headers describe, or the payload) names the header's tar offset."""
@@ -646,6 +652,11 @@ def _check_extended_headers(stream: _TarStream, where: Where) -> None:
         head = f"{kind} at tar offset 0x{start:x}"
         if block[156:157] in _PAX_HEADERS and (why := pax_records_fault(data[:size])):
             raise ParseError(f"{head}: {why}", where)
+        nul = data.find(0, 0, size) if block[156:157] in _GNU_LONG_NAMES else -1
+        if nul >= 0 and (k := _first_nonzero(data[:size], nul + 1)) is not None:
+            raise ParseError(f"{head}: non-zero byte 0x{data[k]:02x} at byte {k} of its {size} "
+                             f"bytes of data, after the name's NUL (byte {nul}), where tar "
+                             "readers end the name", where)
         if (k := _first_nonzero(data, size)) is not None:
             raise ParseError(f"{head}: non-zero byte 0x{data[k]:02x} at tar offset "
                              f"0x{at + k:x}, in the zero padding after its {size} bytes of "
