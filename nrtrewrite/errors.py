@@ -82,12 +82,15 @@ def counted(n, noun: str) -> str:
 MAX_WHY_CHARS = 1000
 
 
-def cut_middle(text: str, limit: int, head: int, tail: int) -> str:
+def cut_middle(text: str, limit: int, head: int, tail: int,
+               form: str = "{head} ... ({n} characters in all) ... {tail}") -> str:
     """``text`` if it has at most ``limit`` characters, else its first ``head`` and last
-    ``tail`` around ``... (N characters in all) ...``."""
+    ``tail`` characters (none for 0) and its length ``n`` put in ``form``: by default
+    around ``... (N characters in all) ...``; a message that has long shown a cut value its
+    own way (``'123456789012...'``, ``ab...yz (N characters)``) gives that form."""
     if len(text) <= limit:
         return text
-    return f"{text[:head]} ... ({len(text)} characters in all) ... {text[-tail:]}"
+    return form.format(head=text[:head], tail=text[len(text) - tail:], n=len(text))
 
 
 def _capped(why: str) -> str:

@@ -27,6 +27,8 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from nrtrewrite.errors import cut_middle
+
 #: Digits of a JSON integer: CPython's default limit on converting a string to an int
 #: (``sys.int_info.default_max_str_digits``), checked here so that it is a one-line error
 #: whatever the interpreter's setting; every integer the contract has fits 20 digits.
@@ -184,9 +186,7 @@ def _parse_int(text: str) -> int:
 
 
 def _shown(text: str) -> str:
-    if len(text) <= _SHOWN_NUMBER:
-        return text
-    return f"{text[:16]}...{text[-8:]} (a number of {len(text)} characters)"
+    return cut_middle(text, _SHOWN_NUMBER, 16, 8, "{head}...{tail} (a number of {n} characters)")
 
 
 def non_finite_path(doc: Any) -> tuple[str, float] | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from nrtrewrite.errors import ValidationError
+from nrtrewrite.errors import ValidationError, cut_middle
 
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
 
@@ -28,7 +28,7 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     num, unit, i, b = m.groups()
     digits = len(num) - ("." in num)
     if digits > MAX_SIZE_DIGITS:
-        shown = text.strip() if len(text.strip()) <= 24 else f"{text.strip()[:12]}..."
+        shown = cut_middle(text.strip(), 24, 12, 0, "{head}...")
         raise ValidationError(f"size {shown!r} has {digits} digits, more than "
                               f"{MAX_SIZE_DIGITS}", field=field)
     unit = unit.lower()

@@ -36,7 +36,7 @@ import yaml
 
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import (
-    LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where,
+    LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where, cut_middle,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
@@ -247,8 +247,7 @@ def _ascii_number(node: yaml.ScalarNode, what: str) -> None:
 
 def _not_a(node: yaml.ScalarNode, what: str, why: str = "") -> yaml.constructor.ConstructorError:
     """``'TEXT' is not WHAT`` at ``node`` (a text of more than 24 characters cut to 12)."""
-    text = str(node.value)
-    shown = text if len(text) <= 24 else f"{text[:12]}..."
+    shown = cut_middle(str(node.value), 24, 12, 0, "{head}...")
     return yaml.constructor.ConstructorError(
         None, None, f"{shown!r} is not {what}{why}", node.start_mark)
 
@@ -1076,8 +1075,7 @@ def _escaped(text: str) -> str:
 def _shown(text: str) -> str:
     """``text`` stripped, cut to its first 12 characters and ``...`` when longer than 24 (a
     string of thousands of digits, in a one-line error)."""
-    text = text.strip()
-    return text if len(text) <= 24 else f"{text[:12]}..."
+    return cut_middle(text.strip(), 24, 12, 0, "{head}...")
 
 
 def _sync_fields(sync: bytes) -> dict[str, int]:

@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 import construct as cs
 import numpy as np
 
-from nrtrewrite.errors import LimitError, ParseError, ValidationError, Warning_, Where
+from nrtrewrite.errors import LimitError, ParseError, ValidationError, Warning_, Where, cut_middle
 from nrtrewrite.neff.fields import explain_construct_error, field_offsets, zero_bytes
 from nrtrewrite.neff.model import NeffHeader
 
@@ -566,7 +566,7 @@ _DECIMAL = re.compile(r"[0-9]+").fullmatch
 
 def _shown_name(name: str) -> str:
     """A member name as an error shows it: whole, unless it is over 200 characters."""
-    return name if len(name) <= 200 else f"{name[:120]}...{name[-40:]} ({len(name)} characters)"
+    return cut_middle(name, 200, 120, 40, "{head}...{tail} ({n} characters)")
 
 
 #: The tar header types whose data tarfile reads itself, whole, before the header of the
