@@ -427,6 +427,21 @@ def test_a_recursive_yaml_alias_is_found_past_shared_aliases(base_spec):
                               "contains itself (a recursive YAML alias), which JSON cannot hold")
 
 
+def test_a_json_member_nested_too_deeply_through_aliases_is_a_spec_error():
+    """A chain of 1,500 YAML aliases, each list holding the one before, is 1,500 lists deep
+    in def.json: more than JSON's writer (and the NEFF reader's ``nested too deeply``) takes,
+    though the spec's text is three levels deep. A spec error at the subgraph whose def.json
+    it is, saying so (it was Python's ``maximum recursion depth exceeded while calling a
+    Python object``)."""
+    lines = ["header: {name: x}", "subgraphs:", "  - name: sg00", "    replica_groups: [[0, 1]]",
+             "    engines: {sp: [nop]}", "    def_json:", "      note:", "        a0: &a0 [1]"]
+    lines += [f"        a{i}: &a{i} [*a{i - 1}]" for i in range(1, 1500)]
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text("\n".join(lines) + "\n"))
+    assert str(exc.value) == ("<spec>: field subgraphs[0]: cannot be written as JSON: nested "
+                              "too deeply (a chain of YAML aliases nesting lists or mappings)")
+
+
 # ---------------------------------------------------------------------------
 # mutation audit round 5: defaults, field widths and spec refusals of docs/ASSEMBLE.md
 

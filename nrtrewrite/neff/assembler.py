@@ -1090,13 +1090,17 @@ class _NotUnicode(ValidationError):
 def _json_bytes(obj: Any) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
-    Raises :class:`ValidationError` for what JSON cannot hold (recursive YAML aliases,
-    non-string keys of the wrong kind, NaN), :class:`_NotUnicode` for text that is not
-    UTF-8 (a lone surrogate).
+    Raises :class:`ValidationError` for what JSON cannot hold (non-string keys of the wrong
+    kind, NaN; a recursive YAML alias is refused before, by ``_Assembler.acyclic``, at its key
+    path) or nests too deeply for the JSON writer (and reader: reader.py's ``nested too
+    deeply``), :class:`_NotUnicode` for text that is not UTF-8 (a lone surrogate).
     """
     try:
         text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except (TypeError, ValueError, RecursionError) as err:
+    except RecursionError:  # (a chain of YAML aliases: the spec's own text is not as deep)
+        raise ValidationError("cannot be written as JSON: nested too deeply (a chain of YAML "
+                              "aliases nesting lists or mappings)") from None
+    except (TypeError, ValueError) as err:
         raise ValidationError(f"cannot be written as JSON: {err}") from None
     try:
         return text.encode("utf-8")
