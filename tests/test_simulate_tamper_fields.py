@@ -572,7 +572,11 @@ def test_a_receive_without_its_post_recv_leg_is_caught(tmp_path):
     rank 128 through the net proxy, posted by one post_recv leg (record 1).  Relabelled a
     mesh_sync without elements (leaf 20, elem_start and num_elements 0), the entry's check
     of its post_recv legs' count had nothing to count, and the run, which posts receives per
-    entry, matched."""
+    entry, matched.  With no post_recv leg left to name, the error names the receive entry
+    that has none: rank 0's net_dest.bin holds rank 128's one transfer of rank 0's block
+    (2000 bf16 elements, 4000 contiguous bytes: one entry, record 0) and its terminator
+    (record 1); the entry's legs are records 0..3 (mesh_send, the relabelled leg,
+    mesh_reduce, mark_end)."""
     out = tmp_path / "o"
     meshcase.lower(meshcase.spec([[0, 128]], [("reduce_scatter", "bf16", "add", 4000)]), out,
                    algo="mesh", topology="trn2:nodes=2")
@@ -581,8 +585,9 @@ def test_a_receive_without_its_post_recv_leg_is_caught(tmp_path):
     _patch(p, 1 * REC + LEAF, "<B", lambda v: 20)
     _patch(p, 1 * REC + ELEM_START, "<Q", lambda v: 0)
     _patch(p, 1 * REC + NUM_ELEMENTS, "<I", lambda v: 0)
-    _fails(out, "rank-0000", "channel 0", "field leaf",
-           "entry 0 has 0 post_recv leg(s) on channel 0, its ops receive 1 transfer(s) there")
+    _fails(out, "rank-0000: rank 0, channel 0, artifact net_dest.bin, record 0: receive entry "
+           "from rank 128 has no post_recv leg: entry 0 (legs.bin records [0, 4)) has 0 "
+           "post_recv leg(s) on channel 0, its ops receive 1 transfer(s) there")
 
 
 def _swap_ops(p: Path, a: int, b: int) -> None:

@@ -531,14 +531,23 @@ class FifoDecoder:
                     posts[(rank, ent.index, ch)] = p
                     f = self.fifos.get((rank, ch))
                     got = f.rx_xfers.get(ent.index, 0) if f is not None else 0
-                    if p.size != got:
+                    if p.size == got:
+                        continue
+                    why = (f"{p.size} post_recv leg(s) on channel {ch}, its ops receive {got} "
+                           "transfer(s) there (FORMATS §3.2: a post_recv posts the receive of "
+                           "one transfer)")
+                    if p.size:
                         raise SimulationError(
-                            f"entry {ent.index} has {p.size} post_recv leg(s) on channel {ch}, "
-                            f"its ops receive {got} transfer(s) there (FORMATS §3.2: a "
-                            "post_recv posts the receive of one transfer)", rank=rank,
-                            channel=ch, artifact="legs.bin",
-                            record=int(p[min(got, p.size - 1)]) if p.size else None,
+                            f"entry {ent.index} has {why}", rank=rank, channel=ch,
+                            artifact="legs.bin", record=int(p[min(got, p.size - 1)]),
                             field="leaf")
+                    # no post_recv leg to name: the first receive entry, and the entry's legs
+                    j = _first_receive(f, ent.index)
+                    raise SimulationError(
+                        f"receive entry from rank {int(f.rx['src_rank'][j])} has no post_recv "
+                        f"leg: entry {ent.index} (legs.bin records [{first}, {first + count})) "
+                        f"has {why}", rank=rank, channel=ch, artifact="net_dest.bin",
+                        record=f.rx_first + j)
         for (rank, ch), lst in sorted(transfers.items()):
             self._check_transfer_ends(rank, ch, lst, posts)
         for _key, f in sorted(self.fifos.items()):
@@ -663,6 +672,11 @@ class FifoDecoder:
                 raise SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
                                       field=fld)
         return trank, reg, soff
+
+
+def _first_receive(f: ChannelFifo, entry: int) -> int:
+    """The index in ``f.rx`` of the first receive entry of SPAD entry ``entry``'s ops."""
+    return min(start for k, (start, n) in f.rx_groups.items() if n and f.op_entry[k] == entry)
 
 
 def _leg_name(prog: RankProgram, g: int) -> str:
