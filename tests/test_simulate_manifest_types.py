@@ -283,3 +283,78 @@ def test_a_rank_listed_twice_in_ranks_is_refused(ar2, tmp_path):
         assert res.exit_code == 2, res.output
         assert json.loads(res.stdout)["error"] == (
             f"{o / 'manifest.json'}: field ranks[{n}]: rank {top['ranks'][0]} is listed twice")
+
+
+# A well-typed value that disagrees (status 1) and, under a key read after it, a value of the
+# wrong type (status 2): every type is checked before any value (docs/SIMULATOR.md §1), so
+# the status is 2 wherever the two keys sit, in one manifest or two.  Until 2026-12-04 the
+# layout and the triggers were read key by key, each value checked as read, and the rank
+# manifests one after the other: each of these was status 1, the earlier fault.
+# (output, [(rank manifest or None, key path, value), ...], the file and key of the type
+# fault, its why)
+BOTH = [
+    # FORMATS §10 fixes core_window at 2^36; regions are read after it
+    ("ar2", [(None, ["memory", "core_window"], 1 << 35),
+             (None, ["memory", "regions", 0, "offset"], "x")],
+     (None, "memory.regions[0].offset"), 'must be an integer, not "x"'),
+    # REGION_KINDS has no "nope"; region 1 follows region 0
+    ("ar2", [(None, ["memory", "regions", 0, "kind"], "nope"),
+             (None, ["memory", "regions", 1, "size"], "x")],
+     (None, "memory.regions[1].size"), 'must be an integer, not "x"'),
+    # ar2's topology has one node (0); world is read after the topology
+    ("ar2", [(None, ["topology", "ranks", 0, "node"], 5), (None, ["world"], ["a"])],
+     (None, "world[0]"), 'must be an integer, not "a"'),
+    # hw_generation 2, 3 or 4 (seed 000 §3.4); the platform was checked before the rows
+    ("ar2", [(None, ["topology", "hw_generation"], 9),
+             (None, ["topology", "ranks", 1, "rank"], "x")],
+     (None, "topology.ranks[1].rank"), 'must be an integer, not "x"'),
+    # the memory map was checked before the triggers were read
+    ("ar2", [(None, ["memory", "core_window"], 1 << 35), (None, ["triggers", 0, "trigger"], "x")],
+     (None, "triggers[0].trigger"), 'must be an integer, not "x"'),
+    # within one trigger: its dtype was looked up before its chunk was read
+    ("ar2", [(None, ["triggers", 0, "dtype"], "NOPE"),
+             (None, ["triggers", 0, "chunk", "pgta"], "x")],
+     (None, "triggers[0].chunk.pgta"), 'must be an integer, not "x"'),
+    # a HIER leg's group naming a plan it does not have (each leg has one), then a later
+    # leg's name of the wrong type
+    ("hier", [(None, ["triggers", 0, "hier", "legs", 0, "groups", 0, "plan"], 7),
+              (None, ["triggers", 0, "hier", "legs", 2, "name"], 5)],
+     (None, "triggers[0].hier.legs[2].name"), "must be a string, not 5"),
+    # a value of the top manifest, a type of a rank manifest
+    ("ar2", [(None, ["memory", "core_window"], 1 << 35), (0, ["entries", 0, "reporter"], 1)],
+     (0, "entries[0].reporter"), "must be true or false, not 1"),
+    # rank 0's manifest names rank 1; rank 1's is read after it
+    ("ar2", [(0, ["rank"], 1), (1, ["entries", 0, "channels"], 5)],
+     (1, "entries[0].channels"), "must be a list, not 5"),
+    # rank 0's spad.bin holds 1 record (one entry), not 99; net_dest.bin comes later in
+    # FORMATS §1's list of files
+    ("ar2", [(0, ["files", "spad.bin", "records"], 99),
+             (0, ["files", "net_dest.bin", "records"], "x")],
+     (0, "files.net_dest.bin.records"), 'must be an integer, not "x"'),
+]
+
+
+def _copy_with(src: Path, out: Path, edits) -> None:
+    """A copy of output ``src`` at ``out`` with ``edits``: (rank manifest or None for the top
+    one, key path, value) each."""
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(src, out)
+    for rank, path, value in edits:
+        rel = "manifest.json" if rank is None else f"rank-{rank:04d}/manifest.json"
+        doc = json.loads((out / rel).read_text())
+        _set(doc, path, value)
+        (out / rel).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("which, edits, where, why", BOTH,
+                         ids=[f"{c[1][0][1][-1]}+{c[2][1]}" for c in BOTH])
+def test_a_wrong_type_is_status_2_also_after_a_wrong_value(request, tmp_path, which, edits,
+                                                           where, why):
+    src = request.getfixturevalue(which)
+    out = tmp_path / "o"
+    _copy_with(src, out, edits)
+    rank, field = where
+    man = out / ("manifest.json" if rank is None else f"rank-{rank:04d}/manifest.json")
+    assert _one_line_status_2(out, "--ignore-checksums") == f"{man}: field {field}: {why}"
+    _copy_with(src, out, edits[:1])  # the value fault alone: a protocol error (status 1)
+    assert cli("simulate", out, "--ignore-checksums").exit_code == 1

@@ -224,6 +224,8 @@ class RankFiles:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     entries: list[dict] = field(default_factory=list)
     fifo: list[tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=list)
+    said: int | None = None  # the manifest's ``rank``
+    records: dict[str, int] = field(default_factory=dict)  # ``files[name].records``
 
     def raw(self, name: str) -> np.ndarray:
         """The records of ``name`` as a (records, itemsize) uint8 array (reserved-byte checks)."""
@@ -231,9 +233,11 @@ class RankFiles:
         return arr.view(np.uint8).reshape(arr.size, arr.dtype.itemsize)
 
 
-def load_rank(out: Path, rank: int) -> RankFiles:
-    """Read and decode every artifact file of one rank (record sizes checked); the values
-    of its manifest typed (FORMATS §1.2; an :class:`OutputError` naming the key)."""
+def read_rank_manifest(out: Path, rank: int) -> RankFiles:
+    """The values of one rank's manifest, each of its type (FORMATS §1.2; an
+    :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,
+    ``fifo`` and the ``records`` of each file ``files`` lists (:func:`load_rank_files`
+    checks what they say and decodes the files)."""
     rdir = out / rank_dir_name(rank)
     if not rdir.is_dir():
         raise SimulationError(f"{rdir.name} is missing", file=str(out), rank=rank)
@@ -244,11 +248,20 @@ def load_rank(out: Path, rank: int) -> RankFiles:
     fifo = [(item["channel"].int(),
              tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
             for item in doc["fifo"].items()]
-    if said != rank:
-        raise SimulationError(f"{rdir.name}/manifest.json says rank {said!r}",
-                              file=str(out), rank=rank)
-    rf = RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo)
     files = doc.get("files", {})  # (absent: the checksums, when checked, said so)
+    records = {name: info["records"].int() for name in F.ARTIFACTS
+               if not (info := files.get(name)).null}
+    return RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo,
+                     said=said, records=records)
+
+
+def load_rank_files(out: Path, rf: RankFiles) -> RankFiles:
+    """Read and decode every artifact file of the rank :func:`read_rank_manifest` read
+    (record sizes checked, and the counts its manifest lists); ``rf`` filled in."""
+    rank, rdir = rf.rank, rf.path
+    if rf.said != rank:
+        raise SimulationError(f"{rdir.name}/manifest.json says rank {rf.said!r}",
+                              file=str(out), rank=rank)
     for name, (dtype, _struct) in F.ARTIFACTS.items():
         fpath = rdir / name
         try:
@@ -260,10 +273,15 @@ def load_rank(out: Path, rank: int) -> RankFiles:
                 f"{len(data)} bytes is not a whole number of {dtype.itemsize}-byte records",
                 file=str(out), rank=rank, artifact=name)
         arr = np.frombuffer(data, dtype=dtype)
-        info = files.get(name)
-        if not info.null and info["records"].int() != arr.size:
-            raise SimulationError(f"the rank manifest says {info.value['records']} records, the "
+        if name in rf.records and rf.records[name] != arr.size:
+            raise SimulationError(f"the rank manifest says {rf.records[name]} records, the "
                                   f"file holds {arr.size}", file=str(out), rank=rank,
                                   artifact=name)
         rf.arrays[name] = arr
     return rf
+
+
+def load_rank(out: Path, rank: int) -> RankFiles:
+    """Read and decode every artifact file of one rank (record sizes checked); the values
+    of its manifest typed first (FORMATS §1.2; an :class:`OutputError` naming the key)."""
+    return load_rank_files(out, read_rank_manifest(out, rank))

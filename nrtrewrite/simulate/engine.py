@@ -24,7 +24,8 @@ from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
-    load_rank, manifest_ranks, output_neff_path, read_top_manifest)
+    load_rank_files, manifest_ranks, output_neff_path, read_rank_manifest,
+    read_top_manifest)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
@@ -37,7 +38,8 @@ from nrtrewrite.simulate.result import (
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, check_seed, make_input
 from nrtrewrite.simulate.triggers import (
-    TriggerSpec, check_against_model, covers, load_triggers, merge_intervals)
+    TriggerSpec, check_against_model, check_triggers, covers, merge_intervals,
+    read_triggers)
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
@@ -206,21 +208,28 @@ class Simulator:
 
     # ------------------------------------------------------------------ setup
     def load_manifest(self) -> None:
-        """OUT/manifest.json: memory map, topology, triggers (OutputError if not an output)."""
+        """OUT/manifest.json: memory map, topology, triggers (OutputError if not an output),
+        and the rank manifests.  Every value of every manifest is read with its type checked
+        (status 2) before any is checked for what it says (status 1), so the status does not
+        depend on which key or file holds which fault."""
         self.top = read_top_manifest(self.out)
         fname = str(self.out / "manifest.json")
-        self.layout = Layout(self.top, file=fname)
-        self.triggers: dict[int, TriggerSpec] = load_triggers(self.top, file=fname)
-        self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
-        if self.model is not None:
-            check_against_model(self.triggers, self.model, file=fname)
+        self.layout = Layout.typed(self.top, file=fname)
+        typed_triggers = read_triggers(self.top, file=fname)
         self.ranks = manifest_ranks(self.out, self.top)
-        need = sorted({r for t in self.triggers.values() for r in t.group})
+        need = sorted({r for t in typed_triggers for r in t["group"]})
         missing = [r for r in need if r not in self.ranks]
         if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
             raise OutputError(f"the output holds {len(self.ranks)} rank folder(s); simulating "
                               f"needs every rank of every replica group (rank {missing[0]} "
                               "is missing: lower without --rank)", file=fname)
+        self.rank_manifests = {r: read_rank_manifest(self.out, r) for r in self.ranks}
+        # what the values say
+        self.layout.check()
+        self.triggers: dict[int, TriggerSpec] = check_triggers(typed_triggers)
+        self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
+        if self.model is not None:
+            check_against_model(self.triggers, self.model, file=fname)
         if self.memory_check:
             check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)
             self.guard = MemoryGuard(True)
@@ -232,7 +241,8 @@ class Simulator:
             if r not in self.layout.places:
                 raise SimulationError(f"rank {r} is not in the topology table", file=fname)
         self.sg_index = self._subgraph_index()
-        self.files = {r: load_rank(self.out, r) for r in ranks}
+        self.files = {r: load_rank_files(self.out, self.rank_manifests.pop(r))
+                      for r in ranks}
         self.programs: dict[int, RankProgram] = {}
         for r in ranks:
             self.guard.check(self.out_name)

@@ -9,7 +9,9 @@ file and the path (``OUT/manifest.json: field ranks[0]: must be an integer, not 
 folder cannot be read as an output of the format, so there is no verdict (status 2), as
 for a file that cannot be read.  What a well-typed value says (a region past the core
 window, a rank of the world missing from the topology table) is checked where it is used,
-a protocol error (status 1).
+a protocol error (status 1), and only once every manifest of the folder has been read
+through these types (``Simulator.load_manifest``), so the status never depends on which
+key holds which fault.
 """
 
 from __future__ import annotations

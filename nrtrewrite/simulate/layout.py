@@ -107,30 +107,64 @@ def _platform(topo: dict, file: str) -> tuple[str | None, int | None, int]:
 
 
 class Layout:
-    """Memory map + topology table of an output folder (OUT/manifest.json)."""
+    """Memory map + topology table of an output folder (OUT/manifest.json).
+
+    ``Layout(top)`` reads every value it takes with its type checked (:meth:`typed`: an
+    :class:`OutputError`, status 2), then checks what the values say (:meth:`check`: a
+    :class:`SimulationError`, status 1), so a wrong type is status 2 wherever its key sits;
+    the simulator reads the triggers' types too before it checks any value."""
 
     def __init__(self, top: dict, *, file: str = ""):
+        self._read(top, file)
+        self.check()
+
+    @classmethod
+    def typed(cls, top: dict, *, file: str = "") -> "Layout":
+        """The layout's values read with their types checked, none of them checked yet
+        (:meth:`check` before use)."""
+        self = cls.__new__(cls)
+        self._read(top, file)
+        return self
+
+    def _read(self, top: dict, file: str) -> None:
         self.file = file
-        err = lambda why: SimulationError(why, file=file, field="memory")  # noqa: E731
         doc = Field(top, "", file)
         mem = doc["memory"]
+        self._fixed = {key: mem[key].int() for key in ("core_window", "dram_base", "sbuf_base")}
+        self.stride = mem.get("sbuf_partition_stride", 0).int(0)
+        self.regions: list[Region] = [
+            Region(i, reg["name"].str(), reg["kind"].str(), reg["offset"].int(),
+                   reg["size"].int(), reg.get("partitions", 1).int(),
+                   reg.get("subgraph").opt_str(), reg.get("var_id").opt_int())
+            for i, reg in enumerate(mem["regions"].items())]
+        topo = doc["topology"]
+        #: (key path, place) of each row of ``topology.ranks``, as written
+        self._rows = [(info.path, RankPlace(info["rank"].int(), info["node"].int(),
+                                            info["routing_id"].int(),
+                                            info["logical_core"].int()))
+                      for info in topo["ranks"].items()]
+        self.lnc_size = topo.get("lnc_size", 1).int()
+        #: the topology's node count: every rank's node is one of 0 .. nodes - 1
+        self.nodes = topo["nodes"].int(1)
+        self._topo = topo.value  # the platform keys and mesh_sub_type: checked as values
+        self.world = doc["world"].ints()
+
+    def check(self) -> None:
+        """What the typed values say (FORMATS §1.1, §10): a :class:`SimulationError` naming
+        the key otherwise; then the address tables are built."""
+        file = self.file
+        err = lambda why: SimulationError(why, file=file, field="memory")  # noqa: E731
         for key, want in (("core_window", CORE_WINDOW), ("dram_base", DRAM_BASE),
                           ("sbuf_base", SBUF_BASE)):
-            if (got := mem[key].int()) != want:
+            if (got := self._fixed[key]) != want:
                 raise err(f"memory.{key} is {got!r}; FORMATS §10 fixes it at {want:#x}")
-        self.stride = mem.get("sbuf_partition_stride", 0).int(0)
-        self.regions: list[Region] = []
-        for i, reg in enumerate(mem["regions"].items()):
-            r = Region(i, reg["name"].str(), reg["kind"].str(), reg["offset"].int(),
-                       reg["size"].int(), reg.get("partitions", 1).int(),
-                       reg.get("subgraph").opt_str(), reg.get("var_id").opt_int())
+        for r in self.regions:
             if r.kind not in REGION_KINDS or r.offset < 0 or r.size < 0:
                 raise err(f"memory region {r.name!r}: bad kind/offset/size")
             if r.kind != "sbuf" and r.partitions != 1:
                 raise err(f"memory region {r.name!r}: only sbuf regions have partitions")
             if r.kind == "sbuf" and not 1 <= r.partitions <= SBUF_PARTITIONS:
                 raise err(f"memory region {r.name!r}: {r.partitions} partitions")
-            self.regions.append(r)
         dram = sorted((r for r in self.regions if r.kind != "sbuf" and r.size), key=lambda r: r.offset)
         sbuf = sorted((r for r in self.regions if r.kind == "sbuf" and r.size), key=lambda r: r.offset)
         for group in (dram, sbuf):
@@ -153,17 +187,13 @@ class Layout:
         self._s_size = np.array([r.size for r in sbuf], np.int64)
         self._by_var = {(r.subgraph, r.var_id): r for r in self.regions if r.var_id is not None}
 
-        topo = doc["topology"]
-        topo_ranks = topo["ranks"].items()
-        self.lnc_size = topo.get("lnc_size", 1).int()
-        #: the topology's node count: every rank's node is one of 0 .. nodes - 1
-        self.nodes = topo["nodes"].int(1)
-        self.platform, self.hw_generation, self.cce_max_elements = _platform(topo.value, file)
+        topo = self._topo
+        self.platform, self.hw_generation, self.cce_max_elements = _platform(topo, file)
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
         self.mesh_sub_type: int | None = None
-        self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
-        sub = topo.value.get("mesh_sub_type")
+        self.mesh_sub_type_recorded = "mesh_sub_type" in topo
+        sub = topo.get("mesh_sub_type")
         if sub is not None:
             if not isinstance(sub, str) or sub not in MESH_SUB_TYPE_NAMES:
                 raise SimulationError(f"topology.mesh_sub_type is {sub!r}: one of "
@@ -171,21 +201,18 @@ class Layout:
                                       file=file, field="topology.mesh_sub_type")
             self.mesh_sub_type = int(EncAlgMeshType[sub])
         self.places: dict[int, RankPlace] = {}
-        for info in topo_ranks:
-            p = RankPlace(info["rank"].int(), info["node"].int(), info["routing_id"].int(),
-                          info["logical_core"].int())
+        for path, p in self._rows:
             if not 0 <= p.node < self.nodes:
                 raise SimulationError(f"rank {p.rank}: node {p.node} is outside 0..{self.nodes - 1}"
                                       f" (topology.nodes is {self.nodes})", file=file,
-                                      field=f"{info.path}.node")
+                                      field=f"{path}.node")
             if not 0 <= p.device <= CAYMAN_ID_MASK or not 0 <= p.core < 2048:
                 raise SimulationError(f"rank {p.rank}: routing id / core out of range", file=file,
                                       field="topology")
             if p.rank in self.places:  # (the later entry used to replace the earlier)
                 raise SimulationError(f"rank {p.rank} is listed twice", file=file,
-                                      field=f"{info.path}.rank")
+                                      field=f"{path}.rank")
             self.places[p.rank] = p
-        self.world = doc["world"].ints()
         missing = [r for r in self.world if r not in self.places]
         if missing:
             raise SimulationError(f"rank {missing[0]} of the world is not in the topology table",

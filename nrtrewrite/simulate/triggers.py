@@ -378,25 +378,33 @@ def _buffers(f: Field) -> list[dict]:
     return out
 
 
-def _hier_legs(t: Field) -> dict:
-    """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1): its legs, each leg's
-    groups with their ring orders (a plan record's positions in the group turned into
-    ranks) and chunk groups, and its intermediate buffers."""
-    out = {}
+def _hier_legs(t: Field) -> list[tuple]:
+    """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1), its types checked: per
+    leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(ring orders in positions,
+    pgta)``, each group ``(its ranks, its plan's index)``; what the numbers say is
+    :func:`_resolve_hier`'s to check."""
     hier = t.get("hier")
     if hier.null:
-        return out
-    where = dict(file=t.file or None, field=t.path)
+        return []
+    out = []
     for leg in hier.get("legs", []).items():
-        name = leg["name"].str()
-        plans = []
-        for plan in leg["plans"].items():
-            orders = {c["channel"].int(): c["order"].ints() for c in plan["channels"].items()}
-            plans.append((orders, plan["chunk"]["pgta"].int()))
+        plans = [({c["channel"].int(): c["order"].ints() for c in plan["channels"].items()},
+                  plan["chunk"]["pgta"].int()) for plan in leg["plans"].items()]
+        groups = [(g["group"].ints(), g["plan"].int()) for g in leg["groups"].items()]
+        out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
+                    _buffers(leg.get("buffers"))))
+    return out
+
+
+def _resolve_hier(legs: list[tuple], where: dict) -> dict:
+    """A HIER trigger's legs (:func:`_hier_legs`): each leg's groups with their ring orders (a
+    plan's positions in the group turned into ranks) and chunk groups, and its intermediate
+    buffers; a group that names no plan, or a plan position outside the group, is a
+    :class:`SimulationError`."""
+    out = {}
+    for name, algorithm, plans, raw_groups, buffers in legs:
         groups = []
-        for g in leg["groups"].items():
-            group = g["group"].ints()
-            k = g["plan"].int()
+        for group, k in raw_groups:
             if not 0 <= k < len(plans):
                 raise SimulationError(f"leg {name!r}: group {group} names plan {k}, the leg has "
                                       f"{len(plans)}", **where)
@@ -407,12 +415,22 @@ def _hier_legs(t: Field) -> dict:
                                           f"positions outside group {group}", **where)
                 orders[ch] = [group[p] for p in order]
             groups.append((group, orders, plans[k][1]))
-        out[name] = {"algorithm": leg["algorithm"].str(), "groups": groups,
-                     "buffers": _buffers(leg.get("buffers"))}
+        out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers}
     return out
 
 
-def _view_origins(t: Field, spec: TriggerSpec) -> frozenset:
+def _block_starts(t: Field) -> list[int]:
+    """The first elements of the manifest's mesh ``blocks`` and RDH ``super_blocks``, their
+    types checked."""
+    out = []
+    for sec, key in (("mesh", "blocks"), ("rdh", "super_blocks")):
+        f = t.get(sec)
+        if not f.null:
+            out += [b.ints(length=2)[0] for b in f.get(key, []).items()]
+    return out
+
+
+def _view_origins(spec: TriggerSpec, block_starts: list[int]) -> frozenset:
     """Where a linear scratch / gateway view of a mesh or RDH entry may begin, in elements of
     the op space: 0, every natural block start, and the starts of the manifest's mesh
     ``blocks`` and RDH ``super_blocks`` (a channel-buffer slot holds one block, an RH slot a
@@ -422,11 +440,7 @@ def _view_origins(t: Field, spec: TriggerSpec) -> frozenset:
     out = {0} | {j * total // g for j in range(g)}
     if spec.op != "ALLREDUCE":
         out |= {j * (total // g) for j in range(g)}
-    for sec, key in (("mesh", "blocks"), ("rdh", "super_blocks")):
-        f = t.get(sec)
-        if not f.null:
-            out |= {b.ints(length=2)[0] for b in f.get(key, []).items()}
-    return frozenset(out)
+    return frozenset(out | set(block_starts))
 
 
 #: A trigger's ordinal is the u32 ``trigger`` field of its TOPSP_KICK word (FORMATS §9).
@@ -436,37 +450,51 @@ U32_MAX = (1 << 32) - 1
 CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
 
 
-def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
-    """The manifest's ``triggers``; a value of the wrong type, or a key missing, is an
-    :class:`OutputError` naming it (nrtrewrite/simulate/fields.py), a value the simulator
-    does not take a :class:`SimulationError`."""
-    out: dict[int, TriggerSpec] = {}
-    for i, t in enumerate(Field(top, "", file)["triggers"].items()):
-        where = dict(file=file, field=t.path)
-        op = t["op"].str()
-        try:
-            dtype = DType[t["dtype"].str()]
-        except KeyError:
-            raise SimulationError(f"dtype {t['dtype'].value!r} is not a dtype", **where) from None
+def read_triggers(top: dict, *, file: str = "") -> list[dict]:
+    """The manifest's ``triggers`` with every value's type checked (a wrong type, or a key
+    missing, is an :class:`OutputError` naming it: nrtrewrite/simulate/fields.py), nothing
+    else: per trigger the values :func:`check_triggers` takes."""
+    out = []
+    for t in Field(top, "", file)["triggers"].items():
         chunk = t["chunk"]
-        spec = TriggerSpec(
-            ordinal=t["trigger"].int(0, U32_MAX), op=op, dtype=dtype, alu=t["alu_op"].opt_str(),
+        # a HIER trigger's chunk is {"pgta"} only (its legs' chunks are in hier)
+        need = ("pgta",) if not t.get("hier").null else CHUNK_KEYS
+        out.append(dict(
+            where=dict(file=file, field=t.path), op=t["op"].str(), dtype=t["dtype"].str(),
+            ordinal=t["trigger"].int(0, U32_MAX), alu=t["alu_op"].opt_str(),
             n=t["num_elements"].int(), group=t["replica_group"].ints(),
             leader=t["leader"].int(), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
             index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
             orders={c["channel"].int(): c["order"].ints() for c in t["channels"].items()},
-            legs=_hier_legs(t), buffers=_buffers(t.get("buffers")))
-        # a HIER trigger's chunk is {"pgta"} only (its legs' chunks are in hier)
-        need = ("pgta",) if spec.legs or not t.get("hier").null else CHUNK_KEYS
-        spec.chunk = {k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)}
+            legs=_hier_legs(t), buffers=_buffers(t.get("buffers")),
+            chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
+            block_starts=_block_starts(t)))
+    return out
+
+
+def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
+    """The triggers :func:`read_triggers` read, by ordinal; a value the simulator does not
+    take is a :class:`SimulationError` naming the trigger."""
+    out: dict[int, TriggerSpec] = {}
+    for raw in typed:
+        raw = dict(raw)
+        where, chunk, starts = raw.pop("where"), raw.pop("chunk"), raw.pop("block_starts")
+        op = raw["op"]
+        try:
+            raw["dtype"] = DType[raw["dtype"]]
+        except KeyError:
+            raise SimulationError(f"dtype {raw['dtype']!r} is not a dtype", **where) from None
+        raw["legs"] = _resolve_hier(raw["legs"], dict(file=where["file"] or None,
+                                                      field=where["field"]))
+        spec = TriggerSpec(**raw, chunk=chunk)
         if op not in OPS:
             raise SimulationError(f"op {op!r} is not simulated (only {', '.join(OPS)})", **where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             raise SimulationError(f"{op} with alu_op {spec.alu!r}", **where)
         if not spec.group or len(set(spec.group)) != len(spec.group) or spec.n <= 0:
             raise SimulationError("bad replica_group / num_elements", **where)
-        spec.view_origins = _view_origins(t, spec)
+        spec.view_origins = _view_origins(spec, starts)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
                                   **where)
@@ -477,6 +505,12 @@ def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
+    """The manifest's ``triggers``: :func:`read_triggers`, then :func:`check_triggers` (every
+    type before any value)."""
+    return check_triggers(read_triggers(top, file=file))
 
 
 def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = "") -> None:
