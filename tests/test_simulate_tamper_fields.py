@@ -12,6 +12,7 @@ import struct
 from pathlib import Path
 
 import meshcase
+import numpy as np
 import pytest
 
 from nrtrewrite.simulate import engine
@@ -631,3 +632,56 @@ def test_rdh_ops_receive_semaphores_swapped_on_one_rank_are_caught(rdh8n_out, tm
     _fails(out, "rank-0000", "net_ops.bin", "record 2", "field inc_recv_complete",
            "op 2's receives land on semaphore 226 (inc_recv_complete), but the first leg to "
            "read bytes they land on, rdh_reduce (legs.bin record 8), waits semaphore 217")
+
+
+@pytest.mark.parametrize("sem, name", [(203, "semaphore 203"),
+                                       (17, "semaphore 17 (channel 0 send_sema)")])
+def test_a_mesh_op_without_receives_names_the_channels_recv_sema(tmp_path, monkeypatch, sem,
+                                                                  name):
+    """FORMATS §8.1: an op without receive entries names this rank's ``recv_sema`` of the
+    channel, whatever the algorithm.  ``lower`` writes no such mesh op (a mesh exchange
+    goes both ways), so this leaves one direction of a MESH all-gather over ranks 0 and 128
+    (two nodes) out of the composer: rank 128 does not broadcast its block to rank 0, and
+    rank 0 posts no receive and waits for none.  Rank 0's entry then only transmits: one op
+    (tx_entry_cnt 1, rx_entry_cnt 0) whose inc_recv_* name semaphore 16 (16 + 4 x channel 0
+    + recv_sema's role 0), INC-window address 0x82_8000_0000 + 0x1800 + 4 x 16 on TOP_SP 0
+    (FORMATS §10); the run finds only rank 0's missing block, a mismatch.  Moved to an event
+    (203 = 192 + 11) or to send_sema (17), the run was the same."""
+    from nrtrewrite.compose import mesh as M
+    from nrtrewrite.compose.leaves import Leaf
+
+    composed = M.MeshAlgorithm.composed
+
+    def one_way(self, topo, plan, rank):
+        c, ir, edges = composed(self, topo, plan, rank)
+        ir = ir.copy()
+        if rank == 128:  # its broadcast to rank 0 (peer index 0 is the rank itself)
+            used = np.arange(ir["dst_peer"].shape[1]) < ir["n_dst"][:, None]
+            ir = ir[~((ir["leaf"] == int(Leaf.mesh_send))
+                      & (used & (ir["dst_peer"] != 0)).any(axis=1))]
+        else:  # rank 0: nothing to receive, nothing to wait for
+            ir = ir[~np.isin(ir["leaf"], [int(Leaf.post_recv), int(Leaf.mesh_sync)])]
+        ir["step"] = np.arange(ir.size)
+        return c, ir, edges
+
+    monkeypatch.setattr(M.MeshAlgorithm, "composed", one_way)
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([[0, 128]], [("all_gather", "bf16", "add", 4000)]), out,
+                   algo="mesh", topology="trn2:nodes=2")
+    p = out / "rank-0000" / "net_ops.bin"
+    raw = p.read_bytes()
+    assert len(raw) == OP
+    assert struct.unpack_from("<II", raw, 40) == (1, 0)  # tx_entry_cnt, rx_entry_cnt
+    inc = 0x82_8000_0000 + 0x1800 + 4 * 16
+    assert struct.unpack_from("<QQ", raw, INC_RECV_HANDSHAKE) == (inc, inc)
+    res = cli("simulate", out, "--json")
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["error"] is None, res.output
+    assert [t["status"] for t in doc["triggers"]] == ["mismatch"]
+    assert doc["triggers"][0]["detail"].startswith("rank 0: 8000 byte(s) of the output were not")
+    for off in (INC_RECV_HANDSHAKE, INC_RECV_COMPLETE):
+        _patch(p, off, "<Q", lambda v: v + 4 * (sem - 16))
+    _fails(out, "rank-0000: field inc_recv_complete, rank 0, channel 0, artifact net_ops.bin, "
+           f"record 0: op 0 has no receive entries and names {name} (inc_recv_complete); an "
+           "op without receives names this rank's semaphore 16 (channel 0 recv_sema), as a "
+           "ring op does (FORMATS §8.1)")

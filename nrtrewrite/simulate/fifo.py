@@ -606,6 +606,22 @@ class FifoDecoder:
         for (:meth:`_check_receiving_legs`)."""
         rank, ch = f.rank, f.channel
         prog = self.programs[rank]
+        # FORMATS §8.1: an op without receive entries (its entry's only op on the channel:
+        # every later op starts at a receive, §8 "Ops") names the channel's recv_sema, as a
+        # ring op does (_check_ops holds ring ops to it); _groups made rx_entry_cnt the count
+        recv_sema = sem_id(ch, ROLE_RECV)
+        for k in np.flatnonzero(f.ops["rx_entry_cnt"] == 0).tolist():
+            if _ring_op(prog.entries[f.op_entry[k]]):
+                continue
+            _tr, _w, sid, _err = self.layout.resolve_sema(
+                rank, np.array([f.ops["inc_recv_complete"][k]], np.uint64))
+            if int(sid[0]) != recv_sema:
+                raise SimulationError(
+                    f"op {k} has no receive entries and names {sem_name(int(sid[0]))} "
+                    f"(inc_recv_complete); an op without receives names this rank's "
+                    f"{sem_name(recv_sema)}, as a ring op does (FORMATS §8.1)", rank=rank,
+                    channel=ch, artifact="net_ops.bin", record=f.ops_first + k,
+                    field="inc_recv_complete")
         for k, (start, n) in sorted(f.rx_groups.items()):
             ent = prog.entries[f.op_entry[k]]
             if not n or _ring_op(ent):
