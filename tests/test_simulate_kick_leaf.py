@@ -583,6 +583,88 @@ def test_an_access_pattern_outside_its_var_is_refused_before_anything_is_allocat
     assert refused(out) == error
 
 
+# sbuf.yaml's trigger 0 again: dst patterns of its 768 bf16 elements a partition that fit
+# sb_b (1024 element places a partition) and do not outnumber their extent's places, yet
+# write two elements to the same bytes (element (i0, i1, i2) at start + (i0 s0 + i1 s1 +
+# i2 s2) x 2; e = i0 + n0 (i1 + n1 i2)); the first element that meets an earlier one, by hand.
+SELF_OVERLAPS = [
+    # rows of 128 elements 126 apart: extent 127 + 252 + 400 + 1 = 780 places; element 128
+    # (i1 = 1) lands on element 126's place 126: bytes [252, 254)
+    ({"dims": [[1, 128], [126, 3], [400, 2]]}, 126, 128, (252, 254)),
+    # a step-0 dim under rows of 128 elements 2 apart: extent 254 + 600 + 1 = 855 places;
+    # elements 0 and 1 (i0 = 0, 1) both at place 0
+    ({"dims": [[0, 2], [2, 128], [300, 3]]}, 0, 1, (0, 2)),
+    # the rows run backwards from start 254 (place -127 is byte 0): row 0 holds places
+    # 0 .. -127, row 1 (elements 128 ..) places 126 .. -1, and element 254 (i0 = 126,
+    # i1 = 1) is the first on a place of row 0, element 0's: bytes [254, 256)
+    ({"dims": [[-1, 128], [126, 3], [400, 2]], "start": 254}, 0, 254, (254, 256)),
+]
+
+
+@pytest.mark.parametrize("change, a, b, span", SELF_OVERLAPS,
+                         ids=["interleaved-rows", "step-0", "negative-step"])
+def test_a_dst_pattern_that_writes_two_elements_to_one_place_is_refused_statically(
+        sbuf_out, tmp_path, change, a, b, span):
+    """docs/DESIGN.md "Buffers and data flow": ``lower`` refuses a dst that writes two of its
+    elements to the same bytes (apoverlap.dst_alias), so no output of ``lower`` has one.
+    One that does not outnumber its extent's places was left to the run: a 4-rank
+    all-reduce lowered with that check bypassed reported only a mismatch of whichever
+    element was written last ("494 element(s) differ, first element 2 ... last written by
+    leg mesh_reduce"), and here, where the BDs still write the old pattern, a write
+    outside the output.  It is refused before anything is placed, naming the trigger, the
+    field and the two elements."""
+    out = copy(sbuf_out, tmp_path)
+    assert trigger0(out)["dst"]["ap"]["dims"] == [[1, 768], [0, 1], [0, 1]]
+    _retrigger(out, 0, lambda t: t["dst"]["ap"].update(change))
+    rehash(out)
+    assert refused(out) == (
+        f"field dst, trigger 0: dst access pattern writes elements {a} and {b} to the same "
+        f"bytes [{span[0]}, {span[1]}) of partition 0: the result would depend on the order "
+        "of the writes (docs/DESIGN.md \"Buffers and data flow\")")
+
+
+def _brute_collision(dims) -> tuple[int, int] | None:
+    """The first element of one partition on the place of an earlier one, by enumerating."""
+    (s0, n0), (s1, n1), (s2, n2) = dims
+    seen: dict[int, int] = {}
+    for e in range(n0 * n1 * n2):
+        q = (e % n0) * s0 + (e // n0 % n1) * s1 + (e // (n0 * n1)) * s2
+        if q in seen:
+            return seen[q], e
+        seen[q] = e
+    return None
+
+
+def test_colliding_elements_agrees_with_enumerating_them():
+    """simulate.triggers.colliding_elements finds two elements at one place without
+    enumerating them; against enumeration over 20,000 random small patterns (steps -12..12,
+    nums 1..7): a pair exactly when enumeration finds one, and both elements of the pair
+    at the place it names."""
+    from nrtrewrite.simulate.triggers import colliding_elements
+    rng = np.random.default_rng(20261204)
+    for _ in range(20000):
+        dims = [(int(s), int(n)) for s, n in zip(rng.integers(-12, 13, 3),
+                                                rng.integers(1, 8, 3))]
+        got, want = colliding_elements(dims), _brute_collision(dims)
+        assert (got is None) == (want is None), (dims, got, want)
+        if got is not None:
+            a, b, q = got
+            (s0, n0), (s1, n1), (s2, n2) = dims
+            for e in (a, b):
+                assert (e % n0) * s0 + (e // n0 % n1) * s1 + (e // (n0 * n1)) * s2 == q
+            assert 0 <= a < b < n0 * n1 * n2
+
+
+def test_colliding_elements_of_a_huge_pattern_take_no_enumeration():
+    """3 x 2^40 elements a partition: rows of 2^20, 2^20 - 1 apart, collide at once (element
+    2^20, the second row's first, on place 2^20 - 1, the first row's last); 2^20 + 1 apart
+    they never do (each row starts past the previous one's end)."""
+    from nrtrewrite.simulate.triggers import colliding_elements
+    m = 1 << 20
+    assert colliding_elements([(1, m), (m - 1, m), (1 << 41, 3)]) == (m - 1, m, m - 1)
+    assert colliding_elements([(1, m), (m + 1, m), (1 << 41, 3)]) is None
+
+
 def test_a_reduce_scatter_of_a_count_its_group_does_not_divide_is_refused(sbuf_out, tmp_path):
     """NEFF-LIKE.md: a reduce-scatter's output is N / group size (N must divide). sbuf.yaml's
     trigger 3 reduce-scatters 8192 elements over 8 ranks; a manifest saying 8196 (1024.5 a

@@ -304,7 +304,8 @@ class TriggerSpec:
         pattern's extent comes from its dims (NEFF-LIKE.md §2: element (p, i0, i1, i2) at byte
         start + (i0 s0 + i1 s1 + i2 s2) x dtype size of partition partition_start + p), in
         Python integers; a dst with more elements in a partition than its extent has element
-        places writes two of them to the same bytes."""
+        places writes two of them to the same bytes, and so does one whose dims put two
+        elements at one place (:func:`colliding_elements`): ``lower`` writes neither."""
         opnd = self.src if which == "src" else self.dst
         count = self.in_count if which == "src" else self.out_count
         where = dict(trigger=self.ordinal, field=which)
@@ -346,7 +347,84 @@ class TriggerSpec:
                                   f"partition into the {hi - lo + 1} element places of its "
                                   f"extent (bytes [{first}, {end})): two of them would write "
                                   "the same bytes", **where)
+        if which == "dst" and (same := colliding_elements(dims)) is not None:
+            a, b, q = same
+            raise SimulationError(f"dst access pattern writes elements {a} and {b} to the "
+                                  f"same bytes [{start + q * ds}, {start + (q + 1) * ds}) of "
+                                  f"partition {pstart}: the result would depend on the order "
+                                  "of the writes (docs/DESIGN.md \"Buffers and data flow\")",
+                                  **where)
         return region, count, (start, pstart, dims)
+
+
+def _bezout(a: int, b: int) -> tuple[int, int, int]:
+    """(g, x, y) with g = gcd(a, b) > 0 and a x + b y = g (a, b not both 0)."""
+    x0, y0, x1, y1 = 1, 0, 0, 1
+    r0, r1 = abs(a), abs(b)
+    while r1:
+        q = r0 // r1
+        r0, r1 = r1, r0 - q * r1
+        x0, x1 = x1, x0 - q * x1
+        y0, y1 = y1, y0 - q * y1
+    return r0, x0 * (1 if a >= 0 else -1), y0 * (1 if b >= 0 else -1)
+
+
+def _bounded_pair(sa: int, ma: int, sb: int, mb: int, r: int) -> tuple[int, int] | None:
+    """Integers (x, y), |x| <= ma and |y| <= mb, with sa x + sb y = r and not both 0; None
+    if there are none (sa, sb non-zero).  The solutions are (x0 + t sb / g, y0 - t sa / g)
+    for integer t: each bound is an interval of t."""
+    g, u, v = _bezout(sa, sb)
+    if r % g:
+        return None
+    x0, y0, p, q = u * (r // g), v * (r // g), sb // g, -(sa // g)
+    lo, hi = None, None
+    for base, step, m in ((x0, p, ma), (y0, q, mb)):  # -m <= base + t step <= m
+        a, b = (-m - base, m - base) if step > 0 else (base - m, base + m)
+        step = abs(step)  # (t |step| in [a, b])
+        t0, t1 = -(-a // step), b // step
+        lo, hi = (t0, t1) if lo is None else (max(lo, t0), min(hi, t1))
+    ts = [t for t in (lo, lo + 1) if t <= hi and (r or t)]  # (r = 0: t = 0 is (0, 0))
+    return (x0 + ts[0] * p, y0 + ts[0] * q) if ts else None
+
+
+def colliding_elements(dims) -> tuple[int, int, int] | None:
+    """Two elements of one partition of an access pattern with ``dims`` ((step, num) x 3,
+    innermost first) at the same element place, ``(a, b, q)``: elements a < b (i0 + n0 (i1
+    + n1 i2)), both at start + q x dtype size; None if every element has a place of its own.
+
+    Without enumerating the elements: two coincide when a difference d of indices, each
+    |d_k| <= n_k - 1 and not all 0, has d0 s0 + d1 s1 + d2 s2 = 0.  A dim of step 0 and num
+    2 or more gives one at once; over two dims (nums 2 or more, steps not 0) the solutions
+    are the multiples of (s1 / g, -s0 / g), g = gcd(s0, s1); over three, each d_c of the dim
+    of the fewest elements, 0 .. n_c - 1 (-d is a solution with d), leaves a two-dim
+    equation solved the same way: at most the cube root of the elements a partition has
+    steps, and those are at most the extent's places (checked before: a few thousand)."""
+    nums = [num for _step, num in dims]
+    act = [k for k in range(3) if nums[k] > 1]
+    d = None
+    for k in act:
+        if dims[k][0] == 0:
+            d = [int(j == k) for j in range(3)]
+            break
+    if d is None and len(act) >= 2:
+        c = min(act, key=lambda k: nums[k]) if len(act) == 3 else None
+        ka, kb = [k for k in act if k != c]
+        (sa, na), (sb, nb) = dims[ka], dims[kb]
+        for dc in range(nums[c] if c is not None else 1):
+            xy = _bounded_pair(sa, na - 1, sb, nb - 1, -dc * dims[c][0] if dc else 0)
+            if xy is not None:  # (never (0, 0): dc = 0 asks for another, dc > 0 has r != 0)
+                d = [0, 0, 0]
+                d[ka], d[kb] = xy
+                if c is not None:
+                    d[c] = dc
+                break
+    if d is None:
+        return None
+    i = [max(0, -x) for x in d]  # the two index triples: i and i + d, both inside
+    j = [a + x for a, x in zip(i, d)]
+    e_i, e_j = (t[0] + nums[0] * (t[1] + nums[1] * t[2]) for t in (i, j))
+    q = sum(a * step for a, (step, _num) in zip(i, dims))
+    return min(e_i, e_j), max(e_i, e_j), q
 
 
 def _operand(f: Field) -> dict:
