@@ -358,3 +358,28 @@ def test_a_wrong_type_is_status_2_also_after_a_wrong_value(request, tmp_path, wh
     assert _one_line_status_2(out, "--ignore-checksums") == f"{man}: field {field}: {why}"
     _copy_with(src, out, edits[:1])  # the value fault alone: a protocol error (status 1)
     assert cli("simulate", out, "--ignore-checksums").exit_code == 1
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("not JSON", "cannot read manifest.json: Expecting property name enclosed in double "
+                 "quotes: line 2 column 1 (char 2)"),
+    ("a list", "must be a JSON object"),
+    ("no folder", None),
+])
+def test_a_rank_manifest_that_cannot_be_read_is_status_2_like_the_top_one(ar2, tmp_path,
+                                                                          damage, says):
+    """A rank manifest that is not JSON, not an object, or whose rank folder is gone (a rank
+    the top manifest's ``ranks`` lists): the simulation cannot be done, status 2, as for the
+    top manifest (docs/CLI.md) and a key of the wrong type in it; it was a protocol error,
+    status 1, with ``--ignore-checksums``."""
+    out = tmp_path / "out"
+    shutil.copytree(ar2, out)
+    man = out / "rank-0001" / "manifest.json"
+    if damage == "no folder":
+        shutil.rmtree(out / "rank-0001")
+        line = f"{out}: rank-0001 is missing (rank 1 of manifest.json 'ranks')"
+    else:
+        man.write_text("{\n" if damage == "not JSON" else "[]\n")
+        line = f"{man}: {says}"
+    res = cli("simulate", out, "--ignore-checksums")
+    assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {line}\n"

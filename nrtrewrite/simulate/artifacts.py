@@ -22,6 +22,7 @@ from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
 from nrtrewrite.simulate.fields import Field
 
+
 def _sha256_file(path: Path) -> str:
     """The file's SHA-256; a file that cannot be read is an :class:`OutputError` (the
     simulation cannot be done: status 2), naming it and the OS's reason."""
@@ -35,23 +36,25 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _load_json(path: Path, err=SimulationError) -> dict:
+def _load_json(path: Path) -> dict:
+    """A manifest as a JSON object; an :class:`OutputError` (status 2: the simulation cannot
+    be done) when it is missing, cannot be read or is not one."""
     try:
         doc = jsonin.loads(path.read_bytes(), strict_objects=False)
     except FileNotFoundError:
-        raise err(f"{path.name} is missing", file=str(path)) from None
+        raise OutputError(f"{path.name} is missing", file=str(path)) from None
     except jsonin.JsonRule as exc:  # NaN, Infinity, 1e999
-        raise err(f"cannot read {path.name}: invalid JSON: {exc.why}", file=str(path),
-                  field=exc.path) from None
+        raise OutputError(f"cannot read {path.name}: invalid JSON: {exc.why}",
+                          file=str(path), field=exc.path) from None
     except RecursionError:
-        raise err(f"cannot read {path.name}: invalid JSON: nested too deeply",
-                  file=str(path)) from None
-    except OSError as exc:  # not a protocol error: the simulation cannot be done (status 2)
+        raise OutputError(f"cannot read {path.name}: invalid JSON: nested too deeply",
+                          file=str(path)) from None
+    except OSError as exc:
         raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, 5000 digits
-        raise err(f"cannot read {path.name}: {exc}", file=str(path)) from None
+        raise OutputError(f"cannot read {path.name}: {exc}", file=str(path)) from None
     if not isinstance(doc, dict):
-        raise err("must be a JSON object", file=str(path))
+        raise OutputError("must be a JSON object", file=str(path))
     return doc
 
 
@@ -71,7 +74,7 @@ def read_top_manifest(out: Path) -> dict:
     man = out / "manifest.json"
     if not man.exists() and not man.is_symlink():  # (a dangling link: _load_json says so)
         raise OutputError("not an nrtrewrite output folder (no manifest.json)", file=str(out))
-    doc = _load_json(man, OutputError)
+    doc = _load_json(man)
     if doc.get("format") != FORMAT_NAME and looks_like_rank_folder(out):
         raise OutputError("not an nrtrewrite output folder (a rank folder; give the whole "
                           "output folder, its parent)", file=str(out))
@@ -157,7 +160,7 @@ def verify_checksums(out: str | Path) -> None:
         if not mpath.is_file() or _sha256_file(mpath) != mans[name]:
             raise OutputError(f"{name}/manifest.json: sha256 does not match manifest.json"
                               f" rank_manifests{hint}", file=str(out))
-        rman = _load_json(mpath, OutputError)
+        rman = _load_json(mpath)
         files = rman.get("files")
         if not isinstance(files, dict):
             raise OutputError(f"{name}/manifest.json has no 'files'", file=str(out))
@@ -175,7 +178,8 @@ def verify_checksums(out: str | Path) -> None:
             fpath = rdir / fname
             if not fpath.is_file():
                 raise OutputError(f"{name}/{fname} is missing{hint}", file=str(out))
-            if fpath.stat().st_size != info.get("bytes") or _sha256_file(fpath) != info.get("sha256"):
+            if (fpath.stat().st_size != info.get("bytes")
+                    or _sha256_file(fpath) != info.get("sha256")):
                 raise OutputError(f"{name}/{fname}: sha256 does not match {name}/manifest.json"
                                   f"{hint}", file=str(out))
 
@@ -239,8 +243,9 @@ def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     ``fifo`` and the ``records`` of each file ``files`` lists (:func:`load_rank_files`
     checks what they say and decodes the files)."""
     rdir = out / rank_dir_name(rank)
-    if not rdir.is_dir():
-        raise SimulationError(f"{rdir.name} is missing", file=str(out), rank=rank)
+    if not rdir.is_dir():  # (the simulation cannot be done, status 2, as for the top manifest)
+        raise OutputError(f"{rdir.name} is missing (rank {rank} of manifest.json 'ranks')",
+                          file=str(out))
     man = _load_json(rdir / "manifest.json")
     doc = Field(man, "", str(rdir / "manifest.json"))
     said = doc["rank"].int()
