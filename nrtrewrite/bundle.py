@@ -50,7 +50,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.legs import end_queue
 from nrtrewrite.emit.tiling import cce_max_elements
-from nrtrewrite.errors import LoweringError, OutputError
+from nrtrewrite.errors import LimitError, LoweringError, OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import ForkCall, ForkPool, WorkerLost
@@ -802,6 +802,18 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
     return rank_list
 
 
+def _check_manifest_size(plan: LoweringPlan, size: int) -> None:
+    """Refuse a top-level manifest of ``size`` bytes that ``diff`` and ``simulate`` would
+    not read (over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`): a
+    :class:`LimitError` naming the model.  Nothing in the limits of the model bounds it (its
+    triggers list their groups and ring orders, its memory map every var); a rank manifest
+    stays under it (docs/RELIABILITY.md §4)."""
+    if F.manifest_size_refusal(size) is not None:
+        raise LimitError(f"the output's top-level manifest.json would be {size} bytes, more "
+                         f"than the limit of {F.MAX_MANIFEST_BYTES} bytes diff and simulate "
+                         "read (MAX_MANIFEST_BYTES); nothing was written", file=plan.model.path)
+
+
 def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],
                   force: bool, workers: int, progress: Callable[[int, int], None] | None,
                   warn: Callable[[str], None] | None = None,
@@ -859,7 +871,9 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         triggers = triggers_ahead.result() if triggers_ahead is not None else None
         if triggers is None:  # not forked, or the process failed: encoded here
             triggers = _triggers_json(plan)
-        _write_file(tmp / "manifest.json", _manifest_json(manifest, triggers))
+        top = _manifest_json(manifest, triggers)
+        _check_manifest_size(plan, len(top))
+        _write_file(tmp / "manifest.json", top)
         syncer.drain()  # every rank folder durable before the output's own folder
         _check_complete(tmp, out, [rank_dir_name(r) for r in rank_list] + [neff_name])
         _fsync_dir(tmp)

@@ -133,11 +133,23 @@ def _damaged(where: str, why: str) -> Difference:
     return Difference(where, None, "damaged", ABSENT, why)
 
 
+class _Unread(OSError):
+    """A manifest that is not read (:func:`_manifest_size`): ``why`` says why, in place of
+    an OS error's reason."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 def _why(exc: OSError) -> str:
     """An OS error as the reason a file cannot be read: ``cannot read (Permission denied)``
-    (the one form of every side and file, diff's ``damaged in B`` lines and A's errors).
+    (the one form of every side and file, diff's ``damaged in B`` lines and A's errors), or
+    an :class:`_Unread`'s own reason.
     Out of memory (ENOMEM: a map or a read the process's limits refuse) is no property of
     the file: a :class:`MemoryError`, the CLI's out-of-memory line (exit 71)."""
+    if isinstance(exc, _Unread):
+        return exc.why
     if exc.errno == errno.ENOMEM:
         raise MemoryError(f"{exc.strerror or exc} ({exc.filename})") from exc
     return f"cannot read ({exc.strerror or exc})"
@@ -356,10 +368,25 @@ def _open_regular(p: Path):
     return open_regular(p, follow_links=False)
 
 
+def _manifest_size(size: int) -> int:
+    """``size``, a manifest's, when it may be read: one over
+    :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES` is :class:`_Unread`."""
+    if (why := F.manifest_size_refusal(size)) is not None:
+        raise _Unread(why)
+    return size
+
+
 def _read_whole(p: Path) -> bytes:
-    """The bytes of the regular file ``p`` (a manifest), opened as :func:`_open_regular`."""
+    """The bytes of the regular file ``p`` (a manifest), opened as :func:`_open_regular`,
+    of at most :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`: a larger one is refused
+    from its size before any byte of it is read, and one that grows while it is read is
+    refused too (:class:`_Unread`)."""
     with _open_regular(p) as fh:
-        return fh.read()
+        size = _manifest_size(os.fstat(fh.fileno()).st_size)
+        data = fh.read(size + 1)
+    if len(data) > size:
+        raise _Unread(f"changed while being read (it held {size} bytes, now more)")
+    return data
 
 
 def _same_bytes(fa: Path, fb: Path) -> bool:
@@ -948,7 +975,9 @@ def _check_ours(p: Path) -> None:
     compares whole outputs, docs/CLI.md): a folder that can be read, whose ``manifest.json``
     is a regular file (a link is not followed) of format ``nrtrewrite-lowered``.  A folder or
     manifest that cannot be read is an error naming it and the OS's reason, on either side:
-    what cannot be read cannot be told an output folder."""
+    what cannot be read cannot be told an output folder; so is a manifest over
+    :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`, from its size, before any byte of it
+    is read."""
     man = p / "manifest.json"
     try:
         _names(p)
@@ -957,8 +986,8 @@ def _check_ours(p: Path) -> None:
     try:
         kind = _kind(man)
         if kind == "file":
-            with _open_regular(man):
-                pass
+            with _open_regular(man) as fh:
+                _manifest_size(os.fstat(fh.fileno()).st_size)  # (before is_our_output reads it)
     except OSError as exc:
         raise _cannot_read(man, exc) from None
     if kind is None:
@@ -1232,9 +1261,22 @@ def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
 def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
                         in_b: bool) -> None:
     """A rank's manifests key by key when their bytes differ.  A's must be readable if
-    present (an error otherwise); B's missing is a difference, unreadable its damage."""
+    present (an error otherwise); B's missing is a difference, unreadable its damage.  One
+    over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES` is not read, nor compared with
+    the other: A's an error, B's its damage."""
     where = f"{r}/manifest.json"
-    if not _expected_file(rep, where, pa, pb, in_a, in_b) or _same_bytes(pa, pb):
+    if not _expected_file(rep, where, pa, pb, in_a, in_b):
+        return
+    try:  # (over the size limit: neither compared nor read, whatever B's bytes)
+        _manifest_size(os.lstat(pa).st_size)
+    except OSError as exc:
+        raise _cannot_read(pa, exc) from None
+    try:
+        _manifest_size(os.lstat(pb).st_size)
+    except OSError as exc:
+        rep.add([_damaged(where, _why(exc))])
+        return
+    if _same_bytes(pa, pb):
         return
     doc_a = _json_a(pa)
     doc_b = _json_b(rep, where, pb)

@@ -24,9 +24,9 @@ from nrtrewrite.emit.address import (
     SEMS_PER_CHANNEL,
 )
 from nrtrewrite.emit.formats import (
-    BD_MAX_BYTES, BD_RING_ENTRIES, NET_ENDING_RECV_CREDITS, NET_INDEX_LOOP_SIZE,
-    NET_INITIAL_SEND_CREDITS, NET_MAX_CREDITS, SPAD_BYTES, SPAD_DTYPE, T3D_DIM_CAP,
-    TPINC_MAX_BDS,
+    BD_MAX_BYTES, BD_RING_ENTRIES, MAX_MANIFEST_BYTES, NET_ENDING_RECV_CREDITS,
+    NET_INDEX_LOOP_SIZE, NET_INITIAL_SEND_CREDITS, NET_MAX_CREDITS, SPAD_BYTES, SPAD_DTYPE,
+    T3D_DIM_CAP, TPINC_MAX_BDS,
 )
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS, cce_max_elements
 from nrtrewrite.errors import LimitError
@@ -148,6 +148,11 @@ LIMITS: tuple[Limit, ...] = (
           "emit/address.build_memory_map"),
     Limit("MAX_RANK_DESCRIPTORS", MAX_RANK_DESCRIPTORS, "ours: about 1 GiB of records per rank",
           "limits.check_plan"),
+    Limit("MAX_MANIFEST_BYTES", MAX_MANIFEST_BYTES, "ours: an output's manifest.json, top-level "
+          "or a rank's, from its size before reading (a rank manifest is at most about 842 MB; "
+          "a top-level one has no bound but this)",
+          "diff._manifest_size, simulate/artifacts._check_manifest_size, "
+          "bundle._check_manifest_size (lower)"),
 )
 
 
@@ -306,7 +311,8 @@ __all__ = [
     "MAX_RANK_DESCRIPTORS",
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "DRAM_BELOW_EVT_SEM",
     "ENC_MESH_MAX_NUM_EVENTS",
-    "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MEMBER_BYTES", "MAX_MEMBER_NAME_BYTES",
+    "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MANIFEST_BYTES",
+    "MAX_MEMBER_BYTES", "MAX_MEMBER_NAME_BYTES",
     "MAX_TAR_HEADER_BYTES",
     "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_SPEC_FILE_BYTES",
     "MAX_TOPOLOGY_FILE_BYTES",

@@ -258,6 +258,21 @@ NET_ENDING_RECV_CREDITS = 8
 #: ``format_version``, written by :mod:`nrtrewrite.bundle` and checked by the simulator.
 FORMAT_NAME = "nrtrewrite-lowered"
 FORMAT_VERSION = 2
+#: The most bytes an output's ``manifest.json``, top-level or a rank's, may have (docs/
+#: RELIABILITY.md §4): ``diff`` and ``simulate`` refuse a larger one from its size, before
+#: reading it, and ``lower`` refuses to write one.  A rank manifest is at most about 842 MB
+#: (65,536 SPAD entries naming subgraphs of 4,087 bytes, 12 KB each escaped); a top-level
+#: manifest has no bound of its own (its triggers list their groups and ring orders).
+MAX_MANIFEST_BYTES = 1 << 31
+
+
+def manifest_size_refusal(size: int) -> str | None:
+    """Why a manifest of ``size`` bytes is neither read nor written, or None: more than
+    :data:`MAX_MANIFEST_BYTES`."""
+    if size <= MAX_MANIFEST_BYTES:
+        return None
+    return (f"manifest of {size} bytes exceeds the limit of {MAX_MANIFEST_BYTES} bytes "
+            "(MAX_MANIFEST_BYTES)")
 
 
 def rank_dir_name(rank: int) -> str:

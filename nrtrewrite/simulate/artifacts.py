@@ -9,6 +9,8 @@ Only the files of the folder are read: ``manifest.json``, ``rank-RRRR/manifest.j
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,11 +38,40 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _nonblocking(path: str, flags: int) -> int:
+    """Open without blocking: a FIFO put where a manifest belongs would wait for a writer."""
+    return os.open(path, flags | os.O_NONBLOCK)
+
+
+def _check_manifest_size(path: Path, size: int) -> None:
+    """Refuse the manifest ``path`` of ``size`` bytes (an :class:`OutputError` naming it)
+    when it is over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`."""
+    if (why := F.manifest_size_refusal(size)) is not None:
+        raise OutputError(why, file=str(path))
+
+
+def _read_manifest(path: Path) -> bytes:
+    """The bytes of the manifest ``path``: a regular file (anything else is refused once
+    open, a FIFO without waiting for a writer) of at most
+    :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`, refused from its size before any
+    byte of it is read (an :class:`OutputError`; the OS's errors are raised)."""
+    with open(path, "rb", opener=_nonblocking) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise OutputError("cannot read: not a regular file", file=str(path))
+        _check_manifest_size(path, st.st_size)
+        data = fh.read(st.st_size + 1)  # (a byte more: one that grows meanwhile is refused)
+    if len(data) > st.st_size:
+        raise OutputError(f"changed while being read (it held {st.st_size} bytes, now more)",
+                          file=str(path))
+    return data
+
+
 def _load_json(path: Path) -> dict:
     """A manifest as a JSON object; an :class:`OutputError` (status 2: the simulation cannot
     be done) when it is missing, cannot be read or is not one."""
     try:
-        doc = jsonin.loads(path.read_bytes(), strict_objects=False)
+        doc = jsonin.loads(_read_manifest(path), strict_objects=False)
     except FileNotFoundError:
         raise OutputError(f"{path.name} is missing", file=str(path)) from None
     except jsonin.JsonRule as exc:  # NaN, Infinity, 1e999
@@ -157,6 +188,8 @@ def verify_checksums(out: str | Path) -> None:
     for name in sorted(expected):
         rdir = out / name
         mpath = rdir / "manifest.json"
+        if mpath.is_file():  # (before it is hashed: hashing reads it all)
+            _check_manifest_size(mpath, mpath.stat().st_size)
         if not mpath.is_file() or _sha256_file(mpath) != mans[name]:
             raise OutputError(f"{name}/manifest.json: sha256 does not match manifest.json"
                               f" rank_manifests{hint}", file=str(out))
