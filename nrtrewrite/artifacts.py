@@ -341,11 +341,12 @@ def is_our_output(path: Path) -> bool:
     --force`` replaces only these; ``diff`` compares only these).
 
     A manifest up to 1 MiB is parsed whole; a bigger one (a HIER plan's is tens of MB) is
-    recognised by its beginning, without reading it all."""
+    recognised by its beginning, without reading it all.  Only a regular file is (opened
+    as :func:`open_regular`: a FIFO named manifest.json blocked ``lower -o`` and ``dump``)."""
     try:
         if not any(path.iterdir()):
             return True
-        with open(path / "manifest.json", "rb") as fh:
+        with open_regular(path / "manifest.json") as fh:
             head = fh.read(1 << 20)
             whole = not fh.read(1)
     except OSError:

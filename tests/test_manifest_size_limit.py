@@ -3,8 +3,9 @@
 ``MAX_MANIFEST_BYTES`` (2 GiB, docs/RELIABILITY.md §4), judged from their size before any
 byte is read: a 4 GiB manifest (a sparse file) was read whole, and ended in ``out of
 memory`` (status 71) under a memory limit, and a FIFO named ``manifest.json`` blocked
-``simulate`` forever.  ``lower`` refuses to write a top-level manifest over the limit (a
-rank manifest cannot reach it: at most about 842 MB)."""
+``simulate`` forever (and ``lower -o`` and ``dump`` of a folder holding one).  ``lower``
+refuses to write a top-level manifest over the limit (a rank manifest cannot reach it: at
+most about 842 MB)."""
 
 from __future__ import annotations
 
@@ -314,3 +315,26 @@ def test_lower_refuses_to_write_a_top_manifest_over_the_limit(lowered, tmp_path,
     code, err, _ = _run("lower", model, "-o", o)
     assert (code, err) == (0, [])
     assert (o / "manifest.json").read_bytes() == (lowered / "manifest.json").read_bytes()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("args, line", [
+    (["lower", FIX / "ar2.neff", "-o", "{o}"], "{o} exists and is not an nrtrewrite output (no "
+     "manifest.json of format 'nrtrewrite-lowered'); refusing to replace it"),
+    (["lower", FIX / "ar2.neff", "-o", "{o}", "--force"], "{o} exists and is not an nrtrewrite "
+     "output (no manifest.json of format 'nrtrewrite-lowered'); refusing to replace it"),
+    (["dump", "--spad", "{o}"], "{o}: neither an nrtrewrite output folder nor a rank folder")])
+def test_a_fifo_named_manifest_json_blocks_neither_lower_nor_dump(tmp_path, args, line):
+    """A folder holding only a FIFO named manifest.json: whether it is an output of ours
+    (`lower -o` of it, with or without --force; `dump` of it) opened the FIFO and waited for
+    a writer forever.  It is no output of ours: a manifest is a regular file.  (In a process
+    of its own, so that a regression fails at the timeout instead of hanging.)"""
+    o = tmp_path / "o"
+    o.mkdir()
+    os.mkfifo(o / "manifest.json")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite",
+                           *(str(a).format(o=o) for a in args)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == f"nrtrewrite: error: {line.format(o=o)}\n"
