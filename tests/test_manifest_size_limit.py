@@ -88,18 +88,13 @@ class _Unreadable:
 def _never_read(monkeypatch, victim: Path) -> None:
     """Opening ``victim`` is allowed (its size is read from the descriptor); reading any
     byte of it fails the test, in simulate's and in diff's reads."""
-    real_open = open
-    real_regular = D._open_regular
-
-    def sim_open(path, *a, **kw):
-        fh = real_open(path, *a, **kw)
-        return _Unreadable(fh) if Path(path) == victim else fh
-
-    def diff_open(p):
-        fh = real_regular(p)
-        return _Unreadable(fh) if Path(p) == victim else fh
-    monkeypatch.setattr(A, "open", sim_open, raising=False)
-    monkeypatch.setattr(D, "_open_regular", diff_open)
+    def unreadable(real):
+        def opened(p, *a, **kw):
+            fh = real(p, *a, **kw)
+            return _Unreadable(fh) if Path(p) == victim else fh
+        return opened
+    monkeypatch.setattr(A, "open_regular", unreadable(A.open_regular))
+    monkeypatch.setattr(D, "_open_regular", unreadable(D._open_regular))
 
 
 def _pad(path: Path, size: int) -> None:
@@ -169,6 +164,37 @@ def test_simulate_never_waits_on_a_fifo_named_manifest_json(out, victim, extra):
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr == f"nrtrewrite: error: {path}: cannot read: not a regular file\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_simulate_never_waits_on_a_fifo_in_an_artifacts_place(out):
+    """With --ignore-checksums (nothing hashes it first) a FIFO named rank-0001/cce.bin
+    blocked the read of the rank's files forever: a file that is not regular is refused,
+    status 2, as a manifest is."""
+    path = out / "rank-0001" / "cce.bin"
+    path.unlink()
+    os.mkfifo(path)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "simulate", str(out),
+                           "--ignore-checksums"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == f"nrtrewrite: error: {path}: cannot read: not a regular file\n"
+
+
+def test_simulate_judges_an_artifacts_size_before_reading_it(out, monkeypatch):
+    """With --ignore-checksums a 4 GiB sparse legs.bin was read whole before its record count
+    was compared with the rank manifest's: the count is judged from the size (4 GiB / 64-byte
+    records, FORMATS §3), a protocol error, exit 1, and no byte of it is read."""
+    path = out / "rank-0001" / "legs.bin"
+    listed = json.loads((out / "rank-0001" / "manifest.json").read_text())[
+        "files"]["legs.bin"]["records"]
+    os.truncate(path, 1 << 32)
+    _never_read(monkeypatch, path)
+    code, err, stdout = _run("simulate", out, "--ignore-checksums")
+    assert code == 1 and err == []
+    assert (f"artifact legs.bin: the rank manifest says {listed} records, the file holds "
+            f"{(1 << 32) // 64}") in stdout
 
 
 # ---------------------------------------------------------------------------

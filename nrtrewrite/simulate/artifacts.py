@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from nrtrewrite import jsonin
-from nrtrewrite.artifacts import looks_like_rank_folder
+from nrtrewrite.artifacts import looks_like_rank_folder, open_regular
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
@@ -30,17 +29,12 @@ def _sha256_file(path: Path) -> str:
     simulation cannot be done: status 2), naming it and the OS's reason."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # (a FIFO in its place would block a plain open)
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     except OSError as exc:
         raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     return h.hexdigest()
-
-
-def _nonblocking(path: str, flags: int) -> int:
-    """Open without blocking: a FIFO put where a manifest belongs would wait for a writer."""
-    return os.open(path, flags | os.O_NONBLOCK)
 
 
 def _check_manifest_size(path: Path, size: int) -> None:
@@ -55,10 +49,8 @@ def _read_manifest(path: Path) -> bytes:
     open, a FIFO without waiting for a writer) of at most
     :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`, refused from its size before any
     byte of it is read (an :class:`OutputError`; the OS's errors are raised)."""
-    with open(path, "rb", opener=_nonblocking) as fh:
+    with open_regular(path) as fh:
         st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise OutputError("cannot read: not a regular file", file=str(path))
         _check_manifest_size(path, st.st_size)
         data = fh.read(st.st_size + 1)  # (a byte more: one that grows meanwhile is refused)
     if len(data) > st.st_size:
@@ -303,19 +295,25 @@ def load_rank_files(out: Path, rf: RankFiles) -> RankFiles:
     for name, (dtype, _struct) in F.ARTIFACTS.items():
         fpath = rdir / name
         try:
-            data = fpath.read_bytes()
+            # a regular file (a FIFO in its place would block), its size judged before it is
+            # read: against the records the rank manifest lists
+            with open_regular(fpath) as fh:
+                size = os.fstat(fh.fileno()).st_size
+                if size % dtype.itemsize:
+                    raise SimulationError(
+                        f"{size} bytes is not a whole number of {dtype.itemsize}-byte records",
+                        file=str(out), rank=rank, artifact=name)
+                if name in rf.records and rf.records[name] != size // dtype.itemsize:
+                    raise SimulationError(
+                        f"the rank manifest says {rf.records[name]} records, the file holds "
+                        f"{size // dtype.itemsize}", file=str(out), rank=rank, artifact=name)
+                data = fh.read(size + 1)  # (a byte more: one that grows meanwhile is refused)
         except OSError as exc:  # not a protocol error: the simulation cannot be done
             raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(fpath)) from None
-        if len(data) % dtype.itemsize:
-            raise SimulationError(
-                f"{len(data)} bytes is not a whole number of {dtype.itemsize}-byte records",
-                file=str(out), rank=rank, artifact=name)
-        arr = np.frombuffer(data, dtype=dtype)
-        if name in rf.records and rf.records[name] != arr.size:
-            raise SimulationError(f"the rank manifest says {rf.records[name]} records, the "
-                                  f"file holds {arr.size}", file=str(out), rank=rank,
-                                  artifact=name)
-        rf.arrays[name] = arr
+        if len(data) != size:
+            raise OutputError(f"changed while being read (it held {size} bytes, now "
+                              f"{len(data)})", file=str(fpath))
+        rf.arrays[name] = np.frombuffer(data, dtype=dtype)
     return rf
 
 
