@@ -413,14 +413,15 @@ def test_a_mapping_that_contains_itself_through_mappings_is_named(text, col):
 
 
 def test_a_recursive_yaml_alias_is_found_past_shared_aliases(base_spec):
-    """The walk that finds a recursive alias takes each distinct list once: a chain of 64
-    shared aliases before it (2^64 values expanded, never walked so) is passed in its length."""
+    """The walk that finds a recursive alias (once json.dumps has met it) takes each distinct
+    list once: a chain of 64 shared aliases beside it (2^64 values expanded, never walked so)
+    is passed in its length."""
     chain: list = [1]
     for _ in range(64):
         chain = [chain, chain]
     loop: list = [2]
     loop.append({"again": loop})
-    base_spec["subgraphs"][0]["def_json"] = {"shared": chain, "loop": loop}
+    base_spec["subgraphs"][0]["def_json"] = {"loop": loop, "shared": chain}
     with pytest.raises(ValidationError) as exc:
         assemble_spec(base_spec)
     assert str(exc.value) == ("<spec>: field subgraphs[0].def_json.loop[1].again: a list "

@@ -482,10 +482,13 @@ class _Assembler:
         """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
         recursive YAML alias (:meth:`acyclic`) and a lone surrogate at its own field:
         ``field(key path in obj)`` (default: the key path after ``path``), ``not Unicode text
-        (...)`` as :meth:`utf8` says it."""
-        self.acyclic(obj, path, field)
+        (...)`` as :meth:`utf8` says it.  The cycle is looked for only once ``json.dumps``
+        has found one (it checks as it writes): a spec without one pays no walk."""
         try:
             return _json_bytes(obj)
+        except _Circular as err:
+            self.acyclic(obj, path, field)  # raises, at the key path
+            raise self.err(path, err.why) from None  # (cannot be: the walk finds every cycle)
         except _NotUnicode as err:
             # (json.dumps wrote it: obj has no cycle, which it refuses, for the walk)
             found = jsonin.lone_surrogate(obj)
@@ -1087,20 +1090,30 @@ class _NotUnicode(ValidationError):
     """A JSON member's text holds a lone surrogate (YAML's ``"\\ud800"``)."""
 
 
+class _Circular(ValidationError):
+    """A JSON member holds a list or mapping that contains itself (json.dumps refused it)."""
+
+
 def _json_bytes(obj: Any) -> bytes:
     """Deterministic JSON member bytes (2-space indent, key order kept, trailing newline).
 
     Raises :class:`ValidationError` for what JSON cannot hold (non-string keys of the wrong
-    kind, NaN; a recursive YAML alias is refused before, by ``_Assembler.acyclic``, at its key
-    path) or nests too deeply for the JSON writer (and reader: reader.py's ``nested too
-    deeply``), :class:`_NotUnicode` for text that is not UTF-8 (a lone surrogate).
+    kind, NaN) or nests too deeply for the JSON writer (and reader: reader.py's ``nested too
+    deeply``), :class:`_Circular` for a list or mapping that contains itself (a recursive YAML
+    alias: ``_Assembler.acyclic`` then finds its key path), :class:`_NotUnicode` for text that
+    is not UTF-8 (a lone surrogate).
     """
     try:
         text = json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError as err:
+        if str(err) == "Circular reference detected":  # (json's words)
+            raise _Circular("cannot be written as JSON: a list or mapping contains itself (a "
+                            "recursive YAML alias)") from None
+        raise ValidationError(f"cannot be written as JSON: {err}") from None
     except RecursionError:  # (a chain of YAML aliases: the spec's own text is not as deep)
         raise ValidationError("cannot be written as JSON: nested too deeply (a chain of YAML "
                               "aliases nesting lists or mappings)") from None
-    except (TypeError, ValueError) as err:
+    except TypeError as err:
         raise ValidationError(f"cannot be written as JSON: {err}") from None
     try:
         return text.encode("utf-8")
