@@ -174,6 +174,16 @@ CASES = [
     # ... and JSON true for algo_type was compared with spad.bin's 5 (status 1)
     ("ar2", 0, ["entries", 0, "algo_type"], True, "entries[0].algo_type",
      "must be an integer, not true", False),
+    # FORMATS §1.2's files: every artifact's row, with records, bytes and sha256; with
+    # --ignore-checksums only a row's records were read, where it was listed (a tester)
+    ("ar2", 0, ["files", "spad.bin"], ABSENT, "files.spad.bin", "missing", False),
+    ("ar2", 0, ["files"], ABSENT, "files", "missing", False),
+    ("ar2", 0, ["files", "cce.bin", "bytes"], "x", "files.cce.bin.bytes",
+     'must be an integer, not "x"', False),
+    ("ar2", 0, ["files", "cce.bin", "sha256"], 5, "files.cce.bin.sha256",
+     "must be a string, not 5", False),
+    ("ar2", 0, ["files", "cce.bin", "records"], -1, "files.cce.bin.records",
+     "-1 is outside 0..9223372036854775807", False),
 ]
 
 

@@ -42,7 +42,13 @@ def _deny(monkeypatch, victim: Path) -> None:
     def read_bytes(self):
         refuse(self)
         return real_read_bytes(self)
+    real_regular = A.open_regular
+
+    def open_regular(path, *a, **kw):  # (how simulate opens the output's files)
+        refuse(path)
+        return real_regular(path, *a, **kw)
     monkeypatch.setattr(A, "open", fake_open, raising=False)
+    monkeypatch.setattr(A, "open_regular", open_regular)
     monkeypatch.setattr(Path, "read_bytes", read_bytes)
 
 

@@ -278,9 +278,13 @@ def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     fifo = [(item["channel"].int(),
              tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
             for item in doc["fifo"].items()]
-    files = doc.get("files", {})  # (absent: the checksums, when checked, said so)
-    records = {name: info["records"].int() for name in F.ARTIFACTS
-               if not (info := files.get(name)).null}
+    files = doc["files"]
+    records = {}
+    for name in F.ARTIFACTS:  # each row typed, also when the checksums are not checked
+        info = files[name]
+        records[name] = info["records"].int(0)
+        info["bytes"].int(0)
+        info["sha256"].str()
     return RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo,
                      said=said, records=records)
 
