@@ -591,6 +591,32 @@ def test_a_receive_without_its_post_recv_leg_is_caught(tmp_path):
            "post_recv leg(s) on channel 0, its ops receive 1 transfer(s) there")
 
 
+
+@pytest.mark.parametrize("relabel, into", [(1, 4), (7, 4), (14, 12)])
+def test_a_receive_left_without_a_post_recv_by_a_shorter_entry_is_named(relabel, into,
+                                                                        rdh8n_out, tmp_path):
+    """INTER_RDH over 8 nodes: rank 0's entry 0 (legs.bin records 0..16, mark_end last) has
+    6 post_recv legs (records 1, 4, 7, 10, 12, 14) for 6 receive transfers, one a net op:
+    recursive halving from ranks 512, 256, 128, then doubling from 128, 256, 512, each one
+    receive entry and the op's terminator, so net_dest.bin records 0, 2, 4, 6, 8, 10 (FORMATS
+    §8.2 "Terminator").  One post_recv relabelled a mesh_sync without elements, its elements
+    moved onto another (the entry's post_recv bytes still its receive entries'): 5 legs post
+    the first 5 transfers in order (FORMATS §3.2, §8 "Entries"), so the sixth, rank 512's
+    (record 10), has none, and the error named it, not the entry's last post_recv leg."""
+    legs = _legs(rdh8n_out, 0)
+    assert [i for i in range(17) if legs[i * REC + LEAF] == 21] == [1, 4, 7, 10, 12, 14]
+    (moved,) = struct.unpack_from("<I", legs, relabel * REC + NUM_ELEMENTS)
+    out = _copy(rdh8n_out, tmp_path)
+    p = out / "rank-0000" / "legs.bin"
+    _patch(p, relabel * REC + LEAF, "<B", lambda v: 20)
+    _patch(p, relabel * REC + ELEM_START, "<Q", lambda v: 0)
+    _patch(p, relabel * REC + NUM_ELEMENTS, "<I", lambda v: 0)
+    _patch(p, into * REC + NUM_ELEMENTS, "<I", lambda v: v + moved)
+    _fails(out, "rank-0000: rank 0, channel 0, artifact net_dest.bin, record 10: receive entry "
+           "from rank 512 has no post_recv leg: entry 0 (legs.bin records [0, 17)) has 5 "
+           "post_recv leg(s) on channel 0, its ops receive 6 transfer(s) there")
+
+
 def _swap_ops(p: Path, a: int, b: int) -> None:
     raw = bytearray(p.read_bytes())
     for off in (INC_RECV_HANDSHAKE, INC_RECV_COMPLETE):

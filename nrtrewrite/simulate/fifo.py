@@ -536,13 +536,14 @@ class FifoDecoder:
                     why = (f"{p.size} post_recv leg(s) on channel {ch}, its ops receive {got} "
                            "transfer(s) there (FORMATS §3.2: a post_recv posts the receive of "
                            "one transfer)")
-                    if p.size:
+                    if p.size > got:  # the first post_recv leg without a transfer to post
                         raise SimulationError(
                             f"entry {ent.index} has {why}", rank=rank, channel=ch,
-                            artifact="legs.bin", record=int(p[min(got, p.size - 1)]),
-                            field="leaf")
-                    # no post_recv leg to name: the first receive entry, and the entry's legs
-                    j = _first_receive(f, ent.index)
+                            artifact="legs.bin", record=int(p[got]), field="leaf")
+                    # post_recv legs post the transfers in order: the first transfer without
+                    # one is transfer p.size; named by its first receive entry, with the
+                    # entry's legs
+                    j = _first_receive(f, ent.index, int(p.size))
                     raise SimulationError(
                         f"receive entry from rank {int(f.rx['src_rank'][j])} has no post_recv "
                         f"leg: entry {ent.index} (legs.bin records [{first}, {first + count})) "
@@ -690,9 +691,12 @@ class FifoDecoder:
         return trank, reg, soff
 
 
-def _first_receive(f: ChannelFifo, entry: int) -> int:
-    """The index in ``f.rx`` of the first receive entry of SPAD entry ``entry``'s ops."""
-    return min(start for k, (start, n) in f.rx_groups.items() if n and f.op_entry[k] == entry)
+def _first_receive(f: ChannelFifo, entry: int, xfer: int = 0) -> int:
+    """The index in ``f.rx`` of the first receive entry of transfer ``xfer`` (0 the first;
+    ``f.rx_xfer`` numbers them) of SPAD entry ``entry``'s ops."""
+    return min(start + int(np.argmax(f.rx_xfer[start:start + n] == xfer))
+               for k, (start, n) in f.rx_groups.items()
+               if f.op_entry[k] == entry and (f.rx_xfer[start:start + n] == xfer).any())
 
 
 def _leg_name(prog: RankProgram, g: int) -> str:
