@@ -91,8 +91,6 @@ def _json_bytes(obj) -> bytes:
 #: ``triggers`` (a HIER plan's: tens of MB of JSON, seconds of encoding) are encoded in a
 #: forked process while the ranks are lowered (docs/PERFORMANCE.md).
 MANIFEST_AHEAD_TRIGGERS = 32
-#: Stands for the ``triggers`` value while the rest of the top-level manifest is encoded.
-_TRIGGERS_MARK = "\x00nrtrewrite:triggers"
 
 
 #: In the top-level manifest, containers this deep (the document is level 0) are written on
@@ -112,14 +110,80 @@ def _triggers_json(plan: LoweringPlan) -> bytes:
     return _top_json(manifest_triggers(plan), 1).encode()
 
 
-def _manifest_json(manifest: dict, triggers: bytes) -> bytes:
-    """:func:`_top_json` of ``manifest`` and a newline, whose ``triggers`` is :data:`_TRIGGERS_MARK`,
-    with the text ``triggers`` in its place: the same bytes as encoding it whole."""
-    mark_text = jsonout.dumps(_TRIGGERS_MARK)
-    head, mark, tail = _top_json(manifest).partition(mark_text)
-    if not mark or mark_text in tail:
-        raise RuntimeError("the triggers mark must stand exactly once in the manifest")
-    return head.encode() + triggers + tail.encode() + b"\n"
+#: A SHA-256 as the manifests write it (64 hex digits): what the hashes to come take in the
+#: top-level manifest encoded before the ranks are lowered (:class:`_TopManifest`).
+_SHA_STAND_IN = "0" * 64
+
+
+def _digits_below(n: int) -> int:
+    """The decimal digits of the numbers 0 .. n - 1 together."""
+    total, width, lo, hi = 0, 1, 0, 10
+    while lo < n:
+        total += (min(n, hi) - lo) * width
+        lo, hi, width = hi, hi * 10, width + 1
+    return total
+
+
+def _triggers_size_at_least(plan: LoweringPlan) -> int:
+    """A lower bound of the bytes of the top-level manifest's ``triggers`` text, from the
+    plan alone (no encoding): each trigger lists its ``replica_group``, n distinct ranks from
+    0 (NEFF-LIKE.md: a rank at most once in a group), so at least the digits of 0 .. n - 1,
+    n - 1 separators and the brackets."""
+    return sum(_digits_below(len(tp.group)) + len(tp.group) + 1 for tp in plan.triggers)
+
+
+class _TopManifest:
+    """The top-level manifest (docs/FORMATS.md §1.1) encoded before any rank is lowered,
+    with marks where the rewritten NEFF's hash, the rank manifests' and, when a forked
+    process encodes them while the ranks are lowered, the ``triggers`` go; :meth:`text`
+    puts them in (the same bytes as encoding the whole document).  ``size``: the bytes of
+    the manifest to be written, exact when ``triggers`` is given (each hash to come has its
+    64 hex digits), else ``exact`` is False and it counts the triggers at
+    :func:`_triggers_size_at_least` (docs/RELIABILITY.md §4).
+
+    A mark is a string with a random token: the model's names are the manifest's too, and
+    a var named as a fixed mark (``"\\u0000nrtrewrite:triggers"`` in its JSON) stood twice
+    in the text, an internal error."""
+
+    _KEYS = ("output_neff.sha256", "rank_manifests", "triggers")
+
+    def __init__(self, plan: LoweringPlan, ranks: list[int], neff_name: str,
+                 triggers: bytes | None):
+        self.triggers = triggers
+        token = secrets.token_hex(16)
+        mark = {k: f"\x00nrtrewrite:{token}:{k}" for k in self._KEYS}
+        doc = build_manifest(plan, ranks, mark["rank_manifests"], neff_name,
+                             mark["output_neff.sha256"], triggers=mark["triggers"])
+        text = _top_json(doc)
+        mark_text = {k: jsonout.dumps(m) for k, m in mark.items()}
+        if any(text.count(t) != 1 for t in mark_text.values()):
+            raise RuntimeError("each mark must stand exactly once in the manifest")
+        self.order = sorted(self._KEYS, key=lambda k: text.index(mark_text[k]))
+        self.pieces: list[bytes] = []
+        at = 0
+        for k in self.order:
+            i = text.index(mark_text[k])
+            self.pieces.append(text[at:i].encode())
+            at = i + len(mark_text[k])
+        self.pieces.append(text[at:].encode())
+        hashes = dict.fromkeys((rank_dir_name(r) for r in ranks), _SHA_STAND_IN)
+        self.exact = triggers is not None
+        self.size = (sum(map(len, self.pieces)) + len(b"\n")
+                     + len(jsonout.dumps(_SHA_STAND_IN)) + len(_top_json(hashes, 1))
+                     + (len(triggers) if triggers is not None
+                        else _triggers_size_at_least(plan)))
+
+    def text(self, rank_manifests: dict[str, str], neff_sha: str,
+             triggers: bytes | None = None) -> bytes:
+        """The manifest's bytes, with ``triggers`` (default: those given ahead)."""
+        values = {"output_neff.sha256": jsonout.dumps(neff_sha).encode(),
+                  "rank_manifests": _top_json(rank_manifests, 1).encode(),
+                  "triggers": self.triggers if triggers is None else triggers}
+        out = [self.pieces[0]]
+        for k, piece in zip(self.order, self.pieces[1:]):
+            out += [values[k], piece]
+        out.append(b"\n")
+        return b"".join(out)
 
 
 def _write_file(path: Path, data, sync: bool = True) -> None:
@@ -563,7 +627,7 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
 _RANK_DIR = re.compile(r"rank-[0-9]{4,}", re.ASCII)
 #: What a rank folder holds: its manifest and the artifact files.
 _RANK_FILES = frozenset(F.ARTIFACTS) | {"manifest.json"}
-#: The top-level manifest's ``output_neff.name`` as :func:`_manifest_json` lays it out (for a
+#: The top-level manifest's ``output_neff.name`` as :class:`_TopManifest` lays it out (for a
 #: manifest too big to parse only to find it: read in chunks until it is found).
 _NEFF_NAME_TEXT = re.compile(rb'\n "output_neff": \{\n  "name": ("(?:[^"\\\n]|\\.)*")')
 _MANIFEST_CHUNK = 1 << 20
@@ -802,22 +866,43 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
     return rank_list
 
 
-def _check_manifest_size(plan: LoweringPlan, size: int) -> None:
-    """Refuse a top-level manifest of ``size`` bytes that ``diff`` and ``simulate`` would
-    not read (over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`): a
-    :class:`LimitError` naming the model.  Nothing in the limits of the model bounds it (its
-    triggers list their groups and ring orders, its memory map every var); a rank manifest
-    stays under it (docs/RELIABILITY.md §4)."""
+def _check_manifest_size(plan: LoweringPlan, size: int, exact: bool = True) -> None:
+    """Refuse a top-level manifest of ``size`` bytes (``exact`` False: at least) that
+    ``diff`` and ``simulate`` would not read (over
+    :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`): a :class:`LimitError` naming the
+    model.  Nothing in the limits of the model bounds it (its triggers list their groups and
+    ring orders, its memory map every var); a rank manifest stays under it
+    (docs/RELIABILITY.md §4)."""
     if F.manifest_size_refusal(size) is not None:
-        raise LimitError(f"the output's top-level manifest.json would be {size} bytes, more "
-                         f"than the limit of {F.MAX_MANIFEST_BYTES} bytes diff and simulate "
-                         "read (MAX_MANIFEST_BYTES); nothing was written", file=plan.model.path)
+        raise LimitError(f"the output's top-level manifest.json would be "
+                         f"{'' if exact else 'at least '}{size} bytes, more than the limit of "
+                         f"{F.MAX_MANIFEST_BYTES} bytes diff and simulate read "
+                         "(MAX_MANIFEST_BYTES); nothing was written", file=plan.model.path)
+
+
+def _top_manifest_ahead(plan: LoweringPlan, rank_list: list[int], neff_name: str,
+                        encode_triggers: bool) -> _TopManifest:
+    """The top-level manifest but what the ranks and the NEFF give, encoded before anything
+    is written, and refused there when over the limit (:func:`_check_manifest_size`): first
+    from the triggers' lower bound alone (no encoding: a manifest of tens of GB is refused
+    before its text is built), then from its size, exact when ``encode_triggers`` (else the
+    triggers are encoded in a forked process while the ranks are lowered, and counted at
+    their lower bound)."""
+    _check_manifest_size(plan, _triggers_size_at_least(plan), exact=False)
+    top = _TopManifest(plan, rank_list, neff_name,
+                       _triggers_json(plan) if encode_triggers else None)
+    _check_manifest_size(plan, top.size, exact=top.exact)
+    return top
 
 
 def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],
                   force: bool, workers: int, progress: Callable[[int, int], None] | None,
                   warn: Callable[[str], None] | None = None,
                   on_placed: Callable[[Path], None] | None = None) -> Path:
+    forked = (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
+              and fork_available())
+    neff_name = output_neff_name(plan.model.path)
+    top_ahead = _top_manifest_ahead(plan, rank_list, neff_name, encode_triggers=not forked)
     clean_stale_temps(out)
     # the name is this process's alone (its pid and a random token), so whatever stops the run
     # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated
@@ -832,8 +917,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         tmp.mkdir()
         lock = lock_folder(tmp)  # held until the end: no other lower's cleanup removes it
         # forked first, before any lowering (its compose process, its writer threads, the pool)
-        if (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
-                and fork_available()):
+        if forked:
             triggers_ahead = ForkCall(lambda: _triggers_json(plan))
         rank_manifests: dict[str, str] = {}
         done = 0
@@ -862,17 +946,13 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
                 done += 1
                 if progress:
                     progress(done, len(rank_list))
-        neff_name = output_neff_name(plan.model.path)
         neff_bytes = rewritten_neff(plan, _leader_spad_index(plan))
         _write_file(tmp / neff_name, neff_bytes)
-        manifest = build_manifest(plan, rank_list, rank_manifests, neff_name,
-                                  hashlib.sha256(neff_bytes).hexdigest(),
-                                  triggers=_TRIGGERS_MARK)
         triggers = triggers_ahead.result() if triggers_ahead is not None else None
-        if triggers is None:  # not forked, or the process failed: encoded here
+        if triggers is None and top_ahead.triggers is None:  # the forked process failed
             triggers = _triggers_json(plan)
-        top = _manifest_json(manifest, triggers)
-        _check_manifest_size(plan, len(top))
+        top = top_ahead.text(rank_manifests, hashlib.sha256(neff_bytes).hexdigest(), triggers)
+        _check_manifest_size(plan, len(top))  # exact now (the forked triggers counted)
         _write_file(tmp / "manifest.json", top)
         syncer.drain()  # every rank folder durable before the output's own folder
         _check_complete(tmp, out, [rank_dir_name(r) for r in rank_list] + [neff_name])
@@ -1113,10 +1193,12 @@ def _leader_spad_index(plan: LoweringPlan) -> dict[int, int]:
     return out
 
 
-def build_manifest(plan: LoweringPlan, ranks: list[int], rank_manifests: dict[str, str],
-                   neff_name: str, neff_sha: str, *, triggers=None) -> dict:
+def build_manifest(plan: LoweringPlan, ranks: list[int],
+                   rank_manifests: dict[str, str] | str, neff_name: str, neff_sha: str, *,
+                   triggers=None) -> dict:
     """The top-level manifest (docs/FORMATS.md §1.1); ``triggers``: what stands for
-    :func:`nrtrewrite.lower.manifest_triggers` (default: it)."""
+    :func:`nrtrewrite.lower.manifest_triggers` (default: it); ``rank_manifests`` and
+    ``neff_sha`` may be marks too (:class:`_TopManifest`)."""
     topo = plan.topology
     gen = topo.platform.hw_generation
     return {

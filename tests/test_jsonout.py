@@ -94,16 +94,24 @@ def test_top_level_manifest_with_its_triggers_spliced_in_is_the_whole_encoding(n
     """bundle writes the top-level manifest with its ``triggers`` encoded apart (possibly in
     another process) and spliced in: the bytes of json.dumps of the whole document, with the
     containers 7 deep (a HIER leg's groups and buffers) on one line each (FORMATS §1.1)."""
-    from nrtrewrite.bundle import _TRIGGERS_MARK, _manifest_json, _triggers_json, build_manifest
+    from nrtrewrite.bundle import _TopManifest, _triggers_json, build_manifest
     from nrtrewrite.lower import LowerOptions, plan_lowering
     from nrtrewrite.neff.reader import read_model
 
     plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
-    args = (plan, list(plan.world), {"rank-0000": "ab"}, "x.neff", "cd")
+    ranks = list(plan.world)
+    hashes = {f"rank-{r:04d}": f"{r:064x}" for r in ranks}
+    args = (plan, ranks, hashes, "x.neff", "cd" * 32)
     doc = build_manifest(*args)
     whole = compact_reference(doc, 1, 7) + "\n"
-    spliced = _manifest_json(build_manifest(*args, triggers=_TRIGGERS_MARK), _triggers_json(plan))
+    # the triggers given ahead, or only when the text is made (a forked process's)
+    ahead = _TopManifest(plan, ranks, "x.neff", _triggers_json(plan))
+    spliced = ahead.text(hashes, "cd" * 32)
     assert spliced == whole.encode()
+    assert ahead.exact and ahead.size == len(spliced)
+    later = _TopManifest(plan, ranks, "x.neff", None)
+    assert later.text(hashes, "cd" * 32, _triggers_json(plan)) == spliced
+    assert not later.exact and later.size < len(spliced)
     assert json.loads(spliced) == json.loads(json.dumps(doc))
     if name == "two_node128":  # a HIER plan: one line per plan and per group of each leg
         legs = [leg for t in doc["triggers"] for leg in t["hier"]["legs"]]
@@ -112,6 +120,35 @@ def test_top_level_manifest_with_its_triggers_spliced_in_is_the_whole_encoding(n
                 == sum(len(leg["groups"]) for leg in legs))
         assert (sum(1 for ln in lines if ln.lstrip().startswith('{"channels": '))
                 == sum(len(leg["plans"]) for leg in legs))
+
+
+@pytest.mark.parametrize("name", ["\x00nrtrewrite:triggers", "\x00nrtrewrite:rank_manifests"])
+def test_a_var_named_as_a_manifest_mark_is_written_as_any_name(name, tmp_path):
+    """The model's names are written into the top-level manifest (its memory map names every
+    var), which is encoded with marks where the triggers and hashes go: a var named as the
+    fixed triggers mark (``"\\u0000nrtrewrite:triggers"`` in JSON) made it stand twice,
+    `internal error: RuntimeError: the triggers mark must stand exactly once` (status 70).
+    Lowered, its manifest is the whole document's encoding with the name in it."""
+    from nrtrewrite.bundle import write_output
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+
+    spec = {"header": {"pkg_version": 2, "name": "marks", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": name, "type": "input", "size": 4096},
+                                    {"name": "o", "type": "output", "size": 4096}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "op": "add", "src": name, "dst": "o",
+                               "num_elements": 1024}}]}}]}
+    model = read_model_bytes(assemble_spec(spec), path="marks.neff")
+    out = write_output(plan_lowering(model, LowerOptions()), tmp_path / "o", ranks=None)
+    text = (out / "manifest.json").read_text()
+    doc = json.loads(text)
+    assert text == compact_reference(doc, 1, 7) + "\n"
+    assert json.dumps(name) in text
+    assert sorted(doc["rank_manifests"]) == ["rank-0000", "rank-0001"]
 
 
 @pytest.mark.parametrize("key", [True, False, None, 1.5, float("inf"), -3])

@@ -364,3 +364,120 @@ def test_a_fifo_named_manifest_json_blocks_neither_lower_nor_dump(tmp_path, args
                           capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr == f"nrtrewrite: error: {line.format(o=o)}\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# lower refuses an over-large top-level manifest before any rank is lowered (until 2026-12-05
+# only after every rank was lowered and written and the whole text built in memory)
+
+def _no_rank_lowering(monkeypatch) -> None:
+    """Lowering a rank, in this process or a pool worker, fails the test."""
+    from nrtrewrite import bundle
+
+    def fail(*a, **k):
+        raise AssertionError("a rank was lowered before the manifest's size was refused")
+
+    monkeypatch.setattr(bundle, "_write_rank", fail)
+    monkeypatch.setattr(bundle, "_lower_and_write", fail)
+
+
+def _triggers_text(manifest: Path) -> str:
+    """The text of the manifest's ``triggers`` value (its keys sorted: ``world`` follows)."""
+    text = manifest.read_text()
+    start = text.index('\n "triggers": ') + len('\n "triggers": ')
+    return text[start:text.index(',\n "world": ', start)]
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_lower_refuses_a_top_manifest_over_the_limit_before_any_rank_is_lowered(
+        lowered, tmp_path, monkeypatch, jobs):
+    """ar2 (one trigger, fewer than MANIFEST_AHEAD_TRIGGERS: its triggers are encoded in
+    this process): the manifest's exact size is known from the plan before anything is
+    written (the hashes to come are 64 hex digits each), so its refusal is the one the
+    whole text got, with no rank lowered and nothing left."""
+    size = (lowered / "manifest.json").stat().st_size
+    _no_rank_lowering(monkeypatch)
+    monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", size - 1)
+    model = FIX / "ar2.neff"
+    code, err, _ = _run("lower", model, "-o", tmp_path / "o", "-j", jobs)
+    assert code == 2
+    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
+                   f"{size} bytes, more than the limit of {size - 1} bytes diff and simulate "
+                   "read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_triggers_encoded_in_a_forked_process_are_counted_at_their_lower_bound(
+        lowered, tmp_path, monkeypatch):
+    """With -j 2 and the triggers encoded in a forked process while the ranks are lowered
+    (the threshold lowered to 1), they are counted up front at their lower bound: ar2's one
+    trigger lists its group [0, 1], two distinct ranks, so at least 2 digits, a separator and
+    the brackets, 5 bytes.  Over the limit with them: refused before any rank is lowered,
+    "at least"; under it but over with the real text: refused once it is known, as before,
+    and nothing left either way."""
+    from nrtrewrite import bundle
+
+    size = (lowered / "manifest.json").stat().st_size
+    bound = size - len(_triggers_text(lowered / "manifest.json")) + 5
+    model = FIX / "ar2.neff"
+    monkeypatch.setattr(bundle, "MANIFEST_AHEAD_TRIGGERS", 1)
+    monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", bound - 1)
+    with monkeypatch.context() as m:
+        _no_rank_lowering(m)
+        code, err, _ = _run("lower", model, "-o", tmp_path / "o", "-j", "2")
+    assert code == 2
+    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
+                   f"at least {bound} bytes, more than the limit of {bound - 1} bytes diff and "
+                   "simulate read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", bound)
+    code, err, _ = _run("lower", model, "-o", tmp_path / "o", "-j", "2")
+    assert code == 2
+    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
+                   f"{size} bytes, more than the limit of {bound} bytes diff and simulate "
+                   "read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_triggers_lower_bound_alone_is_refused_before_anything_is_encoded(
+        tmp_path, monkeypatch):
+    """A manifest of tens of GB is refused before its text is built: the triggers' lower
+    bound (5 bytes for ar2's group [0, 1]) is checked before the manifest is encoded."""
+    from nrtrewrite import bundle
+
+    def fail(*a, **k):
+        raise AssertionError("the manifest was encoded")
+
+    _no_rank_lowering(monkeypatch)
+    monkeypatch.setattr(bundle, "_triggers_json", fail)
+    monkeypatch.setattr(bundle, "_TopManifest", fail)
+    monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", 4)
+    model = FIX / "ar2.neff"
+    code, err, _ = _run("lower", model, "-o", tmp_path / "o")
+    assert code == 2
+    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
+                   "at least 5 bytes, more than the limit of 4 bytes diff and simulate read "
+                   "(MAX_MANIFEST_BYTES); nothing was written"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_digits_below():
+    """0 .. n - 1 written out: 10 numbers of one digit, 90 of two, 900 of three; up to 2^20
+    (RELIABILITY §4's largest group): 10 + 180 + 2,700 + 36,000 + 450,000 + 5,400,000 +
+    48,576 x 7 digits."""
+    from nrtrewrite.bundle import _digits_below
+
+    assert [_digits_below(n) for n in (0, 1, 10, 11, 100, 101)] == [0, 1, 10, 12, 190, 193]
+    assert _digits_below(2 ** 20) == 6_228_922
+
+
+@pytest.mark.parametrize("name", ["ar2", "groups", "mix8", "node64", "two_node128"])
+def test_the_triggers_lower_bound_is_below_their_text(name):
+    """A lower bound: never more than the triggers' text (so nothing under the limit is
+    refused by it)."""
+    from nrtrewrite.bundle import _triggers_json, _triggers_size_at_least
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.reader import read_model
+
+    plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
+    assert 0 < _triggers_size_at_least(plan) < len(_triggers_json(plan))
