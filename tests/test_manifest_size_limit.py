@@ -97,6 +97,14 @@ def _never_read(monkeypatch, victim: Path) -> None:
     monkeypatch.setattr(D, "_open_regular", unreadable(D._open_regular))
 
 
+def _too_large(model: Path, size: int, limit: int, at_least: bool = False) -> str:
+    """lower's refusal of a top-level manifest of ``size`` bytes over the limit ``limit``
+    (docs/CLI.md "lower"), as stderr's one line."""
+    return (f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
+            f"{'at least ' if at_least else ''}{size} bytes, more than the limit of {limit} "
+            "bytes diff and simulate read (MAX_MANIFEST_BYTES); nothing was written")
+
+
 def _pad(path: Path, size: int) -> None:
     """``path``'s JSON, with spaces after it up to ``size`` bytes: the same JSON."""
     data = path.read_bytes()
@@ -333,9 +341,7 @@ def test_lower_refuses_to_write_a_top_manifest_over_the_limit(lowered, tmp_path,
     monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", size - 1)
     code, err, _ = _run("lower", model, "-o", o)
     assert code == 2
-    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
-                   f"{size} bytes, more than the limit of {size - 1} bytes diff and simulate "
-                   "read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert err == [_too_large(model, size, size - 1)]
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", size)
     code, err, _ = _run("lower", model, "-o", o)
@@ -401,9 +407,7 @@ def test_lower_refuses_a_top_manifest_over_the_limit_before_any_rank_is_lowered(
     model = FIX / "ar2.neff"
     code, err, _ = _run("lower", model, "-o", tmp_path / "o", "-j", jobs)
     assert code == 2
-    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
-                   f"{size} bytes, more than the limit of {size - 1} bytes diff and simulate "
-                   "read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert err == [_too_large(model, size, size - 1)]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -426,16 +430,12 @@ def test_triggers_encoded_in_a_forked_process_are_counted_at_their_lower_bound(
         _no_rank_lowering(m)
         code, err, _ = _run("lower", model, "-o", tmp_path / "o", "-j", "2")
     assert code == 2
-    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
-                   f"at least {bound} bytes, more than the limit of {bound - 1} bytes diff and "
-                   "simulate read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert err == [_too_large(model, bound, bound - 1, at_least=True)]
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", bound)
     code, err, _ = _run("lower", model, "-o", tmp_path / "o", "-j", "2")
     assert code == 2
-    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
-                   f"{size} bytes, more than the limit of {bound} bytes diff and simulate "
-                   "read (MAX_MANIFEST_BYTES); nothing was written"]
+    assert err == [_too_large(model, size, bound)]
     assert list(tmp_path.iterdir()) == []
 
 
@@ -455,9 +455,7 @@ def test_the_triggers_lower_bound_alone_is_refused_before_anything_is_encoded(
     model = FIX / "ar2.neff"
     code, err, _ = _run("lower", model, "-o", tmp_path / "o")
     assert code == 2
-    assert err == [f"nrtrewrite: error: {model}: the output's top-level manifest.json would be "
-                   "at least 5 bytes, more than the limit of 4 bytes diff and simulate read "
-                   "(MAX_MANIFEST_BYTES); nothing was written"]
+    assert err == [_too_large(model, 5, 4, at_least=True)]
     assert list(tmp_path.iterdir()) == []
 
 
