@@ -254,7 +254,7 @@ class RankFiles:
     entries: list[dict] = field(default_factory=list)
     fifo: list[tuple[int, tuple[tuple[int, int], ...]]] = field(default_factory=list)
     said: int | None = None  # the manifest's ``rank``
-    records: dict[str, int] = field(default_factory=dict)  # ``files[name].records``
+    records: dict[str, int] = field(default_factory=dict)  # each artifact's ``files[name].records``
 
     def raw(self, name: str) -> np.ndarray:
         """The records of ``name`` as a (records, itemsize) uint8 array (reserved-byte checks)."""
@@ -265,7 +265,7 @@ class RankFiles:
 def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     """The values of one rank's manifest, each of its type (FORMATS §1.2; an
     :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,
-    ``fifo`` and the ``records`` of each file ``files`` lists (:func:`load_rank_files`
+    ``fifo`` and every artifact's ``files`` row (its ``records`` kept) (:func:`load_rank_files`
     checks what they say and decodes the files)."""
     rdir = out / rank_dir_name(rank)
     if not rdir.is_dir():  # (the simulation cannot be done, status 2, as for the top manifest)
@@ -307,7 +307,7 @@ def load_rank_files(out: Path, rf: RankFiles) -> RankFiles:
                     raise SimulationError(
                         f"{size} bytes is not a whole number of {dtype.itemsize}-byte records",
                         file=str(out), rank=rank, artifact=name)
-                if name in rf.records and rf.records[name] != size // dtype.itemsize:
+                if rf.records[name] != size // dtype.itemsize:
                     raise SimulationError(
                         f"the rank manifest says {rf.records[name]} records, the file holds "
                         f"{size // dtype.itemsize}", file=str(out), rank=rank, artifact=name)

@@ -611,14 +611,14 @@ class FifoDecoder:
         # every later op starts at a receive, §8 "Ops") names the channel's recv_sema, as a
         # ring op does (_check_ops holds ring ops to it); _groups made rx_entry_cnt the count
         recv_sema = sem_id(ch, ROLE_RECV)
+        # each op's semaphore (its address _check_ops checked)
+        sems = self.layout.resolve_sema(rank, f.ops["inc_recv_complete"])[2]
         for k in np.flatnonzero(f.ops["rx_entry_cnt"] == 0).tolist():
             if _ring_op(prog.entries[f.op_entry[k]]):
                 continue
-            _tr, _w, sid, _err = self.layout.resolve_sema(
-                rank, np.array([f.ops["inc_recv_complete"][k]], np.uint64))
-            if int(sid[0]) != recv_sema:
+            if int(sems[k]) != recv_sema:
                 raise SimulationError(
-                    f"op {k} has no receive entries and names {sem_name(int(sid[0]))} "
+                    f"op {k} has no receive entries and names {sem_name(int(sems[k]))} "
                     f"(inc_recv_complete); an op without receives names this rank's "
                     f"{sem_name(recv_sema)}, as a ring op does (FORMATS §8.1)", rank=rank,
                     channel=ch, artifact="net_ops.bin", record=f.ops_first + k,
@@ -627,9 +627,7 @@ class FifoDecoder:
             ent = prog.entries[f.op_entry[k]]
             if not n or _ring_op(ent):
                 continue
-            _tr, _w, sid, _err = self.layout.resolve_sema(
-                rank, np.array([f.ops["inc_recv_complete"][k]], np.uint64))
-            sem = int(sid[0])
+            sem = int(sems[k])
             xs = f.rx_xfer[start:start + n]
             mine = posts[(rank, ent.index, ch)][int(xs.min()):int(xs.max()) + 1]
             first, count = ent.queues[ch]
