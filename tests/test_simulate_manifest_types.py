@@ -15,7 +15,7 @@ import pytest
 
 from nrtrewrite.golden import lower_to
 
-from test_simulate import cli, lower_spec, two_node_spec
+from test_simulate import cli, lower_neff, lower_spec, two_node_spec
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 I64 = "0..9223372036854775807"
@@ -32,6 +32,12 @@ def hier(tmp_path_factory) -> Path:
     """A HIER all-reduce over ranks 0, 1 (node 0) and 64, 65 (node 1); rank 0's entries are
     its legs, and its inter-node leg has a fifo slice."""
     return lower_spec(two_node_spec(), tmp_path_factory.mktemp("hier") / "out", algo="hier")
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory) -> Path:
+    """fixtures/ar2.neff lowered with the mesh forced: its trigger has a ``mesh`` section."""
+    return lower_neff(FIX / "ar2.neff", tmp_path_factory.mktemp("mesh") / "out", algo="mesh")
 
 
 #: A value for :func:`_set` that removes the key instead.
@@ -184,6 +190,29 @@ CASES = [
      "must be a string, not 5", False),
     ("ar2", 0, ["files", "cce.bin", "records"], -1, "files.cce.bin.records",
      "-1 is outside 0..9223372036854775807", False),
+    # FORMATS §1.1, §1.2 list these keys and `lower` writes every one; until 2026-12-05 the
+    # simulator took a default when one was absent (0, 1, null, "flat", no legs, no blocks)
+    ("ar2", None, ["memory", "sbuf_partition_stride"], ABSENT, "memory.sbuf_partition_stride",
+     "missing", True),
+    ("ar2", None, ["memory", "regions", 0, "partitions"], ABSENT,
+     "memory.regions[0].partitions", "missing", True),
+    ("ar2", None, ["memory", "regions", 0, "subgraph"], ABSENT, "memory.regions[0].subgraph",
+     "missing", True),
+    ("ar2", None, ["memory", "regions", 0, "var_id"], ABSENT, "memory.regions[0].var_id",
+     "missing", True),
+    ("ar2", None, ["topology", "lnc_size"], ABSENT, "topology.lnc_size", "missing", True),
+    ("ar2", None, ["triggers", 0, "src", "offset"], ABSENT, "triggers[0].src.offset",
+     "missing", True),
+    ("ar2", None, ["triggers", 0, "rdh", "super_blocks"], ABSENT,
+     "triggers[0].rdh.super_blocks", "missing", True),
+    ("mesh", None, ["triggers", 0, "mesh", "blocks"], ABSENT, "triggers[0].mesh.blocks",
+     "missing", True),
+    ("hier", None, ["triggers", 0, "hier", "legs"], ABSENT, "triggers[0].hier.legs",
+     "missing", True),
+    ("hier", None, ["triggers", 0, "hier", "legs", 0, "buffers"], ABSENT,
+     "triggers[0].hier.legs[0].buffers", "missing", True),
+    ("hier", 0, ["entries", 0, "leg"], ABSENT, "entries[0].leg", "missing", False),
+    ("ar2", 0, ["entries", 0, "subgraph"], ABSENT, "entries[0].subgraph", "missing", False),
 ]
 
 

@@ -223,18 +223,16 @@ def read_entry(f: Field) -> dict:
     """One item of a rank manifest's ``entries`` (FORMATS §1.2) as plain values, each of its
     type (an :class:`OutputError` naming the key otherwise): ``trigger``, ``algo_type``,
     ``algo_sub_type`` and ``channel_list`` integers, ``channels`` a list of channels, the four
-    flags ``true`` / ``false`` (not 0 / 1), ``leg`` a string (absent: ``flat``), ``subgraph``
-    a string when present, and ``sema_shift_offset`` / ``sema_mask`` integers, required when
-    the entry's own ``algo_type`` is of the mesh family.  What the values say (against
-    ``spad.bin``, the triggers) is the decoder's to check."""
-    entry = {"trigger": f["trigger"].int(), "leg": f.get("leg", "flat").str(),
-             "channels": f["channels"].ints(0, 31)}
+    flags ``true`` / ``false`` (not 0 / 1), ``leg`` and ``subgraph`` strings, and
+    ``sema_shift_offset`` / ``sema_mask`` integers, required when the entry's own
+    ``algo_type`` is of the mesh family.  What the values say (against ``spad.bin``, the
+    triggers) is the decoder's to check."""
+    entry = {"trigger": f["trigger"].int(), "leg": f["leg"].str(),
+             "subgraph": f["subgraph"].str(), "channels": f["channels"].ints(0, 31)}
     for key in ("algo_type", "algo_sub_type", "channel_list"):
         entry[key] = f[key].int()
     for key in ENTRY_FLAGS:
         entry[key] = f[key].bool()
-    if f.has("subgraph"):
-        entry["subgraph"] = f["subgraph"].str()
     for key in SEMA_OVERLAY:
         if entry["algo_type"] in MESH_FAMILY or f.has(key):
             entry[key] = f[key].int()

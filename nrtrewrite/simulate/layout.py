@@ -131,11 +131,11 @@ class Layout:
         doc = Field(top, "", file)
         mem = doc["memory"]
         self._fixed = {key: mem[key].int() for key in ("core_window", "dram_base", "sbuf_base")}
-        self.stride = mem.get("sbuf_partition_stride", 0).int(0)
+        self.stride = mem["sbuf_partition_stride"].int(0)
         self.regions: list[Region] = [
             Region(i, reg["name"].str(), reg["kind"].str(), reg["offset"].int(),
-                   reg["size"].int(), reg.get("partitions", 1).int(),
-                   reg.get("subgraph").opt_str(), reg.get("var_id").opt_int())
+                   reg["size"].int(), reg["partitions"].int(),
+                   reg["subgraph"].opt_str(), reg["var_id"].opt_int())
             for i, reg in enumerate(mem["regions"].items())]
         topo = doc["topology"]
         #: (key path, place) of each row of ``topology.ranks``, as written
@@ -143,7 +143,7 @@ class Layout:
                                             info["routing_id"].int(),
                                             info["logical_core"].int()))
                       for info in topo["ranks"].items()]
-        self.lnc_size = topo.get("lnc_size", 1).int()
+        self.lnc_size = topo["lnc_size"].int()
         #: the topology's node count: every rank's node is one of 0 .. nodes - 1
         self.nodes = topo["nodes"].int(1)
         self._topo = topo.value  # the platform keys and mesh_sub_type: checked as values

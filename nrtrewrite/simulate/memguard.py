@@ -183,7 +183,7 @@ def floors_of_specs(specs, layout) -> list[Floor]:
         for opnd, count in ((t.src, t.in_count), (t.dst, t.out_count)):
             try:
                 region = layout.var_region(t.subgraph, int(opnd["var_id"]))
-                span = (int(opnd.get("offset", 0)), count * ds)
+                span = (int(opnd["offset"]), count * ds)
             except (SimulationError, KeyError, TypeError, ValueError):  # the run's own error
                 spans.append(None)
                 continue

@@ -325,8 +325,7 @@ class RankDecoder:
                 expect["channel_list"] = sum(1 << c for c in bits)
                 expect["sema_shift_offset"] = int(self.channel_list[e]) & 0xFFFF
                 expect["sema_mask"] = int(self.channel_list[e]) >> 16
-            if "subgraph" in me:
-                expect["subgraph"] = t.subgraph
+            expect["subgraph"] = t.subgraph
             for key, val in expect.items():  # (of one type each side: read_entry)
                 if me.get(key) != val:
                     raise self.fail(f"spad.bin says {key} = {val!r}, the rank manifest "
@@ -1133,7 +1132,7 @@ class RankDecoder:
                 origin = pos * t.n
             if which == "dst" and t.op == "REDUCE_SCATTER":
                 origin = pos * (t.n // len(t.group))
-            out.append((reg.index, DRAM_BASE + reg.offset + int(opnd.get("offset", 0))
+            out.append((reg.index, DRAM_BASE + reg.offset + int(opnd["offset"])
                         - origin * t.dsize))
         return out
 

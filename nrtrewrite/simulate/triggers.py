@@ -316,7 +316,7 @@ class TriggerSpec:
         ds = self.dsize
         ap = opnd.get("ap")
         if ap is None:
-            off = int(opnd.get("offset", 0))
+            off = int(opnd["offset"])
             if region.kind == "sbuf" or off < 0 or off + count * ds > region.size:
                 raise SimulationError(f"{which} operand ({count} elements at offset {off}) does "
                                       f"not fit var {region.name!r}", **where)
@@ -431,8 +431,7 @@ def _operand(f: Field) -> dict:
     """A trigger's ``src`` or ``dst`` (FORMATS §1.1: ``var_id``, ``offset`` in bytes, ``ap``
     for SBUF operands), its types checked; the object as written."""
     f["var_id"].int()
-    if f.has("offset"):  # (absent: 0; null is no offset)
-        f["offset"].int()
+    f["offset"].int()
     ap = f.get("ap")
     if not ap.null:
         for key in ("start", "partition_start", "partition_count"):
@@ -465,12 +464,12 @@ def _hier_legs(t: Field) -> list[tuple]:
     if hier.null:
         return []
     out = []
-    for leg in hier.get("legs", []).items():
+    for leg in hier["legs"].items():
         plans = [({c["channel"].int(): c["order"].ints() for c in plan["channels"].items()},
                   plan["chunk"]["pgta"].int()) for plan in leg["plans"].items()]
         groups = [(g["group"].ints(), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
-                    _buffers(leg.get("buffers"))))
+                    _buffers(leg["buffers"])))
     return out
 
 
@@ -504,7 +503,7 @@ def _block_starts(t: Field) -> list[int]:
     for sec, key in (("mesh", "blocks"), ("rdh", "super_blocks")):
         f = t.get(sec)
         if not f.null:
-            out += [b.ints(length=2)[0] for b in f.get(key, []).items()]
+            out += [b.ints(length=2)[0] for b in f[key].items()]
     return out
 
 
