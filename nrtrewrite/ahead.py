@@ -359,12 +359,16 @@ def _call() -> None:
 
 class WorkerLost(RuntimeError):
     """A :class:`ForkPool` worker died (killed by a signal, the kernel's out-of-memory killer)
-    while it held ``item``; ``exitcode`` is the process's (``-N``: killed by signal N)."""
+    while it held ``item`` or, ``handed`` false, before it was handed ``item`` (it died idle,
+    after delivering its previous one); ``exitcode`` is the process's (``-N``: killed by
+    signal N)."""
 
-    def __init__(self, item: Any, exitcode: int | None):
-        super().__init__(f"the worker process exited (code {exitcode}) while it held {item!r}")
+    def __init__(self, item: Any, exitcode: int | None, handed: bool = True):
+        when = "while it held" if handed else "before it was handed"
+        super().__init__(f"the worker process exited (code {exitcode}) {when} {item!r}")
         self.item = item
         self.exitcode = exitcode
+        self.handed = handed
 
 
 class RemoteError(Exception):
@@ -418,9 +422,11 @@ class ForkPool:
     Why not ``multiprocessing.Pool``: a Pool worker that dies (SIGKILL, the out-of-memory
     killer) is replaced and the item it held is lost, so ``imap`` waits for it forever;
     here the death is seen (each worker's sentinel is waited on beside its results) and
-    raises :class:`WorkerLost` naming the item.  Fork before starting threads (a fork
-    copies only the calling thread).  :meth:`close` (or leaving the ``with``) kills and
-    reaps the workers, whatever they are doing, so nothing of theirs runs after it."""
+    raises :class:`WorkerLost` naming the item; a worker that died idle (after delivering
+    its item, before its next one) raises it when it is handed the next one, naming that
+    item (``handed`` false).  Fork before starting threads (a fork copies only the calling
+    thread).  :meth:`close` (or leaving the ``with``) kills and reaps the workers, whatever
+    they are doing, so nothing of theirs runs after it."""
 
     def __init__(self, fn: Callable[[Any], Any], workers: int):
         ctx = multiprocessing.get_context("fork")
@@ -457,7 +463,14 @@ class ForkPool:
         def hand_out(w: int) -> None:
             nonlocal sent
             if sent < n:
-                self.workers[w][1].send(items[sent])
+                try:
+                    self.workers[w][1].send(items[sent])
+                except (BrokenPipeError, ConnectionResetError):
+                    # its task pipe has no reader: the worker died idle (after delivering
+                    # its previous item, or before its first); reaped for its exit status
+                    proc = self.workers[w][0]
+                    proc.join()
+                    raise WorkerLost(items[sent], proc.exitcode, handed=False) from None
                 held[w] = sent
                 sent += 1
 

@@ -1155,8 +1155,9 @@ def _settle_swap(out: Path, tmp: Path, old: Path) -> None:
 
 
 def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:
-    """The error of a pool worker that died while lowering rank ``err.item``: killed by a
-    signal (SIGKILL: the kernel's out-of-memory killer ends processes so) or exited."""
+    """The error of a pool worker that died while lowering rank ``err.item`` or, idle, before
+    it was handed that rank: killed by a signal (SIGKILL: the kernel's out-of-memory killer
+    ends processes so) or exited."""
     code = err.exitcode
     if code is not None and code < 0:
         try:
@@ -1167,9 +1168,14 @@ def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:
             how += ", as the kernel's out-of-memory killer does"
     else:
         how = f"exit status {code}"
-    return LoweringError(f"the worker process lowering this rank died ({how}); nothing was "
-                         "written: lower with fewer workers (-j 1), fewer ranks at once "
-                         "(--rank), or with more memory", file=plan.model.path, rank=err.item)
+    if err.handed:
+        what = f"the worker process lowering this rank died ({how})"
+    else:
+        what = (f"the worker process that was to lower this rank died ({how}) before it was "
+                "handed the rank")
+    return LoweringError(f"{what}; nothing was written: lower with fewer workers (-j 1), fewer "
+                         "ranks at once (--rank), or with more memory", file=plan.model.path,
+                         rank=err.item)
 
 
 def _leader_spad_index(plan: LoweringPlan) -> dict[int, int]:

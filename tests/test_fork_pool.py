@@ -68,6 +68,63 @@ def test_a_killed_worker_raises_worker_lost_naming_its_item():
     assert all(not p.is_alive() for p in procs)  # the other worker is reaped on leaving
 
 
+def _killed_and_closed(proc) -> None:
+    """SIGKILL ``proc`` and wait until it is a zombie (or gone): its file descriptors, its
+    task pipe's only reader among them, are closed then; not reaped (the pool joins it)."""
+    os.kill(proc.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while _alive(proc.pid):
+        assert time.monotonic() < deadline, "the killed worker did not exit"
+        time.sleep(0.005)
+
+
+def _same(i):
+    return i
+
+
+def test_a_worker_dead_before_its_first_item_raises_worker_lost_naming_it():
+    """A worker killed before ``imap`` hands it its first item: the hand-out's send raised
+    ``BrokenPipeError``, which ``lower`` reported as ``cannot write the output: Broken pipe``
+    naming neither worker nor rank."""
+    with ForkPool(_same, 1) as pool:
+        _killed_and_closed(pool.workers[0][0])
+        with pytest.raises(WorkerLost) as info:
+            list(pool.imap([7, 8]))
+    assert (info.value.item, info.value.exitcode, info.value.handed) == (7, -signal.SIGKILL,
+                                                                        False)
+    assert str(info.value) == "the worker process exited (code -9) before it was handed 7"
+
+
+class _KilledAtSecondSend:
+    """A worker's task pipe end whose second ``send`` first kills the worker and waits until
+    its pipe is closed: the worker delivered its first item and died idle (as the kernel's
+    out-of-memory killer may end it right after it sent its result)."""
+
+    def __init__(self, proc, conn):
+        self.proc, self.conn, self.sends = proc, conn, 0
+
+    def send(self, obj):
+        self.sends += 1
+        if self.sends == 2:
+            _killed_and_closed(self.proc)
+        self.conn.send(obj)
+
+    def close(self):
+        self.conn.close()
+
+
+def test_a_worker_dead_idle_after_its_item_raises_worker_lost_naming_the_next():
+    """Two workers hold items 0 and 1; the first to deliver dies before it is handed item
+    2: ``WorkerLost`` names item 2, not handed (before: ``BrokenPipeError``)."""
+    with ForkPool(_same, 2) as pool:
+        pool.workers = [(proc, _KilledAtSecondSend(proc, tasks), results)
+                        for proc, tasks, results in pool.workers]
+        with pytest.raises(WorkerLost) as info:
+            list(pool.imap(range(6)))
+    assert (info.value.item, info.value.exitcode, info.value.handed) == (2, -signal.SIGKILL,
+                                                                        False)
+
+
 def test_leaving_early_kills_the_workers():
     with ForkPool(lambda i: time.sleep(60), 2) as pool:
         it = pool.imap(range(4))
@@ -96,6 +153,28 @@ def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, mon
         "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
         "was written: lower with fewer workers (-j 1), fewer ranks at once (--rank), or with "
         "more memory"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lower_with_a_worker_killed_idle_names_the_rank_it_was_to_get(tmp_path, monkeypatch):
+    """``lower -j 2`` of mix8 with worker 0 killed before it is handed rank 0: one line naming
+    the model and rank 0, saying the worker died before it was handed the rank (before:
+    ``OUT: cannot write the output: Broken pipe``)."""
+    import nrtrewrite.bundle as bundle_mod
+
+    class FirstWorkerKilled(ForkPool):
+        def __init__(self, fn, workers):
+            super().__init__(fn, workers)
+            _killed_and_closed(self.workers[0][0])
+    monkeypatch.setattr(bundle_mod, "ForkPool", FirstWorkerKilled)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert res.stderr.splitlines() == [
+        f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 0: the worker process that was to "
+        "lower this rank died (killed by SIGKILL, as the kernel's out-of-memory killer does) "
+        "before it was handed the rank; nothing was written: lower with fewer workers (-j 1), "
+        "fewer ranks at once (--rank), or with more memory"]
     assert list(tmp_path.iterdir()) == []
 
 
