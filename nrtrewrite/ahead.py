@@ -93,21 +93,28 @@ def _signals_held() -> Iterator[frozenset]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
+#: The exit status of a forked process ended by SIGINT (128 + SIGINT, as a shell and the CLI
+#: give it): its consumer tells an interrupted process from one that returned.
+INTERRUPTED = 128 + signal.SIGINT
+
+
 def _quietly(forker: int, held: frozenset, target: Callable[..., None], *args: Any) -> None:
     """A forked process's body: ``target(*args)``, ended quietly by Ctrl-C (SIGINT reaches
     the whole foreground process group; the process that forked stops on its own and kills
-    its children, which must not print a traceback each); killed with the process that
-    forked it, pid ``forker`` (:func:`_die_with_parent`; passed as an argument, not recorded
-    by an ``os.register_at_fork`` callback: a signal's exception raised inside such a
-    callback is printed and ignored by Python, and the run went on to exit 0).  ``held``:
-    the signals :func:`_signals_held` blocked around the fork, released here."""
+    its children, which must not print a traceback each), with exit status
+    :data:`INTERRUPTED` (a pool worker interrupted alone is reported as such); killed with
+    the process that forked it, pid ``forker`` (:func:`_die_with_parent`; passed as an
+    argument, not recorded by an ``os.register_at_fork`` callback: a signal's exception
+    raised inside such a callback is printed and ignored by Python, and the run went on to
+    exit 0).  ``held``: the signals :func:`_signals_held` blocked around the fork, released
+    here."""
     _die_with_parent(forker)
     try:
         if held:  # a Ctrl-C that came during the fork is raised here, and ends us quietly
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
         target(*args)
     except KeyboardInterrupt:
-        pass
+        sys.exit(INTERRUPTED)  # no traceback (multiprocessing prints none for SystemExit)
 
 
 #: Linux's prctl option: the signal a process gets when the thread that forked it ends.
@@ -361,7 +368,7 @@ class WorkerLost(RuntimeError):
     """A :class:`ForkPool` worker died (killed by a signal, the kernel's out-of-memory killer)
     while it held ``item`` or, ``handed`` false, before it was handed ``item`` (it died idle,
     after delivering its previous one); ``exitcode`` is the process's (``-N``: killed by
-    signal N)."""
+    signal N; :data:`INTERRUPTED`: ended by a SIGINT of its own)."""
 
     def __init__(self, item: Any, exitcode: int | None, handed: bool = True):
         when = "while it held" if handed else "before it was handed"

@@ -53,7 +53,7 @@ from nrtrewrite.emit.tiling import cce_max_elements
 from nrtrewrite.errors import LimitError, LoweringError, OutputError
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
-from nrtrewrite.ahead import ForkCall, ForkPool, WorkerLost
+from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
@@ -1157,24 +1157,27 @@ def _settle_swap(out: Path, tmp: Path, old: Path) -> None:
 def _worker_lost(plan: LoweringPlan, err: WorkerLost) -> LoweringError:
     """The error of a pool worker that died while lowering rank ``err.item`` or, idle, before
     it was handed that rank: killed by a signal (SIGKILL: the kernel's out-of-memory killer
-    ends processes so) or exited."""
+    ends processes so, and only then is memory the likely cause), interrupted (a SIGINT of
+    its own: it exits :data:`~nrtrewrite.ahead.INTERRUPTED`) or exited."""
     code = err.exitcode
     if code is not None and code < 0:
         try:
-            how = f"killed by {signal.Signals(-code).name}"
+            how = f"died (killed by {signal.Signals(-code).name}"
         except ValueError:
-            how = f"killed by signal {-code}"
-        if code == -signal.SIGKILL:
-            how += ", as the kernel's out-of-memory killer does"
-    else:
-        how = f"exit status {code}"
+            how = f"died (killed by signal {-code}"
+        how += ", as the kernel's out-of-memory killer does)" if code == -signal.SIGKILL else ")"
+    elif code == INTERRUPTED:
+        how = "was interrupted (SIGINT)"
+    else:  # it returned or failed on its own, without sending its result
+        how = f"exited (status {code})" + (" without its result" if err.handed else "")
     if err.handed:
-        what = f"the worker process lowering this rank died ({how})"
+        who = "the worker process lowering this rank"
     else:
-        what = (f"the worker process that was to lower this rank died ({how}) before it was "
-                "handed the rank")
-    return LoweringError(f"{what}; nothing was written: lower with fewer workers (-j 1), fewer "
-                         "ranks at once (--rank), or with more memory", file=plan.model.path,
+        who = "the worker process that was to lower this rank"
+        how += " before it was handed the rank"
+    hint = (": lower with fewer workers (-j 1), fewer ranks at once (--rank), or with more "
+            "memory" if code == -signal.SIGKILL else "")
+    return LoweringError(f"{who} {how}; nothing was written{hint}", file=plan.model.path,
                          rank=err.item)
 
 

@@ -222,7 +222,7 @@ def ctrl_c_raises():
 
 def test_an_interrupted_forked_process_ends_quietly(capfd, ctrl_c_raises):
     """SIGINT to an idle pool worker and an idle compose-ahead process (waiting for their
-    next item): each ends with status 0 and prints nothing (before: a traceback each,
+    next item): each ends with status 130 (128 + SIGINT) and prints nothing (before: a traceback each,
     ``Process nrtrewrite-worker: ... KeyboardInterrupt``)."""
     from nrtrewrite.ahead import ForkAhead
 
@@ -233,8 +233,72 @@ def test_an_interrupted_forked_process_ends_quietly(capfd, ctrl_c_raises):
             os.kill(p.pid, signal.SIGINT)
         for p in procs:
             p.join(10)
-        assert [p.exitcode for p in procs] == [0, 0]
+        assert [p.exitcode for p in procs] == [130, 130]
     assert "Traceback" not in capfd.readouterr().err
+
+
+def _interrupt_at_3(i):
+    if i == 3:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(10)  # not reached: the signal's KeyboardInterrupt is raised first
+    return i
+
+
+def test_a_worker_interrupted_alone_exits_130_and_raises_worker_lost(ctrl_c_raises):
+    """SIGINT to one busy worker only (not the process group): it ends quietly with status
+    130 (128 + SIGINT, as the CLI's own Ctrl-C), not 0, so the pool's report can say it was
+    interrupted (before: ``died (exit status 0)`` and advice about memory)."""
+    with ForkPool(_interrupt_at_3, 2) as pool:
+        with pytest.raises(WorkerLost) as info:
+            list(pool.imap(range(6)))
+    assert (info.value.item, info.value.exitcode, info.value.handed) == (3, 130, True)
+
+
+def test_lower_with_a_worker_interrupted_alone_says_so(tmp_path, monkeypatch, ctrl_c_raises):
+    """``lower -j 2`` of mix8 with rank 3's worker sent SIGINT alone: one line saying it was
+    interrupted, no memory advice (before: ``died (exit status 0); nothing was written: lower
+    with fewer workers (-j 1), ... or with more memory``)."""
+    real = lower_mod._emit_batch
+
+    def emit(builder, plan, batch, r, *a, **kw):
+        if r == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)  # not reached
+        return real(builder, plan, batch, r, *a, **kw)
+    monkeypatch.setattr(lower_mod, "_emit_batch", emit)
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert res.stderr.splitlines() == [
+        f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
+        "rank was interrupted (SIGINT); nothing was written"]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("exitcode, handed, says", [
+    (-signal.SIGTERM, True, "the worker process lowering this rank died (killed by SIGTERM); "
+                            "nothing was written"),
+    (-signal.SIGKILL, False, "the worker process that was to lower this rank died (killed by "
+                             "SIGKILL, as the kernel's out-of-memory killer does) before it was "
+                             "handed the rank; nothing was written: lower with fewer workers "
+                             "(-j 1), fewer ranks at once (--rank), or with more memory"),
+    (130, False, "the worker process that was to lower this rank was interrupted (SIGINT) "
+                 "before it was handed the rank; nothing was written"),
+    (1, True, "the worker process lowering this rank exited (status 1) without its result; "
+              "nothing was written"),
+    (0, False, "the worker process that was to lower this rank exited (status 0) before it "
+               "was handed the rank; nothing was written"),
+])
+def test_a_lost_workers_message_says_what_happened(exitcode, handed, says):
+    """The memory advice only for SIGKILL (the out-of-memory killer's signal); an interrupt,
+    another signal or an exit of its own is said as such."""
+    from types import SimpleNamespace
+
+    from nrtrewrite.bundle import _worker_lost
+
+    plan = SimpleNamespace(model=SimpleNamespace(path="M.neff"))
+    err = _worker_lost(plan, WorkerLost(5, exitcode, handed=handed))
+    assert str(err) == f"M.neff: rank 5: {says}"
 
 
 class _TwoArgs(Exception):
@@ -449,7 +513,7 @@ def test_a_ctrl_c_during_the_fork_ends_the_child_quietly(capfd, ctrl_c_raises):
     proc = call.proc
     assert call.result() is None  # interrupted before computing anything
     proc.join(10)
-    assert proc.exitcode == 0
+    assert proc.exitcode == 130  # 128 + SIGINT: ended by the interrupt
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception ignored" not in err, err
 
