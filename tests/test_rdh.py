@@ -215,3 +215,68 @@ def test_explain_and_schedule_show_the_hypercube(tmp_path):
     assert [s["leaf"] for s in steps if s["leaf"] != "mark_complete"][:3] == [
         "mesh_sync", "mesh_sync", "rdh_copy"]
     assert steps[2]["to"] == [0] and steps[2]["phase"] == EncMeshEventType(52).name
+
+
+FOLD_IN, FOLD_OUT = "EVT_RDH_LOCAL_PEER_HANDSHAKE", "EVT_RDH_AXES_HANDSHAKE_2"
+
+
+@pytest.mark.parametrize("op, n, core, extra", [
+    # group [0, 1, 2]: m = 2 core ranks, rank 1 folds into rank 0 (DESIGN.md "Mesh and RDH");
+    # 96 elements of the op space, natural blocks of 32, super-blocks [0, 64) and [64, 96) for
+    # reduce-scatter / all-gather (core 0 owns its block and its extra's), halves of 48 for
+    # all-reduce
+    ("all_reduce", 96,
+     [("fold", FOLD_IN, 1, None, [0, 96]),
+      ("rh0", "EVT_RH_STEP_0", 2, [0, 48], [48, 96]),
+      ("rd0", "EVT_RD_STEP_0", 2, [0, 48], [48, 96]),
+      ("unfold", FOLD_OUT, 1, [0, 96], None)],
+     [("fold", FOLD_IN, 0, [0, 96], None), ("unfold", FOLD_OUT, 0, None, [0, 96])]),
+    ("reduce_scatter", 96,  # the extra rank gets back only its block [32, 64)
+     [("fold", FOLD_IN, 1, None, [0, 96]),
+      ("rh0", "EVT_RH_STEP_0", 2, [0, 64], [64, 96]),
+      ("unfold", FOLD_OUT, 1, [32, 64], None)],
+     [("fold", FOLD_IN, 0, [0, 96], None), ("unfold", FOLD_OUT, 0, None, [32, 64])]),
+    ("all_gather", 32,  # the extra rank hands over only its block [32, 64)
+     [("fold", FOLD_IN, 1, None, [32, 64]),
+      ("rd0", "EVT_RD_STEP_0", 2, [0, 64], [64, 96]),
+      ("unfold", FOLD_OUT, 1, [0, 96], None)],
+     [("fold", FOLD_IN, 0, [32, 64], None), ("unfold", FOLD_OUT, 0, None, [0, 96])]),
+])
+def test_explain_rdh_rank_shows_the_fold_and_unfold_on_both_sides(tmp_path, op, n, core, extra):
+    """explain --rank on a folded group: the extra rank's fold (send) and unfold (receive), and
+    its core rank's fold-in first and unfold last, each with event, partner and element range
+    (docs/CLI.md "explain" ``rdh.rank``); the same partners, events and sent ranges as
+    ``schedule --json`` shows for what lower composes."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(meshcase.spec([[0, 1, 2]], [(op, "bf16", "add", n)])))
+
+    def run(cmd: str, rank: int) -> dict:
+        res = CliRunner().invoke(main, [cmd, str(neff), "--rank", str(rank), "--algo",
+                                        "intra_rdh", "--json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)
+
+    for rank, want in ((0, core), (1, extra)):
+        got = run("explain", rank)["triggers"][0]["rdh"]["rank"]
+        assert got["core"] == (0 if rank == 0 else None)
+        rows = []
+        for s in got["steps"]:
+            a, b = ("keep", "send") if "keep" in s else ("send", "receive")
+            rows.append((s["stage"], s["event"], s["partner"], s.get(a), s.get(b)))
+        assert rows == want
+        sched = run("schedule", rank)["ops"][0]
+        events = {e["event"]: e for e in sched["events"]}
+        moved = [(s["to"], s["elements"]) for s in sched["channels"][0]["steps"]
+                 if s["leaf"] in ("rdh_copy", "rdh_reduce")]
+        for s in got["steps"]:
+            if s["stage"] not in ("fold", "unfold"):
+                continue
+            e = events[s["event"]]
+            if "send" in s:
+                assert e["to"] == [s["partner"]] and ([s["partner"]], s["send"]) in moved
+            else:
+                assert e["from"] == [s["partner"]]

@@ -557,7 +557,11 @@ def rdh_template(topo, plan: RdhPlan, rank: int) -> ComposedRdh:
 
 def explain_rdh(sel, topo, rank: int | None = None) -> dict:
     """What ``explain`` shows for an RDH selection: the hypercube, the folds and (with a rank)
-    its partner and ranges at every step."""
+    its partner and ranges at every step, as :func:`compose_rdh` lowers them: an extra rank's
+    fold (its input, or its block for an all-gather, sent on EVT_RDH_LOCAL_PEER_HANDSHAKE) and
+    unfold (the result, or its block for a reduce-scatter, received on
+    EVT_RDH_AXES_HANDSHAKE_2); its core rank receives that fold first and sends that unfold
+    last."""
     group = tuple(sel.group)
     n = len(group)
     dsize = DTYPE_SIZE[sel.dtype]
@@ -572,11 +576,24 @@ def explain_rdh(sel, topo, rank: int | None = None) -> dict:
            "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
            "scratch_bytes": plan.scratch}
     if rank is not None and rank in group:
-        c, folded = plan.core_of(group.index(rank))
+        i = group.index(rank)
+        c, folded = plan.core_of(i)
+        full = [0, plan.total]
         steps = []
-        if folded:
-            steps.append({"stage": "fold", "partner": group[plan.nat(c)]})
+        if folded:  # hand the input over, get the result back (compose_rdh's extra rank)
+            core_rank = group[plan.nat(c)]
+            steps.append({"stage": "fold", "event": FOLD_IN.name, "partner": core_rank,
+                          "send": list(plan.block(i)) if sel.op == EncOpType.ALLGATHER
+                          else full})
+            steps.append({"stage": "unfold", "event": FOLD_OUT.name, "partner": core_rank,
+                          "receive": list(plan.block(i)) if sel.op == EncOpType.REDUCE_SCATTER
+                          else full})
         else:
+            extra_i = plan.extra_of(c)
+            if extra_i is not None:  # the extra rank's fold-in comes first
+                steps.append({"stage": "fold", "event": FOLD_IN.name, "partner": group[extra_i],
+                              "receive": list(plan.block(extra_i))
+                              if sel.op == EncOpType.ALLGATHER else full})
             if sel.op != EncOpType.ALLGATHER:
                 for s_ in range(plan.L):
                     pc, keep, send = plan.rh(c, s_)
@@ -589,6 +606,11 @@ def explain_rdh(sel, topo, rank: int | None = None) -> dict:
                     steps.append({"stage": f"rd{k}", "event": rd_event(k).name,
                                   "partner": group[plan.nat(pc)], "send": list(held),
                                   "receive": list(theirs)})
+            if extra_i is not None:  # and the result goes back to it last
+                steps.append({"stage": "unfold", "event": FOLD_OUT.name,
+                              "partner": group[extra_i],
+                              "send": list(plan.block(extra_i))
+                              if sel.op == EncOpType.REDUCE_SCATTER else full})
         out["rank"] = {"core": None if folded else c, "steps": steps}
     return out
 
