@@ -131,3 +131,40 @@ def test_the_root_meets_both_directions_through_post_sema():
     assert dist.size and set(dist["wait_sem"][:, 0]) == {channel_sem(ccw, SEM_POST)}
     assert plan.triggers[0].trigger.op == EncOpType.ALLREDUCE
     run_trigger(plan, 0)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5])
+def test_the_roots_final_reduce_step_is_in_the_reduce_scatter_phase(tmp_path, n):
+    """schedule's ``phase`` counts steps as the ring does (docs/DESIGN.md "Step counting": the
+    final reduce step belongs to the reduce-scatter): the root's step h_cw -- its CCW
+    direct_recv of the CCW partial, its combining recv_reduce_copy_send and its CCW
+    direct_copy_send of the result -- is ``reduce_scatter``, as the steps before it; every
+    later step (the result travelling back out) is ``all_gather``.  The root's three legs were
+    labelled ``all_gather``."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    count = 64 * n
+    spec = {"header": {"name": "p"}, "subgraphs": [{
+        "name": "sg00", "vars": [{"name": "a", "type": "input", "size": 2 * count},
+                                 {"name": "b", "type": "output", "size": 2 * count}],
+        "replica_groups": [list(range(n))],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                           "dst": "b", "num_elements": count}}]}}]}
+    neff = tmp_path / "p.neff"
+    neff.write_bytes(assemble_spec(spec))
+    h_cw = (n - 1 + 1) // 2  # ceil((n - 1) / 2)
+    for rank in range(n):
+        res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", str(rank), "--algo",
+                                        "single_cycle_ring", "--json"])
+        assert res.exit_code == 0, res.output
+        rows = [(ch["direction"], s) for ch in json.loads(res.output)["ops"][0]["channels"]
+                for s in ch["steps"]]
+        root = sorted((d, s["leaf"]) for d, s in rows
+                      if s["k"] == rank and s["step"] == h_cw and s["half"] == 0)
+        assert root == [("ccw", "direct_copy_send"), ("ccw", "direct_recv"),
+                        ("cw", "recv_reduce_copy_send")]
+        for _d, s in rows:
+            assert s["phase"] == ("reduce_scatter" if s["step"] <= h_cw else "all_gather"), s
+        assert {s["phase"] for _d, s in rows} == {"reduce_scatter", "all_gather"}

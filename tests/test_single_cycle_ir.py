@@ -90,7 +90,7 @@ def reference_single_cycle_ir(sp, topo, rank, peers, views):
             for i, (_dd, step, _sub, _pos, role) in enumerate(mine):
                 sel = k == i
                 out["step"][sel] = step
-                out["phase"][sel] = AG if step >= arcs(n)[0] else RS
+                out["phase"][sel] = AG if step > arcs(n)[0] else RS
                 out["leaf"][sel] = int(role.leaf)
                 out["n_src"][sel] = len(role.srcs)
                 for j, s in enumerate(role.srcs):

@@ -350,7 +350,10 @@ def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
                 for i, (step, _sub, _pos, role) in enumerate(dr.legs):
                     sel = k == i
                     out["step"][sel] = step
-                    out["phase"][sel] = AG if step >= h_cw else RS
+                    # the root's step h_cw is the final reduce step (its CCW direct_recv
+                    # of the CCW partial, the combine, the CCW send of the result), which
+                    # the ring counts in its reduce-scatter (DESIGN.md "Step counting")
+                    out["phase"][sel] = AG if step > h_cw else RS
                     out["leaf"][sel] = int(role.leaf)
                     out["n_src"][sel] = len(role.srcs)
                     for j, s in enumerate(role.srcs):
