@@ -168,3 +168,27 @@ def test_the_roots_final_reduce_step_is_in_the_reduce_scatter_phase(tmp_path, n)
         for _d, s in rows:
             assert s["phase"] == ("reduce_scatter" if s["step"] <= h_cw else "all_gather"), s
         assert {s["phase"] for _d, s in rows} == {"reduce_scatter", "all_gather"}
+
+
+@pytest.mark.parametrize("algo", ["single_cycle_ring", "ring"])
+def test_a_one_rank_groups_copy_is_in_the_all_gather_phase(tmp_path, algo):
+    """A one-rank group runs enc_1rank_primitive (its input copied to its output, no
+    reduction): schedule's ``phase`` is ``all_gather`` under either engine (a forced
+    SINGLE_CYCLE_RING showed ``reduce_scatter``, the ring ``all_gather``)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    spec = {"header": {"name": "p"}, "subgraphs": [{
+        "name": "sg00", "vars": [{"name": "a", "type": "input", "size": 64},
+                                 {"name": "b", "type": "output", "size": 64}],
+        "replica_groups": [[0]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                           "dst": "b", "num_elements": 32}}]}}]}
+    neff = tmp_path / "p.neff"
+    neff.write_bytes(assemble_spec(spec))
+    res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", "0", "--algo", algo,
+                                    "--json"])
+    assert res.exit_code == 0, res.output
+    steps = [s for ch in json.loads(res.output)["ops"][0]["channels"] for s in ch["steps"]]
+    assert [(s["leaf"], s["phase"]) for s in steps] == [("direct_copy", "all_gather")] * 2

@@ -42,6 +42,7 @@ def reference_single_cycle_ir(sp, topo, rank, peers, views):
             row["channel"] = cw
             row["k"] = rank
             row["leaf"] = int(Leaf.direct_copy)
+            row["phase"] = AG
             row["half"] = np.tile([0, 1], G)
             row["group"] = np.repeat(np.arange(G), 2)
             _r, _s, a, b = sp.layout.expand(row["group"], np.zeros(G * 2, np.int64),

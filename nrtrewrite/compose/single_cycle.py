@@ -321,6 +321,7 @@ def _group_rows(sp: SingleCyclePlan, topo, rank: int, slots: tuple[_Slot, ...],
                 row["channel"] = sl.cw
                 row["k"] = sp.group[0]  # the chunk position as a rank id, as everywhere
                 row["leaf"] = int(Leaf.direct_copy)
+                row["phase"] = AG  # enc_1rank_primitive's copy, as the ring labels it
                 row["half"] = halves
                 row["n_src"], row["n_dst"] = 1, 1
                 row["src_view"][:, 0], row["dst_view"][:, 0] = vix["in"], vix["out"]
