@@ -1,4 +1,5 @@
-"""SINGLE_CYCLE_RING: the all-reduce that completes in one cycle of ``n - 1`` steps (design).
+"""SINGLE_CYCLE_RING: the all-reduce that completes in one cycle of ``2 * ceil((n-1)/2)``
+steps (``n - 1`` for odd ``n``, ``n`` for even; docs/DESIGN.md "Single-cycle ring").
 
 The seeds name the composer (``__compose_single_cycle_allreduce_channel``, seed 001 §3) and
 its gate (all-reduce only, seed 000 §1.4: "the latency-optimised single-pass ring,
