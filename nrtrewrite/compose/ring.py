@@ -3,9 +3,11 @@
 ``__compose_allreduce_channel``, ``__compose_allgather_channel`` and
 ``__compose_redsct_channel`` share one template mechanism: the composer writes
 the step sequence of ONE chunk group once (a few dozen Python tuples, O(rank_n)),
-and :func:`compose_channel` broadcasts it over every chunk group with numpy,
+and :func:`ring_entry_ir` broadcasts it over every chunk group and channel with numpy,
 resolving each step's chunk position ``k`` from ``user_ranks`` exactly as seed
-001 §4 does (``p.k = na[...]``).
+001 §4 does (``p.k = na[...]``).  :func:`compose_channel` does the same for one channel
+as step rows; lowering does not call it: it is the per-channel form the tests execute
+(tests/test_compose_ring.py: chunk positions against NCCL's, the symbolic ring run).
 
 Step identities (tested in tests/test_compose_ring.py):
 

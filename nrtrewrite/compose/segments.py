@@ -301,7 +301,9 @@ def ring_steps(op: EncOpType, layout: Layout, channel: int, user_ranks: Sequence
     ``channel`` is the channel's index among the leg's active channels (its layout slot).
     Segmented positions give one row per segment, consecutive.  ``inplace``: the leg's input
     already sits in its output (an all-gather whose input view is its output view), so the
-    all-gather's local ``direct_copy`` of the own block is dropped."""
+    all-gather's local ``direct_copy`` of the own block is dropped.  Lowering does not call
+    it (:func:`ring_leg_ir` builds every channel at once); it is the channel-by-channel
+    reference tests/test_ring_leg_ir.py checks :func:`ring_leg_ir` against."""
     from nrtrewrite.compose.ring import STEP_DTYPE
 
     rank_n = len(user_ranks)
