@@ -597,12 +597,51 @@ def test_an_extended_header_over_the_limit_is_refused_from_its_size():
     raw = buf.getvalue()
     size = int(raw[124:136].rstrip(b"\0 "), 8)  # the pax header block's declared size
     assert size > 2 << 20
-    blocks = -(-size // 512) * 512
     with pytest.raises(LimitError) as exc:
         _read_tar(raw)
-    assert str(exc.value) == (f"h.neff: field payload: a tar header of {blocks} bytes (a pax "
+    assert str(exc.value) == (f"h.neff: field payload: a tar header of {size} bytes (a pax "
                               "extended header or GNU long name) at tar offset 0x200, more "
                               "than 1048576 (MAX_TAR_HEADER_BYTES)")
+
+
+def _pax_tar_of_records(size: int) -> bytes:
+    """A pax tar whose one member ``neff.json`` has a pax header of exactly ``size`` bytes
+    of records: ``path=neff.json`` (18 bytes, "18 path=neff.json\n") and a ``comment``
+    record of the rest, whose length field has 7 digits ("<7 digits> comment=<value>\n"
+    is 17 bytes besides the value)."""
+    value = "x" * (size - 18 - 17)
+    records = f"18 path=neff.json\n{size - 18} comment={value}\n".encode()
+    assert len(records) == size
+    head = tarfile.TarInfo("././@PaxHeader")
+    head.type, head.size = tarfile.XHDTYPE, size
+    member = tarfile.TarInfo("neff.json")
+    member.size = 1
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        tf.addfile(head, io.BytesIO(records))
+        tf.addfile(member, io.BytesIO(b"x"))
+    return buf.getvalue()
+
+
+def test_an_extended_header_at_the_limit_is_read_and_one_byte_over_names_its_own_size():
+    """At its boundary: 1048576 bytes of pax records are read; 1048577 are refused, the
+    message giving the size the header declares, not the 1049088 bytes (whole 512-byte
+    blocks) tarfile asks to read (until 2026-12-05 it gave those)."""
+    assert _read_tar(_pax_tar_of_records(1 << 20)).members == {"neff.json": b"x"}
+    with pytest.raises(LimitError) as exc:
+        _read_tar(_pax_tar_of_records((1 << 20) + 1))
+    assert str(exc.value) == ("h.neff: field payload: a tar header of 1048577 bytes (a pax "
+                              "extended header or GNU long name) at tar offset 0x200, more "
+                              "than 1048576 (MAX_TAR_HEADER_BYTES)")
+    # a GNU long name, the same: its data (the name and a NUL) is read whole by tarfile
+    long = tarfile.TarInfo("././@LongLink")
+    long.type, long.size = tarfile.GNUTYPE_LONGNAME, (1 << 20) + 1
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        tf.addfile(long, io.BytesIO(b"a" * (1 << 20) + b"\0"))
+    with pytest.raises(LimitError) as exc:
+        _read_tar(buf.getvalue())
+    assert "a tar header of 1048577 bytes" in str(exc.value)
 
 
 def test_member_names_are_at_most_4096_bytes():

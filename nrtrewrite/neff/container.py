@@ -441,9 +441,10 @@ class _TarStream:
         if n is None or n < 0:
             raise tarfile.ReadError("unbounded read")  # tarfile never asks one
         if n > MAX_TAR_HEADER_BYTES:  # member data is read by member_data, never here
-            raise LimitError(f"a tar header of {n} bytes (a pax extended header or GNU long "
-                             f"name) at tar offset 0x{self.position:x}, more than "
-                             f"{MAX_TAR_HEADER_BYTES} (MAX_TAR_HEADER_BYTES)", self.where)
+            raise LimitError(f"a tar header of {self._declared_size(n)} bytes (a pax extended "
+                             f"header or GNU long name) at tar offset 0x{self.position:x}, "
+                             f"more than {MAX_TAR_HEADER_BYTES} (MAX_TAR_HEADER_BYTES)",
+                             self.where)
         start, parts = self.position, []
         while n > 0 and self._fill(n):
             piece = self.buf[self.off:self.off + n]
@@ -455,6 +456,20 @@ class _TarStream:
         self.last = (start, data)
         self.reads.append(self.last)
         return data
+
+    def _declared_size(self, n: int) -> int:
+        """The data size its header block (the last read, just before this one) declares for
+        a read of ``n`` bytes: tarfile reads an extended header's data rounded up to whole
+        512-byte blocks; ``n`` itself when the last read is not that header."""
+        start, block = self.last
+        if len(block) == TAR_BLOCK and start + TAR_BLOCK == self.position:
+            try:
+                size = tarfile.nti(block[124:136])
+            except (tarfile.TarError, ValueError, OverflowError):
+                return n
+            if -(-size // TAR_BLOCK) * TAR_BLOCK == n:
+                return size
+        return n
 
     def seek(self, pos: int, whence: int = 0) -> int:
         if whence != 0 or pos < self.position:
