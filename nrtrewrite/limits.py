@@ -32,8 +32,8 @@ from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, SDMA_MAX_CCE_ELEMENTS,
 from nrtrewrite.errors import LimitError
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.container import (
-    MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBER_NAME_BYTES, MAX_MEMBERS, MAX_SPEC_FILE_BYTES,
-    MAX_TAR_HEADER_BYTES, MAX_TOTAL_BYTES, MAX_TRIGGERS,
+    MAX_DIRECTORY_ENTRIES, MAX_FILE_BYTES, MAX_MEMBER_BYTES, MAX_MEMBER_NAME_BYTES, MAX_MEMBERS,
+    MAX_SPEC_FILE_BYTES, MAX_TAR_HEADER_BYTES, MAX_TOTAL_BYTES, MAX_TRIGGERS,
 )
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS
 from nrtrewrite.neff.reader import MAX_RANK, MAX_VAR_ID, MAX_VAR_SIZE
@@ -76,7 +76,11 @@ LIMITS: tuple[Limit, ...] = (
           "gunzip stops at it)", "neff/container._Gunzip"),
     Limit("MAX_MEMBER_BYTES", MAX_MEMBER_BYTES, "ours: one tar member, from its tar header",
           "neff/container.iter_members"),
-    Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members", "neff/container.iter_members"),
+    Limit("MAX_MEMBERS", MAX_MEMBERS, "ours: tar members (file members; directory entries "
+          "are not members)", "neff/container.iter_members"),
+    Limit("MAX_DIRECTORY_ENTRIES", MAX_DIRECTORY_ENTRIES, "ours: tar directory entries "
+          "(accepted and left out, bounded apart from MAX_MEMBERS)",
+          "neff/container.iter_members"),
     Limit("MAX_TAR_HEADER_BYTES", MAX_TAR_HEADER_BYTES, "ours: one tar header read (a pax "
           "extended header or GNU long name is read whole, outside MAX_MEMBER_BYTES)",
           "neff/container._TarStream.read"),
@@ -311,7 +315,8 @@ __all__ = [
     "MAX_RANK_DESCRIPTORS",
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "DRAM_BELOW_EVT_SEM",
     "ENC_MESH_MAX_NUM_EVENTS",
-    "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_FILE_BYTES", "MAX_MANIFEST_BYTES",
+    "MAX_CORES_PER_DEVICE", "MAX_DEVICES_PER_NODE", "MAX_DIRECTORY_ENTRIES", "MAX_FILE_BYTES",
+    "MAX_MANIFEST_BYTES",
     "MAX_MEMBER_BYTES", "MAX_MEMBER_NAME_BYTES",
     "MAX_TAR_HEADER_BYTES",
     "MAX_JSON_INT_DIGITS", "MAX_MEMBERS", "MAX_RANK", "MAX_SPEC_FILE_BYTES",

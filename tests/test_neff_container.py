@@ -358,6 +358,35 @@ def test_member_and_total_limits():
         _read_tar(tar, Limits(max_members=1))
 
 
+def test_directory_entries_do_not_count_as_members():
+    """A directory entry is not a member (left out, not written back): MAX_MEMBERS counts the
+    three file members here, not the two folder entries (until 2026-12-05 it counted all five
+    tar entries, and 65,536 file members and one folder entry were refused)."""
+    tar = _tar(_special("a", tarfile.DIRTYPE), _reg("a/x"), _special("a/b", tarfile.DIRTYPE),
+               _reg("a/b/y"), _reg("neff.json"))
+    assert list(_read_tar(tar, Limits(max_members=3)).members) == ["a/x", "a/b/y", "neff.json"]
+    with pytest.raises(LimitError) as exc:
+        _read_tar(tar, Limits(max_members=2))
+    assert str(exc.value) == "h.neff: member neff.json: more than 2 members"
+
+
+def test_directory_entries_are_bounded_apart(monkeypatch):
+    """Directory entries have their own bound, MAX_DIRECTORY_ENTRIES (65536), so a tar of
+    millions of them (each 512 bytes, accepted when it names a member's folder, again and
+    again) is no way around the bound on the reader's work."""
+    from nrtrewrite.neff import container
+    assert container.MAX_DIRECTORY_ENTRIES == 65536
+    monkeypatch.setattr(container, "MAX_DIRECTORY_ENTRIES", 2)
+    two = _tar(_special("a", tarfile.DIRTYPE), _special("a/b", tarfile.DIRTYPE), _reg("a/b/c"))
+    assert list(_read_tar(two).members) == ["a/b/c"]
+    three = _tar(_special("a", tarfile.DIRTYPE), _special("a/b", tarfile.DIRTYPE),
+                 _special("a", tarfile.DIRTYPE), _reg("a/b/c"))
+    with pytest.raises(LimitError) as exc:
+        _read_tar(three)
+    assert str(exc.value) == ("h.neff: member a: more than 2 directory entries "
+                              "(MAX_DIRECTORY_ENTRIES)")
+
+
 def test_member_size_refused_before_its_data_is_decompressed():
     """The tar is walked as it is decompressed: a member over the size limit is refused from
     its header, before its data (64 MiB of zeros here, over the total limit too) is

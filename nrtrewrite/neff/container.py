@@ -45,7 +45,11 @@ LNC_SIZES = (1, 2)
 #: Default decompression limits (see :class:`Limits`).
 MAX_TOTAL_BYTES = 4 << 30  # the whole decompressed tar stream
 MAX_MEMBER_BYTES = 2 << 30  # one member's data
-MAX_MEMBERS = 65536  # number of tar members
+MAX_MEMBERS = 65536  # number of tar members (file members: directory entries are not)
+#: Directory entries of the tar (ours): they are not members (accepted and left out), so
+#: ``MAX_MEMBERS`` does not count them; this bounds them apart, so that a tar of millions of
+#: directory entries is no way around the limit on the reader's work.
+MAX_DIRECTORY_ENTRIES = 65536
 #: The input file itself (header + payload + zero padding), checked before it is read.
 MAX_FILE_BYTES = MAX_TOTAL_BYTES + (1 << 30)
 #: An ``assemble`` spec file (YAML or JSON), checked before it is read by
@@ -707,10 +711,11 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
 
     A directory entry without data is accepted and left out (``tar czf m.neff.tgz sg00
     neff.json`` writes ``sg00/``) when it is the folder of a file member; any other
-    directory entry is refused."""
+    directory entry is refused.  ``limits.max_members`` counts the file members; directory
+    entries, not members, are bounded apart (:data:`MAX_DIRECTORY_ENTRIES`)."""
     names: set[str] = set()  # the members handed over so far
     folders: dict[str, Where] = {}  # directory entries: name -> where
-    entries = 0
+    directories = 0  # directory entries so far (not members: MAX_DIRECTORY_ENTRIES)
     pw = where.merged(field="payload")
     stream = _TarStream(tar, pw)
     try:  # names are UTF-8, as written (TAR_ENCODING), whatever the locale's encoding
@@ -742,10 +747,11 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                 # tarfile reads int(): "6_4" as 64, Arabic-Indic digits, and junk as 0
                 raise ParseError(f"pax size record {_shown_name(pax)!r} is not a decimal "
                                  "number", mw)
-            if entries >= limits.max_members:
-                raise LimitError(f"more than {limits.max_members} members", mw)
-            entries += 1
             if info.type == tarfile.DIRTYPE:
+                if directories >= MAX_DIRECTORY_ENTRIES:
+                    raise LimitError(f"more than {MAX_DIRECTORY_ENTRIES} directory entries "
+                                     "(MAX_DIRECTORY_ENTRIES)", mw)
+                directories += 1
                 if info.size:
                     raise ParseError(f"directory member with data ({info.size} bytes)", mw)
                 folders.setdefault(name, mw)
@@ -755,6 +761,8 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                 if info.sparse is not None:
                     kind = "sparse file"
                 raise ParseError(f"{kind} member is not allowed (only regular files)", mw)
+            if len(names) >= limits.max_members:
+                raise LimitError(f"more than {limits.max_members} members", mw)
             if info.name in names:
                 raise ParseError("duplicate member name", mw)
             if info.size > limits.max_member_bytes:
