@@ -56,6 +56,7 @@ from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
 from nrtrewrite.ahead import available as fork_available
 from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_refusal
+from nrtrewrite.neff.container import written_tar_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import rewrite_streams, sibling_stem
 
@@ -880,6 +881,16 @@ def _check_manifest_size(plan: LoweringPlan, size: int, exact: bool = True) -> N
                          "(MAX_MANIFEST_BYTES); nothing was written", file=plan.model.path)
 
 
+def _check_neff_size(plan: LoweringPlan) -> None:
+    """Refuse a rewritten NEFF whose tar would be over the limit its readers allow
+    (:func:`~nrtrewrite.neff.container.written_tar_refusal`: ``inspect``, ``lower`` and
+    ``simulate`` would refuse it): a :class:`LimitError` naming the model, before anything
+    is written.  The streams keep their sizes, so only the members' headers can make the
+    tar longer than the input's (docs/FORMATS.md §9)."""
+    if (why := written_tar_refusal(plan.model.members)) is not None:
+        raise LimitError(f"{why}; nothing was written", file=plan.model.path)
+
+
 def _top_manifest_ahead(plan: LoweringPlan, rank_list: list[int], neff_name: str,
                         encode_triggers: bool) -> _TopManifest:
     """The top-level manifest but what the ranks and the NEFF give, encoded before anything
@@ -903,6 +914,7 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
               and fork_available())
     neff_name = output_neff_name(plan.model.path)
     top_ahead = _top_manifest_ahead(plan, rank_list, neff_name, encode_triggers=not forked)
+    _check_neff_size(plan)
     clean_stale_temps(out)
     # the name is this process's alone (its pid and a random token), so whatever stops the run
     # removes the folder by it; made inside the try: a SIGTERM raised as cli.Terminated

@@ -971,12 +971,50 @@ def _pad_block(data: bytes) -> bytes:
     return data + bytes(-len(data) % TAR_BLOCK)
 
 
+def _member_head(name: str, size: int) -> bytes:
+    """The header blocks :func:`build_tar` writes before a member's data: its ustar header,
+    or for a name that does not fit ustar the pax extended header with the name and then
+    the ustar header (:func:`_pax_member_header`)."""
+    try:
+        try:
+            return _tar_header(name, size)
+        except ValueError:  # the name does not fit ustar
+            return _pax_member_header(name, size)
+    except ValueError as err:
+        raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
+
+
+def tar_size(members: Iterable[tuple[str, int]]) -> int:
+    """The bytes of the tar :func:`build_tar` writes of members of these names and data
+    sizes, but the record padding (which it leaves out where the tar would pass
+    :data:`MAX_TOTAL_BYTES`): every member's header blocks and its data padded to 512-byte
+    blocks, and the end-of-archive marker."""
+    return sum(len(_member_head(name, size)) + size + -size % TAR_BLOCK
+               for name, size in members) + END_OF_ARCHIVE
+
+
+def written_tar_refusal(members: Mapping[str, bytes]) -> str | None:
+    """Why the tar :func:`build_tar` writes of ``members`` would not be read back (it passes
+    :data:`MAX_TOTAL_BYTES`, which the reader's default limits allow a tar stream), or None.
+    A tar read within the limit is written within it but for its names: a name that does not
+    fit ustar is written with a pax extended header, which can be a block longer than the
+    GNU long name the input had (docs/FORMATS.md §9)."""
+    size = tar_size((name, len(data)) for name, data in members.items())
+    if size <= MAX_TOTAL_BYTES:
+        return None
+    return (f"the rewritten NEFF's tar would be {size} bytes, more than the limit of "
+            f"{MAX_TOTAL_BYTES} bytes its readers allow a decompressed payload (MAX_TOTAL_BYTES)")
+
+
 def build_tar(members: Iterable[tuple[str, bytes]]) -> bytes:
     """A deterministic tar archive of ``members`` in the given order (docs/FORMATS.md §9):
     a ustar header per member (mtime 0, uid/gid 0, empty owner names, mode 0644), and for a
     member whose name does not fit ustar (more than 100 bytes, or 255 split at a ``/``) a
     pax extended header before it with the name (:func:`_pax_member_header`): every name
-    the reader accepts is stored.  Two zero blocks end it, zeros pad it to 10240 bytes."""
+    the reader accepts is stored.  Two zero blocks end it, zeros pad it to 10240 bytes
+    (:data:`TAR_RECORD`), or less where that would pass :data:`MAX_TOTAL_BYTES`: up to the
+    last whole 512-byte block within it (tar readers take a last record shorter than 10240
+    bytes; a tar that fits the reader's default limit unpadded is written within it)."""
     parts: list[bytes] = []
     seen: set[str] = set()
     for name, data in members:
@@ -986,17 +1024,11 @@ def build_tar(members: Iterable[tuple[str, bytes]]) -> bytes:
         if name in seen:
             raise ParseError("duplicate member name", Where(member=name))
         seen.add(name)
-        try:
-            try:
-                head = _tar_header(name, len(data))
-            except ValueError:  # the name does not fit ustar
-                head = _pax_member_header(name, len(data))
-        except ValueError as err:
-            raise ParseError(f"cannot store member: {err}", Where(member=name)) from None
-        parts += (head, data, bytes(-len(data) % TAR_BLOCK))
+        parts += (_member_head(name, len(data)), data, bytes(-len(data) % TAR_BLOCK))
     parts.append(bytes(END_OF_ARCHIVE))
     size = sum(map(len, parts))
-    parts.append(bytes(-size % TAR_RECORD))
+    within = max(size, MAX_TOTAL_BYTES - MAX_TOTAL_BYTES % TAR_BLOCK)  # (4 GiB: 512-aligned)
+    parts.append(bytes(min(-size % TAR_RECORD, within - size)))
     return b"".join(parts)
 
 
