@@ -280,6 +280,22 @@ def test_the_expansion_limit_counts_every_value_where_it_stands(monkeypatch):
     assert exc.value.where.field == "y"
 
 
+def test_a_spec_read_as_json_is_not_counted_by_the_expansion_limit(monkeypatch):
+    """docs/ASSEMBLE.md: MAX_SPEC_VALUES bounds what YAML aliases expand to; a spec read as
+    JSON has none, its values bounded by its text (MAX_SPEC_FILE_BYTES), and is never
+    counted.  The same text read as YAML (a comment after it: not JSON) is: the root 1, its
+    key 1, the list 1 and its 200 values, 203."""
+    from nrtrewrite.neff import assembler
+    monkeypatch.setattr(assembler, "MAX_SPEC_VALUES", 100)
+    text = '{"a": [' + ", ".join(["0"] * 200) + "]}"
+    assert len(parse_spec_text(text)["a"]) == 200
+    with pytest.raises(ValidationError) as exc:
+        parse_spec_text(text + " # YAML", source="s.yaml")
+    assert str(exc.value) == ("s.yaml: field a: the spec expands to more than 100 values once "
+                              "its YAML aliases are resolved (each alias repeats what its "
+                              "anchor names)")
+
+
 def test_a_spec_nested_too_deeply_is_a_spec_error(tmp_path):
     spec = tmp_path / "deep.yaml"
     spec.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")

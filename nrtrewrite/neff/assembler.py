@@ -281,7 +281,8 @@ _SafeLoader.add_constructor("tag:yaml.org,2002:timestamp",
 #: chain of them multiplies it (eight lists of ten aliases each: 10^8 values, from 500 bytes
 #: of text, took 14 GB and 86 s before the member's size limit refused it; found by an
 #: exploratory tester).  A spec without aliases has about as many values as its text has
-#: lines: 2^22 is some 40 MB of YAML.
+#: lines: 2^22 is some 40 MB of YAML.  A spec read as JSON is not counted: it has no aliases,
+#: so its values are bounded by its text (MAX_SPEC_FILE_BYTES).
 MAX_SPEC_VALUES = 1 << 22
 
 
