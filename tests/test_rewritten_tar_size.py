@@ -110,6 +110,8 @@ def test_a_tar_that_grows_past_the_limit_is_refused_before_anything_is_written(t
     ([("a" * 100, 0), ("b", 513)], 512 + 512 + 1024 + 1024),  # 100 bytes: still ustar
     ([("a" * 101, 1)], 512 + 512 + 512 + 512 + 1024),  # pax header, one block of records
     ([("d/" * 60 + "f", 0)], 512 + 1024),  # 121 bytes split at a "/": ustar prefix + name
+    ([("\u00e9" * 50, 0)], 512 + 1024),  # 50 characters, 100 bytes: ustar
+    ([("\u00e9" * 51, 0)], 512 + 512 + 512 + 1024),  # 102 bytes: a pax header first
 ])
 def test_tar_size_counts_headers_blocks_and_the_end_marker(names, size):
     """tar_size: 512 per ustar header, a pax extended header (512) and its records (to a
