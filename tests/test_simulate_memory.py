@@ -97,20 +97,40 @@ def _node64_floors_by_hand():
             3: 64 * (64 * 1024 + 4 * MiB)}
 
 
+def _node64_references_by_hand():
+    # (making, checking) besides the operands. An all-reduce of n bf16 over 64 ranks (256 // 64
+    # = 4 exact integers a rank: ADD's draw): the float64 accumulator, 8 n, and making an
+    # input 8 n, or checking an output: 4 + 2 bytes an element (float32 widening, the bf16
+    # result) and one rank's 2-byte output, 8 n: 16 n either way. The all-gather: its inputs
+    # kept (one 4 MiB output), or four outputs of 4 MiB (the inputs kept, the expected, the
+    # read-back, the comparison)
+    return {0: (16 * 128 * 1024,) * 2, 1: (16 * 2 * MiB,) * 2, 2: (16 * 32 * MiB,) * 2,
+            3: (4 * MiB, 4 * 4 * MiB)}
+
+
 def test_floors_of_the_plan_and_of_the_output_agree_with_the_hand_figures(tmp_path):
     from nrtrewrite.cli.lower import load_and_plan
     plan, _ = load_and_plan(str(FIX / "node64.neff"), topology=None, algo=None, host_cc=False,
                             no_verify_hash=False)
     want = _node64_floors_by_hand()
     assert {f.trigger: f.bytes for f in mg.floors_of_plan(plan)} == want
+    assert ({f.trigger: (f.making, f.checking) for f in mg.floors_of_plan(plan)}
+            == _node64_references_by_hand())
+    # each rank's input: 256 KiB, 4 MiB, 64 MiB, 64 KiB
+    assert ({f.trigger: f.inputs for f in mg.floors_of_plan(plan)}
+            == {0: 64 * 256 * 1024, 1: 64 * 4 * MiB, 2: 64 * 64 * MiB, 3: 64 * 64 * 1024})
     worst = mg.largest_floor(mg.floors_of_plan(plan))
-    assert (worst.trigger, worst.ranks, worst.bytes) == (2, 64, 8 * GiB)
+    assert (worst.trigger, worst.ranks, worst.bytes, worst.total) == (2, 64, 8 * GiB,
+                                                                      8 * GiB + 512 * MiB)
     assert worst.label == "ALLREDUCE ADD BF16 x33554432 over 64 ranks"
     # an output's manifest gives the same figures (a small model: lowering node64 is slow)
     out = lower_spec(coll_spec("all_gather", "bf16", 4, 1024), tmp_path / "ag")
     top = json.loads((out / "manifest.json").read_text())
     floors = mg.floors_of_specs(load_triggers(top), Layout(top))
     assert [(f.ranks, f.bytes) for f in floors] == [(4, 4 * (1024 * 2 + 4 * 1024 * 2))]
+    # one output is the 4 ranks' 2 KiB inputs: kept while inputs are made, four while checked
+    assert [(f.inputs, f.making, f.checking) for f in floors] == [
+        (4 * 1024 * 2, 4 * 1024 * 2, 4 * (4 * 1024 * 2))]
     assert floors[0].label == load_triggers(top)[floors[0].trigger].label()
 
 
@@ -209,9 +229,69 @@ def test_check_operands_fit():
         mg.check_operands_fit(floors, file="m", available=lambda: (4 * GiB - 1, "MemAvailable"))
     assert err.value.exit_code == 71 and err.value.where.trigger == 5
     assert str(err.value) == (
-        "m: trigger 5: cannot be simulated on this machine: b holds 4.0 GiB of input and "
-        "output at once, more than the 4.0 GiB of memory available (MemAvailable); simulate "
-        "it on a machine with more memory, or pass --no-memory-check to try anyway")
+        "m: trigger 5: cannot be simulated on this machine: b holds 4.0 GiB at once (4.0 GiB "
+        "of input and output, the rest its test data and reference), more than the 4.0 GiB "
+        "of memory available (MemAvailable); simulate it on a machine with more memory, or "
+        "pass --no-memory-check to try anyway")
+    # the test data counts: 3 GiB of operands of which 1 GiB inputs, 4 GiB while an input
+    # is made, 1 GiB while an output is checked: max(3 + 1, 1 + 4) = 5 GiB
+    floors.append(mg.Floor(7, "d", 2, 3 * GiB, GiB, 4 * GiB, GiB))
+    mg.check_operands_fit(floors, file="m", available=lambda: (5 * GiB, "MemAvailable"))
+    with pytest.raises(ResourceError) as err:
+        mg.check_operands_fit(floors, file="m", available=lambda: (5 * GiB - 1, "MemAvailable"))
+    assert err.value.where.trigger == 7
+    assert "d holds 5.0 GiB at once (3.0 GiB of input and output, " in str(err.value)
+    # while an output is checked: max(3 + 3, 1 + 1) = 6 GiB
+    floors.append(mg.Floor(8, "e", 2, 3 * GiB, GiB, GiB, 3 * GiB))
+    assert mg.largest_floor(floors).trigger == 8
+
+
+def test_reference_bytes_per_op_by_hand():
+    """What a trigger's test data and reference hold besides its operands (SIMULATOR §3
+    'Memory'), (while an input is made, while an output is checked): a reduction's float64
+    accumulator (8 bytes an element) and the input's making (8 for ADD, 20 for ADD with fewer
+    exact integers than ranks, 21 for MAX and MIN), or 4 + dtype bytes an element and one
+    rank's output; an all-gather one output, or four (the output being the group's inputs)."""
+    from nrtrewrite.codes import DType
+    from nrtrewrite.simulate.testdata import reference_bytes
+    n = 1 << 20
+    assert reference_bytes("ALLREDUCE", "ADD", DType.FP8_E4, n, 2) == (16 * n, 14 * n)
+    assert reference_bytes("ALLREDUCE", "ADD", DType.BF16, n, 64) == (16 * n, 16 * n)
+    assert reference_bytes("ALLREDUCE", "ADD", DType.FP32R, n, 4) == (16 * n, 20 * n)
+    # fp8_e4: 16 // 32 = 0 exact integers a rank
+    assert reference_bytes("ALLREDUCE", "ADD", DType.FP8_E4, n, 32) == (28 * n, 14 * n)
+    assert reference_bytes("ALLREDUCE", "MAX", DType.BF16, n, 2) == (29 * n, 16 * n)
+    assert reference_bytes("REDUCE_SCATTER", "MIN", DType.FP8_E5, n, 4) == (29 * n,
+                                                                             13 * n + n // 4)
+    assert reference_bytes("REDUCE_SCATTER", "ADD", DType.BF16, n, 4) == (16 * n,
+                                                                           14 * n + n // 2)
+    assert reference_bytes("ALLGATHER", None, DType.BF16, n, 4) == (8 * n, 32 * n)
+    assert reference_bytes("ALLGATHER", None, DType.FP32, n, 2) == (8 * n, 32 * n)
+
+
+@pytest.mark.parametrize("dtype, group, alu, key", [
+    ("BF16", 2, "ADD", "ADD"), ("FP8_E4", 2, "ADD", "ADD"), ("FP8_E4", 32, "ADD", "ADD_FEW"),
+    ("FP8_E5", 16, "ADD", "ADD_FEW"), ("BF16", 2, "MAX", "MAX"), ("FP8_E4", 64, "MIN", "MIN")])
+def test_input_making_bytes_bound_what_make_input_allocates(dtype, group, alu, key):
+    """INPUT_MAKING_BYTES against what make_input allocates (tracemalloc counts numpy's
+    buffers): at most the figure, and not more than an element's byte short of it."""
+    import tracemalloc
+
+    import numpy as np
+    from nrtrewrite.codes import NUMPY_DTYPE, DType
+    from nrtrewrite.simulate.testdata import INPUT_MAKING_BYTES, input_making_bytes, make_input
+    dt = DType[dtype]
+    assert input_making_bytes(alu, dt, group) == INPUT_MAKING_BYTES[key]
+    n = 1 << 20
+    out = np.zeros(n, NUMPY_DTYPE[dt])
+    tracemalloc.start()
+    try:
+        make_input(0, 0, 1, group, n, dt, alu, True, out=out)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert (INPUT_MAKING_BYTES[key] - 1) * n <= peak <= INPUT_MAKING_BYTES[key] * n + MiB
+
 
 
 def test_the_guard_reads_at_most_every_interval_and_keeps_a_reserve():
@@ -251,7 +331,9 @@ def test_the_guard_reads_at_most_every_interval_and_keeps_a_reserve():
 
 @pytest.fixture
 def ar_out(tmp_path):
-    """An all-reduce of 8 ranks x 4096 bf16: floor 8 x 2 x 8 KiB = 128 KiB."""
+    """An all-reduce of 8 ranks x 4096 bf16: operands 8 x 2 x 8 KiB = 128 KiB; checking an
+    output 4096 x (8 + 4 + 2) bytes and one rank's 8 KiB output read back = 64 KiB: 192 KiB
+    (making an input: 64 KiB of inputs and 4096 x (8 + 8) bytes, 128 KiB)."""
     return lower_spec(coll_spec("all_reduce", "bf16", 8, 4096), tmp_path / "ar")
 
 
@@ -261,16 +343,18 @@ def test_simulate_refuses_a_run_whose_operands_do_not_fit(ar_out, monkeypatch):
     assert res.exit_code == 71 and res.stdout == ""
     assert res.stderr == (
         f"nrtrewrite: error: {ar_out}: trigger 0: cannot be simulated on this machine: "
-        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 128.0 KiB of input and output at once, "
-        "more than the 100.0 KiB of memory available (MemAvailable); simulate it on a machine "
-        "with more memory, or pass --no-memory-check to try anyway\n")
+        "ALLREDUCE ADD BF16 x4096 over 8 ranks holds 192.0 KiB at once (128.0 KiB of input "
+        "and output, the rest its test data and reference), more than the 100.0 KiB of "
+        "memory available (MemAvailable); simulate it on a machine with more memory, or pass "
+        "--no-memory-check to try anyway\n")
     res = cli("simulate", ar_out, "--json")
     doc = json.loads(res.stdout)
     assert res.exit_code == 71 and doc["ok"] is None and "cannot be simulated" in doc["error"]
-    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024 - 1, "MemAvailable"))
+    # the operands fit, the reference does not (until 2026-12-05 this ran on)
+    monkeypatch.setattr(mg, "available_bytes", lambda: (192 * 1024 - 1, "MemAvailable"))
     assert cli("simulate", ar_out).exit_code == 71
     # exactly the floor fits
-    monkeypatch.setattr(mg, "available_bytes", lambda: (128 * 1024, "MemAvailable"))
+    monkeypatch.setattr(mg, "available_bytes", lambda: (192 * 1024, "MemAvailable"))
     assert cli("simulate", ar_out).exit_code == 0
     monkeypatch.setattr(mg, "available_bytes", lambda: (0, "MemAvailable"))
     res = cli("simulate", ar_out, "--no-memory-check")
@@ -289,6 +373,54 @@ def test_an_output_missing_ranks_is_refused_as_such_before_the_memory_check(tmp_
     assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: the output holds 1 "
                           "rank folder(s); simulating needs every rank of every replica "
                           "group (rank 0 is missing: lower without --rank)\n")
+
+
+def test_an_fp8_all_reduce_whose_accumulator_cannot_fit_is_refused(tmp_path, monkeypatch):
+    """A report-only tester (2026-12-05): one fp8 all-reduce of 2^32 elements over 2 ranks,
+    operands 2 x 2 x 4 GiB = 16 GiB, under the 22.9 GiB available, ran on until the kernel
+    killed it (24 GB). Checking an output holds 2^32 x (8 + 4 + 1) bytes and a rank's 4 GiB
+    output, 56 GiB, 72 GiB with the operands (making an input: 8 GiB of inputs, 2^32 x
+    (8 + 8) bytes, 72 GiB as well), refused before it is lowered (never lowered nor run here, even
+    when the check lets it through: that would take the machine's memory)."""
+    import nrtrewrite.cli.simulate as sim_cli
+
+    def no_lowering(*_a, **_k):
+        raise AssertionError("the model was not refused before lowering")
+    monkeypatch.setattr(sim_cli, "write_output", no_lowering)
+    spec = tmp_path / "t.yaml"
+    spec.write_text(
+        "header: {name: t, lnc_size: 1}\n"
+        "subgraphs: [{name: sg00, vars: [{name: a, type: input, size: 4294967297}, {name: b, "
+        "type: output, size: 4294967297}], replica_groups: [[0,1]], engines: {sp: "
+        "[{all_reduce: {dtype: fp8_e4, op: add, src: a, dst: b, num_elements: 4294967296}}]}}]\n")
+    model = tmp_path / "t.neff"
+    assert cli("assemble", spec, "-o", model).exit_code == 0
+    monkeypatch.setattr(mg, "available_bytes", lambda: (int(22.9 * GiB), "MemAvailable"))
+    res = cli("simulate", model)
+    assert res.exit_code == 71 and res.stdout == ""
+    assert res.stderr == (
+        f"nrtrewrite: error: {model}: trigger 0: cannot be simulated on this machine: "
+        "ALLREDUCE ADD FP8_E4 x4294967296 over 2 ranks holds 72.0 GiB at once (16.0 GiB of "
+        "input and output, the rest its test data and reference), more than the 22.9 GiB of "
+        "memory available (MemAvailable); simulate it on a machine with more memory, or pass "
+        "--no-memory-check to try anyway\n")
+
+
+def test_the_reference_checks_the_guard_once_a_block():
+    """Folding an input into the reference (a block of ADD_BLOCK elements at a time) asks the
+    guard before each block, so a run stops there while memory is left."""
+    import numpy as np
+    from nrtrewrite.codes import DType
+    from nrtrewrite.simulate.testdata import ADD_BLOCK, Reference
+    calls = []
+    ref = Reference("ALLREDUCE", "ADD", DType.FP32, [0, 1], 2 * ADD_BLOCK + 1)
+    ref.add(0, np.ones(2 * ADD_BLOCK + 1, np.float32), check=lambda: calls.append(1))
+    assert len(calls) == 3
+
+    def stop():
+        raise ResourceError("out of memory: stopped")
+    with pytest.raises(ResourceError):
+        ref.add(1, np.ones(2 * ADD_BLOCK + 1, np.float32), check=stop)
 
 
 def test_simulate_of_a_model_refuses_before_lowering(tmp_path, monkeypatch):

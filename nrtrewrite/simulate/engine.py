@@ -958,7 +958,7 @@ class Simulator:
         ref = self.refs.get(t.ordinal)
         if ref is None:
             ref = self.refs[t.ordinal] = Reference(t.op, t.alu, t.dtype, t.group, t.n)
-        ref.add(pos, got)
+        ref.add(pos, got, check=lambda: self.guard.check(self.out_name, t.ordinal))
 
     def _check_output(self, r: int, t: TriggerSpec, ctrl: np.ndarray, tid: int) -> None:
         _src, dst = self.footprints[t.ordinal]

@@ -3,8 +3,12 @@
 The simulator holds every rank's data: each (rank, region) buffer lives until every trigger
 that touched it has completed on all ranks of its group.  So at the moment a trigger's last
 rank completes, every rank of its group still holds that trigger's input and output bytes:
-:func:`operand_floor` is that amount, a lower bound of the run's peak memory (the scratch
-and gateway bytes, the shadow state, the decoded programs and the reference results come on
+:func:`operand_floor` is that amount.  Making the test data and checking the outputs hold
+more (:func:`~nrtrewrite.simulate.testdata.reference_bytes`: a reduction's float64
+accumulator alone is 8 bytes an element, eight times an fp8 operand): a trigger's floor
+(:class:`Floor`) is the larger of its operands with what checking an output holds, and its
+inputs with what making an input holds, about the run's peak memory (the scratch and
+gateway bytes, the legs' temporaries, the shadow state and the decoded programs come on
 top).  A run whose floor is more than the memory the machine has available cannot end: it
 would be stopped by the kernel's out-of-memory killer, after minutes, with nothing but
 ``Killed``.  :func:`check_operands_fit` refuses it before anything is decoded (or lowered);
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nrtrewrite.errors import ResourceError, SimulationError
+from nrtrewrite.simulate.testdata import reference_bytes
 from nrtrewrite.simulate.triggers import trigger_label
 
 MEMINFO = Path("/proc/meminfo")
@@ -143,17 +148,29 @@ def operand_floor(group_size: int, src: tuple[int, int] | None,
 
 @dataclass(frozen=True)
 class Floor:
-    """The largest :func:`operand_floor` of a model's triggers."""
+    """A trigger's floor: its :func:`operand_floor` (``bytes``), its inputs' part of it
+    (``inputs``) and what its test data and reference hold besides, while an input is made
+    (``making``) and while an output is checked (``checking``,
+    :func:`~nrtrewrite.simulate.testdata.reference_bytes`)."""
 
     trigger: int
     label: str
     ranks: int
     bytes: int
+    inputs: int = 0
+    making: int = 0
+    checking: int = 0
+
+    @property
+    def total(self) -> int:
+        """The most the trigger holds at once: its operands while an output is checked, or
+        its inputs while the last input is made."""
+        return max(self.bytes + self.checking, self.inputs + self.making)
 
 
 def largest_floor(floors) -> Floor | None:
-    """The :class:`Floor` with the most bytes (the first of equal ones); None for none."""
-    return max(floors, key=lambda f: f.bytes, default=None)
+    """The :class:`Floor` with the most bytes in all (the first of equal ones); None for none."""
+    return max(floors, key=lambda f: f.total, default=None)
 
 
 def floors_of_plan(plan) -> list[Floor]:
@@ -165,9 +182,12 @@ def floors_of_plan(plan) -> list[Floor]:
                               t.dtype.name, t.num_elements, len(tp.group))
         src = None if t.src.is_sbuf else (t.src.offset, t.in_bytes)
         dst = None if t.dst.is_sbuf else (t.dst.offset, t.out_bytes)
-        out.append(Floor(t.ordinal, label, len(tp.group),
-                         operand_floor(len(tp.group), src, dst,
-                                       t.src.var_id == t.dst.var_id)))
+        n = len(tp.group)
+        ref = reference_bytes(t.op.name, t.alu_op.name if t.alu_op is not None else None,
+                              t.dtype, t.num_elements, n)
+        out.append(Floor(t.ordinal, label, n,
+                         operand_floor(n, src, dst, t.src.var_id == t.dst.var_id),
+                         operand_floor(n, src, None, False), *ref))
     return out
 
 
@@ -190,23 +210,27 @@ def floors_of_specs(specs, layout) -> list[Floor]:
             fits = region.kind == "dram" and 0 <= span[0] and sum(span) <= region.size
             spans.append(span if fits else None)
         same = t.src.get("var_id") == t.dst.get("var_id")
-        out.append(Floor(t.ordinal, t.label(), len(t.group),
-                         operand_floor(len(t.group), spans[0], spans[1], same)))
+        n = len(t.group)
+        out.append(Floor(t.ordinal, t.label(), n,
+                         operand_floor(n, spans[0], spans[1], same),
+                         operand_floor(n, spans[0], None, False),
+                         *reference_bytes(t.op, t.alu, t.dtype, t.n, n)))
     return out
 
 
 def check_operands_fit(floors, *, file: str, available=None) -> None:
-    """Raise :class:`ResourceError` when the largest floor is more than the memory available
-    (``available()``, default :func:`available_bytes`)."""
+    """Raise :class:`ResourceError` when the largest floor (:attr:`Floor.total`) is more
+    than the memory available (``available()``, default :func:`available_bytes`)."""
     worst = largest_floor(floors)
     got = (available or available_bytes)()
     if worst is None or got is None:
         return
     avail, source = got
-    if worst.bytes > avail:
+    if worst.total > avail:
         raise ResourceError(
-            f"cannot be simulated on this machine: {worst.label} holds {gib(worst.bytes)} of "
-            f"input and output at once, more than the {gib(avail)} of memory available "
+            f"cannot be simulated on this machine: {worst.label} holds {gib(worst.total)} at "
+            f"once ({gib(worst.bytes)} of input and output, the rest its test data and "
+            f"reference), more than the {gib(avail)} of memory available "
             f"({source}); simulate it on a machine with more memory, or pass "
             "--no-memory-check to try anyway",
             file=file, trigger=worst.trigger)

@@ -137,6 +137,47 @@ def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, d
 
 #: Elements :meth:`Reference.add` widens and folds in at a time.
 ADD_BLOCK = 1 << 18
+#: The reference reduction's accumulator (exact for every sum of the test data), one element
+#: per input element of a rank for the whole trigger; inputs and results widen through
+#: ``WIDE_DTYPE``.
+ACC_DTYPE = np.dtype(np.float64)
+WIDE_DTYPE = np.dtype(np.float32)
+#: Bytes an element :func:`make_input` holds at its peak while it makes a reduction's input
+#: (numpy temporaries, tracemalloc: tests/test_simulate_memory.py): the int32 integers and
+#: the float32 values made from them (numpy copies the integers, ``out`` aliasing them); with
+#: fewer exact integers than ranks, the int32 signs while the int64 element indices and their
+#: residues are made; for MAX and MIN, the holder mask, the int32 extremes, a float64 draw
+#: and its int64 product.
+INPUT_MAKING_BYTES = {"ADD": 8, "ADD_FEW": 20, "MAX": 21, "MIN": 21}
+
+
+def input_making_bytes(alu: str | None, dtype: DType, group_size: int) -> int:
+    """:data:`INPUT_MAKING_BYTES` of a reduction's ALU op (another op draws as ADD does)."""
+    if alu in ("MAX", "MIN"):
+        return INPUT_MAKING_BYTES[alu]
+    few = alu == "ADD" and EXACT_INT_BOUND.get(dtype, 1) // max(1, group_size) < 1
+    return INPUT_MAKING_BYTES["ADD_FEW" if few else "ADD"]
+
+
+def reference_bytes(op_kind: str, alu: str | None, dtype: DType, count: int,
+                    group_size: int) -> tuple[int, int]:
+    """What one trigger's test data and reference hold besides its operands
+    (docs/SIMULATOR.md §3 "Memory"), ``count`` input elements per rank over ``group_size``
+    ranks: ``(while a rank's input is made, while a rank's output is checked)``.  A
+    reduction: the :class:`Reference` accumulator (``ACC_DTYPE``), and :func:`make_input`'s
+    temporaries (:func:`input_making_bytes`) while an input is made; the accumulator widened
+    to ``WIDE_DTYPE``, the result in the I/O dtype and the rank's output read back while an
+    output is checked.  An all-gather: the inputs kept (an output's bytes) while an input is
+    made; those, the expected output made of them, one rank's output read back and the
+    comparison's booleans, an output's bytes each, while an output is checked."""
+    dsize = NUMPY_DTYPE[dtype].itemsize
+    if op_kind == "ALLGATHER":
+        out = group_size * count * dsize
+        return out, 4 * out
+    out = count // max(1, group_size) if op_kind == "REDUCE_SCATTER" else count
+    acc = count * ACC_DTYPE.itemsize
+    return (acc + count * input_making_bytes(alu, dtype, group_size),
+            acc + count * (WIDE_DTYPE.itemsize + dsize) + out * dsize)
 
 
 class Reference:
@@ -158,8 +199,9 @@ class Reference:
     def complete(self) -> bool:
         return len(self.seen) == len(self.group)
 
-    def add(self, pos: int, values: np.ndarray) -> None:
-        """Fold in the effective input (as read back from memory) of group member ``pos``."""
+    def add(self, pos: int, values: np.ndarray, check=None) -> None:
+        """Fold in the effective input (as read back from memory) of group member ``pos``;
+        ``check()`` (the run's memory guard) is called before each block."""
         if pos in self.seen:
             return
         self.seen.add(pos)
@@ -173,11 +215,13 @@ class Reference:
         # arithmetic (element by element the same operations, so the same result)
         first = self.acc is None
         if first:
-            self.acc = np.empty(len(values), np.float64)
+            self.acc = np.empty(len(values), ACC_DTYPE)
         widen = self.dtype in EXACT_INT_BOUND
         for i in range(0, len(values), ADD_BLOCK):
+            if check is not None:
+                check()
             v = values[i:i + ADD_BLOCK]
-            v = v.astype(np.float32) if widen else v
+            v = v.astype(WIDE_DTYPE) if widen else v
             acc = self.acc[i:i + ADD_BLOCK]
             if first:
                 acc[...] = v
@@ -194,7 +238,7 @@ class Reference:
             return np.concatenate([self.parts[p] for p in range(len(self.group))])
         assert self.acc is not None
         if self._full is None:  # once for the whole group (the acc is final: complete)
-            self._full = self.acc.astype(np.float32).astype(self.npdt)
+            self._full = self.acc.astype(WIDE_DTYPE).astype(self.npdt)
         full = self._full
         if self.op_kind == "REDUCE_SCATTER":
             per = self.count // len(self.group)
