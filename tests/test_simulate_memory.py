@@ -84,10 +84,15 @@ def test_a_span_past_its_var_counts_nothing_from_a_manifest(tmp_path):
     top = json.loads((out / "manifest.json").read_text())
     top["triggers"][0]["num_elements"] = 1 << 40
     assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [0]
+    # nor its test data and reference: an output past its var is no size the run reaches
+    assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [0]
     # an operand starting before its var: the other one alone (4 ranks x 2 KiB)
     top["triggers"][0]["num_elements"] = 1024
     top["triggers"][0]["src"]["offset"] = -2
     assert [f.bytes for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [8192]
+    # the output lies in its var: 1024 x (8 + 4 + 2) bytes and a 2 KiB output read back
+    assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [
+        8192 + 1024 * 16]
 
 
 def _node64_floors_by_hand():

@@ -312,7 +312,7 @@ def _inject(monkeypatch, man: dict) -> dict:
         def complete(self):
             return len(self.inputs) == self.g
 
-        def add(self, pos, values):
+        def add(self, pos, values, check=None):
             self.inputs.setdefault(pos, np.array(values, copy=True))
 
         def expected_bytes(self, pos):

@@ -193,13 +193,16 @@ def floors_of_plan(plan) -> list[Floor]:
 
 def floors_of_specs(specs, layout) -> list[Floor]:
     """Per trigger of an output's manifest (:class:`~nrtrewrite.simulate.triggers.TriggerSpec`,
-    its vars placed by ``layout``), its operand floor.  An operand that does not lie in a
-    DRAM var of the memory map counts nothing here: SBUF, a var the map lacks, a span past
-    its var's end (the run itself names the last two)."""
+    its vars placed by ``layout``), its floor.  An operand that does not lie in a DRAM var
+    of the memory map counts nothing here: SBUF, a var the map lacks, a span past its var's
+    end (the run itself names the last two); nor do the test data and reference when the
+    output cannot lie in its var (a var the map lacks, more bytes than the var holds: the
+    element count is then no size the run reaches)."""
     out = []
     for t in sorted(specs.values(), key=lambda s: s.ordinal):
         ds = t.dsize
         spans = []
+        dst_fits = False
         for opnd, count in ((t.src, t.in_count), (t.dst, t.out_count)):
             try:
                 region = layout.var_region(t.subgraph, int(opnd["var_id"]))
@@ -209,12 +212,14 @@ def floors_of_specs(specs, layout) -> list[Floor]:
                 continue
             fits = region.kind == "dram" and 0 <= span[0] and sum(span) <= region.size
             spans.append(span if fits else None)
+            # an SBUF output writes each byte once at most: no more than its var's bytes
+            dst_fits = fits if region.kind == "dram" else span[1] <= region.storage
         same = t.src.get("var_id") == t.dst.get("var_id")
         n = len(t.group)
+        ref = reference_bytes(t.op, t.alu, t.dtype, t.n, n) if dst_fits else (0, 0)
         out.append(Floor(t.ordinal, t.label(), n,
                          operand_floor(n, spans[0], spans[1], same),
-                         operand_floor(n, spans[0], None, False),
-                         *reference_bytes(t.op, t.alu, t.dtype, t.n, n)))
+                         operand_floor(n, spans[0], None, False), *ref))
     return out
 
 
