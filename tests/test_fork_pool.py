@@ -135,6 +135,16 @@ def test_leaving_early_kills_the_workers():
     del it
 
 
+def _lower_mix8_refused(tmp_path) -> list[str]:
+    """``lower -q -j 2`` of mix8 into ``tmp_path``/out, refused (exit 2) with nothing left in
+    ``tmp_path``: its stderr lines."""
+    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.output, res.exception)
+    assert list(tmp_path.iterdir()) == []
+    return res.stderr.splitlines()
+
+
 def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
     """``lower -j 2`` of mix8 with rank 3's worker killed by SIGKILL: one line naming the
     model and the rank, exit 2, no output and no temporary folder (before: a hang)."""
@@ -145,15 +155,11 @@ def test_lower_with_a_worker_killed_is_one_line_and_leaves_nothing(tmp_path, mon
             os.kill(os.getpid(), signal.SIGKILL)
         return real(builder, plan, batch, r, *a, **kw)
     monkeypatch.setattr(lower_mod, "_emit_batch", emit)
-    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
-                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
-    assert res.exit_code == 2, (res.output, res.exception)
-    assert res.stderr.splitlines() == [
+    assert _lower_mix8_refused(tmp_path) == [
         f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
         "rank died (killed by SIGKILL, as the kernel's out-of-memory killer does); nothing "
         "was written: lower with fewer workers (-j 1), fewer ranks at once (--rank), or with "
         "more memory"]
-    assert list(tmp_path.iterdir()) == []
 
 
 def test_lower_with_a_worker_killed_idle_names_the_rank_it_was_to_get(tmp_path, monkeypatch):
@@ -167,15 +173,11 @@ def test_lower_with_a_worker_killed_idle_names_the_rank_it_was_to_get(tmp_path, 
             super().__init__(fn, workers)
             _killed_and_closed(self.workers[0][0])
     monkeypatch.setattr(bundle_mod, "ForkPool", FirstWorkerKilled)
-    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
-                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
-    assert res.exit_code == 2, (res.output, res.exception)
-    assert res.stderr.splitlines() == [
+    assert _lower_mix8_refused(tmp_path) == [
         f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 0: the worker process that was to "
         "lower this rank died (killed by SIGKILL, as the kernel's out-of-memory killer does) "
         "before it was handed the rank; nothing was written: lower with fewer workers (-j 1), "
         "fewer ranks at once (--rank), or with more memory"]
-    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("args", [["-j", "2"], ["--rank", "0", "-j", "2"]])
@@ -266,13 +268,9 @@ def test_lower_with_a_worker_interrupted_alone_says_so(tmp_path, monkeypatch, ct
             time.sleep(10)  # not reached
         return real(builder, plan, batch, r, *a, **kw)
     monkeypatch.setattr(lower_mod, "_emit_batch", emit)
-    res = CliRunner().invoke(main, ["lower", "-q", str(FIX / "mix8.neff"), "-o",
-                                    str(tmp_path / "out"), "-j", "2"], prog_name="nrtrewrite")
-    assert res.exit_code == 2, (res.output, res.exception)
-    assert res.stderr.splitlines() == [
+    assert _lower_mix8_refused(tmp_path) == [
         f"nrtrewrite: error: {FIX / 'mix8.neff'}: rank 3: the worker process lowering this "
         "rank was interrupted (SIGINT); nothing was written"]
-    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("exitcode, handed, says", [
