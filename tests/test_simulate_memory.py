@@ -93,6 +93,11 @@ def test_a_span_past_its_var_counts_nothing_from_a_manifest(tmp_path):
     # the output lies in its var: 1024 x (8 + 4 + 2) bytes and a 2 KiB output read back
     assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [
         8192 + 1024 * 16]
+    # an output in a var the map lacks: the input alone, its test data and reference left
+    # out though the input lies in its var (the dst alone says whether the output does)
+    top["triggers"][0]["src"]["offset"] = 0
+    top["triggers"][0]["dst"]["var_id"] = 99
+    assert [f.total for f in mg.floors_of_specs(load_triggers(top), Layout(top))] == [8192]
 
 
 def _node64_floors_by_hand():

@@ -202,8 +202,8 @@ def floors_of_specs(specs, layout) -> list[Floor]:
     for t in sorted(specs.values(), key=lambda s: s.ordinal):
         ds = t.dsize
         spans = []
-        dst_fits = False
-        for opnd, count in ((t.src, t.in_count), (t.dst, t.out_count)):
+        dst_fits = False  # the output lies in its var (set by the dst operand alone)
+        for which, (opnd, count) in enumerate(((t.src, t.in_count), (t.dst, t.out_count))):
             try:
                 region = layout.var_region(t.subgraph, int(opnd["var_id"]))
                 span = (int(opnd["offset"]), count * ds)
@@ -212,8 +212,8 @@ def floors_of_specs(specs, layout) -> list[Floor]:
                 continue
             fits = region.kind == "dram" and 0 <= span[0] and sum(span) <= region.size
             spans.append(span if fits else None)
-            # an SBUF output writes each byte once at most: no more than its var's bytes
-            dst_fits = fits if region.kind == "dram" else span[1] <= region.storage
+            if which == 1:  # the dst (an SBUF one writes each byte once at most)
+                dst_fits = fits if region.kind == "dram" else span[1] <= region.storage
         same = t.src.get("var_id") == t.dst.get("var_id")
         n = len(t.group)
         ref = reference_bytes(t.op, t.alu, t.dtype, t.n, n) if dst_fits else (0, 0)
