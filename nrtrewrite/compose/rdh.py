@@ -578,22 +578,23 @@ def explain_rdh(sel, topo, rank: int | None = None) -> dict:
     if rank is not None and rank in group:
         i = group.index(rank)
         c, folded = plan.core_of(i)
-        full = [0, plan.total]
+        def moved(j: int, block_only: EncOpType) -> list[int]:
+            """The range a fold (``ALLGATHER``) or unfold (``REDUCE_SCATTER``) moves for
+            extra rank ``j``: its block under that op, else the whole op space."""
+            return list(plan.block(j)) if sel.op == block_only else [0, plan.total]
+
         steps = []
         if folded:  # hand the input over, get the result back (compose_rdh's extra rank)
             core_rank = group[plan.nat(c)]
             steps.append({"stage": "fold", "event": FOLD_IN.name, "partner": core_rank,
-                          "send": list(plan.block(i)) if sel.op == EncOpType.ALLGATHER
-                          else full})
+                          "send": moved(i, EncOpType.ALLGATHER)})
             steps.append({"stage": "unfold", "event": FOLD_OUT.name, "partner": core_rank,
-                          "receive": list(plan.block(i)) if sel.op == EncOpType.REDUCE_SCATTER
-                          else full})
+                          "receive": moved(i, EncOpType.REDUCE_SCATTER)})
         else:
             extra_i = plan.extra_of(c)
             if extra_i is not None:  # the extra rank's fold-in comes first
                 steps.append({"stage": "fold", "event": FOLD_IN.name, "partner": group[extra_i],
-                              "receive": list(plan.block(extra_i))
-                              if sel.op == EncOpType.ALLGATHER else full})
+                              "receive": moved(extra_i, EncOpType.ALLGATHER)})
             if sel.op != EncOpType.ALLGATHER:
                 for s_ in range(plan.L):
                     pc, keep, send = plan.rh(c, s_)
@@ -609,8 +610,7 @@ def explain_rdh(sel, topo, rank: int | None = None) -> dict:
             if extra_i is not None:  # and the result goes back to it last
                 steps.append({"stage": "unfold", "event": FOLD_OUT.name,
                               "partner": group[extra_i],
-                              "send": list(plan.block(extra_i))
-                              if sel.op == EncOpType.REDUCE_SCATTER else full})
+                              "send": moved(extra_i, EncOpType.REDUCE_SCATTER)})
         out["rank"] = {"core": None if folded else c, "steps": steps}
     return out
 
