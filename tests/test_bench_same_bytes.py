@@ -44,7 +44,15 @@ def test_a_src_whose_nrtrewrite_python_does_not_import_is_refused(tmp_path):
     py.write_text(f'#!/bin/sh\nexec "{sys.executable}" -E "$@"\n')
     py.chmod(0o755)
     res = run(tmp_path, "src", "out", PYTHON=str(py))
-    installed = Path(__import__("nrtrewrite").__file__).resolve().parent
+    # what -E imports: the installed nrtrewrite, which is not this test's when PYTHONPATH
+    # points elsewhere (a second clone run with this checkout's interpreter)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    installed = subprocess.run(
+        [sys.executable, "-E", "-c", "import os, nrtrewrite; "
+         "print(os.path.realpath(os.path.dirname(nrtrewrite.__file__)))"],
+        capture_output=True, text=True, cwd=empty, check=True).stdout.strip()
+    empty.rmdir()
     assert res.returncode == 2
     assert res.stderr == (f"same_bytes.sh: error: src: {py} imports nrtrewrite from "
                           f"{installed}, not from this tree\n")
