@@ -448,6 +448,8 @@ def test_a_file_lnc_size_must_be_an_integer_and_a_small_file_names_its_nodes(tmp
     (4, 1, False, "4 ranks per s-engine; a kangaring unit holds 1 or 2 of each engine"),
     (3, 1, False, "3 ranks per s-engine"),
     (3, 2, False, "lnc_size 2 does not divide the 3 TPBs of an s-engine"),
+    # one TPB per s-engine: a logical core of two would join two engines
+    (1, 2, False, "lnc_size 2 spans more than one s-engine"),
 ])
 def test_kangaring_needs_one_or_two_whole_ranks_per_s_engine(tpbs, lnc, ok, says):
     """The units are a rank and at most 3 peers (peer_rmtv, peer_rmtv2, peer_local): 1 or 2
@@ -684,3 +686,51 @@ def test_explain_without_lnc_reads_no_topology_file_the_limits_refuse(tmp_path, 
     res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "1MiB",
                                     "--ranks", "4", "--topology", str(path)])
     assert res.exit_code == 2 and says in res.stderr and res.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("raw, says", [
+    # JSON cut short after a member: a property name is due at the end, char 17 of 17
+    (b'{"torus": [1, 2],', "cannot read topology file: Expecting property name enclosed in "
+                           "double quotes: line 1 column 18 (char 17)"),
+    # not UTF-8: the tenth byte (position 10) is 0xFF, which starts no UTF-8 sequence
+    (b'{"name": "\xff", "torus": [1, 2]}', "cannot read topology file: 'utf-8' codec can't "
+                                           "decode byte 0xff in position 10: invalid start "
+                                           "byte"),
+    (b'[{"torus": [1, 2]}]', "a topology file must hold a JSON object"),
+    (b'{"devices_per_node": 2, "links": [[0, 1, 1, 0, 7]]}',
+     "field links: a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], not "
+     "[0, 1, 1, 0, 7]"),
+    (b'{"devices_per_node": 2, "links": [[0, "1"]]}',
+     "field links: a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], not [0, '1']"),
+])
+def test_a_topology_file_that_is_no_json_object_is_one_line_naming_it(tmp_path, raw, says):
+    """docs/TOPOLOGY.md: the file is one JSON object read as strict UTF-8 JSON, a link one of
+    three shapes; malformed JSON, bytes that are not UTF-8, a JSON array and a link of five
+    entries or of a string are each refused in one line naming the file (exit 2)."""
+    path = tmp_path / "t.json"
+    path.write_bytes(raw)
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=1)
+    assert str(exc.value) == f"{path}: {says}"
+    for cmd in (["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2"],
+                ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2",
+                 "--lnc", "1"],
+                ["lower", "-q", ROOT / "fixtures" / "ar2.neff", "-o", tmp_path / "o"]):
+        assert _one_line_error(_cli(*cmd, "--topology", path)) == f"{path}: {says}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+def test_a_topology_file_the_os_cannot_read_names_the_file_and_why(tmp_path, monkeypatch):
+    """A regular file whose read fails (permission denied: root reads any mode, so the OS
+    error is stood in for) is refused in one line with the OS's reason, not a traceback."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_trn2_2node(nodes=1)))
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == f"{path}: cannot read topology file: Permission denied"
+    assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks",
+                                "2", "--lnc", "2", "--topology", path)) == str(exc.value)
