@@ -887,6 +887,45 @@ def test_the_hier_log_line_lists_the_five_slots_in_the_runtimes_order():
                                    "alg_inter_redsct 0")
 
 
+
+@pytest.mark.parametrize("algo", ["inter_allg:kangaring", "inter_allg:inter_rdh",
+                                  "^ring,mesh,inter_rdh"])
+def test_a_leg_clause_on_a_leg_the_op_does_not_run_is_no_error(algo):
+    """SELECTION.md §8: a forced leg engine outside its slot's legal set or refused by its
+    predicate, or an exclusion that leaves a leg no engine, is an error "only for legs the op
+    runs".  An all-reduce runs intra_redsct, inter_allr and intra_allg: KANGARING is not in
+    inter_allg's set (RING, INTER_RDH, MESH), INTER_RDH needs one rank per node (two nodes of
+    64 here), and ^ring,mesh,inter_rdh leaves the inter_allg and inter_redsct slots nothing.
+    The 64 MiB all-reduce over two trn2 nodes keeps the legs it has without the clause:
+    KANGARING intra legs (64 MiB >= 56 MiB), SINGLE_CYCLE_RING on the 1 MiB inter_allr leg
+    (MESH past its 64 KiB, INTER_RDH needs 8 nodes; 1 MiB in SINGLE_CYCLE_RING's [0, 4 MiB)),
+    and the unused slots log RING (0), as without an override."""
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, override=parse_algo_override(algo))
+    assert sel.alg == EncAlgType.HIER
+    assert [(leg.name, leg.alg) for leg in sel.legs] == [
+        ("intra_redsct", EncAlgType.KANGARING), ("inter_allr", EncAlgType.SINGLE_CYCLE_RING),
+        ("intra_allg", EncAlgType.KANGARING)]
+    assert sel.hier_log_line() == ("Hier algorithm selections - alg_intra_allg 3 "
+                                   "alg_intra_redsct 3 alg_inter_allr 4 alg_inter_allg 0 "
+                                   "alg_inter_redsct 0")
+
+
+def test_forcing_mesh_on_a_platform_without_mesh_says_so(tmp_path):
+    """§3 MESH row and TOPOLOGY.md: with ``"mesh": false`` "no mesh engine is legal"; forcing
+    MESH is a SelectionError naming the platform, and explain's MESH candidate is not legal
+    for that reason."""
+    f = tmp_path / "nomesh.json"
+    f.write_text(json.dumps({"platform": "trn2", "nodes": 1, "mesh": False}))
+    topo = load_topology(str(f), world=(), lnc_size=2)
+    sel = select(req(AR, NODE0, 4 * MiB), topo, strict=False)
+    mesh = sel.candidate(EncAlgType.MESH)
+    assert not mesh.legal and mesh.reason == "trn2 has no mesh (nccl_mesh_supported false)"
+    with pytest.raises(SelectionError) as exc:
+        select(req(AR, NODE0, 4 * MiB), topo, override=parse_algo_override("mesh"))
+    assert str(exc.value) == ("trigger 0: --algo 'mesh' forces MESH, refused: "
+                              "enc_can_post_mesh_operation: trn2 has no mesh "
+                              "(nccl_mesh_supported false)")
+
 def test_forcing_single_cycle_ring_on_the_inter_allg_leg_names_the_legs_engines():
     """§3 / §5: the inter all-gather leg's engines are RING, INTER_RDH, MESH."""
     with pytest.raises(SelectionError, match=r"SINGLE_CYCLE_RING is not legal on the "
