@@ -134,3 +134,22 @@ def test_an_in_place_all_gather_has_its_own_tables(plan):
     n_flat = flat.table.tab["n_dst"][flat.row[sends]].astype(int)
     n_inplace = inplace.table.tab["n_dst"][inplace.row[sends]].astype(int)
     assert (n_inplace == n_flat - 1).all()
+
+
+def test_a_full_memo_starts_again_and_the_entries_stay_the_same(plan, monkeypatch):
+    """Each memo of a channel holds at most MEMO_ENTRIES entries (a lowering of every rank in
+    one process would grow it with the ranks): a full memo is emptied, not grown, and the
+    entries composed after it was emptied are those of a memo that holds them all."""
+    from nrtrewrite.compose import kangaring as K
+
+    ranks = [0, 1, 5, 14, 0]
+    want = [_entry_bytes(plan, r) for r in ranks]  # 16 ranks: fewer than MEMO_ENTRIES (64)
+    monkeypatch.setattr(K, "MEMO_ENTRIES", 1)
+    for kc in _channels(plan):
+        kc.memo.clear()
+    _role_table.cache_clear()
+    got = []
+    for r in ranks:
+        got.append(_entry_bytes(plan, r))
+        assert all(len(memo) <= 1 for kc in _channels(plan) for memo in kc.memo.values())
+    assert got == want
