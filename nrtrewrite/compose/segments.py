@@ -250,10 +250,6 @@ class ViewTable:
             self.views.append(view)
         return out
 
-    def same(self, a: int, b: int) -> bool:
-        va, vb = self.views[a], self.views[b]
-        return (va.dsize, va.origin, va.base, va.ap) == (vb.dsize, vb.origin, vb.base, vb.ap)
-
 
 @dataclass
 class PeerTable:
