@@ -114,6 +114,20 @@ def test_evt_sem_addresses(sp, sem, window, expected):
     assert decode_sema_address(expected) == (sp, window, sem)
 
 
+@pytest.mark.parametrize("local", [
+    0x827FFFFFFC,                           # below EVT_SEM_BASE 0x82_8000_0000
+    0x8280000FFC,                           # TOP_SP 0, below the READ window (0x1000)
+    0x8280002000,                           # TOP_SP 0, past the DEC window (0x1C00 + 256 * 4)
+    0x8280001002,                           # inside the READ window, not on a 4-byte semaphore
+    0x8280000000 + (8 << 30) + 0x1800,      # a ninth TOP_SP of a die: its stride has 8 (0..7)
+])
+def test_an_address_that_is_no_evt_sem_semaphore_decodes_to_none(local):
+    """docs/FORMATS.md §10: a semaphore is EVT_SEM_BASE + TOP_SP (0..7, stride 1 << 30) +
+    window (READ, SET, INC, DEC at 0x1000..0x1C00) + 4 * id (256 per core); any other local
+    address is none."""
+    assert decode_sema_address(local) is None
+
+
 def test_semaphore_limits():
     with pytest.raises(LimitError):
         sema_address(0, 256, EVT_SEM_INC)
