@@ -140,12 +140,6 @@ class Region:
         return {"name": self.name, "kind": self.kind, "offset": self.offset, "size": self.size,
                 "subgraph": self.subgraph, "var_id": self.var_id, "partitions": self.partitions}
 
-    @classmethod
-    def from_json(cls, d: dict) -> "Region":
-        return cls(name=d["name"], kind=d["kind"], offset=int(d["offset"]), size=int(d["size"]),
-                   subgraph=d.get("subgraph"), var_id=d.get("var_id"),
-                   partitions=int(d.get("partitions", 1)))
-
 
 @dataclass
 class MemoryMap:
@@ -174,11 +168,6 @@ class MemoryMap:
         return {"core_window": CORE_WINDOW, "dram_base": DRAM_BASE, "sbuf_base": SBUF_BASE,
                 "sbuf_partition_stride": self.sbuf_partition_stride,
                 "regions": [r.to_json() for r in self.regions]}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "MemoryMap":
-        return cls(regions=[Region.from_json(r) for r in d["regions"]],
-                   sbuf_partition_stride=int(d["sbuf_partition_stride"]))
 
 
 def build_memory_map(model, scratch_bytes: int, gw_bytes: int,
