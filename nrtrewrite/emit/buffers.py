@@ -34,10 +34,6 @@ class BufferView:
     partition_stride: int = 0
     anchor: int = 0  # address the 0xBF TENSOR3D start_addr is measured from
 
-    @property
-    def linear(self) -> bool:
-        return self.ap is None
-
     def run_length(self) -> int | None:
         """Elements per contiguous run (None = unbounded)."""
         if self.ap is None:
