@@ -273,3 +273,22 @@ def test_a_run_of_equal_legs_is_split_at_repeat_65535(run, records):
     want = ([(0, 0, handshake, 0)] if handshake else []) + [(1, 1, n, 0) for n in records]
     want.append((0, 0, 1, F.TPINC_LAST_SYNC))
     assert list(zip(*(tp[f].tolist() for f in ("m2s", "s2m", "repeat", "flags")))) == want
+
+
+@pytest.mark.parametrize("name,rank", [("mix8", 0), ("mix8", 5)])
+def test_a_batch_of_blocks_of_one_leg_emits_what_its_entries_emit_one_by_one(monkeypatch, name,
+                                                                           rank):
+    """A batch of reducing entries of different (dtype, CCE op) reads each leg's CCE words
+    from that entry's own patterns; cut into blocks of one leg (so that every tile of a
+    block reduces the same number of sources), the bytes are still those of the entries
+    emitted one at a time with whole blocks."""
+    import nrtrewrite.emit.legs as legs
+
+    items = _items(_plan(name), rank)
+    one = _emit(items, [1] * len(items))
+    monkeypatch.setattr(legs, "EMIT_FIRST_BLOCK", 1)
+    monkeypatch.setattr(legs, "EMIT_BLOCK", 1)
+    got = _emit(items, [len(items)])
+    assert got[1] == one[1] and got[2] == one[2]
+    for file in F.ARTIFACTS:
+        assert got[0][file] == one[0][file], file
