@@ -582,8 +582,10 @@ _ALG_NAMES.update({
     "single_cycle": (EncAlgType.SINGLE_CYCLE_RING,),
 })
 
+#: The collectives --op and an --algo clause name (docs/CLI.md, SELECTION.md §8): the six this
+#: selector handles, not SEND, RECV nor the permutes (no composer here, no NEFF-like ctype).
 _OP_NAMES: dict[str, EncOpType] = {}
-for _op in EncOpType:
+for _op in sorted(_SELECTABLE):
     _OP_NAMES[_op.name.lower()] = _op
     _OP_NAMES[_op.name.lower().replace("_", "")] = _op
 _OP_NAMES.update({"all_reduce": EncOpType.ALLREDUCE, "all_gather": EncOpType.ALLGATHER,

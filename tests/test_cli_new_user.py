@@ -91,6 +91,24 @@ def test_explain_names_the_model_and_the_option_as_lower_does():
         "reduce_scatter, alltoall, broadcast, reduce)")
 
 
+@pytest.mark.parametrize("op", ["send", "recv", "permute", "permute_implicit",
+                                "permute-reduce-implicit"])
+def test_explain_op_and_algo_take_the_six_collectives_only(op):
+    """Bug: ``--op`` (and an ``--algo`` clause's collective) took every enc_op_type name,
+    so ``explain --op send`` explained a SEND "cannot be lowered: ... point-to-point and
+    permute ops have their own composers" (this tool has none, and no NEFF-like trigger is
+    one: ctype ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER), and ``--algo 'send:ring'`` was a
+    clause for it.  docs/CLI.md and docs/SELECTION.md §8 name the six: allreduce,
+    allgather, reduce_scatter, alltoall, broadcast, reduce."""
+    assert error_line(invoke("explain", "--op", op, "--bytes", "64MiB", "--ranks", "2")) == (
+        f"nrtrewrite: error: field --op: unknown collective {op!r} (allreduce, allgather, "
+        "reduce_scatter, alltoall, broadcast, reduce)")
+    assert error_line(invoke("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks",
+                             "2", "--algo", f"{op}:ring")) == (
+        f"nrtrewrite: error: field --algo: --algo '{op}:ring': {op!r} is neither a collective "
+        "nor a HIER leg (intra_allg, intra_redsct, inter_allr, inter_allg, inter_redsct)")
+
+
 def test_simulate_says_what_a_folder_is_not(lowered, tmp_path):
     rank = lowered / "rank-0000"
     assert error_line(invoke("simulate", rank)) == (
