@@ -28,7 +28,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from nrtrewrite import jsonin
 from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, EdgeLocality, EncAlgMeshType
@@ -325,11 +325,6 @@ class Topology:
         return self.platform.device_cycles
 
     # -- presentation ---------------------------------------------------------------------
-
-    def edges(self, group: Iterable[int] | None = None) -> list[tuple[int, int, EdgeLocality]]:
-        """Every unordered rank pair of ``group`` (default: all ranks) with its locality."""
-        ranks = sorted(self.ranks if group is None else group)
-        return [(a, b, self.locality(a, b)) for i, a in enumerate(ranks) for b in ranks[i + 1:]]
 
     def to_json(self) -> dict:
         """The topology as a JSON-able dict: the file format of docs/TOPOLOGY.md plus the
