@@ -556,10 +556,6 @@ class Selection:
         """The per-object sub-enum of ``alg`` (never the SPAD nibble; seed 000 §1.1)."""
         return METARING_OF.get(self.alg)
 
-    @property
-    def lowered(self) -> bool:
-        return self.fallback_reason is None
-
     def candidate(self, alg: EncAlgType) -> Candidate:
         return next(c for c in self.candidates if c.alg == alg)
 
