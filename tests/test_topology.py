@@ -577,6 +577,27 @@ def test_the_cycle_search_stops_after_exactly_its_budget():
         assert len(list(hamiltonian_cycles(0, n, adj.__getitem__, budget))) == found, budget
 
 
+
+def test_the_second_cycle_search_stops_after_its_tries(monkeypatch):
+    """docs/TOPOLOGY.md: the default device cycles come from a bounded search.  On K4 (every
+    device linked to the three others) a Hamiltonian cycle uses 4 of the 6 links and leaves a
+    matching, so no first cycle has an edge-disjoint second: the search looks for a second
+    after each of the (4 - 1)! = 6 directed cycles from device 0, or after the first
+    ``tries`` of them only, and keeps the first cycle, 0 1 2 3."""
+    from nrtrewrite.topology import model as M
+
+    k4 = {d: {x: p for p, x in enumerate(y for y in range(4) if y != d)} for d in range(4)}
+    searches = []
+
+    def counted(start, n, neighbours, budget):
+        searches.append(start)
+        return hamiltonian_cycles(start, n, neighbours, budget)
+    monkeypatch.setattr(M, "hamiltonian_cycles", counted)
+    for tries, second_searches in ((64, 6), (2, 2), (1, 1)):
+        searches.clear()
+        assert _find_device_cycles(4, k4, tries=tries) == ((0, 1, 2, 3),)
+        assert len(searches) == 1 + second_searches, tries
+
 def test_unnamed_link_ports_take_the_lowest_free_port():
     """TOPOLOGY.md ``links``: ports not named by any entry get the lowest free port (after
     every named one is placed); a preset's links replaced by a file's get cycles searched
