@@ -3,6 +3,7 @@ triggers, spec mistakes are one-line errors, and hypothesis round trips spec -> 
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
@@ -1232,3 +1233,162 @@ def test_a_lone_surrogate_in_an_engine_name_is_named_at_the_engines(base_spec, t
     assert (res.exit_code, res.output) == (
         2, f"nrtrewrite: error: {spec}: field subgraphs[0].engines: engine name 'a\\ud800' is "
            "not Unicode text ('\\ud800' is a lone surrogate, which UTF-8 cannot hold)\n")
+
+
+# ---------------------------------------------------------------------------
+# coverage audit (2026-12-05): spec refusals no test reached, each at the key path the spec
+# gives it (ASSEMBLE.md: "one-line errors naming the spec path")
+
+def _d9_pattern(var: str, dims) -> dict:
+    return {"var": var, "partitions": 128, "dims": dims}
+
+
+@pytest.mark.parametrize("mutate, field, why", [
+    (lambda s: s.update(validate="yes"), "validate", "must be true or false"),
+    (lambda s: s.update(trailing=5), "trailing", "must be a hex string"),
+    (lambda s: s.update(trailing="zz"), "trailing", "not a hex string: 'zz'"),
+    (lambda s: s["header"].update(name=5), "header.name", "must be a string"),
+    (lambda s: s["subgraphs"].append(copy.deepcopy(s["subgraphs"][0])), "subgraphs[1].name",
+     "subgraph 'sg00' defined twice"),
+    (lambda s: s.update(extra_members=[{"text": "x"}]), "extra_members[0].name",
+     "must be a string"),
+    (lambda s: _sg0(s).update(name=""), "subgraphs[0].name", "must be a non-empty string"),
+    (lambda s: _sg0(s).update(engines={}), "subgraphs[0].engines",
+     "needs a mapping of engine name -> instructions"),
+    (lambda s: _sg0(s)["engines"].update({3: []}), "subgraphs[0].engines",
+     "engine name 3 is not a string"),
+    (lambda s: _sg0(s).update(def_json=[1]), "subgraphs[0].def_json", "must be a mapping"),
+    (lambda s: _sg0(s)["vars"][0].update(name=""), "subgraphs[0].vars[0].name",
+     "needs a non-empty name"),
+    (lambda s: _sg0(s).update(replica_groups="0..7"), "subgraphs[0].replica_groups",
+     "needs a list of replica groups"),
+    (lambda s: _sg0(s).update(replica_groups=[5]), "subgraphs[0].replica_groups[0]",
+     "a group is a list of ranks or 'first..last'"),
+    (lambda s: _sp(s).append("nap"), "subgraphs[0].engines.sp[3]",
+     "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
+     "reduce_scatter) or 'nop'"),
+    (lambda s: _sp(s).append({"nop": 1, "raw": "00"}), "subgraphs[0].engines.sp[3]",
+     "an instruction is a one-key mapping"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(op="mul"),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
+    (lambda s: _sp(s)[1]["all_reduce"].pop("op"),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
+    (lambda s: _sp(s)[1]["all_reduce"].pop("num_elements"),
+     "subgraphs[0].engines.sp[1].all_reduce", "needs num_elements or bytes"),
+    # 0xD9: both operands are access patterns; dims are 1 to 3 [step, num] pairs
+    (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9),
+     "subgraphs[0].engines.sp[1].all_reduce.src",
+     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", []),
+                                              dst=_d9_pattern("sb_out", [[1, 8]])),
+     "subgraphs[0].engines.sp[1].all_reduce.src.dims",
+     "needs 1 to 3 [step, num] pairs, innermost first"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]] * 4),
+                                              dst=_d9_pattern("sb_out", [[1, 8]])),
+     "subgraphs[0].engines.sp[1].all_reduce.src.dims",
+     "needs 1 to 3 [step, num] pairs, innermost first"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst=_d9_pattern("sb_out", [[1, 8], 5])),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]", "a dimension is [step, num]"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst=_d9_pattern("sb_out", [[1, 8]]), ext="no"),
+     "subgraphs[0].engines.sp[1].all_reduce.ext", "must be true or false"),
+])
+def test_more_spec_refusals_name_their_key(base_spec, mutate, field, why):
+    mutate(base_spec)
+    assert why in _refused_at(base_spec, field)
+
+
+@pytest.mark.parametrize("name, why", [
+    ("../evil", "member path contains '..'"),
+    ("/abs", "absolute member path"),
+    ("a//b", "member path has an empty or '.' component"),
+    ("", "empty member name"),
+])
+def test_a_member_name_the_reader_refuses_is_not_written(base_spec, name, why):
+    """ASSEMBLE.md: tar-level pathologies (absolute paths, ...) cannot be written by the
+    assembler, whose tar writer refuses them: a one-line error naming the member, also with
+    validate: false (nothing is read back)."""
+    base_spec.update(validate=False, extra_members=[{"name": name, "text": "hi"}])
+    with pytest.raises(ParseError) as exc:
+        assemble_spec(base_spec)
+    assert str(exc.value) == f"<spec>: member {name}: {why}"
+
+
+def test_trailing_bytes_and_a_hex_tpb_per_node_are_written_as_given(base_spec):
+    """ASSEMBLE.md: `trailing: HEX` is appended after the payload (which the reader refuses
+    unless zero: NEFF-LIKE.md, bytes after data_size must be zero), `tpb_per_node` may be a
+    hex string, zero-padded to its 64 bytes at header offset 480 (NEFF-LIKE.md §1), and an
+    extra member without text, hex or json is empty."""
+    base_spec["header"]["tpb_per_node"] = "08 04"
+    base_spec["extra_members"] = [{"name": "notes/empty"}]
+    plain = assemble_spec(copy.deepcopy(base_spec))
+    assert plain[480:544] == bytes([8, 4]) + bytes(62)
+    from nrtrewrite.neff.container import read_container
+    assert read_container(plain).members["notes/empty"] == b""
+    base_spec["trailing"] = "00 00"
+    assert assemble_spec(copy.deepcopy(base_spec)) == plain + bytes(2)
+    base_spec["trailing"] = "00ff"
+    with pytest.raises(ParseError, match=r"^<spec> \(assembled\): .*non-zero byte after the "
+                                         r"payload"):
+        assemble_spec(copy.deepcopy(base_spec))
+    base_spec["validate"] = False
+    assert assemble_spec(base_spec) == plain + b"\x00\xff"
+
+
+@pytest.mark.parametrize("text, why", [
+    # (a YAML merge takes a mapping or a list of them: yaml.org/type/merge.html)
+    ("a: 1\nb: {<<: 3}\n", "expected a mapping or list of mappings for merging, but found "
+                           "scalar (line 2 column 9)"),
+    ("a: &a {x: 1}\nb: {<<: [*a, 3]}\n", "expected a mapping or list of mappings for "
+                                         "merging, but found scalar (line 2 column 14)"),
+])
+def test_a_merge_of_a_scalar_is_refused(text, why):
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text(text)
+    assert str(exc.value) == f"<spec>: invalid spec: {why}"
+
+
+@pytest.mark.parametrize("text", ["- 1\n- 2\n", "hello\n", "[1, 2]\n"])
+def test_a_spec_that_is_not_a_mapping_is_refused(text):
+    with pytest.raises(ValidationError) as exc:
+        parse_spec_text(text)
+    assert str(exc.value) == "<spec>: a spec must be a mapping"
+
+
+def test_a_spec_file_that_is_not_utf8_is_refused(tmp_path):
+    """ASSEMBLE.md: the spec is UTF-8: a byte 0xff is a one-line error naming the file, exit
+    status 2."""
+    spec = tmp_path / "bad.yaml"
+    spec.write_bytes(b"header: {name: \xff}\n")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "b.neff")],
+                             prog_name="nrtrewrite")
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: spec is not UTF-8 (invalid start byte)\n")
+    assert not (tmp_path / "b.neff").exists()
+
+
+@pytest.mark.parametrize("value, why", [
+    (float("nan"), "Out of range float values are not JSON compliant"),
+    ({1, 2}, "Object of type set is not JSON serializable"),
+])
+def test_a_value_json_cannot_hold_is_refused_at_its_member(base_spec, value, why):
+    """A value JSON cannot hold (a NaN from the API, a YAML !!set) in neff_json is a one-line
+    error at neff_json."""
+    base_spec["neff_json"] = {"neff_like_version": 1, "subgraphs": ["sg00"], "a": value}
+    assert why in _refused_at(base_spec, "neff_json")
+
+
+@pytest.mark.parametrize("def_json, field", [
+    ("{a: &d [*d, *d]}", "a[0]"),
+    ("{a: &d [1, *d], c: &e [*e]}", "a[1]"),
+])
+def test_of_two_recursive_aliases_the_first_is_named(def_json, field):
+    """ASSEMBLE.md: a value that contains itself through a YAML alias is refused at the key
+    path where the alias closes the cycle; with two, the first in the spec's order."""
+    text = ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: []}\n"
+            f"  def_json: {def_json}\n")
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text))
+    assert str(exc.value) == (f"<spec>: field subgraphs[0].def_json.{field}: a list contains "
+                              "itself (a recursive YAML alias), which JSON cannot hold")
