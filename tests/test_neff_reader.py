@@ -203,6 +203,9 @@ def test_neff_json_rules(base_spec, neff_json, why):
     ('{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [-' + "7" * 4301 + ']}',
      "member neff.json, field note[0]: invalid JSON: an integer of 4301 digits, more than "
      "4300"),
+    # deeper than the JSON decoder recurses (ASSEMBLE.md: `invalid JSON: nested too deeply`)
+    ('{"note": ' + "[" * 100000 + "]" * 100000 + "}", "member neff.json: invalid JSON: nested "
+                                                       "too deeply"),
 ])
 def test_neff_json_syntax(base_spec, raw, why):
     base_spec["extra_members"] = [{"name": "neff.json", "text": raw}]
@@ -273,6 +276,8 @@ V = [{"var_id": 0, "name": "in", "type": "input", "size": 4096},
     (dict(engines=[]), "field engines: must be a non-empty list"),
     (dict(engines=["sp", "sp"]), "field engines[1]: engine 'sp' listed twice"),
     (dict(engines=["../sp"]), "not a plain file name"),
+    (dict(var={"in": V[0]}), "field var: must be a list"),
+    (dict(var=[V[0], 1]), "field var[1]: must be an object"),
 ])
 def test_def_json_rules(base_spec, override, why):
     _def(base_spec, **override)
