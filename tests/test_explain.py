@@ -292,6 +292,49 @@ def test_a_rank_listed_twice_is_named(value, rank):
                     "rank once)"), line
 
 
+# coverage audit (2026-12-05): model-less refusals no test reached (docs/CLI.md "explain")
+@pytest.mark.parametrize("args, usage, why", [
+    (["--op", "allreduce", "--ranks", "4"], True,
+     "give MODEL, or --op and --bytes with --ranks or --group"),
+    (["--bytes", "1MiB", "--ranks", "4"], True,
+     "give MODEL, or --op and --bytes with --ranks or --group"),
+    (["--op", "allreduce", "--bytes", "1MiB", "--ranks", "0"], True, "--ranks must be >= 1"),
+    (["--op", "allreduce", "--bytes", "1MiB", "--ranks", "4", "--nodes", "0"], True,
+     "--nodes must be >= 1"),
+    (["--op", "allreduce", "--bytes", "1MiB", "--ranks", "4", "--nodes", "2", "--topology",
+      "TOPO"], True, "--nodes combines with a preset --topology (trn1, trn2); a topology file "
+                     "sets its own nodes"),
+    (["--op", "allreduce", "--bytes", "1MiB", "--ranks", "4", "--dtype", "bf17"], False,
+     "field --dtype: unknown dtype 'bf17' ("),
+    # 6 bytes of bf16 are 3 elements: no 4 equal blocks (the all-gather output, the
+    # reduce-scatter input); 8 bytes of fp32 are 2
+    (["--op", "allgather", "--bytes", "6", "--ranks", "4"], False,
+     "field --bytes: --bytes 6 does not split into 4 equal BF16 blocks for ALLGATHER"),
+    (["--op", "reduce_scatter", "--bytes", "8", "--dtype", "fp32", "--ranks", "4"], False,
+     "field --bytes: --bytes 8 does not split into 4 equal FP32 blocks for REDUCE_SCATTER"),
+    (["--op", "allreduce", "--bytes", "1MiB", "--group", ""], False,
+     "field --group: empty rank list"),
+    (["--op", "allreduce", "--bytes", "1MiB", "--group", "  "], False,
+     "field --group: empty rank list"),
+    # (--lnc's default is read from the file first: CLI.md "its lnc_size, else ...")
+    (["--op", "allreduce", "--bytes", "1MiB", "--ranks", "4", "--topology", "LIST"], False,
+     "LIST: a topology file must hold a JSON object"),
+])
+def test_model_less_option_mistakes_are_one_line(tmp_path, args, usage, why):
+    topo, listed = tmp_path / "topo.json", tmp_path / "list.json"
+    topo.write_text(json.dumps({"platform": "trn2", "torus": [2, 2]}))
+    listed.write_text("[1, 2]")
+    args = [{"TOPO": str(topo), "LIST": str(listed)}.get(a, a) for a in args]
+    why = why.replace("LIST", str(listed))
+    res = CliRunner().invoke(main, ["explain", *args], env={}, prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    if usage:
+        assert res.stderr == (f"nrtrewrite explain: error: {why} (see 'nrtrewrite explain "
+                              "--help')\n")
+    else:
+        assert _one_line_error(res).startswith(why)
+
+
 
 @pytest.mark.parametrize("algo", ["^ring", "allreduce:^ring"])
 def test_an_exclusion_reaches_the_hier_legs(algo):
@@ -773,3 +816,82 @@ def test_one_trigger_of_a_model_under_the_limits_selects_that_trigger_only(tmp_p
     d = run_json("explain", path, "--trigger", "4")
     assert d["model_refusal"] is None
     assert [t.ordinal for t in calls] == [4]
+
+
+def _runs(text: str) -> list[int]:
+    """The ranks of ``compress``'s runs, ``0..1 13..12 5`` (a run may go downward)."""
+    out = []
+    for run_ in text.split():
+        a, _, b = run_.partition("..")
+        a, b = int(a), int(b or a)
+        out += range(a, b + 1) if a <= b else range(a, b - 1, -1)
+    return out
+
+
+def test_a_single_rank_single_cycle_ring_is_one_channel_of_the_rank_alone():
+    """docs/CLI.md "explain": a one-rank group's ring is the rank alone, [R]; the forward
+    and backward ring of SINGLE_CYCLE_RING are one channel then (seed 000: a single rank is
+    enc_1rank_primitive, one channel)."""
+    (t,) = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--group", "5",
+                    "--algo", "single_cycle_ring")["triggers"]
+    assert t["lowered"]["algorithm"] == "SINGLE_CYCLE_RING"
+    assert t["channels"]["count"] == 1
+    assert [(r["channel"], r["order"], r["direction"]) for r in t["channels"]["rings"]] == \
+        [(0, [5], "cw")]
+
+
+def test_kangaring_paths_are_shown_per_channel_without_rank():
+    """docs/CLI.md "explain": a KANGARING trigger shows its paths (primaries and
+    logical_path) per channel; without --rank, every channel's, as --json has them."""
+    args = ["explain", "--op", "allreduce", "--bytes", "64MiB", "--group", "0-15", "--algo",
+            "allreduce:kangaring"]
+    (t,) = run_json(*args)["triggers"]
+    chans = t["kangaring"]["channels"]
+    assert t["lowered"]["algorithm"] == "KANGARING" and len(chans) == t["channels"]["count"]
+    text = run(*args).output.splitlines()
+    head = text.index("kangaring paths (lowered) for group 0..15:")
+    rows = [[c.strip() for c in line.split("│")] for line in text[head + 3:head + 3 + len(chans)]]
+    for (ch, primaries, path), k in zip(rows, chans):
+        assert (int(ch), _runs(primaries), [int(r) for r in path.split()]) == \
+            (k["channel"], k["primaries"], k["logical_path"])
+        # the cycle of the primaries: the first rank of each unit of the logical path
+        assert k["primaries"] == k["logical_path"][::2] and len(k["units"]) == 8
+
+
+def test_the_overview_shows_a_hier_triggers_leg_engines(tmp_path, monkeypatch):
+    """docs/CLI.md "explain": the overview's lowered column is HIER with its legs' engines;
+    a HIER all-reduce has three legs (seed 000 §4.3: intra reduce-scatter, inter all-reduce,
+    intra all-gather)."""
+    import nrtrewrite.cli.explain as E
+    from conftest import hier_in_two_subgraphs
+    path = _limits_model(tmp_path, lambda s: hier_in_two_subgraphs(s, _ar(num_elements=512)))
+    doc = run_json("explain", path)
+    monkeypatch.setattr(E, "OVERVIEW_TRIGGERS", 3)
+    res = run("explain", path)
+    rows = [[c.strip() for c in line.strip("│").split("│")]
+            for line in res.output.splitlines() if line.startswith("│")]
+    assert len(rows) == len(doc["triggers"]) == 4
+    for cells, t in zip(rows, doc["triggers"]):
+        legs = [leg["algorithm"] for leg in t["hier"]["legs"]]
+        assert [leg["name"] for leg in t["hier"]["legs"]] == ["intra_redsct", "inter_allr",
+                                                          "intra_allg"]
+        assert cells[6] == f"HIER ({', '.join(legs)})"
+
+
+def test_a_selection_error_is_said_before_a_model_wide_refusal(tmp_path, monkeypatch):
+    """lower checks each trigger's selection before the model-wide limits: with a limit of
+    11 SPAD entries the four HIER triggers (12 entries) are refused as a whole, but an --algo
+    that no trigger can take is refused first, at trigger 0, and explain says it as lower
+    does (docs/CLI.md "explain": a selection error names its place as lower does)."""
+    import nrtrewrite.limits as L
+    from conftest import hier_in_two_subgraphs
+    path = _limits_model(tmp_path, lambda s: hier_in_two_subgraphs(s, _ar(num_elements=512)))
+    monkeypatch.setattr(L, "MAX_RANK_SPAD_ENTRIES", 11)
+    assert run_json("explain", path)["model_refusal"] is not None
+    res = run("lower", path, "-o", str(tmp_path / "out"), "-j", "1", "--algo", "allreduce:mesh")
+    lower_line = _one_line_error(res)
+    assert lower_line.startswith(f"{path}: member sg00/sp.bin, subgraph sg00, stream sp, "
+                                 "instruction 0, trigger 0: --algo 'allreduce:mesh' forces "
+                                 "MESH, refused: ")
+    res = run("explain", path, "--algo", "allreduce:mesh")
+    assert _one_line_error(res) == lower_line
