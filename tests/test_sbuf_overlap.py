@@ -118,6 +118,13 @@ REFUSED = [
      "dst access pattern element 64 (partition 1, bytes [128, 130)) is src element 64 of "
      "state-buffer var 0 in place but element 0 (partition 0, bytes [128, 130)) is not (src "
      f"element 0: partition 1, bytes [0, 2)): {IN_PLACE}"),
+    # src rows of 32 in partitions 0 and 1, dst one row of 64 in partition 0: dst elements
+    # 0..31 are src elements 0..31 in place, but dst element 32 (partition 0, bytes [64, 66))
+    # is not where src element 32 is (partition 1, its first element: bytes [0, 2))
+    ("in_place_then_past_the_src_partition", "all_reduce", ap(parts=2, dims=((1, 32),)), ap(),
+     "dst access pattern element 0 (partition 0, bytes [0, 2)) is src element 0 of "
+     "state-buffer var 0 in place but element 32 (partition 0, bytes [64, 66)) is not (src "
+     f"element 32: partition 1, bytes [0, 2)): {IN_PLACE}"),
 ]
 
 
@@ -397,3 +404,24 @@ def test_operands_that_only_touch_are_accepted_without_enumerating(monkeypatch, 
     trig = SimpleNamespace(src=Operand(var_id=0, ap=src), dst=Operand(var_id=0, ap=dst),
                            op=EncOpType.ALLREDUCE, dtype_size=2)
     assert operand_refusal(trig) is None
+
+
+def test_a_dst_wider_than_a_partition_of_the_window_is_refused_for_its_var(tmp_path):
+    """apoverlap (module docstring): a pattern whose extent passes what one partition of the
+    SBUF window holds (2^32 / 128 = 33554432 bytes) is not checked for aliasing: its var
+    cannot be laid out, and lower refuses the model for that, explain with the same line.
+    Here the dst writes elements 0 and 1 to the same bytes (a step 0 over 2), across
+    31 * 2^20 elements of 2 bytes, in vars t and u of 64 MiB per partition: 128 MiB
+    (134217728 bytes) per partition."""
+    spec = sbuf_spec("all_reduce", ap(), ap(var="u", dims=((0, 2), (1 << 20, 32))))
+    for var in spec["subgraphs"][0]["vars"]:
+        var["size"] = 64 << 20
+    neff = tmp_path / "wide.neff"
+    neff.write_bytes(assemble_spec(spec))
+    want = (f"nrtrewrite: error: {neff}: the model's state-buffer vars need 134217728 bytes per "
+            "partition; 128 partitions of them do not fit the 4294967296-byte SBUF window a "
+            "32-bit TENSOR3D start_addr addresses (33554432 bytes per partition)\n")
+    for args in (["lower", "-q", str(neff), "-o", str(tmp_path / "out")], ["explain", str(neff)]):
+        res = CliRunner().invoke(main, args, env={}, prog_name="nrtrewrite")
+        assert (res.exit_code, res.output) == (2, want)
+    assert not (tmp_path / "out").exists()
