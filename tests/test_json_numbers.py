@@ -114,6 +114,30 @@ def test_unique_keys_alone_and_exact_floats():
     assert json.dumps(doc) == "[2, 2.0, 2.0, 1.0, 1.5, 1.5, true, 1]"
     with pytest.raises(jsonin.JsonRule, match="1e999 is not a finite number"):
         jsonin.loads('{"a": 1e999}', strict_objects=False, exact_floats=True)
+    x, = jsonin.loads('[1.5]', exact_floats=True)  # (diff compares it with any value)
+    assert x != "1.5" and x != None and x not in ("1.5", None, [1.5])  # noqa: E711
+
+
+def test_an_interpreter_limit_below_the_integers_rule_is_its_own_error():
+    """Under a lower ``sys.set_int_max_str_digits`` (640) an integer of 700 digits, which the
+    integers' rule (4300) lets pass, cannot be read: CPython's ValueError, naming its
+    setting, as the NEFF reader says it (tests/test_neff_reader.py), with or without the
+    strict rules; 4301 digits are the rule's."""
+    import sys
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        for strict in (True, False):
+            with pytest.raises(ValueError) as exc:
+                jsonin.loads("[" + "1" * 700 + "]", strict_objects=strict)
+            assert not isinstance(exc.value, jsonin.JsonRule)
+            assert str(exc.value).startswith("Exceeds the limit (640 digits) for integer string "
+                                             "conversion: value has 700 digits")
+            with pytest.raises(jsonin.JsonRule, match="^an integer of 4301 digits, more than "
+                                                      "4300$"):
+                jsonin.loads("[" + "1" * 4301 + "]", strict_objects=strict)
+    finally:
+        sys.set_int_max_str_digits(old)
 
 
 # --- the NEFF's JSON members ----------------------------------------------------------------
