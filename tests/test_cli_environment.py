@@ -471,6 +471,30 @@ def test_assemble_over_a_file_keeps_its_mode(tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_failed_write_names_its_reason_and_keeps_the_previous_file(tmp_path, monkeypatch):
+    """writer.write_bytes_atomic: any OS error is an OutputError naming the path and the
+    OS's reason, and the path keeps its previous content; a temporary that cannot be removed
+    then does not hide that error.  An empty path is refused before anything is made."""
+    from nrtrewrite.errors import OutputError
+    from nrtrewrite.neff import writer
+    kept = tmp_path / "kept.neff"
+    kept.write_bytes(b"old")
+    with pytest.raises(OutputError, match="^cannot write: an empty path$"):
+        writer.write_bytes_atomic("", b"new")
+
+    def full(*a):
+        raise OSError(28, "No space left on device")
+
+    def busy(*a):
+        raise OSError(16, "Device or resource busy")
+    monkeypatch.setattr(writer.os, "replace", full)
+    monkeypatch.setattr(writer.os, "unlink", busy)
+    with pytest.raises(OutputError) as exc:
+        writer.write_bytes_atomic(kept, b"new")
+    assert str(exc.value) == f"{kept}: cannot write: No space left on device"
+    assert kept.read_bytes() == b"old"
+
+
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
             if p.is_file()}

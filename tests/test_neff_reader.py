@@ -127,6 +127,22 @@ def test_rewrite_streams_round_trip(fixtures_dir, tmp_path):
         rewrite_streams(model, {("sg00", "zz"): b""})
 
 
+def test_write_model_takes_header_and_members_or_finished_bytes(fixtures_dir, tmp_path):
+    """writer.write_model writes a Model, a (header, members) pair, whose members are
+    written in the order given, or a file's bytes unchanged (ModelOrParts)."""
+    model = read_model(fixtures_dir / "mix8.neff")
+    whole = tmp_path / "whole.neff"
+    write_model(model, whole)
+    parts = tmp_path / "parts.neff"
+    write_model((model.header, dict(model.members)), parts)
+    assert parts.read_bytes() == whole.read_bytes()
+    write_model((model.header, list(reversed(model.members.items()))), parts)
+    assert list(read_model(parts).members) == list(reversed(model.members))
+    raw = tmp_path / "raw.neff"
+    write_model(b"not a model", raw)
+    assert raw.read_bytes() == b"not a model"
+
+
 # ---------------------------------------------------------------------------
 # members and neff.json
 
