@@ -213,6 +213,20 @@ def test_corrupt_tar():
     raw[512 + 512 + 148:512 + 512 + 156] = b"0000000\0"  # wrong checksum
     with pytest.raises(ParseError, match="corrupt tar archive: invalid header at tar offset"):
         read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
+    # a pax extended header (a valid record, path=zz) whose member header is garbage, after
+    # the three members: tarfile's "invalid header", said after the members read
+    raw = gzip.decompress(build_payload(MEMBERS))
+    end = sum(512 + -(-len(d) // 512) * 512 for _, d in MEMBERS)
+    rec = b"11 path=zz\n"  # (11 bytes, its length included)
+    pax = tarfile.TarInfo("PaxHeader")
+    pax.type, pax.size = tarfile.XHDTYPE, len(rec)
+    tar = (raw[:end] + pax.tobuf(format=tarfile.USTAR_FORMAT) + rec + bytes(512 - len(rec))
+           + b"\x01" * 512 + bytes(10240))
+    with pytest.raises(ParseError) as exc:
+        read_container(wrap_payload(default_header(), gzip.compress(bytes(tar), mtime=0)),
+                       path="m.neff")
+    assert str(exc.value) == ("m.neff: field payload: corrupt tar archive after member 3: "
+                              "invalid header")
 
 
 def _tar(*infos: tuple[tarfile.TarInfo, bytes]) -> bytes:
@@ -458,6 +472,22 @@ def test_writer_is_deterministic_and_keeps_order():
     assert [i.name for i in infos] == [n for n, _ in members]
     assert all(i.mtime == 0 and i.uid == 0 and i.gid == 0 and i.uname == "" for i in infos)
     assert list(read_container(a).members) == [n for n, _ in members]
+
+
+@pytest.mark.parametrize("field, value, why", [
+    # NEFF-LIKE.md §1: name is char[256], neff_build_version char[128] (UTF-8 bytes: "é" is 2)
+    ("name", "\u00e9" * 129, "258 bytes do not fit the 256-byte field"),
+    ("neff_build_version", "v" * 129, "129 bytes do not fit the 128-byte field"),
+    ("uuid", bytes(3), "needs exactly 16 bytes, got 3"),
+    ("num_tpb", 1 << 32, "value 4294967296 does not fit u32"),
+    ("feature_bits", -1, "value -1 does not fit u64"),
+])
+def test_a_header_field_that_does_not_fit_is_refused_by_the_writer(field, value, why):
+    """build_container / wrap_payload (ASSEMBLE.md: tests wrap hand-made payloads with it)
+    refuse a header field wider than its place in the 1024-byte header, naming the field."""
+    with pytest.raises(ParseError) as exc:
+        build_container(default_header(**{field: value}), MEMBERS)
+    assert str(exc.value) == f"field {field}: {why}"
 
 
 def test_writer_refuses_bad_names():
