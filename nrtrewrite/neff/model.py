@@ -101,10 +101,6 @@ class SyncFields:
     update_idx: int = 0
     semaphore_value: int = 0
 
-    def to_bytes(self) -> bytes:
-        return bytes((self.wait_mode, self.wait_idx, self.update_mode, self.update_idx)) + \
-            self.semaphore_value.to_bytes(4, "little")
-
 
 @dataclass(frozen=True)
 class Trigger:
