@@ -198,3 +198,21 @@ def test_decode_word_refuses_a_word_not_of_64_bytes(length):
     word = (c7() + bytes(64))[:length]
     with pytest.raises(ValueError, match=f"{length} bytes, not 64"):
         decode_word(0xC7, word)
+
+
+def test_decode_word_refuses_an_opaque_opcode_and_opaque_word_its_arguments():
+    """instructions.py: decode_word decodes the four known opcodes only (ValueError for an
+    opaque one); opaque_word builds opcode, length_dw 16, reserved 0, the 8 sync bytes and
+    the 52 operand bytes (NEFF-LIKE.md §2's common header), refusing an opcode past a byte
+    and sync / operands of other lengths."""
+    from nrtrewrite.neff.instructions import opaque_word
+    with pytest.raises(ValueError, match="^opcode 0x41 is opaque$"):
+        decode_word(0x41, bytes([0x41, 16]) + bytes(62))
+    word = opaque_word(0xC1, sync=bytes(range(1, 9)), operands=b"\xaa" * 52)
+    assert word == bytes([0xC1, 16, 0, 0]) + bytes(range(1, 9)) + b"\xaa" * 52
+    for opcode in (-1, 256):
+        with pytest.raises(ValueError, match=f"^opcode {opcode} out of range$"):
+            opaque_word(opcode)
+    for kw in ({"sync": bytes(7)}, {"operands": bytes(53)}):
+        with pytest.raises(ValueError, match="^sync takes 8 bytes and operands 52$"):
+            opaque_word(0, **kw)
