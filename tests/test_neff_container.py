@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import io
@@ -14,8 +15,8 @@ import pytest
 
 from nrtrewrite.errors import LimitError, ParseError, ValidationError
 from nrtrewrite.neff.container import (
-    HEADER_SIZE, Limits, build_container, build_header, build_payload, default_header,
-    gunzip_limited, parse_header, read_container, wrap_payload,
+    HEADER_SIZE, Limits, build_container, build_header, build_payload, build_tar,
+    default_header, gunzip_limited, parse_header, read_container, wrap_payload,
 )
 from nrtrewrite.neff.model import NeffHeader
 
@@ -481,6 +482,7 @@ def test_writer_is_deterministic_and_keeps_order():
     ("uuid", bytes(3), "needs exactly 16 bytes, got 3"),
     ("num_tpb", 1 << 32, "value 4294967296 does not fit u32"),
     ("feature_bits", -1, "value -1 does not fit u64"),
+    ("pkg_version", 3, "unknown pkg_version 3 (1 = SHA-256, 2 = MD5)"),  # (no digest for it)
 ])
 def test_a_header_field_that_does_not_fit_is_refused_by_the_writer(field, value, why):
     """build_container / wrap_payload (ASSEMBLE.md: tests wrap hand-made payloads with it)
@@ -488,6 +490,23 @@ def test_a_header_field_that_does_not_fit_is_refused_by_the_writer(field, value,
     with pytest.raises(ParseError) as exc:
         build_container(default_header(**{field: value}), MEMBERS)
     assert str(exc.value) == f"field {field}: {why}"
+
+
+def test_a_long_name_that_is_not_utf8_is_written_with_a_binary_pax_record():
+    """docs/FORMATS.md §9: a name that does not fit ustar goes in a pax record "<len>
+    path=<name>\\n", preceded by "21 hdrcharset=BINARY\\n" when the name is not valid UTF-8
+    (bytes kept as the input had them); the member's header holds its first 100 bytes."""
+    raw = b"notes/" + b"x" * 120 + b"\xff.txt"  # 131 bytes, a byte 0xff
+    name = raw.decode("utf-8", "surrogateescape")
+    tar = build_tar([(name, b"data")])
+    assert tar[156:157] == b"x" and tar[0:14] == b"././@PaxHeader"
+    # " path=" + 131 + "\\n" is 138 bytes, 141 with the 3 digits of 141
+    records = b"21 hdrcharset=BINARY\n" + b"141 path=" + raw + b"\n"
+    assert int(tar[124:135], 8) == len(records) == 162
+    assert tar[512:512 + 162] == records and tar[512 + 162:1024] == bytes(1024 - 512 - 162)
+    assert tar[1024:1124] == raw[:100] and tar[1024 + 156:1024 + 157] == b"0"
+    cont = read_container(build_container(default_header(), [(name, b"data")]))
+    assert list(cont.members.items()) == [(name, b"data")]
 
 
 def test_writer_refuses_bad_names():
@@ -558,6 +577,13 @@ def test_file_bytes_slices_like_bytes_and_fails_short(tmp_path):
         with pytest.raises(ParseError, match=r"f\.bin: changed while being read \(it held 10240 "
                                              r"bytes, now ends at byte 100\)$"):
             fb[50:200]
+    finally:
+        os.close(fd)
+    fd = os.open(tmp_path, os.O_RDONLY)  # a folder: its read fails (EISDIR), said so
+    try:
+        with pytest.raises(ParseError) as exc:
+            FileBytes(fd, 100, Where(file="d.neff"))[0:10]
+        assert str(exc.value) == f"d.neff: cannot read: {os.strerror(errno.EISDIR)}"
     finally:
         os.close(fd)
 
