@@ -99,10 +99,12 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
-def _duplicate_key_path(text: str | bytes, parse_int) -> str | None:
+def _duplicate_key_path(text: str | bytes) -> str | None:
     """The key path of the first key given twice in an object (the one
     :func:`_no_duplicate_keys` refused: the first object to close), found by parsing again
-    with every object kept and walking to the marked one (an error's cost only)."""
+    with every object kept and walking to the marked one (an error's cost only).  The
+    parse reads no integer (each is 0): one past :data:`MAX_JSON_INT_DIGITS` or CPython's
+    limit later in the text, which the first parse did not reach, lost the path."""
     marked: list[tuple[dict, str]] = []
 
     def keep(pairs: list[tuple[str, Any]]) -> dict:
@@ -116,9 +118,9 @@ def _duplicate_key_path(text: str | bytes, parse_int) -> str | None:
                 seen.add(key)
         return out
 
-    kw = {"parse_int": parse_int} if parse_int is not None else {}
     try:
-        doc = json.loads(text, object_pairs_hook=keep, parse_constant=float, **kw)
+        doc = json.loads(text, object_pairs_hook=keep, parse_constant=float,
+                         parse_int=lambda num: 0)
     except (ValueError, RecursionError):
         return None
     if not marked:
@@ -283,7 +285,7 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
         doc = json.loads(text, parse_constant=parse_constant, parse_float=parse_float, **kw)
     except JsonRule as err:
         if err.path is None and err.why.startswith("duplicate key"):
-            err.path = _duplicate_key_path(text, kw.get("parse_int"))
+            err.path = _duplicate_key_path(text)
         elif err.path is None and err.why.startswith("an integer of"):
             err.path = _long_int_path(text)
         raise

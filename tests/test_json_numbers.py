@@ -85,6 +85,10 @@ def test_the_loader_keeps_finite_numbers_and_its_other_rules():
     ('{"a": {"b": 1, "c": [0, {"d": 1, "e": {}, "d": 2}], "b": 3}}', "a.c[1].d"),
     ('[{"x": 1}, {"y": {"z": 0, "z": 0}}]', "[1].y.z"),
     ('{"p": {"q": 1, "q": 2}, "r": {"s": 1, "s": 2}}', "p.q"),  # the first object closed
+    # an integer past the integers' rule (and CPython's 4300) after the key given twice: the
+    # key, refused first, is named (the path was lost: the walk's parse met the integer)
+    ('{"a": {"b": 1, "b": 2}, "c": ' + "1" * 4301 + "}", "a.b"),
+    ('[{"x": {"y": 0, "y": 0}}, -' + "9" * 5000 + "]", "[0].x.y"),
 ])
 def test_a_key_given_twice_is_named_by_its_key_path(text, path):
     for kw in ({}, {"strict_objects": False, "unique_keys": True}):

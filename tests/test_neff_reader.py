@@ -214,6 +214,9 @@ def test_neff_json_rules(base_spec, neff_json, why):
 @pytest.mark.parametrize("raw,why", [
     ("{", "invalid JSON: Expecting property name"),
     ('{"a": 1, "a": 2}', "member neff.json, field a: invalid JSON: duplicate key 'a'"),
+    # (the object given a key twice closes before the long integer is read: the path was lost)
+    ('{"a": {"b": 1, "b": 2}, "note": ' + "1" * 4301 + "}",
+     "member neff.json, field a.b: invalid JSON: duplicate key 'b'"),
     ('{"a": NaN}', "member neff.json, field a: invalid JSON: NaN is not a finite number"),
     ("[1]", "must be a JSON object"),
     ('{"neff_like_version": 1, "subgraphs": ["sg00"], "note": [-' + "7" * 4301 + ']}',
