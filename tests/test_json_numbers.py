@@ -122,6 +122,15 @@ def test_unique_keys_alone_and_exact_floats():
     assert x != "1.5" and x != None and x not in ("1.5", None, [1.5])  # noqa: E711
 
 
+def test_a_number_not_finite_under_a_key_given_again_is_refused_without_a_path():
+    """Without strict_objects (the manifests nrtrewrite wrote) a key given twice keeps its
+    last value, but a NaN given first is refused all the same: the text holds it; its key
+    path is not told (the document no longer holds the value)."""
+    with pytest.raises(jsonin.JsonRule) as exc:
+        jsonin.loads('{"a": NaN, "a": 1}', strict_objects=False)
+    assert (exc.value.why, exc.value.path) == ("NaN is not a finite number", None)
+
+
 def test_an_interpreter_limit_below_the_integers_rule_is_its_own_error():
     """Under a lower ``sys.set_int_max_str_digits`` (640) an integer of 700 digits, which the
     integers' rule (4300) lets pass, cannot be read: CPython's ValueError, naming its
