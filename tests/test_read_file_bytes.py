@@ -61,3 +61,33 @@ def test_a_file_growing_while_read_is_read_to_its_end_or_refused(tmp_path, monke
     p.write_bytes(b"a" * 100)
     with pytest.raises(LimitError, match="file exceeds the limit of 500 bytes"):
         read_file_bytes(str(p), max_bytes=500)
+
+
+def test_a_read_error_is_one_line_naming_the_file(tmp_path, monkeypatch):
+    """An OS error while reading (EIO from a failing disk) is a ParseError naming the file
+    and the OS's reason, as one opening it is."""
+    import errno
+    import os
+
+    import nrtrewrite.neff.container as C
+    from nrtrewrite.errors import ParseError
+    p = tmp_path / "m.neff"
+    p.write_bytes(b"x" * 100)
+    real_fdopen = os.fdopen
+
+    class Failing:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def read(self, n=-1):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+    monkeypatch.setattr(C.os, "fdopen", lambda fd, mode: Failing(real_fdopen(fd, mode)))
+    with pytest.raises(ParseError) as exc:
+        read_file_bytes(str(p))
+    assert str(exc.value) == f"{p}: cannot read: {os.strerror(errno.EIO)}"
