@@ -227,7 +227,7 @@ def test_corrupt_tar():
         read_container(wrap_payload(default_header(), gzip.compress(bytes(tar), mtime=0)),
                        path="m.neff")
     assert str(exc.value) == ("m.neff: field payload: corrupt tar archive after member 3: "
-                              "invalid header")
+                              f"invalid header (reading the header at tar offset 0x{end:x})")
 
 
 def _tar(*infos: tuple[tarfile.TarInfo, bytes]) -> bytes:

@@ -730,7 +730,8 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                 info = tf.next()
             except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
                 _check_extended_headers(stream, pw)
-                raise ParseError(f"corrupt tar archive after member {len(names)}: {err}",
+                raise ParseError(f"corrupt tar archive after member {len(names)}: {err} "
+                                 f"(reading the header at tar offset 0x{tf.offset:x})",
                                  pw) from None
             if info is None:
                 _check_extended_headers(stream, pw)
