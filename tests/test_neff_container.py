@@ -482,7 +482,8 @@ def test_writer_is_deterministic_and_keeps_order():
     ("uuid", bytes(3), "needs exactly 16 bytes, got 3"),
     ("num_tpb", 1 << 32, "value 4294967296 does not fit u32"),
     ("feature_bits", -1, "value -1 does not fit u64"),
-    ("pkg_version", 3, "unknown pkg_version 3 (1 = SHA-256, 2 = MD5)"),  # (no digest for it)
+    # (no digest for it)
+    ("pkg_version", 3, "unknown pkg_version 3 (1 = tar.gz + SHA-256, 2 = tar.gz + MD5)"),
 ])
 def test_a_header_field_that_does_not_fit_is_refused_by_the_writer(field, value, why):
     """build_container / wrap_payload (ASSEMBLE.md: tests wrap hand-made payloads with it)

@@ -307,8 +307,8 @@ def payload_digest(pkg_version: int, payload) -> bytes:
     elif pkg_version == PKG_VERSION_MD5:
         h = hashlib.md5()
     else:
-        raise ParseError(f"unknown pkg_version {pkg_version} (1 = SHA-256, 2 = MD5)",
-                         Where(field="pkg_version"))
+        raise ParseError(f"unknown pkg_version {pkg_version} (1 = tar.gz + SHA-256, "
+                         "2 = tar.gz + MD5)", Where(field="pkg_version"))
     for part in (payload.chunks() if isinstance(payload, FileBytes) else [payload]):
         h.update(part)
     return h.digest() + (bytes(16) if pkg_version == PKG_VERSION_MD5 else b"")
