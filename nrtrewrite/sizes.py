@@ -33,7 +33,7 @@ def parse_size(text: str, field: str = "--bytes") -> int:
                               f"{MAX_SIZE_DIGITS}", field=field)
     unit = unit.lower()
     if not unit and i:
-        raise ValidationError(f"bad size {text!r}", field=field)
+        raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)
     base = 1000 if unit and b and not i else 1024
     val = Fraction(num) * base ** " kmgt".index(unit or " ")
     if val.denominator != 1:

@@ -290,6 +290,15 @@ def test_json_commands_print_one_document_on_an_error(args, doc):
     assert doc["error"] in line
 
 
+@pytest.mark.parametrize("size", ["5i", "5iB", "1x"])
+def test_a_bad_byte_count_says_what_one_looks_like(size):
+    """``explain --bytes``: every malformed count (a binary ``i`` without its unit prefix as
+    well as an unknown unit) is refused with the examples of what a count looks like."""
+    res = invoke("explain", "--op", "allreduce", "--bytes", size, "--ranks", "4")
+    assert one_line(res, 2) == (f"nrtrewrite: error: field --bytes: bad size {size!r} "
+                                "(e.g. 4096, 512KiB, 64MiB, 1GB)")
+
+
 def test_line_and_direction_controls_are_escaped():
     """U+2028 / U+2029 (a terminal may break the line there) and the bidirectional controls
     (they reorder what follows on screen) were printed raw in error lines and diff lines."""
