@@ -318,6 +318,37 @@ def test_cgroup_v1_cpu_controller_found_under_its_cpu_mount(tmp_path):
     assert cores.cgroup_cpu_quota(v1, proc) == 1.5
 
 
+@pytest.mark.parametrize("fails", [AttributeError, OSError])
+def test_usable_cores_without_an_affinity_mask_count_the_machine(monkeypatch, fails):
+    """Where there is no affinity mask (not Linux: no ``os.sched_getaffinity``) or it cannot
+    be read, the machine's CPUs count, still capped by the quota; none known: 1."""
+    def no_mask(pid):
+        raise fails("no affinity mask")
+
+    monkeypatch.setattr(cores.os, "sched_getaffinity", no_mask, raising=False)
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: None)
+    monkeypatch.setattr(cores.os, "cpu_count", lambda: 12)
+    assert cores.usable_cores() == 12
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: 2.5)
+    assert cores.usable_cores() == 3
+    monkeypatch.setattr(cores, "cgroup_cpu_quota", lambda: None)
+    monkeypatch.setattr(cores.os, "cpu_count", lambda: None)
+    assert cores.usable_cores() == 1
+
+
+def test_cgroup_lines_without_a_path_or_a_mounted_cpu_controller_are_skipped(tmp_path):
+    """/proc/self/cgroup lines that name no cgroup path, and a v1 cpu controller mounted
+    nowhere under the root, give no quota; the v2 line beside them still counts."""
+    root = tmp_path / "cg"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "cpu.max").write_text("300000 100000\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("garbage\n5:cpu,cpuacct:/x\n0::/a\n")  # no cpu,cpuacct or cpu folder
+    assert cores.cgroup_cpu_quota(root, proc) == 3.0
+    proc.write_text("garbage\n5:cpu,cpuacct:/x\n")
+    assert cores.cgroup_cpu_quota(root, proc) is None
+
+
 def test_a_killed_simulates_temporary_folder_is_removed_by_the_next(tmp_path):
     """`simulate MODEL.neff` lowers into TMPDIR/nrtrewrite-simulate-*; a SIGKILLed run left
     it there for good.  The next run removes those of this user that are more than a minute

@@ -75,6 +75,8 @@ def test_not_json_raises_type_error():
         dumps({"a": {1, 2}})
     with pytest.raises(TypeError):
         dumps({(1, 2): 3})
+    with pytest.raises(TypeError):  # compact from the document itself, as json.dumps refuses it
+        dumps({1, 2}, compact_from=0)
 
 
 def test_the_fixtures_manifests(tmp_path):

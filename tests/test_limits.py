@@ -367,6 +367,18 @@ def test_descriptors_add_up_per_rank_over_two_groups(monkeypatch):
                               "its collectives, more than 67108864 (MAX_RANK_DESCRIPTORS)")
 
 
+def test_descriptors_of_groups_on_different_ranks_do_not_add_up(monkeypatch):
+    """Two subgraphs' groups 0..1 and 2..3 share no rank: each rank needs one group's
+    descriptors, 2**25 + 1, under MAX_RANK_DESCRIPTORS (2**26), though the two groups
+    together need more: accepted."""
+    trig = model_of(spec()).triggers[0]
+    plan = SimpleNamespace(triggers=[
+        SimpleNamespace(trigger=trig, group=g, selection=SimpleNamespace(n_channels=1))
+        for g in ((0, 1), (2, 3))])
+    monkeypatch.setattr(L, "descriptors", lambda t: (1 << 25) + 1)
+    L.check_plan(plan)
+
+
 def test_channels_semaphores_and_credits():
     trig = model_of(spec()).triggers[0]
     fake = SimpleNamespace(triggers=[SimpleNamespace(trigger=trig, group=trig.replica_group,

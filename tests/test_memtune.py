@@ -53,6 +53,18 @@ def test_heap_tuning_finds_mallopt_without_running_ldconfig(monkeypatch):
     assert memtune.keep_freed_memory() is True  # once per process: the second call is free
 
 
+def test_keep_freed_memory_without_mallopt_says_so(monkeypatch):
+    """A C library without ``mallopt`` (musl, macOS): False, and the heap left as it is; a
+    library that cannot be loaded gives no ``mallopt``."""
+    from nrtrewrite import memtune
+
+    monkeypatch.setattr(memtune, "_done", False)
+    monkeypatch.setattr(memtune, "_mallopt_in", lambda library: None)
+    assert memtune.keep_freed_memory() is False
+    monkeypatch.undo()
+    assert memtune._mallopt_in("/nonexistent/libc-of-nowhere.so") is None
+
+
 class _Node:
     """A cycle the collector alone can free (and a weakref tells when it has)."""
 
@@ -113,6 +125,34 @@ def test_a_full_collection_every_so_many_plans(monkeypatch):
     assert ref() is None
     monkeypatch.setattr(gc, "isenabled", lambda: False)
     assert [memtune.collect_when_planning() for _ in range(5)] == [False] * 5
+
+
+def test_planning_leaves_the_collector_as_it_found_it():
+    """A caller that switched the collector off, or froze objects of its own, finds it so
+    after planning: still off, and its frozen objects still frozen (planning moves its own
+    objects into the oldest generation by a freeze and unfreeze only when nothing was
+    frozen, which would unfreeze the caller's too); a young cycle is then not collected."""
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+
+    model = _model()
+    gc.disable()
+    try:
+        ref = _young_cycle()
+        plan_lowering(model, LowerOptions())
+        assert not gc.isenabled()
+        assert ref() is not None  # nothing collected with the collector off
+    finally:
+        gc.enable()
+    ref = _young_cycle()
+    gc.freeze()
+    try:
+        plan_lowering(model, LowerOptions())
+        gc.collect()
+        assert gc.isenabled() and ref() is not None  # still frozen: out of the collector's reach
+    finally:
+        gc.unfreeze()
+    gc.collect()
+    assert ref() is None
 
 
 def test_one_plan_never_pays_for_a_full_collection(monkeypatch):
