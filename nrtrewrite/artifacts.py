@@ -159,16 +159,6 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
     return RecordFile(p, name, dtype, nbytes // dtype.itemsize, (st.st_dev, st.st_ino))
 
 
-def _plain(val):
-    if isinstance(val, np.ndarray):
-        return [_plain(v) for v in val.tolist()] if val.dtype.names is None else val.tolist()
-    if isinstance(val, (np.integer,)):
-        return int(val)
-    if isinstance(val, bytes):
-        return val.hex()
-    return val
-
-
 def record_fields(rec: np.void) -> dict:
     """Raw fields of a structured record as plain Python values (nested TENSOR3D flattened)."""
     out = {}
