@@ -584,3 +584,82 @@ def test_an_output_without_any_rank_folder_says_so(out, tmp_path):
     res = CliRunner().invoke(main, ["dump", "--spad", str(empty)])
     assert res.stderr == (f"nrtrewrite: error: {empty}: neither an nrtrewrite output folder "
                           "nor a rank folder\n")
+
+
+def _denied_open(monkeypatch, victim: Path, exc: OSError, after: int = 0) -> None:
+    """Opening ``victim`` fails with ``exc`` from its ``after``-th opening on (0: the check;
+    1: the read after the check), as a file whose permissions or the process's limits
+    refuse it (a test run as root reads whatever its mode says)."""
+    real = artifacts.open_regular
+    seen = []
+
+    def opening(p, **kw):
+        if Path(p) == victim:
+            seen.append(p)
+            if len(seen) > after:
+                raise exc
+        return real(p, **kw)
+    monkeypatch.setattr(artifacts, "open_regular", opening)
+
+
+@pytest.mark.parametrize("after", [0, 1])
+def test_an_artifact_that_cannot_be_read_is_named_with_the_os_reason(out, monkeypatch, after):
+    """docs/CLI.md "Errors": a file that cannot be read is one line naming it and the
+    OS's reason, exit 2; refused when it is checked, or when it is read after the check
+    (its permissions changed meanwhile)."""
+    import errno
+    victim = out / "rank-0000" / "cce.bin"
+    _denied_open(monkeypatch, victim,
+                 PermissionError(errno.EACCES, "Permission denied", str(victim)), after)
+    res = CliRunner().invoke(main, ["dump", "--cce", str(victim)], prog_name="nrtrewrite")
+    assert _one_line_error(res) == f"nrtrewrite: error: {victim}: cannot read (Permission denied)"
+
+
+def test_an_artifact_refused_for_want_of_memory_is_the_out_of_memory_line(out, monkeypatch):
+    """ENOMEM opening an artifact is the process's limit, not the file's fault: the
+    out-of-memory line and exit 71 (docs/CLI.md "Errors"), never "cannot read"."""
+    import errno
+    victim = out / "rank-0000" / "cce.bin"
+    _denied_open(monkeypatch, victim, OSError(errno.ENOMEM, "Cannot allocate memory"))
+    res = CliRunner().invoke(main, ["dump", "--cce", str(victim)], prog_name="nrtrewrite")
+    line = _one_line_error(res, code=71)
+    assert line.startswith("nrtrewrite: error: out of memory: 'nrtrewrite dump' needed more "
+                           "memory"), line
+    assert "cannot read" not in line
+
+
+def test_a_fifo_put_in_place_of_a_checked_artifact_is_not_read(out, tmp_path):
+    """A FIFO put where an artifact was checked is refused when the records are read (never
+    opened for a writer to come), naming the file."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    victim = copy / "rank-0000" / "sem.bin"
+    rf = artifacts.open_records(victim)
+    victim.unlink()
+    os.mkfifo(victim)
+    with pytest.raises(artifacts.OutputError, match=rf"^{victim}: not a regular file$"):
+        list(rf.chunks())
+
+
+def test_load_records_refuses_a_file_name_nrtrewrite_never_writes(tmp_path):
+    """``load_records`` reads an artifact by its name's record layout: another name
+    (``notes.bin``) is refused naming the file and the ten artifacts (docs/FORMATS.md §1)."""
+    p = tmp_path / "notes.bin"
+    p.write_bytes(bytes(64))
+    with pytest.raises(artifacts.OutputError) as err:
+        load_records(p)
+    assert str(err.value) == (f"{p}: not an artifact file nrtrewrite writes (spad.bin, "
+                              "legs.bin, sb2sb.bin, dma.bin, cce.bin, sem.bin, tpinc.bin, "
+                              "net_ops.bin, net_src.bin, net_dest.bin)")
+
+
+def test_a_rank_the_output_has_no_folder_for_is_one_line(out):
+    """``dump --rank R`` of an output of ranks 0..15 (groups.neff) without a folder for R
+    (16, outside the world): one line naming the output and the rank, exit 2; with --json
+    the document of the selector with that error."""
+    for args, kind in ((["--sem"], None), (["--sem", "--json"], "sem")):
+        res = CliRunner().invoke(main, ["dump", *args, str(out), "--rank", "16"],
+                                 prog_name="nrtrewrite")
+        assert _one_line_error(res, json_kind=kind) == (
+            f"nrtrewrite: error: {out}: no folder for rank 16")
