@@ -182,3 +182,33 @@ def test_a_subgraph_name_in_the_group_column_is_text_not_markup():
                          LowerOptions(algo="ring"))
     text = _render(summary_table(plan, "title"))
     assert "[bold]a/0 (2 ranks)" in text and "[i]a/0 (2 ranks)" in text
+
+
+def _terminal_stderr(monkeypatch) -> io.StringIO:
+    """``lower``'s stderr console made a terminal's, its output kept."""
+    import nrtrewrite.cli.lower as cli_lower
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_lower, "stderr_console", lambda: Console(
+        file=buf, force_terminal=True, width=100, color_system=None))
+    return buf
+
+
+def test_a_terminal_gets_a_progress_bar_from_8_ranks(tmp_path, monkeypatch):
+    """CLI.md "lower": "A progress bar shows on stderr for 8 ranks or more when stderr is a
+    terminal": 8 ranks lowered, the bar counts them to 8/8; 7 ranks (`--rank` 0..6), or
+    `--quiet`, show none."""
+    path = tmp_path / "m.neff"
+    path.write_bytes(_model([("all_reduce", "bf16", 64)]))
+    buf = _terminal_stderr(monkeypatch)
+    res = CliRunner().invoke(main, ["lower", str(path), "-o", str(tmp_path / "o"), "-j", "1"])
+    assert res.exit_code == 0, res.output
+    assert "lowering" in buf.getvalue() and "8/8" in buf.getvalue(), repr(buf.getvalue())
+    assert (tmp_path / "o" / "rank-0007").is_dir()
+    seven = [arg for r in range(7) for arg in ("--rank", str(r))]
+    for name, args in (("seven", seven), ("quiet", ["-q"])):
+        buf = _terminal_stderr(monkeypatch)
+        res = CliRunner().invoke(main, ["lower", str(path), "-o", str(tmp_path / name),
+                                        "-j", "1", *args])
+        assert res.exit_code == 0, res.output
+        assert buf.getvalue() == "", (args, buf.getvalue())
