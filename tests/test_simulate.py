@@ -313,6 +313,61 @@ def test_an_output_replaced_while_simulated_has_no_verdict(monkeypatch, small_ou
     assert "no verdict; simulate it again" in res.stderr
 
 
+def test_an_output_removed_while_simulated_has_no_verdict(monkeypatch, small_out, tmp_path):
+    """OUT removed (not replaced) once its checksums are verified: no verdict either, the
+    same one line and exit 2 (docs/CLI.md "simulate"), whether or not what was read fails."""
+    import nrtrewrite.cli.simulate as sim_cli
+
+    out = tmp_path / "out"
+    shutil.copytree(small_out, out)
+    real = sim_cli.simulate_output
+
+    def removed_first(*args, **kw):
+        shutil.rmtree(out)
+        return real(*args, **kw)
+    monkeypatch.setattr(sim_cli, "simulate_output", removed_first)
+    res = cli("simulate", out)
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.output
+    assert res.stderr.startswith(f"nrtrewrite: error: {out}: the output folder was replaced "
+                                 "(or removed) while it was being simulated")
+
+
+def _terminal_stderr(monkeypatch):
+    """``simulate``'s stderr console made a terminal's, its output kept."""
+    import io
+
+    from rich.console import Console
+
+    import nrtrewrite.cli.simulate as sim_cli
+    buf = io.StringIO()
+    monkeypatch.setattr(sim_cli, "stderr_console", lambda: Console(
+        file=buf, force_terminal=True, width=100, color_system=None))
+    return buf
+
+
+def test_a_terminal_gets_a_progress_bar_counting_legs_from_the_threshold(monkeypatch,
+                                                                         small_out):
+    """CLI.md "simulate": on a terminal a bar shows while the output is simulated; it counts
+    the legs once there are PROGRESS_MIN_LEGS or more (20 000; here made 1): every leg of
+    the four ranks' legs.bin (64-byte records, FORMATS.md §3) run, N/N.  Below, the bar
+    counts nothing (0/?); with --json there is none."""
+    import nrtrewrite.cli.simulate as sim_cli
+
+    legs = sum((small_out / f"rank-{r:04d}" / "legs.bin").stat().st_size // 64
+               for r in range(4))
+    buf = _terminal_stderr(monkeypatch)
+    assert cli("simulate", small_out).exit_code == 0
+    assert "simulating" in buf.getvalue() and "0/?" in buf.getvalue()
+    assert f"{legs}/{legs}" not in buf.getvalue()
+    monkeypatch.setattr(sim_cli, "PROGRESS_MIN_LEGS", 1)
+    buf = _terminal_stderr(monkeypatch)
+    assert cli("simulate", small_out).exit_code == 0
+    assert f"{legs}/{legs} legs" in buf.getvalue(), repr(buf.getvalue())
+    buf = _terminal_stderr(monkeypatch)
+    assert cli("simulate", small_out, "--json").exit_code == 0
+    assert buf.getvalue() == ""
+
+
 def test_cli_table_and_exit_0(small_out):
     res = cli("simulate", small_out, "--seed", 3)
     assert res.exit_code == 0, res.output
