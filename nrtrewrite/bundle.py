@@ -187,15 +187,11 @@ class _TopManifest:
         return b"".join(out)
 
 
-def _write_file(path: Path, data, sync: bool = True) -> None:
-    """Write bytes, or a list of numpy record arrays one after the other, and fsync (unless
-    ``sync`` is False: then the caller has it fsynced, :class:`_Syncer`)."""
+def _write_file(path: Path, data: bytes, sync: bool = True) -> None:
+    """Write bytes and fsync (unless ``sync`` is False: then the caller has it fsynced,
+    :class:`_Syncer`); a rank's record arrays go through :class:`_RankFiles`."""
     with open(path, "wb") as fh:
-        if isinstance(data, (bytes, bytearray)):
-            fh.write(data)
-        else:
-            for part in data:
-                fh.write(part.data if part.flags.c_contiguous else part.tobytes())
+        fh.write(data)
         fh.flush()
         if sync:
             os.fsync(fh.fileno())
