@@ -137,6 +137,18 @@ def test_click_exits_aborts_and_interrupts_behave_as_before(tmp_path, monkeypatc
     assert res.exit_code == 141 and res.stderr == ""
 
 
+def test_ctrl_c_under_traceback_is_aborted_as_without_it(monkeypatch):
+    """CLI.md "Errors": "A Ctrl-C under --traceback is Aborted! and 130, as without it (no
+    traceback: it is no error)": the same single line on a redirected stderr; it began
+    with a blank line (click's own Abort, reached by re-raising the interrupt)."""
+    def read_model(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("nrtrewrite.cli.inspect.read_model", read_model)
+    for args in (["inspect"], ["--traceback", "inspect"]):
+        res = invoke(*args, FIX / "ar2.neff")
+        assert (res.exit_code, res.stderr, res.stdout) == (130, "Aborted!\n", ""), args
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 @pytest.mark.parametrize("args", [
     ["inspect", FIX / "ar2.neff"],

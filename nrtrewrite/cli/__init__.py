@@ -552,9 +552,7 @@ class _Group(click.Group):
             raise
         except _PASSED_THROUGH:
             raise  # click's own (usage errors, Exit, Abort; EOFError becomes Abort)
-        except KeyboardInterrupt:
-            if _want_traceback(ctx):
-                raise
+        except KeyboardInterrupt:  # no error, so no traceback under --traceback either
             if is_tty(sys.stderr):
                 _say("")  # past the terminal's ^C; redirected: no blank line
             raise click.exceptions.Abort() from None
