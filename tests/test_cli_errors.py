@@ -79,6 +79,26 @@ def test_traceback_shows_the_exception(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_traceback_keeps_an_errors_own_line_and_status_2(tmp_path, monkeypatch):
+    """CLI.md "Errors": `--traceback` prints the traceback above the error's line and the
+    status stays the error's own: a model refused (an FP32 all-reduce: the CCE reduce has
+    no FP32, seed 000 §3.4) and an OS error naming its path are status 2, as without it."""
+    res = invoke("--traceback", "lower", FIX / "bad" / "fp32_allreduce.neff", "-o",
+                 tmp_path / "out")
+    lines = res.stderr.splitlines()
+    assert res.exit_code == 2 and lines[0] == "Traceback (most recent call last):", res.stderr
+    assert lines[-1].startswith(f"nrtrewrite: error: {FIX / 'bad' / 'fp32_allreduce.neff'}: ")
+    assert "ALLREDUCE in FP32 cannot be lowered" in lines[-1]
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr("nrtrewrite.cli.inspect.read_model",
+                        lambda *a, **kw: (_ for _ in ()).throw(
+                            PermissionError(errno.EACCES, "Permission denied", "/some/file")))
+    res = invoke("--traceback", "inspect", FIX / "ar2.neff")
+    lines = res.stderr.splitlines()
+    assert res.exit_code == 2 and lines[0] == "Traceback (most recent call last):", res.stderr
+    assert lines[-1] == "nrtrewrite: error: /some/file: Permission denied"
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_out_of_memory_is_one_line_exit_71(tmp_path, monkeypatch, jobs):
     fail_at_rank(monkeypatch, MemoryError())

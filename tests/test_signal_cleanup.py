@@ -281,3 +281,28 @@ def test_the_console_ends_with_the_command_s_status(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith("nrtrewrite: error:")
     proc = run("inspect", FIX / "ar2.neff", "--json")
     assert proc.returncode == 0 and proc.stdout.endswith("}\n")
+
+
+def test_a_command_run_outside_the_main_thread_leaves_the_signals_be(tmp_path):
+    """An application embedding the CLI may call it from a thread of its own, where Python
+    refuses to set signal handlers: the command runs as in the main thread (the same
+    output, status 0) and the process's handlers stay as they were."""
+    import threading
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP,
+                                                     signal.SIGINT)}
+    args = ["lower", "-q", str(FIX / "ar2.neff"), "-o"]
+    got = {}
+
+    def run():
+        got["res"] = CliRunner().invoke(main, [*args, str(tmp_path / "thread"), "-j", "1"])
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert (got["res"].exit_code, got["res"].output) == (0, ""), got["res"].exception
+    assert {sig: signal.getsignal(sig) for sig in before} == before
+    here = CliRunner().invoke(main, [*args, str(tmp_path / "main"), "-j", "1"])
+    assert here.exit_code == 0
+    for f in sorted((tmp_path / "main").rglob("*")):
+        twin = tmp_path / "thread" / f.relative_to(tmp_path / "main")
+        assert f.is_dir() and twin.is_dir() or f.read_bytes() == twin.read_bytes(), f

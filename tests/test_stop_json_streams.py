@@ -166,6 +166,21 @@ def test_whole_writer_writes_every_byte_of_a_short_count(monkeypatch):
     assert bytes(Stream.buffer.data) == ("é" * 20 + "x").encode()
 
 
+def test_a_standard_output_without_a_buffer_gets_the_whole_stream():
+    """A standard output that is text only (``io.StringIO``, as an application embedding
+    the CLI redirects it) has no binary buffer to write into: the streamed JSON of
+    ``schedule`` goes to it as text, the same document as on a real stream."""
+    import contextlib
+    import io
+
+    args = ["schedule", str(FIX / "ar2.neff"), "--rank", "1", "--json"]
+    want = CliRunner().invoke(main, args).stdout
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        main(args, standalone_mode=False)
+    assert buf.getvalue() == want and json.loads(want)["rank"] == 1
+
+
 @pytest.mark.parametrize("signum, status, why", STOPS[:2])
 def test_dump_json_into_a_full_pipe_stopped_is_one_document(tmp_path, signum, status, why):
     """The real case: the reader slow, the process blocked in a write of a block of some
