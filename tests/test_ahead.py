@@ -110,6 +110,29 @@ def test_a_dead_process_raises_ahead_lost_at_the_first_missing_item():
     assert not _children()
 
 
+def test_a_process_dead_before_the_map_raises_ahead_lost_at_item_0():
+    """The process killed (the out-of-memory killer) before ``map`` hands it anything:
+    ``AheadLost`` names item 0, so the caller computes every item itself."""
+    with ForkAhead(_result) as pipe:
+        pipe.proc.kill()
+        pipe.proc.join()
+        with pytest.raises(ahead.AheadLost) as lost:
+            next(pipe.map(range(4)))
+    assert lost.value.k == 0 and "before item 0" in str(lost.value)
+    assert not _children()
+
+
+def test_leaving_early_kills_a_process_busy_on_a_long_item():
+    """A process still computing an item when the consumer leaves (an error in the
+    emitter while a large trigger is composed ahead) does not read the stop in time: it is
+    killed, and nothing of it runs on after ``close``."""
+    with ForkAhead(lambda i: time.sleep(3600) if i == 1 else i, lookahead=2) as pipe:
+        for item, res, _dt in pipe.map(range(4)):
+            assert (item, res) == (0, 0)
+            break
+    assert not _children()
+
+
 def test_leaving_early_with_a_result_blocked_in_the_pipe_is_quick():
     t0 = time.perf_counter()
     with ForkAhead(lambda i: bytes(200_000), ring_bytes=64 << 10, lookahead=8) as pipe:
