@@ -114,6 +114,37 @@ def test_redirected_output_ignores_force_color_and_columns(tmp_path):
     assert max(len(line) for line in outs[0].decode().splitlines()) == 132  # docs/CLI.md
 
 
+def test_a_terminal_gets_the_progress_bar_and_the_table(tmp_path):
+    """docs/CLI.md "lower": on a terminal (stdout and stderr a pty) `lower` of 16 ranks
+    shows its progress bar, counting to 16/16, and then the summary table and the count of
+    rank folders; the output is complete."""
+    import pty
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "nrtrewrite", "lower",
+                                 str(FIX / "groups.neff"), "-o", str(tmp_path / "o"), "-j", "1"],
+                                stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=ROOT,
+                                env=env(COLUMNS="120", LINES="40"))
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                got = os.read(master, 1 << 16)
+            except OSError:  # EIO: the process has closed the terminal
+                break
+            if not got:
+                break
+            seen += got
+        assert proc.wait(timeout=120) == 0, seen[-2000:]
+    finally:
+        os.close(master)
+    import re
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))  # colours
+    assert "lowering" in text and "16/16" in text, text[-2000:]
+    assert "16 rank folder(s) written" in text
+    verify_complete(tmp_path / "o")
+
+
 def test_diff_escapes_an_entry_name_with_a_line_break(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert invoke("lower", "-q", FIX / "ar2.neff", "-o", a).exit_code == 0
