@@ -719,17 +719,21 @@ def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None
                 "refusing to replace it")
 
     top_files = {"manifest.json"} | ({neff} if neff else set())
+    listing = out  # the folder being listed: named when it cannot be
     try:
         entries = sorted(os.scandir(out), key=lambda e: e.name)
         for entry in entries:
             if _RANK_DIR.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
-                for sub in sorted(os.scandir(entry.path), key=lambda e: e.name):
+                listing = Path(entry.path)
+                for sub in sorted(os.scandir(listing), key=lambda e: e.name):
                     if (refusal := why(sub, f"{entry.name}/{sub.name}", _RANK_FILES)):
                         return refusal
+                listing = out
             elif (refusal := why(entry, entry.name, top_files)):
                 return refusal
     except OSError as err:
-        return f"{out}: cannot list it ({err.strerror or err}); refusing to replace it"
+        it = "it" if listing == out else f"its folder {listing.name}"
+        return f"{out}: cannot list {it} ({err.strerror or err}); refusing to replace it"
     return None
 
 

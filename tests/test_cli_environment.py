@@ -177,6 +177,30 @@ def test_force_refuses_a_read_only_previous_output(tmp_path, monkeypatch):
         assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
 
+def test_force_names_the_folder_of_a_previous_output_it_cannot_list(tmp_path, monkeypatch):
+    """A previous output (or one of its rank folders) that cannot be listed (no read
+    permission: os.scandir is patched, the tests may run as root) is not replaced: one line
+    naming OUT and which folder, nothing written.  A rank folder's refusal said "OUT: cannot
+    list it", sending the user to OUT's permissions, which were fine."""
+    import errno
+    out = tmp_path / "out"
+    assert invoke("lower", "-q", FIX / "ar2.neff", "-o", out).exit_code == 0
+    before = verify_complete(out)
+    real = os.scandir
+    for denied, it in ((out, "it"), (out / "rank-0001", "its folder rank-0001")):
+        def scandir(p=".", denied=denied):
+            if Path(p) == denied:
+                raise PermissionError(errno.EACCES, "Permission denied", os.fspath(p))
+            return real(p)
+        monkeypatch.setattr(bundle.os, "scandir", scandir)
+        res = invoke("lower", "-q", FIX / "ar2.neff", "-o", out, "--force")
+        assert one_line(res, 2) == (f"nrtrewrite: error: {out}: cannot list {it} (Permission "
+                                    "denied); refusing to replace it")
+        monkeypatch.setattr(bundle.os, "scandir", real)
+        assert verify_complete(out) == before
+        assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 @pytest.mark.parametrize("case", ["read-only file system", "not searchable"])
 def test_force_names_why_a_previous_output_cannot_be_removed(tmp_path, monkeypatch, case):
     """Found by an exploratory tester: on a file system mounted read-only, and for a folder
