@@ -116,13 +116,13 @@ def test_redirected_output_ignores_force_color_and_columns(tmp_path):
 
 def test_a_terminal_gets_the_progress_bar_and_the_table(tmp_path):
     """docs/CLI.md "lower": on a terminal (stdout and stderr a pty) `lower` of 16 ranks
-    shows its progress bar, counting to 16/16, and then the summary table and the count of
-    rank folders; the output is complete."""
+    (in a pool of 2 workers) shows its progress bar, counting to 16/16, and then the summary
+    table and the count of rank folders; the output is complete."""
     import pty
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen([sys.executable, "-m", "nrtrewrite", "lower",
-                                 str(FIX / "groups.neff"), "-o", str(tmp_path / "o"), "-j", "1"],
+                                 str(FIX / "groups.neff"), "-o", str(tmp_path / "o"), "-j", "2"],
                                 stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=ROOT,
                                 env=env(COLUMNS="120", LINES="40"))
         os.close(slave)
