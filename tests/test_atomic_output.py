@@ -644,6 +644,50 @@ def test_an_ignored_sighup_stays_ignored():
         signal.signal(signal.SIGHUP, before)
 
 
+def _renameat2_failing(err: int):
+    """A renameat2 that fails with ``err`` (a kernel or file system without the flag)."""
+    import ctypes
+
+    def renameat2(*args):
+        ctypes.set_errno(err)
+        return -1
+    return renameat2
+
+
+@pytest.mark.parametrize("renameat2", ["none", "ENOSYS", "EINVAL"])
+def test_lower_and_force_without_renameat2(tmp_path, monkeypatch, renameat2):
+    """docs/RELIABILITY.md: where the C library has no renameat2 (not glibc) or the kernel
+    or file system refuses its flags (ENOSYS, EINVAL), the output is still placed: a plain
+    rename when nothing is at OUT, and with --force OUT renamed aside, the new output
+    renamed in, the previous one removed; nothing else is left beside OUT."""
+    import errno
+    fake = None if renameat2 == "none" else _renameat2_failing(getattr(errno, renameat2))
+    monkeypatch.setattr(bundle, "_renameat2", lambda: fake)
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    previous = verify_complete(out)
+    assert sorted(p.name for p in out.glob("rank-*")) == ["rank-0000", "rank-0001"]
+    write_output(_plan("mix8"), out, ranks=None, force=True)
+    assert verify_complete(out) != previous
+    assert len(list(out.glob("rank-*"))) == 8  # mix8: 8 ranks
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_a_renameat2_failing_for_another_reason_is_the_error(tmp_path, monkeypatch):
+    """renameat2 refused for a reason other than a missing flag (EACCES) is the run's
+    error, naming OUT: the previous output stays as it was and nothing else is left."""
+    import errno
+    out = tmp_path / "out"
+    write_output(_plan("ar2"), out, ranks=None)
+    previous = verify_complete(out)
+    monkeypatch.setattr(bundle, "_renameat2", lambda: _renameat2_failing(errno.EACCES))
+    with pytest.raises(OutputError) as err:
+        write_output(_plan("mix8"), out, ranks=None, force=True)
+    assert str(err.value).startswith(f"{out}: cannot write the output: Permission denied")
+    assert verify_complete(out) == previous
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
 @pytest.mark.parametrize("after", [1, 2])
 def test_force_without_an_exchange_survives_a_signal_between_its_renames(tmp_path, monkeypatch,
                                                                          after):
