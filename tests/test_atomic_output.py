@@ -492,6 +492,56 @@ def test_an_old_unlocked_sibling_of_a_live_pid_is_stale(tmp_path):
     assert young.is_dir() and not old.exists()
 
 
+def test_without_locks_the_pid_alone_tells_a_killed_build(tmp_path, monkeypatch):
+    """On a file system without flock (NFS without a lock manager: ENOLCK) a build holds
+    no lock; a sibling is then a killed build's by its PID alone: a dead PID's is removed,
+    a live PID's kept however old (it cannot be told from a live build).  A build there
+    still writes its output."""
+    import errno
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    out = tmp_path / "model.lowered"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    killed = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
+    live = tmp_path / f".model.lowered.tmp-{os.getppid()}-89abcdef"
+    for d in (killed, live):
+        (d / "rank-0000").mkdir(parents=True)
+    t = time.time() - 2 * bundle.STALE_AFTER_S
+    os.utime(live, (t, t))
+    assert bundle.lock_folder(live) is None
+    assert clean_stale_temps(out) == [killed]
+    assert live.is_dir() and not killed.exists()
+    write_output(_plan("ar2"), out, ranks=None)
+    verify_complete(out)
+
+
+def test_a_sibling_of_another_users_live_process_is_kept_while_young(tmp_path, monkeypatch):
+    """A PID this user may not signal (another user's process: EPERM) is a live one: its
+    young sibling is kept (a build between its mkdir and its lock); unlocked and over a
+    minute old, it is a killed build's and removed."""
+    import errno
+    real_kill = os.kill
+
+    def kill(pid, sig):
+        if pid == 4242:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        return real_kill(pid, sig)
+    monkeypatch.setattr(bundle.os, "kill", kill)
+    out = tmp_path / "model.lowered"
+    young = tmp_path / ".model.lowered.tmp-4242-0123abcd"
+    old = tmp_path / ".model.lowered.tmp-4242-89abcdef"
+    for d in (young, old):
+        (d / "rank-0000").mkdir(parents=True)
+    t = time.time() - 2 * bundle.STALE_AFTER_S
+    os.utime(old, (t, t))
+    assert clean_stale_temps(out) == [old]
+    assert young.is_dir() and not old.exists()
+
+
 def test_a_build_holds_the_lock_on_its_temporary_folder(tmp_path, monkeypatch):
     """While write_output builds, its temporary folder's lock is taken: another process's
     non-blocking flock of it fails."""
