@@ -286,6 +286,9 @@ def test_lower_with_a_worker_interrupted_alone_says_so(tmp_path, monkeypatch, ct
               "nothing was written"),
     (0, False, "the worker process that was to lower this rank exited (status 0) before it "
                "was handed the rank; nothing was written"),
+    # a real-time signal (SIGRTMIN + 6 on Linux) has no name in signal.Signals: its number
+    (-40, True, "the worker process lowering this rank died (killed by signal 40); nothing "
+                "was written"),
 ])
 def test_a_lost_workers_message_says_what_happened(exitcode, handed, says):
     """The memory advice only for SIGKILL (the out-of-memory killer's signal); an interrupt,
