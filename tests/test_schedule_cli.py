@@ -421,3 +421,25 @@ def test_schedule_tables_are_not_cut_on_a_narrow_terminal(monkeypatch, width):
     assert "…" not in text
     for header in ("entry", "trigger", "algorithm", "event", "semaphore"):
         assert header in text, header
+
+
+def test_an_entry_without_legs_says_so(monkeypatch):
+    """docs/CLI.md "schedule": "an entry without any [legs] says so ("no legs")": a composer
+    may give a SPAD entry nothing to move (the emitter then writes none, test_lower); its
+    line names the rank, trigger, op, algorithm and leg, and the next entry's tables follow."""
+    from nrtrewrite.compose import ir as IR
+
+    real = S.rank_entries
+
+    def first_empty(plan, rank):
+        entries = real(plan, rank)
+        entries[0][1].ir = IR.empty(0)
+        return entries
+    monkeypatch.setattr(S, "rank_entries", first_empty)
+    res = CliRunner().invoke(main, ["schedule", str(FIX / "mix8.neff"), "--rank", "0"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    said = [line for line in lines if line.endswith(": no legs (nothing to move)")]
+    assert len(said) == 1 and said[0].startswith("rank 0 trigger 0 ALLREDUCE "), said
+    assert said[0] == lines[0]  # the first entry's, before the others' tables
+    assert any("rank 0 trigger 1 ALLREDUCE" in line for line in lines[1:])
