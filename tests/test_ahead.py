@@ -180,6 +180,26 @@ def test_lower_rank_compose_ahead_emits_the_serial_bytes(node64, rank, ahead_at_
     assert not _children()
 
 
+def test_composing_a_small_share_of_the_run_is_never_handed_over(node64, monkeypatch):
+    """docs/PERFORMANCE.md "Compose ahead": the process takes over only if composing has
+    taken at least AHEAD_MIN_COMPOSE_SHARE of the run so far; a share it cannot reach
+    (200 %) keeps every trigger composed here, however long the run: the serial bytes, and
+    no time spent waiting for the process (no ``compose_wait``)."""
+    import nrtrewrite.lower as lower
+
+    monkeypatch.setattr(lower, "AHEAD_MIN_TRIGGERS", 1)
+    monkeypatch.setattr(lower, "AHEAD_AFTER_S", 0.0)
+    monkeypatch.setattr(lower, "AHEAD_MIN_COMPOSE_SHARE", 2.0)
+    serial = lower_rank(plan_lowering(node64, LowerOptions()), 0)
+    here = lower_rank(plan_lowering(node64, LowerOptions()), 0, compose_ahead=True)
+    assert here.manifest == serial.manifest
+    for name in F.ARTIFACTS:
+        assert (b"".join(p.tobytes() for p in here.files[name])
+                == b"".join(p.tobytes() for p in serial.files[name])), name
+    assert "compose_wait" not in here.timings
+    assert not _children()
+
+
 def test_lower_rank_compose_ahead_raises_the_serial_error(node64, monkeypatch, ahead_at_once):
     plan = plan_lowering(node64, LowerOptions())
     victim = plan.triggers[2]
