@@ -305,3 +305,24 @@ def test_triggers_encoded_ahead_give_the_serial_output(node64, tmp_path, monkeyp
     b = bundle.write_output(plan, tmp_path / "ahead", ranks=ranks, workers=2)
     assert _tree(a) == _tree(b)
     assert not _call_children() and not _children()
+
+
+def test_triggers_that_fail_ahead_are_encoded_here(node64, tmp_path, monkeypatch):
+    """The forked process that encodes the top-level manifest's triggers fails (its
+    encoder raises there, or it is killed): they are encoded by the run itself, and the
+    output is every byte the serial one."""
+    import nrtrewrite.bundle as bundle
+
+    plan = plan_lowering(node64, LowerOptions())
+    a = bundle.write_output(plan, tmp_path / "serial", ranks=[0, 63], workers=1)
+    monkeypatch.setattr(bundle, "MANIFEST_AHEAD_TRIGGERS", 1)
+    parent, real = os.getpid(), bundle._triggers_json
+
+    def fails_in_the_child(p):
+        if os.getpid() != parent:
+            raise MemoryError
+        return real(p)
+    monkeypatch.setattr(bundle, "_triggers_json", fails_in_the_child)
+    b = bundle.write_output(plan, tmp_path / "ahead", ranks=[0, 63], workers=2)
+    assert _tree(a) == _tree(b)
+    assert not _call_children() and not _children()
