@@ -412,6 +412,125 @@ def test_cli_refuses_a_tampered_output(small_out, tmp_path, rel):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "sha256" in lines[0] and "--ignore-checksums" in lines[0]
 
+def _rehash_rank_manifest(out: Path, rank_dir: str, data: bytes) -> None:
+    """Write ``data`` as ``rank_dir``'s manifest and record its sha256 in OUT/manifest.json
+    (``rank_manifests``, FORMATS §1.1), so only what it says is refused."""
+    import hashlib
+
+    (out / rank_dir / "manifest.json").write_bytes(data)
+    top = json.loads((out / "manifest.json").read_text())
+    top["rank_manifests"][rank_dir] = hashlib.sha256(data).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top))
+
+
+def _spoil_top(key: str):
+    def spoil(out: Path) -> None:
+        top = json.loads((out / "manifest.json").read_text())
+        if key == "output_neff.sha256":
+            del top["output_neff"]["sha256"]
+        elif key == "output_neff.name":
+            top["output_neff"]["name"] = "other.neff"  # a file name, of no file in OUT
+        elif key == "ranks":
+            top["ranks"] = 4
+        elif key == "rank_manifests":
+            top["rank_manifests"]["rank-0007"] = "0" * 64
+        (out / "manifest.json").write_text(json.dumps(top))
+    return spoil
+
+
+def _no_files_listed(out: Path) -> None:
+    doc = json.loads((out / "rank-0002" / "manifest.json").read_text())
+    del doc["files"]
+    _rehash_rank_manifest(out, "rank-0002", json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("spoil, says", [
+    (_spoil_top("output_neff.sha256"), "manifest.json has no output_neff name/sha256"),
+    (_spoil_top("output_neff.name"), "other.neff, the rewritten NEFF manifest.json's "
+     "output_neff.name names, is not a file in the output"),
+    (_spoil_top("ranks"), "manifest.json has no ranks / rank_manifests"),
+    (_spoil_top("rank_manifests"), "rank_manifests does not list exactly the rank folders "
+     "of 'ranks'"),
+    (_no_files_listed, "rank-0002/manifest.json has no 'files'"),
+    (lambda out: (out / "rank-0001" / "cce.bin").unlink(), "rank-0001/cce.bin is missing"),
+], ids=["no-sha256", "neff-not-there", "ranks-not-a-list", "rank-manifests-extra",
+        "no-files", "artifact-gone"])
+def test_cli_refuses_an_output_its_manifests_do_not_describe(small_out, tmp_path, spoil, says):
+    """The checksums are checked against what the manifests list (FORMATS §1.1, §1.2): one
+    that lists no checksum, names a file OUT lacks, or lists other ranks or files than OUT
+    holds is refused in one line naming OUT (exit 2), before any byte is simulated."""
+    out = tmp_path / "o"
+    shutil.copytree(small_out, out)
+    spoil(out)
+    res = cli("simulate", out)
+    assert (res.exit_code, res.stdout) == (2, ""), res.output
+    assert res.stderr.startswith(f"nrtrewrite: error: {out}: {says}"), res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("flags", [(), ("--ignore-checksums",)])
+@pytest.mark.parametrize("which", ["manifest.json", "rank-0003/manifest.json"])
+def test_cli_a_manifest_that_is_a_dangling_link_or_nested_too_deeply(small_out, tmp_path, which,
+                                                                   flags):
+    """A manifest that is a link to nowhere is missing, and JSON nested deeper than the
+    parser goes (100000 brackets, 200 KB) is invalid JSON: the
+    simulation cannot be done (exit 2, one line naming the manifest)."""
+    if which != "manifest.json" and not flags:
+        flags = ("--ignore-checksums",)  # (else its sha256 is what refuses it)
+    for case, says in (("link", "manifest.json is missing"),
+                       ("deep", "cannot read manifest.json: invalid JSON: nested too deeply")):
+        out = tmp_path / case
+        shutil.copytree(small_out, out)
+        path = out / which
+        path.unlink()
+        if case == "link":
+            path.symlink_to(tmp_path / "nowhere.json")
+        else:
+            path.write_text("[" * 100_000 + "]" * 100_000)
+        res = cli("simulate", out, *flags)
+        assert (res.exit_code, res.stdout) == (2, ""), res.output
+        assert res.stderr == f"nrtrewrite: error: {path}: {says}\n"
+
+
+def test_cli_ignore_checksums_an_artifact_of_part_of_a_record(small_out, tmp_path):
+    """A byte appended to cce.bin (16-byte descriptors, FORMATS §6) is a protocol error
+    naming the rank and the artifact (exit 1), not a short read."""
+    out = tmp_path / "o"
+    shutil.copytree(small_out, out)
+    cce = out / "rank-0001" / "cce.bin"
+    size = cce.stat().st_size + 1
+    with open(cce, "ab") as fh:
+        fh.write(b"\0")
+    res = cli("simulate", out, "--ignore-checksums")
+    assert res.exit_code == 1, res.output
+    assert (f"protocol error: {out}: rank 1, artifact cce.bin: {size} bytes is not a whole "
+            "number of 16-byte records") in res.stdout
+
+
+@pytest.mark.parametrize("case", ["gone", "not-a-neff", "the-input"])
+def test_cli_ignore_checksums_a_rewritten_neff_that_is_not_one(small_out, tmp_path, case):
+    """Under --ignore-checksums the rewritten NEFF is read as the runtime would load it: gone,
+    not a NEFF-like file, or the input itself (its collective trigger not rewritten into
+    TOPSP_KICK words, SIMULATOR.md §7), it is a protocol error naming the file (exit 1)."""
+    out = tmp_path / "o"
+    shutil.copytree(small_out, out)
+    neff = out / json.loads((out / "manifest.json").read_text())["output_neff"]["name"]
+    if case == "gone":
+        neff.unlink()
+    elif case == "not-a-neff":
+        neff.write_bytes(b"\0" * 100)
+    else:
+        neff.write_bytes((small_out.parent / f"{small_out.name}.neff").read_bytes())
+    res = cli("simulate", out, "--ignore-checksums")
+    assert res.exit_code == 1, res.output
+    says = {"gone": "cannot read the rewritten NEFF: cannot read: No such file or directory",
+            "not-a-neff": "cannot read the rewritten NEFF: file too short: 100 bytes, the "
+            "header alone needs 1024",
+            # coll_spec: the collective is sp's instruction 1, after a nop
+            "the-input": "the rewritten NEFF still holds a collective trigger (sg00 sp "
+            "instruction 1)"}[case]
+    assert f"protocol error: {neff}: {says}" in res.stdout
+
 
 def test_cli_a_partial_output_cannot_be_simulated(tmp_path):
     """An output of ``lower --rank`` holds some ranks only: the simulation cannot be done
