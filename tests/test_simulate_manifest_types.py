@@ -277,6 +277,87 @@ def test_a_rank_on_a_node_outside_the_topology_is_refused(ar2, tmp_path, node):
         f"{tmp_path / 'o' / 'manifest.json'}: field topology.ranks[1].node: rank 1: node {node} "
         "is outside 0..0 (topology.nodes is 1)")
 
+@pytest.mark.parametrize("key, value, field", [
+    ("routing_id", 64, "routing_id"), ("routing_id", -1, "routing_id"),
+    ("logical_core", 2048, "logical_core"), ("logical_core", -1, "logical_core")])
+def test_a_rank_whose_routing_id_or_core_no_address_can_hold_is_refused(ar2, tmp_path, key,
+                                                                        value, field):
+    """FORMATS §10: a SoC address holds the routing id in CAYMAN_ID [53:48] (0..63) and the
+    logical core ``lc`` in its window ``lc << 36`` inside LOCAL [46:0] (0..2047); rank 1 with
+    a value outside is a protocol error naming its row's key and the range, as the row's
+    ``node`` is (it said ``field topology`` and "routing id / core out of range")."""
+    _edit(ar2, tmp_path / "o", None, ["topology", "ranks", 1, key], value)
+    res = cli("simulate", tmp_path / "o", "--json")
+    assert res.exit_code == 1, res.output
+    bound = 63 if key == "routing_id" else 2047
+    assert json.loads(res.stdout)["error"] == (
+        f"{tmp_path / 'o' / 'manifest.json'}: field topology.ranks[1].{field}: rank 1: "
+        f"{key} {value} is outside 0..{bound}")
+
+
+def test_a_rank_of_the_world_without_a_topology_row_is_refused(ar2, tmp_path):
+    """FORMATS §1.1: every rank of ``world`` has a row in ``topology.ranks`` (its node,
+    device and core: its addresses); ar2's world is ranks 0 and 1, and without rank 1's row
+    the output is a protocol error naming the table."""
+    o = tmp_path / "o"
+    shutil.copytree(ar2, o)
+    top = json.loads((o / "manifest.json").read_text())
+    assert top["world"] == [0, 1]
+    top["topology"]["ranks"] = [p for p in top["topology"]["ranks"] if p["rank"] != 1]
+    (o / "manifest.json").write_text(json.dumps(top))
+    res = cli("simulate", o, "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{o / 'manifest.json'}: field topology: rank 1 of the world is not in the topology "
+        "table")
+
+
+@pytest.fixture(scope="module")
+def sbuf(tmp_path_factory) -> Path:
+    """fixtures/sbuf.neff: four SBUF vars of 128 partitions (sb_a .. sb_d)."""
+    return lower_neff(FIX / "sbuf.neff", tmp_path_factory.mktemp("sbuf") / "out")
+
+
+def _region(top: dict, name: str) -> dict:
+    return next(r for r in top["memory"]["regions"] if r["name"] == name)
+
+
+def _dram_into_sbuf(top: dict) -> None:
+    """The DRAM region of the highest offset grown to end one byte past the DRAM part of a
+    core's window, 0x8_0000_0000 - 0x1_0000_0000 bytes (FORMATS §10)."""
+    last = max((r for r in top["memory"]["regions"] if r["kind"] != "sbuf" and r["size"]),
+               key=lambda r: r["offset"])
+    last["size"] = 0x8_0000_0000 - 0x1_0000_0000 - last["offset"] + 1
+
+
+@pytest.mark.parametrize("model, spoil, says", [
+    ("ar2", lambda top: top["memory"]["regions"][0].update(partitions=2),
+     "memory region {first!r}: only sbuf regions have partitions"),
+    ("sbuf", lambda top: _region(top, "sb_b").update(partitions=0),
+     "memory region 'sb_b': 0 partitions"),
+    ("sbuf", lambda top: _region(top, "sb_b").update(partitions=129),
+     "memory region 'sb_b': 129 partitions"),
+    ("ar2", _dram_into_sbuf, "the DRAM regions run into the SBUF window"),
+    # 128 partitions of 2^31 bytes from 0x8_0000_0000: past the 2^36 window
+    ("sbuf", lambda top: top["memory"].update(sbuf_partition_stride=1 << 31),
+     "the SBUF partitions run past the core window"),
+], ids=["dram-partitions", "sbuf-0-partitions", "sbuf-129-partitions", "dram-into-sbuf",
+        "sbuf-past-window"])
+def test_a_memory_map_no_core_window_holds_is_refused(ar2, sbuf, tmp_path, model, spoil, says):
+    """FORMATS §10 and NEFF-LIKE.md: only SBUF vars have partitions, 1..128 of them; the
+    DRAM regions lie below the SBUF window and the SBUF partitions inside the core window.
+    A manifest whose ``memory`` says otherwise is a protocol error naming ``memory``."""
+    o = tmp_path / "o"
+    shutil.copytree({"ar2": ar2, "sbuf": sbuf}[model], o)
+    top = json.loads((o / "manifest.json").read_text())
+    first = top["memory"]["regions"][0]["name"]
+    spoil(top)
+    (o / "manifest.json").write_text(json.dumps(top))
+    res = cli("simulate", o, "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{o / 'manifest.json'}: field memory: {says.format(first=first)}")
+
 
 def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
     """A topology of 10^9 nodes with rank 1 on the last: its address table has a row per

@@ -22,6 +22,8 @@ from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.fields import Field
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
+#: The highest logical core whose window (``lc << 36``) lies inside LOCAL [46:0] (FORMATS §10).
+MAX_LOGICAL_CORE = (LOCAL_MASK + 1) // CORE_WINDOW - 1
 
 #: Error codes of :meth:`Layout.resolve_data` / :meth:`Layout.resolve_sema`.
 E_OK = 0
@@ -206,9 +208,13 @@ class Layout:
                 raise SimulationError(f"rank {p.rank}: node {p.node} is outside 0..{self.nodes - 1}"
                                       f" (topology.nodes is {self.nodes})", file=file,
                                       field=f"{path}.node")
-            if not 0 <= p.device <= CAYMAN_ID_MASK or not 0 <= p.core < 2048:
-                raise SimulationError(f"rank {p.rank}: routing id / core out of range", file=file,
-                                      field="topology")
+            # FORMATS §10: the routing id is CAYMAN_ID [53:48] of a SoC address, the core's
+            # window (lc << 36) lies inside LOCAL [46:0]
+            for key, value, top in (("routing_id", p.device, CAYMAN_ID_MASK),
+                                    ("logical_core", p.core, MAX_LOGICAL_CORE)):
+                if not 0 <= value <= top:
+                    raise SimulationError(f"rank {p.rank}: {key} {value} is outside 0..{top}",
+                                          file=file, field=f"{path}.{key}")
             if p.rank in self.places:  # (the later entry used to replace the earlier)
                 raise SimulationError(f"rank {p.rank} is listed twice", file=file,
                                       field=f"{path}.rank")
