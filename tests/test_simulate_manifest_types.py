@@ -503,3 +503,21 @@ def test_a_rank_manifest_that_cannot_be_read_is_status_2_like_the_top_one(ar2, t
         line = f"{man}: {says}"
     res = cli("simulate", out, "--ignore-checksums")
     assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {line}\n"
+
+
+def test_a_rank_folder_without_a_topology_row_is_refused_naming_the_table(ar2, tmp_path):
+    """A rank of ``ranks`` (a folder of the output, FORMATS §1.1) needs its row in
+    ``topology.ranks`` as a rank of ``world`` does: ar2's rank 1 gone from both ``world`` and
+    the table, its folder still listed, is a protocol error naming ``topology`` as the
+    world's check does (it named the file only)."""
+    o = tmp_path / "o"
+    shutil.copytree(ar2, o)
+    top = json.loads((o / "manifest.json").read_text())
+    assert top["ranks"] == top["world"] == [0, 1]
+    top["world"] = [0]
+    top["topology"]["ranks"] = [p for p in top["topology"]["ranks"] if p["rank"] != 1]
+    (o / "manifest.json").write_text(json.dumps(top))
+    res = cli("simulate", o, "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{o / 'manifest.json'}: field topology: rank 1 is not in the topology table")

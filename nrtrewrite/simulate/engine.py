@@ -239,7 +239,8 @@ class Simulator:
         ranks = self.ranks
         for r in ranks:
             if r not in self.layout.places:
-                raise SimulationError(f"rank {r} is not in the topology table", file=fname)
+                raise SimulationError(f"rank {r} is not in the topology table", file=fname,
+                                      field="topology")
         self.sg_index = self._subgraph_index()
         self.files = {r: load_rank_files(self.out, self.rank_manifests.pop(r))
                       for r in ranks}
