@@ -690,6 +690,72 @@ def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp
     rehash(out)
     refused(out, "field triggers[0]", "leader 65 is not the smallest rank of the group")
 
+@pytest.mark.parametrize("key, value, says", [
+    ("op", "ALLTOALL", "op 'ALLTOALL' is not simulated (only ALLREDUCE, ALLGATHER, "
+     "REDUCE_SCATTER)"),
+    ("alu_op", "XOR", "ALLREDUCE alu_op 'XOR' is not ADD, MAX or MIN"),
+    ("alu_op", None, "ALLREDUCE alu_op None is not ADD, MAX or MIN"),
+    ("replica_group", [], "replica_group is empty"),
+    ("replica_group", [0, 1, 0], "replica_group lists rank 0 twice"),
+    ("num_elements", 0, "num_elements 0 is not 1 or more"),
+    ("num_elements", -8, "num_elements -8 is not 1 or more"),
+])
+def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(ar2_out, tmp_path, key,
+                                                                         value, says):
+    """FORMATS §1.1 ``triggers``: ``op`` one of ALLREDUCE, ALLGATHER, REDUCE_SCATTER,
+    ``alu_op`` ADD, MAX or MIN (null only for an all-gather), a replica group of distinct
+    ranks, 1 or more elements. ar2's one trigger is an all-reduce over ranks 0 and 1; each
+    value is refused naming the trigger and what is wrong with it (the group and the count
+    were "bad replica_group / num_elements", the ALU "ALLREDUCE with alu_op 'XOR'")."""
+    out = copy(ar2_out, tmp_path)
+    assert (trigger0(out)["op"], trigger0(out)["replica_group"]) == ("ALLREDUCE", [0, 1])
+    _retrigger(out, 0, lambda t: t.__setitem__(key, value))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+def test_a_trigger_listed_twice_is_refused(sbuf_out, tmp_path):
+    """FORMATS §1.1: ``trigger`` is the trigger's ordinal, one per trigger; sbuf.yaml's
+    trigger 1 also saying 0 is refused naming the second item."""
+    out = copy(sbuf_out, tmp_path)
+    _retrigger(out, 1, lambda t: t.__setitem__("trigger", 0))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[1]: trigger 0 listed twice"
+
+
+@pytest.mark.parametrize("which", ["src", "dst"])
+def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_out, tmp_path,
+                                                                          which):
+    """FORMATS §1.1: an operand's ``var_id`` is a var of the trigger's subgraph, placed by
+    ``memory.regions``; ar2's vars are 0 .. 3, so var 99 names none. Refused naming the
+    trigger and the operand, as an operand that does not fit its var is (it named the
+    manifest only)."""
+    out = copy(ar2_out, tmp_path)
+    _retrigger(out, 0, lambda t: t[which].__setitem__("var_id", 99))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field {which}, trigger 0: var 99 of "
+                            "sg00 is not in the memory map")
+
+
+@pytest.mark.parametrize("change, listed", [("drop", [0, 1, 2]), ("add", [0, 1, 2, 3, 4])])
+def test_a_manifest_listing_other_triggers_than_the_model_is_refused_with_it(sbuf_out, tmp_path,
+                                                                            change, listed):
+    """SIMULATOR §1: with ``--model`` the manifest's triggers are the model's; sbuf.yaml has
+    triggers 0 .. 3, a manifest without the last or with a copy of it as trigger 4 is
+    refused naming ``triggers`` and both lists."""
+    out = copy(sbuf_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    assert [t["trigger"] for t in top["triggers"]] == [0, 1, 2, 3]
+    if change == "drop":
+        top["triggers"].pop()
+    else:
+        top["triggers"].append(dict(top["triggers"][-1], trigger=4))
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    assert refused(out, extra=("--model", FIX / "sbuf.neff")) == (
+        f"{out / 'manifest.json'}: field triggers: the manifest lists triggers {listed}, the "
+        "model has [0, 1, 2, 3]")
+
 
 def test_a_ring_leg_running_past_its_block_is_refused_for_its_half(ag33_out, tmp_path):
     """SIMULATOR §2: a flat RING leg's ``half`` is the half-chunk holding its elements, ranges

@@ -1126,7 +1126,10 @@ class RankDecoder:
         for which, opnd in (("src", t.src), ("dst", t.dst)):
             if opnd.get("ap") is not None:
                 continue
-            reg = self.layout.var_region(t.subgraph, int(opnd["var_id"]))
+            try:
+                reg = self.layout.var_region(t.subgraph, int(opnd["var_id"]))
+            except SimulationError as exc:  # (named as the trigger's operand checks name it)
+                raise exc.at(trigger=t.ordinal, field=which) from None
             origin = np.zeros(trank.size, np.int64)
             if which == "src" and t.op == "ALLGATHER":
                 origin = pos * t.n

@@ -568,9 +568,16 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         if op not in OPS:
             raise SimulationError(f"op {op!r} is not simulated (only {', '.join(OPS)})", **where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
-            raise SimulationError(f"{op} with alu_op {spec.alu!r}", **where)
-        if not spec.group or len(set(spec.group)) != len(spec.group) or spec.n <= 0:
-            raise SimulationError("bad replica_group / num_elements", **where)
+            *most, last = ALU_TO_CCE
+            raise SimulationError(f"{op} alu_op {spec.alu!r} is not {', '.join(most)} or {last}",
+                                  **where)
+        if not spec.group:
+            raise SimulationError("replica_group is empty", **where)
+        if len(set(spec.group)) != len(spec.group):
+            twice = next(r for i, r in enumerate(spec.group) if r in spec.group[:i])
+            raise SimulationError(f"replica_group lists rank {twice} twice", **where)
+        if spec.n <= 0:
+            raise SimulationError(f"num_elements {spec.n} is not 1 or more", **where)
         spec.view_origins = _view_origins(spec, starts)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
