@@ -500,6 +500,33 @@ def test_an_operand_one_element_longer_than_its_var_is_refused(ring2n_out, tmp_p
     rehash(out)
     refused(out, "field src", "src operand (8193 elements at offset 0) does not fit var 'x_in'")
 
+@pytest.mark.parametrize("case", ["ap-on-a-dram-var", "past-its-var"])
+def test_an_operand_refused_where_it_is_placed_names_the_manifest(sbuf_out, ring2n_out, tmp_path,
+                                                                 case):
+    """An operand's placement is the top manifest's (FORMATS §1.1 ``src``, ``memory``): an
+    access pattern (NEFF-LIKE.md §2: SBUF operands only) on a DRAM var, and a linear operand
+    one element past its var (ring2n's 8192 bf16 of a 16384-byte ``x_in``, made 8193), are
+    refused naming OUT/manifest.json, the operand and the trigger (they named no file). The
+    DRAM var is one added to sbuf.yaml's map (var 99, 1 MiB at 1 MiB, past its scratch)."""
+    if case == "ap-on-a-dram-var":
+        out = copy(sbuf_out, tmp_path)
+        top = json.loads((out / "manifest.json").read_text())
+        top["memory"]["regions"].append({"kind": "dram", "name": "x_dram", "offset": 1 << 20,
+                                         "size": 1 << 20, "partitions": 1, "subgraph": "sg00",
+                                         "var_id": 99})
+        assert top["triggers"][1]["src"]["ap"] is not None
+        top["triggers"][1]["src"]["var_id"] = 99
+        (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+        says = ("field src, trigger 1: src operand has an access pattern but var 'x_dram' is "
+                "not a state buffer")
+    else:
+        out = copy(ring2n_out, tmp_path)
+        _retrigger(out, 0, lambda t: t.__setitem__("num_elements", 8193))
+        says = ("field src, trigger 0: src operand (8193 elements at offset 0) does not fit "
+                "var 'x_in'")
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: {says}"
+
 
 def test_an_access_pattern_whose_last_element_starts_at_the_partitions_end_is_refused(
         sbuf_out, tmp_path):
@@ -580,7 +607,7 @@ def test_an_access_pattern_outside_its_var_is_refused_before_anything_is_allocat
             t["src"]["ap"]["dims"][0] = change["src"]
     _retrigger(out, 0, edit)
     rehash(out)
-    assert refused(out) == error
+    assert refused(out) == f"{out / 'manifest.json'}: {error}"
 
 
 # sbuf.yaml's trigger 0 again: dst patterns of its 768 bf16 elements a partition that fit
@@ -618,7 +645,8 @@ def test_a_dst_pattern_that_writes_two_elements_to_one_place_is_refused_statical
     _retrigger(out, 0, lambda t: t["dst"]["ap"].update(change))
     rehash(out)
     assert refused(out) == (
-        f"field dst, trigger 0: dst access pattern writes elements {a} and {b} to the same "
+        f"{out / 'manifest.json'}: field dst, trigger 0: dst access pattern writes elements "
+        f"{a} and {b} to the same "
         f"bytes [{span[0]}, {span[1]}) of partition 0: the result would depend on the order "
         "of the writes (docs/DESIGN.md \"Buffers and data flow\")")
 

@@ -563,7 +563,10 @@ class Simulator:
         #: (trigger, region) -> merged (starts, ends) a leg may write (merge_intervals)
         self.allowed: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         for t in self.triggers.values():
-            src, dst = t.footprints(self.layout)
+            try:
+                src, dst = t.footprints(self.layout)
+            except SimulationError as exc:  # (an operand of the top manifest's triggers)
+                raise exc.at(file=str(self.out / "manifest.json")) from None
             self.footprints[t.ordinal] = (src, dst)
             allowed: dict[int, list] = {}
             allowed.setdefault(dst.region.index, []).extend(dst.intervals())
