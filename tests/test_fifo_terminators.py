@@ -255,3 +255,100 @@ def test_simulator_refuses_an_op_split_where_the_receive_semaphore_does_not_chan
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
     assert "op 1 receives on the semaphore of op 0 of its entry" in text, text
+
+
+# xmesh's rank 0 (FORMATS §8): channel 0's fifo item is ops [0, 2], src [0, 4], dest [0, 4];
+# net_src.bin records 0, 1 are op 0's two transfers (dst_rank 64, size 32768), 2 and 3 the
+# terminators of ops 0 and 1; net_dest.bin records 0 and 2 op 0's and op 1's receives, 1 and
+# 3 their terminators; net_ops.bin op 0 sends two entries, op 1 none.
+def _fifo_item(**item):
+    def edit(m: Out) -> None:
+        m.edit_manifest(0, lambda man: man.update(
+            fifo=[{"channel": 0, "ops": [0, 2], "src": [0, 4], "dest": [0, 4], **item}]))
+    return edit
+
+
+def _record(name: str, i: int, **values):
+    def edit(m: Out) -> None:
+        def put(a):
+            for k, v in values.items():
+                a[k][i] = v
+        m.edit(0, name, put)
+    return edit
+
+
+def _op1_sends_without_a_terminator(m: Out) -> None:
+    m.put(0, "net_src.bin", m.arr(0, "net_src.bin")[:3])
+    m.edit(0, "net_ops.bin", lambda a: a["tx_entry_cnt"].__setitem__(1, 1))
+    m.edit_manifest(0, lambda man: man["fifo"][0].update(src=[0, 3]))
+
+
+def _send_handshake_on_another_semaphore(m: Out) -> None:
+    def put(a):  # op 0 signals its sends on the semaphore op 1 receives on
+        a["inc_send_handshake"][0] = a["inc_send_complete"][0] = a["inc_recv_handshake"][1]
+    m.edit(0, "net_ops.bin", put)
+
+
+FIFO_FAULTS = [
+    # the rank manifest's fifo items (FORMATS §1.2): channel-major, ascending, the files whole
+    (lambda m: m.edit_manifest(0, lambda man: man.update(fifo=[
+        {"channel": 0, "ops": [0, 1], "src": [0, 2], "dest": [0, 2]},
+        {"channel": 0, "ops": [1, 1], "src": [2, 2], "dest": [2, 2]}])),
+     "rank 0, channel 0: fifo slices are not in ascending channel order"),
+    (_fifo_item(ops=[1, 2]), "rank 0, channel 0: fifo ops slice [1, 2] does not follow the "
+     "previous channel's"),
+    (_fifo_item(src=[0, -1]), "rank 0, channel 0: fifo src slice [0, -1] does not follow"),
+    (_fifo_item(src=[0, 3]), "rank 0, artifact net_src.bin: the fifo slices cover 3 records of "
+     "net_src.bin, the file holds 4"),
+    # net_ops_info (FORMATS §8)
+    (_record("net_ops.bin", 0, func_rel_op_idx=7), "field func_rel_op_idx, rank 0, channel 0, "
+     "artifact net_ops.bin, record 0: net op 0: func_rel_op_idx 7 names no entry of this rank "
+     "on channel 0"),
+    (_record("net_ops.bin", 0, sema_shift_offset=5), "field sema_shift_offset, rank 0, "
+     "channel 0, artifact net_ops.bin, record 0: sema_shift_offset 5, the entry's is"),
+    (_record("net_ops.bin", 0, early_send_completion=1), "field early_send_completion, rank 0, "
+     "channel 0, artifact net_ops.bin, record 0: early_send_completion is 1, must be 0"),
+    (_record("net_ops.bin", 1, variable_peer=1), "field variable_peer, rank 0, channel 0, "
+     "artifact net_ops.bin, record 1: variable_peer is 1, must be 0"),
+    (_record("net_ops.bin", 0, inc_send_handshake=0x1234, inc_send_complete=0x1234),
+     "field inc_send_handshake, rank 0, channel 0, artifact net_ops.bin, record 0: "
+     "inc_send_handshake 0x1234 is not an EVT_SEM semaphore address"),
+    (_send_handshake_on_another_semaphore, "field inc_send_handshake, rank 0, channel 0, "
+     "artifact net_ops.bin, record 0: inc_send_handshake is semaphore"),
+    (_op1_sends_without_a_terminator, "field tx_entry_cnt, rank 0, channel 0, artifact "
+     "net_ops.bin, record 1: op 1: tx_entry_cnt 1 but the transmit FIFO has no entries for it"),
+    # FIFO entries and terminators (FORMATS §8)
+    (_record("net_src.bin", 2, dst_rank=5), "field dst_rank, rank 0, channel 0, artifact "
+     "net_src.bin, record 2: terminator dst_rank 5, must be -1"),
+    (_record("net_dest.bin", 1, src_rank=5), "field src_rank, rank 0, channel 0, artifact "
+     "net_dest.bin, record 1: terminator src_rank 5, must be -1"),
+    (_record("net_src.bin", 0, host_addr=1), "rank 0, channel 0, artifact net_src.bin, record "
+     "0: host_addr / nccl_mhandle / histogram / reserved bytes are not zero"),
+    (_record("net_dest.bin", 2, nccl_mhandle=1), "rank 0, channel 0, artifact net_dest.bin, "
+     "record 2: host_addr / nccl_mhandle / histogram / reserved bytes are not zero"),
+    (_record("net_src.bin", 0, dst_rank=0), "field dst_rank, rank 0, channel 0, artifact "
+     "net_src.bin, record 0: dst_rank 0 is not a rank on another node"),
+    (_record("net_src.bin", 1, dst_rank=7), "field dst_rank, rank 0, channel 0, artifact "
+     "net_src.bin, record 1: dst_rank 7 is not a rank on another node"),
+    # a dev_addr with CAYMAN_ID set (bits 48+: FORMATS §10): a network peer is never routed to
+    (_record("net_src.bin", 0, dev_addr=(1 << 48) | 0x1_0000_0000), "field dev_addr, rank 0, "
+     "artifact net_src.bin, record 0: dev_addr 0x1000100000000 is not a local SoC address"),
+]
+
+
+@pytest.mark.parametrize("spoil, says", FIFO_FAULTS)
+def test_simulator_refuses_a_fifo_record_or_slice_the_format_does_not_allow(xmesh, tmp_path,
+                                                                            spoil, says):
+    """Each fault of rank 0's FIFOs or their manifest items is a protocol error naming the
+    rank folder, the rank, the channel, the file, the record and the field where it has
+    one (its manifest counts made to agree, so it is the values that are refused)."""
+    m = Out(xmesh, tmp_path / "mut")
+    net = {n: m.arr(0, n) for n in ("net_ops.bin", "net_src.bin", "net_dest.bin")}
+    assert net["net_src.bin"]["mark"].tolist() == [0, 0, 1, 1]
+    assert net["net_src.bin"]["dst_rank"].tolist() == [64, 64, -1, -1]
+    assert net["net_dest.bin"]["mark"].tolist() == [0, 1, 0, 1]
+    assert net["net_ops.bin"]["tx_entry_cnt"].tolist() == [2, 0]
+    spoil(m)
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert f"{m.path / 'rank-0000'}: {says}" in text, text
