@@ -1350,3 +1350,55 @@ def test_leaf_9_direct_pull_is_refused_as_an_unknown_leaf(ring_out, tmp_path):
     first = next(i for i, leg in enumerate(_legs(out, 1)) if leg["leaf"] == 1)  # a send
     _set(out, 1, "legs.bin", first * REC + LEAF, "<B", 9)
     _refused(out, "rank-0001", "legs.bin", f"record {first}", "unknown leaf 9")
+
+
+# c7c8's ring output, rank 1: five SPAD entries (8 bytes each, FORMATS §2: byte 1 the cc_op
+# alg byte, algo_type its low nibble), entry 0 trigger 0's RING (algo_type 0) entry, leg "flat".
+def _entry0(**values):
+    return lambda out: _rank_manifest(out, 1, lambda m: m["entries"][0].update(values))
+
+
+SPAD_FAULTS = [
+    (lambda out: _rank_manifest(out, 1, lambda m: m["entries"].pop()),
+     "rank 1, artifact spad.bin: the rank manifest lists 4 entries, spad.bin holds 5"),
+    (_entry0(trigger=9), "rank 1, artifact spad.bin, record 0: the rank manifest entry names "
+     "trigger 9, which OUT/manifest.json does not list"),
+    # algo_type 15: no enc_alg_type (seed 000 §1.3 names 0..10)
+    (lambda out: _set(out, 1, "spad.bin", 1, "<B", 0x0F), "field algo_type, rank 1, artifact "
+     "spad.bin, record 0: algo_type 15 (0xf) is not an entry the simulator executes"),
+    # KANGARING (3) in both spad.bin and the rank manifest: a ring-family entry, not the RING
+    # trigger 0 was lowered as
+    (lambda out: (_set(out, 1, "spad.bin", 1, "<B", 3), _entry0(algo_type=3)(out)),
+     "field algo_type, rank 1, artifact spad.bin, record 0: algo_type KANGARING but trigger 0 "
+     "was lowered as RING"),
+    (_entry0(leg="x"), "field leg, rank 1, artifact spad.bin: trigger 0's entries run legs "
+     "['x'], its manifest lists ['flat']"),
+]
+
+
+@pytest.mark.parametrize("spoil, says", SPAD_FAULTS,
+                         ids=["entries-fewer", "trigger-unlisted", "algo-type-15",
+                              "algo-type-not-lowered", "leg-not-the-triggers"])
+def test_a_spad_entry_its_rank_manifest_or_the_triggers_contradict_is_refused(ring_out, tmp_path,
+                                                                             spoil, says):
+    """FORMATS §1.2 / §2: a rank manifest lists spad.bin's entries, one each, each naming a
+    trigger of OUT/manifest.json, the algo_type that trigger was lowered as and the leg it
+    runs; a contradiction is a protocol error naming the rank, spad.bin and the entry."""
+    out = _copy(ring_out, tmp_path)
+    assert _file(out, 1, "spad.bin").stat().st_size == 5 * 8
+    assert _get(out, 1, "spad.bin", 1, "<B") & 0xF == 0
+    spoil(out)
+    assert f"{out / 'rank-0001'}: {says}" in _refused(out)
+
+
+def test_a_mesh_entry_on_a_platform_without_mesh_is_refused(mesh_out, tmp_path):
+    """FORMATS §1.1 ``topology.mesh_sub_type``: null for a platform without mesh; c7c8's MESH
+    entries (algo_type 2) under such a topology are refused at rank 0's first entry."""
+    out = _copy(mesh_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    assert top["topology"]["mesh_sub_type"] == "MESH_TRN2"
+    top["topology"]["mesh_sub_type"] = None
+    (out / "manifest.json").write_text(json.dumps(top))
+    assert (f"{out / 'rank-0000'}: field algo_type, rank 0, artifact spad.bin, record 0: a "
+            "mesh-family entry (MESH) on a platform without mesh (topology.mesh_sub_type "
+            "null)") in _refused(out)
