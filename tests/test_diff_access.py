@@ -117,6 +117,22 @@ def test_a_rank_folder_that_cannot_be_searched_names_each_file(open_pair):
         f"nrtrewrite: error: {b}/rank-0001/manifest.json: {DENIED}")
 
 
+def test_an_entry_lower_does_not_write_in_a_folder_that_cannot_be_searched(open_pair):
+    """An entry of a folder ``lower`` does not write (``notes/x`` in both) in B's ``notes``
+    that can be listed but not searched (mode 0444: its entries cannot even be told apart)
+    is B's damage, ``notes/x damaged in B: cannot read (Permission denied)`` (exit 1); in A,
+    the reference, an error naming it (exit 2)."""
+    a, b = open_pair
+    for p in (a, b):
+        (p / "notes").mkdir()
+        (p / "notes" / "x").write_text("same")
+    (b / "notes").chmod(0o444)
+    proc = _as_user("diff", a, b)
+    assert (proc.returncode, proc.stderr) == (1, ""), proc.stderr
+    assert proc.stdout.splitlines() == [f"notes/x damaged in B: {DENIED}", "1 difference(s)"]
+    assert _error(_as_user("diff", b, a)) == f"nrtrewrite: error: {b}/notes/x: {DENIED}"
+
+
 def test_an_unreadable_top_level_manifest_is_named_with_the_os_reason(open_pair):
     """Before: `B: not an nrtrewrite output folder (its manifest.json is not of format
     'nrtrewrite-lowered')`."""

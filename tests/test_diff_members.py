@@ -274,6 +274,32 @@ def test_the_whole_diff_of_lowered_outputs_is_unchanged(tmp_path, monkeypatch):
     assert f"{neff}:{stream}[1] " in outs[1][0]
 
 
+@pytest.mark.parametrize("case", ["longer", "same-length"])
+def test_a_json_member_that_is_not_json_is_compared_by_its_bytes(tmp_path, case):
+    """CLI.md: a JSON member is compared key by key, and one that cannot be read as JSON by
+    its bytes. B's ``sg00/def.json`` of c7c8 (NEFF-LIKE.md: the subgraph's var table) with
+    " x" appended is its byte count; with its closing brace (before its final newline, byte
+    len - 2, 0x7d) made a bracket (0x5d) it is one differing byte at that offset."""
+    from nrtrewrite.golden import lower_to
+    fix = ROOT / "fixtures" / "c7c8.neff"
+    a = lower_to(fix, tmp_path / "a", None)
+    b = lower_to(fix, tmp_path / "b", None)
+    neff = json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+    c = read_container((b / neff).read_bytes(), verify_hash=False)
+    members = [(k, bytes(v)) for k, v in c.members.items()]
+    old = dict(members)["sg00/def.json"]
+    assert old.endswith(b"}\n")
+    new = old + b" x" if case == "longer" else old[:-2] + b"]\n"
+    members = [(k, new if k == "sg00/def.json" else v) for k, v in members]
+    (b / neff).write_bytes(build_container(c.header, members))
+    lines = [d.line() for d in D.diff_outputs(a, b)]
+    want = (f"{neff}:sg00/def.json bytes: {len(old)} != {len(old) + 2}" if case == "longer"
+            else f"{neff}:sg00/def.json 1 differing bytes, the first at offset "
+            f"0x{len(old) - 2:x}: 125 != 93")
+    assert want in lines, lines
+    assert not [x for x in lines if x.startswith(f"{neff}:sg00/def.json") and x != want], lines
+
+
 # ---------------------------------------------------------------------------
 # memory
 

@@ -161,6 +161,23 @@ def test_a_top_manifest_that_is_not_json_is_refused_in_one_form_whatever_its_siz
         assert _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)])) == refusal
 
 
+@pytest.mark.parametrize("big", [False, True])
+def test_a_top_manifest_with_a_number_json_cannot_carry_names_it_whatever_its_size(pair, big):
+    """CLI.md: a manifest that is JSON but for a number that is not finite is an error naming
+    the value by its key path. One over 1 MiB (known for ours by its head, then read whole)
+    is named as one under it: ``B/manifest.json: field bad: invalid JSON: NaN is not a finite
+    number``, on either side."""
+    a, b = pair
+    pad = "x" * ((1 << 20) if big else 10)
+    text = HEAD + f'"{pad}", "bad": NaN}}'
+    assert (len(text.encode()) > 1 << 20) == big
+    (b / "manifest.json").write_text(text)
+    refusal = (f"nrtrewrite: error: {b / 'manifest.json'}: field bad: invalid JSON: NaN is not "
+               "a finite number")
+    for x, y in ((a, b), (b, a)):
+        assert _one_line_error(CliRunner().invoke(main, ["diff", str(x), str(y)])) == refusal
+
+
 def _socket(path: Path) -> None:
     """A socket file at ``path`` (bound by a relative name: a path of more than 107 bytes
     does not fit a socket address)."""
