@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -97,6 +98,26 @@ def test_diff_ignore_of_a_path_in_neither_manifest_warns(two_outputs):
     # the --json document is unchanged by it (the warning is on stderr)
     res = _run("diff", *two_outputs, "--ignore", "input.nmae", "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["identical"] is True
+
+
+def test_diff_ignore_of_a_key_inside_a_nested_string_ignores_nothing(two_outputs, tmp_path):
+    """CLI.md: a path that names a value in neither manifest ignores nothing, also one that
+    runs through a value that is no object below the first key (``topology.name`` is a
+    string, so ``topology.name.x`` is no key path of either): B's ``topology.name`` made
+    "zz" is still its difference, and the warning says the path ignores nothing."""
+    a, b0 = two_outputs
+    b = tmp_path / "b"
+    shutil.copytree(b0, b)
+    top = json.loads((b / "manifest.json").read_text())
+    assert top["topology"]["name"] == "trn2"
+    top["topology"]["name"] = "zz"
+    (b / "manifest.json").write_text(json.dumps(top))
+    res = _run("diff", a, b, "--ignore", "topology.name.x")
+    assert res.exit_code == 1
+    assert res.stdout.splitlines() == ['manifest.json topology.name: "trn2" != "zz"',
+                                       "1 difference(s)"]
+    assert res.stderr.splitlines() == ["nrtrewrite: warning: --ignore topology.name.x: neither "
+                                       "manifest.json has this key path, so it ignores nothing"]
 
 
 def test_an_empty_path_is_a_usage_error_naming_the_argument(tmp_path):
