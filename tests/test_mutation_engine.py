@@ -115,6 +115,20 @@ def test_a_misdirected_signal_deadlocks_and_the_stray_token_is_named(ar):
     assert "send_sema) of rank 2 = 1 (last changed by trigger 0)" in text, text
 
 
+def test_a_transfer_never_handed_to_the_net_proxy_deadlocks_naming_the_proxy(net):
+    """FORMATS §7, §8: a leg hands a network transfer to its rank's net proxy by incrementing
+    the channel's send_sema (channel 0: semaphore 17). net's ring is 0, 1, 64, 65 over two
+    nodes: rank 1's transfers go to rank 64, its first at net_src.bin record 0. With rank
+    1's legs not incrementing it, the proxy waits for its first hand-off forever, and the
+    deadlock names the proxy, its record and peer and what it waits for."""
+    def f(legs):
+        for leg in legs:
+            leg.incs = [x for x in leg.incs if x[:2] != (1, 17)]
+    res = run_mutated(net, 1, f)
+    assert_fails(res, "deadlock", "net proxy rank 1 channel 0 net_src.bin record 0 (to rank 64) "
+                 "waits semaphore 17 (channel 0 send_sema) of rank 1 = 0 (needs 1)")
+
+
 @pytest.mark.parametrize("sem", [5, 255])
 def test_a_stray_increment_outside_the_channel_semaphores_names_its_trigger(rs_ar, sem):
     """FORMATS §7: semaphore 5 is one of the TOP_SP's unused ids, 255 the event window's

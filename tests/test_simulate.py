@@ -312,6 +312,17 @@ def test_an_output_replaced_while_simulated_has_no_verdict(monkeypatch, small_ou
     assert res.stderr.startswith(f"nrtrewrite: error: {out}: the output folder was replaced")
     assert "no verdict; simulate it again" in res.stderr
 
+def test_simulate_output_reports_its_progress_in_legs(small_out):
+    """``simulate_output(progress=f)`` (the CLI's bar on a terminal) calls ``f(done, total)``,
+    ``total`` the output's legs (64-byte legs.bin records, FORMATS §3, over every rank): a
+    run of fewer than 200 legs after each leg, then once more at the end."""
+    total = sum((d / "legs.bin").stat().st_size // 64 for d in small_out.glob("rank-*"))
+    assert 0 < total < 200
+    calls = []
+    res = simulate_output(small_out, progress=lambda done, n: calls.append((done, n)))
+    assert all(t.status == "match" for t in res.triggers)
+    assert calls == [(k, total) for k in range(1, total + 1)] + [(total, total)]
+
 
 def test_an_output_removed_while_simulated_has_no_verdict(monkeypatch, small_out, tmp_path):
     """OUT removed (not replaced) once its checksums are verified: no verdict either, the
