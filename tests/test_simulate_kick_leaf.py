@@ -155,6 +155,27 @@ def test_every_field_of_both_kick_words_is_checked(sbuf_out, tmp_path, w, field,
             f"{'0xDA' if w else '0xD9'} word): {field} (byte")
 
 
+def test_a_stream_cut_before_the_second_kick_word_is_refused(sbuf_out, tmp_path):
+    """FORMATS §9: a former 0xD9+0xDA pair is two kick words, instructions ``index`` and
+    ``index + 1`` of its stream. sbuf.yaml's trigger 0's stream cut after its first word
+    (``index + 1`` whole 64-byte instructions) has no second: refused naming the member,
+    the instruction and the trigger."""
+    t = trigger0(sbuf_out)
+    assert "ap" in t["src"]
+    member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"] + 1
+    out = copy(sbuf_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    p = out / top["output_neff"]["name"]
+    c = read_container(p.read_bytes())
+    m = dict(c.members)
+    assert len(m[member]) > idx * WORD
+    m[member] = bytes(m[member][:idx * WORD])
+    p.write_bytes(build_container(c.header, m))
+    rehash(out)
+    assert refused(out) == (f"{p}: member {member}, instruction {idx}, trigger 0: no instruction "
+                            f"{idx} in {member} for TOPSP_KICK word 1 of trigger 0")
+
+
 def test_the_testers_zeroed_second_kick_word(sbuf_out, tmp_path):
     t = trigger0(sbuf_out)
     member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"] + 1
