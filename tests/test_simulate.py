@@ -614,6 +614,18 @@ def test_cli_not_an_output(tmp_path):
     assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("what", ["a file", "nothing"])
+def test_simulate_output_of_a_path_that_is_no_folder_is_an_output_error(small_out, tmp_path,
+                                                                        what):
+    """``simulate_output`` (the CLI reads a file as a model first) refuses a path that is a
+    file, or is not there, as no output folder: an OutputError (status 2) naming it."""
+    from nrtrewrite.errors import OutputError
+    path = small_out / "manifest.json" if what == "a file" else tmp_path / "gone"
+    with pytest.raises(OutputError) as ei:
+        simulate_output(path)
+    assert str(ei.value) == f"{path} is not an output folder"
+
+
 @pytest.mark.parametrize("fmt, version, hint", [("nrtrewrite-lowered", 1, True),
                                                 ("nrtrewrite-lowered", 99, False),
                                                 ("something-else", 2, False)])
