@@ -748,17 +748,24 @@ def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp
     ("replica_group", [0, 1, 0], "replica_group lists rank 0 twice"),
     ("num_elements", 0, "num_elements 0 is not 1 or more"),
     ("num_elements", -8, "num_elements -8 is not 1 or more"),
+    ("chunk.chunk_size_n", 0, "chunk.chunk_size_n 0 is not 1 or more"),
+    ("chunk.pgta", 0, "chunk.pgta 0 is not 1 or more"),
+    ("chunk.channels", -1, "chunk.channels -1 is not 1 or more"),
 ])
 def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(ar2_out, tmp_path, key,
                                                                          value, says):
     """FORMATS §1.1 ``triggers``: ``op`` one of ALLREDUCE, ALLGATHER, REDUCE_SCATTER,
     ``alu_op`` ADD, MAX or MIN (null only for an all-gather), a replica group of distinct
-    ranks, 1 or more elements. ar2's one trigger is an all-reduce over ranks 0 and 1; each
+    ranks, 1 or more elements, a ``chunk`` of 1 or more elements a chunk, chunk groups
+    (``pgta``) and channels. ar2's one trigger is an all-reduce over ranks 0 and 1; each
     value is refused naming the trigger and what is wrong with it (the group and the count
-    were "bad replica_group / num_elements", the ALU "ALLREDUCE with alu_op 'XOR'")."""
+    were "bad replica_group / num_elements", the ALU "ALLREDUCE with alu_op 'XOR'"; a chunk
+    of 0 passed here, where the mesh-family legs do not use it, and on a ring was blamed on
+    its legs' ``half``, whose chunk layout it unmade)."""
     out = copy(ar2_out, tmp_path)
     assert (trigger0(out)["op"], trigger0(out)["replica_group"]) == ("ALLREDUCE", [0, 1])
-    _retrigger(out, 0, lambda t: t.__setitem__(key, value))
+    *outer, last = key.split(".")
+    _retrigger(out, 0, lambda t: (t[outer[0]] if outer else t).__setitem__(last, value))
     rehash(out)
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
 

@@ -578,6 +578,9 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"replica_group lists rank {twice} twice", **where)
         if spec.n <= 0:
             raise SimulationError(f"num_elements {spec.n} is not 1 or more", **where)
+        for key in ("chunk_size_n", "pgta", "channels"):  # (a HIER trigger's: pgta only)
+            if key in chunk and chunk[key] < 1:
+                raise SimulationError(f"chunk.{key} {chunk[key]} is not 1 or more", **where)
         spec.view_origins = _view_origins(spec, starts)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
