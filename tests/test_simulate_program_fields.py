@@ -1402,3 +1402,15 @@ def test_a_mesh_entry_on_a_platform_without_mesh_is_refused(mesh_out, tmp_path):
     assert (f"{out / 'rank-0000'}: field algo_type, rank 0, artifact spad.bin, record 0: a "
             "mesh-family entry (MESH) on a platform without mesh (topology.mesh_sub_type "
             "null)") in _refused(out)
+
+
+def test_n_tiles_other_than_the_tiles_its_bds_form_is_refused(ring_out, tmp_path):
+    """FORMATS §3: ``n_tiles`` (u16 at byte 22 of a 64-byte leg record) counts the leg's
+    tiles, which its BDs delimit with FIRST / LAST (§5). Rank 1's leg 2 is one tile (its
+    send, sdma_op 2 at byte 7); saying 2 is refused naming the record and the field."""
+    out = _copy(ring_out, tmp_path)
+    assert _get(out, 1, "legs.bin", 2 * 64 + 7, "<B") == 2
+    assert _get(out, 1, "legs.bin", 2 * 64 + 22, "<H") == 1
+    _set(out, 1, "legs.bin", 2 * 64 + 22, "<H", 2)
+    assert (f"{out / 'rank-0001'}: field n_tiles, rank 1, artifact legs.bin, record 2: n_tiles 2 "
+            "but its BDs form 1 tiles") in _refused(out)
