@@ -409,6 +409,31 @@ def _retrigger(out: Path, k: int, fn) -> None:
     (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
 
 
+@pytest.mark.parametrize("member_kind", ["stream", "json"])
+def test_a_member_longer_than_the_models_is_refused_with_the_model(ar2_out, tmp_path,
+                                                                   member_kind):
+    """FORMATS §9: with ``--model`` every member of the rewritten NEFF but the kick words is
+    the input's byte for byte. ar2's ``sg00/sp.bin`` (an instruction stream) with one 64-byte
+    instruction of zeros appended, or its ``sg00/def.json`` with a space appended, is
+    refused naming the member and both lengths (the stream ended the run with an internal
+    error, exit 70: a TypeError formatting the instruction of a difference it had not
+    located)."""
+    out = copy(ar2_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    p = out / top["output_neff"]["name"]
+    c = read_container(p.read_bytes())
+    m = dict(c.members)
+    member, extra = (("sg00/sp.bin", bytes(64)) if member_kind == "stream"
+                     else ("sg00/def.json", b" "))
+    size = len(m[member])
+    m[member] = bytes(m[member]) + extra
+    p.write_bytes(build_container(c.header, m))
+    rehash(out)
+    assert refused(out, extra=("--model", FIX / "ar2.neff")) == (
+        f"{p}: member {member}: {size + len(extra)} bytes, the input model's member has "
+        f"{size}: only the trigger words are rewritten (FORMATS §9)")
+
+
 def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(sbuf_out,
                                                                                tmp_path):
     """SIMULATOR §1: with ``--model`` the manifest's triggers must be the model's, operands

@@ -412,10 +412,11 @@ class Simulator:
                 if not bad.size:
                     continue
                 diff = int(bad[0])
-            instr = f" (instruction {diff // 64})" if name in streams else ""
-            why = (f"byte {diff}{instr} differs from the input model's"
-                   if diff is not None else f"{len(got)} bytes, the input model's member has "
-                   f"{len(data)}")
+            if diff is not None:
+                instr = f" (instruction {diff // 64})" if name in streams else ""
+                why = f"byte {diff}{instr} differs from the input model's"
+            else:
+                why = f"{len(got)} bytes, the input model's member has {len(data)}"
             raise SimulationError(f"{why}: only the trigger words are rewritten (FORMATS §9)",
                                   file=path, member=name,
                                   **({"offset": diff} if diff is not None else {}))
