@@ -464,8 +464,10 @@ def _no_files_listed(out: Path) -> None:
      "of 'ranks'"),
     (_no_files_listed, "rank-0002/manifest.json has no 'files'"),
     (lambda out: (out / "rank-0001" / "cce.bin").unlink(), "rank-0001/cce.bin is missing"),
+    (lambda out: (out / "rank-0003" / "manifest.json").unlink(),
+     "rank-0003/manifest.json: sha256 does not match manifest.json rank_manifests"),
 ], ids=["no-sha256", "neff-not-there", "ranks-not-a-list", "rank-manifests-extra",
-        "no-files", "artifact-gone"])
+        "no-files", "artifact-gone", "rank-manifest-gone"])
 def test_cli_refuses_an_output_its_manifests_do_not_describe(small_out, tmp_path, spoil, says):
     """The checksums are checked against what the manifests list (FORMATS §1.1, §1.2): one
     that lists no checksum, names a file OUT lacks, or lists other ranks or files than OUT
