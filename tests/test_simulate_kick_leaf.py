@@ -804,17 +804,19 @@ def test_a_trigger_listed_twice_is_refused(sbuf_out, tmp_path):
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[1]: trigger 0 listed twice"
 
 
-@pytest.mark.parametrize("which", ["src", "dst"])
-def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_out, tmp_path,
-                                                                          which):
+@pytest.mark.parametrize("which", ["src", "dst", "sbuf src"])
+def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_out, sbuf_out,
+                                                                          tmp_path, which):
     """FORMATS §1.1: an operand's ``var_id`` is a var of the trigger's subgraph, placed by
-    ``memory.regions``; ar2's vars are 0 .. 3, so var 99 names none. Refused naming the
-    trigger and the operand, as an operand that does not fit its var is (it named the
-    manifest only)."""
-    out = copy(ar2_out, tmp_path)
-    _retrigger(out, 0, lambda t: t[which].__setitem__("var_id", 99))
+    ``memory.regions``; ar2's vars are 0 .. 3, sbuf.yaml's too, so var 99 names none.
+    Refused naming the manifest, the trigger and the operand, as an operand that does not
+    fit its var is (a DRAM operand's named the manifest only, an SBUF one's, sbuf.yaml's
+    trigger 1 src, no file)."""
+    out = copy(sbuf_out if which == "sbuf src" else ar2_out, tmp_path)
+    k, which = (1, "src") if which == "sbuf src" else (0, which)
+    _retrigger(out, k, lambda t: t[which].__setitem__("var_id", 99))
     rehash(out)
-    assert refused(out) == (f"{out / 'manifest.json'}: field {which}, trigger 0: var 99 of "
+    assert refused(out) == (f"{out / 'manifest.json'}: field {which}, trigger {k}: var 99 of "
                             "sg00 is not in the memory map")
 
 
