@@ -335,7 +335,6 @@ def test_model_less_option_mistakes_are_one_line(tmp_path, args, usage, why):
         assert _one_line_error(res).startswith(why)
 
 
-
 @pytest.mark.parametrize("algo", ["^ring", "allreduce:^ring"])
 def test_an_exclusion_reaches_the_hier_legs(algo):
     """SELECTION.md §8: an untargeted or per-collective ``^`` exclusion removes the engines

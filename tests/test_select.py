@@ -887,7 +887,6 @@ def test_the_hier_log_line_lists_the_five_slots_in_the_runtimes_order():
                                    "alg_inter_redsct 0")
 
 
-
 @pytest.mark.parametrize("algo", ["inter_allg:kangaring", "inter_allg:inter_rdh",
                                   "^ring,mesh,inter_rdh"])
 def test_a_leg_clause_on_a_leg_the_op_does_not_run_is_no_error(algo):
@@ -925,6 +924,7 @@ def test_forcing_mesh_on_a_platform_without_mesh_says_so(tmp_path):
     assert str(exc.value) == ("trigger 0: --algo 'mesh' forces MESH, refused: "
                               "enc_can_post_mesh_operation: trn2 has no mesh "
                               "(nccl_mesh_supported false)")
+
 
 def test_forcing_single_cycle_ring_on_the_inter_allg_leg_names_the_legs_engines():
     """§3 / §5: the inter all-gather leg's engines are RING, INTER_RDH, MESH."""

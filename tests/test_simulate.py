@@ -312,6 +312,7 @@ def test_an_output_replaced_while_simulated_has_no_verdict(monkeypatch, small_ou
     assert res.stderr.startswith(f"nrtrewrite: error: {out}: the output folder was replaced")
     assert "no verdict; simulate it again" in res.stderr
 
+
 def test_simulate_output_reports_its_progress_in_legs(small_out):
     """``simulate_output(progress=f)`` (the CLI's bar on a terminal) calls ``f(done, total)``,
     ``total`` the output's legs (64-byte legs.bin records, FORMATS §3, over every rank): a
@@ -422,6 +423,7 @@ def test_cli_refuses_a_tampered_output(small_out, tmp_path, rel):
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "sha256" in lines[0] and "--ignore-checksums" in lines[0]
+
 
 def _rehash_rank_manifest(out: Path, rank_dir: str, data: bytes) -> None:
     """Write ``data`` as ``rank_dir``'s manifest and record its sha256 in OUT/manifest.json

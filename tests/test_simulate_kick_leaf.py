@@ -546,6 +546,7 @@ def test_an_operand_one_element_longer_than_its_var_is_refused(ring2n_out, tmp_p
     rehash(out)
     refused(out, "field src", "src operand (8193 elements at offset 0) does not fit var 'x_in'")
 
+
 @pytest.mark.parametrize("case", ["ap-on-a-dram-var", "past-its-var"])
 def test_an_operand_refused_where_it_is_placed_names_the_manifest(sbuf_out, ring2n_out, tmp_path,
                                                                  case):
@@ -763,6 +764,7 @@ def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp
     _retrigger(out, 0, lambda t: t.__setitem__("leader", 65))
     rehash(out)
     refused(out, "field triggers[0]", "leader 65 is not the smallest rank of the group")
+
 
 @pytest.mark.parametrize("key, value, says", [
     ("op", "ALLTOALL", "op 'ALLTOALL' is not simulated (only ALLREDUCE, ALLGATHER, "

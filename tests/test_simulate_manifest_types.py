@@ -277,6 +277,7 @@ def test_a_rank_on_a_node_outside_the_topology_is_refused(ar2, tmp_path, node):
         f"{tmp_path / 'o' / 'manifest.json'}: field topology.ranks[1].node: rank 1: node {node} "
         "is outside 0..0 (topology.nodes is 1)")
 
+
 @pytest.mark.parametrize("key, value, field", [
     ("routing_id", 64, "routing_id"), ("routing_id", -1, "routing_id"),
     ("logical_core", 2048, "logical_core"), ("logical_core", -1, "logical_core")])

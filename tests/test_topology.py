@@ -577,7 +577,6 @@ def test_the_cycle_search_stops_after_exactly_its_budget():
         assert len(list(hamiltonian_cycles(0, n, adj.__getitem__, budget))) == found, budget
 
 
-
 def test_the_second_cycle_search_stops_after_its_tries(monkeypatch):
     """docs/TOPOLOGY.md: the default device cycles come from a bounded search.  On K4 (every
     device linked to the three others) a Hamiltonian cycle uses 4 of the 6 links and leaves a
@@ -597,6 +596,7 @@ def test_the_second_cycle_search_stops_after_its_tries(monkeypatch):
         searches.clear()
         assert _find_device_cycles(4, k4, tries=tries) == ((0, 1, 2, 3),)
         assert len(searches) == 1 + second_searches, tries
+
 
 def test_unnamed_link_ports_take_the_lowest_free_port():
     """TOPOLOGY.md ``links``: ports not named by any entry get the lowest free port (after
