@@ -455,6 +455,36 @@ def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     assert (target / "keep").exists()
 
 
+def test_a_parent_or_tmpdir_that_cannot_be_listed_skips_the_cleanup(tmp_path, monkeypatch):
+    """The cleanup of a killed run's leftovers is best effort: a folder it cannot list (read
+    permission withdrawn: root would list it anyway, so the refusal is simulated) leaves the
+    leftovers where they are, and the output is still written and complete."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".out.tmp-{dead.pid}-0123abcd"
+    sim = tmp_path / "nrtrewrite-simulate-a1"
+    for d in (stale, sim):
+        d.mkdir()
+    old = time.time() - 2 * bundle.STALE_AFTER_S
+    os.utime(sim, (old, old))
+    scandir = os.scandir
+
+    def refusing(path="."):
+        if Path(path) == tmp_path:
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(bundle.os, "scandir", refusing)
+    assert clean_stale_temps(tmp_path / "out") == []
+    assert bundle.clean_stale_simulate_temps(tmp_path) == []
+    out = write_output(_plan(), tmp_path / "out", ranks=None, workers=1)
+    assert sorted(p.name for p in Path(out).iterdir()) == [
+        "ar2.neff", "manifest.json", "rank-0000", "rank-0001"]  # FORMATS.md "Layout"
+    monkeypatch.undo()
+    assert stale.is_dir() and sim.is_dir()  # left: nobody could see them
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([stale.name, sim.name, "out"])
+
+
 def test_a_locked_sibling_of_an_unknown_pid_is_a_live_build(tmp_path):
     """A lower in another PID namespace (a container sharing the folder) has a PID this
     kernel does not know, but holds the lock on its temporary folder: it is left alone,
