@@ -215,7 +215,8 @@ def test_corrupt_tar():
     with pytest.raises(ParseError, match="corrupt tar archive: invalid header at tar offset"):
         read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
     # a pax extended header (a valid record, path=zz) whose member header is garbage, after
-    # the three members: tarfile's "invalid header", said after the members read
+    # the three members: tarfile's "invalid header", said after the members read, at the
+    # garbage block (after the pax header block and its record's block)
     raw = gzip.decompress(build_payload(MEMBERS))
     end = sum(512 + -(-len(d) // 512) * 512 for _, d in MEMBERS)
     rec = b"11 path=zz\n"  # (11 bytes, its length included)
@@ -227,7 +228,7 @@ def test_corrupt_tar():
         read_container(wrap_payload(default_header(), gzip.compress(bytes(tar), mtime=0)),
                        path="m.neff")
     assert str(exc.value) == ("m.neff: field payload: corrupt tar archive after member 3: "
-                              f"invalid header (reading the header at tar offset 0x{end:x})")
+                              f"invalid header (reading the header at tar offset 0x{end + 1024:x})")
 
 
 def _tar(*infos: tuple[tarfile.TarInfo, bytes]) -> bytes:

@@ -729,10 +729,14 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             try:
                 info = tf.next()
             except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
+                # the block tarfile failed on: the last header block it read (after an
+                # extended header's data: the member header it announces), else where the
+                # member's headers start
+                start, block = stream.last
+                at = start if len(block) == tarfile.BLOCKSIZE and start >= tf.offset else tf.offset
                 _check_extended_headers(stream, pw)
                 raise ParseError(f"corrupt tar archive after member {len(names)}: {err} "
-                                 f"(reading the header at tar offset 0x{tf.offset:x})",
-                                 pw) from None
+                                 f"(reading the header at tar offset 0x{at:x})", pw) from None
             if info is None:
                 _check_extended_headers(stream, pw)
                 break
