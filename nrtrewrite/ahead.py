@@ -47,6 +47,8 @@ LOOKAHEAD = 16
 RING_BYTES = 64 << 20
 #: Seconds between checks that the producer is still alive while waiting for a result.
 POLL_S = 0.5
+#: Seconds ``close`` gives the producer to take the stop before it is killed.
+CLOSE_WAIT_S = 5
 
 _JOB: tuple | None = None  # (fn, ring, the consumer's pipe ends): inherited by the fork
 
@@ -288,7 +290,7 @@ class ForkAhead:
                 self.tasks.send(None)
             except OSError:
                 pass
-            self.proc.join(timeout=5)
+            self.proc.join(timeout=CLOSE_WAIT_S)
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join()

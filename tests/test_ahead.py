@@ -122,10 +122,11 @@ def test_a_process_dead_before_the_map_raises_ahead_lost_at_item_0():
     assert not _children()
 
 
-def test_leaving_early_kills_a_process_busy_on_a_long_item():
+def test_leaving_early_kills_a_process_busy_on_a_long_item(monkeypatch):
     """A process still computing an item when the consumer leaves (an error in the
     emitter while a large trigger is composed ahead) does not read the stop in time: it is
     killed, and nothing of it runs on after ``close``."""
+    monkeypatch.setattr(ahead, "CLOSE_WAIT_S", 0.2)  # (the wait before the kill)
     with ForkAhead(lambda i: time.sleep(3600) if i == 1 else i, lookahead=2) as pipe:
         for item, res, _dt in pipe.map(range(4)):
             assert (item, res) == (0, 0)

@@ -36,7 +36,7 @@ from nrtrewrite.simulate.artifacts import input_model_bytes
 from nrtrewrite.simulate.memguard import check_operands_fit, floors_of_plan
 from nrtrewrite.simulate.testdata import SEED_MAX
 
-#: Legs above which the progress bar is shown (on a terminal, without --json).
+#: Legs from which the progress bar counts them (it shows on every terminal run without --json).
 PROGRESS_MIN_LEGS = 20_000
 
 _STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yellow",
