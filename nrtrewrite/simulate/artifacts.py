@@ -180,9 +180,10 @@ def verify_checksums(out: str | Path) -> None:
     for name in sorted(expected):
         rdir = out / name
         mpath = rdir / "manifest.json"
-        if mpath.is_file():  # (before it is hashed: hashing reads it all)
-            _check_manifest_size(mpath, mpath.stat().st_size)
-        if not mpath.is_file() or _sha256_file(mpath) != mans[name]:
+        if not mpath.is_file():
+            raise OutputError(f"{name}/manifest.json is missing{hint}", file=str(out))
+        _check_manifest_size(mpath, mpath.stat().st_size)  # (before it is hashed: it reads all)
+        if _sha256_file(mpath) != mans[name]:
             raise OutputError(f"{name}/manifest.json: sha256 does not match manifest.json"
                               f" rank_manifests{hint}", file=str(out))
         rman = _load_json(mpath)
