@@ -806,6 +806,54 @@ def test_a_trigger_listed_twice_is_refused(sbuf_out, tmp_path):
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[1]: trigger 0 listed twice"
 
 
+@pytest.fixture(scope="module")
+def single_cycle_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce over ranks 0 .. 3 as SINGLE_CYCLE_RING: channels 0 (CW) and 1 (CCW)."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 4, 4096, lnc=2),
+                      tmp_path_factory.mktemp("scr") / "o", algo="single_cycle_ring")
+
+
+@pytest.mark.parametrize("algo, c, order, says", [
+    ("RING", 0, [], "channels[0].order lacks rank 0 of the replica_group (a RING trigger's "
+     "ring order holds each rank once)"),
+    ("RING", 0, [0, 1, 64], "channels[0].order lacks rank 65 of the replica_group (a RING "
+     "trigger's ring order holds each rank once)"),
+    ("RING", 0, [0, 1, 64, 65, 1], "channels[0].order lists rank 1 twice"),
+    ("RING", 0, [0, 1, 64, 66], "channels[0].order names rank 66, not in the replica_group"),
+    ("SINGLE_CYCLE_RING", 1, [0, 3, 2], "channels[1].order lacks rank 1 of the replica_group "
+     "(a SINGLE_CYCLE_RING trigger's ring order holds each rank once)"),
+])
+def test_a_ring_order_that_is_not_a_ring_of_the_group_is_refused_naming_it(
+        ring2n_out, single_cycle_out, tmp_path, algo, c, order, says):
+    """FORMATS §1.1 ``channels[].order``: a RING trigger's ring order, a SINGLE_CYCLE_RING
+    one's (a CCW channel's reversed), a ring of the replica group, each rank once: the ring
+    successors the legs signal are read from it. ring2n's group is 0, 1, 64, 65 (channel 0
+    of trigger 0), the single-cycle one's 0 .. 3 (channel 1 the CCW ring); an order empty,
+    short of a rank, with one twice or with a stranger is refused naming the trigger and
+    the key (it was blamed on legs.bin: ``send signals rank 1, the ring successor of
+    channel 0 is -1``)."""
+    out = copy(ring2n_out if algo == "RING" else single_cycle_out, tmp_path)
+    t = trigger0(out)
+    assert t["algorithm"] == algo and t["channels"][c]["channel"] == c
+    assert t["replica_group"] == ([0, 1, 64, 65] if algo == "RING" else [0, 1, 2, 3])
+    _retrigger(out, 0, lambda t: t["channels"][c].__setitem__("order", order))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+def test_a_ring_order_rotated_to_another_start_is_not_refused(ring2n_out, tmp_path):
+    """The check takes a ring of the group in any rotation: ring2n's channel 0 order
+    written from rank 64 on (the same ring) still simulates as a match."""
+    out = copy(ring2n_out, tmp_path)
+    order = trigger0(out)["channels"][0]["order"]
+    assert sorted(order) == [0, 1, 64, 65]
+    _retrigger(out, 0, lambda t: t["channels"][0].__setitem__(
+        "order", order[order.index(64):] + order[:order.index(64)]))
+    rehash(out)
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
+
+
 @pytest.mark.parametrize("which", ["src", "dst", "sbuf src"])
 def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_out, sbuf_out,
                                                                           tmp_path, which):

@@ -523,6 +523,11 @@ def _view_origins(spec: TriggerSpec, block_starts: list[int]) -> frozenset:
 #: A trigger's ordinal is the u32 ``trigger`` field of its TOPSP_KICK word (FORMATS §9).
 U32_MAX = (1 << 32) - 1
 
+#: The algorithms whose ``channels[].order`` is a ring of the whole replica group (FORMATS
+#: §1.1: RING's ring order, SINGLE_CYCLE_RING's, a CCW channel's reversed); KANGARING's
+#: lists only the primaries, mesh and RDH have ``[]`` and HIER none.
+WHOLE_GROUP_RINGS = ("RING", "SINGLE_CYCLE_RING")
+
 #: The keys of a trigger's ``chunk`` (FORMATS §1.1); a HIER trigger's has ``pgta`` only.
 CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
 
@@ -543,7 +548,7 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             leader=t["leader"].int(), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
             index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
-            orders={c["channel"].int(): c["order"].ints() for c in t["channels"].items()},
+            channels=[(c["channel"].int(), c["order"].ints()) for c in t["channels"].items()],
             legs=_hier_legs(t), buffers=_buffers(t.get("buffers")),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
@@ -557,6 +562,8 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
     for raw in typed:
         raw = dict(raw)
         where, chunk, starts = raw.pop("where"), raw.pop("chunk"), raw.pop("block_starts")
+        channels = raw.pop("channels")
+        raw["orders"] = dict(channels)
         op = raw["op"]
         try:
             raw["dtype"] = DType[raw["dtype"]]
@@ -581,6 +588,8 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         for key in ("chunk_size_n", "pgta", "channels"):  # (a HIER trigger's: pgta only)
             if key in chunk and chunk[key] < 1:
                 raise SimulationError(f"chunk.{key} {chunk[key]} is not 1 or more", **where)
+        if spec.algorithm in WHOLE_GROUP_RINGS:
+            _check_ring_orders(spec, channels, where)
         spec.view_origins = _view_origins(spec, starts)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
@@ -592,6 +601,31 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def _check_ring_orders(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
+                       where: dict) -> None:
+    """Each ``channels[c].order`` of a RING or SINGLE_CYCLE_RING trigger lists every rank of
+    its ``replica_group`` once (a ring of the group, FORMATS §1.1), else a
+    :class:`SimulationError` naming the key: the ring successors the legs are held to come
+    from it."""
+    members = set(spec.group)
+    for c, (_, order) in enumerate(channels):
+        key = f"channels[{c}].order"
+        stranger = next((r for r in order if r not in members), None)
+        if stranger is not None:
+            raise SimulationError(f"{key} names rank {stranger}, not in the replica_group",
+                                  **where)
+        seen: set[int] = set()
+        for r in order:
+            if r in seen:
+                raise SimulationError(f"{key} lists rank {r} twice", **where)
+            seen.add(r)
+        missing = next((r for r in spec.group if r not in seen), None)
+        if missing is not None:
+            raise SimulationError(f"{key} lacks rank {missing} of the replica_group (a "
+                                  f"{spec.algorithm} trigger's ring order holds each rank once)",
+                                  **where)
 
 
 def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
