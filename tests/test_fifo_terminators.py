@@ -322,10 +322,10 @@ FIFO_FAULTS = [
      "net_src.bin, record 2: terminator dst_rank 5, must be -1"),
     (_record("net_dest.bin", 1, src_rank=5), "field src_rank, rank 0, channel 0, artifact "
      "net_dest.bin, record 1: terminator src_rank 5, must be -1"),
-    (_record("net_src.bin", 0, host_addr=1), "rank 0, channel 0, artifact net_src.bin, record "
-     "0: host_addr / nccl_mhandle / histogram / reserved bytes are not zero"),
-    (_record("net_dest.bin", 2, nccl_mhandle=1), "rank 0, channel 0, artifact net_dest.bin, "
-     "record 2: host_addr / nccl_mhandle / histogram / reserved bytes are not zero"),
+    (_record("net_src.bin", 0, host_addr=1), "field host_addr, rank 0, channel 0, artifact "
+     "net_src.bin, record 0: host_addr is 0x1, must be 0"),
+    (_record("net_dest.bin", 2, nccl_mhandle=1), "field nccl_mhandle, rank 0, channel 0, "
+     "artifact net_dest.bin, record 2: nccl_mhandle is 0x1, must be 0"),
     (_record("net_src.bin", 0, dst_rank=0), "field dst_rank, rank 0, channel 0, artifact "
      "net_src.bin, record 0: dst_rank 0 is not a rank on another node"),
     (_record("net_src.bin", 1, dst_rank=7), "field dst_rank, rank 0, channel 0, artifact "
@@ -349,6 +349,58 @@ def test_simulator_refuses_a_fifo_record_or_slice_the_format_does_not_allow(xmes
     assert net["net_dest.bin"]["mark"].tolist() == [0, 1, 0, 1]
     assert net["net_ops.bin"]["tx_entry_cnt"].tolist() == [2, 0]
     spoil(m)
+    m.fix_manifest_counts(0)
+    text = failure_text(m.simulate())
+    assert f"{m.path / 'rank-0000'}: {says}" in text, text
+
+
+def _flip(name: str, record: int, *offsets: int):
+    """Set byte ``offset`` of record ``record`` of rank 0's ``name`` to 1 (it was 0)."""
+    def edit(m: Out) -> None:
+        path = m.path / "rank-0000" / name
+        b = bytearray(path.read_bytes())
+        size = F.ARTIFACTS[name][0].itemsize
+        for off in offsets:
+            assert b[record * size + off] == 0
+            b[record * size + off] = 1
+        path.write_bytes(bytes(b))
+    return edit
+
+
+@pytest.mark.parametrize("name, offsets, says", [
+    # net_src_addr (FORMATS §8.2): host_addr u64 at 16, nccl_mhandle u64 at 24,
+    # proxy_histogram_tag u64 at 40, reserved_52 u8[4] at 52, dst_mhandle u64 at 64
+    ("net_src.bin", [17], "field host_addr, rank 0, channel 0, artifact net_src.bin, record 0: "
+     "host_addr is 0x100, must be 0"),
+    ("net_src.bin", [31], "field nccl_mhandle, rank 0, channel 0, artifact net_src.bin, "
+     "record 0: nccl_mhandle is 0x100000000000000, must be 0"),
+    ("net_src.bin", [40], "field proxy_histogram_tag, rank 0, channel 0, artifact net_src.bin, "
+     "record 0: proxy_histogram_tag is 0x1, must be 0"),
+    ("net_src.bin", [53], "field reserved_52, rank 0, channel 0, artifact net_src.bin, "
+     "record 0: reserved_52 is 00 01 00 00, must be 00 00 00 00"),
+    ("net_src.bin", [66], "field dst_mhandle, rank 0, channel 0, artifact net_src.bin, "
+     "record 0: dst_mhandle is 0x10000, must be 0"),
+    # several: the first by offset is named
+    ("net_src.bin", [71, 44, 24], "field nccl_mhandle, rank 0, channel 0, artifact "
+     "net_src.bin, record 0: nccl_mhandle is 0x1, must be 0"),
+    # net_dest_addr: host_addr at 16, nccl_mhandle at 24, reserved_44 u8[4] at 44
+    ("net_dest.bin", [16], "field host_addr, rank 0, channel 0, artifact net_dest.bin, "
+     "record 0: host_addr is 0x1, must be 0"),
+    ("net_dest.bin", [28], "field nccl_mhandle, rank 0, channel 0, artifact net_dest.bin, "
+     "record 0: nccl_mhandle is 0x100000000, must be 0"),
+    ("net_dest.bin", [47], "field reserved_44, rank 0, channel 0, artifact net_dest.bin, "
+     "record 0: reserved_44 is 00 00 00 01, must be 00 00 00 00"),
+])
+def test_a_fifo_entry_field_fixed_at_zero_is_named_when_a_byte_of_it_is_not(xmesh, tmp_path,
+                                                                           name, offsets, says):
+    """FORMATS §8.2: the fields a FIFO entry holds at 0 (the runtime's pointers and handles,
+    the histogram tag, the reserved bytes). One byte of rank 0's first transmit or receive
+    entry set to 1 is refused naming that field and its value (little-endian: byte k of a
+    u64 is 1 << 8k), the first by offset when several are set (the refusal was
+    "host_addr / nccl_mhandle / histogram / reserved bytes are not zero", no field)."""
+    m = Out(xmesh, tmp_path / "mut")
+    assert m.arr(0, name)["mark"][0] == 0  # an entry, not a terminator
+    _flip(name, 0, *offsets)(m)
     m.fix_manifest_counts(0)
     text = failure_text(m.simulate())
     assert f"{m.path / 'rank-0000'}: {says}" in text, text

@@ -27,6 +27,13 @@ from nrtrewrite.simulate.program import (
 )
 from nrtrewrite.simulate.triggers import io_size
 
+#: Per FIFO side, the (field, byte offset) of a net_src_addr (tx) / net_dest_addr (rx) entry
+#: that FORMATS §8.2 fixes at 0 on every entry, in offset order.
+ZERO_FIELDS = {
+    "tx": (("host_addr", 16), ("nccl_mhandle", 24), ("proxy_histogram_tag", 40),
+           ("reserved_52", 52), ("dst_mhandle", 64)),
+    "rx": (("host_addr", 16), ("nccl_mhandle", 24), ("reserved_44", 44)),
+}
 TRANSFER = int(NetAddrMark.NET_TRANSFER)
 OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
 
@@ -334,16 +341,17 @@ class FifoDecoder:
                                                 f"op {k}'s entries", "net_op_idx")
             if ents.size and int(ents["complete"][-1]) != 1:
                 raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
-            res = raw[start:i]
-            if side == "tx":
-                bad_res = res[:, 16:32].any(axis=1) | res[:, 40:48].any(axis=1) | \
-                    res[:, 52:56].any(axis=1) | res[:, 64:72].any(axis=1)
-            else:
-                bad_res = res[:, 16:32].any(axis=1) | res[:, 44:48].any(axis=1)
-            bad = np.flatnonzero(bad_res)
+            # the fields FORMATS §8.2 fixes at 0 on every entry, by offset: name the first
+            nonzero = np.stack([raw[start:i, off:off + recs.dtype[fld].itemsize].any(axis=1)
+                                for fld, off in ZERO_FIELDS[side]], axis=1)
+            bad = np.flatnonzero(nonzero.any(axis=1))
             if bad.size:
-                raise fail(start + int(bad[0]), "host_addr / nccl_mhandle / histogram / reserved "
-                                                "bytes are not zero")
+                j = start + int(bad[0])
+                fld = ZERO_FIELDS[side][int(np.argmax(nonzero[bad[0]]))][0]
+                value = recs[fld][j]
+                shown = (f"{int(value):#x}, must be 0" if np.ndim(value) == 0 else
+                         f"{bytes(value).hex(' ')}, must be {bytes(len(value)).hex(' ')}")
+                raise fail(j, f"{fld} is {shown}", fld)
             peers = ents[rank_field]
             bad = np.flatnonzero([(p not in self.layout.places)
                                   or self.node(int(p)) == self.node(f.rank) for p in peers])
