@@ -839,6 +839,25 @@ def test_a_single_rank_single_cycle_ring_is_one_channel_of_the_rank_alone():
         [(0, [5], "cw")]
 
 
+def test_a_single_rank_single_cycle_ring_reason_says_one_channel_and_no_backward_ring():
+    """compose/single_cycle.py: over one rank a pair's ccw channel is its cw channel (nothing
+    to exchange), so the channel reason says one channel, cw only; it said "runs 1 channel
+    pair(s), each ring forward (cw) and backward (ccw): 1 channel(s)". Two ranks keep the
+    pair wording: 2 channels, a cw and a ccw."""
+    (t,) = run_json("explain", "--op", "allreduce", "--bytes", "4KiB", "--ranks", "1",
+                    "--algo", "single_cycle_ring")["triggers"]
+    reason = t["channels"]["reason"]
+    assert reason == ("single rank: one channel, the rank its own ring (no peer: "
+                      "enc_1rank_primitive copies IN to OUT); SINGLE_CYCLE_RING over one rank "
+                      "runs 1 channel(s), cw only: its pair's ccw channel is the cw one, no "
+                      "ring is walked backward")
+    (t,) = run_json("explain", "--op", "allreduce", "--bytes", "4KiB", "--ranks", "2",
+                    "--algo", "single_cycle_ring")["triggers"]
+    assert [r["direction"] for r in t["channels"]["rings"]] == ["cw", "ccw"]
+    assert t["channels"]["reason"].endswith("SINGLE_CYCLE_RING runs 1 channel pair(s), each "
+                                            "ring forward (cw) and backward (ccw): 2 channel(s)")
+
+
 def test_kangaring_paths_are_shown_per_channel_without_rank():
     """docs/CLI.md "explain": a KANGARING trigger shows its paths (primaries and
     logical_path) per channel; without --rank, every channel's, as --json has them."""

@@ -205,8 +205,14 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
                 channels["reason"] += (f"; the chunk layout keeps {pairs} pair(s) "
                                        "(__set_active_channels: at least 64 elements per "
                                        "chunk position)")
-            channels["reason"] += (f"; SINGLE_CYCLE_RING runs {pairs} channel pair(s), each ring "
-                                   f"forward (cw) and backward (ccw): {len(rings)} channel(s)")
+            if len(sel.group) == 1:  # compose/single_cycle.py: ccw = cw, nothing to exchange
+                channels["reason"] += (f"; SINGLE_CYCLE_RING over one rank runs {len(rings)} "
+                                       "channel(s), cw only: its pair's ccw channel is the cw "
+                                       "one, no ring is walked backward")
+            else:
+                channels["reason"] += (f"; SINGLE_CYCLE_RING runs {pairs} channel pair(s), each "
+                                       "ring forward (cw) and backward (ccw): "
+                                       f"{len(rings)} channel(s)")
         elif sel.alg == EncAlgType.KANGARING:
             from nrtrewrite.compose.kangaring import trigger_kangaring_plan
             kp = trigger_kangaring_plan(topo, trig, sel.n_channels)
