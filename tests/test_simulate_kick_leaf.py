@@ -767,10 +767,11 @@ def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp
 
 
 @pytest.mark.parametrize("key, value, says", [
-    ("op", "ALLTOALL", "op 'ALLTOALL' is not simulated (only ALLREDUCE, ALLGATHER, "
+    ("op", "ALLTOALL", 'op "ALLTOALL" is not simulated (only ALLREDUCE, ALLGATHER, '
      "REDUCE_SCATTER)"),
-    ("alu_op", "XOR", "ALLREDUCE alu_op 'XOR' is not ADD, MAX or MIN"),
-    ("alu_op", None, "ALLREDUCE alu_op None is not ADD, MAX or MIN"),
+    ("dtype", "BF15", 'dtype "BF15" is not a dtype'),
+    ("alu_op", "XOR", 'ALLREDUCE alu_op "XOR" is not ADD, MAX or MIN'),
+    ("alu_op", None, "ALLREDUCE alu_op null is not ADD, MAX or MIN"),
     ("replica_group", [], "replica_group is empty"),
     ("replica_group", [0, 1, 0], "replica_group lists rank 0 twice"),
     ("num_elements", 0, "num_elements 0 is not 1 or more"),
@@ -785,10 +786,11 @@ def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(ar2_ou
     ``alu_op`` ADD, MAX or MIN (null only for an all-gather), a replica group of distinct
     ranks, 1 or more elements, a ``chunk`` of 1 or more elements a chunk, chunk groups
     (``pgta``) and channels. ar2's one trigger is an all-reduce over ranks 0 and 1; each
-    value is refused naming the trigger and what is wrong with it (the group and the count
-    were "bad replica_group / num_elements", the ALU "ALLREDUCE with alu_op 'XOR'"; a chunk
-    of 0 passed here, where the mesh-family legs do not use it, and on a ring was blamed on
-    its legs' ``half``, whose chunk layout it unmade)."""
+    value is refused naming the trigger and what is wrong with it, a value as JSON writes it
+    (the group and the count were "bad replica_group / num_elements", the ALU "ALLREDUCE
+    with alu_op 'XOR'", then until 2026-12-05 ``alu_op None``, Python's; a chunk of 0 passed
+    here, where the mesh-family legs do not use it, and on a ring was blamed on its legs'
+    ``half``, whose chunk layout it unmade)."""
     out = copy(ar2_out, tmp_path)
     assert (trigger0(out)["op"], trigger0(out)["replica_group"]) == ("ALLREDUCE", [0, 1])
     *outer, last = key.split(".")

@@ -483,13 +483,14 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
         groups = []
         for group, k in raw_groups:
             if not 0 <= k < len(plans):
-                raise SimulationError(f"leg {name!r}: group {group} names plan {k}, the leg has "
-                                      f"{len(plans)}", **where)
+                raise SimulationError(f"leg {json_kind(name)}: group {group} names plan {k}, "
+                                      f"the leg has {len(plans)}", **where)
             orders = {}
             for ch, order in plans[k][0].items():
                 if any(not 0 <= p < len(group) for p in order):
-                    raise SimulationError(f"leg {name!r}: plan {k}'s ring order {order} names "
-                                          f"positions outside group {group}", **where)
+                    raise SimulationError(f"leg {json_kind(name)}: plan {k}'s ring order "
+                                          f"{order} names positions outside group {group}",
+                                          **where)
                 orders[ch] = [group[p] for p in order]
             groups.append((group, orders, plans[k][1]))
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers}
@@ -568,16 +569,18 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         try:
             raw["dtype"] = DType[raw["dtype"]]
         except KeyError:
-            raise SimulationError(f"dtype {raw['dtype']!r} is not a dtype", **where) from None
+            raise SimulationError(f"dtype {json_kind(raw['dtype'])} is not a dtype",
+                                  **where) from None
         raw["legs"] = _resolve_hier(raw["legs"], dict(file=where["file"] or None,
                                                       field=where["field"]))
         spec = TriggerSpec(**raw, chunk=chunk)
         if op not in OPS:
-            raise SimulationError(f"op {op!r} is not simulated (only {', '.join(OPS)})", **where)
+            raise SimulationError(f"op {json_kind(op)} is not simulated (only {', '.join(OPS)})",
+                                  **where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             *most, last = ALU_TO_CCE
-            raise SimulationError(f"{op} alu_op {spec.alu!r} is not {', '.join(most)} or {last}",
-                                  **where)
+            raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not {', '.join(most)} "
+                                  f"or {last}", **where)
         if not spec.group:
             raise SimulationError("replica_group is empty", **where)
         if len(set(spec.group)) != len(spec.group):
