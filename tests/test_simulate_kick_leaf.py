@@ -843,6 +843,67 @@ def test_a_ring_order_that_is_not_a_ring_of_the_group_is_refused_naming_it(
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
 
 
+@pytest.fixture(scope="module")
+def mix8_ring_out(tmp_path_factory) -> Path:
+    """fixtures/mix8.neff with every trigger a RING."""
+    return lower_neff(FIX / "mix8.neff", tmp_path_factory.mktemp("mix8") / "o", algo="ring")
+
+
+@pytest.mark.parametrize("value", [-1, 0, 1, 4098, 4097])
+def test_a_ring_tail_chunk_outside_its_range_is_refused_naming_it(ring2n_out, tmp_path, value):
+    """FORMATS §1.1: ``chunk.tail_chunk`` is the chunk of the last chunk group, even, 2 ..
+    ``chunk_size_n`` (seed 001 §2's re-clamped tail). ring2n all-reduces 8192 elements over 4
+    ranks on one channel: one chunk group of 4 chunks of 2048. A tail below 2, above the
+    chunk or odd is refused naming the key (it was blamed on a leg's ``half``)."""
+    out = copy(ring2n_out, tmp_path)
+    assert trigger0(out)["chunk"] == {"chunk_size_n": 2048, "tail_chunk": 2048, "pgta": 1,
+                                      "channels": 1}
+    _retrigger(out, 0, lambda t: t["chunk"].__setitem__("tail_chunk", value))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: chunk.tail_chunk "
+                            f"{value} is not an even number from 2 to chunk_size_n 2048")
+
+
+@pytest.mark.parametrize("which, edit, says", [
+    ("mix8", lambda chans: chans.pop(1), "channels lists 1 channel, not the 2 chunk.channels 2 "
+     "asks for (a RING trigger lists one per chunk channel)"),
+    ("mix8", lambda chans: chans[1].__setitem__("channel", 0),
+     "channels[1].channel 0 is channels[0]'s too (a trigger lists each channel once)"),
+    ("scr", lambda chans: chans.pop(1), "channels lists 1 channel, not the 2 chunk.channels 1 "
+     "asks for (a SINGLE_CYCLE_RING trigger lists a CW and a CCW channel for each pair "
+     "chunk.channels counts)"),
+    ("scr", lambda chans: chans.append(dict(chans[0])),
+     "channels[2].channel 0 is channels[0]'s too (a trigger lists each channel once)"),
+])
+def test_a_ring_triggers_channels_missing_or_repeated_are_refused(mix8_ring_out, single_cycle_out,
+                                                                  tmp_path, which, edit, says):
+    """FORMATS §1.1: a RING trigger's ``channels`` lists the channels its chunk layout divides
+    the data over (``chunk.channels`` of them), a SINGLE_CYCLE_RING one's a CW and a CCW
+    channel per pair (twice ``chunk.channels``), each channel once. mix8's trigger 0 runs on
+    channels 0 and 1 (2 chunk channels), the single-cycle all-reduce on pair (0, 1). A
+    missing item was blamed on legs.bin (``the ring successor of channel 1 is -1``), a
+    channel listed twice was collapsed, the last order kept; both are refused naming it."""
+    out = copy(mix8_ring_out if which == "mix8" else single_cycle_out, tmp_path)
+    t = trigger0(out)
+    assert [c["channel"] for c in t["channels"]] == [0, 1]
+    assert t["chunk"]["channels"] == (2 if which == "mix8" else 1)
+    _retrigger(out, 0, lambda t: edit(t["channels"]))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+def test_a_one_rank_single_cycle_ring_lists_one_channel_and_passes(tmp_path):
+    """A one-rank group's SINGLE_CYCLE_RING pair is one channel, CW and CCW alike (FORMATS
+    §1.1): its one ``channels`` item for ``chunk.channels`` 1 is not refused."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 1, 4096, lnc=2), tmp_path / "o",
+                     algo="single_cycle_ring")
+    t = trigger0(out)
+    assert (t["algorithm"], t["chunk"]["channels"], len(t["channels"])) == (
+        "SINGLE_CYCLE_RING", 1, 1)
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
+
+
 def test_a_ring_order_rotated_to_another_start_is_not_refused(ring2n_out, tmp_path):
     """The check takes a ring of the group in any rotation: ring2n's channel 0 order
     written from rank 64 on (the same ring) still simulates as a match."""
@@ -909,20 +970,28 @@ def test_a_ring_leg_running_past_its_block_is_refused_for_its_half(ag33_out, tmp
             "[17, 34) are not inside one half-chunk of the trigger's chunk layout")
 
 
-def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_out, tmp_path):
+@pytest.mark.parametrize("chunk_size_n", [34, 4096, 16])
+def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_out, tmp_path,
+                                                                         chunk_size_n):
     """FORMATS §1.1 ``chunk`` / seed 001 §2: the block is cut into ``pgta`` chunk groups and
     the last uses ``tail_chunk``. With ``pgta`` 1 the one group is the last: every element
     of the block is in it, cut into chunks of 34 (halves of 17), and ``chunk_size_n`` (the
-    chunk of the groups before the last) plays no part, so a manifest saying 16 instead of 64
-    simulates the same. (No lowering writes such a manifest: the simulator does not check
-    the chunk against the seed's ``pgta = ceil(N / group_elems)``.) A simulator that let the
-    elements past ``chunk_size_n`` open a group ``pgta`` (which does not exist) cut them into
-    16-element chunks and refused rank 0's H1 leg [17, 33)."""
+    chunk of the groups before the last) plays no part, so a manifest saying 34 or 4096
+    instead of 64 simulates the same. (No lowering writes such a manifest: the simulator does
+    not check the chunk against the seed's ``pgta = ceil(N / group_elems)``.) A simulator that
+    let the elements past ``chunk_size_n`` open a group ``pgta`` (which does not exist) cut
+    them into 16-element chunks for a ``chunk_size_n`` of 16 and refused rank 0's H1 leg
+    [17, 33); since 2026-12-05 a ``chunk_size_n`` below the tail is refused at the manifest
+    (the seed's re-clamped tail is at most the chunk, FORMATS §1.1)."""
     out = copy(ag33_out, tmp_path)
     assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 64, "pgta": 1,
                                       "tail_chunk": 34}
-    _retrigger(out, 0, lambda t: t["chunk"].__setitem__("chunk_size_n", 16))
+    _retrigger(out, 0, lambda t: t["chunk"].__setitem__("chunk_size_n", chunk_size_n))
     rehash(out)
+    if chunk_size_n < 34:
+        assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: chunk.tail_chunk "
+                                "34 is not an even number from 2 to chunk_size_n 16")
+        return
     res = cli("simulate", out, "--json")
     assert res.exit_code == 0, res.output
 

@@ -532,6 +532,12 @@ WHOLE_GROUP_RINGS = ("RING", "SINGLE_CYCLE_RING")
 #: The keys of a trigger's ``chunk`` (FORMATS §1.1); a HIER trigger's has ``pgta`` only.
 CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
 
+#: The algorithms whose ``chunk`` is a chunk layout (seed 001 §2: chunk groups of chunks, the
+#: last group's chunk ``tail_chunk``), as every HIER leg plan's is; mesh and RDH have the
+#: whole op as one chunk, ``tail_chunk`` 0, and a HIER trigger ``pgta`` only.
+CHUNK_LAYOUTS = ("RING", "SINGLE_CYCLE_RING", "KANGARING")
+
+
 
 def read_triggers(top: dict, *, file: str = "") -> list[dict]:
     """The manifest's ``triggers`` with every value's type checked (a wrong type, or a key
@@ -588,9 +594,8 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"replica_group lists rank {twice} twice", **where)
         if spec.n <= 0:
             raise SimulationError(f"num_elements {spec.n} is not 1 or more", **where)
-        for key in ("chunk_size_n", "pgta", "channels"):  # (a HIER trigger's: pgta only)
-            if key in chunk and chunk[key] < 1:
-                raise SimulationError(f"chunk.{key} {chunk[key]} is not 1 or more", **where)
+        _check_chunk(chunk, "chunk", where, layout=spec.algorithm in CHUNK_LAYOUTS)
+        _check_channel_ids(spec, channels, where)
         if spec.algorithm in WHOLE_GROUP_RINGS:
             _check_ring_orders(spec, channels, where)
         spec.view_origins = _view_origins(spec, starts)
@@ -604,6 +609,49 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
+    """A trigger's ``chunk`` whose ``chunk_size_n``, ``pgta`` or
+    ``channels`` is below 1, or, where it is a chunk layout (``layout``), whose ``tail_chunk``
+    (the last chunk group's chunk: seed 001 §2's re-clamped tail, even and at most the
+    chunk, FORMATS §1.1) is not an even number from 2 to ``chunk_size_n``, is a
+    :class:`SimulationError` naming ``key`` and the value: the legs are held to the chunk
+    layout it gives."""
+    for k in ("chunk_size_n", "pgta", "channels"):  # (a HIER trigger's: pgta only)
+        if k in chunk and chunk[k] < 1:
+            raise SimulationError(f"{key}.{k} {chunk[k]} is not 1 or more", **where)
+    if layout:
+        tail, cs = chunk["tail_chunk"], chunk["chunk_size_n"]
+        if not 2 <= tail <= cs or tail % 2:
+            raise SimulationError(f"{key}.tail_chunk {tail} is not an even number from 2 to "
+                                  f"chunk_size_n {cs}", **where)
+
+
+def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
+                       where: dict) -> None:
+    """No channel id twice in ``channels``, and, for a RING or SINGLE_CYCLE_RING trigger, as
+    many items as FORMATS §1.1 gives it: a RING trigger one per chunk channel (the channels
+    its chunk layout divides the data over), a SINGLE_CYCLE_RING trigger two per chunk
+    channel (``chunk.channels`` counts its CW / CCW pairs; a one-rank group's pair is one
+    channel, CW and CCW alike: one); else a :class:`SimulationError` naming the key (the legs
+    of a missing channel were blamed for its ring, a channel listed twice lost one order)."""
+    seen: dict[int, int] = {}
+    for c, (ch, _) in enumerate(channels):
+        if ch in seen:
+            raise SimulationError(f"channels[{c}].channel {ch} is channels[{seen[ch]}]'s too (a "
+                                  "trigger lists each channel once)", **where)
+        seen[ch] = c
+    if spec.algorithm not in WHOLE_GROUP_RINGS:
+        return
+    per = 2 if spec.algorithm == "SINGLE_CYCLE_RING" and len(spec.group) > 1 else 1
+    want = per * spec.chunk["channels"]
+    if len(channels) != want:
+        how = ("one per chunk channel" if per == 1 else
+               "a CW and a CCW channel for each pair chunk.channels counts")
+        raise SimulationError(f"channels lists {counted(len(channels), 'channel')}, not the "
+                              f"{want} chunk.channels {spec.chunk['channels']} asks for (a "
+                              f"{spec.algorithm} trigger lists {how})", **where)
 
 
 def _check_ring_orders(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
