@@ -844,9 +844,97 @@ def test_a_ring_order_that_is_not_a_ring_of_the_group_is_refused_naming_it(
 
 
 @pytest.fixture(scope="module")
+def hier_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 32 KiB (16384 elements) over ranks 0 .. 127 (two nodes, LNC 2)
+    as the default policy lowers it: HIER, legs intra_redsct (RING over each node's 64
+    ranks), inter_allr (SINGLE_CYCLE_RING over pairs {r, r + 64}), intra_allg (RING)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 128, 16384, lnc=2),
+                     tmp_path_factory.mktemp("hier") / "o", algo=None)
+    t = trigger0(out)
+    assert t["algorithm"] == "HIER"
+    assert [(leg["name"], leg["algorithm"]) for leg in t["hier"]["legs"]] == [
+        ("intra_redsct", "RING"), ("inter_allr", "SINGLE_CYCLE_RING"), ("intra_allg", "RING")]
+    return out
+
+
+@pytest.fixture(scope="module")
 def mix8_ring_out(tmp_path_factory) -> Path:
     """fixtures/mix8.neff with every trigger a RING."""
     return lower_neff(FIX / "mix8.neff", tmp_path_factory.mktemp("mix8") / "o", algo="ring")
+
+
+def _rehier(out: Path, fn) -> dict:
+    """Edit trigger 0's ``hier.legs`` with ``fn`` and re-hash; the legs as they were."""
+    legs = trigger0(out)["hier"]["legs"]
+    _retrigger(out, 0, lambda t: fn(t["hier"]["legs"]))
+    rehash(out)
+    return legs
+
+
+@pytest.mark.parametrize("leg, key, value, says", [
+    (0, "chunk_size_n", 0, "chunk_size_n 0 is not 1 or more"),
+    (1, "channels", -5, "channels -5 is not 1 or more"),
+    (2, "pgta", 0, "pgta 0 is not 1 or more"),
+    (0, "tail_chunk", -1, "tail_chunk -1 is not an even number from 2 to chunk_size_n 256"),
+    (0, "tail_chunk", 258, "tail_chunk 258 is not an even number from 2 to chunk_size_n 256"),
+    (2, "tail_chunk", 255, "tail_chunk 255 is not an even number from 2 to chunk_size_n 256"),
+])
+def test_a_hier_leg_plans_chunk_value_out_of_range_is_refused_naming_it(hier_out, tmp_path, leg,
+                                                                        key, value, says):
+    """FORMATS §1.1: a HIER leg plan's ``chunk`` is a trigger's (``as above``): chunk size,
+    chunk groups and channels 1 or more, ``tail_chunk`` the last chunk group's chunk, even,
+    2 .. ``chunk_size_n``. The RING legs cut 16384 elements into 64 blocks of 256, one chunk
+    of 256 per block (one channel, one chunk group: tail 256). Each value out of range is
+    refused naming the trigger and the plan's key (they simulated as a match, or were blamed
+    on net_ops.bin)."""
+    out = copy(hier_out, tmp_path)
+    legs = _rehier(out, lambda legs: legs[leg]["plans"][0]["chunk"].__setitem__(key, value))
+    if leg in (0, 2):
+        assert legs[leg]["plans"][0]["chunk"] == {"chunk_size_n": 256, "tail_chunk": 256,
+                                                  "pgta": 1, "channels": 1}
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: "
+                            f"hier.legs[{leg}].plans[0].chunk.{says}")
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda chunk: chunk.__setitem__("channels", "x"), 'channels: must be an integer, not "x"'),
+    (lambda chunk: chunk.pop("tail_chunk"), "tail_chunk: missing"),
+])
+def test_a_hier_leg_plans_chunk_of_the_wrong_type_is_status_2_naming_it(hier_out, tmp_path,
+                                                                        edit, says):
+    """Every key of a HIER leg plan's ``chunk`` is read with its type, as a trigger's own
+    chunk is: a string, or a key missing, is exit 2 naming the key path (``"x"`` for
+    ``channels`` was blamed on net_ops.bin; ``tail_chunk`` was not read at all)."""
+    out = copy(hier_out, tmp_path)
+    _rehier(out, lambda legs: edit(legs[1]["plans"][0]["chunk"]))
+    res = cli("simulate", out)
+    assert res.exit_code == 2, res.output
+    assert (f"{out / 'manifest.json'}: field triggers[0].hier.legs[1].plans[0].chunk.{says}"
+            in res.output)
+
+
+@pytest.mark.parametrize("leg, c, order, says", [
+    (0, 0, [0, 1, 2], "lacks position 3 (rank 3) of its group of 64 (a RING leg's ring order "
+     "holds each position once)"),
+    (2, 0, list(range(64)) + [5], "lists position 5 twice"),
+    (1, 1, [1, 1], "lists position 1 twice"),
+    (1, 0, [1], "lacks position 0 (rank 0) of its group of 2 (a SINGLE_CYCLE_RING leg's ring "
+     "order holds each position once)"),
+])
+def test_a_hier_legs_ring_order_that_is_not_a_ring_of_its_group_is_refused(hier_out, tmp_path,
+                                                                           leg, c, order, says):
+    """FORMATS §1.1: a HIER leg plan's ``channels[c].order`` is the ring order in positions of
+    the group; a RING or SINGLE_CYCLE_RING leg's rings, as a flat trigger's, hold each
+    position once. The intra legs' groups are ranks 0 .. 63 and 64 .. 127, inter_allr's
+    pairs {r, r + 64} (group 0: ranks 0 and 64, on channels 1 and 2). An order short of a
+    position, or with one twice, is refused naming the key (it was blamed on legs.bin)."""
+    out = copy(hier_out, tmp_path)
+    legs = _rehier(out, lambda legs: legs[leg]["plans"][0]["channels"][c].__setitem__(
+        "order", order))
+    assert legs[leg]["groups"][0] == {"group": list(range(64)) if leg != 1 else [0, 64],
+                                      "plan": 0}
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: "
+                            f"hier.legs[{leg}].plans[0].channels[{c}].order {says}")
 
 
 @pytest.mark.parametrize("value", [-1, 0, 1, 4098, 4097])

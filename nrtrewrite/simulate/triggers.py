@@ -458,15 +458,16 @@ def _buffers(f: Field) -> list[dict]:
 def _hier_legs(t: Field) -> list[tuple]:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1), its types checked: per
     leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(ring orders in positions,
-    pgta)``, each group ``(its ranks, its plan's index)``; what the numbers say is
-    :func:`_resolve_hier`'s to check."""
+    chunk)`` (the chunk's four keys, as a flat trigger's), each group ``(its ranks, its plan's
+    index)``; what the numbers say is :func:`_resolve_hier`'s to check."""
     hier = t.get("hier")
     if hier.null:
         return []
     out = []
     for leg in hier["legs"].items():
         plans = [({c["channel"].int(): c["order"].ints() for c in plan["channels"].items()},
-                  plan["chunk"]["pgta"].int()) for plan in leg["plans"].items()]
+                  {k: plan["chunk"][k].int() for k in CHUNK_KEYS})
+                 for plan in leg["plans"].items()]
         groups = [(g["group"].ints(), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
                     _buffers(leg["buffers"])))
@@ -476,23 +477,33 @@ def _hier_legs(t: Field) -> list[tuple]:
 def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     """A HIER trigger's legs (:func:`_hier_legs`): each leg's groups with their ring orders (a
     plan's positions in the group turned into ranks) and chunk groups, and its intermediate
-    buffers; a group that names no plan, or a plan position outside the group, is a
-    :class:`SimulationError`."""
+    buffers; a plan's chunk value out of range (:func:`_check_chunk`), a group that names no
+    plan, a plan position outside the group, or a RING or SINGLE_CYCLE_RING leg's ring order
+    that does not list each position of the group once is a :class:`SimulationError`."""
     out = {}
-    for name, algorithm, plans, raw_groups, buffers in legs:
+    for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
+        for j, (_, chunk) in enumerate(plans):
+            _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
         groups = []
         for group, k in raw_groups:
             if not 0 <= k < len(plans):
                 raise SimulationError(f"leg {json_kind(name)}: group {group} names plan {k}, "
                                       f"the leg has {len(plans)}", **where)
             orders = {}
-            for ch, order in plans[k][0].items():
+            for c, (ch, order) in enumerate(plans[k][0].items()):
                 if any(not 0 <= p < len(group) for p in order):
                     raise SimulationError(f"leg {json_kind(name)}: plan {k}'s ring order "
                                           f"{order} names positions outside group {group}",
                                           **where)
+                if algorithm in WHOLE_GROUP_RINGS:
+                    _check_ring_order(
+                        order, range(len(group)), "position",
+                        f"hier.legs[{i}].plans[{k}].channels[{c}].order",
+                        lambda p, group=group: f"(rank {group[p]}) of its group of "
+                        f"{len(group)} (a {algorithm} leg's ring order holds each position "
+                        "once)", where)
                 orders[ch] = [group[p] for p in order]
-            groups.append((group, orders, plans[k][1]))
+            groups.append((group, orders, plans[k][1]["pgta"]))
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers}
     return out
 
@@ -536,7 +547,6 @@ CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
 #: last group's chunk ``tail_chunk``), as every HIER leg plan's is; mesh and RDH have the
 #: whole op as one chunk, ``tail_chunk`` 0, and a HIER trigger ``pgta`` only.
 CHUNK_LAYOUTS = ("RING", "SINGLE_CYCLE_RING", "KANGARING")
-
 
 
 def read_triggers(top: dict, *, file: str = "") -> list[dict]:
@@ -612,7 +622,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
 
 
 def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
-    """A trigger's ``chunk`` whose ``chunk_size_n``, ``pgta`` or
+    """A ``chunk`` (a trigger's, or a HIER leg plan's) whose ``chunk_size_n``, ``pgta`` or
     ``channels`` is below 1, or, where it is a chunk layout (``layout``), whose ``tail_chunk``
     (the last chunk group's chunk: seed 001 §2's re-clamped tail, even and at most the
     chunk, FORMATS §1.1) is not an even number from 2 to ``chunk_size_n``, is a
@@ -654,29 +664,37 @@ def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
                               f"{spec.algorithm} trigger lists {how})", **where)
 
 
+def _check_ring_order(order: list[int], members, noun: str, key: str, lacks,
+                      where: dict) -> None:
+    """``order`` lists each of ``members`` (ranks, or positions in a group) once, else a
+    :class:`SimulationError` naming ``key``: a stranger, one twice, or the first one missing
+    (``lacks(missing)`` says of what)."""
+    members = list(members)
+    inside = set(members)
+    stranger = next((r for r in order if r not in inside), None)
+    if stranger is not None:
+        raise SimulationError(f"{key} names {noun} {stranger}, not in the replica_group",
+                              **where)
+    seen: set[int] = set()
+    for r in order:
+        if r in seen:
+            raise SimulationError(f"{key} lists {noun} {r} twice", **where)
+        seen.add(r)
+    missing = next((r for r in members if r not in seen), None)
+    if missing is not None:
+        raise SimulationError(f"{key} lacks {noun} {missing} {lacks(missing)}", **where)
+
+
 def _check_ring_orders(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
                        where: dict) -> None:
     """Each ``channels[c].order`` of a RING or SINGLE_CYCLE_RING trigger lists every rank of
     its ``replica_group`` once (a ring of the group, FORMATS §1.1), else a
     :class:`SimulationError` naming the key: the ring successors the legs are held to come
     from it."""
-    members = set(spec.group)
     for c, (_, order) in enumerate(channels):
-        key = f"channels[{c}].order"
-        stranger = next((r for r in order if r not in members), None)
-        if stranger is not None:
-            raise SimulationError(f"{key} names rank {stranger}, not in the replica_group",
-                                  **where)
-        seen: set[int] = set()
-        for r in order:
-            if r in seen:
-                raise SimulationError(f"{key} lists rank {r} twice", **where)
-            seen.add(r)
-        missing = next((r for r in spec.group if r not in seen), None)
-        if missing is not None:
-            raise SimulationError(f"{key} lacks rank {missing} of the replica_group (a "
-                                  f"{spec.algorithm} trigger's ring order holds each rank once)",
-                                  **where)
+        _check_ring_order(order, spec.group, "rank", f"channels[{c}].order",
+                          lambda _r: f"of the replica_group (a {spec.algorithm} trigger's ring "
+                          "order holds each rank once)", where)
 
 
 def load_triggers(top: dict, *, file: str = "") -> dict[int, TriggerSpec]:
