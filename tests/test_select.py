@@ -1085,3 +1085,59 @@ def test_intra_rdh_mesh_and_kangaring_past_their_composers_limits_are_not_legal(
                           (tuple(range(264)), 64 * MiB)):
         sel = select(req(AR, group, nbytes), big)
         assert sel.alg == EncAlgType.RING, (len(group), nbytes, sel.alg)
+
+
+def _in_place_reduce_scatter(n_elements: int, group: list, *, in_place: bool = True) -> dict:
+    """A bf16 reduce-scatter over ``group`` at LNC 2, dst = src (in place) or apart."""
+    size = 2 * n_elements
+    vars_ = [{"name": "buf", "type": "tmp-buf", "size": size}]
+    if not in_place:
+        vars_.append({"name": "out", "type": "tmp-buf", "size": size})
+    return {"header": {"pkg_version": 2, "name": "rs", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00", "vars": vars_, "replica_groups": [group],
+                           "engines": {"sp": [{"reduce_scatter": {
+                               "dtype": "bf16", "op": "add", "num_elements": n_elements,
+                               "src": "buf", "dst": "buf" if in_place else "out"}}]}}]}
+
+
+def test_an_in_place_reduce_scatter_is_not_composed_by_kangaring(tmp_path):
+    """KANGARING composed an in-place reduce-scatter over a group not in ascending order
+    (here [7, 6, ..., 0], 8 bf16) with a wrong element on one rank: a unit peer's
+    recv_reduce_copy wrote a rank's OUT - the first block of its IN - before every unit leg
+    had read it (a reviewer's find; simulate: `rank 7: 1 element(s) differ`).  KANGARING now
+    refuses a reduce-scatter in place: forced, the lowering is refused naming why; by
+    default a 60 MiB one (KANGARING's window, SELECTION.md: from 56 MiB) falls back to RING,
+    which composes in place (DESIGN.md); out of place KANGARING still runs and matches."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model
+    runner = CliRunner()
+    group = [7, 6, 5, 4, 3, 2, 1, 0]
+    neff = tmp_path / "rs.neff"
+    neff.write_bytes(assemble_spec(_in_place_reduce_scatter(8, group)))
+    res = runner.invoke(main, ["lower", "-q", str(neff), "-o", str(tmp_path / "k"),
+                               "--algo", "kangaring"], prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    assert ("--algo 'kangaring' forces KANGARING, refused: enc_can_post_kangaring_operation: "
+            "an in-place reduce-scatter") in res.output
+    assert not (tmp_path / "k").exists()
+    apart = tmp_path / "apart.neff"
+    apart.write_bytes(assemble_spec(_in_place_reduce_scatter(8, group, in_place=False)))
+    res = runner.invoke(main, ["lower", "-q", str(apart), "-o", str(tmp_path / "a"),
+                               "--algo", "kangaring"], prog_name="nrtrewrite")
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["simulate", str(tmp_path / "a"), "--model", str(apart)],
+                        prog_name="nrtrewrite")
+    assert res.exit_code == 0 and "1/1 trigger(s) match" in res.output, res.output
+    big = tmp_path / "big.neff"
+    n = 60 * MiB // 2
+    big.write_bytes(assemble_spec(_in_place_reduce_scatter(n, group)))
+    big_apart = tmp_path / "big_apart.neff"
+    big_apart.write_bytes(assemble_spec(_in_place_reduce_scatter(n, group, in_place=False)))
+    for path, alg in ((big, EncAlgType.RING), (big_apart, EncAlgType.KANGARING)):
+        model = read_model(path)
+        topo = load_topology(None, world=model.world, lnc_size=model.header.lnc_size)
+        (sel,) = select_all(model, topo)
+        assert sel.alg == alg, (path.name, sel.alg, sel.reason)
