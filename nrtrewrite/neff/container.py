@@ -733,7 +733,7 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                 # extended header's data: the member header it announces), else where the
                 # member's headers start
                 start, block = stream.last
-                at = start if len(block) == tarfile.BLOCKSIZE and start >= tf.offset else tf.offset
+                at = start if len(block) == TAR_BLOCK and start >= tf.offset else tf.offset
                 _check_extended_headers(stream, pw)
                 raise ParseError(f"corrupt tar archive after member {len(names)}: {err} "
                                  f"(reading the header at tar offset 0x{at:x})", pw) from None

@@ -27,12 +27,11 @@ from nrtrewrite.simulate.program import (
 )
 from nrtrewrite.simulate.triggers import io_size
 
-#: Per FIFO side, the (field, byte offset) of a net_src_addr (tx) / net_dest_addr (rx) entry
-#: that FORMATS §8.2 fixes at 0 on every entry, in offset order.
+#: Per FIFO side, the fields of a net_src_addr (tx) / net_dest_addr (rx) entry that FORMATS
+#: §8.2 fixes at 0 on every entry, in offset order (their offsets: the record dtype's).
 ZERO_FIELDS = {
-    "tx": (("host_addr", 16), ("nccl_mhandle", 24), ("proxy_histogram_tag", 40),
-           ("reserved_52", 52), ("dst_mhandle", 64)),
-    "rx": (("host_addr", 16), ("nccl_mhandle", 24), ("reserved_44", 44)),
+    "tx": ("host_addr", "nccl_mhandle", "proxy_histogram_tag", "reserved_52", "dst_mhandle"),
+    "rx": ("host_addr", "nccl_mhandle", "reserved_44"),
 }
 TRANSFER = int(NetAddrMark.NET_TRANSFER)
 OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
@@ -342,12 +341,14 @@ class FifoDecoder:
             if ents.size and int(ents["complete"][-1]) != 1:
                 raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
             # the fields FORMATS §8.2 fixes at 0 on every entry, by offset: name the first
-            nonzero = np.stack([raw[start:i, off:off + recs.dtype[fld].itemsize].any(axis=1)
-                                for fld, off in ZERO_FIELDS[side]], axis=1)
+            spans = [(recs.dtype.fields[fld][1], recs.dtype[fld].itemsize)
+                     for fld in ZERO_FIELDS[side]]
+            nonzero = np.stack([raw[start:i, off:off + size].any(axis=1)
+                                for off, size in spans], axis=1)
             bad = np.flatnonzero(nonzero.any(axis=1))
             if bad.size:
                 j = start + int(bad[0])
-                fld = ZERO_FIELDS[side][int(np.argmax(nonzero[bad[0]]))][0]
+                fld = ZERO_FIELDS[side][int(np.argmax(nonzero[bad[0]]))]
                 value = recs[fld][j]
                 shown = (f"{int(value):#x}, must be 0" if np.ndim(value) == 0 else
                          f"{bytes(value).hex(' ')}, must be {bytes(len(value)).hex(' ')}")

@@ -599,9 +599,9 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
                                   f"or {last}", **where)
         if not spec.group:
             raise SimulationError("replica_group is empty", **where)
-        if len(set(spec.group)) != len(spec.group):
-            twice = next(r for i, r in enumerate(spec.group) if r in spec.group[:i])
-            raise SimulationError(f"replica_group lists rank {twice} twice", **where)
+        if (twice := _first_repeat(spec.group)) is not None:
+            raise SimulationError(f"replica_group lists rank {spec.group[twice[1]]} twice",
+                                  **where)
         if spec.n <= 0:
             raise SimulationError(f"num_elements {spec.n} is not 1 or more", **where)
         _check_chunk(chunk, "chunk", where, layout=spec.algorithm in CHUNK_LAYOUTS)
@@ -619,6 +619,17 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def _first_repeat(items: list) -> tuple[int, int] | None:
+    """``(i, j)``: the first item given again, at ``j``, and where it was first, ``i``; None
+    when every item differs."""
+    first: dict = {}
+    for j, item in enumerate(items):
+        if item in first:
+            return first[item], j
+        first[item] = j
+    return None
 
 
 def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
@@ -646,12 +657,10 @@ def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
     channel (``chunk.channels`` counts its CW / CCW pairs; a one-rank group's pair is one
     channel, CW and CCW alike: one); else a :class:`SimulationError` naming the key (the legs
     of a missing channel were blamed for its ring, a channel listed twice lost one order)."""
-    seen: dict[int, int] = {}
-    for c, (ch, _) in enumerate(channels):
-        if ch in seen:
-            raise SimulationError(f"channels[{c}].channel {ch} is channels[{seen[ch]}]'s too (a "
-                                  "trigger lists each channel once)", **where)
-        seen[ch] = c
+    if (twice := _first_repeat([ch for ch, _ in channels])) is not None:
+        first, c = twice
+        raise SimulationError(f"channels[{c}].channel {channels[c][0]} is channels[{first}]'s "
+                              "too (a trigger lists each channel once)", **where)
     if spec.algorithm not in WHOLE_GROUP_RINGS:
         return
     per = 2 if spec.algorithm == "SINGLE_CYCLE_RING" and len(spec.group) > 1 else 1
@@ -675,12 +684,10 @@ def _check_ring_order(order: list[int], members, noun: str, key: str, lacks,
     if stranger is not None:
         raise SimulationError(f"{key} names {noun} {stranger}, not in the replica_group",
                               **where)
-    seen: set[int] = set()
-    for r in order:
-        if r in seen:
-            raise SimulationError(f"{key} lists {noun} {r} twice", **where)
-        seen.add(r)
-    missing = next((r for r in members if r not in seen), None)
+    if (twice := _first_repeat(order)) is not None:
+        raise SimulationError(f"{key} lists {noun} {order[twice[1]]} twice", **where)
+    listed = set(order)
+    missing = next((r for r in members if r not in listed), None)
     if missing is not None:
         raise SimulationError(f"{key} lacks {noun} {missing} {lacks(missing)}", **where)
 
