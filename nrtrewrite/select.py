@@ -22,7 +22,6 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
-from nrtrewrite.apoverlap import operands_may_share
 from nrtrewrite.codes import (
     AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, ENC_RDH_MAX_RD_STEPS, DType, EncAlgMeshType,
     EncAlgType, EncOpType, MetaringType,
@@ -104,7 +103,6 @@ class Request:
     out_bytes: int
     sbuf: bool = False
     alu: AluOp | None = None  # the reduce op (None: ADD, or a copy-only collective)
-    in_place: bool = False  # src and dst share bytes (lower admits only dst = src exactly)
 
     @property
     def op_bytes(self) -> int:
@@ -118,8 +116,7 @@ class Request:
     @classmethod
     def from_trigger(cls, t: Trigger) -> "Request":
         return cls(ordinal=t.ordinal, op=t.op, dtype=t.dtype, group=tuple(t.replica_group),
-                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op,
-                   in_place=operands_may_share(t))
+                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op)
 
     @classmethod
     def for_op(cls, op: EncOpType, dtype: DType, group: Iterable[int], nbytes: int, *,
@@ -394,10 +391,6 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
         return False, (f"{req.alu.name} {req.op.name}: direct_reduce_send_kangaring reduces the "
                        "unit's inputs with SDMA_CCETYPE_ADD (seed 003 §4), so KANGARING only "
                        "reduces ADD")
-    if req.op == EncOpType.REDUCE_SCATTER and req.in_place:
-        return False, ("an in-place reduce-scatter: a unit peer's recv_reduce_copy can write a "
-                       "rank's OUT, the first block of its IN, before every unit leg has read "
-                       "that block, so KANGARING composes a reduce-scatter out of place only")
     ok, why = kangaring_shape(topo, req.group)
     if not ok:
         return False, why

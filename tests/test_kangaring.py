@@ -356,3 +356,146 @@ def test_a_unit_step_has_its_legs_in_the_units_member_order():
                                 []).append(int(row["k"]))
             for key, ks in runs.items():
                 assert tuple(ks) in units, (key, ks)
+
+
+def _in_place_reduce_scatter(n_elements: int, group: list, *, lnc: int = 2,
+                             in_place: bool = True, dtype: str = "bf16") -> dict:
+    """A reduce-scatter over ``group``, dst = src (in place) or apart."""
+    size = n_elements * (1 if dtype.startswith("fp8") else 2)
+    vars_ = [{"name": "buf", "type": "tmp-buf", "size": size}]
+    if not in_place:
+        vars_.append({"name": "out", "type": "tmp-buf", "size": size})
+    return {"header": {"pkg_version": 2, "name": "rs", "lnc_size": lnc},
+            "subgraphs": [{"name": "sg00", "vars": vars_, "replica_groups": [group],
+                           "engines": {"sp": [{"reduce_scatter": {
+                               "dtype": dtype, "op": "add", "num_elements": n_elements,
+                               "src": "buf", "dst": "buf" if in_place else "out"}}]}}]}
+
+
+def _lower_and_simulate(tmp_path, spec: dict, *args: str) -> str:
+    """``lower`` then ``simulate --model`` through the CLI; the simulate output."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    runner = CliRunner()
+    neff, out = tmp_path / "m.neff", tmp_path / "out"
+    neff.write_bytes(assemble_spec(spec))
+    res = runner.invoke(main, ["lower", "-q", str(neff), "-o", str(out), "--force", *args],
+                        prog_name="nrtrewrite")
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["simulate", str(out), "--model", str(neff)],
+                        prog_name="nrtrewrite")
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+#: groups not in ascending order: member order inside a unit then differs from group order
+_IN_PLACE_CASES = [
+    ("vnc2-descending", 2, list(range(7, -1, -1)), 8),
+    ("vnc2-shuffled", 2, [3, 6, 1, 5, 0, 7, 2, 4], 8 * 70_000),
+    ("vnc1-descending", 1, list(range(15, -1, -1)), 16 * 3),
+    ("vnc1-shuffled", 1, [9, 2, 14, 7, 0, 11, 4, 13, 6, 1, 15, 8, 3, 10, 5, 12], 16 * 4096),
+]
+
+
+@pytest.mark.parametrize("lnc, group, n", [c[1:] for c in _IN_PLACE_CASES],
+                         ids=[c[0] for c in _IN_PLACE_CASES])
+def test_an_in_place_reduce_scatter_on_kangaring_matches(tmp_path, lnc, group, n):
+    """An in-place reduce-scatter (dst = src: a rank's OUT is the first block of its IN)
+    over a group not in ascending order got one wrong element from KANGARING (found on
+    2026-12-05: `rank 7: 1 element(s) differ ... last written by leg recv_reduce_copy`):
+    a unit member's recv_reduce_copy wrote its OUT before the leg of group position 0 had
+    read that block.  The legs of a unit step now go in group position (docs/DESIGN.md
+    "Kangaring"), and the simulator's numpy reference agrees on every rank, from one element
+    a rank to several channels and chunk groups."""
+    out = _lower_and_simulate(tmp_path, _in_place_reduce_scatter(n, group, lnc=lnc),
+                              "--algo", "kangaring")
+    assert "1/1 trigger(s) match" in out
+
+
+def test_an_in_place_sbuf_reduce_scatter_on_kangaring_matches(tmp_path):
+    """The same in state-buffer access patterns: a reduce-scatter whose dst elements are its
+    first out_elements src elements (16 elements a partition: 8 x 16 partitions in place of
+    128) is in place too (apoverlap), and it got 250 wrong elements on rank 7 before."""
+    spec = {"header": {"pkg_version": 2, "name": "sb", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "sb_a", "type": "state-buffer", "size": 4096,
+                                     "partitions": 128}],
+                           "replica_groups": [list(range(7, -1, -1))],
+                           "engines": {"sp": [{"reduce_scatter": {
+                               "dtype": "bf16", "op": "add",
+                               "src": {"var": "sb_a", "start": 0, "partitions": 128,
+                                       "dims": [[1, 16]]},
+                               "dst": {"var": "sb_a", "start": 0, "partitions": 16,
+                                       "dims": [[1, 16]]}}}]}}]}
+    out = _lower_and_simulate(tmp_path, spec, "--algo", "kangaring")
+    assert "1/1 trigger(s) match" in out
+
+
+def test_an_in_place_hier_reduce_scatter_with_a_kangaring_intra_leg_matches(tmp_path):
+    """A HIER reduce-scatter in place: its intra_redsct leg on KANGARING reads IN and writes
+    MID, in the scratch region (docs/DESIGN.md "HIER"), so it never meets the in-place
+    overlap, and the inter leg writes OUT only after the rank's intra entry, whose
+    peer_wait holds it until its primary's last read of its IN.  Two nodes of two devices
+    (8 ranks each at vnc 2), the group not in ascending order."""
+    import json
+    topo = tmp_path / "small2.json"
+    topo.write_text(json.dumps({"format": "nrtrewrite-topology/1", "nodes": 2,
+                                "devices_per_node": 2, "links": [[0, 1]],
+                                "kangaring": True}))
+    group = [3, 14, 7, 9, 0, 12, 5, 10, 1, 15, 6, 8, 2, 13, 4, 11]
+    out = _lower_and_simulate(tmp_path, _in_place_reduce_scatter(16 * 300, group),
+                              "--topology", str(topo), "--algo", "hier;intra_redsct:kangaring")
+    assert "1/1 trigger(s) match" in out
+
+
+def test_in_place_unit_steps_run_in_group_position_order():
+    """The order docs/DESIGN.md "Kangaring" gives: in place, each unit step's legs go in
+    ascending group position, so position 0's leg - which reads block 0 of every member,
+    the bytes the others' OUT is - comes first in its unit step; out of place, the unit's
+    member order (test_a_unit_step_has_its_legs_in_the_units_member_order)."""
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+    group = list(range(15, -1, -1))
+    for in_place in (True, False):
+        model = read_model_bytes(assemble_spec(_in_place_reduce_scatter(
+            16 * 64, group, lnc=1, in_place=in_place)))
+        plan = plan_lowering(model, LowerOptions(algo="kangaring"))
+        (tp,) = plan.triggers
+        kp = tp.prepared.data
+        assert kp.inplace is in_place
+        seen_first = False
+        for ch in kp.channel_ids:
+            kc = kp.channels[ch]
+            for p in kc.primaries:
+                spec = next(s for t, s in rank_entries(plan, p) if t is tp)
+                legs = spec.ir[(spec.ir["channel"] == ch) & (spec.ir["leaf"] != PEER_WAIT)]
+                runs: dict = {}
+                for row in legs:
+                    runs.setdefault((int(row["group"]), int(row["step"]), int(row["half"]),
+                                     int(row["leaf"])), []).append(int(row["k"]))
+                for key, ks in runs.items():
+                    if in_place:
+                        positions = [group.index(k) for k in ks]
+                        assert positions == sorted(positions), (p, key, ks)
+                        seen_first |= len(ks) > 1 and positions[0] == 0
+                    else:
+                        assert tuple(ks) in set(kc.units), (p, key, ks)
+        assert seen_first or not in_place  # the case the order is for did occur
+
+
+def test_an_in_place_reduce_scatter_takes_kangaring_in_its_window():
+    """In place or apart, a 60 MiB reduce-scatter over a whole vnc 2 device group is
+    KANGARING's by default (its window starts at 56 MiB, docs/SELECTION.md)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+    from nrtrewrite.select import select_all
+    n = 60 * 2 ** 20 // 2
+    for in_place in (True, False):
+        model = read_model_bytes(assemble_spec(_in_place_reduce_scatter(
+            n, list(range(7, -1, -1)), in_place=in_place)))
+        topo = load_topology(None, world=model.world, lnc_size=2)
+        (sel,) = select_all(model, topo)
+        assert sel.alg == EncAlgType.KANGARING, (in_place, sel.alg, sel.reason)

@@ -52,6 +52,7 @@ from typing import Callable
 
 import numpy as np
 
+from nrtrewrite.apoverlap import operands_may_share
 from nrtrewrite.codes import (
     AluOp, EdgeLocality, EncAlgType, EncdNeigh, EncOpType, ReductionType,
 )
@@ -204,7 +205,10 @@ class KangaringPlan:
     channels: dict[int, KangaringChannel]  # physical id -> paths
     layout: Layout
     host_cc: bool = False
-    inplace: bool = False  # an all-gather whose input already sits in its output
+    #: the output shares the input's bytes: an all-gather whose input already sits in its
+    #: output (the member's own block is not copied again), or a reduce-scatter whose OUT is
+    #: the first block of its IN (a unit step's legs go in group-position order: _one_group)
+    inplace: bool = False
     _touches: dict = field(default_factory=dict, repr=False)
 
     def manifest(self) -> dict:
@@ -594,6 +598,14 @@ def _one_group(kc: KangaringChannel, st: _PrimaryStatic, topo, rank: int, op: En
     r1 = np.repeat(np.arange(tmpl.shape[0], dtype=np.int64), counts)
     m_k = np.arange(r1.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
     members = st.unit_table[unit_of_row[r1], m_k]
+    if inplace and op == EncOpType.REDUCE_SCATTER:
+        # OUT is block 0 of IN on every rank, and the leg for the member at group position
+        # 0 reads block 0 of every unit member's IN: in the unit step that holds it, it must
+        # run before any leg writes a member's OUT.  Legs of one unit step in ascending group
+        # position put it first (the blocks of other positions are read at other unit steps,
+        # or by their own leg, which writes what it has just read: docs/DESIGN.md Kangaring)
+        by_pos = np.lexsort((st.position[members], r1))
+        r1, members = r1[by_pos], members[by_pos]
     t1 = tmpl[r1]
     leaf = t1[:, 2]
     table = _role_table(op, inplace, tuple(sorted(set(leaf.tolist()))),
@@ -796,7 +808,9 @@ def trigger_kangaring_plan(topo, trig, n_channels: int, *, host_cc: bool = False
     (the paths of that many channels, then as many as the chunk layout keeps); ``explain``
     shows its channels."""
     return plan_kangaring(topo, trig.op, trig.replica_group, n_channels,
-                          lambda n: trigger_layout(trig, n), host_cc=host_cc)
+                          lambda n: trigger_layout(trig, n), host_cc=host_cc,
+                          inplace=(trig.op == EncOpType.REDUCE_SCATTER
+                                   and operands_may_share(trig)))
 
 
 class KangaringAlgorithm(Algorithm):
