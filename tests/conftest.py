@@ -43,6 +43,19 @@ _BASE_SPEC = {
 }
 
 
+def dead_pid() -> int:
+    """A PID no process has, now or while the test runs: the kernel's ``pid_max`` (Linux
+    hands out PIDs below it; 2**22, PID_MAX_LIMIT, where it cannot be read).  A child just
+    reaped would do only until the kernel hands its PID to another process."""
+    try:
+        pid = int(Path("/proc/sys/kernel/pid_max").read_text())
+    except (OSError, ValueError):
+        pid = 1 << 22
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    return pid
+
+
 @pytest.fixture
 def fixtures_dir() -> Path:
     """The committed fixtures folder."""

@@ -24,6 +24,8 @@ from nrtrewrite.errors import OutputError
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
 
+from conftest import dead_pid
+
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
 
@@ -433,20 +435,19 @@ def test_a_signal_right_after_the_exchange_puts_the_previous_output_back(tmp_pat
 
 def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     out = tmp_path / "model.lowered"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
-    stale_old = tmp_path / f".model.lowered.old-{dead.pid}-89abcdef"
+    dead = dead_pid()
+    stale = tmp_path / f".model.lowered.tmp-{dead}-0123abcd"
+    stale_old = tmp_path / f".model.lowered.old-{dead}-89abcdef"
     live = tmp_path / f".model.lowered.tmp-{os.getppid()}-0123abcd"
-    other = tmp_path / f".other.lowered.tmp-{dead.pid}-0123abcd"
-    odd = tmp_path / f".model.lowered.tmp-{dead.pid}-notahex1"
+    other = tmp_path / f".other.lowered.tmp-{dead}-0123abcd"
+    odd = tmp_path / f".model.lowered.tmp-{dead}-notahex1"
     for d in (stale, stale_old, live, other, odd):
         d.mkdir()
         (d / "f").write_text("x")
     target = tmp_path / "target"
     target.mkdir()
     (target / "keep").write_text("x")
-    link = tmp_path / f".model.lowered.tmp-{dead.pid}-fedcba98"
+    link = tmp_path / f".model.lowered.tmp-{dead}-fedcba98"
     link.symlink_to(target)
     removed = clean_stale_temps(out)
     assert sorted(p.name for p in removed) == sorted([stale.name, stale_old.name])
@@ -459,9 +460,8 @@ def test_a_parent_or_tmpdir_that_cannot_be_listed_skips_the_cleanup(tmp_path, mo
     """The cleanup of a killed run's leftovers is best effort: a folder it cannot list (read
     permission withdrawn: root would list it anyway, so the refusal is simulated) leaves the
     leftovers where they are, and the output is still written and complete."""
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f".out.tmp-{dead.pid}-0123abcd"
+    dead = dead_pid()
+    stale = tmp_path / f".out.tmp-{dead}-0123abcd"
     sim = tmp_path / "nrtrewrite-simulate-a1"
     for d in (stale, sim):
         d.mkdir()
@@ -491,9 +491,8 @@ def test_a_locked_sibling_of_an_unknown_pid_is_a_live_build(tmp_path):
     and removed once the lock is released (the build was killed)."""
     import fcntl
     out = tmp_path / "model.lowered"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    theirs = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
+    dead = dead_pid()
+    theirs = tmp_path / f".model.lowered.tmp-{dead}-0123abcd"
     theirs.mkdir()
     (theirs / "rank-0000").mkdir()
     fd = os.open(theirs, os.O_RDONLY | os.O_DIRECTORY)
@@ -534,9 +533,8 @@ def test_without_locks_the_pid_alone_tells_a_killed_build(tmp_path, monkeypatch)
         raise OSError(errno.ENOLCK, "No locks available")
     monkeypatch.setattr(fcntl, "flock", no_locks)
     out = tmp_path / "model.lowered"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    killed = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
+    dead = dead_pid()
+    killed = tmp_path / f".model.lowered.tmp-{dead}-0123abcd"
     live = tmp_path / f".model.lowered.tmp-{os.getppid()}-89abcdef"
     for d in (killed, live):
         (d / "rank-0000").mkdir(parents=True)

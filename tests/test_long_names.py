@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +15,7 @@ from nrtrewrite.bundle import clean_stale_temps
 from nrtrewrite.cli import main
 from nrtrewrite.neff.writer import sibling_stem
 
+from conftest import dead_pid
 from test_atomic_output import FIX
 
 
@@ -55,11 +54,10 @@ def test_assemble_into_a_name_of_255_bytes(tmp_path):
 
 def test_a_killed_build_of_a_long_name_is_cleaned_by_the_next(tmp_path):
     out = tmp_path / ("e" * 250)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f".{sibling_stem(out.name, 24)}.tmp-{dead.pid}-0123abcd"
+    dead = dead_pid()
+    stale = tmp_path / f".{sibling_stem(out.name, 24)}.tmp-{dead}-0123abcd"
     stale.mkdir()
-    other = tmp_path / f".{sibling_stem('f' * 250, 24)}.tmp-{dead.pid}-0123abcd"
+    other = tmp_path / f".{sibling_stem('f' * 250, 24)}.tmp-{dead}-0123abcd"
     other.mkdir()
     assert len(os.fsencode(stale.name)) <= 255
     assert clean_stale_temps(out) == [stale]

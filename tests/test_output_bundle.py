@@ -22,6 +22,8 @@ from nrtrewrite.golden import lower_to
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.reader import read_model
 
+from conftest import dead_pid
+
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
 
@@ -198,11 +200,10 @@ def test_only_siblings_named_exactly_like_a_build_are_removed(tmp_path):
     """RELIABILITY §4: a killed build's sibling is ``.<NAME>.tmp-<pid>-<8 hex>`` exactly; a
     dead PID's folder whose name goes on after the 8 hex digits is someone else's, kept."""
     out = tmp_path / "model.lowered"
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd"
-    longer = tmp_path / f".model.lowered.tmp-{dead.pid}-0123abcd9"
-    suffixed = tmp_path / f".model.lowered.old-{dead.pid}-0123abcd.keep"
+    dead = dead_pid()
+    stale = tmp_path / f".model.lowered.tmp-{dead}-0123abcd"
+    longer = tmp_path / f".model.lowered.tmp-{dead}-0123abcd9"
+    suffixed = tmp_path / f".model.lowered.old-{dead}-0123abcd.keep"
     for d in (stale, longer, suffixed):
         (d / "rank-0000").mkdir(parents=True)
     assert bundle.clean_stale_temps(out) == [stale]
