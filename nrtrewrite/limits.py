@@ -185,6 +185,15 @@ def start_addr_refusal(nbytes: int) -> str | None:
             f"start_addr addresses at most {T3D_START_ADDR_LIMIT} (T3D_START_ADDR_LIMIT)")
 
 
+def check_start_addr(trig) -> None:
+    """:func:`start_addr_refusal` of a DRAM trigger (SBUF operands are access patterns, no
+    TENSOR3D start_addr) as a :class:`LimitError` at its ``num_elements``."""
+    if trig.src.ap is None:
+        why = start_addr_refusal(element_space(trig) * DTYPE_SIZE[trig.dtype])
+        if why is not None:
+            raise LimitError(why, **trigger_where(trig, "num_elements"))
+
+
 def element_space(trig) -> int:
     """Elements of the collective's element space: what a TENSOR3D start_addr indexes."""
     return trig.num_elements * trig.group_size if trig.op == EncOpType.ALLGATHER \
@@ -239,10 +248,7 @@ def check_plan(plan) -> None:
         if n_ch > NEC_MAX_CHANNELS:
             raise LimitError(f"{n_ch} channels, at most {NEC_MAX_CHANNELS} (NEC_MAX_CHANNELS)",
                              **trigger_where(trig))
-        if trig.src.ap is None:
-            why = start_addr_refusal(element_space(trig) * DTYPE_SIZE[trig.dtype])
-            if why is not None:
-                raise LimitError(why, **trigger_where(trig, "num_elements"))
+        check_start_addr(trig)
         desc_by_group[group] += descriptors(trig)
         first_by_group.setdefault(group, trig)
         if desc_by_group[group] > MAX_RANK_DESCRIPTORS:
@@ -309,8 +315,8 @@ def _short(group: tuple[int, ...]) -> str:
 
 
 __all__ = [
-    "LIMITS", "Limit", "check_plan", "check_credits", "descriptors", "element_space",
-    "start_addr_refusal",
+    "LIMITS", "Limit", "check_plan", "check_credits", "check_start_addr", "descriptors",
+    "element_space", "start_addr_refusal",
     "SPAD_ENTRIES", "MAX_RANK_SPAD_ENTRIES", "T3D_START_ADDR_LIMIT", "CHANNEL_SEMAPHORES",
     "MAX_RANK_DESCRIPTORS",
     "BD_MAX_BYTES", "BD_RING_ENTRIES", "CORE_WINDOW", "DRAM_BASE", "DRAM_BELOW_EVT_SEM",

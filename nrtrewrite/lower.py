@@ -158,6 +158,14 @@ def _check_dtype(trig: Trigger) -> None:
         raise LoweringError(why, **trigger_where(trig, "dtype"))
 
 
+def check_trigger(trig: Trigger) -> None:
+    """``lower``'s own checks of ``trig`` before its engine's: its dtype, then its operands
+    (a :class:`LoweringError` at the field; ``explain`` runs them on the triggers it does
+    not show)."""
+    _check_dtype(trig)
+    _check_operands(trig)
+
+
 @contextlib.contextmanager
 def _gc_paused():
     """Python's cyclic collector off (then as before): planning allocates hundreds of
@@ -202,8 +210,7 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
                         input_sha256=input_sha256, input_bytes=input_bytes,
                         notes=idle_clauses(override, selections, model.path))
     for trig, sel in zip(model.triggers, selections):
-        _check_dtype(trig)
-        _check_operands(trig)
+        check_trigger(trig)
         try:
             algorithm = algorithms.get(sel.alg)
         except KeyError:

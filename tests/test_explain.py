@@ -913,3 +913,187 @@ def test_a_selection_error_is_said_before_a_model_wide_refusal(tmp_path, monkeyp
                                  "MESH, refused: ")
     res = run("explain", path, "--algo", "allreduce:mesh")
     assert _one_line_error(res) == lower_line
+
+
+# -- the triggers explain does not show, that lower refuses (docs/CLI.md "explain") -----------
+
+def _cli(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
+
+
+def _flat(output: str) -> str:
+    """The output as one line (rich wraps a long line at the 132 columns of a pipe)."""
+    return " ".join(output.split())
+
+
+def _fp32_at(ordinals, n):
+    """Spec mutator: ``n`` bf16 all-reduces on group 0..7, those at ``ordinals`` in FP32."""
+    from conftest import sp
+
+    def mutate(s):
+        sp(s)[:] = [_ar(dtype="fp32") if k in ordinals else _ar() for k in range(n)]
+    return mutate
+
+
+def test_explain_of_one_trigger_names_a_trigger_not_shown_that_lower_refuses(tmp_path):
+    """Six all-reduces, trigger 3 in FP32: lower refuses the model at trigger 3 for its
+    dtype.  ``explain --trigger 0`` shows trigger 0 alone and says, last, that lower refuses
+    trigger 3, in lower's words, exiting 0; --json names it under refused_not_shown.  Shown
+    (``--trigger 3``, or every trigger), trigger 3 is its INVALID record, and no note."""
+    path = _limits_model(tmp_path, _fp32_at({3}, 6))
+    line = _lower_line(path, tmp_path)
+    # the 0xC8 word of instruction 3, its dtype at byte 14 (NEFF-LIKE.md): 3 * 64 + 14 = 0xce
+    assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 3, "
+                           "offset 0xce, field dtype, trigger 3: ALLREDUCE in FP32 cannot be "
+                           "lowered")
+    res = _cli("explain", path, "--trigger", "0")
+    assert res.exit_code == 0, res.output
+    assert _flat(res.output).endswith(f"lower refuses trigger 3, not shown: {line}")
+    res = _cli("explain", path, "--trigger", "0", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert [t["trigger"] for t in d["triggers"]] == [0]
+    assert d["refused_not_shown"] == [{"trigger": 3, "refusal": line}]
+    assert d["model_refusal"] is None
+    for args in (["--trigger", "3"], []):
+        d = json.loads(_cli("explain", path, *args, "--json").output)
+        assert d["refused_not_shown"] == []
+        (t,) = [t for t in d["triggers"] if t["trigger"] == 3]
+        assert t["lowered"]["fallback_reason"] == line.split(": ", 1)[1]
+        assert "not shown" not in _cli("explain", path, *args).output
+
+
+def test_several_refused_triggers_not_shown_are_one_line_naming_the_first(tmp_path):
+    """Triggers 2, 3, 4 and 7 of ten in FP32: one line names the four as runs, ``2..4 7``,
+    and the first one's refusal; ten refused (1, 3, ..., 19 of twenty) list their first 8
+    runs, then ``...``; --json has each with its own place (dtype at byte 14 of its word)."""
+    (tmp_path / "four").mkdir()
+    path = _limits_model(tmp_path / "four", _fp32_at({2, 3, 4, 7}, 10))
+    res = _cli("explain", path, "--trigger", "0")
+    assert res.exit_code == 0, res.output
+    tail = _flat(res.output).split("lower refuses ", 1)[1]
+    assert tail.startswith("4 triggers not shown (2..4 7), the first: member sg00/sp.bin, "
+                           "subgraph sg00, stream sp, instruction 2, offset 0x8e, field "
+                           "dtype, trigger 2: ALLREDUCE in FP32 cannot be lowered")
+    d = json.loads(_cli("explain", path, "--trigger", "0", "--json").output)
+    assert [r["trigger"] for r in d["refused_not_shown"]] == [2, 3, 4, 7]
+    for r in d["refused_not_shown"]:
+        k = r["trigger"]
+        assert r["refusal"].startswith(
+            f"member sg00/sp.bin, subgraph sg00, stream sp, instruction {k}, offset "
+            f"{hex(k * 64 + 14)}, field dtype, trigger {k}: ALLREDUCE in FP32 cannot")
+    (tmp_path / "ten").mkdir()
+    path = _limits_model(tmp_path / "ten", _fp32_at(set(range(1, 20, 2)), 20))
+    out = _flat(_cli("explain", path, "--trigger", "0").output)
+    assert ("lower refuses 10 triggers not shown (1 3 5 7 9 11 13 15 ...), the first: "
+            "member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, ") in out
+
+
+def test_a_trigger_skipped_by_rank_that_lower_refuses_is_named(tmp_path):
+    """Group 0,1 (triggers 0..2, sg00) and group 1,2 (triggers 3, 4, sg01), trigger 3 in
+    FP32: ``--rank 0`` skips triggers 3 and 4, and lower (which plans every trigger, whatever
+    its --rank) refuses trigger 3: explain names it, in sg01's stream, instruction 0."""
+    from conftest import groups_sharing_rank_1
+
+    def mutate(s):
+        groups_sharing_rank_1(s, _ar())
+        s["subgraphs"][1]["engines"]["sp"][0] = _ar(dtype="fp32")
+    path = _limits_model(tmp_path, mutate)
+    line = _lower_line(path, tmp_path)
+    assert line.startswith("member sg01/sp.bin, subgraph sg01, stream sp, instruction 0, "
+                           "offset 0xe, field dtype, trigger 3: ALLREDUCE in FP32")
+    d = json.loads(_cli("explain", path, "--rank", "0", "--json").output)
+    assert d["skipped_triggers"] == [3, 4]
+    assert d["refused_not_shown"] == [{"trigger": 3, "refusal": line}]
+    res = _cli("explain", path, "--rank", "0")
+    assert res.exit_code == 0
+    assert _flat(res.output).endswith(f"lower refuses trigger 3, not shown: {line}")
+
+
+def test_a_trigger_not_shown_with_overlapping_operands_is_named(tmp_path):
+    """Trigger 2 all-reduces var tmp (var 2) into itself shifted by 2 bytes: its 128 bytes
+    [0, 128) and [2, 130) overlap other than in place; lower refuses it at its dst_offset
+    (bytes 40..47 of the word: 2 * 64 + 40 = 0xa8)."""
+    from conftest import sp
+
+    def mutate(s):
+        sp(s)[:] = [_ar(), _ar(), _ar(src="tmp", dst={"var": "tmp", "offset": 2})]
+    path = _limits_model(tmp_path, mutate)
+    line = _lower_line(path, tmp_path)
+    assert line == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 2, offset 0xa8, "
+                    "field dst_offset, trigger 2: dst bytes [2, 130) overlap src bytes [0, 128) "
+                    "of var 2: only dst = src exactly is in place")
+    d = json.loads(_cli("explain", path, "--trigger", "1", "--json").output)
+    assert d["refused_not_shown"] == [{"trigger": 2, "refusal": line}]
+
+
+def test_a_selection_lower_refuses_at_a_trigger_not_shown_is_named(tmp_path):
+    """``--algo allreduce:mesh`` over sg00's group 0..7 (one node: mesh legal) and sg01's
+    0,1,64,65 (two nodes of 64 ranks at lnc 2, two ranks on each: mesh refused, docs/
+    SELECTION.md): lower refuses trigger 2, the first of sg01; ``explain --trigger 0`` names
+    triggers 2 and 3, each at its own instruction, instead of failing."""
+    from conftest import sp
+
+    def mutate(s):
+        s["header"]["lnc_size"] = 2
+        sp(s)[:] = [_ar()] * 2
+        sg1 = copy.deepcopy(s["subgraphs"][0])
+        sg1["name"] = "sg01"
+        sg1["replica_groups"] = [[0, 1, 64, 65]]
+        s["subgraphs"].append(sg1)
+    path = _limits_model(tmp_path, mutate)
+    res = _cli("lower", path, "-o", tmp_path / "out", "--algo", "allreduce:mesh")
+    line = _one_line_error(res)[len(f"{path}: "):]
+    assert line.startswith("member sg01/sp.bin, subgraph sg01, stream sp, instruction 0, "
+                           "trigger 2: --algo 'allreduce:mesh' forces MESH, refused: ")
+    res = _cli("explain", path, "--trigger", "0", "--algo", "allreduce:mesh", "--json")
+    assert res.exit_code == 0, res.output
+    refused = json.loads(res.output)["refused_not_shown"]
+    assert refused == [{"trigger": 2, "refusal": line},
+                       {"trigger": 3, "refusal": line.replace("instruction 0, trigger 2",
+                                                              "instruction 1, trigger 3")}]
+
+
+def test_single_step_mesh_in_place_at_a_trigger_not_shown_is_named(tmp_path):
+    """``--algo single_step_mesh`` over 9 ranks: trigger 0 out of place lowers, trigger 1
+    in place (tmp into tmp) is refused, its 9 sources chaining through OUT (MAX_SRC 8)."""
+    from conftest import sp
+
+    def mutate(s):
+        s["header"]["lnc_size"] = 2
+        s["subgraphs"][0]["replica_groups"] = [list(range(9))]
+        sp(s)[:] = [_ar(), _ar(src="tmp", dst="tmp")]
+    path = _limits_model(tmp_path, mutate)
+    res = _cli("lower", path, "-o", tmp_path / "out", "--algo", "single_step_mesh")
+    line = _one_line_error(res)[len(f"{path}: "):]
+    assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, "
+                           "trigger 1: SINGLE_STEP_MESH in place over 9 ranks")
+    res = _cli("explain", path, "--trigger", "0", "--algo", "single_step_mesh")
+    assert res.exit_code == 0, res.output
+    assert _flat(res.output).endswith(f"lower refuses trigger 1, not shown: {line}")
+
+
+def test_the_triggers_not_shown_are_selected_only_when_their_selection_may_refuse(
+        tmp_path, monkeypatch):
+    """The note costs no selection of an all-reduce without an override (RING, always
+    legal and lowerable, remains): ``--trigger 4`` of ten, trigger 7 in FP32, selects
+    trigger 4 alone and still names trigger 7.  Under --algo every trigger not shown may be
+    refused, and triggers of one request are selected once: besides trigger 4, the first
+    BF16 all-reduce not shown (trigger 0) and the FP32 one (trigger 7), of the same size."""
+    import nrtrewrite.cli.explain as E
+    path = _limits_model(tmp_path, _fp32_at({7}, 10))
+    calls = []
+    real = E.select
+    monkeypatch.setattr(E, "select", lambda t, *a, **kw: calls.append(t) or real(t, *a, **kw))
+    d = json.loads(_cli("explain", path, "--trigger", "4", "--json").output)
+    assert [r["trigger"] for r in d["refused_not_shown"]] == [7]
+    assert [t.ordinal for t in calls] == [4]
+    calls.clear()
+    d = json.loads(_cli("explain", path, "--trigger", "4", "--algo", "ring", "--json").output)
+    assert [r["trigger"] for r in d["refused_not_shown"]] == [7]
+    assert [t.ordinal for t in calls] == [4, 0, 7]
+
+
+def test_model_less_json_has_no_refused_triggers():
+    d = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8")
+    assert d["refused_not_shown"] == []

@@ -33,7 +33,7 @@ from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     HIER_LEGS, Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override,
-    parse_op_name, select,
+    parse_op_name, select, selection_may_refuse,
 )
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
@@ -455,6 +455,62 @@ def _model_refusal(m, topo: Topology, handshake: LimitError | None, override, po
     return refusal, selected
 
 
+def _refused_not_shown(m, topo: Topology, shown: set[int], override, policy
+                       ) -> list[dict]:
+    """``{trigger, refusal}`` of every trigger of ``m`` not in ``shown`` (not asked for with
+    ``--trigger``, or skipped by ``--rank``) that ``lower`` refuses for a reason of its own,
+    ``refusal`` the line ``lower`` refuses it with, without the model's path: the first of
+    ``lower``'s checks that fails, in ``lower``'s order - its selection, its dtype and
+    operands (lower.check_trigger), SINGLE_STEP_MESH in place (single_step_mesh_refusal),
+    the TENSOR3D start_addr (limits.check_start_addr), as a shown trigger's record is
+    INVALID with them.  Cheap on a large model: a trigger is selected only when its
+    selection may refuse it or its in-place operands would refuse SINGLE_STEP_MESH
+    (select.selection_may_refuse: under an override, or for an op RING does not lower),
+    and triggers of one request (op, dtype, group, sizes) are selected once."""
+    from dataclasses import replace
+
+    from nrtrewrite.compose.mesh import single_step_mesh_refusal
+    from nrtrewrite.errors import LoweringError, SelectionError
+    from nrtrewrite.limits import check_start_addr
+    from nrtrewrite.lower import check_trigger
+    chosen: dict[Request, Selection | str] = {}  # request (ordinal 0) -> selection or why not
+    out = []
+    for t in m.triggers:
+        if t.ordinal in shown:
+            continue
+        in_place_mesh = single_step_mesh_refusal(t)
+        try:
+            sel = None
+            if in_place_mesh is not None or selection_may_refuse(t.op, override, policy):
+                key = replace(Request.from_trigger(t), ordinal=0)
+                if key not in chosen:
+                    try:
+                        chosen[key] = select(t, topo, override=override, policy=policy)
+                    except NrtRewriteError as err:
+                        chosen[key] = err.why
+                sel = chosen[key]
+                if isinstance(sel, str):
+                    raise SelectionError(sel, **trigger_where(t))
+            check_trigger(t)
+            if in_place_mesh is not None and sel.alg == EncAlgType.SINGLE_STEP_MESH:
+                raise LoweringError(in_place_mesh, **trigger_where(t))
+            check_start_addr(t)
+        except NrtRewriteError as err:
+            out.append({"trigger": t.ordinal, "refusal": str(err)})
+    return out
+
+
+def _refused_head(refused: list[dict]) -> str:
+    """The head of the note on the triggers not shown that ``lower`` refuses (the first one's
+    refusal follows it): their ordinals as runs (``3..9 12``, as compress writes ranks),
+    the first 8 runs."""
+    if len(refused) == 1:
+        return f"lower refuses trigger {refused[0]['trigger']}, not shown:"
+    runs = compress([r["trigger"] for r in refused]).split()
+    listed = " ".join(runs[:8]) + (" ..." if len(runs) > 8 else "")
+    return f"lower refuses {len(refused)} triggers not shown ({listed}), the first:"
+
+
 # -- rich presentation ---------------------------------------------------------------------
 
 def _yes(flag: bool) -> str:
@@ -825,6 +881,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     if model is not None and len(sels) == len(m.triggers):  # every trigger of the model seen
         for note in idle_clauses(override, sels, model):  # the warnings lower gives
             warn(err_console, note)
+    refused: list[dict] = []  # the triggers not shown that lower refuses
+    if model is not None and len(sels) < len(m.triggers):
+        refused = _refused_not_shown(m, topo, {s.trigger for s in sels}, override, policy)
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),
                "override": override.text if override else None,
@@ -833,6 +892,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                "policy": {"lowerable": sorted(a.name for a in policy.lowerable),
                           "precedence": [a.name for a in policy.precedence]},
                "model_refusal": str(refusal) if refusal is not None else None,
+               "refused_not_shown": refused,
                "triggers": records, "skipped_triggers": skipped}
         echo_whole(json.dumps(out, indent=2))
         return
@@ -852,9 +912,12 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         console.print("no triggers to explain", highlight=False)
     if len(records) > OVERVIEW_TRIGGERS and not only and not show_all:
         console.print(_overview(records))
-        return
-    for rec in records:
-        _print_record(console, rec, topo)
+    else:
+        for rec in records:
+            _print_record(console, rec, topo)
+    if refused:  # after the output: what explain did not show would stop lower
+        console.print(styled(f"[red]{_refused_head(refused)}[/] ", plain(refused[0]["refusal"])),
+                      highlight=False)
 
 
 def _overview(records: list[dict]) -> Table:
