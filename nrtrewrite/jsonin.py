@@ -12,7 +12,13 @@ a manifest of tens of megabytes; ``diff`` checks their keys (``unique_keys``) wh
 one, whose key given twice would hide a value.
 
 A refusal is a :class:`JsonRule` (a ``ValueError``), which each reader turns into its own
-one-line error naming the file (or member) and the key path.
+one-line error naming the file (or member) and the key path.  The decoder's hooks see one
+object or number, not where it stands: the path of a key given twice or of an integer of too
+many digits is found by a walk of the text that does not recurse (:func:`_first_rule_broken`),
+whatever the text holds after it (nesting deeper than the decoder recurses, another such
+integer).  A text nested too deeply for the decoder is a ``RecursionError`` (``nested too
+deeply``, no path: it would be as deep), unless an object the nesting is in already holds a
+key given twice, which is named.
 
 ``diff`` reads with ``exact_floats``: a number written with a fraction or an exponent is a
 :class:`JsonFloat`, which keeps its text, and equals only a ``JsonFloat`` of the same exact
@@ -24,7 +30,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from decimal import Decimal
+from json.decoder import scanstring
+from json.scanner import make_scanner
 from typing import Any
 
 from nrtrewrite.errors import cut_middle
@@ -99,92 +109,169 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     return out
 
 
-def _duplicate_key_path(text: str | bytes) -> str | None:
-    """The key path of the first key given twice in an object (the one
-    :func:`_no_duplicate_keys` refused: the first object to close), found by parsing again
-    with every object kept and walking to the marked one (an error's cost only).  The
-    parse reads no integer (each is 0): one past :data:`MAX_JSON_INT_DIGITS` or CPython's
-    limit later in the text, which the first parse did not reach, lost the path."""
-    marked: list[tuple[dict, str]] = []
+class _Open:
+    """A container :func:`_first_rule_broken` is inside: an object (``keys``: the keys read,
+    ``twice``: its first key read a second time) or an array; ``step`` is the key or the
+    index of the value being read in it."""
 
-    def keep(pairs: list[tuple[str, Any]]) -> dict:
-        out = dict(pairs)
-        if not marked and len(out) != len(pairs):
-            seen: set = set()
-            for key, _ in pairs:
-                if key in seen:
-                    marked.append((out, key))
+    __slots__ = ("is_object", "step", "keys", "twice")
+
+    def __init__(self, is_object: bool, step: str | int):
+        self.is_object, self.step, self.keys, self.twice = is_object, step, set(), None
+
+
+def _joined(opened: list[_Open], key: str | None = None) -> str | None:
+    """The key path (``a.c[1].d``) of the value read in the innermost of ``opened``, or of
+    its key ``key``; None for the document itself."""
+    path = ""
+    for step in [o.step for o in opened] + ([] if key is None else [key]):
+        path += f"[{step}]" if isinstance(step, int) else f".{step}" if path else step
+    return path or None
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+#: A value that is no string nor container, as the decoder reads it (its groups: an
+#: integer's digits, then a fraction, an exponent; none for the words).
+_SCALAR = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?"
+                     r"|true|false|null|NaN|Infinity|-Infinity")
+
+
+def _first_rule_broken(text: str, *, unique_keys: bool, int_digits: bool,
+                       depth: int | None = None) -> JsonRule | None:
+    """The first rule of :func:`loads` that ``text`` breaks, in the order the decoder finds
+    them, naming its key path: with ``unique_keys`` a key given twice, when its object closes
+    (as :func:`_no_duplicate_keys` sees it), with ``int_digits`` an integer of more than
+    :data:`MAX_JSON_INT_DIGITS` digits, when it is read; None when the text breaks neither
+    before it ends or stops being JSON (an error's cost only).  The walk is a loop, no
+    recursion: a text nested deeper than the decoder recurses is walked too (the decoder's
+    parse of it is a RecursionError).  A value inside the document that the decoder reads
+    from where it stands, breaking no rule, is passed over at the decoder's speed; the others
+    are entered.  With ``depth`` the walk enters no container ``depth`` levels deep: it stops
+    there, naming a key given twice in an object still open (the innermost), which is wrong
+    whatever follows."""
+    read = make_scanner(json.JSONDecoder(
+        object_pairs_hook=_no_duplicate_keys if unique_keys else None,
+        parse_int=_parse_int if int_digits else None))
+    opened: list[_Open] = []
+    at = _SPACE.match(text).end()
+    try:
+        while True:
+            # a value at ``at``: passed over, or a container entered (its first key or item
+            # is next)
+            passed = _end_of_good_value(read, text, at) if opened and \
+                text.startswith(("{", "["), at) else None
+            if passed is not None:
+                at = passed
+            elif text.startswith(("{", "["), at):
+                if depth is not None and len(opened) >= depth:
+                    return _innermost_key_twice(opened)
+                is_object = text[at] == "{"
+                at = _SPACE.match(text, at + 1).end()
+                if not text.startswith("}" if is_object else "]", at):
+                    opened.append(_Open(is_object, 0))
+                    at = _read_key(text, at, opened[-1], unique_keys) if is_object else at
+                    continue
+                at += 1
+            elif text.startswith('"', at):
+                at = scanstring(text, at + 1)[1]
+            else:
+                m = _SCALAR.match(text, at)
+                if m is None:
+                    return None
+                integer, fraction, exponent = m.groups()
+                if int_digits and integer and not (fraction or exponent):
+                    digits = len(integer) - integer.startswith("-")
+                    if digits > MAX_JSON_INT_DIGITS:
+                        return JsonRule(_long_int_why(digits), _joined(opened))
+                at = m.end()
+            # the value read: the next item or key of its container, or the container's end
+            while opened:
+                inner = opened[-1]
+                at = _SPACE.match(text, at).end()
+                if text.startswith(",", at):
+                    at = _SPACE.match(text, at + 1).end()
+                    if inner.is_object:
+                        at = _read_key(text, at, inner, unique_keys)
+                    else:
+                        inner.step += 1
                     break
-                seen.add(key)
-        return out
+                if not text.startswith("}" if inner.is_object else "]", at):
+                    return None
+                at += 1
+                opened.pop()
+                if inner.twice is not None:
+                    return JsonRule(f"duplicate key {inner.twice!r}", _joined(opened, inner.twice))
+            else:
+                return None
+    except ValueError:  # (scanstring's, _read_key's: the text is not JSON there)
+        return None
 
+
+def _innermost_key_twice(opened: list[_Open]) -> JsonRule | None:
+    """The key given twice in the innermost of the objects ``opened`` that has one, or None."""
+    for i in reversed(range(len(opened))):
+        if opened[i].twice is not None:
+            return JsonRule(f"duplicate key {opened[i].twice!r}",
+                            _joined(opened[:i], opened[i].twice))
+    return None
+
+
+def _end_of_good_value(read, text: str, at: int) -> int | None:
+    """Where the value at ``at`` ends when ``read`` (the decoder's scanner, with the walk's
+    rules) reads it, breaking no rule; None when it breaks one, is not JSON or nests too
+    deeply."""
     try:
-        doc = json.loads(text, object_pairs_hook=keep, parse_constant=float,
-                         parse_int=lambda num: 0)
-    except (ValueError, RecursionError):
+        return read(text, at)[1]
+    except (ValueError, RecursionError, StopIteration):
         return None
-    if not marked:
-        return None
-    target, key = marked[0]
-    stack: list[tuple[str, Any]] = [("", doc)]
-    while stack:
-        path, val = stack.pop()
-        if val is target:
-            return f"{path}.{key}" if path else str(key)
-        if isinstance(val, dict):
-            stack.extend((f"{path}.{k}" if path else str(k), sub) for k, sub in val.items())
-        elif isinstance(val, list):
-            stack.extend((f"{path}[{i}]", sub) for i, sub in enumerate(val))
-    return None
 
 
-class _LongInt:
-    """Stands for an integer :func:`_parse_int` refuses, in :func:`_long_int_path`'s parse."""
+def _read_key(text: str, at: int, obj: _Open, unique_keys: bool) -> int:
+    """Read the key at ``at`` of the object ``obj`` and its colon: where its value starts.
+    A ValueError when the text is no key there."""
+    if not text.startswith('"', at):
+        raise ValueError("no key")
+    key, at = scanstring(text, at + 1)
+    obj.step = key
+    if unique_keys:
+        if key in obj.keys and obj.twice is None:
+            obj.twice = key
+        obj.keys.add(key)
+    at = _SPACE.match(text, at).end()
+    if not text.startswith(":", at):
+        raise ValueError("no colon")
+    return _SPACE.match(text, at + 1).end()
 
 
-class _Pairs(list):
-    """An object's (key, value) pairs as written, a key given twice kept twice."""
+def _with_path(rule: JsonRule, text: str, unique_keys: bool, int_digits: bool) -> JsonRule:
+    """``rule``, a key given twice or an integer of too many digits as the decoder's hooks
+    raise it (they see one object or number, not where it is), with its key path: the
+    first rule :func:`_first_rule_broken` finds, the same one."""
+    found = _first_rule_broken(text, unique_keys=unique_keys, int_digits=int_digits)
+    if rule.path is None and found is not None and found.why == rule.why:
+        rule.path = found.path
+    return rule
 
 
-def _children(path: str, val: Any) -> list[tuple[str, Any]] | None:
-    """A container's members with their key paths (``a.b``, ``a[2]``), in document order;
-    None for a value that is no container.  Pairs as parsed (:class:`_Pairs`) keep a key
-    given twice."""
-    if isinstance(val, _Pairs):
-        return [(f"{path}.{k}" if path else str(k), sub) for k, sub in val]
-    if isinstance(val, dict):
-        return [(f"{path}.{k}" if path else str(k), sub) for k, sub in val.items()]
-    if isinstance(val, (list, tuple)):
-        return [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
-    return None
-
-
-def _long_int_path(text: str) -> str | None:
-    """The key path of the first integer of more than :data:`MAX_JSON_INT_DIGITS` digits (the
-    one :func:`_parse_int` refused), found by parsing again with each such integer marked
-    and walking the document in order to the first mark (an error's cost only)."""
-    def mark(num: str):
-        return _LongInt() if len(num) - num.startswith("-") > MAX_JSON_INT_DIGITS else 0
-
-    try:
-        doc = json.loads(text, parse_int=mark, parse_constant=float, parse_float=float,
-                         object_pairs_hook=_Pairs)
-    except (ValueError, RecursionError):
-        return None
-    stack: list[tuple[str, Any]] = [("", doc)]
-    while stack:
-        path, val = stack.pop()
-        if isinstance(val, _LongInt):
-            return path or None
-        stack.extend(reversed(_children(path, val) or ()))  # popped in document order
-    return None
+def _long_int_why(digits: int) -> str:
+    return f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}"
 
 
 def _parse_int(text: str) -> int:
     digits = len(text) - text.startswith("-")
     if digits > MAX_JSON_INT_DIGITS:
-        raise JsonRule(f"an integer of {digits} digits, more than {MAX_JSON_INT_DIGITS}")
+        raise JsonRule(_long_int_why(digits))
     return int(text)
+
+
+def _children(path: str, val: Any) -> list[tuple[str, Any]] | None:
+    """A container's members with their key paths (``a.b``, ``a[2]``), in document order;
+    None for a value that is no container."""
+    if isinstance(val, dict):
+        return [(f"{path}.{k}" if path else str(k), sub) for k, sub in val.items()]
+    if isinstance(val, (list, tuple)):
+        return [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
+    return None
 
 
 def _shown(text: str) -> str:
@@ -254,7 +341,8 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
     (``diff``'s manifests: a third slower to parse, where the integers' rule, a Python call
     per integer, makes it twice).  With ``exact_floats`` a number with a fraction or an
     exponent is a :class:`JsonFloat`.  Other malformed JSON raises ``json.JSONDecodeError`` as
-    ``json.loads`` does (a ``ValueError`` too), nesting too deep ``RecursionError``.  Bytes
+    ``json.loads`` does (a ``ValueError`` too), nesting too deep ``RecursionError`` (a key
+    given twice before it, in an object the nesting is in: that :class:`JsonRule`).  Bytes
     are UTF-8 (a ``UnicodeDecodeError`` otherwise), and a byte order mark before the text is
     a :class:`JsonRule` (RFC 8259 8.1: JSON text has none): ``json.loads`` took bytes in
     UTF-16 or -32 or with a UTF-8 BOM, which ``str`` text refuses, so ``diff`` read a
@@ -277,18 +365,25 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
         return val
 
     kw: dict[str, Any] = {}
-    if strict_objects if unique_keys is None else unique_keys:
+    unique = strict_objects if unique_keys is None else unique_keys
+    if unique:
         kw["object_pairs_hook"] = _no_duplicate_keys
     if strict_objects:
         kw["parse_int"] = _parse_int
     try:
         doc = json.loads(text, parse_constant=parse_constant, parse_float=parse_float, **kw)
-    except JsonRule as err:
-        if err.path is None and err.why.startswith("duplicate key"):
-            err.path = _duplicate_key_path(text)
-        elif err.path is None and err.why.startswith("an integer of"):
-            err.path = _long_int_path(text)
-        raise
+    except JsonRule as err:  # a key given twice, an integer of too many digits: no path
+        raise _with_path(err, text, unique, True) from None
+    except RecursionError:
+        # nested deeper than the decoder recurses: a key given twice in an object still
+        # open where the nesting passes half the interpreter's recursion limit (which the
+        # decoder passed: it stops short of the limit by the frames under it) is named,
+        # wrong whatever follows; else the RecursionError stands (``nested too deeply``)
+        rule = _first_rule_broken(text, unique_keys=unique, int_digits=strict_objects,
+                                  depth=sys.getrecursionlimit() // 2) if unique else None
+        if rule is None:
+            raise
+        raise rule from None
     except ValueError as err:
         if isinstance(err, json.JSONDecodeError) or "parse_int" in kw:
             raise
@@ -299,8 +394,7 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
             json.loads(text, parse_constant=parse_constant, parse_float=parse_float,
                        parse_int=_parse_int, **kw)
         except JsonRule as rule:
-            rule.path = rule.path or _long_int_path(text)
-            raise rule from None
+            raise _with_path(rule, text, unique, True) from None
         raise
     if found:
         at = non_finite_path(doc)  # None: its key was given again (without strict_objects)

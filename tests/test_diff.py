@@ -208,7 +208,7 @@ def test_a_manifest_integer_of_too_many_digits_is_invalid_json(pair):
     man.write_text(man.read_text().rstrip().rstrip("}") + ', "big": ' + "9" * 5000 + "}")
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 1
-    # (the integer's key path named since the topology-file tester: jsonin._long_int_path)
+    # (the integer's key path named since the topology-file tester: jsonin._first_rule_broken)
     assert ("rank-0001/manifest.json damaged in B: field big: invalid JSON: an integer of "
             "5000 digits, more than 4300\n") in res.stdout
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))

@@ -97,6 +97,56 @@ def test_a_key_given_twice_is_named_by_its_key_path(text, path):
         assert (exc.value.path, exc.value.why) == (path, f"duplicate key {path[-1]!r}")
 
 
+#: Nested deeper than the JSON decoder recurses (its parse is a RecursionError).
+DEEP = "[" * 5000 + "]" * 5000
+DUP_A = "duplicate key 'a'"
+LONG = "an integer of 4301 digits, more than 4300"
+
+
+@pytest.mark.parametrize("text, why, path", [
+    # the object holding a key twice closes before the nesting: the walk that named the key
+    # parsed the whole text again, met the nesting and lost the path
+    ('{"x": {"a": 1, "a": 2}, "y": ' + DEEP + "}", DUP_A, "x.a"),
+    ('[{"k": [0, {"a": 1, "a": 2}]}, ' + DEEP + "]", DUP_A, "[0].k[1].a"),
+    # the key given twice holds the nesting (or the nesting follows it in its object): the
+    # decoder never closed the object, a RecursionError; the object is wrong whatever follows
+    ('{"a": 1, "a": ' + DEEP + "}", DUP_A, "a"),
+    ('{"p": {"q": [{"a": 0, "s": 1, "a": ' + DEEP + "}]}}", DUP_A, "p.q[0].a"),
+    ('{"a": 1, "a": 2, "b": ' + DEEP + "}", DUP_A, "a"),
+    ('{"o": {"a": 1, "a": 2, "b": {"c": ' + DEEP + "}}}", DUP_A, "o.a"),
+    # an integer of too many digits before the nesting: its path was lost the same way
+    ('{"n": [1, ' + "1" * 4301 + '], "y": ' + DEEP + "}", LONG, "n[1]"),
+    # a key given twice in the value of a key given twice (the walk kept a key's last value:
+    # the object refused, under the first, was not found)
+    ('{"a": {"b": 1, "b": 2}, "a": 3}', "duplicate key 'b'", "a.b"),
+    ('{"a": [{"c": 0}, {"b": 1, "b": 2}], "a": 3}', "duplicate key 'b'", "a[1].b"),
+])
+def test_a_key_given_twice_before_nesting_too_deep_is_named(text, why, path):
+    """The key path of a key given twice, or of an integer of too many digits, is named
+    whatever the text holds after it; a text nested too deeply for the decoder is refused
+    for a key given twice in an object the nesting is in, not as nested too deeply."""
+    kws = [{}, {"strict_objects": False, "unique_keys": True}] if why != LONG else \
+        [{}, {"strict_objects": False}]  # (CPython's own limit, 4300 digits by default)
+    for kw in kws:
+        with pytest.raises(jsonin.JsonRule) as exc:
+            jsonin.loads(text, **kw)
+        assert (exc.value.why, exc.value.path) == (why, path)
+
+
+@pytest.mark.parametrize("text, kw", [
+    (DEEP, {}),
+    ('{"a": 1, "b": ' + DEEP + "}", {}),
+    ('{"a": ' + DEEP + ', "a": 1}', {}),  # (the key comes again after the nesting)
+    ('{"a": 1, "a": ' + DEEP + "}", {"strict_objects": False}),  # (keys twice allowed)
+    # a key twice in an object 1000 deep: past the walk's 500 levels (half the recursion
+    # limit), as deep as the decoder reaches: not looked for
+    ("[" * 1000 + '{"a": 1, "a": ' + DEEP + "}" + "]" * 1000, {}),
+])
+def test_nesting_too_deep_without_a_key_given_twice_before_it_stays_nested_too_deeply(text, kw):
+    with pytest.raises(RecursionError):
+        jsonin.loads(text, **kw)
+
+
 def test_unique_keys_alone_and_exact_floats():
     """``diff``'s manifests: duplicate keys refused without the integers' rule; numbers with
     a fraction or an exponent kept exactly, equal only to one of the same exact value."""
@@ -230,6 +280,29 @@ def test_topology_files_refuse_numbers_that_are_not_finite(tmp_path, body, says)
                 ["explain", FIX / "ar2.neff"], ["explain", "--op", "allreduce", "--bytes", "1MiB",
                                                 "--ranks", "2"]):
         # explain guesses the lnc from the file first (a RecursionError traceback before)
+        assert one_line_error(invoke(*cmd, "--topology", path)) == f"{path}: {says}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
+
+
+@pytest.mark.parametrize("body, says", [
+    ('"note": {"a": 1, "a": 2}, "deep": ' + DEEP, "field note.a: cannot read topology file: "
+                                                  "invalid JSON: duplicate key 'a'"),
+    ('"note": 1, "note": ' + DEEP, "field note: cannot read topology file: invalid JSON: "
+                                   "duplicate key 'note'"),
+    ('"nodes": ' + "1" * 4301 + ', "note": ' + DEEP, "field nodes: cannot read topology file: "
+                                                     f"invalid JSON: {LONG}"),
+])
+def test_a_topology_file_names_a_key_given_twice_before_deep_nesting(tmp_path, body, says):
+    """A key given twice (an integer of too many digits) and nesting deeper than the JSON
+    decoder recurses after it: the one-line error named no key path (the path's walk met the
+    nesting), or said ``nested too deeply`` for the key holding the nesting."""
+    path = tmp_path / "t.json"
+    path.write_text(TOPO % body)
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == f"{path}: {says}"
+    for cmd in (["lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out"],
+                ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2"]):
         assert one_line_error(invoke(*cmd, "--topology", path)) == f"{path}: {says}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
 
@@ -393,6 +466,20 @@ def test_rank_manifest_with_an_infinite_number(lowered, tmp_path):
     renamed = b / "renamed"
     shutil.copytree(b / "rank-0001", renamed)
     assert folder_rank(renamed) is None  # its rank cannot be read from it
+
+
+def test_a_manifest_integer_of_too_many_digits_before_deep_nesting_is_named(lowered, tmp_path):
+    """An integer of more digits than CPython reads, then nesting deeper than the JSON
+    decoder recurses: ``simulate`` and ``diff`` named no key path (the path's walk met the
+    nesting)."""
+    b = tampered(lowered, tmp_path, "rank-0001/manifest.json",
+                 '"extra": [0, ' + "9" * 5000 + '], "deep": ' + DEEP)
+    man = b / "rank-0001" / "manifest.json"
+    why = "invalid JSON: an integer of 5000 digits, more than 4300"
+    res = invoke("simulate", b, "--ignore-checksums", "--json")
+    assert res.exit_code == 2
+    assert f"{man}: field extra[1]: cannot read manifest.json: {why}" in res.stdout
+    assert one_line_error(invoke("diff", b, lowered)) == f"{man}: field extra[1]: {why}"
 
 
 BOM = "a byte order mark (U+FEFF) before the JSON text"
