@@ -1301,18 +1301,33 @@ def test_more_spec_refusals_name_their_key(base_spec, mutate, field, why):
 
 @pytest.mark.parametrize("name, why", [
     ("../evil", "member path contains '..'"),
+    ("a/../b", "member path contains '..'"),
     ("/abs", "absolute member path"),
     ("a//b", "member path has an empty or '.' component"),
+    ("./x", "member path has an empty or '.' component"),
     ("", "empty member name"),
+    ("a\\b", "member name has a backslash or control character"),
+    ("a\x01b", "member name has a backslash or control character"),
+    # MAX_MEMBER_NAME_BYTES = 4096 bytes of UTF-8: 'é' is two
+    ("x" * 4097, "member name of 4097 bytes, more than 4096 (MAX_MEMBER_NAME_BYTES)"),
+    ("\u00e9" * 2049, "member name of 4098 bytes, more than 4096 (MAX_MEMBER_NAME_BYTES)"),
 ])
-def test_a_member_name_the_reader_refuses_is_not_written(base_spec, name, why):
+def test_a_member_name_the_reader_refuses_is_not_written(base_spec, name, why, tmp_path):
     """ASSEMBLE.md: tar-level pathologies (absolute paths, ...) cannot be written by the
-    assembler, whose tar writer refuses them: a one-line error naming the member, also with
-    validate: false (nothing is read back)."""
-    base_spec.update(validate=False, extra_members=[{"name": name, "text": "hi"}])
-    with pytest.raises(ParseError) as exc:
-        assemble_spec(base_spec)
-    assert str(exc.value) == f"<spec>: member {name}: {why}"
+    assembler: an ``extra_members[].name`` the tar writer refuses is a spec error at its key
+    path, as every other spec error (it was named as a member, ``member ../evil: ...``,
+    where the spec has no such key), also with validate: false (nothing is read back); the
+    CLI says it in one line, exit 2."""
+    base_spec.update(validate=False, extra_members=[{"name": "ok", "text": "hi"},
+                                                    {"name": name, "text": "hi"}])
+    assert _refused_at(base_spec, "extra_members[1].name") == (
+        f"<spec>: field extra_members[1].name: {why}")
+    spec = tmp_path / "m.json"
+    spec.write_text(json.dumps(base_spec), encoding="utf-8")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "m.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field extra_members[1].name: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
 
 
 def test_trailing_bytes_and_a_hex_tpb_per_node_are_written_as_given(base_spec):

@@ -42,7 +42,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
-    MAX_SPEC_FILE_BYTES, read_file_bytes,
+    MAX_SPEC_FILE_BYTES, check_member_name, read_file_bytes,
 )
 from nrtrewrite.neff.fields import patch_field
 from nrtrewrite.neff.instructions import (
@@ -688,6 +688,8 @@ class _Assembler:
             if not isinstance(name, str):
                 raise self.err(path + ".name", "must be a string")
             self.utf8(name, path + ".name")
+            if (why := check_member_name(name)) is not None:  # (the tar writer's refusal)
+                raise self.err(path + ".name", why)
             if "text" in item:
                 if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
                     raise self.err(path + ".text", f"must be a string, got "
