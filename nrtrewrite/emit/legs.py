@@ -2,8 +2,8 @@
 
 One call of :func:`emit_entries` turns the leg IR (:mod:`nrtrewrite.compose.ir`)
 of consecutive SPAD entries on one rank into records appended to a
-:class:`RankBuilder` (:func:`emit_entry`: one entry; the records are the same
-either way).  It is the only emitter: every algorithm composes into the IR.
+:class:`RankBuilder` (the same records as one call per entry).  It is the only
+emitter: every algorithm composes into the IR.
 Everything is vectorised over the legs with numpy; nothing is built one Python
 object per descriptor.
 
@@ -130,7 +130,7 @@ class ChannelState:
 
 @dataclass
 class EntryContext:
-    """Everything :func:`emit_entry` needs about one SPAD entry on one rank."""
+    """Everything :func:`emit_entries` needs about one SPAD entry on one rank."""
 
     rank: int
     trigger: int
@@ -516,24 +516,18 @@ def _uniform(values: np.ndarray):
     return int(values[0]) if values.size and values.min() == values.max() else None
 
 
-def emit_entry(b: RankBuilder, ctx: EntryContext, ir: np.ndarray) -> dict:
-    """Emit one SPAD entry from its leg IR (rows grouped by channel, in program order).
-
-    Returns ``{"legs": n, "bds": n, "channels": [...], "tx": {channel: entries}, "rx": {...}}``.
-    """
-    return emit_entries(b, [(ctx, ir)])[0]
-
-
 def emit_entries(b: RankBuilder, items: list[tuple[EntryContext, np.ndarray]]) -> list[dict]:
-    """Emit consecutive SPAD entries of one rank, each from its leg IR, in one pass: the same
-    records, in the same order, as :func:`emit_entry` on each in turn (one pass over every
-    leg of the batch amortises the fixed cost of its numpy calls; docs/PERFORMANCE.md).
+    """Emit consecutive SPAD entries of one rank, each from its leg IR (rows grouped by
+    channel, in program order), in one pass: the same records, in the same order, as one
+    call per entry in turn (one pass over every leg of the batch amortises the fixed cost
+    of its numpy calls; docs/PERFORMANCE.md).
 
-    An entry's summary is :func:`emit_entry`'s.  When this raises, part of the batch may
-    have been appended (the lowering has failed).  Every check depends only on an entry's
-    own IR and context, never on the builder's state, so emitting the entries one by one
-    then raises the same error at the entry that has it (:func:`nrtrewrite.lower._emit_batch`
-    does, to name its trigger).
+    Returns a summary per entry, ``{"legs": n, "bds": n, "channels": [...], "tx": {channel:
+    entries}, "rx": {...}}``, the same as one call per entry gives.  When this raises, part
+    of the batch may have been appended (the lowering has failed).  Every check depends only
+    on an entry's own IR and context, never on the builder's state, so emitting the entries
+    one by one then raises the same error at the entry that has it
+    (:func:`nrtrewrite.lower._emit_batch` does, to name its trigger).
 
     The stages, each over every leg of the batch at once: the legs as columns
     (:func:`_legs_of`, every check of the IR's references), the data BDs and CCE
