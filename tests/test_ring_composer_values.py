@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from irsim import ar, plan_ops
-from nrtrewrite.codes import DType, EncOpType, ReductionType
+from nrtrewrite.codes import DType, EncOpType
 from nrtrewrite.compose.chunking import set_dynamic_chunk_size
 from nrtrewrite.compose.leaves import CHUNK_LEAVES
 from nrtrewrite.compose.ring import ring_entry_ir
@@ -74,8 +74,7 @@ def test_a_flat_ring_legs_k_is_the_rank_whose_chunk_position_it_moves():
     for rank in group:
         peers = {}
         ir = ring_entry_ir(plan.topology, rp, EncOpType.ALLREDUCE, rank,
-                           lambda r: peers.setdefault(r, len(peers)), host_cc=False,
-                           reduction_type=int(ReductionType.RING_2R1W))
+                           lambda r: peers.setdefault(r, len(peers)), host_cc=False)
         rows = ir[np.isin(ir["leaf"], list(CHUNK_LEAVES))]
         assert rows.size and set(rows["k"].tolist()) == set(group)
         for row in rows:
@@ -127,8 +126,7 @@ def test_ring_legs_read_and_write_what_the_leaf_table_says(host_cc):
     for rank in group:
         peers = {rank: 0}
         ir = ring_entry_ir(plan.topology, rp, EncOpType.ALLREDUCE, rank,
-                           lambda r: peers.setdefault(r, len(peers)), host_cc=host_cc,
-                           reduction_type=int(ReductionType.RING_2R1W))
+                           lambda r: peers.setdefault(r, len(peers)), host_cc=host_cc)
         nxt = peers[group[(group.index(rank) + 1) % 3]]
         seen = set()
         for row in ir:

@@ -17,15 +17,14 @@ from nrtrewrite.compose.segments import PeerTable, ring_leg_ir, ring_steps
 from nrtrewrite.topology.rings import enc_ring
 
 
-def reference_ring_leg_ir(topo, rp, op, rank, peers, *, host_cc, reduction_type, inplace):
+def reference_ring_leg_ir(topo, rp, op, rank, peers, *, host_cc, inplace):
     irs, info = [], {}
     for slot, ch in enumerate(rp.channel_ids):
         ring = enc_ring(rp.orders[ch], rank)
         steps = ring_steps(op, rp.layout, slot, ring.user_ranks, rp.group_index,
                            host_cc=host_cc, inplace=inplace)
         prev_net = ring.prev != rank and topo.locality(ring.prev, rank) == EdgeLocality.NETWORK
-        irs.append(ring_channel_ir(steps, ch, peers(ring.next), peers(ring.prev), prev_net,
-                                   reduction_type))
+        irs.append(ring_channel_ir(steps, ch, peers(ring.next), peers(ring.prev), prev_net))
         prologue, epilogue = bookkeeping(op, prev_net)
         info[ch] = {"prev": ring.prev, "next": ring.next, "user_ranks": list(ring.user_ranks),
                     "prologue": prologue, "epilogue": epilogue}
@@ -60,20 +59,17 @@ def test_ring_leg_ir_is_the_channel_by_channel_composition(small_topo, monkeypat
     plan = plan_ops([ar(9001), ag(450), rs(n * 300)], ranks, topology=small_topo,
                     algo="inter_allr:ring;inter_allg:ring;inter_redsct:ring")
     topo = plan.topology
-    rtype = int(ReductionType.RING_2R1W)
     legs = 0
     for lp, members, rp in _ring_leg_plans(plan):
         for rank in members:
             for host_cc in (False, True):
                 want_peers = PeerTable(rank)
                 want, want_info = reference_ring_leg_ir(
-                    topo, rp, lp.op, rank, want_peers, host_cc=host_cc,
-                    reduction_type=rtype, inplace=lp.inplace)
+                    topo, rp, lp.op, rank, want_peers, host_cc=host_cc, inplace=lp.inplace)
                 for _again in range(2):  # the second call meets the memo
                     peers = PeerTable(rank)
                     got, info = ring_leg_ir(topo, rp, lp.op, rank, peers,
-                                            host_cc=host_cc, reduction_type=rtype,
-                                            inplace=lp.inplace)
+                                            host_cc=host_cc, inplace=lp.inplace)
                     assert got.dtype == want.dtype and got.size == want.size
                     assert np.array_equal(IR._bytes(got), IR._bytes(want))
                     assert peers.peers == want_peers.peers and info == want_info
@@ -152,8 +148,7 @@ def check_leg_against_seed(topo, rp, op, rank, host_cc, inplace):
     from nrtrewrite.emit.address import SEM_RECV, channel_sem
     rtype = int(ReductionType.RING_2R1W)
     peers = PeerTable(rank)
-    got, info = ring_leg_ir(topo, rp, op, rank, peers, host_cc=host_cc, reduction_type=rtype,
-                            inplace=inplace)
+    got, info = ring_leg_ir(topo, rp, op, rank, peers, host_cc=host_cc, inplace=inplace)
     n = len(rp.group)
     loop = seed_step_loop(op, n, host_cc, inplace)
     i = 0

@@ -330,9 +330,7 @@ class HierAlgorithm(Algorithm):
                     plan.layout.groups
             else:
                 ir, info = ring_leg_ir(ctx.topology, plan, lp.op, rank, peers,
-                                       host_cc=ctx.options.host_cc,
-                                       reduction_type=int(ReductionType.RING_2R1W),
-                                       inplace=lp.inplace)
+                                       host_cc=ctx.options.host_cc, inplace=lp.inplace)
                 rtype, nact, groups = int(ReductionType.RING_2R1W), len(plan.channel_ids), \
                     plan.layout.groups
             out.append(EntrySpec(leg=lp.name, alg=lp.alg, ir=ir, views=views.views, gw_view=3,

@@ -233,12 +233,13 @@ _RING_2R2W_LEAF = np.zeros(16, bool)
 _RING_2R2W_LEAF[int(Leaf.recv_reduce_copy_send)] = True
 
 
-def ring_reduction_types(leaf: np.ndarray, reduction_type: int) -> np.ndarray:
-    """Each leg's ``reduction_type`` (0 on legs that do not reduce): ``reduction_type`` (the
-    engine's: RING_2R1W for the ring), but RING_2R2W on a ring's ``recv_reduce_copy_send``."""
-    rt = np.where(_RED[leaf], reduction_type, 0)
-    if reduction_type == int(ReductionType.RING_2R1W):
-        rt[_RING_2R2W_LEAF[leaf]] = int(ReductionType.RING_2R2W)
+def ring_reduction_types(leaf: np.ndarray) -> np.ndarray:
+    """Each ring leg's ``reduction_type``: RING_2R1W on a reducing leaf, RING_2R2W on
+    ``recv_reduce_copy_send``, 0 on legs that do not reduce.  Only the ring's leaf table
+    (the RING engine, a HIER ring leg) gives these; the other engines set their own
+    (single-cycle, KANGARING, mesh and RDH in their IR builders)."""
+    rt = np.where(_RED[leaf], int(ReductionType.RING_2R1W), 0)
+    rt[_RING_2R2W_LEAF[leaf]] = int(ReductionType.RING_2R2W)
     return rt
 #: where a consuming leaf's predecessor put its data (the net receive view)
 _RECV_VIEW = np.zeros(16, np.int64)
@@ -249,7 +250,7 @@ for _lf in (Leaf.direct_recv_send, Leaf.direct_recv):
 
 
 def ring_channel_ir(steps: np.ndarray, channel: int, next_peer: int, prev_peer: int,
-                    prev_is_network: bool, reduction_type: int) -> np.ndarray:
+                    prev_is_network: bool) -> np.ndarray:
     """The leg IR of one ring channel: sources/destinations from the leaf table, a
     ``wait_ge_and_dec(recv_sema, 1)`` on every consuming leaf and an ``inc`` of the
     successor's ``recv_sema`` on every sending leaf (seed 000 §4.2)."""
@@ -264,7 +265,7 @@ def ring_channel_ir(steps: np.ndarray, channel: int, next_peer: int, prev_peer: 
     out["dst_view"][:, :2] = _DST[leaf]
     out["dst_peer"][:, :2] = np.where(_DST_NEXT[leaf], next_peer, 0)
     out["reduce"] = _RED[leaf]
-    out["reduction_type"] = ring_reduction_types(leaf, reduction_type)
+    out["reduction_type"] = ring_reduction_types(leaf)
     recv = channel_sem(channel, SEM_RECV)
     w = _WAITS[leaf]
     out["n_wait"] = w
@@ -314,7 +315,7 @@ def ring_manifest(rp: RingPlan) -> dict:
 
 
 def ring_entry_ir(topo, rp: RingPlan, op: EncOpType, rank: int, peer_index, *,
-                  host_cc: bool, reduction_type: int) -> np.ndarray:
+                  host_cc: bool) -> np.ndarray:
     """The IR of one rank's ring entry: every active channel (channel-major), composed and
     converted in one pass over all channels (the rows :func:`compose_channel` and
     :func:`ring_channel_ir` give channel by channel)."""
@@ -355,7 +356,7 @@ def ring_entry_ir(topo, rp: RingPlan, op: EncOpType, rank: int, peer_index, *,
     out["dst_view"][:, :2] = _DST[leaf]
     out["dst_peer"][:, :2] = np.where(_DST_NEXT[leaf], nxt[c][:, None], 0)
     out["reduce"] = _RED[leaf]
-    out["reduction_type"] = ring_reduction_types(leaf, reduction_type)
+    out["reduction_type"] = ring_reduction_types(leaf)
     w = _WAITS[leaf]
     out["n_wait"] = w
     out["wait_sem"][:, 0] = np.where(w, recv, 0)
@@ -394,9 +395,8 @@ class RingAlgorithm(Algorithm):
                 peers.append(r)
             return index[r]
 
-        rtype = int(ReductionType.RING_2R1W)
         ir = ring_entry_ir(ctx.topology, rp, tp.trigger.op, rank, peer_index,
-                           host_cc=ctx.options.host_cc, reduction_type=rtype)
+                           host_cc=ctx.options.host_cc)
         views = standard_views(ctx.memory, tp.trigger, rp.group_index[rank])
         info = {"channels": {}}
         for ch in rp.channel_ids:
@@ -410,7 +410,7 @@ class RingAlgorithm(Algorithm):
         return [EntrySpec(leg="flat", alg=EncAlgType.RING, ir=ir, views=view_list(views),
                           gw_view=int(Buf.GW), peers=peers,
                           num_active_channels=len(rp.channel_ids), groups=rp.chunk.groups,
-                          reduction_type=rtype, info=info)]
+                          reduction_type=int(ReductionType.RING_2R1W), info=info)]
 
 
 RING = register(RingAlgorithm())

@@ -443,8 +443,7 @@ def _ring_leg_rings(topo, group: tuple[int, ...], n_channels: int, channel_base:
 
 
 def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTable, *,
-                host_cc: bool, reduction_type: int,
-                inplace: bool = False) -> tuple[np.ndarray, dict]:
+                host_cc: bool, inplace: bool = False) -> tuple[np.ndarray, dict]:
     """The leg IR of one rank's ring leg (views IN, OUT, RECV, GW at 0..3) and its
     ``schedule`` info.
 
@@ -461,7 +460,7 @@ def ring_leg_ir(topo, rp: RingLegPlan, op: EncOpType, rank: int, peers: PeerTabl
     rings, prev_net = _rank_rings(topo, orders, rank)
     peer_ids = tuple(p for ring in rings for p in (peers(ring.next), peers(ring.prev)))
     base = _ring_leg_group_rows(topo, rp, orders, op, rank, peer_ids, host_cc=host_cc,
-                                reduction_type=reduction_type, inplace=inplace)
+                                inplace=inplace)
     src, g = repeat_over_groups((base.ir.size // len(rings),) * len(rings),
                                 rp.layout.groups)
     row, _seg, start, stop = rp.layout.expand(g, base.slot[src], base.pos[src],
@@ -504,7 +503,7 @@ class _GroupRows:
 
 
 def _ring_leg_group_rows(topo, rp: RingLegPlan, orders, op: EncOpType, rank: int,
-                         peer_ids: tuple[int, ...], *, host_cc: bool, reduction_type: int,
+                         peer_ids: tuple[int, ...], *, host_cc: bool,
                          inplace: bool) -> _GroupRows:
     """:func:`ring_channel_ir` of one chunk group on each channel of ``rp``: a function of the
     rings, the rank and its peer numbers only (not of the layout), memoised per topology."""
@@ -523,7 +522,7 @@ def _ring_leg_group_rows(topo, rp: RingLegPlan, orders, op: EncOpType, rank: int
             pos_of = np.array([rp.group_index[r] for r in ring.user_ranks], np.int64)
             steps["pos"] = pos_of[tmpl[:, 3]]
             irs.append(ring_channel_ir(steps, ch, peer_ids[2 * slot], peer_ids[2 * slot + 1],
-                                       prev_net[slot], reduction_type))
+                                       prev_net[slot]))
             pos.append(steps["pos"].astype(np.int64))
         n = len(rings)
         rows = _GroupRows(ir=IR.concat(irs),
@@ -533,7 +532,7 @@ def _ring_leg_group_rows(topo, rp: RingLegPlan, orders, op: EncOpType, rank: int
             a.setflags(write=False)
         return rows
     return topo.cached_for_rank(rank, ("ring_leg_group_rows", rp.group, tuple(rp.channel_ids),
-                                       orders, op, peer_ids, host_cc, reduction_type, inplace),
+                                       orders, op, peer_ids, host_cc, inplace),
                                 make)
 
 
