@@ -465,6 +465,40 @@ def test_a_trigger_instruction_other_than_the_models_is_named(ar2_out, tmp_path,
             extra=("--model", FIX / "ar2.neff"))
 
 
+@pytest.mark.parametrize("k, key, value, says", [
+    (0, "dtype", "FP16", 'dtype = "FP16", the model\'s trigger has "BF16"'),
+    (0, "alu_op", "MAX", 'alu_op = "MAX", the model\'s trigger has "ADD"'),
+    (2, "alu_op", "ADD", 'alu_op = "ADD", the model\'s trigger has null'),
+    (2, "subgraph", "sg01", 'subgraph = "sg01", the model\'s trigger has "sg00"'),
+    (2, "src", {"var_id": 6, "offset": 0},
+     'src = {"offset": 0, "var_id": 6}, the model\'s trigger has {"offset": 64, "var_id": 6}'),
+])
+def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
+        mix8_ring_out, tmp_path, k, key, value, says):
+    """SIMULATOR §1: with ``--model`` the manifest's triggers must be the model's; a mismatch
+    gives both values as the manifest's JSON writes them (FORMATS §1.1: ``dtype`` and
+    ``alu_op`` by name, an all-gather's ``alu_op`` null, an operand an object). mix8.yaml's
+    trigger 0 is a bf16 ADD all-reduce, trigger 2 an fp16 all-gather of var 6
+    (``ag_small_in``, the seventh var of sg00) at byte offset 64. The message gave Python's
+    reprs (``<DType.FP16: 7>``, ``'ADD'``, ``None``, ``{'var_id': 6, ...}``)."""
+    out = copy(mix8_ring_out, tmp_path)
+    _retrigger(out, k, lambda t: t.__setitem__(key, value))
+    rehash(out)
+    assert refused(out, extra=("--model", FIX / "mix8.neff")) == (
+        f"{out / 'manifest.json'}: field {key}, trigger {k}: the manifest says {says}")
+
+
+def test_a_long_value_of_a_trigger_other_than_the_models_keeps_its_start_and_end():
+    """A value of a model mismatch past 300 characters (a replica group of many ranks) is
+    cut in the middle, so the model's value still shows after it: the JSON of ranks 0..199
+    is 10 one-digit, 90 two-digit and 100 three-digit numbers (490 characters), 199
+    separators of two and two brackets, 890 characters."""
+    from nrtrewrite.simulate.triggers import _json_text
+    text = _json_text(list(range(200)))
+    assert text.startswith("[0, 1, 2, 3, ") and text.endswith(", 198, 199]")
+    assert "(890 characters in all)" in text and len(text) < 320
+
+
 def _rank0_bds(out: Path) -> tuple[Path, np.ndarray, np.ndarray]:
     """Rank 0's dma.bin (its path, its records writable) and each BD's address inside its
     core's window (FORMATS §10: the low 36 bits; SBUF from 0x8_0000_0000 = 1 << 35)."""

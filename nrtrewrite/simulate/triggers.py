@@ -3,13 +3,14 @@ where each operand lives in a rank's memory."""
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from nrtrewrite.codes import DType, DTYPE_SIZE, SdmaCceType
-from nrtrewrite.errors import SimulationError, counted
+from nrtrewrite.errors import SimulationError, counted, cut_middle
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
 
@@ -719,8 +720,8 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
                               f"{sorted(want)}", file=file, field="triggers")
     for o, t in want.items():
         s = triggers[o]
-        pairs = {
-            "op": (s.op, t.op.name), "dtype": (s.dtype, t.dtype),
+        pairs = {  # (the manifest's value, the model's), each as the manifest writes it
+            "op": (s.op, t.op.name), "dtype": (s.dtype.name, t.dtype.name),
             "alu_op": (s.alu, t.alu_op.name if t.alu_op is not None else None),
             "num_elements": (s.n, t.num_elements),
             "replica_group": (list(s.group), list(t.replica_group)),
@@ -733,5 +734,13 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
         }
         for key, (got, exp) in pairs.items():
             if got != exp:
-                raise SimulationError(f"the manifest says {key} = {got!r}, the model's trigger "
-                                      f"has {exp!r}", file=file, trigger=o, field=key)
+                raise SimulationError(f"the manifest says {key} = {_json_text(got)}, the "
+                                      f"model's trigger has {_json_text(exp)}", file=file,
+                                      trigger=o, field=key)
+
+
+def _json_text(value) -> str:
+    """``value`` as the manifest's JSON writes it (``"BF16"``, ``null``, ``[0, 1]``, an
+    operand's keys sorted), past 300 characters its start and end (a replica group of
+    thousands of ranks)."""
+    return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
