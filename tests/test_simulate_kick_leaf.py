@@ -971,6 +971,63 @@ def test_a_hier_legs_ring_order_that_is_not_a_ring_of_its_group_is_refused(hier_
                             f"hier.legs[{leg}].plans[0].channels[{c}].order {says}")
 
 
+@pytest.fixture(scope="module")
+def ag100_out(tmp_path_factory) -> Path:
+    """A bf16 all-gather of 100 elements a rank over ranks 0 and 1, RING, with chunks of 64
+    bytes (32 elements) so that it has several chunk groups: one channel (100 // 64 = 1),
+    the chunk min(32, 100 rounded up to 32) = 32, ceil(100 / 32) = 4 chunk groups, the last
+    holding 100 - 3 x 32 = 4 elements (tail_chunk 4)."""
+    import functools
+    import nrtrewrite.compose.ring as R
+    from nrtrewrite.compose.chunking import set_dynamic_chunk_size
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "set_dynamic_chunk_size",
+                   functools.partial(set_dynamic_chunk_size, chunk_bytes=64))
+        out = lower_spec(coll_spec("all_gather", "bf16", 2, 100),
+                         tmp_path_factory.mktemp("ag100") / "o")
+    assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 32, "pgta": 4,
+                                      "tail_chunk": 4}
+    return out
+
+
+@pytest.fixture(scope="module")
+def kangaring_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 4096 elements over ranks 0 .. 15 (LNC 1) as KANGARING."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 4096),
+                     tmp_path_factory.mktemp("kr") / "o", algo="kangaring")
+    assert trigger0(out)["algorithm"] == "KANGARING"
+    return out
+
+
+@pytest.mark.parametrize("which, value", [
+    ("ring2n", 2049), ("ag100", 33), ("ag100", 31), ("scr", 1025), ("kangaring", 257),
+    ("hier", 257)])
+def test_an_odd_chunk_size_n_of_a_chunk_layout_is_refused_naming_it(
+        request, tmp_path, which, value):
+    """Seed 001 §2: ``set_chunk_size_n`` asserts an even chunk, cut into two equal halves,
+    CHUNK_H0 and CHUNK_H1 (``lower`` writes a multiple of 32); FORMATS §1.1 ``chunk``. An
+    odd ``chunk_size_n`` of a RING, SINGLE_CYCLE_RING or KANGARING trigger, or of a HIER leg
+    plan, is refused naming the key. With one chunk group (ring2n, the single-cycle and
+    KANGARING all-reduces, the HIER leg) nothing reads it and it simulated as a match; with
+    ag100's four groups of 32 a chunk of 33 or 31 moved the chunk groups and halves and was
+    blamed on a leg's ``half`` (``half 0 but elements [32, 48) are not inside one
+    half-chunk``)."""
+    fixture = {"ring2n": "ring2n_out", "ag100": "ag100_out", "scr": "single_cycle_out",
+               "kangaring": "kangaring_out", "hier": "hier_out"}[which]
+    out = copy(request.getfixturevalue(fixture), tmp_path)
+    if which == "hier":
+        _rehier(out, lambda legs: legs[0]["plans"][0]["chunk"].__setitem__("chunk_size_n",
+                                                                           value))
+        key = "hier.legs[0].plans[0].chunk"
+    else:
+        _retrigger(out, 0, lambda t: t["chunk"].__setitem__("chunk_size_n", value))
+        rehash(out)
+        key = "chunk"
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {key}.chunk_size_n "
+                            f"{value} is not even (a chunk is cut into two equal halves, "
+                            "CHUNK_H0 and CHUNK_H1: seed 001 §2)")
+
+
 @pytest.mark.parametrize("value", [-1, 0, 1, 4098, 4097])
 def test_a_ring_tail_chunk_outside_its_range_is_refused_naming_it(ring2n_out, tmp_path, value):
     """FORMATS §1.1: ``chunk.tail_chunk`` is the chunk of the last chunk group, even, 2 ..

@@ -635,16 +635,21 @@ def _first_repeat(items: list) -> tuple[int, int] | None:
 
 def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
     """A ``chunk`` (a trigger's, or a HIER leg plan's) whose ``chunk_size_n``, ``pgta`` or
-    ``channels`` is below 1, or, where it is a chunk layout (``layout``), whose ``tail_chunk``
-    (the last chunk group's chunk: seed 001 §2's re-clamped tail, even and at most the
-    chunk, FORMATS §1.1) is not an even number from 2 to ``chunk_size_n``, is a
-    :class:`SimulationError` naming ``key`` and the value: the legs are held to the chunk
-    layout it gives."""
+    ``channels`` is below 1, or, where it is a chunk layout (``layout``), whose
+    ``chunk_size_n`` is odd (seed 001 §2: ``set_chunk_size_n`` asserts an even chunk, cut
+    into two equal halves CHUNK_H0 and CHUNK_H1) or whose ``tail_chunk`` (the last chunk
+    group's chunk: seed 001 §2's re-clamped tail, even and at most the chunk, FORMATS §1.1)
+    is not an even number from 2 to ``chunk_size_n``, is a :class:`SimulationError` naming
+    ``key`` and the value: the legs are held to the chunk layout it gives."""
     for k in ("chunk_size_n", "pgta", "channels"):  # (a HIER trigger's: pgta only)
         if k in chunk and chunk[k] < 1:
             raise SimulationError(f"{key}.{k} {chunk[k]} is not 1 or more", **where)
     if layout:
         tail, cs = chunk["tail_chunk"], chunk["chunk_size_n"]
+        if cs % 2:
+            raise SimulationError(f"{key}.chunk_size_n {cs} is not even (a chunk is cut into "
+                                  "two equal halves, CHUNK_H0 and CHUNK_H1: seed 001 §2)",
+                                  **where)
         if not 2 <= tail <= cs or tail % 2:
             raise SimulationError(f"{key}.tail_chunk {tail} is not an even number from 2 to "
                                   f"chunk_size_n {cs}", **where)
