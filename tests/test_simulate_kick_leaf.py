@@ -1175,6 +1175,31 @@ def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_ou
     assert res.exit_code == 0, res.output
 
 
+@pytest.mark.parametrize("elem_start", ["own", "end"])
+def test_a_direct_recv_of_no_elements_is_refused_for_its_count(ring2n_out, tmp_path,
+                                                               elem_start):
+    """FORMATS §3: a direct_recv's ``num_elements`` are the elements of the chunk half it
+    consumes (an empty half has no leg; the legs without elements are others). ring2n
+    all-reduces 8192 elements over 4 ranks in one group of chunks of 2048: rank 0's last
+    direct_recv consumes H1 of a chunk, 1024 elements. Made 0, at its own start it was
+    blamed on the pairing with the predecessor's send, at the end of the element space
+    (8192: the chunk group past the last, where a ring leaf with elements never starts) on
+    its ``half``; both are refused for the count."""
+    out = copy(ring2n_out, tmp_path)
+    L = legs(out, 0)
+    rec = int(np.flatnonzero(L["leaf"] == 7)[-1])
+    assert (int(L["num_elements"][rec]), int(L["half"][rec])) == (1024, 1)
+    raw = bytearray((out / "rank-0000" / "legs.bin").read_bytes())
+    struct.pack_into("<I", raw, rec * REC + NUM_ELEMENTS, 0)
+    if elem_start == "end":
+        struct.pack_into("<Q", raw, rec * REC + ELEM_START, 8192)
+    (out / "rank-0000" / "legs.bin").write_bytes(bytes(raw))
+    rehash(out)
+    assert refused(out) == (f"{out / 'rank-0000'}: field num_elements, rank 0, artifact "
+                            f"legs.bin, record {rec}: a direct_recv leg of 0 elements (it "
+                            "consumes the elements of a chunk half, 1 or more: FORMATS §3)")
+
+
 #: NEFF-LIKE.md §1's header fields the rewrite keeps, at their offsets, and a new first byte
 HEADER_KEPT = [("neff_version_major", 24), ("neff_version_minor", 32),
                ("neff_build_version", 40), ("num_tpb", 168), ("uuid", 204), ("name", 220),

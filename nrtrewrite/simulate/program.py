@@ -46,6 +46,7 @@ MARK_COMPLETE = int(Leaf.mark_complete)
 POST_RECV = int(Leaf.post_recv)
 PEER_POST, PEER_WAIT = int(Leaf.peer_post), int(Leaf.peer_wait)
 DIRECT_COPY = int(Leaf.direct_copy)
+DIRECT_RECV = int(Leaf.direct_recv)
 #: the leaves of a ring all-reduce's all-gather phase (seed 001 §4 PHASE 2)
 _ALL_GATHER_PHASE = (int(Leaf.direct_recv_send), int(Leaf.direct_recv))
 RING_LEAVES = frozenset({1, 2, 3, 4, 5, 6, 7, 8})
@@ -486,6 +487,13 @@ class RankDecoder:
         # FORMATS §3: only a leg without data that consumes or receives a peer's data
         # (direct_recv, post_recv) carries an element count; every other one has 0
         counted = np.isin(leaf, list(COUNTED_WITHOUT_DATA))
+        # ... a direct_recv's, the elements of the chunk half it consumes, is 1 or more (FORMATS
+        # §3 lists the legs without elements; an empty half has no leg), as a data leg's: the
+        # half and ring_step checks below read a ring leaf's chunk from its first element
+        # (a post_recv's count is checked against its entry's receives, fifo.py)
+        self.check(~data & (leaf == DIRECT_RECV) & (L["num_elements"] == 0),
+                   "a direct_recv leg of 0 elements (it consumes the elements of a chunk "
+                   "half, 1 or more: FORMATS §3)", art, "num_elements")
         self.check(~data & ~me & ~counted & (L["num_elements"] != 0),
                    lambda i: f"num_elements {L['num_elements'][i]} on a "
                    f"{LEAF_NAMES.get(int(leaf[i]))} leg without data (must be 0)",
