@@ -1156,12 +1156,13 @@ def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_ou
     the last uses ``tail_chunk``. With ``pgta`` 1 the one group is the last: every element
     of the block is in it, cut into chunks of 34 (halves of 17), and ``chunk_size_n`` (the
     chunk of the groups before the last) plays no part, so a manifest saying 34 or 4096
-    instead of 64 simulates the same. (No lowering writes such a manifest: the simulator does
-    not check the chunk against the seed's ``pgta = ceil(N / group_elems)``.) A simulator that
+    instead of 64 simulates the same (no lowering writes such a manifest; the seed's ``pgta =
+    ceil(33 / chunk_size_n)`` is 1 for each, and the tail is the chunk's). A simulator that
     let the elements past ``chunk_size_n`` open a group ``pgta`` (which does not exist) cut
     them into 16-element chunks for a ``chunk_size_n`` of 16 and refused rank 0's H1 leg
     [17, 33); since 2026-12-05 a ``chunk_size_n`` below the tail is refused at the manifest
-    (the seed's re-clamped tail is at most the chunk, FORMATS §1.1)."""
+    (the seed's re-clamped tail is at most the chunk, FORMATS §1.1), and so is a ``pgta``
+    other than the seed's (test_a_ring_pgta_other_than_its_chunk_groups_is_refused)."""
     out = copy(ag33_out, tmp_path)
     assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 64, "pgta": 1,
                                       "tail_chunk": 34}
@@ -1173,6 +1174,41 @@ def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_ou
         return
     res = cli("simulate", out, "--json")
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("which, k, edit, says", [
+    ("ag100", 0, {"pgta": 2}, "chunk.pgta 2 is not 4: a RING all-gather's block of 100 "
+     "elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x chunk_size_n 32"),
+    ("ag100", 0, {"pgta": 5}, "chunk.pgta 5 is not 4: a RING all-gather's block of 100 "
+     "elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x chunk_size_n 32"),
+    ("ag100", 0, {"pgta": 1, "tail_chunk": 32}, "chunk.pgta 1 is not 4: a RING all-gather's "
+     "block of 100 elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x "
+     "chunk_size_n 32"),
+    ("mix8", 0, {"pgta": 2}, "chunk.pgta 2 is not 1: a RING all-reduce's 2097152 elements "
+     "take ceil(2097152 / 2097152) chunk groups of 8 ranks x chunk.channels 2 x chunk_size_n "
+     "131072"),
+    ("mix8", 4, {"pgta": 3}, "chunk.pgta 3 is not 1: a RING reduce-scatter's block of 65536 "
+     "elements takes ceil(65536 / 65536) chunk groups of chunk.channels 2 x chunk_size_n "
+     "32768"),
+])
+def test_a_ring_pgta_other_than_its_chunk_groups_is_refused(ag100_out, mix8_ring_out, tmp_path,
+                                                            which, k, edit, says):
+    """Seed 001 §2: a ring's elements are cut into ``pgta`` chunk groups of ``group size x
+    channels x chunk_size_n`` (an all-reduce's message) or ``channels x chunk_size_n`` (each
+    member's block of an all-gather or reduce-scatter), ceil(span / group) of them; the
+    simulator reads each RING leg's half and ring step from that layout. ag100: blocks of
+    100 in groups of 32, 4 groups. mix8 as RING: trigger 0 all-reduces 4 MiB of bf16
+    (2097152 elements) over 8 ranks on 2 channels with chunks of 131072 (512 KiB / 2 bytes
+    x 2 x 8 = all of it, 1 group); trigger 4 reduce-scatters 1 MiB of bf16 (524288
+    elements, blocks of 65536) on 2 channels with chunks of 32768 (1 group). A ``pgta``
+    other than that is refused naming the key: a short one put elements in no group (the
+    simulator cut them into the last group's chunks and blamed rank 0's leg of [32, 48) for
+    its half), one too many moved the tail chunk off the last group (blamed on the half of
+    [98, 100)) or, with the tail the chunk, simulated as a match (mix8)."""
+    out = copy(ag100_out if which == "ag100" else mix8_ring_out, tmp_path)
+    _retrigger(out, k, lambda t: t["chunk"].update(edit))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[{k}]: {says} (seed 001 §2)"
 
 
 @pytest.mark.parametrize("elem_start", ["own", "end"])

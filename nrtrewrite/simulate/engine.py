@@ -38,8 +38,8 @@ from nrtrewrite.simulate.result import (
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, check_seed, make_input
 from nrtrewrite.simulate.triggers import (
-    TriggerSpec, check_against_model, check_triggers, covers, merge_intervals,
-    read_triggers)
+    TriggerSpec, check_against_model, check_chunk_groups, check_triggers, covers,
+    merge_intervals, read_triggers)
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
@@ -230,6 +230,12 @@ class Simulator:
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
+        for t in self.triggers.values():  # each operand in its var, from the numbers alone
+            try:
+                t.place(self.layout)
+            except SimulationError as exc:
+                raise exc.at(file=fname) from None
+        check_chunk_groups(self.triggers)
         if self.memory_check:
             check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)
             self.guard = MemoryGuard(True)

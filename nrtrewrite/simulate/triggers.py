@@ -132,6 +132,9 @@ class TriggerSpec:
     view_origins: frozenset = frozenset({0})
     #: the manifest's ``chunk`` (chunk_size_n, tail_chunk, pgta, channels)
     chunk: dict = field(default_factory=dict)
+    #: where the manifest holds the trigger (file, ``triggers[i]``): the checks made once the
+    #: operands are placed (:func:`check_chunk_groups`) name it
+    where: dict = field(default_factory=dict, repr=False, compare=False)
     #: channel -> (rank -> index in the channel's ring order, each group member's index;
     #: None when the order is not the group's ranks): :meth:`ring_hops`, once per channel
     _ring_at: dict = field(default_factory=dict, repr=False, compare=False)
@@ -164,30 +167,43 @@ class TriggerSpec:
             return self.n // len(self.group)
         return self.n
 
-    def half_of(self, start: np.ndarray, count: np.ndarray) -> np.ndarray:
-        """The half-chunk (CHUNK_H0 0 / CHUNK_H1 1) that holds elements [start, start + count)
-        of a flat ring's element space, from the chunk layout alone (seed 001 §2,
-        nrtrewrite/compose/chunking.py): all-reduce chunks of ``chunk_size_n`` from the start
-        of each chunk group of ``group size x channels x chunk_size_n`` elements, all-gather and
-        reduce-scatter the same inside each group member's block of ``n`` (``n / group size``)
-        elements with groups of ``channels x chunk_size_n``; the last group uses
-        ``tail_chunk``; each chunk is H0 then H1, ``chunk / 2`` elements each.  -1 where the
-        range does not sit inside one half."""
-        start = np.asarray(start, np.int64)
-        stop = start + np.asarray(count, np.int64)
+    def ring_layout(self) -> tuple[int, int]:
+        """``(span, group_elems)`` of a flat ring's chunk layout (seed 001 §2,
+        nrtrewrite/compose/chunking.py): the elements the layout walks (an all-reduce's
+        message, an all-gather's or reduce-scatter's group member's block of ``n`` (``n /
+        group size``) elements) and how many one chunk group covers (``group size x channels x
+        chunk_size_n`` for an all-reduce, ``channels x chunk_size_n`` for a block)."""
         ck = self.chunk
-        cs, tail, pgta, chans = ck["chunk_size_n"], ck["tail_chunk"], ck["pgta"], ck["channels"]
+        per_group = ck["channels"] * ck["chunk_size_n"]
         rank_n = len(self.group)
         if self.op == "ALLREDUCE":
-            span, group_elems = self.n, rank_n * chans * cs
-        else:
-            span, group_elems = (self.n if self.op == "ALLGATHER" else self.n // rank_n), chans * cs
+            return self.n, rank_n * per_group
+        return (self.n if self.op == "ALLGATHER" else self.n // rank_n), per_group
+
+    def half_of(self, start: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """The half-chunk (CHUNK_H0 0 / CHUNK_H1 1) that holds elements [start, start + count)
+        of a flat ring's element space, from the chunk layout alone (:meth:`ring_layout`):
+        an all-reduce chunks of ``chunk_size_n`` from the start of each chunk group, all-gather
+        and reduce-scatter the same inside each group member's block; the last group uses
+        ``tail_chunk``; each chunk is H0 then H1, ``chunk / 2`` elements each.  -1 where the
+        range does not sit inside one half.
+
+        The chunk group is ``rel // group_elems`` with no clamp to ``pgta - 1``: it is below
+        ``pgta`` for every leg that reaches here.  The manifest's ``pgta`` of a RING trigger
+        is seed 001 §2's ceil(span / group_elems) (:func:`check_triggers`, so span <= pgta x
+        group_elems), and a ring leaf has elements (a data leg's count is 1 or more, and so
+        is a direct_recv's, program.py) that lie in the element space (program.py checks
+        that first), so ``rel`` < span."""
+        start = np.asarray(start, np.int64)
+        stop = start + np.asarray(count, np.int64)
+        tail, pgta = self.chunk["tail_chunk"], self.chunk["pgta"]
+        span, group_elems = self.ring_layout()
         if span <= 0 or group_elems <= 0:
             return np.full(start.size, -1, np.int64)
         lo = (start // span) * span if self.op != "ALLREDUCE" else np.zeros_like(start)
         rel = start - lo
-        g = np.minimum(rel // group_elems, pgta - 1)
-        c = np.where(g == pgta - 1, tail, cs)
+        g = rel // group_elems
+        c = np.where(g == pgta - 1, tail, self.chunk["chunk_size_n"])
         within = rel - g * group_elems
         h2 = np.maximum(c // 2, 1)
         k = within % np.maximum(c, 1)  # offset inside the chunk
@@ -202,19 +218,16 @@ class TriggerSpec:
         space, in the chunk layout of :meth:`half_of`: an all-reduce's chunk group g holds,
         per channel, the chunks of positions 0 .. group size - 1 in turn; an all-gather's or
         a reduce-scatter's position is the block of ``n`` (``n / group size``) elements the
-        element lies in."""
+        element lies in.  The group is below ``pgta``, unclamped, as in :meth:`half_of`."""
         start = np.asarray(start, np.int64)
-        ck = self.chunk
-        cs, tail, pgta, chans = ck["chunk_size_n"], ck["tail_chunk"], ck["pgta"], ck["channels"]
-        rank_n = len(self.group)
+        tail, pgta = self.chunk["tail_chunk"], self.chunk["pgta"]
+        span, group_elems = (max(v, 1) for v in self.ring_layout())
         if self.op == "ALLREDUCE":
-            group_elems = max(rank_n * chans * cs, 1)
-            g = np.minimum(start // group_elems, pgta - 1)
-            c = np.maximum(np.where(g == pgta - 1, tail, cs), 1)
-            return g, ((start - g * group_elems) // c) % rank_n
-        span = max(self.n if self.op == "ALLGATHER" else self.n // rank_n, 1)
+            g = start // group_elems
+            c = np.maximum(np.where(g == pgta - 1, tail, self.chunk["chunk_size_n"]), 1)
+            return g, ((start - g * group_elems) // c) % len(self.group)
         pos = start // span
-        return np.minimum((start - pos * span) // max(chans * cs, 1), pgta - 1), pos
+        return (start - pos * span) // group_elems, pos
 
     def ring_hops(self, channel: int, rank: int) -> np.ndarray | None:
         """For each member of the replica group (by position), how many hops ahead of
@@ -276,9 +289,13 @@ class TriggerSpec:
         numbers alone), so nothing is allocated per element for an operand larger than its
         var: a dst is at most its var's elements, and a src, 1, 1 / group size or group size
         times its dst (FORMATS §1.1), at most the group size times that."""
-        placed = [self._place(layout, which) for which in ("src", "dst")]
-        src, dst = (self._footprint(*p) for p in placed)
+        src, dst = (self._footprint(*p) for p in self.place(layout))
         return src, dst
+
+    def place(self, layout: Layout) -> list[tuple[Region, int, int | tuple]]:
+        """The src and dst operands placed (:meth:`_place`), every check made; nothing is
+        allocated."""
+        return [self._place(layout, which) for which in ("src", "dst")]
 
     def _footprint(self, region: Region, count: int, placed: int | tuple) -> Footprint:
         """The operand :meth:`_place` placed: a linear one's bytes, or an access pattern's
@@ -590,7 +607,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
                                   **where) from None
         raw["legs"] = _resolve_hier(raw["legs"], dict(file=where["file"] or None,
                                                       field=where["field"]))
-        spec = TriggerSpec(**raw, chunk=chunk)
+        spec = TriggerSpec(**raw, chunk=chunk, where=where)
         if op not in OPS:
             raise SimulationError(f"op {json_kind(op)} is not simulated (only {', '.join(OPS)})",
                                   **where)
@@ -653,6 +670,38 @@ def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
         if not 2 <= tail <= cs or tail % 2:
             raise SimulationError(f"{key}.tail_chunk {tail} is not an even number from 2 to "
                                   f"chunk_size_n {cs}", **where)
+
+
+def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
+    """Each RING trigger's ``chunk.pgta`` is the number of chunk groups its layout takes, seed
+    001 §2's ceil(span / group_elems) (:meth:`TriggerSpec.ring_layout`), else a
+    :class:`SimulationError` naming the key: the halves and ring steps of its legs are read
+    from that layout (:meth:`TriggerSpec.half_of`, :meth:`TriggerSpec.chunk_of`), where a
+    ``pgta`` short of it leaves elements in no chunk group and one too many moves
+    ``tail_chunk`` off the last group that holds elements.  Checked once the operands are
+    placed (``num_elements`` fits them), so a count that does not fit its var is named as
+    that rather than as the chunk layout it disagrees with."""
+    for spec in triggers.values():  # (in the manifest's order)
+        if spec.algorithm == "RING":
+            _check_ring_pgta(spec, spec.where)
+
+
+def _check_ring_pgta(spec: TriggerSpec, where: dict) -> None:
+    span, group_elems = spec.ring_layout()
+    want = -(-span // group_elems)
+    if spec.pgta == want:
+        return
+    ck = spec.chunk
+    per = f"chunk.channels {ck['channels']} x chunk_size_n {ck['chunk_size_n']}"
+    if spec.op == "ALLREDUCE":
+        what = f"all-reduce's {span} elements take"
+        per = f"{counted(len(spec.group), 'rank')} x {per}"
+    else:
+        op = "all-gather" if spec.op == "ALLGATHER" else "reduce-scatter"
+        what = f"{op}'s block of {span} elements takes"
+    raise SimulationError(f"chunk.pgta {spec.pgta} is not {want}: a RING {what} "
+                          f"ceil({span} / {group_elems}) chunk groups of {per} (seed 001 §2)",
+                          **where)
 
 
 def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
