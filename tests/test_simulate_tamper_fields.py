@@ -510,6 +510,49 @@ def test_ring_step_plus_one_on_every_ring_leaf_of_every_op(ring_out, tmp_path):
         shutil.rmtree(out)
 
 
+@pytest.mark.parametrize("which, edits, words", [
+    # rdh_reduce step 5 numbered as the post_recv before it (4)
+    ("rdh8n", {5: 4}, ["record 5", "ring_step 4 after ring_step 4 (legs.bin record 4) in an "
+                       "entry of INTER_RDH"]),
+    # rdh_copy step 9 numbered below the rdh_reduce before it (8)
+    ("rdh8n", {9: 2}, ["record 9", "ring_step 2 after ring_step 8 (legs.bin record 8) in an "
+                       "entry of INTER_RDH"]),
+    # two mesh_send legs (steps 3 and 4) trading their ring_step
+    ("mesh", {5: 4, 6: 3}, ["record 6", "ring_step 3 after ring_step 4 (legs.bin record 5) in "
+                            "an entry of MESH"]),
+])
+def test_a_mesh_or_rdh_ring_step_out_of_order_is_caught(rdh8n_out, mesh_out, tmp_path, which,
+                                                        edits, words):
+    """FORMATS §3 ``ring_step``: mesh and RDH number each composed leg its own step, in
+    order. Rank 0's INTER_RDH entry over 8 nodes (6000 elements) runs 16 legs before its
+    mark_end, steps 0 .. 15; its MESH entry of c7c8's trigger 0 two mark_complete legs (step
+    0), then mesh_sync 0, mesh_sync 1, mesh_send 2, 3, 4, mesh_reduce 5, mesh_send 6,
+    mesh_sync 7. A step repeated, going back, or two swapped passed (the field is
+    informative: nothing reads it); each is refused at the leg that breaks the order."""
+    base = rdh8n_out if which == "rdh8n" else mesh_out
+    steps = _ring_steps(base, 0)
+    if which == "rdh8n":
+        assert steps == list(range(16)) + [0]
+    else:
+        assert steps[:11] == [0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 0]
+    out = _copy(base, tmp_path)
+    for record, value in edits.items():
+        _patch(out / "rank-0000" / "legs.bin", record * REC + RING_STEP, "<I",
+               lambda v, value=value: value)
+    _fails(out, "rank-0000", "field ring_step", "channel 0", "legs.bin", *words,
+           "each composed leg has its own step, in order (FORMATS §3)")
+
+
+def test_a_mesh_or_rdh_ring_step_may_skip_steps(rdh8n_out, tmp_path):
+    """The composer counts a row of an empty element range that emits no leg (docs/SIMULATOR.md
+    §7), so the steps of an entry's legs may skip numbers: rank 0's last INTER_RDH leg
+    (mesh_sync, step 15) numbered 40 still simulates as a match."""
+    out = _copy(rdh8n_out, tmp_path)
+    _patch(out / "rank-0000" / "legs.bin", 15 * REC + RING_STEP, "<I", lambda v: 40)
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 0, res.output
+
+
 def _kangaring_out(tmp_path: Path) -> Path:
     base = tmp_path / "k"
     meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 8192)],

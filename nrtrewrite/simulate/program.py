@@ -107,6 +107,9 @@ SEM_BASE = 16
 SEM_RING_END = SEM_BASE + 4 * 32  # 16..143: 32 ring channels x 4
 WAIT = int(EvtSemSubop.WAIT_GE_AND_DEC)
 INC = int(EvtSemSubop.INC)
+#: algo_type values whose legs.bin ring_step numbers the composer's legs in order (FORMATS §3)
+COMPOSED_STEPS = frozenset({int(EncAlgType.MESH), int(EncAlgType.SINGLE_STEP_MESH),
+                            int(EncAlgType.INTRA_RDH), int(EncAlgType.INTER_RDH)})
 #: algo_type values whose entries are channel leg programs selected by channel_list.
 RING_FAMILY = {int(EncAlgType.RING), int(EncAlgType.KANGARING),
                int(EncAlgType.SINGLE_CYCLE_RING), int(EncAlgType.INTER_RDH)}
@@ -241,6 +244,7 @@ class RankDecoder:
         self.check_targets()
         self.check_tpinc()
         self.check_sb2sb()
+        self.check_composed_steps()
         return self.build()
 
     # ------------------------------------------------------------------ SPAD
@@ -555,6 +559,31 @@ class RankDecoder:
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
+
+    def check_composed_steps(self) -> None:
+        """FORMATS §3 ``ring_step`` of a mesh or RDH entry: each composed leg its own step, in
+        order, so along each (entry, channel) (its group of legs.bin) the legs but
+        ``mark_complete`` and ``mark_end`` (step 0, :meth:`_check_ring_steps`) have ring steps
+        that rise.  Not the steps themselves: the composer counts rows of an empty element
+        range that emit no leg (docs/SIMULATOR.md §7).  Checked last, an informative field:
+        a leg whose leaf or records are wrong is named for those."""
+        L, gid = self.a["legs.bin"], self.group_of
+        if not L.size:
+            return
+        leaf = L["leaf"].astype(np.int64)
+        at = self.algo_type[L["spad_index"].astype(np.int64)]
+        idx = np.flatnonzero(np.isin(at, list(COMPOSED_STEPS)) & (leaf != MARK_END)
+                             & (leaf != MARK_COMPLETE))
+        got = L["ring_step"].astype(np.int64)
+        prev, cur = idx[:-1], idx[1:]
+        bad = _first((gid[prev] == gid[cur]) & (got[cur] <= got[prev]))
+        if bad is None:
+            return
+        i, j = int(cur[bad]), int(prev[bad])
+        raise self.fail(f"ring_step {got[i]} after ring_step {got[j]} (legs.bin record {j}) in "
+                        f"an entry of {_alg_name(int(at[i]))}: each composed leg has its own "
+                        "step, in order (FORMATS §3)", "legs.bin", i, "ring_step",
+                        channel=int(L["channel"][i]))
 
     def _check_ring_steps(self, L: np.ndarray, sel: np.ndarray, gfirst: np.ndarray,
                           gid: np.ndarray) -> None:
