@@ -190,10 +190,10 @@ class TriggerSpec:
 
         The chunk group is ``rel // group_elems`` with no clamp to ``pgta - 1``: it is below
         ``pgta`` for every leg that reaches here.  The manifest's ``pgta`` of a RING trigger
-        is seed 001 §2's ceil(span / group_elems) (:func:`check_triggers`, so span <= pgta x
-        group_elems), and a ring leaf has elements (a data leg's count is 1 or more, and so
-        is a direct_recv's, program.py) that lie in the element space (program.py checks
-        that first), so ``rel`` < span."""
+        is seed 001 §2's ceil(span / group_elems) (:func:`check_chunk_groups`, so span <=
+        pgta x group_elems), and a ring leaf has elements (a data leg's count is 1 or more,
+        and so is a direct_recv's, program.py) that lie in the element space (program.py
+        checks that first), so ``rel`` < span."""
         start = np.asarray(start, np.int64)
         stop = start + np.asarray(count, np.int64)
         tail, pgta = self.chunk["tail_chunk"], self.chunk["pgta"]
