@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from nrtrewrite.cli import main
 from nrtrewrite.errors import ParseError, ValidationError
 from nrtrewrite.neff.assembler import assemble, assemble_file, assemble_spec, parse_spec_text
+from nrtrewrite.neff.container import read_container
 from nrtrewrite.neff.reader import read_model_bytes
 
 from conftest import FIXTURES
@@ -1328,6 +1329,126 @@ def test_a_member_name_the_reader_refuses_is_not_written(base_spec, name, why, t
     assert (res.exit_code, res.output) == (
         2, f"nrtrewrite: error: {spec}: field extra_members[1].name: {why}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+# A member name as an error shows it (container.check_member_name's refusals): whole up to 200
+# characters, else its first 120 and last 40 characters and its length.
+_X4097 = "x" * 120 + "..." + "x" * 31 + "/def.json (4097 characters)"
+
+
+@pytest.mark.parametrize("name, member, why", [
+    ("/abs", "/abs/def.json", "absolute member path"),
+    ("../x", "../x/def.json", "member path contains '..'"),
+    ("a/../b", "a/../b/def.json", "member path contains '..'"),
+    ("a//b", "a//b/def.json", "member path has an empty or '.' component"),
+    ("a/", "a//def.json", "member path has an empty or '.' component"),
+    (".", "./def.json", "member path has an empty or '.' component"),
+    ("a\\b", "a\\b/def.json", "member name has a backslash or control character"),
+    ("a\x01b", "a\\x01b/def.json", "member name has a backslash or control character"),
+    ("a\nb", "a\\nb/def.json", "member name has a backslash or control character"),
+    # MAX_MEMBER_NAME_BYTES = 4096: 4088 + len("/def.json") = 4097 bytes ('é' is two)
+    ("x" * 4088, _X4097, "member name of 4097 bytes, more than 4096 (MAX_MEMBER_NAME_BYTES)"),
+    ("\u00e9" * 2044, "\u00e9" * 120 + "..." + "\u00e9" * 31 + "/def.json (2053 characters)",
+     "member name of 4097 bytes, more than 4096 (MAX_MEMBER_NAME_BYTES)"),
+])
+@pytest.mark.parametrize("validate", [True, False])
+def test_a_subgraph_name_the_tar_writer_refuses_is_named_at_its_key(base_spec, name, member,
+                                                                    why, validate, tmp_path):
+    """ASSEMBLE.md: a subgraph `name` is its folder, `NAME/def.json`: a name making a member
+    the tar writer refuses is a spec error at `subgraphs[N].name` naming the member (it was
+    `<spec>: member ../x/def.json: member path contains '..'`, which the spec has no key
+    for), also with validate: false; the CLI says it in one line, exit 2, and writes
+    nothing."""
+    base_spec["validate"] = validate
+    base_spec["subgraphs"].insert(0, copy.deepcopy(base_spec["subgraphs"][0]))
+    base_spec["subgraphs"][1]["name"] = name
+    assert _refused_at(base_spec, "subgraphs[1].name") == (
+        f"<spec>: field subgraphs[1].name: member {member}: {why}")
+    spec = tmp_path / "m.json"
+    spec.write_text(json.dumps(base_spec), encoding="utf-8")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "m.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field subgraphs[1].name: member {member}: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+@pytest.mark.parametrize("engine, member, why", [
+    ("/abs", "sg00//abs.bin", "member path has an empty or '.' component"),
+    ("../x", "sg00/../x.bin", "member path contains '..'"),
+    ("a/../b", "sg00/a/../b.bin", "member path contains '..'"),
+    ("a//b", "sg00/a//b.bin", "member path has an empty or '.' component"),
+    ("./x", "sg00/./x.bin", "member path has an empty or '.' component"),
+    ("a\\b", "sg00/a\\b.bin", "member name has a backslash or control character"),
+    ("a\tb", "sg00/a\\tb.bin", "member name has a backslash or control character"),
+    ("a\x7fb", "sg00/a\\x7fb.bin", "member name has a backslash or control character"),
+    # 5 + 4088 + len(".bin") = 4097 bytes
+    ("x" * 4088, "sg00/" + "x" * 115 + "..." + "x" * 36 + ".bin (4097 characters)",
+     "member name of 4097 bytes, more than 4096 (MAX_MEMBER_NAME_BYTES)"),
+])
+@pytest.mark.parametrize("validate", [True, False])
+def test_an_engine_name_the_tar_writer_refuses_is_named_at_the_engines(base_spec, engine, member,
+                                                                       why, validate, tmp_path):
+    """ASSEMBLE.md: an engine's stream is the member `SUBGRAPH/ENGINE.bin`: an engine name
+    making a member the tar writer refuses is a spec error at `subgraphs[N].engines`, where
+    an engine name that is not Unicode text is (a key path cannot hold such a name), naming
+    the member (it was `<spec>: member sg00/../x.bin: ...`), before its stream is read (the
+    stream's own mistake, nop: -1, is not the one reported); the CLI says it in one line,
+    exit 2."""
+    base_spec["validate"] = validate
+    _sg0(base_spec)["engines"][engine] = [{"nop": -1}]
+    assert _refused_at(base_spec, "subgraphs[0].engines") == (
+        f"<spec>: field subgraphs[0].engines: member {member}: {why}")
+    spec = tmp_path / "m.json"
+    spec.write_text(json.dumps(base_spec), encoding="utf-8")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "m.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field subgraphs[0].engines: member {member}: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
+def test_member_names_are_judged_whole_at_the_key_that_passes_the_limit(base_spec):
+    """MAX_MEMBER_NAME_BYTES (4096) bounds the member name, folder and file: a subgraph name
+    of 4087 bytes makes `NAME/def.json` of 4096 and `NAME/pool.bin` of 4096, which are
+    written; an engine name of 12 under a subgraph name of 4080 makes 4080 + 1 + 12 + 4 =
+    4097 bytes, refused at the engines, the subgraph's own def.json (4089) passing."""
+    name = "x" * 4087
+    _sg0(base_spec)["name"] = name
+    base_spec["validate"] = False
+    members = read_container(assemble_spec(base_spec)).members
+    assert {f"{name}/def.json", f"{name}/pool.bin"} <= set(members)
+    _sg0(base_spec)["name"] = "x" * 4080
+    _sg0(base_spec)["engines"]["y" * 12] = []
+    assert _refused_at(base_spec, "subgraphs[0].engines") == (
+        "<spec>: field subgraphs[0].engines: member " + "x" * 120 + "..." + "x" * 23
+        + "/" + "y" * 12 + ".bin (4097 characters): member name of 4097 bytes, more than 4096 "
+        "(MAX_MEMBER_NAME_BYTES)")
+
+
+def test_names_the_tar_writer_takes_are_written_with_validate_false(base_spec):
+    """Only the tar writer's refusals are the assembler's: a subgraph `a/b` and an engine `.`
+    or `` make members it writes (`a/b/def.json`, `a/b/..bin`, `a/b/.bin`), which the
+    reader refuses (not plain file names: ASSEMBLE.md, Members), so validate: false builds
+    them."""
+    base_spec["validate"] = False
+    _sg0(base_spec)["name"] = "a/b"
+    _sg0(base_spec)["engines"].update({".": [], "": []})
+    members = read_container(assemble_spec(base_spec)).members
+    assert list(members) == ["neff.json", "a/b/def.json", "a/b/sp.bin", "a/b/pool.bin",
+                             "a/b/..bin", "a/b/.bin"]
+
+
+def test_two_engines_making_one_member_are_named_at_the_second(base_spec):
+    """Subgraph `a` with engine `b/x` and subgraph `a/b` with engine `x` both make `a/b/x.bin`
+    (validate: false; the reader refuses both names): the tar writer's `duplicate member
+    name` is a spec error at the second subgraph's engines, naming the first's (it was
+    `<spec>: member a/b/x.bin: duplicate member name`)."""
+    base_spec["validate"] = False
+    first = _sg0(base_spec)
+    first.update(name="a", engines={"b/x": []})
+    base_spec["subgraphs"].append(dict(copy.deepcopy(first), name="a/b", engines={"x": []}))
+    assert _refused_at(base_spec, "subgraphs[1].engines") == (
+        "<spec>: field subgraphs[1].engines: member a/b/x.bin: duplicate member name "
+        "(subgraphs[0].engines makes it too)")
 
 
 def test_trailing_bytes_and_a_hex_tpb_per_node_are_written_as_given(base_spec):

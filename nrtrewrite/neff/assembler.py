@@ -42,7 +42,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
 from nrtrewrite.neff.container import (
     HEADER_FIELDS, HEADER_SIZE, MAX_MEMBER_BYTES, NEFF_HEADER, build_container, default_header,
-    MAX_SPEC_FILE_BYTES, check_member_name, read_file_bytes,
+    MAX_SPEC_FILE_BYTES, check_member_name, read_file_bytes, shown_member_name,
 )
 from nrtrewrite.neff.fields import patch_field
 from nrtrewrite.neff.instructions import (
@@ -521,6 +521,16 @@ class _Assembler:
             raise self.err(path, f"not Unicode text ({why})")
         return text.encode("utf-8")
 
+    def member_name(self, member: str, path: str) -> None:
+        """Refuse ``member``, a member name made of a spec value (``NAME/def.json`` of a
+        subgraph name, ``NAME/ENGINE.bin`` of an engine name), that the tar writer would
+        refuse (:func:`check_member_name`: empty, absolute, ``..``, an empty or ``.``
+        component, a backslash or control character, too long), at ``path``, the key giving
+        the value, naming the member: ``field subgraphs[0].name: member ../x/def.json:
+        member path contains '..'``."""
+        if (why := check_member_name(member)) is not None:
+            raise self.err(path, f"member {shown_member_name(member)}: {why}")
+
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
         if not isinstance(obj, dict):
             raise self.err(path, "must be a mapping")
@@ -571,11 +581,20 @@ class _Assembler:
         members: list[tuple[str, bytes]] = []
         names: list[str] = []
         sg_members: list[tuple[str, bytes]] = []
+        made_by: dict[str, int] = {}  # member name -> the subgraph that made it
         for i, sg in enumerate(sgs):
             name, items = self.subgraph(sg, f"subgraphs[{i}]", i)
             if name in names:
                 raise self.err(f"subgraphs[{i}].name", f"subgraph {name!r} defined twice")
             names.append(name)
+            for member, _ in items:
+                # (distinct subgraph names make distinct def.json members: only two streams
+                # meet, of engine 'b/x' in subgraph 'a' and engine 'x' in subgraph 'a/b')
+                if member in made_by:
+                    raise self.err(f"subgraphs[{i}].engines",
+                                   f"member {shown_member_name(member)}: duplicate member name "
+                                   f"(subgraphs[{made_by[member]}].engines makes it too)")
+                made_by[member] = i
             sg_members.extend(items)
         neff_json = spec.get("neff_json")
         if neff_json is None:
@@ -711,6 +730,7 @@ class _Assembler:
         if not isinstance(name, str) or not name:
             raise self.err(path + ".name", "must be a non-empty string")
         self.utf8(name, path + ".name")  # (not at neff_json, which lists it)
+        self.member_name(f"{name}/{DEF_JSON}", path + ".name")
         var_list, by_name = self.variables(_or(sg.get("vars"), []), path + ".vars")
         groups = self.groups(sg.get("replica_groups"), path + ".replica_groups")
         engines = sg.get("engines")
@@ -723,6 +743,7 @@ class _Assembler:
             if (why := _not_unicode(engine)) is not None:  # (before a path names it)
                 raise self.err(path + ".engines", f"engine name {_escaped(engine)} is not "
                                                   f"Unicode text ({why})")
+            self.member_name(f"{name}/{engine}.bin", path + ".engines")  # (as above)
             try:
                 words = self.instructions(_or(body, []), f"{path}.engines.{engine}", by_name)
             except RecursionError:  # repeats in repeats, from a chain of YAML aliases

@@ -583,7 +583,7 @@ def _dot_prefix_hint(name: str) -> str:
 _DECIMAL = re.compile(r"[0-9]+").fullmatch
 
 
-def _shown_name(name: str) -> str:
+def shown_member_name(name: str) -> str:
     """A member name as an error shows it: whole, unless it is over 200 characters."""
     return cut_middle(name, 200, 120, 40, "{head}...{tail} ({n} characters)")
 
@@ -740,7 +740,7 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             if info is None:
                 _check_extended_headers(stream, pw)
                 break
-            mw = where.merged(member=_shown_name(info.name))
+            mw = where.merged(member=shown_member_name(info.name))
             _check_extended_headers(stream, mw if info.name else pw)  # first: they made the name
             name = info.name.rstrip("/") if info.type == tarfile.DIRTYPE else info.name
             why = check_member_name(name)
@@ -750,7 +750,7 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                 raise ParseError(f"negative member size {info.size}", mw)
             if (pax := info.pax_headers.get("size")) is not None and not _DECIMAL(pax):
                 # tarfile reads int(): "6_4" as 64, Arabic-Indic digits, and junk as 0
-                raise ParseError(f"pax size record {_shown_name(pax)!r} is not a decimal "
+                raise ParseError(f"pax size record {shown_member_name(pax)!r} is not a decimal "
                                  "number", mw)
             if info.type == tarfile.DIRTYPE:
                 if directories >= MAX_DIRECTORY_ENTRIES:
@@ -801,7 +801,7 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             i = name.rfind("/", 0, i)
     for name in sorted(used & names):  # (a pax path "sg00/" on a regular member: "sg00")
         raise ParseError("a file member is also the folder of other members",
-                         where.merged(member=_shown_name(name)))
+                         where.merged(member=shown_member_name(name)))
     for name, mw in folders.items():
         if name not in used:
             raise ParseError("directory member is not the folder of any file member "
