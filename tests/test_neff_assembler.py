@@ -1505,14 +1505,61 @@ def test_a_spec_file_that_is_not_utf8_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("value, why", [
-    (float("nan"), "Out of range float values are not JSON compliant"),
-    ({1, 2}, "Object of type set is not JSON serializable"),
+    (float("nan"), "nan is not a finite number (NaN and infinities are refused)"),
+    (float("-inf"), "-inf is not a finite number (NaN and infinities are refused)"),
+    ({1, 2}, "a set (!!set), which JSON cannot hold"),
 ])
 def test_a_value_json_cannot_hold_is_refused_at_its_member(base_spec, value, why):
     """A value JSON cannot hold (a NaN from the API, a YAML !!set) in neff_json is a one-line
-    error at neff_json."""
-    base_spec["neff_json"] = {"neff_like_version": 1, "subgraphs": ["sg00"], "a": value}
-    assert why in _refused_at(base_spec, "neff_json")
+    error at its key path (it was at neff_json, in json's words: `cannot be written as JSON:
+    Object of type set is not JSON serializable`); a number that is not finite in the words
+    the spec's text gets (ASSEMBLE.md)."""
+    base_spec["neff_json"] = {"neff_like_version": 1, "subgraphs": ["sg00"], "a": [0, value]}
+    assert _refused_at(base_spec, "neff_json.a[1]") == f"<spec>: field neff_json.a[1]: {why}"
+
+
+_DATE_HINT = "which JSON cannot hold (YAML 1.1 reads this form as a date: quote it for a string)"
+
+
+@pytest.mark.parametrize("yaml_text, field, why", [
+    ("  def_json: {released: 2001-12-14}\n", "subgraphs[0].def_json.released",
+     f"a date (2001-12-14), {_DATE_HINT}"),
+    ("  def_json: {note: [1, {at: 2001-12-14 21:59:43}]}\n", "subgraphs[0].def_json.note[1].at",
+     f"a date (2001-12-14T21:59:43), {_DATE_HINT}"),
+    ("  def_json: {note: {2001-12-14: x}}\n", "subgraphs[0].def_json.note",
+     f"a key that is a date (2001-12-14), {_DATE_HINT}"),
+    ("  vars: [{name: a, type: !!set {input}, size: 64}]\n", "subgraphs[0].vars[0].type",
+     "a set (!!set), which JSON cannot hold"),
+    ("  vars: [{name: a, type: state-buffer, size: 64, partitions: 2001-01-01}]\n",
+     "subgraphs[0].vars[0].partitions", f"a date (2001-01-01), {_DATE_HINT}"),
+    ("  replica_groups: [[0, !!binary AQ==]]\n", "subgraphs[0].replica_groups[0][1]",
+     "binary data (!!binary), which JSON cannot hold"),
+    ("neff_json: {neff_like_version: 1, subgraphs: [sg00], built: 2026-12-05}\n",
+     "neff_json.built", f"a date (2026-12-05), {_DATE_HINT}"),
+    ("extra_members: [{name: x.json, json: {a: [1, !!set {b}]}}]\n", "extra_members[0].json.a[1]",
+     "a set (!!set), which JSON cannot hold"),
+    ("extra_members: [{name: x.json, json: 2001-12-14}]\n", "extra_members[0].json",
+     f"a date (2001-12-14), {_DATE_HINT}"),
+])
+def test_a_value_json_cannot_hold_is_named_at_its_key_path(yaml_text, field, why, tmp_path):
+    """ASSEMBLE.md: a value written as JSON (def_json, neff_json, extra_members[].json, a
+    var's type or partitions, the replica groups) that JSON cannot hold - a plain
+    2001-12-14, which YAML 1.1 reads as a date, a !!set, !!binary, a date as a key - is
+    refused at its key path; it was at the member's holder in json's words (`field
+    subgraphs[0]: cannot be written as JSON: Object of type date is not JSON
+    serializable`).  The CLI says it in one line, exit 2, and writes nothing."""
+    text = "subgraphs:\n- engines: {sp: []}\n"
+    if "replica_groups" not in yaml_text:
+        text += "  replica_groups: [[0]]\n"
+    text = (text + yaml_text) if yaml_text.startswith(" ") else (yaml_text + text)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text))
+    assert str(exc.value) == f"<spec>: field {field}: {why}"
+    spec = tmp_path / "m.yaml"
+    spec.write_text(text, encoding="utf-8")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "m.neff")])
+    assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {spec}: field {field}: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
 
 
 @pytest.mark.parametrize("def_json, field", [

@@ -23,6 +23,7 @@ build deliberately invalid files for tests.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
@@ -481,7 +482,8 @@ class _Assembler:
 
     def json_member(self, obj: Any, path: str, field=None) -> bytes:
         """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
-        recursive YAML alias (:meth:`acyclic`) and a lone surrogate at its own field:
+        recursive YAML alias (:meth:`acyclic`), a lone surrogate and a value JSON cannot hold
+        (a YAML date, ``!!set`` or ``!!binary``; NaN from the API) at its own field:
         ``field(key path in obj)`` (default: the key path after ``path``), ``not Unicode text
         (...)`` as :meth:`utf8` says it.  The cycle is looked for only once ``json.dumps``
         has found one (it checks as it writes): a spec without one pays no walk."""
@@ -490,6 +492,13 @@ class _Assembler:
         except _Circular as err:
             self.acyclic(obj, path, field)  # raises, at the key path
             raise self.err(path, err.why) from None  # (cannot be: the walk finds every cycle)
+        except _NotJson as err:
+            found = _not_json(obj)
+            if found is None:  # (cannot be: json.dumps refuses only what the walk finds)
+                raise self.err(path, err.why) from None
+            sub, val, is_key = found
+            raise self.err(field(sub) if field else _joined(path, sub),
+                           _not_json_why(val, is_key)) from None
         except _NotUnicode as err:
             # (json.dumps wrote it: obj has no cycle, which it refuses, for the walk)
             found = jsonin.lone_surrogate(obj)
@@ -1110,8 +1119,63 @@ def _sync_fields(sync: bytes) -> dict[str, int]:
             "update_idx": sync[3], "semaphore_value": int.from_bytes(sync[4:8], "little")}
 
 
+#: What JSON holds: the values, and the keys (json.dumps writes a number, true, false or null
+#: key as a string).
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _not_json(doc: Any) -> tuple[str, Any, bool] | None:
+    """The first value of ``doc`` (in document order; a mapping's keys before its values)
+    that JSON cannot hold: anything but a string, number, boolean, null, list or mapping
+    (a YAML date, ``!!set``, ``!!binary``), a number that is not finite, or a key other than
+    a string, number, boolean or null.  Returns its key path (for a key: of the mapping),
+    the value and whether it is a key, or None.  Each list or mapping once (YAML aliases)."""
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, val = stack.pop()
+        if isinstance(val, (dict, list, tuple)):
+            if id(val) in seen:
+                continue
+            seen.add(id(val))
+            if isinstance(val, dict):
+                for key in val:
+                    if not isinstance(key, _JSON_SCALARS) or _non_finite(key):
+                        return path, key, True
+                kids = [(f"{path}.{k}" if path else str(k), v) for k, v in val.items()]
+            else:
+                kids = [(f"{path}[{i}]", v) for i, v in enumerate(val)]
+            stack.extend(reversed(kids))  # popped in document order
+        elif not isinstance(val, _JSON_SCALARS) or _non_finite(val):
+            return path, val, False
+    return None
+
+
+def _non_finite(val: Any) -> bool:
+    return isinstance(val, float) and not math.isfinite(val)
+
+
+def _not_json_why(val: Any, is_key: bool) -> str:
+    """Why ``val`` (a key if ``is_key``), found by :func:`_not_json`, is refused."""
+    if _non_finite(val):  # (as parse_spec_text says of one in a spec's text)
+        return (f"{'key ' if is_key else ''}{val!r} is not a finite number (NaN and "
+                "infinities are refused)")
+    hint = ""
+    if isinstance(val, datetime.date):  # (and a datetime)
+        kind = f"a date ({val.isoformat()})"
+        hint = " (YAML 1.1 reads this form as a date: quote it for a string)"
+    else:
+        kind = _yaml_kind(val)
+    return f"{'a key that is ' if is_key else ''}{kind}, which JSON cannot hold{hint}"
+
+
 class _NotUnicode(ValidationError):
     """A JSON member's text holds a lone surrogate (YAML's ``"\\ud800"``)."""
+
+
+class _NotJson(ValidationError):
+    """A JSON member holds a value JSON cannot hold (json.dumps refused it):
+    :func:`_not_json` finds it."""
 
 
 class _Circular(ValidationError):
@@ -1123,7 +1187,8 @@ def _json_bytes(obj: Any) -> bytes:
 
     Raises :class:`ValidationError` for what JSON cannot hold (non-string keys of the wrong
     kind, NaN) or nests too deeply for the JSON writer (and reader: reader.py's ``nested too
-    deeply``), :class:`_Circular` for a list or mapping that contains itself (a recursive YAML
+    deeply``), :class:`_NotJson` for a value JSON cannot hold (a date, a set, bytes, NaN),
+    :class:`_Circular` for a list or mapping that contains itself (a recursive YAML
     alias: ``_Assembler.acyclic`` then finds its key path), :class:`_NotUnicode` for text that
     is not UTF-8 (a lone surrogate).
     """
@@ -1133,12 +1198,12 @@ def _json_bytes(obj: Any) -> bytes:
         if str(err) == "Circular reference detected":  # (json's words)
             raise _Circular("cannot be written as JSON: a list or mapping contains itself (a "
                             "recursive YAML alias)") from None
-        raise ValidationError(f"cannot be written as JSON: {err}") from None
+        raise _NotJson(f"cannot be written as JSON: {err}") from None  # (NaN: from the API)
     except RecursionError:  # (a chain of YAML aliases: the spec's own text is not as deep)
         raise ValidationError("cannot be written as JSON: nested too deeply (a chain of YAML "
                               "aliases nesting lists or mappings)") from None
-    except TypeError as err:
-        raise ValidationError(f"cannot be written as JSON: {err}") from None
+    except TypeError as err:  # (a date, a set, bytes; a date as a key)
+        raise _NotJson(f"cannot be written as JSON: {err}") from None
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as err:  # a lone surrogate ("\\ud800" in YAML)
