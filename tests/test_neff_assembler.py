@@ -541,6 +541,41 @@ def test_partitions_on_dst_alone_make_the_default_opcode_0xd9(base_spec):
     _refused_at(base_spec, "subgraphs[0].engines.sp[1].all_reduce.src.partitions")
 
 
+@pytest.mark.parametrize("operand, parts, field, why", [
+    ("src", [0, -1], "src.partitions[1]", "-1 is outside 0..65535"),
+    ("src", [65536, 1], "src.partitions[0]", "65536 is outside 0..65535"),
+    ("dst", ["0", 128], "dst.partitions[0]", "must be an integer, got '0'"),
+    ("dst", [0, 1.5], "dst.partitions[1]", "must be an integer, got 1.5"),
+    ("dst", 65536, "dst.partitions", "65536 is outside 0..65535"),
+])
+def test_a_partitions_start_or_count_is_named_at_its_item(base_spec, operand, parts, field,
+                                                          why):
+    """ASSEMBLE.md: a 0xD9 operand's `partitions` is a count (from 0) or `[start, count]`,
+    each a u16 of the word (partition_start, partition_count: 0..65535): a bad item of the
+    pair is refused at `partitions[0]` or `partitions[1]` (it was at `partitions`, which of
+    the two left to guess); a bad count alone at `partitions`."""
+    trig = _sbuf_trigger([[1, 8]])
+    trig["all_reduce"][operand]["partitions"] = parts
+    _sp(base_spec)[1] = trig
+    path = f"subgraphs[0].engines.sp[1].all_reduce.{field}"
+    assert _refused_at(base_spec, path) == f"<spec>: field {path}: {why}"
+
+
+@pytest.mark.parametrize("omit, field, why", [
+    (["sg00/pool.bin", 1], "omit_members[1]", "must be a member name, got an integer"),
+    ([["sg00/pool.bin"]], "omit_members[0]", "must be a member name, got a list"),
+    ([None], "omit_members[0]", "must be a member name, got null"),
+    ("sg00/pool.bin", "omit_members", "must be a list of member names"),
+])
+def test_an_omit_members_item_that_is_no_name_is_named_at_its_item(base_spec, omit, field, why):
+    """ASSEMBLE.md: `omit_members: [name, ...]`: an item that is not a string is refused at
+    `omit_members[N]`, in YAML's words for what it is, as an `extra_members[].text` (it was
+    at `omit_members`: `must be a list of member names`, which item left to guess); a value
+    that is not a list still at `omit_members`."""
+    base_spec["omit_members"] = omit
+    assert _refused_at(base_spec, field) == f"<spec>: field {field}: {why}"
+
+
 @pytest.mark.parametrize("opcode, key", [(0xC7, "stream_id"), (0xC8, "channel_id"),
                                          (0xC7, "channel_id")])
 def test_a_field_the_word_does_not_have_is_refused(base_spec, opcode, key):

@@ -695,10 +695,13 @@ class _Assembler:
     def member_hatches(self, spec: dict, members: list[tuple[str, bytes]]
                        ) -> list[tuple[str, bytes]]:
         omit = _or(spec.get("omit_members"), [])
-        if not isinstance(omit, list) or not all(isinstance(x, str) for x in omit):
+        if not isinstance(omit, list):
             raise self.err("omit_members", "must be a list of member names")
         known = {n for n, _ in members}
         for k, name in enumerate(omit):
+            if not isinstance(name, str):
+                raise self.err(f"omit_members[{k}]", f"must be a member name, got "
+                                                     f"{_yaml_kind(name)}")
             if name not in known:
                 raise self.err(f"omit_members[{k}]", f"no member {name!r} to omit")
         members = [(n, d) for n, d in members if n not in omit]
@@ -926,10 +929,11 @@ class _Assembler:
     def sbuf(self, ref: Any, path: str, by_name: dict[str, dict], prefix: str) -> dict:
         self.keys(ref, ("var", "start", "partitions", "dims"), path)
         parts = ref.get("partitions")
+        at = path + ".partitions"
         if type(parts) is int:
-            pstart, pcount = 0, parts
+            (pstart, pcount), (start_at, count_at) = (0, parts), (at, at)
         elif isinstance(parts, list) and len(parts) == 2:
-            pstart, pcount = parts
+            (pstart, pcount), (start_at, count_at) = parts, (at + "[0]", at + "[1]")
         else:
             raise self.err(path + ".partitions", "needs a count or [start, count]")
         dims = ref.get("dims")
@@ -944,8 +948,8 @@ class _Assembler:
         return {
             f"{prefix}_var_id": self.var_id(ref.get("var"), path + ".var", by_name),
             f"{prefix}_start": self.integer(ref.get("start", 0), path + ".start", 0, 2**32 - 1),
-            f"{prefix}_partition_start": self.integer(pstart, path + ".partitions", 0, 0xFFFF),
-            f"{prefix}_partition_count": self.integer(pcount, path + ".partitions", 0, 0xFFFF),
+            f"{prefix}_partition_start": self.integer(pstart, start_at, 0, 0xFFFF),
+            f"{prefix}_partition_count": self.integer(pcount, count_at, 0, 0xFFFF),
             f"{prefix}_dims": out_dims,
         }
 
