@@ -921,9 +921,12 @@ def _cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args], prog_name="nrtrewrite")
 
 
-def _flat(output: str) -> str:
-    """The output as one line (rich wraps a long line at the 132 columns of a pipe)."""
-    return " ".join(output.split())
+def _note(output: str) -> str:
+    """The note on the refused triggers not shown: the output's last line, whole (docs/CLI.md
+    "explain": on one line; rich wrapped it at the 132 columns of a pipe)."""
+    last = output.splitlines()[-1]
+    assert last.startswith("lower refuses "), output
+    return last
 
 
 def _fp32_at(ordinals, n):
@@ -948,7 +951,7 @@ def test_explain_of_one_trigger_names_a_trigger_not_shown_that_lower_refuses(tmp
                            "lowered")
     res = _cli("explain", path, "--trigger", "0")
     assert res.exit_code == 0, res.output
-    assert _flat(res.output).endswith(f"lower refuses trigger 3, not shown: {line}")
+    assert _note(res.output) == f"lower refuses trigger 3, not shown: {line}"
     res = _cli("explain", path, "--trigger", "0", "--json")
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
@@ -963,6 +966,22 @@ def test_explain_of_one_trigger_names_a_trigger_not_shown_that_lower_refuses(tmp
         assert "not shown" not in _cli("explain", path, *args).output
 
 
+def test_the_note_on_a_refused_trigger_is_one_line_on_an_80_column_terminal(tmp_path,
+                                                                            monkeypatch):
+    """On a terminal (stdout_console takes its width, COLUMNS=80) the note is one line as
+    well, of more than 80 characters: the terminal folds it, rich does not break it."""
+    import nrtrewrite.cli as C
+    path = _limits_model(tmp_path, _fp32_at({3}, 6))
+    line = _lower_line(path, tmp_path)
+    monkeypatch.setattr(C, "is_tty", lambda stream: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    res = _cli("explain", path, "--trigger", "0")
+    assert res.exit_code == 0, res.output
+    assert len(line) > 80
+    assert _note(res.output) == f"lower refuses trigger 3, not shown: {line}"
+
+
 def test_several_refused_triggers_not_shown_are_one_line_naming_the_first(tmp_path):
     """Triggers 2, 3, 4 and 7 of ten in FP32: one line names the four as runs, ``2..4 7``,
     and the first one's refusal; ten refused (1, 3, ..., 19 of twenty) list their first 8
@@ -971,7 +990,7 @@ def test_several_refused_triggers_not_shown_are_one_line_naming_the_first(tmp_pa
     path = _limits_model(tmp_path / "four", _fp32_at({2, 3, 4, 7}, 10))
     res = _cli("explain", path, "--trigger", "0")
     assert res.exit_code == 0, res.output
-    tail = _flat(res.output).split("lower refuses ", 1)[1]
+    tail = _note(res.output)[len("lower refuses "):]
     assert tail.startswith("4 triggers not shown (2..4 7), the first: member sg00/sp.bin, "
                            "subgraph sg00, stream sp, instruction 2, offset 0x8e, field "
                            "dtype, trigger 2: ALLREDUCE in FP32 cannot be lowered")
@@ -984,9 +1003,9 @@ def test_several_refused_triggers_not_shown_are_one_line_naming_the_first(tmp_pa
             f"{hex(k * 64 + 14)}, field dtype, trigger {k}: ALLREDUCE in FP32 cannot")
     (tmp_path / "ten").mkdir()
     path = _limits_model(tmp_path / "ten", _fp32_at(set(range(1, 20, 2)), 20))
-    out = _flat(_cli("explain", path, "--trigger", "0").output)
-    assert ("lower refuses 10 triggers not shown (1 3 5 7 9 11 13 15 ...), the first: "
-            "member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, ") in out
+    note = _note(_cli("explain", path, "--trigger", "0").output)
+    assert note.startswith("lower refuses 10 triggers not shown (1 3 5 7 9 11 13 15 ...), the "
+                           "first: member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, ")
 
 
 def test_a_trigger_skipped_by_rank_that_lower_refuses_is_named(tmp_path):
@@ -1007,7 +1026,7 @@ def test_a_trigger_skipped_by_rank_that_lower_refuses_is_named(tmp_path):
     assert d["refused_not_shown"] == [{"trigger": 3, "refusal": line}]
     res = _cli("explain", path, "--rank", "0")
     assert res.exit_code == 0
-    assert _flat(res.output).endswith(f"lower refuses trigger 3, not shown: {line}")
+    assert _note(res.output) == f"lower refuses trigger 3, not shown: {line}"
 
 
 def test_a_trigger_not_shown_with_overlapping_operands_is_named(tmp_path):
@@ -1070,7 +1089,7 @@ def test_single_step_mesh_in_place_at_a_trigger_not_shown_is_named(tmp_path):
                            "trigger 1: SINGLE_STEP_MESH in place over 9 ranks")
     res = _cli("explain", path, "--trigger", "0", "--algo", "single_step_mesh")
     assert res.exit_code == 0, res.output
-    assert _flat(res.output).endswith(f"lower refuses trigger 1, not shown: {line}")
+    assert _note(res.output) == f"lower refuses trigger 1, not shown: {line}"
 
 
 def test_the_triggers_not_shown_are_selected_only_when_their_selection_may_refuse(

@@ -915,9 +915,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     else:
         for rec in records:
             _print_record(console, rec, topo)
-    if refused:  # after the output: what explain did not show would stop lower
+    if refused:  # after the output, one line (never wrapped): what would stop lower
         console.print(styled(f"[red]{_refused_head(refused)}[/] ", plain(refused[0]["refusal"])),
-                      highlight=False)
+                      highlight=False, soft_wrap=True)
 
 
 def _overview(records: list[dict]) -> Table:
