@@ -57,6 +57,14 @@ def rdh8n_out(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def ssm8_out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ssm8") / "o"
+    meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add", 8192)]), out,
+                   algo="single_step_mesh")
+    return out
+
+
 def _copy(src: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "t"
     shutil.copytree(src, dst)
@@ -81,8 +89,8 @@ def _fails(out: Path, *words: str) -> str:
     return text
 
 
-def test_untampered_outputs_pass(mesh_out, ring_out, rdh5_out, rdh8n_out):
-    for out in (mesh_out, ring_out, rdh5_out, rdh8n_out):
+def test_untampered_outputs_pass(mesh_out, ring_out, rdh5_out, rdh8n_out, ssm8_out):
+    for out in (mesh_out, ring_out, rdh5_out, rdh8n_out, ssm8_out):
         res = cli("simulate", out, "--json")
         assert res.exit_code == 0, res.output
 
@@ -520,21 +528,40 @@ def test_ring_step_plus_one_on_every_ring_leaf_of_every_op(ring_out, tmp_path):
     # two mesh_send legs (steps 3 and 4) trading their ring_step
     ("mesh", {5: 4, 6: 3}, ["record 6", "ring_step 3 after ring_step 4 (legs.bin record 5) in "
                             "an entry of MESH"]),
+    # the second rdh_copy (step 8) numbered as the first (7)
+    ("rdh5", {10: 7}, ["record 10", "ring_step 7 after ring_step 7 (legs.bin record 9) in an "
+                       "entry of INTRA_RDH"]),
+    # the mesh_reduce (step 3) numbered below the mesh_send before it (2)
+    ("ssm8", {5: 1}, ["record 5", "ring_step 1 after ring_step 2 (legs.bin record 4) in an "
+                      "entry of SINGLE_STEP_MESH"]),
 ])
-def test_a_mesh_or_rdh_ring_step_out_of_order_is_caught(rdh8n_out, mesh_out, tmp_path, which,
-                                                        edits, words):
+def test_a_mesh_or_rdh_ring_step_out_of_order_is_caught(rdh8n_out, mesh_out, rdh5_out, ssm8_out,
+                                                        tmp_path, which, edits, words):
     """FORMATS §3 ``ring_step``: mesh and RDH number each composed leg its own step, in
-    order. Rank 0's INTER_RDH entry over 8 nodes (6000 elements) runs 16 legs before its
-    mark_end, steps 0 .. 15; its MESH entry of c7c8's trigger 0 two mark_complete legs (step
-    0), then mesh_sync 0, mesh_sync 1, mesh_send 2, 3, 4, mesh_reduce 5, mesh_send 6,
-    mesh_sync 7. A step repeated, going back, or two swapped passed (the field is
-    informative: nothing reads it); each is refused at the leg that breaks the order."""
-    base = rdh8n_out if which == "rdh8n" else mesh_out
-    steps = _ring_steps(base, 0)
+    order, after the entry's two mark_complete legs (step 0). Rank 0's INTER_RDH entry over
+    8 nodes (6000 elements) runs 16 legs before its mark_end, steps 0 .. 15; its MESH entry
+    of c7c8's trigger 0 mesh_sync 0, mesh_sync 1, mesh_send 2, 3, 4, mesh_reduce 5,
+    mesh_send 6, mesh_sync 7; its INTRA_RDH entry over 5 ranks (5000 elements) the
+    handshake's mesh_sync 0, 1, then five rdh_reduce legs 2 .. 6 and three rdh_copy legs
+    7 .. 9; its SINGLE_STEP_MESH entry over 8 ranks (8192 elements) the handshake's
+    mesh_sync 0, 1, one mesh_send 2 of its input to the 7 peers (8 destinations a leg),
+    one mesh_reduce 3 of the 8 inputs (8 sources a leg), and EVT_SYNC's mesh_sync 4, 5. A
+    step repeated, going back, or two swapped passed (the field is informative: nothing
+    reads it); each is refused at the leg that breaks the order, whichever of the four
+    engines (docs/SIMULATOR.md §2) composed the entry."""
+    base = {"rdh8n": rdh8n_out, "mesh": mesh_out, "rdh5": rdh5_out, "ssm8": ssm8_out}[which]
+    steps, leaves = _ring_steps(base, 0), _legs(base, 0)[LEAF::REC]
     if which == "rdh8n":
         assert steps == list(range(16)) + [0]
-    else:
+    elif which == "mesh":
         assert steps[:11] == [0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 0]
+    elif which == "rdh5":  # mark_complete 22, mesh_sync 20, rdh_reduce 19, rdh_copy 18,
+        # mark_end 15 (FORMATS §3)
+        assert list(leaves) == [22, 22, 20, 20] + [19] * 5 + [18] * 3 + [15]
+        assert steps == [0, 0] + list(range(10)) + [0]
+    else:  # mesh_send 16, mesh_reduce 17
+        assert list(leaves) == [22, 22, 20, 20, 16, 17, 20, 20, 15]
+        assert steps == [0, 0] + list(range(6)) + [0]
     out = _copy(base, tmp_path)
     for record, value in edits.items():
         _patch(out / "rank-0000" / "legs.bin", record * REC + RING_STEP, "<I",
