@@ -714,7 +714,7 @@ def test_explain_shows_the_trigger_past_the_spad_entries_of_a_subgraph(tmp_path)
     assert lowered[512]["fallback_reason"] == line.split(": ", 1)[1]
     assert run_json("explain", path, "--trigger", "0")["model_refusal"] == line
     text = run("explain", path, "--trigger", "0").output
-    assert f"lower refuses the whole model: {line}" in " ".join(text.split())
+    assert f"lower refuses the whole model: {line}" in text.splitlines()  # one line, whole
 
 
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
@@ -769,7 +769,7 @@ def test_explain_names_the_rank_when_only_shared_ranks_pass_a_limit(tmp_path, mo
     assert d["model_refusal"] == line
     assert "INVALID" not in [t["lowered"]["algorithm"] for t in d["triggers"]]
     text = run("explain", path).output
-    assert f"lower refuses the whole model: {line}" in " ".join(text.split())
+    assert f"lower refuses the whole model: {line}" in text.splitlines()  # one line, whole
 
 
 def test_model_refusal_is_null_for_a_model_lower_takes(model_path):

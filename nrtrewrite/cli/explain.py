@@ -904,7 +904,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     console.print(plain(head), highlight=False)
     if refusal is not None:
         console.print(styled("[red]lower refuses the whole model:[/] ", plain(str(refusal))),
-                      highlight=False)
+                      highlight=False, soft_wrap=True)  # one line, never wrapped
     if rank is not None and skipped:
         console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, skipped))}; "
                       "skipped", highlight=False)
