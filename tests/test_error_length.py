@@ -24,14 +24,14 @@ def test_a_long_reason_is_cut_in_the_middle():
 def test_assemble_of_a_huge_wrong_value_is_one_short_line(tmp_path):
     import yaml
 
-    def mut(s):
-        s["subgraphs"][0]["vars"][0]["size"] = list(range(200_000))
+    def mut(s):  # (a list is worded `a list`: a string is the value shown whole)
+        s["subgraphs"][0]["vars"][0]["var_id"] = "7" * 200_000
     spec = tmp_path / "big.yaml"
     spec.write_text(yaml.safe_dump(unvalidated_spec(mut)))
     res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "m.neff")])
     assert res.exit_code == 2
     line, = res.stderr.splitlines()
-    assert "field subgraphs[0].vars[0].size: must be an integer, got [0, 1, 2" in line
+    assert "field subgraphs[0].vars[0].var_id: must be an integer, got '7777" in line
     assert "characters in all" in line and len(line) < 1200, len(line)
 
 

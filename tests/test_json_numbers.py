@@ -310,16 +310,17 @@ def test_a_topology_file_names_a_key_given_twice_before_deep_nesting(tmp_path, b
 # --- assemble specs -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, field, value", [
-    ("header: {num_tpb: .inf}\nsubgraphs: []\n", "header.num_tpb", "inf"),
+    ("header: {num_tpb: .inf}\nsubgraphs: []\n", "header.num_tpb", ".inf"),
     ("subgraphs:\n  - name: sg00\n    def_json: {note: [1, -.inf]}\n",
-     "subgraphs[0].def_json.note[1]", "-inf"),
+     "subgraphs[0].def_json.note[1]", "-.inf"),
     ("subgraphs:\n  - name: sg00\n    vars: [{name: a, size: .NaN}]\n", "subgraphs[0].vars[0].size",
-     "nan"),
-    ("neff_json: {x: 1.0e+999}\n", "neff_json.x", "inf"),
-    # a JSON spec is read as JSON (and was as YAML until 2026-12-04: the same message)
+     ".nan"),
+    ("neff_json: {x: 1.0e+999}\n", "neff_json.x", ".inf"),
+    # a JSON spec is read as JSON (and was as YAML until 2026-12-04: the same message); the
+    # value as YAML writes it (JSON cannot)
     ('{"subgraphs": [{"name": "sg00", "vars": [{"name": "a", "size": -1.0e+999}]}]}',
-     "subgraphs[0].vars[0].size", "-inf"),
-    ("extra_members: [{name: x.json, json: {.inf: 1}}]\n", "extra_members[0].json", "inf"),
+     "subgraphs[0].vars[0].size", "-.inf"),
+    ("extra_members: [{name: x.json, json: {.inf: 1}}]\n", "extra_members[0].json", ".inf"),
 ])
 def test_assemble_specs_refuse_numbers_that_are_not_finite(tmp_path, text, field, value):
     with pytest.raises(ValidationError) as exc:

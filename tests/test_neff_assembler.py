@@ -360,7 +360,7 @@ def test_lone_surrogate_in_yaml_is_an_error(base_spec):
     with pytest.raises(ValidationError) as exc:
         assemble_spec(base_spec)
     assert str(exc.value) == ("<spec>: field subgraphs[0].vars[2].name: not Unicode text "
-                              "('\\ud800' is a lone surrogate, which UTF-8 cannot hold)")
+                              "(\"\\ud800\" is a lone surrogate, which UTF-8 cannot hold)")
 
 
 @pytest.mark.parametrize("where, text, field, kind", [
@@ -562,7 +562,7 @@ def test_a_partitions_start_or_count_is_named_at_its_item(base_spec, operand, pa
 
 
 @pytest.mark.parametrize("omit, field, why", [
-    (["sg00/pool.bin", 1], "omit_members[1]", "must be a member name, got an integer"),
+    (["sg00/pool.bin", 1], "omit_members[1]", "must be a member name, got 1"),
     ([["sg00/pool.bin"]], "omit_members[0]", "must be a member name, got a list"),
     ([None], "omit_members[0]", "must be a member name, got null"),
     ("sg00/pool.bin", "omit_members", "must be a list of member names"),
@@ -845,7 +845,7 @@ def test_repeats_nested_too_deeply_through_aliases_are_a_spec_error():
     assert len(assemble(twice).model.subgraphs[0].streams["sp"]) == 5 * 64
 
 
-LONE = "('\\ud800' is a lone surrogate, which UTF-8 cannot hold)"
+LONE = "(\"\\ud800\" is a lone surrogate, which UTF-8 cannot hold)"
 
 
 @pytest.mark.parametrize("field", ["header.name", "header.neff_build_version",
@@ -881,14 +881,14 @@ def test_a_default_name_from_an_undecodable_file_name_says_to_give_header_name(
         assemble_file(path)
     assert str(exc.value).endswith(
         ".yaml: field header.name: the default, the spec file's name without extension "
-        "('\\udcff'), is not Unicode text (it holds a lone surrogate, which UTF-8 cannot "
+        "(\"\\udcff\"), is not Unicode text (it holds a lone surrogate, which UTF-8 cannot "
         "hold): give header.name")
 
 
 @pytest.mark.parametrize("yaml_text, kind", [
     ("!!set {a, b}", "a set (!!set)"), ("!!binary aGk=", "binary data (!!binary)"),
-    ("[1, 2]", "a list"), ("{a: 1}", "a mapping"), ("12", "an integer"),
-    ("true", "a boolean"), ("null", "null"), ("2001-12-14", "a date"),
+    ("[1, 2]", "a list"), ("{a: 1}", "a mapping"), ("12", "12"),
+    ("true", "true"), ("null", "null"), ("2001-12-14", "a date (2001-12-14)"),
 ])
 def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
     """extra_members[].text was written as str() of any value: a !!set gave bytes that
@@ -1045,7 +1045,7 @@ def test_a_json_spec_indented_with_tabs_is_read_as_json(base_spec):
         "note": [1000.0]}
     with pytest.raises(ValidationError) as exc:
         parse_spec_text(text.replace('"@@"', "[1e3, 1e999]"))
-    assert str(exc.value) == ("<spec>: field subgraphs[0].def_json.note[1]: inf is not a "
+    assert str(exc.value) == ("<spec>: field subgraphs[0].def_json.note[1]: .inf is not a "
                               "finite number (NaN and infinities are refused)")
     del base_spec["subgraphs"][0]["def_json"]
     # a byte-order mark before it (Windows editors write one) as YAML would skip it
@@ -1251,8 +1251,8 @@ def test_a_lone_surrogate_in_a_json_member_is_named_at_its_field(base_spec, muta
     def.json says `var`)."""
     mutate(base_spec)
     msg = _refused_at(base_spec, field)
-    why = "not Unicode text ('\\ud800' is a lone surrogate, which UTF-8 cannot hold)"
-    assert msg == f"<spec>: field {field}: " + (f"key 'a\\ud800' is {why}" if key else why)
+    why = "not Unicode text (\"\\ud800\" is a lone surrogate, which UTF-8 cannot hold)"
+    assert msg == f"<spec>: field {field}: " + (f"key \"a\\ud800\" is {why}" if key else why)
 
 
 def test_a_lone_surrogate_in_an_engine_name_is_named_at_the_engines(base_spec, tmp_path):
@@ -1261,14 +1261,14 @@ def test_a_lone_surrogate_in_an_engine_name_is_named_at_the_engines(base_spec, t
     0..inf`): refused before its stream is read, at `engines`."""
     _sg0(base_spec)["engines"]["a\ud800"] = [{"nop": -1}]
     assert _refused_at(base_spec, "subgraphs[0].engines").endswith(
-        ": engine name 'a\\ud800' is not Unicode text ('\\ud800' is a lone surrogate, which "
+        ": engine name \"a\\ud800\" is not Unicode text (\"\\ud800\" is a lone surrogate, which "
         "UTF-8 cannot hold)")
     spec = tmp_path / "e.json"
     spec.write_text(json.dumps(base_spec), encoding="utf-8")  # ("\ud800" escaped in JSON)
     res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "e.neff")])
     assert (res.exit_code, res.output) == (
-        2, f"nrtrewrite: error: {spec}: field subgraphs[0].engines: engine name 'a\\ud800' is "
-           "not Unicode text ('\\ud800' is a lone surrogate, which UTF-8 cannot hold)\n")
+        2, f"nrtrewrite: error: {spec}: field subgraphs[0].engines: engine name \"a\\ud800\" is "
+           "not Unicode text (\"\\ud800\" is a lone surrogate, which UTF-8 cannot hold)\n")
 
 
 # ---------------------------------------------------------------------------
@@ -1540,8 +1540,8 @@ def test_a_spec_file_that_is_not_utf8_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("value, why", [
-    (float("nan"), "nan is not a finite number (NaN and infinities are refused)"),
-    (float("-inf"), "-inf is not a finite number (NaN and infinities are refused)"),
+    (float("nan"), ".nan is not a finite number (NaN and infinities are refused)"),
+    (float("-inf"), "-.inf is not a finite number (NaN and infinities are refused)"),
     ({1, 2}, "a set (!!set), which JSON cannot hold"),
 ])
 def test_a_value_json_cannot_hold_is_refused_at_its_member(base_spec, value, why):
@@ -1610,3 +1610,105 @@ def test_of_two_recursive_aliases_the_first_is_named(def_json, field):
         assemble_spec(parse_spec_text(text))
     assert str(exc.value) == (f"<spec>: field subgraphs[0].def_json.{field}: a list contains "
                               "itself (a recursive YAML alias), which JSON cannot hold")
+
+
+# ---------------------------------------------------------------------------
+# a spec value in a message is worded as the spec writes it (ASSEMBLE.md), not as Python's
+# repr: `got None`, `got True`, `got datetime.date(2001, 1, 1)`, `got b'\x01'`, `not a UUID: [1]`
+
+_WORDING_SPEC = """\
+header: {num_tpb: %(num_tpb)s, uuid: %(uuid)s}
+subgraphs:
+- vars: [{name: a, type: input, size: 64}, {name: b, type: output, size: 64}]
+  replica_groups: [[0, 1]]
+  engines:
+    %(engine)s: [{all_reduce: {dtype: %(dtype)s, op: add, src: %(src)s, dst: b, bytes: 64}}]
+"""
+_WORDING_DEFAULTS = {"num_tpb": "1", "uuid": "null", "engine": "sp", "dtype": "bf16", "src": "a"}
+
+#: A wrong value as the spec writes it, and as the message must word it (worked out by hand
+#: from YAML 1.1: ~ and null are null, yes is true, a plain 2001-01-01 is a date, 1.0e+20 a
+#: float; a string in single quotes, in double quotes with JSON's escapes when it holds a
+#: single quote or a character that is not printable).
+_WORDED = [
+    ("null", "null"), ("~", "null"), ("true", "true"), ("yes", "true"), ("false", "false"),
+    ("2001-01-01", "a date (2001-01-01)"), ("!!binary AQ==", "binary data (!!binary)"),
+    ("[1, 2]", "a list"), ("{a: 1}", "a mapping"), ("!!set {a}", "a set (!!set)"),
+    ("1.5", "1.5"), ("1.0e+20", "1.0e+20"), ("'12'", "'12'"), ('"it\'s"', '"it\'s"'),
+    ('"a\\tb"', '"a\\tb"'),
+]
+
+
+@pytest.mark.parametrize("yaml_value, worded", _WORDED)
+def test_an_integer_refused_is_worded_as_the_spec_writes_it(yaml_value, worded):
+    text = _WORDING_SPEC % dict(_WORDING_DEFAULTS, num_tpb=yaml_value)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text))
+    assert str(exc.value) == f"<spec>: field header.num_tpb: must be an integer, got {worded}"
+
+
+@pytest.mark.parametrize("key, yaml_value, field, why", [
+    ("uuid", "[1]", "header.uuid", "not a UUID: a list"),
+    ("uuid", "12", "header.uuid", "not a UUID: 12"),
+    ("uuid", "true", "header.uuid", "not a UUID: true"),
+    ("uuid", "2001-01-01", "header.uuid", "not a UUID: a date (2001-01-01)"),
+    ("dtype", "null", "subgraphs[0].engines.sp[0].all_reduce.dtype",
+     "unknown dtype null (one of "),  # (the list of names: checked elsewhere)
+    ("src", "true", "subgraphs[0].engines.sp[0].all_reduce.src",
+     "must be a var name or a var_id, got true"),
+    ("src", "1.5", "subgraphs[0].engines.sp[0].all_reduce.src",
+     "must be a var name or a var_id, got 1.5"),
+    ("src", "[a]", "subgraphs[0].engines.sp[0].all_reduce.src",
+     "must be a var name or a var_id, got a list"),
+    ("src", "'c'", "subgraphs[0].engines.sp[0].all_reduce.src",
+     "no var named 'c' in this subgraph"),
+    ("engine", "null", "subgraphs[0].engines", "engine name null is not a string"),
+    ("engine", "2001-01-01", "subgraphs[0].engines",
+     "engine name a date (2001-01-01) is not a string"),
+])
+def test_other_values_refused_are_worded_as_the_spec_writes_them(key, yaml_value, field, why):
+    text = _WORDING_SPEC % dict(_WORDING_DEFAULTS, **{key: yaml_value})
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text))
+    msg = str(exc.value)
+    if key == "dtype":
+        assert msg.startswith(f"<spec>: field {field}: {why}"), msg
+    else:
+        assert msg == f"<spec>: field {field}: {why}"
+
+
+@pytest.mark.parametrize("yaml_text, why", [
+    ("header: {~: 1}\nsubgraphs: []\n", "field header: unknown key null (allowed: pkg_version, "
+     "name, neff_version_major, neff_version_minor, neff_build_version, num_tpb, uuid, "
+     "requested_tpb_count, tpb_per_node, feature_bits, lnc_size)"),
+    ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: [{1: 2}]}\n",
+     "field subgraphs[0].engines.sp[0]: unknown instruction 1"),
+    ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: [{nop: 2001-01-01}]}\n",
+     "field subgraphs[0].engines.sp[0].nop: must be an integer, got a date (2001-01-01)"),
+    ("omit_members: [yes]\nsubgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n",
+     "field omit_members[0]: must be a member name, got true"),
+    ("extra_members: [{name: x, text: 1.0e+20}]\n"
+     "subgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n",
+     "field extra_members[0].text: must be a string, got 1.0e+20"),
+])
+def test_keys_and_list_items_refused_are_worded_as_the_spec_writes_them(yaml_text, why):
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(yaml_text))
+    assert str(exc.value) == f"<spec>: {why}"
+
+
+def test_a_yaml_key_given_twice_is_worded_as_the_spec_writes_it():
+    """`{~: 1, null: 2}` is the key null twice (it said `duplicate key None`)."""
+    with pytest.raises(ParseError) as exc:
+        parse_spec_text("a: {~: 1, null: 2}\n")
+    assert str(exc.value) == "<spec>: invalid spec: duplicate key null (line 1 column 11)"
+
+
+def test_a_value_refused_is_worded_as_the_spec_writes_it_through_the_cli(tmp_path):
+    spec = tmp_path / "w.yaml"
+    spec.write_text(_WORDING_SPEC % dict(_WORDING_DEFAULTS, num_tpb="2001-01-01"))
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "w.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field header.num_tpb: must be an integer, got a date "
+           "(2001-01-01)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.yaml"]

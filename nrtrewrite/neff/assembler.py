@@ -188,7 +188,7 @@ def _check_keys(loader: _SafeLoader, node: yaml.MappingNode, deep: bool) -> None
         key = loader._hashable_key(node, key_node)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+                None, None, f"duplicate key {_spec_value(key)}", key_node.start_mark)
         seen.add(key)
 
 
@@ -250,7 +250,7 @@ def _not_a(node: yaml.ScalarNode, what: str, why: str = "") -> yaml.constructor.
     """``'TEXT' is not WHAT`` at ``node`` (a text of more than 24 characters cut to 12)."""
     shown = cut_middle(str(node.value), 24, 12, 0, "{head}...")
     return yaml.constructor.ConstructorError(
-        None, None, f"{shown!r} is not {what}{why}", node.start_mark)
+        None, None, f"{_spec_value(shown)} is not {what}{why}", node.start_mark)
 
 
 _SafeLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
@@ -382,8 +382,8 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
         except jsonin.JsonRule as rule:
             if rule.non_finite is not None:  # (YAML 1.1 would read 1e999 and NaN, and every
                 # exponent number of the text with them, as strings): as the YAML path says it
-                raise ValidationError(f"{rule.non_finite!r} is not a finite number (NaN and "
-                                      "infinities are refused)",
+                raise ValidationError(f"{_spec_value(rule.non_finite)} is not a finite number "
+                                      "(NaN and infinities are refused)",
                                       Where(file=source, field=rule.path)) from None
             spec = None  # a duplicate key, a long integer: YAML's error has a line and column
         except (ValueError, RecursionError):
@@ -421,7 +421,8 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
                               "anchor names)", Where(file=source, field=where or None))
     if loader.non_finite and (found := non_finite_path(spec)) is not None:
         path, val = found
-        raise ValidationError(f"{val!r} is not a finite number (NaN and infinities are refused)",
+        raise ValidationError(f"{_spec_value(val)} is not a finite number (NaN and infinities "
+                              "are refused)",
                               Where(file=source, field=path or None))
     if not isinstance(spec, dict):
         raise ValidationError("a spec must be a mapping", Where(file=source))
@@ -507,7 +508,7 @@ class _Assembler:
             sub, text, _, is_key = found
             why = f"not Unicode text ({_not_unicode(text)})"
             raise self.err(field(sub) if field else _joined(path, sub),
-                           f"key {_escaped(text)} is {why}" if is_key else why) from None
+                           f"key {_spec_value(text)} is {why}" if is_key else why) from None
         except ValidationError as err:
             raise self.err(path, err.why) from None
 
@@ -520,7 +521,7 @@ class _Assembler:
         if cycle is not None:
             sub, node = cycle
             raise self.err(field(sub) if field else _joined(path, sub),
-                           f"{_yaml_kind(node)} contains itself (a recursive YAML alias), "
+                           f"{_spec_value(node)} contains itself (a recursive YAML alias), "
                            "which JSON cannot hold")
 
     def utf8(self, text: str, path: str) -> bytes:
@@ -545,7 +546,7 @@ class _Assembler:
             raise self.err(path, "must be a mapping")
         extra = [k for k in obj if k not in allowed]
         if extra:
-            raise self.err(path, f"unknown key {extra[0]!r} (allowed: {', '.join(allowed)})")
+            raise self.err(path, f"unknown key {_spec_value(extra[0])} (allowed: {', '.join(allowed)})")
         return obj
 
     def integer(self, val: Any, path: str, lo: int = 0, hi: int | None = None,
@@ -553,16 +554,16 @@ class _Assembler:
         if size and isinstance(val, str):
             m = _SIZE_RE.match(val)
             if not m:
-                raise self.err(path, f"bad size {_shown(val)!r} (an integer in ASCII digits, "
+                raise self.err(path, f"bad size {_spec_value(_shown(val))} (an integer in ASCII digits, "
                                      "optionally with B, KiB, MiB or GiB)")
             if (digits := len(m.group(1))) > MAX_SIZE_DIGITS:  # (int() refuses 4301 or more)
-                raise self.err(path, f"size {_shown(val)!r} has {digits} digits, more than "
+                raise self.err(path, f"size {_spec_value(_shown(val))} has {digits} digits, more than "
                                      f"{MAX_SIZE_DIGITS}")
             val = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
         if type(val) is not int:
-            raise self.err(path, f"must be an integer, got {val!r}")
+            raise self.err(path, f"must be an integer, got {_spec_value(val)}")
         if val < lo or (hi is not None and val > hi):
-            raise self.err(path, f"{val} is outside {lo}..{hi if hi is not None else 'inf'}")
+            raise self.err(path, f"{_spec_value(val)} is outside {lo}..{hi if hi is not None else 'inf'}")
         return val
 
     def hexbytes(self, val: Any, path: str, size: int | None = None,
@@ -572,7 +573,7 @@ class _Assembler:
         try:
             raw = bytes.fromhex("".join(val.split()))
         except ValueError:
-            raise self.err(path, f"not a hex string: {val!r}") from None
+            raise self.err(path, f"not a hex string: {_spec_value(val)}") from None
         if size is not None:
             if len(raw) > size or (not pad and len(raw) != size):
                 raise self.err(path, f"needs {'at most ' if pad else ''}{size} bytes, "
@@ -594,7 +595,7 @@ class _Assembler:
         for i, sg in enumerate(sgs):
             name, items = self.subgraph(sg, f"subgraphs[{i}]", i)
             if name in names:
-                raise self.err(f"subgraphs[{i}].name", f"subgraph {name!r} defined twice")
+                raise self.err(f"subgraphs[{i}].name", f"subgraph {_spec_value(name)} defined twice")
             names.append(name)
             for member, _ in items:
                 # (distinct subgraph names make distinct def.json members: only two streams
@@ -648,7 +649,7 @@ class _Assembler:
                 raise self.err(p + key, "must be a string")
             if key not in h and _not_unicode(val) is not None:  # (from a file's name)
                 raise self.err(p + key, f"the default, the spec file's name without extension "
-                                        f"({_escaped(val)}), is not Unicode text (it holds "
+                                        f"({_spec_value(val)}), is not Unicode text (it holds "
                                         f"a lone surrogate, which UTF-8 cannot hold): give "
                                         f"header.{key}")
             if len(self.utf8(val, p + key)) > size:
@@ -663,7 +664,7 @@ class _Assembler:
                     raise ValueError
                 fields["uuid"] = uuidlib.UUID(str(uuid_val)).bytes
             except ValueError:
-                raise self.err(p + "uuid", f"not a UUID: {uuid_val!r}") from None
+                raise self.err(p + "uuid", f"not a UUID: {_spec_value(uuid_val)}") from None
         tpn = h.get("tpb_per_node")
         if tpn is None:
             fields["tpb_per_node"] = bytes(64)
@@ -701,9 +702,9 @@ class _Assembler:
         for k, name in enumerate(omit):
             if not isinstance(name, str):
                 raise self.err(f"omit_members[{k}]", f"must be a member name, got "
-                                                     f"{_yaml_kind(name)}")
+                                                     f"{_spec_value(name)}")
             if name not in known:
-                raise self.err(f"omit_members[{k}]", f"no member {name!r} to omit")
+                raise self.err(f"omit_members[{k}]", f"no member {_spec_value(name)} to omit")
         members = [(n, d) for n, d in members if n not in omit]
         extra = _or(spec.get("extra_members"), [])
         if not isinstance(extra, list):
@@ -724,7 +725,7 @@ class _Assembler:
             if "text" in item:
                 if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
                     raise self.err(path + ".text", f"must be a string, got "
-                                                   f"{_yaml_kind(item['text'])}")
+                                                   f"{_spec_value(item['text'])}")
                 data = self.utf8(item["text"], path + ".text")
             elif "hex" in item:
                 data = self.hexbytes(item["hex"], path + ".hex")
@@ -751,9 +752,9 @@ class _Assembler:
         streams: list[tuple[str, bytes]] = []
         for engine, body in engines.items():
             if not isinstance(engine, str):
-                raise self.err(path + ".engines", f"engine name {engine!r} is not a string")
+                raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not a string")
             if (why := _not_unicode(engine)) is not None:  # (before a path names it)
-                raise self.err(path + ".engines", f"engine name {_escaped(engine)} is not "
+                raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not "
                                                   f"Unicode text ({why})")
             self.member_name(f"{name}/{engine}.bin", path + ".engines")  # (as above)
             try:
@@ -794,7 +795,7 @@ class _Assembler:
                 raise self.err(p + ".name", "needs a non-empty name")
             self.utf8(name, p + ".name")  # (not at the subgraph, whose def.json holds it)
             if name in by_name:
-                raise self.err(p + ".name", f"var name {name!r} used twice")
+                raise self.err(p + ".name", f"var name {_spec_value(name)} used twice")
             if "var_id" not in item and next_id > 2**32 - 1:
                 raise self.err(p, f"its default var_id follows the highest var_id before it "
                                   f"({next_id - 1}): {next_id} is outside 0..{2**32 - 1}; give "
@@ -820,17 +821,17 @@ class _Assembler:
             if isinstance(grp, str):
                 m = _RANGE_RE.match(grp)
                 if m and (digits := max(map(len, m.groups()))) > MAX_JSON_INT_DIGITS:
-                    raise self.err(f"{path}[{g}]", f"rank range {_shown(grp)!r}: a rank of "
+                    raise self.err(f"{path}[{g}]", f"rank range {_spec_value(_shown(grp))}: a rank of "
                                    f"{digits} digits, more than {MAX_JSON_INT_DIGITS} (as a "
                                    "YAML integer of the spec)")
                 if not m or int(m.group(2)) < int(m.group(1)):
-                    raise self.err(f"{path}[{g}]", f"bad rank range {_shown(grp)!r} (use "
+                    raise self.err(f"{path}[{g}]", f"bad rank range {_spec_value(_shown(grp))} (use "
                                    "'first..last' in ASCII digits)")
                 first, last = int(m.group(1)), int(m.group(2))
                 if self.range_ranks + last - first + 1 > MAX_TOPOLOGY_RANKS:
                     # expanded, a range costs about 150 bytes a rank: '0..2147483647' would
                     # exhaust memory, and so would many ranges; no topology has more ranks
-                    raise self.err(f"{path}[{g}]", f"the range {grp!r} holds {last - first + 1} "
+                    raise self.err(f"{path}[{g}]", f"the range {_spec_value(grp)} holds {last - first + 1} "
                                    f"ranks, {self.range_ranks} before it in the spec's ranges; "
                                    f"the ranges hold at most {MAX_TOPOLOGY_RANKS} ranks in all "
                                    "(MAX_TOPOLOGY_RANKS, the most ranks a topology has); list "
@@ -899,7 +900,7 @@ class _Assembler:
                                  count, p + ".count")
         if kind in TRIGGER_KINDS:
             return self.trigger(TRIGGER_KINDS[kind], body, p, by_name)
-        raise self.err(path, f"unknown instruction {kind!r}")
+        raise self.err(path, f"unknown instruction {_spec_value(kind)}")
 
     def sync(self, sync: Any, path: str) -> bytes:
         if sync is None:
@@ -915,8 +916,10 @@ class _Assembler:
             return self.integer(ref, path, 0, 2**32 - 1)  # escape hatch: a raw var id
         if ref is None:
             raise self.err(path, f"{path.rsplit('.', 1)[-1]} is missing: give a var name")
-        if not isinstance(ref, str) or ref not in by_name:
-            raise self.err(path, f"no var named {ref!r} in this subgraph")
+        if not isinstance(ref, str):
+            raise self.err(path, f"must be a var name or a var_id, got {_spec_value(ref)}")
+        if ref not in by_name:
+            raise self.err(path, f"no var named {_spec_value(ref)} in this subgraph")
         return by_name[ref]["var_id"]
 
     def dram(self, ref: Any, path: str, by_name: dict[str, dict]) -> tuple[int, int]:
@@ -958,7 +961,7 @@ class _Assembler:
         self.keys(body, _TRIGGER_KEYS, path)
         dname = body.get("dtype")
         if not isinstance(dname, str) or dname not in DTYPE_NAMES:
-            raise self.err(path + ".dtype", f"unknown dtype {dname!r} (one of "
+            raise self.err(path + ".dtype", f"unknown dtype {_spec_value(dname)} (one of "
                                             f"{', '.join(DTYPE_NAMES)})")
         dtype = DTYPE_NAMES[dname]
         if ctype == CType.ALL_GATHER:
@@ -1084,32 +1087,57 @@ def _or(val: Any, default: Any) -> Any:
     return default if val is None else val
 
 
-def _yaml_kind(val: Any) -> str:
-    """What a spec value is, in YAML's words (``a list``, ``binary data``, ``a set``...)."""
-    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (bytes,
-             "binary data (!!binary)"), (set, "a set (!!set)"), (list, "a list"),
-             (dict, "a mapping"))
+def _spec_value(val: Any) -> str:
+    """``val`` in a message as the spec (YAML or JSON) writes it: a scalar as its text
+    (``null``, ``true``, ``false``, ``12``, ``1.5``, ``1.0e+20``, ``.nan``, ``-.inf``; a string
+    quoted, :func:`_quoted`), a date by its kind and ISO text (``a date (2001-12-14)``: the
+    spec may have meant the string), anything else by its kind (``a list``, ``a mapping``,
+    ``binary data (!!binary)``, ``a set (!!set)``).  Python's words (``None``, ``True``,
+    ``datetime.date(2001, 12, 14)``, ``b'\\x01'``) are not the spec's."""
     if val is None:
         return "null"
+    if isinstance(val, bool):
+        return "true" if val else "false"
+    if isinstance(val, int):
+        try:
+            return int.__repr__(val)  # (not an IntEnum's name)
+        except ValueError:  # (more digits than the interpreter converts: from the API)
+            return f"an integer of more than {MAX_JSON_INT_DIGITS} digits"
+    if isinstance(val, float):
+        if not math.isfinite(val):
+            return ".nan" if math.isnan(val) else ("-.inf" if val < 0 else ".inf")
+        text = float.__repr__(val)  # YAML 1.1's floats have a point: 1.0e+20, not 1e+20
+        return text.replace("e", ".0e") if "e" in text and "." not in text else text
+    if isinstance(val, str):
+        return _quoted(val)
+    if isinstance(val, datetime.date):  # (and a datetime)
+        return f"a date ({val.isoformat()})"
+    kinds = ((bytes, "binary data (!!binary)"), ((set, frozenset), "a set (!!set)"),
+             ((list, tuple), "a list"), (dict, "a mapping"))
     return next((kind for typ, kind in kinds if isinstance(val, typ)),
                 f"a {type(val).__name__}")
 
 
+def _quoted(text: str) -> str:
+    """``text`` quoted as YAML writes it: in single quotes (``'bf17'``), or, when it holds a
+    single quote or a character that is not printable (a line break, a lone surrogate), in
+    double quotes with JSON's escapes, which YAML reads too (``"it's"``, ``"a\\nb"``,
+    ``"\\ud800"``)."""
+    if text.isprintable() and "'" not in text:
+        return f"'{text}'"
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1]  # (ASCII escapes)
+                   for c in json.dumps(text, ensure_ascii=False))
+
+
 def _not_unicode(text: str) -> str | None:
-    """Why ``text`` cannot be written as UTF-8 (``"'\\ud800' is a lone surrogate, which UTF-8
-    cannot hold"``), or None when it can."""
+    """Why ``text`` cannot be written as UTF-8 (``'"\\ud800" is a lone surrogate, which UTF-8
+    cannot hold'``), or None when it can."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as err:
-        return (f"{_escaped(err.object[err.start])} is a lone surrogate, which UTF-8 cannot "
+        return (f"{_spec_value(err.object[err.start])} is a lone surrogate, which UTF-8 cannot "
                 "hold")
     return None
-
-
-def _escaped(text: str) -> str:
-    """``repr(text)`` with everything outside ASCII escaped (a lone surrogate cannot be
-    printed as it is)."""
-    return repr(text).encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _shown(text: str) -> str:
@@ -1162,14 +1190,14 @@ def _non_finite(val: Any) -> bool:
 def _not_json_why(val: Any, is_key: bool) -> str:
     """Why ``val`` (a key if ``is_key``), found by :func:`_not_json`, is refused."""
     if _non_finite(val):  # (as parse_spec_text says of one in a spec's text)
-        return (f"{'key ' if is_key else ''}{val!r} is not a finite number (NaN and "
+        return (f"{'key ' if is_key else ''}{_spec_value(val)} is not a finite number (NaN and "
                 "infinities are refused)")
     hint = ""
     if isinstance(val, datetime.date):  # (and a datetime)
         kind = f"a date ({val.isoformat()})"
         hint = " (YAML 1.1 reads this form as a date: quote it for a string)"
     else:
-        kind = _yaml_kind(val)
+        kind = _spec_value(val)
     return f"{'a key that is ' if is_key else ''}{kind}, which JSON cannot hold{hint}"
 
 
