@@ -1562,7 +1562,7 @@ _DATE_HINT = "which JSON cannot hold (YAML 1.1 reads this form as a date: quote 
     ("  def_json: {note: [1, {at: 2001-12-14 21:59:43}]}\n", "subgraphs[0].def_json.note[1].at",
      f"a date (2001-12-14T21:59:43), {_DATE_HINT}"),
     ("  def_json: {note: {2001-12-14: x}}\n", "subgraphs[0].def_json.note",
-     f"a key that is a date (2001-12-14), {_DATE_HINT}"),
+     "key 2001-12-14 is a date, JSON keys are strings: quote it"),
     ("  vars: [{name: a, type: !!set {input}, size: 64}]\n", "subgraphs[0].vars[0].type",
      "a set (!!set), which JSON cannot hold"),
     ("  vars: [{name: a, type: state-buffer, size: 64, partitions: 2001-01-01}]\n",
@@ -1712,3 +1712,66 @@ def test_a_value_refused_is_worded_as_the_spec_writes_it_through_the_cli(tmp_pat
         2, f"nrtrewrite: error: {spec}: field header.num_tpb: must be an integer, got a date "
            "(2001-01-01)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.yaml"]
+
+
+# ---------------------------------------------------------------------------
+# a mapping key that is not a string in a value written as JSON: json.dumps wrote it as a
+# string, so `{1: a, "1": b}` wrote the key "1" twice (silently with validate: false)
+
+@pytest.mark.parametrize("yaml_text, field, why", [
+    ("  def_json: {1: a, '1': b}\n", "subgraphs[0].def_json",
+     "key 1 is an integer, JSON keys are strings: quote it"),
+    ("  def_json: {note: [0, {~: a}]}\n", "subgraphs[0].def_json.note[1]",
+     "key null is null, JSON keys are strings: quote it"),
+    ("  def_json: {note: {yes: a}}\n", "subgraphs[0].def_json.note",
+     "key true is a boolean, JSON keys are strings: quote it"),
+    ("  vars: [{name: a, type: state-buffer, size: 64, partitions: {1.5: x}}]\n",
+     "subgraphs[0].vars[0].partitions", "key 1.5 is a number, JSON keys are strings: quote it"),
+    ("  replica_groups: [[0, {false: 1}]]\n", "subgraphs[0].replica_groups[0][1]",
+     "key false is a boolean, JSON keys are strings: quote it"),
+    ("neff_json: {neff_like_version: 1, subgraphs: [sg00], 7: x}\n", "neff_json",
+     "key 7 is an integer, JSON keys are strings: quote it"),
+    ("extra_members: [{name: x.json, json: {a: {2001-12-14: x}}}]\n", "extra_members[0].json.a",
+     "key 2001-12-14 is a date, JSON keys are strings: quote it"),
+    ("extra_members: [{name: x.json, json: {!!binary AQ==: x}}]\n", "extra_members[0].json",
+     "a key that is binary data (!!binary), JSON keys are strings"),
+])
+@pytest.mark.parametrize("validate", ["true", "false"])
+def test_a_json_key_that_is_not_a_string_is_refused(yaml_text, field, why, validate):
+    """ASSEMBLE.md: a key of a value written as JSON (def_json, neff_json,
+    extra_members[].json, a var's type or partitions, the replica groups) must be a string,
+    whatever `validate` says: it is refused at the mapping that holds it, the first in the
+    spec's order."""
+    text = "subgraphs:\n- engines: {sp: []}\n"
+    if "replica_groups" not in yaml_text:
+        text += "  replica_groups: [[0]]\n"
+    text = (text + yaml_text) if yaml_text.startswith(" ") else (yaml_text + text)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(f"validate: {validate}\n" + text))
+    assert str(exc.value) == f"<spec>: field {field}: {why}"
+
+
+def test_the_first_value_json_cannot_hold_is_named_a_key_or_not():
+    """A value JSON cannot hold before a key that is not a string is named first (the spec's
+    order), and a key before such a value."""
+    base = "subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: []}\n  def_json: "
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(base + "{a: 2001-12-14, b: {1: x}}\n"))
+    assert str(exc.value).startswith("<spec>: field subgraphs[0].def_json.a: a date (2001-12-14)")
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(base + "{b: {1: x}, a: 2001-12-14}\n"))
+    assert str(exc.value) == ("<spec>: field subgraphs[0].def_json.b: key 1 is an integer, "
+                              "JSON keys are strings: quote it")
+
+
+def test_a_json_key_that_is_not_a_string_through_the_cli(tmp_path):
+    """One line, exit 2, nothing written, with validate: false too (the file had the key "1"
+    twice in sg00/def.json)."""
+    spec = tmp_path / "k.yaml"
+    spec.write_text("validate: false\nsubgraphs:\n- replica_groups: [[0]]\n"
+                    "  engines: {sp: []}\n  def_json: {1: a, '1': b}\n")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "k.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f"nrtrewrite: error: {spec}: field subgraphs[0].def_json: key 1 is an integer, JSON "
+           "keys are strings: quote it\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.yaml"]

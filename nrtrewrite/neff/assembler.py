@@ -483,12 +483,16 @@ class _Assembler:
 
     def json_member(self, obj: Any, path: str, field=None) -> bytes:
         """``obj`` as a JSON member (:func:`_json_bytes`), or a spec error at ``path``; a
-        recursive YAML alias (:meth:`acyclic`), a lone surrogate and a value JSON cannot hold
-        (a YAML date, ``!!set`` or ``!!binary``; NaN from the API) at its own field:
+        recursive YAML alias (:meth:`acyclic`), a lone surrogate, a value JSON cannot hold
+        (a YAML date, ``!!set`` or ``!!binary``; NaN from the API) and a mapping key that is
+        not a string (``{1: a}``, which json.dumps writes as ``"1"``: checked first, by a walk
+        of the lists and mappings, whatever ``validate`` says) at its own field:
         ``field(key path in obj)`` (default: the key path after ``path``), ``not Unicode text
         (...)`` as :meth:`utf8` says it.  The cycle is looked for only once ``json.dumps``
-        has found one (it checks as it writes): a spec without one pays no walk."""
+        has found one (it checks as it writes)."""
         try:
+            if isinstance(obj, (dict, list)) and _key_not_string(obj):
+                raise _NotJson("a key that is not a string")  # (named below)
             return _json_bytes(obj)
         except _Circular as err:
             self.acyclic(obj, path, field)  # raises, at the key path
@@ -1151,16 +1155,17 @@ def _sync_fields(sync: bytes) -> dict[str, int]:
             "update_idx": sync[3], "semaphore_value": int.from_bytes(sync[4:8], "little")}
 
 
-#: What JSON holds: the values, and the keys (json.dumps writes a number, true, false or null
-#: key as a string).
+#: The scalars JSON holds.  Its keys are strings only: json.dumps writes a number, true, false
+#: or null key as a string, so ``{1: a, "1": b}`` wrote the key "1" twice; such a key is
+#: refused (:func:`_key_not_string`).
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def _not_json(doc: Any) -> tuple[str, Any, bool] | None:
     """The first value of ``doc`` (in document order; a mapping's keys before its values)
     that JSON cannot hold: anything but a string, number, boolean, null, list or mapping
-    (a YAML date, ``!!set``, ``!!binary``), a number that is not finite, or a key other than
-    a string, number, boolean or null.  Returns its key path (for a key: of the mapping),
+    (a YAML date, ``!!set``, ``!!binary``), a number that is not finite, or a key that is
+    not a string.  Returns its key path (for a key: of the mapping),
     the value and whether it is a key, or None.  Each list or mapping once (YAML aliases)."""
     seen: set[int] = set()
     stack: list[tuple[str, Any]] = [("", doc)]
@@ -1172,7 +1177,7 @@ def _not_json(doc: Any) -> tuple[str, Any, bool] | None:
             seen.add(id(val))
             if isinstance(val, dict):
                 for key in val:
-                    if not isinstance(key, _JSON_SCALARS) or _non_finite(key):
+                    if not isinstance(key, str):
                         return path, key, True
                 kids = [(f"{path}.{k}" if path else str(k), v) for k, v in val.items()]
             else:
@@ -1192,13 +1197,38 @@ def _not_json_why(val: Any, is_key: bool) -> str:
     if _non_finite(val):  # (as parse_spec_text says of one in a spec's text)
         return (f"{'key ' if is_key else ''}{_spec_value(val)} is not a finite number (NaN and "
                 "infinities are refused)")
+    if is_key:  # (json.dumps wrote a number, boolean or null key as a string)
+        kinds = ((type(None), "null"), (bool, "a boolean"), (int, "an integer"),
+                 (float, "a number"), (datetime.date, "a date"))
+        kind = next((kind for typ, kind in kinds if isinstance(val, typ)), None)
+        if kind is None:  # (binary data: no text to quote)
+            return f"a key that is {_spec_value(val)}, JSON keys are strings"
+        text = val.isoformat() if isinstance(val, datetime.date) else _spec_value(val)
+        return f"key {text} is {kind}, JSON keys are strings: quote it"
     hint = ""
     if isinstance(val, datetime.date):  # (and a datetime)
-        kind = f"a date ({val.isoformat()})"
         hint = " (YAML 1.1 reads this form as a date: quote it for a string)"
-    else:
-        kind = _spec_value(val)
-    return f"{'a key that is ' if is_key else ''}{kind}, which JSON cannot hold{hint}"
+    return f"{_spec_value(val)}, which JSON cannot hold{hint}"
+
+
+def _key_not_string(doc: Any) -> bool:
+    """Whether a mapping in ``doc`` has a key that is not a string, which json.dumps would
+    write as one (a number, boolean or null: ``{1: a, "1": b}`` wrote the key "1" twice) or
+    refuse (a date, binary data).  Only the lists and mappings are walked, each once (YAML
+    aliases): :func:`_not_json` then names the key, in document order."""
+    seen: set[int] = set()
+    stack: list[Any] = [doc]
+    while stack:
+        val = stack.pop()
+        if id(val) in seen:
+            continue
+        seen.add(id(val))
+        if isinstance(val, dict):
+            if not all(isinstance(key, str) for key in val):
+                return True
+            val = val.values()
+        stack.extend(kid for kid in val if isinstance(kid, (dict, list, tuple)))
+    return False
 
 
 class _NotUnicode(ValidationError):
