@@ -279,15 +279,11 @@ class Report:
 
 def _key_text(path: tuple) -> str:
     """A JSON key path as text: ``triggers[0].chunk.pgta``; a key that is not a plain name
-    quoted, ``files["cce.bin"].records``; the empty path ``(root)``."""
+    quoted, ``files["cce.bin"].records`` (:func:`jsonin.joined_key`, as every reader's key
+    path); the empty path ``(root)``."""
     out = ""
     for k in path:
-        if isinstance(k, int):
-            out += f"[{k}]"
-        elif k and all(c.isalnum() or c in "_-" for c in k):
-            out += f".{k}" if out else k
-        else:
-            out += f"[{json.dumps(k)}]"
+        out = f"{out}[{k}]" if isinstance(k, int) else jsonin.joined_key(out, k)
     return out or "(root)"
 
 

@@ -120,12 +120,30 @@ class _Open:
         self.is_object, self.step, self.keys, self.twice = is_object, step, set(), None
 
 
+def joined_key(path: str, key: Any) -> str:
+    """Key path ``path`` (``""``: the document itself) with the mapping key ``key`` after it:
+    ``path.key`` for a key that is a plain name (letters, digits, ``_`` and ``-``), else the
+    key as a JSON string in brackets, ``path["a.b"]``, ``path["x[0]"]``, ``path[""]``: a key
+    holding a dot, a bracket or a space would read as other steps (``a.b`` as the key ``b``
+    of ``a``).  ``diff`` writes its key paths so (CLI.md: ``files["cce.bin"].sha256``).  A key
+    that is no string (a YAML spec's ``1``, ``null``, ``1.5``) is written as JSON writes the
+    value (``str()`` of another), in brackets unless it is a plain name."""
+    if isinstance(key, str):
+        if key and all(c.isalnum() or c in "_-" for c in key):
+            return f"{path}.{key}" if path else key
+        return f"{path}[{json.dumps(key)}]"
+    text = json.dumps(key) if key is None or isinstance(key, (bool, int, float)) else str(key)
+    if text and all(c.isalnum() or c in "_-" for c in text):
+        return f"{path}.{text}" if path else text
+    return f"{path}[{text}]"
+
+
 def _joined(opened: list[_Open], key: str | None = None) -> str | None:
-    """The key path (``a.c[1].d``) of the value read in the innermost of ``opened``, or of
-    its key ``key``; None for the document itself."""
+    """The key path (``a.c[1].d``, :func:`joined_key`) of the value read in the innermost of
+    ``opened``, or of its key ``key``; None for the document itself."""
     path = ""
     for step in [o.step for o in opened] + ([] if key is None else [key]):
-        path += f"[{step}]" if isinstance(step, int) else f".{step}" if path else step
+        path = f"{path}[{step}]" if isinstance(step, int) else joined_key(path, step)
     return path or None
 
 
@@ -265,10 +283,10 @@ def _parse_int(text: str) -> int:
 
 
 def _children(path: str, val: Any) -> list[tuple[str, Any]] | None:
-    """A container's members with their key paths (``a.b``, ``a[2]``), in document order;
-    None for a value that is no container."""
+    """A container's members with their key paths (``a.b``, ``a[2]``, ``a["b.c"]``:
+    :func:`joined_key`), in document order; None for a value that is no container."""
     if isinstance(val, dict):
-        return [(f"{path}.{k}" if path else str(k), sub) for k, sub in val.items()]
+        return [(joined_key(path, k), sub) for k, sub in val.items()]
     if isinstance(val, (list, tuple)):
         return [(f"{path}[{i}]", sub) for i, sub in enumerate(val)]
     return None
@@ -405,5 +423,5 @@ def loads(text: str | bytes, *, strict_objects: bool = True, unique_keys: bool |
     return doc
 
 
-__all__ = ["JsonFloat", "JsonRule", "MAX_JSON_INT_DIGITS", "lone_surrogate", "loads",
-           "non_finite_path"]
+__all__ = ["JsonFloat", "JsonRule", "MAX_JSON_INT_DIGITS", "joined_key", "lone_surrogate",
+           "loads", "non_finite_path"]

@@ -541,3 +541,31 @@ def test_without_exact_floats_a_number_is_a_plain_float():
         doc = jsonin.loads('[2.0, 1e0, 1.50000000000000001]', **kw)
         assert [type(v) for v in doc] == [float, float, float]
         assert doc == [2, 1, 1.5] == json.loads('[2.0, 1e0, 1.50000000000000001]')
+
+
+# --- key paths of keys that are not plain names ---------------------------------------------
+
+@pytest.mark.parametrize("text, why, path", [
+    # a key holding a dot, a bracket, a space or nothing is quoted as a JSON string in
+    # brackets, as diff's key paths (CLI.md: files["cce.bin"].sha256); it was a.b, read as the
+    # key b of the key a
+    ('{"a.b": {"c": 1, "c": 2}}', "duplicate key 'c'", '["a.b"].c'),
+    ('{"x": {"a.b": 1e999}}', f"1e999 is not a finite number {OVER}", 'x["a.b"]'),
+    ('{"x": [{"y[0]": NaN}]}', "NaN is not a finite number", 'x[0]["y[0]"]'),
+    ('{"x": {"": {"a b": Infinity}}}', "Infinity is not a finite number", 'x[""]["a b"]'),
+    ('{"q\\"": {"n": ' + "1" * 4301 + "}}", "an integer of 4301 digits, more than 4300",
+     '["q\\""].n'),
+    # a plain name (letters, digits, _ and -) is not quoted
+    ('{"sg-00_x": {"caf\u00e9": NaN}}', "NaN is not a finite number", "sg-00_x.caf\u00e9"),
+])
+def test_a_key_that_is_not_a_plain_name_is_quoted_in_the_key_path(text, why, path):
+    with pytest.raises(jsonin.JsonRule) as exc:
+        jsonin.loads(text)
+    assert (exc.value.why, exc.value.path) == (why, path)
+
+
+def test_a_neff_member_key_with_a_dot_is_quoted_in_the_readers_key_path(base_spec):
+    base_spec["extra_members"] = [{"name": "neff.json", "text": (
+        '{"neff_like_version": 1, "subgraphs": ["sg00"], "n.b": {"x": NaN}}')}]
+    assert str(error_of(base_spec)) == ('m.neff: member neff.json, field ["n.b"].x: invalid '
+                                        "JSON: NaN is not a finite number")

@@ -1775,3 +1775,61 @@ def test_a_json_key_that_is_not_a_string_through_the_cli(tmp_path):
         2, f"nrtrewrite: error: {spec}: field subgraphs[0].def_json: key 1 is an integer, JSON "
            "keys are strings: quote it\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.yaml"]
+
+
+# ---------------------------------------------------------------------------
+# a key that is not a plain name (a dot, a bracket, a space) in a spec's key path is quoted,
+# def_json["a.b"], as diff's and the JSON reader's key paths: a def_json key "a.b" was
+# mapped by its first part, `a`, to the subgraph (field subgraphs[0].a.b), and "var.x" to
+# the subgraph's vars (field subgraphs[0].vars.x[0])
+
+_DATE = "which JSON cannot hold (YAML 1.1 reads this form as a date: quote it for a string)"
+
+
+@pytest.mark.parametrize("def_json, field, why", [
+    ('{"a.b": 2001-12-14}', 'subgraphs[0].def_json["a.b"]', f"a date (2001-12-14), {_DATE}"),
+    ('{"var.x": [{1: a}]}', 'subgraphs[0].def_json["var.x"][0]',
+     "key 1 is an integer, JSON keys are strings: quote it"),
+    ('{"x[0]": 2001-12-14}', 'subgraphs[0].def_json["x[0]"]', f"a date (2001-12-14), {_DATE}"),
+    ('{"a b": {c: 2001-12-14}}', 'subgraphs[0].def_json["a b"].c',
+     f"a date (2001-12-14), {_DATE}"),
+    ('{n: {"": 2001-12-14}}', 'subgraphs[0].def_json.n[""]', f"a date (2001-12-14), {_DATE}"),
+    ('{var: [{"c.d": 2001-12-14}]}', 'subgraphs[0].def_json.var[0]["c.d"]',
+     f"a date (2001-12-14), {_DATE}"),
+    ('{"a.b": &d [*d]}', 'subgraphs[0].def_json["a.b"][0]',
+     "a list contains itself (a recursive YAML alias), which JSON cannot hold"),
+    ('{"a.b": ["\\ud800"]}', 'subgraphs[0].def_json["a.b"][0]',
+     'not Unicode text ("\\ud800" is a lone surrogate, which UTF-8 cannot hold)'),
+])
+def test_a_def_json_key_with_a_dot_is_quoted_in_its_key_path(def_json, field, why):
+    text = ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: []}\n"
+            f"  def_json: {def_json}\n")
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text))
+    assert str(exc.value) == f"<spec>: field {field}: {why}"
+
+
+@pytest.mark.parametrize("yaml_text, field, why", [
+    ("subgraphs:\n- replica_groups: [[0]]\n  engines: {s.p: [{nop: x}]}\n",
+     'subgraphs[0].engines["s.p"][0].nop', "must be an integer, got 'x'"),
+    ("subgraphs:\n- replica_groups: [[0]]\n  vars: [{name: a, size: 1, type: {t.u: 2001-12-14}}]"
+     "\n  engines: {sp: []}\n", 'subgraphs[0].vars[0].type["t.u"]',
+     f"a date (2001-12-14), {_DATE}"),
+    ("neff_json: {neff_like_version: 1, subgraphs: [sg00], x.y: 2001-12-14}\n"
+     "subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: []}\n", 'neff_json["x.y"]',
+     f"a date (2001-12-14), {_DATE}"),
+])
+def test_other_spec_keys_with_a_dot_are_quoted_in_their_key_paths(yaml_text, field, why):
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(yaml_text))
+    assert str(exc.value) == f"<spec>: field {field}: {why}"
+
+
+def test_a_non_finite_number_under_a_key_with_a_dot_is_quoted_in_its_key_path(tmp_path):
+    spec = tmp_path / "d.yaml"
+    spec.write_text("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: []}\n"
+                    "  def_json: {a.b: [1, -.inf]}\n")
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "d.neff")])
+    assert (res.exit_code, res.output) == (
+        2, f'nrtrewrite: error: {spec}: field subgraphs[0].def_json["a.b"][1]: -.inf is not a '
+           "finite number (NaN and infinities are refused)\n")

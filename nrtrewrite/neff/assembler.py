@@ -322,12 +322,19 @@ def _alias_walk(doc) -> tuple[dict[int, int], tuple[str, Any] | None]:
 
 
 def _trail_path(trail: list[tuple[Any, Any]]) -> str:
-    """The key path (``a[1].b``) of the last of ``trail``'s (value, its key in the one
-    before) pairs, from the first, the walk's root."""
+    """The key path (``a[1].b``, :func:`_step`) of the last of ``trail``'s (value, its key
+    in the one before) pairs, from the first, the walk's root."""
     path = ""
     for (parent, _), (_, key) in zip(trail, trail[1:]):
-        path += f"[{key}]" if isinstance(parent, list) else (f".{key}" if path else str(key))
+        path = _step(path, parent, key)
     return path
+
+
+def _step(path: str, parent: Any, key: Any) -> str:
+    """Key path ``path`` of ``parent`` (a list or a mapping) with its item ``key`` after it:
+    ``path[2]``, ``path.key``, ``path["a.b"]`` (:func:`jsonin.joined_key`: a key that is not
+    a plain name is quoted, so that the path names one value)."""
+    return f"{path}[{key}]" if isinstance(parent, list) else jsonin.joined_key(path, key)
 
 
 def _expanded_too_large(doc) -> str | None:
@@ -347,7 +354,7 @@ def _expanded_too_large(doc) -> str | None:
                        key=lambda item: size(item[1]))
         if size(kid) <= MAX_SPEC_VALUES:
             return path
-        path += f"[{key}]" if isinstance(node, list) else (f".{key}" if path else str(key))
+        path = _step(path, node, key)
         node = kid
 
 
@@ -761,10 +768,11 @@ class _Assembler:
                 raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not "
                                                   f"Unicode text ({why})")
             self.member_name(f"{name}/{engine}.bin", path + ".engines")  # (as above)
+            at = jsonin.joined_key(path + ".engines", engine)  # (engines["a.b"]: quoted)
             try:
-                words = self.instructions(_or(body, []), f"{path}.engines.{engine}", by_name)
+                words = self.instructions(_or(body, []), at, by_name)
             except RecursionError:  # repeats in repeats, from a chain of YAML aliases
-                raise self.err(f"{path}.engines.{engine}", "repeat bodies nested too deeply "
+                raise self.err(at, "repeat bodies nested too deeply "
                                "(a chain of YAML aliases)") from None
             streams.append((engine, b"".join(words)))
         definition: dict[str, Any] = {"var": var_list, "replica_groups": groups,
@@ -776,8 +784,11 @@ class _Assembler:
             definition.update(override)
 
         def field(sub: str) -> str:  # a key path of def.json -> the spec's
-            top = re.match(r"[^.\[]*", sub).group()
-            if not top or (override and top in override):  # (a key at the top: def_json's)
+            # its first step: a plain name (var), or a quoted key (["a.b"]: jsonin.joined_key)
+            top: Any = re.match(r"[^.\[]*", sub).group()
+            if sub.startswith('["'):
+                top = json.JSONDecoder().raw_decode(sub, 1)[0]
+            if not sub or (override and top in override):  # (a key at the top: def_json's)
                 return _joined(path + ".def_json", sub)
             return _joined(path, "vars" + sub[3:] if top == "var" else sub)
 
@@ -1179,7 +1190,7 @@ def _not_json(doc: Any) -> tuple[str, Any, bool] | None:
                 for key in val:
                     if not isinstance(key, str):
                         return path, key, True
-                kids = [(f"{path}.{k}" if path else str(k), v) for k, v in val.items()]
+                kids = [(jsonin.joined_key(path, k), v) for k, v in val.items()]
             else:
                 kids = [(f"{path}[{i}]", v) for i, v in enumerate(val)]
             stack.extend(reversed(kids))  # popped in document order
