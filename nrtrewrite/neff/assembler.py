@@ -557,7 +557,8 @@ class _Assembler:
             raise self.err(path, "must be a mapping")
         extra = [k for k in obj if k not in allowed]
         if extra:
-            raise self.err(path, f"unknown key {_spec_value(extra[0])} (allowed: {', '.join(allowed)})")
+            raise self.err(path, f"unknown key {_spec_value(extra[0])} (allowed: "
+                                 f"{', '.join(allowed)})")
         return obj
 
     def integer(self, val: Any, path: str, lo: int = 0, hi: int | None = None,
@@ -565,16 +566,17 @@ class _Assembler:
         if size and isinstance(val, str):
             m = _SIZE_RE.match(val)
             if not m:
-                raise self.err(path, f"bad size {_spec_value(_shown(val))} (an integer in ASCII digits, "
-                                     "optionally with B, KiB, MiB or GiB)")
+                raise self.err(path, f"bad size {_spec_value(_shown(val))} (an integer in ASCII "
+                                     "digits, optionally with B, KiB, MiB or GiB)")
             if (digits := len(m.group(1))) > MAX_SIZE_DIGITS:  # (int() refuses 4301 or more)
-                raise self.err(path, f"size {_spec_value(_shown(val))} has {digits} digits, more than "
-                                     f"{MAX_SIZE_DIGITS}")
+                raise self.err(path, f"size {_spec_value(_shown(val))} has {digits} digits, more "
+                                     f"than {MAX_SIZE_DIGITS}")
             val = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
         if type(val) is not int:
             raise self.err(path, f"must be an integer, got {_spec_value(val)}")
         if val < lo or (hi is not None and val > hi):
-            raise self.err(path, f"{_spec_value(val)} is outside {lo}..{hi if hi is not None else 'inf'}")
+            raise self.err(path, f"{_spec_value(val)} is outside "
+                                 f"{lo}..{hi if hi is not None else 'inf'}")
         return val
 
     def hexbytes(self, val: Any, path: str, size: int | None = None,
@@ -606,7 +608,8 @@ class _Assembler:
         for i, sg in enumerate(sgs):
             name, items = self.subgraph(sg, f"subgraphs[{i}]", i)
             if name in names:
-                raise self.err(f"subgraphs[{i}].name", f"subgraph {_spec_value(name)} defined twice")
+                raise self.err(f"subgraphs[{i}].name", f"subgraph {_spec_value(name)} defined "
+                                                       "twice")
             names.append(name)
             for member, _ in items:
                 # (distinct subgraph names make distinct def.json members: only two streams
@@ -763,7 +766,8 @@ class _Assembler:
         streams: list[tuple[str, bytes]] = []
         for engine, body in engines.items():
             if not isinstance(engine, str):
-                raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not a string")
+                raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not a "
+                                                  "string")
             if (why := _not_unicode(engine)) is not None:  # (before a path names it)
                 raise self.err(path + ".engines", f"engine name {_spec_value(engine)} is not "
                                                   f"Unicode text ({why})")
@@ -836,18 +840,19 @@ class _Assembler:
             if isinstance(grp, str):
                 m = _RANGE_RE.match(grp)
                 if m and (digits := max(map(len, m.groups()))) > MAX_JSON_INT_DIGITS:
-                    raise self.err(f"{path}[{g}]", f"rank range {_spec_value(_shown(grp))}: a rank of "
-                                   f"{digits} digits, more than {MAX_JSON_INT_DIGITS} (as a "
-                                   "YAML integer of the spec)")
+                    raise self.err(f"{path}[{g}]", f"rank range {_spec_value(_shown(grp))}: a "
+                                   f"rank of {digits} digits, more than {MAX_JSON_INT_DIGITS} "
+                                   "(as a YAML integer of the spec)")
                 if not m or int(m.group(2)) < int(m.group(1)):
-                    raise self.err(f"{path}[{g}]", f"bad rank range {_spec_value(_shown(grp))} (use "
-                                   "'first..last' in ASCII digits)")
+                    raise self.err(f"{path}[{g}]", f"bad rank range {_spec_value(_shown(grp))} "
+                                   "(use 'first..last' in ASCII digits)")
                 first, last = int(m.group(1)), int(m.group(2))
                 if self.range_ranks + last - first + 1 > MAX_TOPOLOGY_RANKS:
                     # expanded, a range costs about 150 bytes a rank: '0..2147483647' would
                     # exhaust memory, and so would many ranges; no topology has more ranks
-                    raise self.err(f"{path}[{g}]", f"the range {_spec_value(grp)} holds {last - first + 1} "
-                                   f"ranks, {self.range_ranks} before it in the spec's ranges; "
+                    raise self.err(f"{path}[{g}]", f"the range {_spec_value(grp)} holds "
+                                   f"{last - first + 1} ranks, {self.range_ranks} before it in "
+                                   "the spec's ranges; "
                                    f"the ranges hold at most {MAX_TOPOLOGY_RANKS} ranks in all "
                                    "(MAX_TOPOLOGY_RANKS, the most ranks a topology has); list "
                                    "the ranks for larger groups")
