@@ -14,11 +14,14 @@ one, whose key given twice would hide a value.
 A refusal is a :class:`JsonRule` (a ``ValueError``), which each reader turns into its own
 one-line error naming the file (or member) and the key path.  The decoder's hooks see one
 object or number, not where it stands: the path of a key given twice or of an integer of too
-many digits is found by a walk of the text that does not recurse (:func:`_first_rule_broken`),
-whatever the text holds after it (nesting deeper than the decoder recurses, another such
-integer).  A text nested too deeply for the decoder is a ``RecursionError`` (``nested too
-deeply``, no path: it would be as deep), unless an object the nesting is in already holds a
-key given twice, which is named.
+many digits is found by reading the text again with hooks that mark the rule broken instead of
+refusing it (:func:`_first_rule_broken`: one more read, in C), whatever the text holds after it
+(another such integer; nesting deeper than the decoder recurses or text that is not JSON,
+which a walk of the text that does not recurse gets past: the decoder reads each member of
+the document once more, the walk in Python what is in a member it cannot get through).
+A text nested too deeply for the decoder is a ``RecursionError`` (``nested too deeply``, no
+path: it would be as deep), unless an object the nesting is in already holds a key given twice,
+which is named.
 
 ``diff`` reads with ``exact_floats``: a number written with a fraction or an exponent is a
 :class:`JsonFloat`, which keeps its text, and equals only a ``JsonFloat`` of the same exact
@@ -98,15 +101,102 @@ class JsonFloat(float):
     __str__ = __repr__
 
 
+def _key_twice(pairs: list[tuple[str, Any]]) -> str | None:
+    """The first key of an object's ``pairs`` that an earlier pair holds, or None."""
+    if len(dict(pairs)) == len(pairs):  # (in C for the objects without one: most)
+        return None
+    seen: set = set()
+    for key, _ in pairs:
+        if key in seen:
+            return key
+        seen.add(key)
+    return None  # (not reached)
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     out = dict(pairs)
-    if len(out) != len(pairs):  # (in C for the objects without one: most)
-        seen: set = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise JsonRule(f"duplicate key {key!r}")
-            seen.add(key)
+    if len(out) != len(pairs):
+        raise JsonRule(f"duplicate key {_key_twice(pairs)!r}")
     return out
+
+
+class _Pairs(list):
+    """An object's (key, value) pairs as :class:`_Marking` keeps them, a key given twice kept
+    twice (a dict keeps its last value only)."""
+
+
+class _LongInt:
+    """Stands for an integer of too many digits in :class:`_Marking`'s read."""
+
+
+class _Marking:
+    """A reader of values by the decoder (in C) whose hooks refuse nothing but mark the first
+    rule of :func:`loads` broken, in the order the decoder finds them (its hooks' order):
+    ``target`` is the object holding a key given twice (``key``) or stands for an integer of
+    too many digits.  The objects read before it (which cannot hold it) are None and every
+    number 0, not kept; the objects read after it are :class:`_Pairs`, in which
+    :func:`_steps_to` finds it.  No integer is converted: one past CPython's limit after the
+    target does not stop the read."""
+
+    __slots__ = ("unique_keys", "int_digits", "target", "why", "key", "_scan")
+
+    def __init__(self, unique_keys: bool, int_digits: bool):
+        self.unique_keys, self.int_digits = unique_keys, int_digits
+        self.target: Any = None
+        self.why: str | None = None
+        self.key: str | None = None
+        self._scan = make_scanner(json.JSONDecoder(object_pairs_hook=self.pairs,
+                                                   parse_int=self.number, parse_float=float,
+                                                   parse_constant=float))
+
+    def read(self, text: str, at: int) -> tuple[int, tuple[str, list[str | int]] | None] | None:
+        """Read the value at ``at`` (one read): where it ends and the first rule it breaks
+        with the keys and indexes to it from the value (``["k", 1, "a"]``), or None for none;
+        None when the decoder cannot get through the value (not JSON, nested deeper than it
+        recurses)."""
+        self.target = self.why = self.key = None
+        try:
+            value, end = self._scan(text, at)
+        except (ValueError, RecursionError, StopIteration):
+            return None
+        if self.target is None:
+            return end, None
+        steps = _steps_to(value, self.target)
+        return end, (self.why, steps if self.key is None else steps + [self.key])
+
+    def pairs(self, pairs: list[tuple[str, Any]]) -> _Pairs | None:
+        if self.target is not None:
+            return _Pairs(pairs)
+        if self.unique_keys and (key := _key_twice(pairs)) is not None:
+            self.target, self.why, self.key = _Pairs(pairs), f"duplicate key {key!r}", key
+            return self.target
+        return None
+
+    def number(self, num: str) -> Any:
+        if self.target is None and self.int_digits:
+            digits = len(num) - num.startswith("-")
+            if digits > MAX_JSON_INT_DIGITS:
+                self.target, self.why = _LongInt(), _long_int_why(digits)
+                return self.target
+        return 0
+
+
+def _steps_to(value: Any, target: Any) -> list[str | int]:
+    """The keys and indexes from ``value`` (read by :class:`_Marking`) to ``target``, which
+    it holds (a loop: the value may be nested as deep as the decoder reads)."""
+    stack: list[tuple[Any, tuple | None]] = [(value, None)]  # (a value, (its parent's, step))
+    while stack:
+        val, where = stack.pop()
+        if val is target:
+            steps: list[str | int] = []
+            while where is not None:
+                where, step = where
+                steps.append(step)
+            return steps[::-1]
+        members = val if type(val) is _Pairs else enumerate(val) if type(val) is list else ()
+        stack.extend((sub, (where, step)) for step, sub in members
+                     if sub is target or type(sub) in (list, _Pairs))
+    raise AssertionError("the marked value is not in the value read")  # (not reached)
 
 
 class _Open:
@@ -138,13 +228,19 @@ def joined_key(path: str, key: Any) -> str:
     return f"{path}[{text}]"
 
 
-def _joined(opened: list[_Open], key: str | None = None) -> str | None:
-    """The key path (``a.c[1].d``, :func:`joined_key`) of the value read in the innermost of
-    ``opened``, or of its key ``key``; None for the document itself."""
+def _path(steps: list[str | int]) -> str | None:
+    """The key path (``a.c[1].d``, :func:`joined_key`) of keys and indexes ``steps``; None
+    for none."""
     path = ""
-    for step in [o.step for o in opened] + ([] if key is None else [key]):
+    for step in steps:
         path = f"{path}[{step}]" if isinstance(step, int) else joined_key(path, step)
     return path or None
+
+
+def _joined(opened: list[_Open], key: str | None = None) -> str | None:
+    """The key path of the value read in the innermost of ``opened``, or of its key ``key``;
+    None for the document itself."""
+    return _path([o.step for o in opened] + ([] if key is None else [key]))
 
 
 _SPACE = re.compile(r"[ \t\n\r]*")
@@ -160,26 +256,33 @@ def _first_rule_broken(text: str, *, unique_keys: bool, int_digits: bool,
     them, naming its key path: with ``unique_keys`` a key given twice, when its object closes
     (as :func:`_no_duplicate_keys` sees it), with ``int_digits`` an integer of more than
     :data:`MAX_JSON_INT_DIGITS` digits, when it is read; None when the text breaks neither
-    before it ends or stops being JSON (an error's cost only).  The walk is a loop, no
-    recursion: a text nested deeper than the decoder recurses is walked too (the decoder's
-    parse of it is a RecursionError).  A value inside the document that the decoder reads
-    from where it stands, breaking no rule, is passed over at the decoder's speed; the others
-    are entered.  With ``depth`` the walk enters no container ``depth`` levels deep: it stops
-    there, naming a key given twice in an object still open (the innermost), which is wrong
-    whatever follows."""
-    read = make_scanner(json.JSONDecoder(
-        object_pairs_hook=_no_duplicate_keys if unique_keys else None,
-        parse_int=_parse_int if int_digits else None))
+    before it ends or stops being JSON (an error's cost only).
+
+    The document is read by the decoder once (:meth:`_Marking.read`, which breaks off at no
+    rule and finds the path in the value read).  When the decoder cannot get through it
+    (nesting deeper than it recurses, text that is not JSON, after the rule or before it),
+    the text is walked in a loop, no recursion: each member of the document is read by the
+    decoder once, and a member it cannot get through is entered and walked by the loop,
+    nothing in it read by the decoder again.  A character is read here by the decoder at
+    most twice whatever the nesting, and by the loop (in Python) at most once: reading each
+    container on the way down by the decoder again, where the one holding it had failed, cost
+    the nesting's depth times the text (27 s for 200 KB 900 deep).  With ``depth`` the walk
+    enters no container ``depth`` levels deep: it stops there, naming a key given twice in
+    an object still open (the innermost), which is wrong whatever follows."""
+    marking = _Marking(unique_keys, int_digits)
     opened: list[_Open] = []
     at = _SPACE.match(text).end()
     try:
         while True:
-            # a value at ``at``: passed over, or a container entered (its first key or item
-            # is next)
-            passed = _end_of_good_value(read, text, at) if opened and \
+            # a value at ``at``: read by the decoder (the document, its members), or a
+            # container entered (its first key or item is next), or a string or scalar
+            read = marking.read(text, at) if len(opened) <= 1 and \
                 text.startswith(("{", "["), at) else None
-            if passed is not None:
-                at = passed
+            if read is not None:
+                at, found = read
+                if found is not None:
+                    why, steps = found
+                    return JsonRule(why, _path([o.step for o in opened] + steps))
             elif text.startswith(("{", "["), at):
                 if depth is not None and len(opened) >= depth:
                     return _innermost_key_twice(opened)
@@ -232,16 +335,6 @@ def _innermost_key_twice(opened: list[_Open]) -> JsonRule | None:
             return JsonRule(f"duplicate key {opened[i].twice!r}",
                             _joined(opened[:i], opened[i].twice))
     return None
-
-
-def _end_of_good_value(read, text: str, at: int) -> int | None:
-    """Where the value at ``at`` ends when ``read`` (the decoder's scanner, with the walk's
-    rules) reads it, breaking no rule; None when it breaks one, is not JSON or nests too
-    deeply."""
-    try:
-        return read(text, at)[1]
-    except (ValueError, RecursionError, StopIteration):
-        return None
 
 
 def _read_key(text: str, at: int, obj: _Open, unique_keys: bool) -> int:

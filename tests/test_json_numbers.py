@@ -147,6 +147,56 @@ def test_nesting_too_deep_without_a_key_given_twice_before_it_stays_nested_too_d
         jsonin.loads(text, **kw)
 
 
+#: 900 arrays deep (the decoder reads it: under the recursion limit), the innermost holding
+#: ``N`` zeros and then ``{"a": 1, "a": 1}``: the object's key path is ``x`` and 899 ``[0]``
+#: down to the innermost array, then ``[N].a``.
+N = 2000
+NESTED = "[" * 900 + "0," * N + '{"a": 1, "a": 1}' + "]" * 900
+NESTED_PATH = "x" + "[0]" * 899 + f"[{N}].a"
+LONG_NESTED = "[" * 900 + "0," * N + "1" * 4301 + "]" * 900  # ([0] x 899, then [N])
+
+
+@pytest.mark.parametrize("text, kw, why, path", [
+    # (the reviewer's reproducers, 100,000 zeros there: 27 s and 22 s)
+    ('{"x": ' + NESTED + "}", {}, DUP_A, NESTED_PATH),
+    (LONG_NESTED, {"strict_objects": False}, LONG, "[0]" * 899 + f"[{N}]"),
+    (LONG_NESTED, {}, LONG, "[0]" * 899 + f"[{N}]"),
+    # the decoder cannot get through the text after the rule (nesting too deep, text that is
+    # not JSON): the document's member holding it is read again, or walked by the loop
+    ('{"x": ' + NESTED + ', "y": ' + DEEP + "}", {}, DUP_A, NESTED_PATH),
+    ('{"x": ' + NESTED + ', "y": nonsense}', {}, DUP_A, NESTED_PATH),
+    ('{"m": {"x": ' + NESTED + ', "y": ' + DEEP + "}}", {}, DUP_A, "m." + NESTED_PATH),
+])
+def test_the_key_path_search_reads_each_integer_a_bounded_number_of_times(
+        monkeypatch, text, kw, why, path):
+    """The path of a key given twice (an integer of too many digits) 900 containers deep
+    behind N integers: the search read every container on the way down by the decoder
+    again, each time the one holding it had failed, so each integer 900 times (the
+    nesting's depth times the text: 27 s for 200 KB).  Counted without a clock: the calls
+    the decoders make to read an integer.  Each integer is read at most three times here:
+    by the parse that refused the text, the read marking the rule, and the read of the
+    document's member holding it when the decoder could not get through the document (or,
+    without the strict rule, the parse again with the integers' rule that CPython's limit
+    calls for)."""
+    reads = [0]
+    real_init = json.JSONDecoder.__init__
+
+    def counting_init(self, *, parse_int=None, **others):
+        inner = parse_int or int
+
+        def counted(num):
+            reads[0] += 1
+            return inner(num)
+        real_init(self, parse_int=counted, **others)
+
+    monkeypatch.setattr(json.JSONDecoder, "__init__", counting_init)
+    with pytest.raises(jsonin.JsonRule) as exc:
+        jsonin.loads(text, **kw)
+    assert (exc.value.why, exc.value.path) == (why, path)
+    ints = N + 3  # (the zeros, the object's two 1s; the long integer)
+    assert reads[0] <= 3 * ints
+
+
 def test_unique_keys_alone_and_exact_floats():
     """``diff``'s manifests: duplicate keys refused without the integers' rule; numbers with
     a fraction or an exponent kept exactly, equal only to one of the same exact value."""
