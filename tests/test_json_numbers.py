@@ -197,6 +197,30 @@ def test_the_key_path_search_reads_each_integer_a_bounded_number_of_times(
     assert reads[0] <= 3 * ints
 
 
+@pytest.mark.parametrize("text, path", [
+    # the first key read again, in the order the pairs are written (b, not a, read last)
+    ('{"x": {"a": 1, "b": 1, "b": 2, "a": 2}}', "x.b"),
+    # ... by the walk: in a member the decoder cannot get through, with the nesting after
+    # the object, or in it (the object still open, nested too deeply)
+    ('{"m": {"x": {"a": 1, "b": 1, "b": 2, "a": 2}, "y": ' + DEEP + "}}", "m.x.b"),
+    ('{"x": {"a": 1, "b": 1, "b": 2, "a": 2, "y": ' + DEEP + "}}", "x.b"),
+    # objects still open holding a key twice, nested too deeply: the innermost is named
+    # (its key is the first the decoder would refuse, when the innermost closes)
+    ('{"a": 1, "a": 2, "x": {"b": 1, "b": 2, "y": ' + "[" * 3000 + "]" * 3000 + "}}", "x.b"),
+    ('[{"a": 1, "a": 2, "x": [{"b": 1, "b": 2, "y": ' + DEEP + "}]}]", "[0].x[0].b"),
+])
+def test_the_key_given_twice_first_and_the_innermost_object_are_named(text, path):
+    """Of an object holding two keys twice, the one the decoder refuses is named: the first
+    pair whose key an earlier pair holds (the walk's ``_read_key`` keeps the first, not the
+    last); of objects still open where the walk stops, nested too deeply, the innermost
+    (``_innermost_key_twice``), which jsonin's docstring promises.  No test failed when
+    either was turned around."""
+    for kw in ({}, {"strict_objects": False, "unique_keys": True}):
+        with pytest.raises(jsonin.JsonRule) as exc:
+            jsonin.loads(text, **kw)
+        assert (exc.value.why, exc.value.path) == (f"duplicate key {path[-1]!r}", path)
+
+
 def test_unique_keys_alone_and_exact_floats():
     """``diff``'s manifests: duplicate keys refused without the integers' rule; numbers with
     a fraction or an exponent kept exactly, equal only to one of the same exact value."""
