@@ -449,7 +449,8 @@ def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(sb
     assert t["src"]["ap"]["dims"][2][1] == 1
     _retrigger(out, 1, lambda t: t["src"]["ap"]["dims"][2].__setitem__(0, 5))
     rehash(out)
-    refused(out, "the manifest says src = ", "field src", extra=("--model", FIX / "sbuf.neff"))
+    refused(out, "field triggers[1]: the manifest says src = ", "the model's trigger 1 has",
+            extra=("--model", FIX / "sbuf.neff"))
 
 
 @pytest.mark.parametrize("key", ["index", "engine"])
@@ -461,17 +462,17 @@ def test_a_trigger_instruction_other_than_the_models_is_named(ar2_out, tmp_path,
     new = {"index": lambda t: t["index"] + 1, "engine": lambda t: t["engine"] + "x"}[key]
     _retrigger(out, 0, lambda t: t.__setitem__(key, new(t)))
     rehash(out)
-    refused(out, f"the manifest says {key} = ", f"field {key}",
+    refused(out, f"field triggers[0]: the manifest says {key} = ", "the model's trigger 0 has",
             extra=("--model", FIX / "ar2.neff"))
 
 
 @pytest.mark.parametrize("k, key, value, says", [
-    (0, "dtype", "FP16", 'dtype = "FP16", the model\'s trigger has "BF16"'),
-    (0, "alu_op", "MAX", 'alu_op = "MAX", the model\'s trigger has "ADD"'),
-    (2, "alu_op", "ADD", 'alu_op = "ADD", the model\'s trigger has null'),
-    (2, "subgraph", "sg01", 'subgraph = "sg01", the model\'s trigger has "sg00"'),
+    (0, "dtype", "FP16", 'dtype = "FP16", the model\'s trigger 0 has "BF16"'),
+    (0, "alu_op", "MAX", 'alu_op = "MAX", the model\'s trigger 0 has "ADD"'),
+    (2, "alu_op", "ADD", 'alu_op = "ADD", the model\'s trigger 2 has null'),
+    (2, "subgraph", "sg01", 'subgraph = "sg01", the model\'s trigger 2 has "sg00"'),
     (2, "src", {"var_id": 6, "offset": 0},
-     'src = {"offset": 0, "var_id": 6}, the model\'s trigger has {"offset": 64, "var_id": 6}'),
+     'src = {"offset": 0, "var_id": 6}, the model\'s trigger 2 has {"offset": 64, "var_id": 6}'),
 ])
 def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
         mix8_ring_out, tmp_path, k, key, value, says):
@@ -480,12 +481,32 @@ def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
     ``alu_op`` by name, an all-gather's ``alu_op`` null, an operand an object). mix8.yaml's
     trigger 0 is a bf16 ADD all-reduce, trigger 2 an fp16 all-gather of var 6
     (``ag_small_in``, the seventh var of sg00) at byte offset 64. The message gave Python's
-    reprs (``<DType.FP16: 7>``, ``'ADD'``, ``None``, ``{'var_id': 6, ...}``)."""
+    reprs (``<DType.FP16: 7>``, ``'ADD'``, ``None``, ``{'var_id': 6, ...}``). The line names
+    the trigger as the other trigger checks do, ``field triggers[k]`` (it said ``field
+    dtype, trigger 0``), and the model's trigger by its ordinal."""
     out = copy(mix8_ring_out, tmp_path)
     _retrigger(out, k, lambda t: t.__setitem__(key, value))
     rehash(out)
     assert refused(out, extra=("--model", FIX / "mix8.neff")) == (
-        f"{out / 'manifest.json'}: field {key}, trigger {k}: the manifest says {says}")
+        f"{out / 'manifest.json'}: field triggers[{k}]: the manifest says {says}")
+
+
+def test_a_trigger_other_than_the_models_is_named_where_the_manifest_lists_it(mix8_ring_out,
+                                                                             tmp_path):
+    """The key path is the manifest's (``triggers[i]``, the list's order), the model's
+    trigger its ordinal: mix8's triggers 0 and 1 listed the other way round (the simulator
+    takes them by ordinal), trigger 0 with dtype FP16, is ``triggers[1]`` of the manifest and
+    trigger 0 (a bf16 all-reduce) of the model."""
+    out = copy(mix8_ring_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    first, second = top["triggers"][:2]
+    assert (first["trigger"], second["trigger"], first["dtype"]) == (0, 1, "BF16")
+    top["triggers"][:2] = [second, dict(first, dtype="FP16")]
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    assert refused(out, extra=("--model", FIX / "mix8.neff")) == (
+        f"{out / 'manifest.json'}: field triggers[1]: the manifest says dtype = \"FP16\", the "
+        "model's trigger 0 has \"BF16\"")
 
 
 def test_a_long_value_of_a_trigger_other_than_the_models_keeps_its_start_and_end():

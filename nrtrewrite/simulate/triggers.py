@@ -787,10 +787,10 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
                     t.dst.to_json()),
         }
         for key, (got, exp) in pairs.items():
-            if got != exp:
+            if got != exp:  # (named as check_triggers names a trigger's values)
                 raise SimulationError(f"the manifest says {key} = {_json_text(got)}, the "
-                                      f"model's trigger has {_json_text(exp)}", file=file,
-                                      trigger=o, field=key)
+                                      f"model's trigger {o} has {_json_text(exp)}",
+                                      **dict(s.where, file=s.where.get("file") or file))
 
 
 def _json_text(value) -> str:
