@@ -1232,6 +1232,42 @@ def test_a_ring_pgta_other_than_its_chunk_groups_is_refused(ag100_out, mix8_ring
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[{k}]: {says} (seed 001 §2)"
 
 
+@pytest.mark.parametrize("which, k, edit, says", [
+    ("ag100", 0, {"tail_chunk": 32}, "chunk.tail_chunk 32 is not 4: the last chunk group of a "
+     "RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
+     "(chunk.channels 1)"),
+    ("ag100", 0, {"tail_chunk": 2}, "chunk.tail_chunk 2 is not 4: the last chunk group of a "
+     "RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
+     "(chunk.channels 1)"),
+    ("ag33", 0, {"tail_chunk": 36}, "chunk.tail_chunk 36 is not 34: the last chunk group of a "
+     "RING all-gather's block of 33 elements holds 33, ceil(33 / 1) a chunk position "
+     "(chunk.channels 1)"),
+    ("ring2n", 0, {"tail_chunk": 1024}, "chunk.tail_chunk 1024 is not 2048: the last chunk "
+     "group of a RING all-reduce's 8192 elements holds 8192, ceil(8192 / 4) a chunk position "
+     "(4 ranks x chunk.channels 1)"),
+    ("mix8", 4, {"tail_chunk": 32766}, "chunk.tail_chunk 32766 is not 32768: the last chunk "
+     "group of a RING reduce-scatter's block of 65536 elements holds 65536, ceil(65536 / 2) a "
+     "chunk position (chunk.channels 2)"),
+])
+def test_a_tail_chunk_other_than_the_seeds_reclamp_is_refused(request, tmp_path, which, k,
+                                                              edit, says):
+    """Seed 001 §2: the last chunk group's chunk is re-clamped (``reclamp_tail``), docs/
+    DESIGN.md "Chunking": the elements left for it over its chunk positions (group size x
+    channels for an all-reduce, channels for a block), rounded up to even. ag100: blocks of
+    100 in 4 groups of 32, the last holding 100 - 96 = 4 (tail 4). ag33: one group holding
+    the block's 33 (34). ring2n: 8192 over 4 ranks, one channel, one group (8192 / 4 =
+    2048). mix8's trigger 4: blocks of 65536 on 2 channels (32768). A tail in range (even,
+    2 .. chunk_size_n) but not that was blamed on a leg's ``half`` (ag100's 32: ``half 1
+    but elements [98, 100) are half 0 of their chunk``); it is refused naming the key."""
+    fixture = {"ag100": "ag100_out", "ag33": "ag33_out", "ring2n": "ring2n_out",
+               "mix8": "mix8_ring_out"}[which]
+    out = copy(request.getfixturevalue(fixture), tmp_path)
+    _retrigger(out, k, lambda t: t["chunk"].update(edit))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[{k}]: {says} rounded "
+                            "up to an even 2 or more (seed 001 §2's re-clamped tail)")
+
+
 @pytest.mark.parametrize("elem_start", ["own", "end"])
 def test_a_direct_recv_of_no_elements_is_refused_for_its_count(ring2n_out, tmp_path,
                                                                elem_start):

@@ -673,35 +673,58 @@ def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
 
 
 def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
-    """Each RING trigger's ``chunk.pgta`` is the number of chunk groups its layout takes, seed
-    001 §2's ceil(span / group_elems) (:meth:`TriggerSpec.ring_layout`), else a
-    :class:`SimulationError` naming the key: the halves and ring steps of its legs are read
-    from that layout (:meth:`TriggerSpec.half_of`, :meth:`TriggerSpec.chunk_of`), where a
-    ``pgta`` short of it leaves elements in no chunk group and one too many moves
-    ``tail_chunk`` off the last group that holds elements.  Checked once the operands are
-    placed (``num_elements`` fits them), so a count that does not fit its var is named as
-    that rather than as the chunk layout it disagrees with."""
+    """Each RING trigger's ``chunk.pgta`` and ``chunk.tail_chunk`` are seed 001 §2's for the
+    elements it walks (:func:`_check_layout`), else a :class:`SimulationError` naming the
+    key: the halves and ring steps of its legs are read from that layout
+    (:meth:`TriggerSpec.half_of`, :meth:`TriggerSpec.chunk_of`), where a ``pgta`` short of
+    it leaves elements in no chunk group, one too many moves ``tail_chunk`` off the last
+    group that holds elements, and a wrong ``tail_chunk`` cuts the last group's chunks
+    elsewhere.  Checked once the operands are placed (``num_elements`` fits them), so a
+    count that does not fit its var is named as that rather than as the chunk layout it
+    disagrees with."""
     for spec in triggers.values():  # (in the manifest's order)
         if spec.algorithm == "RING":
-            _check_ring_pgta(spec, spec.where)
+            span, _ = spec.ring_layout()
+            if spec.op == "ALLREDUCE":
+                subject, ranks = (f"a RING all-reduce's {span} elements", True), len(spec.group)
+            else:
+                op = "all-gather" if spec.op == "ALLGATHER" else "reduce-scatter"
+                subject, ranks = (f"a RING {op}'s block of {span} elements", False), None
+            _check_layout(spec.chunk, "chunk", subject, span, ranks, spec.where)
 
 
-def _check_ring_pgta(spec: TriggerSpec, where: dict) -> None:
-    span, group_elems = spec.ring_layout()
+def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
+                  ranks: int | None, where: dict) -> None:
+    """``chunk`` (at ``key``) cuts ``span`` elements as seed 001 §2 does, else a
+    :class:`SimulationError` naming the key and saying why: ``pgta`` chunk groups of
+    ``ranks`` x ``channels`` x ``chunk_size_n`` elements (an interleaved all-reduce layout,
+    ``ranks`` the group size) or ``channels`` x ``chunk_size_n`` (a block, ``ranks`` None),
+    ceil(span / group) of them, and the last group re-clamped (``reclamp_tail``,
+    docs/DESIGN.md "Chunking"): ``tail_chunk`` the elements left for it over its chunk
+    positions, rounded up to even, 2 at least (at most ``chunk_size_n``: it is, once
+    ``pgta`` is right).  ``subject`` is what the layout cuts, as the message names it, and
+    whether that is plural."""
+    ch, cs = chunk["channels"], chunk["chunk_size_n"]
+    positions = ch * (ranks or 1)
+    per_group = f"chunk.channels {ch}"
+    if ranks is not None:
+        per_group = f"{counted(ranks, 'rank')} x {per_group}"
+    group_elems = positions * cs
+    text, plural = subject
     want = -(-span // group_elems)
-    if spec.pgta == want:
-        return
-    ck = spec.chunk
-    per = f"chunk.channels {ck['channels']} x chunk_size_n {ck['chunk_size_n']}"
-    if spec.op == "ALLREDUCE":
-        what = f"all-reduce's {span} elements take"
-        per = f"{counted(len(spec.group), 'rank')} x {per}"
-    else:
-        op = "all-gather" if spec.op == "ALLGATHER" else "reduce-scatter"
-        what = f"{op}'s block of {span} elements takes"
-    raise SimulationError(f"chunk.pgta {spec.pgta} is not {want}: a RING {what} "
-                          f"ceil({span} / {group_elems}) chunk groups of {per} (seed 001 §2)",
-                          **where)
+    if chunk["pgta"] != want:
+        raise SimulationError(f"{key}.pgta {chunk['pgta']} is not {want}: {text} "
+                              f"{'take' if plural else 'takes'} ceil({span} / {group_elems}) "
+                              f"chunk groups of {per_group} x chunk_size_n {cs} (seed 001 §2)",
+                              **where)
+    remained = span - (want - 1) * group_elems
+    share = -(-remained // positions)
+    tail = min(cs, max(2, share + share % 2))
+    if chunk["tail_chunk"] != tail:
+        raise SimulationError(f"{key}.tail_chunk {chunk['tail_chunk']} is not {tail}: the last "
+                              f"chunk group of {text} holds {remained}, ceil({remained} / "
+                              f"{positions}) a chunk position ({per_group}) rounded up to an "
+                              "even 2 or more (seed 001 §2's re-clamped tail)", **where)
 
 
 def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
