@@ -1232,6 +1232,76 @@ def test_a_ring_pgta_other_than_its_chunk_groups_is_refused(ag100_out, mix8_ring
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[{k}]: {says} (seed 001 §2)"
 
 
+def _lower_small_chunks(spec: dict, out: Path, algo, chunk_bytes: int = 64) -> Path:
+    """``spec`` lowered with chunks of at most ``chunk_bytes`` bytes (the ring's, and every
+    leg layout's: compose/segments.py), so that a small collective has several chunk groups
+    and a re-clamped tail."""
+    import functools
+    import nrtrewrite.compose.ring as R
+    import nrtrewrite.compose.segments as S
+    from nrtrewrite.compose.chunking import set_dynamic_chunk_size
+    small = functools.partial(set_dynamic_chunk_size, chunk_bytes=chunk_bytes)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(R, "set_dynamic_chunk_size", small)
+        mp.setattr(S, "set_dynamic_chunk_size", small)
+        return lower_spec(spec, out, algo=algo)
+
+
+#: Two nodes of 8 ranks at LNC 2 (ranks 0 .. 7 and 64 .. 71 of two trn2 nodes): a HIER group
+HIER16 = list(range(8)) + list(range(64, 72))
+
+
+@pytest.fixture(scope="module")
+def kr900_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 900 elements over ranks 0 .. 15 as KANGARING, chunks of 64 bytes:
+    one channel (ceil(900 / 16) = 57 elements a position, under 64), the chunk 57 rounded up
+    to 32 = 64, capped at 32; chunk groups of 16 x 1 x 32 = 512 elements, ceil(900 / 512) = 2
+    of them, the last holding 900 - 512 = 388, ceil(388 / 16) = 25 a position, 26 even."""
+    out = _lower_small_chunks(coll_spec("all_reduce", "bf16", 16, 900),
+                              tmp_path_factory.mktemp("kr900") / "o", "kangaring")
+    assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 32, "pgta": 2,
+                                      "tail_chunk": 26}
+    return out
+
+
+@pytest.fixture(scope="module")
+def krag_out(tmp_path_factory) -> Path:
+    """A bf16 all-gather of 100 elements a rank over ranks 0 .. 15 as KANGARING, chunks of 64
+    bytes: blocks of 100 in groups of 1 x 32, ceil(100 / 32) = 4, the last holding 4."""
+    out = _lower_small_chunks(coll_spec("all_gather", "bf16", 16, 100),
+                              tmp_path_factory.mktemp("krag") / "o", "kangaring")
+    assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 32, "pgta": 4,
+                                      "tail_chunk": 4}
+    return out
+
+
+@pytest.fixture(scope="module")
+def scr1000_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over ranks 0 .. 3 as SINGLE_CYCLE_RING, chunks of 64
+    bytes: one channel pair, chunk groups of 4 x 1 x 32 = 128 elements, ceil(1000 / 128) = 8
+    of them, the last holding 1000 - 7 x 128 = 104, ceil(104 / 4) = 26 a position."""
+    out = _lower_small_chunks(coll_spec("all_reduce", "bf16", 4, 1000, lnc=2),
+                              tmp_path_factory.mktemp("scr1000") / "o", "single_cycle_ring")
+    assert trigger0(out)["chunk"] == {"channels": 1, "chunk_size_n": 32, "pgta": 8,
+                                      "tail_chunk": 26}
+    return out
+
+
+@pytest.fixture(scope="module")
+def hier16_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over HIER16 as the default policy lowers it: HIER,
+    intra_redsct (RING over each node's 8 ranks), inter_allr (SINGLE_CYCLE_RING over pairs
+    {j, 64 + j}), intra_allg (RING). docs/DESIGN.md "HIER": the message in 8 slices, the
+    even share ceil(1000 / 8) = 125 over 32, so slices of 128 (125 rounded up to 32), 7 of
+    them (896 elements) and the last 104."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier16") / "o", algo=None)
+    t = trigger0(out)
+    assert [(leg["name"], leg["algorithm"]) for leg in t["hier"]["legs"]] == [
+        ("intra_redsct", "RING"), ("inter_allr", "SINGLE_CYCLE_RING"), ("intra_allg", "RING")]
+    return out
+
+
 @pytest.mark.parametrize("which, k, edit, says", [
     ("ag100", 0, {"tail_chunk": 32}, "chunk.tail_chunk 32 is not 4: the last chunk group of a "
      "RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
@@ -1248,6 +1318,12 @@ def test_a_ring_pgta_other_than_its_chunk_groups_is_refused(ag100_out, mix8_ring
     ("mix8", 4, {"tail_chunk": 32766}, "chunk.tail_chunk 32766 is not 32768: the last chunk "
      "group of a RING reduce-scatter's block of 65536 elements holds 65536, ceil(65536 / 2) a "
      "chunk position (chunk.channels 2)"),
+    ("kr900", 0, {"tail_chunk": 32}, "chunk.tail_chunk 32 is not 26: the last chunk group of "
+     "a KANGARING all-reduce's 900 elements holds 388, ceil(388 / 16) a chunk position (16 "
+     "ranks x chunk.channels 1)"),
+    ("scr1000", 0, {"tail_chunk": 24}, "chunk.tail_chunk 24 is not 26: the last chunk group "
+     "of a SINGLE_CYCLE_RING all-reduce's 1000 elements holds 104, ceil(104 / 4) a chunk "
+     "position (4 ranks x chunk.channels 1)"),
 ])
 def test_a_tail_chunk_other_than_the_seeds_reclamp_is_refused(request, tmp_path, which, k,
                                                               edit, says):
@@ -1256,16 +1332,141 @@ def test_a_tail_chunk_other_than_the_seeds_reclamp_is_refused(request, tmp_path,
     channels for an all-reduce, channels for a block), rounded up to even. ag100: blocks of
     100 in 4 groups of 32, the last holding 100 - 96 = 4 (tail 4). ag33: one group holding
     the block's 33 (34). ring2n: 8192 over 4 ranks, one channel, one group (8192 / 4 =
-    2048). mix8's trigger 4: blocks of 65536 on 2 channels (32768). A tail in range (even,
-    2 .. chunk_size_n) but not that was blamed on a leg's ``half`` (ag100's 32: ``half 1
-    but elements [98, 100) are half 0 of their chunk``); it is refused naming the key."""
+    2048). mix8's trigger 4: blocks of 65536 on 2 channels (32768). kr900 and scr1000 as
+    their fixtures say (26 each). A tail in range (even, 2 .. chunk_size_n) but not that was
+    blamed on a RING leg's ``half`` and simulated as a match on the other engines; it is
+    refused naming the key."""
     fixture = {"ag100": "ag100_out", "ag33": "ag33_out", "ring2n": "ring2n_out",
-               "mix8": "mix8_ring_out"}[which]
+               "mix8": "mix8_ring_out", "kr900": "kr900_out", "scr1000": "scr1000_out"}[which]
     out = copy(request.getfixturevalue(fixture), tmp_path)
     _retrigger(out, k, lambda t: t["chunk"].update(edit))
     rehash(out)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[{k}]: {says} rounded "
                             "up to an even 2 or more (seed 001 §2's re-clamped tail)")
+
+
+@pytest.mark.parametrize("which, edit, says", [
+    ("scr", {"pgta": 2}, "chunk.pgta 2 is not 1: a SINGLE_CYCLE_RING all-reduce's 4096 "
+     "elements take ceil(4096 / 4096) chunk groups of 4 ranks x chunk.channels 1 x "
+     "chunk_size_n 1024"),
+    ("scr1000", {"pgta": 7}, "chunk.pgta 7 is not 8: a SINGLE_CYCLE_RING all-reduce's 1000 "
+     "elements take ceil(1000 / 128) chunk groups of 4 ranks x chunk.channels 1 x "
+     "chunk_size_n 32"),
+    ("kangaring", {"pgta": 3}, "chunk.pgta 3 is not 1: a KANGARING all-reduce's 4096 elements "
+     "take ceil(4096 / 4096) chunk groups of 16 ranks x chunk.channels 1 x chunk_size_n 256"),
+    ("kr900", {"pgta": 1, "tail_chunk": 32}, "chunk.pgta 1 is not 2: a KANGARING all-reduce's "
+     "900 elements take ceil(900 / 512) chunk groups of 16 ranks x chunk.channels 1 x "
+     "chunk_size_n 32"),
+    ("krag", {"pgta": 5}, "chunk.pgta 5 is not 4: a KANGARING all-gather's block of 100 "
+     "elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x chunk_size_n 32"),
+])
+def test_a_pgta_of_a_single_cycle_or_kangaring_trigger_other_than_its_layouts_is_refused(
+        request, tmp_path, which, edit, says):
+    """docs/DESIGN.md "Leg layouts": a flat KANGARING or SINGLE_CYCLE_RING trigger chunks as
+    the ring would (its ``chunk.channels`` a SINGLE_CYCLE_RING trigger's channel pairs), so
+    its ``pgta`` is seed 001 §2's ceil(span / group) as a RING trigger's. single_cycle_out:
+    4096 elements over 4 ranks in chunks of 1024 (one group); kangaring_out: 4096 over 16 in
+    chunks of 256 (one); the others as their fixtures say. A ``pgta`` other than that was
+    compared only with the net ops' ``unrolled_count``, which these one-node outputs do not
+    have, and simulated as a match; it is refused naming the key."""
+    fixture = {"scr": "single_cycle_out", "scr1000": "scr1000_out",
+               "kangaring": "kangaring_out", "kr900": "kr900_out", "krag": "krag_out"}[which]
+    out = copy(request.getfixturevalue(fixture), tmp_path)
+    _retrigger(out, 0, lambda t: t["chunk"].update(edit))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {says} (seed 001 "
+                            "§2)")
+
+
+@pytest.mark.parametrize("leg, plan, edit, says", [
+    (0, 0, {"pgta": 2}, "hier.legs[0].plans[0].chunk.pgta 2 is not 1: a RING intra_redsct "
+     "leg's widest slice of the all-reduce, 128 elements, takes ceil(128 / 128) chunk groups "
+     "of chunk.channels 1 x chunk_size_n 128 (seed 001 §2)"),
+    (1, 1, {"tail_chunk": 64}, "hier.legs[1].plans[1].chunk.tail_chunk 64 is not 52: the last "
+     "chunk group of slice 7 of the all-reduce, 104 elements, all-reduced by "
+     "hier.legs[1].groups[7] (the ranks of local index 7), holds 104, ceil(104 / 2) a chunk "
+     "position (2 ranks x chunk.channels 1) rounded up to an even 2 or more (seed 001 §2's "
+     "re-clamped tail)"),
+    (1, 0, {"tail_chunk": 52}, "hier.legs[1].plans[0].chunk.tail_chunk 52 is not 64: the last "
+     "chunk group of slice 0 of the all-reduce, 128 elements, all-reduced by "
+     "hier.legs[1].groups[0] (the ranks of local index 0), holds 128, ceil(128 / 2) a chunk "
+     "position (2 ranks x chunk.channels 1) rounded up to an even 2 or more (seed 001 §2's "
+     "re-clamped tail)"),
+    (1, 0, {"pgta": 2}, "hier.legs[1].plans[0].chunk.pgta 2 is not 1: slice 0 of the "
+     "all-reduce, 128 elements, all-reduced by hier.legs[1].groups[0] (the ranks of local "
+     "index 0), takes ceil(128 / 128) chunk groups of 2 ranks x chunk.channels 1 x "
+     "chunk_size_n 64 (seed 001 §2)"),
+    (2, 0, {"tail_chunk": 126}, "hier.legs[2].plans[0].chunk.tail_chunk 126 is not 128: the "
+     "last chunk group of a RING intra_allg leg's widest slice of the all-reduce, 128 "
+     "elements, holds 128, ceil(128 / 1) a chunk position (chunk.channels 1) rounded up to an "
+     "even 2 or more (seed 001 §2's re-clamped tail)"),
+    (None, None, {"pgta": 2}, "chunk.pgta 2 is not 1, the most chunk groups of its legs' "
+     "plans (a HIER trigger's, FORMATS §1.1)"),
+])
+def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_out, tmp_path,
+                                                                        leg, plan, edit, says):
+    """docs/DESIGN.md "HIER" and "Leg layouts", FORMATS §1.1: a HIER all-reduce's intra legs
+    cut each local rank's slice as a block, every slice by the widest one's layout (128
+    elements here); its inter_allr leg all-reduces the slice of its ranks' local index,
+    interleaved over its 2 ranks: slices 0 .. 6 of 128 in one group of 2 x 1 x 64 (tail
+    128 / 2 = 64), slice 7 of 104 in one group (tail 104 / 2 = 52), its own plan; the
+    trigger's ``chunk.pgta`` is its legs' plans' most chunk groups, 1. A value other than
+    that was compared only with the net ops' ``unrolled_count`` (the inter leg's: its
+    ``tail_chunk`` never, the intra legs' nothing) and simulated as a match; it is refused
+    naming the key path."""
+    out = copy(hier16_out, tmp_path)
+    t = trigger0(out)
+    inter = t["hier"]["legs"][1]
+    assert [g["plan"] for g in inter["groups"]] == [0] * 7 + [1]
+    assert inter["groups"][7]["group"] == [7, 71]
+    assert [p["chunk"] for p in inter["plans"]] == [
+        {"channels": 1, "chunk_size_n": 64, "pgta": 1, "tail_chunk": 64},
+        {"channels": 1, "chunk_size_n": 64, "pgta": 1, "tail_chunk": 52}]
+    assert t["hier"]["legs"][0]["plans"][0]["chunk"] == {"channels": 1, "chunk_size_n": 128,
+                                                         "pgta": 1, "tail_chunk": 128}
+    if leg is None:
+        _retrigger(out, 0, lambda t: t["chunk"].update(edit))
+        rehash(out)
+    else:
+        _rehier(out, lambda legs: legs[leg]["plans"][plan]["chunk"].update(edit))
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+@pytest.mark.parametrize("op, n, algo", [
+    ("all_reduce", 1000, None), ("all_gather", 100, None), ("reduce_scatter", 1600, None),
+    ("all_reduce", 100, None), ("all_reduce", 1000, "hier;intra_redsct:kangaring"),
+])
+def test_hier_chunk_layouts_of_several_chunk_groups_simulate_clean(tmp_path, op, n, algo):
+    """The layouts :func:`check_chunk_groups` holds a HIER trigger's leg plans to are the
+    ones ``lower`` writes, also with several chunk groups and re-clamped tails (chunks of 64
+    bytes, 32 bf16 elements) and with slices of sizes differing by one (100 elements over 8
+    local ranks: the even share 13 is not over 32, so 4 slices of 13 and 4 of 12): each
+    simulates as a match. For the all-reduce of 1000 by hand: the intra legs' widest slice
+    128 in ceil(128 / 32) = 4 groups; inter_allr's slice 7 of 104 in ceil(104 / (2 x 32)) = 2
+    groups, the last holding 40, 20 a position; the trigger's ``pgta`` the most, 4."""
+    out = _lower_small_chunks(coll_spec(op, "bf16", HIER16, n, lnc=2), tmp_path / "o", algo)
+    t = trigger0(out)
+    assert t["algorithm"] == "HIER"
+    if (op, n, algo) == ("all_reduce", 1000, None):
+        legs = t["hier"]["legs"]
+        assert t["chunk"] == {"pgta": 4}
+        assert legs[0]["plans"][0]["chunk"]["pgta"] == 4
+        assert legs[1]["plans"][legs[1]["groups"][7]["plan"]]["chunk"] == {
+            "channels": 1, "chunk_size_n": 32, "pgta": 2, "tail_chunk": 20}
+    if n == 100 and op == "all_reduce":
+        assert t["hier"]["slices"] == [[0, 13], [13, 26], [26, 39], [39, 52], [52, 64],
+                                       [64, 76], [76, 88], [88, 100]]
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
+
+
+def test_flat_chunk_layouts_of_several_chunk_groups_simulate_clean(kr900_out, krag_out,
+                                                                   scr1000_out):
+    """KANGARING and SINGLE_CYCLE_RING triggers with several chunk groups and a re-clamped
+    tail (their fixtures) are not refused by the layout check."""
+    for out in (kr900_out, krag_out, scr1000_out):
+        res = cli("simulate", out, "--json")
+        assert res.exit_code == 0, res.output
 
 
 @pytest.mark.parametrize("elem_start", ["own", "end"])

@@ -522,7 +522,10 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                         "once)", where)
                 orders[ch] = [group[p] for p in order]
             groups.append((group, orders, plans[k][1]["pgta"]))
-        out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers}
+        # (where the leg is, and its plans' chunks by group: check_chunk_groups's)
+        out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers, "at": i,
+                     "chunks": [chunk for _, chunk in plans],
+                     "plan_of": [k for _, k in raw_groups]}
     return out
 
 
@@ -673,24 +676,30 @@ def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
 
 
 def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
-    """Each RING trigger's ``chunk.pgta`` and ``chunk.tail_chunk`` are seed 001 §2's for the
-    elements it walks (:func:`_check_layout`), else a :class:`SimulationError` naming the
-    key: the halves and ring steps of its legs are read from that layout
-    (:meth:`TriggerSpec.half_of`, :meth:`TriggerSpec.chunk_of`), where a ``pgta`` short of
-    it leaves elements in no chunk group, one too many moves ``tail_chunk`` off the last
-    group that holds elements, and a wrong ``tail_chunk`` cuts the last group's chunks
-    elsewhere.  Checked once the operands are placed (``num_elements`` fits them), so a
-    count that does not fit its var is named as that rather than as the chunk layout it
-    disagrees with."""
+    """Each chunk layout's ``pgta`` and ``tail_chunk`` are seed 001 §2's for the elements it
+    walks (:func:`_check_layout`), else a :class:`SimulationError` naming the key: a RING,
+    SINGLE_CYCLE_RING or KANGARING trigger's ``chunk`` (the trigger's own layout is the
+    ring's, docs/DESIGN.md "Leg layouts"), and each HIER leg plan's ``chunk`` for every group
+    that runs it (:func:`_check_hier_layouts`).  The halves and ring steps of a RING
+    trigger's legs are read from its layout (:meth:`TriggerSpec.half_of`,
+    :meth:`TriggerSpec.chunk_of`), where a ``pgta`` short of it leaves elements in no chunk
+    group, one too many moves ``tail_chunk`` off the last group that holds elements, and a
+    wrong ``tail_chunk`` cuts the last group's chunks elsewhere; the other engines' legs are
+    not read through it, and their numbers simulated as a match whatever they said.  Checked
+    once the operands are placed (``num_elements`` fits them), so a count that does not fit
+    its var is named as that rather than as the chunk layout it disagrees with."""
     for spec in triggers.values():  # (in the manifest's order)
-        if spec.algorithm == "RING":
+        if spec.algorithm in CHUNK_LAYOUTS:
             span, _ = spec.ring_layout()
+            alg = spec.algorithm
             if spec.op == "ALLREDUCE":
-                subject, ranks = (f"a RING all-reduce's {span} elements", True), len(spec.group)
+                subject, ranks = (f"a {alg} all-reduce's {span} elements", True), len(spec.group)
             else:
                 op = "all-gather" if spec.op == "ALLGATHER" else "reduce-scatter"
-                subject, ranks = (f"a RING {op}'s block of {span} elements", False), None
+                subject, ranks = (f"a {alg} {op}'s block of {span} elements", False), None
             _check_layout(spec.chunk, "chunk", subject, span, ranks, spec.where)
+        elif spec.legs:
+            _check_hier_layouts(spec)
 
 
 def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
@@ -699,11 +708,11 @@ def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
     :class:`SimulationError` naming the key and saying why: ``pgta`` chunk groups of
     ``ranks`` x ``channels`` x ``chunk_size_n`` elements (an interleaved all-reduce layout,
     ``ranks`` the group size) or ``channels`` x ``chunk_size_n`` (a block, ``ranks`` None),
-    ceil(span / group) of them, and the last group re-clamped (``reclamp_tail``,
-    docs/DESIGN.md "Chunking"): ``tail_chunk`` the elements left for it over its chunk
-    positions, rounded up to even, 2 at least (at most ``chunk_size_n``: it is, once
-    ``pgta`` is right).  ``subject`` is what the layout cuts, as the message names it, and
-    whether that is plural."""
+    ceil(span / group) of them (1 for no elements: an empty HIER slice), and the last group
+    re-clamped (``reclamp_tail``, docs/DESIGN.md "Chunking"): ``tail_chunk`` the elements
+    left for it over its chunk positions, rounded up to even, 2 at least (at most
+    ``chunk_size_n``: it is, once ``pgta`` is right).  ``subject`` is what the layout cuts,
+    as the message names it, and whether that is plural."""
     ch, cs = chunk["channels"], chunk["chunk_size_n"]
     positions = ch * (ranks or 1)
     per_group = f"chunk.channels {ch}"
@@ -711,7 +720,7 @@ def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
         per_group = f"{counted(ranks, 'rank')} x {per_group}"
     group_elems = positions * cs
     text, plural = subject
-    want = -(-span // group_elems)
+    want = max(1, -(-span // group_elems))
     if chunk["pgta"] != want:
         raise SimulationError(f"{key}.pgta {chunk['pgta']} is not {want}: {text} "
                               f"{'take' if plural else 'takes'} ceil({span} / {group_elems}) "
@@ -725,6 +734,70 @@ def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
                               f"chunk group of {text} holds {remained}, ceil({remained} / "
                               f"{positions}) a chunk position ({per_group}) rounded up to an "
                               "even 2 or more (seed 001 §2's re-clamped tail)", **where)
+
+
+#: The legs of a HIER collective, by op (docs/DESIGN.md "HIER").
+HIER_LEGS = {"ALLREDUCE": ("intra_redsct", "inter_allr", "intra_allg"),
+             "ALLGATHER": ("inter_allg", "intra_allg"),
+             "REDUCE_SCATTER": ("intra_redsct", "inter_redsct")}
+
+
+def slice_sizes(n: int, parts: int) -> list[int]:
+    """The sizes of the ``parts`` slices a HIER all-reduce cuts its ``n`` elements into, one
+    per local index (docs/DESIGN.md "HIER", FORMATS §1.1 ``slices``): a multiple of 32
+    elements each, the last shorter, when the even share ceil(n / parts) is over 32 and
+    those leave every slice some elements; else sizes differing by at most one, the larger
+    first."""
+    share = -(-n // parts)
+    aligned = -(-share // 32) * 32
+    if share > 32 and aligned * (parts - 1) < n:
+        return [min(aligned, n - j * aligned) for j in range(parts)]
+    base, extra = divmod(n, parts)
+    return [base + (j < extra) for j in range(parts)]
+
+
+def _check_hier_layouts(spec: TriggerSpec) -> None:
+    """Each HIER leg plan's ``chunk`` is the chunk layout of what its groups cut
+    (:func:`_check_layout`, docs/DESIGN.md "HIER" and "Leg layouts"), and the trigger's
+    ``chunk.pgta`` the most chunk groups of any of them (FORMATS §1.1).  An all-gather's or
+    reduce-scatter's legs cut each position's blocks of ``num_elements`` (``num_elements`` /
+    group size) elements; an all-reduce's ``inter_allr`` cuts its group's slice of the
+    message (:func:`slice_sizes`: the slice of the local index its ranks hold in their
+    ``intra_redsct`` groups), interleaved over its ranks, and its intra legs cut each local
+    rank's slice as a block, every slice of a group by the widest one's layout.  A leg
+    named otherwise than :data:`HIER_LEGS` says has no layout to hold its plans to."""
+    n, size = spec.n, len(spec.group)
+    local = {}  # rank -> (its local index, the local ranks of its node)
+    for group, _orders, _pgta in spec.legs.get("intra_redsct", {}).get("groups", ()):
+        local.update((r, (j, len(group))) for j, r in enumerate(group))
+    names = HIER_LEGS.get(spec.op, ())
+    for name, leg in spec.legs.items():
+        if name not in names:
+            continue
+        i, alg = leg["at"], leg["algorithm"]
+        for g, ((group, _o, _p), k) in enumerate(zip(leg["groups"], leg["plan_of"])):
+            ranks = None
+            if spec.op != "ALLREDUCE":
+                span = n if spec.op == "ALLGATHER" else n // size
+                subject = (f"a {alg} {name} leg's blocks of {span} elements", True)
+            elif name == "inter_allr":
+                if group[0] not in local:
+                    continue  # (no local index: its ranks run no intra_redsct leg)
+                j, parts = local[group[0]]
+                span, ranks = slice_sizes(n, parts)[j], len(group)
+                subject = (f"slice {j} of the all-reduce, {span} elements, all-reduced by "
+                           f"hier.legs[{i}].groups[{g}] (the ranks of local index {j}),", False)
+            else:
+                span = max(slice_sizes(n, len(group)))
+                subject = (f"a {alg} {name} leg's widest slice of the all-reduce, {span} "
+                           "elements,", False)
+            _check_layout(leg["chunks"][k], f"hier.legs[{i}].plans[{k}].chunk", subject,
+                          span, ranks, spec.where)
+    most = max((c["pgta"] for leg in spec.legs.values() for c in leg["chunks"]), default=1)
+    if spec.pgta != most:
+        raise SimulationError(f"chunk.pgta {spec.pgta} is not {most}, the most chunk groups "
+                              "of its legs' plans (a HIER trigger's, FORMATS §1.1)",
+                              **spec.where)
 
 
 def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
