@@ -1432,6 +1432,27 @@ def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_o
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
 
 
+@pytest.mark.parametrize("leg", [0, 1])
+def test_an_empty_hier_leg_group_is_refused_naming_it(hier16_out, tmp_path, leg):
+    """FORMATS §1.1: a HIER leg's ``groups[g].group`` lists the group's ranks. hier16_out's
+    intra_redsct group 0 (ranks 0 .. 7) or inter_allr group 0 (ranks 0 and 64) made empty,
+    its plans without channels (so no ring order names a position outside it): the chunk
+    layout check cut the intra leg's slices by the group's size, 0 (ZeroDivisionError, exit
+    70), and took the inter group's first rank (IndexError); before that check the intra
+    case was blamed on legs.bin and the inter case simulated as a match. It is refused
+    naming the key."""
+    out = copy(hier16_out, tmp_path)
+
+    def empty(legs):
+        legs[leg]["groups"][0]["group"] = []
+        for plan in legs[leg]["plans"]:
+            plan["channels"] = []
+    _rehier(out, empty)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[{leg}]."
+                            "groups[0].group is empty (a leg's group lists its ranks, 1 or "
+                            "more)")
+
+
 @pytest.mark.parametrize("op, n, algo", [
     ("all_reduce", 1000, None), ("all_gather", 100, None), ("reduce_scatter", 1600, None),
     ("all_reduce", 100, None), ("all_reduce", 1000, "hier;intra_redsct:kangaring"),

@@ -495,15 +495,19 @@ def _hier_legs(t: Field) -> list[tuple]:
 def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     """A HIER trigger's legs (:func:`_hier_legs`): each leg's groups with their ring orders (a
     plan's positions in the group turned into ranks) and chunk groups, and its intermediate
-    buffers; a plan's chunk value out of range (:func:`_check_chunk`), a group that names no
-    plan, a plan position outside the group, or a RING or SINGLE_CYCLE_RING leg's ring order
-    that does not list each position of the group once is a :class:`SimulationError`."""
+    buffers; a plan's chunk value out of range (:func:`_check_chunk`), an empty group, a group
+    that names no plan, a plan position outside the group, or a RING or SINGLE_CYCLE_RING
+    leg's ring order that does not list each position of the group once is a
+    :class:`SimulationError`."""
     out = {}
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
         for j, (_, chunk) in enumerate(plans):
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
         groups = []
-        for group, k in raw_groups:
+        for g, (group, k) in enumerate(raw_groups):
+            if not group:  # (a group's layout is cut by its size: check_chunk_groups)
+                raise SimulationError(f"hier.legs[{i}].groups[{g}].group is empty (a leg's "
+                                      "group lists its ranks, 1 or more)", **where)
             if not 0 <= k < len(plans):
                 raise SimulationError(f"leg {json_kind(name)}: group {group} names plan {k}, "
                                       f"the leg has {len(plans)}", **where)
