@@ -1432,6 +1432,21 @@ def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_o
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
 
 
+@pytest.mark.parametrize("algorithm", ["RING", "KANGARING", "MESH"])
+def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out, tmp_path,
+                                                                     algorithm):
+    """FORMATS §1.1: only a HIER trigger has a ``hier`` section, and its ``chunk`` holds
+    ``pgta`` alone. hier16_out's trigger saying it was lowered as RING or KANGARING was read
+    with that chunk and its chunk checks asked for the ``tail_chunk`` it lacks (KeyError,
+    exit 70); as MESH it simulated as a match. It is refused naming the trigger."""
+    out = copy(hier16_out, tmp_path)
+    _retrigger(out, 0, lambda t: t.__setitem__("algorithm", algorithm))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: algorithm "
+                            f"\"{algorithm}\" but the trigger has a hier section (only a HIER "
+                            "trigger's legs are in hier: FORMATS §1.1)")
+
+
 @pytest.mark.parametrize("leg", [0, 1])
 def test_an_empty_hier_leg_group_is_refused_naming_it(hier16_out, tmp_path, leg):
     """FORMATS §1.1: a HIER leg's ``groups[g].group`` lists the group's ranks. hier16_out's

@@ -582,8 +582,9 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
     for t in Field(top, "", file)["triggers"].items():
         chunk = t["chunk"]
         # a HIER trigger's chunk is {"pgta"} only (its legs' chunks are in hier)
-        need = ("pgta",) if not t.get("hier").null else CHUNK_KEYS
-        out.append(dict(
+        hier = not t.get("hier").null
+        need = ("pgta",) if hier else CHUNK_KEYS
+        out.append(dict(hier=hier,
             where=dict(file=file, field=t.path), op=t["op"].str(), dtype=t["dtype"].str(),
             ordinal=t["trigger"].int(0, U32_MAX), alu=t["alu_op"].opt_str(),
             n=t["num_elements"].int(), group=t["replica_group"].ints(),
@@ -604,7 +605,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
     for raw in typed:
         raw = dict(raw)
         where, chunk, starts = raw.pop("where"), raw.pop("chunk"), raw.pop("block_starts")
-        channels = raw.pop("channels")
+        channels, hier = raw.pop("channels"), raw.pop("hier")
         raw["orders"] = dict(channels)
         op = raw["op"]
         try:
@@ -615,6 +616,10 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         raw["legs"] = _resolve_hier(raw["legs"], dict(file=where["file"] or None,
                                                       field=where["field"]))
         spec = TriggerSpec(**raw, chunk=chunk, where=where)
+        if hier and spec.algorithm != "HIER":  # (its chunk holds pgta alone: read_triggers)
+            raise SimulationError(f"algorithm {json_kind(spec.algorithm)} but the trigger has "
+                                  "a hier section (only a HIER trigger's legs are in hier: "
+                                  "FORMATS §1.1)", **where)
         if op not in OPS:
             raise SimulationError(f"op {json_kind(op)} is not simulated (only {', '.join(OPS)})",
                                   **where)
