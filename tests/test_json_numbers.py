@@ -326,6 +326,18 @@ def test_a_neff_with_an_infinite_number_through_the_cli(base_spec, tmp_path):
 TOPO = '{"format": "nrtrewrite-topology/1", "platform": "trn2", %s}'
 
 
+def _topology_file_refused(tmp_path, body: str, says: str, commands) -> None:
+    """A topology file holding ``body`` is refused with ``says`` by load_topology and by each
+    of ``commands`` (one line, the file named)."""
+    path = tmp_path / "t.json"
+    path.write_text(TOPO % body)
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == f"{path}: {says}"
+    for cmd in commands:
+        assert one_line_error(invoke(*cmd, "--topology", path)) == f"{path}: {says}"
+
+
 @pytest.mark.parametrize("body, says", [
     ('"nodes": 1e999', f"field nodes: cannot read topology file: invalid JSON: 1e999 is not a "
                        f"finite number {OVER}"),
@@ -345,16 +357,10 @@ TOPO = '{"format": "nrtrewrite-topology/1", "platform": "trn2", %s}'
                                "key 'nodes'"),
 ])
 def test_topology_files_refuse_numbers_that_are_not_finite(tmp_path, body, says):
-    path = tmp_path / "t.json"
-    path.write_text(TOPO % body)
-    with pytest.raises(ValidationError) as exc:
-        load_topology(str(path), world=(0, 1), lnc_size=2)
-    assert str(exc.value) == f"{path}: {says}"
-    for cmd in (["lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out"],
-                ["explain", FIX / "ar2.neff"], ["explain", "--op", "allreduce", "--bytes", "1MiB",
-                                                "--ranks", "2"]):
-        # explain guesses the lnc from the file first (a RecursionError traceback before)
-        assert one_line_error(invoke(*cmd, "--topology", path)) == f"{path}: {says}"
+    # explain guesses the lnc from the file first (a RecursionError traceback before)
+    _topology_file_refused(tmp_path, body, says, (
+        ["lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out"], ["explain", FIX / "ar2.neff"],
+        ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2"]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
 
 
@@ -370,14 +376,9 @@ def test_a_topology_file_names_a_key_given_twice_before_deep_nesting(tmp_path, b
     """A key given twice (an integer of too many digits) and nesting deeper than the JSON
     decoder recurses after it: the one-line error named no key path (the path's walk met the
     nesting), or said ``nested too deeply`` for the key holding the nesting."""
-    path = tmp_path / "t.json"
-    path.write_text(TOPO % body)
-    with pytest.raises(ValidationError) as exc:
-        load_topology(str(path), world=(0, 1), lnc_size=2)
-    assert str(exc.value) == f"{path}: {says}"
-    for cmd in (["lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out"],
-                ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2"]):
-        assert one_line_error(invoke(*cmd, "--topology", path)) == f"{path}: {says}"
+    _topology_file_refused(tmp_path, body, says, (
+        ["lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "out"],
+        ["explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2"]))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]
 
 
