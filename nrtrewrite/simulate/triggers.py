@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import DType, DTYPE_SIZE, SdmaCceType
+from nrtrewrite.codes import DType, DTYPE_SIZE, EncOpType, SdmaCceType
+from nrtrewrite.compose.segments import even_split
 from nrtrewrite.errors import SimulationError, counted, cut_middle
+from nrtrewrite.select import HIER_LEGS
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
 
@@ -745,24 +747,10 @@ def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
                               "even 2 or more (seed 001 §2's re-clamped tail)", **where)
 
 
-#: The legs of a HIER collective, by op (docs/DESIGN.md "HIER").
-HIER_LEGS = {"ALLREDUCE": ("intra_redsct", "inter_allr", "intra_allg"),
-             "ALLGATHER": ("inter_allg", "intra_allg"),
-             "REDUCE_SCATTER": ("intra_redsct", "inter_redsct")}
-
-
-def slice_sizes(n: int, parts: int) -> list[int]:
+def _slice_sizes(n: int, parts: int) -> list[int]:
     """The sizes of the ``parts`` slices a HIER all-reduce cuts its ``n`` elements into, one
-    per local index (docs/DESIGN.md "HIER", FORMATS §1.1 ``slices``): a multiple of 32
-    elements each, the last shorter, when the even share ceil(n / parts) is over 32 and
-    those leave every slice some elements; else sizes differing by at most one, the larger
-    first."""
-    share = -(-n // parts)
-    aligned = -(-share // 32) * 32
-    if share > 32 and aligned * (parts - 1) < n:
-        return [min(aligned, n - j * aligned) for j in range(parts)]
-    base, extra = divmod(n, parts)
-    return [base + (j < extra) for j in range(parts)]
+    per local index (docs/DESIGN.md "HIER", FORMATS §1.1 ``slices``): ``even_split``'s."""
+    return [b - a for a, b in even_split(0, n, parts)]
 
 
 def _check_hier_layouts(spec: TriggerSpec) -> None:
@@ -771,15 +759,16 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
     ``chunk.pgta`` the most chunk groups of any of them (FORMATS §1.1).  An all-gather's or
     reduce-scatter's legs cut each position's blocks of ``num_elements`` (``num_elements`` /
     group size) elements; an all-reduce's ``inter_allr`` cuts its group's slice of the
-    message (:func:`slice_sizes`: the slice of the local index its ranks hold in their
+    message (``compose.segments.even_split``, DESIGN's rule: the slice of the local index
+    its ranks hold in their
     ``intra_redsct`` groups), interleaved over its ranks, and its intra legs cut each local
     rank's slice as a block, every slice of a group by the widest one's layout.  A leg
-    named otherwise than :data:`HIER_LEGS` says has no layout to hold its plans to."""
+    named otherwise than ``select.HIER_LEGS`` says has no layout to hold its plans to."""
     n, size = spec.n, len(spec.group)
     local = {}  # rank -> (its local index, the local ranks of its node)
     for group, _orders, _pgta in spec.legs.get("intra_redsct", {}).get("groups", ()):
         local.update((r, (j, len(group))) for j, r in enumerate(group))
-    names = HIER_LEGS.get(spec.op, ())
+    names = HIER_LEGS.get(EncOpType[spec.op], ())
     for name, leg in spec.legs.items():
         if name not in names:
             continue
@@ -793,11 +782,11 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
                 if group[0] not in local:
                     continue  # (no local index: its ranks run no intra_redsct leg)
                 j, parts = local[group[0]]
-                span, ranks = slice_sizes(n, parts)[j], len(group)
+                span, ranks = _slice_sizes(n, parts)[j], len(group)
                 subject = (f"slice {j} of the all-reduce, {span} elements, all-reduced by "
                            f"hier.legs[{i}].groups[{g}] (the ranks of local index {j}),", False)
             else:
-                span = max(slice_sizes(n, len(group)))
+                span = max(_slice_sizes(n, len(group)))
                 subject = (f"a {alg} {name} leg's widest slice of the all-reduce, {span} "
                            "elements,", False)
             _check_layout(leg["chunks"][k], f"hier.legs[{i}].plans[{k}].chunk", subject,
