@@ -599,7 +599,8 @@ def test_an_operand_one_element_longer_than_its_var_is_refused(ring2n_out, tmp_p
     assert size == 8192 * 2 and trigger0(out)["src"]["offset"] == 0
     _retrigger(out, 0, lambda t: t.__setitem__("num_elements", 8193))
     rehash(out)
-    refused(out, "field src", "src operand (8193 elements at offset 0) does not fit var 'x_in'")
+    refused(out, "field triggers[0].src.offset: src operand (8193 elements at offset 0) does not "
+            "fit var 'x_in'")
 
 
 @pytest.mark.parametrize("case", ["ap-on-a-dram-var", "past-its-var"])
@@ -619,15 +620,52 @@ def test_an_operand_refused_where_it_is_placed_names_the_manifest(sbuf_out, ring
         assert top["triggers"][1]["src"]["ap"] is not None
         top["triggers"][1]["src"]["var_id"] = 99
         (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
-        says = ("field src, trigger 1: src operand has an access pattern but var 'x_dram' is "
-                "not a state buffer")
+        says = ("field triggers[1].src.ap: src operand has an access pattern but var 'x_dram' "
+                "is not a state buffer")
     else:
         out = copy(ring2n_out, tmp_path)
         _retrigger(out, 0, lambda t: t.__setitem__("num_elements", 8193))
-        says = ("field src, trigger 0: src operand (8193 elements at offset 0) does not fit "
-                "var 'x_in'")
+        says = ("field triggers[0].src.offset: src operand (8193 elements at offset 0) does "
+                "not fit var 'x_in'")
     rehash(out)
     assert refused(out) == f"{out / 'manifest.json'}: {says}"
+
+
+def test_an_operand_refusal_names_the_key_path_where_the_manifest_lists_the_trigger(
+        mix8_ring_out, tmp_path):
+    """An operand that does not fit its var is named by the key path of the value at fault,
+    ``triggers[i].dst.offset`` (the list's position, as every other refusal of a trigger's
+    values names it; it said ``field dst, trigger 0``). mix8.yaml's trigger 0 all-reduces
+    4 MiB of bf16, 2097152 elements, into ``ar_bf16_out`` (4 MiB = 4194304 bytes); listed
+    second, after trigger 1, with its dst at offset 2 it ends at 2 + 4194304 bytes, past
+    the var."""
+    out = copy(mix8_ring_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    first, second = top["triggers"][:2]
+    assert (first["trigger"], second["trigger"], first["dst"]["offset"]) == (0, 1, 0)
+    first["dst"]["offset"] = 2
+    top["triggers"][:2] = [second, first]
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[1].dst.offset: dst operand (2097152 elements "
+        "at offset 2) does not fit var 'ar_bf16_out'")
+
+
+def test_an_sbuf_operand_without_an_access_pattern_is_refused_naming_its_ap(sbuf_out,
+                                                                           tmp_path):
+    """FORMATS §1.1: an SBUF operand has an ``ap`` (its place in the var's partitions).
+    sbuf.yaml's trigger 0 reads ``sb_a``, a state buffer; without ``ap`` it was refused as
+    ``field src, trigger 0: src operand (98304 elements at offset 0) does not fit var
+    'sb_a'``, as though it were too long. It names the missing ``ap``."""
+    out = copy(sbuf_out, tmp_path)
+    assert trigger0(out)["src"]["ap"] is not None
+    _retrigger(out, 0, lambda t: t["src"].pop("ap"))
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0].src.ap: src operand has no access "
+        "pattern but var 'sb_a' is a state buffer (an SBUF operand's place is its ap: "
+        "FORMATS §1.1)")
 
 
 def test_an_access_pattern_whose_last_element_starts_at_the_partitions_end_is_refused(
@@ -642,7 +680,7 @@ def test_an_access_pattern_whose_last_element_starts_at_the_partitions_end_is_re
     assert trigger0(out)["src"]["ap"]["dims"][0] == [1, 768]
     _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("start", 514))
     rehash(out)
-    refused(out, "field src", "src access pattern runs outside var 'sb_a'")
+    refused(out, "field triggers[0].src.ap: src access pattern runs outside var 'sb_a'")
 
 
 def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refused(
@@ -656,7 +694,7 @@ def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refu
     assert trigger0(out)["src"]["ap"]["partition_count"] == 128
     _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("partition_start", 1))
     rehash(out)
-    refused(out, "field src", "src access pattern runs outside var 'sb_a'")
+    refused(out, "field triggers[0].src.ap: src access pattern runs outside var 'sb_a'")
 
 
 # sbuf.yaml's trigger 0: a bf16 all-reduce of 128 partitions x 768 elements (dims [[1, 768],
@@ -664,28 +702,34 @@ def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refu
 HUGE_PATTERNS = [
     # 2^55 elements a partition with step 1 (2^62 in all): the extent is 2^55 x 2 bytes
     ({"num_elements": 128 << 55, "src": [1, 1 << 55], "dst": [1, 1 << 55]},
-     "field src, trigger 0: src access pattern runs outside var 'sb_a': bytes [0, "
+     "field triggers[0].src.ap: src access pattern runs outside var 'sb_a': bytes [0, "
      "72057594037927936) of partitions [0, 128), the var has 2048 bytes x 128 partitions"),
     # ... with step 0: one element's bytes [0, 2), read (the src may) and written (the dst
     # may not) 2^55 times a partition
     ({"num_elements": 128 << 55, "src": [0, 1 << 55], "dst": [0, 1 << 55]},
-     "field dst, trigger 0: dst access pattern writes 36028797018963968 elements a partition "
+     "field triggers[0].dst.ap.dims: dst access pattern writes 36028797018963968 elements a partition "
      "into the 1 element places of its extent (bytes [0, 2)): two of them would write the "
      "same bytes"),
     # partitions -1 .. 126 (the element offsets of partition -1 wrapped to the var's end)
     ({"src_partition_start": -1},
-     "field src, trigger 0: src access pattern runs outside var 'sb_a': bytes [0, 1536) of "
+     "field triggers[0].src.ap: src access pattern runs outside var 'sb_a': bytes [0, 1536) "
+     "of "
      "partitions [-1, 127), the var has 2048 bytes x 128 partitions"),
     # -128 partitions x -768: the op's 98304 elements, but no pattern has a negative count
     # (and the extent from the dims holds for counts of 1 or more only)
     ({"src_partition_count": -128, "src": [1, -768]},
-     "field src, trigger 0: src access pattern has partition_count -128 and dims nums -768, "
+     "field triggers[0].src.ap.partition_count: src access pattern has partition_count -128 and dims nums -768, "
      "1, 1: each must be 1 or more (NEFF-LIKE.md §2)"),
+    # partition_count as it was (128), the innermost num 0: the dims are at fault
+    ({"src_dims0": [1, 0]},
+     "field triggers[0].src.ap.dims: src access pattern has partition_count 128 and dims nums "
+     "0, 1, 1: each must be 1 or more (NEFF-LIKE.md §2)"),
 ]
 
 
 @pytest.mark.parametrize("change, error", HUGE_PATTERNS,
-                         ids=["2^62", "2^62-step-0", "partition-minus-1", "negative-counts"])
+                         ids=["2^62", "2^62-step-0", "partition-minus-1", "negative-counts",
+                              "num-0"])
 def test_an_access_pattern_outside_its_var_is_refused_before_anything_is_allocated(
         sbuf_out, tmp_path, change, error):
     """NEFF-LIKE.md §2: an access pattern's extent follows from its dims; a pattern of 2^62
@@ -707,6 +751,8 @@ def test_an_access_pattern_outside_its_var_is_refused_before_anything_is_allocat
         if "src_partition_count" in change:
             t["src"]["ap"]["partition_count"] = change["src_partition_count"]
             t["src"]["ap"]["dims"][0] = change["src"]
+        if "src_dims0" in change:
+            t["src"]["ap"]["dims"][0] = change["src_dims0"]
     _retrigger(out, 0, edit)
     rehash(out)
     assert refused(out) == f"{out / 'manifest.json'}: {error}"
@@ -747,7 +793,8 @@ def test_a_dst_pattern_that_writes_two_elements_to_one_place_is_refused_statical
     _retrigger(out, 0, lambda t: t["dst"]["ap"].update(change))
     rehash(out)
     assert refused(out) == (
-        f"{out / 'manifest.json'}: field dst, trigger 0: dst access pattern writes elements "
+        f"{out / 'manifest.json'}: field triggers[0].dst.ap.dims: dst access pattern writes "
+        "elements "
         f"{a} and {b} to the same "
         f"bytes [{span[0]}, {span[1]}) of partition 0: the result would depend on the order "
         "of the writes (docs/DESIGN.md \"Buffers and data flow\")")
@@ -1129,8 +1176,8 @@ def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_o
     k, which = (1, "src") if which == "sbuf src" else (0, which)
     _retrigger(out, k, lambda t: t[which].__setitem__("var_id", 99))
     rehash(out)
-    assert refused(out) == (f"{out / 'manifest.json'}: field {which}, trigger {k}: var 99 of "
-                            "sg00 is not in the memory map")
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[{k}].{which}.var_id: var "
+                            "99 of sg00 is not in the memory map")
 
 
 @pytest.mark.parametrize("change, listed", [("drop", [0, 1, 2]), ("add", [0, 1, 2, 3, 4])])

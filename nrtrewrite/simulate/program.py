@@ -1166,7 +1166,7 @@ class RankDecoder:
             try:
                 reg = self.layout.var_region(t.subgraph, int(opnd["var_id"]))
             except SimulationError as exc:  # (named as the trigger's operand checks name it)
-                raise exc.at(trigger=t.ordinal, field=which) from None
+                raise exc.at(**t.operand_where(which, "var_id")) from None
             origin = np.zeros(trank.size, np.int64)
             if which == "src" and t.op == "ALLGATHER":
                 origin = pos * t.n

@@ -320,40 +320,47 @@ class TriggerSpec:
     def _place(self, layout: Layout, which: str) -> tuple[Region, int, int | tuple]:
         """(var, element count, placement) of the src or dst operand: a linear operand's
         byte offset, an access pattern's (start, partition_start, dims); a
-        :class:`SimulationError` naming the operand when it does not fit its var.  An access
-        pattern's extent comes from its dims (NEFF-LIKE.md §2: element (p, i0, i1, i2) at byte
-        start + (i0 s0 + i1 s1 + i2 s2) x dtype size of partition partition_start + p), in
-        Python integers; a dst with more elements in a partition than its extent has element
-        places writes two of them to the same bytes, and so does one whose dims put two
-        elements at one place (:func:`colliding_elements`): ``lower`` writes neither."""
+        :class:`SimulationError` naming the manifest and the key path of the value at fault
+        (``triggers[i].src.offset``, ``triggers[i].dst.ap.dims``: :meth:`operand_where`)
+        when it does not fit its var.  An access pattern's extent comes from its dims
+        (NEFF-LIKE.md §2: element (p, i0, i1, i2) at byte start + (i0 s0 + i1 s1 + i2 s2) x
+        dtype size of partition partition_start + p), in Python integers; a dst with more
+        elements in a partition than its extent has element places writes two of them to the
+        same bytes, and so does one whose dims put two elements at one place
+        (:func:`colliding_elements`): ``lower`` writes neither."""
         opnd = self.src if which == "src" else self.dst
         count = self.in_count if which == "src" else self.out_count
-        where = dict(trigger=self.ordinal, field=which)
+        at = lambda key: self.operand_where(which, key)  # noqa: E731
         try:
             region = layout.var_region(self.subgraph, int(opnd["var_id"]))
         except SimulationError as exc:
-            raise exc.at(**where) from None
+            raise exc.at(**at("var_id")) from None
         ds = self.dsize
         ap = opnd.get("ap")
         if ap is None:
             off = int(opnd["offset"])
-            if region.kind == "sbuf" or off < 0 or off + count * ds > region.size:
+            if region.kind == "sbuf":
+                raise SimulationError(f"{which} operand has no access pattern but var "
+                                      f"{region.name!r} is a state buffer (an SBUF operand's "
+                                      "place is its ap: FORMATS §1.1)", **at("ap"))
+            if off < 0 or off + count * ds > region.size:
                 raise SimulationError(f"{which} operand ({count} elements at offset {off}) does "
-                                      f"not fit var {region.name!r}", **where)
+                                      f"not fit var {region.name!r}", **at("offset"))
             return region, count, off
         if region.kind != "sbuf":
             raise SimulationError(f"{which} operand has an access pattern but var "
-                                  f"{region.name!r} is not a state buffer", **where)
+                                  f"{region.name!r} is not a state buffer", **at("ap"))
         dims = tuple((int(s), int(n)) for s, n in ap["dims"])
         n0, n1, n2 = (num for _step, num in dims)
         pcount, pstart, start = int(ap["partition_count"]), int(ap["partition_start"]), int(ap["start"])
         if pcount < 1 or min(n0, n1, n2) < 1:
             raise SimulationError(f"{which} access pattern has partition_count {pcount} and "
                                   f"dims nums {n0}, {n1}, {n2}: each must be 1 or more "
-                                  "(NEFF-LIKE.md §2)", **where)
+                                  "(NEFF-LIKE.md §2)",
+                                  **at("ap.partition_count" if pcount < 1 else "ap.dims"))
         if pcount * n0 * n1 * n2 != count:
             raise SimulationError(f"{which} access pattern covers {pcount * n0 * n1 * n2} "
-                                  f"elements, the op needs {count}", **where)
+                                  f"elements, the op needs {count}", **at("ap"))
         lo = sum(min(0, step * (num - 1)) for step, num in dims)
         hi = sum(max(0, step * (num - 1)) for step, num in dims)
         first, end = start + lo * ds, start + (hi + 1) * ds
@@ -361,20 +368,29 @@ class TriggerSpec:
             raise SimulationError(f"{which} access pattern runs outside var {region.name!r}: "
                                   f"bytes [{first}, {end}) of partitions [{pstart}, "
                                   f"{pstart + pcount}), the var has {region.size} bytes x "
-                                  f"{region.partitions} partitions", **where)
+                                  f"{region.partitions} partitions", **at("ap"))
         if which == "dst" and n0 * n1 * n2 > hi - lo + 1:
             raise SimulationError(f"dst access pattern writes {n0 * n1 * n2} elements a "
                                   f"partition into the {hi - lo + 1} element places of its "
                                   f"extent (bytes [{first}, {end})): two of them would write "
-                                  "the same bytes", **where)
+                                  "the same bytes", **at("ap.dims"))
         if which == "dst" and (same := colliding_elements(dims)) is not None:
             a, b, q = same
             raise SimulationError(f"dst access pattern writes elements {a} and {b} to the "
                                   f"same bytes [{start + q * ds}, {start + (q + 1) * ds}) of "
                                   f"partition {pstart}: the result would depend on the order "
                                   "of the writes (docs/DESIGN.md \"Buffers and data flow\")",
-                                  **where)
+                                  **at("ap.dims"))
         return region, count, (start, pstart, dims)
+
+    def operand_where(self, which: str, key: str) -> dict:
+        """Where the manifest holds ``key`` of the src or dst operand (``which``): its file and
+        key path, ``triggers[i].src.offset`` (the list's position, as the other checks of
+        a trigger's values name it; :func:`check_triggers` sets :attr:`where`)."""
+        path = f"{which}.{key}"
+        if not self.where.get("field"):
+            return dict(field=path, trigger=self.ordinal)
+        return dict(file=self.where.get("file") or None, field=f"{self.where['field']}.{path}")
 
 
 def _bezout(a: int, b: int) -> tuple[int, int, int]:
