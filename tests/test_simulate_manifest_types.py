@@ -132,7 +132,7 @@ CASES = [
     ("hier", 0, ["fifo", 0, "ops"], [0], "fifo[0].ops",
      "must be a list of 2 integers, not a list (1 item)", False),
     ("ar2", 1, ["rank"], True, "rank", "must be an integer, not true", False),
-    ("ar2", 0, ["files", "cce.bin"], 5, "files.cce.bin", "must be an object, not 5", "rehash"),
+    ("ar2", 0, ["files", "cce.bin"], 5, 'files["cce.bin"]', "must be an object, not 5", "rehash"),
     # the keys that were read as JSON values (2026-12-04 tester): a wrong type or an absent
     # key was a protocol error (status 1) found where the run used it, or none at all
     ("ar2", None, ["memory"], 5, "memory", "must be an object, not 5", True),
@@ -182,13 +182,15 @@ CASES = [
      "must be an integer, not true", False),
     # FORMATS §1.2's files: every artifact's row, with records, bytes and sha256; with
     # --ignore-checksums only a row's records were read, where it was listed (a tester)
-    ("ar2", 0, ["files", "spad.bin"], ABSENT, "files.spad.bin", "missing", False),
+    # (an artifact's name holds a dot: its key is quoted, files["cce.bin"], as jsonin.joined_key
+    # and diff write it; files.cce.bin read as key bin of cce)
+    ("ar2", 0, ["files", "spad.bin"], ABSENT, 'files["spad.bin"]', "missing", False),
     ("ar2", 0, ["files"], ABSENT, "files", "missing", False),
-    ("ar2", 0, ["files", "cce.bin", "bytes"], "x", "files.cce.bin.bytes",
+    ("ar2", 0, ["files", "cce.bin", "bytes"], "x", 'files["cce.bin"].bytes',
      'must be an integer, not "x"', False),
-    ("ar2", 0, ["files", "cce.bin", "sha256"], 5, "files.cce.bin.sha256",
+    ("ar2", 0, ["files", "cce.bin", "sha256"], 5, 'files["cce.bin"].sha256',
      "must be a string, not 5", False),
-    ("ar2", 0, ["files", "cce.bin", "records"], -1, "files.cce.bin.records",
+    ("ar2", 0, ["files", "cce.bin", "records"], -1, 'files["cce.bin"].records',
      "-1 is outside 0..9223372036854775807", False),
     # FORMATS §1.1, §1.2 list these keys and `lower` writes every one; until 2026-12-05 the
     # simulator took a default when one was absent (0, 1, null, "flat", no legs, no blocks)
@@ -451,7 +453,7 @@ BOTH = [
     # FORMATS §1's list of files
     ("ar2", [(0, ["files", "spad.bin", "records"], 99),
              (0, ["files", "net_dest.bin", "records"], "x")],
-     (0, "files.net_dest.bin.records"), 'must be an integer, not "x"'),
+     (0, 'files["net_dest.bin"].records'), 'must be an integer, not "x"'),
 ]
 
 

@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 from nrtrewrite.errors import OutputError, counted, cut_middle
+from nrtrewrite.jsonin import joined_key
 
 #: The integers the simulator takes (numpy's int64: offsets, sizes, counts, ranks).
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -56,9 +57,12 @@ class Field:
 
     # -- where -------------------------------------------------------------------------
     def _sub(self, key: str | int) -> str:
+        """The key path of member ``key``: ``path[2]``, ``path.key``, or a key that is not a
+        plain name quoted, ``files["cce.bin"]`` (:func:`jsonin.joined_key`, as every reader's
+        key path: ``files.cce.bin`` would read as key ``bin`` of ``cce``)."""
         if isinstance(key, int):
             return f"{self.path}[{key}]"
-        return f"{self.path}.{key}" if self.path else key
+        return joined_key(self.path, key)
 
     def bad(self, why: str) -> OutputError:
         """The one-line error for this value: ``FILE: field PATH: WHY``."""

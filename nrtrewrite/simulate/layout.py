@@ -19,6 +19,7 @@ from nrtrewrite.emit.address import (
 )
 from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import SimulationError
+from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
@@ -92,7 +93,7 @@ def _platform(topo: dict, file: str) -> tuple[str | None, int | None, int]:
 
     def err(key: str, why: str) -> SimulationError:
         return SimulationError(f"topology.{key} is {topo.get(key)!r}: {why}", file=file,
-                               field=f"topology.{key}")
+                               field=joined_key("topology", key))
 
     name, gen, cap = (topo.get(k) for k in PLATFORM_KEYS)
     if not isinstance(name, str) or not name:
@@ -207,17 +208,17 @@ class Layout:
             if not 0 <= p.node < self.nodes:
                 raise SimulationError(f"rank {p.rank}: node {p.node} is outside 0..{self.nodes - 1}"
                                       f" (topology.nodes is {self.nodes})", file=file,
-                                      field=f"{path}.node")
+                                      field=joined_key(path, "node"))
             # FORMATS §10: the routing id is CAYMAN_ID [53:48] of a SoC address, the core's
             # window (lc << 36) lies inside LOCAL [46:0]
             for key, value, top in (("routing_id", p.device, CAYMAN_ID_MASK),
                                     ("logical_core", p.core, MAX_LOGICAL_CORE)):
                 if not 0 <= value <= top:
                     raise SimulationError(f"rank {p.rank}: {key} {value} is outside 0..{top}",
-                                          file=file, field=f"{path}.{key}")
+                                          file=file, field=joined_key(path, key))
             if p.rank in self.places:  # (the later entry used to replace the earlier)
                 raise SimulationError(f"rank {p.rank} is listed twice", file=file,
-                                      field=f"{path}.rank")
+                                      field=joined_key(path, "rank"))
             self.places[p.rank] = p
         missing = [r for r in self.world if r not in self.places]
         if missing:

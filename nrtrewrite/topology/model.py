@@ -480,7 +480,7 @@ def _int(obj: dict, key: str, default: int | None = None, *, where: str,
     (``device``), so the error names the whole path (``device.dies``)."""
     val = obj.get(key, default)
     if not _is_int(val):
-        path = f"{parent}.{key}" if parent else key
+        path = jsonin.joined_key(parent, key)
         raise ValidationError(f"{path} must be an integer, not {val!r}", file=where, field=path)
     return val
 
