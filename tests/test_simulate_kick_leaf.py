@@ -1515,6 +1515,70 @@ def test_an_empty_hier_leg_group_is_refused_naming_it(hier16_out, tmp_path, leg)
                             "more)")
 
 
+#: hier16_out's slices by hand (docs/DESIGN.md "HIER"): 1000 elements over 8 local ranks, the
+#: even share ceil(1000 / 8) = 125 over 32, so slices of 128, the last 1000 - 7 x 128 = 104
+HIER16_SLICES = "[[0, 128], [128, 256], [256, 384], [384, 512], [512, 640], [640, 768], " \
+    "[768, 896], [896, 1000]]"
+
+
+@pytest.mark.parametrize("slices", [
+    [[0, 500], [500, 1000]],  # two slices (one per node, not per local index)
+    [[0, 125], [125, 250], [250, 375], [375, 500], [500, 625], [625, 750], [750, 875],
+     [875, 1000]],  # the even share without the 32-element alignment
+    [[0, 128], [128, 256], [256, 384], [384, 512], [512, 640], [640, 768], [768, 896],
+     [896, 999]],  # one element short
+], ids=["per-node", "unaligned", "short"])
+def test_hier_slices_other_than_designs_are_refused_naming_both(hier16_out, tmp_path, slices):
+    """FORMATS §1.1: a HIER all-reduce's ``hier.slices`` are [start, stop) of each local
+    index's slice, docs/DESIGN.md "HIER"'s even_split of the message (hier16_out: eight of
+    128, the last 104). The simulator recomputed them and never read the manifest's, so a
+    hand-edited value simulated as a match; it is refused naming the key and both values."""
+    out = copy(hier16_out, tmp_path)
+    assert json.dumps(trigger0(out)["hier"]["slices"]) == HIER16_SLICES
+    _retrigger(out, 0, lambda t: t["hier"].__setitem__("slices", slices))
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: hier.slices {json.dumps(slices)} is not "
+        f"{HIER16_SLICES}: an all-reduce's 1000 elements in 8 slices, one per local index "
+        "(the ranks of an intra_redsct group), cut by even_split (docs/DESIGN.md \"HIER\")")
+
+
+def test_hier_slices_of_an_all_gather_are_refused(tmp_path):
+    """FORMATS §1.1: ``slices`` are an all-reduce's; a HIER all-gather's are ``[]`` (its legs
+    cut each position's block, not slices of a message). One made ``[[0, 50], [50, 100]]``
+    was never read; it is refused."""
+    out = lower_spec(coll_spec("all_gather", "bf16", HIER16, 100, lnc=2), tmp_path / "o",
+                     algo=None)
+    t = trigger0(out)
+    assert (t["algorithm"], t["hier"]["slices"]) == ("HIER", [])
+    _retrigger(out, 0, lambda t: t["hier"].__setitem__("slices", [[0, 50], [50, 100]]))
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: hier.slices [[0, 50], [50, 100]] is not "
+        "[]: only an all-reduce's message is cut into slices (FORMATS §1.1)")
+
+
+@pytest.mark.parametrize("key, value", [("tail_chunk", 2), ("pgta", 2)])
+def test_a_hier_leg_plan_no_group_runs_is_refused(hier16_out, tmp_path, key, value):
+    """FORMATS §1.1: a leg's ``plans`` are its groups' distinct plans, each group naming its
+    own by index. hier16_out's intra_redsct leg has one plan, run by both node groups; a
+    second plan no group names was checked only for its values' ranges: with a tail_chunk
+    of 2 (the layout's is 128) it simulated as a match, with pgta 2 it was blamed on the
+    trigger's ``chunk.pgta`` 1 (the most of any plan's, unused ones included). It is
+    refused naming the plan."""
+    out = copy(hier16_out, tmp_path)
+
+    def add_plan(legs):
+        assert [g["plan"] for g in legs[0]["groups"]] == [0, 0] and len(legs[0]["plans"]) == 1
+        extra = json.loads(json.dumps(legs[0]["plans"][0]))
+        extra["chunk"][key] = value
+        legs[0]["plans"].append(extra)
+    _rehier(out, add_plan)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].plans[1] "
+                            "is no group's plan (a leg's plans are its groups' distinct plans: "
+                            "FORMATS §1.1)")
+
+
 @pytest.mark.parametrize("op, n, algo", [
     ("all_reduce", 1000, None), ("all_gather", 100, None), ("reduce_scatter", 1600, None),
     ("all_reduce", 100, None), ("all_reduce", 1000, "hier;intra_redsct:kangaring"),

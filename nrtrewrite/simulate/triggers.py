@@ -126,6 +126,9 @@ class TriggerSpec:
     orders: dict[int, list[int]]
     #: HIER: leg name -> {"algorithm", "groups": [(group, orders, pgta)], "buffers"}
     legs: dict = field(default_factory=dict)
+    #: HIER: the manifest's ``hier.slices``, [start, stop) of each local index's slice of an
+    #: all-reduce (``[]`` for the other ops; :func:`_check_hier_slices`); None: no hier
+    slices: list | None = None
     #: extra scratch / gateway buffers of the trigger: [{"region", "offset"}] (FORMATS §1.1)
     buffers: list = field(default_factory=list)
     #: elements a mesh / RDH scratch or gateway view may start at (channel-buffer slots, RH
@@ -510,13 +513,23 @@ def _hier_legs(t: Field) -> list[tuple]:
     return out
 
 
+def _hier_slices(t: Field) -> list[list[int]] | None:
+    """The ``slices`` of a HIER trigger's ``hier`` section (docs/FORMATS.md §1.1: [start, stop)
+    of each local index's slice of an all-reduce), its types checked; None without one."""
+    hier = t.get("hier")
+    if hier.null:
+        return None
+    return [s.ints(length=2) for s in hier["slices"].items()]
+
+
 def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     """A HIER trigger's legs (:func:`_hier_legs`): each leg's groups with their ring orders (a
     plan's positions in the group turned into ranks) and chunk groups, and its intermediate
     buffers; a plan's chunk value out of range (:func:`_check_chunk`), an empty group, a group
-    that names no plan, a plan position outside the group, or a RING or SINGLE_CYCLE_RING
-    leg's ring order that does not list each position of the group once is a
-    :class:`SimulationError`."""
+    that names no plan, a plan position outside the group, a RING or SINGLE_CYCLE_RING
+    leg's ring order that does not list each position of the group once, or a plan no group
+    names (FORMATS §1.1: ``plans`` are the groups' distinct plans; one no group runs was
+    held to nothing) is a :class:`SimulationError`."""
     out = {}
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
         for j, (_, chunk) in enumerate(plans):
@@ -544,6 +557,10 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                         "once)", where)
                 orders[ch] = [group[p] for p in order]
             groups.append((group, orders, plans[k][1]["pgta"]))
+        used = {k for _, k in raw_groups}
+        if (unused := next((j for j in range(len(plans)) if j not in used), None)) is not None:
+            raise SimulationError(f"hier.legs[{i}].plans[{unused}] is no group's plan (a leg's "
+                                  "plans are its groups' distinct plans: FORMATS §1.1)", **where)
         # (where the leg is, and its plans' chunks by group: check_chunk_groups's)
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers, "at": i,
                      "chunks": [chunk for _, chunk in plans],
@@ -610,7 +627,7 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
             channels=[(c["channel"].int(), c["order"].ints()) for c in t["channels"].items()],
-            legs=_hier_legs(t), buffers=_buffers(t.get("buffers")),
+            legs=_hier_legs(t), slices=_hier_slices(t), buffers=_buffers(t.get("buffers")),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
     return out
@@ -725,7 +742,8 @@ def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
                 op = "all-gather" if spec.op == "ALLGATHER" else "reduce-scatter"
                 subject, ranks = (f"a {alg} {op}'s block of {span} elements", False), None
             _check_layout(spec.chunk, "chunk", subject, span, ranks, spec.where)
-        elif spec.legs:
+        elif spec.slices is not None:  # (a HIER trigger)
+            _check_hier_slices(spec)
             _check_hier_layouts(spec)
 
 
@@ -767,6 +785,32 @@ def _slice_sizes(n: int, parts: int) -> list[int]:
     """The sizes of the ``parts`` slices a HIER all-reduce cuts its ``n`` elements into, one
     per local index (docs/DESIGN.md "HIER", FORMATS §1.1 ``slices``): ``even_split``'s."""
     return [b - a for a, b in even_split(0, n, parts)]
+
+
+def _check_hier_slices(spec: TriggerSpec) -> None:
+    """A HIER trigger's ``hier.slices`` are docs/DESIGN.md "HIER"'s (FORMATS §1.1), else a
+    :class:`SimulationError` naming the key and both values: an all-reduce's ``num_elements``
+    cut by ``compose.segments.even_split`` into one slice per local index, as many as the
+    ranks of an ``intra_redsct`` group (a node's ranks of the replica group; the first
+    group's, as ``lower`` takes them); none for an all-gather or a reduce-scatter.  The legs'
+    layouts are checked against the same rule (:func:`_check_hier_layouts`), so a slice
+    written otherwise was ignored.  An all-reduce whose ``hier`` has no ``intra_redsct``
+    group has no local index to cut by; its rank entries are refused."""
+    if spec.op == "ALLREDUCE":
+        intra = spec.legs.get("intra_redsct", {}).get("groups", ())
+        if not intra:
+            return
+        parts = len(intra[0][0])
+        want = [list(s) for s in even_split(0, spec.n, parts)]
+        why = (f"an all-reduce's {spec.n} elements in {parts} slices, one per local index "
+               "(the ranks of an intra_redsct group), cut by even_split (docs/DESIGN.md "
+               "\"HIER\")")
+    else:
+        want = []
+        why = "only an all-reduce's message is cut into slices (FORMATS §1.1)"
+    if spec.slices != want:
+        raise SimulationError(f"hier.slices {_json_text(spec.slices)} is not "
+                              f"{_json_text(want)}: {why}", **spec.where)
 
 
 def _check_hier_layouts(spec: TriggerSpec) -> None:
