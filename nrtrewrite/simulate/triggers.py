@@ -723,7 +723,8 @@ def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
     """Each chunk layout's ``pgta`` and ``tail_chunk`` are seed 001 §2's for the elements it
     walks (:func:`_check_layout`), else a :class:`SimulationError` naming the key: a RING,
     SINGLE_CYCLE_RING or KANGARING trigger's ``chunk`` (the trigger's own layout is the
-    ring's, docs/DESIGN.md "Leg layouts"), and each HIER leg plan's ``chunk`` for every group
+    ring's, docs/DESIGN.md "Leg layouts"), and, once a HIER trigger's ``hier.slices`` are
+    DESIGN's (:func:`_check_hier_slices`), each of its leg plans' ``chunk`` for every group
     that runs it (:func:`_check_hier_layouts`).  The halves and ring steps of a RING
     trigger's legs are read from its layout (:meth:`TriggerSpec.half_of`,
     :meth:`TriggerSpec.chunk_of`), where a ``pgta`` short of it leaves elements in no chunk
@@ -742,9 +743,10 @@ def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
                 op = "all-gather" if spec.op == "ALLGATHER" else "reduce-scatter"
                 subject, ranks = (f"a {alg} {op}'s block of {span} elements", False), None
             _check_layout(spec.chunk, "chunk", subject, span, ranks, spec.where)
-        elif spec.slices is not None:  # (a HIER trigger)
+        elif spec.slices is not None:  # (a HIER trigger: its hier section)
             _check_hier_slices(spec)
-            _check_hier_layouts(spec)
+            if spec.legs:
+                _check_hier_layouts(spec)
 
 
 def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
@@ -793,9 +795,9 @@ def _check_hier_slices(spec: TriggerSpec) -> None:
     cut by ``compose.segments.even_split`` into one slice per local index, as many as the
     ranks of an ``intra_redsct`` group (a node's ranks of the replica group; the first
     group's, as ``lower`` takes them); none for an all-gather or a reduce-scatter.  The legs'
-    layouts are checked against the same rule (:func:`_check_hier_layouts`), so a slice
-    written otherwise was ignored.  An all-reduce whose ``hier`` has no ``intra_redsct``
-    group has no local index to cut by; its rank entries are refused."""
+    layouts are held to the same rule (:func:`_check_hier_layouts`), before this check with
+    slices recomputed and the manifest's never read.  An all-reduce whose ``hier`` has no
+    ``intra_redsct`` group has no local index to cut by; its rank entries are refused."""
     if spec.op == "ALLREDUCE":
         intra = spec.legs.get("intra_redsct", {}).get("groups", ())
         if not intra:
