@@ -876,6 +876,20 @@ def test_kangaring_paths_are_shown_per_channel_without_rank():
         assert k["primaries"] == k["logical_path"][::2] and len(k["units"]) == 8
 
 
+def test_model_less_kangaring_reduce_scatter_is_explained():
+    """A model-less reduce-scatter KANGARING lowers (64 MiB over the 64 ranks of a node, by
+    default) is out of place: its plan asks whether src and dst share bytes, and the
+    model-less collective had no operands (an internal error, exit 70).  Its channels are the
+    kangaring's cycles of primaries, one of each unit of two ranks: 32 units of a node."""
+    args = ["explain", "--op", "reduce_scatter", "--bytes", "64MiB", "--ranks", "64"]
+    (t,) = run_json(*args)["triggers"]
+    assert t["lowered"]["algorithm"] == "KANGARING" and t["kangaring"]["note"] == "lowered"
+    for k in t["kangaring"]["channels"]:
+        assert len(k["units"]) == 32 and k["primaries"] == k["logical_path"][::2]
+        assert sorted(k["logical_path"]) == list(range(64))
+    assert run(*args).exit_code == 0
+
+
 def test_the_overview_shows_a_hier_triggers_leg_engines(tmp_path, monkeypatch):
     """docs/CLI.md "explain": the overview's lowered column is HIER with its legs' engines;
     a HIER all-reduce has three legs (seed 000 §4.3: intra reduce-scatter, inter all-reduce,

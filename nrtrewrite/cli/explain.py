@@ -30,6 +30,7 @@ from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType,
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError, counted
 from nrtrewrite.neff.instructions import trigger_where
+from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
     HIER_LEGS, Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override,
@@ -318,6 +319,11 @@ class PlanTrigger:
     num_elements: int  # input elements per rank, as Trigger.num_elements
     alu_op: AluOp | None = None
     uses_sbuf: bool = False
+    #: out of place: a model-less collective's input and output are vars of their own (the
+    #: plans ask whether they share bytes, apoverlap.operands_may_share: an in-place
+    #: KANGARING reduce-scatter runs its legs in another order)
+    src: Operand = Operand(var_id=0)
+    dst: Operand = Operand(var_id=1)
 
     @property
     def group_size(self) -> int:
