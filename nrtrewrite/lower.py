@@ -210,39 +210,56 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
                         input_sha256=input_sha256, input_bytes=input_bytes,
                         notes=idle_clauses(override, selections, model.path))
     for trig, sel in zip(model.triggers, selections):
-        check_trigger(trig)
-        try:
-            algorithm = algorithms.get(sel.alg)
-        except KeyError:
-            raise LoweringError(f"{sel.alg.name} was selected but this build lowers only "
-                                f"{', '.join(a.name for a in sorted(algorithms.lowerable()))}",
-                                **trigger_where(trig)) from None
-        try:
-            prepared = algorithm.prepare(plan, trig, sel)
-        except NrtRewriteError as err:
-            raise err.at(**trigger_where(trig))
-        group = tuple(trig.replica_group)
-        plan.triggers.append(TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
-                                         prepared=prepared, group=group, leader=min(group)))
+        plan.triggers.append(prepare_trigger(plan, trig, sel))
     slots = entry_post_slots([p.group for p in plan.triggers], topo.ranks_per_node,
                              lambda i: trigger_where(plan.triggers[i].trigger))
     for p, slot in zip(plan.triggers, slots):
         p.entry_post_sem = ENTRY_POST_SEMS[slot]
-    spans = [p for p in plan.triggers if topo.spans_nodes(p.group)]
-    shared = max([p.prepared.scratch_bytes for p in plan.triggers] + [0])
-    private = shared
-    if any(p.prepared.private_scratch_bytes for p in plan.triggers):
-        private = -(-shared // 64) * 64
-    for p in plan.triggers:  # private scratch: after the shared part, one area per trigger
-        if p.prepared.private_scratch_bytes:
-            p.private_offset = private
-            private += -(-p.prepared.private_scratch_bytes // 64) * 64
-    plan.memory = build_memory_map(
-        model, private, max([p.prepared.gw_bytes for p in spans] + [0]),
-        cores_per_device=topo.ranks_per_device)
+    plan.memory = lay_out_memory(model, topo, plan.triggers)
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}
     return plan
+
+
+def prepare_trigger(ctx, trig: Trigger, sel: Selection) -> TriggerPlan:
+    """``trig``'s rank-independent plan under its selection ``sel``: ``lower``'s own checks
+    (:func:`check_trigger`), then its engine's ``prepare`` (channels, chunk layout, buffers;
+    an engine refuses there what only its plan shows, a :class:`LoweringError` or
+    :class:`~nrtrewrite.errors.LimitError` naming the trigger).  ``ctx``: the plan being
+    made (its ``topology`` and ``options``); ``explain`` runs it on every trigger."""
+    check_trigger(trig)
+    try:
+        algorithm = algorithms.get(sel.alg)
+    except KeyError:
+        raise LoweringError(f"{sel.alg.name} was selected but this build lowers only "
+                            f"{', '.join(a.name for a in sorted(algorithms.lowerable()))}",
+                            **trigger_where(trig)) from None
+    try:
+        prepared = algorithm.prepare(ctx, trig, sel)
+    except NrtRewriteError as err:
+        raise err.at(**trigger_where(trig))
+    group = tuple(trig.replica_group)
+    return TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm, prepared=prepared,
+                       group=group, leader=min(group))
+
+
+def lay_out_memory(model: Model, topo: Topology, triggers: list[TriggerPlan]) -> MemoryMap:
+    """The memory map of ``model`` with the scratch and gateway its ``triggers`` need (their
+    ``prepared`` sizes: the shared scratch is the largest a trigger needs, then one private
+    area per trigger that has one, whose offset is set in ``private_offset``; the gateway
+    the largest of a trigger spanning nodes).  A layout that does not fit a core's window is
+    refused (:func:`nrtrewrite.emit.address.build_memory_map`; ``explain`` shows it)."""
+    spans = [p for p in triggers if topo.spans_nodes(p.group)]
+    shared = max([p.prepared.scratch_bytes for p in triggers] + [0])
+    private = shared
+    if any(p.prepared.private_scratch_bytes for p in triggers):
+        private = -(-shared // 64) * 64
+    for p in triggers:  # private scratch: after the shared part, one area per trigger
+        if p.prepared.private_scratch_bytes:
+            p.private_offset = private
+            private += -(-p.prepared.private_scratch_bytes // 64) * 64
+    return build_memory_map(model, private, max([p.prepared.gw_bytes for p in spans] + [0]),
+                            cores_per_device=topo.ranks_per_device)
 
 
 def _peer(topo: Topology, rank: int) -> Peer:
