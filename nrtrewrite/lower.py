@@ -167,7 +167,7 @@ def check_trigger(trig: Trigger) -> None:
 
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     """Python's cyclic collector off (then as before): planning allocates hundreds of
     thousands of long-lived objects (four per leg group of a HIER plan) and hardly any
     cyclic garbage, and every full collection would walk all of them (about 45 % of the
@@ -193,7 +193,7 @@ def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "",
                   input_bytes: int | None = None) -> LoweringPlan:
     """Everything that does not depend on the rank: topology, selection, rings, chunking, memory.
     ``input_sha256`` and ``input_bytes``: the input file's, for the manifest's ``input``."""
-    with _gc_paused():
+    with gc_paused():
         return _plan_lowering(model, options, input_sha256, input_bytes)
 
 

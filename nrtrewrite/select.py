@@ -1213,18 +1213,6 @@ def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate]
         override=override.text if override else None)
 
 
-def selection_may_refuse(op: EncOpType, override: AlgoOverride | None,
-                         policy: Policy = DEFAULT_POLICY) -> bool:
-    """Whether :func:`select` (strict, as ``lower`` selects) may refuse a trigger of ``op``:
-    under an override (a forced engine illegal there, an allow-list or exclusion that leaves
-    nothing, on the collective or on a HIER leg), or for an op RING does not lower.  Without
-    an override a lowerable RING, legal for every all-reduce, all-gather and reduce-scatter
-    (:func:`can_post_ring`: the runtime's unconditional fallback), always remains: selection
-    picks it or an engine before it, and a HIER leg falls back to it."""
-    return (override is not None or op not in _AR_AG_RS
-            or not policy.is_lowerable(EncAlgType.RING, op))
-
-
 def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,
                policy: Policy = DEFAULT_POLICY) -> list[Selection]:
     """:func:`select` for every trigger of ``model``, in trigger order."""
@@ -1245,6 +1233,6 @@ __all__ = [
     "enc_can_post_intra_rdh_operation", "enc_can_post_kangaring_operation",
     "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
     "group_shape", "hier_groups", "idle_clauses", "parse_alg_name", "parse_algo_override",
-    "parse_op_name", "ranks_text", "select", "select_all", "selection_may_refuse",
+    "parse_op_name", "ranks_text", "select", "select_all",
     "DEFAULT_POLICY", "Policy",
 ]

@@ -717,6 +717,31 @@ def test_explain_shows_the_trigger_past_the_spad_entries_of_a_subgraph(tmp_path)
     assert f"lower refuses the whole model: {line}" in text.splitlines()  # one line, whole
 
 
+def test_explain_shows_the_scratch_past_the_core_window(tmp_path):
+    """Vars in (12 GiB + 4 KiB), out (12 GiB) and tmp (4 KiB) fit the 28 GiB of a core's
+    window below the SBUF window (DRAM from 2^32, SBUF from 2^35: docs/FORMATS.md §10), but
+    a bf16 all-reduce of 2^31 elements from in to out takes a scratch of its 4 GiB message
+    (its engine's prepare: RING and KANGARING receive a whole message, docs/DESIGN.md):
+    28 GiB + 8 KiB.  lower refuses the whole model, naming no trigger; explain said nothing
+    (it laid out the vars alone), and now says so at its head, with --trigger 0 too."""
+    from conftest import sp
+
+    def big(s):
+        s["subgraphs"][0]["vars"][0]["size"] = (12 << 30) + 4096
+        s["subgraphs"][0]["vars"][1]["size"] = 12 << 30
+        sp(s)[1] = _ar(num_elements=1 << 31)
+    path = _limits_model(tmp_path, big)
+    line = _lower_line(path, tmp_path)
+    assert line == (f"the model's DRAM vars need {(28 << 30) + 8192} bytes per core, more "
+                    f"than the {28 << 30} bytes of the core window below the SBUF window")
+    for args in ((), ("--trigger", "0")):
+        d = run_json("explain", path, *args)
+        assert d["model_refusal"] == line and d["refused_not_shown"] == []
+        assert d["triggers"][0]["lowered"]["algorithm"] != "INVALID"  # no trigger is named
+        text = run("explain", path, *args).output
+        assert f"lower refuses the whole model: {line}" in text.splitlines()
+
+
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
     """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
     (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger
@@ -802,19 +827,26 @@ def test_no_model_refusal_when_lower_refuses_a_trigger_first(tmp_path):
 
 def test_one_trigger_of_a_model_under_the_limits_selects_that_trigger_only(tmp_path,
                                                                             monkeypatch):
-    """The model-wide limits are first checked with every trigger taking the most SPAD
-    entries one can (3, a HIER all-reduce); a model that passes so needs no selection of the
-    triggers not asked for (each costs about 0.5 ms: 30 s at MAX_TRIGGERS)."""
+    """explain makes lower's plan of every trigger (the refusals of triggers not shown, the
+    scratch of the memory layout), but triggers of one request are selected and their
+    engine prepares once: ten alike all-reduces, ``--trigger 4``, one selection, of the
+    request trigger 4 shares with the nine others (made at trigger 0, its first), and one
+    prepare (lower.prepare_trigger)."""
     from conftest import sp
 
     import nrtrewrite.cli.explain as E
+    import nrtrewrite.lower as L
     path = _limits_model(tmp_path, lambda s: sp(s).__setitem__(slice(None), [_ar()] * 10))
-    calls = []
-    real = E.select
+    calls, prepared = [], []
+    real, real_prepare = E.select, L.prepare_trigger
     monkeypatch.setattr(E, "select", lambda t, *a, **kw: calls.append(t) or real(t, *a, **kw))
+    monkeypatch.setattr(L, "prepare_trigger", lambda ctx, t, sel: (
+        prepared.append(t.ordinal) or real_prepare(ctx, t, sel)))
     d = run_json("explain", path, "--trigger", "4")
-    assert d["model_refusal"] is None
-    assert [t.ordinal for t in calls] == [4]
+    assert d["model_refusal"] is None and d["refused_not_shown"] == []
+    assert [t["trigger"] for t in d["triggers"]] == [4]
+    assert d["triggers"][0]["lowered"]["algorithm"] != "INVALID"
+    assert [t.ordinal for t in calls] == [0] and prepared == [0]
 
 
 def _runs(text: str) -> list[int]:
@@ -1108,23 +1140,69 @@ def test_single_step_mesh_in_place_at_a_trigger_not_shown_is_named(tmp_path):
 
 def test_the_triggers_not_shown_are_selected_only_when_their_selection_may_refuse(
         tmp_path, monkeypatch):
-    """The note costs no selection of an all-reduce without an override (RING, always
-    legal and lowerable, remains): ``--trigger 4`` of ten, trigger 7 in FP32, selects
-    trigger 4 alone and still names trigger 7.  Under --algo every trigger not shown may be
-    refused, and triggers of one request are selected once: besides trigger 4, the first
-    BF16 all-reduce not shown (trigger 0) and the FP32 one (trigger 7), of the same size."""
+    """``--trigger 4`` of ten all-reduces of one size, trigger 7 in FP32, names trigger 7;
+    with or without --algo, the BF16 request is selected once (at trigger 0, its first) and
+    the FP32 one once (trigger 7).  (The name is the one docs/RELIABILITY.md §6 cites for
+    the note's cost; since explain runs every trigger's engine prepare, whose refusals
+    selection cannot foresee, a trigger not shown is selected once per request whatever
+    its op or override.)"""
     import nrtrewrite.cli.explain as E
     path = _limits_model(tmp_path, _fp32_at({7}, 10))
     calls = []
     real = E.select
     monkeypatch.setattr(E, "select", lambda t, *a, **kw: calls.append(t) or real(t, *a, **kw))
-    d = json.loads(_cli("explain", path, "--trigger", "4", "--json").output)
-    assert [r["trigger"] for r in d["refused_not_shown"]] == [7]
-    assert [t.ordinal for t in calls] == [4]
-    calls.clear()
-    d = json.loads(_cli("explain", path, "--trigger", "4", "--algo", "ring", "--json").output)
-    assert [r["trigger"] for r in d["refused_not_shown"]] == [7]
-    assert [t.ordinal for t in calls] == [4, 0, 7]
+    for algo in ((), ("--algo", "ring")):
+        calls.clear()
+        d = json.loads(_cli("explain", path, "--trigger", "4", *algo, "--json").output)
+        assert [r["trigger"] for r in d["refused_not_shown"]] == [7]
+        assert [t.ordinal for t in calls] == [0, 7]
+
+
+def _mesh_buffer_of_1_kib(monkeypatch):
+    """The MESH engine's channel buffer cut to 1 KiB where it prepares (compose/mesh), not
+    where selection judges it (select.py keeps 8 MiB): an engine refusal found only when the
+    engine prepares its plan, which explain must learn from the engine (with the presets no
+    such refusal is reachable today: selection judges the same limits first)."""
+    import nrtrewrite.compose.mesh as M
+    monkeypatch.setattr(M, "MESH_CHANNEL_BUF_MAX_SIZE", 1024)
+
+
+#: A 2048-element bf16 all-reduce over 8 ranks (MESH by default): blocks of 256 elements,
+#: a slot per peer, 7 x 256 x 2 bytes of channel buffer (docs/DESIGN.md "MESH").
+_MESH_4KIB_WHY = ("MESH needs 3584 bytes of channel buffer per rank, more than "
+                  "ENC_MESH_CHANNEL_BUF_MAX_SIZE (1024)")
+
+
+def test_an_engine_refusal_found_when_it_prepares_is_shown_and_noted(tmp_path, monkeypatch):
+    """Three MESH all-reduces, trigger 1 of 2048 elements needing 3584 bytes of channel
+    buffer, the others of 64 (7 x 8 x 2 = 112 bytes): lower refuses trigger 1 when MESH
+    prepares it.  explain shows trigger 1 INVALID with lower's reason and no model refusal;
+    ``--trigger 0`` and ``--rank`` are not shown it and name it, in lower's words."""
+    from conftest import sp
+    _mesh_buffer_of_1_kib(monkeypatch)
+    path = _limits_model(tmp_path, lambda s: sp(s).__setitem__(
+        slice(None), [_ar(), _ar(num_elements=2048), _ar()]))
+    line = _lower_line(path, tmp_path)
+    assert line == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, "
+                    f"trigger 1: {_MESH_4KIB_WHY}")
+    d = run_json("explain", path)
+    assert d["model_refusal"] is None and d["refused_not_shown"] == []
+    assert [t["lowered"]["algorithm"] for t in d["triggers"]] == ["MESH", "INVALID", "MESH"]
+    assert d["triggers"][1]["lowered"]["fallback_reason"] == _MESH_4KIB_WHY
+    assert f"cannot be lowered: {_MESH_4KIB_WHY}" in run("explain", path).output
+    d = run_json("explain", path, "--trigger", "0")
+    assert d["refused_not_shown"] == [{"trigger": 1, "refusal": line}]
+    assert _note(run("explain", path, "--trigger", "2").output) == \
+        f"lower refuses trigger 1, not shown: {line}"
+
+
+def test_a_model_less_engine_refusal_found_when_it_prepares_is_shown(monkeypatch):
+    """The same collective model-less: INVALID with the engine's reason."""
+    _mesh_buffer_of_1_kib(monkeypatch)
+    (t,) = run_json("explain", "--op", "allreduce", "--bytes", "4KiB", "--ranks", "8")[
+        "triggers"]
+    assert t["policy"]["algorithm"] == "MESH" and t["lowered"]["algorithm"] == "INVALID"
+    assert t["lowered"]["fallback_reason"] == _MESH_4KIB_WHY and t["channels"]["count"] == 0
 
 
 def test_model_less_json_has_no_refused_triggers():

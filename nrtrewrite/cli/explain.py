@@ -33,8 +33,8 @@ from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
 from nrtrewrite.select import (
-    HIER_LEGS, Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override,
-    parse_op_name, select, selection_may_refuse,
+    Leg, Request, Selection, group_shape, idle_clauses, parse_algo_override, parse_op_name,
+    select,
 )
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
@@ -131,11 +131,12 @@ def _leg_json(leg: Leg) -> dict:
 
 
 def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None,
-                      meta: dict | None = None, source=None) -> dict:
+                      meta: dict | None = None, source=None, plan=None) -> dict:
     """The JSON-able record of one selection (docs/CLI.md "explain").  ``source`` is the
     model's trigger or the model-less request ``sel`` was selected for: the channels are those
     of the plan ``lower`` makes of it (compose/*: plan_ring, trigger_kangaring_plan,
-    plan_hier, trigger_single_cycle_plan)."""
+    plan_hier, trigger_single_cycle_plan), ``plan`` when given (the engine's
+    ``Prepared.data``: that plan, made already), else made here."""
     shape = group_shape(topo, sel.group)
     rec: dict[str, Any] = {"trigger": sel.trigger, **(meta or {})}
     rec.update({
@@ -177,7 +178,7 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
     kang_plans: list[tuple[str, Any]] = []  # (leg name, KangaringPlan) of what lower runs
     if sel.alg == EncAlgType.HIER:  # rings per leg group: `schedule` shows a rank's
         from nrtrewrite.compose.hier import plan_hier
-        hp = plan_hier(_plan_context(topo), trig, sel)
+        hp = plan if plan is not None else plan_hier(_plan_context(topo), trig, sel)
         legs = []
         for leg, lp in zip(sel.legs, hp.legs):
             ids = sorted({c for p in lp.plans.values() for c in p.channel_ids})
@@ -193,7 +194,7 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
             f"{leg['name']} {leg['channel_ids']} ({_id_range(leg)})" for leg in legs)
     elif sel.alg != EncAlgType.INVALID and sel.n_channels and not mesh_like:
         if sel.alg == EncAlgType.SINGLE_CYCLE_RING:
-            rings = _single_cycle_rings(sel, topo)
+            rings = _single_cycle_rings(sel, topo, plan)
             channels["count"] = len(rings)
             pairs = len({c for c, _o, _d, direction in rings if direction == "cw"})
             from nrtrewrite.compose.single_cycle import forward_rings
@@ -216,14 +217,14 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
                                        f"{len(rings)} channel(s)")
         elif sel.alg == EncAlgType.KANGARING:
             from nrtrewrite.compose.kangaring import trigger_kangaring_plan
-            kp = trigger_kangaring_plan(topo, trig, sel.n_channels)
+            kp = plan if plan is not None else trigger_kangaring_plan(topo, trig, sel.n_channels)
             kang_plans.append(("flat", kp))
             rings = [(c, kp.channels[c].primaries, kp.channels[c].duplicate, None)
                      for c in kp.channel_ids]
         else:
             if sel.alg == EncAlgType.RING:
                 from nrtrewrite.compose.ring import plan_ring
-                rp = plan_ring(topo, trig, sel.n_channels)
+                rp = plan if plan is not None else plan_ring(topo, trig, sel.n_channels)
                 orders = [rp.orders[c] for c in rp.channel_ids]
                 ids = list(rp.channel_ids)
             else:
@@ -351,12 +352,15 @@ def _plan_context(topo: Topology):
     return SimpleNamespace(topology=topo, options=LowerOptions())
 
 
-def _single_cycle_rings(sel: Selection, topo: Topology) -> list[tuple]:
+def _single_cycle_rings(sel: Selection, topo: Topology, sp=None) -> list[tuple]:
     """(channel, order, duplicate, direction) of each channel ``lower`` gives a
-    SINGLE_CYCLE_RING selection: the composer's own plan (a pair per ring, cw and ccw)."""
+    SINGLE_CYCLE_RING selection: the composer's own plan ``sp`` (a pair per ring, cw and
+    ccw), made here when not given."""
     from nrtrewrite.compose.single_cycle import trigger_single_cycle_plan
-    elements = sel.op_bytes // DTYPE_SIZE[sel.dtype]
-    sp = trigger_single_cycle_plan(topo, sel.op, sel.group, elements, sel.dtype, sel.n_channels)
+    if sp is None:
+        elements = sel.op_bytes // DTYPE_SIZE[sel.dtype]
+        sp = trigger_single_cycle_plan(topo, sel.op, sel.group, elements, sel.dtype,
+                                       sel.n_channels)
     cw_dups = duplicate_flags([sp.orders[cw] for cw, _ccw in sp.pairs])
     out = []
     for (cw, ccw), dup in zip(sp.pairs, cw_dups):
@@ -366,18 +370,20 @@ def _single_cycle_rings(sel: Selection, topo: Topology) -> list[tuple]:
     return sorted(out, key=lambda r: r[0])
 
 
-def not_lowerable(sel: Selection, trig=None, model_why: str | None = None) -> Selection:
-    """``sel`` as ``lower`` sees it: a collective in a dtype ``lower`` refuses
+def not_lowerable(sel: Selection, trig=None, model_why: str | None = None,
+                  refusal: str | None = None) -> Selection:
+    """``sel`` as ``lower`` sees it, not lowered with the reason ``lower`` refuses it for:
+    ``refusal``, a model's trigger's (:func:`_plan_model`: the first of ``lower``'s checks of
+    it that fails, in ``lower``'s order), else a collective in a dtype ``lower`` refuses
     (lower.dtype_refusal), a DRAM one whose buffers a TENSOR3D start_addr cannot address
     (limits.start_addr_refusal), a model's trigger whose operands overlap
-    (lower.operand_refusal), or the trigger at which ``lower`` refuses the model
+    (lower.operand_refusal), else the trigger at which ``lower`` refuses the model
     (``model_why``: its entry handshake has no semaphore left, entryslots, or it passes a
-    model-wide limit of the plan, limits.check_plan), is not lowered, with the same reason."""
-    from dataclasses import replace
-
+    model-wide limit of the plan, limits.check_plan).  A model-less collective's engine
+    refusals: :func:`_engine_refusal`."""
     from nrtrewrite.limits import start_addr_refusal
     from nrtrewrite.lower import dtype_refusal, operand_refusal
-    why = dtype_refusal(sel.op, sel.dtype)
+    why = refusal if refusal is not None else dtype_refusal(sel.op, sel.dtype)
     if why is None and not sel.sbuf:
         why = start_addr_refusal(sel.op_bytes)
     if why is None and trig is not None:
@@ -389,121 +395,142 @@ def not_lowerable(sel: Selection, trig=None, model_why: str | None = None) -> Se
         why = model_why
     if why is None or sel.alg == EncAlgType.INVALID:
         return sel
+    return not_lowered(sel, why)
+
+
+def not_lowered(sel: Selection, why: str) -> Selection:
+    """``sel`` not lowered, ``lower`` refusing it for ``why``."""
+    from dataclasses import replace
     return replace(sel, alg=EncAlgType.INVALID, legs=(), n_channels=0, fallback_reason=why,
                    channel_reason="nothing lowered")
 
 
-def _handshake_refusal(m, topo: Topology) -> LimitError | None:
-    """The refusal of ``m`` by ``lower`` because a trigger's entry handshake has no
-    ``entry_post`` semaphore left (nrtrewrite.entryslots), naming that trigger; None if none."""
+def _engine_refusal(topo: Topology, trig, sel: Selection) -> tuple[str | None, Any]:
+    """(why ``sel``'s engine refuses to prepare ``trig``, a model-less collective's
+    :class:`PlanTrigger`, or None; the engine's plan, or None): what ``lower``'s
+    ``prepare_trigger`` finds only in the plan, e.g. a mesh channel buffer past
+    ENC_MESH_CHANNEL_BUF_MAX_SIZE, HIER legs past 32 channel ids, a kangaring channel past
+    its semaphore block."""
+    from nrtrewrite.compose import algorithm as algorithms
+    try:
+        prepared = algorithms.get(sel.alg).prepare(_plan_context(topo), trig, sel)
+    except NrtRewriteError as err:
+        return err.why, None
+    return None, prepared.data
+
+
+@dataclass
+class ModelPlan:
+    """What ``lower`` makes of a model before it composes a rank (lower.plan_lowering, then
+    limits.check_plan), as :func:`_plan_model` finds it."""
+
+    #: the selection of every trigger whose selection does not fail (``strict=False``: one
+    #: nothing lowerable serves is INVALID), by ordinal
+    selections: dict[int, Selection]
+    #: the refusal of every trigger ``lower`` refuses for a reason of its own, by ordinal: the
+    #: first of its checks that fails, placed at the trigger (a model-wide refusal is not one)
+    refusals: dict[int, NrtRewriteError]
+    #: the engine's plan of every trigger ``lower`` plans (``Prepared.data``), by ordinal
+    plans: dict[int, Any]
+    #: what ``lower`` refuses the whole model for under a model-wide limit, or None
+    refusal: NrtRewriteError | None
+
+
+def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPlan:
+    """``lower``'s plan of ``m`` without composing any rank: every trigger's selection, then
+    per trigger the first of ``lower``'s checks that refuses it, in ``lower``'s order - its
+    selection, its dtype and operands (lower.check_trigger), its engine's ``prepare``
+    (lower.prepare_trigger: what only the engine's plan shows, as a mesh channel buffer past
+    ENC_MESH_CHANNEL_BUF_MAX_SIZE, HIER legs past 32 channel ids, SINGLE_STEP_MESH in place),
+    the TENSOR3D start_addr (limits.check_start_addr).  When no trigger is refused (else
+    ``lower`` refuses at the first such), the model-wide refusal in ``lower``'s order: the
+    entry handshake's semaphores (entryslots), the memory layout with the scratch and
+    gateway the engines' plans need (lower.lay_out_memory: the core window), the plan's
+    limits (limits.check_plan, on the plans themselves).
+
+    Triggers of one request (op, dtype, group, sizes, ALU op, SBUF or not) whose operands
+    share bytes alike are selected and prepared once: selection reads only the request, an
+    engine's prepare the request and whether src and dst share bytes
+    (apoverlap.operands_may_share); about 0.5 ms a request, then its engine's prepare.  The
+    engines' plans are kept for the triggers in ``shown`` only (a HIER plan holds a plan per
+    group of every leg), of the others their sizes."""
+    from dataclasses import replace
+
+    from nrtrewrite.apoverlap import operands_may_share
+    from nrtrewrite.compose.algorithm import Prepared
     from nrtrewrite.entryslots import entry_post_slots
+    from nrtrewrite.errors import SelectionError
+    from nrtrewrite.limits import check_plan, check_start_addr
+    from nrtrewrite.lower import TriggerPlan, check_trigger, lay_out_memory, prepare_trigger
+    ctx = _plan_context(topo)
+    # (request with ordinal 0, operands share bytes) -> [selection or its error, TriggerPlan
+    # with the sizes of its Prepared or its engine's error (None: not prepared), the
+    # engine's plan when the request's first trigger is shown]
+    done: dict[tuple, list] = {}
+    out = ModelPlan(selections={}, refusals={}, plans={}, refusal=None)
+    planned: list[TriggerPlan] = []
+
+    def here(err: NrtRewriteError, t) -> NrtRewriteError:  # a request's error at trigger t
+        return type(err)(err.why, replace(err.where, **trigger_where(t)))
+
+    for t in m.triggers:
+        key = (replace(Request.from_trigger(t), ordinal=0), operands_may_share(t))
+        first = key not in done
+        if first:
+            try:
+                done[key] = [select(t, topo, override=override, policy=policy, strict=False),
+                             None, None]
+            except NrtRewriteError as err:
+                done[key] = [err.at(**trigger_where(t)), None, None]
+        seen = done[key]
+        try:
+            if isinstance(seen[0], NrtRewriteError):
+                raise seen[0] if first else here(seen[0], t)
+            sel = out.selections[t.ordinal] = replace(seen[0], trigger=t.ordinal)
+            if sel.alg == EncAlgType.INVALID:  # what strict selection raises (select_all)
+                raise SelectionError(sel.fallback_reason, **trigger_where(t))
+            check_trigger(t)
+            if seen[1] is None:
+                try:
+                    tp = prepare_trigger(ctx, t, sel)
+                except NrtRewriteError as err:
+                    seen[1] = err
+                    raise
+                p = tp.prepared
+                tp.prepared = Prepared(scratch_bytes=p.scratch_bytes, gw_bytes=p.gw_bytes,
+                                       manifest={}, entries=p.entries,
+                                       private_scratch_bytes=p.private_scratch_bytes)
+                seen[1], seen[2] = tp, p.data if t.ordinal in shown else None
+            elif isinstance(seen[1], NrtRewriteError):
+                raise here(seen[1], t)
+            check_start_addr(t)
+        except NrtRewriteError as err:
+            out.refusals[t.ordinal] = err
+            continue
+        tp = seen[1]
+        planned.append(TriggerPlan(trigger=t, selection=sel, algorithm=tp.algorithm,
+                                   prepared=tp.prepared, group=tp.group, leader=tp.leader))
+        if t.ordinal in shown and seen[2] is not None:
+            out.plans[t.ordinal] = seen[2]
+    if out.refusals:
+        return out
     try:
         entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node,
                          lambda i: trigger_where(m.triggers[i]))
+        lay_out_memory(m, topo, planned)
+        check_plan(SimpleNamespace(triggers=planned))
     except LimitError as err:
-        return err
-    return None
-
-
-#: The most SPAD entries one trigger takes (a HIER all-reduce's three legs, compose/hier).
-MAX_TRIGGER_ENTRIES = max(len(legs) for legs in HIER_LEGS.values())
-
-
-def _plan_refusal(m, selected: dict[int, Selection] | None) -> LimitError | None:
-    """The refusal of ``m`` by ``lower`` under a model-wide hard limit of its plan
-    (:func:`nrtrewrite.limits.check_plan`: SPAD entries per subgraph and per rank, data
-    descriptors per rank, ...), or None.  ``selected`` holds every trigger's selection by
-    ordinal; check_plan reads of a trigger's plan only its trigger, group, channel count and
-    SPAD entries (one per trigger, one per leg of a HIER chain, compose/hier), so a stand-in
-    of those is the plan ``lower`` checks.  Without ``selected``, every trigger counts the
-    most entries a trigger can take (:data:`MAX_TRIGGER_ENTRIES`), no selection made: a
-    model that passes so passes with its own (selection keeps channels within the limit)."""
-    from nrtrewrite.limits import check_plan
-
-    def stand_in(t):
-        if selected is None:
-            return SimpleNamespace(trigger=t, group=tuple(t.replica_group),
-                                   selection=SimpleNamespace(n_channels=1),
-                                   prepared=SimpleNamespace(entries=MAX_TRIGGER_ENTRIES))
-        sel = selected[t.ordinal]
-        entries = len(sel.legs) if sel.alg == EncAlgType.HIER else 1
-        return SimpleNamespace(trigger=t, group=tuple(t.replica_group), selection=sel,
-                               prepared=SimpleNamespace(entries=entries))
-    try:
-        check_plan(SimpleNamespace(triggers=[stand_in(t) for t in m.triggers]))
-    except LimitError as err:
-        return err
-    return None
-
-
-def _model_refusal(m, topo: Topology, handshake: LimitError | None, override, policy
-                   ) -> tuple[LimitError | None, dict[int, Selection]]:
-    """What ``lower`` refuses the whole model ``m`` for under a model-wide limit (the entry
-    handshake ``handshake``, else the plan's, :func:`_plan_refusal`), or None; and every
-    trigger's selection by ordinal when they were made for it (else empty).  ``lower``
-    checks each trigger (selection, dtype, operands) before either: a model with a trigger
-    refused for a reason of its own (shown INVALID with it) gets None.  The selections are
-    made only when a refusal is in sight (about 0.5 ms a trigger): with a bound of the SPAD
-    entries, a model that passes needs none."""
-    refusal = handshake if handshake is not None else _plan_refusal(m, None)
-    if refusal is None:
-        return None, {}
-    try:
-        selected = {t.ordinal: select(t, topo, override=override, policy=policy,
-                                      strict=False) for t in m.triggers}
-    except NrtRewriteError:  # lower refuses at that trigger's selection (shown where it is)
-        return None, {}
-    if any(not_lowerable(selected[t.ordinal], t).alg == EncAlgType.INVALID
-           for t in m.triggers):
-        return None, selected
-    if handshake is None:  # the bound's refusal, or none: the plan's own
-        refusal = _plan_refusal(m, selected)
-    return refusal, selected
-
-
-def _refused_not_shown(m, topo: Topology, shown: set[int], override, policy
-                       ) -> list[dict]:
-    """``{trigger, refusal}`` of every trigger of ``m`` not in ``shown`` (not asked for with
-    ``--trigger``, or skipped by ``--rank``) that ``lower`` refuses for a reason of its own,
-    ``refusal`` the line ``lower`` refuses it with, without the model's path: the first of
-    ``lower``'s checks that fails, in ``lower``'s order - its selection, its dtype and
-    operands (lower.check_trigger), SINGLE_STEP_MESH in place (single_step_mesh_refusal),
-    the TENSOR3D start_addr (limits.check_start_addr), as a shown trigger's record is
-    INVALID with them.  Cheap on a large model: a trigger is selected only when its
-    selection may refuse it or its in-place operands would refuse SINGLE_STEP_MESH
-    (select.selection_may_refuse: under an override, or for an op RING does not lower),
-    and triggers of one request (op, dtype, group, sizes) are selected once."""
-    from dataclasses import replace
-
-    from nrtrewrite.compose.mesh import single_step_mesh_refusal
-    from nrtrewrite.errors import LoweringError, SelectionError
-    from nrtrewrite.limits import check_start_addr
-    from nrtrewrite.lower import check_trigger
-    chosen: dict[Request, Selection | str] = {}  # request (ordinal 0) -> selection or why not
-    out = []
-    for t in m.triggers:
-        if t.ordinal in shown:
-            continue
-        in_place_mesh = single_step_mesh_refusal(t)
-        try:
-            sel = None
-            if in_place_mesh is not None or selection_may_refuse(t.op, override, policy):
-                key = replace(Request.from_trigger(t), ordinal=0)
-                if key not in chosen:
-                    try:
-                        chosen[key] = select(t, topo, override=override, policy=policy)
-                    except NrtRewriteError as err:
-                        chosen[key] = err.why
-                sel = chosen[key]
-                if isinstance(sel, str):
-                    raise SelectionError(sel, **trigger_where(t))
-            check_trigger(t)
-            if in_place_mesh is not None and sel.alg == EncAlgType.SINGLE_STEP_MESH:
-                raise LoweringError(in_place_mesh, **trigger_where(t))
-            check_start_addr(t)
-        except NrtRewriteError as err:
-            out.append({"trigger": t.ordinal, "refusal": str(err)})
+        out.refusal = err
     return out
+
+
+def _refused_not_shown(m, mp: ModelPlan, shown: set[int]) -> list[dict]:
+    """``{trigger, refusal}`` of every trigger of ``m`` not in ``shown`` (not asked for with
+    ``--trigger``, or skipped by ``--rank``) that ``lower`` refuses for a reason of its own
+    (:func:`_plan_model`), ``refusal`` the line ``lower`` refuses it with, without the
+    model's path, as a shown trigger's record is INVALID with it."""
+    return [{"trigger": t.ordinal, "refusal": str(mp.refusals[t.ordinal])}
+            for t in m.triggers if t.ordinal not in shown and t.ordinal in mp.refusals]
 
 
 def _refused_head(refused: list[dict]) -> str:
@@ -789,12 +816,11 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             warn(err_console, note)
         try:  # (named by the model, as lower and schedule name it: load_and_plan)
             topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
-            # the var layout lower refuses a whole model for (scratch and gateway need plans)
+            # the var layout lower refuses a whole model for (the vars alone: with the scratch
+            # and gateway the engines' plans need, _plan_model)
             build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
-            refusal = _handshake_refusal(m, topo)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
-        refusal, selected = _model_refusal(m, topo, refusal, override, policy)
         if rank is not None and rank not in m.world:
             from nrtrewrite.lower import world_refusal
             raise world_refusal(m.world, rank, model)
@@ -811,6 +837,11 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             meta = {"subgraph": t.subgraph, "engine": t.engine, "index": t.index,
                     "replica_group_id": t.replica_group_id, "num_elements": t.num_elements}
             items.append((t, meta))
+        from nrtrewrite.lower import gc_paused
+        with gc_paused():  # as lower plans (hundreds of thousands of long-lived objects)
+            mp = _plan_model(m, topo, override, policy, {
+                t.ordinal for t, _meta in items if rank is None or rank in t.replica_group})
+        refusal = mp.refusal
     else:
         if only or show_all or no_verify_hash:
             raise click.UsageError("--trigger/--all/--no-verify-hash choose among a MODEL's "
@@ -858,7 +889,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             alu_op = AluOp[alu.upper()]
         req = Request.for_op(opv, dt, group, size, sbuf=sbuf, alu=alu_op)
         items = [(req, {})]
-        refusal, selected = None, {}
+        refusal, mp = None, None
     # the trigger at which lower refuses the whole model, if a trigger is named
     model_why = ({refusal.where.trigger: refusal.why}
                  if refusal is not None and refusal.where.trigger is not None else {})
@@ -871,17 +902,28 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         if rank is not None and rank not in req_group:
             skipped.append(item.ordinal)
             continue
+        if isinstance(item, Request):  # model-less: its engine prepares here
+            sel = not_lowerable(select(item, topo, override=override, policy=policy,
+                                       strict=False))
+            plan = None
+            if sel.alg != EncAlgType.INVALID:
+                why, plan = _engine_refusal(topo, plan_trigger(sel, item), sel)
+                if why is not None:
+                    sel = not_lowered(sel, why)
+        else:
+            if item.ordinal not in mp.selections:  # its selection fails: as lower and
+                raise mp.refusals[item.ordinal].at(file=model)  # schedule name it
+            why = mp.refusals.get(item.ordinal)
+            sel = not_lowerable(mp.selections[item.ordinal], item, model_why.get(item.ordinal),
+                                why.why if why is not None else None)
+            plan = mp.plans.pop(item.ordinal, None)  # (freed once shown)
+        sels.append(sel)
         try:
-            chosen = selected.get(getattr(item, "ordinal", None)) or select(
-                item, topo, override=override, policy=policy, strict=False)
-            sel = not_lowerable(chosen, None if isinstance(item, Request) else item,
-                                model_why.get(item.ordinal))
-            sels.append(sel)
-            records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item))
+            records.append(explain_selection(sel, topo, rank=rank, meta=meta, source=item,
+                                             plan=plan))
         except NrtRewriteError as err:
             if isinstance(item, Request):  # model-less: no place to name
                 raise
-            # name the place as lower and schedule do (select_all, load_and_plan)
             raise err.at(**trigger_where(item)).at(file=model)
 
     if model is not None and len(sels) == len(m.triggers):  # every trigger of the model seen
@@ -889,7 +931,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             warn(err_console, note)
     refused: list[dict] = []  # the triggers not shown that lower refuses
     if model is not None and len(sels) < len(m.triggers):
-        refused = _refused_not_shown(m, topo, {s.trigger for s in sels}, override, policy)
+        refused = _refused_not_shown(m, mp, {s.trigger for s in sels})
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),
                "override": override.text if override else None,
