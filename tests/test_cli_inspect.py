@@ -101,7 +101,7 @@ def test_assemble_command(tmp_path, fixtures_dir):
     res = run("assemble", spec, "-o", tmp_path / "y.neff")
     assert res.exit_code == 2
     assert res.stderr == (f"nrtrewrite: error: {spec}: field subgraphs: needs a non-empty list "
-                          "of subgraphs\n")
+                          "of subgraphs, got an empty list\n")
     assert not (tmp_path / "y.neff").exists()
 
 

@@ -563,9 +563,9 @@ def test_a_partitions_start_or_count_is_named_at_its_item(base_spec, operand, pa
 
 @pytest.mark.parametrize("omit, field, why", [
     (["sg00/pool.bin", 1], "omit_members[1]", "must be a member name, got 1"),
-    ([["sg00/pool.bin"]], "omit_members[0]", "must be a member name, got a list"),
+    ([["sg00/pool.bin"]], "omit_members[0]", "must be a member name, got a list of 1 item"),
     ([None], "omit_members[0]", "must be a member name, got null"),
-    ("sg00/pool.bin", "omit_members", "must be a list of member names"),
+    ("sg00/pool.bin", "omit_members", "must be a list of member names, got 'sg00/pool.bin'"),
 ])
 def test_an_omit_members_item_that_is_no_name_is_named_at_its_item(base_spec, omit, field, why):
     """ASSEMBLE.md: `omit_members: [name, ...]`: an item that is not a string is refused at
@@ -887,7 +887,8 @@ def test_a_default_name_from_an_undecodable_file_name_says_to_give_header_name(
 
 @pytest.mark.parametrize("yaml_text, kind", [
     ("!!set {a, b}", "a set (!!set)"), ("!!binary aGk=", "binary data (!!binary)"),
-    ("[1, 2]", "a list"), ("{a: 1}", "a mapping"), ("12", "12"),
+    ("[1, 2]", "a list of 2 items"), ("{a: 1}", "a mapping of 1 key"), ("12", "12"),
+    ("[]", "an empty list"),
     ("true", "true"), ("null", "null"), ("2001-12-14", "a date (2001-12-14)"),
 ])
 def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
@@ -900,21 +901,25 @@ def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
 
 
 @pytest.mark.parametrize("where, value, why", [
-    ("header", [], "must be a mapping"), ("header", 0, "must be a mapping"),
-    ("header", False, "must be a mapping"),
-    ("subgraphs[0].vars", 0, "must be a list"), ("subgraphs[0].vars", "", "must be a list"),
-    ("subgraphs[0].engines.pool", 0, "must be a list of instructions"),
-    ("subgraphs[0].engines.pool", False, "must be a list of instructions"),
-    ("subgraphs[0].engines.pool", {}, "must be a list of instructions"),
-    ("subgraphs[0].engines.pool[0].repeat.body", {}, "must be a list of instructions"),
-    ("subgraphs[0].engines.pool[0].repeat.body", 0, "must be a list of instructions"),
-    ("omit_members", 0, "must be a list of member names"),
-    ("extra_members", False, "must be a list"), ("extra_members", {}, "must be a list"),
+    ("header", [], "must be a mapping, got an empty list"),
+    ("header", 0, "must be a mapping, got 0"), ("header", False, "must be a mapping, got false"),
+    ("subgraphs[0].vars", 0, "must be a list, got 0"),
+    ("subgraphs[0].vars", "", "must be a list, got ''"),
+    ("subgraphs[0].engines.pool", 0, "must be a list of instructions, got 0"),
+    ("subgraphs[0].engines.pool", False, "must be a list of instructions, got false"),
+    ("subgraphs[0].engines.pool", {}, "must be a list of instructions, got an empty mapping"),
+    ("subgraphs[0].engines.pool[0].repeat.body", {},
+     "must be a list of instructions, got an empty mapping"),
+    ("subgraphs[0].engines.pool[0].repeat.body", 0, "must be a list of instructions, got 0"),
+    ("omit_members", 0, "must be a list of member names, got 0"),
+    ("extra_members", False, "must be a list, got false"),
+    ("extra_members", {}, "must be a list, got an empty mapping"),
 ])
 def test_an_empty_value_of_the_wrong_type_is_refused(base_spec, where, value, why):
     """`header: []`, `vars: 0`, `engines: {pool: false}`, `repeat: {body: {}}`... were read
     as the key missing (`x or default`); null still is (docs/ASSEMBLE.md: an engine's
-    `null` is an empty stream)."""
+    `null` is an empty stream).  The message says what the key holds, as the spec writes
+    it (it said only what it must be)."""
     sg = base_spec["subgraphs"][0]
 
     def put(val):
@@ -929,7 +934,7 @@ def test_an_empty_value_of_the_wrong_type_is_refused(base_spec, where, value, wh
             base_spec[where] = val
         return base_spec
     assemble(put(None), default_name="d")
-    assert _refused_at(put(value), where).endswith(f": {why}")
+    assert _refused_at(put(value), where) == f"<spec>: field {where}: {why}"
 
 
 def test_a_spec_file_is_read_only_if_regular_and_of_at_most_64_mib(base_spec, tmp_path,
@@ -1280,33 +1285,62 @@ def _d9_pattern(var: str, dims) -> dict:
 
 
 @pytest.mark.parametrize("mutate, field, why", [
-    (lambda s: s.update(validate="yes"), "validate", "must be true or false"),
-    (lambda s: s.update(trailing=5), "trailing", "must be a hex string"),
+    (lambda s: s.update(validate="yes"), "validate", "must be true or false, got 'yes'"),
+    (lambda s: s.update(trailing=5), "trailing", "must be a hex string, got 5"),
     (lambda s: s.update(trailing="zz"), "trailing", "not a hex string: 'zz'"),
-    (lambda s: s["header"].update(name=5), "header.name", "must be a string"),
+    (lambda s: s["header"].update(name=5), "header.name", "must be a string, got 5"),
+    (lambda s: s["header"].update(neff_build_version=None), "header.neff_build_version",
+     "must be a string, got null"),
     (lambda s: s["subgraphs"].append(copy.deepcopy(s["subgraphs"][0])), "subgraphs[1].name",
      "subgraph 'sg00' defined twice"),
     (lambda s: s.update(extra_members=[{"text": "x"}]), "extra_members[0].name",
      "must be a string"),
-    (lambda s: _sg0(s).update(name=""), "subgraphs[0].name", "must be a non-empty string"),
+    (lambda s: s.update(extra_members=[{"name": ["x"]}]), "extra_members[0].name",
+     "must be a string, got a list of 1 item"),
+    (lambda s: _sg0(s).update(name=""), "subgraphs[0].name",
+     "must be a non-empty string, got ''"),
+    (lambda s: _sg0(s).update(name=7), "subgraphs[0].name", "must be a non-empty string, got 7"),
     (lambda s: _sg0(s).update(engines={}), "subgraphs[0].engines",
+     "needs a mapping of engine name -> instructions, got an empty mapping"),
+    (lambda s: _sg0(s).update(engines=["sp"]), "subgraphs[0].engines",
+     "needs a mapping of engine name -> instructions, got a list of 1 item"),
+    (lambda s: _sg0(s).pop("engines"), "subgraphs[0].engines",
      "needs a mapping of engine name -> instructions"),
     (lambda s: _sg0(s)["engines"].update({3: []}), "subgraphs[0].engines",
      "engine name 3 is not a string"),
-    (lambda s: _sg0(s).update(def_json=[1]), "subgraphs[0].def_json", "must be a mapping"),
+    (lambda s: _sg0(s).update(def_json=[1]), "subgraphs[0].def_json",
+     "must be a mapping, got a list of 1 item"),
     (lambda s: _sg0(s)["vars"][0].update(name=""), "subgraphs[0].vars[0].name",
+     "needs a non-empty name, got ''"),
+    (lambda s: _sg0(s)["vars"][0].update(name=None), "subgraphs[0].vars[0].name",
+     "needs a non-empty name, got null"),
+    (lambda s: _sg0(s)["vars"][0].pop("name"), "subgraphs[0].vars[0].name",
      "needs a non-empty name"),
+    (lambda s: _sg0(s)["vars"].__setitem__(0, "in"), "subgraphs[0].vars[0]",
+     "must be a mapping, got 'in'"),
     (lambda s: _sg0(s).update(replica_groups="0..7"), "subgraphs[0].replica_groups",
+     "needs a list of replica groups, got '0..7'"),
+    (lambda s: _sg0(s).pop("replica_groups"), "subgraphs[0].replica_groups",
      "needs a list of replica groups"),
     (lambda s: _sg0(s).update(replica_groups=[5]), "subgraphs[0].replica_groups[0]",
-     "a group is a list of ranks or 'first..last'"),
+     "a group is a list of ranks or 'first..last', got 5"),
+    (lambda s: _sg0(s).update(replica_groups=[{"0": 7}]), "subgraphs[0].replica_groups[0]",
+     "a group is a list of ranks or 'first..last', got a mapping of 1 key"),
     (lambda s: _sp(s).append("nap"), "subgraphs[0].engines.sp[3]",
      "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
-     "reduce_scatter) or 'nop'"),
+     "reduce_scatter) or 'nop', got 'nap'"),
     (lambda s: _sp(s).append({"nop": 1, "raw": "00"}), "subgraphs[0].engines.sp[3]",
-     "an instruction is a one-key mapping"),
+     "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
+     "reduce_scatter) or 'nop', got a mapping of 2 keys"),
+    (lambda s: _sp(s).append({}), "subgraphs[0].engines.sp[3]",
+     "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
+     "reduce_scatter) or 'nop', got an empty mapping"),
+    (lambda s: _sp(s).append({"all_reduce": 5}), "subgraphs[0].engines.sp[3].all_reduce",
+     "must be a mapping, got 5"),
     (lambda s: _sp(s)[1]["all_reduce"].update(op="mul"),
-     "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "unknown op 'mul' (one of add, max, min)"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(op=None),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "unknown op null (one of add, max, min)"),
     (lambda s: _sp(s)[1]["all_reduce"].pop("op"),
      "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
     (lambda s: _sp(s)[1]["all_reduce"].pop("num_elements"),
@@ -1318,21 +1352,42 @@ def _d9_pattern(var: str, dims) -> dict:
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", []),
                                               dst=_d9_pattern("sb_out", [[1, 8]])),
      "subgraphs[0].engines.sp[1].all_reduce.src.dims",
-     "needs 1 to 3 [step, num] pairs, innermost first"),
+     "needs 1 to 3 [step, num] pairs, innermost first, got an empty list"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]] * 4),
                                               dst=_d9_pattern("sb_out", [[1, 8]])),
      "subgraphs[0].engines.sp[1].all_reduce.src.dims",
+     "needs 1 to 3 [step, num] pairs, innermost first, got a list of 4 items"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst={"var": "sb_out", "partitions": 128}),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.dims",
      "needs 1 to 3 [step, num] pairs, innermost first"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=_d9_pattern("sb_out", [[1, 8], 5])),
-     "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]", "a dimension is [step, num]"),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]", "a dimension is [step, num], got 5"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst=_d9_pattern("sb_out", [[1, 8], [1]])),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]",
+     "a dimension is [step, num], got a list of 1 item"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst=dict(_d9_pattern("sb_out", [[1, 8]]),
+                                                       partitions="all")),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.partitions",
+     "needs a count or [start, count], got 'all'"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst=dict(_d9_pattern("sb_out", [[1, 8]]),
+                                                       partitions=[0, 64, 1])),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.partitions",
+     "needs a count or [start, count], got a list of 3 items"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=_d9_pattern("sb_out", [[1, 8]]), ext="no"),
-     "subgraphs[0].engines.sp[1].all_reduce.ext", "must be true or false"),
+     "subgraphs[0].engines.sp[1].all_reduce.ext", "must be true or false, got 'no'"),
 ])
 def test_more_spec_refusals_name_their_key(base_spec, mutate, field, why):
+    """Each refusal whole, at its key; a refusal of a value's type says what the key holds,
+    as the spec writes it (``got 'yes'``, ``got null``, ``got a list of 4 items``: a list's
+    items or a mapping's keys counted), and nothing of a key that is missing."""
     mutate(base_spec)
-    assert why in _refused_at(base_spec, field)
+    assert _refused_at(base_spec, field) == f"<spec>: field {field}: {why}"
 
 
 @pytest.mark.parametrize("name, why", [
@@ -1520,11 +1575,15 @@ def test_a_merge_of_a_scalar_is_refused(text, why):
     assert str(exc.value) == f"<spec>: invalid spec: {why}"
 
 
-@pytest.mark.parametrize("text", ["- 1\n- 2\n", "hello\n", "[1, 2]\n"])
-def test_a_spec_that_is_not_a_mapping_is_refused(text):
+@pytest.mark.parametrize("text, kind", [
+    ("- 1\n- 2\n", "a list of 2 items"), ("hello\n", "'hello'"), ("[1, 2]\n", "a list of 2 items"),
+    ("", "null"), ("# nothing\n", "null"), ("12\n", "12"),
+])
+def test_a_spec_that_is_not_a_mapping_is_refused(text, kind):
+    """Saying what the spec is, as it writes it (an empty one is YAML's null)."""
     with pytest.raises(ValidationError) as exc:
         parse_spec_text(text)
-    assert str(exc.value) == "<spec>: a spec must be a mapping"
+    assert str(exc.value) == f"<spec>: a spec must be a mapping, got {kind}"
 
 
 def test_a_spec_file_that_is_not_utf8_is_refused(tmp_path):
@@ -1628,13 +1687,14 @@ _WORDING_DEFAULTS = {"num_tpb": "1", "uuid": "null", "engine": "sp", "dtype": "b
 
 #: A wrong value as the spec writes it, and as the message must word it (worked out by hand
 #: from YAML 1.1: ~ and null are null, yes is true, a plain 2001-01-01 is a date, 1.0e+20 a
-#: float; a string in single quotes, in double quotes with JSON's escapes when it holds a
-#: single quote or a character that is not printable).
+#: float; a list or a mapping by its kind, its items or keys counted; a string in single
+#: quotes, in double quotes with JSON's escapes when it holds a single quote or a character
+#: that is not printable).
 _WORDED = [
     ("null", "null"), ("~", "null"), ("true", "true"), ("yes", "true"), ("false", "false"),
     ("2001-01-01", "a date (2001-01-01)"), ("!!binary AQ==", "binary data (!!binary)"),
-    ("[1, 2]", "a list"), ("{a: 1}", "a mapping"), ("!!set {a}", "a set (!!set)"),
-    ("1.5", "1.5"), ("1.0e+20", "1.0e+20"), ("'12'", "'12'"), ('"it\'s"', '"it\'s"'),
+    ("[1, 2]", "a list of 2 items"), ("{a: 1}", "a mapping of 1 key"), ("[]", "an empty list"),
+    ("!!set {a}", "a set (!!set)"), ("1.5", "1.5"), ("1.0e+20", "1.0e+20"), ("'12'", "'12'"), ('"it\'s"', '"it\'s"'),
     ('"a\\tb"', '"a\\tb"'),
 ]
 
@@ -1659,7 +1719,7 @@ def test_an_integer_refused_is_worded_as_the_spec_writes_it(yaml_value, worded):
     ("src", "1.5", "subgraphs[0].engines.sp[0].all_reduce.src",
      "must be a var name or a var_id, got 1.5"),
     ("src", "[a]", "subgraphs[0].engines.sp[0].all_reduce.src",
-     "must be a var name or a var_id, got a list"),
+     "must be a var name or a var_id, got a list of 1 item"),
     ("src", "'c'", "subgraphs[0].engines.sp[0].all_reduce.src",
      "no var named 'c' in this subgraph"),
     ("engine", "null", "subgraphs[0].engines", "engine name null is not a string"),

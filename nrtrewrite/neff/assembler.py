@@ -397,7 +397,8 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
             spec = None  # not JSON (flow YAML), or JSON the YAML reader refuses
         if spec is not None:
             if not isinstance(spec, dict):  # (cannot be: the text starts with "{")
-                raise ValidationError("a spec must be a mapping", Where(file=source))
+                raise ValidationError(f"a spec must be a mapping, got {_found(spec)}",
+                                      Where(file=source))
             return spec
     loader = None
     try:
@@ -431,8 +432,9 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
         raise ValidationError(f"{_spec_value(val)} is not a finite number (NaN and infinities "
                               "are refused)",
                               Where(file=source, field=path or None))
-    if not isinstance(spec, dict):
-        raise ValidationError("a spec must be a mapping", Where(file=source))
+    if not isinstance(spec, dict):  # (an empty text is YAML's null)
+        raise ValidationError(f"a spec must be a mapping, got {_found(spec)}",
+                              Where(file=source))
     return spec
 
 
@@ -554,7 +556,7 @@ class _Assembler:
 
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
         if not isinstance(obj, dict):
-            raise self.err(path, "must be a mapping")
+            raise self.err(path, f"must be a mapping, got {_found(obj)}")
         extra = [k for k in obj if k not in allowed]
         if extra:
             raise self.err(path, f"unknown key {_spec_value(extra[0])} (allowed: "
@@ -573,7 +575,7 @@ class _Assembler:
                                      f"than {MAX_SIZE_DIGITS}")
             val = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
         if type(val) is not int:
-            raise self.err(path, f"must be an integer, got {_spec_value(val)}")
+            raise self.err(path, f"must be an integer, got {_found(val)}")
         if val < lo or (hi is not None and val > hi):
             raise self.err(path, f"{_spec_value(val)} is outside "
                                  f"{lo}..{hi if hi is not None else 'inf'}")
@@ -582,7 +584,7 @@ class _Assembler:
     def hexbytes(self, val: Any, path: str, size: int | None = None,
                  pad: bool = False) -> bytes:
         if not isinstance(val, str):
-            raise self.err(path, "must be a hex string")
+            raise self.err(path, f"must be a hex string, got {_found(val)}")
         try:
             raw = bytes.fromhex("".join(val.split()))
         except ValueError:
@@ -600,7 +602,8 @@ class _Assembler:
         header = self.header(_or(spec.get("header"), {}), default_name)
         sgs = spec.get("subgraphs")
         if not isinstance(sgs, list) or not sgs:
-            raise self.err("subgraphs", "needs a non-empty list of subgraphs")
+            raise self.err("subgraphs", "needs a non-empty list of subgraphs"
+                                        + _got(spec, "subgraphs"))
         members: list[tuple[str, bytes]] = []
         names: list[str] = []
         sg_members: list[tuple[str, bytes]] = []
@@ -635,7 +638,7 @@ class _Assembler:
             data += self.hexbytes(spec["trailing"], "trailing")
         validate = spec.get("validate", True)
         if not isinstance(validate, bool):
-            raise self.err("validate", "must be true or false")
+            raise self.err("validate", f"must be true or false, got {_found(validate)}")
         model = read_model_bytes(data, path=f"{self.source} (assembled)") if validate else None
         return Assembled(data=data, model=model)
 
@@ -660,7 +663,7 @@ class _Assembler:
                                    ("neff_build_version", DEFAULT_BUILD_VERSION, 128)):
             val = h.get(key, default)
             if not isinstance(val, str):
-                raise self.err(p + key, "must be a string")
+                raise self.err(p + key, f"must be a string, got {_found(val)}")
             if key not in h and _not_unicode(val) is not None:  # (from a file's name)
                 raise self.err(p + key, f"the default, the spec file's name without extension "
                                         f"({_spec_value(val)}), is not Unicode text (it holds "
@@ -711,18 +714,18 @@ class _Assembler:
                        ) -> list[tuple[str, bytes]]:
         omit = _or(spec.get("omit_members"), [])
         if not isinstance(omit, list):
-            raise self.err("omit_members", "must be a list of member names")
+            raise self.err("omit_members", f"must be a list of member names, got {_found(omit)}")
         known = {n for n, _ in members}
         for k, name in enumerate(omit):
             if not isinstance(name, str):
                 raise self.err(f"omit_members[{k}]", f"must be a member name, got "
-                                                     f"{_spec_value(name)}")
+                                                     f"{_found(name)}")
             if name not in known:
                 raise self.err(f"omit_members[{k}]", f"no member {_spec_value(name)} to omit")
         members = [(n, d) for n, d in members if n not in omit]
         extra = _or(spec.get("extra_members"), [])
         if not isinstance(extra, list):
-            raise self.err("extra_members", "must be a list")
+            raise self.err("extra_members", f"must be a list, got {_found(extra)}")
         for k, item in enumerate(extra):
             path = f"extra_members[{k}]"
             self.keys(item, ("name", "text", "hex", "json"), path)
@@ -732,14 +735,14 @@ class _Assembler:
                                                      f"{' and '.join(given)}")
             name = item.get("name")
             if not isinstance(name, str):
-                raise self.err(path + ".name", "must be a string")
+                raise self.err(path + ".name", "must be a string" + _got(item, "name"))
             self.utf8(name, path + ".name")
             if (why := check_member_name(name)) is not None:  # (the tar writer's refusal)
                 raise self.err(path + ".name", why)
             if "text" in item:
                 if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
                     raise self.err(path + ".text", f"must be a string, got "
-                                                   f"{_spec_value(item['text'])}")
+                                                   f"{_found(item['text'])}")
                 data = self.utf8(item["text"], path + ".text")
             elif "hex" in item:
                 data = self.hexbytes(item["hex"], path + ".hex")
@@ -755,14 +758,15 @@ class _Assembler:
         self.keys(sg, _SG_KEYS, path)
         name = sg.get("name", f"sg{position:02d}")
         if not isinstance(name, str) or not name:
-            raise self.err(path + ".name", "must be a non-empty string")
+            raise self.err(path + ".name", f"must be a non-empty string, got {_found(name)}")
         self.utf8(name, path + ".name")  # (not at neff_json, which lists it)
         self.member_name(f"{name}/{DEF_JSON}", path + ".name")
         var_list, by_name = self.variables(_or(sg.get("vars"), []), path + ".vars")
         groups = self.groups(sg.get("replica_groups"), path + ".replica_groups")
         engines = sg.get("engines")
         if not isinstance(engines, dict) or not engines:
-            raise self.err(path + ".engines", "needs a mapping of engine name -> instructions")
+            raise self.err(path + ".engines", "needs a mapping of engine name -> instructions"
+                                              + _got(sg, "engines"))
         streams: list[tuple[str, bytes]] = []
         for engine, body in engines.items():
             if not isinstance(engine, str):
@@ -784,7 +788,7 @@ class _Assembler:
         override = sg.get("def_json")
         if override is not None:
             if not isinstance(override, dict):
-                raise self.err(path + ".def_json", "must be a mapping")
+                raise self.err(path + ".def_json", f"must be a mapping, got {_found(override)}")
             definition.update(override)
 
         def field(sub: str) -> str:  # a key path of def.json -> the spec's
@@ -802,7 +806,7 @@ class _Assembler:
 
     def variables(self, items: Any, path: str) -> tuple[list[dict], dict[str, dict]]:
         if not isinstance(items, list):
-            raise self.err(path, "must be a list")
+            raise self.err(path, f"must be a list, got {_found(items)}")
         out: list[dict] = []
         by_name: dict[str, dict] = {}
         next_id = 0
@@ -811,7 +815,7 @@ class _Assembler:
             self.keys(item, _VAR_KEYS, p)
             name = item.get("name")
             if not isinstance(name, str) or not name:
-                raise self.err(p + ".name", "needs a non-empty name")
+                raise self.err(p + ".name", "needs a non-empty name" + _got(item, "name"))
             self.utf8(name, p + ".name")  # (not at the subgraph, whose def.json holds it)
             if name in by_name:
                 raise self.err(p + ".name", f"var name {_spec_value(name)} used twice")
@@ -832,8 +836,9 @@ class _Assembler:
         return out, by_name
 
     def groups(self, groups: Any, path: str) -> list:
-        if not isinstance(groups, list):
-            raise self.err(path, "needs a list of replica groups")
+        if not isinstance(groups, list):  # (None: the key is missing, or null)
+            raise self.err(path, "needs a list of replica groups"
+                                 + (f", got {_found(groups)}" if groups is not None else ""))
         self.acyclic(groups, path)  # (here: def.json holds a copy of the list, not the list)
         out = []
         for g, grp in enumerate(groups):
@@ -861,13 +866,14 @@ class _Assembler:
             elif isinstance(grp, list):
                 out.append(grp)
             else:
-                raise self.err(f"{path}[{g}]", "a group is a list of ranks or 'first..last'")
+                raise self.err(f"{path}[{g}]", f"a group is a list of ranks or 'first..last', "
+                                               f"got {_found(grp)}")
         return out
 
     # -- instructions -------------------------------------------------------
     def instructions(self, body: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
         if not isinstance(body, list):
-            raise self.err(path, "must be a list of instructions")
+            raise self.err(path, f"must be a list of instructions, got {_found(body)}")
         if id(body) in self.walking:  # `sp: &x [{repeat: {count: 1, body: *x}}]`
             raise self.err(path, "a repeat body contains itself (a recursive YAML alias)")
         self.walking.add(id(body))
@@ -897,7 +903,8 @@ class _Assembler:
             return [opaque_word(NOP_OPCODE)]
         if not isinstance(item, dict) or len(item) != 1:
             raise self.err(path, "an instruction is a one-key mapping (nop, opaque, raw, "
-                                 "repeat, all_reduce, all_gather, reduce_scatter) or 'nop'")
+                                 "repeat, all_reduce, all_gather, reduce_scatter) or 'nop', "
+                                 f"got {_found(item)}")
         (kind, body), = item.items()
         p = f"{path}.{kind}"
         if kind == "nop":
@@ -937,7 +944,7 @@ class _Assembler:
         if ref is None:
             raise self.err(path, f"{path.rsplit('.', 1)[-1]} is missing: give a var name")
         if not isinstance(ref, str):
-            raise self.err(path, f"must be a var name or a var_id, got {_spec_value(ref)}")
+            raise self.err(path, f"must be a var name or a var_id, got {_found(ref)}")
         if ref not in by_name:
             raise self.err(path, f"no var named {_spec_value(ref)} in this subgraph")
         return by_name[ref]["var_id"]
@@ -958,14 +965,17 @@ class _Assembler:
         elif isinstance(parts, list) and len(parts) == 2:
             (pstart, pcount), (start_at, count_at) = parts, (at + "[0]", at + "[1]")
         else:
-            raise self.err(path + ".partitions", "needs a count or [start, count]")
+            raise self.err(path + ".partitions", "needs a count or [start, count]"
+                                                 + _got(ref, "partitions"))
         dims = ref.get("dims")
         if not isinstance(dims, list) or not 1 <= len(dims) <= 3:
-            raise self.err(path + ".dims", "needs 1 to 3 [step, num] pairs, innermost first")
+            raise self.err(path + ".dims", "needs 1 to 3 [step, num] pairs, innermost first"
+                                           + _got(ref, "dims"))
         out_dims = []
         for j, d in enumerate(dims + [[0, 1]] * (3 - len(dims))):
             if not isinstance(d, list) or len(d) != 2:
-                raise self.err(f"{path}.dims[{j}]", "a dimension is [step, num]")
+                raise self.err(f"{path}.dims[{j}]", f"a dimension is [step, num], got "
+                                                    f"{_found(d)}")
             out_dims.append({"step": self.integer(d[0], f"{path}.dims[{j}][0]", -2**31, 2**31 - 1),
                              "num": self.integer(d[1], f"{path}.dims[{j}][1]", 0, 2**32 - 1)})
         return {
@@ -989,8 +999,11 @@ class _Assembler:
                 raise self.err(path + ".op", "all_gather takes no op")
             alu = None
         else:
-            if not isinstance(body.get("op"), str) or body["op"] not in ALU_NAMES:
+            if "op" not in body:
                 raise self.err(path + ".op", f"needs op: one of {', '.join(ALU_NAMES)}")
+            if not isinstance(body["op"], str) or body["op"] not in ALU_NAMES:
+                raise self.err(path + ".op", f"unknown op {_spec_value(body['op'])} (one of "
+                                             f"{', '.join(ALU_NAMES)})")
             alu = ALU_NAMES[body["op"]]
         sbuf_like = any(isinstance(body.get(k), dict) and "partitions" in body[k]
                         for k in ("src", "dst"))
@@ -1043,7 +1056,7 @@ class _Assembler:
         if opcode == 0xD9:
             ext = body.get("ext", True)
             if not isinstance(ext, bool):
-                raise self.err(path + ".ext", "must be true or false")
+                raise self.err(path + ".ext", f"must be true or false, got {_found(ext)}")
             for key in ("ext_sync", "patch_ext", "channel_id", "stream_id", "group"):
                 if not ext and key in body:  # (the 0xDA word holds it: it would be lost)
                     raise self.err(f"{path}.{key}", f"ext: false leaves out the 0xDA word, "
@@ -1136,6 +1149,23 @@ def _spec_value(val: Any) -> str:
              ((list, tuple), "a list"), (dict, "a mapping"))
     return next((kind for typ, kind in kinds if isinstance(val, typ)),
                 f"a {type(val).__name__}")
+
+
+def _found(val: Any) -> str:
+    """``val`` as a refusal of its type says what it found: :func:`_spec_value`, with a list's
+    items or a mapping's keys counted (``an empty list``, ``a list of 3 items``, ``a mapping
+    of 2 keys``: a rule may be about their number)."""
+    if isinstance(val, (list, tuple, dict)):
+        n, kind, what = len(val), "list" if isinstance(val, (list, tuple)) else "mapping", \
+            "item" if isinstance(val, (list, tuple)) else "key"
+        return f"an empty {kind}" if not n else f"a {kind} of {n} {what}{'s' if n > 1 else ''}"
+    return _spec_value(val)
+
+
+def _got(obj: dict, key: str) -> str:
+    """``, got X``, what key ``key`` of the mapping ``obj`` holds (:func:`_found`), for a
+    refusal of its type; empty when the key is missing (the refusal says what it needs)."""
+    return f", got {_found(obj[key])}" if key in obj else ""
 
 
 def _quoted(text: str) -> str:
