@@ -1348,7 +1348,16 @@ def _d9_pattern(var: str, dims) -> dict:
     # 0xD9: both operands are access patterns; dims are 1 to 3 [step, num] pairs
     (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9),
      "subgraphs[0].engines.sp[1].all_reduce.src",
+     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, got 'in'"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9, src=_d9_pattern("sb_in", [[1, 8]]),
+                                              dst=None),
+     "subgraphs[0].engines.sp[1].all_reduce.dst",
+     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, got null"),
+    (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9, src=_d9_pattern("sb_in", [[1, 8]]))
+     or _sp(s)[1]["all_reduce"].pop("dst"), "subgraphs[0].engines.sp[1].all_reduce.dst",
      "0xD9 needs an SBUF access pattern {var, start, partitions, dims}"),
+    (lambda s: s["header"].update(tpb_per_node=[1] * 65), "header.tpb_per_node",
+     "at most 64 entries, got 65"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", []),
                                               dst=_d9_pattern("sb_out", [[1, 8]])),
      "subgraphs[0].engines.sp[1].all_reduce.src.dims",
@@ -1694,8 +1703,8 @@ _WORDED = [
     ("null", "null"), ("~", "null"), ("true", "true"), ("yes", "true"), ("false", "false"),
     ("2001-01-01", "a date (2001-01-01)"), ("!!binary AQ==", "binary data (!!binary)"),
     ("[1, 2]", "a list of 2 items"), ("{a: 1}", "a mapping of 1 key"), ("[]", "an empty list"),
-    ("!!set {a}", "a set (!!set)"), ("1.5", "1.5"), ("1.0e+20", "1.0e+20"), ("'12'", "'12'"), ('"it\'s"', '"it\'s"'),
-    ('"a\\tb"', '"a\\tb"'),
+    ("!!set {a}", "a set (!!set)"), ("1.5", "1.5"), ("1.0e+20", "1.0e+20"), ("'12'", "'12'"),
+    ('"it\'s"', '"it\'s"'), ('"a\\tb"', '"a\\tb"'),
 ]
 
 

@@ -687,7 +687,7 @@ class _Assembler:
             fields["tpb_per_node"] = bytes(64)
         elif isinstance(tpn, list):
             if len(tpn) > 64:
-                raise self.err(p + "tpb_per_node", "at most 64 entries")
+                raise self.err(p + "tpb_per_node", f"at most 64 entries, got {len(tpn)}")
             fields["tpb_per_node"] = bytes(
                 self.integer(v, f"{p}tpb_per_node[{k}]", 0, 255) for k, v in enumerate(tpn)
             ).ljust(64, b"\0")
@@ -1032,7 +1032,8 @@ class _Assembler:
             for k in ("src", "dst"):
                 if not isinstance(body.get(k), dict):
                     raise self.err(f"{path}.{k}", "0xD9 needs an SBUF access pattern "
-                                                  "{var, start, partitions, dims}")
+                                                  "{var, start, partitions, dims}"
+                                                  + _got(body, k))
             fields.update(self.sbuf(body["src"], path + ".src", by_name, "src"))
             fields["ctype"] = ctype
             ext_fields.update(self.sbuf(body["dst"], path + ".dst", by_name, "dst"))
