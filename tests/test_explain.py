@@ -825,8 +825,8 @@ def test_no_model_refusal_when_lower_refuses_a_trigger_first(tmp_path):
     assert d["triggers"][3]["lowered"]["fallback_reason"] == line.split(": ", 1)[1]
 
 
-def test_one_trigger_of_a_model_under_the_limits_selects_that_trigger_only(tmp_path,
-                                                                            monkeypatch):
+def test_one_trigger_of_a_model_under_the_limits_is_planned_once_per_request(tmp_path,
+                                                                              monkeypatch):
     """explain makes lower's plan of every trigger (the refusals of triggers not shown, the
     scratch of the memory layout), but triggers of one request are selected and their
     engine prepares once: ten alike all-reduces, ``--trigger 4``, one selection, of the
@@ -1138,14 +1138,13 @@ def test_single_step_mesh_in_place_at_a_trigger_not_shown_is_named(tmp_path):
     assert _note(res.output) == f"lower refuses trigger 1, not shown: {line}"
 
 
-def test_the_triggers_not_shown_are_selected_only_when_their_selection_may_refuse(
+def test_the_triggers_not_shown_are_selected_once_per_request(
         tmp_path, monkeypatch):
     """``--trigger 4`` of ten all-reduces of one size, trigger 7 in FP32, names trigger 7;
     with or without --algo, the BF16 request is selected once (at trigger 0, its first) and
-    the FP32 one once (trigger 7).  (The name is the one docs/RELIABILITY.md §6 cites for
-    the note's cost; since explain runs every trigger's engine prepare, whose refusals
-    selection cannot foresee, a trigger not shown is selected once per request whatever
-    its op or override.)"""
+    the FP32 one once (trigger 7).  explain runs every trigger's engine prepare, whose
+    refusals selection cannot foresee, so a trigger not shown is selected once per request
+    whatever its op or override."""
     import nrtrewrite.cli.explain as E
     path = _limits_model(tmp_path, _fp32_at({7}, 10))
     calls = []
