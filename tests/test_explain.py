@@ -732,8 +732,9 @@ def test_explain_shows_the_scratch_past_the_core_window(tmp_path):
         sp(s)[1] = _ar(num_elements=1 << 31)
     path = _limits_model(tmp_path, big)
     line = _lower_line(path, tmp_path)
-    assert line == (f"the model's DRAM vars need {(28 << 30) + 8192} bytes per core, more "
-                    f"than the {28 << 30} bytes of the core window below the SBUF window")
+    assert line == (f"the model's DRAM vars, scratch and gateway need {(28 << 30) + 8192} "
+                    f"bytes per core (vars {(24 << 30) + 8192}, scratch {1 << 32}, gateway 0), "
+                    f"more than the {28 << 30} bytes of the core window below the SBUF window")
     for args in ((), ("--trigger", "0")):
         d = run_json("explain", path, *args)
         assert d["model_refusal"] == line and d["refused_not_shown"] == []
@@ -825,8 +826,8 @@ def test_no_model_refusal_when_lower_refuses_a_trigger_first(tmp_path):
     assert d["triggers"][3]["lowered"]["fallback_reason"] == line.split(": ", 1)[1]
 
 
-def test_one_trigger_of_a_model_under_the_limits_is_planned_once_per_request(tmp_path,
-                                                                              monkeypatch):
+def test_one_trigger_of_a_model_under_the_limits_is_planned_once_per_request(
+        tmp_path, monkeypatch):
     """explain makes lower's plan of every trigger (the refusals of triggers not shown, the
     scratch of the memory layout), but triggers of one request are selected and their
     engine prepares once: ten alike all-reduces, ``--trigger 4``, one selection, of the

@@ -206,12 +206,14 @@ CASES = [
     ("rank_2_31", spec(defj(replica_groups=[[0, 2**31 - 1]])), [],
      "to hold rank 2147483647, more than 1048576 (MAX_TOPOLOGY_RANKS)"),
     ("var_2_62", spec(lambda s: s["subgraphs"][0]["vars"][2].update(size=2**62)), [],
-     "the model's DRAM vars need 4611686018427428864 bytes per core"),
+     f"the model's DRAM vars need {2**62 + 4096 + 32768} bytes per core, more than"),
     ("scratch_over_window", spec(lambda s: (
         s["subgraphs"][0]["vars"][0].update(size=(12 << 30) + 4096),
         s["subgraphs"][0]["vars"][1].update(size=12 << 30),
         sp(s).__setitem__(1, ar(num_elements=1 << 31)))), [],
-     "bad.neff: the model's DRAM vars need 30064779264 bytes per core, more than the "
+     # vars in + out + tmp = 24 GiB + 8 KiB, the scratch of a 2^31-element bf16 message 4 GiB
+     f"bad.neff: the model's DRAM vars, scratch and gateway need {(28 << 30) + 8192} bytes per "
+     f"core (vars {(24 << 30) + 8192}, scratch {1 << 32}, gateway 0), more than the "
      "30064771072 bytes"),
     ("sbuf_2_62", spec(lambda s: s["subgraphs"][0]["vars"][3].update(size=2**62)), [],
      "do not fit the 4294967296-byte SBUF window"),

@@ -404,8 +404,10 @@ def test_dram_window_and_huge_var():
         s["subgraphs"][0]["vars"][2]["size"] = 2**62
     err = plan_error(spec(huge))
     assert isinstance(err, LimitError)
-    assert "the model's DRAM vars need 4611686018427428864 bytes per core, more than the " \
-           "30064771072 bytes" in str(err)
+    # vars in (4096), out (32768) and tmp (2^62), each 4 KiB-aligned: the vars alone pass the
+    # window, so the message counts them alone (not the scratch laid out after them)
+    assert f"the model's DRAM vars need {2**62 + 4096 + 32768} bytes per core, more than " \
+           "the 30064771072 bytes" in str(err)
 
 
 def test_sbuf_window_regression():
@@ -669,3 +671,24 @@ def test_dram_stays_below_the_evt_sem_aperture_on_a_device_of_more_than_8_cores(
                        for i in range(0, len(dma), 16))
         sem_lo = min(struct.unpack_from("<Q", sem, i + 8)[0] for i in range(0, len(sem), 16))
         assert data_end <= 0x82_8000_0000 <= sem_lo
+
+
+def test_the_evt_sem_limit_names_the_scratch_when_the_vars_alone_fit(tmp_path):
+    """6 GiB of DRAM vars (pad + a_in + a_out) fit below the EVT_SEM aperture of a 16-core
+    device exactly; the RING all-reduce's scratch of its 64 KiB message (docs/DESIGN.md: a
+    ring receives a whole message) does not, and the refusal says so, counting each part."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    topo = tmp_path / "big16.json"
+    topo.write_text(json.dumps(BIG16))
+    model = tmp_path / "m.neff"
+    model.write_bytes(_padded((6 << 30) - 2 * 65536))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", str(model), "--topology", str(topo),
+                                    "--algo", "ring", "-o", str(out), "-q"])
+    assert res.exit_code == 2 and not out.exists()
+    assert (f"the model's DRAM vars, scratch and gateway need {(6 << 30) + 65536} bytes per "
+            f"core (vars {6 << 30}, scratch 65536, gateway 0); on a device of 16 logical "
+            f"cores at most {6 << 30} fit") in res.stderr

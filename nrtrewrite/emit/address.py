@@ -190,15 +190,26 @@ def build_memory_map(model, scratch_bytes: int, gw_bytes: int,
             else:
                 regions.append(Region(var.name, "dram", dram, var.size, sg.name, var_id))
                 dram = align_up(dram + var.size)
+    vars_bytes = dram
     regions.append(Region("scratch", "scratch", dram, scratch_bytes))
     dram = align_up(dram + scratch_bytes)
     regions.append(Region("gw", "gw", dram, gw_bytes))
     dram = align_up(dram + gw_bytes)
-    if DRAM_BASE + dram > SBUF_BASE:
-        raise LimitError(f"the model's DRAM vars need {dram} bytes per core, more than the "
-                         f"{SBUF_BASE - DRAM_BASE} bytes of the core window below the SBUF window")
+
+    def need(limit: int) -> str:
+        """The bytes past ``limit``: the vars alone when they pass it, otherwise the vars
+        with the scratch and gateway the triggers' engines need (each region
+        REGION_ALIGN-aligned, as laid out above)."""
+        if vars_bytes > limit or dram == vars_bytes:
+            return f"the model's DRAM vars need {vars_bytes} bytes per core"
+        return (f"the model's DRAM vars, scratch and gateway need {dram} bytes per core "
+                f"(vars {vars_bytes}, scratch {scratch_bytes}, gateway {gw_bytes})")
+    window = SBUF_BASE - DRAM_BASE
+    if dram > window:
+        raise LimitError(f"{need(window)}, more than the {window} bytes of the core window "
+                         "below the SBUF window")
     if cores_per_device > 8 and dram > DRAM_BELOW_EVT_SEM:
-        raise LimitError(f"the model's DRAM vars, scratch and gateway need {dram} bytes per core; "
+        raise LimitError(f"{need(DRAM_BELOW_EVT_SEM)}; "
                          f"on a device of {cores_per_device} logical cores at most "
                          f"{DRAM_BELOW_EVT_SEM} fit, since logical core 8's window holds the "
                          f"EVT_SEM semaphores of TOP_SPs 0..7 from {EVT_SEM_BASE:#x}")
