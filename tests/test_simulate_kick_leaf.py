@@ -1579,6 +1579,30 @@ def test_a_hier_leg_plan_no_group_runs_is_refused(hier16_out, tmp_path, key, val
                             "FORMATS §1.1)")
 
 
+#: docs/DESIGN.md "HIER": the legs of a HIER all-reduce, in order
+HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_allg, in that "
+               "order (docs/DESIGN.md \"HIER\")")
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda legs: legs[0].__setitem__("name", "intra_x"),
+     'hier.legs[0].name "intra_x" is not intra_redsct'),
+    (lambda legs: legs.insert(1, legs.pop(2)), 'hier.legs[1].name "intra_allg" is not inter_allr'),
+    (lambda legs: legs.pop(), "hier.legs lists 2 legs, not 3"),
+], ids=["renamed", "swapped", "dropped"])
+def test_hier_legs_other_than_designs_are_refused_naming_the_leg(hier16_out, tmp_path, edit,
+                                                                 says):
+    """docs/DESIGN.md "HIER": a HIER all-reduce runs intra_redsct, inter_allr and intra_allg,
+    in that order. hier16_out's first leg renamed ``intra_x`` (the audit's F2) was blamed on
+    the rank entries' ``algo_type`` (``algo_type RING but trigger 0 was lowered as HIER with
+    leg intra_redsct HIER``: the entries name the leg the manifest no longer lists); the
+    manifest's legs are refused naming the key, also in another order or one short."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, edit)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {says}: "
+                            f"{HIER_AR_WHY}")
+
+
 @pytest.mark.parametrize("op, n, algo", [
     ("all_reduce", 1000, None), ("all_gather", 100, None), ("reduce_scatter", 1600, None),
     ("all_reduce", 100, None), ("all_reduce", 1000, "hier;intra_redsct:kangaring"),

@@ -648,7 +648,8 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         except KeyError:
             raise SimulationError(f"dtype {json_kind(raw['dtype'])} is not a dtype",
                                   **where) from None
-        raw["legs"] = _resolve_hier(raw["legs"], dict(file=where["file"] or None,
+        hier_legs = raw["legs"]
+        raw["legs"] = _resolve_hier(hier_legs, dict(file=where["file"] or None,
                                                       field=where["field"]))
         spec = TriggerSpec(**raw, chunk=chunk, where=where)
         if hier and spec.algorithm != "HIER":  # (its chunk holds pgta alone: read_triggers)
@@ -658,6 +659,8 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         if op not in OPS:
             raise SimulationError(f"op {json_kind(op)} is not simulated (only {', '.join(OPS)})",
                                   **where)
+        if hier:
+            _check_hier_leg_names(op, [leg[0] for leg in hier_legs], where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             *most, last = ALU_TO_CCE
             raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not {', '.join(most)} "
@@ -684,6 +687,23 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
+    """A HIER trigger's ``hier.legs`` are the legs docs/DESIGN.md "HIER" gives its op
+    (``select.HIER_LEGS``), by name, in that order, else a :class:`SimulationError` naming the
+    first leg that is not (the rank manifests' entries name their legs; one the trigger does
+    not list was blamed on the entry's ``algo_type``)."""
+    want = HIER_LEGS[EncOpType[op]]
+    why = (f"a HIER {op} runs the legs {', '.join(want)}, in that order (docs/DESIGN.md "
+           "\"HIER\")")
+    for i, (name, leg) in enumerate(zip(names, want)):
+        if name != leg:
+            raise SimulationError(f"hier.legs[{i}].name {json_kind(name)} is not {leg}: {why}",
+                                  **where)
+    if len(names) != len(want):
+        raise SimulationError(f"hier.legs lists {counted(len(names), 'leg')}, not "
+                              f"{len(want)}: {why}", **where)
 
 
 def _first_repeat(items: list) -> tuple[int, int] | None:
@@ -824,16 +844,13 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
     message (``compose.segments.even_split``, DESIGN's rule: the slice of the local index
     its ranks hold in their
     ``intra_redsct`` groups), interleaved over its ranks, and its intra legs cut each local
-    rank's slice as a block, every slice of a group by the widest one's layout.  A leg
-    named otherwise than ``select.HIER_LEGS`` says has no layout to hold its plans to."""
+    rank's slice as a block, every slice of a group by the widest one's layout (the legs
+    are ``select.HIER_LEGS``'s: :func:`_check_hier_leg_names`)."""
     n, size = spec.n, len(spec.group)
     local = {}  # rank -> (its local index, the local ranks of its node)
     for group, _orders, _pgta in spec.legs.get("intra_redsct", {}).get("groups", ()):
         local.update((r, (j, len(group))) for j, r in enumerate(group))
-    names = HIER_LEGS.get(EncOpType[spec.op], ())
     for name, leg in spec.legs.items():
-        if name not in names:
-            continue
         i, alg = leg["at"], leg["algorithm"]
         for g, ((group, _o, _p), k) in enumerate(zip(leg["groups"], leg["plan_of"])):
             ranks = None
