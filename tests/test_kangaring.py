@@ -486,6 +486,64 @@ def test_in_place_unit_steps_run_in_group_position_order():
         assert seen_first or not in_place  # the case the order is for did occur
 
 
+def _apart_then_in_place_reduce_scatter() -> dict:
+    """Two KANGARING reduce-scatters of 8 bf16 elements on one group [7 .. 0] at vnc 2 (four
+    units of two ranks): trigger 0 out of place (buf -> out), trigger 1 in place (buf2)."""
+    rs_ = {"dtype": "bf16", "op": "add", "num_elements": 8}
+    return {"header": {"pkg_version": 2, "name": "rs2", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": v, "type": "tmp-buf", "size": 16}
+                                    for v in ("buf", "out", "buf2")],
+                           "replica_groups": [list(range(7, -1, -1))],
+                           "engines": {"sp": [
+                               {"reduce_scatter": {**rs_, "src": "buf", "dst": "out"}},
+                               {"reduce_scatter": {**rs_, "src": "buf2", "dst": "buf2"}}]}}]}
+
+
+def test_an_in_place_reduce_scatter_after_one_apart_on_the_same_group_matches(tmp_path):
+    """The composer keeps a group's leg order per channel for the triggers after the first;
+    the order of an in-place reduce-scatter differs from the one apart (docs/DESIGN.md
+    "Kangaring": ascending group position, not member order), so the in-place trigger must
+    not be handed the first one's (a memo keyed without ``inplace`` simulated 1/2)."""
+    out = _lower_and_simulate(tmp_path, _apart_then_in_place_reduce_scatter(),
+                              "--algo", "kangaring")
+    assert "2/2 trigger(s) match" in out
+
+
+def test_in_place_unit_steps_keep_the_ring_step_order(tmp_path):
+    """docs/DESIGN.md "Kangaring": the primary runs the ring's step template over its units,
+    each unit step one leg per member, in place in ascending group position. A reduce-scatter
+    over 4 units takes ring steps 0 .. 3 (send, two recv_reduce_send, recv_reduce_copy), so on
+    rank 1 (a primary on channel 0) the in-place trigger's legs, peer waits aside, are steps
+    0, 0, 1, 1, 2, 2, 3, 3, each step's two members in ascending group position (rank r at
+    position 7 - r): the position order is kept inside a step, never across steps."""
+    import json
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_apart_then_in_place_reduce_scatter()))
+    res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", "1", "--trigger", "1",
+                                    "--algo", "kangaring", "--json"], prog_name="nrtrewrite")
+    assert res.exit_code == 0, res.output
+    (op,) = json.loads(res.stdout)["ops"]
+    seen = []
+    for ch in op["channels"]:
+        if ch["role"] != "primary":
+            continue
+        legs = [s for s in ch["steps"] if s["leaf"] != "peer_wait"]
+        by_step: dict = {}
+        for s in legs:
+            by_step.setdefault((s["group"], s["step"]), []).append(7 - s["k"])
+        assert [s["step"] for s in legs] == [0, 0, 1, 1, 2, 2, 3, 3], (ch["channel"], legs)
+        for key, positions in by_step.items():
+            assert positions == sorted(positions), (ch["channel"], key, positions)
+        seen.append(ch["channel"])
+    assert seen  # rank 1 is a primary somewhere
+
+
 def test_an_in_place_reduce_scatter_takes_kangaring_in_its_window():
     """In place or apart, a 60 MiB reduce-scatter over a whole vnc 2 device group is
     KANGARING's by default (its window starts at 56 MiB, docs/SELECTION.md)."""
