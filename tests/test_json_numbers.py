@@ -97,6 +97,29 @@ def test_a_key_given_twice_is_named_by_its_key_path(text, path):
         assert (exc.value.path, exc.value.why) == (path, f"duplicate key {path[-1]!r}")
 
 
+@pytest.mark.parametrize("text, path", [
+    # an integer of exactly 4300 digits is within the rule (more than 4300 is refused), so
+    # the key given twice after it is the rule broken, named by its path
+    ('{"a": ' + "1" * 4300 + ', "b": {"c": 1, "c": 2}}', "b.c"),
+    # ... and a negative one: the minus sign is no digit
+    ('{"a": -' + "1" * 4300 + ', "b": {"c": 1, "c": 2}}', "b.c"),
+    # the same when the decoder cannot get through the document (3000 deep: the text walk
+    # reads the integer)
+    ('{"a": [' + "1" * 4300 + ', {"b": 1, "b": 2}, ' + "[" * 3000 + "]" * 3000 + "]}", "a[1].b"),
+    # a number with a fraction before the object, in the walk: one scalar, 1.5, not 1 then
+    # text that is not JSON
+    ('{"a": [1.5, {"b": 1, "b": 2}, ' + "[" * 3000 + "]" * 3000 + "]}", "a[1].b"),
+])
+def test_a_key_given_twice_after_a_number_the_rules_let_pass_is_named(text, path):
+    """The integers' rule refuses more than MAX_JSON_INT_DIGITS (4300) digits, the sign not
+    counted; an integer it lets pass does not stand for the rule broken: the key given twice
+    after it is named (its path was lost when the marking read or the walk took 4300 digits,
+    or 4300 and a sign, for too many, or read 1.5 as 1)."""
+    with pytest.raises(jsonin.JsonRule) as exc:
+        jsonin.loads(text)
+    assert (exc.value.why, exc.value.path) == (f"duplicate key {path[-1]!r}", path)
+
+
 #: Nested deeper than the JSON decoder recurses (its parse is a RecursionError).
 DEEP = "[" * 5000 + "]" * 5000
 DUP_A = "duplicate key 'a'"
@@ -396,6 +419,12 @@ def test_a_topology_file_names_a_key_given_twice_before_deep_nesting(tmp_path, b
     ('{"subgraphs": [{"name": "sg00", "vars": [{"name": "a", "size": -1.0e+999}]}]}',
      "subgraphs[0].vars[0].size", "-.inf"),
     ("extra_members: [{name: x.json, json: {.inf: 1}}]\n", "extra_members[0].json", ".inf"),
+    # a key that is no string is written as JSON writes it (jsonin.joined_key), not as
+    # Python's str() (True, None): ASSEMBLE.md names the spec's fields in the spec's words
+    ("subgraphs: [{name: sg00, def_json: {x: {true: .nan}}}]\n",
+     "subgraphs[0].def_json.x.true", ".nan"),
+    ("subgraphs: [{name: sg00, def_json: {x: {null: [1, .inf]}}}]\n",
+     "subgraphs[0].def_json.x.null[1]", ".inf"),
 ])
 def test_assemble_specs_refuse_numbers_that_are_not_finite(tmp_path, text, field, value):
     with pytest.raises(ValidationError) as exc:
