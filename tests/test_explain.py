@@ -1032,7 +1032,8 @@ def test_the_note_on_a_refused_trigger_is_one_line_on_an_80_column_terminal(tmp_
 def test_several_refused_triggers_not_shown_are_one_line_naming_the_first(tmp_path):
     """Triggers 2, 3, 4 and 7 of ten in FP32: one line names the four as runs, ``2..4 7``,
     and the first one's refusal; ten refused (1, 3, ..., 19 of twenty) list their first 8
-    runs, then ``...``; --json has each with its own place (dtype at byte 14 of its word)."""
+    runs, then ``...``, eight (1, 3, ..., 15 of sixteen) all 8 and no ``...``; --json has
+    each with its own place (dtype at byte 14 of its word)."""
     (tmp_path / "four").mkdir()
     path = _limits_model(tmp_path / "four", _fp32_at({2, 3, 4, 7}, 10))
     res = _cli("explain", path, "--trigger", "0")
@@ -1052,6 +1053,11 @@ def test_several_refused_triggers_not_shown_are_one_line_naming_the_first(tmp_pa
     path = _limits_model(tmp_path / "ten", _fp32_at(set(range(1, 20, 2)), 20))
     note = _note(_cli("explain", path, "--trigger", "0").output)
     assert note.startswith("lower refuses 10 triggers not shown (1 3 5 7 9 11 13 15 ...), the "
+                           "first: member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, ")
+    (tmp_path / "eight").mkdir()  # exactly 8 runs (1, 3, ..., 15 of sixteen): all listed
+    path = _limits_model(tmp_path / "eight", _fp32_at(set(range(1, 16, 2)), 16))
+    note = _note(_cli("explain", path, "--trigger", "0").output)
+    assert note.startswith("lower refuses 8 triggers not shown (1 3 5 7 9 11 13 15), the "
                            "first: member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, ")
 
 
@@ -1091,6 +1097,93 @@ def test_a_trigger_not_shown_with_overlapping_operands_is_named(tmp_path):
                     "of var 2: only dst = src exactly is in place")
     d = json.loads(_cli("explain", path, "--trigger", "1", "--json").output)
     assert d["refused_not_shown"] == [{"trigger": 2, "refusal": line}]
+
+
+#: 4098 MiB in bytes (4098 x 2^20), past the 2^32 bytes a TENSOR3D start_addr addresses
+_4098_MIB = 4098 << 20
+
+
+def _vars_model(tmp_path, vars_, group, triggers) -> str:
+    """A model of ``vars_`` (name, type, size) on one ``group``, its sp stream ``triggers``."""
+    from conftest import sp
+
+    def mutate(s):
+        s["subgraphs"][0]["vars"] = [{"name": n, "type": t, "size": z} for n, t, z in vars_]
+        s["subgraphs"][0]["replica_groups"] = [group]
+        sp(s)[:] = triggers
+    return _limits_model(tmp_path, mutate)
+
+
+def test_a_trigger_whose_operands_overlap_and_pass_start_addr_is_refused_for_the_overlap(
+        tmp_path):
+    """docs/CLI.md "explain": a trigger's checks follow ``lower``'s order (dtype, operands,
+    the engine's prepare, start_addr). Trigger 1 all-reduces 4098 MiB of var a (var 0, 5 GiB)
+    into a itself 2 bytes on: its operands overlap other than in place, and its buffers span
+    more than start_addr addresses. lower refuses the overlap (dst_offset: bytes 40..47 of
+    word 1, 64 + 40 = 0x68); explain ``--trigger 1`` showed the start_addr refusal (the
+    audit's F1, fixed when explain took lower's plan) and ``--trigger 0`` must name the
+    overlap too."""
+    path = _vars_model(tmp_path, [("a", "tmp-buf", 5 << 30), ("c", "input", 1 << 20),
+                                  ("b", "output", 1 << 20)], [0, 1], [
+        _ar(src="c", dst="b", num_elements=(1 << 20) // 2),
+        _ar(src={"var": "a"}, dst={"var": "a", "offset": 2}, num_elements=_4098_MIB // 2)])
+    why = (f"dst bytes [2, {_4098_MIB + 2}) overlap src bytes [0, {_4098_MIB}) of var 0: "
+           "only dst = src exactly is in place")
+    line = _lower_line(path, tmp_path)
+    assert line == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, offset 0x68, "
+                    f"field dst_offset, trigger 1: {why}")
+    (t,) = run_json("explain", path, "--trigger", "1")["triggers"]
+    assert (t["lowered"]["algorithm"], t["lowered"]["fallback_reason"]) == ("INVALID", why)
+    assert run_json("explain", path, "--trigger", "0")["refused_not_shown"] == [
+        {"trigger": 1, "refusal": line}]
+
+
+def test_a_trigger_not_shown_past_start_addr_is_named(tmp_path):
+    """Trigger 1 all-reduces 4098 MiB of var c into var b (their own vars, no overlap): its
+    buffers span 4297064448 bytes, past the 2^32 a TENSOR3D start_addr addresses; lower
+    refuses it at its num_elements (bytes 48..55 of word 1: 64 + 48 = 0x70), and ``explain
+    --trigger 0`` names it in lower's words."""
+    path = _vars_model(tmp_path, [("c", "input", _4098_MIB), ("b", "output", _4098_MIB)],
+                       [0, 1], [_ar(src="c", dst="b", num_elements=(1 << 20) // 2),
+                                _ar(src="c", dst="b", num_elements=_4098_MIB // 2)])
+    line = _lower_line(path, tmp_path)
+    assert line == ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, offset 0x70, "
+                    "field num_elements, trigger 1: the collective's buffers span 4297064448 "
+                    "bytes; a 0xBF word's 32-bit TENSOR3D start_addr addresses at most "
+                    "4294967296 (T3D_START_ADDR_LIMIT)")
+    assert run_json("explain", path, "--trigger", "0")["refused_not_shown"] == [
+        {"trigger": 1, "refusal": line}]
+
+
+def test_a_trigger_in_fp32_whose_operands_overlap_is_refused_for_its_dtype(tmp_path):
+    """docs/CLI.md: lower checks a trigger's dtype, then its operands. An FP32 all-reduce of
+    var t into t 4 bytes on is refused at its dtype (byte 14 of word 0: 0xe), explain's
+    record alike."""
+    path = _vars_model(tmp_path, [("t", "tmp-buf", 1024)], [0, 1], [
+        _ar(dtype="fp32", src="t", dst={"var": "t", "offset": 4}, num_elements=16)])
+    why = ("ALLREDUCE in FP32 cannot be lowered: the CCE reduce accepts only BF16, FP16, "
+           "FP32R and FP8_E3/E4/E5 (seed 000 §3.4)")
+    assert _lower_line(path, tmp_path) == ("member sg00/sp.bin, subgraph sg00, stream sp, "
+                                           f"instruction 0, offset 0xe, field dtype, trigger 0: "
+                                           f"{why}")
+    (t,) = run_json("explain", path)["triggers"]
+    assert t["lowered"]["fallback_reason"] == why
+
+
+def test_an_in_place_mesh_all_reduce_over_16_ranks_is_no_refusal(tmp_path):
+    """SINGLE_STEP_MESH alone is refused in place over more than 8 ranks (IR.MAX_SRC). Two
+    1 KiB all-reduces over 16 ranks, the second in place (t into t), both MESH by default:
+    lower lowers them, and explain neither notes trigger 1 as refused nor shows it INVALID."""
+    path = _vars_model(tmp_path, [("c", "input", 1024), ("b", "output", 1024),
+                                  ("t", "tmp-buf", 1024)], list(range(16)), [
+        _ar(src="c", dst="b", num_elements=512), _ar(src="t", dst="t", num_elements=512)])
+    res = _cli("lower", "-q", path, "-o", tmp_path / "out")
+    assert res.exit_code == 0, res.output
+    d = run_json("explain", path, "--trigger", "0")
+    assert d["refused_not_shown"] == [] and d["model_refusal"] is None
+    d = run_json("explain", path)
+    assert [(t["lowered"]["algorithm"], t["lowered"]["fallback_reason"])
+            for t in d["triggers"]] == [("MESH", None), ("MESH", None)]
 
 
 def test_a_selection_lower_refuses_at_a_trigger_not_shown_is_named(tmp_path):
