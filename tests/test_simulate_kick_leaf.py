@@ -1603,6 +1603,37 @@ def test_hier_legs_other_than_designs_are_refused_naming_the_leg(hier16_out, tmp
                             f"{HIER_AR_WHY}")
 
 
+def _regroup(g: int, group):
+    """hier.legs edit: inter_allr's (leg 1) group ``g`` made ``group``, or dropped (None)."""
+    def edit(legs):
+        if group is None:
+            del legs[1]["groups"][g]
+        else:
+            legs[1]["groups"][g]["group"] = group
+    return edit
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_regroup(0, [0, 200]), "names rank 200, not in the replica_group"),
+    (_regroup(1, [0, 65]), "lists rank 0 twice"),
+    (_regroup(0, None), "lacks rank 0 of the replica_group (a HIER leg's groups hold each rank "
+     "once)"),
+], ids=["stranger", "twice", "missing"])
+def test_hier_leg_groups_other_than_the_replica_group_once_are_refused(hier16_out, tmp_path,
+                                                                       edit, says):
+    """docs/DESIGN.md "HIER": a leg's groups are the replica group's ranks, each in one group
+    (intra legs: each node's; inter legs: each local index's). hier16_out's inter_allr
+    groups are [j, 64 + j] for j = 0 .. 7, all but the last on plan 0. A group naming rank
+    200 (outside HIER16), one giving rank 0 again in place of 1, or group 0 dropped were
+    not checked (rank 0's inter entry read its leg from no group); they are refused naming
+    the leg's groups."""
+    out = copy(hier16_out, tmp_path)
+    legs = _rehier(out, edit)
+    assert [g["group"] for g in legs[1]["groups"][:2]] == [[0, 64], [1, 65]]
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].groups "
+                            f"{says}")
+
+
 @pytest.mark.parametrize("op, n, algo", [
     ("all_reduce", 1000, None), ("all_gather", 100, None), ("reduce_scatter", 1600, None),
     ("all_reduce", 100, None), ("all_reduce", 1000, "hier;intra_redsct:kangaring"),

@@ -676,6 +676,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         _check_channel_ids(spec, channels, where)
         if spec.algorithm in WHOLE_GROUP_RINGS:
             _check_ring_orders(spec, channels, where)
+        _check_hier_leg_groups(spec, where)
         spec.view_origins = _view_origins(spec, starts)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
@@ -704,6 +705,19 @@ def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
     if len(names) != len(want):
         raise SimulationError(f"hier.legs lists {counted(len(names), 'leg')}, not "
                               f"{len(want)}: {why}", **where)
+
+
+def _check_hier_leg_groups(spec: TriggerSpec, where: dict) -> None:
+    """Each HIER leg's ``groups`` hold every rank of the trigger's ``replica_group`` once
+    (docs/DESIGN.md "HIER": the intra legs run on each node's ranks, the inter legs on the
+    ranks of each local index), else a :class:`SimulationError` naming the leg's groups: a
+    stranger, a rank twice, or the first rank missing (a group of strangers simulated as a
+    match, its ranks' legs read from no group of the leg)."""
+    for leg in spec.legs.values():
+        ranks = [r for group, _orders, _pgta in leg["groups"] for r in group]
+        _check_ring_order(ranks, spec.group, "rank", f"hier.legs[{leg['at']}].groups",
+                          lambda _r: "of the replica_group (a HIER leg's groups hold each "
+                          "rank once)", where)
 
 
 def _first_repeat(items: list) -> tuple[int, int] | None:
@@ -816,13 +830,10 @@ def _check_hier_slices(spec: TriggerSpec) -> None:
     ranks of an ``intra_redsct`` group (a node's ranks of the replica group; the first
     group's, as ``lower`` takes them); none for an all-gather or a reduce-scatter.  The legs'
     layouts are held to the same rule (:func:`_check_hier_layouts`), before this check with
-    slices recomputed and the manifest's never read.  An all-reduce whose ``hier`` has no
-    ``intra_redsct`` group has no local index to cut by; its rank entries are refused."""
+    slices recomputed and the manifest's never read.  (An all-reduce has ``intra_redsct``
+    groups holding its ranks: :func:`_check_hier_leg_names`, :func:`_check_hier_leg_groups`.)"""
     if spec.op == "ALLREDUCE":
-        intra = spec.legs.get("intra_redsct", {}).get("groups", ())
-        if not intra:
-            return
-        parts = len(intra[0][0])
+        parts = len(spec.legs["intra_redsct"]["groups"][0][0])
         want = [list(s) for s in even_split(0, spec.n, parts)]
         why = (f"an all-reduce's {spec.n} elements in {parts} slices, one per local index "
                "(the ranks of an intra_redsct group), cut by even_split (docs/DESIGN.md "
@@ -858,8 +869,6 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
                 span = n if spec.op == "ALLGATHER" else n // size
                 subject = (f"a {alg} {name} leg's blocks of {span} elements", True)
             elif name == "inter_allr":
-                if group[0] not in local:
-                    continue  # (no local index: its ranks run no intra_redsct leg)
                 j, parts = local[group[0]]
                 span, ranks = _slice_sizes(n, parts)[j], len(group)
                 subject = (f"slice {j} of the all-reduce, {span} elements, all-reduced by "
