@@ -176,15 +176,26 @@ def group_shape(topo: Topology, group: Iterable[int]) -> GroupShape:
     return topo.cached(("group_shape", group), lambda: _group_shape(topo, group))
 
 
-def _group_shape(topo: Topology, group: tuple[int, ...]) -> GroupShape:
+def ranks_by_node(group: Iterable[int], node_of: Callable[[int], int]
+                  ) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """``(node, its ranks of group)`` for each node of ``group`` (``node_of(rank)``), by node,
+    each node's ranks in rank order: a group shape's ``nodes`` and ``per_node``, HIER's intra
+    groups (:func:`hier_split`).  Also the simulator's, from the output manifest's topology
+    table."""
     by_node: dict[int, list[int]] = {}
+    for r in group:
+        by_node.setdefault(node_of(r), []).append(r)
+    return tuple((n, tuple(sorted(by_node[n]))) for n in sorted(by_node))
+
+
+def _group_shape(topo: Topology, group: tuple[int, ...]) -> GroupShape:
+    by_node = ranks_by_node(group, lambda r: topo.info(r).node)
     by_dev: dict[tuple[int, int], int] = {}
     for r in group:
         i = topo.info(r)
-        by_node.setdefault(i.node, []).append(r)
         by_dev[(i.node, i.device)] = by_dev.get((i.node, i.device), 0) + 1
-    nodes = tuple(sorted(by_node))
-    per_node = tuple(tuple(sorted(by_node[n])) for n in nodes)
+    nodes = tuple(n for n, _ in by_node)
+    per_node = tuple(p for _, p in by_node)
     local = {tuple(r - n * topo.ranks_per_node for r in ranks) for n, ranks in zip(nodes, per_node)}
     devs = tuple(sorted(by_dev))
     return GroupShape(
@@ -878,13 +889,21 @@ def _cascade(cands: dict[EncAlgType, Candidate], allowed: Callable[[EncAlgType],
 
 def hier_groups(topo: Topology, group: Iterable[int]) -> tuple[tuple[tuple[int, ...], ...],
                                                               tuple[tuple[int, ...], ...]]:
-    """(intra groups: one per node, inter groups: one per local position)."""
+    """(intra groups: one per node, inter groups: one per local position): :func:`hier_split`
+    of the group's ranks by node."""
     s = group_shape(topo, group)
+    return topo.cached(("hier_groups", s.per_node), lambda: hier_split(s.per_node))
 
-    def make():
-        intra = s.per_node
-        return intra, tuple(tuple(p[j] for p in intra) for j in range(min(len(p) for p in intra)))
-    return topo.cached(("hier_groups", s.per_node), make)
+
+def hier_split(per_node: tuple[tuple[int, ...], ...]
+               ) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """The HIER groups of a group's ranks by node (``per_node``: :func:`ranks_by_node`'s, in
+    node order, each node's in rank order), docs/DESIGN.md "HIER": the intra groups are the
+    nodes' ranks, position j the j-th local rank; inter group j the j-th local rank of each
+    node, position i node i.  What ``lower`` plans (:func:`hier_groups`) and the simulator
+    holds a manifest's ``hier.legs[].groups`` to."""
+    return per_node, tuple(tuple(p[j] for p in per_node)
+                           for j in range(min(len(p) for p in per_node)))
 
 
 def _forced_error(req: Request, override: AlgoOverride, clause: OverrideClause, alg: EncAlgType,
@@ -1232,7 +1251,7 @@ __all__ = [
     "enc_can_post_hierarchical_operation", "enc_can_post_inter_rdh_operation",
     "enc_can_post_intra_rdh_operation", "enc_can_post_kangaring_operation",
     "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
-    "group_shape", "hier_groups", "idle_clauses", "parse_alg_name", "parse_algo_override",
-    "parse_op_name", "ranks_text", "select", "select_all",
+    "group_shape", "hier_groups", "hier_split", "idle_clauses", "parse_alg_name", "parse_algo_override",
+    "parse_op_name", "ranks_by_node", "ranks_text", "select", "select_all",
     "DEFAULT_POLICY", "Policy",
 ]
