@@ -1634,6 +1634,142 @@ def test_hier_leg_groups_other_than_the_replica_group_once_are_refused(hier16_ou
                             f"{says}")
 
 
+def _swap(leg: int, a: tuple[int, int], b: tuple[int, int]):
+    """hier.legs edit: leg ``leg``'s rank at (group, position) ``a`` and ``b`` swapped."""
+    def edit(legs):
+        ga, gb = legs[leg]["groups"][a[0]]["group"], legs[leg]["groups"][b[0]]["group"]
+        ga[a[1]], gb[b[1]] = gb[b[1]], ga[a[1]]
+    return edit
+
+
+def _relist(leg: int):
+    """hier.legs edit: leg ``leg``'s groups listed in reverse order."""
+    return lambda legs: legs[leg]["groups"].reverse()
+
+
+NODE0, NODE1 = list(range(8)), list(range(64, 72))
+INTRA_WHY = ("in the replica_group, in rank order (position j its j-th local rank: "
+             "docs/DESIGN.md \"HIER\")")
+INTER_WHY = "in node order (position i node i: docs/DESIGN.md \"HIER\")"
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_swap(0, (0, 1), (1, 1)), f"hier.legs[0].groups[0].group [0, 65, 2, 3, 4, 5, 6, 7] is not "
+     f"{NODE0}: an intra leg's group 0 is the ranks of node 0 {INTRA_WHY}"),
+    (_swap(1, (0, 1), (1, 1)), "hier.legs[1].groups[0].group [0, 65] is not [0, 64]: an inter "
+     "leg's group 0 is the ranks of local index 0, each node's rank at position 0 of its intra "
+     f"group, {INTER_WHY}"),
+    (_swap(0, (1, 0), (1, 1)), "hier.legs[0].groups[1].group [65, 64, 66, 67, 68, 69, 70, 71] "
+     f"is not {NODE1}: an intra leg's group 1 is the ranks of node 1 {INTRA_WHY}"),
+    (_swap(1, (3, 0), (3, 1)), "hier.legs[1].groups[3].group [67, 3] is not [3, 67]: an inter "
+     "leg's group 3 is the ranks of local index 3, each node's rank at position 3 of its intra "
+     f"group, {INTER_WHY}"),
+    (_relist(2), f"hier.legs[2].groups[0].group {NODE1} is not {NODE0}: an intra leg's group 0 "
+     f"is the ranks of node 0 {INTRA_WHY}"),
+], ids=["moved", "regrouped", "reordered", "reversed", "relisted"])
+def test_hier_leg_groups_other_than_designs_are_refused_naming_both(hier16_out, tmp_path, edit,
+                                                                   says):
+    """docs/DESIGN.md "HIER", FORMATS §1.1: an intra leg's group g is the g-th node's ranks of
+    the replica group (position j the j-th local rank), an inter leg's group j the j-th local
+    rank of each node (position i node i); HIER16's nodes are 0 (ranks 0 .. 7) and 1 (64 ..
+    71). Each leg still holding every rank once: rank 1 and 65 swapped between the
+    intra_redsct groups, or between inter_allr's groups 0 and 1, or 64 and 65 swapped inside
+    node 1's group, were blamed on a rank's legs (a ring successor, a chunk's elements);
+    inter_allr's group 3 reversed to [67, 3], or intra_allg's groups listed node 1 first,
+    simulated as a match. Each is refused naming the group and both values."""
+    out = copy(hier16_out, tmp_path)
+    legs = _rehier(out, edit)
+    assert [g["group"] for g in legs[0]["groups"]] == [NODE0, NODE1]
+    assert [g["group"] for g in legs[1]["groups"]] == [[j, 64 + j] for j in range(8)]
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+def _retop(out: Path, fn) -> None:
+    """Edit the output manifest's top level with ``fn`` and re-hash."""
+    top = json.loads((out / "manifest.json").read_text())
+    fn(top)
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+
+
+def test_hier_groups_are_held_to_the_topology_tables_nodes(tmp_path):
+    """The simulator takes each rank's node from the manifest's ``topology.ranks`` (FORMATS
+    §1.1). A HIER all-gather over HIER16 whose table puts rank 71 on node 0 (device 5, a core
+    of its own) has 9 ranks on node 0 and 7 on node 1: 7 local indexes, the fewest, so
+    inter_allg's groups [j, 64 + j] for j = 0 .. 6 are DESIGN's and its eighth, [7, 71], is
+    one too many; it is refused counting them. A table without rank 71 (nor 71 in the world)
+    is refused naming the rank, as the rank folders' check names it (not an internal
+    error)."""
+    base = lower_spec(coll_spec("all_gather", "bf16", HIER16, 100, lnc=2), tmp_path / "o",
+                      algo=None)
+    legs = trigger0(base)["hier"]["legs"]
+    assert legs[0]["name"] == "inter_allg"
+    assert [g["group"] for g in legs[0]["groups"]] == [[j, 64 + j] for j in range(8)]
+
+    def move(top):
+        (row,) = [r for r in top["topology"]["ranks"] if r["rank"] == 71]
+        row.update(node=0, device=5, routing_id=5)
+
+    def drop(top):
+        top["topology"]["ranks"] = [r for r in top["topology"]["ranks"] if r["rank"] != 71]
+        top["world"].remove(71)
+
+    out = copy(base, tmp_path, "moved")
+    _retop(out, move)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].groups "
+                            "lists 8 groups, not 7: inter_allg has one per local index (the "
+                            "fewest ranks of the replica_group on a node) (docs/DESIGN.md "
+                            "\"HIER\")")
+    out = copy(base, tmp_path, "dropped")
+    _retop(out, drop)
+    assert refused(out) == (f"{out / 'manifest.json'}: field topology: rank 71 is not in the "
+                            "topology table")
+
+
+#: A HIER group on nodes 1 and 3 of four (LNC 2: 64 ranks a node), local ranks 0 .. 7 on
+#: each, listed shuffled
+NODES13 = [193, 65, 192, 64, 66, 195, 67, 194, 70, 199, 68, 196, 71, 198, 69, 197]
+#: Two local ranks on each of four nodes, shuffled
+NODES4 = [129, 0, 193, 64, 1, 128, 65, 192]
+
+
+@pytest.mark.parametrize("group, op, n, algo", [
+    (NODES13, "all_reduce", 1000, "hier"),
+    (NODES13, "all_reduce", 1000, "hier;intra_allg:kangaring;inter_allr:single_cycle_ring"),
+    (NODES13, "all_gather", 100, "hier;inter_allg:ring"),
+    (NODES13, "reduce_scatter", 1600, "hier;intra_redsct:kangaring"),
+    (NODES4, "all_reduce", 1000, "hier;inter_allr:ring"),
+    (NODES4, "all_gather", 100, "hier"),
+    (NODES4, "reduce_scatter", 800, "hier"),
+])
+def test_hier_groups_as_lowered_simulate_as_a_match_with_the_model(tmp_path, group, op, n,
+                                                                    algo):
+    """Shuffled replica groups on nodes 1 and 3, or over four nodes, with leg overrides: the
+    groups ``lower`` writes are the ones the simulator holds them to, and each simulates as a
+    match against its model."""
+    out = lower_spec(coll_spec(op, "bf16", group, n, lnc=2), tmp_path / "o", algo=algo)
+    t = trigger0(out)
+    assert t["algorithm"] == "HIER"
+    res = cli("simulate", out, "--model", tmp_path / "o.neff", "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["triggers"][0]["status"] == "match"
+
+
+def test_hier_groups_on_nodes_1_and_3_name_the_node(tmp_path):
+    """NODES13's intra groups are node 1's ranks 64 .. 71 and node 3's 192 .. 199, in rank
+    order whatever the replica group's order, its inter groups [64 + j, 192 + j]; node 3's
+    group reversed is refused naming node 3."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", NODES13, 1000, lnc=2), tmp_path / "o",
+                     algo="hier")
+    legs = _rehier(out, lambda legs: legs[0]["groups"][1]["group"].reverse())
+    node3 = list(range(192, 200))
+    assert [g["group"] for g in legs[0]["groups"]] == [list(range(64, 72)), node3]
+    assert [g["group"] for g in legs[1]["groups"]] == [[64 + j, 192 + j] for j in range(8)]
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].groups"
+                            f"[1].group {node3[::-1]} is not {node3}: an intra leg's group 1 "
+                            f"is the ranks of node 3 {INTRA_WHY}")
+
+
 @pytest.mark.parametrize("op, n, algo", [
     ("all_reduce", 1000, None), ("all_gather", 100, None), ("reduce_scatter", 1600, None),
     ("all_reduce", 100, None), ("all_reduce", 1000, "hier;intra_redsct:kangaring"),

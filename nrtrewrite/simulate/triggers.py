@@ -12,7 +12,8 @@ import numpy as np
 from nrtrewrite.codes import DType, DTYPE_SIZE, EncOpType, SdmaCceType
 from nrtrewrite.compose.segments import even_split
 from nrtrewrite.errors import SimulationError, counted, cut_middle
-from nrtrewrite.select import HIER_LEGS
+from nrtrewrite.policy import INTRA
+from nrtrewrite.select import HIER_LEGS, LEG_OPS, hier_split, ranks_by_node
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
 
@@ -712,13 +713,65 @@ def _check_hier_leg_groups(spec: TriggerSpec, where: dict) -> None:
     (docs/DESIGN.md "HIER": the intra legs run on each node's ranks, the inter legs on the
     ranks of each local index), else a :class:`SimulationError` naming the leg's groups: a
     stranger, a rank twice, or the first rank missing (a group of strangers simulated as a
-    match, its ranks' legs read from no group of the leg)."""
+    match, its ranks' legs read from no group of the leg); then they are DESIGN's groups
+    exactly, by the topology table's nodes (:func:`check_hier_groups`)."""
     for leg in spec.legs.values():
         ranks = [r for group, _orders, _pgta in leg["groups"] for r in group]
         _check_ring_order(ranks, spec.group, "rank", f"hier.legs[{leg['at']}].groups",
                           lambda _r: "of the replica_group (a HIER leg's groups hold each "
                           "rank once)", where)
 
+
+
+def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
+    """Each HIER leg's ``groups`` are docs/DESIGN.md "HIER"'s, in order (FORMATS §1.1: a
+    group's ``group`` lists its ranks in position order), else a :class:`SimulationError`
+    naming ``hier.legs[i].groups[g].group`` and both values: an intra leg's group g the
+    ranks of the replica group's g-th node (position j its j-th local rank, in rank order),
+    an inter leg's group j the j-th local rank of each node (position i node i), the groups
+    ``lower`` plans (``select.hier_split`` of ``select.ranks_by_node``, the node of each rank
+    the manifest's ``topology.ranks``: :class:`Layout`).  Checked once each leg's groups hold
+    every rank once (:func:`_check_hier_leg_groups`): a rank moved to another node's group,
+    inter ranks regrouped, or a group's ranks in another order were blamed on a rank's legs
+    (a ring successor, a chunk's elements) or simulated as a match (a reversed pair, the
+    groups listed in another order)."""
+    for spec in triggers.values():  # (in the manifest's order)
+        if spec.slices is None:  # (not a HIER trigger)
+            continue
+        if (stray := next((r for r in spec.group if r not in layout.places), None)) is not None:
+            raise SimulationError(f"rank {stray} is not in the topology table",
+                                  file=spec.where["file"] or None, field="topology")
+        by_node = ranks_by_node(spec.group, lambda r: layout.places[r].node)
+        intra, inter = hier_split(tuple(ranks for _, ranks in by_node))
+        for name, leg in spec.legs.items():
+            i, groups = leg["at"], [group for group, _o, _p in leg["groups"]]
+            intra_leg = LEG_OPS[name][0] == INTRA
+            want = intra if intra_leg else inter
+            for g, (group, w) in enumerate(zip(groups, want)):
+                if tuple(group) != w:
+                    raise SimulationError(f"hier.legs[{i}].groups[{g}].group "
+                                          f"{_json_text(group)} is not {_json_text(list(w))}: "
+                                          f"{_hier_group_rule(intra_leg, g, by_node)}",
+                                          **spec.where)
+            if len(groups) != len(want):
+                count = ("one per node of the replica_group" if intra_leg else
+                         "one per local index (the fewest ranks of the replica_group on a node)")
+                raise SimulationError(f"hier.legs[{i}].groups lists "
+                                      f"{counted(len(groups), 'group')}, not {len(want)}: "
+                                      f"{name} has {count} (docs/DESIGN.md \"HIER\")",
+                                      **spec.where)
+
+
+def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
+    """What group ``g`` of an intra or inter HIER leg is (docs/DESIGN.md "HIER"), for
+    :func:`check_hier_groups`'s message; ``by_node`` the replica group's ranks by node."""
+    if intra_leg:
+        return (f"an intra leg's group {g} is the ranks of node {by_node[g][0]} in the "
+                "replica_group, in rank order (position j its j-th local rank: docs/DESIGN.md "
+                "\"HIER\")")
+    return (f"an inter leg's group {g} is the ranks of local index {g}, each node's rank at "
+            f"position {g} of its intra group, in node order (position i node i: "
+            "docs/DESIGN.md \"HIER\")")
 
 def _first_repeat(items: list) -> tuple[int, int] | None:
     """``(i, j)``: the first item given again, at ``j``, and where it was first, ``i``; None
