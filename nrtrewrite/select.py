@@ -1251,7 +1251,7 @@ __all__ = [
     "enc_can_post_hierarchical_operation", "enc_can_post_inter_rdh_operation",
     "enc_can_post_intra_rdh_operation", "enc_can_post_kangaring_operation",
     "enc_can_post_mesh_operation", "enc_can_post_single_cycle_ring", "evaluate_candidates",
-    "group_shape", "hier_groups", "hier_split", "idle_clauses", "parse_alg_name", "parse_algo_override",
-    "parse_op_name", "ranks_by_node", "ranks_text", "select", "select_all",
+    "group_shape", "hier_groups", "hier_split", "idle_clauses", "parse_alg_name",
+    "parse_algo_override", "parse_op_name", "ranks_by_node", "ranks_text", "select", "select_all",
     "DEFAULT_POLICY", "Policy",
 ]

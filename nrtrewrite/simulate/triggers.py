@@ -651,7 +651,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
                                   **where) from None
         hier_legs = raw["legs"]
         raw["legs"] = _resolve_hier(hier_legs, dict(file=where["file"] or None,
-                                                      field=where["field"]))
+                                                    field=where["field"]))
         spec = TriggerSpec(**raw, chunk=chunk, where=where)
         if hier and spec.algorithm != "HIER":  # (its chunk holds pgta alone: read_triggers)
             raise SimulationError(f"algorithm {json_kind(spec.algorithm)} but the trigger has "
@@ -722,7 +722,6 @@ def _check_hier_leg_groups(spec: TriggerSpec, where: dict) -> None:
                           "rank once)", where)
 
 
-
 def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
     """Each HIER leg's ``groups`` are docs/DESIGN.md "HIER"'s, in order (FORMATS §1.1: a
     group's ``group`` lists its ranks in position order), else a :class:`SimulationError`
@@ -772,6 +771,7 @@ def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
     return (f"an inter leg's group {g} is the ranks of local index {g}, each node's rank at "
             f"position {g} of its intra group, in node order (position i node i: "
             "docs/DESIGN.md \"HIER\")")
+
 
 def _first_repeat(items: list) -> tuple[int, int] | None:
     """``(i, j)``: the first item given again, at ``j``, and where it was first, ``i``; None
