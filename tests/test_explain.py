@@ -1301,3 +1301,70 @@ def test_a_model_less_engine_refusal_found_when_it_prepares_is_shown(monkeypatch
 def test_model_less_json_has_no_refused_triggers():
     d = run_json("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8")
     assert d["refused_not_shown"] == []
+
+
+def _two_rank_model(tmp_path, vars_, sp) -> str:
+    """A model of ``vars_`` (name, type, size) and the sp instructions ``sp`` on group 0, 1."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "m.neff"
+    path.write_bytes(assemble_spec({
+        "header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
+        "subgraphs": [{"name": "sg00", "replica_groups": [[0, 1]], "engines": {"sp": sp},
+                       "vars": [{"name": n, "type": k, "size": s} for n, k, s in vars_]}]}))
+    return str(path)
+
+
+def test_the_memory_layout_comes_before_the_start_addr_as_in_lower(tmp_path):
+    """An 8 GiB bf16 all-reduce from a 12 GiB input to a 12 GiB output on ranks 0, 1: its
+    buffers pass the 4 GiB a TENSOR3D start_addr addresses, and the vars (24 GiB) with the
+    RING's scratch of the whole message (8 GiB, docs/DESIGN.md) pass the 28 GiB of the core
+    window.  lower checks the memory layout first (the start_addr is one of
+    limits.check_plan's, after it): explain's head is lower's layout line (until 2026-12-05
+    explain gave the start_addr only, as the trigger's reason, and no model refusal)."""
+    path = _two_rank_model(tmp_path, [("a", "input", 12 << 30), ("o", "output", 12 << 30)],
+                           [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                            "dst": "o", "bytes": 8 << 30}}])
+    line = _lower_line(path, tmp_path)
+    assert line == (f"the model's DRAM vars, scratch and gateway need {32 << 30} bytes per "
+                    f"core (vars {24 << 30}, scratch {8 << 30}, gateway 0), more than the "
+                    f"{28 << 30} bytes of the core window below the SBUF window")
+    assert run_json("explain", path)["model_refusal"] == line
+
+
+def _ar_of(dtype, nbytes, src="a", dst="b"):
+    return {"all_reduce": {"dtype": dtype, "op": "add", "src": src, "dst": dst,
+                           "bytes": nbytes}}
+
+
+def test_the_note_names_first_what_lower_refuses_first(tmp_path):
+    """Trigger 0 passes the start_addr's 4 GiB (8 GiB), trigger 1 is FP32, trigger 2 is
+    shown: lower checks every trigger's dtype before any start_addr (limits.check_plan), so
+    it refuses trigger 1, and explain's note names it first; its runs stay in trigger order."""
+    path = _two_rank_model(tmp_path, [("a", "input", 8 << 30), ("b", "output", 8 << 30)],
+                           [_ar_of("bf16", 8 << 30), _ar_of("fp32", 64), _ar_of("bf16", 64)])
+    line = _lower_line(path, tmp_path)
+    assert "field dtype, trigger 1: ALLREDUCE in FP32 cannot be lowered" in line
+    res = _cli("explain", path, "--trigger", "2")
+    assert res.exit_code == 0, res.output
+    assert _note(res.output) == f"lower refuses 2 triggers not shown (0..1), the first: {line}"
+    d = run_json("explain", path, "--trigger", "2")
+    assert [r["trigger"] for r in d["refused_not_shown"]] == [1, 0]
+
+
+def test_the_note_names_a_selection_refusal_before_an_earlier_dtype(tmp_path):
+    """Trigger 0 is FP32, trigger 1 an all-gather that ``--algo 'allgather:single_cycle_ring'``
+    forces on an all-reduce-only engine: lower selects every trigger before it checks any
+    dtype, so it refuses trigger 1's selection, and explain's note names it first."""
+    path = _two_rank_model(
+        tmp_path, [("a", "input", 4096), ("b", "output", 4096), ("c", "output", 8192)],
+        [_ar_of("fp32", 4096), {"all_gather": {"dtype": "bf16", "src": "a", "dst": "c",
+                                               "bytes": 4096}}, _ar_of("bf16", 4096)])
+    algo = ("--algo", "allgather:single_cycle_ring")
+    res = _cli("lower", path, "-o", tmp_path / "out", *algo)
+    assert res.exit_code == 2
+    line = res.output.strip().split(f"{path}: ", 1)[1]
+    assert ("trigger 1: --algo 'allgather:single_cycle_ring' forces SINGLE_CYCLE_RING, "
+            "refused: ") in line
+    res = _cli("explain", path, "--trigger", "2", *algo)
+    assert res.exit_code == 0, res.output
+    assert _note(res.output) == f"lower refuses 2 triggers not shown (0..1), the first: {line}"

@@ -428,7 +428,11 @@ class ModelPlan:
     #: nothing lowerable serves is INVALID), by ordinal
     selections: dict[int, Selection]
     #: the refusal of every trigger ``lower`` refuses for a reason of its own, by ordinal: the
-    #: first of its checks that fails, placed at the trigger (a model-wide refusal is not one)
+    #: first of its checks that fails, placed at the trigger (a model-wide refusal is not one);
+    #: in the order ``lower`` meets them: the selections (lower selects every trigger
+    #: first), then lower's checks and the engines' prepares, then the TENSOR3D start_addr
+    #: (limits.check_plan, after the entry handshake and the memory layout), each in
+    #: trigger order
     refusals: dict[int, NrtRewriteError]
     #: the engine's plan of every trigger ``lower`` plans (``Prepared.data``), by ordinal
     plans: dict[int, Any]
@@ -442,11 +446,13 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     selection, its dtype and operands (lower.check_trigger), its engine's ``prepare``
     (lower.prepare_trigger: what only the engine's plan shows, as a mesh channel buffer past
     ENC_MESH_CHANNEL_BUF_MAX_SIZE, HIER legs past 32 channel ids, SINGLE_STEP_MESH in place),
-    the TENSOR3D start_addr (limits.check_start_addr).  When no trigger is refused (else
-    ``lower`` refuses at the first such), the model-wide refusal in ``lower``'s order: the
-    entry handshake's semaphores (entryslots), the memory layout with the scratch and
-    gateway the engines' plans need (lower.lay_out_memory: the core window), the plan's
-    limits (limits.check_plan, on the plans themselves).
+    the TENSOR3D start_addr (limits.check_start_addr).  When no trigger is refused by its
+    selection, lower's checks or its engine (else ``lower`` refuses at the first such:
+    :attr:`ModelPlan.refusals` is in ``lower``'s order), the model-wide refusal in
+    ``lower``'s order: the entry handshake's semaphores (entryslots), the memory layout with
+    the scratch and gateway the engines' plans need (lower.lay_out_memory: the core window),
+    the plan's limits (limits.check_plan, on the plans themselves: the start_addr among
+    them, so a trigger refused only for it is planned).
 
     Triggers of one request (op, dtype, group, sizes, ALU op, SBUF or not) whose operands
     share bytes alike are selected and prepared once: selection reads only the request, an
@@ -469,6 +475,11 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     done: dict[tuple, list] = {}
     out = ModelPlan(selections={}, refusals={}, plans={}, refusal=None)
     planned: list[TriggerPlan] = []
+    # the triggers refused, by the check that refuses them: their selection, lower's checks
+    # or their engine's prepare, the TENSOR3D start_addr (each in trigger order)
+    unselected: dict[int, NrtRewriteError] = {}
+    checked: dict[int, NrtRewriteError] = {}
+    addressed: dict[int, NrtRewriteError] = {}
 
     def here(err: NrtRewriteError, t) -> NrtRewriteError:  # a request's error at trigger t
         return type(err)(err.why, replace(err.where, **trigger_where(t)))
@@ -483,12 +494,14 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
             except NrtRewriteError as err:
                 done[key] = [err.at(**trigger_where(t)), None, None]
         seen = done[key]
+        stage = unselected
         try:
             if isinstance(seen[0], NrtRewriteError):
                 raise seen[0] if first else here(seen[0], t)
             sel = out.selections[t.ordinal] = replace(seen[0], trigger=t.ordinal)
             if sel.alg == EncAlgType.INVALID:  # what strict selection raises (select_all)
                 raise SelectionError(sel.fallback_reason, **trigger_where(t))
+            stage = checked
             check_trigger(t)
             if seen[1] is None:
                 try:
@@ -503,16 +516,21 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
                 seen[1], seen[2] = tp, p.data if t.ordinal in shown else None
             elif isinstance(seen[1], NrtRewriteError):
                 raise here(seen[1], t)
-            check_start_addr(t)
         except NrtRewriteError as err:
-            out.refusals[t.ordinal] = err
+            stage[t.ordinal] = err
             continue
         tp = seen[1]
         planned.append(TriggerPlan(trigger=t, selection=sel, algorithm=tp.algorithm,
                                    prepared=tp.prepared, group=tp.group, leader=tp.leader))
         if t.ordinal in shown and seen[2] is not None:
             out.plans[t.ordinal] = seen[2]
-    if out.refusals:
+        try:  # (lower meets it in check_plan, after the model-wide checks below)
+            check_start_addr(t)
+        except NrtRewriteError as err:
+            addressed[t.ordinal] = err
+    # lower selects every trigger first (select_all), then checks and prepares each
+    out.refusals = {**unselected, **checked, **addressed}
+    if unselected or checked:
         return out
     try:
         entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node,
@@ -524,13 +542,14 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     return out
 
 
-def _refused_not_shown(m, mp: ModelPlan, shown: set[int]) -> list[dict]:
-    """``{trigger, refusal}`` of every trigger of ``m`` not in ``shown`` (not asked for with
+def _refused_not_shown(mp: ModelPlan, shown: set[int]) -> list[dict]:
+    """``{trigger, refusal}`` of every trigger of the model not in ``shown`` (not asked for with
     ``--trigger``, or skipped by ``--rank``) that ``lower`` refuses for a reason of its own
     (:func:`_plan_model`), ``refusal`` the line ``lower`` refuses it with, without the
-    model's path, as a shown trigger's record is INVALID with it."""
-    return [{"trigger": t.ordinal, "refusal": str(mp.refusals[t.ordinal])}
-            for t in m.triggers if t.ordinal not in shown and t.ordinal in mp.refusals]
+    model's path, as a shown trigger's record is INVALID with it; in the order ``lower``
+    meets them (:attr:`ModelPlan.refusals`), so the first is the one it would name."""
+    return [{"trigger": ordinal, "refusal": str(err)}
+            for ordinal, err in mp.refusals.items() if ordinal not in shown]
 
 
 def _refused_head(refused: list[dict]) -> str:
@@ -539,7 +558,7 @@ def _refused_head(refused: list[dict]) -> str:
     the first 8 runs."""
     if len(refused) == 1:
         return f"lower refuses trigger {refused[0]['trigger']}, not shown:"
-    runs = compress([r["trigger"] for r in refused]).split()
+    runs = compress(sorted(r["trigger"] for r in refused)).split()
     listed = " ".join(runs[:8]) + (" ..." if len(runs) > 8 else "")
     return f"lower refuses {len(refused)} triggers not shown ({listed}), the first:"
 
@@ -931,7 +950,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             warn(err_console, note)
     refused: list[dict] = []  # the triggers not shown that lower refuses
     if model is not None and len(sels) < len(m.triggers):
-        refused = _refused_not_shown(m, mp, {s.trigger for s in sels})
+        refused = _refused_not_shown(mp, {s.trigger for s in sels})
     if as_json:
         out = {"model": model, "topology": _topology_json(topo),
                "override": override.text if override else None,
