@@ -370,29 +370,17 @@ def _single_cycle_rings(sel: Selection, topo: Topology, sp=None) -> list[tuple]:
     return sorted(out, key=lambda r: r[0])
 
 
-def not_lowerable(sel: Selection, trig=None, model_why: str | None = None,
-                  refusal: str | None = None) -> Selection:
-    """``sel`` as ``lower`` sees it, not lowered with the reason ``lower`` refuses it for:
-    ``refusal``, a model's trigger's (:func:`_plan_model`: the first of ``lower``'s checks of
-    it that fails, in ``lower``'s order), else a collective in a dtype ``lower`` refuses
-    (lower.dtype_refusal), a DRAM one whose buffers a TENSOR3D start_addr cannot address
-    (limits.start_addr_refusal), a model's trigger whose operands overlap
-    (lower.operand_refusal), else the trigger at which ``lower`` refuses the model
-    (``model_why``: its entry handshake has no semaphore left, entryslots, or it passes a
-    model-wide limit of the plan, limits.check_plan).  A model-less collective's engine
-    refusals: :func:`_engine_refusal`."""
+def not_lowerable(sel: Selection) -> Selection:
+    """A model-less collective's ``sel`` as ``lower`` would see it: in a dtype ``lower``
+    refuses (lower.dtype_refusal), or a DRAM one whose buffers a TENSOR3D start_addr cannot
+    address (limits.start_addr_refusal), not lowered with that reason.  Its engine's
+    refusals: :func:`_engine_refusal`; a model's triggers get ``lower``'s own checks
+    (:func:`_plan_model`)."""
     from nrtrewrite.limits import start_addr_refusal
-    from nrtrewrite.lower import dtype_refusal, operand_refusal
-    why = refusal if refusal is not None else dtype_refusal(sel.op, sel.dtype)
+    from nrtrewrite.lower import dtype_refusal
+    why = dtype_refusal(sel.op, sel.dtype)
     if why is None and not sel.sbuf:
         why = start_addr_refusal(sel.op_bytes)
-    if why is None and trig is not None:
-        why = operand_refusal(trig)
-    if why is None and trig is not None and sel.alg == EncAlgType.SINGLE_STEP_MESH:
-        from nrtrewrite.compose.mesh import single_step_mesh_refusal
-        why = single_step_mesh_refusal(trig)
-    if why is None:
-        why = model_why
     if why is None or sel.alg == EncAlgType.INVALID:
         return sel
     return not_lowered(sel, why)
@@ -932,9 +920,13 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         else:
             if item.ordinal not in mp.selections:  # its selection fails: as lower and
                 raise mp.refusals[item.ordinal].at(file=model)  # schedule name it
-            why = mp.refusals.get(item.ordinal)
-            sel = not_lowerable(mp.selections[item.ordinal], item, model_why.get(item.ordinal),
-                                why.why if why is not None else None)
+            # lower's refusal of the trigger (its first check that fails), else the
+            # model-wide one that names it
+            err = mp.refusals.get(item.ordinal)
+            why = err.why if err is not None else model_why.get(item.ordinal)
+            sel = mp.selections[item.ordinal]
+            if why is not None and sel.alg != EncAlgType.INVALID:
+                sel = not_lowered(sel, why)
             plan = mp.plans.pop(item.ordinal, None)  # (freed once shown)
         sels.append(sel)
         try:
