@@ -1579,6 +1579,23 @@ def test_a_hier_leg_plan_no_group_runs_is_refused(hier16_out, tmp_path, key, val
                             "FORMATS §1.1)")
 
 
+def test_a_hier_leg_plan_listed_twice_is_refused(hier16_out, tmp_path):
+    """FORMATS §1.1: a leg's ``plans`` are its groups' distinct plans, each once.
+    hier16_out's intra_redsct leg has one plan, run by both node groups; a copy of it
+    appended and named by the second group simulated as a match. It is refused naming both
+    plans."""
+    out = copy(hier16_out, tmp_path)
+
+    def repeat_plan(legs):
+        assert [g["plan"] for g in legs[0]["groups"]] == [0, 0] and len(legs[0]["plans"]) == 1
+        legs[0]["plans"].append(json.loads(json.dumps(legs[0]["plans"][0])))
+        legs[0]["groups"][1]["plan"] = 1
+    _rehier(out, repeat_plan)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].plans[1] "
+                            "repeats plans[0] (a leg's plans are its groups' distinct plans, "
+                            "each once: FORMATS §1.1)")
+
+
 #: docs/DESIGN.md "HIER": the legs of a HIER all-reduce, in order
 HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_allg, in that "
                "order (docs/DESIGN.md \"HIER\")")

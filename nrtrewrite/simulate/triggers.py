@@ -565,6 +565,7 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
         # (where the leg is, and its plans' chunks by group: check_chunk_groups's)
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers, "at": i,
                      "chunks": [chunk for _, chunk in plans],
+                     "plan_keys": [_plan_key(plan) for plan in plans],
                      "plan_of": [k for _, k in raw_groups]}
     return out
 
@@ -773,6 +774,14 @@ def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
             "docs/DESIGN.md \"HIER\")")
 
 
+def _plan_key(plan: tuple) -> tuple:
+    """A HIER leg plan (:func:`_hier_legs`) as a value two copies share: each channel's ring
+    order, by channel, and its chunk."""
+    channels, chunk = plan
+    return (tuple(sorted((ch, tuple(order)) for ch, order in channels.items())),
+            tuple(sorted(chunk.items())))
+
+
 def _first_repeat(items: list) -> tuple[int, int] | None:
     """``(i, j)``: the first item given again, at ``j``, and where it was first, ``i``; None
     when every item differs."""
@@ -909,7 +918,10 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
     its ranks hold in their
     ``intra_redsct`` groups), interleaved over its ranks, and its intra legs cut each local
     rank's slice as a block, every slice of a group by the widest one's layout (the legs
-    are ``select.HIER_LEGS``'s: :func:`_check_hier_leg_names`)."""
+    are ``select.HIER_LEGS``'s: :func:`_check_hier_leg_names`).  Then no leg lists a plan
+    twice (the same ring orders and chunk; FORMATS §1.1: a leg's plans are distinct): checked
+    after the layouts, so a plan whose tampered chunk equals another's is named for its
+    layout."""
     n, size = spec.n, len(spec.group)
     local = {}  # rank -> (its local index, the local ranks of its node)
     for group, _orders, _pgta in spec.legs.get("intra_redsct", {}).get("groups", ()):
@@ -932,6 +944,10 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
                            "elements,", False)
             _check_layout(leg["chunks"][k], f"hier.legs[{i}].plans[{k}].chunk", subject,
                           span, ranks, spec.where)
+        if (repeat := _first_repeat(leg["plan_keys"])) is not None:
+            raise SimulationError(f"hier.legs[{i}].plans[{repeat[1]}] repeats "
+                                  f"plans[{repeat[0]}] (a leg's plans are its groups' distinct "
+                                  "plans, each once: FORMATS §1.1)", **spec.where)
     most = max((c["pgta"] for leg in spec.legs.values() for c in leg["chunks"]), default=1)
     if spec.pgta != most:
         raise SimulationError(f"chunk.pgta {spec.pgta} is not {most}, the most chunk groups "
