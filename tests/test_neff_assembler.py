@@ -157,7 +157,7 @@ def test_fixture_contents():
                                                                         num_elements=None),
      "field subgraphs[0].engines.sp[1].all_reduce", "not both"),
     (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(opcode=0xC9),
-     "field subgraphs[0].engines.sp[1].all_reduce.opcode", "0xC7, 0xC8 or 0xD9"),
+     "field subgraphs[0].engines.sp[1].all_reduce.opcode", "opcode 0xC9 is not 0xC7, 0xC8 or 0xD9"),
     (lambda s: s["subgraphs"][0]["engines"]["sp"].__setitem__(
         1, {"all_gather": {"dtype": "bf16", "op": "add", "src": "in", "dst": "out"}}),
      "field subgraphs[0].engines.sp[1].all_gather.op", "all_gather takes no op"),
