@@ -1596,6 +1596,39 @@ def test_a_hier_leg_plan_listed_twice_is_refused(hier16_out, tmp_path):
                             "each once: FORMATS §1.1)")
 
 
+@pytest.mark.parametrize("buffer, says", [
+    ({"offset": 4000, "region": "gw", "role": "gw2"},
+     "hier.legs[0].buffers[3].offset 4000 is outside the gw region's 4000 bytes"),
+    ({"offset": 8000, "region": "scratch", "role": "recv2"},
+     "hier.legs[0].buffers[3].offset 8000 is outside the scratch region's 8000 bytes"),
+    ({"offset": -2, "region": "scratch", "role": "recv2"},
+     "hier.legs[0].buffers[3].offset -2 is outside the scratch region's 8000 bytes"),
+], ids=["gw-end", "scratch-end", "negative"])
+def test_a_hier_leg_buffer_outside_its_region_is_refused(hier16_out, tmp_path, buffer, says):
+    """FORMATS §1.1: a leg's ``buffers`` lie inside their regions (scratch or gw, ``offset``
+    in bytes). hier16_out: 1000 bf16 elements, a space of 2000 bytes; its single-cycle inter
+    leg gives scratch four spaces (8000 bytes) and the gateway two (4000). A buffer appended
+    to the first leg (its gw, out and recv sorted by role, so index 3) at a region's end, or
+    before its start, simulated as a match: lower listed such ``gw2`` and ``recv2`` buffers
+    on every leg until 2026-12-05. It is refused naming the key and the region's size."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: legs[0]["buffers"].append(buffer))
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {says} (a buffer "
+                            "lies inside its region: FORMATS §1.1)")
+
+
+def test_a_buffer_in_a_region_other_than_scratch_or_gw_is_refused(hier16_out, tmp_path):
+    """FORMATS §1.1: a buffer's ``region`` is scratch or gw. hier16_out's trigger given a
+    ``buffers`` entry in ``sbuf`` (the trigger-level list: a single-cycle trigger's second
+    views) was read as an anchor in no region; it is refused naming the key."""
+    out = copy(hier16_out, tmp_path)
+    _retrigger(out, 0, lambda t: t.__setitem__(
+        "buffers", [{"offset": 0, "region": "sbuf", "role": "recv2"}]))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].region "
+                            "\"sbuf\" is not scratch or gw (FORMATS §1.1)")
+
+
 #: docs/DESIGN.md "HIER": the legs of a HIER all-reduce, in order
 HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_allg, in that "
                "order (docs/DESIGN.md \"HIER\")")

@@ -374,6 +374,56 @@ def test_hier_scratch_and_gateway_hold_one_element_space_a_buffer(tmp_path, algo
     assert (size["scratch"], size["gw"]) == (buffers[0] * 384, buffers[1] * 384)
 
 
+@pytest.mark.parametrize("algo, legs", [
+    ("inter_allr:ring", [{"gw": ("gw", 0), "recv": ("scratch", 0), "out": ("scratch", 384)},
+                         {"gw": ("gw", 0), "in": ("scratch", 384), "recv": ("scratch", 768)},
+                         {"gw": ("gw", 0)}]),
+    (None, [{"gw": ("gw", 0), "recv": ("scratch", 0), "out": ("scratch", 384)},
+            {"gw": ("gw", 0), "gw2": ("gw", 384), "in": ("scratch", 384),
+             "recv": ("scratch", 768), "recv2": ("scratch", 1152)},
+            {"gw": ("gw", 0)}]),
+], ids=["ring-inter", "single-cycle-inter"])
+def test_hier_legs_list_only_their_own_buffers_inside_the_regions(tmp_path, algo, legs):
+    """DESIGN.md "HIER" "Buffers" and FORMATS.md §1.1 ``hier.legs[].buffers``: scratch holds
+    RECV at 0, MID at one element space and the inter leg's RECV at two (a single-cycle
+    inter leg's second RECV at three); the gateway's view at 0 (every entry's gateway view),
+    a single-cycle leg's second at one space.  192 bf16 elements: a space of 384 bytes.
+    Before 2026-12-05 every leg also listed ``gw2`` (at 384) and ``recv2`` (at 1152), past
+    the gateway's 384 and scratch's 1152 bytes when no leg is single-cycle, and every leg
+    listed them when one was."""
+    ranks = [0, 1, 2, 3, 64, 65, 66, 67]
+    man, _ = lower(tmp_path, coll_spec("all_reduce", "bf16", ranks, 192, lnc=2), algo=algo)
+    got = [{b["role"]: (b["region"], b["offset"]) for b in leg["buffers"]}
+           for leg in man["triggers"][0]["hier"]["legs"]]
+    assert got == legs
+    size = {r["kind"]: r["size"] for r in man["memory"]["regions"]}
+    assert all(off < size[region] for leg in got for region, off in leg.values())
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter"])
+def test_hier_all_gather_and_reduce_scatter_legs_list_buffers_inside_the_regions(tmp_path,
+                                                                                  kind):
+    """DESIGN.md "HIER" "Buffers": an all-gather's legs run in OUT (no scratch: each lists
+    only the gateway view at 0); a reduce-scatter's first leg RECV at 0 and MID at one space
+    of scratch, its inter leg MID as input and its RECV at two spaces.  192 bf16 elements
+    over 8 ranks: the all-gather's space 8 x 192 x 2 = 3072 bytes (a gateway of 3072), the
+    reduce-scatter's 384 (scratch 3 x 384, gateway 384)."""
+    ranks = [0, 1, 2, 3, 64, 65, 66, 67]
+    man, _ = lower(tmp_path, coll_spec(kind, "bf16", ranks, 192, lnc=2), algo=None)
+    t = man["triggers"][0]
+    assert t["algorithm"] == "HIER"
+    got = [{b["role"]: (b["region"], b["offset"]) for b in leg["buffers"]}
+           for leg in t["hier"]["legs"]]
+    size = {r["kind"]: r["size"] for r in man["memory"]["regions"]}
+    if kind == "all_gather":
+        assert got == [{"gw": ("gw", 0)}] * 2
+        assert (size.get("scratch", 0), size["gw"]) == (0, 3072)
+    else:
+        assert got == [{"gw": ("gw", 0), "recv": ("scratch", 0), "out": ("scratch", 384)},
+                       {"gw": ("gw", 0), "in": ("scratch", 384), "recv": ("scratch", 768)}]
+        assert (size["scratch"], size["gw"]) == (1152, 384)
+
+
 def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
     """TOPOLOGY.md rule 2.  trn2's H0 visits devices 0 1 2 3 7 4 5 6 10 11 8 9 13 14 15 12
     (TOPOLOGY.md's JSON example); devices 0, 1, 2, 3, 5, 6 (logical core 0 of each at LNC 2:

@@ -159,9 +159,10 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
                             "recv": ("scratch", scratch["recv1"])}
             elif leg.name == "inter_allr":
                 lp.roles = {"in": ("scratch", scratch["mid"]), "out": ("dst", 0),
-                            "recv": ("scratch", scratch["recv2"]),
-                            "recv2": ("scratch", scratch["recv2b"]),
-                            "gw": ("gw", gw["gw"]), "gw2": ("gw", gw["gw2"])}
+                            "recv": ("scratch", scratch["recv2"])}
+                if alg == EncAlgType.SINGLE_CYCLE_RING:  # its CCW partials and staging
+                    lp.roles.update(recv2=("scratch", scratch["recv2b"]),
+                                    gw2=("gw", gw["gw2"]))
             else:  # intra_allg, in place in the output
                 lp.roles = {"in": ("dst", 0), "out": ("dst", 0), "recv": ("dst", 0)}
                 lp.inplace = True
@@ -178,9 +179,9 @@ def plan_hier(ctx, trig, sel) -> HierPlan:
             else:
                 lp.roles = {"in": ("scratch", scratch["mid"]), "out": ("dst_block", 0),
                             "recv": ("scratch", scratch["recv2"])}
+        # every entry's view table holds the gateway view (gw_view 3); only a single-cycle
+        # leg has the second views, which the regions hold only then (HierAlgorithm.prepare)
         lp.roles.setdefault("gw", ("gw", gw["gw"]))
-        lp.roles.setdefault("gw2", ("gw", gw["gw2"]))
-        lp.roles.setdefault("recv2", ("scratch", scratch["recv2b"]))
         cap = max(1, budget // (len(sel.legs) - k))
         layouts = _leg_layouts(op, leg.name, index, inter, slices, c, trig.dtype)
         # the channel count of each group (choose_channels of the group's request)

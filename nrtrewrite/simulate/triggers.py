@@ -762,6 +762,37 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                                       **spec.where)
 
 
+#: the regions a trigger's or HIER leg's ``buffers`` live in (docs/FORMATS.md §1.1)
+BUFFER_REGIONS = ("scratch", "gw")
+
+
+def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
+    """Each buffer a trigger (``buffers``: a single-cycle trigger's second views) or a HIER
+    leg (``hier.legs[i].buffers``) lists lies inside its region of the output's memory map
+    (docs/FORMATS.md §1.1: ``region`` scratch or gw, ``offset`` in bytes inside it), else a
+    :class:`SimulationError` naming the key and the region's size.  Each is an anchor a leg's
+    streams may start at (:meth:`TriggerSpec.leg_buffers`); until 2026-12-05 none was
+    checked, and ``lower`` listed a HIER leg's ``gw2`` and ``recv2`` past their regions on
+    every leg that is not single-cycle."""
+    for spec in triggers.values():  # (in the manifest's order)
+        lists = [("buffers", spec.buffers)] + [(f"hier.legs[{leg['at']}].buffers",
+                                                leg["buffers"]) for leg in spec.legs.values()]
+        for key, buffers in lists:
+            for b, buf in enumerate(buffers):
+                kind, off = str(buf["region"]), int(buf["offset"])
+                if kind not in BUFFER_REGIONS:
+                    raise SimulationError(f"{key}[{b}].region {_json_text(kind)} is not scratch "
+                                          "or gw (FORMATS §1.1)", **spec.where)
+                reg = layout.named(kind)
+                size = reg.size if reg is not None else 0
+                if not 0 <= off < size:
+                    region = (f"the {kind} region's {counted(size, 'byte')}" if size else
+                              f"the memory map's {kind} region, which is empty")
+                    raise SimulationError(f"{key}[{b}].offset {off} is outside {region} (a "
+                                          "buffer lies inside its region: FORMATS §1.1)",
+                                          **spec.where)
+
+
 def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
     """What group ``g`` of an intra or inter HIER leg is (docs/DESIGN.md "HIER"), for
     :func:`check_hier_groups`'s message; ``by_node`` the replica group's ranks by node."""
