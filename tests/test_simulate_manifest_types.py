@@ -219,6 +219,26 @@ CASES = [
      "triggers[0].hier.legs[0].buffers", "missing", True),
     ("hier", 0, ["entries", 0, "leg"], ABSENT, "entries[0].leg", "missing", False),
     ("ar2", 0, ["entries", 0, "subgraph"], ABSENT, "entries[0].subgraph", "missing", False),
+    # the platform keys (FORMATS §1.1 topology): optional together (a manifest written before
+    # them has none), typed when present; until 2026-12-05 read as Python values, a protocol
+    # error (status 1) in Python's words: `topology.hw_generation is '3'`, `... is True`,
+    # `topology.platform is None` for the one key deleted, and 2048.0 == 2048 passed the cap
+    ("ar2", None, ["topology", "hw_generation"], "3", "topology.hw_generation",
+     'must be an integer, not "3"', True),
+    ("ar2", None, ["topology", "hw_generation"], True, "topology.hw_generation",
+     "must be an integer, not true", True),
+    ("ar2", None, ["topology", "cce_max_elements"], 2048.0, "topology.cce_max_elements",
+     "must be an integer, not 2048.0", True),
+    ("ar2", None, ["topology", "platform"], 5, "topology.platform", "must be a string, not 5",
+     True),
+    ("ar2", None, ["topology", "platform"], None, "topology.platform",
+     "must be a string, not null", True),
+    ("ar2", None, ["topology", "platform"], ABSENT, "topology.platform", "missing", True),
+    ("ar2", None, ["topology", "cce_max_elements"], ABSENT, "topology.cce_max_elements",
+     "missing", True),
+    # topology.mesh_sub_type: optional (new on 2026-12-04), a name or null (no mesh)
+    ("ar2", None, ["topology", "mesh_sub_type"], 5, "topology.mesh_sub_type",
+     "must be a string, not 5", True),
 ]
 
 

@@ -375,7 +375,8 @@ def test_a_manifest_without_mesh_sub_type_still_simulates(mesh_out, tmp_path):
     assert res.exit_code == 0, res.output
     top["topology"]["mesh_sub_type"] = "MESH_INVALID"
     man.write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
-    _fails(out, "field topology.mesh_sub_type", "topology.mesh_sub_type is 'MESH_INVALID'")
+    _fails(out, "field topology.mesh_sub_type", "topology.mesh_sub_type is \"MESH_INVALID\": one of FULL_MESH, "
+           "GROUPED_MESH, MESH_TRN2, MESH_SWITCH, or null (no mesh)")
 
 
 def test_a_kangaring_direct_recv_copies(tmp_path):

@@ -20,7 +20,7 @@ from nrtrewrite.emit.address import (
 from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.jsonin import joined_key
-from nrtrewrite.simulate.fields import Field
+from nrtrewrite.simulate.fields import Field, json_kind
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
 #: The highest logical core whose window (``lc << 36``) lies inside LOCAL [46:0] (FORMATS §10).
@@ -82,30 +82,42 @@ class RankPlace:
 PLATFORM_KEYS = ("platform", "hw_generation", "cce_max_elements")
 
 
-def _platform(topo: dict, file: str) -> tuple[str | None, int | None, int]:
-    """(name, hw_generation, CCE element cap) of the platform the lowering used, from the
-    manifest's ``topology``; the cap is the seed's for the generation (seed 000 §3.4), and the
-    manifest's ``cce_max_elements`` must be it.  All None for a manifest written before the
-    platform was recorded (none of :data:`PLATFORM_KEYS`): name and generation None, the cap
-    the largest of any generation (no lowering of any platform goes over it)."""
-    if not any(k in topo for k in PLATFORM_KEYS):
-        return None, None, max(SDMA_MAX_CCE_ELEMENTS.values())
+def _read_platform(topo: Field) -> tuple[str, int, int] | None:
+    """The platform keys of the manifest's ``topology`` read with their types (FORMATS §1.1:
+    ``platform`` a string, ``hw_generation`` and ``cce_max_elements`` integers; an
+    :class:`OutputError` naming the key otherwise), what they say unchecked
+    (:func:`_platform`).  None for a manifest written before the platform was recorded (none
+    of :data:`PLATFORM_KEYS`); the three come together, so one that has any has all."""
+    if not any(topo.has(k) for k in PLATFORM_KEYS):
+        return None
+    return topo["platform"].str(), topo["hw_generation"].int(), topo["cce_max_elements"].int()
 
-    def err(key: str, why: str) -> SimulationError:
-        return SimulationError(f"topology.{key} is {topo.get(key)!r}: {why}", file=file,
+
+def _platform(recorded: tuple[str, int, int] | None, file: str
+              ) -> tuple[str | None, int | None, int]:
+    """(name, hw_generation, CCE element cap) of the platform the lowering used, from the
+    manifest's ``topology`` as :func:`_read_platform` read it; the cap is the seed's for the
+    generation (seed 000 §3.4), and the manifest's ``cce_max_elements`` must be it.  For a
+    manifest written before the platform was recorded: name and generation None, the cap
+    the largest of any generation (no lowering of any platform goes over it)."""
+    if recorded is None:
+        return None, None, max(SDMA_MAX_CCE_ELEMENTS.values())
+    name, gen, cap = recorded
+
+    def err(key: str, value, why: str) -> SimulationError:
+        return SimulationError(f"topology.{key} is {json_kind(value)}: {why}", file=file,
                                field=joined_key("topology", key))
 
-    name, gen, cap = (topo.get(k) for k in PLATFORM_KEYS)
-    if not isinstance(name, str) or not name:
-        raise err("platform", "the platform's name must be a non-empty string")
-    if not isinstance(gen, int) or isinstance(gen, bool) or gen not in SDMA_MAX_CCE_ELEMENTS:
-        raise err("hw_generation", "the hardware generation must be one of "
+    if not name:
+        raise err("platform", name, "the platform's name must be a non-empty string")
+    if gen not in SDMA_MAX_CCE_ELEMENTS:
+        raise err("hw_generation", gen, "the hardware generation must be one of "
                   f"{', '.join(map(str, HW_GENERATIONS))} (the NeuronCore version: trn1 2, "
                   "trn2 3)")
     want = SDMA_MAX_CCE_ELEMENTS[gen]
-    if not isinstance(cap, int) or isinstance(cap, bool) or cap != want:
-        raise err("cce_max_elements", f"hw_generation {gen} caps a CCE descriptor at {want} "
-                  "elements (aws_hal_get_sdma_max_cce_elements, seed 000 §3.4)")
+    if cap != want:
+        raise err("cce_max_elements", cap, f"hw_generation {gen} caps a CCE descriptor at "
+                  f"{want} elements (aws_hal_get_sdma_max_cce_elements, seed 000 §3.4)")
     return name, gen, want
 
 
@@ -149,7 +161,11 @@ class Layout:
         self.lnc_size = topo["lnc_size"].int()
         #: the topology's node count: every rank's node is one of 0 .. nodes - 1
         self.nodes = topo["nodes"].int(1)
-        self._topo = topo.value  # the platform keys and mesh_sub_type: checked as values
+        #: the platform keys (None: not recorded) and mesh_sub_type, typed: checked as values
+        self._platform = _read_platform(topo)
+        #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
+        self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
+        self._mesh_sub_name = topo.get("mesh_sub_type").opt_str()
         self.world = doc["world"].ints()
 
     def check(self) -> None:
@@ -190,16 +206,15 @@ class Layout:
         self._s_size = np.array([r.size for r in sbuf], np.int64)
         self._by_var = {(r.subgraph, r.var_id): r for r in self.regions if r.var_id is not None}
 
-        topo = self._topo
-        self.platform, self.hw_generation, self.cce_max_elements = _platform(topo, file)
+        self.platform, self.hw_generation, self.cce_max_elements = _platform(self._platform,
+                                                                             file)
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
         self.mesh_sub_type: int | None = None
-        self.mesh_sub_type_recorded = "mesh_sub_type" in topo
-        sub = topo.get("mesh_sub_type")
+        sub = self._mesh_sub_name
         if sub is not None:
-            if not isinstance(sub, str) or sub not in MESH_SUB_TYPE_NAMES:
-                raise SimulationError(f"topology.mesh_sub_type is {sub!r}: one of "
+            if sub not in MESH_SUB_TYPE_NAMES:
+                raise SimulationError(f"topology.mesh_sub_type is {json_kind(sub)}: one of "
                                       f"{', '.join(MESH_SUB_TYPE_NAMES)}, or null (no mesh)",
                                       file=file, field="topology.mesh_sub_type")
             self.mesh_sub_type = int(EncAlgMeshType[sub])
