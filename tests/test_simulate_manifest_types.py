@@ -35,6 +35,13 @@ def hier(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def ring(tmp_path_factory) -> Path:
+    """The same all-reduce over ranks 0, 1, 64, 65 lowered as one RING: its trigger's
+    ``channels`` are one ring, channel 0 (FORMATS §1.1)."""
+    return lower_spec(two_node_spec(), tmp_path_factory.mktemp("ring") / "out", algo="ring")
+
+
+@pytest.fixture(scope="module")
 def mesh(tmp_path_factory) -> Path:
     """fixtures/ar2.neff lowered with the mesh forced: its trigger has a ``mesh`` section."""
     return lower_neff(FIX / "ar2.neff", tmp_path_factory.mktemp("mesh") / "out", algo="mesh")
@@ -239,6 +246,33 @@ CASES = [
     # topology.mesh_sub_type: optional (new on 2026-12-04), a name or null (no mesh)
     ("ar2", None, ["topology", "mesh_sub_type"], 5, "topology.mesh_sub_type",
      "must be a string, not 5", True),
+    # SIMULATOR §1: an integer is also held to its range, a rank 0 or more, a channel 0..31
+    # (nec.h NEC_MAX_CHANNELS); until 2026-12-05 only an entry's channels were: a trigger's
+    # channel 32 or -5 was blamed on legs.bin (`the ring successor of channel 0 is -1`), 2^62
+    # on a trigger whose legs do not read it simulated as a match, a replica_group's rank -1
+    # was `rank -1 is missing: lower without --rank`, a fifo slice's channel -1 `fifo slices
+    # are not in ascending channel order`
+    ("ring", None, ["triggers", 0, "channels", 0, "channel"], 32,
+     "triggers[0].channels[0].channel", "32 is outside 0..31", True),
+    ("ring", None, ["triggers", 0, "channels", 0, "channel"], -5,
+     "triggers[0].channels[0].channel", "-5 is outside 0..31", True),
+    ("ar2", None, ["triggers", 0, "channels", 0, "channel"], 2 ** 62,
+     "triggers[0].channels[0].channel", "4611686018427387904 is outside 0..31", True),
+    ("hier", None, ["triggers", 0, "hier", "legs", 1, "plans", 0, "channels", 0, "channel"], 32,
+     "triggers[0].hier.legs[1].plans[0].channels[0].channel", "32 is outside 0..31", True),
+    ("hier", 0, ["fifo", 0, "channel"], -1, "fifo[0].channel", "-1 is outside 0..31", False),
+    ("ar2", None, ["triggers", 0, "replica_group"], [0, -1], "triggers[0].replica_group[1]",
+     f"-1 is outside {I64}", True),
+    ("ar2", None, ["triggers", 0, "leader"], -1, "triggers[0].leader", f"-1 is outside {I64}",
+     True),
+    ("ring", None, ["triggers", 0, "channels", 0, "order", 0], -1,
+     "triggers[0].channels[0].order[0]", f"-1 is outside {I64}", True),
+    ("hier", None, ["triggers", 0, "hier", "legs", 0, "groups", 0, "group", 0], -1,
+     "triggers[0].hier.legs[0].groups[0].group[0]", f"-1 is outside {I64}", True),
+    ("ar2", None, ["world", 1], -1, "world[1]", f"-1 is outside {I64}", True),
+    ("ar2", None, ["topology", "ranks", 1, "rank"], -1, "topology.ranks[1].rank",
+     f"-1 is outside {I64}", True),
+    ("ar2", 1, ["rank"], -1, "rank", f"-1 is outside {I64}", False),
 ]
 
 
@@ -289,6 +323,26 @@ def test_a_well_typed_value_that_disagrees_is_a_protocol_error(ar2, tmp_path, ra
     where = (tmp_path / "o" / "manifest.json" if rank is None
              else tmp_path / "o" / f"rank-{rank:04d}")
     assert json.loads(res.stdout)["error"] == f"{where}: {error}"
+
+
+@pytest.mark.parametrize("channel", [1, 31])
+def test_a_ring_triggers_channel_its_entries_do_not_run_is_refused_before_the_legs(
+        ring, tmp_path, channel):
+    """FORMATS §1.1, §2: every rank is on each ring of a RING trigger, so its entry runs the
+    trigger's channels (channel_list: channel 0 here, bit 0); a trigger whose one ring is
+    channel 1 (or 31, in range) was blamed on legs.bin, the retired `send signals rank 1,
+    the ring successor of channel 0 is -1`; now rank 0's spad.bin entry 0 is refused with
+    both channel lists and the manifest's key."""
+    top = json.loads((ring / "manifest.json").read_text())
+    assert [c["channel"] for c in top["triggers"][0]["channels"]] == [0]
+    _edit(ring, tmp_path / "o", None, ["triggers", 0, "channels", 0, "channel"], channel)
+    res = cli("simulate", tmp_path / "o", "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{tmp_path / 'o' / 'rank-0000'}: field channel_list, rank 0, artifact spad.bin, record "
+        f"0: channel_list runs channels [0], trigger 0's channels are [{channel}] "
+        "(manifest.json triggers[0].channels: a RING entry runs each channel of its trigger, "
+        "FORMATS §1.1, §2)")
 
 
 @pytest.mark.parametrize("node", [-1, 1, 10**9])

@@ -21,7 +21,7 @@ from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import OutputError, SimulationError
-from nrtrewrite.simulate.fields import Field
+from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 
 
 def _sha256_file(path: Path) -> str:
@@ -229,7 +229,7 @@ def read_entry(f: Field) -> dict:
     ``algo_type`` is of the mesh family.  What the values say (against ``spad.bin``, the
     triggers) is the decoder's to check."""
     entry = {"trigger": f["trigger"].int(), "leg": f["leg"].str(),
-             "subgraph": f["subgraph"].str(), "channels": f["channels"].ints(0, 31)}
+             "subgraph": f["subgraph"].str(), "channels": f["channels"].ints(0, MAX_CHANNEL)}
     for key in ("algo_type", "algo_sub_type", "channel_list"):
         entry[key] = f[key].int()
     for key in ENTRY_FLAGS:
@@ -272,9 +272,9 @@ def read_rank_manifest(out: Path, rank: int) -> RankFiles:
                           file=str(out))
     man = _load_json(rdir / "manifest.json")
     doc = Field(man, "", str(rdir / "manifest.json"))
-    said = doc["rank"].int()
+    said = doc["rank"].int(0)
     entries = [read_entry(f) for f in doc["entries"].items()]
-    fifo = [(item["channel"].int(),
+    fifo = [(item["channel"].int(0, MAX_CHANNEL),
              tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
             for item in doc["fifo"].items()]
     files = doc["files"]

@@ -21,9 +21,13 @@ from typing import Any
 
 from nrtrewrite.errors import OutputError, counted, cut_middle
 from nrtrewrite.jsonin import joined_key
+from nrtrewrite.topology.rings import NEC_MAX_CHANNELS
 
 #: The integers the simulator takes (numpy's int64: offsets, sizes, counts, ranks).
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: The highest channel id: a collective has nec.h's NEC_MAX_CHANNELS (32) channels, 0..31
+#: (the ring channel semaphores 16 + 4 c .. 16 + 4 c + 3, FORMATS §7).
+MAX_CHANNEL = NEC_MAX_CHANNELS - 1
 
 
 def json_kind(value: Any) -> str:

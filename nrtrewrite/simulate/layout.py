@@ -154,7 +154,7 @@ class Layout:
             for i, reg in enumerate(mem["regions"].items())]
         topo = doc["topology"]
         #: (key path, place) of each row of ``topology.ranks``, as written
-        self._rows = [(info.path, RankPlace(info["rank"].int(), info["node"].int(),
+        self._rows = [(info.path, RankPlace(info["rank"].int(0), info["node"].int(),
                                             info["routing_id"].int(),
                                             info["logical_core"].int()))
                       for info in topo["ranks"].items()]
@@ -166,7 +166,7 @@ class Layout:
         #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
         self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
         self._mesh_sub_name = topo.get("mesh_sub_type").opt_str()
-        self.world = doc["world"].ints()
+        self.world = doc["world"].ints(0)
 
     def check(self) -> None:
         """What the typed values say (FORMATS §1.1, §10): a :class:`SimulationError` naming

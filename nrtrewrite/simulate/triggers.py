@@ -14,7 +14,7 @@ from nrtrewrite.compose.segments import even_split
 from nrtrewrite.errors import SimulationError, counted, cut_middle
 from nrtrewrite.policy import INTRA
 from nrtrewrite.select import HIER_LEGS, LEG_OPS, hier_split, ranks_by_node
-from nrtrewrite.simulate.fields import Field, json_kind
+from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
 
 OPS = ("ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER")
@@ -505,10 +505,11 @@ def _hier_legs(t: Field) -> list[tuple]:
         return []
     out = []
     for leg in hier["legs"].items():
-        plans = [({c["channel"].int(): c["order"].ints() for c in plan["channels"].items()},
+        plans = [({c["channel"].int(0, MAX_CHANNEL): c["order"].ints()
+                    for c in plan["channels"].items()},
                   {k: plan["chunk"][k].int() for k in CHUNK_KEYS})
                  for plan in leg["plans"].items()]
-        groups = [(g["group"].ints(), g["plan"].int()) for g in leg["groups"].items()]
+        groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
                     _buffers(leg["buffers"])))
     return out
@@ -624,11 +625,12 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
         out.append(dict(hier=hier,
             where=dict(file=file, field=t.path), op=t["op"].str(), dtype=t["dtype"].str(),
             ordinal=t["trigger"].int(0, U32_MAX), alu=t["alu_op"].opt_str(),
-            n=t["num_elements"].int(), group=t["replica_group"].ints(),
-            leader=t["leader"].int(), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
+            n=t["num_elements"].int(), group=t["replica_group"].ints(0),
+            leader=t["leader"].int(0), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
             index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
-            channels=[(c["channel"].int(), c["order"].ints()) for c in t["channels"].items()],
+            channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
+                      for c in t["channels"].items()],
             legs=_hier_legs(t), slices=_hier_slices(t), buffers=_buffers(t.get("buffers")),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
