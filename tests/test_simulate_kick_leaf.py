@@ -469,7 +469,6 @@ def test_a_trigger_instruction_other_than_the_models_is_named(ar2_out, tmp_path,
 @pytest.mark.parametrize("k, key, value, says", [
     (0, "dtype", "FP16", 'dtype = "FP16", the model\'s trigger 0 has "BF16"'),
     (0, "alu_op", "MAX", 'alu_op = "MAX", the model\'s trigger 0 has "ADD"'),
-    (2, "alu_op", "ADD", 'alu_op = "ADD", the model\'s trigger 2 has null'),
     (2, "subgraph", "sg01", 'subgraph = "sg01", the model\'s trigger 2 has "sg00"'),
     (2, "src", {"var_id": 6, "offset": 0},
      'src = {"offset": 0, "var_id": 6}, the model\'s trigger 2 has {"offset": 64, "var_id": 6}'),
@@ -478,12 +477,15 @@ def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
         mix8_ring_out, tmp_path, k, key, value, says):
     """SIMULATOR §1: with ``--model`` the manifest's triggers must be the model's; a mismatch
     gives both values as the manifest's JSON writes them (FORMATS §1.1: ``dtype`` and
-    ``alu_op`` by name, an all-gather's ``alu_op`` null, an operand an object). mix8.yaml's
+    ``alu_op`` by name, an operand an object). mix8.yaml's
     trigger 0 is a bf16 ADD all-reduce, trigger 2 an fp16 all-gather of var 6
     (``ag_small_in``, the seventh var of sg00) at byte offset 64. The message gave Python's
     reprs (``<DType.FP16: 7>``, ``'ADD'``, ``None``, ``{'var_id': 6, ...}``). The line names
     the trigger as the other trigger checks do, ``field triggers[k]`` (it said ``field
-    dtype, trigger 0``), and the model's trigger by its ordinal."""
+    dtype, trigger 0``), and the model's trigger by its ordinal. (An all-gather's ``alu_op``
+    other than null, ``alu_op = "ADD", the model's trigger 2 has null`` here until
+    2026-12-05, is refused before, as FORMATS §1.1 does not allow it:
+    :func:`test_an_all_gathers_alu_op_other_than_null_is_refused`.)"""
     out = copy(mix8_ring_out, tmp_path)
     _retrigger(out, k, lambda t: t.__setitem__(key, value))
     rehash(out)
@@ -899,6 +901,28 @@ def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(ar2_ou
     _retrigger(out, 0, lambda t: (t[outer[0]] if outer else t).__setitem__(last, value))
     rehash(out)
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+@pytest.fixture(scope="module")
+def allgather_out(tmp_path_factory) -> Path:
+    """fixtures/int32_allgather.neff: one int32 all-gather over ranks 0 .. 7 (a RING)."""
+    return lower_neff(FIX / "int32_allgather.neff", tmp_path_factory.mktemp("ag") / "o")
+
+
+@pytest.mark.parametrize("alu", ["ADD", "MIN"])
+def test_an_all_gathers_alu_op_other_than_null_is_refused(allgather_out, tmp_path, alu):
+    """FORMATS §1.1 ``alu_op``: null for an all-gather (NEFF-LIKE.md: the 0xC8 word's alu_op
+    is 0 for ALL_GATHER; a copy reduces nothing), as an all-reduce's null is refused. The
+    all-gather saying ADD or MIN simulated as a match (its legs are copies and read no ALU
+    op); it is refused naming the trigger and the value as JSON writes it."""
+    out = copy(allgather_out, tmp_path)
+    assert (trigger0(out)["op"], trigger0(out)["alu_op"]) == ("ALLGATHER", None)
+    _retrigger(out, 0, lambda t: t.__setitem__("alu_op", alu))
+    rehash(out)
+    want = (f"{out / 'manifest.json'}: field triggers[0]: ALLGATHER alu_op \"{alu}\" is not "
+            "null (an all-gather reduces nothing: FORMATS §1.1)")
+    assert refused(out) == want
+    assert refused(out, extra=("--model", FIX / "int32_allgather.neff")) == want
 
 
 def test_a_trigger_listed_twice_is_refused(sbuf_out, tmp_path):

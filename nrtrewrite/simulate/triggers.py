@@ -669,6 +669,9 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             *most, last = ALU_TO_CCE
             raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not {', '.join(most)} "
                                   f"or {last}", **where)
+        if not spec.reduce and spec.alu is not None:
+            raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not null (an all-gather "
+                                  "reduces nothing: FORMATS §1.1)", **where)
         if not spec.group:
             raise SimulationError("replica_group is empty", **where)
         if (twice := _first_repeat(spec.group)) is not None:
