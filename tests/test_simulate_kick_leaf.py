@@ -1518,6 +1518,44 @@ def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out,
                             "trigger's legs are in hier: FORMATS §1.1)")
 
 
+ALGORITHMS_TEXT = ("RING, KANGARING, SINGLE_CYCLE_RING, MESH, SINGLE_STEP_MESH, INTRA_RDH, "
+                   "INTER_RDH, HIER")
+
+
+@pytest.mark.parametrize("which, key, value, says", [
+    # an algorithm no entry runs was blamed on spad.bin: `algo_type INTRA_RDH but trigger 0
+    # was lowered as KANGAROO`
+    ("ar2", "algorithm", "KANGAROO",
+     f'algorithm "KANGAROO" is not simulated (only {ALGORITHMS_TEXT})'),
+    ("ring2n", "algorithm", "TWO_STEP_POD_MESH",
+     f'algorithm "TWO_STEP_POD_MESH" is not simulated (only {ALGORITHMS_TEXT})'),
+    # an engine section of another algorithm (FORMATS §1.1) simulated as a match, a mesh
+    # section's blocks on the RDH trigger widening the views its legs may start at
+    ("ar2", "mesh", {"blocks": [[0, 1]]}, 'algorithm "INTRA_RDH" but the trigger has a mesh '
+     "section (only MESH and SINGLE_STEP_MESH triggers have one: FORMATS §1.1)"),
+    ("ring2n", "rdh", {"super_blocks": [[0, 8192]]}, 'algorithm "RING" but the trigger has an '
+     "rdh section (only INTRA_RDH and INTER_RDH triggers have one: FORMATS §1.1)"),
+    ("ring2n", "single_cycle", {"pairs": [[0, 1]]}, 'algorithm "RING" but the trigger has a '
+     "single_cycle section (only SINGLE_CYCLE_RING triggers have one: FORMATS §1.1)"),
+    ("ar2", "kangaring", [], 'algorithm "INTRA_RDH" but the trigger has a kangaring section '
+     "(only KANGARING triggers have one: FORMATS §1.1)"),
+])
+def test_an_unknown_algorithm_or_another_engines_section_is_refused(
+        ar2_out, ring2n_out, tmp_path, which, key, value, says):
+    """FORMATS §1.1 ``algorithm``: what was lowered, one of the engines the simulator runs;
+    mesh triggers add ``mesh``, RDH triggers ``rdh``, KANGARING ``kangaring``,
+    SINGLE_CYCLE_RING ``single_cycle`` (HIER ``hier``: the test above). ar2_out's trigger is
+    INTRA_RDH with an ``rdh`` section, ring2n_out's a RING with none; each is refused naming
+    the trigger and the value or section."""
+    out = copy(ar2_out if which == "ar2" else ring2n_out, tmp_path)
+    t = trigger0(out)
+    assert t["algorithm"] == ("INTRA_RDH" if which == "ar2" else "RING")
+    assert ("rdh" in t) == (which == "ar2") and not {"mesh", "kangaring", "single_cycle"} & set(t)
+    _retrigger(out, 0, lambda t: t.__setitem__(key, value))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
 @pytest.mark.parametrize("leg", [0, 1])
 def test_an_empty_hier_leg_group_is_refused_naming_it(hier16_out, tmp_path, leg):
     """FORMATS §1.1: a HIER leg's ``groups[g].group`` lists the group's ranks. hier16_out's

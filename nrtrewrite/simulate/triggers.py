@@ -603,6 +603,17 @@ U32_MAX = (1 << 32) - 1
 #: lists only the primaries, mesh and RDH have ``[]`` and HIER none.
 WHOLE_GROUP_RINGS = ("RING", "SINGLE_CYCLE_RING")
 
+#: The algorithms a trigger may be lowered as, each one the simulator executes (its entries'
+#: ``algo_type``, a HIER trigger's legs': docs/SIMULATOR.md §2 SPAD).
+ALGORITHMS = ("RING", "KANGARING", "SINGLE_CYCLE_RING", "MESH", "SINGLE_STEP_MESH",
+              "INTRA_RDH", "INTER_RDH", "HIER")
+
+#: A trigger's engine sections and the algorithms whose triggers add each (FORMATS §1.1:
+#: "mesh triggers add ``mesh``", ...); a trigger of another algorithm has none.
+ENGINE_SECTIONS = {"mesh": ("MESH", "SINGLE_STEP_MESH"), "rdh": ("INTRA_RDH", "INTER_RDH"),
+                   "kangaring": ("KANGARING",), "single_cycle": ("SINGLE_CYCLE_RING",),
+                   "hier": ("HIER",)}
+
 #: The keys of a trigger's ``chunk`` (FORMATS §1.1); a HIER trigger's has ``pgta`` only.
 CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
 
@@ -623,6 +634,7 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
         hier = not t.get("hier").null
         need = ("pgta",) if hier else CHUNK_KEYS
         out.append(dict(hier=hier,
+            sections=[key for key in ENGINE_SECTIONS if not t.get(key).null],
             where=dict(file=file, field=t.path), op=t["op"].str(), dtype=t["dtype"].str(),
             ordinal=t["trigger"].int(0, U32_MAX), alu=t["alu_op"].opt_str(),
             n=t["num_elements"].int(), group=t["replica_group"].ints(0),
@@ -644,7 +656,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
     for raw in typed:
         raw = dict(raw)
         where, chunk, starts = raw.pop("where"), raw.pop("chunk"), raw.pop("block_starts")
-        channels, hier = raw.pop("channels"), raw.pop("hier")
+        channels, hier, sections = raw.pop("channels"), raw.pop("hier"), raw.pop("sections")
         raw["orders"] = dict(channels)
         op = raw["op"]
         try:
@@ -656,10 +668,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         raw["legs"] = _resolve_hier(hier_legs, dict(file=where["file"] or None,
                                                     field=where["field"]))
         spec = TriggerSpec(**raw, chunk=chunk, where=where)
-        if hier and spec.algorithm != "HIER":  # (its chunk holds pgta alone: read_triggers)
-            raise SimulationError(f"algorithm {json_kind(spec.algorithm)} but the trigger has "
-                                  "a hier section (only a HIER trigger's legs are in hier: "
-                                  "FORMATS §1.1)", **where)
+        _check_engine(spec.algorithm, sections, where)
         if op not in OPS:
             raise SimulationError(f"op {json_kind(op)} is not simulated (only {', '.join(OPS)})",
                                   **where)
@@ -695,6 +704,28 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+def _check_engine(algorithm: str, sections: list[str], where: dict) -> None:
+    """The trigger's ``algorithm`` is one the simulator executes (:data:`ALGORITHMS`), and
+    it has no engine section of another algorithm (:data:`ENGINE_SECTIONS`, FORMATS §1.1),
+    else a :class:`SimulationError` naming the value and the section (an unknown algorithm
+    was blamed on its entries' ``algo_type``; a mesh section's ``blocks`` on an RDH trigger
+    widened the views its legs may start at, and a foreign section simulated as a match)."""
+    if algorithm not in ALGORITHMS:
+        raise SimulationError(f"algorithm {json_kind(algorithm)} is not simulated (only "
+                              f"{', '.join(ALGORITHMS)})", **where)
+    for key in sections:
+        owners = ENGINE_SECTIONS[key]
+        if algorithm in owners:
+            continue
+        if key == "hier":  # (its chunk holds pgta alone: read_triggers)
+            why = "only a HIER trigger's legs are in hier"
+        else:
+            why = f"only {' and '.join(owners)} triggers have one"
+        article = "an" if key == "rdh" else "a"
+        raise SimulationError(f"algorithm {json_kind(algorithm)} but the trigger has {article} "
+                              f"{key} section ({why}: FORMATS §1.1)", **where)
 
 
 def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
