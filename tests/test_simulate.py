@@ -786,9 +786,10 @@ def test_hier_groups_read_back_as_ranks():
 
 
 @pytest.mark.parametrize("spoil, says, error", [
-    (lambda leg: leg["groups"][0].update(plan=len(leg["plans"])), "names plan", "simulation"),
-    (lambda leg: leg["plans"][0]["channels"][0]["order"].append(999), "positions outside",
-     "simulation"),
+    (lambda leg: leg["groups"][0].update(plan=len(leg["plans"])),
+     r"legs\[0\]\.groups\[0\]\.plan \d+ is not an index of", "simulation"),
+    (lambda leg: leg["plans"][0]["channels"][0]["order"].append(999),
+     r"legs\[0\]\.plans\[0\]\.channels\[0\]\.order .* names position 999, outside", "simulation"),
     # a key the format requires: the output cannot be read (OutputError, status 2)
     (lambda leg: leg.pop("plans"), r"legs\[0\]\.plans: missing", "output"),
 ])

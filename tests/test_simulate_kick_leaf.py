@@ -1730,7 +1730,12 @@ def _regroup(g: int, group):
     (_regroup(1, [0, 65]), "lists rank 0 twice"),
     (_regroup(0, None), "lacks rank 0 of the replica_group (a HIER leg's groups hold each rank "
      "once)"),
-], ids=["stranger", "twice", "missing"])
+    # (a group that lost a rank shares its plan with larger groups: until 2026-12-05 it was
+    # blamed on that plan, `leg "inter_allr": plan 0's ring order [0, 1] names positions
+    # outside group [1]`, the groups checked after their plans)
+    (_regroup(1, [1]), "lacks rank 65 of the replica_group (a HIER leg's groups hold each rank "
+     "once)"),
+], ids=["stranger", "twice", "missing", "shrunk"])
 def test_hier_leg_groups_other_than_the_replica_group_once_are_refused(hier16_out, tmp_path,
                                                                        edit, says):
     """docs/DESIGN.md "HIER": a leg's groups are the replica group's ranks, each in one group
@@ -1744,6 +1749,37 @@ def test_hier_leg_groups_other_than_the_replica_group_once_are_refused(hier16_ou
     assert [g["group"] for g in legs[1]["groups"][:2]] == [[0, 64], [1, 65]]
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].groups "
                             f"{says}")
+
+
+def test_a_hier_groups_plan_index_or_a_plan_position_outside_its_group_is_named_by_key(
+        hier16_out, tmp_path):
+    """FORMATS §1.1: a HIER group names its plan by its index in the leg's ``plans``, and a
+    plan's ring orders list positions of each group that runs it. hier16_out's inter_allr
+    (leg 1) has 2 plans (groups 0 .. 6 on plan 0, group 7 on plan 1), each group two ranks
+    [j, 64 + j], plan 0's rings over positions 0 and 1. Group 0 naming plan 5, or group 0
+    cut to [0] with rank 64 moved to group 1 (every rank still once) so that plan 0's ring
+    names position 1 outside it, is refused naming the key paths (the messages named the
+    leg and values only: `leg "inter_allr": group [0, 64] names plan 5, the leg has 2`,
+    `leg "inter_allr": plan 0's ring order [0, 1] names positions outside group [0]`)."""
+    out = copy(hier16_out, tmp_path)
+    legs = _rehier(out, lambda legs: legs[1]["groups"][0].__setitem__("plan", 5))
+    assert [g["plan"] for g in legs[1]["groups"]] == [0] * 7 + [1] and len(legs[1]["plans"]) == 2
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].groups[0]"
+                            ".plan 5 is not an index of hier.legs[1].plans, which lists 2 plans "
+                            "(a group names its plan by its index there: FORMATS §1.1)")
+
+    def move(legs):
+        legs[1]["groups"][0]["group"] = [0]
+        legs[1]["groups"][1]["group"] = [64, 1, 65]
+    out = copy(hier16_out, tmp_path, "t2")
+    legs = _rehier(out, move)
+    assert legs[1]["groups"][0]["group"] == [0, 64] and legs[1]["groups"][1]["group"] == [1, 65]
+    order = legs[1]["plans"][0]["channels"][0]["order"]
+    assert sorted(order) == [0, 1]
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].plans[0]"
+                            f".channels[0].order {json.dumps(order)} names position 1, outside "
+                            "hier.legs[1].groups[0].group of 1 rank (a plan's ring order lists "
+                            "positions of each group that runs it: FORMATS §1.1)")
 
 
 def _swap(leg: int, a: tuple[int, int], b: tuple[int, int]):

@@ -525,31 +525,34 @@ def _hier_slices(t: Field) -> list[list[int]] | None:
 
 
 def _resolve_hier(legs: list[tuple], where: dict) -> dict:
-    """A HIER trigger's legs (:func:`_hier_legs`): each leg's groups with their ring orders (a
-    plan's positions in the group turned into ranks) and chunk groups, and its intermediate
-    buffers; a plan's chunk value out of range (:func:`_check_chunk`), an empty group, a group
-    that names no plan, a plan position outside the group, a RING or SINGLE_CYCLE_RING
-    leg's ring order that does not list each position of the group once, or a plan no group
-    names (FORMATS §1.1: ``plans`` are the groups' distinct plans; one no group runs was
-    held to nothing) is a :class:`SimulationError`."""
+    """A HIER trigger's legs (:func:`_hier_legs`), once each leg's groups hold the replica
+    group's ranks (:func:`_check_hier_leg_groups`): each leg's groups with their ring orders
+    (a plan's positions in the group turned into ranks) and chunk groups, and its
+    intermediate buffers; a plan's chunk value out of range (:func:`_check_chunk`), a group
+    that names no plan, a plan position outside a group that runs it, a RING or
+    SINGLE_CYCLE_RING leg's ring order that does not list each position of the group once,
+    or a plan no group names (FORMATS §1.1: ``plans`` are the groups' distinct plans; one no
+    group runs was held to nothing) is a :class:`SimulationError` naming the key."""
     out = {}
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
         for j, (_, chunk) in enumerate(plans):
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
         groups = []
         for g, (group, k) in enumerate(raw_groups):
-            if not group:  # (a group's layout is cut by its size: check_chunk_groups)
-                raise SimulationError(f"hier.legs[{i}].groups[{g}].group is empty (a leg's "
-                                      "group lists its ranks, 1 or more)", **where)
             if not 0 <= k < len(plans):
-                raise SimulationError(f"leg {json_kind(name)}: group {group} names plan {k}, "
-                                      f"the leg has {len(plans)}", **where)
+                raise SimulationError(f"hier.legs[{i}].groups[{g}].plan {k} is not an index of "
+                                      f"hier.legs[{i}].plans, which lists "
+                                      f"{counted(len(plans), 'plan')} (a group names its plan by "
+                                      "its index there: FORMATS §1.1)", **where)
             orders = {}
             for c, (ch, order) in enumerate(plans[k][0].items()):
-                if any(not 0 <= p < len(group) for p in order):
-                    raise SimulationError(f"leg {json_kind(name)}: plan {k}'s ring order "
-                                          f"{order} names positions outside group {group}",
-                                          **where)
+                if (p := next((p for p in order if not 0 <= p < len(group)), None)) is not None:
+                    raise SimulationError(f"hier.legs[{i}].plans[{k}].channels[{c}].order "
+                                          f"{_json_text(order)} names position {p}, outside "
+                                          f"hier.legs[{i}].groups[{g}].group of "
+                                          f"{counted(len(group), 'rank')} (a plan's ring order "
+                                          "lists positions of each group that runs it: FORMATS "
+                                          "§1.1)", **where)
                 if algorithm in WHOLE_GROUP_RINGS:
                     _check_ring_order(
                         order, range(len(group)), "position",
@@ -664,9 +667,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         except KeyError:
             raise SimulationError(f"dtype {json_kind(raw['dtype'])} is not a dtype",
                                   **where) from None
-        hier_legs = raw["legs"]
-        raw["legs"] = _resolve_hier(hier_legs, dict(file=where["file"] or None,
-                                                    field=where["field"]))
+        hier_legs, raw["legs"] = raw["legs"], {}  # (resolved once its groups are checked)
         spec = TriggerSpec(**raw, chunk=chunk, where=where)
         _check_engine(spec.algorithm, sections, where)
         if op not in OPS:
@@ -692,7 +693,9 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         _check_channel_ids(spec, channels, where)
         if spec.algorithm in WHOLE_GROUP_RINGS:
             _check_ring_orders(spec, channels, where)
-        _check_hier_leg_groups(spec, where)
+        _check_hier_leg_groups(spec, hier_legs, where)
+        spec.legs = _resolve_hier(hier_legs, dict(file=where["file"] or None,
+                                                  field=where["field"]))
         spec.view_origins = _view_origins(spec, starts)
         if spec.op == "REDUCE_SCATTER" and spec.n % len(spec.group):
             raise SimulationError("REDUCE_SCATTER num_elements is not a multiple of the group size",
@@ -745,16 +748,23 @@ def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
                               f"{len(want)}: {why}", **where)
 
 
-def _check_hier_leg_groups(spec: TriggerSpec, where: dict) -> None:
-    """Each HIER leg's ``groups`` hold every rank of the trigger's ``replica_group`` once
-    (docs/DESIGN.md "HIER": the intra legs run on each node's ranks, the inter legs on the
-    ranks of each local index), else a :class:`SimulationError` naming the leg's groups: a
+def _check_hier_leg_groups(spec: TriggerSpec, legs: list[tuple], where: dict) -> None:
+    """Each HIER leg's ``groups`` (``legs`` as :func:`_hier_legs` read them) are not empty and
+    hold every rank of the trigger's ``replica_group`` once (docs/DESIGN.md "HIER": the intra
+    legs run on each node's ranks, the inter legs on the ranks of each local index), else a
+    :class:`SimulationError` naming the key: an empty group, or, of the leg's groups, a
     stranger, a rank twice, or the first rank missing (a group of strangers simulated as a
-    match, its ranks' legs read from no group of the leg); then they are DESIGN's groups
-    exactly, by the topology table's nodes (:func:`check_hier_groups`)."""
-    for leg in spec.legs.values():
-        ranks = [r for group, _orders, _pgta in leg["groups"] for r in group]
-        _check_ring_order(ranks, spec.group, "rank", f"hier.legs[{leg['at']}].groups",
+    match, its ranks' legs read from no group of the leg).  Checked before the groups' plans
+    are read (:func:`_resolve_hier`), so a group that lost a rank is named for it, not for
+    the plan it shares with its larger neighbours; then they are DESIGN's groups exactly, by
+    the topology table's nodes (:func:`check_hier_groups`)."""
+    for i, (_name, _algorithm, _plans, raw_groups, _buffers) in enumerate(legs):
+        for g, (group, _k) in enumerate(raw_groups):
+            if not group:  # (a group's layout is cut by its size: check_chunk_groups)
+                raise SimulationError(f"hier.legs[{i}].groups[{g}].group is empty (a leg's "
+                                      "group lists its ranks, 1 or more)", **where)
+        ranks = [r for group, _k in raw_groups for r in group]
+        _check_ring_order(ranks, spec.group, "rank", f"hier.legs[{i}].groups",
                           lambda _r: "of the replica_group (a HIER leg's groups hold each "
                           "rank once)", where)
 
