@@ -1715,6 +1715,21 @@ def test_hier_legs_other_than_designs_are_refused_naming_the_leg(hier16_out, tmp
                             f"{HIER_AR_WHY}")
 
 
+@pytest.mark.parametrize("leg, algorithm", [(0, "KANGAROO"), (2, "HIER")])
+def test_a_hier_leg_algorithm_the_simulator_does_not_run_is_refused_naming_it(
+        hier16_out, tmp_path, leg, algorithm):
+    """FORMATS §1.1: a HIER leg's ``algorithm`` is its engine, a flat one. hier16_out's
+    intra_redsct (leg 0) saying KANGAROO, or intra_allg (leg 2) HIER, was blamed on rank 0's
+    spad.bin (``algo_type RING but trigger 0 was lowered as HIER with leg intra_redsct
+    KANGAROO``); it is refused naming the key and the value."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: legs[leg].__setitem__("algorithm", algorithm))
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[{leg}]"
+                            f".algorithm \"{algorithm}\" is not simulated as a leg (only RING, "
+                            "KANGARING, SINGLE_CYCLE_RING, MESH, SINGLE_STEP_MESH, INTRA_RDH, "
+                            "INTER_RDH)")
+
+
 def _regroup(g: int, group):
     """hier.legs edit: inter_allr's (leg 1) group ``g`` made ``group``, or dropped (None)."""
     def edit(legs):

@@ -675,6 +675,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
                                   **where)
         if hier:
             _check_hier_leg_names(op, [leg[0] for leg in hier_legs], where)
+            _check_hier_leg_algorithms([leg[1] for leg in hier_legs], where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             *most, last = ALU_TO_CCE
             raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not {', '.join(most)} "
@@ -746,6 +747,18 @@ def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
     if len(names) != len(want):
         raise SimulationError(f"hier.legs lists {counted(len(names), 'leg')}, not "
                               f"{len(want)}: {why}", **where)
+
+
+def _check_hier_leg_algorithms(algorithms: list[str], where: dict) -> None:
+    """Each HIER leg's ``algorithm`` (its engine, FORMATS §1.1) is one the simulator executes
+    and not HIER (a leg is flat), else a :class:`SimulationError` naming the key and the value
+    (it was blamed on the leg's entries: ``algo_type RING but trigger 0 was lowered as HIER
+    with leg intra_redsct KANGAROO``)."""
+    engines = [a for a in ALGORITHMS if a != "HIER"]
+    for i, algorithm in enumerate(algorithms):
+        if algorithm not in engines:
+            raise SimulationError(f"hier.legs[{i}].algorithm {json_kind(algorithm)} is not "
+                                  f"simulated as a leg (only {', '.join(engines)})", **where)
 
 
 def _check_hier_leg_groups(spec: TriggerSpec, legs: list[tuple], where: dict) -> None:
