@@ -459,8 +459,6 @@ def _no_files_listed(out: Path) -> None:
 
 @pytest.mark.parametrize("spoil, says", [
     (_spoil_top("output_neff.sha256"), "manifest.json has no output_neff name/sha256"),
-    (_spoil_top("output_neff.name"), "other.neff, the rewritten NEFF manifest.json's "
-     "output_neff.name names, is not a file in the output"),
     (_spoil_top("ranks"), "manifest.json has no ranks / rank_manifests"),
     (_spoil_top("rank_manifests"), "rank_manifests does not list exactly the rank folders "
      "of 'ranks'"),
@@ -468,12 +466,14 @@ def _no_files_listed(out: Path) -> None:
     (lambda out: (out / "rank-0001" / "cce.bin").unlink(), "rank-0001/cce.bin is missing"),
     (lambda out: (out / "rank-0003" / "manifest.json").unlink(),
      "rank-0003/manifest.json is missing"),
-], ids=["no-sha256", "neff-not-there", "ranks-not-a-list", "rank-manifests-extra",
+], ids=["no-sha256", "ranks-not-a-list", "rank-manifests-extra",
         "no-files", "artifact-gone", "rank-manifest-gone"])
 def test_cli_refuses_an_output_its_manifests_do_not_describe(small_out, tmp_path, spoil, says):
     """The checksums are checked against what the manifests list (FORMATS §1.1, §1.2): one
     that lists no checksum, names a file OUT lacks, or lists other ranks or files than OUT
-    holds is refused in one line naming OUT (exit 2), before any byte is simulated."""
+    holds is refused in one line naming OUT (exit 2), before any byte is simulated.  (A
+    rewritten NEFF it names that OUT lacks: tests/test_simulate_read_errors.py, as without
+    the checksums.)"""
     out = tmp_path / "o"
     shutil.copytree(small_out, out)
     spoil(out)
@@ -522,24 +522,22 @@ def test_cli_ignore_checksums_an_artifact_of_part_of_a_record(small_out, tmp_pat
             "number of 16-byte records") in res.stdout
 
 
-@pytest.mark.parametrize("case", ["gone", "not-a-neff", "the-input"])
+@pytest.mark.parametrize("case", ["not-a-neff", "the-input"])
 def test_cli_ignore_checksums_a_rewritten_neff_that_is_not_one(small_out, tmp_path, case):
-    """Under --ignore-checksums the rewritten NEFF is read as the runtime would load it: gone,
-    not a NEFF-like file, or the input itself (its collective trigger not rewritten into
-    TOPSP_KICK words, SIMULATOR.md §7), it is a protocol error naming the file (exit 1)."""
+    """Under --ignore-checksums the rewritten NEFF is read as the runtime would load it: not
+    a NEFF-like file, or the input itself (its collective trigger not rewritten into
+    TOPSP_KICK words, SIMULATOR.md §7), it is a protocol error naming the file (exit 1).
+    (One that is gone cannot be read: exit 2, tests/test_simulate_read_errors.py.)"""
     out = tmp_path / "o"
     shutil.copytree(small_out, out)
     neff = out / json.loads((out / "manifest.json").read_text())["output_neff"]["name"]
-    if case == "gone":
-        neff.unlink()
-    elif case == "not-a-neff":
+    if case == "not-a-neff":
         neff.write_bytes(b"\0" * 100)
     else:
         neff.write_bytes((small_out.parent / f"{small_out.name}.neff").read_bytes())
     res = cli("simulate", out, "--ignore-checksums")
     assert res.exit_code == 1, res.output
-    says = {"gone": "cannot read the rewritten NEFF: cannot read: No such file or directory",
-            "not-a-neff": "cannot read the rewritten NEFF: file too short: 100 bytes, the "
+    says = {"not-a-neff": "cannot read the rewritten NEFF: file too short: 100 bytes, the "
             "header alone needs 1024",
             # coll_spec: the collective is sp's instruction 1, after a nop
             "the-input": "the rewritten NEFF still holds a collective trigger (sg00 sp "

@@ -9,6 +9,9 @@ import builtins
 import errno
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,18 +90,10 @@ def test_an_os_error_the_command_leaves_is_still_a_document(out, monkeypatch):
 @pytest.mark.parametrize("extra", [[], ["--ignore-checksums"], ["--ignore-checksums", "--json"]])
 def test_a_rewritten_neff_that_cannot_be_read_is_status_2(out, monkeypatch, extra):
     """An exploratory tester: under --ignore-checksums an unreadable rewritten NEFF was a
-    protocol error (status 1, ``"ok": false``) naming its path twice."""
-    from nrtrewrite.simulate import engine as E
+    protocol error (status 1, ``"ok": false``) naming its path twice.  (Without the option
+    the checksums read it first, through the same ``open_regular``.)"""
     neff = out / "ar2.neff"
-    real_open = builtins.open
-
-    def fake_open(path, *a, **kw):
-        if Path(path) == neff:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
-        return real_open(path, *a, **kw)
-    monkeypatch.setattr(E, "open", fake_open, raising=False)
-    if not extra:  # the checksums read it first
-        _deny(monkeypatch, neff)
+    _deny(monkeypatch, neff)
     res = CliRunner().invoke(main, ["simulate", str(out), *extra])
     assert res.exit_code == 2, res.output
     line = f"{neff}: cannot read: Permission denied"
@@ -106,3 +101,54 @@ def test_a_rewritten_neff_that_cannot_be_read_is_status_2(out, monkeypatch, extr
     if "--json" in extra:
         doc = json.loads(res.stdout)
         assert doc["ok"] is None and doc["error"] == line
+
+
+# A file of OUT that is missing or not a regular file, refused alike with and without the
+# checksums (docs/SIMULATOR.md §1, docs/CLI.md "simulate").
+def _copy(out: Path, tmp_path: Path) -> Path:
+    o = tmp_path / "o"
+    shutil.copytree(out, o)
+    return o
+
+
+def _put(path: Path, what: str) -> None:
+    """Put ``what`` in the place of the file (or folder) ``path``: nothing, a FIFO, a
+    folder, or a link to a device."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "folder":
+        path.mkdir()
+    elif what == "device":
+        path.symlink_to("/dev/zero")
+
+
+def _simulate(out: Path, *extra: str) -> tuple[int, str]:
+    """Exit status and stderr of ``simulate OUT``, in a process of its own (a FIFO that is
+    waited on fails at the timeout instead of hanging the suite)."""
+    env = dict(os.environ, PYTHONPATH=str(FIX.parent) + os.pathsep
+               + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "simulate", str(out), *extra],
+                          capture_output=True, text=True, cwd=FIX.parent, env=env, timeout=120)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("extra", [[], ["--ignore-checksums"]])
+@pytest.mark.parametrize("what, reason", [
+    ("gone", "No such file or directory"), ("fifo", "not a regular file"),
+    ("folder", "not a regular file"), ("device", "not a regular file")])
+def test_a_rewritten_neff_missing_or_not_a_regular_file_is_status_2(out, tmp_path, what,
+                                                                    reason, extra):
+    """With --ignore-checksums a FIFO in the rewritten NEFF's place (ar2.neff, manifest.json's
+    output_neff.name) blocked simulate forever (a plain open), and a missing one, or one not
+    a regular file, was a protocol error (exit 1) saying "cannot read" twice, where a missing
+    artifact is exit 2.  Both ways it is exit 2, one line naming the file, the reason once;
+    the checksum pass, which reads it first, says the same (no hint to use the option)."""
+    o = _copy(out, tmp_path)
+    neff = o / "ar2.neff"
+    _put(neff, what)
+    assert _simulate(o, *extra) == (2, f"nrtrewrite: error: {neff}: cannot read: {reason}\n")

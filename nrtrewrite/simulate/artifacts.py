@@ -20,13 +20,14 @@ from nrtrewrite.artifacts import looks_like_rank_folder, open_regular
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
-from nrtrewrite.errors import OutputError, SimulationError
+from nrtrewrite.errors import LimitError, OutputError, SimulationError
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 
 
 def _sha256_file(path: Path) -> str:
-    """The file's SHA-256; a file that cannot be read is an :class:`OutputError` (the
-    simulation cannot be done: status 2), naming it and the OS's reason."""
+    """The file's SHA-256; a file that cannot be read (missing, not a regular file) is an
+    :class:`OutputError` (the simulation cannot be done: status 2), naming it and the
+    reason, as :func:`read_rewritten_neff` names it."""
     h = hashlib.sha256()
     try:
         with open_regular(path) as fh:  # (a FIFO in its place would block a plain open)
@@ -88,6 +89,29 @@ def output_neff_path(out: Path, top: dict) -> Path:
         return out / F.name_on_disk(F.recorded_neff_name(top.get("output_neff")))
     except ValueError as exc:
         raise OutputError(f"field output_neff: {exc}", file=str(out / "manifest.json")) from None
+
+
+def read_rewritten_neff(path: Path) -> bytes:
+    """The bytes of the rewritten NEFF ``path``, read as an artifact is: a regular file
+    (opened without blocking: a FIFO in its place is not waited on), its size judged
+    against :data:`~nrtrewrite.neff.container.MAX_FILE_BYTES` before any byte is read (a
+    :class:`LimitError`).  One that cannot be read, missing included, is an
+    :class:`OutputError` naming it (status 2: the simulation cannot be done)."""
+    from nrtrewrite.neff.container import MAX_FILE_BYTES
+
+    try:
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_FILE_BYTES:
+                raise LimitError(f"file of {size} bytes exceeds the limit of {MAX_FILE_BYTES} "
+                                 "bytes", file=str(path))
+            data = fh.read(size + 1)  # (a byte more: one that grows meanwhile is refused)
+    except OSError as exc:
+        raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+    if len(data) != size:
+        raise OutputError(f"changed while being read (it held {size} bytes, now "
+                          f"{len(data)})", file=str(path))
+    return data
 
 
 def read_top_manifest(out: Path) -> dict:
@@ -159,9 +183,6 @@ def verify_checksums(out: str | Path) -> None:
     if not isinstance(neff, dict) or "name" not in neff or "sha256" not in neff:
         raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
     npath = output_neff_path(out, top)
-    if not npath.is_file():
-        raise OutputError(f"{neff['name']}, the rewritten NEFF manifest.json's output_neff.name "
-                          f"names, is not a file in the output{hint}", file=str(out))
     if _sha256_file(npath) != neff["sha256"]:
         raise OutputError(f"{neff['name']}: sha256 does not match manifest.json{hint}",
                           file=str(out))

@@ -24,7 +24,7 @@ from nrtrewrite.codes import DType, NUMPY_DTYPE
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
-    load_rank_files, manifest_ranks, output_neff_path, read_rank_manifest,
+    load_rank_files, manifest_ranks, output_neff_path, read_rank_manifest, read_rewritten_neff,
     read_top_manifest)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
@@ -274,24 +274,18 @@ class Simulator:
 
     def _subgraph_index(self) -> dict[str, int] | None:
         """Subgraph order of the rewritten NEFF (net_ops_info.basic_block_id); kick words."""
-        from nrtrewrite.neff.reader import read_model
+        from nrtrewrite.neff.reader import read_model_bytes
 
         path = self._neff_path = output_neff_path(self.out, self.top)
-        try:  # a file that cannot be read: no verdict (status 2), not a protocol error
-            with open(path, "rb"):
-                pass
-        except FileNotFoundError:
-            pass  # (the reader names it missing: a protocol error, as a missing artifact)
-        except OSError as exc:
-            raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         try:
-            model = read_model(path)
+            # a file that cannot be read (missing, not a regular file: a FIFO is not waited
+            # on) is an OutputError: no verdict (status 2), as for an artifact
+            model = read_model_bytes(read_rewritten_neff(path), path=str(path))
+        except OutputError:
+            raise
         except NrtRewriteError as exc:  # (its location is the file: named once)
             raise SimulationError(f"cannot read the rewritten NEFF: {exc.why}",
                                   exc.where.merged(file=str(path))) from None
-        except OSError as exc:
-            raise SimulationError(f"cannot read the rewritten NEFF: {exc.strerror or exc}",
-                                  file=str(path)) from None
         if model.triggers:
             t = model.triggers[0]
             raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
