@@ -104,7 +104,11 @@ def test_a_rewritten_neff_that_cannot_be_read_is_status_2(out, monkeypatch, extr
 
 
 # A file of OUT that is missing or not a regular file, refused alike with and without the
-# checksums (docs/SIMULATOR.md §1, docs/CLI.md "simulate").
+# checksums (docs/SIMULATOR.md §1, docs/CLI.md "simulate"): the checksum pass reads every
+# file, and --ignore-checksums would not get past the fault, so its hint is not given.
+HINT = "(--ignore-checksums to simulate anyway)"
+
+
 def _copy(out: Path, tmp_path: Path) -> Path:
     o = tmp_path / "o"
     shutil.copytree(out, o)
@@ -152,3 +156,45 @@ def test_a_rewritten_neff_missing_or_not_a_regular_file_is_status_2(out, tmp_pat
     neff = o / "ar2.neff"
     _put(neff, what)
     assert _simulate(o, *extra) == (2, f"nrtrewrite: error: {neff}: cannot read: {reason}\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+@pytest.mark.parametrize("extra", [[], ["--ignore-checksums"]])
+@pytest.mark.parametrize("victim, what, line", [
+    ("rank-0001", "gone", "{o}: rank-0001 is missing (rank 1 of manifest.json 'ranks')"),
+    ("rank-0001/manifest.json", "gone",
+     "{o}/rank-0001/manifest.json: manifest.json is missing"),
+    ("rank-0001/manifest.json", "fifo",
+     "{o}/rank-0001/manifest.json: cannot read: not a regular file"),
+    ("rank-0001/manifest.json", "folder",
+     "{o}/rank-0001/manifest.json: cannot read: not a regular file"),
+    ("rank-0001/cce.bin", "gone", "{o}/rank-0001/cce.bin: cannot read: No such file or directory"),
+    ("rank-0001/cce.bin", "fifo", "{o}/rank-0001/cce.bin: cannot read: not a regular file"),
+    ("rank-0001/cce.bin", "device", "{o}/rank-0001/cce.bin: cannot read: not a regular file"),
+])
+def test_a_fault_the_option_does_not_get_past_is_refused_alike_without_the_hint(
+        out, tmp_path, victim, what, line, extra):
+    """The checksum pass refused a rank folder or a file that is gone with "rank folders
+    differ from manifest.json 'ranks'" or "... is missing", a FIFO rank manifest too, each
+    adding "(--ignore-checksums to simulate anyway)", yet with the option each is still
+    refused (exit 2).  Now it says what the simulation says with the option: a FIFO or a
+    folder is "not a regular file", and the hint is not given."""
+    o = _copy(out, tmp_path)
+    _put(o / victim, what)
+    assert _simulate(o, *extra) == (2, f"nrtrewrite: error: {line.format(o=o)}\n")
+
+
+@pytest.mark.parametrize("spoil, then", [
+    (lambda o: (o / "rank-0002").mkdir(), 0),  # a folder no rank is: not read
+    (lambda o: (o / "rank-0001" / "cce.bin").write_bytes(  # a 16-byte record and a byte more
+        (o / "rank-0001" / "cce.bin").read_bytes() + b"\0"), 1),
+])
+def test_the_hint_is_given_where_the_option_gets_past_the_refusal(out, tmp_path, spoil, then):
+    """A rank folder ``ranks`` does not list, or an artifact whose sha256 does not match, is
+    refused with the hint (exit 2); with --ignore-checksums it is simulated: the extra
+    folder is not read (exit 0), the appended byte is a protocol error (exit 1)."""
+    o = _copy(out, tmp_path)
+    spoil(o)
+    res = CliRunner().invoke(main, ["simulate", str(o)])
+    assert res.exit_code == 2 and res.stderr.rstrip().endswith(HINT), res.output
+    assert CliRunner().invoke(main, ["simulate", str(o), "--ignore-checksums"]).exit_code == then

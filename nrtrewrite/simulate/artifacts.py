@@ -24,13 +24,16 @@ from nrtrewrite.errors import LimitError, OutputError, SimulationError
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 
 
-def _sha256_file(path: Path) -> str:
-    """The file's SHA-256; a file that cannot be read (missing, not a regular file) is an
-    :class:`OutputError` (the simulation cannot be done: status 2), naming it and the
-    reason, as :func:`read_rewritten_neff` names it."""
+def _sha256_file(path: Path, size: object = None) -> str | None:
+    """The file's SHA-256, or None when ``size`` is given and is not the file's size (judged
+    before any byte is hashed); a file that cannot be read (missing, not a regular file) is
+    an :class:`OutputError` (the simulation cannot be done: status 2), naming it and the
+    reason, as :func:`load_rank_files` and :func:`read_rewritten_neff` name it."""
     h = hashlib.sha256()
     try:
         with open_regular(path) as fh:  # (a FIFO in its place would block a plain open)
+            if size is not None and os.fstat(fh.fileno()).st_size != size:
+                return None
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     except OSError as exc:
@@ -60,21 +63,31 @@ def _read_manifest(path: Path) -> bytes:
     return data
 
 
-def _load_json(path: Path) -> dict:
-    """A manifest as a JSON object; an :class:`OutputError` (status 2: the simulation cannot
-    be done) when it is missing, cannot be read or is not one."""
+def _manifest_bytes(path: Path) -> bytes:
+    """The bytes of the manifest ``path`` (:func:`_read_manifest`); an :class:`OutputError`
+    (status 2: the simulation cannot be done) when it is missing or cannot be read."""
     try:
-        doc = jsonin.loads(_read_manifest(path), strict_objects=False)
+        return _read_manifest(path)
     except FileNotFoundError:
         raise OutputError(f"{path.name} is missing", file=str(path)) from None
+    except OSError as exc:  # (a FIFO, a directory: "not a regular file")
+        raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+
+
+def _load_json(path: Path, data: bytes | None = None) -> dict:
+    """A manifest as a JSON object (``data``: its bytes, already read); an
+    :class:`OutputError` (status 2: the simulation cannot be done) when it is missing,
+    cannot be read or is not one."""
+    if data is None:
+        data = _manifest_bytes(path)
+    try:
+        doc = jsonin.loads(data, strict_objects=False)
     except jsonin.JsonRule as exc:  # NaN, Infinity, 1e999
         raise OutputError(f"cannot read {path.name}: invalid JSON: {exc.why}",
                           file=str(path), field=exc.path) from None
     except RecursionError:
         raise OutputError(f"cannot read {path.name}: invalid JSON: nested too deeply",
                           file=str(path)) from None
-    except OSError as exc:
-        raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
     except ValueError as exc:  # UnicodeDecodeError, JSONDecodeError, 5000 digits
         raise OutputError(f"cannot read {path.name}: {exc}", file=str(path)) from None
     if not isinstance(doc, dict):
@@ -174,7 +187,10 @@ def verify_checksums(out: str | Path) -> None:
 
     Top level: ``output_neff`` and ``rank_manifests`` (the sha256 of each rank's
     ``manifest.json``); per rank: every file's ``sha256`` and ``bytes``.  Every artifact
-    file of FORMATS §1 must be listed.
+    file of FORMATS §1 must be listed.  A fault ``--ignore-checksums`` does not get past
+    (a rank folder of ``ranks`` gone, a manifest, an artifact or the rewritten NEFF
+    missing or not a regular file) is refused as the simulation without the checksums
+    refuses it, without the hint to use that option.
     """
     out = Path(out)
     top = read_top_manifest(out)
@@ -189,25 +205,27 @@ def verify_checksums(out: str | Path) -> None:
     mans = top.get("rank_manifests")
     if not isinstance(top.get("ranks"), list) or not isinstance(mans, dict):
         raise OutputError("manifest.json has no ranks / rank_manifests", file=str(out))
-    expected = {rank_dir_name(r) for r in manifest_ranks(out, top)}
+    ranks = manifest_ranks(out, top)
+    expected = {rank_dir_name(r) for r in ranks}
     if set(mans) != expected:
         raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
                           + hint, file=str(out))
+    for r in sorted(ranks):  # (as read_rank_manifest refuses it, whatever the option)
+        if not (out / rank_dir_name(r)).is_dir():
+            raise OutputError(f"{rank_dir_name(r)} is missing (rank {r} of manifest.json "
+                              "'ranks')", file=str(out))
     present = {p.name for p in out.glob("rank-*") if p.is_dir()}
-    if present != expected:
-        extra = sorted(present - expected) + sorted(expected - present)
+    if extra := sorted(present - expected):  # (the simulation reads only the ranks')
         raise OutputError(f"rank folders differ from manifest.json 'ranks' ({extra[0]}){hint}",
                           file=str(out))
     for name in sorted(expected):
         rdir = out / name
         mpath = rdir / "manifest.json"
-        if not mpath.is_file():
-            raise OutputError(f"{name}/manifest.json is missing{hint}", file=str(out))
-        _check_manifest_size(mpath, mpath.stat().st_size)  # (before it is hashed: it reads all)
-        if _sha256_file(mpath) != mans[name]:
+        data = _manifest_bytes(mpath)  # (its size judged before it is read and hashed)
+        if hashlib.sha256(data).hexdigest() != mans[name]:
             raise OutputError(f"{name}/manifest.json: sha256 does not match manifest.json"
                               f" rank_manifests{hint}", file=str(out))
-        rman = _load_json(mpath)
+        rman = _load_json(mpath, data)
         files = rman.get("files")
         if not isinstance(files, dict):
             raise OutputError(f"{name}/manifest.json has no 'files'", file=str(out))
@@ -222,11 +240,7 @@ def verify_checksums(out: str | Path) -> None:
         listed = Field(files, "files", str(mpath))
         for fname, info in sorted(files.items()):
             listed[fname].dict()
-            fpath = rdir / fname
-            if not fpath.is_file():
-                raise OutputError(f"{name}/{fname} is missing{hint}", file=str(out))
-            if (fpath.stat().st_size != info.get("bytes")
-                    or _sha256_file(fpath) != info.get("sha256")):
+            if _sha256_file(rdir / fname, info.get("bytes")) != info.get("sha256"):
                 raise OutputError(f"{name}/{fname}: sha256 does not match {name}/manifest.json"
                                   f"{hint}", file=str(out))
 
