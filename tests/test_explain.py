@@ -1331,6 +1331,75 @@ def test_the_memory_layout_comes_before_the_start_addr_as_in_lower(tmp_path):
     assert run_json("explain", path)["model_refusal"] == line
 
 
+#: lower's reason for the 32nd trigger of tests/test_entryslots.py's star of 2-rank groups
+_HANDSHAKE = ("the entry handshake needs more than the 17 entry_post semaphores (9, 176..191): "
+              "ranks of this replica group on one node have waited on every one of them in "
+              "other groups' entries since they last met")
+
+
+def test_the_trigger_the_entry_handshake_refuses_takes_that_refusal_not_its_start_addr(
+        tmp_path):
+    """The 32 star triggers of tests/test_entryslots.py, the 32nd (sg31) of 2^32 bf16
+    elements between 8 GiB vars: its buffers span 8 GiB, past the 4 GiB a TENSOR3D
+    start_addr addresses, and it is the trigger without an entry_post semaphore.  lower
+    refuses the model at the entry handshake (entryslots), before the plan's limits where
+    the start_addr is checked, so it never meets the start_addr.  docs/CLI.md
+    ``model_refusal``: "the trigger it names ... is also INVALID with that reason"; explain
+    showed trigger 31 INVALID for its start_addr, and ``--trigger 0`` named trigger 31's
+    start_addr as the line lower refuses it with (the audit's item A)."""
+    from test_entryslots import _star_spec
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    spec = _star_spec(32)
+    for var in spec["subgraphs"][31]["vars"]:
+        var["size"] = 2 << 32
+    spec["subgraphs"][31]["engines"]["sp"][0]["all_reduce"]["num_elements"] = 1 << 32
+    path = tmp_path / "m2.neff"
+    path.write_bytes(assemble_spec(spec))
+    path = str(path)
+    line = _lower_line(path, tmp_path)
+    assert line == ("member sg31/sp.bin, subgraph sg31, stream sp, instruction 0, trigger 31: "
+                    + _HANDSHAKE)
+    d = run_json("explain", path)
+    assert d["model_refusal"] == line and d["refused_not_shown"] == []
+    assert [t["lowered"]["algorithm"] == "INVALID" for t in d["triggers"]] == [False] * 31 + [
+        True]
+    assert d["triggers"][31]["lowered"]["fallback_reason"] == _HANDSHAKE
+    (t,) = run_json("explain", path, "--trigger", "31")["triggers"]
+    assert (t["lowered"]["algorithm"], t["lowered"]["fallback_reason"]) == ("INVALID",
+                                                                            _HANDSHAKE)
+    d = run_json("explain", path, "--trigger", "0")  # trigger 31 not shown: no note of it
+    assert d["model_refusal"] == line and d["refused_not_shown"] == []
+    for args in ((), ("--trigger", "0"), ("--trigger", "31")):
+        text = _cli("explain", path, *args).output
+        assert f"lower refuses the whole model: {line}" in text.splitlines()
+        assert "start_addr" not in text and "not shown" not in text
+
+
+def test_a_start_addr_past_4_gib_is_not_named_when_the_memory_layout_refuses_first(tmp_path):
+    """Trigger 0 all-reduces 64 B, trigger 1 8 GiB (bf16) between a 12 GiB input and a
+    12 GiB output on ranks 0, 1: vars 24 GiB and trigger 1's RING scratch of its whole
+    message, 8 GiB (docs/DESIGN.md), pass the 28 GiB core window (docs/FORMATS.md §10), and
+    trigger 1's buffers the 4 GiB of a TENSOR3D start_addr.  lower refuses the model at the
+    memory layout, naming no trigger, and never reaches the start_addr (limits.check_plan):
+    explain names no refused trigger and shows none INVALID (``--trigger 0`` named trigger
+    1's start_addr as the line lower refuses it with)."""
+    path = _two_rank_model(tmp_path, [("a", "input", 12 << 30), ("o", "output", 12 << 30)],
+                           [_ar_of("bf16", 64, "a", "o"), _ar_of("bf16", 8 << 30, "a", "o")])
+    line = _lower_line(path, tmp_path)
+    assert line == (f"the model's DRAM vars, scratch and gateway need {32 << 30} bytes per "
+                    f"core (vars {24 << 30}, scratch {8 << 30}, gateway 0), more than the "
+                    f"{28 << 30} bytes of the core window below the SBUF window")
+    for args in ((), ("--trigger", "0"), ("--trigger", "1")):
+        d = run_json("explain", path, *args)
+        assert d["model_refusal"] == line and d["refused_not_shown"] == []
+        assert [t["lowered"]["fallback_reason"] for t in d["triggers"]] == [None] * len(
+            d["triggers"])
+        text = _cli("explain", path, *args).output
+        assert f"lower refuses the whole model: {line}" in text.splitlines()
+        assert "start_addr" not in text and "not shown" not in text
+
+
 def _ar_of(dtype, nbytes, src="a", dst="b"):
     return {"all_reduce": {"dtype": dtype, "op": "add", "src": src, "dst": dst,
                            "bytes": nbytes}}

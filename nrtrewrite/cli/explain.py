@@ -419,8 +419,8 @@ class ModelPlan:
     #: first of its checks that fails, placed at the trigger (a model-wide refusal is not one);
     #: in the order ``lower`` meets them: the selections (lower selects every trigger
     #: first), then lower's checks and the engines' prepares, then the TENSOR3D start_addr
-    #: (limits.check_plan, after the entry handshake and the memory layout), each in
-    #: trigger order
+    #: (limits.check_plan, after the entry handshake and the memory layout: none when one
+    #: of these refuses the model), each in trigger order
     refusals: dict[int, NrtRewriteError]
     #: the engine's plan of every trigger ``lower`` plans (``Prepared.data``), by ordinal
     plans: dict[int, Any]
@@ -440,7 +440,9 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     ``lower``'s order: the entry handshake's semaphores (entryslots), the memory layout with
     the scratch and gateway the engines' plans need (lower.lay_out_memory: the core window),
     the plan's limits (limits.check_plan, on the plans themselves: the start_addr among
-    them, so a trigger refused only for it is planned).
+    them, so a trigger refused only for it is planned; when the entry handshake or the
+    memory layout refuses the model, ``lower`` meets no start_addr and no trigger is
+    refused for one, and the trigger the model-wide refusal names takes it).
 
     Triggers of one request (op, dtype, group, sizes, ALU op, SBUF or not) whose operands
     share bytes alike are selected and prepared once: selection reads only the request, an
@@ -524,6 +526,10 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
         entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node,
                          lambda i: trigger_where(m.triggers[i]))
         lay_out_memory(m, topo, planned)
+    except LimitError as err:  # lower stops here: it meets no start_addr
+        out.refusal, out.refusals = err, {}
+        return out
+    try:
         check_plan(SimpleNamespace(triggers=planned))
     except LimitError as err:
         out.refusal = err
