@@ -1701,14 +1701,18 @@ HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_a
      'hier.legs[0].name "intra_x" is not intra_redsct'),
     (lambda legs: legs.insert(1, legs.pop(2)), 'hier.legs[1].name "intra_allg" is not inter_allr'),
     (lambda legs: legs.pop(), "hier.legs lists 2 legs, not 3"),
-], ids=["renamed", "swapped", "dropped"])
+    (lambda legs: legs.append({**json.loads(json.dumps(legs[2])), "name": "extra"}),
+     "hier.legs lists 4 legs, not 3"),
+], ids=["renamed", "swapped", "dropped", "extra"])
 def test_hier_legs_other_than_designs_are_refused_naming_the_leg(hier16_out, tmp_path, edit,
                                                                  says):
     """docs/DESIGN.md "HIER": a HIER all-reduce runs intra_redsct, inter_allr and intra_allg,
     in that order. hier16_out's first leg renamed ``intra_x`` (the audit's F2) was blamed on
     the rank entries' ``algo_type`` (``algo_type RING but trigger 0 was lowered as HIER with
     leg intra_redsct HIER``: the entries name the leg the manifest no longer lists); the
-    manifest's legs are refused naming the key, also in another order or one short."""
+    manifest's legs are refused naming the key, also in another order, one short or one too
+    many (a copy of intra_allg appended as ``extra``: the three legs DESIGN.md gives are
+    there, in order, and a fourth)."""
     out = copy(hier16_out, tmp_path)
     _rehier(out, edit)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {says}: "
