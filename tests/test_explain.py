@@ -1437,3 +1437,90 @@ def test_the_note_names_a_selection_refusal_before_an_earlier_dtype(tmp_path):
     res = _cli("explain", path, "--trigger", "2", *algo)
     assert res.exit_code == 0, res.output
     assert _note(res.output) == f"lower refuses 2 triggers not shown (0..1), the first: {line}"
+
+
+def _lnc2_model(tmp_path, group, vars_, sp) -> str:
+    """A model (lnc 2) of ``vars_`` (name, type, size) and the sp instructions ``sp`` on
+    ``group``."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "m.neff"
+    path.write_bytes(assemble_spec({
+        "header": {"pkg_version": 2, "name": "m", "lnc_size": 2},
+        "subgraphs": [{"name": "sg00", "replica_groups": [group], "engines": {"sp": sp},
+                       "vars": [{"name": n, "type": k, "size": s} for n, k, s in vars_]}]}))
+    return str(path)
+
+
+def test_two_triggers_of_one_request_refused_by_their_engine_are_each_named_at_their_place(
+        tmp_path):
+    """Three bf16 all-reduces of 1024 elements on ranks 0 .. 8 under ``--algo
+    single_step_mesh``: trigger 0 from x_in to x_out, triggers 1 and 2 in place on tmp (one
+    request, prepared once).  docs/SELECTION.md: lower refuses SINGLE_STEP_MESH in place over
+    more than 8 ranks, in its engine's prepare.  ``explain --trigger 0`` names both, each at
+    its own instruction (NEFF-LIKE.md: the sp stream's second and third instructions), in
+    lower's words: trigger 2's line is trigger 1's with its own place."""
+    path = _lnc2_model(tmp_path, list(range(9)),
+                       [("x_in", "input", 2048), ("x_out", "output", 2048),
+                        ("tmp", "tmp-buf", 2048)],
+                       [_ar_of("bf16", 2048, "x_in", "x_out"), _ar_of("bf16", 2048, "tmp", "tmp"),
+                        _ar_of("bf16", 2048, "tmp", "tmp")])
+    algo = ("--algo", "single_step_mesh")
+    res = _cli("lower", path, "-o", tmp_path / "out", *algo)
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    line = res.output.strip().split(f"{path}: ", 1)[1]
+    place1 = "member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, trigger 1: "
+    assert line.startswith(place1 + "SINGLE_STEP_MESH in place over 9 ranks: ")
+    why = line[len(place1):]
+    res = _cli("explain", path, "--trigger", "0", *algo, "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.output)
+    assert d["model_refusal"] is None
+    assert d["refused_not_shown"] == [
+        {"trigger": 1, "refusal": line},
+        {"trigger": 2, "refusal": "member sg00/sp.bin, subgraph sg00, stream sp, instruction 2, "
+                                  "trigger 2: " + why}]
+    assert d["triggers"][0]["lowered"]["algorithm"] == "SINGLE_STEP_MESH"
+
+
+def test_a_trigger_refused_for_its_dtype_hides_a_model_wide_refusal(tmp_path):
+    """Ranks 0, 1: trigger 0 an int32 all-reduce (tmp in place), trigger 1 a bf16 all-reduce
+    of 2^31 elements from x_in (12 GiB + 4 KiB) to x_out (12 GiB): with its RING scratch of
+    the whole 4 GiB message (docs/DESIGN.md) the vars and scratch pass the 28 GiB core window
+    (docs/FORMATS.md §10), but lower checks every trigger's dtype first and refuses trigger
+    0's (the CCE reduce takes no INT32: seed 000 §3.4).  docs/CLI.md: ``model_refusal`` is
+    ``null`` when a trigger is refused by its dtype; ``--trigger 1`` names trigger 0."""
+    path = _lnc2_model(tmp_path, [0, 1],
+                       [("x_in", "input", (12 << 30) + 4096), ("x_out", "output", 12 << 30),
+                        ("tmp", "tmp-buf", 4096)],
+                       [_ar_of("int32", 64, "tmp", "tmp"),
+                        _ar_of("bf16", 1 << 32, "x_in", "x_out")])
+    line = _lower_line(path, tmp_path)
+    # the 0xC8 word of instruction 0, its dtype at byte 14 (NEFF-LIKE.md): 0xe
+    assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, "
+                           "offset 0xe, field dtype, trigger 0: ALLREDUCE in INT32 cannot be "
+                           "lowered")
+    d = run_json("explain", path, "--trigger", "1")
+    assert d["model_refusal"] is None
+    assert d["refused_not_shown"] == [{"trigger": 0, "refusal": line}]
+
+
+def test_the_entry_handshake_comes_before_the_memory_layout_as_in_lower(tmp_path):
+    """tests/test_entryslots.py's 32 star triggers, trigger 0 (sg00) of 2^31 bf16 elements
+    from a 12 GiB + 4 KiB input to a 12 GiB output: its RING scratch of the whole 4 GiB
+    message (docs/DESIGN.md) takes the model past the 28 GiB core window (docs/FORMATS.md
+    §10), and trigger 31 has no entry_post semaphore.  lower checks the entry handshake
+    first: explain's ``model_refusal`` is its handshake line."""
+    from test_entryslots import _star_spec
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    spec = _star_spec(32)
+    big = spec["subgraphs"][0]
+    big["vars"][0]["size"], big["vars"][1]["size"] = (12 << 30) + 4096, 12 << 30
+    big["engines"]["sp"][0]["all_reduce"]["num_elements"] = 1 << 31
+    path = tmp_path / "m.neff"
+    path.write_bytes(assemble_spec(spec))
+    path = str(path)
+    line = _lower_line(path, tmp_path)
+    assert line == ("member sg31/sp.bin, subgraph sg31, stream sp, instruction 0, trigger 31: "
+                    + _HANDSHAKE)
+    assert run_json("explain", path)["model_refusal"] == line
