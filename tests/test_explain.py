@@ -139,6 +139,28 @@ def test_model_less_alltoall_shows_mesh_without_lowering():
         "for ALLTOALL" in t["lowered"]["fallback_reason"]
 
 
+def test_model_less_selection_refusal_comes_before_the_dtype_and_nothing_is_lowered():
+    """docs/CLI.md "explain": lower selects before it checks a dtype.  An INT32 all-to-all
+    over 2 ranks has no lowerable engine (MESH is not lowered for ALLTOALL) and a dtype the
+    CCE cannot reduce (seed 000 §3.4: lower.dtype_refusal takes every op but the
+    all-gather): its fallback is the selection's.  An INT32 all-reduce is selected and
+    refused for its dtype.  Neither is lowered: no channels, ``nothing lowered``."""
+    t = run_json("explain", "--op", "alltoall", "--dtype", "int32", "--bytes", "1KiB",
+                 "--ranks", "2")["triggers"][0]
+    assert t["lowered"]["algorithm"] == "INVALID"
+    assert t["lowered"]["fallback_reason"].startswith(
+        "MESH ALLTOALL is not lowerable in this build (lowerable: ")
+    assert t["channels"]["count"] == 0 and t["channels"]["reason"] == "nothing lowered"
+    t = run_json("explain", "--op", "allreduce", "--dtype", "int32", "--bytes", "1KiB",
+                 "--ranks", "2")["triggers"][0]
+    assert (t["lowered"]["algorithm"], t["lowered"]["fallback_reason"]) == (
+        "INVALID", "ALLREDUCE in INT32 cannot be lowered: the CCE reduce accepts only BF16, "
+        "FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)")
+    assert t["policy"]["algorithm"] != "INVALID"  # selected, then refused
+    assert (t["channels"]["count"], t["channels"]["reason"], t["channels"]["rings"]) == (
+        0, "nothing lowered", [])
+
+
 def test_algo_override_errors_are_one_line():
     res = CliRunner().invoke(main, ["explain", "--op", "allgather", "--bytes", "1MiB",
                                     "--ranks", "8", "--nodes", "8", "--group", "0"], env={})
