@@ -692,3 +692,48 @@ def test_the_evt_sem_limit_names_the_scratch_when_the_vars_alone_fit(tmp_path):
     assert (f"the model's DRAM vars, scratch and gateway need {(6 << 30) + 65536} bytes per "
             f"core (vars {6 << 30}, scratch 65536, gateway 0); on a device of 16 logical "
             f"cores at most {6 << 30} fit") in res.stderr
+
+
+def test_a_layout_of_exactly_the_core_window_fits(tmp_path):
+    """FORMATS §10: a core's DRAM runs from its window + 0x1_0000_0000 to its SBUF at
+    + 0x8_0000_0000, 28 GiB. 28 GiB - 192 KiB of pad, the two 64 KiB operands and the RING
+    all-reduce's scratch of its 64 KiB message (docs/DESIGN.md: a ring receives a whole
+    message; every region 4 KiB-aligned) take exactly 28 GiB: explain (lower's plan) takes
+    the model; 4 KiB more of pad and it is refused, counting each part."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    window = 0x8_0000_0000 - 0x1_0000_0000
+    assert window == 28 << 30
+    for pad, refusal in ((window - 3 * 65536, None), (window - 3 * 65536 + 4096, (
+            f"the model's DRAM vars, scratch and gateway need {window + 4096} bytes per core "
+            f"(vars {window - 65536 + 4096}, scratch 65536, gateway 0), more than the "
+            f"{window} bytes of the core window below the SBUF window"))):
+        model = tmp_path / f"pad{pad}.neff"
+        model.write_bytes(_padded(pad))
+        res = CliRunner().invoke(main, ["explain", str(model), "--algo", "ring", "--json"])
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.stdout)["model_refusal"] == refusal
+
+
+def test_the_evt_sem_limit_names_the_vars_alone_when_they_pass_it(tmp_path):
+    """6 GiB + 4 KiB of DRAM vars (pad + a_in + a_out) pass the 6 GiB a 16-core device's DRAM
+    layout may take (FORMATS §10: 0x2_8000_0000 - 0x1_0000_0000) on their own: the refusal
+    counts the vars alone, not the scratch and gateway besides."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    topo = tmp_path / "big16.json"
+    topo.write_text(json.dumps(BIG16))
+    model = tmp_path / "m.neff"
+    model.write_bytes(_padded((6 << 30) - 2 * 65536 + 4096))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", str(model), "--topology", str(topo),
+                                    "--algo", "ring", "-o", str(out), "-q"])
+    assert res.exit_code == 2 and not out.exists()
+    assert res.stderr == (
+        f"nrtrewrite: error: {model}: the model's DRAM vars need {(6 << 30) + 4096} bytes per "
+        f"core; on a device of 16 logical cores at most {6 << 30} fit, since logical core 8's "
+        "window holds the EVT_SEM semaphores of TOP_SPs 0..7 from 0x8280000000\n")
