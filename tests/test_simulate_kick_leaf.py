@@ -577,6 +577,22 @@ def test_an_access_pattern_of_more_elements_than_the_op_is_refused(sbuf_out, tmp
     refused(out, "src access pattern covers", "the op needs")
 
 
+def test_an_access_pattern_of_fewer_partitions_than_the_op_is_refused_naming_its_key(
+        sbuf_out, tmp_path):
+    """FORMATS §1.1 ``src.ap``: ``partition_count`` x the dims' counts are the op's elements.
+    sbuf.yaml's trigger 0 reads 128 partitions x 768 = 98304; its ``partition_count`` made 64
+    covers 64 x 768 = 49152.  The refusal names the key, ``triggers[0].src.ap``, and both
+    counts."""
+    out = copy(sbuf_out, tmp_path)
+    t = trigger0(out)
+    assert (t["src"]["ap"]["partition_count"], t["src"]["ap"]["dims"]) == (
+        128, [[1, 768], [0, 1], [0, 1]])
+    _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("partition_count", 64))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0].src.ap: src access "
+                            "pattern covers 49152 elements, the op needs 98304")
+
+
 # ------------------------------- mutation audit round 7: the trigger manifest's own checks
 
 @pytest.fixture(scope="module")
