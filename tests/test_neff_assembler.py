@@ -1783,6 +1783,30 @@ def test_a_value_refused_is_worded_as_the_spec_writes_it_through_the_cli(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.yaml"]
 
 
+@pytest.mark.parametrize("text, field, why", [
+    ("header: {pkg_version: 2, name: m, lnc_size: 1}\n"
+     "subgraphs:\n"
+     "- name: sg00\n"
+     "  replica_groups: [[0, 1]]\n"
+     "  vars: [{name: a, type: input, size: 64}, {name: b, type: output, size: 64}]\n"
+     "  engines: {sp: [{all_reduce: {dtype: bf16, src: a, dst: b, num_elements: 32, "
+     "op: [add]}}]}\n",
+     "subgraphs[0].engines.sp[0].all_reduce.op", "unknown op a list (one of add, max, min)"),
+    ("subgraphs: 5\n", "subgraphs", "needs a non-empty list of subgraphs, got 5"),
+], ids=["op-list", "subgraphs-integer"])
+def test_a_value_of_the_wrong_kind_is_refused_at_its_key_through_the_cli(tmp_path, text, field,
+                                                                         why):
+    """ASSEMBLE.md: a value a refusal shows is worded as the spec writes it, a list by its
+    kind (an ALU op given as ``[add]``: ``unknown op a list``, as ``not a UUID: a list``);
+    a refusal of a value's type says what the key holds (``subgraphs: 5``: ``got 5``; the
+    table: ``subgraphs`` is a non-empty list of subgraphs).  Exit 2, one line, no file."""
+    spec = tmp_path / "s.yaml"
+    spec.write_text(text)
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "x.neff")])
+    assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {spec}: field {field}: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
 # ---------------------------------------------------------------------------
 # a mapping key that is not a string in a value written as JSON: json.dumps wrote it as a
 # string, so `{1: a, "1": b}` wrote the key "1" twice (silently with validate: false)
