@@ -526,3 +526,26 @@ def test_an_empty_output_is_refused_before_the_model_is_read(tmp_path):
     assert res.stderr == ("nrtrewrite lower: error: Invalid value for '-o' / '--output': an "
                           "empty path; leave -o out for the default (<model>.lowered) (see "
                           "'nrtrewrite lower --help')\n")
+
+
+@pytest.mark.parametrize("algo", ["ring", None])
+def test_the_leader_is_the_smallest_rank_of_a_group_listed_out_of_order(tmp_path, algo):
+    """FORMATS §1.1 / §3: a trigger's ``leader`` is its replica group's smallest rank, the
+    one rank whose entries are the reporter.  A bf16 all-reduce of 32 elements over the group
+    written ``[1, 0]``: the manifest keeps the group as written and leads it with rank 0; only
+    rank 0's entries report; it simulates as a match (RING, and the default policy's engine)."""
+    from test_simulate import assert_clean, lower_spec
+    spec = {"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00", "replica_groups": [[1, 0]],
+                           "vars": [{"name": "a", "type": "input", "size": 64},
+                                    {"name": "b", "type": "output", "size": 64}],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "src": "a", "dst": "b", "num_elements": 32,
+                               "op": "add"}}]}}]}
+    out = lower_spec(spec, tmp_path / "o", algo=algo)
+    (t,) = json.loads((out / "manifest.json").read_text())["triggers"]
+    assert (t["replica_group"], t["leader"]) == ([1, 0], 0)
+    for rank, reporter in ((0, 1), (1, 0)):
+        entries = json.loads((out / f"rank-{rank:04d}" / "manifest.json").read_text())["entries"]
+        assert entries and {e["reporter"] for e in entries} == {reporter}
+    assert_clean(out)
