@@ -1593,6 +1593,107 @@ def test_an_empty_hier_leg_group_is_refused_naming_it(hier16_out, tmp_path, leg)
                             "more)")
 
 
+def _entry_channels_refusal(out: Path, record: int, bits: list[int], i: int, k: int, g: int,
+                            want: list[int], algorithm: str) -> str:
+    """The line rank 0's spad.bin entry ``record`` is refused with when it runs channels
+    ``bits`` and its group's plan of HIER leg ``i`` lists ``want``."""
+    return (f"{out / 'rank-0000'}: field channel_list, rank 0, artifact spad.bin, record "
+            f"{record}: channel_list runs channels {bits}, the channels of "
+            f"hier.legs[{i}].plans[{k}], the plan of rank 0's group hier.legs[{i}].groups[{g}], "
+            f"are {want} (manifest.json triggers[0].hier.legs[{i}].plans[{k}].channels: a "
+            f"{algorithm} entry runs each channel of its group's plan, FORMATS §1.1, §2)")
+
+
+@pytest.fixture(scope="module")
+def hier16_kangaring_out(tmp_path_factory) -> Path:
+    """hier16_out's model with both intra legs forced to KANGARING (inter_allr stays
+    SINGLE_CYCLE_RING)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier16k") / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    assert [leg["algorithm"] for leg in trigger0(out)["hier"]["legs"]] == [
+        "KANGARING", "SINGLE_CYCLE_RING", "KANGARING"]
+    return out
+
+
+#: hier16_out's channel ids by hand: each leg's plans have chunk.channels 1 (asserted below),
+#: so intra_redsct runs one RING channel, inter_allr one SINGLE_CYCLE_RING pair (a CW and a
+#: CCW channel, FORMATS §1.1), intra_allg one RING channel, and a HIER trigger's legs use
+#: disjoint ids, each leg's after those of the legs before it, from 0 (docs/DESIGN.md "HIER"):
+#: 0; 1, 2; 3.
+HIER16_LEG_CHANNELS = [[0], [1, 2], [3]]
+
+
+def _leg_channel_ids(legs: list[dict]) -> list[list[int]]:
+    """Each leg's plan 0's channel ids, once every plan is asserted to have chunk.channels 1."""
+    assert all(plan["chunk"]["channels"] == 1 for leg in legs for plan in leg["plans"])
+    return [sorted(c["channel"] for c in leg["plans"][0]["channels"]) for leg in legs]
+
+
+@pytest.mark.parametrize("i, record, shift", [(1, 1, 20), (0, 0, 31), (2, 2, -3)])
+def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the_legs(
+        hier16_out, tmp_path, i, record, shift):
+    """FORMATS §1.1: a HIER leg plan's ``channels`` are the channels its groups run, and on a
+    RING or SINGLE_CYCLE_RING leg every rank of the group is on each ring, so each rank's
+    entry for the leg (spad.bin record i: one entry per leg, in order, FORMATS §3.3) runs
+    exactly its group's plan's channel ids. Rank 0 is in group 0 of every leg (node 0's
+    ranks; local index 0), whose plan is plan 0. inter_allr's plans moved to channels 21,
+    22 simulated as a match, intra_redsct's channel 0 -> 31 was blamed on legs.bin (`the
+    ring successor of channel 0 is -1`), intra_allg's 3 -> 0 (intra_redsct's id) likewise;
+    each is refused at spad.bin naming the plan, the group and both lists."""
+    out = copy(hier16_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS
+    assert all(0 in leg["groups"][0]["group"] and leg["groups"][0]["plan"] == 0
+               for leg in legs)
+
+    def move(legs):
+        for plan in legs[i]["plans"]:
+            for c in plan["channels"]:
+                c["channel"] += shift
+    _rehier(out, move)
+    runs = HIER16_LEG_CHANNELS[i]
+    want = [c + shift for c in runs]
+    algorithm = ["RING", "SINGLE_CYCLE_RING", "RING"][i]
+    assert refused(out) == _entry_channels_refusal(out, record, runs, i, 0, 0, want, algorithm)
+
+
+@pytest.mark.parametrize("i, channel", [(0, 9), (2, 0)])
+def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
+        hier16_kangaring_out, tmp_path, i, channel):
+    """FORMATS §1.1, §3.3 and docs/TOPOLOGY.md §4: on each channel of a KANGARING leg every
+    rank of the group is its unit's primary or a secondary (the units cover the group), and
+    a secondary runs its peer_post / peer_wait legs there, so every rank's entry runs each
+    channel of its group's plan, as on a ring. The channel ids are hier16_out's (0; 1, 2; 3).
+    intra_redsct's plan channel 0 -> 9, or intra_allg's 3 -> 0, simulated as a match (no
+    KANGARING leg reads a ring order's channel); each is refused at spad.bin."""
+    out = copy(hier16_kangaring_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS
+    assert len(legs[i]["plans"]) == 1 and legs[i]["groups"][0]["group"][0] == 0
+    _rehier(out, lambda legs: legs[i]["plans"][0]["channels"][0].__setitem__("channel",
+                                                                              channel))
+    assert refused(out) == _entry_channels_refusal(out, i, HIER16_LEG_CHANNELS[i], i, 0, 0,
+                                                   [channel], "KANGARING")
+
+
+def test_a_kangaring_triggers_channel_its_entries_do_not_run_is_refused(kangaring_out,
+                                                                       tmp_path):
+    """As a RING trigger's (FORMATS §1.1, §2): every rank of a flat KANGARING group is on
+    each channel, a primary or a secondary of a unit (docs/TOPOLOGY.md §4, FORMATS §3.3), so
+    its entry runs the trigger's channels; kangaring_out's one channel (chunk.channels 1),
+    channel 0, listed as 5 simulated as a match. Refused at rank 0's spad.bin entry 0."""
+    out = copy(kangaring_out, tmp_path)
+    assert [c["channel"] for c in trigger0(out)["channels"]] == [0]
+    _retrigger(out, 0, lambda t: t["channels"][0].__setitem__("channel", 5))
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'rank-0000'}: field channel_list, rank 0, artifact spad.bin, record 0: "
+        "channel_list runs channels [0], trigger 0's channels are [5] (manifest.json "
+        "triggers[0].channels: a KANGARING entry runs each channel of its trigger, FORMATS "
+        "§1.1, §2)")
+
+
 #: hier16_out's slices by hand (docs/DESIGN.md "HIER"): 1000 elements over 8 local ranks, the
 #: even share ceil(1000 / 8) = 125 over 32, so slices of 128, the last 1000 - 7 x 128 = 104
 HIER16_SLICES = "[[0, 128], [128, 256], [256, 384], [384, 512], [512, 640], [640, 768], " \

@@ -27,7 +27,7 @@ from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
-from nrtrewrite.simulate.triggers import WHOLE_GROUP_RINGS, TriggerSpec
+from nrtrewrite.simulate.triggers import TriggerSpec
 
 # ---------------------------------------------------------------------------
 # The leaf vocabulary of FORMATS §3 and what the ring protocol of FORMATS §7 expects of it.
@@ -335,14 +335,16 @@ class RankDecoder:
                 if me.get(key) != val:
                     raise self.fail(f"spad.bin says {key} = {val!r}, the rank manifest "
                                     f"{me.get(key)!r}", art, e, key)
-            if not t.legs and t.algorithm in WHOLE_GROUP_RINGS and bits != sorted(t.orders):
-                # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger: its entry
-                # runs the trigger's channels, whose ring orders its legs are held to)
-                raise self.fail(f"channel_list runs channels {bits}, trigger {t.ordinal}'s "
-                                f"channels are {sorted(t.orders)} (manifest.json "
-                                f"{t.where.get('field') or 'triggers'}.channels: a "
-                                f"{t.algorithm} entry runs each channel of its trigger, FORMATS "
-                                "§1.1, §2)", art, e, "channel_list")
+            runs = t.entry_channels(man_leg_name, self.rank)
+            if runs is not None and bits != runs[0]:
+                # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger or HIER leg
+                # plan, and in a unit of each KANGARING channel: its entry runs those channels,
+                # whose ring orders its legs are held to)
+                want, key, what = runs
+                whose = "its group's plan" if t.legs else "its trigger"
+                raise self.fail(f"channel_list runs channels {bits}, {what} are {want} "
+                                f"(manifest.json {key}: a {want_alg} entry runs each channel of "
+                                f"{whose}, FORMATS §1.1, §2)", art, e, "channel_list")
             if bool(self.reporter[e]) != (self.rank == t.leader):
                 raise self.fail(f"reporter is {int(self.reporter[e])} but the reporter of trigger "
                                 f"{t.ordinal} is its leader, rank {t.leader}", art, e, "reporter")

@@ -275,6 +275,28 @@ class TriggerSpec:
             return self.legs[leg]["algorithm"]
         return self.algorithm
 
+    def entry_channels(self, leg: str | None, rank: int) -> tuple[list[int], str, str] | None:
+        """The channel ids ``rank``'s entry of this trigger (of its HIER leg ``leg``) runs, if
+        its engine fixes them (:data:`EVERY_CHANNEL_ENGINES`): the trigger's ``channels``, or
+        those of the plan ``rank``'s group of the leg runs (FORMATS §1.1: a plan's channels
+        are the channels its groups run), with the manifest key that lists them and what they
+        are, for the message; None for another engine."""
+        field = self.where.get("field") or "triggers"
+        if not self.legs:
+            if self.algorithm not in EVERY_CHANNEL_ENGINES:
+                return None
+            return sorted(self.orders), f"{field}.channels", f"trigger {self.ordinal}'s channels"
+        found = self.legs.get(leg)
+        if found is None or found["algorithm"] not in EVERY_CHANNEL_ENGINES:
+            return None
+        i = found["at"]
+        for g, ((group, orders, _pgta), k) in enumerate(zip(found["groups"], found["plan_of"])):
+            if rank in group:
+                return (sorted(orders), f"{field}.hier.legs[{i}].plans[{k}].channels",
+                        f"the channels of hier.legs[{i}].plans[{k}], the plan of rank {rank}'s "
+                        f"group hier.legs[{i}].groups[{g}],")
+        return None
+
     def entry_pgta(self, leg: str | None, rank: int) -> int:
         found = self._leg_group(leg, rank) if self.legs else None
         return found[1] if found else self.pgta
@@ -605,6 +627,13 @@ U32_MAX = (1 << 32) - 1
 #: §1.1: RING's ring order, SINGLE_CYCLE_RING's, a CCW channel's reversed); KANGARING's
 #: lists only the primaries, mesh and RDH have ``[]`` and HIER none.
 WHOLE_GROUP_RINGS = ("RING", "SINGLE_CYCLE_RING")
+
+#: The algorithms whose entry on each rank of the group runs every channel of its trigger (a
+#: HIER leg's entry: of the plan its group runs, FORMATS §1.1): RING's and
+#: SINGLE_CYCLE_RING's rings hold the whole group, and on each KANGARING channel every rank
+#: is its unit's primary or a secondary (docs/TOPOLOGY.md §4: the units cover the group),
+#: a secondary with its ``peer_post`` / ``peer_wait`` legs there (FORMATS §3.3).
+EVERY_CHANNEL_ENGINES = WHOLE_GROUP_RINGS + ("KANGARING",)
 
 #: The algorithms a trigger may be lowered as, each one the simulator executes (its entries'
 #: ``algo_type``, a HIER trigger's legs': docs/SIMULATOR.md §2 SPAD).
