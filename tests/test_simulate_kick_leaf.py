@@ -1658,6 +1658,27 @@ def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the
     assert refused(out) == _entry_channels_refusal(out, record, runs, i, 0, 0, want, algorithm)
 
 
+@pytest.mark.parametrize("k, c", [(0, 1), (1, 1), (0, 0)])
+def test_a_hier_leg_plan_listing_a_channel_twice_is_refused_naming_it(hier16_out, tmp_path,
+                                                                     k, c):
+    """FORMATS §1.1: a plan's ``channels`` are the channels its groups run, each once.
+    hier16_out's inter_allr plans (0: slices 0 .. 6, 1: slice 7) list channels 1 and 2
+    (HIER16_LEG_CHANNELS); with item c set to the other item's id the plan was read as a
+    map by channel, one ring order kept, and simulated as a match (entries still run 1 and
+    2). It is refused before the plan's ring orders are read, naming the second item."""
+    out = copy(hier16_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert _leg_channel_ids(legs)[1] == [1, 2] and len(legs[1]["plans"]) == 2
+    assert all([x["channel"] for x in plan["channels"]] == [1, 2] for plan in legs[1]["plans"])
+    other = 1 - c
+    _rehier(out, lambda legs: legs[1]["plans"][k]["channels"][c].__setitem__(
+        "channel", legs[1]["plans"][k]["channels"][other]["channel"]))
+    ch = [1, 2][other]
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1]."
+                            f"plans[{k}].channels[1].channel {ch} is channels[0]'s too (a "
+                            "plan lists each channel its groups run once: FORMATS §1.1)")
+
+
 @pytest.mark.parametrize("i, channel", [(0, 9), (2, 0)])
 def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
         hier16_kangaring_out, tmp_path, i, channel):

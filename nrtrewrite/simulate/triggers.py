@@ -519,16 +519,17 @@ def _buffers(f: Field) -> list[dict]:
 
 def _hier_legs(t: Field) -> list[tuple]:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1), its types checked: per
-    leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(ring orders in positions,
-    chunk)`` (the chunk's four keys, as a flat trigger's), each group ``(its ranks, its plan's
-    index)``; what the numbers say is :func:`_resolve_hier`'s to check."""
+    leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(its channels as
+    (channel, ring order in positions) in the manifest's order, chunk)`` (the chunk's four
+    keys, as a flat trigger's), each group ``(its ranks, its plan's index)``; what the
+    numbers say is :func:`_resolve_hier`'s to check."""
     hier = t.get("hier")
     if hier.null:
         return []
     out = []
     for leg in hier["legs"].items():
-        plans = [({c["channel"].int(0, MAX_CHANNEL): c["order"].ints()
-                    for c in plan["channels"].items()},
+        plans = [([(c["channel"].int(0, MAX_CHANNEL), c["order"].ints())
+                   for c in plan["channels"].items()],
                   {k: plan["chunk"][k].int() for k in CHUNK_KEYS})
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
@@ -550,14 +551,22 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     """A HIER trigger's legs (:func:`_hier_legs`), once each leg's groups hold the replica
     group's ranks (:func:`_check_hier_leg_groups`): each leg's groups with their ring orders
     (a plan's positions in the group turned into ranks) and chunk groups, and its
-    intermediate buffers; a plan's chunk value out of range (:func:`_check_chunk`), a group
-    that names no plan, a plan position outside a group that runs it, a RING or
-    SINGLE_CYCLE_RING leg's ring order that does not list each position of the group once,
-    or a plan no group names (FORMATS §1.1: ``plans`` are the groups' distinct plans; one no
-    group runs was held to nothing) is a :class:`SimulationError` naming the key."""
+    intermediate buffers; a plan listing a channel twice (one ring order was kept, the
+    entries held to the channels left), a plan's chunk value out of range
+    (:func:`_check_chunk`), a group that names no plan, a plan position outside a group that
+    runs it, a RING or SINGLE_CYCLE_RING leg's ring order that does not list each position
+    of the group once, or a plan no group names (FORMATS §1.1: ``plans`` are the groups'
+    distinct plans; one no group runs was held to nothing) is a :class:`SimulationError`
+    naming the key."""
     out = {}
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
-        for j, (_, chunk) in enumerate(plans):
+        for j, (channels, chunk) in enumerate(plans):
+            if (twice := _first_repeat([ch for ch, _ in channels])) is not None:
+                first, c = twice
+                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels[{c}].channel "
+                                      f"{channels[c][0]} is channels[{first}]'s too (a plan "
+                                      "lists each channel its groups run once: FORMATS §1.1)",
+                                      **where)
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
         groups = []
         for g, (group, k) in enumerate(raw_groups):
@@ -567,7 +576,7 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                       f"{counted(len(plans), 'plan')} (a group names its plan by "
                                       "its index there: FORMATS §1.1)", **where)
             orders = {}
-            for c, (ch, order) in enumerate(plans[k][0].items()):
+            for c, (ch, order) in enumerate(plans[k][0]):
                 if (p := next((p for p in order if not 0 <= p < len(group)), None)) is not None:
                     raise SimulationError(f"hier.legs[{i}].plans[{k}].channels[{c}].order "
                                           f"{_json_text(order)} names position {p}, outside "
@@ -897,7 +906,7 @@ def _plan_key(plan: tuple) -> tuple:
     """A HIER leg plan (:func:`_hier_legs`) as a value two copies share: each channel's ring
     order, by channel, and its chunk."""
     channels, chunk = plan
-    return (tuple(sorted((ch, tuple(order)) for ch, order in channels.items())),
+    return (tuple(sorted((ch, tuple(order)) for ch, order in channels)),
             tuple(sorted(chunk.items())))
 
 
