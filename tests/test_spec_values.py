@@ -424,6 +424,28 @@ def test_hier_all_gather_and_reduce_scatter_legs_list_buffers_inside_the_regions
         assert (size["scratch"], size["gw"]) == (1152, 384)
 
 
+def test_hier_inter_groups_of_slices_that_differ_share_one_plan_record(tmp_path):
+    """FORMATS §1.1: a leg's ``plans`` are its groups' distinct plans, each once (the
+    simulator refuses a repeat). 38 bf16 elements over 4 local ranks on 2 nodes: the even
+    share ceil(38 / 4) = 10 is not over 32, so DESIGN's even_split gives slices of 10, 10, 9
+    and 9. Each inter_allr group all-reduces its slice over 2 ranks: ceil(10 / 2) = 5 and
+    ceil(9 / 2) = 5 a position, rounded up to an even 6, the chunk 6 rounded up to 32, one
+    chunk group: the same record for all four groups. The plans were keyed by the whole
+    chunk plan, its span included, so ``lower`` wrote two identical records and ``simulate``
+    refused its own output (found by a false-refusal sweep)."""
+    from nrtrewrite.simulate import simulate_output
+
+    ranks = [0, 1, 2, 3, 64, 65, 66, 67]
+    man, out = lower(tmp_path, coll_spec("all_reduce", "bf16", ranks, 38, lnc=2), ranks=None,
+                     algo=None)
+    inter = man["triggers"][0]["hier"]["legs"][1]
+    assert inter["name"] == "inter_allr"
+    assert [p["chunk"] for p in inter["plans"]] == [
+        {"channels": 1, "chunk_size_n": 32, "pgta": 1, "tail_chunk": 6}]
+    assert [g["plan"] for g in inter["groups"]] == [0, 0, 0, 0]
+    assert simulate_output(out).ok
+
+
 def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
     """TOPOLOGY.md rule 2.  trn2's H0 visits devices 0 1 2 3 7 4 5 6 10 11 8 9 13 14 15 12
     (TOPOLOGY.md's JSON example); devices 0, 1, 2, 3, 5, 6 (logical core 0 of each at LNC 2:

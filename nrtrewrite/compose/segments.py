@@ -354,8 +354,8 @@ class RingLegPlan:
         token, rings = positional_key(self.rings_positional, self.channel_ids, self.orders,
                                       self.group_index)
         plan = self.layout.plan
-        return ("ring", token, plan), lambda: {"channels": positional_channels(rings),
-                                               "chunk": chunk_manifest(plan)}
+        return ("ring", token, chunk_key(plan)), lambda: {"channels": positional_channels(rings),
+                                                          "chunk": chunk_manifest(plan)}
 
 
 def channels_manifest(channel_ids: Sequence[int], orders: dict[int, tuple[int, ...]]
@@ -396,6 +396,13 @@ def positional_channels(rings: tuple[tuple[int, tuple[int, ...]], ...]) -> list[
 
 
 @functools.lru_cache(maxsize=4096)
+def chunk_key(plan: ChunkPlan) -> tuple[int, int, int, int]:
+    """What :func:`chunk_manifest` records of ``plan``, as a key: two groups whose plans
+    differ only in what the record leaves out (the span: inter groups of slices 10 and 9
+    elements long) share one record (FORMATS §1.1: a leg's plans are distinct)."""
+    return plan.chunk, plan.tail_chunk, plan.groups, plan.channels
+
+
 def chunk_manifest(plan: ChunkPlan) -> dict:
     """A leg plan manifest's ``chunk`` for a layout chunked by ``plan``, memoised (the groups
     of a HIER leg share it): shared, never to be mutated."""

@@ -54,7 +54,7 @@ from nrtrewrite.compose.algorithm import Algorithm, EntrySpec, Prepared, registe
 from nrtrewrite.compose.chunking import io_dtype_size
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.segments import (
-    Layout, PeerTable, ViewTable, channels_manifest, chunk_manifest, group_positions,
+    Layout, PeerTable, ViewTable, channels_manifest, chunk_key, chunk_manifest, group_positions,
     interleaved_layout, positional_channels, positional_key, positional_rings,
     repeat_over_groups, ring_token,
 )
@@ -164,7 +164,7 @@ class SingleCyclePlan:
         token, positional = positional_key(rings.get("positional"), self.channel_ids,
                                            self.orders, self.group_index)
         plan = self.layout.plan
-        key = ("single_cycle", token, tuple(self.pairs), len(self.group), plan)
+        key = ("single_cycle", token, tuple(self.pairs), len(self.group), chunk_key(plan))
         return key, lambda: {"channels": positional_channels(positional),
                              "chunk": chunk_manifest(plan),
                              "single_cycle": rings["single_cycle"]}
