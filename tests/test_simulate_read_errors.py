@@ -184,6 +184,26 @@ def test_a_fault_the_option_does_not_get_past_is_refused_alike_without_the_hint(
     assert _simulate(o, *extra) == (2, f"nrtrewrite: error: {line.format(o=o)}\n")
 
 
+@pytest.mark.parametrize("extra", [[], ["--ignore-checksums"]])
+@pytest.mark.parametrize("victim, line", [
+    ("rank-0001", "{o}: rank-0001 is missing (rank 1 of manifest.json 'ranks')"),
+    ("rank-0001/manifest.json", "{o}/rank-0001/manifest.json: manifest.json is missing"),
+])
+def test_a_rank_gone_from_rank_manifests_too_is_refused_alike_without_the_hint(
+        out, tmp_path, victim, line, extra):
+    """ar2's output (ranks 0 and 1) with rank 1's folder, or its manifest, deleted and
+    ``rank_manifests["rank-0001"]`` deleted from manifest.json was refused by the checksum
+    pass with "rank_manifests does not list exactly the rank folders of 'ranks'" and the
+    hint, yet with the option it is still refused as the folder or manifest missing (exit 2).
+    The checksum pass now says that, without the hint (docs/SIMULATOR.md §1)."""
+    o = _copy(out, tmp_path)
+    _put(o / victim, "gone")
+    top = json.loads((o / "manifest.json").read_text())
+    del top["rank_manifests"]["rank-0001"]
+    (o / "manifest.json").write_text(json.dumps(top))
+    assert _simulate(o, *extra) == (2, f"nrtrewrite: error: {line.format(o=o)}\n")
+
+
 @pytest.mark.parametrize("spoil, then", [
     (lambda o: (o / "rank-0002").mkdir(), 0),  # a folder no rank is: not read
     (lambda o: (o / "rank-0001" / "cce.bin").write_bytes(  # a 16-byte record and a byte more

@@ -207,13 +207,17 @@ def verify_checksums(out: str | Path) -> None:
         raise OutputError("manifest.json has no ranks / rank_manifests", file=str(out))
     ranks = manifest_ranks(out, top)
     expected = {rank_dir_name(r) for r in ranks}
-    if set(mans) != expected:
-        raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
-                          + hint, file=str(out))
-    for r in sorted(ranks):  # (as read_rank_manifest refuses it, whatever the option)
+    # a rank folder or rank manifest gone is refused as read_rank_manifest refuses it,
+    # whatever the option (before rank_manifests, whose hint the option would not get past)
+    for r in sorted(ranks):
         if not (out / rank_dir_name(r)).is_dir():
             raise OutputError(f"{rank_dir_name(r)} is missing (rank {r} of manifest.json "
                               "'ranks')", file=str(out))
+        if not (mpath := out / rank_dir_name(r) / "manifest.json").is_file():
+            _manifest_bytes(mpath)  # (missing, or not a regular file: its refusal)
+    if set(mans) != expected:
+        raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
+                          + hint, file=str(out))
     present = {p.name for p in out.glob("rank-*") if p.is_dir()}
     if extra := sorted(present - expected):  # (the simulation reads only the ranks')
         raise OutputError(f"rank folders differ from manifest.json 'ranks' ({extra[0]}){hint}",
