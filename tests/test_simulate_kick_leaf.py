@@ -1534,6 +1534,35 @@ def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out,
                             "trigger's legs are in hier: FORMATS §1.1)")
 
 
+def _drop_hier(t: dict) -> None:
+    del t["hier"]  # (a flat trigger's chunk: FORMATS §1.1's four keys, a RING chunk of 1000)
+    t["chunk"].update(chunk_size_n=256, tail_chunk=2, channels=1)
+
+
+@pytest.mark.parametrize("edit, was", [
+    (lambda t: t.__setitem__("hier", None), "exit 2, field triggers[0].chunk.chunk_size_n: "
+     "missing"),
+    (_drop_hier, "exit 1, blamed on spad.bin: algo_type RING but trigger 0 was lowered as HIER"),
+], ids=["null", "deleted"])
+def test_a_hier_trigger_without_its_hier_section_is_refused_naming_it(hier16_out, tmp_path,
+                                                                      edit, was):
+    """FORMATS §1.1: HIER triggers add ``hier`` (their legs), their ``chunk`` ``pgta`` alone.
+    hier16_out's trigger with ``hier`` null, or deleted and a flat trigger's chunk written in,
+    was refused as something else (``was``). It is refused before its chunk is read, naming
+    the trigger and the missing section, exit 2 (a key missing), with or without the
+    checksums."""
+    out = copy(hier16_out, tmp_path)
+    _retrigger(out, 0, edit)
+    line = (f"{out / 'manifest.json'}: field triggers[0]: algorithm \"HIER\" but the trigger "
+            "has no hier section (a HIER trigger's legs are in hier: FORMATS §1.1)")
+    res = cli("simulate", out, "--json", "--ignore-checksums")
+    assert res.exit_code == 2, res.output
+    assert json.loads(res.stdout)["error"] == line
+    rehash(out)
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 2 and json.loads(res.stdout)["error"] == line, res.output
+
+
 ALGORITHMS_TEXT = ("RING, KANGARING, SINGLE_CYCLE_RING, MESH, SINGLE_STEP_MESH, INTRA_RDH, "
                    "INTER_RDH, HIER")
 

@@ -673,6 +673,9 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
         chunk = t["chunk"]
         # a HIER trigger's chunk is {"pgta"} only (its legs' chunks are in hier)
         hier = not t.get("hier").null
+        if not hier and t["algorithm"].str() == "HIER":  # (before its chunk is read)
+            raise t.bad("algorithm \"HIER\" but the trigger has no hier section (a HIER "
+                        "trigger's legs are in hier: FORMATS §1.1)")
         need = ("pgta",) if hier else CHUNK_KEYS
         out.append(dict(hier=hier,
             sections=[key for key in ENGINE_SECTIONS if not t.get(key).null],
