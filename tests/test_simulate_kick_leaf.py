@@ -1563,6 +1563,75 @@ def test_a_hier_trigger_without_its_hier_section_is_refused_naming_it(hier16_out
     assert res.exit_code == 2 and json.loads(res.stdout)["error"] == line, res.output
 
 
+@pytest.fixture(scope="module")
+def kanga16_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over ranks 0..15 at LNC 2 as KANGARING: units of
+    two, a primary and one secondary (docs/DESIGN.md "Kangaring")."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 16, 1000, lnc=2),
+                      tmp_path_factory.mktemp("k16") / "o", algo="kangaring")
+
+
+#: FORMATS §1.1 ``channels`` of a mesh or RDH trigger, and a HIER trigger's
+MESH_CHANNELS = '[{"channel": 0, "order": []}]'
+EIGHT = list(range(8))
+
+
+@pytest.mark.parametrize("which, channels, says", [
+    ("mesh", [{"channel": 0, "order": EIGHT}, {"channel": 7, "order": []}],
+     '[{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7]}, {"channel": 7, "order": []}] is not '
+     f"{MESH_CHANNELS} (MESH triggers have no ring: one item, FORMATS §1.1)"),
+    ("mesh", [{"channel": 3, "order": []}], '[{"channel": 3, "order": []}] is not '
+     f"{MESH_CHANNELS} (MESH triggers have no ring: one item, FORMATS §1.1)"),
+    ("rdh", [], f"[] is not {MESH_CHANNELS} (INTRA_RDH triggers have no ring: one item, "
+     "FORMATS §1.1)"),
+    ("hier", [{"channel": 0, "order": HIER16}],
+     '[{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7, 64, 65, 66, 67, 68, 69, 70, 71]}] is '
+     "not [] (HIER triggers list none, their rings being their legs' plans', FORMATS §1.1)"),
+], ids=["mesh-ring-and-channel-7", "mesh-channel-3", "rdh-empty", "hier-ring"])
+def test_a_ringless_triggers_channels_other_than_formats_are_refused(
+        mesh_out, ar2_out, hier16_out, tmp_path, which, channels, says):
+    """FORMATS §1.1 ``channels``: mesh and RDH have no ring, one item ``{"channel": 0,
+    "order": []}``; a HIER trigger has ``channels`` empty. mesh_out (MESH over 0..7),
+    ar2_out (INTRA_RDH) and hier16_out given other channels simulated as a match (only the
+    types and the 0..31 range were read). Each is refused naming ``channels`` and both
+    values."""
+    out = copy({"mesh": mesh_out, "rdh": ar2_out, "hier": hier16_out}[which], tmp_path)
+    _retrigger(out, 0, lambda t: t.__setitem__("channels", channels))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: channels {says}"
+
+
+KANGA_WHY = "a KANGARING trigger's order is the cycle of its primaries"
+
+
+@pytest.mark.parametrize("order, says", [
+    ([0, 1, 4, 5, 8, 9, 12, 99], "channels[0].order names rank 99, not in the replica_group"),
+    ([0, 0, 4, 5, 8, 9, 12, 13], f"channels[0].order lists rank 0 twice ({KANGA_WHY}, each "
+     "once: FORMATS §1.1)"),
+    ([], f"channels[0].order is empty ({KANGA_WHY}, 1 or more: FORMATS §1.1)"),
+], ids=["stranger", "twice", "empty"])
+def test_a_kangaring_order_not_of_distinct_group_ranks_is_refused(kanga16_out, tmp_path,
+                                                                  order, says):
+    """FORMATS §1.1: a KANGARING trigger's ``channels[].order`` is the cycle of its
+    primaries, ranks of the replica group. kanga16_out's one channel, order
+    [0, 1, 4, 5, 8, 9, 12, 13] (the primaries of units [0, 2], [1, 3], [4, 6], ...),
+    given a stranger, a rank twice or no rank simulated as a match; each is refused."""
+    out = copy(kanga16_out, tmp_path)
+    assert trigger0(out)["channels"] == [{"channel": 0, "order": [0, 1, 4, 5, 8, 9, 12, 13]}]
+    _retrigger(out, 0, lambda t: t["channels"][0].__setitem__("order", order))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+def test_ringless_and_kangaring_channels_as_lowered_simulate_clean(mesh_out, ar2_out,
+                                                                   hier16_out, kanga16_out):
+    for out, channels in ((mesh_out, [{"channel": 0, "order": []}]),
+                          (ar2_out, [{"channel": 0, "order": []}]), (hier16_out, [])):
+        assert trigger0(out)["channels"] == channels
+    for out in (mesh_out, ar2_out, hier16_out, kanga16_out):
+        assert cli("simulate", out, "--json").exit_code == 0
+
+
 ALGORITHMS_TEXT = ("RING, KANGARING, SINGLE_CYCLE_RING, MESH, SINGLE_STEP_MESH, INTRA_RDH, "
                    "INTER_RDH, HIER")
 

@@ -735,6 +735,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         _check_channel_ids(spec, channels, where)
         if spec.algorithm in WHOLE_GROUP_RINGS:
             _check_ring_orders(spec, channels, where)
+        _check_ringless_channels(spec, channels, where)
         _check_hier_leg_groups(spec, hier_legs, where)
         spec.legs = _resolve_hier(hier_legs, dict(file=where["file"] or None,
                                                   field=where["field"]))
@@ -1108,6 +1109,47 @@ def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
         raise SimulationError(f"channels lists {counted(len(channels), 'channel')}, not the "
                               f"{want} chunk.channels {spec.chunk['channels']} asks for (a "
                               f"{spec.algorithm} trigger lists {how})", **where)
+
+
+#: The ``channels`` FORMATS §1.1 writes for a trigger whose legs run on no ring of its own:
+#: mesh and RDH one item, ``{"channel": 0, "order": []}``, HIER none (its legs' plans hold
+#: their rings), each with why.
+RINGLESS_CHANNELS = {
+    **{a: ([(0, [])], "have no ring: one item") for a in ("MESH", "SINGLE_STEP_MESH",
+                                                         "INTRA_RDH", "INTER_RDH")},
+    "HIER": ([], "list none, their rings being their legs' plans'")}
+
+
+def _check_ringless_channels(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
+                             where: dict) -> None:
+    """A mesh or RDH trigger's ``channels`` is ``[{"channel": 0, "order": []}]`` and a HIER
+    trigger's ``[]`` (:data:`RINGLESS_CHANNELS`), and each ``channels[c].order`` of a
+    KANGARING trigger, the cycle of its primaries, names ranks of its replica group, each
+    once, one or more (FORMATS §1.1), else a :class:`SimulationError` naming the key and both
+    values (no leg reads these orders: until 2026-12-05 any simulated as a match).  Which
+    ranks a KANGARING cycle holds is not checked: its ``kangaring`` units are not read."""
+    if spec.algorithm in RINGLESS_CHANNELS:
+        want, why = RINGLESS_CHANNELS[spec.algorithm]
+        if channels != want:
+            def text(items):
+                return _json_text([{"channel": ch, "order": order} for ch, order in items])
+            raise SimulationError(f"channels {text(channels)} is not {text(want)} "
+                                  f"({spec.algorithm} triggers {why}, FORMATS §1.1)", **where)
+    if spec.algorithm != "KANGARING":
+        return
+    members = set(spec.group)
+    for c, (_ch, order) in enumerate(channels):
+        key = f"channels[{c}].order"
+        if not order:
+            raise SimulationError(f"{key} is empty (a KANGARING trigger's order is the cycle "
+                                  "of its primaries, 1 or more: FORMATS §1.1)", **where)
+        if (stranger := next((r for r in order if r not in members), None)) is not None:
+            raise SimulationError(f"{key} names rank {stranger}, not in the replica_group",
+                                  **where)
+        if (twice := _first_repeat(order)) is not None:
+            raise SimulationError(f"{key} lists rank {order[twice[1]]} twice (a KANGARING "
+                                  "trigger's order is the cycle of its primaries, each once: "
+                                  "FORMATS §1.1)", **where)
 
 
 def _check_ring_order(order: list[int], members, noun: str, key: str, lacks,
