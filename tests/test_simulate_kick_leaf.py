@@ -1915,16 +1915,63 @@ def test_a_hier_leg_buffer_outside_its_region_is_refused(hier16_out, tmp_path, b
                             "lies inside its region: FORMATS §1.1)")
 
 
-def test_a_buffer_in_a_region_other_than_scratch_or_gw_is_refused(hier16_out, tmp_path):
-    """FORMATS §1.1: a buffer's ``region`` is scratch or gw. hier16_out's trigger given a
-    ``buffers`` entry in ``sbuf`` (the trigger-level list: a single-cycle trigger's second
-    views) was read as an anchor in no region; it is refused naming the key."""
-    out = copy(hier16_out, tmp_path)
-    _retrigger(out, 0, lambda t: t.__setitem__(
-        "buffers", [{"offset": 0, "region": "sbuf", "role": "recv2"}]))
+def test_a_buffer_in_a_region_other_than_scratch_or_gw_is_refused(scr1000_out, tmp_path):
+    """FORMATS §1.1: a buffer's ``region`` is scratch or gw. A single-cycle trigger's
+    ``buffers`` entry (its second views) moved to ``sbuf`` was read as an anchor in no
+    region; it is refused naming the key."""
+    out = copy(scr1000_out, tmp_path)
+    _retrigger(out, 0, lambda t: t["buffers"][0].__setitem__("region", "sbuf"))
     rehash(out)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].region "
                             "\"sbuf\" is not scratch or gw (FORMATS §1.1)")
+
+
+BUFFER_WHY = "(a buffer lies inside its region: FORMATS §1.1)"
+
+
+@pytest.mark.parametrize("edit, says", [
+    # 3999 + 2 > 4000: the element at the offset is cut by the region's end
+    (lambda top: top["triggers"][0]["buffers"][0].__setitem__("offset", 3999),
+     "buffers[0].offset 3999 leaves 1 byte of the scratch region's 4000 bytes, less than a "
+     f"BF16 element (2 bytes) {BUFFER_WHY}"),
+    (lambda top: top["memory"].__setitem__("regions", [
+        r for r in top["memory"]["regions"] if r["kind"] != "scratch"]),
+     f'buffers[0].region "scratch": the memory map has no scratch region {BUFFER_WHY}'),
+], ids=["last-byte", "no-scratch"])
+def test_a_single_cycle_buffer_whose_element_does_not_fit_its_region_is_refused(
+        scr1000_out, tmp_path, edit, says):
+    """FORMATS §1.1: element e of a buffer is at offset + e x dtype size inside its region.
+    scr1000_out: 1000 bf16 elements, a space of 2000 bytes, scratch two spaces (4000 bytes,
+    docs/DESIGN.md: RECV at 0, the second receive view at one space), its ``buffers`` one
+    ``recv2`` at 2000. At 3999 its first element's second byte is past the region: the check
+    passed it (offset < 4000) and it was refused later, at sb2sb.bin; a memory map without
+    the scratch region was called one "which is empty". Each is refused naming the key."""
+    out = copy(scr1000_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    assert top["triggers"][0]["buffers"] == [{"offset": 2000, "region": "scratch",
+                                              "role": "recv2"}]
+    assert [r["size"] for r in top["memory"]["regions"] if r["kind"] == "scratch"] == [4000]
+    edit(top)
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+@pytest.mark.parametrize("which, algorithm", [("ring2n", "RING"), ("hier16", "HIER")])
+def test_trigger_buffers_on_a_trigger_other_than_single_cycle_ring_are_refused(
+        ring2n_out, hier16_out, tmp_path, which, algorithm):
+    """FORMATS §1.1: a trigger's ``buffers`` lists a flat trigger's extra views
+    (SINGLE_CYCLE_RING's second receive and staging views); a trigger without such views
+    has no ``buffers`` key. A RING or HIER trigger given a ``recv2`` at scratch 0 (inside
+    its region) simulated as a match; it is refused naming the key and the algorithm."""
+    out = copy(ring2n_out if which == "ring2n" else hier16_out, tmp_path)
+    assert "buffers" not in trigger0(out)
+    _retrigger(out, 0, lambda t: t.__setitem__(
+        "buffers", [{"offset": 0, "region": "scratch", "role": "recv2"}]))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers lists 1 "
+                            f"buffer on a {algorithm} trigger (only a SINGLE_CYCLE_RING trigger "
+                            "has buffers, its second views: FORMATS §1.1)")
 
 
 #: docs/DESIGN.md "HIER": the legs of a HIER all-reduce, in order

@@ -870,14 +870,24 @@ BUFFER_REGIONS = ("scratch", "gw")
 def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
     """Each buffer a trigger (``buffers``: a single-cycle trigger's second views) or a HIER
     leg (``hier.legs[i].buffers``) lists lies inside its region of the output's memory map
-    (docs/FORMATS.md §1.1: ``region`` scratch or gw, ``offset`` in bytes inside it), else a
-    :class:`SimulationError` naming the key and the region's size.  Each is an anchor a leg's
-    streams may start at (:meth:`TriggerSpec.leg_buffers`); until 2026-12-05 none was
-    checked, and ``lower`` listed a HIER leg's ``gw2`` and ``recv2`` past their regions on
-    every leg that is not single-cycle."""
+    (docs/FORMATS.md §1.1: ``region`` scratch or gw, ``offset`` in bytes inside it, element
+    e at offset + e x dtype size), its first element whole, else a :class:`SimulationError`
+    naming the key and the region's size (or that the memory map has no such region); a
+    trigger lists ``buffers`` only if it is SINGLE_CYCLE_RING (FORMATS §1.1: a trigger
+    without such views has no ``buffers`` key).  Each is an anchor a leg's streams may start
+    at (:meth:`TriggerSpec.leg_buffers`); until 2026-12-05 none was checked, and ``lower``
+    listed a HIER leg's ``gw2`` and ``recv2`` past their regions on every leg that is not
+    single-cycle."""
+    why = "(a buffer lies inside its region: FORMATS §1.1)"
     for spec in triggers.values():  # (in the manifest's order)
+        if spec.buffers and spec.algorithm != "SINGLE_CYCLE_RING":
+            raise SimulationError(f"buffers lists {counted(len(spec.buffers), 'buffer')} on a "
+                                  f"{spec.algorithm} trigger (only a SINGLE_CYCLE_RING "
+                                  "trigger has buffers, its second views: FORMATS §1.1)",
+                                  **spec.where)
         lists = [("buffers", spec.buffers)] + [(f"hier.legs[{leg['at']}].buffers",
                                                 leg["buffers"]) for leg in spec.legs.values()]
+        dsize = io_size(spec.dtype)
         for key, buffers in lists:
             for b, buf in enumerate(buffers):
                 kind, off = str(buf["region"]), int(buf["offset"])
@@ -885,13 +895,21 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                     raise SimulationError(f"{key}[{b}].region {_json_text(kind)} is not scratch "
                                           "or gw (FORMATS §1.1)", **spec.where)
                 reg = layout.named(kind)
-                size = reg.size if reg is not None else 0
+                if reg is None:
+                    raise SimulationError(f"{key}[{b}].region {_json_text(kind)}: the memory "
+                                          f"map has no {kind} region {why}", **spec.where)
+                size = reg.size
                 if not 0 <= off < size:
                     region = (f"the {kind} region's {counted(size, 'byte')}" if size else
                               f"the memory map's {kind} region, which is empty")
-                    raise SimulationError(f"{key}[{b}].offset {off} is outside {region} (a "
-                                          "buffer lies inside its region: FORMATS §1.1)",
+                    raise SimulationError(f"{key}[{b}].offset {off} is outside {region} {why}",
                                           **spec.where)
+                if off + dsize > size:
+                    raise SimulationError(
+                        f"{key}[{b}].offset {off} leaves {counted(size - off, 'byte')} of the "
+                        f"{kind} region's {counted(size, 'byte')}, less than a "
+                        f"{spec.dtype.name} element ({counted(dsize, 'byte')}) {why}",
+                        **spec.where)
 
 
 def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
