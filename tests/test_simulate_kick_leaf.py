@@ -1974,6 +1974,42 @@ def test_trigger_buffers_on_a_trigger_other_than_single_cycle_ring_are_refused(
                             "has buffers, its second views: FORMATS §1.1)")
 
 
+GW_WHY = ("every HIER leg lists gw at offset 0 of the gw region, the gateway view every entry "
+          "names: FORMATS §1.1")
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda legs: legs[0]["buffers"].append({"offset": 2000, "region": "gw", "role": "gw2"}),
+     'hier.legs[0].buffers[3].role "gw2" is on a RING leg (only a single-cycle leg lists recv2 '
+     "and gw2: FORMATS §1.1)"),
+    (lambda legs: legs[2]["buffers"].append({"offset": 6000, "region": "scratch",
+                                             "role": "recv2"}),
+     'hier.legs[2].buffers[1].role "recv2" is on a RING leg (only a single-cycle leg lists '
+     "recv2 and gw2: FORMATS §1.1)"),
+    (lambda legs: legs[2].__setitem__("buffers", []),
+     f"hier.legs[2].buffers lists 0 gw buffers, not 1 ({GW_WHY})"),
+    (lambda legs: legs[2]["buffers"][0].__setitem__("offset", 8),
+     'hier.legs[2].buffers[0] (role gw) is {"offset": 8, "region": "gw"}, not {"offset": 0, '
+     f'"region": "gw"}} ({GW_WHY})'),
+    (lambda legs: legs[1]["buffers"].append({"offset": 0, "region": "gw", "role": "gw"}),
+     f"hier.legs[1].buffers lists 2 gw buffers, not 1 ({GW_WHY})"),
+], ids=["ring-gw2", "ring-recv2", "no-gw", "gw-at-8", "gw-twice"])
+def test_hier_leg_buffers_other_than_formats_roles_are_refused(hier16_out, tmp_path, edit,
+                                                               says):
+    """FORMATS §1.1: every HIER leg lists ``gw`` at 0 (the gateway view every entry names),
+    only a single-cycle leg ``recv2`` and ``gw2``. hier16_out: 1000 bf16 elements (a space of
+    2000 bytes), gw 4000 bytes, scratch 8000; its RING legs 0 and 2 given a second view
+    inside the region (gw at 2000, scratch at 6000 = three spaces), its last leg without its
+    gw buffer or with it at 8, or the single-cycle leg with a second gw, simulated as a match
+    (the roles were not read). Each is refused naming the key."""
+    out = copy(hier16_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert legs[2]["buffers"] == [{"offset": 0, "region": "gw", "role": "gw"}]
+    assert sorted(b["role"] for b in legs[0]["buffers"]) == ["gw", "out", "recv"]
+    _rehier(out, edit)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
 #: docs/DESIGN.md "HIER": the legs of a HIER all-reduce, in order
 HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_allg, in that "
                "order (docs/DESIGN.md \"HIER\")")

@@ -34,8 +34,8 @@ UNREAD_TRIGGER = [
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].channel_base",
-    "hier.legs[].channel_ids", "hier.legs[].reason", "hier.legs[].buffers[].role",
-    "hier.legs[].plans[].kangaring", "hier.legs[].plans[].single_cycle"]
+    "hier.legs[].channel_ids", "hier.legs[].reason", "hier.legs[].plans[].kangaring",
+    "hier.legs[].plans[].single_cycle"]
 #: Names the doc's list quotes as read, next to the unread ones.
 SAID_READ = {"--model", "node", "routing_id", "logical_core", "region", "offset", "mesh",
              "blocks", "rdh", "super_blocks"}
@@ -183,6 +183,7 @@ READ_NEIGHBOURS = [
     ("mesh", "triggers[].mesh.blocks"), ("intra_rdh", "triggers[].rdh.super_blocks"),
     ("hier", "triggers[].hier.legs[].name"), ("hier", "triggers[].hier.legs[].algorithm"),
     ("hier", "triggers[].hier.legs[].buffers[].region"),
+    ("hier", "triggers[].hier.legs[].buffers[].role"),
     ("hier", "triggers[].hier.legs[].plans[].chunk"),
     ("hier", "triggers[].hier.legs[].groups"), ("hier", "triggers[].hier.slices"),
 ]

@@ -506,13 +506,16 @@ def _operand(f: Field) -> dict:
     return dict(f.dict())
 
 
-def _buffers(f: Field) -> list[dict]:
-    """A ``buffers`` list (a flat trigger's or a HIER leg's): ``region`` and ``offset`` of each,
-    their types checked; the objects as written (absent or null: none)."""
+def _buffers(f: Field, *, role: bool = False) -> list[dict]:
+    """A ``buffers`` list (a flat trigger's or a HIER leg's): ``region`` and ``offset`` of each
+    (and its ``role``, a HIER leg's: ``role``), their types checked; the objects as written
+    (absent or null: none)."""
     out = []
     for b in f.items() if not f.null else ():
         b["region"].str()
         b["offset"].int()
+        if role:
+            b["role"].str()
         out.append(dict(b.dict()))
     return out
 
@@ -534,7 +537,7 @@ def _hier_legs(t: Field) -> list[tuple]:
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
-                    _buffers(leg["buffers"])))
+                    _buffers(leg["buffers"], role=True)))
     return out
 
 
@@ -910,6 +913,40 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                         f"{kind} region's {counted(size, 'byte')}, less than a "
                         f"{spec.dtype.name} element ({counted(dsize, 'byte')}) {why}",
                         **spec.where)
+        for leg in spec.legs.values():
+            _check_hier_leg_roles(leg, spec.where)
+
+
+#: FORMATS §1.1: every HIER leg lists ``gw`` at 0 of the gw region (the gateway view every
+#: entry names); only a single-cycle leg lists ``recv2`` and ``gw2``.
+HIER_GW = {"offset": 0, "region": "gw"}
+SINGLE_CYCLE_ROLES = ("recv2", "gw2")
+
+
+def _check_hier_leg_roles(leg: dict, where: dict) -> None:
+    """A HIER leg's ``buffers`` (:func:`_resolve_hier`'s ``leg``) list role ``gw`` once, at
+    offset 0 of the gw region, and ``recv2`` or ``gw2`` only on a SINGLE_CYCLE_RING leg
+    (FORMATS §1.1), else a :class:`SimulationError` naming the key (until 2026-12-05 the
+    roles were not read: a leg without its gateway view, or a ring leg with a single-cycle
+    leg's second views inside their regions, simulated as a match)."""
+    key = f"hier.legs[{leg['at']}].buffers"
+    why = ("every HIER leg lists gw at offset 0 of the gw region, the gateway view every "
+           "entry names: FORMATS §1.1")
+    gws = [b for b, buf in enumerate(leg["buffers"]) if buf["role"] == "gw"]
+    if len(gws) != 1:
+        raise SimulationError(f"{key} lists {counted(len(gws), 'gw buffer')}, not 1 ({why})",
+                              **where)
+    gw = leg["buffers"][gws[0]]
+    if (got := {"offset": gw["offset"], "region": gw["region"]}) != HIER_GW:
+        raise SimulationError(f"{key}[{gws[0]}] (role gw) is {_json_text(got)}, not "
+                              f"{_json_text(HIER_GW)} ({why})", **where)
+    if leg["algorithm"] == "SINGLE_CYCLE_RING":
+        return
+    for b, buf in enumerate(leg["buffers"]):
+        if buf["role"] in SINGLE_CYCLE_ROLES:
+            raise SimulationError(f"{key}[{b}].role {_json_text(buf['role'])} is on a "
+                                  f"{leg['algorithm']} leg (only a single-cycle leg lists "
+                                  "recv2 and gw2: FORMATS §1.1)", **where)
 
 
 def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
