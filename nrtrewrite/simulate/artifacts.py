@@ -127,6 +127,16 @@ def read_rewritten_neff(path: Path) -> bytes:
     return data
 
 
+def _rank_dir(out: Path, rank: int) -> Path:
+    """OUT's folder of ``rank``, one of the top manifest's ``ranks``; an :class:`OutputError`
+    when it is gone (the simulation cannot be done, status 2, as for the top manifest)."""
+    rdir = out / rank_dir_name(rank)
+    if not rdir.is_dir():
+        raise OutputError(f"{rdir.name} is missing (rank {rank} of manifest.json 'ranks')",
+                          file=str(out))
+    return rdir
+
+
 def read_top_manifest(out: Path) -> dict:
     """OUT/manifest.json, with its format tag checked (an OutputError otherwise)."""
     if not out.is_dir():
@@ -210,10 +220,7 @@ def verify_checksums(out: str | Path) -> None:
     # a rank folder or rank manifest gone is refused as read_rank_manifest refuses it,
     # whatever the option (before rank_manifests, whose hint the option would not get past)
     for r in sorted(ranks):
-        if not (out / rank_dir_name(r)).is_dir():
-            raise OutputError(f"{rank_dir_name(r)} is missing (rank {r} of manifest.json "
-                              "'ranks')", file=str(out))
-        if not (mpath := out / rank_dir_name(r) / "manifest.json").is_file():
+        if not (mpath := _rank_dir(out, r) / "manifest.json").is_file():
             _manifest_bytes(mpath)  # (missing, or not a regular file: its refusal)
     if set(mans) != expected:
         raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
@@ -305,10 +312,7 @@ def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,
     ``fifo`` and every artifact's ``files`` row (its ``records`` kept) (:func:`load_rank_files`
     checks what they say and decodes the files)."""
-    rdir = out / rank_dir_name(rank)
-    if not rdir.is_dir():  # (the simulation cannot be done, status 2, as for the top manifest)
-        raise OutputError(f"{rdir.name} is missing (rank {rank} of manifest.json 'ranks')",
-                          file=str(out))
+    rdir = _rank_dir(out, rank)
     man = _load_json(rdir / "manifest.json")
     doc = Field(man, "", str(rdir / "manifest.json"))
     said = doc["rank"].int(0)

@@ -255,15 +255,17 @@ class TriggerSpec:
         return self.group.index(rank)
 
     def _leg_group(self, leg: str | None, rank: int):
-        for group, orders, pgta in (self.legs.get(leg) or {}).get("groups", ()):
+        """``(g, orders, pgta)`` of ``rank``'s group of HIER leg ``leg``: its index in the
+        leg's ``groups``, its ring orders by channel and its plan's pgta; None if none."""
+        for g, (group, orders, pgta) in enumerate((self.legs.get(leg) or {}).get("groups", ())):
             if rank in group:
-                return orders, pgta
+                return g, orders, pgta
         return None
 
     def successor(self, channel: int, rank: int, leg: str | None = None) -> int | None:
         """The ring successor of ``rank`` on ``channel`` (of its group of HIER leg ``leg``)."""
         found = self._leg_group(leg, rank) if self.legs else None
-        orders = found[0] if found else self.orders
+        orders = found[1] if found else self.orders
         order = orders.get(channel)
         if not order or rank not in order:
             return None
@@ -289,17 +291,17 @@ class TriggerSpec:
         found = self.legs.get(leg)
         if found is None or found["algorithm"] not in EVERY_CHANNEL_ENGINES:
             return None
-        i = found["at"]
-        for g, ((group, orders, _pgta), k) in enumerate(zip(found["groups"], found["plan_of"])):
-            if rank in group:
-                return (sorted(orders), f"{field}.hier.legs[{i}].plans[{k}].channels",
-                        f"the channels of hier.legs[{i}].plans[{k}], the plan of rank {rank}'s "
-                        f"group hier.legs[{i}].groups[{g}],")
-        return None
+        if (mine := self._leg_group(leg, rank)) is None:
+            return None
+        g, orders, _ = mine
+        i, k = found["at"], found["plan_of"][g]
+        return (sorted(orders), f"{field}.hier.legs[{i}].plans[{k}].channels",
+                f"the channels of hier.legs[{i}].plans[{k}], the plan of rank {rank}'s "
+                f"group hier.legs[{i}].groups[{g}],")
 
     def entry_pgta(self, leg: str | None, rank: int) -> int:
         found = self._leg_group(leg, rank) if self.legs else None
-        return found[1] if found else self.pgta
+        return found[2] if found else self.pgta
 
     def leg_buffers(self) -> list[tuple[str, int]]:
         """(region kind, byte offset) of the HIER legs' scratch / gateway buffers."""
