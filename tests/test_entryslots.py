@@ -87,7 +87,8 @@ def _rule_slots(groups, ranks_per_node, k=len(ENTRY_POST_SEMS)):
     """The rule of docs/DESIGN.md "Entry handshake" transcribed pair by pair, trigger by
     trigger (quadratic; no run shortcut): the lowest slot no constraint forbids, or None
     where a trigger would need more than ``k``."""
-    node = lambda r: r // ranks_per_node  # noqa: E731
+    def node(r):
+        return r // ranks_per_node
 
     def waits(t, r):
         return r in groups[t] and any(x != r and node(x) == node(r) for x in groups[t])

@@ -157,7 +157,9 @@ def test_hier_manifest_plans_in_positions_give_back_every_group_plan(tmp_path, a
                 group = g["group"]
                 assert tuple(group) == members
                 rec = leg["plans"][g["plan"]]
-                to_rank = lambda xs: [group[i] for i in xs]  # noqa: E731
+
+                def to_rank(xs, group=group):
+                    return [group[i] for i in xs]
                 full = json.loads(json.dumps(p.manifest()))  # the plan with its ranks
                 assert [{"channel": c["channel"], "order": to_rank(c["order"])}
                         for c in rec["channels"]] == full["channels"]

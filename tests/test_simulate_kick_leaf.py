@@ -35,7 +35,9 @@ LEAF, ELEM_START, NUM_ELEMENTS = 12, 48, 56
 def rehash(out: Path) -> None:
     """Record the sha256 of every file again, as ``lower`` would have (tamper looks genuine)."""
     top = json.loads((out / "manifest.json").read_text())
-    sha = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+
+    def sha(p: Path) -> str:
+        return hashlib.sha256(p.read_bytes()).hexdigest()
     for name in top["rank_manifests"]:
         mp = out / name / "manifest.json"
         man = json.loads(mp.read_text())
@@ -396,7 +398,8 @@ def test_an_output_of_a_model_with_a_bad_header_hash_can_be_checked_against_it(t
     assert res.exit_code == 2 and "hash" in res.stderr
     res = cli("simulate", out, "--model", model, "--no-verify-hash")
     assert res.exit_code == 0, res.output
-    assert res.stderr == f"nrtrewrite: warning: {model}: header hash not verified (--no-verify-hash)\n"
+    assert res.stderr == (f"nrtrewrite: warning: {model}: header hash not verified "
+                          "(--no-verify-hash)\n")
     res = cli("simulate", out, "--no-verify-hash")
     assert res.exit_code == 2 and "apply only when a MODEL.neff is given" in res.stderr
 
@@ -434,8 +437,8 @@ def test_a_member_longer_than_the_models_is_refused_with_the_model(ar2_out, tmp_
         f"{size}: only the trigger words are rewritten (FORMATS §9)")
 
 
-def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(sbuf_out,
-                                                                               tmp_path):
+def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(
+        sbuf_out, tmp_path):
     """SIMULATOR §1: with ``--model`` the manifest's triggers must be the model's, operands
     included (FORMATS §1.1 ``src``: ``var_id``, ``offset``, ``ap``). sbuf.yaml's trigger 1
     reads 8 rows of 64 elements (dims [[1, 64], [128, 8]]); its third dim counts 1, so giving
@@ -493,8 +496,8 @@ def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
         f"{out / 'manifest.json'}: field triggers[{k}]: the manifest says {says}")
 
 
-def test_a_trigger_other_than_the_models_is_named_where_the_manifest_lists_it(mix8_ring_out,
-                                                                             tmp_path):
+def test_a_trigger_other_than_the_models_is_named_where_the_manifest_lists_it(
+        mix8_ring_out, tmp_path):
     """The key path is the manifest's (``triggers[i]``, the list's order), the model's
     trigger its ordinal: mix8's triggers 0 and 1 listed the other way round (the simulator
     takes them by ordinal), trigger 0 with dtype FP16, is ``triggers[1]`` of the manifest and
@@ -622,8 +625,8 @@ def test_an_operand_one_element_longer_than_its_var_is_refused(ring2n_out, tmp_p
 
 
 @pytest.mark.parametrize("case", ["ap-on-a-dram-var", "past-its-var"])
-def test_an_operand_refused_where_it_is_placed_names_the_manifest(sbuf_out, ring2n_out, tmp_path,
-                                                                 case):
+def test_an_operand_refused_where_it_is_placed_names_the_manifest(
+        sbuf_out, ring2n_out, tmp_path, case):
     """An operand's placement is the top manifest's (FORMATS §1.1 ``src``, ``memory``): an
     access pattern (NEFF-LIKE.md §2: SBUF operands only) on a DRAM var, and a linear operand
     one element past its var (ring2n's 8192 bf16 of a 16384-byte ``x_in``, made 8193), are
@@ -670,8 +673,8 @@ def test_an_operand_refusal_names_the_key_path_where_the_manifest_lists_the_trig
         "at offset 2) does not fit var 'ar_bf16_out'")
 
 
-def test_an_sbuf_operand_without_an_access_pattern_is_refused_naming_its_ap(sbuf_out,
-                                                                           tmp_path):
+def test_an_sbuf_operand_without_an_access_pattern_is_refused_naming_its_ap(
+        sbuf_out, tmp_path):
     """FORMATS §1.1: an SBUF operand has an ``ap`` (its place in the var's partitions).
     sbuf.yaml's trigger 0 reads ``sb_a``, a state buffer; without ``ap`` it was refused as
     ``field src, trigger 0: src operand (98304 elements at offset 0) does not fit var
@@ -725,9 +728,9 @@ HUGE_PATTERNS = [
     # ... with step 0: one element's bytes [0, 2), read (the src may) and written (the dst
     # may not) 2^55 times a partition
     ({"num_elements": 128 << 55, "src": [0, 1 << 55], "dst": [0, 1 << 55]},
-     "field triggers[0].dst.ap.dims: dst access pattern writes 36028797018963968 elements a partition "
-     "into the 1 element places of its extent (bytes [0, 2)): two of them would write the "
-     "same bytes"),
+     "field triggers[0].dst.ap.dims: dst access pattern writes 36028797018963968 elements a "
+     "partition into the 1 element places of its extent (bytes [0, 2)): two of them would "
+     "write the same bytes"),
     # partitions -1 .. 126 (the element offsets of partition -1 wrapped to the var's end)
     ({"src_partition_start": -1},
      "field triggers[0].src.ap: src access pattern runs outside var 'sb_a': bytes [0, 1536) "
@@ -736,8 +739,8 @@ HUGE_PATTERNS = [
     # -128 partitions x -768: the op's 98304 elements, but no pattern has a negative count
     # (and the extent from the dims holds for counts of 1 or more only)
     ({"src_partition_count": -128, "src": [1, -768]},
-     "field triggers[0].src.ap.partition_count: src access pattern has partition_count -128 and dims nums -768, "
-     "1, 1: each must be 1 or more (NEFF-LIKE.md §2)"),
+     "field triggers[0].src.ap.partition_count: src access pattern has partition_count -128 "
+     "and dims nums -768, 1, 1: each must be 1 or more (NEFF-LIKE.md §2)"),
     # partition_count as it was (128), the innermost num 0: the dims are at fault
     ({"src_dims0": [1, 0]},
      "field triggers[0].src.ap.dims: src access pattern has partition_count 128 and dims nums "
@@ -839,7 +842,7 @@ def test_colliding_elements_agrees_with_enumerating_them():
     rng = np.random.default_rng(20261204)
     for _ in range(20000):
         dims = [(int(s), int(n)) for s, n in zip(rng.integers(-12, 13, 3),
-                                                rng.integers(1, 8, 3))]
+                                                 rng.integers(1, 8, 3))]
         got, want = colliding_elements(dims), _brute_collision(dims)
         assert (got is None) == (want is None), (dims, got, want)
         if got is not None:
@@ -900,8 +903,8 @@ def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp
     ("chunk.pgta", 0, "chunk.pgta 0 is not 1 or more"),
     ("chunk.channels", -1, "chunk.channels -1 is not 1 or more"),
 ])
-def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(ar2_out, tmp_path, key,
-                                                                         value, says):
+def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(
+        ar2_out, tmp_path, key, value, says):
     """FORMATS §1.1 ``triggers``: ``op`` one of ALLREDUCE, ALLGATHER, REDUCE_SCATTER,
     ``alu_op`` ADD, MAX or MIN (null only for an all-gather), a replica group of distinct
     ranks, 1 or more elements, a ``chunk`` of 1 or more elements a chunk, chunk groups
@@ -1205,8 +1208,8 @@ def test_a_ring_order_rotated_to_another_start_is_not_refused(ring2n_out, tmp_pa
 
 
 @pytest.mark.parametrize("which", ["src", "dst", "sbuf src"])
-def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_out, sbuf_out,
-                                                                          tmp_path, which):
+def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(
+        ar2_out, sbuf_out, tmp_path, which):
     """FORMATS §1.1: an operand's ``var_id`` is a var of the trigger's subgraph, placed by
     ``memory.regions``; ar2's vars are 0 .. 3, sbuf.yaml's too, so var 99 names none.
     Refused naming the manifest, the trigger and the operand, as an operand that does not
@@ -1221,8 +1224,8 @@ def test_an_operand_var_the_memory_map_lacks_is_refused_naming_the_operand(ar2_o
 
 
 @pytest.mark.parametrize("change, listed", [("drop", [0, 1, 2]), ("add", [0, 1, 2, 3, 4])])
-def test_a_manifest_listing_other_triggers_than_the_model_is_refused_with_it(sbuf_out, tmp_path,
-                                                                            change, listed):
+def test_a_manifest_listing_other_triggers_than_the_model_is_refused_with_it(
+        sbuf_out, tmp_path, change, listed):
     """SIMULATOR §1: with ``--model`` the manifest's triggers are the model's; sbuf.yaml has
     triggers 0 .. 3, a manifest without the last or with a copy of it as trigger 4 is
     refused naming ``triggers`` and both lists."""
@@ -1757,8 +1760,8 @@ def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the
 
 
 @pytest.mark.parametrize("k, c", [(0, 1), (1, 1), (0, 0)])
-def test_a_hier_leg_plan_listing_a_channel_twice_is_refused_naming_it(hier16_out, tmp_path,
-                                                                     k, c):
+def test_a_hier_leg_plan_listing_a_channel_twice_is_refused_naming_it(
+        hier16_out, tmp_path, k, c):
     """FORMATS §1.1: a plan's ``channels`` are the channels its groups run, each once.
     hier16_out's inter_allr plans (0: slices 0 .. 6, 1: slice 7) list channels 1 and 2
     (HIER16_LEG_CHANNELS); with item c set to the other item's id the plan was read as a
@@ -1790,14 +1793,14 @@ def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
     legs = trigger0(out)["hier"]["legs"]
     assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS
     assert len(legs[i]["plans"]) == 1 and legs[i]["groups"][0]["group"][0] == 0
-    _rehier(out, lambda legs: legs[i]["plans"][0]["channels"][0].__setitem__("channel",
-                                                                              channel))
+    _rehier(out, lambda legs: legs[i]["plans"][0]["channels"][0].__setitem__(
+        "channel", channel))
     assert refused(out) == _entry_channels_refusal(out, i, HIER16_LEG_CHANNELS[i], i, 0, 0,
                                                    [channel], "KANGARING")
 
 
-def test_a_kangaring_triggers_channel_its_entries_do_not_run_is_refused(kangaring_out,
-                                                                       tmp_path):
+def test_a_kangaring_triggers_channel_its_entries_do_not_run_is_refused(
+        kangaring_out, tmp_path):
     """As a RING trigger's (FORMATS §1.1, §2): every rank of a flat KANGARING group is on
     each channel, a primary or a secondary of a unit (docs/TOPOLOGY.md §4, FORMATS §3.3), so
     its entry runs the trigger's channels; kangaring_out's one channel (chunk.channels 1),
@@ -2153,8 +2156,8 @@ INTER_WHY = "in node order (position i node i: docs/DESIGN.md \"HIER\")"
     (_relist(2), f"hier.legs[2].groups[0].group {NODE1} is not {NODE0}: an intra leg's group 0 "
      f"is the ranks of node 0 {INTRA_WHY}"),
 ], ids=["moved", "regrouped", "reordered", "reversed", "relisted"])
-def test_hier_leg_groups_other_than_designs_are_refused_naming_both(hier16_out, tmp_path, edit,
-                                                                   says):
+def test_hier_leg_groups_other_than_designs_are_refused_naming_both(
+        hier16_out, tmp_path, edit, says):
     """docs/DESIGN.md "HIER", FORMATS §1.1: an intra leg's group g is the g-th node's ranks of
     the replica group (position j the j-th local rank), an inter leg's group j the j-th local
     rank of each node (position i node i); HIER16's nodes are 0 (ranks 0 .. 7) and 1 (64 ..
@@ -2228,8 +2231,8 @@ NODES4 = [129, 0, 193, 64, 1, 128, 65, 192]
     (NODES4, "all_gather", 100, "hier"),
     (NODES4, "reduce_scatter", 800, "hier"),
 ])
-def test_hier_groups_as_lowered_simulate_as_a_match_with_the_model(tmp_path, group, op, n,
-                                                                    algo):
+def test_hier_groups_as_lowered_simulate_as_a_match_with_the_model(
+        tmp_path, group, op, n, algo):
     """Shuffled replica groups on nodes 1 and 3, or over four nodes, with leg overrides: the
     groups ``lower`` writes are the ones the simulator holds them to, and each simulates as a
     match against its model."""

@@ -1236,7 +1236,9 @@ def test_runs_on_ranks_past_1023_are_not_grouped_with_the_next_legs():
 
     d = RankDecoder.__new__(RankDecoder)
     d.n_legs = 2
-    col = lambda *v: np.array(v, np.int64)  # noqa: E731
+
+    def col(*v):
+        return np.array(v, np.int64)
     d.runs = {"leg": col(0, 0, 1, 1), "dir": col(0, 1, 0, 1), "rank": col(1024, 1024, 0, 0),
               "reg": col(0, 0, 0, 0), "off": col(200, 0, 0, 100), "len": col(8, 8, 8, 8)}
     assert d.check_overlaps().tolist() == [False, False]

@@ -40,7 +40,9 @@ def program(rank: int, entries: list[dict]) -> SimpleNamespace:
                 for w, r, s, v in rows:
                     s_wait.append(w), s_rank.append(r), s_sid.append(s), s_val.append(v)
         ents.append(SimpleNamespace(index=e, queues=queues))
-    a = lambda x, t=np.int64: np.array(x, t)  # noqa: E731
+
+    def a(x, t=np.int64):
+        return np.array(x, t)
     return SimpleNamespace(legs=len(legs_ch), entries=ents, l_channel=a(legs_ch),
                            l_sem_first=a(sem_first), l_sem_count=a(sem_count),
                            s_wait=a(s_wait, bool), s_rank=a(s_rank), s_sid=a(s_sid),

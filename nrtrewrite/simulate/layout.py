@@ -172,7 +172,9 @@ class Layout:
         """What the typed values say (FORMATS §1.1, §10): a :class:`SimulationError` naming
         the key otherwise; then the address tables are built."""
         file = self.file
-        err = lambda why: SimulationError(why, file=file, field="memory")  # noqa: E731
+
+        def err(why: str) -> SimulationError:
+            return SimulationError(why, file=file, field="memory")
         for key, want in (("core_window", CORE_WINDOW), ("dram_base", DRAM_BASE),
                           ("sbuf_base", SBUF_BASE)):
             if (got := self._fixed[key]) != want:

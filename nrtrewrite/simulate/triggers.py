@@ -358,7 +358,9 @@ class TriggerSpec:
         (:func:`colliding_elements`): ``lower`` writes neither."""
         opnd = self.src if which == "src" else self.dst
         count = self.in_count if which == "src" else self.out_count
-        at = lambda key: self.operand_where(which, key)  # noqa: E731
+
+        def at(key: str) -> dict:
+            return self.operand_where(which, key)
         try:
             region = layout.var_region(self.subgraph, int(opnd["var_id"]))
         except SimulationError as exc:
