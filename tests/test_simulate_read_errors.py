@@ -218,3 +218,31 @@ def test_the_hint_is_given_where_the_option_gets_past_the_refusal(out, tmp_path,
     res = CliRunner().invoke(main, ["simulate", str(o)])
     assert res.exit_code == 2 and res.stderr.rstrip().endswith(HINT), res.output
     assert CliRunner().invoke(main, ["simulate", str(o), "--ignore-checksums"]).exit_code == then
+
+
+#: the most bytes the NEFF reader takes (``MAX_FILE_BYTES``, docs/RELIABILITY.md §4): 5 GiB
+FIVE_GIB = 5 * 1024 ** 3
+
+
+@pytest.mark.parametrize("checksums", [True, False], ids=["checked", "ignored"])
+def test_a_rewritten_neff_over_the_size_limit_is_status_2(out, tmp_path, checksums):
+    """CLI.md: a file of OUT that cannot be read is exit 2. The rewritten NEFF made a sparse
+    file one byte over 5 GiB (5368709121 bytes) was a protocol error, exit 1 (``protocol
+    error: OUT/ar2.neff: cannot read the rewritten NEFF: file of ... bytes exceeds the
+    limit ...``), and the checksum pass hashed its 5 GiB first; it is refused from its size,
+    before any byte is read or hashed, with the same line with and without
+    ``--ignore-checksums``, and with ``--json`` the error document."""
+    copy = tmp_path / "o"
+    shutil.copytree(out, copy)
+    neff = copy / json.loads((copy / "manifest.json").read_text())["output_neff"]["name"]
+    os.truncate(neff, FIVE_GIB + 1)
+    extra = [] if checksums else ["--ignore-checksums"]
+    line = (f"{neff}: file of 5368709121 bytes exceeds the limit of 5368709120 bytes "
+            "(MAX_FILE_BYTES)")
+    res = CliRunner().invoke(main, ["simulate", str(copy), *extra])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.splitlines() == [f"nrtrewrite: error: {line}"]
+    res = CliRunner().invoke(main, ["simulate", str(copy), "--json", *extra])
+    assert res.exit_code == 2
+    doc = json.loads(res.stdout)
+    assert doc["ok"] is None and doc["error"] == line and doc["triggers"] == []

@@ -20,18 +20,31 @@ from nrtrewrite.artifacts import looks_like_rank_folder, open_regular
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
-from nrtrewrite.errors import LimitError, OutputError, SimulationError
+from nrtrewrite.errors import OutputError, SimulationError
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 
 
-def _sha256_file(path: Path, size: object = None) -> str | None:
+def _neff_size_refusal(size: int) -> str | None:
+    """Why a rewritten NEFF of ``size`` bytes is not read, or None: more than
+    :data:`~nrtrewrite.neff.container.MAX_FILE_BYTES`, the most the NEFF reader takes."""
+    from nrtrewrite.neff.container import MAX_FILE_BYTES
+
+    if size <= MAX_FILE_BYTES:
+        return None
+    return f"file of {size} bytes exceeds the limit of {MAX_FILE_BYTES} bytes (MAX_FILE_BYTES)"
+
+
+def _sha256_file(path: Path, size: object = None, *, neff: bool = False) -> str | None:
     """The file's SHA-256, or None when ``size`` is given and is not the file's size (judged
     before any byte is hashed); a file that cannot be read (missing, not a regular file) is
     an :class:`OutputError` (the simulation cannot be done: status 2), naming it and the
-    reason, as :func:`load_rank_files` and :func:`read_rewritten_neff` name it."""
+    reason, as :func:`load_rank_files` and :func:`read_rewritten_neff` name it, and so is
+    the rewritten NEFF (``neff``) over its size limit, refused as it refuses it."""
     h = hashlib.sha256()
     try:
         with open_regular(path) as fh:  # (a FIFO in its place would block a plain open)
+            if neff and (why := _neff_size_refusal(os.fstat(fh.fileno()).st_size)):
+                raise OutputError(why, file=str(path))
             if size is not None and os.fstat(fh.fileno()).st_size != size:
                 return None
             for block in iter(lambda: fh.read(1 << 20), b""):
@@ -107,17 +120,15 @@ def output_neff_path(out: Path, top: dict) -> Path:
 def read_rewritten_neff(path: Path) -> bytes:
     """The bytes of the rewritten NEFF ``path``, read as an artifact is: a regular file
     (opened without blocking: a FIFO in its place is not waited on), its size judged
-    against :data:`~nrtrewrite.neff.container.MAX_FILE_BYTES` before any byte is read (a
-    :class:`LimitError`).  One that cannot be read, missing included, is an
-    :class:`OutputError` naming it (status 2: the simulation cannot be done)."""
-    from nrtrewrite.neff.container import MAX_FILE_BYTES
-
+    against :data:`~nrtrewrite.neff.container.MAX_FILE_BYTES` before any byte is read.  One
+    that cannot be read, missing or over that limit included, is an :class:`OutputError`
+    naming it (status 2: the simulation cannot be done; until 2026-12-05 one over the limit
+    was a protocol error, status 1, ``cannot read the rewritten NEFF: file of ...``)."""
     try:
         with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
-            if size > MAX_FILE_BYTES:
-                raise LimitError(f"file of {size} bytes exceeds the limit of {MAX_FILE_BYTES} "
-                                 "bytes", file=str(path))
+            if (why := _neff_size_refusal(size)) is not None:
+                raise OutputError(why, file=str(path))
             data = fh.read(size + 1)  # (a byte more: one that grows meanwhile is refused)
     except OSError as exc:
         raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
@@ -209,7 +220,7 @@ def verify_checksums(out: str | Path) -> None:
     if not isinstance(neff, dict) or "name" not in neff or "sha256" not in neff:
         raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
     npath = output_neff_path(out, top)
-    if _sha256_file(npath) != neff["sha256"]:
+    if _sha256_file(npath, neff=True) != neff["sha256"]:
         raise OutputError(f"{neff['name']}: sha256 does not match manifest.json{hint}",
                           file=str(out))
     mans = top.get("rank_manifests")
