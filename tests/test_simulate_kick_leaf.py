@@ -1528,9 +1528,16 @@ def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out,
     """FORMATS §1.1: only a HIER trigger has a ``hier`` section, and its ``chunk`` holds
     ``pgta`` alone. hier16_out's trigger saying it was lowered as RING or KANGARING was read
     with that chunk and its chunk checks asked for the ``tail_chunk`` it lacks (KeyError,
-    exit 70); as MESH it simulated as a match. It is refused naming the trigger."""
+    exit 70); as MESH it simulated as a match. It is refused naming the trigger. (As MESH
+    it is given a ``mesh`` section too: a MESH trigger without one is refused before any
+    value is checked, status 2, tests/test_simulate_loose_keys.py.)"""
     out = copy(hier16_out, tmp_path)
-    _retrigger(out, 0, lambda t: t.__setitem__("algorithm", algorithm))
+
+    def relabel(t):
+        t["algorithm"] = algorithm
+        if algorithm == "MESH":
+            t["mesh"] = {"blocks": []}
+    _retrigger(out, 0, relabel)
     rehash(out)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: algorithm "
                             f"\"{algorithm}\" but the trigger has a hier section (only a HIER "

@@ -29,7 +29,7 @@ UNREAD_TOP = ["tool_version", "input", "options", "topology.name", "topology.ran
               "topology.ranks[].die", "topology.ranks[].sengine", "topology.ranks[].tpb"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
-    "policy_algorithm", "fallback_reason", "legs", "buffers[].role", "kangaring",
+    "policy_algorithm", "fallback_reason", "legs", "kangaring",
     "single_cycle", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
@@ -180,6 +180,9 @@ READ_NEIGHBOURS = [
     ("ring", "triggers[].leader"), ("ring", "triggers[].channels"),
     ("single_cycle_ring", "triggers[].buffers[].region"),
     ("single_cycle_ring", "triggers[].buffers[].offset"),
+    ("single_cycle_ring", "triggers[].buffers[].role"), ("single_cycle_ring", "triggers[].buffers"),
+    ("mesh", "triggers[].mesh"), ("single_step_mesh", "triggers[].mesh"),
+    ("intra_rdh", "triggers[].rdh"), ("inter_rdh", "triggers[].rdh"),
     ("mesh", "triggers[].mesh.blocks"), ("intra_rdh", "triggers[].rdh.super_blocks"),
     ("hier", "triggers[].hier.legs[].name"), ("hier", "triggers[].hier.legs[].algorithm"),
     ("hier", "triggers[].hier.legs[].buffers[].region"),

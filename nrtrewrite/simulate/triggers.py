@@ -130,8 +130,9 @@ class TriggerSpec:
     #: HIER: the manifest's ``hier.slices``, [start, stop) of each local index's slice of an
     #: all-reduce (``[]`` for the other ops; :func:`_check_hier_slices`); None: no hier
     slices: list | None = None
-    #: extra scratch / gateway buffers of the trigger: [{"region", "offset"}] (FORMATS §1.1)
-    buffers: list = field(default_factory=list)
+    #: extra scratch / gateway buffers of the trigger: [{"region", "offset", "role"}]
+    #: (FORMATS §1.1); None when it has no ``buffers`` key (an empty list is another value)
+    buffers: list | None = None
     #: elements a mesh / RDH scratch or gateway view may start at (channel-buffer slots, RH
     #: slots, folds, gateway views): 0, the natural blocks, the manifest's mesh ``blocks`` and
     #: RDH ``super_blocks`` (docs/DESIGN.md "Mesh and RDH")
@@ -307,7 +308,7 @@ class TriggerSpec:
         """(region kind, byte offset) of the HIER legs' scratch / gateway buffers."""
         found = {(str(b["region"]), int(b["offset"])) for leg in self.legs.values()
                  for b in leg.get("buffers", ())}
-        found |= {(str(b["region"]), int(b["offset"])) for b in self.buffers}
+        found |= {(str(b["region"]), int(b["offset"])) for b in self.buffers or ()}
         return sorted(found)
 
     def label(self) -> str:
@@ -510,18 +511,26 @@ def _operand(f: Field) -> dict:
     return dict(f.dict())
 
 
-def _buffers(f: Field, *, role: bool = False) -> list[dict]:
-    """A ``buffers`` list (a flat trigger's or a HIER leg's): ``region`` and ``offset`` of each
-    (and its ``role``, a HIER leg's: ``role``), their types checked; the objects as written
-    (absent or null: none)."""
+def _buffers(f: Field) -> list[dict]:
+    """A ``buffers`` list (a flat trigger's or a HIER leg's): ``region``, ``offset`` and
+    ``role`` of each, their types checked; the objects as written."""
     out = []
-    for b in f.items() if not f.null else ():
+    for b in f.items():
         b["region"].str()
         b["offset"].int()
-        if role:
-            b["role"].str()
+        b["role"].str()
         out.append(dict(b.dict()))
     return out
+
+
+def _trigger_buffers(t: Field, algorithm: str) -> list[dict] | None:
+    """A flat trigger's ``buffers`` (:func:`_buffers`), required on a SINGLE_CYCLE_RING
+    trigger (its second views: FORMATS §1.1); None when another trigger has no such key (or
+    null).  An empty list is kept apart from an absent key: FORMATS says a trigger without
+    such views has no ``buffers`` key, and :func:`check_buffers` refuses ``[]``."""
+    if algorithm != "SINGLE_CYCLE_RING" and t.get("buffers").null:
+        return None
+    return _buffers(t["buffers"])
 
 
 def _hier_legs(t: Field) -> list[tuple]:
@@ -541,7 +550,7 @@ def _hier_legs(t: Field) -> list[tuple]:
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
-                    _buffers(leg["buffers"], role=True)))
+                    _buffers(leg["buffers"])))
     return out
 
 
@@ -671,6 +680,27 @@ CHUNK_KEYS = ("chunk_size_n", "tail_chunk", "pgta", "channels")
 CHUNK_LAYOUTS = ("RING", "SINGLE_CYCLE_RING", "KANGARING")
 
 
+#: The engine sections a trigger of their algorithms always has (FORMATS §1.1: "mesh triggers
+#: add ``mesh``", "RDH triggers ``rdh``"), besides HIER's ``hier`` (:func:`read_triggers`).
+REQUIRED_SECTIONS = ("mesh", "rdh")
+
+
+def _need_engine_section(t: Field) -> None:
+    """A MESH or SINGLE_STEP_MESH trigger has its ``mesh`` section, an INTRA_RDH or INTER_RDH
+    trigger its ``rdh`` (FORMATS §1.1; absent or null), else an :class:`OutputError` naming
+    the trigger and the section, as a HIER trigger without ``hier`` (until 2026-12-05 either
+    could be dropped whole: its ``blocks`` / ``super_blocks`` were read as none, and an
+    output whose views start at natural block starts simulated as a match)."""
+    algorithm = t["algorithm"].str()
+    for key in REQUIRED_SECTIONS:
+        owners = ENGINE_SECTIONS[key]
+        if algorithm in owners and t.get(key).null:
+            article = "an" if key == "rdh" else "a"
+            raise t.bad(f"algorithm {json_kind(algorithm)} but the trigger has no {key} section "
+                        f"({' and '.join(owners)} triggers have {article} {key} section: "
+                        "FORMATS §1.1)")
+
+
 def read_triggers(top: dict, *, file: str = "") -> list[dict]:
     """The manifest's ``triggers`` with every value's type checked (a wrong type, or a key
     missing, is an :class:`OutputError` naming it: nrtrewrite/simulate/fields.py), nothing
@@ -683,6 +713,7 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
         if not hier and t["algorithm"].str() == "HIER":  # (before its chunk is read)
             raise t.bad("algorithm \"HIER\" but the trigger has no hier section (a HIER "
                         "trigger's legs are in hier: FORMATS §1.1)")
+        _need_engine_section(t)
         need = ("pgta",) if hier else CHUNK_KEYS
         out.append(dict(hier=hier,
             sections=[key for key in ENGINE_SECTIONS if not t.get(key).null],
@@ -694,7 +725,8 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
             channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
                       for c in t["channels"].items()],
-            legs=_hier_legs(t), slices=_hier_slices(t), buffers=_buffers(t.get("buffers")),
+            legs=_hier_legs(t), slices=_hier_slices(t),
+            buffers=_trigger_buffers(t, t["algorithm"].str()),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
     return out
@@ -887,12 +919,16 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
     single-cycle."""
     why = "(a buffer lies inside its region: FORMATS §1.1)"
     for spec in triggers.values():  # (in the manifest's order)
+        if spec.buffers == [] and spec.algorithm != "SINGLE_CYCLE_RING":
+            raise SimulationError(f"buffers is [] on a {spec.algorithm} trigger (a trigger "
+                                  "without second views has no buffers key, not an empty "
+                                  "list: FORMATS §1.1)", **spec.where)
         if spec.buffers and spec.algorithm != "SINGLE_CYCLE_RING":
             raise SimulationError(f"buffers lists {counted(len(spec.buffers), 'buffer')} on a "
                                   f"{spec.algorithm} trigger (only a SINGLE_CYCLE_RING "
                                   "trigger has buffers, its second views: FORMATS §1.1)",
                                   **spec.where)
-        lists = [("buffers", spec.buffers)] + [(f"hier.legs[{leg['at']}].buffers",
+        lists = [("buffers", spec.buffers or [])] + [(f"hier.legs[{leg['at']}].buffers",
                                                 leg["buffers"]) for leg in spec.legs.values()]
         dsize = io_size(spec.dtype)
         for key, buffers in lists:
@@ -917,8 +953,43 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                         f"{kind} region's {counted(size, 'byte')}, less than a "
                         f"{spec.dtype.name} element ({counted(dsize, 'byte')}) {why}",
                         **spec.where)
+        if spec.algorithm == "SINGLE_CYCLE_RING":
+            _check_single_cycle_roles(spec, layout)
         for leg in spec.legs.values():
             _check_hier_leg_roles(leg, spec.where)
+
+
+#: FORMATS §1.1: a flat SINGLE_CYCLE_RING trigger's ``buffers`` are its second views, each in
+#: its region: the second receive view ``recv2`` in scratch (the CCW partials), the second
+#: staging view ``gw2`` in gw (the CCW channel's network sends, §8.3).
+SINGLE_CYCLE_REGIONS = {"recv2": "scratch", "gw2": "gw"}
+
+
+def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
+    """A flat SINGLE_CYCLE_RING trigger's ``buffers`` list ``recv2`` once, in scratch, and
+    ``gw2`` in gw once when its group spans nodes (its CCW sends cross the network and
+    stage there: FORMATS §8.3), none when it is on one node, and no other role, else a
+    :class:`SimulationError` naming the key (until 2026-12-05 the roles were not read: a
+    role "zz", a second recv2, or recv2 and gw2 swapped, simulated as a match).  The
+    offsets are held to their regions only (:func:`check_buffers`: docs/DESIGN.md gives a
+    HIER leg's, not a flat trigger's)."""
+    why = ("a SINGLE_CYCLE_RING trigger lists recv2 in scratch, and gw2 in gw when its group "
+           "spans nodes: FORMATS §1.1, §8.3")
+    for b, buf in enumerate(spec.buffers):
+        role, region = buf["role"], buf["region"]
+        if role not in SINGLE_CYCLE_REGIONS:
+            raise SimulationError(f"buffers[{b}].role {_json_text(role)} is not recv2 or gw2 "
+                                  f"({why})", **spec.where)
+        if region != SINGLE_CYCLE_REGIONS[role]:
+            raise SimulationError(f"buffers[{b}] (role {role}) is in {region}, not "
+                                  f"{SINGLE_CYCLE_REGIONS[role]} ({why})", **spec.where)
+    spans = len({layout.places[r].node for r in spec.group if r in layout.places}) > 1
+    nodes = ": its replica_group spans nodes" if spans else ": its replica_group is on one node"
+    for role, want, said in (("recv2", 1, ""), ("gw2", int(spans), nodes)):
+        got = sum(buf["role"] == role for buf in spec.buffers)
+        if got != want:
+            raise SimulationError(f"buffers lists {counted(got, role + ' buffer')}, not {want}"
+                                  f"{said} ({why})", **spec.where)
 
 
 #: FORMATS §1.1: every HIER leg lists ``gw`` at 0 of the gw region (the gateway view every
