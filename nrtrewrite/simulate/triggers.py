@@ -955,8 +955,8 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                         **spec.where)
         if spec.algorithm == "SINGLE_CYCLE_RING":
             _check_single_cycle_roles(spec, layout)
-        for leg in spec.legs.values():
-            _check_hier_leg_roles(leg, spec.where)
+        for name, leg in spec.legs.items():
+            _check_hier_leg_roles(spec, name, leg)
 
 
 #: FORMATS §1.1: a flat SINGLE_CYCLE_RING trigger's ``buffers`` are its second views, each in
@@ -996,14 +996,38 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
 #: entry names); only a single-cycle leg lists ``recv2`` and ``gw2``.
 HIER_GW = {"offset": 0, "region": "gw"}
 SINGLE_CYCLE_ROLES = ("recv2", "gw2")
+#: FORMATS §1.1: the roles of a HIER leg's buffers, the leg's views they back.
+HIER_ROLES = ("in", "out", "recv", "recv2", "gw", "gw2")
+#: docs/DESIGN.md "HIER": where each leg's views other than ``gw`` live when they are in
+#: scratch or gw, as (region, offset in spaces of the trigger's element space): the first
+#: leg's RECV at scratch 0 and its output MID at one space, the inter leg's input MID at one
+#: space, its RECV at two, a single-cycle leg's second RECV at three and its second staging
+#: view at gw one space; the other views of a leg are the trigger's operands (an all-gather's
+#: legs and the all-reduce's intra_allg run in OUT).
+HIER_ROLE_PLACES = {
+    "intra_redsct": {"recv": ("scratch", 0), "out": ("scratch", 1)},
+    **{inter: {"in": ("scratch", 1), "recv": ("scratch", 2), "recv2": ("scratch", 3),
+               "gw2": ("gw", 1)} for inter in ("inter_allr", "inter_redsct")},
+    "inter_allg": {}, "intra_allg": {}}
+#: docs/DESIGN.md "HIER"'s offsets, for the message
+HIER_PLACES_WHY = ("in scratch the first leg's RECV at 0, MID at one space, the inter leg's "
+                   "RECV at two and a single-cycle leg's second at three; in gw the staging at "
+                   "0 and a single-cycle leg's second at one")
 
 
-def _check_hier_leg_roles(leg: dict, where: dict) -> None:
-    """A HIER leg's ``buffers`` (:func:`_resolve_hier`'s ``leg``) list role ``gw`` once, at
-    offset 0 of the gw region, and ``recv2`` or ``gw2`` only on a SINGLE_CYCLE_RING leg
-    (FORMATS §1.1), else a :class:`SimulationError` naming the key (until 2026-12-05 the
-    roles were not read: a leg without its gateway view, or a ring leg with a single-cycle
-    leg's second views inside their regions, simulated as a match)."""
+def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
+    """A HIER leg's ``buffers`` (:func:`_resolve_hier`'s ``leg``, of leg ``name``) list role
+    ``gw`` once, at offset 0 of the gw region, and ``recv2`` or ``gw2`` only on a
+    SINGLE_CYCLE_RING leg (FORMATS §1.1), else a :class:`SimulationError` naming the key
+    (until 2026-12-05 the roles were not read: a leg without its gateway view, or a ring leg
+    with a single-cycle leg's second views inside their regions, simulated as a match).
+    Then each other buffer's ``role`` is one of FORMATS' (:data:`HIER_ROLES`), listed once,
+    and a view of this leg that lives in scratch or gw, at docs/DESIGN.md "HIER"'s region
+    and offset (:data:`HIER_ROLE_PLACES`; a space is the trigger's ``num_elements``, an
+    all-gather's times the group size, in bytes of its dtype; until 2026-12-05 such buffers
+    were held to their regions only: a leg's RECV moved inside scratch onto MID simulated
+    as a match)."""
+    where = spec.where
     key = f"hier.legs[{leg['at']}].buffers"
     why = ("every HIER leg lists gw at offset 0 of the gw region, the gateway view every "
            "entry names: FORMATS §1.1")
@@ -1015,13 +1039,48 @@ def _check_hier_leg_roles(leg: dict, where: dict) -> None:
     if (got := {"offset": gw["offset"], "region": gw["region"]}) != HIER_GW:
         raise SimulationError(f"{key}[{gws[0]}] (role gw) is {_json_text(got)}, not "
                               f"{_json_text(HIER_GW)} ({why})", **where)
-    if leg["algorithm"] == "SINGLE_CYCLE_RING":
-        return
+    if leg["algorithm"] != "SINGLE_CYCLE_RING":
+        for b, buf in enumerate(leg["buffers"]):
+            if buf["role"] in SINGLE_CYCLE_ROLES:
+                raise SimulationError(f"{key}[{b}].role {_json_text(buf['role'])} is on a "
+                                      f"{leg['algorithm']} leg (only a single-cycle leg lists "
+                                      "recv2 and gw2: FORMATS §1.1)", **where)
+    places = HIER_ROLE_PLACES.get(name, {})
+    space = spec.n * (len(spec.group) if spec.op == "ALLGATHER" else 1) * spec.dsize
+    first: dict[str, int] = {}
     for b, buf in enumerate(leg["buffers"]):
-        if buf["role"] in SINGLE_CYCLE_ROLES:
-            raise SimulationError(f"{key}[{b}].role {_json_text(buf['role'])} is on a "
-                                  f"{leg['algorithm']} leg (only a single-cycle leg lists "
-                                  "recv2 and gw2: FORMATS §1.1)", **where)
+        role = buf["role"]
+        if role not in HIER_ROLES:
+            *most, last = HIER_ROLES
+            raise SimulationError(f"{key}[{b}].role {_json_text(role)} is not "
+                                  f"{', '.join(most)} or {last} (FORMATS §1.1)", **where)
+        if (was := first.setdefault(role, b)) != b:
+            raise SimulationError(f"{key}[{b}].role {_json_text(role)} is buffers[{was}]'s too "
+                                  "(a leg lists each of its views once: FORMATS §1.1)", **where)
+        if role == "gw":
+            continue
+        if role not in places:
+            there = ", ".join(["gw", *places])
+            raise SimulationError(f"{key}[{b}] (role {role}) is not a view of {name} in scratch "
+                                  f"or gw: its views there are {there} (a leg lists only the "
+                                  "roles that live in scratch or gw: FORMATS §1.1, "
+                                  "docs/DESIGN.md \"HIER\")", **where)
+        region, spaces = places[role]
+        want = {"offset": spaces * space, "region": region}
+        if (got := {"offset": buf["offset"], "region": buf["region"]}) != want:
+            raise SimulationError(f"{key}[{b}] (role {role}) is {_json_text(got)}, not "
+                                  f"{_json_text(want)} (docs/DESIGN.md \"HIER\": "
+                                  f"{HIER_PLACES_WHY}; a space is the trigger's "
+                                  f"{_space_text(spec)}, {counted(space, 'byte')})", **where)
+
+
+def _space_text(spec: TriggerSpec) -> str:
+    """What one space of a HIER trigger's element space is, for a message: ``1000 BF16
+    elements``, an all-gather's ``1600 FP16 elements (num_elements 100 x 16 ranks)``."""
+    if spec.op == "ALLGATHER":
+        return (f"{spec.n * len(spec.group)} {spec.dtype.name} elements (num_elements "
+                f"{spec.n} x {len(spec.group)} ranks)")
+    return f"{spec.n} {spec.dtype.name} elements"
 
 
 def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
