@@ -1,10 +1,11 @@
 """What ``simulate`` did not check of a HIER trigger until 2026-12-05 (docs/SIMULATOR.md
-§1), each refused on an output hand-edited and re-hashed so that the checksums pass: a HIER
-leg's buffer off DESIGN's offset (RECV at scratch 0, MID at one space, ...: it was held to
-its region only).
+§1), each refused on an output hand-edited and re-hashed so that the checksums pass: two
+legs of one trigger sharing a channel id (docs/DESIGN.md "HIER": the legs of one trigger use
+disjoint channel ids), and a HIER leg's buffer off DESIGN's offset (RECV at scratch 0, MID
+at one space, ...: it was held to its region only).
 
-The expected offsets are worked out here from the docs, not read back from ``lower``: each
-fixture asserts them first."""
+The expected channel ids and offsets are worked out here from the docs, not read back from
+``lower``: each fixture asserts them first."""
 
 from __future__ import annotations
 
@@ -12,12 +13,17 @@ from pathlib import Path
 
 import pytest
 
+import nrtrewrite.compose.hier as hier_mod
+import nrtrewrite.simulate.triggers as triggers_mod
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
 from test_simulate_kick_leaf import _rehier, copy, refused, trigger0
 
 #: docs/TOPOLOGY.md §4 on trn2: two ranks of each node of two nodes (LNC 2), 8 a node
 HIER16 = list(range(8)) + list(range(64, 72))
+DISJOINT_WHY = ("(the legs of one trigger use disjoint channel ids, so a rank still in one leg "
+                "never consumes an increment a faster peer meant for its next: docs/DESIGN.md "
+                "\"HIER\")")
 
 
 def _field(out: Path) -> str:
@@ -29,18 +35,63 @@ def _field(out: Path) -> str:
 @pytest.fixture(scope="module")
 def hier16_out(tmp_path_factory) -> Path:
     """A bf16 all-reduce of 1000 elements over HIER16 as the default policy lowers it:
-    intra_redsct RING, inter_allr SINGLE_CYCLE_RING, intra_allg RING. A space is 1000
-    elements, 2000 bytes: scratch four spaces (a single-cycle leg), gw two."""
+    intra_redsct RING, inter_allr SINGLE_CYCLE_RING, intra_allg RING, each plan on
+    chunk.channels 1, so channel ids 0; 1, 2; 3 (DESIGN: each leg's ids after those of the
+    legs before it). A space is 1000 elements, 2000 bytes: scratch four spaces (a
+    single-cycle leg), gw two."""
     out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
                      tmp_path_factory.mktemp("hier16") / "o", algo=None)
     legs = trigger0(out)["hier"]["legs"]
     assert [leg["algorithm"] for leg in legs] == ["RING", "SINGLE_CYCLE_RING", "RING"]
+    assert [[[c["channel"] for c in plan["channels"]] for plan in leg["plans"]]
+            for leg in legs] == [[[0]], [[1, 2], [1, 2]], [[3]]]
     return out
 
 
 def test_the_output_simulates_clean(hier16_out):
     res = simulate_output(hier16_out)
     assert res.ok, res.error
+
+
+# ---------------------------------------------------------------------------- 1. disjoint ids
+
+@pytest.mark.parametrize("i, k, c, says", [
+    (2, 0, 0, "hier.legs[2].plans[0].channels[0].channel 0 is "
+              "hier.legs[0].plans[0].channels[0]'s too"),
+    (1, 1, 1, "hier.legs[1].plans[1].channels[1].channel 0 is "
+              "hier.legs[0].plans[0].channels[0]'s too"),
+], ids=["intra_allg", "inter_allr-plan-1"])
+def test_a_leg_plans_channel_of_an_earlier_leg_is_refused(hier16_out, tmp_path, i, k, c, says):
+    """docs/DESIGN.md "HIER": the legs of one trigger use disjoint channel ids. hier16_out's
+    intra_allg channel 3, or the CCW channel 2 of inter_allr's second plan, set to 0
+    (intra_redsct's) is refused naming the later leg's key and the earlier one's, before the
+    ranks' entries are compared with the plans (which blamed spad.bin's channel_list)."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: legs[i]["plans"][k]["channels"][c].__setitem__("channel", 0))
+    assert refused(out) == f"{_field(out)}{says} {DISJOINT_WHY}"
+
+
+def test_legs_lowered_onto_one_channel_are_refused_though_the_artifacts_agree(
+        monkeypatch, tmp_path):
+    """The per-entry check ties each rank's entries to the manifest's plans, not the legs to
+    each other: hier16k_out's model lowered with every KANGARING leg at channel base 0 (the
+    defect DESIGN's rule prevents: intra_allg on channel 0, intra_redsct's) writes
+    artifacts and manifest that agree, and simulated as a match (the run's one interleaving
+    never lets a rank still in intra_redsct take intra_allg's increments). With the new
+    check it is refused, naming intra_allg's plan; with the check taken out it is a match
+    again, so nothing else refuses it."""
+    real = hier_mod.plan_kangaring
+    monkeypatch.setattr(hier_mod, "plan_kangaring",
+                        lambda *a, channel_base=0, **k: real(*a, channel_base=0, **k))
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    legs = trigger0(out)["hier"]["legs"]
+    assert [[c["channel"] for c in leg["plans"][0]["channels"]] for leg in legs] == [
+        [0], [1, 2], [0]]
+    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels[0].channel 0 is "
+                            f"hier.legs[0].plans[0].channels[0]'s too {DISJOINT_WHY}")
+    monkeypatch.setattr(triggers_mod, "_check_disjoint_leg_channels", lambda *a: None)
+    assert simulate_output(out).ok
 
 
 # ---------------------------------------------------------------------------- 3. offsets

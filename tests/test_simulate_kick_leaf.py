@@ -1738,7 +1738,7 @@ def _leg_channel_ids(legs: list[dict]) -> list[list[int]]:
     return [sorted(c["channel"] for c in leg["plans"][0]["channels"]) for leg in legs]
 
 
-@pytest.mark.parametrize("i, record, shift", [(1, 1, 20), (0, 0, 31), (2, 2, -3)])
+@pytest.mark.parametrize("i, record, shift", [(1, 1, 20), (0, 0, 31), (2, 2, 4)])
 def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the_legs(
         hier16_out, tmp_path, i, record, shift):
     """FORMATS §1.1: a HIER leg plan's ``channels`` are the channels its groups run, and on a
@@ -1748,7 +1748,9 @@ def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the
     ranks; local index 0), whose plan is plan 0. inter_allr's plans moved to channels 21,
     22 simulated as a match, intra_redsct's channel 0 -> 31 was blamed on legs.bin (`the
     ring successor of channel 0 is -1`), intra_allg's 3 -> 0 (intra_redsct's id) likewise;
-    each is refused at spad.bin naming the plan, the group and both lists."""
+    each is refused at spad.bin naming the plan, the group and both lists (intra_allg's 3
+    -> 7 here: 3 -> 0, an earlier leg's id, is refused before, as legs sharing a channel id,
+    tests/test_simulate_hier_checks.py)."""
     out = copy(hier16_out, tmp_path)
     legs = trigger0(out)["hier"]["legs"]
     assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS
@@ -1787,7 +1789,7 @@ def test_a_hier_leg_plan_listing_a_channel_twice_is_refused_naming_it(
                             "plan lists each channel its groups run once: FORMATS §1.1)")
 
 
-@pytest.mark.parametrize("i, channel", [(0, 9), (2, 0)])
+@pytest.mark.parametrize("i, channel", [(0, 9), (2, 7)])
 def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
         hier16_kangaring_out, tmp_path, i, channel):
     """FORMATS §1.1, §3.3 and docs/TOPOLOGY.md §4: on each channel of a KANGARING leg every
@@ -1795,7 +1797,9 @@ def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
     a secondary runs its peer_post / peer_wait legs there, so every rank's entry runs each
     channel of its group's plan, as on a ring. The channel ids are hier16_out's (0; 1, 2; 3).
     intra_redsct's plan channel 0 -> 9, or intra_allg's 3 -> 0, simulated as a match (no
-    KANGARING leg reads a ring order's channel); each is refused at spad.bin."""
+    KANGARING leg reads a ring order's channel); each is refused at spad.bin (intra_allg's
+    to 7 here: 0 is intra_redsct's, and legs sharing an id are refused before,
+    tests/test_simulate_hier_checks.py)."""
     out = copy(hier16_kangaring_out, tmp_path)
     legs = trigger0(out)["hier"]["legs"]
     assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS

@@ -573,8 +573,10 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     runs it, a RING or SINGLE_CYCLE_RING leg's ring order that does not list each position
     of the group once, or a plan no group names (FORMATS §1.1: ``plans`` are the groups'
     distinct plans; one no group runs was held to nothing) is a :class:`SimulationError`
-    naming the key."""
+    naming the key; so is, first, a channel id of a leg's plan that a plan of an earlier leg
+    of the trigger lists (:func:`_check_disjoint_leg_channels`)."""
     out = {}
+    _check_disjoint_leg_channels(legs, where)
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
         for j, (channels, chunk) in enumerate(plans):
             if (twice := _first_repeat([ch for ch, _ in channels])) is not None:
@@ -619,6 +621,30 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                      "plan_keys": [_plan_key(plan) for plan in plans],
                      "plan_of": [k for _, k in raw_groups]}
     return out
+
+
+def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
+    """No channel id of a HIER leg's plans (``legs`` as :func:`_hier_legs` read them) is one
+    a plan of an earlier leg of the trigger lists (docs/DESIGN.md "HIER": the legs of one
+    trigger use disjoint channel ids, so a rank still in one leg never consumes an increment
+    a faster peer meant for its next), else a :class:`SimulationError` naming the later
+    plan's item and the earlier one's.  The groups of one leg share its ids.  The entries
+    are held to their plans' ids (program.py), not the legs to each other: until 2026-12-05
+    an output whose two intra legs both ran channel 0, its artifacts agreeing, simulated as
+    a match."""
+    earlier: dict[int, str] = {}  # channel id -> the first earlier leg's item listing it
+    for i, (_name, _algorithm, plans, _groups, _buffers) in enumerate(legs):
+        for j, (channels, _chunk) in enumerate(plans):
+            for c, (ch, _order) in enumerate(channels):
+                if ch in earlier:
+                    raise SimulationError(f"hier.legs[{i}].plans[{j}].channels[{c}].channel "
+                                          f"{ch} is {earlier[ch]}'s too (the legs of one "
+                                          "trigger use disjoint channel ids, so a rank still in "
+                                          "one leg never consumes an increment a faster peer "
+                                          "meant for its next: docs/DESIGN.md \"HIER\")", **where)
+        for j, (channels, _chunk) in enumerate(plans):
+            for c, (ch, _order) in enumerate(channels):
+                earlier.setdefault(ch, f"hier.legs[{i}].plans[{j}].channels[{c}]")
 
 
 def _block_starts(t: Field) -> list[int]:
