@@ -1,14 +1,16 @@
-"""What ``simulate`` did not check of a HIER trigger until 2026-12-05 (docs/SIMULATOR.md
-§1), each refused on an output hand-edited and re-hashed so that the checksums pass: two
-legs of one trigger sharing a channel id (docs/DESIGN.md "HIER": the legs of one trigger use
-disjoint channel ids), and a HIER leg's buffer off DESIGN's offset (RECV at scratch 0, MID
-at one space, ...: it was held to its region only).
+"""Three things of a HIER or KANGARING trigger ``simulate`` did not check until 2026-12-05
+(docs/SIMULATOR.md §1), each refused on an output hand-edited and re-hashed so that the
+checksums pass: two legs of one trigger sharing a channel id (docs/DESIGN.md "HIER": the legs
+of one trigger use disjoint channel ids), a ``kangaring`` section that is not its channels'
+(FORMATS §1.1, docs/TOPOLOGY.md §4: the section was not read), and a HIER leg's buffer off
+DESIGN's offset (RECV at scratch 0, MID at one space, ...: held to its region only).
 
-The expected channel ids and offsets are worked out here from the docs, not read back from
+The expected sections and offsets are worked out here from the docs, not read back from
 ``lower``: each fixture asserts them first."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,8 @@ import pytest
 import nrtrewrite.compose.hier as hier_mod
 import nrtrewrite.simulate.triggers as triggers_mod
 from nrtrewrite.simulate import simulate_output
-from test_simulate import coll_spec, lower_spec
-from test_simulate_kick_leaf import _rehier, copy, refused, trigger0
+from test_simulate import cli, coll_spec, lower_spec
+from test_simulate_kick_leaf import _rehier, _retrigger, copy, refused, rehash, trigger0
 
 #: docs/TOPOLOGY.md §4 on trn2: two ranks of each node of two nodes (LNC 2), 8 a node
 HIER16 = list(range(8)) + list(range(64, 72))
@@ -28,6 +30,15 @@ DISJOINT_WHY = ("(the legs of one trigger use disjoint channel ids, so a rank st
 
 def _field(out: Path) -> str:
     return f"{out / 'manifest.json'}: field triggers[0]: "
+
+
+def _typed_refusal(out: Path) -> str:
+    """Simulated: the output cannot be read as the format (exit 2), one line."""
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 2, res.output
+    error = json.loads(res.stdout)["error"]
+    assert "\n" not in error
+    return error
 
 
 # ---------------------------------------------------------------------------- outputs
@@ -48,9 +59,65 @@ def hier16_out(tmp_path_factory) -> Path:
     return out
 
 
-def test_the_output_simulates_clean(hier16_out):
-    res = simulate_output(hier16_out)
-    assert res.ok, res.error
+@pytest.fixture(scope="module")
+def hier16k_out(tmp_path_factory) -> Path:
+    """hier16_out's model with both intra legs KANGARING: channel ids 0; 1, 2; 3 as above.
+    Node 0's ranks 0..7 are devices 0 and 1 (4 ranks each at LNC 2, s-engine r % 4), a unit
+    the two ranks of s-engines {k, k ^ 2} of a device (docs/TOPOLOGY.md §4: vnc 2), units 0
+    then 1 of each device in the ring's device order, primary member c % 2 of each on the
+    leg's channel c = 0: units [0, 2], [1, 3], [4, 6], [5, 7] (positions = node 0's ranks),
+    the order their primaries [0, 1, 4, 5]."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier16k") / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    legs = trigger0(out)["hier"]["legs"]
+    assert [leg["algorithm"] for leg in legs] == ["KANGARING", "SINGLE_CYCLE_RING", "KANGARING"]
+    units = [[0, 2], [1, 3], [4, 6], [5, 7]]
+    for i, channel in ((0, 0), (2, 3)):
+        (plan,) = legs[i]["plans"]
+        assert plan["channels"] == [{"channel": channel, "order": [0, 1, 4, 5]}]
+        assert plan["kangaring"] == [{"channel": channel, "duplicate": False, "units": units,
+                                      "logical_path": [0, 2, 1, 3, 4, 6, 5, 7]}]
+    return out
+
+
+@pytest.fixture(scope="module")
+def kr16_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 4096 elements over ranks 0..15 (trn2, LNC 1) as KANGARING: one
+    channel. docs/TOPOLOGY.md §4 (vnc 1): devices 0 and 1, rank r of a device on TPB r % 8,
+    s-engine (r % 8) // 2; a unit is (S_k t0, S_k^2 t0, S_k^2 t1, S_k t1) for k = 0, 1, so
+    [0, 4, 5, 1], [2, 6, 7, 3] on device 0 and [8, 12, 13, 9], [10, 14, 15, 11] on device
+    1; primary member 0 on channel 0; the order [0, 2, 8, 10]."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 4096),
+                     tmp_path_factory.mktemp("kr16") / "o", algo="kangaring")
+    t = trigger0(out)
+    units = [[0, 4, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
+    assert t["channels"] == [{"channel": 0, "order": [0, 2, 8, 10]}]
+    assert t["kangaring"] == [{"channel": 0, "duplicate": False, "units": units,
+                               "logical_path": [m for u in units for m in u]}]
+    return out
+
+
+@pytest.fixture(scope="module")
+def kr8_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1,100,000 elements over ranks 0..7 (trn2, LNC 2) as KANGARING:
+    two channels (2.2 MB). Units as hier16k_out's, the primary member c % 2 on channel c:
+    channel 0 [0, 2], [1, 3], [4, 6], [5, 7]; channel 1 [2, 0], [3, 1], [6, 4], [7, 5];
+    neither a duplicate (other primaries)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 1_100_000, lnc=2),
+                     tmp_path_factory.mktemp("kr8") / "o", algo="kangaring")
+    t = trigger0(out)
+    assert t["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]},
+                             {"channel": 1, "order": [2, 3, 6, 7]}]
+    assert [(k["units"], k["duplicate"]) for k in t["kangaring"]] == [
+        ([[0, 2], [1, 3], [4, 6], [5, 7]], False), ([[2, 0], [3, 1], [6, 4], [7, 5]], False)]
+    return out
+
+
+def test_the_outputs_simulate_clean(hier16_out, hier16k_out, kr16_out, kr8_out):
+    for out in (hier16_out, hier16k_out, kr16_out, kr8_out):
+        res = simulate_output(out)
+        assert res.ok, res.error
 
 
 # ---------------------------------------------------------------------------- 1. disjoint ids
@@ -92,6 +159,156 @@ def test_legs_lowered_onto_one_channel_are_refused_though_the_artifacts_agree(
                             f"hier.legs[0].plans[0].channels[0]'s too {DISJOINT_WHY}")
     monkeypatch.setattr(triggers_mod, "_check_disjoint_leg_channels", lambda *a: None)
     assert simulate_output(out).ok
+
+
+# ---------------------------------------------------------------------------- 2. kangaring
+
+KANGARING_WHY = ("(a KANGARING trigger lists one kangaring item per channel, in the order of "
+                 "its channels: FORMATS §1.1)")
+UNITS_WHY = ("(the units of a KANGARING channel hold each rank of the replica_group once: "
+             "docs/TOPOLOGY.md §4)")
+
+
+def _edit_units(fn):
+    return lambda t: fn(t["kangaring"][0]["units"])
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda t: t["kangaring"].append(dict(t["kangaring"][0])),
+     f"kangaring lists 2 items, not the 1 of channels {KANGARING_WHY}"),
+    (lambda t: t["kangaring"][0].__setitem__("channel", 5),
+     f"kangaring[0].channel 5 is not channels[0].channel 0 {KANGARING_WHY}"),
+    (_edit_units(lambda u: u[3].pop()), f"kangaring[0].units lacks rank 11 {UNITS_WHY}"),
+    (_edit_units(lambda u: u[3].__setitem__(3, 99)),
+     f"kangaring[0].units names rank 99, not in the replica_group {UNITS_WHY}"),
+    (_edit_units(lambda u: u[3].__setitem__(3, 0)),
+     f"kangaring[0].units lists rank 0 twice {UNITS_WHY}"),
+    (_edit_units(lambda u: u[0].append(u.pop()[0])),
+     "kangaring[0].units[0] lists 5 ranks, not 1 to 4 (a unit is a primary and at most 3 "
+     "secondaries, KANGARING_MAX_SECONDARIES: docs/TOPOLOGY.md §4)"),
+    (_edit_units(lambda u: u.__setitem__(0, [4, 0, 5, 1])),
+     "channels[0].order [0, 2, 8, 10] is not [4, 2, 8, 10], the primaries of "
+     "kangaring[0].units in order (a KANGARING order is the cycle of its units' primaries, "
+     "each unit's first rank: FORMATS §1.1)"),
+    (lambda t: t["channels"][0].__setitem__("order", [2, 8, 10, 0]),
+     "channels[0].order [2, 8, 10, 0] is not [0, 2, 8, 10], the primaries of "
+     "kangaring[0].units in order (a KANGARING order is the cycle of its units' primaries, "
+     "each unit's first rank: FORMATS §1.1)"),
+    (lambda t: t["kangaring"][0]["logical_path"].reverse(),
+     "kangaring[0].logical_path [11, 15, 14, 10, 9, 13, 12, 8, 3, 7, 6, 2, 1, 5, 4, 0] is not "
+     "[0, 4, 5, 1, 2, 6, 7, 3, 8, 12, 13, 9, 10, 14, 15, 11], its units one after the other "
+     "(each primary, then its secondaries: docs/TOPOLOGY.md §4)"),
+    (lambda t: t["kangaring"][0].__setitem__("duplicate", True),
+     "kangaring[0].duplicate true is not false: no channel before it has its directed cycle "
+     "of primaries with the same units (docs/TOPOLOGY.md §4)"),
+], ids=["extra-item", "channel", "rank-dropped", "stranger", "twice", "five", "primary",
+        "order-rotated", "path", "duplicate"])
+def test_a_kangaring_section_other_than_its_channels_is_refused(kr16_out, tmp_path, edit,
+                                                                says):
+    """FORMATS §1.1 and docs/TOPOLOGY.md §4: a KANGARING trigger's ``kangaring`` has an item
+    per channel, in order, with its id; the units hold every rank of the group once, each a
+    primary and at most 3 secondaries; ``channels[].order`` is the units' primaries, in
+    the units' order; ``logical_path`` the units one after the other. The section was not
+    read: each edit simulated as a match (the order was held only to name distinct ranks of
+    the group). Each is refused naming the key (kr16_out's section: see the fixture)."""
+    out = copy(kr16_out, tmp_path)
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert refused(out) == f"{_field(out)}{says}"
+
+
+def test_a_second_channel_said_to_be_a_duplicate_is_refused(kr8_out, tmp_path):
+    """docs/TOPOLOGY.md §4: ``duplicate`` marks a channel whose primaries form the same
+    directed cycle as an earlier channel's, with the same units; kr8_out's channel 1 has
+    other primaries than channel 0 (member 1 of each unit), so it is not one. Set, it
+    simulated as a match; it is refused. Its units made channel 0's (the order too) and
+    the flag is right: channel 0's duplicate, and then a second item of the same ring
+    cannot be left false."""
+    out = copy(kr8_out, tmp_path)
+    _retrigger(out, 0, lambda t: t["kangaring"][1].__setitem__("duplicate", True))
+    rehash(out)
+    assert refused(out) == (f"{_field(out)}kangaring[1].duplicate true is not false: no "
+                            "channel before it has its directed cycle of primaries with the "
+                            "same units (docs/TOPOLOGY.md §4)")
+
+    def same_as_zero(t):
+        k0, k1 = t["kangaring"]
+        k1.update(units=k0["units"], logical_path=k0["logical_path"])
+        t["channels"][1]["order"] = t["channels"][0]["order"]
+    out = copy(kr8_out, tmp_path, "same")
+    _retrigger(out, 0, same_as_zero)
+    rehash(out)
+    assert refused(out) == (f"{_field(out)}kangaring[1].duplicate false is not true: its "
+                            "primaries form the directed cycle of kangaring[0]'s, with the same "
+                            "units (docs/TOPOLOGY.md §4)")
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda t: t.pop("kangaring"), "field triggers[0].kangaring: missing"),
+    (lambda t: t["kangaring"][0]["units"].__setitem__(1, "x"),
+     'field triggers[0].kangaring[0].units[1]: must be a list, not "x"'),
+    (lambda t: t["kangaring"][0].__setitem__("duplicate", 0),
+     "field triggers[0].kangaring[0].duplicate: must be true or false, not 0"),
+    (lambda t: t["kangaring"][0].__setitem__("channel", 32),
+     "field triggers[0].kangaring[0].channel: 32 is outside 0..31"),
+    (lambda t: t["kangaring"][0]["logical_path"].__setitem__(0, -1),
+     "field triggers[0].kangaring[0].logical_path[0]: -1 is outside 0..9223372036854775807"),
+], ids=["missing", "unit-string", "duplicate-0", "channel-32", "path-negative"])
+def test_a_kangaring_section_is_read_with_its_types(kr16_out, tmp_path, edit, says):
+    """docs/SIMULATOR.md §1: every key the simulator reads is required and typed: the
+    section of a KANGARING trigger (``channel`` 0..31, ``logical_path`` and ``units`` lists
+    of ranks, ``duplicate`` a JSON boolean). Deleted or mistyped it simulated as a match;
+    the output cannot be read (exit 2), with or without its checksums."""
+    out = copy(kr16_out, tmp_path)
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert _typed_refusal(out) == f"{out / 'manifest.json'}: {says}"
+
+
+POSITIONS_WHY = ("(the units of a KANGARING channel hold each position of "
+                 "hier.legs[{i}].groups[0].group of 8 ranks once: docs/TOPOLOGY.md §4)")
+
+
+@pytest.mark.parametrize("i, edit, says", [
+    (0, lambda p: p["kangaring"][0]["units"][3].pop(),
+     "hier.legs[0].plans[0].kangaring[0].units lacks position 7 " + POSITIONS_WHY),
+    (2, lambda p: p["kangaring"][0]["units"][3].append(8),
+     "hier.legs[2].plans[0].kangaring[0].units names position 8, outside "
+     "hier.legs[2].groups[0].group of 8 ranks " + POSITIONS_WHY),
+    (0, lambda p: p["channels"][0].__setitem__("order", [0, 1, 5, 4]),
+     "hier.legs[0].plans[0].channels[0].order [0, 1, 5, 4] is not [0, 1, 4, 5], the primaries "
+     "of hier.legs[0].plans[0].kangaring[0].units in order (a KANGARING order is the cycle of "
+     "its units' primaries, each unit's first position: FORMATS §1.1)"),
+    (2, lambda p: p["kangaring"][0].__setitem__("channel", 0),
+     "hier.legs[2].plans[0].kangaring[0].channel 0 is not hier.legs[2].plans[0].channels[0]"
+     ".channel 3 (a KANGARING leg's plan lists one kangaring item per channel, in the order of "
+     "its channels: FORMATS §1.1)"),
+], ids=["position-dropped", "position-outside", "order", "channel"])
+def test_a_kangaring_leg_plans_section_other_than_its_channels_is_refused(
+        hier16k_out, tmp_path, i, edit, says):
+    """As a flat trigger's, in positions of each group that runs the plan (FORMATS §1.1:
+    ``logical_path`` and ``units`` in positions too); hier16k_out's intra legs (see the
+    fixture). Each edit simulated as a match; it is refused naming the key."""
+    out = copy(hier16k_out, tmp_path)
+    _rehier(out, lambda legs: edit(legs[i]["plans"][0]))
+    assert refused(out) == f"{_field(out)}{says.format(i=i)}"
+
+
+def test_kangaring_on_a_leg_of_another_engine_or_missing_is_refused(hier16k_out, tmp_path):
+    """FORMATS §1.1: a HIER leg's plans add the engine's extras, ``kangaring`` on a
+    KANGARING leg only. intra_redsct's section copied onto a plan of the SINGLE_CYCLE_RING
+    inter_allr leg simulated as a match: refused (exit 1); deleted from intra_redsct's plan
+    it is a key the simulator reads that is missing (exit 2)."""
+    out = copy(hier16k_out, tmp_path)
+    _rehier(out, lambda legs: legs[1]["plans"][0].__setitem__(
+        "kangaring", legs[0]["plans"][0]["kangaring"]))
+    assert refused(out) == (f"{_field(out)}hier.legs[1].plans[0] has a kangaring section on a "
+                            "\"SINGLE_CYCLE_RING\" leg (only a KANGARING leg's plans have one: "
+                            "FORMATS §1.1)")
+    out = copy(hier16k_out, tmp_path, "gone")
+    _rehier(out, lambda legs: legs[0]["plans"][0].pop("kangaring"))
+    assert _typed_refusal(out) == (f"{out / 'manifest.json'}: field "
+                                   "triggers[0].hier.legs[0].plans[0].kangaring: missing")
 
 
 # ---------------------------------------------------------------------------- 3. offsets

@@ -1797,15 +1797,19 @@ def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
     a secondary runs its peer_post / peer_wait legs there, so every rank's entry runs each
     channel of its group's plan, as on a ring. The channel ids are hier16_out's (0; 1, 2; 3).
     intra_redsct's plan channel 0 -> 9, or intra_allg's 3 -> 0, simulated as a match (no
-    KANGARING leg reads a ring order's channel); each is refused at spad.bin (intra_allg's
-    to 7 here: 0 is intra_redsct's, and legs sharing an id are refused before,
-    tests/test_simulate_hier_checks.py)."""
+    KANGARING leg reads a ring order's channel); each is refused at spad.bin. The plan's
+    ``kangaring`` item moves with it (that section names its channel too, read since
+    2026-12-05), and intra_allg's goes to 7 (0 is intra_redsct's: legs sharing an id are
+    refused before, tests/test_simulate_hier_checks.py)."""
     out = copy(hier16_kangaring_out, tmp_path)
     legs = trigger0(out)["hier"]["legs"]
     assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS
     assert len(legs[i]["plans"]) == 1 and legs[i]["groups"][0]["group"][0] == 0
-    _rehier(out, lambda legs: legs[i]["plans"][0]["channels"][0].__setitem__(
-        "channel", channel))
+
+    def move(legs):
+        plan = legs[i]["plans"][0]
+        plan["channels"][0]["channel"] = plan["kangaring"][0]["channel"] = channel
+    _rehier(out, move)
     assert refused(out) == _entry_channels_refusal(out, i, HIER16_LEG_CHANNELS[i], i, 0, 0,
                                                    [channel], "KANGARING")
 
@@ -1815,10 +1819,15 @@ def test_a_kangaring_triggers_channel_its_entries_do_not_run_is_refused(
     """As a RING trigger's (FORMATS §1.1, §2): every rank of a flat KANGARING group is on
     each channel, a primary or a secondary of a unit (docs/TOPOLOGY.md §4, FORMATS §3.3), so
     its entry runs the trigger's channels; kangaring_out's one channel (chunk.channels 1),
-    channel 0, listed as 5 simulated as a match. Refused at rank 0's spad.bin entry 0."""
+    channel 0, listed as 5 simulated as a match. Refused at rank 0's spad.bin entry 0 (its
+    ``kangaring`` item moved too: that section names the channel as well, read since
+    2026-12-05)."""
     out = copy(kangaring_out, tmp_path)
     assert [c["channel"] for c in trigger0(out)["channels"]] == [0]
-    _retrigger(out, 0, lambda t: t["channels"][0].__setitem__("channel", 5))
+
+    def move(t):
+        t["channels"][0]["channel"] = t["kangaring"][0]["channel"] = 5
+    _retrigger(out, 0, move)
     rehash(out)
     assert refused(out) == (
         f"{out / 'rank-0000'}: field channel_list, rank 0, artifact spad.bin, record 0: "

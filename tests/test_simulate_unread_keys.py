@@ -29,13 +29,12 @@ UNREAD_TOP = ["tool_version", "input", "options", "topology.name", "topology.ran
               "topology.ranks[].die", "topology.ranks[].sengine", "topology.ranks[].tpb"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
-    "policy_algorithm", "fallback_reason", "legs", "kangaring",
+    "policy_algorithm", "fallback_reason", "legs",
     "single_cycle", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].channel_base",
-    "hier.legs[].channel_ids", "hier.legs[].reason", "hier.legs[].plans[].kangaring",
-    "hier.legs[].plans[].single_cycle"]
+    "hier.legs[].channel_ids", "hier.legs[].reason", "hier.legs[].plans[].single_cycle"]
 #: Names the doc's list quotes as read, next to the unread ones.
 SAID_READ = {"--model", "node", "routing_id", "logical_core", "region", "offset", "mesh",
              "blocks", "rdh", "super_blocks"}
@@ -58,6 +57,11 @@ ENGINES = {
     "inter_rdh": (THREE, ONE_NODE_EACH, "trn2:nodes=8", "inter_rdh"),
     "hier": ([("all_reduce", "bf16", 64), ("all_gather", "fp16", 100),
               ("reduce_scatter", "bf16", 4 * 70)], [0, 1, 32, 33], "trn1:nodes=2", "hier"),
+    # KANGARING intra legs: trn2 at LNC 1 (128 ranks a node), 16 ranks on each of two nodes
+    "hier_kangaring": ([("all_reduce", "bf16", 64), ("all_gather", "fp16", 100),
+                        ("reduce_scatter", "bf16", 32 * 70)],
+                       list(range(16)) + list(range(128, 144)), "trn2:nodes=2",
+                       "hier;intra_redsct:kangaring;intra_allg:kangaring"),
 }
 
 
@@ -184,6 +188,8 @@ READ_NEIGHBOURS = [
     ("mesh", "triggers[].mesh"), ("single_step_mesh", "triggers[].mesh"),
     ("intra_rdh", "triggers[].rdh"), ("inter_rdh", "triggers[].rdh"),
     ("mesh", "triggers[].mesh.blocks"), ("intra_rdh", "triggers[].rdh.super_blocks"),
+    ("kangaring", "triggers[].kangaring"),
+    ("hier_kangaring", "triggers[].hier.legs[].plans[].kangaring"),
     ("hier", "triggers[].hier.legs[].name"), ("hier", "triggers[].hier.legs[].algorithm"),
     ("hier", "triggers[].hier.legs[].buffers[].region"),
     ("hier", "triggers[].hier.legs[].buffers[].role"),

@@ -16,6 +16,7 @@ from nrtrewrite.policy import INTRA
 from nrtrewrite.select import HIER_LEGS, LEG_OPS, hier_split, ranks_by_node
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
+from nrtrewrite.topology.rings import kangaring_identity
 
 OPS = ("ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER")
 ALU_TO_CCE = {"ADD": int(SdmaCceType.ADD), "MAX": int(SdmaCceType.MAX),
@@ -127,6 +128,9 @@ class TriggerSpec:
     orders: dict[int, list[int]]
     #: HIER: leg name -> {"algorithm", "groups": [(group, orders, pgta)], "buffers"}
     legs: dict = field(default_factory=dict)
+    #: KANGARING: the manifest's ``kangaring`` section, per channel ``(channel, logical_path,
+    #: units, duplicate)`` (:func:`_kangaring`); None for another engine
+    kangaring: list | None = None
     #: HIER: the manifest's ``hier.slices``, [start, stop) of each local index's slice of an
     #: all-reduce (``[]`` for the other ops; :func:`_check_hier_slices`); None: no hier
     slices: list | None = None
@@ -533,20 +537,41 @@ def _trigger_buffers(t: Field, algorithm: str) -> list[dict] | None:
     return _buffers(t["buffers"])
 
 
+def _kangaring(owner: Field) -> list[tuple]:
+    """The ``kangaring`` section of a KANGARING trigger or of a KANGARING HIER leg's plan
+    (docs/FORMATS.md §1.1: per channel ``channel``, ``logical_path``, ``units`` [primary,
+    secondaries...], ``duplicate``; a plan's ranks as positions in its groups), required, its
+    types checked: per item ``(channel, logical_path, units, duplicate)``; what the values
+    say is :func:`_check_kangaring`'s to check."""
+    return [(k["channel"].int(0, MAX_CHANNEL), k["logical_path"].ints(0),
+             [u.ints(0) for u in k["units"].items()], k["duplicate"].bool())
+            for k in owner["kangaring"].items()]
+
+
+#: A HIER leg plan's ``kangaring`` when the plan has one but its leg is not KANGARING (only a
+#: KANGARING leg's plans have the section: FORMATS §1.1; refused by :func:`_resolve_hier`).
+FOREIGN_KANGARING = "foreign"
+
+
 def _hier_legs(t: Field) -> list[tuple]:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1), its types checked: per
     leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(its channels as
-    (channel, ring order in positions) in the manifest's order, chunk)`` (the chunk's four
-    keys, as a flat trigger's), each group ``(its ranks, its plan's index)``; what the
-    numbers say is :func:`_resolve_hier`'s to check."""
+    (channel, ring order in positions) in the manifest's order, chunk, kangaring)`` (the
+    chunk's four keys, as a flat trigger's; a KANGARING leg's plan its ``kangaring`` section,
+    :func:`_kangaring`, another leg's None, or :data:`FOREIGN_KANGARING` when it has one),
+    each group ``(its ranks, its plan's index)``; what the numbers say is
+    :func:`_resolve_hier`'s to check."""
     hier = t.get("hier")
     if hier.null:
         return []
     out = []
     for leg in hier["legs"].items():
+        kangaring = leg["algorithm"].str() == "KANGARING"
         plans = [([(c["channel"].int(0, MAX_CHANNEL), c["order"].ints())
                    for c in plan["channels"].items()],
-                  {k: plan["chunk"][k].int() for k in CHUNK_KEYS})
+                  {k: plan["chunk"][k].int() for k in CHUNK_KEYS},
+                  _kangaring(plan) if kangaring else
+                  None if plan.get("kangaring").null else FOREIGN_KANGARING)
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
@@ -574,17 +599,24 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     of the group once, or a plan no group names (FORMATS §1.1: ``plans`` are the groups'
     distinct plans; one no group runs was held to nothing) is a :class:`SimulationError`
     naming the key; so is, first, a channel id of a leg's plan that a plan of an earlier leg
-    of the trigger lists (:func:`_check_disjoint_leg_channels`)."""
+    of the trigger lists (:func:`_check_disjoint_leg_channels`), a KANGARING leg's plan whose
+    ``kangaring``
+    section is not its channels' (:func:`_check_kangaring`, for each group that runs it), and
+    one on a plan of another leg (only a KANGARING leg's plans have one: FORMATS §1.1)."""
     out = {}
     _check_disjoint_leg_channels(legs, where)
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
-        for j, (channels, chunk) in enumerate(plans):
+        for j, (channels, chunk, kangaring) in enumerate(plans):
             if (twice := _first_repeat([ch for ch, _ in channels])) is not None:
                 first, c = twice
                 raise SimulationError(f"hier.legs[{i}].plans[{j}].channels[{c}].channel "
                                       f"{channels[c][0]} is channels[{first}]'s too (a plan "
                                       "lists each channel its groups run once: FORMATS §1.1)",
                                       **where)
+            if kangaring == FOREIGN_KANGARING:
+                raise SimulationError(f"hier.legs[{i}].plans[{j}] has a kangaring section on a "
+                                      f"{json_kind(algorithm)} leg (only a KANGARING leg's plans "
+                                      "have one: FORMATS §1.1)", **where)
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
         groups = []
         for g, (group, k) in enumerate(raw_groups):
@@ -593,6 +625,11 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                       f"hier.legs[{i}].plans, which lists "
                                       f"{counted(len(plans), 'plan')} (a group names its plan by "
                                       "its index there: FORMATS §1.1)", **where)
+            if plans[k][2] is not None:  # (a KANGARING leg's: positions in this group)
+                _check_kangaring(plans[k][2], plans[k][0], range(len(group)), "position",
+                                 f"hier.legs[{i}].plans[{k}].", where,
+                                 f"hier.legs[{i}].groups[{g}].group of "
+                                 f"{counted(len(group), 'rank')}")
             orders = {}
             for c, (ch, order) in enumerate(plans[k][0]):
                 if (p := next((p for p in order if not 0 <= p < len(group)), None)) is not None:
@@ -617,7 +654,7 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                   "plans are its groups' distinct plans: FORMATS §1.1)", **where)
         # (where the leg is, and its plans' chunks by group: check_chunk_groups's)
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers, "at": i,
-                     "chunks": [chunk for _, chunk in plans],
+                     "chunks": [chunk for _, chunk, _k in plans],
                      "plan_keys": [_plan_key(plan) for plan in plans],
                      "plan_of": [k for _, k in raw_groups]}
     return out
@@ -634,7 +671,7 @@ def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
     a match."""
     earlier: dict[int, str] = {}  # channel id -> the first earlier leg's item listing it
     for i, (_name, _algorithm, plans, _groups, _buffers) in enumerate(legs):
-        for j, (channels, _chunk) in enumerate(plans):
+        for j, (channels, _chunk, _kangaring) in enumerate(plans):
             for c, (ch, _order) in enumerate(channels):
                 if ch in earlier:
                     raise SimulationError(f"hier.legs[{i}].plans[{j}].channels[{c}].channel "
@@ -642,7 +679,7 @@ def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
                                           "trigger use disjoint channel ids, so a rank still in "
                                           "one leg never consumes an increment a faster peer "
                                           "meant for its next: docs/DESIGN.md \"HIER\")", **where)
-        for j, (channels, _chunk) in enumerate(plans):
+        for j, (channels, _chunk, _kangaring) in enumerate(plans):
             for c, (ch, _order) in enumerate(channels):
                 earlier.setdefault(ch, f"hier.legs[{i}].plans[{j}].channels[{c}]")
 
@@ -753,6 +790,10 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
                       for c in t["channels"].items()],
             legs=_hier_legs(t), slices=_hier_slices(t),
             buffers=_trigger_buffers(t, t["algorithm"].str()),
+            # (a KANGARING trigger's section, required; one that has a hier section is
+            # refused for that: check_triggers)
+            kangaring=(_kangaring(t) if t["algorithm"].str() == "KANGARING" and not hier
+                       else None),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
     return out
@@ -801,6 +842,9 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         if spec.algorithm in WHOLE_GROUP_RINGS:
             _check_ring_orders(spec, channels, where)
         _check_ringless_channels(spec, channels, where)
+        if spec.kangaring is not None:
+            _check_kangaring(spec.kangaring, channels, spec.group, "rank", "", where,
+                             "the replica_group")
         _check_hier_leg_groups(spec, hier_legs, where)
         spec.legs = _resolve_hier(hier_legs, dict(file=where["file"] or None,
                                                   field=where["field"]))
@@ -1123,10 +1167,12 @@ def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
 
 def _plan_key(plan: tuple) -> tuple:
     """A HIER leg plan (:func:`_hier_legs`) as a value two copies share: each channel's ring
-    order, by channel, and its chunk."""
-    channels, chunk = plan
+    order, by channel, its chunk, and a KANGARING leg's ``kangaring`` items, by channel."""
+    channels, chunk, kangaring = plan
     return (tuple(sorted((ch, tuple(order)) for ch, order in channels)),
-            tuple(sorted(chunk.items())))
+            tuple(sorted(chunk.items())),
+            tuple(sorted((ch, tuple(path), tuple(map(tuple, units)), dup)
+                         for ch, path, units, dup in kangaring or ())))
 
 
 def _first_repeat(items: list) -> tuple[int, int] | None:
@@ -1342,7 +1388,7 @@ def _check_ringless_channels(spec: TriggerSpec, channels: list[tuple[int, list[i
     KANGARING trigger, the cycle of its primaries, names ranks of its replica group, each
     once, one or more (FORMATS §1.1), else a :class:`SimulationError` naming the key and both
     values (no leg reads these orders: until 2026-12-05 any simulated as a match).  Which
-    ranks a KANGARING cycle holds is not checked: its ``kangaring`` units are not read."""
+    ranks a KANGARING cycle holds, its units' primaries, is :func:`_check_kangaring`'s."""
     if spec.algorithm in RINGLESS_CHANNELS:
         want, why = RINGLESS_CHANNELS[spec.algorithm]
         if channels != want:
@@ -1365,6 +1411,83 @@ def _check_ringless_channels(spec: TriggerSpec, channels: list[tuple[int, list[i
             raise SimulationError(f"{key} lists rank {order[twice[1]]} twice (a KANGARING "
                                   "trigger's order is the cycle of its primaries, each once: "
                                   "FORMATS §1.1)", **where)
+
+
+#: A kangaring unit: its primary and at most KANGARING_MAX_SECONDARIES (3) secondaries
+#: (docs/TOPOLOGY.md §4).
+KANGARING_UNIT_MAX = 4
+
+
+def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]], members,
+                     noun: str, at: str, where: dict, of_what: str) -> None:
+    """A KANGARING trigger's ``kangaring`` section (``at`` "") or a KANGARING HIER leg plan's
+    (``at`` ``hier.legs[i].plans[k].``, ranks as positions in the group ``of_what``: one
+    check per group that runs the plan) is its channels' (docs/FORMATS.md §1.1,
+    docs/TOPOLOGY.md §4), else a :class:`SimulationError` naming the key: one item per item
+    of ``channels``, in order, with its channel id; each unit 1 to 4 of ``members`` (ranks of
+    the replica group, or positions), the units holding each member once (every rank is a
+    primary or a secondary on each channel: the simulator holds every rank's entry to every
+    channel, :data:`EVERY_CHANNEL_ENGINES`); the channel's ``order`` the units' primaries in
+    the units' order; ``logical_path`` the units one after the other; ``duplicate`` whether
+    an earlier channel has the same directed cycle of primaries and the same units
+    (``topology.rings.kangaring_identity``, ``lower``'s rule).  Until 2026-12-05 the section
+    was not read: units missing a rank, or primaries other than the order, simulated as a
+    match."""
+    key = f"{at}kangaring"
+    owner = "trigger" if not at else "leg's plan"
+    why = (f"(a KANGARING {owner} lists one kangaring item per channel, in the order of its "
+           "channels: FORMATS §1.1)")
+    if len(section) != len(channels):
+        raise SimulationError(f"{key} lists {counted(len(section), 'item')}, not the "
+                              f"{len(channels)} of {at}channels {why}", **where)
+    inside = set(members)
+    each = (f"(the units of a KANGARING channel hold each {noun} of {of_what} once: "
+            "docs/TOPOLOGY.md §4)")
+    seen: dict = {}
+    for c, ((ch, order), (kch, path, units, dup)) in enumerate(zip(channels, section)):
+        item = f"{key}[{c}]"
+        if kch != ch:
+            raise SimulationError(f"{item}.channel {kch} is not {at}channels[{c}].channel {ch} "
+                                  f"{why}", **where)
+        for u, unit in enumerate(units):
+            if not 1 <= len(unit) <= KANGARING_UNIT_MAX:
+                raise SimulationError(f"{item}.units[{u}] lists {counted(len(unit), noun)}, not "
+                                      f"1 to {KANGARING_UNIT_MAX} (a unit is a primary and at "
+                                      "most 3 secondaries, KANGARING_MAX_SECONDARIES: "
+                                      "docs/TOPOLOGY.md §4)", **where)
+        flat = [m for unit in units for m in unit]
+        if (stranger := next((m for m in flat if m not in inside), None)) is not None:
+            place = "not in" if noun == "rank" else "outside"
+            raise SimulationError(f"{item}.units names {noun} {stranger}, {place} {of_what} "
+                                  f"{each}", **where)
+        if (twice := _first_repeat(flat)) is not None:
+            raise SimulationError(f"{item}.units lists {noun} {flat[twice[1]]} twice {each}",
+                                  **where)
+        listed = set(flat)
+        if (missing := next((m for m in members if m not in listed), None)) is not None:
+            raise SimulationError(f"{item}.units lacks {noun} {missing} {each}", **where)
+        primaries = [unit[0] for unit in units]
+        if order != primaries:
+            raise SimulationError(f"{at}channels[{c}].order {_json_text(order)} is not "
+                                  f"{_json_text(primaries)}, the primaries of {item}.units in "
+                                  f"order (a KANGARING order is the cycle of its units' "
+                                  f"primaries, each unit's first {noun}: FORMATS §1.1)", **where)
+        if path != flat:
+            raise SimulationError(f"{item}.logical_path {_json_text(path)} is not "
+                                  f"{_json_text(flat)}, its units one after the other (each "
+                                  "primary, then its secondaries: docs/TOPOLOGY.md §4)", **where)
+        ident = kangaring_identity(tuple(tuple(unit) for unit in units))
+        first = seen.setdefault(ident, c)
+        if dup != (first != c):
+            if first != c:
+                said = (f"its primaries form the directed cycle of {key}[{first}]'s, with the "
+                        "same units")
+            else:
+                said = ("no channel before it has its directed cycle of primaries with the same "
+                        "units")
+            raise SimulationError(f"{item}.duplicate {json.dumps(dup)} is not "
+                                  f"{json.dumps(not dup)}: {said} (docs/TOPOLOGY.md §4)",
+                                  **where)
 
 
 def _check_ring_order(order: list[int], members, noun: str, key: str, lacks,
