@@ -181,6 +181,13 @@ CASES = [
     ("unlisted_subgraph", spec(lambda s: s.update(extra_members=[
         {"name": "sg01/sp.bin", "hex": "c7" + "00" * 63}])), [],
      "member sg01/sp.bin: in the folder of subgraph 'sg01', which neff.json does not list"),
+    # (a folder of any name holding a def.json is a subgraph's: listed ones may have any
+    # name; ASSEMBLE.md "Members")
+    ("unlisted_subgraph_of_another_name", spec(lambda s: s.update(extra_members=[
+        {"name": "aux/sp.bin", "hex": "c7" + "00" * 63},
+        {"name": "aux/def.json", "hex": b"{}".hex()}])), [],
+     "member aux/sp.bin: in the folder of subgraph 'aux', which neff.json does not list "
+     "(subgraphs: sg00)"),
     # def.json
     ("duplicate_rank", spec(defj(replica_groups=[[0, 1, 2, 1]])), [],
      "field replica_groups[0][3]: rank 1 appears twice in the group"),

@@ -172,6 +172,25 @@ def test_free_dimension_num_zero_and_negative_steps():
     assert sum(p.size for p in out.files["dma.bin"]) > 0
 
 
+def test_a_free_dimension_of_num_one_moves_nothing_whatever_its_step():
+    """docs/DESIGN.md "Buffers and data flow": a free dimension of num 1 is read but its
+    step is never used (NEFF-LIKE.md §2's unused dimension fixes num 1; a step other than 0
+    there is accepted): step 7 on a num-1 dim of the src and of the dst lowers to the very
+    bytes step 0 does (element e's address is start + sum i_d x step_d with i_d 0 there)."""
+    from nrtrewrite.lower import lower_rank
+
+    def with_unused_step(step):
+        def edit(s):
+            sp(s)[1] = ar(src={"var": "sb_in", "partitions": 128, "dims": [[1, 8], [step, 1]]},
+                          dst={"var": "sb_out", "partitions": 128,
+                               "dims": [[1, 8], [0, 1], [step, 1]]}, n=1024)
+        plan = plan_lowering(model_of(spec(edit)), LowerOptions())
+        L.check_plan(plan)
+        return {name: b"".join(bytes(p) for p in parts)
+                for name, parts in lower_rank(plan, 0).files.items()}
+    assert with_unused_step(7) == with_unused_step(0)
+
+
 # ---------------------------------------------------------------------------
 # topology-time limits
 

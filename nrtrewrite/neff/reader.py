@@ -266,10 +266,15 @@ def _check_member_places(subgraphs: list[Subgraph], members: dict[str, bytes],
     """Refuse the members that look like engine streams nobody reads, whose collective
     triggers would be left unlowered (live pseudo triggers in the output): ``<sg>/<x>.bin``
     in a listed subgraph's folder whose ``x`` its def.json does not list as an engine, and
-    anything in an ``sgNN/`` folder of a subgraph neff.json does not list.  Other members
+    anything in a folder of a subgraph neff.json does not list: an ``sgNN/`` folder, or one
+    of any name that holds a ``def.json`` (listed subgraphs may have any name, so such a
+    folder is one too; until 2026-12-05 only ``sgNN/`` was, and an unlisted ``aux/`` with a
+    def.json and a 0xC7 in ``aux/sp.bin`` lowered, the trigger left live).  Other members
     not named by neff.json / def.json (top level, other folders, other files, deeper paths)
     pass through (docs/ASSEMBLE.md "Members")."""
     listed = {sg.name: sg for sg in subgraphs}
+    defined = {m.partition("/")[0] for m in members if m.count("/") == 1
+               and m.endswith("/" + DEF_JSON) and m.partition("/")[0] not in listed}
     for member in members:
         folder, slash, rest = member.partition("/")
         if not slash:
@@ -281,7 +286,7 @@ def _check_member_places(subgraphs: list[Subgraph], members: dict[str, bytes],
                     f"named like the stream of engine {rest[:-4]!r}, which {folder}/{DEF_JSON} "
                     f"does not list (engines: {', '.join(sg.engines)}): a trigger in it "
                     "would be left unlowered", where.merged(member=member, subgraph=folder))
-        elif _SUBGRAPH_FOLDER.fullmatch(folder):
+        elif _SUBGRAPH_FOLDER.fullmatch(folder) or folder in defined:
             raise ValidationError(
                 f"in the folder of subgraph {folder!r}, which {NEFF_JSON} does not list "
                 f"(subgraphs: {', '.join(listed)}): a trigger in it would be left "
