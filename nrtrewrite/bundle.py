@@ -469,7 +469,11 @@ def _rename_noreplace(a: Path, b: Path) -> None:
 #: Temporary siblings of an output folder NAME: ``.NAME.tmp-PID-HEX`` while it is built,
 #: ``.NAME.old-PID-HEX`` for a replaced output when the kernel cannot exchange atomically
 #: (NAME shortened where the whole would be too long a name: ``_sibling``).
-_TEMP_SIBLING = re.compile(r"^\.(?P<name>.+)\.(?:tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}$")
+#: What follows ``.NAME`` in a temporary sibling's name, matched whole (``fullmatch``: a
+#: ``$`` also matched before a final newline, and a user's folder ``.NAME.tmp-PID-HEX\n``
+#: was removed, until 2026-12-05); NAME itself is compared literally (a NAME holding a
+#: newline was never matched by the old pattern's ``.+``, its stale siblings kept).
+_TEMP_SIBLING_TAIL = re.compile(r"\.(?:tmp|old)-(?P<pid>[0-9]+)-[0-9a-f]{8}", re.ASCII)
 
 #: The bytes after NAME in a temporary sibling's name: ``.tmp-``, a PID of up to 10 digits,
 #: ``-`` and 8 hex digits.
@@ -573,9 +577,12 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
         entries = list(os.scandir(parent))
     except OSError:
         return removed
+    head = "." + sibling_stem(out.name, _SIBLING_TAIL)
     for entry in entries:
-        m = _TEMP_SIBLING.match(entry.name)
-        if not m or m["name"] != sibling_stem(out.name, _SIBLING_TAIL):
+        if not entry.name.startswith(head):
+            continue
+        m = _TEMP_SIBLING_TAIL.fullmatch(entry.name, len(head))
+        if not m:
             continue
         pid = int(m["pid"])
         if pid == os.getpid():
@@ -587,13 +594,18 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
 
 #: ``simulate MODEL.neff`` lowers into a folder of this prefix under ``TMPDIR``.
 SIMULATE_TEMP_PREFIX = "nrtrewrite-simulate-"
+#: The whole name ``tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX)`` gives: the prefix and 8
+#: characters of CPython's ``tempfile._RandomNameSequence`` alphabet.  Only such names are
+#: a killed run's (a user's ``nrtrewrite-simulate-my-results`` was removed, until
+#: 2026-12-05).
+_SIMULATE_TEMP_NAME = re.compile(re.escape(SIMULATE_TEMP_PREFIX) + r"[a-z0-9_]{8}", re.ASCII)
 
 
 def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
     """Remove the folders a killed ``simulate MODEL.neff`` left in ``tmpdir``: real folders
-    named :data:`SIMULATE_TEMP_PREFIX`..., of this user, older than
-    :data:`STALE_AFTER_S`, whose lock (:func:`lock_folder`, held by a live run) can be
-    taken.  Where the file system has no locks nothing is removed.  Returns what was."""
+    named exactly as ``mkdtemp`` names them (:data:`_SIMULATE_TEMP_NAME`), of this user,
+    older than :data:`STALE_AFTER_S`, whose lock (:func:`lock_folder`, held by a live run)
+    can be taken.  Where the file system has no locks nothing is removed.  Returns what was."""
     removed: list[Path] = []
     try:
         entries = list(os.scandir(tmpdir))
@@ -601,7 +613,7 @@ def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
         return removed
     now = time.time()
     for entry in entries:
-        if not entry.name.startswith(SIMULATE_TEMP_PREFIX):
+        if not _SIMULATE_TEMP_NAME.fullmatch(entry.name):
             continue
         try:
             st = entry.stat(follow_symlinks=False)

@@ -456,13 +456,45 @@ def test_clean_stale_temps_removes_only_dead_siblings(tmp_path):
     assert (target / "keep").exists()
 
 
+def test_only_a_sibling_named_exactly_after_the_output_is_stale(tmp_path):
+    """A folder of the user's whose name only ends in a line break after the sibling shape,
+    ``.victim.tmp-PID-HEX\n``, was removed (the pattern's ``$`` matched before a final
+    newline); the stale sibling of an output whose own name holds a line break was never
+    removed (``.+`` stops at it).  Only ``.`` + the output's name + ``.tmp-PID-HEX`` (or
+    ``.old-``) is a sibling (docs/CLI.md: "named exactly")."""
+    dead = dead_pid()
+    mine = tmp_path / f".victim.tmp-{dead}-deadbeef\n"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    stale_nl = tmp_path / f".n\nl.tmp-{dead}-deadbeef"
+    tail_nl = tmp_path / f".n\nl.tmp-{dead}-deadbeef\n"
+    for d in (stale_nl, tail_nl):
+        d.mkdir()
+    assert clean_stale_temps(tmp_path / "victim") == []
+    assert (mine / "notes.txt").read_text() == "precious"
+    assert clean_stale_temps(tmp_path / "n\nl") == [stale_nl]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, tail_nl.name])
+
+
+def test_lower_keeps_a_users_folder_named_like_a_sibling_and_a_newline(tmp_path):
+    """The reviewer's reproducer through the CLI: ``lower -o victim`` beside
+    ``.victim.tmp-999999-deadbeef\n`` keeps it and its file."""
+    mine = tmp_path / f".victim.tmp-{dead_pid()}-deadbeef\n"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    proc = run(FIX / "ar2.neff", "-o", tmp_path / "victim")
+    assert proc.returncode == 0, proc.stderr
+    assert (mine / "notes.txt").read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, "victim"])
+
+
 def test_a_parent_or_tmpdir_that_cannot_be_listed_skips_the_cleanup(tmp_path, monkeypatch):
     """The cleanup of a killed run's leftovers is best effort: a folder it cannot list (read
     permission withdrawn: root would list it anyway, so the refusal is simulated) leaves the
     leftovers where they are, and the output is still written and complete."""
     dead = dead_pid()
     stale = tmp_path / f".out.tmp-{dead}-0123abcd"
-    sim = tmp_path / "nrtrewrite-simulate-a1"
+    sim = tmp_path / "nrtrewrite-simulate-a1b2c3d4"
     for d in (stale, sim):
         d.mkdir()
     old = time.time() - 2 * bundle.STALE_AFTER_S

@@ -407,18 +407,24 @@ def test_cgroup_lines_without_a_path_or_a_mounted_cpu_controller_are_skipped(tmp
 def test_a_killed_simulates_temporary_folder_is_removed_by_the_next(tmp_path):
     """`simulate MODEL.neff` lowers into TMPDIR/nrtrewrite-simulate-*; a SIGKILLed run left
     it there for good.  The next run removes those of this user that are more than a minute
-    old and whose lock no live run holds."""
+    old and whose lock no live run holds, named exactly as mkdtemp names them: a user's
+    ``nrtrewrite-simulate-my-results`` was removed too."""
     import fcntl
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     old = time.time() - 2 * bundle.STALE_AFTER_S
-    stale, live, young = (tmpdir / f"nrtrewrite-simulate-{n}" for n in ("a1", "b2", "c3"))
+    # (mkdtemp's names: the prefix and 8 of "abcdefghijklmnopqrstuvwxyz0123456789_")
+    stale, live, young = (tmpdir / f"nrtrewrite-simulate-{n}"
+                          for n in ("a1_b2c3d", "b2c3d4e5", "c3d4e5f6"))
     other = tmpdir / "nrtrewrite-golden-x"
-    for d in (stale, live, young, other):
+    # a user's folders of the prefix but not of mkdtemp's shape: kept however old
+    mine = [tmpdir / f"nrtrewrite-simulate-{n}"
+            for n in ("my-results", "a1b2c3d", "a1b2c3d4e", "A1B2C3D4", "a1b2c3d4\n")]
+    for d in (stale, live, young, other, *mine):
         (d / "m.lowered").mkdir(parents=True)
         if d is not young:
             os.utime(d, (old, old))
-    link = tmpdir / "nrtrewrite-simulate-link"
+    link = tmpdir / "nrtrewrite-simulate-linklink"
     link.symlink_to(other)
     fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -426,7 +432,8 @@ def test_a_killed_simulates_temporary_folder_is_removed_by_the_next(tmp_path):
         proc = cli("simulate", FIX / "ar2.neff", TMPDIR=tmpdir)
         assert proc.returncode == 0, proc.stderr
         assert sorted(p.name for p in tmpdir.iterdir()) == sorted(
-            p.name for p in (live, young, other, link))
+            p.name for p in (live, young, other, link, *mine))
+        assert all((d / "m.lowered").is_dir() for d in mine)
     finally:
         os.close(fd)
     assert bundle.clean_stale_simulate_temps(tmpdir) == [live]
