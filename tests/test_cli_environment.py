@@ -97,6 +97,22 @@ def test_an_error_with_stderr_unwritable_keeps_its_status(tmp_path):
         assert proc.returncode == 2
 
 
+def test_a_traceback_with_stderr_closed_keeps_stdout_and_the_status(tmp_path):
+    """CLI.md "Errors": with --traceback and stderr closed (2>&-), the traceback went to
+    stdout, into the --json document, and the status became 1 (an AttributeError flushing
+    None).  Now there is no traceback: stdout is the one document, the status the error's
+    own 2."""
+    missing = tmp_path / "nope.neff"
+    proc = subprocess.run(
+        ["sh", "-c", 'exec "$0" -m nrtrewrite --traceback inspect "$1" --json 2>&-',
+         sys.executable, str(missing)],
+        stdout=subprocess.PIPE, cwd=ROOT, env=env(), timeout=120)
+    assert proc.returncode == 2
+    assert b"Traceback" not in proc.stdout
+    doc = json.loads(proc.stdout)
+    assert doc["file"] == str(missing) and doc["error"].startswith(f"{missing}: cannot read")
+
+
 def test_redirected_output_ignores_force_color_and_columns(tmp_path):
     """FORCE_COLOR / TTY_COMPATIBLE made rich write its progress bar into a redirected
     stderr and colour codes into a redirected stdout; COLUMNS changed the width of

@@ -629,12 +629,17 @@ def _what(ctx: click.Context | None, argv: list[str] | None = None) -> str:
 def _print_traceback(err: BaseException) -> None:
     """``--traceback``: the Python traceback of ``err`` on stderr, above the error's own line
     and before its own exit status (so that a script passing it can still tell statuses
-    apart, e.g. ``diff``'s 1 from an error's 2)."""
+    apart, e.g. ``diff``'s 1 from an error's 2).  Without a stderr (closed, ``2>&-``: Python
+    sets it to None) there is none: ``print_exception`` wrote it on stdout then, into a
+    ``--json`` document, and the flush of None made the status 1 (until 2026-12-05)."""
     import traceback
 
+    stream = sys.stderr
+    if stream is None or getattr(stream, "closed", False):
+        return
     with contextlib.suppress(OSError, ValueError):
-        traceback.print_exception(err, file=sys.stderr)
-        sys.stderr.flush()
+        traceback.print_exception(err, file=stream)
+        stream.flush()
 
 
 def _say(line: str) -> None:
