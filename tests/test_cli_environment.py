@@ -455,6 +455,35 @@ def test_a_killed_simulates_temporary_folder_is_removed_by_the_next(tmp_path):
     assert bundle.clean_stale_simulate_temps(tmpdir) == [live]
 
 
+def test_simulates_temporary_folder_is_the_owners_under_any_umask(tmp_path, monkeypatch):
+    """Under `umask 777` mkdtemp made simulate's folder mode 000: a user without root's
+    file-permission override could neither write into it nor list it to remove it, so it
+    stayed in TMPDIR for good (CLI.md: "the folder is removed afterwards").  It is 0700
+    whatever the umask (root bypasses the modes: the mode is what is asserted)."""
+    import stat
+    import tempfile
+    from nrtrewrite.cli import simulate as simulate_cli
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    modes = []
+    real = simulate_cli.lock_folder
+
+    def spy(path):
+        modes.append(stat.S_IMODE(os.stat(path).st_mode))
+        return real(path)
+    monkeypatch.setattr(simulate_cli, "lock_folder", spy)
+    umask = os.umask(0o777)
+    try:
+        res = invoke("simulate", FIX / "ar2.neff")
+    finally:
+        os.umask(umask)
+    assert modes == [0o700]
+    if os.geteuid() == 0:  # (others cannot write the lowered output under umask 777)
+        assert res.exit_code == 0, res.output
+    assert list(tmpdir.iterdir()) == []
+
+
 def test_force_says_when_the_previous_output_cannot_be_removed(tmp_path):
     """An immutable file in the previous output (chattr +i, root only): --force put the new
     output in place and exited 0 saying nothing, the old one hidden as a sibling for good.

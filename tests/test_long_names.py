@@ -6,6 +6,7 @@ digits of the name's sha256, ``neff.writer.sibling_stem``)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 import pytest
@@ -62,3 +63,24 @@ def test_a_killed_build_of_a_long_name_is_cleaned_by_the_next(tmp_path):
     assert len(os.fsencode(stale.name)) <= 255
     assert clean_stale_temps(out) == [stale]
     assert other.exists()
+
+
+@pytest.mark.parametrize("length", [252, 253, 255])
+def test_simulate_a_model_named_up_to_255_bytes(tmp_path, monkeypatch, length):
+    """`simulate MODEL.neff` lowered into `<stem>.lowered` in its temporary folder: for a
+    model named 253 - 255 bytes that is over 255 bytes, `File name too long`.  It is
+    `model.lowered` then (CLI.md "simulate"); the name as `lower` gives it where it fits."""
+    import tempfile
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    model = tmp_path / ("a" * (length - 5) + ".neff")
+    model.write_bytes((FIX / "ar2.neff").read_bytes())
+    res = CliRunner().invoke(main, ["simulate", str(model), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["ok"] is True
+    want = "a" * (length - 5) + ".lowered" if length == 252 else "model.lowered"  # 252: 255
+    assert os.path.basename(doc["output"]) == want
+    assert os.path.dirname(os.path.dirname(doc["output"])) == str(tmpdir)
+    assert list(tmpdir.iterdir()) == []  # removed afterwards

@@ -31,6 +31,7 @@ from nrtrewrite.cli.lower import (
 )
 from nrtrewrite.errors import NrtRewriteError, OutputError
 from nrtrewrite.neff.reader import read_model, read_model_bytes
+from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
 from nrtrewrite.simulate.artifacts import input_model_bytes
 from nrtrewrite.simulate.memguard import check_operands_fit, floors_of_plan
@@ -80,6 +81,15 @@ def render(res: SimulationResult, con: Console) -> None:
                   "(docs/SIMULATOR.md §6)")
     if res.error:
         con.print(styled("[red]protocol error:[/] ", plain(res.error)), soft_wrap=True)
+
+
+def _lowered_name(model: Path) -> str:
+    """The name of the folder ``simulate MODEL.neff`` lowers into, inside its temporary
+    folder: ``MODEL.lowered`` (as ``lower`` names it), or ``model.lowered`` where that would
+    pass the file system's 255 bytes (a model named 253 - 255 bytes was refused, ``File
+    name too long``, until 2026-12-05)."""
+    name = model.stem + ".lowered"
+    return name if len(os.fsencode(name)) <= NAME_MAX else "model.lowered"
 
 
 class _Unreplaced:
@@ -178,13 +188,16 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             clean_stale_simulate_temps(tempfile.gettempdir())  # a killed run's
             try:
                 tmp = Path(tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX))
+                # (0700 whatever the umask: under umask 777 mkdtemp's 000 folder could not
+                # be listed, so neither removed afterwards nor by a later run)
+                os.chmod(tmp, 0o700)
                 lock = lock_folder(tmp)  # this run's: no other simulate's cleanup removes it
             except OSError as exc:  # TMPDIR full, read-only, not searchable
                 raise OutputError("cannot make a temporary folder to lower the model into: "
                                   f"{exc.strerror or exc}",
                                   file=exc.filename or tempfile.tempdir
                                   or os.environ.get("TMPDIR") or "TMPDIR") from None
-            out = write_output(plan, tmp / (path.stem + ".lowered"), ranks=None,
+            out = write_output(plan, tmp / _lowered_name(path), ranks=None,
                                workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
         res = _run(out, seed, show, model, memory_check=not no_memory_check)
