@@ -23,8 +23,8 @@ from pathlib import Path
 from nrtrewrite.bundle import rmtree_few_fds, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import Terminated, terminate_cleanly
-from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.cli import Terminated, encodable, terminate_cleanly
+from nrtrewrite.errors import NrtRewriteError, escape_controls
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
     if same_file(args.model, args.golden):
-        _fail(f"{args.golden}: the output is the model {args.model} itself; nrtrewrite never "
-              "replaces its input: choose another output path")
+        _fail(escape_controls(f"{args.golden}: the output is the model {args.model} itself; "
+                              "nrtrewrite never replaces its input: choose another output path"))
     try:
         with terminate_cleanly():
             tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
         _stopped(stop.signum)
     except KeyboardInterrupt:
         _stopped(signal.SIGINT)
-    _say(f"{args.golden}: written")
+    # (escaped as the CLI's paths: a line break in GOLDEN split the line, until 2026-12-05)
+    _say(f"{encodable(escape_controls(args.golden))}: written")
 
 
 def _say(line: str) -> None:

@@ -60,6 +60,26 @@ def test_text_the_output_encoding_cannot_hold_is_escaped(tmp_path):
     assert b"Traceback" not in proc.stderr
 
 
+def test_assemble_and_golden_escape_the_path_they_name(tmp_path):
+    """`assemble`'s line and `nrtrewrite.golden`'s "written" printed the output path raw: a
+    line break split the line, piped click stripped an ESC (`e\x1b[2Jx.neff` as `ex.neff`),
+    and a Latin-1 stdout could not hold Chinese.  Escaped now as every other stdout path
+    (CLI.md: "as Python writes them in a string"; `\u6743` as stderr escapes)."""
+    spec = FIX / "ar2.yaml"
+    for name, shown in (("a\nb.neff", b"a\\nb.neff"), ("e\x1b[2Jx.neff", b"e\\x1b[2Jx.neff"),
+                        ("m\u6743.neff", b"m\\u6743.neff")):
+        proc = cli("assemble", spec, "-o", tmp_path / name, PYTHONIOENCODING="latin-1")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == bytes(tmp_path) + b"/" + shown + b": 1439 bytes, 1 trigger\n"
+        assert (tmp_path / name).read_bytes() == (FIX / "ar2.neff").read_bytes()
+    golden = tmp_path / "g\nx.tgz"
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite.golden", str(FIX / "ar2.neff"),
+                           str(golden)], capture_output=True, cwd=ROOT, env=env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == bytes(tmp_path) + b"/g\\nx.tgz: written\n"
+    assert golden.is_file()
+
+
 def test_escaped_text_keeps_a_tables_columns_aligned(tmp_path):
     """An exploratory tester: text was escaped after rich laid the table out, so a row with
     an escaped name was wider than the others, and ``0x00\xd72`` (the ``×`` of a count)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from nrtrewrite.cli import main
-from nrtrewrite.errors import counted
+from nrtrewrite.cli import encodable, main
+from nrtrewrite.errors import counted, escape_controls
 from nrtrewrite.neff.assembler import assemble_file
 
 
@@ -23,4 +23,7 @@ def assemble_cmd(spec_path: str, out_path: str) -> None:
         raise click.BadParameter("an empty path", param_hint="'-o' / '--output'")
     result = assemble_file(spec_path, out_path)
     triggers = len(result.model.triggers) if result.model is not None else "unchecked"
-    click.echo(f"{out_path}: {len(result.data)} bytes, {counted(triggers, 'trigger')}")
+    # (the path escaped as lower's title has it: a line break, an escape or a character the
+    # output's encoding lacks was printed raw, split, stripped or as '?', until 2026-12-05)
+    click.echo(f"{encodable(escape_controls(out_path))}: {len(result.data)} bytes, "
+               f"{counted(triggers, 'trigger')}")
