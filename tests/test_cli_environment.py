@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -150,17 +151,16 @@ def test_redirected_output_ignores_force_color_and_columns(tmp_path):
     assert max(len(line) for line in outs[0].decode().splitlines()) == 132  # docs/CLI.md
 
 
-def test_a_terminal_gets_the_progress_bar_and_the_table(tmp_path):
-    """docs/CLI.md "lower": on a terminal (stdout and stderr a pty) `lower` of 16 ranks
-    (in a pool of 2 workers) shows its progress bar, counting to 16/16, and then the summary
-    table and the count of rank folders; the output is complete."""
+def on_a_terminal(*args, **extra) -> tuple[int, str]:
+    """``nrtrewrite ARGS`` with stdout and stderr a pty: its status and what it showed,
+    colour codes taken out."""
     import pty
+    import re
     master, slave = pty.openpty()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "nrtrewrite", "lower",
-                                 str(FIX / "groups.neff"), "-o", str(tmp_path / "o"), "-j", "2"],
+        proc = subprocess.Popen([sys.executable, "-m", "nrtrewrite", *map(str, args)],
                                 stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=ROOT,
-                                env=env(COLUMNS="120", LINES="40"))
+                                env=env(**extra))
         os.close(slave)
         seen = b""
         while True:
@@ -171,14 +171,70 @@ def test_a_terminal_gets_the_progress_bar_and_the_table(tmp_path):
             if not got:
                 break
             seen += got
-        assert proc.wait(timeout=120) == 0, seen[-2000:]
+        status = proc.wait(timeout=120)
     finally:
         os.close(master)
-    import re
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))  # colours
+    return status, re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode(errors="replace"))
+
+
+def test_a_terminal_gets_the_progress_bar_and_the_table(tmp_path):
+    """docs/CLI.md "lower": on a terminal (stdout and stderr a pty) `lower` of 16 ranks
+    (in a pool of 2 workers) shows its progress bar, counting to 16/16, and then the summary
+    table and the count of rank folders; the output is complete."""
+    status, text = on_a_terminal("lower", FIX / "groups.neff", "-o", tmp_path / "o", "-j", "2",
+                                 COLUMNS="120", LINES="40")
+    assert status == 0, text[-2000:]
     assert "lowering" in text and "16/16" in text, text[-2000:]
     assert "16 rank folder(s) written" in text
     verify_complete(tmp_path / "o")
+
+
+def test_a_terminal_width_is_held_to_80_through_1000_columns():
+    """CLI.md "Output": on a terminal narrower than about 30 columns rich blanked whole
+    columns of `explain`'s tables (at 24 the predicate and window, at 10 every cell) and cut
+    the heading with "…"; `COLUMNS=99999999999` was out of memory (71) and 1000000 wrote
+    megabytes of rule.  The width is held to 80 through 1000 columns: narrower is laid out
+    at 80 (the terminal wraps the lines), wider at 1000."""
+    args = ("explain", FIX / "mix8.neff", "--trigger", "0")
+    status, at80 = on_a_terminal(*args, COLUMNS="80")
+    assert status == 0, at80
+    header = next(line for line in at80.splitlines() if "predicate" in line)
+    assert header.split("┃")[1:] == [f" {c}".ljust(len(cell)) for c, cell in zip(
+        ("engine", "predicate", "legal", "window", "lowerable", "reason"),
+        header.split("┃")[1:])]  # every column named: none blanked
+    hier = next(line for line in at80.splitlines() if "HIER (1)" in line)
+    # HIER needs a group spanning nodes (DESIGN): not legal, so no window; lowerable
+    assert [c.strip() for c in hier.split("│")] == ["", "HIER (1)", "enc_can_post_", "no",
+                                                     "-", "yes", "group lies"]
+    assert "…" not in at80
+    for columns in ("24", "10"):
+        status, text = on_a_terminal(*args, COLUMNS=columns)
+        assert status == 0 and text == at80
+    for columns in ("1000000", "99999999999"):
+        status, text = on_a_terminal(*args, COLUMNS=columns)
+        assert status == 0, text[-500:]
+        assert max(len(line) for line in text.splitlines()) <= 1000
+        assert len(text) < 64 * 1024 and "enc_can_post_" in text
+
+
+def test_an_explain_heading_wider_than_the_output_is_printed_whole(tmp_path):
+    """rich's rule cut a heading wider than the output with "…" (a long subgraph name, piped
+    at 132 columns): the heading is printed whole then, the rule under it."""
+    sub = "s" * 150
+    spec = tmp_path / "m.yaml"
+    spec.write_text((FIX / "ar2.yaml").read_text().replace("name: sg00", f"name: {sub}"))
+    model = tmp_path / "m.neff"
+    assert cli("assemble", spec, "-o", model).returncode == 0
+    proc = cli("explain", model, "--trigger", "0")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.decode().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("trigger 0"))
+    rule = next(i for i in range(at, len(lines)) if set(lines[i]) == {"─"})
+    assert len(lines[rule]) == 132  # (piped: the documented width)
+    heading = "".join(lines[at:rule])  # (wrapped at 132 columns, a word cut where it must)
+    assert re.fullmatch(f"trigger 0  {sub}/sp #[0-9]+  ALLREDUCE BF16 1 MiB  2 ranks \\(node 0\\)",
+                        heading), heading
+    assert "…" not in proc.stdout.decode()
 
 
 def test_diff_escapes_an_entry_name_with_a_line_break(tmp_path):

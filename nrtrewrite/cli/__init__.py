@@ -109,21 +109,38 @@ LONG_CELL = 120
 _UNBOUNDED = 1 << 30
 
 
+#: On a terminal, the width tables, rules and progress bars are laid out at: the terminal's
+#: (or ``COLUMNS``'), held to this range (docs/CLI.md, "Output").  Narrower, rich blanked
+#: whole columns of ``explain``'s tables (every cell at 10 columns) and cut its headings;
+#: wider, ``COLUMNS=1000000`` drew megabytes of rule and ``COLUMNS=99999999999`` ran out of
+#: memory (until 2026-12-05).
+TERMINAL_WIDTH_RANGE = (80, 1000)
+
+
+def _held_width(console: Console) -> Console:
+    """``console`` at its width held to :data:`TERMINAL_WIDTH_RANGE` (fixed: a terminal
+    resized meanwhile is not followed)."""
+    low, high = TERMINAL_WIDTH_RANGE
+    console.width = min(max(console.width, low), high)
+    return console
+
+
 def stdout_console(width: int = 132, **options) -> Console:
     """A rich console on stdout.  Piped or redirected: plain text exactly ``width`` columns
     wide (rich would assume 80 and cut names and reasons), whatever ``COLUMNS``,
     ``FORCE_COLOR`` or ``TTY_COMPATIBLE`` say, so the bytes are the same on every
-    machine."""
+    machine.  On a terminal: its width, held to :data:`TERMINAL_WIDTH_RANGE`."""
     if is_tty(sys.stdout):
-        return _Console(**options)
+        return _held_width(_Console(**options))
     return _Console(width=width, force_terminal=False, color_system=None, **options)
 
 
 def stderr_console() -> Console:
     """A rich console on stderr for warnings and progress; redirected, plain text and no
-    progress display (``is_terminal`` False) whatever the environment says."""
+    progress display (``is_terminal`` False) whatever the environment says.  On a terminal:
+    its width, held to :data:`TERMINAL_WIDTH_RANGE`."""
     if is_tty(sys.stderr):
-        return _Console(stderr=True)
+        return _held_width(_Console(stderr=True))
     return _Console(stderr=True, force_terminal=False, color_system=None)
 
 

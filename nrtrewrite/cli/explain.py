@@ -570,10 +570,15 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     nodes = rec["nodes"]
     span = (f"node {nodes[0]}" if len(nodes) == 1 else
             f"{len(nodes)} nodes x {rec['local_rank_n']}")
-    console.rule(styled(f"[bold]trigger {rec['trigger']}[/]", where,
-                        f"  {rec['op']} {rec['dtype']} "
-                        f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
-                        f"{counted(rec['group_size'], 'rank')} ({span})"), align="left")
+    heading = styled(f"[bold]trigger {rec['trigger']}[/]", where,
+                     f"  {rec['op']} {rec['dtype']} "
+                     f"{fmt_bytes(rec['bytes'])}{' (sbuf)' if rec['sbuf'] else ''}  "
+                     f"{counted(rec['group_size'], 'rank')} ({span})")
+    if heading.cell_len + 2 <= console.width:
+        console.rule(heading, align="left")
+    else:  # (rich's rule cuts a longer title with "…": the heading whole, the rule under it)
+        console.print(heading)
+        console.rule()
     console.print(Text(f"group: {compress(rec['group'])}", style="dim"))
 
     table = Table(title="candidates (every gate runs; precedence order)", title_justify="left",
