@@ -1750,7 +1750,8 @@ def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the
     ring successor of channel 0 is -1`), intra_allg's 3 -> 0 (intra_redsct's id) likewise;
     each is refused at spad.bin naming the plan, the group and both lists (intra_allg's 3
     -> 7 here: 3 -> 0, an earlier leg's id, is refused before, as legs sharing a channel id,
-    tests/test_simulate_hier_checks.py)."""
+    tests/test_simulate_hier_checks.py). inter_allr's ``single_cycle.pairs`` move with its
+    channels, as they name them (else refused before, tests/test_simulate_single_cycle.py)."""
     out = copy(hier16_out, tmp_path)
     legs = trigger0(out)["hier"]["legs"]
     assert _leg_channel_ids(legs) == HIER16_LEG_CHANNELS
@@ -1761,6 +1762,9 @@ def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the
         for plan in legs[i]["plans"]:
             for c in plan["channels"]:
                 c["channel"] += shift
+            if "single_cycle" in plan:  # (its pairs name the channels: FORMATS §1.1)
+                plan["single_cycle"]["pairs"] = [[cw + shift, ccw + shift]
+                                                 for cw, ccw in plan["single_cycle"]["pairs"]]
     _rehier(out, move)
     runs = HIER16_LEG_CHANNELS[i]
     want = [c + shift for c in runs]

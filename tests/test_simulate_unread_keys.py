@@ -29,12 +29,11 @@ UNREAD_TOP = ["tool_version", "input", "options", "topology.name", "topology.ran
               "topology.ranks[].die", "topology.ranks[].sengine", "topology.ranks[].tpb"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
-    "policy_algorithm", "fallback_reason", "legs",
-    "single_cycle", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
+    "policy_algorithm", "fallback_reason", "legs", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].channel_base",
-    "hier.legs[].channel_ids", "hier.legs[].reason", "hier.legs[].plans[].single_cycle"]
+    "hier.legs[].channel_ids", "hier.legs[].reason"]
 #: Names the doc's list quotes as read, next to the unread ones.
 SAID_READ = {"--model", "node", "routing_id", "logical_core", "region", "offset", "mesh",
              "blocks", "rdh", "super_blocks"}
@@ -99,15 +98,9 @@ def lowered(tmp_path_factory):
     return get
 
 
-#: A trigger's engine sections: unread on a trigger of their engine, refused on another's
-#: (SIMULATOR.md §1), so only set where the output has them
-ENGINE_SECTIONS = {"kangaring", "single_cycle"}
-
-
 def _apply(node, path: list[str], value) -> int:
     """Delete (``value`` None) or set the key ``path`` names wherever it is ([] : every item
-    of a list; a missing last key is set too, where its object is, but for an engine
-    section); how many places."""
+    of a list; a missing last key is set too, where its object is); how many places."""
     head, rest = path[0], path[1:]
     if head == "[]":
         return sum(_apply(item, rest, value) for item in node) if isinstance(node, list) else 0
@@ -117,8 +110,6 @@ def _apply(node, path: list[str], value) -> int:
         return _apply(node[head], rest, value) if head in node else 0
     if value is None:
         return 1 if node.pop(head, _MISSING) is not _MISSING else 0
-    if head in ENGINE_SECTIONS and head not in node:
-        return 0
     node[head] = value
     return 1
 
@@ -166,8 +157,8 @@ def test_the_docs_list_of_unread_keys_is_this_one():
 @pytest.mark.parametrize("engine", list(ENGINES))
 def test_the_keys_it_does_not_read_change_nothing(lowered, tmp_path, engine, value):
     """Every listed key deleted, or set to a string or a number (where it is missing too:
-    a key the simulator does not read may hold anything; but an engine section, which only
-    a trigger of its engine may have), and the output is still a match."""
+    a key the simulator does not read may hold anything), and the output is still a
+    match."""
     out = tmp_path / engine
     shutil.copytree(lowered(engine), out)
     assert _clean(out) == (True, "")
@@ -190,6 +181,8 @@ READ_NEIGHBOURS = [
     ("mesh", "triggers[].mesh.blocks"), ("intra_rdh", "triggers[].rdh.super_blocks"),
     ("kangaring", "triggers[].kangaring"),
     ("hier_kangaring", "triggers[].hier.legs[].plans[].kangaring"),
+    ("single_cycle_ring", "triggers[].single_cycle"),
+    ("hier", "triggers[].hier.legs[].plans[].single_cycle"),
     ("hier", "triggers[].hier.legs[].name"), ("hier", "triggers[].hier.legs[].algorithm"),
     ("hier", "triggers[].hier.legs[].buffers[].region"),
     ("hier", "triggers[].hier.legs[].buffers[].role"),

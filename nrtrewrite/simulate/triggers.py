@@ -131,6 +131,9 @@ class TriggerSpec:
     #: KANGARING: the manifest's ``kangaring`` section, per channel ``(channel, logical_path,
     #: units, duplicate)`` (:func:`_kangaring`); None for another engine
     kangaring: list | None = None
+    #: SINGLE_CYCLE_RING: the manifest's ``single_cycle`` section, ``(pairs, arcs,
+    #: steps_per_group)`` (:func:`_single_cycle`); None for another engine
+    single_cycle: tuple | None = None
     #: HIER: the manifest's ``hier.slices``, [start, stop) of each local index's slice of an
     #: all-reduce (``[]`` for the other ops; :func:`_check_hier_slices`); None: no hier
     slices: list | None = None
@@ -548,17 +551,34 @@ def _kangaring(owner: Field) -> list[tuple]:
             for k in owner["kangaring"].items()]
 
 
-#: A HIER leg plan's ``kangaring`` when the plan has one but its leg is not KANGARING (only a
-#: KANGARING leg's plans have the section: FORMATS §1.1; refused by :func:`_resolve_hier`).
-FOREIGN_KANGARING = "foreign"
+def _single_cycle(owner: Field) -> tuple:
+    """The ``single_cycle`` section of a SINGLE_CYCLE_RING trigger or of a SINGLE_CYCLE_RING
+    HIER leg's plan (docs/FORMATS.md §1.1: ``pairs`` [CW channel, CCW channel] each,
+    ``arcs`` [h_cw, h_ccw], ``steps_per_group``), required, its types checked:
+    ``(pairs, arcs, steps_per_group)``; what the values say is :func:`_check_single_cycle`'s
+    to check."""
+    section = owner["single_cycle"]
+    return ([p.ints(0, MAX_CHANNEL, length=2) for p in section["pairs"].items()],
+            section["arcs"].ints(0, length=2), section["steps_per_group"].int(0))
+
+
+#: A HIER leg plan's ``kangaring`` or ``single_cycle`` when the plan has one but its leg is
+#: not of that engine (only a KANGARING leg's plans have ``kangaring``, a SINGLE_CYCLE_RING
+#: leg's ``single_cycle``: FORMATS §1.1; refused by :func:`_resolve_hier`).
+FOREIGN_KANGARING = FOREIGN_SECTION = "foreign"
+#: A HIER leg plan's engine sections: the leg algorithm whose plans have each, and its reader.
+PLAN_SECTIONS = {"kangaring": ("KANGARING", _kangaring),
+                 "single_cycle": ("SINGLE_CYCLE_RING", _single_cycle)}
 
 
 def _hier_legs(t: Field) -> list[tuple]:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1), its types checked: per
     leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(its channels as
-    (channel, ring order in positions) in the manifest's order, chunk, kangaring)`` (the
-    chunk's four keys, as a flat trigger's; a KANGARING leg's plan its ``kangaring`` section,
-    :func:`_kangaring`, another leg's None, or :data:`FOREIGN_KANGARING` when it has one),
+    (channel, ring order in positions) in the manifest's order, chunk, kangaring,
+    single_cycle)`` (the chunk's four keys, as a flat trigger's; a KANGARING leg's plan its
+    ``kangaring`` section, :func:`_kangaring`, a SINGLE_CYCLE_RING leg's its
+    ``single_cycle``, :func:`_single_cycle`; another leg's None, or :data:`FOREIGN_SECTION`
+    when it has one: :data:`PLAN_SECTIONS`),
     each group ``(its ranks, its plan's index)``; what the numbers say is
     :func:`_resolve_hier`'s to check."""
     hier = t.get("hier")
@@ -566,12 +586,13 @@ def _hier_legs(t: Field) -> list[tuple]:
         return []
     out = []
     for leg in hier["legs"].items():
-        kangaring = leg["algorithm"].str() == "KANGARING"
+        algorithm = leg["algorithm"].str()
         plans = [([(c["channel"].int(0, MAX_CHANNEL), c["order"].ints())
                    for c in plan["channels"].items()],
                   {k: plan["chunk"][k].int() for k in CHUNK_KEYS},
-                  _kangaring(plan) if kangaring else
-                  None if plan.get("kangaring").null else FOREIGN_KANGARING)
+                  *(read(plan) if algorithm == owner else
+                    None if plan.get(key).null else FOREIGN_SECTION
+                    for key, (owner, read) in PLAN_SECTIONS.items()))
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
@@ -601,22 +622,27 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     naming the key; so is, first, a channel id of a leg's plan that a plan of an earlier leg
     of the trigger lists (:func:`_check_disjoint_leg_channels`), a KANGARING leg's plan whose
     ``kangaring``
-    section is not its channels' (:func:`_check_kangaring`, for each group that runs it), and
-    one on a plan of another leg (only a KANGARING leg's plans have one: FORMATS §1.1)."""
+    section is not its channels' (:func:`_check_kangaring`, for each group that runs it), a
+    SINGLE_CYCLE_RING leg's plan whose ``single_cycle`` section is not its channels' and its
+    groups' (:func:`_check_single_cycle`, likewise), and either section on a plan of another
+    leg (only a KANGARING leg's plans have ``kangaring``, a SINGLE_CYCLE_RING leg's
+    ``single_cycle``: FORMATS §1.1)."""
     out = {}
     _check_disjoint_leg_channels(legs, where)
     for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
-        for j, (channels, chunk, kangaring) in enumerate(plans):
+        for j, (channels, chunk, *sections) in enumerate(plans):
             if (twice := _first_repeat([ch for ch, _ in channels])) is not None:
                 first, c = twice
                 raise SimulationError(f"hier.legs[{i}].plans[{j}].channels[{c}].channel "
                                       f"{channels[c][0]} is channels[{first}]'s too (a plan "
                                       "lists each channel its groups run once: FORMATS §1.1)",
                                       **where)
-            if kangaring == FOREIGN_KANGARING:
-                raise SimulationError(f"hier.legs[{i}].plans[{j}] has a kangaring section on a "
-                                      f"{json_kind(algorithm)} leg (only a KANGARING leg's plans "
-                                      "have one: FORMATS §1.1)", **where)
+            for key, section in zip(PLAN_SECTIONS, sections):
+                if section == FOREIGN_SECTION:
+                    raise SimulationError(f"hier.legs[{i}].plans[{j}] has a {key} section on a "
+                                          f"{json_kind(algorithm)} leg (only a "
+                                          f"{PLAN_SECTIONS[key][0]} leg's plans have one: "
+                                          "FORMATS §1.1)", **where)
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
         groups = []
         for g, (group, k) in enumerate(raw_groups):
@@ -647,6 +673,11 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                         f"{len(group)} (a {algorithm} leg's ring order holds each position "
                         "once)", where)
                 orders[ch] = [group[p] for p in order]
+            if plans[k][3] is not None:  # (a SINGLE_CYCLE_RING leg's: positions in this group)
+                _check_single_cycle(plans[k][3], plans[k][0], plans[k][1]["channels"],
+                                    len(group), f"hier.legs[{i}].plans[{k}].", where,
+                                    f"hier.legs[{i}].groups[{g}].group of "
+                                    f"{counted(len(group), 'rank')}")
             groups.append((group, orders, plans[k][1]["pgta"]))
         used = {k for _, k in raw_groups}
         if (unused := next((j for j in range(len(plans)) if j not in used), None)) is not None:
@@ -654,7 +685,7 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                   "plans are its groups' distinct plans: FORMATS §1.1)", **where)
         # (where the leg is, and its plans' chunks by group: check_chunk_groups's)
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers, "at": i,
-                     "chunks": [chunk for _, chunk, _k in plans],
+                     "chunks": [plan[1] for plan in plans],
                      "plan_keys": [_plan_key(plan) for plan in plans],
                      "plan_of": [k for _, k in raw_groups]}
     return out
@@ -671,7 +702,7 @@ def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
     a match."""
     earlier: dict[int, str] = {}  # channel id -> the first earlier leg's item listing it
     for i, (_name, _algorithm, plans, _groups, _buffers) in enumerate(legs):
-        for j, (channels, _chunk, _kangaring) in enumerate(plans):
+        for j, (channels, *_chunk_sections) in enumerate(plans):
             for c, (ch, _order) in enumerate(channels):
                 if ch in earlier:
                     raise SimulationError(f"hier.legs[{i}].plans[{j}].channels[{c}].channel "
@@ -679,7 +710,7 @@ def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
                                           "trigger use disjoint channel ids, so a rank still in "
                                           "one leg never consumes an increment a faster peer "
                                           "meant for its next: docs/DESIGN.md \"HIER\")", **where)
-        for j, (channels, _chunk, _kangaring) in enumerate(plans):
+        for j, (channels, *_chunk_sections) in enumerate(plans):
             for c, (ch, _order) in enumerate(channels):
                 earlier.setdefault(ch, f"hier.legs[{i}].plans[{j}].channels[{c}]")
 
@@ -794,6 +825,8 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             # refused for that: check_triggers)
             kangaring=(_kangaring(t) if t["algorithm"].str() == "KANGARING" and not hier
                        else None),
+            single_cycle=(_single_cycle(t) if t["algorithm"].str() == "SINGLE_CYCLE_RING"
+                          and not hier else None),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
     return out
@@ -845,6 +878,10 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         if spec.kangaring is not None:
             _check_kangaring(spec.kangaring, channels, spec.group, "rank", "", where,
                              "the replica_group")
+        if spec.single_cycle is not None:
+            _check_single_cycle(spec.single_cycle, channels, spec.chunk["channels"],
+                                len(spec.group), "", where,
+                                f"its replica_group of {counted(len(spec.group), 'rank')}")
         _check_hier_leg_groups(spec, hier_legs, where)
         spec.legs = _resolve_hier(hier_legs, dict(file=where["file"] or None,
                                                   field=where["field"]))
@@ -1167,12 +1204,15 @@ def _hier_group_rule(intra_leg: bool, g: int, by_node: tuple) -> str:
 
 def _plan_key(plan: tuple) -> tuple:
     """A HIER leg plan (:func:`_hier_legs`) as a value two copies share: each channel's ring
-    order, by channel, its chunk, and a KANGARING leg's ``kangaring`` items, by channel."""
-    channels, chunk, kangaring = plan
+    order, by channel, its chunk, a KANGARING leg's ``kangaring`` items, by channel, and a
+    SINGLE_CYCLE_RING leg's ``single_cycle``."""
+    channels, chunk, kangaring, single_cycle = plan
     return (tuple(sorted((ch, tuple(order)) for ch, order in channels)),
             tuple(sorted(chunk.items())),
             tuple(sorted((ch, tuple(path), tuple(map(tuple, units)), dup)
-                         for ch, path, units, dup in kangaring or ())))
+                         for ch, path, units, dup in kangaring or ())),
+            single_cycle and (tuple(map(tuple, single_cycle[0])), tuple(single_cycle[1]),
+                              single_cycle[2]))
 
 
 def _first_repeat(items: list) -> tuple[int, int] | None:
@@ -1488,6 +1528,64 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
             raise SimulationError(f"{item}.duplicate {json.dumps(dup)} is not "
                                   f"{json.dumps(not dup)}: {said} (docs/TOPOLOGY.md §4)",
                                   **where)
+
+
+def _check_single_cycle(section: tuple, channels: list[tuple[int, list[int]]],
+                        chunk_channels: int, n: int, at: str, where: dict, of_what: str
+                        ) -> None:
+    """A SINGLE_CYCLE_RING trigger's ``single_cycle`` section (``at`` "") or a
+    SINGLE_CYCLE_RING HIER leg plan's (``at`` ``hier.legs[i].plans[k].``, its orders in
+    positions: one check per group that runs the plan, ``of_what`` the group of ``n`` ranks)
+    is its channels' and its group's (docs/FORMATS.md §1.1, docs/DESIGN.md "Single-cycle
+    ring"), else a :class:`SimulationError` naming the key: ``pairs`` one per chunk channel
+    (``chunk.channels``), pair k ``[channels[2k].channel, channels[2k+1].channel]``, the CW
+    and CCW channel (a one-rank group's ``[channels[k].channel]`` twice: its one channel is
+    CW and CCW alike); each CCW channel's order its CW channel's ring walked backward (the
+    reverse, from any rank); ``arcs`` ``[ceil((n-1)/2), floor((n-1)/2)]``; and
+    ``steps_per_group`` ``2 * ceil((n-1)/2)``, one cycle.  Until 2026-12-05 the section was
+    not read: pairs naming other channels, or arcs and steps of another group size,
+    simulated as a match."""
+    pairs, arcs, steps = section
+    key = f"{at}single_cycle"
+    if len(pairs) != chunk_channels:
+        raise SimulationError(f"{key}.pairs lists {counted(len(pairs), 'pair')}, not the "
+                              f"{chunk_channels} {at}chunk.channels counts (one [CW channel, "
+                              "CCW channel] per chunk channel: FORMATS §1.1)", **where)
+    ids = [ch for ch, _ in channels]
+    if n == 1:
+        want = [[ch, ch] for ch in ids]
+        how = ("a one-rank group's pair k is channels[k].channel twice, its one channel CW and "
+               "CCW alike")
+    else:
+        want = [ids[i:i + 2] for i in range(0, len(ids), 2)]
+        how = ("pair k is [channels[2k].channel, channels[2k+1].channel], the CW and the CCW "
+               "channel of chunk channel k")
+    if pairs != want:
+        raise SimulationError(f"{key}.pairs {_json_text(pairs)} is not {_json_text(want)}, "
+                              f"the ids of {at}channels in pairs ({how}: FORMATS §1.1)",
+                              **where)
+    if n > 1:
+        for k in range(len(pairs)):
+            cw, ccw = channels[2 * k][1], channels[2 * k + 1][1]
+            back = list(reversed(cw))
+            if len(ccw) != len(back) or not any(ccw == back[i:] + back[:i]
+                                                for i in range(len(back))):
+                raise SimulationError(
+                    f"{at}channels[{2 * k + 1}].order {_json_text(ccw)} is not "
+                    f"{at}channels[{2 * k}].order {_json_text(cw)} reversed ({key}.pairs[{k}] "
+                    f"makes channel {channels[2 * k + 1][0]} the CCW channel of "
+                    f"{channels[2 * k][0]}: a CCW channel walks its CW channel's ring backward, "
+                    "the reversed order from any rank: FORMATS §1.1)", **where)
+    h_cw, h_ccw = -(-(n - 1) // 2), (n - 1) // 2
+    if arcs != [h_cw, h_ccw]:
+        raise SimulationError(f"{key}.arcs {_json_text(arcs)} is not {_json_text([h_cw, h_ccw])}"
+                              f", [ceil((n-1)/2), floor((n-1)/2)] for {of_what} (the ranks "
+                              "reducing toward a chunk's root clockwise and counter-clockwise: "
+                              "docs/DESIGN.md \"Single-cycle ring\")", **where)
+    if steps != 2 * h_cw:
+        raise SimulationError(f"{key}.steps_per_group {steps} is not {2 * h_cw}, "
+                              f"2 * ceil((n-1)/2) for {of_what} (one cycle: docs/DESIGN.md "
+                              "\"Single-cycle ring\")", **where)
 
 
 def _check_ring_order(order: list[int], members, noun: str, key: str, lacks,

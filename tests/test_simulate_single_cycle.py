@@ -1,0 +1,289 @@
+"""A SINGLE_CYCLE_RING trigger's ``single_cycle`` section, and a SINGLE_CYCLE_RING HIER leg
+plan's, which ``simulate`` did not read until 2026-12-05 (docs/SIMULATOR.md §1: it was on
+the list of keys the simulator does not read). FORMATS §1.1 fixes it: ``pairs`` one
+[CW channel, CCW channel] per chunk channel, pair k ``channels[2k]`` and ``channels[2k+1]``
+(a one-rank group's its one channel twice), each CCW channel's order its CW channel's ring
+walked backward; docs/DESIGN.md "Single-cycle ring" the rest: ``arcs`` [h_cw, h_ccw] =
+[ceil((n-1)/2), floor((n-1)/2)] and ``steps_per_group`` one cycle, ``2 * ceil((n-1)/2)``.
+Each edit below, on an output hand-edited and re-hashed so that the checksums pass,
+simulated as a match (a CCW order that is not its CW ring backward was blamed on the
+artifacts instead: ``rank-0000: field elem_start, ... artifact legs.bin, record 22:
+consuming leg 1 of channel 1``, though the legs are lower's); each is refused naming the
+manifest key (exit 1; a missing or mistyped key exit 2).
+
+The expected sections are worked out here from the docs, not read back from ``lower``: each
+fixture asserts them first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import nrtrewrite.select as select_mod
+from nrtrewrite.simulate import simulate_output
+from test_simulate import cli, coll_spec, lower_spec
+from test_simulate_kick_leaf import _rehier, _retrigger, copy, refused, rehash, trigger0
+
+
+def _field(out: Path) -> str:
+    return f"{out / 'manifest.json'}: field triggers[0]: "
+
+
+def _typed_refusal(out: Path) -> str:
+    """Simulated: the output cannot be read as the format (exit 2), one line."""
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 2, res.output
+    error = json.loads(res.stdout)["error"]
+    assert "\n" not in error
+    return error
+
+
+# ---------------------------------------------------------------------------- outputs
+
+@pytest.fixture(scope="module")
+def scr8_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 4096 elements over ranks 0..7 (one trn2 device) forced to
+    SINGLE_CYCLE_RING: one chunk channel, so one pair, channel ids 0 (CW) and 1 (CCW), the
+    CCW order the ring backward from rank 0; n = 8: arcs [ceil(7/2), floor(7/2)] = [4, 3],
+    one cycle 2 * 4 = 8 steps (DESIGN: n for even n)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 4096),
+                     tmp_path_factory.mktemp("scr8") / "o", algo="single_cycle_ring")
+    t = trigger0(out)
+    assert t["chunk"]["channels"] == 1
+    assert t["channels"] == [{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7]},
+                             {"channel": 1, "order": [0, 7, 6, 5, 4, 3, 2, 1]}]
+    assert t["single_cycle"] == {"pairs": [[0, 1]], "arcs": [4, 3], "steps_per_group": 8}
+    return out
+
+
+@pytest.fixture(scope="module")
+def scr8x2_out(tmp_path_factory) -> Path:
+    """scr8_out's model of 9000 elements with the channel count made 4 (as
+    tests/test_single_cycle.py does): two pairs, ids 0, 1 and 2, 3 (FORMATS §1.1: pair k is
+    channels[2k] and channels[2k+1])."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(select_mod, "choose_channels", lambda *a, **k: (4, "test: two pairs"))
+        out = lower_spec(coll_spec("all_reduce", "bf16", 8, 9000),
+                         tmp_path_factory.mktemp("scr8x2") / "o", algo="single_cycle_ring")
+    t = trigger0(out)
+    assert t["chunk"]["channels"] == 2
+    assert [c["channel"] for c in t["channels"]] == [0, 1, 2, 3]
+    assert t["single_cycle"] == {"pairs": [[0, 1], [2, 3]], "arcs": [4, 3],
+                                 "steps_per_group": 8}
+    return out
+
+
+@pytest.fixture(scope="module")
+def scr1_out(tmp_path_factory) -> Path:
+    """A one-rank group: its pair is its one channel, CW and CCW alike; n = 1: arcs [0, 0],
+    no steps."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 1, 300),
+                     tmp_path_factory.mktemp("scr1") / "o", algo="single_cycle_ring")
+    t = trigger0(out)
+    assert t["channels"] == [{"channel": 0, "order": [0]}]
+    assert t["single_cycle"] == {"pairs": [[0, 0]], "arcs": [0, 0], "steps_per_group": 0}
+    return out
+
+
+@pytest.fixture(scope="module")
+def hier3_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over ranks 0, 1 of each of three trn2 nodes (LNC
+    2, 64 ranks a node) as the default policy lowers it: intra_redsct RING (channel 0),
+    inter_allr SINGLE_CYCLE_RING on groups [0, 64, 128] and [1, 65, 129] (channels 1 CW, 2
+    CCW: the positions [0, 1, 2] backward from 0 are [0, 2, 1]; n = 3: arcs [1, 1], 2 steps),
+    intra_allg RING (channel 3)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", [0, 1, 64, 65, 128, 129], 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier3") / "o", algo=None,
+                     topology="trn2:nodes=3")
+    legs = trigger0(out)["hier"]["legs"]
+    assert [leg["algorithm"] for leg in legs] == ["RING", "SINGLE_CYCLE_RING", "RING"]
+    assert [g["group"] for g in legs[1]["groups"]] == [[0, 64, 128], [1, 65, 129]]
+    for plan in legs[1]["plans"]:
+        assert plan["channels"] == [{"channel": 1, "order": [0, 1, 2]},
+                                    {"channel": 2, "order": [0, 2, 1]}]
+        assert plan["single_cycle"] == {"pairs": [[1, 2]], "arcs": [1, 1],
+                                        "steps_per_group": 2}
+    assert all("single_cycle" not in plan for i in (0, 2) for plan in legs[i]["plans"])
+    return out
+
+
+def test_the_outputs_simulate_clean(scr8_out, scr8x2_out, scr1_out, hier3_out):
+    for out in (scr8_out, scr8x2_out, scr1_out, hier3_out):
+        res = simulate_output(out)
+        assert res.ok, res.error
+
+
+# ---------------------------------------------------------------------------- flat
+
+PAIRS_WHY = ("(pair k is [channels[2k].channel, channels[2k+1].channel], the CW and the CCW "
+             "channel of chunk channel k: FORMATS §1.1)")
+REVERSED_WHY = ("a CCW channel walks its CW channel's ring backward, the reversed order from "
+                "any rank: FORMATS §1.1)")
+
+
+def _sc(key, value):
+    return lambda t: t["single_cycle"].__setitem__(key, value)
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_sc("pairs", [[0, 1], [0, 1]]),
+     "single_cycle.pairs lists 2 pairs, not the 1 chunk.channels counts (one [CW channel, "
+     "CCW channel] per chunk channel: FORMATS §1.1)"),
+    (_sc("pairs", [[1, 0]]),
+     f"single_cycle.pairs [[1, 0]] is not [[0, 1]], the ids of channels in pairs {PAIRS_WHY}"),
+    (_sc("pairs", [[0, 5]]),
+     f"single_cycle.pairs [[0, 5]] is not [[0, 1]], the ids of channels in pairs {PAIRS_WHY}"),
+    (lambda t: t["channels"][1].__setitem__("order", [0, 1, 2, 3, 4, 5, 6, 7]),
+     "channels[1].order [0, 1, 2, 3, 4, 5, 6, 7] is not channels[0].order [0, 1, 2, 3, 4, 5, 6, "
+     "7] reversed (single_cycle.pairs[0] makes channel 1 the CCW channel of 0: " + REVERSED_WHY),
+    (lambda t: t["channels"][1].__setitem__("order", [0, 7, 6, 5, 4, 3, 1, 2]),
+     "channels[1].order [0, 7, 6, 5, 4, 3, 1, 2] is not channels[0].order [0, 1, 2, 3, 4, 5, 6, "
+     "7] reversed (single_cycle.pairs[0] makes channel 1 the CCW channel of 0: " + REVERSED_WHY),
+    (_sc("arcs", [3, 4]),
+     "single_cycle.arcs [3, 4] is not [4, 3], [ceil((n-1)/2), floor((n-1)/2)] for its "
+     "replica_group of 8 ranks (the ranks reducing toward a chunk's root clockwise and "
+     "counter-clockwise: docs/DESIGN.md \"Single-cycle ring\")"),
+    (_sc("steps_per_group", 14),
+     "single_cycle.steps_per_group 14 is not 8, 2 * ceil((n-1)/2) for its replica_group of 8 "
+     "ranks (one cycle: docs/DESIGN.md \"Single-cycle ring\")"),
+], ids=["extra-pair", "swapped", "stranger", "ccw-forward", "ccw-not-a-reverse", "arcs",
+        "ring-steps"])
+def test_a_single_cycle_section_other_than_its_channels_is_refused(scr8_out, tmp_path, edit,
+                                                                   says):
+    """scr8_out's section (see the fixture) with one value changed: each simulated as a
+    match, but a CCW order not the CW ring backward (held only to be a ring of the group),
+    which was a mismatch blamed on rank 0's legs.bin; refused naming the key."""
+    out = copy(scr8_out, tmp_path)
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert refused(out) == f"{_field(out)}{says}"
+
+
+def test_a_ccw_order_starting_at_another_rank_is_the_same_ring_backward(scr8_out, tmp_path):
+    """FORMATS §1.1: a CCW order is the reversed ring, a cycle: lower writes it from the
+    group's smallest rank, but from any other rank it is the same ring, a match still."""
+    out = copy(scr8_out, tmp_path)
+    _retrigger(out, 0, lambda t: t["channels"][1].__setitem__(
+        "order", [5, 4, 3, 2, 1, 0, 7, 6]))
+    rehash(out)
+    res = simulate_output(out)
+    assert res.ok, res.error
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_sc("pairs", [[2, 3], [0, 1]]),
+     f"single_cycle.pairs [[2, 3], [0, 1]] is not [[0, 1], [2, 3]], the ids of channels in "
+     f"pairs {PAIRS_WHY}"),
+    (_sc("pairs", [[0, 2], [1, 3]]),
+     f"single_cycle.pairs [[0, 2], [1, 3]] is not [[0, 1], [2, 3]], the ids of channels in "
+     f"pairs {PAIRS_WHY}"),
+    (lambda t: t["channels"][3].__setitem__("order", t["channels"][2]["order"]),
+     "channels[3].order {o2} is not channels[2].order {o2} reversed (single_cycle.pairs[1] "
+     "makes channel 3 the CCW channel of 2: " + REVERSED_WHY),
+], ids=["pairs-reordered", "pairs-across", "second-ccw-forward"])
+def test_each_pair_of_two_is_checked(scr8x2_out, tmp_path, edit, says):
+    """scr8x2_out: two pairs, in the order of channels; pair 1's CCW order (channel 3) made
+    its CW order is refused as pair 0's is."""
+    out = copy(scr8x2_out, tmp_path)
+    o2 = json.dumps(trigger0(out)["channels"][2]["order"])
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert refused(out) == f"{_field(out)}{says.format(o2=o2)}"
+
+
+@pytest.mark.parametrize("edit, says", [
+    (_sc("pairs", [[0, 1]]),
+     "single_cycle.pairs [[0, 1]] is not [[0, 0]], the ids of channels in pairs (a one-rank "
+     "group's pair k is channels[k].channel twice, its one channel CW and CCW alike: FORMATS "
+     "§1.1)"),
+    (_sc("arcs", [1, 0]),
+     "single_cycle.arcs [1, 0] is not [0, 0], [ceil((n-1)/2), floor((n-1)/2)] for its "
+     "replica_group of 1 rank (the ranks reducing toward a chunk's root clockwise and "
+     "counter-clockwise: docs/DESIGN.md \"Single-cycle ring\")"),
+    (_sc("steps_per_group", 2),
+     "single_cycle.steps_per_group 2 is not 0, 2 * ceil((n-1)/2) for its replica_group of 1 "
+     "rank (one cycle: docs/DESIGN.md \"Single-cycle ring\")"),
+], ids=["pair", "arcs", "steps"])
+def test_a_one_rank_groups_section_is_checked(scr1_out, tmp_path, edit, says):
+    out = copy(scr1_out, tmp_path)
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert refused(out) == f"{_field(out)}{says}"
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda t: t.pop("single_cycle"), "field triggers[0].single_cycle: missing"),
+    (lambda t: t["single_cycle"].pop("arcs"), "field triggers[0].single_cycle.arcs: missing"),
+    (_sc("pairs", [[0]]),
+     "field triggers[0].single_cycle.pairs[0]: must be a list of 2 integers, not a list (1 item)"),
+    (_sc("pairs", [[0, 32]]),
+     "field triggers[0].single_cycle.pairs[0][1]: 32 is outside 0..31"),
+    (_sc("arcs", [4, "3"]), 'field triggers[0].single_cycle.arcs[1]: must be an integer, not "3"'),
+    (_sc("steps_per_group", -8),
+     "field triggers[0].single_cycle.steps_per_group: -8 is outside 0..9223372036854775807"),
+], ids=["missing", "arcs-missing", "pair-of-one", "channel-32", "arc-string", "steps-negative"])
+def test_a_single_cycle_section_is_read_with_its_types(scr8_out, tmp_path, edit, says):
+    """docs/SIMULATOR.md §1: every key the simulator reads is required and typed. Deleted
+    or mistyped, the section simulated as a match; the output cannot be read (exit 2)."""
+    out = copy(scr8_out, tmp_path)
+    _retrigger(out, 0, edit)
+    rehash(out)
+    assert _typed_refusal(out) == f"{out / 'manifest.json'}: {says}"
+
+
+# ---------------------------------------------------------------------------- HIER legs
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda p: p["single_cycle"].__setitem__("pairs", [[2, 1]]),
+     "hier.legs[1].plans[0].single_cycle.pairs [[2, 1]] is not [[1, 2]], the ids of "
+     "hier.legs[1].plans[0].channels in pairs " + PAIRS_WHY),
+    (lambda p: p["channels"][1].__setitem__("order", [0, 1, 2]),
+     "hier.legs[1].plans[0].channels[1].order [0, 1, 2] is not hier.legs[1].plans[0]"
+     ".channels[0].order [0, 1, 2] reversed (hier.legs[1].plans[0].single_cycle.pairs[0] makes "
+     "channel 2 the CCW channel of 1: " + REVERSED_WHY),
+    (lambda p: p["single_cycle"].__setitem__("arcs", [2, 0]),
+     "hier.legs[1].plans[0].single_cycle.arcs [2, 0] is not [1, 1], [ceil((n-1)/2), "
+     "floor((n-1)/2)] for hier.legs[1].groups[0].group of 3 ranks (the ranks reducing toward a "
+     "chunk's root clockwise and counter-clockwise: docs/DESIGN.md \"Single-cycle ring\")"),
+    (lambda p: p["single_cycle"].__setitem__("steps_per_group", 4),
+     "hier.legs[1].plans[0].single_cycle.steps_per_group 4 is not 2, 2 * ceil((n-1)/2) for "
+     "hier.legs[1].groups[0].group of 3 ranks (one cycle: docs/DESIGN.md \"Single-cycle "
+     "ring\")"),
+    (lambda p: p["single_cycle"].__setitem__("pairs", [[1, 2], [1, 2]]),
+     "hier.legs[1].plans[0].single_cycle.pairs lists 2 pairs, not the 1 "
+     "hier.legs[1].plans[0].chunk.channels counts (one [CW channel, CCW channel] per chunk "
+     "channel: FORMATS §1.1)"),
+], ids=["pairs", "ccw-forward", "arcs", "steps", "extra-pair"])
+def test_a_single_cycle_leg_plans_section_other_than_its_channels_is_refused(
+        hier3_out, tmp_path, edit, says):
+    """As a flat trigger's, in positions of each group that runs the plan; hier3_out's
+    inter_allr plan 0 (see the fixture). Each edit simulated as a match (the CCW order: a
+    mismatch blamed on rank 0's legs.bin); it is refused naming the key."""
+    out = copy(hier3_out, tmp_path)
+    _rehier(out, lambda legs: edit(legs[1]["plans"][0]))
+    assert refused(out) == f"{_field(out)}{says}"
+
+
+def test_single_cycle_on_a_leg_of_another_engine_or_missing_is_refused(hier3_out, tmp_path):
+    """FORMATS §1.1: a HIER leg's plans add the engine's extras, ``single_cycle`` on a
+    SINGLE_CYCLE_RING leg only. inter_allr's section copied onto the RING intra_redsct
+    leg's plan simulated as a match: refused (exit 1); deleted from inter_allr's plan, or
+    mistyped there, it is a key the simulator reads (exit 2)."""
+    out = copy(hier3_out, tmp_path)
+    _rehier(out, lambda legs: legs[0]["plans"][0].__setitem__(
+        "single_cycle", legs[1]["plans"][0]["single_cycle"]))
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0] has a single_cycle section on "
+                            "a \"RING\" leg (only a SINGLE_CYCLE_RING leg's plans have one: "
+                            "FORMATS §1.1)")
+    out = copy(hier3_out, tmp_path, "gone")
+    _rehier(out, lambda legs: legs[1]["plans"][1].pop("single_cycle"))
+    assert _typed_refusal(out) == (f"{out / 'manifest.json'}: field "
+                                   "triggers[0].hier.legs[1].plans[1].single_cycle: missing")
+    out = copy(hier3_out, tmp_path, "typed")
+    _rehier(out, lambda legs: legs[1]["plans"][0]["single_cycle"].__setitem__(
+        "steps_per_group", "2"))
+    assert _typed_refusal(out) == (f"{out / 'manifest.json'}: field triggers[0].hier.legs[1]"
+                                   '.plans[0].single_cycle.steps_per_group: must be an integer, '
+                                   'not "2"')
