@@ -565,7 +565,7 @@ def _single_cycle(owner: Field) -> tuple:
 #: A HIER leg plan's ``kangaring`` or ``single_cycle`` when the plan has one but its leg is
 #: not of that engine (only a KANGARING leg's plans have ``kangaring``, a SINGLE_CYCLE_RING
 #: leg's ``single_cycle``: FORMATS §1.1; refused by :func:`_resolve_hier`).
-FOREIGN_KANGARING = FOREIGN_SECTION = "foreign"
+FOREIGN_SECTION = "foreign"
 #: A HIER leg plan's engine sections: the leg algorithm whose plans have each, and its reader.
 PLAN_SECTIONS = {"kangaring": ("KANGARING", _kangaring),
                  "single_cycle": ("SINGLE_CYCLE_RING", _single_cycle)}
