@@ -246,3 +246,54 @@ def test_a_rewritten_neff_over_the_size_limit_is_status_2(out, tmp_path, checksu
     assert res.exit_code == 2
     doc = json.loads(res.stdout)
     assert doc["ok"] is None and doc["error"] == line and doc["triggers"] == []
+
+
+# ------------------------------------------- mutation audit round 8: the checksum pass's sizes
+
+def test_a_files_bytes_other_than_its_size_is_refused_though_its_sha256_matches(out, tmp_path):
+    """docs/SIMULATOR.md §1: the checksum pass refuses "a sha256 or a size that does not
+    match", with the hint. rank-0001/manifest.json's ``files["cce.bin"].bytes`` one 16-byte
+    record more than the file (its ``sha256`` still the file's, rank_manifests re-hashed so
+    that only the size is wrong): the size must be refused on its own, not only through the
+    sha256 (a mutant that hashed without comparing the size took it). With the option the
+    size is not read (exit 0)."""
+    import hashlib
+
+    o = _copy(out, tmp_path)
+    mpath = o / "rank-0001" / "manifest.json"
+    man = json.loads(mpath.read_text())
+    info = man["files"]["cce.bin"]
+    data = (o / "rank-0001" / "cce.bin").read_bytes()
+    assert (info["bytes"], info["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+    info["bytes"] += 16
+    mpath.write_text(json.dumps(man))
+    top = json.loads((o / "manifest.json").read_text())
+    top["rank_manifests"]["rank-0001"] = hashlib.sha256(mpath.read_bytes()).hexdigest()
+    (o / "manifest.json").write_text(json.dumps(top))
+    res = CliRunner().invoke(main, ["simulate", str(o)])
+    assert res.exit_code == 2, res.output
+    assert res.stderr == (f"nrtrewrite: error: {o}: rank-0001/cce.bin: sha256 does not match "
+                          "rank-0001/manifest.json; the output was modified after it was "
+                          f"written {HINT}\n")
+    assert CliRunner().invoke(main, ["simulate", str(o), "--ignore-checksums"]).exit_code == 0
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_a_rewritten_neff_at_the_file_limit_is_read_and_one_byte_over_it_is_not(
+        out, monkeypatch, over):
+    """The rewritten NEFF is read as the reader reads a NEFF (docs/SIMULATOR.md §1: "read
+    the same way"), its size judged against MAX_FILE_BYTES before a byte is read: a file of
+    exactly the limit is read, one byte over it is refused naming the file and both sizes.
+    The limit is lowered to ar2.neff's size (or a byte under it) here, as no test writes
+    5 GiB."""
+    from nrtrewrite.neff import container
+
+    size = (out / "ar2.neff").stat().st_size
+    monkeypatch.setattr(container, "MAX_FILE_BYTES", size - over)
+    res = CliRunner().invoke(main, ["simulate", str(out)])
+    if not over:
+        assert res.exit_code == 0, res.output
+        return
+    assert res.exit_code == 2, res.output
+    assert res.stderr == (f"nrtrewrite: error: {out / 'ar2.neff'}: file of {size} bytes "
+                          f"exceeds the limit of {size - 1} bytes (MAX_FILE_BYTES)\n")
