@@ -261,6 +261,12 @@ CASES = [
     ("hier", None, ["triggers", 0, "hier", "legs", 1, "plans", 0, "channels", 0, "channel"], 32,
      "triggers[0].hier.legs[1].plans[0].channels[0].channel", "32 is outside 0..31", True),
     ("hier", 0, ["fifo", 0, "channel"], -1, "fifo[0].channel", "-1 is outside 0..31", False),
+    # (mutation audit round 8: each end of the range, for the rank manifest's channels too)
+    ("hier", 0, ["fifo", 0, "channel"], 32, "fifo[0].channel", "32 is outside 0..31", False),
+    ("ar2", 0, ["entries", 0, "channels"], [32], "entries[0].channels[0]",
+     "32 is outside 0..31", False),
+    ("ar2", 0, ["entries", 0, "channels"], [-1], "entries[0].channels[0]",
+     "-1 is outside 0..31", False),
     ("ar2", None, ["triggers", 0, "replica_group"], [0, -1], "triggers[0].replica_group[1]",
      f"-1 is outside {I64}", True),
     ("ar2", None, ["triggers", 0, "leader"], -1, "triggers[0].leader", f"-1 is outside {I64}",
