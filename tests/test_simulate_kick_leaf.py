@@ -2386,3 +2386,32 @@ def test_a_trigger_over_one_rank_is_labelled_one_rank(tmp_path):
     res = cli("simulate", out)
     assert res.exit_code == 0, res.output
     assert "ALLREDUCE ADD BF16 x64 over 1 rank " in res.stdout and "1 ranks" not in res.stdout
+
+
+# ------------------------------- mutation audit round 8: the group and plan a refusal names
+
+def test_a_hier_leg_plan_run_by_another_group_than_rank_0s_is_named_with_that_group(
+        hier16_out, tmp_path):
+    """FORMATS §1.1: each group of a HIER leg names its plan by index. hier16_out's
+    inter_allr leg (SINGLE_CYCLE_RING over pairs {j, 64 + j}, groups by local index j) has
+    two plans: plan 0 run by groups 0 .. 6 (slices of 128 elements), plan 1 by group 7 (the
+    last slice, 104). Plan 1's channels 1, 2 moved to 21, 22: the first rank whose entry runs
+    other channels than its group's plan is rank 7 (group 7, spad.bin record 1: its second
+    leg). The refusal names plan 1 and group 7 - not plan 0 or group 0, which only rank 0's
+    group was tested with."""
+    out = copy(hier16_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert _leg_channel_ids(legs)[1] == [1, 2] and len(legs[1]["plans"]) == 2
+    assert [g["plan"] for g in legs[1]["groups"]] == [0] * 7 + [1]
+    assert [g["group"] for g in legs[1]["groups"]][7] == [7, 71]
+
+    def move(legs):
+        for c in legs[1]["plans"][1]["channels"]:
+            c["channel"] += 20
+    _rehier(out, move)
+    assert refused(out) == (
+        f"{out / 'rank-0007'}: field channel_list, rank 7, artifact spad.bin, record 1: "
+        "channel_list runs channels [1, 2], the channels of hier.legs[1].plans[1], the plan "
+        "of rank 7's group hier.legs[1].groups[7], are [21, 22] (manifest.json "
+        "triggers[0].hier.legs[1].plans[1].channels: a SINGLE_CYCLE_RING entry runs each "
+        "channel of its group's plan, FORMATS §1.1, §2)")
