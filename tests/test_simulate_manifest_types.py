@@ -224,6 +224,10 @@ CASES = [
      "must be a list of 2 integers, not a list (1 item)", True),
     ("hier", None, ["triggers", 0, "hier", "legs", 0, "buffers"], ABSENT,
      "triggers[0].hier.legs[0].buffers", "missing", True),
+    # a HIER leg's buffer role is read (FORMATS §1.1: a string), also on a buffer not gw
+    # (mutation audit round 8: buffers[1] is intra_redsct's "out")
+    ("hier", None, ["triggers", 0, "hier", "legs", 0, "buffers", 1, "role"], 5,
+     "triggers[0].hier.legs[0].buffers[1].role", "must be a string, not 5", True),
     ("hier", 0, ["entries", 0, "leg"], ABSENT, "entries[0].leg", "missing", False),
     ("ar2", 0, ["entries", 0, "subgraph"], ABSENT, "entries[0].subgraph", "missing", False),
     # the platform keys (FORMATS §1.1 topology): optional together (a manifest written before
