@@ -156,6 +156,23 @@ def test_simulate_reads_a_manifest_at_the_limit_and_refuses_one_byte_more(
                    f"of {size - 1} bytes (MAX_MANIFEST_BYTES)"]
 
 
+def test_the_checksum_pass_judges_a_rank_manifests_size_before_its_sha256(out, monkeypatch):
+    """docs/SIMULATOR.md §1: a manifest is judged from its size "before any byte of it is
+    read or hashed". rank-0001/manifest.json padded with spaces to 100 bytes past the
+    top-level manifest's size (so its sha256 no longer matches rank_manifests) and the limit
+    one byte under its size, the top-level one under it: the checksum pass
+    refuses it for its size, exit 2, not for its sha256 with the hint (mutation audit round
+    8: a pass that read the manifest whole and hashed it first said the sha256)."""
+    path = out / "rank-0001" / "manifest.json"
+    size = (out / "manifest.json").stat().st_size + 100
+    _pad(path, size)
+    monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", size - 1)
+    code, err, _ = _run("simulate", out)
+    assert code == 2
+    assert err == [f"nrtrewrite: error: {path}: manifest of {size} bytes exceeds the limit "
+                   f"of {size - 1} bytes (MAX_MANIFEST_BYTES)"]
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 @pytest.mark.parametrize("victim, extra", [("manifest.json", []),
                                            ("rank-0001/manifest.json", ["--ignore-checksums"])])
