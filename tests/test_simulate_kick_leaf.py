@@ -2415,3 +2415,43 @@ def test_a_hier_leg_plan_run_by_another_group_than_rank_0s_is_named_with_that_gr
         "of rank 7's group hier.legs[1].groups[7], are [21, 22] (manifest.json "
         "triggers[0].hier.legs[1].plans[1].channels: a SINGLE_CYCLE_RING entry runs each "
         "channel of its group's plan, FORMATS §1.1, §2)")
+
+
+@pytest.fixture(scope="module")
+def inter_rdh_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over one rank of each of 8 trn2 nodes (0, 128, ...,
+    896), INTER_RDH forced (enc_can_post_inter_rdh_operation: 8 nodes, a power of two)."""
+    return lower_spec(coll_spec("all_reduce", "bf16", [128 * i for i in range(8)], 1000),
+                      tmp_path_factory.mktemp("irdh") / "o", algo="inter_rdh",
+                      topology="trn2:nodes=8")
+
+
+@pytest.fixture(scope="module")
+def single_step_mesh_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over ranks 0 .. 7 at LNC 2, SINGLE_STEP_MESH."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 8, 1000, lnc=2),
+                      tmp_path_factory.mktemp("ssm") / "o", algo="single_step_mesh")
+
+
+@pytest.mark.parametrize("which, algorithm, section", [
+    ("inter_rdh", "INTER_RDH", "rdh"), ("single_step_mesh", "SINGLE_STEP_MESH", "mesh")])
+def test_the_second_algorithm_of_an_engine_section_is_simulated_and_ringless(
+        inter_rdh_out, single_step_mesh_out, tmp_path, which, algorithm, section):
+    """FORMATS §1.1: RDH triggers (INTRA_RDH and INTER_RDH) add ``rdh``, mesh triggers (MESH
+    and SINGLE_STEP_MESH) ``mesh``, and both have no ring: ``channels`` one item,
+    ``{"channel": 0, "order": []}``. The round-7 tests used INTRA_RDH and MESH only; an
+    INTER_RDH and a SINGLE_STEP_MESH output as lowered simulate clean (neither algorithm nor
+    section refused), and their ``channels`` moved to channel 1 is refused naming both values
+    (mutation audit round 8)."""
+    out = inter_rdh_out if which == "inter_rdh" else single_step_mesh_out
+    t = trigger0(out)
+    assert (t["algorithm"], t["channels"]) == (algorithm, [{"channel": 0, "order": []}])
+    assert section in t
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
+    out = copy(out, tmp_path)
+    _retrigger(out, 0, lambda t: t.__setitem__("channels", [{"channel": 1, "order": []}]))
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: channels "
+                            '[{"channel": 1, "order": []}] is not [{"channel": 0, "order": []}] '
+                            f"({algorithm} triggers have no ring: one item, FORMATS §1.1)")
