@@ -2455,3 +2455,37 @@ def test_the_second_algorithm_of_an_engine_section_is_simulated_and_ringless(
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: channels "
                             '[{"channel": 1, "order": []}] is not [{"channel": 0, "order": []}] '
                             f"({algorithm} triggers have no ring: one item, FORMATS §1.1)")
+
+
+@pytest.mark.parametrize("plan", [2, -1])
+def test_a_hier_groups_plan_index_just_outside_the_plans_is_refused(hier16_out, tmp_path, plan):
+    """FORMATS §1.1: a group's ``plan`` is an index of the leg's ``plans``: 0 or 1 for
+    hier16_out's inter_allr (2 plans). Each end of the range: 2 (one past the last) and -1
+    (Python's last item: read as plan 1) are refused naming the key (mutation audit round
+    8)."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: legs[1]["groups"][0].__setitem__("plan", plan))
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].groups[0]"
+                            f".plan {plan} is not an index of hier.legs[1].plans, which lists 2 "
+                            "plans (a group names its plan by its index there: FORMATS §1.1)")
+
+
+def test_a_plan_position_outside_a_group_that_is_not_its_first_is_named_by_that_group(
+        hier16_out, tmp_path):
+    """As above, for group 7 (plan 1, the last slice): group 7 cut to [7], rank 71 given a
+    group 8 of its own on plan 1 (every rank still once), so plan 1's ring names position 1
+    outside group 7. The refusal names plans[1] and groups[7] (mutation audit round 8: not
+    the plan's index as the group's)."""
+    def move(legs):
+        legs[1]["groups"][7]["group"] = [7]
+        legs[1]["groups"].append({"group": [71], "plan": 1})
+    out = copy(hier16_out, tmp_path)
+    legs = _rehier(out, move)
+    assert [(g["group"], g["plan"]) for g in legs[1]["groups"][6:]] == [([6, 70], 0),
+                                                                       ([7, 71], 1)]
+    order = legs[1]["plans"][1]["channels"][0]["order"]
+    assert sorted(order) == [0, 1]
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].plans[1]"
+                            f".channels[0].order {json.dumps(order)} names position 1, outside "
+                            "hier.legs[1].groups[7].group of 1 rank (a plan's ring order lists "
+                            "positions of each group that runs it: FORMATS §1.1)")
