@@ -2489,3 +2489,31 @@ def test_a_plan_position_outside_a_group_that_is_not_its_first_is_named_by_that_
                             f".channels[0].order {json.dumps(order)} names position 1, outside "
                             "hier.legs[1].groups[7].group of 1 rank (a plan's ring order lists "
                             "positions of each group that runs it: FORMATS §1.1)")
+
+
+@pytest.fixture(scope="module")
+def kanga4ch_out(tmp_path_factory) -> Path:
+    """kanga16_out's group and units with 2^20 elements: four KANGARING channels."""
+    return lower_spec(coll_spec("all_reduce", "bf16", 16, 1 << 20, lnc=2),
+                      tmp_path_factory.mktemp("k4ch") / "o", algo="kangaring")
+
+
+@pytest.mark.parametrize("order, says", [
+    ([7, 6, 11, 10, 15, 14, 3, 99], "names rank 99, not in the replica_group"),
+    ([7, 7, 11, 10, 15, 14, 3, 2], f"lists rank 7 twice ({KANGA_WHY}, each once: FORMATS "
+     "§1.1)"),
+    ([], f"is empty ({KANGA_WHY}, 1 or more: FORMATS §1.1)"),
+], ids=["stranger", "twice", "empty"])
+def test_a_kangaring_order_of_a_later_channel_is_refused_naming_its_item(
+        kanga4ch_out, tmp_path, order, says):
+    """As for kanga16_out's one channel, on the last of four: ``channels[3].order`` (channel
+    3, [7, 6, 11, 10, 15, 14, 3, 2]) given a stranger, a rank twice or no rank is refused
+    naming ``channels[3].order`` (mutation audit round 8: the refusals were tested on item 0
+    alone)."""
+    out = copy(kanga4ch_out, tmp_path)
+    channels = trigger0(out)["channels"]
+    assert [c["channel"] for c in channels] == [0, 1, 2, 3]
+    assert channels[3]["order"] == [7, 6, 11, 10, 15, 14, 3, 2]
+    _retrigger(out, 0, lambda t: t["channels"][3].__setitem__("order", order))
+    rehash(out)
+    assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: channels[3].order {says}"
