@@ -2517,3 +2517,21 @@ def test_a_kangaring_order_of_a_later_channel_is_refused_naming_its_item(
     _retrigger(out, 0, lambda t: t["channels"][3].__setitem__("order", order))
     rehash(out)
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: channels[3].order {says}"
+
+
+def test_a_buffer_in_an_empty_region_is_refused_saying_the_region_is_empty(scr1000_out,
+                                                                           tmp_path):
+    """FORMATS §1.1: a buffer lies inside its region. scr1000_out's ``recv2`` at scratch 2000
+    with the memory map's scratch region made 0 bytes long: refused naming the key and that
+    the region is empty (mutation audit round 8: the message for an empty region was not
+    tested; it would have said "the scratch region's 0 bytes")."""
+    out = copy(scr1000_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    scratch = [r for r in top["memory"]["regions"] if r["kind"] == "scratch"]
+    assert len(scratch) == 1 and top["triggers"][0]["buffers"][0]["offset"] == 2000
+    scratch[0]["size"] = 0
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].offset "
+                            "2000 is outside the memory map's scratch region, which is empty "
+                            f"{BUFFER_WHY}")
