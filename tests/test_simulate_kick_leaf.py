@@ -2535,3 +2535,26 @@ def test_a_buffer_in_an_empty_region_is_refused_saying_the_region_is_empty(scr10
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].offset "
                             "2000 is outside the memory map's scratch region, which is empty "
                             f"{BUFFER_WHY}")
+
+
+@pytest.mark.parametrize("offset", [7998, 7999])
+def test_a_hier_leg_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
+        hier16_out, tmp_path, offset):
+    """FORMATS §1.1: element e of a buffer is at offset + e x dtype size inside its region.
+    hier16_out's scratch is 8000 bytes (four spaces of 2000: 1000 bf16 elements); a second
+    ``recv2`` appended to its single-cycle leg (an anchor no stream starts at) at 7998 holds
+    its first element whole, bytes 7998 and 7999: the output still simulates as a match;
+    at 7999 the element's second byte is past the region, refused (mutation audit round 8:
+    each side of the boundary)."""
+    out = copy(hier16_out, tmp_path)
+    legs = _rehier(out, lambda legs: legs[1]["buffers"].append(
+        {"offset": offset, "region": "scratch", "role": "recv2"}))
+    assert legs[1]["algorithm"] == "SINGLE_CYCLE_RING" and len(legs[1]["buffers"]) == 5
+    if offset == 7998:
+        res = cli("simulate", out, "--json")
+        assert res.exit_code == 0, res.output
+        return
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1]."
+                            "buffers[5].offset 7999 leaves 1 byte of the scratch region's "
+                            "8000 bytes, less than a BF16 element (2 bytes) "
+                            f"{BUFFER_WHY}")
