@@ -2558,3 +2558,26 @@ def test_a_hier_leg_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
                             "buffers[5].offset 7999 leaves 1 byte of the scratch region's "
                             "8000 bytes, less than a BF16 element (2 bytes) "
                             f"{BUFFER_WHY}")
+
+
+def test_a_hier_leg_plan_listing_a_channel_its_entries_do_not_run_is_refused(hier16_out,
+                                                                              tmp_path):
+    """FORMATS §1.1: a plan's ``channels`` are the channels its groups run, every one (on a
+    ring leg every rank is on each ring). hier16_out's inter_allr plan 1 (group 7, ranks 7
+    and 71) listing a third channel, 5, besides 1 and 2 (its ring order that of channel 1):
+    rank 7's entry runs [1, 2], a subset of the plan's [1, 2, 5], and is refused naming
+    both lists (mutation audit round 8: only lists that differ both ways were tested)."""
+    out = copy(hier16_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert [c["channel"] for c in legs[1]["plans"][1]["channels"]] == [1, 2]
+
+    def add(legs):
+        order = legs[1]["plans"][1]["channels"][0]["order"]
+        legs[1]["plans"][1]["channels"].append({"channel": 5, "order": order})
+    _rehier(out, add)
+    assert refused(out) == (
+        f"{out / 'rank-0007'}: field channel_list, rank 7, artifact spad.bin, record 1: "
+        "channel_list runs channels [1, 2], the channels of hier.legs[1].plans[1], the plan "
+        "of rank 7's group hier.legs[1].groups[7], are [1, 2, 5] (manifest.json "
+        "triggers[0].hier.legs[1].plans[1].channels: a SINGLE_CYCLE_RING entry runs each "
+        "channel of its group's plan, FORMATS §1.1, §2)")
