@@ -2581,3 +2581,25 @@ def test_a_hier_leg_plan_listing_a_channel_its_entries_do_not_run_is_refused(hie
         "of rank 7's group hier.legs[1].groups[7], are [1, 2, 5] (manifest.json "
         "triggers[0].hier.legs[1].plans[1].channels: a SINGLE_CYCLE_RING entry runs each "
         "channel of its group's plan, FORMATS §1.1, §2)")
+
+
+def test_a_hier_leg_plan_that_differs_only_in_a_ring_order_is_no_repeat(hier16_out, tmp_path):
+    """FORMATS §1.1: a leg's plans are distinct - in their ring orders or their chunks.
+    hier16_out's intra_redsct plan 0 (run by both node groups) copied with channel 0's ring
+    order reversed and named by group 1 (ranks 64 .. 71) is a plan of its own, not a repeat
+    of plan 0: the legs are held to it, and rank 64's (position 0) send to rank 65 is
+    refused, its successor on the reversed ring being position 7, rank 71 (mutation audit
+    round 8: a plan key without the ring orders called it a repeat)."""
+    out = copy(hier16_out, tmp_path)
+
+    def edit(legs):
+        plan = json.loads(json.dumps(legs[0]["plans"][0]))
+        assert plan["channels"][0]["order"] == list(range(8))
+        plan["channels"][0]["order"] = list(range(8))[::-1]
+        legs[0]["plans"].append(plan)
+        legs[0]["groups"][1]["plan"] = 1
+    legs = _rehier(out, edit)
+    assert legs[0]["groups"][1] == {"group": list(range(64, 72)), "plan": 0}
+    error = refused(out)
+    assert error.startswith(f"{out / 'rank-0064'}: field neigh, rank 64, artifact legs.bin, ")
+    assert error.endswith("send signals rank 65, the ring successor of channel 0 is 71")
