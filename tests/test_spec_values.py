@@ -446,6 +446,23 @@ def test_hier_inter_groups_of_slices_that_differ_share_one_plan_record(tmp_path)
     assert simulate_output(out).ok
 
 
+def test_hier_inter_groups_of_a_ring_leg_whose_slices_differ_share_one_plan_record(tmp_path):
+    """As above with inter_allr forced to RING (its plans are keyed by RingLegPlan, not the
+    single-cycle plan): slices of 10, 10, 9 and 9 elements over 2 ranks, ceil(10 / 2) =
+    ceil(9 / 2) = 5 a position, one record for all four groups, and the output simulates
+    (mutation audit round 8: the ring leg's key taken as the whole chunk plan, span included,
+    wrote two identical records, which simulate refuses)."""
+    from nrtrewrite.simulate import simulate_output
+
+    ranks = [0, 1, 2, 3, 64, 65, 66, 67]
+    man, out = lower(tmp_path, coll_spec("all_reduce", "bf16", ranks, 38, lnc=2), ranks=None,
+                     algo="inter_allr:ring")
+    inter = man["triggers"][0]["hier"]["legs"][1]
+    assert (inter["name"], inter["algorithm"]) == ("inter_allr", "RING")
+    assert len(inter["plans"]) == 1 and [g["plan"] for g in inter["groups"]] == [0, 0, 0, 0]
+    assert simulate_output(out).ok
+
+
 def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
     """TOPOLOGY.md rule 2.  trn2's H0 visits devices 0 1 2 3 7 4 5 6 10 11 8 9 13 14 15 12
     (TOPOLOGY.md's JSON example); devices 0, 1, 2, 3, 5, 6 (logical core 0 of each at LNC 2:
