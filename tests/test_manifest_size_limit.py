@@ -496,3 +496,17 @@ def test_the_triggers_lower_bound_is_below_their_text(name):
 
     plan = plan_lowering(read_model(FIX / f"{name}.neff"), LowerOptions())
     assert 0 < _triggers_size_at_least(plan) < len(_triggers_json(plan))
+
+
+def test_a_rewritten_neff_that_grows_while_it_is_read_is_refused(out, monkeypatch):
+    """docs/SIMULATOR.md §1: the rewritten NEFF is read as the other files are, as much as
+    its size says and a byte more: ar2.neff whose size says one byte less than it holds
+    grew meanwhile and is refused (an OutputError naming it and both counts), not read on
+    cut to the size (mutation audit round 8: a read of exactly the size took it)."""
+    path = out / "ar2.neff"
+    size = path.stat().st_size
+    _smaller_by_one(monkeypatch, path)
+    with pytest.raises(A.OutputError) as exc:
+        A.read_rewritten_neff(path)
+    assert str(exc.value) == (f"{path}: changed while being read (it held {size - 1} bytes, "
+                              f"now {size})")
