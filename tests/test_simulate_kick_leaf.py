@@ -2405,9 +2405,12 @@ def test_a_hier_leg_plan_run_by_another_group_than_rank_0s_is_named_with_that_gr
     assert [g["plan"] for g in legs[1]["groups"]] == [0] * 7 + [1]
     assert [g["group"] for g in legs[1]["groups"]][7] == [7, 71]
 
-    def move(legs):
-        for c in legs[1]["plans"][1]["channels"]:
+    def move(legs):  # (its single_cycle pair moves along: FORMATS §1.1, read since 2026-12-05)
+        plan = legs[1]["plans"][1]
+        for c in plan["channels"]:
             c["channel"] += 20
+        assert plan["single_cycle"]["pairs"] == [[1, 2]]
+        plan["single_cycle"]["pairs"] = [[21, 22]]
     _rehier(out, move)
     assert refused(out) == (
         f"{out / 'rank-0007'}: field channel_list, rank 7, artifact spad.bin, record 1: "
@@ -2537,49 +2540,56 @@ def test_a_buffer_in_an_empty_region_is_refused_saying_the_region_is_empty(scr10
                             f"{BUFFER_WHY}")
 
 
-@pytest.mark.parametrize("offset", [7998, 7999])
-def test_a_hier_leg_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
-        hier16_out, tmp_path, offset):
+@pytest.mark.parametrize("offset", [3998, 3999])
+def test_a_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
+        scr1000_out, tmp_path, offset):
     """FORMATS §1.1: element e of a buffer is at offset + e x dtype size inside its region.
-    hier16_out's scratch is 8000 bytes (four spaces of 2000: 1000 bf16 elements); a second
-    ``recv2`` appended to its single-cycle leg (an anchor no stream starts at) at 7998 holds
-    its first element whole, bytes 7998 and 7999: the output still simulates as a match;
-    at 7999 the element's second byte is past the region, refused (mutation audit round 8:
-    each side of the boundary)."""
-    out = copy(hier16_out, tmp_path)
-    legs = _rehier(out, lambda legs: legs[1]["buffers"].append(
-        {"offset": offset, "region": "scratch", "role": "recv2"}))
-    assert legs[1]["algorithm"] == "SINGLE_CYCLE_RING" and len(legs[1]["buffers"]) == 5
-    if offset == 7998:
-        res = cli("simulate", out, "--json")
-        assert res.exit_code == 0, res.output
+    scr1000_out's scratch is 4000 bytes (two spaces of 2000: 1000 bf16 elements), its
+    ``buffers`` one ``recv2``; moved to 3998 its first element is whole, bytes 3998 and 3999,
+    and the region check passes it (the output is then refused later, at sb2sb.bin, whose
+    descriptors still address the recv2 view at 2000); at 3999 the element's second byte is
+    past the region,
+    refused (mutation audit round 8: each side of the boundary; until 2026-12-05 this was
+    a second ``recv2`` on a HIER leg, refused now for its role twice and its offset)."""
+    out = copy(scr1000_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    assert top["triggers"][0]["buffers"] == [{"offset": 2000, "region": "scratch",
+                                              "role": "recv2"}]
+    top["triggers"][0]["buffers"][0]["offset"] = offset
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+    if offset == 3998:
+        assert refused(out).startswith(f"{out / 'rank-0000'}: field dst.start_addr, rank 0, "
+                                       "artifact sb2sb.bin, ")
         return
-    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1]."
-                            "buffers[5].offset 7999 leaves 1 byte of the scratch region's "
-                            "8000 bytes, less than a BF16 element (2 bytes) "
-                            f"{BUFFER_WHY}")
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].offset "
+                            "3999 leaves 1 byte of the scratch region's 4000 bytes, less than "
+                            f"a BF16 element (2 bytes) {BUFFER_WHY}")
 
 
 def test_a_hier_leg_plan_listing_a_channel_its_entries_do_not_run_is_refused(hier16_out,
                                                                               tmp_path):
     """FORMATS §1.1: a plan's ``channels`` are the channels its groups run, every one (on a
-    ring leg every rank is on each ring). hier16_out's inter_allr plan 1 (group 7, ranks 7
-    and 71) listing a third channel, 5, besides 1 and 2 (its ring order that of channel 1):
-    rank 7's entry runs [1, 2], a subset of the plan's [1, 2, 5], and is refused naming
-    both lists (mutation audit round 8: only lists that differ both ways were tested)."""
+    ring leg every rank is on each ring). hier16_out's intra_redsct plan 0 (a RING leg, both
+    node groups) listing a second channel, 5 (no other leg's), besides 0 (its ring order
+    that of channel 0): rank 0's entry runs [0], a subset of the plan's [0, 5], and is
+    refused naming both lists (mutation audit round 8: only lists that differ both ways
+    were tested; until 2026-12-05 this was the single-cycle inter_allr plan 1, whose
+    ``single_cycle.pairs`` no odd channel list can match now)."""
     out = copy(hier16_out, tmp_path)
     legs = trigger0(out)["hier"]["legs"]
-    assert [c["channel"] for c in legs[1]["plans"][1]["channels"]] == [1, 2]
+    assert legs[0]["algorithm"] == "RING" and len(legs[0]["plans"]) == 1
+    assert [c["channel"] for c in legs[0]["plans"][0]["channels"]] == [0]
 
     def add(legs):
-        order = legs[1]["plans"][1]["channels"][0]["order"]
-        legs[1]["plans"][1]["channels"].append({"channel": 5, "order": order})
+        order = legs[0]["plans"][0]["channels"][0]["order"]
+        legs[0]["plans"][0]["channels"].append({"channel": 5, "order": order})
     _rehier(out, add)
     assert refused(out) == (
-        f"{out / 'rank-0007'}: field channel_list, rank 7, artifact spad.bin, record 1: "
-        "channel_list runs channels [1, 2], the channels of hier.legs[1].plans[1], the plan "
-        "of rank 7's group hier.legs[1].groups[7], are [1, 2, 5] (manifest.json "
-        "triggers[0].hier.legs[1].plans[1].channels: a SINGLE_CYCLE_RING entry runs each "
+        f"{out / 'rank-0000'}: field channel_list, rank 0, artifact spad.bin, record 0: "
+        "channel_list runs channels [0], the channels of hier.legs[0].plans[0], the plan "
+        "of rank 0's group hier.legs[0].groups[0], are [0, 5] (manifest.json "
+        "triggers[0].hier.legs[0].plans[0].channels: a RING entry runs each "
         "channel of its group's plan, FORMATS §1.1, §2)")
 
 
