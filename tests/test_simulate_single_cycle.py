@@ -23,21 +23,9 @@ import pytest
 
 import nrtrewrite.select as select_mod
 from nrtrewrite.simulate import simulate_output
-from test_simulate import cli, coll_spec, lower_spec
+from test_simulate import coll_spec, lower_spec
+from test_simulate_hier_checks import _field, _typed_refusal
 from test_simulate_kick_leaf import _rehier, _retrigger, copy, refused, rehash, trigger0
-
-
-def _field(out: Path) -> str:
-    return f"{out / 'manifest.json'}: field triggers[0]: "
-
-
-def _typed_refusal(out: Path) -> str:
-    """Simulated: the output cannot be read as the format (exit 2), one line."""
-    res = cli("simulate", out, "--json")
-    assert res.exit_code == 2, res.output
-    error = json.loads(res.stdout)["error"]
-    assert "\n" not in error
-    return error
 
 
 # ---------------------------------------------------------------------------- outputs
