@@ -386,3 +386,46 @@ def test_an_all_gathers_space_is_its_output(tmp_path):
                             "of inter_allg in scratch or gw: its views there are gw (a leg "
                             "lists only the roles that live in scratch or gw: FORMATS §1.1, "
                             "docs/DESIGN.md \"HIER\")")
+
+
+@pytest.mark.parametrize("i, role, views", [
+    (0, "out", "gw, recv, out"), (0, "recv", "gw, recv, out"),
+    (1, "in", "gw, in, recv, recv2, gw2"), (1, "recv", "gw, in, recv, recv2, gw2"),
+    (1, "recv2", "gw, in, recv, recv2, gw2"), (1, "gw2", "gw, in, recv, recv2, gw2")])
+def test_a_hier_leg_without_one_of_its_views_is_refused(hier16_out, tmp_path, i, role, views):
+    """FORMATS §1.1: a leg lists the roles that live in scratch or gw, docs/DESIGN.md "HIER"
+    which: an all-reduce's intra_redsct (RING here) its RECV at 0 and MID (its out) at one
+    space, the single-cycle inter_allr MID (its in), its RECV at two, its second at three
+    and its second staging view gw2, every leg gw. A leg without one of them simulated as a
+    match (recv, out, in, recv2), or (gw2) was blamed on sb2sb.bin, a stream's start_addr
+    at no view; each is refused naming the key and the role."""
+    out = copy(hier16_out, tmp_path)
+    legs = trigger0(out)["hier"]["legs"]
+    assert [[(b["role"], b["region"], b["offset"]) for b in leg["buffers"]]
+            for leg in legs] == HIER16_BUFFERS
+    alg, name = legs[i]["algorithm"], legs[i]["name"]
+    assert (alg, name) == [("RING", "intra_redsct"), ("SINGLE_CYCLE_RING", "inter_allr")][i]
+
+    def drop(legs):
+        legs[i]["buffers"] = [b for b in legs[i]["buffers"] if b["role"] != role]
+    _rehier(out, drop)
+    assert refused(out) == (f"{_field(out)}hier.legs[{i}].buffers lacks role {role}: a {alg} "
+                            f"{name} leg lists {views} (a leg lists each of its views in "
+                            "scratch or gw: FORMATS §1.1, docs/DESIGN.md \"HIER\")")
+
+
+@pytest.mark.parametrize("n", [1001, 2**62])
+def test_a_hier_num_elements_its_operand_cannot_hold_is_named_at_the_operand(
+        hier16_out, tmp_path, n):
+    """SIMULATOR §1 "Operands": a trigger's operands are placed in their vars from the
+    numbers alone. hier16_out's src holds its 1000 bf16 elements at offset 0; num_elements
+    1001 (or 2**62) does not fit it, and is refused there, as on every other engine. The
+    HIER legs' buffers sit at spaces of num_elements, so the buffer check, run first until
+    2026-12-05, blamed it on hier.legs[0].buffers[1]'s offset."""
+    out = copy(hier16_out, tmp_path)
+    assert trigger0(out)["num_elements"] == 1000 and trigger0(out)["src"]["offset"] == 0
+    _retrigger(out, 0, lambda t: t.__setitem__("num_elements", n))
+    rehash(out)
+    assert refused(out).startswith(f"{_field(out)[:-len('triggers[0]: ')]}triggers[0].src"
+                                   f".offset: src operand ({n} elements at offset 0) does not "
+                                   "fit var ")

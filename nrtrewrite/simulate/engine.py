@@ -228,7 +228,6 @@ class Simulator:
         self.layout.check()
         self.triggers: dict[int, TriggerSpec] = check_triggers(typed_triggers)
         check_hier_groups(self.triggers, self.layout)  # (the topology's nodes)
-        check_buffers(self.triggers, self.layout)  # (the memory map's regions)
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
@@ -237,6 +236,10 @@ class Simulator:
                 t.place(self.layout)
             except SimulationError as exc:
                 raise exc.at(file=fname) from None
+        # (the memory map's regions; after the operands: a HIER leg's buffers sit at spaces
+        # of num_elements, so a num_elements its operands refuse was blamed on a buffer's
+        # offset, until 2026-12-05)
+        check_buffers(self.triggers, self.layout)
         check_chunk_groups(self.triggers)
         if self.memory_check:
             check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)

@@ -1179,6 +1179,16 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
                                   f"{_json_text(want)} (docs/DESIGN.md \"HIER\": "
                                   f"{HIER_PLACES_WHY}; a space is the trigger's "
                                   f"{_space_text(spec)}, {counted(space, 'byte')})", **where)
+    # every view of the leg in scratch or gw is listed (until 2026-12-05 a leg without its
+    # recv, out, in or recv2 simulated as a match, and one without gw2 was blamed on
+    # sb2sb.bin)
+    views = [r for r in places if leg["algorithm"] == "SINGLE_CYCLE_RING"
+             or r not in SINGLE_CYCLE_ROLES]
+    if missing := [r for r in views if r not in first]:
+        there = ", ".join(["gw", *views])
+        raise SimulationError(f"{key} lacks role {missing[0]}: a {leg['algorithm']} {name} "
+                              f"leg lists {there} (a leg lists each of its views in scratch "
+                              "or gw: FORMATS §1.1, docs/DESIGN.md \"HIER\")", **where)
 
 
 def _space_text(spec: TriggerSpec) -> str:
