@@ -2546,8 +2546,8 @@ def test_a_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
     """FORMATS §1.1: element e of a buffer is at offset + e x dtype size inside its region.
     scr1000_out's scratch is 4000 bytes (two spaces of 2000: 1000 bf16 elements), its
     ``buffers`` one ``recv2``; moved to 3998 its first element is whole, bytes 3998 and 3999,
-    and the region check passes it (the output is then refused later, at sb2sb.bin, whose
-    descriptors still address the recv2 view at 2000); at 3999 the element's second byte is
+    and the region check passes it (the output is then refused for the offset itself,
+    not one space: docs/DESIGN.md "Single-cycle ring"); at 3999 the element's second byte is
     past the region,
     refused (mutation audit round 8: each side of the boundary; until 2026-12-05 this was
     a second ``recv2`` on a HIER leg, refused now for its role twice and its offset)."""
@@ -2559,8 +2559,8 @@ def test_a_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
     (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
     rehash(out)
     if offset == 3998:
-        assert refused(out).startswith(f"{out / 'rank-0000'}: field dst.start_addr, rank 0, "
-                                       "artifact sb2sb.bin, ")
+        assert refused(out).startswith(f"{out / 'manifest.json'}: field triggers[0]: "
+                                       "buffers[0].offset 3998 (role recv2) is not 2000, ")
         return
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].offset "
                             "3999 leaves 1 byte of the scratch region's 4000 bytes, less than "

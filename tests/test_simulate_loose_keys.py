@@ -167,15 +167,27 @@ def test_single_cycle_buffers_as_lowered(lowered):
      f"buffers[0] (role recv2) is in gw, not scratch ({SCR_WHY})"),
     ("scr_nodes", lambda b: b.pop(1),
      f"buffers lists 0 gw2 buffers, not 1: its replica_group spans nodes ({SCR_WHY})"),
-], ids=["zz", "recv", "recv2-twice", "empty", "two-recv2", "recv2-in-gw", "no-gw2"])
+    # docs/DESIGN.md "Single-cycle ring": each second view at one space, 1000 x 2 bytes
+    ("scr", lambda b: b[0].__setitem__("offset", 0),
+     "buffers[0].offset 0 (role recv2) is not 2000, one space of scratch (docs/DESIGN.md "
+     "\"Single-cycle ring\": RECV and the staging at 0, the second views at one space, the "
+     "trigger's 1000 BF16 elements)"),
+    ("scr_nodes", lambda b: b[1].__setitem__("offset", 0),
+     "buffers[1].offset 0 (role gw2) is not 2000, one space of gw (docs/DESIGN.md "
+     "\"Single-cycle ring\": RECV and the staging at 0, the second views at one space, the "
+     "trigger's 1000 BF16 elements)"),
+], ids=["zz", "recv", "recv2-twice", "empty", "two-recv2", "recv2-in-gw", "no-gw2",
+        "recv2-at-0", "gw2-at-0"])
 def test_single_cycle_buffer_roles_other_than_formats_are_refused(
         lowered, tmp_path, which, edit, says):
     """A flat SINGLE_CYCLE_RING trigger's buffers are recv2 in scratch, and gw2 in gw when its
     group spans nodes (FORMATS §1.1, §8.3). Their roles were not read: a role "zz", a second
     recv2, gw2 renamed recv2 (inside the gw region) simulated as a match; an empty list or
     a dropped gw2 was blamed on sb2sb.bin (`the BD address of the piece's first element ...
-    is not where that element of the op's buffers lives`). Each is a protocol error naming
-    the key."""
+    is not where that element of the op's buffers lives`); recv2 moved to scratch 0
+    simulated as a match and gw2 moved to gw 0 was blamed on sb2sb.bin (until 2026-12-05:
+    their offsets were held to their regions only). Each is a protocol error naming the
+    key."""
     out = _copy(lowered(which), tmp_path)
     _edit_trigger(out, 0, lambda t: edit(t["buffers"]))
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"

@@ -1077,9 +1077,11 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
     ``gw2`` in gw once when its group spans nodes (its CCW sends cross the network and
     stage there: FORMATS §8.3), none when it is on one node, and no other role, else a
     :class:`SimulationError` naming the key (until 2026-12-05 the roles were not read: a
-    role "zz", a second recv2, or recv2 and gw2 swapped, simulated as a match).  The
-    offsets are held to their regions only (:func:`check_buffers`: docs/DESIGN.md gives a
-    HIER leg's, not a flat trigger's)."""
+    role "zz", a second recv2, or recv2 and gw2 swapped, simulated as a match), each at one
+    space of its region, the trigger's ``num_elements`` in bytes of its dtype (docs/DESIGN.md
+    "Single-cycle ring": RECV and the staging at 0; until 2026-12-05 held to their regions
+    only: recv2 moved to scratch 0 simulated as a match, gw2 moved to gw 0 was blamed on
+    sb2sb.bin)."""
     why = ("a SINGLE_CYCLE_RING trigger lists recv2 in scratch, and gw2 in gw when its group "
            "spans nodes: FORMATS §1.1, §8.3")
     for b, buf in enumerate(spec.buffers):
@@ -1090,6 +1092,12 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
         if region != SINGLE_CYCLE_REGIONS[role]:
             raise SimulationError(f"buffers[{b}] (role {role}) is in {region}, not "
                                   f"{SINGLE_CYCLE_REGIONS[role]} ({why})", **spec.where)
+        if buf["offset"] != (space := spec.n * spec.dsize):
+            raise SimulationError(f"buffers[{b}].offset {buf['offset']} (role {role}) is not "
+                                  f"{space}, one space of {region} (docs/DESIGN.md "
+                                  "\"Single-cycle ring\": RECV and the staging at 0, the "
+                                  "second views at one space, the trigger's "
+                                  f"{_space_text(spec)})", **spec.where)
     spans = len({layout.places[r].node for r in spec.group if r in layout.places}) > 1
     nodes = ": its replica_group spans nodes" if spans else ": its replica_group is on one node"
     for role, want, said in (("recv2", 1, ""), ("gw2", int(spans), nodes)):
