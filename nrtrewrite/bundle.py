@@ -753,10 +753,13 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
                  force: bool = False, workers: int = 1,
                  progress: Callable[[int, int], None] | None = None,
                  warn: Callable[[str], None] | None = None,
-                 on_placed: Callable[[Path], None] | None = None) -> Path:
+                 on_placed: Callable[[Path], None] | None = None,
+                 before_placing: Callable[[], None] | None = None) -> Path:
     """Lower ``ranks`` (default: the whole world) and write the output folder atomically.
     ``on_placed(out)`` is called the moment ``out`` is the new output, complete (a stop from
-    then on leaves it whole: the CLI says so, ``cli.note_placed``).
+    then on leaves it whole: the CLI says so, ``cli.note_placed``); ``before_placing()``
+    just before it is put in place, complete (the CLI raises there a stop Python dropped
+    meanwhile, ``cli.raise_lost_stop``: the temporary folder is then removed as for any stop).
 
     Refused before anything is written (:class:`OutputError`): an existing ``out`` holding
     the input model (:func:`_model_inside`); an existing ``out`` without ``force``; with
@@ -781,7 +784,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         rank_list = _checked_output(plan, out, ranks, force)
         parent = out.parent if str(out.parent) else Path(".")
         return _write_output(plan, out, parent, rank_list, force, workers, progress, warn,
-                             on_placed)
+                             on_placed, before_placing)
     except OSError as err:  # also of the checks: a folder on the way that cannot be searched
         if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
             raise  # a process (fork) or memory refused, not a write: the CLI says so
@@ -921,7 +924,8 @@ def _top_manifest_ahead(plan: LoweringPlan, rank_list: list[int], neff_name: str
 def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[int],
                   force: bool, workers: int, progress: Callable[[int, int], None] | None,
                   warn: Callable[[str], None] | None = None,
-                  on_placed: Callable[[Path], None] | None = None) -> Path:
+                  on_placed: Callable[[Path], None] | None = None,
+                  before_placing: Callable[[], None] | None = None) -> Path:
     forked = (workers > 1 and len(plan.triggers) >= MANIFEST_AHEAD_TRIGGERS
               and fork_available())
     neff_name = output_neff_name(plan.model.path)
@@ -981,6 +985,8 @@ def _write_output(plan: LoweringPlan, out: Path, parent: Path, rank_list: list[i
         syncer.drain()  # every rank folder durable before the output's own folder
         _check_complete(tmp, out, [rank_dir_name(r) for r in rank_list] + [neff_name])
         _fsync_dir(tmp)
+        if before_placing is not None:
+            before_placing()
         if not (force and (out.exists() or out.is_symlink())):
             try:
                 _rename_noreplace(tmp, out)

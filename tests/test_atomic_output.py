@@ -188,6 +188,87 @@ def test_a_signal_right_after_the_temporary_folder_is_made_removes_it(tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
+class _DroppedStop:
+    """An object whose finalizer gets SIGTERM: the handler runs inside ``__del__``, where
+    Python prints the exception it raises ("Exception ignored in ...") and drops it, as it
+    did once in multiprocessing's ``_ConnectionBase.__del__`` while ``lower -j 2`` wrote its
+    ranks (the run went on and exited 0, its output written)."""
+
+    def __del__(self):
+        import threading
+        # (at this thread: under pytest-xdist other threads run, and a process-wide signal
+        # could land on one of them)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+        time.sleep(0.02)  # the handler runs here, inside the finalizer
+
+
+@pytest.fixture
+def stopping_handlers_kept():
+    """terminate_cleanly leaves a stopped process's handlers ignoring: put them back."""
+    sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    old = {s: signal.getsignal(s) for s in sigs}
+    yield
+    for s, h in old.items():
+        signal.signal(s, h)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_python_dropped_in_a_finalizer_is_raised_as_the_command_ends(
+        stopping_handlers_kept):
+    """A stop raised where Python drops exceptions (a finalizer) is raised again as the
+    command ends (``cli.raise_lost_stop``): the command's own code ran on, but it does not
+    end as though no signal came."""
+    from nrtrewrite.cli import Terminated, terminate_cleanly
+
+    ran_on = False
+    with pytest.raises(Terminated) as stop:
+        with terminate_cleanly():
+            _DroppedStop()  # made and finalized at once
+            ran_on = True  # (the exception was dropped: the body goes on)
+    assert ran_on and stop.value.signum == signal.SIGTERM
+
+
+def test_write_output_calls_before_placing_before_the_output_is_in_place(tmp_path):
+    """``before_placing`` (the CLI's ``raise_lost_stop``) runs with the output complete but
+    not yet in place: a stop it raises leaves neither the output nor its temporary
+    sibling."""
+    from nrtrewrite.cli import Terminated
+
+    plan = plan_lowering(read_model(FIX / "ar2.neff"), LowerOptions())
+    seen = []
+
+    def before_placing():
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        raise Terminated(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        write_output(plan, tmp_path / "out", ranks=None, workers=1,
+                     before_placing=before_placing)
+    assert len(seen) == 1 and len(seen[0]) == 1 and seen[0][0].startswith(".out.tmp-")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_lower_stopped_by_a_signal_python_dropped_leaves_no_output(
+        tmp_path, monkeypatch, stopping_handlers_kept):
+    """The SIGTERM test above once saw ``lower`` exit 0 with its output written: the
+    handler's Terminated was raised inside a finalizer and dropped. Such a stop is raised
+    again before the output is put in place: exit 143, the one line, nothing left."""
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+
+    check_complete = bundle._check_complete
+
+    def check_then_drop(*args, **kw):  # the ranks written: a stop lands in a finalizer
+        check_complete(*args, **kw)
+        _DroppedStop()
+    monkeypatch.setattr(bundle, "_check_complete", check_then_drop)
+    res = CliRunner().invoke(main, ["lower", str(FIX / "ar2.neff"), "-o", str(tmp_path / "out"),
+                                    "-j", "1", "-q"], prog_name="nrtrewrite")
+    assert res.exit_code == 128 + signal.SIGTERM, res.output
+    assert res.stderr.splitlines()[-1] == "nrtrewrite: terminated by SIGTERM"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     out = tmp_path / "out"
     assert run(FIX / "ar2.neff", "-o", out).returncode == 0

@@ -305,6 +305,22 @@ def _stop(stops: _Stops, signum: int) -> None:
     raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
 
+def raise_lost_stop() -> None:
+    """Raise again the stop of the running command that Python dropped: a stopping signal's
+    handler that ran inside a finalizer (``__del__``, as multiprocessing's
+    ``_ConnectionBase.__del__``) or an at-fork callback raises its exception where Python
+    prints it ("Exception ignored in ...") and goes on, and the command would run to its
+    end, exit 0, its output written (once in a full test run on 2026-12-05, a SIGTERM to
+    ``lower -j 2``). Nothing when no stop was raised, or outside a command. Called before
+    ``lower`` puts its output in place (``bundle.write_output``'s ``before_placing``) and
+    as a command ends (:func:`terminate_cleanly`); a stop that did propagate never gets
+    there (its cleanup runs instead)."""
+    stops = _STOPS
+    if stops is not None and stops.raised:
+        signum = stops.raised[0]
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+
+
 @contextlib.contextmanager
 def stops_deferred():
     """A step a stop (SIGTERM, SIGHUP, Ctrl-C) must not cut: a block of a streamed JSON
@@ -443,6 +459,7 @@ def terminate_cleanly():
     _STOPS = stops
     try:
         yield
+        raise_lost_stop()  # (the command ran to its end: a stop raised was dropped)
     finally:
         _STOPS = None
         _REPLACED.clear()

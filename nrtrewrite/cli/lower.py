@@ -15,8 +15,8 @@ from nrtrewrite.artifacts import is_our_output
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, print_table, stderr_console,
-                            stdout_console, warn)
+from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, print_table,
+                            raise_lost_stop, stderr_console, stdout_console, warn)
 from nrtrewrite.errors import NrtRewriteError, OutputError, counted
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
@@ -117,13 +117,15 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     if quiet or n < PROGRESS_MIN_RANKS or not err.is_terminal:  # a bar only on a terminal
         # (redirected, rich's transient bar left a lone line break on stderr)
         write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
-                     warn=lambda text: warn(err, text), on_placed=note_placed)
+                     warn=lambda text: warn(err, text), on_placed=note_placed,
+                     before_placing=raise_lost_stop)
     else:
         with Progress(TextColumn("lowering"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as prog:
             task = prog.add_task("ranks", total=n)
             write_output(plan, out_path, ranks=rank_list, force=force, workers=workers,
                          warn=lambda text: warn(err, text), on_placed=note_placed,
+                         before_placing=raise_lost_stop,
                          progress=lambda done, total: prog.update(task, completed=done))
     if quiet:
         return
