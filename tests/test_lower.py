@@ -393,7 +393,7 @@ def test_jobs_are_capped_and_checked(tmp_path, monkeypatch, args, ranks, cores, 
     seen = {}
 
     def fake_write_output(plan, out, *, ranks, force, workers, progress=None, warn=None,
-                          on_placed=None):
+                          on_placed=None, before_placing=None):
         seen.update(ranks=ranks, workers=workers)
 
     monkeypatch.setattr(cli_lower, "write_output", fake_write_output)
