@@ -429,3 +429,59 @@ def test_a_hier_num_elements_its_operand_cannot_hold_is_named_at_the_operand(
     assert refused(out).startswith(f"{_field(out)[:-len('triggers[0]: ')]}triggers[0].src"
                                    f".offset: src operand ({n} elements at offset 0) does not "
                                    "fit var ")
+
+
+def _reunit(k: dict, ch: dict, units: list[list[int]]) -> None:
+    """Give a ``kangaring`` item ``units``, its ``logical_path`` and its channel's order
+    (the primaries) to match, so the section still agrees with itself (FORMATS §1.1)."""
+    k.update(units=units, logical_path=[m for u in units for m in u])
+    ch["order"] = [u[0] for u in units]
+
+
+@pytest.mark.parametrize("units, says", [
+    # the reviewer's edit: units (0, 2, 1, 3), the cycle 0 -> 8 -> 2 -> 10; the legs run
+    # 0 -> 2 -> 8 -> 10, so rank 0's fan-in signals 2 where the order says 8
+    ([[0, 4, 5, 1], [8, 12, 13, 9], [2, 6, 7, 3], [10, 14, 15, 11]],
+     "increments recv_sema of rank 2: the next primary of channel 0 is 8 "
+     "(triggers[0].channels[0].order)"),
+    # unit [0, 4, 5, 1] split in two: 0's next primary is 5, the primary of [5, 1]
+    ([[0, 4], [5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]],
+     "increments recv_sema of rank 2: the next primary of channel 0 is 5 "
+     "(triggers[0].channels[0].order)"),
+], ids=["reordered", "split"])
+def test_a_kangaring_cycle_other_than_its_legs_is_refused(kr16_out, tmp_path, units, says):
+    """FORMATS §3.3: a primary's fan-in signals the next primary of ``channels[].order``.
+    The section was held to itself and the group, not to the legs: units reordered or split,
+    with the order and path edited to match, simulated as a match. Refused naming rank 0,
+    sem.bin and the order's key (kr16_out's units: see the fixture)."""
+    out = copy(kr16_out, tmp_path)
+    _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
+    rehash(out)
+    err = refused(out, "rank 0,", "artifact sem.bin", says)
+    assert "direct_reduce_send_kangaring leg (legs.bin record " in err, err
+
+
+def test_a_kangaring_unit_other_than_its_legs_is_refused(kr16_out, tmp_path):
+    """FORMATS §3.3: a primary's legs signal the secondaries of its own unit. Ranks 1 and 3
+    swapped between the units [0, 4, 5, 1] and [2, 6, 7, 3] (primaries unchanged, the path
+    to match) simulated as a match; rank 0's legs still signal rank 1, now of another
+    unit."""
+    out = copy(kr16_out, tmp_path)
+    units = [[0, 4, 5, 3], [2, 6, 7, 1], [8, 12, 13, 9], [10, 14, 15, 11]]
+    _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
+    rehash(out)
+    refused(out, "rank 0,", "artifact sem.bin", "of primary 0 increments the peer semaphore "
+            "of rank 1, not a secondary of its unit [0, 4, 5, 3] on channel 0 "
+            "(triggers[0].kangaring[0].units")
+
+
+def test_a_kangaring_hier_legs_cycle_other_than_its_legs_is_refused(hier16k_out, tmp_path):
+    """The same on a KANGARING HIER leg, its plan in positions: intra_redsct's units
+    reordered (0, 2, 1, 3) to [0, 2], [4, 6], [1, 3], [5, 7], the order [0, 4, 1, 5]; rank 0
+    (position 0 of node 0's group 0..7) signals rank 1, the order says position 4 (rank 4)."""
+    out = copy(hier16k_out, tmp_path)
+    units = [[0, 2], [4, 6], [1, 3], [5, 7]]
+    _rehier(out, lambda legs: _reunit(legs[0]["plans"][0]["kangaring"][0],
+                                      legs[0]["plans"][0]["channels"][0], units))
+    refused(out, "rank 0,", "artifact sem.bin", "increments recv_sema of rank 1: the next "
+            "primary of channel 0 is 4 (triggers[0].hier.legs[0].plans[0].channels[0].order)")

@@ -1386,6 +1386,79 @@ class RankDecoder:
         if bad is not None:
             raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]} "
                             "but writes nothing there", "legs.bin", bad, "dma_first")
+        self.check_kangaring_peers()
+
+    def check_kangaring_peers(self) -> None:
+        """KANGARING legs (FORMATS §3.3) signal the ranks of the manifest's cycle and units: a
+        ring leaf's increment of another rank's ``recv_sema`` is the next primary of the
+        channel's order (``channels[].order``, a HIER leg plan's in positions), a peer
+        semaphore increment of a primary's leg a secondary of its own unit, of a secondary's
+        (``peer_post``) its unit's primary (``kangaring[].units``).  Until 2026-12-05 only
+        the section and the order were held to each other and the group, not to the legs."""
+        L = self.a["legs.bin"]
+        subop, _role, trank, sid, _val = self.sem
+        n = subop.size
+        if not n or not np.any(self.algo_type[self.spi] == int(EncAlgType.KANGARING)):
+            return
+        leg = np.repeat(np.arange(self.n_legs), L["sem_count"].astype(np.int64))
+        c = self.ch[leg]
+        kanga = self.algo_type[self.spi[leg]] == int(EncAlgType.KANGARING)
+        away = ~(subop == WAIT) & (trank != self.rank) & kanga
+        nxt = away & (sid == SEM_BASE + 4 * c + ROLE_RECV)
+        peer = away & (sid == SEM_PEER_BASE + c)
+        idx = np.flatnonzero(nxt | peer)
+        if not idx.size:
+            return
+        # per (entry, channel): the rank's unit, its key, the next primary (-1: none)
+        g_of = leg[idx]
+        pairs = self.spi[g_of] * 64 + self.ch[g_of]
+        uniq, kid = np.unique(pairs, return_inverse=True)
+        units, keys = [], []
+        succ = np.full(uniq.size, -1, np.int64)
+        mates = np.full((uniq.size, 4), -1, np.int64)  # a primary's secondaries, or its primary
+        known = np.zeros(uniq.size, bool)
+        for j, pc in enumerate(uniq.tolist()):
+            e, ch = divmod(pc, 64)
+            t, lg = self.entry_trigger[e], self.entry_leg[e]
+            found = t.kangaring_unit(ch, self.rank, lg)
+            units.append(found[0] if found else None)
+            keys.append(found[1] if found else "")
+            if found is None:
+                continue  # (a rank outside every unit: _check_kangaring's to refuse)
+            known[j] = True
+            unit = found[0]
+            if unit[0] == self.rank:
+                s_ = t.successor(ch, self.rank, lg)
+                succ[j] = -1 if s_ is None else s_
+                mates[j, :len(unit) - 1] = unit[1:]
+            else:
+                mates[j, 0] = unit[0]
+        to = trank[idx]
+        bad_next = nxt[idx] & known[kid] & (to != succ[kid])
+        bad_peer = peer[idx] & known[kid] & ~(to[:, None] == mates[kid]).any(axis=1)
+        bad = _first(bad_next | bad_peer)
+        if bad is None:
+            return
+        i, g, j = int(idx[bad]), int(g_of[bad]), int(kid[bad])
+        e, ch = divmod(int(uniq[j]), 64)
+        unit, key, name, to_ = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])], int(to[bad])
+        if bad_next[bad]:
+            okey = key.replace("kangaring", "channels").rsplit(".", 1)[0] + ".order"
+            want = (f"the next primary of channel {ch} is {succ[j]} ({okey})"
+                    if unit[0] == self.rank else
+                    f"rank {self.rank} is a secondary of unit {unit} ({key}), which sends to "
+                    "no primary")
+            raise self.fail(f"{name} leg (legs.bin record {g}) increments recv_sema of rank "
+                            f"{to_}: {want} (FORMATS §3.3)", "sem.bin", i, "addr")
+        if unit[0] == self.rank:
+            raise self.fail(f"{name} leg (legs.bin record {g}) of primary {self.rank} "
+                            f"increments the peer semaphore of rank {to_}, not a secondary "
+                            f"of its unit {unit} on channel {ch} ({key}; FORMATS §3.3)",
+                            "sem.bin", i, "addr")
+        raise self.fail(f"{name} leg (legs.bin record {g}) of secondary {self.rank} "
+                        f"increments the peer semaphore of rank {to_}, not its unit's "
+                        f"primary {unit[0]} on channel {ch} ({key}; FORMATS §3.3)",
+                        "sem.bin", i, "addr")
 
     # ------------------------------------------------------------------ runs
     def build_runs(self) -> None:

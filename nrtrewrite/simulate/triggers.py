@@ -279,6 +279,33 @@ class TriggerSpec:
             return None
         return order[(order.index(rank) + 1) % len(order)]
 
+    def kangaring_unit(self, channel: int, rank: int, leg: str | None = None):
+        """``(unit, key)``: the KANGARING unit that holds ``rank`` on ``channel`` (of its group
+        of HIER leg ``leg``), as ranks [primary, secondaries...], with the manifest key that
+        lists it; None when the trigger (or that leg) is no KANGARING or no unit holds it."""
+        at = self.where.get("field") or "triggers"
+        if self.legs:
+            found = self.legs.get(leg)
+            if not found or found.get("algorithm") != "KANGARING":
+                return None
+            for g, (group, _orders, _pgta) in enumerate(found["groups"]):
+                if rank in group:
+                    k = found["plan_of"][g]
+                    for i, (ch, _path, units, _dup) in enumerate(found["kangaring"][g] or ()):
+                        if ch == channel:
+                            for unit in units:
+                                ranks = [group[p] for p in unit if 0 <= p < len(group)]
+                                if rank in ranks:
+                                    return ranks, (f"{at}.hier.legs[{found['at']}]."
+                                                   f"plans[{k}].kangaring[{i}].units")
+            return None
+        for i, (ch, _path, units, _dup) in enumerate(self.kangaring or ()):
+            if ch == channel:
+                for unit in units:
+                    if rank in unit:
+                        return list(unit), f"{at}.kangaring[{i}].units"
+        return None
+
     def entry_algorithm(self, leg: str | None) -> str:
         """What an entry of this trigger runs: the trigger's algorithm, or a HIER leg's."""
         if self.legs and leg in self.legs:
@@ -687,7 +714,9 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
         out[name] = {"algorithm": algorithm, "groups": groups, "buffers": buffers, "at": i,
                      "chunks": [plan[1] for plan in plans],
                      "plan_keys": [_plan_key(plan) for plan in plans],
-                     "plan_of": [k for _, k in raw_groups]}
+                     "plan_of": [k for _, k in raw_groups],
+                     # a KANGARING leg's units by group (positions; TriggerSpec.kangaring_unit)
+                     "kangaring": [plans[k][2] for _, k in raw_groups]}
     return out
 
 
