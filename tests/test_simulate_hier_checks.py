@@ -485,3 +485,16 @@ def test_a_kangaring_hier_legs_cycle_other_than_its_legs_is_refused(hier16k_out,
                                       legs[0]["plans"][0]["channels"][0], units))
     refused(out, "rank 0,", "artifact sem.bin", "increments recv_sema of rank 1: the next "
             "primary of channel 0 is 4 (triggers[0].hier.legs[0].plans[0].channels[0].order)")
+
+
+def test_a_kangaring_secondary_named_primary_is_refused(kr16_out, tmp_path):
+    """FORMATS §3.3: only a primary sends to the next primary. Unit [0, 4, 5, 1] made
+    [4, 0, 5, 1] (the order [4, 2, 8, 10] and the path to match): rank 0, now a secondary,
+    still runs the fan-in to rank 2; refused naming its unit's key."""
+    out = copy(kr16_out, tmp_path)
+    units = [[4, 0, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
+    _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
+    rehash(out)
+    refused(out, "rank 0,", "artifact sem.bin", "increments recv_sema of rank 2: rank 0 is a "
+            "secondary of unit [4, 0, 5, 1] (triggers[0].kangaring[0].units), which sends to no "
+            "primary (FORMATS §3.3)")
