@@ -622,7 +622,7 @@ def _hier_legs(t: Field) -> list[tuple]:
                     for key, (owner, read) in PLAN_SECTIONS.items()))
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
-        out.append((leg["name"].str(), leg["algorithm"].str(), plans, groups,
+        out.append((leg["name"].str(), algorithm, plans, groups,
                     _buffers(leg["buffers"])))
     return out
 
@@ -808,13 +808,12 @@ CHUNK_LAYOUTS = ("RING", "SINGLE_CYCLE_RING", "KANGARING")
 REQUIRED_SECTIONS = ("mesh", "rdh")
 
 
-def _need_engine_section(t: Field) -> None:
+def _need_engine_section(t: Field, algorithm: str) -> None:
     """A MESH or SINGLE_STEP_MESH trigger has its ``mesh`` section, an INTRA_RDH or INTER_RDH
     trigger its ``rdh`` (FORMATS §1.1; absent or null), else an :class:`OutputError` naming
     the trigger and the section, as a HIER trigger without ``hier`` (until 2026-12-05 either
     could be dropped whole: its ``blocks`` / ``super_blocks`` were read as none, and an
     output whose views start at natural block starts simulated as a match)."""
-    algorithm = t["algorithm"].str()
     for key in REQUIRED_SECTIONS:
         owners = ENGINE_SECTIONS[key]
         if algorithm in owners and t.get(key).null:
@@ -833,10 +832,11 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
         chunk = t["chunk"]
         # a HIER trigger's chunk is {"pgta"} only (its legs' chunks are in hier)
         hier = not t.get("hier").null
-        if not hier and t["algorithm"].str() == "HIER":  # (before its chunk is read)
+        algorithm = t["algorithm"].str()
+        if not hier and algorithm == "HIER":  # (before its chunk is read)
             raise t.bad("algorithm \"HIER\" but the trigger has no hier section (a HIER "
                         "trigger's legs are in hier: FORMATS §1.1)")
-        _need_engine_section(t)
+        _need_engine_section(t, algorithm)
         need = ("pgta",) if hier else CHUNK_KEYS
         out.append(dict(hier=hier,
             sections=[key for key in ENGINE_SECTIONS if not t.get(key).null],
@@ -844,18 +844,17 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             ordinal=t["trigger"].int(0, U32_MAX), alu=t["alu_op"].opt_str(),
             n=t["num_elements"].int(), group=t["replica_group"].ints(0),
             leader=t["leader"].int(0), subgraph=t["subgraph"].str(), engine=t["engine"].str(),
-            index=t["index"].int(0), algorithm=t["algorithm"].str(), src=_operand(t["src"]),
+            index=t["index"].int(0), algorithm=algorithm, src=_operand(t["src"]),
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
             channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
                       for c in t["channels"].items()],
             legs=_hier_legs(t), slices=_hier_slices(t),
-            buffers=_trigger_buffers(t, t["algorithm"].str()),
+            buffers=_trigger_buffers(t, algorithm),
             # (a KANGARING trigger's section, required; one that has a hier section is
             # refused for that: check_triggers)
-            kangaring=(_kangaring(t) if t["algorithm"].str() == "KANGARING" and not hier
-                       else None),
-            single_cycle=(_single_cycle(t) if t["algorithm"].str() == "SINGLE_CYCLE_RING"
-                          and not hier else None),
+            kangaring=_kangaring(t) if algorithm == "KANGARING" and not hier else None,
+            single_cycle=(_single_cycle(t) if algorithm == "SINGLE_CYCLE_RING" and not hier
+                          else None),
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
     return out
