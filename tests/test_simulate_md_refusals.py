@@ -81,7 +81,7 @@ CASES = {
                         "protocol error: OUT/ar2.neff: the rewritten NEFF still holds a "
                         "collective trigger (sg00 sp instruction 2)"),
     "version-3": ("ar2", _top(_set("format_version", 3)), 2,
-                  "OUT/manifest.json: not a nrtrewrite-lowered v2 manifest (format "
+                  "OUT/manifest.json: not an nrtrewrite-lowered v2 manifest (format "
                   "'nrtrewrite-lowered', version 3)"),
     "version-1": ("ar2", _top(_set("format_version", 1)), 2,
                   "version 1); an older nrtrewrite wrote it: lower the model again "

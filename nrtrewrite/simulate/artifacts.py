@@ -162,7 +162,7 @@ def read_top_manifest(out: Path) -> dict:
     if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:
         older = (doc.get("format") == FORMAT_NAME and isinstance(doc.get("format_version"), int)
                  and doc["format_version"] < FORMAT_VERSION)
-        raise OutputError(f"not a {FORMAT_NAME} v{FORMAT_VERSION} manifest "
+        raise OutputError(f"not an {FORMAT_NAME} v{FORMAT_VERSION} manifest "
                           f"(format {doc.get('format')!r}, version {doc.get('format_version')!r})"
                           + ("; an older nrtrewrite wrote it: lower the model again (docs/"
                              "FORMATS.md §1.1)" if older else ""),
