@@ -580,3 +580,43 @@ def test_an_sbuf_all_gather_takes_0_or_a_known_alu_op():
         else:
             with pytest.raises(ParseError, match="field alu_op: unknown AluOp code 0x5"):
                 read_model_bytes(data, path="m.neff")
+
+
+@pytest.mark.parametrize("names", [["x"] * 5, ["scratch", "gw", "scratch", "gw", "x"]],
+                         ids=["x", "region-names"])
+def test_vars_of_one_subgraph_may_share_a_name(base_spec, tmp_path, names):
+    """NEFF-LIKE.md §1 leaves open whether two vars of one def.json may share a ``name``;
+    nothing reads a var by name (a trigger's operands name a ``var_id``, NEFF-LIKE.md §2; the
+    memory map places each var by its id), so the reader accepts it (docs/ASSEMBLE.md
+    "def.json"). The base spec's all-reduce (src var 0, dst var 1, 2048 bf16 over 8 ranks)
+    with all five vars named "x" (or named "scratch" and "gw", the names of the memory
+    map's own regions, found by their kind): the trigger reads var 0 and writes var 1, each
+    of its own region of the memory map (var 0 at DRAM offset 0, var 1 after its 4096
+    bytes), and the output simulates as a match against the model; a reader error names
+    the var by its id."""
+    from test_simulate import lower_neff
+    from nrtrewrite.simulate import simulate_output
+
+    names = [{**v, "var_id": i, "name": name}
+             for i, (v, name) in enumerate(zip(base_spec["subgraphs"][0]["vars"], names))]
+    _def(base_spec, var=names, replica_groups=[list(range(8))], engines=["sp", "pool"])
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(build(base_spec))
+    model = read_model(str(neff))
+    assert [(v.var_id, v.name) for v in model.subgraph("sg00").vars.values()] == [
+        (i, v["name"]) for i, v in enumerate(names)]
+    (t,) = model.triggers
+    assert (t.src.var_id, t.dst.var_id) == (0, 1)
+    out = lower_neff(neff, tmp_path / "o")
+    top = json.loads((out / "manifest.json").read_text())
+    regions = {r["var_id"]: (r["name"], r["offset"], r["size"]) for r in top["memory"]["regions"]
+               if r["var_id"] is not None}
+    assert regions[0] == (names[0]["name"], 0, 4096) and regions[1][0] == names[1]["name"]
+    assert regions[1][1] >= 4096 and regions[1][2] == 32768
+    (tr,) = top["triggers"]
+    assert (tr["src"]["var_id"], tr["dst"]["var_id"]) == (0, 1)
+    res = simulate_output(out, model=model)
+    assert res.ok, res.error
+    names[1]["type"] = "input"  # (the dst var: a dst must be output or tmp-buf)
+    err = error_of(base_spec)
+    assert f"dst var 1 ({names[1]['name']!r}) is input" in str(err)
