@@ -68,6 +68,9 @@ CASES = {
                      "field topology: ranks 0 and 1 share a core"),
     "rank-twice": ("mix8", _top(_copy_row_0), 1,
                    "OUT/manifest.json: field topology.ranks[8].rank: rank 0 is listed twice"),
+    # (the folders' index, not a value the simulation checks: exit 2, docs/CLI.md)
+    "ranks-twice": ("ar2", _top(lambda doc: doc["ranks"].append(doc["ranks"][0])), 2,
+                    "OUT/manifest.json: field ranks[2]: rank 0 is listed twice"),
     "trigger-twice": ("mix8", _top(_set("triggers", 1, "trigger", 0)), 1,
                       "field triggers[1]: trigger 0 listed twice"),
     "leader": ("mix8", _top(_set("triggers", 0, "leader", 1)), 1,
