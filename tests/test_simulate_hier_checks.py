@@ -145,8 +145,9 @@ def test_legs_lowered_onto_one_channel_are_refused_though_the_artifacts_agree(
     defect DESIGN's rule prevents: intra_allg on channel 0, intra_redsct's) writes
     artifacts and manifest that agree, and simulated as a match (the run's one interleaving
     never lets a rank still in intra_redsct take intra_allg's increments). With the new
-    check it is refused, naming intra_allg's plan; with the check taken out it is a match
-    again, so nothing else refuses it."""
+    check it is refused, naming intra_allg's plan; with the check taken out the leg's range
+    (``channel_base`` 3, read since 2026-12-05) refuses it, and with that taken out too it is
+    a match again, so nothing else refuses it."""
     real = hier_mod.plan_kangaring
     monkeypatch.setattr(hier_mod, "plan_kangaring",
                         lambda *a, channel_base=0, **k: real(*a, channel_base=0, **k))
@@ -158,6 +159,11 @@ def test_legs_lowered_onto_one_channel_are_refused_though_the_artifacts_agree(
     assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels[0].channel 0 is "
                             f"hier.legs[0].plans[0].channels[0]'s too {DISJOINT_WHY}")
     monkeypatch.setattr(triggers_mod, "_check_disjoint_leg_channels", lambda *a: None)
+    # (since 2026-12-05 the leg's range says 3: its channel_base, after legs 0 and 1)
+    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels[0].channel 0 is "
+                            "below hier.legs[2].channel_base 3 (a leg's plans run the ids of "
+                            "its range, from its channel_base: docs/DESIGN.md \"HIER\")")
+    monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
     assert simulate_output(out).ok
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import nrtrewrite.simulate.triggers as triggers_mod
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import build_container, read_container
 from nrtrewrite.simulate import simulate_output
@@ -1732,6 +1733,16 @@ def hier16_kangaring_out(tmp_path_factory) -> Path:
 HIER16_LEG_CHANNELS = [[0], [1, 2], [3]]
 
 
+def _past_the_leg_ranges(monkeypatch, out: Path, i: int) -> None:
+    """A plan's channels moved off its leg's range (``hier.legs[i].channel_base`` and
+    ``channel_ids``, read since 2026-12-05) are refused first, at the manifest, naming the
+    leg's ``channel_ids`` (tests/test_simulate_hier_channel_range.py); with that check taken
+    out the edit reaches the entries' check the test was written for."""
+    assert refused(out).startswith(f"{out / 'manifest.json'}: field triggers[0]: "
+                                   f"hier.legs[{i}].channel_ids ")
+    monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
+
+
 def _leg_channel_ids(legs: list[dict]) -> list[list[int]]:
     """Each leg's plan 0's channel ids, once every plan is asserted to have chunk.channels 1."""
     assert all(plan["chunk"]["channels"] == 1 for leg in legs for plan in leg["plans"])
@@ -1740,7 +1751,7 @@ def _leg_channel_ids(legs: list[dict]) -> list[list[int]]:
 
 @pytest.mark.parametrize("i, record, shift", [(1, 1, 20), (0, 0, 31), (2, 2, 4)])
 def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the_legs(
-        hier16_out, tmp_path, i, record, shift):
+        hier16_out, tmp_path, monkeypatch, i, record, shift):
     """FORMATS §1.1: a HIER leg plan's ``channels`` are the channels its groups run, and on a
     RING or SINGLE_CYCLE_RING leg every rank of the group is on each ring, so each rank's
     entry for the leg (spad.bin record i: one entry per leg, in order, FORMATS §3.3) runs
@@ -1766,6 +1777,7 @@ def test_a_hier_leg_plans_channels_other_than_its_entries_are_refused_before_the
                 plan["single_cycle"]["pairs"] = [[cw + shift, ccw + shift]
                                                  for cw, ccw in plan["single_cycle"]["pairs"]]
     _rehier(out, move)
+    _past_the_leg_ranges(monkeypatch, out, i)
     runs = HIER16_LEG_CHANNELS[i]
     want = [c + shift for c in runs]
     algorithm = ["RING", "SINGLE_CYCLE_RING", "RING"][i]
@@ -1795,7 +1807,7 @@ def test_a_hier_leg_plan_listing_a_channel_twice_is_refused_naming_it(
 
 @pytest.mark.parametrize("i, channel", [(0, 9), (2, 7)])
 def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
-        hier16_kangaring_out, tmp_path, i, channel):
+        hier16_kangaring_out, tmp_path, monkeypatch, i, channel):
     """FORMATS §1.1, §3.3 and docs/TOPOLOGY.md §4: on each channel of a KANGARING leg every
     rank of the group is its unit's primary or a secondary (the units cover the group), and
     a secondary runs its peer_post / peer_wait legs there, so every rank's entry runs each
@@ -1814,6 +1826,7 @@ def test_a_kangaring_hier_leg_plans_channel_other_than_its_entries_is_refused(
         plan = legs[i]["plans"][0]
         plan["channels"][0]["channel"] = plan["kangaring"][0]["channel"] = channel
     _rehier(out, move)
+    _past_the_leg_ranges(monkeypatch, out, i)
     assert refused(out) == _entry_channels_refusal(out, i, HIER16_LEG_CHANNELS[i], i, 0, 0,
                                                    [channel], "KANGARING")
 
@@ -2391,7 +2404,7 @@ def test_a_trigger_over_one_rank_is_labelled_one_rank(tmp_path):
 # ------------------------------- mutation audit round 8: the group and plan a refusal names
 
 def test_a_hier_leg_plan_run_by_another_group_than_rank_0s_is_named_with_that_group(
-        hier16_out, tmp_path):
+        hier16_out, tmp_path, monkeypatch):
     """FORMATS §1.1: each group of a HIER leg names its plan by index. hier16_out's
     inter_allr leg (SINGLE_CYCLE_RING over pairs {j, 64 + j}, groups by local index j) has
     two plans: plan 0 run by groups 0 .. 6 (slices of 128 elements), plan 1 by group 7 (the
@@ -2412,6 +2425,7 @@ def test_a_hier_leg_plan_run_by_another_group_than_rank_0s_is_named_with_that_gr
         assert plan["single_cycle"]["pairs"] == [[1, 2]]
         plan["single_cycle"]["pairs"] = [[21, 22]]
     _rehier(out, move)
+    _past_the_leg_ranges(monkeypatch, out, 1)
     assert refused(out) == (
         f"{out / 'rank-0007'}: field channel_list, rank 7, artifact spad.bin, record 1: "
         "channel_list runs channels [1, 2], the channels of hier.legs[1].plans[1], the plan "
@@ -2568,7 +2582,8 @@ def test_a_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
 
 
 def test_a_hier_leg_plan_listing_a_channel_its_entries_do_not_run_is_refused(hier16_out,
-                                                                              tmp_path):
+                                                                              tmp_path,
+                                                                              monkeypatch):
     """FORMATS §1.1: a plan's ``channels`` are the channels its groups run, every one (on a
     ring leg every rank is on each ring). hier16_out's intra_redsct plan 0 (a RING leg, both
     node groups) listing a second channel, 5 (no other leg's), besides 0 (its ring order
@@ -2584,7 +2599,13 @@ def test_a_hier_leg_plan_listing_a_channel_its_entries_do_not_run_is_refused(hie
     def add(legs):
         order = legs[0]["plans"][0]["channels"][0]["order"]
         legs[0]["plans"][0]["channels"].append({"channel": 5, "order": order})
+        # (a RING leg's plan lists one channel per chunk channel, read since 2026-12-05: the
+        # widest slice, 128, as 2 chunk channels of 64 in one chunk group, tail 128 / 2)
+        assert legs[0]["plans"][0]["chunk"] == {"channels": 1, "chunk_size_n": 128,
+                                                "pgta": 1, "tail_chunk": 128}
+        legs[0]["plans"][0]["chunk"].update(channels=2, chunk_size_n=64, tail_chunk=64)
     _rehier(out, add)
+    _past_the_leg_ranges(monkeypatch, out, 0)
     assert refused(out) == (
         f"{out / 'rank-0000'}: field channel_list, rank 0, artifact spad.bin, record 0: "
         "channel_list runs channels [0], the channels of hier.legs[0].plans[0], the plan "

@@ -32,8 +32,7 @@ UNREAD_TRIGGER = [
     "policy_algorithm", "fallback_reason", "legs", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
-    "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].channel_base",
-    "hier.legs[].channel_ids", "hier.legs[].reason"]
+    "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].reason"]
 #: Names the doc's list quotes as read, next to the unread ones.
 SAID_READ = {"--model", "node", "routing_id", "logical_core", "region", "offset", "mesh",
              "blocks", "rdh", "super_blocks"}
@@ -188,6 +187,10 @@ READ_NEIGHBOURS = [
     ("hier", "triggers[].hier.legs[].buffers[].role"),
     ("hier", "triggers[].hier.legs[].plans[].chunk"),
     ("hier", "triggers[].hier.legs[].groups"), ("hier", "triggers[].hier.slices"),
+    # (read since 2026-12-05: each leg's channel-id range, held to its plans' ids)
+    ("hier", "triggers[].hier.legs[].channel_base"),
+    ("hier", "triggers[].hier.legs[].channel_ids"),
+    ("hier_kangaring", "triggers[].hier.legs[].channel_ids"),
 ]
 
 

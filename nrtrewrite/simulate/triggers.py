@@ -600,7 +600,8 @@ PLAN_SECTIONS = {"kangaring": ("KANGARING", _kangaring),
 
 def _hier_legs(t: Field) -> list[tuple]:
     """The ``hier`` section of a HIER trigger (docs/FORMATS.md §1.1), its types checked: per
-    leg ``(name, algorithm, plans, groups, buffers)``, each plan ``(its channels as
+    leg ``(name, algorithm, plans, groups, buffers, (channel_base, channel_ids))`` (an id
+    0..31, a count 0..32: a collective has 32 channels), each plan ``(its channels as
     (channel, ring order in positions) in the manifest's order, chunk, kangaring,
     single_cycle)`` (the chunk's four keys, as a flat trigger's; a KANGARING leg's plan its
     ``kangaring`` section, :func:`_kangaring`, a SINGLE_CYCLE_RING leg's its
@@ -623,7 +624,9 @@ def _hier_legs(t: Field) -> list[tuple]:
                  for plan in leg["plans"].items()]
         groups = [(g["group"].ints(0), g["plan"].int()) for g in leg["groups"].items()]
         out.append((leg["name"].str(), algorithm, plans, groups,
-                    _buffers(leg["buffers"])))
+                    _buffers(leg["buffers"]),
+                    (leg["channel_base"].int(0, MAX_CHANNEL),
+                     leg["channel_ids"].int(0, MAX_CHANNEL + 1))))
     return out
 
 
@@ -647,7 +650,10 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     of the group once, or a plan no group names (FORMATS §1.1: ``plans`` are the groups'
     distinct plans; one no group runs was held to nothing) is a :class:`SimulationError`
     naming the key; so is, first, a channel id of a leg's plan that a plan of an earlier leg
-    of the trigger lists (:func:`_check_disjoint_leg_channels`), a KANGARING leg's plan whose
+    of the trigger lists (:func:`_check_disjoint_leg_channels`), then a leg's
+    ``channel_base`` or ``channel_ids`` other than the range its plans and the legs before
+    it give (:func:`_check_leg_channel_ranges`), a RING leg's plan that does not list one
+    channel per chunk channel (as a RING trigger), a KANGARING leg's plan whose
     ``kangaring``
     section is not its channels' (:func:`_check_kangaring`, for each group that runs it), a
     SINGLE_CYCLE_RING leg's plan whose ``single_cycle`` section is not its channels' and its
@@ -656,7 +662,8 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
     ``single_cycle``: FORMATS §1.1)."""
     out = {}
     _check_disjoint_leg_channels(legs, where)
-    for i, (name, algorithm, plans, raw_groups, buffers) in enumerate(legs):
+    _check_leg_channel_ranges(legs, where)
+    for i, (name, algorithm, plans, raw_groups, buffers, _span) in enumerate(legs):
         for j, (channels, chunk, *sections) in enumerate(plans):
             if (twice := _first_repeat([ch for ch, _ in channels])) is not None:
                 first, c = twice
@@ -671,6 +678,12 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                           f"{PLAN_SECTIONS[key][0]} leg's plans have one: "
                                           "FORMATS §1.1)", **where)
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
+            if algorithm == "RING" and len(channels) != chunk["channels"]:
+                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels lists "
+                                      f"{counted(len(channels), 'channel')}, not the "
+                                      f"{chunk['channels']} chunk.channels {chunk['channels']} "
+                                      "asks for (a RING leg's plan lists one per chunk channel, "
+                                      "as a RING trigger: FORMATS §1.1)", **where)
         groups = []
         for g, (group, k) in enumerate(raw_groups):
             if not 0 <= k < len(plans):
@@ -730,7 +743,7 @@ def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
     an output whose two intra legs both ran channel 0, its artifacts agreeing, simulated as
     a match."""
     earlier: dict[int, str] = {}  # channel id -> the first earlier leg's item listing it
-    for i, (_name, _algorithm, plans, _groups, _buffers) in enumerate(legs):
+    for i, (_name, _algorithm, plans, _groups, _buffers, _span) in enumerate(legs):
         for j, (channels, *_chunk_sections) in enumerate(plans):
             for c, (ch, _order) in enumerate(channels):
                 if ch in earlier:
@@ -742,6 +755,46 @@ def _check_disjoint_leg_channels(legs: list[tuple], where: dict) -> None:
         for j, (channels, *_chunk_sections) in enumerate(plans):
             for c, (ch, _order) in enumerate(channels):
                 earlier.setdefault(ch, f"hier.legs[{i}].plans[{j}].channels[{c}]")
+
+
+def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
+    """Each HIER leg's ``channel_base`` and ``channel_ids`` (``legs`` as :func:`_hier_legs`
+    read them) are the range of channel ids docs/DESIGN.md "HIER" gives it, held to the ids
+    its plans run: the first leg's starts at 0 and each later leg's right after the range of
+    the leg before it (leg k starts after the channels of the legs before it, so the legs'
+    ranges follow their order), no plan of the leg runs an id below its ``channel_base``,
+    and ``channel_ids`` counts the ids from there up to the highest one its plans run (0
+    when they run none), else a :class:`SimulationError` naming the key, checked leg after
+    leg.  Until 2026-12-05 neither key was read: any values simulated as a match, and legs
+    whose ranges came in another order than theirs too (only the plans' ids were held apart:
+    :func:`_check_disjoint_leg_channels`, checked before this)."""
+    why = "docs/DESIGN.md \"HIER\""
+    start, before = 0, None  # where the next leg's range starts, and what says so
+    for i, (_name, _algorithm, plans, _groups, _buffers, (base, count)) in enumerate(legs):
+        if base != start:
+            after = ("the first leg's ids start at 0" if before is None else
+                     f"a leg's ids start right after those of the leg before it, "
+                     f"hier.legs[{i - 1}].channel_base {before[0]} + channel_ids {before[1]}")
+            raise SimulationError(f"hier.legs[{i}].channel_base {base} is not {start}: {after} "
+                                  f"({why})", **where)
+        top = None  # (the highest id the leg's plans run, the item that lists it)
+        for j, (channels, *_chunk_sections) in enumerate(plans):
+            for c, (ch, _order) in enumerate(channels):
+                item = f"hier.legs[{i}].plans[{j}].channels[{c}]"
+                if ch < base:
+                    raise SimulationError(f"{item}.channel {ch} is below hier.legs[{i}]."
+                                          f"channel_base {base} (a leg's plans run the ids of "
+                                          f"its range, from its channel_base: {why})", **where)
+                if top is None or ch > top[0]:
+                    top = (ch, item)
+        want = 0 if top is None else top[0] - base + 1
+        if count != want:
+            runs = ("its plans run no channel" if top is None else
+                    f"its plans run ids from channel_base {base} up to {top[0]} ({top[1]})")
+            raise SimulationError(f"hier.legs[{i}].channel_ids {count} is not {want}: {runs} "
+                                  f"(a leg's range counts the ids from its channel_base up to "
+                                  f"the highest its plans run: {why})", **where)
+        start, before = base + count, (base, count)
 
 
 def _block_starts(t: Field) -> list[int]:
@@ -987,7 +1040,7 @@ def _check_hier_leg_groups(spec: TriggerSpec, legs: list[tuple], where: dict) ->
     are read (:func:`_resolve_hier`), so a group that lost a rank is named for it, not for
     the plan it shares with its larger neighbours; then they are DESIGN's groups exactly, by
     the topology table's nodes (:func:`check_hier_groups`)."""
-    for i, (_name, _algorithm, _plans, raw_groups, _buffers) in enumerate(legs):
+    for i, (_name, _algorithm, _plans, raw_groups, _buffers, _span) in enumerate(legs):
         for g, (group, _k) in enumerate(raw_groups):
             if not group:  # (a group's layout is cut by its size: check_chunk_groups)
                 raise SimulationError(f"hier.legs[{i}].groups[{g}].group is empty (a leg's "
