@@ -30,7 +30,8 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import LimitError, NrtRewriteError, OutputError, Where
+from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, escape_controls,
+                               escape_line)
 
 
 class _Absent:
@@ -71,16 +72,20 @@ class Difference:
     path: tuple = ()
     as_json: bool = False
 
-    def line(self) -> str:
+    def line(self, name: Callable[[str], str] = str) -> str:
+        """The line; ``name`` shows ``where`` (a path in the folder, ``NEFF:member``: the
+        CLI's ``errors.escape_controls``); the field (a key path with its odd keys quoted)
+        and the values (``repr`` or JSON) are quoted already."""
         rec = f"[{self.record}]" if self.record is not None else ""
+        where = name(self.where)
         if self.field == "damaged":
-            return f"{self.where} damaged in B: {self.b}"
+            return f"{where} damaged in B: {self.b}"
         if self.as_json:
-            return f"{self.where}{rec} {self.field}: {_json_text(self.a)} != {_json_text(self.b)}"
+            return f"{where}{rec} {self.field}: {_json_text(self.a)} != {_json_text(self.b)}"
         # an artifact record's address fields in hex as dump shows them, any other integer
         # (counts, sizes, lengths, values) in decimal
         hx = self.record is not None and ":" not in self.where and self.field in HEX_FIELDS
-        return f"{self.where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
+        return f"{where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
 
     def to_json(self) -> dict:
         return {"where": self.where, "record": self.record, "field": self.field,
@@ -151,13 +156,13 @@ def _why(exc: OSError) -> str:
     if isinstance(exc, _Unread):
         return exc.why
     if exc.errno == errno.ENOMEM:
-        raise MemoryError(f"{exc.strerror or exc} ({exc.filename})") from exc
+        raise MemoryError(f"{exc.strerror or exc} ({escape_controls(exc.filename)})") from exc
     return f"cannot read ({exc.strerror or exc})"
 
 
 def _cannot_read(p: Path, exc: OSError) -> OutputError:
     """A's ``p`` cannot be read: the reference is damaged, an error."""
-    return OutputError(f"{p}: {_why(exc)}")
+    return OutputError(f"{escape_controls(p)}: {_why(exc)}")
 
 
 def _read_pair(rep: "Report", where: str, pa: Path, read_a: Callable[[], Any],
@@ -189,10 +194,11 @@ class FileCount:
     differing_records: int = 0
     fields: dict[str, int] = field(default_factory=dict)
 
-    def line(self) -> str:
+    def line(self, name: Callable[[str], str] = str) -> str:
+        """The line; ``name`` shows ``where`` (as :meth:`Difference.line`)."""
         n = min(self.records_a, self.records_b)
         per = ", ".join(f"{k} {v}" for k, v in self.fields.items() if v)
-        return f"{self.where}: {self.differing_records} of {n} records differ ({per})"
+        return f"{name(self.where)}: {self.differing_records} of {n} records differ ({per})"
 
     def to_json(self) -> dict:
         return {"where": self.where, "records_a": self.records_a, "records_b": self.records_b,
@@ -456,9 +462,10 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
                       escape: Callable[[str], str] = str) -> list[str] | None:
     """The lines of differing records (record ``recs[j]``: ``xa[j]`` in A, ``xb[j]`` in B;
     difference ``index + j``) as text, exactly as :func:`_record_lines`' lines would be
-    written: ``escape(line.line())`` for each :class:`Difference`, or with ``as_json``
-    ``json.dumps({"index": ..., **to_json()})``.  ``escape`` must work character by
-    character (``errors.escape_controls``): it is applied to a line's parts.  Made column by
+    written: ``escape_line(line.line(escape))`` for each :class:`Difference`, or with
+    ``as_json`` ``json.dumps({"index": ..., **to_json()})``.  ``escape`` shows the name
+    ``where`` (``errors.escape_controls``); the rest is guarded (``errors.escape_line``),
+    character by character, as the line's parts.  Made column by
     column (``decode_columns``) with one format string per field, not a decoded dict per
     record.  None where the record-at-a-time path is needed: records decoded with other
     keys in A and B (spad.bin's ring and mesh-overlay entries), or a record none of whose
@@ -475,7 +482,7 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
     line_of = np.cumsum(flat) - 1
     out = np.empty(int(line_of[-1]) + 1, object)
     numbers = (np.arange(len(recs)) + index) if as_json else None
-    name_text = (lambda v: escape(json.dumps(v) if as_json else repr(v)))
+    name_text = (lambda v: escape_line(json.dumps(v) if as_json else repr(v)))
     for k, key in enumerate(ca):
         rows = np.flatnonzero(neq[:, k])
         if not len(rows):
@@ -493,7 +500,7 @@ def record_line_texts(index: int, where: str, name: str, recs: np.ndarray, xa: n
             texts = [fmt % t for t in zip(numbers[rows].tolist(), recs[rows].tolist(), va, vb)]
         else:
             fmt = (escape(where).replace("%", "%%") + "[%d] "
-                   + escape(key).replace("%", "%%") + ": %s != %s")
+                   + escape_line(key).replace("%", "%%") + ": %s != %s")
             texts = [fmt % t for t in zip(recs[rows].tolist(), va, vb)]
         out[line_of[rows * nkeys + k]] = texts
     return out.tolist()
@@ -505,7 +512,8 @@ def _read_block(fh, buf: bytearray, nbytes: int, path: Path) -> memoryview:
     while got < nbytes:
         n = fh.readinto(view[got:])
         if not n:
-            raise OutputError(f"{path}: cannot read (it shrank while being compared)")
+            raise OutputError(f"{escape_controls(path)}: cannot read (it shrank while being "
+                              "compared)")
         got += n
     return view
 
@@ -818,8 +826,8 @@ class _BMembers:
                 del got
                 continue
             if got is None or got[0] != name:
-                raise OutputError(f"{self.f.path}: cannot read (it changed while being "
-                                  "compared)")
+                raise OutputError(f"{escape_controls(self.f.path)}: cannot read (it changed while "
+                                  "being compared)")
             return got[1]
 
     def rest(self) -> Iterator[str]:
@@ -962,7 +970,7 @@ def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:
             out.append(Difference(name, None, "size", sa, sb))
         out.append(Difference(name, None, "sha256", _sha256(a), _sha256(b)))
     except OSError as exc:  # (both were read just before: it changed meanwhile)
-        raise OutputError(f"{exc.filename}: {_why(exc)}") from None
+        raise OutputError(f"{escape_controls(exc.filename)}: {_why(exc)}") from None
     return out
 
 
@@ -987,18 +995,19 @@ def _check_ours(p: Path) -> None:
     except OSError as exc:
         raise _cannot_read(man, exc) from None
     if kind is None:
-        raise OutputError(f"{p}: not an nrtrewrite output folder (no manifest.json)")
+        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder (no "
+                          "manifest.json)")
     if kind != "file":
         what = {"link": "a link", "folder": "a folder"}.get(kind, "a special file")
         links = ": links are not followed" if kind == "link" else ""
-        raise OutputError(f"{p}: not an nrtrewrite output folder (its manifest.json is "
-                          f"{what}, not a regular file{links})")
+        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder (its "
+                          f"manifest.json is {what}, not a regular file{links})")
     if not is_our_output(p):
         if looks_like_rank_folder(p):
             why = "a rank folder; diff compares whole output folders"
         else:
             why = _not_ours_why(man)
-        raise OutputError(f"{p}: not an nrtrewrite output folder ({why})")
+        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder ({why})")
 
 
 def _not_ours_why(path: Path) -> str:
@@ -1078,7 +1087,8 @@ def _top_manifest(p: Path, strict: bool = True) -> tuple[dict, str | None, str |
     except jsonin.JsonRule as err:
         raise OutputError(f"invalid JSON: {err.why}", file=str(man), field=err.path) from None
     except (ValueError, RecursionError) as exc:
-        raise OutputError(f"{p}: not an nrtrewrite output folder ({_not_json(exc)})") from None
+        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder "
+                          f"({_not_json(exc)})") from None
     return _must_be_object(doc, p), why, fld
 
 
@@ -1244,7 +1254,7 @@ def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
     if ka is None and kb is None:
         return False
     if ka not in (None, "file"):
-        raise OutputError(f"{pa}: not a regular file")
+        raise OutputError(f"{escape_controls(pa)}: not a regular file")
     if ka is None or kb is None or kb == "link":
         rep.add([_presence(where, ka, kb)])
         return False
@@ -1386,8 +1396,8 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
         rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore)))
     if warn is not None:
         for p in unmatched_ignored(ignore, ma, mb):
-            warn(f"--ignore {p}: neither manifest.json has this key path, so it ignores "
-                 "nothing")
+            warn(f"--ignore {escape_controls(p)}: neither manifest.json has this key path, so it "
+                 "ignores nothing")
     na = _neff_name(ma, a)
     try:
         nb = _neff_name(mb, b)
@@ -1434,7 +1444,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
                 continue
             n_a, why = _artifact_records(fa, name)
             if why:  # the reference is damaged: an error
-                raise OutputError(f"{fa}: {why}")
+                raise OutputError(f"{escape_controls(fa)}: {why}")
             if _same_bytes(fa, fb):
                 continue
             n_b, why = _artifact_records(fb, name)

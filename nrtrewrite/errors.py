@@ -23,16 +23,33 @@ _CONTROL_ESCAPES = {c: f"\\u{c:04x}" if c >= 0x2000 else repr(chr(c))[1:-1]
                               # follows on screen: "Trojan Source")
                               0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F),
                               *range(0x2066, 0x206A))}
+#: ... and, for a name, its backslash doubled: ``lit\nb`` (a backslash, then ``n``) and
+#: ``lit`` + line break + ``b`` print differently.
+_NAME_ESCAPES = {**_CONTROL_ESCAPES, ord("\\"): "\\\\"}
 
 
-def escape_controls(text: str) -> str:
-    """``text`` with its control characters escaped (:data:`_CONTROL_ESCAPES`)."""
+def escape_controls(text: Any) -> str:
+    """A user-given name (a path, a tar member, a subgraph, a JSON key) as one printed line
+    shows it, escaped exactly once: its backslashes doubled and its control characters
+    escaped (:data:`_CONTROL_ESCAPES`), so that two different names never print alike.
+    Not idempotent: apply it once, where the raw name is put into text (a location part
+    when the line is made, a table cell, a path in a reason), never to a whole line."""
+    return str(text).translate(_NAME_ESCAPES)  # (a Path as its str)
+
+
+def escape_line(text: str) -> str:
+    """``text`` with its control characters escaped and its backslashes left as they are:
+    the last guard on a whole line that leaves the process (an error line, a warning, a
+    reason), whose names were escaped where they were put in (:func:`escape_controls`, or
+    quoted with ``repr`` or JSON, which double a backslash themselves).  Idempotent."""
     return text.translate(_CONTROL_ESCAPES)
 
 
 #: Order in which location parts are printed.
 _WHERE_KEYS = ("file", "member", "subgraph", "stream", "index", "offset", "field",
                "trigger", "rank", "channel", "artifact", "record")
+#: Location parts that are names as a user or a model gave them (escaped when printed).
+_NAME_KEYS = frozenset({"file", "member", "subgraph", "stream", "artifact"})
 
 
 @dataclass(frozen=True)
@@ -56,7 +73,10 @@ class Where:
         return replace(self, **{k: v for k, v in kw.items() if v is not None})
 
     def __str__(self) -> str:
-        head = str(self.file) if self.file is not None else ""
+        """The location as an error line shows it: each name (file, member, subgraph,
+        stream, artifact) escaped once (:func:`escape_controls`); ``field``, a key path
+        whose odd keys are JSON strings already (``jsonin.joined_key``), only guarded."""
+        head = escape_controls(str(self.file)) if self.file is not None else ""
         parts = []
         for key in _WHERE_KEYS[1:]:
             val = getattr(self, key)
@@ -66,10 +86,12 @@ class Where:
                 parts.append(f"offset 0x{val:x}")
             elif key == "index":
                 parts.append(f"instruction {val}")
+            elif key in _NAME_KEYS:
+                parts.append(f"{key} {escape_controls(str(val))}")
             else:
                 parts.append(f"{key} {val}")
         tail = ", ".join(parts)
-        return escape_controls(f"{head}: {tail}" if head and tail else head or tail)
+        return escape_line(f"{head}: {tail}" if head and tail else head or tail)
 
 
 def counted(n, noun: str) -> str:
@@ -103,7 +125,9 @@ class NrtRewriteError(Exception):
     exit_code = 2
 
     def __init__(self, why: str, where: Where | None = None, **where_kw: Any):
-        self.why = escape_controls(_capped(why))  # (the location escapes itself: Where)
+        # (a reason quotes its names escaped or with repr; the location escapes its own:
+        # Where.__str__; so the reason is only guarded, never escaped a second time)
+        self.why = escape_line(_capped(why))
         self.where = (where or Where()).merged(**where_kw)
         super().__init__(self.line())
 

@@ -24,7 +24,7 @@ from nrtrewrite.bundle import rmtree_few_fds, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
 from nrtrewrite.cli import Terminated, encodable, terminate_cleanly
-from nrtrewrite.errors import NrtRewriteError, escape_controls
+from nrtrewrite.errors import NrtRewriteError, escape_controls, escape_line
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
@@ -89,7 +89,8 @@ def unpack(golden: str | Path, dest: Path) -> Path:
 
 
 def _fail(line: str) -> None:
-    print(f"nrtrewrite.golden: error: {line}", file=sys.stderr)
+    """``line`` (its names escaped where they were put in) on stderr, exit status 2."""
+    print(f"nrtrewrite.golden: error: {escape_line(line)}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -104,8 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
     if same_file(args.model, args.golden):
-        _fail(escape_controls(f"{args.golden}: the output is the model {args.model} itself; "
-                              "nrtrewrite never replaces its input: choose another output path"))
+        _fail(f"{escape_controls(args.golden)}: the output is the model "
+              f"{escape_controls(args.model)} itself; nrtrewrite never replaces its input: choose "
+              "another output path")
     try:
         with terminate_cleanly():
             tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
@@ -117,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
     except OSError as err:  # reading MODEL, or the temporary folder
-        where = " -> ".join(os.fsdecode(p) for p in (err.filename, err.filename2) if p)
+        where = " -> ".join(escape_controls(os.fsdecode(p))
+                            for p in (err.filename, err.filename2) if p)
         _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
     except Terminated as stop:
         _stopped(stop.signum)

@@ -10,7 +10,7 @@ import shutil
 
 from rich.console import Console
 
-from nrtrewrite.cli import plain, styled
+from nrtrewrite.cli import plain, plain_line, styled
 from nrtrewrite.neff.assembler import assemble_spec
 
 from test_simulate import cli, coll_spec
@@ -23,18 +23,24 @@ def _rendered(text: str) -> str:
 
 
 def test_plain_shows_brackets_and_escapes_controls():
-    for raw in ("o[/z]", "out[v2]", "[bold]x", "a[", "b]c", "[red]r[/red]", "\\[x]", "[[x]]"):
+    for raw in ("o[/z]", "out[v2]", "[bold]x", "a[", "b]c", "[red]r[/red]", "[[x]]"):
         assert _rendered(plain(raw)) == raw + "\n"
+    assert _rendered(plain("\\[x]")) == "\\\\[x]\n"  # (a name's backslash doubled)
     assert _rendered(plain("a\nb[/z]")) == "a\\nb[/z]\n"
 
 
 def test_plain_keeps_backslashes_and_emoji_codes():
     """(Found by a second exploratory tester: rich's markup ``escape`` left ``o\\[1]``
     alone and the renderer ate its backslash; a trailing backslash came out doubled;
-    ``:thumbs_up:`` became an emoji.)"""
-    for raw in ("o\\[1]", "p\\", "x\\[b]", "a\\\\[red]", ":thumbs_up:", "e:smile:.neff"):
-        assert _rendered(plain(raw)) == raw + "\n"
-        assert _rendered(styled("[bold]A[/] ", plain(raw), " B")) == f"A {raw} B\n"
+    ``:thumbs_up:`` became an emoji.)  Since 2026-12-05 a name's backslash is shown doubled
+    by ``plain`` itself (once: rich adds or eats none), a message's (``plain_line``) kept."""
+    for raw, shown in (("o\\[1]", "o\\\\[1]"), ("p\\", "p\\\\"), ("x\\[b]", "x\\\\[b]"),
+                       ("a\\\\[red]", "a\\\\\\\\[red]"), (":thumbs_up:", ":thumbs_up:"),
+                       ("e:smile:.neff", "e:smile:.neff")):
+        assert _rendered(plain(raw)) == shown + "\n"
+        assert _rendered(styled("[bold]A[/] ", plain(raw), " B")) == f"A {shown} B\n"
+        assert _rendered(plain_line(raw)) == raw + "\n"
+        assert _rendered(styled("[bold]A[/] ", plain_line(raw), " B")) == f"A {raw} B\n"
     assert _rendered(plain("\x1b]0;pwn\x07")) == "\\x1b]0;pwn\\x07\n"
 
 
@@ -91,6 +97,6 @@ def test_inspect_shows_names_as_they_are(tmp_path):
     assert res.exit_code == 0, res.output
     assert "\x1b" not in res.stdout
     lines = res.stdout.splitlines()
-    assert lines[0].startswith(f"{neff}  NEFF-like")
+    assert lines[0].startswith(f"{tmp_path}/d\\\\[x]/m:fire:.neff  NEFF-like")  # (doubled)
     assert "sg[b]:smile:: vars" in res.stdout
-    assert "v\\x1b[31mred\\" in res.stdout
+    assert "v\\x1b[31mred\\\\" in res.stdout

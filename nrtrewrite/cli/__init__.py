@@ -24,17 +24,25 @@ from rich.text import Text
 
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
-from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls
+from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls, escape_line
 
 
 def plain(text: str, style: str = "") -> Text:
-    """``text`` (a path, a name from a model, a message quoting one) as a rich ``Text``:
-    shown as it is, never read as markup or emoji codes, its control characters escaped as
-    error lines have them.  (Markup escaping is not enough: rich's ``escape`` leaves ``\\[1]``
-    alone and its renderer still eats the backslash, doubles a trailing one, and turns
-    ``:thumbs_up:`` into an emoji.)  Join it to markup with ``Text.assemble`` or
-    :func:`styled`, never in an f-string."""
+    """``text`` (a path, a name from a model, a title of our words and such names) as a rich
+    ``Text``: never read as markup or emoji codes, escaped once as error lines show a name
+    (``errors.escape_controls``: a backslash doubled, control characters escaped).  (Markup
+    escaping is not enough: rich's ``escape`` leaves ``\\[1]`` alone and its renderer still
+    eats the backslash, doubles a trailing one, and turns ``:thumbs_up:`` into an emoji.)
+    Join it to markup with ``Text.assemble`` or :func:`styled`, never in an f-string.  A
+    message whose names are escaped already (an error's line, a reason): :func:`plain_line`."""
     return Text(encodable(escape_controls(text)), style=style)
+
+
+def plain_line(text: str, style: str = "") -> Text:
+    """:func:`plain` for a message whose names were escaped where they were put in (an
+    error's ``line()``, a reason quoting names with ``repr``): only its control characters
+    escaped (``errors.escape_line``), its backslashes kept."""
+    return Text(encodable(escape_line(text)), style=style)
 
 
 def encodable(text: str) -> str:
@@ -146,12 +154,13 @@ def stderr_console() -> Console:
 
 def warn(err: Console, text: str) -> None:
     """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped), its
-    control characters escaped and its brackets not read as markup (a path may hold either).
+    control characters escaped and its brackets not read as markup (a path may hold either;
+    a name in ``text`` is escaped where it was put in: ``errors.escape_controls``).
     Best effort: a stderr that cannot be written (``2>/dev/full``) loses the warning, never
     the command's work."""
     from rich.text import Text
 
-    line = Text.assemble(("nrtrewrite: warning:", "yellow"), " " + escape_controls(text))
+    line = Text.assemble(("nrtrewrite: warning:", "yellow"), " " + escape_line(text))
     with contextlib.suppress(OSError, ValueError):
         err.print(line, highlight=False, soft_wrap=True)
 
@@ -363,8 +372,8 @@ def _say_placed() -> None:
     the outputs are forgotten as they are named)."""
     while _PLACED:
         out = _PLACED.pop(0)
-        warn(stderr_console(), f"{out}: the new output is complete and in place; the run was "
-             "stopped after it was written")
+        warn(stderr_console(), f"{escape_controls(out)}: the new output is complete and in "
+             "place; the run was stopped after it was written")
 
 
 #: The status of a Ctrl-C and of a closed pipe: 128 + the signal, as SIGTERM's 143 (a shell's
@@ -627,7 +636,7 @@ def _unencodable_path_line(err: UnicodeEncodeError, args: Sequence = ()) -> str 
         return None
     if not same or not isinstance(err.object, str) or not _from_an_argument(err, args):
         return None
-    path = err.object.encode("ascii", "backslashreplace").decode("ascii")
+    path = escape_controls(err.object).encode("ascii", "backslashreplace").decode("ascii")
     return (f"nrtrewrite: error: {path}: this path cannot be encoded in the locale's encoding "
             f"({err.encoding}: {err.reason}); run under a UTF-8 locale (LC_ALL=C.UTF-8) or "
             "rename it")
@@ -772,8 +781,10 @@ MAX_TOKEN_CHARS = 400
 
 def _capped_line(line: str) -> str:
     """An error line as printed: its control characters escaped (a path or argument with a
-    line break stays one line) and its length capped: its long words first, then the line."""
-    line = escape_controls(line)
+    line break stays one line; its names were escaped once where they were put in, and
+    their backslashes are not doubled again) and its length capped: its long words first,
+    then the line."""
+    line = escape_line(line)
     if len(line) > MAX_LINE_CHARS:
         line = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1),
                       lambda m: cut_middle(m.group(0), MAX_TOKEN_CHARS, 200, 150), line)
@@ -863,7 +874,8 @@ def _os_error_line(err: OSError, what: str = "nrtrewrite") -> tuple[str, int]:
     # (a descriptor's number stands where a path would for some errors: not a path)
     paths = [p for p in (err.filename, err.filename2) if isinstance(p, (str, bytes, os.PathLike))]
     if paths:
-        return (f"nrtrewrite: error: {' -> '.join(map(os.fsdecode, paths))}: {reason}",
+        return ("nrtrewrite: error: "
+                f"{' -> '.join(escape_controls(os.fsdecode(p)) for p in paths)}: {reason}",
                 NrtRewriteError.exit_code)
     if _writing_stdout(err):
         return f"nrtrewrite: error: cannot write the standard output: {reason}", \
@@ -920,7 +932,7 @@ class JsonErrorCommand(click.Command):
             if (ctx.params.get("as_json") and self.documents_command_errors
                     and not getattr(err, "json_documented", False)):
                 why = err.line() if isinstance(err, NrtRewriteError) else \
-                    escape_controls(err.format_message())
+                    escape_line(err.format_message())  # (click quotes paths with repr)
                 self._print_error(ctx.params, why)
             raise
         except OSError as err:  # one the command left as it was: a file it could not read

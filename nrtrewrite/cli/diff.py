@@ -10,7 +10,7 @@ import click
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, WholeWriter, main, stderr_console,
                             stopped_why, stops_deferred, warn)
 from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
-from nrtrewrite.errors import NrtRewriteError, counted, escape_controls
+from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None) -> None:
@@ -107,7 +107,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
         # escaped, as error lines are
         def on_difference(index, lines):
             for d in lines:
-                out.write(escape_controls(d.line()) + "\n")
+                out.write(escape_line(d.line(escape_controls)) + "\n")
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb,
@@ -117,8 +117,10 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             out.write("\n".join(texts) + "\n")
             return True
 
-        rep = compare(a, b, Report(limit, on_difference,
-                                   lambda fc: out.write(escape_controls(fc.line()) + "\n"),
+        def on_file(fc):
+            out.write(escape_line(fc.line(escape_controls)) + "\n")
+
+        rep = compare(a, b, Report(limit, on_difference, on_file,
                                    on_records, stops_deferred),
                       ignore, warn=say)
         if rep.shown < rep.count:

@@ -21,7 +21,7 @@ from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, 
                             stops_deferred, warn)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
-from nrtrewrite.errors import NrtRewriteError, OutputError, counted
+from nrtrewrite.errors import NrtRewriteError, OutputError, counted, escape_controls
 
 #: Columns shown per file in the rich table (every field is in --json).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -114,8 +114,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
     p = Path(path)
     if not p.is_file() and not p.is_dir():  # a FIFO, a device, a socket: neither form
-        raise OutputError(f"{p}: not a regular file nor a folder (dump reads an artifact "
-                          "file, a rank folder or an output folder)")
+        raise OutputError(f"{escape_controls(p)}: not a regular file nor a folder (dump reads an "
+                          "artifact file, a rank folder or an output folder)")
     kinds = [k for k in SELECTORS if selected[f"sel_{k}"]]
     if len(kinds) > 1:  # (click's flag_value options kept the last one silently)
         raise click.UsageError(f"{' and '.join('--' + k for k in kinds)} are exclusive: "
@@ -133,8 +133,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
         files = list(KIND_FILES[kind])
     if p.is_file():
         if p.name not in files:
-            raise OutputError(f"{p}: not a {' / '.join(files)} file (what --{kind} dumps, "
-                              "told by the file's name)")
+            raise OutputError(f"{escape_controls(p)}: not a {' / '.join(files)} file (what "
+                              f"--{kind} dumps, told by the file's name)")
         rank_dirs(p, rank)  # (checks --rank against the file's rank folder)
         targets = [(p.parent, [p.name])]
     else:
@@ -172,8 +172,9 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     if not missing:
         return None
     shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-    return (f"{out / 'manifest.json'} lists {counted(len(missing), 'rank')} ({shown}) with no "
-            f"rank folder in the output; dumping the {counted(len(dirs), 'rank folder')} there")
+    return (f"{escape_controls(out / 'manifest.json')} lists {counted(len(missing), 'rank')} "
+            f"({shown}) with no rank folder in the output; dumping the "
+            f"{counted(len(dirs), 'rank folder')} there")
 
 
 def folder_name(rdir: Path) -> str:

@@ -23,12 +23,13 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, JsonErrorCommand, echo_whole, main, plain, stderr_console,
-                            stdout_console, styled)
+from nrtrewrite.cli import (Int, JsonErrorCommand, echo_whole, main, plain, plain_line,
+                            stderr_console, stdout_console, styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
-from nrtrewrite.errors import LimitError, NrtRewriteError, ValidationError, counted
+from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
+                               escape_controls)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -589,12 +590,12 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         table.add_row("->" if c["chosen"] else "", f"{c['algorithm']} ({c['value']})",
                       c["predicate"], _yes(c["legal"]),
                       _yes(c["in_window"]) if c["legal"] else "-", _yes(c["lowerable"]),
-                      plain(c["reason"]))
+                      plain_line(c["reason"]))
     console.print(table)
 
     pol, low = rec["policy"], rec["lowered"]
     console.print(styled(f"[bold]policy choice:[/] {pol['algorithm']} -- ",
-                         plain(pol["reason"])))
+                         plain_line(pol["reason"])))
     legs = Table(show_edge=False, pad_edge=False, title_justify="left")
     for col in ("leg", "op", "engine", "sub-type", "groups", "bytes", "reason"):
         legs.add_column(col, overflow="fold")
@@ -603,7 +604,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         ranks = counted(len(groups[0]), "rank")
         gtxt = f"{len(groups)} x {ranks}" if len(groups) > 1 else ranks
         legs.add_row(leg["name"], leg["op"], leg["algorithm"], leg["sub_type"] or "-", gtxt,
-                     fmt_bytes(leg["bytes"]), plain(leg["reason"]))
+                     fmt_bytes(leg["bytes"]), plain_line(leg["reason"]))
     console.print(legs)
     if pol["hier_log"]:
         console.print(Text(pol["hier_log"], style="dim"))
@@ -614,10 +615,10 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
     if low["fallback_reason"]:
         label = ("[red]cannot be lowered:[/]" if low["algorithm"] == "INVALID"
                  else "[yellow]fallback:[/]")
-        console.print(styled(f"  {label} ", plain(low["fallback_reason"])))
+        console.print(styled(f"  {label} ", plain_line(low["fallback_reason"])))
 
     ch = rec["channels"]
-    console.print(styled(f"[bold]channels:[/] {ch['count']} -- ", plain(ch["reason"])))
+    console.print(styled(f"[bold]channels:[/] {ch['count']} -- ", plain_line(ch["reason"])))
     kanga = low["algorithm"] == "KANGARING"
     if kanga and ch["rings"]:
         console.print(Text("KANGARING: a channel's ring is the cycle of its primaries; each "
@@ -967,13 +968,13 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         echo_whole(json.dumps(out, indent=2))
         return
     console = stdout_console()
-    head = f"topology {topo.name} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
+    head = f"topology {escape_controls(topo.name)} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
            f"{topo.ranks_per_node} ranks per node, NeuronCore-v{topo.platform.hw_generation})"
     if override:
         head += f"; override {override.source}={override.text!r}"
-    console.print(plain(head), highlight=False)
+    console.print(plain_line(head), highlight=False)  # (the name escaped, the override repr'd)
     if refusal is not None:
-        console.print(styled("[red]lower refuses the whole model:[/] ", plain(str(refusal))),
+        console.print(styled("[red]lower refuses the whole model:[/] ", plain_line(str(refusal))),
                       highlight=False, soft_wrap=True)  # one line, never wrapped
     if rank is not None and skipped:
         console.print(f"rank {rank} is not in trigger(s) {', '.join(map(str, skipped))}; "
@@ -986,7 +987,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         for rec in records:
             _print_record(console, rec, topo)
     if refused:  # after the output, one line (never wrapped): what would stop lower
-        console.print(styled(f"[red]{_refused_head(refused)}[/] ", plain(refused[0]["refusal"])),
+        console.print(styled(f"[red]{_refused_head(refused)}[/] "
+                             "", plain_line(refused[0]["refusal"])),
                       highlight=False, soft_wrap=True)
 
 

@@ -24,8 +24,8 @@ from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
     remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, echo_whole, main, plain, print_table,
-                            stderr_console, stdout_console, styled)
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, echo_whole, main, plain, plain_line,
+                            print_table, stderr_console, stdout_console, styled)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -68,7 +68,7 @@ def render(res: SimulationResult, con: Console) -> None:
     for tr in res.triggers:
         style = _STYLE.get(tr.status, "")
         table.add_row(str(tr.trigger), tr.label, f"{tr.ranks_checked}/{tr.group_size}",
-                      f"[{style}]{tr.status}[/]", plain(tr.detail or ""))
+                      f"[{style}]{tr.status}[/]", plain_line(tr.detail or ""))
     print_table(con, table)
     st = res.stats
     good = sum(t.status == "match" for t in res.triggers)
@@ -80,7 +80,7 @@ def render(res: SimulationResult, con: Console) -> None:
         con.print("semaphore wiring: persistent, so no interleaving deadlocks "
                   "(docs/SIMULATOR.md §6)")
     if res.error:
-        con.print(styled("[red]protocol error:[/] ", plain(res.error)), soft_wrap=True)
+        con.print(styled("[red]protocol error:[/] ", plain_line(res.error)), soft_wrap=True)
 
 
 def _lowered_name(model: Path) -> str:

@@ -41,7 +41,7 @@ from nrtrewrite.codes import (
     VarType,
 )
 from nrtrewrite import jsonin
-from nrtrewrite.errors import LimitError, ParseError, ValidationError, Where
+from nrtrewrite.errors import LimitError, ParseError, ValidationError, Where, escape_controls
 from nrtrewrite.neff.container import (
     MAX_TRIGGERS, Container, Limits, check_member_name, read_container, read_file_bytes,
 )
@@ -390,7 +390,8 @@ def _check_var(ctx: _Ctx, var_id: int, allowed: frozenset, role: str, field: str
                second: bool = False) -> Var:
     var = ctx.sg.vars.get(var_id)
     if var is None:
-        raise ValidationError(f"{role} var_id {var_id} is not in {ctx.sg.name}/def.json",
+        raise ValidationError(f"{role} var_id {var_id} is not in "
+                              f"{escape_controls(ctx.sg.name)}/def.json",
                               ctx.at(field, second=second))
     if var.type not in allowed:
         names = " or ".join(sorted(k for k, v in VAR_TYPE_NAMES.items() if v in allowed))

@@ -20,7 +20,7 @@ from nrtrewrite.artifacts import looks_like_rank_folder, open_regular
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
-from nrtrewrite.errors import OutputError, SimulationError
+from nrtrewrite.errors import OutputError, SimulationError, escape_controls
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 
 
@@ -151,7 +151,7 @@ def _rank_dir(out: Path, rank: int) -> Path:
 def read_top_manifest(out: Path) -> dict:
     """OUT/manifest.json, with its format tag checked (an OutputError otherwise)."""
     if not out.is_dir():
-        raise OutputError(f"{out} is not an output folder")
+        raise OutputError(f"{escape_controls(out)} is not an output folder")
     man = out / "manifest.json"
     if not man.exists() and not man.is_symlink():  # (a dangling link: _load_json says so)
         raise OutputError("not an nrtrewrite output folder (no manifest.json)", file=str(out))
@@ -221,7 +221,8 @@ def verify_checksums(out: str | Path) -> None:
         raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
     npath = output_neff_path(out, top)
     if _sha256_file(npath, neff=True) != neff["sha256"]:
-        raise OutputError(f"{neff['name']}: sha256 does not match manifest.json{hint}",
+        raise OutputError(f"{escape_controls(neff['name'])}: sha256 does not match "
+                          f"manifest.json{hint}",
                           file=str(out))
     mans = top.get("rank_manifests")
     if not isinstance(top.get("ranks"), list) or not isinstance(mans, dict):

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.codes import DType, NUMPY_DTYPE
-from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError
+from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError, escape_controls
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
     load_rank_files, manifest_ranks, output_neff_path, read_rank_manifest, read_rewritten_neff,
@@ -311,8 +311,8 @@ class Simulator:
                 off = idx * 64
                 where = dict(file=str(path), member=member, index=idx, trigger=t.ordinal)
                 if stream is None or len(stream) < off + 64:
-                    raise SimulationError(f"no instruction {idx} in {member} for TOPSP_KICK word "
-                                          f"{w} of trigger {t.ordinal}", **where)
+                    raise SimulationError(f"no instruction {idx} in {escape_controls(member)} for "
+                                          f"TOPSP_KICK word {w} of trigger {t.ordinal}", **where)
                 word = stream[off:off + 64]
                 sync = bytes(in_stream[off + 4:off + 12]) if in_stream is not None else None
                 self._check_kick_word(t, w, words, word, sync, where)
