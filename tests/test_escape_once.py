@@ -192,3 +192,27 @@ def test_a_tar_member_name_with_a_backslash_is_shown_doubled(tmp_path, member, s
         assert res.exit_code == 2
         assert _lines(res) == [f"nrtrewrite: error: {path}: member {shown}: member name has a "
                                "backslash or control character"]
+
+
+def test_dump_schedule_and_simulate_name_a_folder_apart(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in (BACKSLASH, NEWLINE):
+        shutil.copy(FIX / "ar2.neff", tmp_path / f"{name}.neff")
+        res = invoke("schedule", f"{name}.neff", "--rank", "0", "--trigger", "9")
+        assert res.exit_code == 2
+        assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]}.neff: no trigger 9 (the "
+                               "model has 1: 0..0)"]
+        assert invoke("lower", "-q", f"{name}.neff", "-o", name).exit_code == 0
+        res = invoke("dump", name, "--sem", "--rank", "5")
+        assert res.exit_code == 2
+        assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]}: no folder for rank 5"]
+        shutil.rmtree(tmp_path / name / "rank-0001")
+        res = invoke("dump", name, "--sem", "--limit", "1")
+        assert res.exit_code == 0
+        assert _lines(res) == [f"nrtrewrite: warning: {SHOWN[name]}/manifest.json lists 1 rank "
+                               "(1) with no rank folder in the output; dumping the 1 rank "
+                               "folder there"]
+        res = invoke("simulate", name)
+        assert res.exit_code == 2
+        assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]}: rank-0001 is missing (rank 1 "
+                               "of manifest.json 'ranks')"]

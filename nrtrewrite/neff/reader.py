@@ -468,7 +468,8 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
     sbuf = ext is not None
     gid = ext.replica_group_id if sbuf else w.replica_group_id
     if gid >= len(sg.replica_groups):
-        raise ValidationError(f"replica group {gid} does not exist ({sg.name}/def.json has "
+        raise ValidationError(f"replica group {gid} does not exist "
+                              f"({escape_controls(sg.name)}/def.json has "
                               f"{len(sg.replica_groups)})", ctx.at("replica_group_id", second=sbuf))
     group = sg.replica_groups[gid]
     n = w.num_elements

@@ -292,7 +292,8 @@ class Simulator:
         if model.triggers:
             t = model.triggers[0]
             raise SimulationError(f"the rewritten NEFF still holds a collective trigger "
-                                  f"({t.subgraph} {t.engine} instruction {t.index})", file=str(path))
+                                  f"({escape_controls(t.subgraph)} {escape_controls(t.engine)} "
+                                  f"instruction {t.index})", file=str(path))
         sgs = {sg.name: sg for sg in model.subgraphs}
         # the input model's subgraphs: the sync bytes each kick word keeps (check_against_model
         # made the manifest's triggers the model's: same subgraph, engine, index and operands)

@@ -18,7 +18,7 @@ import numpy as np
 from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
-from nrtrewrite.errors import SimulationError
+from nrtrewrite.errors import SimulationError, escape_controls
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
@@ -263,7 +263,7 @@ class FifoDecoder:
             if self.sg_index is not None and int(op["basic_block_id"]) != self.sg_index.get(
                     t.subgraph, -1):
                 raise fail(k, f"basic_block_id {int(op['basic_block_id'])}, trigger {t.ordinal} "
-                              f"is in subgraph {t.subgraph}", "basic_block_id")
+                              f"is in subgraph {escape_controls(t.subgraph)}", "basic_block_id")
             pgta = t.entry_pgta(ent.leg, rank)
             if int(op["unrolled_count"]) != pgta:
                 raise fail(k, f"unrolled_count {int(op['unrolled_count'])}, the "

@@ -18,7 +18,7 @@ from nrtrewrite.emit.address import (
     SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
 )
 from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
-from nrtrewrite.errors import SimulationError
+from nrtrewrite.errors import SimulationError, escape_controls
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
 
@@ -263,7 +263,8 @@ class Layout:
         try:
             return self._by_var[(subgraph, var_id)]
         except KeyError:
-            raise SimulationError(f"var {var_id} of {subgraph} is not in the memory map",
+            raise SimulationError(f"var {var_id} of {escape_controls(subgraph)} is not in the "
+                                  "memory map",
                                   file=self.file) from None
 
     def named(self, kind: str) -> Region | None:

@@ -24,7 +24,7 @@ from nrtrewrite.emit.address import (
     DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE,
 )
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
-from nrtrewrite.errors import SimulationError
+from nrtrewrite.errors import SimulationError, escape_controls
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
 from nrtrewrite.simulate.triggers import TriggerSpec
@@ -367,8 +367,8 @@ class RankDecoder:
             per_sg[t.subgraph] = per_sg.get(t.subgraph, 0) + 1
         for sg, cnt in per_sg.items():
             if cnt * F.SPAD_DTYPE.itemsize > F.SPAD_BYTES:
-                raise self.fail(f"{cnt} entries of subgraph {sg} overflow its {F.SPAD_BYTES}-byte "
-                                "CTRL SPAD", art)
+                raise self.fail(f"{cnt} entries of subgraph {escape_controls(sg)} overflow its "
+                                f"{F.SPAD_BYTES}-byte CTRL SPAD", art)
         for e in range(sp.size - 1):
             if self.trigger_next[e] and self.entry_trigger[e + 1] is not self.entry_trigger[e]:
                 raise self.fail("trigger_next chains into an entry of another trigger", art, e,
