@@ -1936,21 +1936,24 @@ def test_a_hier_leg_plan_listed_twice_is_refused(hier16_out, tmp_path):
 
 @pytest.mark.parametrize("buffer, says", [
     ({"offset": 4000, "region": "gw", "role": "gw2"},
-     "hier.legs[0].buffers[3].offset 4000 is outside the gw region's 4000 bytes"),
+     "hier.legs[1].buffers[5].offset 4000 is outside the gw region's 4000 bytes"),
     ({"offset": 8000, "region": "scratch", "role": "recv2"},
-     "hier.legs[0].buffers[3].offset 8000 is outside the scratch region's 8000 bytes"),
+     "hier.legs[1].buffers[5].offset 8000 is outside the scratch region's 8000 bytes"),
     ({"offset": -2, "region": "scratch", "role": "recv2"},
-     "hier.legs[0].buffers[3].offset -2 is outside the scratch region's 8000 bytes"),
+     "hier.legs[1].buffers[5].offset -2 is outside the scratch region's 8000 bytes"),
 ], ids=["gw-end", "scratch-end", "negative"])
 def test_a_hier_leg_buffer_outside_its_region_is_refused(hier16_out, tmp_path, buffer, says):
     """FORMATS §1.1: a leg's ``buffers`` lie inside their regions (scratch or gw, ``offset``
     in bytes). hier16_out: 1000 bf16 elements, a space of 2000 bytes; its single-cycle inter
     leg gives scratch four spaces (8000 bytes) and the gateway two (4000). A buffer appended
-    to the first leg (its gw, out and recv sorted by role, so index 3) at a region's end, or
-    before its start, simulated as a match: lower listed such ``gw2`` and ``recv2`` buffers
-    on every leg until 2026-12-05. It is refused naming the key and the region's size."""
+    to that leg (its gw, gw2, in, recv and recv2, so index 5) at a region's end, or before
+    its start, simulated as a match until 2026-12-05. It is refused naming the key and the
+    region's size (on a leg that is not single-cycle a gw2 or recv2 is refused first, as an
+    older nrtrewrite's: ``test_a_single_cycle_view_on_another_hier_leg_says_...``)."""
     out = copy(hier16_out, tmp_path)
-    _rehier(out, lambda legs: legs[0]["buffers"].append(buffer))
+    assert sorted(b["role"] for b in trigger0(out)["hier"]["legs"][1]["buffers"]) == [
+        "gw", "gw2", "in", "recv", "recv2"]
+    _rehier(out, lambda legs: legs[1]["buffers"].append(buffer))
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {says} (a buffer "
                             "lies inside its region: FORMATS §1.1)")
 
@@ -2018,14 +2021,78 @@ GW_WHY = ("every HIER leg lists gw at offset 0 of the gw region, the gateway vie
           "names: FORMATS §1.1")
 
 
+#: what a RING or KANGARING HIER leg listing a single-cycle leg's second view is told: an
+#: nrtrewrite before 2026-12-05 wrote such legs (FORMATS §1.1), so lower the model again
+OLDER_HIER = ("(only a single-cycle leg lists recv2 and gw2: FORMATS §1.1); an nrtrewrite "
+              "before 2026-12-05 listed them on every HIER leg: lower the model again")
+
+
+def refused_as_older(out: Path) -> str:
+    """Simulated: refused before the run (status 2, the simulation cannot be done), one
+    line."""
+    res = cli("simulate", out)
+    assert res.exit_code == 2, res.output
+    assert res.stdout == "" and res.stderr.count("\n") == 1, res.output
+    assert res.stderr.startswith("nrtrewrite: error: "), res.stderr
+    return res.stderr[len("nrtrewrite: error: "):].rstrip("\n")
+
+
 @pytest.mark.parametrize("edit, says", [
     (lambda legs: legs[0]["buffers"].append({"offset": 2000, "region": "gw", "role": "gw2"}),
-     'hier.legs[0].buffers[3].role "gw2" is on a RING leg (only a single-cycle leg lists recv2 '
-     "and gw2: FORMATS §1.1)"),
+     f'hier.legs[0].buffers[3].role "gw2" is on a RING leg {OLDER_HIER}'),
     (lambda legs: legs[2]["buffers"].append({"offset": 6000, "region": "scratch",
                                              "role": "recv2"}),
-     'hier.legs[2].buffers[1].role "recv2" is on a RING leg (only a single-cycle leg lists '
-     "recv2 and gw2: FORMATS §1.1)"),
+     f'hier.legs[2].buffers[1].role "recv2" is on a RING leg {OLDER_HIER}'),
+], ids=["ring-gw2", "ring-recv2"])
+def test_a_single_cycle_view_on_another_hier_leg_says_lower_the_model_again(
+        hier16_out, tmp_path, edit, says):
+    """FORMATS §1.1: only a single-cycle HIER leg lists ``recv2`` and ``gw2``. hier16_out's
+    RING legs 0 and 2 given one inside its region (gw at 2000, scratch at 6000 = three
+    spaces of 2000 bytes) simulated as a match until 2026-12-05 (the roles were not read);
+    as an nrtrewrite before 2026-12-05 listed both on every leg, the refusal says to lower
+    the model again, status 2."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, edit)
+    assert refused_as_older(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
+
+
+@pytest.mark.parametrize("op, legs", [
+    ("all_reduce", ("intra_redsct", "inter_allr", "intra_allg")),
+    ("reduce_scatter", ("intra_redsct", "inter_redsct")),
+])
+def test_an_output_with_the_hier_buffers_written_before_2026_12_05_is_lowered_again(
+        tmp_path, op, legs):
+    """Until 0ee9775 (2026-12-05) ``lower`` listed ``gw2`` at gw one space and ``recv2`` at
+    scratch three spaces (docs/DESIGN.md "HIER") on every HIER leg, in outputs of format
+    version 2 whose artifacts are today's bytes; on a trigger without a single-cycle leg
+    both lay past their regions' ends: gw holds one space (1000 bf16 elements, 2000 bytes),
+    scratch three (an all-reduce's RECV, MID and the inter leg's RECV) or, for a
+    reduce-scatter, likewise. Such an output (here rebuilt from today's by adding the two
+    entries to each leg) was refused as a protocol error (status 1: `... buffers[1].offset
+    2000 is outside the gw region's 2000 bytes ...`); it is told to lower the model again,
+    at its first leg, status 2."""
+    algo = "inter_allr:ring" if op == "all_reduce" else "inter_redsct:ring"
+    out = lower_spec(coll_spec(op, "bf16", HIER16, 1000 if op == "all_reduce" else 1024,
+                               lnc=2), tmp_path / "o", algo=algo)
+    t = trigger0(out)
+    assert tuple(leg["name"] for leg in t["hier"]["legs"]) == legs
+    assert {leg["algorithm"] for leg in t["hier"]["legs"]} == {"RING"}
+    space = (1000 if op == "all_reduce" else 1024) * 2
+    regions = {r["kind"]: r["size"] for r in json.loads(
+        (out / "manifest.json").read_text())["memory"]["regions"] if r["kind"] in ("gw", "scratch")}
+    assert regions["gw"] == space
+
+    def older(legs):
+        for leg in legs:
+            leg["buffers"][1:1] = [{"offset": space, "region": "gw", "role": "gw2"}]
+            leg["buffers"].append({"offset": 3 * space, "region": "scratch", "role": "recv2"})
+    _rehier(out, older)
+    assert refused_as_older(out) == (f"{out / 'manifest.json'}: field triggers[0]: "
+                                     f'hier.legs[0].buffers[1].role "gw2" is on a RING leg '
+                                     f"{OLDER_HIER}")
+
+
+@pytest.mark.parametrize("edit, says", [
     (lambda legs: legs[2].__setitem__("buffers", []),
      f"hier.legs[2].buffers lists 0 gw buffers, not 1 ({GW_WHY})"),
     (lambda legs: legs[2]["buffers"][0].__setitem__("offset", 8),
@@ -2033,7 +2100,7 @@ GW_WHY = ("every HIER leg lists gw at offset 0 of the gw region, the gateway vie
      f'"region": "gw"}} ({GW_WHY})'),
     (lambda legs: legs[1]["buffers"].append({"offset": 0, "region": "gw", "role": "gw"}),
      f"hier.legs[1].buffers lists 2 gw buffers, not 1 ({GW_WHY})"),
-], ids=["ring-gw2", "ring-recv2", "no-gw", "gw-at-8", "gw-twice"])
+], ids=["no-gw", "gw-at-8", "gw-twice"])
 def test_hier_leg_buffers_other_than_formats_roles_are_refused(hier16_out, tmp_path, edit,
                                                                says):
     """FORMATS §1.1: every HIER leg lists ``gw`` at 0 (the gateway view every entry names),

@@ -11,7 +11,7 @@ import numpy as np
 
 from nrtrewrite.codes import DType, DTYPE_SIZE, EncOpType, SdmaCceType
 from nrtrewrite.compose.segments import even_split
-from nrtrewrite.errors import SimulationError, counted, cut_middle
+from nrtrewrite.errors import OutputError, SimulationError, counted, cut_middle
 from nrtrewrite.policy import INTRA
 from nrtrewrite.select import HIER_LEGS, LEG_OPS, hier_split, ranks_by_node
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
@@ -1116,6 +1116,8 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                                   f"{spec.algorithm} trigger (only a SINGLE_CYCLE_RING "
                                   "trigger has buffers, its second views: FORMATS §1.1)",
                                   **spec.where)
+        for leg in spec.legs.values():
+            _refuse_older_hier_buffers(spec, leg)
         lists = [("buffers", spec.buffers or [])] + [(f"hier.legs[{leg['at']}].buffers",
                                                 leg["buffers"]) for leg in spec.legs.values()]
         dsize = io_size(spec.dtype)
@@ -1211,6 +1213,25 @@ HIER_PLACES_WHY = ("in scratch the first leg's RECV at 0, MID at one space, the 
                    "0 and a single-cycle leg's second at one")
 
 
+def _refuse_older_hier_buffers(spec: TriggerSpec, leg: dict) -> None:
+    """A HIER leg that is not SINGLE_CYCLE_RING lists neither ``recv2`` nor ``gw2`` (FORMATS
+    §1.1), else an :class:`OutputError` (status 2) saying to lower the model again: an
+    nrtrewrite before 2026-12-05 (0ee9775) listed both on every HIER leg, past the ends of
+    their regions unless the trigger had a single-cycle leg, in outputs of the same format
+    version whose artifacts are today's bytes.  Checked before the buffers' regions, so
+    every such output gets this one message (until 2026-12-05 it was a protocol error,
+    status 1: the role on the leg, or the buffer outside its region)."""
+    if leg["algorithm"] == "SINGLE_CYCLE_RING":
+        return
+    for b, buf in enumerate(leg["buffers"]):
+        if buf["role"] in SINGLE_CYCLE_ROLES:
+            raise OutputError(f"hier.legs[{leg['at']}].buffers[{b}].role "
+                              f"{_json_text(buf['role'])} is on a {leg['algorithm']} leg (only "
+                              "a single-cycle leg lists recv2 and gw2: FORMATS §1.1); an "
+                              "nrtrewrite before 2026-12-05 listed them on every HIER leg: "
+                              "lower the model again", **spec.where)
+
+
 def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
     """A HIER leg's ``buffers`` (:func:`_resolve_hier`'s ``leg``, of leg ``name``) list role
     ``gw`` once, at offset 0 of the gw region, and ``recv2`` or ``gw2`` only on a
@@ -1235,12 +1256,6 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
     if (got := {"offset": gw["offset"], "region": gw["region"]}) != HIER_GW:
         raise SimulationError(f"{key}[{gws[0]}] (role gw) is {_json_text(got)}, not "
                               f"{_json_text(HIER_GW)} ({why})", **where)
-    if leg["algorithm"] != "SINGLE_CYCLE_RING":
-        for b, buf in enumerate(leg["buffers"]):
-            if buf["role"] in SINGLE_CYCLE_ROLES:
-                raise SimulationError(f"{key}[{b}].role {_json_text(buf['role'])} is on a "
-                                      f"{leg['algorithm']} leg (only a single-cycle leg lists "
-                                      "recv2 and gw2: FORMATS §1.1)", **where)
     places = HIER_ROLE_PLACES.get(name, {})
     space = spec.n * (len(spec.group) if spec.op == "ALLGATHER" else 1) * spec.dsize
     first: dict[str, int] = {}
