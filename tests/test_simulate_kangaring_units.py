@@ -66,3 +66,55 @@ def test_a_secondarys_peer_post_to_a_stranger_is_refused(kr16_out, tmp_path, to)
     refused(out, "rank 4,", f"artifact sem.bin, record {i}", f"peer_post leg (legs.bin record "
             f"{g}) of secondary 4 increments the peer semaphore of rank {to}, not its unit's "
             "primary 0 on channel 0 (triggers[0].kangaring[0].units; FORMATS §3.3)")
+
+
+#: FORMATS §3 leaf codes of a primary's data legs
+DIRECT_RECV, REDUCE_SEND_KANGARING = 7, 10
+#: FORMATS §10: a data address of a core of the own device is (logical core << 36) + the
+#: DRAM window + the offset (no routing bits)
+CORE_SHIFT = 36
+
+
+def _retarget_data(out: Path, rank: int, leaf: int, write: bool, to_core: int) -> int:
+    """Move the first BD of ``rank``'s first ``leaf`` leg that reads (or writes) another core
+    of its device to the core ``to_core`` (the same offset there): its legs.bin record."""
+    lg = legs(out, rank)
+    path = out / f"rank-{rank:04d}" / "dma.bin"
+    bds = np.fromfile(path, F.BD_DTYPE)
+    for g in np.flatnonzero(lg["leaf"] == leaf):
+        first, count = int(lg["dma_first"][g]), int(lg["dma_count"][g])
+        for k in range(first, first + count):
+            ptr = int(bds["buf_ptr"][k])
+            core = (ptr >> CORE_SHIFT) & 0x3FF
+            if bool(bds["meta_ctrl"][k] & F.META_DIR_S2M) == write and core != rank % 8:
+                assert core == 4  # (rank 4, the secondary)
+                bds["buf_ptr"][k] = ptr + ((to_core - core) << CORE_SHIFT)
+                bds.tofile(path)
+                return int(g)
+    raise AssertionError(f"no leg {leaf} of rank {rank} reaches another core")
+
+
+@pytest.mark.parametrize("leaf, write, to, says", [
+    (DIRECT_RECV, True, 6, "direct_recv leg (legs.bin record {g}) of rank 0 writes rank 6: "
+     "neither a secondary of its unit [0, 4, 5, 1] on channel 0 (triggers[0].kangaring[0]."
+     "units) nor the next primary 2 (triggers[0].channels[0].order) (FORMATS §3.3)"),
+    (REDUCE_SEND_KANGARING, False, 2, "direct_reduce_send_kangaring leg (legs.bin record {g}) "
+     "of rank 0 reads rank 2: not a secondary of its unit [0, 4, 5, 1] on channel 0 "
+     "(triggers[0].kangaring[0].units) (FORMATS §3.3)"),
+    (REDUCE_SEND_KANGARING, False, 6, "direct_reduce_send_kangaring leg (legs.bin record {g}) "
+     "of rank 0 reads rank 6: not a secondary of its unit [0, 4, 5, 1] on channel 0 "
+     "(triggers[0].kangaring[0].units) (FORMATS §3.3)"),
+], ids=["write-to-a-stranger", "read-of-another-primary", "read-of-a-stranger"])
+def test_a_primarys_data_on_a_rank_off_its_unit_and_cycle_is_refused(kr16_out, tmp_path,  # noqa: F811
+                                                                     leaf, write, to, says):
+    """FORMATS §3.3, docs/DESIGN.md "Kangaring": a primary reads its own and its
+    secondaries' memory and writes there and on the next primary. kr16_out's rank 0
+    (primary of [0, 4, 5, 1], next primary 2): its ``direct_recv`` copy to secondary 4's
+    output moved to rank 6's, or its fan-in's read of 4's input moved to rank 2 or 6, is
+    refused before the run, naming the leg. Until 2026-12-05 only the run refused them: the
+    write as a race (rank 6's output written with no happens-before), the read of rank 2 as
+    a mismatch of 2016 elements, the read of rank 6 as a race."""
+    out = copy(kr16_out, tmp_path)
+    g = _retarget_data(out, 0, leaf, write, to)
+    rehash(out)
+    refused(out, "rank 0,", f"artifact legs.bin, record {g}", says.format(g=g))

@@ -1389,34 +1389,44 @@ class RankDecoder:
         self.check_kangaring_peers()
 
     def check_kangaring_peers(self) -> None:
-        """KANGARING legs (FORMATS §3.3) signal the ranks of the manifest's cycle and units: a
-        ring leaf's increment of another rank's ``recv_sema`` is the next primary of the
-        channel's order (``channels[].order``, a HIER leg plan's in positions), a peer
-        semaphore increment of a primary's leg a secondary of its own unit, of a secondary's
-        (``peer_post``) its unit's primary (``kangaring[].units``).  Until 2026-12-05 only
-        the section and the order were held to each other and the group, not to the legs."""
+        """KANGARING legs (FORMATS §3.3) signal and move data on the ranks of the manifest's
+        cycle and units: a ring leaf's increment of another rank's ``recv_sema`` is the next
+        primary of the channel's order (``channels[].order``, a HIER leg plan's in
+        positions), a peer semaphore increment of a primary's leg a secondary of its own unit,
+        of a secondary's (``peer_post``) its unit's primary (``kangaring[].units``); a
+        primary's leg reads no other rank than its unit's secondaries and writes no other
+        than those and the next primary, a secondary's legs move no data.  Until 2026-12-05
+        only the section and the order were held to each other and the group, not to the
+        legs; the data only by the run (a write to a stranger's output is a race or a
+        mismatch there)."""
         L = self.a["legs.bin"]
         subop, _role, trank, sid, _val = self.sem
-        n = subop.size
-        if not n or not np.any(self.algo_type[self.spi] == int(EncAlgType.KANGARING)):
+        if not self.n_legs or not np.any(self.algo_type[self.spi] == int(EncAlgType.KANGARING)):
             return
+        kanga_leg = self.algo_type[self.spi] == int(EncAlgType.KANGARING)
         leg = np.repeat(np.arange(self.n_legs), L["sem_count"].astype(np.int64))
         c = self.ch[leg]
-        kanga = self.algo_type[self.spi[leg]] == int(EncAlgType.KANGARING)
-        away = ~(subop == WAIT) & (trank != self.rank) & kanga
+        away = ~(subop == WAIT) & (trank != self.rank) & kanga_leg[leg]
         nxt = away & (sid == SEM_BASE + 4 * c + ROLE_RECV)
         peer = away & (sid == SEM_PEER_BASE + c)
         idx = np.flatnonzero(nxt | peer)
-        if not idx.size:
+        R = self.runs
+        run_away = np.flatnonzero(kanga_leg[R["leg"]] & (R["rank"] != self.rank)) \
+            if R["leg"].size else np.zeros(0, np.int64)
+        if not idx.size and not run_away.size:
             return
         # per (entry, channel): the rank's unit, its key, the next primary (-1: none)
         g_of = leg[idx]
-        pairs = self.spi[g_of] * 64 + self.ch[g_of]
-        uniq, kid = np.unique(pairs, return_inverse=True)
+        g_run = R["leg"][run_away]
+        all_pairs = np.concatenate([self.spi[g_of] * 64 + self.ch[g_of],
+                                    self.spi[g_run] * 64 + self.ch[g_run]])
+        uniq, kid_all = np.unique(all_pairs, return_inverse=True)
+        kid, kid_run = kid_all[:idx.size], kid_all[idx.size:]
         units, keys = [], []
         succ = np.full(uniq.size, -1, np.int64)
         mates = np.full((uniq.size, 4), -1, np.int64)  # a primary's secondaries, or its primary
         known = np.zeros(uniq.size, bool)
+        primary = np.zeros(uniq.size, bool)
         for j, pc in enumerate(uniq.tolist()):
             e, ch = divmod(pc, 64)
             t, lg = self.entry_trigger[e], self.entry_leg[e]
@@ -1428,6 +1438,7 @@ class RankDecoder:
             known[j] = True
             unit = found[0]
             if unit[0] == self.rank:
+                primary[j] = True
                 s_ = t.successor(ch, self.rank, lg)
                 succ[j] = -1 if s_ is None else s_
                 mates[j, :len(unit) - 1] = unit[1:]
@@ -1437,28 +1448,54 @@ class RankDecoder:
         bad_next = nxt[idx] & known[kid] & (to != succ[kid])
         bad_peer = peer[idx] & known[kid] & ~(to[:, None] == mates[kid]).any(axis=1)
         bad = _first(bad_next | bad_peer)
+        if bad is not None:
+            i, g, j = int(idx[bad]), int(g_of[bad]), int(kid[bad])
+            e, ch = divmod(int(uniq[j]), 64)
+            unit, key, name, to_ = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])], int(to[bad])
+            if bad_next[bad]:
+                want = (f"the next primary of channel {ch} is {succ[j]} ({self._order_key(key)})"
+                        if unit[0] == self.rank else
+                        f"rank {self.rank} is a secondary of unit {unit} ({key}), which sends to "
+                        "no primary")
+                raise self.fail(f"{name} leg (legs.bin record {g}) increments recv_sema of rank "
+                                f"{to_}: {want} (FORMATS §3.3)", "sem.bin", i, "addr")
+            if unit[0] == self.rank:
+                raise self.fail(f"{name} leg (legs.bin record {g}) of primary {self.rank} "
+                                f"increments the peer semaphore of rank {to_}, not a secondary "
+                                f"of its unit {unit} on channel {ch} ({key}; FORMATS §3.3)",
+                                "sem.bin", i, "addr")
+            raise self.fail(f"{name} leg (legs.bin record {g}) of secondary {self.rank} "
+                            f"increments the peer semaphore of rank {to_}, not its unit's "
+                            f"primary {unit[0]} on channel {ch} ({key}; FORMATS §3.3)",
+                            "sem.bin", i, "addr")
+        # the data: a primary's reads on its secondaries, its writes there or on the next
+        # primary; a secondary moves none
+        to = R["rank"][run_away]
+        writes = R["dir"][run_away] == 1
+        on_mate = (to[:, None] == mates[kid_run]).any(axis=1) & primary[kid_run]
+        ok = on_mate | (writes & primary[kid_run] & (to == succ[kid_run]))
+        bad = _first(known[kid_run] & ~ok)
         if bad is None:
             return
-        i, g, j = int(idx[bad]), int(g_of[bad]), int(kid[bad])
+        g, j, to_ = int(g_run[bad]), int(kid_run[bad]), int(to[bad])
         e, ch = divmod(int(uniq[j]), 64)
-        unit, key, name, to_ = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])], int(to[bad])
-        if bad_next[bad]:
-            okey = key.replace("kangaring", "channels").rsplit(".", 1)[0] + ".order"
-            want = (f"the next primary of channel {ch} is {succ[j]} ({okey})"
-                    if unit[0] == self.rank else
-                    f"rank {self.rank} is a secondary of unit {unit} ({key}), which sends to "
-                    "no primary")
-            raise self.fail(f"{name} leg (legs.bin record {g}) increments recv_sema of rank "
-                            f"{to_}: {want} (FORMATS §3.3)", "sem.bin", i, "addr")
-        if unit[0] == self.rank:
-            raise self.fail(f"{name} leg (legs.bin record {g}) of primary {self.rank} "
-                            f"increments the peer semaphore of rank {to_}, not a secondary "
-                            f"of its unit {unit} on channel {ch} ({key}; FORMATS §3.3)",
-                            "sem.bin", i, "addr")
-        raise self.fail(f"{name} leg (legs.bin record {g}) of secondary {self.rank} "
-                        f"increments the peer semaphore of rank {to_}, not its unit's "
-                        f"primary {unit[0]} on channel {ch} ({key}; FORMATS §3.3)",
-                        "sem.bin", i, "addr")
+        unit, key, name = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])]
+        verb = "writes" if writes[bad] else "reads"
+        if not primary[j]:
+            why = (f"rank {self.rank} is a secondary of unit {unit} on channel {ch} ({key}), "
+                   "whose legs move no data")
+        elif writes[bad]:
+            why = (f"neither a secondary of its unit {unit} on channel {ch} ({key}) nor the next "
+                   f"primary {succ[j]} ({self._order_key(key)})")
+        else:
+            why = f"not a secondary of its unit {unit} on channel {ch} ({key})"
+        raise self.fail(f"{name} leg (legs.bin record {g}) of rank {self.rank} {verb} rank "
+                        f"{to_}: {why} (FORMATS §3.3)", "legs.bin", g, "dma_first")
+
+    @staticmethod
+    def _order_key(units_key: str) -> str:
+        """The ``channels[c].order`` key beside a ``kangaring[c].units`` key."""
+        return units_key.replace("kangaring", "channels").rsplit(".", 1)[0] + ".order"
 
     # ------------------------------------------------------------------ runs
     def build_runs(self) -> None:
