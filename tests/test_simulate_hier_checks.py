@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import nrtrewrite.compose.hier as hier_mod
+import nrtrewrite.simulate.engine as engine_mod
 import nrtrewrite.simulate.triggers as triggers_mod
 from nrtrewrite.simulate import simulate_output
 from test_simulate import cli, coll_spec, lower_spec
@@ -437,6 +438,15 @@ def test_a_hier_num_elements_its_operand_cannot_hold_is_named_at_the_operand(
                                    "fit var ")
 
 
+@pytest.fixture
+def legs_alone(monkeypatch):
+    """The tests below aim at the legs' check (program.py ``check_kangaring_peers``): since
+    2026-12-05 a unit other than docs/TOPOLOGY.md §4's (split, swapped, another primary) is
+    refused first from the ranks' s-engines (``check_kangaring_units``, at load), which is
+    taken out here (tests/test_simulate_kangaring_units.py refuses the same edits there)."""
+    monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
+
+
 def _reunit(k: dict, ch: dict, units: list[list[int]]) -> None:
     """Give a ``kangaring`` item ``units``, its ``logical_path`` and its channel's order
     (the primaries) to match, so the section still agrees with itself (FORMATS §1.1)."""
@@ -455,7 +465,8 @@ def _reunit(k: dict, ch: dict, units: list[list[int]]) -> None:
      "increments recv_sema of rank 2: the next primary of channel 0 is 5 "
      "(triggers[0].channels[0].order)"),
 ], ids=["reordered", "split"])
-def test_a_kangaring_cycle_other_than_its_legs_is_refused(kr16_out, tmp_path, units, says):
+def test_a_kangaring_cycle_other_than_its_legs_is_refused(kr16_out, tmp_path, legs_alone, units,
+                                                          says):
     """FORMATS §3.3: a primary's fan-in signals the next primary of ``channels[].order``.
     The section was held to itself and the group, not to the legs: units reordered or split,
     with the order and path edited to match, simulated as a match. Refused naming rank 0,
@@ -467,7 +478,7 @@ def test_a_kangaring_cycle_other_than_its_legs_is_refused(kr16_out, tmp_path, un
     assert "direct_reduce_send_kangaring leg (legs.bin record " in err, err
 
 
-def test_a_kangaring_unit_other_than_its_legs_is_refused(kr16_out, tmp_path):
+def test_a_kangaring_unit_other_than_its_legs_is_refused(kr16_out, tmp_path, legs_alone):
     """FORMATS §3.3: a primary's legs signal the secondaries of its own unit. Ranks 1 and 3
     swapped between the units [0, 4, 5, 1] and [2, 6, 7, 3] (primaries unchanged, the path
     to match) simulated as a match; rank 0's legs still signal rank 1, now of another
@@ -481,7 +492,8 @@ def test_a_kangaring_unit_other_than_its_legs_is_refused(kr16_out, tmp_path):
             "(triggers[0].kangaring[0].units")
 
 
-def test_a_kangaring_hier_legs_cycle_other_than_its_legs_is_refused(hier16k_out, tmp_path):
+def test_a_kangaring_hier_legs_cycle_other_than_its_legs_is_refused(hier16k_out, tmp_path,
+                                                                   legs_alone):
     """The same on a KANGARING HIER leg, its plan in positions: intra_redsct's units
     reordered (0, 2, 1, 3) to [0, 2], [4, 6], [1, 3], [5, 7], the order [0, 4, 1, 5]; rank 0
     (position 0 of node 0's group 0..7) signals rank 1, the order says position 4 (rank 4)."""
@@ -493,7 +505,7 @@ def test_a_kangaring_hier_legs_cycle_other_than_its_legs_is_refused(hier16k_out,
             "primary of channel 0 is 4 (triggers[0].hier.legs[0].plans[0].channels[0].order)")
 
 
-def test_a_kangaring_secondary_named_primary_is_refused(kr16_out, tmp_path):
+def test_a_kangaring_secondary_named_primary_is_refused(kr16_out, tmp_path, legs_alone):
     """FORMATS §3.3: only a primary sends to the next primary. Unit [0, 4, 5, 1] made
     [4, 0, 5, 1] (the order [4, 2, 8, 10] and the path to match): rank 0, now a secondary,
     still runs the fan-in to rank 2; refused naming its unit's key."""

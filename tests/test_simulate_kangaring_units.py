@@ -1,23 +1,32 @@
 """What ``simulate`` holds a KANGARING trigger's units and legs to beyond the section itself
-(docs/SIMULATOR.md §1, §2): a secondary's ``peer_post`` names its unit's primary (FORMATS
-§3.3), tested on a secondary of its own (until 2026-12-05 only rank 0, a primary, was
-edited, and it trips first).
+(docs/SIMULATOR.md §1): a secondary's ``peer_post`` names its unit's primary (FORMATS §3.3),
+tested on a secondary of its own (until 2026-12-05 only rank 0, a primary, was edited, and it
+trips first); a primary's data stays on its unit and the next primary (FORMATS §3.3: until
+2026-12-05 left to the run's data and shadow checks); and each unit is docs/TOPOLOGY.md §4's
+for the ranks' s-engines, its primary member c % size (``topology.ranks[].sengine`` and
+``tpb`` were not read until 2026-12-05: a primary other than TOPOLOGY's, the legs agreeing,
+simulated as a match).
 
-Every output is hand-edited and re-hashed, so that the checksums pass. Expected units,
-ranks and addresses are worked out from the docs (docs/TOPOLOGY.md §1, §4; FORMATS §7,
-§10), not read back from ``lower``: the fixtures (test_simulate_hier_checks.py) assert
-them first."""
+Every output is hand-edited and re-hashed, so that the checksums pass, or lowered with a
+defect put in by hand. Expected units, ranks and addresses are worked out from the docs
+(docs/TOPOLOGY.md §1, §4; FORMATS §7, §10), not read back from ``lower``: the fixtures
+(test_simulate_hier_checks.py) assert them first."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import nrtrewrite.simulate.engine as engine_mod
+import nrtrewrite.topology.rings as rings_mod
 from nrtrewrite.emit import formats as F
-from test_simulate_hier_checks import kr16_out  # noqa: F401  (a fixture)
-from test_simulate_kick_leaf import copy, legs, refused, rehash
+from nrtrewrite.simulate import simulate_output
+from test_simulate import coll_spec, lower_spec
+from test_simulate_hier_checks import HIER16, kr8_out, kr16_out  # noqa: F401  (fixtures)
+from test_simulate_kick_leaf import _retrigger, copy, legs, refused, rehash, trigger0
 
 #: FORMATS §3 leaf codes
 PEER_POST = 11
@@ -36,8 +45,8 @@ def _sems(out: Path, rank: int) -> np.ndarray:
 
 def _retarget_peer_post(out: Path, rank: int, to_core: int) -> tuple[int, int]:
     """Make ``rank``'s first ``peer_post`` increment the peer semaphore of the core
-    ``to_core`` of its own device (of 8 cores) instead (the TOP_SP index of the address): (its legs.bin
-    record, its sem.bin record)."""
+    ``to_core`` of its own device (of 8 cores) instead (the TOP_SP index of the address):
+    (its legs.bin record, its sem.bin record)."""
     lg = legs(out, rank)
     g = int(np.flatnonzero(lg["leaf"] == PEER_POST)[0])
     sems = _sems(out, rank)
@@ -105,8 +114,8 @@ def _retarget_data(out: Path, rank: int, leaf: int, write: bool, to_core: int) -
      "of rank 0 reads rank 6: not a secondary of its unit [0, 4, 5, 1] on channel 0 "
      "(triggers[0].kangaring[0].units) (FORMATS §3.3)"),
 ], ids=["write-to-a-stranger", "read-of-another-primary", "read-of-a-stranger"])
-def test_a_primarys_data_on_a_rank_off_its_unit_and_cycle_is_refused(kr16_out, tmp_path,  # noqa: F811
-                                                                     leaf, write, to, says):
+def test_a_primarys_data_on_a_rank_off_its_unit_and_cycle_is_refused(  # noqa: F811
+        kr16_out, tmp_path, leaf, write, to, says):
     """FORMATS §3.3, docs/DESIGN.md "Kangaring": a primary reads its own and its
     secondaries' memory and writes there and on the next primary. kr16_out's rank 0
     (primary of [0, 4, 5, 1], next primary 2): its ``direct_recv`` copy to secondary 4's
@@ -118,3 +127,151 @@ def test_a_primarys_data_on_a_rank_off_its_unit_and_cycle_is_refused(kr16_out, t
     g = _retarget_data(out, 0, leaf, write, to)
     rehash(out)
     refused(out, "rank 0,", f"artifact legs.bin, record {g}", says.format(g=g))
+
+
+# ---------------------------------------------------------------------------- units
+
+#: docs/TOPOLOGY.md §4's member order and primary, as the refusal words them
+ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of one device, "
+         "S_k then S_k^2 with one rank an engine, else S_k t0, S_k^2 t0, S_k^2 t1, S_k t1, t0 "
+         "the lower TPB; on the channel at place c of its list member c % size is the "
+         "primary, the others follow in that order)")
+
+
+def _reunit(t: dict, units: list[list[int]]) -> None:
+    """Give ``kangaring[0]`` ``units``, its path and channel 0's order to match (FORMATS
+    §1.1), so the section agrees with itself."""
+    t["kangaring"][0].update(units=units, logical_path=[m for u in units for m in u])
+    t["channels"][0]["order"] = [u[0] for u in units]
+
+
+def _field(out: Path, key: str = "triggers[0]") -> str:
+    return f"{out / 'manifest.json'}: field {key}: "
+
+
+#: kr16_out (trn2, LNC 1): rank r of device 0 has tpb r, s-engine r // 2 (docs/TOPOLOGY.md
+#: §1), so its units are [0, 4, 5, 1] (S0 t0, S2 t0, S2 t1, S0 t1) and [2, 6, 7, 3]; device
+#: 1's [8, 12, 13, 9] and [10, 14, 15, 11]; member 0 the primary on channel 0
+KR16 = [[0, 4, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
+
+
+@pytest.mark.parametrize("units, got, want, legs_say", [
+    ([[0, 5, 4, 1], *KR16[1:]], "[0, 5, 4, 1]", "[0, 4, 5, 1]", None),
+    ([[0, 4], [5, 1], *KR16[1:]], "[0, 4]", "[0, 4, 5, 1]", "recv_sema of rank 2"),
+    ([[0, 4, 5, 3], [2, 6, 7, 1], *KR16[2:]], "[0, 4, 5, 3]", "[0, 4, 5, 1]",
+     "peer semaphore of rank 1"),
+    ([[0, 4, 5, 9], KR16[1], [8, 12, 13, 1], KR16[3]], "[0, 4, 5, 9]", "[0, 4, 5, 1]",
+     "peer semaphore of rank 1"),
+    ([[4, 0, 5, 1], *KR16[1:]], "[4, 0, 5, 1]", "[0, 4, 5, 1]", "rank 0 is a secondary"),
+], ids=["secondaries-reordered", "split", "swapped", "swapped-across-devices",
+        "secondary-named-primary"])
+def test_a_unit_other_than_topologys_is_refused_from_the_ranks_s_engines(
+        kr16_out, tmp_path, monkeypatch, units, got, want, legs_say):  # noqa: F811
+    """docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of one device in a
+    fixed member order, member c % size its primary. Each edit (the order and path made to
+    match) is refused at load, naming the unit, from the ranks' ``sengine`` (not read until
+    2026-12-05). Without that check the secondaries reordered simulated as a match (the
+    legs do not tell secondaries apart); the others the legs' check refuses (rank 0's
+    semaphores: tests/test_simulate_hier_checks.py)."""
+    out = copy(kr16_out, tmp_path)
+    _retrigger(out, 0, lambda t: _reunit(t, units))
+    rehash(out)
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] {got} is not {want}, the unit "
+                            f"of rank {units[0][0]} with member 0 % 4 its primary {ORDER}")
+    monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
+    if legs_say is None:
+        assert simulate_output(out).ok
+    else:
+        refused(out, "rank 0,", "artifact sem.bin", legs_say)
+
+
+def _swapped_units(monkeypatch):
+    """``lower`` with each vnc-2 unit's members in the other order, (S_k^2, S_k): the defect
+    of a primary other than docs/TOPOLOGY.md §4's (the legs follow it)."""
+    real = rings_mod._units
+
+    def swapped(topo, node, device):
+        return [tuple(reversed(u)) for u in real(topo, node, device)]
+    monkeypatch.setattr(rings_mod, "_units", swapped)
+
+
+def test_a_primary_other_than_topologys_is_refused_though_the_legs_agree(monkeypatch, tmp_path):
+    """8 ranks at LNC 2 (trn2): rank r of device 0 on s-engine r (tpb 2r, 2 TPBs an engine),
+    units (0, 2), (1, 3), device 1's (4, 6), (5, 7), member 0 the primary on channel 0.
+    Lowered with (2, 0) ... instead, the manifest and the legs agree, and it simulated as a
+    match; the primary is refused from the s-engines, and with that check out it is a match
+    again, so nothing else refuses it."""
+    _swapped_units(monkeypatch)
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 1000, lnc=2), tmp_path / "o",
+                     algo="kangaring")
+    monkeypatch.undo()
+    assert trigger0(out)["kangaring"][0]["units"] == [[2, 0], [3, 1], [6, 4], [7, 5]]
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] [2, 0] is not [0, 2], the unit "
+                            f"of rank 2 with member 0 % 2 its primary {ORDER}")
+    monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
+    assert simulate_output(out).ok
+
+
+def test_a_hier_legs_primary_other_than_topologys_is_refused_in_positions(monkeypatch,
+                                                                          tmp_path):
+    """The same on KANGARING HIER legs (HIER16 at LNC 2: node 0's group, positions 0..7 =
+    ranks 0..7, units (0, 2), (1, 3), (4, 6), (5, 7) on the leg's channel at place 0): its
+    first leg's plan is named, in positions."""
+    _swapped_units(monkeypatch)
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    monkeypatch.undo()
+    plan = trigger0(out)["hier"]["legs"][0]["plans"][0]
+    assert plan["kangaring"][0]["units"] == [[2, 0], [3, 1], [6, 4], [7, 5]]
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] [2, 0] "
+                            "(ranks [2, 0]) is not [0, 2], the unit of position 2 with member "
+                            f"0 % 2 its primary {ORDER}")
+
+
+def _retopo(out: Path, fn) -> None:
+    path = out / "manifest.json"
+    top = json.loads(path.read_text())
+    fn(top["topology"]["ranks"])
+    path.write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+
+
+@pytest.mark.parametrize("fixture, rank, sengine, says", [
+    ("kr8_out", 1, 3, "rank 1: sengine 3 is not 1, tpb 2 // 2 (the s-engine of its first TPB, "
+     "tpb // tpbs_per_sengine: its device's 4 s-engines hold 1 rank each"),
+    ("kr16_out", 5, 3, "rank 5: sengine 3 is not 2, tpb 5 // 2 (the s-engine of its first TPB, "
+     "tpb // tpbs_per_sengine: its device's 4 s-engines hold 2 ranks each"),
+])
+def test_a_sengine_other_than_its_tpbs_is_refused(request, tmp_path, fixture, rank, sengine,
+                                                  says):
+    """docs/TOPOLOGY.md §1: a rank's s-engine owns its first TPB, tpb // tpbs_per_sengine; a
+    KANGARING device holds 4 s-engines of 1 or 2 ranks (kr8_out: LNC 2, 4 ranks a device,
+    2 TPBs an engine; kr16_out: LNC 1, 8 ranks, 2 TPBs). A rank's ``sengine`` edited was
+    not read; it is refused naming the row."""
+    out = copy(request.getfixturevalue(fixture), tmp_path)
+    _retopo(out, lambda ranks: ranks[rank].__setitem__("sengine", sengine))
+    assert refused(out) == (f"{_field(out, f'topology.ranks[{rank}].sengine')}{says} in the "
+                            "units of triggers[0].kangaring: docs/TOPOLOGY.md §1, §4)")
+
+
+def test_a_tpb_other_than_its_logical_cores_is_refused(kr8_out, tmp_path):  # noqa: F811
+    """docs/TOPOLOGY.md §1: a logical core of LNC 2 covers TPBs 2 lc and 2 lc + 1, its
+    ``tpb`` the first; checked for every rank of every output (was not read)."""
+    out = copy(kr8_out, tmp_path)
+    _retopo(out, lambda ranks: ranks[1].__setitem__("tpb", 3))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].tpb')}rank 1: tpb 3 is not "
+                            "logical_core 1 x lnc_size 2 = 2, the first TPB of its logical "
+                            "core (docs/TOPOLOGY.md §1)")
+
+
+def test_a_device_the_group_holds_only_part_of_is_refused(kr8_out, tmp_path):  # noqa: F811
+    """docs/TOPOLOGY.md §4: KangaRing needs every rank of each device it touches, 4 s-engines
+    of 1 or 2 ranks. kr8_out's rank 3 moved to logical core 4 (tpb 8) of device 0: the group
+    holds its cores 0, 1, 2, 4, no whole device."""
+    out = copy(kr8_out, tmp_path)
+    _retopo(out, lambda ranks: ranks[3].update(logical_core=4, tpb=8))
+    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
+                            "[0, 1, 2, 4] of the device of node 0, routing_id 0, not 0 to 3 or "
+                            "0 to 7 (KangaRing needs every rank of each device it touches: 4 "
+                            "s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
+

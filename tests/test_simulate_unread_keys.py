@@ -25,8 +25,10 @@ from nrtrewrite.simulate import simulate_output
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The top-level keys SIMULATOR.md §1 says are not read ([] : every item of a list).
+#: (``topology.ranks[].sengine`` and ``tpb`` are read since 2026-12-05: a KANGARING unit is
+#: the ranks of two s-engines of a device, docs/TOPOLOGY.md §4)
 UNREAD_TOP = ["tool_version", "input", "options", "topology.name", "topology.ranks[].device",
-              "topology.ranks[].die", "topology.ranks[].sengine", "topology.ranks[].tpb"]
+              "topology.ranks[].die"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
     "policy_algorithm", "fallback_reason", "legs", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
@@ -34,8 +36,8 @@ UNREAD_TRIGGER = [
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].reason"]
 #: Names the doc's list quotes as read, next to the unread ones.
-SAID_READ = {"--model", "node", "routing_id", "logical_core", "region", "offset", "mesh",
-             "blocks", "rdh", "super_blocks"}
+SAID_READ = {"--model", "node", "routing_id", "logical_core", "tpb", "sengine", "region",
+             "offset", "mesh", "blocks", "rdh", "super_blocks"}
 
 ELEM = {"bf16": 2, "fp16": 2}
 #: An all-reduce, an all-gather and a reduce-scatter (elements per rank: the scatter's whole
@@ -170,6 +172,8 @@ def test_the_keys_it_does_not_read_change_nothing(lowered, tmp_path, engine, val
 READ_NEIGHBOURS = [
     ("ring", "topology.ranks[].node"), ("ring", "topology.ranks[].routing_id"),
     ("ring", "topology.ranks[].logical_core"), ("ring", "topology.ranks[].rank"),
+    ("ring", "topology.ranks[].tpb"), ("ring", "topology.ranks[].sengine"),
+    ("kangaring", "topology.ranks[].sengine"), ("hier_kangaring", "topology.ranks[].sengine"),
     ("ring", "topology.platform"), ("ring", "topology.nodes"),
     ("ring", "triggers[].leader"), ("ring", "triggers[].channels"),
     ("single_cycle_ring", "triggers[].buffers[].region"),

@@ -76,6 +76,12 @@ class RankPlace:
     node: int
     device: int  # routing id of the device (CAYMAN_ID)
     core: int  # logical core on the device (window and TOP_SP index)
+    #: the first TPB of the logical core and its s-engine (docs/TOPOLOGY.md §1): the tpb is
+    #: checked for every rank, the s-engine where it decides a KANGARING unit
+    #: (triggers.check_kangaring_units); the row's key path, for their errors
+    tpb: int = 0
+    sengine: int = 0
+    path: str = ""
 
 
 #: The platform keys of the manifest's ``topology`` (FORMATS §1.1).
@@ -156,7 +162,8 @@ class Layout:
         #: (key path, place) of each row of ``topology.ranks``, as written
         self._rows = [(info.path, RankPlace(info["rank"].int(0), info["node"].int(),
                                             info["routing_id"].int(),
-                                            info["logical_core"].int()))
+                                            info["logical_core"].int(), info["tpb"].int(0),
+                                            info["sengine"].int(0), info.path))
                       for info in topo["ranks"].items()]
         self.lnc_size = topo["lnc_size"].int()
         #: the topology's node count: every rank's node is one of 0 .. nodes - 1
@@ -254,6 +261,14 @@ class Layout:
                 raise SimulationError(f"ranks {self._core_table[row, p.device, p.core]} and "
                                       f"{p.rank} share a core", file=file, field="topology")
             self._core_table[row, p.device, p.core] = p.rank
+        for path, p in self._rows:
+            # docs/TOPOLOGY.md §1: a logical core covers the TPBs lc * lnc_size .. + lnc_size
+            # - 1 of its device, tpb the first (until 2026-12-05 not read)
+            if p.tpb != p.core * self.lnc_size:
+                raise SimulationError(f"rank {p.rank}: tpb {p.tpb} is not logical_core {p.core} x "
+                                      f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
+                                      "first TPB of its logical core (docs/TOPOLOGY.md §1)",
+                                      file=file, field=joined_key(path, "tpb"))
 
     # ------------------------------------------------------------------
     def region(self, index: int) -> Region:

@@ -1090,6 +1090,107 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                                       **spec.where)
 
 
+#: docs/TOPOLOGY.md §4: a KANGARING device's s-engines (KANGARING_NUM_SENG_PER_DEV), each
+#: holding 1 or 2 of its ranks; a unit the ranks of s-engines k and k ^ 2, k = 0, 1
+KANGARING_SENGINES = 4
+KANGARING_ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of one "
+                   "device, S_k then S_k^2 with one rank an engine, else S_k t0, S_k^2 t0, "
+                   "S_k^2 t1, S_k t1, t0 the lower TPB; on the channel at place c of its list "
+                   "member c % size is the primary, the others follow in that order)")
+
+
+def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
+    """Each unit of a KANGARING trigger's ``kangaring`` section, and of a KANGARING HIER leg's
+    plans for each group that runs them, is the one docs/TOPOLOGY.md §4 makes of the ranks'
+    places (``topology.ranks``: a device is a ``node`` and ``routing_id``, the simulator's
+    device everywhere; ``logical_core``, ``tpb``, ``sengine``), else a
+    :class:`SimulationError`: every device the group touches holds 4 or 8 of its ranks,
+    logical cores 0 .. 3 or 0 .. 7 (KangaRing needs whole devices, 4 s-engines of 1 or 2
+    ranks), each rank's ``sengine`` its ``tpb`` // (TPBs per s-engine, its ranks per engine x
+    ``lnc_size``) (naming ``topology.ranks[i].sengine``), and each unit the ranks of
+    s-engines k and k ^ 2 of one device in the member order above, the primary member c %
+    size on the channel at place c of the list (naming ``kangaring[c].units[u]``).  Until
+    2026-12-05 ``sengine`` was not read: a unit of ranks of another device or engine pair,
+    or a primary other than TOPOLOGY's, simulated as a match when the legs agreed."""
+    for spec in triggers.values():
+        if spec.kangaring is not None:
+            _check_units_of(spec.kangaring, spec.group, "", "the replica_group", layout,
+                            spec.where, "rank")
+        for name, leg in spec.legs.items():
+            if leg["algorithm"] != "KANGARING":
+                continue
+            i = leg["at"]
+            for g, ((group, _orders, _pgta), section) in enumerate(zip(leg["groups"],
+                                                                       leg["kangaring"])):
+                k = leg["plan_of"][g]
+                _check_units_of(section, group, f"hier.legs[{i}].plans[{k}].",
+                                f"hier.legs[{i}].groups[{g}].group", layout, spec.where,
+                                "position")
+
+
+def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: Layout,
+                    where: dict, noun: str) -> None:
+    """:func:`check_kangaring_units` of one section (``at`` its key's prefix) over ``group``
+    (its members: ranks, or positions of ``group`` when ``noun`` is "position")."""
+    places = layout.places
+    if (stray := next((r for r in group if r not in places), None)) is not None:
+        raise SimulationError(f"rank {stray} is not in the topology table",
+                              file=where.get("file") or None, field="topology")
+    devices: dict[tuple[int, int], list[int]] = {}
+    for r in group:
+        devices.setdefault((places[r].node, places[r].device), []).append(r)
+    canon: dict[int, tuple[int, ...]] = {}  # rank -> its unit in TOPOLOGY's member order
+    for (node, dev), ranks in devices.items():
+        cores = sorted(places[r].core for r in ranks)
+        if len(cores) not in (KANGARING_SENGINES, 2 * KANGARING_SENGINES) or \
+                cores != list(range(len(cores))):
+            raise SimulationError(
+                f"{at}kangaring: {of_what} holds logical cores {_json_text(cores)} of the "
+                f"device of node {node}, routing_id {dev}, not 0 to {KANGARING_SENGINES - 1} "
+                f"or 0 to {2 * KANGARING_SENGINES - 1} (KangaRing needs every rank of each "
+                f"device it touches: {KANGARING_SENGINES} s-engines of 1 or 2 ranks each, "
+                "docs/TOPOLOGY.md §4)", **where)
+        per = len(cores) // KANGARING_SENGINES  # ranks per s-engine
+        tpbs = per * layout.lnc_size  # TPBs per s-engine
+        by_core = {places[r].core: r for r in ranks}
+        for lc in range(len(cores)):
+            p = places[by_core[lc]]
+            if p.sengine != p.tpb // tpbs:
+                raise SimulationError(
+                    f"rank {p.rank}: sengine {p.sengine} is not {p.tpb // tpbs}, tpb {p.tpb} // "
+                    f"{tpbs} (the s-engine of its first TPB, tpb // tpbs_per_sengine: its "
+                    f"device's {KANGARING_SENGINES} s-engines hold {counted(per, 'rank')} each "
+                    f"in the units of {where.get('field')}.{at}kangaring: docs/TOPOLOGY.md §1,"
+                    " §4)",
+                    file=where.get("file") or None, field=f"{p.path}.sengine")
+        on = [[by_core[lc] for lc in cores if places[by_core[lc]].sengine == e]
+              for e in range(KANGARING_SENGINES)]  # each engine's ranks, the lower TPB first
+        for kk in (0, 1):
+            a, b = on[kk], on[kk ^ 2]
+            unit = (a[0], b[0]) if per == 1 else (a[0], b[0], b[1], a[1])
+            for r in unit:
+                canon[r] = unit
+    pos = {r: p for p, r in enumerate(group)}
+
+    def shown(ranks) -> str:
+        if noun == "rank":
+            return _json_text(list(ranks))
+        return _json_text([pos[r] for r in ranks])
+    for c, (_ch, _path, units, _dup) in enumerate(section):
+        for u, unit in enumerate(units):
+            ranks = [group[m] for m in unit] if noun == "position" else list(unit)
+            whole = canon[ranks[0]]
+            p = c % len(whole)
+            want = [whole[p], *(m for i, m in enumerate(whole) if i != p)]
+            if ranks != want:
+                also = "" if noun == "rank" else f" (ranks {_json_text(ranks)})"
+                first = ranks[0] if noun == "rank" else pos[ranks[0]]
+                raise SimulationError(f"{at}kangaring[{c}].units[{u}] {shown(ranks)}{also} is "
+                                      f"not {shown(want)}, the unit of {noun} {first} with "
+                                      f"member {c} % {len(whole)} its primary "
+                                      f"{KANGARING_ORDER}", **where)
+
+
 #: the regions a trigger's or HIER leg's ``buffers`` live in (docs/FORMATS.md §1.1)
 BUFFER_REGIONS = ("scratch", "gw")
 
