@@ -5,7 +5,8 @@ trips first); a primary's data stays on its unit and the next primary (FORMATS �
 2026-12-05 left to the run's data and shadow checks); and each unit is docs/TOPOLOGY.md §4's
 for the ranks' s-engines, its primary member c % size (``topology.ranks[].sengine`` and
 ``tpb`` were not read until 2026-12-05: a primary other than TOPOLOGY's, the legs agreeing,
-simulated as a match).
+simulated as a match). And a ``duplicate: true`` channel, which ``lower`` writes on a
+topology of three device cycles (docs/DESIGN.md "Kangaring"), simulates as a match.
 
 Every output is hand-edited and re-hashed, so that the checksums pass, or lowered with a
 defect put in by hand. Expected units, ranks and addresses are worked out from the docs
@@ -275,3 +276,35 @@ def test_a_device_the_group_holds_only_part_of_is_refused(kr8_out, tmp_path):  #
                             "0 to 7 (KangaRing needs every rank of each device it touches: 4 "
                             "s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
 
+
+# ---------------------------------------------------------------------------- duplicate
+
+#: A custom trn2 node of 4 devices, each linked to every other, with three device cycles
+#: (docs/TOPOLOGY.md §2, "device_cycles"): ring channel variants C0, C1, C2 forward, then
+#: the three reversed (docs/TOPOLOGY.md §4: channel c walks variant c of them)
+K4 = {"format": "nrtrewrite-topology/1", "platform": "trn2", "devices_per_node": 4,
+      "links": [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]],
+      "device_cycles": [[0, 1, 2, 3], [0, 2, 1, 3], [0, 1, 3, 2]]}
+
+
+def test_lower_writes_a_duplicate_kangaring_channel_that_simulates(tmp_path):
+    """docs/TOPOLOGY.md §4: ``duplicate`` marks a channel whose primaries form an earlier
+    channel's directed cycle with the same units. On K4, a group of devices 0, 1, 2 (ranks
+    0..11 at LNC 2; units (0, 2), (1, 3) on device 0, (4, 6), (5, 7), (8, 10), (9, 11)) of 4
+    channels (1.2 MB of bf16: 256 KiB a channel, at most 4 within a node): channel 0 walks
+    C0's order of them, 0, 1, 2, with member 0 primary; channel 2 C2's, 0, 1, 2 too
+    (device 3 left out), member 2 % 2 = 0 primary, so the same cycle and units, a
+    duplicate; channel 1 (C1: 0, 2, 1, member 1) and 3 (C0 reversed, member 1) are not.
+    ``lower`` writes it (no preset topology makes one), and it simulates as a match."""
+    topo = tmp_path / "k4.json"
+    topo.write_text(json.dumps(K4))
+    out = lower_spec(coll_spec("all_reduce", "bf16", 12, 600_000, lnc=2), tmp_path / "o",
+                     algo="kangaring", topology=str(topo))
+    zero = [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9, 11]]
+    assert [(k["channel"], k["units"], k["duplicate"]) for k in trigger0(out)["kangaring"]] == [
+        (0, zero, False),
+        (1, [[2, 0], [3, 1], [10, 8], [11, 9], [6, 4], [7, 5]], False),
+        (2, zero, True),
+        (3, [[11, 9], [10, 8], [7, 5], [6, 4], [3, 1], [2, 0]], False)]
+    res = simulate_output(out)
+    assert res.ok, res.error
