@@ -1,0 +1,57 @@
+"""Tests written by the mutation audit of the thirty-eighth session's code (``git diff
+2a59705..0950f16``): each kills a hand-made mutant of a check that no test held, with
+values worked out from the docs (DESIGN, FORMATS, TOPOLOGY, SIMULATOR), not read back from
+``lower``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite.simulate import simulate_output
+from test_simulate import coll_spec, lower_spec
+from test_simulate_hier_checks import _reunit
+from test_simulate_kick_leaf import _rehier, copy, refused, trigger0
+
+#: docs/TOPOLOGY.md §4 on trn2 at LNC 2 (4 ranks a device, 64 a node): devices 2 and 3 of
+#: node 0 (ranks 8..15) and devices 18 and 19 of node 1 (ranks 72..79); positions differ
+#: from ranks in every group
+HIER16_HIGH = list(range(8, 16)) + list(range(72, 80))
+
+
+@pytest.fixture(scope="module")
+def hier16k_high_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1000 elements over HIER16_HIGH, both intra legs KANGARING. Node
+    0's group is ranks 8..15, positions 0..7; a rank's s-engine is r % 4 (LNC 2), a unit
+    the two ranks of s-engines {k, k ^ 2} of a device (TOPOLOGY §4, vnc 2), primary member
+    0 on channel 0: units (positions) [0, 2], [1, 3], [4, 6], [5, 7], the order their
+    primaries [0, 1, 4, 5]; intra_redsct is leg 0, on channel 0 (DESIGN "HIER")."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16_HIGH, 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier16kh") / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    t = trigger0(out)
+    leg = t["hier"]["legs"][0]
+    assert (leg["name"], leg["algorithm"]) == ("intra_redsct", "KANGARING")
+    assert [g["group"] for g in leg["groups"]] == [HIER16_HIGH[:8], HIER16_HIGH[8:]]
+    (plan,) = leg["plans"]
+    assert plan["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]}]
+    assert plan["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    return out
+
+
+def test_a_kangaring_hier_leg_of_groups_not_at_rank_0_is_held_to_its_legs(
+        hier16k_high_out, tmp_path):
+    """A KANGARING HIER leg's units are positions in each group: the peer check maps them
+    to the group's ranks (``TriggerSpec.kangaring_unit``). As lowered it simulates as a
+    match; its units reordered to [0, 2], [4, 6], [1, 3], [5, 7] (order [0, 4, 1, 5], the
+    path to match) are refused at rank 8 (position 0), whose fan-in signals rank 9
+    (position 1) where the order says position 4, rank 12. A check reading the units as
+    ranks found no unit for any rank of these groups, and the edit simulated as a match."""
+    assert simulate_output(hier16k_high_out).ok
+    out = copy(hier16k_high_out, tmp_path)
+    units = [[0, 2], [4, 6], [1, 3], [5, 7]]
+    _rehier(out, lambda legs: _reunit(legs[0]["plans"][0]["kangaring"][0],
+                                      legs[0]["plans"][0]["channels"][0], units))
+    refused(out, "rank 8,", "artifact sem.bin", "increments recv_sema of rank 9: the next "
+            "primary of channel 0 is 12 (triggers[0].hier.legs[0].plans[0].channels[0].order)")
