@@ -55,3 +55,41 @@ def test_a_kangaring_hier_leg_of_groups_not_at_rank_0_is_held_to_its_legs(
                                       legs[0]["plans"][0]["channels"][0], units))
     refused(out, "rank 8,", "artifact sem.bin", "increments recv_sema of rank 9: the next "
             "primary of channel 0 is 12 (triggers[0].hier.legs[0].plans[0].channels[0].order)")
+
+
+#: docs/TOPOLOGY.md §4 on trn2 at LNC 2: two ranks of each node of two nodes, 8 a node
+HIER16 = list(range(8)) + list(range(64, 72))
+
+
+@pytest.fixture(scope="module")
+def hier16k2_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 1,100,000 elements over HIER16, both intra legs KANGARING: 2.2 MB,
+    so two channels on intra_redsct (as the flat kr8 all-reduce of test_simulate_hier_checks:
+    docs/DESIGN.md "Channels"), ids 0 and 1 (leg 0). Units as a vnc-2 KANGARING's, primary
+    member c % 2 on channel c: channel 0 [0, 2], [1, 3], [4, 6], [5, 7] (order [0, 1, 4, 5]),
+    channel 1 [2, 0], [3, 1], [6, 4], [7, 5] (order [2, 3, 6, 7])."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1_100_000, lnc=2),
+                     tmp_path_factory.mktemp("hier16k2") / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    (plan,) = trigger0(out)["hier"]["legs"][0]["plans"]
+    assert plan["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]},
+                                {"channel": 1, "order": [2, 3, 6, 7]}]
+    assert [k["units"] for k in plan["kangaring"]] == [[[0, 2], [1, 3], [4, 6], [5, 7]],
+                                                       [[2, 0], [3, 1], [6, 4], [7, 5]]]
+    return out
+
+
+def test_a_kangaring_hier_legs_second_channel_is_held_to_its_own_units(hier16k2_out, tmp_path):
+    """The peer check reads each channel's own ``kangaring`` item: intra_redsct's channel 1
+    units reordered to [2, 0], [6, 4], [3, 1], [7, 5] (order [2, 6, 3, 7], the path to match)
+    are refused at rank 2, channel 1's first primary, whose fan-in signals rank 3 where the
+    order says 6. Ranks 0 and 1 are secondaries on channel 1 and signal their primaries 2 and
+    3, as their units say. (A check that took channel 0's units for channel 1 saw rank 2 as
+    a secondary of [0, 2].)"""
+    assert simulate_output(hier16k2_out).ok
+    out = copy(hier16k2_out, tmp_path)
+    units = [[2, 0], [6, 4], [3, 1], [7, 5]]
+    _rehier(out, lambda legs: _reunit(legs[0]["plans"][0]["kangaring"][1],
+                                      legs[0]["plans"][0]["channels"][1], units))
+    refused(out, "rank 2,", "artifact sem.bin", "increments recv_sema of rank 3: the next "
+            "primary of channel 1 is 6 (triggers[0].hier.legs[0].plans[0].channels[1].order)")
