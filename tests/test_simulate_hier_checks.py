@@ -260,7 +260,11 @@ def test_a_second_channel_said_to_be_a_duplicate_is_refused(kr8_out, tmp_path):
      "field triggers[0].kangaring[0].channel: 32 is outside 0..31"),
     (lambda t: t["kangaring"][0]["logical_path"].__setitem__(0, -1),
      "field triggers[0].kangaring[0].logical_path[0]: -1 is outside 0..9223372036854775807"),
-], ids=["missing", "unit-string", "duplicate-0", "channel-32", "path-negative"])
+    # (mutation audit of the thirty-eighth session: a unit's ranks are typed as the path's)
+    (lambda t: t["kangaring"][0]["units"][0].__setitem__(1, -4),
+     "field triggers[0].kangaring[0].units[0][1]: -4 is outside 0..9223372036854775807"),
+], ids=["missing", "unit-string", "duplicate-0", "channel-32", "path-negative",
+        "unit-negative"])
 def test_a_kangaring_section_is_read_with_its_types(kr16_out, tmp_path, edit, says):
     """docs/SIMULATOR.md §1: every key the simulator reads is required and typed: the
     section of a KANGARING trigger (``channel`` 0..31, ``logical_path`` and ``units`` lists

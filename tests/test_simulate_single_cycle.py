@@ -211,7 +211,11 @@ def test_a_one_rank_groups_section_is_checked(scr1_out, tmp_path, edit, says):
     (_sc("arcs", [4, "3"]), 'field triggers[0].single_cycle.arcs[1]: must be an integer, not "3"'),
     (_sc("steps_per_group", -8),
      "field triggers[0].single_cycle.steps_per_group: -8 is outside 0..9223372036854775807"),
-], ids=["missing", "arcs-missing", "pair-of-one", "channel-32", "arc-string", "steps-negative"])
+    # (mutation audit of the thirty-eighth session: arcs is [h_cw, h_ccw], two integers)
+    (_sc("arcs", [4, 3, 0]),
+     "field triggers[0].single_cycle.arcs: must be a list of 2 integers, not a list (3 items)"),
+], ids=["missing", "arcs-missing", "pair-of-one", "channel-32", "arc-string", "steps-negative",
+        "arcs-of-three"])
 def test_a_single_cycle_section_is_read_with_its_types(scr8_out, tmp_path, edit, says):
     """docs/SIMULATOR.md §1: every key the simulator reads is required and typed. Deleted
     or mistyped, the section simulated as a match; the output cannot be read (exit 2)."""
