@@ -93,3 +93,47 @@ def test_a_kangaring_hier_legs_second_channel_is_held_to_its_own_units(hier16k2_
                                       legs[0]["plans"][0]["channels"][1], units))
     refused(out, "rank 2,", "artifact sem.bin", "increments recv_sema of rank 3: the next "
             "primary of channel 1 is 6 (triggers[0].hier.legs[0].plans[0].channels[1].order)")
+
+
+@pytest.fixture(scope="module")
+def hier16k_out(tmp_path_factory) -> Path:
+    """As test_simulate_hier_checks' hier16k_out: 1000 bf16 elements over HIER16, both intra
+    legs KANGARING, intra_redsct's one plan on channel 0, units [0, 2], [1, 3], [4, 6],
+    [5, 7] (positions), the order [0, 1, 4, 5], run by both groups (0..7 and 64..71)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier16k") / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    leg = trigger0(out)["hier"]["legs"][0]
+    assert [g["plan"] for g in leg["groups"]] == [0, 0]
+    (plan,) = leg["plans"]
+    assert plan["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]}]
+    assert plan["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    return out
+
+
+def test_a_kangaring_leg_plan_that_differs_only_in_its_units_is_no_repeat(hier16k_out,
+                                                                          tmp_path):
+    """FORMATS §1.1: a leg's plans are its groups' distinct plans; a plan is its channels,
+    chunk and engine section, so two plans that differ only in their ``kangaring`` units
+    are two plans. intra_redsct given a second plan whose units trade secondaries, [0, 3],
+    [1, 2], [4, 6], [5, 7] (the same primaries, so the same order [0, 1, 4, 5]; the path to
+    match), listed first and run by group 1 (ranks 64..71), the lowered plan second and run
+    by group 0: not a repeat of the lowered one, and held to group 1's legs: rank 64
+    (position 0) signals its secondary rank 66 (position 2), where plans[0]'s unit is
+    positions [0, 3], ranks [64, 67]; the key names plans[0], the plan group 1 runs."""
+    out = copy(hier16k_out, tmp_path)
+    units = [[0, 3], [1, 2], [4, 6], [5, 7]]
+
+    def edit(legs):
+        leg = legs[0]
+        lowered = leg["plans"][0]
+        other = {**lowered, "channels": [dict(c) for c in lowered["channels"]],
+                 "kangaring": [dict(k) for k in lowered["kangaring"]]}
+        _reunit(other["kangaring"][0], other["channels"][0], units)
+        assert other["channels"] == lowered["channels"]
+        leg["plans"] = [other, lowered]
+        leg["groups"][0]["plan"], leg["groups"][1]["plan"] = 1, 0
+    _rehier(out, edit)
+    refused(out, "rank 64,", "artifact sem.bin", "of primary 64 increments the peer semaphore "
+            "of rank 66, not a secondary of its unit [64, 67] on channel 0 "
+            "(triggers[0].hier.legs[0].plans[0].kangaring[0].units; FORMATS §3.3)")
