@@ -137,3 +137,25 @@ def test_a_kangaring_leg_plan_that_differs_only_in_its_units_is_no_repeat(hier16
     refused(out, "rank 64,", "artifact sem.bin", "of primary 64 increments the peer semaphore "
             "of rank 66, not a secondary of its unit [64, 67] on channel 0 "
             "(triggers[0].hier.legs[0].plans[0].kangaring[0].units; FORMATS §3.3)")
+
+
+def test_a_kangaring_leg_plan_run_by_group_1_only_is_named_with_that_group(hier16k_out,
+                                                                           tmp_path):
+    """_check_kangaring runs once per group that runs the plan, naming that group: a second
+    intra_redsct plan listed first, run by group 1 only, whose last unit lacks position 7,
+    is refused naming hier.legs[0].groups[1] (the lowered plan, run by group 0, is
+    whole)."""
+    out = copy(hier16k_out, tmp_path)
+
+    def edit(legs):
+        leg = legs[0]
+        lowered = leg["plans"][0]
+        other = {**lowered, "kangaring": [dict(k) for k in lowered["kangaring"]]}
+        other["kangaring"][0]["units"] = [[0, 2], [1, 3], [4, 6], [5]]
+        leg["plans"] = [other, lowered]
+        leg["groups"][0]["plan"], leg["groups"][1]["plan"] = 1, 0
+    _rehier(out, edit)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].plans[0].kangaring[0].units "
+        "lacks position 7 (the units of a KANGARING channel hold each position of "
+        "hier.legs[0].groups[1].group of 8 ranks once: docs/TOPOLOGY.md §4)")
