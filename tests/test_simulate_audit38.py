@@ -159,3 +159,31 @@ def test_a_kangaring_leg_plan_run_by_group_1_only_is_named_with_that_group(hier1
         f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].plans[0].kangaring[0].units "
         "lacks position 7 (the units of a KANGARING channel hold each position of "
         "hier.legs[0].groups[1].group of 8 ranks once: docs/TOPOLOGY.md §4)")
+
+
+@pytest.fixture(scope="module")
+def hier16_out(tmp_path_factory) -> Path:
+    """As test_simulate_hier_checks' hier16_out: the default policy's legs intra_redsct
+    RING, inter_allr SINGLE_CYCLE_RING with two plans (one a group), each on its CW and
+    CCW channels 1 and 2, intra_allg RING on channel 3 (DESIGN "HIER": each leg's ids after
+    those of the legs before it)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
+                     tmp_path_factory.mktemp("hier16") / "o", algo=None)
+    legs = trigger0(out)["hier"]["legs"]
+    assert [[[c["channel"] for c in plan["channels"]] for plan in leg["plans"]]
+            for leg in legs] == [[[0]], [[1, 2], [1, 2]], [[3]]]
+    return out
+
+
+def test_a_channel_of_an_earlier_legs_two_plans_is_named_at_its_first_plan(hier16_out,
+                                                                            tmp_path):
+    """docs/DESIGN.md "HIER": the legs of one trigger use disjoint channel ids. intra_allg's
+    channel 3 set to 1, which both plans of inter_allr list, is refused naming the first
+    item that lists it, hier.legs[1].plans[0].channels[0]."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: legs[2]["plans"][0]["channels"][0].__setitem__("channel", 1))
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: hier.legs[2].plans[0].channels[0].channel "
+        "1 is hier.legs[1].plans[0].channels[0]'s too (the legs of one trigger use disjoint "
+        "channel ids, so a rank still in one leg never consumes an increment a faster peer "
+        "meant for its next: docs/DESIGN.md \"HIER\")")
