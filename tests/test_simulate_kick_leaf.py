@@ -1523,7 +1523,7 @@ def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_o
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
 
 
-@pytest.mark.parametrize("algorithm", ["RING", "KANGARING", "MESH"])
+@pytest.mark.parametrize("algorithm", ["RING", "KANGARING", "MESH", "SINGLE_CYCLE_RING"])
 def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out, tmp_path,
                                                                      algorithm):
     """FORMATS §1.1: only a HIER trigger has a ``hier`` section, and its ``chunk`` holds
@@ -1531,7 +1531,9 @@ def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out,
     with that chunk and its chunk checks asked for the ``tail_chunk`` it lacks (KeyError,
     exit 70); as MESH it simulated as a match. It is refused naming the trigger. (As MESH
     it is given a ``mesh`` section too: a MESH trigger without one is refused before any
-    value is checked, status 2, tests/test_simulate_loose_keys.py.)"""
+    value is checked, status 2, tests/test_simulate_loose_keys.py. As SINGLE_CYCLE_RING,
+    without the ``buffers`` and ``single_cycle`` only a flat one has, it was refused for the
+    missing ``buffers``, status 2, until 2026-12-05: a mutation audit's find.)"""
     out = copy(hier16_out, tmp_path)
 
     def relabel(t):

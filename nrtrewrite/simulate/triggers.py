@@ -557,12 +557,15 @@ def _buffers(f: Field) -> list[dict]:
     return out
 
 
-def _trigger_buffers(t: Field, algorithm: str) -> list[dict] | None:
+def _trigger_buffers(t: Field, algorithm: str, hier: bool) -> list[dict] | None:
     """A flat trigger's ``buffers`` (:func:`_buffers`), required on a SINGLE_CYCLE_RING
     trigger (its second views: FORMATS §1.1); None when another trigger has no such key (or
     null).  An empty list is kept apart from an absent key: FORMATS says a trigger without
-    such views has no ``buffers`` key, and :func:`check_buffers` refuses ``[]``."""
-    if algorithm != "SINGLE_CYCLE_RING" and t.get("buffers").null:
+    such views has no ``buffers`` key, and :func:`check_buffers` refuses ``[]``.  A trigger
+    with a ``hier`` section is no flat one (one that says SINGLE_CYCLE_RING is refused for
+    its hier section, :func:`check_triggers`; until 2026-12-05 for a missing ``buffers``,
+    status 2, as its ``single_cycle`` is not read either)."""
+    if (hier or algorithm != "SINGLE_CYCLE_RING") and t.get("buffers").null:
         return None
     return _buffers(t["buffers"])
 
@@ -902,7 +905,7 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
                       for c in t["channels"].items()],
             legs=_hier_legs(t), slices=_hier_slices(t),
-            buffers=_trigger_buffers(t, algorithm),
+            buffers=_trigger_buffers(t, algorithm, hier),
             # (a KANGARING trigger's section, required; one that has a hier section is
             # refused for that: check_triggers)
             kangaring=_kangaring(t) if algorithm == "KANGARING" and not hier else None,
