@@ -12,7 +12,7 @@ import pytest
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
 from test_simulate_hier_checks import _reunit
-from test_simulate_kick_leaf import _rehier, copy, refused, trigger0
+from test_simulate_kick_leaf import _rehier, _retrigger, copy, refused, rehash, trigger0
 
 #: docs/TOPOLOGY.md §4 on trn2 at LNC 2 (4 ranks a device, 64 a node): devices 2 and 3 of
 #: node 0 (ranks 8..15) and devices 18 and 19 of node 1 (ranks 72..79); positions differ
@@ -187,3 +187,47 @@ def test_a_channel_of_an_earlier_legs_two_plans_is_named_at_its_first_plan(hier1
         "1 is hier.legs[1].plans[0].channels[0]'s too (the legs of one trigger use disjoint "
         "channel ids, so a rank still in one leg never consumes an increment a faster peer "
         "meant for its next: docs/DESIGN.md \"HIER\")")
+
+
+@pytest.fixture(scope="module")
+def kr8_out(tmp_path_factory) -> Path:
+    """As test_simulate_hier_checks' kr8_out: a bf16 all-reduce of 1,100,000 elements over
+    ranks 0..7 (trn2, LNC 2) as KANGARING, two channels (2.2 MB), units [0, 2], [1, 3],
+    [4, 6], [5, 7] on channel 0 (order [0, 1, 4, 5]) and [2, 0], [3, 1], [6, 4], [7, 5] on
+    channel 1 (order [2, 3, 6, 7]): the primary member c % 2 on channel c."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 1_100_000, lnc=2),
+                     tmp_path_factory.mktemp("kr8") / "o", algo="kangaring")
+    t = trigger0(out)
+    assert t["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]},
+                             {"channel": 1, "order": [2, 3, 6, 7]}]
+    assert [k["units"] for k in t["kangaring"]] == [[[0, 2], [1, 3], [4, 6], [5, 7]],
+                                                    [[2, 0], [3, 1], [6, 4], [7, 5]]]
+    return out
+
+
+def test_a_kangaring_section_of_fewer_items_than_channels_is_refused(kr8_out, tmp_path):
+    """FORMATS §1.1: one kangaring item per channel. kr8_out's second item dropped leaves
+    channel 1 without units: refused naming both counts."""
+    out = copy(kr8_out, tmp_path)
+    _retrigger(out, 0, lambda t: t["kangaring"].pop())
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: kangaring lists 1 item, not the 2 of "
+        "channels (a KANGARING trigger lists one kangaring item per channel, in the order of "
+        "its channels: FORMATS §1.1)")
+
+
+def test_a_kangaring_channel_rotating_an_earlier_ones_cycle_is_a_duplicate(kr8_out, tmp_path):
+    """docs/TOPOLOGY.md §4: ``duplicate`` marks a channel whose primaries form the same
+    directed cycle as an earlier channel's, with the same units; a cycle has no first unit,
+    so channel 0's units started at its second unit, [1, 3], [4, 6], [5, 7], [0, 2] (order
+    [1, 4, 5, 0], the path to match), given to channel 1 are channel 0's cycle: its
+    ``duplicate`` false is refused, naming kangaring[0]."""
+    out = copy(kr8_out, tmp_path)
+    units = [[1, 3], [4, 6], [5, 7], [0, 2]]
+    _retrigger(out, 0, lambda t: _reunit(t["kangaring"][1], t["channels"][1], units))
+    rehash(out)
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: kangaring[1].duplicate false is not true: "
+        "its primaries form the directed cycle of kangaring[0]'s, with the same units "
+        "(docs/TOPOLOGY.md §4)")
