@@ -180,10 +180,11 @@ def test_streams_nobody_reads_are_refused(base_spec, member, why):
 
 
 def test_other_extra_members_pass_through(base_spec, tmp_path):
-    # (a def.json deeper than a top-level folder makes no subgraph folder: ASSEMBLE.md
-    # "Members")
+    # (a def.json deeper than a top-level folder makes no subgraph folder, nor a file whose
+    # name only ends in def.json: ASSEMBLE.md "Members", a folder that holds a `def.json`)
     extra = ["README", "sg00/notes.txt", "sg00/sub/dve.bin", "sgx/sp.bin", "weights/sg01.bin",
-             "SG01/sp.bin", "weights/inner/def.json", "weights/inner/sp.bin"]
+             "SG01/sp.bin", "weights/inner/def.json", "weights/inner/sp.bin",
+             "notes/old-def.json", "notes/sp.bin"]
     base_spec["extra_members"] = [{"name": n, "text": n} for n in extra]
     model = read_model_bytes(build(base_spec), path="m.neff")
     assert list(model.members)[-len(extra):] == extra
