@@ -557,6 +557,20 @@ def test_only_a_sibling_named_exactly_after_the_output_is_stale(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([mine.name, tail_nl.name])
 
 
+def test_a_sibling_whose_pid_is_not_ascii_digits_is_the_users(tmp_path):
+    """A build's sibling is named with its PID in ASCII digits (``os.getpid()`` formatted:
+    docs/CLI.md, "named exactly"); a folder ``.victim.tmp-PID-HEX`` whose PID is written in
+    other Unicode digits (Arabic-Indic here, which ``int()`` reads as the same number, a dead
+    process's) is a user's: kept with its file."""
+    dead = dead_pid()
+    arabic = "".join(chr(0x660 + int(d)) for d in str(dead))
+    mine = tmp_path / f".victim.tmp-{arabic}-deadbeef"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    assert clean_stale_temps(tmp_path / "victim") == []
+    assert (mine / "notes.txt").read_text() == "precious"
+
+
 def test_lower_keeps_a_users_folder_named_like_a_sibling_and_a_newline(tmp_path):
     """The reviewer's reproducer through the CLI: ``lower -o victim`` beside
     ``.victim.tmp-999999-deadbeef\n`` keeps it and its file."""
