@@ -217,6 +217,18 @@ def test_a_terminal_width_is_held_to_80_through_1000_columns():
         assert len(text) < 64 * 1024 and "enc_can_post_" in text
 
 
+def test_the_progress_bar_on_stderr_is_held_to_80_columns_too(tmp_path):
+    """CLI.md "Output": the width is held to 80 through 1000 columns on stderr as on stdout.
+    `lower`'s progress bar (stderr) on a terminal of 10 columns is laid out at 80, so its
+    line ("lowering", a bar of 40, "16/16" and the time: under 80 columns) shows whole, the
+    count included (laid out at 10 columns, the line is cut before the count)."""
+    status, text = on_a_terminal("lower", FIX / "groups.neff", "-o", tmp_path / "o", "-j", "2",
+                                 COLUMNS="10", LINES="40")
+    assert status == 0, text[-2000:]
+    assert "16/16" in text, text[-2000:]
+    verify_complete(tmp_path / "o")
+
+
 def test_an_explain_heading_wider_than_the_output_is_printed_whole(tmp_path):
     """rich's rule cut a heading wider than the output with "…" (a long subgraph name, piped
     at 132 columns): the heading is printed whole then, the rule under it."""
