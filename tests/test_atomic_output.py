@@ -228,6 +228,33 @@ def test_a_stop_python_dropped_in_a_finalizer_is_raised_as_the_command_ends(
     assert ran_on and stop.value.signum == signal.SIGTERM
 
 
+class _DroppedCtrlC:
+    """As :class:`_DroppedStop`, with SIGINT (Ctrl-C) in the finalizer."""
+
+    def __del__(self):
+        import threading
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        time.sleep(0.02)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_ctrl_c_python_dropped_is_raised_as_a_ctrl_c_as_the_command_ends(
+        stopping_handlers_kept):
+    """A dropped Ctrl-C is raised again as what Ctrl-C is, Python's ``KeyboardInterrupt``
+    (docs/CLI.md: Ctrl-C is ``Aborted!``, status 130), not as a ``Terminated`` of SIGINT
+    (``terminated by SIGINT``)."""
+    from nrtrewrite.cli import terminate_cleanly
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default handler here")
+    ran_on = False
+    with pytest.raises(KeyboardInterrupt):
+        with terminate_cleanly():
+            _DroppedCtrlC()
+            ran_on = True
+    assert ran_on
+
+
 def test_write_output_calls_before_placing_before_the_output_is_in_place(tmp_path):
     """``before_placing`` (the CLI's ``raise_lost_stop``) runs with the output complete but
     not yet in place: a stop it raises leaves neither the output nor its temporary
