@@ -296,6 +296,34 @@ def test_lower_stopped_by_a_signal_python_dropped_leaves_no_output(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_lower_with_its_progress_bar_stopped_by_a_signal_python_dropped_leaves_no_output(
+        tmp_path, monkeypatch, stopping_handlers_kept):
+    """As above with the progress bar up (stderr a terminal, 16 ranks: docs/CLI.md "lower"
+    draws it from 8): the dropped stop is raised again before the output is put in place,
+    exit 143, nothing left."""
+    import io
+
+    from click.testing import CliRunner
+    from rich.console import Console
+
+    import nrtrewrite.cli.lower as lower_mod
+    from nrtrewrite.cli import main
+
+    monkeypatch.setattr(lower_mod, "stderr_console",
+                        lambda: Console(file=io.StringIO(), force_terminal=True, width=80))
+    check_complete = bundle._check_complete
+
+    def check_then_drop(*args, **kw):
+        check_complete(*args, **kw)
+        _DroppedStop()
+    monkeypatch.setattr(bundle, "_check_complete", check_then_drop)
+    res = CliRunner().invoke(main, ["lower", str(FIX / "groups.neff"), "-o",
+                                    str(tmp_path / "out"), "-j", "1"], prog_name="nrtrewrite")
+    assert res.exit_code == 128 + signal.SIGTERM, res.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     out = tmp_path / "out"
     assert run(FIX / "ar2.neff", "-o", out).returncode == 0
