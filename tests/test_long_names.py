@@ -84,3 +84,22 @@ def test_simulate_a_model_named_up_to_255_bytes(tmp_path, monkeypatch, length):
     assert os.path.basename(doc["output"]) == want
     assert os.path.dirname(os.path.dirname(doc["output"])) == str(tmpdir)
     assert list(tmpdir.iterdir()) == []  # removed afterwards
+
+
+@pytest.mark.parametrize("count, want", [(123, "é" * 123 + ".lowered"), (124, "model.lowered")])
+def test_simulate_counts_a_models_name_in_bytes(tmp_path, monkeypatch, count, want):
+    """The 255 of `model.lowered`'s switch (CLI.md "simulate") are bytes, as the file
+    system counts them: "é" is two bytes in UTF-8, so a model named 123 of them + ".neff"
+    lowers into "é" x 123 + ".lowered" (254 bytes), one of 124 (253 bytes, 132 characters)
+    into `model.lowered` (its `<stem>.lowered` would be 256 bytes)."""
+    import tempfile
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    model = tmp_path / ("é" * count + ".neff")
+    model.write_bytes((FIX / "ar2.neff").read_bytes())
+    res = CliRunner().invoke(main, ["simulate", str(model), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert doc["ok"] is True and os.path.basename(doc["output"]) == want
+    assert list(tmpdir.iterdir()) == []
