@@ -81,6 +81,24 @@ def test_assemble_and_golden_escape_the_path_they_name(tmp_path):
     assert golden.is_file()
 
 
+def test_golden_refusing_to_replace_its_model_escapes_the_paths(tmp_path, capsys):
+    """`nrtrewrite.golden MODEL MODEL` is refused in one line, status 2 (the output would be
+    its input); a line break in the path is shown escaped (`a\\nb.neff`), as every path the
+    CLI prints, so the refusal stays one line."""
+    from nrtrewrite.golden import main as golden_main
+
+    model = tmp_path / "a\nb.neff"
+    model.write_bytes((FIX / "ar2.neff").read_bytes())
+    with pytest.raises(SystemExit) as stop:
+        golden_main([str(model), str(model)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    shown = f"{tmp_path}/a\\nb.neff"
+    assert err == (f"nrtrewrite.golden: error: {shown}: the output is the model {shown} itself; "
+                   "nrtrewrite never replaces its input: choose another output path\n")
+    assert model.read_bytes() == (FIX / "ar2.neff").read_bytes()
+
+
 def test_escaped_text_keeps_a_tables_columns_aligned(tmp_path):
     """An exploratory tester: text was escaped after rich laid the table out, so a row with
     an escaped name was wider than the others, and ``0x00\xd72`` (the ``×`` of a count)
