@@ -267,6 +267,34 @@ def test_an_explain_heading_wider_than_the_output_is_printed_whole(tmp_path):
     assert "…" not in proc.stdout.decode()
 
 
+@pytest.mark.parametrize("length", [73, 74, 75])
+def test_an_explain_heading_at_the_outputs_width_is_whole_and_one_short_of_it_is_ruled(
+        tmp_path, length):
+    """The heading of a trigger, `trigger 0  SUB/sp #2  ALLREDUCE BF16 1 MiB  2 ranks
+    (node 0)` (ar2.yaml's all-reduce: its sp stream's instruction 2, after two nops), is 57
+    cells + the subgraph name. Piped (132 columns): 73 letters make it 130, with the rule
+    beside it on its line (a rule needs its title and a space either side); 74 and 75 make
+    131 and 132, printed whole on their line, the rule under it, never cut with "…"."""
+    sub = "s" * length
+    spec = tmp_path / "m.yaml"
+    spec.write_text((FIX / "ar2.yaml").read_text().replace("name: sg00", f"name: {sub}"))
+    model = tmp_path / "m.neff"
+    assert cli("assemble", spec, "-o", model).returncode == 0
+    proc = cli("explain", model, "--trigger", "0")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.decode().splitlines()
+    heading = f"trigger 0  {sub}/sp #2  ALLREDUCE BF16 1 MiB  2 ranks (node 0)"
+    assert len(heading) == 57 + length
+    at = next(i for i, line in enumerate(lines) if line.startswith("trigger 0"))
+    if length == 73:
+        assert lines[at].startswith(heading + " ─") and len(lines[at]) == 132, lines[at]
+        assert set(lines[at][len(heading) + 1:]) == {"─"}
+    else:
+        assert lines[at].rstrip() == heading
+        assert lines[at + 1] == "─" * 132
+    assert "…" not in proc.stdout.decode()
+
+
 def test_diff_escapes_an_entry_name_with_a_line_break(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     assert invoke("lower", "-q", FIX / "ar2.neff", "-o", a).exit_code == 0
