@@ -231,3 +231,26 @@ def test_a_kangaring_channel_rotating_an_earlier_ones_cycle_is_a_duplicate(kr8_o
         f"{out / 'manifest.json'}: field triggers[0]: kangaring[1].duplicate false is not true: "
         "its primaries form the directed cycle of kangaring[0]'s, with the same units "
         "(docs/TOPOLOGY.md §4)")
+
+
+def test_a_hier_reduce_scatters_inter_leg_buffer_off_designs_offset_is_refused(tmp_path):
+    """docs/DESIGN.md "HIER" places the inter leg's views alike for an all-reduce's
+    inter_allr and a reduce-scatter's inter_redsct: its input MID at one space of scratch,
+    its RECV at two. A bf16 reduce-scatter of 1600 elements over HIER16 (a space 3200
+    bytes): inter_redsct lists gw 0, in 3200 and recv 6400; its recv moved onto MID is
+    refused naming the key and DESIGN's place."""
+    out = lower_spec(coll_spec("reduce_scatter", "bf16", HIER16, 1600, lnc=2), tmp_path / "o",
+                     algo=None)
+    legs = trigger0(out)["hier"]["legs"]
+    assert legs[1]["name"] == "inter_redsct"
+    assert [(b["role"], b["region"], b["offset"]) for b in legs[1]["buffers"]] == [
+        ("gw", "gw", 0), ("in", "scratch", 3200), ("recv", "scratch", 6400)]
+    assert simulate_output(out).ok
+    _rehier(out, lambda legs: legs[1]["buffers"][2].update(offset=3200))
+    assert refused(out) == (
+        f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].buffers[2] (role recv) is "
+        '{"offset": 3200, "region": "scratch"}, not {"offset": 6400, "region": "scratch"} '
+        "(docs/DESIGN.md \"HIER\": in scratch the first leg's RECV at 0, MID at one space, the "
+        "inter leg's RECV at two and a single-cycle leg's second at three; in gw the staging at "
+        "0 and a single-cycle leg's second at one; a space is the trigger's 1600 BF16 "
+        "elements, 3200 bytes)")
