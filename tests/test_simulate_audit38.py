@@ -11,7 +11,7 @@ import pytest
 
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
-from test_simulate_hier_checks import _reunit
+from test_simulate_hier_checks import _reunit, legs_alone  # noqa: F401 (a fixture)
 from test_simulate_kick_leaf import _rehier, _retrigger, copy, refused, rehash, trigger0
 
 #: docs/TOPOLOGY.md §4 on trn2 at LNC 2 (4 ranks a device, 64 a node): devices 2 and 3 of
@@ -112,7 +112,8 @@ def hier16k_out(tmp_path_factory) -> Path:
 
 
 def test_a_kangaring_leg_plan_that_differs_only_in_its_units_is_no_repeat(hier16k_out,
-                                                                          tmp_path):
+                                                                          tmp_path,
+                                                                          legs_alone):
     """FORMATS §1.1: a leg's plans are its groups' distinct plans; a plan is its channels,
     chunk and engine section, so two plans that differ only in their ``kangaring`` units
     are two plans. intra_redsct given a second plan whose units trade secondaries, [0, 3],
@@ -120,7 +121,9 @@ def test_a_kangaring_leg_plan_that_differs_only_in_its_units_is_no_repeat(hier16
     match), listed first and run by group 1 (ranks 64..71), the lowered plan second and run
     by group 0: not a repeat of the lowered one, and held to group 1's legs: rank 64
     (position 0) signals its secondary rank 66 (position 2), where plans[0]'s unit is
-    positions [0, 3], ranks [64, 67]; the key names plans[0], the plan group 1 runs."""
+    positions [0, 3], ranks [64, 67]; the key names plans[0], the plan group 1 runs. (Since
+    2026-12-05 such units, other than docs/TOPOLOGY.md §4's, are refused first from the
+    ranks' s-engines; ``legs_alone`` takes that check out, to reach the legs'.)"""
     out = copy(hier16k_out, tmp_path)
     units = [[0, 3], [1, 2], [4, 6], [5, 7]]
 
@@ -176,7 +179,7 @@ def hier16_out(tmp_path_factory) -> Path:
 
 
 def test_a_channel_of_an_earlier_legs_two_plans_is_named_at_its_first_plan(hier16_out,
-                                                                            tmp_path):
+                                                                           tmp_path):
     """docs/DESIGN.md "HIER": the legs of one trigger use disjoint channel ids. intra_allg's
     channel 3 set to 1, which both plans of inter_allr list, is refused naming the first
     item that lists it, hier.legs[1].plans[0].channels[0]."""
