@@ -247,16 +247,23 @@ def test_the_progress_bar_on_stderr_is_held_to_80_columns_too(tmp_path):
     verify_complete(tmp_path / "o")
 
 
-def test_an_explain_heading_wider_than_the_output_is_printed_whole(tmp_path):
-    """rich's rule cut a heading wider than the output with "…" (a long subgraph name, piped
-    at 132 columns): the heading is printed whole then, the rule under it."""
-    sub = "s" * 150
+def _explain_ar2_with_subgraph(tmp_path, sub: str):
+    """``explain --trigger 0`` (piped) of fixtures/ar2.yaml with its subgraph named ``sub``,
+    exit 0."""
     spec = tmp_path / "m.yaml"
     spec.write_text((FIX / "ar2.yaml").read_text().replace("name: sg00", f"name: {sub}"))
     model = tmp_path / "m.neff"
     assert cli("assemble", spec, "-o", model).returncode == 0
     proc = cli("explain", model, "--trigger", "0")
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_an_explain_heading_wider_than_the_output_is_printed_whole(tmp_path):
+    """rich's rule cut a heading wider than the output with "…" (a long subgraph name, piped
+    at 132 columns): the heading is printed whole then, the rule under it."""
+    sub = "s" * 150
+    proc = _explain_ar2_with_subgraph(tmp_path, sub)
     lines = proc.stdout.decode().splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("trigger 0"))
     rule = next(i for i in range(at, len(lines)) if set(lines[i]) == {"─"})
@@ -276,12 +283,7 @@ def test_an_explain_heading_at_the_outputs_width_is_whole_and_one_short_of_it_is
     beside it on its line (a rule needs its title and a space either side); 74 and 75 make
     131 and 132, printed whole on their line, the rule under it, never cut with "…"."""
     sub = "s" * length
-    spec = tmp_path / "m.yaml"
-    spec.write_text((FIX / "ar2.yaml").read_text().replace("name: sg00", f"name: {sub}"))
-    model = tmp_path / "m.neff"
-    assert cli("assemble", spec, "-o", model).returncode == 0
-    proc = cli("explain", model, "--trigger", "0")
-    assert proc.returncode == 0, proc.stderr
+    proc = _explain_ar2_with_subgraph(tmp_path, sub)
     lines = proc.stdout.decode().splitlines()
     heading = f"trigger 0  {sub}/sp #2  ALLREDUCE BF16 1 MiB  2 ranks (node 0)"
     assert len(heading) == 57 + length
