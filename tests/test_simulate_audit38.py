@@ -11,7 +11,8 @@ import pytest
 
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
-from test_simulate_hier_checks import _reunit, legs_alone  # noqa: F401 (a fixture)
+from test_simulate_hier_checks import (  # noqa: F401 (fixtures)
+    _reunit, hier16k_out, kr8_out, legs_alone)
 from test_simulate_kick_leaf import _rehier, _retrigger, copy, refused, rehash, trigger0
 
 #: docs/TOPOLOGY.md §4 on trn2 at LNC 2 (4 ranks a device, 64 a node): devices 2 and 3 of
@@ -95,22 +96,6 @@ def test_a_kangaring_hier_legs_second_channel_is_held_to_its_own_units(hier16k2_
             "primary of channel 1 is 6 (triggers[0].hier.legs[0].plans[0].channels[1].order)")
 
 
-@pytest.fixture(scope="module")
-def hier16k_out(tmp_path_factory) -> Path:
-    """As test_simulate_hier_checks' hier16k_out: 1000 bf16 elements over HIER16, both intra
-    legs KANGARING, intra_redsct's one plan on channel 0, units [0, 2], [1, 3], [4, 6],
-    [5, 7] (positions), the order [0, 1, 4, 5], run by both groups (0..7 and 64..71)."""
-    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2),
-                     tmp_path_factory.mktemp("hier16k") / "o",
-                     algo="intra_redsct:kangaring;intra_allg:kangaring")
-    leg = trigger0(out)["hier"]["legs"][0]
-    assert [g["plan"] for g in leg["groups"]] == [0, 0]
-    (plan,) = leg["plans"]
-    assert plan["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]}]
-    assert plan["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
-    return out
-
-
 def test_a_kangaring_leg_plan_that_differs_only_in_its_units_is_no_repeat(hier16k_out,
                                                                           tmp_path,
                                                                           legs_alone):
@@ -190,22 +175,6 @@ def test_a_channel_of_an_earlier_legs_two_plans_is_named_at_its_first_plan(hier1
         "1 is hier.legs[1].plans[0].channels[0]'s too (the legs of one trigger use disjoint "
         "channel ids, so a rank still in one leg never consumes an increment a faster peer "
         "meant for its next: docs/DESIGN.md \"HIER\")")
-
-
-@pytest.fixture(scope="module")
-def kr8_out(tmp_path_factory) -> Path:
-    """As test_simulate_hier_checks' kr8_out: a bf16 all-reduce of 1,100,000 elements over
-    ranks 0..7 (trn2, LNC 2) as KANGARING, two channels (2.2 MB), units [0, 2], [1, 3],
-    [4, 6], [5, 7] on channel 0 (order [0, 1, 4, 5]) and [2, 0], [3, 1], [6, 4], [7, 5] on
-    channel 1 (order [2, 3, 6, 7]): the primary member c % 2 on channel c."""
-    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 1_100_000, lnc=2),
-                     tmp_path_factory.mktemp("kr8") / "o", algo="kangaring")
-    t = trigger0(out)
-    assert t["channels"] == [{"channel": 0, "order": [0, 1, 4, 5]},
-                             {"channel": 1, "order": [2, 3, 6, 7]}]
-    assert [k["units"] for k in t["kangaring"]] == [[[0, 2], [1, 3], [4, 6], [5, 7]],
-                                                    [[2, 0], [3, 1], [6, 4], [7, 5]]]
-    return out
 
 
 def test_a_kangaring_section_of_fewer_items_than_channels_is_refused(kr8_out, tmp_path):
