@@ -16,6 +16,7 @@ defect put in by hand. Expected units, ranks and addresses are worked out from t
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -135,8 +136,8 @@ def test_a_primarys_data_on_a_rank_off_its_unit_and_cycle_is_refused(  # noqa: F
 #: docs/TOPOLOGY.md §4's member order and primary, as the refusal words them
 ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of one device, "
          "S_k then S_k^2 with one rank an engine, else S_k t0, S_k^2 t0, S_k^2 t1, S_k t1, t0 "
-         "the lower TPB; on the channel at place c of its list member c % size is the "
-         "primary, the others follow in that order)")
+         "the lower TPB; on the collective's channel at place c of its ids in ascending "
+         "order, member c % size is the primary, the others follow in that order)")
 
 
 def _reunit(t: dict, units: list[list[int]]) -> None:
@@ -178,7 +179,8 @@ def test_a_unit_other_than_topologys_is_refused_from_the_ranks_s_engines(
     _retrigger(out, 0, lambda t: _reunit(t, units))
     rehash(out)
     assert refused(out) == (f"{_field(out)}kangaring[0].units[0] {got} is not {want}, the unit "
-                            f"of rank {units[0][0]} with member 0 % 4 its primary {ORDER}")
+                            f"of rank {units[0][0]} with member 0 % 4 its primary on channel 0 "
+                            f"{ORDER}")
     monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
     if legs_say is None:
         assert simulate_output(out).ok
@@ -208,7 +210,7 @@ def test_a_primary_other_than_topologys_is_refused_though_the_legs_agree(monkeyp
     monkeypatch.undo()
     assert trigger0(out)["kangaring"][0]["units"] == [[2, 0], [3, 1], [6, 4], [7, 5]]
     assert refused(out) == (f"{_field(out)}kangaring[0].units[0] [2, 0] is not [0, 2], the unit "
-                            f"of rank 2 with member 0 % 2 its primary {ORDER}")
+                            f"of rank 2 with member 0 % 2 its primary on channel 0 {ORDER}")
     monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
     assert simulate_output(out).ok
 
@@ -226,7 +228,52 @@ def test_a_hier_legs_primary_other_than_topologys_is_refused_in_positions(monkey
     assert plan["kangaring"][0]["units"] == [[2, 0], [3, 1], [6, 4], [7, 5]]
     assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] [2, 0] "
                             "(ranks [2, 0]) is not [0, 2], the unit of position 2 with member "
-                            f"0 % 2 its primary {ORDER}")
+                            f"0 % 2 its primary on channel 0 {ORDER}")
+
+
+def _reverse_items(t: dict) -> None:
+    """A KANGARING trigger's ``channels`` and ``kangaring`` items listed the other way round
+    (FORMATS §1.1 lists each channel once and fixes no order)."""
+    t["channels"].reverse()
+    t["kangaring"].reverse()
+
+
+def test_a_kangaring_section_listed_in_another_order_is_read_by_channel_id(kr8_out, tmp_path):
+    """docs/TOPOLOGY.md §4: the primary of a unit on the collective's channel c is member
+    c % size, c the channel's id (a flat trigger's from 0). kr8_out (two channels, units
+    (0, 2) ... with member 0 first on channel 0, (2, 0) ... on channel 1) with both lists
+    reversed is the same output: it simulated as a refusal (`kangaring[0].units[0] [2, 0]
+    is not [0, 2] ...`: c was the item's place in the list) and is a match."""
+    out = copy(kr8_out, tmp_path)
+    _retrigger(out, 0, _reverse_items)
+    rehash(out)
+    t = trigger0(out)
+    assert [c["channel"] for c in t["channels"]] == [1, 0]
+    assert t["kangaring"][0]["units"][0] == [2, 0]
+    assert simulate_output(out).ok
+
+
+def test_channels_whose_primaries_are_swapped_are_refused_whatever_the_lists_order(
+        monkeypatch, tmp_path):
+    """Lowered with channel 0's units and channel 1's swapped (channel 0's primaries member
+    1: (2, 0), ...; channel 1's member 0: (0, 2), ...), the legs agreeing, and the items
+    listed channel 1 first: it simulated as a match, as the first item was taken for place
+    0. Channel 1's unit (0, 2) is refused: member 1 % 2, rank 2, is its primary."""
+    real = rings_mod._kangaring_paths
+
+    def swapped(topo, group, n):
+        paths = list(real(topo, group, n))
+        paths[0], paths[1] = (replace(paths[1], channel=0), replace(paths[0], channel=1))
+        return tuple(paths)
+    monkeypatch.setattr(rings_mod, "_kangaring_paths", swapped)
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 1_100_000, lnc=2), tmp_path / "o",
+                     algo="kangaring")
+    monkeypatch.undo()
+    assert [k["units"][0] for k in trigger0(out)["kangaring"]] == [[2, 0], [0, 2]]
+    _retrigger(out, 0, _reverse_items)
+    rehash(out)
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] [0, 2] is not [2, 0], the unit "
+                            f"of rank 0 with member 1 % 2 its primary on channel 1 {ORDER}")
 
 
 def _retopo(out: Path, fn) -> None:

@@ -1098,8 +1098,9 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
 KANGARING_SENGINES = 4
 KANGARING_ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of one "
                    "device, S_k then S_k^2 with one rank an engine, else S_k t0, S_k^2 t0, "
-                   "S_k^2 t1, S_k t1, t0 the lower TPB; on the channel at place c of its list "
-                   "member c % size is the primary, the others follow in that order)")
+                   "S_k^2 t1, S_k t1, t0 the lower TPB; on the collective's channel at place c of "
+                   "its ids in ascending order, member c % size is the primary, the others "
+                   "follow in that order)")
 
 
 def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
@@ -1112,7 +1113,8 @@ def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> N
     ranks), each rank's ``sengine`` its ``tpb`` // (TPBs per s-engine, its ranks per engine x
     ``lnc_size``) (naming ``topology.ranks[i].sengine``), and each unit the ranks of
     s-engines k and k ^ 2 of one device in the member order above, the primary member c %
-    size on the channel at place c of the list (naming ``kangaring[c].units[u]``).  Until
+    size on the collective's channel at place c of its ids in ascending order (whatever
+    the list's order; naming ``kangaring[k].units[u]``).  Until
     2026-12-05 ``sengine`` was not read: a unit of ranks of another device or engine pair,
     or a primary other than TOPOLOGY's, simulated as a match when the legs agreed."""
     for spec in triggers.values():
@@ -1134,7 +1136,10 @@ def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> N
 def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: Layout,
                     where: dict, noun: str) -> None:
     """:func:`check_kangaring_units` of one section (``at`` its key's prefix) over ``group``
-    (its members: ranks, or positions of ``group`` when ``noun`` is "position")."""
+    (its members: ranks, or positions of ``group`` when ``noun`` is "position"); an item's
+    place c is its channel id's among the section's ids in ascending order (a flat
+    trigger's ids from 0, a HIER leg's from its ``channel_base``), whatever the order the
+    items are listed in."""
     places = layout.places
     if (stray := next((r for r in group if r not in places), None)) is not None:
         raise SimulationError(f"rank {stray} is not in the topology table",
@@ -1179,7 +1184,9 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
         if noun == "rank":
             return _json_text(list(ranks))
         return _json_text([pos[r] for r in ranks])
-    for c, (_ch, _path, units, _dup) in enumerate(section):
+    ids = sorted(item[0] for item in section)
+    for k, (ch, _path, units, _dup) in enumerate(section):
+        c = ids.index(ch)  # (the channel's place among the collective's: TOPOLOGY §4)
         for u, unit in enumerate(units):
             ranks = [group[m] for m in unit] if noun == "position" else list(unit)
             whole = canon[ranks[0]]
@@ -1188,9 +1195,10 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
             if ranks != want:
                 also = "" if noun == "rank" else f" (ranks {_json_text(ranks)})"
                 first = ranks[0] if noun == "rank" else pos[ranks[0]]
-                raise SimulationError(f"{at}kangaring[{c}].units[{u}] {shown(ranks)}{also} is "
+                raise SimulationError(f"{at}kangaring[{k}].units[{u}] {shown(ranks)}{also} is "
                                       f"not {shown(want)}, the unit of {noun} {first} with "
-                                      f"member {c} % {len(whole)} its primary "
+                                      f"member {c} % {len(whole)} its primary on channel "
+                                      f"{ch}{'' if c == ch else f' (place {c})'} "
                                       f"{KANGARING_ORDER}", **where)
 
 
