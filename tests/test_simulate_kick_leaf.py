@@ -1523,23 +1523,51 @@ def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_o
     assert refused(out) == f"{out / 'manifest.json'}: field triggers[0]: {says}"
 
 
+#: each engine's own sections, well typed (FORMATS §1.1), the values no matter: a trigger
+#: that has a hier section as well is refused for that before its values are looked at
+OWN_SECTIONS = {
+    "MESH": {"mesh": {"blocks": []}},
+    "KANGARING": {"kangaring": [{"channel": 0, "logical_path": [0], "units": [[0]],
+                                 "duplicate": False}]},
+    "SINGLE_CYCLE_RING": {"buffers": [], "single_cycle": {"pairs": [], "arcs": [0, 0],
+                                                          "steps_per_group": 0}}}
+
+
+@pytest.mark.parametrize("algorithm, says", [
+    ("KANGARING", "triggers[0].kangaring: missing"),
+    ("SINGLE_CYCLE_RING", "triggers[0].buffers: missing"),
+    ("MESH", "triggers[0]: algorithm \"MESH\" but the trigger has no mesh section (MESH and "
+     "SINGLE_STEP_MESH triggers have a mesh section: FORMATS §1.1)"),
+])
+def test_a_hier_trigger_relabelled_without_its_own_sections_is_refused_by_type(
+        hier16_out, tmp_path, algorithm, says):
+    """docs/CLI.md: every type of a manifest is checked before any value. hier16_out's
+    trigger relabelled KANGARING or SINGLE_CYCLE_RING lacks the section such a trigger
+    always has (FORMATS §1.1), as a MESH one lacks ``mesh``: status 2, naming the key
+    (until 2026-12-05 evening the KANGARING and SINGLE_CYCLE_RING ones were refused for
+    their hier section, status 1, their own sections unread)."""
+    out = copy(hier16_out, tmp_path)
+    _retrigger(out, 0, lambda t: t.__setitem__("algorithm", algorithm))
+    rehash(out)
+    res = cli("simulate", out)
+    assert res.exit_code == 2, res.output
+    assert res.stderr == f"nrtrewrite: error: {out / 'manifest.json'}: field {says}\n"
+
+
 @pytest.mark.parametrize("algorithm", ["RING", "KANGARING", "MESH", "SINGLE_CYCLE_RING"])
 def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out, tmp_path,
                                                                      algorithm):
     """FORMATS §1.1: only a HIER trigger has a ``hier`` section, and its ``chunk`` holds
     ``pgta`` alone. hier16_out's trigger saying it was lowered as RING or KANGARING was read
     with that chunk and its chunk checks asked for the ``tail_chunk`` it lacks (KeyError,
-    exit 70); as MESH it simulated as a match. It is refused naming the trigger. (As MESH
-    it is given a ``mesh`` section too: a MESH trigger without one is refused before any
-    value is checked, status 2, tests/test_simulate_loose_keys.py. As SINGLE_CYCLE_RING,
-    without the ``buffers`` and ``single_cycle`` only a flat one has, it was refused for the
-    missing ``buffers``, status 2, until 2026-12-05: a mutation audit's find.)"""
+    exit 70); as MESH it simulated as a match. It is refused naming the trigger. (Each is
+    given its own engine sections, well typed: a trigger without them is refused before any
+    value is checked, status 2, as the test above shows.)"""
     out = copy(hier16_out, tmp_path)
 
     def relabel(t):
         t["algorithm"] = algorithm
-        if algorithm == "MESH":
-            t["mesh"] = {"blocks": []}
+        t.update(OWN_SECTIONS.get(algorithm, {}))
     _retrigger(out, 0, relabel)
     rehash(out)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: algorithm "

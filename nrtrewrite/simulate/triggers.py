@@ -557,15 +557,15 @@ def _buffers(f: Field) -> list[dict]:
     return out
 
 
-def _trigger_buffers(t: Field, algorithm: str, hier: bool) -> list[dict] | None:
+def _trigger_buffers(t: Field, algorithm: str) -> list[dict] | None:
     """A flat trigger's ``buffers`` (:func:`_buffers`), required on a SINGLE_CYCLE_RING
     trigger (its second views: FORMATS §1.1); None when another trigger has no such key (or
     null).  An empty list is kept apart from an absent key: FORMATS says a trigger without
-    such views has no ``buffers`` key, and :func:`check_buffers` refuses ``[]``.  A trigger
-    with a ``hier`` section is no flat one (one that says SINGLE_CYCLE_RING is refused for
-    its hier section, :func:`check_triggers`; until 2026-12-05 for a missing ``buffers``,
-    status 2, as its ``single_cycle`` is not read either)."""
-    if (hier or algorithm != "SINGLE_CYCLE_RING") and t.get("buffers").null:
+    such views has no ``buffers`` key, and :func:`check_buffers` refuses ``[]``.  Read with
+    its type on any SINGLE_CYCLE_RING trigger, one with a ``hier`` section too (every type is
+    checked before any value: docs/CLI.md; such a trigger is then refused for its hier
+    section, :func:`check_triggers`)."""
+    if algorithm != "SINGLE_CYCLE_RING" and t.get("buffers").null:
         return None
     return _buffers(t["buffers"])
 
@@ -905,12 +905,12 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
                       for c in t["channels"].items()],
             legs=_hier_legs(t), slices=_hier_slices(t),
-            buffers=_trigger_buffers(t, algorithm, hier),
-            # (a KANGARING trigger's section, required; one that has a hier section is
-            # refused for that: check_triggers)
-            kangaring=_kangaring(t) if algorithm == "KANGARING" and not hier else None,
-            single_cycle=(_single_cycle(t) if algorithm == "SINGLE_CYCLE_RING" and not hier
-                          else None),
+            # (a KANGARING trigger's section and a SINGLE_CYCLE_RING trigger's, required and
+            # read with their types whatever else the trigger holds, as a MESH trigger's
+            # mesh; one that also has a hier section is refused for that: check_triggers)
+            buffers=_trigger_buffers(t, algorithm),
+            kangaring=_kangaring(t) if algorithm == "KANGARING" else None,
+            single_cycle=_single_cycle(t) if algorithm == "SINGLE_CYCLE_RING" else None,
             chunk={k: chunk[k].int() for k in CHUNK_KEYS if k in need or chunk.has(k)},
             block_starts=_block_starts(t)))
     return out
