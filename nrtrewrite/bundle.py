@@ -791,7 +791,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
             raise  # a process (fork) or memory refused, not a write: the CLI says so
         raise OutputError(f"cannot write the output: {err.strerror or err}"
-                          + (f" ({err.filename})" if err.filename else ""),
+                          + (f" ({escape_controls(err.filename)})" if err.filename else ""),
                           file=str(out)) from None
 
 

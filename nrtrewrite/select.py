@@ -27,7 +27,7 @@ from nrtrewrite.codes import (
     EncAlgType, EncOpType, MetaringType,
 )
 from nrtrewrite.compose.ir import MAX_PEERS
-from nrtrewrite.errors import SelectionError, ValidationError
+from nrtrewrite.errors import SelectionError, ValidationError, escape_controls
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
@@ -480,9 +480,11 @@ def _mesh_variant(alg: EncAlgType) -> Callable[..., Verdict]:
                                f"{fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)}")
             return True, f"{why}; not in the precedence cascade, only by --algo"
         if alg == EncAlgType.TWO_STEP_POD_MESH:
-            return False, (f"needs an UltraServer pod (enable_pod); topology {topo.name} "
+            return False, (f"needs an UltraServer pod (enable_pod); topology "
+                           f"{escape_controls(topo.name)} "
                            "has no pods")
-        return False, (f"{alg.name} needs a NeuronSwitch fabric; topology {topo.name} has none")
+        return False, (f"{alg.name} needs a NeuronSwitch fabric; topology "
+                       f"{escape_controls(topo.name)} has none")
     predicate.__name__ = f"can_post_{alg.name.lower()}"
     return predicate
 

@@ -216,3 +216,72 @@ def test_dump_schedule_and_simulate_name_a_folder_apart(tmp_path, monkeypatch):
         assert res.exit_code == 2
         assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]}: rank-0001 is missing (rank 1 "
                                "of manifest.json 'ranks')"]
+
+
+def test_a_topology_named_by_its_file_is_shown_apart(tmp_path, monkeypatch):
+    """A topology file without ``name`` is named by its file's stem (docs/TOPOLOGY.md), a
+    name that reached the refusals of a rank and of an engine raw."""
+    monkeypatch.chdir(tmp_path)
+    doc = json.loads((FIX / "topologies" / "trn2-2node.json").read_text())
+    del doc["name"]
+    for name in (BACKSLASH, NEWLINE):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+        res = invoke("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2",
+                     "--rank", "300", "--topology", f"{name}.json")
+        assert res.exit_code == 2
+        assert _lines(res)[-1].endswith(f"rank 300 is not in topology {SHOWN[name]} (ranks "
+                                        "0..127)"), res.stderr
+        res = invoke("lower", FIX / "ar2.neff", "--topology", f"{name}.json", "--algo",
+                     "latency_opt_mesh", "-o", tmp_path / "o")
+        assert res.exit_code == 2
+        assert f"topology {SHOWN[name]} has none" in res.stderr, res.stderr
+
+
+def test_simulate_names_the_output_of_a_wrong_model_and_a_stray_rank_folder_apart(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in (BACKSLASH, NEWLINE):
+        assert invoke("lower", "-q", FIX / "ar2.neff", "-o", name).exit_code == 0
+        res = invoke("simulate", name, "--model", FIX / "c7c8.neff")
+        assert res.exit_code == 2
+        assert f" is not the input {SHOWN[name]}/manifest.json records " in res.stderr
+        (tmp_path / name / f"rank-{name}").mkdir()
+        res = invoke("simulate", name)
+        assert res.exit_code == 2
+        assert f"rank folders differ from manifest.json 'ranks' (rank-{SHOWN[name]})" in \
+            res.stderr, res.stderr
+
+
+def test_assemble_names_a_subgraph_and_its_own_spec_apart(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in (BACKSLASH, NEWLINE):
+        spec = tmp_path / "s.json"
+        spec.write_text(json.dumps({"subgraphs": [{"name": name, "vars": [],
+                                                   "replica_groups": [[0, 1]],
+                                                   "engines": {"sp": ["nop"]}}]}))
+        res = invoke("assemble", spec, "-o", tmp_path / "s.neff")
+        assert res.exit_code == 2
+        assert _lines(res)[-1].endswith(f"field subgraphs[0].name: member {SHOWN[name]}/def.json:"
+                                        " member name has a backslash or control character"), \
+            res.stderr
+        shutil.copy(FIX / "ar2.yaml", tmp_path / f"{name}.yaml")
+        res = invoke("assemble", f"{name}.yaml", "-o", f"{name}.yaml")
+        assert res.exit_code == 2
+        assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]}.yaml: the output is the spec "
+                               f"{SHOWN[name]}.yaml itself; nrtrewrite never replaces its "
+                               "input: choose another output path"]
+
+
+def test_lower_names_the_file_an_os_error_was_about_apart(tmp_path, monkeypatch):
+    """An OS error while writing names its file (a temporary sibling's path), escaped once."""
+    import errno
+
+    import nrtrewrite.bundle as bundle_mod
+    for name in (BACKSLASH, NEWLINE):
+        def refuse(*_a, name=name, **_k):
+            raise OSError(errno.EACCES, "Permission denied", str(tmp_path / f".{name}.tmp-1"))
+        monkeypatch.setattr(bundle_mod, "_write_output", refuse)
+        res = invoke("lower", FIX / "ar2.neff", "-o", tmp_path / "o")
+        assert res.exit_code == 2
+        assert _lines(res)[-1].endswith(f"cannot write the output: Permission denied "
+                                        f"({tmp_path}/.{SHOWN[name]}.tmp-1)"), res.stderr

@@ -38,6 +38,7 @@ import yaml
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import (
     LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where, cut_middle,
+    escape_controls,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
@@ -443,7 +444,8 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
     """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there."""
     spec_path = os.fspath(spec_path)
     if out_path is not None and same_file(spec_path, out_path):
-        raise OutputError(f"the output is the spec {spec_path} itself; nrtrewrite never "
+        raise OutputError(f"the output is the spec {escape_controls(spec_path)} itself; "
+                          "nrtrewrite never "
                           "replaces its input: choose another output path",
                           Where(file=os.fspath(out_path)))
     spec = load_spec(spec_path)
@@ -552,7 +554,7 @@ class _Assembler:
         the value, naming the member: ``field subgraphs[0].name: member ../x/def.json:
         member path contains '..'``."""
         if (why := check_member_name(member)) is not None:
-            raise self.err(path, f"member {shown_member_name(member)}: {why}")
+            raise self.err(path, f"member {escape_controls(shown_member_name(member))}: {why}")
 
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
         if not isinstance(obj, dict):
@@ -619,7 +621,8 @@ class _Assembler:
                 # meet, of engine 'b/x' in subgraph 'a' and engine 'x' in subgraph 'a/b')
                 if member in made_by:
                     raise self.err(f"subgraphs[{i}].engines",
-                                   f"member {shown_member_name(member)}: duplicate member name "
+                                   f"member {escape_controls(shown_member_name(member))}: "
+                                   "duplicate member name "
                                    f"(subgraphs[{made_by[member]}].engines makes it too)")
                 made_by[member] = i
             sg_members.extend(items)

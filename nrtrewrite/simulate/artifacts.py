@@ -196,7 +196,8 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     sha = hashlib.sha256(data).hexdigest()
     if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
-                          f"{out}/manifest.json records ({str(inp.get('sha256'))[:16]}..., "
+                          f"{escape_controls(out)}/manifest.json records "
+                          f"({str(inp.get('sha256'))[:16]}..., "
                           f"{inp.get('bytes')} bytes, {inp.get('name')!r}): --model must name "
                           "the model this output was lowered from", file=str(model),
                           field="input.sha256")
@@ -239,7 +240,8 @@ def verify_checksums(out: str | Path) -> None:
                           + hint, file=str(out))
     present = {p.name for p in out.glob("rank-*") if p.is_dir()}
     if extra := sorted(present - expected):  # (the simulation reads only the ranks')
-        raise OutputError(f"rank folders differ from manifest.json 'ranks' ({extra[0]}){hint}",
+        raise OutputError(f"rank folders differ from manifest.json 'ranks' "
+                          f"({escape_controls(extra[0])}){hint}",
                           file=str(out))
     for name in sorted(expected):
         rdir = out / name

@@ -34,7 +34,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, EdgeLocality, EncAlgMeshType
 from nrtrewrite.emit.address import CAYMAN_ID_MASK
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
-from nrtrewrite.errors import LimitError, ValidationError
+from nrtrewrite.errors import LimitError, ValidationError, escape_controls
 
 T = TypeVar("T")
 
@@ -258,7 +258,8 @@ class Topology:
 
     def rank_refusal(self, rank: int) -> str:
         """Why ``rank`` is refused: it is not in this topology."""
-        return f"rank {rank} is not in topology {self.name} (ranks 0..{self.world_size - 1})"
+        return (f"rank {rank} is not in topology {escape_controls(self.name)} "
+                f"(ranks 0..{self.world_size - 1})")
 
     def info(self, rank: int) -> RankInfo:
         try:
@@ -463,7 +464,8 @@ def _check_world(topo: Topology, world: tuple[int, ...], *, file: str | None = N
     bad = [r for r in world if r < 0 or r >= topo.world_size]
     if bad:
         raise ValidationError(
-            f"rank {bad[0]} does not fit topology {topo.name} with lnc_size {topo.lnc_size} "
+            f"rank {bad[0]} does not fit topology {escape_controls(topo.name)} with lnc_size "
+            f"{topo.lnc_size} "
             f"({topo.nodes} node(s) x {topo.ranks_per_node} ranks = "
             f"ranks 0..{topo.world_size - 1})",
             file=file, field=field, rank=bad[0])
