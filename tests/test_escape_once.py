@@ -285,3 +285,19 @@ def test_lower_names_the_file_an_os_error_was_about_apart(tmp_path, monkeypatch)
         assert res.exit_code == 2
         assert _lines(res)[-1].endswith(f"cannot write the output: Permission denied "
                                         f"({tmp_path}/.{SHOWN[name]}.tmp-1)"), res.stderr
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_an_error_line_escapes_what_stderr_cannot_hold(tmp_path, encoding):
+    """docs/CLI.md: text the stream's encoding cannot hold is escaped as Python escapes it
+    on stderr (``\\u6743`` for 权, U+6743). click wrote an ASCII stderr's error line in
+    UTF-8 (bytes e6 9d 83); a file named with a real backslash and ``u6743`` stays apart,
+    its backslash doubled."""
+    for name, shown in (("权.neff", b"\\u6743.neff"), ("\\u6743.neff", b"\\\\u6743.neff")):
+        (tmp_path / name).write_bytes(b"x")
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "inspect", name],
+                              cwd=tmp_path, capture_output=True,
+                              env=env(PYTHONIOENCODING=encoding))
+        assert proc.returncode == 2
+        assert proc.stderr == (b"nrtrewrite: error: " + shown + b": file too short: 1 bytes, "
+                               b"the header alone needs 1024\n")

@@ -45,11 +45,12 @@ def plain_line(text: str, style: str = "") -> Text:
     return Text(encodable(escape_line(text)), style=style)
 
 
-def encodable(text: str) -> str:
-    """``text`` with what the standard output's encoding cannot hold escaped (``\u6743``)
-    before rich lays it out: escaped by the stream afterwards, it made cells wider than rich
-    measured them and the table's columns misaligned (a Latin-1 or ASCII locale)."""
-    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+def encodable(text: str, stream=None) -> str:
+    """``text`` with what the standard output's encoding (``stream``'s) cannot hold escaped
+    (``\u6743``) before rich lays it out: escaped by the stream afterwards, it made cells
+    wider than rich measured them and the table's columns misaligned (a Latin-1 or ASCII
+    locale)."""
+    encoding = getattr(stream or sys.stdout, "encoding", None) or "utf-8"
     try:
         text.encode(encoding)
         return text
@@ -689,9 +690,11 @@ def _say(line: str) -> None:
     """Print ``line`` on stderr.  A stderr that cannot be written (closed, a full disk,
     ``2>/dev/full``) loses the line; the command's exit status stays its own (before, the
     failed write escaped as a traceback nobody saw, and the status became 1, which ``diff``
-    uses for "the outputs differ")."""
+    uses for "the outputs differ").  What stderr's encoding cannot hold is escaped first
+    (``\u6743``), as Python's stderr escapes it: click wrote an ASCII stderr's line in
+    UTF-8 (``PYTHONIOENCODING=ascii``: raw bytes, until 2026-12-05)."""
     with contextlib.suppress(OSError, ValueError):
-        click.echo(line, err=True)
+        click.echo(encodable(line, sys.stderr), err=True)
 
 
 def _chain(err: BaseException) -> list[BaseException]:
