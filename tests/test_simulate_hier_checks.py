@@ -161,9 +161,9 @@ def test_legs_lowered_onto_one_channel_are_refused_though_the_artifacts_agree(
                             f"hier.legs[0].plans[0].channels[0]'s too {DISJOINT_WHY}")
     monkeypatch.setattr(triggers_mod, "_check_disjoint_leg_channels", lambda *a: None)
     # (since 2026-12-05 the leg's range says 3: its channel_base, after legs 0 and 1)
-    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels[0].channel 0 is "
-                            "below hier.legs[2].channel_base 3 (a leg's plans run the ids of "
-                            "its range, from its channel_base: docs/DESIGN.md \"HIER\")")
+    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels run ids [0], not "
+                            "[3] (a group's plan runs ids from its leg's channel_base on, as "
+                            "many as its channel count: docs/DESIGN.md \"HIER\")")
     monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
     assert simulate_output(out).ok
 

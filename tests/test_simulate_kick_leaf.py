@@ -1766,10 +1766,12 @@ HIER16_LEG_CHANNELS = [[0], [1, 2], [3]]
 def _past_the_leg_ranges(monkeypatch, out: Path, i: int) -> None:
     """A plan's channels moved off its leg's range (``hier.legs[i].channel_base`` and
     ``channel_ids``, read since 2026-12-05) are refused first, at the manifest, naming the
-    leg's ``channel_ids`` (tests/test_simulate_hier_channel_range.py); with that check taken
-    out the edit reaches the entries' check the test was written for."""
-    assert refused(out).startswith(f"{out / 'manifest.json'}: field triggers[0]: "
-                                   f"hier.legs[{i}].channel_ids ")
+    leg's ``channel_ids`` or the plan whose ids do not run from its ``channel_base``
+    (tests/test_simulate_hier_channel_range.py); with that check taken out the edit reaches
+    the entries' check the test was written for."""
+    err = refused(out)
+    assert err.startswith(f"{out / 'manifest.json'}: field triggers[0]: hier.legs[{i}]."), err
+    assert f"hier.legs[{i}].channel_ids " in err or "].channels run ids " in err, err
     monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
 
 

@@ -765,8 +765,10 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
     read them) are the range of channel ids docs/DESIGN.md "HIER" gives it, held to the ids
     its plans run: the first leg's starts at 0 and each later leg's right after the range of
     the leg before it (leg k starts after the channels of the legs before it, so the legs'
-    ranges follow their order), no plan of the leg runs an id below its ``channel_base``,
-    and ``channel_ids`` counts the ids from there up to the highest one its plans run (0
+    ranges follow their order), each plan of the leg runs the ids from its
+    ``channel_base`` on, as many as its channels (until 2026-12-05 evening only an id below
+    ``channel_base`` was refused: a plan with a gap, ``channel_base`` and ``channel_base +
+    2``, was held by its lowest and highest id), and ``channel_ids`` counts the ids from there up to the highest one its plans run (0
     when they run none), else a :class:`SimulationError` naming the key, checked leg after
     leg.  Until 2026-12-05 neither key was read: any values simulated as a match, and legs
     whose ranges came in another order than theirs too (only the plans' ids were held apart:
@@ -782,14 +784,17 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
                                   f"({why})", **where)
         top = None  # (the highest id the leg's plans run, the item that lists it)
         for j, (channels, *_chunk_sections) in enumerate(plans):
-            for c, (ch, _order) in enumerate(channels):
-                item = f"hier.legs[{i}].plans[{j}].channels[{c}]"
-                if ch < base:
-                    raise SimulationError(f"{item}.channel {ch} is below hier.legs[{i}]."
-                                          f"channel_base {base} (a leg's plans run the ids of "
-                                          f"its range, from its channel_base: {why})", **where)
-                if top is None or ch > top[0]:
-                    top = (ch, item)
+            ids = sorted(ch for ch, _order in channels)
+            # (an id listed twice is named as such once the plans are read: _resolve_hier)
+            if len(set(ids)) == len(ids) and ids != list(range(base, base + len(ids))):
+                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels run ids "
+                                      f"{_json_text(ids)}, not "
+                                      f"{_json_text(list(range(base, base + len(ids))))} (a "
+                                      f"group's plan runs ids from its leg's channel_base on, "
+                                      f"as many as its channel count: {why})", **where)
+            if ids and (top is None or ids[-1] > top[0]):
+                c = next(c for c, (ch, _order) in enumerate(channels) if ch == ids[-1])
+                top = (ids[-1], f"hier.legs[{i}].plans[{j}].channels[{c}]")
         want = 0 if top is None else top[0] - base + 1
         if count != want:
             runs = ("its plans run no channel" if top is None else
