@@ -6,6 +6,7 @@ code."""
 from __future__ import annotations
 
 import io
+import json
 import sys
 
 from rich.console import Console
@@ -166,3 +167,36 @@ def test_an_error_line_is_escaped_for_stderrs_encoding_not_stdouts(monkeypatch):
     monkeypatch.setattr(sys, "stderr", err)
     cli_mod._say("nrtrewrite: error: \u6743.neff: file too short")
     assert err.getvalue() == "nrtrewrite: error: \\u6743.neff: file too short\n"
+
+
+def test_a_usage_error_in_a_json_document_is_the_stderr_lines_message():
+    """docs/CLI.md "Errors": ``--json``'s ``"error"`` is the line, escaped once. A usage
+    error the command raises quoting an argument with a backslash (``--topology
+    trn2:nodes=2\\x`` beside ``--nodes 2``) keeps its one backslash in both; the whole
+    message is only guarded (a second escape doubled it in the document alone)."""
+    from click.testing import CliRunner
+
+    res = CliRunner().invoke(cli_mod.main, ["explain", "--json", "--op", "allreduce",
+                                            "--bytes", "1MiB", "--ranks", "2", "--nodes", "2",
+                                            "--topology", "trn2:nodes=2\\x"],
+                             prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    why = ("--nodes and --topology trn2:nodes=2" + "\\" + "x both give the node count; give "
+           "it once (--topology trn2 --nodes 2, or --topology trn2:nodes=2)")
+    assert json.loads(res.stdout)["error"] == why
+    assert res.stderr == f"nrtrewrite explain: error: {why} (see 'nrtrewrite explain --help')\n"
+
+
+def test_a_var_of_a_subgraph_off_the_memory_map_names_the_subgraph_escaped_once():
+    """A subgraph is a name: its backslash doubled, its line break \\n, in the reason."""
+    from nrtrewrite.simulate.layout import Layout
+
+    layout = Layout.__new__(Layout)
+    layout._by_var, layout.file = {}, "o/manifest.json"
+    try:
+        layout.var_region("sg\\0\n1", 3)
+    except SimulationError as e:
+        assert e.line() == ("o/manifest.json: var 3 of sg" + "\\" + "\\" + "0" + "\\" + "n1 is "
+                            "not in the memory map")
+    else:
+        raise AssertionError("not refused")
