@@ -1,0 +1,80 @@
+"""The mutation audit's KANGARING unit survivors (``check_kangaring_units``,
+docs/TOPOLOGY.md §1, §4): a device of two ranks, the s-engine of a device's first and last
+core, a unit after the first, and a HIER leg's plan shared by two groups refused for the
+second group. Expected units and ranks are worked out from TOPOLOGY.md, not read back."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_simulate import coll_spec, lower_spec
+from test_simulate_hier_checks import HIER16, kr8_out, kr16_out  # noqa: F401  (fixtures)
+from test_simulate_kangaring_units import KR16, ORDER, _field, _retopo, _reunit
+from test_simulate_kick_leaf import _retrigger, copy, refused, rehash, trigger0
+
+WHOLE = ("not 0 to 3 or 0 to 7 (KangaRing needs every rank of each device it touches: 4 "
+         "s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
+
+
+def test_a_device_of_two_of_the_groups_ranks_is_refused(kr8_out, tmp_path):  # noqa: F811
+    """kr8_out (LNC 2, device 0 ranks 0..3 on logical cores 0..3): ranks 2 and 3 moved to
+    device 2 (same cores) leave device 0 two ranks, cores 0 and 1: no whole device (4
+    s-engines need 4 or 8 ranks), though they are cores 0 up to 1."""
+    out = copy(kr8_out, tmp_path)
+
+    def edit(ranks):
+        for r in (2, 3):
+            ranks[r]["routing_id"] = 2
+    _retopo(out, edit)
+    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
+                            f"[0, 1] of the device of node 0, routing_id 0, {WHOLE}")
+
+
+@pytest.mark.parametrize("rank, sengine, want, tpb", [(0, 1, 0, 0), (3, 0, 3, 6)],
+                         ids=["first-core", "last-core"])
+def test_the_sengine_of_a_devices_first_and_last_core_is_checked(kr8_out, tmp_path, rank,
+                                                                 sengine, want, tpb):  # noqa: F811
+    """TOPOLOGY §1 at LNC 2, one rank an s-engine: logical core lc is tpb 2 lc, s-engine
+    2 lc // 2 = lc. Rank 0 (core 0) and rank 3 (core 3, the device's last) are checked as
+    rank 1 is (test_a_sengine_other_than_its_tpbs_is_refused)."""
+    out = copy(kr8_out, tmp_path)
+    _retopo(out, lambda ranks: ranks[rank].__setitem__("sengine", sengine))
+    assert refused(out) == (
+        f"{_field(out, f'topology.ranks[{rank}].sengine')}rank {rank}: sengine {sengine} is "
+        f"not {want}, tpb {tpb} // 2 (the s-engine of its first TPB, tpb // tpbs_per_sengine: "
+        "its device's 4 s-engines hold 1 rank each in the units of triggers[0].kangaring: "
+        "docs/TOPOLOGY.md §1, §4)")
+
+
+def test_a_unit_after_the_first_is_checked(kr16_out, tmp_path):  # noqa: F811
+    """kr16_out's second unit [2, 6, 7, 3] (S1 t0, S3 t0, S3 t1, S1 t1) with its secondaries
+    reordered, [2, 7, 6, 3], the order and path to match: refused naming units[1]."""
+    out = copy(kr16_out, tmp_path)
+    _retrigger(out, 0, lambda t: _reunit(t, [KR16[0], [2, 7, 6, 3], *KR16[2:]]))
+    rehash(out)
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[1] [2, 7, 6, 3] is not [2, 6, 7, "
+                            f"3], the unit of rank 2 with member 0 % 4 its primary on channel 0 "
+                            f"{ORDER}")
+
+
+def test_a_hier_legs_plan_shared_by_two_groups_is_named_for_the_second_group(tmp_path):
+    """HIER16 at LNC 2 with both intra legs KANGARING: node 0's and node 1's groups run the
+    one plan 0 of each leg (units in positions [0, 2], [1, 3], [4, 6], [5, 7]). Node 1's
+    ranks 64 and 65 trade places (64 on logical core 1: tpb 2, s-engine 1; 65 on core 0:
+    tpb 0, s-engine 0), so TOPOLOGY §4's units of node 1's device 0 are (65, 66), S0 and S2,
+    and (64, 67), S1 and S3: the plan's unit [0, 2] is ranks [64, 66] there, where the unit
+    of position 0 (rank 64) is [0, 3]. Refused naming the plan the group runs, plans[0]."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    leg = trigger0(out)["hier"]["legs"][0]
+    assert [(g["group"][0], g["plan"]) for g in leg["groups"]] == [(0, 0), (64, 0)]
+    assert leg["plans"][0]["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+
+    def edit(ranks):
+        row = {r["rank"]: r for r in ranks}
+        row[64].update(logical_core=1, tpb=2, sengine=1)
+        row[65].update(logical_core=0, tpb=0, sengine=0)
+    _retopo(out, edit)
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] [0, 2] "
+                            "(ranks [64, 66]) is not [0, 3], the unit of position 0 with member "
+                            f"0 % 2 its primary on channel 0 {ORDER}")
