@@ -10,7 +10,8 @@ import pytest
 from test_simulate import coll_spec, lower_spec
 from test_simulate_hier_checks import HIER16, kr8_out, kr16_out  # noqa: F401  (fixtures)
 from test_simulate_kangaring_units import KR16, ORDER, _field, _retopo, _reunit
-from test_simulate_kick_leaf import _retrigger, copy, refused, rehash, trigger0
+from test_simulate_kick_leaf import (
+    OLDER_HIER, _rehier, _retrigger, copy, refused, refused_as_older, rehash, trigger0)
 
 WHOLE = ("not 0 to 3 or 0 to 7 (KangaRing needs every rank of each device it touches: 4 "
          "s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
@@ -78,3 +79,18 @@ def test_a_hier_legs_plan_shared_by_two_groups_is_named_for_the_second_group(tmp
     assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] [0, 2] "
                             "(ranks [64, 66]) is not [0, 3], the unit of position 0 with member "
                             f"0 % 2 its primary on channel 0 {ORDER}")
+
+
+def test_a_single_cycle_view_on_a_kangaring_hier_leg_says_lower_the_model_again(tmp_path):
+    """FORMATS §1.1: only a single-cycle HIER leg lists ``recv2`` and ``gw2``; the older
+    outputs' refusal (an nrtrewrite before 2026-12-05 listed them on every leg) holds for a
+    KANGARING leg as for a RING one (test_a_single_cycle_view_on_another_hier_leg_says_
+    lower_the_model_again): status 2, naming the leg's algorithm."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    legs = _rehier(out, lambda legs: legs[0]["buffers"].append(
+        {"offset": 2000, "region": "gw", "role": "gw2"}))
+    assert legs[0]["algorithm"] == "KANGARING"
+    n = len(legs[0]["buffers"])  # (the appended entry's index)
+    assert refused_as_older(out) == (f"{_field(out)}hier.legs[0].buffers[{n}].role \"gw2\" is on "
+                                     f"a KANGARING leg {OLDER_HIER}")
