@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_simulate import coll_spec, lower_spec
+from test_simulate import assert_clean, coll_spec, lower_spec
 from test_simulate_hier_checks import HIER16, kr8_out, kr16_out  # noqa: F401  (fixtures)
 from test_simulate_kangaring_units import KR16, ORDER, _field, _retopo, _reunit
 from test_simulate_kick_leaf import (
@@ -94,3 +94,32 @@ def test_a_single_cycle_view_on_a_kangaring_hier_leg_says_lower_the_model_again(
     n = len(legs[0]["buffers"])  # (the appended entry's index)
     assert refused_as_older(out) == (f"{_field(out)}hier.legs[0].buffers[{n}].role \"gw2\" is on "
                                      f"a KANGARING leg {OLDER_HIER}")
+
+
+def test_a_four_member_units_primary_on_channel_1_is_followed_by_the_others_in_order(
+        tmp_path):
+    """TOPOLOGY §4 at LNC 1 (kr16_out's units, [0, 4, 5, 1] ...): on the collective's
+    channel 1 the primary is member 1 % 4, rank 4, and the others follow in member order,
+    [4, 0, 5, 1] (not rotated, [4, 5, 1, 0]). A 16-rank bf16 all-reduce of 2,200,000
+    elements (4.4 MB) runs two channels, order [0, 2, 8, 10] then [4, 6, 12, 14]: it
+    simulates as a match."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 2_200_000), tmp_path / "o",
+                     algo="kangaring")
+    t = trigger0(out)
+    assert [c["order"] for c in t["channels"]] == [[0, 2, 8, 10], [4, 6, 12, 14]]
+    assert t["kangaring"][1]["units"] == [[4, 0, 5, 1], [6, 2, 7, 3], [12, 8, 13, 9],
+                                          [14, 10, 15, 11]]
+    assert_clean(out)
+
+
+def test_a_kangaring_hier_leg_on_a_later_channel_takes_its_place_among_its_ids(tmp_path):
+    """HIER16 at LNC 2, both intra legs KANGARING: intra_allg's one channel is id 3 (after
+    intra_redsct's 0 and inter_allr's 1, 2), its place 0 among its leg's ids, so member 0
+    is primary ([0, 2] ..., not member 3 % 2); with the single-cycle inter leg between them
+    the output simulates as a match."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
+                     algo="intra_redsct:kangaring;intra_allg:kangaring")
+    leg = trigger0(out)["hier"]["legs"][2]
+    assert (leg["name"], leg["channel_base"]) == ("intra_allg", 3)
+    assert leg["plans"][0]["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert_clean(out)
