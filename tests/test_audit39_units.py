@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from test_simulate import assert_clean, coll_spec, lower_spec
-from test_simulate_hier_checks import HIER16, kr8_out, kr16_out  # noqa: F401  (fixtures)
+from test_simulate import assert_clean, cli, coll_spec, lower_spec
+from test_simulate_hier_checks import (  # noqa: F401  (fixtures)
+    HIER16, hier16_out, kr8_out, kr16_out)
 from test_simulate_kangaring_units import KR16, ORDER, _field, _retopo, _reunit
 from test_simulate_kick_leaf import (
     OLDER_HIER, _rehier, _retrigger, copy, refused, refused_as_older, rehash, trigger0)
@@ -123,3 +124,22 @@ def test_a_kangaring_hier_leg_on_a_later_channel_takes_its_place_among_its_ids(t
     assert (leg["name"], leg["channel_base"]) == ("intra_allg", 3)
     assert leg["plans"][0]["kangaring"][0]["units"] == [[0, 2], [1, 3], [4, 6], [5, 7]]
     assert_clean(out)
+
+
+def test_a_relabelled_single_cycle_hier_trigger_with_buffers_is_refused_for_single_cycle(
+        hier16_out, tmp_path):  # noqa: F811
+    """docs/CLI.md: every type before any value. hier16_out's trigger relabelled
+    SINGLE_CYCLE_RING and given a well-typed ``buffers`` still lacks ``single_cycle``, which
+    such a trigger always has (FORMATS §1.1): status 2 naming it, not the status-1 refusal
+    of its hier section (the relabelled test without ``buffers`` stops at that key first)."""
+    out = copy(hier16_out, tmp_path)
+
+    def relabel(t):
+        t["algorithm"] = "SINGLE_CYCLE_RING"
+        t["buffers"] = []
+    _retrigger(out, 0, relabel)
+    rehash(out)
+    res = cli("simulate", out)
+    assert res.exit_code == 2, res.output
+    assert res.stderr == (f"nrtrewrite: error: {out / 'manifest.json'}: field "
+                          "triggers[0].single_cycle: missing\n")
