@@ -143,3 +143,19 @@ def test_a_relabelled_single_cycle_hier_trigger_with_buffers_is_refused_for_sing
     assert res.exit_code == 2, res.output
     assert res.stderr == (f"nrtrewrite: error: {out / 'manifest.json'}: field "
                           "triggers[0].single_cycle: missing\n")
+
+
+def test_a_device_of_twelve_of_the_groups_ranks_is_refused(kr16_out, tmp_path):  # noqa: F811
+    """kr16_out (LNC 1, 8 ranks a device): ranks 8 .. 11 moved onto device 0 as logical
+    cores 8 .. 11 (tpb the same at LNC 1) leave it 12 ranks, cores 0 up to 11: 4 s-engines
+    hold 1 or 2 ranks each, 4 or 8 ranks, so no KANGARING device holds 12."""
+    out = copy(kr16_out, tmp_path)
+
+    def edit(ranks):
+        row = {r["rank"]: r for r in ranks}
+        for r in (8, 9, 10, 11):
+            row[r].update(routing_id=0, logical_core=r, tpb=r)
+    _retopo(out, edit)
+    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
+                            f"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] of the device of node 0, "
+                            f"routing_id 0, {WHOLE}")
