@@ -53,15 +53,17 @@ def _range_refusal(legs) -> str | None:
 
 
 def test_a_legs_range_counts_up_to_the_highest_id_of_any_of_its_plans():
-    """A leg of two plans, the second running the higher id (channels 1 and 2 from base
-    1): its range is 2 ids, not the first plan's 1; a leg after it starts at 3."""
-    legs = [_leg("intra_redsct", [[0]], (0, 1)), _leg("inter_allr", [[1], [2]], (1, 2)),
+    """A leg of two plans, the second running the higher id (channel 1, and channels 1 and
+    2, each from base 1: DESIGN "HIER", each group's plan runs ids from channel_base on, as
+    many as its channel count): its range is 2 ids, not the first plan's 1; a leg after it
+    starts at 3."""
+    legs = [_leg("intra_redsct", [[0]], (0, 1)), _leg("inter_allr", [[1], [1, 2]], (1, 2)),
             _leg("intra_allg", [[3]], (3, 1))]
     assert _range_refusal(legs) is None
-    legs[1] = _leg("inter_allr", [[1], [2]], (1, 1))
+    legs[1] = _leg("inter_allr", [[1], [1, 2]], (1, 1))
     assert _range_refusal(legs) == (
         "hier.legs[1].channel_ids 1 is not 2: its plans run ids from channel_base 1 up to 2 "
-        "(hier.legs[1].plans[1].channels[0]) (a leg's range counts the ids from its "
+        "(hier.legs[1].plans[1].channels[1]) (a leg's range counts the ids from its "
         "channel_base up to the highest its plans run: docs/DESIGN.md \"HIER\")")
 
 
