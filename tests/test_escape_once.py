@@ -301,3 +301,17 @@ def test_an_error_line_escapes_what_stderr_cannot_hold(tmp_path, encoding):
         assert proc.returncode == 2
         assert proc.stderr == (b"nrtrewrite: error: " + shown + b": file too short: 1 bytes, "
                                b"the header alone needs 1024\n")
+
+
+def test_explains_nodes_twice_refusal_names_the_topology_apart():
+    """``--nodes`` with a preset that gives ``nodes`` itself: the ``--topology`` argument,
+    a user's text, is escaped once (an ESC, and the typed ``\\x1b``, printed alike)."""
+    lines = []
+    for topology, shown in (("trn2:nodes=2\x1b", "trn2:nodes=2\\x1b"),
+                            ("trn2:nodes=2\\x1b", "trn2:nodes=2\\\\x1b")):
+        res = invoke("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "2",
+                     "--nodes", "2", "--topology", topology)
+        assert res.exit_code == 2
+        assert f"--nodes and --topology {shown} both give the node count; " in res.stderr
+        lines.append(res.stderr)
+    assert lines[0] != lines[1]

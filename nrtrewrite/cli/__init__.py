@@ -924,8 +924,8 @@ class JsonErrorCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as err:
-            if asks_json(given):
-                self._print_error({}, err.format_message())
+            if asks_json(given):  # (guarded as invoke's are: click quotes paths with repr)
+                self._print_error({}, escape_line(err.format_message()))
             raise
 
     def invoke(self, ctx: click.Context):

@@ -882,9 +882,10 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             base = topology or "trn2"
             preset, _, preset_options = base.partition(":")
             if preset in PRESETS and "nodes" in preset_options:
-                raise click.UsageError(f"--nodes and --topology {base} both give the node count; "
-                                       f"give it once (--topology {preset} --nodes {nodes}, or "
-                                       f"--topology {preset}:nodes={nodes})")
+                raise click.UsageError(f"--nodes and --topology {escape_controls(base)} both "
+                                       "give the node count; give it once (--topology "
+                                       f"{preset} --nodes {nodes}, or --topology "
+                                       f"{preset}:nodes={nodes})")
             if preset not in PRESETS:
                 raise click.UsageError("--nodes combines with a preset --topology (trn1, trn2); "
                                        "a topology file sets its own nodes")
