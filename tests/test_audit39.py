@@ -174,8 +174,9 @@ def test_an_error_line_is_escaped_for_stderrs_encoding_not_stdouts(monkeypatch):
 def test_a_usage_error_in_a_json_document_is_the_stderr_lines_message():
     """docs/CLI.md "Errors": ``--json``'s ``"error"`` is the line, escaped once. A usage
     error the command raises quoting an argument with a backslash (``--topology
-    trn2:nodes=2\\x`` beside ``--nodes 2``) keeps its one backslash in both; the whole
-    message is only guarded (a second escape doubled it in the document alone)."""
+    trn2:nodes=2\\x`` beside ``--nodes 2``) shows it doubled, a name escaped once, in both;
+    the whole message is only guarded (a second escape doubled it again in the document
+    alone)."""
     from click.testing import CliRunner
 
     res = CliRunner().invoke(cli_mod.main, ["explain", "--json", "--op", "allreduce",
@@ -183,7 +184,7 @@ def test_a_usage_error_in_a_json_document_is_the_stderr_lines_message():
                                             "--topology", "trn2:nodes=2\\x"],
                              prog_name="nrtrewrite")
     assert res.exit_code == 2
-    why = ("--nodes and --topology trn2:nodes=2" + "\\" + "x both give the node count; give "
+    why = ("--nodes and --topology trn2:nodes=2" + "\\" * 2 + "x both give the node count; give "
            "it once (--topology trn2 --nodes 2, or --topology trn2:nodes=2)")
     assert json.loads(res.stdout)["error"] == why
     assert res.stderr == f"nrtrewrite explain: error: {why} (see 'nrtrewrite explain --help')\n"
