@@ -770,8 +770,9 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
     ``channel_base`` was refused: a plan with a gap, ``channel_base`` and ``channel_base +
     2``, was held by its lowest and highest id), and ``channel_ids`` counts the ids from
     there up to the highest one its plans run (0 when they run none), else a
-    :class:`SimulationError` naming the key, checked leg after leg.  Until 2026-12-05 neither key was read: any values simulated as a match, and legs
-    whose ranges came in another order than theirs too (only the plans' ids were held apart:
+    :class:`SimulationError` naming the key, checked leg after leg.  Until 2026-12-05
+    neither key was read: any values simulated as a match, and legs whose ranges came in
+    another order than theirs too (only the plans' ids were held apart:
     :func:`_check_disjoint_leg_channels`, checked before this)."""
     why = "docs/DESIGN.md \"HIER\""
     start, before = 0, None  # where the next leg's range starts, and what says so
