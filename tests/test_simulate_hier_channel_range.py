@@ -22,7 +22,8 @@ import nrtrewrite.simulate.triggers as triggers_mod
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
-from test_simulate_hier_checks import HIER16, _field, _typed_refusal
+from test_simulate_hier_checks import (  # noqa: F401 (a fixture)
+    HIER16, _field, _typed_refusal, hier16k_out)
 from test_simulate_kick_leaf import _rehier, copy, refused, trigger0
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,3 +231,19 @@ def test_simulator_md_quotes_these_refusals():
             "field triggers[0]: hier.legs[0].plans[0].channels lists 1 channel, not the 2 "
             f"chunk.channels 2 asks for {RING_PLAN_WHY}"):
         assert quote in text, quote
+
+
+def test_a_kangaring_leg_plan_counting_other_chunk_channels_than_it_lists_is_refused(
+        hier16k_out, tmp_path):
+    """FORMATS §1.1: a RING or KANGARING leg's plan lists one channel per chunk channel, as
+    such a trigger. hier16k_out's intra_redsct (KANGARING, one channel) given chunk.channels
+    2 of half the chunk simulated as a match until 2026-12-05 evening; it is refused."""
+    out = copy(hier16k_out, tmp_path)
+    plan = trigger0(out)["hier"]["legs"][0]["plans"][0]
+    assert len(plan["channels"]) == 1 and plan["chunk"]["channels"] == 1
+    half = plan["chunk"]["chunk_size_n"] // 2
+    _rehier(out, lambda legs: legs[0]["plans"][0]["chunk"].update(
+        channels=2, chunk_size_n=half, tail_chunk=half))
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].channels lists 1 channel, "
+                            "not the 2 chunk.channels 2 asks for (a KANGARING leg's plan lists "
+                            "one per chunk channel, as a KANGARING trigger: FORMATS §1.1)")

@@ -355,3 +355,20 @@ def test_lower_writes_a_duplicate_kangaring_channel_that_simulates(tmp_path):
         (3, [[11, 9], [10, 8], [7, 5], [6, 4], [3, 1], [2, 0]], False)]
     res = simulate_output(out)
     assert res.ok, res.error
+
+
+def test_a_kangaring_trigger_listing_other_than_one_channel_per_chunk_channel_is_refused(
+        kr8_out, tmp_path):
+    """FORMATS §1.1: a RING or KANGARING trigger lists one ``channels`` item per chunk
+    channel. kr8_out (1,100,000 bf16 elements over 8 ranks, two channels: chunk.channels 2,
+    chunk_size_n 68768, 8 x 2 x 68768 = 1,100,288 elements a chunk group) given
+    chunk.channels 1 with the chunk doubled, 137536 (8 x 137536 = 1,100,288 still), tail
+    1,100,000 / 8 = 137500, a layout that holds, simulated as a match; it is refused."""
+    out = copy(kr8_out, tmp_path)
+    assert trigger0(out)["chunk"] == {"channels": 2, "chunk_size_n": 68768, "pgta": 1,
+                                      "tail_chunk": 68750}
+    _retrigger(out, 0, lambda t: t["chunk"].update(channels=1, chunk_size_n=137536,
+                                                   tail_chunk=137500))
+    rehash(out)
+    assert refused(out) == (f"{_field(out)}channels lists 2 channels, not the 1 chunk.channels "
+                            "1 asks for (a KANGARING trigger lists one per chunk channel)")

@@ -681,12 +681,13 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                           f"{PLAN_SECTIONS[key][0]} leg's plans have one: "
                                           "FORMATS §1.1)", **where)
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
-            if algorithm == "RING" and len(channels) != chunk["channels"]:
+            if algorithm in ("RING", "KANGARING") and len(channels) != chunk["channels"]:
                 raise SimulationError(f"hier.legs[{i}].plans[{j}].channels lists "
                                       f"{counted(len(channels), 'channel')}, not the "
                                       f"{chunk['channels']} chunk.channels {chunk['channels']} "
-                                      "asks for (a RING leg's plan lists one per chunk channel, "
-                                      "as a RING trigger: FORMATS §1.1)", **where)
+                                      f"asks for (a {algorithm} leg's plan lists one per chunk "
+                                      f"channel, as a {algorithm} trigger: FORMATS §1.1)",
+                                      **where)
         groups = []
         for g, (group, k) in enumerate(raw_groups):
             if not 0 <= k < len(plans):
@@ -1622,9 +1623,10 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
 
 def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
                        where: dict) -> None:
-    """No channel id twice in ``channels``, and, for a RING or SINGLE_CYCLE_RING trigger, as
-    many items as FORMATS §1.1 gives it: a RING trigger one per chunk channel (the channels
-    its chunk layout divides the data over), a SINGLE_CYCLE_RING trigger two per chunk
+    """No channel id twice in ``channels``, and, for a RING, KANGARING or SINGLE_CYCLE_RING
+    trigger, as many items as FORMATS §1.1 gives it: a RING or KANGARING trigger one per
+    chunk channel (the channels its chunk layout divides the data over; a KANGARING one's
+    until 2026-12-05 evening unchecked), a SINGLE_CYCLE_RING trigger two per chunk
     channel (``chunk.channels`` counts its CW / CCW pairs; a one-rank group's pair is one
     channel, CW and CCW alike: one); else a :class:`SimulationError` naming the key (the legs
     of a missing channel were blamed for its ring, a channel listed twice lost one order)."""
@@ -1632,7 +1634,7 @@ def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
         first, c = twice
         raise SimulationError(f"channels[{c}].channel {channels[c][0]} is channels[{first}]'s "
                               "too (a trigger lists each channel once)", **where)
-    if spec.algorithm not in WHOLE_GROUP_RINGS:
+    if spec.algorithm not in EVERY_CHANNEL_ENGINES:
         return
     per = 2 if spec.algorithm == "SINGLE_CYCLE_RING" and len(spec.group) > 1 else 1
     want = per * spec.chunk["channels"]
