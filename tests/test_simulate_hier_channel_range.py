@@ -81,7 +81,7 @@ def test_the_output_simulates_clean(hier16):
                           f"{COUNT_WHY}"),
 ], ids=["after-the-leg-before", "off-by-one", "first-leg", "too-many", "too-few", "none"])
 def test_a_hier_leg_channel_range_other_than_designs_is_refused(hier16, tmp_path, i, key,
-                                                                 value, says):
+                                                                value, says):
     """Each leg's ``channel_base`` is where the range of the leg before it ends (0 for the
     first) and its ``channel_ids`` counts the ids up to the highest its plans run: one value
     edited is refused naming it (exit 1, a bad field), where it simulated as a match."""
@@ -113,7 +113,7 @@ def test_the_ranges_are_checked_leg_after_leg(hier16, tmp_path):
     ("channel_base", "delete", "missing"),
 ])
 def test_a_hier_leg_channel_range_of_the_wrong_type_is_status_2(hier16, tmp_path, key, value,
-                                                                 says):
+                                                                says):
     """The two keys are read with their types (an id of the 32 channels a collective has,
     0..31, and a count of them, 0..32): another type, a number outside, or the key missing
     is exit 2 naming the key path."""
@@ -187,8 +187,8 @@ def test_a_plan_running_other_ids_than_its_legs_from_the_base_is_named(legs, say
 
 # ---------------------------------------------------------------------------- RING leg plans
 
-def test_a_ring_leg_plan_counting_more_chunk_channels_than_it_lists_is_refused(hier16,
-                                                                            tmp_path):
+def test_a_ring_leg_plan_counting_more_chunk_channels_than_it_lists_is_refused(
+        hier16, tmp_path):
     """intra_redsct's plan runs one channel; its chunk said 2 channels of 64 (pgta 1, the
     widest slice of 128 in one chunk group of 2 x 64, tail ceil(128 / 2) = 64: a layout that
     holds) simulated as a match. FORMATS §1.1: a RING trigger's ``channels`` list one item
