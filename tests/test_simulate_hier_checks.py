@@ -29,8 +29,8 @@ DISJOINT_WHY = ("(the legs of one trigger use disjoint channel ids, so a rank st
                 "\"HIER\")")
 
 
-def _field(out: Path) -> str:
-    return f"{out / 'manifest.json'}: field triggers[0]: "
+def _field(out: Path, key: str = "triggers[0]") -> str:
+    return f"{out / 'manifest.json'}: field {key}: "
 
 
 def _typed_refusal(out: Path) -> str:

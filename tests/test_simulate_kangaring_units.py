@@ -28,6 +28,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.simulate import simulate_output
 from test_simulate import coll_spec, lower_spec
 from test_simulate_hier_checks import HIER16, kr8_out, kr16_out  # noqa: F401  (fixtures)
+from test_simulate_hier_checks import _field, _reunit as _reunit_item
 from test_simulate_kick_leaf import _retrigger, copy, legs, refused, rehash, trigger0
 
 #: FORMATS §3 leaf codes
@@ -143,12 +144,7 @@ ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of
 def _reunit(t: dict, units: list[list[int]]) -> None:
     """Give ``kangaring[0]`` ``units``, its path and channel 0's order to match (FORMATS
     §1.1), so the section agrees with itself."""
-    t["kangaring"][0].update(units=units, logical_path=[m for u in units for m in u])
-    t["channels"][0]["order"] = [u[0] for u in units]
-
-
-def _field(out: Path, key: str = "triggers[0]") -> str:
-    return f"{out / 'manifest.json'}: field {key}: "
+    _reunit_item(t["kangaring"][0], t["channels"][0], units)
 
 
 #: kr16_out (trn2, LNC 1): rank r of device 0 has tpb r, s-engine r // 2 (docs/TOPOLOGY.md

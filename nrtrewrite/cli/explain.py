@@ -988,8 +988,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         for rec in records:
             _print_record(console, rec, topo)
     if refused:  # after the output, one line (never wrapped): what would stop lower
-        console.print(styled(f"[red]{_refused_head(refused)}[/] "
-                             "", plain_line(refused[0]["refusal"])),
+        console.print(styled(f"[red]{_refused_head(refused)}[/] ",
+                             plain_line(refused[0]["refusal"])),
                       highlight=False, soft_wrap=True)
 
 

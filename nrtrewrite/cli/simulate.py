@@ -21,8 +21,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from nrtrewrite.bundle import (
-    SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, lock_folder, no_trigger_warning,
-    remove_tree, unlock_folder, write_output)
+    SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, default_output, lock_folder,
+    no_trigger_warning, remove_tree, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, echo_whole, main, plain, plain_line,
                             print_table, stderr_console, stdout_console, styled)
@@ -88,7 +88,7 @@ def _lowered_name(model: Path) -> str:
     folder: ``MODEL.lowered`` (as ``lower`` names it), or ``model.lowered`` where that would
     pass the file system's 255 bytes (a model named 253 - 255 bytes was refused, ``File
     name too long``, until 2026-12-05)."""
-    name = model.stem + ".lowered"
+    name = default_output(model).name
     return name if len(os.fsencode(name)) <= NAME_MAX else "model.lowered"
 
 
