@@ -1450,7 +1450,7 @@ class RankDecoder:
         bad = _first(bad_next | bad_peer)
         if bad is not None:
             i, g, j = int(idx[bad]), int(g_of[bad]), int(kid[bad])
-            e, ch = divmod(int(uniq[j]), 64)
+            ch = int(uniq[j]) % 64
             unit, key, name, to_ = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])], int(to[bad])
             if bad_next[bad]:
                 want = (f"the next primary of channel {ch} is {succ[j]} ({self._order_key(key)})"
@@ -1478,7 +1478,7 @@ class RankDecoder:
         if bad is None:
             return
         g, j, to_ = int(g_run[bad]), int(kid_run[bad]), int(to[bad])
-        e, ch = divmod(int(uniq[j]), 64)
+        ch = int(uniq[j]) % 64
         unit, key, name = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])]
         verb = "writes" if writes[bad] else "reads"
         if not primary[j]:
