@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -286,3 +288,29 @@ def test_kangaring_refusals():
         kangaring_paths(TRN2, (0, 1, 4, 5), 1)
     with pytest.raises(SelectionError, match="no kangaring"):
         kangaring_paths(TRN1, tuple(range(8)), 1)
+
+
+def test_channel_variants_are_twice_the_platform_device_cycles(tmp_path):
+    """docs/TOPOLOGY.md "How an order is built" 1: candidate k walks variant k % V, V twice
+    the platform's device cycles. A node of 4 devices linked each to each, with three cycles
+    C0 = 0 1 2 3, C1 = 0 2 1 3, C2 = 0 1 3 2, at LNC 2 (4 ranks a device, r // 4): V = 6, so
+    6 distinct rings, the three cycles forward and then reversed (the reverse of the whole
+    forward ring, opened at rank 0), and a seventh channel repeats channel 0 (with `k % 4`
+    channel 4 would walk C0 again, forward)."""
+    topo_file = tmp_path / "k4.json"
+    topo_file.write_text(json.dumps({
+        "format": "nrtrewrite-topology/1", "platform": "trn2", "devices_per_node": 4,
+        "links": [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]],
+        "device_cycles": [[0, 1, 2, 3], [0, 2, 1, 3], [0, 1, 3, 2]]}))
+    topo = load_topology(str(topo_file), world=tuple(range(16)), lnc_size=2)
+
+    def ranks(devices):
+        return tuple(r for d in devices for r in range(4 * d, 4 * d + 4))
+
+    def backwards(order):
+        return (order[0],) + tuple(reversed(order[1:]))
+
+    c0, c1, c2 = ranks((0, 1, 2, 3)), ranks((0, 2, 1, 3)), ranks((0, 1, 3, 2))
+    orders = ring_orders(topo, tuple(range(16)), 7)
+    assert orders == [c0, c1, c2, backwards(c0), backwards(c1), backwards(c2), c0]
+    assert duplicate_flags(orders) == [False] * 6 + [True]
