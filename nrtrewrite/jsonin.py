@@ -40,7 +40,7 @@ from json.decoder import scanstring
 from json.scanner import make_scanner
 from typing import Any
 
-from nrtrewrite.errors import cut_middle
+from nrtrewrite.errors import cut_middle, escape_controls
 
 #: Digits of a JSON integer: CPython's default limit on converting a string to an int
 #: (``sys.int_info.default_max_str_digits``), checked here so that it is a one-line error
@@ -217,12 +217,20 @@ def joined_key(path: str, key: Any) -> str:
     holding a dot, a bracket or a space would read as other steps (``a.b`` as the key ``b``
     of ``a``).  ``diff`` writes its key paths so (CLI.md: ``files["cce.bin"].sha256``).  A key
     that is no string (a YAML spec's ``1``, ``null``, ``1.5``) is written as JSON writes the
-    value (``str()`` of another), in brackets unless it is a plain name."""
+    value (``str()`` of another, escaped once: ``errors.escape_controls``; ``bytes``, whose
+    ``str()`` is a ``repr`` that escapes it already, as it is), in brackets unless it is a
+    plain name: a key whose ``str()`` holds a line break and one holding a backslash then
+    ``n`` never give one path (until 2026-12-05 such a ``str()`` was only guarded)."""
     if isinstance(key, str):
         if key and all(c.isalnum() or c in "_-" for c in key):
             return f"{path}.{key}" if path else key
         return f"{path}[{json.dumps(key)}]"
-    text = json.dumps(key) if key is None or isinstance(key, (bool, int, float)) else str(key)
+    if key is None or isinstance(key, (bool, int, float)):
+        text = json.dumps(key)
+    elif isinstance(key, bytes):
+        text = str(key)  # b'a\nb': a repr
+    else:
+        text = escape_controls(str(key))
     if text and all(c.isalnum() or c in "_-" for c in text):
         return f"{path}.{text}" if path else text
     return f"{path}[{text}]"

@@ -18,7 +18,8 @@ import nrtrewrite.lower as lower_mod
 from nrtrewrite.cli import EXIT_INTERNAL_ERROR, EXIT_OUT_OF_MEMORY, main
 from test_atomic_output import FIX, ROOT, env, verify_complete
 
-INTERNAL = ("nrtrewrite: internal error: ValueError: a bad value on two lines (a bug in "
+#: (the message's line break escaped as `\n`, docs/CLI.md "Errors"; a space until 2026-12-05)
+INTERNAL = ("nrtrewrite: internal error: ValueError: a bad value\\non two lines (a bug in "
             "nrtrewrite; rerun with --traceback for the details and report it)")
 
 

@@ -810,7 +810,7 @@ def test_a_key_twice_is_damage_in_b_and_an_error_in_a(pair):
     (["{a}", "{b}", "--max", "x"],
      "Invalid value for '--max': 'x' is not a valid integer range."),
     (["{a}"], "Missing argument 'B'."),
-    (["{a}", "{b}", "{b}"], "Got unexpected extra argument ({b})"),
+    (["{a}", "{b}", "{b}"], "Got unexpected extra argument ('{b}')"),
 ])
 def test_json_with_a_usage_error_is_still_one_json_document(pair, tmp_path, args, message):
     """click checks the arguments before the command runs: its usage error left stdout empty

@@ -200,7 +200,8 @@ def one_value(what: str):
     def callback(ctx, param, values):
         if len(set(values)) > 1:
             times = "twice" if len(values) == 2 else f"{len(values)} times"
-            raise click.BadParameter(f"given {times} ({', '.join(map(str, values))}); {what}",
+            shown = ", ".join(escape_controls(v) for v in values)  # (a user's values)
+            raise click.BadParameter(f"given {times} ({shown}); {what}",
                                      ctx, param)
         return values[0] if values else None
     return callback
@@ -259,7 +260,8 @@ def stopped_why(exc: BaseException) -> str:
     else ``Terminated: 15``, ``KeyboardInterrupt``, the exception's type and message."""
     if isinstance(exc, NrtRewriteError):
         return exc.line()
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    text = escape_controls(str(exc))  # (a name in it escaped once, as in _one_line)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def echo_whole(text: str) -> None:
@@ -515,6 +517,25 @@ def _standard_output_closed() -> None:
         sys.stdout = _ClosedStdout()
 
 
+class Command(click.Command):
+    """A command of nrtrewrite: click's, except that its refusal of extra arguments quotes
+    each with ``repr`` (as click quotes a path), ``('x', 'b c')``, where click joined them
+    raw with spaces (until 2026-12-05 an ESC and a typed ``\\x1b``, or one argument ``a b``
+    and the two ``a`` ``b``, printed alike: ``(a b)``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        allow = ctx.allow_extra_args
+        ctx.allow_extra_args = True  # (click's check, after the parameters: made here)
+        try:
+            rest = super().parse_args(ctx, args)
+        finally:
+            ctx.allow_extra_args = allow
+        if rest and not allow and not ctx.resilient_parsing:
+            ctx.fail(f"Got unexpected extra argument{'s' if len(rest) > 1 else ''} "
+                     f"({', '.join(map(repr, rest))})")
+        return rest
+
+
 class _Group(click.Group):
     """Turns an :class:`NrtRewriteError` into one line on stderr and a non-zero exit, and
     click's usage errors (unknown option, missing argument, a folder given as MODEL) into
@@ -527,6 +548,7 @@ class _Group(click.Group):
 
     #: the command line's arguments, as the last ``main`` was given them
     argv: list = []
+    command_class = Command
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
              **extra):
@@ -724,10 +746,12 @@ def _resource_line(err: BaseException, what: str) -> str | None:
         return (f"nrtrewrite: error: out of memory: '{what}' needed more memory than the "
                 "machine gave it (MemoryError; rerun with --traceback to see where)")
     root = chain[-1]
-    text = " ".join(str(root).split())
+    text = str(root)
     if isinstance(err, ImportError) and any(m in text.lower() for m in _MAP_FAILURES):
+        # (the loader's reason names the library's path: escaped once, as in _one_line)
         return (f"nrtrewrite: error: out of memory: '{what}' could not load its modules "
-                f"({type(root).__name__}: {text}): the memory or address-space limit "
+                f"({type(root).__name__}: {escape_controls(text)}): the memory or "
+                "address-space limit "
                 "(ulimit -v) is too small")
     for e in chain:
         if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
@@ -738,7 +762,8 @@ def _resource_line(err: BaseException, what: str) -> str | None:
                 and e.filename is None):
             hint = " (lower -j 1 starts no process)" if what.endswith(" lower") else ""
             return (f"nrtrewrite: error: out of a system resource: '{what}' could not start a "
-                    f"process or map memory ({e.strerror or e}): the limit on processes "
+                    f"process or map memory ({e.strerror or escape_controls(e)}): the limit "
+                    "on processes "
                     f"(ulimit -u) or on memory is reached{hint}")
     return None
 
@@ -816,9 +841,18 @@ def _want_traceback(ctx: click.Context) -> bool:
 
 
 def _one_line(err: BaseException) -> str:
-    """``Type: message`` on one line (a message's line breaks become spaces)."""
+    """``Type: message`` on one line: the message, text nrtrewrite did not write (a name or
+    a path may be in it, raw), escaped once as a name is (:func:`errors.escape_controls`:
+    a line break as ``\\n``, a backslash doubled), so that two messages never print alike
+    (until 2026-12-05 its white space was folded into single spaces and its backslashes
+    kept: ``a`` + line break + ``b`` printed as ``a b``, and ``a`` + ESC + ``b`` as
+    ``a\\x1bb``).  A ``KeyError`` of one string is its key quoted with ``repr``, which
+    escapes it already: only guarded (:func:`errors.escape_line`), so it shows once."""
     try:
-        text = " ".join(str(err).split())
+        if type(err) is KeyError and len(err.args) == 1 and isinstance(err.args[0], str):
+            text = escape_line(str(err))  # (repr: its backslash doubled, controls escaped)
+        else:
+            text = escape_controls(str(err))
     except Exception:  # noqa: BLE001 - a __str__ that fails: the type still tells something
         text = ""
     # a worker's exception: its own type's name (nrtrewrite.ahead is loaded if a worker ran;
@@ -863,7 +897,7 @@ def _working_folder_line() -> str | None:
         os.getcwd()
     except OSError as exc:
         return (f"nrtrewrite: error: the working folder cannot be used (removed while in use?): "
-                f"{exc.strerror or exc}; cd to a folder that exists")
+                f"{exc.strerror or escape_controls(exc)}; cd to a folder that exists")
     return None
 
 
@@ -898,7 +932,7 @@ def asks_json(args: list[str]) -> bool:
                for a in (args[:args.index("--")] if "--" in args else args))
 
 
-class JsonErrorCommand(click.Command):
+class JsonErrorCommand(Command):
     """A command whose ``--json`` output is one JSON document on stdout even when it stops
     on an error (exit 2): its error document, :meth:`error_document` (the command's format
     with ``"error"``: the one-line message without the ``nrtrewrite: error: `` prefix), is

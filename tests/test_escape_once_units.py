@@ -1,0 +1,301 @@
+"""The last error texts that put a name, a path or a user's value in unescaped (docs/CLI.md
+"Errors"), each now escaped once where the text enters: an internal error's message (and
+the lines of a resource the system refused, a streamed document's ``"error"``), click's
+refusal of extra arguments, ``one_value``'s repeated values, a key path's non-string key,
+and the reasons of ``simulate``'s engine, fifo, layout and program decoders (unit level: a
+subgraph or an engine named with a backslash cannot pass the tar reader).
+
+Each test feeds the two names of test_escape_once, ``lit\\nb`` (a backslash, then ``n``)
+and ``lit`` + line break + ``b``, and asserts the lines written out by hand: a name's
+backslash shows as two, its line break as ``\\n``; a ``repr`` quote doubles the backslash
+itself (and is only guarded afterwards)."""
+
+from __future__ import annotations
+
+import errno
+import subprocess
+import sys
+import types
+
+import click
+import pytest
+
+import nrtrewrite.simulate.engine as engine_mod
+import nrtrewrite.simulate.program as program_mod
+from nrtrewrite.cli import _one_line, _resource_line, one_value, stopped_why
+from nrtrewrite.errors import SimulationError
+from nrtrewrite.jsonin import joined_key
+from nrtrewrite.simulate.artifacts import load_rank_files
+from nrtrewrite.simulate.engine import Simulator
+from nrtrewrite.simulate.fifo import FifoDecoder
+from nrtrewrite.simulate.program import decode_rank
+from test_atomic_output import FIX, ROOT, env
+from test_escape_once import BACKSLASH, NEWLINE, SHOWN, invoke
+
+BS = "\\"
+#: an internal error's tail (docs/CLI.md "Errors")
+BUG = " (a bug in nrtrewrite; rerun with --traceback for the details and report it)"
+
+
+def _lines(res) -> list[str]:
+    return res.stderr.splitlines()
+
+
+# ------------------------------------------------------------------ internal errors
+
+def _raise_in_inspect(monkeypatch, exc: BaseException) -> None:
+    monkeypatch.setattr("nrtrewrite.cli.inspect.read_model",
+                        lambda *a, **kw: (_ for _ in ()).throw(exc))
+
+
+def test_an_internal_errors_message_names_two_values_apart(monkeypatch):
+    """The message of an exception nrtrewrite did not raise on purpose is text it did not
+    write (a name, a path in it, raw): escaped once as a name.  Folded to one line with
+    spaces and only guarded, ``lit`` + line break + ``b`` printed as ``lit b`` (as a name
+    with a space), and an ESC as ``\\x1b`` (as a name holding a backslash and ``x1b``)."""
+    seen = []
+    for name in (BACKSLASH, NEWLINE):
+        _raise_in_inspect(monkeypatch, ValueError(f"bad var {name}"))
+        res = invoke("inspect", FIX / "ar2.neff")
+        assert res.exit_code == 70
+        assert _lines(res) == [f"nrtrewrite: internal error: ValueError: bad var {SHOWN[name]}"
+                               + BUG]
+        seen.append(res.stderr)
+    assert seen[0] != seen[1]
+    for text, shown in (("a\x1bb", "a" + BS + "x1bb"), ("a" + BS + "x1bb", "a" + BS * 2 + "x1bb"),
+                        ("a b", "a b"), ("a\tb", "a" + BS + "tb")):
+        assert _one_line(RuntimeError(text)) == f"RuntimeError: {shown}"
+
+
+def test_an_internal_keyerror_shows_its_repr_quoted_key_once(monkeypatch):
+    """A ``KeyError`` of a string is its key in ``repr``'s quotes, which escape it already:
+    its backslash shows doubled once, not twice."""
+    for name, shown in ((BACKSLASH, "'lit" + BS * 2 + "nb'"), (NEWLINE, "'lit" + BS + "nb'")):
+        _raise_in_inspect(monkeypatch, KeyError(name))
+        res = invoke("inspect", FIX / "ar2.neff")
+        assert res.exit_code == 70
+        assert _lines(res) == [f"nrtrewrite: internal error: KeyError: {shown}" + BUG]
+    # (a key that is not a string: its message escaped as any other)
+    assert _one_line(KeyError(("a" + BS, 1))) == "KeyError: ('a" + BS * 4 + "', 1)"
+
+
+def test_the_system_refusing_a_resource_names_the_library_apart():
+    """The loader's reason names the library that could not be mapped (its path: the
+    installation's folder), escaped once; a process refused names its reason so too."""
+    lines = []
+    for name in (BACKSLASH, NEWLINE):
+        err = ImportError(f"/opt/{name}/libopenblas.so: failed to map segment from shared "
+                          "object")
+        line = _resource_line(err, "nrtrewrite lower")
+        assert line == ("nrtrewrite: error: out of memory: 'nrtrewrite lower' could not load its "
+                        f"modules (ImportError: /opt/{SHOWN[name]}/libopenblas.so: failed to map "
+                        "segment from shared object): the memory or address-space limit "
+                        "(ulimit -v) is too small")
+        lines.append(line)
+        line = _resource_line(OSError(errno.EAGAIN, None), "nrtrewrite simulate")
+        assert line is not None and "could not start a process or map memory (" in line
+    assert lines[0] != lines[1]
+
+
+def test_a_stopped_documents_error_escapes_the_message_once():
+    """``"error"`` of a streamed ``--json`` document stopped by something else than an
+    error of nrtrewrite: ``Type: message``, the message escaped once (then written as
+    JSON); a stop's own words unchanged."""
+    assert stopped_why(ValueError(f"x {BACKSLASH}")) == f"ValueError: x {SHOWN[BACKSLASH]}"
+    assert stopped_why(ValueError(f"x {NEWLINE}")) == f"ValueError: x {SHOWN[NEWLINE]}"
+    assert stopped_why(KeyboardInterrupt()) == "KeyboardInterrupt"
+
+
+def _ascii_run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120,
+                          env=dict(env(PYTHONIOENCODING="ascii"), PYTHONPATH=str(ROOT)))
+
+
+def test_an_internal_error_on_an_ascii_stderr_is_one_ascii_line():
+    """``PYTHONIOENCODING=ascii``: the message's line break and its 权 (U+6743) escaped, one
+    line of ASCII; a real backslash then ``u6743`` stays apart, doubled."""
+    for text, shown in (("权\nb", b"\\u6743\\nb"), ("\\u6743\\nb", b"\\\\u6743\\\\nb")):
+        code = ("import sys, nrtrewrite.cli.inspect as i\n"
+                f"def boom(*a, **k): raise ValueError({text!r})\n"
+                "i.read_model = boom\n"
+                "from nrtrewrite.cli import main\n"
+                f"main(['inspect', {str(FIX / 'ar2.neff')!r}], prog_name='nrtrewrite')\n")
+        proc = _ascii_run(code)
+        assert proc.returncode == 70, proc.stderr
+        assert proc.stderr == (b"nrtrewrite: internal error: ValueError: " + shown
+                               + BUG.encode() + b"\n")
+
+
+# ------------------------------------------------------------------ click's refusals
+
+def test_extra_arguments_are_named_apart():
+    """click joined extra arguments raw with spaces: an ESC and a typed ``\\x1b`` printed
+    alike, and so did the one argument ``a b`` and the two ``a`` ``b``."""
+    lines = []
+    for name in (BACKSLASH, NEWLINE):
+        res = invoke("inspect", FIX / "ar2.neff", name)
+        assert res.exit_code == 2
+        assert _lines(res) == [f"nrtrewrite inspect: error: Got unexpected extra argument "
+                               f"('{SHOWN[name]}') (see 'nrtrewrite inspect --help')"]
+        lines.append(res.stderr)
+    assert lines[0] != lines[1]
+    res = invoke("lower", FIX / "ar2.neff", "a b")
+    assert _lines(res) == ["nrtrewrite lower: error: Got unexpected extra argument ('a b') "
+                           "(see 'nrtrewrite lower --help')"]
+    res = invoke("lower", FIX / "ar2.neff", "a", "b")
+    assert _lines(res) == ["nrtrewrite lower: error: Got unexpected extra arguments ('a', 'b') "
+                           "(see 'nrtrewrite lower --help')"]
+
+
+def test_extra_arguments_on_an_ascii_stderr_are_one_ascii_line(tmp_path):
+    for arg, shown in (("权\nb", b"'\\u6743\\nb'"), ("\\u6743\\nb", b"'\\\\u6743\\\\nb'")):
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "inspect",
+                               str(FIX / "ar2.neff"), arg], capture_output=True, timeout=120,
+                              cwd=tmp_path, env=dict(env(PYTHONIOENCODING="ascii"),
+                                                     PYTHONPATH=str(ROOT)))
+        assert proc.returncode == 2
+        assert proc.stderr == (b"nrtrewrite inspect: error: Got unexpected extra argument ("
+                               + shown + b") (see 'nrtrewrite inspect --help')\n")
+
+
+def test_one_value_names_two_given_values_apart():
+    """An option given twice with different values: each value escaped once."""
+    callback = one_value("give it once")
+    with pytest.raises(click.BadParameter) as exc:
+        callback(None, None, (BACKSLASH, NEWLINE))
+    assert exc.value.format_message() == (f"Invalid value: given twice ({SHOWN[BACKSLASH]}, "
+                                          f"{SHOWN[NEWLINE]}); give it once")
+    assert callback(None, None, (3, 3)) == 3
+
+
+# ------------------------------------------------------------------ a non-string key
+
+class _Key:
+    """A mapping key that is no JSON scalar, whose ``str()`` is what it is given."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+def test_a_key_path_shows_a_non_string_key_escaped_once():
+    """``joined_key``'s ``str()`` of a key that is no string nor JSON scalar was only
+    guarded: a key whose text holds a line break and one holding a backslash then ``n``
+    gave one path.  ``bytes`` (a YAML ``!!binary``) is its ``repr``, escaped by it; a
+    string key stays JSON-quoted, a scalar as JSON writes it."""
+    assert joined_key("a", _Key(BACKSLASH)) == f"a[{SHOWN[BACKSLASH]}]"
+    assert joined_key("a", _Key(NEWLINE)) == f"a[{SHOWN[NEWLINE]}]"
+    assert joined_key("a", _Key("x\x1b[2J")) == "a[x" + BS + "x1b[2J]"
+    assert joined_key("a", b"x\ny") == "a[b'x" + BS + "ny']"
+    assert joined_key("a", b"x\\ny") == "a[b'x" + BS * 2 + "ny']"
+    assert joined_key("a", NEWLINE) == 'a["lit' + BS + 'nb"]'
+    assert joined_key("a", BACKSLASH) == 'a["lit' + BS * 2 + 'nb"]'
+    assert joined_key("a", 1.5) == "a[1.5]" and joined_key("", None) == "null"
+
+
+# ------------------------------------------------------------------ simulate's decoders
+
+@pytest.fixture(scope="module")
+def ar2_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ar2") / "o"
+    res = invoke("lower", "-q", FIX / "ar2.neff", "-o", out)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def ring_out(tmp_path_factory):
+    """Two nodes (ranks 0, 1 and 64, 65): the rings cross the network, whose net ops carry
+    a basic_block_id (FORMATS §8.1)."""
+    from test_simulate import lower_spec, two_node_spec
+    return lower_spec(two_node_spec(num_elements=8192), tmp_path_factory.mktemp("m2") / "o")
+
+
+def _loaded(out) -> Simulator:
+    sim = Simulator(out, memory_check=False)
+    sim.load_manifest()
+    return sim
+
+
+def _rename(sim: Simulator, subgraph: str, engine: str | None = None) -> None:
+    for t in sim.triggers.values():
+        t.subgraph = subgraph
+        if engine is not None:
+            t.engine = engine
+
+
+@pytest.mark.parametrize("name", [BACKSLASH, NEWLINE])
+def test_layouts_missing_var_names_its_subgraph_once(ar2_out, name):
+    sim = _loaded(ar2_out)
+    with pytest.raises(SimulationError) as exc:
+        sim.layout.var_region(name, 99)
+    assert exc.value.line() == (f"{ar2_out}/manifest.json: var 99 of {SHOWN[name]} is not in "
+                                "the memory map")
+
+
+@pytest.mark.parametrize("name", [BACKSLASH, NEWLINE])
+def test_programs_spad_overflow_names_its_subgraph_once(ar2_out, monkeypatch, name):
+    """The entries of one subgraph past its CTRL SPAD (here made 7 bytes: one 8-byte entry
+    overflows it)."""
+    sim = _loaded(ar2_out)
+    files = load_rank_files(ar2_out, sim.rank_manifests[0])
+    _rename(sim, name)
+    for entry in files.entries:  # (the rank manifest names the entry's subgraph too)
+        entry["subgraph"] = name
+    monkeypatch.setattr(program_mod.F, "SPAD_BYTES", 7)
+    with pytest.raises(SimulationError) as exc:
+        decode_rank(sim.layout, sim.triggers, files)
+    assert exc.value.why == f"1 entries of subgraph {SHOWN[name]} overflow its 7-byte CTRL SPAD"
+
+
+@pytest.mark.parametrize("name", [BACKSLASH, NEWLINE])
+def test_fifos_basic_block_id_names_its_subgraph_once(ring_out, name):
+    sim = _loaded(ring_out)
+    files = {r: load_rank_files(ring_out, sim.rank_manifests[r]) for r in sim.ranks}
+    programs = {r: decode_rank(sim.layout, sim.triggers, files[r]) for r in sim.ranks}
+    _rename(sim, name)  # (after decoding: the programs' entries hold these triggers)
+    with pytest.raises(SimulationError) as exc:
+        FifoDecoder(sim.layout, programs, files, {name + "x": 0}).decode()
+    assert exc.value.why.startswith("basic_block_id 0, trigger ")
+    assert exc.value.why.endswith(f" is in subgraph {SHOWN[name]}")
+
+
+def _fake_neff(monkeypatch, triggers: list) -> None:
+    """The rewritten NEFF as read: ``triggers`` still in it, no subgraph."""
+    import nrtrewrite.neff.reader as reader_mod
+    monkeypatch.setattr(engine_mod, "read_rewritten_neff", lambda path: b"")
+    monkeypatch.setattr(reader_mod, "read_model_bytes",
+                        lambda data, path=None: types.SimpleNamespace(triggers=triggers,
+                                                                      subgraphs=[]))
+
+
+@pytest.mark.parametrize("sg, eng", [(BACKSLASH, NEWLINE), (NEWLINE, BACKSLASH)])
+def test_engines_leftover_trigger_names_its_subgraph_and_engine_once(ar2_out, monkeypatch,
+                                                                     sg, eng):
+    sim = _loaded(ar2_out)
+    _fake_neff(monkeypatch, [types.SimpleNamespace(subgraph=sg, engine=eng, index=5)])
+    with pytest.raises(SimulationError) as exc:
+        sim._subgraph_index()
+    assert exc.value.line() == (f"{ar2_out}/ar2.neff: the rewritten NEFF still holds a "
+                                f"collective trigger ({SHOWN[sg]} {SHOWN[eng]} instruction 5)")
+
+
+@pytest.mark.parametrize("sg, eng", [(BACKSLASH, NEWLINE), (NEWLINE, BACKSLASH)])
+def test_engines_missing_kick_word_names_its_member_once(ar2_out, monkeypatch, sg, eng):
+    """A trigger whose stream is not in the rewritten NEFF: the member, in the reason and
+    in the location, each escaped once."""
+    sim = _loaded(ar2_out)
+    _rename(sim, sg, eng)
+    _fake_neff(monkeypatch, [])
+    t = sim.triggers[0]
+    with pytest.raises(SimulationError) as exc:
+        sim._subgraph_index()
+    member = f"{SHOWN[sg]}/{SHOWN[eng]}.bin"
+    assert exc.value.line() == (f"{ar2_out}/ar2.neff: member {member}, instruction {t.index}, "
+                                f"trigger 0: no instruction {t.index} in {member} for "
+                                "TOPSP_KICK word 0 of trigger 0")
