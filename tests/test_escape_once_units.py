@@ -13,6 +13,8 @@ itself (and is only guarded afterwards)."""
 from __future__ import annotations
 
 import errno
+import json
+import shutil
 import subprocess
 import sys
 import types
@@ -299,3 +301,56 @@ def test_engines_missing_kick_word_names_its_member_once(ar2_out, monkeypatch, s
     assert exc.value.line() == (f"{ar2_out}/ar2.neff: member {member}, instruction {t.index}, "
                                 f"trigger 0: no instruction {t.index} in {member} for "
                                 "TOPSP_KICK word 0 of trigger 0")
+
+
+# ------------------------------------------------------------------ a rank manifest's leg
+
+@pytest.fixture(scope="module")
+def hier_out(tmp_path_factory):
+    """two_node128 over two nodes: HIER, its entries named by their leg (FORMATS §1.2)."""
+    out = tmp_path_factory.mktemp("hier") / "o"
+    res = invoke("lower", "-q", FIX / "two_node128.neff", "--topology",
+                 FIX / "topologies" / "trn2-2node.json", "-o", out)
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _with_leg(src, dst, leg: str):
+    shutil.copytree(src, dst)
+    p = dst / "rank-0000" / "manifest.json"
+    man = json.loads(p.read_text())
+    assert man["entries"][0]["leg"] == "intra_redsct"  # (the fixture's first leg)
+    man["entries"][0]["leg"] = leg
+    p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+    return dst
+
+
+def test_a_rank_manifests_leg_name_is_shown_once(hier_out, tmp_path):
+    """The rank manifest's ``leg`` of an entry, a string any tamperer writes, was put raw
+    into the algo_type refusal (a leg no HIER trigger has: the trigger's own algorithm,
+    HIER, is no SPAD engine): ``x\\ny`` and ``x`` + line break + ``y`` printed alike."""
+    lines = []
+    for k, name in enumerate((BACKSLASH, NEWLINE)):
+        out = _with_leg(hier_out, tmp_path / f"o{k}", name)
+        res = invoke("simulate", out, "--ignore-checksums")
+        assert res.exit_code == 1, res.output
+        want = (f"protocol error: {out}/rank-0000: field algo_type, rank 0, artifact spad.bin, "
+                f"record 0: algo_type RING but trigger 0 was lowered as HIER with leg "
+                f"{SHOWN[name]} HIER")
+        assert want in res.stdout.splitlines(), res.stdout
+        lines.append(want)
+    assert lines[0] != lines[1]
+
+
+def test_a_rank_manifests_leg_name_on_an_ascii_stdout_is_one_ascii_line(hier_out, tmp_path):
+    for k, (leg, shown) in enumerate((("权\nb", b"\\u6743\\nb"),
+                                      ("\\u6743\\nb", b"\\\\u6743\\\\nb"))):
+        out = _with_leg(hier_out, tmp_path / f"o{k}", leg)
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "simulate", str(out),
+                               "--ignore-checksums"], capture_output=True, timeout=300,
+                              env=dict(env(PYTHONIOENCODING="ascii"), PYTHONPATH=str(ROOT)))
+        assert proc.returncode == 1, proc.stderr
+        want = (b"record 0: algo_type RING but trigger 0 was lowered as HIER with leg " + shown
+                + b" HIER")
+        assert [ln for ln in proc.stdout.splitlines() if ln.endswith(want)], proc.stdout
+        assert proc.stdout.isascii()

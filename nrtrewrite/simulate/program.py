@@ -316,7 +316,8 @@ class RankDecoder:
             if _alg_name(at) != want_alg:
                 raise self.fail(f"algo_type {_alg_name(at)} but trigger {t.ordinal} was lowered "
                                 f"as {t.algorithm}"
-                                + (f" with leg {man_leg_name} {want_alg}" if t.legs else ""),
+                                + (f" with leg {escape_controls(man_leg_name)} {want_alg}"
+                                   if t.legs else ""),  # (the rank manifest's: escaped once)
                                 art, e, "algo_type")
             bits = ([c for c in range(32) if (int(self.channel_list[e]) >> c) & 1]
                     if at in RING_FAMILY else man_channels)
