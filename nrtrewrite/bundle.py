@@ -1105,7 +1105,8 @@ def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
     if missing:
         raise OutputError(f"{escape_controls(out)}: {len(missing)} of the entries written into "
                           f"the folder it was being built in, {escape_controls(tmp.name)}, are "
-                          f"gone ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}): "
+                          f"gone ({', '.join(map(escape_controls, missing[:3]))}"
+                          f"{', ...' if len(missing) > 3 else ''}): "
                           "another process removed them; nothing was written to "
                           f"{escape_controls(out)}")
 

@@ -354,3 +354,55 @@ def test_a_rank_manifests_leg_name_on_an_ascii_stdout_is_one_ascii_line(hier_out
                 + b" HIER")
         assert [ln for ln in proc.stdout.splitlines() if ln.endswith(want)], proc.stdout
         assert proc.stdout.isascii()
+
+
+# ------------------------------------------------------------------ lower's gone entries
+
+def _neff_removed_meanwhile(monkeypatch) -> None:
+    """The rewritten NEFF removed from lower's temporary folder before its last check (as
+    another process could: docs/CLI.md)."""
+    import nrtrewrite.bundle as bundle_mod
+    real = bundle_mod._check_complete
+
+    def check(tmp, out, names):
+        (tmp / names[-1]).unlink()
+        return real(tmp, out, names)
+    monkeypatch.setattr(bundle_mod, "_check_complete", check)
+
+
+def test_lowers_gone_entries_name_the_model_named_neff_once(tmp_path, monkeypatch):
+    """The entries lower finds gone include the rewritten NEFF, named after the model: it
+    was listed raw."""
+    monkeypatch.chdir(tmp_path)
+    _neff_removed_meanwhile(monkeypatch)
+    lines = []
+    for name in (BACKSLASH, NEWLINE):
+        shutil.copy(FIX / "ar2.neff", tmp_path / f"{name}.neff")
+        res = invoke("lower", "-q", f"{name}.neff", "-o", "o")
+        assert res.exit_code == 2, res.output
+        assert _lines(res)[-1].endswith(f"are gone ({SHOWN[name]}.neff): another process "
+                                        "removed them; nothing was written to o"), res.stderr
+        lines.append(_lines(res)[-1])
+    assert lines[0] != lines[1]
+
+
+def test_lowers_gone_entries_on_an_ascii_stderr_are_one_ascii_line(tmp_path):
+    for k, (name, shown) in enumerate((("权\nb", b"\\u6743\\nb"),
+                                       ("\\u6743\\nb", b"\\\\u6743\\\\nb"))):
+        shutil.copy(FIX / "ar2.neff", tmp_path / f"{name}.neff")
+        code = ("import nrtrewrite.bundle as b\n"
+                "real = b._check_complete\n"
+                "def check(tmp, out, names):\n"
+                "    (tmp / names[-1]).unlink()\n"
+                "    return real(tmp, out, names)\n"
+                "b._check_complete = check\n"
+                "from nrtrewrite.cli import main\n"
+                f"main(['lower', '-q', {name + '.neff'!r}, '-o', 'o{k}'], "
+                "prog_name='nrtrewrite')\n")
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=300,
+                              cwd=tmp_path,
+                              env=dict(env(PYTHONIOENCODING="ascii"), PYTHONPATH=str(ROOT)))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count(b"\n") == 1 and proc.stderr.isascii(), proc.stderr
+        assert proc.stderr.endswith(b"are gone (" + shown + b".neff): another process removed "
+                                    b"them; nothing was written to o" + str(k).encode() + b"\n")
