@@ -285,11 +285,17 @@ def test_a_kangaring_plan_keeps_the_selected_channel_count():
 @pytest.mark.parametrize("lnc", [2, 1])
 def test_host_cc_kangaring_all_reduce_is_correct(lnc):
     """With host CC the all-reduce's last reduce step is recv_reduce_copy_send (docs/DESIGN.md
-    "Kangaring": the CCE writes OUT of self and every secondary and OUT@next)."""
+    "Kangaring": the CCE writes OUT of self and every secondary and OUT@next), in place of
+    the device path's recv_reduce_copy and direct_copy_send (FORMATS §8.3), neither of which
+    is left."""
     plan = plan_ops([ar(4000)], 16, lnc=lnc, algo="kangaring", host_cc=True)
     legs = np.concatenate([spec.ir for r in plan.triggers[0].group
                            for _t, spec in rank_entries(plan, r)])
-    assert (legs["leaf"] == int(Leaf.recv_reduce_copy_send)).any()
+    rrcs = legs[legs["leaf"] == int(Leaf.recv_reduce_copy_send)]
+    assert rrcs.size
+    assert not np.isin(legs["leaf"], [int(Leaf.recv_reduce_copy),
+                                      int(Leaf.direct_copy_send)]).any()
+    assert (rrcs["reduction_type"] == int(ReductionType.KANGARING_NR1W)).all()
     run_all(plan)
 
 
