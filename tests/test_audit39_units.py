@@ -10,7 +10,7 @@ import pytest
 from test_simulate import assert_clean, cli, coll_spec, lower_spec
 from test_simulate_hier_checks import (  # noqa: F401  (fixtures)
     HIER16, hier16_out, kr8_out, kr16_out)
-from test_simulate_kangaring_units import KR16, ORDER, _field, _retopo, _reunit
+from test_simulate_kangaring_units import KR16, ORDER, TRN2_AT, _field, _retopo, _reunit
 from test_simulate_kick_leaf import (
     OLDER_HIER, _rehier, _retrigger, copy, refused, refused_as_older, rehash, trigger0)
 
@@ -21,15 +21,19 @@ WHOLE = ("not 0 to 3 or 0 to 7 (KangaRing needs every rank of each device it tou
 def test_a_device_of_two_of_the_groups_ranks_is_refused(kr8_out, tmp_path):  # noqa: F811
     """kr8_out (LNC 2, device 0 ranks 0..3 on logical cores 0..3): ranks 2 and 3 moved to
     device 2 (same cores) leave device 0 two ranks, cores 0 and 1: no whole device (4
-    s-engines need 4 or 8 ranks), though they are cores 0 up to 1."""
+    s-engines need 4 or 8 ranks), though they are cores 0 up to 1.  Since 2026-12-05 evening
+    refused before that: on trn2 device 0's routing id is 0 (docs/TOPOLOGY.md §1, a preset's
+    routing id is its device index), and rank 2's row still says device 0."""
     out = copy(kr8_out, tmp_path)
 
     def edit(ranks):
         for r in (2, 3):
             ranks[r]["routing_id"] = 2
     _retopo(out, edit)
-    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
-                            f"[0, 1] of the device of node 0, routing_id 0, {WHOLE}")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[2].routing_id')}rank 2: routing_id "
+                            "2 is not 0, the routing id of device 0 (docs/TOPOLOGY.md §1; trn2 "
+                            "at lnc_size 2, the platform of options.topology null (the default, "
+                            "trn2))")
 
 
 @pytest.mark.parametrize("rank, sengine, want, tpb", [(0, 1, 0, 0), (3, 0, 3, 6)],
@@ -38,14 +42,13 @@ def test_the_sengine_of_a_devices_first_and_last_core_is_checked(kr8_out, tmp_pa
                                                                  sengine, want, tpb):  # noqa: F811
     """TOPOLOGY §1 at LNC 2, one rank an s-engine: logical core lc is tpb 2 lc, s-engine
     2 lc // 2 = lc. Rank 0 (core 0) and rank 3 (core 3, the device's last) are checked as
-    rank 1 is (test_a_sengine_other_than_its_tpbs_is_refused)."""
+    rank 1 is (test_a_sengine_other_than_its_tpbs_is_refused; since 2026-12-05 evening by
+    the check of every rank's place, before the units')."""
     out = copy(kr8_out, tmp_path)
     _retopo(out, lambda ranks: ranks[rank].__setitem__("sengine", sengine))
     assert refused(out) == (
         f"{_field(out, f'topology.ranks[{rank}].sengine')}rank {rank}: sengine {sengine} is "
-        f"not {want}, tpb {tpb} // 2 (the s-engine of its first TPB, tpb // tpbs_per_sengine: "
-        "its device's 4 s-engines hold 1 rank each in the units of triggers[0].kangaring: "
-        "docs/TOPOLOGY.md §1, §4)")
+        f"not {want}, tpb {tpb} // 2 (2 TPBs an s-engine) " + TRN2_AT.format(2))
 
 
 def test_a_unit_after_the_first_is_checked(kr16_out, tmp_path):  # noqa: F811
@@ -65,7 +68,11 @@ def test_a_hier_legs_plan_shared_by_two_groups_is_named_for_the_second_group(tmp
     ranks 64 and 65 trade places (64 on logical core 1: tpb 2, s-engine 1; 65 on core 0:
     tpb 0, s-engine 0), so TOPOLOGY §4's units of node 1's device 0 are (65, 66), S0 and S2,
     and (64, 67), S1 and S3: the plan's unit [0, 2] is ranks [64, 66] there, where the unit
-    of position 0 (rank 64) is [0, 3]. Refused naming the plan the group runs, plans[0]."""
+    of position 0 (rank 64) is [0, 3]. Refused naming the plan the group runs, plans[0]
+    until 2026-12-05 evening; since then before, by docs/TOPOLOGY.md §1 (trn2 at LNC 2: 4
+    ranks a device, rank 64 logical core 64 % 4 = 0), naming rank 64's row, the world's 9th:
+    a table whose rows follow §1 makes every node's devices alike, so no plan right for
+    node 0's group is wrong for node 1's any more."""
     out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
                      algo="intra_redsct:kangaring;intra_allg:kangaring")
     leg = trigger0(out)["hier"]["legs"][0]
@@ -77,9 +84,9 @@ def test_a_hier_legs_plan_shared_by_two_groups_is_named_for_the_second_group(tmp
         row[64].update(logical_core=1, tpb=2, sengine=1)
         row[65].update(logical_core=0, tpb=0, sengine=0)
     _retopo(out, edit)
-    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] [0, 2] "
-                            "(ranks [64, 66]) is not [0, 3], the unit of position 0 with member "
-                            f"0 % 2 its primary on channel 0 {ORDER}")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[8].logical_core')}rank 64: "
+                            "logical_core 1 is not 0, 64 % 4 (4 ranks a device) "
+                            + TRN2_AT.format(2))
 
 
 def test_a_single_cycle_view_on_a_kangaring_hier_leg_says_lower_the_model_again(tmp_path):
@@ -148,7 +155,9 @@ def test_a_relabelled_single_cycle_hier_trigger_with_buffers_is_refused_for_sing
 def test_a_device_of_twelve_of_the_groups_ranks_is_refused(kr16_out, tmp_path):  # noqa: F811
     """kr16_out (LNC 1, 8 ranks a device): ranks 8 .. 11 moved onto device 0 as logical
     cores 8 .. 11 (tpb the same at LNC 1) leave it 12 ranks, cores 0 up to 11: 4 s-engines
-    hold 1 or 2 ranks each, 4 or 8 ranks, so no KANGARING device holds 12."""
+    hold 1 or 2 ranks each, 4 or 8 ranks, so no KANGARING device holds 12.  Since
+    2026-12-05 evening refused before that, by docs/TOPOLOGY.md §1: trn2 at LNC 1 has 8
+    ranks a device, so rank 8 is logical core 8 % 8 = 0 (of device 1)."""
     out = copy(kr16_out, tmp_path)
 
     def edit(ranks):
@@ -156,6 +165,6 @@ def test_a_device_of_twelve_of_the_groups_ranks_is_refused(kr16_out, tmp_path): 
         for r in (8, 9, 10, 11):
             row[r].update(routing_id=0, logical_core=r, tpb=r)
     _retopo(out, edit)
-    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
-                            f"[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] of the device of node 0, "
-                            f"routing_id 0, {WHOLE}")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[8].logical_core')}rank 8: "
+                            "logical_core 8 is not 0, 8 % 8 (8 ranks a device) "
+                            + TRN2_AT.format(1))

@@ -119,19 +119,34 @@ def test_trn1_cce_descriptor_tampered_to_2048_elements_is_refused(lowered, tmp_p
         assert part in err, err
 
 
+def _edit_options(out: Path, topology) -> None:
+    doc = _manifest(out)
+    doc["options"]["topology"] = topology
+    (out / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
 def test_trn2_tiles_under_a_trn1_manifest_are_refused(lowered, tmp_path):
     """A trn2 lowering (consistent 2048-element tiles: data BDs, W2 and n_tiles agree) whose
-    manifest says trn1: only the platform's cap tells it is wrong."""
+    manifest says trn1: only the platform's cap tells it is wrong.  Since 2026-12-05 evening
+    a preset's output (options.topology "trn2") is held to the preset's platform first
+    (docs/SIMULATOR.md §1): the cap is reached with options.topology naming a topology file,
+    whose platform the manifest's keys alone say."""
     out = _copy(lowered["trn2"], tmp_path)
     _edit_topology(out, platform="trn1", hw_generation=2, cce_max_elements=1024)
+    err = _simulate_error(out)
+    assert err.endswith('field topology.platform: topology.platform "trn1" is not "trn2", '
+                        'trn2\'s (the platform of options.topology "trn2": docs/TOPOLOGY.md '
+                        '§1)'), err
+    _edit_options(out, "trn1-like.json")
     err = _simulate_error(out)
     assert "cce.bin" in err and "record 0" in err and "field w2" in err, err
     assert "W2 length 4096 bytes = 2048 elements of 2 bytes, more than the 1024" in err, err
 
 
 def test_a_manifest_without_the_platform_still_simulates(lowered, tmp_path):
-    """Manifests written before the platform was recorded: the cap is the largest of any
-    generation (2048), so both outputs, trn2's 2048-element tiles too, pass
+    """Manifests written before the platform was recorded: the cap is the preset's that
+    options.topology names (since 2026-12-05 evening; before, the largest of any
+    generation, 2048), trn1's 1024 and trn2's 2048, so both outputs pass
     (docs/SIMULATOR.md)."""
     for name in ("trn1", "trn2"):
         out = _copy(lowered[name], tmp_path / name)
@@ -160,11 +175,19 @@ def test_manifest_platform_values_are_checked(lowered, tmp_path, keys, field, sa
     assert "manifest.json" in err and f"field {field}" in err and says in err, err
 
 
-def test_a_manifest_without_the_platform_still_caps_at_2048(lowered, tmp_path):
+@pytest.mark.parametrize("option, which", [
+    ("trn2", 'of platform trn2 (hw_generation 3, the preset of options.topology "trn2": the '
+             "manifest records no platform; seed 000 §3.4)"),
+    ("t.json", "of any platform (the manifest records none; seed 000 §3.4)"),
+], ids=["preset", "topology-file"])
+def test_a_manifest_without_the_platform_still_caps_at_2048(lowered, tmp_path, option, which):
     """Without the platform keys a descriptor over every generation's cap (4096 bf16
-    elements = W2 0x2000, above seed 000 §3.4's 2048) is still refused."""
+    elements = W2 0x2000, above seed 000 §3.4's 2048) is still refused: held to the preset's
+    cap (trn2: 2048), or, lowered on a topology file, whose generation the manifest then
+    does not hold, to the largest, 2048."""
     out = _copy(lowered["trn2"], tmp_path)
     _edit_topology(out, **dict.fromkeys(PLATFORM_KEYS))
+    _edit_options(out, option)
     path = out / "rank-0000" / "cce.bin"
     data = bytearray(path.read_bytes())
     assert struct.unpack_from("<I", data, W2)[0] == 0x1000
@@ -172,5 +195,5 @@ def test_a_manifest_without_the_platform_still_caps_at_2048(lowered, tmp_path):
     path.write_bytes(bytes(data))
     err = _simulate_error(out)
     for part in ("rank 0", "artifact cce.bin", "record 0", "field w2", "4096 elements",
-                 "2048 elements per CCE descriptor of any platform"):
+                 f"2048 elements per CCE descriptor {which}"):
         assert part in err, err

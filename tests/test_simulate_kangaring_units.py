@@ -280,22 +280,31 @@ def _retopo(out: Path, fn) -> None:
     rehash(out)
 
 
+#: docs/TOPOLOGY.md §1's formula and the platform of kr8_out and kr16_out (lowered on the
+#: default topology), as a refusal of a rank's place names them
+TRN2_AT = ("(docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x ranks_per_device + "
+           "logical_core; trn2 at lnc_size {}, the platform of options.topology null (the "
+           "default, trn2))")
+
+
 @pytest.mark.parametrize("fixture, rank, sengine, says", [
-    ("kr8_out", 1, 3, "rank 1: sengine 3 is not 1, tpb 2 // 2 (the s-engine of its first TPB, "
-     "tpb // tpbs_per_sengine: its device's 4 s-engines hold 1 rank each"),
-    ("kr16_out", 5, 3, "rank 5: sengine 3 is not 2, tpb 5 // 2 (the s-engine of its first TPB, "
-     "tpb // tpbs_per_sengine: its device's 4 s-engines hold 2 ranks each"),
+    ("kr8_out", 1, 3, "rank 1: sengine 3 is not 1, tpb 2 // 2 (2 TPBs an s-engine) "
+     + TRN2_AT.format(2)),
+    ("kr16_out", 5, 3, "rank 5: sengine 3 is not 2, tpb 5 // 2 (2 TPBs an s-engine) "
+     + TRN2_AT.format(1)),
 ])
 def test_a_sengine_other_than_its_tpbs_is_refused(request, tmp_path, fixture, rank, sengine,
                                                   says):
-    """docs/TOPOLOGY.md §1: a rank's s-engine owns its first TPB, tpb // tpbs_per_sengine; a
-    KANGARING device holds 4 s-engines of 1 or 2 ranks (kr8_out: LNC 2, 4 ranks a device,
-    2 TPBs an engine; kr16_out: LNC 1, 8 ranks, 2 TPBs). A rank's ``sengine`` edited was
-    not read; it is refused naming the row."""
+    """docs/TOPOLOGY.md §1: a rank's s-engine owns its first TPB, tpb // tpbs_per_sengine
+    (trn2: 2 TPBs an engine; kr8_out: LNC 2, kr16_out: LNC 1). A rank's ``sengine`` edited
+    was not read; it is refused naming the row (since 2026-12-05 evening by the check of
+    every rank's place against the preset, before the KANGARING units: until then by
+    check_kangaring_units, `... (the s-engine of its first TPB, tpb // tpbs_per_sengine: its
+    device's 4 s-engines hold 1 rank each in the units of triggers[0].kangaring: ...)`,
+    which test_simulate_rank_places.py still reaches through a topology file's table)."""
     out = copy(request.getfixturevalue(fixture), tmp_path)
     _retopo(out, lambda ranks: ranks[rank].__setitem__("sengine", sengine))
-    assert refused(out) == (f"{_field(out, f'topology.ranks[{rank}].sengine')}{says} in the "
-                            "units of triggers[0].kangaring: docs/TOPOLOGY.md §1, §4)")
+    assert refused(out) == f"{_field(out, f'topology.ranks[{rank}].sengine')}{says}"
 
 
 def test_a_tpb_other_than_its_logical_cores_is_refused(kr8_out, tmp_path):  # noqa: F811
@@ -311,13 +320,15 @@ def test_a_tpb_other_than_its_logical_cores_is_refused(kr8_out, tmp_path):  # no
 def test_a_device_the_group_holds_only_part_of_is_refused(kr8_out, tmp_path):  # noqa: F811
     """docs/TOPOLOGY.md §4: KangaRing needs every rank of each device it touches, 4 s-engines
     of 1 or 2 ranks. kr8_out's rank 3 moved to logical core 4 (tpb 8) of device 0: the group
-    holds its cores 0, 1, 2, 4, no whole device."""
+    holds its cores 0, 1, 2, 4, no whole device.  Since 2026-12-05 evening refused before
+    that, by docs/TOPOLOGY.md §1: trn2 at LNC 2 has 4 ranks a device, so rank 3 is logical
+    core 3 % 4 = 3 (test_simulate_rank_places.py reaches the units' check through a
+    topology file's table)."""
     out = copy(kr8_out, tmp_path)
     _retopo(out, lambda ranks: ranks[3].update(logical_core=4, tpb=8))
-    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
-                            "[0, 1, 2, 4] of the device of node 0, routing_id 0, not 0 to 3 or "
-                            "0 to 7 (KangaRing needs every rank of each device it touches: 4 "
-                            "s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[3].logical_core')}rank 3: "
+                            "logical_core 4 is not 3, 3 % 4 (4 ranks a device) "
+                            + TRN2_AT.format(2))
 
 
 # ---------------------------------------------------------------------------- duplicate

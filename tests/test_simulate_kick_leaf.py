@@ -2322,8 +2322,10 @@ def test_hier_groups_are_held_to_the_topology_tables_nodes(tmp_path):
     §1.1). A HIER all-gather over HIER16 whose table puts rank 71 on node 0 (device 5, a core
     of its own) has 9 ranks on node 0 and 7 on node 1: 7 local indexes, the fewest, so
     inter_allg's groups [j, 64 + j] for j = 0 .. 6 are DESIGN's and its eighth, [7, 71], is
-    one too many; it is refused counting them. A table without rank 71 (nor 71 in the world)
-    is refused naming the rank, as the rank folders' check names it (not an internal
+    one too many; it was refused counting them until 2026-12-05 evening, and is refused
+    before that now, by docs/TOPOLOGY.md §1: trn2 at LNC 2 has 64 ranks a node, so rank 71
+    is on node 71 // 64 = 1 (the world's 16th row). A table without rank 71 (nor 71 in the
+    world) is refused naming the rank, as the rank folders' check names it (not an internal
     error)."""
     base = lower_spec(coll_spec("all_gather", "bf16", HIER16, 100, lnc=2), tmp_path / "o",
                       algo=None)
@@ -2341,10 +2343,11 @@ def test_hier_groups_are_held_to_the_topology_tables_nodes(tmp_path):
 
     out = copy(base, tmp_path, "moved")
     _retop(out, move)
-    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].groups "
-                            "lists 8 groups, not 7: inter_allg has one per local index (the "
-                            "fewest ranks of the replica_group on a node) (docs/DESIGN.md "
-                            "\"HIER\")")
+    assert refused(out) == (f"{out / 'manifest.json'}: field topology.ranks[15].node: rank "
+                            "71: node 0 is not 1, 71 // 64 (16 devices of 4 ranks a node) "
+                            "(docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x "
+                            "ranks_per_device + logical_core; trn2 at lnc_size 2, the platform "
+                            "of options.topology null (the default, trn2))")
     out = copy(base, tmp_path, "dropped")
     _retop(out, drop)
     assert refused(out) == (f"{out / 'manifest.json'}: field topology: rank 71 is not in the "

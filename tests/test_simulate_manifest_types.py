@@ -452,8 +452,11 @@ def test_a_memory_map_no_core_window_holds_is_refused(ar2, sbuf, tmp_path, model
 
 def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
     """A topology of 10^9 nodes with rank 1 on the last: its address table has a row per
-    node with ranks (2), not per node number, so the ranks on two nodes are what simulate
-    reports (an intra-node mesh entry where the group spans 2 nodes), quickly."""
+    node with ranks (2), not per node number, so what simulate reports comes quickly: since
+    2026-12-05 that rank 1 of trn2 at LNC 1 (8 ranks a device, 16 devices a node:
+    docs/TOPOLOGY.md §1) is on node 1 // 128 = 0 (until then the table was built the same
+    way and the ranks on two nodes were reported: an intra-node mesh entry whose group spans
+    2 nodes)."""
     o = tmp_path / "o"
     shutil.copytree(ar2, o)
     top = json.loads((o / "manifest.json").read_text())
@@ -462,7 +465,11 @@ def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
     (o / "manifest.json").write_text(json.dumps(top))
     res = cli("simulate", o, "--json")  # (a table per node number: status 71, out of memory)
     assert res.exit_code == 1, res.output
-    assert "its group spans 2 nodes" in json.loads(res.stdout)["error"]
+    assert json.loads(res.stdout)["error"] == (
+        f"{o / 'manifest.json'}: field topology.ranks[1].node: rank 1: node 999999999 is not 0, "
+        "1 // 128 (16 devices of 8 ranks a node) (docs/TOPOLOGY.md §1: rank = node x "
+        "ranks_per_node + device x ranks_per_device + logical_core; trn2 at lnc_size 1, the "
+        "platform of options.topology null (the default, trn2))")
 
 
 def test_a_rank_listed_twice_in_the_topology_is_refused(ar2, tmp_path):

@@ -26,9 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: The top-level keys SIMULATOR.md §1 says are not read ([] : every item of a list).
 #: (``topology.ranks[].sengine`` and ``tpb`` are read since 2026-12-05: a KANGARING unit is
-#: the ranks of two s-engines of a device, docs/TOPOLOGY.md §4)
-UNREAD_TOP = ["tool_version", "input", "options", "topology.name", "topology.ranks[].device",
-              "topology.ranks[].die"]
+#: the ranks of two s-engines of a device, docs/TOPOLOGY.md §4; later that day
+#: ``options.topology``, ``topology.ranks[].device`` and ``die``: every rank's place is held
+#: to the platform's shape, docs/TOPOLOGY.md §1)
+UNREAD_TOP = ["tool_version", "input", "options.algo", "options.host_cc", "topology.name"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
     "policy_algorithm", "fallback_reason", "legs", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
@@ -37,7 +38,8 @@ UNREAD_TRIGGER = [
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].reason"]
 #: Names the doc's list quotes as read, next to the unread ones.
 SAID_READ = {"--model", "node", "routing_id", "logical_core", "tpb", "sengine", "region",
-             "offset", "mesh", "blocks", "rdh", "super_blocks"}
+             "offset", "mesh", "blocks", "rdh", "super_blocks", "options.topology", "device",
+             "die", "trn2"}
 
 ELEM = {"bf16": 2, "fp16": 2}
 #: An all-reduce, an all-gather and a reduce-scatter (elements per rank: the scatter's whole
@@ -173,6 +175,10 @@ READ_NEIGHBOURS = [
     ("ring", "topology.ranks[].node"), ("ring", "topology.ranks[].routing_id"),
     ("ring", "topology.ranks[].logical_core"), ("ring", "topology.ranks[].rank"),
     ("ring", "topology.ranks[].tpb"), ("ring", "topology.ranks[].sengine"),
+    # (read since 2026-12-05 evening: the platform's preset, each rank's device and die)
+    ("ring", "options"), ("ring", "options.topology"), ("hier", "options.topology"),
+    ("ring", "topology.ranks[].device"), ("ring", "topology.ranks[].die"),
+    ("hier", "topology.ranks[].device"), ("hier_kangaring", "topology.ranks[].die"),
     ("kangaring", "topology.ranks[].sengine"), ("hier_kangaring", "topology.ranks[].sengine"),
     ("ring", "topology.platform"), ("ring", "topology.nodes"),
     ("ring", "triggers[].leader"), ("ring", "triggers[].channels"),

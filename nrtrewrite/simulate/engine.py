@@ -261,7 +261,7 @@ class Simulator:
             self.guard.check(self.out_name)
             try:
                 self.programs[r] = decode_rank(self.layout, self.triggers, self.files[r])
-            except SimulationError as exc:
+            except (SimulationError, OutputError) as exc:  # (an older output's: status 2)
                 raise exc.at(file=str(self.out / rank_dir_name(r))) from None
         try:
             self.transfers = FifoDecoder(self.layout, self.programs, self.files,

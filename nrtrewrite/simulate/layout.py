@@ -18,9 +18,12 @@ from nrtrewrite.emit.address import (
     SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
 )
 from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
-from nrtrewrite.errors import SimulationError, escape_controls
+from nrtrewrite.errors import SimulationError, counted, escape_controls
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
+from nrtrewrite.topology.model import (
+    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, Platform, preset_of_spec, preset_platform,
+)
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
 #: The highest logical core whose window (``lc << 36``) lies inside LOCAL [46:0] (FORMATS §10).
@@ -76,12 +79,16 @@ class RankPlace:
     node: int
     device: int  # routing id of the device (CAYMAN_ID)
     core: int  # logical core on the device (window and TOP_SP index)
-    #: the first TPB of the logical core and its s-engine (docs/TOPOLOGY.md §1): the tpb is
-    #: checked for every rank, the s-engine where it decides a KANGARING unit
-    #: (triggers.check_kangaring_units); the row's key path, for their errors
+    #: the first TPB of the logical core and its s-engine (docs/TOPOLOGY.md §1), checked for
+    #: every rank (Layout._check_places), the s-engine also where it decides a KANGARING
+    #: unit (triggers.check_kangaring_units); the row's key path, for their errors
     tpb: int = 0
     sengine: int = 0
     path: str = ""
+    #: the device's index within its node and the die of its s-engine (docs/TOPOLOGY.md §1),
+    #: held with the rest of the place to the platform's shape (Layout._check_places)
+    index: int = 0
+    die: int = 0
 
 
 #: The platform keys of the manifest's ``topology`` (FORMATS §1.1).
@@ -127,6 +134,45 @@ def _platform(recorded: tuple[str, int, int] | None, file: str
     return name, gen, want
 
 
+def _fit_shape(cols: dict[str, np.ndarray], lnc_size: int
+               ) -> tuple[int, int | None, int, int]:
+    """(ranks a device, devices a node or None when every rank is on node 0, TPBs an
+    s-engine, s-engines a die) of a topology file's platform, whose shape the manifest does
+    not hold: of the shapes docs/TOPOLOGY.md §1 allows (at most MAX_CORES_PER_DEVICE cores,
+    MAX_DEVICES_PER_NODE devices), the one the most rows of the table fit, the smallest on
+    a tie (each part on its own: the rank numbering, then the s-engines of the TPBs, then
+    the dies of the s-engines).  ``lower``'s rows fit their platform's shape, all of them."""
+    rank, node, dev, lc = cols["rank"], cols["node"], cols["device"], cols["logical_core"]
+    far = node > 0
+    best: tuple[int, int, int | None] = (-1, 0, None)  # (rows fitted, rpd, dpn)
+    # (lnc_size is a positive integer on any platform; a hand-edited one still tries 1)
+    for rpd in range(1, max(MAX_CORES_PER_DEVICE // max(lnc_size, 1), 1) + 1):
+        q, rem = np.divmod(rank, rpd)
+        fit = rem == lc
+        dpn = None
+        if far.any():
+            num, den = q[far] - dev[far], node[far]
+            whole = (num % den == 0) & (num > 0)
+            cands = num[whole] // den[whole]
+            cands = cands[cands <= MAX_DEVICES_PER_NODE]
+            if cands.size:
+                values, counts = np.unique(cands, return_counts=True)
+                dpn = int(values[np.argmax(counts)])
+        if dpn is None:
+            fit &= ~far & (q == dev)
+        else:
+            fit &= (q == node * dpn + dev) & (dev < dpn)
+        n = int(fit.sum())
+        if n > best[0]:
+            best = (n, rpd, dpn)
+    tpb, seng, die = cols["tpb"], cols["sengine"], cols["die"]
+    tps = max(range(1, MAX_CORES_PER_DEVICE + 1),
+              key=lambda t: (int((seng == tpb // t).sum()), -t))
+    spd = max(range(1, MAX_CORES_PER_DEVICE + 1),
+              key=lambda t: (int((die == seng // t).sum()), -t))
+    return best[1], best[2], tps, spd
+
+
 class Layout:
     """Memory map + topology table of an output folder (OUT/manifest.json).
 
@@ -163,7 +209,8 @@ class Layout:
         self._rows = [(info.path, RankPlace(info["rank"].int(0), info["node"].int(),
                                             info["routing_id"].int(),
                                             info["logical_core"].int(), info["tpb"].int(0),
-                                            info["sengine"].int(0), info.path))
+                                            info["sengine"].int(0), info.path,
+                                            info["device"].int(0), info["die"].int(0)))
                       for info in topo["ranks"].items()]
         self.lnc_size = topo["lnc_size"].int()
         #: the topology's node count: every rank's node is one of 0 .. nodes - 1
@@ -174,6 +221,9 @@ class Layout:
         self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
         self._mesh_sub_name = topo.get("mesh_sub_type").opt_str()
         self.world = doc["world"].ints(0)
+        #: the --topology value the output was lowered with (FORMATS §1.1 ``options``): a
+        #: preset's name (null: the default, trn2) or a topology file's path
+        self.topology_option = doc["options"]["topology"].opt_str()
 
     def check(self) -> None:
         """What the typed values say (FORMATS §1.1, §10): a :class:`SimulationError` naming
@@ -217,6 +267,13 @@ class Layout:
 
         self.platform, self.hw_generation, self.cce_max_elements = _platform(self._platform,
                                                                              file)
+        #: the preset options.topology names (None: a topology file), whose platform the
+        #: output's is; platform_derived: the manifest records no platform keys, so the
+        #: platform (and the CCE cap) is the preset's
+        self.preset = preset_of_spec(self.topology_option)
+        self.platform_derived = False
+        if self.preset is not None:
+            self._check_preset(preset_platform(self.preset))
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
         self.mesh_sub_type: int | None = None
@@ -269,6 +326,135 @@ class Layout:
                                       f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
                                       "first TPB of its logical core (docs/TOPOLOGY.md §1)",
                                       file=file, field=joined_key(path, "tpb"))
+        self._check_places()
+
+    def option_text(self) -> str:
+        """options.topology as a message names it."""
+        opt = self.topology_option
+        return ("options.topology null (the default, trn2)" if opt is None else
+                f"options.topology {json_kind(opt)}")
+
+    def _check_preset(self, plat: Platform) -> None:
+        """An output lowered on a preset (``options.topology`` null, ``trn1`` or ``trn2``, with
+        or without ``nodes=N``: :func:`preset_of_spec`, lower's own reading) is on that
+        preset's platform (docs/TOPOLOGY.md §1 "Presets"): its ``lnc_size`` one the preset
+        supports, and its platform keys, when recorded, the preset's name and hardware
+        generation (``lower`` writes both from it), else a :class:`SimulationError` naming the
+        key.  Without them (written before 2026-12-01) the platform, its generation and its
+        CCE cap are the preset's (``platform_derived``): until 2026-12-05 such an output was
+        held to the largest cap, 2048 elements, also on trn1 (1024)."""
+        file, opt = self.file, self.option_text()
+        if self.lnc_size not in plat.lnc_sizes:
+            raise SimulationError(f"topology.lnc_size {self.lnc_size} is not one of "
+                                  f"{plat.name}'s lnc sizes "
+                                  f"{', '.join(map(str, plat.lnc_sizes))} (the platform of "
+                                  f"{opt}: docs/TOPOLOGY.md §1)", file=file,
+                                  field="topology.lnc_size")
+        if self._platform is None:
+            self.platform, self.hw_generation = plat.name, plat.hw_generation
+            self.cce_max_elements = SDMA_MAX_CCE_ELEMENTS[plat.hw_generation]
+            self.platform_derived = True
+            return
+        for key, got, want in (("platform", self.platform, plat.name),
+                               ("hw_generation", self.hw_generation, plat.hw_generation)):
+            if got != want:
+                raise SimulationError(f"topology.{key} {json_kind(got)} is not "
+                                      f"{json_kind(want)}, {plat.name}'s (the platform of "
+                                      f"{opt}: docs/TOPOLOGY.md §1)", file=file,
+                                      field=f"topology.{key}")
+
+    def _check_places(self) -> None:
+        """Every row of ``topology.ranks`` is where docs/TOPOLOGY.md §1 puts its rank: ``node``
+        ``rank // ranks_per_node``, ``device`` the next digit (``// ranks_per_device``),
+        ``logical_core`` the rest, ``routing_id`` the device's, ``sengine`` its ``tpb`` //
+        ``tpbs_per_sengine`` and ``die`` that // ``sengines_per_die`` (``tpb`` is checked
+        before), else a :class:`SimulationError` naming the row's key.  On a preset the shape
+        is the preset's at the output's ``lnc_size`` (trn2 at lnc 2: device ``r // 4``,
+        s-engine ``r % 4``, die ``(r % 4) >> 1``; routing id the device index).  A topology
+        file's shape is not in the manifest (nor its routing ids): its rows are held to one
+        shape §1 allows, the one the most of them fit (:func:`_fit_shape`), and each device
+        index to one routing id of its own on every node.  Until 2026-12-05 ``device`` and
+        ``die`` were not read, and ``sengine`` only in a KANGARING unit, against the
+        manifest's own ``tpb``: a rank moved to another device or die, every key changed to
+        match, simulated as a match where its artifacts agreed."""
+        rows = self._rows
+        if not rows:
+            return
+        cols = {key: np.array([getattr(p, attr) for _path, p in rows], np.int64)
+                for key, attr in (("rank", "rank"), ("node", "node"), ("device", "index"),
+                                  ("logical_core", "core"), ("tpb", "tpb"),
+                                  ("sengine", "sengine"), ("die", "die"),
+                                  ("routing_id", "device"))}
+        if self.preset is not None:
+            plat = preset_platform(self.preset)
+            shape = (plat.ranks_per_device(self.lnc_size), plat.devices_per_node,
+                     plat.device.tpbs_per_sengine, plat.device.sengines_per_die)
+            whose = f"{plat.name} at lnc_size {self.lnc_size}, the platform of " \
+                    f"{self.option_text()}"
+            rids = plat.routing_ids
+        else:
+            shape = _fit_shape(cols, self.lnc_size)
+            whose = ("the shape most rows of the table fit: the platform of options.topology "
+                     f"{json_kind(self.topology_option)}, a topology file, is not in the "
+                     "manifest")
+            rids = None
+        rpd, dpn, tps, spd = shape
+        rank = cols["rank"]
+        q, lc = np.divmod(rank, rpd)
+        want = {"node": q // dpn if dpn else np.zeros_like(q),
+                "device": q % dpn if dpn else q, "logical_core": lc}
+        want["sengine"] = cols["tpb"] // tps
+        want["die"] = cols["sengine"] // spd
+        bad = np.zeros(rank.size, bool)
+        for key in want:
+            bad |= cols[key] != want[key]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            path, p = rows[i]
+            key = next(k for k in want if cols[k][i] != want[k][i])
+            r, rpn = p.rank, rpd * (dpn or 0)
+            ranks_a_device = f"({counted(rpd, 'rank')} a device)"
+            why = {"node": f"{r} // {rpn} ({counted(dpn or 0, 'device')} of "
+                           f"{counted(rpd, 'rank')} a node)" if dpn else
+                   f"no count of devices a node (1 to {MAX_DEVICES_PER_NODE}) puts device "
+                   f"{p.index}'s rank {r} there",
+                   "device": (f"{r} % {rpn} // {rpd}" if dpn else f"{r} // {rpd}")
+                   + f" {ranks_a_device}",
+                   "logical_core": f"{r} % {rpd} {ranks_a_device}",
+                   "sengine": f"tpb {p.tpb} // {tps} ({counted(tps, 'TPB')} an s-engine)",
+                   "die": f"sengine {p.sengine} // {spd} ({counted(spd, 's-engine')} a "
+                          "die)"}[key]
+            raise SimulationError(
+                f"rank {r}: {key} {int(cols[key][i])} is not {int(want[key][i])}, {why} "
+                "(docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x "
+                f"ranks_per_device + logical_core; {whose})", file=self.file,
+                field=joined_key(path, key))
+        if rids is not None:
+            # (every device index is one of the preset's now: checked above)
+            wrong = np.flatnonzero(np.asarray(rids, np.int64)[cols["device"]]
+                                   != cols["routing_id"])
+            if wrong.size:
+                path, p = rows[int(wrong[0])]
+                raise SimulationError(
+                    f"rank {p.rank}: routing_id {p.device} is not {rids[p.index]}, the "
+                    f"routing id of device {p.index} (docs/TOPOLOGY.md §1; {whose})",
+                    file=self.file, field=joined_key(path, "routing_id"))
+            return
+        of_device: dict[int, tuple[int, str]] = {}  # device index -> (routing id, row)
+        device_of: dict[int, tuple[int, str]] = {}  # routing id -> (device index, row)
+        for path, p in rows:
+            rid, at = of_device.setdefault(p.index, (p.device, path))
+            if rid != p.device:
+                raise SimulationError(
+                    f"rank {p.rank}: routing_id {p.device} is not {rid}, device {p.index}'s at "
+                    f"{at} (a device has one routing id, on every node: docs/TOPOLOGY.md §2 "
+                    "routing_ids)", file=self.file, field=joined_key(path, "routing_id"))
+            dev, at = device_of.setdefault(p.device, (p.index, path))
+            if dev != p.index:
+                raise SimulationError(
+                    f"rank {p.rank}: routing_id {p.device} of device {p.index} is device "
+                    f"{dev}'s at {at} (each device has its own: docs/TOPOLOGY.md §2 "
+                    "routing_ids)", file=self.file, field=joined_key(path, "routing_id"))
 
     # ------------------------------------------------------------------
     def region(self, index: int) -> Region:

@@ -24,7 +24,8 @@ from nrtrewrite.emit.address import (
     DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE,
 )
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
-from nrtrewrite.errors import SimulationError, escape_controls
+from nrtrewrite.emit.tiling import SDMA_MAX_CCE_ELEMENTS
+from nrtrewrite.errors import OutputError, SimulationError, escape_controls
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
 from nrtrewrite.simulate.triggers import TriggerSpec
@@ -864,10 +865,15 @@ class RankDecoder:
         lay = self.layout  # the cap of the manifest's platform (FORMATS §6), else any's
         cap = lay.cce_max_elements
         which = (f"platform {lay.platform} (hw_generation {lay.hw_generation}; seed 000 §3.4)"
+                 if lay.platform is not None and not lay.platform_derived else
+                 f"platform {lay.platform} (hw_generation {lay.hw_generation}, the preset of "
+                 f"{lay.option_text()}: the manifest records no platform; seed 000 §3.4)"
                  if lay.platform is not None else
                  "any platform (the manifest records none; seed 000 §3.4)")
         nbytes = w2 & 0xFFFFFF
         isz = _DSIZE_TABLE[in_dt]
+        if lay.platform_derived:
+            self._refuse_older_tiles(nbytes, isz, cap, which, art)
         self.check(nbytes > cap * isz, lambda i: f"W2 length {nbytes[i]} bytes = "
                    f"{-(-int(nbytes[i]) // int(isz[i]))} elements of {isz[i]} bytes, more "
                    f"than the {cap} elements per CCE descriptor of {which}", art, "w2")
@@ -888,6 +894,26 @@ class RankDecoder:
         first_of_leg = np.flatnonzero(within == 0)
         for i in first_of_leg:
             self.cce_uniform[int(leg[i])] = (int(op[i]), int(in_dt[i]), int(out_dt[i]))
+
+    def _refuse_older_tiles(self, nbytes: np.ndarray, isz: np.ndarray, cap: int, which: str,
+                            art: str) -> None:
+        """An output without the platform keys whose ``options.topology`` names a preset of a
+        smaller CCE cap than the largest (trn1: 1024) was lowered before 2026-12-01: an
+        nrtrewrite before e4fa60a tiled every platform at 2048 elements, one after it (until
+        e90911b recorded the platform) at the platform's.  A descriptor over the preset's cap
+        but within the largest is such an older tiling: an :class:`OutputError` (status 2, the
+        simulation cannot be done) saying to lower the model again, as an older HIER output's
+        buffers (triggers._refuse_older_hier_buffers); one over the largest cap is no
+        nrtrewrite's, a protocol error (:meth:`decode_cce`)."""
+        most = max(SDMA_MAX_CCE_ELEMENTS.values())
+        i = _first((nbytes > cap * isz) & (nbytes <= most * isz))
+        if i is not None:
+            raise OutputError(f"W2 length {nbytes[i]} bytes = "
+                              f"{-(-int(nbytes[i]) // int(isz[i]))} elements of {isz[i]} bytes, "
+                              f"more than the {cap} elements per CCE descriptor of {which}; an "
+                              f"nrtrewrite before 2026-12-01 tiled every platform at {most}: "
+                              "lower the model again",
+                              **_where(self.rank, art, i, "w2"))
 
     # ------------------------------------------------------------------ semaphores
     def decode_sems(self) -> None:

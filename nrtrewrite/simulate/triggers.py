@@ -1123,7 +1123,10 @@ def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> N
     size on the collective's channel at place c of its ids in ascending order (whatever
     the list's order; naming ``kangaring[k].units[u]``).  Until
     2026-12-05 ``sengine`` was not read: a unit of ranks of another device or engine pair,
-    or a primary other than TOPOLOGY's, simulated as a match when the legs agreed."""
+    or a primary other than TOPOLOGY's, simulated as a match when the legs agreed.  Every
+    rank's place is held to its platform's shape before (layout.Layout._check_places), so
+    the shapes taken here from ``tpb`` and ``sengine`` are the platform's (a preset's), or
+    one docs/TOPOLOGY.md §1 allows (a topology file's)."""
     for spec in triggers.values():
         if spec.kangaring is not None:
             _check_units_of(spec.kangaring, spec.group, "", "the replica_group", layout,

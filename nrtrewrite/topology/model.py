@@ -180,6 +180,22 @@ def _preset(name: str) -> Platform:
 PRESETS = ("trn1", "trn2")
 
 
+def preset_platform(name: str) -> Platform:
+    """The platform of preset ``name`` (one of :data:`PRESETS`): ``simulate`` holds an
+    output lowered on a preset to its shape (docs/SIMULATOR.md §1)."""
+    return _preset(name)
+
+
+def preset_of_spec(spec: str | None) -> str | None:
+    """The preset a ``--topology`` value names, as :func:`load_topology` reads it: ``None``
+    (the default) trn2, ``trn1`` / ``trn2`` with or without options; None for a topology
+    file (any other value)."""
+    if spec is None:
+        return "trn2"
+    name = spec.partition(":")[0]
+    return name if name in PRESETS else None
+
+
 class Topology:
     """Ranks of ``nodes`` identical nodes of one platform, at one LNC size."""
 
@@ -787,7 +803,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     """
     world = tuple(world)
     lnc_size = lnc_size or 1
-    if spec is None or spec.partition(":")[0] in PRESETS:
+    if preset_of_spec(spec) is not None:
         name, opts = _parse_preset_spec(spec or "trn2")
         platform = _preset(name)
         rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node \

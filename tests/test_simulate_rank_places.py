@@ -1,0 +1,340 @@
+"""What ``simulate`` holds the manifest's platform and each rank's place to (docs/SIMULATOR.md
+§1): keys it left unread until 2026-12-05 evening.
+
+* ``topology.ranks[].device`` and ``die`` were not read, and ``sengine`` only in a KANGARING
+  unit against the manifest's own ``tpb``: every row is now where docs/TOPOLOGY.md §1 puts
+  its rank on the platform ``options.topology`` names (a preset: trn2 at LNC 2, device
+  ``r // 4``, logical core = s-engine ``r % 4``, TPB ``2 (r % 4)``, die ``(r % 4) >> 1``; at
+  LNC 1 device ``r // 8``, TPB ``r % 8``, s-engine ``(r % 8) // 2``; trn1, one die of two
+  s-engines of one TPB: device ``r // 2``, s-engine ``r % 2``, die 0), or, for a topology
+  file, whose shape the manifest does not hold, the shape most rows fit;
+* a preset's output is that preset's platform (its recorded platform keys, its cap);
+* an output without the platform keys is held to its preset's CCE cap: a trn1 output
+  lowered before 2026-12-01 (e4fa60a) tiled at 2048 elements is told to lower the model
+  again (status 2).
+
+Expected values are worked out from docs/TOPOLOGY.md, DESIGN.md and FORMATS.md by hand; each
+fixture asserts its rows first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite.emit.tiling import SDMA_MAX_CCE_ELEMENTS
+from test_audit39_units import WHOLE
+from test_simulate import assert_clean, coll_spec, lower_neff, lower_spec
+from test_simulate_hier_checks import _field, _typed_refusal, kr8_out  # noqa: F401
+from test_simulate_kick_leaf import copy, refused, refused_as_older
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMULA = ("docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x ranks_per_device + "
+           "logical_core")
+DEFAULT = "the platform of options.topology null (the default, trn2)"
+#: a topology file's platform: its shape is the one most rows fit
+FILE_SHAPE = ('the shape most rows of the table fit: the platform of options.topology "t.json", '
+              "a topology file, is not in the manifest")
+
+
+def _top(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _retop(out: Path, fn) -> None:
+    """Edit the top manifest with ``fn`` (it has no checksum of its own)."""
+    top = _top(out)
+    fn(top)
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+
+
+def _rows(out: Path) -> dict[int, dict]:
+    return {r["rank"]: r for r in _top(out)["topology"]["ranks"]}
+
+
+def _place(r: dict) -> tuple:
+    return (r["node"], r["device"], r["logical_core"], r["tpb"], r["sengine"], r["die"],
+            r["routing_id"])
+
+
+@pytest.fixture(scope="module")
+def ring8(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 4096 elements over ranks 0..7, trn2 at LNC 2 (the default
+    topology), RING. TOPOLOGY §1: rank r on device r // 4 (routing id the device), logical
+    core r % 4, TPB 2 (r % 4), s-engine r % 4, die (r % 4) >> 1."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 4096, lnc=2),
+                     tmp_path_factory.mktemp("ring8") / "o")
+    assert _top(out)["options"]["topology"] is None
+    assert {r: _place(p) for r, p in _rows(out).items()} == {
+        r: (0, r // 4, r % 4, 2 * (r % 4), r % 4, (r % 4) >> 1, r // 4) for r in range(8)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def alone3(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of rank 3 alone, trn2 at LNC 2: a one-rank group copies IN to OUT on
+    its own core (docs/TOPOLOGY.md §3), so no address of its artifacts names a device.
+    Rank 3: device 0, logical core 3, TPB 6, s-engine 3, die 1."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", [3], 1024, lnc=2),
+                     tmp_path_factory.mktemp("alone3") / "o", algo=None)
+    assert _place(_rows(out)[3]) == (0, 0, 3, 6, 3, 1, 0)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trn1_ring(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 4096 elements over ranks 0..3 on trn1 (one die of two s-engines
+    of one TPB, LNC 1): rank r on device r // 2, logical core = TPB = s-engine r % 2, die 0."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096), tmp_path_factory.mktemp("t1") /
+                     "o", topology="trn1")
+    assert {r: _place(p) for r, p in _rows(out).items()} == {
+        r: (0, r // 2, r % 2, r % 2, r % 2, 0, r // 2) for r in range(4)}
+    return out
+
+
+# ---------------------------------------------------------------------------- presets
+
+def test_a_rank_moved_to_another_device_changed_consistently_is_refused(alone3, tmp_path):
+    """Rank 3 moved to device 5 (routing id 5 too, its core and engine kept): its one-rank
+    group's artifacts address its own core only, so the run is unchanged and until
+    2026-12-05 evening it simulated as a match. TOPOLOGY §1 puts rank 3 on device
+    3 % 64 // 4 = 0 (16 devices of 4 ranks a node at LNC 2)."""
+    out = copy(alone3, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][0].update(device=5, routing_id=5))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[0].device')}rank 3: device 5 is not "
+                            f"0, 3 % 64 // 4 (4 ranks a device) ({FORMULA}; trn2 at lnc_size 2, "
+                            f"{DEFAULT})")
+
+
+def test_two_ranks_trading_devices_are_refused(ring8, tmp_path):
+    """Ranks 1 and 5 trade devices (and routing ids): every core is still one rank's, but
+    TOPOLOGY §1 puts rank 1 on device 1 % 64 // 4 = 0; named at its row (until 2026-12-05
+    evening blamed on rank 0's legs.bin, `send signals rank 5, the ring successor of channel
+    0 is 1`)."""
+    out = copy(ring8, tmp_path)
+
+    def edit(top):
+        rows = {r["rank"]: r for r in top["topology"]["ranks"]}
+        rows[1].update(device=1, routing_id=1)
+        rows[5].update(device=0, routing_id=0)
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 1: device 1 is not "
+                            f"0, 1 % 64 // 4 (4 ranks a device) ({FORMULA}; trn2 at lnc_size 2, "
+                            f"{DEFAULT})")
+
+
+@pytest.mark.parametrize("rank, die, says", [
+    # rank 2: s-engine 2 of 2 a die: die 1; rank 1: s-engine 1, die 0
+    (2, 0, "rank 2: die 0 is not 1, sengine 2 // 2 (2 s-engines a die)"),
+    (1, 1, "rank 1: die 1 is not 0, sengine 1 // 2 (2 s-engines a die)"),
+])
+def test_a_rank_moved_to_another_die_is_refused(ring8, tmp_path, rank, die, says):
+    """A row's ``die`` was not read: another die simulated as a match. TOPOLOGY §1: the die
+    owns the s-engine, sengine // sengines_per_die (trn2: 2)."""
+    out = copy(ring8, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][rank].update(die=die))
+    assert refused(out) == (f"{_field(out, f'topology.ranks[{rank}].die')}{says} ({FORMULA}; "
+                            f"trn2 at lnc_size 2, {DEFAULT})")
+
+
+def test_a_rank_moved_within_its_device_is_refused(ring8, tmp_path):
+    """Ranks 1 and 2 trade cores within device 0, each row consistent (core, TPB, s-engine,
+    die: rank 1 on core 2, TPB 4, s-engine 2, die 1): TOPOLOGY §1 puts rank 1 on logical
+    core 1 % 4 = 1 (until 2026-12-05 evening blamed on rank 0's legs.bin, `send signals rank
+    2, the ring successor of channel 0 is 1`)."""
+    out = copy(ring8, tmp_path)
+
+    def edit(top):
+        rows = {r["rank"]: r for r in top["topology"]["ranks"]}
+        rows[1].update(logical_core=2, tpb=4, sengine=2, die=1)
+        rows[2].update(logical_core=1, tpb=2, sengine=1, die=0)
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].logical_core')}rank 1: "
+                            f"logical_core 2 is not 1, 1 % 4 (4 ranks a device) ({FORMULA}; trn2 "
+                            f"at lnc_size 2, {DEFAULT})")
+
+
+@pytest.mark.parametrize("rank, edit, key, says", [
+    (1, {"device": 3, "routing_id": 3}, "device", "rank 1: device 3 is not 0, 1 % 32 // 2 "
+     "(2 ranks a device)"),
+    (1, {"die": 1}, "die", "rank 1: die 1 is not 0, sengine 1 // 2 (2 s-engines a die)"),
+    (3, {"sengine": 0}, "sengine", "rank 3: sengine 0 is not 1, tpb 1 // 1 (1 TPB an "
+     "s-engine)"),
+    (2, {"routing_id": 5}, "routing_id", None),
+], ids=["device", "die", "sengine", "routing_id"])
+def test_a_trn1_rank_is_held_to_trn1s_shape(trn1_ring, tmp_path, rank, edit, key, says):
+    """trn1 (options.topology "trn1"): 16 devices of 2 ranks a node, 1 TPB an s-engine, 2
+    s-engines a die; a preset's routing id is the device index (rank 2: device 1)."""
+    out = copy(trn1_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][rank].update(edit))
+    whose = 'trn1 at lnc_size 1, the platform of options.topology "trn1"'
+    if says is None:
+        says = (f"rank 2: routing_id 5 is not 1, the routing id of device 1 "
+                f"(docs/TOPOLOGY.md §1; {whose})")
+    else:
+        says = f"{says} ({FORMULA}; {whose})"
+    assert refused(out) == f"{_field(out, f'topology.ranks[{rank}].{key}')}{says}"
+
+
+@pytest.mark.parametrize("edit, key, says", [
+    ({"platform": "trn2", "hw_generation": 3, "cce_max_elements": 2048}, "platform",
+     'topology.platform "trn2" is not "trn1", trn1\'s'),
+    ({"hw_generation": 3, "cce_max_elements": 2048}, "hw_generation",
+     "topology.hw_generation 3 is not 2, trn1's"),
+    ({"lnc_size": 2}, "lnc_size", "topology.lnc_size 2 is not one of trn1's lnc sizes 1"),
+])
+def test_a_presets_output_is_on_the_presets_platform(trn1_ring, tmp_path, edit, key, says):
+    """``lower`` writes the platform keys from the preset options.topology names (trn1: the
+    platform trn1, NeuronCore-v2, LNC 1 only: docs/TOPOLOGY.md §1 "Presets"); a trn1 output
+    said to be trn2's (the cap 2048 with it) or of LNC 2 is refused naming the key."""
+    out = copy(trn1_ring, tmp_path)
+    _retop(out, lambda top: top["topology"].update(edit))
+    assert refused(out) == (f"{_field(out, f'topology.{key}')}{says} (the platform of "
+                            'options.topology "trn1": docs/TOPOLOGY.md §1)')
+
+
+@pytest.mark.parametrize("key", ["options", "options.topology"])
+def test_options_topology_is_read_with_its_type(ring8, tmp_path, key):
+    """options.topology is read (a string or null): missing, or a number, is status 2."""
+    out = copy(ring8, tmp_path)
+    if key == "options":
+        _retop(out, lambda top: top.pop("options"))
+        assert _typed_refusal(out) == f"{_field(out, 'options')}missing"
+    else:
+        _retop(out, lambda top: top["options"].update(topology=5))
+        assert _typed_refusal(out) == f"{_field(out, 'options.topology')}must be a string, not 5"
+
+
+# ---------------------------------------------------------------------------- topology files
+
+@pytest.fixture(scope="module")
+def file_ring(tmp_path_factory) -> Path:
+    """A bf16 all-reduce over ranks 0..3 and 20..23 on a topology file of 4 devices a node
+    of one die (2 s-engines of 2 TPBs: 4 cores), routing ids 7, 3, 12, 0, LNC 1, lowered as
+    ``--topology t.json``: 4 ranks a device, 16 a node, so ranks 20..23 are node 1's device
+    1 (routing id 3); rank r's TPB r % 4, s-engine (r % 4) // 2, die 0."""
+    root = tmp_path_factory.mktemp("file")
+    (root / "t.json").write_text(json.dumps({
+        "format": "nrtrewrite-topology/1", "name": "one-die", "nodes": 2,
+        "devices_per_node": 4, "torus": [2, 2], "routing_ids": [7, 3, 12, 0],
+        "device": {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 2, "c2c_ports": 4}}))
+    mp = pytest.MonkeyPatch()
+    mp.chdir(root)
+    try:
+        out = lower_spec(coll_spec("all_reduce", "bf16", [0, 1, 2, 3, 20, 21, 22, 23], 4096),
+                         root / "o", topology="t.json")
+    finally:
+        mp.undo()
+    assert _top(out)["options"]["topology"] == "t.json"
+    assert {r: _place(p) for r, p in _rows(out).items()} == {
+        r: (r // 16, r % 16 // 4, r % 4, r % 4, r % 4 // 2, 0, [7, 3][r % 16 // 4])
+        for r in [0, 1, 2, 3, 20, 21, 22, 23]}
+    return out
+
+
+def test_a_topology_files_output_simulates(file_ring):
+    assert_clean(file_ring)
+
+
+def test_a_topology_files_rank_moved_to_another_device_is_refused(file_ring, tmp_path):
+    """Rank 21 moved to node 1's device 2 (routing id 12: the file's, which the manifest
+    does not hold): the shape the other rows fit, 4 ranks a device and 4 devices a node,
+    puts it on device 21 % 16 // 4 = 1."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][5].update(device=2, routing_id=12))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[5].device')}rank 21: device 2 is "
+                            f"not 1, 21 % 16 // 4 (4 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+
+
+def test_a_topology_files_device_has_one_routing_id(file_ring, tmp_path):
+    """Device 0's rows say routing id 7 on node 0; one of node 1's devices saying another
+    device's id, or a device of two ids, is refused (docs/TOPOLOGY.md §2: one routing id a
+    device, each its own; the same nodes repeat)."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][5].update(routing_id=12))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[5].routing_id')}rank 21: routing_id "
+                            "12 is not 3, device 1's at topology.ranks[4] (a device has one "
+                            "routing id, on every node: docs/TOPOLOGY.md §2 routing_ids)")
+    out = copy(file_ring, tmp_path, "u")
+
+    def edit(top):
+        for row in top["topology"]["ranks"][4:]:
+            row["routing_id"] = 7
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[4].routing_id')}rank 20: routing_id "
+                            "7 of device 1 is device 0's at topology.ranks[0] (each device has "
+                            "its own: docs/TOPOLOGY.md §2 routing_ids)")
+
+
+def _as_file(out: Path, rows) -> None:
+    """Say ``out`` was lowered on a topology file ("t.json"), and give each row of its table
+    ``rows(rank)``'s values."""
+    def edit(top):
+        top["options"]["topology"] = "t.json"
+        for row in top["topology"]["ranks"]:
+            row.update(rows(row["rank"]))
+    _retop(out, edit)
+
+
+def test_the_units_sengine_check_holds_a_topology_files_table(kr8_out, tmp_path):  # noqa: F811
+    """kr8_out (KANGARING over ranks 0..7 at LNC 2) said to be a topology file's whose
+    s-engines hold 4 TPBs (every row's s-engine tpb // 4, die 0): a shape §1 allows, so the
+    rows pass, but a KANGARING device's 4 engines of one rank each hold 2 TPBs at LNC 2:
+    rank 1 (TPB 2) is on s-engine 1 (check_kangaring_units, docs/TOPOLOGY.md §4)."""
+    out = copy(kr8_out, tmp_path)
+    _as_file(out, lambda r: {"sengine": 2 * (r % 4) // 4, "die": 0})
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].sengine')}rank 1: sengine 0 is "
+                            "not 1, tpb 2 // 2 (the s-engine of its first TPB, tpb // "
+                            "tpbs_per_sengine: its device's 4 s-engines hold 1 rank each in the "
+                            "units of triggers[0].kangaring: docs/TOPOLOGY.md §1, §4)")
+
+
+def test_the_units_whole_device_check_holds_a_topology_files_table(kr8_out,  # noqa: F811
+                                                                   tmp_path):
+    """kr8_out said to be a topology file's of 2 ranks a device (rank r on device r // 2,
+    routing id r // 2, logical core r % 2, TPB 2 (r % 2), s-engine r % 2, die 0): a shape
+    §1 allows, but KangaRing needs devices of 4 s-engines, 4 or 8 ranks
+    (docs/TOPOLOGY.md §4)."""
+    out = copy(kr8_out, tmp_path)
+    _as_file(out, lambda r: {"device": r // 2, "routing_id": r // 2, "logical_core": r % 2,
+                             "tpb": 2 * (r % 2), "sengine": r % 2, "die": 0})
+    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
+                            f"[0, 1] of the device of node 0, routing_id 0, {WHOLE}")
+
+
+# ---------------------------------------------------------------------------- older trn1
+
+def _drop_platform(top: dict) -> None:
+    """The top manifest as an nrtrewrite before 2026-12-01 (e90911b) wrote it: no platform
+    keys (and no mesh_sub_type, new on 2026-12-04)."""
+    for key in ("platform", "hw_generation", "cce_max_elements", "mesh_sub_type"):
+        del top["topology"][key]
+
+
+def test_a_trn1_output_tiled_at_2048_says_lower_the_model_again(tmp_path):
+    """An nrtrewrite before e4fa60a (2026-12-01) tiled trn1 at 2048 elements a CCE
+    descriptor (trn2's cap) and recorded no platform: mix8 lowered so (the cap monkeypatched
+    back), its platform keys dropped. FORMATS §6: trn1 mix8's cce.bin record 0 was W2 0x1000
+    (4096 bytes, 2048 bf16 elements). Held to the largest cap it simulated as a match; its
+    options.topology "trn1" holds it to trn1's 1024, and it is told to lower the model
+    again, status 2."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(SDMA_MAX_CCE_ELEMENTS, 2, 2048)
+        out = lower_neff(ROOT / "fixtures" / "mix8.neff", tmp_path / "o", topology="trn1",
+                         algo=None)
+    _retop(out, _drop_platform)
+    assert refused_as_older(out) == (
+        f"{out / 'rank-0000'}: field w2, rank 0, artifact cce.bin, record 0: W2 length 4096 "
+        "bytes = 2048 elements of 2 bytes, more than the 1024 elements per CCE descriptor of "
+        'platform trn1 (hw_generation 2, the preset of options.topology "trn1": the manifest '
+        "records no platform; seed 000 §3.4); an nrtrewrite before 2026-12-01 tiled every "
+        "platform at 2048: lower the model again")
+
+
+def test_a_trn1_output_tiled_at_1024_without_platform_keys_simulates(trn1_ring, tmp_path):
+    """An nrtrewrite from e4fa60a to e90911b (2026-12-01) tiled trn1 at 1024 and recorded no
+    platform: such an output still simulates, held to trn1's cap."""
+    out = copy(trn1_ring, tmp_path)
+    _retop(out, _drop_platform)
+    assert_clean(out)
