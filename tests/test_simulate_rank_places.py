@@ -1,5 +1,5 @@
 """What ``simulate`` holds the manifest's platform and each rank's place to (docs/SIMULATOR.md
-§1): keys it left unread until 2026-12-05 evening.
+§1), and the HIER legs' ``op``: keys it left unread until 2026-12-05 evening.
 
 * ``topology.ranks[].device`` and ``die`` were not read, and ``sengine`` only in a KANGARING
   unit against the manifest's own ``tpb``: every row is now where docs/TOPOLOGY.md §1 puts
@@ -11,7 +11,8 @@
 * a preset's output is that preset's platform (its recorded platform keys, its cap);
 * an output without the platform keys is held to its preset's CCE cap: a trn1 output
   lowered before 2026-12-01 (e4fa60a) tiled at 2048 elements is told to lower the model
-  again (status 2).
+  again (status 2);
+* ``hier.legs[].op`` is what its leg runs (docs/DESIGN.md "HIER").
 
 Expected values are worked out from docs/TOPOLOGY.md, DESIGN.md and FORMATS.md by hand; each
 fixture asserts its rows first."""
@@ -26,8 +27,8 @@ import pytest
 from nrtrewrite.emit.tiling import SDMA_MAX_CCE_ELEMENTS
 from test_audit39_units import WHOLE
 from test_simulate import assert_clean, coll_spec, lower_neff, lower_spec
-from test_simulate_hier_checks import _field, _typed_refusal, kr8_out  # noqa: F401
-from test_simulate_kick_leaf import copy, refused, refused_as_older
+from test_simulate_hier_checks import _field, _typed_refusal, hier16_out, kr8_out  # noqa: F401
+from test_simulate_kick_leaf import _rehier, copy, refused, refused_as_older, trigger0
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMULA = ("docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x ranks_per_device + "
@@ -301,6 +302,34 @@ def test_the_units_whole_device_check_holds_a_topology_files_table(kr8_out,  # n
                              "tpb": 2 * (r % 2), "sengine": r % 2, "die": 0})
     assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
                             f"[0, 1] of the device of node 0, routing_id 0, {WHOLE}")
+
+
+# ---------------------------------------------------------------------------- HIER leg op
+
+@pytest.mark.parametrize("leg, op, says", [
+    (0, "ALLREDUCE", "hier.legs[0].op \"ALLREDUCE\" is not REDUCE_SCATTER: the intra_redsct "
+     "leg runs a reduce-scatter"),
+    (1, "ALLGATHER", "hier.legs[1].op \"ALLGATHER\" is not ALLREDUCE: the inter_allr leg runs "
+     "an all-reduce"),
+    (2, "REDUCE_SCATTER", "hier.legs[2].op \"REDUCE_SCATTER\" is not ALLGATHER: the "
+     "intra_allg leg runs an all-gather"),
+], ids=["intra_redsct", "inter_allr", "intra_allg"])
+def test_a_hier_legs_op_other_than_what_it_runs_is_refused(  # noqa: F811
+        hier16_out, tmp_path, leg, op, says):
+    """docs/DESIGN.md "HIER": an all-reduce's legs reduce-scatter over the node, all-reduce
+    across nodes, all-gather over the node. ``op`` was not read: any value simulated as a
+    match."""
+    out = copy(hier16_out, tmp_path)
+    legs = _rehier(out, lambda legs: legs[leg].update(op=op))
+    assert [x["op"] for x in legs] == ["REDUCE_SCATTER", "ALLREDUCE", "ALLGATHER"]
+    assert refused(out) == f"{_field(out)}{says} (docs/DESIGN.md \"HIER\")"
+
+
+def test_a_hier_legs_op_is_read_with_its_type(hier16_out, tmp_path):  # noqa: F811
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: legs[0].update(op=5))
+    assert _typed_refusal(out) == (f"{_field(out, 'triggers[0].hier.legs[0].op')}must be a "
+                                   "string, not 5")
 
 
 # ---------------------------------------------------------------------------- older trn1

@@ -35,11 +35,11 @@ UNREAD_TRIGGER = [
     "policy_algorithm", "fallback_reason", "legs", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
-    "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].op", "hier.legs[].reason"]
+    "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].reason"]
 #: Names the doc's list quotes as read, next to the unread ones.
 SAID_READ = {"--model", "node", "routing_id", "logical_core", "tpb", "sengine", "region",
              "offset", "mesh", "blocks", "rdh", "super_blocks", "options.topology", "device",
-             "die", "trn2"}
+             "die", "hier.legs[].op", "trn2", "explain"}
 
 ELEM = {"bf16": 2, "fp16": 2}
 #: An all-reduce, an all-gather and a reduce-scatter (elements per rank: the scatter's whole
@@ -179,6 +179,7 @@ READ_NEIGHBOURS = [
     ("ring", "options"), ("ring", "options.topology"), ("hier", "options.topology"),
     ("ring", "topology.ranks[].device"), ("ring", "topology.ranks[].die"),
     ("hier", "topology.ranks[].device"), ("hier_kangaring", "topology.ranks[].die"),
+    ("hier", "triggers[].hier.legs[].op"),
     ("kangaring", "topology.ranks[].sengine"), ("hier_kangaring", "topology.ranks[].sengine"),
     ("ring", "topology.platform"), ("ring", "topology.nodes"),
     ("ring", "triggers[].leader"), ("ring", "triggers[].channels"),

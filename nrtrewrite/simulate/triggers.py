@@ -633,6 +633,15 @@ def _hier_legs(t: Field) -> list[tuple]:
     return out
 
 
+def _hier_leg_ops(t: Field) -> list[str]:
+    """The ``op`` of each leg of a HIER trigger's ``hier`` section (FORMATS §1.1: the
+    collective the leg runs, a string), its type checked; [] without one."""
+    hier = t.get("hier")
+    if hier.null:
+        return []
+    return [leg["op"].str() for leg in hier["legs"].items()]
+
+
 def _hier_slices(t: Field) -> list[list[int]] | None:
     """The ``slices`` of a HIER trigger's ``hier`` section (docs/FORMATS.md §1.1: [start, stop)
     of each local index's slice of an all-reduce), its types checked; None without one."""
@@ -911,7 +920,7 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             dst=_operand(t["dst"]), pgta=chunk["pgta"].int(),
             channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
                       for c in t["channels"].items()],
-            legs=_hier_legs(t), slices=_hier_slices(t),
+            legs=_hier_legs(t), slices=_hier_slices(t), leg_ops=_hier_leg_ops(t),
             # (a KANGARING trigger's section and a SINGLE_CYCLE_RING trigger's, required and
             # read with their types whatever else the trigger holds, as a MESH trigger's
             # mesh; one that also has a hier section is refused for that: check_triggers)
@@ -931,6 +940,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
         raw = dict(raw)
         where, chunk, starts = raw.pop("where"), raw.pop("chunk"), raw.pop("block_starts")
         channels, hier, sections = raw.pop("channels"), raw.pop("hier"), raw.pop("sections")
+        leg_ops = raw.pop("leg_ops")
         raw["orders"] = dict(channels)
         op = raw["op"]
         try:
@@ -946,6 +956,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
                                   **where)
         if hier:
             _check_hier_leg_names(op, [leg[0] for leg in hier_legs], where)
+            _check_hier_leg_ops([leg[0] for leg in hier_legs], leg_ops, where)
             _check_hier_leg_algorithms([leg[1] for leg in hier_legs], where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             *most, last = ALU_TO_CCE
@@ -1026,6 +1037,26 @@ def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
     if len(names) != len(want):
         raise SimulationError(f"hier.legs lists {counted(len(names), 'leg')}, not "
                               f"{len(want)}: {why}", **where)
+
+
+def _check_hier_leg_ops(names: list[str], ops: list[str], where: dict) -> None:
+    """Each HIER leg's ``op`` is the collective its name says it runs (docs/DESIGN.md "HIER",
+    ``select.LEG_OPS``: ``intra_redsct`` and ``inter_redsct`` a reduce-scatter, ``inter_allr``
+    an all-reduce, ``inter_allg`` and ``intra_allg`` an all-gather; the names are held to
+    the trigger's op before), else a :class:`SimulationError` naming the key (until
+    2026-12-05 not read: any value, of any type, simulated as a match).  The leg's
+    ``reason`` (the selection's text, as ``explain`` shows it) is informative, never read."""
+    for i, (name, op) in enumerate(zip(names, ops)):
+        want = LEG_OPS[name][1].name
+        if op != want:
+            raise SimulationError(f"hier.legs[{i}].op {json_kind(op)} is not {want}: the {name} "
+                                  f"leg runs {_LEG_RUNS[want]} (docs/DESIGN.md \"HIER\")",
+                                  **where)
+
+
+#: What a HIER leg of each op does, for :func:`_check_hier_leg_ops`'s message.
+_LEG_RUNS = {"ALLREDUCE": "an all-reduce", "ALLGATHER": "an all-gather",
+             "REDUCE_SCATTER": "a reduce-scatter"}
 
 
 def _check_hier_leg_algorithms(algorithms: list[str], where: dict) -> None:
