@@ -197,3 +197,18 @@ def test_a_manifest_without_the_platform_still_caps_at_2048(lowered, tmp_path, o
     for part in ("rank 0", "artifact cce.bin", "record 0", "field w2", "4096 elements",
                  f"2048 elements per CCE descriptor {which}"):
         assert part in err, err
+
+
+@pytest.mark.parametrize("name, other, own", [("trn2", "GROUPED_MESH", "MESH_TRN2"),
+                                              ("trn1", "MESH_TRN2", "GROUPED_MESH")])
+def test_a_presets_mesh_sub_type_is_the_presets(lowered, tmp_path, name, other, own):
+    """docs/TOPOLOGY.md §1: trn2's intra-node mesh is MESH_TRN2, trn1's GROUPED_MESH; an
+    output lowered on the preset (options.topology its name) and recording another
+    ``mesh_sub_type`` is refused, naming the key; the preset's own simulates."""
+    assert _manifest(lowered[name])["topology"]["mesh_sub_type"] == own
+    out = _copy(lowered[name], tmp_path)
+    _edit_topology(out, mesh_sub_type=other)
+    err = _simulate_error(out)
+    assert "field topology.mesh_sub_type" in err, err
+    assert (f'topology.mesh_sub_type "{other}" is not "{own}", {name}\'s (the platform of '
+            f'options.topology "{name}": docs/TOPOLOGY.md §1)') in err, err

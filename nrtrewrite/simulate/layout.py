@@ -284,6 +284,17 @@ class Layout:
                                       f"{', '.join(MESH_SUB_TYPE_NAMES)}, or null (no mesh)",
                                       file=file, field="topology.mesh_sub_type")
             self.mesh_sub_type = int(EncAlgMeshType[sub])
+        if self.preset is not None and self.mesh_sub_type_recorded:
+            # (lower writes the preset's: trn2 MESH_TRN2, trn1 GROUPED_MESH; until 2026-12-05
+            # any name was taken, so a trn2 output edited to GROUPED_MESH, its mesh entries'
+            # algo_sub_type with it, simulated as a match)
+            plat = preset_platform(self.preset)
+            want = plat.mesh_sub_type.name if plat.mesh else None
+            if sub != want:
+                raise SimulationError(f"topology.mesh_sub_type {json_kind(sub)} is not "
+                                      f"{json_kind(want)}, {plat.name}'s (the platform of "
+                                      f"{self.option_text()}: docs/TOPOLOGY.md §1)",
+                                      file=file, field="topology.mesh_sub_type")
         self.places: dict[int, RankPlace] = {}
         for path, p in self._rows:
             if not 0 <= p.node < self.nodes:
