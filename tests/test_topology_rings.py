@@ -314,3 +314,15 @@ def test_channel_variants_are_twice_the_platform_device_cycles(tmp_path):
     orders = ring_orders(topo, tuple(range(16)), 7)
     assert orders == [c0, c1, c2, backwards(c0), backwards(c1), backwards(c2), c0]
     assert duplicate_flags(orders) == [False] * 6 + [True]
+
+
+def test_a_kangaring_units_secondaries_keep_the_member_order_whoever_is_primary():
+    """docs/TOPOLOGY.md §4: at vnc 1 (trn2, LNC 1: TPB r % 8, s-engine TPB // 2) device 0's
+    unit of s-engines 0 and 2 has members (S0 t0, S2 t0, S2 t1, S0 t1) = ranks 0, 4, 5, 1,
+    its other unit 2, 6, 7, 3; channel c's primary is member c % 4, followed by the other
+    members in member order (not the primary's own peer order)."""
+    paths = kangaring_paths(TRN2_L1, tuple(range(16)), 4)
+    want = {0: [(0, 4, 5, 1), (2, 6, 7, 3)], 1: [(4, 0, 5, 1), (6, 2, 7, 3)],
+            2: [(5, 0, 4, 1), (7, 2, 6, 3)], 3: [(1, 0, 4, 5), (3, 2, 6, 7)]}
+    for c, units in want.items():
+        assert set(units) <= set(paths[c].units), (c, paths[c].units)
