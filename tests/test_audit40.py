@@ -1,0 +1,183 @@
+"""The mutation audit of 2026-12-05 evening's code (the place check of every rank,
+``Layout._check_places`` and ``_fit_shape``, the preset checks, the HIER legs' ``op``, the
+escapes of the CLI's lines): the tests that killed its surviving mutants.
+
+Expected values are worked out by hand from docs/TOPOLOGY.md §1 (rank = node x
+ranks_per_node + device x ranks_per_device + logical_core; a device at most 16 TPBs,
+``MAX_CORES_PER_DEVICE``, a node at most 64 devices, ``MAX_DEVICES_PER_NODE``),
+docs/SIMULATOR.md and docs/DESIGN.md "HIER"."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from nrtrewrite.errors import SimulationError
+from nrtrewrite.simulate.artifacts import read_top_manifest
+from nrtrewrite.simulate.layout import Layout
+from nrtrewrite.simulate.triggers import check_hier_groups, check_triggers, read_triggers
+from test_simulate import assert_clean, coll_spec, lower_spec
+from test_simulate_hier_checks import _field, _typed_refusal, hier16_out  # noqa: F401
+from test_simulate_kick_leaf import HIER16, _rehier, copy, refused
+from test_simulate_rank_places import FILE_SHAPE, FORMULA, _retop, file_ring  # noqa: F401
+
+
+def _top(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def _lower_on_file(root: Path, topo: dict, ranks, n: int = 4096, lnc: int = 1) -> Path:
+    """A bf16 all-reduce of ``n`` elements over ``ranks`` lowered with ``--topology t.json``
+    (``topo`` written there), run from ``root`` as a user would."""
+    (root / "t.json").write_text(json.dumps(topo))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        return lower_spec(coll_spec("all_reduce", "bf16", ranks, n, lnc=lnc), root / "o",
+                          topology="t.json")
+
+
+# ---------------------------------------------------------------------------- _fit_shape
+
+def test_a_topology_file_of_sixteen_tpbs_an_s_engine_simulates(tmp_path):
+    """docs/TOPOLOGY.md §1 allows a device of 16 TPBs (MAX_CORES_PER_DEVICE), here one die of
+    one s-engine of 16 TPBs: at LNC 1, 16 ranks a device, every TPB on s-engine 0. Ranks
+    0 .. 17: rank r on device r // 16 (routing id 5, 6), logical core and TPB r % 16,
+    s-engine 0, die 0. The shape the rows fit is the largest of each part (16 ranks a device,
+    16 TPBs an s-engine): it is one of the shapes tried, and the output simulates (a search
+    that stopped one short refused every row past core 14)."""
+    out = _lower_on_file(tmp_path, {
+        "format": "nrtrewrite-topology/1", "name": "wide", "nodes": 1,
+        "devices_per_node": 4, "torus": [2, 2], "routing_ids": [5, 6, 7, 8],
+        "device": {"dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": 16,
+                   "c2c_ports": 4}}, list(range(18)))
+    rows = {r["rank"]: r for r in _top(out)["topology"]["ranks"]}
+    assert {r: (p["node"], p["device"], p["logical_core"], p["tpb"], p["sengine"], p["die"],
+                p["routing_id"]) for r, p in rows.items()} == {
+        r: (0, r // 16, r % 16, r % 16, 0, 0, [5, 6][r // 16]) for r in range(18)}
+    assert_clean(out)
+
+
+# ---------------------------------------------------------------------------- check_hier_groups
+
+def test_a_hier_leg_listing_more_groups_than_local_indexes_is_refused(tmp_path):
+    """The count check of check_hier_groups (docs/SIMULATOR.md: ``hier.legs[0].groups lists 8
+    groups, not 7: inter_allg has one per local index ...``) needs a table that puts 9 of
+    HIER16's ranks on node 0 and 7 on node 1, the first 7 of each node's in rank order
+    HIER16's: rank 71 on node 0. Since 2026-12-05 evening ``Layout.check`` refuses such a
+    table first, on a preset and on a topology file alike (a rank's node is ``rank //
+    ranks_per_node``, never lower for a higher rank), so the check is reached here on the
+    checked layout with rank 71's place moved afterwards: HIER16's all-gather, inter_allg's
+    groups [j, 64 + j] for j = 0 .. 7, 7 local indexes."""
+    base = lower_spec(coll_spec("all_gather", "bf16", HIER16, 100, lnc=2), tmp_path / "o",
+                      algo=None)
+    top = read_top_manifest(base)
+    fname = str(base / "manifest.json")
+    layout = Layout.typed(top, file=fname)
+    triggers = check_triggers(read_triggers(top, file=fname))
+    layout.check()
+    check_hier_groups(triggers, layout)  # (as lowered: DESIGN's groups)
+    layout.places[71] = dataclasses.replace(layout.places[71], node=0)
+    with pytest.raises(SimulationError) as exc:
+        check_hier_groups(triggers, layout)
+    assert exc.value.why == ("hier.legs[0].groups lists 8 groups, not 7: inter_allg has one per "
+                             "local index (the fewest ranks of the replica_group on a node) "
+                             "(docs/DESIGN.md \"HIER\")")
+
+
+def test_a_topology_file_of_sixty_four_devices_a_node_simulates(tmp_path):
+    """docs/TOPOLOGY.md §1 allows 64 devices a node (MAX_DEVICES_PER_NODE), here of one TPB
+    each: at LNC 1, one rank a device, 64 a node. Ranks 0, 1, 64, 65: rank r on node r // 64,
+    device r % 64, logical core 0 (routing ids the devices', a torus's default). 64 devices a
+    node is one of the counts tried for node 1's rows, and the output simulates."""
+    out = _lower_on_file(tmp_path, {
+        "format": "nrtrewrite-topology/1", "name": "flat", "nodes": 2,
+        "devices_per_node": 64, "torus": [8, 8],
+        "device": {"dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": 1,
+                   "c2c_ports": 4}}, [0, 1, 64, 65])
+    assert {r["rank"]: (r["node"], r["device"], r["logical_core"], r["tpb"], r["sengine"])
+            for r in _top(out)["topology"]["ranks"]} == {
+        r: (r // 64, r % 64, 0, 0, 0) for r in [0, 1, 64, 65]}
+    assert_clean(out)
+
+
+def test_node_1s_rows_on_a_device_no_count_of_devices_puts_them_are_refused(file_ring,
+                                                                             tmp_path):
+    """file_ring (ranks 0 .. 3 and 20 .. 23, 4 ranks a device, 4 devices a node) with node 1's
+    rows said to be on device 5 (rank 20 + lc: q = 20 // 4 = 5 = the device): node 1 x
+    devices_per_node = q - device = 0, which no count of devices a node (1 to 64) gives, so
+    no shape fits those rows; of the shapes §1 allows the one the most rows fit is 4 ranks a
+    device with every rank on node 0 (ranks 0 .. 3; any larger count of ranks a device fits
+    those 4 rows too, the smallest is taken): rank 20, the first row off it, is on node 1,
+    not 0."""
+    out = copy(file_ring, tmp_path)
+
+    def edit(top):
+        for row in top["topology"]["ranks"][4:]:
+            row["device"] = 5
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[4].node')}rank 20: node 1 is not 0, "
+                            "no count of devices a node (1 to 64) puts device 5's rank 20 there "
+                            f"({FORMULA}; {FILE_SHAPE})")
+
+
+# ---------------------------------------------------------------------------- HIER leg op
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda leg: leg.pop("op"), "missing"),
+    (lambda leg: leg.update(op=None), "must be a string, not null"),
+], ids=["missing", "null"])
+def test_a_hier_legs_op_missing_or_null_is_status_2(hier16_out, tmp_path, edit, says):
+    """FORMATS §1.1: each HIER leg has ``op``, a string (docs/SIMULATOR.md: read as a string):
+    a leg without one, or with null, cannot be read as the format (status 2), not a
+    collective other than the leg's (status 1)."""
+    out = copy(hier16_out, tmp_path)
+    _rehier(out, lambda legs: edit(legs[0]))
+    assert _typed_refusal(out) == f"{_field(out, 'triggers[0].hier.legs[0].op')}{says}"
+
+
+def test_the_count_of_devices_a_node_most_rows_give_is_taken(file_ring, tmp_path):
+    """file_ring with rank 23 said to be on device 0 (routing id 7, device 0's): node 1's
+    other rows give 4 devices a node (rank 20 + lc: 20 // 4 = 5 = node 1 x 4 + device 1),
+    rank 23 alone 5 (5 = 1 x 5 + 0). The count most rows give, 4, is the shape's (7 of the
+    8 rows fit it), so rank 23 is refused on device 23 % 16 // 4 = 1, not taken as the
+    larger count's."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][7].update(device=0, routing_id=7))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[7].device')}rank 23: device 0 is not "
+                            f"1, 23 % 16 // 4 (4 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+
+
+def test_a_device_past_the_count_a_node_holds_fits_no_shape(file_ring, tmp_path):
+    """file_ring with rank 21's row said to be node 0's device 4 (logical core 1, routing id
+    kept): 21 = 4 x 5 + 1 reads as 5 ranks a device, but of 3 devices a node (20 // 5 = 4 =
+    1 x 3 + 1 for node 1's other rows) device 4 is none: under 5 ranks a device 7 rows fit,
+    as under file_ring's own 4 ranks and 4 devices (every row but rank 21's). On the tie the
+    smaller shape is the one taken, so rank 21 is on node 21 // 16 = 1, not 0."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][5].update(node=0, device=4))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[5].node')}rank 21: node 0 is not 1, "
+                            "21 // 16 (4 devices of 4 ranks a node) "
+                            f"({FORMULA}; {FILE_SHAPE})")
+
+
+def test_a_topology_files_device_holds_16_tpbs_at_most(hier16_out, tmp_path):
+    """docs/TOPOLOGY.md §1: a device holds at most 16 TPBs, 8 ranks at LNC 2. hier16_out
+    (LNC 2, ranks 0 .. 7 and 64 .. 71) said to be a topology file's of 9 ranks a device
+    (rank r on device r // 9, logical core r % 9, TPB 2 (r % 9), s-engine r % 9, die 0): 18
+    TPBs a device, no shape §1 allows. Of those, 8 ranks a device fits the most rows, ranks
+    0 .. 7 (a smaller count fits fewer of them; node 1's rows, 64 = 7 x 9 + 1 on, fit none),
+    and rank 64 is on device 64 // 8 = 8."""
+    out = copy(hier16_out, tmp_path)
+
+    def edit(top):
+        top["options"]["topology"] = "t.json"
+        for row in top["topology"]["ranks"]:
+            r = row["rank"]
+            row.update(node=0, device=r // 9, routing_id=r // 9, logical_core=r % 9,
+                       tpb=2 * (r % 9), sengine=r % 9, die=0)
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[8].device')}rank 64: device 7 is not "
+                            f"8, 64 // 8 (8 ranks a device) ({FORMULA}; {FILE_SHAPE})")
