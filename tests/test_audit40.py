@@ -181,3 +181,25 @@ def test_a_topology_files_device_holds_16_tpbs_at_most(hier16_out, tmp_path):
     _retop(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[8].device')}rank 64: device 7 is not "
                             f"8, 64 // 8 (8 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+
+
+def test_of_two_tpb_counts_fitting_as_many_rows_the_smaller_is_taken(file_ring, tmp_path):
+    """file_ring's rows are s-engine tpb // 2 (TPB r % 4). Rank 2's s-engine said to be 0:
+    2 TPBs an s-engine fits 7 rows (all but rank 2's), 3 fits 7 too (tpb 0 .. 2 on s-engine
+    0, tpb 3 on 1: all but rank 22's), any more 5 (the rows of s-engine 0). Of the two the
+    smaller is the shape's: rank 2 is refused, s-engine 2 // 2 = 1."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][2].update(sengine=0))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[2].sengine')}rank 2: sengine 0 is not "
+                            f"1, tpb 2 // 2 (2 TPBs an s-engine) ({FORMULA}; {FILE_SHAPE})")
+
+
+def test_of_s_engine_counts_fitting_as_many_rows_the_smallest_is_taken(file_ring, tmp_path):
+    """file_ring's rows are all die 0 (s-engines 0 and 1). Rank 3's die said to be 1 (its
+    s-engine 1): 1 s-engine a die fits 5 rows (s-engine 0's four and rank 3's), 2 to 16 fit 7
+    (all but rank 3's). The smallest of those is the shape's: rank 3 is refused, sengine 1 // 2
+    = 0, named as 2 s-engines a die."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][3].update(die=1))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[3].die')}rank 3: die 1 is not 0, "
+                            f"sengine 1 // 2 (2 s-engines a die) ({FORMULA}; {FILE_SHAPE})")
