@@ -203,3 +203,25 @@ def test_of_s_engine_counts_fitting_as_many_rows_the_smallest_is_taken(file_ring
     _retop(out, lambda top: top["topology"]["ranks"][3].update(die=1))
     assert refused(out) == (f"{_field(out, 'topology.ranks[3].die')}rank 3: die 1 is not 0, "
                             f"sengine 1 // 2 (2 s-engines a die) ({FORMULA}; {FILE_SHAPE})")
+
+
+# ---------------------------------------------------------------------------- bundle
+
+@pytest.mark.parametrize("names, shown", [
+    (["a", "b"], "a, b, manifest.json"),
+    (["a", "b", "c"], "a, b, c, ..."),
+], ids=["three", "four"])
+def test_entries_found_gone_name_three_then_an_ellipsis(tmp_path, names, shown):
+    """lower's last check of its temporary folder (docs/RELIABILITY.md: ``OUT: N of the
+    entries ... are gone (rank-0001): ...``) names up to three of the entries gone, then
+    ``...`` only when there are more: three named whole, four as three and ``...``."""
+    from nrtrewrite import bundle
+    from nrtrewrite.errors import OutputError
+    tmp = tmp_path / ".o.tmp-1"
+    tmp.mkdir()
+    with pytest.raises(OutputError) as exc:
+        bundle._check_complete(tmp, tmp_path / "o", names)
+    assert exc.value.why == (f"{tmp_path / 'o'}: {len(names) + 1} of the entries written into "
+                             "the folder it was being built in, .o.tmp-1, are gone "
+                             f"({shown}): another process removed them; nothing was written "
+                             f"to {tmp_path / 'o'}")
