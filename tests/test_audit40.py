@@ -225,3 +225,20 @@ def test_entries_found_gone_name_three_then_an_ellipsis(tmp_path, names, shown):
                              "the folder it was being built in, .o.tmp-1, are gone "
                              f"({shown}): another process removed them; nothing was written "
                              f"to {tmp_path / 'o'}")
+
+
+def test_node_1s_rows_fit_no_shape_that_puts_every_rank_on_node_0(file_ring, tmp_path):
+    """file_ring with node 1's rows (ranks 20 .. 23, logical cores 0 .. 3) said to be on
+    device 4: 20 = 4 x 5 + 0 reads as 5 ranks a device, but node 1 x devices_per_node = 4 - 4
+    = 0 no count of devices gives, so under 5 ranks a device only node 0's 4 rows fit (a row
+    of node 1 never fits a shape that has every rank on node 0). 4 rows is the most any shape
+    fits: 2 ranks a device first (ranks 0, 1 and, with 6 devices a node, 20 = 1 x 12 + 4 x 2
+    + 0 and 21), so rank 2, the first row off it, is refused on device 2 % 12 // 2 = 1."""
+    out = copy(file_ring, tmp_path)
+
+    def edit(top):
+        for row in top["topology"]["ranks"][4:]:
+            row["device"] = 4
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[2].device')}rank 2: device 0 is not "
+                            f"1, 2 % 12 // 2 (2 ranks a device) ({FORMULA}; {FILE_SHAPE})")
