@@ -12,6 +12,7 @@ is imported.
 from __future__ import annotations
 
 import atexit
+import errno
 import os
 import sys
 
@@ -29,12 +30,29 @@ def _end_now() -> None:
     if not _STATUS:  # (not through main's SystemExit: Python's own exit)
         return
     code = _STATUS[0]
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+    status = code if isinstance(code, int) else 0 if code is None else 1
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        # (what the command printed last, still in stdout's buffer (a block-buffered
+        # stdout, PYTHONUNBUFFERED unset: a document under 8 KiB), is lost: a full disk is
+        # the CLI's line and status 2 (docs/CLI.md "Errors"), as when the command's own
+        # write fails; until 2026-12-05 it was ignored and the command exited 0. A closed
+        # pipe stays as it was: quiet)
+        if status == 0 and exc.errno != errno.EPIPE:
+            status = 2
+            try:
+                sys.stderr.write("nrtrewrite: error: cannot write the standard output: "
+                                 f"{exc.strerror or exc}\n")
+            except (OSError, ValueError, AttributeError):
+                pass
+    except (ValueError, AttributeError):
+        pass
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    os._exit(status)
 
 
 def main() -> None:

@@ -25,6 +25,9 @@ from test_simulate_kick_leaf import HIER16, _rehier, copy, refused
 from test_simulate_rank_places import FILE_SHAPE, FORMULA, _retop, file_ring  # noqa: F401
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
 def _top(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
 
@@ -242,3 +245,27 @@ def test_node_1s_rows_fit_no_shape_that_puts_every_rank_on_node_0(file_ring, tmp
     _retop(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[2].device')}rank 2: device 0 is not "
                             f"1, 2 % 12 // 2 (2 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+
+
+# ---------------------------------------------------------------------------- console
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_short_output_to_a_full_disk_is_status_2_when_stdout_is_block_buffered():
+    """docs/CLI.md "Errors": a failed write of the standard output (``> /dev/full``) is
+    ``nrtrewrite: error: cannot write the standard output: No space left on device``, status
+    2. A block-buffered stdout (PYTHONUNBUFFERED unset, as a shell runs the command) holds
+    a document under 8 KiB until the process ends (ar2's schedule of rank 0); the console
+    script's last flush failed there and was ignored: status 0, nothing said (the suite's
+    own environment sets PYTHONUNBUFFERED, so test_cli_errors' /dev/full test wrote it
+    through)."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "schedule", "fixtures/ar2.neff",
+                               "--rank", "0", "--json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, timeout=120)
+    assert (proc.returncode, proc.stderr) == (
+        2, "nrtrewrite: error: cannot write the standard output: No space left on device\n")
