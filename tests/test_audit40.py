@@ -18,9 +18,12 @@ import pytest
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.simulate.artifacts import read_top_manifest
 from nrtrewrite.simulate.layout import Layout
-from nrtrewrite.simulate.triggers import check_hier_groups, check_triggers, read_triggers
+from nrtrewrite.simulate.triggers import (
+    check_hier_groups, check_kangaring_units, check_triggers, read_triggers,
+)
+from test_audit39_units import WHOLE
 from test_simulate import assert_clean, coll_spec, lower_spec
-from test_simulate_hier_checks import _field, _typed_refusal, hier16_out  # noqa: F401
+from test_simulate_hier_checks import _field, _typed_refusal, hier16_out, kr8_out  # noqa: F401
 from test_simulate_kick_leaf import HIER16, _rehier, copy, refused
 from test_simulate_rank_places import FILE_SHAPE, FORMULA, _retop, file_ring  # noqa: F401
 
@@ -269,3 +272,26 @@ def test_a_short_output_to_a_full_disk_is_status_2_when_stdout_is_block_buffered
                               stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, timeout=120)
     assert (proc.returncode, proc.stderr) == (
         2, "nrtrewrite: error: cannot write the standard output: No space left on device\n")
+
+
+# ---------------------------------------------------------------------------- check_kangaring_units
+
+def test_a_kangaring_device_whose_cores_skip_one_is_refused(kr8_out):
+    """docs/TOPOLOGY.md §4: KangaRing needs every rank of each device it touches. kr8_out
+    (LNC 2, device 0 ranks 0 .. 3 on logical cores 0 .. 3) with rank 3 on logical core 4
+    (TPB 8): the group holds 4 of the device's cores, 0, 1, 2, 4, no whole device. A row
+    saying so is refused by Layout.check first (rank 3 is core 3 % 4, docs/TOPOLOGY.md §1),
+    on a preset and on a topology file alike (a device's ranks are consecutive, so the
+    group's cores on it are 0 up); the units' check is reached on the checked layout with
+    the place moved afterwards."""
+    top = read_top_manifest(kr8_out)
+    fname = str(kr8_out / "manifest.json")
+    layout = Layout.typed(top, file=fname)
+    triggers = check_triggers(read_triggers(top, file=fname))
+    layout.check()
+    check_kangaring_units(triggers, layout)  # (as lowered: whole devices)
+    layout.places[3] = dataclasses.replace(layout.places[3], core=4, tpb=8, sengine=4)
+    with pytest.raises(SimulationError) as exc:
+        check_kangaring_units(triggers, layout)
+    assert exc.value.why == ("kangaring: the replica_group holds logical cores [0, 1, 2, 4] of "
+                             f"the device of node 0, routing_id 0, {WHOLE}")
