@@ -295,3 +295,35 @@ def test_a_kangaring_device_whose_cores_skip_one_is_refused(kr8_out):
         check_kangaring_units(triggers, layout)
     assert exc.value.why == ("kangaring: the replica_group holds logical cores [0, 1, 2, 4] of "
                              f"the device of node 0, routing_id 0, {WHOLE}")
+
+
+# ---------------------------------------------------------------------------- cli.Command
+
+def test_a_commands_extra_arguments_are_refused_only_where_click_refuses_them():
+    """cli.Command quotes each extra argument with ``repr`` (its docstring: ``('x', 'b c')``),
+    and otherwise refuses extra arguments where click does: not while click parses
+    resiliently (shell completion, ``resilient_parsing``), nor for a command that allows
+    them (``allow_extra_args``), whose extras stay in ``ctx.args``."""
+    import click
+
+    from nrtrewrite.cli import Command
+
+    @click.command(cls=Command)
+    @click.argument("model")
+    def cmd(model):
+        pass
+
+    @click.command(cls=Command, context_settings={"allow_extra_args": True})
+    @click.argument("model")
+    def loose(model):
+        pass
+
+    with pytest.raises(click.UsageError) as exc:
+        cmd.make_context("cmd", ["m", "x", "b c"])
+    assert exc.value.format_message() == "Got unexpected extra arguments ('x', 'b c')"
+    with pytest.raises(click.UsageError) as exc:
+        cmd.make_context("cmd", ["m", "x"])
+    assert exc.value.format_message() == "Got unexpected extra argument ('x')"
+    assert cmd.make_context("cmd", ["m", "x"], resilient_parsing=True).params == {"model": "m"}
+    ctx = loose.make_context("loose", ["m", "x", "b c"])
+    assert (ctx.params, ctx.args) == ({"model": "m"}, ["x", "b c"])
