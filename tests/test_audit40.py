@@ -327,3 +327,21 @@ def test_a_commands_extra_arguments_are_refused_only_where_click_refuses_them():
     assert cmd.make_context("cmd", ["m", "x"], resilient_parsing=True).params == {"model": "m"}
     ctx = loose.make_context("loose", ["m", "x", "b c"])
     assert (ctx.params, ctx.args) == ({"model": "m"}, ["x", "b c"])
+
+
+class OddKeyError(KeyError):
+    """A KeyError whose message is its own (a backslash then ``n``, raw)."""
+
+    def __str__(self) -> str:
+        return "a\\nb"
+
+
+def test_only_a_keyerror_of_one_string_is_shown_as_its_repr_alone():
+    """cli._one_line: a ``KeyError`` of one string is its key in ``repr``'s quotes, only
+    guarded; any other message is escaped once as a name is (a backslash doubled), as
+    test_escape_once_units' tuple key: a KeyError of two arguments (its message the tuple's
+    repr) and a subclass with a message of its own (a backslash then ``n``, raw) included."""
+    from nrtrewrite.cli import _one_line
+
+    assert _one_line(KeyError("a\\", 1)) == "KeyError: ('a\\\\\\\\', 1)"
+    assert _one_line(OddKeyError("k")) == "OddKeyError: a\\\\nb"
