@@ -679,6 +679,24 @@ def test_warnings_to_an_unwritable_stderr_do_not_stop_the_command(tmp_path):
             assert cli(*args, stderr=full).returncode == 0, args
 
 
+def test_a_warning_lost_to_a_full_stderr_does_not_stop_lower_where_stderr_is_buffered(
+        tmp_path):
+    """Without PYTHONUNBUFFERED (an ordinary shell; this machine's sets it) Python keeps a
+    BufferedWriter under stderr, and a warning that cannot be written there stayed in it:
+    the flush multiprocessing makes before it forks a worker raised it again, and `lower -j
+    2` stopped with `OUT: cannot write the output: No space left on device`, status 2,
+    nothing written. The warning is lost and the output complete (docs/CLI.md "Errors")."""
+    out = tmp_path / "o"
+    plain = {k: v for k, v in env().items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", "-q",
+                               str(FIX / "ar2.neff"), "-o", str(out), "--no-verify-hash",
+                               "-j", "2"], stdout=subprocess.PIPE, stderr=full, cwd=ROOT,
+                              env=plain, timeout=120)
+    assert proc.returncode == 0
+    verify_complete(out)
+
+
 def test_a_path_the_locale_cannot_encode_is_one_line(monkeypatch):
     """Under LC_ALL=ja_JP.EUC-JP Python decodes a UTF-8 argument into characters its euc_jp
     codec cannot encode back, and os.open of the argument itself raised UnicodeEncodeError:

@@ -510,6 +510,29 @@ def _escape_unencodable_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+def _unbuffered_stderr() -> None:
+    """``sys.stderr`` written straight to its descriptor, as ``python -u`` (PYTHONUNBUFFERED)
+    writes it: without it Python keeps a ``BufferedWriter`` under stderr's text layer, and a
+    write that fails there (``2>/dev/full``) stays in that buffer, so every later flush fails
+    again; the flush multiprocessing makes before it forks a worker then raised it inside
+    ``lower``, which reported `OUT: cannot write the output: No space left on device`, status
+    2, and wrote nothing, for a warning it could not print (until 2026-12-05; the suite runs
+    with PYTHONUNBUFFERED=1, where the lost warning was only lost).  Over an unbuffered
+    descriptor a failed write leaves nothing behind.  A stream that is no ``BufferedWriter``
+    over a descriptor (a test runner's, ``python -u``'s) is left as it is."""
+    err = sys.stderr
+    if type(getattr(err, "buffer", None)) is not io.BufferedWriter:
+        return
+    try:
+        fd = err.fileno()
+        err.flush()
+        sys.stderr = io.TextIOWrapper(io.FileIO(fd, "w", closefd=False),
+                                      encoding=err.encoding, errors=err.errors,
+                                      line_buffering=err.line_buffering, write_through=True)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # (a stderr that cannot be flushed now: kept, as before)
+
+
 def _standard_output_closed() -> None:
     """Install :class:`_ClosedStdout` as ``sys.stdout`` if the process has no standard
     output (descriptor 1 closed at start)."""
@@ -558,6 +581,7 @@ class _Group(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         _standard_output_closed()
         _escape_unencodable_output()
+        _unbuffered_stderr()
         _PLACED.clear()
         try:
             with terminate_cleanly():
