@@ -38,8 +38,11 @@ def _end_now() -> None:
         # stdout, PYTHONUNBUFFERED unset: a document under 8 KiB), is lost: a full disk is
         # the CLI's line and status 2 (docs/CLI.md "Errors"), as when the command's own
         # write fails; until 2026-12-05 it was ignored and the command exited 0. A closed
-        # pipe stays as it was: quiet)
-        if status == 0 and exc.errno != errno.EPIPE:
+        # pipe is quiet, with a closed pipe's status, 141, as when the command's own write
+        # meets it (until 2026-12-05: 0)
+        if status == 0 and exc.errno == errno.EPIPE:
+            status = 128 + 13  # (SIGPIPE: cli.STATUS_CLOSED_PIPE)
+        elif status == 0:
             status = 2
             try:
                 sys.stderr.write("nrtrewrite: error: cannot write the standard output: "

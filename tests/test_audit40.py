@@ -274,6 +274,26 @@ def test_a_short_output_to_a_full_disk_is_status_2_when_stdout_is_block_buffered
         2, "nrtrewrite: error: cannot write the standard output: No space left on device\n")
 
 
+
+def test_a_short_output_to_a_closed_pipe_is_status_141_when_stdout_is_block_buffered():
+    """docs/CLI.md "Errors": a closed pipe ends the command quietly with status 141 (128 +
+    SIGPIPE). A short document waiting in a block-buffered stdout (PYTHONUNBUFFERED unset)
+    met the closed pipe only at the console script's last flush, which exited 0 there."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = str(ROOT)
+    read, write = os.pipe()
+    os.close(read)  # (a reader gone before the first byte)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "nrtrewrite", "schedule", "fixtures/ar2.neff",
+                               "--rank", "0", "--json"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env, timeout=120)
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
 # ---------------------------------------------------------------------------- check_kangaring_units
 
 def test_a_kangaring_device_whose_cores_skip_one_is_refused(kr8_out):
