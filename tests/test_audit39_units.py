@@ -10,7 +10,9 @@ import pytest
 from test_simulate import assert_clean, cli, coll_spec, lower_spec
 from test_simulate_hier_checks import (  # noqa: F401  (fixtures)
     HIER16, hier16_out, kr8_out, kr16_out)
-from test_simulate_kangaring_units import KR16, ORDER, TRN2_AT, _field, _retopo, _reunit
+from test_simulate_kangaring_units import (
+    KR16, ORDER, SENGINE_AT, TRN2_AT, _field, _retopo, _reunit,
+)
 from test_simulate_kick_leaf import (
     OLDER_HIER, _rehier, _retrigger, copy, refused, refused_as_older, rehash, trigger0)
 
@@ -48,7 +50,7 @@ def test_the_sengine_of_a_devices_first_and_last_core_is_checked(kr8_out, tmp_pa
     _retopo(out, lambda ranks: ranks[rank].__setitem__("sengine", sengine))
     assert refused(out) == (
         f"{_field(out, f'topology.ranks[{rank}].sengine')}rank {rank}: sengine {sengine} is "
-        f"not {want}, tpb {tpb} // 2 (2 TPBs an s-engine) " + TRN2_AT.format(2))
+        f"not {want}, tpb {tpb} // 2 (2 TPBs an s-engine) " + SENGINE_AT.format(2))
 
 
 def test_a_unit_after_the_first_is_checked(kr16_out, tmp_path):  # noqa: F811

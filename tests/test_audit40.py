@@ -25,7 +25,9 @@ from test_audit39_units import WHOLE
 from test_simulate import assert_clean, coll_spec, lower_spec
 from test_simulate_hier_checks import _field, _typed_refusal, hier16_out, kr8_out  # noqa: F401
 from test_simulate_kick_leaf import HIER16, _rehier, copy, refused
-from test_simulate_rank_places import FILE_SHAPE, FORMULA, _retop, file_ring  # noqa: F401
+from test_simulate_rank_places import (  # noqa: F401
+    DIE_RULE, FILE_SHAPE, FORMULA, SENGINE_RULE, _retop, file_ring,
+)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,7 +199,7 @@ def test_of_two_tpb_counts_fitting_as_many_rows_the_smaller_is_taken(file_ring, 
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][2].update(sengine=0))
     assert refused(out) == (f"{_field(out, 'topology.ranks[2].sengine')}rank 2: sengine 0 is not "
-                            f"1, tpb 2 // 2 (2 TPBs an s-engine) ({FORMULA}; {FILE_SHAPE})")
+                            f"1, tpb 2 // 2 (2 TPBs an s-engine) ({SENGINE_RULE}; {FILE_SHAPE})")
 
 
 def test_of_s_engine_counts_fitting_as_many_rows_the_smallest_is_taken(file_ring, tmp_path):
@@ -208,7 +210,7 @@ def test_of_s_engine_counts_fitting_as_many_rows_the_smallest_is_taken(file_ring
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][3].update(die=1))
     assert refused(out) == (f"{_field(out, 'topology.ranks[3].die')}rank 3: die 1 is not 0, "
-                            f"sengine 1 // 2 (2 s-engines a die) ({FORMULA}; {FILE_SHAPE})")
+                            f"sengine 1 // 2 (2 s-engines a die) ({DIE_RULE}; {FILE_SHAPE})")
 
 
 # ---------------------------------------------------------------------------- bundle

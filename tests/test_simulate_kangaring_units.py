@@ -285,13 +285,16 @@ def _retopo(out: Path, fn) -> None:
 TRN2_AT = ("(docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x ranks_per_device + "
            "logical_core; trn2 at lnc_size {}, the platform of options.topology null (the "
            "default, trn2))")
+#: the same for a row's s-engine, whose rule is its own
+SENGINE_AT = ("(docs/TOPOLOGY.md §1: sengine = tpb // tpbs_per_sengine; trn2 at lnc_size {}, "
+              "the platform of options.topology null (the default, trn2))")
 
 
 @pytest.mark.parametrize("fixture, rank, sengine, says", [
     ("kr8_out", 1, 3, "rank 1: sengine 3 is not 1, tpb 2 // 2 (2 TPBs an s-engine) "
-     + TRN2_AT.format(2)),
+     + SENGINE_AT.format(2)),
     ("kr16_out", 5, 3, "rank 5: sengine 3 is not 2, tpb 5 // 2 (2 TPBs an s-engine) "
-     + TRN2_AT.format(1)),
+     + SENGINE_AT.format(1)),
 ])
 def test_a_sengine_other_than_its_tpbs_is_refused(request, tmp_path, fixture, rank, sengine,
                                                   says):

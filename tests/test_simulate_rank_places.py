@@ -28,11 +28,14 @@ from nrtrewrite.emit.tiling import SDMA_MAX_CCE_ELEMENTS
 from test_audit39_units import WHOLE
 from test_simulate import assert_clean, coll_spec, lower_neff, lower_spec
 from test_simulate_hier_checks import _field, _typed_refusal, hier16_out, kr8_out  # noqa: F401
-from test_simulate_kick_leaf import _rehier, copy, refused, refused_as_older, trigger0
+from test_simulate_kick_leaf import _rehier, copy, refused, refused_as_older
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMULA = ("docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x ranks_per_device + "
            "logical_core")
+#: the rules of a row's s-engine and die (docs/TOPOLOGY.md §1), as a refusal names them
+SENGINE_RULE = "docs/TOPOLOGY.md §1: sengine = tpb // tpbs_per_sengine"
+DIE_RULE = "docs/TOPOLOGY.md §1: die = sengine // sengines_per_die"
 DEFAULT = "the platform of options.topology null (the default, trn2)"
 #: a topology file's platform: its shape is the one most rows fit
 FILE_SHAPE = ('the shape most rows of the table fit: the platform of options.topology "t.json", '
@@ -135,7 +138,7 @@ def test_a_rank_moved_to_another_die_is_refused(ring8, tmp_path, rank, die, says
     owns the s-engine, sengine // sengines_per_die (trn2: 2)."""
     out = copy(ring8, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][rank].update(die=die))
-    assert refused(out) == (f"{_field(out, f'topology.ranks[{rank}].die')}{says} ({FORMULA}; "
+    assert refused(out) == (f"{_field(out, f'topology.ranks[{rank}].die')}{says} ({DIE_RULE}; "
                             f"trn2 at lnc_size 2, {DEFAULT})")
 
 
@@ -174,7 +177,8 @@ def test_a_trn1_rank_is_held_to_trn1s_shape(trn1_ring, tmp_path, rank, edit, key
         says = (f"rank 2: routing_id 5 is not 1, the routing id of device 1 "
                 f"(docs/TOPOLOGY.md §1; {whose})")
     else:
-        says = f"{says} ({FORMULA}; {whose})"
+        rule = {"die": DIE_RULE, "sengine": SENGINE_RULE}.get(key, FORMULA)
+        says = f"{says} ({rule}; {whose})"
     assert refused(out) == f"{_field(out, f'topology.ranks[{rank}].{key}')}{says}"
 
 
@@ -367,3 +371,32 @@ def test_a_trn1_output_tiled_at_1024_without_platform_keys_simulates(trn1_ring, 
     out = copy(trn1_ring, tmp_path)
     _retop(out, _drop_platform)
     assert_clean(out)
+
+
+def test_a_topology_files_table_naming_a_device_past_a_nodes_64_is_refused(tmp_path):
+    """docs/TOPOLOGY.md §2: a node holds at most 64 devices. A topology file of 64 one-core
+    devices a node (LNC 1) puts ranks 0 and 64 on node 0 device 0 and node 1 device 0; both
+    rows moved to node 0, rank 64 on device 64 (its routing id 1): with every rank on node
+    0 and one rank a device the rows name device r, and 64 is past the node's 64 (until
+    2026-12-05 such a table passed, refused only by an address in dma.bin)."""
+    (tmp_path / "w.json").write_text(json.dumps({
+        "format": "nrtrewrite-topology/1", "name": "wide", "nodes": 2,
+        "devices_per_node": 64, "links": [[0, 1]],
+        "device": {"dies": 1, "sengines_per_die": 1, "tpbs_per_sengine": 1, "c2c_ports": 4}}))
+    mp = pytest.MonkeyPatch()
+    mp.chdir(tmp_path)
+    try:
+        out = lower_spec(coll_spec("all_reduce", "bf16", [0, 64], 4096, lnc=1),
+                         tmp_path / "o", topology="w.json")
+    finally:
+        mp.undo()
+    assert {r: _place(p)[:3] for r, p in _rows(out).items()} == {0: (0, 0, 0), 64: (1, 0, 0)}
+
+    def edit(top):
+        rows = {r["rank"]: r for r in top["topology"]["ranks"]}
+        rows[64].update(node=0, device=64, routing_id=1)
+    _retop(out, edit)
+    shape = FILE_SHAPE.replace('"t.json"', '"w.json"')
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 64: device 64 is "
+                            "past the 64 devices a node holds at most (docs/TOPOLOGY.md §2; "
+                            f"{shape})")

@@ -159,7 +159,7 @@ def _fit_shape(cols: dict[str, np.ndarray], lnc_size: int
                 values, counts = np.unique(cands, return_counts=True)
                 dpn = int(values[np.argmax(counts)])
         if dpn is None:
-            fit &= ~far & (q == dev)
+            fit &= ~far & (q == dev) & (dev < MAX_DEVICES_PER_NODE)
         else:
             fit &= (q == node * dpn + dev) & (dev < dpn)
         n = int(fit.sum())
@@ -435,11 +435,24 @@ class Layout:
                    "sengine": f"tpb {p.tpb} // {tps} ({counted(tps, 'TPB')} an s-engine)",
                    "die": f"sengine {p.sengine} // {spd} ({counted(spd, 's-engine')} a "
                           "die)"}[key]
+            rule = ("sengine = tpb // tpbs_per_sengine" if key == "sengine" else
+                    "die = sengine // sengines_per_die" if key == "die" else
+                    "rank = node x ranks_per_node + device x ranks_per_device + logical_core")
             raise SimulationError(
                 f"rank {r}: {key} {int(cols[key][i])} is not {int(want[key][i])}, {why} "
-                "(docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x "
-                f"ranks_per_device + logical_core; {whose})", file=self.file,
+                f"(docs/TOPOLOGY.md §1: {rule}; {whose})", file=self.file,
                 field=joined_key(path, key))
+        if not dpn:
+            # (every rank on node 0, its device its rank // ranks a device: at most the
+            # MAX_DEVICES_PER_NODE a node holds, docs/TOPOLOGY.md §2; until 2026-12-05 a table
+            # naming devices past it was refused only by an address, in dma.bin)
+            over = np.flatnonzero(cols["device"] >= MAX_DEVICES_PER_NODE)
+            if over.size:
+                path, p = rows[int(over[0])]
+                raise SimulationError(
+                    f"rank {p.rank}: device {p.index} is past the {MAX_DEVICES_PER_NODE} "
+                    f"devices a node holds at most (docs/TOPOLOGY.md §2; {whose})",
+                    file=self.file, field=joined_key(path, "device"))
         if rids is not None:
             # (every device index is one of the preset's now: checked above)
             wrong = np.flatnonzero(np.asarray(rids, np.int64)[cols["device"]]
