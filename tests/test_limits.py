@@ -223,7 +223,7 @@ def test_topology_limits_at_their_edges():
     """RELIABILITY.md §2: 64 devices per node, 16 cores and 64 C2C ports per device and 2^20
     ranks are accepted, one more refused with the documented message (the ninth mutation
     round: each bound moved by one went unseen)."""
-    from nrtrewrite.topology.model import _preset, check_topology_size, platform_from_json
+    from nrtrewrite.topology.model import check_topology_size, platform_from_json, preset_platform
 
     assert platform_from_json({"torus": [8, 8]}).devices_per_node == 64
     with pytest.raises(LimitError) as exc:
@@ -243,7 +243,7 @@ def test_topology_limits_at_their_edges():
         platform_from_json({"torus": [1, 2], "device": {"c2c_ports": 65}}, where="t.json")
     assert str(exc.value) == ("t.json: field device: a device of 8 cores and 65 C2C ports "
                               "exceeds 16 cores (MAX_CORES_PER_DEVICE) or 64 ports")
-    trn2 = _preset("trn2")
+    trn2 = preset_platform("trn2")
     check_topology_size(trn2, 2, 16384)  # 16384 nodes x 64 ranks = 2^20
     with pytest.raises(LimitError) as exc:
         check_topology_size(trn2, 2, 16385)

@@ -267,13 +267,14 @@ class Layout:
 
         self.platform, self.hw_generation, self.cce_max_elements = _platform(self._platform,
                                                                              file)
-        #: the preset options.topology names (None: a topology file), whose platform the
-        #: output's is; platform_derived: the manifest records no platform keys, so the
+        #: the platform of the preset options.topology names (None: a topology file), the
+        #: output's; platform_derived: the manifest records no platform keys, so the
         #: platform (and the CCE cap) is the preset's
-        self.preset = preset_of_spec(self.topology_option)
+        name = preset_of_spec(self.topology_option)
+        self.preset: Platform | None = None if name is None else preset_platform(name)
         self.platform_derived = False
         if self.preset is not None:
-            self._check_preset(preset_platform(self.preset))
+            self._check_preset(self.preset)
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
         self.mesh_sub_type: int | None = None
@@ -288,7 +289,7 @@ class Layout:
             # (lower writes the preset's: trn2 MESH_TRN2, trn1 GROUPED_MESH; until 2026-12-05
             # any name was taken, so a trn2 output edited to GROUPED_MESH, its mesh entries'
             # algo_sub_type with it, simulated as a match)
-            plat = preset_platform(self.preset)
+            plat = self.preset
             want = plat.mesh_sub_type.name if plat.mesh else None
             if sub != want:
                 raise SimulationError(f"topology.mesh_sub_type {json_kind(sub)} is not "
@@ -397,7 +398,7 @@ class Layout:
                                   ("sengine", "sengine"), ("die", "die"),
                                   ("routing_id", "device"))}
         if self.preset is not None:
-            plat = preset_platform(self.preset)
+            plat = self.preset
             shape = (plat.ranks_per_device(self.lnc_size), plat.devices_per_node,
                      plat.device.tpbs_per_sengine, plat.device.sengines_per_die)
             whose = f"{plat.name} at lnc_size {self.lnc_size}, the platform of " \

@@ -153,7 +153,9 @@ _TORUS44_CYCLES = (
 )
 
 
-def _preset(name: str) -> Platform:
+def preset_platform(name: str) -> Platform:
+    """The platform of preset ``name`` (one of :data:`PRESETS`); ``simulate`` holds an
+    output lowered on a preset to it (docs/SIMULATOR.md §1)."""
     if name == "trn2":
         dev = DeviceSpec(dies=2, sengines_per_die=2, tpbs_per_sengine=2, c2c_ports=4)
         return Platform(
@@ -178,12 +180,6 @@ def _preset(name: str) -> Platform:
 
 
 PRESETS = ("trn1", "trn2")
-
-
-def preset_platform(name: str) -> Platform:
-    """The platform of preset ``name`` (one of :data:`PRESETS`): ``simulate`` holds an
-    output lowered on a preset to its shape (docs/SIMULATOR.md §1)."""
-    return _preset(name)
 
 
 def preset_of_spec(spec: str | None) -> str | None:
@@ -555,7 +551,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         raise ValidationError(f"unknown platform {base_name!r} (one of "
                               f"{', '.join(sorted(PRESETS))}; leave it out for a custom one)",
                               file=where, field="platform")
-    base = _preset(base_name) if base_name is not None else None
+    base = preset_platform(base_name) if base_name is not None else None
     dev_doc = doc.get("device", {})
     if not isinstance(dev_doc, dict):
         raise ValidationError("device must be an object", file=where, field="device")
@@ -805,7 +801,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     lnc_size = lnc_size or 1
     if preset_of_spec(spec) is not None:
         name, opts = _parse_preset_spec(spec or "trn2")
-        platform = _preset(name)
+        platform = preset_platform(name)
         rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node \
             if lnc_size in platform.lnc_sizes else 1
         nodes = opts.get("nodes") or _nodes_for(world, max(rpn, 1))
