@@ -257,11 +257,14 @@ class WholeWriter:
 
 def stopped_why(exc: BaseException) -> str:
     """The ``"error"`` that closes a streamed JSON document ``exc`` stopped: an error's line,
-    else ``Terminated: 15``, ``KeyboardInterrupt``, the exception's type and message."""
+    else ``Terminated: 15``, ``KeyboardInterrupt``, the exception's type and message as the
+    internal error's line shows them (:func:`_one_line`: a ``KeyError``'s key escaped once, a
+    nested class by its qualified name, a worker's exception by its own type; until
+    2026-12-05 this repeated ``_one_line`` with small differences and a ``KeyError``'s
+    ``repr`` was escaped a second time)."""
     if isinstance(exc, NrtRewriteError):
         return exc.line()
-    text = escape_controls(str(exc))  # (a name in it escaped once, as in _one_line)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return _one_line(exc)
 
 
 def echo_whole(text: str) -> None:
