@@ -83,7 +83,8 @@ def unpack(golden: str | Path, dest: Path) -> Path:
     with tarfile.open(golden, "r:gz") as tar:
         for m in tar.getmembers():
             if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/"):
-                raise ValueError(f"{golden}: unexpected member {m.name!r}")
+                raise ValueError(f"{escape_controls(os.fspath(golden))}: unexpected member "
+                                 f"{m.name!r}")  # (the path escaped once, as a name is)
         tar.extractall(dest, filter="data")
     return dest
 

@@ -79,3 +79,27 @@ def test_a_keyerror_in_diff_json_reads_as_on_the_line(tmp_path, monkeypatch):
     assert res.exit_code == 70, res.stderr
     assert res.stderr.splitlines() == [f"nrtrewrite: internal error: {shown}" + BUG]
     assert json.loads(res.stdout)["error"] == shown
+
+
+# ------------------------------------------------------------------ 2. golden.unpack's path
+
+@pytest.mark.parametrize("name", [BACKSLASH, NEWLINE])
+def test_golden_unpacks_refusal_names_its_path_escaped_once(tmp_path, name):
+    """``golden.unpack`` refuses a member that is not a plain relative path, naming the
+    golden's path as a name is shown (a backslash doubled, a line break as ``\\n``) and the
+    member in ``repr``'s quotes: ``lit\\nb`` and ``lit`` + line break + ``b`` print apart."""
+    import io
+    import tarfile
+
+    from nrtrewrite.golden import unpack
+
+    folder = tmp_path / name
+    folder.mkdir()
+    tgz = folder / "g.tar.gz"
+    with tarfile.open(tgz, "w:gz") as tar:
+        info = tarfile.TarInfo("../x")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    with pytest.raises(ValueError) as err:
+        unpack(tgz, tmp_path / "dest")
+    assert str(err.value) == f"{tmp_path}/{SHOWN[name]}/g.tar.gz: unexpected member '../x'"
