@@ -21,6 +21,9 @@ CC_CCE_REDUCE_PRIO_PKT_SIZE = (BD_MAX_BYTES, 16384, 4096)
 DEFAULT_PRIORITY_CLASS = 0
 #: aws_hal_get_sdma_max_cce_elements by hardware generation (NeuronCore version).
 SDMA_MAX_CCE_ELEMENTS = {2: 1024, 3: 2048, 4: 2048}
+#: The largest CCE element cap of any generation: what an output that does not record its
+#: platform is held to (simulate), and what every platform was tiled at before 2026-12-01.
+MAX_SDMA_CCE_ELEMENTS = max(SDMA_MAX_CCE_ELEMENTS.values())
 #: The hardware generations we know the CCE element cap of.
 HW_GENERATIONS = tuple(sorted(SDMA_MAX_CCE_ELEMENTS))
 #: The generation of a platform that does not name one (a topology file without

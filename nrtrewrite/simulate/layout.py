@@ -17,7 +17,7 @@ from nrtrewrite.emit.address import (
     EVT_SEM_INC, EVT_SEM_READ, EVT_SEM_SET, EVT_SEM_STRIDE, LOCAL_MASK, SBUF_BASE,
     SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
 )
-from nrtrewrite.emit.tiling import HW_GENERATIONS, SDMA_MAX_CCE_ELEMENTS
+from nrtrewrite.emit.tiling import HW_GENERATIONS, MAX_SDMA_CCE_ELEMENTS, SDMA_MAX_CCE_ELEMENTS
 from nrtrewrite.errors import SimulationError, counted, escape_controls
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
@@ -114,7 +114,7 @@ def _platform(recorded: tuple[str, int, int] | None, file: str
     manifest written before the platform was recorded: name and generation None, the cap
     the largest of any generation (no lowering of any platform goes over it)."""
     if recorded is None:
-        return None, None, max(SDMA_MAX_CCE_ELEMENTS.values())
+        return None, None, MAX_SDMA_CCE_ELEMENTS
     name, gen, cap = recorded
 
     def err(key: str, value, why: str) -> SimulationError:

@@ -24,7 +24,7 @@ from nrtrewrite.emit.address import (
     DRAM_BASE, EVT_SEM_DEC, EVT_SEM_INC, SEM_ENTRY_DONE,
 )
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
-from nrtrewrite.emit.tiling import SDMA_MAX_CCE_ELEMENTS
+from nrtrewrite.emit.tiling import MAX_SDMA_CCE_ELEMENTS
 from nrtrewrite.errors import OutputError, SimulationError, escape_controls
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
@@ -905,7 +905,7 @@ class RankDecoder:
         simulation cannot be done) saying to lower the model again, as an older HIER output's
         buffers (triggers._refuse_older_hier_buffers); one over the largest cap is no
         nrtrewrite's, a protocol error (:meth:`decode_cce`)."""
-        most = max(SDMA_MAX_CCE_ELEMENTS.values())
+        most = MAX_SDMA_CCE_ELEMENTS
         i = _first((nbytes > cap * isz) & (nbytes <= most * isz))
         if i is not None:
             raise OutputError(f"W2 length {nbytes[i]} bytes = "
