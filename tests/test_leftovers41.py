@@ -103,3 +103,126 @@ def test_golden_unpacks_refusal_names_its_path_escaped_once(tmp_path, name):
     with pytest.raises(ValueError) as err:
         unpack(tgz, tmp_path / "dest")
     assert str(err.value) == f"{tmp_path}/{SHOWN[name]}/g.tar.gz: unexpected member '../x'"
+
+
+# ------------------------------------------------------------------ 4. KANGARING secondaries
+
+#: FORMATS §3 leaf codes, §7 semaphore subops and ids, §10 addresses (by hand)
+MARK_END, PEER_POST, PEER_WAIT, MARK_COMPLETE = 15, 11, 12, 22
+SUBOP_INC, SUBOP_WAIT = 21, 20
+LOCAL_MASK = (1 << 47) - 1
+CAYMAN_ID_VALID, CAYMAN_SHIFT = 1 << 54, 48
+CORE_SHIFT = 36  # a logical core's memory window starts at lc << 36
+EVT_SEM_BASE, TOPSP_SHIFT, INC_WINDOW = 0x82_8000_0000, 30, 0x1800
+
+
+def _places(top: dict) -> tuple[dict, dict]:
+    """rank -> (node, device, logical core), and (node, routing id) -> device, from the
+    manifest's ``topology.ranks`` (FORMATS §1.1)."""
+    ranks = top["topology"]["ranks"]
+    place = {r["rank"]: (r["node"], r["device"], r["logical_core"]) for r in ranks}
+    routed = {(r["node"], r["routing_id"]): r["device"] for r in ranks}
+    return place, routed
+
+
+def _data_target(addr: int, home: tuple, routed: dict) -> tuple:
+    """(node, device, logical core) a ``dma.bin`` ``buf_ptr`` of a rank at ``home`` names
+    (FORMATS §10: another device of the node when CAYMAN_ID_VALID, its routing id in
+    CAYMAN_ID; the core by its window)."""
+    node, device, _ = home
+    if addr & CAYMAN_ID_VALID:
+        device = routed[(node, (addr >> CAYMAN_SHIFT) & 0x3F)]
+    return node, device, (addr & LOCAL_MASK) >> CORE_SHIFT
+
+
+def _sem_target(addr: int, home: tuple, routed: dict) -> tuple[tuple, int, int]:
+    """((node, device, TOP_SP), window, semaphore id) of a ``sem.bin`` ``addr`` (FORMATS §10:
+    ``0x8280000000 + ((sp & 7) << 30) + ((sp > 7) << 47) + w + 4 * id``)."""
+    node, device, _ = home
+    if addr & CAYMAN_ID_VALID:
+        device = routed[(node, (addr >> CAYMAN_SHIFT) & 0x3F)]
+    local = addr & ((1 << 47) - 1)
+    off = local - EVT_SEM_BASE
+    sp = ((off >> TOPSP_SHIFT) & 7) + (8 if addr & (1 << 47) else 0)
+    low = off & ((1 << TOPSP_SHIFT) - 1)
+    return (node, device, sp), low & 0x1C00, (low & 0x3FF) >> 2
+
+
+def _secondary_checks(out) -> int:
+    """For every channel of every KANGARING trigger and every secondary of its units: the
+    secondary's legs on that channel (docs/DESIGN.md "Kangaring", FORMATS §3.3, §3.4): the
+    entry handshake (``mark_complete``), ``peer_post``, ``peer_wait``, ``mark_end``, none of
+    them moving data (``sdma_op`` 0, no BD, no 0xBF word, no CCE descriptor), the only
+    increment away from its own core its ``peer_post``'s +1 on its unit's primary's peer
+    semaphore ``144 + c`` (besides the handshake's ``entry_post``).  Returns how many
+    secondaries were checked."""
+    from nrtrewrite.simulate.artifacts import load_rank, read_top_manifest
+
+    top = read_top_manifest(out)
+    place, routed = _places(top)
+    checked = 0
+    for t in top["triggers"]:
+        assert t["algorithm"] == "KANGARING"
+        for item in t["kangaring"]:
+            c = item["channel"]
+            for unit in item["units"]:
+                primary, *secondaries = unit
+                for s in secondaries:
+                    rf = load_rank(out, s)
+                    legs = rf.arrays["legs.bin"]
+                    dma, sems = rf.arrays["dma.bin"], rf.arrays["sem.bin"]
+                    mine = legs[(legs["channel"] == c) & (legs["trigger"] == t["trigger"])]
+                    assert mine.size, (s, c)
+                    leaves = [lf for lf in mine["leaf"].tolist() if lf != MARK_COMPLETE]
+                    assert leaves == [PEER_POST, PEER_WAIT, MARK_END], (s, c, leaves)
+                    # no data at all: so none to its primary (or anyone)
+                    targets = set()
+                    for g in mine:
+                        first, n = int(g["dma_first"]), int(g["dma_count"])
+                        for bd in dma[first:first + n]:
+                            targets.add(_data_target(int(bd["buf_ptr"]), place[s], routed))
+                    assert place[primary] not in targets, (s, c, primary, targets)
+                    assert targets == set(), (s, c, targets)
+                    assert set(mine["sdma_op"].tolist()) == {0}
+                    assert mine["sb2sb_count"].sum() == mine["cce_count"].sum() == 0
+                    # its increments away from its own core: the primary's peer semaphore
+                    post = mine[mine["leaf"] == PEER_POST][0]
+                    first, n = int(post["sem_first"]), int(post["sem_count"])
+                    away = []
+                    for rec in sems[first:first + n]:
+                        if rec["ctrl"] & 0xFF != SUBOP_INC:
+                            continue
+                        core, window, sid = _sem_target(int(rec["addr"]), place[s], routed)
+                        assert window == INC_WINDOW
+                        if core != place[s]:
+                            away.append((core, sid, int(rec["value"])))
+                    assert away == [(place[primary], 144 + c, 1)], (s, c, away)
+                    checked += 1
+    return checked
+
+
+def _kanga(tmp_path, op, dtype, ranks, n, lnc=1):
+    from test_simulate import coll_spec, lower_spec
+    return lower_spec(coll_spec(op, dtype, ranks, n, lnc=lnc), tmp_path / f"{op}-{lnc}",
+                      algo="kangaring")
+
+
+@pytest.mark.parametrize("op, dtype, ranks, n, lnc, secondaries", [
+    # trn2 LNC 1, 16 ranks: 4 units of 4 on one channel (TOPOLOGY §4): 12 secondaries
+    ("all_reduce", "bf16", 16, 4096, 1, 12),
+    # LNC 2, 8 ranks: units of 2, two channels (primary member c % 2): 4 a channel
+    ("all_reduce", "bf16", 8, 1_100_000, 2, 8),
+    ("all_gather", "fp32", 8, 65536, 2, None),
+    ("reduce_scatter", "fp16", 8, 8 * 65536, 2, None),
+])
+def test_a_kangaring_secondary_moves_no_data_to_its_primary(tmp_path, op, dtype, ranks, n, lnc,
+                                                            secondaries):
+    """docs/DESIGN.md "Kangaring": primaries move and reduce, secondaries idle; a secondary
+    runs two sync legs, ``peer_post`` (+1 on its primary's ``mine``) and ``peer_wait``.  So
+    on a channel where a rank is a secondary, none of its legs writes (or reads) data on
+    any rank, its primary included, and its only signal away is the post to that primary."""
+    out = _kanga(tmp_path, op, dtype, ranks, n, lnc)
+    checked = _secondary_checks(out)
+    if secondaries is not None:
+        assert checked == secondaries
+    assert checked > 0
