@@ -226,3 +226,45 @@ def test_a_kangaring_secondary_moves_no_data_to_its_primary(tmp_path, op, dtype,
     if secondaries is not None:
         assert checked == secondaries
     assert checked > 0
+
+
+# ------------------------------------------------------------------ 2. the reader's raw names
+
+def test_the_readers_folder_and_engine_names_print_once(tmp_path):
+    """``neff/reader.py`` puts a listed subgraph's folder and its engines' names into the
+    reason raw.  The reader refuses a name with a backslash or a C0 control first
+    (``check_member_name``), so what reaches the reason has none, and escaping it there
+    would change nothing: a C1 control, U+2028 or a bidirectional control is escaped by the
+    line's last guard (``errors.escape_line``) exactly as ``escape_controls`` would, once,
+    on stderr and in ``inspect --json``'s ``"error"``."""
+    from nrtrewrite.neff.container import build_container, read_container
+
+    src = read_container((FIX / "ar2.neff").read_bytes(), path="ar2.neff")
+    members = dict(src.members)
+    neff = json.loads(members["neff.json"])
+    old = neff["subgraphs"][0]
+    sg, eng = "sg\u2028x", "pe\x85"
+    definition = json.loads(members[f"{old}/def.json"])
+    engines = [eng if e == "pe" else e for e in definition["engines"]]
+    assert eng in engines
+    renamed = {}
+    for name, data in members.items():
+        if name.startswith(old + "/"):
+            rest = name[len(old) + 1:]
+            name = f"{sg}/{eng}.bin" if rest == "pe.bin" else f"{sg}/{rest}"
+        renamed[name] = data
+    renamed["neff.json"] = json.dumps(dict(neff, subgraphs=[sg])).encode()
+    renamed[f"{sg}/def.json"] = json.dumps(dict(definition, engines=engines)).encode()
+    renamed[f"{sg}/zz.bin"] = bytes(64)
+    model = tmp_path / "m.neff"
+    model.write_bytes(build_container(src.header, renamed))
+    shown_sg, shown_eng = "sg" + BS + "u2028x", "pe" + BS + "x85"
+    listed = ", ".join(shown_eng if e == eng else e for e in engines)
+    why = (f"member {shown_sg}/zz.bin, subgraph {shown_sg}: named like the stream of engine "
+           f"'zz', which {shown_sg}/def.json does not list (engines: {listed}): a trigger in "
+           "it would be left unlowered")
+    res = invoke("inspect", model)
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"nrtrewrite: error: {model}: {why}"]
+    res = invoke("inspect", "--json", model)
+    assert json.loads(res.stdout)["error"] == f"{model}: {why}"
