@@ -16,6 +16,7 @@ LNC 1 rank r of device 0 is logical core r. A ``dma.bin`` BD is 16 bytes, ``buf_
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +180,214 @@ def test_a_kangaring_secondary_moving_data_is_refused(kr16_out, tmp_path, monkey
         _where(out, g) + f"direct_reduce_send_kangaring leg (legs.bin record {g}) of rank 0 "
         "reads rank 4: rank 0 is a secondary of unit [4, 0, 5, 1] on channel 0 "
         "(triggers[0].kangaring[0].units), whose legs move no data (FORMATS §3.3)")
+
+
+# ---------------------------------------------------------------------------- one field of a ring
+
+@pytest.fixture(scope="module")
+def ar2_out(tmp_path_factory) -> Path:
+    """A bf16 ADD all-reduce of 1000 elements over ranks 0, 1 (trn2, LNC 1), RING. Rank 0's
+    legs (seed 001 §4 over 2 ranks, FORMATS §3.4): the entry handshake's two mark_complete,
+    send H0 and H1 of block 1 (elements [500, 750), [750, 1000)), recv_reduce_copy and
+    direct_copy_send of each half of block 0, two direct_recv, mark_end. A half of 250 bf16
+    elements is 500 bytes: tiles of (500 & ~0x1F) / 2 = 240 and 10 elements (480, 20 bytes,
+    FORMATS §3 n_tiles), so record 2 (send) has BDs 0..3 (per tile: source 0, destination
+    0) and record 4 (recv_reduce_copy, two sources) BDs 8..13 and CCE descriptors 0..3."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 2, 1000),
+                     tmp_path_factory.mktemp("ar2") / "o")
+    legs = _legs(out, 0)
+    assert legs["leaf"].tolist() == [22, 22, 1, 1, 3, 5, 3, 5, 7, 7, 15]
+    assert legs["elem_start"][2] == 500 and legs["num_elements"][2] == 250
+    assert legs["dma_first"][[2, 4]].tolist() == [0, 8]
+    bds = np.fromfile(out / "rank-0000" / "dma.bin", DMA)
+    assert (bds["length"][:4] & 0xFFFF).tolist() == [480, 480, 20, 20]
+    cce = np.fromfile(out / "rank-0000" / "cce.bin", F.CCE_DTYPE)
+    # FORMATS §6: source 0 of 2, ADD, bf16 (6) in and out, FP32R (0xB) accumulator, valid
+    assert [int(w) for w in cce[0]] == [0x00800000, 0x020B6600, 480, 2]
+    return out
+
+
+def _poke(out: Path, name: str, offset: int, fmt: str, fn) -> None:
+    p = out / "rank-0000" / name
+    b = bytearray(p.read_bytes())
+    (v,) = struct.unpack_from(fmt, b, offset)
+    struct.pack_into(fmt, b, offset, fn(v))
+    p.write_bytes(bytes(b))
+    rehash(out)
+
+
+LEG = 64  # legs.bin record size; leaf 12, sdma_op 7, channel 6, reduction_type 14, ring_step
+# 60, num_elements 56, cce_first 32 (FORMATS §3)
+CCE = 16  # cce.bin: W0 at 0, W1 4, W2 8, W3 12 (FORMATS §6)
+SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
+
+
+@pytest.mark.parametrize("name, offset, fmt, fn, where, why", [
+    # cce.bin record 0: W0 0x00800000, W1 0x020B6600, W2 480, W3 2 (the fixture)
+    ("cce.bin", 0, "<I", lambda v: v | 1 << 24, "field w0, rank 0, artifact cce.bin, record 0",
+     "W0 0x01800000, expected 0x00800000 (meta bit + meta_idx = source 0)"),
+    ("cce.bin", 4, "<I", lambda v: v & ~(1 << 25), "field w1.valid, rank 0, artifact cce.bin, "
+     "record 0", "CCE meta-ctrl valid bit (W1[25]) is not set"),
+    ("cce.bin", 4, "<I", lambda v: v | 0x80, "field w1.last, rank 0, artifact cce.bin, record 0",
+     "W1 last bit is not set on exactly the last source of the tile"),
+    # 0x5 UINT16: no CCE I/O dtype (FORMATS §6: bf16, fp16, fp32, the fp8s)
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x500, "field w1.in_dtype, rank 0, artifact "
+     "cce.bin, record 0", "W1 in_dtype 0x5 is not a CCE-reducible I/O dtype"),
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF000 | 0x5000, "field w1.out_dtype, rank 0, artifact "
+     "cce.bin, record 0", "W1 out_dtype 0x5 is not a CCE-reducible I/O dtype"),
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF0000 | 0xA0000, "field w1.acc_dtype, rank 0, "
+     "artifact cce.bin, record 0", "W1 accumulate dtype 0xa, FORMATS §6 accumulates in FP32R "
+     "(0xB)"),
+    ("cce.bin", 4, "<I", lambda v: v & ~7 | 2, "field w1.op, rank 0, artifact cce.bin, record 0",
+     "W1 sub-op MAX but the trigger's op is ADD"),
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x700, "field w1.in_dtype, rank 0, artifact "
+     "cce.bin, record 0", "W1 in_dtype 0x7 but the trigger's data is 0x6"),
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF000 | 0x7000, "field w1.out_dtype, rank 0, artifact "
+     "cce.bin, record 0", "W1 out_dtype 0x7 but the trigger's data is 0x6"),
+    ("cce.bin", 8, "<I", lambda v: v + 2, "field w2, rank 0, artifact cce.bin, record 0",
+     "W2 length 482, but source 0 of the tile carries 480 bytes"),
+    ("cce.bin", 12, "<I", lambda v: v & ~0x3F | 9, "field w3.num_sources, rank 0, artifact "
+     "cce.bin, record 0", "W3 num_sources 9, at most 8 (FORMATS.md section 6)"),
+    ("cce.bin", 12, "<I", lambda v: v & ~0x3F | 3, "field w3.num_sources, rank 0, artifact "
+     "cce.bin, record 0", "W3 num_sources 3, the tile has 2 source streams"),
+    ("cce.bin", 12, "<I", lambda v: v | 0x100, "field w3.reduction_type, rank 0, artifact "
+     "cce.bin, record 0", "W3 reduction_type differs from the leg's"),
+    # sb2sb.bin word 0 (FORMATS §4): record 2's, elements [500, 750) of IN: src.start_addr
+    # 500 x 2 = 0x3e8, one piece of r x 1 = (250, 1, 1) elements
+    ("sb2sb.bin", 0, "B", lambda v: 0xBE, "field opcode, rank 0, artifact sb2sb.bin, record 0",
+     "opcode is not 0xBF"),
+    ("sb2sb.bin", 1, "B", lambda v: 15, "field inst_word_len, rank 0, artifact sb2sb.bin, "
+     "record 0", "inst_word_len is not 16"),
+    ("sb2sb.bin", 26, "<H", lambda v: v + 1, "field src.num_elem, rank 0, artifact sb2sb.bin, "
+     "record 0", "src.num_elem [251, 1, 1], piece 0 of 250 elements is (250, 1, 1)"),
+    ("sb2sb.bin", 16, "<I", lambda v: v + 2, "field src.start_addr, rank 0, artifact "
+     "sb2sb.bin, record 0", "src.start_addr 0x3ea, the piece's first element 500 is at 0x3e8 "
+     "of its buffer"),
+    # dma.bin (FORMATS §5): len_ctrl LAST bit 27; meta_ctrl sdma_op [3:0], dir 4, stream [12:8]
+    ("dma.bin", 3 * 16, "<I", lambda v: v & ~(1 << 27), "field LAST, rank 0, artifact dma.bin, "
+     "record 3", "the last BD of a leg does not have LAST"),
+    ("dma.bin", 4, "<I", lambda v: v & ~0xF | 4, "field meta_ctrl, rank 0, artifact dma.bin, "
+     "record 0", "sdma_op 4 but its leg 2 has sdma_op 2"),
+    ("dma.bin", 16 + 4, "<I", lambda v: v | 1 << 8, "field meta_ctrl.stream, rank 0, artifact "
+     "dma.bin, record 0", "a tile's stream indices are not 0, 1, ... (a stream is missing)"),
+    ("dma.bin", 16 + 4, "<I", lambda v: 0x102, "field meta_ctrl.dir, rank 0, artifact dma.bin, "
+     "record 0", "a tile without a source or without a destination stream"),
+    ("dma.bin", 9 * 16, "<I", lambda v: v & ~0xFFFF | 0x1C0, "field length, rank 0, artifact "
+     "dma.bin, record 8", "the source streams of a tile have different lengths"),
+    # legs.bin (FORMATS §3)
+    ("legs.bin", 2 * LEG + 56, "<I", lambda v: 0, "field num_elements, rank 0, artifact "
+     "legs.bin, record 2", "a data leg moving 0 elements"),
+    ("legs.bin", 2 * LEG + 14, "B", lambda v: 0, "field reduction_type, rank 0, artifact "
+     "legs.bin, record 2", "a copy or sync leg carries a reduction_type (must be 0xFF)"),
+    ("legs.bin", 4 * LEG + 14, "B", lambda v: 2, "field reduction_type, rank 0, artifact "
+     "legs.bin, record 4", "reduction_type 2 in a RING reduce leg (the ring-versus-kangaring "
+     "fork: 0)"),
+    ("legs.bin", 0 * LEG + 56, "<I", lambda v: 5, "field num_elements, rank 0, artifact "
+     "legs.bin, record 0", "num_elements 5 on a mark_complete leg without data (must be 0)"),
+    ("legs.bin", 10 * LEG + 60, "<I", lambda v: 1, "field ring_step, rank 0, channel 0, "
+     "artifact legs.bin, record 10", "ring_step 1 on a mark_end leg (0: it is no ring step, "
+     "FORMATS §3)"),
+    ("legs.bin", 2 * LEG + 6, "B", lambda v: 1, "field spad_index, rank 0, artifact legs.bin, "
+     "record 3", "legs are not ordered by (entry, channel): record 3 comes after entry 0 "
+     "channel 1"),
+    ("legs.bin", 4 * LEG + 36, "<I", lambda v: v - 1, "field cce_first, rank 0, artifact "
+     "legs.bin, record 5", "cce_first 4: the legs' records of cce.bin do not follow each other "
+     "(expected 3)"),
+    # spad.bin byte 0: cc_op bit 0 = 1, bits [7:1] reserved (FORMATS §2)
+    ("spad.bin", 0, "B", lambda v: 3, "field cc_op, rank 0, artifact spad.bin, record 0",
+     "cc_op bit is not 1 or reserved header bits are set"),
+    # sem.bin record 0: the first mark_complete's +1 on its own dma_compl_sema (16 + 3 = 19, at
+    # 0x82_8000_1800 + 4 x 19); record 1: its +1 on rank 1's entry_post (9)
+    ("sem.bin", 0, "<I", lambda v: v & ~0xFF | 22, "field ctrl.subop, rank 0, artifact sem.bin, "
+     "record 0", "EVT_SEM subop 22 (only 20 wait_ge_and_dec and 21 inc are part of the "
+     "protocol)"),
+    ("sem.bin", 0, "<I", lambda v: v | 1 << 24, "field ctrl.gen, rank 0, artifact sem.bin, "
+     "record 0", "generation tag 1, expected 0"),
+    ("sem.bin", 8, "<Q", lambda v: v + 4 * 4, "field addr, rank 0, artifact sem.bin, record 0",
+     "semaphore 23 (channel 1 dma_compl_sema) used by a leg of channel 0"),
+    ("sem.bin", SEM + 4, "<I", lambda v: 2, "field value, rank 0, artifact sem.bin, record 1",
+     "increment of semaphore 9 of rank 1 by 2: FORMATS §3.3, §3.4 and §7 make it 1"),
+    # tpinc.bin record 0 (m2s 0, s2m 0, repeat 2, flags 0: the two mark_complete legs)
+    ("tpinc.bin", 0, "<H", lambda v: v + 1, "field m2s, rank 0, channel 0, artifact tpinc.bin, "
+     "record 0", "tp_inc_steps say m2s 1 / s2m 0 for legs.bin record 0 (entry 0, channel 0, "
+     "step 0), its BDs are 0 M2S / 0 S2M"),
+    ("tpinc.bin", 6, "<H", lambda v: 1, "rank 0, artifact tpinc.bin",
+     "2 last_sync groups for 1 (entry, channel) leg programs"),
+], ids=["w0", "valid", "last", "in_io", "out_io", "acc", "op", "in_data", "out_data", "w2",
+        "sources_max", "sources", "w3_rt", "opcode", "word_len", "num_elem", "start_addr",
+        "bd_last", "bd_sdma", "bd_stream", "bd_dir", "bd_len", "ne0", "rt_copy", "rt_fork",
+        "ne_sync", "ring_step_end", "order", "cce_first", "cc_op", "subop", "sem_gen",
+        "sem_channel", "sem_value", "tp_m2s", "tp_groups"])
+def test_one_field_of_a_ring_output_is_refused_naming_it(ar2_out, tmp_path, name, offset, fmt,
+                                                        fn, where, why):
+    out = copy(ar2_out, tmp_path)
+    _poke(out, name, offset, fmt, fn)
+    assert _error(out) == f"{out / 'rank-0000'}: {where}: {why}"
+
+
+def test_a_cce_count_other_than_tiles_times_sources_is_refused(ar2_out, tmp_path):
+    """Record 4 (2 tiles x 2 sources = 4 descriptors) given 3, its last descriptor cut from
+    cce.bin and the later legs' cce_first moved down so that the ranges still tile the file
+    (the rank manifest's count to match)."""
+    out = copy(ar2_out, tmp_path)
+    p = out / "rank-0000" / "legs.bin"
+    legs = np.fromfile(p, F.LEG_DTYPE)
+    legs["cce_count"][4] -= 1
+    legs["cce_first"][5:] -= 1
+    legs.tofile(p)
+    c = out / "rank-0000" / "cce.bin"
+    np.delete(np.fromfile(c, F.CCE_DTYPE), 3).tofile(c)
+    m = out / "rank-0000" / "manifest.json"
+    man = json.loads(m.read_text())
+    man["files"]["cce.bin"]["records"] -= 1
+    m.write_text(json.dumps(man))
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field cce_count, rank 0, artifact legs.bin, "
+                           "record 4: cce_count 3, expected n_tiles x sources = 4")
+
+
+def test_a_leg_whose_streams_carry_fewer_bytes_than_its_elements_is_refused(ar2_out, tmp_path):
+    """Record 2's second tile (BDs 2 and 3, 20 bytes each) cut to 18 bytes on both streams:
+    480 + 18 = 498 bytes for 250 bf16 elements (500)."""
+    out = copy(ar2_out, tmp_path)
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    bds["length"][2:4] -= 2
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field num_elements, rank 0, artifact "
+                           "legs.bin, record 2: num_elements 250 x 2 bytes but each source "
+                           "stream carries 498 bytes")
+
+
+def test_a_ring_send_writing_its_own_core_is_refused(ar2_out, tmp_path):
+    """Record 2 (send) writes rank 1 (core 1) on both tiles (BDs 1 and 3) and signals it;
+    both destinations moved to core 0 (its own): it signals rank 1 but writes nothing there."""
+    out = copy(ar2_out, tmp_path)
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    assert [int(x) // CORE for x in bds["buf_ptr"][[1, 3]]] == [1, 1]
+    bds["buf_ptr"][[1, 3]] -= np.uint64(CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field dma_first, rank 0, artifact legs.bin, "
+                           "record 2: send signals rank 1 but writes nothing there")
+
+
+def test_a_ring_send_writing_a_rank_it_does_not_signal_is_refused(tmp_path):
+    """A bf16 all-reduce of 999 elements over ranks 0, 1, 2 (RING): rank 0's first send
+    (record 2, after the two mark_complete) writes and signals its successor 1; both its
+    destination BDs (1 and 3: 333 elements a block, halves of 167 and 166 elements, 334 bytes
+    = tiles of 320 and 14 bytes) moved to core 2."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 3, 999), tmp_path / "o")
+    legs = _legs(out, 0)
+    assert legs["leaf"][:3].tolist() == [22, 22, 1] and legs["dma_count"][2] == 4
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    assert (bds["length"][:4] & 0xFFFF).tolist() == [320, 320, 14, 14]
+    assert [int(x) // CORE for x in bds["buf_ptr"][[1, 3]]] == [1, 1]
+    bds["buf_ptr"][[1, 3]] += np.uint64(CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field dma_first, rank 0, artifact legs.bin, "
+                           "record 2: send writes rank 2 but signals rank 1")
