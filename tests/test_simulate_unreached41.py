@@ -24,7 +24,7 @@ import pytest
 
 import nrtrewrite.simulate.engine as engine_mod
 from nrtrewrite.emit import formats as F
-from test_simulate import cli, coll_spec, lower_spec
+from test_simulate import cli, coll_spec, lower_spec, two_node_spec
 from test_simulate_kick_leaf import _retrigger, copy, rehash, trigger0
 
 DMA = np.dtype([("length", "<u4"), ("meta", "<u4"), ("buf_ptr", "<u8")])
@@ -391,3 +391,130 @@ def test_a_ring_send_writing_a_rank_it_does_not_signal_is_refused(tmp_path):
     rehash(out)
     assert _error(out) == (f"{out / 'rank-0000'}: field dma_first, rank 0, artifact legs.bin, "
                            "record 2: send writes rank 2 but signals rank 1")
+
+
+# ---------------------------------------------------------------------------- the net FIFOs
+
+@pytest.fixture(scope="module")
+def r2n_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 4096 elements over ranks 0, 1, 64, 65 at LNC 2 on two trn2 nodes
+    (RING, the order [0, 1, 64, 65], one channel, one chunk group): rank 1's successor 64 is
+    across the network, so rank 1's channel 0 has one op (FORMATS §8 "Ops": a ring entry has
+    one per channel) and a transmit FIFO of 12 entries (one per sending leg, each leg one run:
+    complete 1) and its terminator (record 12, mark 1, FORMATS §8.2)."""
+    out = lower_spec(two_node_spec(), tmp_path_factory.mktemp("r2n") / "o")
+    t = trigger0(out)
+    assert t["channels"] == [{"channel": 0, "order": [0, 1, 64, 65]}]
+    assert t["chunk"]["pgta"] == 1
+    man = json.loads((out / "rank-0001" / "manifest.json").read_text())
+    assert man["fifo"] == [{"channel": 0, "ops": [0, 1], "src": [0, 13], "dest": [0, 0]}]
+    src = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    assert src["mark"].tolist() == [0] * 12 + [1] and src["complete"][:12].tolist() == [1] * 12
+    assert (src["dst_rank"][:12] == 64).all()
+    return out
+
+
+def _edit(out: Path, name: str, dtype, fn, rank: int = 1) -> None:
+    p = out / f"rank-{rank:04d}" / name
+    a = np.fromfile(p, dtype)
+    fn(a)
+    a.tofile(p)
+    rehash(out)
+
+
+def _set(field: str, value, i=None):
+    def fn(a):
+        if i is None:
+            a[field] = value
+        else:
+            a[field][i] = value
+    return fn
+
+
+def _to_recv_sema(a) -> None:
+    a["inc_send_handshake"] = a["inc_send_complete"] = a["inc_recv_handshake"]
+
+
+OPS_AT = "net_ops.bin, record 0"
+SRC_AT = "net_src.bin, record"
+
+
+@pytest.mark.parametrize("name, fn, field, record, why", [
+    # net_ops_info (FORMATS §8.1): a ring entry's sema_shift_offset 0, net_idx_loop_size 512,
+    # unrolled_count the trigger's chunk groups (1), enc_channel the channel id (0), the
+    # runtime's flags 0, inc_send_* this rank's send_sema (17 = 16 + 4 x 0 + 1)
+    ("net_ops.bin", _set("sema_shift_offset", 192), "sema_shift_offset", 0,
+     "sema_shift_offset 192, the entry's is 0"),
+    ("net_ops.bin", _set("net_idx_loop_size", 513), "net_idx_loop_size", 0,
+     "net_idx_loop_size 513, expected 512"),
+    ("net_ops.bin", _set("unrolled_count", 2), "unrolled_count", 0,
+     "unrolled_count 2, the trigger has 1 chunk groups"),
+    ("net_ops.bin", _set("enc_channel", 1), "enc_channel", 0, "enc_channel 1 in channel 0's FIFO"),
+    ("net_ops.bin", _set("early_send_completion", 1), "early_send_completion", 0,
+     "early_send_completion is 1, must be 0"),
+    ("net_ops.bin", lambda a: a.__setitem__("inc_send_complete", a["inc_send_complete"] + 4),
+     "inc_send_complete", 0, "inc_send_complete differs from inc_send_handshake"),
+    ("net_ops.bin", _to_recv_sema, "inc_send_handshake", 0, "inc_send_handshake is semaphore 16 "
+     "(channel 0 recv_sema) of rank 1 (window 0x1800); expected the INC window of this rank's "
+     "semaphore 17 (channel 0 send_sema)"),
+    # net_src_addr (FORMATS §8.2): entries 0..11 of op 0, terminator 12
+    ("net_src.bin", _set("mark", 2, 12), "mark", 12, "mark 2: a FIFO entry is NET_TRANSFER (0) "
+     "or a NET_OP_COMPLETE (1) terminator"),
+    ("net_src.bin", _set("net_op_idx", 1, 12), "net_op_idx", 12, "terminator net_op_idx 1, it "
+     "closes op 0 (count of net_ops_info so far - 1)"),
+    ("net_src.bin", _set("size", 8, 12), "size", 12, "terminator size 8, must be 0"),
+    ("net_src.bin", _set("mark", 0, 12), "mark", 12, "entries after the last terminator: the op "
+     "is not closed by a terminator (proxy_end_operation)"),
+    ("net_src.bin", _set("net_op_idx", 1), "net_op_idx", 0, "net_op_idx 1: ops appear in order, "
+     "each once, and the channel has 1"),
+    ("net_src.bin", _set("net_op_idx", 1, 5), "net_op_idx", 5, "net_op_idx 1 in op 0's entries"),
+    ("net_src.bin", _set("complete", 0, 11), "complete", 11, "the last entry of an op does not "
+     "have complete = 1"),
+], ids=["sema_shift", "loop_size", "unrolled", "enc_channel", "early", "send_differs",
+        "send_sema", "mark", "term_idx", "term_size", "unterminated", "op_order", "entry_idx",
+        "last_complete"])
+def test_one_field_of_a_net_fifo_is_refused_naming_it(r2n_out, tmp_path, name, fn, field,
+                                                      record, why):
+    out = copy(r2n_out, tmp_path)
+    _edit(out, name, F.NET_OPS_INFO_DTYPE if name == "net_ops.bin" else F.NET_SRC_ADDR_DTYPE,
+          fn)
+    assert _error(out) == (f"{out / 'rank-0001'}: field {field}, rank 1, channel 0, artifact "
+                           f"{name}, record {record}: {why}")
+
+
+def test_a_transfer_cut_in_two_is_counted_against_the_legs(r2n_out, tmp_path):
+    """Entry 5's complete cleared: entries 5 and 6 read as one transfer, 11 for the 12 the
+    legs hand the proxy (one send_sema increment each, FORMATS §8 "Entries")."""
+    out = copy(r2n_out, tmp_path)
+    _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("complete", 0, 5))
+    assert _error(out) == (f"{out / 'rank-0001'}: trigger 0, rank 1, channel 0, artifact "
+                           "net_src.bin: entry 0 channel 0: the legs hand 12 transfer(s) to the "
+                           "net proxy (send_sema increments), the transmit FIFO carries 11")
+
+
+def test_a_dst_addr_other_than_its_receive_entrys_dev_addr_is_refused(r2n_out, tmp_path):
+    """Rank 1's first transmit entry pairs with rank 64's first receive entry (its successor's
+    net_dest.bin record 0, FORMATS §8 "Proxy semantics"); dst_addr moved by 2 bytes."""
+    out = copy(r2n_out, tmp_path)
+    dst = np.fromfile(out / "rank-0064" / "net_dest.bin", F.NET_DEST_ADDR_DTYPE)
+    src = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    want = int(dst["dev_addr"][0])
+    assert int(src["dst_addr"][0]) == want and dst["src_rank"][0] == 1
+    _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("dst_addr", want + 2, 0))
+    assert _error(out) == (f"{out / 'rank-0001'}: field dst_addr, rank 1, channel 0, artifact "
+                           f"net_src.bin, record 0: dst_addr {want + 2:#x} but the paired "
+                           f"receive entry (rank 64, net_dest.bin record 0) has dev_addr "
+                           f"{want:#x}")
+
+
+def test_a_transmit_entry_reading_another_cores_window_is_refused(r2n_out, tmp_path):
+    """Rank 1 is logical core 1 of its device at LNC 2: its gateway bytes are at (1 << 36) +
+    0x1_0000_0000 + offset (FORMATS §10); dev_addr moved to core 0's window (rank 0's)."""
+    out = copy(r2n_out, tmp_path)
+    src = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    old = int(src["dev_addr"][0])
+    assert old // CORE == 1
+    _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("dev_addr", old - CORE, 0))
+    assert _error(out) == (f"{out / 'rank-0001'}: field dev_addr, rank 1, artifact net_src.bin, "
+                           f"record 0: dev_addr {old - CORE:#x} is in rank 0's window, not rank "
+                           "1's")
