@@ -16,6 +16,7 @@ LNC 1 rank r of device 0 is logical core r. A ``dma.bin`` BD is 16 bytes, ``buf_
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -518,3 +519,71 @@ def test_a_transmit_entry_reading_another_cores_window_is_refused(r2n_out, tmp_p
     assert _error(out) == (f"{out / 'rank-0001'}: field dev_addr, rank 1, artifact net_src.bin, "
                            f"record 0: dev_addr {old - CORE:#x} is in rank 0's window, not rank "
                            "1's")
+
+
+# ---------------------------------------------------------------------------- the run
+
+def test_a_leg_touching_a_rank_without_an_entry_of_its_trigger_is_refused(tmp_path):
+    """Two bf16 MESH all-reduces of 4096 elements, trigger 0 over ranks 0..3, trigger 1 over
+    4..7 (trn2, LNC 1: one device, rank r on core r). Rank 0's first mesh_send (record 4,
+    after the two mark_complete and two mesh_sync legs of the entry handshake and the start
+    event) writes its one destination, rank 1 (core 1, FORMATS §5: BD 0 the source, BD 1 the
+    destination); moved to core 5, rank 5 has no entry of trigger 0."""
+    spec = coll_spec("all_reduce", "bf16", 4, 4096)
+    sg = spec["subgraphs"][0]
+    sg["replica_groups"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    sg["engines"]["sp"][1]["all_reduce"]["group"] = 0
+    sg["vars"].append({"name": "y_out", "type": "output", "size": 8192})
+    sg["engines"]["sp"].append({"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in",
+                                               "dst": "y_out", "num_elements": 4096,
+                                               "group": 1}})
+    out = lower_spec(spec, tmp_path / "o", algo="mesh")
+    legs = _legs(out, 0)
+    assert legs["leaf"][:5].tolist() == [22, 22, 20, 20, 16] and legs["trigger"][4] == 0
+    p, bds, first = _bds(out, 0, 4)
+    assert legs["dma_count"][4] == 2 and int(bds["buf_ptr"][first + 1]) // CORE == 1
+    bds["buf_ptr"][first + 1] += np.uint64(4 * CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == ("trigger 0, rank 0: leg mesh_send (rank 0, entry 0, channel 0, step "
+                           "4) touches rank 5's memory, but rank 5 has no entry of trigger 0 "
+                           "(flat)")
+
+
+def test_a_mesh_reduce_waiting_for_too_few_peers_reads_unordered_bytes(tmp_path):
+    """A bf16 MESH all-reduce of 4096 elements over ranks 0..3: rank 0's mesh_reduce (record
+    7) waits EVT_REDUCE_COPY (id 200) >= 3, the blocks of its 3 peers (FORMATS §4's table);
+    made >= 2 in sem.bin and in its 0xBF word's semaphore_value (bytes 8..11), one peer's block
+    (1024 elements, 2048 bytes: one slot of the 6144-byte scratch channel buffer) is read
+    with no happens-before ordering after its write. Which peer is the scheduler's: the line
+    is held to its shape, the slot to that peer's."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096), tmp_path / "o", algo="mesh")
+    legs = _legs(out, 0)
+    assert legs["leaf"][7] == 17
+    p = out / "rank-0000" / "sem.bin"
+    sems = np.fromfile(p, F.SEM_DTYPE)
+    k = int(legs["sem_first"][7])
+    assert (int(sems["ctrl"][k]) & 0xFF, int(sems["value"][k])) == (20, 3)
+    assert int(sems["addr"][k]) == EVT_SEM + 0x1C00 + 4 * 200  # the DEC window
+    sems["value"][k] = 2
+    sems.tofile(p)
+    w = out / "rank-0000" / "sb2sb.bin"
+    words = bytearray(w.read_bytes())
+    j = int(legs["sb2sb_first"][7]) * 64
+    assert words[j + 4:j + 6] == bytes([20, 200]) and words[j + 8] == 3
+    words[j + 8] = 2
+    w.write_bytes(bytes(words))
+    rehash(out)
+    regions = {r["name"]: r for r in json.loads((out / "manifest.json").read_text())
+               ["memory"]["regions"]}
+    assert (regions["scratch"]["offset"], regions["scratch"]["size"]) == (0x4000, 6144)
+    err = _error(out)
+    m = re.fullmatch(r"trigger 0, rank 0: leg mesh_reduce \(rank 0, entry 0, channel 0, step 7\) "
+                     r"reads bytes \[(0x[0-9a-f]+), (0x[0-9a-f]+)\) of rank 0 scratch 'scratch' "
+                     r"\(address (0x[0-9a-f]+)\) written by leg mesh_send \(rank ([123]), entry "
+                     r"0, channel 0, step \d+\) with no happens-before ordering between them "
+                     r"\(missing or misdirected semaphore\)", err)
+    assert m, err
+    lo, hi, addr = (int(x, 16) for x in m.groups()[:3])
+    assert hi - lo == 2048 and lo % 2048 == 0 and hi <= 6144
+    assert addr == 0x1_0000_0000 + 0x4000 + lo
