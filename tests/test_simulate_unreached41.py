@@ -587,3 +587,71 @@ def test_a_mesh_reduce_waiting_for_too_few_peers_reads_unordered_bytes(tmp_path)
     lo, hi, addr = (int(x, 16) for x in m.groups()[:3])
     assert hi - lo == 2048 and lo % 2048 == 0 and hi <= 6144
     assert addr == 0x1_0000_0000 + 0x4000 + lo
+
+
+def test_a_consuming_ring_leg_without_its_wait_is_refused_counting_it(ar2_out, tmp_path):
+    """Record 4 (recv_reduce_copy) has two semaphore BDs, sem.bin 8 (wait recv_sema >= 1, it
+    consumes its predecessor's half) and 9 (+1 on its own dma_compl_sema); the wait made a
+    copy of the increment: FORMATS §7 knows both BDs, but the leg has no wait."""
+    out = copy(ar2_out, tmp_path)
+    legs = _legs(out, 0)
+    assert (int(legs["sem_first"][4]), int(legs["sem_count"][4])) == (8, 2)
+    p = out / "rank-0000" / "sem.bin"
+    sems = np.fromfile(p, F.SEM_DTYPE)
+    assert int(sems["ctrl"][8]) & 0xFF == 20 and int(sems["addr"][8]) == EVT_SEM + 0x1C00 + 4 * 16
+    sems[8] = sems[9]
+    sems.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field sem_count, rank 0, artifact legs.bin, "
+                           "record 4: recv_reduce_copy leg (entry 0, channel 0, step 4) has 0 x "
+                           "a wait recv_sema >= 1, expected 1")
+
+
+def test_a_ring_triggers_channels_other_than_its_chunk_channels_are_refused(ar2_out, tmp_path):
+    """FORMATS §1.1: a RING trigger lists one ``channels`` item per chunk channel; ar2_out's
+    chunk.channels 1 with a second item (channel 1, the order [0, 1]) and every place that
+    names the channels to match (spad.bin channel_list 3 at bytes 4..7, the rank manifest's
+    entry)."""
+    out = copy(ar2_out, tmp_path)
+    assert trigger0(out)["chunk"]["channels"] == 1
+    p = out / "rank-0000" / "spad.bin"
+    b = bytearray(p.read_bytes())
+    b[4:8] = (3).to_bytes(4, "little")
+    p.write_bytes(bytes(b))
+    m = out / "rank-0000" / "manifest.json"
+    man = json.loads(m.read_text())
+    man["entries"][0].update(channel_list=3, channels=[0, 1])
+    m.write_text(json.dumps(man))
+    _retrigger(out, 0, lambda t: t["channels"].append({"channel": 1, "order": [0, 1]}))
+    rehash(out)
+    assert _error_2(out) == (f"{out / 'manifest.json'}: field triggers[0]: channels lists 2 "
+                             "channels, not the 1 chunk.channels 1 asks for (a RING trigger "
+                             "lists one per chunk channel)")
+
+
+def _error_2(out: Path) -> str:
+    """Simulated: a refusal of the manifest (exit 1 or 2), one line."""
+    res = cli("simulate", out, "--json")
+    assert res.exit_code in (1, 2), res.output
+    doc = json.loads(res.stdout)
+    assert "\n" not in doc["error"]
+    return doc["error"]
+
+
+def test_a_single_cycle_leg_on_a_channel_its_entry_lacks_is_refused(tmp_path):
+    """A bf16 all-reduce of 4096 elements over ranks 0..3 (LNC 2) as SINGLE_CYCLE_RING:
+    channels 0 (CW) and 1 (CCW). A leg of it may touch the other channel's block (the pair
+    meets through post_sema, FORMATS §3.3), not a channel the entry does not run: rank 0's
+    first +1 on channel 1's post_sema (16 + 4 + 2 = 22, INC window) made channel 2's (26)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096, lnc=2), tmp_path / "o",
+                     algo="single_cycle_ring")
+    p = out / "rank-0000" / "sem.bin"
+    sems = np.fromfile(p, F.SEM_DTYPE)
+    post22 = EVT_SEM + INC + 4 * 22
+    k = int(np.flatnonzero((sems["addr"] == post22) & ((sems["ctrl"] & 0xFF) == 21))[0])
+    sems["addr"][k] = EVT_SEM + INC + 4 * 26
+    sems.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, record "
+                           f"{k}: semaphore 26 (channel 2 post_sema) used by a leg of an entry "
+                           "without channel 2")
