@@ -655,3 +655,32 @@ def test_a_single_cycle_leg_on_a_channel_its_entry_lacks_is_refused(tmp_path):
     assert _error(out) == (f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, record "
                            f"{k}: semaphore 26 (channel 2 post_sema) used by a leg of an entry "
                            "without channel 2")
+
+
+def _reregion(out: Path, i: int, **kw) -> None:
+    m = out / "manifest.json"
+    top = json.loads(m.read_text())
+    top["memory"]["regions"][i].update(**kw)
+    m.write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    rehash(out)
+
+
+@pytest.mark.parametrize("i, edit, why", [
+    # FORMATS §10: a region's kind is dram, sbuf, scratch or gw, its offset and size >= 0
+    (0, {"kind": "foo"}, "memory region 'x_in': bad kind/offset/size"),
+    (0, {"offset": -2}, "memory region 'x_in': bad kind/offset/size"),
+    # an SBUF region has 1..128 partitions
+    (0, {"kind": "sbuf", "partitions": 0}, "memory region 'x_in': 0 partitions"),
+    (0, {"kind": "sbuf", "partitions": 129}, "memory region 'x_in': 129 partitions"),
+    # x_in is [0, 2000), x_out moved from 4096 to 1000
+    (1, {"offset": 1000}, "memory regions 'x_in' and 'x_out' overlap"),
+], ids=["kind", "offset", "partitions_0", "partitions_129", "overlap"])
+def test_a_memory_region_other_than_formats_is_refused(ar2_out, tmp_path, i, edit, why):
+    """ar2_out's regions: x_in [0, 2000), x_out [4096, 6096), scratch, gw (1000 bf16
+    elements, 2000 bytes each, DRAM regions 4 KiB aligned)."""
+    out = copy(ar2_out, tmp_path)
+    regions = json.loads((out / "manifest.json").read_text())["memory"]["regions"]
+    assert [(r["name"], r["offset"], r["size"]) for r in regions[:2]] == [("x_in", 0, 2000),
+                                                                          ("x_out", 4096, 2000)]
+    _reregion(out, i, **edit)
+    assert _error(out) == f"{out / 'manifest.json'}: field memory: {why}"
