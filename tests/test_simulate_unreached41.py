@@ -684,3 +684,49 @@ def test_a_memory_region_other_than_formats_is_refused(ar2_out, tmp_path, i, edi
                                                                           ("x_out", 4096, 2000)]
     _reregion(out, i, **edit)
     assert _error(out) == f"{out / 'manifest.json'}: field memory: {why}"
+
+
+def _bad_input(out: Path) -> str:
+    """Simulated: the output cannot be read as the format (exit 2), one line."""
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 2, res.output
+    doc = json.loads(res.stdout)
+    assert "\n" not in doc["error"]
+    return doc["error"]
+
+
+def test_a_rank_listed_twice_in_ranks_is_refused_naming_the_item(ar2_out, tmp_path):
+    """FORMATS §1.1 ``ranks``: each rank with a folder, once; [0, 1] made [0, 1, 0]."""
+    out = copy(ar2_out, tmp_path)
+    m = out / "manifest.json"
+    top = json.loads(m.read_text())
+    assert top["ranks"] == [0, 1]
+    top["ranks"] = [0, 1, 0]
+    m.write_text(json.dumps(top))
+    assert _bad_input(out) == f"{m}: field ranks[2]: rank 0 is listed twice"
+
+
+def test_a_rewritten_neff_other_than_its_checksum_is_refused(ar2_out, tmp_path):
+    """The rewritten NEFF's last byte flipped, the manifest's output_neff.sha256 left: the
+    checksum refusal names the NEFF (its name in the manifest, o.neff) and the way round."""
+    out = copy(ar2_out, tmp_path)
+    top = json.loads((out / "manifest.json").read_text())
+    assert top["output_neff"]["name"] == "o.neff"
+    p = out / "o.neff"
+    b = bytearray(p.read_bytes())
+    b[-1] ^= 1
+    p.write_bytes(bytes(b))
+    assert _bad_input(out) == (f"{out}: o.neff: sha256 does not match manifest.json; the output "
+                               "was modified after it was written (--ignore-checksums to "
+                               "simulate anyway)")
+
+
+def test_a_rank_manifest_not_listing_an_artifact_is_refused(ar2_out, tmp_path):
+    """FORMATS §1.2: a rank manifest's ``files`` lists every artifact; cce.bin taken out."""
+    out = copy(ar2_out, tmp_path)
+    m = out / "rank-0000" / "manifest.json"
+    man = json.loads(m.read_text())
+    del man["files"]["cce.bin"]
+    m.write_text(json.dumps(man))
+    rehash(out)
+    assert _bad_input(out) == f"{out}: rank-0000/manifest.json does not list cce.bin"
