@@ -529,15 +529,7 @@ def test_a_leg_touching_a_rank_without_an_entry_of_its_trigger_is_refused(tmp_pa
     after the two mark_complete and two mesh_sync legs of the entry handshake and the start
     event) writes its one destination, rank 1 (core 1, FORMATS §5: BD 0 the source, BD 1 the
     destination); moved to core 5, rank 5 has no entry of trigger 0."""
-    spec = coll_spec("all_reduce", "bf16", 4, 4096)
-    sg = spec["subgraphs"][0]
-    sg["replica_groups"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
-    sg["engines"]["sp"][1]["all_reduce"]["group"] = 0
-    sg["vars"].append({"name": "y_out", "type": "output", "size": 8192})
-    sg["engines"]["sp"].append({"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in",
-                                               "dst": "y_out", "num_elements": 4096,
-                                               "group": 1}})
-    out = lower_spec(spec, tmp_path / "o", algo="mesh")
+    out = _two_mesh_triggers(tmp_path / "o")
     legs = _legs(out, 0)
     assert legs["leaf"][:5].tolist() == [22, 22, 20, 20, 16] and legs["trigger"][4] == 0
     p, bds, first = _bds(out, 0, 4)
@@ -730,3 +722,39 @@ def test_a_rank_manifest_not_listing_an_artifact_is_refused(ar2_out, tmp_path):
     m.write_text(json.dumps(man))
     rehash(out)
     assert _bad_input(out) == f"{out}: rank-0000/manifest.json does not list cce.bin"
+
+
+def _two_mesh_triggers(out: Path) -> Path:
+    """Two bf16 MESH all-reduces of 4096 elements: trigger 0 over ranks 0..3, trigger 1 over
+    4..7 (trn2, LNC 1), each rank's only entry its group's trigger."""
+    spec = coll_spec("all_reduce", "bf16", 4, 4096)
+    sg = spec["subgraphs"][0]
+    sg["replica_groups"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    sg["engines"]["sp"][1]["all_reduce"]["group"] = 0
+    sg["vars"].append({"name": "y_out", "type": "output", "size": 8192})
+    sg["engines"]["sp"].append({"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in",
+                                               "dst": "y_out", "num_elements": 4096,
+                                               "group": 1}})
+    return lower_spec(spec, out, algo="mesh")
+
+
+def test_a_group_rank_without_an_entry_of_the_trigger_is_refused(tmp_path):
+    """Trigger 0's replica_group given rank 4 too (whose only entry is trigger 1's): rank 4's
+    load names the trigger it has no entry of."""
+    out = _two_mesh_triggers(tmp_path / "o")
+    assert trigger0(out)["replica_group"] == [0, 1, 2, 3]
+    _retrigger(out, 0, lambda t: t.__setitem__("replica_group", [0, 1, 2, 3, 4]))
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0004'}: rank 4, artifact spad.bin: no SPAD entry for "
+                           "trigger 0, whose replica group contains rank 4")
+
+
+@pytest.mark.parametrize("seed", [-1, 2 ** 32, True])
+def test_a_seed_outside_32_bits_is_refused_by_the_api(ar2_out, seed):
+    """The CLI's --seed is an IntRange(0, 2**32 - 1) (click refuses first: this check is not
+    reachable from ``nrtrewrite simulate``); ``simulate_output`` refuses the same seeds, which
+    would repeat another seed's data (testdata.SEED_MAX)."""
+    from nrtrewrite.simulate import simulate_output
+    with pytest.raises(ValueError) as exc:
+        simulate_output(ar2_out, seed=seed)
+    assert str(exc.value) == f"seed {seed!r}: a seed is an integer from 0 to 4294967295"
