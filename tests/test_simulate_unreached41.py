@@ -758,3 +758,96 @@ def test_a_seed_outside_32_bits_is_refused_by_the_api(ar2_out, seed):
     with pytest.raises(ValueError) as exc:
         simulate_output(ar2_out, seed=seed)
     assert str(exc.value) == f"seed {seed!r}: a seed is an integer from 0 to 4294967295"
+
+
+# the shadow's four verdicts (engine._conflict), each from one BD moved in a MESH all-reduce of
+# 4096 bf16 elements over ranks 0..3 (trn2, LNC 1): blocks of 1024 elements (2048 bytes);
+# the regions x_in [0, 0x2000), x_out [0x2000, 0x4000), scratch [0x4000, 0x5800) (the channel
+# buffer: one 2048-byte slot a peer). Rank 1's legs: two mark_complete, two mesh_sync, its
+# mesh_sends to ranks 0, 2, 3 (records 4, 5, 6: BD 0 the source, BD 1 the destination; to rank
+# 0 its slot 0 at core 0's scratch + 0, address 0x1_0000_4000), mesh_reduce (7), the reduced
+# block's mesh_send to the 3 peers' x_out (8: BDs 11 source, 12..14 destinations 0..2 =
+# ranks 0, 2, 3).
+
+BD = np.dtype([("length", "<u4"), ("meta", "<u4"), ("buf_ptr", "<u8")])
+SLOT0_OF_RANK0 = 0x1_0000_4000
+
+
+@pytest.fixture(scope="module")
+def m4_out(tmp_path_factory) -> Path:
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096),
+                     tmp_path_factory.mktemp("m4") / "o", algo="mesh")
+    legs = _legs(out, 1)
+    assert legs["leaf"].tolist() == [22, 22, 20, 20, 16, 16, 16, 17, 16, 20, 15]
+    bds = np.fromfile(out / "rank-0001" / "dma.bin", BD)
+    assert int(bds["buf_ptr"][legs["dma_first"][4] + 1]) == SLOT0_OF_RANK0
+    assert legs["dma_first"][8] == 11 and legs["dma_count"][8] == 4
+    return out
+
+
+def _move(out: Path, rank: int, bd: int, addr: int) -> None:
+    p = out / f"rank-{rank:04d}" / "dma.bin"
+    bds = np.fromfile(p, BD)
+    bds["buf_ptr"][bd] = addr
+    bds.tofile(p)
+    rehash(out)
+
+
+def test_a_second_write_of_a_slot_before_its_read_is_a_race(m4_out, tmp_path):
+    """Rank 1's second mesh_send (record 5, to rank 2) moved onto rank 0's slot 0: rank 0's
+    mesh_reduce waited for rank 1's first send (its event), not for this one."""
+    out = copy(m4_out, tmp_path)
+    _move(out, 1, int(_legs(out, 1)["dma_first"][5]) + 1, SLOT0_OF_RANK0)
+    assert _error(out) == ("trigger 0, rank 0: leg mesh_reduce (rank 0, entry 0, channel 0, step "
+                           "7) reads bytes [0x0, 0x800) of rank 0 scratch 'scratch' (address "
+                           "0x100004000) written by leg mesh_send (rank 1, entry 0, channel 0, "
+                           "step 5) with no happens-before ordering between them (missing or "
+                           "misdirected semaphore)")
+
+
+def test_two_unordered_writes_of_one_slot_are_a_race(m4_out, tmp_path):
+    """Rank 2's first mesh_send (to rank 0, its slot 1) moved onto slot 0, which rank 1's
+    first send writes: nothing orders the two writes (which runs second is the run's)."""
+    out = copy(m4_out, tmp_path)
+    _move(out, 2, int(_legs(out, 2)["dma_first"][4]) + 1, SLOT0_OF_RANK0)
+    err = _error(out)
+    lines = [f"trigger 0, rank {a}: leg mesh_send (rank {a}, entry 0, channel 0, step 4) writes "
+             "bytes [0x0, 0x800) of rank 0 scratch 'scratch' (address 0x100004000) also written "
+             f"by leg mesh_send (rank {b}, entry 0, channel 0, step 4) with no happens-before "
+             "ordering between the two writes" for a, b in ((2, 1), (1, 2))]
+    assert err in lines, err
+
+
+def test_a_write_of_a_slot_after_its_unordered_read_is_a_race(m4_out, tmp_path):
+    """Rank 1's last mesh_send (record 8) destination 1 (rank 2's x_out, BD 13) moved onto rank
+    0's slot 0: it runs after rank 1's mesh_reduce, rank 0's mesh_reduce has read the slot by
+    then (the run's order), and nothing orders the two."""
+    out = copy(m4_out, tmp_path)
+    _move(out, 1, 13, SLOT0_OF_RANK0)
+    assert _error(out) == ("trigger 0, rank 1: leg mesh_send (rank 1, entry 0, channel 0, step "
+                           "8) writes bytes [0x0, 0x800) of rank 0 scratch 'scratch' (address "
+                           "0x100004000) that leg mesh_reduce (rank 0, entry 0, channel 0, step "
+                           "7) reads with no happens-before ordering (the read may see either "
+                           "value)")
+
+
+def test_a_read_of_bytes_only_an_earlier_trigger_wrote_is_refused(tmp_path):
+    """Two such all-reduces, x_in to x_out: rank 0's mesh_reduce of trigger 1 (its second
+    entry: sources IN, slots 0, 1, 2 of its peers, BDs 1..3, destination its block of x_out)
+    reads x_out's first 2048 bytes (0x1_0000_2000) for slot 0: trigger 0's reduce wrote them,
+    trigger 1's has not yet."""
+    spec = coll_spec("all_reduce", "bf16", 4, 4096)
+    spec["subgraphs"][0]["engines"]["sp"].append(
+        {"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in", "dst": "x_out",
+                        "num_elements": 4096}})
+    out = lower_spec(spec, tmp_path / "o", algo="mesh")
+    legs = _legs(out, 0)
+    g = int(np.flatnonzero((legs["trigger"] == 1) & (legs["leaf"] == 17))[0])
+    first = int(legs["dma_first"][g])
+    bds = np.fromfile(out / "rank-0000" / "dma.bin", BD)
+    assert int(bds["buf_ptr"][first + 1]) == SLOT0_OF_RANK0 and legs["step"][g] == 7
+    _move(out, 0, first + 1, 0x1_0000_2000)
+    assert _error(out) == ("trigger 1, rank 0: leg mesh_reduce (rank 0, entry 1, channel 0, step "
+                           "7) reads bytes [0x0, 0x800) of rank 0 dram 'x_out' (address "
+                           "0x100002000), last written in trigger 0 by leg mesh_reduce (rank 0, "
+                           "entry 0, channel 0, step 7), not in trigger 1")
