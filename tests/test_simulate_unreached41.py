@@ -20,6 +20,7 @@ import re
 import struct
 from pathlib import Path
 
+import meshcase
 import numpy as np
 import pytest
 
@@ -459,6 +460,7 @@ SRC_AT = "net_src.bin, record"
      "(channel 0 recv_sema) of rank 1 (window 0x1800); expected the INC window of this rank's "
      "semaphore 17 (channel 0 send_sema)"),
     # net_src_addr (FORMATS §8.2): entries 0..11 of op 0, terminator 12
+    ("net_ops.bin", _set("reserved_75", 1), "reserved", 0, "reserved bytes are not zero"),
     ("net_src.bin", _set("mark", 2, 12), "mark", 12, "mark 2: a FIFO entry is NET_TRANSFER (0) "
      "or a NET_OP_COMPLETE (1) terminator"),
     ("net_src.bin", _set("net_op_idx", 1, 12), "net_op_idx", 12, "terminator net_op_idx 1, it "
@@ -472,7 +474,7 @@ SRC_AT = "net_src.bin, record"
     ("net_src.bin", _set("complete", 0, 11), "complete", 11, "the last entry of an op does not "
      "have complete = 1"),
 ], ids=["sema_shift", "loop_size", "unrolled", "enc_channel", "early", "send_differs",
-        "send_sema", "mark", "term_idx", "term_size", "unterminated", "op_order", "entry_idx",
+        "send_sema", "reserved", "mark", "term_idx", "term_size", "unterminated", "op_order", "entry_idx",
         "last_complete"])
 def test_one_field_of_a_net_fifo_is_refused_naming_it(r2n_out, tmp_path, name, fn, field,
                                                       record, why):
@@ -851,3 +853,32 @@ def test_a_read_of_bytes_only_an_earlier_trigger_wrote_is_refused(tmp_path):
                            "7) reads bytes [0x0, 0x800) of rank 0 dram 'x_out' (address "
                            "0x100002000), last written in trigger 0 by leg mesh_reduce (rank 0, "
                            "entry 0, channel 0, step 7), not in trigger 1")
+
+
+def test_a_transfer_of_other_bytes_than_its_post_recv_is_refused(tmp_path):
+    """A bf16 MESH all-reduce of 32768 elements over ranks 0 and 64 (two trn2 nodes, LNC 2):
+    FORMATS §8.2's example, rank 0's net_src.bin entry, entry, terminator(0), terminator(1)
+    and rank 64's net_dest.bin entry, terminator(0), entry, terminator(1), each transfer half
+    the buffer (16384 elements, 32768 bytes). The first transfer made 2 bytes shorter and the
+    second 2 bytes longer on both sides: the entry's total still matches its post_recv legs,
+    the first post_recv (rank 64's first, 16384 elements) does not."""
+    out = tmp_path / "o"
+    meshcase.lower(meshcase.spec([[0, 64]], [("all_reduce", "bf16", "add", 32768)], lnc=2),
+                   out, algo="mesh", topology="trn2:nodes=2")
+    p = out / "rank-0000" / "net_src.bin"
+    src = np.fromfile(p, F.NET_SRC_ADDR_DTYPE)
+    assert src[["size", "mark"]].tolist() == [(32768, 0), (32768, 0), (0, 1), (0, 1)]
+    src["size"][:2] = [32766, 32770]
+    src.tofile(p)
+    q = out / "rank-0064" / "net_dest.bin"
+    dst = np.fromfile(q, F.NET_DEST_ADDR_DTYPE)
+    assert dst[["size", "mark"]].tolist() == [(32768, 0), (0, 1), (32768, 0), (0, 1)]
+    dst["size"][[0, 2]] = [32766, 32770]
+    dst.tofile(q)
+    rehash(out)
+    post = _first_leg(out, 64, 21)
+    assert _legs(out, 64)["num_elements"][post] == 16384
+    assert _error(out) == (f"{out / 'rank-0064'}: field num_elements, rank 64, channel 0, "
+                           f"artifact legs.bin, record {post}: post_recv of 16384 elements "
+                           "(32768 bytes) receives a transfer of 32766 bytes (rank 0's "
+                           "net_src.bin record 0, complete)")
