@@ -882,3 +882,21 @@ def test_a_transfer_of_other_bytes_than_its_post_recv_is_refused(tmp_path):
                            f"artifact legs.bin, record {post}: post_recv of 16384 elements "
                            "(32768 bytes) receives a transfer of 32766 bytes (rank 0's "
                            "net_src.bin record 0, complete)")
+
+
+def test_tiles_of_one_leg_with_other_stream_counts_are_refused(ar2_out, tmp_path):
+    """Record 4 (recv_reduce_copy) has two tiles of two sources and one destination, BDs 8..10
+    and 11..13 (FORMATS §5: per tile the M2S BDs of sources 0, 1, then the S2M BD of
+    destination 0; meta_ctrl sdma_op 4, dir bit 4, stream [12:8]: 0x4, 0x104, 0x14). Tile 1's
+    source 1 and destination 0 made destinations 0 and 1 (0x14, 0x114): one source, two
+    destinations against tile 0's two and one."""
+    out = copy(ar2_out, tmp_path)
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, BD)
+    assert bds["meta"][8:14].tolist() == [0x4, 0x104, 0x14] * 2
+    bds["meta"][12:14] = [0x14, 0x114]
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field dma_count, rank 0, artifact legs.bin, "
+                           "record 4: tiles of this leg have different numbers of "
+                           "sources/destinations")
