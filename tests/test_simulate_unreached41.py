@@ -220,7 +220,7 @@ def _poke(out: Path, name: str, offset: int, fmt: str, fn) -> None:
 
 LEG = 64  # legs.bin record size; leaf 12, sdma_op 7, channel 6, reduction_type 14, ring_step
 # 60, num_elements 56, cce_first 32 (FORMATS §3)
-CCE = 16  # cce.bin: W0 at 0, W1 4, W2 8, W3 12 (FORMATS §6)
+# cce.bin: W0 at 0, W1 4, W2 8, W3 12 (FORMATS §6)
 SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
 
 
@@ -437,10 +437,6 @@ def _to_recv_sema(a) -> None:
     a["inc_send_handshake"] = a["inc_send_complete"] = a["inc_recv_handshake"]
 
 
-OPS_AT = "net_ops.bin, record 0"
-SRC_AT = "net_src.bin, record"
-
-
 @pytest.mark.parametrize("name, fn, field, record, why", [
     # net_ops_info (FORMATS §8.1): a ring entry's sema_shift_offset 0, net_idx_loop_size 512,
     # unrolled_count the trigger's chunk groups (1), enc_channel the channel id (0), the
@@ -474,8 +470,8 @@ SRC_AT = "net_src.bin, record"
     ("net_src.bin", _set("complete", 0, 11), "complete", 11, "the last entry of an op does not "
      "have complete = 1"),
 ], ids=["sema_shift", "loop_size", "unrolled", "enc_channel", "early", "send_differs",
-        "send_sema", "reserved", "mark", "term_idx", "term_size", "unterminated", "op_order", "entry_idx",
-        "last_complete"])
+        "send_sema", "reserved", "mark", "term_idx", "term_size", "unterminated", "op_order",
+        "entry_idx", "last_complete"])
 def test_one_field_of_a_net_fifo_is_refused_naming_it(r2n_out, tmp_path, name, fn, field,
                                                       record, why):
     out = copy(r2n_out, tmp_path)
@@ -771,7 +767,7 @@ def test_a_seed_outside_32_bits_is_refused_by_the_api(ar2_out, seed):
 # block's mesh_send to the 3 peers' x_out (8: BDs 11 source, 12..14 destinations 0..2 =
 # ranks 0, 2, 3).
 
-BD = np.dtype([("length", "<u4"), ("meta", "<u4"), ("buf_ptr", "<u8")])
+BD = DMA
 SLOT0_OF_RANK0 = 0x1_0000_4000
 
 
