@@ -154,6 +154,34 @@ def test_a_kangaring_secondary_moving_data_is_refused(kr16_out, tmp_path, monkey
         "(triggers[0].kangaring[0].units), whose legs move no data (FORMATS §3.3)")
 
 
+
+def test_simulator_mds_recv_sema_example_is_the_whole_line(kr16_out, tmp_path, monkeypatch):
+    """docs/SIMULATOR.md §1's example of the semaphore branch, whole: units reordered to [0,
+    4, 5, 1], [8, 12, 13, 9], [2, 6, 7, 3], [10, 14, 15, 11] (the order [0, 8, 2, 10]; the
+    unit check taken out as in the secondary test above). Rank 0's first fan-in (legs.bin
+    record 3) has sem.bin records 10..14 (FORMATS §7: no wait, then its increments: its own
+    dma_compl_sema, rank 2's recv_sema, the peer semaphores of 4, 5, 1), so record 11 (the
+    doc said 12 until 2026-12-05)."""
+    monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
+    out = copy(kr16_out, tmp_path)
+    units = [[0, 4, 5, 1], [8, 12, 13, 9], [2, 6, 7, 3], [10, 14, 15, 11]]
+
+    def reunit(t: dict) -> None:
+        t["kangaring"][0].update(units=units, logical_path=[m for u in units for m in u])
+        t["channels"][0]["order"] = [u[0] for u in units]
+    _retrigger(out, 0, reunit)
+    rehash(out)
+    legs = _legs(out, 0)
+    assert legs["leaf"][3] == LEAF_FAN_IN and legs["sem_first"][3] == 10
+    sems = np.fromfile(out / "rank-0000" / "sem.bin", F.SEM_DTYPE)
+    assert int(sems["addr"][11]) == EVT_SEM + (2 << 30) + INC + 4 * 16  # rank 2's recv_sema
+    line = (f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, record 11: "
+            "direct_reduce_send_kangaring leg (legs.bin record 3) increments recv_sema of rank 2: "
+            "the next primary of channel 0 is 8 (triggers[0].channels[0].order) (FORMATS §3.3)")
+    assert _error(out) == line
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
+    assert line.split(": ", 1)[1] in doc
+
 # ---------------------------------------------------------------------------- one field of a ring
 
 @pytest.fixture(scope="module")
