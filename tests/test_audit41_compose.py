@@ -180,3 +180,124 @@ def test_inter_node_predicates_apply_their_windows_to_the_byte(engine, nbytes, i
     assert pred(r, T2N, DEFAULT_POLICY, check_window=False)[0]
     ok, why = pred(r, T2N, DEFAULT_POLICY, check_window=True)
     assert ok is inside, why
+
+
+# -- seed 003 §3: __get_pgt_offset gives pages of the DMA size, the last one short (the arm
+#    ``dma_sz == remaining`` of prepare_reduce_params' assert) ---------------------------------
+
+@pytest.mark.parametrize("offset, total, size", [
+    (0, 10000, 4096), (4096, 10000, 4096), (8192, 10000, 1808),   # 10000 = 2 x 4096 + 1808
+    (100, 10000, 3996),                                           # mid-page: to the page's end
+    (9000, 10000, 1000),                                          # mid last page: to the end
+])
+def test_get_pgt_offset_pages_the_transfer_and_the_last_page_is_short(offset, total, size):
+    from nrtrewrite.compose.params import Addr, TransactionInfo, get_pgt_offset
+    assert get_pgt_offset(TransactionInfo(Addr(0, 0), 0, 4096), offset, total) == (offset, size)
+
+
+# -- SELECTION.md §7: SINGLE_CYCLE_RING uses max(1, n / 2) channel pairs, one forward ring each
+
+@pytest.mark.parametrize("n_channels, rings", [(1, 1), (2, 1), (4, 2), (8, 4)])
+def test_single_cycle_forward_rings_are_half_the_channel_count(n_channels, rings):
+    from nrtrewrite.compose.single_cycle import forward_rings
+    # a whole trn2 node has 4 distinct rings (TOPOLOGY.md: the four directed device cycles)
+    fwd = forward_rings(T1N, tuple(range(64)), n_channels)
+    assert len(fwd) == rings and len(set(fwd)) == rings
+
+
+# -- seed 000 §2.3: enc_kangaring.logical_path[256] holds 256 ranks, not 257 ------------------
+
+def test_kangaring_paths_take_256_ranks(tmp_path):
+    import json
+
+    from nrtrewrite.errors import LimitError
+    from nrtrewrite.topology.rings import kangaring_paths
+    path = tmp_path / "big8x8.json"   # trn2 with 64 devices a node: 512 ranks at LNC 1
+    path.write_text(json.dumps({"format": "nrtrewrite-topology/1", "name": "big8x8",
+                                "platform": "trn2", "nodes": 1, "devices_per_node": 64,
+                                "torus": [8, 8]}))
+    big = load_topology(str(path), world=(), lnc_size=1)
+    (ch,) = kangaring_paths(big, tuple(range(256)), 1)   # 32 whole devices of 8 ranks
+    assert sorted(r for u in ch.units for r in u) == list(range(256))
+    with pytest.raises(LimitError, match=r"264 ranks exceeds logical_path\[256\]"):
+        kangaring_paths(big, tuple(range(264)), 1)
+
+
+# -- the record checks of compose/params.py: each refusal a LoweringError, never a crash or a
+#    pass (seed 003 §2-3: the length-locked vectors, the chained wide reduce) ----------------
+
+def test_a_copy_with_a_source_offset_of_minus_one_is_refused():
+    from nrtrewrite.compose.params import Addr, EncCopyOpParams, check_copy_params
+    from nrtrewrite.errors import LoweringError
+    op = EncCopyOpParams(src_idx=0, s_addr=Addr(0, 0), s_offsets=[0, -1],
+                         d_addrs=[Addr(2, 0), Addr(2, 4)], d_skip_copy=[False, False],
+                         d_ranks=[5, 6], copy_sizes=[8, 8])
+    with pytest.raises(LoweringError, match="destination 1: negative source offset"):
+        check_copy_params(op)
+
+
+def test_a_nine_source_reduce_with_two_destinations_is_refused():
+    # a reduce wider than a leg's 8 sources chains through its one destination (the
+    # accumulator): with two destinations there is none to chain through
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.compose.params import (
+        Addr, EncReduceOpParams, NeighborGroups, RowSpec, reduce_rows,
+    )
+    from nrtrewrite.errors import LoweringError
+    n = IR.MAX_SRC + 1
+    op = EncReduceOpParams(s_addrs=[Addr(v, 0) for v in range(n)], src_idx=[0] * n,
+                           d_addrs=[Addr(20, 0), Addr(21, 0)], dst_idx=[0, 0], reduce_size=4)
+    with pytest.raises(LoweringError, match="exactly one destination"):
+        reduce_rows([op], RowSpec(0, 17), 2, NeighborGroups(((3,),)), 0, 0, lambda r: 0)
+
+
+def test_a_neighbour_group_one_past_the_last_is_a_lowering_error():
+    from nrtrewrite.compose.params import NeighborGroups
+    from nrtrewrite.errors import LoweringError
+    ng = NeighborGroups(((10, 11), (10, 12)))
+    assert ng.idx_in_group(1, 12) == 1
+    with pytest.raises(LoweringError, match="neighbour group 2 does not exist"):
+        ng.idx_in_group(2, 10)
+
+
+def test_a_leg_with_three_waits_is_a_lowering_error_not_a_crash():
+    # the leg IR holds two waits a row (LEG_IR_DTYPE's wait_sem / wait_val columns)
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.compose.params import set_waits
+    from nrtrewrite.errors import LoweringError
+    assert IR.LEG_IR_DTYPE["wait_sem"].shape == (2,)
+    row = IR.empty(1)[0]
+    with pytest.raises(LoweringError, match="waits on 3 semaphores"):
+        set_waits(row, [(1, 1), (2, 1), (3, 1)])
+
+
+# -- TOPOLOGY.md §3 step 2: a restriction with an unlinked pair (the wrap included) gives way
+#    to a link-only cycle when one exists ---------------------------------------------------
+
+def test_a_restriction_open_only_at_its_wrap_gives_way_to_a_link_only_cycle():
+    from nrtrewrite.topology.rings import device_order
+    # on the 4x4 torus (device d at row d // 4, column d % 4) 0-4-5-1-2-6 is linked pair by
+    # pair but 6 and 0 are not neighbours; 0-1-2-6-5-4 is a cycle of links
+    cycle = (0, 4, 5, 1, 2, 6, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+    order = device_order(T1N, (0, 1, 2, 4, 5, 6), cycle)
+    assert sorted(order) == [0, 1, 2, 4, 5, 6]
+    assert all(T1N.linked(order[i], order[(i + 1) % 6]) for i in range(6)), order
+
+
+# -- TOPOLOGY.md "The hybrid ring": mla_cycle_n == 2 is part of the rule ----------------------
+
+def test_a_one_cycle_platform_has_no_hybrid_ring(tmp_path):
+    import json
+
+    from nrtrewrite.topology.rings import is_hybrid_ring
+    # a trn2 node whose topology file gives one device cycle: 16 ranks one a device at one
+    # core index, LNC 2, one node - every term but mla_cycle_n == 2
+    h0 = [0, 1, 2, 3, 7, 4, 5, 6, 10, 11, 8, 9, 13, 14, 15, 12]
+    path = tmp_path / "one_cycle.json"
+    path.write_text(json.dumps({"format": "nrtrewrite-topology/1", "name": "one-cycle",
+                                "platform": "trn2", "nodes": 1, "devices_per_node": 16,
+                                "torus": [4, 4], "device_cycles": [h0]}))
+    one = load_topology(str(path), world=(), lnc_size=2)
+    group = tuple(range(2, 64, 4))
+    assert is_hybrid_ring(T1N, group)          # the stock trn2: two cycles
+    assert len(one.device_cycles) == 1 and not is_hybrid_ring(one, group)
