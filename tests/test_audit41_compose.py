@@ -301,3 +301,18 @@ def test_a_one_cycle_platform_has_no_hybrid_ring(tmp_path):
     group = tuple(range(2, 64, 4))
     assert is_hybrid_ring(T1N, group)          # the stock trn2: two cycles
     assert len(one.device_cycles) == 1 and not is_hybrid_ring(one, group)
+
+
+# -- SELECTION.md §3 / DESIGN.md: the mesh slots fit 8 MiB - the composer takes exactly 8 MiB --
+
+def test_a_mesh_of_exactly_8_mib_of_channel_buffer_lowers(tmp_path):
+    import json
+
+    from test_simulate import coll_spec, lower_spec
+    # two ranks, an all-reduce of 8 Mi bf16 elements: one slot of the 4 Mi-element block,
+    # 8,388,608 B, exactly ENC_MESH_CHANNEL_BUF_MAX_SIZE
+    out = lower_spec(coll_spec("all_reduce", "bf16", 2, 8 * 1024 * 1024), tmp_path / "o",
+                     algo="mesh")
+    trig = json.loads((out / "manifest.json").read_text())["triggers"][0]
+    assert trig["algorithm"] == "MESH"
+    assert trig["mesh"]["channel_buffer_bytes"] == 8 * 1024 * 1024
