@@ -316,3 +316,44 @@ def test_a_mesh_of_exactly_8_mib_of_channel_buffer_lowers(tmp_path):
     trig = json.loads((out / "manifest.json").read_text())["triggers"][0]
     assert trig["algorithm"] == "MESH"
     assert trig["mesh"]["channel_buffer_bytes"] == 8 * 1024 * 1024
+
+
+# -- FORMATS.md §7 (events): SINGLE_STEP_MESH broadcasts on EVT_INTRA_GRP_BRDCST /
+#    EVT_INTER_GRP_BRDCST, only a two-rank group on EVT_REDUCE_COPY alone --------------------
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_single_step_mesh_takes_the_two_rank_events_only_over_two_ranks(tmp_path, n):
+    import json
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    from test_simulate import assert_clean, coll_spec, lower_neff
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(coll_spec("all_reduce", "bf16", n, 1000)))
+    res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", "0", "--json",
+                                    "--algo", "single_step_mesh"])
+    assert res.exit_code == 0, res.output
+    (op,) = json.loads(res.output)["ops"]
+    events = {e["event"] for e in op["events"]}
+    if n == 2:
+        assert "EVT_REDUCE_COPY" in events and "EVT_INTRA_GRP_BRDCST" not in events
+    else:   # every peer on rank 0's device (8 ranks a trn2 device at LNC 1)
+        assert "EVT_INTRA_GRP_BRDCST" in events and "EVT_REDUCE_COPY" not in events
+    assert_clean(lower_neff(neff, tmp_path / "o", algo="single_step_mesh"))
+
+
+# -- SELECTION.md §3: lower refuses SINGLE_STEP_MESH in place over *more than* 8 ranks --------
+
+def test_single_step_mesh_in_place_is_refused_from_nine_ranks_not_eight():
+    from types import SimpleNamespace
+
+    from nrtrewrite.compose.mesh import single_step_mesh_refusal
+    same = SimpleNamespace(var_id=3, offset=0, ap=None)   # in place: one var, one range
+
+    def trig(n):
+        return SimpleNamespace(replica_group=tuple(range(n)), src=same, dst=same,
+                               in_bytes=2048, out_bytes=2048)
+    assert single_step_mesh_refusal(trig(8)) is None
+    assert "SINGLE_STEP_MESH in place over 9 ranks" in single_step_mesh_refusal(trig(9))
