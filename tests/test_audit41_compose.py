@@ -357,3 +357,32 @@ def test_single_step_mesh_in_place_is_refused_from_nine_ranks_not_eight():
                                in_bytes=2048, out_bytes=2048)
     assert single_step_mesh_refusal(trig(8)) is None
     assert "SINGLE_STEP_MESH in place over 9 ranks" in single_step_mesh_refusal(trig(9))
+
+
+# -- DESIGN.md "Single-cycle ring": any group, CW on the ring and CCW on its reverse; a hop
+#    received from the network is the one from the channel's predecessor, which on the CCW
+#    channel is the CW successor.  Groups with both kinds of hop, simulated ---------------------
+
+@pytest.mark.parametrize("group", [[0, 1, 128, 129], [0, 1, 2, 128], [0, 128, 129, 130, 256]])
+def test_single_cycle_ring_over_mixed_hops_simulates(tmp_path, group):
+    from test_simulate import assert_clean, coll_spec, lower_spec
+    out = lower_spec(coll_spec("all_reduce", "bf16", group, 3000), tmp_path / "o",
+                     algo="single_cycle_ring", topology="trn2:nodes=3")
+    assert_clean(out)
+
+
+# -- SELECTION.md §7: a policy's scope cap above NEC_MAX_CHANNELS is still capped at 32 -------
+
+def test_a_scope_cap_above_32_channels_is_capped_not_an_error():
+    from dataclasses import replace
+
+    from nrtrewrite.codes import EncAlgType
+    from nrtrewrite.select import choose_channels
+    # 64 MiB over two trn2 nodes wants 256; the default policy's 16 across nodes gives 16
+    # (SELECTION.md §7's example), so the group has at least 16 distinct rings; with
+    # max_channels_inter 64 the smallest cap is max_channels, 32, or the distinct rings
+    r = _req(AR, range(128), 64 * MiB)
+    assert choose_channels(T2N, r, EncAlgType.RING)[0] == 16
+    n, why = choose_channels(T2N, r, EncAlgType.RING,
+                             replace(DEFAULT_POLICY, max_channels_inter=64))
+    assert 16 <= n <= 32, why
