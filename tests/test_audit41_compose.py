@@ -386,3 +386,24 @@ def test_a_scope_cap_above_32_channels_is_capped_not_an_error():
     n, why = choose_channels(T2N, r, EncAlgType.RING,
                              replace(DEFAULT_POLICY, max_channels_inter=64))
     assert 16 <= n <= 32, why
+
+
+# -- CLI.md "schedule": `phase` by step as the seed's loops count them; an all-gather's step
+#    loop (seed 001 __compose_allgather_channel) has no reduce-scatter phase -------------------
+
+def test_a_kangaring_all_gathers_steps_are_all_gather_phase(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    from test_simulate import coll_spec
+    neff = tmp_path / "k.neff"
+    neff.write_bytes(assemble_spec(coll_spec("all_gather", "bf16", 16, 1024, lnc=2)))
+    res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", "0", "--json",
+                                    "--algo", "kangaring"])
+    assert res.exit_code == 0, res.output
+    (op,) = json.loads(res.output)["ops"]
+    phases = {s["phase"] for c in op["channels"] for s in c["steps"]}
+    assert phases == {"all_gather"}
