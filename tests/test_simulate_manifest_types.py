@@ -456,7 +456,9 @@ def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
     2026-12-05 that rank 1 of trn2 at LNC 1 (8 ranks a device, 16 devices a node:
     docs/TOPOLOGY.md §1) is on node 1 // 128 = 0 (until then the table was built the same
     way and the ranks on two nodes were reported: an intra-node mesh entry whose group spans
-    2 nodes)."""
+    2 nodes). Since 2026-12-05 late evening the preset's node count itself is held first: the
+    default trn2 at LNC 1 (128 ranks a node) sized to the world [0, 1] is ceil((1 + 1) / 128)
+    = 1 node (docs/TOPOLOGY.md §1 "Loading")."""
     o = tmp_path / "o"
     shutil.copytree(ar2, o)
     top = json.loads((o / "manifest.json").read_text())
@@ -466,10 +468,18 @@ def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
     res = cli("simulate", o, "--json")  # (a table per node number: status 71, out of memory)
     assert res.exit_code == 1, res.output
     assert json.loads(res.stdout)["error"] == (
-        f"{o / 'manifest.json'}: field topology.ranks[1].node: rank 1: node 999999999 is not 0, "
-        "1 // 128 (16 devices of 8 ranks a node) (docs/TOPOLOGY.md §1: rank = node x "
-        "ranks_per_node + device x ranks_per_device + logical_core; trn2 at lnc_size 1, the "
-        "platform of options.topology null (the default, trn2))")
+        f"{o / 'manifest.json'}: field topology.nodes: topology.nodes 1000000000 is not 1, the "
+        "nodes of 128 ranks (trn2 at lnc_size 1) that hold the world's largest rank 1, "
+        "ceil((1 + 1) / 128) (options.topology null (the default, trn2) sizes the preset to "
+        'the world: docs/TOPOLOGY.md §1 "Loading")')
+    # (the node count kept, rank 1 on node 999999999 is named by its row, still quickly)
+    top["topology"]["nodes"] = 1
+    (o / "manifest.json").write_text(json.dumps(top))
+    res = cli("simulate", o, "--json")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["error"] == (
+        f"{o / 'manifest.json'}: field topology.ranks[1].node: rank 1: node 999999999 is "
+        "outside 0..0 (topology.nodes is 1)")
 
 
 def test_a_rank_listed_twice_in_the_topology_is_refused(ar2, tmp_path):

@@ -64,8 +64,13 @@ def _copy_row_0(doc):
 # trigger 6 a reduce-scatter of 3072 elements; ar2: ranks 0 and 1, its all-reduce sp's
 # instruction 2.
 CASES = {
+    # (rank 1 moved onto rank 0's core: named by its own place rule since 2026-12-05 late
+    # evening, before `field topology: ranks 0 and 1 share a core`)
     "share-a-core": ("mix8", _top(_set("topology", "ranks", 1, "logical_core", 0)), 1,
-                     "field topology: ranks 0 and 1 share a core"),
+                     "field topology.ranks[1].logical_core: rank 1: logical_core 0 is not 1, "
+                     "1 % 8 (8 ranks a device) (docs/TOPOLOGY.md §1: rank = node x "
+                     "ranks_per_node + device x ranks_per_device + logical_core; trn2 at "
+                     "lnc_size 1, the platform of options.topology null (the default, trn2))"),
     "rank-twice": ("mix8", _top(_copy_row_0), 1,
                    "OUT/manifest.json: field topology.ranks[8].rank: rank 0 is listed twice"),
     # (the folders' index, not a value the simulation checks: exit 2, docs/CLI.md)

@@ -29,10 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: the ranks of two s-engines of a device, docs/TOPOLOGY.md §4; later that day
 #: ``options.topology``, ``topology.ranks[].device`` and ``die``: every rank's place is held
 #: to the platform's shape, docs/TOPOLOGY.md §1)
-UNREAD_TOP = ["tool_version", "input", "options.algo", "options.host_cc", "topology.name"]
+#: (later still ``options.algo``, ``options.host_cc``, ``topology.name`` and a trigger's own
+#: ``legs``: tests/test_simulate_unread_keys2.py)
+UNREAD_TOP = ["tool_version", "input"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
-    "policy_algorithm", "fallback_reason", "legs", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
+    "policy_algorithm", "fallback_reason", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].reason"]
@@ -202,6 +204,11 @@ READ_NEIGHBOURS = [
     ("hier", "triggers[].hier.legs[].channel_base"),
     ("hier", "triggers[].hier.legs[].channel_ids"),
     ("hier_kangaring", "triggers[].hier.legs[].channel_ids"),
+    # (read since 2026-12-05 late evening: the override's engines, the host-CC final step, a
+    # preset's name, a trigger's own legs)
+    ("ring", "options.algo"), ("ring", "options.host_cc"), ("ring", "topology.name"),
+    ("hier", "topology.name"), ("ring", "triggers[].legs"), ("hier", "triggers[].legs"),
+    ("mesh", "triggers[].legs[].sub_type"), ("hier", "triggers[].legs[].algorithm"),
 ]
 
 

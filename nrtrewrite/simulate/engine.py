@@ -39,7 +39,8 @@ from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, check_seed, make_input
 from nrtrewrite.simulate.triggers import (
     TriggerSpec, check_against_model, check_buffers, check_chunk_groups, check_hier_groups,
-    check_kangaring_units, check_triggers, covers, merge_intervals, read_triggers)
+    check_kangaring_units, check_options, check_own_legs, check_triggers, covers,
+    merge_intervals, read_triggers)
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
@@ -229,6 +230,8 @@ class Simulator:
         self.triggers: dict[int, TriggerSpec] = check_triggers(typed_triggers)
         check_hier_groups(self.triggers, self.layout)  # (the topology's nodes)
         check_kangaring_units(self.triggers, self.layout)  # (the ranks' s-engines)
+        check_own_legs(self.triggers, self.layout)  # (a mesh leg's sub_type: the nodes)
+        check_options(self.triggers, self.layout)  # (--algo: the engines it leaves)
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)

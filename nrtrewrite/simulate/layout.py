@@ -18,11 +18,12 @@ from nrtrewrite.emit.address import (
     SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
 )
 from nrtrewrite.emit.tiling import HW_GENERATIONS, MAX_SDMA_CCE_ELEMENTS, SDMA_MAX_CCE_ELEMENTS
-from nrtrewrite.errors import SimulationError, counted, escape_controls
+from nrtrewrite.errors import SimulationError, ValidationError, counted, escape_controls
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.topology.model import (
-    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, Platform, preset_of_spec, preset_platform,
+    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, Platform, nodes_for, parse_preset_spec,
+    preset_of_spec, preset_platform,
 )
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
@@ -215,6 +216,8 @@ class Layout:
         self.lnc_size = topo["lnc_size"].int()
         #: the topology's node count: every rank's node is one of 0 .. nodes - 1
         self.nodes = topo["nodes"].int(1)
+        #: the topology's recorded name (a preset's is its --topology value: _check_preset)
+        self.topology_name = topo["name"].str()
         #: the platform keys (None: not recorded) and mesh_sub_type, typed: checked as values
         self._platform = _read_platform(topo)
         #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
@@ -224,6 +227,10 @@ class Layout:
         #: the --topology value the output was lowered with (FORMATS §1.1 ``options``): a
         #: preset's name (null: the default, trn2) or a topology file's path
         self.topology_option = doc["options"]["topology"].opt_str()
+        #: the --algo override that applied (null: none) and --host-cc (FORMATS §1.1
+        #: ``options``), held to the triggers (triggers.check_options)
+        self.algo_option = doc["options"]["algo"].opt_str()
+        self.host_cc = doc["options"]["host_cc"].bool()
 
     def check(self) -> None:
         """What the typed values say (FORMATS §1.1, §10): a :class:`SimulationError` naming
@@ -317,6 +324,10 @@ class Layout:
         if missing:
             raise SimulationError(f"rank {missing[0]} of the world is not in the topology table",
                                   file=file, field="topology")
+        # every row where docs/TOPOLOGY.md §1 puts its rank first, naming the row's own key
+        # (until 2026-12-05 a preset's row moved onto another rank's core was named by the
+        # check below, `field topology: ranks X and Y share a core`, not by its device)
+        self._check_places()
         self.max_core = max([p.core for p in self.places.values()] + [0])
         # (node, device, core) -> rank, dense over the nodes that have ranks (a node's row:
         # _node_row), so that the table's size follows the ranks, not the node numbers
@@ -326,19 +337,17 @@ class Layout:
                                     self.max_core + 1), -1, np.int64)
         for p in self.places.values():
             row = self._node_row[p.node]
+            # (a backstop: rows where §1 puts their ranks, each device its own routing id,
+            # never share a core)
             if self._core_table[row, p.device, p.core] >= 0:
                 raise SimulationError(f"ranks {self._core_table[row, p.device, p.core]} and "
                                       f"{p.rank} share a core", file=file, field="topology")
             self._core_table[row, p.device, p.core] = p.rank
-        for path, p in self._rows:
-            # docs/TOPOLOGY.md §1: a logical core covers the TPBs lc * lnc_size .. + lnc_size
-            # - 1 of its device, tpb the first (until 2026-12-05 not read)
-            if p.tpb != p.core * self.lnc_size:
-                raise SimulationError(f"rank {p.rank}: tpb {p.tpb} is not logical_core {p.core} x "
-                                      f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
-                                      "first TPB of its logical core (docs/TOPOLOGY.md §1)",
-                                      file=file, field=joined_key(path, "tpb"))
-        self._check_places()
+
+    @property
+    def mesh_sub_type_name(self) -> str | None:
+        """The manifest's ``topology.mesh_sub_type`` as written (None: null or absent)."""
+        return self._mesh_sub_name
 
     def option_text(self) -> str:
         """options.topology as a message names it."""
@@ -362,6 +371,7 @@ class Layout:
                                   f"{', '.join(map(str, plat.lnc_sizes))} (the platform of "
                                   f"{opt}: docs/TOPOLOGY.md §1)", file=file,
                                   field="topology.lnc_size")
+        self._check_preset_nodes(plat)
         if self._platform is None:
             self.platform, self.hw_generation = plat.name, plat.hw_generation
             self.cce_max_elements = SDMA_MAX_CCE_ELEMENTS[plat.hw_generation]
@@ -375,12 +385,61 @@ class Layout:
                                       f"{opt}: docs/TOPOLOGY.md §1)", file=file,
                                       field=f"topology.{key}")
 
+    def _check_preset_nodes(self, plat: Platform) -> None:
+        """A preset's ``topology.nodes`` and ``topology.name`` are what ``lower`` made of
+        ``options.topology`` (docs/TOPOLOGY.md §1 "Loading"): ``nodes=N`` fixes the node
+        count, else it is the nodes the world needs, ``ceil((max(world) + 1) /
+        ranks_per_node)`` (1 for an empty world); the name is the option as given, and the
+        default's (null) ``trn2``, or ``trn2:nodes=N`` past one node.  A
+        :class:`SimulationError` naming the key otherwise.  (A topology file's node count
+        may exceed what its ranks need, and its name is its own: neither is held; until
+        2026-12-05 neither key was held on a preset either.)"""
+        file, opt = self.file, self.option_text()
+        spec = self.topology_option
+        try:
+            _name, opts = parse_preset_spec(spec or plat.name)
+        except ValidationError as exc:
+            raise SimulationError(f"{opt}: {exc.why}", file=file,
+                                  field="options.topology") from None
+        rpn = plat.ranks_per_device(self.lnc_size) * plat.devices_per_node
+        if "nodes" in opts:
+            want = opts["nodes"]
+            why = f"the node count {opt} fixes (nodes=N: docs/TOPOLOGY.md §1 \"Loading\")"
+        else:
+            want = nodes_for(tuple(self.world), rpn)
+            top = max(self.world, default=None)
+            why = (f"the nodes of {counted(rpn, 'rank')} ({plat.name} at lnc_size "
+                   f"{self.lnc_size}) that hold the world's largest rank {top}, "
+                   f"ceil(({top} + 1) / {rpn}) ({opt} sizes the preset to the world: "
+                   'docs/TOPOLOGY.md §1 "Loading")' if top is not None else
+                   f"one node for an empty world ({opt} sizes the preset to the world: "
+                   'docs/TOPOLOGY.md §1 "Loading")')
+        if self.nodes != want:
+            raise SimulationError(f"topology.nodes {self.nodes} is not {want}, {why}",
+                                  file=file, field="topology.nodes")
+        name = spec if spec is not None else (
+            plat.name if want == 1 else f"{plat.name}:nodes={want}")
+        if self.topology_name != name:
+            whence = ("the --topology value as given (a preset's topology is named by it: "
+                      if spec is not None else
+                      f"the default's name at {counted(want, 'node')} (trn2, with :nodes=N "
+                      "past one node: ")
+            raise SimulationError(f"topology.name {json_kind(self.topology_name)} is not "
+                                  f"{json_kind(name)}, {whence}"
+                                  'docs/TOPOLOGY.md §1 "Loading")', file=file,
+                                  field="topology.name")
+
     def _check_places(self) -> None:
         """Every row of ``topology.ranks`` is where docs/TOPOLOGY.md §1 puts its rank: ``node``
         ``rank // ranks_per_node``, ``device`` the next digit (``// ranks_per_device``),
         ``logical_core`` the rest, ``routing_id`` the device's, ``sengine`` its ``tpb`` //
-        ``tpbs_per_sengine`` and ``die`` that // ``sengines_per_die`` (``tpb`` is checked
-        before), else a :class:`SimulationError` naming the row's key.  On a preset the shape
+        ``tpbs_per_sengine`` and ``die`` that // ``sengines_per_die``, else a
+        :class:`SimulationError` naming the row's key: ``node``, ``device`` and
+        ``logical_core`` first, then ``tpb`` (``logical_core`` x ``lnc_size``), then
+        ``sengine`` and ``die``, then ``routing_id`` (a row moved onto another rank's core is
+        named by its own key; until 2026-12-05 late evening ``tpb`` came first and the
+        shared core was named before any row, ``field topology: ranks X and Y share a
+        core``).  On a preset the shape
         is the preset's at the output's ``lnc_size`` (trn2 at lnc 2: device ``r // 4``,
         s-engine ``r % 4``, die ``(r % 4) >> 1``; routing id the device index).  A topology
         file's shape is not in the manifest (nor its routing ids): its rows are held to one
@@ -415,34 +474,7 @@ class Layout:
         q, lc = np.divmod(rank, rpd)
         want = {"node": q // dpn if dpn else np.zeros_like(q),
                 "device": q % dpn if dpn else q, "logical_core": lc}
-        want["sengine"] = cols["tpb"] // tps
-        want["die"] = cols["sengine"] // spd
-        bad = np.zeros(rank.size, bool)
-        for key in want:
-            bad |= cols[key] != want[key]
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            path, p = rows[i]
-            key = next(k for k in want if cols[k][i] != want[k][i])
-            r, rpn = p.rank, rpd * (dpn or 0)
-            ranks_a_device = f"({counted(rpd, 'rank')} a device)"
-            why = {"node": f"{r} // {rpn} ({counted(dpn or 0, 'device')} of "
-                           f"{counted(rpd, 'rank')} a node)" if dpn else
-                   f"no count of devices a node (1 to {MAX_DEVICES_PER_NODE}) puts device "
-                   f"{p.index}'s rank {r} there",
-                   "device": (f"{r} % {rpn} // {rpd}" if dpn else f"{r} // {rpd}")
-                   + f" {ranks_a_device}",
-                   "logical_core": f"{r} % {rpd} {ranks_a_device}",
-                   "sengine": f"tpb {p.tpb} // {tps} ({counted(tps, 'TPB')} an s-engine)",
-                   "die": f"sengine {p.sengine} // {spd} ({counted(spd, 's-engine')} a "
-                          "die)"}[key]
-            rule = ("sengine = tpb // tpbs_per_sengine" if key == "sengine" else
-                    "die = sengine // sengines_per_die" if key == "die" else
-                    "rank = node x ranks_per_node + device x ranks_per_device + logical_core")
-            raise SimulationError(
-                f"rank {r}: {key} {int(cols[key][i])} is not {int(want[key][i])}, {why} "
-                f"(docs/TOPOLOGY.md §1: {rule}; {whose})", file=self.file,
-                field=joined_key(path, key))
+        self._refuse_misplaced(rows, cols, want, shape, whose)
         if not dpn:
             # (every rank on node 0, its device its rank // ranks a device: at most the
             # MAX_DEVICES_PER_NODE a node holds, docs/TOPOLOGY.md §2; until 2026-12-05 a table
@@ -454,6 +486,18 @@ class Layout:
                     f"rank {p.rank}: device {p.index} is past the {MAX_DEVICES_PER_NODE} "
                     f"devices a node holds at most (docs/TOPOLOGY.md §2; {whose})",
                     file=self.file, field=joined_key(path, "device"))
+        for path, p in rows:
+            # docs/TOPOLOGY.md §1: a logical core covers the TPBs lc * lnc_size .. + lnc_size
+            # - 1 of its device, tpb the first (until 2026-12-05 not read; checked once the
+            # row's logical core is its rank's, so a row moved to another core is named by
+            # its logical_core, and before the s-engine, which is read from the tpb)
+            if p.tpb != p.core * self.lnc_size:
+                raise SimulationError(f"rank {p.rank}: tpb {p.tpb} is not logical_core {p.core} x "
+                                      f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
+                                      "first TPB of its logical core (docs/TOPOLOGY.md §1)",
+                                      file=self.file, field=joined_key(path, "tpb"))
+        self._refuse_misplaced(rows, cols, {"sengine": cols["tpb"] // tps,
+                                            "die": cols["sengine"] // spd}, shape, whose)
         if rids is not None:
             # (every device index is one of the preset's now: checked above)
             wrong = np.flatnonzero(np.asarray(rids, np.int64)[cols["device"]]
@@ -480,6 +524,39 @@ class Layout:
                     f"rank {p.rank}: routing_id {p.device} of device {p.index} is device "
                     f"{dev}'s at {at} (each device has its own: docs/TOPOLOGY.md §2 "
                     "routing_ids)", file=self.file, field=joined_key(path, "routing_id"))
+
+    def _refuse_misplaced(self, rows, cols: dict[str, np.ndarray], want: dict[str, np.ndarray],
+                          shape: tuple[int, int | None, int, int], whose: str) -> None:
+        """The first row (and its first key of ``want``, in order) whose value is not the
+        one ``want`` gives, as a :class:`SimulationError` naming the row's key and its rule
+        (:meth:`_check_places`)."""
+        rpd, dpn, tps, spd = shape
+        bad = np.zeros(cols["rank"].size, bool)
+        for key in want:
+            bad |= cols[key] != want[key]
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            path, p = rows[i]
+            key = next(k for k in want if cols[k][i] != want[k][i])
+            r, rpn = p.rank, rpd * (dpn or 0)
+            ranks_a_device = f"({counted(rpd, 'rank')} a device)"
+            why = {"node": f"{r} // {rpn} ({counted(dpn or 0, 'device')} of "
+                           f"{counted(rpd, 'rank')} a node)" if dpn else
+                   f"no count of devices a node (1 to {MAX_DEVICES_PER_NODE}) puts device "
+                   f"{p.index}'s rank {r} there",
+                   "device": (f"{r} % {rpn} // {rpd}" if dpn else f"{r} // {rpd}")
+                   + f" {ranks_a_device}",
+                   "logical_core": f"{r} % {rpd} {ranks_a_device}",
+                   "sengine": f"tpb {p.tpb} // {tps} ({counted(tps, 'TPB')} an s-engine)",
+                   "die": f"sengine {p.sengine} // {spd} ({counted(spd, 's-engine')} a "
+                          "die)"}[key]
+            rule = ("sengine = tpb // tpbs_per_sengine" if key == "sengine" else
+                    "die = sengine // sengines_per_die" if key == "die" else
+                    "rank = node x ranks_per_node + device x ranks_per_device + logical_core")
+            raise SimulationError(
+                f"rank {r}: {key} {int(cols[key][i])} is not {int(want[key][i])}, {why} "
+                f"(docs/TOPOLOGY.md §1: {rule}; {whose})", file=self.file,
+                field=joined_key(path, key))
 
     # ------------------------------------------------------------------
     def region(self, index: int) -> Region:

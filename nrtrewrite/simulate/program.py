@@ -28,6 +28,7 @@ from nrtrewrite.emit.tiling import MAX_SDMA_CCE_ELEMENTS
 from nrtrewrite.errors import OutputError, SimulationError, escape_controls
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
+from nrtrewrite.select import LEG_OPS
 from nrtrewrite.simulate.triggers import TriggerSpec
 
 # ---------------------------------------------------------------------------
@@ -482,6 +483,7 @@ class RankDecoder:
             self.check(red & (want_rt >= 0) & (rt != want_rt), lambda i: f"reduction_type "
                        f"{rt[i]} in a {_alg_name(int(at_leg[i]))} reduce leg (the ring-versus-"
                        f"kangaring fork: {want_rt[i]})", art, "reduction_type")
+            self._check_host_cc(leaf, spi, art)
         neigh = L["neigh"].astype(np.int64)
         want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
                               np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
@@ -571,6 +573,29 @@ class RankDecoder:
         self.spi, self.ch, self.leaf, self.sdma = spi, ch, leaf, sdma
         self.group_first, self.group_of = gfirst, gid
         self.n_legs = n
+
+    def _check_host_cc(self, leaf: np.ndarray, spi: np.ndarray, art: str) -> None:
+        """The all-reduce's final reduce step is the one ``options.host_cc`` says ``lower``
+        composed (docs/DESIGN.md "Host-CC and hybrid rings", FORMATS §8.3): in a RING or
+        KANGARING entry that runs an all-reduce (a flat trigger's, or a HIER leg's), with
+        --host-cc ``recv_reduce_copy_send`` and never ``recv_reduce_copy``, without it
+        ``recv_reduce_copy`` (then ``direct_copy_send``) and never ``recv_reduce_copy_send``;
+        the other ops and engines compose the same leaves either way.  Until 2026-12-05
+        ``options.host_cc`` was not read: an output whose all-reduce ran the other variant
+        simulated as a match."""
+        host_cc = self.layout.host_cc
+        ops = [t.op if leg == "flat" else LEG_OPS[leg][1].name
+               for t, leg in zip(self.entry_trigger, self.entry_leg)]
+        ar = (np.isin(self.algo_type, (int(EncAlgType.RING), int(EncAlgType.KANGARING)))
+              & np.array([op == "ALLREDUCE" for op in ops], bool))
+        other = int(Leaf.recv_reduce_copy if host_cc else Leaf.recv_reduce_copy_send)
+        final = "recv_reduce_copy_send" if host_cc else "recv_reduce_copy, then direct_copy_send"
+        self.check(ar[spi] & (leaf == other), lambda i: f"leaf {LEAF_NAMES[int(leaf[i])]} in a "
+                   f"{_alg_name(int(self.algo_type[spi[i]]))} all-reduce entry (entry {spi[i]}) "
+                   f"of an output lowered {'with' if host_cc else 'without'} --host-cc "
+                   f"(options.host_cc {'true' if host_cc else 'false'}): its final reduce step "
+                   f"is {final} (docs/DESIGN.md \"Host-CC and hybrid rings\", FORMATS §8.3)",
+                   art, "leaf")
 
     def check_composed_steps(self) -> None:
         """FORMATS §3 ``ring_step`` of a mesh or RDH entry: each composed leg its own step, in

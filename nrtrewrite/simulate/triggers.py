@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nrtrewrite.codes import DType, DTYPE_SIZE, EncOpType, SdmaCceType
+from nrtrewrite.codes import DType, DTYPE_SIZE, EncAlgType, EncOpType, SdmaCceType
 from nrtrewrite.compose.segments import even_split
-from nrtrewrite.errors import OutputError, SimulationError, counted, cut_middle
+from nrtrewrite.errors import OutputError, SimulationError, ValidationError, counted, cut_middle
 from nrtrewrite.policy import INTRA
-from nrtrewrite.select import HIER_LEGS, LEG_OPS, hier_split, ranks_by_node
+from nrtrewrite.select import (
+    HIER_LEGS, LEG_OPS, AlgoOverride, hier_split, parse_algo_override, ranks_by_node,
+)
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
 from nrtrewrite.simulate.layout import Layout, Region
 from nrtrewrite.topology.rings import kangaring_identity
@@ -137,6 +139,9 @@ class TriggerSpec:
     #: HIER: the manifest's ``hier.slices``, [start, stop) of each local index's slice of an
     #: all-reduce (``[]`` for the other ops; :func:`_check_hier_slices`); None: no hier
     slices: list | None = None
+    #: the manifest's own ``legs`` (FORMATS §1.1): per leg ``(name, op, algorithm,
+    #: sub_type)``, held to the trigger (:func:`_check_own_legs`, :func:`check_own_legs`)
+    own_legs: list = field(default_factory=list)
     #: extra scratch / gateway buffers of the trigger: [{"region", "offset", "role"}]
     #: (FORMATS §1.1); None when it has no ``buffers`` key (an empty list is another value)
     buffers: list | None = None
@@ -921,6 +926,8 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
             channels=[(c["channel"].int(0, MAX_CHANNEL), c["order"].ints(0))
                       for c in t["channels"].items()],
             legs=_hier_legs(t), slices=_hier_slices(t), leg_ops=_hier_leg_ops(t),
+            own_legs=[(leg["name"].str(), leg["op"].str(), leg["algorithm"].str(),
+                       leg["sub_type"].opt_str()) for leg in t["legs"].items()],
             # (a KANGARING trigger's section and a SINGLE_CYCLE_RING trigger's, required and
             # read with their types whatever else the trigger holds, as a MESH trigger's
             # mesh; one that also has a hier section is refused for that: check_triggers)
@@ -984,6 +991,7 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             _check_single_cycle(spec.single_cycle, channels, spec.chunk["channels"],
                                 len(spec.group), "", where,
                                 f"its replica_group of {counted(len(spec.group), 'rank')}")
+        _check_own_legs(spec, hier_legs, leg_ops, where)
         _check_hier_leg_groups(spec, hier_legs, where)
         spec.legs = _resolve_hier(hier_legs, dict(file=where["file"] or None,
                                                   field=where["field"]))
@@ -998,6 +1006,152 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             raise SimulationError(f"trigger {spec.ordinal} listed twice", **where)
         out[spec.ordinal] = spec
     return out
+
+
+#: What a trigger's own ``legs`` say (FORMATS §1.1), for the messages of :func:`_check_own_legs`.
+OWN_LEGS_RULE = ("a flat trigger's legs are one leg, flat, running its op on its algorithm; a "
+                 "HIER trigger's repeat its hier.legs, each's name, op and algorithm: FORMATS "
+                 "§1.1")
+
+
+def _check_own_legs(spec: TriggerSpec, hier_legs: list[tuple], leg_ops: list[str],
+                    where: dict) -> None:
+    """The trigger's own ``legs`` (FORMATS §1.1: ``name``, ``op``, ``algorithm``,
+    ``sub_type``; the selection's legs, docs/SELECTION.md §9) say what the trigger says: a
+    flat trigger's one leg ``flat`` of its op and algorithm, a HIER trigger's its
+    ``hier.legs`` one for one, by name, op and algorithm (checked after those), each with
+    ``sub_type`` null (no HIER leg runs a mesh-family engine: docs/SELECTION.md §6), else a
+    :class:`SimulationError` naming the key.  A flat leg's ``sub_type`` needs the ranks'
+    nodes: :func:`check_own_legs`.  (Until 2026-12-05 ``legs`` was not read: any value
+    simulated as a match.)"""
+    if hier_legs:
+        want = [(name, op, algorithm, None)
+                for (name, algorithm, *_rest), op in zip(hier_legs, leg_ops)]
+        whose = [f"hier.legs[{i}]" for i in range(len(want))]
+    else:
+        want = [("flat", spec.op, spec.algorithm, _ANY)]
+        whose = ["the trigger"]
+    got = spec.own_legs
+    if len(got) != len(want):
+        raise SimulationError(f"legs lists {counted(len(got), 'leg')}, not {len(want)} "
+                              f"({OWN_LEGS_RULE})", **where)
+    for i, (have, should, of) in enumerate(zip(got, want, whose)):
+        for k, key in enumerate(("name", "op", "algorithm", "sub_type")):
+            if should[k] is _ANY or have[k] == should[k]:
+                continue
+            src = ("" if key == "name" and not hier_legs else
+                   f", {of}'s" if key != "sub_type" else
+                   " (no HIER leg runs a mesh-family engine, the only ones with a sub_type: "
+                   "docs/SELECTION.md §6, §9)")
+            raise SimulationError(f"legs[{i}].{key} {json_kind(have[k])} is not "
+                                  f"{json_kind(should[k])}{src} ({OWN_LEGS_RULE})", **where)
+
+
+#: Any value (a flat leg's sub_type, held with the ranks' nodes: :func:`check_own_legs`).
+_ANY = object()
+#: The engines whose leg has a sub_type (``select._MESH_FAMILY`` as ``lower`` writes them).
+MESH_SUB_TYPE_ENGINES = ("MESH", "SINGLE_STEP_MESH", "INTRA_RDH")
+
+
+def check_own_legs(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
+    """A flat trigger's leg's ``sub_type`` (FORMATS §1.1 ``legs``) is what docs/SELECTION.md
+    §9 gives its engine: null but for a mesh-family engine (MESH, SINGLE_STEP_MESH,
+    INTRA_RDH), whose sub_type is FULL_MESH when its replica_group spans nodes, else the
+    platform's (``topology.mesh_sub_type``, when recorded and not null), else a
+    :class:`SimulationError` naming the key (until 2026-12-05 not read)."""
+    for spec in triggers.values():
+        if spec.slices is not None or len(spec.own_legs) != 1:  # (HIER: _check_own_legs)
+            continue
+        got = spec.own_legs[0][3]
+        if spec.algorithm not in MESH_SUB_TYPE_ENGINES:
+            want, why = None, (f"only a mesh-family leg ({', '.join(MESH_SUB_TYPE_ENGINES)}) "
+                               "has a sub_type")
+        elif len({layout.places[r].node for r in spec.group if r in layout.places}) > 1:
+            want, why = "FULL_MESH", "a mesh-family leg over a replica_group that spans nodes"
+        elif layout.mesh_sub_type_recorded and layout.mesh_sub_type is not None:
+            want = layout.mesh_sub_type_name
+            why = "an intra-node mesh-family leg's is the platform's, topology.mesh_sub_type"
+        else:
+            continue
+        if got != want:
+            raise SimulationError(f"legs[0].sub_type {json_kind(got)} is not {json_kind(want)}: "
+                                  f"{why} (docs/SELECTION.md §9; FORMATS §1.1)", **spec.where)
+
+
+def check_options(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
+    """The triggers' engines are what ``options.algo``, the override ``lower`` applied,
+    leaves them (docs/SELECTION.md §8, decided without re-running the selection): a
+    collective's clause (its own, else the untargeted one) that forces an engine is the
+    trigger's ``algorithm`` (a forced engine runs, or ``lower`` refuses the model), one that
+    restricts or excludes leaves the algorithm among the engines it allows (the cascade and
+    the lowering fallback stay inside them); a HIER leg's clause that forces an engine is
+    that leg's ``algorithm``, and otherwise the leg's engine is one its clause allows and no
+    untargeted or per-collective exclusion names (allow-lists do not reach the legs; a leg
+    clause beats an exclusion).  ``options.algo`` must be an override ``lower`` takes.  A
+    :class:`SimulationError` naming the key otherwise (until 2026-12-05 ``options.algo`` was
+    not read: an output whose triggers ran other engines simulated as a match).  Which
+    engine the policy picks inside what the override allows depends on the sizes and the
+    platform's windows, so it is not held."""
+    text = layout.algo_option
+    if text is None:
+        return
+    file = layout.file or None
+    try:
+        override = parse_algo_override(text)
+    except ValidationError as exc:
+        raise SimulationError(f"options.algo {json_kind(text)} is not an override lower takes: "
+                              f"{exc.why} (docs/SELECTION.md §8)", file=file,
+                              field="options.algo") from None
+    if override is None:  # (a blank text: lower records none)
+        raise SimulationError(f"options.algo {json_kind(text)} is blank: lower records null "
+                              "for no override (docs/SELECTION.md §8)", file=file,
+                              field="options.algo")
+    for spec in triggers.values():
+        op_clause = override.for_op(EncOpType[spec.op])
+        if op_clause is not None:
+            _held_to_clause(override, op_clause, spec.algorithm, "algorithm",
+                            f"on {'every collective' if op_clause.target is None else spec.op}",
+                            spec.where)
+        for name, leg in spec.legs.items():
+            clause = override.for_leg(name)
+            key = f"hier.legs[{leg['at']}].algorithm"
+            if clause is not None and clause.forced is not None:
+                _held_to_clause(override, clause, leg["algorithm"], key,
+                                f"on the {name} leg", spec.where)
+                continue
+            if clause is not None:
+                _held_to_clause(override, clause, leg["algorithm"], key,
+                                f"on the {name} leg", spec.where)
+            if op_clause is not None and op_clause.exclude:
+                _held_to_clause(override, op_clause, leg["algorithm"], key,
+                                f"on {'every collective' if op_clause.target is None else spec.op}"
+                                f" and its HIER legs", spec.where)
+
+
+def _held_to_clause(override: AlgoOverride, clause, algorithm: str, key: str, scope: str,
+                    where: dict) -> None:
+    """``algorithm`` (the value of ``key``) is one ``clause`` of ``override`` allows, the one
+    it forces when it forces one (:func:`check_options`)."""
+    try:
+        alg = EncAlgType[algorithm]
+    except KeyError:
+        return  # (not an engine: refused as such by the engine checks)
+    if clause.allows(alg) and (clause.forced is None or clause.forced == alg):
+        return
+    said = f"options.algo {json_kind(override.text)}"
+    if clause.text != override.text:
+        said += f" (clause {json_kind(clause.text)})"
+    if clause.forced is not None:
+        why = (f"is not {json_kind(clause.forced.name)}, the engine {said} forces {scope} (a "
+               "forced engine runs, or lower refuses the model: docs/SELECTION.md §8)")
+    elif clause.exclude:
+        why = (f"is an engine {said} excludes {scope} (the cascade and the lowering fallback "
+               "stay inside the engines it leaves: docs/SELECTION.md §8)")
+    else:
+        names = ", ".join(a.name for a in sorted(clause.algs, key=int))
+        why = (f"is not one of the engines {said} allows {scope}, {names} (the cascade and the "
+               "lowering fallback stay inside them: docs/SELECTION.md §8)")
+    raise SimulationError(f"{key} {json_kind(algorithm)} {why}", **where)
 
 
 def _check_engine(algorithm: str, sections: list[str], where: dict) -> None:

@@ -446,7 +446,7 @@ def _find_device_cycles(n: int, links: dict[int, dict[int, int]], *, budget: int
 
 # -- loading --------------------------------------------------------------------------------
 
-def _nodes_for(world: tuple[int, ...], ranks_per_node: int) -> int:
+def nodes_for(world: tuple[int, ...], ranks_per_node: int) -> int:
     if not world:
         return 1
     return max(1, math.ceil((max(world) + 1) / ranks_per_node))
@@ -727,7 +727,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     )
 
 
-def _parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
+def parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
     """``trn2`` or ``trn2:nodes=N`` (either preset): the preset's name and its options.  An
     empty option (``trn2:``, ``trn2:nodes=2,``), a repeated one, or a count written otherwise
     than as a plain positive number (``nodes=01``: the spec is the topology's recorded name)
@@ -800,11 +800,11 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     world = tuple(world)
     lnc_size = lnc_size or 1
     if preset_of_spec(spec) is not None:
-        name, opts = _parse_preset_spec(spec or "trn2")
+        name, opts = parse_preset_spec(spec or "trn2")
         platform = preset_platform(name)
         rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node \
             if lnc_size in platform.lnc_sizes else 1
-        nodes = opts.get("nodes") or _nodes_for(world, max(rpn, 1))
+        nodes = opts.get("nodes") or nodes_for(world, max(rpn, 1))
         if lnc_size in platform.lnc_sizes:
             check_topology_size(platform, lnc_size, nodes, world)
         topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
@@ -825,7 +825,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
     nodes = doc.get("nodes")
     if nodes is None:
-        nodes = _nodes_for(world, rpn)
+        nodes = nodes_for(world, rpn)
     if not _is_int(nodes) or nodes < 1:
         raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
                               field="nodes")
