@@ -1,0 +1,201 @@
+"""The mutation audit of the NEFF reader and writer, the bundle and diff (2026-12-05 late):
+the tests that killed its surviving mutants.
+
+Every input here is built by hand from /work/shared/NEFF-LIKE.md with ``struct``,
+``tarfile`` and ``gzip`` (the header at its §1 offsets, the 64-byte words at their §2
+offsets), never by the package's own assembler or writer; every expected value is worked
+out from NEFF-LIKE.md, docs/FORMATS.md §9 or docs/CLI.md."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import struct
+import tarfile
+
+import pytest
+
+from nrtrewrite.errors import NrtRewriteError
+from nrtrewrite.neff.reader import read_model_bytes
+
+# ----------------------------------------------------------------------------- builders
+
+
+def tar_of(members: list[tuple[str, bytes]]) -> bytes:
+    """A ustar archive of regular files (mtime 0), closed: two zero blocks at its end."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tf.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def header(payload: bytes, *, pkg_version: int = 1, lnc_size: int = 1,
+           hash32: bytes | None = None) -> bytes:
+    """The 1024-byte header of NEFF-LIKE.md §1 for ``payload``: pkg_version 1 (SHA-256 of
+    the payload in hash[0:32]) or 2 (MD5 in hash[0:16], hash[16:32] zero)."""
+    if hash32 is None:
+        hash32 = (hashlib.sha256(payload).digest() if pkg_version == 1
+                  else hashlib.md5(payload).digest() + bytes(16))
+    head = struct.pack("<QQQQQ", pkg_version, 1024, len(payload), 1, 0)  # 0..39
+    head += bytes(128)                                  # 40 neff_build_version
+    head += struct.pack("<I", 1)                        # 168 num_tpb
+    head += hash32                                      # 172 hash
+    head += bytes(16)                                   # 204 uuid
+    head += bytes(256)                                  # 220 name
+    head += struct.pack("<I", 1)                        # 476 requested_tpb_count
+    head += bytes(64)                                   # 480 tpb_per_node
+    head += struct.pack("<QI", 0, lnc_size)             # 544 feature_bits, 552 lnc_size
+    head += bytes(468)                                  # 556 reserved
+    assert len(head) == 1024
+    return head
+
+
+def neff_file(members: list[tuple[str, bytes]], **kw) -> bytes:
+    payload = gzip.compress(tar_of(members), mtime=0)
+    return header(payload, **kw) + payload
+
+
+def jbytes(obj) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def opaque(opcode: int = 0x01) -> bytes:
+    """A 64-byte word the reader passes through: opcode, length_dw 16, the rest zero."""
+    return bytes([opcode, 16]) + bytes(62)
+
+
+def c8(ctype: int, alu: int, dtype: int, group: int, src: int, dst: int, src_off: int,
+       dst_off: int, n: int, stream_id: int = 0) -> bytes:
+    """A 0xC8 PSEUDO_TRIGGER_COLLECTIVE word (NEFF-LIKE.md §2)."""
+    word = struct.pack("<BBH BBBB I", 0xC8, 16, 0, 0, 0, 0, 0, 0)
+    word += struct.pack("<BBBB HH II I QQQ Q", ctype, alu, dtype, 0, group, stream_id, src,
+                        dst, 0, src_off, dst_off, n, 0)
+    assert len(word) == 64
+    return word
+
+
+DRAM_VARS = [{"var_id": 0, "name": "in", "type": "input", "size": 4096},
+             {"var_id": 1, "name": "out", "type": "output", "size": 4096}]
+
+
+def model_bytes(*, neff_json=None, sgs=None, **kw) -> bytes:
+    """A model of the given subgraphs ``{name: (def.json object, {engine: stream})}``; by
+    default one subgraph sg00 whose sp stream holds an opaque word and a bf16 all-reduce of
+    2048 elements (4096 bytes) from var 0 to var 1 over group 0 = ranks 0..7."""
+    if sgs is None:
+        sgs = {"sg00": ({"var": DRAM_VARS, "replica_groups": [list(range(8))],
+                         "engines": ["sp"]},
+                        {"sp": opaque() + c8(1, 0x04, 6, 0, 0, 1, 0, 0, 2048)})}
+    if neff_json is None:
+        neff_json = {"neff_like_version": 1, "subgraphs": list(sgs)}
+    members = [("neff.json", jbytes(neff_json))]
+    for name, (defn, streams) in sgs.items():
+        members.append((f"{name}/def.json", jbytes(defn)))
+        members += [(f"{name}/{e}.bin", s) for e, s in streams.items()]
+    return neff_file(members, **kw)
+
+
+def refusal(data: bytes) -> str:
+    with pytest.raises(NrtRewriteError) as exc:
+        read_model_bytes(data, path="m.neff")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("m.neff: ")
+    return msg
+
+
+def test_the_hand_built_model_reads():
+    """The builders' base model is valid input: one all-reduce at sg00/sp[1]."""
+    model = read_model_bytes(model_bytes(), path="m.neff")
+    (t,) = model.triggers
+    assert (t.subgraph, t.engine, t.index, t.num_elements) == ("sg00", "sp", 1, 2048)
+    assert t.replica_group == tuple(range(8))
+
+
+# ------------------------------------------------------------------------- neff.json
+
+@pytest.mark.parametrize("version", [True, 1.0])
+def test_neff_like_version_must_be_the_integer_1(version):
+    """NEFF-LIKE.md §1: ``{"neff_like_version": 1, ...}``. JSON ``true`` and ``1.0`` equal 1
+    in Python but are no integer 1: refused naming the field (the mutant comparing only
+    ``version != 1`` read both as version 1)."""
+    msg = refusal(model_bytes(neff_json={"neff_like_version": version, "subgraphs": ["sg00"]}))
+    assert "member neff.json" in msg and "field neff_like_version" in msg
+    assert "is not supported (expected 1)" in msg
+
+
+# ------------------------------------------------------------------------- def.json
+
+def _sg(groups: list[list[int]]) -> tuple[dict, dict]:
+    """A subgraph of the given replica groups whose one stream holds no trigger."""
+    return ({"var": DRAM_VARS, "replica_groups": groups, "engines": ["sp"]}, {"sp": opaque()})
+
+
+def test_thirteen_distinct_groups_over_two_subgraphs_are_refused():
+    """NEC_MAX_COMM_N (12) bounds the distinct replica groups of the whole NEFF
+    (REFERENCES.md "Runtime structures", docs/RELIABILITY.md §1): sg00's 12 groups [0] ..
+    [11] and sg01's [12] are 13, refused at sg01's replica_groups[0]; sg01 with [0], a group
+    sg00 has, makes 12 distinct, accepted."""
+    twelve = [[r] for r in range(12)]
+    read_model_bytes(model_bytes(sgs={"sg00": _sg(twelve), "sg01": _sg([[0]])}), path="m.neff")
+    msg = refusal(model_bytes(sgs={"sg00": _sg(twelve), "sg01": _sg([[12]])}))
+    assert "member sg01/def.json" in msg and "field replica_groups[0]" in msg
+    assert "more than 12 distinct replica groups over all subgraphs" in msg
+
+
+# ------------------------------------------------------------------------- the header
+
+def test_a_sha256_hash_differing_only_in_its_second_half_is_named_at_that_byte():
+    """pkg_version 1: hash[0:32] is the SHA-256 of the payload (NEFF-LIKE.md §1), all 32
+    bytes compared. A header whose hash differs from the payload's only in byte 20 is refused
+    at that byte, offset 172 + 20 = 0xc0 of the file, showing both 32-byte digests (a reader
+    comparing 16 bytes, as for MD5, found no differing byte there)."""
+    good = model_bytes()
+    payload = good[1024:]
+    digest = hashlib.sha256(payload).digest()
+    bad = bytearray(digest)
+    bad[20] ^= 0xFF
+    msg = refusal(header(payload, hash32=bytes(bad)) + payload)
+    assert "offset 0xc0, field hash" in msg
+    assert f"SHA-256 hash mismatch: header has {bytes(bad).hex()}, payload hashes to " \
+           f"{digest.hex()}" in msg
+
+
+# ------------------------------------------------------------------------- the writer
+
+def test_the_gzip_trailer_holds_the_whole_tar_size_past_16_mib():
+    """docs/FORMATS.md §9: the gzip member ends with the CRC-32 and the tar's size as
+    little-endian u32s (RFC 1952 ISIZE: the size mod 2^32). One member of 17 MiB: a 512-byte
+    header, 17,825,792 bytes of data (whole blocks), the two 512-byte end blocks = 17,827,328
+    bytes, padded to a multiple of 10240: 1741 x 10240 = 17,827,840 (over 2^24, so a size
+    cut to 24 bits shows)."""
+    from nrtrewrite.neff.container import build_payload
+    payload = build_payload([("neff.json", bytes(17 << 20))])
+    assert payload[:10] == bytes.fromhex("1f8b0800000000000203")
+    assert struct.unpack("<I", payload[-4:])[0] == 17_827_840
+    assert len(gzip.decompress(payload)) == 17_827_840
+
+
+# ------------------------------------------------------------------------- the tar
+
+def test_a_pax_record_of_its_length_digits_a_space_an_equals_and_a_newline_is_too_short():
+    """POSIX pax: a record is "<length> <keyword>=<value>\\n", so at least the digits, the
+    space, a one-byte keyword, "=" and the newline: "4 =\\n" (length 4 = 2 + 2) is too short
+    for one (a keyword of one byte needs 5), refused as such, not only for its empty
+    keyword; "5 k=\\n" is the shortest record."""
+    from nrtrewrite.neff.container import pax_records_fault
+    why = pax_records_fault(b"4 =\n")
+    assert why == ("record at byte 0 of its 4 bytes of records gives its length as 4, too "
+                   "short for a record ('<length> <keyword>=<value>' and a newline)")
+    assert pax_records_fault(b"5 k=\n") is None
+
+
+def test_a_file_one_byte_short_of_the_header_is_too_short():
+    """NEFF-LIKE.md §1: the header is 1024 bytes. The first 1023 bytes of a valid file (its
+    pkg_version and header_size right) are refused as too short, naming both sizes."""
+    msg = refusal(model_bytes()[:1023])
+    assert msg == "m.neff: file too short: 1023 bytes, the header alone needs 1024"
