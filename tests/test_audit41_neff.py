@@ -199,3 +199,89 @@ def test_a_file_one_byte_short_of_the_header_is_too_short():
     pkg_version and header_size right) are refused as too short, naming both sizes."""
     msg = refusal(model_bytes()[:1023])
     assert msg == "m.neff: file too short: 1023 bytes, the header alone needs 1024"
+
+
+def test_an_engine_name_with_a_slash_is_refused_even_when_its_stream_is_there():
+    """NEFF-LIKE.md §1: an engine's stream is the member ``sgNN/<engine>.bin``, one level
+    under the subgraph's folder. An engine named "x/y" (a path, its stream sg00/x/y.bin in
+    the archive) is no plain file name: refused at def.json's engines[0]."""
+    defn = {"var": DRAM_VARS, "replica_groups": [list(range(8))], "engines": ["x/y"]}
+    msg = refusal(model_bytes(sgs={"sg00": (defn, {"x/y": opaque()})}))
+    assert "member sg00/def.json" in msg and "field engines[0]" in msg
+    assert "engine name 'x/y' is not a plain file name" in msg
+
+
+# ------------------------------------------------------------------------- SBUF triggers
+
+def d9(ctype: int, alu: int, dtype: int, src: int, start: int, pstart: int, pcount: int,
+       dims: list[tuple[int, int]], n: int) -> bytes:
+    """A 0xD9 PSEUDO_TRIGGER_COLLECTIVE2 word (NEFF-LIKE.md §2)."""
+    word = struct.pack("<BBH BBBB I", 0xD9, 16, 0, 0, 0, 0, 0, 0)
+    word += struct.pack("<BBBB I I HH", ctype, alu, dtype, 0, src, start, pstart, pcount)
+    word += b"".join(struct.pack("<iI", s, k) for s, k in dims)
+    word += struct.pack("<QI", n, 0)
+    assert len(word) == 64
+    return word
+
+
+def da(group: int, dst: int, start: int, pstart: int, pcount: int,
+       dims: list[tuple[int, int]], channel: int = 0, stream: int = 0) -> bytes:
+    """A 0xDA PSEUDO_EXTENSION word (NEFF-LIKE.md §2)."""
+    word = struct.pack("<BBH BBBB I", 0xDA, 16, 0, 0, 0, 0, 0, 0)
+    word += struct.pack("<HHHH I I HH", group, channel, stream, 0, dst, start, pstart, pcount)
+    word += b"".join(struct.pack("<iI", s, k) for s, k in dims)
+    word += bytes(8)
+    assert len(word) == 64
+    return word
+
+
+def _sbuf_model(src_parts: int, pcount: int) -> bytes:
+    """A bf16 SBUF all-reduce at sg00/sp[1..2]: partitions [0, pcount) x 8 elements of
+    sb_in (var 2, 16 bytes a partition, ``src_parts`` partitions) into the same of sb_out
+    (var 3, 16 bytes a partition, 128 partitions), over group 0 = ranks 0..7."""
+    sbvars = [{"var_id": 2, "name": "sb_in", "type": "state-buffer", "size": 16,
+               "partitions": src_parts},
+              {"var_id": 3, "name": "sb_out", "type": "state-buffer", "size": 16,
+               "partitions": 128}]
+    dims = [(1, 8), (0, 1), (0, 1)]
+    stream = (opaque() + d9(1, 0x04, 6, 2, 0, 0, pcount, dims, pcount * 8)
+              + da(0, 3, 0, 0, pcount, dims))
+    return model_bytes(sgs={"sg00": ({"var": sbvars, "replica_groups": [list(range(8))],
+                                      "engines": ["sp"]}, {"sp": stream})})
+
+
+def test_an_access_pattern_is_held_to_its_own_vars_partitions():
+    """NEFF-LIKE.md §3: extents inside their vars; a state-buffer var has ``partitions``
+    (1..128) of its own. sb_in of 64 partitions takes partitions [0, 64), not [0, 65) (which
+    the SBUF's 128 would hold): refused at the 0xD9 word's src_partition_start, instruction
+    1, offset 64 + 24 = 0x58."""
+    model = read_model_bytes(_sbuf_model(64, 64), path="m.neff")
+    assert model.triggers[0].num_elements == 512
+    msg = refusal(_sbuf_model(64, 65))
+    assert "instruction 1, offset 0x58, field src_partition_start" in msg
+    assert "src partitions [0, 65) fall outside var 2 ('sb_in') with 64 partitions" in msg
+
+
+def test_a_var_size_past_u64_is_refused():
+    """A var's size is bytes the trigger offsets (u64, NEFF-LIKE.md §2) address: 2^64 - 1
+    at most. A size of 2^64 = 18446744073709551616 is refused at var[1].size; 2^64 - 1 reads."""
+    def with_size(size: int) -> bytes:
+        dvars = [DRAM_VARS[0], dict(DRAM_VARS[1], size=size)]
+        return model_bytes(sgs={"sg00": ({"var": dvars, "replica_groups": [list(range(8))],
+                                          "engines": ["sp"]},
+                                         {"sp": c8(1, 0x04, 6, 0, 0, 1, 0, 0, 2048)})})
+    read_model_bytes(with_size(2**64 - 1), path="m.neff")
+    msg = refusal(with_size(2**64))
+    assert "member sg00/def.json" in msg and "field var[1].size" in msg
+    assert "18446744073709551616 is outside 1..18446744073709551615" in msg
+
+
+def test_a_rank_past_i32_is_refused():
+    """docs/RELIABILITY.md §1: ranks are at most MAX_RANK = 2^31 - 1 (the net FIFO's rank
+    fields are i32). Group [0, 2147483648] is refused at replica_groups[0][1]; [0, 2147483647]
+    reads."""
+    def with_group(grp: list[int]) -> bytes:
+        return model_bytes(sgs={"sg00": _sg([grp])})
+    read_model_bytes(with_group([0, 2**31 - 1]), path="m.neff")
+    msg = refusal(with_group([0, 2**31]))
+    assert "field replica_groups[0][1]: 2147483648 is outside 0..2147483647" in msg
