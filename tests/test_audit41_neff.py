@@ -285,3 +285,27 @@ def test_a_rank_past_i32_is_refused():
     read_model_bytes(with_group([0, 2**31 - 1]), path="m.neff")
     msg = refusal(with_group([0, 2**31]))
     assert "field replica_groups[0][1]: 2147483648 is outside 0..2147483647" in msg
+
+
+def test_a_stream_of_a_whole_number_of_32_but_not_64_bytes_is_refused():
+    """NEFF-LIKE.md §1-2: a stream is a flat array of 64-byte instructions. 96 bytes (three
+    32-byte halves, one and a half words) are refused naming the member and stream."""
+    defn = {"var": DRAM_VARS, "replica_groups": [list(range(8))], "engines": ["sp"]}
+    msg = refusal(model_bytes(sgs={"sg00": (defn, {"sp": opaque() + bytes(32)})}))
+    assert "member sg00/sp.bin" in msg and "stream sp" in msg
+    assert "stream length 96 is not a multiple of 64" in msg
+
+
+@pytest.mark.parametrize("ctype, out_elements", [(1, 2048), (2, 256), (3, 16384)])
+def test_each_collectives_output_elements(ctype, out_elements):
+    """NEFF-LIKE.md §2: num_elements counts each rank's input, N = 2048 bf16 over 8 ranks:
+    all-reduce out = N = 2048, reduce-scatter out = N / 8 = 256, all-gather out = N x 8 =
+    16384 (the dst var sized to hold it: 32768 bytes); 2 bytes each."""
+    dvars = [DRAM_VARS[0], dict(DRAM_VARS[1], size=32768)]
+    alu = 0 if ctype == 3 else 0x04
+    model = read_model_bytes(model_bytes(sgs={"sg00": (
+        {"var": dvars, "replica_groups": [list(range(8))], "engines": ["sp"]},
+        {"sp": c8(ctype, alu, 6, 0, 0, 1, 0, 0, 2048)})}), path="m.neff")
+    (t,) = model.triggers
+    assert (t.in_elements, t.out_elements) == (2048, out_elements)
+    assert (t.in_bytes, t.out_bytes) == (4096, 2 * out_elements)
