@@ -309,3 +309,10 @@ def test_each_collectives_output_elements(ctype, out_elements):
     (t,) = model.triggers
     assert (t.in_elements, t.out_elements) == (2048, out_elements)
     assert (t.in_bytes, t.out_bytes) == (4096, 2 * out_elements)
+
+
+def test_the_world_is_the_union_of_the_groups_in_rank_order():
+    """NEFF-LIKE.md §1: the world is the union of all groups. Groups [16, 17] and [0, 1] (in
+    that order) make the world (0, 1, 16, 17), ascending whatever the groups' order."""
+    model = read_model_bytes(model_bytes(sgs={"sg00": _sg([[16, 17], [0, 1]])}), path="m.neff")
+    assert model.world == (0, 1, 16, 17)
