@@ -316,3 +316,16 @@ def test_the_world_is_the_union_of_the_groups_in_rank_order():
     that order) make the world (0, 1, 16, 17), ascending whatever the groups' order."""
     model = read_model_bytes(model_bytes(sgs={"sg00": _sg([[16, 17], [0, 1]])}), path="m.neff")
     assert model.world == (0, 1, 16, 17)
+
+
+def test_a_lone_0x1f_after_the_gzip_member_is_no_second_member():
+    """The payload is a gzip stream (NEFF-LIKE.md §1; RFC 1952: a member starts 1f 8b).
+    Bytes 1f 00 after the one member, inside data_size, are no second member: refused as
+    unexpected bytes at their payload offset (the member's length), not as a corrupt gzip
+    member."""
+    members = [("neff.json", jbytes({"neff_like_version": 1, "subgraphs": ["sg00"]}))]
+    gz = gzip.compress(tar_of(members), mtime=0)
+    payload = gz + b"\x1f\x00"
+    msg = refusal(header(payload) + payload)
+    assert f"field payload: unexpected bytes after the gzip stream at payload offset " \
+           f"0x{len(gz):x}" in msg
