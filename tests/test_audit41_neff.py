@@ -329,3 +329,77 @@ def test_a_lone_0x1f_after_the_gzip_member_is_no_second_member():
     msg = refusal(header(payload) + payload)
     assert f"field payload: unexpected bytes after the gzip stream at payload offset " \
            f"0x{len(gz):x}" in msg
+
+
+# ------------------------------------------------------------------------- the bundle
+
+def test_kick_word_bytes_follow_formats_9():
+    """docs/FORMATS.md §9: TOPSP_KICK = opcode 0xA2, length_dw 16, reserved u16 0, the eight
+    sync bytes copied, u16 spad_index at 12, u16 word at 14, u32 trigger at 16, zeros to 64."""
+    from nrtrewrite.bundle import kick_word
+    sync = bytes(range(1, 9))
+    want = (bytes([0xA2, 16, 0, 0]) + sync + bytes([0x34, 0x12, 0x01, 0x00])
+            + bytes([0x78, 0x56, 0x34, 0x12]) + bytes(44))
+    assert kick_word(sync, 0x1234, 1, 0x12345678) == want
+
+
+def _members(neff: bytes) -> dict[str, bytes]:
+    """The members of a NEFF-like file's payload, read with gzip and tarfile."""
+    (data_size,) = struct.unpack_from("<Q", neff, 16)
+    tar = gzip.decompress(neff[1024:1024 + data_size])
+    with tarfile.open(fileobj=io.BytesIO(tar), mode="r:") as tf:
+        return {m.name: tf.extractfile(m).read() for m in tf.getmembers()}
+
+
+def test_the_rewritten_neff_kicks_name_their_trigger_word_and_first_entry(tmp_path):
+    """docs/FORMATS.md §9: each trigger word becomes a kick with its sync bytes; a 0xD9+0xDA
+    pair two kicks, word 0 and word 1, both naming the trigger and its first SPAD entry. Here
+    sg00/sp holds an opaque word, a 0xC8 all-reduce (trigger 0, sync bytes 01..08), then a
+    0xD9+0xDA all-reduce (trigger 1), all over group 0 = ranks 0..7: trigger 0 starts at
+    SPAD entry 0; trigger 1 after trigger 0's entries on the same ranks, so at an index > 0
+    (and the same in both of its words). Every other byte of the stream is kept."""
+    from test_simulate import lower_neff
+    sync = bytes(range(1, 9))
+    ar = bytearray(c8(1, 0x04, 6, 0, 0, 1, 0, 0, 2048))
+    ar[4:12] = sync
+    dims = [(1, 8), (0, 1), (0, 1)]
+    pair = d9(1, 0x04, 6, 2, 0, 0, 128, dims, 1024) + da(0, 3, 0, 0, 128, dims)
+    dvars = DRAM_VARS + [
+        {"var_id": 2, "name": "sb_in", "type": "state-buffer", "size": 16, "partitions": 128},
+        {"var_id": 3, "name": "sb_out", "type": "state-buffer", "size": 16, "partitions": 128}]
+    stream = opaque(0x05) + bytes(ar) + pair
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(model_bytes(sgs={"sg00": (
+        {"var": dvars, "replica_groups": [list(range(8))], "engines": ["sp"]},
+        {"sp": stream})}))
+    out = lower_neff(neff, tmp_path / "o")
+    new = _members((out / "m.neff").read_bytes())["sg00/sp.bin"]
+    assert len(new) == 4 * 64 and new[:64] == opaque(0x05)
+    k0, k1, k2 = new[64:128], new[128:192], new[192:256]
+    assert k0[:12] == bytes([0xA2, 16, 0, 0]) + sync
+    assert struct.unpack_from("<HHI", k0, 12) == (0, 0, 0) and k0[20:] == bytes(44)
+    i1, w1, t1 = struct.unpack_from("<HHI", k1, 12)
+    i2, w2, t2 = struct.unpack_from("<HHI", k2, 12)
+    assert (w1, t1, w2, t2) == (0, 1, 1, 1) and i1 == i2 > 0
+    for k in (k1, k2):
+        assert k[:4] == bytes([0xA2, 16, 0, 0]) and k[4:12] == bytes(8) and k[20:] == bytes(44)
+
+
+def test_an_atomic_write_gives_a_new_file_0666_less_the_umask(tmp_path):
+    """docs/RELIABILITY.md §4: ``assemble -o`` (``write_bytes_atomic``) gives a new file 0666
+    less the umask: under umask 027, 0640 (not a fixed 0644, nor mkstemp's 0600); over an
+    existing 0604 file, that file's 0604."""
+    import os
+    import stat
+    from nrtrewrite.neff.writer import write_bytes_atomic
+    old = os.umask(0o027)
+    try:
+        write_bytes_atomic(tmp_path / "new.neff", b"x")
+        (tmp_path / "kept.neff").write_bytes(b"old")
+        os.chmod(tmp_path / "kept.neff", 0o604)
+        write_bytes_atomic(tmp_path / "kept.neff", b"y")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "new.neff").st_mode) == 0o640
+    assert stat.S_IMODE(os.stat(tmp_path / "kept.neff").st_mode) == 0o604
+    assert (tmp_path / "kept.neff").read_bytes() == b"y"
