@@ -403,3 +403,12 @@ def test_an_atomic_write_gives_a_new_file_0666_less_the_umask(tmp_path):
     assert stat.S_IMODE(os.stat(tmp_path / "new.neff").st_mode) == 0o640
     assert stat.S_IMODE(os.stat(tmp_path / "kept.neff").st_mode) == 0o604
     assert (tmp_path / "kept.neff").read_bytes() == b"y"
+
+
+def test_a_pax_record_with_an_empty_keyword_is_refused():
+    """POSIX pax: "<length> <keyword>=<value>\\n" with a keyword. "6 =ab\\n" (6 bytes, its
+    length right, its newline in place) has "=" but no keyword before it."""
+    from nrtrewrite.neff.container import pax_records_fault
+    assert pax_records_fault(b"6 =ab\n") == ("record at byte 0 of its 6 bytes of records has "
+                                             "no '<keyword>=' after its length")
+    assert pax_records_fault(b"7 k=ab\n") is None
