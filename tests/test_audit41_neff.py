@@ -35,21 +35,22 @@ def tar_of(members: list[tuple[str, bytes]]) -> bytes:
 
 
 def header(payload: bytes, *, pkg_version: int = 1, lnc_size: int = 1,
-           hash32: bytes | None = None) -> bytes:
+           hash32: bytes | None = None, minor: int = 0, name: bytes = b"",
+           uuid: bytes = bytes(16), feature_bits: int = 0) -> bytes:
     """The 1024-byte header of NEFF-LIKE.md §1 for ``payload``: pkg_version 1 (SHA-256 of
     the payload in hash[0:32]) or 2 (MD5 in hash[0:16], hash[16:32] zero)."""
     if hash32 is None:
         hash32 = (hashlib.sha256(payload).digest() if pkg_version == 1
                   else hashlib.md5(payload).digest() + bytes(16))
-    head = struct.pack("<QQQQQ", pkg_version, 1024, len(payload), 1, 0)  # 0..39
+    head = struct.pack("<QQQQQ", pkg_version, 1024, len(payload), 1, minor)  # 0..39
     head += bytes(128)                                  # 40 neff_build_version
     head += struct.pack("<I", 1)                        # 168 num_tpb
     head += hash32                                      # 172 hash
-    head += bytes(16)                                   # 204 uuid
-    head += bytes(256)                                  # 220 name
+    head += uuid                                        # 204 uuid
+    head += name.ljust(256, b"\0")                     # 220 name
     head += struct.pack("<I", 1)                        # 476 requested_tpb_count
     head += bytes(64)                                   # 480 tpb_per_node
-    head += struct.pack("<QI", 0, lnc_size)             # 544 feature_bits, 552 lnc_size
+    head += struct.pack("<QI", feature_bits, lnc_size)  # 544 feature_bits, 552 lnc_size
     head += bytes(468)                                  # 556 reserved
     assert len(head) == 1024
     return head
@@ -412,3 +413,40 @@ def test_a_pax_record_with_an_empty_keyword_is_refused():
     assert pax_records_fault(b"6 =ab\n") == ("record at byte 0 of its 6 bytes of records has "
                                              "no '<keyword>=' after its length")
     assert pax_records_fault(b"7 k=ab\n") is None
+
+
+# ------------------------------------------------------------------------- diff
+
+def test_diff_names_the_neff_header_fields_as_cli_md_shows_them(tmp_path):
+    """docs/CLI.md "diff": the rewritten NEFFs' header fields by name, strings as text,
+    ``uuid`` in hex, the others as integers (little-endian, NEFF-LIKE.md §1), the 468
+    reserved bytes as their differing byte count and first offset in the file. A and B
+    lower the same members under headers that differ in neff_version_minor (0, 7), uuid
+    (zeros, 16 x 0x11), name ("a", "bb") and feature_bits (0, 0x102 = 258); then B's NEFF
+    gets bytes 7 and 9 at file offsets 556 + 50 = 0x25e and 556 + 60 (its reserved)."""
+    from nrtrewrite.diff import diff_outputs
+    from test_simulate import lower_neff
+    members = [("neff.json", jbytes({"neff_like_version": 1, "subgraphs": ["sg00"]})),
+               ("sg00/def.json", jbytes({"var": DRAM_VARS, "replica_groups": [list(range(8))],
+                                         "engines": ["sp"]})),
+               ("sg00/sp.bin", opaque() + c8(1, 0x04, 6, 0, 0, 1, 0, 0, 2048))]
+    payload = gzip.compress(tar_of(members), mtime=0)
+    outs = []
+    for side, kw in (("a", dict(name=b"a")),
+                     ("b", dict(name=b"bb", minor=7, uuid=b"\x11" * 16, feature_bits=0x102))):
+        (tmp_path / side).mkdir()
+        neff = tmp_path / side / "m.neff"
+        neff.write_bytes(header(payload, **kw) + payload)
+        outs.append(lower_neff(neff, tmp_path / side / "o"))
+    lines = {d.line() for d in diff_outputs(*outs) if d.where == "m.neff"}
+    assert lines == {"m.neff header.neff_version_minor: 0 != 7",
+                     f"m.neff header.uuid: '{bytes(16).hex()}' != '{'11' * 16}'",
+                     "m.neff header.name: 'a' != 'bb'",
+                     "m.neff header.feature_bits: 0 != 258"}
+    b_neff = outs[1] / "m.neff"
+    data = bytearray(b_neff.read_bytes())
+    data[556 + 50], data[556 + 60] = 7, 9
+    b_neff.write_bytes(bytes(data))
+    lines = [d.line() for d in diff_outputs(*outs) if d.where == "m.neff"]
+    assert "m.neff header.reserved (2 differing bytes, the first at offset 0x25e): 0 != 7" \
+        in lines
