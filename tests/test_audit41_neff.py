@@ -450,3 +450,27 @@ def test_diff_names_the_neff_header_fields_as_cli_md_shows_them(tmp_path):
     lines = [d.line() for d in diff_outputs(*outs) if d.where == "m.neff"]
     assert "m.neff header.reserved (2 differing bytes, the first at offset 0x25e): 0 != 7" \
         in lines
+
+
+def test_diff_names_an_instructions_header_fields_and_its_operand_byte_runs(tmp_path):
+    """docs/CLI.md "diff": a differing instruction is named by member and index with its
+    differing header fields (``opcode`` .. ``semaphore_value``, NEFF-LIKE.md §2: bytes
+    0..11) and its differing operand bytes (12..63) as runs, ``bytes[20:22]: 'abcd' !=
+    '5432'``. A's and B's opaque word 0 differ in semaphore_value (u32 at 8: 1, 2) and in
+    bytes 20..21 (ab cd, 54 32): two lines, the semaphore's bytes in no run."""
+    from nrtrewrite.diff import diff_outputs
+    from test_simulate import lower_neff
+    outs = []
+    for side, sem, ops in (("a", 1, b"\xab\xcd"), ("b", 2, b"\x54\x32")):
+        word = bytearray(opaque(0x05))
+        word[8:12] = struct.pack("<I", sem)
+        word[20:22] = ops
+        (tmp_path / side).mkdir()
+        neff = tmp_path / side / "m.neff"
+        neff.write_bytes(model_bytes(sgs={"sg00": (
+            {"var": DRAM_VARS, "replica_groups": [list(range(8))], "engines": ["sp"]},
+            {"sp": bytes(word) + c8(1, 0x04, 6, 0, 0, 1, 0, 0, 2048)})}))
+        outs.append(lower_neff(neff, tmp_path / side / "o"))
+    lines = [d.line() for d in diff_outputs(*outs) if d.where.startswith("m.neff:")]
+    assert lines == ["m.neff:sg00/sp.bin[0] semaphore_value: 1 != 2",
+                     "m.neff:sg00/sp.bin[0] bytes[20:22]: 'abcd' != '5432'"]
