@@ -474,3 +474,18 @@ def test_diff_names_an_instructions_header_fields_and_its_operand_byte_runs(tmp_
     lines = [d.line() for d in diff_outputs(*outs) if d.where.startswith("m.neff:")]
     assert lines == ["m.neff:sg00/sp.bin[0] semaphore_value: 1 != 2",
                      "m.neff:sg00/sp.bin[0] bytes[20:22]: 'abcd' != '5432'"]
+
+
+@pytest.mark.parametrize("path, what", [("tool_version.x", "a string"), ("world.0", "a list"),
+                                        ("ranks.0", "a list"), ("triggers.hier", "a list")])
+def test_diff_ignore_refuses_a_key_inside_a_string_or_a_list(path, what):
+    """docs/CLI.md "diff": a key inside ``tool_version`` (a string) or ``world``, ``ranks`` or
+    ``triggers`` (lists) is a usage error: those are ignored whole; ``world`` itself and a
+    key inside an object (``input.name``) are taken."""
+    from nrtrewrite.diff import check_ignored
+    top = path.split(".")[0]
+    with pytest.raises(ValueError) as exc:
+        check_ignored([path])
+    assert str(exc.value) == (f"{path!r}: {top} is {what} in the manifest, with no keys "
+                              f"inside; ignore it whole ({top})")
+    assert check_ignored([top, "input.name"]) == (top, "input.name")
