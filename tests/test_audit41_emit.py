@@ -1,0 +1,65 @@
+"""The forty-first session's mutation audit of the emitter (nrtrewrite/emit/): tests for the
+mutations of legs.py, formats.py, address.py and buffers.py no test saw.  Every expected
+value is worked out by hand from docs/FORMATS.md (the section named in each test) and the
+access-pattern rule of NEFF-LIKE.md §2, never read off the emitter's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from nrtrewrite.emit import formats as F
+from test_simulate import assert_clean, lower_spec
+
+
+def _sbuf_all_reduce_over_two_nodes(tmp_path: Path) -> Path:
+    """An fp16 ring all-reduce of 65536 elements over ranks [0, 64] of ``trn2:nodes=2``
+    (LNC 2: one rank a node, so every send crosses the network), IN and OUT state-buffer
+    vars of 128 partitions walked as 8 rows of 64 elements with a row stride of 128
+    elements (NEFF-LIKE.md §2: 64 elements a partition row are contiguous, 128 bytes; the
+    next row starts 256 bytes on).  Two vars of 2048 bytes a partition: the partition
+    stride is 4096 (FORMATS.md §10, 64-byte aligned)."""
+    sb = lambda v: {"var": v, "start": 0, "partitions": 128, "dims": [[1, 64], [128, 8]]}
+    spec = {"header": {"pkg_version": 2, "name": "sbnet", "lnc_size": 2}, "subgraphs": [{
+        "name": "sg00",
+        "vars": [{"name": "sb_c", "type": "state-buffer", "size": 2048, "partitions": 128},
+                 {"name": "sb_d", "type": "state-buffer", "size": 2048, "partitions": 128}],
+        "replica_groups": [[0, 64]],
+        "engines": {"sp": ["nop", {"all_reduce": {"dtype": "fp16", "op": "add",
+                                                  "src": sb("sb_c"), "dst": sb("sb_d")}}]}}]}
+    return lower_spec(spec, tmp_path / "o", topology="trn2:nodes=2")
+
+
+def test_a_network_transfer_of_many_runs_has_complete_on_its_last_run_only(tmp_path):
+    """FORMATS.md §8 "Entries" / §8.2: one transmit entry per contiguous run of a network
+    destination, ``complete = 1`` on the last run of each destination of a leg only.  Rank
+    0 of the 2-rank ring (2 chunks of 32768 elements, halves of 16384): its two reduce-
+    scatter ``send`` legs write the peer's RECV scratch (linear: one 32768-byte run each),
+    its two ``direct_copy_send`` legs the peer's OUT, an SBUF pattern of 128-byte rows: 16384
+    elements = 256 rows, 256 entries of 128 bytes each, the 256th complete.  Then the op's
+    terminator.  (Mutations: every transmit or receive entry ``complete = 1``, each row
+    taken for a transfer of its own, or ``complete`` on each leg's first run and the last,
+    survived every test.)"""
+    out = _sbuf_all_reduce_over_two_nodes(tmp_path)
+    src = np.fromfile(out / "rank-0000" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    row = [0] * 255 + [1]
+    assert src["complete"].tolist() == [1, 1] + row + row + [0]
+    assert src["size"].tolist() == [32768, 32768] + [128] * 512 + [0]
+    assert src["mark"].tolist() == [0] * 514 + [1]
+    # the OUT rows of a leg: element 64 j is row j % 8 of partition (first + j // 8), so
+    # entry j lands (j // 8) x 4096 + (j % 8) x 256 bytes after the leg's first one
+    j = np.arange(256)
+    for first in (2, 258):
+        rel = src["dst_addr"][first:first + 256].astype(np.int64) - int(src["dst_addr"][first])
+        assert rel.tolist() == ((j // 8) * 4096 + (j % 8) * 256).tolist()
+    # rank 64 receives the same four transfers, in the same order (the k-th receive entry
+    # pairs with the k-th transmit entry, §8 "Proxy semantics"), landing in the same shapes
+    dest = np.fromfile(out / "rank-0064" / "net_dest.bin", F.NET_DEST_ADDR_DTYPE)
+    assert dest["complete"].tolist() == [1, 1] + row + row + [0]
+    assert dest["size"].tolist() == [32768, 32768] + [128] * 512 + [0]
+    assert dest["src_rank"].tolist() == [0] * 514 + [-1]
+    for first in (2, 258):
+        rel = dest["dev_addr"][first:first + 256].astype(np.int64) - int(dest["dev_addr"][first])
+        assert rel.tolist() == ((j // 8) * 4096 + (j % 8) * 256).tolist()
+    assert_clean(out)
