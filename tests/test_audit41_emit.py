@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import EVT_SEM_DEC, EVT_SEM_INC, decode_sema_address, sema_address
 from test_simulate import assert_clean, lower_spec
 
 
@@ -63,3 +64,19 @@ def test_a_network_transfer_of_many_runs_has_complete_on_its_last_run_only(tmp_p
         rel = dest["dev_addr"][first:first + 256].astype(np.int64) - int(dest["dev_addr"][first])
         assert rel.tolist() == ((j // 8) * 4096 + (j % 8) * 256).tolist()
     assert_clean(out)
+
+
+def test_the_last_top_sp_of_each_die_decodes():
+    """FORMATS.md §10: semaphore ``id`` of TOP_SP ``sp`` in window ``w`` is at 0x82_8000_0000
+    + ((sp & 7) << 30) + ((sp > 7) << 47) + w + 4 id: TOP_SP 7 is the last of the stride
+    (its DEC window ends the 0x82_8000_0000 .. 0x84_4000_2000 aperture), TOP_SP 15 the same
+    with the die bit.  id 19 (``dma_compl_sema`` of channel 0) of TOP_SP 7 in DEC:
+    0x82_8000_0000 + 0x1_C000_0000 + 0x1C00 + 0x4C = 0x84_4000_1C4C.  (Mutation: the
+    decoder, which tests/test_mesh.py and test_rdh.py read semaphore ids with, taking TOP_SP
+    7 for past the stride, survived every test.)"""
+    assert sema_address(7, 19, EVT_SEM_DEC) == 0x84_4000_1C4C
+    assert decode_sema_address(0x84_4000_1C4C) == (7, EVT_SEM_DEC, 19)
+    assert sema_address(15, 0, EVT_SEM_INC) == (1 << 47) | 0x84_4000_1800
+    assert decode_sema_address((1 << 47) | 0x84_4000_1800) == (15, EVT_SEM_INC, 0)
+    assert decode_sema_address(0x84_4000_1FFC) == (7, EVT_SEM_DEC, 255)
+    assert decode_sema_address(0x84_4000_2000) is None  # one past the aperture
