@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.buffers import BufferView
+from nrtrewrite.neff.model import AccessPattern
 from nrtrewrite.emit.address import EVT_SEM_DEC, EVT_SEM_INC, decode_sema_address, sema_address
 from test_simulate import assert_clean, lower_spec
 
@@ -80,3 +82,22 @@ def test_the_last_top_sp_of_each_die_decodes():
     assert decode_sema_address((1 << 47) | 0x84_4000_1800) == (15, EVT_SEM_INC, 0)
     assert decode_sema_address(0x84_4000_1FFC) == (7, EVT_SEM_DEC, 255)
     assert decode_sema_address(0x84_4000_2000) is None  # one past the aperture
+
+
+def test_a_strided_innermost_dimension_makes_one_run_per_element():
+    """NEFF-LIKE.md §2 (AccessPattern): element (p, i0, i1, i2) lives at byte ``start +
+    (i0 step0 + i1 step1 + i2 step2) x dsize`` of partition ``partition_start + p``.  With
+    step0 = 2 no two elements are adjacent, so each is a contiguous run of its own (FORMATS.md
+    §5: a stream has one BD per contiguous run).  2-byte elements, 4 a partition row, 2
+    partitions from partition 1 at a stride of 1024, start 16: elements 1..5 are i0 = 1, 2, 3
+    of partition 1 (16 + 1024 + 4, + 8, + 12) and i0 = 0, 1 of partition 2 (16 + 2048, + 4).
+    (Mutation: the run length taken as num0 whatever step0, a strided row read as one run,
+    survived every test.)"""
+    ap = AccessPattern(start=16, partition_start=1, partition_count=2,
+                       dims=((2, 4), (1, 1), (1, 1)))
+    view = BufferView(dsize=2, origin=0, base=0, ap=ap, partition_stride=1024)
+    owner, addr, nbytes = view.runs(np.array([1]), np.array([6]))
+    assert owner.tolist() == [0] * 5
+    assert addr.tolist() == [1044, 1048, 1052, 2064, 2068]
+    assert nbytes.tolist() == [2] * 5
+    assert view.run_length() == 1
