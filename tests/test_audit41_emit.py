@@ -5,6 +5,7 @@ access-pattern rule of NEFF-LIKE.md §2, never read off the emitter's output."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.buffers import BufferView
 from nrtrewrite.neff.model import AccessPattern
 from nrtrewrite.emit.address import EVT_SEM_DEC, EVT_SEM_INC, decode_sema_address, sema_address
-from test_simulate import assert_clean, lower_spec
+from test_simulate import assert_clean, coll_spec, lower_spec
 
 
 def _sbuf_all_reduce_over_two_nodes(tmp_path: Path) -> Path:
@@ -101,3 +102,22 @@ def test_a_strided_innermost_dimension_makes_one_run_per_element():
     assert addr.tolist() == [1044, 1048, 1052, 2064, 2068]
     assert nbytes.tolist() == [2] * 5
     assert view.run_length() == 1
+
+
+def test_the_memory_layout_aligns_dram_regions_to_4096_and_sbuf_vars_to_64(tmp_path):
+    """FORMATS.md §10 ``memory``: DRAM vars, then ``scratch`` and ``gw``, each at the first
+    multiple of 4096 past the previous one's end; SBUF vars at the first multiple of 64 in
+    the partition; the partition stride their end so rounded.  A 2-rank bf16 all-reduce of
+    50 elements (IN and OUT 100 bytes: offsets 0 and 4096; its RECV scratch, 100 bytes, at
+    8192; no gateway, 0 bytes at 12288) next to SBUF vars of 70 and 50 bytes: offsets 0
+    and 128 (70 rounded up to 64, not to 32: 96), stride 192 (178 rounded up; 160 at 32).
+    (Mutation: SBUF vars aligned to 32 bytes survived every test.)"""
+    spec = coll_spec("all_reduce", "bf16", 2, 50)
+    spec["subgraphs"][0]["vars"] += [
+        {"name": "s1", "type": "state-buffer", "size": 70, "partitions": 128},
+        {"name": "s2", "type": "state-buffer", "size": 50, "partitions": 128}]
+    out = lower_spec(spec, tmp_path / "o")
+    mem = json.loads((out / "manifest.json").read_text())["memory"]
+    assert {r["name"]: r["offset"] for r in mem["regions"]} == {
+        "x_in": 0, "x_out": 4096, "s1": 0, "s2": 128, "scratch": 8192, "gw": 12288}
+    assert mem["sbuf_partition_stride"] == 192
