@@ -9,11 +9,14 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from nrtrewrite.emit import formats as F
+from nrtrewrite.emit.address import (EVT_SEM_DEC, EVT_SEM_INC, channel_sem, decode_sema_address,
+                                     sema_address)
 from nrtrewrite.emit.buffers import BufferView
+from nrtrewrite.errors import LimitError
 from nrtrewrite.neff.model import AccessPattern
-from nrtrewrite.emit.address import EVT_SEM_DEC, EVT_SEM_INC, decode_sema_address, sema_address
 from test_simulate import assert_clean, coll_spec, lower_spec
 
 
@@ -121,3 +124,14 @@ def test_the_memory_layout_aligns_dram_regions_to_4096_and_sbuf_vars_to_64(tmp_p
     assert {r["name"]: r["offset"] for r in mem["regions"]} == {
         "x_in": 0, "x_out": 4096, "s1": 0, "s2": 128, "scratch": 8192, "gw": 12288}
     assert mem["sbuf_partition_stride"] == 192
+
+
+def test_channel_semaphore_ids_stop_at_255():
+    """FORMATS.md §7 / §10: 256 semaphores a core, ids 0..255; channel c's role r is
+    16 + 4c + r.  Channel 59's ``dma_compl_sema`` is 16 + 236 + 3 = 255, the last id;
+    channel 60's ``recv_sema`` would be 256, one past it.  (Mutation: the bound taken as
+    ``> 256``, passing id 256, survived every test; channels stop at 31 in every output, so
+    only the helper's own check sees it.)"""
+    assert channel_sem(59, 3) == 255
+    with pytest.raises(LimitError, match="out of semaphores: channel 60 needs semaphore 256"):
+        channel_sem(60, 0)
