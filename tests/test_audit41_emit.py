@@ -135,3 +135,33 @@ def test_channel_semaphore_ids_stop_at_255():
     assert channel_sem(59, 3) == 255
     with pytest.raises(LimitError, match="out of semaphores: channel 60 needs semaphore 256"):
         channel_sem(60, 0)
+
+
+def test_an_sbuf_run_of_exactly_65536_bytes_is_one_bd_of_length_field_0(tmp_path):
+    """FORMATS.md §5: a BD's length is bits [15:0], 0 meaning 65536; a stream has one BD per
+    contiguous run.  A 2-rank ring bf16 all-gather of 65536 elements a rank, IN and OUT on
+    one SBUF partition (rows of 65536 and 131072 contiguous elements): each data leg moves a
+    half chunk of 32768 elements = 65536 bytes, one tile (§3 n_tiles: min(65536, 64 KiB) &
+    ~0x1F bytes), so one M2S BD (FIRST, bit 26) and one S2M BD (LAST, bit 27), each of one
+    65536-byte run: len_ctrl 0x04000000 and 0x08000000 (length field 0, no generation tag).
+    (Mutation: an SBUF run of 65536 bytes refused as too long for a BD survived every test:
+    no test had an SBUF run that long.)"""
+    spec = {"header": {"pkg_version": 2, "name": "sbbig", "lnc_size": 1}, "subgraphs": [{
+        "name": "sg00",
+        "vars": [{"name": "a", "type": "state-buffer", "size": 131072, "partitions": 128},
+                 {"name": "b", "type": "state-buffer", "size": 262144, "partitions": 128}],
+        "replica_groups": [[0, 1]],
+        "engines": {"sp": ["nop", {"all_gather": {
+            "dtype": "bf16",
+            "src": {"var": "a", "start": 0, "partitions": 1, "dims": [[1, 65536]]},
+            "dst": {"var": "b", "start": 0, "partitions": 1, "dims": [[1, 131072]]}}}]}}]}
+    out = lower_spec(spec, tmp_path / "o")
+    for rank in (0, 1):
+        rdir = out / f"rank-{rank:04d}"
+        legs = np.fromfile(rdir / "legs.bin", F.LEG_DTYPE)
+        data = legs[legs["sdma_op"] != 0]
+        assert data.size and (data["num_elements"] == 32768).all()
+        assert (data["n_tiles"] == 1).all() and (data["dma_count"] == 2).all()
+        dma = np.fromfile(rdir / "dma.bin", F.BD_DTYPE)
+        assert dma["len_ctrl"].tolist() == [0x04000000, 0x08000000] * data.size
+    assert_clean(out)
