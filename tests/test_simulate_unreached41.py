@@ -154,7 +154,6 @@ def test_a_kangaring_secondary_moving_data_is_refused(kr16_out, tmp_path, monkey
         "(triggers[0].kangaring[0].units), whose legs move no data (FORMATS §3.3)")
 
 
-
 def test_simulator_mds_recv_sema_example_is_the_whole_line(kr16_out, tmp_path, monkeypatch):
     """docs/SIMULATOR.md §1's example of the semaphore branch, whole: units reordered to [0,
     4, 5, 1], [8, 12, 13, 9], [2, 6, 7, 3], [10, 14, 15, 11] (the order [0, 8, 2, 10]; the
@@ -181,6 +180,7 @@ def test_simulator_mds_recv_sema_example_is_the_whole_line(kr16_out, tmp_path, m
     assert _error(out) == line
     doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
     assert line.split(": ", 1)[1] in doc
+
 
 # ---------------------------------------------------------------------------- one field of a ring
 
@@ -311,7 +311,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
         "ne_sync", "ring_step_end", "order", "cce_first", "cc_op", "subop", "sem_gen",
         "sem_channel", "sem_value", "tp_m2s", "tp_groups"])
 def test_one_field_of_a_ring_output_is_refused_naming_it(ar2_out, tmp_path, name, offset, fmt,
-                                                        fn, where, why):
+                                                         fn, where, why):
     out = copy(ar2_out, tmp_path)
     _poke(out, name, offset, fmt, fn)
     assert _error(out) == f"{out / 'rank-0000'}: {where}: {why}"

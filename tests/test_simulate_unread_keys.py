@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 UNREAD_TOP = ["tool_version", "input"]
 #: The keys of each trigger it says are not read.
 UNREAD_TRIGGER = [
-    "policy_algorithm", "fallback_reason", "mesh.sub_type", "mesh.channel", "mesh.sema_shift_offset", "mesh.sema_mask",
+    "policy_algorithm", "fallback_reason", "mesh.sub_type", "mesh.channel",
+    "mesh.sema_shift_offset", "mesh.sema_mask",
     "mesh.channel_buffer_bytes", "mesh.private_channel_buffer", "rdh.channel", "rdh.core_ranks",
     "rdh.steps", "rdh.folded", "rdh.scratch_bytes", "rdh.private_scratch",
     "rdh.sema_shift_offset", "rdh.sema_mask", "hier.legs[].reason"]

@@ -23,7 +23,6 @@ Expected values are worked out from the docs by hand; each fixture asserts what 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -98,8 +97,8 @@ def hier16_scr(tmp_path_factory) -> Path:
     assert [(leg["name"], leg["algorithm"]) for leg in t["hier"]["legs"]] == [
         ("intra_redsct", "RING"), ("inter_allr", "SINGLE_CYCLE_RING"), ("intra_allg", "RING")]
     assert t["legs"] == [{"name": n, "op": op, "algorithm": a, "sub_type": None} for n, op, a in (
-        ("intra_redsct", "REDUCE_SCATTER", "RING"), ("inter_allr", "ALLREDUCE", "SINGLE_CYCLE_RING"),
-        ("intra_allg", "ALLGATHER", "RING"))]
+        ("intra_redsct", "REDUCE_SCATTER", "RING"),
+        ("inter_allr", "ALLREDUCE", "SINGLE_CYCLE_RING"), ("intra_allg", "ALLGATHER", "RING"))]
     assert (_top(out)["topology"]["name"], _top(out)["topology"]["nodes"]) == ("trn2:nodes=2", 2)
     return out
 
