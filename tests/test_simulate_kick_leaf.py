@@ -2736,3 +2736,29 @@ def test_a_hier_leg_plan_that_differs_only_in_a_ring_order_is_no_repeat(hier16_o
     error = refused(out)
     assert error.startswith(f"{out / 'rank-0064'}: field neigh, rank 64, artifact legs.bin, ")
     assert error.endswith("send signals rank 65, the ring successor of channel 0 is 71")
+
+
+def test_an_older_hier_output_whose_exclusion_then_missed_its_legs_says_lower_again(tmp_path):
+    """Before 3a1763b (2026-12-01) an exclusion such as ``--algo '^ring'`` did not reach the
+    HIER legs, so such an output has RING legs under ``options.algo`` "^ring", and, as every
+    HIER output before 2026-12-05, ``gw2`` and ``recv2`` on every leg. It is told to lower
+    the model again (status 2, the buffers' line above), not refused as a protocol error
+    for its override (status 1): the options are held after the buffers (found by the
+    session's review of older outputs)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", HIER16, 1000, lnc=2), tmp_path / "o",
+                     algo="inter_allr:ring")
+    assert {leg["algorithm"] for leg in trigger0(out)["hier"]["legs"]} == {"RING"}
+    space = 1000 * 2
+
+    def older(legs):
+        for leg in legs:
+            leg["buffers"][1:1] = [{"offset": space, "region": "gw", "role": "gw2"}]
+            leg["buffers"].append({"offset": 3 * space, "region": "scratch", "role": "recv2"})
+    _rehier(out, older)
+    man = out / "manifest.json"
+    top = json.loads(man.read_text())
+    top["options"]["algo"] = "^ring"
+    man.write_text(json.dumps(top))
+    rehash(out)
+    assert refused_as_older(out) == (f"{man}: field triggers[0]: hier.legs[0].buffers[1].role "
+                                     f'"gw2" is on a RING leg {OLDER_HIER}')

@@ -170,14 +170,22 @@ def test_a_presets_name_is_its_option(pair4, ring8, hier16_scr, tmp_path):
         f"with :nodes=N past one node: {LOADING})")
 
 
-def test_a_malformed_preset_option_is_named(ring8, tmp_path):
-    """options.topology trn2:nodes=01 is no value lower takes (docs/TOPOLOGY.md §1: nodes=N
-    written plainly)."""
+@pytest.mark.parametrize("spec", ["trn2:nodes=01", "trn2:", "trn2:nodes=1,",
+                                  "trn2:nodes=1,nodes=1"])
+def test_a_preset_option_only_older_lower_took_is_not_held(ring8, tmp_path, spec):
+    """Before 0c46230 (2026-12-02) ``lower`` took ``--topology trn2:nodes=01``, ``trn2:``,
+    ``trn2:nodes=1,`` and a repeated option, and recorded the value as given (as
+    ``options.topology`` and ``topology.name``: docs/TOPOLOGY.md §1 "Loading"); today's
+    ``lower`` refuses them. Such an output simulated as a match and still does: its nodes
+    and name are not held (the late-evening check refused it as a protocol error, status 1,
+    found by the session's review of older outputs)."""
     out = copy(ring8, tmp_path)
-    _retop(out, lambda top: top["options"].update(topology="trn2:nodes=01"))
-    assert refused(out) == (
-        f"{_field(out, 'options.topology')}options.topology \"trn2:nodes=01\": bad topology "
-        "option 'nodes=01' in 'trn2:nodes=01' (presets take nodes=N, e.g. trn2:nodes=2)")
+
+    def older(top):
+        top["options"]["topology"] = spec
+        top["topology"]["name"] = spec
+    _retop(out, older)
+    assert_clean(out)
 
 
 def test_a_topology_files_node_count_and_name_are_not_held(tmp_path):
@@ -257,9 +265,14 @@ def test_a_mesh_legs_sub_type_is_the_platforms_or_full_mesh(mesh8, mesh_pair, ri
      'is not "KANGARING", the engine options.algo "allgather:mesh;allreduce:kangaring" '
      '(clause "allreduce:kangaring") forces on ALLREDUCE ' + FORCED),
     ("^ring", 'is an engine options.algo "^ring" excludes on every collective ' + EXCLUDED),
-    ("mesh,kangaring", 'is not one of the engines options.algo "mesh,kangaring" allows on '
-                       "every collective, MESH, KANGARING (the cascade and the lowering "
-                       "fallback stay inside them: docs/SELECTION.md §8)"),
+    ("mesh,kangaring", 'is not one of MESH, KANGARING, the engines options.algo '
+                       '"mesh,kangaring" allows on every collective (the cascade and the '
+                       "lowering fallback stay inside them: docs/SELECTION.md §8)"),
+    ("allreduce:mesh,kangaring;allgather:ring",
+     'is not one of MESH, KANGARING, the engines options.algo '
+     '"allreduce:mesh,kangaring;allgather:ring" (clause "allreduce:mesh,kangaring") allows '
+     "on ALLREDUCE (the cascade and the lowering fallback stay inside them: "
+     "docs/SELECTION.md §8)"),
 ])
 def test_the_triggers_engine_is_what_options_algo_leaves(ring8, tmp_path, algo, said):
     """ring8 ran RING: an override forcing another engine, excluding RING or allowing
@@ -279,13 +292,16 @@ def test_an_override_that_leaves_the_engine_passes(ring8, tmp_path, algo):
     assert_clean(out)
 
 
-def test_an_override_lower_does_not_take_is_named(ring8, tmp_path):
+@pytest.mark.parametrize("algo", ["ring,", "ring;", ";ring", "ring;mesh", " "])
+def test_an_override_only_older_lower_took_is_not_held(ring8, tmp_path, algo):
+    """Before cf954e0 and 0f528dc (2026-12-01) ``lower`` took ``--algo 'ring,'``,
+    ``'ring;'``, ``';ring'``, ``'ring;mesh'`` and a blank, recorded as given in
+    ``options.algo`` (docs/SELECTION.md §8 refuses them today). Such an output simulated as
+    a match and still does: the override is not held (the late-evening check refused it as
+    a protocol error, status 1)."""
     out = copy(ring8, tmp_path)
-    _retop(out, lambda top: top["options"].update(algo="ring;mesh"))
-    assert refused(out) == (
-        f'{_field(out, "options.algo")}options.algo "ring;mesh" is not an override lower '
-        "takes: --algo 'ring;mesh': two clauses for every collective (give one) "
-        "(docs/SELECTION.md §8)")
+    _retop(out, lambda top: top["options"].update(algo=algo))
+    assert_clean(out)
 
 
 @pytest.mark.parametrize("algo, said", [

@@ -230,8 +230,6 @@ class Simulator:
         self.triggers: dict[int, TriggerSpec] = check_triggers(typed_triggers)
         check_hier_groups(self.triggers, self.layout)  # (the topology's nodes)
         check_kangaring_units(self.triggers, self.layout)  # (the ranks' s-engines)
-        check_own_legs(self.triggers, self.layout)  # (a mesh leg's sub_type: the nodes)
-        check_options(self.triggers, self.layout)  # (--algo: the engines it leaves)
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:
             check_against_model(self.triggers, self.model, file=fname)
@@ -245,6 +243,10 @@ class Simulator:
         # offset, until 2026-12-05)
         check_buffers(self.triggers, self.layout)
         check_chunk_groups(self.triggers)
+        # (the legs and options after the buffers: an older HIER output's are told "lower
+        # the model again" there, status 2, before what its options then meant is held)
+        check_own_legs(self.triggers, self.layout)  # (a mesh leg's sub_type: the nodes)
+        check_options(self.triggers, self.layout)  # (--algo: the engines it leaves)
         if self.memory_check:
             check_operands_fit(floors_of_specs(self.triggers, self.layout), file=self.out_name)
             self.guard = MemoryGuard(True)

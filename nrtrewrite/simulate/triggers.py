@@ -1087,25 +1087,23 @@ def check_options(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
     the lowering fallback stay inside them); a HIER leg's clause that forces an engine is
     that leg's ``algorithm``, and otherwise the leg's engine is one its clause allows and no
     untargeted or per-collective exclusion names (allow-lists do not reach the legs; a leg
-    clause beats an exclusion).  ``options.algo`` must be an override ``lower`` takes.  A
-    :class:`SimulationError` naming the key otherwise (until 2026-12-05 ``options.algo`` was
-    not read: an output whose triggers ran other engines simulated as a match).  Which
+    clause beats an exclusion).  An ``options.algo`` the current ``lower`` does not take is
+    not held: ``lower`` took some such before 2026-12-01 (``ring,``, ``ring;mesh``, a blank)
+    and recorded them as given.  A :class:`SimulationError` naming the key otherwise
+    (until 2026-12-05 ``options.algo`` was not read: an output whose triggers ran other
+    engines simulated as a match).  Which
     engine the policy picks inside what the override allows depends on the sizes and the
     platform's windows, so it is not held."""
     text = layout.algo_option
     if text is None:
         return
-    file = layout.file or None
     try:
         override = parse_algo_override(text)
-    except ValidationError as exc:
-        raise SimulationError(f"options.algo {json_kind(text)} is not an override lower takes: "
-                              f"{exc.why} (docs/SELECTION.md §8)", file=file,
-                              field="options.algo") from None
-    if override is None:  # (a blank text: lower records none)
-        raise SimulationError(f"options.algo {json_kind(text)} is blank: lower records null "
-                              "for no override (docs/SELECTION.md §8)", file=file,
-                              field="options.algo")
+    except ValidationError:
+        # (a form lower took only before 2026-12-01, cf954e0 and 0f528dc, recorded as given:
+        # `ring,`, `ring;`, `ring;mesh`, a blank; such an output simulated as a match and
+        # still does: its override is not held)
+        return
     for spec in triggers.values():
         op_clause = override.for_op(EncOpType[spec.op])
         if op_clause is not None:
@@ -1149,7 +1147,7 @@ def _held_to_clause(override: AlgoOverride, clause, algorithm: str, key: str, sc
                "stay inside the engines it leaves: docs/SELECTION.md §8)")
     else:
         names = ", ".join(a.name for a in sorted(clause.algs, key=int))
-        why = (f"is not one of the engines {said} allows {scope}, {names} (the cascade and the "
+        why = (f"is not one of {names}, the engines {said} allows {scope} (the cascade and the "
                "lowering fallback stay inside them: docs/SELECTION.md §8)")
     raise SimulationError(f"{key} {json_kind(algorithm)} {why}", **where)
 
