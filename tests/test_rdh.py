@@ -280,3 +280,34 @@ def test_explain_rdh_rank_shows_the_fold_and_unfold_on_both_sides(tmp_path, op, 
                 assert e["to"] == [s["partner"]] and ([s["partner"]], s["send"]) in moved
             else:
                 assert e["from"] == [s["partner"]]
+
+
+# -- scratch layout (docs/DESIGN.md "Mesh and RDH", "RDH scratch") ----------------------------
+
+def _up64(b: int) -> int:
+    return -(-b // 64) * 64
+
+
+@pytest.mark.parametrize("n,op,count,expected", [
+    # 4 ranks, no extra: super-blocks of 250; slot 0 the largest run of 2 (500 el = 1000 B),
+    # slot 1 of 1 (250 el = 500 B); no fold slot
+    (4, "all_reduce", 1000, _up64(1000) + _up64(500)),  # 1024 + 512 = 1536
+    # 6 ranks, 2 extra: the same super-blocks (1000 x k // 4), plus the fold slot (2000 B)
+    (6, "all_reduce", 1000, _up64(1000) + _up64(500) + _up64(2000)),  # 3584
+    # reduce-scatter, 6 ranks of 100-element blocks: super-blocks 200, 200, 100, 100 (ranks
+    # 0+1, 2+3, 4, 5); slot 0 max(400, 200) el, slot 1 200 el; fold and partials 600 el each
+    (6, "reduce_scatter", 600, _up64(800) + _up64(400) + _up64(1200) + _up64(1200)),  # 3712
+    # 5 ranks (1 extra), 1001 elements: super-blocks 250, 250, 250, 251 (1001 x k // 4) ->
+    # slot 0 501 el (1002 B), slot 1 251 el (502 B), fold 1001 el (2002 B)
+    (5, "all_reduce", 1001, _up64(1002) + _up64(502) + _up64(2002)),  # 1024 + 512 + 2048
+    (6, "all_gather", 1000, 0),  # no halving slots, the fold goes to OUT
+])
+def test_rdh_scratch_bytes_follow_the_design_rule(tmp_path, n, op, count, expected):
+    alu = None if op == "all_gather" else "add"
+    meshcase.lower(meshcase.spec([list(range(n))], [(op, "bf16", alu, count)]), tmp_path / "out",
+                   algo="intra_rdh")
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    (t,) = man["triggers"]
+    assert t["algorithm"] == "INTRA_RDH"
+    assert t["rdh"]["scratch_bytes"] == expected
+    assert t["rdh"]["private_scratch"] == (op == "reduce_scatter")
