@@ -264,3 +264,35 @@ def test_lower_prints_its_summary_for_mesh_and_rdh(tmp_path):
                                     "-j", "1"])
     assert res.exit_code == 0, res.output
     assert "MESH" in res.output and "INTRA_R" in res.output
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 9, 10])
+@pytest.mark.parametrize("op,count", [("all_reduce", 4096), ("all_gather", 512),
+                                      ("reduce_scatter", 720)])
+def test_the_mesh_gateway_reserves_one_copy_more_than_it_stages(tmp_path, nodes, op, count):
+    """docs/DESIGN.md "The mesh gateway": (1 + ceil(n / 8)) whole-op copies reserved, copies
+    0 .. ceil((n - 1) / 8) - 1 staged in (the scatter and the first broadcast row in copy 0).
+    (Mutation audit: 1 + floor(n / 8) still simulated clean, the last copy is never written.)"""
+    from nrtrewrite.compose import ir as IR
+    from nrtrewrite.lower import rank_entries
+    group = [k * 128 for k in range(nodes)]  # one rank a node (trn2: 128 ranks a node)
+    alu = None if op == "all_gather" else "add"
+    plan = meshcase.lower(meshcase.spec([group], [(op, "bf16", alu, count)]), tmp_path / "o",
+                          algo="mesh", topology=f"trn2:nodes={nodes}")
+    # op_bytes: the larger of input and output, bf16
+    op_bytes = 2 * (count * nodes if op == "all_gather" else count)
+    assert plan.triggers[0].prepared.gw_bytes == (1 + -(-nodes // 8)) * op_bytes
+    used = set()
+    for r in group:
+        (_tp, spec), = rank_entries(plan, r)
+        gw0 = int(spec.views.base[spec.gw_view])
+        for row in spec.ir[spec.ir["leaf"] == 16]:  # mesh_send
+            if not (row["dst_peer"][:row["n_dst"]] != 0).any():
+                continue  # the rank's own copy: no network
+            v = spec.gw_view if row["gw_view"] == IR.NO_VIEW else int(row["gw_view"])
+            assert int(spec.views.origin[v]) == 0
+            k, rest = divmod(int(spec.views.base[v]) - gw0, op_bytes)
+            assert rest == 0 and int(row["stop"]) * 2 <= op_bytes
+            used.add(k)
+    staged = 1 if op == "reduce_scatter" else -(-(nodes - 1) // 8)
+    assert used == set(range(staged))
