@@ -306,3 +306,25 @@ def test_kangaring_sync_legs_are_in_their_ops_phase(tmp_path, op, phases):
                 assert {s["phase"] for s in ch["steps"]} == phases
                 seen_sync |= any(s["leaf"] in ("peer_post", "peer_wait") for s in ch["steps"])
     assert seen_sync
+
+
+@pytest.mark.parametrize("algo", ["ring", "allreduce:single_cycle_ring;ring"])
+def test_a_one_rank_groups_copy_is_in_the_all_gather_phase(tmp_path, algo):
+    """docs/CLI.md `schedule` `phase`: a one-rank group's copy (enc_1rank_primitive: one
+    direct_copy a half, step 0) is `all_gather` whatever the op (a mutation audit found the
+    label undocumented)."""
+    import meshcase
+    from nrtrewrite.neff.assembler import assemble_spec
+    model = tmp_path / "one.neff"
+    trigs = [("all_reduce", "bf16", "add", 40), ("all_gather", "bf16", None, 40),
+             ("reduce_scatter", "bf16", "add", 40)]
+    model.write_bytes(assemble_spec(meshcase.spec([[5]], trigs)))
+    doc = _schedule(model, 5, algo)
+    assert [e["op"] for e in doc["ops"]] == ["ALLREDUCE", "ALLGATHER", "REDUCE_SCATTER"]
+    assert doc["ops"][0]["algorithm"] == ("RING" if algo == "ring" else "SINGLE_CYCLE_RING")
+    for entry in doc["ops"]:
+        steps = [s for ch in entry["channels"] for s in ch["steps"]]
+        assert steps and {(s["phase"], s["leaf"], s["step"], s["k"]) for s in steps} == {
+            ("all_gather", "direct_copy", 0, 5)}
+        for ch in entry["channels"]:  # one copy a half
+            assert [s["half"] for s in ch["steps"]] == [0, 1]
