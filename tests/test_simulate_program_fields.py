@@ -487,6 +487,13 @@ def test_a_reserved_len_ctrl_bit_is_refused(ring_out, tmp_path):
     _refused(out, "rank-0001", "dma.bin", "record 0", "reserved bits (or META) set in len_ctrl")
 
 
+def test_the_len_ctrl_meta_bit_is_refused(ring_out, tmp_path):
+    """FORMATS.md §5: len_ctrl bit 23 (META) is 0 in a data BD: bit 23 set is refused."""
+    out = _copy(ring_out, tmp_path)
+    _set(out, 1, "dma.bin", 0, "<I", _bds(out, 1)[0][0] | 1 << 23)
+    _refused(out, "rank-0001", "dma.bin", "record 0", "reserved bits (or META) set in len_ctrl")
+
+
 def test_a_reserved_meta_ctrl_bit_is_refused(ring_out, tmp_path):
     """meta_ctrl bits [7:5] are reserved (sdma_op [3:0], dir [4], stream [12:8]): bit 5
     set is refused."""

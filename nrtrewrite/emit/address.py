@@ -65,7 +65,11 @@ def sema_address(sp_idx: int, sem_id: int, window: int) -> int:
 
 
 def decode_sema_address(local: int) -> tuple[int, int, int] | None:
-    """(sp_idx, window, sem_id) of a local EVT_SEM address, or None when it is not one."""
+    """(sp_idx, window, sem_id) of a local EVT_SEM address, or None when it is not one.
+
+    The tests' decoder: nothing in ``nrtrewrite`` calls it (the simulator decodes addresses
+    in ``simulate/layout.py`` from this module's constants); the tests read ``sem.bin``
+    addresses and the FIFO ops' semaphore words back with it."""
     die = (local >> DIE_BIT) & 1
     rest = local & ((1 << DIE_BIT) - 1)
     if rest < EVT_SEM_BASE:

@@ -98,6 +98,7 @@ LNC_SIZE_FMT = {1: 0, 2: 1}
 BD_DTYPE = np.dtype([("len_ctrl", "<u4"), ("meta_ctrl", "<u4"), ("buf_ptr", "<u8")])
 UdmaDesc = cs.Struct("len_ctrl" / cs.Int32ul, "meta_ctrl" / cs.Int32ul, "buf_ptr" / cs.Int64ul)
 LEN_MASK = 0xFFFF
+#: META: 0 in every data BD (docs/FORMATS.md §5; `lower` never sets it, `simulate` refuses it).
 LEN_META = 1 << 23
 GEN_SHIFT = 24
 GEN_MASK = 0x3

@@ -694,7 +694,9 @@ class RankDecoder:
         lc = D["len_ctrl"].astype(np.int64)
         mc = D["meta_ctrl"].astype(np.int64)
         keep = F.LEN_MASK | (F.GEN_MASK << F.GEN_SHIFT) | F.LEN_FIRST | F.LEN_LAST
-        self.check(lc & ~keep != 0, "reserved bits (or META) set in len_ctrl", art, "len_ctrl")
+        # META (bit 23) is 0 in every data BD (FORMATS §5): refused like a reserved bit
+        self.check(lc & (~keep | F.LEN_META) != 0, "reserved bits (or META) set in len_ctrl", art,
+                   "len_ctrl")
         mkeep = 0xF | F.META_DIR_S2M | (F.META_STREAM_MASK << F.META_STREAM_SHIFT)
         self.check(mc & ~mkeep != 0, "reserved bits set in meta_ctrl", art, "meta_ctrl")
         length = lc & F.LEN_MASK
