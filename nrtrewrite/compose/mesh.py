@@ -618,8 +618,9 @@ class _MeshFamily(Algorithm):
         plan = MeshPlan(self.alg, trig.op, group, {r: i for i, r in enumerate(group)}, bs, be,
                         slot, dsize, sub, private)
         spans = ctx.topology.spans_nodes(group)
-        # gateway: the scatter stages each element once; the all-gather stages the own block
-        # once per broadcast row with network destinations (at most ceil(n / MAX_DST))
+        # gateway: (1 + ceil(n / MAX_DST)) whole-op copies, one more than the entries stage in
+        # (copies 0 .. ceil((n - 1) / MAX_DST) - 1: the scatter and the first broadcast row
+        # share copy 0), kept as it is: docs/DESIGN.md "The mesh gateway"
         gw = op_elements(trig) * dsize * (1 + -(-n // IR.MAX_DST)) if spans else 0
         manifest = {
             "channels": [{"channel": MESH_CHANNEL, "order": []}],
