@@ -379,13 +379,15 @@ def test_a_scope_cap_above_32_channels_is_capped_not_an_error():
     from nrtrewrite.codes import EncAlgType
     from nrtrewrite.select import choose_channels
     # 64 MiB over two trn2 nodes wants 256; the default policy's 16 across nodes gives 16
-    # (SELECTION.md §7's example), so the group has at least 16 distinct rings; with
-    # max_channels_inter 64 the smallest cap is max_channels, 32, or the distinct rings
+    # (SELECTION.md §7's example). With max_channels_inter 64 the caps are max_channels 32,
+    # the scope cap min(64, 32), elements / (128 * 64) = 4096 and the distinct rings: at 32
+    # channels TOPOLOGY.md §3 step 4 opens each node's 16-device cycle at rot = (k // 4) * 2,
+    # eight rotations of the four variants, 32 distinct rings; so 32, named by max_channels
     r = _req(AR, range(128), 64 * MiB)
     assert choose_channels(T2N, r, EncAlgType.RING)[0] == 16
     n, why = choose_channels(T2N, r, EncAlgType.RING,
                              replace(DEFAULT_POLICY, max_channels_inter=64))
-    assert 16 <= n <= 32, why
+    assert n == 32 and "max_channels (NEC_MAX_CHANNELS)" in why, why
 
 
 # -- CLI.md "schedule": `phase` by step as the seed's loops count them; an all-gather's step

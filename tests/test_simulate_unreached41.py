@@ -1,6 +1,8 @@
 """Refusals of ``simulate`` that no test reached, each reached here through the public route:
 a lowered output, tampered (and re-hashed, so that the checksums pass), run through
-``nrtrewrite simulate``; the whole one-line refusal is worked out by hand from the tamper.
+``nrtrewrite simulate``. The line's place (file, field, rank, artifact, record: docs/CLI.md
+"Errors", SIMULATOR.md §2) and the numbers in its reason are worked out by hand from the
+tamper; the reason's wording is the simulator's own (SIMULATOR.md quotes only some lines).
 
 KANGARING data (docs/SIMULATOR.md §1 "So is their data", FORMATS §3.3): a primary's leg reads
 only the secondaries of its unit, writes only those and the next primary, a secondary's legs
@@ -217,7 +219,7 @@ def _poke(out: Path, name: str, offset: int, fmt: str, fn) -> None:
 
 
 LEG = 64  # legs.bin record size; leaf 12, sdma_op 7, channel 6, reduction_type 14, ring_step
-# 60, num_elements 56, cce_first 32 (FORMATS §3)
+# 60, num_elements 56, cce_first 32, cce_count 36 (FORMATS §3)
 # cce.bin: W0 at 0, W1 4, W2 8, W3 12 (FORMATS §6)
 SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
 
@@ -282,6 +284,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("legs.bin", 2 * LEG + 6, "B", lambda v: 1, "field spad_index, rank 0, artifact legs.bin, "
      "record 3", "legs are not ordered by (entry, channel): record 3 comes after entry 0 "
      "channel 1"),
+    # record 4's cce_count one less: record 5's cce_first (4) no longer follows it (3)
     ("legs.bin", 4 * LEG + 36, "<I", lambda v: v - 1, "field cce_first, rank 0, artifact "
      "legs.bin, record 5", "cce_first 4: the legs' records of cce.bin do not follow each other "
      "(expected 3)"),
@@ -528,7 +531,9 @@ def test_a_mesh_reduce_waiting_for_too_few_peers_reads_unordered_bytes(tmp_path)
     made >= 2 in sem.bin and in its 0xBF word's semaphore_value (bytes 8..11), one peer's block
     (1024 elements, 2048 bytes: one slot of the 6144-byte scratch channel buffer) is read
     with no happens-before ordering after its write. Which peer is the scheduler's: the line
-    is held to its shape, the slot to that peer's."""
+    is held to its shape, the slot to that peer's (DESIGN.md "MESH": sender s is slot
+    index(s) - (index(s) > index(r)) of receiver r, so rank p's slot of rank 0 is p - 1,
+    at byte (p - 1) x 2048)."""
     out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096), tmp_path / "o", algo="mesh")
     legs = _legs(out, 0)
     assert legs["leaf"][7] == 17
@@ -557,7 +562,8 @@ def test_a_mesh_reduce_waiting_for_too_few_peers_reads_unordered_bytes(tmp_path)
                      r"\(missing or misdirected semaphore\)", err)
     assert m, err
     lo, hi, addr = (int(x, 16) for x in m.groups()[:3])
-    assert hi - lo == 2048 and lo % 2048 == 0 and hi <= 6144
+    writer = int(m.group(4))
+    assert (lo, hi) == ((writer - 1) * 2048, writer * 2048)
     assert addr == 0x1_0000_0000 + 0x4000 + lo
 
 
