@@ -31,6 +31,7 @@ import nrtrewrite.simulate.engine as engine_mod
 from nrtrewrite.emit import formats as F
 from test_simulate import cli, coll_spec, lower_spec, two_node_spec
 from test_simulate_kick_leaf import _retrigger, copy, rehash, trigger0
+from test_simulate_hier_checks import _reunit, kr16_out  # noqa: F401 (a fixture)
 
 DMA = np.dtype([("length", "<u4"), ("meta", "<u4"), ("buf_ptr", "<u8")])
 LEAF_FAN_IN, LEAF_DIRECT_RECV, LEAF_MARK_COMPLETE = 10, 7, 22
@@ -61,20 +62,9 @@ def _first_leg(out: Path, rank: int, leaf: int) -> int:
     return int(np.flatnonzero(_legs(out, rank)["leaf"] == leaf)[0])
 
 
-@pytest.fixture(scope="module")
-def kr16_out(tmp_path_factory) -> Path:
-    """A bf16 all-reduce of 4096 elements over ranks 0..15 (trn2, LNC 1) as KANGARING, one
-    channel. docs/TOPOLOGY.md §4 (vnc 1): a unit is (S_k t0, S_k^2 t0, S_k^2 t1, S_k t1), rank r
-    of a device on s-engine (r % 8) // 2: [0, 4, 5, 1], [2, 6, 7, 3] on device 0, [8, 12, 13,
-    9], [10, 14, 15, 11] on device 1, primary member 0 on channel 0; the order [0, 2, 8, 10]."""
-    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 4096),
-                     tmp_path_factory.mktemp("kr16") / "o", algo="kangaring")
-    t = trigger0(out)
-    units = [[0, 4, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
-    assert t["channels"] == [{"channel": 0, "order": [0, 2, 8, 10]}]
-    assert t["kangaring"] == [{"channel": 0, "duplicate": False, "units": units,
-                               "logical_path": [m for u in units for m in u]}]
-    return out
+# kr16_out: tests/test_simulate_hier_checks.py's (a bf16 all-reduce of 4096 elements over
+# ranks 0..15, trn2 at LNC 1, KANGARING on one channel: units [0, 4, 5, 1], [2, 6, 7, 3],
+# [8, 12, 13, 9], [10, 14, 15, 11], the order [0, 2, 8, 10]; docs/TOPOLOGY.md §4)
 
 
 def _retarget(out: Path, rank: int, g: int, direction: int, stream: int, want_core: int,
@@ -132,10 +122,7 @@ def test_a_kangaring_secondary_moving_data_is_refused(kr16_out, tmp_path, monkey
     out = copy(kr16_out, tmp_path)
     units = [[4, 0, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
 
-    def reunit(t: dict) -> None:
-        t["kangaring"][0].update(units=units, logical_path=[m for u in units for m in u])
-        t["channels"][0]["order"] = [u[0] for u in units]
-    _retrigger(out, 0, reunit)
+    _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
     legs = _legs(out, 0)
     p = out / "rank-0000" / "sem.bin"
     sems = np.fromfile(p, F.SEM_DTYPE)
@@ -167,10 +154,7 @@ def test_simulator_mds_recv_sema_example_is_the_whole_line(kr16_out, tmp_path, m
     out = copy(kr16_out, tmp_path)
     units = [[0, 4, 5, 1], [8, 12, 13, 9], [2, 6, 7, 3], [10, 14, 15, 11]]
 
-    def reunit(t: dict) -> None:
-        t["kangaring"][0].update(units=units, logical_path=[m for u in units for m in u])
-        t["channels"][0]["order"] = [u[0] for u in units]
-    _retrigger(out, 0, reunit)
+    _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
     rehash(out)
     legs = _legs(out, 0)
     assert legs["leaf"][3] == LEAF_FAN_IN and legs["sem_first"][3] == 10
