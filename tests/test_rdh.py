@@ -311,3 +311,19 @@ def test_rdh_scratch_bytes_follow_the_design_rule(tmp_path, n, op, count, expect
     assert t["algorithm"] == "INTRA_RDH"
     assert t["rdh"]["scratch_bytes"] == expected
     assert t["rdh"]["private_scratch"] == (op == "reduce_scatter")
+
+
+@pytest.mark.parametrize("op, alu, count, op_elements", [
+    ("all_reduce", "add", 777, 777),        # op_bytes: the input
+    ("all_gather", None, 777, 8 * 777),     # op_bytes: the output, 8 blocks
+    ("reduce_scatter", "add", 8 * 97, 8 * 97),
+])
+def test_inter_rdh_gateway_is_l_plus_two_copies_of_the_op(tmp_path, op, alu, count, op_elements):
+    """docs/DESIGN.md "RDH gateway": an INTER_RDH trigger over 8 nodes (L = log2 8 = 3)
+    reserves (L + 2) x op_bytes of the gateway region, 5 whole-op copies of bf16."""
+    meshcase.lower(meshcase.spec(NODES8, [(op, "bf16", alu, count)]), tmp_path / "out",
+                   algo="inter_rdh")
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert man["triggers"][0]["algorithm"] == "INTER_RDH"
+    (gw,) = [r for r in man["memory"]["regions"] if r["kind"] == "gw"]
+    assert gw["size"] == (3 + 2) * op_elements * 2
