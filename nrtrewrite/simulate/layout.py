@@ -490,16 +490,17 @@ class Layout:
                     f"rank {p.rank}: device {p.index} is past the {MAX_DEVICES_PER_NODE} "
                     f"devices a node holds at most (docs/TOPOLOGY.md §2; {whose})",
                     file=self.file, field=joined_key(path, "device"))
-        for path, p in rows:
-            # docs/TOPOLOGY.md §1: a logical core covers the TPBs lc * lnc_size .. + lnc_size
-            # - 1 of its device, tpb the first (until 2026-12-05 not read; checked once the
-            # row's logical core is its rank's, so a row moved to another core is named by
-            # its logical_core, and before the s-engine, which is read from the tpb)
-            if p.tpb != p.core * self.lnc_size:
-                raise SimulationError(f"rank {p.rank}: tpb {p.tpb} is not logical_core {p.core} x "
-                                      f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
-                                      "first TPB of its logical core (docs/TOPOLOGY.md §1)",
-                                      file=self.file, field=joined_key(path, "tpb"))
+        # docs/TOPOLOGY.md §1: a logical core covers the TPBs lc * lnc_size .. + lnc_size - 1
+        # of its device, tpb the first (until 2026-12-05 not read; checked once the row's
+        # logical core is its rank's, so a row moved to another core is named by its
+        # logical_core, and before the s-engine, which is read from the tpb)
+        off = np.flatnonzero(cols["tpb"] != cols["logical_core"] * self.lnc_size)
+        if off.size:
+            path, p = rows[int(off[0])]
+            raise SimulationError(f"rank {p.rank}: tpb {p.tpb} is not logical_core {p.core} x "
+                                  f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
+                                  "first TPB of its logical core (docs/TOPOLOGY.md §1)",
+                                  file=self.file, field=joined_key(path, "tpb"))
         self._refuse_misplaced(rows, cols, {"sengine": cols["tpb"] // tps,
                                             "die": cols["sengine"] // spd}, shape, whose)
         if rids is not None:

@@ -1106,24 +1106,22 @@ def check_options(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
         return
     for spec in triggers.values():
         op_clause = override.for_op(EncOpType[spec.op])
+        op_scope = (f"on {spec.op}" if op_clause is not None and op_clause.target is not None
+                    else "on every collective")
         if op_clause is not None:
-            _held_to_clause(override, op_clause, spec.algorithm, "algorithm",
-                            f"on {'every collective' if op_clause.target is None else spec.op}",
+            _held_to_clause(override, op_clause, spec.algorithm, "algorithm", op_scope,
                             spec.where)
         for name, leg in spec.legs.items():
             clause = override.for_leg(name)
             key = f"hier.legs[{leg['at']}].algorithm"
-            if clause is not None and clause.forced is not None:
-                _held_to_clause(override, clause, leg["algorithm"], key,
-                                f"on the {name} leg", spec.where)
-                continue
             if clause is not None:
-                _held_to_clause(override, clause, leg["algorithm"], key,
-                                f"on the {name} leg", spec.where)
+                _held_to_clause(override, clause, leg["algorithm"], key, f"on the {name} leg",
+                                spec.where)
+                if clause.forced is not None:
+                    continue  # (a leg clause that forces an engine beats an exclusion)
             if op_clause is not None and op_clause.exclude:
                 _held_to_clause(override, op_clause, leg["algorithm"], key,
-                                f"on {'every collective' if op_clause.target is None else spec.op}"
-                                f" and its HIER legs", spec.where)
+                                f"{op_scope} and its HIER legs", spec.where)
 
 
 def _held_to_clause(override: AlgoOverride, clause, algorithm: str, key: str, scope: str,
