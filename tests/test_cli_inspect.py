@@ -101,7 +101,7 @@ def test_assemble_command(tmp_path, fixtures_dir):
     res = run("assemble", spec, "-o", tmp_path / "y.neff")
     assert res.exit_code == 2
     assert res.stderr == (f"nrtrewrite: error: {spec}: field subgraphs: needs a non-empty list "
-                          "of subgraphs, got an empty list\n")
+                          "of subgraphs, not an empty list\n")
     assert not (tmp_path / "y.neff").exists()
 
 
@@ -373,7 +373,7 @@ CASES = [
     ("var_type", spec(defj(var=[dict(V[0], type="dram")])), [],
      'field var[0].type: unknown var type "dram"'),
     ("var_size", spec(defj(var=[dict(V[0], size=0)])), [],
-     "field var[0].size: size must be a positive integer, got 0"),
+     "field var[0].size: size must be a positive integer, not 0"),
     ("partitions", spec(defj(var=[dict(V[0], type="state-buffer", partitions=200)])), [],
      "field var[0].partitions: 200 is outside 1..128"),
     ("surrogate_var_name", spec(extra_members=[{"name": "sg00/def.json", "text": def_json_text(

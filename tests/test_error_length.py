@@ -31,7 +31,7 @@ def test_assemble_of_a_huge_wrong_value_is_one_short_line(tmp_path):
     res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "m.neff")])
     assert res.exit_code == 2
     line, = res.stderr.splitlines()
-    assert "field subgraphs[0].vars[0].var_id: must be an integer, got '7777" in line
+    assert "field subgraphs[0].vars[0].var_id: must be an integer, not '7777" in line
     assert "characters in all" in line and len(line) < 1200, len(line)
 
 

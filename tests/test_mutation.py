@@ -745,8 +745,8 @@ def test_an_all_gather_element_off_in_its_lowest_bit(mutagm):
     assert int(bds["len_ctrl"][i]) & 0xFFFF == AGM_N * 4
     mutagm.split_bd(1, i, [(0, 4 * e), (4 * e + 4, 1), (4 * e + 1, 4 * (AGM_N - e) - 1)])
     text = failure_text(mutagm.simulate())
-    assert (f"rank 1: 1 element(s) differ, first element {AGM_N + e}: expected {want[0]} "
-            f"({want.tobytes().hex()}), got {got[0]} ({got.tobytes().hex()})") in text, text
+    assert (f"rank 1: 1 element(s) differ, first element {AGM_N + e}: should be {want[0]} "
+            f"({want.tobytes().hex()}), not {got[0]} ({got.tobytes().hex()})") in text, text
 
 
 def test_all_gather_blocks_swapped_between_two_senders(mutagm):
@@ -765,8 +765,8 @@ def test_all_gather_blocks_swapped_between_two_senders(mutagm):
     d = np.flatnonzero(x0 != x1)  # both blocks differ there
     e = int(d[0])
     text = failure_text(mutagm.simulate())
-    assert (f"rank 2: {2 * d.size} element(s) differ, first element {e}: expected {x0[e]} "
-            f"({x0[e:e + 1].tobytes().hex()}), got {x1[e]} ({x1[e:e + 1].tobytes().hex()})"
+    assert (f"rank 2: {2 * d.size} element(s) differ, first element {e}: should be {x0[e]} "
+            f"({x0[e:e + 1].tobytes().hex()}), not {x1[e]} ({x1[e:e + 1].tobytes().hex()})"
             in text), text
 
 

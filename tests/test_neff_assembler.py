@@ -549,8 +549,8 @@ def test_partitions_on_dst_alone_make_the_default_opcode_0xd9(base_spec):
 @pytest.mark.parametrize("operand, parts, field, why", [
     ("src", [0, -1], "src.partitions[1]", "-1 is outside 0..65535"),
     ("src", [65536, 1], "src.partitions[0]", "65536 is outside 0..65535"),
-    ("dst", ["0", 128], "dst.partitions[0]", "must be an integer, got '0'"),
-    ("dst", [0, 1.5], "dst.partitions[1]", "must be an integer, got 1.5"),
+    ("dst", ["0", 128], "dst.partitions[0]", "must be an integer, not '0'"),
+    ("dst", [0, 1.5], "dst.partitions[1]", "must be an integer, not 1.5"),
     ("dst", 65536, "dst.partitions", "65536 is outside 0..65535"),
 ])
 def test_a_partitions_start_or_count_is_named_at_its_item(base_spec, operand, parts, field,
@@ -567,10 +567,10 @@ def test_a_partitions_start_or_count_is_named_at_its_item(base_spec, operand, pa
 
 
 @pytest.mark.parametrize("omit, field, why", [
-    (["sg00/pool.bin", 1], "omit_members[1]", "must be a member name, got 1"),
-    ([["sg00/pool.bin"]], "omit_members[0]", "must be a member name, got a list of 1 item"),
-    ([None], "omit_members[0]", "must be a member name, got null"),
-    ("sg00/pool.bin", "omit_members", "must be a list of member names, got 'sg00/pool.bin'"),
+    (["sg00/pool.bin", 1], "omit_members[1]", "must be a member name, not 1"),
+    ([["sg00/pool.bin"]], "omit_members[0]", "must be a member name, not a list of 1 item"),
+    ([None], "omit_members[0]", "must be a member name, not null"),
+    ("sg00/pool.bin", "omit_members", "must be a list of member names, not 'sg00/pool.bin'"),
 ])
 def test_an_omit_members_item_that_is_no_name_is_named_at_its_item(base_spec, omit, field, why):
     """ASSEMBLE.md: `omit_members: [name, ...]`: an item that is not a string is refused at
@@ -902,23 +902,23 @@ def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
     base_spec["extra_members"] = [{"name": "x", "text": parse_spec_text(
         f"t: {yaml_text}\n")["t"]}]
     assert _refused_at(base_spec, "extra_members[0].text").endswith(
-        f": must be a string, got {kind}")
+        f": must be a string, not {kind}")
 
 
 @pytest.mark.parametrize("where, value, why", [
-    ("header", [], "must be a mapping, got an empty list"),
-    ("header", 0, "must be a mapping, got 0"), ("header", False, "must be a mapping, got false"),
-    ("subgraphs[0].vars", 0, "must be a list, got 0"),
-    ("subgraphs[0].vars", "", "must be a list, got ''"),
-    ("subgraphs[0].engines.pool", 0, "must be a list of instructions, got 0"),
-    ("subgraphs[0].engines.pool", False, "must be a list of instructions, got false"),
-    ("subgraphs[0].engines.pool", {}, "must be a list of instructions, got an empty mapping"),
+    ("header", [], "must be a mapping, not an empty list"),
+    ("header", 0, "must be a mapping, not 0"), ("header", False, "must be a mapping, not false"),
+    ("subgraphs[0].vars", 0, "must be a list, not 0"),
+    ("subgraphs[0].vars", "", "must be a list, not ''"),
+    ("subgraphs[0].engines.pool", 0, "must be a list of instructions, not 0"),
+    ("subgraphs[0].engines.pool", False, "must be a list of instructions, not false"),
+    ("subgraphs[0].engines.pool", {}, "must be a list of instructions, not an empty mapping"),
     ("subgraphs[0].engines.pool[0].repeat.body", {},
-     "must be a list of instructions, got an empty mapping"),
-    ("subgraphs[0].engines.pool[0].repeat.body", 0, "must be a list of instructions, got 0"),
-    ("omit_members", 0, "must be a list of member names, got 0"),
-    ("extra_members", False, "must be a list, got false"),
-    ("extra_members", {}, "must be a list, got an empty mapping"),
+     "must be a list of instructions, not an empty mapping"),
+    ("subgraphs[0].engines.pool[0].repeat.body", 0, "must be a list of instructions, not 0"),
+    ("omit_members", 0, "must be a list of member names, not 0"),
+    ("extra_members", False, "must be a list, not false"),
+    ("extra_members", {}, "must be a list, not an empty mapping"),
 ])
 def test_an_empty_value_of_the_wrong_type_is_refused(base_spec, where, value, why):
     """`header: []`, `vars: 0`, `engines: {pool: false}`, `repeat: {body: {}}`... were read
@@ -1290,58 +1290,58 @@ def _d9_pattern(var: str, dims) -> dict:
 
 
 @pytest.mark.parametrize("mutate, field, why", [
-    (lambda s: s.update(validate="yes"), "validate", "must be true or false, got 'yes'"),
-    (lambda s: s.update(trailing=5), "trailing", "must be a hex string, got 5"),
+    (lambda s: s.update(validate="yes"), "validate", "must be true or false, not 'yes'"),
+    (lambda s: s.update(trailing=5), "trailing", "must be a hex string, not 5"),
     (lambda s: s.update(trailing="zz"), "trailing", "not a hex string: 'zz'"),
-    (lambda s: s["header"].update(name=5), "header.name", "must be a string, got 5"),
+    (lambda s: s["header"].update(name=5), "header.name", "must be a string, not 5"),
     (lambda s: s["header"].update(neff_build_version=None), "header.neff_build_version",
-     "must be a string, got null"),
+     "must be a string, not null"),
     (lambda s: s["subgraphs"].append(copy.deepcopy(s["subgraphs"][0])), "subgraphs[1].name",
      "subgraph 'sg00' defined twice"),
     (lambda s: s.update(extra_members=[{"text": "x"}]), "extra_members[0].name",
      "must be a string"),
     (lambda s: s.update(extra_members=[{"name": ["x"]}]), "extra_members[0].name",
-     "must be a string, got a list of 1 item"),
+     "must be a string, not a list of 1 item"),
     (lambda s: _sg0(s).update(name=""), "subgraphs[0].name",
-     "must be a non-empty string, got ''"),
-    (lambda s: _sg0(s).update(name=7), "subgraphs[0].name", "must be a non-empty string, got 7"),
+     "must be a non-empty string, not ''"),
+    (lambda s: _sg0(s).update(name=7), "subgraphs[0].name", "must be a non-empty string, not 7"),
     (lambda s: _sg0(s).update(engines={}), "subgraphs[0].engines",
-     "needs a mapping of engine name -> instructions, got an empty mapping"),
+     "needs a mapping of engine name -> instructions, not an empty mapping"),
     (lambda s: _sg0(s).update(engines=["sp"]), "subgraphs[0].engines",
-     "needs a mapping of engine name -> instructions, got a list of 1 item"),
+     "needs a mapping of engine name -> instructions, not a list of 1 item"),
     (lambda s: _sg0(s).pop("engines"), "subgraphs[0].engines",
      "needs a mapping of engine name -> instructions"),
     (lambda s: _sg0(s)["engines"].update({3: []}), "subgraphs[0].engines",
      "engine name 3 is not a string"),
     (lambda s: _sg0(s).update(def_json=[1]), "subgraphs[0].def_json",
-     "must be a mapping, got a list of 1 item"),
+     "must be a mapping, not a list of 1 item"),
     (lambda s: _sg0(s)["vars"][0].update(name=""), "subgraphs[0].vars[0].name",
-     "needs a non-empty name, got ''"),
+     "needs a non-empty name, not ''"),
     (lambda s: _sg0(s)["vars"][0].update(name=None), "subgraphs[0].vars[0].name",
-     "needs a non-empty name, got null"),
+     "needs a non-empty name, not null"),
     (lambda s: _sg0(s)["vars"][0].pop("name"), "subgraphs[0].vars[0].name",
      "needs a non-empty name"),
     (lambda s: _sg0(s)["vars"].__setitem__(0, "in"), "subgraphs[0].vars[0]",
-     "must be a mapping, got 'in'"),
+     "must be a mapping, not 'in'"),
     (lambda s: _sg0(s).update(replica_groups="0..7"), "subgraphs[0].replica_groups",
-     "needs a list of replica groups, got '0..7'"),
+     "needs a list of replica groups, not '0..7'"),
     (lambda s: _sg0(s).pop("replica_groups"), "subgraphs[0].replica_groups",
      "needs a list of replica groups"),
     (lambda s: _sg0(s).update(replica_groups=[5]), "subgraphs[0].replica_groups[0]",
-     "a group is a list of ranks or 'first..last', got 5"),
+     "a group is a list of ranks or 'first..last', not 5"),
     (lambda s: _sg0(s).update(replica_groups=[{"0": 7}]), "subgraphs[0].replica_groups[0]",
-     "a group is a list of ranks or 'first..last', got a mapping of 1 key"),
+     "a group is a list of ranks or 'first..last', not a mapping of 1 key"),
     (lambda s: _sp(s).append("nap"), "subgraphs[0].engines.sp[3]",
      "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
-     "reduce_scatter) or 'nop', got 'nap'"),
+     "reduce_scatter) or 'nop', not 'nap'"),
     (lambda s: _sp(s).append({"nop": 1, "raw": "00"}), "subgraphs[0].engines.sp[3]",
      "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
-     "reduce_scatter) or 'nop', got a mapping of 2 keys"),
+     "reduce_scatter) or 'nop', not a mapping of 2 keys"),
     (lambda s: _sp(s).append({}), "subgraphs[0].engines.sp[3]",
      "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
-     "reduce_scatter) or 'nop', got an empty mapping"),
+     "reduce_scatter) or 'nop', not an empty mapping"),
     (lambda s: _sp(s).append({"all_reduce": 5}), "subgraphs[0].engines.sp[3].all_reduce",
-     "must be a mapping, got 5"),
+     "must be a mapping, not 5"),
     (lambda s: _sp(s)[1]["all_reduce"].update(op="mul"),
      "subgraphs[0].engines.sp[1].all_reduce.op", "unknown op 'mul' (one of add, max, min)"),
     (lambda s: _sp(s)[1]["all_reduce"].update(op=None),
@@ -1353,52 +1353,52 @@ def _d9_pattern(var: str, dims) -> dict:
     # 0xD9: both operands are access patterns; dims are 1 to 3 [step, num] pairs
     (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9),
      "subgraphs[0].engines.sp[1].all_reduce.src",
-     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, got 'in'"),
+     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, not 'in'"),
     (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9, src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=None),
      "subgraphs[0].engines.sp[1].all_reduce.dst",
-     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, got null"),
+     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, not null"),
     (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9, src=_d9_pattern("sb_in", [[1, 8]]))
      or _sp(s)[1]["all_reduce"].pop("dst"), "subgraphs[0].engines.sp[1].all_reduce.dst",
      "0xD9 needs an SBUF access pattern {var, start, partitions, dims}"),
     (lambda s: s["header"].update(tpb_per_node=[1] * 65), "header.tpb_per_node",
-     "at most 64 entries, got 65"),
+     "at most 64 entries, not 65"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", []),
                                               dst=_d9_pattern("sb_out", [[1, 8]])),
      "subgraphs[0].engines.sp[1].all_reduce.src.dims",
-     "needs 1 to 3 [step, num] pairs, innermost first, got an empty list"),
+     "needs 1 to 3 [step, num] pairs, innermost first, not an empty list"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]] * 4),
                                               dst=_d9_pattern("sb_out", [[1, 8]])),
      "subgraphs[0].engines.sp[1].all_reduce.src.dims",
-     "needs 1 to 3 [step, num] pairs, innermost first, got a list of 4 items"),
+     "needs 1 to 3 [step, num] pairs, innermost first, not a list of 4 items"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst={"var": "sb_out", "partitions": 128}),
      "subgraphs[0].engines.sp[1].all_reduce.dst.dims",
      "needs 1 to 3 [step, num] pairs, innermost first"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=_d9_pattern("sb_out", [[1, 8], 5])),
-     "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]", "a dimension is [step, num], got 5"),
+     "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]", "a dimension is [step, num], not 5"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=_d9_pattern("sb_out", [[1, 8], [1]])),
      "subgraphs[0].engines.sp[1].all_reduce.dst.dims[1]",
-     "a dimension is [step, num], got a list of 1 item"),
+     "a dimension is [step, num], not a list of 1 item"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=dict(_d9_pattern("sb_out", [[1, 8]]),
                                                        partitions="all")),
      "subgraphs[0].engines.sp[1].all_reduce.dst.partitions",
-     "needs a count or [start, count], got 'all'"),
+     "needs a count or [start, count], not 'all'"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=dict(_d9_pattern("sb_out", [[1, 8]]),
                                                        partitions=[0, 64, 1])),
      "subgraphs[0].engines.sp[1].all_reduce.dst.partitions",
-     "needs a count or [start, count], got a list of 3 items"),
+     "needs a count or [start, count], not a list of 3 items"),
     (lambda s: _sp(s)[1]["all_reduce"].update(src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=_d9_pattern("sb_out", [[1, 8]]), ext="no"),
-     "subgraphs[0].engines.sp[1].all_reduce.ext", "must be true or false, got 'no'"),
+     "subgraphs[0].engines.sp[1].all_reduce.ext", "must be true or false, not 'no'"),
 ])
 def test_more_spec_refusals_name_their_key(base_spec, mutate, field, why):
     """Each refusal whole, at its key; a refusal of a value's type says what the key holds,
-    as the spec writes it (``got 'yes'``, ``got null``, ``got a list of 4 items``: a list's
+    as the spec writes it (``not 'yes'``, ``not null``, ``not a list of 4 items``: a list's
     items or a mapping's keys counted), and nothing of a key that is missing."""
     mutate(base_spec)
     assert _refused_at(base_spec, field) == f"<spec>: field {field}: {why}"
@@ -1598,7 +1598,7 @@ def test_a_spec_that_is_not_a_mapping_is_refused(text, kind):
     """Saying what the spec is, as it writes it (an empty one is YAML's null)."""
     with pytest.raises(ValidationError) as exc:
         parse_spec_text(text)
-    assert str(exc.value) == f"<spec>: a spec must be a mapping, got {kind}"
+    assert str(exc.value) == f"<spec>: a spec must be a mapping, not {kind}"
 
 
 def test_a_spec_file_that_is_not_utf8_is_refused(tmp_path):
@@ -1719,7 +1719,7 @@ def test_an_integer_refused_is_worded_as_the_spec_writes_it(yaml_value, worded):
     text = _WORDING_SPEC % dict(_WORDING_DEFAULTS, num_tpb=yaml_value)
     with pytest.raises(ValidationError) as exc:
         assemble_spec(parse_spec_text(text))
-    assert str(exc.value) == f"<spec>: field header.num_tpb: must be an integer, got {worded}"
+    assert str(exc.value) == f"<spec>: field header.num_tpb: must be an integer, not {worded}"
 
 
 @pytest.mark.parametrize("key, yaml_value, field, why", [
@@ -1730,11 +1730,11 @@ def test_an_integer_refused_is_worded_as_the_spec_writes_it(yaml_value, worded):
     ("dtype", "null", "subgraphs[0].engines.sp[0].all_reduce.dtype",
      "unknown dtype null (one of "),  # (the list of names: checked elsewhere)
     ("src", "true", "subgraphs[0].engines.sp[0].all_reduce.src",
-     "must be a var name or a var_id, got true"),
+     "must be a var name or a var_id, not true"),
     ("src", "1.5", "subgraphs[0].engines.sp[0].all_reduce.src",
-     "must be a var name or a var_id, got 1.5"),
+     "must be a var name or a var_id, not 1.5"),
     ("src", "[a]", "subgraphs[0].engines.sp[0].all_reduce.src",
-     "must be a var name or a var_id, got a list of 1 item"),
+     "must be a var name or a var_id, not a list of 1 item"),
     ("src", "'c'", "subgraphs[0].engines.sp[0].all_reduce.src",
      "no var named 'c' in this subgraph"),
     ("engine", "null", "subgraphs[0].engines", "engine name null is not a string"),
@@ -1759,12 +1759,12 @@ def test_other_values_refused_are_worded_as_the_spec_writes_them(key, yaml_value
     ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: [{1: 2}]}\n",
      "field subgraphs[0].engines.sp[0]: unknown instruction 1"),
     ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: [{nop: 2001-01-01}]}\n",
-     "field subgraphs[0].engines.sp[0].nop: must be an integer, got a date (2001-01-01)"),
+     "field subgraphs[0].engines.sp[0].nop: must be an integer, not a date (2001-01-01)"),
     ("omit_members: [yes]\nsubgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n",
-     "field omit_members[0]: must be a member name, got true"),
+     "field omit_members[0]: must be a member name, not true"),
     ("extra_members: [{name: x, text: 1.0e+20}]\n"
      "subgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n",
-     "field extra_members[0].text: must be a string, got 1.0e+20"),
+     "field extra_members[0].text: must be a string, not 1.0e+20"),
 ])
 def test_keys_and_list_items_refused_are_worded_as_the_spec_writes_them(yaml_text, why):
     with pytest.raises(ValidationError) as exc:
@@ -1784,7 +1784,7 @@ def test_a_value_refused_is_worded_as_the_spec_writes_it_through_the_cli(tmp_pat
     spec.write_text(_WORDING_SPEC % dict(_WORDING_DEFAULTS, num_tpb="2001-01-01"))
     res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "w.neff")])
     assert (res.exit_code, res.output) == (
-        2, f"nrtrewrite: error: {spec}: field header.num_tpb: must be an integer, got a date "
+        2, f"nrtrewrite: error: {spec}: field header.num_tpb: must be an integer, not a date "
            "(2001-01-01)\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.yaml"]
 
@@ -1798,13 +1798,13 @@ def test_a_value_refused_is_worded_as_the_spec_writes_it_through_the_cli(tmp_pat
      "  engines: {sp: [{all_reduce: {dtype: bf16, src: a, dst: b, num_elements: 32, "
      "op: [add]}}]}\n",
      "subgraphs[0].engines.sp[0].all_reduce.op", "unknown op a list (one of add, max, min)"),
-    ("subgraphs: 5\n", "subgraphs", "needs a non-empty list of subgraphs, got 5"),
+    ("subgraphs: 5\n", "subgraphs", "needs a non-empty list of subgraphs, not 5"),
 ], ids=["op-list", "subgraphs-integer"])
 def test_a_value_of_the_wrong_kind_is_refused_at_its_key_through_the_cli(tmp_path, text, field,
                                                                          why):
     """ASSEMBLE.md: a value a refusal shows is worded as the spec writes it, a list by its
     kind (an ALU op given as ``[add]``: ``unknown op a list``, as ``not a UUID: a list``);
-    a refusal of a value's type says what the key holds (``subgraphs: 5``: ``got 5``; the
+    a refusal of a value's type says what the key holds (``subgraphs: 5``: ``not 5``; the
     table: ``subgraphs`` is a non-empty list of subgraphs).  Exit 2, one line, no file."""
     spec = tmp_path / "s.yaml"
     spec.write_text(text)
@@ -1910,7 +1910,7 @@ def test_a_def_json_key_with_a_dot_is_quoted_in_its_key_path(def_json, field, wh
 
 @pytest.mark.parametrize("yaml_text, field, why", [
     ("subgraphs:\n- replica_groups: [[0]]\n  engines: {s.p: [{nop: x}]}\n",
-     'subgraphs[0].engines["s.p"][0].nop', "must be an integer, got 'x'"),
+     'subgraphs[0].engines["s.p"][0].nop', "must be an integer, not 'x'"),
     ("subgraphs:\n- replica_groups: [[0]]\n  vars: [{name: a, size: 1, type: {t.u: 2001-12-14}}]"
      "\n  engines: {sp: []}\n", 'subgraphs[0].vars[0].type["t.u"]',
      f"a date (2001-12-14), {_DATE}"),

@@ -480,7 +480,7 @@ def test_writer_is_deterministic_and_keeps_order():
     # NEFF-LIKE.md §1: name is char[256], neff_build_version char[128] (UTF-8 bytes: "é" is 2)
     ("name", "\u00e9" * 129, "258 bytes do not fit the 256-byte field"),
     ("neff_build_version", "v" * 129, "129 bytes do not fit the 128-byte field"),
-    ("uuid", bytes(3), "needs exactly 16 bytes, got 3"),
+    ("uuid", bytes(3), "needs exactly 16 bytes, not 3"),
     ("num_tpb", 1 << 32, "value 4294967296 does not fit u32"),
     ("feature_bits", -1, "value -1 does not fit u64"),
     # (no digest for it)

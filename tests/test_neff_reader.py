@@ -274,11 +274,11 @@ V = [{"var_id": 0, "name": "in", "type": "input", "size": 4096},
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "weird", "size": 4}]),
      'field var[2].type: unknown var type "weird"'),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "input", "size": 0}]),
-     "field var[2].size: size must be a positive integer, got 0"),
+     "field var[2].size: size must be a positive integer, not 0"),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "input", "size": -5}]),
-     "field var[2].size: size must be a positive integer, got -5"),
+     "field var[2].size: size must be a positive integer, not -5"),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "input", "size": 1.5}]),
-     "field var[2].size: size must be a positive integer, got 1.5"),
+     "field var[2].size: size must be a positive integer, not 1.5"),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "state-buffer", "size": 4}]),
      "field var[2].partitions: missing key"),
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "state-buffer", "size": 4,
@@ -286,7 +286,7 @@ V = [{"var_id": 0, "name": "in", "type": "input", "size": 4096},
     (dict(var=V + [{"var_id": 2, "name": "x", "type": "state-buffer", "size": 4,
                     "partitions": 129}]), "field var[2].partitions: 129 is outside 1..128"),
     (dict(var=V + [{"var_id": True, "name": "x", "type": "input", "size": 4}]),
-     "field var[2].var_id: must be an integer, got true"),
+     "field var[2].var_id: must be an integer, not true"),
     (dict(replica_groups=[]), "field replica_groups: must be a non-empty list"),
     (dict(replica_groups=[[0, 1], []]), "field replica_groups[1]: a replica group must be a "
                                         "non-empty list"),
@@ -386,7 +386,7 @@ def test_c7_reserved(base_spec):
 def test_all_gather_needs_alu_zero(base_spec):
     set_trigger(base_spec, "all_gather", {"dtype": "bf16", "src": "in", "dst": "out",
                                           "num_elements": 16, "patch": {"alu_op": 4}})
-    assert "field alu_op: alu_op must be 0 for ALL_GATHER, got ADD" in str(error_of(base_spec))
+    assert "field alu_op: alu_op must be 0 for ALL_GATHER, not ADD" in str(error_of(base_spec))
 
 
 def test_header_reserved_nonzero(base_spec):

@@ -398,7 +398,7 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
             spec = None  # not JSON (flow YAML), or JSON the YAML reader refuses
         if spec is not None:
             if not isinstance(spec, dict):  # (cannot be: the text starts with "{")
-                raise ValidationError(f"a spec must be a mapping, got {_found(spec)}",
+                raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
                                       Where(file=source))
             return spec
     loader = None
@@ -434,7 +434,7 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
                               "are refused)",
                               Where(file=source, field=path or None))
     if not isinstance(spec, dict):  # (an empty text is YAML's null)
-        raise ValidationError(f"a spec must be a mapping, got {_found(spec)}",
+        raise ValidationError(f"a spec must be a mapping, not {_found(spec)}",
                               Where(file=source))
     return spec
 
@@ -558,7 +558,7 @@ class _Assembler:
 
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
         if not isinstance(obj, dict):
-            raise self.err(path, f"must be a mapping, got {_found(obj)}")
+            raise self.err(path, f"must be a mapping, not {_found(obj)}")
         extra = [k for k in obj if k not in allowed]
         if extra:
             raise self.err(path, f"unknown key {_spec_value(extra[0])} (allowed: "
@@ -577,7 +577,7 @@ class _Assembler:
                                      f"than {MAX_SIZE_DIGITS}")
             val = int(m.group(1)) * _SIZE_UNITS[m.group(2)]
         if type(val) is not int:
-            raise self.err(path, f"must be an integer, got {_found(val)}")
+            raise self.err(path, f"must be an integer, not {_found(val)}")
         if val < lo or (hi is not None and val > hi):
             raise self.err(path, f"{_spec_value(val)} is outside "
                                  f"{lo}..{hi if hi is not None else 'inf'}")
@@ -586,7 +586,7 @@ class _Assembler:
     def hexbytes(self, val: Any, path: str, size: int | None = None,
                  pad: bool = False) -> bytes:
         if not isinstance(val, str):
-            raise self.err(path, f"must be a hex string, got {_found(val)}")
+            raise self.err(path, f"must be a hex string, not {_found(val)}")
         try:
             raw = bytes.fromhex("".join(val.split()))
         except ValueError:
@@ -594,7 +594,7 @@ class _Assembler:
         if size is not None:
             if len(raw) > size or (not pad and len(raw) != size):
                 raise self.err(path, f"needs {'at most ' if pad else ''}{size} bytes, "
-                                     f"got {len(raw)}")
+                                     f"not {len(raw)}")
             raw = raw.ljust(size, b"\0")
         return raw
 
@@ -605,7 +605,7 @@ class _Assembler:
         sgs = spec.get("subgraphs")
         if not isinstance(sgs, list) or not sgs:
             raise self.err("subgraphs", "needs a non-empty list of subgraphs"
-                                        + _got(spec, "subgraphs"))
+                                        + _instead(spec, "subgraphs"))
         members: list[tuple[str, bytes]] = []
         names: list[str] = []
         sg_members: list[tuple[str, bytes]] = []
@@ -641,7 +641,7 @@ class _Assembler:
             data += self.hexbytes(spec["trailing"], "trailing")
         validate = spec.get("validate", True)
         if not isinstance(validate, bool):
-            raise self.err("validate", f"must be true or false, got {_found(validate)}")
+            raise self.err("validate", f"must be true or false, not {_found(validate)}")
         model = read_model_bytes(data, path=f"{self.source} (assembled)") if validate else None
         return Assembled(data=data, model=model)
 
@@ -666,7 +666,7 @@ class _Assembler:
                                    ("neff_build_version", DEFAULT_BUILD_VERSION, 128)):
             val = h.get(key, default)
             if not isinstance(val, str):
-                raise self.err(p + key, f"must be a string, got {_found(val)}")
+                raise self.err(p + key, f"must be a string, not {_found(val)}")
             if key not in h and _not_unicode(val) is not None:  # (from a file's name)
                 raise self.err(p + key, f"the default, the spec file's name without extension "
                                         f"({_spec_value(val)}), is not Unicode text (it holds "
@@ -690,7 +690,7 @@ class _Assembler:
             fields["tpb_per_node"] = bytes(64)
         elif isinstance(tpn, list):
             if len(tpn) > 64:
-                raise self.err(p + "tpb_per_node", f"at most 64 entries, got {len(tpn)}")
+                raise self.err(p + "tpb_per_node", f"at most 64 entries, not {len(tpn)}")
             fields["tpb_per_node"] = bytes(
                 self.integer(v, f"{p}tpb_per_node[{k}]", 0, 255) for k, v in enumerate(tpn)
             ).ljust(64, b"\0")
@@ -717,18 +717,18 @@ class _Assembler:
                        ) -> list[tuple[str, bytes]]:
         omit = _or(spec.get("omit_members"), [])
         if not isinstance(omit, list):
-            raise self.err("omit_members", f"must be a list of member names, got {_found(omit)}")
+            raise self.err("omit_members", f"must be a list of member names, not {_found(omit)}")
         known = {n for n, _ in members}
         for k, name in enumerate(omit):
             if not isinstance(name, str):
-                raise self.err(f"omit_members[{k}]", f"must be a member name, got "
+                raise self.err(f"omit_members[{k}]", f"must be a member name, not "
                                                      f"{_found(name)}")
             if name not in known:
                 raise self.err(f"omit_members[{k}]", f"no member {_spec_value(name)} to omit")
         members = [(n, d) for n, d in members if n not in omit]
         extra = _or(spec.get("extra_members"), [])
         if not isinstance(extra, list):
-            raise self.err("extra_members", f"must be a list, got {_found(extra)}")
+            raise self.err("extra_members", f"must be a list, not {_found(extra)}")
         for k, item in enumerate(extra):
             path = f"extra_members[{k}]"
             self.keys(item, ("name", "text", "hex", "json"), path)
@@ -738,13 +738,13 @@ class _Assembler:
                                                      f"{' and '.join(given)}")
             name = item.get("name")
             if not isinstance(name, str):
-                raise self.err(path + ".name", "must be a string" + _got(item, "name"))
+                raise self.err(path + ".name", "must be a string" + _instead(item, "name"))
             self.utf8(name, path + ".name")
             if (why := check_member_name(name)) is not None:  # (the tar writer's refusal)
                 raise self.err(path + ".name", why)
             if "text" in item:
                 if not isinstance(item["text"], str):  # (str() of a !!set, !!binary, list...)
-                    raise self.err(path + ".text", f"must be a string, got "
+                    raise self.err(path + ".text", f"must be a string, not "
                                                    f"{_found(item['text'])}")
                 data = self.utf8(item["text"], path + ".text")
             elif "hex" in item:
@@ -761,7 +761,7 @@ class _Assembler:
         self.keys(sg, _SG_KEYS, path)
         name = sg.get("name", f"sg{position:02d}")
         if not isinstance(name, str) or not name:
-            raise self.err(path + ".name", f"must be a non-empty string, got {_found(name)}")
+            raise self.err(path + ".name", f"must be a non-empty string, not {_found(name)}")
         self.utf8(name, path + ".name")  # (not at neff_json, which lists it)
         self.member_name(f"{name}/{DEF_JSON}", path + ".name")
         var_list, by_name = self.variables(_or(sg.get("vars"), []), path + ".vars")
@@ -769,7 +769,7 @@ class _Assembler:
         engines = sg.get("engines")
         if not isinstance(engines, dict) or not engines:
             raise self.err(path + ".engines", "needs a mapping of engine name -> instructions"
-                                              + _got(sg, "engines"))
+                                              + _instead(sg, "engines"))
         streams: list[tuple[str, bytes]] = []
         for engine, body in engines.items():
             if not isinstance(engine, str):
@@ -791,7 +791,7 @@ class _Assembler:
         override = sg.get("def_json")
         if override is not None:
             if not isinstance(override, dict):
-                raise self.err(path + ".def_json", f"must be a mapping, got {_found(override)}")
+                raise self.err(path + ".def_json", f"must be a mapping, not {_found(override)}")
             definition.update(override)
 
         def field(sub: str) -> str:  # a key path of def.json -> the spec's
@@ -809,7 +809,7 @@ class _Assembler:
 
     def variables(self, items: Any, path: str) -> tuple[list[dict], dict[str, dict]]:
         if not isinstance(items, list):
-            raise self.err(path, f"must be a list, got {_found(items)}")
+            raise self.err(path, f"must be a list, not {_found(items)}")
         out: list[dict] = []
         by_name: dict[str, dict] = {}
         next_id = 0
@@ -818,7 +818,7 @@ class _Assembler:
             self.keys(item, _VAR_KEYS, p)
             name = item.get("name")
             if not isinstance(name, str) or not name:
-                raise self.err(p + ".name", "needs a non-empty name" + _got(item, "name"))
+                raise self.err(p + ".name", "needs a non-empty name" + _instead(item, "name"))
             self.utf8(name, p + ".name")  # (not at the subgraph, whose def.json holds it)
             if name in by_name:
                 raise self.err(p + ".name", f"var name {_spec_value(name)} used twice")
@@ -841,7 +841,7 @@ class _Assembler:
     def groups(self, groups: Any, path: str) -> list:
         if not isinstance(groups, list):  # (None: the key is missing, or null)
             raise self.err(path, "needs a list of replica groups"
-                                 + (f", got {_found(groups)}" if groups is not None else ""))
+                                 + (f", not {_found(groups)}" if groups is not None else ""))
         self.acyclic(groups, path)  # (here: def.json holds a copy of the list, not the list)
         out = []
         for g, grp in enumerate(groups):
@@ -870,13 +870,13 @@ class _Assembler:
                 out.append(grp)
             else:
                 raise self.err(f"{path}[{g}]", f"a group is a list of ranks or 'first..last', "
-                                               f"got {_found(grp)}")
+                                               f"not {_found(grp)}")
         return out
 
     # -- instructions -------------------------------------------------------
     def instructions(self, body: Any, path: str, by_name: dict[str, dict]) -> list[bytes]:
         if not isinstance(body, list):
-            raise self.err(path, f"must be a list of instructions, got {_found(body)}")
+            raise self.err(path, f"must be a list of instructions, not {_found(body)}")
         if id(body) in self.walking:  # `sp: &x [{repeat: {count: 1, body: *x}}]`
             raise self.err(path, "a repeat body contains itself (a recursive YAML alias)")
         self.walking.add(id(body))
@@ -907,7 +907,7 @@ class _Assembler:
         if not isinstance(item, dict) or len(item) != 1:
             raise self.err(path, "an instruction is a one-key mapping (nop, opaque, raw, "
                                  "repeat, all_reduce, all_gather, reduce_scatter) or 'nop', "
-                                 f"got {_found(item)}")
+                                 f"not {_found(item)}")
         (kind, body), = item.items()
         p = f"{path}.{kind}"
         if kind == "nop":
@@ -947,7 +947,7 @@ class _Assembler:
         if ref is None:
             raise self.err(path, f"{path.rsplit('.', 1)[-1]} is missing: give a var name")
         if not isinstance(ref, str):
-            raise self.err(path, f"must be a var name or a var_id, got {_found(ref)}")
+            raise self.err(path, f"must be a var name or a var_id, not {_found(ref)}")
         if ref not in by_name:
             raise self.err(path, f"no var named {_spec_value(ref)} in this subgraph")
         return by_name[ref]["var_id"]
@@ -969,15 +969,15 @@ class _Assembler:
             (pstart, pcount), (start_at, count_at) = parts, (at + "[0]", at + "[1]")
         else:
             raise self.err(path + ".partitions", "needs a count or [start, count]"
-                                                 + _got(ref, "partitions"))
+                                                 + _instead(ref, "partitions"))
         dims = ref.get("dims")
         if not isinstance(dims, list) or not 1 <= len(dims) <= 3:
             raise self.err(path + ".dims", "needs 1 to 3 [step, num] pairs, innermost first"
-                                           + _got(ref, "dims"))
+                                           + _instead(ref, "dims"))
         out_dims = []
         for j, d in enumerate(dims + [[0, 1]] * (3 - len(dims))):
             if not isinstance(d, list) or len(d) != 2:
-                raise self.err(f"{path}.dims[{j}]", f"a dimension is [step, num], got "
+                raise self.err(f"{path}.dims[{j}]", f"a dimension is [step, num], not "
                                                     f"{_found(d)}")
             out_dims.append({"step": self.integer(d[0], f"{path}.dims[{j}][0]", -2**31, 2**31 - 1),
                              "num": self.integer(d[1], f"{path}.dims[{j}][1]", 0, 2**32 - 1)})
@@ -1037,7 +1037,7 @@ class _Assembler:
                 if not isinstance(body.get(k), dict):
                     raise self.err(f"{path}.{k}", "0xD9 needs an SBUF access pattern "
                                                   "{var, start, partitions, dims}"
-                                                  + _got(body, k))
+                                                  + _instead(body, k))
             fields.update(self.sbuf(body["src"], path + ".src", by_name, "src"))
             fields["ctype"] = ctype
             ext_fields.update(self.sbuf(body["dst"], path + ".dst", by_name, "dst"))
@@ -1061,7 +1061,7 @@ class _Assembler:
         if opcode == 0xD9:
             ext = body.get("ext", True)
             if not isinstance(ext, bool):
-                raise self.err(path + ".ext", f"must be true or false, got {_found(ext)}")
+                raise self.err(path + ".ext", f"must be true or false, not {_found(ext)}")
             for key in ("ext_sync", "patch_ext", "channel_id", "stream_id", "group"):
                 if not ext and key in body:  # (the 0xDA word holds it: it would be lost)
                     raise self.err(f"{path}.{key}", f"ext: false leaves out the 0xDA word, "
@@ -1167,10 +1167,10 @@ def _found(val: Any) -> str:
     return _spec_value(val)
 
 
-def _got(obj: dict, key: str) -> str:
-    """``, got X``, what key ``key`` of the mapping ``obj`` holds (:func:`_found`), for a
+def _instead(obj: dict, key: str) -> str:
+    """``, not X``, what key ``key`` of the mapping ``obj`` holds (:func:`_found`), for a
     refusal of its type; empty when the key is missing (the refusal says what it needs)."""
-    return f", got {_found(obj[key])}" if key in obj else ""
+    return f", not {_found(obj[key])}" if key in obj else ""
 
 
 def _quoted(text: str) -> str:

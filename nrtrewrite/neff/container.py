@@ -229,7 +229,7 @@ def build_header(header: NeffHeader) -> bytes:
             val = raw.ljust(STRING_FIELDS[name], b"\0")
         elif name in BYTES_FIELDS:
             if len(val) != BYTES_FIELDS[name]:
-                raise ParseError(f"needs exactly {BYTES_FIELDS[name]} bytes, got {len(val)}",
+                raise ParseError(f"needs exactly {BYTES_FIELDS[name]} bytes, not {len(val)}",
                                  Where(field=name))
             val = bytes(val)
         else:

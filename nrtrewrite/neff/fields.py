@@ -115,7 +115,7 @@ def patch_field(record: bytes, struct: cs.Struct, name: str, value: int | bytes)
     if isinstance(value, (bytes, bytearray)):
         raw = bytes(value)
         if len(raw) != size:
-            raise ValueError(f"{name} takes {size} bytes, got {len(raw)}")
+            raise ValueError(f"{name} takes {size} bytes, not {len(raw)}")
     else:
         raw = int(value).to_bytes(size, "little", signed=int(value) < 0)
     return bytes(record[:start]) + raw + bytes(record[start + size:])

@@ -142,7 +142,7 @@ def _need(obj: dict, key: str, where: Where, field: str | None = None) -> Any:
 
 def _int_field(val: Any, where: Where, field: str, lo: int, hi: int) -> int:
     if not _is_int(val):
-        raise ValidationError(f"must be an integer, got {json.dumps(val)}", where.merged(field=field))
+        raise ValidationError(f"must be an integer, not {json.dumps(val)}", where.merged(field=field))
     if not lo <= val <= hi:
         raise ValidationError(f"{val} is outside {lo}..{hi}", where.merged(field=field))
     return val
@@ -215,7 +215,7 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         vtype = VAR_TYPE_NAMES[tname]
         size = _need(item, "size", where, f"{f}.size")
         if not _is_int(size) or size <= 0:
-            raise ValidationError(f"size must be a positive integer, got {json.dumps(size)}",
+            raise ValidationError(f"size must be a positive integer, not {json.dumps(size)}",
                                   where.merged(field=f"{f}.size"))
         _int_field(size, where, f"{f}.size", 1, MAX_VAR_SIZE)
         partitions = None
@@ -459,11 +459,11 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
         # and §3 asks for a known one: an SBUF all-gather takes 0 or a known op, which it
         # ignores (a copy reduces nothing; docs/ASSEMBLE.md "Validation rules")
         if alu_op is not None and ext is None:
-            raise ValidationError(f"alu_op must be 0 for ALL_GATHER, got {alu_op.name}",
+            raise ValidationError(f"alu_op must be 0 for ALL_GATHER, not {alu_op.name}",
                                   ctx.at("alu_op"))
         alu_op = None
     elif alu_op is None:
-        raise ValidationError(f"{ctype.name} needs an alu_op (ADD, MAX or MIN), got 0",
+        raise ValidationError(f"{ctype.name} needs an alu_op (ADD, MAX or MIN), not 0",
                               ctx.at("alu_op"))
     sbuf = ext is not None
     gid = ext.replica_group_id if sbuf else w.replica_group_id

@@ -1032,7 +1032,7 @@ class Simulator:
                                      "expected_bytes": w[e].tobytes().hex(),
                                      "got_bytes": g[e].tobytes().hex(), "written_by": by}
             tr.fail(MISMATCH, f"rank {r}: {diff.size} element(s) differ, first element {e}: "
-                              f"expected {wv} ({w[e].tobytes().hex()}), got {gv} "
+                              f"should be {wv} ({w[e].tobytes().hex()}), not {gv} "
                               f"({g[e].tobytes().hex()})"
                               + (f", last written by {by}" if by else ""))
 
