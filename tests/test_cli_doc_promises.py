@@ -136,3 +136,58 @@ def test_dump_of_a_fifo_says_what_it_is(tmp_path, selector):
     line = _one_line(_run("dump", *selector, fifo))
     assert line == (f"nrtrewrite: error: {fifo}: not a regular file nor a folder (dump reads "
                     "an artifact file, a rank folder or an output folder)")
+
+
+def _templates(tree):
+    """Each string expression of a module's source as a message template: an f-string's
+    fields as ``{}``, a ``+`` of strings joined (``"must be a string" + _instead(...)``
+    keeps its ``, not`` in ``_instead``'s own f-string, and ``"..." + (f", not {x}" if ...)``
+    is two templates); docstrings left out."""
+    import ast
+
+    def text(node, used):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            used.add(id(node))
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            used.update(id(n) for n in ast.walk(node)
+                        if isinstance(n, (ast.JoinedStr, ast.Constant)))
+            return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = text(node.left, used), text(node.right, used)
+            if left is not None or right is not None:
+                used.add(id(node))
+                return (left or "{}") + (right or "{}")
+        return None
+
+    skip = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.body and isinstance(n.body[0], ast.Expr)}
+    for node in ast.walk(tree):  # (outer nodes first: a part of a template is not one)
+        if id(node) not in skip and (t := text(node, skip)) is not None:
+            yield node.lineno, t
+
+
+def test_no_message_says_what_it_found_with_got():
+    """CLI.md "Errors": a message says what it found after ``not`` (``must be an integer,
+    not 'x'``), never ``..., got 'x'`` (the NEFF reader's, ``assemble``'s and the simulator's
+    wrong-element line said so until 2026-12-06, the rest ``, not``: one form to grep for).
+    Checked on the source, every string of every module (adjacent literals are one string
+    to the parser, so a ``"..., "`` ``f"got {x}"`` split over two lines is seen whole)."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import nrtrewrite
+    root = Path(nrtrewrite.__file__).parent
+    got, nots = [], set()
+    for path in sorted(root.rglob("*.py")):
+        for line, t in _templates(ast.parse(path.read_text())):
+            if re.search(r",\s*got\b", t):
+                got.append(f"{path.relative_to(root)}:{line}: {t!r}")
+            if re.search(r", not \{\}", t):
+                nots.add(path.relative_to(root).as_posix())
+    assert not got, "\n".join(got)
+    # the form is there, in the modules that used the other one (not a vacuous scan)
+    assert {"neff/assembler.py", "neff/reader.py", "neff/container.py", "neff/fields.py",
+            "simulate/engine.py", "topology/model.py"} <= nots, sorted(nots)
