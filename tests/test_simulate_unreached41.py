@@ -34,7 +34,7 @@ from test_simulate_kick_leaf import _retrigger, copy, rehash, trigger0
 from test_simulate_hier_checks import _reunit, kr16_out  # noqa: F401 (a fixture)
 
 DMA = np.dtype([("length", "<u4"), ("meta", "<u4"), ("buf_ptr", "<u8")])
-LEAF_FAN_IN, LEAF_DIRECT_RECV, LEAF_MARK_COMPLETE = 10, 7, 22
+LEAF_FAN_IN, LEAF_DIRECT_RECV, LEAF_MARK_COMPLETE, LEAF_PEER_WAIT = 10, 7, 22, 12
 CORE = 1 << 36
 EVT_SEM, INC, PEER_BASE = 0x82_8000_0000, 0x1800, 144
 
@@ -157,7 +157,24 @@ def test_simulator_mds_recv_sema_example_is_the_whole_line(kr16_out, tmp_path, m
     _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
     rehash(out)
     legs = _legs(out, 0)
-    assert legs["leaf"][3] == LEAF_FAN_IN and legs["sem_first"][3] == 10
+    # sem_first of record 3 is the sem.bin BDs of records 0..2 (FORMATS §3: leg i + 1's
+    # X_first is leg i's X_first + X_count), each leg's waits then its increments, the
+    # dma_compl_sema increment every leg has among them (FORMATS §7). The bytes are kr16's
+    # (only the manifest was reordered): rank 0 primary of [0, 4, 5, 1], the order [0, 2, 8,
+    # 10], one channel, all of 0..15 on one trn2 node.
+    #   0 mark_complete, the handshake's post (FORMATS §3.4): entry_post +1 on each same-node
+    #     peer rank 0 exchanges data with, its 3 secondaries and its next (2) and previous
+    #     (10) primaries, and its dma_compl_sema: 5 + 1;
+    #   1 mark_complete, the wait entry_post >= 5 and dma_compl_sema (entry_go + (channels -
+    #     1) = +0 takes no BD): 1 + 1;
+    #   2 peer_wait, the primary's first leg (DESIGN.md "Kangaring", Semaphores): mine >= 3
+    #     posting secondaries, and dma_compl_sema: 1 + 1.
+    peers = (len(units[0]) - 1) + 2
+    counts = [peers + 1, 1 + 1, 1 + 1]
+    assert legs["leaf"][:4].tolist() == [LEAF_MARK_COMPLETE, LEAF_MARK_COMPLETE, LEAF_PEER_WAIT,
+                                         LEAF_FAN_IN]
+    assert legs["sem_count"][:3].tolist() == counts
+    assert legs["sem_first"][3] == sum(counts) == 10
     sems = np.fromfile(out / "rank-0000" / "sem.bin", F.SEM_DTYPE)
     assert int(sems["addr"][11]) == EVT_SEM + (2 << 30) + INC + 4 * 16  # rank 2's recv_sema
     line = (f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, record 11: "
@@ -380,16 +397,35 @@ def r2n_out(tmp_path_factory) -> Path:
     (RING, the order [0, 1, 64, 65], one channel, one chunk group): rank 1's successor 64 is
     across the network, so rank 1's channel 0 has one op (FORMATS §8 "Ops": a ring entry has
     one per channel) and a transmit FIFO of 12 entries (one per sending leg, each leg one run:
-    complete 1) and its terminator (record 12, mark 1, FORMATS §8.2)."""
+    complete 1) and its terminator (record 12, mark 1, FORMATS §8.2).
+
+    The 12: seed 001 §4's loop over n = 4 ranks, one chunk group, every step two legs
+    (CHUNK_H0, CHUNK_H1); the legs that send to the successor are the reduce-scatter's send
+    (1 step), recv_reduce_send (n - 2 steps), the device path's direct_copy_send after
+    recv_reduce_copy (1 step), and the all-gather's direct_recv_send (n - 2 steps; the final
+    direct_recv does not forward): 2 x (1 + (n - 2) + 1 + (n - 2)) = 4 (n - 1) = 12. A leg's
+    half chunk (4096 / 4 / 2 = 512 bf16, 1024 bytes) is one contiguous run of the gateway
+    view, so one entry a leg (FORMATS §8 "Entries"). The predecessor 0 is on rank 1's node:
+    no receive FIFO (dest [0, 0])."""
     out = lower_spec(two_node_spec(), tmp_path_factory.mktemp("r2n") / "o")
     t = trigger0(out)
-    assert t["channels"] == [{"channel": 0, "order": [0, 1, 64, 65]}]
-    assert t["chunk"]["pgta"] == 1
+    order = [0, 1, 64, 65]
+    n, groups = len(order), 1
+    assert t["channels"] == [{"channel": 0, "order": order}]
+    assert t["chunk"]["pgta"] == groups
+    sending = groups * 2 * (1 + (n - 2) + 1 + (n - 2))
+    assert sending == 4 * (n - 1) == 12
+    legs = _legs(out, 1)
+    # send 1, recv_reduce_send 2, direct_copy_send 5, direct_recv_send 6 (FORMATS §3 leaf)
+    assert int(np.isin(legs["leaf"], [1, 2, 5, 6]).sum()) == sending
     man = json.loads((out / "rank-0001" / "manifest.json").read_text())
-    assert man["fifo"] == [{"channel": 0, "ops": [0, 1], "src": [0, 13], "dest": [0, 0]}]
+    assert man["fifo"] == [{"channel": 0, "ops": [0, 1], "src": [0, sending + 1],
+                            "dest": [0, 0]}]
     src = np.fromfile(out / "rank-0001" / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
-    assert src["mark"].tolist() == [0] * 12 + [1] and src["complete"][:12].tolist() == [1] * 12
-    assert (src["dst_rank"][:12] == 64).all()
+    assert src["mark"].tolist() == [0] * sending + [1]
+    assert src["complete"][:sending].tolist() == [1] * sending
+    assert (src["size"][:sending] == 4096 // n // 2 * 2).all()
+    assert (src["dst_rank"][:sending] == order[order.index(1) + 1]).all()
     return out
 
 
@@ -687,18 +723,40 @@ def test_a_seed_outside_32_bits_is_refused_by_the_api(ar2_out, seed):
 # ranks 0, 2, 3).
 
 BD = DMA
-SLOT0_OF_RANK0 = 0x1_0000_4000
+# FORMATS §10: core 0's DRAM at 0x1_0000_0000, scratch after x_in and x_out (8192 bytes each,
+# 4096-aligned); rank 1 is slot index(1) - (index(1) > index(0)) = 0 of rank 0 (DESIGN.md)
+SLOT0_OF_RANK0 = (0 << 36) + 0x1_0000_0000 + 2 * 8192 + 0 * 2048
+assert SLOT0_OF_RANK0 == 0x1_0000_4000
+LEAF_MESH_SEND, LEAF_MESH_REDUCE, LEAF_MESH_SYNC, LEAF_MARK_END = 16, 17, 20, 15
 
 
 @pytest.fixture(scope="module")
 def m4_out(tmp_path_factory) -> Path:
-    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 4096),
+    """Rank 1's leaves, from docs/DESIGN.md "Mesh and RDH" (MESH) over n = 4 ranks of one
+    device: the entry handshake (FORMATS §3.4, one channel: the post, then the wait), the
+    mesh's own handshake (EVT_LOCAL_HNDSHK: "each rank increments every peer ..., then waits
+    for all of them", two mesh_sync), the scatter (block j to peer j: one mesh_send each of
+    the n - 1 peers, in group order 0, 2, 3), the reduce (one record per 64 KiB page: the
+    block is 2048 bytes, one page, n = 4 sources <= 8, no chain), the fan-out of the reduced
+    block (at most 8 destinations a leg: ceil(3 / 8) = 1 mesh_send), the wait for the
+    others' blocks (EVT_INTRA_GRP_BRDCST, a mesh_sync), mark_end. Its BDs (FORMATS §5, one
+    tile a leg: 2048 bytes < 64 KiB): a scatter leg 1 source + 1 destination, the reduce n
+    sources + 1 destination, so the fan-out (record 8) starts at 3 x 2 + 5 = 11 and has
+    1 + 3."""
+    n, block_bytes = 4, 4096 // 4 * 2
+    out = lower_spec(coll_spec("all_reduce", "bf16", n, 4096),
                      tmp_path_factory.mktemp("m4") / "o", algo="mesh")
     legs = _legs(out, 1)
-    assert legs["leaf"].tolist() == [22, 22, 20, 20, 16, 16, 16, 17, 16, 20, 15]
+    pages = -(-block_bytes // 65536)
+    assert pages == 1 and n <= 8
+    want = ([LEAF_MARK_COMPLETE] * 2 + [LEAF_MESH_SYNC] * 2 + [LEAF_MESH_SEND] * (n - 1)
+            + [LEAF_MESH_REDUCE] * pages + [LEAF_MESH_SEND] * -(-(n - 1) // 8)
+            + [LEAF_MESH_SYNC, LEAF_MARK_END])
+    assert legs["leaf"].tolist() == want == [22, 22, 20, 20, 16, 16, 16, 17, 16, 20, 15]
     bds = np.fromfile(out / "rank-0001" / "dma.bin", BD)
     assert int(bds["buf_ptr"][legs["dma_first"][4] + 1]) == SLOT0_OF_RANK0
-    assert legs["dma_first"][8] == 11 and legs["dma_count"][8] == 4
+    assert legs["dma_first"][8] == (n - 1) * (1 + 1) + (n + 1) == 11
+    assert legs["dma_count"][8] == 1 + (n - 1) == 4
     return out
 
 
