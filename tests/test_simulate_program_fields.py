@@ -909,13 +909,21 @@ def mesh2050(tmp_path_factory) -> Path:
 def one_tile_1025(mesh2050, tmp_path_factory) -> Path:
     """mesh2050 with rank 1's two reduce tiles merged into one tile of 1025 elements, 2050
     bytes (under trn2's 2048-element CCE cap, so a right output): each stream one BD,
-    W2 = 0x802."""
+    W2 = 0x802. Before the merge (docs/DESIGN.md "Mesh and RDH", MESH over 2 ranks): record
+    5 follows the two mark_complete, the two mesh_sync of the mesh handshake and the one
+    scatter mesh_send (block 0 to rank 0); its tiles (FORMATS §3 n_tiles: (2050 & ~0x1F) / 2
+    = 1024 elements, then 1) have 2 sources (its IN block, rank 0's slot) and 1
+    destination, 3 BDs each (FORMATS §5): 2048, 2048, 2048, then 2, 2, 2 bytes."""
     out = _copy(mesh2050, tmp_path_factory.mktemp("cap"))
     g = _legs(out, 1)[5]
-    assert (g["leaf"], g["num_elements"], g["n_tiles"]) == (17, 1025, 2)
+    t = (2050 & ~0x1F) // 2
+    assert (g["leaf"], g["num_elements"], g["n_tiles"]) == (17, 1025, -(-1025 // t))
+    assert g["n_tiles"] == 2
     first, count = _dma_range(out, 1, 5)
     bds = _bds(out, 1)[first:first + count]
-    assert count == 6 and [b[0] & 0xFFFF for b in bds] == [0x800] * 3 + [2] * 3
+    per_tile = 2 + 1
+    assert count == 2 * per_tile == 6
+    assert [b[0] & 0xFFFF for b in bds] == [t * 2] * per_tile + [(1025 - t) * 2] * per_tile
     flags = LEN_FIRST | LEN_LAST
     merged = [struct.pack("<IIQ", (ln & ~0xFFFF & ~flags) | 0x802 | f, meta, ptr)
               for (ln, meta, ptr), f in zip(bds[:3], (LEN_FIRST, 0, LEN_LAST))]
@@ -1027,13 +1035,22 @@ def test_a_reduce_tile_of_a_half_element_is_refused(mesh2050, tmp_path):
 def test_mark_end_waiting_for_one_leg_fewer_is_refused(ring_out, tmp_path):
     """mark_end waits dma_compl_sema >= the number of other legs of its channel in the entry
     (FORMATS §7): entry 0 of rank 1 has 18 legs before its mark_end; a wait for 17 is
-    refused as such."""
+    refused as such. The 18: c7c8's trigger 0, a bf16 all-reduce of 256 KiB (131072
+    elements) over n = 4 ranks on one channel, chunks of 131072 / 4 = 32768 elements (64 KiB,
+    under DESIGN.md "Chunking"'s 512 KiB cap), so one chunk group; seed 001 §4's loop, every
+    step two legs (CHUNK_H0, CHUNK_H1): send (1 step), recv_reduce_send (n - 2), the device
+    path's recv_reduce_copy + direct_copy_send (2 legs a half), direct_recv_send (n - 2),
+    direct_recv (1): 2 + 2 (n - 2) + 4 + 2 (n - 2) + 2 = 16; and the entry handshake's two
+    mark_complete (FORMATS §3.4: one channel)."""
     out = _copy(ring_out, tmp_path)
     legs = _legs(out, 1)
+    n, chunk = 4, 131072 // 4
+    assert chunk * 2 <= 512 * 1024 and 131072 // (n * chunk) == 1  # pgta 1
+    others = 2 + (2 + 2 * (n - 2) + 4 + 2 * (n - 2) + 2)
     i = _first_leaf(out, 1, 15)
-    assert i == 18 and all(g["spad_index"] == 0 for g in legs[:19])
+    assert i == others == 18 and all(g["spad_index"] == 0 for g in legs[:19])
     k = _sem_of(out, 1, i, 0x314)  # its wait on its own dma_compl_sema (role 3)
-    assert _sems(out, 1)[k][1] == 18
+    assert _sems(out, 1)[k][1] == others
     _set(out, 1, "sem.bin", k * BD + 4, "<I", 17)
     _refused(out, "rank-0001", "legs.bin", f"record {i}", "mark_end waits dma_compl_sema >= 17, "
              "the channel has 18 other legs")
@@ -1122,10 +1139,18 @@ def test_a_mesh_view_starting_before_its_region_is_refused(mesh_out, tmp_path):
     from the slot's first element (FORMATS §4): rank 1's send of block 3 (elements 98304..,
     sb2sb.bin word 2, start_addr 0) said to be measured from element 0 (start_addr
     98304 x 2, an origin every trigger allows) puts the view's first byte 192 KiB before
-    the slot, before the scratch region: refused as such."""
+    the slot, before the scratch region: refused as such. c7c8's trigger 0 (131072 bf16,
+    4 ranks) as MESH (docs/DESIGN.md "Mesh and RDH"): rank 1's legs 0..3 the two
+    mark_complete and two mesh_sync (no 0xBF word: no data), then the scatter, block j to
+    peer j in group order (0, 2, 3: records 4, 5, 6), block 3 from 3 x 131072 / 4; each
+    send of 32768 elements is one 0xBF piece (FORMATS §4: 0 of 65536, q = 128, r = 0), so
+    record 6's word is 2."""
     out = _copy(mesh_out, tmp_path)
     g = _legs(out, 1)[6]
-    assert (g["leaf"], g["elem_start"]) == (16, 98304)
+    block = 131072 // 4
+    assert (g["leaf"], g["elem_start"]) == (16, 3 * block)
+    assert _get(out, 1, "legs.bin", 6 * REC + 16, "<I") == 2  # sb2sb_first
+    assert (block // 65536, (block // 256) % 256, block % 256) == (0, 128, 0)
     assert _get(out, 1, "sb2sb.bin", 2 * WORD + DST_START, "<I") == 0
     _set(out, 1, "sb2sb.bin", 2 * WORD + DST_START, "<I", 98304 * 2)
     _refused(out, "rank-0001", "sb2sb.bin", "record 2", "dst.start_addr 0x30000 of the piece at "
@@ -1140,7 +1165,8 @@ def test_a_mesh_view_starting_at_a_negative_element_is_refused(mesh_out, tmp_pat
     (and still inside scratch), is refused."""
     out = _copy(mesh_out, tmp_path)
     g = _legs(out, 1)[4]
-    assert (g["leaf"], g["elem_start"]) == (16, 0)
+    assert (g["leaf"], g["elem_start"]) == (16, 0)  # block 0 to rank 0, as the test above
+    assert _get(out, 1, "legs.bin", 4 * REC + 16, "<I") == 0  # sb2sb_first: word 0
     p = out / "manifest.json"
     man = json.loads(p.read_text())
     man["triggers"][0]["mesh"]["blocks"].append([-16, 0])
@@ -1216,14 +1242,21 @@ def test_a_one_byte_overlap_runs_a_leg_tile_by_tile(mesh4100, tmp_path, rank, at
     2050) and writes them to ranks 0, 2 and 3 (destinations 0, 1, 2). Destination 2's BD
     of tile 1 (dma.bin record 29: 2 bytes, element 2049 at 0x1002) readdressed to ``at`` of
     rank ``rank``'s output overlaps the source run or destination 1's by one byte
-    (sequential) or touches it (not); the static checks take all six."""
+    (sequential) or touches it (not); the static checks take all six. Record 8's BDs
+    (FORMATS §5, by tile, sources then destinations; mesh4100's legs of 2 tiles) start
+    after the three scatter sends' (records 4..6: 1 source + 1 destination a tile, 4 each)
+    and the mesh_reduce's (record 7: IN and 3 slots, one destination, 5 a tile): 12 + 10 =
+    22; it has 2 x (1 + 3) = 8, tile 1 from 26 (source 0), its destination 2 at 26 + 3."""
     from nrtrewrite.simulate import Simulator
 
     out = _copy(mesh4100, tmp_path)
     g = _legs(out, 1)[8]
     assert (g["leaf"], g["elem_start"], g["num_elements"]) == (16, 1025, 1025)
     out0 = _region(out, "o0")
-    assert _dma_range(out, 1, 8) == (22, 8)
+    tiles, peers = 2, 3
+    first = 3 * tiles * (1 + 1) + tiles * (1 + peers + 1)
+    assert _dma_range(out, 1, 8) == (first, tiles * (1 + peers)) == (22, 8)
+    assert (first + 1 + peers, first + 1 + peers + 1 + 2) == (26, 29)
     assert [_bds(out, 1)[i] for i in (26, 29)] == [
         (LEN_FIRST | 2, 0x002, _soc(1, out0 + 0x1002)),  # M2S, source 0
         (LEN_LAST | 2, 0x212, _soc(3, out0 + 0x1002))]  # S2M, destination 2
@@ -1422,10 +1455,15 @@ def test_a_mesh_entry_on_a_platform_without_mesh_is_refused(mesh_out, tmp_path):
 def test_n_tiles_other_than_the_tiles_its_bds_form_is_refused(ring_out, tmp_path):
     """FORMATS §3: ``n_tiles`` (u16 at byte 22 of a 64-byte leg record) counts the leg's
     tiles, which its BDs delimit with FIRST / LAST (§5). Rank 1's leg 2 is one tile (its
-    send, sdma_op 2 at byte 7); saying 2 is refused naming the record and the field."""
+    send, sdma_op 2 at byte 7); saying 2 is refused naming the record and the field. One
+    tile: the send moves a half chunk of c7c8's trigger 0, 131072 / 4 / 2 = 16384 bf16 =
+    32 KiB, and a copy's tile holds min(32 KiB, 64 KiB) & ~0x1F bytes, all of it (§3)."""
     out = _copy(ring_out, tmp_path)
+    half_bytes = 131072 // 4 // 2 * 2
+    tile = min(half_bytes, 65536) & ~0x1F
     assert _get(out, 1, "legs.bin", 2 * 64 + 7, "<B") == 2
-    assert _get(out, 1, "legs.bin", 2 * 64 + 22, "<H") == 1
+    assert _get(out, 1, "legs.bin", 2 * 64 + 56, "<I") * 2 == half_bytes
+    assert _get(out, 1, "legs.bin", 2 * 64 + 22, "<H") == -(-half_bytes // tile) == 1
     _set(out, 1, "legs.bin", 2 * 64 + 22, "<H", 2)
     assert (f"{out / 'rank-0001'}: field n_tiles, rank 1, artifact legs.bin, record 2: n_tiles 2 "
             "but its BDs form 1 tiles") in _refused(out)

@@ -151,8 +151,14 @@ def _poke_legs(out: Path, rank: int, offset: int, value: int) -> None:
 
 
 def test_num_elements_on_a_mesh_sync_leg(mesh_out, tmp_path):
+    """Record 14 of rank 1 is a mesh_sync: c7c8's entry 0 (an all-reduce over 4 ranks as
+    MESH, docs/DESIGN.md "Mesh and RDH") is records 0..10 (two mark_complete, two mesh_sync,
+    3 scatter mesh_send, mesh_reduce, the fan-out mesh_send, the closing mesh_sync,
+    mark_end), so record 14 is entry 1's fourth, its mesh handshake's wait."""
     legs = _legs(mesh_out, 1)
-    assert legs[14 * REC + LEAF] in (20, 22)  # the tester's record: a mesh_sync / mark_complete
+    entry0 = 2 + 2 + 3 + 1 + 1 + 1 + 1
+    assert legs[entry0 * REC + LEAF] == 22 and legs[(entry0 + 3) * REC + LEAF] == 20
+    assert entry0 + 3 == 14
     out = _copy(mesh_out, tmp_path)
     _poke_legs(out, 1, 14 * REC + NUM_ELEMENTS, 0x05)
     _fails(out, "rank-0001", "legs.bin", "record 14", "num_elements")
@@ -169,7 +175,22 @@ def test_num_elements_on_every_kind_of_sync_leg(mesh_out, tmp_path, leaf):
 
 
 def test_half_flipped_on_a_ring_recv_reduce_send(ring_out, tmp_path):
+    """Record 75 of rank 1 is a recv_reduce_send of CHUNK_H1. c7c8's five triggers over 4
+    ranks as RING, one channel and one chunk group each (their chunks, a quarter of 256,
+    128, 64 and 64 KiB, under DESIGN.md "Chunking"'s 512 KiB), each entry the handshake's
+    two mark_complete (FORMATS §3.4), seed 001 §4's legs two a step, and mark_end: an
+    all-reduce 2 + 16 + 1 (send, 2 x recv_reduce_send, 2 x (recv_reduce_copy,
+    direct_copy_send), 2 x direct_recv_send, direct_recv, each H0 and H1); the all-gather 2
+    + 10 + 1 (send, direct_copy of its own block, 2 x direct_recv_send, direct_recv). So
+    entry 4 (the reduce-scatter: send, 2 x recv_reduce_send, recv_reduce_copy) starts at
+    19 + 19 + 13 + 19 = 70: its mark_complete at 70, 71, its send at 72, 73, its first
+    recv_reduce_send at 74 (H0), 75 (H1)."""
     legs = _legs(ring_out, 1)
+    ar, ag = 2 + 16 + 1, 2 + 10 + 1
+    rs0 = ar + ar + ag + ar
+    assert legs[rs0 * REC + LEAF] == 22 and legs[(rs0 - 1) * REC + LEAF] == 15
+    rrs_h1 = rs0 + 2 + 2 + 1
+    assert rrs_h1 == 75
     assert legs[75 * REC + LEAF] == 2 and legs[75 * REC + HALF] == 1  # recv_reduce_send, H1
     out = _copy(ring_out, tmp_path)
     _poke_legs(out, 1, 75 * REC + HALF, 0)

@@ -590,10 +590,16 @@ def test_a_mesh_reduce_waiting_for_too_few_peers_reads_unordered_bytes(tmp_path)
 def test_a_consuming_ring_leg_without_its_wait_is_refused_counting_it(ar2_out, tmp_path):
     """Record 4 (recv_reduce_copy) has two semaphore BDs, sem.bin 8 (wait recv_sema >= 1, it
     consumes its predecessor's half) and 9 (+1 on its own dma_compl_sema); the wait made a
-    copy of the increment: FORMATS §7 knows both BDs, but the leg has no wait."""
+    copy of the increment: FORMATS §7 knows both BDs, but the leg has no wait. Its first is
+    8 (FORMATS §3: the BDs of records 0..3, two each, every leg's dma_compl_sema +1 one of
+    them, FORMATS §7): the handshake's post (entry_post +1 on its one same-node peer, rank 1,
+    FORMATS §3.4), its wait (entry_post >= 1; one channel, so no entry_go), and each send
+    (+1 on its successor's recv_sema)."""
     out = copy(ar2_out, tmp_path)
     legs = _legs(out, 0)
-    assert (int(legs["sem_first"][4]), int(legs["sem_count"][4])) == (8, 2)
+    before = [1 + 1, 1 + 1, 1 + 1, 1 + 1]  # post, wait, send H0, send H1
+    assert legs["sem_count"][:4].tolist() == before
+    assert (int(legs["sem_first"][4]), int(legs["sem_count"][4])) == (sum(before), 2) == (8, 2)
     p = out / "rank-0000" / "sem.bin"
     sems = np.fromfile(p, F.SEM_DTYPE)
     assert int(sems["ctrl"][8]) & 0xFF == 20 and int(sems["addr"][8]) == EVT_SEM + 0x1C00 + 4 * 16
