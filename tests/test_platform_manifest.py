@@ -35,6 +35,19 @@ def lowered(tmp_path_factory) -> dict[str, Path]:
             for name in ("trn1", "trn2")}
 
 
+def _first_w2(cap: int) -> int:
+    """W2 of ar2's cce.bin record 0 (FORMATS §6: the bytes of source 0 in tile 0) on a
+    platform of CCE cap ``cap``, worked from fixtures/ar2.yaml: a bf16 all-reduce of 1 MiB
+    (524288 elements) over 2 ranks, one channel; a chunk position's 262144 elements (512
+    KiB) fit DESIGN.md "Chunking"'s 512 KiB cap, so one chunk group of halves of 131072. The
+    first reduce leg (seed 001 §4 over 2 ranks: recv_reduce_copy of H0) tiles at min(2 x
+    131072, 64 KiB) & ~0x1F bytes = 32768 elements, capped at ``cap`` (FORMATS §3 n_tiles)."""
+    half = 1024 * 1024 // 2 // 2 // 2
+    assert half * 2 * 2 <= 512 * 1024  # the chunk, 2 halves of 2-byte elements
+    t = min((min(half * 2, 65536) & ~0x1F) // 2, cap)
+    return t * 2
+
+
 def _copy(src: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "copy"
     shutil.copytree(src, dst)
@@ -105,11 +118,12 @@ def test_untouched_lowering_simulates(lowered, name):
 
 
 def test_trn1_cce_descriptor_tampered_to_2048_elements_is_refused(lowered, tmp_path):
-    """W2 of rank 0's cce.bin record 0 set to 0x1000 (2048 bf16): over trn1's 1024."""
+    """W2 of rank 0's cce.bin record 0 set to 0x1000 (2048 bf16): over trn1's 1024. As
+    lowered it is 0x800 (_first_w2): trn1's cap of 1024 elements x 2 bytes."""
     out = _copy(lowered["trn1"], tmp_path)
     path = out / "rank-0000" / "cce.bin"
     data = bytearray(path.read_bytes())
-    assert struct.unpack_from("<I", data, W2)[0] == 0x800
+    assert struct.unpack_from("<I", data, W2)[0] == _first_w2(1024) == 0x800
     struct.pack_into("<I", data, W2, 0x1000)
     path.write_bytes(bytes(data))
     err = _simulate_error(out)
@@ -190,7 +204,7 @@ def test_a_manifest_without_the_platform_still_caps_at_2048(lowered, tmp_path, o
     _edit_options(out, option)
     path = out / "rank-0000" / "cce.bin"
     data = bytearray(path.read_bytes())
-    assert struct.unpack_from("<I", data, W2)[0] == 0x1000
+    assert struct.unpack_from("<I", data, W2)[0] == _first_w2(2048) == 0x1000
     struct.pack_into("<I", data, W2, 0x2000)
     path.write_bytes(bytes(data))
     err = _simulate_error(out)
