@@ -65,7 +65,15 @@ def test_mesh_spad_entry_overlay_legs_and_events(tmp_path):
         rdir = tmp_path / "out" / f"rank-{rank:04d}"
         spad = np.frombuffer((rdir / "spad.bin").read_bytes(), F.SPAD_DTYPE)
         raw = (rdir / "spad.bin").read_bytes()
-        assert raw == bytes([1, 0x22, 0x03 if rank == 0 else 0x02, 0, 0xC0, 0, 0x3F, 0]), raw.hex()
+        # FORMATS §2 bit by bit: cc_op 1; algo_type MESH (2) | algo_sub_type MESH_TRN2 (2) << 4,
+        # no trigger_next; reporter (bit 0) on the leader, rank 0, | ring_wait_complete (bit
+        # 1), no network; the overlay sema_shift_offset 192 | sema_mask 0x3F << 16 (its
+        # worked example: 01 22 02 00 c0 00 3f 00 on a non-leader)
+        flags = (rank == 0) | 1 << 1
+        want = bytes([1, EncAlgType.MESH | EncAlgMeshType.MESH_TRN2 << 4, flags, 0]) + (
+            (192 | 0x3F << 16).to_bytes(4, "little"))
+        assert want == bytes([1, 0x22, 0x03 if rank == 0 else 0x02, 0, 0xC0, 0, 0x3F, 0])
+        assert raw == want, raw.hex()
         assert (spad["alg"][0] >> 4) & 7 == EncAlgMeshType.MESH_TRN2
         man = json.loads((rdir / "manifest.json").read_text())
         e = man["entries"][0]

@@ -165,8 +165,8 @@ def test_simulator_mds_recv_sema_example_is_the_whole_line(kr16_out, tmp_path, m
     #   0 mark_complete, the handshake's post (FORMATS §3.4): entry_post +1 on each same-node
     #     peer rank 0 exchanges data with, its 3 secondaries and its next (2) and previous
     #     (10) primaries, and its dma_compl_sema: 5 + 1;
-    #   1 mark_complete, the wait entry_post >= 5 and dma_compl_sema (entry_go + (channels -
-    #     1) = +0 takes no BD): 1 + 1;
+    #   1 mark_complete, the wait entry_post >= 5 and dma_compl_sema (one channel: no
+    #     entry_go increment, FORMATS §3.4): 1 + 1;
     #   2 peer_wait, the primary's first leg (DESIGN.md "Kangaring", Semaphores): mine >= 3
     #     posting secondaries, and dma_compl_sema: 1 + 1.
     peers = (len(units[0]) - 1) + 2
@@ -593,7 +593,7 @@ def test_a_consuming_ring_leg_without_its_wait_is_refused_counting_it(ar2_out, t
     copy of the increment: FORMATS §7 knows both BDs, but the leg has no wait. Its first is
     8 (FORMATS §3: the BDs of records 0..3, two each, every leg's dma_compl_sema +1 one of
     them, FORMATS §7): the handshake's post (entry_post +1 on its one same-node peer, rank 1,
-    FORMATS §3.4), its wait (entry_post >= 1; one channel, so no entry_go), and each send
+    FORMATS §3.4), its wait (entry_post >= 1; one channel: no entry_go), and each send
     (+1 on its successor's recv_sema)."""
     out = copy(ar2_out, tmp_path)
     legs = _legs(out, 0)
