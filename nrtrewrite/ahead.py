@@ -255,8 +255,8 @@ class ForkAhead:
                 except (EOFError, OSError):
                     raise AheadLost(k, self.proc.exitcode) from None
                 if got != base + sent[0] or sent[0] != k:
-                    raise RuntimeError(f"the ahead process returned item {got - base}, "
-                                       f"expected {k}")
+                    raise RuntimeError(f"the ahead process should have returned item "
+                                       f"{k}, not {got - base}")
                 sent.popleft()
                 if kind == _RING:
                     pos = where % self.size

@@ -128,7 +128,8 @@ def test_neff_like_version_must_be_the_integer_1(version):
     ``version != 1`` read both as version 1)."""
     msg = refusal(model_bytes(neff_json={"neff_like_version": version, "subgraphs": ["sg00"]}))
     assert "member neff.json" in msg and "field neff_like_version" in msg
-    assert "is not supported (expected 1)" in msg
+    assert msg.endswith("field neff_like_version: neff_like_version must be 1 (the one version "
+                        f"nrtrewrite reads), not {'true' if version is True else '1.0'}"), msg
 
 
 # ------------------------------------------------------------------------- def.json

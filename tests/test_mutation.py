@@ -322,7 +322,7 @@ def test_a_zero_generation_tag_where_1_is_due(base_big, tmp_path):
     assert (int(o.arr(0, "dma.bin")["len_ctrl"][i]) >> 24) & 3 == 1
     o.edit(0, "dma.bin",
            lambda a: a["len_ctrl"].__setitem__(i, int(a["len_ctrl"][i]) & ~(3 << 24)))
-    assert (f"artifact dma.bin, record {i}: generation tag 0, expected 1 (BD ring wraps every "
+    assert (f"artifact dma.bin, record {i}: generation tag should be 1, not 0 (BD ring wraps every "
             f"4096 BDs of channel {c})") in failure_text(o.simulate())
 
 

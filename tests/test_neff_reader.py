@@ -202,7 +202,9 @@ def test_stream_not_multiple_of_64(base_spec):
 
 @pytest.mark.parametrize("neff_json,why", [
     ({"subgraphs": ["sg00"]}, "field neff_like_version: missing key"),
-    ({"neff_like_version": 2, "subgraphs": ["sg00"]}, "neff_like_version 2 is not supported"),
+    ({"neff_like_version": 2, "subgraphs": ["sg00"]},
+     "field neff_like_version: neff_like_version must be 1 (the one version nrtrewrite reads), "
+     "not 2"),
     ({"neff_like_version": 1, "subgraphs": []}, "non-empty list"),
     ({"neff_like_version": 1, "subgraphs": ["sg00", "sg00"]}, "listed twice"),
     ({"neff_like_version": 1, "subgraphs": ["../x"]}, "not a plain file name"),

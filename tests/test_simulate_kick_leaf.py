@@ -186,7 +186,7 @@ def test_the_testers_zeroed_second_kick_word(sbuf_out, tmp_path):
     poke_neff(out, member, idx * WORD, bytes(WORD))
     rehash(out)
     err = refused(out, f"instruction {idx}", "field opcode",
-                  "opcode (byte 0) is 0x0, expected 0xa2")
+                  "opcode (byte 0) should be 0xa2, not 0x0")
     assert err.count("trigger 0:") == 1, err  # no "trigger 0: trigger 0:"
 
 
@@ -200,7 +200,8 @@ def test_kick_sync_bytes_are_checked_against_the_model(ar2_out, tmp_path):
     assert old == bytes(8)  # ar2.yaml's all-reduce carries no sync fields
     rehash(out)
     refused(out, f"member {member}", f"instruction {idx}", "field sync",
-            "sync (bytes 4..11) is 14 05 15 07 01 00 00 00, expected 00 00 00 00 00 00 00 00",
+            "sync (bytes 4..11) should be 00 00 00 00 00 00 00 00 (the input model's sync bytes "
+            "4..11), not 14 05 15 07 01 00 00 00",
             extra=("--model", FIX / "ar2.neff"))
 
 
@@ -344,7 +345,7 @@ def test_credits_are_exactly_eight(ring2n_out, tmp_path, field, at, value):
     assert struct.unpack("<I", old)[0] == 8
     rehash(out)
     refused(out, f"rank {rank}", "artifact net_ops.bin", "record 0", f"field {field}",
-            f"{field} {value}, expected 8")
+            f"{field} should be 8, not {value}")
 
 
 def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):

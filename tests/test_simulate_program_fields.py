@@ -412,8 +412,8 @@ def test_a_mesh_sync_leg_with_a_copy_sdma_op_is_refused(mesh_out, tmp_path):
     out = _copy(mesh_out, tmp_path)
     i = _first_leaf(out, 1, 20)
     _set(out, 1, "legs.bin", i * REC + SDMA_OP, "<B", 2)
-    _refused(out, "rank-0001", "legs.bin", f"record {i}", "sdma_op 2 for leaf mesh_sync "
-             "(expected 0)")
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "sdma_op for leaf mesh_sync should "
+             "be 0, not 2")
 
 
 def test_reduction_type_3_is_refused(mesh_out, tmp_path):

@@ -416,7 +416,7 @@ def test_a_kangaring_direct_recv_copies(tmp_path):
     shutil.copytree(base, out)
     _poke_legs(out, rank, hits[0] * REC + LEAF, 7)
     _fails(out, f"rank-{rank:04d}", "legs.bin", f"record {hits[0]}", "field sdma_op",
-           "sdma_op 0 for leaf direct_recv (expected 2)")
+           "sdma_op for leaf direct_recv should be 2, not 0")
 
 
 @pytest.mark.parametrize("value", [1, 0])

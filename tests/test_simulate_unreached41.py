@@ -228,7 +228,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
 @pytest.mark.parametrize("name, offset, fmt, fn, where, why", [
     # cce.bin record 0: W0 0x00800000, W1 0x020B6600, W2 480, W3 2 (the fixture)
     ("cce.bin", 0, "<I", lambda v: v | 1 << 24, "field w0, rank 0, artifact cce.bin, record 0",
-     "W0 0x01800000, expected 0x00800000 (meta bit + meta_idx = source 0)"),
+     "W0 should be 0x00800000 (meta bit + meta_idx = source 0), not 0x01800000"),
     # 0x5 UINT16: no CCE I/O dtype (FORMATS §6: bf16, fp16, fp32, the fp8s)
     ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x500, "field w1.in_dtype, rank 0, artifact "
      "cce.bin, record 0", "W1 in_dtype 0x5 is not a CCE-reducible I/O dtype"),
@@ -287,8 +287,8 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
      "channel 1"),
     # record 4's cce_count one less: record 5's cce_first (4) no longer follows it (3)
     ("legs.bin", 4 * LEG + 36, "<I", lambda v: v - 1, "field cce_first, rank 0, artifact "
-     "legs.bin, record 5", "cce_first 4: the legs' records of cce.bin do not follow each other "
-     "(expected 3)"),
+     "legs.bin, record 5", "cce_first should be 3, not 4: the legs' records of cce.bin do not "
+     "follow each other"),
     # spad.bin byte 0: cc_op bit 0 = 1, bits [7:1] reserved (FORMATS §2)
     ("spad.bin", 0, "B", lambda v: 3, "field cc_op, rank 0, artifact spad.bin, record 0",
      "cc_op bit is not 1 or reserved header bits are set"),
@@ -298,7 +298,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
      "record 0", "EVT_SEM subop 22 (only 20 wait_ge_and_dec and 21 inc are part of the "
      "protocol)"),
     ("sem.bin", 0, "<I", lambda v: v | 1 << 24, "field ctrl.gen, rank 0, artifact sem.bin, "
-     "record 0", "generation tag 1, expected 0"),
+     "record 0", "generation tag should be 0, not 1"),
     ("sem.bin", 8, "<Q", lambda v: v + 4 * 4, "field addr, rank 0, artifact sem.bin, record 0",
      "semaphore 23 (channel 1 dma_compl_sema) used by a leg of channel 0"),
     ("sem.bin", SEM + 4, "<I", lambda v: 2, "field value, rank 0, artifact sem.bin, record 1",
@@ -339,7 +339,7 @@ def test_a_cce_count_other_than_tiles_times_sources_is_refused(ar2_out, tmp_path
     m.write_text(json.dumps(man))
     rehash(out)
     assert _error(out) == (f"{out / 'rank-0000'}: field cce_count, rank 0, artifact legs.bin, "
-                           "record 4: cce_count 3, expected n_tiles x sources = 4")
+                           "record 4: cce_count should be n_tiles x sources = 4, not 3")
 
 
 def test_a_leg_whose_streams_carry_fewer_bytes_than_its_elements_is_refused(ar2_out, tmp_path):
@@ -455,13 +455,13 @@ def _to_recv_sema(a) -> None:
     # unrolled_count the trigger's chunk groups (1), enc_channel the channel id (0),
     # inc_send_* this rank's send_sema (17 = 16 + 4 x 0 + 1)
     ("net_ops.bin", _set("net_idx_loop_size", 513), "net_idx_loop_size", 0,
-     "net_idx_loop_size 513, expected 512"),
+     "net_idx_loop_size should be 512, not 513"),
     ("net_ops.bin", _set("unrolled_count", 2), "unrolled_count", 0,
      "unrolled_count 2, the trigger has 1 chunk groups"),
     ("net_ops.bin", _set("enc_channel", 1), "enc_channel", 0, "enc_channel 1 in channel 0's FIFO"),
-    ("net_ops.bin", _to_recv_sema, "inc_send_handshake", 0, "inc_send_handshake is semaphore 16 "
-     "(channel 0 recv_sema) of rank 1 (window 0x1800); expected the INC window of this rank's "
-     "semaphore 17 (channel 0 send_sema)"),
+    ("net_ops.bin", _to_recv_sema, "inc_send_handshake", 0, "inc_send_handshake should be the INC "
+     "window of this rank's semaphore 17 (channel 0 send_sema), not semaphore 16 (channel 0 "
+     "recv_sema) of rank 1 (window 0x1800)"),
     # net_src_addr (FORMATS §8.2): entries 0..11 of op 0, terminator 12
     ("net_src.bin", _set("mark", 2, 12), "mark", 12, "mark 2: a FIFO entry is NET_TRANSFER (0) "
      "or a NET_OP_COMPLETE (1) terminator"),
@@ -607,8 +607,8 @@ def test_a_consuming_ring_leg_without_its_wait_is_refused_counting_it(ar2_out, t
     sems.tofile(p)
     rehash(out)
     assert _error(out) == (f"{out / 'rank-0000'}: field sem_count, rank 0, artifact legs.bin, "
-                           "record 4: recv_reduce_copy leg (entry 0, channel 0, step 4) has 0 x "
-                           "a wait recv_sema >= 1, expected 1")
+                           "record 4: recv_reduce_copy leg (entry 0, channel 0, step 4) should "
+                           "have 1 x a wait recv_sema >= 1, not 0")
 
 
 def test_a_single_cycle_leg_on_a_channel_its_entry_lacks_is_refused(tmp_path):

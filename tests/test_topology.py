@@ -234,7 +234,7 @@ def test_json_links_file(tmp_path):
 
 
 @pytest.mark.parametrize("doc, match", [
-    ({"format": "other/9"}, "unknown topology format"),
+    ({"format": "other/9"}, "the topology format must be 'nrtrewrite-topology/1', not 'other/9'"),
     ({"torus": [4]}, "torus must be"),
     ({}, "needs torus, links or a platform"),
     ({"torus": [2, 2], "routing_ids": [1]}, "routing_ids"),

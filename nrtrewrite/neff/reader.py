@@ -172,8 +172,8 @@ def _safe_component(name: Any, where: Where, field: str, what: str) -> str:
 def _check_neff_json(obj: dict, where: Where) -> list[str]:
     version = _need(obj, "neff_like_version", where)
     if not _is_int(version) or version != NEFF_LIKE_VERSION:
-        raise ValidationError(f"neff_like_version {json.dumps(version)} is not supported "
-                              f"(expected {NEFF_LIKE_VERSION})",
+        raise ValidationError(f"neff_like_version must be {NEFF_LIKE_VERSION} (the one version "
+                              f"nrtrewrite reads), not {json.dumps(version)}",
                               where.merged(field="neff_like_version"))
     names = _need(obj, "subgraphs", where)
     if not isinstance(names, list) or not names:

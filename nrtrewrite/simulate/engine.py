@@ -395,8 +395,8 @@ class Simulator:
             lambda b: f"{int.from_bytes(b, 'little'):#x}")
         src = " (the input model's sync bytes 4..11)" if name == "sync" else ""
         span = f"byte {a}" if k == 1 else f"bytes {a}..{a + k - 1}"
-        raise SimulationError(f"{self._kick_what(t, w, words)}: {name} ({span}) is {fmt(got)}, "
-                              f"expected {fmt(exp)}{src} (FORMATS §9)",
+        raise SimulationError(f"{self._kick_what(t, w, words)}: {name} ({span}) should be "
+                              f"{fmt(exp)}{src}, not {fmt(got)} (FORMATS §9)",
                               **{**where, "field": name, "offset": where["index"] * 64 + first})
 
     def _check_unchanged(self, rewritten, kick_words: dict[str, set[int]], path: str) -> None:
@@ -442,8 +442,8 @@ class Simulator:
             for w, (spad, member, idx) in enumerate(kicks):
                 if spad != first:
                     raise SimulationError(
-                        f"{self._kick_what(t, w, len(kicks))}: spad_index (bytes 12..13) is "
-                        f"{spad}, expected {first}: the leader (rank {t.leader}) starts the "
+                        f"{self._kick_what(t, w, len(kicks))}: spad_index (bytes 12..13) should be "
+                        f"{first}, not {spad}: the leader (rank {t.leader}) starts the "
                         "trigger at that entry (FORMATS §9)", trigger=t.ordinal,
                         field="spad_index", member=member, index=idx, offset=idx * 64 + 12,
                         file=str(self._neff_path))

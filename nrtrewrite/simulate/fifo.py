@@ -239,9 +239,9 @@ class FifoDecoder:
                 want = sem_id(ch, ROLE_SEND) if fld == "inc_send_handshake" else (
                     sem_id(ch, ROLE_RECV) if ring_op else int(sid[0]))
                 if tr[0] != rank or win[0] != EVT_SEM_INC or sid[0] != want:
-                    raise fail(k, f"{fld} is {sem_name(int(sid[0]))} of rank {tr[0]} (window "
-                                  f"{int(win[0]):#x}); expected the INC window of this rank's "
-                                  f"{sem_name(want)}", fld)
+                    raise fail(k, f"{fld} should be the INC window of this rank's "
+                                  f"{sem_name(want)}, not {sem_name(int(sid[0]))} of rank {tr[0]} "
+                                  f"(window {int(win[0]):#x})", fld)
             # FORMATS §8 "Ops": a new op of an entry starts at a receive whose semaphore
             # differs from the current op's, so consecutive ops of an entry differ in it
             if k and f.op_entry[k] == f.op_entry[k - 1] and int(
@@ -250,13 +250,14 @@ class FifoDecoder:
                               "an op runs until the receives' semaphore changes (FORMATS §8 "
                               "\"Ops\")", "inc_recv_complete")
             if int(op["net_idx_loop_size"]) != F.NET_INDEX_LOOP_SIZE:
-                raise fail(k, f"net_idx_loop_size {int(op['net_idx_loop_size'])}, expected "
-                              f"{F.NET_INDEX_LOOP_SIZE}", "net_idx_loop_size")
+                raise fail(k, f"net_idx_loop_size should be {F.NET_INDEX_LOOP_SIZE}, not "
+                              f"{int(op['net_idx_loop_size'])}", "net_idx_loop_size")
             # FORMATS §8.1 fixes both at 8 (inside the runtime's (0, 0x1FF])
             for fld, want in (("initial_send_credits", F.NET_INITIAL_SEND_CREDITS),
                               ("ending_recv_credits", F.NET_ENDING_RECV_CREDITS)):
                 if int(op[fld]) != want:
-                    raise fail(k, f"{fld} {int(op[fld])}, expected {want} (FORMATS §8.1)", fld)
+                    raise fail(k, f"{fld} should be {want}, not {int(op[fld])} (FORMATS §8.1)",
+                               fld)
             if int(op["data_type_sz"]) != SDMA_DATA_TYPE_SIZE[t.dtype]:
                 raise fail(k, f"data_type_sz {int(op['data_type_sz'])}, sdma_data_type_size"
                               f"[{t.dtype.name}] is {SDMA_DATA_TYPE_SIZE[t.dtype]}", "data_type_sz")

@@ -466,8 +466,9 @@ class RankDecoder:
         # (FORMATS §3.3: sdma_op 2); on RING and SINGLE_CYCLE_RING it only consumes (0)
         want_sdma = np.where((at_leg == int(EncAlgType.KANGARING)) & (leaf == 7), SDMA_CME,
                              want_sdma)
-        self.check(sdma != want_sdma, lambda i: f"sdma_op {sdma[i]} for leaf "
-                   f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_sdma[i]})", art, "sdma_op")
+        self.check(sdma != want_sdma, lambda i: f"sdma_op for leaf "
+                   f"{LEAF_NAMES.get(int(leaf[i]))} should be {want_sdma[i]}, not {sdma[i]}",
+                   art, "sdma_op")
         rt = L["reduction_type"].astype(np.int64)
         red = sdma == SDMA_CCE
         self.check(red & (rt > 2), "reduction_type is not a reduction_type_t", art,
@@ -488,8 +489,9 @@ class RankDecoder:
         want_neigh = np.where(np.isin(leaf, list(SENDING)), NEIGH_NEXT,
                               np.where(leaf == 7, NEIGH_PREV, NEIGH_LOCAL))
         fixed = ring_leaf | (leaf == MARK_END)
-        self.check(fixed & (neigh != want_neigh), lambda i: f"neigh {neigh[i]} for leaf "
-                   f"{LEAF_NAMES.get(int(leaf[i]))} (expected {want_neigh[i]})", art, "neigh")
+        self.check(fixed & (neigh != want_neigh), lambda i: f"neigh for leaf "
+                   f"{LEAF_NAMES.get(int(leaf[i]))} should be {want_neigh[i]}, not {neigh[i]}",
+                   art, "neigh")
         self.check(~fixed & (neigh > 2), "neigh is not LOCAL, NEXT or PREV", art, "neigh")
         self.neigh = neigh
         data = sdma != SDMA_NONE
@@ -549,8 +551,8 @@ class RankDecoder:
             c_ = L[count].astype(np.int64)
             expect = np.cumsum(c_) - c_
             self.check(f_ != expect, lambda i, f_=f_, expect=expect, fname=fname:
-                       f"{first} {f_[i]}: the legs' records of {fname} do not follow each other "
-                       f"(expected {expect[i]})", art, first)
+                       f"{first} should be {expect[i]}, not {f_[i]}: the legs' records of {fname} "
+                       "do not follow each other", art, first)
             total = int(c_.sum())
             if total != self.a[fname].size:
                 raise self.fail(f"the legs reference {total} records of {fname}, the file holds "
@@ -708,7 +710,7 @@ class RankDecoder:
         chan = self.ch[leg_of]
         gen = (lc >> F.GEN_SHIFT) & F.GEN_MASK
         want = (_index_within(chan) // F.BD_RING_ENTRIES) & F.GEN_MASK
-        self.check(gen != want, lambda i: f"generation tag {gen[i]}, expected {want[i]} (BD "
+        self.check(gen != want, lambda i: f"generation tag should be {want[i]}, not {gen[i]} (BD "
                    f"ring wraps every {F.BD_RING_ENTRIES} BDs of channel {chan[i]})", art,
                    "len_ctrl.ring_id")
         trank, reg, soff, err = self.layout.resolve_data(self.rank, D["buf_ptr"], length)
@@ -841,7 +843,7 @@ class RankDecoder:
         want = np.where(red, L["n_tiles"].astype(np.int64) * self.S, 0)
         bad = _first(cnt != want)
         if bad is not None:
-            raise self.fail(f"cce_count {cnt[bad]}, expected n_tiles x sources = {want[bad]}",
+            raise self.fail(f"cce_count should be n_tiles x sources = {want[bad]}, not {cnt[bad]}",
                             "legs.bin", bad, "cce_count")
         n = C.size
         self.cce_uniform: dict[int, tuple[int, int, int]] = {}
@@ -856,9 +858,9 @@ class RankDecoder:
         w1 = C["w1"].astype(np.int64)
         w2 = C["w2"].astype(np.int64)
         w3 = C["w3"].astype(np.int64)
-        self.check(w0 != (F.CCE_W0_META | (src << 24)), lambda i: f"W0 {w0[i]:#010x}, expected "
+        self.check(w0 != (F.CCE_W0_META | (src << 24)), lambda i: f"W0 should be "
                    f"{F.CCE_W0_META | (int(src[i]) << 24):#010x} (meta bit + meta_idx = source "
-                   f"{src[i]})", art, "w0")
+                   f"{src[i]}), not {w0[i]:#010x}", art, "w0")
         op = w1 & 7
         last = (w1 >> 7) & 1
         in_dt = (w1 >> 8) & 0xF
@@ -961,7 +963,8 @@ class RankDecoder:
         self.check((subop != WAIT) & (subop != INC), lambda i: f"EVT_SEM subop {subop[i]} (only "
                    "20 wait_ge_and_dec and 21 inc are part of the protocol)", art, "ctrl.subop")
         want_gen = (_index_within(chan) // F.BD_RING_ENTRIES) & F.GEN_MASK
-        self.check(gen != want_gen, lambda i: f"generation tag {gen[i]}, expected {want_gen[i]}",
+        self.check(gen != want_gen, lambda i: f"generation tag should be {want_gen[i]}, "
+                   f"not {gen[i]}",
                    art, "ctrl.gen")
         trank, window, sid, err = self.layout.resolve_sema(self.rank, Sm["addr"])
         i = _first(err != 0)
@@ -1109,10 +1112,11 @@ class RankDecoder:
         names = ("wait_mode", "wait_idx", "semaphore_value", "update_mode", "update_idx")
         for fld, w in zip(names, want):
             got = W[fld].astype(np.int64)
-            self.check(got != w, lambda i, got=got, w=w, fld=fld: f"{fld} {got[i]}, expected "
-                       f"{w[i]} (piece {k[i]} of a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg: the "
-                       "first piece carries the leg's (first) wait, the last its "
-                       "dma_compl_sema increment)", "sb2sb.bin", fld)
+            self.check(got != w, lambda i, got=got, w=w, fld=fld: f"{fld} should be "
+                       f"{w[i]}, not {got[i]} (piece {k[i]} of a "
+                       f"{LEAF_NAMES[int(self.leaf[leg[i]])]} leg: the first piece carries the "
+                       "leg's (first) wait, the last its dma_compl_sema increment)",
+                       "sb2sb.bin", fld)
 
     def _check_pieces(self) -> None:
         """TENSOR3D start_addr of every piece against the first source / destination stream."""
@@ -1360,7 +1364,7 @@ class RankDecoder:
             if bad is not None:
                 raise self.fail(f"{LEAF_NAMES[int(lf[bad])]} leg (entry {self.spi[bad]}, channel "
                                 f"{self.ch[bad]}, step {bad - self.group_first[self.group_of[bad]]})"
-                                f" has {got[bad]} x {name}, expected {want[bad]}",
+                                f" should have {want[bad]} x {name}, not {got[bad]}",
                                 "legs.bin", bad, "sem_count")
         bad = _first(~ring & ~me_end & (w_any > 2))
         if bad is not None:
@@ -1408,9 +1412,10 @@ class RankDecoder:
         other = ~ring & (self.leaf != MARK_END)
         bad = _first(other & (self.neigh != gen_neigh))
         if bad is not None:
-            raise self.fail(f"neigh {self.neigh[bad]} for a {LEAF_NAMES[int(self.leaf[bad])]} leg "
-                            f"that {'reaches another rank' if gen_neigh[bad] == 1 else 'does not'}"
-                            f" (expected {gen_neigh[bad]})", "legs.bin", bad, "neigh")
+            raise self.fail(f"neigh for a {LEAF_NAMES[int(self.leaf[bad])]} leg that "
+                            f"{'reaches another rank' if gen_neigh[bad] == 1 else 'does not'} "
+                            f"should be {gen_neigh[bad]}, not {self.neigh[bad]}", "legs.bin", bad,
+                            "neigh")
         # ring legs: the successor
         ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
         self.check(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank),

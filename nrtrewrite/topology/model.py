@@ -544,7 +544,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     _check_text(doc, where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
-        raise ValidationError(f"unknown topology format {fmt!r} (expected {TOPOLOGY_FORMAT!r})",
+        raise ValidationError(f"the topology format must be {TOPOLOGY_FORMAT!r}, not {fmt!r}",
                               file=where, field="format")
     base_name = doc.get("platform")
     if base_name is not None and base_name not in PRESETS:
