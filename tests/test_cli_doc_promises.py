@@ -171,9 +171,14 @@ def _templates(tree):
 def test_no_message_says_what_it_found_with_got():
     """CLI.md "Errors": a message says what it found after ``not`` (``must be an integer,
     not 'x'``), never ``..., got 'x'`` (the NEFF reader's, ``assemble``'s and the simulator's
-    wrong-element line said so until 2026-12-06, the rest ``, not``: one form to grep for).
-    Checked on the source, every string of every module (adjacent literals are one string
-    to the parser, so a ``"..., "`` ``f"got {x}"`` split over two lines is seen whole)."""
+    wrong-element line said so until 2026-12-06, the rest ``, not``: one form to grep for)
+    nor ``X 'x', expected A`` (``(expected A)``, ``; expected A``: the simulator's checks of
+    the artifacts and the kick words, the NEFF reader's ``neff_like_version`` and the
+    topology's ``format`` said so until 2026-12-06).  Checked on the source, every string
+    of every module (adjacent literals are one string to the parser, so a ``"..., "``
+    ``f"got {x}"`` split over two lines is seen whole); ``"expected"`` alone (a key of
+    ``--json``'s ``first_mismatch``) and PyYAML's own ``expected a mapping ..., but found``
+    that ``assemble`` repeats are no such template."""
     import ast
     import re
     from pathlib import Path
@@ -183,11 +188,12 @@ def test_no_message_says_what_it_found_with_got():
     got, nots = [], set()
     for path in sorted(root.rglob("*.py")):
         for line, t in _templates(ast.parse(path.read_text())):
-            if re.search(r",\s*got\b", t):
+            if re.search(r",\s*got\b", t) or re.search(r"[,;(]\s*expected\b", t):
                 got.append(f"{path.relative_to(root)}:{line}: {t!r}")
             if re.search(r", not \{\}", t):
                 nots.add(path.relative_to(root).as_posix())
     assert not got, "\n".join(got)
-    # the form is there, in the modules that used the other one (not a vacuous scan)
+    # the form is there, in the modules that used the other ones (not a vacuous scan)
     assert {"neff/assembler.py", "neff/reader.py", "neff/container.py", "neff/fields.py",
-            "simulate/engine.py", "topology/model.py"} <= nots, sorted(nots)
+            "simulate/engine.py", "simulate/fifo.py", "simulate/program.py",
+            "topology/model.py", "ahead.py"} <= nots, sorted(nots)
