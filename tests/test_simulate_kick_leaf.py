@@ -192,6 +192,23 @@ def test_the_testers_zeroed_second_kick_word(sbuf_out, tmp_path):
 
 # ---------------------------------------------------------------------------- F2: sync bytes
 
+def test_a_kick_spad_index_off_the_leaders_first_entry_says_both(ar2_out, tmp_path):
+    """FORMATS §9: the kick's spad_index (u16 at 12) is the trigger's first SPAD entry on its
+    leader. fixtures/ar2.yaml: one all-reduce over [[0, 1]] at sg00/sp instruction 2 (after
+    ``nop: 2``), leader rank 0 (the group's smallest, FORMATS §2), its first entry 0 (no
+    trigger before it). Set to 3, the message says what it should be, then what it is
+    (CLI.md "Errors": ``should be 0, not 3``)."""
+    out = copy(ar2_out, tmp_path)
+    old = poke_neff(out, "sg00/sp.bin", 2 * WORD + 12, b"\x03\x00")
+    assert old == b"\x00\x00"
+    rehash(out)
+    err = refused(out, "member sg00/sp.bin", "instruction 2", f"offset {2 * WORD + 12:#x}",
+                  "field spad_index", "trigger 0")
+    assert err.endswith("TOPSP_KICK word 0 of trigger 0: spad_index (bytes 12..13) should be 0, "
+                        "not 3: the leader (rank 0) starts the trigger at that entry "
+                        "(FORMATS §9)"), err
+
+
 def test_kick_sync_bytes_are_checked_against_the_model(ar2_out, tmp_path):
     t = trigger0(ar2_out)
     member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"]

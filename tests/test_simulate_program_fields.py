@@ -416,6 +416,51 @@ def test_a_mesh_sync_leg_with_a_copy_sdma_op_is_refused(mesh_out, tmp_path):
              "be 0, not 2")
 
 
+def test_a_ring_send_whose_neigh_is_local_says_what_it_should_be(ring_out, tmp_path):
+    """neigh (u8 at 15) is 1 NEXT on a leg whose destination or increment is another rank's
+    (FORMATS §3): a RING ``send`` (leaf 1) writes its successor. Set to 0 LOCAL, refused
+    saying the value it should hold, then the one it holds (CLI.md "Errors")."""
+    out = _copy(ring_out, tmp_path)
+    i = _first_leaf(out, 1, 1)
+    assert _legs(out, 1)[i]["neigh"] == 1
+    _set(out, 1, "legs.bin", i * REC + NEIGH, "<B", 0)
+    _refused(out, "rank-0001", "artifact legs.bin", f"record {i}", "field neigh",
+             f"record {i}: neigh for leaf send should be 1, not 0")
+
+
+def test_a_mesh_send_whose_neigh_is_local_says_what_it_should_be(mesh_out, tmp_path):
+    """The same rule off the ring: a ``mesh_send`` (leaf 16) increments each destination
+    rank's event semaphore (FORMATS §3.2), another rank's, so neigh 1; 0 is refused naming
+    the leaf, the rule's reason and both values."""
+    out = _copy(mesh_out, tmp_path)
+    i = _first_leaf(out, 1, 16)
+    assert _legs(out, 1)[i]["neigh"] == 1
+    _set(out, 1, "legs.bin", i * REC + NEIGH, "<B", 0)
+    _refused(out, "rank-0001", "artifact legs.bin", f"record {i}", "field neigh",
+             f"record {i}: neigh for a mesh_send leg that reaches another rank should be 1, "
+             "not 0")
+
+
+def test_a_last_piece_incrementing_another_semaphore_says_what_it_should_be(ring_out,
+                                                                           tmp_path):
+    """FORMATS §4: the last 0xBF word of a data leg has update_idx (u8 at 7) its channel's
+    dma_compl_sema, 16 + 4c + 3: 19 on channel 0. The first RING ``send`` (leaf 1) of rank 1
+    on channel 0: its last word's update_idx set to 18 (the channel's post_sema) is refused
+    naming the word and the field, with both values."""
+    out = _copy(ring_out, tmp_path)
+    i = next(i for i, g in enumerate(_legs(out, 1)) if g["leaf"] == 1 and g["channel"] == 0)
+    first = _get(out, 1, "legs.bin", i * REC + 16, "<I")  # sb2sb_first
+    count = _get(out, 1, "legs.bin", i * REC + 20, "<H")  # sb2sb_count
+    word = first + count - 1
+    assert _get(out, 1, "sb2sb.bin", word * WORD + 6, "<B") == 21  # update_mode inc
+    assert _get(out, 1, "sb2sb.bin", word * WORD + 7, "<B") == 19
+    _set(out, 1, "sb2sb.bin", word * WORD + 7, "<B", 18)
+    _refused(out, "rank-0001", "artifact sb2sb.bin", f"record {word}", "field update_idx",
+             f"record {word}: update_idx should be 19, not 18 (piece {count - 1} of a send leg: "
+             "the first piece carries the leg's (first) wait, the last its dma_compl_sema "
+             "increment)")
+
+
 def test_reduction_type_3_is_refused(mesh_out, tmp_path):
     """reduction_type (u8 at 14) of a reduce leg is a reduction_type_t, 0..2: 3 on a
     mesh_reduce (whose value the entry's algorithm does not fix) is refused as such."""
