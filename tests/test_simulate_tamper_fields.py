@@ -57,6 +57,44 @@ def rdh8n_out(tmp_path_factory) -> Path:
     return out
 
 
+def _rdh8n_rank0_legs(n: int = 6000, levels: int = 3) -> list[tuple[str, int, int]]:
+    """Rank 0's entry of rdh8n as (leaf, elem_start, num_elements), worked out from
+    docs/DESIGN.md "Mesh and RDH" and FORMATS §3.2 / §8, independently of the composer.
+
+    8 ranks, one a node: a power of two (no fold), L = 3 levels, super-blocks of n / 8, and
+    no start handshake (it cannot cross the network, DESIGN "Completion and reuse"). Rank 0 is
+    core index 0, so it keeps the low half at every halving step. Recursive halving step s
+    exchanges with c ^ 2^(L-1-s): it sends the high half of what it holds (step 0 an
+    ``rdh_copy`` of its input; later steps' sends are fused into the previous step's reduce),
+    posts the receive of the partner's copy of its low half (``post_recv``), then reduces:
+    the half that goes on, written straight into the next partner's slot, and the half it
+    keeps (two ``rdh_reduce``), the last step only the block it keeps. Recursive doubling
+    level k exchanges the 2^k super-blocks held with c ^ 2^k: an ``rdh_copy`` of its own
+    ones, then a ``post_recv`` of the partner's, super-blocks [2^k, 2^(k+1)). The last
+    level's wait is a ``mesh_sync`` (FORMATS §7), then ``mark_end``."""
+    sb = n // 2 ** levels
+    legs: list[tuple[str, int, int]] = []
+    held = n
+    for s in range(levels):
+        half = held // 2
+        if s == 0:
+            legs.append(("rdh_copy", half, half))
+        legs.append(("post_recv", 0, half))
+        if s < levels - 1:
+            legs.append(("rdh_reduce", half // 2, half // 2))  # on to the next partner
+        legs.append(("rdh_reduce", 0, half if s == levels - 1 else half // 2))
+        held = half
+    for k in range(levels):
+        legs.append(("rdh_copy", 0, sb * 2 ** k))
+        legs.append(("post_recv", sb * 2 ** k, sb * 2 ** k))
+    return legs + [("mesh_sync", 0, 0), ("mark_end", 0, 0)]
+
+
+RDH8N_POSTS = [i for i, leg in enumerate(_rdh8n_rank0_legs()) if leg[0] == "post_recv"]
+#: FORMATS §3 byte 12's leaf codes of the legs the model names
+RDH_LEAF = {"rdh_copy": 18, "rdh_reduce": 19, "mesh_sync": 20, "post_recv": 21, "mark_end": 15}
+
+
 @pytest.fixture(scope="module")
 def ssm8_out(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("ssm8") / "o"
@@ -633,12 +671,19 @@ def test_a_post_recv_carries_the_elements_of_the_transfer_it_receives(rdh8n_out,
     """INTER_RDH over 8 nodes, 6000 elements: rank 0's post_recv legs (records 1, 4, 7, 10,
     12, 14) receive [0, 3000), [0, 1500), [0, 750), [750, 1500), [1500, 3000), [3000, 6000)
     (recursive halving, then doubling: each the range the partner's rdh_copy sends, FORMATS
-    §8 "Entries").  Record 10 moved to [0, 750) kept every count and the run."""
+    §8 "Entries"; the whole entry as ``_rdh8n_rank0_legs`` works it out).  Record 10 moved to
+    [0, 750) kept every count and the run."""
     legs = _legs(rdh8n_out, 0)
+    model = _rdh8n_rank0_legs()
+    assert len(legs) // REC == len(model)
+    got = [(legs[i * REC + LEAF], struct.unpack_from("<Q", legs, i * REC + ELEM_START)[0],
+            struct.unpack_from("<I", legs, i * REC + NUM_ELEMENTS)[0])
+           for i in range(len(model))]
+    assert got == [(RDH_LEAF[leaf], start, num) for leaf, start, num in model]
     posts = [i for i in range(len(legs) // REC) if legs[i * REC + LEAF] == 21]
-    assert posts == [1, 4, 7, 10, 12, 14]
+    assert posts == RDH8N_POSTS == [1, 4, 7, 10, 12, 14]
     ranges = [struct.unpack_from("<Q", legs, i * REC + ELEM_START)[0] for i in posts]
-    assert ranges == [0, 0, 0, 750, 1500, 3000]
+    assert ranges == [model[i][1] for i in RDH8N_POSTS] == [0, 0, 0, 750, 1500, 3000]
     out = _copy(rdh8n_out, tmp_path)
     _patch(out / "rank-0000" / "legs.bin", 10 * REC + ELEM_START, "<Q", lambda v: 0)
     _fails(out, "rank-0000", "legs.bin", "record 10", "field elem_start",
@@ -688,7 +733,9 @@ def test_a_receive_without_its_post_recv_leg_is_caught(tmp_path):
 def test_a_receive_left_without_a_post_recv_by_a_shorter_entry_is_named(relabel, into,
                                                                         rdh8n_out, tmp_path):
     """INTER_RDH over 8 nodes: rank 0's entry 0 (legs.bin records 0..16, mark_end last) has
-    6 post_recv legs (records 1, 4, 7, 10, 12, 14) for 6 receive transfers, one a net op:
+    6 post_recv legs (records 1, 4, 7, 10, 12, 14, ``_rdh8n_rank0_legs``: halving step s
+    posts at 1 + 3s, one rdh_copy first and two rdh_reduce a step after it; doubling level k
+    at 10 + 2k, after its rdh_copy) for 6 receive transfers, one a net op:
     recursive halving from ranks 512, 256, 128, then doubling from 128, 256, 512, each one
     receive entry and the op's terminator, so net_dest.bin records 0, 2, 4, 6, 8, 10 (FORMATS
     §8.2 "Terminator").  One post_recv relabelled a mesh_sync without elements, its elements
@@ -696,7 +743,12 @@ def test_a_receive_left_without_a_post_recv_by_a_shorter_entry_is_named(relabel,
     the first 5 transfers in order (FORMATS §3.2, §8 "Entries"), so the sixth, rank 512's
     (record 10), has none, and the error named it, not the entry's last post_recv leg."""
     legs = _legs(rdh8n_out, 0)
-    assert [i for i in range(17) if legs[i * REC + LEAF] == 21] == [1, 4, 7, 10, 12, 14]
+    entry = len(_rdh8n_rank0_legs())  # 17 records, mark_end last
+    assert [i for i in range(entry) if legs[i * REC + LEAF] == 21] == RDH8N_POSTS
+    assert relabel in RDH8N_POSTS and into in RDH8N_POSTS
+    # each receive transfer one net_dest entry (its bytes contiguous) and its op's
+    # terminator: the sixth's entry is record 2 x 5
+    sixth = 2 * (len(RDH8N_POSTS) - 1)
     (moved,) = struct.unpack_from("<I", legs, relabel * REC + NUM_ELEMENTS)
     out = _copy(rdh8n_out, tmp_path)
     p = out / "rank-0000" / "legs.bin"
@@ -704,9 +756,10 @@ def test_a_receive_left_without_a_post_recv_by_a_shorter_entry_is_named(relabel,
     _patch(p, relabel * REC + ELEM_START, "<Q", lambda v: 0)
     _patch(p, relabel * REC + NUM_ELEMENTS, "<I", lambda v: 0)
     _patch(p, into * REC + NUM_ELEMENTS, "<I", lambda v: v + moved)
-    _fails(out, "rank-0000: rank 0, channel 0, artifact net_dest.bin, record 10: receive entry "
-           "from rank 512 has no post_recv leg: entry 0 (legs.bin records [0, 17)) has 5 "
-           "post_recv leg(s) on channel 0, its ops receive 6 transfer(s) there")
+    _fails(out, f"rank-0000: rank 0, channel 0, artifact net_dest.bin, record {sixth}: receive "
+           f"entry from rank 512 has no post_recv leg: entry 0 (legs.bin records [0, {entry})) "
+           f"has {len(RDH8N_POSTS) - 1} post_recv leg(s) on channel 0, its ops receive "
+           f"{len(RDH8N_POSTS)} transfer(s) there")
 
 
 def _swap_ops(p: Path, a: int, b: int) -> None:
