@@ -522,7 +522,13 @@ def test_in_place_unit_steps_keep_the_ring_step_order(tmp_path):
     over 4 units takes ring steps 0 .. 3 (send, two recv_reduce_send, recv_reduce_copy), so on
     rank 1 (a primary on channel 0) the in-place trigger's legs, peer waits aside, are steps
     0, 0, 1, 1, 2, 2, 3, 3, each step's two members in ascending group position (rank r at
-    position 7 - r): the position order is kept inside a step, never across steps."""
+    position 7 - r): the position order is kept inside a step, never across steps.
+
+    The expected steps worked out: VNC 2 gives a unit a primary and 1 secondary (unit_size
+    2), so 8 ranks are 4 units and the template has rank_n = 4 reduce-scatter steps (DESIGN.md
+    "Step counting": send, rank_n - 2 recv_reduce_send, recv_reduce_copy). 8 elements over 8
+    ranks is a block of 1 element: its one chunk is re-clamped to 2 (DESIGN.md "Chunking"),
+    H0 holds the element and the empty H1 emits no leg, so each (step, member) is one leg."""
     import json
 
     from click.testing import CliRunner
@@ -535,15 +541,27 @@ def test_in_place_unit_steps_keep_the_ring_step_order(tmp_path):
                                     "--algo", "kangaring", "--json"], prog_name="nrtrewrite")
     assert res.exit_code == 0, res.output
     (op,) = json.loads(res.stdout)["ops"]
+    ranks, unit_size, elements = 8, 2, 8
+    units = ranks // unit_size
+    block = elements // ranks
+    chunk = max(2, block + block % 2)  # re-clamped: the smallest even size covering it
+    # H0 [0, chunk / 2) and H1 [chunk / 2, chunk), each clamped to the block's end
+    halves = len([h for h in (min(chunk // 2, block), min(chunk, block) - chunk // 2) if h > 0])
+    template = (["direct_reduce_send_kangaring"] + ["recv_reduce_send"] * (units - 2)
+                + ["recv_reduce_copy"])
+    want_steps = [s for s in range(units) for _ in range(unit_size * halves)]
+    want_leaves = [template[s] for s in want_steps]
     seen = []
     for ch in op["channels"]:
         if ch["role"] != "primary":
             continue
         legs = [s for s in ch["steps"] if s["leaf"] != "peer_wait"]
+        assert [s["leaf"] for s in legs] == want_leaves, (ch["channel"], legs)
         by_step: dict = {}
         for s in legs:
             by_step.setdefault((s["group"], s["step"]), []).append(7 - s["k"])
-        assert [s["step"] for s in legs] == [0, 0, 1, 1, 2, 2, 3, 3], (ch["channel"], legs)
+        assert [s["step"] for s in legs] == want_steps == [0, 0, 1, 1, 2, 2, 3, 3], (
+            ch["channel"], legs)
         for key, positions in by_step.items():
             assert positions == sorted(positions), (ch["channel"], key, positions)
         seen.append(ch["channel"])
