@@ -177,13 +177,19 @@ def test_inter_node_mesh_goes_through_the_proxy_with_event_semaphores(tmp_path):
     rdir = tmp_path / "out" / "rank-0128"
     ops = np.frombuffer((rdir / "net_ops.bin").read_bytes(), F.NET_OPS_INFO_DTYPE)
     sems = [decode_sema_address(int(a))[2] for a in ops["inc_recv_complete"]]
-    # per trigger one op per event that arrives through the network
-    assert sems == [event_sem(EncMeshEventType.EVT_REDUCE_COPY_2),
-                    event_sem(EncMeshEventType.EVT_INTER_GRP_BRDCST_2),
-                    event_sem(EncMeshEventType.EVT_INTER_GRP_BRDCST),
-                    event_sem(EncMeshEventType.EVT_REDUCE_COPY_2)]
+    # per trigger one op per event that arrives through the network (DESIGN.md "Network
+    # hops"), in schedule order: FORMATS §7's data events of each op on the side of peers on
+    # other devices or nodes, which every peer is here (one rank a node); the handshakes never
+    # cross the network and EVT_REDUCE_WRITE is a label
+    E = EncMeshEventType
+    net_events = {"all_reduce": [E.EVT_REDUCE_COPY_2, E.EVT_INTER_GRP_BRDCST_2],
+                  "reduce_scatter": [E.EVT_REDUCE_COPY_2],
+                  "all_gather": [E.EVT_INTER_GRP_BRDCST]}
+    want = [(t, ev) for t, (op, *_rest) in enumerate(trig) for ev in net_events[op]]
+    assert sems == [event_sem(ev) for _t, ev in want]
     assert set(ops["sema_shift_offset"]) == {192}
-    assert list(ops["func_rel_op_idx"]) == [0, 0, 1, 2]
+    # FORMATS §8.1: func_rel_op_idx is the op's trigger ordinal
+    assert list(ops["func_rel_op_idx"]) == [t for t, _ev in want] == [0, 0, 1, 2]
     res = meshcase.run(tmp_path / "out", seed=5)
     assert res["transfers"] > 0 and res["checked"] == 24
 
