@@ -201,7 +201,18 @@ def ar2_out(tmp_path_factory) -> Path:
     legs = _legs(out, 0)
     assert legs["leaf"].tolist() == [22, 22, 1, 1, 3, 5, 3, 5, 7, 7, 15]
     assert legs["elem_start"][2] == 500 and legs["num_elements"][2] == 250
-    assert legs["dma_first"][[2, 4]].tolist() == [0, 8]
+    # dma_first (FORMATS §3: leg i + 1's is leg i's dma_first + dma_count): per leg n_tiles x
+    # (sources + destinations) BDs, one BD a stream per tile (§5: each run contiguous here);
+    # the handshake's mark_complete legs have no data (sdma_op 0, no BD)
+    def tiles(n: int, dsize: int = 2) -> int:
+        t = (min(dsize * n, 64 * 1024) & ~0x1F) // dsize or n
+        return -(-n // t)
+    # records 0..4: mark_complete, mark_complete, send H0 and H1 (1 source, 1 destination),
+    # recv_reduce_copy (RECV and IN, OUT), 250 elements each
+    bds = [0, 0] + [tiles(250) * (srcs + dsts) for srcs, dsts in [(1, 1), (1, 1), (2, 1)]]
+    first = np.cumsum([0] + bds).tolist()
+    assert legs["dma_first"][[2, 4]].tolist() == [first[2], first[4]] == [0, 8]
+    assert legs["dma_count"][4] == tiles(250) * 3 == 6  # BDs 8..13
     bds = np.fromfile(out / "rank-0000" / "dma.bin", DMA)
     assert (bds["length"][:4] & 0xFFFF).tolist() == [480, 480, 20, 20]
     cce = np.fromfile(out / "rank-0000" / "cce.bin", F.CCE_DTYPE)
