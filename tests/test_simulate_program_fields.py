@@ -27,6 +27,17 @@ from test_simulate_tamper_fields import _lower
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SPAD, REC, BD, WORD, TP = 8, 64, 16, 64, 8
+#: the global enc_alg_type ordinals of seed 000 §1.3 (FORMATS §2 algo_type)
+ALG_RING, ALG_MESH = 0, 2
+
+
+def _spad_byte1(algo_type: int, algo_sub_type: int = 0, trigger_next: int = 0) -> int:
+    """Byte 1 of a spad_ctrl_entry from seed 000 §4.3's packer: the header word is
+    ``(trigger_next << 15) | (algo_sub_type << 12) | (algo_type << 8) | 1`` (little-endian,
+    byte 0 the cc_op bit), so byte 1 is algo_type in [3:0], algo_sub_type in [6:4] and
+    trigger_next in [7] (FORMATS §2)."""
+    word = (trigger_next << 15) | (algo_sub_type << 12) | (algo_type << 8) | 1
+    return (word >> 8) & 0xFF
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +126,8 @@ def test_a_ring_entry_with_an_algo_sub_type_is_refused(ring_out, tmp_path, sub):
     """algo_sub_type (byte 1 bits [6:4]) is 0 outside mesh entries; 4 sets bit 6, the top bit
     of the field. The rank manifest says the same value, so only the rule refuses it."""
     out = _copy(ring_out, tmp_path)
-    assert _get(out, 1, "spad.bin", 1, "<B") == 0x00  # RING, sub-type 0, no trigger_next
+    # RING, sub-type 0 (not a mesh entry), no trigger_next (c7c8's triggers are one entry each)
+    assert _get(out, 1, "spad.bin", 1, "<B") == _spad_byte1(ALG_RING) == 0x00
     _set(out, 1, "spad.bin", 1, "<B", sub << 4)
     _rank_manifest(out, 1, lambda m: m["entries"][0].update(algo_sub_type=sub))
     _refused(out, "rank-0001", "spad.bin", "record 0", "algo_sub_type must be 0")
@@ -126,7 +138,7 @@ def test_a_mesh_entry_with_algo_sub_type_4_is_refused(mesh_out, tmp_path):
     the rank manifest says 4 too."""
     out = _copy(mesh_out, tmp_path)
     byte1 = _get(out, 1, "spad.bin", 1, "<B")
-    assert byte1 & 0xF == 2  # MESH
+    assert byte1 & 0xF == ALG_MESH
     _set(out, 1, "spad.bin", 1, "<B", (byte1 & 0x8F) | (4 << 4))
     _rank_manifest(out, 1, lambda m: m["entries"][0].update(algo_sub_type=4))
     _refused(out, "rank-0001", "spad.bin", "record 0", "algo_sub_type 4 does not name")
@@ -173,8 +185,9 @@ def test_trigger_next_into_another_triggers_entry_is_refused(ring_out, tmp_path)
     (a HIER chain, FORMATS §2): c7c8's entry 0 (trigger 0) chained to entry 1 (trigger 1),
     the rank manifest saying so, is refused."""
     out = _copy(ring_out, tmp_path)
-    assert _get(out, 1, "spad.bin", 1, "<B") == 0x00
-    _set(out, 1, "spad.bin", 1, "<B", 0x80)
+    # entry 0 as lowered: a RING entry, not chained (a flat trigger is one entry)
+    assert _get(out, 1, "spad.bin", 1, "<B") == _spad_byte1(ALG_RING) == 0x00
+    _set(out, 1, "spad.bin", 1, "<B", _spad_byte1(ALG_RING, trigger_next=1))
     _rank_manifest(out, 1, lambda m: m["entries"][0].update(trigger_next=True))
     _refused(out, "rank-0001", "spad.bin", "record 0",
              "trigger_next chains into an entry of another trigger")
@@ -1476,7 +1489,7 @@ def test_a_spad_entry_its_rank_manifest_or_the_triggers_contradict_is_refused(ri
     runs; a contradiction is a protocol error naming the rank, spad.bin and the entry."""
     out = _copy(ring_out, tmp_path)
     assert _file(out, 1, "spad.bin").stat().st_size == 5 * 8
-    assert _get(out, 1, "spad.bin", 1, "<B") & 0xF == 0
+    assert _get(out, 1, "spad.bin", 1, "<B") & 0xF == ALG_RING
     spoil(out)
     assert f"{out / 'rank-0001'}: {says}" in _refused(out)
 
