@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import chunkmodel as CM
 from irsim import SMALL_TWO_NODE_TOPOLOGY, ag, ar, plan_ops, rs, run_all
 from nrtrewrite.codes import EncAlgType, EncOpType
 from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering, rank_entries
@@ -156,9 +157,20 @@ def test_hier_legs_stay_far_below_the_32_channel_id_budget():
 
     plan = plan_ops([ar(1 << 24)], 256, nbytes=1 << 25)
     tp = plan.triggers[0]
+    # the counts by tests/chunkmodel.py's channel rule: intra legs see the message inside a
+    # node (64 local ranks, at least 4 rings), inter_allr its widest even_split slice across
+    # 4 nodes (2 rings), as max(1, n / 2) SINGLE_CYCLE_RING pairs of 2 ids
+    n, local_n, node_n = 1 << 24, 64, 4
+    intra = CM.channel_rule(2 * n, n, local_n, inter=False, rings=4)
+    widest = max(CM.even_split(n, local_n))
+    pairs = max(1, CM.channel_rule(2 * widest, widest, node_n, inter=True, rings=2) // 2)
+    counts = [intra, 2 * pairs, intra]
+    bases = [sum(counts[:k]) for k in range(3)]  # each leg's ids right after the leg before
     assert [(lp.name, lp.alg, lp.channel_base, lp.n_channels) for lp in tp.prepared.data.legs] == [
-        ("intra_redsct", EncAlgType.RING, 0, 4), ("inter_allr", EncAlgType.SINGLE_CYCLE_RING, 4, 2),
-        ("intra_allg", EncAlgType.RING, 6, 4)]
+        ("intra_redsct", EncAlgType.RING, bases[0], counts[0]),
+        ("inter_allr", EncAlgType.SINGLE_CYCLE_RING, bases[1], counts[1]),
+        ("intra_allg", EncAlgType.RING, bases[2], counts[2])]
+    assert list(zip(bases, counts)) == [(0, 4), (4, 2), (6, 4)]
     _intra, inter = hier_groups(plan.topology, range(256))
     assert len(inter) == 64 and inter[5] == (5, 69, 133, 197)
     assert {distinct_ring_count(plan.topology, g, 16) for g in inter} == {2}
