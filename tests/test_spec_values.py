@@ -13,6 +13,7 @@ import json
 import math
 from pathlib import Path
 
+import chunkmodel as CM
 import numpy as np
 import pytest
 
@@ -440,7 +441,14 @@ def test_hier_inter_groups_of_slices_that_differ_share_one_plan_record(tmp_path)
                      algo=None)
     inter = man["triggers"][0]["hier"]["legs"][1]
     assert inter["name"] == "inter_allr"
-    assert [p["chunk"] for p in inter["plans"]] == [
+    # by tests/chunkmodel.py: each slice interleaved over its 2 ranks (one ring over two
+    # nodes, SELECTION.md §7: one SINGLE_CYCLE_RING pair), every slice the same plan
+    slices = CM.even_split(38, 4)
+    assert slices == [10, 10, 9, 9]
+    pairs = max(1, CM.channel_rule(2 * 10, 10, 2, inter=True, rings=1) // 2)
+    want = [CM.chunk_plan(sl, pairs, 2, rank_n=2) for sl in slices]
+    assert all(w == want[0] for w in want)
+    assert [p["chunk"] for p in inter["plans"]] == [want[0]] == [
         {"channels": 1, "chunk_size_n": 32, "pgta": 1, "tail_chunk": 6}]
     assert [g["plan"] for g in inter["groups"]] == [0, 0, 0, 0]
     assert simulate_output(out).ok
@@ -474,9 +482,31 @@ def test_the_ring_search_tries_neighbours_in_forward_order_along_the_cycle():
     from nrtrewrite.topology.rings import ring_orders
 
     topo = load_topology("trn2", world=tuple(range(64)), lnc_size=2)
-    assert list(topo.device_cycles[0]) == [0, 1, 2, 3, 7, 4, 5, 6, 10, 11, 8, 9, 13, 14, 15, 12]
-    orders = ring_orders(topo, (0, 4, 8, 12, 20, 24), 4)
-    assert tuple(orders[0]) == (0, 4, 20, 24, 8, 12)
+    h0 = [0, 1, 2, 3, 7, 4, 5, 6, 10, 11, 8, 9, 13, 14, 15, 12]
+    assert list(topo.device_cycles[0]) == h0
+
+    def linked(a: int, b: int) -> bool:  # TOPOLOGY.md: device d at (d % 4, d // 4), wrapping
+        dx, dy = (a % 4 - b % 4) % 4, (a // 4 - b // 4) % 4
+        return (dy == 0 and dx in (1, 3)) or (dx == 0 and dy in (1, 3))
+
+    def dfs(path: list[int], todo: set[int]) -> list[int] | None:
+        if not todo:
+            return path if linked(path[-1], path[0]) else None
+        here = h0.index(path[-1])
+        for d in sorted((d for d in todo if linked(path[-1], d)),
+                        key=lambda d: (h0.index(d) - here) % len(h0)):
+            found = dfs(path + [d], todo - {d})
+            if found:
+                return found
+        return None
+
+    ranks = (0, 4, 8, 12, 20, 24)
+    devices = sorted({r // 4 for r in ranks}, key=h0.index)  # the restriction of H0
+    assert devices == [0, 1, 2, 3, 5, 6] and not linked(3, 5)
+    cycle = dfs(devices[:1], set(devices[1:]))
+    assert cycle == [0, 1, 5, 6, 2, 3]
+    orders = ring_orders(topo, ranks, 4)
+    assert tuple(orders[0]) == tuple(4 * d for d in cycle) == (0, 4, 20, 24, 8, 12)
 
 
 # --- mutation audit round 5: params / rdh / mesh / slots / buffers ---------------------------
