@@ -1022,20 +1022,22 @@ def hier_out(tmp_path_factory) -> Path:
     return out
 
 
-def _hier_ar_chunks(n: int, local_n: int, node_n: int, dsize: int = 2,
+def _hier_ar_chunks(n: int, local_n: int, node_n: int, intra_rings: int, dsize: int = 2,
                     chunk_bytes: int = CM.CHUNK_BYTES) -> dict:
     """The chunks of a HIER all-reduce's leg plans worked out by ``tests/chunkmodel.py``
     (docs/DESIGN.md "HIER", "Chunking", SELECTION.md §7): the message cut by ``even_split``
     into ``local_n`` slices; the intra legs (RING) cut each slice as a block by the widest
-    one's layout, on the channel rule's count for the whole message inside a node (a whole
-    trn2 node's four directed device cycles: at least 4 rings); ``inter_allr``
+    one's layout, on the channel rule's count for the whole message inside a node, capped
+    by the node group's ``intra_rings`` distinct rings (TOPOLOGY.md §3: a whole trn2 node
+    has the four directed device cycles; a group on one or two devices one cycle and its
+    reverse, 2); ``inter_allr``
     (SINGLE_CYCLE_RING) all-reduces each slice interleaved over its ``node_n`` ranks, on
     ``max(1, n / 2)`` pairs of the rule's n for the widest slice across nodes (its group has
     one ring over two nodes, the node chain and its reverse over more); the trigger's
     ``pgta`` is the most of its legs' plans'."""
     slices = CM.even_split(n, local_n)
     widest = max(slices)
-    ch_intra = CM.channel_rule(n * dsize, n, local_n, inter=False, rings=4)
+    ch_intra = CM.channel_rule(n * dsize, n, local_n, inter=False, rings=intra_rings)
     ch_inter = CM.channel_rule(widest * dsize, widest, node_n, inter=True,
                                rings=1 if node_n == 2 else 2)
     intra = CM.chunk_plan(widest, ch_intra, dsize, chunk_bytes=chunk_bytes)
@@ -1078,7 +1080,7 @@ def test_a_hier_leg_plans_chunk_value_out_of_range_is_refused_naming_it(hier_out
     out = copy(hier_out, tmp_path)
     legs = _rehier(out, lambda legs: legs[leg]["plans"][0]["chunk"].__setitem__(key, value))
     if leg in (0, 2):
-        want = _hier_ar_chunks(16384, 64, 2)["intra"]
+        want = _hier_ar_chunks(16384, 64, 2, intra_rings=4)["intra"]
         assert legs[leg]["plans"][0]["chunk"] == want == {"chunk_size_n": 256, "tail_chunk": 256,
                                                           "pgta": 1, "channels": 1}
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: "
@@ -1393,7 +1395,8 @@ def kr900_out(tmp_path_factory) -> Path:
     of them, the last holding 900 - 512 = 388, ceil(388 / 16) = 25 a position, 26 even."""
     out = _lower_small_chunks(coll_spec("all_reduce", "bf16", 16, 900),
                               tmp_path_factory.mktemp("kr900") / "o", "kangaring")
-    want = CM.chunk_plan(900, CM.channel_rule(1800, 900, 16, inter=False, rings=4), 2,
+    # ranks 0 .. 15 at LNC 1 are devices 0 and 1: one cycle and its reverse, 2 rings
+    want = CM.chunk_plan(900, CM.channel_rule(1800, 900, 16, inter=False, rings=2), 2,
                          rank_n=16, chunk_bytes=64)
     assert trigger0(out)["chunk"] == want == {"channels": 1, "chunk_size_n": 32, "pgta": 2,
                                               "tail_chunk": 26}
@@ -1553,7 +1556,7 @@ def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_o
     out = copy(hier16_out, tmp_path)
     t = trigger0(out)
     inter = t["hier"]["legs"][1]
-    want = _hier_ar_chunks(1000, 8, 2)
+    want = _hier_ar_chunks(1000, 8, 2, intra_rings=2)
     assert want["slices"] == [128] * 7 + [104]
     assert [g["plan"] for g in inter["groups"]] == [0] * 7 + [1]
     assert inter["groups"][7]["group"] == [7, 71]
@@ -2463,7 +2466,7 @@ def test_hier_chunk_layouts_of_several_chunk_groups_simulate_clean(tmp_path, op,
     assert t["algorithm"] == "HIER"
     if (op, n, algo) == ("all_reduce", 1000, None):
         legs = t["hier"]["legs"]
-        want = _hier_ar_chunks(1000, 8, 2, chunk_bytes=64)
+        want = _hier_ar_chunks(1000, 8, 2, intra_rings=2, chunk_bytes=64)
         assert t["chunk"] == {"pgta": want["pgta"]} == {"pgta": 4}
         assert legs[0]["plans"][0]["chunk"] == want["intra"]
         assert want["intra"]["pgta"] == 4
