@@ -1001,7 +1001,7 @@ def _check_ours(p: Path) -> None:
         what = {"link": "a link", "folder": "a folder"}.get(kind, "a special file")
         links = ": links are not followed" if kind == "link" else ""
         raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder (its "
-                          f"manifest.json is {what}, not a regular file{links})")
+                          f"manifest.json must be a regular file, not {what}{links})")
     if not is_our_output(p):
         if looks_like_rank_folder(p):
             why = "a rank folder; diff compares whole output folders"

@@ -16,8 +16,9 @@ from test_simulate_kangaring_units import (
 from test_simulate_kick_leaf import (
     OLDER_HIER, _rehier, _retrigger, copy, refused, refused_as_older, rehash, trigger0)
 
-WHOLE = ("not 0 to 3 or 0 to 7 (KangaRing needs every rank of each device it touches: 4 "
-         "s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
+#: the end of the whole-device refusal, the device's cores (a JSON list) in its ``{}``
+WHOLE = ("should be 0 to 3 or 0 to 7, not {} (KangaRing needs every rank of each device it "
+         "touches: 4 s-engines of 1 or 2 ranks each, docs/TOPOLOGY.md §4)")
 
 
 def test_a_device_of_two_of_the_groups_ranks_is_refused(kr8_out, tmp_path):  # noqa: F811

@@ -90,9 +90,9 @@ def test_a_hier_leg_listing_more_groups_than_local_indexes_is_refused(tmp_path):
     layout.places[71] = dataclasses.replace(layout.places[71], node=0)
     with pytest.raises(SimulationError) as exc:
         check_hier_groups(triggers, layout)
-    assert exc.value.why == ("hier.legs[0].groups lists 8 groups, not 7: inter_allg has one per "
-                             "local index (the fewest ranks of the replica_group on a node) "
-                             "(docs/DESIGN.md \"HIER\")")
+    assert exc.value.why == ("hier.legs[0].groups should list 7 groups, not 8: inter_allg has "
+                             "one per local index (the fewest ranks of the replica_group on "
+                             "a node) (docs/DESIGN.md \"HIER\")")
 
 
 def test_a_topology_file_of_sixty_four_devices_a_node_simulates(tmp_path):
@@ -315,8 +315,9 @@ def test_a_kangaring_device_whose_cores_skip_one_is_refused(kr8_out):
     layout.places[3] = dataclasses.replace(layout.places[3], core=4, tpb=8, sengine=4)
     with pytest.raises(SimulationError) as exc:
         check_kangaring_units(triggers, layout)
-    assert exc.value.why == ("kangaring: the replica_group holds logical cores [0, 1, 2, 4] of "
-                             f"the device of node 0, routing_id 0, {WHOLE}")
+    assert exc.value.why == ("kangaring: the logical cores the replica_group holds of the "
+                             "device of node 0, routing_id 0, "
+                             + WHOLE.format("[0, 1, 2, 4]"))
 
 
 # ---------------------------------------------------------------------------- cli.Command

@@ -265,7 +265,7 @@ CASES = [
     # container
     ("short", b"\0" * 100, [], "file too short: 100 bytes"),
     ("header_size", GOOD[:8] + (1000).to_bytes(8, "little") + GOOD[16:], [],
-     "field header_size: header_size is 1000, must be 1024"),
+     "field header_size: header_size must be 1024, not 1000"),
     ("data_size_past_end", GOOD[:-1], [], "field data_size: data_size"),
     ("hash_v1", flip(spec(lambda s: s["header"].update(pkg_version=1)), 200), [],
      "field hash: SHA-256 hash mismatch"),
@@ -305,9 +305,11 @@ CASES = [
     ("header_reserved", spec(raw_header={"reserved": "00" * 100 + "01"}), [],
      "offset 0x290, field reserved: header: reserved bytes must be zero"),
     ("lnc_size_0", spec(lambda s: s["header"].update(lnc_size=0)), [],
-     "offset 0x228, field lnc_size: lnc_size is 0, must be 1 or 2"),
+     "offset 0x228, field lnc_size: lnc_size must be 1 or 2 "
+     "(the logical NeuronCore size), not 0"),
     ("lnc_size_3", spec(lambda s: s["header"].update(lnc_size=3)), [],
-     "offset 0x228, field lnc_size: lnc_size is 3, must be 1 or 2"),
+     "offset 0x228, field lnc_size: lnc_size must be 1 or 2 "
+     "(the logical NeuronCore size), not 3"),
     # members
     ("no_neff_json", build_container(MEGA, MEMBERS[1:]), [],
      "member neff.json: member missing from the archive"),
@@ -319,7 +321,7 @@ CASES = [
      "stream pool: stream length 63 is not a multiple of 64"),
     # instruction words
     ("length_dw", spec(ar(patch={"length_dw": 17})), [],
-     "instruction 1, offset 0x41, field length_dw: length_dw is 17"),
+     "instruction 1, offset 0x41, field length_dw: length_dw must be 16, not 17"),
     ("ctype", spec(ar(patch={"ctype": 7})), [], "field ctype: unknown CType code 0x7"),
     ("dtype", spec(ar(patch={"dtype": 0x33})), [], "field dtype: unknown DType code 0x33"),
     ("alu", spec(ar(patch={"alu_op": 0x0A})), [], "field alu_op: unknown AluOp code 0xa"),

@@ -249,5 +249,5 @@ def test_a_linked_top_level_manifest_is_not_followed(pair):
     (b / "manifest.json").symlink_to(a / "manifest.json")
     res = CliRunner().invoke(main, ["diff", str(a), str(b)])
     assert res.exit_code == 2 and res.stderr == (
-        f"nrtrewrite: error: {b}: not an nrtrewrite output folder (its manifest.json is a "
-        "link, not a regular file: links are not followed)\n")
+        f"nrtrewrite: error: {b}: not an nrtrewrite output folder (its manifest.json must be "
+        "a regular file, not a link: links are not followed)\n")

@@ -305,27 +305,30 @@ FIFO_FAULTS = [
      "artifact net_ops.bin, record 0: net op 0: func_rel_op_idx 7 names no entry of this rank "
      "on channel 0"),
     (_record("net_ops.bin", 0, sema_shift_offset=5), "field sema_shift_offset, rank 0, "
-     "channel 0, artifact net_ops.bin, record 0: sema_shift_offset 5, the entry's is"),
+     "channel 0, artifact net_ops.bin, record 0: sema_shift_offset should be 192, the entry's, "
+     "not 5"),
     (_record("net_ops.bin", 0, early_send_completion=1), "field early_send_completion, rank 0, "
-     "channel 0, artifact net_ops.bin, record 0: early_send_completion is 1, must be 0"),
+     "channel 0, artifact net_ops.bin, record 0: early_send_completion should be 0, not 1"),
     (_record("net_ops.bin", 1, variable_peer=1), "field variable_peer, rank 0, channel 0, "
-     "artifact net_ops.bin, record 1: variable_peer is 1, must be 0"),
+     "artifact net_ops.bin, record 1: variable_peer should be 0, not 1"),
     (_record("net_ops.bin", 0, inc_send_handshake=0x1234, inc_send_complete=0x1234),
      "field inc_send_handshake, rank 0, channel 0, artifact net_ops.bin, record 0: "
      "inc_send_handshake 0x1234 is not an EVT_SEM semaphore address"),
+    # (send_sema of channel 0 is semaphore 16 + 4 x 0 + 1 = 17, FORMATS §7)
     (_send_handshake_on_another_semaphore, "field inc_send_handshake, rank 0, channel 0, "
-     "artifact net_ops.bin, record 0: inc_send_handshake is semaphore"),
+     "artifact net_ops.bin, record 0: inc_send_handshake should be the INC window of this "
+     "rank's semaphore 17 (channel 0 send_sema), not semaphore "),
     (_op1_sends_without_a_terminator, "field tx_entry_cnt, rank 0, channel 0, artifact "
      "net_ops.bin, record 1: op 1: tx_entry_cnt 1 but the transmit FIFO has no entries for it"),
     # FIFO entries and terminators (FORMATS §8)
     (_record("net_src.bin", 2, dst_rank=5), "field dst_rank, rank 0, channel 0, artifact "
-     "net_src.bin, record 2: terminator dst_rank 5, must be -1"),
+     "net_src.bin, record 2: terminator dst_rank should be -1, not 5"),
     (_record("net_dest.bin", 1, src_rank=5), "field src_rank, rank 0, channel 0, artifact "
-     "net_dest.bin, record 1: terminator src_rank 5, must be -1"),
+     "net_dest.bin, record 1: terminator src_rank should be -1, not 5"),
     (_record("net_src.bin", 0, host_addr=1), "field host_addr, rank 0, channel 0, artifact "
-     "net_src.bin, record 0: host_addr is 0x1, must be 0"),
+     "net_src.bin, record 0: host_addr should be 0, not 0x1"),
     (_record("net_dest.bin", 2, nccl_mhandle=1), "field nccl_mhandle, rank 0, channel 0, "
-     "artifact net_dest.bin, record 2: nccl_mhandle is 0x1, must be 0"),
+     "artifact net_dest.bin, record 2: nccl_mhandle should be 0, not 0x1"),
     (_record("net_src.bin", 0, dst_rank=0), "field dst_rank, rank 0, channel 0, artifact "
      "net_src.bin, record 0: dst_rank 0 is not a rank on another node"),
     (_record("net_src.bin", 1, dst_rank=7), "field dst_rank, rank 0, channel 0, artifact "
@@ -371,25 +374,25 @@ def _flip(name: str, record: int, *offsets: int):
     # net_src_addr (FORMATS §8.2): host_addr u64 at 16, nccl_mhandle u64 at 24,
     # proxy_histogram_tag u64 at 40, reserved_52 u8[4] at 52, dst_mhandle u64 at 64
     ("net_src.bin", [17], "field host_addr, rank 0, channel 0, artifact net_src.bin, record 0: "
-     "host_addr is 0x100, must be 0"),
+     "host_addr should be 0, not 0x100"),
     ("net_src.bin", [31], "field nccl_mhandle, rank 0, channel 0, artifact net_src.bin, "
-     "record 0: nccl_mhandle is 0x100000000000000, must be 0"),
+     "record 0: nccl_mhandle should be 0, not 0x100000000000000"),
     ("net_src.bin", [40], "field proxy_histogram_tag, rank 0, channel 0, artifact net_src.bin, "
-     "record 0: proxy_histogram_tag is 0x1, must be 0"),
+     "record 0: proxy_histogram_tag should be 0, not 0x1"),
     ("net_src.bin", [53], "field reserved_52, rank 0, channel 0, artifact net_src.bin, "
-     "record 0: reserved_52 is 00 01 00 00, must be 00 00 00 00"),
+     "record 0: reserved_52 should be 00 00 00 00, not 00 01 00 00"),
     ("net_src.bin", [66], "field dst_mhandle, rank 0, channel 0, artifact net_src.bin, "
-     "record 0: dst_mhandle is 0x10000, must be 0"),
+     "record 0: dst_mhandle should be 0, not 0x10000"),
     # several: the first by offset is named
     ("net_src.bin", [71, 44, 24], "field nccl_mhandle, rank 0, channel 0, artifact "
-     "net_src.bin, record 0: nccl_mhandle is 0x1, must be 0"),
+     "net_src.bin, record 0: nccl_mhandle should be 0, not 0x1"),
     # net_dest_addr: host_addr at 16, nccl_mhandle at 24, reserved_44 u8[4] at 44
     ("net_dest.bin", [16], "field host_addr, rank 0, channel 0, artifact net_dest.bin, "
-     "record 0: host_addr is 0x1, must be 0"),
+     "record 0: host_addr should be 0, not 0x1"),
     ("net_dest.bin", [28], "field nccl_mhandle, rank 0, channel 0, artifact net_dest.bin, "
-     "record 0: nccl_mhandle is 0x100000000, must be 0"),
+     "record 0: nccl_mhandle should be 0, not 0x100000000"),
     ("net_dest.bin", [47], "field reserved_44, rank 0, channel 0, artifact net_dest.bin, "
-     "record 0: reserved_44 is 00 00 00 01, must be 00 00 00 00"),
+     "record 0: reserved_44 should be 00 00 00 00, not 00 00 00 01"),
 ])
 def test_a_fifo_entry_field_fixed_at_zero_is_named_when_a_byte_of_it_is_not(xmesh, tmp_path,
                                                                            name, offsets, says):

@@ -172,7 +172,8 @@ CASES = [
     ("data_size_too_small_nohash", data_size_too_small(False), ["--no-verify-hash"],
      "non-zero byte after the payload"),
     ("lnc_size_7", spec(lambda s: s["header"].update(lnc_size=7)), [],
-     "bad.neff: offset 0x228, field lnc_size: lnc_size is 7, must be 1 or 2"),
+     "bad.neff: offset 0x228, field lnc_size: lnc_size must be 1 or 2 "
+     "(the logical NeuronCore size), not 7"),
     # members
     ("unlisted_engine_stream", spec(lambda s: s.update(extra_members=[
         {"name": "sg00/dve.bin", "hex": "c7" + "00" * 63}])), [],

@@ -521,7 +521,7 @@ def test_corrupt_net_ops_info(mut2, field, value):
     # basic_block_id is the subgraph's index (0: the model has one); enc_channel is the
     # channel whose FIFO holds the record; reserved_75 is 0
     ("inc_send_complete", lambda v: v + 8, "inc_send_complete differs from inc_send_handshake"),
-    ("data_type_sz", lambda v: 4, "data_type_sz 4, sdma_data_type_size[BF16] is 2"),
+    ("data_type_sz", lambda v: 4, "data_type_sz should be 2, sdma_data_type_size[BF16], not 4"),
     ("basic_block_id", lambda v: 1, "basic_block_id 1, trigger 0 is in subgraph sg00"),
     ("enc_channel", lambda v: v + 1, "in channel"),
     ("reserved_75", lambda v: 1, "reserved bytes are not zero"),
@@ -536,7 +536,7 @@ def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, 
 
 
 @pytest.mark.parametrize("field,change,named", [
-    ("size", lambda v: v // 2, "the paired receive entry has"),
+    ("size", lambda v: v // 2, "the paired receive entry's, not"),
     ("complete", lambda v: 1 - v, "complete differs from the paired receive entry's"),
 ])
 def test_a_receive_entry_that_disagrees_with_its_transmit_entry(mut2, field, change, named):

@@ -138,8 +138,8 @@ def test_lnc_size_must_be_1_or_2(lnc):
     data[552:556] = lnc.to_bytes(4, "little")
     with pytest.raises(ValidationError) as exc:
         read_container(bytes(data), path="m.neff")
-    assert str(exc.value) == (f"m.neff: offset 0x228, field lnc_size: lnc_size is {lnc}, must "
-                              "be 1 or 2 (the logical NeuronCore size)")
+    assert str(exc.value) == ("m.neff: offset 0x228, field lnc_size: lnc_size must be 1 or 2 "
+                              f"(the logical NeuronCore size), not {lnc}")
     for good in (1, 2):
         data[552:556] = good.to_bytes(4, "little")
         assert read_container(bytes(data), verify_hash=False).header.lnc_size == good
@@ -153,7 +153,7 @@ def test_short_file():
 def test_header_size_not_1024():
     data = bytearray(build_container(default_header(), MEMBERS))
     data[8:16] = (1000).to_bytes(8, "little")
-    with pytest.raises(ParseError, match="field header_size: header_size is 1000, must be 1024"):
+    with pytest.raises(ParseError, match="field header_size: header_size must be 1024, not 1000"):
         read_container(bytes(data))
 
 
@@ -543,8 +543,8 @@ def test_header_size_and_pkg_version_come_before_the_reserved_bytes():
     data[8:16] = (1000).to_bytes(8, "little")
     with pytest.raises(ParseError) as exc:
         read_container(bytes(data), path="m.neff")
-    assert str(exc.value) == ("m.neff: offset 0x8, field header_size: header_size is 1000, "
-                              "must be 1024")
+    assert str(exc.value) == ("m.neff: offset 0x8, field header_size: header_size must be "
+                              "1024, not 1000")
     data[8:16] = (1024).to_bytes(8, "little")
     data[0:8] = (9).to_bytes(8, "little")
     with pytest.raises(ParseError) as exc:

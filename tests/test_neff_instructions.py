@@ -196,7 +196,7 @@ def test_decode_word_refuses_a_word_not_of_64_bytes(length):
     """instructions.py: decode_word "refuses a word whose length is not exactly 64"
     (NEFF-LIKE.md §2: instructions are 64 bytes), longer as well as shorter."""
     word = (c7() + bytes(64))[:length]
-    with pytest.raises(ValueError, match=f"{length} bytes, not 64"):
+    with pytest.raises(ValueError, match=f"^an instruction word must be 64 bytes, not {length}$"):
         decode_word(0xC7, word)
 
 

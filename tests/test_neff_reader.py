@@ -362,7 +362,8 @@ def test_twelve_groups_are_fine(base_spec):
 # trigger words
 
 @pytest.mark.parametrize("patch,cls,where,why", [
-    ({"length_dw": 15}, ParseError, "offset 0x41, field length_dw", "length_dw is 15, must be 16"),
+    ({"length_dw": 15}, ParseError, "offset 0x41, field length_dw",
+     "length_dw must be 16, not 15"),
     ({"ctype": 9}, ParseError, "offset 0x4c, field ctype", "unknown CType code 0x9"),
     ({"dtype": 0x20}, ParseError, "offset 0x4e, field dtype", "unknown DType code 0x20"),
     ({"alu_op": 5}, ParseError, "offset 0x4d, field alu_op", "unknown AluOp code 0x5"),
@@ -417,7 +418,7 @@ def test_da_word_errors_point_at_second_word(base_spec):
     set_trigger(base_spec, "all_reduce", dict(SBUF_AR, patch_ext={"reserved_18": 1}))
     assert "instruction 2, offset 0x92, field reserved_18" in str(error_of(base_spec))
     set_trigger(base_spec, "all_reduce", dict(SBUF_AR, patch_ext={"length_dw": 8}))
-    assert "instruction 2, offset 0x81, field length_dw: length_dw is 8" in \
+    assert "instruction 2, offset 0x81, field length_dw: length_dw must be 16, not 8" in \
         str(error_of(base_spec))
 
 

@@ -122,8 +122,8 @@ def test_a_kangaring_leg_plan_that_differs_only_in_its_units_is_no_repeat(hier16
         leg["plans"] = [other, lowered]
         leg["groups"][0]["plan"], leg["groups"][1]["plan"] = 1, 0
     _rehier(out, edit)
-    refused(out, "rank 64,", "artifact sem.bin", "of primary 64 increments the peer semaphore "
-            "of rank 66, not a secondary of its unit [64, 67] on channel 0 "
+    refused(out, "rank 64,", "artifact sem.bin", "of primary 64 should increment the peer "
+            "semaphore of a secondary of its unit [64, 67] on channel 0, not of rank 66 "
             "(triggers[0].hier.legs[0].plans[0].kangaring[0].units; FORMATS §3.3)")
 
 
@@ -184,9 +184,9 @@ def test_a_kangaring_section_of_fewer_items_than_channels_is_refused(kr8_out, tm
     _retrigger(out, 0, lambda t: t["kangaring"].pop())
     rehash(out)
     assert refused(out) == (
-        f"{out / 'manifest.json'}: field triggers[0]: kangaring lists 1 item, not the 2 of "
-        "channels (a KANGARING trigger lists one kangaring item per channel, in the order of "
-        "its channels: FORMATS §1.1)")
+        f"{out / 'manifest.json'}: field triggers[0]: kangaring should list 2 items, one per "
+        "channel of channels, not 1 (a KANGARING trigger lists one kangaring item per channel, "
+        "in the order of its channels: FORMATS §1.1)")
 
 
 def test_a_kangaring_channel_rotating_an_earlier_ones_cycle_is_a_duplicate(kr8_out, tmp_path):
@@ -220,8 +220,9 @@ def test_a_hier_reduce_scatters_inter_leg_buffer_off_designs_offset_is_refused(t
     assert simulate_output(out).ok
     _rehier(out, lambda legs: legs[1]["buffers"][2].update(offset=3200))
     assert refused(out) == (
-        f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].buffers[2] (role recv) is "
-        '{"offset": 3200, "region": "scratch"}, not {"offset": 6400, "region": "scratch"} '
+        f"{out / 'manifest.json'}: field triggers[0]: hier.legs[1].buffers[2] (role recv) "
+        'should be {"offset": 6400, "region": "scratch"}, not {"offset": 3200, "region": '
+        '"scratch"} '
         "(docs/DESIGN.md \"HIER\": in scratch the first leg's RECV at 0, MID at one space, the "
         "inter leg's RECV at two and a single-cycle leg's second at three; in gw the staging at "
         "0 and a single-cycle leg's second at one; a space is the trigger's 1600 BF16 "

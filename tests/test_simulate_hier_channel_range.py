@@ -165,14 +165,14 @@ def _leg(name, ids, span):
     # an id an earlier leg's range holds but its plans skip, run by a later leg
     ([_leg("intra_redsct", [1], (0, 2)), _leg("inter_allr", [2, 0], (2, 1)),
       _leg("intra_allg", [3], (3, 1))],
-     "hier.legs[0].plans[0].channels run ids [1], not [0]"),
+     "hier.legs[0].plans[0].channels should run ids [0], not [1]"),
     # a gap: ids 1 and 3 from channel_base 1 (channel_ids 3 counts up to the highest)
     ([_leg("intra_redsct", [0], (0, 1)), _leg("inter_allr", [3, 1], (1, 3)),
       _leg("intra_allg", [4], (4, 1))],
-     "hier.legs[1].plans[0].channels run ids [1, 3], not [1, 2]"),
+     "hier.legs[1].plans[0].channels should run ids [1, 2], not [1, 3]"),
     # an id below channel_base
     ([_leg("intra_redsct", [0], (0, 1)), _leg("inter_allr", [2, 0], (1, 2))],
-     "hier.legs[1].plans[0].channels run ids [0, 2], not [1, 2]"),
+     "hier.legs[1].plans[0].channels should run ids [1, 2], not [0, 2]"),
 ], ids=["skipped", "gap", "below-base"])
 def test_a_plan_running_other_ids_than_its_legs_from_the_base_is_named(legs, says):
     """docs/DESIGN.md "HIER": each group's plan runs ids from its leg's ``channel_base``
@@ -196,8 +196,8 @@ def test_a_ring_leg_plan_counting_more_chunk_channels_than_it_lists_is_refused(
     out = copy(hier16, tmp_path)
     _rehier(out, lambda legs: legs[0]["plans"][0]["chunk"].update(
         channels=2, chunk_size_n=64, tail_chunk=64))
-    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].channels lists 1 channel, "
-                            f"not the 2 chunk.channels 2 asks for {RING_PLAN_WHY}")
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].channels should list the 2 "
+                            f"channels chunk.channels 2 asks for, not 1 {RING_PLAN_WHY}")
 
 
 def test_a_ring_leg_plan_listing_more_channels_than_its_chunk_counts_is_refused(tmp_path):
@@ -213,8 +213,8 @@ def test_a_ring_leg_plan_listing_more_channels_than_its_chunk_counts_is_refused(
     assert plan["chunk"]["tail_chunk"] == cs
     _rehier(out, lambda legs: legs[2]["plans"][0]["chunk"].update(
         channels=1, chunk_size_n=2 * cs, tail_chunk=2 * cs))
-    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels lists 2 channels, "
-                            f"not the 1 chunk.channels 1 asks for {RING_PLAN_WHY}")
+    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels should list the 1 "
+                            f"channel chunk.channels 1 asks for, not 2 {RING_PLAN_WHY}")
 
 
 # ---------------------------------------------------------------------------- the docs
@@ -228,8 +228,8 @@ def test_simulator_md_quotes_these_refusals():
             "hier.legs[0].channel_ids 7 is not 1: its plans run ids from channel_base 0 up to "
             f"0 (hier.legs[0].plans[0].channels[0]) {COUNT_WHY}",
             "field triggers[0].hier.legs[1].channel_ids: 33 is outside 0..32",
-            "field triggers[0]: hier.legs[0].plans[0].channels lists 1 channel, not the 2 "
-            f"chunk.channels 2 asks for {RING_PLAN_WHY}"):
+            "field triggers[0]: hier.legs[0].plans[0].channels should list the 2 channels "
+            f"chunk.channels 2 asks for, not 1 {RING_PLAN_WHY}"):
         assert quote in text, quote
 
 
@@ -244,6 +244,6 @@ def test_a_kangaring_leg_plan_counting_other_chunk_channels_than_it_lists_is_ref
     half = plan["chunk"]["chunk_size_n"] // 2
     _rehier(out, lambda legs: legs[0]["plans"][0]["chunk"].update(
         channels=2, chunk_size_n=half, tail_chunk=half))
-    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].channels lists 1 channel, "
-                            "not the 2 chunk.channels 2 asks for (a KANGARING leg's plan lists "
-                            "one per chunk channel, as a KANGARING trigger: FORMATS §1.1)")
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].channels should list the 2 "
+                            "channels chunk.channels 2 asks for, not 1 (a KANGARING leg's plan "
+                            "lists one per chunk channel, as a KANGARING trigger: FORMATS §1.1)")

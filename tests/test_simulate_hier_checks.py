@@ -161,8 +161,8 @@ def test_legs_lowered_onto_one_channel_are_refused_though_the_artifacts_agree(
                             f"hier.legs[0].plans[0].channels[0]'s too {DISJOINT_WHY}")
     monkeypatch.setattr(triggers_mod, "_check_disjoint_leg_channels", lambda *a: None)
     # (since 2026-12-05 the leg's range says 3: its channel_base, after legs 0 and 1)
-    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels run ids [0], not "
-                            "[3] (a group's plan runs ids from its leg's channel_base on, as "
+    assert refused(out) == (f"{_field(out)}hier.legs[2].plans[0].channels should run ids [3], "
+                            "not [0] (a group's plan runs ids from its leg's channel_base on, as "
                             "many as its channel count: docs/DESIGN.md \"HIER\")")
     monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
     assert simulate_output(out).ok
@@ -182,7 +182,7 @@ def _edit_units(fn):
 
 @pytest.mark.parametrize("edit, says", [
     (lambda t: t["kangaring"].append(dict(t["kangaring"][0])),
-     f"kangaring lists 2 items, not the 1 of channels {KANGARING_WHY}"),
+     f"kangaring should list 1 item, one per channel of channels, not 2 {KANGARING_WHY}"),
     (lambda t: t["kangaring"][0].__setitem__("channel", 5),
      f"kangaring[0].channel 5 is not channels[0].channel 0 {KANGARING_WHY}"),
     (_edit_units(lambda u: u[3].pop()), f"kangaring[0].units lacks rank 11 {UNITS_WHY}"),
@@ -191,7 +191,7 @@ def _edit_units(fn):
     (_edit_units(lambda u: u[3].__setitem__(3, 0)),
      f"kangaring[0].units lists rank 0 twice {UNITS_WHY}"),
     (_edit_units(lambda u: u[0].append(u.pop()[0])),
-     "kangaring[0].units[0] lists 5 ranks, not 1 to 4 (a unit is a primary and at most 3 "
+     "kangaring[0].units[0] should list 1 to 4 ranks, not 5 (a unit is a primary and at most 3 "
      "secondaries, KANGARING_MAX_SECONDARIES: docs/TOPOLOGY.md §4)"),
     (_edit_units(lambda u: u.__setitem__(0, [4, 0, 5, 1])),
      "channels[0].order [0, 2, 8, 10] is not [4, 2, 8, 10], the primaries of "
@@ -344,18 +344,24 @@ def _place(i: int, b: int, region: str, offset: int):
 
 
 @pytest.mark.parametrize("edit, says", [
-    (_place(0, 2, "scratch", 2000), 'hier.legs[0].buffers[2] (role recv) is {"offset": 2000, '
-     '"region": "scratch"}, not {"offset": 0, "region": "scratch"} ' + OFFSETS_WHY),
-    (_place(0, 1, "gw", 2000), 'hier.legs[0].buffers[1] (role out) is {"offset": 2000, '
-     '"region": "gw"}, not {"offset": 2000, "region": "scratch"} ' + OFFSETS_WHY),
-    (_place(1, 1, "gw", 0), 'hier.legs[1].buffers[1] (role gw2) is {"offset": 0, "region": '
-     '"gw"}, not {"offset": 2000, "region": "gw"} ' + OFFSETS_WHY),
-    (_place(1, 2, "scratch", 0), 'hier.legs[1].buffers[2] (role in) is {"offset": 0, '
-     '"region": "scratch"}, not {"offset": 2000, "region": "scratch"} ' + OFFSETS_WHY),
-    (_place(1, 3, "scratch", 6000), 'hier.legs[1].buffers[3] (role recv) is {"offset": 6000, '
-     '"region": "scratch"}, not {"offset": 4000, "region": "scratch"} ' + OFFSETS_WHY),
-    (_place(1, 4, "scratch", 4002), 'hier.legs[1].buffers[4] (role recv2) is {"offset": 4002, '
-     '"region": "scratch"}, not {"offset": 6000, "region": "scratch"} ' + OFFSETS_WHY),
+    (_place(0, 2, "scratch", 2000), 'hier.legs[0].buffers[2] (role recv) should be '
+     '{"offset": 0, "region": "scratch"}, not {"offset": 2000, "region": "scratch"} '
+     + OFFSETS_WHY),
+    (_place(0, 1, "gw", 2000), 'hier.legs[0].buffers[1] (role out) should be '
+     '{"offset": 2000, "region": "scratch"}, not {"offset": 2000, "region": "gw"} '
+     + OFFSETS_WHY),
+    (_place(1, 1, "gw", 0), 'hier.legs[1].buffers[1] (role gw2) should be '
+     '{"offset": 2000, "region": "gw"}, not {"offset": 0, "region": "gw"} '
+     + OFFSETS_WHY),
+    (_place(1, 2, "scratch", 0), 'hier.legs[1].buffers[2] (role in) should be '
+     '{"offset": 2000, "region": "scratch"}, not {"offset": 0, "region": "scratch"} '
+     + OFFSETS_WHY),
+    (_place(1, 3, "scratch", 6000), 'hier.legs[1].buffers[3] (role recv) should be '
+     '{"offset": 4000, "region": "scratch"}, not {"offset": 6000, "region": "scratch"} '
+     + OFFSETS_WHY),
+    (_place(1, 4, "scratch", 4002), 'hier.legs[1].buffers[4] (role recv2) should be '
+     '{"offset": 6000, "region": "scratch"}, not {"offset": 4002, "region": "scratch"} '
+     + OFFSETS_WHY),
     (lambda legs: legs[2]["buffers"].append({"offset": 0, "region": "scratch", "role": "recv"}),
      "hier.legs[2].buffers[1] (role recv) is not a view of intra_allg in scratch or gw: its "
      "views there are gw (a leg lists only the roles that live in scratch or gw: FORMATS §1.1, "
@@ -491,8 +497,8 @@ def test_a_kangaring_unit_other_than_its_legs_is_refused(kr16_out, tmp_path, leg
     units = [[0, 4, 5, 3], [2, 6, 7, 1], [8, 12, 13, 9], [10, 14, 15, 11]]
     _retrigger(out, 0, lambda t: _reunit(t["kangaring"][0], t["channels"][0], units))
     rehash(out)
-    refused(out, "rank 0,", "artifact sem.bin", "of primary 0 increments the peer semaphore "
-            "of rank 1, not a secondary of its unit [0, 4, 5, 3] on channel 0 "
+    refused(out, "rank 0,", "artifact sem.bin", "of primary 0 should increment the peer "
+            "semaphore of a secondary of its unit [0, 4, 5, 3] on channel 0, not of rank 1 "
             "(triggers[0].kangaring[0].units")
 
 

@@ -76,8 +76,8 @@ def test_a_secondarys_peer_post_to_a_stranger_is_refused(kr16_out, tmp_path, to)
     g, i = _retarget_peer_post(out, 4, to)
     rehash(out)
     refused(out, "rank 4,", f"artifact sem.bin, record {i}", f"peer_post leg (legs.bin record "
-            f"{g}) of secondary 4 increments the peer semaphore of rank {to}, not its unit's "
-            "primary 0 on channel 0 (triggers[0].kangaring[0].units; FORMATS §3.3)")
+            f"{g}) of secondary 4 should increment the peer semaphore of its unit's primary 0 "
+            f"on channel 0, not of rank {to} (triggers[0].kangaring[0].units; FORMATS §3.3)")
 
 
 #: FORMATS §3 leaf codes of a primary's data legs
@@ -157,9 +157,9 @@ KR16 = [[0, 4, 5, 1], [2, 6, 7, 3], [8, 12, 13, 9], [10, 14, 15, 11]]
     ([[0, 5, 4, 1], *KR16[1:]], "[0, 5, 4, 1]", "[0, 4, 5, 1]", None),
     ([[0, 4], [5, 1], *KR16[1:]], "[0, 4]", "[0, 4, 5, 1]", "recv_sema of rank 2"),
     ([[0, 4, 5, 3], [2, 6, 7, 1], *KR16[2:]], "[0, 4, 5, 3]", "[0, 4, 5, 1]",
-     "peer semaphore of rank 1"),
+     "peer semaphore of a secondary of its unit [0, 4, 5, 3] on channel 0, not of rank 1"),
     ([[0, 4, 5, 9], KR16[1], [8, 12, 13, 1], KR16[3]], "[0, 4, 5, 9]", "[0, 4, 5, 1]",
-     "peer semaphore of rank 1"),
+     "peer semaphore of a secondary of its unit [0, 4, 5, 9] on channel 0, not of rank 1"),
     ([[4, 0, 5, 1], *KR16[1:]], "[4, 0, 5, 1]", "[0, 4, 5, 1]", "rank 0 is a secondary"),
 ], ids=["secondaries-reordered", "split", "swapped", "swapped-across-devices",
         "secondary-named-primary"])
@@ -380,5 +380,5 @@ def test_a_kangaring_trigger_listing_other_than_one_channel_per_chunk_channel_is
     _retrigger(out, 0, lambda t: t["chunk"].update(channels=1, chunk_size_n=137536,
                                                    tail_chunk=137500))
     rehash(out)
-    assert refused(out) == (f"{_field(out)}channels lists 2 channels, not the 1 chunk.channels "
-                            "1 asks for (a KANGARING trigger lists one per chunk channel)")
+    assert refused(out) == (f"{_field(out)}channels should list the 1 channel chunk.channels "
+                            "1 asks for, not 2 (a KANGARING trigger lists one per chunk channel)")

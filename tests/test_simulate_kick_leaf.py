@@ -453,8 +453,8 @@ def test_a_member_longer_than_the_models_is_refused_with_the_model(ar2_out, tmp_
     p.write_bytes(build_container(c.header, m))
     rehash(out)
     assert refused(out, extra=("--model", FIX / "ar2.neff")) == (
-        f"{p}: member {member}: {size + len(extra)} bytes, the input model's member has "
-        f"{size}: only the trigger words are rewritten (FORMATS §9)")
+        f"{p}: member {member}: the member should be {size} bytes, the input model's, not "
+        f"{size + len(extra)}: only the trigger words are rewritten (FORMATS §9)")
 
 
 def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(
@@ -472,7 +472,8 @@ def test_a_src_access_pattern_other_than_the_models_is_refused_with_the_model(
     assert t["src"]["ap"]["dims"][2][1] == 1
     _retrigger(out, 1, lambda t: t["src"]["ap"]["dims"][2].__setitem__(0, 5))
     rehash(out)
-    refused(out, "field triggers[1]: the manifest says src = ", "the model's trigger 1 has",
+    refused(out, "field triggers[1]: the manifest's src should be ",
+            "the model's trigger 1's, not",
             extra=("--model", FIX / "sbuf.neff"))
 
 
@@ -485,16 +486,18 @@ def test_a_trigger_instruction_other_than_the_models_is_named(ar2_out, tmp_path,
     new = {"index": lambda t: t["index"] + 1, "engine": lambda t: t["engine"] + "x"}[key]
     _retrigger(out, 0, lambda t: t.__setitem__(key, new(t)))
     rehash(out)
-    refused(out, f"field triggers[0]: the manifest says {key} = ", "the model's trigger 0 has",
+    refused(out, f"field triggers[0]: the manifest's {key} should be ",
+            "the model's trigger 0's, not",
             extra=("--model", FIX / "ar2.neff"))
 
 
 @pytest.mark.parametrize("k, key, value, says", [
-    (0, "dtype", "FP16", 'dtype = "FP16", the model\'s trigger 0 has "BF16"'),
-    (0, "alu_op", "MAX", 'alu_op = "MAX", the model\'s trigger 0 has "ADD"'),
-    (2, "subgraph", "sg01", 'subgraph = "sg01", the model\'s trigger 2 has "sg00"'),
+    (0, "dtype", "FP16", 'dtype should be "BF16", the model\'s trigger 0\'s, not "FP16"'),
+    (0, "alu_op", "MAX", 'alu_op should be "ADD", the model\'s trigger 0\'s, not "MAX"'),
+    (2, "subgraph", "sg01", 'subgraph should be "sg00", the model\'s trigger 2\'s, not "sg01"'),
     (2, "src", {"var_id": 6, "offset": 0},
-     'src = {"offset": 0, "var_id": 6}, the model\'s trigger 2 has {"offset": 64, "var_id": 6}'),
+     'src should be {"offset": 64, "var_id": 6}, the model\'s trigger 2\'s, not {"offset": 0, '
+     '"var_id": 6}'),
 ])
 def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
         mix8_ring_out, tmp_path, k, key, value, says):
@@ -513,7 +516,7 @@ def test_a_trigger_other_than_the_models_is_worded_as_the_manifest_writes_it(
     _retrigger(out, k, lambda t: t.__setitem__(key, value))
     rehash(out)
     assert refused(out, extra=("--model", FIX / "mix8.neff")) == (
-        f"{out / 'manifest.json'}: field triggers[{k}]: the manifest says {says}")
+        f"{out / 'manifest.json'}: field triggers[{k}]: the manifest's {says}")
 
 
 def test_a_trigger_other_than_the_models_is_named_where_the_manifest_lists_it(
@@ -530,8 +533,8 @@ def test_a_trigger_other_than_the_models_is_named_where_the_manifest_lists_it(
     (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
     rehash(out)
     assert refused(out, extra=("--model", FIX / "mix8.neff")) == (
-        f"{out / 'manifest.json'}: field triggers[1]: the manifest says dtype = \"FP16\", the "
-        "model's trigger 0 has \"BF16\"")
+        f"{out / 'manifest.json'}: field triggers[1]: the manifest's dtype should be \"BF16\", "
+        "the model's trigger 0's, not \"FP16\"")
 
 
 def test_a_long_value_of_a_trigger_other_than_the_models_keeps_its_start_and_end():
@@ -1201,12 +1204,12 @@ def test_a_ring_tail_chunk_outside_its_range_is_refused_naming_it(ring2n_out, tm
 
 
 @pytest.mark.parametrize("which, edit, says", [
-    ("mix8", lambda chans: chans.pop(1), "channels lists 1 channel, not the 2 chunk.channels 2 "
-     "asks for (a RING trigger lists one per chunk channel)"),
+    ("mix8", lambda chans: chans.pop(1), "channels should list the 2 channels chunk.channels 2 "
+     "asks for, not 1 (a RING trigger lists one per chunk channel)"),
     ("mix8", lambda chans: chans[1].__setitem__("channel", 0),
      "channels[1].channel 0 is channels[0]'s too (a trigger lists each channel once)"),
-    ("scr", lambda chans: chans.pop(1), "channels lists 1 channel, not the 2 chunk.channels 1 "
-     "asks for (a SINGLE_CYCLE_RING trigger lists a CW and a CCW channel for each pair "
+    ("scr", lambda chans: chans.pop(1), "channels should list the 2 channels chunk.channels 1 "
+     "asks for, not 1 (a SINGLE_CYCLE_RING trigger lists a CW and a CCW channel for each pair "
      "chunk.channels counts)"),
     ("scr", lambda chans: chans.append(dict(chans[0])),
      "channels[2].channel 0 is channels[0]'s too (a trigger lists each channel once)"),
@@ -1285,8 +1288,8 @@ def test_a_manifest_listing_other_triggers_than_the_model_is_refused_with_it(
     (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
     rehash(out)
     assert refused(out, extra=("--model", FIX / "sbuf.neff")) == (
-        f"{out / 'manifest.json'}: field triggers: the manifest lists triggers {listed}, the "
-        "model has [0, 1, 2, 3]")
+        f"{out / 'manifest.json'}: field triggers: the manifest should list triggers [0, 1, 2, "
+        f"3], the model's, not {listed}")
 
 
 def test_a_ring_leg_running_past_its_block_is_refused_for_its_half(ag33_out, tmp_path):
@@ -1822,7 +1825,7 @@ def _past_the_leg_ranges(monkeypatch, out: Path, i: int) -> None:
     the entries' check the test was written for."""
     err = refused(out)
     assert err.startswith(f"{out / 'manifest.json'}: field triggers[0]: hier.legs[{i}]."), err
-    assert f"hier.legs[{i}].channel_ids " in err or "].channels run ids " in err, err
+    assert f"hier.legs[{i}].channel_ids " in err or "].channels should run ids " in err, err
     monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
 
 
@@ -2177,12 +2180,12 @@ def test_an_output_with_the_hier_buffers_written_before_2026_12_05_is_lowered_ag
 
 @pytest.mark.parametrize("edit, says", [
     (lambda legs: legs[2].__setitem__("buffers", []),
-     f"hier.legs[2].buffers lists 0 gw buffers, not 1 ({GW_WHY})"),
+     f"hier.legs[2].buffers should list 1 gw buffer, not 0 ({GW_WHY})"),
     (lambda legs: legs[2]["buffers"][0].__setitem__("offset", 8),
-     'hier.legs[2].buffers[0] (role gw) is {"offset": 8, "region": "gw"}, not {"offset": 0, '
-     f'"region": "gw"}} ({GW_WHY})'),
+     'hier.legs[2].buffers[0] (role gw) should be {"offset": 0, "region": "gw"}, not '
+     f'{{"offset": 8, "region": "gw"}} ({GW_WHY})'),
     (lambda legs: legs[1]["buffers"].append({"offset": 0, "region": "gw", "role": "gw"}),
-     f"hier.legs[1].buffers lists 2 gw buffers, not 1 ({GW_WHY})"),
+     f"hier.legs[1].buffers should list 1 gw buffer, not 2 ({GW_WHY})"),
 ], ids=["no-gw", "gw-at-8", "gw-twice"])
 def test_hier_leg_buffers_other_than_formats_roles_are_refused(hier16_out, tmp_path, edit,
                                                                says):
@@ -2209,9 +2212,9 @@ HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_a
     (lambda legs: legs[0].__setitem__("name", "intra_x"),
      'hier.legs[0].name "intra_x" is not intra_redsct'),
     (lambda legs: legs.insert(1, legs.pop(2)), 'hier.legs[1].name "intra_allg" is not inter_allr'),
-    (lambda legs: legs.pop(), "hier.legs lists 2 legs, not 3"),
+    (lambda legs: legs.pop(), "hier.legs should list 3 legs, not 2"),
     (lambda legs: legs.append({**json.loads(json.dumps(legs[2])), "name": "extra"}),
-     "hier.legs lists 4 legs, not 3"),
+     "hier.legs should list 3 legs, not 4"),
 ], ids=["renamed", "swapped", "dropped", "extra"])
 def test_hier_legs_other_than_designs_are_refused_naming_the_leg(hier16_out, tmp_path, edit,
                                                                  says):
@@ -2532,7 +2535,7 @@ def test_the_rewritten_header_is_checked_against_the_model(ar2_out, tmp_path, fi
     rehash(out)
     cli_ok = cli("simulate", out)  # without the model there is nothing to compare with
     assert cli_ok.exit_code == 0, cli_ok.output
-    error = refused(out, f"offset {at:#x}", f"field {field}", f"header field {field} is ",
+    error = refused(out, f"offset {at:#x}", f"field {field}", f"header field {field} should be ",
                     "only data_size and hash are recomputed (FORMATS §9)",
                     extra=("--model", FIX / "ar2.neff"))
     assert error.startswith(str(neff))
@@ -2547,8 +2550,8 @@ def test_a_rewritten_neff_with_bytes_after_its_payload_is_refused(ar2_out, tmp_p
     assert size == 1024 + data_size
     neff.write_bytes(neff.read_bytes() + bytes(100))
     rehash(out)
-    refused(out, f"offset {size:#x}", f"{size + 100} bytes, not its header and payload, 1024 + "
-            f"data_size {data_size} (FORMATS §9)")
+    refused(out, f"offset {size:#x}", "the file should be its header and payload, 1024 + "
+            f"data_size {data_size} bytes, not {size + 100} (FORMATS §9)")
 
 
 def test_a_trigger_over_one_rank_is_labelled_one_rank(tmp_path):
@@ -2790,7 +2793,7 @@ def test_a_hier_leg_plan_that_differs_only_in_a_ring_order_is_no_repeat(hier16_o
     assert legs[0]["groups"][1] == {"group": list(range(64, 72)), "plan": 0}
     error = refused(out)
     assert error.startswith(f"{out / 'rank-0064'}: field neigh, rank 64, artifact legs.bin, ")
-    assert error.endswith("send signals rank 65, the ring successor of channel 0 is 71")
+    assert error.endswith("send should signal rank 71, the ring successor of channel 0, not 65")
 
 
 def test_an_older_hier_output_whose_exclusion_then_missed_its_legs_says_lower_again(tmp_path):

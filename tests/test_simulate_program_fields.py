@@ -785,9 +785,11 @@ def test_a_reserved_tp_inc_flag_is_refused(ring_out, tmp_path):
     (13, "<B", 7, "in/out dtype 0x6/0x7"),  # out_dtype FP16 on a bf16 trigger
     (34, "<B", 1, "reserved bytes are not zero"),  # reserved1[0]
     (32, "<B", 1, "lnc_size_fmt is not 0 (LNC1)"),
-    (33, "<B", 2, "num_active_channels 2, the entry has 1"),
+    (33, "<B", 2, "num_active_channels should be 1, the entry's channels, not 2"),
     (20 + 4, "<h", 1, "src.step_elem is not (1, 256, 0)"),  # src.step_elem[2]
-    (48 + 10 + 4, "<H", 2, "dst.num_elem [256, 64, 2]"),  # dst.num_elem[2]
+    # dst.num_elem[2]: 16384 = 256 x 64 elements, one piece (256, 64, 1)
+    (48 + 10 + 4, "<H", 2, "dst.num_elem should be [256, 64, 1] for piece 0 of 16384 "
+     "elements, not [256, 64, 2]"),
 ])
 def test_a_0xbf_field_off_its_value_is_refused(ring_out, tmp_path, offset, fmt, value, says):
     """Word 0 of rank 1 (a send of 16384 bf16 elements, LNC1, one channel): one piece of
@@ -1110,8 +1112,8 @@ def test_mark_end_waiting_for_one_leg_fewer_is_refused(ring_out, tmp_path):
     k = _sem_of(out, 1, i, 0x314)  # its wait on its own dma_compl_sema (role 3)
     assert _sems(out, 1)[k][1] == others
     _set(out, 1, "sem.bin", k * BD + 4, "<I", 17)
-    _refused(out, "rank-0001", "legs.bin", f"record {i}", "mark_end waits dma_compl_sema >= 17, "
-             "the channel has 18 other legs")
+    _refused(out, "rank-0001", "legs.bin", f"record {i}", "mark_end should wait dma_compl_sema "
+             ">= 18, the channel's other legs, not 17")
 
 
 def _reorder_legs(out: Path, rank: int, order: list[int]) -> None:

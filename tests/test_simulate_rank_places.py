@@ -304,8 +304,9 @@ def test_the_units_whole_device_check_holds_a_topology_files_table(kr8_out,  # n
     out = copy(kr8_out, tmp_path)
     _as_file(out, lambda r: {"device": r // 2, "routing_id": r // 2, "logical_core": r % 2,
                              "tpb": 2 * (r % 2), "sengine": r % 2, "die": 0})
-    assert refused(out) == (f"{_field(out)}kangaring: the replica_group holds logical cores "
-                            f"[0, 1] of the device of node 0, routing_id 0, {WHOLE}")
+    assert refused(out) == (f"{_field(out)}kangaring: the logical cores the replica_group "
+                            "holds of the device of node 0, routing_id 0, "
+                            + WHOLE.format("[0, 1]"))
 
 
 # ---------------------------------------------------------------------------- HIER leg op

@@ -117,7 +117,7 @@ def _sc(key, value):
 
 @pytest.mark.parametrize("edit, says", [
     (_sc("pairs", [[0, 1], [0, 1]]),
-     "single_cycle.pairs lists 2 pairs, not the 1 chunk.channels counts (one [CW channel, "
+     "single_cycle.pairs should list the 1 pair chunk.channels counts, not 2 (one [CW channel, "
      "CCW channel] per chunk channel: FORMATS §1.1)"),
     (_sc("pairs", [[1, 0]]),
      f"single_cycle.pairs [[1, 0]] is not [[0, 1]], the ids of channels in pairs {PAIRS_WHY}"),
@@ -244,8 +244,8 @@ def test_a_single_cycle_section_is_read_with_its_types(scr8_out, tmp_path, edit,
      "hier.legs[1].groups[0].group of 3 ranks (one cycle: docs/DESIGN.md \"Single-cycle "
      "ring\")"),
     (lambda p: p["single_cycle"].__setitem__("pairs", [[1, 2], [1, 2]]),
-     "hier.legs[1].plans[0].single_cycle.pairs lists 2 pairs, not the 1 "
-     "hier.legs[1].plans[0].chunk.channels counts (one [CW channel, CCW channel] per chunk "
+     "hier.legs[1].plans[0].single_cycle.pairs should list the 1 pair "
+     "hier.legs[1].plans[0].chunk.channels counts, not 2 (one [CW channel, CCW channel] per chunk "
      "channel: FORMATS §1.1)"),
 ], ids=["pairs", "ccw-forward", "arcs", "steps", "extra-pair"])
 def test_a_single_cycle_leg_plans_section_other_than_its_channels_is_refused(

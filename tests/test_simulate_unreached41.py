@@ -257,7 +257,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("cce.bin", 8, "<I", lambda v: v + 2, "field w2, rank 0, artifact cce.bin, record 0",
      "W2 length 482, but source 0 of the tile carries 480 bytes"),
     ("cce.bin", 12, "<I", lambda v: v & ~0x3F | 3, "field w3.num_sources, rank 0, artifact "
-     "cce.bin, record 0", "W3 num_sources 3, the tile has 2 source streams"),
+     "cce.bin, record 0", "W3 num_sources should be 2, the tile's source streams, not 3"),
     ("cce.bin", 12, "<I", lambda v: v | 0x100, "field w3.reduction_type, rank 0, artifact "
      "cce.bin, record 0", "W3 reduction_type differs from the leg's"),
     # sb2sb.bin word 0 (FORMATS §4): record 2's, elements [500, 750) of IN: src.start_addr
@@ -468,7 +468,7 @@ def _to_recv_sema(a) -> None:
     ("net_ops.bin", _set("net_idx_loop_size", 513), "net_idx_loop_size", 0,
      "net_idx_loop_size should be 512, not 513"),
     ("net_ops.bin", _set("unrolled_count", 2), "unrolled_count", 0,
-     "unrolled_count 2, the trigger has 1 chunk groups"),
+     "unrolled_count should be 1, the chunk groups of the trigger, not 2"),
     ("net_ops.bin", _set("enc_channel", 1), "enc_channel", 0, "enc_channel 1 in channel 0's FIFO"),
     ("net_ops.bin", _to_recv_sema, "inc_send_handshake", 0, "inc_send_handshake should be the INC "
      "window of this rank's semaphore 17 (channel 0 send_sema), not semaphore 16 (channel 0 "
@@ -476,9 +476,9 @@ def _to_recv_sema(a) -> None:
     # net_src_addr (FORMATS §8.2): entries 0..11 of op 0, terminator 12
     ("net_src.bin", _set("mark", 2, 12), "mark", 12, "mark 2: a FIFO entry is NET_TRANSFER (0) "
      "or a NET_OP_COMPLETE (1) terminator"),
-    ("net_src.bin", _set("net_op_idx", 1, 12), "net_op_idx", 12, "terminator net_op_idx 1, it "
-     "closes op 0 (count of net_ops_info so far - 1)"),
-    ("net_src.bin", _set("size", 8, 12), "size", 12, "terminator size 8, must be 0"),
+    ("net_src.bin", _set("net_op_idx", 1, 12), "net_op_idx", 12, "terminator net_op_idx should be "
+     "0, the op it closes (count of net_ops_info so far - 1), not 1"),
+    ("net_src.bin", _set("size", 8, 12), "size", 12, "terminator size should be 0, not 8"),
     ("net_src.bin", _set("mark", 0, 12), "mark", 12, "entries after the last terminator: the op "
      "is not closed by a terminator (proxy_end_operation)"),
     ("net_src.bin", _set("net_op_idx", 1), "net_op_idx", 0, "net_op_idx 1: ops appear in order, "
@@ -531,8 +531,8 @@ def test_a_transmit_entry_reading_another_cores_window_is_refused(r2n_out, tmp_p
     assert old // CORE == 1
     _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("dev_addr", old - CORE, 0))
     assert _error(out) == (f"{out / 'rank-0001'}: field dev_addr, rank 1, artifact net_src.bin, "
-                           f"record 0: dev_addr {old - CORE:#x} is in rank 0's window, not rank "
-                           "1's")
+                           f"record 0: dev_addr {old - CORE:#x} should be in rank 1's window, "
+                           "not rank 0's")
 
 
 # ---------------------------------------------------------------------------- the run

@@ -216,7 +216,7 @@ def test_a_flat_triggers_leg_is_its_op_and_algorithm(ring8, tmp_path, key, value
 def test_a_flat_trigger_has_one_leg(ring8, tmp_path):
     out = copy(ring8, tmp_path)
     _retop(out, lambda top: top["triggers"][0]["legs"].append(top["triggers"][0]["legs"][0]))
-    assert refused(out) == f"{_field(out)}legs lists 2 legs, not 1 {OWN_LEGS}"
+    assert refused(out) == f"{_field(out)}legs should list 1 leg, not 2 {OWN_LEGS}"
 
 
 def test_a_hier_triggers_legs_repeat_its_hier_legs(hier16_scr, tmp_path):
@@ -233,7 +233,7 @@ def test_a_hier_triggers_legs_repeat_its_hier_legs(hier16_scr, tmp_path):
         f"{OWN_LEGS}")
     out = copy(hier16_scr, tmp_path, "c")
     _retop(out, lambda top: top["triggers"][0]["legs"].pop())
-    assert refused(out) == f"{_field(out)}legs lists 2 legs, not 3 {OWN_LEGS}"
+    assert refused(out) == f"{_field(out)}legs should list 3 legs, not 2 {OWN_LEGS}"
 
 
 def test_a_mesh_legs_sub_type_is_the_platforms_or_full_mesh(mesh8, mesh_pair, ring8, tmp_path):

@@ -169,8 +169,8 @@ def direct_fetch_send(flags: FetchFlags, *, src: AddrNeigh | None, dst: AddrNeig
         for i in (1, 2):
             if i < len(peers) and peers[i].neigh not in (EncdNeigh.ENCD_NEIGH_PEER_RMTV2,
                                                          EncdNeigh.ENCD_NEIGH_PEER_LOCAL):
-                raise LoweringError(f"__direct_fetch_send: peers[{i}].neigh is "
-                                    f"{peers[i].neigh.name}, not PEER_RMTV2 or PEER_LOCAL "
+                raise LoweringError(f"__direct_fetch_send: peers[{i}].neigh must be PEER_RMTV2 "
+                                    f"or PEER_LOCAL, not {peers[i].neigh.name} "
                                     f"(enc_primitive.cc:{0x421 if i == 1 else 0x429:#x})")
         if len(peer_bufs) != len(peers):
             raise LoweringError("__direct_fetch_send: one buffer per peer")

@@ -204,7 +204,7 @@ def _check_identity(raw: bytes, where: Where) -> None:
                          f"header has 1 or 2, and {HEADER_SIZE}{kind}",
                          where.merged(offset=0))
     if not size_ok:
-        raise ParseError(f"header_size is {header_size}, must be {HEADER_SIZE}",
+        raise ParseError(f"header_size must be {HEADER_SIZE}, not {header_size}",
                          where.merged(field="header_size", offset=8))
     if not version_ok:
         raise ParseError(f"unknown pkg_version {pkg_version} (1 = tar.gz + SHA-256, "
@@ -828,9 +828,9 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
     where = Where(file=path)
     header = parse_header(data, where)  # header_size and pkg_version checked first
     if header.lnc_size not in LNC_SIZES:
-        raise ValidationError(f"lnc_size is {header.lnc_size}, must be 1 or 2 (the logical "
-                              "NeuronCore size)", where.merged(offset=HEADER_FIELDS["lnc_size"][0],
-                                                               field="lnc_size"))
+        raise ValidationError(f"lnc_size must be 1 or 2 (the logical NeuronCore size), not "
+                              f"{header.lnc_size}",
+                              where.merged(offset=HEADER_FIELDS["lnc_size"][0], field="lnc_size"))
     avail = len(data) - HEADER_SIZE
     if header.data_size > avail:
         raise ParseError(f"data_size {header.data_size} runs past the end of the file "

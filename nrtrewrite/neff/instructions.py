@@ -209,7 +209,7 @@ def decode_word(opcode: int, word: bytes) -> cs.Container:
     one-line errors with the location.
     """
     if len(word) != WORD_SIZE:
-        raise ValueError(f"instruction word is {len(word)} bytes, not {WORD_SIZE}")
+        raise ValueError(f"an instruction word must be {WORD_SIZE} bytes, not {len(word)}")
     struct = WORD_STRUCTS.get(opcode)
     if struct is None:
         raise ValueError(f"opcode 0x{opcode:02x} is opaque")

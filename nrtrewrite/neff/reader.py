@@ -362,7 +362,7 @@ def _decode(ctx: _Ctx, stream: bytes, index: int, opcode: int) -> cs.Container:
     word = stream[index * WORD_SIZE:(index + 1) * WORD_SIZE]
     second = index != ctx.index
     if word[1] != LENGTH_DW:
-        raise ParseError(f"length_dw is {word[1]}, must be {LENGTH_DW}",
+        raise ParseError(f"length_dw must be {LENGTH_DW}, not {word[1]}",
                          ctx.at("length_dw", second=second))
     try:
         return WORD_STRUCTS[opcode].parse(word)

@@ -343,8 +343,9 @@ class Simulator:
         except OSError as exc:  # not a protocol error: the simulation cannot be done
             raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
         if size != h.header_size + h.data_size:
-            raise SimulationError(f"{size} bytes, not its header and payload, {h.header_size} + "
-                                  f"data_size {h.data_size} (FORMATS §9)", file=str(path),
+            raise SimulationError(f"the file should be its header and payload, "
+                                  f"{h.header_size} + data_size {h.data_size} bytes, not {size} "
+                                  "(FORMATS §9)", file=str(path),
                                   offset=h.header_size + h.data_size)
 
     def _check_header(self, rewritten, path: str) -> None:
@@ -359,8 +360,8 @@ class Simulator:
             got, exp = getattr(rewritten.header, name), getattr(self.model.header, name)
             if got != exp:
                 show = (lambda v: v.hex()) if isinstance(got, bytes) else repr
-                raise SimulationError(f"header field {name} is {show(got)}, the input model's "
-                                      f"is {show(exp)}: only data_size and hash are "
+                raise SimulationError(f"header field {name} should be {show(exp)}, the input "
+                                      f"model's, not {show(got)}: only data_size and hash are "
                                       "recomputed (FORMATS §9)", file=path, field=name,
                                       offset=HEADER_FIELDS[name][0])
 
@@ -428,7 +429,7 @@ class Simulator:
                 instr = f" (instruction {diff // 64})" if name in streams else ""
                 why = f"byte {diff}{instr} differs from the input model's"
             else:
-                why = f"{len(got)} bytes, the input model's member has {len(data)}"
+                why = f"the member should be {len(data)} bytes, the input model's, not {len(got)}"
             raise SimulationError(f"{why}: only the trigger words are rewritten (FORMATS §9)",
                                   file=path, member=name,
                                   **({"offset": diff} if diff is not None else {}))

@@ -218,12 +218,12 @@ class FifoDecoder:
             if raw[k, 4:8].any() or raw[k, 60:64].any() or raw[k, 75]:
                 raise fail(k, "reserved bytes are not zero", "reserved")
             if int(op["sema_shift_offset"]) != ent.sema_shift:
-                raise fail(k, f"sema_shift_offset {int(op['sema_shift_offset'])}, the entry's "
-                              f"is {ent.sema_shift}", "sema_shift_offset")
+                raise fail(k, f"sema_shift_offset should be {ent.sema_shift}, the entry's, not "
+                              f"{int(op['sema_shift_offset'])}", "sema_shift_offset")
             for fld in ("early_send_completion", "early_recv_posting",
                         "is_dynamic_send_recv_sz", "variable_peer", "add_to_histogram"):
                 if int(op[fld]) != 0:
-                    raise fail(k, f"{fld} is {int(op[fld])}, must be 0", fld)
+                    raise fail(k, f"{fld} should be 0, not {int(op[fld])}", fld)
             for a, b in (("inc_send_handshake", "inc_send_complete"),
                          ("inc_recv_handshake", "inc_recv_complete")):
                 if int(op[a]) != int(op[b]):
@@ -259,16 +259,17 @@ class FifoDecoder:
                     raise fail(k, f"{fld} should be {want}, not {int(op[fld])} (FORMATS §8.1)",
                                fld)
             if int(op["data_type_sz"]) != SDMA_DATA_TYPE_SIZE[t.dtype]:
-                raise fail(k, f"data_type_sz {int(op['data_type_sz'])}, sdma_data_type_size"
-                              f"[{t.dtype.name}] is {SDMA_DATA_TYPE_SIZE[t.dtype]}", "data_type_sz")
+                raise fail(k, f"data_type_sz should be {SDMA_DATA_TYPE_SIZE[t.dtype]}, "
+                              f"sdma_data_type_size[{t.dtype.name}], not "
+                              f"{int(op['data_type_sz'])}", "data_type_sz")
             if self.sg_index is not None and int(op["basic_block_id"]) != self.sg_index.get(
                     t.subgraph, -1):
                 raise fail(k, f"basic_block_id {int(op['basic_block_id'])}, trigger {t.ordinal} "
                               f"is in subgraph {escape_controls(t.subgraph)}", "basic_block_id")
             pgta = t.entry_pgta(ent.leg, rank)
             if int(op["unrolled_count"]) != pgta:
-                raise fail(k, f"unrolled_count {int(op['unrolled_count'])}, the "
-                              f"{'leg' if t.legs else 'trigger'} has {pgta} chunk groups",
+                raise fail(k, f"unrolled_count should be {pgta}, the chunk groups of the "
+                              f"{'leg' if t.legs else 'trigger'}, not {int(op['unrolled_count'])}",
                            "unrolled_count")
             if int(op["enc_channel"]) != ch:
                 raise fail(k, f"enc_channel {int(op['enc_channel'])} in channel {ch}'s FIFO",
@@ -314,16 +315,17 @@ class FifoDecoder:
                 raise fail(i, f"mark {int(term['mark'])}: a FIFO entry is NET_TRANSFER (0) or a "
                               "NET_OP_COMPLETE (1) terminator", "mark")
             if int(term["net_op_idx"]) != k:
-                raise fail(i, f"terminator net_op_idx {int(term['net_op_idx'])}, it closes op {k} "
-                              f"(count of net_ops_info so far - 1)", "net_op_idx")
+                raise fail(i, f"terminator net_op_idx should be {k}, the op it closes (count of "
+                              f"net_ops_info so far - 1), not {int(term['net_op_idx'])}",
+                           "net_op_idx")
             if not prev < k < f.ops.size:
                 raise fail(start, f"net_op_idx {k}: ops appear in order, each once, and the "
                                   f"channel has {f.ops.size}", "net_op_idx")
             prev = k
             if int(term["size"]) != 0:
-                raise fail(i, f"terminator size {int(term['size'])}, must be 0", "size")
+                raise fail(i, f"terminator size should be 0, not {int(term['size'])}", "size")
             if int(term[rank_field]) != -1:
-                raise fail(i, f"terminator {rank_field} {int(term[rank_field])}, must be -1",
+                raise fail(i, f"terminator {rank_field} should be -1, not {int(term[rank_field])}",
                            rank_field)
             zero = np.ones(raw.shape[1], bool)
             zero[0:4] = False  # net_op_idx
@@ -351,9 +353,9 @@ class FifoDecoder:
                 j = start + int(bad[0])
                 fld = ZERO_FIELDS[side][int(np.argmax(nonzero[bad[0]]))]
                 value = recs[fld][j]
-                shown = (f"{int(value):#x}, must be 0" if np.ndim(value) == 0 else
-                         f"{bytes(value).hex(' ')}, must be {bytes(len(value)).hex(' ')}")
-                raise fail(j, f"{fld} is {shown}", fld)
+                shown = (f"0, not {int(value):#x}" if np.ndim(value) == 0 else
+                         f"{bytes(len(value)).hex(' ')}, not {bytes(value).hex(' ')}")
+                raise fail(j, f"{fld} should be {shown}", fld)
             peers = ents[rank_field]
             bad = np.flatnonzero([(p not in self.layout.places)
                                   or self.node(int(p)) == self.node(f.rank) for p in peers])
@@ -672,8 +674,8 @@ class FifoDecoder:
                                   f"entry (rank {recv}, net_dest.bin record {rx_rec}) has "
                                   f"dev_addr {int(rx['dev_addr']):#x}", field="dst_addr", **where)
         if int(tx["size"]) != int(rx["size"]):
-            raise SimulationError(f"size {int(tx['size'])}, the paired receive entry has "
-                                  f"{int(rx['size'])}", field="size", **where)
+            raise SimulationError(f"size should be {int(rx['size'])}, the paired receive "
+                                  f"entry's, not {int(tx['size'])}", field="size", **where)
         if int(tx["complete"]) != int(rx["complete"]):
             raise SimulationError("complete differs from the paired receive entry's",
                                   field="complete", **where)
@@ -688,7 +690,8 @@ class FifoDecoder:
             elif err[j]:
                 why = f"{fld} {int(addr[j]):#x} ({int(size[j])} bytes) {ADDRESS_ERRORS[int(err[j])]}"
             elif trank[j] != owner:
-                why = f"{fld} {int(addr[j]):#x} is in rank {trank[j]}'s window, not rank {owner}'s"
+                why = (f"{fld} {int(addr[j]):#x} should be in rank {owner}'s window, not rank "
+                       f"{trank[j]}'s")
             elif kind and self.layout.region(int(reg[j])).kind != kind:
                 why = (f"{fld} {int(addr[j]):#x} is in region "
                        f"{self.layout.region(int(reg[j])).name!r}; the proxy sends from the "

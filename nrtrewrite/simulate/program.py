@@ -913,8 +913,8 @@ class RankDecoder:
         rt = L["reduction_type"].astype(np.int64)[leg]
         self.check((w3 & 0x3F) > MAX_SRC, lambda i: f"W3 num_sources {w3[i] & 0x3F}, at most "
                    f"{MAX_SRC} (FORMATS.md section 6)", art, "w3.num_sources")
-        self.check((w3 & 0x3F) != S, lambda i: f"W3 num_sources {w3[i] & 0x3F}, the tile has "
-                   f"{S[i]} source streams", art, "w3.num_sources")
+        self.check((w3 & 0x3F) != S, lambda i: f"W3 num_sources should be {S[i]}, the tile's "
+                   f"source streams, not {w3[i] & 0x3F}", art, "w3.num_sources")
         self.check(((w3 >> 8) & 3) != rt, "W3 reduction_type differs from the leg's", art,
                    "w3.reduction_type")
         self.check(w3 & ~(0x3F | 0x300) != 0, "reserved bits set in W3", art, "w3")
@@ -1075,8 +1075,8 @@ class RankDecoder:
         self.check(W["lnc_size_fmt"] != lnc, f"lnc_size_fmt is not {lnc} (LNC{self.layout.lnc_size})",
                    art, "lnc_size_fmt")
         nact = self.entry_nch[self.spi[leg]]
-        self.check(W["num_active_channels"] != nact, lambda i: f"num_active_channels "
-                   f"{W['num_active_channels'][i]}, the entry has {nact[i]}", art,
+        self.check(W["num_active_channels"] != nact, lambda i: f"num_active_channels should "
+                   f"be {nact[i]}, the entry's channels, not {W['num_active_channels'][i]}", art,
                    "num_active_channels")
         kind = np.where(k < full[leg], 0, np.where((k == full[leg]) & (q[leg] > 0), 1, 2))
         n0 = np.where(kind == 2, r[leg], 256)
@@ -1088,8 +1088,9 @@ class RankDecoder:
                        f"{part}.step_elem")
             self.check((t3["num_elem"][:, 0] != n0) | (t3["num_elem"][:, 1] != n1)
                        | (t3["num_elem"][:, 2] != 1), lambda i, t3=t3, part=part:
-                       f"{part}.num_elem {t3['num_elem'][i].tolist()}, piece {k[i]} of "
-                       f"{E[leg[i]]} elements is ({n0[i]}, {n1[i]}, 1)", art, f"{part}.num_elem")
+                       f"{part}.num_elem should be [{n0[i]}, {n1[i]}, 1] for piece {k[i]} of "
+                       f"{E[leg[i]]} elements, not {t3['num_elem'][i].tolist()}", art,
+                       f"{part}.num_elem")
         self.sb_leg, self.sb_k = leg, k
         self._check_events()
         self._check_pieces()
@@ -1374,8 +1375,9 @@ class RankDecoder:
         end_val[leg[cat_w_compl]] = val[cat_w_compl]
         bad = _first(me_end & (end_val != others))
         if bad is not None:
-            raise self.fail(f"mark_end waits dma_compl_sema >= {end_val[bad]}, the channel has "
-                            f"{others[bad]} other legs", "legs.bin", bad, "sem_count")
+            raise self.fail(f"mark_end should wait dma_compl_sema >= {others[bad]}, the "
+                            f"channel's other legs, not {end_val[bad]}", "legs.bin", bad,
+                            "sem_count")
         # mark_complete legs open a channel program (FORMATS §3.4): in front, never after
         # another leaf (checked after their semaphores, which name a swapped leaf first)
         after = np.zeros(self.n_legs, bool)
@@ -1429,8 +1431,9 @@ class RankDecoder:
                         np.int64)
         bad = _first(ring & (self.l_next >= 0) & (self.l_next != succ))
         if bad is not None:
-            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]}, "
-                            f"the ring successor of channel {self.ch[bad]} is {succ[bad]}",
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} should signal rank {succ[bad]}, "
+                            f"the ring successor of channel {self.ch[bad]}, not "
+                            f"{self.l_next[bad]}",
                             "legs.bin", bad, "neigh")
         away = away & ring_runs
         rl = R["leg"]
@@ -1520,12 +1523,13 @@ class RankDecoder:
                                 f"{to_}: {want} (FORMATS §3.3)", "sem.bin", i, "addr")
             if unit[0] == self.rank:
                 raise self.fail(f"{name} leg (legs.bin record {g}) of primary {self.rank} "
-                                f"increments the peer semaphore of rank {to_}, not a secondary "
-                                f"of its unit {unit} on channel {ch} ({key}; FORMATS §3.3)",
+                                f"should increment the peer semaphore of a secondary of its "
+                                f"unit {unit} on channel {ch}, not of rank {to_} ({key}; "
+                                "FORMATS §3.3)",
                                 "sem.bin", i, "addr")
             raise self.fail(f"{name} leg (legs.bin record {g}) of secondary {self.rank} "
-                            f"increments the peer semaphore of rank {to_}, not its unit's "
-                            f"primary {unit[0]} on channel {ch} ({key}; FORMATS §3.3)",
+                            f"should increment the peer semaphore of its unit's primary "
+                            f"{unit[0]} on channel {ch}, not of rank {to_} ({key}; FORMATS §3.3)",
                             "sem.bin", i, "addr")
         # the data: a primary's reads on its secondaries, its writes there or on the next
         # primary; a secondary moves none

@@ -696,10 +696,10 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
                                           "FORMATS §1.1)", **where)
             _check_chunk(chunk, f"hier.legs[{i}].plans[{j}].chunk", where, layout=True)
             if algorithm in ("RING", "KANGARING") and len(channels) != chunk["channels"]:
-                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels lists "
-                                      f"{counted(len(channels), 'channel')}, not the "
-                                      f"{chunk['channels']} chunk.channels {chunk['channels']} "
-                                      f"asks for (a {algorithm} leg's plan lists one per chunk "
+                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels should list the "
+                                      f"{counted(chunk['channels'], 'channel')} chunk.channels "
+                                      f"{chunk['channels']} asks for, not {len(channels)} "
+                                      f"(a {algorithm} leg's plan lists one per chunk "
                                       f"channel, as a {algorithm} trigger: FORMATS §1.1)",
                                       **where)
         groups = []
@@ -803,9 +803,9 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
             ids = sorted(ch for ch, _order in channels)
             # (an id listed twice is named as such once the plans are read: _resolve_hier)
             if len(set(ids)) == len(ids) and ids != list(range(base, base + len(ids))):
-                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels run ids "
-                                      f"{_json_text(ids)}, not "
-                                      f"{_json_text(list(range(base, base + len(ids))))} (a "
+                raise SimulationError(f"hier.legs[{i}].plans[{j}].channels should run ids "
+                                      f"{_json_text(list(range(base, base + len(ids))))}, not "
+                                      f"{_json_text(ids)} (a "
                                       f"group's plan runs ids from its leg's channel_base on, "
                                       f"as many as its channel count: {why})", **where)
             if ids and (top is None or ids[-1] > top[0]):
@@ -1033,7 +1033,7 @@ def _check_own_legs(spec: TriggerSpec, hier_legs: list[tuple], leg_ops: list[str
         whose = ["the trigger"]
     got = spec.own_legs
     if len(got) != len(want):
-        raise SimulationError(f"legs lists {counted(len(got), 'leg')}, not {len(want)} "
+        raise SimulationError(f"legs should list {counted(len(want), 'leg')}, not {len(got)} "
                               f"({OWN_LEGS_RULE})", **where)
     for i, (have, should, of) in enumerate(zip(got, want, whose)):
         for k, key in enumerate(("name", "op", "algorithm", "sub_type")):
@@ -1185,8 +1185,8 @@ def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
             raise SimulationError(f"hier.legs[{i}].name {json_kind(name)} is not {leg}: {why}",
                                   **where)
     if len(names) != len(want):
-        raise SimulationError(f"hier.legs lists {counted(len(names), 'leg')}, not "
-                              f"{len(want)}: {why}", **where)
+        raise SimulationError(f"hier.legs should list {counted(len(want), 'leg')}, not "
+                              f"{len(names)}: {why}", **where)
 
 
 def _check_hier_leg_ops(names: list[str], ops: list[str], where: dict) -> None:
@@ -1275,8 +1275,8 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
             if len(groups) != len(want):
                 count = ("one per node of the replica_group" if intra_leg else
                          "one per local index (the fewest ranks of the replica_group on a node)")
-                raise SimulationError(f"hier.legs[{i}].groups lists "
-                                      f"{counted(len(groups), 'group')}, not {len(want)}: "
+                raise SimulationError(f"hier.legs[{i}].groups should list "
+                                      f"{counted(len(want), 'group')}, not {len(groups)}: "
                                       f"{name} has {count} (docs/DESIGN.md \"HIER\")",
                                       **spec.where)
 
@@ -1344,10 +1344,11 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
         if len(cores) not in (KANGARING_SENGINES, 2 * KANGARING_SENGINES) or \
                 cores != list(range(len(cores))):
             raise SimulationError(
-                f"{at}kangaring: {of_what} holds logical cores {_json_text(cores)} of the "
-                f"device of node {node}, routing_id {dev}, not 0 to {KANGARING_SENGINES - 1} "
-                f"or 0 to {2 * KANGARING_SENGINES - 1} (KangaRing needs every rank of each "
-                f"device it touches: {KANGARING_SENGINES} s-engines of 1 or 2 ranks each, "
+                f"{at}kangaring: the logical cores {of_what} holds of the device of node "
+                f"{node}, routing_id {dev}, should be 0 to {KANGARING_SENGINES - 1} or 0 to "
+                f"{2 * KANGARING_SENGINES - 1}, not {_json_text(cores)} (KangaRing needs "
+                f"every rank of each device it touches: {KANGARING_SENGINES} s-engines of 1 "
+                "or 2 ranks each, "
                 "docs/TOPOLOGY.md §4)", **where)
         per = len(cores) // KANGARING_SENGINES  # ranks per s-engine
         tpbs = per * layout.lnc_size  # TPBs per s-engine
@@ -1476,8 +1477,9 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
             raise SimulationError(f"buffers[{b}].role {_json_text(role)} is not recv2 or gw2 "
                                   f"({why})", **spec.where)
         if region != SINGLE_CYCLE_REGIONS[role]:
-            raise SimulationError(f"buffers[{b}] (role {role}) is in {region}, not "
-                                  f"{SINGLE_CYCLE_REGIONS[role]} ({why})", **spec.where)
+            raise SimulationError(f"buffers[{b}] (role {role}) should be in "
+                                  f"{SINGLE_CYCLE_REGIONS[role]}, not {region} ({why})",
+                                  **spec.where)
         if buf["offset"] != (space := spec.n * spec.dsize):
             raise SimulationError(f"buffers[{b}].offset {buf['offset']} (role {role}) is not "
                                   f"{space}, one space of {region} (docs/DESIGN.md "
@@ -1489,8 +1491,8 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
     for role, want, said in (("recv2", 1, ""), ("gw2", int(spans), nodes)):
         got = sum(buf["role"] == role for buf in spec.buffers)
         if got != want:
-            raise SimulationError(f"buffers lists {counted(got, role + ' buffer')}, not {want}"
-                                  f"{said} ({why})", **spec.where)
+            raise SimulationError(f"buffers should list {counted(want, role + ' buffer')}, "
+                                  f"not {got}{said} ({why})", **spec.where)
 
 
 #: FORMATS §1.1: every HIER leg lists ``gw`` at 0 of the gw region (the gateway view every
@@ -1553,12 +1555,12 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
            "entry names: FORMATS §1.1")
     gws = [b for b, buf in enumerate(leg["buffers"]) if buf["role"] == "gw"]
     if len(gws) != 1:
-        raise SimulationError(f"{key} lists {counted(len(gws), 'gw buffer')}, not 1 ({why})",
+        raise SimulationError(f"{key} should list 1 gw buffer, not {len(gws)} ({why})",
                               **where)
     gw = leg["buffers"][gws[0]]
     if (got := {"offset": gw["offset"], "region": gw["region"]}) != HIER_GW:
-        raise SimulationError(f"{key}[{gws[0]}] (role gw) is {_json_text(got)}, not "
-                              f"{_json_text(HIER_GW)} ({why})", **where)
+        raise SimulationError(f"{key}[{gws[0]}] (role gw) should be {_json_text(HIER_GW)}, "
+                              f"not {_json_text(got)} ({why})", **where)
     places = HIER_ROLE_PLACES.get(name, {})
     space = spec.n * (len(spec.group) if spec.op == "ALLGATHER" else 1) * spec.dsize
     first: dict[str, int] = {}
@@ -1582,8 +1584,8 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
         region, spaces = places[role]
         want = {"offset": spaces * space, "region": region}
         if (got := {"offset": buf["offset"], "region": buf["region"]}) != want:
-            raise SimulationError(f"{key}[{b}] (role {role}) is {_json_text(got)}, not "
-                                  f"{_json_text(want)} (docs/DESIGN.md \"HIER\": "
+            raise SimulationError(f"{key}[{b}] (role {role}) should be {_json_text(want)}, "
+                                  f"not {_json_text(got)} (docs/DESIGN.md \"HIER\": "
                                   f"{HIER_PLACES_WHY}; a space is the trigger's "
                                   f"{_space_text(spec)}, {counted(space, 'byte')})", **where)
     # every view of the leg in scratch or gw is listed (until 2026-12-05 a leg without its
@@ -1825,8 +1827,9 @@ def _check_channel_ids(spec: TriggerSpec, channels: list[tuple[int, list[int]]],
     if len(channels) != want:
         how = ("one per chunk channel" if per == 1 else
                "a CW and a CCW channel for each pair chunk.channels counts")
-        raise SimulationError(f"channels lists {counted(len(channels), 'channel')}, not the "
-                              f"{want} chunk.channels {spec.chunk['channels']} asks for (a "
+        raise SimulationError(f"channels should list the {counted(want, 'channel')} "
+                              f"chunk.channels {spec.chunk['channels']} asks for, not "
+                              f"{len(channels)} (a "
                               f"{spec.algorithm} trigger lists {how})", **where)
 
 
@@ -1896,8 +1899,8 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
     why = (f"(a KANGARING {owner} lists one kangaring item per channel, in the order of its "
            "channels: FORMATS §1.1)")
     if len(section) != len(channels):
-        raise SimulationError(f"{key} lists {counted(len(section), 'item')}, not the "
-                              f"{len(channels)} of {at}channels {why}", **where)
+        raise SimulationError(f"{key} should list {counted(len(channels), 'item')}, one per "
+                              f"channel of {at}channels, not {len(section)} {why}", **where)
     inside = set(members)
     each = (f"(the units of a KANGARING channel hold each {noun} of {of_what} once: "
             "docs/TOPOLOGY.md §4)")
@@ -1909,8 +1912,9 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
                                   f"{why}", **where)
         for u, unit in enumerate(units):
             if not 1 <= len(unit) <= KANGARING_UNIT_MAX:
-                raise SimulationError(f"{item}.units[{u}] lists {counted(len(unit), noun)}, not "
-                                      f"1 to {KANGARING_UNIT_MAX} (a unit is a primary and at "
+                raise SimulationError(f"{item}.units[{u}] should list 1 to "
+                                      f"{KANGARING_UNIT_MAX} {noun}s, not {len(unit)} (a unit "
+                                      "is a primary and at "
                                       "most 3 secondaries, KANGARING_MAX_SECONDARIES: "
                                       "docs/TOPOLOGY.md §4)", **where)
         flat = [m for unit in units for m in unit]
@@ -1966,8 +1970,8 @@ def _check_single_cycle(section: tuple, channels: list[tuple[int, list[int]]],
     pairs, arcs, steps = section
     key = f"{at}single_cycle"
     if len(pairs) != chunk_channels:
-        raise SimulationError(f"{key}.pairs lists {counted(len(pairs), 'pair')}, not the "
-                              f"{chunk_channels} {at}chunk.channels counts (one [CW channel, "
+        raise SimulationError(f"{key}.pairs should list the {counted(chunk_channels, 'pair')} "
+                              f"{at}chunk.channels counts, not {len(pairs)} (one [CW channel, "
                               "CCW channel] per chunk channel: FORMATS §1.1)", **where)
     ids = [ch for ch, _ in channels]
     if n == 1:
@@ -2048,8 +2052,8 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
     what the model asked for, not what the lowering says it asked for)."""
     want = {t.ordinal: t for t in model.triggers}
     if set(want) != set(triggers):
-        raise SimulationError(f"the manifest lists triggers {sorted(triggers)}, the model has "
-                              f"{sorted(want)}", file=file, field="triggers")
+        raise SimulationError(f"the manifest should list triggers {sorted(want)}, the "
+                              f"model's, not {sorted(triggers)}", file=file, field="triggers")
     for o, t in want.items():
         s = triggers[o]
         pairs = {  # (the manifest's value, the model's), each as the manifest writes it
@@ -2066,8 +2070,8 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
         }
         for key, (got, exp) in pairs.items():
             if got != exp:  # (named as check_triggers names a trigger's values)
-                raise SimulationError(f"the manifest says {key} = {_json_text(got)}, the "
-                                      f"model's trigger {o} has {_json_text(exp)}",
+                raise SimulationError(f"the manifest's {key} should be {_json_text(exp)}, the "
+                                      f"model's trigger {o}'s, not {_json_text(got)}",
                                       **dict(s.where, file=s.where.get("file") or file))
 
 
