@@ -196,4 +196,80 @@ def test_no_message_says_what_it_found_with_got():
     # the form is there, in the modules that used the other ones (not a vacuous scan)
     assert {"neff/assembler.py", "neff/reader.py", "neff/container.py", "neff/fields.py",
             "simulate/engine.py", "simulate/fifo.py", "simulate/program.py",
-            "topology/model.py", "ahead.py"} <= nots, sorted(nots)
+            "simulate/triggers.py", "topology/model.py", "ahead.py"} <= nots, sorted(nots)
+
+
+#: What a message said before it said what it should be (CLI.md "Errors", until
+#: 2026-12-06): ``header_size is 64, must be 1024``, ``terminator size 5, must be 0``, the
+#: expected value after ``not`` (``buffers lists 2 recv2 buffers, not 1``, ``buffers[1]
+#: (role recv2) is in gw, not scratch``, ``peers[1].neigh is PEER_X, not PEER_LOCAL``), and
+#: ``X V, the W is A`` (``sema_shift_offset 3, the entry's is 2``, ``data_type_sz 4,
+#: sdma_data_type_size[BF16] is 2``, ``num_elem [1, 1, 1], piece 0 of 5 elements is (5, 1,
+#: 1)``).  A ``must``/``should`` before the value is the form (``should run ids [1, 2],
+#: not [1, 3]``), and a limit or a relation (``channel 3 needs semaphore 40, a core has
+#: 32``, ``[0, 8), the var has 4 bytes``) is no found value.
+FOUND_FIRST = (r"(^|\bis |\bsize |\} )\{\}, (must|should) be\b",
+               r"(?<!should )(?<!must )\b(is|is in|lists|run ids) \{\}( bytes)?, not\b",
+               r"\{\}, (the |sdma_|piece )[^:;]*?\b(is|has) (\(|\{\})")
+
+
+def _found_first(root):
+    import ast
+    import re
+
+    hits = []
+    for path in sorted(root.rglob("*.py")):
+        for line, t in _templates(ast.parse(path.read_text())):
+            if any(re.search(p, t) for p in FOUND_FIRST):
+                hits.append(f"{path.relative_to(root).as_posix()}:{line}: {t!r}")
+    return hits
+
+
+def test_no_message_says_what_it_found_first():
+    """CLI.md "Errors": ``X must be A, not Y`` / ``X should be A, not Y``, what the input
+    holds last: never ``X is Y, must be A``, ``X lists Y, not A`` nor ``X Y, the W is A``
+    (:data:`FOUND_FIRST`; the NEFF reader's ``header_size``, ``length_dw`` and ``lnc_size``,
+    ``simulate``'s FIFO fields and its manifest checks said so until 2026-12-06)."""
+    from pathlib import Path
+
+    import nrtrewrite
+    assert _found_first(Path(nrtrewrite.__file__).parent) == []
+
+
+def test_found_first_scan_finds_the_old_shapes(tmp_path):
+    """The scan is not vacuous: the shapes the messages had until 2026-12-06, each as its
+    module wrote it, are found, and their rewordings are not."""
+    old = {
+        "neff/container.py": 'raise E(f"header_size is {h}, must be {H}")',
+        "neff/reader.py": 'raise E(f"length_dw is {w[1]}, must be {L}")',
+        "simulate/fifo.py": ('a = f"{fld} is {int(v)}, must be 0"\n'
+                             'b = f"terminator size {int(s)}, must be 0"\n'
+                             'c = f"terminator {fld} {int(r)}, must be -1"\n'
+                             'd = f"{int(v):#x}, must be 0"\n'
+                             'e = f"sema_shift_offset {v}, the entry\'s is {w}"\n'
+                             'f = f"data_type_sz {v}, sdma_data_type_size[{d}] is {w}"\n'),
+        "simulate/program.py": ('a = f"{p}.num_elem {v}, piece {k} of {e} elements is '
+                                '({a}, {b}, 1)"'),
+        "simulate/triggers.py": ('a = f"legs lists {counted(n, \'leg\')}, not {w} ({why})"\n'
+                                 'b = f"buffers[{b}] (role {r}) is in {g}, not {w} ({why})"\n'
+                                 'c = f"{key}[{b}] (role gw) is {g}, not {w} ({why})"\n'
+                                 'd = f"hier.legs[{i}].plans[{j}].channels run ids {g}, '
+                                 'not {w}"\n'),
+        "compose/kangaring.py": ('raise E(f"peers[{i}].neigh is {n}, not PEER_RMTV2 or '
+                                 'PEER_LOCAL")'),
+        "neff/instructions.py": 'raise E(f"instruction word is {len(w)} bytes, not {S}")',
+    }
+    new = ('a = f"header_size must be {H}, not {h}"\n'
+           'b = f"{fld} should be 0, not {int(v)}"\n'
+           'c = f"sema_shift_offset should be {w}, the entry\'s, not {v}"\n'
+           'd = f"hier.legs[{i}].plans[{j}].channels should run ids {w}, not {g}"\n'
+           'e = f"buffers should list {counted(w, \'buffer\')}, not {g}"\n'
+           'f = f"out of semaphores: channel {c} needs semaphore {s}, a core has {n}"\n'
+           'g = f"bytes [{a}, {b}) of partitions [{c}, {d}), the var has {n} bytes"\n')
+    for rel, text in old.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text + "\n")
+    (tmp_path / "new.py").write_text(new)
+    hits = _found_first(tmp_path)
+    assert sorted({h.split(":")[0] for h in hits}) == sorted(old), hits
+    assert len(hits) == 15 and not any(h.startswith("new.py") for h in hits), hits
