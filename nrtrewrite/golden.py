@@ -55,7 +55,9 @@ def _without_env(name: str):
 
 
 def pack(folder: Path) -> bytes:
-    """A tar.gz of ``folder`` with sorted names and zeroed metadata (byte-deterministic)."""
+    """A tar.gz of ``folder`` with sorted names and zeroed metadata (byte-deterministic).
+    Each file is copied into the archive a block at a time (reading each whole held the
+    largest artifact in memory beside the archive, until 2026-12-06)."""
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -69,11 +71,11 @@ def pack(folder: Path) -> bytes:
                     info.type = tarfile.DIRTYPE
                     info.mode = 0o755
                     tar.addfile(info)
-                else:
-                    data = path.read_bytes()
-                    info.size = len(data)
-                    info.mode = 0o644
-                    tar.addfile(info, io.BytesIO(data))
+                else:  # (copied from the file a block at a time, never read whole)
+                    with path.open("rb") as fh:
+                        info.size = os.fstat(fh.fileno()).st_size
+                        info.mode = 0o644
+                        tar.addfile(info, fh)
     return buf.getvalue()
 
 
