@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import copy
 import errno
 import importlib
 import io
@@ -16,6 +17,7 @@ import re
 import signal
 import sys
 from collections.abc import Sequence
+from itertools import chain
 from typing import NoReturn
 
 import click
@@ -100,16 +102,112 @@ def print_table(console: Console, table) -> None:
         column.overflow = "fold"  # a cell wider than its column wraps: never "…"
         if column.max_width is None or column.max_width > cap:
             column.max_width = cap
-    need = console.measure(table, options=console.options.update_width(_UNBOUNDED)).maximum
-    if need <= console.width:
-        console.print(table)
-        return
+    widths = _plain_widths(console, table)
+    probe = None if widths is None else _probe(table, widths, "x")
+    # (a probe measures as its table: each column's widest cell is as wide in both)
+    need = console.measure(probe or table,
+                           options=console.options.update_width(_UNBOUNDED)).maximum
     saved = console._width  # rich's own: None while it follows the terminal's width
-    console.width = need
+    if need > console.width:
+        console.width = need
     try:
-        console.print(table)
+        if probe is None or not _print_rows(console, table, widths, probe):
+            console.print(table)
     finally:
         console._width = saved
+
+
+#: rows from which a piped table is written row by row (:func:`_print_rows`) rather than
+#: laid out by rich (some 1,000 rows a second): below, the two probe tables cost about as much
+FAST_ROWS = 16
+#: a cell rich shows as it is (one line, no markup, no emoji code, no control character, no
+#: space at either end that a right-justified column would drop)
+_PLAIN_CELL = re.compile(r"(?:[!-~](?:[ -~]*[!-~])?)?\Z")
+_EMOJI_CODE = re.compile(r":\S*:")
+
+
+def _plain_widths(console: Console, table) -> list[int] | None:
+    """Each column's widest cell, where ``table`` may be written row by row on ``console``
+    (:func:`_print_rows`): a plain console (piped or redirected, no colour), at least
+    :data:`FAST_ROWS` rows of one line of plain cells each (``str`` or unstyled-layout
+    ``Text``), left- or right-justified columns, no row separators; None otherwise."""
+    from rich.markup import RE_TAGS
+
+    if (console.is_terminal or console.color_system is not None or console.record
+            or len(table.rows) < FAST_ROWS or table.show_lines or table.leading
+            or any(row.end_section for row in table.rows)):
+        return None
+    widths = []
+    for column in table.columns:
+        if (column.justify not in ("left", "right") or column.width is not None
+                or len(column._cells) != len(table.rows)):
+            return None
+        width = 0
+        for cell in column._cells:
+            if isinstance(cell, Text):
+                if (cell.justify is not None or cell.overflow is not None
+                        or cell.no_wrap is not None):
+                    return None
+                cell = cell.plain
+            elif not isinstance(cell, str) or RE_TAGS.search(cell) or _EMOJI_CODE.search(cell):
+                return None
+            if not _PLAIN_CELL.match(cell):
+                return None
+            width = max(width, len(cell))
+        widths.append(width)
+    return widths
+
+
+def _probe(table, widths: list[int], char: str):
+    """``table`` with one row, each cell ``char`` as many times as its column's widest cell."""
+    probe = copy.copy(table)
+    probe.columns = [column.copy() for column in table.columns]
+    probe.rows = []
+    probe.add_row(*(char * w for w in widths))
+    return probe
+
+
+def _print_rows(console: Console, table, widths: list[int], probe) -> bool:
+    """Print ``table`` (:func:`_plain_widths` gave ``widths``) as ``console.print`` would,
+    byte for byte, without rich laying out its rows: rich draws ``probe`` (one row of ``x``
+    as wide as each column's widest cell) and a copy of it of ``y``; the one line that
+    differs is the row, each run of ``x`` a column's cell; every row of ``table`` is written
+    into that line, its cells padded as the columns justify them.  False, nothing printed,
+    where the probe's row is not one line of those runs (rich wrapped or shrank a cell)."""
+    with console.capture() as cap:
+        console.print(probe)
+    lines = cap.get().split("\n")
+    with console.capture() as cap:
+        console.print(_probe(table, widths, "y"))
+    other = cap.get().split("\n")
+    differ = [i for i, (a, b) in enumerate(zip(lines, other)) if a != b]
+    if len(lines) != len(other) or len(differ) != 1:
+        return False
+    row = differ[0]
+    line = lines[row]
+    runs = [m.span() for m in re.finditer("x+", line)]
+    shown = [(w, column.justify) for w, column in zip(widths, table.columns) if w]
+    if [b - a for a, b in runs] != [w for w, _ in shown]:
+        return False
+    cells = [i for i, w in enumerate(widths) if w]  # (a column of empty cells is all padding)
+    parts, at = [], 0
+    for (a, b), (_, justify) in zip(runs, shown):
+        parts.append(line[at:a].replace("%", "%%"))
+        parts.append("%-*s" if justify == "left" else "%*s")
+        at = b
+    parts.append(line[at:].replace("%", "%%"))
+    fmt = "".join(parts) + "\n"
+    columns = [[c.plain if isinstance(c, Text) else c for c in table.columns[i]._cells]
+               for i in cells]
+    shown_widths = [w for w, _ in shown]
+    out = console.file
+    out.write("\n".join(lines[:row]) + "\n")
+    rows = list(zip(*columns)) if columns else [()] * len(table.rows)
+    for first in range(0, len(rows), 4096):
+        out.write("".join(fmt % tuple(chain.from_iterable(zip(shown_widths, r)))
+                          for r in rows[first:first + 4096]))
+    out.write("\n".join(lines[row + 1:]))
+    return True
 
 
 #: the width a cell may take before it wraps inside its column, where the console is narrower

@@ -1,0 +1,130 @@
+"""``cli.print_table`` on a piped console writes a table of plain one-line cells row by row
+(``_print_rows``) instead of letting rich lay out every row: the text must be exactly what
+rich prints for the table (the reference: ``console.print`` of the same table, measured and
+widened as ``print_table`` does), for any cells, or rich prints it."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from nrtrewrite import cli
+from nrtrewrite.cli import FAST_ROWS, print_table
+
+
+def console(width: int = 132) -> Console:
+    """A piped console, as ``stdout_console`` makes it when stdout is no terminal."""
+    return Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None)
+
+
+def rich_print(table: Table, width: int = 132) -> str:
+    """What rich itself prints for ``table`` under ``print_table``'s rules (every column
+    folds and is held to LONG_CELL; a table wider than the console is drawn as wide as it
+    needs), with the row-by-row path turned off."""
+    con = console(width)
+    saved = cli._plain_widths
+    cli._plain_widths = lambda console, table: None
+    try:
+        print_table(con, table)
+    finally:
+        cli._plain_widths = saved
+    return con.file.getvalue()
+
+
+def fast_print(table: Table, width: int = 132) -> str:
+    con = console(width)
+    print_table(con, table)
+    return con.file.getvalue()
+
+
+def make(rows: list[list], *, justify=("left",), title="t", caption=None, min_width=None,
+         **options) -> Table:
+    table = Table(title=title, caption=caption, min_width=min_width, **options)
+    for i in range(len(rows[0]) if rows else 2):
+        table.add_column(f"c{i}", justify=justify[i % len(justify)])
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def twice(build) -> tuple[str, str]:
+    """``build()`` printed by rich and by ``print_table`` (each gets its own table: rich's
+    path changes the columns it prints)."""
+    return rich_print(build()), fast_print(build())
+
+
+CELLS = ["0", "12345", "[0, 4096)", "empty", "CHUNK_H1", "a b  c", "100%", "x", "xx", "y",
+         "", "direct_reduce_send_kangaring", "EVT_GLOBAL_HNDSHK", "-", "9>=1 10>=2"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_plain_tables_print_as_rich_prints_them(seed):
+    rng = random.Random(seed)
+    ncols = rng.randint(1, 8)
+    nrows = rng.choice([FAST_ROWS, FAST_ROWS + 1, 50, 300])
+    rows = [[rng.choice(CELLS) for _ in range(ncols)] for _ in range(nrows)]
+    justify = tuple(rng.choice(["left", "right"]) for _ in range(ncols))
+    title = rng.choice(["t", "a title of some length " * rng.randint(1, 8)])
+    caption = rng.choice([None, "a caption"])
+    min_width = rng.choice([None, 10, 150])
+    opts = rng.choice([{}, {"box": box.SIMPLE}, {"show_header": False}, {"padding": (0, 2)},
+                       {"show_edge": False}, {"expand": True}, {"box": None}])
+    ref, fast = twice(lambda: make(rows, justify=justify, title=title, caption=caption,
+                                   min_width=min_width, **opts))
+    assert fast == ref
+
+
+@pytest.mark.parametrize("cell", [
+    "[bold]x[/]",  # markup: rich shows "x"
+    ":thumbs_up:",  # an emoji code
+    " lead", "trail ",  # a right-justified column drops the trailing space
+    "two\nlines",
+    "tab\there",
+    "\u00e9t\u00e9",  # not ASCII (rich measures cells, not characters)
+    "w" * 300,  # wider than LONG_CELL: rich folds it
+])
+def test_cells_rich_would_change_are_left_to_rich(cell):
+    rows = [["a", "1"]] * (FAST_ROWS + 3) + [[cell, "2"]]
+    ref, fast = twice(lambda: make(rows, justify=("left", "right")))
+    assert fast == ref
+    assert cli._plain_widths(console(), make(rows)) is None or cell.startswith("w")
+
+
+def test_text_cells_and_a_column_of_empty_cells():
+    rows = [[Text(f"name{i}", style="bold"), "", str(i * 1000)] for i in range(40)]
+    ref, fast = twice(lambda: make(rows, justify=("left", "left", "right")))
+    assert fast == ref
+
+
+def test_a_table_wider_than_the_console_is_drawn_as_wide_as_it_needs():
+    rows = [[f"{i:0{90}d}", "b" * 100] for i in range(30)]
+    ref, fast = twice(lambda: make(rows))
+    assert fast == ref
+    assert max(map(len, fast.splitlines())) > 132
+
+
+def test_rows_are_not_laid_out_by_rich(monkeypatch):
+    """A 5,000-row table: rich renders the cells of the two one-row probes and the headers,
+    not the rows (the rich path renders every cell: 15,000 here)."""
+    rows = [[str(i), f"[{i}, {i + 7})", "recv_reduce_copy"] for i in range(5000)]
+    ref = rich_print(make(rows))
+    calls = []
+    real = Console.render_str
+    monkeypatch.setattr(Console, "render_str",
+                        lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    assert fast_print(make(rows)) == ref
+    assert 0 < len(calls) <= 60
+
+
+def test_a_terminal_or_a_short_table_is_left_to_rich():
+    rows = [["a", "b"]] * (FAST_ROWS - 1)
+    assert cli._plain_widths(console(), make(rows)) is None
+    tty = Console(file=io.StringIO(), width=132, force_terminal=True)
+    assert cli._plain_widths(tty, make(rows * 3)) is None
+    assert cli._plain_widths(console(), make(rows * 3)) == [1, 1]
