@@ -128,3 +128,30 @@ def test_a_terminal_or_a_short_table_is_left_to_rich():
     tty = Console(file=io.StringIO(), width=132, force_terminal=True)
     assert cli._plain_widths(tty, make(rows * 3)) is None
     assert cli._plain_widths(console(), make(rows * 3)) == [1, 1]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_print_plain_prints_as_console_print(seed):
+    """``print_plain`` (explain's overview) keeps rich's own layout: a table wider than the
+    console is shrunk by rich (its no_wrap cells cut), so the probe's row is not the runs
+    and rich prints it."""
+    rng = random.Random(seed)
+    ncols = rng.randint(1, 8)
+    rows = [[rng.choice(CELLS) * rng.choice([1, 1, 1, 3]) for _ in range(ncols)]
+            for _ in range(rng.choice([FAST_ROWS, 40, 200]))]
+
+    def build():
+        table = Table(title="200 triggers", caption="--trigger K explains trigger K in full")
+        for i in range(ncols):
+            table.add_column(f"c{i}", no_wrap=rng.random() < 0.5)
+        for row in rows:
+            table.add_row(*row)
+        return table
+
+    width = rng.choice([60, 132, 200])
+    ref, fast = console(width), console(width)
+    state = rng.getstate()
+    ref.print(build())
+    rng.setstate(state)
+    cli.print_plain(fast, build())
+    assert fast.file.getvalue() == ref.file.getvalue()

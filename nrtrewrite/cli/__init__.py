@@ -117,6 +117,15 @@ def print_table(console: Console, table) -> None:
         console._width = saved
 
 
+def print_plain(console: Console, table) -> None:
+    """``console.print(table)``, rich's own layout (a table wider than the console shrunk to
+    it, unlike :func:`print_table`), but a piped table of plain cells written row by row
+    (:func:`_print_rows`), the same bytes."""
+    widths = _plain_widths(console, table)
+    if widths is None or not _print_rows(console, table, widths, _probe(table, widths, "x")):
+        console.print(table)
+
+
 #: rows from which a piped table is written row by row (:func:`_print_rows`) rather than
 #: laid out by rich (some 1,000 rows a second): below, the two probe tables cost about as much
 FAST_ROWS = 16

@@ -24,7 +24,7 @@ from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import (Int, JsonErrorCommand, echo_whole, main, plain, plain_line,
-                            stderr_console, stdout_console, styled)
+                            print_plain, stderr_console, stdout_console, styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -983,7 +983,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     if not records:
         console.print("no triggers to explain", highlight=False)
     if len(records) > OVERVIEW_TRIGGERS and not only and not show_all:
-        console.print(_overview(records))
+        print_plain(console, _overview(records))  # (row by row when piped)
     else:
         for rec in records:
             _print_record(console, rec, topo)
