@@ -826,7 +826,15 @@ def _group_channel_caps(topo: Topology, group: tuple[int, ...],
     order (memoised per group and policy caps)."""
     def make():
         s = group_shape(topo, group)
-        caps = [(policy.max_channels, "max_channels (NEC_MAX_CHANNELS)")]
+        # The hard cap is nec.h's NEC_MAX_CHANNELS; a policy's max_channels only lowers it,
+        # and a scope cap above it is clamped by it, so the reason names what clamps.
+        if policy.max_channels < NEC_MAX_CHANNELS:
+            caps = [(policy.max_channels, "max_channels")]
+        elif policy.max_channels == NEC_MAX_CHANNELS:
+            caps = [(NEC_MAX_CHANNELS, "max_channels (NEC_MAX_CHANNELS)")]
+        else:
+            caps = [(NEC_MAX_CHANNELS, f"NEC_MAX_CHANNELS {NEC_MAX_CHANNELS} (nec.h; the "
+                                       f"policy's max_channels {policy.max_channels} is above it)")]
         if s.node_n == 1:
             scope_cap, scope_why = policy.max_channels_intra, "max_channels_intra"
         else:
