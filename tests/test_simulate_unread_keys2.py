@@ -6,7 +6,8 @@
   preset is sized to the world, ``ceil((max(world) + 1) / ranks_per_node)``; the name is the
   option as given, the default's ``trn2`` or ``trn2:nodes=N``); a topology file's are not
   derivable from the manifest (its ``nodes`` may exceed its ranks' needs, its ``name`` is
-  its own) and stay unheld;
+  its own) and stay unheld, but for what the manifest tells (a custom platform's name, the
+  MAX_TOPOLOGY_RANKS bound: tests/test_simulate_topology_file_keys.py, since 2026-12-06);
 * a trigger's own ``legs`` (FORMATS §1.1: ``name``, ``op``, ``algorithm``, ``sub_type``) is
   one ``flat`` leg of its op and algorithm, or a HIER trigger's ``hier.legs`` again; a
   ``sub_type`` only on a mesh-family engine (docs/SELECTION.md §9: the platform's intra-node,

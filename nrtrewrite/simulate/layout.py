@@ -8,6 +8,7 @@ address gets an error code (0 = fine) so that the caller can report the first ba
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import numpy as np
 
@@ -22,8 +23,8 @@ from nrtrewrite.errors import SimulationError, ValidationError, counted, escape_
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.topology.model import (
-    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, Platform, nodes_for, parse_preset_spec,
-    preset_of_spec, preset_platform,
+    MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS, PRESETS, Platform,
+    nodes_for, parse_preset_spec, preset_of_spec, preset_platform,
 )
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
@@ -282,6 +283,8 @@ class Layout:
         self.platform_derived = False
         if self.preset is not None:
             self._check_preset(self.preset)
+        else:
+            self._check_file_name()
         #: the platform's mesh sub-type (an intra-node mesh entry's algo_sub_type), None when
         #: the platform has no mesh; absent from a manifest written before it was recorded
         self.mesh_sub_type: int | None = None
@@ -433,6 +436,50 @@ class Layout:
                                   'docs/TOPOLOGY.md §1 "Loading")', file=file,
                                   field="topology.name")
 
+    def _check_file_name(self) -> None:
+        """A topology file's ``topology.name`` is the file's ``name``, else its path's stem,
+        and a custom platform (a file without a preset ``platform``) is named after the same
+        ``name``, else ``custom`` (docs/TOPOLOGY.md §2; so since 2026-12-01, when the
+        platform was first recorded): on a custom platform (``topology.platform`` not a
+        preset's name) the topology's name is the platform's, or on one named ``custom`` the
+        stem of ``options.topology``, else a :class:`SimulationError` naming the key.  A file
+        on a preset platform names itself (the manifest does not hold its ``name``, and no
+        byte depends on it): not held, nor without the platform keys."""
+        if self._platform is None or self.platform in PRESETS:
+            return
+        name, plat = self.topology_name, self.platform
+        stem = PurePath(self.topology_option or "").stem
+        if name == plat or (plat == "custom" and name == stem):
+            return
+        if plat == "custom":
+            want = (f"{json_kind(stem)}, the stem of {self.option_text()}: a topology file "
+                    "with neither a preset platform nor a name is named after its path, its "
+                    "platform custom")
+        else:
+            want = (f"{json_kind(plat)}, topology.platform's: a topology file without a "
+                    "preset platform names its custom platform after its name")
+        raise SimulationError(f"topology.name {json_kind(name)} is not {want} "
+                              "(docs/TOPOLOGY.md §2 name, platform)", file=self.file,
+                              field="topology.name")
+
+    def _check_file_nodes(self, rpn: int, exact: bool, whose: str) -> None:
+        """A topology file's ``topology.nodes`` times its ranks a node (``rpn``; at least
+        that when not ``exact``) is at most MAX_TOPOLOGY_RANKS, as ``lower`` loads a file
+        (docs/TOPOLOGY.md §2 nodes), else a :class:`SimulationError` naming the key.  Above
+        what the ranks need the count is the file's own (no byte depends on it): not held.
+        Not held without the platform keys (an output written before 2026-12-01)."""
+        if self._platform is None or rpn < 1:
+            return
+        most = MAX_TOPOLOGY_RANKS // rpn
+        if self.nodes > most:
+            at = "" if exact else "at least "
+            raise SimulationError(
+                f"topology.nodes {self.nodes} is more than {most}: {self.nodes} nodes x "
+                f"{at}{rpn} ranks a node = {at}{self.nodes * rpn} ranks, more than "
+                f"{MAX_TOPOLOGY_RANKS} (MAX_TOPOLOGY_RANKS: lower loads no such topology "
+                f"file, docs/TOPOLOGY.md §2 nodes; {whose})", file=self.file,
+                field="topology.nodes")
+
     def _check_places(self) -> None:
         """Every row of ``topology.ranks`` is where docs/TOPOLOGY.md §1 puts its rank: ``node``
         ``rank // ranks_per_node``, ``device`` the next digit (``// ranks_per_device``),
@@ -490,6 +537,10 @@ class Layout:
                     f"rank {p.rank}: device {p.index} is past the {MAX_DEVICES_PER_NODE} "
                     f"devices a node holds at most (docs/TOPOLOGY.md §2; {whose})",
                     file=self.file, field=joined_key(path, "device"))
+        if self.preset is None:
+            # (a node holds dpn devices, or, all ranks on node 0, at least the table's)
+            self._check_file_nodes(rpd * (dpn or int(cols["device"].max()) + 1), bool(dpn),
+                                   whose)
         # docs/TOPOLOGY.md §1: a logical core covers the TPBs lc * lnc_size .. + lnc_size - 1
         # of its device, tpb the first (until 2026-12-05 not read; checked once the row's
         # logical core is its rank's, so a row moved to another core is named by its
