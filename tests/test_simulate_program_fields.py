@@ -1498,18 +1498,20 @@ def test_a_spad_entry_its_rank_manifest_or_the_triggers_contradict_is_refused(ri
 
 def test_a_mesh_entry_on_a_platform_without_mesh_is_refused(mesh_out, tmp_path):
     """FORMATS §1.1 ``topology.mesh_sub_type``: null for a platform without mesh; c7c8's MESH
-    entries (algo_type 2) under such a topology are refused at rank 0's first entry (the
-    output said to be lowered on a topology file: a preset's records the preset's
-    mesh_sub_type, refused first, tests/test_platform_manifest.py)."""
+    trigger under such a topology is refused at its own leg, which lower never writes there
+    (docs/SELECTION.md §3; the output said to be lowered on a topology file: a preset's
+    records the preset's mesh_sub_type, refused first, tests/test_platform_manifest.py).
+    Until 2026-12-06 the entries were refused first, at rank 0's first entry (algo_type 2):
+    ``a mesh-family entry (MESH) on a platform without mesh``, now the backstop."""
     out = _copy(mesh_out, tmp_path)
     top = json.loads((out / "manifest.json").read_text())
     assert top["topology"]["mesh_sub_type"] == "MESH_TRN2"
     top["topology"]["mesh_sub_type"] = None
     top["options"]["topology"] = "trn2-like.json"
     (out / "manifest.json").write_text(json.dumps(top))
-    assert (f"{out / 'rank-0000'}: field algo_type, rank 0, artifact spad.bin, record 0: a "
-            "mesh-family entry (MESH) on a platform without mesh (topology.mesh_sub_type "
-            "null)") in _refused(out)
+    assert (f"{out / 'manifest.json'}: field triggers[0]: legs[0].sub_type \"MESH_TRN2\": a "
+            "mesh-family leg (MESH) on a platform without mesh (topology.mesh_sub_type "
+            "null), which lower never writes") in _refused(out)
 
 
 def test_n_tiles_other_than_the_tiles_its_bds_form_is_refused(ring_out, tmp_path):

@@ -7,7 +7,7 @@ checked since 2026-12-06:
   ``custom``, the stem of ``options.topology``); a file on a preset platform names itself
   (not held: tests/test_simulate_unread_keys2.py);
 * ``topology.nodes``: at most MAX_TOPOLOGY_RANKS (2^20) ranks, ``lower``'s bound on a file's
-  nodes (docs/TOPOLOGY.md §2 ``nodes``); above what the ranks need it is the file's own.
+  nodes (docs/TOPOLOGY.md §2 ``nodes``); above what the ranks need it is the file's own;
 * a mesh-family leg on a platform without mesh (``topology.mesh_sub_type`` null): ``lower``
   writes none (docs/SELECTION.md §3), inside a node or across nodes.
 
@@ -28,6 +28,9 @@ from test_simulate_rank_places import _retop, _top
 ROOT = Path(__file__).resolve().parents[1]
 FILE = ROOT / "fixtures" / "topologies" / "trn2-2node.json"
 NAME_RULE = "(docs/TOPOLOGY.md §2 name, platform)"
+NO_MESH = ("a platform without mesh (topology.mesh_sub_type null), which lower never writes: "
+           "no mesh-family engine is legal there, inside a node or across nodes "
+           "(docs/SELECTION.md §3, §9; docs/TOPOLOGY.md §2 mesh)")
 
 
 def _file(tmp: Path, fname: str, **change) -> Path:
@@ -135,3 +138,24 @@ def test_a_node_count_on_one_node_is_held_to_the_devices_the_table_shows(ring8, 
     assert refused(out).startswith(
         f"{_field(out, 'topology.nodes')}topology.nodes 131073 is more than 131072: 131073 "
         "nodes x at least 8 ranks a node = at least 1048584 ranks, more than 1048576 ")
+
+
+# ------------------------------------------------------------------ no mesh
+
+@pytest.mark.parametrize("ranks, sub", [(8, "MESH_TRN2"), ([0, 64], "FULL_MESH")])
+def test_a_mesh_leg_on_a_platform_without_mesh_is_refused(tmp_path, ranks, sub):
+    """--algo mesh on the file: MESH_TRN2 inside a node, FULL_MESH across nodes (SELECTION
+    §9). Saying the platform has no mesh is refused at the trigger (across nodes it was a
+    match; inside a node refused per rank, at spad.bin's algo_type)."""
+    out = _lower(tmp_path, ranks, FILE, algo="mesh")
+    assert _top(out)["triggers"][0]["legs"][0]["sub_type"] == sub
+    _retop(out, lambda top: top["topology"].update(mesh_sub_type=None))
+    assert refused(out) == (f'{_field(out)}legs[0].sub_type "{sub}": a mesh-family leg (MESH) '
+                            f"on {NO_MESH}")
+
+
+def test_a_ring_on_a_platform_said_without_mesh_is_a_match(ring8, tmp_path):
+    """A RING leg has no sub_type (null) on any platform: lower writes the same ring there."""
+    out = copy(ring8, tmp_path)
+    _retop(out, lambda top: top["topology"].update(mesh_sub_type=None))
+    assert_clean(out)

@@ -1058,7 +1058,12 @@ def check_own_legs(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
     §9 gives its engine: null but for a mesh-family engine (MESH, SINGLE_STEP_MESH,
     INTRA_RDH), whose sub_type is FULL_MESH when its replica_group spans nodes, else the
     platform's (``topology.mesh_sub_type``, when recorded and not null), else a
-    :class:`SimulationError` naming the key (until 2026-12-05 not read)."""
+    :class:`SimulationError` naming the key (until 2026-12-05 not read).  On a platform
+    without mesh (``topology.mesh_sub_type`` recorded null) ``lower`` writes no mesh-family
+    leg (no mesh-family engine is legal there, docs/SELECTION.md §3): such a leg is refused
+    whatever its ``sub_type`` and nodes (until 2026-12-06 its ``sub_type`` was not held: an
+    intra-node one's entries were refused per rank, ``a mesh-family entry ... on a platform
+    without mesh``, and one across nodes simulated as a match)."""
     for spec in triggers.values():
         if spec.slices is not None or len(spec.own_legs) != 1:  # (HIER: _check_own_legs)
             continue
@@ -1066,9 +1071,15 @@ def check_own_legs(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
         if spec.algorithm not in MESH_SUB_TYPE_ENGINES:
             want, why = None, (f"only a mesh-family leg ({', '.join(MESH_SUB_TYPE_ENGINES)}) "
                                "has a sub_type")
+        elif layout.mesh_sub_type_recorded and layout.mesh_sub_type is None:
+            raise SimulationError(
+                f"legs[0].sub_type {json_kind(got)}: a mesh-family leg ({spec.algorithm}) on "
+                "a platform without mesh (topology.mesh_sub_type null), which lower never "
+                "writes: no mesh-family engine is legal there, inside a node or across nodes "
+                "(docs/SELECTION.md §3, §9; docs/TOPOLOGY.md §2 mesh)", **spec.where)
         elif len({layout.places[r].node for r in spec.group if r in layout.places}) > 1:
             want, why = "FULL_MESH", "a mesh-family leg over a replica_group that spans nodes"
-        elif layout.mesh_sub_type_recorded and layout.mesh_sub_type is not None:
+        elif layout.mesh_sub_type_recorded:
             want = layout.mesh_sub_type_name
             why = "an intra-node mesh-family leg's is the platform's, topology.mesh_sub_type"
         else:
