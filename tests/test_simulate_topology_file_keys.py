@@ -9,7 +9,10 @@ checked since 2026-12-06:
 * ``topology.nodes``: at most MAX_TOPOLOGY_RANKS (2^20) ranks, ``lower``'s bound on a file's
   nodes (docs/TOPOLOGY.md §2 ``nodes``); above what the ranks need it is the file's own;
 * a mesh-family leg on a platform without mesh (``topology.mesh_sub_type`` null): ``lower``
-  writes none (docs/SELECTION.md §3), inside a node or across nodes.
+  writes none (docs/SELECTION.md §3), inside a node or across nodes;
+* a KANGARING unit's ranks are on 2 dies of 2 s-engines (docs/TOPOLOGY.md §2 kangaring): a
+  file's table relabelled to another shape (every die 0) is refused there, and is sound
+  for any other engine (the die enters no byte ``lower`` writes but KangaRing's).
 
 Expected values are worked out from the docs by hand."""
 
@@ -158,4 +161,47 @@ def test_a_ring_on_a_platform_said_without_mesh_is_a_match(ring8, tmp_path):
     """A RING leg has no sub_type (null) on any platform: lower writes the same ring there."""
     out = copy(ring8, tmp_path)
     _retop(out, lambda top: top["topology"].update(mesh_sub_type=None))
+    assert_clean(out)
+
+
+# ------------------------------------------------------------------ dies
+
+def _all_die_0(top: dict) -> None:
+    for row in top["topology"]["ranks"]:
+        row["die"] = 0
+
+
+def test_a_kangaring_table_relabelled_to_one_die_is_refused(tmp_path):
+    """KANGARING over ranks 0..7 on the file: rank 2 is s-engine 2, die 2 // 2 = 1
+    (TOPOLOGY §1). Every die 0 fits the shape of 4 s-engines a die, where lower lowers no
+    KANGARING (2 dies of 2 s-engines: TOPOLOGY §2 kangaring); was a match."""
+    out = _lower(tmp_path, 8, FILE, algo="kangaring", n=4096)
+    assert _top(out)["triggers"][0]["algorithm"] == "KANGARING"
+    assert_clean(out)
+    _retop(out, _all_die_0)
+    assert refused(out) == (
+        f"{_field(out, 'topology.ranks[2].die')}rank 2: die 0 is not 1, sengine 2 // 2 "
+        "(KangaRing needs 2 dies of 2 s-engines, each unit's engines k and k ^ 2 on the two "
+        "dies; lower writes no KANGARING for another device shape in the units of "
+        "triggers[0].kangaring: docs/TOPOLOGY.md §1, §2 kangaring, §4)")
+
+
+def test_a_ring_table_relabelled_to_one_die_is_what_lower_writes_there(ring8, tmp_path):
+    """The same model lowered on the file with 1 die of 4 s-engines (no kangaring) writes
+    the same bytes, its rows' die 0: so the relabelled table simulates as a match."""
+    one_die = _file(tmp_path, "one.json", kangaring=False,
+                    device={"dies": 1, "sengines_per_die": 4, "tpbs_per_sengine": 2,
+                            "c2c_ports": 4})
+    other = _lower(tmp_path / "one", 8, one_die)
+    a, b = _top(ring8), _top(other)
+    assert {r["die"] for r in b["topology"]["ranks"]} == {0}
+    for doc in (a, b):
+        _all_die_0(doc)
+        doc["options"]["topology"] = None
+    assert a == b
+    for rank in range(8):
+        for f in sorted((ring8 / f"rank-{rank:04d}").iterdir()):
+            assert f.read_bytes() == (other / f"rank-{rank:04d}" / f.name).read_bytes(), f
+    out = copy(ring8, tmp_path)
+    _retop(out, _all_die_0)
     assert_clean(out)

@@ -1295,6 +1295,8 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
 #: docs/TOPOLOGY.md §4: a KANGARING device's s-engines (KANGARING_NUM_SENG_PER_DEV), each
 #: holding 1 or 2 of its ranks; a unit the ranks of s-engines k and k ^ 2, k = 0, 1
 KANGARING_SENGINES = 4
+#: s-engines a die of a KANGARING device (2 dies x 2: docs/TOPOLOGY.md §2 kangaring)
+KANGARING_SENGINES_PER_DIE = 2
 KANGARING_ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k and k ^ 2 of one "
                    "device, S_k then S_k^2 with one rank an engine, else S_k t0, S_k^2 t0, "
                    "S_k^2 t1, S_k t1, t0 the lower TPB; on the collective's channel at place c of "
@@ -1318,7 +1320,10 @@ def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> N
     or a primary other than TOPOLOGY's, simulated as a match when the legs agreed.  Every
     rank's place is held to its platform's shape before (layout.Layout._check_places), so
     the shapes taken here from ``tpb`` and ``sengine`` are the platform's (a preset's), or
-    one docs/TOPOLOGY.md §1 allows (a topology file's)."""
+    one docs/TOPOLOGY.md §1 allows (a topology file's); each rank's ``die`` is then its
+    ``sengine`` // 2 (KangaRing's 2 dies of 2 s-engines, naming ``topology.ranks[i].die``:
+    a topology file's table relabelled to another shape, every die 0, is refused here; until
+    2026-12-06 it simulated as a match)."""
     for spec in triggers.values():
         if spec.kangaring is not None:
             _check_units_of(spec.kangaring, spec.group, "", "the replica_group", layout,
@@ -1374,6 +1379,18 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
                     f"in the units of {where.get('field')}.{at}kangaring: docs/TOPOLOGY.md §1,"
                     " §4)",
                     file=where.get("file") or None, field=f"{p.path}.sengine")
+            # (KangaRing runs on 2 dies of 2 s-engines only: a topology file's table
+            # relabelled to another shape, every die 0, describes a device lower lowers no
+            # KANGARING on; until 2026-12-06 the die was held to the fitted shape alone)
+            if p.die != p.sengine // KANGARING_SENGINES_PER_DIE:
+                raise SimulationError(
+                    f"rank {p.rank}: die {p.die} is not {p.sengine // KANGARING_SENGINES_PER_DIE}"
+                    f", sengine {p.sengine} // {KANGARING_SENGINES_PER_DIE} (KangaRing needs 2 "
+                    f"dies of {KANGARING_SENGINES_PER_DIE} s-engines, each unit's engines k and "
+                    f"k ^ 2 on the two dies; lower writes no KANGARING for another device shape "
+                    f"in the units of {where.get('field')}.{at}kangaring: docs/TOPOLOGY.md §1, "
+                    "§2 kangaring, §4)",
+                    file=where.get("file") or None, field=f"{p.path}.die")
         on = [[by_core[lc] for lc in cores if places[by_core[lc]].sengine == e]
               for e in range(KANGARING_SENGINES)]  # each engine's ranks, the lower TPB first
         for kk in (0, 1):
