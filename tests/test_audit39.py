@@ -62,9 +62,9 @@ def test_a_legs_range_counts_up_to_the_highest_id_of_any_of_its_plans():
     assert _range_refusal(legs) is None
     legs[1] = _leg("inter_allr", [[1], [1, 2]], (1, 1))
     assert _range_refusal(legs) == (
-        "hier.legs[1].channel_ids 1 is not 2: its plans run ids from channel_base 1 up to 2 "
-        "(hier.legs[1].plans[1].channels[1]) (a leg's range counts the ids from its "
-        "channel_base up to the highest its plans run: docs/DESIGN.md \"HIER\")")
+        "hier.legs[1].channel_ids should be 2, not 1: its plans run ids from channel_base 1 up "
+        "to 2 (hier.legs[1].plans[1].channels[1]) (a leg's range counts the ids from its "
+        'channel_base up to the highest its plans run: docs/DESIGN.md "HIER")')
 
 
 def test_a_leg_whose_plans_run_no_channel_has_an_empty_range():
@@ -75,9 +75,9 @@ def test_a_leg_whose_plans_run_no_channel_has_an_empty_range():
     assert _range_refusal(legs) is None
     legs[1] = _leg("inter_allr", [], (1, 1))
     assert _range_refusal(legs) == (
-        "hier.legs[1].channel_ids 1 is not 0: its plans run no channel (a leg's range counts "
-        "the ids from its channel_base up to the highest its plans run: docs/DESIGN.md "
-        "\"HIER\")")
+        "hier.legs[1].channel_ids should be 0, not 1: its plans run no channel (a leg's range "
+        "counts the ids from its channel_base up to the highest its plans run: docs/DESIGN.md "
+        '"HIER")')
 
 
 # ------------------------------------------------- escaping in reasons and the CLI's lines

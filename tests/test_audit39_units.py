@@ -34,9 +34,9 @@ def test_a_device_of_two_of_the_groups_ranks_is_refused(kr8_out, tmp_path):  # n
             ranks[r]["routing_id"] = 2
     _retopo(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[2].routing_id')}rank 2: routing_id "
-                            "2 is not 0, the routing id of device 0 (docs/TOPOLOGY.md §1; trn2 "
-                            "at lnc_size 2, the platform of options.topology null (the default, "
-                            "trn2))")
+                            "should be 0, the routing id of device 0, not 2 (docs/TOPOLOGY.md "
+                            "§1; trn2 at lnc_size 2, the platform of options.topology null (the "
+                            "default, trn2))")
 
 
 @pytest.mark.parametrize("rank, sengine, want, tpb", [(0, 1, 0, 0), (3, 0, 3, 6)],
@@ -50,8 +50,8 @@ def test_the_sengine_of_a_devices_first_and_last_core_is_checked(kr8_out, tmp_pa
     out = copy(kr8_out, tmp_path)
     _retopo(out, lambda ranks: ranks[rank].__setitem__("sengine", sengine))
     assert refused(out) == (
-        f"{_field(out, f'topology.ranks[{rank}].sengine')}rank {rank}: sengine {sengine} is "
-        f"not {want}, tpb {tpb} // 2 (2 TPBs an s-engine) " + SENGINE_AT.format(2))
+        f"{_field(out, f'topology.ranks[{rank}].sengine')}rank {rank}: sengine should be {want}, "
+        f"tpb {tpb} // 2 (2 TPBs an s-engine), not {sengine} " + SENGINE_AT.format(2))
 
 
 def test_a_unit_after_the_first_is_checked(kr16_out, tmp_path):  # noqa: F811
@@ -60,9 +60,9 @@ def test_a_unit_after_the_first_is_checked(kr16_out, tmp_path):  # noqa: F811
     out = copy(kr16_out, tmp_path)
     _retrigger(out, 0, lambda t: _reunit(t, [KR16[0], [2, 7, 6, 3], *KR16[2:]]))
     rehash(out)
-    assert refused(out) == (f"{_field(out)}kangaring[0].units[1] [2, 7, 6, 3] is not [2, 6, 7, "
-                            f"3], the unit of rank 2 with member 0 % 4 its primary on channel 0 "
-                            f"{ORDER}")
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[1] should be [2, 6, 7, 3], the "
+                            "unit of rank 2 with member 0 % 4 its primary on channel 0, not [2, "
+                            f"7, 6, 3] {ORDER}")
 
 
 def test_a_hier_legs_plan_shared_by_two_groups_is_named_for_the_second_group(tmp_path):
@@ -88,7 +88,7 @@ def test_a_hier_legs_plan_shared_by_two_groups_is_named_for_the_second_group(tmp
         row[65].update(logical_core=0, tpb=0, sengine=0)
     _retopo(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[8].logical_core')}rank 64: "
-                            "logical_core 1 is not 0, 64 % 4 (4 ranks a device) "
+                            "logical_core should be 0, 64 % 4 (4 ranks a device), not 1 "
                             + TRN2_AT.format(2))
 
 
@@ -169,5 +169,5 @@ def test_a_device_of_twelve_of_the_groups_ranks_is_refused(kr16_out, tmp_path): 
             row[r].update(routing_id=0, logical_core=r, tpb=r)
     _retopo(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[8].logical_core')}rank 8: "
-                            "logical_core 8 is not 0, 8 % 8 (8 ranks a device) "
+                            "logical_core should be 0, 8 % 8 (8 ranks a device), not 8 "
                             + TRN2_AT.format(1))

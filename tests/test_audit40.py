@@ -126,9 +126,9 @@ def test_node_1s_rows_on_a_device_no_count_of_devices_puts_them_are_refused(file
         for row in top["topology"]["ranks"][4:]:
             row["device"] = 5
     _retop(out, edit)
-    assert refused(out) == (f"{_field(out, 'topology.ranks[4].node')}rank 20: node 1 is not 0, "
-                            "no count of devices a node (1 to 64) puts device 5's rank 20 there "
-                            f"({FORMULA}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[4].node')}rank 20: node should be 0, "
+                            "no count of devices a node (1 to 64) puts device 5's rank 20 "
+                            f"there, not 1 ({FORMULA}; {FILE_SHAPE})")
 
 
 # ---------------------------------------------------------------------------- HIER leg op
@@ -154,8 +154,8 @@ def test_the_count_of_devices_a_node_most_rows_give_is_taken(file_ring, tmp_path
     larger count's."""
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][7].update(device=0, routing_id=7))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[7].device')}rank 23: device 0 is not "
-                            f"1, 23 % 16 // 4 (4 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[7].device')}rank 23: device should be "
+                            f"1, 23 % 16 // 4 (4 ranks a device), not 0 ({FORMULA}; {FILE_SHAPE})")
 
 
 def test_a_device_past_the_count_a_node_holds_fits_no_shape(file_ring, tmp_path):
@@ -166,9 +166,9 @@ def test_a_device_past_the_count_a_node_holds_fits_no_shape(file_ring, tmp_path)
     smaller shape is the one taken, so rank 21 is on node 21 // 16 = 1, not 0."""
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][5].update(node=0, device=4))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[5].node')}rank 21: node 0 is not 1, "
-                            "21 // 16 (4 devices of 4 ranks a node) "
-                            f"({FORMULA}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[5].node')}rank 21: node should be 1, "
+                            f"21 // 16 (4 devices of 4 ranks a node), not 0 ({FORMULA}; "
+                            f"{FILE_SHAPE})")
 
 
 def test_a_topology_files_device_holds_16_tpbs_at_most(hier16_out, tmp_path):
@@ -187,8 +187,8 @@ def test_a_topology_files_device_holds_16_tpbs_at_most(hier16_out, tmp_path):
             row.update(node=0, device=r // 9, routing_id=r // 9, logical_core=r % 9,
                        tpb=2 * (r % 9), sengine=r % 9, die=0)
     _retop(out, edit)
-    assert refused(out) == (f"{_field(out, 'topology.ranks[8].device')}rank 64: device 7 is not "
-                            f"8, 64 // 8 (8 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[8].device')}rank 64: device should be "
+                            f"8, 64 // 8 (8 ranks a device), not 7 ({FORMULA}; {FILE_SHAPE})")
 
 
 def test_of_two_tpb_counts_fitting_as_many_rows_the_smaller_is_taken(file_ring, tmp_path):
@@ -198,8 +198,9 @@ def test_of_two_tpb_counts_fitting_as_many_rows_the_smaller_is_taken(file_ring, 
     smaller is the shape's: rank 2 is refused, s-engine 2 // 2 = 1."""
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][2].update(sengine=0))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[2].sengine')}rank 2: sengine 0 is not "
-                            f"1, tpb 2 // 2 (2 TPBs an s-engine) ({SENGINE_RULE}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[2].sengine')}rank 2: sengine should "
+                            f"be 1, tpb 2 // 2 (2 TPBs an s-engine), not 0 ({SENGINE_RULE}; "
+                            f"{FILE_SHAPE})")
 
 
 def test_of_s_engine_counts_fitting_as_many_rows_the_smallest_is_taken(file_ring, tmp_path):
@@ -209,8 +210,9 @@ def test_of_s_engine_counts_fitting_as_many_rows_the_smallest_is_taken(file_ring
     = 0, named as 2 s-engines a die."""
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][3].update(die=1))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[3].die')}rank 3: die 1 is not 0, "
-                            f"sengine 1 // 2 (2 s-engines a die) ({DIE_RULE}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[3].die')}rank 3: die should be 0, "
+                            f"sengine 1 // 2 (2 s-engines a die), not 1 ({DIE_RULE}; "
+                            f"{FILE_SHAPE})")
 
 
 # ---------------------------------------------------------------------------- bundle
@@ -248,8 +250,8 @@ def test_node_1s_rows_fit_no_shape_that_puts_every_rank_on_node_0(file_ring, tmp
         for row in top["topology"]["ranks"][4:]:
             row["device"] = 4
     _retop(out, edit)
-    assert refused(out) == (f"{_field(out, 'topology.ranks[2].device')}rank 2: device 0 is not "
-                            f"1, 2 % 12 // 2 (2 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[2].device')}rank 2: device should be "
+                            f"1, 2 % 12 // 2 (2 ranks a device), not 0 ({FORMULA}; {FILE_SHAPE})")
 
 
 # ---------------------------------------------------------------------------- console

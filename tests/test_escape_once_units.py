@@ -262,9 +262,9 @@ def test_fifos_basic_block_id_names_its_subgraph_once(ring_out, name):
     programs = {r: decode_rank(sim.layout, sim.triggers, files[r]) for r in sim.ranks}
     _rename(sim, name)  # (after decoding: the programs' entries hold these triggers)
     with pytest.raises(SimulationError) as exc:
-        FifoDecoder(sim.layout, programs, files, {name + "x": 0}).decode()
-    assert exc.value.why.startswith("basic_block_id 0, trigger ")
-    assert exc.value.why.endswith(f" is in subgraph {SHOWN[name]}")
+        FifoDecoder(sim.layout, programs, files, {name: 1}).decode()
+    assert exc.value.why == (f"basic_block_id should be 1, the index of subgraph {SHOWN[name]} "
+                             "(trigger 0's), not 0")
 
 
 def _fake_neff(monkeypatch, triggers: list) -> None:

@@ -218,8 +218,8 @@ def test_simulate_judges_an_artifacts_size_before_reading_it(out, monkeypatch):
     _never_read(monkeypatch, path)
     code, err, stdout = _run("simulate", out, "--ignore-checksums")
     assert code == 1 and err == []
-    assert (f"artifact legs.bin: the rank manifest says {listed} records, the file holds "
-            f"{(1 << 32) // 64}") in stdout
+    assert (f"artifact legs.bin: the file should hold {listed} records, the rank manifest's "
+            f"count, not {(1 << 32) // 64}") in stdout
 
 
 # ---------------------------------------------------------------------------

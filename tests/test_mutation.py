@@ -409,7 +409,7 @@ def test_a_cce_tile_of_more_than_8_sources(mut):
     """cce.bin W3 num_sources is 1..8 (FORMATS.md §6): 9 is refused as such, whatever the tile
     holds (a tile that really had 9 sources and summed right would otherwise pass)."""
     mut.edit(4, "cce.bin", lambda a: a["w3"].__setitem__(0, (int(a["w3"][0]) & ~0x3F) | 9))
-    assert "W3 num_sources 9, at most 8" in failure_text(mut.simulate())
+    assert "W3 num_sources should be at most 8, not 9" in failure_text(mut.simulate())
 
 
 def test_two_reporters(mut):
@@ -522,8 +522,9 @@ def test_corrupt_net_ops_info(mut2, field, value):
     # channel whose FIFO holds the record; reserved_75 is 0
     ("inc_send_complete", lambda v: v + 8, "inc_send_complete differs from inc_send_handshake"),
     ("data_type_sz", lambda v: 4, "data_type_sz should be 2, sdma_data_type_size[BF16], not 4"),
-    ("basic_block_id", lambda v: 1, "basic_block_id 1, trigger 0 is in subgraph sg00"),
-    ("enc_channel", lambda v: v + 1, "in channel"),
+    ("basic_block_id", lambda v: 1, "basic_block_id should be 0, the index of subgraph sg00 "
+                                     "(trigger 0's), not 1"),
+    ("enc_channel", lambda v: v + 1, "enc_channel should be 0, its FIFO's channel, not 1"),
     ("reserved_75", lambda v: 1, "reserved bytes are not zero"),
 ])
 def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, named):
@@ -989,7 +990,7 @@ def test_a_rank_manifest_that_contradicts_its_folder(mut, what):
     else:
         mut.edit_manifest(3, lambda m: m["files"]["sem.bin"].__setitem__(
             "records", m["files"]["sem.bin"]["records"] + 1))
-        want = "the rank manifest says"
+        want = "records, the rank manifest's count, not"
     assert want in failure_text(mut.simulate())
 
 
@@ -1071,7 +1072,7 @@ def test_two_ranks_of_the_topology_table_on_one_core_are_refused(mut):
     mut.edit_manifest(None, move)
     # (named by the row's own place rule, docs/TOPOLOGY.md §1: rank 5 is at logical core
     # 5 % 8; until 2026-12-05 late evening by `ranks 4 and 5 share a core`, which ran first)
-    assert "rank 5: logical_core 4 is not 5, 5 % 8 (8 ranks a device)" in failure_text(
+    assert "rank 5: logical_core should be 5, 5 % 8 (8 ranks a device), not 4" in failure_text(
         mut.simulate())
 
 

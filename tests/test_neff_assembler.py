@@ -157,12 +157,13 @@ def test_fixture_contents():
                                                                         num_elements=None),
      "field subgraphs[0].engines.sp[1].all_reduce", "not both"),
     (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(opcode=0xC9),
-     "field subgraphs[0].engines.sp[1].all_reduce.opcode", "opcode 0xC9 is not 0xC7, 0xC8 or 0xD9"),
+     "field subgraphs[0].engines.sp[1].all_reduce.opcode", "opcode must be 0xC7, 0xC8 or 0xD9 (a "
+     "collective's pseudo trigger), not 0xC9"),
     # ASSEMBLE.md: a collective's opcode is 0xC7, 0xC8 or 0xD9; 0x00 (a nop's) is refused too,
     # named in two hex digits (mutation audit round 8)
     (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(opcode=0),
      "field subgraphs[0].engines.sp[1].all_reduce.opcode",
-     "opcode 0x00 is not 0xC7, 0xC8 or 0xD9 (a collective's pseudo trigger)"),
+     "opcode must be 0xC7, 0xC8 or 0xD9 (a collective's pseudo trigger), not 0x00"),
     (lambda s: s["subgraphs"][0]["engines"]["sp"].__setitem__(
         1, {"all_gather": {"dtype": "bf16", "op": "add", "src": "in", "dst": "out"}}),
      "field subgraphs[0].engines.sp[1].all_gather.op", "all_gather takes no op"),

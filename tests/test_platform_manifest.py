@@ -148,9 +148,9 @@ def test_trn2_tiles_under_a_trn1_manifest_are_refused(lowered, tmp_path):
     out = _copy(lowered["trn2"], tmp_path)
     _edit_topology(out, platform="trn1", hw_generation=2, cce_max_elements=1024)
     err = _simulate_error(out)
-    assert err.endswith('field topology.platform: topology.platform "trn1" is not "trn2", '
-                        'trn2\'s (the platform of options.topology "trn2": docs/TOPOLOGY.md '
-                        '§1)'), err
+    assert err.endswith("field topology.platform: topology.platform should be \"trn2\", trn2's, "
+                        'not "trn1" (the platform of options.topology "trn2": docs/TOPOLOGY.md '
+                        "§1)"), err
     _edit_options(out, "trn1-like.json")
     err = _simulate_error(out)
     assert "cce.bin" in err and "record 0" in err and "field w2" in err, err
@@ -224,5 +224,6 @@ def test_a_presets_mesh_sub_type_is_the_presets(lowered, tmp_path, name, other, 
     _edit_topology(out, mesh_sub_type=other)
     err = _simulate_error(out)
     assert "field topology.mesh_sub_type" in err, err
-    assert (f'topology.mesh_sub_type "{other}" is not "{own}", {name}\'s (the platform of '
+    assert (f"topology.mesh_sub_type should be \"{own}\", {name}'s, not \"{other}\" (the "
+            "platform of "
             f'options.topology "{name}": docs/TOPOLOGY.md §1)') in err, err

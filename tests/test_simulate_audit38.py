@@ -200,8 +200,8 @@ def test_a_kangaring_channel_rotating_an_earlier_ones_cycle_is_a_duplicate(kr8_o
     _retrigger(out, 0, lambda t: _reunit(t["kangaring"][1], t["channels"][1], units))
     rehash(out)
     assert refused(out) == (
-        f"{out / 'manifest.json'}: field triggers[0]: kangaring[1].duplicate false is not true: "
-        "its primaries form the directed cycle of kangaring[0]'s, with the same units "
+        f"{out / 'manifest.json'}: field triggers[0]: kangaring[1].duplicate should be true, not "
+        "false: its primaries form the directed cycle of kangaring[0]'s, with the same units "
         "(docs/TOPOLOGY.md §4)")
 
 

@@ -62,21 +62,21 @@ def test_the_output_simulates_clean(hier16):
 # ---------------------------------------------------------------------------- the ranges
 
 @pytest.mark.parametrize("i, key, value, says", [
-    (2, "channel_base", 0, "hier.legs[2].channel_base 0 is not 3: a leg's ids start right "
+    (2, "channel_base", 0, "hier.legs[2].channel_base should be 3, not 0: a leg's ids start right "
                            "after those of the leg before it, hier.legs[1].channel_base 1 + "
                            f"channel_ids 2 {DESIGN}"),
-    (1, "channel_base", 2, "hier.legs[1].channel_base 2 is not 1: a leg's ids start right "
+    (1, "channel_base", 2, "hier.legs[1].channel_base should be 1, not 2: a leg's ids start right "
                            "after those of the leg before it, hier.legs[0].channel_base 0 + "
                            f"channel_ids 1 {DESIGN}"),
-    (0, "channel_base", 1, f"hier.legs[0].channel_base 1 is not 0: the first leg's ids start "
-                           f"at 0 {DESIGN}"),
-    (0, "channel_ids", 7, "hier.legs[0].channel_ids 7 is not 1: its plans run ids from "
+    (0, "channel_base", 1, "hier.legs[0].channel_base should be 0, not 1: the first leg's ids "
+                           f"start at 0 {DESIGN}"),
+    (0, "channel_ids", 7, "hier.legs[0].channel_ids should be 1, not 7: its plans run ids from "
                           "channel_base 0 up to 0 (hier.legs[0].plans[0].channels[0]) "
                           f"{COUNT_WHY}"),
-    (1, "channel_ids", 1, "hier.legs[1].channel_ids 1 is not 2: its plans run ids from "
+    (1, "channel_ids", 1, "hier.legs[1].channel_ids should be 2, not 1: its plans run ids from "
                           "channel_base 1 up to 2 (hier.legs[1].plans[0].channels[1]) "
                           f"{COUNT_WHY}"),
-    (2, "channel_ids", 0, "hier.legs[2].channel_ids 0 is not 1: its plans run ids from "
+    (2, "channel_ids", 0, "hier.legs[2].channel_ids should be 1, not 0: its plans run ids from "
                           "channel_base 3 up to 3 (hier.legs[2].plans[0].channels[0]) "
                           f"{COUNT_WHY}"),
 ], ids=["after-the-leg-before", "off-by-one", "first-leg", "too-many", "too-few", "none"])
@@ -100,7 +100,7 @@ def test_the_ranges_are_checked_leg_after_leg(hier16, tmp_path):
         legs[1]["channel_base"] = 5
         legs[2]["channel_base"] = 7
     _rehier(out, edit)
-    assert refused(out).startswith(f"{_field(out)}hier.legs[0].channel_ids 5 is not 1: ")
+    assert refused(out).startswith(f"{_field(out)}hier.legs[0].channel_ids should be 1, not 5: ")
 
 
 @pytest.mark.parametrize("key, value, says", [
@@ -149,8 +149,8 @@ def test_leg_ranges_in_another_order_than_the_legs_are_refused_though_the_artifa
     assert [(leg["channel_base"], leg["channel_ids"]) for leg in legs] == [(3, 1), (4, 2), (0, 1)]
     assert [[c["channel"] for c in leg["plans"][0]["channels"]] for leg in legs] == [
         [3], [4, 5], [0]]
-    assert refused(out) == (f"{_field(out)}hier.legs[0].channel_base 3 is not 0: the first "
-                            f"leg's ids start at 0 {DESIGN}")
+    assert refused(out) == (f"{_field(out)}hier.legs[0].channel_base should be 0, not 3: the "
+                            f"first leg's ids start at 0 {DESIGN}")
     monkeypatch.setattr(triggers_mod, "_check_leg_channel_ranges", lambda *a: None)
     assert simulate_output(out).ok
 
@@ -222,11 +222,11 @@ def test_a_ring_leg_plan_listing_more_channels_than_its_chunk_counts_is_refused(
 def test_simulator_md_quotes_these_refusals():
     text = re.sub(r"\s+", " ", (ROOT / "docs" / "SIMULATOR.md").read_text())
     for quote in (
-            "field triggers[0]: hier.legs[2].channel_base 0 is not 3: a leg's ids start right "
-            "after those of the leg before it, hier.legs[1].channel_base 1 + channel_ids 2 "
-            f"{DESIGN}",
-            "hier.legs[0].channel_ids 7 is not 1: its plans run ids from channel_base 0 up to "
-            f"0 (hier.legs[0].plans[0].channels[0]) {COUNT_WHY}",
+            "field triggers[0]: hier.legs[2].channel_base should be 3, not 0: a leg's ids start "
+            "right after those of the leg before it, hier.legs[1].channel_base 1 + channel_ids "
+            f"2 {DESIGN}",
+            "hier.legs[0].channel_ids should be 1, not 7: its plans run ids from channel_base 0 "
+            f"up to 0 (hier.legs[0].plans[0].channels[0]) {COUNT_WHY}",
             "field triggers[0].hier.legs[1].channel_ids: 33 is outside 0..32",
             "field triggers[0]: hier.legs[0].plans[0].channels should list the 2 channels "
             f"chunk.channels 2 asks for, not 1 {RING_PLAN_WHY}"):

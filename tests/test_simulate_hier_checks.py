@@ -184,7 +184,7 @@ def _edit_units(fn):
     (lambda t: t["kangaring"].append(dict(t["kangaring"][0])),
      f"kangaring should list 1 item, one per channel of channels, not 2 {KANGARING_WHY}"),
     (lambda t: t["kangaring"][0].__setitem__("channel", 5),
-     f"kangaring[0].channel 5 is not channels[0].channel 0 {KANGARING_WHY}"),
+     f"kangaring[0].channel should be channels[0].channel 0, not 5 {KANGARING_WHY}"),
     (_edit_units(lambda u: u[3].pop()), f"kangaring[0].units lacks rank 11 {UNITS_WHY}"),
     (_edit_units(lambda u: u[3].__setitem__(3, 99)),
      f"kangaring[0].units names rank 99, not in the replica_group {UNITS_WHY}"),
@@ -194,20 +194,20 @@ def _edit_units(fn):
      "kangaring[0].units[0] should list 1 to 4 ranks, not 5 (a unit is a primary and at most 3 "
      "secondaries, KANGARING_MAX_SECONDARIES: docs/TOPOLOGY.md §4)"),
     (_edit_units(lambda u: u.__setitem__(0, [4, 0, 5, 1])),
-     "channels[0].order [0, 2, 8, 10] is not [4, 2, 8, 10], the primaries of "
-     "kangaring[0].units in order (a KANGARING order is the cycle of its units' primaries, "
-     "each unit's first rank: FORMATS §1.1)"),
+     "channels[0].order should be [4, 2, 8, 10], the primaries of kangaring[0].units in order, "
+     "not [0, 2, 8, 10] (a KANGARING order is the cycle of its units' primaries, each unit's "
+     "first rank: FORMATS §1.1)"),
     (lambda t: t["channels"][0].__setitem__("order", [2, 8, 10, 0]),
-     "channels[0].order [2, 8, 10, 0] is not [0, 2, 8, 10], the primaries of "
-     "kangaring[0].units in order (a KANGARING order is the cycle of its units' primaries, "
-     "each unit's first rank: FORMATS §1.1)"),
+     "channels[0].order should be [0, 2, 8, 10], the primaries of kangaring[0].units in order, "
+     "not [2, 8, 10, 0] (a KANGARING order is the cycle of its units' primaries, each unit's "
+     "first rank: FORMATS §1.1)"),
     (lambda t: t["kangaring"][0]["logical_path"].reverse(),
-     "kangaring[0].logical_path [11, 15, 14, 10, 9, 13, 12, 8, 3, 7, 6, 2, 1, 5, 4, 0] is not "
-     "[0, 4, 5, 1, 2, 6, 7, 3, 8, 12, 13, 9, 10, 14, 15, 11], its units one after the other "
-     "(each primary, then its secondaries: docs/TOPOLOGY.md §4)"),
+     "kangaring[0].logical_path should be [0, 4, 5, 1, 2, 6, 7, 3, 8, 12, 13, 9, 10, 14, 15, "
+     "11], its units one after the other, not [11, 15, 14, 10, 9, 13, 12, 8, 3, 7, 6, 2, 1, 5, "
+     "4, 0] (each primary, then its secondaries: docs/TOPOLOGY.md §4)"),
     (lambda t: t["kangaring"][0].__setitem__("duplicate", True),
-     "kangaring[0].duplicate true is not false: no channel before it has its directed cycle "
-     "of primaries with the same units (docs/TOPOLOGY.md §4)"),
+     "kangaring[0].duplicate should be false, not true: no channel before it has its directed "
+     "cycle of primaries with the same units (docs/TOPOLOGY.md §4)"),
 ], ids=["extra-item", "channel", "rank-dropped", "stranger", "twice", "five", "primary",
         "order-rotated", "path", "duplicate"])
 def test_a_kangaring_section_other_than_its_channels_is_refused(kr16_out, tmp_path, edit,
@@ -234,7 +234,7 @@ def test_a_second_channel_said_to_be_a_duplicate_is_refused(kr8_out, tmp_path):
     out = copy(kr8_out, tmp_path)
     _retrigger(out, 0, lambda t: t["kangaring"][1].__setitem__("duplicate", True))
     rehash(out)
-    assert refused(out) == (f"{_field(out)}kangaring[1].duplicate true is not false: no "
+    assert refused(out) == (f"{_field(out)}kangaring[1].duplicate should be false, not true: no "
                             "channel before it has its directed cycle of primaries with the "
                             "same units (docs/TOPOLOGY.md §4)")
 
@@ -245,7 +245,7 @@ def test_a_second_channel_said_to_be_a_duplicate_is_refused(kr8_out, tmp_path):
     out = copy(kr8_out, tmp_path, "same")
     _retrigger(out, 0, same_as_zero)
     rehash(out)
-    assert refused(out) == (f"{_field(out)}kangaring[1].duplicate false is not true: its "
+    assert refused(out) == (f"{_field(out)}kangaring[1].duplicate should be true, not false: its "
                             "primaries form the directed cycle of kangaring[0]'s, with the same "
                             "units (docs/TOPOLOGY.md §4)")
 
@@ -287,13 +287,13 @@ POSITIONS_WHY = ("(the units of a KANGARING channel hold each position of "
      "hier.legs[2].plans[0].kangaring[0].units names position 8, outside "
      "hier.legs[2].groups[0].group of 8 ranks " + POSITIONS_WHY),
     (0, lambda p: p["channels"][0].__setitem__("order", [0, 1, 5, 4]),
-     "hier.legs[0].plans[0].channels[0].order [0, 1, 5, 4] is not [0, 1, 4, 5], the primaries "
-     "of hier.legs[0].plans[0].kangaring[0].units in order (a KANGARING order is the cycle of "
-     "its units' primaries, each unit's first position: FORMATS §1.1)"),
+     "hier.legs[0].plans[0].channels[0].order should be [0, 1, 4, 5], the primaries of "
+     "hier.legs[0].plans[0].kangaring[0].units in order, not [0, 1, 5, 4] (a KANGARING order is "
+     "the cycle of its units' primaries, each unit's first position: FORMATS §1.1)"),
     (2, lambda p: p["kangaring"][0].__setitem__("channel", 0),
-     "hier.legs[2].plans[0].kangaring[0].channel 0 is not hier.legs[2].plans[0].channels[0]"
-     ".channel 3 (a KANGARING leg's plan lists one kangaring item per channel, in the order of "
-     "its channels: FORMATS §1.1)"),
+     "hier.legs[2].plans[0].kangaring[0].channel should be "
+     "hier.legs[2].plans[0].channels[0].channel 3, not 0 (a KANGARING leg's plan lists one "
+     "kangaring item per channel, in the order of its channels: FORMATS §1.1)"),
 ], ids=["position-dropped", "position-outside", "order", "channel"])
 def test_a_kangaring_leg_plans_section_other_than_its_channels_is_refused(
         hier16k_out, tmp_path, i, edit, says):
@@ -367,8 +367,8 @@ def _place(i: int, b: int, region: str, offset: int):
      "views there are gw (a leg lists only the roles that live in scratch or gw: FORMATS §1.1, "
      "docs/DESIGN.md \"HIER\")"),
     (lambda legs: legs[0]["buffers"][1].__setitem__("role", "mid"),
-     'hier.legs[0].buffers[1].role "mid" is not in, out, recv, recv2, gw or gw2 (FORMATS '
-     "§1.1)"),
+     'hier.legs[0].buffers[1].role should be in, out, recv, recv2, gw or gw2, not "mid" '
+     "(FORMATS §1.1)"),
     (lambda legs: legs[0]["buffers"].append({"offset": 0, "region": "scratch", "role": "recv"}),
      "hier.legs[0].buffers[3].role \"recv\" is buffers[2]'s too (a leg lists each of its views "
      "once: FORMATS §1.1)"),

@@ -174,9 +174,9 @@ def test_a_unit_other_than_topologys_is_refused_from_the_ranks_s_engines(
     out = copy(kr16_out, tmp_path)
     _retrigger(out, 0, lambda t: _reunit(t, units))
     rehash(out)
-    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] {got} is not {want}, the unit "
-                            f"of rank {units[0][0]} with member 0 % 4 its primary on channel 0 "
-                            f"{ORDER}")
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] should be {want}, the unit of "
+                            f"rank {units[0][0]} with member 0 % 4 its primary on channel 0, not "
+                            f"{got} {ORDER}")
     monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
     if legs_say is None:
         assert simulate_output(out).ok
@@ -205,8 +205,9 @@ def test_a_primary_other_than_topologys_is_refused_though_the_legs_agree(monkeyp
                      algo="kangaring")
     monkeypatch.undo()
     assert trigger0(out)["kangaring"][0]["units"] == [[2, 0], [3, 1], [6, 4], [7, 5]]
-    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] [2, 0] is not [0, 2], the unit "
-                            f"of rank 2 with member 0 % 2 its primary on channel 0 {ORDER}")
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] should be [0, 2], the unit of "
+                            "rank 2 with member 0 % 2 its primary on channel 0, not [2, 0] "
+                            f"{ORDER}")
     monkeypatch.setattr(engine_mod, "check_kangaring_units", lambda *a: None)
     assert simulate_output(out).ok
 
@@ -222,9 +223,9 @@ def test_a_hier_legs_primary_other_than_topologys_is_refused_in_positions(monkey
     monkeypatch.undo()
     plan = trigger0(out)["hier"]["legs"][0]["plans"][0]
     assert plan["kangaring"][0]["units"] == [[2, 0], [3, 1], [6, 4], [7, 5]]
-    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] [2, 0] "
-                            "(ranks [2, 0]) is not [0, 2], the unit of position 2 with member "
-                            f"0 % 2 its primary on channel 0 {ORDER}")
+    assert refused(out) == (f"{_field(out)}hier.legs[0].plans[0].kangaring[0].units[0] should be "
+                            "[0, 2], the unit of position 2 with member 0 % 2 its primary on "
+                            f"channel 0, not [2, 0] (ranks [2, 0]) {ORDER}")
 
 
 def _reverse_items(t: dict) -> None:
@@ -268,8 +269,9 @@ def test_channels_whose_primaries_are_swapped_are_refused_whatever_the_lists_ord
     assert [k["units"][0] for k in trigger0(out)["kangaring"]] == [[2, 0], [0, 2]]
     _retrigger(out, 0, _reverse_items)
     rehash(out)
-    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] [0, 2] is not [2, 0], the unit "
-                            f"of rank 0 with member 1 % 2 its primary on channel 1 {ORDER}")
+    assert refused(out) == (f"{_field(out)}kangaring[0].units[0] should be [2, 0], the unit of "
+                            "rank 0 with member 1 % 2 its primary on channel 1, not [0, 2] "
+                            f"{ORDER}")
 
 
 def _retopo(out: Path, fn) -> None:
@@ -291,9 +293,9 @@ SENGINE_AT = ("(docs/TOPOLOGY.md §1: sengine = tpb // tpbs_per_sengine; trn2 at
 
 
 @pytest.mark.parametrize("fixture, rank, sengine, says", [
-    ("kr8_out", 1, 3, "rank 1: sengine 3 is not 1, tpb 2 // 2 (2 TPBs an s-engine) "
+    ("kr8_out", 1, 3, "rank 1: sengine should be 1, tpb 2 // 2 (2 TPBs an s-engine), not 3 "
      + SENGINE_AT.format(2)),
-    ("kr16_out", 5, 3, "rank 5: sengine 3 is not 2, tpb 5 // 2 (2 TPBs an s-engine) "
+    ("kr16_out", 5, 3, "rank 5: sengine should be 2, tpb 5 // 2 (2 TPBs an s-engine), not 3 "
      + SENGINE_AT.format(1)),
 ])
 def test_a_sengine_other_than_its_tpbs_is_refused(request, tmp_path, fixture, rank, sengine,
@@ -315,9 +317,9 @@ def test_a_tpb_other_than_its_logical_cores_is_refused(kr8_out, tmp_path):  # no
     ``tpb`` the first; checked for every rank of every output (was not read)."""
     out = copy(kr8_out, tmp_path)
     _retopo(out, lambda ranks: ranks[1].__setitem__("tpb", 3))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[1].tpb')}rank 1: tpb 3 is not "
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].tpb')}rank 1: tpb should be "
                             "logical_core 1 x lnc_size 2 = 2, the first TPB of its logical "
-                            "core (docs/TOPOLOGY.md §1)")
+                            "core, not 3 (docs/TOPOLOGY.md §1)")
 
 
 def test_a_device_the_group_holds_only_part_of_is_refused(kr8_out, tmp_path):  # noqa: F811
@@ -330,7 +332,7 @@ def test_a_device_the_group_holds_only_part_of_is_refused(kr8_out, tmp_path):  #
     out = copy(kr8_out, tmp_path)
     _retopo(out, lambda ranks: ranks[3].update(logical_core=4, tpb=8))
     assert refused(out) == (f"{_field(out, 'topology.ranks[3].logical_core')}rank 3: "
-                            "logical_core 4 is not 3, 3 % 4 (4 ranks a device) "
+                            "logical_core should be 3, 3 % 4 (4 ranks a device), not 4 "
                             + TRN2_AT.format(2))
 
 

@@ -916,15 +916,15 @@ def test_a_leader_other_than_the_groups_smallest_rank_is_refused(ring2n_out, tmp
     ("op", "ALLTOALL", 'op "ALLTOALL" is not simulated (only ALLREDUCE, ALLGATHER, '
      "REDUCE_SCATTER)"),
     ("dtype", "BF15", 'dtype "BF15" is not a dtype'),
-    ("alu_op", "XOR", 'ALLREDUCE alu_op "XOR" is not ADD, MAX or MIN'),
-    ("alu_op", None, "ALLREDUCE alu_op null is not ADD, MAX or MIN"),
+    ("alu_op", "XOR", 'ALLREDUCE alu_op should be ADD, MAX or MIN, not "XOR"'),
+    ("alu_op", None, "ALLREDUCE alu_op should be ADD, MAX or MIN, not null"),
     ("replica_group", [], "replica_group is empty"),
     ("replica_group", [0, 1, 0], "replica_group lists rank 0 twice"),
-    ("num_elements", 0, "num_elements 0 is not 1 or more"),
-    ("num_elements", -8, "num_elements -8 is not 1 or more"),
-    ("chunk.chunk_size_n", 0, "chunk.chunk_size_n 0 is not 1 or more"),
-    ("chunk.pgta", 0, "chunk.pgta 0 is not 1 or more"),
-    ("chunk.channels", -1, "chunk.channels -1 is not 1 or more"),
+    ("num_elements", 0, "num_elements should be 1 or more, not 0"),
+    ("num_elements", -8, "num_elements should be 1 or more, not -8"),
+    ("chunk.chunk_size_n", 0, "chunk.chunk_size_n should be 1 or more, not 0"),
+    ("chunk.pgta", 0, "chunk.pgta should be 1 or more, not 0"),
+    ("chunk.channels", -1, "chunk.channels should be 1 or more, not -1"),
 ])
 def test_a_trigger_value_the_formats_do_not_allow_is_refused_saying_which(
         ar2_out, tmp_path, key, value, says):
@@ -961,8 +961,8 @@ def test_an_all_gathers_alu_op_other_than_null_is_refused(allgather_out, tmp_pat
     assert (trigger0(out)["op"], trigger0(out)["alu_op"]) == ("ALLGATHER", None)
     _retrigger(out, 0, lambda t: t.__setitem__("alu_op", alu))
     rehash(out)
-    want = (f"{out / 'manifest.json'}: field triggers[0]: ALLGATHER alu_op \"{alu}\" is not "
-            "null (an all-gather reduces nothing: FORMATS §1.1)")
+    want = (f"{out / 'manifest.json'}: field triggers[0]: ALLGATHER alu_op should be null, not "
+            f'"{alu}" (an all-gather reduces nothing: FORMATS §1.1)')
     assert refused(out) == want
     assert refused(out, extra=("--model", FIX / "int32_allgather.neff")) == want
 
@@ -1065,12 +1065,15 @@ def _rehier(out: Path, fn) -> dict:
 
 
 @pytest.mark.parametrize("leg, key, value, says", [
-    (0, "chunk_size_n", 0, "chunk_size_n 0 is not 1 or more"),
-    (1, "channels", -5, "channels -5 is not 1 or more"),
-    (2, "pgta", 0, "pgta 0 is not 1 or more"),
-    (0, "tail_chunk", -1, "tail_chunk -1 is not an even number from 2 to chunk_size_n 256"),
-    (0, "tail_chunk", 258, "tail_chunk 258 is not an even number from 2 to chunk_size_n 256"),
-    (2, "tail_chunk", 255, "tail_chunk 255 is not an even number from 2 to chunk_size_n 256"),
+    (0, "chunk_size_n", 0, "chunk_size_n should be 1 or more, not 0"),
+    (1, "channels", -5, "channels should be 1 or more, not -5"),
+    (2, "pgta", 0, "pgta should be 1 or more, not 0"),
+    (0, "tail_chunk", -1, "tail_chunk should be an even number from 2 to chunk_size_n 256, not "
+                          "-1"),
+    (0, "tail_chunk", 258, "tail_chunk should be an even number from 2 to chunk_size_n 256, not "
+                           "258"),
+    (2, "tail_chunk", 255, "tail_chunk should be an even number from 2 to chunk_size_n 256, not "
+                           "255"),
 ])
 def test_a_hier_leg_plans_chunk_value_out_of_range_is_refused_naming_it(hier_out, tmp_path, leg,
                                                                         key, value, says):
@@ -1184,7 +1187,7 @@ def test_an_odd_chunk_size_n_of_a_chunk_layout_is_refused_naming_it(
         rehash(out)
         key = "chunk"
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: {key}.chunk_size_n "
-                            f"{value} is not even (a chunk is cut into two equal halves, "
+                            f"should be even, not {value} (a chunk is cut into two equal halves, "
                             "CHUNK_H0 and CHUNK_H1: seed 001 §2)")
 
 
@@ -1200,7 +1203,7 @@ def test_a_ring_tail_chunk_outside_its_range_is_refused_naming_it(ring2n_out, tm
     _retrigger(out, 0, lambda t: t["chunk"].__setitem__("tail_chunk", value))
     rehash(out)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: chunk.tail_chunk "
-                            f"{value} is not an even number from 2 to chunk_size_n 2048")
+                            f"should be an even number from 2 to chunk_size_n 2048, not {value}")
 
 
 @pytest.mark.parametrize("which, edit, says", [
@@ -1330,25 +1333,25 @@ def test_one_chunk_group_is_cut_by_tail_chunk_whatever_chunk_size_n_says(ag33_ou
     rehash(out)
     if chunk_size_n < 34:
         assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: chunk.tail_chunk "
-                                "34 is not an even number from 2 to chunk_size_n 16")
+                                "should be an even number from 2 to chunk_size_n 16, not 34")
         return
     res = cli("simulate", out, "--json")
     assert res.exit_code == 0, res.output
 
 
 @pytest.mark.parametrize("which, k, edit, says", [
-    ("ag100", 0, {"pgta": 2}, "chunk.pgta 2 is not 4: a RING all-gather's block of 100 "
+    ("ag100", 0, {"pgta": 2}, "chunk.pgta should be 4, not 2: a RING all-gather's block of 100 "
      "elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x chunk_size_n 32"),
-    ("ag100", 0, {"pgta": 5}, "chunk.pgta 5 is not 4: a RING all-gather's block of 100 "
+    ("ag100", 0, {"pgta": 5}, "chunk.pgta should be 4, not 5: a RING all-gather's block of 100 "
      "elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x chunk_size_n 32"),
-    ("ag100", 0, {"pgta": 1, "tail_chunk": 32}, "chunk.pgta 1 is not 4: a RING all-gather's "
-     "block of 100 elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x "
-     "chunk_size_n 32"),
-    ("mix8", 0, {"pgta": 2}, "chunk.pgta 2 is not 1: a RING all-reduce's 2097152 elements "
+    ("ag100", 0, {"pgta": 1, "tail_chunk": 32}, "chunk.pgta should be 4, not 1: a RING "
+     "all-gather's block of 100 elements takes ceil(100 / 32) chunk groups of chunk.channels 1 "
+     "x chunk_size_n 32"),
+    ("mix8", 0, {"pgta": 2}, "chunk.pgta should be 1, not 2: a RING all-reduce's 2097152 elements "
      "take ceil(2097152 / 2097152) chunk groups of 8 ranks x chunk.channels 2 x chunk_size_n "
      "131072"),
-    ("mix8", 4, {"pgta": 3}, "chunk.pgta 3 is not 1: a RING reduce-scatter's block of 65536 "
-     "elements takes ceil(65536 / 65536) chunk groups of chunk.channels 2 x chunk_size_n "
+    ("mix8", 4, {"pgta": 3}, "chunk.pgta should be 1, not 3: a RING reduce-scatter's block of "
+     "65536 elements takes ceil(65536 / 65536) chunk groups of chunk.channels 2 x chunk_size_n "
      "32768"),
 ])
 def test_a_ring_pgta_other_than_its_chunk_groups_is_refused(ag100_out, mix8_ring_out, tmp_path,
@@ -1445,26 +1448,26 @@ def hier16_out(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("which, k, edit, says", [
-    ("ag100", 0, {"tail_chunk": 32}, "chunk.tail_chunk 32 is not 4: the last chunk group of a "
-     "RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
+    ("ag100", 0, {"tail_chunk": 32}, "chunk.tail_chunk should be 4, not 32: the last chunk "
+     "group of a RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
      "(chunk.channels 1)"),
-    ("ag100", 0, {"tail_chunk": 2}, "chunk.tail_chunk 2 is not 4: the last chunk group of a "
-     "RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
+    ("ag100", 0, {"tail_chunk": 2}, "chunk.tail_chunk should be 4, not 2: the last chunk group "
+     "of a RING all-gather's block of 100 elements holds 4, ceil(4 / 1) a chunk position "
      "(chunk.channels 1)"),
-    ("ag33", 0, {"tail_chunk": 36}, "chunk.tail_chunk 36 is not 34: the last chunk group of a "
-     "RING all-gather's block of 33 elements holds 33, ceil(33 / 1) a chunk position "
+    ("ag33", 0, {"tail_chunk": 36}, "chunk.tail_chunk should be 34, not 36: the last chunk "
+     "group of a RING all-gather's block of 33 elements holds 33, ceil(33 / 1) a chunk position "
      "(chunk.channels 1)"),
-    ("ring2n", 0, {"tail_chunk": 1024}, "chunk.tail_chunk 1024 is not 2048: the last chunk "
-     "group of a RING all-reduce's 8192 elements holds 8192, ceil(8192 / 4) a chunk position "
-     "(4 ranks x chunk.channels 1)"),
-    ("mix8", 4, {"tail_chunk": 32766}, "chunk.tail_chunk 32766 is not 32768: the last chunk "
-     "group of a RING reduce-scatter's block of 65536 elements holds 65536, ceil(65536 / 2) a "
-     "chunk position (chunk.channels 2)"),
-    ("kr900", 0, {"tail_chunk": 32}, "chunk.tail_chunk 32 is not 26: the last chunk group of "
-     "a KANGARING all-reduce's 900 elements holds 388, ceil(388 / 16) a chunk position (16 "
-     "ranks x chunk.channels 1)"),
-    ("scr1000", 0, {"tail_chunk": 24}, "chunk.tail_chunk 24 is not 26: the last chunk group "
-     "of a SINGLE_CYCLE_RING all-reduce's 1000 elements holds 104, ceil(104 / 4) a chunk "
+    ("ring2n", 0, {"tail_chunk": 1024}, "chunk.tail_chunk should be 2048, not 1024: the last "
+     "chunk group of a RING all-reduce's 8192 elements holds 8192, ceil(8192 / 4) a chunk "
+     "position (4 ranks x chunk.channels 1)"),
+    ("mix8", 4, {"tail_chunk": 32766}, "chunk.tail_chunk should be 32768, not 32766: the last "
+     "chunk group of a RING reduce-scatter's block of 65536 elements holds 65536, ceil(65536 / "
+     "2) a chunk position (chunk.channels 2)"),
+    ("kr900", 0, {"tail_chunk": 32}, "chunk.tail_chunk should be 26, not 32: the last chunk "
+     "group of a KANGARING all-reduce's 900 elements holds 388, ceil(388 / 16) a chunk position "
+     "(16 ranks x chunk.channels 1)"),
+    ("scr1000", 0, {"tail_chunk": 24}, "chunk.tail_chunk should be 26, not 24: the last chunk "
+     "group of a SINGLE_CYCLE_RING all-reduce's 1000 elements holds 104, ceil(104 / 4) a chunk "
      "position (4 ranks x chunk.channels 1)"),
 ])
 def test_a_tail_chunk_other_than_the_seeds_reclamp_is_refused(request, tmp_path, which, k,
@@ -1488,18 +1491,19 @@ def test_a_tail_chunk_other_than_the_seeds_reclamp_is_refused(request, tmp_path,
 
 
 @pytest.mark.parametrize("which, edit, says", [
-    ("scr", {"pgta": 2}, "chunk.pgta 2 is not 1: a SINGLE_CYCLE_RING all-reduce's 4096 "
+    ("scr", {"pgta": 2}, "chunk.pgta should be 1, not 2: a SINGLE_CYCLE_RING all-reduce's 4096 "
      "elements take ceil(4096 / 4096) chunk groups of 4 ranks x chunk.channels 1 x "
      "chunk_size_n 1024"),
-    ("scr1000", {"pgta": 7}, "chunk.pgta 7 is not 8: a SINGLE_CYCLE_RING all-reduce's 1000 "
-     "elements take ceil(1000 / 128) chunk groups of 4 ranks x chunk.channels 1 x "
+    ("scr1000", {"pgta": 7}, "chunk.pgta should be 8, not 7: a SINGLE_CYCLE_RING all-reduce's "
+     "1000 elements take ceil(1000 / 128) chunk groups of 4 ranks x chunk.channels 1 x "
      "chunk_size_n 32"),
-    ("kangaring", {"pgta": 3}, "chunk.pgta 3 is not 1: a KANGARING all-reduce's 4096 elements "
-     "take ceil(4096 / 4096) chunk groups of 16 ranks x chunk.channels 1 x chunk_size_n 256"),
-    ("kr900", {"pgta": 1, "tail_chunk": 32}, "chunk.pgta 1 is not 2: a KANGARING all-reduce's "
-     "900 elements take ceil(900 / 512) chunk groups of 16 ranks x chunk.channels 1 x "
-     "chunk_size_n 32"),
-    ("krag", {"pgta": 5}, "chunk.pgta 5 is not 4: a KANGARING all-gather's block of 100 "
+    ("kangaring", {"pgta": 3}, "chunk.pgta should be 1, not 3: a KANGARING all-reduce's 4096 "
+     "elements take ceil(4096 / 4096) chunk groups of 16 ranks x chunk.channels 1 x "
+     "chunk_size_n 256"),
+    ("kr900", {"pgta": 1, "tail_chunk": 32}, "chunk.pgta should be 2, not 1: a KANGARING "
+     "all-reduce's 900 elements take ceil(900 / 512) chunk groups of 16 ranks x chunk.channels "
+     "1 x chunk_size_n 32"),
+    ("krag", {"pgta": 5}, "chunk.pgta should be 4, not 5: a KANGARING all-gather's block of 100 "
      "elements takes ceil(100 / 32) chunk groups of chunk.channels 1 x chunk_size_n 32"),
 ])
 def test_a_pgta_of_a_single_cycle_or_kangaring_trigger_other_than_its_layouts_is_refused(
@@ -1521,29 +1525,29 @@ def test_a_pgta_of_a_single_cycle_or_kangaring_trigger_other_than_its_layouts_is
 
 
 @pytest.mark.parametrize("leg, plan, edit, says", [
-    (0, 0, {"pgta": 2}, "hier.legs[0].plans[0].chunk.pgta 2 is not 1: a RING intra_redsct "
+    (0, 0, {"pgta": 2}, "hier.legs[0].plans[0].chunk.pgta should be 1, not 2: a RING intra_redsct "
      "leg's widest slice of the all-reduce, 128 elements, takes ceil(128 / 128) chunk groups "
      "of chunk.channels 1 x chunk_size_n 128 (seed 001 §2)"),
-    (1, 1, {"tail_chunk": 64}, "hier.legs[1].plans[1].chunk.tail_chunk 64 is not 52: the last "
-     "chunk group of slice 7 of the all-reduce, 104 elements, all-reduced by "
+    (1, 1, {"tail_chunk": 64}, "hier.legs[1].plans[1].chunk.tail_chunk should be 52, not 64: "
+     "the last chunk group of slice 7 of the all-reduce, 104 elements, all-reduced by "
      "hier.legs[1].groups[7] (the ranks of local index 7), holds 104, ceil(104 / 2) a chunk "
      "position (2 ranks x chunk.channels 1) rounded up to an even 2 or more (seed 001 §2's "
      "re-clamped tail)"),
-    (1, 0, {"tail_chunk": 52}, "hier.legs[1].plans[0].chunk.tail_chunk 52 is not 64: the last "
-     "chunk group of slice 0 of the all-reduce, 128 elements, all-reduced by "
+    (1, 0, {"tail_chunk": 52}, "hier.legs[1].plans[0].chunk.tail_chunk should be 64, not 52: "
+     "the last chunk group of slice 0 of the all-reduce, 128 elements, all-reduced by "
      "hier.legs[1].groups[0] (the ranks of local index 0), holds 128, ceil(128 / 2) a chunk "
      "position (2 ranks x chunk.channels 1) rounded up to an even 2 or more (seed 001 §2's "
      "re-clamped tail)"),
-    (1, 0, {"pgta": 2}, "hier.legs[1].plans[0].chunk.pgta 2 is not 1: slice 0 of the "
+    (1, 0, {"pgta": 2}, "hier.legs[1].plans[0].chunk.pgta should be 1, not 2: slice 0 of the "
      "all-reduce, 128 elements, all-reduced by hier.legs[1].groups[0] (the ranks of local "
      "index 0), takes ceil(128 / 128) chunk groups of 2 ranks x chunk.channels 1 x "
      "chunk_size_n 64 (seed 001 §2)"),
-    (2, 0, {"tail_chunk": 126}, "hier.legs[2].plans[0].chunk.tail_chunk 126 is not 128: the "
-     "last chunk group of a RING intra_allg leg's widest slice of the all-reduce, 128 "
+    (2, 0, {"tail_chunk": 126}, "hier.legs[2].plans[0].chunk.tail_chunk should be 128, not 126: "
+     "the last chunk group of a RING intra_allg leg's widest slice of the all-reduce, 128 "
      "elements, holds 128, ceil(128 / 1) a chunk position (chunk.channels 1) rounded up to an "
      "even 2 or more (seed 001 §2's re-clamped tail)"),
-    (None, None, {"pgta": 2}, "chunk.pgta 2 is not 1, the most chunk groups of its legs' "
-     "plans (a HIER trigger's, FORMATS §1.1)"),
+    (None, None, {"pgta": 2}, "chunk.pgta should be 1, the most chunk groups of its legs' "
+     "plans, not 2 (a HIER trigger's, FORMATS §1.1)"),
 ])
 def test_a_hier_leg_plans_chunk_layout_other_than_its_groups_is_refused(hier16_out, tmp_path,
                                                                         leg, plan, edit, says):
@@ -1673,15 +1677,17 @@ EIGHT = list(range(8))
 
 @pytest.mark.parametrize("which, channels, says", [
     ("mesh", [{"channel": 0, "order": EIGHT}, {"channel": 7, "order": []}],
-     '[{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7]}, {"channel": 7, "order": []}] is not '
-     f"{MESH_CHANNELS} (MESH triggers have no ring: one item, FORMATS §1.1)"),
-    ("mesh", [{"channel": 3, "order": []}], '[{"channel": 3, "order": []}] is not '
-     f"{MESH_CHANNELS} (MESH triggers have no ring: one item, FORMATS §1.1)"),
-    ("rdh", [], f"[] is not {MESH_CHANNELS} (INTRA_RDH triggers have no ring: one item, "
-     "FORMATS §1.1)"),
+     f"should be {MESH_CHANNELS}, not "
+     '[{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7]}, {"channel": 7, "order": []}] '
+     "(MESH triggers have no ring: one item, FORMATS §1.1)"),
+    ("mesh", [{"channel": 3, "order": []}], f"should be {MESH_CHANNELS}, not "
+     '[{"channel": 3, "order": []}] (MESH triggers have no ring: one item, FORMATS §1.1)'),
+    ("rdh", [], f"should be {MESH_CHANNELS}, not [] (INTRA_RDH triggers have no ring: one "
+     "item, FORMATS §1.1)"),
     ("hier", [{"channel": 0, "order": HIER16}],
-     '[{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7, 64, 65, 66, 67, 68, 69, 70, 71]}] is '
-     "not [] (HIER triggers list none, their rings being their legs' plans', FORMATS §1.1)"),
+     'should be [], not [{"channel": 0, "order": [0, 1, 2, 3, 4, 5, 6, 7, 64, 65, 66, 67, 68, '
+     "69, 70, 71]}] (HIER triggers list none, their rings being their legs' plans', FORMATS "
+     "§1.1)"),
 ], ids=["mesh-ring-and-channel-7", "mesh-channel-3", "rdh-empty", "hier-ring"])
 def test_a_ringless_triggers_channels_other_than_formats_are_refused(
         mesh_out, ar2_out, hier16_out, tmp_path, which, channels, says):
@@ -1962,9 +1968,9 @@ def test_hier_slices_other_than_designs_are_refused_naming_both(hier16_out, tmp_
     _retrigger(out, 0, lambda t: t["hier"].__setitem__("slices", slices))
     rehash(out)
     assert refused(out) == (
-        f"{out / 'manifest.json'}: field triggers[0]: hier.slices {json.dumps(slices)} is not "
-        f"{HIER16_SLICES}: an all-reduce's 1000 elements in 8 slices, one per local index "
-        "(the ranks of an intra_redsct group), cut by even_split (docs/DESIGN.md \"HIER\")")
+        f"{out / 'manifest.json'}: field triggers[0]: hier.slices should be {HIER16_SLICES}, not "
+        f"{json.dumps(slices)}: an all-reduce's 1000 elements in 8 slices, one per local index "
+        '(the ranks of an intra_redsct group), cut by even_split (docs/DESIGN.md "HIER")')
 
 
 def test_hier_slices_of_an_all_gather_are_refused(tmp_path):
@@ -1978,8 +1984,8 @@ def test_hier_slices_of_an_all_gather_are_refused(tmp_path):
     _retrigger(out, 0, lambda t: t["hier"].__setitem__("slices", [[0, 50], [50, 100]]))
     rehash(out)
     assert refused(out) == (
-        f"{out / 'manifest.json'}: field triggers[0]: hier.slices [[0, 50], [50, 100]] is not "
-        "[]: only an all-reduce's message is cut into slices (FORMATS §1.1)")
+        f"{out / 'manifest.json'}: field triggers[0]: hier.slices should be [], not [[0, 50], "
+        "[50, 100]]: only an all-reduce's message is cut into slices (FORMATS §1.1)")
 
 
 @pytest.mark.parametrize("key, value", [("tail_chunk", 2), ("pgta", 2)])
@@ -2052,7 +2058,7 @@ def test_a_buffer_in_a_region_other_than_scratch_or_gw_is_refused(scr1000_out, t
     _retrigger(out, 0, lambda t: t["buffers"][0].__setitem__("region", "sbuf"))
     rehash(out)
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].region "
-                            "\"sbuf\" is not scratch or gw (FORMATS §1.1)")
+                            'should be scratch or gw, not "sbuf" (FORMATS §1.1)')
 
 
 BUFFER_WHY = "(a buffer lies inside its region: FORMATS §1.1)"
@@ -2210,8 +2216,9 @@ HIER_AR_WHY = ("a HIER ALLREDUCE runs the legs intra_redsct, inter_allr, intra_a
 
 @pytest.mark.parametrize("edit, says", [
     (lambda legs: legs[0].__setitem__("name", "intra_x"),
-     'hier.legs[0].name "intra_x" is not intra_redsct'),
-    (lambda legs: legs.insert(1, legs.pop(2)), 'hier.legs[1].name "intra_allg" is not inter_allr'),
+     'hier.legs[0].name should be intra_redsct, not "intra_x"'),
+    (lambda legs: legs.insert(1, legs.pop(2)), "hier.legs[1].name should be inter_allr, not "
+                                               '"intra_allg"'),
     (lambda legs: legs.pop(), "hier.legs should list 3 legs, not 2"),
     (lambda legs: legs.append({**json.loads(json.dumps(legs[2])), "name": "extra"}),
      "hier.legs should list 3 legs, not 4"),
@@ -2333,18 +2340,18 @@ INTER_WHY = "in node order (position i node i: docs/DESIGN.md \"HIER\")"
 
 
 @pytest.mark.parametrize("edit, says", [
-    (_swap(0, (0, 1), (1, 1)), f"hier.legs[0].groups[0].group [0, 65, 2, 3, 4, 5, 6, 7] is not "
-     f"{NODE0}: an intra leg's group 0 is the ranks of node 0 {INTRA_WHY}"),
-    (_swap(1, (0, 1), (1, 1)), "hier.legs[1].groups[0].group [0, 65] is not [0, 64]: an inter "
-     "leg's group 0 is the ranks of local index 0, each node's rank at position 0 of its intra "
-     f"group, {INTER_WHY}"),
-    (_swap(0, (1, 0), (1, 1)), "hier.legs[0].groups[1].group [65, 64, 66, 67, 68, 69, 70, 71] "
-     f"is not {NODE1}: an intra leg's group 1 is the ranks of node 1 {INTRA_WHY}"),
-    (_swap(1, (3, 0), (3, 1)), "hier.legs[1].groups[3].group [67, 3] is not [3, 67]: an inter "
-     "leg's group 3 is the ranks of local index 3, each node's rank at position 3 of its intra "
-     f"group, {INTER_WHY}"),
-    (_relist(2), f"hier.legs[2].groups[0].group {NODE1} is not {NODE0}: an intra leg's group 0 "
-     f"is the ranks of node 0 {INTRA_WHY}"),
+    (_swap(0, (0, 1), (1, 1)), f"hier.legs[0].groups[0].group should be {NODE0}, not [0, 65, 2, "
+     f"3, 4, 5, 6, 7]: an intra leg's group 0 is the ranks of node 0 {INTRA_WHY}"),
+    (_swap(1, (0, 1), (1, 1)), "hier.legs[1].groups[0].group should be [0, 64], not [0, 65]: an "
+     "inter leg's group 0 is the ranks of local index 0, each node's rank at position 0 of its "
+     f"intra group, {INTER_WHY}"),
+    (_swap(0, (1, 0), (1, 1)), f"hier.legs[0].groups[1].group should be {NODE1}, not [65, 64, "
+     f"66, 67, 68, 69, 70, 71]: an intra leg's group 1 is the ranks of node 1 {INTRA_WHY}"),
+    (_swap(1, (3, 0), (3, 1)), "hier.legs[1].groups[3].group should be [3, 67], not [67, 3]: an "
+     "inter leg's group 3 is the ranks of local index 3, each node's rank at position 3 of its "
+     f"intra group, {INTER_WHY}"),
+    (_relist(2), f"hier.legs[2].groups[0].group should be {NODE0}, not {NODE1}: an intra leg's "
+     f"group 0 is the ranks of node 0 {INTRA_WHY}"),
 ], ids=["moved", "regrouped", "reordered", "reversed", "relisted"])
 def test_hier_leg_groups_other_than_designs_are_refused_naming_both(
         hier16_out, tmp_path, edit, says):
@@ -2397,8 +2404,8 @@ def test_hier_groups_are_held_to_the_topology_tables_nodes(tmp_path):
 
     out = copy(base, tmp_path, "moved")
     _retop(out, move)
-    assert refused(out) == (f"{out / 'manifest.json'}: field topology.ranks[15].node: rank "
-                            "71: node 0 is not 1, 71 // 64 (16 devices of 4 ranks a node) "
+    assert refused(out) == (f"{out / 'manifest.json'}: field topology.ranks[15].node: rank 71: "
+                            "node should be 1, 71 // 64 (16 devices of 4 ranks a node), not 0 "
                             "(docs/TOPOLOGY.md §1: rank = node x ranks_per_node + device x "
                             "ranks_per_device + logical_core; trn2 at lnc_size 2, the platform "
                             "of options.topology null (the default, trn2))")
@@ -2447,9 +2454,9 @@ def test_hier_groups_on_nodes_1_and_3_name_the_node(tmp_path):
     node3 = list(range(192, 200))
     assert [g["group"] for g in legs[0]["groups"]] == [list(range(64, 72)), node3]
     assert [g["group"] for g in legs[1]["groups"]] == [[64 + j, 192 + j] for j in range(8)]
-    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: hier.legs[0].groups"
-                            f"[1].group {node3[::-1]} is not {node3}: an intra leg's group 1 "
-                            f"is the ranks of node 3 {INTRA_WHY}")
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: "
+                            f"hier.legs[0].groups[1].group should be {node3}, not {node3[::-1]}: "
+                            f"an intra leg's group 1 is the ranks of node 3 {INTRA_WHY}")
 
 
 @pytest.mark.parametrize("op, n, algo", [
@@ -2629,9 +2636,10 @@ def test_the_second_algorithm_of_an_engine_section_is_simulated_and_ringless(
     out = copy(out, tmp_path)
     _retrigger(out, 0, lambda t: t.__setitem__("channels", [{"channel": 1, "order": []}]))
     rehash(out)
-    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: channels "
-                            '[{"channel": 1, "order": []}] is not [{"channel": 0, "order": []}] '
-                            f"({algorithm} triggers have no ring: one item, FORMATS §1.1)")
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: channels should be "
+                            '[{"channel": 0, "order": []}], not '
+                            f'[{{"channel": 1, "order": []}}] ({algorithm} triggers have no '
+                            "ring: one item, FORMATS §1.1)")
 
 
 @pytest.mark.parametrize("plan", [2, -1])
@@ -2734,7 +2742,8 @@ def test_a_buffer_whose_element_ends_at_its_regions_end_is_inside_it(
     rehash(out)
     if offset == 3998:
         assert refused(out).startswith(f"{out / 'manifest.json'}: field triggers[0]: "
-                                       "buffers[0].offset 3998 (role recv2) is not 2000, ")
+                                       "buffers[0].offset (role recv2) should be 2000, one "
+                                       "space of scratch, not 3998 (")
         return
     assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: buffers[0].offset "
                             "3999 leaves 1 byte of the scratch region's 4000 bytes, less than "

@@ -155,9 +155,9 @@ def test_single_cycle_buffers_as_lowered(lowered):
 
 @pytest.mark.parametrize("which, edit, says", [
     ("scr", lambda b: b[0].__setitem__("role", "zz"),
-     f'buffers[0].role "zz" is not recv2 or gw2 ({SCR_WHY})'),
+     f'buffers[0].role should be recv2 or gw2, not "zz" ({SCR_WHY})'),
     ("scr", lambda b: b[0].__setitem__("role", "recv"),
-     f'buffers[0].role "recv" is not recv2 or gw2 ({SCR_WHY})'),
+     f'buffers[0].role should be recv2 or gw2, not "recv" ({SCR_WHY})'),
     ("scr", lambda b: b.append(dict(b[0])),
      f"buffers should list 1 recv2 buffer, not 2 ({SCR_WHY})"),
     ("scr", lambda b: b.clear(), f"buffers should list 1 recv2 buffer, not 0 ({SCR_WHY})"),
@@ -169,12 +169,12 @@ def test_single_cycle_buffers_as_lowered(lowered):
      f"buffers should list 1 gw2 buffer, not 0: its replica_group spans nodes ({SCR_WHY})"),
     # docs/DESIGN.md "Single-cycle ring": each second view at one space, 1000 x 2 bytes
     ("scr", lambda b: b[0].__setitem__("offset", 0),
-     "buffers[0].offset 0 (role recv2) is not 2000, one space of scratch (docs/DESIGN.md "
-     "\"Single-cycle ring\": RECV and the staging at 0, the second views at one space, the "
-     "trigger's 1000 BF16 elements)"),
+     "buffers[0].offset (role recv2) should be 2000, one space of scratch, not 0 "
+     '(docs/DESIGN.md "Single-cycle ring": RECV and the staging at 0, the second views at one '
+     "space, the trigger's 1000 BF16 elements)"),
     ("scr_nodes", lambda b: b[1].__setitem__("offset", 0),
-     "buffers[1].offset 0 (role gw2) is not 2000, one space of gw (docs/DESIGN.md "
-     "\"Single-cycle ring\": RECV and the staging at 0, the second views at one space, the "
+     "buffers[1].offset (role gw2) should be 2000, one space of gw, not 0 (docs/DESIGN.md "
+     '"Single-cycle ring": RECV and the staging at 0, the second views at one space, the '
      "trigger's 1000 BF16 elements)"),
 ], ids=["zz", "recv", "recv2-twice", "empty", "two-recv2", "recv2-in-gw", "no-gw2",
         "recv2-at-0", "gw2-at-0"])

@@ -468,10 +468,10 @@ def test_a_node_number_in_the_billions_costs_no_memory(ar2, tmp_path):
     res = cli("simulate", o, "--json")  # (a table per node number: status 71, out of memory)
     assert res.exit_code == 1, res.output
     assert json.loads(res.stdout)["error"] == (
-        f"{o / 'manifest.json'}: field topology.nodes: topology.nodes 1000000000 is not 1, the "
-        "nodes of 128 ranks (trn2 at lnc_size 1) that hold the world's largest rank 1, "
-        "ceil((1 + 1) / 128) (options.topology null (the default, trn2) sizes the preset to "
-        'the world: docs/TOPOLOGY.md §1 "Loading")')
+        f"{o / 'manifest.json'}: field topology.nodes: topology.nodes should be 1, not "
+        "1000000000: the nodes of 128 ranks (trn2 at lnc_size 1) that hold the world's largest "
+        "rank 1, ceil((1 + 1) / 128) (options.topology null (the default, trn2) sizes the "
+        'preset to the world: docs/TOPOLOGY.md §1 "Loading")')
     # (the node count kept, rank 1 on node 999999999 is named by its row, still quickly)
     top["topology"]["nodes"] = 1
     (o / "manifest.json").write_text(json.dumps(top))

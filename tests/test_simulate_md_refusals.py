@@ -67,8 +67,8 @@ CASES = {
     # (rank 1 moved onto rank 0's core: named by its own place rule since 2026-12-05 late
     # evening, before `field topology: ranks 0 and 1 share a core`)
     "share-a-core": ("mix8", _top(_set("topology", "ranks", 1, "logical_core", 0)), 1,
-                     "field topology.ranks[1].logical_core: rank 1: logical_core 0 is not 1, "
-                     "1 % 8 (8 ranks a device) (docs/TOPOLOGY.md §1: rank = node x "
+                     "field topology.ranks[1].logical_core: rank 1: logical_core should be 1, 1 "
+                     "% 8 (8 ranks a device), not 0 (docs/TOPOLOGY.md §1: rank = node x "
                      "ranks_per_node + device x ranks_per_device + logical_core; trn2 at "
                      "lnc_size 1, the platform of options.topology null (the default, trn2))"),
     "rank-twice": ("mix8", _top(_copy_row_0), 1,

@@ -1233,7 +1233,8 @@ def test_a_mesh_view_starting_at_a_negative_element_is_refused(mesh_out, tmp_pat
     p.write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
     _set(out, 1, "sb2sb.bin", 0 * WORD + DST_START, "<I", 32)
     _refused(out, "rank-0001", "sb2sb.bin", "record 0",
-             "its view would start at element -16, not the start of a block of the trigger")
+             "its view should start at the start of a block of the trigger, not at "
+             "element -16")
 
 
 @pytest.fixture(scope="module")

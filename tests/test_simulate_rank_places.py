@@ -106,9 +106,9 @@ def test_a_rank_moved_to_another_device_changed_consistently_is_refused(alone3, 
     3 % 64 // 4 = 0 (16 devices of 4 ranks a node at LNC 2)."""
     out = copy(alone3, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][0].update(device=5, routing_id=5))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[0].device')}rank 3: device 5 is not "
-                            f"0, 3 % 64 // 4 (4 ranks a device) ({FORMULA}; trn2 at lnc_size 2, "
-                            f"{DEFAULT})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[0].device')}rank 3: device should be "
+                            f"0, 3 % 64 // 4 (4 ranks a device), not 5 ({FORMULA}; trn2 at "
+                            f"lnc_size 2, {DEFAULT})")
 
 
 def test_two_ranks_trading_devices_are_refused(ring8, tmp_path):
@@ -123,15 +123,15 @@ def test_two_ranks_trading_devices_are_refused(ring8, tmp_path):
         rows[1].update(device=1, routing_id=1)
         rows[5].update(device=0, routing_id=0)
     _retop(out, edit)
-    assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 1: device 1 is not "
-                            f"0, 1 % 64 // 4 (4 ranks a device) ({FORMULA}; trn2 at lnc_size 2, "
-                            f"{DEFAULT})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 1: device should be "
+                            f"0, 1 % 64 // 4 (4 ranks a device), not 1 ({FORMULA}; trn2 at "
+                            f"lnc_size 2, {DEFAULT})")
 
 
 @pytest.mark.parametrize("rank, die, says", [
     # rank 2: s-engine 2 of 2 a die: die 1; rank 1: s-engine 1, die 0
-    (2, 0, "rank 2: die 0 is not 1, sengine 2 // 2 (2 s-engines a die)"),
-    (1, 1, "rank 1: die 1 is not 0, sengine 1 // 2 (2 s-engines a die)"),
+    (2, 0, "rank 2: die should be 1, sengine 2 // 2 (2 s-engines a die), not 0"),
+    (1, 1, "rank 1: die should be 0, sengine 1 // 2 (2 s-engines a die), not 1"),
 ])
 def test_a_rank_moved_to_another_die_is_refused(ring8, tmp_path, rank, die, says):
     """A row's ``die`` was not read: another die simulated as a match. TOPOLOGY §1: the die
@@ -155,16 +155,16 @@ def test_a_rank_moved_within_its_device_is_refused(ring8, tmp_path):
         rows[2].update(logical_core=1, tpb=2, sengine=1, die=0)
     _retop(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[1].logical_core')}rank 1: "
-                            f"logical_core 2 is not 1, 1 % 4 (4 ranks a device) ({FORMULA}; trn2 "
-                            f"at lnc_size 2, {DEFAULT})")
+                            "logical_core should be 1, 1 % 4 (4 ranks a device), not 2 "
+                            f"({FORMULA}; trn2 at lnc_size 2, {DEFAULT})")
 
 
 @pytest.mark.parametrize("rank, edit, key, says", [
-    (1, {"device": 3, "routing_id": 3}, "device", "rank 1: device 3 is not 0, 1 % 32 // 2 "
-     "(2 ranks a device)"),
-    (1, {"die": 1}, "die", "rank 1: die 1 is not 0, sengine 1 // 2 (2 s-engines a die)"),
-    (3, {"sengine": 0}, "sengine", "rank 3: sengine 0 is not 1, tpb 1 // 1 (1 TPB an "
-     "s-engine)"),
+    (1, {"device": 3, "routing_id": 3}, "device", "rank 1: device should be 0, 1 % 32 // 2 (2 "
+     "ranks a device), not 3"),
+    (1, {"die": 1}, "die", "rank 1: die should be 0, sengine 1 // 2 (2 s-engines a die), not 1"),
+    (3, {"sengine": 0}, "sengine", "rank 3: sengine should be 1, tpb 1 // 1 (1 TPB an "
+     "s-engine), not 0"),
     (2, {"routing_id": 5}, "routing_id", None),
 ], ids=["device", "die", "sengine", "routing_id"])
 def test_a_trn1_rank_is_held_to_trn1s_shape(trn1_ring, tmp_path, rank, edit, key, says):
@@ -174,7 +174,7 @@ def test_a_trn1_rank_is_held_to_trn1s_shape(trn1_ring, tmp_path, rank, edit, key
     _retop(out, lambda top: top["topology"]["ranks"][rank].update(edit))
     whose = 'trn1 at lnc_size 1, the platform of options.topology "trn1"'
     if says is None:
-        says = (f"rank 2: routing_id 5 is not 1, the routing id of device 1 "
+        says = ("rank 2: routing_id should be 1, the routing id of device 1, not 5 "
                 f"(docs/TOPOLOGY.md §1; {whose})")
     else:
         rule = {"die": DIE_RULE, "sengine": SENGINE_RULE}.get(key, FORMULA)
@@ -184,10 +184,10 @@ def test_a_trn1_rank_is_held_to_trn1s_shape(trn1_ring, tmp_path, rank, edit, key
 
 @pytest.mark.parametrize("edit, key, says", [
     ({"platform": "trn2", "hw_generation": 3, "cce_max_elements": 2048}, "platform",
-     'topology.platform "trn2" is not "trn1", trn1\'s'),
+     "topology.platform should be \"trn1\", trn1's, not \"trn2\""),
     ({"hw_generation": 3, "cce_max_elements": 2048}, "hw_generation",
-     "topology.hw_generation 3 is not 2, trn1's"),
-    ({"lnc_size": 2}, "lnc_size", "topology.lnc_size 2 is not one of trn1's lnc sizes 1"),
+     "topology.hw_generation should be 2, trn1's, not 3"),
+    ({"lnc_size": 2}, "lnc_size", "topology.lnc_size should be one of trn1's lnc sizes 1, not 2"),
 ])
 def test_a_presets_output_is_on_the_presets_platform(trn1_ring, tmp_path, edit, key, says):
     """``lower`` writes the platform keys from the preset options.topology names (trn1: the
@@ -248,8 +248,8 @@ def test_a_topology_files_rank_moved_to_another_device_is_refused(file_ring, tmp
     puts it on device 21 % 16 // 4 = 1."""
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][5].update(device=2, routing_id=12))
-    assert refused(out) == (f"{_field(out, 'topology.ranks[5].device')}rank 21: device 2 is "
-                            f"not 1, 21 % 16 // 4 (4 ranks a device) ({FORMULA}; {FILE_SHAPE})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[5].device')}rank 21: device should be "
+                            f"1, 21 % 16 // 4 (4 ranks a device), not 2 ({FORMULA}; {FILE_SHAPE})")
 
 
 def test_a_topology_files_device_has_one_routing_id(file_ring, tmp_path):
@@ -259,8 +259,8 @@ def test_a_topology_files_device_has_one_routing_id(file_ring, tmp_path):
     out = copy(file_ring, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][5].update(routing_id=12))
     assert refused(out) == (f"{_field(out, 'topology.ranks[5].routing_id')}rank 21: routing_id "
-                            "12 is not 3, device 1's at topology.ranks[4] (a device has one "
-                            "routing id, on every node: docs/TOPOLOGY.md §2 routing_ids)")
+                            "should be 3, device 1's at topology.ranks[4], not 12 (a device has "
+                            "one routing id, on every node: docs/TOPOLOGY.md §2 routing_ids)")
     out = copy(file_ring, tmp_path, "u")
 
     def edit(top):
@@ -289,8 +289,8 @@ def test_the_units_sengine_check_holds_a_topology_files_table(kr8_out, tmp_path)
     rank 1 (TPB 2) is on s-engine 1 (check_kangaring_units, docs/TOPOLOGY.md §4)."""
     out = copy(kr8_out, tmp_path)
     _as_file(out, lambda r: {"sengine": 2 * (r % 4) // 4, "die": 0})
-    assert refused(out) == (f"{_field(out, 'topology.ranks[1].sengine')}rank 1: sengine 0 is "
-                            "not 1, tpb 2 // 2 (the s-engine of its first TPB, tpb // "
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].sengine')}rank 1: sengine should "
+                            "be 1, tpb 2 // 2, not 0 (the s-engine of its first TPB, tpb // "
                             "tpbs_per_sengine: its device's 4 s-engines hold 1 rank each in the "
                             "units of triggers[0].kangaring: docs/TOPOLOGY.md §1, §4)")
 
@@ -312,11 +312,11 @@ def test_the_units_whole_device_check_holds_a_topology_files_table(kr8_out,  # n
 # ---------------------------------------------------------------------------- HIER leg op
 
 @pytest.mark.parametrize("leg, op, says", [
-    (0, "ALLREDUCE", "hier.legs[0].op \"ALLREDUCE\" is not REDUCE_SCATTER: the intra_redsct "
-     "leg runs a reduce-scatter"),
-    (1, "ALLGATHER", "hier.legs[1].op \"ALLGATHER\" is not ALLREDUCE: the inter_allr leg runs "
-     "an all-reduce"),
-    (2, "REDUCE_SCATTER", "hier.legs[2].op \"REDUCE_SCATTER\" is not ALLGATHER: the "
+    (0, "ALLREDUCE", 'hier.legs[0].op should be REDUCE_SCATTER, not "ALLREDUCE": the '
+     "intra_redsct leg runs a reduce-scatter"),
+    (1, "ALLGATHER", 'hier.legs[1].op should be ALLREDUCE, not "ALLGATHER": the inter_allr leg '
+     "runs an all-reduce"),
+    (2, "REDUCE_SCATTER", "hier.legs[2].op should be ALLGATHER, not \"REDUCE_SCATTER\": the "
      "intra_allg leg runs an all-gather"),
 ], ids=["intra_redsct", "inter_allr", "intra_allg"])
 def test_a_hier_legs_op_other_than_what_it_runs_is_refused(  # noqa: F811

@@ -120,22 +120,26 @@ def _sc(key, value):
      "single_cycle.pairs should list the 1 pair chunk.channels counts, not 2 (one [CW channel, "
      "CCW channel] per chunk channel: FORMATS §1.1)"),
     (_sc("pairs", [[1, 0]]),
-     f"single_cycle.pairs [[1, 0]] is not [[0, 1]], the ids of channels in pairs {PAIRS_WHY}"),
+     f"single_cycle.pairs should be [[0, 1]], the ids of channels in pairs, not [[1, 0]] "
+     f"{PAIRS_WHY}"),
     (_sc("pairs", [[0, 5]]),
-     f"single_cycle.pairs [[0, 5]] is not [[0, 1]], the ids of channels in pairs {PAIRS_WHY}"),
+     f"single_cycle.pairs should be [[0, 1]], the ids of channels in pairs, not [[0, 5]] "
+     f"{PAIRS_WHY}"),
     (lambda t: t["channels"][1].__setitem__("order", [0, 1, 2, 3, 4, 5, 6, 7]),
-     "channels[1].order [0, 1, 2, 3, 4, 5, 6, 7] is not channels[0].order [0, 1, 2, 3, 4, 5, 6, "
-     "7] reversed (single_cycle.pairs[0] makes channel 1 the CCW channel of 0: " + REVERSED_WHY),
+     "channels[1].order should be channels[0].order [0, 1, 2, 3, 4, 5, 6, 7] reversed, not [0, "
+     "1, 2, 3, 4, 5, 6, 7] (single_cycle.pairs[0] makes channel 1 the CCW channel of 0: "
+     + REVERSED_WHY),
     (lambda t: t["channels"][1].__setitem__("order", [0, 7, 6, 5, 4, 3, 1, 2]),
-     "channels[1].order [0, 7, 6, 5, 4, 3, 1, 2] is not channels[0].order [0, 1, 2, 3, 4, 5, 6, "
-     "7] reversed (single_cycle.pairs[0] makes channel 1 the CCW channel of 0: " + REVERSED_WHY),
+     "channels[1].order should be channels[0].order [0, 1, 2, 3, 4, 5, 6, 7] reversed, not [0, "
+     "7, 6, 5, 4, 3, 1, 2] (single_cycle.pairs[0] makes channel 1 the CCW channel of 0: "
+     + REVERSED_WHY),
     (_sc("arcs", [3, 4]),
-     "single_cycle.arcs [3, 4] is not [4, 3], [ceil((n-1)/2), floor((n-1)/2)] for its "
-     "replica_group of 8 ranks (the ranks reducing toward a chunk's root clockwise and "
-     "counter-clockwise: docs/DESIGN.md \"Single-cycle ring\")"),
+     "single_cycle.arcs should be [4, 3], [ceil((n-1)/2), floor((n-1)/2)] for its replica_group "
+     "of 8 ranks, not [3, 4] (the ranks reducing toward a chunk's root clockwise and "
+     'counter-clockwise: docs/DESIGN.md "Single-cycle ring")'),
     (_sc("steps_per_group", 14),
-     "single_cycle.steps_per_group 14 is not 8, 2 * ceil((n-1)/2) for its replica_group of 8 "
-     "ranks (one cycle: docs/DESIGN.md \"Single-cycle ring\")"),
+     "single_cycle.steps_per_group should be 8, 2 * ceil((n-1)/2) for its replica_group of 8 "
+     'ranks, not 14 (one cycle: docs/DESIGN.md "Single-cycle ring")'),
 ], ids=["extra-pair", "swapped", "stranger", "ccw-forward", "ccw-not-a-reverse", "arcs",
         "ring-steps"])
 def test_a_single_cycle_section_other_than_its_channels_is_refused(scr8_out, tmp_path, edit,
@@ -162,14 +166,14 @@ def test_a_ccw_order_starting_at_another_rank_is_the_same_ring_backward(scr8_out
 
 @pytest.mark.parametrize("edit, says", [
     (_sc("pairs", [[2, 3], [0, 1]]),
-     f"single_cycle.pairs [[2, 3], [0, 1]] is not [[0, 1], [2, 3]], the ids of channels in "
-     f"pairs {PAIRS_WHY}"),
+     f"single_cycle.pairs should be [[0, 1], [2, 3]], the ids of channels in pairs, not "
+     f"[[2, 3], [0, 1]] {PAIRS_WHY}"),
     (_sc("pairs", [[0, 2], [1, 3]]),
-     f"single_cycle.pairs [[0, 2], [1, 3]] is not [[0, 1], [2, 3]], the ids of channels in "
-     f"pairs {PAIRS_WHY}"),
+     f"single_cycle.pairs should be [[0, 1], [2, 3]], the ids of channels in pairs, not "
+     f"[[0, 2], [1, 3]] {PAIRS_WHY}"),
     (lambda t: t["channels"][3].__setitem__("order", t["channels"][2]["order"]),
-     "channels[3].order {o2} is not channels[2].order {o2} reversed (single_cycle.pairs[1] "
-     "makes channel 3 the CCW channel of 2: " + REVERSED_WHY),
+     "channels[3].order should be channels[2].order {o2} reversed, not {o2} "
+     "(single_cycle.pairs[1] makes channel 3 the CCW channel of 2: " + REVERSED_WHY),
 ], ids=["pairs-reordered", "pairs-across", "second-ccw-forward"])
 def test_each_pair_of_two_is_checked(scr8x2_out, tmp_path, edit, says):
     """scr8x2_out: two pairs, in the order of channels; pair 1's CCW order (channel 3) made
@@ -183,16 +187,16 @@ def test_each_pair_of_two_is_checked(scr8x2_out, tmp_path, edit, says):
 
 @pytest.mark.parametrize("edit, says", [
     (_sc("pairs", [[0, 1]]),
-     "single_cycle.pairs [[0, 1]] is not [[0, 0]], the ids of channels in pairs (a one-rank "
-     "group's pair k is channels[k].channel twice, its one channel CW and CCW alike: FORMATS "
-     "§1.1)"),
+     "single_cycle.pairs should be [[0, 0]], the ids of channels in pairs, not [[0, 1]] (a "
+     "one-rank group's pair k is channels[k].channel twice, its one channel CW and CCW alike: "
+     "FORMATS §1.1)"),
     (_sc("arcs", [1, 0]),
-     "single_cycle.arcs [1, 0] is not [0, 0], [ceil((n-1)/2), floor((n-1)/2)] for its "
-     "replica_group of 1 rank (the ranks reducing toward a chunk's root clockwise and "
-     "counter-clockwise: docs/DESIGN.md \"Single-cycle ring\")"),
+     "single_cycle.arcs should be [0, 0], [ceil((n-1)/2), floor((n-1)/2)] for its replica_group "
+     "of 1 rank, not [1, 0] (the ranks reducing toward a chunk's root clockwise and "
+     'counter-clockwise: docs/DESIGN.md "Single-cycle ring")'),
     (_sc("steps_per_group", 2),
-     "single_cycle.steps_per_group 2 is not 0, 2 * ceil((n-1)/2) for its replica_group of 1 "
-     "rank (one cycle: docs/DESIGN.md \"Single-cycle ring\")"),
+     "single_cycle.steps_per_group should be 0, 2 * ceil((n-1)/2) for its replica_group of 1 "
+     'rank, not 2 (one cycle: docs/DESIGN.md "Single-cycle ring")'),
 ], ids=["pair", "arcs", "steps"])
 def test_a_one_rank_groups_section_is_checked(scr1_out, tmp_path, edit, says):
     out = copy(scr1_out, tmp_path)
@@ -229,20 +233,20 @@ def test_a_single_cycle_section_is_read_with_its_types(scr8_out, tmp_path, edit,
 
 @pytest.mark.parametrize("edit, says", [
     (lambda p: p["single_cycle"].__setitem__("pairs", [[2, 1]]),
-     "hier.legs[1].plans[0].single_cycle.pairs [[2, 1]] is not [[1, 2]], the ids of "
-     "hier.legs[1].plans[0].channels in pairs " + PAIRS_WHY),
+     "hier.legs[1].plans[0].single_cycle.pairs should be [[1, 2]], the ids of "
+     "hier.legs[1].plans[0].channels in pairs, not [[2, 1]] " + PAIRS_WHY),
     (lambda p: p["channels"][1].__setitem__("order", [0, 1, 2]),
-     "hier.legs[1].plans[0].channels[1].order [0, 1, 2] is not hier.legs[1].plans[0]"
-     ".channels[0].order [0, 1, 2] reversed (hier.legs[1].plans[0].single_cycle.pairs[0] makes "
+     "hier.legs[1].plans[0].channels[1].order should be hier.legs[1].plans[0].channels[0].order "
+     "[0, 1, 2] reversed, not [0, 1, 2] (hier.legs[1].plans[0].single_cycle.pairs[0] makes "
      "channel 2 the CCW channel of 1: " + REVERSED_WHY),
     (lambda p: p["single_cycle"].__setitem__("arcs", [2, 0]),
-     "hier.legs[1].plans[0].single_cycle.arcs [2, 0] is not [1, 1], [ceil((n-1)/2), "
-     "floor((n-1)/2)] for hier.legs[1].groups[0].group of 3 ranks (the ranks reducing toward a "
+     "hier.legs[1].plans[0].single_cycle.arcs should be [1, 1], [ceil((n-1)/2), floor((n-1)/2)] "
+     "for hier.legs[1].groups[0].group of 3 ranks, not [2, 0] (the ranks reducing toward a "
      "chunk's root clockwise and counter-clockwise: docs/DESIGN.md \"Single-cycle ring\")"),
     (lambda p: p["single_cycle"].__setitem__("steps_per_group", 4),
-     "hier.legs[1].plans[0].single_cycle.steps_per_group 4 is not 2, 2 * ceil((n-1)/2) for "
-     "hier.legs[1].groups[0].group of 3 ranks (one cycle: docs/DESIGN.md \"Single-cycle "
-     "ring\")"),
+     "hier.legs[1].plans[0].single_cycle.steps_per_group should be 2, 2 * ceil((n-1)/2) for "
+     'hier.legs[1].groups[0].group of 3 ranks, not 4 (one cycle: docs/DESIGN.md "Single-cycle '
+     'ring")'),
     (lambda p: p["single_cycle"].__setitem__("pairs", [[1, 2], [1, 2]]),
      "hier.legs[1].plans[0].single_cycle.pairs should list the 1 pair "
      "hier.legs[1].plans[0].chunk.channels counts, not 2 (one [CW channel, CCW channel] per chunk "

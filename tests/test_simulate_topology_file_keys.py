@@ -94,9 +94,9 @@ def test_a_custom_platforms_topology_is_named_as_its_platform(named, tmp_path):
     out = copy(named, tmp_path)
     _retop(out, lambda top: top["topology"].update(name="fab"))
     assert refused(out) == (
-        f'{_field(out, "topology.name")}topology.name "fab" is not "trn2-2node", '
-        "topology.platform's: a topology file without a preset platform names its custom "
-        f"platform after its name {NAME_RULE}")
+        f'{_field(out, "topology.name")}topology.name should be "trn2-2node", '
+        "topology.platform's, not \"fab\": a topology file without a preset platform names "
+        f"its custom platform after its name {NAME_RULE}")
 
 
 def test_an_unnamed_custom_topology_is_named_after_its_paths_stem(unnamed, tmp_path):
@@ -105,9 +105,9 @@ def test_an_unnamed_custom_topology_is_named_after_its_paths_stem(unnamed, tmp_p
     assert opt.endswith("/fab.json")
     _retop(out, lambda top: top["topology"].update(name="trn2-2node"))
     assert refused(out) == (
-        f'{_field(out, "topology.name")}topology.name "trn2-2node" is not "fab", the stem of '
-        f'options.topology "{opt}": a topology file with neither a preset platform nor a name '
-        f"is named after its path, its platform custom {NAME_RULE}")
+        f'{_field(out, "topology.name")}topology.name should be "fab", the stem of '
+        f'options.topology "{opt}", not "trn2-2node": a topology file with neither a preset '
+        f"platform nor a name is named after its path, its platform custom {NAME_RULE}")
     # a file {"name": "custom", ...} without a platform writes name and platform custom
     out = copy(unnamed, tmp_path, "b")
     _retop(out, lambda top: top["topology"].update(name="custom"))
@@ -125,9 +125,9 @@ def test_a_files_node_count_is_held_to_max_topology_ranks(named, tmp_path):
     out = copy(named, tmp_path, "b")
     _retop(out, lambda top: top["topology"].update(nodes=16385))
     assert refused(out).startswith(
-        f"{_field(out, 'topology.nodes')}topology.nodes 16385 is more than 16384: 16385 nodes "
-        "x 64 ranks a node = 1048640 ranks, more than 1048576 (MAX_TOPOLOGY_RANKS: lower loads "
-        "no such topology file, docs/TOPOLOGY.md §2 nodes; ")
+        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 16384, not 16385: "
+        "16385 nodes x 64 ranks a node = 1048640 ranks, more than 1048576 (MAX_TOPOLOGY_RANKS: "
+        "lower loads no such topology file, docs/TOPOLOGY.md §2 nodes; ")
 
 
 def test_a_node_count_on_one_node_is_held_to_the_devices_the_table_shows(ring8, tmp_path):
@@ -139,8 +139,9 @@ def test_a_node_count_on_one_node_is_held_to_the_devices_the_table_shows(ring8, 
     out = copy(ring8, tmp_path, "b")
     _retop(out, lambda top: top["topology"].update(nodes=131073))
     assert refused(out).startswith(
-        f"{_field(out, 'topology.nodes')}topology.nodes 131073 is more than 131072: 131073 "
-        "nodes x at least 8 ranks a node = at least 1048584 ranks, more than 1048576 ")
+        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 131072, not "
+        "131073: 131073 nodes x at least 8 ranks a node = at least 1048584 ranks, more than "
+        "1048576 ")
 
 
 # ------------------------------------------------------------------ no mesh
@@ -180,7 +181,7 @@ def test_a_kangaring_table_relabelled_to_one_die_is_refused(tmp_path):
     assert_clean(out)
     _retop(out, _all_die_0)
     assert refused(out) == (
-        f"{_field(out, 'topology.ranks[2].die')}rank 2: die 0 is not 1, sengine 2 // 2 "
+        f"{_field(out, 'topology.ranks[2].die')}rank 2: die should be 1, sengine 2 // 2, not 0 "
         "(KangaRing needs 2 dies of 2 s-engines, each unit's engines k and k ^ 2 on the two "
         "dies; lower writes no KANGARING for another device shape in the units of "
         "triggers[0].kangaring: docs/TOPOLOGY.md §1, §2 kangaring, §4)")

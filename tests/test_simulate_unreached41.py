@@ -469,7 +469,8 @@ def _to_recv_sema(a) -> None:
      "net_idx_loop_size should be 512, not 513"),
     ("net_ops.bin", _set("unrolled_count", 2), "unrolled_count", 0,
      "unrolled_count should be 1, the chunk groups of the trigger, not 2"),
-    ("net_ops.bin", _set("enc_channel", 1), "enc_channel", 0, "enc_channel 1 in channel 0's FIFO"),
+    ("net_ops.bin", _set("enc_channel", 1), "enc_channel", 0, "enc_channel should be 0, its "
+                                                              "FIFO's channel, not 1"),
     ("net_ops.bin", _to_recv_sema, "inc_send_handshake", 0, "inc_send_handshake should be the INC "
      "window of this rank's semaphore 17 (channel 0 send_sema), not semaphore 16 (channel 0 "
      "recv_sema) of rank 1 (window 0x1800)"),
@@ -483,7 +484,8 @@ def _to_recv_sema(a) -> None:
      "is not closed by a terminator (proxy_end_operation)"),
     ("net_src.bin", _set("net_op_idx", 1), "net_op_idx", 0, "net_op_idx 1: ops appear in order, "
      "each once, and the channel has 1"),
-    ("net_src.bin", _set("net_op_idx", 1, 5), "net_op_idx", 5, "net_op_idx 1 in op 0's entries"),
+    ("net_src.bin", _set("net_op_idx", 1, 5), "net_op_idx", 5, "net_op_idx should be 0, its "
+                                                               "op's, not 1"),
     ("net_src.bin", _set("complete", 0, 11), "complete", 11, "the last entry of an op does not "
      "have complete = 1"),
 ], ids=["loop_size", "unrolled", "enc_channel", "send_sema", "mark", "term_idx", "term_size",
@@ -517,9 +519,9 @@ def test_a_dst_addr_other_than_its_receive_entrys_dev_addr_is_refused(r2n_out, t
     assert int(src["dst_addr"][0]) == want and dst["src_rank"][0] == 1
     _edit(out, "net_src.bin", F.NET_SRC_ADDR_DTYPE, _set("dst_addr", want + 2, 0))
     assert _error(out) == (f"{out / 'rank-0001'}: field dst_addr, rank 1, channel 0, artifact "
-                           f"net_src.bin, record 0: dst_addr {want + 2:#x} but the paired "
-                           f"receive entry (rank 64, net_dest.bin record 0) has dev_addr "
-                           f"{want:#x}")
+                           f"net_src.bin, record 0: dst_addr should be {want:#x}, the dev_addr "
+                           "of the paired receive entry (rank 64, net_dest.bin record 0), not "
+                           f"{want + 2:#x}")
 
 
 def test_a_transmit_entry_reading_another_cores_window_is_refused(r2n_out, tmp_path):
@@ -839,10 +841,10 @@ def test_a_read_of_bytes_only_an_earlier_trigger_wrote_is_refused(tmp_path):
     bds = np.fromfile(out / "rank-0000" / "dma.bin", BD)
     assert int(bds["buf_ptr"][first + 1]) == SLOT0_OF_RANK0 and legs["step"][g] == 7
     _move(out, 0, first + 1, 0x1_0000_2000)
-    assert _error(out) == ("trigger 1, rank 0: leg mesh_reduce (rank 0, entry 1, channel 0, step "
-                           "7) reads bytes [0x0, 0x800) of rank 0 dram 'x_out' (address "
-                           "0x100002000), last written in trigger 0 by leg mesh_reduce (rank 0, "
-                           "entry 0, channel 0, step 7), not in trigger 1")
+    assert _error(out) == ("trigger 1, rank 0: leg mesh_reduce (rank 0, entry 1, channel 0, "
+                           "step 7) reads bytes [0x0, 0x800) of rank 0 dram 'x_out' (address "
+                           "0x100002000), which should be last written in trigger 1, not in "
+                           "trigger 0 (by leg mesh_reduce (rank 0, entry 0, channel 0, step 7))")
 
 
 def test_a_transfer_of_other_bytes_than_its_post_recv_is_refused(tmp_path):

@@ -137,8 +137,8 @@ def test_a_sized_presets_node_count_is_held_to_its_world(ring8, tmp_path):
     out = copy(ring8, tmp_path)
     _retop(out, lambda top: top["topology"].update(nodes=2))
     assert refused(out) == (
-        f"{_field(out, 'topology.nodes')}topology.nodes 2 is not 1, the nodes of 64 ranks "
-        f"(trn2 at lnc_size 2) that hold the world's largest rank 7, ceil((7 + 1) / 64) "
+        f"{_field(out, 'topology.nodes')}topology.nodes should be 1, not 2: the nodes of 64 "
+        "ranks (trn2 at lnc_size 2) that hold the world's largest rank 7, ceil((7 + 1) / 64) "
         f"(options.topology null (the default, trn2) sizes the preset to the world: {LOADING})")
 
 
@@ -147,7 +147,7 @@ def test_a_fixed_node_count_is_held_to_the_option(pair4, tmp_path):
     out = copy(pair4, tmp_path)
     _retop(out, lambda top: top["topology"].update(nodes=2))
     assert refused(out) == (
-        f"{_field(out, 'topology.nodes')}topology.nodes 2 is not 4, the node count "
+        f"{_field(out, 'topology.nodes')}topology.nodes should be 4, not 2: the node count "
         f'options.topology "trn2:nodes=4" fixes (nodes=N: {LOADING})')
 
 
@@ -157,18 +157,18 @@ def test_a_presets_name_is_its_option(pair4, ring8, hier16_scr, tmp_path):
     out = copy(pair4, tmp_path, "a")
     _retop(out, lambda top: top["topology"].update(name="trn2"))
     assert refused(out) == (
-        f'{_field(out, "topology.name")}topology.name "trn2" is not "trn2:nodes=4", the '
+        f'{_field(out, "topology.name")}topology.name should be "trn2:nodes=4", not "trn2": the '
         f"--topology value as given (a preset's topology is named by it: {LOADING})")
     out = copy(ring8, tmp_path, "b")
     _retop(out, lambda top: top["topology"].update(name="trn2:nodes=1"))
     assert refused(out) == (
-        f'{_field(out, "topology.name")}topology.name "trn2:nodes=1" is not "trn2", the '
+        f'{_field(out, "topology.name")}topology.name should be "trn2", not "trn2:nodes=1": the '
         f"default's name at 1 node (trn2, with :nodes=N past one node: {LOADING})")
     out = copy(hier16_scr, tmp_path, "c")
     _retop(out, lambda top: top["topology"].update(name="trn2"))
     assert refused(out).endswith(
-        "topology.name \"trn2\" is not \"trn2:nodes=2\", the default's name at 2 nodes (trn2, "
-        f"with :nodes=N past one node: {LOADING})")
+        "topology.name should be \"trn2:nodes=2\", not \"trn2\": the default's name at 2 nodes "
+        f"(trn2, with :nodes=N past one node: {LOADING})")
 
 
 @pytest.mark.parametrize("spec", ["trn2:nodes=01", "trn2:", "trn2:nodes=1,",
@@ -204,9 +204,9 @@ def test_a_topology_files_node_count_and_name_are_not_held(tmp_path):
 # ------------------------------------------------------------------ a trigger's legs
 
 @pytest.mark.parametrize("key, value, said", [
-    ("name", "intra_redsct", 'legs[0].name "intra_redsct" is not "flat"'),
-    ("op", "ALLGATHER", 'legs[0].op "ALLGATHER" is not "ALLREDUCE", the trigger\'s'),
-    ("algorithm", "MESH", 'legs[0].algorithm "MESH" is not "RING", the trigger\'s'),
+    ("name", "intra_redsct", 'legs[0].name should be "flat", not "intra_redsct"'),
+    ("op", "ALLGATHER", 'legs[0].op should be "ALLREDUCE", the trigger\'s, not "ALLGATHER"'),
+    ("algorithm", "MESH", 'legs[0].algorithm should be "RING", the trigger\'s, not "MESH"'),
 ])
 def test_a_flat_triggers_leg_is_its_op_and_algorithm(ring8, tmp_path, key, value, said):
     out = copy(ring8, tmp_path)
@@ -224,12 +224,12 @@ def test_a_hier_triggers_legs_repeat_its_hier_legs(hier16_scr, tmp_path):
     """legs[1] is hier.legs[1]: inter_allr, ALLREDUCE, SINGLE_CYCLE_RING, no sub_type."""
     out = copy(hier16_scr, tmp_path, "a")
     _retop(out, lambda top: top["triggers"][0]["legs"][1].update(algorithm="RING"))
-    assert refused(out) == (f'{_field(out)}legs[1].algorithm "RING" is not "SINGLE_CYCLE_RING", '
-                            f"hier.legs[1]'s {OWN_LEGS}")
+    assert refused(out) == (f'{_field(out)}legs[1].algorithm should be "SINGLE_CYCLE_RING", '
+                            f"hier.legs[1]'s, not \"RING\" {OWN_LEGS}")
     out = copy(hier16_scr, tmp_path, "b")
     _retop(out, lambda top: top["triggers"][0]["legs"][1].update(sub_type="FULL_MESH"))
     assert refused(out) == (
-        f'{_field(out)}legs[1].sub_type "FULL_MESH" is not null (no HIER leg runs a '
+        f'{_field(out)}legs[1].sub_type should be null, not "FULL_MESH" (no HIER leg runs a '
         "mesh-family engine, the only ones with a sub_type: docs/SELECTION.md §6, §9) "
         f"{OWN_LEGS}")
     out = copy(hier16_scr, tmp_path, "c")
@@ -241,18 +241,18 @@ def test_a_mesh_legs_sub_type_is_the_platforms_or_full_mesh(mesh8, mesh_pair, ri
     out = copy(mesh8, tmp_path, "a")
     _retop(out, lambda top: top["triggers"][0]["legs"][0].update(sub_type="FULL_MESH"))
     assert refused(out) == (
-        f'{_field(out)}legs[0].sub_type "FULL_MESH" is not "MESH_TRN2": an intra-node '
+        f'{_field(out)}legs[0].sub_type should be "MESH_TRN2", not "FULL_MESH": an intra-node '
         "mesh-family leg's is the platform's, topology.mesh_sub_type (docs/SELECTION.md §9; "
         "FORMATS §1.1)")
     out = copy(mesh_pair, tmp_path, "b")
     _retop(out, lambda top: top["triggers"][0]["legs"][0].update(sub_type="MESH_TRN2"))
     assert refused(out) == (
-        f'{_field(out)}legs[0].sub_type "MESH_TRN2" is not "FULL_MESH": a mesh-family leg '
+        f'{_field(out)}legs[0].sub_type should be "FULL_MESH", not "MESH_TRN2": a mesh-family leg '
         "over a replica_group that spans nodes (docs/SELECTION.md §9; FORMATS §1.1)")
     out = copy(ring8, tmp_path, "c")
     _retop(out, lambda top: top["triggers"][0]["legs"][0].update(sub_type="MESH_TRN2"))
     assert refused(out) == (
-        f'{_field(out)}legs[0].sub_type "MESH_TRN2" is not null: only a mesh-family leg '
+        f'{_field(out)}legs[0].sub_type should be null, not "MESH_TRN2": only a mesh-family leg '
         "(MESH, SINGLE_STEP_MESH, INTRA_RDH) has a sub_type (docs/SELECTION.md §9; "
         "FORMATS §1.1)")
 
@@ -260,19 +260,20 @@ def test_a_mesh_legs_sub_type_is_the_platforms_or_full_mesh(mesh8, mesh_pair, ri
 # ------------------------------------------------------------------------ options.algo
 
 @pytest.mark.parametrize("algo, said", [
-    ("mesh", 'is not "MESH", the engine options.algo "mesh" forces on every collective '
-             + FORCED),
+    ("mesh", 'should be "MESH", the engine options.algo "mesh" forces on every collective, '
+             'not "RING" ' + FORCED),
     ("allgather:mesh;allreduce:kangaring",
-     'is not "KANGARING", the engine options.algo "allgather:mesh;allreduce:kangaring" '
-     '(clause "allreduce:kangaring") forces on ALLREDUCE ' + FORCED),
-    ("^ring", 'is an engine options.algo "^ring" excludes on every collective ' + EXCLUDED),
-    ("mesh,kangaring", 'is not one of MESH, KANGARING, the engines options.algo '
-                       '"mesh,kangaring" allows on every collective (the cascade and the '
-                       "lowering fallback stay inside them: docs/SELECTION.md §8)"),
+     'should be "KANGARING", the engine options.algo "allgather:mesh;allreduce:kangaring" '
+     '(clause "allreduce:kangaring") forces on ALLREDUCE, not "RING" ' + FORCED),
+    ("^ring", '"RING" is an engine options.algo "^ring" excludes on every collective '
+              + EXCLUDED),
+    ("mesh,kangaring", 'should be one of MESH, KANGARING, the engines options.algo '
+                       '"mesh,kangaring" allows on every collective, not "RING" (the cascade '
+                       "and the lowering fallback stay inside them: docs/SELECTION.md §8)"),
     ("allreduce:mesh,kangaring;allgather:ring",
-     'is not one of MESH, KANGARING, the engines options.algo '
+     'should be one of MESH, KANGARING, the engines options.algo '
      '"allreduce:mesh,kangaring;allgather:ring" (clause "allreduce:mesh,kangaring") allows '
-     "on ALLREDUCE (the cascade and the lowering fallback stay inside them: "
+     'on ALLREDUCE, not "RING" (the cascade and the lowering fallback stay inside them: '
      "docs/SELECTION.md §8)"),
 ])
 def test_the_triggers_engine_is_what_options_algo_leaves(ring8, tmp_path, algo, said):
@@ -280,7 +281,7 @@ def test_the_triggers_engine_is_what_options_algo_leaves(ring8, tmp_path, algo, 
     others only cannot have been the one lower applied."""
     out = copy(ring8, tmp_path)
     _retop(out, lambda top: top["options"].update(algo=algo))
-    assert refused(out) == f'{_field(out)}algorithm "RING" {said}'
+    assert refused(out) == f'{_field(out)}algorithm {said}'
 
 
 @pytest.mark.parametrize("algo", ["ring,mesh", "^mesh", "allgather:mesh", "inter_allr:mesh",
@@ -307,21 +308,21 @@ def test_an_override_only_older_lower_took_is_not_held(ring8, tmp_path, algo):
 
 @pytest.mark.parametrize("algo, said", [
     ("hier;inter_allr:ring",
-     'is not "RING", the engine options.algo "hier;inter_allr:ring" (clause '
-     '"inter_allr:ring") forces on the inter_allr leg ' + FORCED),
+     'should be "RING", the engine options.algo "hier;inter_allr:ring" (clause '
+     '"inter_allr:ring") forces on the inter_allr leg, not "SINGLE_CYCLE_RING" ' + FORCED),
     ("hier;inter_allr:^single_cycle_ring",
-     'is an engine options.algo "hier;inter_allr:^single_cycle_ring" (clause '
-     '"inter_allr:^single_cycle_ring") excludes on the inter_allr leg ' + EXCLUDED),
+     '"SINGLE_CYCLE_RING" is an engine options.algo "hier;inter_allr:^single_cycle_ring" '
+     '(clause "inter_allr:^single_cycle_ring") excludes on the inter_allr leg ' + EXCLUDED),
     ("^single_cycle_ring",
-     'is an engine options.algo "^single_cycle_ring" excludes on every collective and its '
-     "HIER legs " + EXCLUDED),
+     '"SINGLE_CYCLE_RING" is an engine options.algo "^single_cycle_ring" excludes on every '
+     "collective and its HIER legs " + EXCLUDED),
 ])
 def test_a_hier_legs_engine_is_what_its_clause_leaves(hier16_scr, tmp_path, algo, said):
     """The inter_allr leg ran SINGLE_CYCLE_RING: a leg clause forcing RING, or excluding it,
     and an untargeted exclusion (which reaches the legs) are refused at the leg."""
     out = copy(hier16_scr, tmp_path)
     _retop(out, lambda top: top["options"].update(algo=algo))
-    assert refused(out) == f'{_field(out)}hier.legs[1].algorithm "SINGLE_CYCLE_RING" {said}'
+    assert refused(out) == f'{_field(out)}hier.legs[1].algorithm {said}'
 
 
 @pytest.mark.parametrize("algo", ["hier,ring", "hier;allreduce:^mesh", "hier", None,
@@ -396,9 +397,9 @@ def test_a_row_moved_onto_another_ranks_core_is_named_by_its_device(ring8, tmp_p
         row = next(r for r in top["topology"]["ranks"] if r["rank"] == 1)
         row.update(device=1, routing_id=1, logical_core=1, tpb=2, sengine=1, die=0)
     _retop(out, move)
-    assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 1: device 1 is not "
-                            f"0, 1 % 64 // 4 (4 ranks a device) ({FORMULA}; trn2 at lnc_size 2, "
-                            f"{DEFAULT})")
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 1: device should be "
+                            f"0, 1 % 64 // 4 (4 ranks a device), not 1 ({FORMULA}; trn2 at "
+                            f"lnc_size 2, {DEFAULT})")
 
 
 def test_a_logical_core_moved_alone_is_named_by_it_not_by_tpb(ring8, tmp_path):
@@ -408,5 +409,5 @@ def test_a_logical_core_moved_alone_is_named_by_it_not_by_tpb(ring8, tmp_path):
     out = copy(ring8, tmp_path)
     _retop(out, lambda top: top["topology"]["ranks"][1].update(logical_core=0))
     assert refused(out) == (f"{_field(out, 'topology.ranks[1].logical_core')}rank 1: "
-                            f"logical_core 0 is not 1, 1 % 4 (4 ranks a device) ({FORMULA}; "
-                            f"trn2 at lnc_size 2, {DEFAULT})")
+                            "logical_core should be 1, 1 % 4 (4 ranks a device), not 0 "
+                            f"({FORMULA}; trn2 at lnc_size 2, {DEFAULT})")

@@ -1013,8 +1013,8 @@ class _Assembler:
         opcode = self.integer(body.get("opcode", 0xD9 if sbuf_like else 0xC8),
                               path + ".opcode", 0, 255)
         if opcode not in (0xC7, 0xC8, 0xD9):
-            raise self.err(path + ".opcode", f"opcode 0x{opcode:02X} is not 0xC7, 0xC8 or "
-                                             "0xD9 (a collective's pseudo trigger)")
+            raise self.err(path + ".opcode", f"opcode must be 0xC7, 0xC8 or 0xD9 (a "
+                                             f"collective's pseudo trigger), not 0x{opcode:02X}")
         if opcode == 0xC7 and ctype != CType.ALL_REDUCE:
             raise self.err(path + ".opcode", "0xC7 carries only all_reduce")
         group = self.integer(body.get("group", 0), path + ".group", 0, 0xFFFF)

@@ -365,8 +365,9 @@ def load_rank_files(out: Path, rf: RankFiles) -> RankFiles:
                         file=str(out), rank=rank, artifact=name)
                 if rf.records[name] != size // dtype.itemsize:
                     raise SimulationError(
-                        f"the rank manifest says {rf.records[name]} records, the file holds "
-                        f"{size // dtype.itemsize}", file=str(out), rank=rank, artifact=name)
+                        f"the file should hold {rf.records[name]} records, the rank manifest's "
+                        f"count, not {size // dtype.itemsize}", file=str(out), rank=rank,
+                        artifact=name)
                 data = fh.read(size + 1)  # (a byte more: one that grows meanwhile is refused)
         except OSError as exc:  # not a protocol error: the simulation cannot be done
             raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(fpath)) from None

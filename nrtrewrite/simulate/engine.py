@@ -760,8 +760,8 @@ class Simulator:
         if c.kind == "unwritten":
             why = f"{me} {verb} {where}, which nothing wrote in trigger {acc.trigger}"
         elif c.kind == "stale":
-            why = (f"{me} {verb} {where}, last written in trigger {c.trigger} by {other}, not in "
-                   f"trigger {acc.trigger}")
+            why = (f"{me} {verb} {where}, which should be last written in trigger "
+                   f"{acc.trigger}, not in trigger {c.trigger} (by {other})")
         elif c.kind == "raw":
             why = (f"{me} {verb} {where} written by {other} with no happens-before ordering "
                    "between them (missing or misdirected semaphore)")

@@ -264,15 +264,18 @@ class FifoDecoder:
                               f"{int(op['data_type_sz'])}", "data_type_sz")
             if self.sg_index is not None and int(op["basic_block_id"]) != self.sg_index.get(
                     t.subgraph, -1):
-                raise fail(k, f"basic_block_id {int(op['basic_block_id'])}, trigger {t.ordinal} "
-                              f"is in subgraph {escape_controls(t.subgraph)}", "basic_block_id")
+                raise fail(k, f"basic_block_id should be {self.sg_index.get(t.subgraph, -1)}, "
+                              f"the index of subgraph {escape_controls(t.subgraph)} (trigger "
+                              f"{t.ordinal}'s), not {int(op['basic_block_id'])}",
+                           "basic_block_id")
             pgta = t.entry_pgta(ent.leg, rank)
             if int(op["unrolled_count"]) != pgta:
                 raise fail(k, f"unrolled_count should be {pgta}, the chunk groups of the "
                               f"{'leg' if t.legs else 'trigger'}, not {int(op['unrolled_count'])}",
                            "unrolled_count")
             if int(op["enc_channel"]) != ch:
-                raise fail(k, f"enc_channel {int(op['enc_channel'])} in channel {ch}'s FIFO",
+                raise fail(k, f"enc_channel should be {ch}, its FIFO's channel, not "
+                              f"{int(op['enc_channel'])}",
                            "enc_channel")
 
     def _groups(self, f: ChannelFifo, side: str) -> dict[int, tuple[int, int]]:
@@ -335,12 +338,12 @@ class FifoDecoder:
                 raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
                               "rank field", "terminator")
             if ents.size != int(f.ops[cnt_field][k]):
-                raise fail(i, f"op {k} has {ents.size} entries before its terminator, "
-                              f"{cnt_field} says {int(f.ops[cnt_field][k])}", cnt_field)
+                raise fail(i, f"{cnt_field} of op {k} should be {ents.size}, the entries "
+                              f"before its terminator, not {int(f.ops[cnt_field][k])}", cnt_field)
             bad = np.flatnonzero(ents["net_op_idx"] != k)
             if bad.size:
-                raise fail(start + int(bad[0]), f"net_op_idx {int(ents['net_op_idx'][bad[0]])} in "
-                                                f"op {k}'s entries", "net_op_idx")
+                raise fail(start + int(bad[0]), f"net_op_idx should be {k}, its op's, not "
+                                                f"{int(ents['net_op_idx'][bad[0]])}", "net_op_idx")
             if ents.size and int(ents["complete"][-1]) != 1:
                 raise fail(i - 1, "the last entry of an op does not have complete = 1", "complete")
             # the fields FORMATS §8.2 fixes at 0 on every entry, by offset: name the first
@@ -670,9 +673,10 @@ class FifoDecoder:
     def _check_pair(self, f, rf, rec, tx, rx, recv, rx_rec) -> None:
         where = dict(rank=f.rank, channel=f.channel, artifact="net_src.bin", record=rec)
         if int(tx["dst_addr"]) != int(rx["dev_addr"]):
-            raise SimulationError(f"dst_addr {int(tx['dst_addr']):#x} but the paired receive "
-                                  f"entry (rank {recv}, net_dest.bin record {rx_rec}) has "
-                                  f"dev_addr {int(rx['dev_addr']):#x}", field="dst_addr", **where)
+            raise SimulationError(f"dst_addr should be {int(rx['dev_addr']):#x}, the dev_addr "
+                                  f"of the paired receive entry (rank {recv}, net_dest.bin "
+                                  f"record {rx_rec}), not {int(tx['dst_addr']):#x}",
+                                  field="dst_addr", **where)
         if int(tx["size"]) != int(rx["size"]):
             raise SimulationError(f"size should be {int(rx['size'])}, the paired receive "
                                   f"entry's, not {int(tx['size'])}", field="size", **where)

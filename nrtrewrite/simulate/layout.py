@@ -302,8 +302,8 @@ class Layout:
             plat = self.preset
             want = plat.mesh_sub_type.name if plat.mesh else None
             if sub != want:
-                raise SimulationError(f"topology.mesh_sub_type {json_kind(sub)} is not "
-                                      f"{json_kind(want)}, {plat.name}'s (the platform of "
+                raise SimulationError(f"topology.mesh_sub_type should be {json_kind(want)}, "
+                                      f"{plat.name}'s, not {json_kind(sub)} (the platform of "
                                       f"{self.option_text()}: docs/TOPOLOGY.md §1)",
                                       file=file, field="topology.mesh_sub_type")
         self.places: dict[int, RankPlace] = {}
@@ -369,9 +369,9 @@ class Layout:
         held to the largest cap, 2048 elements, also on trn1 (1024)."""
         file, opt = self.file, self.option_text()
         if self.lnc_size not in plat.lnc_sizes:
-            raise SimulationError(f"topology.lnc_size {self.lnc_size} is not one of "
-                                  f"{plat.name}'s lnc sizes "
-                                  f"{', '.join(map(str, plat.lnc_sizes))} (the platform of "
+            raise SimulationError(f"topology.lnc_size should be one of {plat.name}'s lnc "
+                                  f"sizes {', '.join(map(str, plat.lnc_sizes))}, not "
+                                  f"{self.lnc_size} (the platform of "
                                   f"{opt}: docs/TOPOLOGY.md §1)", file=file,
                                   field="topology.lnc_size")
         self._check_preset_nodes(plat)
@@ -383,8 +383,8 @@ class Layout:
         for key, got, want in (("platform", self.platform, plat.name),
                                ("hw_generation", self.hw_generation, plat.hw_generation)):
             if got != want:
-                raise SimulationError(f"topology.{key} {json_kind(got)} is not "
-                                      f"{json_kind(want)}, {plat.name}'s (the platform of "
+                raise SimulationError(f"topology.{key} should be {json_kind(want)}, {plat.name}'s, "
+                                      f"not {json_kind(got)} (the platform of "
                                       f"{opt}: docs/TOPOLOGY.md §1)", file=file,
                                       field=f"topology.{key}")
 
@@ -422,7 +422,7 @@ class Layout:
                    f"one node for an empty world ({opt} sizes the preset to the world: "
                    'docs/TOPOLOGY.md §1 "Loading")')
         if self.nodes != want:
-            raise SimulationError(f"topology.nodes {self.nodes} is not {want}, {why}",
+            raise SimulationError(f"topology.nodes should be {want}, not {self.nodes}: {why}",
                                   file=file, field="topology.nodes")
         name = spec if spec is not None else (
             plat.name if want == 1 else f"{plat.name}:nodes={want}")
@@ -431,8 +431,8 @@ class Layout:
                       if spec is not None else
                       f"the default's name at {counted(want, 'node')} (trn2, with :nodes=N "
                       "past one node: ")
-            raise SimulationError(f"topology.name {json_kind(self.topology_name)} is not "
-                                  f"{json_kind(name)}, {whence}"
+            raise SimulationError(f"topology.name should be {json_kind(name)}, not "
+                                  f"{json_kind(self.topology_name)}: {whence}"
                                   'docs/TOPOLOGY.md §1 "Loading")', file=file,
                                   field="topology.name")
 
@@ -452,13 +452,14 @@ class Layout:
         if name == plat or (plat == "custom" and name == stem):
             return
         if plat == "custom":
-            want = (f"{json_kind(stem)}, the stem of {self.option_text()}: a topology file "
-                    "with neither a preset platform nor a name is named after its path, its "
-                    "platform custom")
+            want = f"{json_kind(stem)}, the stem of {self.option_text()}"
+            why = ("a topology file with neither a preset platform nor a name is named after "
+                   "its path, its platform custom")
         else:
-            want = (f"{json_kind(plat)}, topology.platform's: a topology file without a "
-                    "preset platform names its custom platform after its name")
-        raise SimulationError(f"topology.name {json_kind(name)} is not {want} "
+            want = f"{json_kind(plat)}, topology.platform's"
+            why = ("a topology file without a preset platform names its custom platform after "
+                   "its name")
+        raise SimulationError(f"topology.name should be {want}, not {json_kind(name)}: {why} "
                               "(docs/TOPOLOGY.md §2 name, platform)", file=self.file,
                               field="topology.name")
 
@@ -474,8 +475,8 @@ class Layout:
         if self.nodes > most:
             at = "" if exact else "at least "
             raise SimulationError(
-                f"topology.nodes {self.nodes} is more than {most}: {self.nodes} nodes x "
-                f"{at}{rpn} ranks a node = {at}{self.nodes * rpn} ranks, more than "
+                f"topology.nodes should be at most {most}, not {self.nodes}: {self.nodes} "
+                f"nodes x {at}{rpn} ranks a node = {at}{self.nodes * rpn} ranks, more than "
                 f"{MAX_TOPOLOGY_RANKS} (MAX_TOPOLOGY_RANKS: lower loads no such topology "
                 f"file, docs/TOPOLOGY.md §2 nodes; {whose})", file=self.file,
                 field="topology.nodes")
@@ -548,9 +549,10 @@ class Layout:
         off = np.flatnonzero(cols["tpb"] != cols["logical_core"] * self.lnc_size)
         if off.size:
             path, p = rows[int(off[0])]
-            raise SimulationError(f"rank {p.rank}: tpb {p.tpb} is not logical_core {p.core} x "
+            raise SimulationError(f"rank {p.rank}: tpb should be logical_core {p.core} x "
                                   f"lnc_size {self.lnc_size} = {p.core * self.lnc_size}, the "
-                                  "first TPB of its logical core (docs/TOPOLOGY.md §1)",
+                                  f"first TPB of its logical core, not {p.tpb} "
+                                  "(docs/TOPOLOGY.md §1)",
                                   file=self.file, field=joined_key(path, "tpb"))
         self._refuse_misplaced(rows, cols, {"sengine": cols["tpb"] // tps,
                                             "die": cols["sengine"] // spd}, shape, whose)
@@ -561,8 +563,8 @@ class Layout:
             if wrong.size:
                 path, p = rows[int(wrong[0])]
                 raise SimulationError(
-                    f"rank {p.rank}: routing_id {p.device} is not {rids[p.index]}, the "
-                    f"routing id of device {p.index} (docs/TOPOLOGY.md §1; {whose})",
+                    f"rank {p.rank}: routing_id should be {rids[p.index]}, the routing id of "
+                    f"device {p.index}, not {p.device} (docs/TOPOLOGY.md §1; {whose})",
                     file=self.file, field=joined_key(path, "routing_id"))
             return
         of_device: dict[int, tuple[int, str]] = {}  # device index -> (routing id, row)
@@ -571,9 +573,10 @@ class Layout:
             rid, at = of_device.setdefault(p.index, (p.device, path))
             if rid != p.device:
                 raise SimulationError(
-                    f"rank {p.rank}: routing_id {p.device} is not {rid}, device {p.index}'s at "
-                    f"{at} (a device has one routing id, on every node: docs/TOPOLOGY.md §2 "
-                    "routing_ids)", file=self.file, field=joined_key(path, "routing_id"))
+                    f"rank {p.rank}: routing_id should be {rid}, device {p.index}'s at {at}, "
+                    f"not {p.device} (a device has one routing id, on every node: "
+                    "docs/TOPOLOGY.md §2 routing_ids)", file=self.file,
+                    field=joined_key(path, "routing_id"))
             dev, at = device_of.setdefault(p.device, (p.index, path))
             if dev != p.index:
                 raise SimulationError(
@@ -610,7 +613,7 @@ class Layout:
                     "die = sengine // sengines_per_die" if key == "die" else
                     "rank = node x ranks_per_node + device x ranks_per_device + logical_core")
             raise SimulationError(
-                f"rank {r}: {key} {int(cols[key][i])} is not {int(want[key][i])}, {why} "
+                f"rank {r}: {key} should be {int(want[key][i])}, {why}, not {int(cols[key][i])} "
                 f"(docs/TOPOLOGY.md §1: {rule}; {whose})", file=self.file,
                 field=joined_key(path, key))
 

@@ -872,8 +872,8 @@ class RankDecoder:
         self.check(valid != 1, "CCE meta-ctrl valid bit (W1[25]) is not set", art, "w1.valid")
         self.check(last != (src == S - 1), "W1 last bit is not set on exactly the last source of "
                    "the tile", art, "w1.last")
-        self.check(~np.isin(op, list(CCE_OPS)), lambda i: f"W1 sub-op {op[i]} is not ADD, MAX or "
-                   "MIN", art, "w1.op")
+        self.check(~np.isin(op, list(CCE_OPS)), lambda i: f"W1 sub-op should be ADD, MAX or "
+                   f"MIN, not {op[i]}", art, "w1.op")
         self.check(~np.isin(in_dt, list(CCE_IO_CODES)), lambda i: f"W1 in_dtype {in_dt[i]:#x} is "
                    "not a CCE-reducible I/O dtype", art, "w1.in_dtype")
         self.check(~np.isin(out_dt, list(CCE_IO_CODES)), lambda i: f"W1 out_dtype {out_dt[i]:#x} "
@@ -911,8 +911,8 @@ class RankDecoder:
                    f"{src[i]} of the tile carries {slen[i]} bytes", art, "w2")
         self.check(w2 >> 24 != 0, "reserved bits set in W2", art, "w2")
         rt = L["reduction_type"].astype(np.int64)[leg]
-        self.check((w3 & 0x3F) > MAX_SRC, lambda i: f"W3 num_sources {w3[i] & 0x3F}, at most "
-                   f"{MAX_SRC} (FORMATS.md section 6)", art, "w3.num_sources")
+        self.check((w3 & 0x3F) > MAX_SRC, lambda i: f"W3 num_sources should be at most "
+                   f"{MAX_SRC}, not {w3[i] & 0x3F} (FORMATS.md section 6)", art, "w3.num_sources")
         self.check((w3 & 0x3F) != S, lambda i: f"W3 num_sources should be {S[i]}, the tile's "
                    f"source streams, not {w3[i] & 0x3F}", art, "w3.num_sources")
         self.check(((w3 >> 8) & 3) != rt, "W3 reduction_type differs from the leg's", art,
@@ -1201,8 +1201,8 @@ class RankDecoder:
                     f"({int(addr[i]):#x} in {self.layout.region(int(reg[i])).name!r}): {extra}")
         self.check(view & (got % dsize != 0), lambda i: why(i, "not a whole number of "
                    f"{dsize[i]}-byte elements"), "sb2sb.bin", what)
-        self.check(view & ((origin < 0) | ~allowed), lambda i: why(i, f"its view would start at "
-                   f"element {origin[i]}, not the start of a block of the trigger"),
+        self.check(view & ((origin < 0) | ~allowed), lambda i: why(i, f"its view should start at "
+                   f"the start of a block of the trigger, not at element {origin[i]}"),
                    "sb2sb.bin", what)
         self.check(view & (vbase < DRAM_BASE + roff[reg]), lambda i: why(i, "its view would "
                    "start before the region"), "sb2sb.bin", what)

@@ -796,8 +796,8 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
             after = ("the first leg's ids start at 0" if before is None else
                      f"a leg's ids start right after those of the leg before it, "
                      f"hier.legs[{i - 1}].channel_base {before[0]} + channel_ids {before[1]}")
-            raise SimulationError(f"hier.legs[{i}].channel_base {base} is not {start}: {after} "
-                                  f"({why})", **where)
+            raise SimulationError(f"hier.legs[{i}].channel_base should be {start}, not {base}: "
+                                  f"{after} ({why})", **where)
         top = None  # (the highest id the leg's plans run, the item that lists it)
         for j, (channels, *_chunk_sections) in enumerate(plans):
             ids = sorted(ch for ch, _order in channels)
@@ -815,9 +815,9 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
         if count != want:
             runs = ("its plans run no channel" if top is None else
                     f"its plans run ids from channel_base {base} up to {top[0]} ({top[1]})")
-            raise SimulationError(f"hier.legs[{i}].channel_ids {count} is not {want}: {runs} "
-                                  f"(a leg's range counts the ids from its channel_base up to "
-                                  f"the highest its plans run: {why})", **where)
+            raise SimulationError(f"hier.legs[{i}].channel_ids should be {want}, not {count}: "
+                                  f"{runs} (a leg's range counts the ids from its channel_base "
+                                  f"up to the highest its plans run: {why})", **where)
         start, before = base + count, (base, count)
 
 
@@ -967,18 +967,18 @@ def check_triggers(typed: list[dict]) -> dict[int, TriggerSpec]:
             _check_hier_leg_algorithms([leg[1] for leg in hier_legs], where)
         if spec.reduce and spec.alu not in ALU_TO_CCE:
             *most, last = ALU_TO_CCE
-            raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not {', '.join(most)} "
-                                  f"or {last}", **where)
+            raise SimulationError(f"{op} alu_op should be {', '.join(most)} or {last}, not "
+                                  f"{json_kind(spec.alu)}", **where)
         if not spec.reduce and spec.alu is not None:
-            raise SimulationError(f"{op} alu_op {json_kind(spec.alu)} is not null (an all-gather "
-                                  "reduces nothing: FORMATS §1.1)", **where)
+            raise SimulationError(f"{op} alu_op should be null, not {json_kind(spec.alu)} (an "
+                                  "all-gather reduces nothing: FORMATS §1.1)", **where)
         if not spec.group:
             raise SimulationError("replica_group is empty", **where)
         if (twice := _first_repeat(spec.group)) is not None:
             raise SimulationError(f"replica_group lists rank {spec.group[twice[1]]} twice",
                                   **where)
         if spec.n <= 0:
-            raise SimulationError(f"num_elements {spec.n} is not 1 or more", **where)
+            raise SimulationError(f"num_elements should be 1 or more, not {spec.n}", **where)
         _check_chunk(chunk, "chunk", where, layout=spec.algorithm in CHUNK_LAYOUTS)
         _check_channel_ids(spec, channels, where)
         if spec.algorithm in WHOLE_GROUP_RINGS:
@@ -1039,12 +1039,13 @@ def _check_own_legs(spec: TriggerSpec, hier_legs: list[tuple], leg_ops: list[str
         for k, key in enumerate(("name", "op", "algorithm", "sub_type")):
             if should[k] is _ANY or have[k] == should[k]:
                 continue
-            src = ("" if key == "name" and not hier_legs else
-                   f", {of}'s" if key != "sub_type" else
-                   " (no HIER leg runs a mesh-family engine, the only ones with a sub_type: "
-                   "docs/SELECTION.md §6, §9)")
-            raise SimulationError(f"legs[{i}].{key} {json_kind(have[k])} is not "
-                                  f"{json_kind(should[k])}{src} ({OWN_LEGS_RULE})", **where)
+            src = ("" if key == "name" and not hier_legs or key == "sub_type" else
+                   f", {of}'s")
+            note = ("" if key != "sub_type" else
+                    " (no HIER leg runs a mesh-family engine, the only ones with a sub_type: "
+                    "docs/SELECTION.md §6, §9)")
+            raise SimulationError(f"legs[{i}].{key} should be {json_kind(should[k])}{src}, not "
+                                  f"{json_kind(have[k])}{note} ({OWN_LEGS_RULE})", **where)
 
 
 #: Any value (a flat leg's sub_type, held with the ranks' nodes: :func:`check_own_legs`).
@@ -1085,8 +1086,9 @@ def check_own_legs(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
         else:
             continue
         if got != want:
-            raise SimulationError(f"legs[0].sub_type {json_kind(got)} is not {json_kind(want)}: "
-                                  f"{why} (docs/SELECTION.md §9; FORMATS §1.1)", **spec.where)
+            raise SimulationError(f"legs[0].sub_type should be {json_kind(want)}, not "
+                                  f"{json_kind(got)}: {why} (docs/SELECTION.md §9; FORMATS "
+                                  "§1.1)", **spec.where)
 
 
 def check_options(triggers: dict[int, "TriggerSpec"], layout: Layout) -> None:
@@ -1149,16 +1151,19 @@ def _held_to_clause(override: AlgoOverride, clause, algorithm: str, key: str, sc
     if clause.text != override.text:
         said += f" (clause {json_kind(clause.text)})"
     if clause.forced is not None:
-        why = (f"is not {json_kind(clause.forced.name)}, the engine {said} forces {scope} (a "
-               "forced engine runs, or lower refuses the model: docs/SELECTION.md §8)")
+        why = (f"should be {json_kind(clause.forced.name)}, the engine {said} forces {scope}, "
+               f"not {json_kind(algorithm)} (a forced engine runs, or lower refuses the model: "
+               "docs/SELECTION.md §8)")
     elif clause.exclude:
-        why = (f"is an engine {said} excludes {scope} (the cascade and the lowering fallback "
+        why = (f"{json_kind(algorithm)} is an engine {said} excludes {scope} (the cascade and "
+               "the lowering fallback "
                "stay inside the engines it leaves: docs/SELECTION.md §8)")
     else:
         names = ", ".join(a.name for a in sorted(clause.algs, key=int))
-        why = (f"is not one of {names}, the engines {said} allows {scope} (the cascade and the "
-               "lowering fallback stay inside them: docs/SELECTION.md §8)")
-    raise SimulationError(f"{key} {json_kind(algorithm)} {why}", **where)
+        why = (f"should be one of {names}, the engines {said} allows {scope}, not "
+               f"{json_kind(algorithm)} (the cascade and the lowering fallback stay inside "
+               "them: docs/SELECTION.md §8)")
+    raise SimulationError(f"{key} {why}", **where)
 
 
 def _check_engine(algorithm: str, sections: list[str], where: dict) -> None:
@@ -1193,7 +1198,8 @@ def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:
            "\"HIER\")")
     for i, (name, leg) in enumerate(zip(names, want)):
         if name != leg:
-            raise SimulationError(f"hier.legs[{i}].name {json_kind(name)} is not {leg}: {why}",
+            raise SimulationError(f"hier.legs[{i}].name should be {leg}, not "
+                                  f"{json_kind(name)}: {why}",
                                   **where)
     if len(names) != len(want):
         raise SimulationError(f"hier.legs should list {counted(len(want), 'leg')}, not "
@@ -1210,8 +1216,9 @@ def _check_hier_leg_ops(names: list[str], ops: list[str], where: dict) -> None:
     for i, (name, op) in enumerate(zip(names, ops)):
         want = LEG_OPS[name][1].name
         if op != want:
-            raise SimulationError(f"hier.legs[{i}].op {json_kind(op)} is not {want}: the {name} "
-                                  f"leg runs {_LEG_RUNS[want]} (docs/DESIGN.md \"HIER\")",
+            raise SimulationError(f"hier.legs[{i}].op should be {want}, not {json_kind(op)}: "
+                                  f"the {name} leg runs {_LEG_RUNS[want]} (docs/DESIGN.md "
+                                  "\"HIER\")",
                                   **where)
 
 
@@ -1279,8 +1286,8 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
             want = intra if intra_leg else inter
             for g, (group, w) in enumerate(zip(groups, want)):
                 if tuple(group) != w:
-                    raise SimulationError(f"hier.legs[{i}].groups[{g}].group "
-                                          f"{_json_text(group)} is not {_json_text(list(w))}: "
+                    raise SimulationError(f"hier.legs[{i}].groups[{g}].group should be "
+                                          f"{_json_text(list(w))}, not {_json_text(group)}: "
                                           f"{_hier_group_rule(intra_leg, g, by_node)}",
                                           **spec.where)
             if len(groups) != len(want):
@@ -1373,8 +1380,8 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
             p = places[by_core[lc]]
             if p.sengine != p.tpb // tpbs:
                 raise SimulationError(
-                    f"rank {p.rank}: sengine {p.sengine} is not {p.tpb // tpbs}, tpb {p.tpb} // "
-                    f"{tpbs} (the s-engine of its first TPB, tpb // tpbs_per_sengine: its "
+                    f"rank {p.rank}: sengine should be {p.tpb // tpbs}, tpb {p.tpb} // {tpbs}, not "
+                    f"{p.sengine} (the s-engine of its first TPB, tpb // tpbs_per_sengine: its "
                     f"device's {KANGARING_SENGINES} s-engines hold {counted(per, 'rank')} each "
                     f"in the units of {where.get('field')}.{at}kangaring: docs/TOPOLOGY.md §1,"
                     " §4)",
@@ -1384,8 +1391,9 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
             # KANGARING on; until 2026-12-06 the die was held to the fitted shape alone)
             if p.die != p.sengine // KANGARING_SENGINES_PER_DIE:
                 raise SimulationError(
-                    f"rank {p.rank}: die {p.die} is not {p.sengine // KANGARING_SENGINES_PER_DIE}"
-                    f", sengine {p.sengine} // {KANGARING_SENGINES_PER_DIE} (KangaRing needs 2 "
+                    f"rank {p.rank}: die should be {p.sengine // KANGARING_SENGINES_PER_DIE}, "
+                    f"sengine {p.sengine} // {KANGARING_SENGINES_PER_DIE}, not {p.die} "
+                    f"(KangaRing needs 2 "
                     f"dies of {KANGARING_SENGINES_PER_DIE} s-engines, each unit's engines k and "
                     f"k ^ 2 on the two dies; lower writes no KANGARING for another device shape "
                     f"in the units of {where.get('field')}.{at}kangaring: docs/TOPOLOGY.md §1, "
@@ -1415,11 +1423,11 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
             if ranks != want:
                 also = "" if noun == "rank" else f" (ranks {_json_text(ranks)})"
                 first = ranks[0] if noun == "rank" else pos[ranks[0]]
-                raise SimulationError(f"{at}kangaring[{k}].units[{u}] {shown(ranks)}{also} is "
-                                      f"not {shown(want)}, the unit of {noun} {first} with "
-                                      f"member {c} % {len(whole)} its primary on channel "
-                                      f"{ch}{'' if c == ch else f' (place {c})'} "
-                                      f"{KANGARING_ORDER}", **where)
+                raise SimulationError(f"{at}kangaring[{k}].units[{u}] should be {shown(want)}, the "
+                                      f"unit of {noun} {first} with member {c} % {len(whole)} "
+                                      f"its primary on channel {ch}"
+                                      f"{'' if c == ch else f' (place {c})'}, not "
+                                      f"{shown(ranks)}{also} {KANGARING_ORDER}", **where)
 
 
 #: the regions a trigger's or HIER leg's ``buffers`` live in (docs/FORMATS.md §1.1)
@@ -1457,8 +1465,8 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
             for b, buf in enumerate(buffers):
                 kind, off = str(buf["region"]), int(buf["offset"])
                 if kind not in BUFFER_REGIONS:
-                    raise SimulationError(f"{key}[{b}].region {_json_text(kind)} is not scratch "
-                                          "or gw (FORMATS §1.1)", **spec.where)
+                    raise SimulationError(f"{key}[{b}].region should be scratch or gw, not "
+                                          f"{_json_text(kind)} (FORMATS §1.1)", **spec.where)
                 reg = layout.named(kind)
                 if reg is None:
                     raise SimulationError(f"{key}[{b}].region {_json_text(kind)}: the memory "
@@ -1502,15 +1510,15 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
     for b, buf in enumerate(spec.buffers):
         role, region = buf["role"], buf["region"]
         if role not in SINGLE_CYCLE_REGIONS:
-            raise SimulationError(f"buffers[{b}].role {_json_text(role)} is not recv2 or gw2 "
-                                  f"({why})", **spec.where)
+            raise SimulationError(f"buffers[{b}].role should be recv2 or gw2, not "
+                                  f"{_json_text(role)} ({why})", **spec.where)
         if region != SINGLE_CYCLE_REGIONS[role]:
             raise SimulationError(f"buffers[{b}] (role {role}) should be in "
                                   f"{SINGLE_CYCLE_REGIONS[role]}, not {region} ({why})",
                                   **spec.where)
         if buf["offset"] != (space := spec.n * spec.dsize):
-            raise SimulationError(f"buffers[{b}].offset {buf['offset']} (role {role}) is not "
-                                  f"{space}, one space of {region} (docs/DESIGN.md "
+            raise SimulationError(f"buffers[{b}].offset (role {role}) should be {space}, one "
+                                  f"space of {region}, not {buf['offset']} (docs/DESIGN.md "
                                   "\"Single-cycle ring\": RECV and the staging at 0, the "
                                   "second views at one space, the trigger's "
                                   f"{_space_text(spec)})", **spec.where)
@@ -1596,8 +1604,8 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
         role = buf["role"]
         if role not in HIER_ROLES:
             *most, last = HIER_ROLES
-            raise SimulationError(f"{key}[{b}].role {_json_text(role)} is not "
-                                  f"{', '.join(most)} or {last} (FORMATS §1.1)", **where)
+            raise SimulationError(f"{key}[{b}].role should be {', '.join(most)} or {last}, not "
+                                  f"{_json_text(role)} (FORMATS §1.1)", **where)
         if (was := first.setdefault(role, b)) != b:
             raise SimulationError(f"{key}[{b}].role {_json_text(role)} is buffers[{was}]'s too "
                                   "(a leg lists each of its views once: FORMATS §1.1)", **where)
@@ -1683,16 +1691,16 @@ def _check_chunk(chunk: dict, key: str, where: dict, *, layout: bool) -> None:
     ``key`` and the value: the legs are held to the chunk layout it gives."""
     for k in ("chunk_size_n", "pgta", "channels"):  # (a HIER trigger's: pgta only)
         if k in chunk and chunk[k] < 1:
-            raise SimulationError(f"{key}.{k} {chunk[k]} is not 1 or more", **where)
+            raise SimulationError(f"{key}.{k} should be 1 or more, not {chunk[k]}", **where)
     if layout:
         tail, cs = chunk["tail_chunk"], chunk["chunk_size_n"]
         if cs % 2:
-            raise SimulationError(f"{key}.chunk_size_n {cs} is not even (a chunk is cut into "
-                                  "two equal halves, CHUNK_H0 and CHUNK_H1: seed 001 §2)",
+            raise SimulationError(f"{key}.chunk_size_n should be even, not {cs} (a chunk is cut "
+                                  "into two equal halves, CHUNK_H0 and CHUNK_H1: seed 001 §2)",
                                   **where)
         if not 2 <= tail <= cs or tail % 2:
-            raise SimulationError(f"{key}.tail_chunk {tail} is not an even number from 2 to "
-                                  f"chunk_size_n {cs}", **where)
+            raise SimulationError(f"{key}.tail_chunk should be an even number from 2 to "
+                                  f"chunk_size_n {cs}, not {tail}", **where)
 
 
 def check_chunk_groups(triggers: dict[int, TriggerSpec]) -> None:
@@ -1745,7 +1753,7 @@ def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
     text, plural = subject
     want = max(1, -(-span // group_elems))
     if chunk["pgta"] != want:
-        raise SimulationError(f"{key}.pgta {chunk['pgta']} is not {want}: {text} "
+        raise SimulationError(f"{key}.pgta should be {want}, not {chunk['pgta']}: {text} "
                               f"{'take' if plural else 'takes'} ceil({span} / {group_elems}) "
                               f"chunk groups of {per_group} x chunk_size_n {cs} (seed 001 §2)",
                               **where)
@@ -1753,8 +1761,8 @@ def _check_layout(chunk: dict, key: str, subject: tuple[str, bool], span: int,
     share = -(-remained // positions)
     tail = min(cs, max(2, share + share % 2))
     if chunk["tail_chunk"] != tail:
-        raise SimulationError(f"{key}.tail_chunk {chunk['tail_chunk']} is not {tail}: the last "
-                              f"chunk group of {text} holds {remained}, ceil({remained} / "
+        raise SimulationError(f"{key}.tail_chunk should be {tail}, not {chunk['tail_chunk']}: "
+                              f"the last chunk group of {text} holds {remained}, ceil({remained} / "
                               f"{positions}) a chunk position ({per_group}) rounded up to an "
                               "even 2 or more (seed 001 §2's re-clamped tail)", **where)
 
@@ -1784,8 +1792,8 @@ def _check_hier_slices(spec: TriggerSpec) -> None:
         want = []
         why = "only an all-reduce's message is cut into slices (FORMATS §1.1)"
     if spec.slices != want:
-        raise SimulationError(f"hier.slices {_json_text(spec.slices)} is not "
-                              f"{_json_text(want)}: {why}", **spec.where)
+        raise SimulationError(f"hier.slices should be {_json_text(want)}, not "
+                              f"{_json_text(spec.slices)}: {why}", **spec.where)
 
 
 def _check_hier_layouts(spec: TriggerSpec) -> None:
@@ -1830,8 +1838,8 @@ def _check_hier_layouts(spec: TriggerSpec) -> None:
                                   "plans, each once: FORMATS §1.1)", **spec.where)
     most = max((c["pgta"] for leg in spec.legs.values() for c in leg["chunks"]), default=1)
     if spec.pgta != most:
-        raise SimulationError(f"chunk.pgta {spec.pgta} is not {most}, the most chunk groups "
-                              "of its legs' plans (a HIER trigger's, FORMATS §1.1)",
+        raise SimulationError(f"chunk.pgta should be {most}, the most chunk groups of its "
+                              f"legs' plans, not {spec.pgta} (a HIER trigger's, FORMATS §1.1)",
                               **spec.where)
 
 
@@ -1883,7 +1891,7 @@ def _check_ringless_channels(spec: TriggerSpec, channels: list[tuple[int, list[i
         if channels != want:
             def text(items):
                 return _json_text([{"channel": ch, "order": order} for ch, order in items])
-            raise SimulationError(f"channels {text(channels)} is not {text(want)} "
+            raise SimulationError(f"channels should be {text(want)}, not {text(channels)} "
                                   f"({spec.algorithm} triggers {why}, FORMATS §1.1)", **where)
     if spec.algorithm != "KANGARING":
         return
@@ -1936,8 +1944,8 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
     for c, ((ch, order), (kch, path, units, dup)) in enumerate(zip(channels, section)):
         item = f"{key}[{c}]"
         if kch != ch:
-            raise SimulationError(f"{item}.channel {kch} is not {at}channels[{c}].channel {ch} "
-                                  f"{why}", **where)
+            raise SimulationError(f"{item}.channel should be {at}channels[{c}].channel {ch}, not "
+                                  f"{kch} {why}", **where)
         for u, unit in enumerate(units):
             if not 1 <= len(unit) <= KANGARING_UNIT_MAX:
                 raise SimulationError(f"{item}.units[{u}] should list 1 to "
@@ -1958,13 +1966,13 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
             raise SimulationError(f"{item}.units lacks {noun} {missing} {each}", **where)
         primaries = [unit[0] for unit in units]
         if order != primaries:
-            raise SimulationError(f"{at}channels[{c}].order {_json_text(order)} is not "
-                                  f"{_json_text(primaries)}, the primaries of {item}.units in "
-                                  f"order (a KANGARING order is the cycle of its units' "
+            raise SimulationError(f"{at}channels[{c}].order should be {_json_text(primaries)}, the "
+                                  f"primaries of {item}.units in order, not {_json_text(order)} "
+                                  f"(a KANGARING order is the cycle of its units' "
                                   f"primaries, each unit's first {noun}: FORMATS §1.1)", **where)
         if path != flat:
-            raise SimulationError(f"{item}.logical_path {_json_text(path)} is not "
-                                  f"{_json_text(flat)}, its units one after the other (each "
+            raise SimulationError(f"{item}.logical_path should be {_json_text(flat)}, its units "
+                                  f"one after the other, not {_json_text(path)} (each "
                                   "primary, then its secondaries: docs/TOPOLOGY.md §4)", **where)
         ident = kangaring_identity(tuple(tuple(unit) for unit in units))
         first = seen.setdefault(ident, c)
@@ -1975,8 +1983,8 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
             else:
                 said = ("no channel before it has its directed cycle of primaries with the same "
                         "units")
-            raise SimulationError(f"{item}.duplicate {json.dumps(dup)} is not "
-                                  f"{json.dumps(not dup)}: {said} (docs/TOPOLOGY.md §4)",
+            raise SimulationError(f"{item}.duplicate should be {json.dumps(not dup)}, not "
+                                  f"{json.dumps(dup)}: {said} (docs/TOPOLOGY.md §4)",
                                   **where)
 
 
@@ -2011,8 +2019,9 @@ def _check_single_cycle(section: tuple, channels: list[tuple[int, list[int]]],
         how = ("pair k is [channels[2k].channel, channels[2k+1].channel], the CW and the CCW "
                "channel of chunk channel k")
     if pairs != want:
-        raise SimulationError(f"{key}.pairs {_json_text(pairs)} is not {_json_text(want)}, "
-                              f"the ids of {at}channels in pairs ({how}: FORMATS §1.1)",
+        raise SimulationError(f"{key}.pairs should be {_json_text(want)}, the ids of "
+                              f"{at}channels in pairs, not {_json_text(pairs)} ({how}: "
+                              "FORMATS §1.1)",
                               **where)
     if n > 1:
         for k in range(len(pairs)):
@@ -2021,20 +2030,22 @@ def _check_single_cycle(section: tuple, channels: list[tuple[int, list[int]]],
             if len(ccw) != len(back) or not any(ccw == back[i:] + back[:i]
                                                 for i in range(len(back))):
                 raise SimulationError(
-                    f"{at}channels[{2 * k + 1}].order {_json_text(ccw)} is not "
-                    f"{at}channels[{2 * k}].order {_json_text(cw)} reversed ({key}.pairs[{k}] "
+                    f"{at}channels[{2 * k + 1}].order should be {at}channels[{2 * k}].order "
+                    f"{_json_text(cw)} reversed, not {_json_text(ccw)} ({key}.pairs[{k}] "
                     f"makes channel {channels[2 * k + 1][0]} the CCW channel of "
                     f"{channels[2 * k][0]}: a CCW channel walks its CW channel's ring backward, "
                     "the reversed order from any rank: FORMATS §1.1)", **where)
     h_cw, h_ccw = -(-(n - 1) // 2), (n - 1) // 2
     if arcs != [h_cw, h_ccw]:
-        raise SimulationError(f"{key}.arcs {_json_text(arcs)} is not {_json_text([h_cw, h_ccw])}"
-                              f", [ceil((n-1)/2), floor((n-1)/2)] for {of_what} (the ranks "
+        raise SimulationError(f"{key}.arcs should be {_json_text([h_cw, h_ccw])}, "
+                              f"[ceil((n-1)/2), floor((n-1)/2)] for {of_what}, not "
+                              f"{_json_text(arcs)} (the ranks "
                               "reducing toward a chunk's root clockwise and counter-clockwise: "
                               "docs/DESIGN.md \"Single-cycle ring\")", **where)
     if steps != 2 * h_cw:
-        raise SimulationError(f"{key}.steps_per_group {steps} is not {2 * h_cw}, "
-                              f"2 * ceil((n-1)/2) for {of_what} (one cycle: docs/DESIGN.md "
+        raise SimulationError(f"{key}.steps_per_group should be {2 * h_cw}, "
+                              f"2 * ceil((n-1)/2) for {of_what}, not {steps} (one cycle: "
+                              "docs/DESIGN.md "
                               "\"Single-cycle ring\")", **where)
 
 
