@@ -207,10 +207,25 @@ def test_no_message_says_what_it_found_with_got():
 #: sdma_data_type_size[BF16] is 2``, ``num_elem [1, 1, 1], piece 0 of 5 elements is (5, 1,
 #: 1)``).  A ``must``/``should`` before the value is the form (``should run ids [1, 2],
 #: not [1, 3]``), and a limit or a relation (``channel 3 needs semaphore 40, a core has
-#: 32``, ``[0, 8), the var has 4 bytes``) is no found value.
+#: 32``, ``[0, 8), the var has 4 bytes``) is no found value.  Nor (until 2026-12-06 too)
+#: ``X V is not W`` (``hier.legs[2].channel_base 0 is not 3``, ``legs[1].algorithm "RING"
+#: is not "SINGLE_CYCLE_RING"``, ``alu_op "XOR" is not ADD, MAX or MIN``, ``num_elements 0
+#: is not 1 or more``) - a description after ``is not`` (``rank 5 is not in the topology
+#: table``, ``'x' is not an integer``) compares nothing - and the FIFO's, the programs',
+#: the rank manifest's and the stale read's ``X V but W has A``, ``X V, W says A``, ``X V,
+#: at most A``, ``X V in channel C's FIFO``, ``X V, trigger T is in subgraph S``, ``its view
+#: would start at element V, not the start of a block``, ``the rank manifest says N records,
+#: the file holds M`` and ``last written in trigger 1 ..., not in trigger 2``.
 FOUND_FIRST = (r"(^|\bis |\bsize |\} )\{\}, (must|should) be\b",
                r"(?<!should )(?<!must )\b(is|is in|lists|run ids) \{\}( bytes)?, not\b",
-               r"\{\}, (the |sdma_|piece )[^:;]*?\b(is|has) (\(|\{\})")
+               r"\{\}, (the |sdma_|piece )[^:;]*?\b(is|has) (\(|\{\})",
+               r"([\w\]}] |0x)\{\}(\{\})?( \([^()]*\))? is not (\{\}|-?\d|null\b|one of\b|ADD\b|0x|"
+               r"scratch\b|recv2\b|logical_core\b|even\b|an even number\b)",
+               r"\{\} but the paired receive entry\b|, \{\} says \{\}|\{\}, at most \{\}",
+               r"\{\} in channel \{\}'s FIFO|\{\}, trigger \{\} is in subgraph\b|"
+               r"\{\} in op \{\}'s entries",
+               r"\bat element \{\}, not the start\b|\bsays \{\} records, the file holds\b|"
+               r"\blast written in trigger \{\} by \{\}, not in\b")
 
 
 def _found_first(root):
@@ -247,14 +262,44 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
                              'c = f"terminator {fld} {int(r)}, must be -1"\n'
                              'd = f"{int(v):#x}, must be 0"\n'
                              'e = f"sema_shift_offset {v}, the entry\'s is {w}"\n'
-                             'f = f"data_type_sz {v}, sdma_data_type_size[{d}] is {w}"\n'),
+                             'f = f"data_type_sz {v}, sdma_data_type_size[{d}] is {w}"\n'
+                             'g = f"dst_addr {a:#x} but the paired receive entry (rank {r}) '
+                             'has dev_addr {b:#x}"\n'
+                             'h = f"basic_block_id {v}, trigger {t} is in subgraph {s}"\n'
+                             'i = f"enc_channel {v} in channel {ch}\'s FIFO"\n'
+                             'j = f"op {k} has {n} entries before its terminator, {cnt} says '
+                             '{m}"\n'
+                             'k = f"net_op_idx {v} in op {k}\'s entries"\n'),
         "simulate/program.py": ('a = f"{p}.num_elem {v}, piece {k} of {e} elements is '
-                                '({a}, {b}, 1)"'),
+                                '({a}, {b}, 1)"\n'
+                                'b = f"W3 num_sources {v}, at most {M} (FORMATS.md section 6)"\n'
+                                'c = f"its view would start at element {o}, not the start of a '
+                                'block of the trigger"\n'),
+        "simulate/layout.py": ('a = f"rank {r}: tpb {t} is not logical_core {c} x lnc_size {l} '
+                               '= {w}, the first TPB"\n'
+                               'b = f"topology.{key} {json_kind(g)} is not {json_kind(w)}, '
+                               '{p}\'s"\n'),
+        "simulate/artifacts.py": 'a = f"the rank manifest says {n} records, the file holds {m}"',
+        "simulate/engine.py": ('a = f"{me} {verb} {where}, last written in trigger {t} by {o}, '
+                               'not in trigger {u}"'),
+        "neff/assembler.py": ('a = f"opcode 0x{o:02X} is not 0xC7, 0xC8 or 0xD9 (a collective\'s '
+                              'pseudo trigger)"'),
         "simulate/triggers.py": ('a = f"legs lists {counted(n, \'leg\')}, not {w} ({why})"\n'
                                  'b = f"buffers[{b}] (role {r}) is in {g}, not {w} ({why})"\n'
                                  'c = f"{key}[{b}] (role gw) is {g}, not {w} ({why})"\n'
                                  'd = f"hier.legs[{i}].plans[{j}].channels run ids {g}, '
-                                 'not {w}"\n'),
+                                 'not {w}"\n'
+                                 'e = f"hier.legs[{i}].channel_base {base} is not {start}: '
+                                 '{after}"\n'
+                                 'f = f"legs[{i}].{key} {json_kind(h)} is not {json_kind(w)}'
+                                 '{src} ({R})"\n'
+                                 'g = f"{op} alu_op {json_kind(a)} is not {\', \'.join(m)} or '
+                                 '{l}"\n'
+                                 'h = f"num_elements {n} is not 1 or more"\n'
+                                 'i = f"{at}kangaring[{k}].units[{u}] {shown(r)}{also} is not '
+                                 '{shown(w)}, the unit"\n'
+                                 'j = f"buffers[{b}].offset {o} (role {r}) is not {s}, one space '
+                                 'of {g}"\n'),
         "compose/kangaring.py": ('raise E(f"peers[{i}].neigh is {n}, not PEER_RMTV2 or '
                                  'PEER_LOCAL")'),
         "neff/instructions.py": 'raise E(f"instruction word is {len(w)} bytes, not {S}")',
@@ -265,11 +310,20 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
            'd = f"hier.legs[{i}].plans[{j}].channels should run ids {w}, not {g}"\n'
            'e = f"buffers should list {counted(w, \'buffer\')}, not {g}"\n'
            'f = f"out of semaphores: channel {c} needs semaphore {s}, a core has {n}"\n'
-           'g = f"bytes [{a}, {b}) of partitions [{c}, {d}), the var has {n} bytes"\n')
+           'g = f"bytes [{a}, {b}) of partitions [{c}, {d}), the var has {n} bytes"\n'
+           'h = f"hier.legs[{i}].channel_base should be {start}, not {base}: {after}"\n'
+           'i = f"num_elements should be 1 or more, not {n}"\n'
+           'j = f"rank {r} is not in the topology table"\n'
+           'k = f"{shown} is not {what}{why}"\n'
+           'l = f"dst_addr should be {b:#x}, the dev_addr of the paired receive entry (rank '
+           '{r}), not {a:#x}"\n'
+           'm = f"W3 num_sources should be at most {M}, not {v}"\n'
+           'n = f"{k} is not CCE-reducible"\n'
+           'o = f"the file should hold {n} records, the rank manifest\'s count, not {m}"\n')
     for rel, text in old.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text + "\n")
     (tmp_path / "new.py").write_text(new)
     hits = _found_first(tmp_path)
     assert sorted({h.split(":")[0] for h in hits}) == sorted(old), hits
-    assert len(hits) == 15 and not any(h.startswith("new.py") for h in hits), hits
+    assert len(hits) == 33 and not any(h.startswith("new.py") for h in hits), hits
