@@ -104,10 +104,12 @@ def test_an_unnamed_custom_topology_is_named_after_its_paths_stem(unnamed, tmp_p
     opt = _top(out)["options"]["topology"]
     assert opt.endswith("/fab.json")
     _retop(out, lambda top: top["topology"].update(name="trn2-2node"))
-    assert refused(out) == (
-        f'{_field(out, "topology.name")}topology.name should be "fab", the stem of '
-        f'options.topology "{opt}", not "trn2-2node": a topology file with neither a preset '
-        f"platform nor a name is named after its path, its platform custom {NAME_RULE}")
+    why = refused(out)  # (the path as messages name a long string: elided in its middle)
+    assert why.startswith(f'{_field(out, "topology.name")}topology.name should be "fab", the '
+                          'stem of options.topology "')
+    assert why.endswith(f'fab.json", not "trn2-2node": a topology file with neither a preset '
+                        f"platform nor a name is named after its path, its platform custom "
+                        f"{NAME_RULE}")
     # a file {"name": "custom", ...} without a platform writes name and platform custom
     out = copy(unnamed, tmp_path, "b")
     _retop(out, lambda top: top["topology"].update(name="custom"))
