@@ -642,6 +642,7 @@ class Simulator:
             if isinstance(actor, _Queue):
                 leg = actor.legs[actor.pos]
                 self._run_leg(actor, leg)
+                actor.legs[actor.pos] = None  # run: its accesses keep only its name
                 actor.pos += 1
                 actor.need = None
                 self.legs_run += 1
@@ -815,7 +816,7 @@ class Simulator:
         vc[q.tid] += 1
         if leg.srcs:
             self._check_peers_started(q, leg, vc)
-            acc = Access(q.tid, int(vc[q.tid]), leg.trigger, Access.LEG, leg)
+            acc = Access(q.tid, int(vc[q.tid]), leg.trigger, Access.LEG, leg.name())
             if leg.sequential:
                 for srcs, dsts in leg.tiles:
                     self._move(srcs, dsts, leg, acc, vc)

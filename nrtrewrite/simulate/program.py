@@ -164,6 +164,31 @@ class Leg:
         return (f"leg {LEAF_NAMES.get(self.leaf, self.leaf)} (rank {self.rank}, entry "
                 f"{self.entry}, channel {self.channel}, step {self.step})")
 
+    def name(self) -> LegName:
+        """What an access of this leg keeps: its name, not its runs and semaphores."""
+        return LegName(self.rank, self.record, self.entry, self.channel, self.step, self.leaf)
+
+
+class LegName:
+    """A leg as the shadow state remembers it (the writer or reader of a byte range, for as
+    long as the run keeps the range's shadow): enough to name it (:meth:`who`) and its
+    ``legs.bin`` record, about 80 bytes, where the :class:`Leg` with its runs and semaphores
+    is freed once it has run (docs/SIMULATOR.md §3 "Memory")."""
+
+    __slots__ = ("rank", "record", "entry", "channel", "step", "leaf")
+
+    def __init__(self, rank: int, record: int, entry: int, channel: int, step: int, leaf: int):
+        self.rank = rank
+        self.record = record
+        self.entry = entry
+        self.channel = channel
+        self.step = step
+        self.leaf = leaf
+
+    def who(self) -> str:
+        return (f"leg {LEAF_NAMES.get(self.leaf, self.leaf)} (rank {self.rank}, entry "
+                f"{self.entry}, channel {self.channel}, step {self.step})")
+
 
 @dataclass
 class Entry:
