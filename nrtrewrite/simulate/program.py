@@ -1664,19 +1664,30 @@ class RankDecoder:
         for gi, g0 in enumerate(self.group_first.tolist()):
             n = int(np.count_nonzero(self.group_of == gi))
             entries[int(self.spi[g0])].queues[int(self.ch[g0])] = (g0, n)
-        cce = np.full((self.n_legs, 3), -1, np.int64)
+        # the columns the run keeps, each as narrow as its values (a field of legs.bin or
+        # sem.bin its file's width, a CCE code a byte, a count or index of one rank's records
+        # 32 bits; byte offsets and element starts 64): the checks above ran on int64 copies
+        # (docs/SIMULATOR.md §3 "Memory": about 150 bytes a leg where it was 400)
+        cce = np.full((self.n_legs, 3), -1, np.int8)
         for g, v in self.cce_uniform.items():
             cce[g] = v
         seq = self.check_overlaps()
         subop, _role, trank, sid, val = self.sem
+        R = self.runs  # without the decoder's search keys (gkey, gid, pos, key2)
+        runs = {"leg": R["leg"].astype(np.int32), "dir": R["dir"].astype(np.int8),
+                "stream": R["stream"].astype(np.int8), "rank": R["rank"].astype(np.int32),
+                "reg": R["reg"].astype(np.int32), "off": R["off"].astype(np.int64),
+                "len": R["len"].astype(np.int64)}
         prog = RankProgram(
             rank=self.rank, entries=entries, legs=self.n_legs, bds=int(self.bd_len.size),
-            l_step=L["step"].astype(np.int64), l_leaf=self.leaf, l_sdma=self.sdma,
-            l_sem_first=L["sem_first"].astype(np.int64), l_sem_count=L["sem_count"].astype(np.int64),
-            l_run_first=self.run_first, l_run_count=self.run_count, l_cce=cce, l_seq=seq,
-            l_channel=self.ch, l_proxy_sends=self.l_proxy_sends, s_wait=subop == WAIT,
-            s_rank=trank, s_sid=sid, s_val=val, runs=self.runs,
-            l_elem=L["elem_start"].astype(np.int64), l_num=L["num_elements"].astype(np.int64))
+            l_step=L["step"].copy(), l_leaf=self.leaf.astype(np.int16),
+            l_sdma=self.sdma.astype(np.int16), l_sem_first=L["sem_first"].copy(),
+            l_sem_count=L["sem_count"].copy(), l_run_first=self.run_first.astype(np.int32),
+            l_run_count=self.run_count.astype(np.int32), l_cce=cce, l_seq=seq,
+            l_channel=self.ch.astype(np.int16), l_proxy_sends=self.l_proxy_sends.astype(np.int32),
+            s_wait=subop == WAIT, s_rank=trank.astype(np.int32), s_sid=sid.astype(np.int16),
+            s_val=val.astype(np.uint32), runs=runs,
+            l_elem=L["elem_start"].astype(np.int64), l_num=L["num_elements"].copy())
         if seq.any():
             prog.bds_arrays = (self.bd_leg, self.bd_first, self.bd_dir, self.bd_stream,
                                self.bd_rank, self.bd_reg, self.bd_soff, self.bd_len)
