@@ -1751,9 +1751,15 @@ class RankProgram:
         m = self.s_wait[s0:s1]
         return list(zip(self.s_rank[s0:s1][m].tolist(), self.s_sid[s0:s1][m].tolist()))
 
-    def legs_of(self, ent: Entry, channel: int) -> list[Leg]:
-        """The executable legs of one (entry, channel) queue (built when the entry starts)."""
+    def legs_of(self, ent: Entry, channel: int) -> QueueLegs:
+        """The executable legs of one (entry, channel) queue, a sequence that builds them a
+        batch at a time as the run reaches them (:class:`QueueLegs`)."""
         first, count = ent.queues.get(channel, (0, 0))
+        return QueueLegs(self, ent, channel, first, count)
+
+    def build_legs(self, ent: Entry, channel: int, first: int, count: int) -> list[Leg]:
+        """Executable legs ``[first, first + count)`` (``legs.bin`` records) of one
+        (entry, channel) queue."""
         if not count:
             return []
         last = first + count
@@ -1817,6 +1823,68 @@ class RankProgram:
                 lst.append([])
             lst[k].append((int(rank[i]), int(reg[i]), int(soff[i]), int(ln[i])))
         return tiles
+
+
+class QueueLegs:
+    """The executable legs of one (entry, channel) queue as a sequence: leg ``k`` is built
+    (with the next ones, :data:`BATCH` at a time) when first read, kept until replaced, and
+    freed when set to None (the engine sets a leg to None once it has run).  So only the legs
+    about to run exist, not every leg of every rank's current entry (until 2026-12-06 a
+    queue's legs were all built when its entry started: over hundreds of ranks, a trigger's
+    legs at once, some 600 bytes each).  Reading, replacing and swapping legs (what the
+    tests' hooks do) work as on a list."""
+
+    BATCH = 64
+
+    __slots__ = ("prog", "entry", "channel", "first", "count", "built", "freed")
+
+    def __init__(self, prog: RankProgram, entry: Entry, channel: int, first: int, count: int):
+        self.prog = prog
+        self.entry = entry
+        self.channel = channel
+        self.first = first
+        self.count = count
+        self.built: dict[int, Leg | None] = {}  # position -> leg, built and not yet freed
+        self.freed = bytearray(count)  # 1: set to None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _index(self, k: int) -> int:
+        if k < 0:
+            k += self.count
+        if not 0 <= k < self.count:
+            raise IndexError("queue leg index out of range")
+        return k
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self.count))]
+        k = self._index(k)
+        leg = self.built.get(k, self)
+        if leg is not self:
+            return leg
+        if self.freed[k]:
+            return None
+        hi = k + 1
+        while hi < min(k + self.BATCH, self.count) and hi not in self.built \
+                and not self.freed[hi]:
+            hi += 1
+        legs = self.prog.build_legs(self.entry, self.channel, self.first + k, hi - k)
+        self.built.update(zip(range(k, hi), legs))
+        return legs[0]
+
+    def __setitem__(self, k: int, leg: Leg | None) -> None:
+        k = self._index(k)
+        if leg is None:
+            self.built.pop(k, None)
+            self.freed[k] = 1
+        else:
+            self.built[k] = leg
+            self.freed[k] = 0
+
+    def __iter__(self):
+        return (self[k] for k in range(self.count))
 
 
 def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:

@@ -53,15 +53,25 @@ def _sem_rows(prog) -> tuple[np.ndarray, ...]:
             prog.s_sid.astype(np.int64), prog.s_val.astype(np.int64))
 
 
+def _key(tr: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    return tr * 256 + ts  # (rank, semaphore): waits are on the rank's own semaphores
+
+
 def unproven(programs: dict, transfers: dict) -> str | None:
     """None if the wiring of ``programs`` (rank -> RankProgram) and ``transfers`` ((rank,
-    channel) -> the proxy's Transfer list) is persistent (module docstring), else why not."""
-    rows = [(r, *_sem_rows(prog)) for r, prog in sorted(programs.items())]
-    if not rows:
+    channel) -> the proxy's Transfer list) is persistent (module docstring), else why not.
+    The records are gone through a rank at a time: only the waits' keys are kept for all
+    ranks, and every column only for the semaphores several channels of an entry wait on
+    (until 2026-12-06 six int64 columns of every record of every rank, at once: over
+    hundreds of ranks the run's peak, at its very end)."""
+    ranks = sorted(programs)
+    if not ranks:
         return None
-    src = np.concatenate([np.full(x[0].size, r, np.int64) for r, *x in rows])
-    e, c, w, tr, ts, val = (np.concatenate([x[k] for _r, *x in rows]) for k in range(6))
-    key = tr * 256 + ts  # (rank, semaphore): waits are on the rank's own semaphores
+    n_e = n_c = 0
+    for r in ranks:  # the largest entry and channel of any record: the keys' radixes
+        e, c, *_rest = _sem_rows(programs[r])
+        n_e, n_c = max(n_e, int(e.max(initial=0))), max(n_c, int(c.max(initial=0)))
+    n_e, n_c = n_e + 2, n_c + 1
     proxies: dict = defaultdict(set)  # key -> (rank, channel) of the proxies waiting on it
     p_incs: dict = defaultdict(int)  # key -> increments by a proxy
     for (r, ch), lst in transfers.items():
@@ -70,23 +80,32 @@ def unproven(programs: dict, transfers: dict) -> str | None:
                 proxies[t.handshake[0] * 256 + t.handshake[1]].add((r, ch))
             if t.complete and not t.terminator and t.notify is not None:
                 p_incs[t.notify[0] * 256 + t.notify[1]] += 1
-    waited = set(np.unique(key[w]).tolist())
+    waited_keys, wait_pairs = [], []
+    for r in ranks:
+        e, c, w, tr, ts, _val = _sem_rows(programs[r])
+        key = _key(tr[w], ts[w])
+        waited_keys.append(np.unique(key))
+        wait_pairs.append(np.unique((key * n_e + e[w] + 1) * n_c + c[w]))
+    waited = set(np.unique(np.concatenate(waited_keys)).tolist())
     for k in sorted(proxies):
         if k in waited or len(proxies[k]) > 1:
             return (f"{_name(k)} is waited on by the net proxy and by another actor (a proxy "
                     "of another channel or a leg), which can both be ready at once")
     # the (semaphore, entry) pairs several channels wait on: only those need more
-    n_e = int(e.max(initial=0)) + 2
-    ke = key * n_e + e + 1
-    n_c = int(c.max(initial=0)) + 1
-    wpairs = np.unique((ke[w] * n_c + c[w]))  # distinct (semaphore, entry, channel) waits
+    wpairs = np.unique(np.concatenate(wait_pairs))  # distinct (semaphore, entry, channel) waits
     by_pair = wpairs // n_c
     multi = np.unique(by_pair[1:][by_pair[1:] == by_pair[:-1]])
     if not multi.size:
         return None
     mkeys = np.unique(multi // n_e)
-    sel = np.isin(key, mkeys)
-    key, ke, w, val, src = key[sel], ke[sel], w[sel], val[sel], src[sel]
+    cols = []
+    for r in ranks:
+        e, _c, w, tr, ts, val = _sem_rows(programs[r])
+        key = _key(tr, ts)
+        sel = np.isin(key, mkeys)
+        cols.append((key[sel], key[sel] * n_e + e[sel] + 1, w[sel], val[sel],
+                     np.full(int(sel.sum()), r, np.int64)))
+    key, ke, w, val, src = (np.concatenate([x[k] for x in cols]) for k in range(5))
     for k in mkeys.tolist():
         if p_incs.get(k) or np.any(src[(key == k) & ~w] != k // 256):
             who = "a net proxy" if p_incs.get(k) else "another rank"
