@@ -30,7 +30,8 @@ from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
-    CCE_OPS, LEAF_NAMES, Entry, Leg, RankProgram, check_ring_pairing, decode_rank, sem_name,
+    CCE_OPS, LEAF_NAMES, Entry, Leg, QueueLegs, RankProgram, check_ring_pairing, decode_rank,
+    sem_name,
 )
 from nrtrewrite.simulate.result import (
     ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
@@ -113,13 +114,18 @@ def _describe(acc: Access | None) -> str:
 class _Queue:
     """The leg program of one channel of one entry of one rank."""
 
-    __slots__ = ("rank", "entry", "channel", "legs", "pos", "tid", "need", "done_vc", "slot")
+    __slots__ = ("rank", "entry", "channel", "legs", "take", "cur", "n", "pos", "tid", "need",
+                 "done_vc", "slot")
 
-    def __init__(self, rank: int, entry: Entry, channel: int, tid: int, legs: list[Leg]):
+    def __init__(self, rank: int, entry: Entry, channel: int, tid: int, legs):
         self.rank = rank
         self.entry = entry
         self.channel = channel
-        self.legs = legs
+        self.legs = legs  # a QueueLegs (or, from a test's hook, a list)
+        # the leg at a position, forgotten by the queue (a QueueLegs frees it once taken)
+        self.take = legs.take if isinstance(legs, QueueLegs) else legs.__getitem__
+        self.cur = None  # the leg at pos, once taken (run, then dropped)
+        self.n = len(legs)
         self.pos = 0
         self.tid = tid
         self.need = None
@@ -128,18 +134,20 @@ class _Queue:
 
     @property
     def finished(self) -> bool:
-        return self.pos >= len(self.legs)
+        return self.pos >= self.n
 
     def compute_need(self):
         waits: dict[tuple[int, int], int] = {}
-        for r, s, v in self.legs[self.pos].waits:
+        if self.cur is None:
+            self.cur = self.take(self.pos)
+        for r, s, v in self.cur.waits:
             waits[(r, s)] = waits.get((r, s), 0) + v
         self.need = list(waits.items())
 
     def describe(self) -> str:
         if self.finished:
             return f"rank {self.rank} entry {self.entry.index} channel {self.channel}: finished"
-        leg = self.legs[self.pos]
+        leg = self.cur if self.cur is not None else self.legs[self.pos]
         return (f"rank {self.rank} entry {self.entry.index} channel {self.channel} step {leg.step} "
                 f"({LEAF_NAMES.get(leg.leaf, leg.leaf)})")
 
@@ -640,9 +648,9 @@ class Simulator:
                 self._evaluate(actor)
                 continue
             if isinstance(actor, _Queue):
-                leg = actor.legs[actor.pos]
+                leg = actor.cur  # (taken by compute_need)
                 self._run_leg(actor, leg)
-                actor.legs[actor.pos] = None  # run: its accesses keep only its name
+                actor.cur = None  # run: its accesses keep only its name
                 actor.pos += 1
                 actor.need = None
                 self.legs_run += 1

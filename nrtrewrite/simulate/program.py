@@ -1828,13 +1828,14 @@ class RankProgram:
 class QueueLegs:
     """The executable legs of one (entry, channel) queue as a sequence: leg ``k`` is built
     (with the next ones, :data:`BATCH` at a time) when first read, kept until replaced, and
-    freed when set to None (the engine sets a leg to None once it has run).  So only the legs
+    freed once the engine's queue takes it (:meth:`take`: the queue drops it once it has run)
+or it is set to None.  So only the legs
     about to run exist, not every leg of every rank's current entry (until 2026-12-06 a
     queue's legs were all built when its entry started: over hundreds of ranks, a trigger's
     legs at once, some 600 bytes each).  Reading, replacing and swapping legs (what the
     tests' hooks do) work as on a list."""
 
-    BATCH = 64
+    BATCH = 256
 
     __slots__ = ("prog", "entry", "channel", "first", "count", "built", "freed")
 
@@ -1885,6 +1886,15 @@ class QueueLegs:
 
     def __iter__(self):
         return (self[k] for k in range(self.count))
+
+    def take(self, k: int) -> Leg:
+        """Leg ``k``, forgotten here (the engine's queue holds it while it runs)."""
+        leg = self.built.pop(k, self)
+        if leg is self:
+            leg = self[k]
+            self.built.pop(k, None)
+        self.freed[k] = 1
+        return leg
 
 
 def decode_rank(layout: Layout, triggers: dict[int, TriggerSpec], rf: RankFiles) -> RankProgram:
