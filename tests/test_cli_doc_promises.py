@@ -55,7 +55,8 @@ def test_a_topology_file_for_another_lnc_names_the_lnc_option(tmp_path):
     topo = tmp_path / "t.json"
     topo.write_text(json.dumps({"platform": "trn2", "lnc_size": 1}))
     line = _one_line(_run("explain", *MODEL_LESS, "--topology", topo, "--lnc", "2"))
-    assert line.endswith("field lnc_size: topology file is for lnc_size 1 but --lnc is 2")
+    assert line.endswith("field lnc_size: the topology file's lnc_size should be 2 (--lnc is 2), "
+                         "not 1")
 
 
 def test_either_preset_takes_a_node_count():
@@ -215,7 +216,15 @@ def test_no_message_says_what_it_found_with_got():
 #: the rank manifest's and the stale read's ``X V but W has A``, ``X V, W says A``, ``X V,
 #: at most A``, ``X V in channel C's FIFO``, ``X V, trigger T is in subgraph S``, ``its view
 #: would start at element V, not the start of a block``, ``the rank manifest says N records,
-#: the file holds M`` and ``last written in trigger 1 ..., not in trigger 2``.
+#: the file holds M`` and ``last written in trigger 1 ..., not in trigger 2``; nor (until
+#: 2026-12-06 too) the programs' other ``X V but W has A`` (``spad_index 5 but spad.bin has 5
+#: entries``, ``sdma_op 4 but its leg 2 has sdma_op 2``, ``W1 in_dtype 0x7 but the trigger's
+#: data is 0x6``, ``remote bit 0 but the semaphore is on rank 2``), ``X V where W says A``
+#: (``ring_step 0 where the ring schedule says 3``, ``step 0 where program order says 1``),
+#: ``spad.bin says K = A, the rank manifest V``, the FIFO's ``the post_recv legs ... count N
+#: bytes (E elements), its receive entries M`` and ``ring_send_complete is 1 but the entry
+#: ...``, the manifest's ``algorithm "MESH" but the trigger has no mesh section`` and the
+#: topology's ``topology file is for lnc_size 1 but --lnc is 2``.
 FOUND_FIRST = (r"(^|\bis |\bsize |\} )\{\}, (must|should) be\b",
                r"(?<!should )(?<!must )\b(is|is in|lists|run ids) \{\}( bytes)?, not\b",
                r"\{\}, (the |sdma_|piece )[^:;]*?\b(is|has) (\(|\{\})",
@@ -225,7 +234,12 @@ FOUND_FIRST = (r"(^|\bis |\bsize |\} )\{\}, (must|should) be\b",
                r"\{\} in channel \{\}'s FIFO|\{\}, trigger \{\} is in subgraph\b|"
                r"\{\} in op \{\}'s entries",
                r"\bat element \{\}, not the start\b|\bsays \{\} records, the file holds\b|"
-               r"\blast written in trigger \{\} by \{\}, not in\b")
+               r"\blast written in trigger \{\} by \{\}, not in\b",
+               r"\{\}( bytes)? but (the|its|spad\.bin|trigger|entry|elements|each)\b|"
+               r"\{\} where (the|program order)\b",
+               r"\bsays \{\} = \{\}, the rank manifest\b|"
+               r"\bcount \{\} bytes \(\{\} elements\), its\b|"
+               r"\balgorithm (\{\}|\"HIER\") but the trigger has\b|\bis for lnc_size \{\} but\b")
 
 
 def _found_first(root):
@@ -269,12 +283,31 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
                              'i = f"enc_channel {v} in channel {ch}\'s FIFO"\n'
                              'j = f"op {k} has {n} entries before its terminator, {cnt} says '
                              '{m}"\n'
-                             'k = f"net_op_idx {v} in op {k}\'s entries"\n'),
+                             'k = f"net_op_idx {v} in op {k}\'s entries"\n'
+                             'l = (f"the post_recv legs of entry {e} on channel {c} count "\n'
+                             '     f"{n} bytes ({int(s)} elements), its receive entries {g}")\n'
+                             'm = (f"ring_send_complete is {int(v)} but the entry "\n'
+                             '     f"{\'sends\' if s else \'does not send\'} over the network")\n'
+                             'n = (f"op {k}: {fld} {int(v)} but the transmit FIFO has no "\n'
+                             '     "entries")\n'),
         "simulate/program.py": ('a = f"{p}.num_elem {v}, piece {k} of {e} elements is '
                                 '({a}, {b}, 1)"\n'
                                 'b = f"W3 num_sources {v}, at most {M} (FORMATS.md section 6)"\n'
                                 'c = f"its view would start at element {o}, not the start of a '
-                                'block of the trigger"\n'),
+                                'block of the trigger"\n'
+                                'd = f"spad_index {spi[i]} but spad.bin has {ne} entries"\n'
+                                'e = f"step {step[i]} where program order says {w[i]} (legs)"\n'
+                                'f = f"ring_step {g[b]} where the ring schedule says {w[b]}: x"\n'
+                                'g = f"sdma_op {mc[i] & 0xF} but its leg {l[i]} has sdma_op {s}"\n'
+                                'h = f"n_tiles {n[b]} but its BDs form {p[b]} tiles"\n'
+                                'i = f"W1 in_dtype {d[i]:#x} but the trigger\'s data is {t:#x}"\n'
+                                'j = f"num_elements {c[i]} but trigger {t[i]} has {s} elements"\n'
+                                'k = f"channel_list {w[b]:#x} but the entry has legs on {g:#x}"\n'
+                                'l = f"spad.bin says {key} = {val!r}, the rank manifest {m!r}"\n'
+                                'm = f"remote bit {r[i]} but the semaphore is on rank {t[i]}"\n'
+                                'n = f"reporter is {int(r)} but the reporter of trigger {t}"\n'
+                                'o = f"num_elements {n} x {d} bytes but each source stream"\n'
+                                'p = f"half {h[i]} but elements [{a}, {b}) " + w\n'),
         "simulate/layout.py": ('a = f"rank {r}: tpb {t} is not logical_core {c} x lnc_size {l} '
                                '= {w}, the first TPB"\n'
                                'b = f"topology.{key} {json_kind(g)} is not {json_kind(w)}, '
@@ -299,7 +332,15 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
                                  'i = f"{at}kangaring[{k}].units[{u}] {shown(r)}{also} is not '
                                  '{shown(w)}, the unit"\n'
                                  'j = f"buffers[{b}].offset {o} (role {r}) is not {s}, one space '
-                                 'of {g}"\n'),
+                                 'of {g}"\n'
+                                 'k = t.bad(f"algorithm {json_kind(a)} but the trigger has "\n'
+                                 '          f"no {k} section")\n'
+                                 'l = t.bad("algorithm \\"HIER\\" but the trigger has no hier "\n'
+                                 '          "section")\n'
+                                 'm = E(f"algorithm {json_kind(a)} but the trigger has {x} {k} '
+                                 'section")\n'),
+        "topology/model.py": ('raise E(f"topology file is for lnc_size {f} but {of} {n}", '
+                              'field="lnc_size")'),
         "compose/kangaring.py": ('raise E(f"peers[{i}].neigh is {n}, not PEER_RMTV2 or '
                                  'PEER_LOCAL")'),
         "neff/instructions.py": 'raise E(f"instruction word is {len(w)} bytes, not {S}")',
@@ -319,11 +360,24 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
            '{r}), not {a:#x}"\n'
            'm = f"W3 num_sources should be at most {M}, not {v}"\n'
            'n = f"{k} is not CCE-reducible"\n'
-           'o = f"the file should hold {n} records, the rank manifest\'s count, not {m}"\n')
+           'o = f"the file should hold {n} records, the rank manifest\'s count, not {m}"\n'
+           'p = f"spad_index should be below {ne}, the entries spad.bin has, not {s}"\n'
+           'q = f"ring_step should be {w}, the ring schedule\'s, not {g}: {lf} of elements"\n'
+           'r = f"remote bit should be {int(w)}, not {r}: the semaphore is on rank {t}"\n'
+           's = f"the rank manifest\'s {key} should be {v!r}, what spad.bin says, not {m!r}"\n'
+           't = (f"the post_recv legs of entry {e} should count {g} bytes, what its receive "\n'
+           '     f"entries carry, not {n} bytes ({s} elements)")\n'
+           'u = f"ring_send_complete should be {w}, not {v}: the entry sends over the network"\n'
+           'v = f"the trigger has no {k} section, which its algorithm {a} needs"\n'
+           'w = f"the trigger has {x} {k} section, which its algorithm {a} has no use for"\n'
+           'x = f"the topology file\'s lnc_size should be {n} ({of} {n}), not {f}"\n'
+           'y = f"{leaf} writes rank {r} but signals rank {s}"\n'
+           'z = (f"num_elements x {d} bytes should be the {b} bytes each source stream carries, "\n'
+           '     f"not {n} x {d}")\n')
     for rel, text in old.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text + "\n")
     (tmp_path / "new.py").write_text(new)
     hits = _found_first(tmp_path)
     assert sorted({h.split(":")[0] for h in hits}) == sorted(old), hits
-    assert len(hits) == 33 and not any(h.startswith("new.py") for h in hits), hits
+    assert len(hits) == 53 and not any(h.startswith("new.py") for h in hits), hits

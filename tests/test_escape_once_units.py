@@ -335,7 +335,8 @@ def test_a_rank_manifests_leg_name_is_shown_once(hier_out, tmp_path):
         res = invoke("simulate", out, "--ignore-checksums")
         assert res.exit_code == 1, res.output
         want = (f"protocol error: {out}/rank-0000: field algo_type, rank 0, artifact spad.bin, "
-                f"record 0: algo_type RING but trigger 0 was lowered as HIER with leg "
+                f"record 0: algo_type should be HIER, not RING: trigger 0 was lowered as HIER "
+                f"with leg "
                 f"{SHOWN[name]} HIER")
         assert want in res.stdout.splitlines(), res.stdout
         lines.append(want)
@@ -350,7 +351,9 @@ def test_a_rank_manifests_leg_name_on_an_ascii_stdout_is_one_ascii_line(hier_out
                                "--ignore-checksums"], capture_output=True, timeout=300,
                               env=dict(env(PYTHONIOENCODING="ascii"), PYTHONPATH=str(ROOT)))
         assert proc.returncode == 1, proc.stderr
-        want = (b"record 0: algo_type RING but trigger 0 was lowered as HIER with leg " + shown
+        want = (b"record 0: algo_type should be HIER, not RING: trigger 0 was lowered as HIER "
+                b"with leg "
+                + shown
                 + b" HIER")
         assert [ln for ln in proc.stdout.splitlines() if ln.endswith(want)], proc.stdout
         assert proc.stdout.isascii()

@@ -319,7 +319,8 @@ FIFO_FAULTS = [
      "artifact net_ops.bin, record 0: inc_send_handshake should be the INC window of this "
      "rank's semaphore 17 (channel 0 send_sema), not semaphore "),
     (_op1_sends_without_a_terminator, "field tx_entry_cnt, rank 0, channel 0, artifact "
-     "net_ops.bin, record 1: op 1: tx_entry_cnt 1 but the transmit FIFO has no entries for it"),
+     "net_ops.bin, record 1: op 1: tx_entry_cnt should be 0, not 1: the transmit FIFO has no "
+     "entries for it"),
     # FIFO entries and terminators (FORMATS §8)
     (_record("net_src.bin", 2, dst_rank=5), "field dst_rank, rank 0, channel 0, artifact "
      "net_src.bin, record 2: terminator dst_rank should be -1, not 5"),

@@ -338,7 +338,7 @@ def test_num_elements_past_the_trigger_is_refused(ring2n_out, tmp_path):
     poke(out / "rank-0001" / "legs.bin", i * REC + NUM_ELEMENTS, struct.pack("<I", 8193))
     rehash(out)
     refused(out, "field num_elements", f"record {i}:",
-            "num_elements 8193 but trigger 0 has 8192 elements")
+            "num_elements should be at most 8192, the elements trigger 0 has, not 8193")
 
 
 # ---------------------------------------------------------------------------- messages, credits
@@ -1308,8 +1308,8 @@ def test_a_ring_leg_running_past_its_block_is_refused_for_its_half(ag33_out, tmp
     out = copy(ag33_out, tmp_path)
     poke(out / "rank-0000" / "legs.bin", i * REC + NUM_ELEMENTS, struct.pack("<I", 17))
     rehash(out)
-    refused(out, "artifact legs.bin", f"record {i}:", "field half", "half 1 but elements "
-            "[17, 34) are not inside one half-chunk of the trigger's chunk layout")
+    refused(out, "artifact legs.bin", f"record {i}:", "field half", "the elements [17, 34) "
+            "of a half 1 leg are not inside one half-chunk of the trigger's chunk layout")
 
 
 @pytest.mark.parametrize("chunk_size_n", [34, 4096, 16])
@@ -1594,8 +1594,8 @@ OWN_SECTIONS = {
 @pytest.mark.parametrize("algorithm, says", [
     ("KANGARING", "triggers[0].kangaring: missing"),
     ("SINGLE_CYCLE_RING", "triggers[0].buffers: missing"),
-    ("MESH", "triggers[0]: algorithm \"MESH\" but the trigger has no mesh section (MESH and "
-     "SINGLE_STEP_MESH triggers have a mesh section: FORMATS §1.1)"),
+    ("MESH", "triggers[0]: the trigger has no mesh section, which its algorithm \"MESH\" "
+     "needs (MESH and SINGLE_STEP_MESH triggers have a mesh section: FORMATS §1.1)"),
 ])
 def test_a_hier_trigger_relabelled_without_its_own_sections_is_refused_by_type(
         hier16_out, tmp_path, algorithm, says):
@@ -1628,9 +1628,9 @@ def test_a_hier_section_on_a_trigger_of_another_algorithm_is_refused(hier16_out,
         t.update(OWN_SECTIONS.get(algorithm, {}))
     _retrigger(out, 0, relabel)
     rehash(out)
-    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: algorithm "
-                            f"\"{algorithm}\" but the trigger has a hier section (only a HIER "
-                            "trigger's legs are in hier: FORMATS §1.1)")
+    assert refused(out) == (f"{out / 'manifest.json'}: field triggers[0]: the trigger "
+                            f"has a hier section, which its algorithm \"{algorithm}\" has no use "
+                            "for (only a HIER trigger's legs are in hier: FORMATS §1.1)")
 
 
 def _drop_hier(t: dict) -> None:
@@ -1652,8 +1652,9 @@ def test_a_hier_trigger_without_its_hier_section_is_refused_naming_it(hier16_out
     checksums."""
     out = copy(hier16_out, tmp_path)
     _retrigger(out, 0, edit)
-    line = (f"{out / 'manifest.json'}: field triggers[0]: algorithm \"HIER\" but the trigger "
-            "has no hier section (a HIER trigger's legs are in hier: FORMATS §1.1)")
+    line = (f"{out / 'manifest.json'}: field triggers[0]: the trigger has no hier section, "
+            "which its algorithm \"HIER\" needs (a HIER trigger's legs are in hier: FORMATS "
+            "§1.1)")
     res = cli("simulate", out, "--json", "--ignore-checksums")
     assert res.exit_code == 2, res.output
     assert json.loads(res.stdout)["error"] == line
@@ -1746,14 +1747,17 @@ ALGORITHMS_TEXT = ("RING, KANGARING, SINGLE_CYCLE_RING, MESH, SINGLE_STEP_MESH, 
      f'algorithm "TWO_STEP_POD_MESH" is not simulated (only {ALGORITHMS_TEXT})'),
     # an engine section of another algorithm (FORMATS §1.1) simulated as a match, a mesh
     # section's blocks on the RDH trigger widening the views its legs may start at
-    ("ar2", "mesh", {"blocks": [[0, 1]]}, 'algorithm "INTRA_RDH" but the trigger has a mesh '
-     "section (only MESH and SINGLE_STEP_MESH triggers have one: FORMATS §1.1)"),
-    ("ring2n", "rdh", {"super_blocks": [[0, 8192]]}, 'algorithm "RING" but the trigger has an '
-     "rdh section (only INTRA_RDH and INTER_RDH triggers have one: FORMATS §1.1)"),
-    ("ring2n", "single_cycle", {"pairs": [[0, 1]]}, 'algorithm "RING" but the trigger has a '
-     "single_cycle section (only SINGLE_CYCLE_RING triggers have one: FORMATS §1.1)"),
-    ("ar2", "kangaring", [], 'algorithm "INTRA_RDH" but the trigger has a kangaring section '
-     "(only KANGARING triggers have one: FORMATS §1.1)"),
+    ("ar2", "mesh", {"blocks": [[0, 1]]}, 'the trigger has a mesh section, which its algorithm '
+     '"INTRA_RDH" has no use for (only MESH and SINGLE_STEP_MESH triggers have one: FORMATS '
+     "§1.1)"),
+    ("ring2n", "rdh", {"super_blocks": [[0, 8192]]}, 'the trigger has an rdh section, which its '
+     'algorithm "RING" has no use for (only INTRA_RDH and INTER_RDH triggers have one: FORMATS '
+     "§1.1)"),
+    ("ring2n", "single_cycle", {"pairs": [[0, 1]]}, 'the trigger has a single_cycle section, '
+     'which its algorithm "RING" has no use for (only SINGLE_CYCLE_RING triggers have one: '
+     "FORMATS §1.1)"),
+    ("ar2", "kangaring", [], 'the trigger has a kangaring section, which its algorithm '
+     '"INTRA_RDH" has no use for (only KANGARING triggers have one: FORMATS §1.1)'),
 ])
 def test_an_unknown_algorithm_or_another_engines_section_is_refused(
         ar2_out, ring2n_out, tmp_path, which, key, value, says):

@@ -101,9 +101,9 @@ def test_a_mesh_or_rdh_trigger_without_its_section_is_refused_naming_it(
     _edit_trigger(out, 0, lambda t: t.pop(key) if how == "deleted" else t.update({key: None}))
     owners = "MESH and SINGLE_STEP_MESH" if key == "mesh" else "INTRA_RDH and INTER_RDH"
     article = "an" if key == "rdh" else "a"
-    assert _status_2(out) == (f"{out / 'manifest.json'}: field triggers[0]: algorithm "
-                              f'"{algorithm}" but the trigger has no {key} section ({owners} '
-                              f"triggers have {article} {key} section: FORMATS §1.1)")
+    assert _status_2(out) == (f"{out / 'manifest.json'}: field triggers[0]: the trigger "
+                              f"has no {key} section, which its algorithm \"{algorithm}\" needs "
+                              f"({owners} triggers have {article} {key} section: FORMATS §1.1)")
 
 
 # ----------------------------------------------------- buffers: [] and absent, told apart

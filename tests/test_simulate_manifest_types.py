@@ -309,14 +309,14 @@ WELL_TYPED = [
     (None, ["memory", "core_window"], 1 << 35,
      "field memory: memory.core_window is 34359738368; FORMATS §10 fixes it at 0x1000000000"),
     (0, ["entries", 0, "reporter"], False,
-     "field reporter, rank 0, artifact spad.bin, record 0: spad.bin says reporter = True, the "
-     "rank manifest False"),
+     "field reporter, rank 0, artifact spad.bin, record 0: the rank manifest's reporter should be "
+     "True, what spad.bin says, not False"),
     (0, ["entries", 0, "sema_mask"], 31,
-     "field sema_mask, rank 0, artifact spad.bin, record 0: spad.bin says sema_mask = 63, the "
-     "rank manifest 31"),
+     "field sema_mask, rank 0, artifact spad.bin, record 0: the rank manifest's sema_mask "
+     "should be 63, what spad.bin says, not 31"),
     (0, ["entries", 0, "channel_list"], 3,
-     "field channel_list, rank 0, artifact spad.bin, record 0: spad.bin says channel_list = 1, "
-     "the rank manifest 3"),
+     "field channel_list, rank 0, artifact spad.bin, record 0: the rank manifest's "
+     "channel_list should be 1, what spad.bin says, not 3"),
 ]
 
 

@@ -177,7 +177,21 @@ def test_the_reporter_is_the_leader_alone(ring_out, tmp_path, rank):
     _set(out, rank, "spad.bin", 2, "<B", flags ^ 1)
     _rank_manifest(out, rank, lambda m: m["entries"][0].update(reporter=rank != 0))
     _refused(out, f"rank-{rank:04d}", "spad.bin", "record 0",
-             f"reporter is {int(rank != 0)} but the reporter of trigger 0 is its leader, rank 0")
+             f"reporter should be {int(rank == 0)}, not {int(rank != 0)}: the reporter of "
+             "trigger 0 is its leader, rank 0")
+
+
+def test_ring_send_complete_on_an_entry_that_does_not_send_is_refused(ring_out, tmp_path):
+    """Byte 2 bit 2 ring_send_complete is 1 when the rank sends over the network in the
+    entry (FORMATS §2): c7c8's 4 ranks on one node send nothing over it, so rank 1's bit set,
+    the rank manifest saying the same, is refused, the value it should have first."""
+    out = _copy(ring_out, tmp_path)
+    flags = _get(out, 1, "spad.bin", 2, "<B")
+    assert flags & 4 == 0
+    _set(out, 1, "spad.bin", 2, "<B", flags | 4)
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(ring_send_complete=True))
+    _refused(out, "rank-0001", "spad.bin", "record 0", "field ring_send_complete",
+             "ring_send_complete should be 0, not 1: the entry does not send over the network")
 
 
 def test_trigger_next_into_another_triggers_entry_is_refused(ring_out, tmp_path):
@@ -246,7 +260,8 @@ def test_a_spad_index_one_past_the_entries_is_refused(ring_out, tmp_path):
     last = len(_legs(out, 1)) - 1
     assert _legs(out, 1)[last]["spad_index"] == 4
     _set(out, 1, "legs.bin", last * REC + SPAD_INDEX, "<H", 5)
-    _refused(out, "rank-0001", "legs.bin", f"record {last}", "spad_index 5 but spad.bin has 5")
+    _refused(out, "rank-0001", "legs.bin", f"record {last}", "spad_index should be below 5, the "
+             "entries spad.bin has, not 5")
 
 
 def test_channel_32_is_refused(ring_out, tmp_path):
@@ -264,7 +279,7 @@ def test_a_step_below_its_position_is_refused(ring_out, tmp_path):
     legs = _legs(out, 1)
     assert [g["step"] for g in legs[:2]] == [0, 1] and legs[1]["spad_index"] == 0
     _set(out, 1, "legs.bin", 1 * REC + STEP, "<I", 0)
-    _refused(out, "rank-0001", "legs.bin", "record 1", "step 0 where program order says 1")
+    _refused(out, "rank-0001", "legs.bin", "record 1", "step should be 1, program order's, not 0")
 
 
 def _two_triggers_on_32_channel_ids(out: Path, monkeypatch, engine: str) -> Path:
@@ -344,7 +359,8 @@ def test_a_count_one_past_the_element_space_is_refused(scr_out, tmp_path):
     _set(out, 1, "legs.bin", i * REC + ELEM_START, "<Q", 0)
     _set(out, 1, "legs.bin", i * REC + NUM_ELEMENTS, "<I", T0_ELEMENTS + 1)
     _refused(out, "rank-0001", "legs.bin", f"record {i}",
-             f"num_elements {T0_ELEMENTS + 1} but trigger 0 has {T0_ELEMENTS} elements")
+             f"num_elements should be at most {T0_ELEMENTS}, the elements trigger 0 has, not "
+             f"{T0_ELEMENTS + 1}")
 
 
 def test_elements_ending_one_past_the_element_space_are_refused(scr_out, tmp_path):
@@ -648,8 +664,8 @@ def test_a_role_other_than_the_address_says_is_refused(ring_out, tmp_path):
     leg = _first_leaf(out, 1, 2)  # recv_reduce_send: waits recv_sema
     k = _sem_of(out, 1, leg, WAIT_RECV)
     _set(out, 1, "sem.bin", k * BD, "<I", WAIT_RECV | 1 << 8)
-    _refused(out, "rank-0001", "sem.bin", f"record {k}", "role 1 but the address is semaphore "
-             "16 (channel 0 recv_sema)")
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "role should be 0, the role of "
+             "semaphore 16 (channel 0 recv_sema), its address, not 1")
 
 
 def test_a_role_outside_the_channel_block_is_0xff(ring_out, tmp_path):
@@ -681,8 +697,8 @@ def test_a_routed_increment_without_the_remote_bit_is_refused(ring_out, tmp_path
     out = _copy(ring_out, tmp_path)
     k = _sem_of(out, 1, 2, INC_NEXT_RECV)
     _set(out, 1, "sem.bin", k * BD, "<I", INC_NEXT_RECV & ~(1 << 16))
-    _refused(out, "rank-0001", "sem.bin", f"record {k}", "remote bit 0 but the semaphore is on "
-             "rank 2")
+    _refused(out, "rank-0001", "sem.bin", f"record {k}", "remote bit should be 1, not 0: the "
+             "semaphore is on rank 2")
 
 
 def test_a_semaphore_wait_of_value_0_is_refused(ring_out, tmp_path):
@@ -1475,8 +1491,8 @@ SPAD_FAULTS = [
     # KANGARING (3) in both spad.bin and the rank manifest: a ring-family entry, not the RING
     # trigger 0 was lowered as
     (lambda out: (_set(out, 1, "spad.bin", 1, "<B", 3), _entry0(algo_type=3)(out)),
-     "field algo_type, rank 1, artifact spad.bin, record 0: algo_type KANGARING but trigger 0 "
-     "was lowered as RING"),
+     "field algo_type, rank 1, artifact spad.bin, record 0: algo_type should be RING, not "
+     "KANGARING: trigger 0 was lowered as RING"),
     (_entry0(leg="x"), "field leg, rank 1, artifact spad.bin: trigger 0's entries run legs "
      "['x'], its manifest lists ['flat']"),
 ]
@@ -1528,5 +1544,5 @@ def test_n_tiles_other_than_the_tiles_its_bds_form_is_refused(ring_out, tmp_path
     assert _get(out, 1, "legs.bin", 2 * 64 + 56, "<I") * 2 == half_bytes
     assert _get(out, 1, "legs.bin", 2 * 64 + 22, "<H") == -(-half_bytes // tile) == 1
     _set(out, 1, "legs.bin", 2 * 64 + 22, "<H", 2)
-    assert (f"{out / 'rank-0001'}: field n_tiles, rank 1, artifact legs.bin, record 2: n_tiles 2 "
-            "but its BDs form 1 tiles") in _refused(out)
+    assert ("field n_tiles, rank 1, artifact legs.bin, record 2: n_tiles should be 1, the "
+            "tiles its BDs form, not 2") in _refused(out)

@@ -468,7 +468,7 @@ def test_post_recv_legs_count_what_their_entry_receives(value, rdh8n_out, tmp_pa
     out = _copy(rdh8n_out, tmp_path)
     _patch(out / "rank-0000" / "legs.bin", rec * REC + NUM_ELEMENTS, "<I", lambda v: value)
     _fails(out, "rank-0000", "legs.bin", "field num_elements", "the post_recv legs of entry 0",
-           "its receive entries")
+           "should count", "what its receive entries carry, not")
 
 
 def test_destination_streams_of_a_tile_writing_one_place_must_agree(tmp_path):
@@ -534,11 +534,11 @@ def test_a_flat_ring_counts_the_seeds_steps_over_its_chunk_groups(ring2_out):
 
 @pytest.mark.parametrize("record, value, words", [
     # the second chunk group's send numbered as the first group's step 0
-    (10, 0, ["ring_step 0 where the ring schedule says 3", "send of elements [562144, "
+    (10, 0, ["ring_step should be 3, the ring schedule's, not 0", "send of elements [562144, "
              "581072) is step 0 of chunk group 1 (3 steps a group on this channel)"]),
-    (4, 2, ["ring_step 2 where the ring schedule says 1", "recv_reduce_copy of elements "
+    (4, 2, ["ring_step should be 1, the ring schedule's, not 2", "recv_reduce_copy of elements "
             "[0, 131072) is step 1 of chunk group 0"]),
-    (16, 4, ["ring_step 4 where the ring schedule says 5", "direct_recv"]),
+    (16, 4, ["ring_step should be 5, the ring schedule's, not 4", "direct_recv"]),
     (18, 6, ["ring_step 6 on a mark_end leg"]),
     (1, 1, ["ring_step 1 on a mark_complete leg"]),
 ])
@@ -557,7 +557,7 @@ def test_two_ring_steps_swapped_on_one_rank_are_caught(ring2_out, tmp_path):
     _patch(p, 2 * REC + RING_STEP, "<I", lambda v: 2)
     _patch(p, 8 * REC + RING_STEP, "<I", lambda v: 0)
     _fails(out, "rank-0001", "field ring_step", "record 2",
-           "ring_step 2 where the ring schedule says 0")
+           "ring_step should be 0, the ring schedule's, not 2")
 
 
 def test_ring_step_plus_one_on_every_ring_leaf_of_every_op(ring_out, tmp_path):
@@ -574,7 +574,7 @@ def test_ring_step_plus_one_on_every_ring_leaf_of_every_op(ring_out, tmp_path):
         out = tmp_path / f"l{lf}t{t}"
         shutil.copytree(ring_out, out)
         _patch(out / "rank-0002" / "legs.bin", i * REC + RING_STEP, "<I", lambda v: v + 1)
-        _fails(out, "rank-0002", "field ring_step", f"record {i}", "where the ring schedule")
+        _fails(out, "rank-0002", "field ring_step", f"record {i}", "the ring schedule's, not")
         shutil.rmtree(out)
 
 

@@ -249,13 +249,13 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
      "artifact cce.bin, record 0", "W1 accumulate dtype 0xa, FORMATS §6 accumulates in FP32R "
      "(0xB)"),
     ("cce.bin", 4, "<I", lambda v: v & ~7 | 2, "field w1.op, rank 0, artifact cce.bin, record 0",
-     "W1 sub-op MAX but the trigger's op is ADD"),
+     "W1 sub-op should be ADD, the trigger's op, not MAX"),
     ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x700, "field w1.in_dtype, rank 0, artifact "
-     "cce.bin, record 0", "W1 in_dtype 0x7 but the trigger's data is 0x6"),
+     "cce.bin, record 0", "W1 in_dtype should be 0x6, the trigger's data, not 0x7"),
     ("cce.bin", 4, "<I", lambda v: v & ~0xF000 | 0x7000, "field w1.out_dtype, rank 0, artifact "
-     "cce.bin, record 0", "W1 out_dtype 0x7 but the trigger's data is 0x6"),
+     "cce.bin, record 0", "W1 out_dtype should be 0x6, the trigger's data, not 0x7"),
     ("cce.bin", 8, "<I", lambda v: v + 2, "field w2, rank 0, artifact cce.bin, record 0",
-     "W2 length 482, but source 0 of the tile carries 480 bytes"),
+     "W2 length should be 480, the bytes source 0 of the tile carries, not 482"),
     ("cce.bin", 12, "<I", lambda v: v & ~0x3F | 3, "field w3.num_sources, rank 0, artifact "
      "cce.bin, record 0", "W3 num_sources should be 2, the tile's source streams, not 3"),
     ("cce.bin", 12, "<I", lambda v: v | 0x100, "field w3.reduction_type, rank 0, artifact "
@@ -273,7 +273,7 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("dma.bin", 3 * 16, "<I", lambda v: v & ~(1 << 27), "field LAST, rank 0, artifact dma.bin, "
      "record 3", "the last BD of a leg does not have LAST"),
     ("dma.bin", 4, "<I", lambda v: v & ~0xF | 4, "field meta_ctrl, rank 0, artifact dma.bin, "
-     "record 0", "sdma_op 4 but its leg 2 has sdma_op 2"),
+     "record 0", "sdma_op should be 2, its leg 2's, not 4"),
     ("dma.bin", 16 + 4, "<I", lambda v: v | 1 << 8, "field meta_ctrl.stream, rank 0, artifact "
      "dma.bin, record 0", "a tile's stream indices are not 0, 1, ... (a stream is missing)"),
     ("dma.bin", 16 + 4, "<I", lambda v: 0x102, "field meta_ctrl.dir, rank 0, artifact dma.bin, "
@@ -362,9 +362,9 @@ def test_a_leg_whose_streams_carry_fewer_bytes_than_its_elements_is_refused(ar2_
     bds["length"][2:4] -= 2
     bds.tofile(p)
     rehash(out)
-    assert _error(out) == (f"{out / 'rank-0000'}: field num_elements, rank 0, artifact "
-                           "legs.bin, record 2: num_elements 250 x 2 bytes but each source "
-                           "stream carries 498 bytes")
+    assert _error(out).endswith(": field num_elements, rank 0, artifact legs.bin, record 2: "
+                                "num_elements x 2 bytes should be the 498 bytes each source "
+                                "stream carries, not 250 x 2")
 
 
 def test_a_ring_send_writing_its_own_core_is_refused(ar2_out, tmp_path):

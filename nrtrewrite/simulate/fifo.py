@@ -178,10 +178,11 @@ class FifoDecoder:
                     got = received.get((rank, ch, ent.index), 0)
                     if counted != got:
                         raise SimulationError(
-                            f"the post_recv legs of entry {ent.index} on channel {ch} count "
-                            f"{counted} bytes ({int(prog.l_num[posts].sum())} elements), its "
-                            f"receive entries {got} (FORMATS §3: a post_recv's num_elements "
-                            "are the elements it receives)", rank=rank, channel=ch,
+                            f"the post_recv legs of entry {ent.index} on channel {ch} should "
+                            f"count {got} bytes, what its receive entries carry, not {counted} "
+                            f"bytes ({int(prog.l_num[posts].sum())} elements) (FORMATS §3: a "
+                            "post_recv's num_elements are the elements it receives)",
+                            rank=rank, channel=ch,
                             artifact="legs.bin", record=int(posts[0]), field="num_elements")
 
     # ------------------------------------------------------------------
@@ -371,7 +372,8 @@ class FifoDecoder:
         missing = [k for k in range(f.ops.size) if k not in groups]  # ops without entries
         for k in missing:
             if int(f.ops[cnt_field][k]):
-                raise SimulationError(f"op {k}: {cnt_field} {int(f.ops[cnt_field][k])} but the "
+                raise SimulationError(f"op {k}: {cnt_field} should be 0, not "
+                                      f"{int(f.ops[cnt_field][k])}: the "
                                       f"{'transmit' if side == 'tx' else 'receive'} FIFO has no "
                                       "entries for it", rank=f.rank, channel=f.channel,
                                       artifact="net_ops.bin", record=f.ops_first + k,
@@ -427,7 +429,8 @@ class FifoDecoder:
                             artifact="net_src.bin")
                 if tx_entries.get(ent.index, False) != ent.send_complete:
                     raise SimulationError(
-                        f"ring_send_complete is {int(ent.send_complete)} but the entry "
+                        f"ring_send_complete should be {int(bool(tx_entries.get(ent.index)))}, "
+                        f"not {int(ent.send_complete)}: the entry "
                         f"{'sends' if tx_entries.get(ent.index) else 'does not send'} over the "
                         "network", rank=rank, artifact="spad.bin", record=ent.index,
                         field="ring_send_complete")

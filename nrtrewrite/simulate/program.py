@@ -341,8 +341,8 @@ class RankDecoder:
                 self._check_mesh_sub_type(t, art, e)
             want_alg = t.entry_algorithm(man_leg_name)
             if _alg_name(at) != want_alg:
-                raise self.fail(f"algo_type {_alg_name(at)} but trigger {t.ordinal} was lowered "
-                                f"as {t.algorithm}"
+                raise self.fail(f"algo_type should be {want_alg}, not {_alg_name(at)}: trigger "
+                                f"{t.ordinal} was lowered as {t.algorithm}"
                                 + (f" with leg {escape_controls(man_leg_name)} {want_alg}"
                                    if t.legs else ""),  # (the rank manifest's: escaped once)
                                 art, e, "algo_type")
@@ -361,8 +361,8 @@ class RankDecoder:
             expect["subgraph"] = t.subgraph
             for key, val in expect.items():  # (of one type each side: read_entry)
                 if me.get(key) != val:
-                    raise self.fail(f"spad.bin says {key} = {val!r}, the rank manifest "
-                                    f"{me.get(key)!r}", art, e, key)
+                    raise self.fail(f"the rank manifest's {key} should be {val!r}, what "
+                                    f"spad.bin says, not {me.get(key)!r}", art, e, key)
             runs = t.entry_channels(man_leg_name, self.rank)
             if runs is not None and bits != runs[0]:
                 # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger or HIER leg
@@ -374,8 +374,9 @@ class RankDecoder:
                                 f"(manifest.json {key}: a {want_alg} entry runs each channel of "
                                 f"{whose}, FORMATS §1.1, §2)", art, e, "channel_list")
             if bool(self.reporter[e]) != (self.rank == t.leader):
-                raise self.fail(f"reporter is {int(self.reporter[e])} but the reporter of trigger "
-                                f"{t.ordinal} is its leader, rank {t.leader}", art, e, "reporter")
+                raise self.fail(f"reporter should be {int(self.rank == t.leader)}, not "
+                                f"{int(self.reporter[e])}: the reporter of trigger {t.ordinal} is "
+                                f"its leader, rank {t.leader}", art, e, "reporter")
             self.entry_trigger.append(t)
             self.entry_leg.append(man_leg_name)
             self.entry_man_channels.append(man_channels)
@@ -429,7 +430,8 @@ class RankDecoder:
         ch = L["channel"].astype(np.int64)
         step = L["step"].astype(np.int64)
         leaf = L["leaf"].astype(np.int64)
-        self.check(spi >= ne, lambda i: f"spad_index {spi[i]} but spad.bin has {ne} entries",
+        self.check(spi >= ne, lambda i: f"spad_index should be below {ne}, the entries "
+                   f"spad.bin has, not {spi[i]}",
                    art, "spad_index")
         self.check(ch >= 32, "channel is not in 0..31", art, "channel")
         key = spi * 32 + ch
@@ -441,8 +443,9 @@ class RankDecoder:
         gid = np.cumsum(new) - 1
         gfirst = np.flatnonzero(new)
         want_step = np.arange(n) - gfirst[gid] if n else np.zeros(0, np.int64)
-        self.check(step != want_step, lambda i: f"step {step[i]} where program order says "
-                   f"{want_step[i]} (legs missing, duplicated or out of order)", art, "step")
+        self.check(step != want_step, lambda i: f"step should be {want_step[i]}, program "
+                   f"order's, not {step[i]} (legs missing, duplicated or out of order)", art,
+                   "step")
         glast = np.append(gfirst[1:] - 1, n - 1) if n else np.zeros(0, np.int64)
         is_last = np.zeros(n, bool)
         is_last[glast] = True
@@ -456,8 +459,8 @@ class RankDecoder:
         ent_trig = np.array([t.ordinal for t in self.entry_trigger], np.int64)
         at_leg = self.algo_type[spi]
         if n:
-            self.check(trig != ent_trig[spi], lambda i: f"trigger {trig[i]} but entry {spi[i]} "
-                       f"is trigger {ent_trig[spi[i]]}", art, "trigger")
+            self.check(trig != ent_trig[spi], lambda i: f"trigger should be {ent_trig[spi[i]]}, "
+                       f"entry {spi[i]}'s, not {trig[i]}", art, "trigger")
             # the leaf belongs to the entry's algorithm (a HIER entry: its leg's engine)
             allowed = _LEAF_OK[at_leg, leaf]
             self.check(~allowed, lambda i: f"leaf {LEAF_NAMES[int(leaf[i])]} ({leaf[i]}) in a "
@@ -471,8 +474,8 @@ class RankDecoder:
                               for t in self.entry_trigger], np.int64)[spi]
             es = L["elem_start"]
             cnt = L["num_elements"].astype(np.int64)
-            self.check(cnt > space, lambda i: f"num_elements {cnt[i]} but trigger {trig[i]} "
-                       f"has {space[i]} elements", art, "num_elements")
+            self.check(cnt > space, lambda i: f"num_elements should be at most {space[i]}, "
+                       f"the elements trigger {trig[i]} has, not {cnt[i]}", art, "num_elements")
             self.check(es > (space - cnt).astype(np.uint64), lambda i: f"elem_start {es[i]} with "
                        f"num_elements {cnt[i]} runs past the {space[i]} elements of trigger "
                        f"{trig[i]}", art, "elem_start")
@@ -561,11 +564,13 @@ class RankDecoder:
                 m = sel[spi[sel] == e]
                 want_half[m] = self.entry_trigger[int(e)].half_of(
                     L["elem_start"][m].astype(np.int64), L["num_elements"][m].astype(np.int64))
-            self.check((want_half >= -1) & (half != want_half), lambda i: f"half {half[i]} but "
-                       f"elements [{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}"
-                       ") " + (f"are half {want_half[i]} of their chunk" if want_half[i] >= 0 else
-                               "are not inside one half-chunk of the trigger's chunk layout"),
-                       art, "half")
+            self.check((want_half >= -1) & (half != want_half), lambda i: (
+                f"half should be {want_half[i]}, not {half[i]}: elements "
+                f"[{L['elem_start'][i]}, {L['elem_start'][i] + L['num_elements'][i]}) are half "
+                f"{want_half[i]} of their chunk" if want_half[i] >= 0 else
+                f"the elements [{L['elem_start'][i]}, "
+                f"{L['elem_start'][i] + L['num_elements'][i]}) of a half {half[i]} leg are not "
+                "inside one half-chunk of the trigger's chunk layout"), art, "half")
         self._check_ring_steps(L, sel, gfirst, gid)
         # record ranges must tile their files exactly, in leg order
         for first, count, fname in (("dma_first", "dma_count", "dma.bin"),
@@ -592,8 +597,8 @@ class RankDecoder:
                         np.int64) if ne else np.zeros(0, np.int64)
         bad = _first(got != want)
         if bad is not None:
-            raise self.fail(f"channel_list {want[bad]:#x} but the entry has legs on "
-                            f"channels {got[bad]:#x}", "spad.bin", bad, "channel_list")
+            raise self.fail(f"channel_list should be {got[bad]:#x}, the channels the entry has "
+                            f"legs on, not {want[bad]:#x}", "spad.bin", bad, "channel_list")
         self.entry_channels = got
         #: channels per entry (the popcount of entry_channels)
         self.entry_nch = np.array([bin(int(x)).count("1") for x in got], np.int64)
@@ -707,7 +712,7 @@ class RankDecoder:
         else:
             e0, n0 = int(L["elem_start"][bad]), int(L["num_elements"][bad])
             spg_bad = (want[bad] - s[bad]) // g[bad] if g[bad] else None
-            why = (f"ring_step {got[bad]} where the ring schedule says {want[bad]}: {lf} of "
+            why = (f"ring_step should be {want[bad]}, the ring schedule's, not {got[bad]}: {lf} of "
                    f"elements [{e0}, {e0 + n0}) is step {s[bad]} of chunk group {g[bad]}"
                    + (f" ({spg_bad} steps a group on this channel)" if spg_bad else "")
                    + " (seed 001 §4, FORMATS §3)")
@@ -729,8 +734,9 @@ class RankDecoder:
         length = lc & F.LEN_MASK
         length = np.where(length == 0, F.BD_MAX_BYTES, length)
         leg_of = np.repeat(np.arange(self.n_legs), L["dma_count"].astype(np.int64))
-        self.check(mc & 0xF != self.sdma[leg_of], lambda i: f"sdma_op {mc[i] & 0xF} but its leg "
-                   f"{leg_of[i]} has sdma_op {self.sdma[leg_of[i]]}", art, "meta_ctrl")
+        self.check(mc & 0xF != self.sdma[leg_of], lambda i: f"sdma_op should be "
+                   f"{self.sdma[leg_of[i]]}, its leg {leg_of[i]}'s, not {mc[i] & 0xF}", art,
+                   "meta_ctrl")
         # generation tags: index among the rank's data BDs of the same channel // 4096 mod 4
         chan = self.ch[leg_of]
         gen = (lc >> F.GEN_SHIFT) & F.GEN_MASK
@@ -773,7 +779,8 @@ class RankDecoder:
             self.n_legs, np.int64)
         bad = _first(per_leg != L["n_tiles"])
         if bad is not None:
-            raise self.fail(f"n_tiles {L['n_tiles'][bad]} but its BDs form {per_leg[bad]} tiles",
+            raise self.fail(f"n_tiles should be {per_leg[bad]}, the tiles its BDs form, not "
+                            f"{L['n_tiles'][bad]}",
                             "legs.bin", bad, "n_tiles")
         key = self.bd_dir * 32 + self.bd_stream
         tstart = np.flatnonzero(first)
@@ -852,8 +859,9 @@ class RankDecoder:
         ne = self.a["legs.bin"]["num_elements"].astype(np.int64)
         bad = _first(data & (leg_bytes != ne * dsize))
         if bad is not None:
-            raise self.fail(f"num_elements {ne[bad]} x {dsize[bad]} bytes but each source stream "
-                            f"carries {leg_bytes[bad]} bytes", "legs.bin", bad, "num_elements")
+            raise self.fail(f"num_elements x {dsize[bad]} bytes should be the {leg_bytes[bad]} "
+                            f"bytes each source stream carries, not {ne[bad]} x {dsize[bad]}",
+                            "legs.bin", bad, "num_elements")
         self.S, self.D = S, Dn
         self.tile_first_of_leg = np.cumsum(per_leg) - per_leg
         self.tile_src_len = src_len
@@ -910,12 +918,13 @@ class RankDecoder:
         trig_op = np.array([-1 if t.cce_op is None else t.cce_op
                             for t in self.entry_trigger], np.int64)[ent]
         trig_io = np.array([t.io_code for t in self.entry_trigger], np.int64)[ent]
-        self.check(op != trig_op, lambda i: f"W1 sub-op {CCE_OPS.get(int(op[i]), op[i])} but the "
-                   f"trigger's op is {CCE_OPS.get(int(trig_op[i]))}", art, "w1.op")
-        self.check(in_dt != trig_io, lambda i: f"W1 in_dtype {in_dt[i]:#x} but the trigger's "
-                   f"data is {trig_io[i]:#x}", art, "w1.in_dtype")
-        self.check(out_dt != trig_io, lambda i: f"W1 out_dtype {out_dt[i]:#x} but the trigger's "
-                   f"data is {trig_io[i]:#x}", art, "w1.out_dtype")
+        self.check(op != trig_op, lambda i: f"W1 sub-op should be "
+                   f"{CCE_OPS.get(int(trig_op[i]))}, the trigger's op, not "
+                   f"{CCE_OPS.get(int(op[i]), op[i])}", art, "w1.op")
+        self.check(in_dt != trig_io, lambda i: f"W1 in_dtype should be {trig_io[i]:#x}, "
+                   f"the trigger's data, not {in_dt[i]:#x}", art, "w1.in_dtype")
+        self.check(out_dt != trig_io, lambda i: f"W1 out_dtype should be {trig_io[i]:#x}, "
+                   f"the trigger's data, not {out_dt[i]:#x}", art, "w1.out_dtype")
         lay = self.layout  # the cap of the manifest's platform (FORMATS §6), else any's
         cap = lay.cce_max_elements
         which = (f"platform {lay.platform} (hw_generation {lay.hw_generation}; seed 000 §3.4)"
@@ -932,8 +941,8 @@ class RankDecoder:
                    f"{-(-int(nbytes[i]) // int(isz[i]))} elements of {isz[i]} bytes, more "
                    f"than the {cap} elements per CCE descriptor of {which}", art, "w2")
         slen = self.tile_src_len[tile]
-        self.check((w2 & 0xFFFFFF) != slen, lambda i: f"W2 length {w2[i] & 0xFFFFFF}, but source "
-                   f"{src[i]} of the tile carries {slen[i]} bytes", art, "w2")
+        self.check((w2 & 0xFFFFFF) != slen, lambda i: f"W2 length should be {slen[i]}, the bytes "
+                   f"source {src[i]} of the tile carries, not {w2[i] & 0xFFFFFF}", art, "w2")
         self.check(w2 >> 24 != 0, "reserved bits set in W2", art, "w2")
         rt = L["reduction_type"].astype(np.int64)[leg]
         self.check((w3 & 0x3F) > MAX_SRC, lambda i: f"W3 num_sources should be at most "
@@ -1013,15 +1022,16 @@ class RankDecoder:
                    f"leg of an entry without channel {rel[i] // 4}", art, "addr")
         self.check(block & ~single & (rel // 4 != chan), lambda i: f"{sem_name(int(sid[i]))} "
                    f"used by a leg of channel {chan[i]}", art, "addr")
-        self.check(block & (rel % 4 != role), lambda i: f"role {role[i]} but the address is "
-                   f"{sem_name(int(sid[i]))}", art, "ctrl.role")
+        self.check(block & (rel % 4 != role), lambda i: f"role should be {rel[i] % 4}, the role of "
+                   f"{sem_name(int(sid[i]))}, its address, not {role[i]}", art, "ctrl.role")
         self.check(~block & (role != ROLE_OTHER), lambda i: f"role {role[i]} for "
                    f"{sem_name(int(sid[i]))}, outside the ring channel block (role 0xFF)", art,
                    "ctrl.role")
         self.check(block & ~single & (role == ROLE_POST), "post_sema is not used by ring legs "
                    "(only a SINGLE_CYCLE_RING channel pair meets through it)", art, "ctrl.role")
-        self.check(remote != (trank != self.rank), lambda i: f"remote bit {remote[i]} but the "
-                   f"semaphore is on rank {trank[i]}", art, "ctrl.remote")
+        self.check(remote != (trank != self.rank), lambda i: f"remote bit should be "
+                   f"{int(trank[i] != self.rank)}, not {remote[i]}: the semaphore is on rank "
+                   f"{trank[i]}", art, "ctrl.remote")
         self.check(val <= 0, "a semaphore BD with value 0", art, "value")
         self.sem = (subop, role, trank, sid, val)
 

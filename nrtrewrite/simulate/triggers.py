@@ -895,9 +895,9 @@ def _need_engine_section(t: Field, algorithm: str) -> None:
         owners = ENGINE_SECTIONS[key]
         if algorithm in owners and t.get(key).null:
             article = "an" if key == "rdh" else "a"
-            raise t.bad(f"algorithm {json_kind(algorithm)} but the trigger has no {key} section "
-                        f"({' and '.join(owners)} triggers have {article} {key} section: "
-                        "FORMATS §1.1)")
+            raise t.bad(f"the trigger has no {key} section, which its algorithm "
+                        f"{json_kind(algorithm)} needs ({' and '.join(owners)} triggers have "
+                        f"{article} {key} section: FORMATS §1.1)")
 
 
 def read_triggers(top: dict, *, file: str = "") -> list[dict]:
@@ -911,8 +911,8 @@ def read_triggers(top: dict, *, file: str = "") -> list[dict]:
         hier = not t.get("hier").null
         algorithm = t["algorithm"].str()
         if not hier and algorithm == "HIER":  # (before its chunk is read)
-            raise t.bad("algorithm \"HIER\" but the trigger has no hier section (a HIER "
-                        "trigger's legs are in hier: FORMATS §1.1)")
+            raise t.bad("the trigger has no hier section, which its algorithm \"HIER\" needs "
+                        "(a HIER trigger's legs are in hier: FORMATS §1.1)")
         _need_engine_section(t, algorithm)
         need = ("pgta",) if hier else CHUNK_KEYS
         out.append(dict(hier=hier,
@@ -1184,8 +1184,9 @@ def _check_engine(algorithm: str, sections: list[str], where: dict) -> None:
         else:
             why = f"only {' and '.join(owners)} triggers have one"
         article = "an" if key == "rdh" else "a"
-        raise SimulationError(f"algorithm {json_kind(algorithm)} but the trigger has {article} "
-                              f"{key} section ({why}: FORMATS §1.1)", **where)
+        raise SimulationError(f"the trigger has {article} {key} section, which its algorithm "
+                              f"{json_kind(algorithm)} has no use for ({why}: FORMATS §1.1)",
+                              **where)
 
 
 def _check_hier_leg_names(op: str, names: list[str], where: dict) -> None:

@@ -816,8 +816,9 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     platform = platform_from_json(doc, where=str(path))
     file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
     if file_lnc != lnc_size:
-        raise ValidationError(f"topology file is for lnc_size {file_lnc} but {lnc_of} "
-                              f"{lnc_size}", file=str(path), field="lnc_size")
+        raise ValidationError(f"the topology file's lnc_size should be {lnc_size} "
+                              f"({lnc_of} {lnc_size}), not {file_lnc}", file=str(path),
+                              field="lnc_size")
     if lnc_size not in platform.lnc_sizes:
         raise ValidationError(f"topology {platform.name} supports lnc_size "
                               f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
