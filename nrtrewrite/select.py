@@ -828,7 +828,10 @@ def _group_channel_caps(topo: Topology, group: tuple[int, ...],
         s = group_shape(topo, group)
         # The hard cap is nec.h's NEC_MAX_CHANNELS; a policy's max_channels only lowers it,
         # and a scope cap above it is clamped by it, so the reason names what clamps.
-        if policy.max_channels < NEC_MAX_CHANNELS:
+        if policy.max_channels < 1:  # (the count is at least 1 whatever caps it)
+            caps = [(1, f"max_channels (the policy's {policy.max_channels}: a collective "
+                        "runs at least 1 channel)")]
+        elif policy.max_channels < NEC_MAX_CHANNELS:
             caps = [(policy.max_channels, "max_channels")]
         elif policy.max_channels == NEC_MAX_CHANNELS:
             caps = [(NEC_MAX_CHANNELS, "max_channels (NEC_MAX_CHANNELS)")]
@@ -839,6 +842,9 @@ def _group_channel_caps(topo: Topology, group: tuple[int, ...],
             scope_cap, scope_why = policy.max_channels_intra, "max_channels_intra"
         else:
             scope_cap, scope_why = policy.max_channels_inter, "max_channels_inter"
+        if scope_cap < 1:
+            scope_why = (f"{scope_why} (the policy's {scope_cap}: a collective runs at least 1 "
+                         "channel)")
         scope_cap = max(1, min(scope_cap, NEC_MAX_CHANNELS))
         caps.append((scope_cap, scope_why))
         distinct = distinct_ring_count(topo, group, scope_cap)

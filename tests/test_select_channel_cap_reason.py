@@ -48,3 +48,21 @@ def test_the_default_max_channels_is_named_with_nec_max_channels():
     # max_channels 32 = NEC_MAX_CHANNELS, ahead of the scope cap min(64, 32) at the same 32
     n, why = _count(max_channels_inter=64)
     assert n == 32 and why.endswith("capped at 32 by max_channels (NEC_MAX_CHANNELS)"), why
+
+
+def test_a_policy_max_channels_below_1_is_named_as_the_1_channel_it_leaves():
+    # max_channels 0 (or -3) leaves the 1 channel every collective runs: the reason said
+    # "capped at 0 by max_channels" while the count was 1
+    for cap in (0, -3):
+        n, why = _count(max_channels=cap)
+        assert n == 1
+        assert why.endswith(f"capped at 1 by max_channels (the policy's {cap}: a collective "
+                            "runs at least 1 channel)"), why
+        assert "capped at 0" not in why and "capped at -3" not in why
+
+
+def test_a_scope_cap_below_1_is_named_as_the_1_channel_it_leaves():
+    # the group spans both nodes: max_channels_inter is its scope cap
+    n, why = _count(max_channels_inter=0)
+    assert n == 1 and why.endswith("capped at 1 by max_channels_inter (the policy's 0: a "
+                                   "collective runs at least 1 channel)"), why
