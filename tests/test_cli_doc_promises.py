@@ -236,7 +236,7 @@ FOUND_FIRST = (r"(^|\bis |\bsize |\} )\{\}, (must|should) be\b",
                r"\bat element \{\}, not the start\b|\bsays \{\} records, the file holds\b|"
                r"\blast written in trigger \{\} by \{\}, not in\b",
                r"\{\}( bytes)? but (the|its|spad\.bin|trigger|entry|elements|each)\b|"
-               r"\{\} where (the|program order)\b",
+               r"\{\} where (the|program order)\b|\bdtype \{\}, FORMATS\b",
                r"\bsays \{\} = \{\}, the rank manifest\b|"
                r"\bcount \{\} bytes \(\{\} elements\), its\b|"
                r"\balgorithm (\{\}|\"HIER\") but the trigger has\b|\bis for lnc_size \{\} but\b")
@@ -307,7 +307,8 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
                                 'm = f"remote bit {r[i]} but the semaphore is on rank {t[i]}"\n'
                                 'n = f"reporter is {int(r)} but the reporter of trigger {t}"\n'
                                 'o = f"num_elements {n} x {d} bytes but each source stream"\n'
-                                'p = f"half {h[i]} but elements [{a}, {b}) " + w\n'),
+                                'p = f"half {h[i]} but elements [{a}, {b}) " + w\n'
+                                'q = f"W1 accumulate dtype {a[i]:#x}, FORMATS §6 accumulates in "\n'),
         "simulate/layout.py": ('a = f"rank {r}: tpb {t} is not logical_core {c} x lnc_size {l} '
                                '= {w}, the first TPB"\n'
                                'b = f"topology.{key} {json_kind(g)} is not {json_kind(w)}, '
@@ -380,4 +381,4 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
     (tmp_path / "new.py").write_text(new)
     hits = _found_first(tmp_path)
     assert sorted({h.split(":")[0] for h in hits}) == sorted(old), hits
-    assert len(hits) == 53 and not any(h.startswith("new.py") for h in hits), hits
+    assert len(hits) == 54 and not any(h.startswith("new.py") for h in hits), hits

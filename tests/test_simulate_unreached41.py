@@ -246,8 +246,8 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("cce.bin", 4, "<I", lambda v: v & ~0xF000 | 0x5000, "field w1.out_dtype, rank 0, artifact "
      "cce.bin, record 0", "W1 out_dtype 0x5 is not a CCE-reducible I/O dtype"),
     ("cce.bin", 4, "<I", lambda v: v & ~0xF0000 | 0xA0000, "field w1.acc_dtype, rank 0, "
-     "artifact cce.bin, record 0", "W1 accumulate dtype 0xa, FORMATS §6 accumulates in FP32R "
-     "(0xB)"),
+     "artifact cce.bin, record 0", "W1 accumulate dtype should be 0xb "
+     "(FORMATS §6 accumulates in FP32R), not 0xa"),
     ("cce.bin", 4, "<I", lambda v: v & ~7 | 2, "field w1.op, rank 0, artifact cce.bin, record 0",
      "W1 sub-op should be ADD, the trigger's op, not MAX"),
     ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x700, "field w1.in_dtype, rank 0, artifact "

@@ -911,8 +911,8 @@ class RankDecoder:
                    "not a CCE-reducible I/O dtype", art, "w1.in_dtype")
         self.check(~np.isin(out_dt, list(CCE_IO_CODES)), lambda i: f"W1 out_dtype {out_dt[i]:#x} "
                    "is not a CCE-reducible I/O dtype", art, "w1.out_dtype")
-        self.check(acc != int(DType.FP32R), lambda i: f"W1 accumulate dtype {acc[i]:#x}, FORMATS "
-                   "§6 accumulates in FP32R (0xB)", art, "w1.acc_dtype")
+        self.check(acc != int(DType.FP32R), lambda i: f"W1 accumulate dtype should be 0xb "
+                   f"(FORMATS §6 accumulates in FP32R), not {acc[i]:#x}", art, "w1.acc_dtype")
         # the trigger's op (-1: none, an all-gather) and I/O code per entry, then per descriptor
         ent = self.spi[leg]
         trig_op = np.array([-1 if t.cce_op is None else t.cce_op
