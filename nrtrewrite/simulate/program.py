@@ -1839,13 +1839,15 @@ class QueueLegs:
     """The executable legs of one (entry, channel) queue as a sequence: leg ``k`` is built
     (with the next ones, :data:`BATCH` at a time) when first read, kept until replaced, and
     freed once the engine's queue takes it (:meth:`take`: the queue drops it once it has run)
-or it is set to None.  So only the legs
-    about to run exist, not every leg of every rank's current entry (until 2026-12-06 a
-    queue's legs were all built when its entry started: over hundreds of ranks, a trigger's
-    legs at once, some 600 bytes each).  Reading, replacing and swapping legs (what the
-    tests' hooks do) work as on a list."""
+    or it is set to None.  So only the legs about to run exist, not every leg of every
+    rank's current entry (until 2026-12-06 a queue's legs were all built when its entry
+    started: over hundreds of ranks, a trigger's legs at once, some 600 bytes each).
+    :data:`BATCH` is 32 (256 earlier on 2026-12-06: the legs built ahead were then about a
+    fifth of a HIER or KANGARING run's peak; at 32 the peak is 7 - 11 % lower and the run's
+    time the same, docs/SIMULATOR.md §3 "Memory").  Reading, replacing and swapping legs
+    (what the tests' hooks do) work as on a list."""
 
-    BATCH = 256
+    BATCH = 32
 
     __slots__ = ("prog", "entry", "channel", "first", "count", "built", "freed")
 
