@@ -148,11 +148,12 @@ def _plain_widths(console: Console, table) -> list[int] | None:
         return None
     widths = []
     for column in table.columns:
+        cells = list(column.cells)  # (rich's public view of the column's cells)
         if (column.justify not in ("left", "right") or column.width is not None
-                or len(column._cells) != len(table.rows)):
+                or len(cells) != len(table.rows)):
             return None
         width = 0
-        for cell in column._cells:
+        for cell in cells:
             if isinstance(cell, Text):
                 if (cell.justify is not None or cell.overflow is not None
                         or cell.no_wrap is not None):
@@ -206,7 +207,7 @@ def _print_rows(console: Console, table, widths: list[int], probe) -> bool:
         at = b
     parts.append(line[at:].replace("%", "%%"))
     fmt = "".join(parts) + "\n"
-    columns = [[c.plain if isinstance(c, Text) else c for c in table.columns[i]._cells]
+    columns = [[c.plain if isinstance(c, Text) else c for c in table.columns[i].cells]
                for i in cells]
     shown_widths = [w for w, _ in shown]
     out = console.file
