@@ -125,6 +125,12 @@ class Policy:
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        # (the channel rule divides by both: a 0 raised ZeroDivisionError in select until
+        # 2026-12-06; the caps below 1 are named in the reason instead, docs/SELECTION.md §7)
+        for name in ("bytes_per_channel", "min_elements_per_rank_channel"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Policy.{name} must be a positive integer, not {value!r}")
         index: dict[tuple[str, EncAlgType, EncOpType], SizeWindow] = {}
         for row in self.windows:
             index[(row.scope, row.alg, row.op)] = row

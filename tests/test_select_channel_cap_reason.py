@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from nrtrewrite.codes import DType, EncAlgType, EncOpType
 from nrtrewrite.policy import DEFAULT_POLICY, MiB
 from nrtrewrite.select import Request, choose_channels
@@ -66,3 +68,24 @@ def test_a_scope_cap_below_1_is_named_as_the_1_channel_it_leaves():
     n, why = _count(max_channels_inter=0)
     assert n == 1 and why.endswith("capped at 1 by max_channels_inter (the policy's 0: a "
                                    "collective runs at least 1 channel)"), why
+
+
+@pytest.mark.parametrize("name", ["bytes_per_channel", "min_elements_per_rank_channel"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, None])
+def test_a_policy_the_channel_rule_cannot_divide_by_is_refused_naming_the_field(name, value):
+    """SELECTION.md §9: the channel rule divides the message's bytes by ``bytes_per_channel``
+    and its elements by ``min_elements_per_rank_channel``: a 0 raised ZeroDivisionError in
+    ``choose_channels`` (until 2026-12-06); each must be a positive integer."""
+    with pytest.raises(ValueError) as err:
+        replace(DEFAULT_POLICY, **{name: value})
+    assert str(err.value) == f"Policy.{name} must be a positive integer, not {value!r}"
+
+
+def test_the_smallest_policy_the_channel_rule_takes_still_counts():
+    """1 byte a channel and 1 element per rank per channel: 64 MiB wants 2^26 channels, the
+    128 ranks allow 2^25 / 128 = 262144, so the smallest cap holds: the default policy's
+    max_channels_inter, 16 (one channel per device of a node), below the group's 32 rings
+    and NEC_MAX_CHANNELS' 32."""
+    n, why = _count(bytes_per_channel=1, min_elements_per_rank_channel=1)
+    assert n == 16
+    assert "capped at 16 by max_channels_inter" in why
