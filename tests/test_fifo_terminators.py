@@ -334,6 +334,11 @@ FIFO_FAULTS = [
      "net_src.bin, record 0: dst_rank 0 is not a rank on another node"),
     (_record("net_src.bin", 1, dst_rank=7), "field dst_rank, rank 0, channel 0, artifact "
      "net_src.bin, record 1: dst_rank 7 is not a rank on another node"),
+    # op 0's count of transmit entries (FORMATS §8.1 tx_entry_cnt): net_src.bin holds 2 before
+    # op 0's terminator (records 0 and 1), named at the count's own record, net_ops.bin 0
+    (_record("net_ops.bin", 0, tx_entry_cnt=3), "field tx_entry_cnt, rank 0, channel 0, "
+     "artifact net_ops.bin, record 0: tx_entry_cnt of op 0 should be 2, the entries before its "
+     "terminator in net_src.bin, not 3"),
     # a dev_addr with CAYMAN_ID set (bits 48+: FORMATS §10): a network peer is never routed to
     (_record("net_src.bin", 0, dev_addr=(1 << 48) | 0x1_0000_0000), "field dev_addr, rank 0, "
      "artifact net_src.bin, record 0: dev_addr 0x1000100000000 is not a local SoC address"),

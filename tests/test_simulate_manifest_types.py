@@ -317,6 +317,10 @@ WELL_TYPED = [
     (0, ["entries", 0, "channel_list"], 3,
      "field channel_list, rank 0, artifact spad.bin, record 0: the rank manifest's "
      "channel_list should be 1, what spad.bin says, not 3"),
+    # (spad.bin holds no subgraph: the entry's is its trigger's, ar2's one subgraph sg00)
+    (0, ["entries", 0, "subgraph"], "zz",
+     "field subgraph, rank 0, artifact spad.bin, record 0: the rank manifest's subgraph "
+     "should be 'sg00', its trigger's in OUT/manifest.json, not 'zz'"),
 ]
 
 

@@ -339,8 +339,13 @@ class FifoDecoder:
                 raise fail(i, "terminator has non-zero bytes besides net_op_idx, mark and the "
                               "rank field", "terminator")
             if ents.size != int(f.ops[cnt_field][k]):
-                raise fail(i, f"{cnt_field} of op {k} should be {ents.size}, the entries "
-                              f"before its terminator, not {int(f.ops[cnt_field][k])}", cnt_field)
+                # (named where the count is, op k's net_ops.bin record: until 2026-12-06 at
+                # the terminator's record of this FIFO, which has no such field)
+                raise SimulationError(
+                    f"{cnt_field} of op {k} should be {ents.size}, the entries before its "
+                    f"terminator in {name}, not {int(f.ops[cnt_field][k])}", rank=f.rank,
+                    channel=f.channel, artifact="net_ops.bin", record=f.ops_first + k,
+                    field=cnt_field)
             bad = np.flatnonzero(ents["net_op_idx"] != k)
             if bad.size:
                 raise fail(start + int(bad[0]), f"net_op_idx should be {k}, its op's, not "

@@ -361,8 +361,12 @@ class RankDecoder:
             expect["subgraph"] = t.subgraph
             for key, val in expect.items():  # (of one type each side: read_entry)
                 if me.get(key) != val:
-                    raise self.fail(f"the rank manifest's {key} should be {val!r}, what "
-                                    f"spad.bin says, not {me.get(key)!r}", art, e, key)
+                    # (a subgraph is not in spad.bin: the trigger's, OUT/manifest.json; until
+                    # 2026-12-06 called "what spad.bin says" too)
+                    whence = ("its trigger's in OUT/manifest.json" if key == "subgraph" else
+                              "what spad.bin says")
+                    raise self.fail(f"the rank manifest's {key} should be {val!r}, {whence}, "
+                                    f"not {me.get(key)!r}", art, e, key)
             runs = t.entry_channels(man_leg_name, self.rank)
             if runs is not None and bits != runs[0]:
                 # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger or HIER leg
