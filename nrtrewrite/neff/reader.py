@@ -142,7 +142,8 @@ def _need(obj: dict, key: str, where: Where, field: str | None = None) -> Any:
 
 def _int_field(val: Any, where: Where, field: str, lo: int, hi: int) -> int:
     if not _is_int(val):
-        raise ValidationError(f"must be an integer, not {json.dumps(val)}", where.merged(field=field))
+        raise ValidationError(f"must be an integer, not {json.dumps(val)}",
+                              where.merged(field=field))
     if not lo <= val <= hi:
         raise ValidationError(f"{val} is outside {lo}..{hi}", where.merged(field=field))
     return val
