@@ -161,8 +161,7 @@ class Leg:
     tiles: list | None = None  # per tile (srcs, dsts) runs, for sequential legs
 
     def who(self) -> str:
-        return (f"leg {LEAF_NAMES.get(self.leaf, self.leaf)} (rank {self.rank}, entry "
-                f"{self.entry}, channel {self.channel}, step {self.step})")
+        return self.name().who()
 
     def name(self) -> LegName:
         """What an access of this leg keeps: its name, not its runs and semaphores."""

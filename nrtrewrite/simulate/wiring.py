@@ -77,9 +77,9 @@ def unproven(programs: dict, transfers: dict) -> str | None:
     for (r, ch), lst in transfers.items():
         for t in lst:
             if t.first and not t.terminator:
-                proxies[t.handshake[0] * 256 + t.handshake[1]].add((r, ch))
+                proxies[_key(*t.handshake)].add((r, ch))
             if t.complete and not t.terminator and t.notify is not None:
-                p_incs[t.notify[0] * 256 + t.notify[1]] += 1
+                p_incs[_key(*t.notify)] += 1
     waited_keys, wait_pairs = [], []
     for r in ranks:
         e, c, w, tr, ts, _val = _sem_rows(programs[r])
