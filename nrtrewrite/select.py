@@ -668,7 +668,7 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
     """Parse NCCL-like override syntax; ``None`` reads env ``NRTREWRITE_ALGO``.
 
     ``ring`` (force), ``mesh,ring`` (restrict), ``^mesh`` / ``^mesh,kangaring`` (exclude),
-    ``allreduce:kangaring;allgather:ring`` (per collective), ``inter_allr:mesh`` (per HIER
+    ``allreduce:kangaring;allgather:ring`` (per collective), ``inter_allr:ring`` (per HIER
     leg).  An unset, empty or blank ``NRTREWRITE_ALGO`` -> None; an empty or blank ``--algo``
     text, an empty clause (``ring;``, ``;;ring``) and two clauses for one target
     (``ring;mesh``) are :class:`ValidationError` s (docs/SELECTION.md §8).

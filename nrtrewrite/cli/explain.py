@@ -778,25 +778,27 @@ class _ExplainCommand(JsonErrorCommand):
 @click.option("--rank", type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
 @click.option("--topology", default=None, metavar="T",
-              help="trn1, trn2, trn2:nodes=N or a topology JSON file "
+              help="trn1, trn2, trn1:nodes=N, trn2:nodes=N or a topology JSON file "
                    "(default: trn2 sized to the model or the ranks).")
 @click.option("--algo", default=None, metavar="A",
               help="Algorithm override, NCCL-like: ring, ^mesh, allreduce:kangaring;allgather:ring,"
-                   " inter_allr:mesh (also NRTREWRITE_ALGO).")
+                   " inter_allr:ring (also NRTREWRITE_ALGO).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (layout: docs/CLI.md).")
-@click.option("--trigger", "only", type=Int(), multiple=True,
+@click.option("--trigger", "only", type=Int(), multiple=True, metavar="K",
               help="Only this trigger ordinal (repeatable).")
 @click.option("--all", "show_all", is_flag=True,
               help=f"Explain every trigger in full even for a model of more than "
                    f"{OVERVIEW_TRIGGERS} (default: one overview row each).")
-@click.option("--no-verify-hash", is_flag=True, help="Do not check the NEFF header hash.")
+@click.option("--no-verify-hash", is_flag=True,
+              help="Do not check the NEFF header hash (a warning is printed).")
 @click.option("--op", default=None, metavar="OP",
               help="Model-less: the collective (allreduce, allgather, reduce_scatter, alltoall, "
                    "broadcast, reduce).")
 @click.option("--bytes", "nbytes", default=None, metavar="SIZE",
               help="Model-less: message size (all-reduce buffer, all-gather output, "
                    "reduce-scatter input), e.g. 64MiB.")
-@click.option("--dtype", default="bf16", show_default=True, help="Model-less: element type.")
+@click.option("--dtype", default="bf16", show_default=True, metavar="D",
+              help="Model-less: element type, a DType name (bf16, fp16, fp32, fp8_e4, ...).")
 @click.option("--ranks", "nranks", type=Int(), default=None,
               help="Model-less: the group is ranks 0..N-1.")
 @click.option("--group", "group_text", default=None, metavar="LIST",

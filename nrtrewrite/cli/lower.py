@@ -37,7 +37,7 @@ def common_lowering_options(fn):
                       help="Algorithm override, NCCL-like: ring, ^mesh, "
                            "allreduce:ring;allgather:ring (also NRTREWRITE_ALGO).")(fn)
     fn = click.option("--topology", default=None, metavar="T",
-                      help="trn1, trn2, trn2:nodes=N or a topology JSON file "
+                      help="trn1, trn2, trn1:nodes=N, trn2:nodes=N or a topology JSON file "
                            "(default: trn2 sized to the model).")(fn)
     return fn
 
@@ -86,7 +86,8 @@ def _in_an_output(model: Path) -> bool:
               help="Replace an existing output folder (atomically): only an nrtrewrite output "
                    "holding nothing else, or an empty folder.")
 @click.option("-j", "--jobs", type=IntRange(min=1), default=None,
-              help="Worker processes (default: the number of cores): a pool for several ranks; "
+              help="Worker processes (default: the cores this process may use, at most one per "
+                   "rank): a pool for several ranks; "
                    "for one rank, a second process composes ahead.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force, jobs, quiet):
