@@ -264,3 +264,34 @@ def test_a_short_release_is_a_deadlock_not_a_crash(tmp_path, monkeypatch):
     (out / "rank-0000" / "sem.bin").write_bytes(sem.tobytes())
     res = Simulator(out).run()
     assert "the entry has 4 channels, so it releases 3 (FORMATS §3.4)" in res.error
+
+
+def test_semaphores_of_ranks_past_0_and_ids_past_127():
+    """The check keys a semaphore by (rank, id), ids 0..255 (SEMAPHORES_PER_CORE, FORMATS §7:
+    the kangaring peer semaphores 144..175, the event window 192..255). The entry release
+    shape is proven on rank 1 (semaphore 8), on rank 2 with id 144 and on the last rank
+    MAX_TOPOLOGY_RANKS - 1 with id 255, and a split release there is named with its rank and
+    id; rank 1's id 255 and rank 2's id 0 are two semaphores (the one is proven, the other,
+    raised by another rank, is not)."""
+    from nrtrewrite.topology.model import MAX_TOPOLOGY_RANKS
+
+    def release(rank, sid, *, split=False):
+        incs = [([], [(rank, sid, 1)]), ([], [(rank, sid, 1)])] if split else \
+            [([], [(rank, sid, 2)])]
+        return {0: incs, 1: [([(sid, 1)], [])], 2: [([(sid, 1)], [])]}
+
+    quiet = [{0: [([], [])]}]
+    assert check([quiet, [release(1, 8)]]) is None
+    assert check([quiet, quiet, [release(2, 144)]]) is None
+    last = MAX_TOPOLOGY_RANKS - 1
+    assert unproven({last: program(last, [release(last, 255)])}, {}) is None
+    assert unproven({last: program(last, [release(last, 255, split=True)])}, {}) == (
+        f"semaphore 255 of rank {last} is waited on by 2 channels in entry 0 and increased "
+        "there in 2 steps: one channel can take what another is ready for")
+    # rank 1's 255 released by its own channel 0; rank 2's 0 shared, raised by rank 0
+    system = [[{0: [([], [(2, 0, 2)])]}], [release(1, 255)],
+              [{1: [([(0, 1)], [])], 2: [([(0, 1)], [])]}]]
+    assert check(system) == ("semaphore 0 of rank 2 is waited on by several channels of one "
+                             "entry and increased by another rank: their waits may compete "
+                             "for its tokens")
+    assert check(system[:2]) is None
