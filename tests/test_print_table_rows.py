@@ -80,6 +80,89 @@ def test_random_plain_tables_print_as_rich_prints_them(seed):
     assert fast == ref
 
 
+#: cells wider than a column may be (LONG_CELL, or a console rich shrinks a table to): rank
+#: lists, words of several spaces, unbroken runs longer than a line, a run inside words
+WIDE = [" ".join(map(str, range(4, 64))), " ".join(map(str, range(1000, 1090))),
+        "z" * 121, "w" * 300, "a b  c " * 30 + "d", "scatter " + "q" * 130 + " to peer j",
+        "1 2 3 " + "9" * 119 + " 4", "x" * 119 + "  y", "e" * 240 + " f" * 5,
+        "handshake with the node's peers on other devices or nodes, " * 4 + "end"]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_tables_with_cells_wider_than_their_column(seed):
+    """Cells rich wraps inside their column (``print_table``'s LONG_CELL, or ``print_plain``
+    at a console narrower than the table: rich shrinks the widest columns): every such cell
+    wrapped as rich wraps it, the row's other cells padded below, byte for byte."""
+    rng = random.Random(seed)
+    ncols = rng.randint(1, 7)
+    nrows = rng.choice([FAST_ROWS, FAST_ROWS + 3, 40, 200])
+    pool = CELLS + WIDE + [f"{rng.choice(WIDE)[:rng.randint(20, 200)].strip()}"
+                           for _ in range(6)]
+    rows = [[rng.choice(pool) if rng.random() < 0.6 else rng.choice(CELLS)
+             for _ in range(ncols)] for _ in range(nrows)]
+    justify = tuple(rng.choice(["left", "right"]) for _ in range(ncols))
+    title = rng.choice(["t", "events (semaphore = sema_shift_offset + event)"])
+    caption = rng.choice([None, "a caption"])
+    opts = rng.choice([{}, {"box": box.SIMPLE}, {"show_header": False}, {"padding": (0, 2)},
+                       {"show_edge": False, "pad_edge": False}, {"box": None},
+                       {"min_width": 150}, {"expand": True}])
+    width = rng.choice([60, 132, 200])
+
+    def build() -> Table:
+        table = make(rows, justify=justify, title=title, caption=caption, **opts)
+        for column in table.columns:  # (print_table folds every column; print_plain's own)
+            column.overflow = rng.choice(["fold", "fold", "crop"])
+        return table
+
+    state = rng.getstate()
+    ref = rich_print(build(), width)
+    rng.setstate(state)
+    assert fast_print(build(), width) == ref
+    con = console(width)  # print_plain: rich's own layout, a table shrunk to the console
+    rng.setstate(state)
+    con.print(build())
+    rng.setstate(state)
+    plain = console(width)
+    cli.print_plain(plain, build())
+    assert plain.file.getvalue() == con.file.getvalue()
+
+
+def test_a_folded_cell_is_wrapped_as_rich_wraps_it_not_left_to_rich(monkeypatch):
+    """``schedule``'s events table of a 64-rank mesh: the ranks 4..63 (179 columns) fold at
+    the piped console's 132 columns (a column is held to the console's width, at least
+    LONG_CELL); the rows are written by ``_print_rows`` (rich renders the probe's cells and the
+    headers, not the 40 rows), and the folded cell reads, worked out by hand from rich's
+    rules (a line breaks before the word that would pass 120 columns; the space after the
+    last word stays, padded), as its two lines."""
+    ranks = " ".join(map(str, range(4, 64)))
+
+    def build() -> Table:
+        table = Table(title="events")
+        for col in ("event", "to", "wait"):
+            table.add_column(col)
+        for i in range(40):
+            table.add_row(f"EVT_{i}", ranks if i % 2 else "1 2 3", "60")
+        return table
+
+    ref = rich_print(build())
+    calls = []
+    real = Console.render_str
+    monkeypatch.setattr(Console, "render_str",
+                        lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    fast = fast_print(build())
+    assert fast == ref
+    assert 0 < len(calls) <= 30  # (rich's own path: 240, each of the 120 cells twice)
+    # "4 " .. "9 " take 6 x 2 = 12 columns and each of "10 " .. "49 " 3 more: 132, the word
+    # "49" (2) fitting the 3 left after "48 "; "50" finds none left and starts the next line
+    first = " ".join(map(str, range(4, 50))) + " "
+    second = " ".join(map(str, range(50, 64)))
+    assert len(first) == 132
+    lines = fast.splitlines()
+    at = next(i for i, text in enumerate(lines) if "EVT_1 " in text)
+    assert lines[at] == f"\u2502 EVT_1  \u2502 {first} \u2502 60   \u2502"
+    assert lines[at + 1] == f"\u2502        \u2502 {second:<132} \u2502      \u2502"
+
+
 @pytest.mark.parametrize("cell", [
     "[bold]x[/]",  # markup: rich shows "x"
     ":thumbs_up:",  # an emoji code
@@ -94,6 +177,24 @@ def test_cells_rich_would_change_are_left_to_rich(cell):
     ref, fast = twice(lambda: make(rows, justify=("left", "right")))
     assert fast == ref
     assert cli._plain_widths(console(), make(rows)) is None or cell.startswith("w")
+
+
+@pytest.mark.parametrize("opts", [
+    {"padding": (1, 1)},  # a blank line above and below every row
+    {"padding": (0, 1, 1, 1)},
+    # a box whose last row is drawn with other edges than the rows above it
+    {"box": box.Box("\u250c\u2500\u252c\u2510\n\u2502 \u2502\u2502\n\u251c\u2500\u253c\u2524\n"
+                    "\u2502 \u2502\u2502\n\u251c\u2500\u253c\u2524\n\u251c\u2500\u253c\u2524\n"
+                    "\u2503 \u2503\u2503\n\u2514\u2500\u2534\u2518\n")},
+])
+def test_rows_rich_draws_unlike_the_probes_row_are_left_to_rich(opts):
+    """The probe's one row is the table's first and last: a cell's padding above and below
+    is drawn once for it, and a box may draw the last row (the probe's) with other edges.
+    Written row by row, 20 rows had one blank line above them all (until 2026-12-06)."""
+    rows = [["a", str(i)] for i in range(20)]
+    ref, fast = twice(lambda: make(rows, **opts))
+    assert fast == ref
+    assert cli._plain_widths(console(), make(rows, **opts)) is None
 
 
 def test_text_cells_and_a_column_of_empty_cells():

@@ -103,7 +103,7 @@ def print_table(console: Console, table) -> None:
         if column.max_width is None or column.max_width > cap:
             column.max_width = cap
     widths = _plain_widths(console, table)
-    probe = None if widths is None else _probe(table, widths, "x")
+    probe = None if widths is None else _probe(table, widths)
     # (a probe measures as its table: each column's widest cell is as wide in both)
     need = console.measure(probe or table,
                            options=console.options.update_width(_UNBOUNDED)).maximum
@@ -122,13 +122,15 @@ def print_plain(console: Console, table) -> None:
     it, unlike :func:`print_table`), but a piped table of plain cells written row by row
     (:func:`_print_rows`), the same bytes."""
     widths = _plain_widths(console, table)
-    if widths is None or not _print_rows(console, table, widths, _probe(table, widths, "x")):
+    if widths is None or not _print_rows(console, table, widths, _probe(table, widths)):
         console.print(table)
 
 
 #: rows from which a piped table is written row by row (:func:`_print_rows`) rather than
-#: laid out by rich (some 1,000 rows a second): below, the two probe tables cost about as much
-FAST_ROWS = 16
+#: laid out by rich (about a millisecond a row): the one-row probe costs what rich takes for
+#: about 2 rows (2.8 ms of CPU for a 2-row table either way; 7 rows of `schedule`'s events,
+#: 3.5 ms against rich's 8 ms).  (16 until 2026-12-06, when the probe was drawn twice.)
+FAST_ROWS = 4
 #: a cell rich shows as it is (one line, no markup, no emoji code, no control character, no
 #: space at either end that a right-justified column would drop)
 _PLAIN_CELL = re.compile(r"(?:[!-~](?:[ -~]*[!-~])?)?\Z")
@@ -139,12 +141,14 @@ def _plain_widths(console: Console, table) -> list[int] | None:
     """Each column's widest cell, where ``table`` may be written row by row on ``console``
     (:func:`_print_rows`): a plain console (piped or redirected, no colour), at least
     :data:`FAST_ROWS` rows of one line of plain cells each (``str`` or unstyled-layout
-    ``Text``), left- or right-justified columns, no row separators; None otherwise."""
+    ``Text``), left- or right-justified columns, no row separators, no padding above or
+    below a cell, a box whose rows are drawn alike; None otherwise."""
     from rich.markup import RE_TAGS
 
     if (console.is_terminal or console.color_system is not None or console.record
             or len(table.rows) < FAST_ROWS or table.show_lines or table.leading
-            or any(row.end_section for row in table.rows)):
+            or any(row.end_section for row in table.rows)
+            or table.padding[0] or table.padding[2] or not _rows_alike(table.box)):
         return None
     widths = []
     for column in table.columns:
@@ -168,7 +172,27 @@ def _plain_widths(console: Console, table) -> list[int] | None:
     return widths
 
 
-def _probe(table, widths: list[int], char: str):
+def _rows_alike(box) -> bool:
+    """Whether ``box`` (None: none) draws a table's rows with the same edges and dividers
+    whichever row they are (the one row of a probe is the first row or the last; rich draws
+    the first with the header's, the last with the footer's).  Every box rich has does,
+    HEAVY_HEAD's header's but for a table without a header, which rich draws in SQUARE."""
+    if box is None:
+        return True
+    plain = box.get_plain_headed_box()
+    return all((b.mid_left, b.mid_vertical, b.mid_right)
+               == (b.foot_left, b.foot_vertical, b.foot_right) for b in (box, plain)) and (
+        (plain.head_left, plain.head_vertical, plain.head_right)
+        == (plain.mid_left, plain.mid_vertical, plain.mid_right))
+
+
+#: the character a probe's cells are made of (:func:`_print_rows`): a private-use code point,
+#: one column wide, in no cell :func:`_plain_widths` passes (printable ASCII); a title or
+#: header holding it would fail the check of the probe's row
+_MARK = "\ue000"
+
+
+def _probe(table, widths: list[int], char: str = _MARK):
     """``table`` with one row, each cell ``char`` as many times as its column's widest cell."""
     probe = copy.copy(table)
     probe.columns = [column.copy() for column in table.columns]
@@ -179,44 +203,76 @@ def _probe(table, widths: list[int], char: str):
 
 def _print_rows(console: Console, table, widths: list[int], probe) -> bool:
     """Print ``table`` (:func:`_plain_widths` gave ``widths``) as ``console.print`` would,
-    byte for byte, without rich laying out its rows: rich draws ``probe`` (one row of ``x``
-    as wide as each column's widest cell) and a copy of it of ``y``; the one line that
-    differs is the row, each run of ``x`` a column's cell; every row of ``table`` is written
-    into that line, its cells padded as the columns justify them.  False, nothing printed,
-    where the probe's row is not one line of those runs (rich wrapped or shrank a cell)."""
+    byte for byte, without rich laying out its rows: rich draws ``probe`` (one row, each
+    cell :data:`_MARK` as many times as its column's widest cell); the lines that hold the
+    mark are the row, and in the first of them each run of marks is a column's cell.  A run
+    as long as the column's widest cell is a column whose every cell fits on one line; a
+    shorter one is a column narrower than its widest cell (folded at :data:`LONG_CELL`, or
+    shrunk to the console by rich), whose longer cells rich wraps over several lines:
+    those cells are wrapped by rich's own ``Text.wrap`` at the run's width and the other
+    cells of their row padded below with blank lines, as rich shapes a row.  Every row of
+    ``table`` is written into that line (and blank copies of it), its cells padded as the
+    columns justify them.  False, nothing printed, where the probe's row is not such runs
+    or where the probe's own row written so is not the lines rich drew for it."""
     with console.capture() as cap:
         console.print(probe)
     lines = cap.get().split("\n")
-    with console.capture() as cap:
-        console.print(_probe(table, widths, "y"))
-    other = cap.get().split("\n")
-    differ = [i for i, (a, b) in enumerate(zip(lines, other)) if a != b]
-    if len(lines) != len(other) or len(differ) != 1:
+    marked = [i for i, text in enumerate(lines) if _MARK in text]
+    if not marked or marked[-1] - marked[0] != len(marked) - 1:
         return False
-    row = differ[0]
+    row, end = marked[0], marked[-1] + 1
     line = lines[row]
-    runs = [m.span() for m in re.finditer("x+", line)]
-    shown = [(w, column.justify) for w, column in zip(widths, table.columns) if w]
-    if [b - a for a, b in runs] != [w for w, _ in shown]:
-        return False
+    runs = [m.span() for m in re.finditer(f"{_MARK}+", line)]
     cells = [i for i, w in enumerate(widths) if w]  # (a column of empty cells is all padding)
+    if len(runs) != len(cells):
+        return False
+    slots = []  # each shown column: (its width in the line, its column, whether it wraps)
+    for (a, b), i in zip(runs, cells):
+        column = table.columns[i]
+        if b - a > widths[i]:
+            return False
+        wraps = b - a < widths[i]
+        if wraps and (column.vertical != "top" or column.overflow not in ("fold", "crop")):
+            return False  # (an ellipsis or a row aligned otherwise: left to rich)
+        slots.append((b - a, column, wraps))
     parts, at = [], 0
-    for (a, b), (_, justify) in zip(runs, shown):
+    for (a, b), (_, column, _) in zip(runs, slots):
         parts.append(line[at:a].replace("%", "%%"))
-        parts.append("%-*s" if justify == "left" else "%*s")
+        parts.append("%-*s" if column.justify == "left" else "%*s")
         at = b
     parts.append(line[at:].replace("%", "%%"))
     fmt = "".join(parts) + "\n"
+    shown_widths = [w for w, _, _ in slots]
+    wrapped = [(j, w, column) for j, (w, column, wraps) in enumerate(slots) if wraps]
+
+    def write_row(r) -> str:
+        """One row of ``table`` (the shown columns' plain cells) as rich draws it."""
+        if all(len(r[j]) <= w for j, w, _ in wrapped):
+            return fmt % tuple(chain.from_iterable(zip(shown_widths, r)))
+        tall = [[cell] for cell in r]
+        for j, w, column in wrapped:
+            if len(r[j]) > w:
+                tall[j] = [part.plain[:w].ljust(w) for part in Text(r[j]).wrap(
+                    console, w, justify=column.justify, overflow=column.overflow,
+                    no_wrap=column.no_wrap)]
+        return "".join(
+            fmt % tuple(chain.from_iterable(zip(shown_widths, (
+                c[k] if k < len(c) else "" for c in tall))))
+            for k in range(max(map(len, tall))))
+
+    if write_row([_MARK * widths[i] for i in cells]) != "".join(
+            f"{text}\n" for text in lines[row:end]):
+        return False  # (the runs are not the columns as this reads them)
     columns = [[c.plain if isinstance(c, Text) else c for c in table.columns[i].cells]
                for i in cells]
-    shown_widths = [w for w, _ in shown]
     out = console.file
     out.write("\n".join(lines[:row]) + "\n")
     rows = list(zip(*columns)) if columns else [()] * len(table.rows)
     for first in range(0, len(rows), 4096):
-        out.write("".join(fmt % tuple(chain.from_iterable(zip(shown_widths, r)))
+        out.write("".join(map(write_row, rows[first:first + 4096])) if wrapped else
+                  "".join(fmt % tuple(chain.from_iterable(zip(shown_widths, r)))
                           for r in rows[first:first + 4096]))
-    out.write("\n".join(lines[row + 1:]))
+    out.write("\n".join(lines[end:]))
     return True
 
 
