@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import random
+from pathlib import Path
 
 import pytest
 from rich import box
@@ -28,12 +29,12 @@ def rich_print(table: Table, width: int = 132) -> str:
     folds and is held to LONG_CELL; a table wider than the console is drawn as wide as it
     needs), with the row-by-row path turned off."""
     con = console(width)
-    saved = cli._plain_widths
-    cli._plain_widths = lambda console, table: None
+    saved = cli._plain_columns
+    cli._plain_columns = lambda console, table: None
     try:
         print_table(con, table)
     finally:
-        cli._plain_widths = saved
+        cli._plain_columns = saved
     return con.file.getvalue()
 
 
@@ -164,7 +165,6 @@ def test_a_folded_cell_is_wrapped_as_rich_wraps_it_not_left_to_rich(monkeypatch)
 
 
 @pytest.mark.parametrize("cell", [
-    "[bold]x[/]",  # markup: rich shows "x"
     ":thumbs_up:",  # an emoji code
     " lead", "trail ",  # a right-justified column drops the trailing space
     "two\nlines",
@@ -195,6 +195,47 @@ def test_rows_rich_draws_unlike_the_probes_row_are_left_to_rich(opts):
     ref, fast = twice(lambda: make(rows, **opts))
     assert fast == ref
     assert cli._plain_widths(console(), make(rows, **opts)) is None
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_markup_cells_print_as_rich_draws_them(seed):
+    """``explain``'s candidates: ``[green]yes[/]`` and ``[red]no[/]`` cells (drawn ``yes``
+    and ``no`` on a plain console), a reason ``Text`` rich wraps at a column it shrinks to
+    the console; ``print_plain`` (as ``console.print``) and ``print_table``."""
+    rng = random.Random(seed)
+    yes, no = "[green]yes[/]", "[red]no[/]"
+    reasons = ["always legal (the fallback)", "1 KiB below op_min_limit[ALLREDUCE] 1 MiB",
+               "policy gate: SINGLE_CYCLE_RING is inter-node only (group lies within one "
+               "node; --algo may force it)", "needs an UltraServer pod (enable_pod); topology "
+               "trn2 has no pods", "\\[1] escaped", "[bold]strong[/bold] words"]
+    rows = [[rng.choice(["->", ""]), rng.choice(["MESH (2)", "RING (0)", "HIER (1)"]),
+             "enc_can_post_mesh_operation", rng.choice([yes, no]), rng.choice([yes, no, "-"]),
+             rng.choice([yes, no]), Text(rng.choice(reasons))]
+            for _ in range(rng.choice([FAST_ROWS, 11, 30]))]
+
+    def build() -> Table:
+        table = Table(title="candidates (every gate runs; precedence order)",
+                      title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("", "engine", "predicate", "legal", "window", "lowerable", "reason"):
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        return table
+
+    width = rng.choice([80, 132])
+    ref, fast = console(width), console(width)
+    ref.print(build())
+    cli.print_plain(fast, build())
+    assert fast.file.getvalue() == ref.file.getvalue()
+    assert cli._plain_widths(console(width), build())[3] == (3 if any(
+        row[3] == yes for row in rows) else 2)  # (as drawn: "yes", "no")
+    ref, fast = twice(build)
+    assert fast == ref
+
+
+def test_markup_rich_refuses_is_left_to_rich():
+    rows = [["a", "1"]] * FAST_ROWS + [["[/bold]", "2"]]
+    assert cli._plain_widths(console(), make(rows)) is None
 
 
 def test_text_cells_and_a_column_of_empty_cells():
@@ -256,3 +297,61 @@ def test_print_plain_prints_as_console_print(seed):
     rng.setstate(state)
     cli.print_plain(fast, build())
     assert fast.file.getvalue() == ref.file.getvalue()
+
+
+def _mesh64(tmp_path) -> str:
+    """A 64-rank model (trn2, lnc 2: one node) of three small collectives, which MESH lowers:
+    its events tables list the ranks 4..63, 179 columns, in a cell."""
+    from nrtrewrite.neff.assembler import assemble_spec
+
+    body = [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "x_in", "dst": "x_out",
+                            "num_elements": 64 * 64}},
+            {"all_gather": {"dtype": "fp16", "src": "x_in", "dst": "x_out", "num_elements": 96}},
+            {"reduce_scatter": {"dtype": "fp8_e4", "op": "add", "src": "x_in", "dst": "x_out",
+                                "num_elements": 64 * 80}}]
+    spec = {"header": {"pkg_version": 2, "name": "mesh64", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "x_in", "type": "input", "size": 65536},
+                                    {"name": "x_out", "type": "output", "size": 65536}],
+                           "replica_groups": ["0..63"], "engines": {"sp": body}}]}
+    path = tmp_path / "mesh64.neff"
+    path.write_bytes(assemble_spec(spec))
+    return str(path)
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize("args", [
+    ("schedule", "{mesh64}", "--rank", "0", "--algo", "MESH", "--all", "--limit", "0"),
+    ("schedule", "{mesh64}", "--rank", "37", "--algo", "MESH"),
+    ("schedule", f"{FIXTURES}/mix8.neff", "--rank", "3", "--all"),
+    ("explain", "{mesh64}", "--all", "--algo", "MESH"),
+    ("explain", f"{FIXTURES}/mix8.neff", "--all"),
+    ("explain", f"{FIXTURES}/two_node128.neff", "--all", "--rank", "100"),
+    ("explain", f"{FIXTURES}/node64.neff", "--all"),
+    ("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks", "128"),
+])
+def test_commands_print_what_rich_prints(args, tmp_path, monkeypatch):
+    """``schedule`` and ``explain`` piped: the same bytes as rich laying out every table
+    itself, and some tables written row by row (the 64-rank mesh's with folded rank lists,
+    ``explain``'s with wrapped reasons)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    if "{mesh64}" in args:
+        args = tuple(a.replace("{mesh64}", _mesh64(tmp_path)) for a in args)
+
+    def run() -> str:
+        res = CliRunner().invoke(main, list(args), env={}, catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        return res.stdout
+
+    written = []
+    real = cli._print_rows
+    monkeypatch.setattr(cli, "_print_rows", lambda *a: written.append(real(*a)) or written[-1])
+    fast = run()
+    assert any(written)
+    monkeypatch.setattr(cli, "_plain_columns", lambda console, table: None)
+    assert run() == fast

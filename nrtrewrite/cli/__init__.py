@@ -102,7 +102,8 @@ def print_table(console: Console, table) -> None:
         column.overflow = "fold"  # a cell wider than its column wraps: never "…"
         if column.max_width is None or column.max_width > cap:
             column.max_width = cap
-    widths = _plain_widths(console, table)
+    columns = _plain_columns(console, table)
+    widths = None if columns is None else [max(map(len, c), default=0) for c in columns]
     probe = None if widths is None else _probe(table, widths)
     # (a probe measures as its table: each column's widest cell is as wide in both)
     need = console.measure(probe or table,
@@ -111,7 +112,7 @@ def print_table(console: Console, table) -> None:
     if need > console.width:
         console.width = need
     try:
-        if probe is None or not _print_rows(console, table, widths, probe):
+        if probe is None or not _print_rows(console, table, columns, widths, probe):
             console.print(table)
     finally:
         console._width = saved
@@ -121,8 +122,10 @@ def print_plain(console: Console, table) -> None:
     """``console.print(table)``, rich's own layout (a table wider than the console shrunk to
     it, unlike :func:`print_table`), but a piped table of plain cells written row by row
     (:func:`_print_rows`), the same bytes."""
-    widths = _plain_widths(console, table)
-    if widths is None or not _print_rows(console, table, widths, _probe(table, widths)):
+    columns = _plain_columns(console, table)
+    widths = None if columns is None else [max(map(len, c), default=0) for c in columns]
+    if widths is None or not _print_rows(console, table, columns, widths,
+                                         _probe(table, widths)):
         console.print(table)
 
 
@@ -138,11 +141,20 @@ _EMOJI_CODE = re.compile(r":\S*:")
 
 
 def _plain_widths(console: Console, table) -> list[int] | None:
-    """Each column's widest cell, where ``table`` may be written row by row on ``console``
-    (:func:`_print_rows`): a plain console (piped or redirected, no colour), at least
-    :data:`FAST_ROWS` rows of one line of plain cells each (``str`` or unstyled-layout
-    ``Text``), left- or right-justified columns, no row separators, no padding above or
-    below a cell, a box whose rows are drawn alike; None otherwise."""
+    """Each column's widest cell where ``table`` may be written row by row on ``console``
+    (:func:`_plain_columns`); None otherwise."""
+    columns = _plain_columns(console, table)
+    return None if columns is None else [max(map(len, cells), default=0) for cells in columns]
+
+
+def _plain_columns(console: Console, table) -> list[list[str]] | None:
+    """Each column's cells as rich shows them, where ``table`` may be written row by row on
+    ``console`` (:func:`_print_rows`): a plain console (piped or redirected, no colour), at
+    least :data:`FAST_ROWS` rows of plain cells (``str``, its markup drawn as rich draws it,
+    or unstyled-layout ``Text``; printable ASCII), left- or right-justified columns, no row
+    separators, no padding above or below a cell, a box whose rows are drawn alike; None
+    otherwise."""
+    from rich.errors import MarkupError
     from rich.markup import RE_TAGS
 
     if (console.is_terminal or console.color_system is not None or console.record
@@ -150,26 +162,34 @@ def _plain_widths(console: Console, table) -> list[int] | None:
             or any(row.end_section for row in table.rows)
             or table.padding[0] or table.padding[2] or not _rows_alike(table.box)):
         return None
-    widths = []
+    drawn: dict[str, str] = {}  # a cell of markup or an emoji code: the text rich draws
+    columns = []
     for column in table.columns:
         cells = list(column.cells)  # (rich's public view of the column's cells)
         if (column.justify not in ("left", "right") or column.width is not None
                 or len(cells) != len(table.rows)):
             return None
-        width = 0
+        shown = []
         for cell in cells:
             if isinstance(cell, Text):
                 if (cell.justify is not None or cell.overflow is not None
                         or cell.no_wrap is not None):
                     return None
                 cell = cell.plain
-            elif not isinstance(cell, str) or RE_TAGS.search(cell) or _EMOJI_CODE.search(cell):
+            elif not isinstance(cell, str):
                 return None
+            elif RE_TAGS.search(cell) or _EMOJI_CODE.search(cell):
+                if cell not in drawn:
+                    try:  # ("[green]yes[/]" is drawn "yes": style is all it adds)
+                        drawn[cell] = console.render_str(cell).plain
+                    except MarkupError:  # (rich says so itself)
+                        return None
+                cell = drawn[cell]
             if not _PLAIN_CELL.match(cell):
                 return None
-            width = max(width, len(cell))
-        widths.append(width)
-    return widths
+            shown.append(cell)
+        columns.append(shown)
+    return columns
 
 
 def _rows_alike(box) -> bool:
@@ -201,9 +221,11 @@ def _probe(table, widths: list[int], char: str = _MARK):
     return probe
 
 
-def _print_rows(console: Console, table, widths: list[int], probe) -> bool:
-    """Print ``table`` (:func:`_plain_widths` gave ``widths``) as ``console.print`` would,
-    byte for byte, without rich laying out its rows: rich draws ``probe`` (one row, each
+def _print_rows(console: Console, table, columns: list[list[str]], widths: list[int],
+                probe) -> bool:
+    """Print ``table`` (:func:`_plain_columns` gave its ``columns``, each column's widest
+    cell ``widths``) as ``console.print`` would, byte for byte, without rich laying out its
+    rows: rich draws ``probe`` (one row, each
     cell :data:`_MARK` as many times as its column's widest cell); the lines that hold the
     mark are the row, and in the first of them each run of marks is a column's cell.  A run
     as long as the column's widest cell is a column whose every cell fits on one line; a
@@ -263,8 +285,7 @@ def _print_rows(console: Console, table, widths: list[int], probe) -> bool:
     if write_row([_MARK * widths[i] for i in cells]) != "".join(
             f"{text}\n" for text in lines[row:end]):
         return False  # (the runs are not the columns as this reads them)
-    columns = [[c.plain if isinstance(c, Text) else c for c in table.columns[i].cells]
-               for i in cells]
+    columns = [columns[i] for i in cells]
     out = console.file
     out.write("\n".join(lines[:row]) + "\n")
     rows = list(zip(*columns)) if columns else [()] * len(table.rows)

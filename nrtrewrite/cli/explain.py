@@ -591,7 +591,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                       c["predicate"], _yes(c["legal"]),
                       _yes(c["in_window"]) if c["legal"] else "-", _yes(c["lowerable"]),
                       plain_line(c["reason"]))
-    console.print(table)
+    print_plain(console, table)
 
     pol, low = rec["policy"], rec["lowered"]
     console.print(styled(f"[bold]policy choice:[/] {pol['algorithm']} -- ",
@@ -605,7 +605,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
         gtxt = f"{len(groups)} x {ranks}" if len(groups) > 1 else ranks
         legs.add_row(leg["name"], leg["op"], leg["algorithm"], leg["sub_type"] or "-", gtxt,
                      fmt_bytes(leg["bytes"]), plain_line(leg["reason"]))
-    console.print(legs)
+    print_plain(console, legs)
     if pol["hier_log"]:
         console.print(Text(pol["hier_log"], style="dim"))
     meta = f" (metaring type {low['metaring_type']})" if low["metaring_type"] else ""
@@ -649,14 +649,14 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                 rt.add_row(str(r["channel"]),
                            compress(r["order"]) if r["order"] is not None else "(empty channel)",
                            hops, "dup" if r["duplicate"] else "")
-        console.print(rt)
+        print_plain(console, rt)
     if "hier" in rec:
         ht = Table(show_edge=False, pad_edge=False)
         for col in ("leg", "engine", "groups", "channel ids"):
             ht.add_column(col, overflow="fold")
         for leg in rec["hier"]["legs"]:
             ht.add_row(leg["name"], leg["algorithm"], str(leg["groups"]), _id_range(leg))
-        console.print(ht)
+        print_plain(console, ht)
     for key in ("mesh", "rdh"):
         if key in rec:
             m = rec[key]
@@ -683,7 +683,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
                     b = s.get("send") if "keep" in s else s.get("receive")
                     st.add_row(s["stage"], s.get("event", ""), str(s["partner"]), span(a),
                                span(b))
-                console.print(st)
+                print_plain(console, st)
             elif "rank" in m:
                 r = m["rank"]
                 if isinstance(r, dict):  # a mesh rank's peers: same device, over the network
@@ -719,7 +719,7 @@ def _print_record(console: Console, rec: dict, topo: Topology) -> None:
             for k in kg["channels"]:
                 kt.add_row(*head(k), compress(k["primaries"]),
                            " ".join(map(str, k["logical_path"])))
-        console.print(kt)
+        print_plain(console, kt)
 
 
 # -- the command ---------------------------------------------------------------------------
