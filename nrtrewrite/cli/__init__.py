@@ -131,8 +131,9 @@ def print_plain(console: Console, table) -> None:
 
 #: rows from which a piped table is written row by row (:func:`_print_rows`) rather than
 #: laid out by rich (about a millisecond a row): the one-row probe costs what rich takes for
-#: about 2 rows (2.8 ms of CPU for a 2-row table either way; 7 rows of `schedule`'s events,
-#: 3.5 ms against rich's 8 ms).  (16 until 2026-12-06, when the probe was drawn twice.)
+#: one row (2.7 ms of CPU either way; 2 rows, 2.8 ms against rich's 3.9 ms; 7 rows of
+#: `schedule`'s events, 3.5 ms against 8 ms).  (16 until 2026-12-06, when the probe was
+#: drawn twice.)
 FAST_ROWS = 4
 #: a cell rich shows as it is (one line, no markup, no emoji code, no control character, no
 #: space at either end that a right-justified column would drop)
@@ -195,8 +196,8 @@ def _plain_columns(console: Console, table) -> list[list[str]] | None:
 def _rows_alike(box) -> bool:
     """Whether ``box`` (None: none) draws a table's rows with the same edges and dividers
     whichever row they are (the one row of a probe is the first row or the last; rich draws
-    the first with the header's, the last with the footer's).  Every box rich has does,
-    HEAVY_HEAD's header's but for a table without a header, which rich draws in SQUARE."""
+    the first with the header's, the last with the footer's).  Every box rich has does but
+    HEAVY_HEAD, whose header's differ, and rich draws a table without a header in SQUARE."""
     if box is None:
         return True
     plain = box.get_plain_headed_box()
@@ -225,9 +226,9 @@ def _print_rows(console: Console, table, columns: list[list[str]], widths: list[
                 probe) -> bool:
     """Print ``table`` (:func:`_plain_columns` gave its ``columns``, each column's widest
     cell ``widths``) as ``console.print`` would, byte for byte, without rich laying out its
-    rows: rich draws ``probe`` (one row, each
-    cell :data:`_MARK` as many times as its column's widest cell); the lines that hold the
-    mark are the row, and in the first of them each run of marks is a column's cell.  A run
+    rows: rich draws ``probe`` (one row, each cell :data:`_MARK` as many times as its
+    column's widest cell); the lines that hold the mark are the row, and in the first of
+    them each run of marks is a column's cell.  A run
     as long as the column's widest cell is a column whose every cell fits on one line; a
     shorter one is a column narrower than its widest cell (folded at :data:`LONG_CELL`, or
     shrunk to the console by rich), whose longer cells rich wraps over several lines:
