@@ -81,6 +81,30 @@ def test_random_plain_tables_print_as_rich_prints_them(seed):
     assert fast == ref
 
 
+
+@pytest.mark.parametrize("box_", [box.SIMPLE, box.MINIMAL, box.ASCII, box.ROUNDED, box.MARKDOWN,
+                                  None])
+@pytest.mark.parametrize("edge", [True, False])
+def test_a_table_with_nothing_above_its_rows_starts_with_its_first_row(box_, edge):
+    """No title, no header and no top edge: the first line is the first row (the rows were
+    once preceded by an empty line, the join of no lines above them; a mutation audit)."""
+    rows = [[f"r{i}", str(7 * i)] for i in range(20)]
+    ref, fast = twice(lambda: make(rows, justify=("left", "right"), title=None,
+                                   show_header=False, show_edge=edge, box=box_))
+    assert fast == ref
+    if not edge or box_ is None:  # (no top edge: the rows come first)
+        assert fast.splitlines()[0].split()[0] == "r0"
+
+
+@pytest.mark.parametrize("options, justify", [({"show_lines": True}, "left"), ({}, "center"),
+                                              ({"show_lines": True}, "center")])
+def test_lines_between_rows_and_centred_cells_print_as_rich_prints_them(options, justify):
+    """A line between rows, and cells centred in their column (the row-by-row path draws
+    neither: rich does; a mutation audit found both unguarded by the random tables)."""
+    rows = [["x" * (i % 5 + 1), str(i)] for i in range(20)]
+    ref, fast = twice(lambda: make(rows, justify=(justify, "right"), **options))
+    assert fast == ref
+
 #: cells wider than a column may be (LONG_CELL, or a console rich shrinks a table to): rank
 #: lists, words of several spaces, unbroken runs longer than a line, a run inside words
 WIDE = [" ".join(map(str, range(4, 64))), " ".join(map(str, range(1000, 1090))),

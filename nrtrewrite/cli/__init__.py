@@ -288,7 +288,7 @@ def _print_rows(console: Console, table, columns: list[list[str]], widths: list[
         return False  # (the runs are not the columns as this reads them)
     columns = [columns[i] for i in cells]
     out = console.file
-    out.write("\n".join(lines[:row]) + "\n")
+    out.write("".join(f"{text}\n" for text in lines[:row]))  # (none: a table without a top)
     rows = list(zip(*columns)) if columns else [()] * len(table.rows)
     for first in range(0, len(rows), 4096):
         out.write("".join(map(write_row, rows[first:first + 4096])) if wrapped else
