@@ -289,8 +289,9 @@ def test_engines_leftover_trigger_names_its_subgraph_and_engine_once(ar2_out, mo
 
 @pytest.mark.parametrize("sg, eng", [(BACKSLASH, NEWLINE), (NEWLINE, BACKSLASH)])
 def test_engines_missing_kick_word_names_its_member_once(ar2_out, monkeypatch, sg, eng):
-    """A trigger whose stream is not in the rewritten NEFF: the member, in the reason and
-    in the location, each escaped once."""
+    """A trigger whose subgraph is not in the rewritten NEFF: the subgraph and the member,
+    in the reason, each escaped once (until 2026-12-06 the line named the member as its
+    location and said ``no instruction N in MEMBER``)."""
     sim = _loaded(ar2_out)
     _rename(sim, sg, eng)
     _fake_neff(monkeypatch, [])
@@ -298,9 +299,9 @@ def test_engines_missing_kick_word_names_its_member_once(ar2_out, monkeypatch, s
     with pytest.raises(SimulationError) as exc:
         sim._subgraph_index()
     member = f"{SHOWN[sg]}/{SHOWN[eng]}.bin"
-    assert exc.value.line() == (f"{ar2_out}/ar2.neff: member {member}, instruction {t.index}, "
-                                f"trigger 0: no instruction {t.index} in {member} for "
-                                "TOPSP_KICK word 0 of trigger 0")
+    assert exc.value.line() == (f"{ar2_out}/ar2.neff: trigger 0: the rewritten NEFF has no "
+                                f"subgraph {SHOWN[sg]}, the trigger's: its TOPSP_KICK word "
+                                f"should be instruction {t.index} of {member}")
 
 
 # ------------------------------------------------------------------ a rank manifest's leg

@@ -180,6 +180,45 @@ def test_a_stream_cut_before_the_second_kick_word_is_refused(sbuf_out, tmp_path)
                             f"{idx} in {member} for TOPSP_KICK word 1 of trigger 0")
 
 
+def test_a_trigger_whose_subgraph_the_neff_lacks_names_the_subgraph(ar2_out, tmp_path):
+    """fixtures/ar2.yaml's one trigger is at sg00/sp instruction 2. Every manifest renaming
+    sg00 to zz (re-hashed): the rewritten NEFF holds no zz, and the line says so, naming the
+    kick word's place (it was ``no instruction 2 in zz/sp.bin for TOPSP_KICK word 0 of
+    trigger 0``, which did not say the subgraph was missing)."""
+    out = copy(ar2_out, tmp_path)
+    for mp in [out / "manifest.json", *sorted(out.glob("rank-*/manifest.json"))]:
+        text = mp.read_text()
+        assert '"sg00"' in text
+        mp.write_text(text.replace('"sg00"', '"zz"'))
+    rehash(out)
+    assert refused(out) == (f"{out / 'ar2.neff'}: trigger 0: the rewritten NEFF has no "
+                            "subgraph zz, the trigger's: its TOPSP_KICK word should be "
+                            "instruction 2 of zz/sp.bin")
+
+
+def test_a_basic_block_id_of_a_subgraph_missing_from_the_index(ring2n_out):
+    """FifoDecoder given a subgraph index without the trigger's subgraph (only through the
+    API: the engine refuses such a trigger at its kick word first) names the missing
+    subgraph; it said ``basic_block_id should be -1``, an index no output holds."""
+    from nrtrewrite.errors import SimulationError
+    from nrtrewrite.simulate.artifacts import load_rank_files
+    from nrtrewrite.simulate.engine import Simulator
+    from nrtrewrite.simulate.fifo import FifoDecoder
+    from nrtrewrite.simulate.program import decode_rank
+
+    sg = trigger0(ring2n_out)["subgraph"]
+    sim = Simulator(ring2n_out, memory_check=False)
+    sim.load_manifest()
+    files = {r: load_rank_files(ring2n_out, sim.rank_manifests[r]) for r in sim.ranks}
+    programs = {r: decode_rank(sim.layout, sim.triggers, files[r]) for r in sim.ranks}
+    with pytest.raises(SimulationError) as exc:
+        FifoDecoder(sim.layout, programs, files, {sg + "x": 0}).decode()
+    assert exc.value.why == (f"subgraph {sg} (trigger 0's) is not in the rewritten NEFF's "
+                             "subgraphs list, whose index basic_block_id holds")
+    assert exc.value.where.field == "basic_block_id"
+    assert exc.value.where.artifact == "net_ops.bin"
+
+
 def test_the_testers_zeroed_second_kick_word(sbuf_out, tmp_path):
     t = trigger0(sbuf_out)
     member, idx = f"{t['subgraph']}/{t['engine']}.bin", t["index"] + 1

@@ -319,6 +319,12 @@ class Simulator:
             stream = sg.streams.get(t.engine) if sg else None
             in_stream = in_sgs[t.subgraph].streams[t.engine] if in_sgs is not None else None
             member = f"{t.subgraph}/{t.engine}.bin"
+            if sg is None:  # (the manifest's subgraph, or the NEFF's list, was changed)
+                raise SimulationError(f"the rewritten NEFF has no subgraph "
+                                      f"{escape_controls(t.subgraph)}, the trigger's: its "
+                                      f"TOPSP_KICK word should be instruction {t.index} of "
+                                      f"{escape_controls(member)}", file=str(path),
+                                      trigger=t.ordinal)
             # a trigger with SBUF operands was a 0xD9+0xDA pair: two words (NEFF-LIKE.md)
             words = 2 if t.src.get("ap") is not None else 1
             for w in range(words):

@@ -263,12 +263,17 @@ class FifoDecoder:
                 raise fail(k, f"data_type_sz should be {SDMA_DATA_TYPE_SIZE[t.dtype]}, "
                               f"sdma_data_type_size[{t.dtype.name}], not "
                               f"{int(op['data_type_sz'])}", "data_type_sz")
-            if self.sg_index is not None and int(op["basic_block_id"]) != self.sg_index.get(
-                    t.subgraph, -1):
-                raise fail(k, f"basic_block_id should be {self.sg_index.get(t.subgraph, -1)}, "
-                              f"the index of subgraph {escape_controls(t.subgraph)} (trigger "
-                              f"{t.ordinal}'s), not {int(op['basic_block_id'])}",
-                           "basic_block_id")
+            bb = self.sg_index.get(t.subgraph) if self.sg_index is not None else None
+            if self.sg_index is not None and bb is None:
+                # (the engine's kick-word check refuses such a trigger first: reached only
+                # through the API, with a subgraph index of another NEFF)
+                raise fail(k, f"subgraph {escape_controls(t.subgraph)} (trigger {t.ordinal}'s) "
+                              "is not in the rewritten NEFF's subgraphs list, whose index "
+                              "basic_block_id holds", "basic_block_id")
+            if bb is not None and int(op["basic_block_id"]) != bb:
+                raise fail(k, f"basic_block_id should be {bb}, the index of subgraph "
+                              f"{escape_controls(t.subgraph)} (trigger {t.ordinal}'s), not "
+                              f"{int(op['basic_block_id'])}", "basic_block_id")
             pgta = t.entry_pgta(ent.leg, rank)
             if int(op["unrolled_count"]) != pgta:
                 raise fail(k, f"unrolled_count should be {pgta}, the chunk groups of the "
