@@ -125,15 +125,49 @@ class Policy:
     _index: dict = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        """Refuse, naming the field and what it holds last (docs/SELECTION.md §9), every value
+        ``select`` cannot work with: until 2026-12-06 only the two fields the channel rule
+        divides by were checked, and a string in ``precedence`` or ``lowerable``, a ``None``
+        count or limit raised an AttributeError or TypeError in ``select``, a float cap gave a
+        float channel count, and a duplicate window row, a row of an unknown scope or with
+        its limits swapped was silently never used."""
         # (the channel rule divides by both: a 0 raised ZeroDivisionError in select until
         # 2026-12-06; the caps below 1 are named in the reason instead, docs/SELECTION.md §7)
         for name in ("bytes_per_channel", "min_elements_per_rank_channel"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not _is_int(value) or value < 1:
                 raise ValueError(f"Policy.{name} must be a positive integer, not {value!r}")
+        # the caps (one below 1 leaves the one channel a collective runs, §7) and the node
+        # bounds (a multi-node group has 2 nodes or more: below 2 they bound nothing more)
+        for name in ("max_channels", "max_channels_intra", "max_channels_inter",
+                     "inter_mesh_max_nodes", "inter_rdh_min_nodes"):
+            value = getattr(self, name)
+            if not _is_int(value):
+                raise ValueError(f"Policy.{name} must be an integer, not {value!r}")
+        for name in ("lowerable", "hier_leg_lowerable"):
+            object.__setattr__(self, name, frozenset(_engines(name, getattr(self, name))))
+        object.__setattr__(self, "not_lowerable_ops", frozenset(_op_pairs(self.not_lowerable_ops)))
+        precedence = _engines("precedence", self.precedence, ordered=True)
+        if not precedence:
+            raise ValueError("Policy.precedence must name at least one engine, not ()")
+        for i, alg in enumerate(precedence):
+            if alg in precedence[:i]:
+                raise ValueError(f"Policy.precedence[{i}] must be an engine no earlier item "
+                                 f"names, not {alg.name} (precedence[{precedence.index(alg)}])")
+        object.__setattr__(self, "precedence", precedence)
+        windows = _sequence("windows", self.windows, "a tuple of SizeWindow rows")
         index: dict[tuple[str, EncAlgType, EncOpType], SizeWindow] = {}
-        for row in self.windows:
-            index[(row.scope, row.alg, row.op)] = row
+        at: dict[tuple[str, EncAlgType, EncOpType], int] = {}
+        for i, row in enumerate(windows):
+            _check_row(i, row)
+            key = (row.scope, row.alg, row.op)
+            if key in at:
+                raise ValueError(f"Policy.windows[{i}] must be a (scope, alg, op) no earlier row "
+                                 f"has, not ({row.scope!r}, {row.alg.name}, {row.op.name}) "
+                                 f"(windows[{at[key]}])")
+            at[key] = i
+            index[key] = row
+        object.__setattr__(self, "windows", windows)
         object.__setattr__(self, "_index", index)
 
     def window(self, scope: str, alg: EncAlgType, op: EncOpType) -> SizeWindow | None:
@@ -159,6 +193,93 @@ class Policy:
 
     def is_lowerable(self, alg: EncAlgType, op: EncOpType | None = None) -> bool:
         return alg in self.lowerable and (op is None or (alg, op) not in self.not_lowerable_ops)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """A value as a refusal shows it: an enum member by its class and name
+    (``EncAlgType.INVALID``), a pair of them as a pair, anything else as its repr."""
+    if isinstance(value, (EncAlgType, EncOpType)):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_shown(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    return repr(value)
+
+
+def _sequence(name: str, value, what: str) -> tuple:
+    """``value`` as a tuple: a tuple or a list (anything else, a string first, refused)."""
+    if not isinstance(value, (tuple, list)):
+        raise ValueError(f"Policy.{name} must be {what}, not {value!r}")
+    return tuple(value)
+
+
+def _is_engine(value) -> bool:
+    return isinstance(value, EncAlgType) and value != EncAlgType.INVALID
+
+
+def _engines(name: str, value, ordered: bool = False) -> tuple:
+    """The engines of ``Policy.<name>``: a tuple or list (``ordered``: each item named by its
+    index), else a set, frozenset, tuple or list (the first offending value in repr order),
+    of EncAlgType members other than INVALID (an int, a name, INVALID: refused)."""
+    if ordered:
+        items = _sequence(name, value, "a tuple of EncAlgType engines")
+        for i, alg in enumerate(items):
+            if not _is_engine(alg):
+                raise ValueError(f"Policy.{name}[{i}] must be an EncAlgType engine (not "
+                                 f"INVALID), not {_shown(alg)}")
+        return items
+    if not isinstance(value, (set, frozenset, tuple, list)):
+        raise ValueError(f"Policy.{name} must be a frozenset of EncAlgType engines, not "
+                         f"{value!r}")
+    bad = sorted(_shown(a) for a in value if not _is_engine(a))
+    if bad:
+        raise ValueError(f"Policy.{name} must hold EncAlgType engines (not INVALID) only, "
+                         f"not {bad[0]}")
+    return tuple(value)
+
+
+def _op_pairs(value) -> tuple:
+    """``Policy.not_lowerable_ops``: a set of (EncAlgType engine, EncOpType) pairs."""
+    if not isinstance(value, (set, frozenset, tuple, list)):
+        raise ValueError(f"Policy.not_lowerable_ops must be a frozenset of (EncAlgType, "
+                         f"EncOpType) pairs, not {value!r}")
+    bad = sorted(_shown(p) for p in value
+                 if not (isinstance(p, tuple) and len(p) == 2 and _is_engine(p[0])
+                         and isinstance(p[1], EncOpType)))
+    if bad:
+        raise ValueError(f"Policy.not_lowerable_ops must hold (EncAlgType, EncOpType) pairs "
+                         f"only, not {bad[0]}")
+    return tuple(value)
+
+
+def _check_row(i: int, row) -> None:
+    """Row ``i`` of ``Policy.windows``: a SizeWindow of a known scope, an engine, an op, and
+    limits that are byte counts, each minimum at most its maximum (equal: an empty window,
+    the engine never inside it)."""
+    where = f"Policy.windows[{i}]"
+    if not isinstance(row, SizeWindow):
+        raise ValueError(f"{where} must be a SizeWindow, not {row!r}")
+    if row.scope not in (INTRA, INTER):
+        raise ValueError(f"{where}.scope must be {INTRA!r} or {INTER!r}, not {row.scope!r}")
+    if not _is_engine(row.alg):
+        raise ValueError(f"{where}.alg must be an EncAlgType engine (not INVALID), not "
+                         f"{_shown(row.alg)}")
+    if not isinstance(row.op, EncOpType):
+        raise ValueError(f"{where}.op must be an EncOpType, not {_shown(row.op)}")
+    for suffix in ("", "_sbuf"):
+        lo, hi = getattr(row, "op_min_limit" + suffix), getattr(row, "op_max_limit" + suffix)
+        if not _is_int(lo) or lo < 0:
+            raise ValueError(f"{where}.op_min_limit{suffix} must be a non-negative integer, "
+                             f"not {lo!r}")
+        if hi is not None and (not _is_int(hi) or hi < 0):
+            raise ValueError(f"{where}.op_max_limit{suffix} must be a non-negative integer or "
+                             f"None (no upper limit), not {hi!r}")
+        if hi is not None and lo > hi:
+            raise ValueError(f"{where}.op_min_limit{suffix} must be at most op_max_limit"
+                             f"{suffix} {hi}, not {lo}")
 
 
 DEFAULT_POLICY = Policy()
