@@ -869,9 +869,13 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
         raise OutputError(refusal)
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
+        # (named by OUT, as the other refusals of the output: until 2026-12-06 the line was
+        # the reason alone)
         if parent.exists():
-            raise OutputError(f"the output's parent {escape_controls(parent)} is not a folder")
-        raise OutputError(f"the output's parent folder {escape_controls(parent)} does not exist")
+            raise OutputError(f"the output's parent {escape_controls(parent)} is not a folder",
+                              file=str(out))
+        raise OutputError(f"the output's parent folder {escape_controls(parent)} does not exist",
+                          file=str(out))
     rank_list = sorted(set(plan.world if ranks is None else ranks))  # a rank named twice: once
     for r in rank_list:
         if r not in plan.world:

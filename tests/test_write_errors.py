@@ -105,10 +105,14 @@ def test_lower_checks_that_cannot_stat_the_output_are_one_line(tmp_path, monkeyp
 
 def test_lower_a_file_where_a_folder_is_expected(tmp_path):
     (tmp_path / "afile").write_text("x")
+    # each line names OUT first, then why (docs/CLI.md "lower"; until 2026-12-06 the reason
+    # alone)
     res = invoke("lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "afile" / "out")
-    one_line_error(res, f"the output's parent {tmp_path / 'afile'} is not a folder")
+    one_line_error(res, f"nrtrewrite: error: {tmp_path / 'afile' / 'out'}: the output's parent "
+                        f"{tmp_path / 'afile'} is not a folder")
     res = invoke("lower", "-q", FIX / "ar2.neff", "-o", tmp_path / "missing" / "out")
-    one_line_error(res, f"the output's parent folder {tmp_path / 'missing'} does not exist")
+    one_line_error(res, f"nrtrewrite: error: {tmp_path / 'missing' / 'out'}: the output's parent "
+                        f"folder {tmp_path / 'missing'} does not exist")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
