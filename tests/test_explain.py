@@ -331,9 +331,14 @@ def test_a_rank_listed_twice_is_named(value, rank):
     # 6 bytes of bf16 are 3 elements: no 4 equal blocks (the all-gather output, the
     # reduce-scatter input); 8 bytes of fp32 are 2
     (["--op", "allgather", "--bytes", "6", "--ranks", "4"], False,
-     "field --bytes: --bytes 6 does not split into 4 equal BF16 blocks for ALLGATHER"),
+     "field --bytes: --bytes must split into 4 equal BF16 blocks for ALLGATHER (a "
+     "multiple of 4 x 2 bytes), not 6"),
     (["--op", "reduce_scatter", "--bytes", "8", "--dtype", "fp32", "--ranks", "4"], False,
-     "field --bytes: --bytes 8 does not split into 4 equal FP32 blocks for REDUCE_SCATTER"),
+     "field --bytes: --bytes must split into 4 equal FP32 blocks for REDUCE_SCATTER (a "
+     "multiple of 4 x 4 bytes), not 8"),
+    # 3 bytes are no whole number of 2-byte BF16 elements
+    (["--op", "allreduce", "--bytes", "3", "--ranks", "4"], False,
+     "field --bytes: --bytes must be a positive multiple of the BF16 element size 2, not 3"),
     (["--op", "allreduce", "--bytes", "1MiB", "--group", ""], False,
      "field --group: empty rank list"),
     (["--op", "allreduce", "--bytes", "1MiB", "--group", "  "], False,

@@ -1017,15 +1017,16 @@ U64_MAX = 2 ** 64 - 1
 def _check_size(op: EncOpType, size: int, dt: DType, n: int) -> None:
     esize = DTYPE_SIZE[dt]
     if size <= 0 or size % esize:
-        raise ValidationError(f"--bytes {size} is not a positive multiple of the {dt.name} "
-                              f"element size {esize}", field="--bytes")
+        raise ValidationError(f"--bytes must be a positive multiple of the {dt.name} element "
+                              f"size {esize}, not {size}", field="--bytes")
     if size // esize > U64_MAX:
         raise ValidationError(f"--bytes {size} is more than 2^64 - 1 {dt.name} elements (a "
                               "trigger's num_elements is a u64, NEFF-LIKE.md)", field="--bytes")
     if op in (EncOpType.ALLGATHER, EncOpType.REDUCE_SCATTER, EncOpType.ALLTOALL) and \
             size % (esize * n):
-        raise ValidationError(f"--bytes {size} does not split into {n} equal {dt.name} blocks "
-                              f"for {op.name}", field="--bytes")
+        raise ValidationError(f"--bytes must split into {n} equal {dt.name} blocks for "
+                              f"{op.name} (a multiple of {n} x {esize} bytes), not {size}",
+                              field="--bytes")
 
 
 __all__ = ["explain_cmd", "explain_selection", "parse_size", "parse_ranks", "compress"]
