@@ -81,7 +81,6 @@ def test_random_plain_tables_print_as_rich_prints_them(seed):
     assert fast == ref
 
 
-
 @pytest.mark.parametrize("box_", [box.SIMPLE, box.MINIMAL, box.ASCII, box.ROUNDED, box.MARKDOWN,
                                   None])
 @pytest.mark.parametrize("edge", [True, False])
@@ -104,6 +103,7 @@ def test_lines_between_rows_and_centred_cells_print_as_rich_prints_them(options,
     rows = [["x" * (i % 5 + 1), str(i)] for i in range(20)]
     ref, fast = twice(lambda: make(rows, justify=(justify, "right"), **options))
     assert fast == ref
+
 
 #: cells wider than a column may be (LONG_CELL, or a console rich shrinks a table to): rank
 #: lists, words of several spaces, unbroken runs longer than a line, a run inside words
