@@ -424,9 +424,17 @@ def test_an_os_error_naming_a_descriptor_is_not_taken_for_a_path():
      "nrtrewrite lower: error: Invalid value for 'MODEL'"),
     (["lower"], "nrtrewrite lower: error: Missing argument 'MODEL'"),
     (["lowr", "x"], "nrtrewrite: error: No such command 'lowr'"),
-    # click 8.4 quotes the option, 8.2 - 8.3 write "No such option: --bogus" (the floor is 8.2)
-    (["inspect", "--bogus", "x"], ("nrtrewrite inspect: error: No such option '--bogus'",
-                                   "nrtrewrite inspect: error: No such option: --bogus")),
+    # one wording whatever click's version (8.2 - 8.3 wrote "No such option: --bogus")
+    (["inspect", "--bogus", "x"], "nrtrewrite inspect: error: No such option '--bogus'. "
+                                  "(see 'nrtrewrite inspect --help')"),
+    (["inspect", "-z", "x"], "nrtrewrite inspect: error: No such option '-z'. "
+                             "(see 'nrtrewrite inspect --help')"),
+    (["inspect", "--jsn", "x"], "nrtrewrite inspect: error: No such option '--jsn'. Did you "
+                                "mean '--json'? (see 'nrtrewrite inspect --help')"),
+    # difflib's close matches (ratio >= 0.6): --rank 10/11, --ranks 10/12, --lnc 6/10
+    (["explain", "--rnk", "0"], "nrtrewrite explain: error: No such option '--rnk'. (Did you "
+                                "mean one of: '--lnc', '--rank', '--ranks'?) "
+                                "(see 'nrtrewrite explain --help')"),
     # click's parser raises these without the command's context; named by the command too
     # (they were "nrtrewrite: error: ... (see 'nrtrewrite --help')" until 2026-12-04)
     (["lower", "x", "-o"], "nrtrewrite lower: error: Option '-o' requires an argument. "
@@ -442,6 +450,13 @@ def test_usage_errors_are_one_line(args, says):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(says), res.stderr
     assert "Traceback" not in res.output
+
+
+def test_an_unknown_option_reads_the_same_in_the_json_document():
+    res = CliRunner().invoke(main, ["explain", "--json", "--rnk", "0"], prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["error"] == ("No such option '--rnk'. (Did you mean one "
+                                               "of: '--lnc', '--rank', '--ranks'?)")
 
 
 def test_bare_command_still_shows_the_help():

@@ -352,6 +352,24 @@ def warn(err: Console, text: str) -> None:
         err.print(line, highlight=False, soft_wrap=True)
 
 
+def usage_message(err: click.UsageError) -> str:
+    """``err``'s message, as click words it, but an unknown option's in one wording whatever
+    click's version: ``No such option '--bogus'.``, ``Did you mean '--json'?`` or ``(Did you
+    mean one of: '--rank', '--ranks'?)`` after it for close options (click 8.4's; click 8.2 -
+    8.3 wrote ``No such option: --bogus Did you mean --json?``, so a usage error's line and
+    its JSON document's ``"error"`` differed within the declared ``click>=8.2``; until
+    2026-12-06)."""
+    if not isinstance(err, click.NoSuchOption):
+        return err.format_message()
+    text = f"No such option {err.option_name!r}."
+    close = sorted(err.possibilities or ())
+    if len(close) == 1:
+        text += f" Did you mean {close[0]!r}?"
+    elif close:
+        text += f" (Did you mean one of: {', '.join(repr(p) for p in close)}?)"
+    return text
+
+
 def _ascii_int(value) -> int:
     """``int`` of ASCII digits with an optional sign (``int`` itself also takes other
     scripts' digits, ``４``, and ``1_000``); ``ValueError`` otherwise."""
@@ -784,7 +802,7 @@ class _Group(click.Group):
             sys.exit(err.exit_code)
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx is not None else (prog_name or "nrtrewrite")
-            _say(_capped_line(f"{where}: error: {err.format_message()} "
+            _say(_capped_line(f"{where}: error: {usage_message(err)} "
                               f"(see '{where} --help')"))
             sys.exit(err.exit_code)
         except click.ClickException as err:
@@ -1172,7 +1190,7 @@ class JsonErrorCommand(Command):
             return super().parse_args(ctx, args)
         except click.UsageError as err:
             if asks_json(given):  # (guarded as invoke's are: click quotes paths with repr)
-                self._print_error({}, escape_line(err.format_message()))
+                self._print_error({}, escape_line(usage_message(err)))
             raise
 
     def invoke(self, ctx: click.Context):
@@ -1182,7 +1200,7 @@ class JsonErrorCommand(Command):
             if (ctx.params.get("as_json") and self.documents_command_errors
                     and not getattr(err, "json_documented", False)):
                 why = err.line() if isinstance(err, NrtRewriteError) else \
-                    escape_line(err.format_message())  # (click quotes paths with repr)
+                    escape_line(usage_message(err))  # (click quotes paths with repr)
                 self._print_error(ctx.params, why)
             raise
         except OSError as err:  # one the command left as it was: a file it could not read
