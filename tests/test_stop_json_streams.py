@@ -181,6 +181,29 @@ def test_a_standard_output_without_a_buffer_gets_the_whole_stream():
     assert buf.getvalue() == want and json.loads(want)["rank"] == 1
 
 
+def _blocked_writing(proc, timeout: float = 60.0) -> None:
+    """Wait until ``proc`` sleeps in a write into its full pipe (Linux's ``wchan``:
+    ``pipe_write``, ``anon_pipe_write``).  A fixed second was too short on a loaded machine
+    (two cores at a load of 7: the first block took 1.5 s, the stop came before it and the
+    document held no record).  Where ``wchan`` does not tell (no /proc, or ``0`` for a
+    sleeping process where the kernel hides it), a second, as before."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{proc.pid}/wchan") as fh:
+                where = fh.read().strip()
+            with open(f"/proc/{proc.pid}/stat") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            break
+        if "pipe_write" in where:
+            return
+        if state == "S" and where in ("", "0"):
+            break  # (sleeping, and the kernel does not say where)
+        time.sleep(0.05)
+    time.sleep(1.0)
+
+
 @pytest.mark.parametrize("signum, status, why", STOPS[:2])
 def test_dump_json_into_a_full_pipe_stopped_is_one_document(tmp_path, signum, status, why):
     """The real case: the reader slow, the process blocked in a write of a block of some
@@ -190,7 +213,7 @@ def test_dump_json_into_a_full_pipe_stopped_is_one_document(tmp_path, signum, st
                             cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             bufsize=0)  # (read(1) takes one byte, not a buffer-full)
     head = proc.stdout.read(1)  # the document has begun
-    time.sleep(1.0)  # the pipe full, the process blocked in a write
+    _blocked_writing(proc)  # the pipe full, the process blocked in a write
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == status, err
