@@ -1,0 +1,61 @@
+"""The commands that do not compute numbers start without ml_dtypes, whose import takes
+0.6 - 0.75 s of CPU at ml_dtypes 0.7 (more than `lower` of a small model takes without it):
+`codes.NUMPY_DTYPE` is built on first use, by `simulate`'s numbers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+PROBE = """
+import sys
+from nrtrewrite.cli import main
+try:
+    main(sys.argv[1:], prog_name="nrtrewrite")
+except SystemExit as stop:
+    assert not stop.code, stop.code
+print("ml_dtypes" in sys.modules)
+"""
+
+
+def imports_ml_dtypes(*args: str) -> bool:
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True,
+                          text=True, check=True)
+    return done.stdout.strip().splitlines()[-1] == "True"
+
+
+@pytest.mark.parametrize("command", ["lower", "inspect", "explain", "schedule", "dump", "diff"])
+def test_a_command_without_numbers_does_not_import_ml_dtypes(command, tmp_path):
+    model = str(FIXTURES / "ar2.neff")
+    out = tmp_path / "out"
+    if command in ("dump", "diff"):
+        subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", model, "-o", str(out),
+                        "-q"], check=True)
+    args = {"lower": ["lower", model, "-o", str(out), "-q"],
+            "inspect": ["inspect", model],
+            "explain": ["explain", model],
+            "schedule": ["schedule", model, "--rank", "0"],
+            "dump": ["dump", str(out), "--spad", "--rank", "0"],
+            "diff": ["diff", str(out), str(out)]}[command]
+    assert not imports_ml_dtypes(*args)
+
+
+def test_simulate_imports_it_and_the_table_is_the_same_object_each_time(tmp_path):
+    out = tmp_path / "out"
+    subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", str(FIXTURES / "ar2.neff"),
+                    "-o", str(out), "-q"], check=True)
+    assert imports_ml_dtypes("simulate", str(out))
+    from nrtrewrite import codes
+    from nrtrewrite.codes import NUMPY_DTYPE, DType
+    assert codes.NUMPY_DTYPE is NUMPY_DTYPE
+    # bf16 and the fp8 formats are ml_dtypes' 2- and 1-byte types (DTYPE_SIZE's sizes)
+    assert NUMPY_DTYPE[DType.BF16].itemsize == 2 and NUMPY_DTYPE[DType.BF16].name == "bfloat16"
+    assert [NUMPY_DTYPE[d].name for d in (DType.FP8_E3, DType.FP8_E4, DType.FP8_E5)] == \
+        ["float8_e3m4", "float8_e4m3", "float8_e5m2"]
+    with pytest.raises(AttributeError):
+        codes.NO_SUCH_TABLE
