@@ -323,6 +323,64 @@ def test_print_plain_prints_as_console_print(seed):
     assert fast.file.getvalue() == ref.file.getvalue()
 
 
+def _both(printer, build, width: int = 132) -> tuple[str, str]:
+    """``build()`` printed by ``printer`` with the row-by-row path off (rich) and on."""
+    ref, fast = console(width), console(width)
+    saved = cli._plain_columns
+    cli._plain_columns = lambda console, table: None
+    try:
+        printer(ref, build())
+    finally:
+        cli._plain_columns = saved
+    printer(fast, build())
+    return ref.file.getvalue(), fast.file.getvalue()
+
+
+def _one_column(rows, **column) -> Table:
+    table = Table(width=column.pop("table_width", None))
+    table.add_column("c0", **column)
+    for row in rows:
+        table.add_row(row)
+    return table
+
+
+#: tables a report-only review printed differently from rich (none a command prints):
+#: an escaped bracket, a middle-aligned column beside a cell wrapped over 3 lines, a
+#: column whose least width is more than the console's (rich crops each line), a table
+#: given a width its columns draw wider than
+REVIEWED = {
+    "escaped bracket": (cli.print_table, lambda: _one_column(["x\\[1]"] * 4), 132),
+    "middle beside a wrapped cell": (cli.print_table, lambda: make(
+        [["x", " ".join(["y" * 67] * 3)]] * 4, title=None), 132),
+    "least width past the console": (cli.print_plain, lambda: _one_column(
+        ["a", "bbbb cccc dddd", "d", "e"], min_width=30, overflow="crop"), 12),
+    "table width": (cli.print_table, lambda: _one_column(
+        ["a", "bbbb cccc dddd", "d", "e"], min_width=30, no_wrap=True, justify="right",
+        table_width=20), 10),
+}
+
+
+@pytest.mark.parametrize("case", REVIEWED)
+def test_tables_a_review_found_print_as_rich_prints_them(case):
+    printer, build, width = REVIEWED[case]
+    if case.startswith("middle"):
+        def build(plain=build):  # (the first column middle-aligned)
+            table = plain()
+            table.columns[0].vertical = "middle"
+            return table
+    ref, fast = _both(printer, build, width)
+    assert fast == ref
+    if case == "escaped bracket":  # (rich's markup draws the escape as the bracket)
+        assert "x[1]" in fast and "\\" not in fast
+
+
+def test_a_table_printed_inside_a_capture_is_captured():
+    con = console()
+    with con.capture() as captured:
+        print_table(con, make([["a", "b"]] * FAST_ROWS))
+    assert con.file.getvalue() == "" and "a" in captured.get()
+
+
 def _mesh64(tmp_path) -> str:
     """A 64-rank model (trn2, lnc 2: one node) of three small collectives, which MESH lowers:
     its events tables list the ranks 4..63, 179 columns, in a cell."""

@@ -159,6 +159,8 @@ def _plain_columns(console: Console, table) -> list[list[str]] | None:
     from rich.markup import RE_TAGS
 
     if (console.is_terminal or console.color_system is not None or console.record
+            or getattr(console, "_buffer_index", 0)  # (inside console.capture(): rich's)
+            or table.width is not None  # (a measure its columns may draw wider than)
             or len(table.rows) < FAST_ROWS or table.show_lines or table.leading
             or any(row.end_section for row in table.rows)
             or table.padding[0] or table.padding[2] or not _rows_alike(table.box)):
@@ -179,7 +181,8 @@ def _plain_columns(console: Console, table) -> list[list[str]] | None:
                 cell = cell.plain
             elif not isinstance(cell, str):
                 return None
-            elif RE_TAGS.search(cell) or _EMOJI_CODE.search(cell):
+            elif RE_TAGS.search(cell) or _EMOJI_CODE.search(cell) or "\\" in cell:
+                # (a backslash may escape a bracket: rich draws "x\\[1]" as "x[1]")
                 if cell not in drawn:
                     try:  # ("[green]yes[/]" is drawn "yes": style is all it adds)
                         drawn[cell] = console.render_str(cell).plain
@@ -237,6 +240,14 @@ def _print_rows(console: Console, table, columns: list[list[str]], widths: list[
     ``table`` is written into that line (and blank copies of it), its cells padded as the
     columns justify them.  False, nothing printed, where the probe's row is not such runs
     or where the probe's own row written so is not the lines rich drew for it."""
+    from rich.measure import Measurement
+
+    # a column's min_width (cells of one mark: no cell's own width) past the console: rich
+    # crops every line at the console's edge (left to rich); Measurement.get clamps to width
+    if (table.min_width is not None or any(c.min_width is not None for c in table.columns)) \
+            and Measurement.get(console, console.options.update(width=2 ** 20),
+                                _probe(table, [1] * len(widths))).minimum > console.width:
+        return False
     with console.capture() as cap:
         console.print(probe)
     lines = cap.get().split("\n")
@@ -267,6 +278,8 @@ def _print_rows(console: Console, table, columns: list[list[str]], widths: list[
     fmt = "".join(parts) + "\n"
     shown_widths = [w for w, _, _ in slots]
     wrapped = [(j, w, column) for j, (w, column, wraps) in enumerate(slots) if wraps]
+    if wrapped and any(column.vertical != "top" for column in table.columns):
+        return False  # (rich aligns a short cell in a tall row: left to rich)
 
     def write_row(r) -> str:
         """One row of ``table`` (the shown columns' plain cells) as rich draws it."""
@@ -295,6 +308,7 @@ def _print_rows(console: Console, table, columns: list[list[str]], widths: list[
                   "".join(fmt % tuple(chain.from_iterable(zip(shown_widths, r)))
                           for r in rows[first:first + 4096]))
     out.write("\n".join(lines[end:]))
+    out.flush()  # (as rich does after each print: a later stderr line comes after the table)
     return True
 
 
