@@ -30,8 +30,8 @@ from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
-    CCE_OPS, LEAF_NAMES, Entry, Leg, QueueLegs, RankProgram, check_ring_pairing, decode_rank,
-    sem_name,
+    CCE_OPS, LEAF_NAMES, Entry, Leg, LegName, QueueLegs, RankProgram, check_ring_pairing,
+    decode_rank, sem_name,
 )
 from nrtrewrite.simulate.result import (
     ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
@@ -107,8 +107,13 @@ def _merged(runs: list) -> list[tuple[int, int, list[tuple[int, int]]]]:
 def _describe(acc: Access | None) -> str:
     if acc is None:
         return "nobody"
-    w = acc.who
+    w = _who(acc)
     return w.who() if hasattr(w, "who") else str(w)
+
+
+def _who(acc: Access):
+    """What ``acc`` names: a leg's packed name unpacked (:meth:`LegName.of`), else as kept."""
+    return LegName.of(acc.who) if acc.kind == Access.LEG else acc.who
 
 
 class _Queue:
@@ -569,7 +574,7 @@ class Simulator:
                     cons.setdefault(tr.handshake, set()).add(p.tid)
         self.consumers = {k: tuple(sorted(v)) for k, v in cons.items()}
         n = self.n_threads
-        self.vc = [np.zeros(n, np.int32) for _ in range(n)]
+        self.vc = [np.zeros(n, self._clock_dtype()) for _ in range(n)]
         self.sem_count = {r: np.zeros(256, np.int64) for r in self.programs}
         #: (rank, semaphore) -> the trigger whose leg or net transfer changed it last
         self.sem_trigger: dict[tuple[int, int], int] = {}
@@ -608,6 +613,25 @@ class Simulator:
             self._evaluate(p)
         for r in sorted(self.ranks):
             self._start_entry(r, 0)
+
+    def _clock_dtype(self) -> type:
+        """The narrowest vector clock that holds every value of the run (docs/SIMULATOR.md §3
+        "Memory"): a clock's entry ``t`` is the count of thread ``t``'s own steps seen (a join
+        takes maxima), so it is at most that thread's steps in all: a queue thread's one a
+        leg of its (rank, channel) over every entry, a proxy's one a transfer (terminators
+        included), a control thread's one an input fill and one an entry completion per
+        entry.  Under 2^15 each clock is int16, half of int32 (the tokens' copies, a fifth of
+        a KANGARING run's peak, most of all)."""
+        most = 0
+        for r, prog in self.programs.items():
+            per_channel: dict[int, int] = {}
+            for ent in prog.entries:
+                for c, (_first, count) in ent.queues.items():
+                    per_channel[c] = per_channel.get(c, 0) + count
+            most = max(most, 2 * len(prog.entries), *per_channel.values(), 0)
+        for p in self.proxies:
+            most = max(most, len(p.transfers))
+        return np.int16 if most < np.iinfo(np.int16).max else np.int32
 
     def _new_tid(self) -> int:
         self.n_threads += 1
@@ -726,7 +750,15 @@ class Simulator:
         self.sem_trigger[(r, s)] = trigger
         if self.consumers.get((r, s)) == (tid,):
             clock = None  # only the producer itself ever waits on it: nothing to join
-        self.tokens.setdefault((r, s), deque()).append([v, clock])
+        q = self.tokens.get((r, s))
+        if q is None:
+            q = self.tokens[(r, s)] = deque()
+        if q and q[-1][1] is clock:
+            # the same clock (or none) as the newest tokens: one record more of them (a wait
+            # joins it once either way; a ring's dma_compl_sema holds one, not one a leg)
+            q[-1][0] += v
+        else:
+            q.append([v, clock])
         waiting = self.blocked.pop((r, s), None)
         if waiting:
             for a in waiting:
@@ -786,7 +818,8 @@ class Simulator:
         else:
             why = (f"{me} {verb} {where} that {other} reads with no happens-before ordering "
                    "(the read may see either value)")
-        return SimulationError(why, rank=acc.who.rank if hasattr(acc.who, "rank") else r,
+        who = _who(acc)
+        return SimulationError(why, rank=who.rank if hasattr(who, "rank") else r,
                                trigger=acc.trigger)
 
     def _read(self, runs: list, acc: Access, vc: np.ndarray) -> np.ndarray:
@@ -1067,7 +1100,8 @@ class Simulator:
             return "the input fill (no leg of the collective wrote it)"
         text = _describe(acc)
         if acc.kind == Access.LEG:
-            text += f", {rank_dir_name(acc.who.rank)}/legs.bin record {acc.who.record}"
+            who = _who(acc)
+            text += f", {rank_dir_name(who.rank)}/legs.bin record {who.record}"
         if acc.trigger != t.ordinal:
             text += f", in trigger {acc.trigger}"
         return text

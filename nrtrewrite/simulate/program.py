@@ -161,20 +161,59 @@ class Leg:
     tiles: list | None = None  # per tile (srcs, dsts) runs, for sequential legs
 
     def who(self) -> str:
-        return self.name().who()
+        return LegName(self.rank, self.record, self.entry, self.channel, self.step,
+                       self.leaf).who()
 
-    def name(self) -> LegName:
-        """What an access of this leg keeps: its name, not its runs and semaphores."""
-        return LegName(self.rank, self.record, self.entry, self.channel, self.step, self.leaf)
+    def name(self) -> int | LegName:
+        """What an access of this leg keeps: its name packed into one int
+        (:meth:`LegName.pack`), not its runs and semaphores."""
+        return LegName.pack(self.rank, self.record, self.entry, self.channel, self.step,
+                            self.leaf)
 
 
 class LegName:
     """A leg as the shadow state remembers it (the writer or reader of a byte range, for as
     long as the run keeps the range's shadow): enough to name it (:meth:`who`) and its
-    ``legs.bin`` record, about 80 bytes, where the :class:`Leg` with its runs and semaphores
-    is freed once it has run (docs/SIMULATOR.md §3 "Memory")."""
+    ``legs.bin`` record, where the :class:`Leg` with its runs and semaphores is freed once it
+    has run (docs/SIMULATOR.md §3 "Memory").  An access keeps it packed into one int
+    (:meth:`pack`, 48 bytes; until 2026-12-06 this object with its own ints, 80 bytes and
+    more) and a message unpacks it (:meth:`of`)."""
 
     __slots__ = ("rank", "record", "entry", "channel", "step", "leaf")
+
+    #: The packed fields below the rank, lowest first, and their widths in bits (legs.bin's
+    #: ``leaf`` u16 and ``step`` u32, a channel id, the record and entry indices).
+    PACKED = (("leaf", 16), ("channel", 16), ("step", 32), ("record", 32), ("entry", 32))
+
+    @classmethod
+    def pack(cls, rank: int, record: int, entry: int, channel: int, step: int,
+             leaf: int) -> int | LegName:
+        """One int holding the six fields (the rank above the others), or the LegName
+        itself when a field does not fit its width (so nothing is ever named wrong)."""
+        vals = {"leaf": leaf, "channel": channel, "step": step, "record": record,
+                "entry": entry}
+        key, shift = 0, 0
+        for name, bits in cls.PACKED:
+            v = vals[name]
+            if not 0 <= v < 1 << bits:
+                return cls(rank, record, entry, channel, step, leaf)
+            key |= v << shift
+            shift += bits
+        if rank < 0:
+            return cls(rank, record, entry, channel, step, leaf)
+        return key | rank << shift
+
+    @classmethod
+    def of(cls, name: int | LegName) -> LegName:
+        """The LegName :meth:`pack` packed (a LegName is itself)."""
+        if not isinstance(name, int):
+            return name
+        vals = {}
+        for field_, bits in cls.PACKED:
+            vals[field_] = name & ((1 << bits) - 1)
+            name >>= bits
+        return cls(name, vals["record"], vals["entry"], vals["channel"], vals["step"],
+                   vals["leaf"])
 
     def __init__(self, rank: int, record: int, entry: int, channel: int, step: int, leaf: int):
         self.rank = rank

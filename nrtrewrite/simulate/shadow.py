@@ -108,13 +108,18 @@ class Shadow:
         return i
 
     def read(self, a: int, e: int, acc: Access, vc) -> None:
-        """A read of [a, e): written in this trigger, ordered after the writer."""
+        """A read of [a, e): written in this trigger, ordered after the writer.  Runs that had
+        the same read set share the one they get (a tuple: it is never changed in place)."""
         i = self._cut(a)
         j = self._cut(e)
         b, w, r = self.b, self.w, self.r
+        was = now = self  # (no read set is the shadow)
         for k in range(i, j):
             _check_read(b[k], b[k + 1], w[k], acc, vc)
-            r[k] = _with_reader(r[k], acc, vc)
+            if r[k] is not was:
+                was = r[k]
+                now = _with_reader(was, acc, vc)
+            r[k] = now
 
     def check_output(self, a: int, e: int, acc: Access, vc, writers: list | None = None
                      ) -> list[tuple[int, int]]:
@@ -129,13 +134,17 @@ class Shadow:
             writers.extend(zip(b[i:j], b[i + 1:j + 1], w[i:j]))
         bad = []
         tid = acc.tid
+        was = now = self  # (as in read)
         for k in range(i, j):
             wk = w[k]
             if wk is None or wk.trigger != acc.trigger or wk.kind == Access.FILL:
                 bad.append((b[k], b[k + 1]))
             elif wk.tid != tid and wk.clk > vc[wk.tid]:
                 raise Conflict("raw", b[k], b[k + 1], wk)
-            r[k] = _with_reader(r[k], acc, vc)
+            if r[k] is not was:
+                was = r[k]
+                now = _with_reader(was, acc, vc)
+            r[k] = now
         return bad
 
     def write(self, a: int, e: int, acc: Access, vc) -> None:
@@ -170,9 +179,13 @@ class Shadow:
                 self.read(a, e, acc, vc)
             return
 
+        memo = [self, None]  # the last read set met and what it became (as in read)
+
         def inside(p: int, q: int, wk, rk):
             _check_read(p, q, wk, acc, vc)
-            return wk, _with_reader(rk, acc, vc)
+            if rk is not memo[0]:
+                memo[0], memo[1] = rk, _with_reader(rk, acc, vc)
+            return wk, memo[1]
         self._rebuild(ivs, inside, None)
 
     def write_many(self, ivs: list[tuple[int, int]], acc: Access, vc) -> None:
