@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nrtrewrite.codes import DType, NUMPY_DTYPE
+from nrtrewrite import codes
+from nrtrewrite.codes import DType
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError, escape_controls
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
@@ -911,11 +912,11 @@ class Simulator:
         else:
             op, in_code, out_code = leg.cce
             ufunc = _UFUNC[op]
-            in_dt = NUMPY_DTYPE[DType(in_code)]
+            in_dt = codes.NUMPY_DTYPE[DType(in_code)]
             acc32 = datas[0].view(in_dt).astype(np.float32)
             for d in datas[1:]:
                 ufunc(acc32, d.view(in_dt).astype(np.float32), out=acc32)
-            result = acc32.astype(NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
+            result = acc32.astype(codes.NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
         if leg.sequential and len(dsts) > 1:  # (only such legs' streams may overlap)
             _check_overlapping_streams(leg, dsts, result, self._region_name)
         for runs in dsts:
@@ -1013,7 +1014,7 @@ class Simulator:
                 sh.write(a, b, acc, ctrl)
         except Conflict as c:
             raise self._conflict(c, acc, r, reg, "writes") from None
-        npdt = NUMPY_DTYPE[t.dtype]
+        npdt = codes.NUMPY_DTYPE[t.dtype]
         args = (self.seed, t.ordinal, pos, len(t.group), t.n, t.dtype, t.alu or "", t.reduce)
         if src.offsets is None:  # contiguous: made in place, read back where it lies
             got = buf[src.start:src.start + src.count * src.dsize].view(npdt)
@@ -1072,7 +1073,7 @@ class Simulator:
             diff = np.flatnonzero((g != w).any(axis=1))
             tr.mismatched_elements += int(diff.size)
             e = int(diff[0])
-            npdt = NUMPY_DTYPE[t.dtype]
+            npdt = codes.NUMPY_DTYPE[t.dtype]
             gv = g[e].copy().view(npdt)[0]
             wv = w[e].copy().view(npdt)[0]
             by = self._written_by(t, r, e, writers)

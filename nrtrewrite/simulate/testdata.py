@@ -39,7 +39,8 @@ import math
 
 import numpy as np
 
-from nrtrewrite.codes import DType, NUMPY_DTYPE
+from nrtrewrite import codes
+from nrtrewrite.codes import DType
 
 #: Largest B such that every integer in [-B, B] is representable.
 EXACT_INT_BOUND: dict[DType, int] = {
@@ -117,7 +118,7 @@ def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, d
     """Input elements of group member ``pos`` as a numpy array of the I/O dtype; written into
     ``out`` (``count`` elements of the I/O dtype: the rank's input operand itself, so that
     no temporary of the operand's size is made) and returned, when given."""
-    npdt = NUMPY_DTYPE[dtype]
+    npdt = codes.NUMPY_DTYPE[dtype]
     if not reduce:
         raw = _rng(seed, trigger, pos).integers(0, 256, count * npdt.itemsize, dtype=np.uint8)
         if out is None:
@@ -170,7 +171,7 @@ def reference_bytes(op_kind: str, alu: str | None, dtype: DType, count: int,
     output is checked.  An all-gather: the inputs kept (an output's bytes) while an input is
     made; those, the expected output made of them, one rank's output read back and the
     comparison's booleans, an output's bytes each, while an output is checked."""
-    dsize = NUMPY_DTYPE[dtype].itemsize
+    dsize = codes.NUMPY_DTYPE[dtype].itemsize
     if op_kind == "ALLGATHER":
         out = group_size * count * dsize
         return out, 4 * out
@@ -187,7 +188,7 @@ class Reference:
         self.op_kind = op_kind  # ALLREDUCE / REDUCE_SCATTER / ALLGATHER
         self.alu = alu
         self.dtype = dtype
-        self.npdt = NUMPY_DTYPE[dtype]
+        self.npdt = codes.NUMPY_DTYPE[dtype]
         self.group = list(group)
         self.count = count  # input elements per rank
         self.acc: np.ndarray | None = None
