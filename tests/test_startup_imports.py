@@ -2,7 +2,8 @@
 0.6 - 0.75 s of CPU at ml_dtypes 0.7 (more than `lower` of a small model takes without it):
 `codes.NUMPY_DTYPE` is built on first use, by `simulate`'s numbers (the simulator's modules
 read it there, so `--help`, which imports every command's module to list them, does not
-import it either)."""
+import it either).  `lower` imports only the composer of the engines its triggers use
+(`compose.algorithm.MODULES`)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,33 @@ def test_help_and_version_do_not_import_ml_dtypes(args):
     # simulator's modules read NUMPY_DTYPE at their import, and --help took 0.9 s of CPU
     assert not imports_ml_dtypes(*args)
 
+
+COMPOSERS = {"nrtrewrite.compose." + m for m in
+             ("ring", "mesh", "rdh", "kangaring", "single_cycle", "hier")}
+
+
+@pytest.mark.parametrize("model, algo, wanted", [
+    ("ar2", "ring", {"ring"}), ("ar2", "mesh", {"mesh"}),
+    ("ar2", "single_cycle", {"single_cycle"}), ("node64", "kangaring", {"kangaring", "ring"})])
+def test_lower_imports_the_composer_of_its_engine_only(model, algo, wanted, tmp_path):
+    # ar2: an all-reduce over 2 ranks of one device; node64: 64 ranks, whole devices, which
+    # KangaRing needs (it composes with ring.py's step templates, so it imports ring as well)
+    mods = imported("lower", str(FIXTURES / f"{model}.neff"), "-o", str(tmp_path / "out"),
+                    "-q", "--algo", algo)
+    assert mods & COMPOSERS == {"nrtrewrite.compose." + m for m in wanted}
+
+
+def test_hier_imports_the_composers_of_its_legs(tmp_path):
+    mods = imported("lower", str(FIXTURES / "two_node128.neff"), "-o", str(tmp_path / "out"),
+                    "-q", "--algo", "hier")
+    assert {"nrtrewrite.compose." + m for m in ("hier", "kangaring", "single_cycle", "ring")} \
+        <= mods
+
+
+def test_every_lowerable_engine_is_registered_by_the_module_named_for_it():
+    from nrtrewrite.compose import algorithm
+    assert algorithm.lowerable() == frozenset(algorithm.MODULES)
+    for alg, module in algorithm.MODULES.items():
+        assert type(algorithm.get(alg)).__module__ == "nrtrewrite.compose." + module
+    with pytest.raises(KeyError):
+        algorithm.get(algorithm.EncAlgType.LATENCY_OPT_MESH)  # no composer in this build

@@ -10,12 +10,13 @@ An :class:`Algorithm` does two things:
 
 :mod:`nrtrewrite.lower` drives both and hands every entry to the one emitter
 (:func:`nrtrewrite.emit.legs.emit_entries`, consecutive entries at a time).  A new
-algorithm is a new module that subclasses :class:`Algorithm` and registers itself with
-:func:`register`.
+algorithm is a new module that subclasses :class:`Algorithm`, registers itself with
+:func:`register` and adds its line to :data:`MODULES` (imported when an engine is asked for).
 """
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
@@ -104,8 +105,23 @@ class Algorithm(ABC):
         """The SPAD entries of ``rank`` for trigger plan ``tp`` (``ctx.memory`` is set)."""
 
 
-#: EncAlgType -> the Algorithm that lowers it.
+#: EncAlgType -> the Algorithm that lowers it (filled as the algorithm modules are imported).
 ALGORITHMS: dict[EncAlgType, Algorithm] = {}
+
+#: EncAlgType -> the module of :mod:`nrtrewrite.compose` that registers it when imported.
+#: :func:`get` imports only the one asked for: ``lower`` of a ring model does not import the
+#: mesh, RDH, KangaRing, single-cycle and HIER composers (about 35 ms of its start; every one
+#: until 2026-12-06).  A module imports the modules its legs run in (``hier`` imports
+#: ``kangaring``, ``single_cycle`` and, through them, ``ring``), so a forked worker or the
+#: compose-ahead process never imports a composer the plan's process has not.
+MODULES: dict[EncAlgType, str] = {
+    EncAlgType.RING: "ring",
+    EncAlgType.MESH: "mesh", EncAlgType.SINGLE_STEP_MESH: "mesh",
+    EncAlgType.INTRA_RDH: "rdh", EncAlgType.INTER_RDH: "rdh",
+    EncAlgType.KANGARING: "kangaring",
+    EncAlgType.SINGLE_CYCLE_RING: "single_cycle",
+    EncAlgType.HIER: "hier",
+}
 
 
 def register(algorithm: Algorithm) -> Algorithm:
@@ -120,15 +136,14 @@ def lowerable() -> frozenset[EncAlgType]:
 
 
 def get(alg: EncAlgType) -> Algorithm:
-    _load_all()
+    """The Algorithm that lowers ``alg``, its module imported on first use; ``KeyError`` for
+    an engine this build does not lower."""
+    if alg not in ALGORITHMS and alg in MODULES:
+        importlib.import_module(f"{__package__}.{MODULES[alg]}")  # registers it
     return ALGORITHMS[alg]
 
 
 def _load_all() -> None:
     """Import every algorithm module (each registers itself)."""
-    from nrtrewrite.compose import ring  # noqa: F401  (registers RING)
-    from nrtrewrite.compose import mesh  # noqa: F401  (registers MESH, SINGLE_STEP_MESH)
-    from nrtrewrite.compose import rdh  # noqa: F401  (registers INTRA_RDH, INTER_RDH)
-    from nrtrewrite.compose import kangaring  # noqa: F401  (registers KANGARING)
-    from nrtrewrite.compose import single_cycle  # noqa: F401  (registers SINGLE_CYCLE_RING)
-    from nrtrewrite.compose import hier  # noqa: F401  (registers HIER)
+    for module in dict.fromkeys(MODULES.values()):
+        importlib.import_module(f"{__package__}.{module}")
