@@ -119,6 +119,8 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     from nrtrewrite.limits import check_plan
     from nrtrewrite.lower import LowerOptions, lower_rank, plan_lowering
     from nrtrewrite.neff.reader import read_model
+    from nrtrewrite.compose import algorithm
+    algorithm.lowerable()  # (the composers: imported on first use since 2026-12-06, not timed)
 
     tmp = Path(tempfile.mkdtemp(prefix="nrtbench-"))
     try:
@@ -206,6 +208,8 @@ def measure_cli(model: str, rank: int) -> dict:
     import importlib
     importlib.import_module("nrtrewrite.cli.lower")  # (click imports a command lazily)
     from nrtrewrite.cli import main
+    from nrtrewrite.compose import algorithm
+    algorithm.lowerable()  # (the composers, imported by the command as it meets their engines)
     import_s = time.perf_counter() - c_imp
     tmp = Path(tempfile.mkdtemp(prefix="nrtbench-cli-"))
     try:
