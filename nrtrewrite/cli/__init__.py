@@ -103,7 +103,7 @@ def print_table(console: Console, table) -> None:
         if column.max_width is None or column.max_width > cap:
             column.max_width = cap
     columns = _plain_columns(console, table)
-    widths = None if columns is None else [max(map(len, c), default=0) for c in columns]
+    widths = _widths_of(columns)
     probe = None if widths is None else _probe(table, widths)
     # (a probe measures as its table: each column's widest cell is as wide in both)
     need = console.measure(probe or table,
@@ -123,7 +123,7 @@ def print_plain(console: Console, table) -> None:
     it, unlike :func:`print_table`), but a piped table of plain cells written row by row
     (:func:`_print_rows`), the same bytes."""
     columns = _plain_columns(console, table)
-    widths = None if columns is None else [max(map(len, c), default=0) for c in columns]
+    widths = _widths_of(columns)
     if widths is None or not _print_rows(console, table, columns, widths,
                                          _probe(table, widths)):
         console.print(table)
@@ -144,7 +144,11 @@ _EMOJI_CODE = re.compile(r":\S*:")
 def _plain_widths(console: Console, table) -> list[int] | None:
     """Each column's widest cell where ``table`` may be written row by row on ``console``
     (:func:`_plain_columns`); None otherwise."""
-    columns = _plain_columns(console, table)
+    return _widths_of(_plain_columns(console, table))
+
+
+def _widths_of(columns: list[list[str]] | None) -> list[int] | None:
+    """Each column's widest cell (None for None)."""
     return None if columns is None else [max(map(len, cells), default=0) for cells in columns]
 
 
