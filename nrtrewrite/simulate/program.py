@@ -161,8 +161,7 @@ class Leg:
     tiles: list | None = None  # per tile (srcs, dsts) runs, for sequential legs
 
     def who(self) -> str:
-        return LegName(self.rank, self.record, self.entry, self.channel, self.step,
-                       self.leaf).who()
+        return LegName.of(self.name()).who()
 
     def name(self) -> int | LegName:
         """What an access of this leg keeps: its name packed into one int
