@@ -694,12 +694,24 @@ def terminate_cleanly():
         return
     _REPLACED.update(old)
     _STOPS = stops
+    unraisable_before = sys.unraisablehook
+
+    def unraisable(info):
+        # our stop, raised where Python drops it (a finalizer, an at-fork callback): not
+        # printed as "Exception ignored in ..." with its traceback before the stop's one line
+        # (it is raised again: raise_lost_stop); anything else as before
+        if not (stops.raised and isinstance(info.exc_value, (Terminated, KeyboardInterrupt))):
+            unraisable_before(info)
+
+    sys.unraisablehook = unraisable
     try:
         yield
         raise_lost_stop()  # (the command ran to its end: a stop raised was dropped)
     finally:
         _STOPS = None
         _REPLACED.clear()
+        if sys.unraisablehook is unraisable:
+            sys.unraisablehook = unraisable_before
         for sig, h in old.items():
             # stopped by a signal: the process reports it and exits; a later one is ignored
             # (restored, it would kill the process with its own status after the line); the
