@@ -302,3 +302,68 @@ def test_diff_json_stopped_among_differences_of_several_lines(tmp_path, monkeypa
     shown = doc["differences"]
     assert doc["count"] == doc["shown"] == shown[-1]["index"] + 1
     assert shown == [d for d in full if d["index"] < doc["count"]]  # whole differences
+
+
+def _dump_json_into_a_pipe(tmp_path):
+    """``dump --json`` of a file of 65,541 cce.bin records (blocks of 65,536: two pieces of
+    megabytes each) with its stdout into a pipe the test holds open, blocked writing into it
+    once the pipe is full: the process, the pipe's read end."""
+    path = _rank_file(tmp_path, "cce.bin", 65536 + 5, seed=7)
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, "-m", "nrtrewrite", "dump", "--json", str(path)],
+                            cwd=ROOT, env=env(), stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    _blocked_writing(proc)
+    return proc, r
+
+
+@pytest.mark.parametrize("signum, status, why", STOPS)
+def test_a_stop_while_a_pipe_nobody_reads_is_full_ends_the_command(tmp_path, signum, status,
+                                                                   why):
+    """docs/CLI.md: Ctrl-C is ``Aborted!`` and 130, SIGTERM / SIGHUP their line and 128 + N.
+    A stop deferred while a piece is written waited for the piece: into a pipe nobody reads
+    it waited forever (``dump --json``, ``diff``, ``schedule --json`` ignored Ctrl-C there).
+    Once the write has taken no byte for ``STOP_GRACE_SECONDS`` the stop ends the command."""
+    proc, r = _dump_json_into_a_pipe(tmp_path)
+    try:
+        start = time.monotonic()
+        proc.send_signal(signum)
+        try:
+            err = proc.communicate(timeout=60)[1]  # (stderr only: stdout is never read)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"{signal.Signals(signum).name} did not end a command blocked on a "
+                        "pipe nobody reads")
+        assert proc.returncode == status, err
+        assert err.decode().splitlines() == (
+            ["Aborted!"] if signum == signal.SIGINT
+            else [f"nrtrewrite: terminated by {signal.Signals(signum).name}"])
+        # (a second of grace, ticks of a quarter: well under the 60 s above on any load)
+        assert time.monotonic() - start >= C.STOP_GRACE_SECONDS
+    finally:
+        os.close(r)
+
+
+def test_a_stop_while_the_reader_reads_slowly_still_writes_the_piece_whole(tmp_path):
+    """A reader that reads, however slowly, gets the piece whole: the stop waits while the
+    write takes bytes (here 64 KiB every 0.2 s for longer than the grace), and the document
+    is closed with its ``"error"`` after whole blocks of 65,536 records."""
+    proc, r = _dump_json_into_a_pipe(tmp_path)
+    chunks = []
+    try:
+        proc.send_signal(signal.SIGINT)
+        end = time.monotonic() + 3 * C.STOP_GRACE_SECONDS
+        while time.monotonic() < end:
+            chunks.append(os.read(r, 65536))
+            time.sleep(0.2)
+        with os.fdopen(r, "rb", closefd=False) as rest:
+            chunks.append(rest.read())
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        os.close(r)
+    assert proc.returncode == 130, err
+    assert err.decode().splitlines() == ["Aborted!"]
+    doc = json.loads(b"".join(chunks))
+    assert doc["error"] == "KeyboardInterrupt"
+    assert len(doc["ranks"][0]["files"]["cce.bin"]) == 65536
