@@ -1080,7 +1080,11 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     continue
                 ok, why_a = PREDICATES[a][1](leg_req, topo, policy, check_window=in_window)
                 if ok:
-                    pick, why, found = a, why_a, True
+                    # (outside its window, it says so as the policy's leg does, _leg_choice:
+                    # until 2026-12-06 it gave the bare structural reason)
+                    pick, why, found = a, why_a if in_window else (
+                        f"first legal engine (none allowed is inside its size window; "
+                        f"{why_a})"), True
                     break
             if found:
                 break

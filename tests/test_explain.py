@@ -1551,3 +1551,28 @@ def test_the_entry_handshake_comes_before_the_memory_layout_as_in_lower(tmp_path
     assert line == ("member sg31/sp.bin, subgraph sg31, stream sp, instruction 0, trigger 31: "
                     + _HANDSHAKE)
     assert run_json("explain", path)["model_refusal"] == line
+
+
+def test_a_lowered_leg_outside_its_window_says_so():
+    """SELECTION.md §8: under an exclusion a leg takes the first allowed engine inside its
+    window, else the first allowed legal one, and its reason says "none allowed is inside
+    its size window". A 1 GiB all-reduce over two whole trn2 nodes at LNC 1 (128 ranks a
+    node) has an 8 MiB ``inter_allr`` leg (1 GiB / 128 local ranks): the policy's MESH is
+    no HIER leg in this build (§6), SINGLE_CYCLE_RING's window ends at 4 MiB and ``^ring``
+    excludes RING, so SINGLE_CYCLE_RING is taken outside its window. Its reason was the
+    bare structural one, as if inside its window (``lowered.legs`` and the manifest's
+    ``hier.legs[].reason`` alike)."""
+    d = run_json("explain", "--op", "allreduce", "--bytes", "1GiB", "--ranks", "256",
+                 "--lnc", "1", "--algo", "^ring")
+    t = d["triggers"][0]
+    policy = {leg["name"]: leg for leg in t["policy"]["legs"]}
+    legs = {leg["name"]: leg for leg in t["lowered"]["legs"]}
+    assert policy["inter_allr"]["algorithm"] == "MESH"
+    assert (legs["inter_allr"]["algorithm"], legs["inter_allr"]["bytes"]) == (
+        "SINGLE_CYCLE_RING", 8 * 2**20)
+    assert legs["inter_allr"]["reason"] == (
+        "first legal engine (none allowed is inside its size window; 2 rank(s) over 2 "
+        "node(s): a ring cut opposite each chunk's root, reduced from both sides)")
+    assert t["lowered"]["fallback_reason"] == (
+        "inter_allr: MESH is not lowerable as a HIER leg in this build; SINGLE_CYCLE_RING "
+        "instead")
