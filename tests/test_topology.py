@@ -13,7 +13,7 @@ from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.topology import load_topology
 from nrtrewrite.topology.model import (
     _TORUS44_CYCLES, TOPOLOGY_FORMAT, DeviceSpec, Topology, _find_device_cycles,
-    hamiltonian_cycles, platform_from_json, torus_links,
+    hamiltonian_cycles, platform_from_json, preset_platform, torus_links,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
@@ -300,6 +300,14 @@ def test_json_errors(doc, match):
     ("hw_generation", 3.0, "hw_generation must be one of 2, 3, 4"),
     ("kangaring", "false", "kangaring must be true or false, not 'false'"),
     ("mesh", 0, "mesh must be true or false, not 0"),
+    # a number was an internal error (TypeError: 'int' object is not iterable); a string or
+    # an object was read item by item (`a link is [a, b], ... not 'a'`)
+    ("links", 5, "links must be a list of links, not 5"),
+    ("links", "ab", "links must be a list of links, not 'ab'"),
+    ("device_cycles", 5, "device_cycles must be a list of device cycles, not 5"),
+    ("device_cycles", {"a": 1}, "device_cycles must be a list of device cycles, not {'a': 1}"),
+    # a string was compared with the preset's count (`'16' differs from platform trn2's 16`)
+    ("devices_per_node", "16", "devices_per_node must be an integer, not '16'"),
 ])
 def test_topology_file_values_are_checked(tmp_path, key, value, says):
     """docs/TOPOLOGY.md: ``platform`` is trn1 or trn2, ``nodes`` a node count (a file said
@@ -369,10 +377,11 @@ def test_topology_strings_must_be_unicode_text(tmp_path, doc, field, char, at):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]  # lower wrote nothing
 
 
-@pytest.mark.parametrize("name", [5, None, ["trn2"]])
+@pytest.mark.parametrize("name", [5, ["trn2"]])
 def test_topology_name_must_be_a_string(tmp_path, name):
     """``name`` is text (shown by explain, recorded in the manifest): a number or a list
-    was printed as its ``str``."""
+    was printed as its ``str``. (null is as if left out, the file's stem: until 2026-12-06
+    it was refused here too, ``test_a_key_given_null_is_as_if_left_out``.)"""
     path = tmp_path / "t.json"
     path.write_text(json.dumps(_trn2_2node(name=name)))
     with pytest.raises(ValidationError) as exc:
@@ -755,3 +764,41 @@ def test_a_topology_file_the_os_cannot_read_names_the_file_and_why(tmp_path, mon
     assert str(exc.value) == f"{path}: cannot read topology file: Permission denied"
     assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks",
                                 "2", "--lnc", "2", "--topology", path)) == str(exc.value)
+
+
+TOPOLOGY_KEYS = ["format", "name", "platform", "nodes", "lnc_size", "lnc_sizes",
+                 "devices_per_node", "device", "torus", "links", "device_cycles", "routing_ids",
+                 "kangaring", "mesh", "mesh_sub_type", "hw_generation"]
+
+
+@pytest.mark.parametrize("key", TOPOLOGY_KEYS)
+def test_a_key_given_null_is_as_if_left_out(tmp_path, key):
+    """docs/TOPOLOGY.md §2: a key given null is as if it were left out (as in an assemble
+    spec). Until 2026-12-06 only platform, nodes and torus read null so; links and
+    device_cycles null were an internal error, the others refused (`not None`). A trn2 file
+    with the key null is the trn2 preset sized to ranks 0 and 1 (one node) and named after
+    the file's stem, ``t``."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"platform": "trn2", key: None} if key != "platform"
+                               else {"torus": [4, 4], "platform": None}))
+    t = load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert (t.name, t.nodes, t.lnc_size, t.ranks_per_node) == ("t", 1, 2, 64)
+    if key != "platform":
+        assert t.platform == preset_platform("trn2")
+    else:  # (no preset: the custom 4x4 torus of trn2's devices, named custom)
+        assert t.platform.name == "custom" and t.platform.devices_per_node == 16
+
+
+def test_a_file_of_nulls_is_the_platforms_defaults(tmp_path):
+    """Every key null at once but ``platform``, and each of ``device``'s: the preset, as the
+    file ``{"platform": "trn2"}`` is."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"platform": "trn2", **dict.fromkeys(
+        k for k in TOPOLOGY_KEYS if k != "platform"), "device": dict.fromkeys(
+            ("dies", "sengines_per_die", "tpbs_per_sengine", "c2c_ports"))}))
+    plain = tmp_path / "plain" / "t.json"
+    plain.parent.mkdir()
+    plain.write_text(json.dumps({"platform": "trn2"}))
+    a = load_topology(str(path), world=(0, 1), lnc_size=2)
+    b = load_topology(str(plain), world=(0, 1), lnc_size=2)
+    assert a.to_json() == b.to_json()

@@ -491,8 +491,11 @@ def _is_int(val) -> bool:
 def _int(obj: dict, key: str, default: int | None = None, *, where: str,
          parent: str = "") -> int:
     """``obj[key]`` (``default`` when absent), an integer; ``parent`` is ``obj``'s key path
-    (``device``), so the error names the whole path (``device.dies``)."""
-    val = obj.get(key, default)
+    (``device``), so the error names the whole path (``device.dies``).  A key given null is
+    as if left out (:func:`given`)."""
+    val = obj.get(key)
+    if val is None:
+        val = default
     if not _is_int(val):
         path = jsonin.joined_key(parent, key)
         raise ValidationError(f"{path} must be an integer, not {val!r}", file=where, field=path)
@@ -537,10 +540,29 @@ def _check_text(doc: dict, where: str) -> None:
                               file=where, field="name")
 
 
+def given(doc: dict) -> dict:
+    """The keys of a topology document that are given: a key whose value is null is as if it
+    were left out (docs/TOPOLOGY.md §2, as in an assemble spec; until 2026-12-06 only
+    ``platform``, ``nodes`` and ``torus`` read null so, ``links`` and ``device_cycles`` null
+    were an internal error and the others were refused, ``not None``)."""
+    return {key: val for key, val in doc.items() if val is not None}
+
+
+def _list(doc: dict, key: str, what: str, *, where: str) -> list:
+    """``doc[key]``, a JSON list (of ``what``), else a :class:`ValidationError` naming the key
+    (a number was an internal error, a string or an object was read item by item)."""
+    val = doc[key]
+    if not isinstance(val, list):
+        raise ValidationError(f"{key} must be a list of {what}, not {val!r}", file=where,
+                              field=key)
+    return val
+
+
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     """Build a :class:`Platform` from a JSON topology document (docs/TOPOLOGY.md)."""
     if not isinstance(doc, dict):
         raise ValidationError("a topology file must hold a JSON object", file=where)
+    doc = given(doc)
     _check_text(doc, where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
@@ -575,7 +597,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         # Two passes: ports named by any entry first, then free ports for the rest.
         named: dict[tuple[int, int], int] = {}
         pairs: list[tuple[int, int]] = []
-        for item in doc["links"]:
+        for item in _list(doc, "links", "links", where=where):
             if not _ints(item) or len(item) not in (2, 3, 4):
                 raise ValidationError("a link is [a, b], [a, port_a, b] or "
                                       f"[a, port_a, b, port_b], not {item!r}", file=where,
@@ -628,14 +650,14 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         rows, cols = torus
         n = rows * cols
         _check_devices(n, where)
-        if "devices_per_node" in doc and doc["devices_per_node"] != n:
+        if "devices_per_node" in doc and _int(doc, "devices_per_node", where=where) != n:
             raise ValidationError(f"devices_per_node {doc['devices_per_node']} != torus "
                                   f"{rows}x{cols}", file=where, field="devices_per_node")
         links = torus_links(rows, cols, dev.c2c_ports)
         torus_t = (rows, cols)
     elif base is not None:
         n, links, torus_t = base.devices_per_node, base.links, base.torus
-        if "devices_per_node" in doc and doc["devices_per_node"] != n:
+        if "devices_per_node" in doc and _int(doc, "devices_per_node", where=where) != n:
             raise ValidationError(f"devices_per_node {doc['devices_per_node']!r} differs from "
                                   f"platform {base.name}'s {n}; give torus or links to change "
                                   "the devices", file=where, field="devices_per_node")
@@ -647,7 +669,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
 
     if "device_cycles" in doc:
         cycles: dict[frozenset, tuple[int, ...]] = {}  # a cycle's links -> the cycle (in order)
-        for cyc in doc["device_cycles"]:
+        for cyc in _list(doc, "device_cycles", "device cycles", where=where):
             if not _ints(cyc) or sorted(cyc) != list(range(n)):
                 raise ValidationError(f"each device cycle must list every device 0..{n - 1} once",
                                       file=where, field="device_cycles")
@@ -814,6 +836,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     path = Path(spec)
     doc = read_topology_file(spec)
     platform = platform_from_json(doc, where=str(path))
+    doc = given(doc)  # (a JSON object: platform_from_json holds it to one)
     file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
     if file_lnc != lnc_size:
         raise ValidationError(f"the topology file's lnc_size should be {lnc_size} "
