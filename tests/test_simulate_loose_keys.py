@@ -210,3 +210,17 @@ def test_the_refusals_leave_outputs_as_lowered_a_match(lowered):
         rehash(out)
         res = cli("simulate", out)
         assert res.exit_code == 0, (name, res.output)
+
+
+@pytest.mark.parametrize("engine", ["ring", "mesh"])
+def test_buffers_null_on_a_trigger_without_second_views_is_the_key_absent(lowered, tmp_path,
+                                                                         engine):
+    """docs/SIMULATOR.md §1: an optional key given null is read as absent, as every optional
+    key's null is (JSON's "no value"; an assemble spec and a topology file read it so):
+    ``buffers: null`` on a RING or MESH trigger is no ``buffers`` key, a match, where ``[]``
+    is a value FORMATS §1.1 does not allow (refused above) and a SINGLE_CYCLE_RING trigger's
+    required ``buffers`` null is of the wrong type (status 2, above)."""
+    out = _copy(lowered(engine), tmp_path)
+    _edit_trigger(out, 0, lambda t: t.__setitem__("buffers", None))
+    res = cli("simulate", out)
+    assert res.exit_code == 0, res.output
