@@ -367,3 +367,33 @@ def test_a_stop_while_the_reader_reads_slowly_still_writes_the_piece_whole(tmp_p
     doc = json.loads(b"".join(chunks))
     assert doc["error"] == "KeyboardInterrupt"
     assert len(doc["ranks"][0]["files"]["cce.bin"]) == 65536
+
+
+def test_a_stop_while_a_piece_is_made_waits_for_it_however_long(monkeypatch):
+    """The grace counts only the time a write waits on the reader: a step that takes longer
+    than ``STOP_GRACE_SECONDS`` to make its piece (a block of records decoded on a loaded
+    machine) after a stop came still writes it whole, then the stop is raised."""
+    import nrtrewrite.cli.schedule as cli_schedule
+    args = ["schedule", str(FIX / "mix8.neff"), "--rank", "0", "--json"]
+    full = json.loads(CliRunner().invoke(main, args).stdout)
+
+    class Slow(C.WholeWriter):
+        calls = 0
+
+        def write(self, text: str) -> None:
+            Slow.calls += 1
+            if Slow.calls == 6:  # (the head, four ops, then the fifth)
+                with C.stops_deferred():  # (as the step that makes the piece)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    end = time.monotonic() + 2.5 * C.STOP_GRACE_SECONDS
+                    while time.monotonic() < end:  # making the piece
+                        time.sleep(0.05)
+                    super().write(text)
+                return
+            super().write(text)
+
+    monkeypatch.setattr(cli_schedule, "WholeWriter", Slow)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 143
+    doc = json.loads(res.stdout)
+    assert doc == {"rank": 0, "ops": full["ops"][:5], "error": "Terminated: 15"}

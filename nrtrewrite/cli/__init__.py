@@ -469,15 +469,32 @@ class WholeWriter:
                 return
             view = memoryview(text.encode(self.encoding, self.errors))
             while view:
-                n = self.buffer.write(view)
+                with _writing():
+                    n = self.buffer.write(view)
                 n = len(view) if n is None else n
                 if _STOPS is not None:
                     _STOPS.written += n  # (progress: a deferred stop waits while it grows)
                 view = view[n:]
 
     def flush(self) -> None:
-        with stops_deferred():
+        with stops_deferred(), _writing():
             (self.buffer or self.stream).flush()
+
+
+@contextlib.contextmanager
+def _writing():
+    """A write of a piece into the standard output, which may wait on the reader: only there
+    does a deferred stop count the time without progress (:func:`_grace_tick`); the time a
+    step takes to make its piece is no waiting."""
+    stops = _STOPS
+    if stops is None:
+        yield
+        return
+    stops.writing = True
+    try:
+        yield
+    finally:
+        stops.writing = False
 
 
 def stopped_why(exc: BaseException) -> str:
@@ -526,9 +543,11 @@ class _Stops:
         self.raised: list[int] = []
         self.deferring = 0
         self.pending: int | None = None
-        #: bytes the pieces (:class:`WholeWriter`) have written; at the grace timer's last
-        #: tick; the seconds a pending stop has seen none written (:func:`_grace_tick`)
+        #: bytes the pieces (:class:`WholeWriter`) have written; whether one is being
+        #: written (:func:`_writing`); the bytes at the grace timer's last tick; the seconds
+        #: a pending stop has seen a write take none (:func:`_grace_tick`)
         self.written = 0
+        self.writing = False
         self.seen = -1
         self.idle = 0.0
         #: while the grace timer runs: the SIGALRM handler it replaced (a list of one)
@@ -614,8 +633,8 @@ def _grace_tick(stops: _Stops) -> None:
     if stops.pending is None or not stops.deferring or stops.raised:
         _disarm_grace(stops)
         return
-    if stops.written != stops.seen:
-        stops.seen, stops.idle = stops.written, 0.0
+    if not stops.writing or stops.written != stops.seen:
+        stops.seen, stops.idle = stops.written, 0.0  # (making a piece, or bytes taken)
         return
     stops.idle += _GRACE_TICK
     if stops.idle < STOP_GRACE_SECONDS:
