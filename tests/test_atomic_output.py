@@ -300,6 +300,53 @@ def test_a_stop_python_dropped_is_not_printed_as_an_ignored_exception(sig):
     assert want not in proc.stderr and proc.stderr.count("Exception ignored") == 1, proc.stderr
 
 
+_STOPPED_WHILE_ANOTHER_IS_PRINTED = """
+import signal, sys, threading, time
+from nrtrewrite.cli import Terminated, terminate_cleanly
+
+signum = getattr(signal, sys.argv[1])
+printing = sys.unraisablehook
+
+def slow_printing(info):
+    # the stop comes while Python prints another finalizer's exception: its handler runs
+    # inside sys.unraisablehook (terminate_cleanly's, which calls this one)
+    signal.pthread_kill(threading.get_ident(), signum)
+    time.sleep(0.02)
+    printing(info)
+
+sys.unraisablehook = slow_printing
+
+class Other:
+    def __del__(self):
+        raise ValueError("not a stop")
+
+try:
+    with terminate_cleanly():
+        Other()
+        print("ran on", flush=True)
+except (Terminated, KeyboardInterrupt) as stop:
+    print("stopped:", type(stop).__name__)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stop_while_another_finalizers_exception_is_printed_is_not_printed(sig):
+    """A stop whose handler runs while Python reports another finalizer's exception (inside
+    ``sys.unraisablehook``): Python printed ``Exception ignored in sys.unraisablehook``, the
+    stop's traceback and ``nrtrewrite.cli.Terminated: 15`` in place of the other exception,
+    and dropped the stop.  The stop is now noted there and raised again as the command ends;
+    the other exception is printed as it was."""
+    proc = subprocess.run([sys.executable, "-c", _STOPPED_WHILE_ANOTHER_IS_PRINTED, sig],
+                          cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                           signal.default_int_handler))
+    want = "Terminated" if sig == "SIGTERM" else "KeyboardInterrupt"
+    assert proc.stdout == f"ran on\nstopped: {want}\n", proc.stderr
+    assert proc.stderr.splitlines()[0].startswith("Exception ignored in: <function Other.__del__")
+    assert proc.stderr.splitlines()[-1] == "ValueError: not a stop", proc.stderr
+    assert proc.stderr.count("Exception ignored") == 1 and want not in proc.stderr, proc.stderr
+
+
 def test_write_output_calls_before_placing_before_the_output_is_in_place(tmp_path):
     """``before_placing`` (the CLI's ``raise_lost_stop``) runs with the output complete but
     not yet in place: a stop it raises leaves neither the output nor its temporary

@@ -558,9 +558,11 @@ class _Stops:
 _STOPS: _Stops | None = None
 
 
-def _stop(stops: _Stops, signum: int) -> None:
+def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
     """Raise the stop of ``signum`` (Ctrl-C: KeyboardInterrupt), or note it while stops are
-    deferred; nothing once one has been raised (its cleanup runs)."""
+    deferred; nothing once one has been raised (its cleanup runs).  ``drop``: note it as
+    raised without raising it, where Python would drop the exception and print it
+    (:func:`raise_lost_stop` raises it later)."""
     if stops.raised:
         return
     if stops.deferring:
@@ -569,7 +571,17 @@ def _stop(stops: _Stops, signum: int) -> None:
             _arm_grace(stops)
         return
     stops.raised.append(signum)
-    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+    if not drop:
+        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+
+
+def _runs_in(frame, code) -> bool:
+    """Is ``frame`` a frame of ``code``, or called from one?"""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def raise_lost_stop() -> None:
@@ -759,6 +771,14 @@ def terminate_cleanly():
     me = os.getpid()
     stops = _Stops()
     raised = stops.raised
+    unraisable_before = sys.unraisablehook
+
+    def unraisable(info):
+        # our stop, raised where Python drops it (a finalizer, an at-fork callback): not
+        # printed as "Exception ignored in ..." with its traceback before the stop's one line
+        # (it is raised again: raise_lost_stop); anything else as before
+        if not (stops.raised and isinstance(info.exc_value, (Terminated, KeyboardInterrupt))):
+            unraisable_before(info)
 
     def handler(signum, frame):
         if os.getpid() != me:  # forked, before _restore_in_child ran: die as without us
@@ -766,13 +786,17 @@ def terminate_cleanly():
             os.kill(os.getpid(), signum)
             return
         # once raised, a second stop is ignored: the first one's cleanup is running (a second
-        # Terminated raised inside it would leave the temporary folder behind)
-        _stop(stops, signum)
+        # Terminated raised inside it would leave the temporary folder behind); inside the
+        # hook above, printing another finalizer's exception, a stop raised would be printed
+        # by Python ("Exception ignored in sys.unraisablehook", a traceback, "Terminated:
+        # 15") and dropped: it is only noted, and raised again (raise_lost_stop)
+        _stop(stops, signum, drop=_runs_in(frame, unraisable.__code__))
 
     def interrupt(signum, frame):  # Ctrl-C: Python's KeyboardInterrupt, once
         if os.getpid() != me:
             return signal.default_int_handler(signum, frame)
-        _stop(stops, signum)  # Ctrl-C twice, or after SIGTERM: the first stop's cleanup goes on
+        # Ctrl-C twice, or after SIGTERM: the first stop's cleanup goes on
+        _stop(stops, signum, drop=_runs_in(frame, unraisable.__code__))
 
     try:
         # a signal ignored (nohup, a supervisor) stays ignored
@@ -785,15 +809,6 @@ def terminate_cleanly():
         return
     _REPLACED.update(old)
     _STOPS = stops
-    unraisable_before = sys.unraisablehook
-
-    def unraisable(info):
-        # our stop, raised where Python drops it (a finalizer, an at-fork callback): not
-        # printed as "Exception ignored in ..." with its traceback before the stop's one line
-        # (it is raised again: raise_lost_stop); anything else as before
-        if not (stops.raised and isinstance(info.exc_value, (Terminated, KeyboardInterrupt))):
-            unraisable_before(info)
-
     sys.unraisablehook = unraisable
     try:
         yield
