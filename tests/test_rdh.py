@@ -29,6 +29,26 @@ def _plan(n: int, op=EncOpType.ALLREDUCE, count: int = 1000):
     return plan_rdh(EncAlgType.INTRA_RDH, trig, None)
 
 
+def test_an_example_descheduled_past_hypothesis_s_deadline_is_no_failure():
+    """conftest.py: no Hypothesis test has a deadline.  With Hypothesis's default one (200
+    ms, in force unless a CI variable is set) an example that overran it once and not on its
+    rerun failed its test as "Unreliable test timings": the property below did, with pytest
+    stopped for 0.3 s at a time as a loaded two-core machine deschedules it.  The overrun is
+    made certain here: the first example sleeps 0.3 s."""
+    import time
+
+    runs = []
+
+    @given(st.integers(0, 3))
+    def property_(n):
+        runs.append(n)
+        if len(runs) == 1:
+            time.sleep(0.3)
+
+    property_()  # (the default deadline raised FlakyFailure: DeadlineExceeded, 300 ms)
+    assert len(runs) > 1 and settings.default.deadline is None
+
+
 @given(n=st.integers(2, 40), op=st.sampled_from([EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER,
                                                  EncOpType.ALLGATHER]),
        count=st.integers(1, 500))
