@@ -341,10 +341,14 @@ sys.exit(fuzz.main(["--pure", "--seconds", "60", "--seed", "1"]))
 
 def test_ctrl_c_stops_the_pure_loop_without_a_crash(tmp_path):
     """Before, the loop caught the KeyboardInterrupt as a finding: it saved the input it
-    was reading under fuzz/crashes/ and reported a crash."""
+    was reading under fuzz/crashes/ and reported a crash.  The loop starts with SIGINT at
+    its default, as in a terminal: a suite run in the background of a non-interactive shell
+    has SIGINT ignored, which the loop inherited, so its SIGINT did nothing and it ran its 60
+    s to exit 0 (the shell's doing, not the loop's)."""
     crashes = tmp_path / "crashes"
     res = subprocess.run([sys.executable, "-c", PURE_CTRL_C, str(FUZZ_SCRIPT), str(crashes),
-                          "SIGINT"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                          "SIGINT"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert res.returncode == 130, res.stderr
     assert res.stderr.splitlines()[-1] == "KeyboardInterrupt: stopping."
     assert "crash" not in res.stderr and not crashes.exists()
