@@ -263,6 +263,35 @@ def test_a_stop_while_the_process_exits_is_reported(tmp_path):
     assert (out / "manifest.json").is_file()
 
 
+#: as above, and a SIGHUP sent to itself as soon as the SIGTERM's line is out, while the
+#: SIGTERM is still being reported (its handler, ``cli._late_stop``, has not exited yet)
+_TWO_STOPS_WHILE_EXITING = _STOP_WHILE_EXITING.replace("""C.note_placed = note_placed
+""", """C.note_placed = note_placed
+real_say = C._say
+def say(line):
+    real_say(line)
+    if line == "nrtrewrite: terminated by SIGTERM":
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(10):
+            pass
+C._say = say
+""")
+
+
+def test_a_second_stop_while_the_process_exits_is_ignored(tmp_path):
+    """The first stop's line and status only (before: the second stop's handler ran inside
+    the first's, and printed ``nrtrewrite: terminated by SIGHUP`` under the SIGTERM's line,
+    with status 129)."""
+    assert _TWO_STOPS_WHILE_EXITING != _STOP_WHILE_EXITING
+    proc = _run(_TWO_STOPS_WHILE_EXITING, tmp_path)
+    out = tmp_path / "out"
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"nrtrewrite: warning: {out}: the new output is complete and in place; the run was "
+        "stopped after it was written", "nrtrewrite: terminated by SIGTERM"]
+    assert (out / "manifest.json").is_file()
+
+
 def test_the_console_ends_with_the_command_s_status(tmp_path):
     """``console._end_now`` ends the process at the last exit handler with the command's
     status and its output flushed: 0, 1 (diff: different), 2 (an error)."""

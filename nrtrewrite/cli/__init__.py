@@ -729,10 +729,20 @@ def _quiet_closed_pipe() -> None:
         pass  # (a stream without a descriptor: a test's, nothing is flushed to a pipe)
 
 
+#: The stop :func:`_late_stop` is reporting (one: a later one is ignored).
+_LATE_STOPPED: list[int] = []
+
+
 def _late_stop(signum, frame) -> None:
     """SIGTERM, SIGHUP or Ctrl-C once the command has finished and the process is exiting
     (:data:`LATE_STOPS_END_THE_PROCESS`): the warning, the line of a stop and its status,
-    at once (what was printed flushed first)."""
+    at once (what was printed flushed first).  A second stop while the first is reported
+    is ignored, as during the command (until 2026-12-06 its handler ran inside the first's:
+    a second line, ``nrtrewrite: terminated by SIGHUP`` under ``... by SIGTERM``, and the
+    second's status)."""
+    if _LATE_STOPPED:
+        return
+    _LATE_STOPPED.append(signum)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
