@@ -663,3 +663,30 @@ def test_a_rank_the_output_has_no_folder_for_is_one_line(out):
                                  prog_name="nrtrewrite")
         assert _one_line_error(res, json_kind=kind) == (
             f"nrtrewrite: error: {out}: no folder for rank 16")
+
+
+def test_a_file_rewritten_in_place_between_the_table_s_two_passes_is_an_error_line(
+        tmp_path, monkeypatch):
+    """The piped table measures its columns in a first pass over the file and writes its rows
+    in a second: a file rewritten in place meanwhile (same file, same size) had rows wider
+    than their borders, exit 0 (found by a review of ``piped_table`` against rich). Each
+    record is 16 bytes of zeros when measured and of 0xff bytes when written: now an error
+    line."""
+    from nrtrewrite.cli import dump as dump_cli
+
+    victim = tmp_path / "r" / "sem.bin"
+    victim.parent.mkdir()
+    victim.write_bytes(bytes(16 * 100))
+    measure = dump_cli._cell_widths
+
+    def measure_then_rewrite(rf, n):
+        widths = measure(rf, n)
+        with open(victim, "r+b") as fh:  # in place: the same inode, the same size
+            fh.write(b"\xff" * (16 * 100))
+        return widths
+    monkeypatch.setattr(dump_cli, "_cell_widths", measure_then_rewrite)
+    res = CliRunner().invoke(main, ["dump", str(victim), "--limit", "0"])
+    assert res.exit_code == 2, res.output
+    assert res.stderr.splitlines() == [
+        f"nrtrewrite: error: {victim}: changed while being read (a record is wider than when "
+        "the table's columns were measured)"]

@@ -316,6 +316,11 @@ def piped_table(console, title: str, rf, limit: int) -> bool:
     first = 0
     for chunk in rf.chunks(n):
         cells = column_cells(name, chunk)
+        if any(max(map(len, c)) > w for c, w in zip(cells, widths[1:])):
+            # rewritten in place between the two passes (same file, same size): its rows
+            # would stand out of their borders (until 2026-12-06 they did, exit 0)
+            raise OutputError(f"{escape_controls(rf.path)}: changed while being read (a "
+                              "record is wider than when the table's columns were measured)")
         numbers = range(first, first + len(chunk))
         first += len(chunk)
         out.write("".join(fmt % tuple(chain.from_iterable(zip(shown, r))) + "\n"
