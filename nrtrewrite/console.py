@@ -14,7 +14,9 @@ from __future__ import annotations
 import atexit
 import errno
 import os
+import signal
 import sys
+from typing import NoReturn
 
 #: The status the command exits with (its SystemExit's code), once it has finished.
 _STATUS: list = []
@@ -58,25 +60,54 @@ def _end_now() -> None:
     os._exit(status)
 
 
+def _hold_stops() -> frozenset:
+    """Block SIGTERM and SIGHUP (those not ignored) while the modules load, and return the
+    ones blocked here: until ``cli.terminate_cleanly`` has its handlers in place and
+    releases them (``cli.HELD_WHILE_LOADING``), a stop waits, and is then that of the
+    command, its one line and status (until 2026-12-06, in the first 0.2 - 0.5 s their
+    default action ended the process silently, by the signal).  Ctrl-C is not held: Python
+    raises it while the modules load, and it is ``Aborted!`` below."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return frozenset()
+    stops = frozenset(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+                      if hasattr(signal, name))
+    stops = frozenset(s for s in stops if signal.getsignal(s) is not signal.SIG_IGN)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    return stops - frozenset(before)
+
+
+def _aborted() -> NoReturn:
+    """Ctrl-C before the CLI's own handling is in place: ``Aborted!``, status 130."""
+    try:
+        sys.stderr.write("Aborted!\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    sys.exit(130)  # 128 + SIGINT (cli.STATUS_INTERRUPTED: not imported, it was loading)
+
+
 def main() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     atexit.register(_end_now)  # first registered, last run
+    held = _hold_stops()
     try:
         import nrtrewrite.cli
         from nrtrewrite.cli import main as cli_main
     except KeyboardInterrupt:
-        try:
-            sys.stderr.write("Aborted!\n")
-            sys.stderr.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
-        sys.exit(130)  # 128 + SIGINT (cli.STATUS_INTERRUPTED: not imported, it was loading)
+        _aborted()
     nrtrewrite.cli.LATE_STOPS_END_THE_PROCESS = True  # this process ends with the command
+    nrtrewrite.cli.HELD_WHILE_LOADING.update(held)
     try:
         cli_main(prog_name="nrtrewrite")
     except SystemExit as exc:
         _STATUS.append(exc.code)
         raise
+    except KeyboardInterrupt:  # (Ctrl-C as the CLI started, before its handler was in place)
+        try:
+            _aborted()
+        except SystemExit as exc:
+            _STATUS.append(exc.code)
+            raise
 
 
 if __name__ == "__main__":

@@ -525,6 +525,11 @@ class Terminated(BaseException):
         self.signum = signum
 
 
+#: The stopping signals the ``nrtrewrite`` process blocked while its modules loaded
+#: (``console._hold_stops``): :func:`terminate_cleanly` releases them once its handlers are
+#: in place, so that a stop that came meanwhile is raised there, as any other.
+HELD_WHILE_LOADING: set[int] = set()
+
 #: The signals turned into :class:`Terminated` (SIGINT is Python's KeyboardInterrupt).
 TERMINATING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
                             if hasattr(signal, name))
@@ -821,6 +826,10 @@ def terminate_cleanly():
     _STOPS = stops
     sys.unraisablehook = unraisable
     try:
+        if HELD_WHILE_LOADING:  # a stop held while the modules loaded is raised here
+            held = frozenset(HELD_WHILE_LOADING)
+            HELD_WHILE_LOADING.clear()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
         yield
         raise_lost_stop()  # (the command ran to its end: a stop raised was dropped)
     finally:
@@ -956,7 +965,9 @@ class _Group(click.Group):
             with contextlib.suppress(OSError, ValueError):
                 err.show()
             sys.exit(err.exit_code)
-        except click.exceptions.Abort:
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            # (a KeyboardInterrupt here: a Ctrl-C Python dropped, raised again as the command
+            # ended, raise_lost_stop; until 2026-12-06 it was printed as a traceback)
             _say_placed()
             _say("Aborted!")
             sys.exit(STATUS_INTERRUPTED)

@@ -1,0 +1,102 @@
+"""Stops at the moments a sweep of random SIGTERM / SIGHUP / Ctrl-C over every command's life
+found unhandled (docs/CLI.md "Errors": a stop is one line, 128 + the signal, nothing left
+behind).  Each moment is reached deterministically: the process signals itself from an
+import hook, a finalizer or a wrapped step, never by timing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_atomic_output import FIX, ROOT, env
+
+
+def _default_stops() -> None:
+    """In the child: the stop signals as a shell leaves them (the suite may run with SIGHUP
+    ignored, under nohup)."""
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, signal.SIG_DFL)
+
+
+def run_code(code: str, *args: str, cwd=ROOT, tmpdir=None, preexec=_default_stops):
+    extra = {} if tmpdir is None else {"TMPDIR": str(tmpdir)}
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env(**extra), timeout=120,
+                          preexec_fn=preexec)
+
+
+#: the console script, stopped by the signal argv[1] as the module argv[2] is imported
+WHILE_LOADING = r"""
+import os, signal, sys
+SIG, MOD = getattr(signal, sys.argv[1]), sys.argv[2]
+class Stop:
+    def find_spec(self, name, path=None, target=None):
+        if name == MOD:
+            os.kill(os.getpid(), SIG)
+        return None
+sys.meta_path.insert(0, Stop())
+sys.argv = ["nrtrewrite", "inspect", sys.argv[3]]
+from nrtrewrite.console import main
+main()
+"""
+
+
+@pytest.mark.parametrize("module", ["click", "rich.console"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_while_the_modules_load_are_the_stops_line(sig, module):
+    """In the console script's first tenths of a second (click and rich imported, before the
+    CLI's handlers are in place) SIGTERM's default action ended the process silently, killed
+    by the signal (the sweep: 1 in 10 of the early stops).  The stop now waits until the
+    handlers are in place and ends the command as at any later moment."""
+    proc = run_code(WHILE_LOADING, sig, module, FIX / "ar2.neff")
+    assert (proc.returncode, proc.stderr, proc.stdout) == (
+        128 + getattr(signal, sig), f"nrtrewrite: terminated by {sig}\n", "")
+
+
+def test_a_sighup_ignored_while_the_modules_load_stays_ignored():
+    """Under nohup SIGHUP is ignored: it stays so while the modules load too (not held,
+    then raised), and the command runs to its end."""
+    def hup_ignored():
+        _default_stops()
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = run_code(WHILE_LOADING, "SIGHUP", "click", FIX / "ar2.neff", preexec=hup_ignored)
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert "ar2" in proc.stdout
+
+
+#: the console script running `inspect`, its model read with a stop (argv[1]) landing in a
+#: finalizer, where Python prints the handler's exception and drops it
+DROPPED = r"""
+import signal, sys, threading, time
+import nrtrewrite.cli.inspect as ci
+SIG = getattr(signal, sys.argv[1])
+class Dropped:
+    def __del__(self):
+        signal.pthread_kill(threading.get_ident(), SIG)
+        time.sleep(0.02)
+real = ci.read_model
+def read_model(*args, **kw):
+    Dropped()
+    return real(*args, **kw)
+ci.read_model = read_model
+sys.argv = ["nrtrewrite", "inspect", sys.argv[2]]
+from nrtrewrite.console import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig, status, line", [
+    ("SIGINT", 130, "Aborted!\n"), ("SIGTERM", 143, "nrtrewrite: terminated by SIGTERM\n")])
+def test_a_stop_python_dropped_ends_the_command_with_its_line(sig, status, line):
+    """A Ctrl-C whose handler ran inside a finalizer is raised again as the command ends
+    (``cli.raise_lost_stop``), outside the command's own handling: it escaped as Python's
+    ``KeyboardInterrupt`` traceback (status 130, no ``Aborted!``); SIGTERM's
+    ``Terminated`` was already the line."""
+    proc = run_code(DROPPED, sig, FIX / "ar2.neff")
+    assert (proc.returncode, proc.stderr) == (status, line)
