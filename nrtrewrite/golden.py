@@ -19,11 +19,51 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import NoReturn
+
+#: GOLDEN once :func:`main` has written it (a stop from then on says so: :func:`_stopped`).
+_WRITTEN: list[str] = []
+_PARENT = os.getpid()
+
+
+def _stop_outside(signum, frame) -> None:
+    """``python -m nrtrewrite.golden`` stopped outside the run's ``terminate_cleanly``: while
+    its modules load, or once :func:`main` is done until the process ends (until 2026-12-06
+    SIGTERM and SIGHUP then ended it silently, by the signal, and Ctrl-C while the modules
+    loaded printed Python's traceback): the stop's one line (:func:`_stopped`), its status.
+    Nothing of a run is half done there, so the process ends at once."""
+    if os.getpid() != _PARENT:  # a forked child, before the CLI's at-fork restore: as without us
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
+    if not _WRITTEN:  # (maybe while the modules load: nothing below is defined yet)
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            sys.stderr.write(f"nrtrewrite.golden: stopped by {signal.Signals(signum).name}: "
+                             "nothing written\n")
+            sys.stderr.flush()
+        os._exit(128 + signum)
+    try:
+        _stopped(signum, _WRITTEN[0])
+    except SystemExit as stop:
+        os._exit(stop.code)
+
+
+def _stops_outside() -> None:
+    """:func:`_stop_outside` for SIGTERM, SIGHUP and Ctrl-C (a signal ignored stays so)."""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _stop_outside)
+
+
+if __name__ == "__main__":
+    _stops_outside()
 
 from nrtrewrite.bundle import rmtree_few_fds, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import Terminated, encodable, terminate_cleanly
+from nrtrewrite.cli import Terminated, encodable, stops_deferred, terminate_cleanly
 from nrtrewrite.errors import NrtRewriteError, escape_controls, escape_line
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
@@ -100,8 +140,8 @@ def _fail(line: str) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
     status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
-    SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal
-    (nothing written either)."""
+    SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal:
+    nothing written, or, once GOLDEN is (:func:`_stopped`), that it is complete."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model")
     ap.add_argument("golden")
@@ -111,14 +151,27 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"{escape_controls(args.golden)}: the output is the model "
               f"{escape_controls(args.model)} itself; nrtrewrite never replaces its input: choose "
               "another output path")
+    _WRITTEN.clear()
+    if signal.getsignal(signal.SIGINT) is _stop_outside:  # (the run's own Ctrl-C: below)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with terminate_cleanly():
             tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-")
             try:
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)
-                write_bytes_atomic(args.golden, pack(out))
+                data = pack(out)
+                with stops_deferred():  # GOLDEN written and known to be, or neither
+                    write_bytes_atomic(args.golden, data)
+                    _WRITTEN.append(args.golden)
             finally:
-                rmtree_few_fds(tmp)  # (TemporaryDirectory's cleanup failed at the fd limit)
+                # (TemporaryDirectory's cleanup failed at the fd limit); whole: a stop that
+                # comes meanwhile is raised once the folder is gone (until 2026-12-06 it cut
+                # the removal short and left the folder in TMPDIR)
+                with stops_deferred():
+                    rmtree_few_fds(tmp)
+            # (escaped as the CLI's paths: a line break in GOLDEN split the line, until
+            # 2026-12-05); a stop from here on: GOLDEN is written (_stopped says so)
+            _say(f"{encodable(escape_controls(args.golden))}: written")
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
     except OSError as err:  # reading MODEL, or the temporary folder
@@ -126,11 +179,9 @@ def main(argv: list[str] | None = None) -> None:
                             for p in (err.filename, err.filename2) if p)
         _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
     except Terminated as stop:
-        _stopped(stop.signum)
+        _stopped(stop.signum, _WRITTEN[0] if _WRITTEN else None)
     except KeyboardInterrupt:
-        _stopped(signal.SIGINT)
-    # (escaped as the CLI's paths: a line break in GOLDEN split the line, until 2026-12-05)
-    _say(f"{encodable(escape_controls(args.golden))}: written")
+        _stopped(signal.SIGINT, _WRITTEN[0] if _WRITTEN else None)
 
 
 def _say(line: str) -> None:
@@ -146,11 +197,39 @@ def _say(line: str) -> None:
         _fail(f"cannot write the standard output: {err.strerror or err}")
 
 
-def _stopped(signum: int) -> None:
-    print(f"nrtrewrite.golden: stopped by {signal.Signals(signum).name}: nothing written",
-          file=sys.stderr)
+def _stopped(signum: int, golden: str | None = None) -> NoReturn:
+    """A stop's one line and status 128 + ``signum``: ``nothing written``, or, ``golden``
+    written already (the stop came after its atomic write: while the temporary folder was
+    removed, the ``written`` line printed, or the process exited), that it is complete
+    (until 2026-12-06 such a stop said ``nothing written`` of a written GOLDEN)."""
+    what = ("nothing written" if golden is None else
+            f"{encodable(escape_controls(golden))} was written, complete, before the stop")
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        print(f"nrtrewrite.golden: stopped by {signal.Signals(signum).name}: {what}",
+              file=sys.stderr, flush=True)
     sys.exit(128 + signum)
 
 
+def _run() -> NoReturn:
+    """``python -m nrtrewrite.golden``: :func:`main`, then the process ends at once with its
+    status, its streams flushed (no teardown, in which a stop was silent)."""
+    try:
+        try:
+            main()
+            _stops_outside()  # (the run's handlers restored: from here to the end, ours)
+        except KeyboardInterrupt:  # (Ctrl-C as main returned, before the line above)
+            _stopped(signal.SIGINT, _WRITTEN[0] if _WRITTEN else None)
+        status = 0
+    except SystemExit as done:
+        status = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            if stream is sys.stdout and status == 0:
+                status = 2  # (the written line was lost: as _say's failed write)
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    main()
+    _run()

@@ -100,3 +100,62 @@ def test_a_stop_python_dropped_ends_the_command_with_its_line(sig, status, line)
     ``Terminated`` was already the line."""
     proc = run_code(DROPPED, sig, FIX / "ar2.neff")
     assert (proc.returncode, proc.stderr) == (status, line)
+
+
+#: golden's main, the signal argv[3] sent as its temporary folder is removed (GOLDEN written)
+GOLDEN_CLEANUP = r"""
+import os, signal, sys
+import nrtrewrite.golden as g
+real = g.rmtree_few_fds
+def rmtree_few_fds(path):
+    if os.path.exists(sys.argv[2]):
+        os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+    return real(path)
+g.rmtree_few_fds = rmtree_few_fds
+g.main([sys.argv[1], sys.argv[2]])
+"""
+
+#: ``python -m nrtrewrite.golden``'s end (g._run), the signal argv[3] sent once main is done
+GOLDEN_AFTER = r"""
+import os, signal, sys
+import nrtrewrite.golden as g
+SIG = getattr(signal, sys.argv[3])
+real = g._stops_outside
+def stops_outside():
+    real()
+    os.kill(os.getpid(), SIG)
+g._stops_outside = stops_outside
+sys.argv = ["golden", sys.argv[1], sys.argv[2]]
+g._run()
+"""
+
+
+@pytest.fixture(scope="module")
+def golden_bytes(tmp_path_factory) -> bytes:
+    """ar2's golden archive from a run nothing stopped."""
+    where = tmp_path_factory.mktemp("golden")
+    proc = subprocess.run([sys.executable, "-m", "nrtrewrite.golden", str(FIX / "ar2.neff"),
+                           str(where / "g.tar.gz")], capture_output=True, text=True,
+                          cwd=ROOT, env=env(TMPDIR=str(where)), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return (where / "g.tar.gz").read_bytes()
+
+
+@pytest.mark.parametrize("driver", [GOLDEN_CLEANUP, GOLDEN_AFTER], ids=["cleanup", "after"])
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_golden_stopped_once_written_says_so_and_leaves_no_temporary_folder(
+        tmp_path, golden_bytes, sig, driver):
+    """A stop after GOLDEN's atomic write: while the temporary folder was removed it cut the
+    removal short (the lowered output left in TMPDIR) and said ``nothing written`` of a
+    written GOLDEN; once ``main`` was done SIGTERM ended the process silently.  Now the
+    folder goes whole, and the line says GOLDEN is written, complete."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    golden = tmp_path / "g.tar.gz"
+    proc = run_code(driver, FIX / "ar2.neff", golden, sig, tmpdir=tmpdir)
+    assert proc.returncode == 128 + getattr(signal, sig), proc.stderr
+    assert proc.stderr == (f"nrtrewrite.golden: stopped by {sig}: {golden} was written, "
+                           "complete, before the stop\n")
+    assert list(tmpdir.iterdir()) == []
+    assert sorted(os.listdir(tmp_path)) == ["g.tar.gz", "tmp"]
+    assert golden.read_bytes() == golden_bytes
