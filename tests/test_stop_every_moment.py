@@ -159,3 +159,29 @@ def test_a_golden_stopped_once_written_says_so_and_leaves_no_temporary_folder(
     assert list(tmpdir.iterdir()) == []
     assert sorted(os.listdir(tmp_path)) == ["g.tar.gz", "tmp"]
     assert golden.read_bytes() == golden_bytes
+
+
+#: ``python -m nrtrewrite.golden``, stopped by argv[1] as its modules load (nrtrewrite.bundle)
+GOLDEN_LOADING = r"""
+import os, runpy, signal, sys
+SIG = getattr(signal, sys.argv[1])
+class Stop:
+    def find_spec(self, name, path=None, target=None):
+        if name == "nrtrewrite.bundle":
+            os.kill(os.getpid(), SIG)
+        return None
+sys.meta_path.insert(0, Stop())
+sys.argv = ["golden", sys.argv[2], sys.argv[3]]
+runpy.run_module("nrtrewrite.golden", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_golden_stopped_while_its_modules_load_is_one_line(tmp_path, sig):
+    """Ctrl-C while ``python -m nrtrewrite.golden`` loaded its modules was Python's
+    traceback, SIGTERM and SIGHUP a silent end by the signal."""
+    golden = tmp_path / "g.tar.gz"
+    proc = run_code(GOLDEN_LOADING, sig, FIX / "ar2.neff", golden, tmpdir=tmp_path)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (
+        128 + getattr(signal, sig), f"nrtrewrite.golden: stopped by {sig}: nothing written\n", "")
+    assert os.listdir(tmp_path) == []
