@@ -698,6 +698,17 @@ _PLACED: list[str] = []
 LATE_STOPS_END_THE_PROCESS = False
 
 
+@contextlib.contextmanager
+def placing_output():
+    """The step that puts a command's new output in place and notes it (:func:`note_placed`):
+    a stop Python dropped is raised first (:func:`raise_lost_stop`: nothing is replaced),
+    and one that comes meanwhile waits until the output is noted (:func:`stops_deferred`),
+    so a stop either leaves the previous output or says the new one is in place."""
+    raise_lost_stop()
+    with stops_deferred():
+        yield
+
+
 def note_placed(out) -> None:
     """``out`` is the command's new output, complete and in place (``on_placed``)."""
     _PLACED.append(str(out))

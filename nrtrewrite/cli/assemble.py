@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from nrtrewrite.cli import encodable, main
+from nrtrewrite.cli import encodable, main, note_placed, placing_output
 from nrtrewrite.errors import counted, escape_controls
 from nrtrewrite.neff.assembler import assemble_file
 
@@ -21,7 +21,9 @@ def assemble_cmd(spec_path: str, out_path: str) -> None:
         raise click.BadParameter("an empty path", param_hint="'SPEC'")
     if out_path == "":
         raise click.BadParameter("an empty path", param_hint="'-o' / '--output'")
-    result = assemble_file(spec_path, out_path)
+    # (a stop once MODEL.neff is replaced says so first, as lower's: note_placed; until
+    # 2026-12-06 it said only `terminated by SIGTERM`, the previous file gone)
+    result = assemble_file(spec_path, out_path, placing=placing_output, on_placed=note_placed)
     triggers = len(result.model.triggers) if result.model is not None else "unchecked"
     # (the path escaped as lower's title has it: a line break, an escape or a character the
     # output's encoding lacks was printed raw, split, stripped or as '?', until 2026-12-05)

@@ -439,9 +439,10 @@ def parse_spec_text(text: str, *, source: str = "<spec>") -> dict:
     return spec
 
 
-def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | None = None
-                  ) -> Assembled:
-    """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there."""
+def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | None = None,
+                  **placing) -> Assembled:
+    """Assemble ``spec_path``; if ``out_path`` is given, write the file atomically there
+    (``placing``: ``write_bytes_atomic``'s ``placing`` and ``on_placed``)."""
     spec_path = os.fspath(spec_path)
     if out_path is not None and same_file(spec_path, out_path):
         raise OutputError(f"the output is the spec {escape_controls(spec_path)} itself; "
@@ -454,7 +455,7 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
     if out_path is not None:
         from nrtrewrite.neff.writer import write_bytes_atomic
 
-        write_bytes_atomic(out_path, result.data)
+        write_bytes_atomic(out_path, result.data, **placing)
     return result
 
 

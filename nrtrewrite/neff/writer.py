@@ -10,11 +10,12 @@ of a single file.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 import tempfile
-from typing import Iterable, Mapping, Union
+from typing import Callable, ContextManager, Iterable, Mapping, Union
 
 from nrtrewrite.errors import OutputError, ValidationError, Where
 from nrtrewrite.neff.container import build_container
@@ -117,13 +118,18 @@ def sibling_stem(name: str, room: int) -> str:
             + hashlib.sha256(raw).hexdigest()[:16])
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, *,
+                       placing: Callable[[], ContextManager] = contextlib.nullcontext,
+                       on_placed: Callable[[str], None] | None = None) -> None:
     """Write ``data`` to ``path`` via a temp file in the same directory and a rename.
 
     Any OS error (a full disk, no permission, a read-only file system, a file where a
     folder is expected) is an :class:`OutputError` naming ``path`` and the OS's reason;
     whatever stops the write (an error, Ctrl-C, SIGTERM raised as an exception) removes the
-    temp file, and ``path`` keeps its previous content."""
+    temp file, and ``path`` keeps its previous content.  The rename and ``on_placed(path)``
+    (the new content is in place, complete) run inside ``placing()``: the CLI's
+    ``stops_deferred``, so that a stop comes before the rename (nothing replaced) or after
+    ``on_placed`` (its stop then says the file is written), never between."""
     path = os.fspath(path)
     if not path:
         raise OutputError("cannot write: an empty path")
@@ -140,8 +146,11 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
-        tmp = None
+        with placing():
+            os.replace(tmp, path)
+            tmp = None
+            if on_placed is not None:
+                on_placed(path)
     except OSError as err:
         raise OutputError(f"cannot write: {err.strerror or err}", Where(file=path)) from None
     finally:
