@@ -60,15 +60,19 @@ def _end_now() -> None:
 
 
 def _hold_stops() -> frozenset:
-    """Block SIGTERM and SIGHUP (those not ignored) while the modules load, and return the
-    ones blocked here: until ``cli.terminate_cleanly`` has its handlers in place and
-    releases them (``cli.HELD_WHILE_LOADING``), a stop waits, and is then that of the
-    command, its one line and status (until 2026-12-06, in the first 0.2 - 0.5 s their
-    default action ended the process silently, by the signal).  Ctrl-C is not held: Python
-    raises it while the modules load, and it is ``Aborted!`` below."""
+    """Block SIGTERM, SIGHUP and Ctrl-C (those not ignored) while the modules load, and
+    return the ones blocked here: until ``cli.terminate_cleanly`` has its handlers in place
+    and releases them (``cli.HELD_WHILE_LOADING``), a stop waits, and is then that of the
+    command, its one line and status.  Until 2026-12-06, in those first 0.2 - 0.5 s,
+    SIGTERM's and SIGHUP's default action ended the process silently, by the signal, and
+    a Ctrl-C could land where Python drops it (the import system's weak-reference callback:
+    ``Exception ignored in: <function _get_module_lock.<locals>.cb>``, the command then ran
+    to its end, status 0) or inside code a module runs with ``exec`` (a dataclass's
+    methods), after which Python ended the process by SIGINT once it had printed
+    ``Aborted!``."""
     if not hasattr(signal, "pthread_sigmask"):
         return frozenset()
-    stops = frozenset(getattr(signal, name) for name in ("SIGTERM", "SIGHUP")
+    stops = frozenset(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGINT")
                       if hasattr(signal, name))
     stops = frozenset(s for s in stops if signal.getsignal(s) is not signal.SIG_IGN)
     before = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
@@ -76,13 +80,17 @@ def _hold_stops() -> frozenset:
 
 
 def _aborted() -> None:  # (never returns; typing is not imported here: it loads in ms)
-    """Ctrl-C before the CLI's own handling is in place: ``Aborted!``, status 130."""
+    """Ctrl-C before the CLI's own handling is in place (Python raised it: not held here):
+    ``Aborted!``, status 130, the process ended by :func:`_end_now` (a KeyboardInterrupt
+    raised inside ``exec``'d code marks the process, and Python, exiting its own way,
+    would then end it by SIGINT instead)."""
     try:
         sys.stderr.write("Aborted!\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):
         pass
-    sys.exit(130)  # 128 + SIGINT (cli.STATUS_INTERRUPTED: not imported, it was loading)
+    _STATUS.append(130)  # 128 + SIGINT (cli.STATUS_INTERRUPTED: not imported, it was loading)
+    sys.exit(130)
 
 
 def main() -> None:
@@ -102,11 +110,7 @@ def main() -> None:
         _STATUS.append(exc.code)
         raise
     except KeyboardInterrupt:  # (Ctrl-C as the CLI started, before its handler was in place)
-        try:
-            _aborted()
-        except SystemExit as exc:
-            _STATUS.append(exc.code)
-            raise
+        _aborted()
 
 
 if __name__ == "__main__":

@@ -232,3 +232,50 @@ def test_an_assemble_stopped_once_its_file_is_replaced_says_it_is_in_place(
                            f"place; the run was stopped after it was written\n{line}\n")
     assert out.read_bytes() == (FIX / "ar2.neff").read_bytes()  # (make fixtures builds it so)
     assert sorted(os.listdir(tmp_path)) == ["m.neff"]
+
+
+#: the console script with argv[1]'s Ctrl-C landing as click is imported: "dropped" (in a
+#: finalizer, where Python prints the exception and goes on), "exec" (inside code run by
+#: exec, as a dataclass's methods are made), "raised" (a KeyboardInterrupt raised in exec'd
+#: code, as Python raises one it was not held from)
+CTRL_C_LOADING = r"""
+import os, signal, sys, threading, time
+HOW = sys.argv[1]
+class Dropped:
+    def __del__(self):
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        time.sleep(0.02)
+class Stop:
+    def find_spec(self, name, path=None, target=None):
+        if name == "click":
+            if HOW == "dropped":
+                Dropped()
+            elif HOW == "exec":
+                exec("import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\n"
+                     "time.sleep(0.05)")
+            else:
+                exec("raise KeyboardInterrupt")
+        return None
+sys.meta_path.insert(0, Stop())
+sys.argv = ["nrtrewrite", "inspect", sys.argv[2]]
+from nrtrewrite.console import main
+main()
+"""
+
+
+@pytest.mark.parametrize("how", ["dropped", "exec", "raised"])
+def test_a_ctrl_c_while_the_modules_load_is_aborted_wherever_it_lands(tmp_path, how):
+    """Ctrl-C while the console script loaded its modules: landing in the import system's
+    weak-reference callback (a finalizer) it was printed as ``Exception ignored in`` and
+    dropped, the command ran on and exited 0 (the sweep: once in 60 ``dump --spad``);
+    landing inside ``exec``'d code it was ``Aborted!`` and then the process ended by SIGINT
+    (status -2 to a parent, twice in 150 ``lower``).  Now the stop is held until the CLI's
+    handlers are in place, and a KeyboardInterrupt Python raised anyway still ends with
+    status 130."""
+    # (run with -m, as `python -m nrtrewrite`: Python's SIGINT ending after a Ctrl-C in
+    # exec'd code is that of -m)
+    (tmp_path / "ctrl_c_driver.py").write_text(CTRL_C_LOADING)
+    proc = subprocess.run([sys.executable, "-m", "ctrl_c_driver", how, str(FIX / "ar2.neff")],
+                          capture_output=True, text=True, cwd=tmp_path, env=env(),
+                          timeout=120, preexec_fn=_default_stops)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (130, "Aborted!\n", "")
