@@ -976,9 +976,12 @@ class _Group(click.Group):
             with contextlib.suppress(OSError, ValueError):
                 err.show()
             sys.exit(err.exit_code)
-        except (click.exceptions.Abort, KeyboardInterrupt):
+        except (click.exceptions.Abort, KeyboardInterrupt) as err:
             # (a KeyboardInterrupt here: a Ctrl-C Python dropped, raised again as the command
-            # ended, raise_lost_stop; until 2026-12-06 it was printed as a traceback)
+            # ended, raise_lost_stop, or one held while the modules loaded; until 2026-12-06
+            # the first was printed as a traceback)
+            if isinstance(err, KeyboardInterrupt) and is_tty(sys.stderr):
+                _say("")  # past the terminal's ^C, as invoke does
             _say_placed()
             _say("Aborted!")
             sys.exit(STATUS_INTERRUPTED)
