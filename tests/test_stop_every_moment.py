@@ -279,3 +279,49 @@ def test_a_ctrl_c_while_the_modules_load_is_aborted_wherever_it_lands(tmp_path, 
                           capture_output=True, text=True, cwd=tmp_path, env=env(),
                           timeout=120, preexec_fn=_default_stops)
     assert (proc.returncode, proc.stderr, proc.stdout) == (130, "Aborted!\n", "")
+
+
+#: the console script running `diff A B` (argv[2], argv[3]), its comparison begun with a stop
+#: (argv[1]) landing in a finalizer, where Python prints the handler's exception and drops it
+DIFF_DROPPED = r"""
+import signal, sys, threading, time
+import nrtrewrite.cli.diff as cd
+SIG = getattr(signal, sys.argv[1])
+class Dropped:
+    def __del__(self):
+        signal.pthread_kill(threading.get_ident(), SIG)
+        time.sleep(0.02)
+real = cd.compare
+def compare(*args, **kw):
+    Dropped()
+    return real(*args, **kw)
+cd.compare = compare
+sys.argv = ["nrtrewrite", "diff", sys.argv[2], sys.argv[3]]
+from nrtrewrite.console import main
+main()
+"""
+
+
+@pytest.fixture(scope="module")
+def two_outputs(tmp_path_factory):
+    """ar2 lowered twice: once as is, once with --algo ring (so the two differ)."""
+    where = tmp_path_factory.mktemp("outs")
+    for name, extra in (("a", []), ("b", ["--algo", "ring"])):
+        subprocess.run([sys.executable, "-m", "nrtrewrite", "lower", "-q", str(FIX / "ar2.neff"),
+                        "-o", str(where / name), *extra], check=True, cwd=ROOT, env=env(),
+                       timeout=120)
+    return where / "a", where / "b"
+
+
+@pytest.mark.parametrize("same", [True, False], ids=["identical", "different"])
+@pytest.mark.parametrize("sig, status, line", [
+    ("SIGINT", 130, "Aborted!\n"), ("SIGTERM", 143, "nrtrewrite: terminated by SIGTERM\n")])
+def test_a_stop_python_dropped_is_raised_when_the_command_exits_with_its_result(
+        two_outputs, sig, status, line, same):
+    """``diff`` (as ``simulate``) ends with its result's status by ``sys.exit``, which passed
+    by the raising again of a dropped stop at the command's end: a Ctrl-C that landed in a
+    finalizer was lost, ``diff --json`` exiting 1 as though none had come (the sweep: once
+    in 110 runs)."""
+    a, b = two_outputs
+    proc = run_code(DIFF_DROPPED, sig, a, a if same else b)
+    assert (proc.returncode, proc.stderr) == (status, line)

@@ -841,7 +841,16 @@ def terminate_cleanly():
             held = frozenset(HELD_WHILE_LOADING)
             HELD_WHILE_LOADING.clear()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
-        yield
+        try:
+            yield
+        except SystemExit as done:
+            # a command that ends with its result's status (diff's and simulate's sys.exit
+            # 0 or 1): a stop raised and dropped meanwhile is raised instead (until
+            # 2026-12-06 it was lost there: `diff` exited 1 as though no Ctrl-C had come);
+            # an error's status (its line printed) stays
+            if done.code in (None, 0, 1):
+                raise_lost_stop()
+            raise
         raise_lost_stop()  # (the command ran to its end: a stop raised was dropped)
     finally:
         _disarm_grace(stops)
