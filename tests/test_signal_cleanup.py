@@ -253,14 +253,19 @@ _STOP_WHILE_EXITING = textwrap.dedent("""
 """)
 
 
-def test_a_stop_while_the_process_exits_is_reported(tmp_path):
-    proc = _run(_STOP_WHILE_EXITING, tmp_path)
-    out = tmp_path / "out"
+def _reported_once_placed(proc, out) -> None:
+    """The warning that OUT is complete and in place, the SIGTERM's line and its status."""
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     assert proc.stderr.splitlines() == [
         f"nrtrewrite: warning: {out}: the new output is complete and in place; the run was "
         "stopped after it was written", "nrtrewrite: terminated by SIGTERM"]
     assert (out / "manifest.json").is_file()
+
+
+def test_a_stop_while_the_process_exits_is_reported(tmp_path):
+    proc = _run(_STOP_WHILE_EXITING, tmp_path)
+    out = tmp_path / "out"
+    _reported_once_placed(proc, out)
 
 
 #: as above, and a SIGHUP sent to itself as soon as the SIGTERM's line is out, while the
@@ -285,11 +290,7 @@ def test_a_second_stop_while_the_process_exits_is_ignored(tmp_path):
     assert _TWO_STOPS_WHILE_EXITING != _STOP_WHILE_EXITING
     proc = _run(_TWO_STOPS_WHILE_EXITING, tmp_path)
     out = tmp_path / "out"
-    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
-    assert proc.stderr.splitlines() == [
-        f"nrtrewrite: warning: {out}: the new output is complete and in place; the run was "
-        "stopped after it was written", "nrtrewrite: terminated by SIGTERM"]
-    assert (out / "manifest.json").is_file()
+    _reported_once_placed(proc, out)
 
 
 def test_the_console_ends_with_the_command_s_status(tmp_path):

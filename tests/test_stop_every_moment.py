@@ -71,23 +71,31 @@ def test_a_sighup_ignored_while_the_modules_load_stays_ignored():
 
 #: the console script running `inspect`, its model read with a stop (argv[1]) landing in a
 #: finalizer, where Python prints the handler's exception and drops it
-DROPPED = r"""
+def _dropped_in(module: str, step: str, command: str, n_args: int) -> str:
+    """The console script running ``command`` with the arguments argv[2:2 + n_args], its
+    ``module.step`` wrapped so that a stop (argv[1]) lands in a finalizer as the step
+    begins, where Python prints the handler's exception and drops it."""
+    args = ", ".join(f"sys.argv[{2 + i}]" for i in range(n_args))
+    return rf"""
 import signal, sys, threading, time
-import nrtrewrite.cli.inspect as ci
+import {module} as m
 SIG = getattr(signal, sys.argv[1])
 class Dropped:
     def __del__(self):
         signal.pthread_kill(threading.get_ident(), SIG)
         time.sleep(0.02)
-real = ci.read_model
-def read_model(*args, **kw):
+real = m.{step}
+def step(*args, **kw):
     Dropped()
     return real(*args, **kw)
-ci.read_model = read_model
-sys.argv = ["nrtrewrite", "inspect", sys.argv[2]]
+m.{step} = step
+sys.argv = ["nrtrewrite", "{command}", {args}]
 from nrtrewrite.console import main
 main()
 """
+
+
+DROPPED = _dropped_in("nrtrewrite.cli.inspect", "read_model", "inspect", 1)
 
 
 @pytest.mark.parametrize("sig, status, line", [
@@ -282,23 +290,7 @@ def test_a_ctrl_c_while_the_modules_load_is_aborted_wherever_it_lands(tmp_path, 
 
 #: the console script running `diff A B` (argv[2], argv[3]), its comparison begun with a stop
 #: (argv[1]) landing in a finalizer, where Python prints the handler's exception and drops it
-DIFF_DROPPED = r"""
-import signal, sys, threading, time
-import nrtrewrite.cli.diff as cd
-SIG = getattr(signal, sys.argv[1])
-class Dropped:
-    def __del__(self):
-        signal.pthread_kill(threading.get_ident(), SIG)
-        time.sleep(0.02)
-real = cd.compare
-def compare(*args, **kw):
-    Dropped()
-    return real(*args, **kw)
-cd.compare = compare
-sys.argv = ["nrtrewrite", "diff", sys.argv[2], sys.argv[3]]
-from nrtrewrite.console import main
-main()
-"""
+DIFF_DROPPED = _dropped_in("nrtrewrite.cli.diff", "compare", "diff", 2)
 
 
 @pytest.fixture(scope="module")
