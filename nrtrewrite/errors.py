@@ -115,6 +115,15 @@ def cut_middle(text: str, limit: int, head: int, tail: int,
     return form.format(head=text[:head], tail=text[len(text) - tail:], n=len(text))
 
 
+def json_text(value: Any) -> str:
+    """``value`` in a message as JSON writes it (``"BF16"``, ``true``, ``null``, ``[0, 1]``,
+    a mapping's keys sorted), not as Python does (``'BF16'``, ``True``, ``None``): the
+    value of a JSON file (a manifest, a topology file); past 300 characters its start and
+    end (a replica group of thousands of ranks)."""
+    import json
+    return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
+
+
 def _capped(why: str) -> str:
     return cut_middle(why, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200)
 

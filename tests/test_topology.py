@@ -234,7 +234,7 @@ def test_json_links_file(tmp_path):
 
 
 @pytest.mark.parametrize("doc, match", [
-    ({"format": "other/9"}, "the topology format must be 'nrtrewrite-topology/1', not 'other/9'"),
+    ({"format": "other/9"}, "the topology format must be \"nrtrewrite-topology/1\", not \"other/9\""),
     ({"torus": [4]}, "torus must be"),
     ({}, "needs torus, links or a platform"),
     ({"torus": [2, 2], "routing_ids": [1]}, "routing_ids"),
@@ -254,9 +254,9 @@ def test_json_links_file(tmp_path):
     ({"torus": [1, 2], "routing_ids": [0, -1]}, "routing id -1 outside 0..63"),
     ({"torus": [1, 2], "routing_ids": [5, 5]}, "routing id 5 is given to two devices"),
     ({"torus": [1, 2], "routing_ids": [True, False]}, "routing_ids must list 2 integers"),
-    ({"torus": [1, 2], "mesh_sub_type": "MESH_INVALID"}, "unknown mesh_sub_type 'MESH_INVALID'"),
+    ({"torus": [1, 2], "mesh_sub_type": "MESH_INVALID"}, 'unknown mesh_sub_type "MESH_INVALID"'),
     ({"torus": [1, 2], "mesh_sub_type": 2}, "unknown mesh_sub_type 2"),
-    ({"torus": [2, 2], "kangaring": "false"}, "kangaring must be true or false, not 'false'"),
+    ({"torus": [2, 2], "kangaring": "false"}, 'kangaring must be true or false, not "false"'),
     ({"torus": [1, 2], "mesh": 0}, "mesh must be true or false, not 0"),
     ({"devices_per_node": 2, "links": [[0, 1]], "torus": [4, 4]},
      "devices_per_node 2 != torus 4x4"),
@@ -290,24 +290,24 @@ def test_json_errors(doc, match):
 
 @pytest.mark.parametrize("key, value, says", [
     ("nodes", 0, "nodes must be a positive integer, not 0"),
-    ("nodes", True, "nodes must be a positive integer, not True"),
+    ("nodes", True, "nodes must be a positive integer, not true"),
     ("nodes", 1.5, "nodes must be a positive integer, not 1.5"),
-    ("platform", "trn9", "unknown platform 'trn9' (one of trn1, trn2"),
+    ("platform", "trn9", 'unknown platform "trn9" (one of trn1, trn2'),
     ("hw_generation", 5, "hw_generation must be one of 2, 3, 4 (the NeuronCore version: "
                          "trn1 2, trn2 3), not 5"),
     ("hw_generation", "3", "hw_generation must be one of 2, 3, 4"),
     ("hw_generation", True, "hw_generation must be one of 2, 3, 4"),
     ("hw_generation", 3.0, "hw_generation must be one of 2, 3, 4"),
-    ("kangaring", "false", "kangaring must be true or false, not 'false'"),
+    ("kangaring", "false", 'kangaring must be true or false, not "false"'),
     ("mesh", 0, "mesh must be true or false, not 0"),
     # a number was an internal error (TypeError: 'int' object is not iterable); a string or
     # an object was read item by item (`a link is [a, b], ... not 'a'`)
     ("links", 5, "links must be a list of links, not 5"),
-    ("links", "ab", "links must be a list of links, not 'ab'"),
+    ("links", "ab", 'links must be a list of links, not "ab"'),
     ("device_cycles", 5, "device_cycles must be a list of device cycles, not 5"),
-    ("device_cycles", {"a": 1}, "device_cycles must be a list of device cycles, not {'a': 1}"),
+    ("device_cycles", {"a": 1}, 'device_cycles must be a list of device cycles, not {"a": 1}'),
     # a string was compared with the preset's count (`'16' differs from platform trn2's 16`)
-    ("devices_per_node", "16", "devices_per_node must be an integer, not '16'"),
+    ("devices_per_node", "16", 'devices_per_node must be an integer, not "16"'),
 ])
 def test_topology_file_values_are_checked(tmp_path, key, value, says):
     """docs/TOPOLOGY.md: ``platform`` is trn1 or trn2, ``nodes`` a node count (a file said
@@ -441,7 +441,7 @@ def test_a_file_lnc_size_must_be_an_integer_and_a_small_file_names_its_nodes(tmp
                                         "tpbs_per_sengine": 1}}))
     with pytest.raises(ValidationError) as exc:
         load_topology(str(p), world=(0, 1), lnc_size=1)
-    assert exc.value.line() == f"{p}: field lnc_size: lnc_size must be an integer, not True"
+    assert exc.value.line() == f"{p}: field lnc_size: lnc_size must be an integer, not true"
     p.write_text(json.dumps({"torus": [1, 2], "nodes": 1,
                              "device": {"dies": 1, "sengines_per_die": 1,
                                         "tpbs_per_sengine": 1}}))
@@ -633,9 +633,9 @@ def test_a_topology_file_is_checked_whole(tmp_path):
         ({"torus": [2, 2], "lnc_sizes": [1, 2, 1]},
          "field lnc_sizes[2]: lnc_size 1 is listed twice"),
         ({"torus": [2, 2], "name": ""},
-         "field name: name must be a string that is not blank, not ''"),
+         'field name: name must be a string that is not blank, not ""'),
         ({"torus": [2, 2], "name": "  "},
-         "field name: name must be a string that is not blank, not '  '"),
+         'field name: name must be a string that is not blank, not "  "'),
         ({"torus": [1, 3], "device_cycles": [[0, 1, 2], [0, 1, 2]]},
          "field device_cycles[1]: device cycle 1 is device cycle 0 again (the same links, "
          "perhaps reversed or opened elsewhere): channels would repeat its rings"),
@@ -645,7 +645,7 @@ def test_a_topology_file_is_checked_whole(tmp_path):
         ({"torus": [2, 2], "device": {"dies": 1.0}},
          "field device.dies: device.dies must be an integer, not 1.0"),
         ({"torus": [2, 2], "device": {"c2c_ports": "4"}},
-         "field device.c2c_ports: device.c2c_ports must be an integer, not '4'"),
+         'field device.c2c_ports: device.c2c_ports must be an integer, not "4"'),
     ]
     path = tmp_path / "t.json"
     for doc, says in cases:
@@ -731,7 +731,7 @@ def test_explain_without_lnc_reads_no_topology_file_the_limits_refuse(tmp_path, 
      "field links: a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], not "
      "[0, 1, 1, 0, 7]"),
     (b'{"devices_per_node": 2, "links": [[0, "1"]]}',
-     "field links: a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], not [0, '1']"),
+     "field links: a link is [a, b], [a, port_a, b] or [a, port_a, b, port_b], not [0, \"1\"]"),
 ])
 def test_a_topology_file_that_is_no_json_object_is_one_line_naming_it(tmp_path, raw, says):
     """docs/TOPOLOGY.md: the file is one JSON object read as strict UTF-8 JSON, a link one of

@@ -11,7 +11,8 @@ import numpy as np
 
 from nrtrewrite.codes import DType, DTYPE_SIZE, EncAlgType, EncOpType, SdmaCceType
 from nrtrewrite.compose.segments import even_split
-from nrtrewrite.errors import OutputError, SimulationError, ValidationError, counted, cut_middle
+from nrtrewrite.errors import (OutputError, SimulationError, ValidationError, counted,
+                               json_text)
 from nrtrewrite.policy import INTRA
 from nrtrewrite.select import (
     HIER_LEGS, LEG_OPS, AlgoOverride, hier_split, parse_algo_override, ranks_by_node,
@@ -2115,8 +2116,5 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
                                       **dict(s.where, file=s.where.get("file") or file))
 
 
-def _json_text(value) -> str:
-    """``value`` as the manifest's JSON writes it (``"BF16"``, ``null``, ``[0, 1]``, an
-    operand's keys sorted), past 300 characters its start and end (a replica group of
-    thousands of ranks)."""
-    return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
+#: a manifest's value as its JSON writes it, for the messages
+_json_text = json_text

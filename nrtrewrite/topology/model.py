@@ -34,7 +34,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, EdgeLocality, EncAlgMeshType
 from nrtrewrite.emit.address import CAYMAN_ID_MASK
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
-from nrtrewrite.errors import LimitError, ValidationError, escape_controls
+from nrtrewrite.errors import LimitError, ValidationError, escape_controls, json_text
 
 T = TypeVar("T")
 
@@ -498,7 +498,8 @@ def _int(obj: dict, key: str, default: int | None = None, *, where: str,
         val = default
     if not _is_int(val):
         path = jsonin.joined_key(parent, key)
-        raise ValidationError(f"{path} must be an integer, not {val!r}", file=where, field=path)
+        raise ValidationError(f"{path} must be an integer, not {json_text(val)}", file=where,
+                              field=path)
     return val
 
 
@@ -507,7 +508,8 @@ def _bool(doc: dict, key: str, default: bool, *, where: str) -> bool:
     true)."""
     val = doc.get(key, default)
     if not isinstance(val, bool):
-        raise ValidationError(f"{key} must be true or false, not {val!r}", file=where, field=key)
+        raise ValidationError(f"{key} must be true or false, not {json_text(val)}", file=where,
+                              field=key)
     return val
 
 
@@ -536,7 +538,8 @@ def _check_text(doc: dict, where: str) -> None:
                               f"(a JSON \\u escape) at character {at}", file=where,
                               field=path or None)
     if "name" in doc and not (isinstance(doc["name"], str) and doc["name"].strip()):
-        raise ValidationError(f"name must be a string that is not blank, not {doc['name']!r}",
+        raise ValidationError("name must be a string that is not blank, not "
+                              f"{json_text(doc['name'])}",
                               file=where, field="name")
 
 
@@ -553,7 +556,7 @@ def _list(doc: dict, key: str, what: str, *, where: str) -> list:
     (a number was an internal error, a string or an object was read item by item)."""
     val = doc[key]
     if not isinstance(val, list):
-        raise ValidationError(f"{key} must be a list of {what}, not {val!r}", file=where,
+        raise ValidationError(f"{key} must be a list of {what}, not {json_text(val)}", file=where,
                               field=key)
     return val
 
@@ -566,11 +569,12 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     _check_text(doc, where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
-        raise ValidationError(f"the topology format must be {TOPOLOGY_FORMAT!r}, not {fmt!r}",
+        raise ValidationError(f"the topology format must be {json_text(TOPOLOGY_FORMAT)}, "
+                              f"not {json_text(fmt)}",
                               file=where, field="format")
     base_name = doc.get("platform")
     if base_name is not None and base_name not in PRESETS:
-        raise ValidationError(f"unknown platform {base_name!r} (one of "
+        raise ValidationError(f"unknown platform {json_text(base_name)} (one of "
                               f"{', '.join(sorted(PRESETS))}; leave it out for a custom one)",
                               file=where, field="platform")
     base = preset_platform(base_name) if base_name is not None else None
@@ -588,7 +592,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                          f"{MAX_DEVICES_PER_NODE} ports", file=where, field="device")
     torus = doc.get("torus")
     if torus is not None and not (_ints(torus) and len(torus) == 2 and min(torus) >= 1):
-        raise ValidationError(f"torus must be [rows, cols], not {torus!r}", file=where,
+        raise ValidationError(f"torus must be [rows, cols], not {json_text(torus)}", file=where,
                               field="torus")
     links: dict[int, dict[int, int]]
     if "links" in doc:
@@ -600,7 +604,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         for item in _list(doc, "links", "links", where=where):
             if not _ints(item) or len(item) not in (2, 3, 4):
                 raise ValidationError("a link is [a, b], [a, port_a, b] or "
-                                      f"[a, port_a, b, port_b], not {item!r}", file=where,
+                                      f"[a, port_a, b, port_b], not {json_text(item)}", file=where,
                                       field="links")
             if len(item) == 2:
                 a, b, pa, pb = item[0], item[1], None, None
@@ -613,7 +617,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                     raise ValidationError(f"link device {d} outside 0..{n - 1}", file=where,
                                           field="links")
             if a == b:
-                raise ValidationError(f"link {item!r} joins device {a} to itself", file=where,
+                raise ValidationError(f"link {json_text(item)} joins device {a} to itself",
+                                      file=where,
                                       field="links")
             for (x, y), port in (((a, b), pa), ((b, a), pb)):
                 if port is None:
@@ -658,7 +663,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     elif base is not None:
         n, links, torus_t = base.devices_per_node, base.links, base.torus
         if "devices_per_node" in doc and _int(doc, "devices_per_node", where=where) != n:
-            raise ValidationError(f"devices_per_node {doc['devices_per_node']!r} differs from "
+            raise ValidationError(f"devices_per_node {json_text(doc['devices_per_node'])} "
+                                  "differs from "
                                   f"platform {base.name}'s {n}; give torus or links to change "
                                   "the devices", file=where, field="devices_per_node")
     else:
@@ -719,7 +725,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                                   field=f"lnc_sizes[{i}]")
     mst = doc.get("mesh_sub_type", (base.mesh_sub_type if base else EncAlgMeshType.FULL_MESH).name)
     if mst not in MESH_SUB_TYPE_NAMES:
-        raise ValidationError(f"unknown mesh_sub_type {mst!r} (one of "
+        raise ValidationError(f"unknown mesh_sub_type {json_text(mst)} (one of "
                               f"{', '.join(MESH_SUB_TYPE_NAMES)})",
                               file=where, field="mesh_sub_type")
     mesh_sub_type = EncAlgMeshType[mst]
@@ -736,7 +742,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     if not _is_int(hw_generation) or hw_generation not in HW_GENERATIONS:
         raise ValidationError(f"hw_generation must be one of "
                               f"{', '.join(map(str, HW_GENERATIONS))} (the NeuronCore version: "
-                              f"trn1 2, trn2 3), not {hw_generation!r}", file=where,
+                              f"trn1 2, trn2 3), not {json_text(hw_generation)}", file=where,
                               field="hw_generation")
     return Platform(
         # (a custom platform: base_name is None, whether platform is absent or null)
@@ -851,7 +857,8 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     if nodes is None:
         nodes = nodes_for(world, rpn)
     if not _is_int(nodes) or nodes < 1:
-        raise ValidationError(f"nodes must be a positive integer, not {nodes!r}", file=str(path),
+        raise ValidationError(f"nodes must be a positive integer, not {json_text(nodes)}",
+                              file=str(path),
                               field="nodes")
     # the file's nodes, or (when it gives none) the count sized to the model's ranks
     check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes")
