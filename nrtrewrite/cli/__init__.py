@@ -469,32 +469,12 @@ class WholeWriter:
                 return
             view = memoryview(text.encode(self.encoding, self.errors))
             while view:
-                with _writing():
-                    n = self.buffer.write(view)
-                n = len(view) if n is None else n
-                if _STOPS is not None:
-                    _STOPS.written += n  # (progress: a deferred stop waits while it grows)
-                view = view[n:]
+                n = self.buffer.write(view)
+                view = view[len(view) if n is None else n:]
 
     def flush(self) -> None:
-        with stops_deferred(), _writing():
+        with stops_deferred():
             (self.buffer or self.stream).flush()
-
-
-@contextlib.contextmanager
-def _writing():
-    """A write of a piece into the standard output, which may wait on the reader: only there
-    does a deferred stop count the time without progress (:func:`_grace_tick`); the time a
-    step takes to make its piece is no waiting."""
-    stops = _STOPS
-    if stops is None:
-        yield
-        return
-    stops.writing = True
-    try:
-        yield
-    finally:
-        stops.writing = False
 
 
 def stopped_why(exc: BaseException) -> str:
@@ -548,15 +528,6 @@ class _Stops:
         self.raised: list[int] = []
         self.deferring = 0
         self.pending: int | None = None
-        #: bytes the pieces (:class:`WholeWriter`) have written; whether one is being
-        #: written (:func:`_writing`); the bytes at the grace timer's last tick; the seconds
-        #: a pending stop has seen a write take none (:func:`_grace_tick`)
-        self.written = 0
-        self.writing = False
-        self.seen = -1
-        self.idle = 0.0
-        #: while the grace timer runs: the SIGALRM handler it replaced (a list of one)
-        self.alarm_before: list = []
 
 
 #: The running command's stops; None outside :func:`terminate_cleanly`.
@@ -573,7 +544,6 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
     if stops.deferring:
         if stops.pending is None:
             stops.pending = signum
-            _arm_grace(stops)
         return
     stops.raised.append(signum)
     if not drop:
@@ -605,72 +575,13 @@ def raise_lost_stop() -> None:
         raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
 
-#: A stop that comes while a piece is written (:func:`stops_deferred`) waits for the piece
-#: as long as the pieces' writes take bytes (a slow reader); once they have taken none for
-#: this long (a pipe nobody reads, a reader stopped) the stop is raised at once
-#: (:func:`_grace_tick`): until 2026-12-06 it waited for the reader, forever if none came,
-#: and Ctrl-C did not end ``dump --json | ...`` whose reader had stopped reading.
-STOP_GRACE_SECONDS = 1.0
-#: How often the grace timer looks at the pieces' progress.
-_GRACE_TICK = 0.25
-
-
-def _arm_grace(stops: _Stops) -> None:
-    """Start the grace timer of a stop deferred (SIGALRM every :data:`_GRACE_TICK`, which
-    also interrupts a blocked write so its progress is counted): only in the main thread,
-    where SIGALRM and the real-time timer are nobody else's (an embedding application's or
-    a test runner's are left alone, and the stop waits for the piece as before)."""
-    if not hasattr(signal, "setitimer") or stops.alarm_before:
-        return
-    try:
-        if (signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
-                or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)):
-            return
-        before = signal.signal(signal.SIGALRM, lambda signum, frame: _grace_tick(stops))
-    except ValueError:  # not the main thread
-        return
-    stops.alarm_before.append(before)
-    stops.seen, stops.idle = -1, 0.0
-    signal.setitimer(signal.ITIMER_REAL, _GRACE_TICK, _GRACE_TICK)
-
-
-def _disarm_grace(stops: _Stops) -> None:
-    """Stop the grace timer, its SIGALRM handler put back (nothing when it does not run)."""
-    if stops.alarm_before:
-        signal.setitimer(signal.ITIMER_REAL, 0.0, 0.0)
-        signal.signal(signal.SIGALRM, stops.alarm_before.pop())
-
-
-def _grace_tick(stops: _Stops) -> None:
-    """The grace timer's tick: nothing while the pieces' writes take bytes; once they have
-    taken none for :data:`STOP_GRACE_SECONDS`, the pending stop is raised where the write
-    waits (the piece cut: nobody reads it), the standard output first sent to /dev/null so
-    that what the command still writes (a streamed document's closing ``"error"``) and the
-    flush at exit do not wait on the same pipe."""
-    if stops.pending is None or not stops.deferring or stops.raised:
-        _disarm_grace(stops)
-        return
-    if not stops.writing or stops.written != stops.seen:
-        stops.seen, stops.idle = stops.written, 0.0  # (making a piece, or bytes taken)
-        return
-    stops.idle += _GRACE_TICK
-    if stops.idle < STOP_GRACE_SECONDS:
-        return
-    _disarm_grace(stops)
-    signum, stops.pending = stops.pending, None
-    _quiet_closed_pipe()
-    stops.raised.append(signum)
-    raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
-
-
 @contextlib.contextmanager
 def stops_deferred():
     """A step a stop (SIGTERM, SIGHUP, Ctrl-C) must not cut: a block of a streamed JSON
     document written whole with the count that says it was (a stop in the middle of a write
     left half a record before the closing ``"error"``, found by an exploratory tester).  A
-    stop that comes meanwhile is raised as the step ends; the step runs on until then while
-    its writes take bytes, and is given up after :data:`STOP_GRACE_SECONDS` without one (a
-    pipe nobody reads: :func:`_grace_tick`)."""
+    stop that comes meanwhile is raised as the step ends; the step runs on until then (a
+    write to a pipe nobody reads waits as it would without the stop)."""
     stops = _STOPS
     if stops is None:
         yield
@@ -680,8 +591,6 @@ def stops_deferred():
         yield
     finally:
         stops.deferring -= 1
-        if not stops.deferring:
-            _disarm_grace(stops)
     if not stops.deferring and stops.pending is not None:
         signum, stops.pending = stops.pending, None
         _stop(stops, signum)
@@ -853,7 +762,6 @@ def terminate_cleanly():
             raise
         raise_lost_stop()  # (the command ran to its end: a stop raised was dropped)
     finally:
-        _disarm_grace(stops)
         _STOPS = None
         _REPLACED.clear()
         if sys.unraisablehook is unraisable:
