@@ -802,3 +802,72 @@ def test_a_file_of_nulls_is_the_platforms_defaults(tmp_path):
     a = load_topology(str(path), world=(0, 1), lnc_size=2)
     b = load_topology(str(plain), world=(0, 1), lnc_size=2)
     assert a.to_json() == b.to_json()
+
+
+# -- unknown keys (docs/TOPOLOGY.md §2) ------------------------------------------------------
+#: the keys a loader ignores, as our outputs write them in a topology object
+#: (docs/TOPOLOGY.md §2, docs/FORMATS.md §1.1, docs/CLI.md explain --json)
+IGNORED_KEYS = ["ranks", "ranks_per_device", "ranks_per_node", "cce_max_elements", "source",
+                "world_size"]
+ALLOWED_TEXT = ("(allowed: format, name, platform, nodes, lnc_size, lnc_sizes, devices_per_node, "
+                "device, torus, links, device_cycles, routing_ids, kangaring, mesh, "
+                "mesh_sub_type, hw_generation; ignored: ranks, ranks_per_device, ranks_per_node, "
+                "cce_max_elements, source, world_size)")
+
+
+@pytest.mark.parametrize("doc, where, why", [
+    ({"platform": "trn2", "node": 3}, "", f'unknown key "node" {ALLOWED_TEXT}'),
+    ({"platform": "trn2", "node": None}, "", f'unknown key "node" {ALLOWED_TEXT}'),
+    ({"platform": "trn2", "kangarings": False}, "", f'unknown key "kangarings" {ALLOWED_TEXT}'),
+    (_trn2_2node(devices_per_nodes=16), "", f'unknown key "devices_per_nodes" {ALLOWED_TEXT}'),
+    ({"platform": "trn2", "device": {"dies": 2, "die": 2}}, "field device: ",
+     'unknown key "die" (allowed: dies, sengines_per_die, tpbs_per_sengine, c2c_ports)'),
+    ({"platform": "trn2", "device": {"ranks": 4}}, "field device: ",
+     'unknown key "ranks" (allowed: dies, sengines_per_die, tpbs_per_sengine, c2c_ports)'),
+])
+def test_an_unknown_key_is_refused(tmp_path, doc, where, why):
+    """Bug: a key the loader does not know was ignored, so a typo lowered as though the key
+    were not there (``"node": 3``, meant ``nodes``: trn2 sized to the model, one node).  It
+    is refused as an assemble spec refuses one (docs/ASSEMBLE.md), at the object holding it,
+    whatever its value (null too), by lower and explain alike."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    line = f"{path}: {where}{why}"
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == line
+    for cmd in (["explain", ROOT / "fixtures" / "ar2.neff"],
+                ["lower", "-q", ROOT / "fixtures" / "ar2.neff", "-o", tmp_path / "o"]):
+        assert _one_line_error(_cli(*cmd, "--topology", path)) == line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json"]  # lower wrote nothing
+
+
+@pytest.mark.parametrize("key", IGNORED_KEYS)
+def test_a_key_our_outputs_write_is_ignored(tmp_path, key):
+    """The keys Topology.to_json, the output manifest and explain --json write beside the
+    file's are ignored, whatever their value: ``{"platform": "trn2", key: ...}`` is trn2."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"platform": "trn2", key: [{"anything": 1}]}))
+    t = load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert t.platform == preset_platform("trn2") and (t.nodes, t.name) == (1, "t")
+
+
+@pytest.mark.parametrize("model, topology", [("two_node128", "trn2"), ("ar2", "trn1:nodes=2")])
+def test_an_outputs_topology_object_lowers_again_the_same(tmp_path, model, topology):
+    """The manifest's ``topology`` object and explain --json's, given back as --topology,
+    load (their extra keys ignored) and lower the model to the same bytes as the preset."""
+    model = ROOT / "fixtures" / f"{model}.neff"
+    assert _cli("lower", "-q", model, "-o", tmp_path / "a", "--topology", topology).exit_code == 0
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    res = _cli("explain", model, "--topology", topology, "--json")
+    assert res.exit_code == 0, res.output
+    for i, obj in enumerate((manifest["topology"], json.loads(res.stdout)["topology"])):
+        assert set(obj) & {"cce_max_elements", "ranks", "source", "world_size"}
+        path = tmp_path / f"t{i}.json"
+        path.write_text(json.dumps(obj))
+        out = tmp_path / f"b{i}"
+        assert _cli("lower", "-q", model, "-o", out, "--topology", path).exit_code == 0
+        for member in (tmp_path / "a").rglob("*"):
+            if member.is_file() and member.name != "manifest.json":
+                assert (out / member.relative_to(tmp_path / "a")).read_bytes() == \
+                    member.read_bytes(), member

@@ -561,12 +561,42 @@ def _list(doc: dict, key: str, what: str, *, where: str) -> list:
     return val
 
 
+#: The keys a topology file gives (docs/TOPOLOGY.md §2), in the order of its table.
+TOPOLOGY_KEYS = ("format", "name", "platform", "nodes", "lnc_size", "lnc_sizes",
+                 "devices_per_node", "device", "torus", "links", "device_cycles", "routing_ids",
+                 "kangaring", "mesh", "mesh_sub_type", "hw_generation")
+#: The keys of ``device``.
+DEVICE_KEYS = ("dies", "sengines_per_die", "tpbs_per_sengine", "c2c_ports")
+#: Keys our outputs write in a topology object beside :data:`TOPOLOGY_KEYS`, which a loader
+#: ignores, so the object loads back as a topology file: ``Topology.to_json`` (``ranks``,
+#: ``ranks_per_device``, ``ranks_per_node``), the output manifest's ``topology``
+#: (``cce_max_elements``, ``ranks``; docs/FORMATS.md §1.1) and ``explain --json``'s
+#: (``source``, ``ranks_per_device``, ``ranks_per_node``, ``world_size``).
+IGNORED_TOPOLOGY_KEYS = ("ranks", "ranks_per_device", "ranks_per_node", "cce_max_elements",
+                         "source", "world_size")
+
+
+def _check_keys(obj: dict, allowed: tuple[str, ...], ignored: tuple[str, ...], *, where: str,
+                path: str = "") -> None:
+    """Refuse a key of ``obj`` neither in ``allowed`` nor in ``ignored``, naming ``path``, the
+    object holding it, as an assemble spec does (docs/ASSEMBLE.md: ``unknown key "node"
+    (allowed: ...)``); until 2026-12-06 such a key was ignored, a typo such as ``"node": 3``
+    lowering as though it were not there."""
+    extra = [key for key in obj if key not in allowed and key not in ignored]
+    if extra:
+        also = f"; ignored: {', '.join(ignored)}" if ignored else ""
+        raise ValidationError(f"unknown key {json_text(extra[0])} (allowed: "
+                              f"{', '.join(allowed)}{also})", file=where, field=path or None)
+
+
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     """Build a :class:`Platform` from a JSON topology document (docs/TOPOLOGY.md)."""
     if not isinstance(doc, dict):
         raise ValidationError("a topology file must hold a JSON object", file=where)
+    raw = doc
     doc = given(doc)
     _check_text(doc, where)
+    _check_keys(raw, TOPOLOGY_KEYS, IGNORED_TOPOLOGY_KEYS, where=where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
         raise ValidationError(f"the topology format must be {json_text(TOPOLOGY_FORMAT)}, "
@@ -581,6 +611,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     dev_doc = doc.get("device", {})
     if not isinstance(dev_doc, dict):
         raise ValidationError("device must be an object", file=where, field="device")
+    _check_keys(dev_doc, DEVICE_KEYS, (), where=where, path="device")
     bdev = base.device if base else DeviceSpec()
     dev = DeviceSpec(**{key: _int(dev_doc, key, getattr(bdev, key), where=where, parent="device")
                         for key in ("dies", "sengines_per_die", "tpbs_per_sengine", "c2c_ports")})
