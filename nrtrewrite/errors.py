@@ -9,6 +9,7 @@ stderr and a non-zero exit (``--traceback`` shows the rest).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -120,7 +121,6 @@ def json_text(value: Any) -> str:
     a mapping's keys sorted), not as Python does (``'BF16'``, ``True``, ``None``): the
     value of a JSON file (a manifest, a topology file); past 300 characters its start and
     end (a replica group of thousands of ranks)."""
-    import json
     return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
 
 

@@ -26,6 +26,11 @@ _WRITTEN: list[str] = []
 _PARENT = os.getpid()
 
 
+def _written() -> str | None:
+    """GOLDEN if :func:`main` has written it, else None."""
+    return _WRITTEN[0] if _WRITTEN else None
+
+
 def _stop_outside(signum, frame) -> None:
     """``python -m nrtrewrite.golden`` stopped outside the run's ``terminate_cleanly``: while
     its modules load, or once :func:`main` is done until the process ends (until 2026-12-06
@@ -179,9 +184,9 @@ def main(argv: list[str] | None = None) -> None:
                             for p in (err.filename, err.filename2) if p)
         _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
     except Terminated as stop:
-        _stopped(stop.signum, _WRITTEN[0] if _WRITTEN else None)
+        _stopped(stop.signum, _written())
     except KeyboardInterrupt:
-        _stopped(signal.SIGINT, _WRITTEN[0] if _WRITTEN else None)
+        _stopped(signal.SIGINT, _written())
 
 
 def _say(line: str) -> None:
@@ -218,7 +223,7 @@ def _run() -> NoReturn:
             main()
             _stops_outside()  # (the run's handlers restored: from here to the end, ours)
         except KeyboardInterrupt:  # (Ctrl-C as main returned, before the line above)
-            _stopped(signal.SIGINT, _WRITTEN[0] if _WRITTEN else None)
+            _stopped(signal.SIGINT, _written())
         status = 0
     except SystemExit as done:
         status = done.code if isinstance(done.code, int) else 0 if done.code is None else 1

@@ -929,6 +929,12 @@ def _forced_error(req: Request, override: AlgoOverride, clause: OverrideClause, 
                           f"refused: {why}", trigger=req.ordinal)
 
 
+def _outside_window(why: str) -> str:
+    """The reason of a leg's engine taken outside its size window (SELECTION.md §8): none
+    allowed is inside its window; ``why``, its structural check."""
+    return f"first legal engine (none allowed is inside its size window; {why})"
+
+
 def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
                 override: AlgoOverride | None, op_clause: OverrideClause | None,
                 used: bool) -> tuple[EncAlgType, str]:
@@ -970,8 +976,7 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
         if allowed(alg):
             ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
             if ok:
-                return alg, (f"first legal engine (none allowed is inside its size window; "
-                             f"{why})")
+                return alg, _outside_window(why)
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
@@ -1082,9 +1087,7 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                 if ok:
                     # (outside its window, it says so as the policy's leg does, _leg_choice:
                     # until 2026-12-06 it gave the bare structural reason)
-                    pick, why, found = a, why_a if in_window else (
-                        f"first legal engine (none allowed is inside its size window; "
-                        f"{why_a})"), True
+                    pick, why, found = a, why_a if in_window else _outside_window(why_a), True
                     break
             if found:
                 break
