@@ -935,6 +935,16 @@ def _outside_window(why: str) -> str:
     return f"first legal engine (none allowed is inside its size window; {why})"
 
 
+def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
+    """A HIER leg's reason ``why`` for its engine, then why each engine its slot would have
+    taken first was not (SELECTION.md §5): ``(engine, its refusal)`` in precedence order, the
+    refusal its predicate's with the size window, the words of explain's candidate table
+    (``8 MiB below op_min_limit[REDUCE_SCATTER] 56 MiB``), or that this build cannot lower it
+    as a leg.  (Until 2026-12-06 a leg gave only ``why``: RING's ``always legal (the
+    fallback)`` did not say why KANGARING was passed over.)"""
+    return "".join([why, *(f"; {a.name} not taken: {r}" for a, r in passed)])
+
+
 def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
                 override: AlgoOverride | None, op_clause: OverrideClause | None,
                 used: bool) -> tuple[EncAlgType, str]:
@@ -963,20 +973,21 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
     def allowed(a: EncAlgType) -> bool:
         return a in legal_set and leaves(a)
 
+    passed: list[tuple[EncAlgType, str]] = []  # (engine, why not), the ones before the pick
     for alg in policy.precedence:
         if not allowed(alg):
             continue
         name, pred = PREDICATES[alg]
         ok, why = pred(leg_req, topo, policy, check_window=True)
         if ok:
-            return alg, why
+            return alg, _passed_over(why, passed)
+        passed.append((alg, why))
     # RING, always legal and in its window, is not allowed: an exclusion (SELECTION.md §8,
     # as for a flat choice): the first allowed legal engine outside its window, else an error
-    for alg in policy.precedence:
-        if allowed(alg):
-            ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
-            if ok:
-                return alg, _outside_window(why)
+    for k, (alg, _) in enumerate(passed):
+        ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
+        if ok:
+            return alg, _passed_over(_outside_window(why), passed[:k])
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
@@ -1078,17 +1089,28 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
         pick, why = EncAlgType.RING, "always legal"
         found = False
         allowed = _leg_allows(clause, op_clause)
+        order = [a for a in dict.fromkeys((*policy.precedence, *LEG_LEGAL[leg.name]))
+                 if a in LEG_LEGAL[leg.name] and allowed(a)]
+        passed: list[tuple[EncAlgType, str]] = []  # (engine, why not) in the first pass
         for in_window in (True, False):
-            for a in (*policy.precedence, *LEG_LEGAL[leg.name]):
-                if (a not in LEG_LEGAL[leg.name] or a not in policy.hier_leg_lowerable
-                        or not allowed(a)):
+            for k, a in enumerate(order):
+                if a not in policy.hier_leg_lowerable:
+                    if in_window:  # (why the policy's leg passed it over, else this build)
+                        ok, why_a = (True, "") if a == leg.alg else PREDICATES[a][1](
+                            leg_req, topo, policy, check_window=True)
+                        passed.append((a, "not lowerable as a HIER leg in this build" if ok
+                                       else why_a))
                     continue
                 ok, why_a = PREDICATES[a][1](leg_req, topo, policy, check_window=in_window)
                 if ok:
                     # (outside its window, it says so as the policy's leg does, _leg_choice:
                     # until 2026-12-06 it gave the bare structural reason)
-                    pick, why, found = a, why_a if in_window else _outside_window(why_a), True
+                    pick, found = a, True
+                    why = _passed_over(why_a if in_window else _outside_window(why_a),
+                                       [p for p in passed if order.index(p[0]) < k])
                     break
+                if in_window:
+                    passed.append((a, why_a))
             if found:
                 break
         if not found and not allowed(EncAlgType.RING):  # (RING, always legal, excluded)

@@ -1572,7 +1572,8 @@ def test_a_lowered_leg_outside_its_window_says_so():
         "SINGLE_CYCLE_RING", 8 * 2**20)
     assert legs["inter_allr"]["reason"] == (
         "first legal engine (none allowed is inside its size window; 2 rank(s) over 2 "
-        "node(s): a ring cut opposite each chunk's root, reduced from both sides)")
+        "node(s): a ring cut opposite each chunk's root, reduced from both sides); MESH not "
+        "taken: not lowerable as a HIER leg in this build")
     assert t["lowered"]["fallback_reason"] == (
         "inter_allr: MESH is not lowerable as a HIER leg in this build; SINGLE_CYCLE_RING "
         "instead")

@@ -303,6 +303,77 @@ def test_a_leg_engine_without_a_hier_leg_composer_falls_back_per_leg():
         select(req(AR, TWO_NODES, 1 * MiB), T2N, override=parse_algo_override("inter_allr:mesh"))
 
 
+def _leg_reasons(sel, legs="legs"):
+    return {leg.name: (leg.alg, leg.reason) for leg in getattr(sel, legs)}
+
+
+def test_a_hier_leg_says_why_the_engines_before_its_own_were_not_taken():
+    """SELECTION.md §5: an intra slot takes KANGARING before RING, and KANGARING's intra window
+    starts at 56 MiB (§4). An 8 MiB all-reduce over two whole trn2 nodes has 8 MiB intra legs:
+    RING, whose reason said only "always legal (the fallback)", not why KANGARING lost."""
+    for legs in ("legs", "policy_legs"):
+        r = _leg_reasons(select(req(AR, TWO_NODES, 8 * MiB), T2N), legs)
+        assert r["intra_redsct"] == (EncAlgType.RING, "always legal (the fallback); KANGARING "
+                                     "not taken: 8 MiB below op_min_limit[REDUCE_SCATTER] 56 MiB")
+        assert r["intra_allg"] == (EncAlgType.RING, "always legal (the fallback); KANGARING "
+                                   "not taken: 8 MiB below op_min_limit[ALLGATHER] 56 MiB")
+        # the inter leg: 8 MiB / 64 local ranks = 128 KiB, past MESH's 64 KiB inter window,
+        # inside SINGLE_CYCLE_RING's [0, 4 MiB)
+        alg, why = r["inter_allr"]
+        assert alg == EncAlgType.SINGLE_CYCLE_RING
+        assert why.endswith("; MESH not taken: 128 KiB not below op_max_limit[ALLREDUCE] 64 KiB")
+    # at the window's edge, 56 MiB, KANGARING is taken: nothing before it to explain
+    r = _leg_reasons(select(req(AR, TWO_NODES, 56 * MiB), T2N))
+    assert r["intra_redsct"][0] == r["intra_allg"][0] == EncAlgType.KANGARING
+    assert "not taken" not in r["intra_redsct"][1] + r["intra_allg"][1]
+
+
+def test_a_hier_leg_names_every_engine_passed_over_in_precedence_order():
+    """An inter all-reduce slot runs MESH > SINGLE_CYCLE_RING > INTER_RDH > RING (§5). 512 MiB
+    over two whole trn2 nodes is an 8 MiB inter leg: past MESH's 64 KiB and SINGLE_CYCLE_RING's
+    4 MiB windows, and INTER_RDH needs a power of two >= 8 nodes: RING, saying all three."""
+    alg, why = _leg_reasons(select(req(AR, TWO_NODES, 512 * MiB), T2N))["inter_allr"]
+    assert alg == EncAlgType.RING
+    assert why == ("flat ring over 2 nodes (2 network hops per channel); "
+                   "MESH not taken: 8 MiB not below op_max_limit[ALLREDUCE] 64 KiB; "
+                   "SINGLE_CYCLE_RING not taken: 8 MiB not below op_max_limit[ALLREDUCE] 4 MiB; "
+                   "INTER_RDH not taken: node_n 2 is not a power of two >= 8")
+
+
+def test_a_lowered_hier_leg_says_its_policy_engine_is_no_leg_engine():
+    """A 4 MiB all-gather over two whole trn2 nodes: the inter_allg leg moves 4 MiB / 64 =
+    64 KiB, the end of MESH's half-open [0, 64 KiB) window, so the policy's leg is RING
+    (MESH and INTER_RDH named); one byte a rank less, 64 KiB - 64 B, is inside it: the
+    policy's MESH, which this build lowers as RING (§6), the leg saying so."""
+    pol = _leg_reasons(select(req(AG, TWO_NODES, 4 * MiB), T2N), "policy_legs")
+    assert pol["inter_allg"] == (EncAlgType.RING, "flat ring over 2 nodes (2 network hops per "
+                                 "channel); MESH not taken: 64 KiB not below "
+                                 "op_max_limit[ALLGATHER] 64 KiB; INTER_RDH not taken: node_n 2 "
+                                 "is not a power of two >= 8")
+    sel = select(req(AG, TWO_NODES, 4 * MiB - 128 * 64), T2N)
+    assert _leg_reasons(sel, "policy_legs")["inter_allg"][0] == EncAlgType.MESH
+    assert _leg_reasons(sel)["inter_allg"] == (
+        EncAlgType.RING, "flat ring over 2 nodes (2 network hops per channel); MESH not taken: "
+        "not lowerable as a HIER leg in this build; INTER_RDH not taken: node_n 2 is not a "
+        "power of two >= 8")
+
+
+def test_a_hier_leg_on_trn1_says_it_has_no_kangaring():
+    r = _leg_reasons(select(req(AG, tuple(range(64)), 512 * MiB), TRN1))
+    alg, why = r["intra_allg"]
+    assert alg == EncAlgType.RING
+    assert why.startswith("always legal (the fallback); KANGARING not taken: trn1 has no "
+                          "kangaring")
+
+
+def test_a_hier_leg_names_only_the_engines_the_override_leaves():
+    """As the policy's reason names the cascade over the allowed engines only (§8): under
+    ``^kangaring`` the intra legs' RING has nothing before it to explain."""
+    sel = select(req(AR, TWO_NODES, 8 * MiB), T2N, override=parse_algo_override("^kangaring"))
+    r = _leg_reasons(sel)
+    assert r["intra_redsct"] == (EncAlgType.RING, "always legal (the fallback)")
+
+
 def test_two_node_group_policy_hier_lowered_flat_ring():
     sel = select(req(AR, TWO_NODES, 64 * MiB), T2N,
                  policy=Policy(lowerable=frozenset({EncAlgType.RING})))
