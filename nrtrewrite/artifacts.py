@@ -20,7 +20,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaCceType, enum_name
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit import formats as F
-from nrtrewrite.errors import OutputError, escape_controls
+from nrtrewrite.errors import OutputError, did_you_mean, escape_controls
 from nrtrewrite.emit.formats import FORMAT_NAME
 
 #: ``dump`` selectors -> artifact files.
@@ -135,8 +135,12 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
     p = Path(path)
     name = name or p.name
     if name not in F.ARTIFACTS:
-        raise OutputError(f"{escape_controls(p)}: not an artifact file nrtrewrite writes "
-                          f"({', '.join(F.ARTIFACTS)})")
+        # (the closest by the part before the first dot: every artifact ends in .bin, which
+        # would make any short NAME.bin close to one)
+        stems = {a.partition(".")[0]: a for a in F.ARTIFACTS}
+        hint = did_you_mean(name.partition(".")[0], stems, ", ".join(F.ARTIFACTS),
+                            lambda stem: escape_controls(stems[stem]))
+        raise OutputError(f"{escape_controls(p)}: not an artifact file nrtrewrite writes{hint}")
     dtype = F.ARTIFACTS[name][0]
     # a folder or a device where a file should be: one line, not the OS error's traceback
     # (and a FIFO is never opened: reading it would wait for a writer)

@@ -30,8 +30,8 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, escape_controls,
-                               escape_line)
+from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
+                               escape_controls, escape_line)
 
 
 class _Absent:
@@ -1329,9 +1329,12 @@ def check_ignored(paths: Iterable[str]) -> tuple[str, ...]:
     for p in paths:
         parts = p.split(".")
         if parts[0] not in IGNORABLE_KEYS or not all(parts):
+            # (a first key mistyped: that key, with the rest of the path)
+            meant = [".".join([k, *parts[1:]]) for k in IGNORABLE_KEYS] if all(parts) else []
+            hint = did_you_mean(p, meant, f"its keys: {', '.join(IGNORABLE_KEYS)}; a key "
+                                "inside one after a dot, e.g. input.name")
             raise ValueError(f"{p!r} is not a key path of the top-level manifest.json that "
-                             f"may be ignored (its keys: {', '.join(IGNORABLE_KEYS)}; a key "
-                             "inside one after a dot, e.g. input.name)")
+                             f"may be ignored{hint}")
         if len(parts) > 1 and parts[0] in WHOLE_ONLY_KEYS:
             raise ValueError(f"{p!r}: {parts[0]} is {WHOLE_ONLY_KEYS[parts[0]]} in the "
                              f"manifest, with no keys inside; ignore it whole ({parts[0]})")

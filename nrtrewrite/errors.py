@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, Iterable
 
 #: Control characters (C0, DEL, C1) as an error line shows them: escaped as Python writes
 #: them in a string (``\n``, ``\r``, ``\t``, ``\x1b``), so that a line break or a terminal
@@ -122,6 +122,29 @@ def json_text(value: Any) -> str:
     value of a JSON file (a manifest, a topology file); past 300 characters its start and
     end (a replica group of thousands of ranks)."""
     return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
+
+
+#: The longest unknown name :func:`did_you_mean` compares with the known ones (a longer one,
+#: a value quoted whole, is no typo of a short name: nothing is suggested).
+MAX_SUGGEST_CHARS = 100
+
+
+def did_you_mean(word: Any, names: Iterable[str], listed: str = "",
+                 quote: Callable[[str], str] = repr) -> str:
+    """The parenthesis after an unknown name, one form for every such refusal (docs/CLI.md
+    "Errors"): `` (did you mean "nodes"? allowed: ...)``, the closest of ``names`` to
+    ``word`` (``difflib.get_close_matches``, its default cutoff 0.6) shown by ``quote``, as
+    the message quotes ``word`` (``repr`` for a command-line value, :func:`json_text` for a
+    JSON file's), then ``listed``, the names as the message lists them.  No name close (or
+    ``word`` not a string, or longer than :data:`MAX_SUGGEST_CHARS`): `` (listed)``, or
+    nothing when ``listed`` is empty.  Its leading space included."""
+    close: list[str] = []
+    if isinstance(word, str) and 0 < len(word) <= MAX_SUGGEST_CHARS:
+        import difflib  # (only on an error: not at every command's start)
+        close = difflib.get_close_matches(word, list(names), n=1)
+    body = " ".join(p for p in (f"did you mean {quote(close[0])}?" if close else "", listed)
+                    if p)
+    return f" ({body})" if body else ""
 
 
 def _capped(why: str) -> str:

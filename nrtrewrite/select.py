@@ -27,7 +27,7 @@ from nrtrewrite.codes import (
     EncAlgType, EncOpType, MetaringType,
 )
 from nrtrewrite.compose.ir import MAX_PEERS
-from nrtrewrite.errors import SelectionError, ValidationError, escape_controls
+from nrtrewrite.errors import SelectionError, ValidationError, did_you_mean, escape_controls
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
@@ -602,6 +602,10 @@ _OP_NAMES.update({"all_reduce": EncOpType.ALLREDUCE, "all_gather": EncOpType.ALL
                   "reducescatter": EncOpType.REDUCE_SCATTER})
 
 
+#: The collectives as an unknown one's refusal lists them.
+_OP_LIST = "allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce"
+
+
 def _norm(word: str) -> str:
     return word.strip().lower().replace("-", "_")
 
@@ -610,7 +614,8 @@ def parse_alg_name(word: str) -> tuple[EncAlgType, ...]:
     key = _norm(word)
     if key not in _ALG_NAMES:
         names = ", ".join(sorted(k for k in _ALG_NAMES))
-        raise ValidationError(f"unknown algorithm {word.strip()!r} (known: {names})",
+        raise ValidationError(f"unknown algorithm {word.strip()!r}"
+                              f"{did_you_mean(key, _ALG_NAMES, f'known: {names}')}",
                               field="--algo")
     return _ALG_NAMES[key]
 
@@ -619,8 +624,8 @@ def parse_op_name(word: str, field: str = "op") -> EncOpType:
     """The collective named ``word``; an error names ``field`` (explain's ``--op``)."""
     key = _norm(word)
     if key not in _OP_NAMES:
-        raise ValidationError(f"unknown collective {word.strip()!r} (allreduce, allgather, "
-                              "reduce_scatter, alltoall, broadcast, reduce)", field=field)
+        raise ValidationError(f"unknown collective {word.strip()!r}"
+                              f"{did_you_mean(key, _OP_NAMES, _OP_LIST)}", field=field)
     return _OP_NAMES[key]
 
 
@@ -701,9 +706,10 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
                 try:
                     target = parse_op_name(head)
                 except ValidationError:
+                    hint = did_you_mean(key, [*_OP_NAMES, *LEG_OPS], ", ".join(LEG_OPS))
                     raise ValidationError(
                         f"{source} {text!r}: {head.strip()!r} is neither a collective nor a "
-                        f"HIER leg ({', '.join(LEG_OPS)})", field=source) from None
+                        f"HIER leg{hint}", field=source) from None
         part = part.strip()
         exclude = part.startswith("^")
         if exclude:

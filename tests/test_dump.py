@@ -642,14 +642,21 @@ def test_a_fifo_put_in_place_of_a_checked_artifact_is_not_read(out, tmp_path):
         list(rf.chunks())
 
 
-def test_load_records_refuses_a_file_name_nrtrewrite_never_writes(tmp_path):
+@pytest.mark.parametrize("name, hint", [
+    ("log.bin", ""),
+    # docs/CLI.md "Errors": the artifact whose name before its first dot is closest, when one
+    # is close (spad: 4 of spad's 4 letters)
+    ("spad.bn", "did you mean spad.bin? "),
+    ("net-src.bin", "did you mean net_src.bin? "),
+])
+def test_load_records_refuses_a_file_name_nrtrewrite_never_writes(tmp_path, name, hint):
     """``load_records`` reads an artifact by its name's record layout: another name
-    (``notes.bin``) is refused naming the file and the ten artifacts (docs/FORMATS.md §1)."""
-    p = tmp_path / "notes.bin"
+    (``log.bin``) is refused naming the file and the ten artifacts (docs/FORMATS.md §1)."""
+    p = tmp_path / name
     p.write_bytes(bytes(64))
     with pytest.raises(artifacts.OutputError) as err:
         load_records(p)
-    assert str(err.value) == (f"{p}: not an artifact file nrtrewrite writes (spad.bin, "
+    assert str(err.value) == (f"{p}: not an artifact file nrtrewrite writes ({hint}spad.bin, "
                               "legs.bin, sb2sb.bin, dma.bin, cce.bin, sem.bin, tpinc.bin, "
                               "net_ops.bin, net_src.bin, net_dest.bin)")
 

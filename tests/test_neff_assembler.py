@@ -1758,7 +1758,8 @@ def test_other_values_refused_are_worded_as_the_spec_writes_them(key, yaml_value
      "name, neff_version_major, neff_version_minor, neff_build_version, num_tpb, uuid, "
      "requested_tpb_count, tpb_per_node, feature_bits, lnc_size)"),
     ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: [{1: 2}]}\n",
-     "field subgraphs[0].engines.sp[0]: unknown instruction 1"),
+     "field subgraphs[0].engines.sp[0]: unknown instruction 1 (one of nop, opaque, raw, "
+     "repeat, all_reduce, all_gather, reduce_scatter)"),
     ("subgraphs:\n- replica_groups: [[0]]\n  engines: {sp: [{nop: 2001-01-01}]}\n",
      "field subgraphs[0].engines.sp[0].nop: must be an integer, not a date (2001-01-01)"),
     ("omit_members: [yes]\nsubgraphs: [{replica_groups: [[0]], engines: {sp: []}}]\n",

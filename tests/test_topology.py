@@ -292,7 +292,7 @@ def test_json_errors(doc, match):
     ("nodes", 0, "nodes must be a positive integer, not 0"),
     ("nodes", True, "nodes must be a positive integer, not true"),
     ("nodes", 1.5, "nodes must be a positive integer, not 1.5"),
-    ("platform", "trn9", 'unknown platform "trn9" (one of trn1, trn2'),
+    ("platform", "trn9", 'unknown platform "trn9" (did you mean "trn2"? one of trn1, trn2'),
     ("hw_generation", 5, "hw_generation must be one of 2, 3, 4 (the NeuronCore version: "
                          "trn1 2, trn2 3), not 5"),
     ("hw_generation", "3", "hw_generation must be one of 2, 3, 4"),
@@ -809,19 +809,26 @@ def test_a_file_of_nulls_is_the_platforms_defaults(tmp_path):
 #: (docs/TOPOLOGY.md §2, docs/FORMATS.md §1.1, docs/CLI.md explain --json)
 IGNORED_KEYS = ["ranks", "ranks_per_device", "ranks_per_node", "cce_max_elements", "source",
                 "world_size"]
-ALLOWED_TEXT = ("(allowed: format, name, platform, nodes, lnc_size, lnc_sizes, devices_per_node, "
+ALLOWED_TEXT = ("allowed: format, name, platform, nodes, lnc_size, lnc_sizes, devices_per_node, "
                 "device, torus, links, device_cycles, routing_ids, kangaring, mesh, "
                 "mesh_sub_type, hw_generation; ignored: ranks, ranks_per_device, ranks_per_node, "
-                "cce_max_elements, source, world_size)")
+                "cce_max_elements, source, world_size")
 
 
 @pytest.mark.parametrize("doc, where, why", [
-    ({"platform": "trn2", "node": 3}, "", f'unknown key "node" {ALLOWED_TEXT}'),
-    ({"platform": "trn2", "node": None}, "", f'unknown key "node" {ALLOWED_TEXT}'),
-    ({"platform": "trn2", "kangarings": False}, "", f'unknown key "kangarings" {ALLOWED_TEXT}'),
-    (_trn2_2node(devices_per_nodes=16), "", f'unknown key "devices_per_nodes" {ALLOWED_TEXT}'),
+    # (docs/CLI.md "Errors": the allowed key closest to a typo, when one is close)
+    ({"platform": "trn2", "node": 3}, "",
+     f'unknown key "node" (did you mean "nodes"? {ALLOWED_TEXT})'),
+    ({"platform": "trn2", "node": None}, "",
+     f'unknown key "node" (did you mean "nodes"? {ALLOWED_TEXT})'),
+    ({"platform": "trn2", "kangarings": False}, "",
+     f'unknown key "kangarings" (did you mean "kangaring"? {ALLOWED_TEXT})'),
+    (_trn2_2node(devices_per_nodes=16), "",
+     f'unknown key "devices_per_nodes" (did you mean "devices_per_node"? {ALLOWED_TEXT})'),
+    ({"platform": "trn2", "zzz": 1}, "", f'unknown key "zzz" ({ALLOWED_TEXT})'),
     ({"platform": "trn2", "device": {"dies": 2, "die": 2}}, "field device: ",
-     'unknown key "die" (allowed: dies, sengines_per_die, tpbs_per_sengine, c2c_ports)'),
+     'unknown key "die" (did you mean "dies"? allowed: dies, sengines_per_die, '
+     'tpbs_per_sengine, c2c_ports)'),
     ({"platform": "trn2", "device": {"ranks": 4}}, "field device: ",
      'unknown key "ranks" (allowed: dies, sengines_per_die, tpbs_per_sengine, c2c_ports)'),
 ])

@@ -29,7 +29,7 @@ from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
-                               escape_controls)
+                               did_you_mean, escape_controls)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -898,9 +898,9 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         try:
             dt = DType[dtype.strip().upper()]
         except KeyError:
-            raise ValidationError(f"unknown dtype {dtype!r} "
-                                  f"({', '.join(d.name.lower() for d in DType)})",
-                                  field="--dtype") from None
+            names = [d.name.lower() for d in DType]
+            hint = did_you_mean(dtype.strip().lower(), names, ", ".join(names))
+            raise ValidationError(f"unknown dtype {dtype!r}{hint}", field="--dtype") from None
         opv = parse_op_name(op, field="--op")
         size = parse_size(nbytes)
         _check_size(opv, size, dt, len(group))

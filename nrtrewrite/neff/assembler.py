@@ -38,7 +38,7 @@ import yaml
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import (
     LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where, cut_middle,
-    escape_controls,
+    did_you_mean, escape_controls,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
@@ -65,6 +65,8 @@ TRIGGER_KINDS: dict[str, CType] = {
     "all_gather": CType.ALL_GATHER,
     "reduce_scatter": CType.REDUCE_SCATTER,
 }
+#: The instructions of a stream: the one key of its mapping (``nop`` also alone).
+INSTRUCTION_KINDS = ("nop", "opaque", "raw", "repeat", *TRIGGER_KINDS)
 #: Opcode of the ``nop`` filler word (an opaque, non-pseudo opcode).
 NOP_OPCODE = 0x00
 DEFAULT_BUILD_VERSION = "nrtrewrite-assemble"
@@ -562,8 +564,8 @@ class _Assembler:
             raise self.err(path, f"must be a mapping, not {_found(obj)}")
         extra = [k for k in obj if k not in allowed]
         if extra:
-            raise self.err(path, f"unknown key {_spec_value(extra[0])} (allowed: "
-                                 f"{', '.join(allowed)})")
+            raise self.err(path, f"unknown key {_spec_value(extra[0])}"
+                                 f"{_did_you_mean(extra[0], allowed, 'allowed: ')}")
         return obj
 
     def integer(self, val: Any, path: str, lo: int = 0, hi: int | None = None,
@@ -906,9 +908,8 @@ class _Assembler:
         if item == "nop":
             return [opaque_word(NOP_OPCODE)]
         if not isinstance(item, dict) or len(item) != 1:
-            raise self.err(path, "an instruction is a one-key mapping (nop, opaque, raw, "
-                                 "repeat, all_reduce, all_gather, reduce_scatter) or 'nop', "
-                                 f"not {_found(item)}")
+            raise self.err(path, f"an instruction is a one-key mapping "
+                                 f"({', '.join(INSTRUCTION_KINDS)}) or 'nop', not {_found(item)}")
         (kind, body), = item.items()
         p = f"{path}.{kind}"
         if kind == "nop":
@@ -931,7 +932,8 @@ class _Assembler:
                                  count, p + ".count")
         if kind in TRIGGER_KINDS:
             return self.trigger(TRIGGER_KINDS[kind], body, p, by_name)
-        raise self.err(path, f"unknown instruction {_spec_value(kind)}")
+        raise self.err(path, f"unknown instruction {_spec_value(kind)}"
+                             f"{_did_you_mean(kind, INSTRUCTION_KINDS, 'one of ')}")
 
     def sync(self, sync: Any, path: str) -> bytes:
         if sync is None:
@@ -995,8 +997,8 @@ class _Assembler:
         self.keys(body, _TRIGGER_KEYS, path)
         dname = body.get("dtype")
         if not isinstance(dname, str) or dname not in DTYPE_NAMES:
-            raise self.err(path + ".dtype", f"unknown dtype {_spec_value(dname)} (one of "
-                                            f"{', '.join(DTYPE_NAMES)})")
+            raise self.err(path + ".dtype", f"unknown dtype {_spec_value(dname)}"
+                                            f"{_did_you_mean(dname, DTYPE_NAMES, 'one of ')}")
         dtype = DTYPE_NAMES[dname]
         if ctype == CType.ALL_GATHER:
             if "op" in body:
@@ -1006,8 +1008,8 @@ class _Assembler:
             if "op" not in body:
                 raise self.err(path + ".op", f"needs op: one of {', '.join(ALU_NAMES)}")
             if not isinstance(body["op"], str) or body["op"] not in ALU_NAMES:
-                raise self.err(path + ".op", f"unknown op {_spec_value(body['op'])} (one of "
-                                             f"{', '.join(ALU_NAMES)})")
+                raise self.err(path + ".op", f"unknown op {_spec_value(body['op'])}"
+                                             f"{_did_you_mean(body['op'], ALU_NAMES, 'one of ')}")
             alu = ALU_NAMES[body["op"]]
         sbuf_like = any(isinstance(body.get(k), dict) and "partitions" in body[k]
                         for k in ("src", "dst"))
@@ -1124,6 +1126,14 @@ def _or(val: Any, default: Any) -> Any:
     """``val``, or ``default`` when the key is missing or null (not when it is empty or false:
     ``header: []`` or ``vars: 0`` is refused by the type check, not read as no value)."""
     return default if val is None else val
+
+
+def _did_you_mean(val: Any, names, label: str) -> str:
+    """:func:`errors.did_you_mean` for a spec's unknown name ``val``: the closest of
+    ``names`` quoted as the spec writes it, then ``label`` and ``names``: `` (did you mean
+    "nodes"? allowed: ...)``."""
+    names = list(names)
+    return did_you_mean(val, names, label + ", ".join(names), _spec_value)
 
 
 def _spec_value(val: Any) -> str:

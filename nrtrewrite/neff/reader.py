@@ -41,7 +41,9 @@ from nrtrewrite.codes import (
     VarType,
 )
 from nrtrewrite import jsonin
-from nrtrewrite.errors import LimitError, ParseError, ValidationError, Where, escape_controls
+from nrtrewrite.errors import (
+    LimitError, ParseError, ValidationError, Where, did_you_mean, escape_controls,
+)
 from nrtrewrite.neff.container import (
     MAX_TRIGGERS, Container, Limits, check_member_name, read_container, read_file_bytes,
 )
@@ -211,8 +213,10 @@ def _read_vars(items: Any, where: Where) -> dict[int, Var]:
         _utf8_text(name, where, f"{f}.name", "var name")
         tname = _need(item, "type", where, f"{f}.type")
         if not isinstance(tname, str) or tname not in VAR_TYPE_NAMES:
-            raise ValidationError(f"unknown var type {json.dumps(tname)} (one of "
-                                  f"{', '.join(VAR_TYPE_NAMES)})", where.merged(field=f"{f}.type"))
+            listed = f"one of {', '.join(VAR_TYPE_NAMES)}"
+            raise ValidationError(f"unknown var type {json.dumps(tname)}"
+                                  f"{did_you_mean(tname, VAR_TYPE_NAMES, listed, json.dumps)}",
+                                  where.merged(field=f"{f}.type"))
         vtype = VAR_TYPE_NAMES[tname]
         size = _need(item, "size", where, f"{f}.size")
         if not _is_int(size) or size <= 0:

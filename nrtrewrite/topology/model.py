@@ -34,7 +34,9 @@ from nrtrewrite import jsonin
 from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, EdgeLocality, EncAlgMeshType
 from nrtrewrite.emit.address import CAYMAN_ID_MASK
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
-from nrtrewrite.errors import LimitError, ValidationError, escape_controls, json_text
+from nrtrewrite.errors import (
+    LimitError, ValidationError, did_you_mean, escape_controls, json_text,
+)
 
 T = TypeVar("T")
 
@@ -175,7 +177,8 @@ def preset_platform(name: str) -> Platform:
             mesh_sub_type=EncAlgMeshType.GROUPED_MESH,
             hw_generation=2,  # Trainium (trn1): NeuronCore-v2
         )
-    raise ValidationError(f"unknown topology preset {name!r} (presets: trn1, trn2)",
+    raise ValidationError(f"unknown topology preset {name!r}"
+                          f"{did_you_mean(name, PRESETS, 'presets: trn1, trn2')}",
                           field="topology")
 
 
@@ -585,8 +588,10 @@ def _check_keys(obj: dict, allowed: tuple[str, ...], ignored: tuple[str, ...], *
     extra = [key for key in obj if key not in allowed and key not in ignored]
     if extra:
         also = f"; ignored: {', '.join(ignored)}" if ignored else ""
-        raise ValidationError(f"unknown key {json_text(extra[0])} (allowed: "
-                              f"{', '.join(allowed)}{also})", file=where, field=path or None)
+        listed = f"allowed: {', '.join(allowed)}{also}"
+        raise ValidationError(f"unknown key {json_text(extra[0])}"
+                              f"{did_you_mean(extra[0], allowed, listed, json_text)}",
+                              file=where, field=path or None)
 
 
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
@@ -604,8 +609,9 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                               file=where, field="format")
     base_name = doc.get("platform")
     if base_name is not None and base_name not in PRESETS:
-        raise ValidationError(f"unknown platform {json_text(base_name)} (one of "
-                              f"{', '.join(sorted(PRESETS))}; leave it out for a custom one)",
+        listed = f"one of {', '.join(sorted(PRESETS))}; leave it out for a custom one"
+        raise ValidationError(f"unknown platform {json_text(base_name)}"
+                              f"{did_you_mean(base_name, PRESETS, listed, json_text)}",
                               file=where, field="platform")
     base = preset_platform(base_name) if base_name is not None else None
     dev_doc = doc.get("device", {})
@@ -756,8 +762,9 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                                   field=f"lnc_sizes[{i}]")
     mst = doc.get("mesh_sub_type", (base.mesh_sub_type if base else EncAlgMeshType.FULL_MESH).name)
     if mst not in MESH_SUB_TYPE_NAMES:
-        raise ValidationError(f"unknown mesh_sub_type {json_text(mst)} (one of "
-                              f"{', '.join(MESH_SUB_TYPE_NAMES)})",
+        listed = f"one of {', '.join(MESH_SUB_TYPE_NAMES)}"
+        raise ValidationError(f"unknown mesh_sub_type {json_text(mst)}"
+                              f"{did_you_mean(mst, MESH_SUB_TYPE_NAMES, listed, json_text)}",
                               file=where, field="mesh_sub_type")
     mesh_sub_type = EncAlgMeshType[mst]
     kangaring = _bool(doc, "kangaring", base.kangaring if base else False, where=where)
@@ -798,8 +805,13 @@ def parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
         if (not eq or key not in ("nodes",) or key in opts or not val.isdigit()
                 or val != str(int(val)) or int(val) < 1):
             why = "repeated" if key in opts and eq else "bad"
-            raise ValidationError(f"{why} topology option {part!r} in {spec!r} "
-                                  "(presets take nodes=N, e.g. trn2:nodes=2)", field="topology")
+            # (a key not nodes, close to it: that option, its value kept)
+            value = val if val.isdigit() else "N"
+            hint = did_you_mean(key if key != "nodes" else None, ("nodes",),
+                                "presets take nodes=N, e.g. trn2:nodes=2",
+                                lambda k: repr(f"{k}={value}"))
+            raise ValidationError(f"{why} topology option {part!r} in {spec!r}{hint}",
+                                  field="topology")
         opts[key] = int(val)
     return name, opts
 
@@ -824,8 +836,12 @@ def read_topology_file(spec: str) -> Any:
     (:class:`ValidationError` / :class:`LimitError` naming the file otherwise)."""
     path = Path(spec)
     if (what := _not_a_file(path)) is not None:
-        raise ValidationError(f"topology {spec!r} is neither a preset (trn1, trn2, trn1:nodes=N, "
-                              f"trn2:nodes=N) nor a readable file ({what})", field="topology")
+        # (a preset's name mistyped: that preset, with the options given)
+        name, colon, rest = spec.partition(":")
+        meant = [] if "/" in name or "." in name else [f"{p}{colon}{rest}" for p in PRESETS]
+        hint = did_you_mean(spec, meant, "trn1, trn2, trn1:nodes=N, trn2:nodes=N")
+        raise ValidationError(f"topology {spec!r} is neither a preset{hint} nor a readable "
+                              f"file ({what})", field="topology")
     try:
         if (size := path.stat().st_size) > MAX_TOPOLOGY_FILE_BYTES:
             raise LimitError(f"topology file of {size} bytes exceeds the limit of "

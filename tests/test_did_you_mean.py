@@ -1,0 +1,151 @@
+"""docs/CLI.md "Errors": an unknown name is refused with the names allowed and, when one of
+them is close (``difflib.get_close_matches``: a ratio 2 x M / T of at least 0.6, M the
+characters matched, T the two names' lengths together), that one first, in one form for
+every such refusal: ``unknown key "node" (did you mean "nodes"? allowed: ...)``.  Nothing is
+added when none is close.  Until 2026-12-06 none of them suggested a name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.errors import MAX_SUGGEST_CHARS, ValidationError, did_you_mean, json_text
+from nrtrewrite.neff.assembler import assemble_spec, parse_spec_text
+from nrtrewrite.select import parse_algo_override, parse_op_name
+from nrtrewrite.topology import load_topology
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def error_line(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args), env={}, prog_name="nrtrewrite")
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    line, = res.stderr.splitlines()
+    return line
+
+
+def test_the_helper_gives_one_form_or_the_list_alone():
+    # "node" / "nodes": 4 matched of 4 + 5, 0.89
+    assert did_you_mean("node", ["format", "nodes"], "allowed: format, nodes", json_text) == (
+        ' (did you mean "nodes"? allowed: format, nodes)')
+    # "xyzzy" matches no letter of "ring" nor "mesh"
+    assert did_you_mean("xyzzy", ["ring", "mesh"], "known: mesh, ring") == " (known: mesh, ring)"
+    assert did_you_mean("rign", ["ring", "mesh"]) == " (did you mean 'ring'?)"
+    assert did_you_mean("xyzzy", ["ring"]) == ""
+    # a name not a string (a YAML key 3), or too long to be a typo, gets the list only
+    assert did_you_mean(3, ["3x"], "l") == " (l)"
+    assert did_you_mean("ring" * MAX_SUGGEST_CHARS, ["ring"], "l") == " (l)"
+
+
+@pytest.mark.parametrize("doc, why", [
+    ({"platform": "trn3"},
+     'field platform: unknown platform "trn3" (did you mean "trn2"? one of trn1, trn2; leave '
+     'it out for a custom one)'),
+    ({"platform": "trn2", "mesh_sub_type": "MESH_TRN"},
+     'field mesh_sub_type: unknown mesh_sub_type "MESH_TRN" (did you mean "MESH_TRN2"? one of '
+     'FULL_MESH, GROUPED_MESH, MESH_TRN2, MESH_SWITCH)'),
+    ({"platform": "trn2", "device": {"dis": 2}},
+     'field device: unknown key "dis" (did you mean "dies"? allowed: dies, sengines_per_die, '
+     'tpbs_per_sengine, c2c_ports)'),
+])
+def test_a_topology_files_unknown_name(tmp_path, doc, why):
+    """"trn3" is as close to "trn1" as to "trn2" (3 of 4 + 4, 0.75): difflib takes the
+    greater name of a tie, "trn2"."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value) == f"{path}: {why}"
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("trn3", "topology 'trn3' is neither a preset (did you mean 'trn2'? trn1, trn2, "
+             "trn1:nodes=N, trn2:nodes=N) nor a readable file (no such file)"),
+    # the options kept
+    ("trn3:nodes=2", "topology 'trn3:nodes=2' is neither a preset (did you mean "
+                     "'trn2:nodes=2'? trn1, trn2, trn1:nodes=N, trn2:nodes=N) nor a readable "
+                     "file (no such file)"),
+    # a path (a dot or a slash in its name) is no mistyped preset
+    ("trn2.json", "topology 'trn2.json' is neither a preset (trn1, trn2, trn1:nodes=N, "
+                  "trn2:nodes=N) nor a readable file (no such file)"),
+    ("trn2:node=2", "bad topology option 'node=2' in 'trn2:node=2' (did you mean 'nodes=2'? "
+                    "presets take nodes=N, e.g. trn2:nodes=2)"),
+    # the key compared: "cores" / "nodes", 3 of 5 + 5, 0.6, is close; "gpus" is not
+    ("trn2:cores=4", "bad topology option 'cores=4' in 'trn2:cores=4' (did you mean 'nodes=4'? "
+                     "presets take nodes=N, e.g. trn2:nodes=2)"),
+    ("trn2:gpus=4", "bad topology option 'gpus=4' in 'trn2:gpus=4' (presets take nodes=N, "
+                    "e.g. trn2:nodes=2)"),
+    ("trn2:nodes=0", "bad topology option 'nodes=0' in 'trn2:nodes=0' (presets take nodes=N, "
+                     "e.g. trn2:nodes=2)"),
+])
+def test_a_topology_option_s_unknown_name(tmp_path, monkeypatch, spec, why):
+    monkeypatch.chdir(tmp_path)
+    assert error_line("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8",
+                      "--topology", spec) == f"nrtrewrite: error: field topology: {why}"
+
+
+def test_algo_and_op_names():
+    with pytest.raises(ValidationError) as exc:
+        parse_algo_override("rign")
+    assert "unknown algorithm 'rign' (did you mean 'ring'? known: bw_opt_mesh, " in str(exc.value)
+    with pytest.raises(ValidationError) as exc:
+        parse_algo_override("xyzzy")
+    assert "unknown algorithm 'xyzzy' (known: bw_opt_mesh, " in str(exc.value)
+    # a clause's target: the collectives and the HIER legs, its alg_ prefix dropped
+    with pytest.raises(ValidationError) as exc:
+        parse_algo_override("alg_inter_alr:ring")
+    assert str(exc.value) == (
+        "field --algo: --algo 'alg_inter_alr:ring': 'alg_inter_alr' is neither a collective "
+        "nor a HIER leg (did you mean 'inter_allr'? intra_allg, intra_redsct, inter_allr, "
+        "inter_allg, inter_redsct)")
+    with pytest.raises(ValidationError) as exc:
+        parse_op_name("all-gathr", field="--op")
+    assert str(exc.value) == (
+        "field --op: unknown collective 'all-gathr' (did you mean 'all_gather'? allreduce, "
+        "allgather, reduce_scatter, alltoall, broadcast, reduce)")
+    assert error_line("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8",
+                      "--dtype", "fp8e4").startswith(
+        "nrtrewrite: error: field --dtype: unknown dtype 'fp8e4' (did you mean 'fp8_e4'? uint64, ")
+
+
+@pytest.mark.parametrize("replace, why", [
+    (("  name: ar2", "  nme: ar2"),
+     "field header: unknown key 'nme' (did you mean 'name'? allowed: pkg_version, name, "),
+    (("dtype: bf16", "dtype: bf61"),
+     "field subgraphs[0].engines.sp[1].all_reduce.dtype: unknown dtype 'bf61' (did you mean "
+     "'bf16'? one of uint64, "),
+    (("op: add", "op: ad"),
+     "field subgraphs[0].engines.sp[1].all_reduce.op: unknown op 'ad' (did you mean 'add'? "
+     "one of add, max, min)"),
+    (("- all_reduce:", "- all_reduc:"),
+     "field subgraphs[0].engines.sp[1]: unknown instruction 'all_reduc' (did you mean "
+     "'all_reduce'? one of nop, opaque, raw, repeat, all_reduce, all_gather, reduce_scatter)"),
+])
+def test_an_assemble_specs_unknown_name(replace, why):
+    text = (ROOT / "fixtures" / "ar2.yaml").read_text()
+    assert replace[0] in text
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text.replace(replace[0], replace[1], 1)))
+    assert str(exc.value).startswith(f"<spec>: {why}")
+
+
+def test_a_models_unknown_var_type():
+    """The reader's (a model's def.json), here of an assembled spec read back."""
+    text = (ROOT / "fixtures" / "ar2.yaml").read_text().replace("type: input", "type: inpt", 1)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text))
+    assert str(exc.value).endswith(
+        'field var[0].type: unknown var type "inpt" (did you mean "input"? one of input, '
+        'output, tmp-buf, state-buffer)')
+
+
+def test_diff_ignore_suggests_the_key_path():
+    res = CliRunner().invoke(main, ["diff", "--ignore", "inpt.name", str(ROOT / "fixtures"),
+                                    str(ROOT / "fixtures")], env={}, prog_name="nrtrewrite")
+    assert res.exit_code == 2
+    assert ("'inpt.name' is not a key path of the top-level manifest.json that may be ignored "
+            "(did you mean 'input.name'? its keys: tool_version, ") in res.stderr
