@@ -439,6 +439,12 @@ def test_selection_invariants(args):
         if leg.name.startswith("inter") or spans:
             assert leg.alg != EncAlgType.KANGARING
         assert leg.alg in (LEG_LEGAL.get(leg.name) or (leg.alg,))
+    # a HIER leg names why each engine its slot takes first was not taken (SELECTION.md §5):
+    # the slot's engines before its own in the precedence, in that order, and no other
+    for leg in (sel.policy_legs + sel.legs) if sel.policy_alg == EncAlgType.HIER else ():
+        order = [a for a in DEFAULT_POLICY.precedence if a in LEG_LEGAL[leg.name]]
+        named = re.findall(r"; ([A-Z_]+) not taken: ", leg.reason)
+        assert named == [a.name for a in order[:order.index(leg.alg)]], leg
     # what lower uses is lowerable, and differs from the policy only with a reason
     assert sel.alg in DEFAULT_POLICY.lowerable
     assert (sel.fallback_reason is None) == (sel.alg == sel.policy_alg
