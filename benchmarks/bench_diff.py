@@ -43,7 +43,8 @@ VARIANTS = ("", "moved", "missing")
 
 sys.path.insert(0, str(HERE))
 from bench_read import _Source, _members, _neff  # noqa: E402
-from outdir import checked_out, entries, remove_new, stop_cleanly, write_new  # noqa: E402
+from outdir import (checked_out, entries, raise_lost_stop, remove_new,  # noqa: E402
+                    stop_cleanly, write_new)
 
 
 def _count(text: str) -> int:
@@ -215,10 +216,12 @@ def main() -> None:
     print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
     try:
         for row in rows:
+            raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
             a, b = make_pair(row, out)
             size = max(p.stat().st_size for p in a.glob("*.neff")) / 1e6
             dt, rss, last = measure(a, b, tree)
             print(f"{row:>14} {size:8.1f} | {dt:7.2f} {rss:8.0f} | {last}", flush=True)
+        raise_lost_stop()
     finally:
         if not args.keep:
             remove_new(out, before)

@@ -37,7 +37,8 @@ OUT = HERE / "out" / "read"
 DEFAULT = ("w32", "w128", "g40000", "g160000", "z3584")
 
 sys.path.insert(0, str(HERE))
-from outdir import checked_out, entries, remove_new, stop_cleanly, write_new  # noqa: E402
+from outdir import (checked_out, entries, raise_lost_stop, remove_new,  # noqa: E402
+                    stop_cleanly, write_new)
 
 
 def _c7(n: int = 1024) -> bytes:
@@ -169,12 +170,14 @@ def main() -> None:
           f"{'members MB':>10}")
     try:
         for name in names:
+            raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
             path = make(name, out)
             size = path.stat().st_size / 1e6
             _, g_dt, g_rss = measure("gunzip", path)
             n, r_dt, r_rss = measure("read", path)
             print(f"{name:>9} {size:8.1f} | {g_dt:8.2f} {g_rss:6.0f} | {r_dt:7.2f} {r_rss:6.0f} "
                   f"{n / 1e6:10.1f}", flush=True)
+        raise_lost_stop()
     finally:
         if not args.keep:
             remove_new(out, before)

@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from models import MIB, OUT, build  # noqa: E402
-from outdir import stop_cleanly  # noqa: E402
+from outdir import raise_lost_stop, stop_cleanly  # noqa: E402
 
 
 def spec(ranks: int, mib: int) -> dict:
@@ -63,7 +63,9 @@ def main() -> None:
     out = OUT / f"{name}.lowered"
     stop_cleanly()  # SIGTERM and SIGHUP too remove the lowered folder, as Ctrl-C does
     try:
-        sys.exit(lower_and_simulate(args, neff, out))
+        status = lower_and_simulate(args, neff, out)
+        raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
+        sys.exit(status)
     finally:
         if not args.keep:
             shutil.rmtree(out, ignore_errors=True)
@@ -79,6 +81,7 @@ def lower_and_simulate(args: argparse.Namespace, neff: Path, out: Path) -> int:
     if lowered.returncode:  # (its error line is out: --algo bogus, a model it refuses)
         return lowered.returncode
     t_lower = time.perf_counter() - t0
+    raise_lost_stop()
     cmd = ["/usr/bin/time", "-f", "%e %M"] + nrt + ["simulate", str(out), "--json", "--seed",
                                                    str(args.seed)]
     t0 = time.perf_counter()

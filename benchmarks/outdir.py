@@ -1,5 +1,8 @@
 """The scratch folder of a benchmark script: what ``--out`` names may hold other files; and
-the stops (Ctrl-C, SIGTERM, SIGHUP) that must leave nothing of a run behind."""
+the stops (Ctrl-C, SIGTERM, SIGHUP) that must leave nothing of a run behind
+(:func:`stop_cleanly`), even one Python drops in a finalizer: it is raised again at the
+script's next step (:func:`raise_lost_stop`, called before each measurement or input and as
+the run ends)."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import argparse
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 #: The signals that stop a run: SIGINT as Ctrl-C (KeyboardInterrupt), the others as an exit.
@@ -64,6 +68,56 @@ def write_new(path: Path, data: bytes) -> None:
         raise
 
 
+class _Stops:
+    """This process's stops (:func:`stop_cleanly`): ``raised`` the signal whose exception
+    propagates (one: a later stop is ignored while its cleanup runs), ``exc`` that
+    exception, ``lost`` the signal of a stop Python dropped (:func:`raise_lost_stop`)."""
+
+    def __init__(self) -> None:
+        self.raised: list[int] = []
+        self.exc: BaseException | None = None
+        self.lost: int | None = None
+
+
+#: The stops since :func:`stop_cleanly` (None before it, and in a process forked since).
+_STOPS: _Stops | None = None
+_STOPS_PID = 0
+
+
+def _exception(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else SystemExit(128 + signum)
+
+
+def _runs_in(frame, code) -> bool:
+    """Is ``frame`` a frame of ``code``, or called from one?  (As the CLI's
+    ``nrtrewrite.cli._runs_in``, not imported: bench_read.py's process imports no nrtrewrite,
+    and the CLI's stops, ``terminate_cleanly``, are its command's alone.)"""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _raise(stops: _Stops, signum: int) -> None:
+    """Raise the stop of ``signum``, noted as the one whose cleanup runs."""
+    stops.lost = None
+    stops.raised.append(signum)
+    stops.exc = _exception(signum)
+    raise stops.exc
+
+
+def raise_lost_stop() -> None:
+    """Raise the stop Python dropped (see :func:`stop_cleanly`), if one was: at a step of a
+    benchmark's main loop (before each measurement, each input) and as its run ends, where
+    every ``finally`` runs and the process exits with the stop's status.  Nothing before
+    :func:`stop_cleanly`, nor in a process forked since."""
+    stops = _STOPS
+    if stops is None or _STOPS_PID != os.getpid() or stops.lost is None or stops.raised:
+        return
+    _raise(stops, stops.lost)
+
+
 def stop_cleanly() -> None:
     """From now on the first stop raises where this process is, so that every ``finally``
     runs (scratch folders removed): Ctrl-C as KeyboardInterrupt (as by default), SIGTERM and
@@ -71,9 +125,35 @@ def stop_cleanly() -> None:
     are ignored while that cleanup runs (Ctrl-C reaches the whole process group, and a
     driver passes SIGTERM on to the process it waits for).  A process forked from this one
     (the lowering's compose-ahead and pool processes) gets the signals' default behaviour
-    back.  Call it from the main thread; a signal that is ignored (``nohup``) stays so."""
+    back.  Call it from the main thread; a signal that is ignored (``nohup``) stays so.
+
+    A stop whose handler runs inside a finalizer (a ``__del__``, as multiprocessing's
+    ``_ConnectionBase.__del__``, a weakref or GC callback) raises where Python drops the
+    exception: it is not printed ("Exception ignored in ...", its traceback) but kept as lost,
+    and :func:`raise_lost_stop` raises it at the benchmark's next step; a stop that comes
+    meanwhile raises it at once (until 2026-12-06 it was printed and lost: the benchmark
+    ran on to its end and exited 0, and every later stop was ignored, so that only SIGKILL
+    ended it and its scratch folders stayed).  So is one that comes while the unraisable
+    hook prints another finalizer's error, where its exception would be printed and dropped
+    too."""
+    global _STOPS, _STOPS_PID
     me = os.getpid()
-    stopped: list[int] = []
+    stops = _Stops()
+    _STOPS, _STOPS_PID = stops, me
+    before = sys.unraisablehook
+    while getattr(before, "_outdir_before", None) is not None:  # (stop_cleanly again)
+        before = before._outdir_before
+
+    def unraisable(info):
+        # our stop's exception, dropped by Python: lost, not printed (raise_lost_stop)
+        if os.getpid() == me and stops.exc is not None and info.exc_value is stops.exc:
+            stops.lost = stops.lost or stops.raised[0]
+            stops.raised.clear()
+            stops.exc = None
+            return
+        before(info)
+
+    unraisable._outdir_before = before
 
     def handler(signum, frame):
         if os.getpid() != me:  # a forked child: as without this handler
@@ -83,13 +163,16 @@ def stop_cleanly() -> None:
                 raise KeyboardInterrupt
             os.kill(os.getpid(), signum)
             return
-        if stopped:
+        if stops.raised:  # the first stop's cleanup runs
             return
-        stopped.append(signum)
-        if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        raise SystemExit(128 + signum)
+        if _runs_in(frame, unraisable.__code__):
+            # inside the hook (printing another finalizer's error): raised, it would be
+            # printed and dropped; lost instead
+            stops.lost = stops.lost or signum
+            return
+        _raise(stops, stops.lost or signum)  # (a stop Python dropped is raised first)
 
     for sig in STOPPING:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, handler)
+    sys.unraisablehook = unraisable

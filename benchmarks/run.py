@@ -51,7 +51,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from models import MIB, OUT, build, large_spec, sweep_spec  # noqa: E402
-from outdir import stop_cleanly  # noqa: E402
+from outdir import raise_lost_stop, stop_cleanly  # noqa: E402
 import report  # noqa: E402
 
 #: Records kept per file for the construct reference path.
@@ -661,6 +661,7 @@ def _sub(*args: str) -> dict:
     share of all cores that processes other than it kept busy meanwhile (/proc/stat's busy
     time less the measurement's own CPU time: a measurement that shared the machine shows
     it)."""
+    raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
     a, r0, t0 = _cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
     with subprocess.Popen([sys.executable, __file__, "--worker", *args], text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
@@ -720,11 +721,13 @@ def main() -> None:
             res = measure_cli(rest[0], int(rest[1]))
         elif kind == "treemem":
             sample_tree(int(rest[0]), float(rest[1]))
+            raise_lost_stop()
             return
         elif kind == "sink":
             res = measure_all_ranks_sink(rest[0], int(rest[1]))
         else:
             res = measure_all_ranks(rest[0], int(rest[1]))
+        raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
         print(json.dumps(res))
         return
 
@@ -826,6 +829,7 @@ def main() -> None:
     print("\ntargets:")
     for t in results["targets"]:
         print(f"  [{'x' if t['holds'] else ' '}] {t['target']}: {t['measured']}")
+    raise_lost_stop()  # (a stopped run writes no results)
     out.mkdir(parents=True, exist_ok=True)
     (out / "last-run.json").write_text(json.dumps(results, indent=1))
     # docs/PERFORMANCE.md "Latest run" is this file, pasted (benchmarks/report.py)
