@@ -942,12 +942,13 @@ def _outside_window(why: str) -> str:
 
 
 def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
-    """A HIER leg's reason ``why`` for its engine, then why each engine its slot would have
-    taken first was not (SELECTION.md §5): ``(engine, its refusal)`` in precedence order, the
-    refusal its predicate's with the size window, the words of explain's candidate table
-    (``8 MiB below op_min_limit[REDUCE_SCATTER] 56 MiB``), or that this build cannot lower it
-    as a leg.  (Until 2026-12-06 a leg gave only ``why``: RING's ``always legal (the
-    fallback)`` did not say why KANGARING was passed over.)"""
+    """A HIER leg's reason ``why`` for its engine (SELECTION.md §5), or the policy's reason for
+    a collective's engine (§4), then why each engine the slot or the cascade would have taken
+    first was not: ``(engine, its refusal)`` in precedence order, the refusal its predicate's
+    with the size window, the words of explain's candidate table (``8 MiB below
+    op_min_limit[REDUCE_SCATTER] 56 MiB``), or that this build cannot lower it as a leg.
+    (Until 2026-12-06 either gave only ``why``: RING's ``always legal (the fallback)`` did
+    not say why KANGARING was passed over.)"""
     return "".join([why, *(f"; {a.name} not taken: {r}" for a, r in passed)])
 
 
@@ -1192,8 +1193,12 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         scope_txt = "intra-node" if shape.scope == INTRA else f"{shape.node_n}-node"
         first = ("first legal engine (none allowed is inside its size window)" if outside
                  else "first legal engine")
-        reason = (f"{picked.name}: {first} of {order} for {scope_txt} "
-                  f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})")
+        # (then why each engine the cascade ran before it lost, as a HIER leg's reason says
+        # it: the candidate's reason, the table's words; until 2026-12-06 not said)
+        before = policy.precedence[:policy.precedence.index(picked)]
+        reason = _passed_over(f"{picked.name}: {first} of {order} for {scope_txt} "
+                              f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})",
+                              [(a, cands[a].reason) for a in before if allowed(a)])
         if clause is not None:
             reason += f"; under the override {override.text!r}"
 

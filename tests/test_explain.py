@@ -415,6 +415,36 @@ def test_the_policy_reason_names_the_cascade_the_override_leaves():
         assert reason.endswith(f"; under the override {algo!r}")
 
 
+def test_the_policy_reason_says_why_the_engines_before_its_own_lost():
+    """SELECTION.md §4: 4 MiB of bf16 over 48 ranks of a trn2 node, 12 whole devices: no
+    hypercube for INTRA_RDH, MESH past its [0, 1 MiB) window, KANGARING short of its [56 MiB,
+    inf): RING, whose reason said only ``always legal (the fallback)``. --json and the text
+    say each engine the cascade ran before RING and why it lost, in the candidate table's
+    words; the text wraps the line inside the output's 132 columns, cutting nothing."""
+    args = ("explain", "--op", "allreduce", "--bytes", "4MiB", "--group", "0-47")
+    t = run_json(*args)["triggers"][0]
+    reason = t["policy"]["reason"]
+    assert t["policy"]["algorithm"] == "RING"
+    assert reason.startswith("RING: first legal engine of HIER > INTRA_RDH > MESH > KANGARING "
+                             "> SINGLE_CYCLE_RING > INTER_RDH > RING for intra-node ALLREDUCE "
+                             "4 MiB (always legal (the fallback)); HIER not taken: ")
+    said = {c["algorithm"]: c["reason"] for c in t["candidates"]}
+    for alg in ("HIER", "INTRA_RDH", "MESH", "KANGARING", "SINGLE_CYCLE_RING", "INTER_RDH"):
+        assert f"; {alg} not taken: {said[alg]}" in reason
+    assert "; KANGARING not taken: 4 MiB below op_min_limit[ALLREDUCE] 56 MiB; " in reason
+    assert "; RING not taken" not in reason  # (not the chosen one)
+    res = run(*args)
+    assert res.exit_code == 0
+    assert all(len(line) <= 132 for line in res.output.splitlines())
+    text = " ".join(res.output.split())
+    assert f"policy choice: RING -- {' '.join(reason.split())}" in text
+    # under an allow-list, only the engines it allows: MESH before RING
+    reason = run_json(*args, "--algo", "mesh,ring")["triggers"][0]["policy"]["reason"]
+    assert reason == ("RING: first legal engine of MESH > RING for intra-node ALLREDUCE 4 MiB "
+                      "(always legal (the fallback)); MESH not taken: 4 MiB not below "
+                      "op_max_limit[ALLREDUCE] 1 MiB; under the override 'mesh,ring'")
+
+
 def test_nodes_given_twice_says_so():
     """An exploratory tester: ``--topology trn2:nodes=1 --nodes 3`` said that --nodes
     combines with a preset --topology, which ``trn2:nodes=1`` is: the node count was given

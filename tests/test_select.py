@@ -374,6 +374,120 @@ def test_a_hier_leg_names_only_the_engines_the_override_leaves():
     assert r["intra_redsct"] == (EncAlgType.RING, "always legal (the fallback)")
 
 
+def _passed(reason: str) -> list[str]:
+    """The engines a reason says were not taken, in its order."""
+    return re.findall(r"; ([A-Z_]+) not taken: ", reason)
+
+
+def test_a_collectives_reason_says_why_the_engines_before_its_own_lost():
+    """SELECTION.md §4: the cascade HIER > INTRA_RDH > MESH > KANGARING > SINGLE_CYCLE_RING >
+    INTER_RDH > RING; intra windows MESH [0, 1 MiB), INTRA_RDH [1 MiB, 56 MiB), KANGARING
+    [56 MiB, inf). 4 MiB of bf16 over a whole trn2 node (16 devices x 4 ranks): INTRA_RDH,
+    HIER (one node) the only engine before it; the reason used to stop at the qualification."""
+    base = ("INTRA_RDH: first legal engine of HIER > INTRA_RDH > MESH > KANGARING > "
+            "SINGLE_CYCLE_RING > INTER_RDH > RING for intra-node ALLREDUCE 4 MiB (16 device(s) "
+            "x 4 ranks (hypercube of dimension 6); 4 MiB in [1 MiB, 56 MiB))")
+    sel = select(req(AR, NODE0, 4 * MiB), T1N)
+    assert sel.policy_alg == EncAlgType.INTRA_RDH
+    assert sel.reason == (base + "; HIER not taken: group lies within node 0 (HIER needs a "
+                          "group spanning nodes)")
+    # 48 ranks, 12 whole devices: no hypercube; MESH past its 1 MiB, KANGARING short of its
+    # 56 MiB: RING, naming every engine before it, each with its candidate's reason
+    sel = select(req(AR, NODE0[:48], 4 * MiB), T1N)
+    assert sel.policy_alg == EncAlgType.RING
+    assert sel.reason == (
+        "RING: first legal engine of HIER > INTRA_RDH > MESH > KANGARING > SINGLE_CYCLE_RING > "
+        "INTER_RDH > RING for intra-node ALLREDUCE 4 MiB (always legal (the fallback)); "
+        "HIER not taken: group lies within node 0 (HIER needs a group spanning nodes); "
+        "INTRA_RDH not taken: 12 devices is not a power of two (RDH is a hypercube exchange); "
+        "MESH not taken: 4 MiB not below op_max_limit[ALLREDUCE] 1 MiB; "
+        "KANGARING not taken: 4 MiB below op_min_limit[ALLREDUCE] 56 MiB; "
+        "SINGLE_CYCLE_RING not taken: policy gate: SINGLE_CYCLE_RING is inter-node only "
+        "(group lies within one node; --algo may force it); "
+        "INTER_RDH not taken: INTER_RDH is inter-node only (group lies within one node)")
+    for a in _passed(sel.reason):  # the words of explain's candidate table
+        assert f"; {a} not taken: {sel.candidate(EncAlgType[a]).reason}" in sel.reason
+
+
+def test_a_collectives_reason_at_the_window_edges():
+    """The windows are half-open (§4): at 56 MiB KANGARING is inside its window, one bf16
+    element less it is not; at 512 KiB MESH wins and INTRA_RDH is short of its 1 MiB."""
+    no_rdh = parse_algo_override("^intra_rdh")
+    sel = select(req(AR, NODE0, 56 * MiB), T1N, override=no_rdh)
+    assert sel.policy_alg == EncAlgType.KANGARING
+    assert _passed(sel.reason) == ["HIER", "MESH"]
+    # (MESH is not even legal there: 63 peers' blocks of 56 MiB / 64 = 896 KiB need 55.125
+    # MiB = 57,802,752 B of channel buffer, past its 8 MiB; §3)
+    assert sel.reason.endswith(
+        "; MESH not taken: 63 channel-buffer slots of 896 KiB need 55.12 MiB (57802752 B), more "
+        "than the mesh channel buffer (ENC_MESH_CHANNEL_BUF_MAX_SIZE 8 MiB); under the "
+        "override '^intra_rdh'")
+    sel = select(req(AR, NODE0, 56 * MiB - 2), T1N, override=no_rdh)
+    assert sel.policy_alg == EncAlgType.RING
+    assert _passed(sel.reason) == ["HIER", "MESH", "KANGARING", "SINGLE_CYCLE_RING",
+                                   "INTER_RDH"]
+    assert "; KANGARING not taken: 56 MiB (58720254 B) below op_min_limit[ALLREDUCE] 56 MiB;" \
+        in sel.reason
+    sel = select(req(AR, NODE0, 512 * KiB), T1N)
+    assert sel.policy_alg == EncAlgType.MESH
+    assert sel.reason.endswith(
+        "; HIER not taken: group lies within node 0 (HIER needs a group spanning nodes); "
+        "INTRA_RDH not taken: 512 KiB below op_min_limit[ALLREDUCE] 1 MiB")
+    # one rank on each of 8 nodes: SINGLE_CYCLE_RING's inter window is [0, 4 MiB), so at
+    # 4 MiB INTER_RDH [0, 64 MiB) runs it and says so; 2 B less, SINGLE_CYCLE_RING
+    sel = select(req(AR, ONE_PER_NODE_8, 4 * MiB), T8N)
+    assert sel.policy_alg == EncAlgType.INTER_RDH
+    assert _passed(sel.reason) == ["HIER", "INTRA_RDH", "MESH", "KANGARING",
+                                   "SINGLE_CYCLE_RING"]
+    assert sel.reason.endswith("; MESH not taken: 4 MiB not below op_max_limit[ALLREDUCE] 64 "
+                               "KiB; KANGARING not taken: "
+                               f"{sel.candidate(EncAlgType.KANGARING).reason}; "
+                               "SINGLE_CYCLE_RING not taken: 4 MiB not below "
+                               "op_max_limit[ALLREDUCE] 4 MiB")
+    sel = select(req(AR, ONE_PER_NODE_8, 4 * MiB - 2), T8N)
+    assert sel.policy_alg == EncAlgType.SINGLE_CYCLE_RING
+    assert _passed(sel.reason) == ["HIER", "INTRA_RDH", "MESH", "KANGARING"]
+    # HIER, first in the precedence, has nothing before it: its reason is as it was
+    sel = select(req(AR, TWO_NODES, 4 * MiB), T2N)
+    assert sel.reason == ("HIER: first legal engine of HIER > INTRA_RDH > MESH > KANGARING > "
+                          "SINGLE_CYCLE_RING > INTER_RDH > RING for 2-node ALLREDUCE 4 MiB "
+                          "(2 nodes x 64 local ranks (node_n * local_rank_n == rank_n 128))")
+
+
+@pytest.mark.parametrize("algo, alg, names", [
+    # an allow-list: the cascade over MESH > RING, MESH past its 1 MiB
+    ("mesh,ring", EncAlgType.RING, ["MESH"]),
+    # an exclusion: every engine before RING but INTRA_RDH
+    ("^intra_rdh", EncAlgType.RING, ["HIER", "MESH", "KANGARING", "SINGLE_CYCLE_RING",
+                                     "INTER_RDH"]),
+    ("^hier,mesh", EncAlgType.RING, ["INTRA_RDH", "KANGARING", "SINGLE_CYCLE_RING",
+                                     "INTER_RDH"]),
+    # forced: no cascade ran, nothing was passed over
+    ("ring", EncAlgType.RING, []),
+    ("kangaring", EncAlgType.KANGARING, []),
+])
+def test_a_collectives_reason_names_only_the_engines_the_override_allows(algo, alg, names):
+    """§8: the policy's reason names the cascade over the allowed engines only, and so the
+    engines passed over: 4 MiB over 48 ranks (12 whole devices) of a trn2 node."""
+    sel = select(req(AR, NODE0[:48], 4 * MiB), T1N, override=parse_algo_override(algo))
+    assert sel.policy_alg == alg
+    assert _passed(sel.reason) == names
+    if names:
+        assert sel.reason.endswith(f"; under the override {algo!r}")
+
+
+def test_a_collective_taken_outside_its_window_names_the_illegal_engines_before_it():
+    """§8: ``hier,intra_rdh`` on a 64 KiB all-reduce over one node leaves no engine inside
+    its window: INTRA_RDH, short of its 1 MiB, after HIER, which is not legal on one node."""
+    sel = select(req(AR, NODE0, 64 * KiB), T1N, override=parse_algo_override("hier,intra_rdh"))
+    assert sel.policy_alg == EncAlgType.INTRA_RDH
+    assert sel.reason == (
+        "INTRA_RDH: first legal engine (none allowed is inside its size window) of HIER > "
+        "INTRA_RDH for intra-node ALLREDUCE 64 KiB (64 KiB below op_min_limit[ALLREDUCE] "
+        "1 MiB); HIER not taken: group lies within node 0 (HIER needs a group spanning "
+        "nodes); under the override 'hier,intra_rdh'")
+
+
 def test_two_node_group_policy_hier_lowered_flat_ring():
     sel = select(req(AR, TWO_NODES, 64 * MiB), T2N,
                  policy=Policy(lowerable=frozenset({EncAlgType.RING})))
@@ -445,6 +559,10 @@ def test_selection_invariants(args):
         order = [a for a in DEFAULT_POLICY.precedence if a in LEG_LEGAL[leg.name]]
         named = re.findall(r"; ([A-Z_]+) not taken: ", leg.reason)
         assert named == [a.name for a in order[:order.index(leg.alg)]], leg
+    # so does a collective's own reason: the engines of the cascade before the policy's (§4)
+    assert _passed(sel.reason) == [
+        a.name for a in DEFAULT_POLICY.precedence[:DEFAULT_POLICY.precedence.index(
+            sel.policy_alg)]], sel.reason
     # what lower uses is lowerable, and differs from the policy only with a reason
     assert sel.alg in DEFAULT_POLICY.lowerable
     assert (sel.fallback_reason is None) == (sel.alg == sel.policy_alg
