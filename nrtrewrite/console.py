@@ -27,7 +27,9 @@ def _end_now() -> None:
     status, its standard streams flushed, instead of tearing its modules down (some 30 -
     100 ms).  While Python tears down it restores the default signal handlers, so a SIGTERM
     in that time ended the process silently, by the signal; up to here ``cli._late_stop``
-    reports a stop as during the command (docs/CLI.md "Errors")."""
+    reports a stop as during the command (docs/CLI.md "Errors"), one during the flush of
+    the standard output below once it is done (``cli.report_deferred_stop``), and a
+    second stop ends the process at once, the flush cut."""
     if not _STATUS:  # (not through main's SystemExit: Python's own exit)
         return
     code = _STATUS[0]
@@ -52,6 +54,12 @@ def _end_now() -> None:
                 pass
     except (ValueError, AttributeError):
         pass
+    cli = sys.modules.get("nrtrewrite.cli")
+    if cli is not None:
+        # a stop that came during the flush above waited for it (a slow reader gets the
+        # whole output): reported now, its line and status (a second one ended the process
+        # there, at once: a reader that never reads)
+        cli.report_deferred_stop()
     try:
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):

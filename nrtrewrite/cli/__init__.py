@@ -448,7 +448,9 @@ class ByteSize(click.ParamType):
 class WholeWriter:
     """A text stream (``sys.stdout``) written in whole pieces: each :meth:`write` goes out
     entire with stops deferred (:func:`stops_deferred`), so a SIGTERM, SIGHUP or Ctrl-C comes
-    between two pieces, never inside one.  The bytes go to the stream's binary buffer until
+    between two pieces, never inside one; a second stop while a piece is written (a pipe
+    nobody reads) ends the process at once (:func:`_writing_out`), so nothing that must be
+    cleaned up (a temporary folder) may wait on a write here further out.  The bytes go to the stream's binary buffer until
     all are taken: interrupted by a signal after part of a large write, CPython's
     ``BufferedWriter.write`` returns the short count and ``TextIOWrapper.write`` drops the
     rest without a word (3.11: 2 MB written to a pipe, 128 KiB arrived and the next write
@@ -463,7 +465,7 @@ class WholeWriter:
             stream.flush()  # what was written through the text layer goes first
 
     def write(self, text: str) -> None:
-        with stops_deferred():
+        with _writing_out():
             if self.buffer is None:
                 self.stream.write(text)
                 return
@@ -473,7 +475,7 @@ class WholeWriter:
                 view = view[len(view) if n is None else n:]
 
     def flush(self) -> None:
-        with stops_deferred():
+        with _writing_out():
             (self.buffer or self.stream).flush()
 
 
@@ -522,12 +524,15 @@ _REPLACED: dict[int, object] = {}
 class _Stops:
     """The stops of the running command (:func:`terminate_cleanly`): ``raised`` the signal
     raised (one: a later one is ignored while its cleanup runs), ``deferring`` how deep in
-    :func:`stops_deferred` the command is, ``pending`` the signal that came meanwhile."""
+    :func:`stops_deferred` the command is, ``pending`` the signal that came meanwhile;
+    ``writing``: a second stop now ends the process at once (:func:`_end_at_once`)."""
 
     def __init__(self) -> None:
         self.raised: list[int] = []
         self.deferring = 0
         self.pending: int | None = None
+        #: how deep in a write of the standard output (:func:`_writing_out`) the command is
+        self.writing = 0
 
 
 #: The running command's stops; None outside :func:`terminate_cleanly`.
@@ -538,12 +543,19 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
     """Raise the stop of ``signum`` (Ctrl-C: KeyboardInterrupt), or note it while stops are
     deferred; nothing once one has been raised (its cleanup runs).  ``drop``: note it as
     raised without raising it, where Python would drop the exception and print it
-    (:func:`raise_lost_stop` raises it later)."""
-    if stops.raised:
+    (:func:`raise_lost_stop` raises it later).  A second stop while the command writes its
+    standard output (:func:`_writing_out`: a piece, the ``"error"`` that closes a document,
+    into a pipe nobody reads, where the first one waits for the piece or is raised and the
+    closing write waits in turn) ends the process at once with the first one's line and
+    status, in the ``nrtrewrite`` process (:data:`LATE_STOPS_END_THE_PROCESS`); until
+    2026-12-06 it was ignored there too, and only SIGKILL ended the process."""
+    first = stops.raised[0] if stops.raised else stops.pending
+    if first is not None:
+        if stops.writing and LATE_STOPS_END_THE_PROCESS:
+            _end_at_once(first)
         return
     if stops.deferring:
-        if stops.pending is None:
-            stops.pending = signum
+        stops.pending = signum
         return
     stops.raised.append(signum)
     if not drop:
@@ -594,6 +606,25 @@ def stops_deferred():
     if not stops.deferring and stops.pending is not None:
         signum, stops.pending = stops.pending, None
         _stop(stops, signum)
+
+
+@contextlib.contextmanager
+def _writing_out():
+    """A write of the standard output (:class:`WholeWriter`), whole (:func:`stops_deferred`);
+    meanwhile a second stop ends the process at once (:func:`_stop`): the write may wait
+    for a reader that never reads.  No cleanup is left to run further out when it does:
+    the commands that write so (``dump``, ``diff``, ``schedule --json``, a document printed
+    at once) hold no temporary folder by then (``simulate`` has removed its own)."""
+    with stops_deferred():
+        stops = _STOPS
+        if stops is None:
+            yield
+            return
+        stops.writing += 1
+        try:
+            yield
+        finally:
+            stops.writing -= 1
 
 
 #: The outputs the running command has put in place, complete (``lower``'s OUT: the
@@ -654,34 +685,127 @@ def _quiet_closed_pipe() -> None:
         pass  # (a stream without a descriptor: a test's, nothing is flushed to a pipe)
 
 
-#: The stop :func:`_late_stop` is reporting (one: a later one is ignored).
+def stop_status(signum: int) -> int:
+    """The status the process ends with for the stop ``signum``: 128 + the signal (Ctrl-C's
+    130, :data:`STATUS_INTERRUPTED`)."""
+    return 128 + signum
+
+
+def stop_line(signum: int) -> str:
+    """The stop's one line: ``Aborted!`` (Ctrl-C), ``nrtrewrite: terminated by SIGTERM``."""
+    if signum == signal.SIGINT:
+        return "Aborted!"
+    return f"nrtrewrite: terminated by {signal.Signals(signum).name}"
+
+
+#: The stop whose report (:func:`_report_stop`) has begun, and True once it is printed.
+_REPORTING: list[int] = []
+_REPORTED: list[bool] = []
+
+
+def _report_stop(signum: int) -> None:
+    """The warning for each output put in place, then the stop's line: once, whoever comes
+    first (the command's end, or a later stop that ends the process at once,
+    :func:`_end_at_once`)."""
+    if _REPORTING:
+        return
+    _REPORTING.append(signum)
+    _say_placed()
+    _say(stop_line(signum))
+    _REPORTED.append(True)
+
+
+def _end_at_once(first: int, status: int | None = None) -> None:
+    """A later stop once the first one's cleanup has finished, or while the command waits
+    on its standard output: the process ends now with the first stop's line (printed once)
+    and status, what its standard output still holds lost (a document cut).  While the
+    first one's report is printed (its warning, its line), nothing: the report goes on and
+    ends the process (one line, not lost to a stop that came in the middle of it).
+    ``status``: the status the process was exiting with (an error's, its line printed),
+    which it keeps, with no line."""
+    if status is None:
+        if _REPORTING and not _REPORTED:
+            return
+        if not _REPORTING and first == signal.SIGINT and is_tty(sys.stderr):
+            _say("")  # past the terminal's ^C
+        _report_stop(first)
+        status = stop_status(first)
+    with contextlib.suppress(OSError, ValueError, AttributeError, RuntimeError):
+        sys.stderr.flush()
+    os._exit(status)
+
+
+def _ends_at_once(first: int, ending: BaseException | None):
+    """The handler of every stop once the first one's cleanup has finished (the command
+    left :func:`terminate_cleanly`): the process reports the first and exits, and a second
+    stop ends it at once (:func:`_end_at_once`), as it waits in the exit flush of a
+    standard output nobody reads; until 2026-12-06 every later stop was ignored and only
+    SIGKILL ended the process.  ``ending``: what the command ended with (a SystemExit: an
+    error's status, which is kept)."""
+    status = None
+    if isinstance(ending, SystemExit):
+        code = ending.code
+        status = code if isinstance(code, int) else 0 if code is None else 1
+
+    def handler(signum, frame):
+        _end_at_once(first, status)
+
+    return handler
+
+
+#: The stop :func:`_late_stop` is reporting, or that waits for the exit flush (one: a
+#: later one ends the process at once).
 _LATE_STOPPED: list[int] = []
+
+
+def _flushed(stream) -> bool:
+    """Flush ``stream``; False if this interrupted a write or flush of it (Python refuses
+    the reentrant call: the stop came while the process flushed its standard output at
+    exit, ``console._end_now``)."""
+    try:
+        stream.flush()
+    except RuntimeError:
+        return False
+    except (OSError, ValueError, AttributeError):
+        pass
+    return True
 
 
 def _late_stop(signum, frame) -> None:
     """SIGTERM, SIGHUP or Ctrl-C once the command has finished and the process is exiting
     (:data:`LATE_STOPS_END_THE_PROCESS`): the warning, the line of a stop and its status,
-    at once (what was printed flushed first).  A second stop while the first is reported
-    is ignored, as during the command (until 2026-12-06 its handler ran inside the first's:
-    a second line, ``nrtrewrite: terminated by SIGHUP`` under ``... by SIGTERM``, and the
-    second's status)."""
+    at once (what was printed flushed first).  One that comes while the standard output is
+    flushed at exit waits until that ends (a slow reader gets the whole output), then is
+    reported (:func:`report_deferred_stop`; until 2026-12-06 Python refused the flush
+    inside the flush, ``Exception ignored in atexit callback`` and a ``RuntimeError:
+    reentrant call`` traceback, with no line).  A second stop while the first one's line
+    is printed is ignored (until 2026-12-06 its handler ran inside the first's: a second
+    line, ``nrtrewrite: terminated by SIGHUP`` under ``... by SIGTERM``, and the second's
+    status); at any other moment (the flush waiting on a pipe nobody reads) it ends the
+    process at once with the first one's line and status (:func:`_end_at_once`; until
+    2026-12-06 it was ignored and the process hung)."""
     if _LATE_STOPPED:
-        return
+        _end_at_once(_LATE_STOPPED[0])
+        return  # (its report is being printed: it goes on)
     _LATE_STOPPED.append(signum)
+    if not _flushed(sys.stdout):
+        return  # (reported once the exit flush is done)
+    _flushed(sys.stderr)
+    _report_stop(signum)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    _say_placed()
-    if signum == signal.SIGINT:
-        _say("Aborted!")
-        status = STATUS_INTERRUPTED
-    else:
-        _say(f"nrtrewrite: terminated by {signal.Signals(signum).name}")
-        status = 128 + signum
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            stream.flush()
-    os._exit(status)
+        _flushed(stream)
+    os._exit(stop_status(signum))
+
+
+def report_deferred_stop() -> None:
+    """The stop that came while the standard output was flushed at exit
+    (:func:`_late_stop`), reported now that the flush is done: its line and status, the
+    process ended.  Nothing if none came."""
+    if _LATE_STOPPED:
+        _flushed(sys.stderr)
+        _report_stop(_LATE_STOPPED[0])
+        _flushed(sys.stderr)
+        os._exit(stop_status(_LATE_STOPPED[0]))
 
 
 def _restore_in_child() -> None:
@@ -745,6 +869,7 @@ def terminate_cleanly():
     _REPLACED.update(old)
     _STOPS = stops
     sys.unraisablehook = unraisable
+    ending = None  # what the command ended with
     try:
         if HELD_WHILE_LOADING:  # a stop held while the modules loaded is raised here
             held = frozenset(HELD_WHILE_LOADING)
@@ -761,16 +886,25 @@ def terminate_cleanly():
                 raise_lost_stop()
             raise
         raise_lost_stop()  # (the command ran to its end: a stop raised was dropped)
+    except BaseException as exc:
+        ending = exc
+        raise
     finally:
         _STOPS = None
         _REPLACED.clear()
         if sys.unraisablehook is unraisable:
             sys.unraisablehook = unraisable_before
+        if raised:
+            # stopped by a signal, its cleanup done: the process reports it and exits; a
+            # later one ends it at once with the first one's line and status (restored, the
+            # default would kill it with its own status after the line; ignored, as until
+            # 2026-12-06, an exit flush into a pipe nobody reads hung it for good); outside
+            # the nrtrewrite process (a test's CliRunner) ignored
+            after = (_ends_at_once(raised[0], ending) if LATE_STOPS_END_THE_PROCESS
+                     else signal.SIG_IGN)
         for sig, h in old.items():
-            # stopped by a signal: the process reports it and exits; a later one is ignored
-            # (restored, it would kill the process with its own status after the line); the
-            # command done and the process exiting with it: a stop still reports itself
-            signal.signal(sig, signal.SIG_IGN if raised else
+            # the command done and the process exiting with it: a stop still reports itself
+            signal.signal(sig, after if raised else
                           _late_stop if LATE_STOPS_END_THE_PROCESS else h)
 
 
@@ -874,13 +1008,14 @@ class _Group(click.Group):
         _escape_unencodable_output()
         _unbuffered_stderr()
         _PLACED.clear()
+        _REPORTING.clear()
+        _REPORTED.clear()
         try:
             with terminate_cleanly():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
         except Terminated as err:
-            _say_placed()
-            _say(f"nrtrewrite: terminated by {signal.Signals(err.signum).name}")
-            sys.exit(128 + err.signum)
+            _report_stop(err.signum)
+            sys.exit(stop_status(err.signum))
         except click.exceptions.NoArgsIsHelpError as err:  # bare `nrtrewrite`: the help
             err.show()
             sys.exit(err.exit_code)
@@ -899,8 +1034,7 @@ class _Group(click.Group):
             # the first was printed as a traceback)
             if isinstance(err, KeyboardInterrupt) and is_tty(sys.stderr):
                 _say("")  # past the terminal's ^C, as invoke does
-            _say_placed()
-            _say("Aborted!")
+            _report_stop(signal.SIGINT)
             sys.exit(STATUS_INTERRUPTED)
         except OSError as err:  # before a command runs: --help or --version printing
             if "--traceback" in argv:
