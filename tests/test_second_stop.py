@@ -253,3 +253,17 @@ def test_a_second_stop_during_the_exit_flush_ends_it(piped, first, second):
     p.stop(second)
     _ended(p, first)
     assert p.drain() == b""
+
+
+def test_a_second_stop_during_the_cleanup_is_still_ignored_in_the_console(tmp_path):
+    """``lower`` through the console script (where a later stop may end the process):
+    SIGHUP at rank 2, SIGTERM as the temporary folder is being removed; the removal goes on,
+    nothing is left, the first stop's line and status."""
+    from test_signal_cleanup import _TWO_SIGNALS, _run
+    tail = 'from nrtrewrite.cli import main\nmain(args=sys.argv[1:], prog_name="nrtrewrite")\n'
+    assert _TWO_SIGNALS.endswith(tail)
+    script = _TWO_SIGNALS[:-len(tail)] + ('sys.argv = ["nrtrewrite"] + sys.argv[1:]\n'
+                                          "from nrtrewrite.console import main\nmain()\n")
+    proc = _run(script, tmp_path, "-j", "1", signals="SIGHUP SIGTERM")
+    assert (proc.returncode, proc.stderr) == (129, "nrtrewrite: terminated by SIGHUP\n")
+    assert list(tmp_path.iterdir()) == []
