@@ -450,11 +450,11 @@ class WholeWriter:
     entire with stops deferred (:func:`stops_deferred`), so a SIGTERM, SIGHUP or Ctrl-C comes
     between two pieces, never inside one; a second stop while a piece is written (a pipe
     nobody reads) ends the process at once (:func:`_writing_out`), so nothing that must be
-    cleaned up (a temporary folder) may wait on a write here further out.  The bytes go to the stream's binary buffer until
-    all are taken: interrupted by a signal after part of a large write, CPython's
-    ``BufferedWriter.write`` returns the short count and ``TextIOWrapper.write`` drops the
-    rest without a word (3.11: 2 MB written to a pipe, 128 KiB arrived and the next write
-    followed them).  A stream without a buffer (``io.StringIO``) is written as it is."""
+    cleaned up (a temporary folder) may wait on a write here further out.  The bytes go to
+    the stream's binary buffer until all are taken: interrupted by a signal after part of
+    a large write, CPython's ``BufferedWriter.write`` returns the short count and
+    ``TextIOWrapper.write`` drops the rest without a word (3.11: 2 MB written to a pipe,
+    128 KiB arrived and the next write followed them).  A stream without a buffer (``io.StringIO``) is written as it is."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
