@@ -18,6 +18,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -100,11 +101,21 @@ class _Piped:
         self.proc.send_signal(signum)
 
     def drain(self) -> bytes:
-        """Everything the pipe holds past the filler, read to its end (the process gone)."""
+        """Everything the pipe holds past the filler, read to its end (the process gone);
+        a pipe silent for a minute fails the test rather than hang it."""
         data = bytearray()
-        while chunk := os.read(self.r, 1 << 16):
+        while True:
+            if not select.select([self.r], [], [], 60)[0]:
+                pytest.fail("the process neither wrote nor ended")
+            if not (chunk := os.read(self.r, 1 << 16)):
+                return bytes(data[self.filled:])
             data += chunk
-        return bytes(data[self.filled:])
+
+    def line(self) -> bytes:
+        """The next line on stderr (a minute at most)."""
+        if not select.select([self.proc.stderr], [], [], 60)[0]:
+            pytest.fail("no line on stderr")
+        return self.proc.stderr.readline()
 
     def end(self) -> None:
         if self.proc.poll() is None:
@@ -213,7 +224,7 @@ def test_a_second_stop_ends_the_exit_flush_after_the_first_one_s_line(piped, fir
     p = piped(args, room=1000, environ=_buffered_env())
     p.blocked()
     p.stop(first)
-    line = p.proc.stderr.readline()  # (the first stop reported: its cleanup is done)
+    line = p.line()  # (the first stop reported: its cleanup is done)
     assert line.decode() == LINES[first] + "\n"
     p.blocked()  # in the exit flush
     p.stop(second)
