@@ -278,3 +278,20 @@ def test_a_second_stop_during_the_cleanup_is_still_ignored_in_the_console(tmp_pa
     proc = _run(script, tmp_path, "-j", "1", signals="SIGHUP SIGTERM")
     assert (proc.returncode, proc.stderr) == (129, "nrtrewrite: terminated by SIGHUP\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+def test_one_stop_still_gets_a_slow_reader_the_whole_document(tmp_path, piped, buffered):
+    """One stop while ``dump --json`` waits on its first block: a reader that comes late
+    gets that block whole and the document closed with ``"error"``, block-buffered stdout
+    (PYTHONUNBUFFERED unset, as a shell runs it) or not."""
+    path = _rank_file(tmp_path, "cce.bin", 2 * 65536 + 5, seed=5)
+    p = piped(["dump", "--json", path], environ=_buffered_env() if buffered else None)
+    p.blocked()
+    p.stop(signal.SIGTERM)
+    p.taken(signal.SIGTERM)
+    out = p.drain()
+    _ended(p, signal.SIGTERM)
+    doc = json.loads(out)
+    assert doc["error"] == "Terminated: 15"
+    assert len(doc["ranks"][0]["files"]["cce.bin"]) == 65536  # (the block it waited on)
