@@ -109,6 +109,31 @@ def test_a_stop_python_dropped_ends_the_command_with_its_line(sig, status, line)
     assert (proc.returncode, proc.stderr) == (status, line)
 
 
+#: DROPPED, and a second stop (argv[1] again) sent as the command goes on to model_to_dict;
+#: "went on" printed if the command did go on after it
+DROPPED_THEN_AGAIN = DROPPED.replace("from nrtrewrite.console import main", r"""
+import os
+import nrtrewrite.cli.inspect as i
+real_dict = i.model_to_dict
+def model_to_dict(*args, **kw):
+    os.kill(os.getpid(), SIG)
+    sys.stderr.write("went on\n")
+    return real_dict(*args, **kw)
+i.model_to_dict = model_to_dict
+from nrtrewrite.console import main""")
+
+
+@pytest.mark.parametrize("sig, status, line", [
+    ("SIGINT", 130, "Aborted!\n"), ("SIGTERM", 143, "nrtrewrite: terminated by SIGTERM\n")])
+def test_a_stop_after_one_python_dropped_stops_the_command_at_once(sig, status, line):
+    """A stop Python dropped runs no cleanup, so a later stop is not one that comes while
+    the first one's cleanup runs: it raises the first at once, the one line and status
+    (until 2026-12-06 it was ignored, and the command ran on to its end: ``lower`` through
+    its whole lowering, up to placing its output)."""
+    proc = run_code(DROPPED_THEN_AGAIN, sig, FIX / "ar2.neff")
+    assert (proc.returncode, proc.stderr) == (status, line)
+
+
 #: golden's main, the signal argv[3] sent as its temporary folder is removed (GOLDEN written)
 GOLDEN_CLEANUP = r"""
 import os, signal, sys

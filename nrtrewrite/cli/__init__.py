@@ -533,6 +533,9 @@ class _Stops:
         self.pending: int | None = None
         #: how deep in a write of the standard output (:func:`_writing_out`) the command is
         self.writing = 0
+        #: the stop raised was dropped by Python (a finalizer) or only noted (``drop``): no
+        #: cleanup of it runs, so a later stop raises it at once (:func:`_stop`)
+        self.dropped = False
 
 
 #: The running command's stops; None outside :func:`terminate_cleanly`.
@@ -548,17 +551,25 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
     into a pipe nobody reads, where the first one waits for the piece or is raised and the
     closing write waits in turn) ends the process at once with the first one's line and
     status, in the ``nrtrewrite`` process (:data:`LATE_STOPS_END_THE_PROCESS`); until
-    2026-12-06 it was ignored there too, and only SIGKILL ended the process."""
+    2026-12-06 it was ignored there too, and only SIGKILL ended the process).  A later stop
+    after one Python dropped (no cleanup of it runs) raises that first one at once (until
+    2026-12-06 it was ignored: the command ran on to its end, ``lower`` to the moment it
+    would place its output, and only then stopped)."""
     first = stops.raised[0] if stops.raised else stops.pending
     if first is not None:
         if stops.writing and LATE_STOPS_END_THE_PROCESS:
             _end_at_once(first)
+        elif stops.raised and stops.dropped and not drop:
+            stops.dropped = False
+            raise KeyboardInterrupt if first == signal.SIGINT else Terminated(first)
         return
     if stops.deferring:
         stops.pending = signum
         return
     stops.raised.append(signum)
-    if not drop:
+    if drop:
+        stops.dropped = True
+    else:
         raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
 
@@ -838,6 +849,8 @@ def terminate_cleanly():
         # (it is raised again: raise_lost_stop); anything else as before
         if not (stops.raised and isinstance(info.exc_value, (Terminated, KeyboardInterrupt))):
             unraisable_before(info)
+        else:
+            stops.dropped = True  # (a later stop raises it at once: _stop)
 
     def handler(signum, frame):
         if os.getpid() != me:  # forked, before _restore_in_child ran: die as without us
