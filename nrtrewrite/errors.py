@@ -120,12 +120,8 @@ def json_text(value: Any) -> str:
     """``value`` in a message as JSON writes it (``"BF16"``, ``true``, ``null``, ``[0, 1]``,
     a mapping's keys sorted), not as Python does (``'BF16'``, ``True``, ``None``): the
     value of a JSON file (a manifest, a topology file); past 300 characters its start and
-    end (a replica group of thousands of ranks).  A printable character stays itself
-    (``"trn²"``, as ``repr`` keeps it in a command-line value's message; until 2026-12-06
-    ``"trn\\u00b2"``); one ``repr`` would escape (not ``str.isprintable``: a control
-    character, a separator, a bidirectional control, a lone surrogate) is JSON's ``\\uXXXX``."""
-    text = cut_middle(json.dumps(value, sort_keys=True, ensure_ascii=False), 300, 200, 80)
-    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+    end (a replica group of thousands of ranks)."""
+    return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
 
 
 #: The longest unknown name :func:`did_you_mean` compares with the known ones (a longer one,
