@@ -308,6 +308,10 @@ def test_json_errors(doc, match):
     ("device_cycles", {"a": 1}, 'device_cycles must be a list of device cycles, not {"a": 1}'),
     # a string was compared with the preset's count (`'16' differs from platform trn2's 16`)
     ("devices_per_node", "16", 'devices_per_node must be an integer, not "16"'),
+    # JSON's ASCII escapes: a look-alike character shows (a Cyrillic o in "trn2" is not the
+    # suggestion's twin on screen)
+    ("platform", "trn\u00b2", 'unknown platform "trn\\u00b2" (did you mean "trn2"?'),
+    ("platform", "tr\u043e2", 'unknown platform "tr\\u043e2"'),
 ])
 def test_topology_file_values_are_checked(tmp_path, key, value, says):
     """docs/TOPOLOGY.md: ``platform`` is trn1 or trn2, ``nodes`` a node count (a file said
