@@ -1329,10 +1329,14 @@ def check_ignored(paths: Iterable[str]) -> tuple[str, ...]:
     for p in paths:
         parts = p.split(".")
         if parts[0] not in IGNORABLE_KEYS or not all(parts):
-            # (a first key mistyped: that key, with the rest of the path)
-            meant = [".".join([k, *parts[1:]]) for k in IGNORABLE_KEYS] if all(parts) else []
-            hint = did_you_mean(p, meant, f"its keys: {', '.join(IGNORABLE_KEYS)}; a key "
-                                "inside one after a dot, e.g. input.name")
+            # (a first key mistyped: that key, with the rest of the path, the keys compared
+            # alone: a shared rest made any first key close, `x.name` -> `world.name`; and
+            # not a key ignored whole only with a rest, which is refused in turn)
+            close = [k for k in IGNORABLE_KEYS if len(parts) == 1 or k not in WHOLE_ONLY_KEYS]
+            rest = "".join(f".{q}" for q in parts[1:])
+            hint = did_you_mean(parts[0] if all(parts) else None, close,
+                                f"its keys: {', '.join(IGNORABLE_KEYS)}; a key inside one "
+                                "after a dot, e.g. input.name", lambda k: repr(k + rest))
             raise ValueError(f"{p!r} is not a key path of the top-level manifest.json that "
                              f"may be ignored{hint}")
         if len(parts) > 1 and parts[0] in WHOLE_ONLY_KEYS:

@@ -149,3 +149,18 @@ def test_diff_ignore_suggests_the_key_path():
     assert res.exit_code == 2
     assert ("'inpt.name' is not a key path of the top-level manifest.json that may be ignored "
             "(did you mean 'input.name'? its keys: tool_version, ") in res.stderr
+
+
+@pytest.mark.parametrize("path, says", [
+    # the first key compared alone: a shared rest made any first key close
+    ("x.name", "may be ignored (its keys: "),
+    ("q.options.algo", "may be ignored (its keys: "),
+    # a key ignored whole only is no suggestion with a rest (it would be refused in turn)
+    ("wrld.x", "may be ignored (its keys: "),
+    ("wrld", "may be ignored (did you mean 'world'? its keys: "),
+    ("topolgy.nodes", "may be ignored (did you mean 'topology.nodes'? its keys: "),
+])
+def test_diff_ignore_suggests_by_the_first_key_alone(path, says):
+    res = CliRunner().invoke(main, ["diff", "--ignore", path, str(ROOT / "fixtures"),
+                                    str(ROOT / "fixtures")], env={}, prog_name="nrtrewrite")
+    assert res.exit_code == 2 and says in res.stderr
