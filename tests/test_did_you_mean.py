@@ -69,7 +69,18 @@ def test_a_topology_files_unknown_name(tmp_path, doc, why):
     ("trn3:nodes=2", "topology 'trn3:nodes=2' is neither a preset (did you mean "
                      "'trn2:nodes=2'? trn1, trn2, trn1:nodes=N, trn2:nodes=N) nor a readable "
                      "file (no such file)"),
+    # the name compared alone (the options made any name close: foo:nodes=2 -> trn2:nodes=2),
+    # and options that are no preset's not carried into the suggestion
+    ("foo:nodes=2", "topology 'foo:nodes=2' is neither a preset (trn1, trn2, trn1:nodes=N, "
+                    "trn2:nodes=N) nor a readable file (no such file)"),
+    ("trn3:", "topology 'trn3:' is neither a preset (did you mean 'trn2'? trn1, trn2, "
+              "trn1:nodes=N, trn2:nodes=N) nor a readable file (no such file)"),
+    ("trn3:nodes=2:x", "topology 'trn3:nodes=2:x' is neither a preset (did you mean 'trn2'? "
+                       "trn1, trn2, trn1:nodes=N, trn2:nodes=N) nor a readable file (no such "
+                       "file)"),
     # a path (a dot or a slash in its name) is no mistyped preset
+    ("tr\\n2", "topology 'tr\\\\n2' is neither a preset (trn1, trn2, trn1:nodes=N, "
+               "trn2:nodes=N) nor a readable file (no such file)"),
     ("trn2.json", "topology 'trn2.json' is neither a preset (trn1, trn2, trn1:nodes=N, "
                   "trn2:nodes=N) nor a readable file (no such file)"),
     ("trn2:node=2", "bad topology option 'node=2' in 'trn2:node=2' (did you mean 'nodes=2'? "

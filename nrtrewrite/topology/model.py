@@ -830,16 +830,29 @@ def _not_a_file(path: Path) -> str | None:
     return "a folder" if stat.S_ISDIR(mode) else "not a regular file: a FIFO, a socket or a device"
 
 
+def _preset_options_ok(spec: str) -> bool:
+    """Does ``spec`` (a preset's name, perhaps with options) parse as a preset's?"""
+    try:
+        parse_preset_spec(spec)
+    except ValidationError:
+        return False
+    return True
+
+
 def read_topology_file(spec: str) -> Any:
     """The JSON document of the topology file ``spec``: only a regular file, refused from its
     size past :data:`MAX_TOPOLOGY_FILE_BYTES` before it is read, strict JSON
     (:class:`ValidationError` / :class:`LimitError` naming the file otherwise)."""
     path = Path(spec)
     if (what := _not_a_file(path)) is not None:
-        # (a preset's name mistyped: that preset, with the options given)
+        # (a preset's name mistyped: that preset, with the options given if they are a
+        # preset's; the name compared alone, not a path's: the options made any name close,
+        # `foo:nodes=2` -> `trn2:nodes=2`, `C:\topo` -> `trn2:\topo`)
         name, colon, rest = spec.partition(":")
-        meant = [] if "/" in name or "." in name else [f"{p}{colon}{rest}" for p in PRESETS]
-        hint = did_you_mean(spec, meant, "trn1, trn2, trn1:nodes=N, trn2:nodes=N")
+        hint = did_you_mean(None if set(name) & set("/.\\") else name, PRESETS,
+                            "trn1, trn2, trn1:nodes=N, trn2:nodes=N",
+                            lambda p: repr(p + colon + rest if _preset_options_ok(p + colon + rest)
+                                           else p))
         raise ValidationError(f"topology {spec!r} is neither a preset{hint} nor a readable "
                               f"file ({what})", field="topology")
     try:
