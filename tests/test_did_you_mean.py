@@ -62,6 +62,17 @@ def test_a_topology_files_unknown_name(tmp_path, doc, why):
     assert str(exc.value) == f"{path}: {why}"
 
 
+def test_a_mistyped_ignored_key_is_suggested_as_itself(tmp_path):
+    """A one-letter typo of a key our outputs write (ignored: TOPOLOGY.md §2) was steered to
+    an allowed key that changes the topology (``ranks_per_nod`` -> ``devices_per_node``)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"platform": "trn2", "ranks_per_nod": 1}))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert 'unknown key "ranks_per_nod" (did you mean "ranks_per_node"? allowed: ' in str(
+        exc.value)
+
+
 @pytest.mark.parametrize("spec, why", [
     ("trn3", "topology 'trn3' is neither a preset (did you mean 'trn2'? trn1, trn2, "
              "trn1:nodes=N, trn2:nodes=N) nor a readable file (no such file)"),

@@ -589,8 +589,9 @@ def _check_keys(obj: dict, allowed: tuple[str, ...], ignored: tuple[str, ...], *
     if extra:
         also = f"; ignored: {', '.join(ignored)}" if ignored else ""
         listed = f"allowed: {', '.join(allowed)}{also}"
+        # (an ignored key is a name too: "ranks_per_nod" is no "devices_per_node")
         raise ValidationError(f"unknown key {json_text(extra[0])}"
-                              f"{did_you_mean(extra[0], allowed, listed, json_text)}",
+                              f"{did_you_mean(extra[0], allowed + ignored, listed, json_text)}",
                               file=where, field=path or None)
 
 
