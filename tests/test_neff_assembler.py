@@ -1334,7 +1334,10 @@ def _d9_pattern(var: str, dims) -> dict:
      "a group is a list of ranks or 'first..last', not a mapping of 1 key"),
     (lambda s: _sp(s).append("nap"), "subgraphs[0].engines.sp[3]",
      "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
-     "reduce_scatter) or 'nop', not 'nap'"),
+     "reduce_scatter) or 'nop', not 'nap' (did you mean 'nop'?)"),
+    (lambda s: _sp(s).append("all_reduce"), "subgraphs[0].engines.sp[3]",
+     "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
+     "reduce_scatter) or 'nop', not 'all_reduce'"),
     (lambda s: _sp(s).append({"nop": 1, "raw": "00"}), "subgraphs[0].engines.sp[3]",
      "an instruction is a one-key mapping (nop, opaque, raw, repeat, all_reduce, all_gather, "
      "reduce_scatter) or 'nop', not a mapping of 2 keys"),

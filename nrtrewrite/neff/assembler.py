@@ -908,8 +908,11 @@ class _Assembler:
         if item == "nop":
             return [opaque_word(NOP_OPCODE)]
         if not isinstance(item, dict) or len(item) != 1:
+            # (a bare name mistyped: the one bare instruction, nop, when it is close)
+            hint = did_you_mean(item, ("nop",), quote=_spec_value)
             raise self.err(path, f"an instruction is a one-key mapping "
-                                 f"({', '.join(INSTRUCTION_KINDS)}) or 'nop', not {_found(item)}")
+                                 f"({', '.join(INSTRUCTION_KINDS)}) or 'nop', not {_found(item)}"
+                                 f"{hint}")
         (kind, body), = item.items()
         p = f"{path}.{kind}"
         if kind == "nop":
