@@ -634,6 +634,11 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                               field="torus")
     links: dict[int, dict[int, int]]
     if "links" in doc:
+        if base is None and "devices_per_node" not in doc:
+            # (it said `devices_per_node must be an integer, not null` of a key not there)
+            raise ValidationError("links need devices_per_node (the devices they join, "
+                                  "0..devices_per_node - 1)", file=where,
+                                  field="devices_per_node")
         n = _int(doc, "devices_per_node", base.devices_per_node if base else None, where=where)
         _check_devices(n, where)
         # Two passes: ports named by any entry first, then free ports for the rest.
