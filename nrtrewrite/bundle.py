@@ -59,6 +59,7 @@ from nrtrewrite.lower import LoweringPlan, lower_rank, manifest_triggers, world_
 from nrtrewrite.neff.container import written_tar_refusal
 from nrtrewrite.neff.instructions import LENGTH_DW, stream_words
 from nrtrewrite.neff.writer import rewrite_streams, sibling_stem
+from nrtrewrite.topology.model import with_platform
 
 #: The non-pseudo word a trigger becomes (docs/FORMATS.md §9).
 TOPSP_KICK_OPCODE = 0xA2
@@ -1262,13 +1263,16 @@ def build_manifest(plan: LoweringPlan, ranks: list[int],
         "output_neff": {"name": F.name_text(neff_name), "sha256": neff_sha},
         "options": plan.options.to_json(),
         # the platform the lowering tiled for: simulate checks cce.bin against its cap
-        "topology": {"name": topo.name, "lnc_size": topo.lnc_size, "nodes": topo.nodes,
-                     "platform": topo.platform.name, "hw_generation": gen,
-                     "cce_max_elements": cce_max_elements(gen),
-                     # the algo_sub_type of its intra-node mesh entries (null: no mesh)
-                     "mesh_sub_type": (topo.platform.mesh_sub_type.name
-                                       if topo.platform.mesh else None),
-                     "ranks": [vars(topo.info(r)) for r in plan.world]},
+        # (a platform that is not exactly a preset whole: it loads back as --topology)
+        "topology": with_platform(
+            {"name": topo.name, "lnc_size": topo.lnc_size, "nodes": topo.nodes,
+             "platform": topo.platform.name, "hw_generation": gen,
+             "cce_max_elements": cce_max_elements(gen),
+             # the algo_sub_type of its intra-node mesh entries (null: no mesh)
+             "mesh_sub_type": (topo.platform.mesh_sub_type.name
+                               if topo.platform.mesh else None),
+             "ranks": [vars(topo.info(r)) for r in plan.world]},
+            topo.platform, before="ranks"),
         "memory": plan.memory.to_json(),
         "world": list(plan.world),
         "ranks": ranks,

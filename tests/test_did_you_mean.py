@@ -44,7 +44,9 @@ def test_the_helper_gives_one_form_or_the_list_alone():
 @pytest.mark.parametrize("doc, why", [
     ({"platform": "trn3"},
      'field platform: unknown platform "trn3" (did you mean "trn2"? one of trn1, trn2; leave '
-     'it out for a custom one)'),
+     'it out for a custom one, or name it beside every platform field; missing: lnc_sizes, '
+     'devices_per_node, device, links, device_cycles, routing_ids, kangaring, mesh, '
+     'mesh_sub_type, hw_generation)'),
     ({"platform": "trn2", "mesh_sub_type": "MESH_TRN"},
      'field mesh_sub_type: unknown mesh_sub_type "MESH_TRN" (did you mean "MESH_TRN2"? one of '
      'FULL_MESH, GROUPED_MESH, MESH_TRN2, MESH_SWITCH)'),

@@ -3,9 +3,10 @@ checked since 2026-12-06:
 
 * ``topology.name``: a file without a preset ``platform`` names its custom platform after
   its ``name``, else ``custom``, and the topology after its ``name``, else its path's stem
-  (docs/TOPOLOGY.md §2), so on a custom platform the name is the platform's (or, on
-  ``custom``, the stem of ``options.topology``); a file on a preset platform names itself
-  (not held: tests/test_simulate_unread_keys2.py);
+  (docs/TOPOLOGY.md §2), so on a custom platform the name is the platform's (on
+  ``custom``, not held since 2026-12-06: the stem of ``options.topology``, or the name of a
+  file naming its platform custom); a file on a preset platform names itself (not held:
+  tests/test_simulate_unread_keys2.py);
 * ``topology.nodes``: at most MAX_TOPOLOGY_RANKS (2^20) ranks, ``lower``'s bound on a file's
   nodes (docs/TOPOLOGY.md §2 ``nodes``); above what the ranks need it is the file's own;
 * a mesh-family leg on a platform without mesh (``topology.mesh_sub_type`` null): ``lower``
@@ -100,19 +101,39 @@ def test_a_custom_platforms_topology_is_named_as_its_platform(named, tmp_path):
 
 
 def test_an_unnamed_custom_topology_is_named_after_its_paths_stem(unnamed, tmp_path):
+    """lower names the topology of a file with neither platform nor name after its path's
+    stem (fab), its platform custom; simulate no longer holds the name on the platform
+    custom (since 2026-12-06): it is that stem, or the name of a file that names its platform
+    custom beside every platform field, as the manifest's topology object of such an output
+    does given back (docs/TOPOLOGY.md §2 platform, docs/SIMULATOR.md §1); until 2026-12-06 it
+    was held to the stem, ``topology.name should be "fab", the stem of options.topology
+    ...``."""
     out = copy(unnamed, tmp_path, "a")
-    opt = _top(out)["options"]["topology"]
-    assert opt.endswith("/fab.json")
+    assert _top(out)["options"]["topology"].endswith("/fab.json")
+    assert (_top(out)["topology"]["name"], _top(out)["topology"]["platform"]) == ("fab",
+                                                                                 "custom")
     _retop(out, lambda top: top["topology"].update(name="trn2-2node"))
-    why = refused(out)  # (the path as messages name a long string: elided in its middle)
-    assert why.startswith(f'{_field(out, "topology.name")}topology.name should be "fab", the '
-                          'stem of options.topology "')
-    assert why.endswith(f'fab.json", not "trn2-2node": a topology file with neither a preset '
-                        f"platform nor a name is named after its path, its platform custom "
-                        f"{NAME_RULE}")
+    assert_clean(out)
     # a file {"name": "custom", ...} without a platform writes name and platform custom
     out = copy(unnamed, tmp_path, "b")
     _retop(out, lambda top: top["topology"].update(name="custom"))
+    assert_clean(out)
+
+
+def test_the_unnamed_outputs_topology_object_given_back_simulates_clean(unnamed, tmp_path):
+    """fab's manifest topology (name fab, platform custom, every platform field) saved as
+    back.json lowers the same model to the same artifacts, and that output, named fab on a
+    path of stem back, simulates clean."""
+    doc = _top(unnamed)["topology"]
+    assert (doc["name"], doc["platform"], doc["devices_per_node"]) == ("fab", "custom", 16)
+    back = tmp_path / "back.json"
+    back.write_text(json.dumps(doc))
+    out = _lower(tmp_path / "b", [0, 64], back)
+    top = _top(out)["topology"]
+    assert (top["name"], top["platform"]) == ("fab", "custom")
+    for member in unnamed.rglob("*"):
+        if member.is_file() and member.name != "manifest.json":
+            assert (out / member.relative_to(unnamed)).read_bytes() == member.read_bytes()
     assert_clean(out)
 
 
@@ -198,6 +219,13 @@ def test_a_ring_table_relabelled_to_one_die_is_what_lower_writes_there(ring8, tm
     other = _lower(tmp_path / "one", 8, one_die)
     a, b = _top(ring8), _top(other)
     assert {r["die"] for r in b["topology"]["ranks"]} == {0}
+    # the file's platform is trn2 exactly (its manifest names it alone), the other one a
+    # changed trn2, recorded whole (docs/FORMATS.md §1.1, since 2026-12-06)
+    assert "device" not in a["topology"]
+    assert (b["topology"]["device"], b["topology"]["kangaring"]) == (
+        {"dies": 1, "sengines_per_die": 4, "tpbs_per_sengine": 2, "c2c_ports": 4}, False)
+    for key in set(b["topology"]) - set(a["topology"]):
+        del b["topology"][key]
     for doc in (a, b):
         _all_die_0(doc)
         doc["options"]["topology"] = None

@@ -886,3 +886,166 @@ def test_an_outputs_topology_object_lowers_again_the_same(tmp_path, model, topol
             if member.is_file() and member.name != "manifest.json":
                 assert (out / member.relative_to(tmp_path / "a")).read_bytes() == \
                     member.read_bytes(), member
+
+
+# -- an output's topology object of a platform that is not exactly a preset (2026-12-06) --
+
+#: the platform fields an output records beside ``platform`` when the platform is not
+#: exactly a preset (docs/TOPOLOGY.md §2, docs/FORMATS.md §1.1)
+WHOLE = {"lnc_sizes", "devices_per_node", "device", "links", "device_cycles", "routing_ids",
+         "kangaring", "mesh", "mesh_sub_type", "hw_generation"}
+#: the manifest's topology keys of a platform that is exactly a preset (unchanged)
+SHORT = {"name", "lnc_size", "nodes", "platform", "hw_generation", "cce_max_elements",
+         "mesh_sub_type", "ranks"}
+TRN1_DEV = {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1, "c2c_ports": 4}
+#: topology files: (file, what the manifest's topology must say beside SHORT's keys, worked
+#: out from docs/TOPOLOGY.md §2 by hand, or None for a platform exactly a preset)
+ROUND_TRIP = {
+    # presets changed by the file: each changes bytes of the 16-rank all-reduce below
+    "rids": ({"platform": "trn2", "routing_ids": list(range(15, -1, -1))},
+             {"platform": "trn2", "routing_ids": list(range(15, -1, -1)), "kangaring": True,
+              "mesh_sub_type": "MESH_TRN2", "torus": [4, 4]}),
+    "sub": ({"platform": "trn2", "mesh_sub_type": "FULL_MESH"},
+            {"platform": "trn2", "mesh_sub_type": "FULL_MESH", "devices_per_node": 16}),
+    "gen2": ({"platform": "trn2", "hw_generation": 2},
+             {"platform": "trn2", "hw_generation": 2, "cce_max_elements": 1024}),
+    "nomesh": ({"platform": "trn2", "mesh": False},
+               {"platform": "trn2", "mesh": False, "mesh_sub_type": None}),
+    "torus28": ({"platform": "trn2", "torus": [2, 8]},
+                {"platform": "trn2", "torus": [2, 8], "devices_per_node": 16}),
+    "trn1gen3": ({"platform": "trn1", "hw_generation": 3},
+                 {"platform": "trn1", "hw_generation": 3, "device": TRN1_DEV,
+                  "lnc_sizes": [1], "mesh_sub_type": "GROUPED_MESH", "kangaring": False}),
+    # custom platforms: torus and links forms, with and without device_cycles
+    "big": ({"name": "big16", "torus": [4, 4]},
+            {"name": "big16", "platform": "big16", "kangaring": False, "mesh": True,
+             "mesh_sub_type": "FULL_MESH", "hw_generation": 3, "lnc_sizes": [1, 2]}),
+    "unnamed": ({"torus": [2, 4], "device_cycles": [[0, 1, 2, 3, 7, 6, 5, 4]], "nodes": 3},
+                {"name": "unnamed", "platform": "custom", "nodes": 3, "devices_per_node": 8,
+                 "device_cycles": [[0, 1, 2, 3, 7, 6, 5, 4]], "torus": [2, 4]}),
+    "line4": ({"name": "line4", "devices_per_node": 4, "links": [[0, 1], [1, 2], [2, 3]],
+               "mesh": False, "hw_generation": 2, "device": dict(TRN1_DEV, c2c_ports=2)},
+              # (no Hamiltonian cycle on a line; the lowest free port at each end)
+              {"platform": "line4", "device_cycles": [], "mesh": False,
+               "mesh_sub_type": None, "device": dict(TRN1_DEV, c2c_ports=2),
+               "links": [[0, 0, 1], [1, 0, 0], [1, 1, 2], [2, 0, 1], [2, 1, 3], [3, 0, 2]]}),
+    # exactly a preset, given as a file: the manifest names it alone, as before
+    "trn2file": ({"platform": "trn2", "name": "mine"}, None),
+}
+
+
+def _ar16(tmp_path: Path) -> Path:
+    """A bf16 all-reduce of 65536 elements over ranks 0..15 at lnc 1: two devices of trn2."""
+    from test_simulate import coll_spec
+
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "ar16.neff"
+    neff.write_bytes(assemble_spec(coll_spec("all_reduce", "bf16", 16, 65536)))
+    return neff
+
+
+def _same_output(a: Path, b: Path) -> None:
+    """Every file of two outputs byte-identical, the manifests but options.topology too."""
+    names = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for name in names:
+        if name.name != "manifest.json":
+            assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    ma, mb = (json.loads((out / "manifest.json").read_text()) for out in (a, b))
+    ma["options"]["topology"] = mb["options"]["topology"] = None
+    assert ma == mb
+
+
+@pytest.mark.parametrize("case", ROUND_TRIP)
+def test_an_outputs_topology_object_of_any_platform_lowers_again_the_same(tmp_path, case):
+    """The manifest's ``topology`` and explain --json's, given back as --topology, lower the
+    model to the bytes of the original topology file, on a preset the file changes (where
+    ``"platform": "trn2"`` alone, as the manifest said until 2026-12-06, loaded the preset:
+    other bytes) and on a custom platform (refused until 2026-12-06: ``unknown platform
+    "big16"``); on a platform exactly a preset the manifest's topology keeps its keys."""
+    doc, says = ROUND_TRIP[case]
+    neff, topo = _ar16(tmp_path), tmp_path / f"{case}.json"
+    topo.write_text(json.dumps(doc))
+    assert _cli("lower", "-q", neff, "-o", tmp_path / "a", "--topology", topo).exit_code == 0
+    top = json.loads((tmp_path / "a" / "manifest.json").read_text())["topology"]
+    if says is None:
+        assert set(top) == SHORT and top["platform"] == "trn2"
+    else:
+        assert set(top) >= SHORT | WHOLE
+        assert {key: top[key] for key in says} == says
+    if case in ("rids", "sub", "gen2", "nomesh"):
+        # the preset the manifest named alone lowers other bytes
+        assert _cli("lower", "-q", neff, "-o", tmp_path / "p", "--topology",
+                    doc["platform"]).exit_code == 0
+        assert any((tmp_path / "p" / f.relative_to(tmp_path / "a")).read_bytes()
+                   != f.read_bytes() for f in (tmp_path / "a").glob("rank-*/*"))
+    res = _cli("explain", neff, "--topology", topo, "--json")
+    assert res.exit_code == 0, res.output
+    shown = json.loads(res.stdout)["topology"]
+    assert (set(shown) >= WHOLE) == (says is not None)
+    for i, obj in enumerate((top, shown)):
+        back = tmp_path / f"back{i}.json"
+        back.write_text(json.dumps(obj))
+        res = _cli("lower", "-q", neff, "-o", tmp_path / f"b{i}", "--topology", back)
+        assert res.exit_code == 0, res.output
+        _same_output(tmp_path / "a", tmp_path / f"b{i}")
+
+
+def _whole(**edit) -> dict:
+    """Every platform field of a 2 x 4 torus of trn2 devices, edited (None: left out)."""
+    doc = {"lnc_sizes": [1, 2], "devices_per_node": 8,
+           "device": {"dies": 2, "sengines_per_die": 2, "tpbs_per_sengine": 2, "c2c_ports": 4},
+           "links": [[0, 1], [1, 2], [2, 3], [3, 0], [4, 5], [5, 6], [6, 7], [7, 4],
+                     [0, 4], [1, 5], [2, 6], [3, 7]],
+           "device_cycles": [[0, 1, 2, 3, 7, 6, 5, 4]], "routing_ids": list(range(8)),
+           "kangaring": True, "mesh": True, "mesh_sub_type": "GROUPED_MESH",
+           "hw_generation": 4}
+    doc.update(edit)
+    return {key: val for key, val in doc.items() if val is not None}
+
+
+def test_a_file_names_a_custom_platform_beside_every_platform_field():
+    """``platform`` naming no preset, beside every platform field, names the custom
+    platform: the file's ``name``, or ``custom``; the platform is the one the file without
+    ``platform`` gives (torus left out: the links give the devices; mesh_sub_type too
+    with mesh false)."""
+    for name in ("pod", "custom"):
+        got = platform_from_json(_whole(name="pod", platform=name), where="t.json")
+        assert got == dataclasses.replace(platform_from_json(_whole(name="pod")), name=name)
+        assert got.mesh_sub_type is EncAlgMeshType.GROUPED_MESH and got.hw_generation == 4
+    got = platform_from_json(_whole(platform="custom", mesh=False, mesh_sub_type=None))
+    assert (got.name, got.mesh) == ("custom", False)
+
+
+@pytest.mark.parametrize("doc, says", [
+    # a typo beside a few keys stays refused, naming what it lacks
+    ({"platform": "trn22", "torus": [4, 4], "nodes": 2},
+     'field platform: unknown platform "trn22" (did you mean "trn2"? one of trn1, trn2; leave '
+     "it out for a custom one, or name it beside every platform field; missing: lnc_sizes, devices_per_node, "
+     "device, links, device_cycles, routing_ids, kangaring, mesh, mesh_sub_type, "
+     "hw_generation)"),
+    (_whole(name="pod", platform="pod", device_cycles=None,
+            device={"dies": 2, "sengines_per_die": 2, "tpbs_per_sengine": 2}),
+     'field platform: unknown platform "pod" (one of trn1, trn2; leave it out for a custom '
+     "one, or name it beside every platform field; missing: device_cycles, "
+     "device.c2c_ports)"),
+    # null is as if left out
+    (_whole(name="pod", platform="pod", kangaring=None),
+     "missing: kangaring)"),
+    (_whole(name="pod", platform="pods"),
+     'field platform: platform "pods" names a custom platform, which is named after the '
+     'file\'s name or custom: give "platform": "pod" (or "platform": "custom")'),
+    (_whole(platform="pod"),
+     'field platform: platform "pod" names a custom platform, which is named after the '
+     'file\'s name or custom: give "name": "pod" beside it (or "platform": "custom")'),
+    (_whole(platform=5), 'field platform: unknown platform 5 (one of trn1, trn2; leave it '
+                         "out for a custom one)"),
+])
+def test_a_custom_platform_named_otherwise_is_refused(tmp_path, doc, says):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=1)
+    assert str(exc.value).startswith(f"{path}: ") and str(exc.value).endswith(says)
+    assert _one_line_error(_cli("explain", ROOT / "fixtures" / "ar2.neff", "--topology",
+                                path)).endswith(says)

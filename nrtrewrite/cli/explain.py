@@ -40,6 +40,7 @@ from nrtrewrite.select import (
 from nrtrewrite.sizes import parse_size
 from nrtrewrite.topology.model import (
     MAX_TOPOLOGY_RANKS, PRESETS, Topology, load_topology, platform_from_json, read_topology_file,
+    with_platform,
 )
 from nrtrewrite.topology.rings import (
     duplicate_flags, enc_ring, hop_localities, kangaring_paths, ring_orders,
@@ -752,11 +753,15 @@ def _default_lnc(spec: str | None) -> int:
 
 
 def _topology_json(topo: Topology) -> dict:
-    return {"name": topo.name, "source": topo.source, "platform": topo.platform.name,
-            "hw_generation": topo.platform.hw_generation,
-            "nodes": topo.nodes, "lnc_size": topo.lnc_size,
-            "ranks_per_device": topo.ranks_per_device, "ranks_per_node": topo.ranks_per_node,
-            "world_size": topo.world_size}
+    """``--json``'s ``topology``: a platform that is not exactly a preset whole, so that the
+    object loads back as ``--topology`` (docs/TOPOLOGY.md §2)."""
+    return with_platform({"name": topo.name, "source": topo.source,
+                          "platform": topo.platform.name,
+                          "hw_generation": topo.platform.hw_generation,
+                          "nodes": topo.nodes, "lnc_size": topo.lnc_size,
+                          "ranks_per_device": topo.ranks_per_device,
+                          "ranks_per_node": topo.ranks_per_node,
+                          "world_size": topo.world_size}, topo.platform)
 
 
 #: Triggers above which ``explain MODEL`` prints one overview row per trigger unless

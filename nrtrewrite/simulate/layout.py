@@ -8,7 +8,6 @@ address gets an error code (0 = fine) so that the caller can report the first ba
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePath
 
 import numpy as np
 
@@ -438,27 +437,25 @@ class Layout:
 
     def _check_file_name(self) -> None:
         """A topology file's ``topology.name`` is the file's ``name``, else its path's stem,
-        and a custom platform (a file without a preset ``platform``) is named after the same
-        ``name``, else ``custom`` (docs/TOPOLOGY.md §2; so since 2026-12-01, when the
-        platform was first recorded): on a custom platform (``topology.platform`` not a
-        preset's name) the topology's name is the platform's, or on one named ``custom`` the
-        stem of ``options.topology``, else a :class:`SimulationError` naming the key.  A file
-        on a preset platform names itself (the manifest does not hold its ``name``, and no
-        byte depends on it): not held, nor without the platform keys."""
+        and a custom platform (a file without a preset ``platform``, or naming the custom
+        platform beside every platform field) is named after the same ``name``, else
+        ``custom`` (docs/TOPOLOGY.md §2; so since 2026-12-01, when the platform was first
+        recorded): on a custom platform (``topology.platform`` not a preset's name) other
+        than ``custom`` the topology's name is the platform's, else a
+        :class:`SimulationError` naming the key.  On ``custom`` the name is the stem of
+        ``options.topology``, or the ``name`` of a file that names its platform ``custom``
+        (an output's topology object given back as ``--topology``): not held (until
+        2026-12-06 held to the stem, when no file could name its platform).  A file on a
+        preset platform names itself (the manifest does not hold its ``name``, and no byte
+        depends on it): not held, nor without the platform keys."""
         if self._platform is None or self.platform in PRESETS:
             return
         name, plat = self.topology_name, self.platform
-        stem = PurePath(self.topology_option or "").stem
-        if name == plat or (plat == "custom" and name == stem):
+        if name == plat or plat == "custom":
             return
-        if plat == "custom":
-            want = f"{json_kind(stem)}, the stem of {self.option_text()}"
-            why = ("a topology file with neither a preset platform nor a name is named after "
-                   "its path, its platform custom")
-        else:
-            want = f"{json_kind(plat)}, topology.platform's"
-            why = ("a topology file without a preset platform names its custom platform after "
-                   "its name")
+        want = f"{json_kind(plat)}, topology.platform's"
+        why = ("a topology file without a preset platform names its custom platform after "
+               "its name")
         raise SimulationError(f"topology.name should be {want}, not {json_kind(name)}: {why} "
                               "(docs/TOPOLOGY.md §2 name, platform)", file=self.file,
                               field="topology.name")

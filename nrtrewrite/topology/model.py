@@ -185,6 +185,60 @@ def preset_platform(name: str) -> Platform:
 PRESETS = ("trn1", "trn2")
 
 
+def is_preset(platform: Platform) -> bool:
+    """Whether ``platform`` is exactly a preset's, every field as :func:`preset_platform`
+    gives it (a topology file on a preset that changes any field is not: its output
+    manifest records the whole platform, :func:`platform_json`)."""
+    return platform.name in PRESETS and platform == preset_platform(platform.name)
+
+
+def platform_json(p: Platform) -> dict[str, Any]:
+    """The platform fields of a topology object (docs/TOPOLOGY.md §2), as
+    :meth:`Topology.to_json` writes them: :data:`PLATFORM_FIELD_KEYS` in order, ``torus`` only
+    for a torus.  Given beside ``platform`` they load back to ``p`` (whatever it names),
+    so an output records a platform that is not exactly a preset with them (the output
+    manifest's ``topology``, ``explain --json``'s: docs/FORMATS.md §1.1)."""
+    out: dict[str, Any] = {
+        "lnc_sizes": list(p.lnc_sizes),
+        "devices_per_node": p.devices_per_node,
+        "device": {
+            "dies": p.device.dies,
+            "sengines_per_die": p.device.sengines_per_die,
+            "tpbs_per_sengine": p.device.tpbs_per_sengine,
+            "c2c_ports": p.device.c2c_ports,
+        },
+        "links": sorted([a, port, b] for a, nb in p.links.items() for b, port in nb.items()),
+        "device_cycles": [list(c) for c in p.device_cycles],
+        "routing_ids": list(p.routing_ids),
+        "kangaring": p.kangaring,
+        "mesh": p.mesh,
+        "mesh_sub_type": p.mesh_sub_type.name,
+        "hw_generation": p.hw_generation,
+    }
+    if p.torus is not None:
+        out["torus"] = list(p.torus)
+    return out
+
+
+def with_platform(obj: dict[str, Any], p: Platform, *, before: str | None = None
+                  ) -> dict[str, Any]:
+    """An output's topology object ``obj`` (``platform`` naming ``p``) with ``p``'s platform
+    fields added that it lacks (:func:`platform_json`), before key ``before`` (else at the
+    end), unless ``p`` is exactly a preset (the object is then returned as it is: its
+    ``platform`` alone loads the preset back).  So the object, given as ``--topology``, loads
+    ``p`` back (docs/TOPOLOGY.md §2), also a changed preset or a custom platform."""
+    if is_preset(p):
+        return obj
+    extra = {key: val for key, val in platform_json(p).items() if key not in obj}
+    out: dict[str, Any] = {}
+    for key, val in obj.items():
+        if key == before:
+            out.update(extra)
+        out[key] = val
+    out.update({key: val for key, val in extra.items() if key not in out})
+    return out
+
+
 def preset_of_spec(spec: str | None) -> str | None:
     """The preset a ``--topology`` value names, as :func:`load_topology` reads it: ``None``
     (the default) trn2, ``trn1`` / ``trn2`` with or without options; None for a topology
@@ -348,30 +402,19 @@ class Topology:
 
         Every field of the platform is written, so the dict loads back to the same topology
         (``to_json`` of the loaded one is this dict).  ``platform`` names a preset only: a
-        custom platform leaves it out (a loader refuses any other value), and a loader names
-        such a platform after the topology's ``name``."""
+        custom platform leaves it out (a loader takes another value only beside every
+        platform field, :func:`_named_custom`), and a loader names such a platform after the
+        topology's ``name``."""
         p = self.platform
+        fields = platform_json(p)
+        torus = fields.pop("torus", None)
         out: dict[str, Any] = {
             "format": TOPOLOGY_FORMAT,
             "name": self.name,
             "platform": p.name,
             "nodes": self.nodes,
             "lnc_size": self.lnc_size,
-            "lnc_sizes": list(p.lnc_sizes),
-            "devices_per_node": p.devices_per_node,
-            "device": {
-                "dies": p.device.dies,
-                "sengines_per_die": p.device.sengines_per_die,
-                "tpbs_per_sengine": p.device.tpbs_per_sengine,
-                "c2c_ports": p.device.c2c_ports,
-            },
-            "links": sorted([a, port, b] for a, nb in p.links.items() for b, port in nb.items()),
-            "device_cycles": [list(c) for c in p.device_cycles],
-            "routing_ids": list(p.routing_ids),
-            "kangaring": p.kangaring,
-            "mesh": p.mesh,
-            "mesh_sub_type": p.mesh_sub_type.name,
-            "hw_generation": p.hw_generation,
+            **fields,
             "ranks_per_device": self.ranks_per_device,
             "ranks_per_node": self.ranks_per_node,
             "ranks": [
@@ -383,8 +426,8 @@ class Topology:
         }
         if p.name not in PRESETS:
             del out["platform"]
-        if p.torus is not None:
-            out["torus"] = list(p.torus)
+        if torus is not None:
+            out["torus"] = torus
         return out
 
     def __repr__(self) -> str:
@@ -570,11 +613,19 @@ TOPOLOGY_KEYS = ("format", "name", "platform", "nodes", "lnc_size", "lnc_sizes",
                  "kangaring", "mesh", "mesh_sub_type", "hw_generation")
 #: The keys of ``device``.
 DEVICE_KEYS = ("dies", "sengines_per_die", "tpbs_per_sengine", "c2c_ports")
+#: The platform fields of a topology object (:func:`platform_json`), every one of which a
+#: file naming a custom platform in ``platform`` gives (``torus`` excepted: ``links`` give
+#: the devices; ``mesh_sub_type`` too when ``mesh`` is false: it is never used then).
+PLATFORM_FIELD_KEYS = ("lnc_sizes", "devices_per_node", "device", "links", "device_cycles",
+                       "routing_ids", "kangaring", "mesh", "mesh_sub_type", "hw_generation",
+                       "torus")
 #: Keys our outputs write in a topology object beside :data:`TOPOLOGY_KEYS`, which a loader
 #: ignores, so the object loads back as a topology file: ``Topology.to_json`` (``ranks``,
 #: ``ranks_per_device``, ``ranks_per_node``), the output manifest's ``topology``
 #: (``cce_max_elements``, ``ranks``; docs/FORMATS.md §1.1) and ``explain --json``'s
-#: (``source``, ``ranks_per_device``, ``ranks_per_node``, ``world_size``).
+#: (``source``, ``ranks_per_device``, ``ranks_per_node``, ``world_size``).  Beside them the
+#: two outputs give every platform field of a platform that is not exactly a preset
+#: (:func:`with_platform`), so the object loads that platform back, not the preset.
 IGNORED_TOPOLOGY_KEYS = ("ranks", "ranks_per_device", "ranks_per_node", "cce_max_elements",
                          "source", "world_size")
 
@@ -595,6 +646,41 @@ def _check_keys(obj: dict, allowed: tuple[str, ...], ignored: tuple[str, ...], *
                               file=where, field=path or None)
 
 
+def _named_custom(doc: dict, name: Any, where: str) -> str:
+    """The custom platform a file's ``platform`` names when it is no preset (``doc`` its keys
+    given): accepted only from a file that gives every platform field
+    (:data:`PLATFORM_FIELD_KEYS` but ``torus``; ``mesh_sub_type`` but with ``mesh`` false),
+    as an output's ``topology`` object records a platform that is not exactly a preset
+    (docs/TOPOLOGY.md §2), nothing left to a default, and only the name the custom platform
+    has anyway: the file's ``name``, or ``custom``.  Else a :class:`ValidationError` naming
+    ``platform``: a typo (``"trn22"`` beside a few keys) is refused, not read as a custom
+    platform half made of defaults (until 2026-12-06 any such name was refused, so an
+    output's topology object of a custom platform did not load back)."""
+    listed = f"one of {', '.join(sorted(PRESETS))}; leave it out for a custom one"
+    # (the parenthesis did_you_mean writes, left open: the missing fields may follow)
+    head = f"unknown platform {json_text(name)}" + did_you_mean(name, PRESETS, listed,
+                                                                 json_text)[:-1]
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError(f"{head})", file=where, field="platform")
+    dev = doc.get("device")
+    missing = [key for key in PLATFORM_FIELD_KEYS
+               if key not in doc and key != "torus"
+               and not (key == "mesh_sub_type" and doc.get("mesh") is False)]
+    if isinstance(dev, dict):
+        missing += [f"device.{key}" for key in DEVICE_KEYS if dev.get(key) is None]
+    if missing:
+        raise ValidationError(f"{head}, or name it beside every platform field; missing: "
+                              f"{', '.join(missing)})", file=where, field="platform")
+    own = doc.get("name")
+    if name not in (own, "custom"):
+        fix = (f"give \"platform\": {json_text(own)}" if own is not None else
+               f"give \"name\": {json_text(name)} beside it")
+        raise ValidationError(f"platform {json_text(name)} names a custom platform, which is "
+                              f"named after the file's name or custom: {fix} (or \"platform\": "
+                              "\"custom\")", file=where, field="platform")
+    return name
+
+
 def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     """Build a :class:`Platform` from a JSON topology document (docs/TOPOLOGY.md)."""
     if not isinstance(doc, dict):
@@ -609,11 +695,10 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                               f"not {json_text(fmt)}",
                               file=where, field="format")
     base_name = doc.get("platform")
+    custom_name = None
     if base_name is not None and base_name not in PRESETS:
-        listed = f"one of {', '.join(sorted(PRESETS))}; leave it out for a custom one"
-        raise ValidationError(f"unknown platform {json_text(base_name)}"
-                              f"{did_you_mean(base_name, PRESETS, listed, json_text)}",
-                              file=where, field="platform")
+        custom_name = _named_custom(doc, base_name, where)
+        base_name = None
     base = preset_platform(base_name) if base_name is not None else None
     dev_doc = doc.get("device", {})
     if not isinstance(dev_doc, dict):
@@ -789,8 +874,10 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
                               f"trn1 2, trn2 3), not {json_text(hw_generation)}", file=where,
                               field="hw_generation")
     return Platform(
-        # (a custom platform: base_name is None, whether platform is absent or null)
-        name=str(base_name if base is not None else doc.get("name", "custom")),
+        # (a custom platform: base_name is None, whether platform is absent or null, or
+        # names the custom platform: custom_name)
+        name=str(base_name if base is not None else
+                 custom_name or doc.get("name", "custom")),
         device=dev, devices_per_node=n,
         links=links, device_cycles=device_cycles, routing_ids=tuple(rids),
         lnc_sizes=tuple(lnc_sizes), torus=torus_t, kangaring=kangaring,
