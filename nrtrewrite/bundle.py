@@ -1272,7 +1272,7 @@ def build_manifest(plan: LoweringPlan, ranks: list[int],
              "mesh_sub_type": (topo.platform.mesh_sub_type.name
                                if topo.platform.mesh else None),
              "ranks": [vars(topo.info(r)) for r in plan.world]},
-            topo.platform, before="ranks"),
+            topo.platform),
         "memory": plan.memory.to_json(),
         "world": list(plan.world),
         "ranks": ranks,

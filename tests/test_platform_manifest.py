@@ -112,6 +112,52 @@ def test_default_and_custom_topologies_record_their_platform(tmp_path):
     assert_clean(out)
 
 
+#: the manifest's topology keys on a platform exactly a preset (FORMATS §1.1)
+PRESET_KEYS = {"name", "lnc_size", "nodes", "platform", "hw_generation", "cce_max_elements",
+               "mesh_sub_type", "ranks"}
+
+
+def test_a_platform_not_exactly_a_preset_is_recorded_whole(lowered, tmp_path):
+    """FORMATS §1.1 (2026-12-06): on a preset, also given as a file, the topology keys are
+    the ones above; a file changing the preset, or a custom platform, adds every other
+    platform field (docs/TOPOLOGY.md §2), worked out from
+    the files: quad's 2 x 2 torus of one-die devices, each device linked to its two
+    neighbours (+x port 0, +y port 2: FORMATS' torus numbering, the lower port of a 2-wide
+    dimension kept)."""
+    for name in ("trn1", "trn2"):
+        assert set(_manifest(lowered[name])["topology"]) == PRESET_KEYS
+    (tmp_path / "same.json").write_text(json.dumps({"platform": "trn1", "name": "same"}))
+    out = lower_neff(FIX / "ar2.neff", tmp_path / "same", topology=str(tmp_path / "same.json"),
+                     algo="ring")
+    assert set(_manifest(out)["topology"]) == PRESET_KEYS
+    (tmp_path / "gen.json").write_text(json.dumps({"platform": "trn1", "hw_generation": 3}))
+    out = lower_neff(FIX / "ar2.neff", tmp_path / "gen", topology=str(tmp_path / "gen.json"),
+                     algo="ring")
+    topo = _manifest(out)["topology"]
+    assert set(topo) == PRESET_KEYS | {
+        "lnc_sizes", "devices_per_node", "device", "links", "device_cycles", "routing_ids",
+        "kangaring", "mesh", "torus"}
+    assert [topo[k] for k in PLATFORM_KEYS] == ["trn1", 3, 2048]
+    assert (topo["lnc_sizes"], topo["devices_per_node"], topo["torus"], topo["kangaring"],
+            topo["mesh_sub_type"]) == ([1], 16, [4, 4], False, "GROUPED_MESH")
+    assert max(_w2(out, 0)) == 0x1000  # tiled at v3's cap, the file's generation
+    assert_clean(out)
+    doc = {"name": "quad", "torus": [2, 2], "mesh": False,
+           "device": {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1}}
+    (tmp_path / "quad.json").write_text(json.dumps(doc))
+    out = lower_neff(FIX / "ar2.neff", tmp_path / "quad", topology=str(tmp_path / "quad.json"),
+                     algo="ring")
+    topo = _manifest(out)["topology"]
+    assert topo["platform"] == "quad" and topo["mesh"] is False
+    assert topo["mesh_sub_type"] is None  # (no mesh: null, as before)
+    assert topo["device"] == {"dies": 1, "sengines_per_die": 2, "tpbs_per_sengine": 1,
+                              "c2c_ports": 4}
+    assert topo["links"] == [[0, 0, 1], [0, 2, 2], [1, 0, 0], [1, 2, 3], [2, 0, 3], [2, 2, 0],
+                             [3, 0, 2], [3, 2, 1]]
+    assert topo["routing_ids"] == [0, 1, 2, 3] and topo["torus"] == [2, 2]
+    assert_clean(out)
+
+
 @pytest.mark.parametrize("name", ["trn1", "trn2"])
 def test_untouched_lowering_simulates(lowered, name):
     assert_clean(lowered[name])

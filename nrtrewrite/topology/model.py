@@ -220,23 +220,15 @@ def platform_json(p: Platform) -> dict[str, Any]:
     return out
 
 
-def with_platform(obj: dict[str, Any], p: Platform, *, before: str | None = None
-                  ) -> dict[str, Any]:
+def with_platform(obj: dict[str, Any], p: Platform) -> dict[str, Any]:
     """An output's topology object ``obj`` (``platform`` naming ``p``) with ``p``'s platform
-    fields added that it lacks (:func:`platform_json`), before key ``before`` (else at the
-    end), unless ``p`` is exactly a preset (the object is then returned as it is: its
-    ``platform`` alone loads the preset back).  So the object, given as ``--topology``, loads
-    ``p`` back (docs/TOPOLOGY.md §2), also a changed preset or a custom platform."""
+    fields added that it lacks (:func:`platform_json`), unless ``p`` is exactly a preset (the
+    object is then returned as it is: its ``platform`` alone loads the preset back).  So the
+    object, given as ``--topology``, loads ``p`` back (docs/TOPOLOGY.md §2), also a changed
+    preset or a custom platform."""
     if is_preset(p):
         return obj
-    extra = {key: val for key, val in platform_json(p).items() if key not in obj}
-    out: dict[str, Any] = {}
-    for key, val in obj.items():
-        if key == before:
-            out.update(extra)
-        out[key] = val
-    out.update({key: val for key, val in extra.items() if key not in out})
-    return out
+    return {**obj, **{key: val for key, val in platform_json(p).items() if key not in obj}}
 
 
 def preset_of_spec(spec: str | None) -> str | None:
