@@ -282,6 +282,9 @@ def test_json_links_file(tmp_path):
     ({"torus": [1, 2], "device": {"dies": 4, "sengines_per_die": 1}, "kangaring": True},
      "kangaring needs 2 dies of 2 s-engines"),
     ({"devices_per_node": 0, "links": []}, "devices_per_node must be >= 1"),
+    # another format is refused for its format, not for a key this one does not know
+    ({"format": "nrtrewrite-topology/2", "platform": "trn2", "spines": 4},
+     'the topology format must be "nrtrewrite-topology/1", not "nrtrewrite-topology/2"'),
     # TOPOLOGY.md: devices_per_node is required with links (a key not there was called null)
     ({"links": [[0, 1]]}, r"field devices_per_node: links need devices_per_node \(the devices "
                           r"they join, 0\.\.devices_per_node - 1\)$"),

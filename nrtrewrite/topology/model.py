@@ -680,12 +680,14 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     raw = doc
     doc = given(doc)
     _check_text(doc, where)
-    _check_keys(raw, TOPOLOGY_KEYS, IGNORED_TOPOLOGY_KEYS, where=where)
     fmt = doc.get("format", TOPOLOGY_FORMAT)
     if fmt != TOPOLOGY_FORMAT:
         raise ValidationError(f"the topology format must be {json_text(TOPOLOGY_FORMAT)}, "
                               f"not {json_text(fmt)}",
                               file=where, field="format")
+    # (after the format: a file of another format is refused for that, not for its first key
+    # this one lacks)
+    _check_keys(raw, TOPOLOGY_KEYS, IGNORED_TOPOLOGY_KEYS, where=where)
     base_name = doc.get("platform")
     custom_name = None
     if base_name is not None and base_name not in PRESETS:
