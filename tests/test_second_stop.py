@@ -55,7 +55,8 @@ class _Piped:
     write end of a pipe of which ``room`` bytes are free (the rest filled with ``x``), and
     stderr a pipe; nothing reads stdout until :meth:`drain`."""
 
-    def __init__(self, args, *, room: int | None = None, environ=None, code: str | None = None):
+    def __init__(self, args, *, room: int | None = None, environ=None, code: str | None = None,
+                 together: bool = False):
         self.r, w = os.pipe()
         self.filled = 0
         if room is not None:
@@ -69,7 +70,7 @@ class _Piped:
         try:
             self.proc = subprocess.Popen([sys.executable, *head, *map(str, args)], cwd=ROOT,
                                          env=env() if environ is None else environ,
-                                         stdout=w, stderr=subprocess.PIPE,
+                                         stdout=w, stderr=w if together else subprocess.PIPE,
                                          preexec_fn=_default_stops)
         finally:
             os.close(w)
@@ -121,7 +122,8 @@ class _Piped:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stderr.close()
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
         os.close(self.r)
 
 
@@ -168,6 +170,29 @@ def test_a_second_stop_ends_a_streamed_document_waiting_on_its_piece(tmp_path, p
     assert b'"error"' not in out
     with pytest.raises(ValueError):
         json.loads(out)
+
+
+@pytest.mark.parametrize("first, second", PAIRS, ids=_named)
+def test_a_third_stop_ends_a_process_whose_line_waits_on_the_same_pipe(tmp_path, piped, first,
+                                                                       second):
+    """stdout and stderr one pipe nobody reads (``2>&1 | less``): the first stop waits for
+    the piece, the second forces the end and its line waits on the pipe in turn; a third
+    ends the process at once with the first's status, the line unwritten (until 2026-12-06
+    no number of stops ended it)."""
+    path = _rank_file(tmp_path, "cce.bin", 65536 + 5, seed=3)
+    p = piped(["dump", "--json", path], together=True)
+    p.blocked()
+    p.stop(first)
+    p.taken(first)
+    p.stop(second)
+    p.taken(second)
+    assert p.proc.poll() is None  # (its line waits on the pipe)
+    p.stop(signal.SIGTERM)
+    try:
+        p.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the third stop did not end the process")
+    assert p.proc.returncode == STATUS[first]
 
 
 #: ``dump --json`` whose first block of records meets a stop (sent to itself as the block is

@@ -134,6 +134,56 @@ def test_a_stop_after_one_python_dropped_stops_the_command_at_once(sig, status, 
     assert (proc.returncode, proc.stderr) == (status, line)
 
 
+#: lower: a stop (argv[1]) Python drops as the first batch is emitted, raised again by a
+#: second (argv[2]) as the first batch of a later rank begins (argv[5] "again"; else by
+#: lower itself, before it would place its output), and one more (argv[2]) as the cleanup
+#: that follows removes the temporary folder
+DROPPED_THEN_CLEANUP = r"""
+import os, signal, sys, threading, time
+import nrtrewrite.bundle as B
+import nrtrewrite.lower as L
+SIG, SIG2 = getattr(signal, sys.argv[1]), getattr(signal, sys.argv[2])
+class Dropped:
+    def __del__(self):
+        signal.pthread_kill(threading.get_ident(), SIG)
+        time.sleep(0.02)
+real_emit = L._emit_batch
+def emit(builder, plan, batch, r, *a, **kw):
+    if not hasattr(emit, "rank"):
+        emit.rank = r
+        Dropped()
+    elif r != emit.rank and sys.argv[5] == "again":
+        os.kill(os.getpid(), SIG2)
+    return real_emit(builder, plan, batch, r, *a, **kw)
+L._emit_batch = emit
+real_rmtree = B.shutil.rmtree
+def rmtree(path, *a, **kw):
+    os.kill(os.getpid(), SIG2)
+    return real_rmtree(path, *a, **kw)
+B.shutil.rmtree = rmtree
+sys.argv = ["nrtrewrite", "lower", "-q", "-j", "1", sys.argv[3], "-o", sys.argv[4]]
+from nrtrewrite.console import main
+main()
+"""
+
+
+@pytest.mark.parametrize("again", ["again", "lower"])
+@pytest.mark.parametrize("sig, sig2, status, line", [
+    ("SIGTERM", "SIGTERM", 143, "nrtrewrite: terminated by SIGTERM\n"),
+    ("SIGTERM", "SIGINT", 143, "nrtrewrite: terminated by SIGTERM\n"),
+    ("SIGINT", "SIGHUP", 130, "Aborted!\n")])
+def test_a_stop_raised_again_after_python_dropped_it_finishes_its_cleanup(
+        tmp_path, sig, sig2, status, line, again):
+    """The dropped stop, raised again by a later one, is the run's stop: a third while its
+    cleanup removes the temporary folder is ignored, as for any stop (a review found the
+    first version of the raising again left `.out.tmp-PID-HEX` behind: the stop stayed
+    marked as dropped, and the third raised it a second time inside the cleanup)."""
+    proc = run_code(DROPPED_THEN_CLEANUP, sig, sig2, FIX / "mix8.neff", tmp_path / "out",
+                    again)
+    assert (proc.returncode, proc.stderr) == (status, line)
+    assert list(tmp_path.iterdir()) == []
+
+
 #: golden's main, the signal argv[3] sent as its temporary folder is removed (GOLDEN written)
 GOLDEN_CLEANUP = r"""
 import os, signal, sys

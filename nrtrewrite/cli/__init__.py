@@ -454,7 +454,8 @@ class WholeWriter:
     the stream's binary buffer until all are taken: interrupted by a signal after part of
     a large write, CPython's ``BufferedWriter.write`` returns the short count and
     ``TextIOWrapper.write`` drops the rest without a word (3.11: 2 MB written to a pipe,
-    128 KiB arrived and the next write followed them).  A stream without a buffer (``io.StringIO``) is written as it is."""
+    128 KiB arrived and the next write followed them).  A stream without a buffer
+    (``io.StringIO``) is written as it is."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
@@ -560,7 +561,10 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
         if stops.writing and LATE_STOPS_END_THE_PROCESS:
             _end_at_once(first)
         elif stops.raised and stops.dropped and not drop:
-            stops.dropped = False
+            if stops.deferring:  # (raised as the step a stop must not cut ends)
+                stops.pending = signum
+                return
+            stops.dropped = False  # (raised now: a later stop is ignored while it cleans up)
             raise KeyboardInterrupt if first == signal.SIGINT else Terminated(first)
         return
     if stops.deferring:
@@ -595,6 +599,7 @@ def raise_lost_stop() -> None:
     stops = _STOPS
     if stops is not None and stops.raised:
         signum = stops.raised[0]
+        stops.dropped = False  # (raised now: a later stop is ignored while it cleans up)
         raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
 
 
@@ -712,6 +717,8 @@ def stop_line(signum: int) -> str:
 #: The stop whose report (:func:`_report_stop`) has begun, and True once it is printed.
 _REPORTING: list[int] = []
 _REPORTED: list[bool] = []
+#: The stops that came while that report was printed (the second ends the process).
+_STOPS_WHILE_REPORTING: list[int] = []
 
 
 def _report_stop(signum: int) -> None:
@@ -736,9 +743,20 @@ def _end_at_once(first: int, status: int | None = None) -> None:
     which it keeps, with no line."""
     if status is None:
         if _REPORTING and not _REPORTED:
-            return
-        if not _REPORTING and first == signal.SIGINT and is_tty(sys.stderr):
-            _say("")  # past the terminal's ^C
+            # the first stop's report is being printed: a stop now is ignored (two stops
+            # together print one line), but one more (or the first after a stop that forced
+            # the end, above) ends the process, the line perhaps unwritten: stderr on a pipe
+            # nobody reads (`2>&1 | less`) blocked the report for good (until 2026-12-06 no
+            # number of stops ended it)
+            _STOPS_WHILE_REPORTING.append(first)
+            if len(_STOPS_WHILE_REPORTING) < 2:
+                return
+            os._exit(stop_status(first))
+        if not _REPORTING:
+            # (this stop forces the end: one more while the report is printed ends it too)
+            _STOPS_WHILE_REPORTING.append(first)
+            if first == signal.SIGINT and is_tty(sys.stderr):
+                _say("")  # past the terminal's ^C
         _report_stop(first)
         status = stop_status(first)
     with contextlib.suppress(OSError, ValueError, AttributeError, RuntimeError):
@@ -1023,6 +1041,7 @@ class _Group(click.Group):
         _PLACED.clear()
         _REPORTING.clear()
         _REPORTED.clear()
+        _STOPS_WHILE_REPORTING.clear()
         try:
             with terminate_cleanly():
                 rv = super().main(args, prog_name, complete_var, False, **extra)
