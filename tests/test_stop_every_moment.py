@@ -184,6 +184,53 @@ def test_a_stop_raised_again_after_python_dropped_it_finishes_its_cleanup(
     assert list(tmp_path.iterdir()) == []
 
 
+#: lower -j 1: a stop (argv[1]) Python drops as the first rank's paths are made, then the
+#: top manifest's write fails (ENOSPC) and a second stop comes as the error's cleanup
+#: removes the temporary folder
+DROPPED_THEN_ERROR = r"""
+import errno, os, signal, sys, threading, time
+import nrtrewrite.bundle as B
+SIG = getattr(signal, sys.argv[1])
+class Dropped:
+    def __del__(self):
+        signal.pthread_kill(threading.get_ident(), SIG)
+        time.sleep(0.02)
+real_paths = B._rank_paths
+def rank_paths(*a, **kw):
+    if not hasattr(rank_paths, "done"):
+        rank_paths.done = True
+        Dropped()
+    return real_paths(*a, **kw)
+B._rank_paths = rank_paths
+real_wf = B._write_file
+def wf(path, data, *a, **kw):
+    if os.path.basename(str(path)) == "manifest.json" and "rank-" not in str(path):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real_wf(path, data, *a, **kw)
+B._write_file = wf
+real_rmtree = B.shutil.rmtree
+def rmtree(path, *a, **kw):
+    os.kill(os.getpid(), SIG)
+    return real_rmtree(path, *a, **kw)
+B.shutil.rmtree = rmtree
+sys.argv = ["nrtrewrite", "lower", "-q", "-j", "1", sys.argv[2], "-o", sys.argv[3]]
+from nrtrewrite.console import main
+main()
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stop_after_a_dropped_one_does_not_cut_an_errors_cleanup(tmp_path, sig):
+    """A later stop raises a dropped one at once, but not while an exception is handled: an
+    error's cleanup runs there (a review found the first version cut it, `.out.tmp-PID-HEX`
+    left and status 143, where the run had been the error's one line, 2, nothing left)."""
+    proc = run_code(DROPPED_THEN_ERROR, sig, FIX / "mix8.neff", tmp_path / "out")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"nrtrewrite: error: {tmp_path / 'out'}: cannot write the output: "
+                           "No space left on device\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 #: golden's main, the signal argv[3] sent as its temporary folder is removed (GOLDEN written)
 GOLDEN_CLEANUP = r"""
 import os, signal, sys

@@ -564,6 +564,11 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
             if stops.deferring:  # (raised as the step a stop must not cut ends)
                 stops.pending = signum
                 return
+            if sys.exc_info()[1] is not None:
+                # an exception is being handled: an error's cleanup may be running (a
+                # review found one cut, `.OUT.tmp-*` left, status 143 for an error's 2);
+                # the dropped stop waits for a later stop or the command's end, as before
+                return
             stops.dropped = False  # (raised now: a later stop is ignored while it cleans up)
             raise KeyboardInterrupt if first == signal.SIGINT else Terminated(first)
         return
