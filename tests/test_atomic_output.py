@@ -204,7 +204,8 @@ class _DroppedStop:
 
 @pytest.fixture
 def stopping_handlers_kept():
-    """terminate_cleanly leaves a stopped process's handlers ignoring: put them back."""
+    """The stops' handlers as they were before the test (terminate_cleanly restores them
+    outside the console since 2026-12-06; until then it left a stopped one's ignoring)."""
     sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     old = {s: signal.getsignal(s) for s in sigs}
     yield

@@ -336,3 +336,30 @@ def test_a_command_run_outside_the_main_thread_leaves_the_signals_be(tmp_path):
     for f in sorted((tmp_path / "main").rglob("*")):
         twin = tmp_path / "thread" / f.relative_to(tmp_path / "main")
         assert f.is_dir() and twin.is_dir() or f.read_bytes() == twin.read_bytes(), f
+
+
+def test_a_stopped_command_in_a_program_leaves_the_handlers_as_they_were(monkeypatch):
+    """A program that runs commands in its own process (CliRunner here, or ``cli.main``):
+    after a stopped command the stops' handlers are the program's again, so the next command
+    can be stopped too (until 2026-12-06 they were left ignoring, for good: the next command
+    took SIGTERM as ignored, as under ``nohup``, ran to its end and exited 0)."""
+    import os
+
+    import nrtrewrite.cli.inspect as inspect_mod
+
+    sigs = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    before = {sig: signal.getsignal(sig) for sig in sigs}
+    real = inspect_mod.read_model
+
+    def read_model(*args, **kw):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kw)
+    monkeypatch.setattr(inspect_mod, "read_model", read_model)
+    try:
+        for _ in range(2):
+            res = CliRunner().invoke(main, ["inspect", str(FIX / "ar2.neff")])
+            assert res.exit_code == 143
+            assert {sig: signal.getsignal(sig) for sig in sigs} == before
+    finally:
+        for sig, h in before.items():
+            signal.signal(sig, h)

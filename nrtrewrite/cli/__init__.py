@@ -934,14 +934,18 @@ def terminate_cleanly():
             # stopped by a signal, its cleanup done: the process reports it and exits; a
             # later one ends it at once with the first one's line and status (restored, the
             # default would kill it with its own status after the line; ignored, as until
-            # 2026-12-06, an exit flush into a pipe nobody reads hung it for good); outside
-            # the nrtrewrite process (a test's CliRunner) ignored
-            after = (_ends_at_once(raised[0], ending) if LATE_STOPS_END_THE_PROCESS
-                     else signal.SIG_IGN)
+            # 2026-12-06, an exit flush into a pipe nobody reads hung it for good)
+            after = _ends_at_once(raised[0], ending)
         for sig, h in old.items():
-            # the command done and the process exiting with it: a stop still reports itself
-            signal.signal(sig, after if raised else
-                          _late_stop if LATE_STOPS_END_THE_PROCESS else h)
+            # the command done and the process exiting with it: a stop still reports itself;
+            # outside the nrtrewrite process (a test's CliRunner, a program calling main) the
+            # handlers as they were (until 2026-12-06 ignored after a stop, for good: the
+            # next command took the stops as ignored, `nohup`'s, and could not be stopped,
+            # nor could the program)
+            if not LATE_STOPS_END_THE_PROCESS:
+                signal.signal(sig, h)
+            else:
+                signal.signal(sig, after if raised else _late_stop)
 
 
 class _ClosedStdout(io.TextIOBase):
