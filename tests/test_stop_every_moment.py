@@ -134,6 +134,22 @@ def test_a_stop_after_one_python_dropped_stops_the_command_at_once(sig, status, 
     assert (proc.returncode, proc.stderr) == (status, line)
 
 
+def _stop_at_rmtree_then_lower(sig: str, model: int, out: int) -> str:
+    """The end of a script: the stop held in ``sig`` sent as ``bundle``'s ``rmtree`` begins
+    (a cleanup removing the temporary folder), then the console's ``lower -q -j 1`` of
+    ``argv[model]`` into ``argv[out]``."""
+    return rf"""
+real_rmtree = B.shutil.rmtree
+def rmtree(path, *a, **kw):
+    os.kill(os.getpid(), {sig})
+    return real_rmtree(path, *a, **kw)
+B.shutil.rmtree = rmtree
+sys.argv = ["nrtrewrite", "lower", "-q", "-j", "1", sys.argv[{model}], "-o", sys.argv[{out}]]
+from nrtrewrite.console import main
+main()
+"""
+
+
 #: lower: a stop (argv[1]) Python drops as the first batch is emitted, raised again by a
 #: second (argv[2]) as the first batch of a later rank begins (argv[5] "again"; else by
 #: lower itself, before it would place its output), and one more (argv[2]) as the cleanup
@@ -156,15 +172,7 @@ def emit(builder, plan, batch, r, *a, **kw):
         os.kill(os.getpid(), SIG2)
     return real_emit(builder, plan, batch, r, *a, **kw)
 L._emit_batch = emit
-real_rmtree = B.shutil.rmtree
-def rmtree(path, *a, **kw):
-    os.kill(os.getpid(), SIG2)
-    return real_rmtree(path, *a, **kw)
-B.shutil.rmtree = rmtree
-sys.argv = ["nrtrewrite", "lower", "-q", "-j", "1", sys.argv[3], "-o", sys.argv[4]]
-from nrtrewrite.console import main
-main()
-"""
+""" + _stop_at_rmtree_then_lower("SIG2", 3, 4)
 
 
 @pytest.mark.parametrize("again", ["again", "lower"])
@@ -208,15 +216,7 @@ def wf(path, data, *a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
     return real_wf(path, data, *a, **kw)
 B._write_file = wf
-real_rmtree = B.shutil.rmtree
-def rmtree(path, *a, **kw):
-    os.kill(os.getpid(), SIG)
-    return real_rmtree(path, *a, **kw)
-B.shutil.rmtree = rmtree
-sys.argv = ["nrtrewrite", "lower", "-q", "-j", "1", sys.argv[2], "-o", sys.argv[3]]
-from nrtrewrite.console import main
-main()
-"""
+""" + _stop_at_rmtree_then_lower("SIG", 2, 3)
 
 
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
