@@ -21,6 +21,12 @@ import sys
 _STATUS: list = []
 
 
+def exit_status(code) -> int:
+    """The status a process ends with for ``SystemExit(code)``, as Python's own exit gives
+    it: an int as it is, None 0, anything else (a message) 1."""
+    return code if isinstance(code, int) else 0 if code is None else 1
+
+
 def _end_now() -> None:
     """The last exit handler (registered first): the command has finished, its threads are
     joined and the other exit handlers have run; the process ends here with the command's
@@ -32,8 +38,7 @@ def _end_now() -> None:
     second stop ends the process at once, the flush cut."""
     if not _STATUS:  # (not through main's SystemExit: Python's own exit)
         return
-    code = _STATUS[0]
-    status = code if isinstance(code, int) else 0 if code is None else 1
+    status = exit_status(_STATUS[0])
     try:
         sys.stdout.flush()
     except OSError as exc:

@@ -68,7 +68,9 @@ if __name__ == "__main__":
 from nrtrewrite.bundle import rmtree_few_fds, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import Terminated, encodable, stops_deferred, terminate_cleanly
+from nrtrewrite.cli import (Terminated, encodable, stop_status, stops_deferred,
+                            terminate_cleanly)
+from nrtrewrite.console import exit_status
 from nrtrewrite.errors import NrtRewriteError, escape_controls, escape_line
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
@@ -212,7 +214,7 @@ def _stopped(signum: int, golden: str | None = None) -> NoReturn:
     with contextlib.suppress(OSError, ValueError, AttributeError):
         print(f"nrtrewrite.golden: stopped by {signal.Signals(signum).name}: {what}",
               file=sys.stderr, flush=True)
-    sys.exit(128 + signum)
+    sys.exit(stop_status(signum))
 
 
 def _run() -> NoReturn:
@@ -226,7 +228,7 @@ def _run() -> NoReturn:
             _stopped(signal.SIGINT, _written())
         status = 0
     except SystemExit as done:
-        status = done.code if isinstance(done.code, int) else 0 if done.code is None else 1
+        status = exit_status(done.code)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

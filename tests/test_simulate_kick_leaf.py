@@ -581,8 +581,8 @@ def test_a_long_value_of_a_trigger_other_than_the_models_keeps_its_start_and_end
     cut in the middle, so the model's value still shows after it: the JSON of ranks 0..199
     is 10 one-digit, 90 two-digit and 100 three-digit numbers (490 characters), 199
     separators of two and two brackets, 890 characters."""
-    from nrtrewrite.simulate.triggers import _json_text
-    text = _json_text(list(range(200)))
+    from nrtrewrite.errors import json_text
+    text = json_text(list(range(200)))
     assert text.startswith("[0, 1, 2, 3, ") and text.endswith(", 198, 199]")
     assert "(890 characters in all)" in text and len(text) < 320
 

@@ -26,6 +26,7 @@ from rich.text import Text
 
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
+from nrtrewrite.console import exit_status
 from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls, escape_line
 
 
@@ -570,7 +571,7 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
                 # the dropped stop waits for a later stop or the command's end, as before
                 return
             stops.dropped = False  # (raised now: a later stop is ignored while it cleans up)
-            raise KeyboardInterrupt if first == signal.SIGINT else Terminated(first)
+            raise _stop_exception(first)
         return
     if stops.deferring:
         stops.pending = signum
@@ -579,7 +580,12 @@ def _stop(stops: _Stops, signum: int, drop: bool = False) -> None:
     if drop:
         stops.dropped = True
     else:
-        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        raise _stop_exception(signum)
+
+
+def _stop_exception(signum: int) -> BaseException:
+    """The exception a stop raises: Ctrl-C Python's KeyboardInterrupt, else Terminated."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
 def _runs_in(frame, code) -> bool:
@@ -605,7 +611,7 @@ def raise_lost_stop() -> None:
     if stops is not None and stops.raised:
         signum = stops.raised[0]
         stops.dropped = False  # (raised now: a later stop is ignored while it cleans up)
-        raise KeyboardInterrupt if signum == signal.SIGINT else Terminated(signum)
+        raise _stop_exception(signum)
 
 
 @contextlib.contextmanager
@@ -776,10 +782,7 @@ def _ends_at_once(first: int, ending: BaseException | None):
     standard output nobody reads; until 2026-12-06 every later stop was ignored and only
     SIGKILL ended the process.  ``ending``: what the command ended with (a SystemExit: an
     error's status, which is kept)."""
-    status = None
-    if isinstance(ending, SystemExit):
-        code = ending.code
-        status = code if isinstance(code, int) else 0 if code is None else 1
+    status = exit_status(ending.code) if isinstance(ending, SystemExit) else None
 
     def handler(signum, frame):
         _end_at_once(first, status)

@@ -719,7 +719,7 @@ def _resolve_hier(legs: list[tuple], where: dict) -> dict:
             for c, (ch, order) in enumerate(plans[k][0]):
                 if (p := next((p for p in order if not 0 <= p < len(group)), None)) is not None:
                     raise SimulationError(f"hier.legs[{i}].plans[{k}].channels[{c}].order "
-                                          f"{_json_text(order)} names position {p}, outside "
+                                          f"{json_text(order)} names position {p}, outside "
                                           f"hier.legs[{i}].groups[{g}].group of "
                                           f"{counted(len(group), 'rank')} (a plan's ring order "
                                           "lists positions of each group that runs it: FORMATS "
@@ -805,8 +805,8 @@ def _check_leg_channel_ranges(legs: list[tuple], where: dict) -> None:
             # (an id listed twice is named as such once the plans are read: _resolve_hier)
             if len(set(ids)) == len(ids) and ids != list(range(base, base + len(ids))):
                 raise SimulationError(f"hier.legs[{i}].plans[{j}].channels should run ids "
-                                      f"{_json_text(list(range(base, base + len(ids))))}, not "
-                                      f"{_json_text(ids)} (a "
+                                      f"{json_text(list(range(base, base + len(ids))))}, not "
+                                      f"{json_text(ids)} (a "
                                       f"group's plan runs ids from its leg's channel_base on, "
                                       f"as many as its channel count: {why})", **where)
             if ids and (top is None or ids[-1] > top[0]):
@@ -1289,7 +1289,7 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
             for g, (group, w) in enumerate(zip(groups, want)):
                 if tuple(group) != w:
                     raise SimulationError(f"hier.legs[{i}].groups[{g}].group should be "
-                                          f"{_json_text(list(w))}, not {_json_text(group)}: "
+                                          f"{json_text(list(w))}, not {json_text(group)}: "
                                           f"{_hier_group_rule(intra_leg, g, by_node)}",
                                           **spec.where)
             if len(groups) != len(want):
@@ -1371,7 +1371,7 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
             raise SimulationError(
                 f"{at}kangaring: the logical cores {of_what} holds of the device of node "
                 f"{node}, routing_id {dev}, should be 0 to {KANGARING_SENGINES - 1} or 0 to "
-                f"{2 * KANGARING_SENGINES - 1}, not {_json_text(cores)} (KangaRing needs "
+                f"{2 * KANGARING_SENGINES - 1}, not {json_text(cores)} (KangaRing needs "
                 f"every rank of each device it touches: {KANGARING_SENGINES} s-engines of 1 "
                 "or 2 ranks each, "
                 "docs/TOPOLOGY.md §4)", **where)
@@ -1412,8 +1412,8 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
 
     def shown(ranks) -> str:
         if noun == "rank":
-            return _json_text(list(ranks))
-        return _json_text([pos[r] for r in ranks])
+            return json_text(list(ranks))
+        return json_text([pos[r] for r in ranks])
     ids = sorted(item[0] for item in section)
     for k, (ch, _path, units, _dup) in enumerate(section):
         c = ids.index(ch)  # (the channel's place among the collective's: TOPOLOGY §4)
@@ -1423,7 +1423,7 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
             p = c % len(whole)
             want = [whole[p], *(m for i, m in enumerate(whole) if i != p)]
             if ranks != want:
-                also = "" if noun == "rank" else f" (ranks {_json_text(ranks)})"
+                also = "" if noun == "rank" else f" (ranks {json_text(ranks)})"
                 first = ranks[0] if noun == "rank" else pos[ranks[0]]
                 raise SimulationError(f"{at}kangaring[{k}].units[{u}] should be {shown(want)}, the "
                                       f"unit of {noun} {first} with member {c} % {len(whole)} "
@@ -1468,10 +1468,10 @@ def check_buffers(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
                 kind, off = str(buf["region"]), int(buf["offset"])
                 if kind not in BUFFER_REGIONS:
                     raise SimulationError(f"{key}[{b}].region should be scratch or gw, not "
-                                          f"{_json_text(kind)} (FORMATS §1.1)", **spec.where)
+                                          f"{json_text(kind)} (FORMATS §1.1)", **spec.where)
                 reg = layout.named(kind)
                 if reg is None:
-                    raise SimulationError(f"{key}[{b}].region {_json_text(kind)}: the memory "
+                    raise SimulationError(f"{key}[{b}].region {json_text(kind)}: the memory "
                                           f"map has no {kind} region {why}", **spec.where)
                 size = reg.size
                 if not 0 <= off < size:
@@ -1513,7 +1513,7 @@ def _check_single_cycle_roles(spec: TriggerSpec, layout: Layout) -> None:
         role, region = buf["role"], buf["region"]
         if role not in SINGLE_CYCLE_REGIONS:
             raise SimulationError(f"buffers[{b}].role should be recv2 or gw2, not "
-                                  f"{_json_text(role)} ({why})", **spec.where)
+                                  f"{json_text(role)} ({why})", **spec.where)
         if region != SINGLE_CYCLE_REGIONS[role]:
             raise SimulationError(f"buffers[{b}] (role {role}) should be in "
                                   f"{SINGLE_CYCLE_REGIONS[role]}, not {region} ({why})",
@@ -1569,7 +1569,7 @@ def _refuse_older_hier_buffers(spec: TriggerSpec, leg: dict) -> None:
     for b, buf in enumerate(leg["buffers"]):
         if buf["role"] in SINGLE_CYCLE_ROLES:
             raise OutputError(f"hier.legs[{leg['at']}].buffers[{b}].role "
-                              f"{_json_text(buf['role'])} is on a {leg['algorithm']} leg (only "
+                              f"{json_text(buf['role'])} is on a {leg['algorithm']} leg (only "
                               "a single-cycle leg lists recv2 and gw2: FORMATS §1.1); an "
                               "nrtrewrite before 2026-12-05 listed them on every HIER leg: "
                               "lower the model again", **spec.where)
@@ -1597,8 +1597,8 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
                               **where)
     gw = leg["buffers"][gws[0]]
     if (got := {"offset": gw["offset"], "region": gw["region"]}) != HIER_GW:
-        raise SimulationError(f"{key}[{gws[0]}] (role gw) should be {_json_text(HIER_GW)}, "
-                              f"not {_json_text(got)} ({why})", **where)
+        raise SimulationError(f"{key}[{gws[0]}] (role gw) should be {json_text(HIER_GW)}, "
+                              f"not {json_text(got)} ({why})", **where)
     places = HIER_ROLE_PLACES.get(name, {})
     space = spec.n * (len(spec.group) if spec.op == "ALLGATHER" else 1) * spec.dsize
     first: dict[str, int] = {}
@@ -1607,9 +1607,9 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
         if role not in HIER_ROLES:
             *most, last = HIER_ROLES
             raise SimulationError(f"{key}[{b}].role should be {', '.join(most)} or {last}, not "
-                                  f"{_json_text(role)} (FORMATS §1.1)", **where)
+                                  f"{json_text(role)} (FORMATS §1.1)", **where)
         if (was := first.setdefault(role, b)) != b:
-            raise SimulationError(f"{key}[{b}].role {_json_text(role)} is buffers[{was}]'s too "
+            raise SimulationError(f"{key}[{b}].role {json_text(role)} is buffers[{was}]'s too "
                                   "(a leg lists each of its views once: FORMATS §1.1)", **where)
         if role == "gw":
             continue
@@ -1622,8 +1622,8 @@ def _check_hier_leg_roles(spec: TriggerSpec, name: str, leg: dict) -> None:
         region, spaces = places[role]
         want = {"offset": spaces * space, "region": region}
         if (got := {"offset": buf["offset"], "region": buf["region"]}) != want:
-            raise SimulationError(f"{key}[{b}] (role {role}) should be {_json_text(want)}, "
-                                  f"not {_json_text(got)} (docs/DESIGN.md \"HIER\": "
+            raise SimulationError(f"{key}[{b}] (role {role}) should be {json_text(want)}, "
+                                  f"not {json_text(got)} (docs/DESIGN.md \"HIER\": "
                                   f"{HIER_PLACES_WHY}; a space is the trigger's "
                                   f"{_space_text(spec)}, {counted(space, 'byte')})", **where)
     # every view of the leg in scratch or gw is listed (until 2026-12-05 a leg without its
@@ -1794,8 +1794,8 @@ def _check_hier_slices(spec: TriggerSpec) -> None:
         want = []
         why = "only an all-reduce's message is cut into slices (FORMATS §1.1)"
     if spec.slices != want:
-        raise SimulationError(f"hier.slices should be {_json_text(want)}, not "
-                              f"{_json_text(spec.slices)}: {why}", **spec.where)
+        raise SimulationError(f"hier.slices should be {json_text(want)}, not "
+                              f"{json_text(spec.slices)}: {why}", **spec.where)
 
 
 def _check_hier_layouts(spec: TriggerSpec) -> None:
@@ -1892,7 +1892,7 @@ def _check_ringless_channels(spec: TriggerSpec, channels: list[tuple[int, list[i
         want, why = RINGLESS_CHANNELS[spec.algorithm]
         if channels != want:
             def text(items):
-                return _json_text([{"channel": ch, "order": order} for ch, order in items])
+                return json_text([{"channel": ch, "order": order} for ch, order in items])
             raise SimulationError(f"channels should be {text(want)}, not {text(channels)} "
                                   f"({spec.algorithm} triggers {why}, FORMATS §1.1)", **where)
     if spec.algorithm != "KANGARING":
@@ -1968,13 +1968,13 @@ def _check_kangaring(section: list[tuple], channels: list[tuple[int, list[int]]]
             raise SimulationError(f"{item}.units lacks {noun} {missing} {each}", **where)
         primaries = [unit[0] for unit in units]
         if order != primaries:
-            raise SimulationError(f"{at}channels[{c}].order should be {_json_text(primaries)}, the "
-                                  f"primaries of {item}.units in order, not {_json_text(order)} "
+            raise SimulationError(f"{at}channels[{c}].order should be {json_text(primaries)}, the "
+                                  f"primaries of {item}.units in order, not {json_text(order)} "
                                   f"(a KANGARING order is the cycle of its units' "
                                   f"primaries, each unit's first {noun}: FORMATS §1.1)", **where)
         if path != flat:
-            raise SimulationError(f"{item}.logical_path should be {_json_text(flat)}, its units "
-                                  f"one after the other, not {_json_text(path)} (each "
+            raise SimulationError(f"{item}.logical_path should be {json_text(flat)}, its units "
+                                  f"one after the other, not {json_text(path)} (each "
                                   "primary, then its secondaries: docs/TOPOLOGY.md §4)", **where)
         ident = kangaring_identity(tuple(tuple(unit) for unit in units))
         first = seen.setdefault(ident, c)
@@ -2021,8 +2021,8 @@ def _check_single_cycle(section: tuple, channels: list[tuple[int, list[int]]],
         how = ("pair k is [channels[2k].channel, channels[2k+1].channel], the CW and the CCW "
                "channel of chunk channel k")
     if pairs != want:
-        raise SimulationError(f"{key}.pairs should be {_json_text(want)}, the ids of "
-                              f"{at}channels in pairs, not {_json_text(pairs)} ({how}: "
+        raise SimulationError(f"{key}.pairs should be {json_text(want)}, the ids of "
+                              f"{at}channels in pairs, not {json_text(pairs)} ({how}: "
                               "FORMATS §1.1)",
                               **where)
     if n > 1:
@@ -2033,15 +2033,15 @@ def _check_single_cycle(section: tuple, channels: list[tuple[int, list[int]]],
                                                 for i in range(len(back))):
                 raise SimulationError(
                     f"{at}channels[{2 * k + 1}].order should be {at}channels[{2 * k}].order "
-                    f"{_json_text(cw)} reversed, not {_json_text(ccw)} ({key}.pairs[{k}] "
+                    f"{json_text(cw)} reversed, not {json_text(ccw)} ({key}.pairs[{k}] "
                     f"makes channel {channels[2 * k + 1][0]} the CCW channel of "
                     f"{channels[2 * k][0]}: a CCW channel walks its CW channel's ring backward, "
                     "the reversed order from any rank: FORMATS §1.1)", **where)
     h_cw, h_ccw = -(-(n - 1) // 2), (n - 1) // 2
     if arcs != [h_cw, h_ccw]:
-        raise SimulationError(f"{key}.arcs should be {_json_text([h_cw, h_ccw])}, "
+        raise SimulationError(f"{key}.arcs should be {json_text([h_cw, h_ccw])}, "
                               f"[ceil((n-1)/2), floor((n-1)/2)] for {of_what}, not "
-                              f"{_json_text(arcs)} (the ranks "
+                              f"{json_text(arcs)} (the ranks "
                               "reducing toward a chunk's root clockwise and counter-clockwise: "
                               "docs/DESIGN.md \"Single-cycle ring\")", **where)
     if steps != 2 * h_cw:
@@ -2111,10 +2111,6 @@ def check_against_model(triggers: dict[int, TriggerSpec], model, *, file: str = 
         }
         for key, (got, exp) in pairs.items():
             if got != exp:  # (named as check_triggers names a trigger's values)
-                raise SimulationError(f"the manifest's {key} should be {_json_text(exp)}, the "
-                                      f"model's trigger {o}'s, not {_json_text(got)}",
+                raise SimulationError(f"the manifest's {key} should be {json_text(exp)}, the "
+                                      f"model's trigger {o}'s, not {json_text(got)}",
                                       **dict(s.where, file=s.where.get("file") or file))
-
-
-#: a manifest's value as its JSON writes it, for the messages
-_json_text = json_text

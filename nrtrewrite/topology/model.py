@@ -201,12 +201,7 @@ def platform_json(p: Platform) -> dict[str, Any]:
     out: dict[str, Any] = {
         "lnc_sizes": list(p.lnc_sizes),
         "devices_per_node": p.devices_per_node,
-        "device": {
-            "dies": p.device.dies,
-            "sengines_per_die": p.device.sengines_per_die,
-            "tpbs_per_sengine": p.device.tpbs_per_sengine,
-            "c2c_ports": p.device.c2c_ports,
-        },
+        "device": {key: getattr(p.device, key) for key in DEVICE_KEYS},
         "links": sorted([a, port, b] for a, nb in p.links.items() for b, port in nb.items()),
         "device_cycles": [list(c) for c in p.device_cycles],
         "routing_ids": list(p.routing_ids),
@@ -650,8 +645,8 @@ def _named_custom(doc: dict, name: Any, where: str) -> str:
     output's topology object of a custom platform did not load back)."""
     listed = f"one of {', '.join(sorted(PRESETS))}; leave it out for a custom one"
     # (the parenthesis did_you_mean writes, left open: the missing fields may follow)
-    head = f"unknown platform {json_text(name)}" + did_you_mean(name, PRESETS, listed,
-                                                                 json_text)[:-1]
+    hint = did_you_mean(name, PRESETS, listed, json_text)
+    head = f"unknown platform {json_text(name)}{hint[:-1]}"
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"{head})", file=where, field="platform")
     dev = doc.get("device")
@@ -700,7 +695,7 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     _check_keys(dev_doc, DEVICE_KEYS, (), where=where, path="device")
     bdev = base.device if base else DeviceSpec()
     dev = DeviceSpec(**{key: _int(dev_doc, key, getattr(bdev, key), where=where, parent="device")
-                        for key in ("dies", "sengines_per_die", "tpbs_per_sengine", "c2c_ports")})
+                        for key in DEVICE_KEYS})
     if min(dev.dies, dev.sengines_per_die, dev.tpbs_per_sengine) < 1 or dev.c2c_ports < 0:
         raise ValidationError("device counts must be positive", file=where, field="device")
     if dev.tpbs > MAX_CORES_PER_DEVICE or dev.c2c_ports > MAX_DEVICES_PER_NODE:
