@@ -706,7 +706,12 @@ def parse_algo_override(text: str | None) -> AlgoOverride | None:
                 try:
                     target = parse_op_name(head)
                 except ValidationError:
-                    hint = did_you_mean(key, [*_OP_NAMES, *LEG_OPS], ", ".join(LEG_OPS))
+                    # (the suggestion is either kind, so the list names both: until
+                    # 2026-12-06 it listed the legs only, 'allreducee' suggesting a
+                    # collective it did not list)
+                    hint = did_you_mean(key, [*_OP_NAMES, *LEG_OPS],
+                                        f"collectives: {_OP_LIST}; HIER legs: "
+                                        f"{', '.join(LEG_OPS)}")
                     raise ValidationError(
                         f"{source} {text!r}: {head.strip()!r} is neither a collective nor a "
                         f"HIER leg{hint}", field=source) from None

@@ -109,7 +109,8 @@ def test_explain_op_and_algo_take_the_six_collectives_only(op):
     assert error_line(invoke("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks",
                              "2", "--algo", f"{op}:ring")) == (
         f"nrtrewrite: error: field --algo: --algo '{op}:ring': {op!r} is neither a collective "
-        f"nor a HIER leg ({hint}intra_allg, intra_redsct, inter_allr, inter_allg, "
+        f"nor a HIER leg ({hint}collectives: allreduce, allgather, reduce_scatter, alltoall, "
+        "broadcast, reduce; HIER legs: intra_allg, intra_redsct, inter_allr, inter_allg, "
         "inter_redsct)")
 
 

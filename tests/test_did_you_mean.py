@@ -124,8 +124,9 @@ def test_algo_and_op_names():
         parse_algo_override("alg_inter_alr:ring")
     assert str(exc.value) == (
         "field --algo: --algo 'alg_inter_alr:ring': 'alg_inter_alr' is neither a collective "
-        "nor a HIER leg (did you mean 'inter_allr'? intra_allg, intra_redsct, inter_allr, "
-        "inter_allg, inter_redsct)")
+        "nor a HIER leg (did you mean 'inter_allr'? collectives: allreduce, allgather, "
+        "reduce_scatter, alltoall, broadcast, reduce; HIER legs: intra_allg, intra_redsct, "
+        "inter_allr, inter_allg, inter_redsct)")
     with pytest.raises(ValidationError) as exc:
         parse_op_name("all-gathr", field="--op")
     assert str(exc.value) == (
@@ -134,6 +135,33 @@ def test_algo_and_op_names():
     assert error_line("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8",
                       "--dtype", "fp8e4").startswith(
         "nrtrewrite: error: field --dtype: unknown dtype 'fp8e4' (did you mean 'fp8_e4'? uint64, ")
+
+
+_TARGETS = ("collectives: allreduce, allgather, reduce_scatter, alltoall, broadcast, reduce; "
+            "HIER legs: intra_allg, intra_redsct, inter_allr, inter_allg, inter_redsct")
+
+
+@pytest.mark.parametrize("text, head, close", [
+    # a leg's typo: 'inter_allr' (10 of 10 + 11 matched, 0.95)
+    ("inter_allrr:ring", "inter_allrr", "inter_allr"),
+    ("alg_inter_allrr:^ring", "alg_inter_allrr", "inter_allr"),
+    ("intra_redsc:mesh", "intra_redsc", "intra_redsct"),
+    # a collective's typo: 'allreduce' (9 of 9 + 10, 0.95), a collective the list now names
+    ("allreducee:ring", "allreducee", "allreduce"),
+    ("All-Reducee:mesh,ring", "All-Reducee", "all_reduce"),
+    # none close: the two lists alone
+    ("xyzzy:ring", "xyzzy", None),
+])
+def test_an_algo_clause_target_lists_both_kinds_it_may_suggest(text, head, close):
+    """Bug: an --algo clause's unknown target listed only the HIER legs while its suggestion
+    came from the collectives too: ``'allreducee:ring'`` suggested 'allreduce' beside a list
+    of legs.  The list names both kinds now (the collectives as ``--op`` lists them), for
+    every form of the clause (``alg_`` prefix, ``^``, a list, any case, ``-``)."""
+    hint = f"did you mean {close!r}? " if close else ""
+    with pytest.raises(ValidationError) as exc:
+        parse_algo_override(text)
+    assert str(exc.value) == (f"field --algo: --algo {text!r}: {head!r} is neither a "
+                              f"collective nor a HIER leg ({hint}{_TARGETS})")
 
 
 @pytest.mark.parametrize("replace, why", [
