@@ -1201,11 +1201,12 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         # (then why each engine the cascade ran before it lost, as a HIER leg's reason says
         # it: the candidate's reason, the table's words; until 2026-12-06 not said)
         before = policy.precedence[:policy.precedence.index(picked)]
-        reason = _passed_over(f"{picked.name}: {first} of {order} for {scope_txt} "
+        # (the override right after the cascade it cut, as the reason's, not after the last
+        # "X not taken: ..." it read as part of: until 2026-12-06 it ended the reason)
+        under = f" under the override {override.text!r}" if clause is not None else ""
+        reason = _passed_over(f"{picked.name}: {first} of {order}{under} for {scope_txt} "
                               f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})",
                               [(a, cands[a].reason) for a in before if allowed(a)])
-        if clause is not None:
-            reason += f"; under the override {override.text!r}"
 
     hier_log: tuple[tuple[str, EncAlgType], ...] = ()
     if policy_alg == EncAlgType.HIER:

@@ -420,8 +420,8 @@ def test_a_collectives_reason_at_the_window_edges():
     # MiB = 57,802,752 B of channel buffer, past its 8 MiB; §3)
     assert sel.reason.endswith(
         "; MESH not taken: 63 channel-buffer slots of 896 KiB need 55.12 MiB (57802752 B), more "
-        "than the mesh channel buffer (ENC_MESH_CHANNEL_BUF_MAX_SIZE 8 MiB); under the "
-        "override '^intra_rdh'")
+        "than the mesh channel buffer (ENC_MESH_CHANNEL_BUF_MAX_SIZE 8 MiB)")
+    assert " > RING under the override '^intra_rdh' for intra-node ALLREDUCE 56 MiB (" in sel.reason
     sel = select(req(AR, NODE0, 56 * MiB - 2), T1N, override=no_rdh)
     assert sel.policy_alg == EncAlgType.RING
     assert _passed(sel.reason) == ["HIER", "MESH", "KANGARING", "SINGLE_CYCLE_RING",
@@ -472,8 +472,9 @@ def test_a_collectives_reason_names_only_the_engines_the_override_allows(algo, a
     sel = select(req(AR, NODE0[:48], 4 * MiB), T1N, override=parse_algo_override(algo))
     assert sel.policy_alg == alg
     assert _passed(sel.reason) == names
-    if names:
-        assert sel.reason.endswith(f"; under the override {algo!r}")
+    if names:  # (the override after the cascade it cut, not after the last "not taken")
+        assert f" under the override {algo!r} for intra-node ALLREDUCE 4 MiB (" in sel.reason
+        assert "; under the override" not in sel.reason
 
 
 def test_a_collective_taken_outside_its_window_names_the_illegal_engines_before_it():
@@ -483,9 +484,40 @@ def test_a_collective_taken_outside_its_window_names_the_illegal_engines_before_
     assert sel.policy_alg == EncAlgType.INTRA_RDH
     assert sel.reason == (
         "INTRA_RDH: first legal engine (none allowed is inside its size window) of HIER > "
-        "INTRA_RDH for intra-node ALLREDUCE 64 KiB (64 KiB below op_min_limit[ALLREDUCE] "
+        "INTRA_RDH under the override 'hier,intra_rdh' for intra-node ALLREDUCE 64 KiB "
+        "(64 KiB below op_min_limit[ALLREDUCE] 1 MiB); HIER not taken: group lies within "
+        "node 0 (HIER needs a group spanning nodes)")
+
+
+def test_the_override_follows_the_cascade_it_cut_not_the_last_engine_passed_over():
+    """Bug: ``; under the override '...'`` ended the policy's reason, after the last "X not
+    taken: ..." part, as if it said why X lost (SELECTION.md §4, §8).  It follows the cascade
+    the override cut now.  ``^ring`` on 4 MiB over 48 ranks (12 whole devices) of a trn2
+    node: HIER not on one node, INTRA_RDH no hypercube of 12 devices, MESH past its 1 MiB,
+    KANGARING short of its 56 MiB, SINGLE_CYCLE_RING's policy gate, INTER_RDH inter only;
+    none allowed inside its window, so the first legal one: MESH, after HIER and
+    INTRA_RDH.  A forced engine says the override in its own words, as before."""
+    sel = select(req(AR, NODE0[:48], 4 * MiB), T1N, override=parse_algo_override("^ring"))
+    assert sel.policy_alg == EncAlgType.MESH
+    assert sel.reason == (
+        "MESH: first legal engine (none allowed is inside its size window) of HIER > "
+        "INTRA_RDH > MESH > KANGARING > SINGLE_CYCLE_RING > INTER_RDH under the override "
+        "'^ring' for intra-node ALLREDUCE 4 MiB (4 MiB not below op_max_limit[ALLREDUCE] "
         "1 MiB); HIER not taken: group lies within node 0 (HIER needs a group spanning "
-        "nodes); under the override 'hier,intra_rdh'")
+        "nodes); INTRA_RDH not taken: 12 devices is not a power of two (RDH is a hypercube "
+        "exchange)")
+    # a per-collective clause is said as it was given: the whole override's text
+    sel = select(req(AR, NODE0[:48], 4 * MiB), T1N,
+                 override=parse_algo_override("allgather:ring;allreduce:mesh,ring"))
+    assert sel.reason == (
+        "RING: first legal engine of MESH > RING under the override "
+        "'allgather:ring;allreduce:mesh,ring' for intra-node ALLREDUCE 4 MiB (always legal "
+        "(the fallback)); MESH not taken: 4 MiB not below op_max_limit[ALLREDUCE] 1 MiB")
+    sel = select(req(AR, NODE0[:48], 4 * MiB), T1N, override=parse_algo_override("ring"))
+    assert sel.reason == "forced by the override 'ring' (always legal (the fallback))"
+    # no clause for the op: no override named
+    sel = select(req(AR, NODE0[:48], 4 * MiB), T1N, override=parse_algo_override("allgather:ring"))
+    assert "override" not in sel.reason
 
 
 def test_two_node_group_policy_hier_lowered_flat_ring():
