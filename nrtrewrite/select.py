@@ -947,14 +947,56 @@ def _outside_window(why: str) -> str:
 
 
 def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
-    """A HIER leg's reason ``why`` for its engine (SELECTION.md §5), or the policy's reason for
-    a collective's engine (§4), then why each engine the slot or the cascade would have taken
-    first was not: ``(engine, its refusal)`` in precedence order, the refusal its predicate's
+    """A HIER leg's reason ``why`` for its engine (SELECTION.md §5), the policy's reason for
+    a collective's engine (§4) or a flat fallback's (§6), then why each engine the slot, the
+    cascade or the fallback's walk would have taken first was not: ``(engine, its refusal)`` in precedence order, the refusal its predicate's
     with the size window, the words of explain's candidate table (``8 MiB below
     op_min_limit[REDUCE_SCATTER] 56 MiB``), or that this build cannot lower it as a leg.
     (Until 2026-12-06 either gave only ``why``: RING's ``always legal (the fallback)`` did
     not say why KANGARING was passed over.)"""
     return "".join([why, *(f"; {a.name} not taken: {r}" for a, r in passed)])
+
+
+def _flat_fallback(req: Request, cands: dict[EncAlgType, Candidate],
+                   allowed: Callable[[EncAlgType], bool], policy: Policy,
+                   policy_alg: EncAlgType
+                   ) -> tuple[EncAlgType | None, bool, list[tuple[EncAlgType, str]]]:
+    """The flat engine ``lower`` uses when it cannot lower the policy's ``policy_alg``
+    (SELECTION.md §6): the first engine of the precedence (then the other candidates) that
+    the override allows, is legal, is not HIER, is lowerable for the op and is inside its
+    size window, else the first such one outside it.  Returns ``(engine or None, taken
+    outside its window, skipped)``; ``skipped`` is ``(engine, why not)`` for each allowed
+    engine after the policy's choice and before the engine taken, in the words of explain's
+    candidate table (the candidate's reason: its predicate's refusal or the size window it
+    is outside) or ``not lowerable ... in this build``, as the pass that took it judged it.
+    (Until 2026-12-06 the fallback named none of them.)"""
+    order = list(dict.fromkeys((*policy.precedence, *CANDIDATE_ORDER)))
+    start = order.index(policy_alg)
+
+    def why_not(a: EncAlgType, in_window_only: bool) -> str | None:
+        c = cands[a]
+        if not c.legal:
+            return c.reason
+        if a == EncAlgType.HIER:
+            return "the fallback is one flat leg over the whole group"
+        if in_window_only and not c.in_window:
+            return c.reason
+        if not policy.is_lowerable(a, req.op):
+            return ("not lowerable in this build" if a not in policy.lowerable
+                    else f"not lowerable for {req.op.name} in this build")
+        return None
+
+    skipped: list[tuple[EncAlgType, str]] = []
+    for in_window_only in (True, False):
+        skipped = []
+        for a in order:
+            if a == policy_alg or not allowed(a):
+                continue
+            why = why_not(a, in_window_only)
+            if why is None:
+                return a, not in_window_only, [s for s in skipped if order.index(s[0]) > start]
+            skipped.append((a, why))
+    return None, False, []
 
 
 def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
@@ -1238,17 +1280,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
                 f"legal here but this build cannot lower it yet (lowerable: {can}, each for "
                 f"its own ops; not for {req.op.name}: "
                 f"{', '.join(a.name for a in missing)})", trigger=req.ordinal)
-        fb = None  # an engine inside its size window first, then any legal one
-        for in_window_only in (True, False):
-            for a in (*policy.precedence, *CANDIDATE_ORDER):
-                cc = cands.get(a)
-                if (cc and allowed(a) and cc.legal and policy.is_lowerable(a, req.op)
-                        and a != EncAlgType.HIER and (cc.in_window or not in_window_only)):
-                    fb = a
-                    break
-            if fb is not None:
-                break
-        if fb is None:
+        fb, outside, skipped = _flat_fallback(req, cands, allowed, policy, policy_alg)
+        if fb is None:  # (its "no lowerable engine is legal" is why for each engine)
             msg = (f"{what} is not lowerable in this build (lowerable: {can}, each for its own "
                    f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and no "
                    f"lowerable engine is legal for {req.op.name}")
@@ -1263,6 +1296,10 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             flat = f" (flat over {shape.node_n} nodes: {shape.node_n} network hops per channel)"
         fallback_reason = (f"{what} is not lowerable in this build (lowerable: {can}); "
                            f"lowering {fb.name} over the whole group instead{flat}")
+        if outside:  # (until 2026-12-06 not said)
+            fallback_reason += (f"; {fb.name} outside its size window ({cands[fb].reason}): "
+                                "none allowed and lowerable is inside its own")
+        fallback_reason = _passed_over(fallback_reason, skipped)
 
     n_channels, ch_reason = choose_channels(topo, req, alg, policy)
     cand_tuple = tuple(

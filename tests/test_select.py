@@ -1254,6 +1254,91 @@ def test_a_hier_plan_with_an_unlowerable_leg_falls_back_to_a_flat_engine():
         "is not lowerable in this build")
 
 
+_NODE_ONLY = "(group lies within one node; --algo may force it)"
+
+
+def test_a_flat_fallback_says_why_each_engine_after_the_policys_was_skipped():
+    """Bug: when the policy's engine could not be lowered, fallback_reason said what was
+    lowered instead but not why the engines between the two were skipped (§6).  4 MiB of
+    bf16 over a whole trn2 node at LNC 2 (16 devices x 4 ranks): the policy's INTRA_RDH
+    (inside [1 MiB, 56 MiB)); a build lowering RING and MESH walks on: MESH past its
+    [0, 1 MiB), KANGARING short of its [56 MiB, inf), SINGLE_CYCLE_RING's policy gate (one
+    node), INTER_RDH inter-node only, then RING, always legal and in no window."""
+    sel = select(req(AR, NODE0, 4 * MiB), T1N,
+                 policy=Policy(lowerable=frozenset({EncAlgType.RING, EncAlgType.MESH})))
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.INTRA_RDH, EncAlgType.RING)
+    assert sel.fallback_reason == (
+        "INTRA_RDH is not lowerable in this build (lowerable: RING, MESH); lowering RING over "
+        "the whole group instead; "
+        "MESH not taken: 4 MiB not below op_max_limit[ALLREDUCE] 1 MiB; "
+        "KANGARING not taken: 4 MiB below op_min_limit[ALLREDUCE] 56 MiB; "
+        "SINGLE_CYCLE_RING not taken: policy gate: SINGLE_CYCLE_RING is inter-node only "
+        f"{_NODE_ONLY}; "
+        "INTER_RDH not taken: INTER_RDH is inter-node only (group lies within one node)")
+    # the words of explain's candidate table, for every engine but the one not lowerable
+    for a in _passed(sel.fallback_reason):
+        assert f"; {a} not taken: {sel.candidate(EncAlgType[a]).reason}" in sel.fallback_reason
+
+
+def test_a_flat_fallback_outside_its_window_says_so_and_names_what_it_skipped():
+    """§6: with no lowerable engine inside its window, the first legal lowerable one is taken
+    outside it.  The same 4 MiB, a build lowering KANGARING only: MESH (legal, after
+    INTRA_RDH) is not lowerable, KANGARING is taken short of its 56 MiB.  A fallback before
+    the policy's engine leaves none between: 64 MiB, the policy's KANGARING not lowerable for
+    ALLREDUCE (nor RING), INTRA_RDH taken past its 56 MiB."""
+    sel = select(req(AR, NODE0, 4 * MiB), T1N,
+                 policy=Policy(lowerable=frozenset({EncAlgType.KANGARING})))
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.INTRA_RDH, EncAlgType.KANGARING)
+    assert sel.fallback_reason == (
+        "INTRA_RDH is not lowerable in this build (lowerable: KANGARING); lowering KANGARING "
+        "over the whole group instead; KANGARING outside its size window (4 MiB below "
+        "op_min_limit[ALLREDUCE] 56 MiB): none allowed and lowerable is inside its own; "
+        "MESH not taken: not lowerable in this build")
+    pol = Policy(not_lowerable_ops=frozenset({(EncAlgType.KANGARING, AR), (EncAlgType.RING, AR)}))
+    sel = select(req(AR, NODE0, 64 * MiB), T1N, policy=pol)
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.KANGARING, EncAlgType.INTRA_RDH)
+    assert sel.fallback_reason.endswith(
+        "; lowering INTRA_RDH over the whole group instead; INTRA_RDH outside its size window "
+        "(64 MiB not below op_max_limit[ALLREDUCE] 56 MiB): none allowed and lowerable is "
+        "inside its own")
+    assert sel.fallback_reason.startswith("KANGARING ALLREDUCE is not lowerable in this build")
+    # an engine lowerable but not for the op says so: a precedence MESH > RING >
+    # SINGLE_STEP_MESH on 4 KiB over 8 ranks (2 devices): MESH inside [0, 1 MiB) but not
+    # lowerable, RING legal and in no window but not lowerable for ALLREDUCE, then
+    # SINGLE_STEP_MESH (7 peers x 4 KiB of its 8 MiB channel buffer, no window)
+    pol = Policy(lowerable=DEFAULT_POLICY.lowerable - {EncAlgType.MESH},
+                 not_lowerable_ops=frozenset({(EncAlgType.RING, AR)}),
+                 precedence=(EncAlgType.MESH, EncAlgType.RING, EncAlgType.SINGLE_STEP_MESH))
+    sel = select(req(AR, NODE0[:8], 4 * KiB), T1N, policy=pol)
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH)
+    assert sel.fallback_reason == (
+        "MESH is not lowerable in this build (lowerable: RING, HIER, KANGARING, "
+        "SINGLE_CYCLE_RING, INTRA_RDH, SINGLE_STEP_MESH, INTER_RDH); lowering "
+        "SINGLE_STEP_MESH over the whole group instead; RING not taken: not lowerable for "
+        "ALLREDUCE in this build")
+
+
+def test_a_flat_fallback_under_an_override_names_only_the_engines_it_allows():
+    """§6, §8: the fallback stays inside the override, and names only the engines it allows.
+    64 MiB over two whole trn2 nodes, a build without SINGLE_CYCLE_RING: HIER, whose
+    inter_allr leg (a 1 MiB slice, inside SINGLE_CYCLE_RING's [0, 4 MiB)) it cannot lower;
+    ``^mesh`` leaves MESH out of the walk to RING."""
+    pol = Policy(lowerable=DEFAULT_POLICY.lowerable - {EncAlgType.SINGLE_CYCLE_RING})
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, policy=pol,
+                 override=parse_algo_override("^mesh"))
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.HIER, EncAlgType.RING)
+    assert sel.fallback_reason == (
+        "HIER (intra_redsct KANGARING -> inter_allr SINGLE_CYCLE_RING -> intra_allg KANGARING) "
+        "is not lowerable in this build (lowerable: RING, HIER, MESH, KANGARING, INTRA_RDH, "
+        "SINGLE_STEP_MESH, INTER_RDH); lowering RING over the whole group instead (flat over "
+        "2 nodes: 2 network hops per channel); "
+        "INTRA_RDH not taken: INTRA_RDH is intra-node only (group spans 2 nodes); "
+        "KANGARING not taken: KANGARING is intra-node only (group spans 2 nodes); "
+        "SINGLE_CYCLE_RING not taken: policy gate: SINGLE_CYCLE_RING needs one rank per node "
+        "(rank_n 128 != node_n 2; --algo may force it); "
+        "INTER_RDH not taken: INTER_RDH needs one rank per node (local_rank_n 64)")
+
+
 # -- the composers' own size limits are legality (a reviewer of compose/ and select.py) ----
 
 def _big_node(tmp_path):
