@@ -1318,6 +1318,30 @@ def test_a_flat_fallback_outside_its_window_says_so_and_names_what_it_skipped():
         "ALLREDUCE in this build")
 
 
+def test_a_flat_fallback_passes_hier_as_no_flat_engine():
+    """§6: the fallback is one flat leg, never HIER, and says so when a precedence puts HIER
+    after the policy's choice: RING > HIER in a build without RING, 64 MiB over two whole
+    trn2 nodes.  HIER (legal) is passed, the RDHs, MESH and KANGARING are not legal there,
+    and SINGLE_CYCLE_RING (structurally legal for any all-reduce, its policy gate checked
+    with the window, §3) is taken outside it."""
+    pol = Policy(lowerable=DEFAULT_POLICY.lowerable - {EncAlgType.RING},
+                 precedence=(EncAlgType.RING, EncAlgType.HIER))
+    sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, policy=pol)
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.RING, EncAlgType.SINGLE_CYCLE_RING)
+    assert sel.fallback_reason == (
+        "RING is not lowerable in this build (lowerable: HIER, MESH, KANGARING, "
+        "SINGLE_CYCLE_RING, INTRA_RDH, SINGLE_STEP_MESH, INTER_RDH); lowering "
+        "SINGLE_CYCLE_RING over the whole group instead (flat over 2 nodes: 2 network hops "
+        "per channel); SINGLE_CYCLE_RING outside its size window (policy gate: "
+        "SINGLE_CYCLE_RING needs one rank per node (rank_n 128 != node_n 2; --algo may force "
+        "it)): none allowed and lowerable is inside its own; "
+        "HIER not taken: the fallback is one flat leg over the whole group; "
+        "INTRA_RDH not taken: INTRA_RDH is intra-node only (group spans 2 nodes); "
+        "MESH not taken: inter-node mesh over the whole group needs one rank per node "
+        "(local_rank_n 64); such groups go hierarchical; "
+        "KANGARING not taken: KANGARING is intra-node only (group spans 2 nodes)")
+
+
 def test_a_flat_fallback_under_an_override_names_only_the_engines_it_allows():
     """§6, §8: the fallback stays inside the override, and names only the engines it allows.
     64 MiB over two whole trn2 nodes, a build without SINGLE_CYCLE_RING: HIER, whose
