@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -932,9 +933,59 @@ ROUND_TRIP = {
               {"platform": "line4", "device_cycles": [], "mesh": False,
                "mesh_sub_type": None, "device": dict(TRN1_DEV, c2c_ports=2),
                "links": [[0, 0, 1], [1, 0, 0], [1, 1, 2], [2, 0, 1], [2, 1, 3], [3, 0, 2]]}),
+    # a preset of fewer ports: only the rows' rings (found by the forty-sixth session's
+    # review: the preset's 4-port links were kept, so the object did not load back)
+    "ports3": ({"platform": "trn2", "device": {"c2c_ports": 3}},
+               {"platform": "trn2", "device_cycles": [], "torus": [4, 4],
+                "device": {"dies": 2, "sengines_per_die": 2, "tpbs_per_sengine": 2,
+                           "c2c_ports": 3},
+                "links": sorted([d, port, 4 * (d // 4) + (d % 4 + step) % 4]
+                                for d in range(16) for port, step in ((0, 1), (1, -1)))}),
     # exactly a preset, given as a file: the manifest names it alone, as before
     "trn2file": ({"platform": "trn2", "name": "mine"}, None),
 }
+
+
+@pytest.mark.parametrize("preset, ports", [("trn2", 3), ("trn2", 2), ("trn1", 2), ("trn1", 1)])
+def test_a_preset_of_fewer_ports_has_only_its_ports_links(preset, ports):
+    """Bug (the forty-sixth session's review): ``{"platform": "trn2", "device": {"c2c_ports":
+    3}}`` kept the preset's 4-port torus links, so port 3, which such a device lacks
+    (docs/TOPOLOGY.md §1), was used, and the output's topology object, which records the
+    links, was refused given back (``port 3 of device 0 outside 0..2``).  The preset's torus
+    is laid on the file's ports, as ``torus`` given with them: port 0 = +x, 1 = -x of the
+    4 x 4 torus, no y link (the +y port 2 faces a -y port 3 no device has), and no device
+    cycle over the four rings of the rows; one port: port 0 = +x, one way, so no link."""
+    dev = {"c2c_ports": ports}
+    got = platform_from_json({"platform": preset, "device": dev})
+    x = {0: 1, 1: -1}
+    want = {d: {4 * (d // 4) + (d % 4 + x[p]) % 4: p for p in range(min(ports, 2))}
+            for d in range(16)} if ports >= 2 else {d: {} for d in range(16)}
+    assert got.links == want
+    assert got.device_cycles == ()
+    assert got == platform_from_json({"platform": preset, "device": dev, "torus": [4, 4]})
+    # more ports than the torus uses: the preset's links and cycles, as before
+    more = platform_from_json({"platform": preset, "device": {"c2c_ports": 5}})
+    assert more.links == preset_platform(preset).links
+    assert more.device_cycles == _TORUS44_CYCLES
+
+
+def test_a_file_without_a_name_needs_a_stem_that_is_a_name(tmp_path):
+    """Bug (the forty-sixth session's review): a file without ``name`` is named after its
+    stem, which went into the output manifest's ``topology.name`` unchecked: a blank stem
+    (`` .json``) or a non-UTF-8 one gave a name the loader refuses given back.  Refused in
+    one line naming the file and ``name``, saying to give one; a file that gives a name
+    may have any file name."""
+    doc = json.dumps({"platform": "trn2"})
+    for raw, stem, why in ((b" ", " ", "is blank"),
+                           (b"q\xff", "q\\udcff", "is not UTF-8 text")):
+        path = Path(os.fsdecode(os.fsencode(tmp_path) + b"/" + raw + b".json"))
+        path.write_text(doc)
+        with pytest.raises(ValidationError) as exc:
+            load_topology(str(path), world=(0, 1), lnc_size=2)
+        assert str(exc.value) == (f"{path}: field name: the file gives no name and its file "
+                                  f"name's stem \"{stem}\" {why}: give \"name\"")
+        path.write_text(json.dumps({"platform": "trn2", "name": "ok"}))
+        assert load_topology(str(path), world=(0, 1), lnc_size=2).name == "ok"
 
 
 def _ar16(tmp_path: Path) -> Path:

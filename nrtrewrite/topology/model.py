@@ -779,6 +779,11 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         torus_t = (rows, cols)
     elif base is not None:
         n, links, torus_t = base.devices_per_node, base.links, base.torus
+        if dev.c2c_ports != bdev.c2c_ports and torus_t is not None:
+            # the preset's torus on the file's ports: a device of fewer ports has only ports
+            # 0 .. c2c_ports - 1 (until 2026-12-06 it kept the preset's 4-port links, so
+            # ports it lacks were used and the output's topology object did not load back)
+            links = torus_links(*torus_t, dev.c2c_ports)
         if "devices_per_node" in doc and _int(doc, "devices_per_node", where=where) != n:
             raise ValidationError(f"devices_per_node {json_text(doc['devices_per_node'])} "
                                   "differs from "
@@ -1004,7 +1009,19 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
                               field="nodes")
     # the file's nodes, or (when it gives none) the count sized to the model's ranks
     check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes")
+    name = doc.get("name")
+    if name is None:
+        name = path.stem
+        # the file's stem names it when the file does not: held to a name's rule
+        # (until 2026-12-06 a blank or non-UTF-8 stem went into the output manifest's
+        # topology.name, which did not load back)
+        why = ("is blank" if not name.strip() else
+               "is not UTF-8 text" if any("\ud800" <= c <= "\udfff" for c in name) else None)
+        if why is not None:
+            raise ValidationError(f"the file gives no name and its file name's stem "
+                                  f"{json_text(name)} {why}: give \"name\"", file=str(path),
+                                  field="name")
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
-                    name=str(doc.get("name", path.stem)), source=os.fspath(path))
+                    name=str(name), source=os.fspath(path))
     _check_world(topo, world, file=str(path), field="nodes" if "nodes" in doc else "topology")
     return topo
