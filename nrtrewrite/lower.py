@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -295,9 +295,16 @@ def _entries_of(plan: LoweringPlan, tp: TriggerPlan, rank: int) -> list[EntrySpe
         raise err.at(**_trigger_where(plan, tp, rank))
 
 
-def rank_entries(plan: LoweringPlan, rank: int) -> list[tuple[TriggerPlan, EntrySpec]]:
-    """Every SPAD entry of ``rank``, in order (what ``schedule`` shows and ``lower`` emits)."""
+def rank_entries(plan: LoweringPlan, rank: int, triggers: Collection[int] | None = None
+                 ) -> list[tuple[TriggerPlan, EntrySpec]]:
+    """Every SPAD entry of ``rank``, in order (what ``schedule`` shows and ``lower`` emits);
+    only those of the trigger ordinals in ``triggers``, if given: composing is a pure
+    function of the plan and the trigger (its semaphores, scratch and views come from the
+    plan, never from the triggers composed before it), so the other triggers are not
+    composed (``schedule --trigger K`` of a 16,000-trigger model composed all 16,000 until
+    2026-12-06)."""
     return [(tp, spec) for tp in plan.triggers if rank in tp.group
+            and (triggers is None or tp.trigger.ordinal in triggers)
             for spec in _entries_of(plan, tp, rank)]
 
 

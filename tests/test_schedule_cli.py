@@ -45,6 +45,50 @@ def test_trigger_selects_its_entries_only():
     assert "no trigger 9 (the model has 9: 0..8)" in res.output
 
 
+@pytest.mark.parametrize("json_opt", [[], ["--json"]])
+def test_trigger_composes_only_its_triggers(monkeypatch, json_opt):
+    """``--trigger K`` composes the entries of K alone, not every trigger of the rank
+    (docs/CLI.md "schedule"): mix8.yaml has 9 triggers, each over the group 0..7; groups.neff's
+    trigger 1 is over ranks 4..7, so rank 0 composes nothing for it."""
+    import nrtrewrite.lower as L
+    composed = []
+    real = L._entries_of
+
+    def counting(plan, tp, rank):
+        composed.append((tp.trigger.ordinal, rank))
+        return real(plan, tp, rank)
+    monkeypatch.setattr(L, "_entries_of", counting)
+    res = _run(FIX / "mix8.neff", "--rank", 2, "--trigger", 4, "--trigger", 1, *json_opt)
+    assert res.exit_code == 0, res.output
+    assert composed == [(1, 2), (4, 2)]
+    composed.clear()
+    res = _run(FIX / "mix8.neff", "--rank", 2, "--trigger", 8, *json_opt)
+    assert res.exit_code == 0, res.output
+    assert composed == [(8, 2)]
+    composed.clear()
+    res = _run(FIX / "groups.neff", "--rank", 0, "--trigger", 1, *json_opt)
+    assert res.exit_code == 0, res.output
+    assert composed == []
+    composed.clear()
+    res = _run(FIX / "mix8.neff", "--rank", 2, *json_opt)  # no --trigger: every trigger
+    assert res.exit_code == 0, res.output
+    assert composed == [(k, 2) for k in range(9)]
+
+
+def test_trigger_gives_the_ops_of_the_whole_document():
+    """The ops of ``--trigger 7 --trigger 0 --trigger 5 --json`` are those of the whole
+    document's triggers 0, 5 and 7, in model order: composed alone, a trigger composes the
+    same (HIER and flat)."""
+    for name, rank, ks in (("mix8", 5, (7, 0, 5)), ("two_node128", 64, (3, 0, 2)),
+                           ("groups", 4, (1, 4))):
+        whole = json.loads(_run(FIX / f"{name}.neff", "--rank", rank, "--json").output)
+        args = [a for k in ks for a in ("--trigger", k)]
+        res = _run(FIX / f"{name}.neff", "--rank", rank, "--json", *args)
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.output)["ops"] == [op for op in whole["ops"]
+                                                 if op["trigger"] in ks], name
+
+
 def test_many_entries_get_an_overview_unless_all(monkeypatch):
     plan = plan_lowering(read_model(FIX / "mix8.neff"), LowerOptions())
     n = len(rank_entries(plan, 0))
@@ -431,8 +475,8 @@ def test_an_entry_without_legs_says_so(monkeypatch):
 
     real = S.rank_entries
 
-    def first_empty(plan, rank):
-        entries = real(plan, rank)
+    def first_empty(plan, rank, triggers=None):
+        entries = real(plan, rank, triggers)
         entries[0][1].ir = IR.empty(0)
         return entries
     monkeypatch.setattr(S, "rank_entries", first_empty)
