@@ -569,6 +569,63 @@ def test_a_listed_rank_without_its_folder_is_warned_about(out, tmp_path, as_json
         assert res.exit_code == 0 and res.stderr == "", res.stderr
 
 
+def test_the_note_builds_the_top_level_object_of_the_manifest_only(out, tmp_path, monkeypatch):
+    """The note on rank folders gone reads the whole top manifest, checked as before, but
+    builds only its top-level object (jsonin.loads top_only: a 34 MB HIER manifest's
+    triggers were built whole until 2026-12-06)."""
+    import shutil
+
+    from nrtrewrite import jsonin
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "rank-0005")
+    reads = []
+    real = jsonin.loads
+
+    def loads(text, **kw):
+        reads.append(kw.get("top_only", False))
+        return real(text, **kw)
+    monkeypatch.setattr(jsonin, "loads", loads)
+    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    assert res.stderr == (f"nrtrewrite: warning: {copy}/manifest.json lists 1 rank (5) with "
+                          "no rank folder in the output; dumping the 15 rank folders there\n")
+    assert reads == [True]  # (one read, of the top manifest: no rank manifest is read)
+
+
+def _damaged(text: str) -> dict[str, str]:
+    """Manifest texts damaged inside an object the note does not keep, or in a key it
+    checks (the note is given for none of them, as when the manifest was built whole)."""
+    doc = json.loads(text)
+    deep = dict(doc, memory=dict(doc["memory"], dram_base=float("nan")))
+    objs = dict(doc, ranks=[{"rank": r} for r in doc["ranks"]])
+    fmt = dict(doc, format={"name": doc["format"]})
+    return {"NaN deep": json.dumps(deep), "cut short": text[:-2],
+            "1e999 deep": text.replace('"dram_base": ', '"dram_base": 1e999, "x": ', 1),
+            "integer of 5000 digits deep": text.replace(
+                '"dram_base": ', '"dram_base": ' + "9" * 5000 + ', "x": ', 1),
+            "ranks objects": json.dumps(objs), "format an object": json.dumps(fmt)}
+
+
+def test_a_manifest_damaged_anywhere_gives_no_note(out, tmp_path):
+    """docs/CLI.md "dump": a manifest that cannot be read gives no note, wherever its damage
+    lies (read whole, checked as simulate reads it); one whose objects are merely laid out
+    otherwise still gives it."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "rank-0005")
+    text = (copy / "manifest.json").read_text()
+    assert '"dram_base": ' in text
+    for what, bad in _damaged(text).items():
+        (copy / "manifest.json").write_text(bad)
+        res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--limit", "1"])
+        assert res.exit_code == 0 and res.stderr == "", (what, res.stderr)
+    (copy / "manifest.json").write_text(json.dumps(json.loads(text), indent=None))
+    res = CliRunner().invoke(main, ["dump", "--sem", str(copy), "--limit", "1"])
+    assert res.exit_code == 0 and "lists 1 rank (5) with no rank folder" in res.stderr
+
+
 def test_an_output_without_any_rank_folder_says_so(out, tmp_path):
     """Only the manifest left of an output: said so (it was 'neither an nrtrewrite output
     folder nor a rank folder'); an empty folder is still neither."""

@@ -673,3 +673,35 @@ def test_a_neff_member_key_with_a_dot_is_quoted_in_the_readers_key_path(base_spe
         '{"neff_like_version": 1, "subgraphs": ["sg00"], "n.b": {"x": NaN}}')}]
     assert str(error_of(base_spec)) == ('m.neff: member neff.json, field ["n.b"].x: invalid '
                                         "JSON: NaN is not a finite number")
+
+
+def test_top_only_keeps_the_top_level_object_and_reads_the_rest_by_the_same_rules():
+    """``loads(top_only=True)``: the top-level object's members, each object inside it (in a
+    list too) ``INNER_OBJECT``; a document that is not an object keeps its own shape.
+    Every text the whole read refuses it refuses with the same words and key path."""
+    I = jsonin.INNER_OBJECT
+    text = '{"a": {"b": [1, {"c": 2}]}, "ranks": [0, 3, 7], "l": [1, {"d": 2}], "s": "x"}'
+    assert jsonin.loads(text, strict_objects=False, top_only=True) == {
+        "a": I, "ranks": [0, 3, 7], "l": [1, I], "s": "x"}
+    assert jsonin.loads('[{"a": 1}, 2, null]', top_only=True) == [I, 2, None]
+    assert jsonin.loads("null", top_only=True) is None
+    assert jsonin.loads('{"k": 1, "k": 2}', strict_objects=False, top_only=True) == {"k": 2}
+    bad = ['{"a": {"b": [1, NaN]}}', '{"a": {"b": {"c": 1e999}}, "z": 1}', '{"a": {"b": 1}',
+           '\ufeff{"a": 1}', '{"a": {"b": ' + "9" * 5000 + "}}", '{"a": {"k": 1, "k": 2}}',
+           '{"a": ' + "[" * 100000 + "]" * 100000 + "}", '{"a": {"b": -Infinity}}']
+
+
+    def outcome(t, **kw):
+        try:
+            jsonin.loads(t, **kw)
+        except (ValueError, RecursionError) as exc:
+            return type(exc), str(exc), getattr(exc, "path", None)
+        return "read"
+    for t in bad:
+        for kw in ({"strict_objects": False}, {}):
+            assert outcome(t, top_only=True, **kw) == outcome(t, **kw), (t[:40], kw)
+    assert outcome(bad[5], strict_objects=False, top_only=True) == "read"  # (no unique rule)
+    assert outcome(bad[5], top_only=True)[1:] == ("duplicate key 'k'", "a.k")
+    with pytest.raises(jsonin.JsonRule) as err:
+        jsonin.loads('{"a": {"b": [1, NaN]}}', strict_objects=False, top_only=True)
+    assert err.value.path == "a.b[1]"

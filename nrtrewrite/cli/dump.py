@@ -161,10 +161,13 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     """A warning when the ranks ``out/manifest.json`` lists (an output folder's, FORMATS.md
     §1.1) are not all among the rank folders ``dirs`` dump found: a deleted rank folder
     would otherwise be left out without a word.  None for a rank folder, a manifest that is
-    not an output's or cannot be read (dump decodes what is there; ``simulate`` checks)."""
+    not an output's or cannot be read (dump decodes what is there; ``simulate`` checks).
+    The manifest is read whole, checked as ``simulate`` reads it, but only its top-level
+    object is built (``read_top_manifest``'s ``only``: until 2026-12-06 the whole of it,
+    tens of MB for a HIER plan)."""
     from nrtrewrite.simulate.artifacts import manifest_ranks, read_top_manifest
     try:
-        ranks = manifest_ranks(out, read_top_manifest(out))
+        ranks = manifest_ranks(out, read_top_manifest(out, only=("ranks",)))
     except NrtRewriteError:
         return None
     found = {d.name for d in dirs}
