@@ -1282,9 +1282,18 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
                 f"{', '.join(a.name for a in missing)})", trigger=req.ordinal)
         fb, outside, skipped = _flat_fallback(req, cands, allowed, policy, policy_alg)
         if fb is None:  # (its "no lowerable engine is legal" is why for each engine)
+            # engines legal and lowerable that the override alone keeps out (until 2026-12-06
+            # the line said no lowerable engine was legal, without a word of the override)
+            barred = [a.name for a in CANDIDATE_ORDER if a in cands and cands[a].legal
+                      and a != EncAlgType.HIER and policy.is_lowerable(a, req.op)
+                      and not allowed(a)]
+            which = (f"no lowerable engine {override.source} {override.text!r} allows is "
+                     f"legal for {req.op.name} (legal and lowerable but not allowed: "
+                     f"{', '.join(barred)})" if barred else
+                     f"no lowerable engine is legal for {req.op.name}")
             msg = (f"{what} is not lowerable in this build (lowerable: {can}, each for its own "
-                   f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and no "
-                   f"lowerable engine is legal for {req.op.name}")
+                   f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and "
+                   f"{which}")
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,

@@ -1363,6 +1363,24 @@ def test_a_flat_fallback_under_an_override_names_only_the_engines_it_allows():
         "INTER_RDH not taken: INTER_RDH needs one rank per node (local_rank_n 64)")
 
 
+
+def test_no_fallback_the_override_allows_names_the_override():
+    """§6 (a review, 2026-12-06): a build lowering RING alone, ``^ring``, a 4 MiB all-reduce
+    over a trn2 node: the policy's INTRA_RDH cannot be lowered and RING, legal and lowerable,
+    is excluded.  The line said ``no lowerable engine is legal for ALLREDUCE``, untrue, and
+    named no override; it names the override and the engine it keeps out.  Without an
+    override (an all-to-all, MESH not lowerable) it says what it said."""
+    pol = Policy(lowerable={EncAlgType.RING})
+    with pytest.raises(SelectionError) as exc:
+        select(req(AR, NODE0, 4 * MiB), T1N, policy=pol, override=parse_algo_override("^ring"))
+    assert str(exc.value) == (
+        "trigger 0: INTRA_RDH is not lowerable in this build (lowerable: RING, each for its "
+        "own ops; not for ALLREDUCE: INTRA_RDH) and no lowerable engine --algo '^ring' allows "
+        "is legal for ALLREDUCE (legal and lowerable but not allowed: RING)")
+    with pytest.raises(SelectionError) as exc:
+        select(req(EncOpType.ALLTOALL, NODE0, 4 * MiB), T1N, policy=pol)
+    assert str(exc.value).endswith("and no lowerable engine is legal for ALLTOALL")
+
 # -- the composers' own size limits are legality (a reviewer of compose/ and select.py) ----
 
 def _big_node(tmp_path):
