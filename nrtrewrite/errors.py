@@ -137,11 +137,22 @@ def did_you_mean(word: Any, names: Iterable[str], listed: str = "",
     the message quotes ``word`` (``repr`` for a command-line value, :func:`json_text` for a
     JSON file's), then ``listed``, the names as the message lists them.  No name close (or
     ``word`` not a string, or longer than :data:`MAX_SUGGEST_CHARS`): `` (listed)``, or
-    nothing when ``listed`` is empty.  Its leading space included."""
+    nothing when ``listed`` is empty.  Its leading space included.
+
+    A name equal to ``word`` but for case (``str.casefold``: ``"NODES"`` is ``"nodes"``) is
+    suggested first, whatever difflib's ratio (``"NODES"`` / ``"nodes"``: 0.0, so until
+    2026-12-06 nothing was suggested); of several such names, the closest by difflib, else
+    the first.  Only ``names`` are looked at: a name the caller left out (one that does not
+    fit there) is never suggested, whatever its case."""
     close: list[str] = []
     if isinstance(word, str) and 0 < len(word) <= MAX_SUGGEST_CHARS:
         import difflib  # (only on an error: not at every command's start)
-        close = difflib.get_close_matches(word, list(names), n=1)
+        names = list(names)
+        folded = word.casefold()
+        same = [n for n in names if isinstance(n, str) and n.casefold() == folded]
+        close = (same[:1] if len(same) < 2 else
+                 difflib.get_close_matches(word, same, n=1, cutoff=0.0) or same[:1]) or \
+            difflib.get_close_matches(word, names, n=1)
     body = " ".join(p for p in (f"did you mean {quote(close[0])}?" if close else "", listed)
                     if p)
     return f" ({body})" if body else ""

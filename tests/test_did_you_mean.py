@@ -216,3 +216,77 @@ def test_diff_ignore_suggests_by_the_first_key_alone(path, says):
     res = CliRunner().invoke(main, ["diff", "--ignore", path, str(ROOT / "fixtures"),
                                     str(ROOT / "fixtures")], env={}, prog_name="nrtrewrite")
     assert res.exit_code == 2 and says in res.stderr
+
+
+# -- a name that differs only in case (2026-12-06) -------------------------------------------
+
+def test_a_name_differing_only_in_case_is_suggested_first():
+    """difflib compares characters as they are: "NODES" / "nodes" match no character (ratio
+    0), so until 2026-12-06 nothing was suggested; the name equal but for case now comes
+    first, also where difflib prefers another ("RING" / "RINGS": 4 of 4 + 5, 0.89)."""
+    assert did_you_mean("NODES", ["format", "nodes"], "allowed: format, nodes", json_text) == (
+        ' (did you mean "nodes"? allowed: format, nodes)')
+    assert did_you_mean("RING", ["RINGS", "ring"]) == " (did you mean 'ring'?)"
+    # of two names equal but for case, difflib's closer: "NoDES" / "NODES" match N, D, E, S
+    # (8 / 10), "NoDES" / "nodes" only o (2 / 10)
+    assert did_you_mean("NoDES", ["nodes", "NODES"]) == " (did you mean 'NODES'?)"
+    # only the names given: one the caller left out is never suggested, whatever its case
+    assert did_you_mean("WORLD", ["input", "options"], "l") == " (l)"
+
+
+@pytest.mark.parametrize("doc, why", [
+    ({"platform": "trn2", "NODES": 2}, 'unknown key "NODES" (did you mean "nodes"? allowed: '),
+    ({"platform": "trn2", "device": {"DIES": 2}},
+     'field device: unknown key "DIES" (did you mean "dies"? allowed: '),
+    ({"platform": "trn2", "mesh_sub_type": "mesh_trn2"},
+     'field mesh_sub_type: unknown mesh_sub_type "mesh_trn2" (did you mean "MESH_TRN2"? '),
+    ({"platform": "TRN2"}, 'field platform: unknown platform "TRN2" (did you mean "trn2"? '),
+])
+def test_a_topology_files_name_in_another_case(tmp_path, doc, why):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=2)
+    assert str(exc.value).startswith(f"{path}: {why}")
+
+
+@pytest.mark.parametrize("spec, why", [
+    ("TRN2", "topology 'TRN2' is neither a preset (did you mean 'trn2'? trn1, trn2, "
+             "trn1:nodes=N, trn2:nodes=N) nor a readable file (no such file)"),
+    ("Trn1:nodes=2", "topology 'Trn1:nodes=2' is neither a preset (did you mean "
+                     "'trn1:nodes=2'? trn1, trn2, trn1:nodes=N, trn2:nodes=N) nor a readable "
+                     "file (no such file)"),
+    ("trn2:NODES=2", "bad topology option 'NODES=2' in 'trn2:NODES=2' (did you mean "
+                     "'nodes=2'? presets take nodes=N, e.g. trn2:nodes=2)"),
+])
+def test_a_topology_option_in_another_case(tmp_path, monkeypatch, spec, why):
+    monkeypatch.chdir(tmp_path)
+    assert error_line("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8",
+                      "--topology", spec) == f"nrtrewrite: error: field topology: {why}"
+
+
+def test_other_names_in_another_case():
+    """An assemble spec's dtype, a dump file name; and names accepted elsewhere but not
+    there stay unsuggested: a bare ``OPAQUE`` (an instruction only as a mapping's key: the
+    one bare instruction is nop), ``diff --ignore WORLD.x`` (world is ignored whole only)."""
+    from nrtrewrite.artifacts import open_records
+    from nrtrewrite.errors import OutputError
+    text = (ROOT / "fixtures" / "ar2.yaml").read_text()
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text.replace("dtype: bf16", "dtype: BF16", 1)))
+    assert "unknown dtype 'BF16' (did you mean 'bf16'? one of " in str(exc.value)
+    with pytest.raises(OutputError) as exc:
+        open_records("/nonexistent/CCE.BIN")
+    assert "not an artifact file nrtrewrite writes (did you mean cce.bin? " in str(exc.value)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text.replace("- nop\n", "- OPAQUE\n", 1)))
+    assert "or 'nop', not 'OPAQUE'" in str(exc.value) and "did you mean" not in str(exc.value)
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(parse_spec_text(text.replace("- nop\n", "- NOP\n", 1)))
+    assert str(exc.value).endswith("or 'nop', not 'NOP' (did you mean 'nop'?)")
+    for path, says in (("WORLD.x", "may be ignored (its keys: "),
+                       ("WORLD", "may be ignored (did you mean 'world'? its keys: "),
+                       ("INPUT.name", "may be ignored (did you mean 'input.name'? its keys: ")):
+        res = CliRunner().invoke(main, ["diff", "--ignore", path, str(ROOT / "fixtures"),
+                                        str(ROOT / "fixtures")], env={}, prog_name="nrtrewrite")
+        assert res.exit_code == 2 and says in res.stderr, (path, res.stderr)
