@@ -77,7 +77,7 @@ def test_platforms_have_their_hardware_generation(tmp_path):
         t = load_topology(str(path), world=(0,), lnc_size=1)
         assert t.platform.hw_generation == gen, doc
         assert t.to_json()["hw_generation"] == gen
-        again = tmp_path / "again.json"  # (custom platforms too: to_json leaves out platform)
+        again = tmp_path / "again.json"  # (custom platforms too: named in platform)
         again.write_text(json.dumps(t.to_json()))
         assert load_topology(str(again), world=(0,), lnc_size=1).platform.hw_generation == gen
 
@@ -182,8 +182,10 @@ _CUSTOM_LINE = {"format": TOPOLOGY_FORMAT, "devices_per_node": 4,
 ])
 def test_to_json_loads_back_to_the_same_json(tmp_path, spec, lnc_size):
     """docs/TOPOLOGY.md: what ``to_json`` prints is a topology file that loads back to the
-    same topology, for every preset and a custom platform (which ``to_json`` writes without
-    ``platform``: a loader refuses any value but a preset's)."""
+    same topology, for every preset and a custom platform (whose name ``to_json`` writes in
+    ``platform`` beside every platform field since 2026-12-06: ``_CUSTOM_LINE`` has no
+    ``name``, so its platform is ``custom`` and its topology ``src``, and it loaded back on
+    a platform named ``src``)."""
     if isinstance(spec, dict):
         src = tmp_path / "src.json"
         src.write_text(json.dumps(spec))
@@ -196,15 +198,39 @@ def test_to_json_loads_back_to_the_same_json(tmp_path, spec, lnc_size):
     assert t2.to_json() == doc
     assert json.dumps(t2.to_json()) == json.dumps(doc)  # key order too
     assert t2.ranks == t.ranks and t2.nodes == t.nodes and t2.name == t.name
-    p, p2 = t.platform, t2.platform
-    assert (p2.device, p2.links, p2.device_cycles, p2.routing_ids, p2.lnc_sizes, p2.torus,
-            p2.kangaring, p2.mesh, p2.mesh_sub_type, p2.hw_generation) == \
-        (p.device, p.links, p.device_cycles, p.routing_ids, p.lnc_sizes, p.torus,
-         p.kangaring, p.mesh, p.mesh_sub_type, p.hw_generation)
-    if p.name in ("trn1", "trn2"):
-        assert doc["platform"] == p.name == p2.name
-    else:  # named after the topology, as the file it came from
-        assert "platform" not in doc and p2.name == t.name
+    assert t2.lnc_size == t.lnc_size and t2.platform == t.platform  # its name too
+    assert doc["platform"] == t.platform.name
+
+
+@pytest.mark.parametrize("doc, name, platform", [
+    # (file t.json) no name: the topology is named after the stem, the platform custom
+    ({"torus": [2, 2]}, "t", "custom"),
+    ({"torus": [2, 2], "platform": None}, "t", "custom"),
+    ({"torus": [2, 2], "name": "quad"}, "quad", "quad"),
+    # a file naming its platform custom beside every platform field, under another name
+    ({"platform": "custom", "name": "pod", "lnc_sizes": [1, 2], "devices_per_node": 4,
+      "device": {"dies": 2, "sengines_per_die": 2, "tpbs_per_sengine": 2, "c2c_ports": 4},
+      "links": [[0, 1], [1, 2], [2, 3], [3, 0]], "device_cycles": [[0, 1, 2, 3]],
+      "routing_ids": [0, 1, 2, 3], "kangaring": True, "mesh": True,
+      "mesh_sub_type": "FULL_MESH", "hw_generation": 3}, "pod", "custom"),
+])
+def test_to_json_keeps_a_custom_platforms_name(tmp_path, doc, name, platform):
+    """docs/TOPOLOGY.md §2: a custom platform is named after the file's ``name``, else
+    ``custom``; ``to_json`` writes that name in ``platform``, so the printed topology loads
+    back on the platform of the same name (until 2026-12-06 ``platform`` was left out and
+    the loader named the platform after the printed ``name``: ``t`` and ``pod`` where the
+    original was ``custom``)."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"format": TOPOLOGY_FORMAT, **doc}))
+    t = load_topology(str(path), world=(), lnc_size=2)
+    assert (t.name, t.platform.name) == (name, platform)
+    printed = t.to_json()
+    assert (printed["name"], printed["platform"]) == (name, platform)
+    back = tmp_path / "back.json"
+    back.write_text(json.dumps(printed))
+    t2 = load_topology(str(back), world=(), lnc_size=2)
+    assert (t2.name, t2.platform.name) == (name, platform) and t2.platform == t.platform
+    assert t2.to_json() == printed
 
 
 def test_a_custom_platform_is_named_after_its_topology(tmp_path):
@@ -1103,3 +1129,4 @@ def test_a_custom_platform_named_otherwise_is_refused(tmp_path, doc, says):
     assert str(exc.value).startswith(f"{path}: ") and str(exc.value).endswith(says)
     assert _one_line_error(_cli("explain", ROOT / "fixtures" / "ar2.neff", "--topology",
                                 path)).endswith(says)
+

@@ -388,10 +388,14 @@ class Topology:
         resolved rank table (``ranks``), which a loader ignores.
 
         Every field of the platform is written, so the dict loads back to the same topology
-        (``to_json`` of the loaded one is this dict).  ``platform`` names a preset only: a
-        custom platform leaves it out (a loader takes another value only beside every
-        platform field, :func:`_named_custom`), and a loader names such a platform after the
-        topology's ``name``."""
+        (``to_json`` of the loaded one is this dict, the platform equal, its name too).
+        ``platform`` names the platform: a preset, or a custom platform, which a loader takes
+        beside every platform field as the name it has anyway, the topology's ``name`` or
+        ``custom`` (:func:`_named_custom`).  Until 2026-12-06 a custom platform was written
+        without it, and a loader named it after ``name``: a file without ``name`` (its
+        platform ``custom``, the topology named after the file's stem) loaded back on a
+        platform named after the stem.  A platform named otherwise (built in code, never
+        loaded from a file) still leaves it out: it loads back named after ``name``."""
         p = self.platform
         fields = platform_json(p)
         torus = fields.pop("torus", None)
@@ -411,7 +415,7 @@ class Topology:
                 for r in self.ranks.values()
             ],
         }
-        if p.name not in PRESETS:
+        if p.name not in PRESETS and p.name not in (self.name, "custom"):
             del out["platform"]
         if torus is not None:
             out["torus"] = torus
