@@ -1130,3 +1130,54 @@ def test_a_custom_platform_named_otherwise_is_refused(tmp_path, doc, says):
     assert _one_line_error(_cli("explain", ROOT / "fixtures" / "ar2.neff", "--topology",
                                 path)).endswith(says)
 
+
+# -- a link given again (2026-12-06) -----------------------------------------------------------
+
+def test_a_link_given_again_is_collapsed():
+    """docs/TOPOLOGY.md §2 links: an entry given again is the same link (an output writes
+    each link twice, [a, port_a, b] each way): a ring of 4 devices whose [0, 1] is given
+    1000 times more, or the other way round, is the ring given once; each device's
+    lowest free port, in the order of the entries: 0-1 on 0's port 0 and 1's port 0, 1-2 on
+    1's port 1 and 2's port 0, 2-3 on 2's 1 and 3's 0, 3-0 on 3's 1 and 0's 1."""
+    ring = [[0, 1], [1, 2], [2, 3], [3, 0]]
+    want = {0: {1: 0, 3: 1}, 1: {0: 0, 2: 1}, 2: {1: 0, 3: 1}, 3: {2: 0, 0: 1}}
+    for links in (ring, ring + [[0, 1]] * 1000, ring[:1] + [[1, 0]] * 1000 + ring[1:],
+                  [[0, 0, 1]] * 3 + ring[1:] + [[0, 0, 1, 0]] * 2):
+        p = platform_from_json({"devices_per_node": 4, "links": links}, where="t.json")
+        assert p.links == want, links
+    # a link given again on another port is still refused; JSON true is no integer: [0, true]
+    # after [0, 1] is refused, not the same link again
+    for links, why in (([[0, 0, 1], [0, 1, 1]], "device 0 reaches 1 on two ports"),
+                       ([[0, 1], [0, True]], "a link is [a, b], [a, port_a, b] or "
+                                             "[a, port_a, b, port_b], not [0, true]")):
+        with pytest.raises(ValidationError) as exc:
+            platform_from_json({"devices_per_node": 4, "links": links}, where="t.json")
+        assert str(exc.value) == f"t.json: field links: {why}"
+
+
+def test_a_link_given_again_is_skipped_at_once(monkeypatch):
+    """Each entry after the first of its kind is skipped before any check of the link (a
+    file of 3 million of one entry, 24 MB, took 14 s to load here, 40 s on a busy machine):
+    the device range check runs once for 100000 entries of [0, 1]."""
+    import nrtrewrite.topology.model as M
+    calls = []
+    real = M._check_devices
+    monkeypatch.setattr(M, "_check_devices", lambda n, where: (calls.append(n), real(n, where)))
+    p = platform_from_json({"devices_per_node": 2, "links": [[0, 1]] * 100_000}, where="t.json")
+    assert p.links == {0: {1: 0}, 1: {0: 0}} and calls == [2]
+
+
+def test_the_lone_surrogate_search_walks_only_a_document_that_has_one(monkeypatch):
+    """``jsonin.lone_surrogate`` writes a JSON document whole first (C speed): no key path is
+    built for a document without a lone surrogate (the walk, a path for every value, was
+    two thirds of loading a topology file of 3 million links); one that has one is still
+    named by its key path."""
+    from nrtrewrite import jsonin
+    walked = []
+    real = jsonin._children
+    monkeypatch.setattr(jsonin, "_children", lambda path, val: (walked.append(path),
+                                                                real(path, val))[1])
+    doc = {"links": [[0, 1]] * 1000, "name": "x\u00e9"}
+    assert jsonin.lone_surrogate(doc) is None and walked == []
+    doc["links"][500] = [0, "a\ud800"]
+    assert jsonin.lone_surrogate(doc) == ("links[500][1]", "a\ud800", 1, False) and walked

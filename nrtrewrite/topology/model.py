@@ -551,8 +551,9 @@ def _bool(doc: dict, key: str, default: bool, *, where: str) -> bool:
 
 
 def _ints(val) -> bool:
-    """Whether ``val`` is a list of integers (JSON ``true`` / ``false`` are not integers)."""
-    return isinstance(val, list) and all(map(_is_int, val))
+    """Whether ``val`` is a list of integers (JSON ``true`` / ``false`` are not integers;
+    ``type(v) is int`` first: a JSON integer, at once)."""
+    return isinstance(val, list) and all(type(v) is int or _is_int(v) for v in val)
 
 
 def _check_devices(n: int, where: str) -> None:
@@ -722,8 +723,17 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
         # Two passes: ports named by any entry first, then free ports for the rest.
         named: dict[tuple[int, int], int] = {}
         pairs: list[tuple[int, int]] = []
+        # (an entry given again is the same link again: collapsed, as an output's links,
+        # [a, port_a, b] each direction, give every link twice; skipped at once, so a file
+        # of millions of one entry costs a set lookup each; checked first: JSON true is no
+        # integer, and [0, true] is refused, not read as [0, 1] again)
+        seen: set[tuple[int, ...]] = set()
         for item in _list(doc, "links", "links", where=where):
-            if not _ints(item) or len(item) not in (2, 3, 4):
+            key = tuple(item) if _ints(item) else None
+            if key in seen:
+                continue
+            seen.add(key)  # (None: refused below)
+            if key is None or len(item) not in (2, 3, 4):
                 raise ValidationError("a link is [a, b], [a, port_a, b] or "
                                       f"[a, port_a, b, port_b], not {json_text(item)}", file=where,
                                       field="links")
