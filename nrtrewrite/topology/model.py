@@ -556,6 +556,21 @@ def _ints(val) -> bool:
     return isinstance(val, list) and all(type(v) is int or _is_int(v) for v in val)
 
 
+def _link_ends(item: Any, ints: bool, where: str) -> tuple[int, int | None, int, int | None]:
+    """``(a, port_a, b, port_b)`` of a ``links`` entry (``ints``: a list of integers), ports
+    None where it names none; a :class:`ValidationError` naming ``links`` for an entry of
+    another form.  Called once for each entry not given before (a repeat is skipped)."""
+    if not ints or len(item) not in (2, 3, 4):
+        raise ValidationError("a link is [a, b], [a, port_a, b] or "
+                              f"[a, port_a, b, port_b], not {json_text(item)}", file=where,
+                              field="links")
+    if len(item) == 2:
+        return item[0], None, item[1], None
+    if len(item) == 3:
+        return item[0], item[1], item[2], None
+    return item[0], item[1], item[2], item[3]
+
+
 def _check_devices(n: int, where: str) -> None:
     if n > MAX_DEVICES_PER_NODE:
         raise LimitError(f"{n} devices per node, more than the {MAX_DEVICES_PER_NODE} a 6-bit "
@@ -732,17 +747,8 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
             key = tuple(item) if _ints(item) else None
             if key in seen:
                 continue
-            seen.add(key)  # (None: refused below)
-            if key is None or len(item) not in (2, 3, 4):
-                raise ValidationError("a link is [a, b], [a, port_a, b] or "
-                                      f"[a, port_a, b, port_b], not {json_text(item)}", file=where,
-                                      field="links")
-            if len(item) == 2:
-                a, b, pa, pb = item[0], item[1], None, None
-            elif len(item) == 3:
-                a, pa, b, pb = item[0], item[1], item[2], None
-            else:
-                a, pa, b, pb = item
+            seen.add(key)  # (None: refused by _link_ends)
+            a, pa, b, pb = _link_ends(item, key is not None, where)
             for d in (a, b):
                 if not 0 <= d < n:
                     raise ValidationError(f"link device {d} outside 0..{n - 1}", file=where,
