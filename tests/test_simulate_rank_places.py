@@ -40,6 +40,20 @@ DEFAULT = "the platform of options.topology null (the default, trn2)"
 #: a topology file's platform: its shape is the one most rows fit
 FILE_SHAPE = ('the shape most rows of the table fit: the platform of options.topology "t.json", '
               "a topology file, is not in the manifest")
+#: a topology file's platform the manifest records whole (not exactly a preset: 2026-12-06)
+RECORDED = ("the platform the manifest records: topology.devices_per_node, topology.device, "
+            "topology.routing_ids")
+#: the platform fields an output adds for a platform that is not exactly a preset
+#: (docs/TOPOLOGY.md §2, FORMATS §1.1)
+PLATFORM_FIELDS = ("lnc_sizes", "devices_per_node", "device", "links", "device_cycles",
+                   "routing_ids", "kangaring", "mesh", "torus")
+
+
+def _unrecord(top: dict) -> None:
+    """The manifest as it is for a file's platform exactly a preset, or as an nrtrewrite
+    before 2026-12-06 wrote it for any file: the platform named alone."""
+    for key in PLATFORM_FIELDS:
+        top["topology"].pop(key, None)
 
 
 def _top(out: Path) -> dict:
@@ -242,14 +256,23 @@ def test_a_topology_files_output_simulates(file_ring):
     assert_clean(file_ring)
 
 
-def test_a_topology_files_rank_moved_to_another_device_is_refused(file_ring, tmp_path):
-    """Rank 21 moved to node 1's device 2 (routing id 12: the file's, which the manifest
-    does not hold): the shape the other rows fit, 4 ranks a device and 4 devices a node,
-    puts it on device 21 % 16 // 4 = 1."""
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_topology_files_rank_moved_to_another_device_is_refused(file_ring, tmp_path,
+                                                                  recorded):
+    """Rank 21 moved to node 1's device 2 (routing id 12, device 2's): the platform the
+    manifest records (4 devices a node of 1 x 2 x 2 = 4 cores, LNC 1: 4 ranks a device), or,
+    not recorded, the shape the other rows fit, the same, puts it on device 21 % 16 // 4 =
+    1."""
     out = copy(file_ring, tmp_path)
-    _retop(out, lambda top: top["topology"]["ranks"][5].update(device=2, routing_id=12))
+
+    def edit(top):
+        top["topology"]["ranks"][5].update(device=2, routing_id=12)
+        if not recorded:
+            _unrecord(top)
+    _retop(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[5].device')}rank 21: device should be "
-                            f"1, 21 % 16 // 4 (4 ranks a device), not 2 ({FORMULA}; {FILE_SHAPE})")
+                            f"1, 21 % 16 // 4 (4 ranks a device), not 2 ({FORMULA}; "
+                            f"{RECORDED if recorded else FILE_SHAPE})")
 
 
 def test_a_topology_files_device_has_one_routing_id(file_ring, tmp_path):
@@ -257,7 +280,8 @@ def test_a_topology_files_device_has_one_routing_id(file_ring, tmp_path):
     device's id, or a device of two ids, is refused (docs/TOPOLOGY.md §2: one routing id a
     device, each its own; the same nodes repeat)."""
     out = copy(file_ring, tmp_path)
-    _retop(out, lambda top: top["topology"]["ranks"][5].update(routing_id=12))
+    _retop(out, lambda top: (top["topology"]["ranks"][5].update(routing_id=12),
+                             _unrecord(top)))
     assert refused(out) == (f"{_field(out, 'topology.ranks[5].routing_id')}rank 21: routing_id "
                             "should be 3, device 1's at topology.ranks[4], not 12 (a device has "
                             "one routing id, on every node: docs/TOPOLOGY.md §2 routing_ids)")
@@ -266,6 +290,7 @@ def test_a_topology_files_device_has_one_routing_id(file_ring, tmp_path):
     def edit(top):
         for row in top["topology"]["ranks"][4:]:
             row["routing_id"] = 7
+        _unrecord(top)
     _retop(out, edit)
     assert refused(out) == (f"{_field(out, 'topology.ranks[4].routing_id')}rank 20: routing_id "
                             "7 of device 1 is device 0's at topology.ranks[0] (each device has "
@@ -397,7 +422,87 @@ def test_a_topology_files_table_naming_a_device_past_a_nodes_64_is_refused(tmp_p
         rows = {r["rank"]: r for r in top["topology"]["ranks"]}
         rows[64].update(node=0, device=64, routing_id=1)
     _retop(out, edit)
+    # the manifest records the platform (not exactly a preset): 64 devices a node of one
+    # rank, so rank 64 is node 64 // 64 = 1's
+    assert refused(out) == (f"{_field(out, 'topology.ranks[1].node')}rank 64: node should be 1, "
+                            "64 // 64 (64 devices of 1 rank a node), not 0 "
+                            f"({FORMULA}; {RECORDED})")
+    _retop(out, _unrecord)  # (not recorded: the shape the rows fit, every rank on node 0)
     shape = FILE_SHAPE.replace('"t.json"', '"w.json"')
     assert refused(out) == (f"{_field(out, 'topology.ranks[1].device')}rank 64: device 64 is "
                             "past the 64 devices a node holds at most (docs/TOPOLOGY.md §2; "
                             f"{shape})")
+
+
+# ---------------------------------------------- a topology file's platform recorded (2026-12-06)
+
+def test_a_topology_files_rows_are_held_to_the_recorded_routing_ids(file_ring, tmp_path):
+    """The manifest records the file's routing ids, 7, 3, 12, 0 (docs/TOPOLOGY.md §2; not
+    exactly a preset): node 1's device 1 saying 12, or device 1's rows saying 7 on both
+    nodes (one id of their own, which the rows alone do not tell), is refused naming the
+    recorded id (until 2026-12-06 only the rows' own consistency was held)."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"]["ranks"][5].update(routing_id=12))
+    assert refused(out) == (f"{_field(out, 'topology.ranks[5].routing_id')}rank 21: routing_id "
+                            "should be 3, the routing id of device 1, not 12 (docs/TOPOLOGY.md "
+                            f"§1; {RECORDED})")
+    out = copy(file_ring, tmp_path, "u")
+
+    def edit(top):  # device 0 and 1 trade ids everywhere: the rows agree with each other
+        for row in top["topology"]["ranks"]:
+            row["routing_id"] = {7: 3, 3: 7}[row["routing_id"]]
+    _retop(out, edit)
+    assert refused(out) == (f"{_field(out, 'topology.ranks[0].routing_id')}rank 0: routing_id "
+                            "should be 7, the routing id of device 0, not 3 (docs/TOPOLOGY.md "
+                            f"§1; {RECORDED})")
+
+
+def test_a_topology_files_table_relabelled_to_another_shape_contradicts_the_record(
+        file_ring, tmp_path):
+    """file_ring's device is 1 die of 2 s-engines of 2 TPBs: rank 2 (TPB 2) is on s-engine 1.
+    Its rows relabelled whole to 1 s-engine of 4 TPBs (every sengine 0) is a shape §1 allows,
+    which the rows alone cannot tell from the file's (not recorded, it simulates as a
+    match); against the recorded device it is refused."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: [row.update(sengine=0) for row in top["topology"]["ranks"]])
+    assert refused(out) == (f"{_field(out, 'topology.ranks[2].sengine')}rank 2: sengine should "
+                            "be 1, tpb 2 // 2 (2 TPBs an s-engine), not 0 "
+                            f"({SENGINE_RULE}; {RECORDED})")
+    _retop(out, _unrecord)
+    assert_clean(out)
+
+
+@pytest.mark.parametrize("edit, key, says", [
+    (lambda t: t.update(lnc_size=0), "topology.lnc_size",
+     "topology.lnc_size is 0: an LNC size is at least 1"),
+    (lambda t: t.update(devices_per_node=65), "topology.devices_per_node",
+     "topology.devices_per_node is 65: a node holds 1 to 64 devices"),
+    (lambda t: t["device"].update(tpbs_per_sengine=0), "topology.device.tpbs_per_sengine",
+     "topology.device.tpbs_per_sengine is 0: a count of at least 1"),
+    (lambda t: t["device"].update(dies=8), "topology.device",
+     "topology.device holds 8 x 2 x 2 = 32 cores: at most 16, a multiple of lnc_size 1"),
+    (lambda t: t.update(routing_ids=[7, 3, 12]), "topology.routing_ids",
+     "topology.routing_ids lists 3 routing ids: one for each of the 4 devices "
+     "(topology.devices_per_node)"),
+    (lambda t: t["routing_ids"].__setitem__(2, 64), "topology.routing_ids[2]",
+     "topology.routing_ids[2] is 64: outside 0..63"),
+    (lambda t: t["routing_ids"].__setitem__(3, 7), "topology.routing_ids[3]",
+     "topology.routing_ids[3] is 7: device 0's too (each device has its own)"),
+])
+def test_the_recorded_platform_is_one_lower_loads(file_ring, tmp_path, edit, key, says):
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: edit(top["topology"]))
+    assert refused(out) == (f"{_field(out, key)}{says} (docs/TOPOLOGY.md §2: lower loads no "
+                            "such platform)")
+
+
+def test_the_recorded_platform_is_read_with_its_type(file_ring, tmp_path):
+    """devices_per_node, device and routing_ids come together: one without the others, or
+    of another type, is exit 2 naming the key."""
+    out = copy(file_ring, tmp_path)
+    _retop(out, lambda top: top["topology"].update(devices_per_node="4"))
+    assert _typed_refusal(out) == (f"{_field(out, 'topology.devices_per_node')}must be an "
+                                   'integer, not "4"')
+    out = copy(file_ring, tmp_path, "u")
+    _retop(out, lambda top: top["topology"].pop("device"))
+    assert _typed_refusal(out) == f"{_field(out, 'topology.device')}missing"

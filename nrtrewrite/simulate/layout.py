@@ -94,6 +94,9 @@ class RankPlace:
 
 #: The platform keys of the manifest's ``topology`` (FORMATS §1.1).
 PLATFORM_KEYS = ("platform", "hw_generation", "cce_max_elements")
+#: The keys of the platform's shape in the manifest's ``topology``, recorded (with the other
+#: platform fields) for a platform that is not exactly a preset (FORMATS §1.1).
+RECORDED_SHAPE_KEYS = ("devices_per_node", "device", "routing_ids")
 
 
 def _read_platform(topo: Field) -> tuple[str, int, int] | None:
@@ -220,6 +223,16 @@ class Layout:
         self.topology_name = topo["name"].str()
         #: the platform keys (None: not recorded) and mesh_sub_type, typed: checked as values
         self._platform = _read_platform(topo)
+        #: the platform's shape as the manifest records it whole (a platform that is not
+        #: exactly a preset, since 2026-12-06: FORMATS §1.1): (devices_per_node, dies,
+        #: sengines_per_die, tpbs_per_sengine, routing_ids); None when not recorded
+        self._recorded_shape: tuple[int, int, int, int, tuple[int, ...]] | None = None
+        if any(topo.has(key) for key in RECORDED_SHAPE_KEYS):
+            dev = topo["device"]
+            self._recorded_shape = (
+                topo["devices_per_node"].int(), dev["dies"].int(),
+                dev["sengines_per_die"].int(), dev["tpbs_per_sengine"].int(),
+                tuple(topo["routing_ids"].ints()))
         #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
         self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
         self._mesh_sub_name = topo.get("mesh_sub_type").opt_str()
@@ -491,9 +504,12 @@ class Layout:
         core``).  On a preset the shape
         is the preset's at the output's ``lnc_size`` (trn2 at lnc 2: device ``r // 4``,
         s-engine ``r % 4``, die ``(r % 4) >> 1``; routing id the device index).  A topology
-        file's shape is not in the manifest (nor its routing ids): its rows are held to one
-        shape §1 allows, the one the most of them fit (:func:`_fit_shape`), and each device
-        index to one routing id of its own on every node.  Until 2026-12-05 ``device`` and
+        file's platform that is not exactly a preset is recorded whole (since 2026-12-06):
+        its rows are held to its shape and routing ids (:meth:`_recorded`; until then they
+        were not read, and a table contradicting them simulated as a match).  Otherwise a
+        topology file's shape is not in the manifest (nor its routing ids): its rows are held
+        to one shape §1 allows, the one the most of them fit (:func:`_fit_shape`), and each
+        device index to one routing id of its own on every node.  Until 2026-12-05 ``device`` and
         ``die`` were not read, and ``sengine`` only in a KANGARING unit, against the
         manifest's own ``tpb``: a rank moved to another device or die, every key changed to
         match, simulated as a match where its artifacts agreed."""
@@ -512,6 +528,10 @@ class Layout:
             whose = f"{plat.name} at lnc_size {self.lnc_size}, the platform of " \
                     f"{self.option_text()}"
             rids = plat.routing_ids
+        elif self._recorded_shape is not None:
+            shape, rids = self._recorded(), self._recorded_shape[4]
+            whose = ("the platform the manifest records: topology.devices_per_node, "
+                     "topology.device, topology.routing_ids")
         else:
             shape = _fit_shape(cols, self.lnc_size)
             whose = ("the shape most rows of the table fit: the platform of options.topology "
@@ -580,6 +600,39 @@ class Layout:
                     f"rank {p.rank}: routing_id {p.device} of device {p.index} is device "
                     f"{dev}'s at {at} (each device has its own: docs/TOPOLOGY.md §2 "
                     "routing_ids)", file=self.file, field=joined_key(path, "routing_id"))
+
+    def _recorded(self) -> tuple[int, int, int, int]:
+        """The shape (ranks a device, devices a node, TPBs an s-engine, s-engines a die) of
+        the platform the manifest records whole (a topology file's that is not exactly a
+        preset: FORMATS §1.1), its values held to what ``lower`` loads (docs/TOPOLOGY.md §2:
+        at most 64 devices a node, 16 cores a device, the lnc size dividing them, a routing
+        id 0..63 per device, each its own), else a :class:`SimulationError` naming the key."""
+        dpn, dies, spd, tps, rids = self._recorded_shape
+
+        def err(key: str, why: str) -> SimulationError:
+            return SimulationError(f"{key} {why} (docs/TOPOLOGY.md §2: lower loads no such "
+                                   "platform)", file=self.file, field=key)
+        if not 1 <= dpn <= MAX_DEVICES_PER_NODE:
+            raise err("topology.devices_per_node", f"is {dpn}: a node holds 1 to "
+                      f"{MAX_DEVICES_PER_NODE} devices")
+        for key, val in (("dies", dies), ("sengines_per_die", spd), ("tpbs_per_sengine", tps)):
+            if val < 1:
+                raise err(f"topology.device.{key}", f"is {val}: a count of at least 1")
+        tpbs = dies * spd * tps
+        if self.lnc_size < 1:  # (a hand-edited one; lower writes a size of its platform)
+            raise err("topology.lnc_size", f"is {self.lnc_size}: an LNC size is at least 1")
+        if tpbs > MAX_CORES_PER_DEVICE or tpbs % self.lnc_size:
+            raise err("topology.device", f"holds {dies} x {spd} x {tps} = {tpbs} cores: at "
+                      f"most {MAX_CORES_PER_DEVICE}, a multiple of lnc_size {self.lnc_size}")
+        if len(rids) != dpn:
+            raise err("topology.routing_ids", f"lists {counted(len(rids), 'routing id')}: one "
+                      f"for each of the {dpn} devices (topology.devices_per_node)")
+        for i, rid in enumerate(rids):
+            if not 0 <= rid <= CAYMAN_ID_MASK or rid in rids[:i]:
+                raise err(f"topology.routing_ids[{i}]", f"is {rid}: " + (
+                    f"device {rids.index(rid)}'s too (each device has its own)"
+                    if 0 <= rid <= CAYMAN_ID_MASK else f"outside 0..{CAYMAN_ID_MASK}"))
+        return tpbs // self.lnc_size, dpn, tps, spd
 
     def _refuse_misplaced(self, rows, cols: dict[str, np.ndarray], want: dict[str, np.ndarray],
                           shape: tuple[int, int | None, int, int], whose: str) -> None:
