@@ -592,6 +592,12 @@ class Simulator:
         self.shadows: dict[tuple[int, int], Shadow] = {}
         self.touch: dict[tuple[int, int], set[int]] = {}
         self.trig_bufs: dict[int, set[tuple[int, int]]] = {}
+        #: (rank, region) -> triggers not yet done that may touch it (a buffer freed while a
+        #: later one will is kept and cleared where it was written, not made again)
+        self.later: dict[tuple[int, int], int] = {}
+        #: (rank, region) -> byte ranges written since its buffer was made or cleared (kept
+        #: for a buffer a later trigger may touch; DIRTY_RANGES of them at most, else one)
+        self.dirty: dict[tuple[int, int], list] = {}
         self.refs: dict[int, Reference] = {}
         self.deferred: list[tuple[TriggerSpec, int, np.ndarray, list, list]] = []
         self.trig_done: dict[int, int] = {}
@@ -613,6 +619,8 @@ class Simulator:
                     allowed.setdefault(reg.index, []).append((0, reg.size))
             for reg, ivs in allowed.items():
                 self.allowed[(t.ordinal, reg)] = merge_intervals(ivs)
+            for key in self._trigger_keys(t):
+                self.later[key] = self.later.get(key, 0) + 1
         for p in self.proxies:
             self._evaluate(p)
         for r in sorted(self.ranks):
@@ -785,6 +793,34 @@ class Simulator:
                 q.popleft()
 
     # ------------------------------------------------------------------ memory
+    #: written ranges remembered per buffer before they are kept as their hull
+    DIRTY_RANGES = 64
+
+    def _trigger_keys(self, t: TriggerSpec) -> list[tuple[int, int]]:
+        """The (rank, region) buffers trigger ``t`` may touch: its operands', scratch and
+        gateway on each rank of its group (a leg writes no other rank or region, and reads
+        only bytes written in its trigger)."""
+        src, dst = self.footprints[t.ordinal]
+        regs = {src.region.index, dst.region.index}
+        for kind in ("scratch", "gw"):
+            reg = self.layout.named(kind)
+            if reg is not None:
+                regs.add(reg.index)
+        return [(r, reg) for r in t.group for reg in sorted(regs)]
+
+    def _dirty(self, key: tuple[int, int], lo: int, hi: int) -> None:
+        """Bytes ``[lo, hi)`` of buffer ``key`` written: remembered when the buffer may
+        outlive the trigger writing them (another trigger not yet done may touch it)."""
+        if hi <= lo or self.later.get(key, 0) <= 0:  # (freed for good after this trigger)
+            return
+        d = self.dirty.setdefault(key, [])
+        if d and d[-1][0] <= hi and lo <= d[-1][1]:
+            d[-1] = (min(d[-1][0], lo), max(d[-1][1], hi))
+        elif len(d) < self.DIRTY_RANGES:
+            d.append((lo, hi))
+        else:
+            d[:] = [(min(lo, min(a for a, _b in d)), max(hi, max(b for _a, b in d)))]
+
     def _buffer(self, r: int, reg: int, trigger: int) -> np.ndarray:
         key = (r, reg)
         buf = self.mem.get(key)
@@ -856,6 +892,7 @@ class Simulator:
                 raise self._conflict(c, acc, r, reg, "writes") from None
         for r, reg, off, n in runs:
             self._buffer(r, reg, acc.trigger)[off:off + n] = data[pos:pos + n]
+            self._dirty((r, reg), off, off + n)
             pos += n
         self.bytes_moved += pos
 
@@ -1012,11 +1049,16 @@ class Simulator:
         reg = src.region.index
         buf = self._buffer(r, reg, t.ordinal)
         sh = self._shadow(r, reg)
+        lo = hi = None
         try:
             for a, b in src.intervals():
                 sh.write(a, b, acc, ctrl)
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
         except Conflict as c:
             raise self._conflict(c, acc, r, reg, "writes") from None
+        if lo is not None:  # (the fill writes inside its footprint's ranges)
+            self._dirty((r, reg), lo, hi)
         npdt = codes.NUMPY_DTYPE[t.dtype]
         args = (self.seed, t.ordinal, pos, len(t.group), t.n, t.dtype, t.alu or "", t.reduce)
         if src.offsets is None:  # contiguous: made in place, read back where it lies
@@ -1120,13 +1162,28 @@ class Simulator:
                 keep.append(item)
         self.deferred = keep
         self.refs.pop(t.ordinal, None)
+        for key in self._trigger_keys(t):
+            self.later[key] -= 1
+            if not self.later[key] and key not in self.touch:  # kept for t, which left it be
+                self.mem.pop(key, None)
+                self.dirty.pop(key, None)
         for key in self.trig_bufs.pop(t.ordinal, ()):
             users = self.touch.get(key)
             if users is not None:
                 users.discard(t.ordinal)
                 if not users:
-                    self.mem.pop(key, None)
                     del self.touch[key]
+                    buf = self.mem.get(key)
+                    if buf is not None and self.later.get(key, 0) > 0:
+                        # a later trigger touches it: cleared where written (as made anew,
+                        # zeros), not freed and made again (until 2026-12-06 each trigger
+                        # zeroed the whole buffer anew: a scratch region sized for every
+                        # trigger made that quadratic in the triggers, SIMULATOR.md §9)
+                        for a, b in self.dirty.pop(key, ()):
+                            buf[a:b] = 0
+                    else:
+                        self.mem.pop(key, None)
+                        self.dirty.pop(key, None)
 
     def _final_checks(self) -> None:
         for r in sorted(self.sem_count):

@@ -1210,6 +1210,7 @@ class RankDecoder:
         elem = L["elem_start"].astype(np.int64)[leg] + p_off
         dsize = self.leg_dsize[leg]
         R = self.runs
+        groups = self._entry_groups(self.spi[leg])
         for d, part in ((0, "src"), (1, "dst")):
             start = np.searchsorted(R["gkey"], leg * 64 + d * 32, side="left")
             gid = R["gid"][start]
@@ -1238,18 +1239,32 @@ class RankDecoder:
             # a DRAM stream: the BD address of that element is where the op's buffer holds it
             addr = DRAM_BASE + roff[reg] + soff
             if view.any():
-                self._check_view_pieces(part, view, leg, elem, dsize, got, addr, reg)
+                self._check_view_pieces(part, view, leg, elem, dsize, got, addr, reg, groups)
             ok = sb | view
-            for e, ent_t in enumerate(self.entry_trigger):
-                m = ~sb & (self.spi[leg] == e)
-                if not m.any():
+            for e, idx in groups:
+                m = idx[~sb[idx]]
+                if not m.size:
                     continue
-                for anchor_reg, base in self._anchors(ent_t, trank[m]):
+                for anchor_reg, base in self._anchors(self.entry_trigger[e], trank[m]):
                     ok[m] |= (reg[m] == anchor_reg) & (addr[m] == base + elem[m] * dsize[m])
             self.check(~ok, lambda i, part=part: f"{part}: the BD address of the piece's first "
                        f"element {elem[i]} ({int(addr[i]):#x} in "
                        f"{self.layout.region(int(reg[i])).name!r}) is not where that element of "
                        "the op's buffers lives", "sb2sb.bin", f"{part}.start_addr")
+
+    def _entry_groups(self, ent: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """(entry, ascending indices of ``ent`` equal to it) of every SPAD entry that occurs
+        in ``ent``, in entry order: one sort, so a check per entry costs its own pieces, not
+        all of them (until 2026-12-06 each entry built a mask over every piece of the rank,
+        entries x pieces: quadratic in the triggers, docs/SIMULATOR.md §9)."""
+        order = np.argsort(ent, kind="stable")
+        srt = ent[order]
+        cut = np.flatnonzero(srt[1:] != srt[:-1]) + 1
+        lo = np.concatenate(([0], cut)).tolist()
+        hi = np.concatenate((cut, [srt.size])).tolist()
+        n = len(self.entry_trigger)
+        return [(int(srt[a]), order[a:b]) for a, b in zip(lo, hi)
+                if srt.size and 0 <= int(srt[a]) < n]
 
     def _view_regions(self) -> list[int]:
         return [r.index for r in (self.layout.named("scratch"), self.layout.named("gw"))
@@ -1257,17 +1272,17 @@ class RankDecoder:
 
     def _check_view_pieces(self, part: str, view: np.ndarray, leg: np.ndarray, elem: np.ndarray,
                            dsize: np.ndarray, got: np.ndarray, addr: np.ndarray,
-                           reg: np.ndarray) -> None:
+                           reg: np.ndarray, groups: list) -> None:
         """start_addr of a mesh / RDH piece in a scratch or gateway view: a whole number of
         elements, its view's first element (the piece's element minus that count) one the
         trigger's blocks allow, the view inside the region and the same for every piece of
         the leg's stream."""
         origin = elem - got // dsize
         allowed = np.zeros(leg.size, bool)
-        for e, ent_t in enumerate(self.entry_trigger):
-            m = view & (self.spi[leg] == e)
-            if m.any():
-                allowed[m] = np.isin(origin[m], list(ent_t.view_origins))
+        for e, idx in groups:  # (:meth:`_entry_groups`)
+            m = idx[view[idx]]
+            if m.size:
+                allowed[m] = np.isin(origin[m], list(self.entry_trigger[e].view_origins))
         roff = np.array([x.offset for x in self.layout.regions], np.int64)
         vbase = addr - got  # address of the view's first element
         what = f"{part}.start_addr"
@@ -1864,7 +1879,10 @@ class RankProgram:
         leg_, first, dirr, stream, rank, reg, soff, ln = self.bds_arrays
         tiles = []
         cur = None
-        for i in np.flatnonzero(leg_ == g).tolist():
+        # the BDs are in leg order (``dma_count`` of each leg in turn): the leg's are one
+        # slice, found by bisection (until 2026-12-06 a mask over all the rank's BDs per leg)
+        lo, hi = np.searchsorted(leg_, (g, g + 1)).tolist()
+        for i in range(lo, hi):
             if first[i]:
                 cur = ([], [])
                 tiles.append(cur)
