@@ -598,6 +598,10 @@ class Simulator:
         #: (rank, region) -> byte ranges written since its buffer was made or cleared (kept
         #: for a buffer a later trigger may touch; DIRTY_RANGES of them at most, else one)
         self.dirty: dict[tuple[int, int], list] = {}
+        #: (rank, region) -> bytes of a buffer kept between its triggers with none running
+        #: (KEEP_BYTES of them at most: the rest freed as before)
+        self.idle: dict[tuple[int, int], int] = {}
+        self.idle_bytes = 0
         self.refs: dict[int, Reference] = {}
         self.deferred: list[tuple[TriggerSpec, int, np.ndarray, list, list]] = []
         self.trig_done: dict[int, int] = {}
@@ -795,6 +799,12 @@ class Simulator:
     # ------------------------------------------------------------------ memory
     #: written ranges remembered per buffer before they are kept as their hull
     DIRTY_RANGES = 64
+    #: the most bytes of buffers kept between their triggers (a later trigger touches them)
+    #: with no trigger running on them; a buffer past it is freed and made again, as until
+    #: 2026-12-06 every buffer was: keeping every one held each var a later trigger reuses
+    #: on every rank across the triggers between, over the floor memguard checks (8 ranks,
+    #: six 16 MiB all-reduces each on its own vars, then the same six: 2.08 GB for 0.91)
+    KEEP_BYTES = 256 << 20
 
     def _trigger_keys(self, t: TriggerSpec) -> list[tuple[int, int]]:
         """The (rank, region) buffers trigger ``t`` may touch: its operands', scratch and
@@ -826,6 +836,8 @@ class Simulator:
         buf = self.mem.get(key)
         if buf is None:
             buf = self.mem[key] = np.zeros(self.layout.region(reg).storage, np.uint8)
+        elif key in self.idle:  # a kept buffer taken up again
+            self.idle_bytes -= self.idle.pop(key)
         users = self.touch.setdefault(key, set())
         if trigger not in users:
             users.add(trigger)
@@ -1167,6 +1179,8 @@ class Simulator:
             if not self.later[key] and key not in self.touch:  # kept for t, which left it be
                 self.mem.pop(key, None)
                 self.dirty.pop(key, None)
+                if key in self.idle:
+                    self.idle_bytes -= self.idle.pop(key)
         for key in self.trig_bufs.pop(t.ordinal, ()):
             users = self.touch.get(key)
             if users is not None:
@@ -1174,13 +1188,16 @@ class Simulator:
                 if not users:
                     del self.touch[key]
                     buf = self.mem.get(key)
-                    if buf is not None and self.later.get(key, 0) > 0:
+                    if (buf is not None and self.later.get(key, 0) > 0
+                            and self.idle_bytes + buf.nbytes <= self.KEEP_BYTES):
                         # a later trigger touches it: cleared where written (as made anew,
                         # zeros), not freed and made again (until 2026-12-06 each trigger
                         # zeroed the whole buffer anew: a scratch region sized for every
                         # trigger made that quadratic in the triggers, SIMULATOR.md §9)
                         for a, b in self.dirty.pop(key, ()):
                             buf[a:b] = 0
+                        self.idle[key] = buf.nbytes
+                        self.idle_bytes += buf.nbytes
                     else:
                         self.mem.pop(key, None)
                         self.dirty.pop(key, None)
