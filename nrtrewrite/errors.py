@@ -150,9 +150,7 @@ def did_you_mean(word: Any, names: Iterable[str], listed: str = "",
         names = list(names)
         folded = word.casefold()
         same = [n for n in names if isinstance(n, str) and n.casefold() == folded]
-        close = (same[:1] if len(same) < 2 else
-                 difflib.get_close_matches(word, same, n=1, cutoff=0.0) or same[:1]) or \
-            difflib.get_close_matches(word, names, n=1)
+        close = difflib.get_close_matches(word, same or names, n=1, cutoff=0.0 if same else 0.6)
     body = " ".join(p for p in (f"did you mean {quote(close[0])}?" if close else "", listed)
                     if p)
     return f" ({body})" if body else ""

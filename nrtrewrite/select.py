@@ -949,12 +949,30 @@ def _outside_window(why: str) -> str:
 def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
     """A HIER leg's reason ``why`` for its engine (SELECTION.md §5), the policy's reason for
     a collective's engine (§4) or a flat fallback's (§6), then why each engine the slot, the
-    cascade or the fallback's walk would have taken first was not: ``(engine, its refusal)`` in precedence order, the refusal its predicate's
-    with the size window, the words of explain's candidate table (``8 MiB below
-    op_min_limit[REDUCE_SCATTER] 56 MiB``), or that this build cannot lower it as a leg.
-    (Until 2026-12-06 either gave only ``why``: RING's ``always legal (the fallback)`` did
-    not say why KANGARING was passed over.)"""
+    cascade or the fallback's walk would have taken first was not: ``(engine, its refusal)``
+    in precedence order, the refusal its predicate's with the size window, the words of
+    explain's candidate table (``8 MiB below op_min_limit[REDUCE_SCATTER] 56 MiB``), or that
+    this build cannot lower it as a leg. (Until 2026-12-06 either gave only ``why``: RING's
+    ``always legal (the fallback)`` did not say why KANGARING was passed over.)"""
     return "".join([why, *(f"; {a.name} not taken: {r}" for a, r in passed)])
+
+
+def _fallback_refusal(a: EncAlgType, c: Candidate, policy: Policy, op: EncOpType,
+                      in_window_only: bool) -> str | None:
+    """Why the flat fallback (SELECTION.md §6) does not take engine ``a`` (its candidate
+    ``c``), in the words of explain's candidate table (the candidate's reason: its
+    predicate's refusal, or the size window it is outside when ``in_window_only``) or ``not
+    lowerable ... in this build``; None when it may take it (the override apart)."""
+    if not c.legal:
+        return c.reason
+    if a == EncAlgType.HIER:
+        return "the fallback is one flat leg over the whole group"
+    if in_window_only and not c.in_window:
+        return c.reason
+    if not policy.is_lowerable(a, op):
+        return ("not lowerable in this build" if a not in policy.lowerable
+                else f"not lowerable for {op.name} in this build")
+    return None
 
 
 def _flat_fallback(req: Request, cands: dict[EncAlgType, Candidate],
@@ -966,33 +984,18 @@ def _flat_fallback(req: Request, cands: dict[EncAlgType, Candidate],
     the override allows, is legal, is not HIER, is lowerable for the op and is inside its
     size window, else the first such one outside it.  Returns ``(engine or None, taken
     outside its window, skipped)``; ``skipped`` is ``(engine, why not)`` for each allowed
-    engine after the policy's choice and before the engine taken, in the words of explain's
-    candidate table (the candidate's reason: its predicate's refusal or the size window it
-    is outside) or ``not lowerable ... in this build``, as the pass that took it judged it.
-    (Until 2026-12-06 the fallback named none of them.)"""
+    engine after the policy's choice and before the engine taken
+    (:func:`_fallback_refusal`), as the pass that took it judged it.  (Until 2026-12-06
+    the fallback named none of them.)"""
     order = list(dict.fromkeys((*policy.precedence, *CANDIDATE_ORDER)))
     start = order.index(policy_alg)
-
-    def why_not(a: EncAlgType, in_window_only: bool) -> str | None:
-        c = cands[a]
-        if not c.legal:
-            return c.reason
-        if a == EncAlgType.HIER:
-            return "the fallback is one flat leg over the whole group"
-        if in_window_only and not c.in_window:
-            return c.reason
-        if not policy.is_lowerable(a, req.op):
-            return ("not lowerable in this build" if a not in policy.lowerable
-                    else f"not lowerable for {req.op.name} in this build")
-        return None
-
     skipped: list[tuple[EncAlgType, str]] = []
     for in_window_only in (True, False):
         skipped = []
         for a in order:
             if a == policy_alg or not allowed(a):
                 continue
-            why = why_not(a, in_window_only)
+            why = _fallback_refusal(a, cands[a], policy, req.op, in_window_only)
             if why is None:
                 return a, not in_window_only, [s for s in skipped if order.index(s[0]) > start]
             skipped.append((a, why))
@@ -1284,9 +1287,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         if fb is None:  # (its "no lowerable engine is legal" is why for each engine)
             # engines legal and lowerable that the override alone keeps out (until 2026-12-06
             # the line said no lowerable engine was legal, without a word of the override)
-            barred = [a.name for a in CANDIDATE_ORDER if a in cands and cands[a].legal
-                      and a != EncAlgType.HIER and policy.is_lowerable(a, req.op)
-                      and not allowed(a)]
+            barred = [a.name for a in CANDIDATE_ORDER if not allowed(a)
+                      and _fallback_refusal(a, cands[a], policy, req.op, False) is None]
             which = (f"no lowerable engine {override.source} {override.text!r} allows is "
                      f"legal for {req.op.name} (legal and lowerable but not allowed: "
                      f"{', '.join(barred)})" if barred else

@@ -831,6 +831,13 @@ class Simulator:
         else:
             d[:] = [(min(lo, min(a for a, _b in d)), max(hi, max(b for _a, b in d)))]
 
+    def _free(self, key: tuple[int, int]) -> None:
+        """Buffer ``key`` freed for good (until a trigger makes it again), kept or not."""
+        self.mem.pop(key, None)
+        self.dirty.pop(key, None)
+        if key in self.idle:
+            self.idle_bytes -= self.idle.pop(key)
+
     def _buffer(self, r: int, reg: int, trigger: int) -> np.ndarray:
         key = (r, reg)
         buf = self.mem.get(key)
@@ -1177,10 +1184,7 @@ class Simulator:
         for key in self._trigger_keys(t):
             self.later[key] -= 1
             if not self.later[key] and key not in self.touch:  # kept for t, which left it be
-                self.mem.pop(key, None)
-                self.dirty.pop(key, None)
-                if key in self.idle:
-                    self.idle_bytes -= self.idle.pop(key)
+                self._free(key)
         for key in self.trig_bufs.pop(t.ordinal, ()):
             users = self.touch.get(key)
             if users is not None:
@@ -1199,8 +1203,7 @@ class Simulator:
                         self.idle[key] = buf.nbytes
                         self.idle_bytes += buf.nbytes
                     else:
-                        self.mem.pop(key, None)
-                        self.dirty.pop(key, None)
+                        self._free(key)
 
     def _final_checks(self) -> None:
         for r in sorted(self.sem_count):

@@ -1036,7 +1036,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
         # (until 2026-12-06 a blank or non-UTF-8 stem went into the output manifest's
         # topology.name, which did not load back)
         why = ("is blank" if not name.strip() else
-               "is not UTF-8 text" if any("\ud800" <= c <= "\udfff" for c in name) else None)
+               "is not UTF-8 text" if jsonin.lone_surrogate(name) is not None else None)
         if why is not None:
             raise ValidationError(f"the file gives no name and its file name's stem "
                                   f"{json_text(name)} {why}: give \"name\"", file=str(path),
