@@ -154,7 +154,7 @@ class EncAlgType(IntEnum):
     """The global enc_alg_type (seed 000 §1.3); the cc_op.algo_type nibble.
 
     8..10 are named from the libnrt DWARF as transcribed in the public
-    reverse-engineering notes (docs/DESIGN.md "enc_alg_type 8..10").
+    reverse-engineering notes (docs/DESIGN.md "Enums").
     """
 
     RING = 0
@@ -320,7 +320,7 @@ class NetAddrMark(IntEnum):
 class SdmaOp(IntEnum):
     """SDMAOP: the descriptor class of a leg (seed 000 §3.2)."""
 
-    CME = 2  # copy (add_dma_packet)
+    CME = 2  # copy (add_dma_packet; the seed's SDMA_CMETYPE COPY)
     CCE = 4  # compute/reduce (add_dma_packet_cce)
 
 

@@ -105,7 +105,9 @@ class ChunkPlan:
 
 def set_dynamic_chunk_size(op: EncOpType, num_elements: int, rank_n: int, dtype: DType,
                            max_channels: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ChunkPlan:
-    """__set_dynamic_chunk_size + __set_active_channels + the chunk-group count.
+    """__set_dynamic_chunk_size + __set_active_channels + the chunk-group count
+    (the seed's ``nr_channel_chunks``), by our rule, not the seed's formula
+    (docs/DESIGN.md "Chunking").
 
     ``num_elements`` is the trigger's N (each rank's input).  Returns the plan
     for a ring of ``rank_n`` ranks with up to ``max_channels`` channels.

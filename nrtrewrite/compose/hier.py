@@ -5,9 +5,11 @@ and runs a fresh metaring / mesh primitive per stage).
 Seed names: ``enc_hier_primitive``'s composers ``__compose_allreduce``,
 ``__compose_allgather`` and ``__compose_redsct`` are :func:`plan_hier` (the legs of the op)
 and :class:`HierAlgorithm` (each leg's engine composing over its group); the page-table
-builders ``__build_allreduce_pgt_{intra_rdsc, inter_allr, intra_allg}`` and
-``__build_allgather_pgt_*`` are :func:`_leg_layouts` and the legs' ``roles`` (where each
-group position's elements lie). The seed's ``intra_rdsc`` leg is our ``intra_redsct``.
+builders ``__build_allreduce_pgt_intra_rdsc``, ``__build_allreduce_pgt_inter_allr``,
+``__build_allreduce_pgt_intra_allg``, ``__build_allgather_pgt_intra_allg`` and
+``__build_allgather_pgt_inter_allg`` are :func:`_leg_layouts` and the legs' ``roles``
+(where each group position's elements lie).
+The seed's ``intra_rdsc`` leg is our ``intra_redsct``.
 
 Legs, in execution order (``Selection.legs``; docs/SELECTION.md §5):
 

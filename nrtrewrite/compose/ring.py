@@ -81,7 +81,7 @@ def allreduce_template(rank_n: int, host_cc: bool = False) -> list[TemplateRow]:
     for nptr in range(rank_n, 2, -1):                           # &na[rank_n] .. &na[3]
         rows += _both(step, rs, Leaf.recv_reduce_send, nptr - 2)  # p.k = nptr[-2]
         step += 1
-    if host_cc:                                                 # p.k = na[0]
+    if host_cc:                            # encd_is_host_cc; p.k = na[0]
         rows += _both(step, rs, Leaf.recv_reduce_copy_send, 0)
     else:
         rows += [(step, rs, Leaf.recv_reduce_copy, 0, H0), (step, rs, Leaf.direct_copy_send, 0, H0),
@@ -143,7 +143,10 @@ def channel_template(op: EncOpType, rank_n: int, host_cc: bool = False) -> list[
 
 
 #: Bookkeeping calls around the step loop (seed 001 §4 prologue / epilogue),
-#: shown by ``schedule``; they emit no leg except mark_end.
+#: shown by ``schedule``; they emit no leg except mark_end.  ``prev_is_network`` is the
+#: seed's ``encd_is_neighbor_pod(channel.drv_channel, ENCD_NEIGH_PREV)`` (a cross-pod
+#: hop).  The seed's ``reset_send_credit`` after the last direct_recv is left out: it
+#: emits nothing we write (docs/FORMATS.md §8.3).
 def bookkeeping(op: EncOpType, prev_is_network: bool) -> tuple[list[str], list[str]]:
     prologue = ["post_send(1)", "mark_step(0)", "advance_send(1)", "post_recv(concat_first)",
                 "mark_step(0)"]
@@ -297,7 +300,8 @@ class RingPlan:
 
 
 def plan_ring(topo, trig, n_channels: int) -> RingPlan:
-    """Rings per channel (topology) + __set_dynamic_chunk_size / __set_active_channels."""
+    """Rings per channel (topology) + __set_dynamic_chunk_size / __set_active_channels
+    (our chunk rule, not the seed's formula: :func:`set_dynamic_chunk_size`)."""
     group = tuple(trig.replica_group)
     orders_all = ring_orders(topo, group, n_channels) if len(group) > 1 else [group]
     nonempty = [(c, o) for c, o in enumerate(orders_all) if o is not None]

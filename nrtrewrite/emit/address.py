@@ -40,7 +40,7 @@ REGION_ALIGN = 4096
 EVT_SEM_BASE = 0x82_8000_0000
 EVT_SEM_READ = 0x1000
 EVT_SEM_SET = 0x1400
-EVT_SEM_INC = 0x1800
+EVT_SEM_INC = 0x1800  # encd_arch_get_sp_sema_i_ofst (seed 000 §4.1: the inc offset)
 EVT_SEM_DEC = 0x1C00
 EVT_SEM_STRIDE = 4
 SEMAPHORES_PER_CORE = 256
@@ -103,7 +103,8 @@ def route(local: int, target_device: int, self_device: int) -> int:
 SEM_RECV = 0  # recv_sema: data-ready count, incremented by the predecessor or the proxy
 #               (seed 000 §4.1's REMOTE sem, ``remote_sem``)
 SEM_SEND = 1  # send_sema: send credit / net-send handshake, consumed by the proxy
-SEM_POST = 2  # post_sema: allocated, unused by the ring legs we emit
+SEM_POST = 2  # post_sema: unused by RING and KANGARING; a SINGLE_CYCLE_RING channel pair
+#               meets through it (docs/FORMATS.md §7)
 SEM_COMPL = 3  # dma_compl_sema: every leg's local completion; mark_end waits on it
 #                (seed 000 §4.1's LOCAL sem, ``local_sem``: source release)
 SEMS_PER_CHANNEL = 4

@@ -59,7 +59,9 @@ SB2SB_DTYPE = np.dtype([
     ("semaphore_value", "<u4"),
     ("in_dtype", "u1"), ("out_dtype", "u1"), ("reserved0", "u1", (2,)),
     ("src", np.dtype(TENSOR3D_FIELDS)),
-    ("lnc_size_fmt", "u1"), ("num_active_channels", "u1"), ("reserved1", "u1", (14,)),
+    ("lnc_size_fmt", "u1"),
+    ("num_active_channels", "u1"),  # 1..128, POOLING_NUM_CHANNELS (seed 000 §3.2)
+    ("reserved1", "u1", (14,)),
     ("dst", np.dtype(TENSOR3D_FIELDS)),
 ])
 Tensor3D = cs.Struct(
@@ -147,7 +149,10 @@ def cce_meta_ctrl(op: int, in_dt: int, out_dt: int, acc_dt: int, last: bool) -> 
 
 
 # ---------------------------------------------------------------------------
-# legs.bin: one record per leg (ours; the queue program the TOP_SP walks).
+# legs.bin: one record per leg (ours; the queue program the TOP_SP walks).  Seed 001's
+# per-leaf ``cc_op_entry`` step descriptor ("each leaf emits the cc_op_entry + SDMA
+# descriptor") is this record: the seeds give no bytes for it, so legs.bin is our format
+# (docs/FORMATS.md §3).  Not seed 000's spad_ctrl_cc_op_entry, the per-collective SPAD entry.
 LEG_DTYPE = np.dtype([
     ("trigger", "<u4"), ("spad_index", "<u2"), ("channel", "u1"), ("sdma_op", "u1"),
     ("step", "<u4"), ("leaf", "u1"), ("half", "u1"), ("reduction_type", "u1"), ("neigh", "u1"),
@@ -219,6 +224,8 @@ NetOpsInfo = cs.Struct(
     "basic_block_id" / cs.Int32ul, "func_rel_op_idx" / cs.Int32ul,
     "unrolled_count" / cs.Int32ul, "enc_channel" / cs.Int64ul,
 )
+# host_addr and nccl_mhandle are seed 003 §3's ``host`` and ``mhandle``
+# (__record_net_dest_addr(dev_addr, host, mhandle, ...)); names as REFERENCES.md.
 NET_SRC_ADDR_DTYPE = _by_offset({
     "names": ["net_op_idx", "complete", "dev_addr", "host_addr", "nccl_mhandle", "size", "mark",
               "proxy_histogram_tag", "dst_rank", "reserved_52", "dst_addr", "dst_mhandle"],

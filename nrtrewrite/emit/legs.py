@@ -26,7 +26,9 @@ Seed names: this module is the runtime's host SB2SB encoder family, vectorised (
 ``reduce_mode``: ``encd_dma_copy_sb2sb`` -> ``__encd_dma_copy`` -> ``add_dma_packet`` for a
 copy leg, ``encd_dma_reduce_copy_sb2sb`` -> ``__encd_dma_reduce_copy`` ->
 ``add_dma_packet_cce`` for a reduce leg), and the device packers the mesh and RDH leaves
-hand off to (seed 003: ``encd_dma_copy``, ``encd_dma_reduce_copy``, ``encd_mesh_memcopy``).
+hand off to (seed 003: ``encd_dma_copy``, ``encd_dma_reduce_copy``, ``encd_mesh_memcopy``;
+``enc_primitive_mesh::send`` chooses ``encd_mesh_memcopy`` or ``encd_mesh_memcopy_sb2sb`` per
+destination, and here every data leg is carried by SB2SB words, docs/FORMATS.md §4).
 A leg's ``reduce_mode`` is the IR's ``reduce`` column: a reduce leg gets CCE descriptors
 beside its BDs, with its entry's ``cce_op`` (the SDMA_CCETYPE the ring composer passes as
 ``data_op_type``, seed 001 §4).
@@ -717,7 +719,8 @@ def _legs_of(items: list[tuple[EntryContext, np.ndarray]], bt: _Batch,
     dsize_one = _uniform(dsize_e)
     dsize = dsize_e[leg_e]
 
-    # destinations on a peer across the network go to our gateway (and a transmit FIFO entry)
+    # destinations on a peer across the network go to our gateway (and a transmit FIFO entry):
+    # the ring leaves' ``use_gateway`` (encd_hybrid_ring_is_next_neigh_use_gateway, seed 001)
     dst_net = (_SLOT_INDEX[:wd] < d_n[:, None]) & pt.net[dst_peer_g]
     sends_net = _any_cols(dst_net)
     if sends_net.any() and (gw_leg[sends_net] >= bt.nv[leg_e[sends_net]]).any():

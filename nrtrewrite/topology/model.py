@@ -76,7 +76,7 @@ class RankInfo:
     sengine: int  # s-engine within the device (S0..S3 on trn2)
     tpb: int  # first physical core (TPB) of the logical core, within the device
     logical_core: int  # logical core (LNC) index within the device
-    routing_id: int  # routing id of the device (set_addr_routing_bits)
+    routing_id: int  # routing id of the device (set_addr_routing_bits; enc_peer_info.rid)
 
 
 @dataclass(frozen=True)

@@ -279,7 +279,8 @@ def hop_localities(topo: Topology, order: tuple[int, ...] | None) -> dict[EdgeLo
 
 
 def is_hybrid_ring(topo: Topology, group) -> bool:
-    """The one-rank-per-device hybrid ring of seed 001 §1 (``is_hybrid_ring``).
+    """The one-rank-per-device hybrid ring of seed 001 §1 (``is_hybrid_ring``; the ring
+    leaves' ``is_hybrid_ring_op`` argument).
 
     ``node_n == 1 && vcore == 2 && mla_cycle_n == 2 && rank_n == 16`` with every rank on its
     own device and all ranks at the same core index of their device; the runtime then forces
