@@ -75,9 +75,10 @@ SDMA_DATA_TYPE_SIZE: dict[DType, int] = {**DTYPE_SIZE, DType.FP32R: 0}
 
 
 def _numpy_dtypes() -> dict[DType, np.dtype]:
-    """numpy element type of each dtype.  FP8_E3 is the 1-4-3 format (ml_dtypes
-    float8_e4m3 with 3 exponent bits is not available; e3m4 is the IEEE-like
-    1-3-4 layout that NKI calls fp8_e3), FP8_E4 is e4m3, FP8_E5 is e5m2."""
+    """numpy element type of each dtype.  FP8_E3 is ml_dtypes ``float8_e3m4``: the
+    IEEE-like 1-3-4 layout (sign, 3 exponent bits, 4 mantissa bits; largest 15.5) that
+    NKI calls fp8_e3; FP8_E4 is ``float8_e4m3`` (with infinities, not e4m3fn), FP8_E5
+    is ``float8_e5m2``."""
     import ml_dtypes
     return {
         DType.UINT64: np.dtype("<u8"), DType.INT8: np.dtype("i1"), DType.UINT8: np.dtype("u1"),

@@ -418,6 +418,47 @@ def test_special_values(dt):
     assert np.array_equal(_bits(engine_reduce(ADD, dt, src)), _bits(model_reduce(ADD, dt, src)))
 
 
+def test_a_zero_tie_is_the_later_sources_by_the_engines_rule(monkeypatch):
+    """MAX / MIN of +0 and -0 give the later source's zero even where the machine's
+    maximum / minimum would give the earlier one (numpy leaves the tie open; SIMULATOR.md
+    §4)."""
+    def first_on_tie(pick):
+        def ufunc(a, b, out):
+            np.copyto(out, np.where(pick(b, a), b, a))  # the earlier operand on a tie
+            return out
+        return ufunc
+    monkeypatch.setitem(engine._UFUNC, MAX, first_on_tie(np.greater))
+    monkeypatch.setitem(engine._UFUNC, MIN, first_on_tie(np.less))
+    for dt in (DType.BF16, DType.FP32R, DType.FP8_E4):
+        for op in (MAX, MIN):
+            got = engine_reduce(op, dt, [_vals(dt, 0.0, -0.0, -0.0, 0.0),
+                                         _vals(dt, -0.0, 0.0, -0.0, 0.0)])
+            assert list(np.signbit(_f64(got))) == [True, False, True, False]
+            # not a tie: the larger (smaller) value, whichever source holds it
+            got = _f64(engine_reduce(op, dt, [_vals(dt, 1.0, -2.0), _vals(dt, -2.0, 1.0)]))
+            assert list(got) == ([1.0, 1.0] if op == MAX else [-2.0, -2.0])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warning
+@pytest.mark.parametrize("dt,largest,under,over", [
+    # fp8_e4 (e4m3 with infinities): largest 240 = 1.875 x 2^7, ulp there 16, so up to
+    # 240 + 8 (exclusive, ties to even: 248 is the tie, 240's mantissa 111 is odd) rounds to 240
+    (DType.FP8_E4, 240.0, (224.0, 20.0), (224.0, 32.0)),
+    # fp8_e5 (e5m2): largest 57344 = 1.75 x 2^15, ulp 16384, half 8192
+    (DType.FP8_E5, 57344.0, (49152.0, 10240.0), (49152.0, 16384.0)),
+    # fp16: largest 65504 = (2 - 2^-10) x 2^15, ulp 32, half 16 (65520 is a tie to 65536: Inf)
+    (DType.FP16, 65504.0, (65504.0, 8.0), (65504.0, 16.0)),
+])
+def test_a_result_rounds_to_the_largest_value_before_it_overflows(dt, largest, under, over):
+    """SIMULATOR.md §4: round to nearest even, then beyond the largest value is Inf."""
+    got = _f64(engine_reduce(ADD, dt, [_vals(dt, under[0], -under[0]),
+                                       _vals(dt, under[1], -under[1])]))
+    assert list(got) == [largest, -largest]
+    got = _f64(engine_reduce(ADD, dt, [_vals(dt, over[0], -over[0]),
+                                       _vals(dt, over[1], -over[1])]))
+    assert list(got) == [np.inf, -np.inf]
+
+
 # -- cross-rank consistency --------------------------------------------------------------------
 
 def _outputs_on_random_data(monkeypatch, out: Path) -> dict[int, dict[int, bytes]]:
@@ -446,6 +487,42 @@ def test_mesh_all_reduce_gives_every_rank_the_same_bits(monkeypatch, mesh_out):
     out, man = mesh_out
     got = _outputs_on_random_data(monkeypatch, out)
     assert got and all(len(set(by_rank.values())) == 1 for by_rank in got.values())
+
+
+#: (algo, replica group, topology, lnc, what the manifest must record: algorithm, legs)
+EVERY_RANK_CASES = [
+    ("ring", 4, None, 1, "RING", ["RING"]),
+    ("ring", 8, None, 1, "RING", ["RING"]),
+    ("single_cycle_ring", 5, None, 1, "SINGLE_CYCLE_RING", ["SINGLE_CYCLE_RING"]),
+    ("kangaring", 16, None, 1, "KANGARING", ["KANGARING"]),
+    ("rdh", 6, None, 1, "INTRA_RDH", ["INTRA_RDH"]),  # 6 ranks: two folded
+    ("inter_rdh", [128 * i for i in range(8)], "trn2:nodes=8", 1, "INTER_RDH", ["INTER_RDH"]),
+    ("hier", [0, 1, 2, 3, 128, 129, 130, 131], "trn2:nodes=2", 1, "HIER",
+     ["RING", "SINGLE_CYCLE_RING", "RING"]),
+    ("hier", [0, 1, 64, 65, 128, 129], "trn2:nodes=3", 2, "HIER",
+     ["RING", "SINGLE_CYCLE_RING", "RING"]),
+]
+
+
+@pytest.mark.parametrize("algo,ranks,topology,lnc,algorithm,legs", EVERY_RANK_CASES,
+                         ids=lambda v: str(v) if isinstance(v, (str, int)) else None)
+def test_an_all_reduce_gives_every_rank_the_same_bits(monkeypatch, tmp_path, algo, ranks,
+                                                      topology, lnc, algorithm, legs):
+    """SIMULATOR.md §8 / DESIGN "Single-cycle ring": every engine but the meshes reduces each
+    element once and copies the result, so on inexact data (random bf16 and fp32r, where the
+    order of a sum changes its bits) every rank still holds the same bits."""
+    from test_simulate import coll_spec, lower_spec
+    for dtype in ("bf16", "fp32r"):
+        out = tmp_path / dtype / "out"
+        out.parent.mkdir()
+        lower_spec(coll_spec("all_reduce", dtype, ranks, 1024, lnc=lnc), out, algo=algo,
+                   topology=topology)
+        (t,) = json.loads((out / "manifest.json").read_text())["triggers"]
+        assert (t["algorithm"], [leg["algorithm"] for leg in t["legs"]]) == (algorithm, legs)
+        got = _outputs_on_random_data(monkeypatch, out)
+        group = range(ranks) if isinstance(ranks, int) else ranks
+        assert set(got[0]) == set(group)
+        assert len(set(got[0].values())) == 1, f"{algo} {dtype}: the ranks' results differ"
 
 
 def test_single_step_mesh_all_reduce_gives_every_rank_the_same_bits(monkeypatch, tmp_path):
