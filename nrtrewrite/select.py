@@ -26,7 +26,8 @@ from nrtrewrite.codes import (
     AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, ENC_RDH_MAX_RD_STEPS, DType, EncAlgMeshType,
     EncAlgType, EncOpType, MetaringType,
 )
-from nrtrewrite.compose.ir import MAX_PEERS
+from nrtrewrite.apoverlap import operands_may_share
+from nrtrewrite.compose.ir import MAX_PEERS, MAX_SRC
 from nrtrewrite.errors import SelectionError, ValidationError, did_you_mean, escape_controls
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
@@ -93,7 +94,8 @@ METARING_OF: dict[EncAlgType, MetaringType] = {
 
 @dataclass(frozen=True)
 class Request:
-    """What selection looks at: a trigger reduced to (op, dtype, group, sizes, sbuf)."""
+    """What selection looks at: a trigger reduced to (op, dtype, group, sizes, sbuf, whether
+    its operands may share bytes)."""
 
     ordinal: int
     op: EncOpType
@@ -103,6 +105,10 @@ class Request:
     out_bytes: int
     sbuf: bool = False
     alu: AluOp | None = None  # the reduce op (None: ADD, or a copy-only collective)
+    #: src and dst may share bytes (apoverlap.operands_may_share; a model-less collective's
+    #: are vars of their own): the flat fallback passes SINGLE_STEP_MESH, which ``lower``
+    #: refuses in place over more than MAX_SRC ranks (SELECTION.md §6)
+    operands_share: bool = False
 
     @property
     def op_bytes(self) -> int:
@@ -116,7 +122,8 @@ class Request:
     @classmethod
     def from_trigger(cls, t: Trigger) -> "Request":
         return cls(ordinal=t.ordinal, op=t.op, dtype=t.dtype, group=tuple(t.replica_group),
-                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op)
+                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op,
+                   operands_share=operands_may_share(t))
 
     @classmethod
     def for_op(cls, op: EncOpType, dtype: DType, group: Iterable[int], nbytes: int, *,
@@ -957,21 +964,29 @@ def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
     return "".join([why, *(f"; {a.name} not taken: {r}" for a, r in passed)])
 
 
-def _fallback_refusal(a: EncAlgType, c: Candidate, policy: Policy, op: EncOpType,
+def _fallback_refusal(a: EncAlgType, c: Candidate, policy: Policy, req: Request,
                       in_window_only: bool) -> str | None:
     """Why the flat fallback (SELECTION.md §6) does not take engine ``a`` (its candidate
-    ``c``), in the words of explain's candidate table (the candidate's reason: its
+    ``c``) for ``req``, in the words of explain's candidate table (the candidate's reason: its
     predicate's refusal, or the size window it is outside when ``in_window_only``) or ``not
-    lowerable ... in this build``; None when it may take it (the override apart)."""
+    lowerable ... in this build``; None when it may take it (the override apart).
+    SINGLE_STEP_MESH in place over more than MAX_SRC ranks is ``not lowerable in place``:
+    ``lower`` refuses it (compose.mesh.single_step_mesh_refusal; until 2026-12-06 the
+    fallback took it and ``lower`` refused the trigger, though a later engine could lower it)."""
     if not c.legal:
         return c.reason
     if a == EncAlgType.HIER:
         return "the fallback is one flat leg over the whole group"
     if in_window_only and not c.in_window:
         return c.reason
+    op = req.op
     if not policy.is_lowerable(a, op):
         return ("not lowerable in this build" if a not in policy.lowerable
                 else f"not lowerable for {op.name} in this build")
+    n = len(req.group)
+    if a == EncAlgType.SINGLE_STEP_MESH and req.operands_share and n > MAX_SRC:
+        return (f"not lowerable in place over {n} ranks in this build (its reduce of {n} "
+                f"sources chains through OUT, {MAX_SRC} sources a leg, and OUT is its input)")
     return None
 
 
@@ -995,7 +1010,7 @@ def _flat_fallback(req: Request, cands: dict[EncAlgType, Candidate],
         for a in order:
             if a == policy_alg or not allowed(a):
                 continue
-            why = _fallback_refusal(a, cands[a], policy, req.op, in_window_only)
+            why = _fallback_refusal(a, cands[a], policy, req, in_window_only)
             if why is None:
                 return a, not in_window_only, [s for s in skipped if order.index(s[0]) > start]
             skipped.append((a, why))
@@ -1288,7 +1303,7 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # engines legal and lowerable that the override alone keeps out (until 2026-12-06
             # the line said no lowerable engine was legal, without a word of the override)
             barred = [a.name for a in CANDIDATE_ORDER if not allowed(a)
-                      and _fallback_refusal(a, cands[a], policy, req.op, False) is None]
+                      and _fallback_refusal(a, cands[a], policy, req, False) is None]
             which = (f"no lowerable engine {override.source} {override.text!r} allows is "
                      f"legal for {req.op.name} (legal and lowerable but not allowed: "
                      f"{', '.join(barred)})" if barred else
@@ -1296,6 +1311,12 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             msg = (f"{what} is not lowerable in this build (lowerable: {can}, each for its own "
                    f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and "
                    f"{which}")
+            # an engine legal and lowerable that lower refuses for this trigger alone
+            # (SINGLE_STEP_MESH in place), as the fallback's walk names it
+            msg = _passed_over(msg, [
+                (a, why) for a in CANDIDATE_ORDER if a != policy_alg and allowed(a)
+                and cands[a].legal and policy.is_lowerable(a, req.op) and a != EncAlgType.HIER
+                and (why := _fallback_refusal(a, cands[a], policy, req, False)) is not None])
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,

@@ -1439,3 +1439,84 @@ def test_intra_rdh_mesh_and_kangaring_past_their_composers_limits_are_not_legal(
                           (tuple(range(264)), 64 * MiB)):
         sel = select(req(AR, group, nbytes), big)
         assert sel.alg == EncAlgType.RING, (len(group), nbytes, sel.alg)
+
+
+def _in_place_model(tmp_path, n: int):
+    """Two 64-element BF16 all-reduces over ranks 0..n-1: trigger 0 from var c into var b,
+    trigger 1 in place (var t into itself)."""
+    from conftest import sp, unvalidated_spec
+
+    from nrtrewrite.neff import read_model
+    from nrtrewrite.neff.assembler import assemble_spec
+
+    def mutate(s):
+        s["header"]["lnc_size"] = 2
+        s["subgraphs"][0]["vars"] = [{"name": "c", "type": "input", "size": 128},
+                                     {"name": "b", "type": "output", "size": 128},
+                                     {"name": "t", "type": "tmp-buf", "size": 128}]
+        s["subgraphs"][0]["replica_groups"] = [list(range(n))]
+        sp(s)[:] = [{"all_reduce": {"dtype": "bf16", "op": "add", "src": src, "dst": dst,
+                                    "num_elements": 64}} for src, dst in (("c", "b"), ("t", "t"))]
+    path = tmp_path / f"ar{n}.neff"
+    path.write_bytes(assemble_spec(unvalidated_spec(mutate)))
+    return read_model(path)
+
+
+@pytest.mark.parametrize("n", [9, 16, 32, 64])
+def test_the_fallback_passes_single_step_mesh_in_place_over_more_than_8_ranks(tmp_path, n):
+    """``lower`` refuses SINGLE_STEP_MESH in place over more than MAX_SRC = 8 ranks
+    (SELECTION.md §3). A build lowering SINGLE_STEP_MESH and RING, precedence MESH >
+    SINGLE_STEP_MESH > RING: MESH (the policy's) is not lowerable, and the flat fallback
+    (§6) took SINGLE_STEP_MESH for the in-place trigger too, which lower's prepare then
+    refused, though RING lowers it. Now it passes it, saying why, and takes RING; the
+    out-of-place trigger keeps SINGLE_STEP_MESH. A build lowering SINGLE_STEP_MESH alone has
+    no fallback for the in-place trigger: select refuses it, and explain's plan shows it
+    INVALID with the same words (lower and explain agree)."""
+    from nrtrewrite.cli.explain import _plan_context, _plan_model
+    from nrtrewrite.lower import prepare_trigger
+    m = _in_place_model(tmp_path, n)
+    out_of_place, in_place = m.triggers
+    pol = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING}),
+                 precedence=(EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING))
+    why = (f"not lowerable in place over {n} ranks in this build (its reduce of {n} sources "
+           "chains through OUT, 8 sources a leg, and OUT is its input)")
+    sel = select(in_place, T1N, policy=pol)
+    assert (sel.policy_alg, sel.alg) == (EncAlgType.MESH, EncAlgType.RING)
+    assert sel.fallback_reason == (
+        "MESH is not lowerable in this build (lowerable: RING, SINGLE_STEP_MESH); lowering "
+        f"RING over the whole group instead; SINGLE_STEP_MESH not taken: {why}")
+    prepare_trigger(_plan_context(T1N), in_place, sel)  # lower lowers it
+    sel = select(out_of_place, T1N, policy=pol)
+    assert sel.alg == EncAlgType.SINGLE_STEP_MESH
+    prepare_trigger(_plan_context(T1N), out_of_place, sel)
+    mp = _plan_model(m, T1N, None, pol, {0, 1})
+    assert mp.refusals == {} and [s.alg for s in mp.selections.values()] == [
+        EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING]
+
+    alone = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH}))
+    msg = ("MESH is not lowerable in this build (lowerable: SINGLE_STEP_MESH, each for its own "
+           "ops; not for ALLREDUCE: MESH) and no lowerable engine is legal for ALLREDUCE; "
+           f"SINGLE_STEP_MESH not taken: {why}")
+    with pytest.raises(SelectionError) as err:
+        select(in_place, T1N, policy=alone)
+    assert err.value.why == msg
+    mp = _plan_model(m, T1N, None, alone, {0, 1})
+    assert mp.selections[1].alg == EncAlgType.INVALID and list(mp.refusals) == [1]
+    assert mp.refusals[1].why == msg
+    assert select(out_of_place, T1N, policy=alone).alg == EncAlgType.SINGLE_STEP_MESH
+
+
+def test_the_fallback_keeps_single_step_mesh_in_place_over_8_ranks(tmp_path):
+    """8 sources fit one leg (MAX_SRC): in place over 8 ranks lower lowers SINGLE_STEP_MESH,
+    and the fallback still takes it."""
+    from nrtrewrite.cli.explain import _plan_context
+    from nrtrewrite.lower import prepare_trigger
+    _, in_place = _in_place_model(tmp_path, 8).triggers
+    pol = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING}),
+                 precedence=(EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING))
+    sel = select(in_place, T1N, policy=pol)
+    assert sel.alg == EncAlgType.SINGLE_STEP_MESH
+    assert sel.fallback_reason == ("MESH is not lowerable in this build (lowerable: RING, "
+                                   "SINGLE_STEP_MESH); lowering SINGLE_STEP_MESH over the "
+                                   "whole group instead")
+    prepare_trigger(_plan_context(T1N), in_place, sel)
