@@ -93,6 +93,9 @@ class LoweringPlan:
     notes: list[str] = field(default_factory=list)
     #: (rank, peer ranks) -> the entry peer table (lower._peer_table), reused across entries
     peer_tables: dict = field(default_factory=dict, repr=False, compare=False)
+    #: the trigger ordinals planned (``triggers`` holds only those), or None: every trigger
+    #: (:func:`plan_lowering`'s ``only``; such a plan is shown, never emitted)
+    only: frozenset[int] | None = None
 
     @property
     def world(self) -> tuple[int, ...]:
@@ -190,15 +193,27 @@ def gc_paused():
 
 
 def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "",
-                  input_bytes: int | None = None) -> LoweringPlan:
+                  input_bytes: int | None = None, only: Collection[int] | None = None
+                  ) -> LoweringPlan:
     """Everything that does not depend on the rank: topology, selection, rings, chunking, memory.
-    ``input_sha256`` and ``input_bytes``: the input file's, for the manifest's ``input``."""
+    ``input_sha256`` and ``input_bytes``: the input file's, for the manifest's ``input``.
+
+    ``only``: plan only the triggers of these ordinals (``schedule --trigger``).  Every
+    trigger is still selected (the override's idle clauses are judged on all of them) and
+    the entry handshake's semaphores are still allotted over every trigger's group (a
+    trigger's depends on the groups before it); only the engines' prepares, the memory
+    layout and :func:`nrtrewrite.limits.check_plan` see the planned triggers alone.  What
+    a rank's entries of a planned trigger compose to does not depend on the others: the
+    memory layout moves the scratch and gateway addresses, which ``schedule`` does not
+    show (tests/test_schedule_only.py holds it over every fixture's every trigger)."""
     with gc_paused():
-        return _plan_lowering(model, options, input_sha256, input_bytes)
+        return _plan_lowering(model, options, input_sha256, input_bytes,
+                              None if only is None else frozenset(only))
 
 
 def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
-                   input_bytes: int | None = None) -> LoweringPlan:
+                   input_bytes: int | None = None, only: frozenset[int] | None = None
+                   ) -> LoweringPlan:
     t0 = time.perf_counter()
     topo = load_topology(options.topology, world=model.world, lnc_size=model.lnc_size)
     override = parse_algo_override(options.algo)
@@ -208,13 +223,17 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
                         input_sha256=input_sha256, input_bytes=input_bytes,
-                        notes=idle_clauses(override, selections, model.path))
+                        notes=idle_clauses(override, selections, model.path), only=only)
     for trig, sel in zip(model.triggers, selections):
-        plan.triggers.append(prepare_trigger(plan, trig, sel))
-    slots = entry_post_slots([p.group for p in plan.triggers], topo.ranks_per_node,
-                             lambda i: trigger_where(plan.triggers[i].trigger))
-    for p, slot in zip(plan.triggers, slots):
-        p.entry_post_sem = ENTRY_POST_SEMS[slot]
+        if only is None or trig.ordinal in only:
+            plan.triggers.append(prepare_trigger(plan, trig, sel))
+    # (over every trigger's group, planned or not: only=... gives its triggers the semaphores
+    # the whole plan gives them)
+    slots = entry_post_slots([tuple(t.replica_group) for t in model.triggers],
+                             topo.ranks_per_node, lambda i: trigger_where(model.triggers[i]))
+    slot_of = {t.ordinal: slot for t, slot in zip(model.triggers, slots)}
+    for p in plan.triggers:
+        p.entry_post_sem = ENTRY_POST_SEMS[slot_of[p.trigger.ordinal]]
     plan.memory = lay_out_memory(model, topo, plan.triggers)
     t2 = time.perf_counter()
     plan.timings = {"select": t1 - t0, "plan": t2 - t1}

@@ -48,8 +48,9 @@ def unverified_hash_warning(model_path: str) -> str:
 
 
 def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, host_cc: bool,
-                  no_verify_hash: bool):
-    """Read the model and make the rank-independent plan; returns (plan, warnings)."""
+                  no_verify_hash: bool, only=None):
+    """Read the model and make the rank-independent plan (of the triggers ``only`` names, if
+    given: lower.plan_lowering); returns (plan, warnings)."""
     data = read_file_bytes(model_path)  # read once: the same bytes are hashed and parsed
     model = read_model_bytes(data, path=model_path, verify_hash=not no_verify_hash)
     warnings = []
@@ -58,7 +59,7 @@ def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, ho
     try:
         plan = plan_lowering(model, LowerOptions(topology=topology, algo=algo, host_cc=host_cc),
                              input_sha256=hashlib.sha256(data).hexdigest(),
-                             input_bytes=len(data))
+                             input_bytes=len(data), only=only)
         del data
         check_plan(plan)  # every rank-independent hard limit, before any rank is lowered
     except NrtRewriteError as err:

@@ -161,13 +161,14 @@ class _ScheduleCommand(JsonErrorCommand):
 def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,
                  limit, as_json):
     """The per-channel step schedule of one rank: leaf, half, chunk position k, elements."""
-    plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
-                                   no_verify_hash=no_verify_hash)
     wanted = set(triggers) if triggers else None
+    # (--trigger: only the triggers shown are planned, docs/CLI.md "schedule")
+    plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
+                                   no_verify_hash=no_verify_hash, only=wanted)
     if wanted is not None:
-        missing = sorted(wanted - {tp.trigger.ordinal for tp in plan.triggers})
+        missing = sorted(wanted - {t.ordinal for t in plan.model.triggers})
         if missing:
-            n = len(plan.triggers)  # (as explain says it)
+            n = len(plan.model.triggers)  # (as explain says it)
             raise OutputError(f"{escape_controls(model)}: no trigger {missing[0]} (the model has "
                               f"{n}{f': 0..{n - 1}' if n else ''})")
     err = stderr_console()  # the warnings, on stderr, with --json too (as explain gives them)
