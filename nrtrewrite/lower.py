@@ -198,8 +198,9 @@ def plan_lowering(model: Model, options: LowerOptions, input_sha256: str = "",
     """Everything that does not depend on the rank: topology, selection, rings, chunking, memory.
     ``input_sha256`` and ``input_bytes``: the input file's, for the manifest's ``input``.
 
-    ``only``: plan only the triggers of these ordinals (``schedule --trigger``).  Every
-    trigger is still selected (the override's idle clauses are judged on all of them) and
+    ``only``: plan only the triggers of these ordinals (``schedule --trigger``).  Under an
+    ``--algo`` override every trigger is still selected (its idle clauses are judged on all
+    of them, its refusals named as without ``only``; without one only those planned are) and
     the entry handshake's semaphores are still allotted over every trigger's group (a
     trigger's depends on the groups before it); only the engines' prepares, the memory
     layout and :func:`nrtrewrite.limits.check_plan` see the planned triggers alone.  What
@@ -219,12 +220,19 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     override = parse_algo_override(options.algo)
     if options.algo is None and override is not None:  # NRTREWRITE_ALGO: record what applies
         options = replace(options, algo=override.text)
-    selections = select_all(model, topo, override=override)
+    # (only=...: with an override every trigger is selected, its idle clauses judged on them
+    # all and a refusal of it named at its trigger as lower names it; without one a model's
+    # trigger is selected without an error - an all-reduce, all-gather or reduce-scatter,
+    # RING always legal and every engine the default policy picks lowerable, its group
+    # checked by the reader and in the topology - and only those planned are)
+    chosen = (model.triggers if only is None or override is not None
+              else [t for t in model.triggers if t.ordinal in only])
+    selections = select_all(model, topo, override=override, triggers=chosen)
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
                         input_sha256=input_sha256, input_bytes=input_bytes,
                         notes=idle_clauses(override, selections, model.path), only=only)
-    for trig, sel in zip(model.triggers, selections):
+    for trig, sel in zip(chosen, selections):
         if only is None or trig.ordinal in only:
             plan.triggers.append(prepare_trigger(plan, trig, sel))
     # (over every trigger's group, planned or not: only=... gives its triggers the semaphores

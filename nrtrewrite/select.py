@@ -1364,10 +1364,12 @@ def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate]
 
 
 def select_all(model: Model, topo: Topology, override: AlgoOverride | None = None,
-               policy: Policy = DEFAULT_POLICY) -> list[Selection]:
-    """:func:`select` for every trigger of ``model``, in trigger order."""
+               policy: Policy = DEFAULT_POLICY, triggers: Iterable[Trigger] | None = None
+               ) -> list[Selection]:
+    """:func:`select` for every trigger of ``model`` (those of ``triggers``, if given), in
+    trigger order."""
     out = []
-    for t in model.triggers:
+    for t in model.triggers if triggers is None else triggers:
         try:
             out.append(select(t, topo, override=override, policy=policy))
         except SelectionError as err:

@@ -129,3 +129,32 @@ def test_another_triggers_selection_refusal_is_still_reported(tmp_path):
     assert res.stderr.startswith(
         f"nrtrewrite: error: {path}: member sg01/sp.bin, subgraph sg01, stream sp, "
         "instruction 0, trigger 1: --algo 'allreduce:mesh' forces MESH, refused: "), res.stderr
+
+
+def test_without_an_override_only_the_trigger_shown_is_selected(monkeypatch):
+    """mix8's 9 triggers: ``--trigger 4`` selects trigger 4 alone; under ``--algo ring``
+    every trigger is selected (an override's clause that applies to nothing is judged on
+    them all: docs/SELECTION.md §8), and ``allgather:ring`` applies to mix8's all-gathers,
+    so no warning."""
+    import nrtrewrite.select as S
+    seen: list[int] = []
+    real = S.select
+
+    def counting(trigger, *a, **kw):
+        seen.append(trigger.ordinal)
+        return real(trigger, *a, **kw)
+    monkeypatch.setattr(S, "select", counting)
+    res = _cli("schedule", FIX / "mix8.neff", "--rank", 2, "--trigger", 4, "--json")
+    assert res.exit_code == 0, res.output
+    assert seen == [4]
+    seen.clear()
+    res = _cli("schedule", FIX / "mix8.neff", "--rank", 2, "--trigger", 4, "--json",
+               "--algo", "allgather:ring")
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert seen == list(range(9))
+    seen.clear()
+    res = _cli("schedule", FIX / "mix8.neff", "--rank", 2, "--trigger", 4, "--json",
+               "--algo", "inter_allr:ring")
+    assert res.exit_code == 0, res.output
+    assert seen == list(range(9))
+    assert "clause 'inter_allr:ring' applies to nothing in this model" in res.stderr
