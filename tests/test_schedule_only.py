@@ -22,8 +22,8 @@ def test_a_trigger_planned_alone_gives_the_ops_of_the_whole_plan(name):
     """Every trigger K of every fixture, on every rank of its group: the ops of K from a plan
     of K alone are those of K from the plan of every trigger (the path ``schedule`` took
     before, and ``lower`` takes), byte for byte as JSON: its legs, steps, elements, peers,
-    waits and the entry handshake's semaphore (allotted over every trigger's group:
-    groups.neff's overlapping groups give trigger 1 another one)."""
+    waits and the entry handshake's semaphore (every fixture's on SEM_ENTRY_POST: the test
+    after this one has a trigger off it)."""
     m = read_model(FIX / name)
     whole = plan_lowering(m, LowerOptions())
     assert len(whole.triggers) == len(m.triggers)
