@@ -782,6 +782,9 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         # `-o .` or `-o ..`: the folder is renamed and exchanged by its name in its parent,
         # which "." and ".." do not give (rename(".") is EBUSY): name it absolutely
         out = Path(os.path.abspath(out_dir))
+    if plan.only is not None:  # (schedule --trigger's plan of some triggers: shown only)
+        raise ValueError("a plan of some triggers (plan_lowering's only=) cannot be "
+                         "emitted: plan every trigger")
     check_plan(plan)
     try:
         rank_list = _checked_output(plan, out, ranks, force)

@@ -1304,19 +1304,22 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # the line said no lowerable engine was legal, without a word of the override)
             barred = [a.name for a in CANDIDATE_ORDER if not allowed(a)
                       and _fallback_refusal(a, cands[a], policy, req, False) is None]
+            # an engine legal and lowerable that lower refuses for this trigger alone
+            # (SINGLE_STEP_MESH in place), as the fallback's walk names it
+            passed = [
+                (a, why) for a in CANDIDATE_ORDER if a != policy_alg and allowed(a)
+                and cands[a].legal and policy.is_lowerable(a, req.op) and a != EncAlgType.HIER
+                and (why := _fallback_refusal(a, cands[a], policy, req, False)) is not None]
             which = (f"no lowerable engine {override.source} {override.text!r} allows is "
                      f"legal for {req.op.name} (legal and lowerable but not allowed: "
                      f"{', '.join(barred)})" if barred else
+                     # (one is legal and lowerable, for other triggers: it is named after)
+                     f"no legal, lowerable engine can lower this {req.op.name}" if passed else
                      f"no lowerable engine is legal for {req.op.name}")
             msg = (f"{what} is not lowerable in this build (lowerable: {can}, each for its own "
                    f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and "
                    f"{which}")
-            # an engine legal and lowerable that lower refuses for this trigger alone
-            # (SINGLE_STEP_MESH in place), as the fallback's walk names it
-            msg = _passed_over(msg, [
-                (a, why) for a in CANDIDATE_ORDER if a != policy_alg and allowed(a)
-                and cands[a].legal and policy.is_lowerable(a, req.op) and a != EncAlgType.HIER
-                and (why := _fallback_refusal(a, cands[a], policy, req, False)) is not None])
+            msg = _passed_over(msg, passed)
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,

@@ -158,3 +158,13 @@ def test_without_an_override_only_the_trigger_shown_is_selected(monkeypatch):
     assert res.exit_code == 0, res.output
     assert seen == list(range(9))
     assert "clause 'inter_allr:ring' applies to nothing in this model" in res.stderr
+
+
+def test_a_plan_of_some_triggers_is_not_emitted(tmp_path):
+    """A plan of ``only`` some triggers is shown, never emitted (lower.py): writing it is
+    refused before anything is written, not a KeyError deep in the rewrite."""
+    from nrtrewrite.bundle import write_output
+    plan = plan_lowering(read_model(str(FIX / "mix8.neff")), LowerOptions(), only={4})
+    with pytest.raises(ValueError, match="a plan of some triggers"):
+        write_output(plan, tmp_path / "out", ranks=None, workers=1)
+    assert list(tmp_path.iterdir()) == []

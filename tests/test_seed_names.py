@@ -35,6 +35,8 @@ TERMS = {
     "__build_allgather_pgt_intra_allg": "compose/hier.py",
     "__build_allgather_pgt_inter_allg": "compose/hier.py",
     "mhandle": "emit/formats.py",
+    "__record_net_src_direct_addr": "emit/legs.py",  # a ring leaf's net path (seed 003 §4)
+    "encd_dma_mark_end": "compose/leaves.py",  # part of enc_primitive::mark_end
 }
 
 

@@ -1495,8 +1495,8 @@ def test_the_fallback_passes_single_step_mesh_in_place_over_more_than_8_ranks(tm
 
     alone = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH}))
     msg = ("MESH is not lowerable in this build (lowerable: SINGLE_STEP_MESH, each for its own "
-           "ops; not for ALLREDUCE: MESH) and no lowerable engine is legal for ALLREDUCE; "
-           f"SINGLE_STEP_MESH not taken: {why}")
+           "ops; not for ALLREDUCE: MESH) and no legal, lowerable engine can lower this "
+           f"ALLREDUCE; SINGLE_STEP_MESH not taken: {why}")
     with pytest.raises(SelectionError) as err:
         select(in_place, T1N, policy=alone)
     assert err.value.why == msg

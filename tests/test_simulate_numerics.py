@@ -444,7 +444,8 @@ def test_a_zero_tie_is_the_later_sources_by_the_engines_rule(monkeypatch):
     # fp8_e4 (e4m3 with infinities): largest 240 = 1.875 x 2^7, ulp there 16, so up to
     # 240 + 8 (exclusive, ties to even: 248 is the tie, 240's mantissa 111 is odd) rounds to 240
     (DType.FP8_E4, 240.0, (224.0, 20.0), (224.0, 32.0)),
-    # fp8_e5 (e5m2): largest 57344 = 1.75 x 2^15, ulp 16384, half 8192
+    # fp8_e5 (e5m2): largest 57344 = 1.75 x 2^15, ulp there 2^13 = 8192, half 4096 (61440
+    # is the tie, 57344's mantissa 11 odd: Inf); 49152 + 10240 = 59392 rounds to 57344
     (DType.FP8_E5, 57344.0, (49152.0, 10240.0), (49152.0, 16384.0)),
     # fp16: largest 65504 = (2 - 2^-10) x 2^15, ulp 32, half 16 (65520 is a tie to 65536: Inf)
     (DType.FP16, 65504.0, (65504.0, 8.0), (65504.0, 16.0)),

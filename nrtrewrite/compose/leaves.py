@@ -36,7 +36,8 @@ class Leaf(IntEnum):
     # the kangaring sync legs (docs/FORMATS.md §3.3): no data, a unit semaphore only
     peer_post = 11  # a secondary: +1 on its primary's kring_peer_semas.mine
     peer_wait = 12  # waits on the rank's own kring_peer_semas.mine
-    mark_end = 15  # the per-channel completion wait (mark_end -> proxy_end_operation; the
+    mark_end = 15  # the per-channel completion wait (mark_end -> encd_dma_mark_end +
+    #                proxy_end_operation, seed 003; the
     #                mesh composers' ``end_context``, seed 003 §3, is the same leg)
     # mesh and RDH legs (docs/FORMATS.md §3): enc_primitive_mesh's step recorders
     mesh_send = 16  # enc_primitive_mesh::send: one source to one or more destinations (CME)

@@ -1525,9 +1525,11 @@ def _last_of_owner(owner: np.ndarray) -> np.ndarray:
 
 def _net_tx(bt: _Batch, vt, me_core, legs: np.ndarray, start, stop, dst_view, dst_peer,
             dst_net, gw_leg) -> tuple[np.ndarray, dict]:
-    """__record_net_src_addr of a batch's transmitting ``legs`` (ascending): per leg, per
-    network destination slot ``jd`` in order, one entry per contiguous run of the
-    destination's elements, read from our gateway copy (views and peers: the batch's;
+    """__record_net_src_addr (on a ring leaf's step, seed 003 §4's
+    ``__record_net_src_direct_addr``: the next hop across the network) of a batch's
+    transmitting ``legs`` (ascending): per leg, per network destination slot ``jd`` in
+    order, one entry per contiguous run of the destination's elements, read from our
+    gateway copy (views and peers: the batch's;
     ``me_core``: per leg, the base of this rank's core window).  Returns each entry's leg
     and the entries' fields, in (leg, slot, run) order."""
     pt = bt.pt

@@ -977,7 +977,7 @@ class Simulator:
                 d32 = d.view(in_dt).astype(np.float32)
                 ufunc(acc32, d32, out=acc32)
                 if op != 0:  # MAX / MIN: a +0 / -0 tie is the later source's zero, by rule
-                    np.copyto(acc32, d32, where=acc32 == d32)  # (numpy leaves it open)
+                    np.copyto(acc32, d32, where=(d32 == 0) & (acc32 == 0))  # (numpy: open)
             result = acc32.astype(codes.NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
         if leg.sequential and len(dsts) > 1:  # (only such legs' streams may overlap)
             _check_overlapping_streams(leg, dsts, result, self._region_name)
