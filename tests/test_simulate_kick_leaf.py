@@ -421,6 +421,32 @@ def test_a_model_with_trailing_zero_bytes_is_its_outputs_input(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+
+def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
+    """An nrtrewrite before 2026-12-01 recorded ``input.bytes`` as the payload's end (the
+    header's header_size + data_size: ar2.neff's own length here, it has no trailing bytes)
+    for a model with zero bytes after its payload; ``simulate --model`` takes that model (its
+    sha256 is the recorded one).  Another size beside the same sha256 is an edited manifest,
+    refused in one line naming ``input.bytes``, not the sha256 that matches."""
+    model = tmp_path / "z.neff"
+    data = (FIX / "ar2.neff").read_bytes() + bytes(5000)
+    model.write_bytes(data)
+    out = tmp_path / "out"
+    assert cli("lower", "-q", model, "-o", out).exit_code == 0
+    man = out / "manifest.json"
+    top = json.loads(man.read_text())
+    top["input"]["bytes"] = len((FIX / "ar2.neff").read_bytes())  # as the older tool wrote
+    man.write_text(json.dumps(top, indent=2))
+    res = cli("simulate", out, "--json", "--model", model)
+    assert res.exit_code == 0, res.output
+    top["input"]["bytes"] = len(data) - 1
+    man.write_text(json.dumps(top, indent=2))
+    res = cli("simulate", out, "--model", model)
+    assert res.exit_code == 2
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "field input.bytes" in lines[0], res.output
+    assert f"but not its size: {len(data)} bytes, not {len(data) - 1} " in lines[0]
+
 def _bad_hash_model(tmp_path: Path) -> Path:
     """ar2.neff with the first byte of its header hash flipped."""
     from nrtrewrite.neff.container import HEADER_FIELDS

@@ -221,6 +221,19 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     inp = top.get("input") if isinstance(top.get("input"), dict) else {}
     data = read_file_bytes(str(model))
     sha = hashlib.sha256(data).hexdigest()
+    if sha == inp.get("sha256") and len(data) != inp.get("bytes"):
+        # the same bytes (their sha256), another size: an nrtrewrite before 2026-12-01
+        # recorded the payload's end (header_size + data_size, NEFF-LIKE.md §1) of a model
+        # with zero bytes after its payload; any other size is not what a lowering recorded
+        from nrtrewrite.neff.container import HEADER_FIELDS
+        hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
+        end = sum(int.from_bytes(data[o:o + 8], "little") for o in (hs, ds))
+        if inp.get("bytes") == end and not any(data[end:]):
+            return data
+        raise OutputError(f"the model's sha256 is the one {escape_controls(out)}/manifest.json "
+                          f"records for its input, but not its size: {len(data)} bytes, not "
+                          f"{inp.get('bytes')!r} (the manifest was edited: lower the model "
+                          "again)", file=str(model), field="input.bytes")
     if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
                           f"{escape_controls(out)}/manifest.json records "
