@@ -190,7 +190,7 @@ def measure(a: Path, b: Path, tree: Path = ROOT) -> tuple[float, float, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
     ap.add_argument("--only", help="comma-separated rows (default: %s)" % ",".join(DEFAULT))
     ap.add_argument("--out", type=Path, help="where the models and outputs are written "
                     "(default benchmarks/out/diff/; its parent folder must exist)")

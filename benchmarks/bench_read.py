@@ -149,7 +149,7 @@ def measure(what: str, path: Path) -> tuple[int, float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
     ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
     ap.add_argument("--out", type=Path, help="where the inputs are written (default "
                     "benchmarks/out/read/; its parent folder must exist)")

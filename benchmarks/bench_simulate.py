@@ -40,7 +40,7 @@ def spec(ranks: int, mib: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0] or None)
     ap.add_argument("--ranks", type=int, default=64)
     ap.add_argument("--mib", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)

@@ -55,7 +55,7 @@ def candidates(buf: bytes) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
     ap.add_argument("--mib", type=int, default=64, help="buffer size (MiB)")
     ap.add_argument("--reps", type=int, default=5, help="runs of each; the best counts")
     args = ap.parse_args()

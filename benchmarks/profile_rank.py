@@ -111,11 +111,11 @@ def _functions(spec: str) -> list:
     return out
 
 
-def rank_arguments(doc: str, default_model: str) -> argparse.ArgumentParser:
+def rank_arguments(doc: str | None, default_model: str) -> argparse.ArgumentParser:
     """The parser of a script that works on one rank of a model: ``MODEL`` (a NEFF or a
     benchmark model's name, :func:`model_path`), ``--rank``, ``--algo``; described by the
-    first paragraph of ``doc``."""
-    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    first paragraph of ``doc`` (None under ``python -OO``: no description)."""
+    ap = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0] or None)
     ap.add_argument("model", nargs="?", default=default_model)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--algo", default=None, help="algorithm override, as lower --algo")

@@ -204,7 +204,7 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0] or None)
     ap.add_argument("result", nargs="?",
                     default=str(Path(__file__).resolve().parent / "out" / "last-run.json"))
     ap.add_argument("--commit", help="the commit the run measured (named in the first line)")

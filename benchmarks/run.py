@@ -700,7 +700,7 @@ def slope(xs, ys) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
     ap.add_argument("--worker", nargs="+")
     ap.add_argument("--quick", action="store_true", help="smaller models (smoke run)")
     ap.add_argument("--all-large", action="store_true",

@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
     SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal:
     nothing written, or, once GOLDEN is (:func:`_stopped`), that it is complete."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0] or None)
     ap.add_argument("model")
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)
