@@ -80,10 +80,14 @@ def test_every_artifact_is_whole_records(name, tmp_path):
 def test_lowering_is_deterministic(tmp_path):
     a = lower_to(FIX / "mix8.neff", tmp_path / "a", None)
     b = lower_to(FIX / "mix8.neff", tmp_path / "b", None)
-    for pa in sorted(a.rglob("*")):
-        pb = b / pa.relative_to(a)
+    # the union of both trees: an entry only B has differs too (until 2026-12-06 only A's
+    # entries were compared)
+    names = {p.relative_to(root).as_posix() for root in (a, b) for p in root.rglob("*")}
+    for rel in sorted(names):
+        pa, pb = a / rel, b / rel
+        assert pa.is_file() == pb.is_file() and pa.is_dir() == pb.is_dir(), rel
         if pa.is_file():
-            assert pa.read_bytes() == pb.read_bytes(), pa
+            assert pa.read_bytes() == pb.read_bytes(), rel
 
 
 def test_parallel_lowering_is_byte_identical(tmp_path):
