@@ -31,7 +31,7 @@ from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
-                               escape_controls, escape_line)
+                               escape_controls, escape_line, path_text)
 
 
 class _Absent:
@@ -88,7 +88,8 @@ class Difference:
         return f"{where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
 
     def to_json(self) -> dict:
-        return {"where": self.where, "record": self.record, "field": self.field,
+        # (an entry's path as UTF-8 text whatever the locale: docs/CLI.md "Paths in the output")
+        return {"where": path_text(self.where), "record": self.record, "field": self.field,
                 "path": list(self.path) if self.path else self.field.split("."),
                 "a": None if self.a is ABSENT else self.a,
                 "b": None if self.b is ABSENT else self.b,
@@ -201,7 +202,8 @@ class FileCount:
         return f"{name(self.where)}: {self.differing_records} of {n} records differ ({per})"
 
     def to_json(self) -> dict:
-        return {"where": self.where, "records_a": self.records_a, "records_b": self.records_b,
+        return {"where": path_text(self.where), "records_a": self.records_a,
+                "records_b": self.records_b,
                 "differing_records": self.differing_records, "fields": dict(self.fields)}
 
 

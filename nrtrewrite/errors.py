@@ -10,6 +10,7 @@ stderr and a non-zero exit (``--traceback`` shows the rest).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
@@ -53,6 +54,25 @@ _WHERE_KEYS = ("file", "member", "subgraph", "stream", "index", "offset", "field
 _NAME_KEYS = frozenset({"file", "member", "subgraph", "stream", "artifact"})
 
 
+def path_text(path: Any) -> Any:
+    """A path as the manifests, the ``--json`` documents and the error lines give it, the
+    same text whatever the locale (docs/CLI.md "Paths in the output"): its bytes on disk
+    read as UTF-8, a byte that is not UTF-8 kept as Python's escape for it (the lone
+    surrogate ``\\udcff`` for ``\\xff``, as under a UTF-8 locale).  Python decodes a path
+    with the locale's encoding: under ``LC_ALL=C`` without UTF-8 mode ``\\u00e9.json`` is
+    ``\\udcc3\\udca9.json``, under ``LC_ALL=de_DE.ISO-8859-1`` ``\\u00c3\\u00a9.json``.
+    Text the locale's encoding cannot hold is no path the file system gave: as it is (and
+    None: None, a document's path not known)."""
+    if path is None:
+        return None
+    text = os.fspath(path)
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:
+        return text
+    return raw.decode("utf-8", "surrogateescape")
+
+
 @dataclass(frozen=True)
 class Where:
     """A location inside an input or output; every part optional."""
@@ -75,9 +95,10 @@ class Where:
 
     def __str__(self) -> str:
         """The location as an error line shows it: each name (file, member, subgraph,
-        stream, artifact) escaped once (:func:`escape_controls`); ``field``, a key path
-        whose odd keys are JSON strings already (``jsonin.joined_key``), only guarded."""
-        head = escape_controls(str(self.file)) if self.file is not None else ""
+        stream, artifact) escaped once (:func:`escape_controls`), the file's path as UTF-8
+        text whatever the locale (:func:`path_text`); ``field``, a key path whose odd keys
+        are JSON strings already (``jsonin.joined_key``), only guarded."""
+        head = escape_controls(path_text(str(self.file))) if self.file is not None else ""
         parts = []
         for key in _WHERE_KEYS[1:]:
             val = getattr(self, key)

@@ -37,7 +37,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import SEM_ENTRY_POST, MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.entryslots import ENTRY_POST_SEMS, entry_post_slots
-from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError
+from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError, path_text
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
@@ -55,7 +55,9 @@ class LowerOptions:
     host_cc: bool = False  # the host-CC final reduce step (recv_reduce_copy_send)
 
     def to_json(self) -> dict:
-        return {"topology": self.topology, "algo": self.algo, "host_cc": self.host_cc}
+        # a file's path as UTF-8 text whatever the locale (docs/CLI.md "Paths in the output")
+        return {"topology": path_text(self.topology), "algo": self.algo,
+                "host_cc": self.host_cc}
 
 
 @dataclass

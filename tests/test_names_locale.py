@@ -80,3 +80,92 @@ def test_a_model_name_that_is_not_utf8_is_refused_in_one_line(tmp_path):
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "the model's file name b'\\xff\\xfe.neff' is not UTF-8" in err, err
     assert sorted(os.listdir(tmp_path)) == [os.fsdecode(raw)]  # nothing written
+
+
+TOPO = "topo é.json"
+
+
+def test_options_topology_is_the_paths_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47c): ``options.topology`` and ``explain --json``'s ``topology.source``
+    were the path as the locale decoded it: ``"topo \\udcc3\\udca9.json"`` under the C
+    locale, ``"topo \\u00e9.json"`` under UTF-8; the two outputs differed there."""
+    shutil.copy(FIX / "topologies" / "trn2-2node.json", tmp_path / TOPO)
+    shutil.copy(FIX / "ar2.neff", tmp_path / "ar2.neff")
+    for tag, extra in (("utf8", UTF8), ("c", NOT_UTF8)):
+        proc = cli(["lower", "-q", "ar2.neff", "--topology", TOPO, "-o", f"out-{tag}"],
+                   tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        top = json.loads((tmp_path / f"out-{tag}" / "manifest.json").read_bytes())
+        assert top["options"]["topology"] == TOPO
+        proc = cli(["explain", "--json", "ar2.neff", "--topology", TOPO], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["topology"]["source"] == TOPO
+    names = sorted(p.relative_to(tmp_path / "out-c").as_posix()
+                   for p in (tmp_path / "out-c").rglob("*"))
+    assert names == sorted(p.relative_to(tmp_path / "out-utf8").as_posix()
+                           for p in (tmp_path / "out-utf8").rglob("*"))
+    for rel in names:
+        a, b = tmp_path / "out-utf8" / rel, tmp_path / "out-c" / rel
+        if a.is_file():
+            assert a.read_bytes() == b.read_bytes(), rel
+
+
+def test_a_topology_files_stem_is_its_bytes_read_as_utf8(tmp_path):
+    """Bug (review 47c): a file without ``name`` whose stem is not ASCII was accepted under
+    UTF-8 and refused under the C locale (``stem "tn\\udcc3\\udca9" is not UTF-8 text``).
+    The stem's bytes as UTF-8 name it in either; a stem whose bytes are not UTF-8 stays
+    refused, in both, by the same line."""
+    doc = json.loads((FIX / "topologies" / "trn2-2node.json").read_bytes())
+    doc.pop("name")
+    (tmp_path / "tné.json").write_text(json.dumps(doc))
+    bad = os.fsencode(tmp_path) + b"/q\xff.json"
+    with open(bad, "w") as fh:
+        fh.write(json.dumps(doc))
+    shutil.copy(FIX / "ar2.neff", tmp_path / "ar2.neff")
+    for tag, extra in (("utf8", UTF8), ("c", NOT_UTF8)):
+        proc = cli(["lower", "-q", "ar2.neff", "--topology", "tné.json", "-o", f"o-{tag}"],
+                   tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        top = json.loads((tmp_path / f"o-{tag}" / "manifest.json").read_bytes())
+        assert top["topology"]["name"] == "tné"
+        proc = cli(["lower", "-q", "ar2.neff", "--topology", b"q\xff.json", "-o", f"x-{tag}"],
+                   tmp_path, extra)
+        err = proc.stderr.decode("ascii", "backslashreplace")
+        assert proc.returncode == 2 and err.count("\n") == 1, err
+        assert err == ("nrtrewrite: error: q\\udcff.json: field name: the file gives no name "
+                       "and its file name's stem \"q\\udcff\" is not UTF-8 text: give "
+                       "\"name\"\n"), err
+        assert not (tmp_path / f"x-{tag}").exists()
+
+
+def test_json_paths_are_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47c): ``--json`` documents gave a non-ASCII path as the locale decoded it
+    (lone surrogates under the C locale): ``inspect``'s ``file`` and ``error``,
+    ``explain``'s ``model``, ``simulate OUT``'s ``output``, ``diff``'s ``where``.  Now its
+    bytes as UTF-8 text in every locale (docs/CLI.md "Paths in the output")."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / NAME)
+    (tmp_path / "bäd.neff").write_bytes(b"junk")
+    assert cli(["lower", "-q", NAME, "-o", "oü"], tmp_path, UTF8).returncode == 0
+    shutil.copytree(tmp_path / "oü", tmp_path / "other")
+    with open(tmp_path / "other" / NAME, "ab") as fh:
+        fh.write(b"x")  # a byte after the payload: the NEFF differs
+    docs = {}
+    for tag, extra in (("utf8", UTF8), ("c", NOT_UTF8)):
+        got = {}
+        for key, args in (("file", ["inspect", "--json", NAME]),
+                          ("model", ["explain", "--json", NAME]),
+                          ("output", ["simulate", "--json", "oü"])):
+            proc = cli(args, tmp_path, extra)
+            assert proc.returncode == 0, proc.stderr
+            got[key] = json.loads(proc.stdout)[key]
+        proc = cli(["inspect", "--json", "bäd.neff"], tmp_path, extra)
+        assert proc.returncode == 2
+        bad = json.loads(proc.stdout)
+        got["bad"] = (bad["file"], bad["error"])
+        proc = cli(["diff", "--json", "oü", "other"], tmp_path, extra)
+        assert proc.returncode == 1, proc.stderr
+        got["where"] = [d["where"] for d in json.loads(proc.stdout)["differences"]]
+        docs[tag] = got
+    assert docs["c"] == docs["utf8"] == {
+        "file": NAME, "model": NAME, "output": "oü", "where": [NAME],
+        "bad": ("bäd.neff", "bäd.neff: file too short: 4 bytes, the header alone needs 1024")}

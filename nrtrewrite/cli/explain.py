@@ -29,7 +29,7 @@ from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
-                               did_you_mean, escape_controls)
+                               did_you_mean, escape_controls, path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -775,7 +775,7 @@ class _ExplainCommand(JsonErrorCommand):
 
     @staticmethod
     def error_document(params: dict, why: str) -> dict:
-        return {"model": params.get("model"), "error": why, "triggers": []}
+        return {"model": path_text(params.get("model")), "error": why, "triggers": []}
 
 
 @main.command("explain", cls=_ExplainCommand)
@@ -964,7 +964,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     if model is not None and len(sels) < len(m.triggers):
         refused = _refused_not_shown(mp, {s.trigger for s in sels})
     if as_json:
-        out = {"model": model, "topology": _topology_json(topo),
+        out = {"model": path_text(model), "topology": _topology_json(topo),
                "override": override.text if override else None,
                "override_source": override.source if override else None,
                "rank": rank,

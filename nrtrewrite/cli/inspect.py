@@ -11,7 +11,7 @@ from rich.table import Table
 
 from nrtrewrite.cli import (ByteSize, JsonErrorCommand, echo_whole, encodable, main, plain,
                             print_table, _say, stdout_console, styled)
-from nrtrewrite.errors import escape_line
+from nrtrewrite.errors import escape_line, path_text
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.summary import INSPECT_FORMAT, model_to_dict
@@ -141,7 +141,8 @@ class _InspectCommand(JsonErrorCommand):
 
     @staticmethod
     def error_document(params: dict, why: str) -> dict:
-        return {"format": INSPECT_FORMAT, "file": params.get("model_path"), "error": why}
+        return {"format": INSPECT_FORMAT, "file": path_text(params.get("model_path")),
+                "error": why}
 
 
 @main.command("inspect", cls=_InspectCommand)

@@ -29,7 +29,7 @@ from nrtrewrite.cli import (IntRange, JsonErrorCommand, echo_whole, main, plain,
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
-from nrtrewrite.errors import NrtRewriteError, OutputError
+from nrtrewrite.errors import NrtRewriteError, OutputError, path_text
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
@@ -126,7 +126,7 @@ class _SimulateCommand(JsonErrorCommand):
     @staticmethod
     def error_document(params: dict, why: str) -> dict:
         return {"format": "nrtrewrite-simulate", "format_version": 1,
-                "output": params.get("target"), "seed": params.get("seed"), "ok": None,
+                "output": path_text(params.get("target")), "seed": params.get("seed"), "ok": None,
                 "error": why, "error_trigger": None, "triggers": [], "stats": {}}
 
 

@@ -11,6 +11,7 @@ import uuid as uuidlib
 from typing import Any
 
 from nrtrewrite.codes import VAR_TYPE_NAMES
+from nrtrewrite.errors import path_text
 from nrtrewrite.neff.container import PKG_VERSION_SHA256
 from nrtrewrite.neff.instructions import OpcodeClass, opcode_class, opcode_counts
 from nrtrewrite.neff.model import Model, NeffHeader, Operand, Subgraph, SyncFields, Trigger
@@ -121,7 +122,7 @@ def model_to_dict(model: Model) -> dict[str, Any]:
         referenced.update(f"{sg.name}/{e}.bin" for e in sg.engines)
     return {
         "format": INSPECT_FORMAT,
-        "file": model.path,
+        "file": path_text(model.path),  # (the same text whatever the locale)
         "hash_verified": model.hash_verified,
         "header": header_to_dict(model.header),
         "members": [{"name": n, "size": len(d), "extra": n not in referenced}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nrtrewrite.errors import path_text
+
 MATCH = "match"
 MISMATCH = "mismatch"
 ERROR = "error"
@@ -54,7 +56,8 @@ class SimulationResult:
         return self.error is None and all(t.status == MATCH for t in self.triggers)
 
     def to_json(self) -> dict:
-        return {"format": "nrtrewrite-simulate", "format_version": 1, "output": self.output,
+        return {"format": "nrtrewrite-simulate", "format_version": 1,
+                "output": path_text(self.output),  # (the same text whatever the locale)
                 "seed": self.seed, "ok": self.ok, "error": self.error,
                 "error_trigger": self.error_trigger,
                 "triggers": [t.to_json() for t in self.triggers], "stats": self.stats}

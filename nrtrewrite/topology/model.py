@@ -24,7 +24,6 @@ owns its first TPB, its die the one that owns that s-engine.  The cross-die peer
 from __future__ import annotations
 
 import math
-import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +32,10 @@ from typing import Any, Callable, TypeVar
 from nrtrewrite import jsonin
 from nrtrewrite.codes import MESH_SUB_TYPE_NAMES, EdgeLocality, EncAlgMeshType
 from nrtrewrite.emit.address import CAYMAN_ID_MASK
+from nrtrewrite.emit.formats import name_text
 from nrtrewrite.emit.tiling import DEFAULT_HW_GENERATION, HW_GENERATIONS
 from nrtrewrite.errors import (
-    LimitError, ValidationError, did_you_mean, escape_controls, json_text,
+    LimitError, ValidationError, did_you_mean, escape_controls, json_text, path_text,
 )
 
 T = TypeVar("T")
@@ -1031,17 +1031,22 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes")
     name = doc.get("name")
     if name is None:
-        name = path.stem
-        # the file's stem names it when the file does not: held to a name's rule
-        # (until 2026-12-06 a blank or non-UTF-8 stem went into the output manifest's
-        # topology.name, which did not load back)
-        why = ("is blank" if not name.strip() else
-               "is not UTF-8 text" if jsonin.lone_surrogate(name) is not None else None)
+        # the file's stem names it when the file does not: its bytes as UTF-8 whatever the
+        # locale (until 2026-12-06 as the locale decoded them: under LC_ALL=C "tn\u00e9" was
+        # "tn\udcc3\udca9", refused as not UTF-8), held to a name's rule (until 2026-12-06
+        # a blank or non-UTF-8 stem went into the output manifest's topology.name, which
+        # did not load back)
+        try:
+            name, why = name_text(path.stem), None
+        except UnicodeDecodeError:
+            name, why = path_text(path.stem), "is not UTF-8 text"
+        if why is None and not name.strip():
+            why = "is blank"
         if why is not None:
             raise ValidationError(f"the file gives no name and its file name's stem "
                                   f"{json_text(name)} {why}: give \"name\"", file=str(path),
                                   field="name")
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
-                    name=str(name), source=os.fspath(path))
+                    name=str(name), source=path_text(path))  # (as options.topology)
     _check_world(topo, world, file=str(path), field="nodes" if "nodes" in doc else "topology")
     return topo
