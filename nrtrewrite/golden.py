@@ -71,7 +71,8 @@ from nrtrewrite.bundle import rmtree_few_fds, write_output
 from nrtrewrite.cli import (Terminated, encodable, stop_status, stops_deferred,
                             terminate_cleanly)
 from nrtrewrite.console import exit_status
-from nrtrewrite.errors import NrtRewriteError, escape_controls, escape_line
+from nrtrewrite.emit.formats import name_on_disk
+from nrtrewrite.errors import NrtRewriteError, escape_controls, escape_line, path_text
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
@@ -104,12 +105,16 @@ def _without_env(name: str):
 def pack(folder: Path) -> bytes:
     """A tar.gz of ``folder`` with sorted names and zeroed metadata (byte-deterministic).
     Each file is copied into the archive a block at a time (reading each whole held the
-    largest artifact in memory beside the archive, until 2026-12-06)."""
+    largest artifact in memory beside the archive, until 2026-12-06).  A member's name is
+    its path's bytes read as UTF-8 whatever the locale (:func:`path_text`; docs/FORMATS.md
+    §9: until 2026-12-06 as the locale decoded it, so under ``LC_ALL=C`` a non-ASCII model
+    name's member got a ``hdrcharset=BINARY`` record and the archive other bytes)."""
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT,
+                          encoding="utf-8") as tar:
             for path in sorted(folder.rglob("*")):
-                rel = path.relative_to(folder).as_posix()
+                rel = path_text(path.relative_to(folder).as_posix())
                 info = tarfile.TarInfo(rel)
                 info.mtime = 0
                 info.uid = info.gid = 0
@@ -127,14 +132,19 @@ def pack(folder: Path) -> bytes:
 
 
 def unpack(golden: str | Path, dest: Path) -> Path:
-    """Unpack a golden tar.gz (regular files and folders only) into ``dest``."""
+    """Unpack a golden tar.gz (regular files and folders only) into ``dest``, each member
+    under the file name its UTF-8 name stands for whatever the locale
+    (:func:`~nrtrewrite.emit.formats.name_on_disk`: until 2026-12-06 a non-ASCII name
+    under ``LC_ALL=C`` stopped the extraction half-way with a ``UnicodeEncodeError``)."""
     dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(golden, "r:gz") as tar:
-        for m in tar.getmembers():
+    with tarfile.open(golden, "r:gz", encoding="utf-8") as tar:
+        members = tar.getmembers()
+        for m in members:
             if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/"):
                 raise ValueError(f"{escape_controls(os.fspath(golden))}: unexpected member "
                                  f"{m.name!r}")  # (the path escaped once, as a name is)
-        tar.extractall(dest, filter="data")
+            m.name = name_on_disk(m.name)
+        tar.extractall(dest, members=members, filter="data")
     return dest
 
 

@@ -7,6 +7,7 @@ ASCII with surrogate escapes, as a Latin-1 or EUC-JP locale decodes them to othe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -169,3 +170,42 @@ def test_json_paths_are_utf8_text_whatever_the_locale(tmp_path):
     assert docs["c"] == docs["utf8"] == {
         "file": NAME, "model": NAME, "output": "oü", "where": [NAME],
         "bad": ("bäd.neff", "bäd.neff: file too short: 4 bytes, the header alone needs 1024")}
+
+
+def golden(args: list, cwd: Path, extra: dict) -> subprocess.CompletedProcess:
+    """``python -m nrtrewrite.golden ARGS`` in ``cwd`` with ``extra`` in the environment."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return subprocess.run([sys.executable, "-m", "nrtrewrite.golden", *args],
+                          capture_output=True, cwd=cwd, env=env, timeout=120)
+
+
+def test_a_golden_archive_does_not_depend_on_the_locale(tmp_path):
+    """Bug (review 47c): ``golden.pack`` gave tarfile the member names as the locale
+    decoded them: under the C locale the rewritten NEFF's member of a non-ASCII model got a
+    ``hdrcharset=BINARY`` pax record (docs/FORMATS.md §9: only for a name that is not
+    UTF-8), so the archive differed; and ``golden.unpack`` of the archive under the C locale
+    stopped half-way with a ``UnicodeEncodeError``."""
+    import gzip
+    shutil.copy(FIX / "ar2.neff", tmp_path / NAME)
+    for tag, extra in (("u", UTF8), ("c", NOT_UTF8)):
+        proc = golden([NAME, f"{tag}.tar.gz"], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+    data = (tmp_path / "u.tar.gz").read_bytes()
+    assert (tmp_path / "c.tar.gz").read_bytes() == data
+    tar = gzip.decompress(data)
+    assert b"hdrcharset" not in tar
+    record = b"path=" + NAME.encode("utf-8") + b"\n"  # a pax record: "LEN path=NAME\n"
+    assert f"{len(record) + 3} ".encode() + record in tar  # (LEN has two digits)
+    code = ("import sys; from pathlib import Path; from nrtrewrite.golden import unpack; "
+            "unpack(sys.argv[1], Path(sys.argv[2]))")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **NOT_UTF8)
+    proc = subprocess.run([sys.executable, "-c", code, "u.tar.gz", "back"], cwd=tmp_path,
+                          env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    back = tmp_path / "back"
+    top = json.loads((back / "manifest.json").read_bytes())
+    assert top["output_neff"]["name"] == NAME
+    neff = (back / NAME).read_bytes()
+    assert hashlib.sha256(neff).hexdigest() == top["output_neff"]["sha256"]
