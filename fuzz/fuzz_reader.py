@@ -241,7 +241,7 @@ def seconds(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
     ap.add_argument("--seconds", type=seconds, default=None,
                     help="how long to run (default: $FUZZ_SECONDS, else 60)")
     ap.add_argument("--corpus", type=Path, default=ROOT / "fuzz" / "corpus",

@@ -157,7 +157,7 @@ def _positive_count(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
     ap.add_argument("--seconds", type=seconds, default=300.0,
                     help="stop after this long (default 300)")
     ap.add_argument("--count", type=_positive_count, default=None,

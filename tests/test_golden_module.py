@@ -43,7 +43,8 @@ def test_golden_reproduces_the_committed_archive(tmp_path, name):
 
 def test_golden_and_the_help_run_without_docstrings(tmp_path):
     """Bug (review 47c): under ``PYTHONOPTIMIZE=2`` ``python -m nrtrewrite.golden`` failed
-    with a traceback (``__doc__.splitlines()`` of None), as did the benchmark scripts."""
+    with a traceback (``__doc__.splitlines()`` of None), as did the benchmark and fuzz
+    scripts."""
     proc = run("nrtrewrite.golden", [FIX / "ar2.neff", tmp_path / "g.tar.gz"], ROOT,
                PYTHONOPTIMIZE="2")
     assert proc.returncode == 0, proc.stderr
@@ -60,8 +61,9 @@ def test_golden_and_the_help_run_without_docstrings(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: nrtrewrite lower [OPTIONS] MODEL")
     assert "--topology" in proc.stdout
-    for script in ("bench_read", "report", "leg_cost"):
-        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{script}.py"),
+    for script in ("benchmarks/bench_read.py", "benchmarks/report.py",
+                   "benchmarks/leg_cost.py", "fuzz/soak_models.py"):
+        proc = subprocess.run([sys.executable, str(ROOT / script),
                                "--help"], cwd=ROOT, capture_output=True, text=True,
                               env=dict(os.environ, PYTHONOPTIMIZE="2",
                                        PYTHONPATH=str(ROOT)), timeout=120)
