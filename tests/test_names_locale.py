@@ -172,6 +172,27 @@ def test_json_paths_are_utf8_text_whatever_the_locale(tmp_path):
         "bad": ("bäd.neff", "bäd.neff: file too short: 4 bytes, the header alone needs 1024")}
 
 
+def test_a_reason_names_a_missing_path_as_utf8_text_whatever_the_locale(tmp_path):
+    """A missing ``--topology`` file and a missing output parent, named in the reason, were
+    the locale's text (``topology 'n\\udcc3\\udcb6.json'`` under the C locale)."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "ar2.neff")
+    lines = {}
+    for tag, extra in (("utf8", UTF8), ("c", NOT_UTF8)):
+        proc = cli(["explain", "--json", "ar2.neff", "--topology", "nö.json"], tmp_path, extra)
+        assert proc.returncode == 2
+        why = json.loads(proc.stdout)["error"]
+        proc = cli(["lower", "-q", "ar2.neff", "-o", "nöpe/x"], tmp_path, extra)
+        assert proc.returncode == 2
+        lines[tag] = (why, proc.stderr)
+    assert lines["c"][0] == lines["utf8"][0]
+    assert lines["c"][0].startswith("ar2.neff: field topology: topology 'nö.json' is neither a "
+                                    "preset")
+    # (stderr in the stream's encoding: UTF-8, or ASCII with what it lacks escaped)
+    line = "nrtrewrite: error: nöpe/x: the output's parent folder nöpe does not exist\n"
+    assert lines["utf8"][1] == line.encode("utf-8")
+    assert lines["c"][1] == line.encode("ascii", "backslashreplace")
+
+
 def golden(args: list, cwd: Path, extra: dict) -> subprocess.CompletedProcess:
     """``python -m nrtrewrite.golden ARGS`` in ``cwd`` with ``extra`` in the environment."""
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")

@@ -960,8 +960,9 @@ def read_topology_file(spec: str) -> Any:
                             "trn1, trn2, trn1:nodes=N, trn2:nodes=N",
                             lambda p: repr(p + colon + rest if _preset_options_ok(p + colon + rest)
                                            else p))
-        raise ValidationError(f"topology {spec!r} is neither a preset{hint} nor a readable "
-                              f"file ({what})", field="topology")
+        # (the path as UTF-8 text whatever the locale: docs/CLI.md "Paths in the output")
+        raise ValidationError(f"topology {path_text(spec)!r} is neither a preset{hint} nor a "
+                              f"readable file ({what})", field="topology")
     try:
         if (size := path.stat().st_size) > MAX_TOPOLOGY_FILE_BYTES:
             raise LimitError(f"topology file of {size} bytes exceeds the limit of "
