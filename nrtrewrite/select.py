@@ -1221,6 +1221,10 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         raise SelectionError("a rank appears twice in the replica group", trigger=req.ordinal)
     for r in req.group:
         topo.info(r)
+    if (apart := topo.unlinked_devices(req.group)) is not None:
+        # (no engine can serve it: every one moves data between the group's devices; until
+        # 2026-12-06 such a hop was counted and lowered as a routed C2C hop)
+        raise SelectionError(topo.unlinked_refusal(*apart), trigger=req.ordinal)
     shape = group_shape(topo, req.group)
     cands = evaluate_candidates(req, topo, policy)
     clause = override.for_op(req.op) if override else None

@@ -506,3 +506,42 @@ def test_the_recorded_platform_is_read_with_its_type(file_ring, tmp_path):
     out = copy(file_ring, tmp_path, "u")
     _retop(out, lambda top: top["topology"].pop("device"))
     assert _typed_refusal(out) == f"{_field(out, 'topology.device')}missing"
+
+
+@pytest.fixture(scope="module")
+def row_ring(tmp_path_factory) -> Path:
+    """A bf16 all-reduce over ranks 0..15 (LNC 1: devices 0 and 1 of node 0) on trn2 of 3
+    C2C ports, whose 4 x 4 torus keeps the x links alone (docs/TOPOLOGY.md §1): a row is the
+    ring 0-1-2-3; the manifest records them (not exactly a preset)."""
+    root = tmp_path_factory.mktemp("rows")
+    (root / "t.json").write_text(json.dumps({"platform": "trn2", "device": {"c2c_ports": 3}}))
+    mp = pytest.MonkeyPatch()
+    mp.chdir(root)
+    try:
+        out = lower_spec(coll_spec("all_reduce", "bf16", 16, 4096), root / "o",
+                         topology="t.json")
+    finally:
+        mp.undo()
+    links = _top(out)["topology"]["links"]
+    assert [0, 0, 1] in links and [1, 1, 0] in links and [0, 1, 3] in links
+    return out
+
+
+def test_a_hop_between_devices_the_recorded_links_do_not_join_is_refused(row_ring, tmp_path):
+    """Bug (the forty-sixth session's note): an output lowered before 2026-12-06 on
+    ``{"platform": "trn2", "device": {"c2c_ports": 1}}`` records no link (port 0, +x, faces
+    a -x port the next device lacks), yet its ring runs from device 0 to device 1 as a routed
+    hop; it simulated as a match, where ``lower`` now refuses the group.  Refused naming
+    the trigger and the devices; a chain through other devices is a route (row_ring without
+    its link 0-1 still joins 0 and 1 through 3 and 2)."""
+    assert_clean(row_ring)
+    out = copy(row_ring, tmp_path)
+    _retop(out, lambda top: top["topology"].update(links=[]))
+    assert refused(out) == (f"{_field(out)}replica_group needs a hop between devices 0 and 1 "
+                            "of node 0, which no chain of the links topology.links records "
+                            "joins: the hop has no route (lower refuses such a group: "
+                            "docs/TOPOLOGY.md §1)")
+    out = copy(row_ring, tmp_path, "u")
+    _retop(out, lambda top: top["topology"].update(links=[
+        link for link in top["topology"]["links"] if {link[0], link[2]} != {0, 1}]))
+    assert_clean(out)

@@ -1182,3 +1182,74 @@ def test_the_lone_surrogate_search_walks_only_a_document_that_has_one(monkeypatc
     assert jsonin.lone_surrogate(doc) is None and walked == []
     doc["links"][500] = [0, "a\ud800"]
     assert jsonin.lone_surrogate(doc) == ("links[500][1]", "a\ud800", 1, False) and walked
+
+
+# -- a hop between devices no chain of links joins (2026-12-06, the forty-seventh session) --
+
+#: the refusal of a group needing such a hop (docs/TOPOLOGY.md §1 "Edge locality")
+UNLINKED = ("the replica group needs a hop between devices {a} and {b} of node 0, which no "
+            "chain of device links joins: the hop has no route (topology file {file}, {why})")
+#: ... when a torus on too few ports leaves them apart (docs/TOPOLOGY.md §1)
+FEW_PORTS = ("field device.c2c_ports: the 4x4 torus on {ports} a device has no such chain; a "
+             "link needs its port at both ends, port 0 +x, 1 -x, 2 +y, 3 -y: "
+             "docs/TOPOLOGY.md §1")
+
+
+@pytest.mark.parametrize("doc, why", [
+    ({"platform": "trn2", "device": {"c2c_ports": 1}}, FEW_PORTS.format(ports="1 C2C port")),
+    ({"platform": "trn2", "device": {"c2c_ports": 0}}, FEW_PORTS.format(ports="0 C2C ports")),
+    ({"platform": "trn2", "device": {"c2c_ports": 1}, "torus": [4, 4]},
+     FEW_PORTS.format(ports="1 C2C port")),
+    ({"name": "pairs", "devices_per_node": 4, "links": [[0, 2], [1, 3]]},
+     "field links: no chain of its links joins them"),
+])
+def test_a_hop_between_devices_no_link_joins_is_refused(tmp_path, doc, why):
+    """Bug (the forty-sixth session's note): a device of 1 C2C port (or 0) keeps no link of
+    the 4 x 4 torus (port 0, +x, faces a -x port 1 the next device lacks), yet the ring hop
+    from device 0 to device 1 was counted as `c2c` and lowered as a routed hop, over links no
+    device has; `simulate` said match.  No engine can serve such a group (each moves data
+    between its devices): `lower`, `explain` (also with --algo ring, where it showed the
+    hops) and the model-less `explain` refuse it in one line naming the devices, the
+    topology file and its field; `lower` leaves no output."""
+    neff, topo = _ar16(tmp_path), tmp_path / "few.json"
+    topo.write_text(json.dumps(doc))
+    says = UNLINKED.format(a=0, b=1, file=topo, why=why)
+    for args in (("lower", "-q", neff, "-o", tmp_path / "a"), ("explain", neff),
+                 ("explain", neff, "--algo", "ring"), ("schedule", neff, "--rank", 0),
+                 ("explain", "--op", "allreduce", "--bytes", "128KiB", "--ranks", 16,
+                  "--lnc", 1)):
+        line = _one_line_error(_cli(*args, "--topology", topo))
+        assert line.endswith(f"trigger 0: {says}"), (args, line)
+        if "--op" not in args:
+            assert line.startswith(f"{neff}: ")
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_group_its_devices_links_join_is_lowered(tmp_path):
+    """The rule asks for a chain of links between the group's devices of a node, not a
+    link: with 2 ports a trn2 device keeps the x links of the 4 x 4 torus, its row's ring
+    0-1-2-3 (docs/TOPOLOGY.md §1), so devices 0 and 2 of a row are joined through 1 (or 3),
+    devices 0 and 4 of two rows by nothing; a group within one device needs no link at all
+    (1 port); ranks on other nodes meet over the network."""
+    from nrtrewrite.codes import DType, EncOpType
+    from nrtrewrite.errors import SelectionError
+    from nrtrewrite.select import Request, select
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({"platform": "trn2", "device": {"c2c_ports": 2}}))
+    topo = load_topology(str(path), world=tuple(range(256)), lnc_size=1)  # 8 ranks a device
+
+    def sel(group):
+        return select(Request.for_op(EncOpType.ALLREDUCE, DType.BF16, group, 1 << 20), topo)
+    assert sel((0, 16)).group == (0, 16)  # devices 0 and 2: 0-1-2
+    assert sel((0, 24, 128, 152)).group == (0, 24, 128, 152)  # devices 0, 3 of two nodes
+    with pytest.raises(SelectionError) as exc:
+        sel((0, 8, 32))  # devices 0, 1 and 4
+    assert str(exc.value) == "trigger 0: " + UNLINKED.format(
+        a=0, b=4, file=path, why=FEW_PORTS.replace("4x4 torus on {ports}", "4x4 torus on 2 C2C "
+                                                   "ports"))
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"platform": "trn2", "device": {"c2c_ports": 1}}))
+    from test_simulate import assert_clean, coll_spec, lower_spec
+    out = lower_spec(coll_spec("all_reduce", "bf16", 8, 4096), tmp_path / "o",
+                     topology=str(one))
+    assert_clean(out)

@@ -40,9 +40,9 @@ from nrtrewrite.simulate.result import (
 from nrtrewrite.simulate.shadow import Access, Conflict, Shadow
 from nrtrewrite.simulate.testdata import Reference, check_seed, make_input
 from nrtrewrite.simulate.triggers import (
-    TriggerSpec, check_against_model, check_buffers, check_chunk_groups, check_hier_groups,
-    check_kangaring_units, check_options, check_own_legs, check_triggers, covers,
-    merge_intervals, read_triggers)
+    TriggerSpec, check_against_model, check_buffers, check_chunk_groups, check_device_links,
+    check_hier_groups, check_kangaring_units, check_options, check_own_legs, check_triggers,
+    covers, merge_intervals, read_triggers)
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
@@ -243,6 +243,7 @@ class Simulator:
         self.layout.check()
         self.triggers: dict[int, TriggerSpec] = check_triggers(typed_triggers)
         check_hier_groups(self.triggers, self.layout)  # (the topology's nodes)
+        check_device_links(self.triggers, self.layout)  # (the recorded links)
         check_kangaring_units(self.triggers, self.layout)  # (the ranks' s-engines)
         self.group_set = {t.ordinal: frozenset(t.group) for t in self.triggers.values()}
         if self.model is not None:

@@ -23,7 +23,7 @@ from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.topology.model import (
     MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS, PRESETS, Platform,
-    nodes_for, parse_preset_spec, preset_of_spec, preset_platform,
+    link_components, nodes_for, parse_preset_spec, preset_of_spec, preset_platform,
 )
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
@@ -233,7 +233,13 @@ class Layout:
                 topo["devices_per_node"].int(), dev["dies"].int(),
                 dev["sengines_per_die"].int(), dev["tpbs_per_sengine"].int(),
                 tuple(topo["routing_ids"].ints()))
+        #: the links of the platform the manifest records whole, ``(a, port, b)`` each (the
+        #: output manifest writes ``[a, port, b]``: FORMATS §1.1); None when not recorded
+        self.links: tuple[tuple[int, int, int], ...] | None = None
+        if self._recorded_shape is not None and topo.has("links"):
+            self.links = tuple(tuple(item.ints(length=3)) for item in topo["links"].items())
         #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
+        self._components: tuple[int, ...] | None = None  # (unlinked_devices, once built)
         self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
         self._mesh_sub_name = topo.get("mesh_sub_type").opt_str()
         self.world = doc["world"].ints(0)
@@ -633,6 +639,31 @@ class Layout:
                     f"device {rids.index(rid)}'s too (each device has its own)"
                     if 0 <= rid <= CAYMAN_ID_MASK else f"outside 0..{CAYMAN_ID_MASK}"))
         return tpbs // self.lnc_size, dpn, tps, spd
+
+    def unlinked_devices(self, group) -> tuple[int, int, int] | None:
+        """``(node, a, b)``: two device indices of one node that ranks of ``group`` sit on and
+        that no chain of the recorded ``topology.links`` joins, the first such pair in the
+        group's order (as ``lower`` finds it: ``Topology.unlinked_devices``); None when each
+        node's devices are joined, or the manifest records no links (a preset's, always
+        joined, or an output written before 2026-12-06 morning: its links are not known)."""
+        if self.links is None or self._recorded_shape is None:
+            return None
+        if self._components is None:
+            dpn = self._recorded_shape[0]
+            nb: dict[int, dict[int, int]] = {}
+            for a, port, b in self.links:
+                nb.setdefault(a, {})[b] = port
+                nb.setdefault(b, {})[a] = port
+            self._components = link_components(dpn, nb)
+        comp = self._components
+        first: dict[int, int] = {}  # node -> its first device of the group
+        for r in group:
+            p = self.places[r]
+            dev = first.setdefault(p.node, p.index)
+            if not (0 <= dev < len(comp) and 0 <= p.index < len(comp)
+                    and comp[dev] == comp[p.index]):
+                return p.node, dev, p.index
+        return None
 
     def _refuse_misplaced(self, rows, cols: dict[str, np.ndarray], want: dict[str, np.ndarray],
                           shape: tuple[int, int | None, int, int], whose: str) -> None:

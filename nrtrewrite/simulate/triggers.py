@@ -1313,6 +1313,26 @@ KANGARING_ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k an
                    "follow in that order)")
 
 
+def check_device_links(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
+    """Every device of a node that a trigger's ``replica_group`` touches is joined to the
+    others by a chain of the links the manifest records (``topology.links``, a platform not
+    exactly a preset: FORMATS §1.1), else a :class:`SimulationError` naming the trigger: a
+    hop between them has no route, and ``lower`` refuses such a group (docs/TOPOLOGY.md §1;
+    until 2026-12-06 it lowered the hop as a routed C2C hop, over links the devices lack, on
+    a file such as ``{"platform": "trn2", "device": {"c2c_ports": 1}}``)."""
+    for spec in triggers.values():
+        if (stray := next((r for r in spec.group if r not in layout.places), None)) is not None:
+            raise SimulationError(f"rank {stray} is not in the topology table",
+                                  file=spec.where.get("file") or None, field="topology")
+        apart = layout.unlinked_devices(spec.group)
+        if apart is not None:
+            node, a, b = apart
+            raise SimulationError(
+                f"replica_group needs a hop between devices {a} and {b} of node {node}, which "
+                "no chain of the links topology.links records joins: the hop has no route "
+                "(lower refuses such a group: docs/TOPOLOGY.md §1)", **spec.where)
+
+
 def check_kangaring_units(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
     """Each unit of a KANGARING trigger's ``kangaring`` section, and of a KANGARING HIER leg's
     plans for each group that runs them, is the one docs/TOPOLOGY.md §4 makes of the ranks'

@@ -146,6 +146,24 @@ def torus_links(rows: int, cols: int, c2c_ports: int = 4) -> dict[int, dict[int,
     return {d: {n: port for n, port in nb.items() if d in links[n]} for d, nb in links.items()}
 
 
+def link_components(n: int, links: dict[int, dict[int, int]]) -> tuple[int, ...]:
+    """For each device 0..n-1 of a node, the lowest device of its component: the devices a
+    chain of links joins it to (a routed ``C2C_PORT`` hop crosses intermediate chips over
+    links; between two components there is no route, docs/TOPOLOGY.md §1)."""
+    comp = [-1] * n
+    for start in range(n):
+        if comp[start] >= 0:
+            continue
+        comp[start] = start
+        todo = [start]
+        while todo:
+            for nb in links.get(todo.pop(), {}):
+                if 0 <= nb < n and comp[nb] < 0:
+                    comp[nb] = start
+                    todo.append(nb)
+    return tuple(comp)
+
+
 # Two edge-disjoint Hamiltonian cycles of the 4x4 torus: together they use each of its 32
 # links once, so the four directed cycles (each forward and reversed) use every directed
 # link exactly once.  Found by tests/test_topology.py's search and checked there.
@@ -256,6 +274,8 @@ class Topology:
         self.nodes = nodes
         self.name = name or (platform.name if nodes == 1 else f"{platform.name}:nodes={nodes}")
         self.source = source or platform.name
+        #: the topology file it was loaded from (None: a preset, or built in code)
+        self.file: str | None = None
         self.ranks_per_device = platform.ranks_per_device(lnc_size)
         self.devices_per_node = platform.devices_per_node
         self.ranks_per_node = self.ranks_per_device * self.devices_per_node
@@ -343,6 +363,46 @@ class Topology:
         if self.linked(dev_a, dev_b):
             return EdgeLocality.DEVICE_LINK
         return EdgeLocality.C2C_PORT
+
+    def unlinked_devices(self, group: tuple[int, ...]) -> tuple[int, int, int] | None:
+        """``(node, a, b)``: two devices of one node that ranks of ``group`` sit on and that no
+        chain of device links joins (a ``C2C_PORT`` hop between them has no route: a device
+        of too few C2C ports, links leaving a device out), the first such pair in rank order;
+        None when each node's devices of the group are joined (always on the presets).
+        Memoised per group."""
+        comp = self.cached("link_components", lambda: link_components(
+            self.devices_per_node, self.platform.links))
+        if len(set(comp)) < 2:
+            return None
+
+        def make() -> tuple[int, int, int] | None:
+            first: dict[int, tuple[int, int]] = {}  # node -> (its first device, component)
+            for r in group:
+                info = self.info(r)
+                dev, c = first.setdefault(info.node, (info.device, comp[info.device]))
+                if comp[info.device] != c:
+                    return info.node, dev, info.device
+            return None
+        return self.cached(("unlinked_devices", group), make)
+
+    def unlinked_refusal(self, node: int, a: int, b: int) -> str:
+        """Why a collective needing a hop between devices ``a`` and ``b`` of ``node`` is
+        refused (:meth:`unlinked_devices`), naming the topology file and the field whose
+        links leave them apart: ``device.c2c_ports`` when the links are a torus laid on fewer
+        ports than it uses, else ``links``."""
+        p = self.platform
+        ports = p.device.c2c_ports
+        where = (f"topology file {escape_controls(self.file)}" if self.file is not None
+                 else f"topology {escape_controls(self.name)}")
+        if p.torus is not None and ports < 4 and p.links == torus_links(*p.torus, ports):
+            rows, cols = p.torus
+            why = (f"field device.c2c_ports: the {rows}x{cols} torus on {ports} C2C "
+                   f"port{'' if ports == 1 else 's'} a device has no such chain; a link needs "
+                   "its port at both ends, port 0 +x, 1 -x, 2 +y, 3 -y: docs/TOPOLOGY.md §1")
+        else:
+            why = "field links: no chain of its links joins them"
+        return (f"the replica group needs a hop between devices {a} and {b} of node {node}, "
+                f"which no chain of device links joins: the hop has no route ({where}, {why})")
 
     def locality(self, a: int, b: int) -> EdgeLocality:
         """The cheapest edge class between two ranks (memoised per pair: planning asks it
@@ -1049,5 +1109,6 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
                                   field="name")
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
                     name=str(name), source=path_text(path))  # (as options.topology)
+    topo.file = path_text(path)
     _check_world(topo, world, file=str(path), field="nodes" if "nodes" in doc else "topology")
     return topo
