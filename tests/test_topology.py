@@ -14,7 +14,7 @@ from nrtrewrite.errors import NrtRewriteError, ValidationError
 from nrtrewrite.topology import load_topology
 from nrtrewrite.topology.model import (
     _TORUS44_CYCLES, TOPOLOGY_FORMAT, DeviceSpec, Topology, _find_device_cycles,
-    hamiltonian_cycles, platform_from_json, preset_platform, torus_links,
+    hamiltonian_cycles, platform_from_json, platform_json, preset_platform, torus_links,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "topologies"
@@ -1253,3 +1253,30 @@ def test_a_group_its_devices_links_join_is_lowered(tmp_path):
     out = lower_spec(coll_spec("all_reduce", "bf16", 8, 4096), tmp_path / "o",
                      topology=str(one))
     assert_clean(out)
+
+
+@pytest.mark.parametrize("doc", [
+    {"name": "trn2", "torus": [2, 4]},
+    {"name": "trn1", "torus": [4, 4]},
+    {"name": "trn2", "platform": None, "devices_per_node": 2, "links": [[0, 1]]},
+])
+def test_a_custom_platform_may_not_take_a_presets_name(tmp_path, doc):
+    """Bug (the forty-sixth session's note): a file without a preset platform names its
+    custom platform after its name (docs/TOPOLOGY.md §2), so `"name": "trn2"` made a custom
+    platform named trn2, which the output manifest's `topology.platform`, `explain` and
+    `simulate` read as the preset's name (`simulate` then held its `topology.name` as a
+    preset's, not at all).  Refused at load naming the file's `name`; the same platform given
+    `"platform": "trn2"` beside its fields is a changed preset and loads."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    own = doc["name"]
+    with pytest.raises(ValidationError) as exc:
+        load_topology(str(path), world=(0, 1), lnc_size=1)
+    assert str(exc.value) == (
+        f"{path}: field name: name \"{own}\" is preset {own}'s, and a file without a preset "
+        f"platform names its custom platform after its name: give \"platform\": \"{own}\" to "
+        "start from the preset, or another name")
+    custom = platform_from_json({k: v for k, v in doc.items() if k != "name"})
+    path.write_text(json.dumps({"name": own, "platform": own, **platform_json(custom)}))
+    got = load_topology(str(path), world=(0, 1), lnc_size=1)
+    assert got.platform == dataclasses.replace(custom, name=own)

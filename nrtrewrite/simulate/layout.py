@@ -466,7 +466,10 @@ class Layout:
         (an output's topology object given back as ``--topology``): not held (until
         2026-12-06 held to the stem, when no file could name its platform).  A file on a
         preset platform names itself (the manifest does not hold its ``name``, and no byte
-        depends on it): not held, nor without the platform keys."""
+        depends on it): not held, nor without the platform keys.  A custom platform named
+        ``trn2`` or ``trn1`` (``lower`` refuses the name since 2026-12-06) was recorded as a
+        changed preset is, every field beside the name, and loads back as one, the same
+        platform: held as one (its rows to the recorded fields, :meth:`_check_places`)."""
         if self._platform is None or self.platform in PRESETS:
             return
         name, plat = self.topology_name, self.platform

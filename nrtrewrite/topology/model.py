@@ -768,6 +768,15 @@ def platform_from_json(doc: dict, *, where: str = "<json>") -> Platform:
     if base_name is not None and base_name not in PRESETS:
         custom_name = _named_custom(doc, base_name, where)
         base_name = None
+    if base_name is None and custom_name is None and doc.get("name") in PRESETS:
+        # (the custom platform would be named after it: "platform": "trn2" in the output's
+        # topology object, explain and simulate would read a preset's name; until 2026-12-06
+        # taken so, and simulate took the name for the preset's)
+        own = doc["name"]
+        raise ValidationError(f"name {json_text(own)} is preset {own}'s, and a file without a "
+                              "preset platform names its custom platform after its name: give "
+                              f"\"platform\": {json_text(own)} to start from the preset, or "
+                              "another name", file=where, field="name")
     base = preset_platform(base_name) if base_name is not None else None
     dev_doc = doc.get("device", {})
     if not isinstance(dev_doc, dict):
