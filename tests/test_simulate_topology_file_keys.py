@@ -153,6 +153,28 @@ def test_a_files_node_count_is_held_to_max_topology_ranks(named, tmp_path):
         "lower loads no such topology file, docs/TOPOLOGY.md §2 nodes; ")
 
 
+def test_a_files_node_count_is_held_to_the_fewest_ranks_a_node_its_rows_fit(tmp_path):
+    """Bug: on a file exactly trn2 (the manifest names the preset alone) ranks 0 and 68 at
+    lnc 2 are node 0's device 0 and node 1's device 1 (4 ranks a device, 64 a node:
+    docs/TOPOLOGY.md §1).  The rows also fit 33 devices of 2 ranks (68 = 66 + 1 x 2), which
+    was taken, the fewest ranks a device: 66 ranks a node, so the 16,000 nodes such a file may
+    give (16000 x 64 = 1,024,000 ranks, which lower takes) were refused, `should be at most
+    15887`.  Of the shapes both rows fit, 64 ranks a node is the fewest: at most
+    2^20 / 64 = 16384 nodes."""
+    path = tmp_path / "exact.json"
+    path.write_text(json.dumps({"platform": "trn2", "name": "exact", "nodes": 2}))
+    out = _lower(tmp_path / "x", [0, 68], path)
+    assert _top(out)["topology"]["platform"] == "trn2"
+    assert "devices_per_node" not in _top(out)["topology"]  # (the preset named alone)
+    for nodes in (16000, 16384):
+        _retop(out, lambda top: top["topology"].update(nodes=nodes))
+        assert_clean(out)
+    _retop(out, lambda top: top["topology"].update(nodes=16385))
+    assert refused(out).startswith(
+        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 16384, not 16385: "
+        "16385 nodes x 64 ranks a node = 1048640 ranks, more than 1048576 ")
+
+
 def test_a_node_count_on_one_node_is_held_to_the_devices_the_table_shows(ring8, tmp_path):
     """All ranks on node 0, devices 0 and 1 of 4 ranks: a node holds at least 8 ranks, so at
     most 2^20 / 8 = 131072 nodes."""

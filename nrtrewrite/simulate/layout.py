@@ -144,8 +144,9 @@ def _fit_shape(cols: dict[str, np.ndarray], lnc_size: int
     s-engine, s-engines a die) of a topology file's platform, whose shape the manifest does
     not hold: of the shapes docs/TOPOLOGY.md §1 allows (at most MAX_CORES_PER_DEVICE cores,
     MAX_DEVICES_PER_NODE devices), the one the most rows of the table fit, the smallest on
-    a tie (each part on its own: the rank numbering, then the s-engines of the TPBs, then
-    the dies of the s-engines).  ``lower``'s rows fit their platform's shape, all of them."""
+    a tie (each part on its own: the rank numbering, of the fewest ranks a node when every
+    row fits, then of the fewest ranks a device; then the s-engines of the TPBs, then the
+    dies of the s-engines).  ``lower``'s rows fit their platform's shape, all of them."""
     rank, node, dev, lc = cols["rank"], cols["node"], cols["device"], cols["logical_core"]
     far = node > 0
     best: tuple[int, int, int | None] = (-1, 0, None)  # (rows fitted, rpd, dpn)
@@ -167,7 +168,14 @@ def _fit_shape(cols: dict[str, np.ndarray], lnc_size: int
         else:
             fit &= (q == node * dpn + dev) & (dev < dpn)
         n = int(fit.sum())
-        if n > best[0]:
+        # (of shapes every row fits, the fewest ranks a node: a table lower writes fits its
+        # own shape, so this is at most its platform's, and topology.nodes is held to no
+        # tighter bound than lower's; until 2026-12-06 the fewest ranks a device: ranks 0 and
+        # 68 of a file exactly trn2 at lnc 2 read as 33 devices of 2 ranks, 66 a node, and
+        # a file's "nodes": 16000, which lower takes, was refused.  Of shapes only some
+        # rows fit, the fewest ranks a device, as before: the shape a refusal names)
+        if n > best[0] or (n == best[0] == rank.size and dpn and best[2]
+                           and rpd * dpn < best[1] * best[2]):
             best = (n, rpd, dpn)
     tpb, seng, die = cols["tpb"], cols["sengine"], cols["die"]
     tps = max(range(1, MAX_CORES_PER_DEVICE + 1),
