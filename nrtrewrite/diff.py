@@ -88,8 +88,9 @@ class Difference:
         return f"{where}{rec} {self.field}: {_fmt(self.a, hx)} != {_fmt(self.b, hx)}"
 
     def to_json(self) -> dict:
-        # (an entry's path as UTF-8 text whatever the locale: docs/CLI.md "Paths in the output")
-        return {"where": path_text(self.where), "record": self.record, "field": self.field,
+        # (``where`` names a file by its UTF-8 text already: path_text at each name read from
+        # the disk, docs/CLI.md "Paths in the output"; a NEFF member is the archive's text)
+        return {"where": self.where, "record": self.record, "field": self.field,
                 "path": list(self.path) if self.path else self.field.split("."),
                 "a": None if self.a is ABSENT else self.a,
                 "b": None if self.b is ABSENT else self.b,
@@ -202,7 +203,7 @@ class FileCount:
         return f"{name(self.where)}: {self.differing_records} of {n} records differ ({per})"
 
     def to_json(self) -> dict:
-        return {"where": path_text(self.where), "records_a": self.records_a,
+        return {"where": self.where, "records_a": self.records_a,
                 "records_b": self.records_b,
                 "differing_records": self.differing_records, "fields": dict(self.fields)}
 
@@ -1204,7 +1205,8 @@ def _other_entries(rep: Report, rel: str, a: Path, b: Path, names_a: set[str],
         """``(where, A's path, B's path, in A, in B)`` of each entry to compare, by name."""
         for name in sorted((names_a - known_a) | (names_b - known_b)):
             # (a name known on one side is not an entry of that side's own: absent there)
-            yield (f"{rel}/{name}" if rel else name, a / name, b / name,
+            # (the name read from the disk as UTF-8 text: docs/CLI.md "Paths in the output")
+            yield (f"{rel}/{path_text(name)}" if rel else path_text(name), a / name, b / name,
                    name in names_a and name not in known_a,
                    name in names_b and name not in known_b)
 
@@ -1463,6 +1465,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
                     continue
             _records_diff(rep, where, name, fa, fb, n_a, n_b)
     if na is not None and nb != "":
-        if _expected_file(rep, na, a / na, b / nb, na in names_a, nb in names_b):
-            _neff_diff(rep, na, a / na, b / nb)
+        wn = path_text(na)  # (its members' names joined to it are the archive's text)
+        if _expected_file(rep, wn, a / na, b / nb, na in names_a, nb in names_b):
+            _neff_diff(rep, wn, a / na, b / nb)
     return rep

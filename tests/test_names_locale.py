@@ -172,6 +172,41 @@ def test_json_paths_are_utf8_text_whatever_the_locale(tmp_path):
         "bad": ("bäd.neff", "bäd.neff: file too short: 4 bytes, the header alone needs 1024")}
 
 
+
+def test_diffs_where_of_a_neff_member_is_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47j): ``diff --json`` applied path_text to ``where`` whole, a NEFF's name
+    on disk joined to a member's name, the archive's text already: under the C locale
+    fsencode of the two failed and the NEFF's name kept the locale's surrogates (under a
+    Latin-1 one the member's ``é`` became ``\\udce9``).  Each name read from the disk is
+    converted alone, where it is read."""
+    for v in ("a", "b"):
+        spec = (FIX / "ar2.yaml").read_text() + (
+            f'extra_members:\n  - {{name: "notes/é.txt", text: "{v}"}}\n')
+        (tmp_path / f"{v}.yaml").write_text(spec, encoding="utf-8")
+        (tmp_path / v).mkdir()
+        assert cli(["assemble", f"{v}.yaml", "-o", f"{v}/bäd.neff"], tmp_path,
+                   UTF8).returncode == 0
+        assert cli(["lower", "-q", f"{v}/bäd.neff", "-o", f"o{v}"], tmp_path,
+                   UTF8).returncode == 0
+    for extra in (UTF8, NOT_UTF8):
+        proc = cli(["diff", "--json", "oa", "ob"], tmp_path, extra)
+        assert proc.returncode == 1, proc.stderr
+        wheres = {d["where"] for d in json.loads(proc.stdout)["differences"]}
+        assert "bäd.neff:notes/é.txt" in wheres, (extra, wheres)
+
+
+def test_a_bad_preset_option_is_named_as_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47j): a preset's bad option was quoted as the locale decoded it
+    (``'n\\udcc3\\udcb6des=2'`` under the C locale); now the same line in every locale."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "m.neff")
+    lines = []
+    for extra in (UTF8, NOT_UTF8):
+        proc = cli(["explain", "--json", "m.neff", "--topology", "trn2:nödes=2"], tmp_path,
+                   extra)
+        assert proc.returncode == 2
+        lines.append(json.loads(proc.stdout)["error"])
+    assert lines[0] == lines[1] and "bad topology option 'nödes=2' in 'trn2:nödes=2'" in lines[0]
+
 def test_a_reason_names_a_missing_path_as_utf8_text_whatever_the_locale(tmp_path):
     """A missing ``--topology`` file and a missing output parent, named in the reason, were
     the locale's text (``topology 'n\\udcc3\\udcb6.json'`` under the C locale)."""

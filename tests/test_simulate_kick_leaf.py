@@ -444,7 +444,8 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     res = cli("simulate", out, "--model", model)
     assert res.exit_code == 2
     lines = res.output.strip().splitlines()
-    assert len(lines) == 1 and "field input.bytes" in lines[0], res.output
+    # (the field is the manifest's: the line names that file)
+    assert len(lines) == 1 and "manifest.json: field input.bytes" in lines[0], res.output
     assert f"but not its size: {len(data)} bytes, not {len(data) - 1} " in lines[0]
 
 def _bad_hash_model(tmp_path: Path) -> Path:

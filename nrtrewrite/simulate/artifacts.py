@@ -233,7 +233,7 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
         raise OutputError(f"the model's sha256 is the one {escape_controls(out)}/manifest.json "
                           f"records for its input, but not its size: {len(data)} bytes, not "
                           f"{inp.get('bytes')!r} (the manifest was edited: lower the model "
-                          "again)", file=str(model), field="input.bytes")
+                          "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
     if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
                           f"{escape_controls(out)}/manifest.json records "

@@ -986,7 +986,9 @@ def parse_preset_spec(spec: str) -> tuple[str, dict[str, int]]:
             hint = did_you_mean(key if key != "nodes" else None, ("nodes",),
                                 "presets take nodes=N, e.g. trn2:nodes=2",
                                 lambda k: repr(f"{k}={value}"))
-            raise ValidationError(f"{why} topology option {part!r} in {spec!r}{hint}",
+            # (the option's text as UTF-8 whatever the locale: CLI.md "Paths in the output")
+            raise ValidationError(f"{why} topology option {path_text(part)!r} in "
+                                  f"{path_text(spec)!r}{hint}",
                                   field="topology")
         opts[key] = int(val)
     return name, opts
