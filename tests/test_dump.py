@@ -599,12 +599,13 @@ def _damaged(text: str) -> dict[str, str]:
     doc = json.loads(text)
     deep = dict(doc, memory=dict(doc["memory"], dram_base=float("nan")))
     objs = dict(doc, ranks=[{"rank": r} for r in doc["ranks"]])
-    fmt = dict(doc, format={"name": doc["format"]})
+    # (a format that is an object is another format: refused since 2026-12-06,
+    # test_a_manifest_of_another_format_or_version_is_refused)
     return {"NaN deep": json.dumps(deep), "cut short": text[:-2],
             "1e999 deep": text.replace('"dram_base": ', '"dram_base": 1e999, "x": ', 1),
             "integer of 5000 digits deep": text.replace(
                 '"dram_base": ', '"dram_base": ' + "9" * 5000 + ', "x": ', 1),
-            "ranks objects": json.dumps(objs), "format an object": json.dumps(fmt)}
+            "ranks objects": json.dumps(objs)}
 
 
 def test_a_manifest_damaged_anywhere_gives_no_note(out, tmp_path):
@@ -754,3 +755,70 @@ def test_a_file_rewritten_in_place_between_the_table_s_two_passes_is_an_error_li
     assert res.stderr.splitlines() == [
         f"nrtrewrite: error: {victim}: changed while being read (a record is wider than when "
         "the table's columns were measured)"]
+
+
+_NEWER = ("; a newer nrtrewrite wrote it: dump it with that version, or lower the model again "
+          "with this one (docs/FORMATS.md §1.1)")
+
+
+@pytest.mark.parametrize("edit, shown, hint", [
+    ({"format_version": 3}, "format 'nrtrewrite-lowered', version 3", _NEWER),
+    ({"format_version": 1}, "format 'nrtrewrite-lowered', version 1",
+     "; an older nrtrewrite wrote it: lower the model again (docs/FORMATS.md §1.1)"),
+    ({"format": "something-else"}, "format 'something-else', version 2", ""),
+    ({"format": {"name": "nrtrewrite-lowered"}},
+     "format {'name': 'nrtrewrite-lowered'}, version 2", ""),
+    ({"format_version": None}, "format 'nrtrewrite-lowered', version None", "")])
+@pytest.mark.parametrize("layout", ["sorted", "reordered"])
+@pytest.mark.parametrize("rank", [None, 0])
+def test_a_manifest_of_another_format_or_version_is_refused(out, tmp_path, edit, shown, hint,
+                                                            layout, rank):
+    """docs/CLI.md "dump": an output folder whose manifest.json is of another format or
+    version is refused in one line, simulate's (docs/SIMULATOR.md §1), worded for dump, exit
+    2, with or without --rank, whether the manifest begins with its format (as ours do) or
+    not; it was dumped as if it were ours, exit 0."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    doc = json.loads((copy / "manifest.json").read_text())
+    doc.update(edit)
+    if layout == "sorted":
+        text = json.dumps(doc, indent=1, sort_keys=True)
+    else:  # (format last: the beginning does not tell)
+        text = json.dumps({**{k: v for k, v in doc.items() if not k.startswith("format")},
+                           "format_version": doc["format_version"], "format": doc["format"]})
+    (copy / "manifest.json").write_text(text + "\n")
+    args = ["dump", "--spad", str(copy)] + (["--rank", str(rank)] if rank is not None else [])
+    res = CliRunner().invoke(main, args)
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert res.stderr == (f"nrtrewrite: error: {copy}/manifest.json: not an "
+                          f"nrtrewrite-lowered v2 manifest ({shown}){hint}\n")
+    res = CliRunner().invoke(main, args + ["--json"])
+    assert res.exit_code == 2
+    assert json.loads(res.stdout) == {"kind": "spad", "ranks": [], "error": res.stderr[
+        len("nrtrewrite: error: "):-1]}
+
+
+def test_a_rank_folder_or_a_file_of_a_newer_output_and_outputs_without_a_manifest_dump(
+        out, tmp_path):
+    """docs/CLI.md "dump": a rank folder or an artifact file is dumped as given (no top
+    manifest is read for it, as before), and an output folder without a manifest.json, or
+    with one that is not JSON, is dumped as before: only a manifest read as another format
+    or version is refused."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    doc = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps(dict(doc, format_version=3)))
+    for path in (copy / "rank-0000", copy / "rank-0000" / "spad.bin"):
+        res = CliRunner().invoke(main, ["dump", "--spad", str(path), "--json"])
+        assert res.exit_code == 0 and res.stderr == "", res.output
+        assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]] == ["rank-0000"]
+    for manifest in ("gone", "not JSON"):
+        if manifest == "gone":
+            (copy / "manifest.json").unlink()
+        else:
+            (copy / "manifest.json").write_text('{"format": "nrtrewrite-lowered", ')
+        for rank in ([], ["--rank", "0"]):
+            res = CliRunner().invoke(main, ["dump", "--spad", str(copy), "--json", *rank])
+            assert res.exit_code == 0 and res.stderr == "", (manifest, res.output)

@@ -90,7 +90,12 @@ CASES = {
                         "collective trigger (sg00 sp instruction 2)"),
     "version-3": ("ar2", _top(_set("format_version", 3)), 2,
                   "OUT/manifest.json: not an nrtrewrite-lowered v2 manifest (format "
-                  "'nrtrewrite-lowered', version 3)"),
+                  "'nrtrewrite-lowered', version 3); a newer nrtrewrite wrote it: simulate it "
+                  "with that version, or lower the model again with this one "
+                  "(docs/FORMATS.md §1.1)"),
+    "another-format": ("ar2", _top(_set("format", "something-else")), 2,
+                       "OUT/manifest.json: not an nrtrewrite-lowered v2 manifest (format "
+                       "'something-else', version 2)"),
     "version-1": ("ar2", _top(_set("format_version", 1)), 2,
                   "version 1); an older nrtrewrite wrote it: lower the model again "
                   "(docs/FORMATS.md §1.1)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from itertools import chain
 from pathlib import Path
@@ -14,7 +15,7 @@ from rich.table import Table
 
 from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
-    rank_dirs,
+    open_regular, rank_dirs,
 )
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value, plain,
                             print_table, stderr_console, stdout_console, stopped_why,
@@ -139,8 +140,12 @@ def dump_cmd(path, rank, as_json, limit, **selected):
         targets = [(p.parent, [p.name])]
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
-        if rank is None and (note := missing_ranks_note(p, [d for d, _ in targets])):
-            warn(stderr_console(), note)
+        if all(d != p for d, _ in targets):  # an output folder's rank folders (not p's own)
+            if rank is None:  # (the note reads the manifest whole: its format checked there)
+                if note := missing_ranks_note(p, [d for d, _ in targets]):
+                    warn(stderr_console(), note)
+            else:
+                check_top_format(p)
     if as_json:  # streamed: one block of 65,536 records decoded at a time, whatever the size
         _write_json(WholeWriter(sys.stdout), kind, targets)
         return
@@ -165,9 +170,14 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     The manifest is read whole, checked as ``simulate`` reads it, but only its top-level
     object is built (``read_top_manifest``'s ``only``: until 2026-12-06 the whole of it,
     tens of MB for a HIER plan)."""
-    from nrtrewrite.simulate.artifacts import manifest_ranks, read_top_manifest
+    from nrtrewrite.simulate.artifacts import (ManifestFormatError, manifest_ranks,
+                                               read_top_manifest)
+    if not _has_manifest(out):
+        return None
     try:
-        ranks = manifest_ranks(out, read_top_manifest(out, only=("ranks",)))
+        ranks = manifest_ranks(out, read_top_manifest(out, only=("ranks",), command="dump"))
+    except ManifestFormatError:  # another format or version: refused, as simulate does
+        raise
     except NrtRewriteError:
         return None
     found = {d.name for d in dirs}
@@ -178,6 +188,54 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     return (f"{escape_controls(out / 'manifest.json')} lists {counted(len(missing), 'rank')} "
             f"({shown}) with no rank folder in the output; dumping the "
             f"{counted(len(dirs), 'rank folder')} there")
+
+
+def _has_manifest(out: Path) -> bool:
+    """Whether output folder ``out`` has a ``manifest.json`` entry (a link included)."""
+    man = out / "manifest.json"
+    return man.exists() or man.is_symlink()
+
+
+#: The first two keys of a top-level manifest of ours (its keys are sorted: FORMATS.md §1.1),
+#: ``format`` and ``format_version``, each a JSON string or a JSON literal or integer.
+_FORMAT_HEAD = re.compile(rb'\s*\{\s*"format"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,'
+                          rb'\s*"format_version"\s*:\s*(-?[0-9]+|true|false|null)\s*[,}]')
+#: Bytes of a manifest's beginning :func:`check_top_format` reads.
+FORMAT_HEAD_BYTES = 4096
+
+
+def check_top_format(out: Path) -> None:
+    """Refuse output folder ``out`` when its ``manifest.json`` is of another format or
+    version (``simulate``'s line, ``read_top_manifest``), as read from its first two keys
+    where it begins as ours does (:data:`_FORMAT_HEAD`: a dump of ``--rank R`` does not
+    read a 34 MB manifest), else read whole (its top-level object).  A folder without one,
+    or one that cannot be read or is not JSON, is not refused here: ``dump`` decodes what is
+    there."""
+    from nrtrewrite.simulate.artifacts import (ManifestFormatError, format_refusal,
+                                               read_top_manifest)
+    if not _has_manifest(out):
+        return
+    man = out / "manifest.json"
+    try:
+        with open_regular(man) as fh:
+            head = fh.read(FORMAT_HEAD_BYTES)
+    except OSError:
+        return
+    if (m := _FORMAT_HEAD.match(head)) is not None:
+        try:
+            doc = {"format": json.loads(m.group(1)), "format_version": json.loads(m.group(2))}
+        except ValueError:  # (not UTF-8, a bad escape, 5,000 digits: read whole below)
+            m = None
+    if m is not None:
+        if (refusal := format_refusal(doc, man, "dump")) is not None:
+            raise refusal
+        return
+    try:
+        read_top_manifest(out, only=(), command="dump")
+    except ManifestFormatError:
+        raise
+    except NrtRewriteError:
+        return
 
 
 def folder_name(rdir: Path) -> str:

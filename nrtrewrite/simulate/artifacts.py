@@ -149,8 +149,36 @@ def _rank_dir(out: Path, rank: int) -> Path:
     return rdir
 
 
-def read_top_manifest(out: Path, *, only: tuple[str, ...] | None = None) -> dict:
-    """OUT/manifest.json, with its format tag checked (an OutputError otherwise).  With
+class ManifestFormatError(OutputError):
+    """A top-level manifest of another format or version (:func:`format_refusal`)."""
+
+
+def format_refusal(doc: dict, man: Path, command: str = "simulate") -> ManifestFormatError | None:
+    """Why ``doc``, the top-level manifest ``man``, is not one ``command`` reads (None: it
+    is): another ``format`` or ``format_version`` than :data:`FORMAT_NAME` v
+    :data:`FORMAT_VERSION`, one line, which says what to do when the version is an older
+    nrtrewrite's (lower the model again) or a newer one's (``command`` it with that
+    version, or lower the model again with this one)."""
+    fmt, version = doc.get("format"), doc.get("format_version")
+    if fmt == FORMAT_NAME and version == FORMAT_VERSION and not isinstance(version, bool):
+        return None
+    hint = ""
+    if fmt == FORMAT_NAME and isinstance(version, int) and not isinstance(version, bool):
+        if version < FORMAT_VERSION:
+            hint = "; an older nrtrewrite wrote it: lower the model again"
+        else:
+            hint = (f"; a newer nrtrewrite wrote it: {command} it with that version, or lower "
+                    "the model again with this one")
+        hint += " (docs/FORMATS.md §1.1)"
+    return ManifestFormatError(f"not an {FORMAT_NAME} v{FORMAT_VERSION} manifest (format "
+                               f"{fmt!r}, version {version!r}){hint}", file=str(man))
+
+
+def read_top_manifest(out: Path, *, only: tuple[str, ...] | None = None,
+                      command: str = "simulate") -> dict:
+    """OUT/manifest.json, with its format tag checked (a :class:`ManifestFormatError`
+    otherwise, :func:`format_refusal`, worded for ``command``; another OutputError when it
+    cannot be read or is no JSON object).  With
     ``only`` (top-level keys), the whole text is read and checked as without it, but of the
     objects in it only the top-level one is built: its members ``format``,
     ``format_version`` and those of ``only`` are exact (where one is or holds an object the
@@ -173,14 +201,8 @@ def read_top_manifest(out: Path, *, only: tuple[str, ...] | None = None) -> dict
     if doc.get("format") != FORMAT_NAME and looks_like_rank_folder(out):
         raise OutputError("not an nrtrewrite output folder (a rank folder; give the whole "
                           "output folder, its parent)", file=str(out))
-    if doc.get("format") != FORMAT_NAME or doc.get("format_version") != FORMAT_VERSION:
-        older = (doc.get("format") == FORMAT_NAME and isinstance(doc.get("format_version"), int)
-                 and doc["format_version"] < FORMAT_VERSION)
-        raise OutputError(f"not an {FORMAT_NAME} v{FORMAT_VERSION} manifest "
-                          f"(format {doc.get('format')!r}, version {doc.get('format_version')!r})"
-                          + ("; an older nrtrewrite wrote it: lower the model again (docs/"
-                             "FORMATS.md §1.1)" if older else ""),
-                          file=str(out / "manifest.json"))
+    if (refusal := format_refusal(doc, man, command)) is not None:
+        raise refusal
     return doc
 
 
