@@ -611,24 +611,69 @@ def _byte_runs(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
-def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes) -> list[Difference]:
+#: A TOPSP_KICK word's fields after the common header (docs/FORMATS.md §9): ``spad_index``
+#: (bytes 12..13), ``word`` (14..15), ``trigger`` (16..19); bytes 20..63 are reserved.
+KICK_FIELDS_DTYPE = np.dtype({"names": ["spad_index", "word", "trigger"],
+                              "formats": ["<u2", "<u2", "<u4"], "offsets": [12, 14, 16],
+                              "itemsize": WORD_SIZE})
+#: A TOPSP_KICK word's opcode and ``length_dw`` (docs/FORMATS.md §9; ``bundle.kick_word``).
+KICK_OPCODE, KICK_LENGTH_DW = 0xA2, 16
+
+
+def kick_words(doc) -> dict[str, set[int]]:
+    """The instruction words a top-level manifest names as TOPSP_KICK words (docs/FORMATS.md
+    §9: a kick word is told by the manifest, not by its bytes): member ``SUBGRAPH/ENGINE.bin``
+    -> indices, each trigger's ``index`` and, for a former 0xD9+0xDA pair (a trigger whose
+    ``src`` has an ``ap``), the word after it.  A trigger not of that form (a damaged
+    manifest) names none."""
+    out: dict[str, set[int]] = {}
+    triggers = doc.get("triggers") if isinstance(doc, dict) else None
+    for t in triggers if isinstance(triggers, list) else ():
+        if not isinstance(t, dict):
+            continue
+        sg, engine, index, src = t.get("subgraph"), t.get("engine"), t.get("index"), t.get("src")
+        if not (isinstance(sg, str) and isinstance(engine, str) and type(index) is int
+                and index >= 0):
+            continue
+        words = 2 if isinstance(src, dict) and src.get("ap") is not None else 1
+        out.setdefault(f"{sg}/{engine}.bin", set()).update(range(index, index + words))
+    return out
+
+
+def _is_kick(w: bytes) -> bool:
+    """Whether word ``w`` has a TOPSP_KICK word's opcode and ``length_dw``."""
+    return w[0] == KICK_OPCODE and w[1] == KICK_LENGTH_DW
+
+
+def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes,
+                       kick: bool = False) -> list[Difference]:
     """The differing fields of instruction ``i`` of a stream: the common header's fields by
-    name (``INSTR_WORD_DTYPE``), the operand bytes as runs ``bytes[16:24]`` in hex."""
+    name (``INSTR_WORD_DTYPE``), the operand bytes as runs ``bytes[16:24]`` in hex.  With
+    ``kick`` (both manifests name the word a TOPSP_KICK word) and both words of its opcode and
+    ``length_dw``, the kick's fields by name too (:data:`KICK_FIELDS_DTYPE`), its reserved
+    bytes 20..63 as runs."""
     ra, rb = (np.frombuffer(w, INSTR_WORD_DTYPE)[0] for w in (wa, wb))
     out = [Difference(where, i, f, int(ra[f]), int(rb[f]))
            for f in INSTR_HEADER_DTYPE.names if ra[f] != rb[f]]
     ua, ub = np.frombuffer(wa, np.uint8), np.frombuffer(wb, np.uint8)
     hdr = INSTR_HEADER_DTYPE.itemsize
+    if kick and _is_kick(wa) and _is_kick(wb):
+        ka, kb = (np.frombuffer(w, KICK_FIELDS_DTYPE)[0] for w in (wa, wb))
+        out += [Difference(where, i, f, int(ka[f]), int(kb[f]))
+                for f in KICK_FIELDS_DTYPE.names if ka[f] != kb[f]]
+        hdr = 20
     for lo, hi in _byte_runs(ua[hdr:] != ub[hdr:]):
         out.append(Difference(where, i, f"bytes[{hdr + lo}:{hdr + hi}]", wa[hdr + lo:hdr + hi].hex(),
                               wb[hdr + lo:hdr + hi].hex()))
     return out
 
 
-def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
+def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
+                 kicks: set[int] | frozenset = frozenset()) -> None:
     """One member of both NEFFs: a JSON member key by key, an instruction stream (``.bin``,
-    whole 64-byte instructions) instruction by instruction, anything else by its differing
-    bytes (count and first offset)."""
+    whole 64-byte instructions) instruction by instruction (``kicks``: the indices both
+    manifests name TOPSP_KICK words, :func:`_instruction_lines`), anything else by its
+    differing bytes (count and first offset)."""
     if where.endswith(".json"):
         try:
             ja = jsonin.loads(ma, strict_objects=False, exact_floats=True)
@@ -649,7 +694,8 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes) -> None:
 
         def lines_of(j: int) -> list[Difference]:
             o = idx[j] * WORD_SIZE
-            return _instruction_lines(where, idx[j], ma[o:o + WORD_SIZE], mb[o:o + WORD_SIZE])
+            return _instruction_lines(where, idx[j], ma[o:o + WORD_SIZE], mb[o:o + WORD_SIZE],
+                                      idx[j] in kicks)
 
         rep.add_first(len(idx), lines_of)
         return
@@ -852,7 +898,8 @@ class _BMembers:
         self.f.stop()
 
 
-def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile) -> str | None:
+def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile,
+                  kicks: dict[str, set[int]] | None = None) -> str | None:
     """Compare the members of NEFFs ``fa`` (A) and ``fb`` (B) in step, A's in archive order,
     then B's that A does not have in B's (:class:`_BMembers`): one member of each side at a
     time when both have the same members in the same order.  Returns B's reader error line
@@ -870,7 +917,7 @@ def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile) -> str |
                 if xb is None:
                     rep.add([Difference(where, None, "member", True, False)])
                 elif xb is not _SAME and xb != xa:
-                    _member_diff(rep, where, xa, xb)
+                    _member_diff(rep, where, xa, xb, (kicks or {}).get(member, frozenset()))
                 del xa, xb  # (not held while the next members are decompressed)
             for member in b.rest():
                 rep.add([Difference(f"{name}:{member}", None, "member", False, True)])
@@ -884,9 +931,11 @@ def _walk_members(rep: Report, name: str, fa: _NeffFile, fb: _NeffFile) -> str |
     return why
 
 
-def _neff_members_diff(rep: Report, name: str, a: Path, b: Path) -> None:
-    """The members of the rewritten NEFFs (:func:`_walk_members`), reported only once both
-    NEFFs have read whole: A's reader error raised, B's the one ``damaged`` line."""
+def _neff_members_diff(rep: Report, name: str, a: Path, b: Path,
+                       kicks: dict[str, set[int]] | None = None) -> None:
+    """The members of the rewritten NEFFs (:func:`_walk_members`, ``kicks`` its kick words),
+    reported only once both NEFFs have read whole: A's reader error raised, B's the one
+    ``damaged`` line."""
     try:
         fa = _NeffFile(a)
     except OSError as exc:
@@ -903,7 +952,7 @@ def _neff_members_diff(rep: Report, name: str, a: Path, b: Path) -> None:
     try:
         held = _Deferred(rep, DEFER_MAX)
         try:
-            why = _walk_members(held, name, fa, fb)
+            why = _walk_members(held, name, fa, fb, kicks)
             overflow = False
         except _Overflow:
             overflow = True  # (handled below, once the walks' frames are gone)
@@ -922,7 +971,7 @@ def _neff_members_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             else:
                 fa.stop()
                 fb.stop()
-                why = _walk_members(rep, name, fa, fb)
+                why = _walk_members(rep, name, fa, fb, kicks)
         if why is not None:
             rep.add([_damaged(name, why)])
     finally:
@@ -930,9 +979,11 @@ def _neff_members_diff(rep: Report, name: str, a: Path, b: Path) -> None:
         fb.close()
 
 
-def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
+def _neff_diff(rep: Report, name: str, a: Path, b: Path,
+               kicks: dict[str, set[int]] | None = None) -> None:
     """The rewritten NEFFs: the header's fields by name, then the members by name (one on one
-    side only; JSON key by key; instruction streams by instruction)."""
+    side only; JSON key by key; instruction streams by instruction, ``kicks``: member -> the
+    words both manifests name TOPSP_KICK words, named by their fields)."""
     if _same_bytes(a, b):
         return
     before = rep.count
@@ -957,7 +1008,7 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path) -> None:
             continue
         rep.add([Difference(name, None, f"header.{field_name}", _header_value(field_name, xa),
                             _header_value(field_name, xb), ("header", field_name))])
-    _neff_members_diff(rep, name, a, b)
+    _neff_members_diff(rep, name, a, b, kicks)
     if rep.count == before:  # the bytes differ where no field or member does (zero bytes
         # after the payload, another gzip encoding or tar layout of the same members): the
         # files' sizes and sha256, never "identical" for files of other bytes
@@ -1467,5 +1518,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     if na is not None and nb != "":
         wn = path_text(na)  # (its members' names joined to it are the archive's text)
         if _expected_file(rep, wn, a / na, b / nb, na in names_a, nb in names_b):
-            _neff_diff(rep, wn, a / na, b / nb)
+            ka, kb = kick_words(ma), kick_words(mb)  # (each side's own manifest: not --ignore'd)
+            _neff_diff(rep, wn, a / na, b / nb,
+                       {m: ka[m] & kb[m] for m in ka.keys() & kb.keys()})
     return rep

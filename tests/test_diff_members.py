@@ -43,7 +43,7 @@ def _old_read(p: Path):
     return read_container(data, path=str(p), verify_hash=False)
 
 
-def _old_members_diff(rep: D.Report, name: str, a: Path, b: Path) -> None:
+def _old_members_diff(rep: D.Report, name: str, a: Path, b: Path, kicks=None) -> None:
     ca = _old_read(a)
     try:
         cb = _old_read(b)
@@ -55,8 +55,8 @@ def _old_members_diff(rep: D.Report, name: str, a: Path, b: Path) -> None:
         xa, xb = ca.members.get(member), cb.members.get(member)
         if xa is None or xb is None:
             rep.add([D.Difference(where, None, "member", xa is not None, xb is not None)])
-        elif xa != xb:
-            D._member_diff(rep, where, xa, xb)
+        elif xa != xb:  # (kicks: the words named as TOPSP_KICK words, D._neff_diff's)
+            D._member_diff(rep, where, xa, xb, (kicks or {}).get(member, frozenset()))
 
 
 def _run(fn, a: Path, b: Path, limit):

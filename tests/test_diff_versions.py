@@ -1,0 +1,111 @@
+"""`nrtrewrite diff` of outputs across versions (review 47h): a TOPSP_KICK word's fields named
+as FORMATS §9 lays them out; the manifests' lists of keyed items lined up by their key."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite import diff as D
+from nrtrewrite.cli import main
+from nrtrewrite.golden import lower_to
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def sbuf_out(tmp_path_factory):
+    # sbuf.neff: four 0xD9+0xDA triggers on sg00 sp, at words 1-2, 3-4, 6-7, 8-9
+    return lower_to(FIX / "sbuf.neff", tmp_path_factory.mktemp("kick") / "a", None)
+
+
+def _rebuild_neff(path: Path, edit) -> None:
+    """Rewrite the NEFF at ``path`` with ``edit(members)`` applied (header kept, hash and
+    sizes recomputed)."""
+    from nrtrewrite.neff.container import build_container, read_container
+    c = read_container(path.read_bytes(), verify_hash=False)
+    members = {k: bytes(v) for k, v in c.members.items()}
+    edit(members)
+    path.write_bytes(build_container(c.header, members))
+
+
+def _edit_word(members: dict, member: str, index: int, at: int, new: bytes) -> None:
+    data = bytearray(members[member])
+    data[index * 64 + at:index * 64 + at + len(new)] = new
+    members[member] = bytes(data)
+
+
+def _neff_lines(a: Path, b: Path) -> list[str]:
+    return [d.line() for d in D.diff_outputs(a, b) if d.where.startswith("sbuf.neff:")]
+
+
+def test_a_kick_words_fields_are_named_where_both_manifests_name_it(sbuf_out, tmp_path):
+    """docs/CLI.md "diff": a differing TOPSP_KICK word (one both manifests' `triggers[]`
+    name, with the kick's opcode 0xA2 and length_dw 16 on both sides) is shown by the fields
+    FORMATS §9 gives it, `spad_index` (bytes 12..13), `word` (14..15), `trigger` (16..19),
+    its reserved bytes 20..63 as runs; another word keeps its operand bytes as runs.  It
+    was `bytes[12:14]: '0100' != '0201'` and so on."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(sbuf_out, a)
+    shutil.copytree(sbuf_out, b)
+    top = json.loads((a / "manifest.json").read_text())
+    t1 = top["triggers"][1]
+    assert (t1["trigger"], t1["subgraph"], t1["engine"], t1["index"]) == (1, "sg00", "sp", 3)
+    assert t1["src"]["ap"] is not None  # a former 0xD9+0xDA pair: words 3 and 4
+    # A's word 4 read by the FORMATS §9 layout, with struct
+    from nrtrewrite.neff.container import read_container
+    sp = read_container((a / "sbuf.neff").read_bytes(), verify_hash=False).members["sg00/sp.bin"]
+    word4 = bytes(sp[4 * 64:5 * 64])
+    assert word4[0:2] == bytes([0xA2, 16])
+    spad, wordno, trig = struct.unpack_from("<HHI", word4, 12)
+    assert (wordno, trig) == (1, 1)  # the second word of trigger 1
+
+    def edit(members):
+        # kick word 4: spad_index 258, word 5, trigger 9, reserved byte 30 set
+        _edit_word(members, "sg00/sp.bin", 4, 12, struct.pack("<HHI", 258, 5, 9))
+        _edit_word(members, "sg00/sp.bin", 4, 30, b"\xab")
+        # word 0, the input's own (no trigger's): its byte 12
+        _edit_word(members, "sg00/sp.bin", 0, 12, bytes([sp[12] ^ 0xFF]))
+    _rebuild_neff(b / "sbuf.neff", edit)
+    assert _neff_lines(a, b) == [
+        f"sbuf.neff:sg00/sp.bin[0] bytes[12:13]: '{sp[12]:02x}' != '{sp[12] ^ 0xFF:02x}'",
+        f"sbuf.neff:sg00/sp.bin[4] spad_index: {spad} != 258",
+        "sbuf.neff:sg00/sp.bin[4] word: 1 != 5",
+        "sbuf.neff:sg00/sp.bin[4] trigger: 1 != 9",
+        "sbuf.neff:sg00/sp.bin[4] bytes[30:31]: '00' != 'ab'"]
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "0"])
+    got = [(d["record"], d["field"], d["path"], d["a"], d["b"])
+           for d in json.loads(res.stdout)["differences"] if d["record"] == 4]
+    assert got == [(4, "spad_index", ["spad_index"], spad, 258),
+                   (4, "word", ["word"], 1, 5), (4, "trigger", ["trigger"], 1, 9),
+                   (4, "bytes[30:31]", ["bytes[30:31]"], "00", "ab")]
+
+    # B's manifest no longer names trigger 1: its words are the input's own there (FORMATS
+    # §9: a kick word is told by the manifest), shown by their bytes as before
+    doc = json.loads((b / "manifest.json").read_text())
+    del doc["triggers"][1]
+    (b / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    new4 = bytearray(word4)
+    new4[12:20] = struct.pack("<HHI", 258, 5, 9)
+    new4[30] = 0xAB
+    sp4, j = [], 12  # each run of differing bytes from byte 12 on, a byte at a time
+    while j < 64:
+        k = j
+        while k < 64 and word4[k] != new4[k]:
+            k += 1
+        if k > j:
+            sp4.append(f"sbuf.neff:sg00/sp.bin[4] bytes[{j}:{k}]: '{word4[j:k].hex()}' != "
+                       f"'{bytes(new4[j:k]).hex()}'")
+        j = k + 1
+    assert sp4[-1] == "sbuf.neff:sg00/sp.bin[4] bytes[30:31]: '00' != 'ab'"
+    assert _neff_lines(a, b)[1:] == sp4
+
+    # both manifests name it, but B's word is no kick word (opcode 0xC7): not named either
+    shutil.copy(a / "manifest.json", b / "manifest.json")
+    _rebuild_neff(b / "sbuf.neff", lambda m: _edit_word(m, "sg00/sp.bin", 4, 0, b"\xc7"))
+    assert _neff_lines(a, b)[1:] == ["sbuf.neff:sg00/sp.bin[4] opcode: 162 != 199", *sp4]
