@@ -50,6 +50,15 @@ class _Absent:
     __str__ = __repr__
 
 
+@dataclass(frozen=True)
+class ItemKey:
+    """An element of a manifest's keyed list (:data:`LIST_KEYS`) in a key path: the item
+    whose ``key`` is ``value``, text ``[role="gw2"]``, JSON ``{"role": "gw2"}``."""
+
+    key: str
+    value: str | int
+
+
 #: A key, field or element one side does not have (``<absent>`` in the text, JSON ``null``
 #: with ``a_present`` / ``b_present`` false).
 ABSENT = _Absent()
@@ -90,8 +99,10 @@ class Difference:
     def to_json(self) -> dict:
         # (``where`` names a file by its UTF-8 text already: path_text at each name read from
         # the disk, docs/CLI.md "Paths in the output"; a NEFF member is the archive's text)
+        path = ([{k.key: k.value} if isinstance(k, ItemKey) else k for k in self.path]
+                if self.path else self.field.split("."))
         return {"where": self.where, "record": self.record, "field": self.field,
-                "path": list(self.path) if self.path else self.field.split("."),
+                "path": path,
                 "a": None if self.a is ABSENT else self.a,
                 "b": None if self.b is ABSENT else self.b,
                 "a_present": self.a is not ABSENT, "b_present": self.b is not ABSENT}
@@ -292,7 +303,10 @@ def _key_text(path: tuple) -> str:
     path); the empty path ``(root)``."""
     out = ""
     for k in path:
-        out = f"{out}[{k}]" if isinstance(k, int) else jsonin.joined_key(out, k)
+        if isinstance(k, ItemKey):
+            out = f"{out}[{k.key}={_json_text(k.value)}]"
+        else:
+            out = f"{out}[{k}]" if isinstance(k, int) else jsonin.joined_key(out, k)
     return out or "(root)"
 
 
@@ -323,16 +337,75 @@ def _which_differ(xs: list, ys: list) -> list[bool]:
     return out
 
 
-def _json_diff(where: str, a, b, path: tuple = ()) -> Iterator[Difference]:
+#: The manifests' lists whose items are objects each named by a key (docs/FORMATS.md §1.1,
+#: §1.2), by the list's own key: ``diff`` lines their items up by it (:func:`_list_key`).
+#: Not ``triggers`` (``trigger``) nor ``topology.ranks`` (``rank``): the key is the item's
+#: position there, and the pairs are the positional ones.
+LIST_KEYS = {"buffers": "role", "channels": "channel", "legs": "name", "kangaring": "channel",
+             "regions": "name", "fifo": "channel"}
+
+
+def _list_key(path: tuple, a: list, b: list) -> str | None:
+    """The key that lines up lists ``a`` and ``b`` at ``path`` (:data:`LIST_KEYS` by the
+    list's own key), when it names each item once on both sides: every item an object with
+    that key, a string or an integer, no value twice on a side.  None: by position."""
+    key = LIST_KEYS.get(path[-1]) if path and isinstance(path[-1], str) else None
+    if key is None:
+        return None
+    for items in (a, b):
+        seen = set()
+        for x in items:
+            v = x.get(key, ABSENT) if isinstance(x, dict) else ABSENT
+            if type(v) not in (str, int) or v in seen:
+                return None
+            seen.add(v)
+    return key
+
+
+def _json_diff(where: str, a, b, path: tuple = (), keyed: bool = False
+               ) -> Iterator[Difference]:
     """The differences of two JSON documents (read with ``exact_floats``), key by key: a key
     or element on one side only has :data:`ABSENT` on the other (a list whose length changed:
     its length, then each added or removed element), values of other types (``false`` and
-    ``0``, ``2`` and ``2.0``) or other values (:func:`_which_differ`) are one difference."""
+    ``0``, ``2`` and ``2.0``) or other values (:func:`_which_differ`) are one difference.
+    Lists are lined up by position, or with ``keyed`` (a manifest) by their items' key where
+    one names each item (:func:`_list_key`, :func:`_keyed_walk`)."""
     if _which_differ([a], [b])[0]:
-        yield from _json_walk(where, a, b, path)
+        yield from _json_walk(where, a, b, path, keyed)
 
 
-def _json_walk(where: str, a, b, path: tuple) -> Iterator[Difference]:
+def _keyed_walk(where: str, a: list, b: list, path: tuple, key: str,
+                keyed: bool) -> Iterator[Difference]:
+    """Lists ``a`` and ``b`` known to differ, lined up by their items' ``key``: the length if
+    it changed; the order of the items on both sides (``PATH (order)``: each side's keys)
+    if the items of both sides' keys come in another order; then A's items in A's order
+    (one in B too compared with it, ``PATH[KEY=VALUE]``, one not in B removed), then B's
+    that A has not (added)."""
+    ka, kb = [x[key] for x in a], [x[key] for x in b]
+    at_b = {v: j for j, v in enumerate(kb)}
+    in_a = set(ka)
+    if len(a) != len(b):
+        yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
+                         (*path, "(length)"), as_json=True)
+    common = [v for v in ka if v in at_b]
+    if [v for v in kb if v in in_a] != common:
+        yield Difference(where, None, f"{_key_text(path)} (order)", ka, kb,
+                         (*path, "(order)"), as_json=True)
+    differ = dict(zip(common, _which_differ([a[ka.index(v)] for v in common],
+                                            [b[at_b[v]] for v in common])))
+    for i, v in enumerate(ka):
+        sub = (*path, ItemKey(key, v))
+        if v not in at_b:
+            yield Difference(where, None, _key_text(sub), a[i], ABSENT, sub, as_json=True)
+        elif differ[v]:
+            yield from _json_walk(where, a[i], b[at_b[v]], sub, keyed)
+    for j, v in enumerate(kb):
+        if v not in in_a:
+            sub = (*path, ItemKey(key, v))
+            yield Difference(where, None, _key_text(sub), ABSENT, b[j], sub, as_json=True)
+
+
+def _json_walk(where: str, a, b, path: tuple, keyed: bool = False) -> Iterator[Difference]:
     """:func:`_json_diff` of values known to differ."""
     if isinstance(a, dict) and isinstance(b, dict):
         keys = sorted(set(a) | set(b), key=str)
@@ -345,15 +418,18 @@ def _json_walk(where: str, a, b, path: tuple) -> Iterator[Difference]:
                 yield Difference(where, None, _key_text(sub), a.get(k, ABSENT), b.get(k, ABSENT),
                                  sub, as_json=True)
             elif differ[k]:
-                yield from _json_walk(where, a[k], b[k], sub)
+                yield from _json_walk(where, a[k], b[k], sub, keyed)
     elif isinstance(a, list) and isinstance(b, list):
+        if keyed and (key := _list_key(path, a, b)) is not None:
+            yield from _keyed_walk(where, a, b, path, key, keyed)
+            return
         if len(a) != len(b):
             yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
                              (*path, "(length)"), as_json=True)
         n = min(len(a), len(b))
         for i, differs in enumerate(_which_differ(a[:n], b[:n])):
             if differs:
-                yield from _json_walk(where, a[i], b[i], (*path, i))
+                yield from _json_walk(where, a[i], b[i], (*path, i), keyed)
         for i in range(n, max(len(a), len(b))):  # added or removed
             sub = (*path, i)
             yield Difference(where, None, _key_text(sub), a[i] if i < len(a) else ABSENT,
@@ -1342,7 +1418,7 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
     doc_a = _json_a(pa)
     doc_b = _json_b(rep, where, pb)
     if doc_b is not None:
-        rep.add_each(_json_diff(where, doc_a, doc_b))
+        rep.add_each(_json_diff(where, doc_a, doc_b, keyed=True))
 
 
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
@@ -1455,7 +1531,8 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
         mb, why, fld = _top_manifest(b)
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
-        rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore)))
+        rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore),
+                                keyed=True))
     if warn is not None:
         for p in unmatched_ignored(ignore, ma, mb):
             warn(f"--ignore {escape_controls(p)}: neither manifest.json has this key path, so it "

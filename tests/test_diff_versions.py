@@ -109,3 +109,88 @@ def test_a_kick_words_fields_are_named_where_both_manifests_name_it(sbuf_out, tm
     shutil.copy(a / "manifest.json", b / "manifest.json")
     _rebuild_neff(b / "sbuf.neff", lambda m: _edit_word(m, "sg00/sp.bin", 4, 0, b"\xc7"))
     assert _neff_lines(a, b)[1:] == ["sbuf.neff:sg00/sp.bin[4] opcode: 162 != 199", *sp4]
+
+
+def test_an_older_outputs_buffers_line_up_by_role(tmp_path):
+    """docs/CLI.md "diff": a HIER leg's `buffers` of an output written before 2026-12-05
+    (every leg listed `gw2` and `recv2`, after `gw` and at the end) against today's are the
+    two added items, by role, and the length; each list was lined up by position, so the
+    unchanged `out` buffer changed role and offset (50 differences for two_node128's
+    golden)."""
+    new = lower_to(FIX / "two_node128.neff", tmp_path / "new", [0])
+    old = tmp_path / "old"
+    shutil.copytree(new, old)
+    doc = json.loads((old / "manifest.json").read_text())
+    want = []
+    for t in doc["triggers"]:
+        for leg in t["hier"]["legs"]:
+            bufs = leg["buffers"]
+            assert bufs[0]["role"] == "gw"
+            if "gw2" in [x["role"] for x in bufs]:  # (a single-cycle leg has them today)
+                continue
+            gw2 = {"offset": 4096, "region": "gw", "role": "gw2"}
+            recv2 = {"offset": 8192, "region": "scratch", "role": "recv2"}
+            leg["buffers"] = [bufs[0], gw2, *bufs[1:], recv2]
+            at = f'triggers[{t["trigger"]}].hier.legs[name="{leg["name"]}"].buffers'
+            want += [f"manifest.json {at} (length): {len(bufs) + 2} != {len(bufs)}",
+                     f'manifest.json {at}[role="gw2"]: {json.dumps(gw2)} != <absent>',
+                     f'manifest.json {at}[role="recv2"]: {json.dumps(recv2)} != <absent>']
+    (old / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    assert len(want) > 3
+    assert [d.line() for d in D.diff_outputs(old, new)] == want
+    res = CliRunner().invoke(main, ["diff", str(old), str(new), "--json", "--max", "2"])
+    got = json.loads(res.stdout)["differences"][1]
+    leg = doc["triggers"][0]["hier"]["legs"][0]
+    assert leg["buffers"][1]["role"] == "gw2"  # (the first leg was edited)
+    assert got["path"] == ["triggers", 0, "hier", "legs", {"name": leg["name"]}, "buffers",
+                           {"role": "gw2"}]
+    assert (got["a_present"], got["b_present"], got["b"]) == (True, False, None)
+
+
+def _lines(a, b, keyed=True):
+    return [d.line() for d in D._json_diff("m.json", a, b, keyed=keyed)]
+
+
+def test_keyed_lists_line_up_by_key_and_others_by_position():
+    """docs/CLI.md "diff": in a manifest, `buffers` by `role`, `channels` and `kangaring` and
+    `fifo` by `channel`, `legs` by `name`, `regions` by `name`, where that key names each item
+    once on both sides; another order of the same items is one `(order)` line with each
+    side's keys; a key missing, repeated or of another type, another list (`groups`,
+    `triggers`), or a NEFF's JSON member: by position, as before."""
+    x, y, z = ({"name": n, "op": o} for n, o in (("x", 1), ("y", 2), ("z", 3)))
+    assert _lines({"legs": [x, y, z]}, {"legs": [x, dict(z, op=4)]}) == [
+        "m.json legs (length): 3 != 2", 'm.json legs[name="y"]: {"name": "y", "op": 2} != '
+        "<absent>", 'm.json legs[name="z"].op: 3 != 4']
+    assert _lines({"legs": [x, y]}, {"legs": [y, x]}) == [
+        'm.json legs (order): ["x", "y"] != ["y", "x"]']
+    assert _lines({"legs": [x, y]}, {"legs": [z, dict(x, op=5)]}) == [
+        'm.json legs[name="x"].op: 1 != 5', 'm.json legs[name="y"]: {"name": "y", "op": 2} != '
+        '<absent>', 'm.json legs[name="z"]: <absent> != {"name": "z", "op": 3}']
+    c0, c1, c2 = ({"channel": c, "order": [c]} for c in range(3))
+    for name in ("channels", "kangaring", "fifo"):
+        assert _lines({name: [c0, c1, c2]}, {name: [c0, c2]}) == [
+            f"m.json {name} (length): 3 != 2",
+            f'm.json {name}[channel=1]: {{"channel": 1, "order": [1]}} != <absent>']
+    r = [{"name": "a", "size": 1}, {"name": "scratch", "size": 2}]
+    assert _lines({"memory": {"regions": r}}, {"memory": {"regions": r[1:]}}) == [
+        "m.json memory.regions (length): 2 != 1",
+        'm.json memory.regions[name="a"]: {"name": "a", "size": 1} != <absent>']
+    # by position: a key repeated, missing, or a boolean; lists not keyed; a NEFF member
+    positional = ["m.json channels (length): 3 != 2",
+                  "m.json channels[1].order[0]: 1 != 2",
+                  'm.json channels[2]: {"channel": 0, "order": [2]} != <absent>']
+    twice = [c0, c1, dict(c2, channel=0)]
+    assert _lines({"channels": twice}, {"channels": [c0, dict(c1, order=[2])]}) == positional
+    assert _lines({"channels": [c0, {"order": [1]}]}, {"channels": [c0]}) == [
+        "m.json channels (length): 2 != 1", 'm.json channels[1]: {"order": [1]} != <absent>']
+    assert _lines({"channels": [{"channel": True}, {"channel": False}]},
+                  {"channels": [{"channel": False}]}) == [
+        "m.json channels (length): 2 != 1", "m.json channels[0].channel: true != false",
+        'm.json channels[1]: {"channel": false} != <absent>']
+    assert _lines({"groups": [c0, c1]}, {"groups": [c1]}) == [
+        "m.json groups (length): 2 != 1", "m.json groups[0].channel: 0 != 1",
+        "m.json groups[0].order[0]: 0 != 1", 'm.json groups[1]: {"channel": 1, "order": [1]} '
+        "!= <absent>"]
+    assert _lines({"legs": [x, y]}, {"legs": [y]}, keyed=False) == [
+        "m.json legs (length): 2 != 1", 'm.json legs[0].name: "x" != "y"',
+        "m.json legs[0].op: 1 != 2", 'm.json legs[1]: {"name": "y", "op": 2} != <absent>']
