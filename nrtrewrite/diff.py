@@ -387,17 +387,17 @@ def _keyed_walk(where: str, a: list, b: list, path: tuple, key: str,
     if len(a) != len(b):
         yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),
                          (*path, "(length)"), as_json=True)
-    common = [v for v in ka if v in at_b]
-    if [v for v in kb if v in in_a] != common:
+    pairs = [(i, at_b[v]) for i, v in enumerate(ka) if v in at_b]  # (A's, B's index)
+    if any(j >= k for (_, j), (_, k) in zip(pairs, pairs[1:])):  # (B's not increasing)
         yield Difference(where, None, f"{_key_text(path)} (order)", ka, kb,
                          (*path, "(order)"), as_json=True)
-    differ = dict(zip(common, _which_differ([a[ka.index(v)] for v in common],
-                                            [b[at_b[v]] for v in common])))
+    differ = dict(zip((i for i, _ in pairs), _which_differ([a[i] for i, _ in pairs],
+                                                           [b[j] for _, j in pairs])))
     for i, v in enumerate(ka):
         sub = (*path, ItemKey(key, v))
         if v not in at_b:
             yield Difference(where, None, _key_text(sub), a[i], ABSENT, sub, as_json=True)
-        elif differ[v]:
+        elif differ[i]:
             yield from _json_walk(where, a[i], b[at_b[v]], sub, keyed)
     for j, v in enumerate(kb):
         if v not in in_a:
