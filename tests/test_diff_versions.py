@@ -194,3 +194,32 @@ def test_keyed_lists_line_up_by_key_and_others_by_position():
     assert _lines({"legs": [x, y]}, {"legs": [y]}, keyed=False) == [
         "m.json legs (length): 2 != 1", 'm.json legs[0].name: "x" != "y"',
         "m.json legs[0].op: 1 != 2", 'm.json legs[1]: {"name": "y", "op": 2} != <absent>']
+
+
+def test_a_one_word_kick_is_named_and_the_word_after_it_is_not(tmp_path):
+    """A 0xC7 / 0xC8 trigger leaves one kick word, at its manifest index (ar2.neff: word 2 of
+    sg00/sp.bin, FORMATS §9); the word after it is the input's own, shown by its bytes even
+    when it has a kick's opcode and length on both sides (a rule off by one word, or taking
+    two words a trigger, would name its fields)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    lower_to(FIX / "ar2.neff", a, None)
+    (t,) = json.loads((a / "manifest.json").read_text())["triggers"]
+    assert (t["subgraph"], t["engine"], t["index"], t["src"].get("ap")) == ("sg00", "sp", 2,
+                                                                            None)
+
+    def look_like_a_kick(members):  # word 3 with the kick's opcode and length_dw, both sides
+        _edit_word(members, "sg00/sp.bin", 3, 0, bytes([0xA2, 16]))
+    _rebuild_neff(a / "ar2.neff", look_like_a_kick)
+    shutil.copytree(a, b)
+    from nrtrewrite.neff.container import read_container
+    sp = read_container((a / "ar2.neff").read_bytes(), verify_hash=False).members["sg00/sp.bin"]
+    spad = struct.unpack_from("<H", sp, 2 * 64 + 12)[0]
+    w3 = sp[3 * 64 + 12]
+
+    def edit(members):
+        _edit_word(members, "sg00/sp.bin", 2, 12, struct.pack("<H", spad + 7))
+        _edit_word(members, "sg00/sp.bin", 3, 12, bytes([w3 ^ 0x5A]))
+    _rebuild_neff(b / "ar2.neff", edit)
+    got = [d.line() for d in D.diff_outputs(a, b) if d.where.startswith("ar2.neff:")]
+    assert got == [f"ar2.neff:sg00/sp.bin[2] spad_index: {spad} != {spad + 7}",
+                   f"ar2.neff:sg00/sp.bin[3] bytes[12:13]: '{w3:02x}' != '{w3 ^ 0x5A:02x}'"]

@@ -768,7 +768,10 @@ _NEWER = ("; a newer nrtrewrite wrote it: dump it with that version, or lower th
     ({"format": "something-else"}, "format 'something-else', version 2", ""),
     ({"format": {"name": "nrtrewrite-lowered"}},
      "format {'name': 'nrtrewrite-lowered'}, version 2", ""),
-    ({"format_version": None}, "format 'nrtrewrite-lowered', version None", "")])
+    ({"format_version": None}, "format 'nrtrewrite-lowered', version None", ""),
+    # no nrtrewrite wrote version 0 or below: no "older" hint (review 47l)
+    ({"format_version": 0}, "format 'nrtrewrite-lowered', version 0", ""),
+    ({"format_version": -1}, "format 'nrtrewrite-lowered', version -1", "")])
 @pytest.mark.parametrize("layout", ["sorted", "reordered"])
 @pytest.mark.parametrize("rank", [None, 0])
 def test_a_manifest_of_another_format_or_version_is_refused(out, tmp_path, edit, shown, hint,
@@ -822,3 +825,25 @@ def test_a_rank_folder_or_a_file_of_a_newer_output_and_outputs_without_a_manifes
         for rank in ([], ["--rank", "0"]):
             res = CliRunner().invoke(main, ["dump", "--spad", str(copy), "--json", *rank])
             assert res.exit_code == 0 and res.stderr == "", (manifest, res.output)
+
+
+@pytest.mark.parametrize("damage", ["cut", "formfeed"])
+def test_a_newer_manifest_that_is_not_json_is_dumped_with_or_without_rank(out, tmp_path,
+                                                                           damage):
+    """Review 47l: with --rank, the manifest's first 4 KiB saying version 3 refused an
+    output whose manifest is not JSON (cut short after its first keys, or beginning with a
+    form feed, which JSON's whitespace is not), which a dump without --rank dumps (CLI.md
+    "dump": a manifest that cannot be read or is not JSON is dumped as before).  Both now
+    decide as the whole read does: dumped."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    text = json.dumps(dict(json.loads((copy / "manifest.json").read_text()), format_version=3),
+                      indent=1, sort_keys=True)
+    assert text.startswith('{\n "format": "nrtrewrite-lowered",\n "format_version": 3,')
+    text = text[:100] if damage == "cut" else "\f" + text
+    (copy / "manifest.json").write_text(text)
+    for rank in ([], ["--rank", "0"]):
+        res = CliRunner().invoke(main, ["dump", "--spad", str(copy), "--json"] + rank)
+        assert res.exit_code == 0, (rank, res.output)
+        assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]][:1] == ["rank-0000"]

@@ -198,19 +198,23 @@ def _has_manifest(out: Path) -> bool:
 
 #: The first two keys of a top-level manifest of ours (its keys are sorted: FORMATS.md §1.1),
 #: ``format`` and ``format_version``, each a JSON string or a JSON literal or integer.
-_FORMAT_HEAD = re.compile(rb'\s*\{\s*"format"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,'
-                          rb'\s*"format_version"\s*:\s*(-?[0-9]+|true|false|null)\s*[,}]')
+_WS = rb"[ \t\n\r]*"  # JSON's whitespace (not \s: \f and \v are no JSON)
+_FORMAT_HEAD = re.compile(_WS + rb'\{' + _WS + rb'"format"' + _WS + rb':' + _WS
+                          + rb'("(?:[^"\\\x00-\x1f]|\\.)*")' + _WS + rb',' + _WS
+                          + rb'"format_version"' + _WS + rb':' + _WS
+                          + rb'(-?[0-9]+|true|false|null)' + _WS + rb'[,}]')
 #: Bytes of a manifest's beginning :func:`check_top_format` reads.
 FORMAT_HEAD_BYTES = 4096
 
 
 def check_top_format(out: Path) -> None:
     """Refuse output folder ``out`` when its ``manifest.json`` is of another format or
-    version (``simulate``'s line, ``read_top_manifest``), as read from its first two keys
-    where it begins as ours does (:data:`_FORMAT_HEAD`: a dump of ``--rank R`` does not
-    read a 34 MB manifest), else read whole (its top-level object).  A folder without one,
-    or one that cannot be read or is not JSON, is not refused here: ``dump`` decodes what is
-    there."""
+    version (``simulate``'s line, ``read_top_manifest``).  Its first two keys, where it
+    begins as ours does (:data:`_FORMAT_HEAD`), accept a v2 manifest of ours at once (a
+    dump of ``--rank R`` does not read a 34 MB manifest); anything else is decided by
+    reading it whole (its top-level object), as a dump without ``--rank`` decides.  A
+    folder without one, or one that cannot be read or is not JSON, is not refused here:
+    ``dump`` decodes what is there."""
     from nrtrewrite.simulate.artifacts import (ManifestFormatError, format_refusal,
                                                read_top_manifest)
     if not _has_manifest(out):
@@ -226,10 +230,9 @@ def check_top_format(out: Path) -> None:
             doc = {"format": json.loads(m.group(1)), "format_version": json.loads(m.group(2))}
         except ValueError:  # (not UTF-8, a bad escape, 5,000 digits: read whole below)
             m = None
-    if m is not None:
-        if (refusal := format_refusal(doc, man, "dump")) is not None:
-            raise refusal
-        return
+    if m is not None and format_refusal(doc, man, "dump") is None:
+        return  # (ours, v2: the fast path; a refusal is decided by the whole read below, as
+        #         without --rank: a manifest cut short or not JSON is dumped, not refused)
     try:
         read_top_manifest(out, only=(), command="dump")
     except ManifestFormatError:

@@ -164,12 +164,12 @@ def format_refusal(doc: dict, man: Path, command: str = "simulate") -> ManifestF
         return None
     hint = ""
     if fmt == FORMAT_NAME and isinstance(version, int) and not isinstance(version, bool):
-        if version < FORMAT_VERSION:
+        if 1 <= version < FORMAT_VERSION:  # (no nrtrewrite wrote 0 or below: no hint)
             hint = "; an older nrtrewrite wrote it: lower the model again"
-        else:
+        elif version > FORMAT_VERSION:
             hint = (f"; a newer nrtrewrite wrote it: {command} it with that version, or lower "
                     "the model again with this one")
-        hint += " (docs/FORMATS.md §1.1)"
+        hint += " (docs/FORMATS.md §1.1)" if hint else ""
     return ManifestFormatError(f"not an {FORMAT_NAME} v{FORMAT_VERSION} manifest (format "
                                f"{fmt!r}, version {version!r}){hint}", file=str(man))
 
