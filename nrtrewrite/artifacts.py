@@ -20,7 +20,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.codes import EncAlgType, EncdNeigh, EvtSemSubop, NetAddrMark, SdmaCceType, enum_name
 from nrtrewrite.compose.leaves import leaf_name
 from nrtrewrite.emit import formats as F
-from nrtrewrite.errors import OutputError, did_you_mean, escape_controls
+from nrtrewrite.errors import OutputError, did_you_mean, escape_controls, escape_path
 from nrtrewrite.emit.formats import FORMAT_NAME
 
 #: ``dump`` selectors -> artifact files.
@@ -68,13 +68,13 @@ class RecordFile:
             with open_regular(self.path) as fh:
                 st = os.fstat(fh.fileno())
                 if (st.st_dev, st.st_ino) != self.identity:
-                    raise OutputError(f"{escape_controls(self.path)}: changed while being read "
+                    raise OutputError(f"{escape_path(self.path)}: changed while being read "
                                       "(another file was put in its place)")
                 for start in range(0, stop, chunk):
                     arr = np.empty(min(chunk, stop - start), self.dtype)
                     self._fill(fh, arr, start)
                     if start + arr.size == self.size and fh.read(1):
-                        raise OutputError(f"{escape_controls(self.path)}: changed while being "
+                        raise OutputError(f"{escape_path(self.path)}: changed while being "
                                           f"read (it held {self.size * self.dtype.itemsize} "
                                           "bytes, now more)")
                     yield arr
@@ -87,7 +87,7 @@ class RecordFile:
         while got < view.nbytes:
             n = fh.readinto(view[got:])
             if not n:
-                raise OutputError(f"{escape_controls(self.path)}: changed while being read (it "
+                raise OutputError(f"{escape_path(self.path)}: changed while being read (it "
                                   f"held {self.size * self.dtype.itemsize} bytes, now ends at "
                                   f"byte {start * self.dtype.itemsize + got})")
             got += n
@@ -123,10 +123,10 @@ def open_regular(p: str | Path, *, follow_links: bool = True):
 
 def _read_error(p: Path, exc: OSError) -> Exception:
     if isinstance(exc, NotRegularFile):
-        return OutputError(f"{escape_controls(p)}: not a regular file")
+        return OutputError(f"{escape_path(p)}: not a regular file")
     if exc.errno == errno.ENOMEM:  # the process's limits, not the file: exit 71
-        return MemoryError(f"{escape_controls(p)}: {exc.strerror or exc}")
-    return OutputError(f"{escape_controls(p)}: cannot read ({exc.strerror or exc})")
+        return MemoryError(f"{escape_path(p)}: {exc.strerror or exc}")
+    return OutputError(f"{escape_path(p)}: cannot read ({exc.strerror or exc})")
 
 
 def open_records(path: str | Path, name: str | None = None) -> RecordFile:
@@ -140,12 +140,12 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
         stems = {a.partition(".")[0]: a for a in F.ARTIFACTS}
         hint = did_you_mean(name.partition(".")[0], stems, ", ".join(F.ARTIFACTS),
                             lambda stem: escape_controls(stems[stem]))
-        raise OutputError(f"{escape_controls(p)}: not an artifact file nrtrewrite writes{hint}")
+        raise OutputError(f"{escape_path(p)}: not an artifact file nrtrewrite writes{hint}")
     dtype = F.ARTIFACTS[name][0]
     # a folder or a device where a file should be: one line, not the OS error's traceback
     # (and a FIFO is never opened: reading it would wait for a writer)
     if p.exists() and not p.is_file():
-        raise OutputError(f"{escape_controls(p)}: not a regular file")
+        raise OutputError(f"{escape_path(p)}: not a regular file")
     try:
         with open_regular(p) as fh:
             st = os.fstat(fh.fileno())
@@ -154,11 +154,11 @@ def open_records(path: str | Path, name: str | None = None) -> RecordFile:
     except OSError as exc:
         raise _read_error(p, exc) from None
     if more:
-        raise OutputError(f"{escape_controls(p)}: not an artifact file: its size says 0 bytes but "
+        raise OutputError(f"{escape_path(p)}: not an artifact file: its size says 0 bytes but "
                           "it reads more (a /proc or /sys file?)")
     nbytes = st.st_size
     if nbytes % dtype.itemsize:
-        raise OutputError(f"{escape_controls(p)}: {nbytes} bytes is not a whole number of "
+        raise OutputError(f"{escape_path(p)}: {nbytes} bytes is not a whole number of "
                           f"{dtype.itemsize}-byte records")
     return RecordFile(p, name, dtype, nbytes // dtype.itemsize, (st.st_dev, st.st_ino))
 
@@ -390,7 +390,7 @@ def _one_rank_dir(rdir: Path, rank: int | None, what: Path) -> list[Path]:
         have = folder_rank(rdir)
         if have != rank:
             of = f"rank {have}" if have is not None else "a rank it does not name"
-            raise OutputError(f"{escape_controls(what)}: --rank {rank} names another rank than "
+            raise OutputError(f"{escape_path(what)}: --rank {rank} names another rank than "
                               f"this rank folder's ({of}); --rank selects a rank of a whole "
                               "output folder")
     return [rdir]
@@ -430,16 +430,16 @@ def rank_dirs(path: str | Path, rank: int | None = None) -> list[Path]:
         for d in named:
             if rank is None or d.name == F.rank_dir_name(rank):
                 if (why := _not_a_folder(d)) is not None:
-                    raise OutputError(f"{escape_controls(d)}: not a rank folder ({why})")
+                    raise OutputError(f"{escape_path(d)}: not a rank folder ({why})")
         if rank is not None:
             dirs = [d for d in dirs if d.name == F.rank_dir_name(rank)]
             if not dirs:
-                raise OutputError(f"{escape_controls(p)}: no folder for rank {rank}")
+                raise OutputError(f"{escape_path(p)}: no folder for rank {rank}")
         return dirs
     if (p / "manifest.json").exists() and (p / "spad.bin").exists():
         return _one_rank_dir(p, rank, p)
     if p.is_dir() and any(p.iterdir()) and is_our_output(p):  # its rank folders all gone
-        raise OutputError(f"{escape_controls(p)}: an nrtrewrite output folder without any rank "
+        raise OutputError(f"{escape_path(p)}: an nrtrewrite output folder without any rank "
                           "folder (its manifest.json lists the ranks lowered)")
-    raise OutputError(f"{escape_controls(p)}: neither an nrtrewrite output folder nor a rank "
+    raise OutputError(f"{escape_path(p)}: neither an nrtrewrite output folder nor a rank "
                       "folder")

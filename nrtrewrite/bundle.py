@@ -51,7 +51,7 @@ from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.legs import end_queue
 from nrtrewrite.emit.tiling import cce_max_elements
 from nrtrewrite.errors import (LimitError, LoweringError, OutputError, escape_controls,
-                               path_text)
+                               escape_path, path_text)
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
@@ -306,7 +306,7 @@ def no_trigger_warning(model, command: str = "lower") -> str | None:
         return None
     note = (f"; it holds {kicks} TOPSP_KICK (0xA2) word{'s' if kicks != 1 else ''}: it looks "
             "already lowered (give the original model)" if kicks else "")
-    return f"{escape_controls(model.path)}: no collective triggers: {NOTHING_TO[command]}{note}"
+    return f"{escape_path(model.path)}: no collective triggers: {NOTHING_TO[command]}{note}"
 
 
 def kick_word(sync: bytes, spad_index: int, word: int, trigger: int) -> bytes:
@@ -697,7 +697,7 @@ def _model_inside(out: Path, model: str | None) -> str | None:
     for folder in real.parents:
         try:
             if _same_file(os.stat(folder), out_st):
-                return (f"{escape_controls(out)} holds the input model {escape_controls(model)}; "
+                return (f"{escape_path(out)} holds the input model {escape_path(model)}; "
                         "nrtrewrite never replaces nor deletes its input: choose another output "
                         "folder")
         except OSError:
@@ -725,11 +725,11 @@ def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None
         if entry.name in files and entry.is_file(follow_symlinks=False):
             if model_st is not None and entry.inode() == model_st.st_ino and _same_file(
                     entry.stat(follow_symlinks=False), model_st):
-                return (f"{escape_controls(out)} holds the input model {escape_controls(model)} "
-                        f"as {escape_controls(rel)} (a hard link); nrtrewrite never replaces nor "
+                return (f"{escape_path(out)} holds the input model {escape_path(model)} "
+                        f"as {escape_path(rel)} (a hard link); nrtrewrite never replaces nor "
                         "deletes its input: choose another output folder")
             return None
-        return (f"{escape_controls(out)} holds {escape_controls(rel)}, which an nrtrewrite output "
+        return (f"{escape_path(out)} holds {escape_path(rel)}, which an nrtrewrite output "
                 "does not (only manifest.json, the rewritten NEFF its manifest names and "
                 "rank-NNNN folders of artifacts); refusing to replace it")
 
@@ -747,8 +747,8 @@ def _foreign_entry(out: Path, model: str | None, model_st: os.stat_result | None
             elif (refusal := why(entry, entry.name, top_files)):
                 return refusal
     except OSError as err:
-        it = "it" if listing == out else f"its folder {escape_controls(listing.name)}"
-        return (f"{escape_controls(out)}: cannot list {it} ({err.strerror or err}); refusing to "
+        it = "it" if listing == out else f"its folder {escape_path(listing.name)}"
+        return (f"{escape_path(out)}: cannot list {it} ({err.strerror or err}); refusing to "
                 "replace it")
     return None
 
@@ -796,7 +796,7 @@ def write_output(plan: LoweringPlan, out_dir: str | os.PathLike, *, ranks: Itera
         if err.filename is None and err.errno in (errno.EAGAIN, errno.ENOMEM):
             raise  # a process (fork) or memory refused, not a write: the CLI says so
         raise OutputError(f"cannot write the output: {err.strerror or err}"
-                          + (f" ({escape_controls(err.filename)})" if err.filename else ""),
+                          + (f" ({escape_path(err.filename)})" if err.filename else ""),
                           file=str(out)) from None
 
 
@@ -810,25 +810,25 @@ def _unremovable(out: Path) -> str | None:
         folders = [out] + sorted(Path(e.path) for e in os.scandir(out)
                                  if _RANK_DIR.fullmatch(e.name) and e.is_dir(follow_symlinks=False))
     except OSError as err:
-        return (f"{escape_controls(out)}: cannot list it ({err.strerror or err}); refusing to "
+        return (f"{escape_path(out)}: cannot list it ({err.strerror or err}); refusing to "
                 "replace it")
     for d in folders:
         if os.access(d, os.W_OK | os.X_OK):
             continue
-        it = "it" if d == out else f"its folder {escape_controls(d.name)}"
+        it = "it" if d == out else f"its folder {escape_path(d.name)}"
         if _on_read_only_file_system(d):  # no chmod helps: the mount is read-only
-            return (f"{escape_controls(out)} cannot be replaced: {it} is on a read-only file "
+            return (f"{escape_path(out)} cannot be replaced: {it} is on a read-only file "
                     "system, so the previous output could not be removed afterwards; write the "
                     "output elsewhere")
         if os.access(d, os.W_OK):  # writable, not searchable: its entries cannot be reached
-            return (f"{escape_controls(out)} cannot be replaced: {it} cannot be searched (no x "
+            return (f"{escape_path(out)} cannot be replaced: {it} cannot be searched (no x "
                     "permission), so the previous output could not be removed afterwards; chmod "
-                    f"-R u+wx {escape_controls(out)} or remove it first")
+                    f"-R u+wx {escape_path(out)} or remove it first")
         which = ("it is a read-only folder" if d == out
-                 else f"its folder {escape_controls(d.name)} is read-only")
-        return (f"{escape_controls(out)} cannot be replaced: {which}, so the previous output "
+                 else f"its folder {escape_path(d.name)} is read-only")
+        return (f"{escape_path(out)} cannot be replaced: {which}, so the previous output "
                 "could not be removed afterwards; make it writable (chmod -R u+w "
-                f"{escape_controls(out)}) or remove it first")
+                f"{escape_path(out)}) or remove it first")
     return None
 
 
@@ -847,7 +847,7 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     ``--force`` again on what is at ``out`` when the new output is moved into place (made or
     changed meanwhile: :class:`_ForcedSwap`).  ``model_st``: as :func:`_foreign_entry`'s."""
     if out.is_symlink():
-        return (f"{escape_controls(out)} is a symbolic link; give the folder itself (nrtrewrite "
+        return (f"{escape_path(out)} is a symbolic link; give the folder itself (nrtrewrite "
                 "never writes through a link nor replaces one)")
     if out.is_dir() and (refusal := _model_inside(out, model)):
         return refusal
@@ -856,14 +856,14 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     # what --force would refuse first, so that the hint to pass it is only given where it
     # would work
     if not out.is_dir():
-        return f"{escape_controls(out)} exists and is not a folder"
+        return f"{escape_path(out)} exists and is not a folder"
     if not _is_our_output(out):
-        return (f"{escape_controls(out)} exists and is not an nrtrewrite output (no manifest.json "
+        return (f"{escape_path(out)} exists and is not an nrtrewrite output (no manifest.json "
                 f"of format {FORMAT_NAME!r}); refusing to replace it")
     if (refusal := _foreign_entry(out, model, model_st)):
         return refusal
     if not force:
-        return f"{escape_controls(out)} exists; pass --force to replace it"
+        return f"{escape_path(out)} exists; pass --force to replace it"
     return _unremovable(out)
 
 
@@ -1096,9 +1096,9 @@ def _remove_replaced(out: Path, old: Path, warn: Callable[[str], None] | None) -
     if failed and warn is not None:
         path, exc = failed[0]
         reason = getattr(exc, "strerror", None) or exc
-        warn(f"{escape_controls(out)}: the new output is in place, but the previous one, moved "
-             f"aside to {escape_controls(old.name)}, could not be removed whole "
-             f"({escape_controls(path)}: {reason}); remove it by hand")
+        warn(f"{escape_path(out)}: the new output is in place, but the previous one, moved "
+             f"aside to {escape_path(old.name)}, could not be removed whole "
+             f"({escape_path(path)}: {reason}); remove it by hand")
 
 
 def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
@@ -1108,18 +1108,18 @@ def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
     try:
         have = set(os.listdir(tmp))
     except OSError as err:
-        raise OutputError(f"{escape_controls(out)}: the folder it was being built in, "
-                          f"{escape_controls(tmp.name)}, cannot be read any more "
+        raise OutputError(f"{escape_path(out)}: the folder it was being built in, "
+                          f"{escape_path(tmp.name)}, cannot be read any more "
                           f"({err.strerror or err}); nothing was written to "
-                          f"{escape_controls(out)}") from None
+                          f"{escape_path(out)}") from None
     missing = [n for n in [*names, "manifest.json"] if n not in have]
     if missing:
-        raise OutputError(f"{escape_controls(out)}: {len(missing)} of the entries written into "
-                          f"the folder it was being built in, {escape_controls(tmp.name)}, are "
+        raise OutputError(f"{escape_path(out)}: {len(missing)} of the entries written into "
+                          f"the folder it was being built in, {escape_path(tmp.name)}, are "
                           f"gone ({', '.join(map(escape_controls, missing[:3]))}"
                           f"{', ...' if len(missing) > 3 else ''}): "
                           "another process removed them; nothing was written to "
-                          f"{escape_controls(out)}")
+                          f"{escape_path(out)}")
 
 
 class _ForcedSwap:

@@ -31,7 +31,7 @@ from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
-                               escape_controls, escape_line, path_text)
+                               escape_controls, escape_line, escape_path, path_text)
 
 
 class _Absent:
@@ -169,13 +169,13 @@ def _why(exc: OSError) -> str:
     if isinstance(exc, _Unread):
         return exc.why
     if exc.errno == errno.ENOMEM:
-        raise MemoryError(f"{exc.strerror or exc} ({escape_controls(exc.filename)})") from exc
+        raise MemoryError(f"{exc.strerror or exc} ({escape_path(exc.filename)})") from exc
     return f"cannot read ({exc.strerror or exc})"
 
 
 def _cannot_read(p: Path, exc: OSError) -> OutputError:
     """A's ``p`` cannot be read: the reference is damaged, an error."""
-    return OutputError(f"{escape_controls(p)}: {_why(exc)}")
+    return OutputError(f"{escape_path(p)}: {_why(exc)}")
 
 
 def _read_pair(rep: "Report", where: str, pa: Path, read_a: Callable[[], Any],
@@ -591,7 +591,7 @@ def _read_block(fh, buf: bytearray, nbytes: int, path: Path) -> memoryview:
     while got < nbytes:
         n = fh.readinto(view[got:])
         if not n:
-            raise OutputError(f"{escape_controls(path)}: cannot read (it shrank while being "
+            raise OutputError(f"{escape_path(path)}: cannot read (it shrank while being "
                               "compared)")
         got += n
     return view
@@ -951,7 +951,7 @@ class _BMembers:
                 del got
                 continue
             if got is None or got[0] != name:
-                raise OutputError(f"{escape_controls(self.f.path)}: cannot read (it changed while "
+                raise OutputError(f"{escape_path(self.f.path)}: cannot read (it changed while "
                                   "being compared)")
             return got[1]
 
@@ -1100,7 +1100,7 @@ def _bytes_lines(name: str, a: Path, b: Path) -> list[Difference]:
             out.append(Difference(name, None, "size", sa, sb))
         out.append(Difference(name, None, "sha256", _sha256(a), _sha256(b)))
     except OSError as exc:  # (both were read just before: it changed meanwhile)
-        raise OutputError(f"{escape_controls(exc.filename)}: {_why(exc)}") from None
+        raise OutputError(f"{escape_path(exc.filename)}: {_why(exc)}") from None
     return out
 
 
@@ -1125,19 +1125,19 @@ def _check_ours(p: Path) -> None:
     except OSError as exc:
         raise _cannot_read(man, exc) from None
     if kind is None:
-        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder (no "
+        raise OutputError(f"{escape_path(p)}: not an nrtrewrite output folder (no "
                           "manifest.json)")
     if kind != "file":
         what = {"link": "a link", "folder": "a folder"}.get(kind, "a special file")
         links = ": links are not followed" if kind == "link" else ""
-        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder (its "
+        raise OutputError(f"{escape_path(p)}: not an nrtrewrite output folder (its "
                           f"manifest.json must be a regular file, not {what}{links})")
     if not is_our_output(p):
         if looks_like_rank_folder(p):
             why = "a rank folder; diff compares whole output folders"
         else:
             why = _not_ours_why(man)
-        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder ({why})")
+        raise OutputError(f"{escape_path(p)}: not an nrtrewrite output folder ({why})")
 
 
 def _not_ours_why(path: Path) -> str:
@@ -1217,7 +1217,7 @@ def _top_manifest(p: Path, strict: bool = True) -> tuple[dict, str | None, str |
     except jsonin.JsonRule as err:
         raise OutputError(f"invalid JSON: {err.why}", file=str(man), field=err.path) from None
     except (ValueError, RecursionError) as exc:
-        raise OutputError(f"{escape_controls(p)}: not an nrtrewrite output folder "
+        raise OutputError(f"{escape_path(p)}: not an nrtrewrite output folder "
                           f"({_not_json(exc)})") from None
     return _must_be_object(doc, p), why, fld
 
@@ -1385,7 +1385,7 @@ def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
     if ka is None and kb is None:
         return False
     if ka not in (None, "file"):
-        raise OutputError(f"{escape_controls(pa)}: not a regular file")
+        raise OutputError(f"{escape_path(pa)}: not a regular file")
     if ka is None or kb is None or kb == "link":
         rep.add([_presence(where, ka, kb)])
         return False
@@ -1583,7 +1583,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
                 continue
             n_a, why = _artifact_records(fa, name)
             if why:  # the reference is damaged: an error
-                raise OutputError(f"{escape_controls(fa)}: {why}")
+                raise OutputError(f"{escape_path(fa)}: {why}")
             if _same_bytes(fa, fb):
                 continue
             n_b, why = _artifact_records(fb, name)

@@ -72,7 +72,8 @@ from nrtrewrite.cli import (Terminated, encodable, stop_status, stops_deferred,
                             terminate_cleanly)
 from nrtrewrite.console import exit_status
 from nrtrewrite.emit.formats import name_on_disk
-from nrtrewrite.errors import NrtRewriteError, escape_controls, escape_line, path_text
+from nrtrewrite.errors import (NrtRewriteError, escape_line, escape_path,
+                               path_text)
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
@@ -141,7 +142,7 @@ def unpack(golden: str | Path, dest: Path) -> Path:
         members = tar.getmembers()
         for m in members:
             if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/"):
-                raise ValueError(f"{escape_controls(os.fspath(golden))}: unexpected member "
+                raise ValueError(f"{escape_path(os.fspath(golden))}: unexpected member "
                                  f"{m.name!r}")  # (the path escaped once, as a name is)
             m.name = name_on_disk(m.name)
         tar.extractall(dest, members=members, filter="data")
@@ -165,8 +166,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rank", type=int, action="append", default=None)
     args = ap.parse_args(argv)
     if same_file(args.model, args.golden):
-        _fail(f"{escape_controls(args.golden)}: the output is the model "
-              f"{escape_controls(args.model)} itself; nrtrewrite never replaces its input: choose "
+        _fail(f"{escape_path(args.golden)}: the output is the model "
+              f"{escape_path(args.model)} itself; nrtrewrite never replaces its input: choose "
               "another output path")
     _WRITTEN.clear()
     if signal.getsignal(signal.SIGINT) is _stop_outside:  # (the run's own Ctrl-C: below)
@@ -188,11 +189,11 @@ def main(argv: list[str] | None = None) -> None:
                     rmtree_few_fds(tmp)
             # (escaped as the CLI's paths: a line break in GOLDEN split the line, until
             # 2026-12-05); a stop from here on: GOLDEN is written (_stopped says so)
-            _say(f"{encodable(escape_controls(args.golden))}: written")
+            _say(f"{encodable(escape_path(args.golden))}: written")
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
     except OSError as err:  # reading MODEL, or the temporary folder
-        where = " -> ".join(escape_controls(os.fsdecode(p))
+        where = " -> ".join(escape_path(p)
                             for p in (err.filename, err.filename2) if p)
         _fail(f"{where + ': ' if where else ''}{err.strerror or err}")
     except Terminated as stop:
@@ -220,7 +221,7 @@ def _stopped(signum: int, golden: str | None = None) -> NoReturn:
     removed, the ``written`` line printed, or the process exited), that it is complete
     (until 2026-12-06 such a stop said ``nothing written`` of a written GOLDEN)."""
     what = ("nothing written" if golden is None else
-            f"{encodable(escape_controls(golden))} was written, complete, before the stop")
+            f"{encodable(escape_path(golden))} was written, complete, before the stop")
     with contextlib.suppress(OSError, ValueError, AttributeError):
         print(f"nrtrewrite.golden: stopped by {signal.Signals(signum).name}: {what}",
               file=sys.stderr, flush=True)

@@ -265,3 +265,128 @@ def test_a_golden_archive_does_not_depend_on_the_locale(tmp_path):
     assert top["output_neff"]["name"] == NAME
     neff = (back / NAME).read_bytes()
     assert hashlib.sha256(neff).hexdigest() == top["output_neff"]["sha256"]
+
+
+def shown(out: bytes) -> str:
+    """A command's stdout or stderr as an ASCII terminal shows it: UTF-8 text (a UTF-8
+    locale's stream) with each non-ASCII character escaped as Python's stream escapes it
+    (``\\xe9``); the C locale's stream wrote that escape itself (docs/CLI.md "Paths in the
+    output": the same text, then escaped where the stream's encoding lacks a character)."""
+    return out.decode("utf-8").encode("ascii", "backslashreplace").decode("ascii")
+
+
+def both_locales(args: list, cwd: Path, run=None) -> list:
+    """``args`` run under UTF-8 then under the C locale: ``(status, stdout, stderr)`` each,
+    shown as an ASCII terminal shows them (:func:`shown`)."""
+    out = []
+    for extra in (UTF8, NOT_UTF8):
+        proc = (run or cli)(args, cwd, extra)
+        out.append((proc.returncode, shown(proc.stdout), shown(proc.stderr)))
+    return out
+
+
+def test_assembles_line_names_the_output_as_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47m): ``assemble -o aé.neff`` printed ``a\\udcc3\\udca9.neff: ...`` under
+    the C locale."""
+    shutil.copy(FIX / "ar2.yaml", tmp_path / "ma.yaml")
+    utf8, c = both_locales(["assemble", "ma.yaml", "-o", "aé.neff"], tmp_path)
+    size = (tmp_path / "aé.neff").stat().st_size
+    assert utf8 == c == (0, f"a\\xe9.neff: {size} bytes, 1 trigger\n", "")
+
+
+def test_lowers_title_and_its_refusal_name_the_paths_as_utf8_text_whatever_the_locale(
+        tmp_path):
+    """Bug (review 47m): ``lower bäd.neff -o zé``'s title was ``b\\udcc3\\udca4d.neff ->
+    z\\udcc3\\udca9`` under the C locale, and its second run's refusal ``z\\udcc3\\udca9
+    exists; pass --force to replace it``."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "bäd.neff")
+    titles, refusals = [], []
+    for extra in (UTF8, NOT_UTF8):
+        proc = cli(["lower", "bäd.neff", "-o", f"z{len(titles)}é"], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        # (the title centred over the table: a longer escaped title has fewer spaces)
+        titles.append(shown(proc.stdout).splitlines()[0].strip())
+        proc = cli(["lower", "-q", "bäd.neff", "-o", "z0é"], tmp_path, extra)
+        refusals.append((proc.returncode, shown(proc.stdout), shown(proc.stderr)))
+    assert titles == ["b\\xe4d.neff -> z0\\xe9", "b\\xe4d.neff -> z1\\xe9"]
+    assert refusals[0] == refusals[1] == (
+        2, "", "nrtrewrite: error: z0\\xe9 exists; pass --force to replace it\n")
+
+
+def test_simulates_title_and_its_model_refusal_name_the_paths_as_utf8_text_whatever_the_locale(
+        tmp_path):
+    """Bug (review 47m): ``simulate zé``'s title was ``simulate z\\udcc3\\udca9`` under the
+    C locale; ``--model`` of another model quoted the output in the locale's text and the
+    recorded input name as UTF-8, both forms in one line."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "bäd.neff")
+    shutil.copy(FIX / "c7c8.neff", tmp_path / "c7.neff")
+    assert cli(["lower", "-q", "bäd.neff", "-o", "zé"], tmp_path, UTF8).returncode == 0
+    heads = []
+    for extra in (UTF8, NOT_UTF8):
+        proc = cli(["simulate", "zé"], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        heads.append(shown(proc.stdout).splitlines()[0].rstrip())
+    assert heads == ["simulate z\\xe9 (seed 0)"] * 2
+    utf8, c = both_locales(["simulate", "zé", "--model", "c7.neff"], tmp_path)
+    assert utf8 == c
+    status, out, err = c
+    sha = hashlib.sha256((tmp_path / "c7.neff").read_bytes()).hexdigest()
+    top = json.loads((tmp_path / "zé" / "manifest.json").read_bytes())["input"]
+    assert status == 2 and out == ""
+    assert err == (f"nrtrewrite: error: c7.neff: field input.sha256: sha256 {sha[:16]}... "
+                   f"({(tmp_path / 'c7.neff').stat().st_size} bytes) is not the input "
+                   f"z\\xe9/manifest.json records ({top['sha256'][:16]}..., {top['bytes']} "
+                   "bytes, 'b\\xe4d.neff'): --model must name the model this output was "
+                   "lowered from\n")
+
+
+def test_goldens_lines_name_the_paths_as_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47m): ``python -m nrtrewrite.golden bäd.neff gé.tar.gz`` printed
+    ``g\\udcc3\\udca9.tar.gz: written`` under the C locale, and its ``_fail`` lines quoted
+    the paths in the locale's text."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "bäd.neff")
+    utf8, c = both_locales(["bäd.neff", "gé.tar.gz"], tmp_path, golden)
+    assert utf8 == c == (0, "g\\xe9.tar.gz: written\n", "")
+    utf8, c = both_locales(["bäd.neff", "bäd.neff"], tmp_path, golden)
+    assert utf8 == c == (2, "", "nrtrewrite.golden: error: b\\xe4d.neff: the output is the "
+                         "model b\\xe4d.neff itself; nrtrewrite never replaces its input: "
+                         "choose another output path\n")
+
+
+def test_diffs_lines_and_refusals_name_the_paths_as_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47m): ``diff``'s refusal of a damaged file of A began with the path in
+    the locale's text (``o\\udcc3\\udca9/rank-0000/dma.bin: ...`` under the C locale)."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "bäd.neff")
+    assert cli(["lower", "-q", "bäd.neff", "-o", "oé"], tmp_path, UTF8).returncode == 0
+    shutil.copytree(tmp_path / "oé", tmp_path / "dé")
+    with open(tmp_path / "dé" / "rank-0000" / "dma.bin", "ab") as fh:
+        fh.write(b"x")  # not a whole number of 16-byte records
+    shutil.copytree(tmp_path / "oé", tmp_path / "nü")
+    with open(tmp_path / "nü" / "bäd.neff", "ab") as fh:
+        fh.write(b"x")  # a byte after the payload
+    size = (tmp_path / "dé" / "rank-0000" / "dma.bin").stat().st_size
+    utf8, c = both_locales(["diff", "dé", "oé"], tmp_path)
+    assert utf8 == c == (2, "", f"nrtrewrite: error: d\\xe9/rank-0000/dma.bin: {size} bytes "
+                         "is not a whole number of 16-byte records\n")
+    utf8, c = both_locales(["diff", "oé", "nü"], tmp_path)
+    assert utf8 == c
+    assert c[0] == 1 and c[1].startswith("b\\xe4d.neff damaged in B: n\\xfc/b\\xe4d.neff: ")
+
+
+def test_dumps_rank_folder_is_utf8_text_whatever_the_locale(tmp_path):
+    """Bug (review 47m): ``dump --sem ré`` (a rank folder) titled its table
+    ``r\\udcc3\\udca9/sem.bin`` and gave ``"rank_dir": "r\\udcc3\\udca9"`` under the C
+    locale."""
+    shutil.copy(FIX / "ar2.neff", tmp_path / "m.neff")
+    assert cli(["lower", "-q", "m.neff", "-o", "o"], tmp_path, UTF8).returncode == 0
+    shutil.copytree(tmp_path / "o" / "rank-0000", tmp_path / "ré")
+    records = (tmp_path / "ré" / "sem.bin").stat().st_size // 16  # (16-byte records)
+    got = []
+    for extra in (UTF8, NOT_UTF8):
+        proc = cli(["dump", "--sem", "ré"], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        title = shown(proc.stdout).splitlines()[0].strip()  # (centred over the table)
+        proc = cli(["dump", "--sem", "--json", "ré"], tmp_path, extra)
+        assert proc.returncode == 0, proc.stderr
+        got.append((title, [r["rank_dir"] for r in json.loads(proc.stdout)["ranks"]]))
+    assert got == [(f"r\\xe9/sem.bin ({records} records)", ["ré"])] * 2

@@ -27,7 +27,8 @@ from rich.text import Text
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.console import exit_status
-from nrtrewrite.errors import NrtRewriteError, cut_middle, escape_controls, escape_line
+from nrtrewrite.errors import (NrtRewriteError, cut_middle, escape_controls, escape_line,
+                               escape_path)
 
 
 def plain(text: str, style: str = "") -> Text:
@@ -686,7 +687,7 @@ def _say_placed() -> None:
     the outputs are forgotten as they are named)."""
     while _PLACED:
         out = _PLACED.pop(0)
-        warn(stderr_console(), f"{escape_controls(out)}: the new output is complete and in "
+        warn(stderr_console(), f"{escape_path(out)}: the new output is complete and in "
              "place; the run was stopped after it was written")
 
 
@@ -1410,7 +1411,7 @@ def _os_error_line(err: OSError, what: str = "nrtrewrite") -> tuple[str, int]:
     paths = [p for p in (err.filename, err.filename2) if isinstance(p, (str, bytes, os.PathLike))]
     if paths:
         return ("nrtrewrite: error: "
-                f"{' -> '.join(escape_controls(os.fsdecode(p)) for p in paths)}: {reason}",
+                f"{' -> '.join(escape_path(p) for p in paths)}: {reason}",
                 NrtRewriteError.exit_code)
     if _writing_stdout(err):
         return f"nrtrewrite: error: cannot write the standard output: {reason}", \

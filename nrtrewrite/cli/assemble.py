@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from nrtrewrite.cli import encodable, main, note_placed, placing_output
-from nrtrewrite.errors import counted, escape_controls
+from nrtrewrite.errors import counted, escape_path
 from nrtrewrite.neff.assembler import assemble_file
 
 
@@ -27,5 +27,5 @@ def assemble_cmd(spec_path: str, out_path: str) -> None:
     triggers = len(result.model.triggers) if result.model is not None else "unchecked"
     # (the path escaped as lower's title has it: a line break, an escape or a character the
     # output's encoding lacks was printed raw, split, stripped or as '?', until 2026-12-05)
-    click.echo(f"{encodable(escape_controls(out_path))}: {len(result.data)} bytes, "
+    click.echo(f"{encodable(escape_path(out_path))}: {len(result.data)} bytes, "
                f"{counted(triggers, 'trigger')}")

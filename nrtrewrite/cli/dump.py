@@ -22,7 +22,8 @@ from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, 
                             stops_deferred, warn)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
-from nrtrewrite.errors import NrtRewriteError, OutputError, counted, escape_controls
+from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
+                               escape_path, path_text)
 
 #: Columns shown per file in the rich table (every field is in --json).
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -115,7 +116,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
     p = Path(path)
     if not p.is_file() and not p.is_dir():  # a FIFO, a device, a socket: neither form
-        raise OutputError(f"{escape_controls(p)}: not a regular file nor a folder (dump reads an "
+        raise OutputError(f"{escape_path(p)}: not a regular file nor a folder (dump reads an "
                           "artifact file, a rank folder or an output folder)")
     kinds = [k for k in SELECTORS if selected[f"sel_{k}"]]
     if len(kinds) > 1:  # (click's flag_value options kept the last one silently)
@@ -134,7 +135,7 @@ def dump_cmd(path, rank, as_json, limit, **selected):
         files = list(KIND_FILES[kind])
     if p.is_file():
         if p.name not in files:
-            raise OutputError(f"{escape_controls(p)}: not a {' / '.join(files)} file (what "
+            raise OutputError(f"{escape_path(p)}: not a {' / '.join(files)} file (what "
                               f"--{kind} dumps, told by the file's name)")
         rank_dirs(p, rank)  # (checks --rank against the file's rank folder)
         targets = [(p.parent, [p.name])]
@@ -185,7 +186,7 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     if not missing:
         return None
     shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
-    return (f"{escape_controls(out / 'manifest.json')} lists {counted(len(missing), 'rank')} "
+    return (f"{escape_path(out / 'manifest.json')} lists {counted(len(missing), 'rank')} "
             f"({shown}) with no rank folder in the output; dumping the "
             f"{counted(len(dirs), 'rank folder')} there")
 
@@ -245,7 +246,7 @@ def folder_name(rdir: Path) -> str:
     """The name of rank folder ``rdir`` as shown (``rank_dir``, a table's title): its own
     name also when given as ``.``, ``..``, through a file's folder (``Path(".").name`` is
     empty) or through a link (``link/..`` is the link's target's parent, not the link's)."""
-    return Path(os.path.realpath(rdir)).name
+    return path_text(Path(os.path.realpath(rdir)).name)  # (UTF-8 whatever the locale)
 
 
 def _table(title: str, name: str, widths: list[int] | None = None) -> Table:
@@ -383,7 +384,7 @@ def piped_table(console, title: str, rf, limit: int) -> bool:
         if any(max(map(len, c)) > w for c, w in zip(cells, widths[1:])):
             # rewritten in place between the two passes (same file, same size): its rows
             # would stand out of their borders (until 2026-12-06 they did, exit 0)
-            raise OutputError(f"{escape_controls(rf.path)}: changed while being read (a "
+            raise OutputError(f"{escape_path(rf.path)}: changed while being read (a "
                               "record is wider than when the table's columns were measured)")
         numbers = range(first, first + len(chunk))
         first += len(chunk)

@@ -29,7 +29,7 @@ from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
-                               did_you_mean, escape_controls, path_text)
+                               did_you_mean, escape_controls, escape_path, path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -889,7 +889,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             base = topology or "trn2"
             preset, _, preset_options = base.partition(":")
             if preset in PRESETS and "nodes" in preset_options:
-                raise click.UsageError(f"--nodes and --topology {escape_controls(base)} both "
+                raise click.UsageError(f"--nodes and --topology {escape_path(base)} both "
                                        "give the node count; give it once (--topology "
                                        f"{preset} --nodes {nodes}, or --topology "
                                        f"{preset}:nodes={nodes})")

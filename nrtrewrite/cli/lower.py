@@ -17,7 +17,8 @@ from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, print_table,
                             raise_lost_stop, stderr_console, stdout_console, warn)
-from nrtrewrite.errors import NrtRewriteError, OutputError, counted, escape_controls
+from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
+                               escape_path, path_text)
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.limits import check_plan
 from nrtrewrite.neff.container import read_file_bytes
@@ -44,7 +45,7 @@ def common_lowering_options(fn):
 
 def unverified_hash_warning(model_path: str) -> str:
     """The warning of every command given ``--no-verify-hash`` with a model."""
-    return f"{escape_controls(model_path)}: header hash not verified (--no-verify-hash)"
+    return f"{escape_path(model_path)}: header hash not verified (--no-verify-hash)"
 
 
 def load_and_plan(model_path: str, *, topology: str | None, algo: str | None, host_cc: bool,
@@ -102,8 +103,8 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     out_path = Path(out) if out is not None else default_output(model)
     if out is None and _in_an_output(Path(model)):
         raise OutputError("the model lies in the nrtrewrite output "
-                          f"{escape_controls(Path(model).parent)} (its rewritten NEFF?): the "
-                          f"default output {escape_controls(out_path)} would be written into that "
+                          f"{escape_path(Path(model).parent)} (its rewritten NEFF?): the "
+                          f"default output {escape_path(out_path)} would be written into that "
                           "output; give -o", file=str(model))
     plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,
                                    no_verify_hash=no_verify_hash)
@@ -133,7 +134,8 @@ def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force,
     if quiet:
         return
     console = stdout_console()
-    print_table(console, summary_table(plan, plain(f"{Path(model).name} -> {out_path}")))
+    title = f"{path_text(Path(model).name)} -> {path_text(out_path)}"  # (whatever the locale)
+    print_table(console, summary_table(plan, plain(title)))
     console.print(f"{n} rank folder(s) written in {time.perf_counter() - t0:.2f} s")
 
 

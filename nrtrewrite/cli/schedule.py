@@ -20,7 +20,8 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.emit.address import SEM_ENTRY_POST
-from nrtrewrite.errors import NrtRewriteError, OutputError, counted, escape_controls
+from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
+                               escape_path)
 from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
 
 
@@ -169,7 +170,7 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
         missing = sorted(wanted - {t.ordinal for t in plan.model.triggers})
         if missing:
             n = len(plan.model.triggers)  # (as explain says it)
-            raise OutputError(f"{escape_controls(model)}: no trigger {missing[0]} (the model has "
+            raise OutputError(f"{escape_path(model)}: no trigger {missing[0]} (the model has "
                               f"{n}{f': 0..{n - 1}' if n else ''})")
     err = stderr_console()  # the warnings, on stderr, with --json too (as explain gives them)
     if (note := no_trigger_warning(plan.model, "schedule")) is not None:

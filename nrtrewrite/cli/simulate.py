@@ -62,7 +62,8 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
 
 
 def render(res: SimulationResult, con: Console) -> None:
-    table = Table(title=plain(f"simulate {res.output} (seed {res.seed})"), title_justify="left")
+    title = f"simulate {path_text(res.output)} (seed {res.seed})"  # (whatever the locale)
+    table = Table(title=plain(title), title_justify="left")
     for col in ("trigger", "collective", "ranks", "verdict", "detail"):
         table.add_column(col, overflow="fold")
     for tr in res.triggers:

@@ -20,7 +20,8 @@ from nrtrewrite.artifacts import looks_like_rank_folder, open_regular
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
-from nrtrewrite.errors import OutputError, SimulationError, escape_controls
+from nrtrewrite.errors import (OutputError, SimulationError, escape_controls,
+                               escape_path)
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 
 
@@ -187,7 +188,7 @@ def read_top_manifest(out: Path, *, only: tuple[str, ...] | None = None,
     34 MB HIER manifest in 0.9 s and 111 MB in all, where building it took 2.1 s and 253 MB;
     docs/CLI.md "dump")."""
     if not out.is_dir():
-        raise OutputError(f"{escape_controls(out)} is not an output folder")
+        raise OutputError(f"{escape_path(out)} is not an output folder")
     man = out / "manifest.json"
     if not man.exists() and not man.is_symlink():  # (a dangling link: _load_json says so)
         raise OutputError("not an nrtrewrite output folder (no manifest.json)", file=str(out))
@@ -252,13 +253,13 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
         end = sum(int.from_bytes(data[o:o + 8], "little") for o in (hs, ds))
         if inp.get("bytes") == end and not any(data[end:]):
             return data
-        raise OutputError(f"the model's sha256 is the one {escape_controls(out)}/manifest.json "
+        raise OutputError(f"the model's sha256 is the one {escape_path(out)}/manifest.json "
                           f"records for its input, but not its size: {len(data)} bytes, not "
                           f"{inp.get('bytes')!r} (the manifest was edited: lower the model "
                           "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
     if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
-                          f"{escape_controls(out)}/manifest.json records "
+                          f"{escape_path(out)}/manifest.json records "
                           f"({str(inp.get('sha256'))[:16]}..., "
                           f"{inp.get('bytes')} bytes, {inp.get('name')!r}): --model must name "
                           "the model this output was lowered from", file=str(model),
