@@ -175,18 +175,37 @@ def test_a_files_node_count_is_held_to_the_fewest_ranks_a_node_its_rows_fit(tmp_
         "16385 nodes x 64 ranks a node = 1048640 ranks, more than 1048576 ")
 
 
-def test_a_node_count_on_one_node_is_held_to_the_devices_the_table_shows(ring8, tmp_path):
-    """All ranks on node 0, devices 0 and 1 of 4 ranks: a node holds at least 8 ranks, so at
-    most 2^20 / 8 = 131072 nodes."""
+
+def test_a_file_exactly_a_preset_is_held_to_the_presets_shape_where_its_rows_fit(tmp_path):
+    """Review 47k: ranks 0 and 72 of a file exactly trn2 at lnc 2 are node 1's device 2,
+    core 0 (72 = 64 + 2 x 4) and also fit 7 devices of 8 ranks a node (72 = 56 + 2 x 8), the
+    fewest ranks a node, which was taken: 56 a node, so 16385 - 18724 nodes simulated as a
+    match where lower refuses more than 2^20 / 64 = 16384 (docs/TOPOLOGY.md §1).  The
+    preset the manifest names is taken when every row fits it."""
+    path = tmp_path / "exact.json"
+    path.write_text(json.dumps({"platform": "trn2", "name": "exact", "nodes": 2}))
+    out = _lower(tmp_path / "x", [0, 72], path)
+    assert _top(out)["topology"]["platform"] == "trn2"
+    _retop(out, lambda top: top["topology"].update(nodes=16384))
+    assert_clean(out)
+    _retop(out, lambda top: top["topology"].update(nodes=17000))
+    assert refused(out).startswith(
+        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 16384, not 17000: "
+        "17000 nodes x 64 ranks a node = 1088000 ranks, more than 1048576 ")
+
+def test_a_node_count_on_one_node_is_held_to_the_presets_shape(ring8, tmp_path):
+    """All ranks on node 0, devices 0 and 1 of 4 ranks, on a file exactly trn2 (the manifest
+    names the preset alone): every row fits trn2's shape, 64 ranks a node, so at most
+    2^20 / 64 = 16384 nodes, lower's bound on that file (docs/TOPOLOGY.md §2 ``nodes``;
+    until 2026-12-06 the devices the table shows, at least 8 ranks a node: 131072)."""
     out = copy(ring8, tmp_path, "a")
-    _retop(out, lambda top: top["topology"].update(nodes=131072))
+    _retop(out, lambda top: top["topology"].update(nodes=16384))
     assert_clean(out)
     out = copy(ring8, tmp_path, "b")
-    _retop(out, lambda top: top["topology"].update(nodes=131073))
+    _retop(out, lambda top: top["topology"].update(nodes=16385))
     assert refused(out).startswith(
-        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 131072, not "
-        "131073: 131073 nodes x at least 8 ranks a node = at least 1048584 ranks, more than "
-        "1048576 ")
+        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 16384, not "
+        "16385: 16385 nodes x 64 ranks a node = 1048640 ranks, more than 1048576 ")
 
 
 # ------------------------------------------------------------------ no mesh

@@ -185,6 +185,24 @@ def _fit_shape(cols: dict[str, np.ndarray], lnc_size: int
     return best[1], best[2], tps, spd
 
 
+def _preset_shape(plat: Platform, lnc_size: int) -> tuple[int, int, int, int]:
+    """(ranks a device, devices a node, TPBs an s-engine, s-engines a die) of ``plat``."""
+    return (plat.ranks_per_device(lnc_size), plat.devices_per_node,
+            plat.device.tpbs_per_sengine, plat.device.sengines_per_die)
+
+
+def _fits(cols: dict[str, np.ndarray], shape: tuple[int, int | None, int, int]) -> bool:
+    """Whether every row of the table ``cols`` fits ``shape`` (as :func:`_fit_shape`
+    gives one) as :meth:`Layout` holds the rows to it."""
+    rpd, dpn, tps, spd = shape
+    q, lc = np.divmod(cols["rank"], rpd)
+    node, dev = (q // dpn, q % dpn) if dpn else (np.zeros_like(q), q)
+    return bool((cols["node"] == node).all() and (cols["device"] == dev).all()
+                and (cols["logical_core"] == lc).all()
+                and (cols["sengine"] == cols["tpb"] // tps).all()
+                and (cols["die"] == cols["sengine"] // spd).all())
+
+
 class Layout:
     """Memory map + topology table of an output folder (OUT/manifest.json).
 
@@ -540,8 +558,7 @@ class Layout:
                                   ("routing_id", "device"))}
         if self.preset is not None:
             plat = self.preset
-            shape = (plat.ranks_per_device(self.lnc_size), plat.devices_per_node,
-                     plat.device.tpbs_per_sengine, plat.device.sengines_per_die)
+            shape = _preset_shape(plat, self.lnc_size)
             whose = f"{plat.name} at lnc_size {self.lnc_size}, the platform of " \
                     f"{self.option_text()}"
             rids = plat.routing_ids
@@ -549,6 +566,15 @@ class Layout:
             shape, rids = self._recorded(), self._recorded_shape[4]
             whose = ("the platform the manifest records: topology.devices_per_node, "
                      "topology.device, topology.routing_ids")
+        elif self.platform in PRESETS and _fits(cols, named := _preset_shape(
+                preset_platform(self.platform), self.lnc_size)):
+            # (a file exactly a preset, the manifest naming the preset alone: its shape when
+            # every row fits it; until 2026-12-06 the fewest ranks a node that fitted, which
+            # ranks 0 and 72 of trn2 at lnc 2 also fit as 7 devices of 8 ranks: 56 a node,
+            # and topology.nodes was held to a looser bound than lower's)
+            shape, rids = named, None
+            whose = (f"{self.platform} at lnc_size {self.lnc_size}, the platform the manifest "
+                     "names, whose shape every row of the table fits")
         else:
             shape = _fit_shape(cols, self.lnc_size)
             whose = ("the shape most rows of the table fit: the platform of options.topology "
