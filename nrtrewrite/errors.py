@@ -77,7 +77,8 @@ def escape_path(path: Any) -> str:
     """A path put into a printed line (a reason, a warning, a title, a ``written`` line):
     :func:`path_text` (its bytes as UTF-8 text whatever the locale, docs/CLI.md "Paths in
     the output"), then escaped once (:func:`escape_controls`), so one path prints one way
-    in every locale.  Not a path (``str``, ``bytes``, ``os.PathLike``): only escaped."""
+    in every locale.  Anything else (not a ``str``, ``bytes`` or ``os.PathLike``): only
+    escaped."""
     if isinstance(path, (str, bytes, os.PathLike)):
         path = path_text(path)
     return escape_controls(path)
