@@ -1116,7 +1116,7 @@ def _check_complete(tmp: Path, out: Path, names: list[str]) -> None:
     if missing:
         raise OutputError(f"{escape_path(out)}: {len(missing)} of the entries written into "
                           f"the folder it was being built in, {escape_path(tmp.name)}, are "
-                          f"gone ({', '.join(map(escape_controls, missing[:3]))}"
+                          f"gone ({', '.join(map(escape_path, missing[:3]))}"
                           f"{', ...' if len(missing) > 3 else ''}): "
                           "another process removed them; nothing was written to "
                           f"{escape_path(out)}")

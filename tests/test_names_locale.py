@@ -390,3 +390,48 @@ def test_dumps_rank_folder_is_utf8_text_whatever_the_locale(tmp_path):
         assert proc.returncode == 0, proc.stderr
         got.append((title, [r["rank_dir"] for r in json.loads(proc.stdout)["ranks"]]))
     assert got == [(f"r\\xe9/sem.bin ({records} records)", ["ré"])] * 2
+
+
+@pytest.fixture(scope="module")
+def latin1(tmp_path_factory) -> dict:
+    """A Latin-1 locale made without root (localedef into a folder, LOCPATH), where a path's
+    UTF-8 bytes decode to other text (``é`` as ``Ã©``) and :func:`errors.path_text` of text
+    already converted would corrupt it (review 47n: the C locale cannot show that)."""
+    loc = tmp_path_factory.mktemp("loc")
+    subprocess.run(["localedef", "-i", "de_DE", "-f", "ISO-8859-1",
+                    str(loc / "de_DE.ISO-8859-1")], capture_output=True, timeout=120)
+    env = {"LOCPATH": str(loc), "LC_ALL": "de_DE.ISO-8859-1", "LANG": "de_DE.ISO-8859-1",
+           "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    probe = subprocess.run([sys.executable, "-c", "import sys; print(sys.getfilesystemencoding())"],
+                           capture_output=True, text=True, env=dict(os.environ, **env))
+    if probe.stdout.strip().lower().replace("_", "-") not in ("iso8859-1", "iso-8859-1", "latin-1"):
+        pytest.skip("no Latin-1 locale here (localedef)")
+    return env
+
+
+def test_lines_quoting_paths_read_the_same_under_a_latin1_locale(tmp_path, latin1):
+    """docs/CLI.md "Paths in the output": the same text under a UTF-8 and a Latin-1 locale
+    (each stream in its own encoding): assemble's refusal of its spec as output (it quoted the
+    spec in the locale's text beside the UTF-8 head), simulate's extra rank folder (a name
+    read from the disk), and simulate's --model refusal, which quotes the manifest's input
+    name, UTF-8 text already: converted again it would read ``b\\udce4d.neff``."""
+    shutil.copy(FIX / "ar2.yaml", tmp_path / "mé.yaml")
+    shutil.copy(FIX / "ar2.neff", tmp_path / "bäd.neff")
+    shutil.copy(FIX / "c7c8.neff", tmp_path / "c7.neff")
+    assert cli(["lower", "-q", "bäd.neff", "-o", "oé"], tmp_path, UTF8).returncode == 0
+    shutil.copytree(tmp_path / "oé", tmp_path / "ox")
+    (tmp_path / "ox" / "rank-é").mkdir()
+    got = {}
+    for tag, extra, enc in (("utf8", UTF8, "utf-8"), ("latin1", latin1, "latin-1")):
+        lines = []
+        for args in (["assemble", "mé.yaml", "-o", "mé.yaml"], ["simulate", "ox"],
+                     ["simulate", "oé", "--model", "c7.neff"]):
+            proc = cli(args, tmp_path, extra)
+            assert proc.returncode == 2, (tag, args, proc.stderr)
+            lines.append(proc.stderr.decode(enc).strip())
+        got[tag] = lines
+    assert got["latin1"] == got["utf8"]
+    spec, extra_rank, model = got["utf8"]
+    assert spec.startswith("nrtrewrite: error: mé.yaml: the output is the spec mé.yaml itself")
+    assert "(rank-é)" in extra_rank
+    assert "'bäd.neff'" in model and "oé/manifest.json" in model

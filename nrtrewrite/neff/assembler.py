@@ -38,7 +38,7 @@ import yaml
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import (
     LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where, cut_middle,
-    did_you_mean, escape_controls,
+    did_you_mean, escape_controls, escape_path,
 )
 from nrtrewrite import jsonin
 from nrtrewrite.jsonin import MAX_JSON_INT_DIGITS, non_finite_path
@@ -447,7 +447,7 @@ def assemble_file(spec_path: str | os.PathLike, out_path: str | os.PathLike | No
     (``placing``: ``write_bytes_atomic``'s ``placing`` and ``on_placed``)."""
     spec_path = os.fspath(spec_path)
     if out_path is not None and same_file(spec_path, out_path):
-        raise OutputError(f"the output is the spec {escape_controls(spec_path)} itself; "
+        raise OutputError(f"the output is the spec {escape_path(spec_path)} itself; "
                           "nrtrewrite never "
                           "replaces its input: choose another output path",
                           Where(file=os.fspath(out_path)))

@@ -304,7 +304,7 @@ def verify_checksums(out: str | Path) -> None:
     present = {p.name for p in out.glob("rank-*") if p.is_dir()}
     if extra := sorted(present - expected):  # (the simulation reads only the ranks')
         raise OutputError(f"rank folders differ from manifest.json 'ranks' "
-                          f"({escape_controls(extra[0])}){hint}",
+                          f"({escape_path(extra[0])}){hint}",
                           file=str(out))
     for name in sorted(expected):
         rdir = out / name
