@@ -53,10 +53,19 @@ class _Absent:
 @dataclass(frozen=True)
 class ItemKey:
     """An element of a manifest's keyed list (:data:`LIST_KEYS`) in a key path: the item
-    whose ``key`` is ``value``, text ``[role="gw2"]``, JSON ``{"role": "gw2"}``."""
+    whose ``keys`` have the ``values``, text ``[role="gw2"]``, JSON ``{"role": "gw2"}``; a
+    region by two keys, ``[subgraph="sg00", name="x"]``, JSON
+    ``{"subgraph": "sg00", "name": "x"}``."""
 
-    key: str
-    value: str | int
+    keys: tuple[str, ...]
+    values: tuple
+
+    def text(self) -> str:
+        return "[" + ", ".join(f"{k}={_json_text(v)}"
+                               for k, v in zip(self.keys, self.values)) + "]"
+
+    def to_json(self) -> dict:
+        return dict(zip(self.keys, self.values))
 
 
 #: A key, field or element one side does not have (``<absent>`` in the text, JSON ``null``
@@ -99,7 +108,7 @@ class Difference:
     def to_json(self) -> dict:
         # (``where`` names a file by its UTF-8 text already: path_text at each name read from
         # the disk, docs/CLI.md "Paths in the output"; a NEFF member is the archive's text)
-        path = ([{k.key: k.value} if isinstance(k, ItemKey) else k for k in self.path]
+        path = ([k.to_json() if isinstance(k, ItemKey) else k for k in self.path]
                 if self.path else self.field.split("."))
         return {"where": self.where, "record": self.record, "field": self.field,
                 "path": path,
@@ -304,7 +313,7 @@ def _key_text(path: tuple) -> str:
     out = ""
     for k in path:
         if isinstance(k, ItemKey):
-            out = f"{out}[{k.key}={_json_text(k.value)}]"
+            out = f"{out}{k.text()}"
         else:
             out = f"{out}[{k}]" if isinstance(k, int) else jsonin.joined_key(out, k)
     return out or "(root)"
@@ -338,28 +347,52 @@ def _which_differ(xs: list, ys: list) -> list[bool]:
 
 
 #: The manifests' lists whose items are objects each named by a key (docs/FORMATS.md §1.1,
-#: §1.2), by the list's own key: ``diff`` lines their items up by it (:func:`_list_key`).
+#: §1.2), by the list's own key: ``diff`` lines their items up by it (:func:`_list_key`), by
+#: the first of the keys (a tuple of fields) that names each item once.  ``memory.regions``
+#: by (``subgraph``, ``name``): a var's name is its subgraph's, two subgraphs may reuse one,
+#: and a var may be named ``scratch`` or ``gw`` (the subgraph of those regions is null);
+#: by ``name`` alone where an item lacks ``subgraph``.
 #: Not ``triggers`` (``trigger``) nor ``topology.ranks`` (``rank``): the key is the item's
 #: position there, and the pairs are the positional ones.
-LIST_KEYS = {"buffers": "role", "channels": "channel", "legs": "name", "kangaring": "channel",
-             "regions": "name", "fifo": "channel"}
+LIST_KEYS = {"buffers": (("role",),), "channels": (("channel",),), "legs": (("name",),),
+             "kangaring": (("channel",),), "regions": (("subgraph", "name"), ("name",)),
+             "fifo": (("channel",),)}
 
 
-def _list_key(path: tuple, a: list, b: list) -> str | None:
-    """The key that lines up lists ``a`` and ``b`` at ``path`` (:data:`LIST_KEYS` by the
-    list's own key), when it names each item once on both sides: every item an object with
-    that key, a string or an integer, no value twice on a side.  None: by position."""
-    key = LIST_KEYS.get(path[-1]) if path and isinstance(path[-1], str) else None
-    if key is None:
-        return None
-    for items in (a, b):
-        seen = set()
-        for x in items:
-            v = x.get(key, ABSENT) if isinstance(x, dict) else ABSENT
-            if type(v) not in (str, int) or v in seen:
-                return None
-            seen.add(v)
-    return key
+def _item_key(x, keys: tuple[str, ...]):
+    """The value of item ``x``'s ``keys`` (a tuple for several keys), or :data:`ABSENT` where
+    ``x`` is no object or one key is missing or of another type: one key a string or an
+    integer; of several, each a string, an integer or null, not all null."""
+    if not isinstance(x, dict):
+        return ABSENT
+    vs = tuple(x.get(k, ABSENT) for k in keys)
+    if len(keys) == 1:
+        return vs[0] if type(vs[0]) in (str, int) else ABSENT
+    if any(type(v) not in (str, int, type(None)) for v in vs) or all(v is None for v in vs):
+        return ABSENT
+    return vs
+
+
+def _list_key(path: tuple, a: list, b: list) -> tuple[str, ...] | None:
+    """The keys that line up lists ``a`` and ``b`` at ``path`` (:data:`LIST_KEYS` by the
+    list's own key, the first that fits), when they name each item once on both sides:
+    every item an object with those keys (:func:`_item_key`), no value twice on a side.
+    None: by position."""
+    choices = LIST_KEYS.get(path[-1], ()) if path and isinstance(path[-1], str) else ()
+    for keys in choices:
+        if all(_names_each_once(items, keys) for items in (a, b)):
+            return keys
+    return None
+
+
+def _names_each_once(items: list, keys: tuple[str, ...]) -> bool:
+    seen = set()
+    for x in items:
+        v = _item_key(x, keys)
+        if v is ABSENT or v in seen:
+            return False
+        seen.add(v)
+    return True
 
 
 def _json_diff(where: str, a, b, path: tuple = (), keyed: bool = False
@@ -374,14 +407,15 @@ def _json_diff(where: str, a, b, path: tuple = (), keyed: bool = False
         yield from _json_walk(where, a, b, path, keyed)
 
 
-def _keyed_walk(where: str, a: list, b: list, path: tuple, key: str,
+def _keyed_walk(where: str, a: list, b: list, path: tuple, keys: tuple[str, ...],
                 keyed: bool) -> Iterator[Difference]:
     """Lists ``a`` and ``b`` known to differ, lined up by their items' ``key``: the length if
     it changed; the order of the items on both sides (``PATH (order)``: each side's keys)
     if the items of both sides' keys come in another order; then A's items in A's order
     (one in B too compared with it, ``PATH[KEY=VALUE]``, one not in B removed), then B's
-    that A has not (added)."""
-    ka, kb = [x[key] for x in a], [x[key] for x in b]
+    that A has not (added).  ``keys``: one key, or several (a tuple value each item, a list
+    of them in ``PATH (order)``)."""
+    ka, kb = [_item_key(x, keys) for x in a], [_item_key(x, keys) for x in b]
     at_b = {v: j for j, v in enumerate(kb)}
     in_a = set(ka)
     if len(a) != len(b):
@@ -389,19 +423,21 @@ def _keyed_walk(where: str, a: list, b: list, path: tuple, key: str,
                          (*path, "(length)"), as_json=True)
     pairs = [(i, at_b[v]) for i, v in enumerate(ka) if v in at_b]  # (A's, B's index)
     if any(j >= k for (_, j), (_, k) in zip(pairs, pairs[1:])):  # (B's not increasing)
-        yield Difference(where, None, f"{_key_text(path)} (order)", ka, kb,
+        yield Difference(where, None, f"{_key_text(path)} (order)",
+                         ka if len(keys) == 1 else [list(v) for v in ka],
+                         kb if len(keys) == 1 else [list(v) for v in kb],
                          (*path, "(order)"), as_json=True)
     differ = dict(zip((i for i, _ in pairs), _which_differ([a[i] for i, _ in pairs],
                                                            [b[j] for _, j in pairs])))
     for i, v in enumerate(ka):
-        sub = (*path, ItemKey(key, v))
+        sub = (*path, ItemKey(keys, v if len(keys) > 1 else (v,)))
         if v not in at_b:
             yield Difference(where, None, _key_text(sub), a[i], ABSENT, sub, as_json=True)
         elif differ[i]:
             yield from _json_walk(where, a[i], b[at_b[v]], sub, keyed)
     for j, v in enumerate(kb):
         if v not in in_a:
-            sub = (*path, ItemKey(key, v))
+            sub = (*path, ItemKey(keys, v if len(keys) > 1 else (v,)))
             yield Difference(where, None, _key_text(sub), ABSENT, b[j], sub, as_json=True)
 
 
@@ -420,8 +456,8 @@ def _json_walk(where: str, a, b, path: tuple, keyed: bool = False) -> Iterator[D
             elif differ[k]:
                 yield from _json_walk(where, a[k], b[k], sub, keyed)
     elif isinstance(a, list) and isinstance(b, list):
-        if keyed and (key := _list_key(path, a, b)) is not None:
-            yield from _keyed_walk(where, a, b, path, key, keyed)
+        if keyed and (keys := _list_key(path, a, b)) is not None:
+            yield from _keyed_walk(where, a, b, path, keys, keyed)
             return
         if len(a) != len(b):
             yield Difference(where, None, f"{_key_text(path)} (length)", len(a), len(b),

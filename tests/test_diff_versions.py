@@ -223,3 +223,59 @@ def test_a_one_word_kick_is_named_and_the_word_after_it_is_not(tmp_path):
     got = [d.line() for d in D.diff_outputs(a, b) if d.where.startswith("ar2.neff:")]
     assert got == [f"ar2.neff:sg00/sp.bin[2] spad_index: {spad} != {spad + 7}",
                    f"ar2.neff:sg00/sp.bin[3] bytes[12:13]: '{w3:02x}' != '{w3 ^ 0x5A:02x}'"]
+
+
+def test_regions_line_up_by_subgraph_and_name(tmp_path):
+    """docs/CLI.md "diff": `memory.regions` by (`subgraph`, `name`), a var's name being its
+    subgraph's: ar2.yaml with `grad_in` renamed `scratch` lowers regions named `scratch`,
+    `grad_out`, `scratch` (the scratch region, subgraph null) and `gw`, so `name` alone
+    repeats; the scratch region's offset moved is named `[subgraph=null, name="scratch"]`,
+    JSON path element `{"subgraph": null, "name": "scratch"}`, and the var and the region
+    swapped are one `(order)` line of [subgraph, name] pairs (by position: four values)."""
+    spec = tmp_path / "sc.yaml"
+    spec.write_text((FIX / "ar2.yaml").read_text().replace("grad_in", "scratch"))
+    res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(tmp_path / "sc.neff")])
+    assert res.exit_code == 0, res.output
+    a, b = tmp_path / "a", tmp_path / "b"
+    lower_to(tmp_path / "sc.neff", a, None)
+    shutil.copytree(a, b)
+    doc = json.loads((a / "manifest.json").read_text())
+    regions = doc["memory"]["regions"]
+    assert [(r["subgraph"], r["name"]) for r in regions] == [
+        ("sg00", "scratch"), ("sg00", "grad_out"), (None, "scratch"), (None, "gw")]
+    off = regions[2]["offset"]
+    regions[2]["offset"] = off + 4096
+    (b / "manifest.json").write_text(json.dumps(doc))
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        f'manifest.json memory.regions[subgraph=null, name="scratch"].offset: {off} != '
+        f'{off + 4096}']
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json"])
+    (got,) = json.loads(res.stdout)["differences"]
+    assert got["path"] == ["memory", "regions", {"subgraph": None, "name": "scratch"},
+                           "offset"]
+    assert got["field"] == 'memory.regions[subgraph=null, name="scratch"].offset'
+    regions[2]["offset"] = off
+    regions[0], regions[2] = regions[2], regions[0]
+    (b / "manifest.json").write_text(json.dumps(doc))
+    assert [d.line() for d in D.diff_outputs(a, b)] == [
+        'manifest.json memory.regions (order): [["sg00", "scratch"], ["sg00", "grad_out"], '
+        '[null, "scratch"], [null, "gw"]] != [[null, "scratch"], ["sg00", "grad_out"], '
+        '["sg00", "scratch"], [null, "gw"]]']
+
+
+def test_a_rank_manifests_fifo_lines_up_by_channel(tmp_path):
+    """A rank manifest's `fifo` (FORMATS §1.2) is lined up by `channel` (docs/CLI.md
+    "diff"): channel 1's slices removed is that item `<absent>` in B, not channel 2's slices
+    compared with channel 1's by position."""
+    def fifo(c, first):
+        return {"channel": c, "ops": [first, 2], "src": [first, 1], "dest": [first, 1]}
+    pa, pb = tmp_path / "a.json", tmp_path / "b.json"
+    pa.write_text(json.dumps({"rank": 0, "fifo": [fifo(0, 0), fifo(1, 2), fifo(2, 4)]}))
+    pb.write_text(json.dumps({"rank": 0, "fifo": [fifo(0, 0), fifo(2, 4)]}))
+    lines = []
+    rep = D.Report(on_difference=lambda i, ls: lines.extend(d.line() for d in ls))
+    D._rank_manifest_diff(rep, "rank-0000", pa, pb, True, True)
+    assert lines == [
+        "rank-0000/manifest.json fifo (length): 3 != 2",
+        'rank-0000/manifest.json fifo[channel=1]: {"channel": 1, "ops": [2, 2], '
+        '"src": [2, 1], "dest": [2, 1]} != <absent>']
