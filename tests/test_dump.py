@@ -847,3 +847,35 @@ def test_a_newer_manifest_that_is_not_json_is_dumped_with_or_without_rank(out, t
         res = CliRunner().invoke(main, ["dump", "--spad", str(copy), "--json"] + rank)
         assert res.exit_code == 0, (rank, res.output)
         assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]][:1] == ["rank-0000"]
+
+
+def test_dump_rank_accepts_our_v2_manifest_from_its_head_alone(out, tmp_path, monkeypatch):
+    """nrtrewrite/cli/dump.py ``check_top_format``: with --rank, a v2 manifest of ours
+    (sorted keys: it begins `{"format": "nrtrewrite-lowered", "format_version": 2`,
+    FORMATS.md §1.1) is accepted from its first 4 KiB, never read whole
+    (``read_top_manifest`` not called); the same manifest with its format keys last is
+    decided by the whole read, once.  Dumped alike, exit 0."""
+    import shutil
+    from nrtrewrite.simulate import artifacts as SA
+    calls = []
+    real = SA.read_top_manifest
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("only"))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(SA, "read_top_manifest", counted)
+    doc = json.loads((out / "manifest.json").read_text())
+    assert list(doc)[:2] == ["format", "format_version"] and doc["format_version"] == 2
+    args = ["dump", "--spad", str(out), "--rank", "0", "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and res.stderr == "", res.output
+    assert calls == []
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    (copy / "manifest.json").write_text(json.dumps(
+        {**{k: v for k, v in doc.items() if not k.startswith("format")},
+         "format_version": doc["format_version"], "format": doc["format"]}))
+    res2 = CliRunner().invoke(main, ["dump", "--spad", str(copy), "--rank", "0", "--json"])
+    assert res2.exit_code == 0 and res2.stderr == "", res2.output
+    assert calls == [()]
+    assert json.loads(res2.stdout)["ranks"] == json.loads(res.stdout)["ranks"]
