@@ -889,8 +889,8 @@ def test_cli_json_is_one_document_when_the_simulation_cannot_be_done(tmp_path):
 def test_cli_json_document_of_a_simulation_that_cannot_be_done_has_every_key(tmp_path):
     """CLI.md "simulate" `--json`: when the simulation cannot be done (exit 2) stdout is still
     one document: `format` "nrtrewrite-simulate", `format_version` 1, `output` the target as
-    given, `seed` likewise, `ok` null, `error` the message, `error_trigger` null, `triggers`
-    and `stats` empty."""
+    given, `seed` likewise, `ok` null, `error` the message, `error_trigger` null (the
+    message names no trigger), `triggers` and `stats` empty."""
     folder = tmp_path / "empty"
     folder.mkdir()
     res = cli("simulate", folder, "--json", "--seed", "7")
@@ -1039,3 +1039,28 @@ def test_a_seed_gives_the_same_run_however_the_output_is_named(tmp_path):
                               cwd=tmp_path, check=True, timeout=300).stdout
             for p in ("out_ring", str(tmp_path / "out_ring"), "./out_ring")}
     assert len(set(runs.values())) == 1, runs
+
+
+@pytest.mark.parametrize("model, extra, trigger", [
+    # node64: every group spans devices 0 and 4 of node 0, a hop the 4x4 torus on 2 C2C
+    # ports (+x, -x) has no chain of links for: refused at selection, at trigger 0
+    ("node64.neff", ["--topology", "{tmp}/t.json"], 0),
+    # ar2: one trigger, 2 of a device's 8 ranks: KANGARING refused at trigger 0
+    ("ar2.neff", ["--algo", "kangaring"], 0),
+    # c7c8: sg00's two all-reduces (0, 1), then sg01's all-gather (2): SINGLE_CYCLE_RING is
+    # all-reduce only (SELECTION.md), so trigger 2 is the one refused
+    ("c7c8.neff", ["--algo", "single_cycle_ring"], 2)])
+def test_json_error_trigger_of_a_refusal_while_lowering_a_model(tmp_path, model, extra,
+                                                                 trigger):
+    """CLI.md "simulate" `--json`: a MODEL.neff refused while it is lowered (at selection,
+    a forced --algo the trigger cannot take) names its trigger in `error_trigger`, as its
+    line does (`trigger N:`); it was null."""
+    (tmp_path / "t.json").write_text(json.dumps({"platform": "trn2",
+                                                 "device": {"c2c_ports": 2}}))
+    args = [a.replace("{tmp}", str(tmp_path)) for a in extra]
+    res = CliRunner().invoke(main, ["simulate", str(FIX / model), *args, "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == 2 and doc["ok"] is None
+    assert f", trigger {trigger}: " in doc["error"]
+    assert doc["error_trigger"] == trigger
+    assert (doc["triggers"], doc["stats"]) == ([], {})

@@ -1449,8 +1449,15 @@ class JsonErrorCommand(Command):
     #: only the usage errors found before it runs are this class's
     documents_command_errors = True
 
-    def _print_error(self, params: dict, why: str) -> None:
-        echo_whole(json.dumps(self.error_document(params, why), indent=self.json_indent))
+    #: ``(error) -> dict``: keys of the error document taken from the error itself (an
+    #: :class:`NrtRewriteError`, None for a usage or OS error), over
+    #: :meth:`error_document`'s (``simulate``'s ``error_trigger``)
+    error_fields = staticmethod(lambda err: {})
+
+    def _print_error(self, params: dict, why: str, err: NrtRewriteError | None = None) -> None:
+        doc = self.error_document(params, why)
+        doc.update(self.error_fields(err))
+        echo_whole(json.dumps(doc, indent=self.json_indent))
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         given = list(args)  # (click's parser consumes the list)
@@ -1467,9 +1474,10 @@ class JsonErrorCommand(Command):
         except (NrtRewriteError, click.UsageError) as err:
             if (ctx.params.get("as_json") and self.documents_command_errors
                     and not getattr(err, "json_documented", False)):
-                why = err.line() if isinstance(err, NrtRewriteError) else \
+                ours = err if isinstance(err, NrtRewriteError) else None
+                why = err.line() if ours is not None else \
                     escape_line(usage_message(err))  # (click quotes paths with repr)
-                self._print_error(ctx.params, why)
+                self._print_error(ctx.params, why, ours)
             raise
         except OSError as err:  # one the command left as it was: a file it could not read
             line, status = _os_error_line(err)

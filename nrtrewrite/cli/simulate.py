@@ -130,6 +130,13 @@ class _SimulateCommand(JsonErrorCommand):
                 "output": path_text(params.get("target")), "seed": params.get("seed"), "ok": None,
                 "error": why, "error_trigger": None, "triggers": [], "stats": {}}
 
+    @staticmethod
+    def error_fields(err) -> dict:
+        """``error_trigger``: the trigger the error names (its location's ``trigger``: a
+        refusal at selection or while lowering a MODEL.neff, ``lower``'s line names it), as
+        a protocol error's; null for an error that names none."""
+        return {"error_trigger": err.where.trigger if err is not None else None}
+
 
 @main.command("simulate", cls=_SimulateCommand)
 @click.argument("target", metavar="MODEL.neff|OUT", type=click.Path(exists=True))
