@@ -447,6 +447,20 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     # (the field is the manifest's: the line names that file)
     assert len(lines) == 1 and "manifest.json: field input.bytes" in lines[0], res.output
     assert f"but not its size: {len(data)} bytes, not {len(data) - 1} " in lines[0]
+    top["input"]["bytes"] = None
+    man.write_text(json.dumps(top, indent=2))
+    res = cli("simulate", out, "--model", model)
+    assert res.exit_code == 2 and f"{len(data)} bytes, not null (" in res.output
+    # the payload's end beside bytes after it that are not zero: no lowering recorded that
+    # (only zero bytes may follow the payload, NEFF-LIKE.md §1), so no older output's either
+    bad = tmp_path / "nz.neff"
+    nz = (FIX / "ar2.neff").read_bytes() + b"\x01" * 16
+    bad.write_bytes(nz)
+    top["input"].update(sha256=hashlib.sha256(nz).hexdigest(),
+                        bytes=len((FIX / "ar2.neff").read_bytes()))
+    man.write_text(json.dumps(top, indent=2))
+    res = cli("simulate", out, "--model", bad)
+    assert res.exit_code == 2 and "field input.bytes" in res.output, res.output
 
 def _bad_hash_model(tmp_path: Path) -> Path:
     """ar2.neff with the first byte of its header hash flipped."""

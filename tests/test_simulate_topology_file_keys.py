@@ -193,19 +193,20 @@ def test_a_file_exactly_a_preset_is_held_to_the_presets_shape_where_its_rows_fit
         f"{_field(out, 'topology.nodes')}topology.nodes should be at most 16384, not 17000: "
         "17000 nodes x 64 ranks a node = 1088000 ranks, more than 1048576 ")
 
-def test_a_node_count_on_one_node_is_held_to_the_presets_shape(ring8, tmp_path):
-    """All ranks on node 0, devices 0 and 1 of 4 ranks, on a file exactly trn2 (the manifest
-    names the preset alone): every row fits trn2's shape, 64 ranks a node, so at most
-    2^20 / 64 = 16384 nodes, lower's bound on that file (docs/TOPOLOGY.md §2 ``nodes``;
-    until 2026-12-06 the devices the table shows, at least 8 ranks a node: 131072)."""
+def test_a_node_count_on_one_node_is_held_to_the_devices_the_table_shows(ring8, tmp_path):
+    """All ranks on node 0, devices 0 and 1 of 4 ranks: a node holds at least 8 ranks, so at
+    most 2^20 / 8 = 131072 nodes.  The manifest names trn2 alone, as an nrtrewrite before
+    2026-12-06 08:28 named a changed preset too (fewer devices a node): rows all on node 0
+    do not tell a node's devices, so not the preset's 64 ranks a node (review 47o)."""
     out = copy(ring8, tmp_path, "a")
-    _retop(out, lambda top: top["topology"].update(nodes=16384))
+    _retop(out, lambda top: top["topology"].update(nodes=131072))
     assert_clean(out)
     out = copy(ring8, tmp_path, "b")
-    _retop(out, lambda top: top["topology"].update(nodes=16385))
+    _retop(out, lambda top: top["topology"].update(nodes=131073))
     assert refused(out).startswith(
-        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 16384, not "
-        "16385: 16385 nodes x 64 ranks a node = 1048640 ranks, more than 1048576 ")
+        f"{_field(out, 'topology.nodes')}topology.nodes should be at most 131072, not "
+        "131073: 131073 nodes x at least 8 ranks a node = at least 1048584 ranks, more than "
+        "1048576 ")
 
 
 # ------------------------------------------------------------------ no mesh

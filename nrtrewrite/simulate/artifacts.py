@@ -22,7 +22,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import (OutputError, SimulationError, escape_controls,
                                escape_path)
-from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
+from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
 
 
 def _neff_size_refusal(size: int) -> str | None:
@@ -255,8 +255,9 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
             return data
         raise OutputError(f"the model's sha256 is the one {escape_path(out)}/manifest.json "
                           f"records for its input, but not its size: {len(data)} bytes, not "
-                          f"{inp.get('bytes')!r} (the manifest was edited: lower the model "
-                          "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
+                          f"{json_kind(inp.get('bytes'))} (not a size a lowering of it records: "
+                          "lower the model again)", file=str(Path(out) / "manifest.json"),
+                          field="input.bytes")
     if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
                           f"{escape_path(out)}/manifest.json records "

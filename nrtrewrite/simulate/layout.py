@@ -566,12 +566,16 @@ class Layout:
             shape, rids = self._recorded(), self._recorded_shape[4]
             whose = ("the platform the manifest records: topology.devices_per_node, "
                      "topology.device, topology.routing_ids")
-        elif self.platform in PRESETS and _fits(cols, named := _preset_shape(
-                preset_platform(self.platform), self.lnc_size)):
-            # (a file exactly a preset, the manifest naming the preset alone: its shape when
-            # every row fits it; until 2026-12-06 the fewest ranks a node that fitted, which
-            # ranks 0 and 72 of trn2 at lnc 2 also fit as 7 devices of 8 ranks: 56 a node,
-            # and topology.nodes was held to a looser bound than lower's)
+        elif (self.platform in PRESETS and (cols["node"] > 0).any()
+              and _fits(cols, named := _preset_shape(preset_platform(self.platform),
+                                                      self.lnc_size))):
+            # (a file exactly a preset, the manifest naming the preset alone, with a row on
+            # another node: the preset's shape when every row fits it; until 2026-12-06 the
+            # fewest ranks a node that fitted, which ranks 0 and 72 of trn2 at lnc 2 also
+            # fit as 7 devices of 8 ranks: 56 a node, and topology.nodes was held to a looser
+            # bound than lower's.  Every row on node 0 does not tell a node's devices: an
+            # nrtrewrite before 2026-12-06 08:28 named a changed preset alone too (fewer
+            # devices a node, more nodes than the preset's bound), so the table's shape)
             shape, rids = named, None
             whose = (f"{self.platform} at lnc_size {self.lnc_size}, the platform the manifest "
                      "names, whose shape every row of the table fits")
