@@ -50,8 +50,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.legs import end_queue
 from nrtrewrite.emit.tiling import cce_max_elements
-from nrtrewrite.errors import (LimitError, LoweringError, OutputError, escape_controls,
-                               escape_path, path_text)
+from nrtrewrite.errors import LimitError, LoweringError, OutputError, escape_path
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
@@ -877,10 +876,10 @@ def _checked_output(plan: LoweringPlan, out: Path, ranks: Iterable[int] | None, 
         # (named by OUT, as the other refusals of the output: until 2026-12-06 the line was
         # the reason alone)
         if parent.exists():
-            raise OutputError(f"the output's parent {escape_controls(path_text(parent))} is "
+            raise OutputError(f"the output's parent {escape_path(parent)} is "
                               "not a folder",
                               file=str(out))
-        raise OutputError(f"the output's parent folder {escape_controls(path_text(parent))} "
+        raise OutputError(f"the output's parent folder {escape_path(parent)} "
                           "does not exist",
                           file=str(out))
     rank_list = sorted(set(plan.world if ranks is None else ranks))  # a rank named twice: once

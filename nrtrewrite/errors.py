@@ -109,7 +109,7 @@ class Where:
         stream, artifact) escaped once (:func:`escape_controls`), the file's path as UTF-8
         text whatever the locale (:func:`path_text`); ``field``, a key path whose odd keys
         are JSON strings already (``jsonin.joined_key``), only guarded."""
-        head = escape_controls(path_text(str(self.file))) if self.file is not None else ""
+        head = escape_path(str(self.file)) if self.file is not None else ""
         parts = []
         for key in _WHERE_KEYS[1:]:
             val = getattr(self, key)

@@ -222,12 +222,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     override = parse_algo_override(options.algo)
     if options.algo is None and override is not None:  # NRTREWRITE_ALGO: record what applies
         options = replace(options, algo=override.text)
-    # (only=...: with an override every trigger is selected, its idle clauses judged on them
-    # all and a refusal of it named at its trigger as lower names it; without one a model's
-    # trigger selects - an all-reduce, all-gather or reduce-scatter, RING always legal and
-    # every engine the default policy picks lowerable, its group checked by the reader and
-    # in the topology - but where its group needs a hop no device link joins, a refusal of
-    # it alone, and only those planned are)
+    # (only=...: with an override every trigger is selected, so its idle clauses and its
+    # refusals are lower's; without one only those planned: the docstring says why)
     chosen = (model.triggers if only is None or override is not None
               else [t for t in model.triggers if t.ordinal in only])
     selections = select_all(model, topo, override=override, triggers=chosen)

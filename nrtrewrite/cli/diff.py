@@ -34,7 +34,7 @@ class _DiffCommand(JsonErrorCommand):
 
     documents_command_errors = False
 
-    def _print_error(self, params: dict, why: str) -> None:
+    def _print_error(self, params: dict, why: str, err=None) -> None:
         out = sys.stdout
         out.write('{\n "differences": [')
         _close_json(out, Report(), [], True, why)

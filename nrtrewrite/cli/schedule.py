@@ -71,7 +71,8 @@ def schedule_ops(plan: LoweringPlan, rank: int, triggers: set[int] | None = None
 def _entries(plan: LoweringPlan, rank: int, triggers: set[int] | None) -> list:
     """``rank``'s SPAD entries (only the triggers in ``triggers``, if given), composed: only
     those triggers are composed (until 2026-12-06 every trigger of the rank was, then all but
-    ``triggers`` dropped: 1.8 GB for one trigger of 16,000, where 1.0 GB now)."""
+    ``triggers`` dropped: 1.8 GB for one trigger of 16,000; docs/CLI.md "schedule" has
+    today's figures)."""
     if rank not in plan.world:
         raise world_refusal(plan.world, rank, plan.model.path)
     return rank_entries(plan, rank, triggers)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from nrtrewrite import codes
-from nrtrewrite.codes import DType
+from nrtrewrite.codes import DType, SdmaCceType
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError, escape_controls
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
@@ -46,7 +46,8 @@ from nrtrewrite.simulate.triggers import (
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
-_UFUNC = {0: np.add, 2: np.maximum, 3: np.minimum}
+_UFUNC = {SdmaCceType.ADD: np.add, SdmaCceType.MAX: np.maximum, SdmaCceType.MIN: np.minimum}
+_TIE_OPS = (SdmaCceType.MAX, SdmaCceType.MIN)  # (their +0 / -0 tie: SIMULATOR.md §4)
 
 
 def _check_overlapping_streams(leg, dsts: list, data: np.ndarray,
@@ -977,7 +978,7 @@ class Simulator:
             for d in datas[1:]:
                 d32 = d.view(in_dt).astype(np.float32)
                 ufunc(acc32, d32, out=acc32)
-                if op != 0:  # MAX / MIN: a +0 / -0 tie is the later source's zero, by rule
+                if op in _TIE_OPS:  # a +0 / -0 tie is the later source's zero, by rule
                     np.copyto(acc32, d32, where=(d32 == 0) & (acc32 == 0))  # (numpy: open)
             result = acc32.astype(codes.NUMPY_DTYPE[DType(out_code)]).view(np.uint8)
         if leg.sequential and len(dsts) > 1:  # (only such legs' streams may overlap)

@@ -264,8 +264,8 @@ class Layout:
         self.links: tuple[tuple[int, int, int], ...] | None = None
         if self._recorded_shape is not None and topo.has("links"):
             self.links = tuple(tuple(item.ints(length=3)) for item in topo["links"].items())
-        #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
         self._components: tuple[int, ...] | None = None  # (unlinked_devices, once built)
+        #: whether the manifest has ``mesh_sub_type`` (new on 2026-12-04), and its value
         self.mesh_sub_type_recorded = topo.has("mesh_sub_type")
         self._mesh_sub_name = topo.get("mesh_sub_type").opt_str()
         self.world = doc["world"].ints(0)
@@ -573,7 +573,7 @@ class Layout:
             # another node: the preset's shape when every row fits it; until 2026-12-06 the
             # fewest ranks a node that fitted, which ranks 0 and 72 of trn2 at lnc 2 also
             # fit as 7 devices of 8 ranks: 56 a node, and topology.nodes was held to a looser
-            # bound than lower's.  Every row on node 0 does not tell a node's devices: an
+            # bound than lower's.  Rows all on node 0 do not tell a node's devices: an
             # nrtrewrite before 2026-12-06 08:28 named a changed preset alone too (fewer
             # devices a node, more nodes than the preset's bound), so the table's shape)
             shape, rids = named, None

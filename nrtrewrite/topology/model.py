@@ -367,7 +367,8 @@ class Topology:
     def unlinked_devices(self, group: tuple[int, ...]) -> tuple[int, int, int] | None:
         """``(node, a, b)``: two devices of one node that ranks of ``group`` sit on and that no
         chain of device links joins (a ``C2C_PORT`` hop between them has no route: a device
-        of too few C2C ports, links leaving a device out), the first such pair in rank order;
+        of too few C2C ports, links leaving a device out), the first such pair in the group's
+        order;
         None when each node's devices of the group are joined (always on the presets).
         Memoised per group."""
         comp = self.cached("link_components", lambda: link_components(
