@@ -23,7 +23,7 @@ from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.topology.model import (
     MAX_CORES_PER_DEVICE, MAX_DEVICES_PER_NODE, MAX_TOPOLOGY_RANKS, PRESETS, Platform,
-    link_components, nodes_for, parse_preset_spec, preset_of_spec, preset_platform,
+    first_unlinked, link_components, nodes_for, parse_preset_spec, preset_of_spec, preset_platform,
 )
 
 REGION_KINDS = ("dram", "sbuf", "scratch", "gw")
@@ -566,9 +566,8 @@ class Layout:
             shape, rids = self._recorded(), self._recorded_shape[4]
             whose = ("the platform the manifest records: topology.devices_per_node, "
                      "topology.device, topology.routing_ids")
-        elif (self.platform in PRESETS and (cols["node"] > 0).any()
-              and _fits(cols, named := _preset_shape(preset_platform(self.platform),
-                                                      self.lnc_size))):
+        elif (self.platform in PRESETS and (cols["node"] > 0).any() and _fits(
+                cols, named := _preset_shape(preset_platform(self.platform), self.lnc_size))):
             # (a file exactly a preset, the manifest naming the preset alone, with a row on
             # another node: the preset's shape when every row fits it; until 2026-12-06 the
             # fewest ranks a node that fitted, which ranks 0 and 72 of trn2 at lnc 2 also
@@ -692,19 +691,12 @@ class Layout:
         if self._components is None:
             dpn = self._recorded_shape[0]
             nb: dict[int, dict[int, int]] = {}
-            for a, port, b in self.links:
-                nb.setdefault(a, {})[b] = port
+            for a, port, b in self.links:  # (link_components reads who neighbours whom:
+                nb.setdefault(a, {})[b] = port  # the reverse direction's port unused)
                 nb.setdefault(b, {})[a] = port
             self._components = link_components(dpn, nb)
-        comp = self._components
-        first: dict[int, int] = {}  # node -> its first device of the group
-        for r in group:
-            p = self.places[r]
-            dev = first.setdefault(p.node, p.index)
-            if not (0 <= dev < len(comp) and 0 <= p.index < len(comp)
-                    and comp[dev] == comp[p.index]):
-                return p.node, dev, p.index
-        return None
+        return first_unlinked(((self.places[r].node, self.places[r].index) for r in group),
+                              self._components)
 
     def _refuse_misplaced(self, rows, cols: dict[str, np.ndarray], want: dict[str, np.ndarray],
                           shape: tuple[int, int | None, int, int], whose: str) -> None:

@@ -164,6 +164,21 @@ def link_components(n: int, links: dict[int, dict[int, int]]) -> tuple[int, ...]
     return tuple(comp)
 
 
+def first_unlinked(places, comp: tuple[int, ...]) -> tuple[int, int, int] | None:
+    """Of ``places``, the (node, device) of a group's ranks in the group's order, the first
+    ``(node, a, b)``: ``b`` a device no chain of links joins to ``a``, the node's first
+    device of the group (``comp``: :func:`link_components`; a device outside it is joined
+    to none); None when there is none.  ``lower`` (``Topology.unlinked_devices``) and
+    ``simulate`` (``Layout.unlinked_devices``, on the recorded links) both ask this."""
+    first: dict[int, int] = {}  # node -> its first device of the group
+    n = len(comp)
+    for node, dev in places:
+        a = first.setdefault(node, dev)
+        if not (0 <= a < n and 0 <= dev < n and comp[a] == comp[dev]):
+            return node, a, dev
+    return None
+
+
 # Two edge-disjoint Hamiltonian cycles of the 4x4 torus: together they use each of its 32
 # links once, so the four directed cycles (each forward and reversed) use every directed
 # link exactly once.  Found by tests/test_topology.py's search and checked there.
@@ -376,15 +391,8 @@ class Topology:
         if len(set(comp)) < 2:
             return None
 
-        def make() -> tuple[int, int, int] | None:
-            first: dict[int, tuple[int, int]] = {}  # node -> (its first device, component)
-            for r in group:
-                info = self.info(r)
-                dev, c = first.setdefault(info.node, (info.device, comp[info.device]))
-                if comp[info.device] != c:
-                    return info.node, dev, info.device
-            return None
-        return self.cached(("unlinked_devices", group), make)
+        return self.cached(("unlinked_devices", group), lambda: first_unlinked(
+            ((info.node, info.device) for info in map(self.info, group)), comp))
 
     def unlinked_refusal(self, node: int, a: int, b: int) -> str:
         """Why a collective needing a hop between devices ``a`` and ``b`` of ``node`` is
