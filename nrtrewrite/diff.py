@@ -28,7 +28,8 @@ from nrtrewrite.artifacts import (
 from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
-from nrtrewrite.neff.instructions import INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, WORD_SIZE
+from nrtrewrite.neff.instructions import (INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, LENGTH_DW,
+                                         WORD_SIZE)
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
                                escape_controls, escape_line, escape_path, path_text)
@@ -728,11 +729,12 @@ def _byte_runs(mask: np.ndarray) -> list[tuple[int, int]]:
 KICK_FIELDS_DTYPE = np.dtype({"names": ["spad_index", "word", "trigger"],
                               "formats": ["<u2", "<u2", "<u4"], "offsets": [12, 14, 16],
                               "itemsize": WORD_SIZE})
-#: A TOPSP_KICK word's opcode and ``length_dw`` (docs/FORMATS.md §9; ``bundle.kick_word``).
-KICK_OPCODE, KICK_LENGTH_DW = 0xA2, 16
+#: A TOPSP_KICK word's opcode and ``length_dw`` (docs/FORMATS.md §9; ``bundle.kick_word``
+#: writes them: its TOPSP_KICK_OPCODE, not imported, bundle's imports being lower's).
+KICK_OPCODE, KICK_LENGTH_DW = 0xA2, LENGTH_DW
 
 
-def kick_words(doc) -> dict[str, set[int]]:
+def manifest_kick_indices(doc) -> dict[str, set[int]]:
     """The instruction words a top-level manifest names as TOPSP_KICK words (docs/FORMATS.md
     §9: a kick word is told by the manifest, not by its bytes): member ``SUBGRAPH/ENGINE.bin``
     -> indices, each trigger's ``index`` and, for a former 0xD9+0xDA pair (a trigger whose
@@ -1631,7 +1633,8 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     if na is not None and nb != "":
         wn = path_text(na)  # (its members' names joined to it are the archive's text)
         if _expected_file(rep, wn, a / na, b / nb, na in names_a, nb in names_b):
-            ka, kb = kick_words(ma), kick_words(mb)  # (each side's own manifest: not --ignore'd)
+            # (each side's own manifest: not --ignore'd)
+            ka, kb = manifest_kick_indices(ma), manifest_kick_indices(mb)
             _neff_diff(rep, wn, a / na, b / nb,
                        {m: ka[m] & kb[m] for m in ka.keys() & kb.keys()})
     return rep
