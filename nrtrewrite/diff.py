@@ -29,7 +29,7 @@ from nrtrewrite import jsonin
 from nrtrewrite.emit import formats as F
 from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import (INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, LENGTH_DW,
-                                         WORD_SIZE)
+                                          WORD_SIZE)
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
                                escape_controls, escape_line, escape_path, path_text)
@@ -729,6 +729,8 @@ def _byte_runs(mask: np.ndarray) -> list[tuple[int, int]]:
 KICK_FIELDS_DTYPE = np.dtype({"names": ["spad_index", "word", "trigger"],
                               "formats": ["<u2", "<u2", "<u4"], "offsets": [12, 14, 16],
                               "itemsize": WORD_SIZE})
+#: The end of a TOPSP_KICK word's fields (``trigger``, bytes 16..19): byte 20.
+KICK_FIELDS_END = KICK_FIELDS_DTYPE.fields["trigger"][1] + 4
 #: A TOPSP_KICK word's opcode and ``length_dw`` (docs/FORMATS.md §9; ``bundle.kick_word``
 #: writes them: its TOPSP_KICK_OPCODE, not imported, bundle's imports being lower's).
 KICK_OPCODE, KICK_LENGTH_DW = 0xA2, LENGTH_DW
@@ -775,10 +777,10 @@ def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes,
         ka, kb = (np.frombuffer(w, KICK_FIELDS_DTYPE)[0] for w in (wa, wb))
         out += [Difference(where, i, f, int(ka[f]), int(kb[f]))
                 for f in KICK_FIELDS_DTYPE.names if ka[f] != kb[f]]
-        hdr = 20
+        hdr = KICK_FIELDS_END  # (its reserved bytes as runs)
     for lo, hi in _byte_runs(ua[hdr:] != ub[hdr:]):
-        out.append(Difference(where, i, f"bytes[{hdr + lo}:{hdr + hi}]", wa[hdr + lo:hdr + hi].hex(),
-                              wb[hdr + lo:hdr + hi].hex()))
+        out.append(Difference(where, i, f"bytes[{hdr + lo}:{hdr + hi}]",
+                              wa[hdr + lo:hdr + hi].hex(), wb[hdr + lo:hdr + hi].hex()))
     return out
 
 

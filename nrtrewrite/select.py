@@ -983,6 +983,13 @@ def _fallback_refusal(a: EncAlgType, c: Candidate, policy: Policy, req: Request,
     if not policy.is_lowerable(a, op):
         return ("not lowerable in this build" if a not in policy.lowerable
                 else f"not lowerable for {op.name} in this build")
+    return _in_place_refusal(a, req)
+
+
+def _in_place_refusal(a: EncAlgType, req: Request) -> str | None:
+    """Why ``lower`` refuses engine ``a``, legal and lowerable, for this trigger alone:
+    SINGLE_STEP_MESH in place over more than MAX_SRC ranks
+    (compose.mesh.single_step_mesh_refusal); None otherwise."""
     n = len(req.group)
     if a == EncAlgType.SINGLE_STEP_MESH and req.operands_share and n > MAX_SRC:
         return (f"not lowerable in place over {n} ranks in this build (its reduce of {n} "
@@ -1312,8 +1319,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # (SINGLE_STEP_MESH in place), as the fallback's walk names it
             passed = [
                 (a, why) for a in CANDIDATE_ORDER if a != policy_alg and allowed(a)
-                and cands[a].legal and policy.is_lowerable(a, req.op) and a != EncAlgType.HIER
-                and (why := _fallback_refusal(a, cands[a], policy, req, False)) is not None]
+                and cands[a].legal and policy.is_lowerable(a, req.op)
+                and (why := _in_place_refusal(a, req)) is not None]
             which = (f"no lowerable engine {override.source} {override.text!r} allows is "
                      f"legal for {req.op.name} (legal and lowerable but not allowed: "
                      f"{', '.join(barred)})" if barred else

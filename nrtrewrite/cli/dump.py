@@ -171,14 +171,11 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     The manifest is read whole, checked as ``simulate`` reads it, but only its top-level
     object is built (``read_top_manifest``'s ``only``: until 2026-12-06 the whole of it,
     tens of MB for a HIER plan)."""
-    from nrtrewrite.simulate.artifacts import (ManifestFormatError, manifest_ranks,
-                                               read_top_manifest)
-    if not _has_manifest(out):
+    from nrtrewrite.simulate.artifacts import manifest_ranks
+    if not _has_manifest(out) or (top := _top_manifest(out, ("ranks",))) is None:
         return None
     try:
-        ranks = manifest_ranks(out, read_top_manifest(out, only=("ranks",), command="dump"))
-    except ManifestFormatError:  # another format or version: refused, as simulate does
-        raise
+        ranks = manifest_ranks(out, top)
     except NrtRewriteError:
         return None
     found = {d.name for d in dirs}
@@ -189,6 +186,20 @@ def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
     return (f"{escape_path(out / 'manifest.json')} lists {counted(len(missing), 'rank')} "
             f"({shown}) with no rank folder in the output; dumping the "
             f"{counted(len(dirs), 'rank folder')} there")
+
+
+def _top_manifest(out: Path, only: tuple[str, ...]) -> dict | None:
+    """``out/manifest.json``'s top-level object with the keys ``only`` built
+    (``read_top_manifest``), refused when it is of another format or version (as
+    ``simulate`` refuses it); None when it cannot be read or is not JSON (``dump`` decodes
+    what is there)."""
+    from nrtrewrite.simulate.artifacts import ManifestFormatError, read_top_manifest
+    try:
+        return read_top_manifest(out, only=only, command="dump")
+    except ManifestFormatError:
+        raise
+    except NrtRewriteError:
+        return None
 
 
 def _has_manifest(out: Path) -> bool:
@@ -216,8 +227,7 @@ def check_top_format(out: Path) -> None:
     reading it whole (its top-level object), as a dump without ``--rank`` decides.  A
     folder without one, or one that cannot be read or is not JSON, is not refused here:
     ``dump`` decodes what is there."""
-    from nrtrewrite.simulate.artifacts import (ManifestFormatError, format_refusal,
-                                               read_top_manifest)
+    from nrtrewrite.simulate.artifacts import format_refusal
     if not _has_manifest(out):
         return
     man = out / "manifest.json"
@@ -234,12 +244,7 @@ def check_top_format(out: Path) -> None:
     if m is not None and format_refusal(doc, man, "dump") is None:
         return  # (ours, v2: the fast path; a refusal is decided by the whole read below, as
         #         without --rank: a manifest cut short or not JSON is dumped, not refused)
-    try:
-        read_top_manifest(out, only=(), command="dump")
-    except ManifestFormatError:
-        raise
-    except NrtRewriteError:
-        return
+    _top_manifest(out, ())
 
 
 def folder_name(rdir: Path) -> str:

@@ -1277,9 +1277,7 @@ def check_hier_groups(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
     for spec in triggers.values():  # (in the manifest's order)
         if spec.slices is None:  # (not a HIER trigger)
             continue
-        if (stray := next((r for r in spec.group if r not in layout.places), None)) is not None:
-            raise SimulationError(f"rank {stray} is not in the topology table",
-                                  file=spec.where["file"] or None, field="topology")
+        _refuse_stray_rank(spec.group, layout, spec.where)
         by_node = ranks_by_node(spec.group, lambda r: layout.places[r].node)
         intra, inter = hier_split(tuple(ranks for _, ranks in by_node))
         for name, leg in spec.legs.items():
@@ -1313,6 +1311,15 @@ KANGARING_ORDER = ("(docs/TOPOLOGY.md §4: a unit is the ranks of s-engines k an
                    "follow in that order)")
 
 
+def _refuse_stray_rank(group, layout: Layout, where: dict) -> None:
+    """A :class:`SimulationError` (``field topology``) naming the first rank of ``group``
+    the manifest's topology table does not hold (the checks of a group's places below
+    read each rank's row)."""
+    if (stray := next((r for r in group if r not in layout.places), None)) is not None:
+        raise SimulationError(f"rank {stray} is not in the topology table",
+                              file=where.get("file") or None, field="topology")
+
+
 def check_device_links(triggers: dict[int, TriggerSpec], layout: Layout) -> None:
     """Every device of a node that a trigger's ``replica_group`` touches is joined to the
     others by a chain of the links the manifest records (``topology.links``, a platform not
@@ -1321,9 +1328,7 @@ def check_device_links(triggers: dict[int, TriggerSpec], layout: Layout) -> None
     until 2026-12-06 it lowered the hop as a routed C2C hop, over links the devices lack, on
     a file such as ``{"platform": "trn2", "device": {"c2c_ports": 1}}``)."""
     for spec in triggers.values():
-        if (stray := next((r for r in spec.group if r not in layout.places), None)) is not None:
-            raise SimulationError(f"rank {stray} is not in the topology table",
-                                  file=spec.where.get("file") or None, field="topology")
+        _refuse_stray_rank(spec.group, layout, spec.where)
         apart = layout.unlinked_devices(spec.group)
         if apart is not None:
             node, a, b = apart
@@ -1376,10 +1381,8 @@ def _check_units_of(section: list[tuple], group, at: str, of_what: str, layout: 
     place c is its channel id's among the section's ids in ascending order (a flat
     trigger's ids from 0, a HIER leg's from its ``channel_base``), whatever the order the
     items are listed in."""
+    _refuse_stray_rank(group, layout, where)
     places = layout.places
-    if (stray := next((r for r in group if r not in places), None)) is not None:
-        raise SimulationError(f"rank {stray} is not in the topology table",
-                              file=where.get("file") or None, field="topology")
     devices: dict[tuple[int, int], list[int]] = {}
     for r in group:
         devices.setdefault((places[r].node, places[r].device), []).append(r)
