@@ -273,7 +273,7 @@ class Topology:
     """Ranks of ``nodes`` identical nodes of one platform, at one LNC size."""
 
     def __init__(self, platform: Platform, *, lnc_size: int, nodes: int,
-                 name: str | None = None, source: str | None = None):
+                 name: str | None = None, source: str | None = None, file: str | None = None):
         if lnc_size not in platform.lnc_sizes:
             raise ValidationError(
                 f"{platform.name} supports lnc_size {'/'.join(map(str, platform.lnc_sizes))}, "
@@ -288,9 +288,10 @@ class Topology:
         self.lnc_size = lnc_size
         self.nodes = nodes
         self.name = name or (platform.name if nodes == 1 else f"{platform.name}:nodes={nodes}")
-        self.source = source or platform.name
-        #: the topology file it was loaded from (None: a preset, or built in code)
-        self.file: str | None = None
+        #: the topology file it was loaded from, its path as ``options.topology`` records it
+        #: (None: a preset, or built in code)
+        self.file = file
+        self._spec = source or platform.name
         self.ranks_per_device = platform.ranks_per_device(lnc_size)
         self.devices_per_node = platform.devices_per_node
         self.ranks_per_node = self.ranks_per_device * self.devices_per_node
@@ -393,6 +394,12 @@ class Topology:
 
         return self.cached(("unlinked_devices", group), lambda: first_unlinked(
             ((info.node, info.device) for info in map(self.info, group)), comp))
+
+    @property
+    def source(self) -> str:
+        """Where it came from: the topology file's path (:attr:`file`), else the preset
+        spec given (``trn2:nodes=2``, ``default (trn2)``), else its platform's name."""
+        return self.file if self.file is not None else self._spec
 
     def unlinked_refusal(self, node: int, a: int, b: int) -> str:
         """Why a collective needing a hop between devices ``a`` and ``b`` of ``node`` is
@@ -1128,7 +1135,6 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
                                   f"{json_text(name)} {why}: give \"name\"", file=str(path),
                                   field="name")
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
-                    name=str(name), source=path_text(path))  # (as options.topology)
-    topo.file = path_text(path)
+                    name=str(name), file=path_text(path))  # (as options.topology)
     _check_world(topo, world, file=str(path), field="nodes" if "nodes" in doc else "topology")
     return topo
