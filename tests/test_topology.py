@@ -1280,3 +1280,41 @@ def test_a_custom_platform_may_not_take_a_presets_name(tmp_path, doc):
     path.write_text(json.dumps({"name": own, "platform": own, **platform_json(custom)}))
     got = load_topology(str(path), world=(0, 1), lnc_size=1)
     assert got.platform == dataclasses.replace(custom, name=own)
+
+
+def test_explain_titles_a_topology_file_named_like_a_preset_by_its_file(tmp_path, monkeypatch):
+    """Bug (fixer 48b): a topology file named like a preset - ``trn2.json`` giving no
+    ``name`` (named after its stem), or ``"name": "trn2:nodes=2"`` - was titled by
+    ``explain`` as the preset is, ``topology trn2 (...)``, though its platform may be a custom
+    one.  The head line names the file, then the name (docs/CLI.md "explain"); a preset's
+    title is as before, and what is recorded (``explain --json``'s topology name and source)
+    is unchanged."""
+    monkeypatch.chdir(tmp_path)
+    doc = json.loads((FIXTURES / "trn2-2node.json").read_text())  # preset trn2, 2 nodes
+    del doc["name"]
+    Path("trn2.json").write_text(json.dumps(doc))
+    Path("spec.json").write_text(json.dumps({**doc, "name": "trn2:nodes=2"}))
+    Path("sub").mkdir()
+    # a custom platform: 4 devices of trn2's default 8 cores, lnc 2 -> 4 x 4 = 16 ranks a node
+    Path("sub/trn2.json").write_text(json.dumps({"torus": [2, 2], "devices_per_node": 4}))
+    want = {
+        "trn2.json": "topology file trn2.json, named trn2 (2 node(s), lnc 2, 64 ranks per "
+                     "node, NeuronCore-v3)",
+        "spec.json": "topology file spec.json, named trn2:nodes=2 (2 node(s), lnc 2, 64 ranks "
+                     "per node, NeuronCore-v3)",
+        "sub/trn2.json": "topology file sub/trn2.json, named trn2 (1 node(s), lnc 2, 16 ranks "
+                         "per node, NeuronCore-v3)",
+        "trn2": "topology trn2 (1 node(s), lnc 2, 64 ranks per node, NeuronCore-v3)",
+        "trn2:nodes=2": "topology trn2:nodes=2 (2 node(s), lnc 2, 64 ranks per node, "
+                        "NeuronCore-v3)",
+    }
+    names = {"trn2.json": "trn2", "spec.json": "trn2:nodes=2", "sub/trn2.json": "trn2",
+             "trn2": "trn2", "trn2:nodes=2": "trn2:nodes=2"}
+    for spec, line in want.items():
+        args = ("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "8",
+                "--topology", spec)
+        res = _cli(*args)
+        assert res.exit_code == 0, (spec, res.output)
+        assert res.stdout.splitlines()[0] == line
+        got = json.loads(_cli(*args, "--json").stdout)["topology"]
+        assert (got["name"], got["source"]) == (names[spec], spec)
