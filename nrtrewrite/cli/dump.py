@@ -142,8 +142,8 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     else:
         targets = [(d, files) for d in rank_dirs(p, rank)]
         if all(d != p for d, _ in targets):  # an output folder's rank folders (not p's own)
-            if rank is None:  # (the note reads the manifest whole: its format checked there)
-                if note := missing_ranks_note(p, [d for d, _ in targets]):
+            if rank is None:  # (the manifest read whole: its format checked there)
+                if note := check_format_and_note_missing_ranks(p, [d for d, _ in targets]):
                     warn(stderr_console(), note)
             else:
                 check_top_format(p)
@@ -163,14 +163,17 @@ def dump_cmd(path, rank, as_json, limit, **selected):
                 console.print(f"... {more} (--limit 0 shows all)")
 
 
-def missing_ranks_note(out: Path, dirs: list[Path]) -> str | None:
-    """A warning when the ranks ``out/manifest.json`` lists (an output folder's, FORMATS.md
+def check_format_and_note_missing_ranks(out: Path, dirs: list[Path]) -> str | None:
+    """Refuse output folder ``out`` when its ``manifest.json`` is of another format or
+    version (``ManifestFormatError``, ``simulate``'s line, as :func:`check_top_format`
+    refuses it); else a warning when the ranks it lists (an output folder's, FORMATS.md
     §1.1) are not all among the rank folders ``dirs`` dump found: a deleted rank folder
-    would otherwise be left out without a word.  None for a rank folder, a manifest that is
-    not an output's or cannot be read (dump decodes what is there; ``simulate`` checks).
-    The manifest is read whole, checked as ``simulate`` reads it, but only its top-level
-    object is built (``read_top_manifest``'s ``only``: until 2026-12-06 the whole of it,
-    tens of MB for a HIER plan)."""
+    would otherwise be left out without a word.  None for a rank folder, a manifest that
+    cannot be read or is not JSON, or whose ``ranks`` are not a list of ranks (dump decodes
+    what is there; ``simulate`` checks).  The manifest is read whole, checked as
+    ``simulate`` reads it, but only its top-level object is built (:func:`_top_manifest`,
+    ``read_top_manifest``'s ``only``: until 2026-12-06 the whole of it, tens of MB for a
+    HIER plan)."""
     from nrtrewrite.simulate.artifacts import manifest_ranks
     if not _has_manifest(out) or (top := _top_manifest(out, ("ranks",))) is None:
         return None
