@@ -1548,13 +1548,38 @@ def _without(doc: dict, paths: tuple[str, ...]) -> dict:
     return doc
 
 
+#: The top-level manifest's keys that tell what wrote it (FORMATS §1.1): ``diff`` names
+#: both sides' values when they differ (:func:`manifest_versions`).
+VERSION_KEYS = ("format_version", "tool_version")
+
+
+def manifest_versions(doc: dict) -> dict:
+    """The :data:`VERSION_KEYS` a top-level manifest has, with their values."""
+    return {k: doc[k] for k in VERSION_KEYS if k in doc}
+
+
+def versions_text(where_a: str, va: dict, where_b: str, vb: dict) -> str:
+    """The note that two outputs' versions differ (docs/CLI.md "diff"): each side's
+    manifest (``where_a``, ``where_b``, as printed) with its :data:`VERSION_KEYS` as JSON,
+    ``no KEY`` for one it lacks."""
+    def side(where: str, v: dict) -> str:
+        return where + " has " + ", ".join(f"{k} {_json_text(v[k])}" if k in v else f"no {k}"
+                                           for k in VERSION_KEYS)
+    return (f"the outputs' versions differ: {side(where_a, va)}; {side(where_b, vb)}; "
+            "differences may come from the versions alone")
+
+
 def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (),
-            warn: Callable[[str], None] | None = None) -> Report:
+            warn: Callable[[str], None] | None = None,
+            on_versions: Callable[[dict, dict], None] | None = None) -> Report:
     """Compare output folders ``a`` and ``b``, handing every difference to ``rep``.  Nothing
     is followed through a link; what cannot be read in A is an error (the reference), in B a
     ``damaged`` difference (docs/CLI.md).  ``ignore``: key paths of the top-level manifest
     whose values are not compared (:func:`check_ignored`); ``warn`` is told of each that
-    names a value in neither manifest (:func:`unmatched_ignored`)."""
+    names a value in neither manifest (:func:`unmatched_ignored`).  ``on_versions`` is
+    given both manifests' :func:`manifest_versions` when they differ (whatever
+    ``ignore``), before any difference of the manifests: no difference itself (a
+    differing value is also the manifests' difference, unless ignored)."""
     ignore = check_ignored(ignore)
     a, b = Path(a), Path(b)
     for p in (a, b):
@@ -1569,6 +1594,11 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
             raise OutputError(why, file=str(a / "manifest.json"), field=fld)
         # (B's that cannot be read is no output folder: an error, as _check_ours's)
         mb, why, fld = _top_manifest(b)
+        if on_versions is not None:  # (equal bytes, above: the same versions)
+            va, vb = manifest_versions(ma), manifest_versions(mb)
+            if any(_which_differ([va.get(k, ABSENT) for k in VERSION_KEYS],
+                                 [vb.get(k, ABSENT) for k in VERSION_KEYS])):
+                on_versions(va, vb)
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
         rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore),

@@ -279,3 +279,81 @@ def test_a_rank_manifests_fifo_lines_up_by_channel(tmp_path):
         "rank-0000/manifest.json fifo (length): 3 != 2",
         'rank-0000/manifest.json fifo[channel=1]: {"channel": 1, "ops": [2, 2], '
         '"src": [2, 1], "dest": [2, 1]} != <absent>']
+
+
+def _set_top(out: Path, **keys) -> None:
+    """Rewrite ``out``'s top-level manifest with ``keys`` set (a value None: the key removed),
+    in lower's layout."""
+    doc = json.loads((out / "manifest.json").read_text())
+    for k, v in keys.items():
+        if v is None:
+            del doc[k]
+        else:
+            doc[k] = v
+    (out / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def test_outputs_of_other_versions_are_noted(tmp_path):
+    """Bug (fixer 48b): ``diff`` of outputs written by other versions (a golden of an older
+    nrtrewrite) said nothing of it: with ``--ignore tool_version``, as CI runs it, not even
+    the field.  docs/CLI.md "diff": a note on stderr names both manifests' `format_version`
+    and `tool_version` (`no KEY` for one a manifest lacks), `--json` has `"versions"`; the
+    exit status and the differences are as before (0: identical once ignored)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    lower_to(FIX / "ar2.neff", a, None)
+    shutil.copytree(a, b)
+    top = json.loads((a / "manifest.json").read_text())
+    assert top["format_version"] == 2  # (FORMATS.md §1.1)
+    _set_top(b, tool_version="0.0.9")
+    note = (f"nrtrewrite: note: the outputs' versions differ: {a}/manifest.json has "
+            f"format_version 2, tool_version \"{top['tool_version']}\"; {b}/manifest.json "
+            "has format_version 2, tool_version \"0.0.9\"; differences may come from the "
+            "versions alone\n")
+    run = CliRunner().invoke
+    res = run(main, ["diff", str(a), str(b), "--ignore", "tool_version"])
+    assert (res.exit_code, res.stdout, res.stderr) == (0, "identical\n", note)
+    res = run(main, ["diff", str(a), str(b)])
+    assert res.exit_code == 1 and res.stderr == note
+    assert res.stdout == (f"manifest.json tool_version: \"{top['tool_version']}\" != "
+                          "\"0.0.9\"\n1 difference(s)\n")
+    res = run(main, ["diff", str(a), str(b), "--json", "--ignore", "tool_version"])
+    doc = json.loads(res.stdout)
+    assert (res.exit_code, res.stderr, doc["identical"], doc["count"]) == (0, "", True, 0)
+    assert doc["versions"] == {"a": {"format_version": 2, "tool_version": top["tool_version"]},
+                               "b": {"format_version": 2, "tool_version": "0.0.9"}}
+
+    # another format version (written as a number with a fraction: another JSON type),
+    # and no tool_version in B: the note says so; format_version stays a field difference
+    _set_top(b, tool_version=None, format_version=2.0)
+    res = run(main, ["diff", str(a), str(b), "--ignore", "tool_version"])
+    assert res.exit_code == 1
+    assert res.stdout == "manifest.json format_version: 2 != 2.0\n1 difference(s)\n"
+    assert res.stderr == (f"nrtrewrite: note: the outputs' versions differ: {a}/manifest.json "
+                          f"has format_version 2, tool_version \"{top['tool_version']}\"; "
+                          f"{b}/manifest.json has format_version 2.0, no tool_version; "
+                          "differences may come from the versions alone\n")
+    doc = json.loads(run(main, ["diff", str(a), str(b), "--json"]).stdout)
+    assert doc["versions"]["b"] == {"format_version": 2.0}
+    assert type(doc["versions"]["b"]["format_version"]) is float
+
+
+def test_outputs_of_one_version_are_not_noted(tmp_path):
+    """docs/CLI.md "diff": two outputs of the same versions get no note and no `"versions"`:
+    their report is as before, byte for byte (the document's keys those it always had)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    lower_to(FIX / "ar2.neff", a, None)
+    shutil.copytree(a, b)
+    top = json.loads((a / "manifest.json").read_text())
+    _set_top(b, input={**top["input"], "name": "other.neff"})
+    run = CliRunner().invoke
+    res = run(main, ["diff", str(a), str(b)])
+    assert (res.exit_code, res.stderr) == (1, "")
+    assert res.stdout == ('manifest.json input.name: "ar2.neff" != "other.neff"\n'
+                          "1 difference(s)\n")
+    res = run(main, ["diff", str(a), str(b), "--json"])
+    assert res.stderr == ""
+    assert list(json.loads(res.stdout)) == ["differences", "files", "count", "shown",
+                                            "identical"]
+    res = run(main, ["diff", str(a), str(a), "--json"])
+    assert res.stdout == ('{\n "differences": [],\n "files": [],\n "count": 0,\n "shown": 0,\n'
+                          ' "identical": true\n}\n')

@@ -365,9 +365,19 @@ def warn(err: Console, text: str) -> None:
     a name in ``text`` is escaped where it was put in: ``errors.escape_controls``).
     Best effort: a stderr that cannot be written (``2>/dev/full``) loses the warning, never
     the command's work."""
+    _stderr_line(err, "warning", "yellow", text)
+
+
+def note(err: Console, text: str) -> None:
+    """One note line on stderr, ``nrtrewrite: note: TEXT``: something to know that is not
+    wrong (``diff`` of outputs of other versions); written as :func:`warn` writes."""
+    _stderr_line(err, "note", "cyan", text)
+
+
+def _stderr_line(err: Console, label: str, style: str, text: str) -> None:
     from rich.text import Text
 
-    line = Text.assemble(("nrtrewrite: warning:", "yellow"), " " + escape_line(text))
+    line = Text.assemble((f"nrtrewrite: {label}:", style), " " + escape_line(text))
     with contextlib.suppress(OSError, ValueError):
         err.print(line, highlight=False, soft_wrap=True)
 

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, WholeWriter, main, stderr_console,
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, WholeWriter, main, note, stderr_console,
                             stopped_why, stops_deferred, warn)
-from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts
-from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line
+from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts, versions_text
+from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line, escape_path
 
 
-def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None) -> None:
+def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
+                versions: dict | None = None) -> None:
     """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
-    if ``first``), ``files``, the counts, ``identical``, and ``error`` when one stopped it."""
+    if ``first``), ``files``, the counts, ``versions`` when the two outputs' differ
+    (``{"a": {...}, "b": {...}}``), ``identical``, and ``error`` when one stopped it."""
     out.write(("" if first else "\n ") + "],\n")
     out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
     out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
+    if versions is not None:
+        out.write(' "versions": ' + json.dumps(versions, default=str) + ",\n")
     if error is None:
         out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:  # stopped midway: the object is closed, so stdout is still one JSON document
@@ -66,6 +71,14 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
     def say(text: str) -> None:  # a warning on stderr
         warn(stderr_console(), text)
 
+    versions = {}  # both outputs' versions, when they differ
+
+    def on_versions(va: dict, vb: dict) -> None:  # a note on stderr; with --json, a field
+        versions.update(a=va, b=vb)
+        if not as_json:
+            note(stderr_console(), versions_text(escape_path(Path(a, "manifest.json")), va,
+                                                 escape_path(Path(b, "manifest.json")), vb))
+
     if as_json:  # streamed: the differences as they are found, the counts at the end
         first = [True]
 
@@ -78,7 +91,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
         def close(rep, error=None):
             if opened:
                 with stops_deferred():
-                    _close_json(out, rep, files, first[0], error)
+                    _close_json(out, rep, files, first[0], error, versions or None)
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
@@ -94,7 +107,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             with stops_deferred():
                 out.write('{\n "differences": [')
                 opened.append(True)
-            compare(a, b, rep, ignore, warn=say)
+            compare(a, b, rep, ignore, warn=say, on_versions=on_versions)
         except NrtRewriteError as err:  # the line on stderr and exit 2 follow (cli._Group)
             close(rep, err.line())
             raise
@@ -122,7 +135,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
 
         rep = compare(a, b, Report(limit, on_difference, on_file,
                                    on_records, stops_deferred),
-                      ignore, warn=say)
+                      ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
             out.write(f"... {counted(rep.count - rep.shown, 'more difference')}\n")
         out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")
