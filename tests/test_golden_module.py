@@ -68,3 +68,45 @@ def test_golden_and_the_help_run_without_docstrings(tmp_path):
                               env=dict(os.environ, PYTHONOPTIMIZE="2",
                                        PYTHONPATH=str(ROOT)), timeout=120)
         assert proc.returncode == 0 and proc.stdout.startswith("usage: "), (script, proc.stderr)
+
+
+#: each command's description in its ``--help`` (whitespace aside: click wraps it), as
+#: docs/CLI.md describes the command
+DESCRIPTIONS = {
+    "": "Offline Neuron load-time collective rewrite: inspect, explain, schedule, lower, dump, "
+        "diff, simulate, assemble (every command, listed below).",
+    "inspect": "Decode and validate MODEL.neff and show its header, members, vars, replica "
+               "groups, instruction counts per engine and every collective trigger.",
+    "assemble": "Assemble SPEC (YAML or JSON) into a NEFF-like file; the result is read back "
+                "and validated unless the spec says `validate: false`.",
+    "explain": "Explain the algorithm selection, legs, channels and rings of MODEL's "
+               "collectives, or (without MODEL) of one collective given by "
+               "--op/--bytes/--ranks.",
+    "lower": "Lower every collective trigger of MODEL and write the rewritten NEFF and "
+             "artifacts.",
+    "schedule": "The per-channel step schedule of one rank: leaf, half, chunk position k, "
+                "elements.",
+    "dump": "Decoded tables of an artifact file, a rank folder, or a whole output folder.",
+    "diff": "Compare two output folders field by field (rank, file, record, field, both "
+            "values).",
+    "simulate": "Run every rank's emitted bytes and check every collective bit for bit. "
+                "MODEL.neff is lowered into a temporary folder first (with --topology / "
+                "--algo / --host-cc); an output folder OUT is checked against its sha256 "
+                "checksums first, and with --model against the model it was lowered from.",
+}
+
+
+@pytest.mark.parametrize("command", sorted(DESCRIPTIONS))
+def test_every_commands_help_keeps_its_description_under_dash_oo(tmp_path, command):
+    """Bug (left by session 47): under ``python -OO`` every command's ``--help`` lost its
+    description, which click read from the docstring.  Run from a folder without
+    ``nrtrewrite/`` (``python -m`` puts the working folder first on sys.path)."""
+    args = [command, "--help"] if command else ["--help"]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT), COLUMNS="80")
+    env.pop("PYTHONOPTIMIZE", None)
+    plain, oo = (subprocess.run([sys.executable, *flags, "-m", "nrtrewrite", *args],
+                                cwd=tmp_path, env=env, capture_output=True, text=True,
+                                timeout=120) for flags in ([], ["-OO"]))
+    assert plain.returncode == 0 and oo.returncode == 0, (plain.stderr, oo.stderr)
+    assert oo.stdout == plain.stdout
+    assert " ".join(DESCRIPTIONS[command].split()) in " ".join(oo.stdout.split())

@@ -1497,12 +1497,19 @@ class JsonErrorCommand(Command):
             raise
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+#: ``nrtrewrite --help``'s text.  Each command's help is such a string too, never its
+#: docstring, where click would read it from: ``python -OO`` strips docstrings, and the help
+#: lost every description (until 2026-12-06)
+MAIN_HELP = ("Offline Neuron load-time collective rewrite: inspect, explain, schedule, lower, "
+             "dump, diff, simulate, assemble (every command, listed below).")
+
+
+@click.group(cls=_Group, help=MAIN_HELP,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="nrtrewrite")
 @click.option("--traceback", is_flag=True, help="Show the Python traceback on errors.")
 @click.pass_context
 def main(ctx: click.Context, traceback: bool) -> None:
-    """Offline Neuron load-time collective rewrite: inspect, explain, schedule, lower, dump,
-    diff, simulate, assemble (every command, listed below)."""
+    """The ``nrtrewrite`` group (its help: :data:`MAIN_HELP`)."""
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = traceback

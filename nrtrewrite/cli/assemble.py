@@ -10,13 +10,18 @@ from nrtrewrite.errors import counted, escape_path
 from nrtrewrite.neff.assembler import assemble_file
 
 
-@main.command("assemble")
+#: ``assemble``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+ASSEMBLE_HELP = ("Assemble SPEC (YAML or JSON) into a NEFF-like file; the result is read back and "
+                 "validated unless the spec says `validate: false`.")
+
+
+@main.command("assemble", help=ASSEMBLE_HELP)
 @click.argument("spec_path", metavar="SPEC")
 @click.option("-o", "--output", "out_path", required=True, metavar="MODEL.neff",
               help="Where to write the NEFF-like file (atomically).")
 def assemble_cmd(spec_path: str, out_path: str) -> None:
-    """Assemble SPEC (YAML or JSON) into a NEFF-like file; the result is read back and
-    validated unless the spec says `validate: false`."""
+    """The command (its help: :data:`ASSEMBLE_HELP`)."""
     if spec_path == "":  # (reading "" fails with no file to name)
         raise click.BadParameter("an empty path", param_hint="'SPEC'")
     if out_path == "":

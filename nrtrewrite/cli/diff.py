@@ -53,7 +53,12 @@ def _ignored(ctx, param, value):
         raise click.BadParameter(str(err)) from None
 
 
-@main.command("diff", cls=_DiffCommand)
+#: ``diff``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+DIFF_HELP = "Compare two output folders field by field (rank, file, record, field, both values)."
+
+
+@main.command("diff", cls=_DiffCommand, help=DIFF_HELP)
 @click.argument("a", type=click.Path(exists=True, file_okay=False))
 @click.argument("b", type=click.Path(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
@@ -63,7 +68,7 @@ def _ignored(ctx, param, value):
               help="A key path of the top-level manifest.json not to compare, e.g. "
                    "tool_version, input.name (repeatable).")
 def diff_cmd(a, b, as_json, max_lines, ignore):
-    """Compare two output folders field by field (rank, file, record, field, both values)."""
+    """The command (its help: :data:`DIFF_HELP`)."""
     out = WholeWriter(sys.stdout)  # (pieces a stop cannot cut)
     limit = max_lines or None
     files = []

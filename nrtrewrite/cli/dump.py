@@ -103,7 +103,12 @@ class _DumpCommand(JsonErrorCommand):
         return {"kind": given[0] if len(given) == 1 else None, "ranks": [], "error": why}
 
 
-@main.command("dump", cls=_DumpCommand)
+#: ``dump``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+DUMP_HELP = "Decoded tables of an artifact file, a rank folder, or a whole output folder."
+
+
+@main.command("dump", cls=_DumpCommand, help=DUMP_HELP)
 @click.argument("path", type=click.Path(exists=True))
 @_selectors
 @click.option("--rank", type=Int(), multiple=True, help="Only this rank of an output folder.",
@@ -113,7 +118,7 @@ class _DumpCommand(JsonErrorCommand):
 @click.option("--limit", type=IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")
 def dump_cmd(path, rank, as_json, limit, **selected):
-    """Decoded tables of an artifact file, a rank folder, or a whole output folder."""
+    """The command (its help: :data:`DUMP_HELP`)."""
     p = Path(path)
     if not p.is_file() and not p.is_dir():  # a FIFO, a device, a socket: neither form
         raise OutputError(f"{escape_path(p)}: not a regular file nor a folder (dump reads an "

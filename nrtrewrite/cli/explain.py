@@ -788,7 +788,13 @@ class _ExplainCommand(JsonErrorCommand):
         return {"model": path_text(params.get("model")), "error": why, "triggers": []}
 
 
-@main.command("explain", cls=_ExplainCommand)
+#: ``explain``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MODEL's "
+                "collectives, or (without MODEL) of one collective given by --op/--bytes/--ranks.")
+
+
+@main.command("explain", cls=_ExplainCommand, help=EXPLAIN_HELP)
 @click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
 @click.option("--rank", type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
@@ -828,8 +834,7 @@ class _ExplainCommand(JsonErrorCommand):
                                  "reduces with ADD only).")
 def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_hash, op,
                 nbytes, dtype, nranks, group_text, nodes, lnc, sbuf, alu):
-    """Explain the algorithm selection, legs, channels and rings of MODEL's collectives,
-    or (without MODEL) of one collective given by --op/--bytes/--ranks."""
+    """The command (its help: :data:`EXPLAIN_HELP`)."""
     try:
         override = parse_algo_override(algo)
     except NrtRewriteError as err:  # named with the model, as lower and schedule name it

@@ -145,7 +145,13 @@ class _InspectCommand(JsonErrorCommand):
                 "error": why}
 
 
-@main.command("inspect", cls=_InspectCommand)
+#: ``inspect``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+INSPECT_HELP = ("Decode and validate MODEL.neff and show its header, members, vars, replica "
+                "groups, instruction counts per engine and every collective trigger.")
+
+
+@main.command("inspect", cls=_InspectCommand, help=INSPECT_HELP)
 @click.argument("model_path", metavar="MODEL.neff")
 @click.option("--json", "as_json", is_flag=True, help="Print a stable JSON document instead.")
 @click.option("--no-verify-hash", is_flag=True,
@@ -157,8 +163,7 @@ class _InspectCommand(JsonErrorCommand):
               show_default=True, help="Limit on one tar member; bytes, or 512KiB, 2GiB ...")
 def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_bytes: int,
                 max_member_bytes: int) -> None:
-    """Decode and validate MODEL.neff and show its header, members, vars, replica groups,
-    instruction counts per engine and every collective trigger."""
+    """The command (its help: :data:`INSPECT_HELP`)."""
     if model_path == "":  # (reading "" fails with no file to name)
         raise click.BadParameter("an empty path", param_hint="'MODEL.neff'")
     limits = Limits(max_total_bytes=max_total_bytes, max_member_bytes=max_member_bytes)

@@ -77,7 +77,13 @@ def _in_an_output(model: Path) -> bool:
     return (folder / "manifest.json").is_file() and is_our_output(folder)
 
 
-@main.command("lower")
+#: ``lower``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+LOWER_HELP = ("Lower every collective trigger of MODEL and write the rewritten NEFF and "
+              "artifacts.")
+
+
+@main.command("lower", help=LOWER_HELP)
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", default=None, metavar="OUT",
               help="Output folder (default: <model>.lowered next to the model).")
@@ -93,7 +99,7 @@ def _in_an_output(model: Path) -> bool:
                    "for one rank, a second process composes ahead.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
 def lower_cmd(model, out, ranks, topology, algo, host_cc, no_verify_hash, force, jobs, quiet):
-    """Lower every collective trigger of MODEL and write the rewritten NEFF and artifacts."""
+    """The command (its help: :data:`LOWER_HELP`)."""
     err = stderr_console()
     t0 = time.perf_counter()
     # what the paths alone refuse, before the model is read and planned

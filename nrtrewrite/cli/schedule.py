@@ -147,7 +147,13 @@ class _ScheduleCommand(JsonErrorCommand):
         return {"rank": params.get("rank"), "ops": [], "error": why}
 
 
-@main.command("schedule", cls=_ScheduleCommand)
+#: ``schedule``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+SCHEDULE_HELP = ("The per-channel step schedule of one rank: leaf, half, chunk position k, "
+                 "elements.")
+
+
+@main.command("schedule", cls=_ScheduleCommand, help=SCHEDULE_HELP)
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.option("--rank", type=Int(), multiple=True, required=True,
               help="The rank whose schedule to show.",
@@ -162,7 +168,7 @@ class _ScheduleCommand(JsonErrorCommand):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,
                  limit, as_json):
-    """The per-channel step schedule of one rank: leaf, half, chunk position k, elements."""
+    """The command (its help: :data:`SCHEDULE_HELP`)."""
     wanted = set(triggers) if triggers else None
     # (--trigger: only the triggers shown are planned, docs/CLI.md "schedule")
     plan, warnings = load_and_plan(model, topology=topology, algo=algo, host_cc=host_cc,

@@ -138,7 +138,15 @@ class _SimulateCommand(JsonErrorCommand):
         return {"error_trigger": err.where.trigger if err is not None else None}
 
 
-@main.command("simulate", cls=_SimulateCommand)
+#: ``simulate``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
+#: strips docstrings, where click reads it from)
+SIMULATE_HELP = ("Run every rank's emitted bytes and check every collective bit for bit.\n\n"
+                 "MODEL.neff is lowered into a temporary folder first (with --topology / --algo / "
+                 "--host-cc); an output folder OUT is checked against its sha256 checksums first, "
+                 "and with --model against the model it was lowered from.")
+
+
+@main.command("simulate", cls=_SimulateCommand, help=SIMULATE_HELP)
 @click.argument("target", metavar="MODEL.neff|OUT", type=click.Path(exists=True))
 @click.option("--seed", type=IntRange(0, SEED_MAX), default=0, show_default=True,
               help=f"Seed of the test data and of the scheduler's interleaving (0 to {SEED_MAX}).")
@@ -155,12 +163,7 @@ class _SimulateCommand(JsonErrorCommand):
 @common_lowering_options
 def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_check, topology,
                  algo, host_cc, no_verify_hash):
-    """Run every rank's emitted bytes and check every collective bit for bit.
-
-    MODEL.neff is lowered into a temporary folder first (with --topology / --algo /
-    --host-cc); an output folder OUT is checked against its sha256 checksums first, and with
-    --model against the model it was lowered from.
-    """
+    """The command (its help: :data:`SIMULATE_HELP`)."""
     path = Path(target)
     err = stderr_console()
     show = not as_json and err.is_terminal
