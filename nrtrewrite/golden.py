@@ -132,19 +132,31 @@ def pack(folder: Path) -> bytes:
     return buf.getvalue()
 
 
+def _plain_member(member: tarfile.TarInfo) -> bool:
+    """Whether ``member`` is a regular file or a folder under a plain relative name: not
+    absolute, no empty, ``.`` or ``..`` component (``""``, ``d/.``, ``a//b``, ``./x``,
+    ``f/``), no NUL (until 2026-12-06 ``""`` and ``d/.`` failed half-way with a raw
+    ``IsADirectoryError``)."""
+    parts = member.name.split("/")
+    return ((member.isfile() or member.isdir()) and "\0" not in member.name
+            and not any(p in ("", ".", "..") for p in parts))
+
+
 def unpack(golden: str | Path, dest: Path) -> Path:
     """Unpack a golden tar.gz (regular files and folders only) into ``dest``, each member
     under the file name its UTF-8 name stands for whatever the locale
     (:func:`~nrtrewrite.emit.formats.name_on_disk`: until 2026-12-06 a non-ASCII name
-    under ``LC_ALL=C`` stopped the extraction half-way with a ``UnicodeEncodeError``)."""
-    dest.mkdir(parents=True, exist_ok=True)
+    under ``LC_ALL=C`` stopped the extraction half-way with a ``UnicodeEncodeError``).
+    Every member is judged (:func:`_plain_member`) before anything is written: one that
+    is not is a ``ValueError`` naming it, and ``dest`` is not even made."""
     with tarfile.open(golden, "r:gz", encoding="utf-8") as tar:
         members = tar.getmembers()
         for m in members:
-            if not (m.isfile() or m.isdir()) or m.name.startswith("/") or ".." in m.name.split("/"):
+            if not _plain_member(m):
                 raise ValueError(f"{escape_path(os.fspath(golden))}: unexpected member "
                                  f"{m.name!r}")  # (the path escaped once, as a name is)
             m.name = name_on_disk(m.name)
+        dest.mkdir(parents=True, exist_ok=True)
         tar.extractall(dest, members=members, filter="data")
     return dest
 

@@ -110,3 +110,74 @@ def test_every_commands_help_keeps_its_description_under_dash_oo(tmp_path, comma
     assert plain.returncode == 0 and oo.returncode == 0, (plain.stderr, oo.stderr)
     assert oo.stdout == plain.stdout
     assert " ".join(DESCRIPTIONS[command].split()) in " ".join(oo.stdout.split())
+
+
+#: odd member names (as written, the type, as read back) ``golden.unpack`` refuses: empty,
+#: an empty or ``.`` component, absolute, ``..``, a NUL (a pax ``path`` record holds one)
+ODD_MEMBERS = [
+    ("", "file", ""),
+    ("d/.", "file", "d/."),
+    ("d/.", "dir", "d/."),  # (tarfile writes a folder as "d/./" and reads it back as "d/.")
+    (".", "dir", "."),
+    ("./x", "file", "./x"),
+    ("a//b", "file", "a//b"),
+    ("f/", "file", "f/"),
+    ("d/./x", "file", "d/./x"),
+    ("/abs", "file", "/abs"),
+    ("../x", "file", "../x"),
+    ("a/../../x", "file", "a/../../x"),
+    ("a\0" + "b" * 120, "file", "a\0" + "b" * 120),
+]
+
+
+@pytest.mark.parametrize("written,kind,read", ODD_MEMBERS)
+def test_golden_unpack_refuses_an_odd_member_name_before_writing_anything(tmp_path, written,
+                                                                          kind, read):
+    """Bug (left by session 47): a member named ``""`` or ``d/.`` stopped ``unpack`` with a
+    raw ``IsADirectoryError`` after a member before it was written, and ``./x``, ``a//b``,
+    ``f/`` or ``.`` were taken.  Every member is judged first: the one odd member is the
+    ``unexpected member`` line, and nothing is written (``dest`` not even made)."""
+    import io
+    import tarfile
+
+    from nrtrewrite.golden import unpack
+
+    tgz = tmp_path / "g.tar.gz"
+    with tarfile.open(tgz, "w:gz", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
+        ok = tarfile.TarInfo("ok.txt")  # (a plain member first: it must not be written)
+        ok.size = 2
+        tar.addfile(ok, io.BytesIO(b"hi"))
+        odd = tarfile.TarInfo(written)
+        if kind == "dir":
+            odd.type = tarfile.DIRTYPE
+            tar.addfile(odd)
+        else:
+            odd.size = 2
+            tar.addfile(odd, io.BytesIO(b"hi"))
+    before = sorted(tmp_path.rglob("*"))
+    with pytest.raises(ValueError) as err:
+        unpack(tgz, tmp_path / "out" / "dest")
+    assert str(err.value) == f"{tgz}: unexpected member {read!r}"
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_golden_unpack_takes_plain_names(tmp_path):
+    """The rule refuses no plain name: folders, files in them, dotted names."""
+    import io
+    import tarfile
+
+    from nrtrewrite.golden import unpack
+
+    tgz = tmp_path / "g.tar.gz"
+    with tarfile.open(tgz, "w:gz", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
+        d = tarfile.TarInfo("rank-0000")
+        d.type = tarfile.DIRTYPE
+        tar.addfile(d)
+        for name in ("rank-0000/.hidden", "rank-0000/a..b", "m.json", "\u00e9/\u6743.bin"):
+            info = tarfile.TarInfo(name)
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    dest = unpack(tgz, tmp_path / "dest")
+    assert sorted(p.relative_to(dest).as_posix() for p in dest.rglob("*")) == [
+        "m.json", "rank-0000", "rank-0000/.hidden", "rank-0000/a..b", "\u00e9",
+        "\u00e9/\u6743.bin"]
