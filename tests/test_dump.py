@@ -849,6 +849,48 @@ def test_a_newer_manifest_that_is_not_json_is_dumped_with_or_without_rank(out, t
         assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]][:1] == ["rank-0000"]
 
 
+#: a key given again at the end of a manifest of ours: (its text, the manifest's format and
+#: version as JSON reads it: a repeated key's last value, RFC 8259 leaving it open), and a
+#: key spelled with an escape is the same key
+_REPEATS = {
+    "2 then 3": ('"format_version": 3', ("nrtrewrite-lowered", 3)),
+    "escaped 2 then 3": ('"format\\u005fversion": 3', ("nrtrewrite-lowered", 3)),
+    "escaped F 2 then 3": ('"\\u0046ormat_version": 3', None),  # (another key: "Format_...")
+    "format again": ('"format": "something-else"', ("something-else", 2)),
+    "3 then 2": ('"format_version": 2', ("nrtrewrite-lowered", 2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_REPEATS))
+@pytest.mark.parametrize("rank", [None, 0])
+def test_a_repeated_format_key_is_read_alike_with_or_without_rank(out, tmp_path, case, rank):
+    """Bug (left by session 47): with --rank the manifest's head took a repeated
+    ``format_version``'s FIRST value, where the whole read (without --rank) takes the
+    LAST: a hand-made manifest saying 2 then 3 was dumped with --rank and refused without.
+    Now both read the last: 2 then 3 (or the key spelled ``format\\u005fversion``, or
+    ``format`` again) is refused, 3 then 2 dumped."""
+    import shutil
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    again, last = _REPEATS[case]
+    doc = json.loads((copy / "manifest.json").read_text())
+    first = 3 if case == "3 then 2" else 2
+    text = json.dumps(dict(doc, format_version=first), indent=1, sort_keys=True)
+    assert text.startswith('{\n "format": "nrtrewrite-lowered",\n "format_version": ')
+    (copy / "manifest.json").write_text(text[:-2] + ",\n " + again + "\n}\n")
+    args = ["dump", "--spad", str(copy), "--json"] + (["--rank", "0"] if rank is not None
+                                                     else [])
+    res = CliRunner().invoke(main, args)
+    if last is None or last == ("nrtrewrite-lowered", 2):
+        assert res.exit_code == 0 and res.stderr == "", res.output
+        assert [r["rank_dir"] for r in json.loads(res.stdout)["ranks"]][:1] == ["rank-0000"]
+    else:
+        hint = _NEWER if last[1] == 3 else ""
+        assert (res.exit_code, res.stderr) == (2, (
+            f"nrtrewrite: error: {copy}/manifest.json: not an nrtrewrite-lowered v2 manifest "
+            f"(format '{last[0]}', version {last[1]}){hint}\n"))
+
+
 def test_dump_rank_accepts_our_v2_manifest_from_its_head_alone(out, tmp_path, monkeypatch):
     """nrtrewrite/cli/dump.py ``check_top_format``: with --rank, a v2 manifest of ours
     (sorted keys: it begins `{"format": "nrtrewrite-lowered", "format_version": 2`,

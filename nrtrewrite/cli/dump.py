@@ -225,13 +225,35 @@ _FORMAT_HEAD = re.compile(_WS + rb'\{' + _WS + rb'"format"' + _WS + rb':' + _WS
                           + rb'(-?[0-9]+|true|false|null)' + _WS + rb'[,}]')
 #: Bytes of a manifest's beginning :func:`check_top_format` reads.
 FORMAT_HEAD_BYTES = 4096
+#: What may spell the key ``format`` or ``format_version`` again past the head: the name
+#: itself, or a ``\\u`` escape of one of their characters (``\\u005f`` to ``\\u0076``, hex
+#: in either case), which ``json.dumps`` never writes (it escapes control and non-ASCII
+#: characters only)
+_HEAD_KEY_SPELLINGS = (b'"format', b"\\u005", b"\\u006", b"\\u007")
+
+
+def _may_repeat_the_head(fh, start: int) -> bool:
+    """Whether the manifest open as ``fh`` may give ``format`` or ``format_version`` again
+    from byte ``start`` on (:data:`_HEAD_KEY_SPELLINGS`): scanned a block at a time, never
+    parsed (a 34 MB manifest in some tens of milliseconds)."""
+    fh.seek(start)
+    keep = max(map(len, _HEAD_KEY_SPELLINGS)) - 1  # (a spelling across two blocks)
+    tail = b""
+    while block := fh.read(1 << 20):
+        window = tail + block
+        if any(text in window for text in _HEAD_KEY_SPELLINGS):
+            return True
+        tail = window[-keep:]
+    return False
 
 
 def check_top_format(out: Path) -> None:
     """Refuse output folder ``out`` when its ``manifest.json`` is of another format or
     version (``simulate``'s line, ``read_top_manifest``).  Its first two keys, where it
     begins as ours does (:data:`_FORMAT_HEAD`), accept a v2 manifest of ours at once (a
-    dump of ``--rank R`` does not read a 34 MB manifest); anything else is decided by
+    dump of ``--rank R`` does not parse a 34 MB manifest) where neither key may be given
+    again past them (:func:`_may_repeat_the_head`: the whole read takes a repeated key's
+    last value, and until 2026-12-06 the head took the first); anything else is decided by
     reading it whole (its top-level object), as a dump without ``--rank`` decides.  A
     folder without one, or one that cannot be read or is not JSON, is not refused here:
     ``dump`` decodes what is there."""
@@ -242,9 +264,11 @@ def check_top_format(out: Path) -> None:
     try:
         with open_regular(man) as fh:
             head = fh.read(FORMAT_HEAD_BYTES)
+            if (m := _FORMAT_HEAD.match(head)) is not None and _may_repeat_the_head(fh, m.end()):
+                m = None  # (a key given again: decided by the whole read, below)
     except OSError:
         return
-    if (m := _FORMAT_HEAD.match(head)) is not None:
+    if m is not None:
         try:
             doc = {"format": json.loads(m.group(1)), "format_version": json.loads(m.group(2))}
         except ValueError:  # (not UTF-8, a bad escape, 5,000 digits: read whole below)
