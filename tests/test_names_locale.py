@@ -435,3 +435,57 @@ def test_lines_quoting_paths_read_the_same_under_a_latin1_locale(tmp_path, latin
     assert spec.startswith("nrtrewrite: error: mé.yaml: the output is the spec mé.yaml itself")
     assert "(rank-é)" in extra_rank
     assert "'bäd.neff'" in model and "oé/manifest.json" in model
+
+
+#: (arguments, the usage error's message) of every command's path argument click checks
+#: (docs/CLI.md "Errors": `Invalid value for 'MODEL': File 'X' is a directory.`), the path
+#: as UTF-8 text ("Paths in the output"); in folder holding `dé/` and the file `fé`
+CLICK_PATHS = [
+    (["lower", "nö.neff"], "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
+    (["lower", "dé"], "Invalid value for 'MODEL': File 'dé' is a directory."),
+    (["schedule", "nö.neff", "--rank", "0"],
+     "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
+    (["explain", "nö.neff"], "Invalid value for '[MODEL]': File 'nö.neff' does not exist."),
+    (["dump", "--spad", "nö"], "Invalid value for 'PATH': Path 'nö' does not exist."),
+    (["diff", "fé", "dé"], "Invalid value for 'A': Directory 'fé' is a file."),
+    (["diff", "dé", "nö"], "Invalid value for 'B': Directory 'nö' does not exist."),
+    (["simulate", "nö"], "Invalid value for 'MODEL.neff|OUT': Path 'nö' does not exist."),
+    (["simulate", "dé", "--model", "nö.neff"],
+     "Invalid value for '--model': File 'nö.neff' does not exist."),
+]
+
+
+@pytest.mark.parametrize("args,why", CLICK_PATHS)
+def test_clicks_path_refusals_name_the_path_as_utf8_text_under_a_latin1_locale(tmp_path,
+                                                                               latin1, args,
+                                                                               why):
+    """Bug (left by session 47): click's own refusal of a path argument (`Path 'X' does not
+    exist.`) quoted the locale's text of the path, `'nÃ¶'` under a Latin-1 locale, in the
+    line and in `--json`'s `error`, where every other message gives its bytes read as UTF-8.
+    The same text under a UTF-8 and a Latin-1 locale, each stream in its own encoding."""
+    (tmp_path / "dé").mkdir()
+    (tmp_path / "fé").write_bytes(b"x")
+    command = args[0]
+    line = f"nrtrewrite {command}: error: {why} (see 'nrtrewrite {command} --help')"
+    for tag, extra, enc in (("utf8", UTF8, "utf-8"), ("latin1", latin1, "latin-1")):
+        proc = cli(args, tmp_path, extra)
+        assert (proc.returncode, proc.stdout, proc.stderr.decode(enc)) == (2, b"", line + "\n")
+        if command != "lower":  # (lower has no --json)
+            proc = cli(args + ["--json"], tmp_path, extra)
+            assert proc.returncode == 2 and proc.stderr.decode(enc) == line + "\n", tag
+            assert json.loads(proc.stdout)["error"] == why, tag
+
+
+def test_clicks_path_refusal_keeps_a_byte_that_is_not_utf8_as_its_escape(tmp_path, latin1):
+    """docs/CLI.md "Paths in the output": a byte that is not UTF-8 is Python's escape for it
+    (`\\udcff`), as in every other message, under both locales (click showed U+FFFD under
+    UTF-8, `ÿ` under Latin-1)."""
+    name = os.fsdecode(b"n\xff")  # (this process's locale: UTF-8, surrogateescape)
+    for tag, extra, enc in (("utf8", UTF8, "utf-8"), ("latin1", latin1, "latin-1")):
+        proc = cli(["simulate", name, "--json"], tmp_path, extra)
+        assert proc.returncode == 2, tag
+        assert json.loads(proc.stdout)["error"] == (
+            "Invalid value for 'MODEL.neff|OUT': Path 'n\\udcff' does not exist."), tag
+        assert proc.stderr.decode(enc).startswith(
+            "nrtrewrite simulate: error: Invalid value for 'MODEL.neff|OUT': Path "
+            "'n\\udcff' does not exist."), tag

@@ -21,6 +21,7 @@ from itertools import chain
 from typing import NoReturn
 
 import click
+from click.utils import format_filename
 from rich.console import Console
 from rich.text import Text
 
@@ -28,7 +29,7 @@ from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.console import exit_status
 from nrtrewrite.errors import (NrtRewriteError, cut_middle, escape_controls, escape_line,
-                               escape_path)
+                               escape_path, path_text)
 
 
 def plain(text: str, style: str = "") -> Text:
@@ -424,6 +425,24 @@ class IntRange(click.types.IntRange):
     """:class:`Int` within a range (``click.IntRange``'s ``min``, ``max``)."""
 
     _number_class = staticmethod(_ascii_int)
+
+
+class PathArg(click.Path):
+    """click's ``Path`` (``exists``, ``file_okay``, ``dir_okay`` as there), but its refusals
+    (``Path 'X' does not exist.``, ``... is a directory.``) quote the path as every other
+    message does, its bytes read as UTF-8 whatever the locale (:func:`errors.path_text`,
+    docs/CLI.md "Paths in the output"), in click's ``repr`` quotes; click quoted the
+    locale's text (``'nÃ¶'`` for ``nö`` under a Latin-1 locale, in the line and in
+    ``--json``'s ``error``, until 2026-12-06) and a byte that is not UTF-8 as U+FFFD."""
+
+    def convert(self, value, param, ctx):
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as err:
+            if isinstance(value, (str, os.PathLike)):
+                err.message = err.message.replace(repr(format_filename(value)),
+                                                  repr(path_text(value)), 1)
+            raise
 
 
 def one_value(what: str):

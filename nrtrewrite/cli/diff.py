@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, WholeWriter, main, note, stderr_console,
-                            stopped_why, stops_deferred, warn)
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, PathArg, WholeWriter, main, note,
+                            stderr_console, stopped_why, stops_deferred, warn)
 from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts, versions_text
 from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line, escape_path
 
@@ -59,8 +59,8 @@ DIFF_HELP = "Compare two output folders field by field (rank, file, record, fiel
 
 
 @main.command("diff", cls=_DiffCommand, help=DIFF_HELP)
-@click.argument("a", type=click.Path(exists=True, file_okay=False))
-@click.argument("b", type=click.Path(exists=True, file_okay=False))
+@click.argument("a", type=PathArg(exists=True, file_okay=False))
+@click.argument("b", type=PathArg(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 @click.option("--max", "max_lines", type=IntRange(min=0), default=50, show_default=True,
               help="Differences shown (0 = all); the count is always exact.")

@@ -17,8 +17,8 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     open_regular, rank_dirs,
 )
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value, plain,
-                            print_table, stderr_console, stdout_console, stopped_why,
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, PathArg, WholeWriter, main, one_value,
+                            plain, print_table, stderr_console, stdout_console, stopped_why,
                             stops_deferred, warn)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
@@ -109,7 +109,7 @@ DUMP_HELP = "Decoded tables of an artifact file, a rank folder, or a whole outpu
 
 
 @main.command("dump", cls=_DumpCommand, help=DUMP_HELP)
-@click.argument("path", type=click.Path(exists=True))
+@click.argument("path", type=PathArg(exists=True))
 @_selectors
 @click.option("--rank", type=Int(), multiple=True, help="Only this rank of an output folder.",
               callback=one_value("dump shows one rank of an output folder, or every rank (no "

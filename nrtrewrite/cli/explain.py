@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, JsonErrorCommand, echo_whole, main, plain, plain_line,
+from nrtrewrite.cli import (Int, JsonErrorCommand, PathArg, echo_whole, main, plain, plain_line,
                             print_plain, stderr_console, stdout_console, styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
@@ -795,7 +795,7 @@ EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MO
 
 
 @main.command("explain", cls=_ExplainCommand, help=EXPLAIN_HELP)
-@click.argument("model", required=False, type=click.Path(exists=True, dir_okay=False))
+@click.argument("model", required=False, type=PathArg(exists=True, dir_okay=False))
 @click.option("--rank", type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
 @click.option("--topology", default=None, metavar="T",

@@ -15,7 +15,7 @@ from nrtrewrite.artifacts import is_our_output
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (Int, IntRange, main, note_placed, plain, print_table,
+from nrtrewrite.cli import (Int, IntRange, PathArg, main, note_placed, plain, print_table,
                             raise_lost_stop, stderr_console, stdout_console, warn)
 from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
                                escape_path, path_text)
@@ -84,7 +84,7 @@ LOWER_HELP = ("Lower every collective trigger of MODEL and write the rewritten N
 
 
 @main.command("lower", help=LOWER_HELP)
-@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model", type=PathArg(exists=True, dir_okay=False))
 @click.option("-o", "--output", "out", default=None, metavar="OUT",
               help="Output folder (default: <model>.lowered next to the model).")
 @click.option("--rank", "ranks", type=Int(), multiple=True,

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, WholeWriter, main, one_value,
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, PathArg, WholeWriter, main, one_value,
                             print_table, stderr_console, stdout_console, stopped_why,
                             stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
@@ -154,7 +154,7 @@ SCHEDULE_HELP = ("The per-channel step schedule of one rank: leaf, half, chunk p
 
 
 @main.command("schedule", cls=_ScheduleCommand, help=SCHEDULE_HELP)
-@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model", type=PathArg(exists=True, dir_okay=False))
 @click.option("--rank", type=Int(), multiple=True, required=True,
               help="The rank whose schedule to show.",
               callback=one_value("schedule shows one rank's schedule: run it once per rank"))
