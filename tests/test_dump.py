@@ -878,8 +878,8 @@ def test_a_repeated_format_key_is_read_alike_with_or_without_rank(out, tmp_path,
     text = json.dumps(dict(doc, format_version=first), indent=1, sort_keys=True)
     assert text.startswith('{\n "format": "nrtrewrite-lowered",\n "format_version": ')
     (copy / "manifest.json").write_text(text[:-2] + ",\n " + again + "\n}\n")
-    args = ["dump", "--spad", str(copy), "--json"] + (["--rank", "0"] if rank is not None
-                                                     else [])
+    args = ["dump", "--spad", str(copy), "--json"]
+    args += ["--rank", str(rank)] if rank is not None else []
     res = CliRunner().invoke(main, args)
     if last is None or last == ("nrtrewrite-lowered", 2):
         assert res.exit_code == 0 and res.stderr == "", res.output
