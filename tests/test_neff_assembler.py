@@ -154,7 +154,7 @@ def test_fixture_contents():
     (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(src="nope"),
      "field subgraphs[0].engines.sp[1].all_reduce.src", "no var named 'nope'"),
     (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(bytes="3B",
-                                                                        num_elements=None),
+                                                                        num_elements=1),
      "field subgraphs[0].engines.sp[1].all_reduce", "not both"),
     (lambda s: s["subgraphs"][0]["engines"]["sp"][1]["all_reduce"].update(opcode=0xC9),
      "field subgraphs[0].engines.sp[1].all_reduce.opcode", "opcode must be 0xC7, 0xC8 or 0xD9 (a "
@@ -895,8 +895,8 @@ def test_a_default_name_from_an_undecodable_file_name_says_to_give_header_name(
     ("!!set {a, b}", "a set (!!set)"), ("!!binary aGk=", "binary data (!!binary)"),
     ("[1, 2]", "a list of 2 items"), ("{a: 1}", "a mapping of 1 key"), ("12", "12"),
     ("[]", "an empty list"),
-    ("true", "true"), ("null", "null"), ("2001-12-14", "a date (2001-12-14)"),
-])
+    ("true", "true"), ("2001-12-14", "a date (2001-12-14)"),
+])  # (null is as if text were missing: an empty member, ASSEMBLE.md)
 def test_an_extra_members_text_must_be_a_string(base_spec, yaml_text, kind):
     """extra_members[].text was written as str() of any value: a !!set gave bytes that
     depend on the hash seed, !!binary "b'hi'", a list "[1, 2]"."""
@@ -1295,12 +1295,12 @@ def _d9_pattern(var: str, dims) -> dict:
     (lambda s: s.update(trailing=5), "trailing", "must be a hex string, not 5"),
     (lambda s: s.update(trailing="zz"), "trailing", "not a hex string: 'zz'"),
     (lambda s: s["header"].update(name=5), "header.name", "must be a string, not 5"),
-    (lambda s: s["header"].update(neff_build_version=None), "header.neff_build_version",
-     "must be a string, not null"),
+    (lambda s: s["header"].update(neff_build_version=[]), "header.neff_build_version",
+     "must be a string, not an empty list"),
     (lambda s: s["subgraphs"].append(copy.deepcopy(s["subgraphs"][0])), "subgraphs[1].name",
      "subgraph 'sg00' defined twice"),
     (lambda s: s.update(extra_members=[{"text": "x"}]), "extra_members[0].name",
-     "must be a string"),
+     "name is missing: give the member's path in the archive"),
     (lambda s: s.update(extra_members=[{"name": ["x"]}]), "extra_members[0].name",
      "must be a string, not a list of 1 item"),
     (lambda s: _sg0(s).update(name=""), "subgraphs[0].name",
@@ -1319,7 +1319,7 @@ def _d9_pattern(var: str, dims) -> dict:
     (lambda s: _sg0(s)["vars"][0].update(name=""), "subgraphs[0].vars[0].name",
      "needs a non-empty name, not ''"),
     (lambda s: _sg0(s)["vars"][0].update(name=None), "subgraphs[0].vars[0].name",
-     "needs a non-empty name, not null"),
+     "needs a non-empty name"),  # (null is as if missing: ASSEMBLE.md)
     (lambda s: _sg0(s)["vars"][0].pop("name"), "subgraphs[0].vars[0].name",
      "needs a non-empty name"),
     (lambda s: _sg0(s)["vars"].__setitem__(0, "in"), "subgraphs[0].vars[0]",
@@ -1349,7 +1349,7 @@ def _d9_pattern(var: str, dims) -> dict:
     (lambda s: _sp(s)[1]["all_reduce"].update(op="mul"),
      "subgraphs[0].engines.sp[1].all_reduce.op", "unknown op 'mul' (one of add, max, min)"),
     (lambda s: _sp(s)[1]["all_reduce"].update(op=None),
-     "subgraphs[0].engines.sp[1].all_reduce.op", "unknown op null (one of add, max, min)"),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
     (lambda s: _sp(s)[1]["all_reduce"].pop("op"),
      "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
     (lambda s: _sp(s)[1]["all_reduce"].pop("num_elements"),
@@ -1361,7 +1361,7 @@ def _d9_pattern(var: str, dims) -> dict:
     (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9, src=_d9_pattern("sb_in", [[1, 8]]),
                                               dst=None),
      "subgraphs[0].engines.sp[1].all_reduce.dst",
-     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}, not null"),
+     "0xD9 needs an SBUF access pattern {var, start, partitions, dims}"),
     (lambda s: _sp(s)[1]["all_reduce"].update(opcode=0xD9, src=_d9_pattern("sb_in", [[1, 8]]))
      or _sp(s)[1]["all_reduce"].pop("dst"), "subgraphs[0].engines.sp[1].all_reduce.dst",
      "0xD9 needs an SBUF access pattern {var, start, partitions, dims}"),
@@ -1720,10 +1720,17 @@ _WORDED = [
 
 @pytest.mark.parametrize("yaml_value, worded", _WORDED)
 def test_an_integer_refused_is_worded_as_the_spec_writes_it(yaml_value, worded):
-    text = _WORDING_SPEC % dict(_WORDING_DEFAULTS, num_tpb=yaml_value)
+    """At ``header.num_tpb``; a null there is its default (ASSEMBLE.md: a key given null is
+    as if it were missing), so null is shown at ``tpb_per_node[0]``, a list item."""
+    if worded == "null":
+        text = _WORDING_SPEC.replace("uuid:", "tpb_per_node: [%(num_tpb)s], uuid:")
+        field = "header.tpb_per_node[0]"
+        text = text % dict(_WORDING_DEFAULTS, num_tpb=yaml_value)
+    else:
+        text, field = _WORDING_SPEC % dict(_WORDING_DEFAULTS, num_tpb=yaml_value), "header.num_tpb"
     with pytest.raises(ValidationError) as exc:
         assemble_spec(parse_spec_text(text))
-    assert str(exc.value) == f"<spec>: field header.num_tpb: must be an integer, not {worded}"
+    assert str(exc.value) == f"<spec>: field {field}: must be an integer, not {worded}"
 
 
 @pytest.mark.parametrize("key, yaml_value, field, why", [
@@ -1732,7 +1739,7 @@ def test_an_integer_refused_is_worded_as_the_spec_writes_it(yaml_value, worded):
     ("uuid", "true", "header.uuid", "not a UUID: true"),
     ("uuid", "2001-01-01", "header.uuid", "not a UUID: a date (2001-01-01)"),
     ("dtype", "null", "subgraphs[0].engines.sp[0].all_reduce.dtype",
-     "unknown dtype null (one of "),  # (the list of names: checked elsewhere)
+     "dtype is missing: give one of "),  # (the list of names: checked elsewhere)
     ("src", "true", "subgraphs[0].engines.sp[0].all_reduce.src",
      "must be a var name or a var_id, not true"),
     ("src", "1.5", "subgraphs[0].engines.sp[0].all_reduce.src",
@@ -1937,3 +1944,203 @@ def test_a_non_finite_number_under_a_key_with_a_dot_is_quoted_in_its_key_path(tm
     assert (res.exit_code, res.output) == (
         2, f'nrtrewrite: error: {spec}: field subgraphs[0].def_json["a.b"][1]: -.inf is not a '
            "finite number (NaN and infinities are refused)\n")
+
+
+# ---------------------------------------------------------------------------
+# ASSEMBLE.md "Top-level keys": a key given null is as if it were missing (its default); a
+# required key given null is refused as missing (until 2026-12-06 most scalar keys said
+# `must be ..., not null`, and a missing size, count, opcode, dtype or type read as a null)
+
+#: A spec with every kind of mapping of the schema: an opaque word, a repeat, a 0xC8
+#: all-reduce (a DRAM operand given as {var}, a sync, a patch), a 0xD9 all-gather (SBUF
+#: operands), a raw_header, two extra members.
+_NULL_BASE = {
+    "header": {"name": "nulls"},
+    "raw_header": {},
+    "extra_members": [{"name": "a.txt", "text": "hi"}, {"name": "b.bin"}],
+    "subgraphs": [{
+        "vars": [
+            {"name": "in", "type": "input", "size": 256},
+            {"name": "out", "type": "output", "size": 256},
+            {"name": "sa", "type": "state-buffer", "size": 64, "partitions": 128},
+            {"name": "sb", "type": "state-buffer", "size": 64, "partitions": 128},
+        ],
+        "replica_groups": [[0, 1]],
+        "engines": {"sp": [
+            {"opaque": {"opcode": 0x41}},
+            {"repeat": {"count": 2, "body": ["nop"]}},
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "in", "dst": {"var": "out"},
+                            "bytes": 64, "sync": {"wait_mode": 1}, "patch": {}}},
+            {"all_gather": {"dtype": "bf16",
+                            "src": {"var": "sa", "partitions": 128, "dims": [[1, 8]]},
+                            "dst": {"var": "sb", "partitions": 128, "dims": [[1, 16]]}}},
+        ]},
+    }],
+}
+
+#: Each mapping of _NULL_BASE by a name, and its keys a null of which is its default (the
+#: tables of ASSEMBLE.md).  A 0xC8 trigger's ext, ext_sync and patch_ext are refused when
+#: given, and an all-gather's op: given null, each is as if missing, so allowed.
+_NULL_AT = {
+    "top": (lambda s: s, ["header", "validate", "raw_header", "trailing", "neff_json",
+                          "extra_members", "omit_members"]),
+    "header": (lambda s: s["header"], [
+        "pkg_version", "name", "neff_version_major", "neff_version_minor",
+        "neff_build_version", "num_tpb", "uuid", "requested_tpb_count", "tpb_per_node",
+        "feature_bits", "lnc_size"]),
+    "raw_header": (lambda s: s["raw_header"], ["reserved", "num_tpb"]),
+    "extra_members[0]": (lambda s: s["extra_members"][0], ["hex", "json"]),
+    "extra_members[1]": (lambda s: s["extra_members"][1], ["text", "hex", "json"]),
+    "subgraph": (lambda s: s["subgraphs"][0], ["name", "vars", "def_json"]),
+    "var": (lambda s: s["subgraphs"][0]["vars"][0], ["partitions", "var_id"]),
+    "opaque": (lambda s: _sp(s)[0]["opaque"], ["count", "sync", "operands"]),
+    "repeat": (lambda s: _sp(s)[1]["repeat"], ["body"]),
+    "0xC8": (lambda s: _sp(s)[2]["all_reduce"], [
+        "opcode", "group", "num_elements", "stream_id", "channel_id", "ext_sync", "patch",
+        "patch_ext", "ext"]),
+    "dram operand": (lambda s: _sp(s)[2]["all_reduce"]["dst"], ["offset"]),
+    "sync": (lambda s: _sp(s)[2]["all_reduce"]["sync"], [
+        "wait_mode", "wait_idx", "update_mode", "update_idx", "semaphore_value"]),
+    "patch": (lambda s: _sp(s)[2]["all_reduce"]["patch"], ["length_dw", "reserved_2"]),
+    "0xD9": (lambda s: _sp(s)[3]["all_gather"], [
+        "op", "opcode", "group", "num_elements", "bytes", "stream_id", "channel_id", "sync",
+        "ext_sync", "patch", "patch_ext", "ext"]),
+    "sbuf operand": (lambda s: _sp(s)[3]["all_gather"]["src"], ["start"]),
+}
+
+
+@pytest.mark.parametrize("where, key", [(where, key) for where, (_, keys) in _NULL_AT.items()
+                                        for key in keys])
+def test_a_key_given_null_is_as_if_it_were_missing(where, key):
+    """The same bytes with ``key: null`` as without the key (the reproducer: ``header:
+    {num_tpb: null}`` said `must be an integer, not null`); without ``vars`` the triggers
+    name no var: the same line."""
+    get, _ = _NULL_AT[where]
+    without, with_null = copy.deepcopy(_NULL_BASE), copy.deepcopy(_NULL_BASE)
+    get(without).pop(key, None)
+    get(with_null)[key] = None
+
+    def outcome(spec: dict) -> bytes | str:
+        try:
+            return assemble_spec(spec)
+        except ValidationError as err:
+            return str(err)
+
+    assert outcome(with_null) == outcome(without)
+    if (where, key) != ("subgraph", "vars"):
+        assert isinstance(outcome(without), bytes)
+
+
+def test_a_key_given_null_in_a_yaml_spec_is_as_if_it_were_missing(tmp_path):
+    """The reproducer through the CLI: ``header: {num_tpb: null}`` (and ``~``) is the spec
+    without it, byte for byte."""
+    body = ("subgraphs: [{vars: [{name: a, type: input, size: 64}], replica_groups: "
+            "['0..1'], engines: {sp: []}}]\n")
+    outs = []
+    for i, header in enumerate(("", "header: {num_tpb: null}\n", "header: {num_tpb: ~}\n")):
+        (tmp_path / str(i)).mkdir()
+        spec = tmp_path / str(i) / "n.yaml"
+        spec.write_text(header + body)
+        res = CliRunner().invoke(main, ["assemble", str(spec), "-o", str(spec) + ".neff"])
+        assert res.exit_code == 0, res.output
+        outs.append((tmp_path / str(i) / "n.yaml.neff").read_bytes())
+    assert outs[1] == outs[0] and outs[2] == outs[0]
+
+
+_DTYPES_LISTED = ("uint64, int8, uint8, int16, uint16, bf16, fp16, int32, uint32, fp32, "
+                  "fp32r, int64, fp8_e3, fp8_e4, fp8_e5")
+
+#: A required key: where (in _NULL_BASE), the key, the field refused and the line (ASSEMBLE.md:
+#: each says the key is missing, or what is needed there, as `needs op` and `src is missing`
+#: did).
+_REQUIRED = [
+    ("top", "subgraphs", "subgraphs", "needs a non-empty list of subgraphs"),
+    ("subgraph", "replica_groups", "subgraphs[0].replica_groups",
+     "needs a list of replica groups"),
+    ("subgraph", "engines", "subgraphs[0].engines",
+     "needs a mapping of engine name -> instructions"),
+    ("var", "name", "subgraphs[0].vars[0].name", "needs a non-empty name"),
+    ("var", "type", "subgraphs[0].vars[0].type",
+     "type is missing: give one of input, output, tmp-buf, state-buffer"),
+    ("var", "size", "subgraphs[0].vars[0].size", "size is missing: give the var's size in bytes"),
+    ("opaque", "opcode", "subgraphs[0].engines.sp[0].opaque.opcode",
+     "opcode is missing: give the word's opcode, 0..255"),
+    ("repeat", "count", "subgraphs[0].engines.sp[1].repeat.count",
+     "count is missing: give how many times to repeat the body"),
+    ("0xC8", "dtype", "subgraphs[0].engines.sp[2].all_reduce.dtype",
+     f"dtype is missing: give one of {_DTYPES_LISTED}"),
+    ("0xC8", "op", "subgraphs[0].engines.sp[2].all_reduce.op", "needs op: one of add, max, min"),
+    ("0xC8", "src", "subgraphs[0].engines.sp[2].all_reduce.src",
+     "src is missing: give a var name"),
+    ("0xC8", "dst", "subgraphs[0].engines.sp[2].all_reduce.dst",
+     "dst is missing: give a var name"),
+    ("0xC8", "bytes", "subgraphs[0].engines.sp[2].all_reduce", "needs num_elements or bytes"),
+    ("dram operand", "var", "subgraphs[0].engines.sp[2].all_reduce.dst.var",
+     "var is missing: give a var name"),
+    ("0xD9", "dtype", "subgraphs[0].engines.sp[3].all_gather.dtype",
+     f"dtype is missing: give one of {_DTYPES_LISTED}"),
+    ("sbuf operand", "var", "subgraphs[0].engines.sp[3].all_gather.src.var",
+     "var is missing: give a var name"),
+    ("sbuf operand", "partitions", "subgraphs[0].engines.sp[3].all_gather.src.partitions",
+     "needs a count or [start, count]"),
+    ("sbuf operand", "dims", "subgraphs[0].engines.sp[3].all_gather.src.dims",
+     "needs 1 to 3 [step, num] pairs, innermost first"),
+    ("extra_members[1]", "name", "extra_members[1].name",
+     "name is missing: give the member's path in the archive"),
+]
+
+
+@pytest.mark.parametrize("where, key, field, why", _REQUIRED)
+def test_a_required_key_missing_or_null_is_refused_as_missing(where, key, field, why):
+    """A required key's absence is one line at its key path saying so (a missing size said
+    `must be an integer, not null`, count and opcode alike, dtype `unknown dtype null`, a
+    missing type passed the spec and failed in the reader: `member sg00/def.json ... unknown
+    var type null`); given null, the same line."""
+    get, _ = _NULL_AT[where]
+    lines = []
+    for null in (False, True):
+        spec = copy.deepcopy(_NULL_BASE)
+        if null:
+            get(spec)[key] = None
+        else:
+            del get(spec)[key]
+        with pytest.raises(ValidationError) as exc:
+            assemble_spec(spec)
+        lines.append(str(exc.value))
+    assert lines == [f"<spec>: field {field}: {why}"] * 2
+
+
+def test_a_missing_type_is_refused_by_the_spec_without_validation():
+    """A var without ``type`` is the spec's refusal, not the reader's: so also with
+    ``validate: false`` (it wrote ``"type": null`` into def.json)."""
+    spec = copy.deepcopy(_NULL_BASE)
+    spec["validate"] = False
+    del spec["subgraphs"][0]["vars"][0]["type"]
+    with pytest.raises(ValidationError) as exc:
+        assemble_spec(spec)
+    assert str(exc.value) == ("<spec>: field subgraphs[0].vars[0].type: type is missing: give "
+                              "one of input, output, tmp-buf, state-buffer")
+
+
+def test_the_null_tests_cover_every_key_of_the_schema():
+    """Every key of ASSEMBLE.md's tables is tested above, given null, once with its default
+    or as required (so a key added later is not left out)."""
+    from nrtrewrite.neff import assembler
+
+    tested: dict[str, set] = {}
+    for where, (_, keys) in _NULL_AT.items():
+        tested.setdefault(where, set()).update(keys)
+    for where, key, _, _ in _REQUIRED:
+        tested[where].add(key)
+    assert tested["top"] == set(assembler._TOP_KEYS)
+    assert tested["header"] == set(assembler._HEADER_KEYS)
+    assert tested["subgraph"] == set(assembler._SG_KEYS)
+    assert tested["var"] == set(assembler._VAR_KEYS)
+    assert tested["0xC8"] | tested["0xD9"] == set(assembler._TRIGGER_KEYS)
+    assert tested["sync"] == set(assembler._SYNC_KEYS)
+    assert tested["opaque"] == {"opcode", "count", "sync", "operands"}
+    assert tested["repeat"] == {"count", "body"}
+    assert tested["dram operand"] == {"var", "offset"}
+    assert tested["sbuf operand"] == {"var", "start", "partitions", "dims"}
+    assert tested["extra_members[0]"] | tested["extra_members[1]"] == {"name", "text", "hex",
+                                                                       "json"}

@@ -35,7 +35,7 @@ from typing import Any
 import construct as cs
 import yaml
 
-from nrtrewrite.codes import DTYPE_SIZE, AluOp, CType, DType, Opcode
+from nrtrewrite.codes import DTYPE_SIZE, VAR_TYPE_NAMES, AluOp, CType, DType, Opcode
 from nrtrewrite.errors import (
     LimitError, NrtRewriteError, OutputError, ParseError, ValidationError, Where, cut_middle,
     did_you_mean, escape_controls, escape_path,
@@ -560,13 +560,25 @@ class _Assembler:
             raise self.err(path, f"member {escape_controls(shown_member_name(member))}: {why}")
 
     def keys(self, obj: Any, allowed: tuple[str, ...], path: str) -> dict:
+        """``obj``, a mapping of the spec's keys ``allowed`` (an unknown key refused, null
+        or not), without the keys given null: ASSEMBLE.md, a key given null is as if it were
+        missing, so it takes its default, and a required one is refused as missing."""
         if not isinstance(obj, dict):
             raise self.err(path, f"must be a mapping, not {_found(obj)}")
         extra = [k for k in obj if k not in allowed]
         if extra:
             raise self.err(path, f"unknown key {_spec_value(extra[0])}"
                                  f"{_did_you_mean(extra[0], allowed, 'allowed: ')}")
+        if any(val is None for val in obj.values()):
+            return {key: val for key, val in obj.items() if val is not None}
         return obj
+
+    def required(self, obj: dict, key: str, path: str, give: str) -> Any:
+        """``obj[key]``, or a refusal at ``path.key`` that it is missing (or null: see
+        :meth:`keys`), saying what to give: ``size is missing: give ...``."""
+        if key not in obj:
+            raise self.err(f"{path}.{key}", f"{key} is missing: give {give}")
+        return obj[key]
 
     def integer(self, val: Any, path: str, lo: int = 0, hi: int | None = None,
                 size: bool = False) -> int:
@@ -603,7 +615,7 @@ class _Assembler:
 
     # -- top level ----------------------------------------------------------
     def run(self, spec: dict, default_name: str) -> Assembled:
-        self.keys(spec, _TOP_KEYS, "")
+        spec = self.keys(spec, _TOP_KEYS, "")
         header = self.header(_or(spec.get("header"), {}), default_name)
         sgs = spec.get("subgraphs")
         if not isinstance(sgs, list) or not sgs:
@@ -649,7 +661,7 @@ class _Assembler:
         return Assembled(data=data, model=model)
 
     def header(self, h: Any, default_name: str):
-        self.keys(h, _HEADER_KEYS, "header")
+        h = self.keys(h, _HEADER_KEYS, "header")
         p = "header."
         lnc = self.integer(h.get("lnc_size", 1), p + "lnc_size", 0, 0xFFFFFFFF)
         fields: dict[str, Any] = {
@@ -704,7 +716,7 @@ class _Assembler:
     def raw_header(self, raw: Any, data: bytes) -> bytes:
         if raw is None:
             return data
-        self.keys(raw, tuple(HEADER_FIELDS), "raw_header")
+        raw = self.keys(raw, tuple(HEADER_FIELDS), "raw_header")
         head = data[:HEADER_SIZE]
         for name, val in raw.items():
             off, size = HEADER_FIELDS[name]
@@ -734,14 +746,14 @@ class _Assembler:
             raise self.err("extra_members", f"must be a list, not {_found(extra)}")
         for k, item in enumerate(extra):
             path = f"extra_members[{k}]"
-            self.keys(item, ("name", "text", "hex", "json"), path)
+            item = self.keys(item, ("name", "text", "hex", "json"), path)
             given = [key for key in ("text", "hex", "json") if key in item]
             if len(given) > 1:
                 raise self.err(f"{path}.{given[1]}", f"give one of text, hex and json, not "
                                                      f"{' and '.join(given)}")
-            name = item.get("name")
+            name = self.required(item, "name", path, "the member's path in the archive")
             if not isinstance(name, str):
-                raise self.err(path + ".name", "must be a string" + _instead(item, "name"))
+                raise self.err(path + ".name", f"must be a string, not {_found(name)}")
             self.utf8(name, path + ".name")
             if (why := check_member_name(name)) is not None:  # (the tar writer's refusal)
                 raise self.err(path + ".name", why)
@@ -761,7 +773,7 @@ class _Assembler:
 
     # -- subgraphs ----------------------------------------------------------
     def subgraph(self, sg: Any, path: str, position: int) -> tuple[str, list[tuple[str, bytes]]]:
-        self.keys(sg, _SG_KEYS, path)
+        sg = self.keys(sg, _SG_KEYS, path)
         name = sg.get("name", f"sg{position:02d}")
         if not isinstance(name, str) or not name:
             raise self.err(path + ".name", f"must be a non-empty string, not {_found(name)}")
@@ -818,7 +830,7 @@ class _Assembler:
         next_id = 0
         for k, item in enumerate(items):
             p = f"{path}[{k}]"
-            self.keys(item, _VAR_KEYS, p)
+            item = self.keys(item, _VAR_KEYS, p)
             name = item.get("name")
             if not isinstance(name, str) or not name:
                 raise self.err(p + ".name", "needs a non-empty name" + _instead(item, "name"))
@@ -831,10 +843,12 @@ class _Assembler:
                                   "var_id")
             var_id = self.integer(item.get("var_id", next_id), p + ".var_id", 0, 2**32 - 1)
             next_id = max(next_id, var_id + 1)
-            if isinstance(item.get("type"), str):  # (the reader judges it)
-                self.utf8(item["type"], p + ".type")
-            var = {"var_id": var_id, "name": name, "type": item.get("type"),
-                   "size": self.integer(item.get("size"), p + ".size", 0, size=True)}
+            vtype = self.required(item, "type", p, f"one of {', '.join(VAR_TYPE_NAMES)}")
+            if isinstance(vtype, str):  # (any other value the reader judges)
+                self.utf8(vtype, p + ".type")
+            nbytes = self.required(item, "size", p, "the var's size in bytes")
+            var = {"var_id": var_id, "name": name, "type": vtype,
+                   "size": self.integer(nbytes, p + ".size", 0, size=True)}
             if "partitions" in item:
                 var["partitions"] = item["partitions"]
             out.append(var)
@@ -918,8 +932,9 @@ class _Assembler:
         if kind == "nop":
             return self.repeated([opaque_word(NOP_OPCODE)], self.integer(body, p, 0), p)
         if kind == "opaque":
-            self.keys(body, ("opcode", "count", "sync", "operands"), p)
-            opcode = self.integer(body.get("opcode"), p + ".opcode", 0, 255)
+            body = self.keys(body, ("opcode", "count", "sync", "operands"), p)
+            opcode = self.integer(self.required(body, "opcode", p, "the word's opcode, 0..255"),
+                                  p + ".opcode", 0, 255)
             count = self.integer(body.get("count", 1), p + ".count", 0)
             sync = self.sync(body.get("sync"), p + ".sync")
             operands = self.hexbytes(body.get("operands", ""), p + ".operands", 52, pad=True)
@@ -929,8 +944,9 @@ class _Assembler:
             items = body if isinstance(body, list) else [body]
             return [self.hexbytes(w, f"{p}[{j}]", WORD_SIZE) for j, w in enumerate(items)]
         if kind == "repeat":
-            self.keys(body, ("count", "body"), p)
-            count = self.integer(body.get("count"), p + ".count", 0)
+            body = self.keys(body, ("count", "body"), p)
+            count = self.integer(self.required(body, "count", p, "how many times to repeat "
+                                               "the body"), p + ".count", 0)
             return self.repeated(self.instructions(_or(body.get("body"), []), p + ".body", by_name),
                                  count, p + ".count")
         if kind in TRIGGER_KINDS:
@@ -941,7 +957,7 @@ class _Assembler:
     def sync(self, sync: Any, path: str) -> bytes:
         if sync is None:
             return bytes(8)
-        self.keys(sync, _SYNC_KEYS, path)
+        sync = self.keys(sync, _SYNC_KEYS, path)
         vals = [self.integer(sync.get(k, 0), f"{path}.{k}", 0, 255) for k in _SYNC_KEYS[:4]]
         sem = self.integer(sync.get("semaphore_value", 0), path + ".semaphore_value", 0,
                            2**32 - 1)
@@ -960,13 +976,13 @@ class _Assembler:
 
     def dram(self, ref: Any, path: str, by_name: dict[str, dict]) -> tuple[int, int]:
         if isinstance(ref, dict):
-            self.keys(ref, ("var", "offset"), path)
+            ref = self.keys(ref, ("var", "offset"), path)
             return (self.var_id(ref.get("var"), path + ".var", by_name),
                     self.integer(ref.get("offset", 0), path + ".offset", 0, 2**64 - 1, size=True))
         return self.var_id(ref, path, by_name), 0
 
     def sbuf(self, ref: Any, path: str, by_name: dict[str, dict], prefix: str) -> dict:
-        self.keys(ref, ("var", "start", "partitions", "dims"), path)
+        ref = self.keys(ref, ("var", "start", "partitions", "dims"), path)
         parts = ref.get("partitions")
         at = path + ".partitions"
         if type(parts) is int:
@@ -997,8 +1013,8 @@ class _Assembler:
 
     def trigger(self, ctype: CType, body: Any, path: str, by_name: dict[str, dict]
                 ) -> list[bytes]:
-        self.keys(body, _TRIGGER_KEYS, path)
-        dname = body.get("dtype")
+        body = self.keys(body, _TRIGGER_KEYS, path)
+        dname = self.required(body, "dtype", path, f"one of {', '.join(DTYPE_NAMES)}")
         if not isinstance(dname, str) or dname not in DTYPE_NAMES:
             raise self.err(path + ".dtype", f"unknown dtype {_spec_value(dname)}"
                                             f"{_did_you_mean(dname, DTYPE_NAMES, 'one of ')}")
@@ -1014,8 +1030,8 @@ class _Assembler:
                 raise self.err(path + ".op", f"unknown op {_spec_value(body['op'])}"
                                              f"{_did_you_mean(body['op'], ALU_NAMES, 'one of ')}")
             alu = ALU_NAMES[body["op"]]
-        sbuf_like = any(isinstance(body.get(k), dict) and "partitions" in body[k]
-                        for k in ("src", "dst"))
+        sbuf_like = any(isinstance(body.get(k), dict) and body[k].get("partitions") is not None
+                        for k in ("src", "dst"))  # (a key given null is missing: keys())
         opcode = self.integer(body.get("opcode", 0xD9 if sbuf_like else 0xC8),
                               path + ".opcode", 0, 255)
         if opcode not in (0xC7, 0xC8, 0xD9):
@@ -1106,7 +1122,7 @@ class _Assembler:
                            f"cannot encode: {str(err).splitlines()[-1]}") from None
         if patch is None:
             return word
-        self.keys(patch, tuple(WORD_FIELDS[opcode]), path)
+        patch = self.keys(patch, tuple(WORD_FIELDS[opcode]), path)
         for name, val in patch.items():
             off, size = WORD_FIELDS[opcode][name]
             if isinstance(val, str):
