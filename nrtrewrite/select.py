@@ -28,7 +28,7 @@ from nrtrewrite.codes import (
 )
 from nrtrewrite.apoverlap import operands_may_share
 from nrtrewrite.compose.ir import MAX_PEERS, MAX_SRC
-from nrtrewrite.errors import SelectionError, ValidationError, did_you_mean, escape_controls
+from nrtrewrite.errors import SelectionError, ValidationError, did_you_mean
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
@@ -487,11 +487,8 @@ def _mesh_variant(alg: EncAlgType) -> Callable[..., Verdict]:
                                f"{fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)}")
             return True, f"{why}; not in the precedence cascade, only by --algo"
         if alg == EncAlgType.TWO_STEP_POD_MESH:
-            return False, (f"needs an UltraServer pod (enable_pod); topology "
-                           f"{escape_controls(topo.name)} "
-                           "has no pods")
-        return False, (f"{alg.name} needs a NeuronSwitch fabric; topology "
-                       f"{escape_controls(topo.name)} has none")
+            return False, f"needs an UltraServer pod (enable_pod); {topo.title} has no pods"
+        return False, f"{alg.name} needs a NeuronSwitch fabric; {topo.title} has none"
     predicate.__name__ = f"can_post_{alg.name.lower()}"
     return predicate
 

@@ -256,8 +256,8 @@ def test_json_links_file(tmp_path):
     assert t.locality(0, 4) == EdgeLocality.C2C_PORT
     with pytest.raises(ValidationError) as exc:
         load_topology(str(p), world=(), lnc_size=4)
-    assert str(exc.value) == (f"{p}: field lnc_size: topology line4 supports lnc_size 1/2, "
-                              "not 4")  # the file named, not only the platform's refusal
+    assert str(exc.value) == (f"{p}: field lnc_size: topology file {p}, named line4 supports "
+                              "lnc_size 1/2, not 4")  # the file named, not only the platform's
 
 
 @pytest.mark.parametrize("doc, match", [
@@ -485,8 +485,9 @@ def test_a_file_lnc_size_must_be_an_integer_and_a_small_file_names_its_nodes(tmp
                                         "tpbs_per_sengine": 1}}))
     with pytest.raises(ValidationError) as exc:
         load_topology(str(p), world=(0, 1, 2), lnc_size=1)
-    assert exc.value.line() == (f"{p}: field nodes, rank 2: rank 2 does not fit topology small "
-                                "with lnc_size 1 (1 node(s) x 2 ranks = ranks 0..1)")
+    assert exc.value.line() == (f"{p}: field nodes, rank 2: rank 2 does not fit topology file "
+                                f"{p}, named small with lnc_size 1 (1 node(s) x 2 ranks = "
+                                "ranks 0..1)")
 
 
 @pytest.mark.parametrize("tpbs, lnc, ok, says", [
@@ -1318,3 +1319,49 @@ def test_explain_titles_a_topology_file_named_like_a_preset_by_its_file(tmp_path
         assert res.stdout.splitlines()[0] == line
         got = json.loads(_cli(*args, "--json").stdout)["topology"]
         assert (got["name"], got["source"]) == (names[spec], spec)
+
+
+def test_refusals_name_a_topology_file_named_like_a_preset_by_its_file(tmp_path, monkeypatch):
+    """Bug (fixer 48i): past ``explain``'s head line (fixer 48b), the refusals that name a
+    topology still named a file's only by its name or its platform's, so ``sub/trn2.json``
+    read as the preset trn2: ``rank 300 is not in topology trn2``, ``topology trn2 has no
+    pods``, ``topology trn2 needs N node(s)``.  Each names the file, then the name
+    (docs/TOPOLOGY.md §1); a preset's lines are as before."""
+    monkeypatch.chdir(tmp_path)
+    Path("sub").mkdir()
+    # a custom platform: 4 devices of trn2's default 8 cores, lnc 2 -> 4 x 4 = 16 ranks a node
+    Path("sub/trn2.json").write_text(json.dumps({"torus": [2, 2], "devices_per_node": 4}))
+    file = "topology file sub/trn2.json, named trn2"
+    model = ROOT / "fixtures" / "ar2.neff"
+    for spec, topo, last in (("sub/trn2.json", file, 15), ("trn2", "topology trn2", 63)):
+        assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB",
+                                    "--ranks", "2", "--rank", "300", "--topology", spec)) \
+            == f"field --rank: rank 300 is not in {topo} (ranks 0..{last})"
+        why = {"two_step_pod_mesh": f"needs an UltraServer pod (enable_pod); {topo} has no pods",
+               "latency_opt_mesh": f"LATENCY_OPT_MESH needs a NeuronSwitch fabric; {topo} has "
+                                   "none"}
+        for algo, says in why.items():
+            line = _one_line_error(_cli("lower", model, "--topology", spec, "--algo", algo,
+                                        "-o", "o"))
+            assert line.endswith(f"refused: can_post_{algo}: {says}"), line
+            got = json.loads(_cli("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks",
+                                  "2", "--topology", spec, "--json").stdout)
+            reasons = {c["predicate"]: c["reason"] for c in got["triggers"][0]["candidates"]}
+            assert reasons[f"can_post_{algo}"] == says
+    # a file on the preset platform, named after its stem trn2: its nodes and lnc_size
+    Path("trn2.json").write_text(json.dumps({"platform": "trn2", "nodes": 1}))
+    assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks",
+                                "65", "--topology", "trn2.json")) == (
+        "trn2.json: field nodes, rank 64: rank 64 does not fit topology file trn2.json, named "
+        "trn2 with lnc_size 2 (1 node(s) x 64 ranks = ranks 0..63)")
+    with pytest.raises(ValidationError) as exc:
+        load_topology("trn2.json", world=(0,), lnc_size=4)
+    assert str(exc.value) == ("trn2.json: field lnc_size: topology file trn2.json, named trn2 "
+                              "supports lnc_size 1/2, not 4")
+    # 16 devices x 8 cores / lnc 2 = 64 ranks a node
+    Path("trn2.json").write_text(json.dumps({"platform": "trn2", "nodes": 10**8}))
+    assert _one_line_error(_cli("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks",
+                                "2", "--topology", "trn2.json")) == (
+        "trn2.json: field nodes: topology file trn2.json, named trn2 needs 100000000 node(s) x "
+        "64 ranks = 6400000000 ranks, more than 1048576 (MAX_TOPOLOGY_RANKS)")
+    assert sorted(os.listdir()) == ["sub", "trn2.json"]  # no output left

@@ -29,7 +29,7 @@ from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
-                               did_you_mean, escape_controls, escape_path, path_text)
+                               did_you_mean, escape_path, path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -752,16 +752,6 @@ def _default_lnc(spec: str | None) -> int:
     return 2 if 2 in sizes else sizes[0]
 
 
-def _topology_title(topo) -> str:
-    """How the head line names the topology: a preset by its spec, ``topology trn2:nodes=2``;
-    a topology file by its path and then its name, ``topology file t.json, named trn2``,
-    so that a file named like a preset (``trn2.json`` without ``name``, a ``name`` such as
-    ``"trn2:nodes=2"``) is not read as the preset (until 2026-12-06 ``topology trn2``)."""
-    if topo.file is None:
-        return f"topology {escape_controls(topo.name)}"
-    return f"topology file {escape_controls(topo.file)}, named {escape_controls(topo.name)}"
-
-
 def _topology_json(topo: Topology) -> dict:
     """``--json``'s ``topology``: a platform that is not exactly a preset whole, so that the
     object loads back as ``--topology`` (docs/TOPOLOGY.md §2)."""
@@ -991,7 +981,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         echo_whole(json.dumps(out, indent=2))
         return
     console = stdout_console()
-    head = f"{_topology_title(topo)} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
+    head = f"{topo.title} ({topo.nodes} node(s), lnc {topo.lnc_size}, " \
            f"{topo.ranks_per_node} ranks per node, NeuronCore-v{topo.platform.hw_generation})"
     if override:
         head += f"; override {override.source}={override.text!r}"

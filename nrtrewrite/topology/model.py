@@ -269,6 +269,19 @@ def preset_of_spec(spec: str | None) -> str | None:
     return name if name in PRESETS else None
 
 
+def topology_title(name: str, file: str | None = None) -> str:
+    """How a line names a topology: a preset by its name, ``topology trn2:nodes=2``; a
+    topology file by its path (``file``, as ``options.topology`` records it) and then its
+    name, ``topology file t.json, named trn2``, so that a file named like a preset
+    (``trn2.json`` without ``name``, a ``name`` such as ``"trn2:nodes=2"``) is not read as
+    the preset (docs/CLI.md ``explain``; until 2026-12-06 the refusals of a rank, of an
+    engine needing pods or a NeuronSwitch fabric, of a file's ``nodes`` and ``lnc_size``
+    said ``topology trn2`` for ``sub/trn2.json``)."""
+    if file is None:
+        return f"topology {escape_controls(name)}"
+    return f"topology file {escape_controls(file)}, named {escape_controls(name)}"
+
+
 class Topology:
     """Ranks of ``nodes`` identical nodes of one platform, at one LNC size."""
 
@@ -348,10 +361,15 @@ class Topology:
     def world_size(self) -> int:
         return len(self.ranks)
 
+    @property
+    def title(self) -> str:
+        """How a line names this topology (:func:`topology_title`): ``topology trn2:nodes=2``,
+        or ``topology file t.json, named trn2``."""
+        return topology_title(self.name, self.file)
+
     def rank_refusal(self, rank: int) -> str:
         """Why ``rank`` is refused: it is not in this topology."""
-        return (f"rank {rank} is not in topology {escape_controls(self.name)} "
-                f"(ranks 0..{self.world_size - 1})")
+        return f"rank {rank} is not in {self.title} (ranks 0..{self.world_size - 1})"
 
     def info(self, rank: int) -> RankInfo:
         try:
@@ -567,17 +585,20 @@ def nodes_for(world: tuple[int, ...], ranks_per_node: int) -> int:
 
 def check_topology_size(platform: Platform, lnc_size: int, nodes: int,
                         world: tuple[int, ...] = (), *, file: str | None = None,
-                        field: str = "topology") -> None:
+                        field: str = "topology", title: str | None = None) -> None:
     """LimitError when ``nodes`` nodes of ``platform`` exceed :data:`MAX_TOPOLOGY_RANKS`.
 
     Checked before any rank is built; with ``world`` the message names its largest rank
     (the default topology is sized to it).  ``file`` and ``field`` say where the node count
-    comes from: the ``--topology`` option (a preset), or a topology file's ``nodes``."""
+    comes from: the ``--topology`` option (a preset), or a topology file's ``nodes``;
+    ``title`` how the line names the topology (:func:`topology_title`; by default
+    ``topology`` and the platform's name, a preset's)."""
     rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
     if nodes * rpn > MAX_TOPOLOGY_RANKS:
         why = (f" to hold rank {max(world)}" if world and max(world) >= MAX_TOPOLOGY_RANKS
                else "")
-        raise LimitError(f"topology {platform.name} needs {nodes} node(s) x {rpn} ranks = "
+        raise LimitError(f"{title or 'topology ' + platform.name} needs {nodes} node(s) x "
+                         f"{rpn} ranks = "
                          f"{nodes * rpn} ranks{why}, more than {MAX_TOPOLOGY_RANKS} "
                          "(MAX_TOPOLOGY_RANKS)", file=file, field=field)
 
@@ -589,7 +610,7 @@ def _check_world(topo: Topology, world: tuple[int, ...], *, file: str | None = N
     bad = [r for r in world if r < 0 or r >= topo.world_size]
     if bad:
         raise ValidationError(
-            f"rank {bad[0]} does not fit topology {escape_controls(topo.name)} with lnc_size "
+            f"rank {bad[0]} does not fit {topo.title} with lnc_size "
             f"{topo.lnc_size} "
             f"({topo.nodes} node(s) x {topo.ranks_per_node} ranks = "
             f"ranks 0..{topo.world_size - 1})",
@@ -1098,25 +1119,6 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
     doc = read_topology_file(spec)
     platform = platform_from_json(doc, where=str(path))
     doc = given(doc)  # (a JSON object: platform_from_json holds it to one)
-    file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
-    if file_lnc != lnc_size:
-        raise ValidationError(f"the topology file's lnc_size should be {lnc_size} "
-                              f"({lnc_of} {lnc_size}), not {file_lnc}", file=str(path),
-                              field="lnc_size")
-    if lnc_size not in platform.lnc_sizes:
-        raise ValidationError(f"topology {platform.name} supports lnc_size "
-                              f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
-                              file=str(path), field="lnc_size")
-    rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
-    nodes = doc.get("nodes")
-    if nodes is None:
-        nodes = nodes_for(world, rpn)
-    if not _is_int(nodes) or nodes < 1:
-        raise ValidationError(f"nodes must be a positive integer, not {json_text(nodes)}",
-                              file=str(path),
-                              field="nodes")
-    # the file's nodes, or (when it gives none) the count sized to the model's ranks
-    check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes")
     name = doc.get("name")
     if name is None:
         # the file's stem names it when the file does not: its bytes as UTF-8 whatever the
@@ -1134,6 +1136,28 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
             raise ValidationError(f"the file gives no name and its file name's stem "
                                   f"{json_text(name)} {why}: give \"name\"", file=str(path),
                                   field="name")
+    # (how the refusals below name it: by the file and its name, never as a preset)
+    title = topology_title(str(name), path_text(path))
+    file_lnc = _int(doc, "lnc_size", lnc_size, where=str(path))  # the model's when not given
+    if file_lnc != lnc_size:
+        raise ValidationError(f"the topology file's lnc_size should be {lnc_size} "
+                              f"({lnc_of} {lnc_size}), not {file_lnc}", file=str(path),
+                              field="lnc_size")
+    if lnc_size not in platform.lnc_sizes:
+        raise ValidationError(f"{title} supports lnc_size "
+                              f"{'/'.join(map(str, platform.lnc_sizes))}, not {lnc_size}",
+                              file=str(path), field="lnc_size")
+    rpn = platform.ranks_per_device(lnc_size) * platform.devices_per_node
+    nodes = doc.get("nodes")
+    if nodes is None:
+        nodes = nodes_for(world, rpn)
+    if not _is_int(nodes) or nodes < 1:
+        raise ValidationError(f"nodes must be a positive integer, not {json_text(nodes)}",
+                              file=str(path),
+                              field="nodes")
+    # the file's nodes, or (when it gives none) the count sized to the model's ranks
+    check_topology_size(platform, lnc_size, nodes, world, file=str(path), field="nodes",
+                        title=title)
     topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
                     name=str(name), file=path_text(path))  # (as options.topology)
     _check_world(topo, world, file=str(path), field="nodes" if "nodes" in doc else "topology")
