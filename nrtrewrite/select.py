@@ -423,6 +423,12 @@ def enc_can_post_kangaring_operation(req: Request, topo: Topology,
     return _window(req, topo, policy, EncAlgType.KANGARING, INTRA, why, check_window)
 
 
+#: How the refusal of a policy condition checked with the size window begins (SELECTION.md
+#: §3: SINGLE_CYCLE_RING's inter-node, one rank a node), which a reason of an engine taken
+#: outside its window then names (:func:`_none_inside`).
+POLICY_GATE = "policy gate: "
+
+
 def enc_can_post_single_cycle_ring(req: Request, topo: Topology,
                                    policy: Policy = DEFAULT_POLICY, *,
                                    check_window: bool = True) -> Verdict:
@@ -439,10 +445,10 @@ def enc_can_post_single_cycle_ring(req: Request, topo: Topology,
         return True, (f"{s.rank_n} rank(s) over {s.node_n} node(s): a ring cut opposite each "
                       "chunk's root, reduced from both sides")
     if s.node_n < 2:
-        return False, ("policy gate: SINGLE_CYCLE_RING is inter-node only (group lies within "
-                       "one node; --algo may force it)")
+        return False, (f"{POLICY_GATE}SINGLE_CYCLE_RING is inter-node only (group lies "
+                       "within one node; --algo may force it)")
     if s.rank_n != s.node_n:
-        return False, (f"policy gate: SINGLE_CYCLE_RING needs one rank per node (rank_n "
+        return False, (f"{POLICY_GATE}SINGLE_CYCLE_RING needs one rank per node (rank_n "
                        f"{s.rank_n} != node_n {s.node_n}; --algo may force it)")
     ok = f"{s.node_n} nodes, one rank each"
     return _window(req, topo, policy, EncAlgType.SINGLE_CYCLE_RING, INTER, ok)
@@ -944,10 +950,22 @@ def _forced_error(req: Request, override: AlgoOverride, clause: OverrideClause, 
                           f"refused: {why}", trigger=req.ordinal)
 
 
-def _outside_window(why: str) -> str:
+def _none_inside(reasons: Iterable[str]) -> str:
+    """What no allowed engine is when the first legal one is taken outside (SELECTION.md
+    §8), from ``reasons``, the allowed engines' refusals checked with the size window:
+    inside its size window, and past its policy gate when one of them is a policy gate's,
+    which is checked with the window (§3: SINGLE_CYCLE_RING's inter-node, one rank a node;
+    until 2026-12-06 a policy gate's refusal read as the size window)."""
+    gated = any(r.startswith(POLICY_GATE) for r in reasons)
+    return ("none allowed is inside its size window"
+            + (" and passes its policy gate" if gated else ""))
+
+
+def _outside_window(why: str, reasons: Iterable[str]) -> str:
     """The reason of a leg's engine taken outside its size window (SELECTION.md §8): none
-    allowed is inside its window; ``why``, its structural check."""
-    return f"first legal engine (none allowed is inside its size window; {why})"
+    allowed is inside its window (:func:`_none_inside` of ``reasons``); ``why``, its
+    structural check."""
+    return f"first legal engine ({_none_inside(reasons)}; {why})"
 
 
 def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
@@ -1063,7 +1081,8 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
     for k, (alg, _) in enumerate(passed):
         ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
         if ok:
-            return alg, _passed_over(_outside_window(why), passed[:k])
+            return alg, _passed_over(_outside_window(why, (r for _, r in passed)),
+                                     passed[:k])
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
@@ -1182,7 +1201,8 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     # (outside its window, it says so as the policy's leg does, _leg_choice:
                     # until 2026-12-06 it gave the bare structural reason)
                     pick, found = a, True
-                    why = _passed_over(why_a if in_window else _outside_window(why_a),
+                    why = _passed_over(why_a if in_window else _outside_window(
+                        why_a, (r for _, r in passed)),
                                        [p for p in passed if order.index(p[0]) < k])
                     break
                 if in_window:
@@ -1264,8 +1284,10 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         policy_alg = picked
         c = cands[picked]
         scope_txt = "intra-node" if shape.scope == INTRA else f"{shape.node_n}-node"
-        first = ("first legal engine (none allowed is inside its size window)" if outside
-                 else "first legal engine")
+        first = "first legal engine"
+        if outside:  # (what none allowed is: inside its window, past its policy gate)
+            ran = [cands[a].reason for a in policy.precedence if a in cands and allowed(a)]
+            first += f" ({_none_inside(ran)})"
         # (then why each engine the cascade ran before it lost, as a HIER leg's reason says
         # it: the candidate's reason, the table's words; until 2026-12-06 not said)
         before = policy.precedence[:policy.precedence.index(picked)]
@@ -1340,8 +1362,13 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         fallback_reason = (f"{what} is not lowerable in this build (lowerable: {can}); "
                            f"lowering {fb.name} over the whole group instead{flat}")
         if outside:  # (until 2026-12-06 not said)
-            fallback_reason += (f"; {fb.name} outside its size window ({cands[fb].reason}): "
-                                "none allowed and lowerable is inside its own")
+            # (a policy gate, checked with the window, said as such: until 2026-12-06
+            # "outside its size window (policy gate: ...)")
+            gate = cands[fb].reason.startswith(POLICY_GATE)
+            kept, own = (("fails its policy gate", " size window and passes its policy gate")
+                         if gate else ("outside its size window", ""))
+            fallback_reason += (f"; {fb.name} {kept} ({cands[fb].reason}): none allowed and "
+                                f"lowerable is inside its own{own}")
         fallback_reason = _passed_over(fallback_reason, skipped)
 
     n_channels, ch_reason = choose_channels(topo, req, alg, policy)

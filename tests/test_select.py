@@ -489,18 +489,44 @@ def test_a_collective_taken_outside_its_window_names_the_illegal_engines_before_
         "node 0 (HIER needs a group spanning nodes)")
 
 
+def test_an_engine_taken_past_its_policy_gate_is_not_said_outside_its_size_window():
+    """Bug (fixer 48i): ``allreduce:^hier,ring`` on 1 MiB over two whole trn2 nodes leaves
+    SINGLE_CYCLE_RING the only legal engine; its 1 MiB is inside its [0, 4 MiB) window, but
+    its policy gate (one rank a node, checked with the window, SELECTION.md §3) fails.  The
+    reason said "none allowed is inside its size window"; it says the gate now."""
+    sel = select(req(AR, TWO_NODES, 1 * MiB), T2N,
+                 override=parse_algo_override("allreduce:^hier,ring"))
+    c = sel.candidate(EncAlgType.SINGLE_CYCLE_RING)
+    assert (sel.policy_alg, c.legal, c.in_window) == (EncAlgType.SINGLE_CYCLE_RING, True, False)
+    assert sel.reason == (
+        "SINGLE_CYCLE_RING: first legal engine (none allowed is inside its size window and "
+        "passes its policy gate) of INTRA_RDH > MESH > KANGARING > SINGLE_CYCLE_RING > "
+        "INTER_RDH under the override 'allreduce:^hier,ring' for 2-node ALLREDUCE 1 MiB "
+        "(policy gate: SINGLE_CYCLE_RING needs one rank per node (rank_n 128 != node_n 2; "
+        "--algo may force it)); INTRA_RDH not taken: INTRA_RDH is intra-node only (group "
+        "spans 2 nodes); MESH not taken: inter-node mesh over the whole group needs one rank "
+        "per node (local_rank_n 64); such groups go hierarchical; KANGARING not taken: "
+        "KANGARING is intra-node only (group spans 2 nodes)")
+    # no gate among the engines the cascade ran: the size window alone, as before
+    sel = select(req(AR, NODE0, 64 * KiB), T1N, override=parse_algo_override("hier,intra_rdh"))
+    assert sel.reason.startswith(
+        "INTRA_RDH: first legal engine (none allowed is inside its size window) of ")
+
+
 def test_the_override_follows_the_cascade_it_cut_not_the_last_engine_passed_over():
     """Bug: ``; under the override '...'`` ended the policy's reason, after the last "X not
     taken: ..." part, as if it said why X lost (SELECTION.md §4, §8).  It follows the cascade
     the override cut now.  ``^ring`` on 4 MiB over 48 ranks (12 whole devices) of a trn2
     node: HIER not on one node, INTRA_RDH no hypercube of 12 devices, MESH past its 1 MiB,
     KANGARING short of its 56 MiB, SINGLE_CYCLE_RING's policy gate, INTER_RDH inter only;
-    none allowed inside its window, so the first legal one: MESH, after HIER and
-    INTRA_RDH.  A forced engine says the override in its own words, as before."""
+    none allowed inside its window and past its policy gate (said so since 2026-12-06:
+    SINGLE_CYCLE_RING's gate read as a size window), so the first legal one: MESH, after
+    HIER and INTRA_RDH.  A forced engine says the override in its own words, as before."""
     sel = select(req(AR, NODE0[:48], 4 * MiB), T1N, override=parse_algo_override("^ring"))
     assert sel.policy_alg == EncAlgType.MESH
     assert sel.reason == (
-        "MESH: first legal engine (none allowed is inside its size window) of HIER > "
+        "MESH: first legal engine (none allowed is inside its size window and passes its "
+        "policy gate) of HIER > "
         "INTRA_RDH > MESH > KANGARING > SINGLE_CYCLE_RING > INTER_RDH under the override "
         "'^ring' for intra-node ALLREDUCE 4 MiB (4 MiB not below op_max_limit[ALLREDUCE] "
         "1 MiB); HIER not taken: group lies within node 0 (HIER needs a group spanning "
@@ -1323,7 +1349,8 @@ def test_a_flat_fallback_passes_hier_as_no_flat_engine():
     after the policy's choice: RING > HIER in a build without RING, 64 MiB over two whole
     trn2 nodes.  HIER (legal) is passed, the RDHs, MESH and KANGARING are not legal there,
     and SINGLE_CYCLE_RING (structurally legal for any all-reduce, its policy gate checked
-    with the window, §3) is taken outside it."""
+    with the window, §3) is taken past its gate, which the reason names (until 2026-12-06
+    "outside its size window (policy gate: ...)")."""
     pol = Policy(lowerable=DEFAULT_POLICY.lowerable - {EncAlgType.RING},
                  precedence=(EncAlgType.RING, EncAlgType.HIER))
     sel = select(req(AR, TWO_NODES, 64 * MiB), T2N, policy=pol)
@@ -1332,9 +1359,10 @@ def test_a_flat_fallback_passes_hier_as_no_flat_engine():
         "RING is not lowerable in this build (lowerable: HIER, MESH, KANGARING, "
         "SINGLE_CYCLE_RING, INTRA_RDH, SINGLE_STEP_MESH, INTER_RDH); lowering "
         "SINGLE_CYCLE_RING over the whole group instead (flat over 2 nodes: 2 network hops "
-        "per channel); SINGLE_CYCLE_RING outside its size window (policy gate: "
+        "per channel); SINGLE_CYCLE_RING fails its policy gate (policy gate: "
         "SINGLE_CYCLE_RING needs one rank per node (rank_n 128 != node_n 2; --algo may force "
-        "it)): none allowed and lowerable is inside its own; "
+        "it)): none allowed and lowerable is inside its own size window and passes its "
+        "policy gate; "
         "HIER not taken: the fallback is one flat leg over the whole group; "
         "INTRA_RDH not taken: INTRA_RDH is intra-node only (group spans 2 nodes); "
         "MESH not taken: inter-node mesh over the whole group needs one rank per node "
