@@ -142,19 +142,43 @@ def _plain_member(member: tarfile.TarInfo) -> bool:
             and not any(p in ("", ".", "..") for p in parts))
 
 
+def _clashing_member(members: list[tarfile.TarInfo]) -> str | None:
+    """The first member whose name another member's takes (review 48j: each name judged
+    alone, a file ``x`` then a member ``x/y`` failed half-way with a raw
+    ``NotADirectoryError``, a folder ``x`` then a file ``x`` with an ``IsADirectoryError``, a
+    file ``x`` then a folder ``x`` was quietly taken), as the rest of the line that refuses
+    it, else None: a name given twice, unless as a folder both times, or a member under a
+    file's name."""
+    kinds: dict[str, bool] = {}  # (name: a folder?)
+    for m in members:
+        if m.name in kinds and not (kinds[m.name] and m.isdir()):
+            return f"{m.name!r}: given twice"
+        kinds[m.name] = m.isdir()
+    for m in members:
+        parts = m.name.split("/")
+        for i in range(1, len(parts)):
+            if kinds.get(up := "/".join(parts[:i])) is False:
+                return f"{m.name!r}: {up!r} is a file"
+    return None
+
+
 def unpack(golden: str | Path, dest: Path) -> Path:
     """Unpack a golden tar.gz (regular files and folders only) into ``dest``, each member
     under the file name its UTF-8 name stands for whatever the locale
     (:func:`~nrtrewrite.emit.formats.name_on_disk`: until 2026-12-06 a non-ASCII name
     under ``LC_ALL=C`` stopped the extraction half-way with a ``UnicodeEncodeError``).
-    Every member is judged (:func:`_plain_member`) before anything is written: one that
-    is not is a ``ValueError`` naming it, and ``dest`` is not even made."""
+    Every member is judged (:func:`_plain_member`, :func:`_clashing_member`) before
+    anything is written: one that is not is a ``ValueError`` naming it, and ``dest`` is not
+    even made."""
     with tarfile.open(golden, "r:gz", encoding="utf-8") as tar:
         members = tar.getmembers()
         for m in members:
             if not _plain_member(m):
                 raise ValueError(f"{escape_path(os.fspath(golden))}: unexpected member "
                                  f"{m.name!r}")  # (the path escaped once, as a name is)
+        if (clash := _clashing_member(members)) is not None:
+            raise ValueError(f"{escape_path(os.fspath(golden))}: unexpected member {clash}")
+        for m in members:
             m.name = name_on_disk(m.name)
         dest.mkdir(parents=True, exist_ok=True)
         tar.extractall(dest, members=members, filter="data")
