@@ -856,6 +856,7 @@ _REPEATS = {
     "2 then 3": ('"format_version": 3', ("nrtrewrite-lowered", 3)),
     "escaped 2 then 3": ('"format\\u005fversion": 3', ("nrtrewrite-lowered", 3)),
     "escaped F 2 then 3": ('"\\u0046ormat_version": 3', None),  # (another key: "Format_...")
+    "escaped f 2 then 3": ('"\\u0066ormat_version": 3', ("nrtrewrite-lowered", 3)),
     "format again": ('"format": "something-else"', ("something-else", 2)),
     "3 then 2": ('"format_version": 2', ("nrtrewrite-lowered", 2)),
 }
@@ -889,6 +890,22 @@ def test_a_repeated_format_key_is_read_alike_with_or_without_rank(out, tmp_path,
         assert (res.exit_code, res.stderr) == (2, (
             f"nrtrewrite: error: {copy}/manifest.json: not an nrtrewrite-lowered v2 manifest "
             f"(format '{last[0]}', version {last[1]}){hint}\n"))
+
+
+@pytest.mark.parametrize("shift", [1, 2, 8, 15, 16, 17])
+def test_a_format_key_across_two_scanned_blocks_is_seen(shift):
+    """``format_version`` given again so that its name straddles the scan's 1 MiB blocks
+    (review 48j: a scan keeping no bytes of the block before passed every other case):
+    found wherever it is cut.  A value merely beginning with "format (the model
+    ``format.neff``, review 48j: the whole 60 MB manifest read) is not a key given again."""
+    import io
+    from nrtrewrite.cli.dump import _may_repeat_the_head
+    key = b'"format_version": 3'
+    start = 7
+    pad = b" " * ((1 << 20) - shift)
+    assert _may_repeat_the_head(io.BytesIO(b"x" * start + pad + key + b"}"), start)
+    assert not _may_repeat_the_head(io.BytesIO(
+        b"x" * start + pad + b'"name": "format.neff", "n": "\\n"}'), start)
 
 
 def test_dump_rank_accepts_our_v2_manifest_from_its_head_alone(out, tmp_path, monkeypatch):

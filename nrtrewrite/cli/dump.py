@@ -225,11 +225,12 @@ _FORMAT_HEAD = re.compile(_WS + rb'\{' + _WS + rb'"format"' + _WS + rb':' + _WS
                           + rb'(-?[0-9]+|true|false|null)' + _WS + rb'[,}]')
 #: Bytes of a manifest's beginning :func:`check_top_format` reads.
 FORMAT_HEAD_BYTES = 4096
-#: What may spell the key ``format`` or ``format_version`` again past the head: the name
-#: itself, or a ``\\u`` escape of one of their characters (``\\u005f`` to ``\\u0076``, hex
-#: in either case), which ``json.dumps`` never writes (it escapes control and non-ASCII
-#: characters only)
-_HEAD_KEY_SPELLINGS = (b'"format', b"\\u005", b"\\u006", b"\\u007")
+#: What may spell the key ``format`` or ``format_version`` again past the head: either name
+#: whole, its closing quote included (so a value such as the model ``format.neff`` in
+#: ``input.name`` keeps the fast path), or a ``\\u`` escape of one of their characters
+#: (``\\u005f`` to ``\\u0076``, hex in either case), which ``json.dumps`` never writes (it
+#: escapes control and non-ASCII characters only)
+_HEAD_KEY_SPELLINGS = (b'"format"', b'"format_version"', b"\\u005", b"\\u006", b"\\u007")
 
 
 def _may_repeat_the_head(fh, start: int) -> bool:
