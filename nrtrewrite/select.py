@@ -297,7 +297,7 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
         return False, refusal
     p = topo.platform
     if not p.mesh:
-        return False, f"{p.name} has no mesh (nccl_mesh_supported false)"
+        return False, f"{topo.platform_title} has no mesh (nccl_mesh_supported false)"
     s = group_shape(topo, req.group)
     if s.rank_n < 2:
         return False, "a single rank has no peers"
@@ -359,7 +359,7 @@ def enc_can_post_intra_rdh_operation(req: Request, topo: Topology,
     if s.scope != INTRA:
         return False, f"INTRA_RDH is intra-node only (group spans {s.node_n} nodes)"
     if not topo.platform.mesh:
-        return False, (f"{topo.platform.name} has no mesh (\"RDH construction will be skipped "
+        return False, (f"{topo.platform_title} has no mesh (\"RDH construction will be skipped "
                        "because it depends on Mesh\")")
     ndev = len(s.devices)
     if s.rank_n < 2:

@@ -1171,12 +1171,27 @@ def test_forcing_mesh_on_a_platform_without_mesh_says_so(tmp_path):
     topo = load_topology(str(f), world=(), lnc_size=2)
     sel = select(req(AR, NODE0, 4 * MiB), topo, strict=False)
     mesh = sel.candidate(EncAlgType.MESH)
-    assert not mesh.legal and mesh.reason == "trn2 has no mesh (nccl_mesh_supported false)"
+    # (the file's platform, changed from the preset's, named as the file's: until 2026-12-06
+    # "trn2 has no mesh", untrue of the preset trn2)
+    named = "the topology file's platform trn2"
+    assert not mesh.legal and mesh.reason == f"{named} has no mesh (nccl_mesh_supported false)"
     with pytest.raises(SelectionError) as exc:
         select(req(AR, NODE0, 4 * MiB), topo, override=parse_algo_override("mesh"))
     assert str(exc.value) == ("trigger 0: --algo 'mesh' forces MESH, refused: "
-                              "enc_can_post_mesh_operation: trn2 has no mesh "
+                              f"enc_can_post_mesh_operation: {named} has no mesh "
                               "(nccl_mesh_supported false)")
+    rdh = select(req(AR, NODE0, 4 * MiB), topo, strict=False).candidate(EncAlgType.INTRA_RDH)
+    assert not rdh.legal and rdh.reason.startswith(f"{named} has no mesh (")
+    kanga = {"platform": "trn2", "nodes": 1, "kangaring": False}
+    (tmp_path / "nokanga.json").write_text(json.dumps(kanga))
+    topo = load_topology(str(tmp_path / "nokanga.json"), world=(), lnc_size=2)
+    kr = select(req(AR, NODE0, 4 * MiB), topo, strict=False).candidate(EncAlgType.KANGARING)
+    assert not kr.legal and kr.reason.startswith(
+        "the topology file's platform trn2 has no kangaring (")
+    # a preset's platform is named as before
+    trn1 = select(req(AR, (0, 1), 4 * MiB), load_topology("trn1", world=(), lnc_size=1),
+                  strict=False).candidate(EncAlgType.KANGARING)
+    assert not trn1.legal and trn1.reason.startswith("trn1 has no kangaring (")
 
 
 def test_forcing_single_cycle_ring_on_the_inter_allg_leg_names_the_legs_engines():

@@ -357,7 +357,7 @@ def kangaring_shape(topo: Topology, group) -> tuple[bool, str]:
 def _kangaring_shape(topo: Topology, group: tuple[int, ...]) -> tuple[bool, str]:
     p = topo.platform
     if not p.kangaring or p.device.dies != 2 or p.device.sengines != 4:
-        return False, (f"{p.name} has no kangaring (needs 2 dies x 2 s-engines = "
+        return False, (f"{topo.platform_title} has no kangaring (needs 2 dies x 2 s-engines = "
                        "KANGARING_NUM_SENG_PER_DEV 4 per MLA)")
     layout = _layout(topo, group)
     if len(layout) != 1:
