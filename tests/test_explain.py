@@ -801,6 +801,83 @@ def test_explain_shows_the_scratch_past_the_core_window(tmp_path):
         assert f"lower refuses the whole model: {line}" in text.splitlines()
 
 
+def _spec_model(tmp_path, spec) -> str:
+    from nrtrewrite.neff.assembler import assemble_spec
+    path = tmp_path / "m.neff"
+    path.write_bytes(assemble_spec(spec))
+    return str(path)
+
+
+def _lower_refusal(path, tmp_path, *args) -> str:
+    """lower's one error line with ``args``, without its "nrtrewrite: error: PATH: " head."""
+    res = run("lower", path, "-o", str(tmp_path / "out"), "-j", "1", *args)
+    assert res.exit_code == 2 and not (tmp_path / "out").exists(), res.output
+    head = f"nrtrewrite: error: {path}: "
+    assert res.output.startswith(head) and res.output.count("\n") == 1, res.output
+    return res.output[len(head):-1]
+
+
+def test_explain_refuses_at_the_trigger_lower_refuses_first(tmp_path):
+    """Two all-reduces, trigger 0 on ranks 0..3 and trigger 1 on ranks 4..12 (lnc 2),
+    ``--algo kangaring`` illegal for both (docs/SELECTION.md: a forced engine's predicate
+    refuses).  lower selects every trigger first and refuses at the first (docs/CLI.md
+    ``model_refusal``), trigger 0, with or without --rank; explain --rank 5 (trigger 0
+    skipped) and --trigger 1 showed trigger 1 alone and refused with trigger 1's reason.
+    Every path now refuses with lower's line, in text and in --json's error."""
+    spec = {"header": {"lnc_size": 2}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 64},
+                 {"name": "o", "type": "output", "size": 64},
+                 {"name": "i2", "type": "input", "size": 1024},
+                 {"name": "o2", "type": "output", "size": 1024}],
+        "replica_groups": [list(range(4)), list(range(4, 13))],
+        "engines": {"sp": [
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "i", "dst": "o",
+                            "num_elements": 5}},
+            {"all_reduce": {"dtype": "bf16", "op": "add", "src": "i2", "dst": "o2",
+                            "num_elements": 9, "group": 1}}]}}]}
+    path = _spec_model(tmp_path, spec)
+    line = _lower_refusal(path, tmp_path, "--algo", "kangaring")
+    assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, "
+                           "trigger 0: --algo 'kangaring' forces KANGARING, refused: "), line
+    assert _lower_refusal(path, tmp_path, "--algo", "kangaring", "--rank", "5") == line
+    for args in ((), ("--rank", "5"), ("--trigger", "1"), ("--rank", "5", "--trigger", "1"),
+                 ("--trigger", "0")):
+        res = run("explain", path, "--algo", "kangaring", *args)
+        assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), args
+        res = run("explain", path, "--algo", "kangaring", *args, "--json")
+        assert res.exit_code == 2, args
+        doc = json.loads(res.output[:res.output.rindex("}") + 1])
+        assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
+
+
+def test_explain_meets_a_forced_engines_refusal_before_the_vars_past_the_core_window(
+        tmp_path):
+    """Vars of 16 GiB + 16 GiB pass the 28 GiB core window (docs/FORMATS.md §10); a 16 GiB
+    all-reduce on ranks 0..2 forced on MESH is refused by MESH's rule (its channel buffer).
+    lower selects before it lays out memory, so it names the engine; explain checked the
+    vars first and gave the memory line.  Unforced, both give the memory line (32 GiB =
+    34359738368 bytes), with a --rank outside the world too (lower checks its ranks after
+    its plan)."""
+    spec = {"header": {"lnc_size": 2}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 16 << 30},
+                 {"name": "o", "type": "output", "size": 16 << 30}],
+        "replica_groups": [[0, 1, 2]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                           "dst": "o", "bytes": 16 << 30}}]}}]}
+    path = _spec_model(tmp_path, spec)
+    forced = _lower_refusal(path, tmp_path, "--algo", "mesh")
+    assert forced.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, "
+                             "trigger 0: --algo 'mesh' forces MESH, refused: "), forced
+    memory = (f"the model's DRAM vars need {32 << 30} bytes per core, more than the "
+              f"{28 << 30} bytes of the core window below the SBUF window")
+    assert _lower_refusal(path, tmp_path) == memory
+    assert _lower_refusal(path, tmp_path, "--rank", "99") == memory
+    for args, line in ((("--algo", "mesh"), forced), ((), memory), (("--rank", "99"), memory),
+                       (("--algo", "mesh", "--trigger", "0"), forced)):
+        res = run("explain", path, *args)
+        assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), args
+
+
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
     """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
     (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger

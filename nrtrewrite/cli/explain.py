@@ -428,6 +428,10 @@ class ModelPlan:
     plans: dict[int, Any]
     #: what ``lower`` refuses the whole model for under a model-wide limit, or None
     refusal: NrtRewriteError | None
+    #: whether :attr:`refusal` is the memory layout's and the vars alone do not fit (no
+    #: scratch, no gateway): ``explain`` then refuses the model with that line, as ``lower``
+    #: does, and shows nothing
+    vars_refused: bool = False
 
 
 def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPlan:
@@ -527,9 +531,17 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     try:
         entry_post_slots([t.replica_group for t in m.triggers], topo.ranks_per_node,
                          lambda i: trigger_where(m.triggers[i]))
+    except LimitError as err:  # lower stops here: it meets no start_addr
+        out.refusal, out.refusals = err, {}
+        return out
+    try:
         lay_out_memory(m, topo, planned)
     except LimitError as err:  # lower stops here: it meets no start_addr
         out.refusal, out.refusals = err, {}
+        try:  # the vars alone (lower's line is the one above, with or without scratch)
+            build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
+        except LimitError:
+            out.vars_refused = True
         return out
     try:
         check_plan(SimpleNamespace(triggers=planned))
@@ -847,14 +859,8 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             warn(err_console, note)
         try:  # (named by the model, as lower and schedule name it: load_and_plan)
             topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
-            # the var layout lower refuses a whole model for (the vars alone: with the scratch
-            # and gateway the engines' plans need, _plan_model)
-            build_memory_map(m, 0, 0, cores_per_device=topo.ranks_per_device)
         except NrtRewriteError as err:
             raise err.at(file=model) from None
-        if rank is not None and rank not in m.world:
-            from nrtrewrite.lower import world_refusal
-            raise world_refusal(m.world, rank, model)
         n = len(m.triggers)
         for k in only:
             if not 0 <= k < n:
@@ -872,6 +878,18 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         with gc_paused():  # as lower plans (hundreds of thousands of long-lived objects)
             mp = _plan_model(m, topo, override, policy, {
                 t.ordinal for t, _meta in items if rank is None or rank in t.replica_group})
+        # explain refuses where lower does, with lower's line: a trigger shown whose selection
+        # fails (lower selects every trigger first and refuses at the first that fails, shown
+        # or not: mp.refusals is in lower's order), the vars past the core window (lower
+        # lays out memory after every trigger's selection, checks and prepare)
+        if any(t.ordinal not in mp.selections for t, _meta in items
+               if rank is None or rank in t.replica_group):
+            raise next(iter(mp.refusals.values())).at(file=model)
+        if mp.vars_refused:
+            raise mp.refusal.at(file=model)
+        if rank is not None and rank not in m.world:  # (lower checks its ranks after its plan)
+            from nrtrewrite.lower import world_refusal
+            raise world_refusal(m.world, rank, model)
         refusal = mp.refusal
     else:
         if only or show_all or no_verify_hash:
@@ -943,8 +961,6 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                 if why is not None:
                     sel = not_lowered(sel, why)
         else:
-            if item.ordinal not in mp.selections:  # its selection fails: as lower and
-                raise mp.refusals[item.ordinal].at(file=model)  # schedule name it
             # lower's refusal of the trigger (its first check that fails), else the
             # model-wide one that names it
             err = mp.refusals.get(item.ordinal)
