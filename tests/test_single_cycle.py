@@ -192,3 +192,96 @@ def test_a_one_rank_groups_copy_is_in_the_all_gather_phase(tmp_path, algo):
     assert res.exit_code == 0, res.output
     steps = [s for ch in json.loads(res.output)["ops"][0]["channels"] for s in ch["steps"]]
     assert [(s["leaf"], s["phase"]) for s in steps] == [("direct_copy", "all_gather")] * 2
+
+
+def _one_rank_spec(in_size, out_size, num_elements, op="all_reduce"):
+    return {"header": {"name": "one", "lnc_size": 2}, "subgraphs": [{
+        "name": "sg00", "vars": [{"name": "a", "type": "input", "size": in_size},
+                                 {"name": "b", "type": "output", "size": out_size}],
+        "replica_groups": [[0]],
+        "engines": {"sp": [{op: {"dtype": "bf16", "op": "add", "src": "a", "dst": "b",
+                                 "num_elements": num_elements}}]}}]}
+
+
+@pytest.mark.parametrize("algo", ["ring", "single_cycle_ring"])
+def test_a_one_rank_group_reserves_no_scratch(algo):
+    """A one-rank group receives nothing (its legs copy IN to OUT, enc_1rank_primitive:
+    docs/DESIGN.md), so it reserves no scratch: RING reserved the message (RECV), a
+    SINGLE_CYCLE_RING two of them (RECV, RECV2).  Vars of 12 GiB + 4 KiB and 12 GiB fit the
+    28 GiB core window (docs/FORMATS.md §10), a 4 GiB all-reduce's scratch did not: lower
+    refused the model blaming it.  Now the plan lays out the vars alone: scratch and gw
+    regions of 0 bytes, both right after the vars (24 GiB + 4 KiB)."""
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+    data = assemble_spec(_one_rank_spec((12 << 30) + 4096, 12 << 30, 1 << 31))
+    plan = plan_lowering(read_model_bytes(data, path="one.neff"),
+                         LowerOptions(topology=None, algo=algo, host_cc=False))
+    regions = {r.kind: r for r in plan.memory.regions if r.kind in ("scratch", "gw")}
+    assert (regions["scratch"].size, regions["gw"].size) == (0, 0)
+    assert regions["scratch"].offset == regions["gw"].offset == (24 << 30) + 4096
+
+
+@pytest.mark.parametrize("algo,op", [("ring", "all_reduce"), ("ring", "reduce_scatter"),
+                                     ("single_cycle_ring", "all_reduce")])
+def test_a_one_rank_groups_output_has_no_scratch_and_simulates(tmp_path, algo, op):
+    """lower a one-rank 32-element bf16 trigger: the manifest's scratch region is empty, a
+    SINGLE_CYCLE_RING trigger lists no recv2 (``buffers: []``: docs/FORMATS.md §1.1), and
+    simulate matches it."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "one.neff"
+    neff.write_bytes(assemble_spec(_one_rank_spec(64, 64, 32, op)))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", str(neff), "-o", str(out), "-q", "--algo", algo])
+    assert res.exit_code == 0, res.output
+    man = json.loads((out / "manifest.json").read_text())
+    sizes = {r["kind"]: r["size"] for r in man["memory"]["regions"]
+             if r["kind"] in ("scratch", "gw")}
+    assert sizes == {"scratch": 0, "gw": 0}
+    assert man["triggers"][0].get("buffers") == ([] if algo == "single_cycle_ring" else None)
+    res = CliRunner().invoke(main, ["simulate", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert [t["status"] for t in json.loads(res.output)["triggers"]] == ["match"]
+
+
+def test_an_older_one_rank_single_cycle_output_still_simulates(tmp_path):
+    """An output lowered before 2026-12-06 reserved a one-rank SINGLE_CYCLE_RING trigger two
+    spaces of scratch (2 x 64 bytes) and listed recv2 at one space (64); its rank artifacts
+    are today's bytes (the views of a one-rank group touch no scratch or gw): the manifest
+    made so still simulates.  recv2 listed with the empty scratch of today's layout is
+    refused as outside its region, two recv2 as one too many."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.neff.assembler import assemble_spec
+    neff = tmp_path / "one.neff"
+    neff.write_bytes(assemble_spec(_one_rank_spec(64, 64, 32)))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", str(neff), "-o", str(out), "-q", "--algo",
+                                    "single_cycle_ring"])
+    assert res.exit_code == 0, res.output
+    path = out / "manifest.json"
+    man = json.loads(path.read_text())
+
+    def simulate(scratch, buffers):
+        m = json.loads(json.dumps(man))
+        for r in m["memory"]["regions"]:
+            if r["kind"] == "scratch":
+                r["size"] = scratch
+            if r["kind"] == "gw":  # (REGION_ALIGN past the scratch: 128 bytes are 4 KiB)
+                r["offset"] += -(-scratch // 4096) * 4096
+        m["triggers"][0]["buffers"] = buffers
+        path.write_text(json.dumps(m, indent=2, sort_keys=True))
+        return CliRunner().invoke(main, ["simulate", str(out)])
+    recv2 = {"offset": 64, "region": "scratch", "role": "recv2"}
+    res = simulate(128, [recv2])
+    assert res.exit_code == 0, res.output
+    res = simulate(0, [recv2])
+    assert res.exit_code == 1 and ("buffers[0].offset 64 is outside the memory map's scratch "
+                                   "region, which is empty") in res.output, res.output
+    res = simulate(128, [recv2, recv2])
+    assert res.exit_code == 1 and "buffers should list 0 recv2 buffers, not 2: its " \
+        "replica_group is one rank" in res.output, res.output

@@ -384,7 +384,10 @@ class RingAlgorithm(Algorithm):
     def prepare(self, ctx, trig, sel) -> Prepared:
         rp = plan_ring(ctx.topology, trig, sel.n_channels)
         dsize = io_dtype_size(trig.dtype)
-        scratch = 0 if trig.op == EncOpType.ALLGATHER else trig.num_elements * dsize
+        # RECV: an all-reduce's or reduce-scatter's received partials; a one-rank group
+        # receives nothing (its legs copy IN to OUT: enc_1rank_primitive)
+        one = len(trig.replica_group) == 1
+        scratch = 0 if trig.op == EncOpType.ALLGATHER or one else trig.num_elements * dsize
         return Prepared(scratch_bytes=scratch, gw_bytes=op_elements(trig) * dsize,
                         manifest=ring_manifest(rp), data=rp)
 

@@ -475,12 +475,17 @@ class SingleCycleAlgorithm(Algorithm):
         dsize = io_dtype_size(trig.dtype)
         spans = any(not ctx.topology.same_node(group[0], r) for r in group)
         manifest = sp.manifest()
-        manifest["buffers"] = [{"role": "recv2", "region": "scratch",
-                                "offset": trig.num_elements * dsize}]
+        # recv2: the CCW partials at one space of scratch; none for a one-rank group, which
+        # receives nothing (buffers [], the key kept: FORMATS §1.1)
+        manifest["buffers"] = [] if len(group) == 1 else [
+            {"role": "recv2", "region": "scratch", "offset": trig.num_elements * dsize}]
         if spans:
             manifest["buffers"].append({"role": "gw2", "region": "gw",
                                         "offset": trig.num_elements * dsize})
-        return Prepared(scratch_bytes=2 * trig.num_elements * dsize,
+        # RECV and RECV2 (a space each); a one-rank group receives nothing (its one channel
+        # copies IN to OUT)
+        scratch = 0 if len(group) == 1 else 2 * trig.num_elements * dsize
+        return Prepared(scratch_bytes=scratch,
                         gw_bytes=2 * trig.num_elements * dsize if spans else 0,
                         manifest=manifest, data=sp)
 
