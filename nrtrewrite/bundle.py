@@ -37,6 +37,7 @@ import shutil
 import signal
 import stat
 import struct
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -595,11 +596,33 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
 
 #: ``simulate MODEL.neff`` lowers into a folder of this prefix under ``TMPDIR``.
 SIMULATE_TEMP_PREFIX = "nrtrewrite-simulate-"
+
 #: The whole name ``tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX)`` gives: the prefix and 8
 #: characters of CPython's ``tempfile._RandomNameSequence`` alphabet.  Only such names are
 #: a killed run's (a user's ``nrtrewrite-simulate-my-results`` was removed, until
 #: 2026-12-05).
 _SIMULATE_TEMP_NAME = re.compile(re.escape(SIMULATE_TEMP_PREFIX) + r"[a-z0-9_]{8}", re.ASCII)
+
+
+def temp_root() -> str:
+    """The folder temporary folders are made in, ``tempfile.gettempdir()``.  Where Python
+    finds none it can write (``TMPDIR``, ``TEMP``, ``TMP``, then /tmp, /var/tmp, /usr/tmp
+    and the working folder), an OSError for one error line: ``filename`` the first folder
+    tried (``TMPDIR``'s value when it is set), ``strerror`` every folder tried, escaped
+    (``gettempdir``'s own has no filename and lists them as a Python list; until
+    2026-12-06 ``simulate MODEL.neff`` called it outside its error handling: an internal
+    error, exit 70)."""
+    try:
+        return tempfile.gettempdir()
+    except FileNotFoundError as exc:
+        if exc.filename is not None:
+            raise
+        # (the list gettempdir went through, in its order: TMPDIR, TEMP, TMP, the system's)
+        tried = list(dict.fromkeys(tempfile._candidate_tempdir_list()))
+        env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
+        names = ", ".join(escape_path(d) + (f" ({env[d]})" if d in env else "") for d in tried)
+        raise FileNotFoundError(exc.errno, f"none of the folders tried can be written: {names}",
+                                tried[0] if tried else None) from None
 
 
 def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:

@@ -223,6 +223,47 @@ def test_simulate_a_temporary_folder_that_cannot_be_made(monkeypatch):
         "lower the model into: No space left on device")
 
 
+def _no_usable_temporary_folder(monkeypatch, tmp_path) -> str:
+    """Python finds no folder it can write temporary files in: TMPDIR is not there and
+    neither is any other folder ``tempfile`` tries (review 48e: TMPDIR=/nonexistent with
+    /tmp, /var/tmp and / read-only in a mount namespace).  Returns TMPDIR."""
+    gone = str(tmp_path / "gone")
+    monkeypatch.setenv("TMPDIR", gone)
+    monkeypatch.delenv("TEMP", raising=False)
+    monkeypatch.delenv("TMP", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", None)  # (not the folder an earlier call found)
+    monkeypatch.setattr(tempfile, "_candidate_tempdir_list",
+                        lambda: [gone, str(tmp_path / "none")])
+    return gone
+
+
+def test_simulate_with_no_usable_temporary_folder_is_one_line(monkeypatch, tmp_path):
+    """Found by review 48e: ``tempfile.gettempdir()`` ran outside simulate's error handling,
+    so no usable temporary folder was an internal error, exit 70; SIMULATOR.md §1 promises
+    exit 2 naming the folder it tried."""
+    gone = _no_usable_temporary_folder(monkeypatch, tmp_path)
+    res = invoke("simulate", FIX / "ar2.neff")
+    assert one_line_error(res, "") == (
+        f"nrtrewrite: error: {gone}: cannot make a temporary folder to lower the model into: "
+        f"none of the folders tried can be written: {gone} (TMPDIR), {tmp_path}/none")
+    assert entries(tmp_path) == []
+
+
+def test_golden_with_no_usable_temporary_folder_names_the_folders(monkeypatch, tmp_path,
+                                                                  capsys):
+    """``python -m nrtrewrite.golden`` alike: until 2026-12-06 its line was Python's,
+    ``No usable temporary directory found in ['...', ...]``, naming no temporary folder."""
+    gone = _no_usable_temporary_folder(monkeypatch, tmp_path)
+    golden = tmp_path / "g.tar.gz"
+    with pytest.raises(SystemExit) as exc:
+        golden_main([str(FIX / "ar2.neff"), str(golden)])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        f"nrtrewrite.golden: error: {gone}: cannot make a temporary folder to lower the model "
+        f"into: none of the folders tried can be written: {gone} (TMPDIR), {tmp_path}/none\n")
+    assert entries(tmp_path) == []
+
+
 def test_golden_errors_are_one_line_and_leave_the_golden_as_it_was(tmp_path, monkeypatch,
                                                                    capsys):
     from nrtrewrite.neff import writer

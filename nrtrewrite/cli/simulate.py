@@ -22,7 +22,7 @@ from rich.table import Table
 
 from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, default_output, lock_folder,
-    no_trigger_warning, remove_tree, unlock_folder, write_output)
+    no_trigger_warning, remove_tree, temp_root, unlock_folder, write_output)
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, PathArg, echo_whole, main, plain,
                             plain_line, print_table, stderr_console, stdout_console, styled)
@@ -196,14 +196,15 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 warn(err, w)
             if not no_memory_check:  # before the lowering: its folder can be large as well
                 check_operands_fit(floors_of_plan(plan), file=str(path))
-            clean_stale_simulate_temps(tempfile.gettempdir())  # a killed run's
             try:
-                tmp = Path(tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX))
+                root = temp_root()
+                clean_stale_simulate_temps(root)  # a killed run's
+                tmp = Path(tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX, dir=root))
                 # (0700 whatever the umask: under umask 777 mkdtemp's 000 folder could not
                 # be listed, so neither removed afterwards nor by a later run)
                 os.chmod(tmp, 0o700)
                 lock = lock_folder(tmp)  # this run's: no other simulate's cleanup removes it
-            except OSError as exc:  # TMPDIR full, read-only, not searchable
+            except OSError as exc:  # TMPDIR full, read-only, not searchable, none usable
                 raise OutputError("cannot make a temporary folder to lower the model into: "
                                   f"{exc.strerror or exc}",
                                   file=exc.filename or tempfile.tempdir
