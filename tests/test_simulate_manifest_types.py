@@ -191,14 +191,19 @@ CASES = [
     # --ignore-checksums only a row's records were read, where it was listed (a tester)
     # (an artifact's name holds a dot: its key is quoted, files["cce.bin"], as jsonin.joined_key
     # and diff write it; files.cce.bin read as key bin of cce)
-    ("ar2", 0, ["files", "spad.bin"], ABSENT, 'files["spad.bin"]', "missing", False),
-    ("ar2", 0, ["files"], ABSENT, "files", "missing", False),
+    # (and the same line without the option, its rank manifest's sha256 recorded anew:
+    # until 2026-12-06 the checksum pass said `rank-0000/manifest.json has no 'files'`,
+    # `... does not list spad.bin`, and for a bytes or sha256 of another type `sha256 does
+    # not match ... (--ignore-checksums to simulate anyway)`; review 48e's follow-up)
+    ("ar2", 0, ["files", "spad.bin"], ABSENT, 'files["spad.bin"]', "missing", "rehash"),
+    ("ar2", 0, ["files"], ABSENT, "files", "missing", "rehash"),
+    ("ar2", 0, ["files"], [], "files", "must be an object, not a list (0 items)", "rehash"),
     ("ar2", 0, ["files", "cce.bin", "bytes"], "x", 'files["cce.bin"].bytes',
-     'must be an integer, not "x"', False),
+     'must be an integer, not "x"', "rehash"),
     ("ar2", 0, ["files", "cce.bin", "sha256"], 5, 'files["cce.bin"].sha256',
-     "must be a string, not 5", False),
+     "must be a string, not 5", "rehash"),
     ("ar2", 0, ["files", "cce.bin", "records"], -1, 'files["cce.bin"].records',
-     "-1 is outside 0..9223372036854775807", False),
+     "-1 is outside 0..9223372036854775807", "rehash"),
     # FORMATS §1.1, §1.2 list these keys and `lower` writes every one; until 2026-12-05 the
     # simulator took a default when one was absent (0, 1, null, "flat", no legs, no blocks)
     ("ar2", None, ["memory", "sbuf_partition_stride"], ABSENT, "memory.sbuf_partition_stride",
@@ -283,6 +288,24 @@ CASES = [
     ("ar2", None, ["topology", "ranks", 1, "rank"], -1, "topology.ranks[1].rank",
      f"-1 is outside {I64}", True),
     ("ar2", 1, ["rank"], -1, "rank", f"-1 is outside {I64}", False),
+    # the keys of the checksums (review 48e): without --ignore-checksums a wrong type or an
+    # absent key was `OUT: manifest.json has no ranks / rank_manifests` (or `no output_neff
+    # name/sha256`), no key path; with it rank_manifests of any type, or none, was a match
+    ("ar2", None, ["ranks"], 5, "ranks", "must be a list, not 5", True),
+    ("ar2", None, ["ranks"], ABSENT, "ranks", "missing", True),
+    ("ar2", None, ["rank_manifests"], 5, "rank_manifests", "must be an object, not 5", True),
+    ("ar2", None, ["rank_manifests"], ["rank-0000"], "rank_manifests",
+     "must be an object, not a list (1 item)", True),
+    ("ar2", None, ["rank_manifests"], ABSENT, "rank_manifests", "missing", True),
+    ("ar2", None, ["rank_manifests", "rank-0001"], 5, "rank_manifests.rank-0001",
+     "must be a string, not 5", True),
+    ("ar2", None, ["output_neff"], 5, "output_neff", "must be an object, not 5", True),
+    ("ar2", None, ["output_neff"], ABSENT, "output_neff", "missing", True),
+    ("ar2", None, ["output_neff", "name"], 5, "output_neff.name", "must be a string, not 5",
+     True),
+    ("ar2", None, ["output_neff", "sha256"], ABSENT, "output_neff.sha256", "missing", True),
+    ("ar2", None, ["output_neff", "sha256"], None, "output_neff.sha256",
+     "must be a string, not null", True),
 ]
 
 

@@ -234,6 +234,24 @@ def manifest_ranks(out: Path, top: dict) -> list[int]:
     return ranks
 
 
+def manifest_checksums(out: Path, top: dict) -> tuple[Path, str, dict[str, str]]:
+    """What ``top`` (OUT/manifest.json) records for the checksums (FORMATS §1.1), each of
+    its type: ``output_neff`` an object whose ``name`` is a file name in the folder
+    (:func:`output_neff_path`) and whose ``sha256`` is a string, ``rank_manifests`` an
+    object of strings; an :class:`OutputError` naming the key otherwise.  Returns the
+    rewritten NEFF's path, its sha256 and ``rank_manifests``.  The simulation reads them
+    with ``--ignore-checksums`` too, comparing none, so a key deleted or of another type is
+    refused with the same line either way (until 2026-12-06 without the option ``OUT:
+    manifest.json has no ranks / rank_manifests``, no key path, and with it a
+    ``rank_manifests`` of any type, or none, simulated as a match)."""
+    doc = Field(top, "", str(out / "manifest.json"))
+    neff = doc["output_neff"]
+    neff["name"].str()
+    path = output_neff_path(out, top)
+    sums = doc["rank_manifests"]
+    return path, neff["sha256"].str(), {name: sums[name].str() for name in sums.dict()}
+
+
 def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     """The bytes of ``model``, refused (a one-line OutputError) unless they are the input the
     output folder was lowered from: their sha256 and size are ``manifest.json``'s ``input``
@@ -281,18 +299,13 @@ def verify_checksums(out: str | Path) -> None:
     out = Path(out)
     top = read_top_manifest(out)
     hint = "; the output was modified after it was written (--ignore-checksums to simulate anyway)"
-    neff = top.get("output_neff") or {}
-    if not isinstance(neff, dict) or "name" not in neff or "sha256" not in neff:
-        raise OutputError("manifest.json has no output_neff name/sha256", file=str(out))
-    npath = output_neff_path(out, top)
-    if _sha256_file(npath, neff=True) != neff["sha256"]:
-        raise OutputError(f"{escape_controls(neff['name'])}: sha256 does not match "
-                          f"manifest.json{hint}",
-                          file=str(out))
-    mans = top.get("rank_manifests")
-    if not isinstance(top.get("ranks"), list) or not isinstance(mans, dict):
-        raise OutputError("manifest.json has no ranks / rank_manifests", file=str(out))
+    # (every value typed before any is compared, as the simulation does)
+    npath, neff_sha, mans = manifest_checksums(out, top)
     ranks = manifest_ranks(out, top)
+    if _sha256_file(npath, neff=True) != neff_sha:
+        raise OutputError(f"{escape_controls(top['output_neff']['name'])}: sha256 does not "
+                          f"match manifest.json{hint}",
+                          file=str(out))
     expected = {rank_dir_name(r) for r in ranks}
     # a rank folder or rank manifest gone is refused as read_rank_manifest refuses it,
     # whatever the option (before rank_manifests, whose hint the option would not get past)
@@ -314,24 +327,32 @@ def verify_checksums(out: str | Path) -> None:
         if hashlib.sha256(data).hexdigest() != mans[name]:
             raise OutputError(f"{name}/manifest.json: sha256 does not match manifest.json"
                               f" rank_manifests{hint}", file=str(out))
-        rman = _load_json(mpath, data)
-        files = rman.get("files")
-        if not isinstance(files, dict):
-            raise OutputError(f"{name}/manifest.json has no 'files'", file=str(out))
-        missing = [f for f in F.ARTIFACTS if f not in files]
-        if missing:
-            raise OutputError(f"{name}/manifest.json does not list {missing[0]}", file=str(out))
+        files = Field(_load_json(mpath, data), "", str(mpath))["files"]
+        rows = artifact_rows(files)  # (typed as the simulation types them)
         # only the artifact files: a name such as ../../x would have a file outside the
         # output read and hashed
-        if other := sorted(f for f in files if f not in F.ARTIFACTS):
+        if other := sorted(f for f in files.dict() if f not in F.ARTIFACTS):
             raise OutputError(f"{name}/manifest.json lists {other[0]!r}, which is not an "
                               f"artifact file (FORMATS §1.2){hint}", file=str(out))
-        listed = Field(files, "files", str(mpath))
-        for fname, info in sorted(files.items()):
-            listed[fname].dict()
-            if _sha256_file(rdir / fname, info.get("bytes")) != info.get("sha256"):
+        for fname, (_records, size, sha) in sorted(rows.items()):
+            if _sha256_file(rdir / fname, size) != sha:
                 raise OutputError(f"{name}/{fname}: sha256 does not match {name}/manifest.json"
                                   f"{hint}", file=str(out))
+
+
+def artifact_rows(files: Field) -> dict[str, tuple[int, int, str]]:
+    """Each artifact's row of a rank manifest's ``files`` (FORMATS §1.2), typed: its
+    ``records`` and ``bytes`` integers 0 or more, its ``sha256`` a string (an
+    :class:`OutputError` naming the key otherwise: ``field files["cce.bin"]: missing``).
+    Read alike with and without ``--ignore-checksums`` (until 2026-12-06 the checksum pass
+    said ``rank-0000/manifest.json has no 'files'``, ``... does not list cce.bin``, and a
+    ``bytes`` or ``sha256`` of another type ``sha256 does not match``, with the hint to use
+    the option)."""
+    rows = {}
+    for name in F.ARTIFACTS:
+        row = files[name]
+        rows[name] = (row["records"].int(0), row["bytes"].int(0), row["sha256"].str())
+    return rows
 
 
 #: algo_type values whose entries overlay channel_list with sema_shift_offset / sema_mask
@@ -398,13 +419,8 @@ def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     fifo = [(item["channel"].int(0, MAX_CHANNEL),
              tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
             for item in doc["fifo"].items()]
-    files = doc["files"]
-    records = {}
-    for name in F.ARTIFACTS:  # each row typed, also when the checksums are not checked
-        info = files[name]
-        records[name] = info["records"].int(0)
-        info["bytes"].int(0)
-        info["sha256"].str()
+    # (each row typed, also when the checksums are not checked)
+    records = {name: row[0] for name, row in artifact_rows(doc["files"]).items()}
     return RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo,
                      said=said, records=records)
 

@@ -25,8 +25,8 @@ from nrtrewrite.codes import DType, SdmaCceType
 from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError, escape_controls
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
-    load_rank_files, manifest_ranks, output_neff_path, read_rank_manifest, read_rewritten_neff,
-    read_top_manifest)
+    load_rank_files, manifest_checksums, manifest_ranks, output_neff_path, read_rank_manifest,
+    read_rewritten_neff, read_top_manifest)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
@@ -233,6 +233,8 @@ class Simulator:
         self.layout = Layout.typed(self.top, file=fname)
         typed_triggers = read_triggers(self.top, file=fname)
         self.ranks = manifest_ranks(self.out, self.top)
+        # (typed also with --ignore-checksums, which compares none of them: FORMATS §1.1)
+        manifest_checksums(self.out, self.top)
         need = sorted({r for t in typed_triggers for r in t["group"]})
         missing = [r for r in need if r not in self.ranks]
         if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
