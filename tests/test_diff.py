@@ -245,7 +245,8 @@ def test_an_output_neff_named_like_the_folders_own_entries_is_damage(pair, name)
     fields (found by a diff audit)."""
     a, b = pair
     _set_manifest(b, output_neff={"name": name})
-    why = (f"field output_neff: names {name!r}, one of the folder's own entries (the "
+    # (the name as JSON writes it, as diff names values; until 2026-12-06 Python's, 'rank-0000')
+    why = (f"field output_neff: names \"{name}\", one of the folder's own entries (the "
            "rewritten NEFF never has such a name)")
     line = _one_line_error(CliRunner().invoke(main, ["diff", str(b), str(a)]))
     assert line == f"nrtrewrite: error: {b}/manifest.json: {why}"

@@ -761,17 +761,20 @@ _NEWER = ("; a newer nrtrewrite wrote it: dump it with that version, or lower th
           "with this one (docs/FORMATS.md §1.1)")
 
 
+# (the values as JSON writes them, docs/SIMULATOR.md §1; until 2026-12-06 Python's,
+# 'nrtrewrite-lowered', {'name': ...}, None)
 @pytest.mark.parametrize("edit, shown, hint", [
-    ({"format_version": 3}, "format 'nrtrewrite-lowered', version 3", _NEWER),
-    ({"format_version": 1}, "format 'nrtrewrite-lowered', version 1",
+    ({"format_version": 3}, 'format "nrtrewrite-lowered", version 3', _NEWER),
+    ({"format_version": 1}, 'format "nrtrewrite-lowered", version 1',
      "; an older nrtrewrite wrote it: lower the model again (docs/FORMATS.md §1.1)"),
-    ({"format": "something-else"}, "format 'something-else', version 2", ""),
+    ({"format": "something-else"}, 'format "something-else", version 2', ""),
     ({"format": {"name": "nrtrewrite-lowered"}},
-     "format {'name': 'nrtrewrite-lowered'}, version 2", ""),
-    ({"format_version": None}, "format 'nrtrewrite-lowered', version None", ""),
+     'format {"name": "nrtrewrite-lowered"}, version 2', ""),
+    ({"format_version": None}, 'format "nrtrewrite-lowered", version null', ""),
+    ({"format_version": True}, 'format "nrtrewrite-lowered", version true', ""),
     # no nrtrewrite wrote version 0 or below: no "older" hint (review 47l)
-    ({"format_version": 0}, "format 'nrtrewrite-lowered', version 0", ""),
-    ({"format_version": -1}, "format 'nrtrewrite-lowered', version -1", "")])
+    ({"format_version": 0}, 'format "nrtrewrite-lowered", version 0', ""),
+    ({"format_version": -1}, 'format "nrtrewrite-lowered", version -1', "")])
 @pytest.mark.parametrize("layout", ["sorted", "reordered"])
 @pytest.mark.parametrize("rank", [None, 0])
 def test_a_manifest_of_another_format_or_version_is_refused(out, tmp_path, edit, shown, hint,

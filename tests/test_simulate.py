@@ -576,7 +576,7 @@ def test_a_rewritten_neff_named_outside_the_output_is_refused(small_out, tmp_pat
     res = cli("simulate", out, *flags)
     assert res.exit_code == 2, res.output
     want = ("must be an object whose 'name' is a file name in the folder" if how != "own entry"
-            else "names 'rank-0000', one of the folder's own entries (the rewritten NEFF "
+            else 'names "rank-0000", one of the folder\'s own entries (the rewritten NEFF '
             "never has such a name)")
     assert res.stderr == f"nrtrewrite: error: {out}/manifest.json: field output_neff: {want}\n"
 
@@ -646,8 +646,27 @@ def test_cli_refuses_another_manifest_format(small_out, tmp_path, fmt, version, 
     (out / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     res = cli("simulate", out, "--ignore-checksums")
     assert res.exit_code == 2
+    # (the values as JSON writes them: "something-else", true; until 2026-12-06 Python's)
+    shown = {"nrtrewrite-lowered": '"nrtrewrite-lowered"', "something-else": '"something-else"'}
     assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: not an nrtrewrite-lowered "
-                          f"v2 manifest (format {fmt!r}, version {version!r}){hint}\n")
+                          f"v2 manifest (format {shown[fmt]}, version "
+                          f"{'true' if version is True else version}){hint}\n")
+
+
+@pytest.mark.parametrize("flags", [(), ("--ignore-checksums",)])
+def test_a_deleted_format_version_is_named_as_json_writes_it(small_out, tmp_path, flags):
+    """Review 48e: a manifest without ``format_version`` was refused as ``(format
+    'nrtrewrite-lowered', version None)``, Python's forms; SIMULATOR.md §1 names values as
+    JSON writes them."""
+    out = tmp_path / "o"
+    shutil.copytree(small_out, out)
+    doc = json.loads((out / "manifest.json").read_text())
+    del doc["format_version"]
+    (out / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    res = cli("simulate", out, *flags)
+    assert (res.exit_code, res.stdout) == (2, "")
+    assert res.stderr == (f"nrtrewrite: error: {out}/manifest.json: not an nrtrewrite-lowered "
+                          'v2 manifest (format "nrtrewrite-lowered", version null)\n')
 
 
 # ---------------------------------------------------------------------------

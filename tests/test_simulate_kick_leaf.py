@@ -724,7 +724,7 @@ def test_an_operand_one_element_longer_than_its_var_is_refused(ring2n_out, tmp_p
     _retrigger(out, 0, lambda t: t.__setitem__("num_elements", 8193))
     rehash(out)
     refused(out, "field triggers[0].src.offset: src operand (8193 elements at offset 0) does not "
-            "fit var 'x_in'")
+            "fit var \"x_in\"")
 
 
 @pytest.mark.parametrize("case", ["ap-on-a-dram-var", "past-its-var"])
@@ -744,13 +744,13 @@ def test_an_operand_refused_where_it_is_placed_names_the_manifest(
         assert top["triggers"][1]["src"]["ap"] is not None
         top["triggers"][1]["src"]["var_id"] = 99
         (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
-        says = ("field triggers[1].src.ap: src operand has an access pattern but var 'x_dram' "
+        says = ("field triggers[1].src.ap: src operand has an access pattern but var \"x_dram\" "
                 "is not a state buffer")
     else:
         out = copy(ring2n_out, tmp_path)
         _retrigger(out, 0, lambda t: t.__setitem__("num_elements", 8193))
         says = ("field triggers[0].src.offset: src operand (8193 elements at offset 0) does "
-                "not fit var 'x_in'")
+                "not fit var \"x_in\"")
     rehash(out)
     assert refused(out) == f"{out / 'manifest.json'}: {says}"
 
@@ -773,7 +773,7 @@ def test_an_operand_refusal_names_the_key_path_where_the_manifest_lists_the_trig
     rehash(out)
     assert refused(out) == (
         f"{out / 'manifest.json'}: field triggers[1].dst.offset: dst operand (2097152 elements "
-        "at offset 2) does not fit var 'ar_bf16_out'")
+        "at offset 2) does not fit var \"ar_bf16_out\"")
 
 
 def test_an_sbuf_operand_without_an_access_pattern_is_refused_naming_its_ap(
@@ -788,7 +788,7 @@ def test_an_sbuf_operand_without_an_access_pattern_is_refused_naming_its_ap(
     rehash(out)
     assert refused(out) == (
         f"{out / 'manifest.json'}: field triggers[0].src.ap: src operand has no access "
-        "pattern but var 'sb_a' is a state buffer (an SBUF operand's place is its ap: "
+        "pattern but var \"sb_a\" is a state buffer (an SBUF operand's place is its ap: "
         "FORMATS §1.1)")
 
 
@@ -804,7 +804,7 @@ def test_an_access_pattern_whose_last_element_starts_at_the_partitions_end_is_re
     assert trigger0(out)["src"]["ap"]["dims"][0] == [1, 768]
     _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("start", 514))
     rehash(out)
-    refused(out, "field triggers[0].src.ap: src access pattern runs outside var 'sb_a'")
+    refused(out, "field triggers[0].src.ap: src access pattern runs outside var \"sb_a\"")
 
 
 def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refused(
@@ -818,7 +818,7 @@ def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refu
     assert trigger0(out)["src"]["ap"]["partition_count"] == 128
     _retrigger(out, 0, lambda t: t["src"]["ap"].__setitem__("partition_start", 1))
     rehash(out)
-    refused(out, "field triggers[0].src.ap: src access pattern runs outside var 'sb_a'")
+    refused(out, "field triggers[0].src.ap: src access pattern runs outside var \"sb_a\"")
 
 
 # sbuf.yaml's trigger 0: a bf16 all-reduce of 128 partitions x 768 elements (dims [[1, 768],
@@ -826,7 +826,7 @@ def test_an_access_pattern_reaching_partition_128_of_a_128_partition_var_is_refu
 HUGE_PATTERNS = [
     # 2^55 elements a partition with step 1 (2^62 in all): the extent is 2^55 x 2 bytes
     ({"num_elements": 128 << 55, "src": [1, 1 << 55], "dst": [1, 1 << 55]},
-     "field triggers[0].src.ap: src access pattern runs outside var 'sb_a': bytes [0, "
+     "field triggers[0].src.ap: src access pattern runs outside var \"sb_a\": bytes [0, "
      "72057594037927936) of partitions [0, 128), the var has 2048 bytes x 128 partitions"),
     # ... with step 0: one element's bytes [0, 2), read (the src may) and written (the dst
     # may not) 2^55 times a partition
@@ -836,7 +836,7 @@ HUGE_PATTERNS = [
      "write the same bytes"),
     # partitions -1 .. 126 (the element offsets of partition -1 wrapped to the var's end)
     ({"src_partition_start": -1},
-     "field triggers[0].src.ap: src access pattern runs outside var 'sb_a': bytes [0, 1536) "
+     "field triggers[0].src.ap: src access pattern runs outside var \"sb_a\": bytes [0, 1536) "
      "of "
      "partitions [-1, 127), the var has 2048 bytes x 128 partitions"),
     # -128 partitions x -768: the op's 98304 elements, but no pattern has a negative count

@@ -327,13 +327,18 @@ def test_a_manifest_value_of_the_wrong_type_is_status_2_naming_the_field(
 
 
 # A value of the right type that disagrees is still a protocol error (status 1), named as
-# before: (rank manifest or None, key path, value, the error after the file's name).
+# before: (rank manifest or None, key path, value, the error after the file's name); the
+# values as JSON writes them (true, "sg00"; until 2026-12-06 Python's, True, 'sg00': review
+# 48e)
 WELL_TYPED = [
     (None, ["memory", "core_window"], 1 << 35,
      "field memory: memory.core_window is 34359738368; FORMATS §10 fixes it at 0x1000000000"),
     (0, ["entries", 0, "reporter"], False,
      "field reporter, rank 0, artifact spad.bin, record 0: the rank manifest's reporter should be "
-     "True, what spad.bin says, not False"),
+     "true, what spad.bin says, not false"),
+    (1, ["entries", 0, "reporter"], True,
+     "field reporter, rank 1, artifact spad.bin, record 0: the rank manifest's reporter should be "
+     "false, what spad.bin says, not true"),
     (0, ["entries", 0, "sema_mask"], 31,
      "field sema_mask, rank 0, artifact spad.bin, record 0: the rank manifest's sema_mask "
      "should be 63, what spad.bin says, not 31"),
@@ -343,7 +348,7 @@ WELL_TYPED = [
     # (spad.bin holds no subgraph: the entry's is its trigger's, ar2's one subgraph sg00)
     (0, ["entries", 0, "subgraph"], "zz",
      "field subgraph, rank 0, artifact spad.bin, record 0: the rank manifest's subgraph "
-     "should be 'sg00', its trigger's in OUT/manifest.json, not 'zz'"),
+     'should be "sg00", its trigger\'s in OUT/manifest.json, not "zz"'),
 ]
 
 
@@ -450,11 +455,11 @@ def _dram_into_sbuf(top: dict) -> None:
 
 @pytest.mark.parametrize("model, spoil, says", [
     ("ar2", lambda top: top["memory"]["regions"][0].update(partitions=2),
-     "memory region {first!r}: only sbuf regions have partitions"),
+     "memory region \"{first}\": only sbuf regions have partitions"),
     ("sbuf", lambda top: _region(top, "sb_b").update(partitions=0),
-     "memory region 'sb_b': 0 partitions"),
+     "memory region \"sb_b\": 0 partitions"),
     ("sbuf", lambda top: _region(top, "sb_b").update(partitions=129),
-     "memory region 'sb_b': 129 partitions"),
+     "memory region \"sb_b\": 129 partitions"),
     ("ar2", _dram_into_sbuf, "the DRAM regions run into the SBUF window"),
     # 128 partitions of 2^31 bytes from 0x8_0000_0000: past the 2^36 window
     ("sbuf", lambda top: top["memory"].update(sbuf_partition_stride=1 << 31),

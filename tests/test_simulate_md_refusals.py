@@ -90,12 +90,12 @@ CASES = {
                         "collective trigger (sg00 sp instruction 2)"),
     "version-3": ("ar2", _top(_set("format_version", 3)), 2,
                   "OUT/manifest.json: not an nrtrewrite-lowered v2 manifest (format "
-                  "'nrtrewrite-lowered', version 3); a newer nrtrewrite wrote it: simulate it "
+                  '"nrtrewrite-lowered", version 3); a newer nrtrewrite wrote it: simulate it '
                   "with that version, or lower the model again with this one "
                   "(docs/FORMATS.md §1.1)"),
     "another-format": ("ar2", _top(_set("format", "something-else")), 2,
                        "OUT/manifest.json: not an nrtrewrite-lowered v2 manifest (format "
-                       "'something-else', version 2)"),
+                       '"something-else", version 2)'),
     "version-1": ("ar2", _top(_set("format_version", 1)), 2,
                   "version 1); an older nrtrewrite wrote it: lower the model again "
                   "(docs/FORMATS.md §1.1)"),
@@ -103,7 +103,7 @@ CASES = {
                               "OUT/manifest.json: field output_neff: must be an object whose "
                               "'name' is a file name in the folder"),
     "output-neff-own-entry": ("ar2", _top(_set("output_neff", "name", "rank-0000")), 2,
-                              "OUT/manifest.json: field output_neff: names 'rank-0000', one "
+                              'OUT/manifest.json: field output_neff: names "rank-0000", one '
                               "of the folder's own entries (the rewritten NEFF never has such "
                               "a name)"),
 }

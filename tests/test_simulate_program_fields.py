@@ -1300,7 +1300,7 @@ def test_a_mesh_view_moving_to_another_block_between_pieces_is_refused(mesh4100,
     base = 0x1_0000_0000 + scratch
     _refused(out, "rank-0001", "sb2sb.bin", "record 3",
              f"dst.start_addr 0x1002 of the piece at element 3074 ({base + 0x1804:#x} in "
-             f"'scratch'): its view starts at element 1025 ({base + 0x802:#x}), the leg's "
+             f"\"scratch\"): its view starts at element 1025 ({base + 0x802:#x}), the leg's "
              f"previous piece's at element 2050 ({base + 0x802:#x})")
 
 

@@ -589,7 +589,7 @@ def test_a_mesh_reduce_waiting_for_too_few_peers_reads_unordered_bytes(tmp_path)
     assert (regions["scratch"]["offset"], regions["scratch"]["size"]) == (0x4000, 6144)
     err = _error(out)
     m = re.fullmatch(r"trigger 0, rank 0: leg mesh_reduce \(rank 0, entry 0, channel 0, step 7\) "
-                     r"reads bytes \[(0x[0-9a-f]+), (0x[0-9a-f]+)\) of rank 0 scratch 'scratch' "
+                     r"reads bytes \[(0x[0-9a-f]+), (0x[0-9a-f]+)\) of rank 0 scratch \"scratch\" "
                      r"\(address (0x[0-9a-f]+)\) written by leg mesh_send \(rank ([123]), entry "
                      r"0, channel 0, step \d+\) with no happens-before ordering between them "
                      r"\(missing or misdirected semaphore\)", err)
@@ -653,13 +653,13 @@ def _reregion(out: Path, i: int, **kw) -> None:
 
 @pytest.mark.parametrize("i, edit, why", [
     # FORMATS §10: a region's kind is dram, sbuf, scratch or gw, its offset and size >= 0
-    (0, {"kind": "foo"}, "memory region 'x_in': bad kind/offset/size"),
-    (0, {"offset": -2}, "memory region 'x_in': bad kind/offset/size"),
+    (0, {"kind": "foo"}, "memory region \"x_in\": bad kind/offset/size"),
+    (0, {"offset": -2}, "memory region \"x_in\": bad kind/offset/size"),
     # an SBUF region has 1..128 partitions
-    (0, {"kind": "sbuf", "partitions": 0}, "memory region 'x_in': 0 partitions"),
-    (0, {"kind": "sbuf", "partitions": 129}, "memory region 'x_in': 129 partitions"),
+    (0, {"kind": "sbuf", "partitions": 0}, "memory region \"x_in\": 0 partitions"),
+    (0, {"kind": "sbuf", "partitions": 129}, "memory region \"x_in\": 129 partitions"),
     # x_in is [0, 2000), x_out moved from 4096 to 1000
-    (1, {"offset": 1000}, "memory regions 'x_in' and 'x_out' overlap"),
+    (1, {"offset": 1000}, "memory regions \"x_in\" and \"x_out\" overlap"),
 ], ids=["kind", "offset", "partitions_0", "partitions_129", "overlap"])
 def test_a_memory_region_other_than_formats_is_refused(ar2_out, tmp_path, i, edit, why):
     """ar2_out's regions: x_in [0, 2000), x_out [4096, 6096), scratch, gw (1000 bf16
@@ -793,7 +793,7 @@ def test_a_second_write_of_a_slot_before_its_read_is_a_race(m4_out, tmp_path):
     out = copy(m4_out, tmp_path)
     _move(out, 1, int(_legs(out, 1)["dma_first"][5]) + 1, SLOT0_OF_RANK0)
     assert _error(out) == ("trigger 0, rank 0: leg mesh_reduce (rank 0, entry 0, channel 0, step "
-                           "7) reads bytes [0x0, 0x800) of rank 0 scratch 'scratch' (address "
+                           "7) reads bytes [0x0, 0x800) of rank 0 scratch \"scratch\" (address "
                            "0x100004000) written by leg mesh_send (rank 1, entry 0, channel 0, "
                            "step 5) with no happens-before ordering between them (missing or "
                            "misdirected semaphore)")
@@ -806,7 +806,7 @@ def test_two_unordered_writes_of_one_slot_are_a_race(m4_out, tmp_path):
     _move(out, 2, int(_legs(out, 2)["dma_first"][4]) + 1, SLOT0_OF_RANK0)
     err = _error(out)
     lines = [f"trigger 0, rank {a}: leg mesh_send (rank {a}, entry 0, channel 0, step 4) writes "
-             "bytes [0x0, 0x800) of rank 0 scratch 'scratch' (address 0x100004000) also written "
+             "bytes [0x0, 0x800) of rank 0 scratch \"scratch\" (address 0x100004000) also written "
              f"by leg mesh_send (rank {b}, entry 0, channel 0, step 4) with no happens-before "
              "ordering between the two writes" for a, b in ((2, 1), (1, 2))]
     assert err in lines, err
@@ -819,7 +819,7 @@ def test_a_write_of_a_slot_after_its_unordered_read_is_a_race(m4_out, tmp_path):
     out = copy(m4_out, tmp_path)
     _move(out, 1, 13, SLOT0_OF_RANK0)
     assert _error(out) == ("trigger 0, rank 1: leg mesh_send (rank 1, entry 0, channel 0, step "
-                           "8) writes bytes [0x0, 0x800) of rank 0 scratch 'scratch' (address "
+                           "8) writes bytes [0x0, 0x800) of rank 0 scratch \"scratch\" (address "
                            "0x100004000) that leg mesh_reduce (rank 0, entry 0, channel 0, step "
                            "7) reads with no happens-before ordering (the read may see either "
                            "value)")
@@ -842,7 +842,7 @@ def test_a_read_of_bytes_only_an_earlier_trigger_wrote_is_refused(tmp_path):
     assert int(bds["buf_ptr"][first + 1]) == SLOT0_OF_RANK0 and legs["step"][g] == 7
     _move(out, 0, first + 1, 0x1_0000_2000)
     assert _error(out) == ("trigger 1, rank 0: leg mesh_reduce (rank 0, entry 1, channel 0, "
-                           "step 7) reads bytes [0x0, 0x800) of rank 0 dram 'x_out' (address "
+                           "step 7) reads bytes [0x0, 0x800) of rank 0 dram \"x_out\" (address "
                            "0x100002000), which should be last written in trigger 1, not in "
                            "trigger 0 (by leg mesh_reduce (rank 0, entry 0, channel 0, step 7))")
 

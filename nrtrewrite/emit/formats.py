@@ -17,6 +17,7 @@ import construct as cs
 import numpy as np
 
 from nrtrewrite.codes import Opcode
+from nrtrewrite.errors import json_text
 
 # ---------------------------------------------------------------------------
 # spad_ctrl_entry (seed 000 §4.3), 8 bytes: ``header`` and the 7-byte spad_ctrl_cc_op_entry
@@ -313,8 +314,10 @@ def recorded_neff_name(neff) -> str:
             and "\0" not in name):
         raise ValueError("must be an object whose 'name' is a file name in the folder")
     if OUTPUT_OWN_NAMES.fullmatch(name):  # docs/FORMATS.md §1: never the NEFF's name
-        raise ValueError(f"names {name!r}, one of the folder's own entries (the rewritten "
-                         "NEFF never has such a name)")
+        # (the name as JSON writes it, as simulate's and diff's messages name values; until
+        # 2026-12-06 Python's, 'rank-0000')
+        raise ValueError(f"names {json_text(name)}, one of the folder's own entries (the "
+                         "rewritten NEFF never has such a name)")
     return name
 
 

@@ -21,7 +21,7 @@ from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import (OutputError, SimulationError, escape_controls,
-                               escape_path)
+                               escape_path, json_text)
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
 
 
@@ -171,8 +171,10 @@ def format_refusal(doc: dict, man: Path, command: str = "simulate") -> ManifestF
             hint = (f"; a newer nrtrewrite wrote it: {command} it with that version, or lower "
                     "the model again with this one")
         hint += " (docs/FORMATS.md §1.1)" if hint else ""
+    # (the values as JSON writes them: until 2026-12-06 Python's, 'something-else', None)
     return ManifestFormatError(f"not an {FORMAT_NAME} v{FORMAT_VERSION} manifest (format "
-                               f"{fmt!r}, version {version!r}){hint}", file=str(man))
+                               f"{json_text(fmt)}, version {json_text(version)}){hint}",
+                               file=str(man))
 
 
 def read_top_manifest(out: Path, *, only: tuple[str, ...] | None = None,
@@ -277,12 +279,14 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
                           "lower the model again)", file=str(Path(out) / "manifest.json"),
                           field="input.bytes")
     if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
+        # (the recorded values as JSON writes them, until 2026-12-06 Python's: 'ar2.neff')
+        said = inp.get("sha256")
+        said = f"{said[:16]}..." if isinstance(said, str) else json_kind(said)
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
-                          f"{escape_path(out)}/manifest.json records "
-                          f"({str(inp.get('sha256'))[:16]}..., "
-                          f"{inp.get('bytes')} bytes, {inp.get('name')!r}): --model must name "
-                          "the model this output was lowered from", file=str(model),
-                          field="input.sha256")
+                          f"{escape_path(out)}/manifest.json records ({said}, "
+                          f"{json_kind(inp.get('bytes'))} bytes, {json_text(inp.get('name'))}): "
+                          "--model must name the model this output was lowered from",
+                          file=str(model), field="input.sha256")
     return data
 
 
@@ -332,7 +336,7 @@ def verify_checksums(out: str | Path) -> None:
         # only the artifact files: a name such as ../../x would have a file outside the
         # output read and hashed
         if other := sorted(f for f in files.dict() if f not in F.ARTIFACTS):
-            raise OutputError(f"{name}/manifest.json lists {other[0]!r}, which is not an "
+            raise OutputError(f"{name}/manifest.json lists {json_text(other[0])}, which is not an "
                               f"artifact file (FORMATS §1.2){hint}", file=str(out))
         for fname, (_records, size, sha) in sorted(rows.items()):
             if _sha256_file(rdir / fname, size) != sha:

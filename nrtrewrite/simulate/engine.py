@@ -22,7 +22,8 @@ import numpy as np
 
 from nrtrewrite import codes
 from nrtrewrite.codes import DType, SdmaCceType
-from nrtrewrite.errors import NrtRewriteError, OutputError, SimulationError, escape_controls
+from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, escape_controls,
+                               json_text)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
     load_rank_files, manifest_checksums, manifest_ranks, output_neff_path, read_rank_manifest,
@@ -863,7 +864,7 @@ class Simulator:
 
     def _conflict(self, c: Conflict, acc: Access, r: int, reg: int, verb: str) -> SimulationError:
         region = self.layout.region(reg)
-        where = (f"bytes [{c.lo:#x}, {c.hi:#x}) of rank {r} {region.kind} {region.name!r} "
+        where = (f"bytes [{c.lo:#x}, {c.hi:#x}) of rank {r} {region.kind} {json_text(region.name)} "
                  f"(address {self.layout.core_base(r) + self.layout.storage_address(region, c.lo):#x})")
         me = _describe(acc)
         other = _describe(c.other)
@@ -906,8 +907,8 @@ class Simulator:
                 region = self.layout.region(reg)
                 raise SimulationError(
                     f"{_describe(acc)} writes bytes [{off:#x}, {off + n:#x}) of rank {r} "
-                    f"{region.kind} {region.name!r}, outside trigger {t.ordinal}'s output, "
-                    "scratch and gateway buffers", trigger=t.ordinal)
+                    f"{region.kind} {json_text(region.name)}, outside trigger {t.ordinal}'s "
+                    "output, scratch and gateway buffers", trigger=t.ordinal)
         for r, reg, ivs in _merged(runs):
             try:
                 self._shadow(r, reg).write_many(ivs, acc, vc)
@@ -966,7 +967,7 @@ class Simulator:
 
     def _region_name(self, reg: int) -> str:
         region = self.layout.region(reg)
-        return f"{region.kind} {region.name!r}"
+        return f"{region.kind} {json_text(region.name)}"
 
     def _move(self, srcs: list, dsts: list, leg: Leg, acc: Access, vc: np.ndarray) -> None:
         datas = [self._read(runs, acc, vc) for runs in srcs]
@@ -1136,7 +1137,7 @@ class Simulator:
             region = self.footprints[t.ordinal][1].region
             tr.fail(MISMATCH, f"rank {r}: {nbad} byte(s) of the output were not written by the "
                               f"collective (first at storage offset {unwritten[0][0]:#x} of "
-                              f"{region.name!r})")
+                              f"{json_text(region.name)})")
         if got.size != want.size or not np.array_equal(got, want):
             ds = t.dsize
             g = got.view(np.uint8).reshape(-1, ds)

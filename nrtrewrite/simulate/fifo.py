@@ -18,7 +18,7 @@ import numpy as np
 from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
-from nrtrewrite.errors import SimulationError, escape_controls
+from nrtrewrite.errors import SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
@@ -711,8 +711,8 @@ class FifoDecoder:
                        f"{trank[j]}'s")
             elif kind and self.layout.region(int(reg[j])).kind != kind:
                 why = (f"{fld} {int(addr[j]):#x} is in region "
-                       f"{self.layout.region(int(reg[j])).name!r}; the proxy sends from the "
-                       f"gateway buffer")
+                       f"{json_text(self.layout.region(int(reg[j])).name)}; the proxy sends "
+                       "from the gateway buffer")
             if why:
                 raise SimulationError(why, rank=issuer, artifact=artifact, record=rec0 + j,
                                       field=fld)

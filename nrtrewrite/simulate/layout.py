@@ -18,7 +18,8 @@ from nrtrewrite.emit.address import (
     SEMAPHORES_PER_CORE, TOPSP_STRIDE_SHIFT,
 )
 from nrtrewrite.emit.tiling import HW_GENERATIONS, MAX_SDMA_CCE_ELEMENTS, SDMA_MAX_CCE_ELEMENTS
-from nrtrewrite.errors import SimulationError, ValidationError, counted, escape_controls
+from nrtrewrite.errors import (SimulationError, ValidationError, counted, escape_controls,
+                               json_text)
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.fields import Field, json_kind
 from nrtrewrite.topology.model import (
@@ -290,17 +291,17 @@ class Layout:
                 raise err(f"memory.{key} is {got!r}; FORMATS §10 fixes it at {want:#x}")
         for r in self.regions:
             if r.kind not in REGION_KINDS or r.offset < 0 or r.size < 0:
-                raise err(f"memory region {r.name!r}: bad kind/offset/size")
+                raise err(f"memory region {json_text(r.name)}: bad kind/offset/size")
             if r.kind != "sbuf" and r.partitions != 1:
-                raise err(f"memory region {r.name!r}: only sbuf regions have partitions")
+                raise err(f"memory region {json_text(r.name)}: only sbuf regions have partitions")
             if r.kind == "sbuf" and not 1 <= r.partitions <= SBUF_PARTITIONS:
-                raise err(f"memory region {r.name!r}: {r.partitions} partitions")
+                raise err(f"memory region {json_text(r.name)}: {r.partitions} partitions")
         dram = sorted((r for r in self.regions if r.kind != "sbuf" and r.size), key=lambda r: r.offset)
         sbuf = sorted((r for r in self.regions if r.kind == "sbuf" and r.size), key=lambda r: r.offset)
         for group in (dram, sbuf):
             for a, b in zip(group, group[1:]):
                 if a.offset + a.size > b.offset:
-                    raise err(f"memory regions {a.name!r} and {b.name!r} overlap")
+                    raise err(f"memory regions {json_text(a.name)} and {json_text(b.name)} overlap")
         if dram and DRAM_BASE + dram[-1].offset + dram[-1].size > SBUF_BASE:
             raise err("the DRAM regions run into the SBUF window")
         if sbuf and sbuf[-1].offset + sbuf[-1].size > self.stride:

@@ -25,7 +25,7 @@ from nrtrewrite.emit.address import (
 )
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.emit.tiling import MAX_SDMA_CCE_ELEMENTS
-from nrtrewrite.errors import OutputError, SimulationError, escape_controls
+from nrtrewrite.errors import OutputError, SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import MESH_FAMILY, RankFiles
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, WINDOW_NAMES, Layout
 from nrtrewrite.select import LEG_OPS
@@ -402,8 +402,8 @@ class RankDecoder:
                     # 2026-12-06 called "what spad.bin says" too)
                     whence = ("its trigger's in OUT/manifest.json" if key == "subgraph" else
                               "what spad.bin says")
-                    raise self.fail(f"the rank manifest's {key} should be {val!r}, {whence}, "
-                                    f"not {me.get(key)!r}", art, e, key)
+                    raise self.fail(f"the rank manifest's {key} should be {json_text(val)}, "
+                                    f"{whence}, not {json_text(me.get(key))}", art, e, key)
             runs = t.entry_channels(man_leg_name, self.rank)
             if runs is not None and bits != runs[0]:
                 # (every rank is on each ring of a RING / SINGLE_CYCLE_RING trigger or HIER leg
@@ -1249,8 +1249,8 @@ class RankDecoder:
                     ok[m] |= (reg[m] == anchor_reg) & (addr[m] == base + elem[m] * dsize[m])
             self.check(~ok, lambda i, part=part: f"{part}: the BD address of the piece's first "
                        f"element {elem[i]} ({int(addr[i]):#x} in "
-                       f"{self.layout.region(int(reg[i])).name!r}) is not where that element of "
-                       "the op's buffers lives", "sb2sb.bin", f"{part}.start_addr")
+                       f"{json_text(self.layout.region(int(reg[i])).name)}) is not where that "
+                       "element of the op's buffers lives", "sb2sb.bin", f"{part}.start_addr")
 
     def _entry_groups(self, ent: np.ndarray) -> list[tuple[int, np.ndarray]]:
         """(entry, ascending indices of ``ent`` equal to it) of every SPAD entry that occurs
@@ -1289,7 +1289,8 @@ class RankDecoder:
 
         def why(i, extra):
             return (f"{what} {got[i]:#x} of the piece at element {elem[i]} "
-                    f"({int(addr[i]):#x} in {self.layout.region(int(reg[i])).name!r}): {extra}")
+                    f"({int(addr[i]):#x} in {json_text(self.layout.region(int(reg[i])).name)}): "
+                    f"{extra}")
         self.check(view & (got % dsize != 0), lambda i: why(i, "not a whole number of "
                    f"{dsize[i]}-byte elements"), "sb2sb.bin", what)
         self.check(view & ((origin < 0) | ~allowed), lambda i: why(i, f"its view should start at "

@@ -412,15 +412,15 @@ class TriggerSpec:
             off = int(opnd["offset"])
             if region.kind == "sbuf":
                 raise SimulationError(f"{which} operand has no access pattern but var "
-                                      f"{region.name!r} is a state buffer (an SBUF operand's "
-                                      "place is its ap: FORMATS §1.1)", **at("ap"))
+                                      f"{json_text(region.name)} is a state buffer (an SBUF "
+                                      "operand's place is its ap: FORMATS §1.1)", **at("ap"))
             if off < 0 or off + count * ds > region.size:
                 raise SimulationError(f"{which} operand ({count} elements at offset {off}) does "
-                                      f"not fit var {region.name!r}", **at("offset"))
+                                      f"not fit var {json_text(region.name)}", **at("offset"))
             return region, count, off
         if region.kind != "sbuf":
             raise SimulationError(f"{which} operand has an access pattern but var "
-                                  f"{region.name!r} is not a state buffer", **at("ap"))
+                                  f"{json_text(region.name)} is not a state buffer", **at("ap"))
         dims = tuple((int(s), int(n)) for s, n in ap["dims"])
         n0, n1, n2 = (num for _step, num in dims)
         pcount, pstart, start = int(ap["partition_count"]), int(ap["partition_start"]), int(ap["start"])
@@ -436,7 +436,8 @@ class TriggerSpec:
         hi = sum(max(0, step * (num - 1)) for step, num in dims)
         first, end = start + lo * ds, start + (hi + 1) * ds
         if first < 0 or end > region.size or pstart < 0 or pstart + pcount > region.partitions:
-            raise SimulationError(f"{which} access pattern runs outside var {region.name!r}: "
+            raise SimulationError(f"{which} access pattern runs outside var "
+                                  f"{json_text(region.name)}: "
                                   f"bytes [{first}, {end}) of partitions [{pstart}, "
                                   f"{pstart + pcount}), the var has {region.size} bytes x "
                                   f"{region.partitions} partitions", **at("ap"))
