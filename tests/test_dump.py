@@ -892,7 +892,7 @@ def test_a_repeated_format_key_is_read_alike_with_or_without_rank(out, tmp_path,
         hint = _NEWER if last[1] == 3 else ""
         assert (res.exit_code, res.stderr) == (2, (
             f"nrtrewrite: error: {copy}/manifest.json: not an nrtrewrite-lowered v2 manifest "
-            f"(format '{last[0]}', version {last[1]}){hint}\n"))
+            f'(format "{last[0]}", version {last[1]}){hint}\n'))
 
 
 @pytest.mark.parametrize("shift", [1, 2, 8, 15, 16, 17])
