@@ -1188,10 +1188,13 @@ def test_forcing_mesh_on_a_platform_without_mesh_says_so(tmp_path):
     kr = select(req(AR, NODE0, 4 * MiB), topo, strict=False).candidate(EncAlgType.KANGARING)
     assert not kr.legal and kr.reason.startswith(
         "the topology file's platform trn2 has no kangaring (")
-    # a preset's platform is named as before
-    trn1 = select(req(AR, (0, 1), 4 * MiB), load_topology("trn1", world=(), lnc_size=1),
-                  strict=False).candidate(EncAlgType.KANGARING)
-    assert not trn1.legal and trn1.reason.startswith("trn1 has no kangaring (")
+    # a preset's platform is named as before, also from a file that is exactly the preset (a
+    # preset output's own topology object given back: its manifest's reasons the same)
+    (tmp_path / "t1.json").write_text(json.dumps({"platform": "trn1", "nodes": 1}))
+    for spec in ("trn1", str(tmp_path / "t1.json")):
+        trn1 = select(req(AR, (0, 1), 4 * MiB), load_topology(spec, world=(), lnc_size=1),
+                      strict=False).candidate(EncAlgType.KANGARING)
+        assert not trn1.legal and trn1.reason.startswith("trn1 has no kangaring ("), spec
 
 
 def test_forcing_single_cycle_ring_on_the_inter_allg_leg_names_the_legs_engines():

@@ -372,12 +372,16 @@ class Topology:
         """How a reason names this topology's platform: a preset's by its name, ``trn2``; a
         topology file's as such, ``the topology file's platform trn2``, so that a file's
         platform changed from a preset's (``"platform": "trn2", "mesh": false``) is not read
-        as the preset (until 2026-12-06 ``trn2 has no mesh``, untrue of the preset).  Not by
+        as the preset (until 2026-12-06 ``trn2 has no mesh``, untrue of the preset); a file
+        whose platform is exactly a preset's (:func:`is_preset`: a preset output's own
+        ``topology`` object given back) by its name, as the preset (review 48l).  Not by
         the file's path, as :attr:`title` does: a reason may be recorded in the manifest
         (a policy choice's), which the path must not change (the same topology object given
         back from another file lowers the same bytes)."""
         name = escape_controls(self.platform.name)
-        return name if self.file is None else f"the topology file's platform {name}"
+        if self.file is None or is_preset(self.platform):  # (a preset's, from a file: as is)
+            return name
+        return f"the topology file's platform {name}"
 
     def rank_refusal(self, rank: int) -> str:
         """Why ``rank`` is refused: it is not in this topology."""
