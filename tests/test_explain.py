@@ -878,6 +878,40 @@ def test_explain_meets_a_forced_engines_refusal_before_the_vars_past_the_core_wi
         assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), args
 
 
+def test_explain_with_a_rank_outside_the_world_refuses_where_lower_does(tmp_path):
+    """docs/CLI.md "Errors": a --rank outside the model's world comes after lower's plan.
+    ``--rank 99`` (world 0..12) shows no trigger, so a forced KANGARING refused for both
+    all-reduces (as in the test above) was refused for the rank, where lower names trigger 0's
+    selection; an FP32 all-reduce (docs/CLI.md: lower refuses its dtype) alike.  A model
+    lower plans gives the rank's line (world 0..12)."""
+    ar = {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "num_elements": 5}
+    spec = {"header": {"lnc_size": 2}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 64},
+                 {"name": "o", "type": "output", "size": 64}],
+        "replica_groups": [list(range(4)), list(range(4, 13))],
+        "engines": {"sp": [{"all_reduce": ar}, {"all_reduce": {**ar, "group": 1}}]}}]}
+    forced = _spec_model(tmp_path, spec)
+    (tmp_path / "f").mkdir()
+    ar["dtype"] = "fp32"
+    fp32 = _spec_model(tmp_path / "f", spec)
+    rank = "field --rank: rank 99 is not in the model's world (ranks 0..12)"
+    selection = ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, trigger 0: "
+                 "--algo 'kangaring' forces KANGARING, refused: ")
+    dtype = ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, offset 0xe, field "
+             "dtype, trigger 0: ALLREDUCE in FP32 cannot be lowered: the CCE reduce accepts "
+             "only BF16, FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)")
+    for path, args, head in ((forced, ("--algo", "kangaring"), selection),
+                             (fp32, (), dtype), (forced, (), rank)):
+        line = _lower_refusal(path, tmp_path, *args, "--rank", "99")
+        assert line.startswith(head) and (head != rank or line == rank), line
+        res = run("explain", path, *args, "--rank", "99")
+        assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), args
+        res = run("explain", path, *args, "--rank", "99", "--json")
+        assert res.exit_code == 2, args
+        doc = json.loads(res.output[:res.output.rindex("}") + 1])
+        assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
+
+
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
     """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
     (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger
