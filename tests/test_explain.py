@@ -912,6 +912,48 @@ def test_explain_with_a_rank_outside_the_world_refuses_where_lower_does(tmp_path
         assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
 
 
+def test_an_unknown_trigger_is_refused_after_what_schedules_plan_refuses(tmp_path):
+    """docs/CLI.md: an unknown --trigger is an error "as for schedule", which plans the
+    triggers asked for first.  Vars of 15 GiB + 15 GiB at lnc 2 pass the 28 GiB core window
+    (docs/FORMATS.md §10, docs/ASSEMBLE.md); all-reduces on ranks 0,1 and 4..7.
+    ``--trigger 9`` gave "no trigger 9" where schedule gives the memory line; under a
+    forced KANGARING (refused for trigger 0: 2 of a device's 4 ranks) schedule selects every
+    trigger first and names trigger 0.  The lowest unknown ordinal is named, as schedule
+    names it; on a model schedule plans, the unknown trigger's line."""
+    ar = {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "num_elements": 5}
+    spec = {"header": {"lnc_size": 2}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 15 << 30},
+                 {"name": "o", "type": "output", "size": 15 << 30}],
+        "replica_groups": [[0, 1], [4, 5, 6, 7]],
+        "engines": {"sp": [{"all_reduce": ar}, {"all_reduce": {**ar, "group": 1}}]}}]}
+    path = _spec_model(tmp_path, spec)
+    memory = (f"the model's DRAM vars need {30 << 30} bytes per core, more than the "
+              f"{28 << 30} bytes of the core window below the SBUF window")
+    forced = ("member sg00/sp.bin, subgraph sg00, stream sp, instruction 0, trigger 0: "
+              "--algo 'kangaring' forces KANGARING, refused: enc_can_post_kangaring_operation: "
+              "device 0 of node 0 has 2 of its 4 ranks in the group; KangaRing needs every "
+              "rank of each device it touches")
+    for args, line in ((("--trigger", "9"), memory),
+                       (("--trigger", "0", "--trigger", "9"), memory),
+                       (("--trigger", "9", "--algo", "kangaring"), forced)):
+        res = run("schedule", path, "--rank", "0", *args)
+        assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), args
+        res = run("explain", path, *args)
+        assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), args
+        res = run("explain", path, *args, "--json")
+        assert res.exit_code == 2, args
+        doc = json.loads(res.output[:res.output.rindex("}") + 1])
+        assert doc == {"model": path, "error": f"{path}: {line}", "triggers": []}, args
+    (tmp_path / "s").mkdir()
+    spec["subgraphs"][0]["vars"] = [{"name": "i", "type": "input", "size": 64},
+                                    {"name": "o", "type": "output", "size": 64}]
+    path = _spec_model(tmp_path / "s", spec)
+    for cmd in (("schedule", path, "--rank", "0"), ("explain", path)):
+        res = run(*cmd, "--trigger", "9", "--trigger", "7")
+        assert (res.exit_code, res.output) == (
+            2, f"nrtrewrite: error: {path}: no trigger 7 (the model has 2: 0..1)\n"), cmd
+
+
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
     """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
     (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger

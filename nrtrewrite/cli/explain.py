@@ -862,11 +862,20 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         except NrtRewriteError as err:
             raise err.at(file=model) from None
         n = len(m.triggers)
-        for k in only:
-            if not 0 <= k < n:
-                # as schedule says it
-                raise ValidationError(f"no trigger {k} (the model has {n}"
-                                      f"{f': 0..{n - 1}' if n else ''})", file=model)
+        missing = sorted(k for k in set(only) if not 0 <= k < n)
+        if missing:
+            # as schedule says it, after what its plan of the triggers asked for refuses
+            # (every trigger's selection under an --algo, the entry handshake, the memory
+            # layout: the vars past the core window, the limits; docs/CLI.md "schedule")
+            from nrtrewrite.limits import check_plan
+            from nrtrewrite.lower import LowerOptions, plan_lowering
+            try:
+                check_plan(plan_lowering(m, LowerOptions(topology=topology, algo=algo),
+                                         only=set(only)))
+            except NrtRewriteError as err:
+                raise err.at(file=model) from None
+            raise ValidationError(f"no trigger {missing[0]} (the model has {n}"
+                                  f"{f': 0..{n - 1}' if n else ''})", file=model)
         items = []
         for t in m.triggers:
             if only and t.ordinal not in only:
