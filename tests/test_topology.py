@@ -1194,9 +1194,12 @@ def test_the_lone_surrogate_search_walks_only_a_document_that_has_one(monkeypatc
 
 # -- a hop between devices no chain of links joins (2026-12-06, the forty-seventh session) --
 
-#: the refusal of a group needing such a hop (docs/TOPOLOGY.md §1 "Edge locality")
+#: the refusal of a group needing such a hop (docs/TOPOLOGY.md §1 "Edge locality"), the
+#: topology named as docs/CLI.md says every line names it, its name the file's ``name``,
+#: else the file's stem (docs/TOPOLOGY.md §2; until 2026-12-06 the name was left out)
 UNLINKED = ("the replica group needs a hop between devices {a} and {b} of node 0, which no "
-            "chain of device links joins: the hop has no route (topology file {file}, {why})")
+            "chain of device links joins: the hop has no route (topology file {file}, named "
+            "{name}, {why})")
 #: ... when a torus on too few ports leaves them apart (docs/TOPOLOGY.md §1)
 FEW_PORTS = ("field device.c2c_ports: the 4x4 torus on {ports} a device has no such chain; a "
              "link needs its port at both ends, port 0 +x, 1 -x, 2 +y, 3 -y: "
@@ -1221,7 +1224,7 @@ def test_a_hop_between_devices_no_link_joins_is_refused(tmp_path, doc, why):
     topology file and its field; `lower` leaves no output."""
     neff, topo = _ar16(tmp_path), tmp_path / "few.json"
     topo.write_text(json.dumps(doc))
-    says = UNLINKED.format(a=0, b=1, file=topo, why=why)
+    says = UNLINKED.format(a=0, b=1, file=topo, name=doc.get("name", "few"), why=why)
     for args in (("lower", "-q", neff, "-o", tmp_path / "a"), ("explain", neff),
                  ("explain", neff, "--algo", "ring"), ("schedule", neff, "--rank", 0),
                  ("explain", "--op", "allreduce", "--bytes", "128KiB", "--ranks", 16,
@@ -1253,8 +1256,8 @@ def test_a_group_its_devices_links_join_is_lowered(tmp_path):
     with pytest.raises(SelectionError) as exc:
         sel((0, 8, 32))  # devices 0, 1 and 4
     assert str(exc.value) == "trigger 0: " + UNLINKED.format(
-        a=0, b=4, file=path, why=FEW_PORTS.replace("4x4 torus on {ports}", "4x4 torus on 2 C2C "
-                                                   "ports"))
+        a=0, b=4, file=path, name="two",
+        why=FEW_PORTS.replace("4x4 torus on {ports}", "4x4 torus on 2 C2C ports"))
     one = tmp_path / "one.json"
     one.write_text(json.dumps({"platform": "trn2", "device": {"c2c_ports": 1}}))
     from test_simulate import assert_clean, coll_spec, lower_spec

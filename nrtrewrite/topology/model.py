@@ -437,13 +437,13 @@ class Topology:
 
     def unlinked_refusal(self, node: int, a: int, b: int) -> str:
         """Why a collective needing a hop between devices ``a`` and ``b`` of ``node`` is
-        refused (:meth:`unlinked_devices`), naming the topology file and the field whose
-        links leave them apart: ``device.c2c_ports`` when the links are a torus laid on fewer
-        ports than it uses, else ``links``."""
+        refused (:meth:`unlinked_devices`), naming the topology as every line names it
+        (:attr:`title`: ``topology file t.json, named t``; until 2026-12-06 without its name)
+        and the field whose links leave them apart: ``device.c2c_ports`` when the links are a
+        torus laid on fewer ports than it uses, else ``links``."""
         p = self.platform
         ports = p.device.c2c_ports
-        where = (f"topology file {escape_controls(self.file)}" if self.file is not None
-                 else f"topology {escape_controls(self.name)}")
+        where = self.title
         if p.torus is not None and ports < 4 and p.links == torus_links(*p.torus, ports):
             rows, cols = p.torus
             why = (f"field device.c2c_ports: the {rows}x{cols} torus on {ports} C2C "
