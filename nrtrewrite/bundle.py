@@ -617,9 +617,11 @@ def temp_root() -> str:
     except FileNotFoundError as exc:
         if exc.filename is not None:
             raise
-        # (the list gettempdir went through, in its order: TMPDIR, TEMP, TMP, the system's)
-        tried = list(dict.fromkeys(tempfile._candidate_tempdir_list()))
+        # (the list gettempdir went through, in its order: TMPDIR, TEMP, TMP, the system's;
+        # the function is private to tempfile: without it, the variables' folders alone)
         env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
+        candidates = getattr(tempfile, "_candidate_tempdir_list", None)
+        tried = list(dict.fromkeys(candidates() if callable(candidates) else reversed(env)))
         names = ", ".join(escape_path(d) + (f" ({env[d]})" if d in env else "") for d in tried)
         raise FileNotFoundError(exc.errno, f"none of the folders tried can be written: {names}",
                                 tried[0] if tried else None) from None

@@ -223,14 +223,15 @@ def test_simulate_a_temporary_folder_that_cannot_be_made(monkeypatch):
         "lower the model into: No space left on device")
 
 
-def _no_usable_temporary_folder(monkeypatch, tmp_path) -> str:
-    """Python finds no folder it can write temporary files in: TMPDIR is not there and
-    neither is any other folder ``tempfile`` tries (review 48e: TMPDIR=/nonexistent with
-    /tmp, /var/tmp and / read-only in a mount namespace).  Returns TMPDIR."""
+def _no_usable_temporary_folder(monkeypatch, tmp_path, var: str = "TMPDIR") -> str:
+    """Python finds no folder it can write temporary files in: ``var`` (TMPDIR) names a
+    folder that is not there and neither is any other folder ``tempfile`` tries (review
+    48e: TMPDIR=/nonexistent with /tmp, /var/tmp and / read-only in a mount namespace).
+    Returns that folder."""
     gone = str(tmp_path / "gone")
-    monkeypatch.setenv("TMPDIR", gone)
-    monkeypatch.delenv("TEMP", raising=False)
-    monkeypatch.delenv("TMP", raising=False)
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(var, gone)
     monkeypatch.setattr(tempfile, "tempdir", None)  # (not the folder an earlier call found)
     monkeypatch.setattr(tempfile, "_candidate_tempdir_list",
                         lambda: [gone, str(tmp_path / "none")])
@@ -246,6 +247,25 @@ def test_simulate_with_no_usable_temporary_folder_is_one_line(monkeypatch, tmp_p
     assert one_line_error(res, "") == (
         f"nrtrewrite: error: {gone}: cannot make a temporary folder to lower the model into: "
         f"none of the folders tried can be written: {gone} (TMPDIR), {tmp_path}/none")
+    assert entries(tmp_path) == []
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_no_usable_temporary_folder_named_by_tmp_alone(monkeypatch, tmp_path, private):
+    """With TMPDIR unset the line names the folder tried first, TMP's (review 48m: naming
+    none, simulate fell back to the literal ``TMPDIR``, and no test saw it), also on a
+    Python whose ``tempfile`` lacks the private ``_candidate_tempdir_list`` the list is
+    read from (review 48m: an internal error then): the variables' folders alone."""
+    gone = _no_usable_temporary_folder(monkeypatch, tmp_path, "TMP")
+    if not private:
+        monkeypatch.delattr(tempfile, "_candidate_tempdir_list")
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: (_ for _ in ()).throw(
+        FileNotFoundError(2, "No usable temporary directory found in [...]")))
+    res = invoke("simulate", FIX / "ar2.neff")
+    tried = f"{gone} (TMP), {tmp_path}/none" if private else f"{gone} (TMP)"
+    assert one_line_error(res, "") == (
+        f"nrtrewrite: error: {gone}: cannot make a temporary folder to lower the model into: "
+        f"none of the folders tried can be written: {tried}")
     assert entries(tmp_path) == []
 
 
