@@ -1494,7 +1494,7 @@ SPAD_FAULTS = [
      "field algo_type, rank 1, artifact spad.bin, record 0: algo_type should be RING, not "
      "KANGARING: trigger 0 was lowered as RING"),
     (_entry0(leg="x"), "field leg, rank 1, artifact spad.bin: trigger 0's entries run legs "
-     "['x'], its manifest lists ['flat']"),
+     '["x"], its manifest lists ["flat"]'),
 ]
 
 

@@ -429,8 +429,8 @@ class RankDecoder:
             t = self.triggers[ordinal]
             want = list(t.legs) if t.legs else ["flat"] * len(legs)
             if legs != want:
-                raise self.fail(f"trigger {ordinal}'s entries run legs {legs}, its manifest "
-                                f"lists {want}", art, None, "leg")
+                raise self.fail(f"trigger {ordinal}'s entries run legs {json_text(legs)}, its "
+                                f"manifest lists {json_text(want)}", art, None, "leg")
         self.ring_entry = self.algo_type == int(EncAlgType.RING)
         per_sg: dict[str, int] = {}
         for t in self.entry_trigger:
