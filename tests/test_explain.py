@@ -954,6 +954,51 @@ def test_an_unknown_trigger_is_refused_after_what_schedules_plan_refuses(tmp_pat
             2, f"nrtrewrite: error: {path}: no trigger 7 (the model has 2: 0..1)\n"), cmd
 
 
+def test_explain_refuses_for_the_whole_model_and_for_triggers_schedule_plans(tmp_path):
+    """Review 48o: mutants of the two fixes above passed them.  (1) --rank 99 of a model lower
+    refuses as a whole (vars 12 GiB + 4 KiB and 12 GiB with a 2^31-element bf16 all-reduce's
+    scratch past the 28 GiB core window, docs/FORMATS.md §10): the memory line, as lower's,
+    not the rank's.  (2) schedule checks its plan (trigger 1's 6 GiB buffers past TENSOR3D's
+    4 GiB ``start_addr``), so --trigger 1 --trigger 9 is that line; (3) it plans only the
+    triggers asked for, so trigger 1's FP32 does not stop --trigger 0 --trigger 9: the
+    unknown trigger's line."""
+    ar = {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "num_elements": 1 << 31}
+    spec = {"header": {"lnc_size": 2}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": (12 << 30) + 4096},
+                 {"name": "o", "type": "output", "size": 12 << 30}],
+        "replica_groups": [[0, 1]], "engines": {"sp": [{"all_reduce": ar}]}}]}
+    whole = _spec_model(tmp_path, spec)
+    line = _lower_refusal(whole, tmp_path, "--rank", "99")
+    need = (12 << 30) + 4096 + (12 << 30) + (4 << 30)  # (the vars, a message of scratch)
+    assert line.startswith(f"the model's DRAM vars, scratch and gateway need {need} bytes "), line
+    res = run("explain", whole, "--rank", "99")
+    assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {whole}: {line}\n")
+    small = {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "num_elements": 5}
+    big = 3 << 30
+    spec = {"header": {"lnc_size": 2}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 64},
+                 {"name": "o", "type": "output", "size": 64},
+                 {"name": "I", "type": "input", "size": 2 * big},
+                 {"name": "O", "type": "output", "size": 2 * big}],
+        "replica_groups": [list(range(4)), list(range(4, 13))],
+        "engines": {"sp": [{"all_reduce": small},
+                           {"all_reduce": {**small, "group": 1, "src": "I", "dst": "O",
+                                           "num_elements": big}}]}}]}
+    (tmp_path / "t").mkdir()
+    start = _spec_model(tmp_path / "t", spec)
+    spec["subgraphs"][0]["engines"]["sp"][1] = {"all_reduce": {**small, "group": 1,
+                                                               "dtype": "fp32"}}
+    (tmp_path / "f").mkdir()
+    fp32 = _spec_model(tmp_path / "f", spec)
+    for path, asked, want in ((start, ("1", "9"), f"{2 * big} bytes"),
+                              (fp32, ("0", "9"), "no trigger 9 (the model has 2: 0..1)")):
+        args = [a for k in asked for a in ("--trigger", k)]
+        res = run("schedule", path, "--rank", "0", *args)
+        assert res.exit_code == 2 and want in res.output and res.output.count("\n") == 1, \
+            res.output
+        assert run("explain", path, *args).output == res.output, args
+
+
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
     """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
     (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger

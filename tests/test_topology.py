@@ -926,6 +926,34 @@ def test_an_outputs_topology_object_lowers_again_the_same(tmp_path, model, topol
         assert again == manifest
 
 
+def test_a_preset_outputs_topology_object_given_back_records_the_same_reasons(tmp_path):
+    """Review 48o: the test above holds the top manifest too, but neither of its models
+    records a reason naming the platform.  A 64-rank all-reduce over trn1:nodes=2 does (a
+    HIER leg's `KANGARING not taken: trn1 has no kangaring`); its topology object, exactly
+    the preset, given back from a file must record the preset's words (review 48l: they
+    read `the topology file's platform trn1 has no kangaring`)."""
+    from nrtrewrite.neff.assembler import assemble_spec
+    n = 1 << 16
+    spec = {"header": {"lnc_size": 1}, "subgraphs": [{
+        "vars": [{"name": "i", "type": "input", "size": 2 * n},
+                 {"name": "o", "type": "output", "size": 2 * n}],
+        "replica_groups": [list(range(64))],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                           "dst": "o", "num_elements": n}}]}}]}
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(spec))
+    args = ["lower", "-q", neff, "--rank", "0", "-j", "1", "--topology"]
+    assert _cli(*args, "trn1:nodes=2", "-o", tmp_path / "a").exit_code == 0
+    first = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert "trn1 has no kangaring" in json.dumps(first)  # (the case this test is for)
+    (tmp_path / "t.json").write_text(json.dumps(first["topology"]))
+    assert _cli(*args, tmp_path / "t.json", "-o", tmp_path / "b").exit_code == 0
+    again = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    for doc in (first, again):
+        doc["options"]["topology"] = None
+    assert again == first
+
+
 # -- an output's topology object of a platform that is not exactly a preset (2026-12-06) --
 
 #: the platform fields an output records beside ``platform`` when the platform is not
