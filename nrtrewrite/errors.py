@@ -152,16 +152,11 @@ def json_text(value: Any) -> str:
     """``value`` in a message as JSON writes it (``"BF16"``, ``true``, ``null``, ``[0, 1]``,
     a mapping's keys sorted), not as Python does (``'BF16'``, ``True``, ``None``): the
     value of a JSON file (a manifest, a topology file); past 300 characters its start and
-    end (a replica group of thousands of ranks).  Its text as it reads (``"modèle.neff"``,
-    as ``diff`` shows a value: review 48m found ``"mod\\u00e8le.neff"`` in simulate's lines
-    since they took this form), a control character escaped as JSON escapes it, and all of
-    it as ASCII only where it holds a lone surrogate (a name's byte that is not UTF-8)."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = json.dumps(value, sort_keys=True)
-    return cut_middle(text, 300, 200, 80)
+    end (a replica group of thousands of ranks).  JSON's ASCII escapes are kept (judged
+    twice, RELIABILITY.md §6: a look-alike or invisible character printed raw reads as the
+    name it is refused for, ``"n\\u043edes"`` beside ``"nodes"``, and a value cut before its
+    escaping grows past the line's cap), so a recorded name reads ``"mod\\u00e8le.neff"``."""
+    return cut_middle(json.dumps(value, sort_keys=True), 300, 200, 80)
 
 
 #: The longest unknown name :func:`did_you_mean` compares with the known ones (a longer one,

@@ -336,10 +336,8 @@ def test_simulates_title_and_its_model_refusal_name_the_paths_as_utf8_text_whate
     assert err == (f"nrtrewrite: error: c7.neff: field input.sha256: sha256 {sha[:16]}... "
                    f"({(tmp_path / 'c7.neff').stat().st_size} bytes) is not the input "
                    f"z\\xe9/manifest.json records ({top['sha256'][:16]}..., {top['bytes']} "
-                   'bytes, "b\\xe4d.neff"): --model must name the model this output was '
-                   # (the recorded name as JSON gives it, its text escaped as the output's
-                   # other names where the C locale lacks a character; until 2026-12-06
-                   # Python's, 'bäd.neff', then for a while "b\\u00e4d.neff", review 48m)
+                   'bytes, "b\\u00e4d.neff"): --model must name the model this output was '
+                   # (the recorded name as JSON writes it; until 2026-12-06 Python's, 'bäd.neff')
                    "lowered from\n")
 
 
@@ -437,9 +435,8 @@ def test_lines_quoting_paths_read_the_same_under_a_latin1_locale(tmp_path, latin
     spec, extra_rank, model = got["utf8"]
     assert spec.startswith("nrtrewrite: error: mé.yaml: the output is the spec mé.yaml itself")
     assert "(rank-é)" in extra_rank
-    # (the recorded name as JSON gives it, its text as it reads; until 2026-12-06 Python's
-    # 'bäd.neff', then for a while "b\\u00e4d.neff", review 48m)
-    assert '"bäd.neff"' in model and "oé/manifest.json" in model
+    # (the recorded name as the manifest's JSON writes it; until 2026-12-06 Python's, 'bäd.neff')
+    assert '"b\\u00e4d.neff"' in model and "oé/manifest.json" in model
 
 
 #: (arguments, the usage error's message) of every command's path argument click checks
