@@ -619,9 +619,10 @@ def temp_root() -> str:
             raise
         # (the list gettempdir went through, in its order: TMPDIR, TEMP, TMP, the system's;
         # the function is private to tempfile: without it, the variables' folders alone)
+        order = [os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP") if os.environ.get(k)]
         env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
         candidates = getattr(tempfile, "_candidate_tempdir_list", None)
-        tried = list(dict.fromkeys(candidates() if callable(candidates) else reversed(env)))
+        tried = list(dict.fromkeys(candidates() if callable(candidates) else order))
         names = ", ".join(escape_path(d) + (f" ({env[d]})" if d in env else "") for d in tried)
         raise FileNotFoundError(exc.errno, f"none of the folders tried can be written: {names}",
                                 tried[0] if tried else None) from None
