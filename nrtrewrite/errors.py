@@ -23,7 +23,7 @@ _CONTROL_ESCAPES = {c: f"\\u{c:04x}" if c >= 0x2000 else repr(chr(c))[1:-1]
                               # line and paragraph separators (a terminal may break the line
                               # there) and the bidirectional controls (they reorder what
                               # follows on screen: "Trojan Source")
-                              0x2028, 0x2029, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                              0x2028, 0x2029, 0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F),
                               *range(0x2066, 0x206A))}
 #: ... and, for a name, its backslash doubled: ``lit\nb`` (a backslash, then ``n``) and
 #: ``lit`` + line break + ``b`` print differently.

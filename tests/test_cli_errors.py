@@ -338,6 +338,8 @@ def test_line_and_direction_controls_are_escaped():
     from nrtrewrite.errors import escape_controls
     assert escape_controls("a\u2028b\u2029c\u202ed\u2066e\u200ff\n\x1b\x85é权") == \
         "a\\u2028b\\u2029c\\u202ed\\u2066e\\u200ff\\n\\x1b\\x85é权"
+    # U+061C ARABIC LETTER MARK, the bidirectional control outside U+2000 (review 48p)
+    assert escape_controls("a\u061cb") == "a\\u061cb"
 
 
 @pytest.mark.parametrize("cmd", [["lower", str(FIX / "ar2.neff"), "-o", ".", "-q"],
