@@ -235,8 +235,10 @@ class ForkAhead:
 
         try:
             top_up()
-        except OSError:  # the process is gone (a closed pipe)
-            raise AheadLost(0, self.proc.exitcode) from None
+        except OSError:  # the process is gone (a closed pipe): the results it sent before
+            pass  # are still read; the first item it does not deliver raises AheadLost (until
+            # 2026-12-06 this raised AheadLost(0) at once, losing them: a process dying on
+            # item 3 while items 4.. were handed out gave none of items 0..2)
         for k in range(n):
             if k in mine:
                 result, dt = mine.pop(k)

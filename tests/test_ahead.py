@@ -110,6 +110,33 @@ def test_a_dead_process_raises_ahead_lost_at_the_first_missing_item():
     assert not _children()
 
 
+def test_a_process_dead_while_the_first_items_are_handed_out_delivers_what_it_sent():
+    """Bug (a fresh clone's `make test`, 1 run in many): the process died on item 3 while
+    ``map`` was still handing out items 4.. (LOOKAHEAD 16 > 8 items): the send failed with
+    a closed pipe and ``map`` raised ``AheadLost(0)`` at once, though items 0..2 were in the
+    pipe.  Made certain here: item 4 is handed out only once the process has exited."""
+    got = []
+    with ForkAhead(_dies_on_3) as pipe:
+        real = pipe.tasks
+
+        class _SendAfterTheExit:
+            def send(self, task):
+                if task is not None and task[0] == 4:
+                    pipe.proc.join(30)  # (it exits on item 3, handed out before this one)
+                    assert pipe.proc.exitcode == 9
+                real.send(task)
+
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+        pipe.tasks = _SendAfterTheExit()
+        with pytest.raises(ahead.AheadLost) as lost:
+            for item, res, _dt in pipe.map(range(8)):
+                got.append(res)
+    assert got == [0, 1, 2] and lost.value.k == 3
+    assert not _children()
+
+
 def test_a_process_dead_before_the_map_raises_ahead_lost_at_item_0():
     """The process killed (the out-of-memory killer) before ``map`` hands it anything:
     ``AheadLost`` names item 0, so the caller computes every item itself."""
