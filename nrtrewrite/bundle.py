@@ -594,7 +594,8 @@ def clean_stale_temps(out: str | os.PathLike) -> list[Path]:
     return removed
 
 
-#: ``simulate MODEL.neff`` lowers into a folder of this prefix under ``TMPDIR``.
+#: ``simulate MODEL.neff`` lowers into a folder of this prefix under the folder
+#: :func:`temp_root` gives (``TMPDIR`` where Python can write there).
 SIMULATE_TEMP_PREFIX = "nrtrewrite-simulate-"
 
 #: The whole name ``tempfile.mkdtemp(prefix=SIMULATE_TEMP_PREFIX)`` gives: the prefix and 8
@@ -619,10 +620,15 @@ def temp_root() -> str:
             raise
         # (the list gettempdir went through, in its order: TMPDIR, TEMP, TMP, the system's;
         # the function is private to tempfile: without it, the variables' folders alone)
-        order = [os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP") if os.environ.get(k)]
-        env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
         candidates = getattr(tempfile, "_candidate_tempdir_list", None)
-        tried = list(dict.fromkeys(candidates() if callable(candidates) else order))
+        if callable(candidates):
+            tried = list(dict.fromkeys(candidates()))
+        else:
+            tried = list(dict.fromkeys(os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP")
+                                       if os.environ.get(k)))
+        # (each folder's label: the first variable Python reads that gives it, so the dict
+        # is filled in the reverse order and a later key wins)
+        env = {os.environ.get(k): k for k in ("TMP", "TEMP", "TMPDIR") if os.environ.get(k)}
         names = ", ".join(escape_path(d) + (f" ({env[d]})" if d in env else "") for d in tried)
         raise FileNotFoundError(exc.errno, f"none of the folders tried can be written: {names}",
                                 tried[0] if tried else None) from None

@@ -954,14 +954,11 @@ def test_an_unknown_trigger_is_refused_after_what_schedules_plan_refuses(tmp_pat
             2, f"nrtrewrite: error: {path}: no trigger 7 (the model has 2: 0..1)\n"), cmd
 
 
-def test_explain_refuses_for_the_whole_model_and_for_triggers_schedule_plans(tmp_path):
-    """Review 48o: mutants of the two fixes above passed them.  (1) --rank 99 of a model lower
-    refuses as a whole (vars 12 GiB + 4 KiB and 12 GiB with a 2^31-element bf16 all-reduce's
-    scratch past the 28 GiB core window, docs/FORMATS.md §10): the memory line, as lower's,
-    not the rank's.  (2) schedule checks its plan (trigger 1's 6 GiB buffers past TENSOR3D's
-    4 GiB ``start_addr``), so --trigger 1 --trigger 9 is that line; (3) it plans only the
-    triggers asked for, so trigger 1's FP32 does not stop --trigger 0 --trigger 9: the
-    unknown trigger's line."""
+def test_explain_with_a_rank_outside_the_world_gives_lowers_model_wide_refusal(tmp_path):
+    """Review 48o (a mutant of test_explain_with_a_rank_outside_the_world_refuses_where_lower_does's
+    fix passed it): --rank 99 of a model lower refuses as a whole (vars 12 GiB + 4 KiB and
+    12 GiB with a 2^31-element bf16 all-reduce's scratch past the 28 GiB core window,
+    docs/FORMATS.md §10) is the memory line, as lower's, not the rank's."""
     ar = {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "num_elements": 1 << 31}
     spec = {"header": {"lnc_size": 2}, "subgraphs": [{
         "vars": [{"name": "i", "type": "input", "size": (12 << 30) + 4096},
@@ -973,6 +970,14 @@ def test_explain_refuses_for_the_whole_model_and_for_triggers_schedule_plans(tmp
     assert line.startswith(f"the model's DRAM vars, scratch and gateway need {need} bytes "), line
     res = run("explain", whole, "--rank", "99")
     assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {whole}: {line}\n")
+
+
+def test_an_unknown_trigger_follows_schedules_plan_of_the_triggers_asked_for(tmp_path):
+    """Review 48o (mutants of test_an_unknown_trigger_is_refused_after_what_schedules_plan_refuses's
+    fix passed it): schedule checks its plan (trigger 1's 6 GiB buffers past TENSOR3D's
+    4 GiB ``start_addr``), so --trigger 1 --trigger 9 is that line; and it plans only the
+    triggers asked for, so trigger 1's FP32 does not stop --trigger 0 --trigger 9: the
+    unknown trigger's line.  explain says what schedule says."""
     small = {"dtype": "bf16", "op": "add", "src": "i", "dst": "o", "num_elements": 5}
     big = 3 << 30
     spec = {"header": {"lnc_size": 2}, "subgraphs": [{

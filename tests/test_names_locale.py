@@ -441,7 +441,7 @@ def test_lines_quoting_paths_read_the_same_under_a_latin1_locale(tmp_path, latin
 
 #: (arguments, the usage error's message) of every command's path argument click checks
 #: (docs/CLI.md "Errors": `Invalid value for 'MODEL': File 'X' is a directory.`), the path
-#: as UTF-8 text ("Paths in the output"); in folder holding `dé/` and the file `fé`
+#: as UTF-8 text ("Paths in the output"); in a folder holding `dé/` and the file `fé`
 CLICK_PATHS = [
     (["lower", "nö.neff"], "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
     (["lower", "dé"], "Invalid value for 'MODEL': File 'dé' is a directory."),

@@ -251,7 +251,8 @@ def test_simulate_with_no_usable_temporary_folder_is_one_line(monkeypatch, tmp_p
 
 
 @pytest.mark.parametrize("private", [True, False])
-def test_no_usable_temporary_folder_named_by_tmp_alone(monkeypatch, tmp_path, private):
+def test_no_usable_temporary_folder_names_the_variables_folders_in_pythons_order(
+        monkeypatch, tmp_path, private):
     """With TMPDIR unset the line names the folder tried first, TMP's (review 48m: naming
     none, simulate fell back to the literal ``TMPDIR``, and no test saw it), also on a
     Python whose ``tempfile`` lacks the private ``_candidate_tempdir_list`` the list is

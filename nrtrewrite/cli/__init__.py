@@ -376,8 +376,6 @@ def note(err: Console, text: str) -> None:
 
 
 def _stderr_line(err: Console, label: str, style: str, text: str) -> None:
-    from rich.text import Text
-
     line = Text.assemble((f"nrtrewrite: {label}:", style), " " + escape_line(text))
     with contextlib.suppress(OSError, ValueError):
         err.print(line, highlight=False, soft_wrap=True)

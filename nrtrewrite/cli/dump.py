@@ -227,9 +227,10 @@ _FORMAT_HEAD = re.compile(_WS + rb'\{' + _WS + rb'"format"' + _WS + rb':' + _WS
 FORMAT_HEAD_BYTES = 4096
 #: What may spell the key ``format`` or ``format_version`` again past the head: either name
 #: whole, its closing quote included (so a value such as the model ``format.neff`` in
-#: ``input.name`` keeps the fast path), or a ``\\u`` escape of one of their characters
-#: (``\\u005f`` to ``\\u0076``, hex in either case), which ``json.dumps`` never writes (it
-#: escapes control and non-ASCII characters only)
+#: ``input.name`` keeps the fast path), or any ``\\u0050`` to ``\\u007f`` escape (the
+#: prefixes ``\\u005``, ``\\u006``, ``\\u007``: a superset of their characters' escapes,
+#: ``\\u005f`` to ``\\u0076``, whatever the case of the last digit), which ``json.dumps``
+#: never writes (it escapes control and non-ASCII characters only)
 _HEAD_KEY_SPELLINGS = (b'"format"', b'"format_version"', b"\\u005", b"\\u006", b"\\u007")
 
 

@@ -897,11 +897,12 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         if mp.vars_refused:
             raise mp.refusal.at(file=model)
         if rank is not None and rank not in m.world:  # (lower checks its ranks after its plan)
-            # nothing is shown: the refusal lower meets first, of any trigger (its selection,
-            # dtype, operands, engine: mp.refusals, when no model-wide check ran), else the
-            # model-wide one, else the rank's
-            first = (mp.refusal if mp.refusal is not None or not mp.refusals
-                     else next(iter(mp.refusals.values())))
+            # nothing is shown: the refusal lower meets first, the model-wide one (its entry
+            # handshake, memory layout, check_plan's limits: mp.refusal), else the first
+            # trigger's (its selection, dtype, operands, engine: mp.refusals, in lower's
+            # order), else the rank's
+            first = (mp.refusal if mp.refusal is not None
+                     else next(iter(mp.refusals.values()), None))
             if first is not None:
                 raise first.at(file=model)
             from nrtrewrite.lower import world_refusal
