@@ -112,6 +112,23 @@ def test_every_commands_help_keeps_its_description_under_dash_oo(tmp_path, comma
     assert " ".join(DESCRIPTIONS[command].split()) in " ".join(oo.stdout.split())
 
 
+def _tgz(path, members) -> None:
+    """A tar.gz at ``path`` of ``ok.txt`` (a plain member first: it must not be written) and
+    then ``members``, each (name, "file" of 2 bytes or "dir")."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
+        for name, kind in [("ok.txt", "file"), *members]:
+            info = tarfile.TarInfo(name)
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = 2
+                tar.addfile(info, io.BytesIO(b"hi"))
+
+
 #: odd member names (as written, the type, as read back) ``golden.unpack`` refuses: empty,
 #: an empty or ``.`` component, absolute, ``..``, a NUL (a pax ``path`` record holds one)
 ODD_MEMBERS = [
@@ -137,23 +154,10 @@ def test_golden_unpack_refuses_an_odd_member_name_before_writing_anything(tmp_pa
     raw ``IsADirectoryError`` after a member before it was written, and ``./x``, ``a//b``,
     ``f/`` or ``.`` were taken.  Every member is judged first: the one odd member is the
     ``unexpected member`` line, and nothing is written (``dest`` not even made)."""
-    import io
-    import tarfile
-
     from nrtrewrite.golden import unpack
 
     tgz = tmp_path / "g.tar.gz"
-    with tarfile.open(tgz, "w:gz", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
-        ok = tarfile.TarInfo("ok.txt")  # (a plain member first: it must not be written)
-        ok.size = 2
-        tar.addfile(ok, io.BytesIO(b"hi"))
-        odd = tarfile.TarInfo(written)
-        if kind == "dir":
-            odd.type = tarfile.DIRTYPE
-            tar.addfile(odd)
-        else:
-            odd.size = 2
-            tar.addfile(odd, io.BytesIO(b"hi"))
+    _tgz(tgz, [(written, kind)])
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(ValueError) as err:
         unpack(tgz, tmp_path / "out" / "dest")
@@ -202,25 +206,11 @@ def test_golden_unpack_refuses_clashing_members_before_writing_anything(tmp_path
     ``NotADirectoryError`` / ``IsADirectoryError``, a member before them written; a file
     then a folder ``x`` was quietly taken.  Now the ``unexpected member`` line, nothing
     written (a folder given twice stays harmless: the last test)."""
-    import io
-    import tarfile
-
     from nrtrewrite.golden import unpack
 
     names, rest = CLASHING_MEMBERS[case]
     tgz = tmp_path / "g.tar.gz"
-    with tarfile.open(tgz, "w:gz", format=tarfile.PAX_FORMAT, encoding="utf-8") as tar:
-        ok = tarfile.TarInfo("ok.txt")
-        ok.size = 2
-        tar.addfile(ok, io.BytesIO(b"hi"))
-        for name, kind in names:
-            info = tarfile.TarInfo(name)
-            if kind == "dir":
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = 2
-                tar.addfile(info, io.BytesIO(b"hi"))
+    _tgz(tgz, names)
     before = sorted(tmp_path.rglob("*"))
     with pytest.raises(ValueError) as err:
         unpack(tgz, tmp_path / "dest")
