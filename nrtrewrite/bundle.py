@@ -634,6 +634,16 @@ def temp_root() -> str:
                                 tried[0] if tried else None) from None
 
 
+def temp_folder_refusal(exc: OSError) -> OutputError:
+    """The one line of a temporary folder ``simulate MODEL.neff`` or ``nrtrewrite.golden``
+    cannot make to lower the model into (:func:`temp_root` found none, or ``mkdtemp`` failed
+    there), naming the folder it tried (docs/SIMULATOR.md §1)."""
+    return OutputError("cannot make a temporary folder to lower the model into: "
+                       f"{exc.strerror or exc}",
+                       file=exc.filename or tempfile.tempdir or os.environ.get("TMPDIR")
+                       or "TMPDIR")
+
+
 def clean_stale_simulate_temps(tmpdir: str | os.PathLike) -> list[Path]:
     """Remove the folders a killed ``simulate MODEL.neff`` left in ``tmpdir``: real folders
     named exactly as ``mkdtemp`` names them (:data:`_SIMULATE_TEMP_NAME`), of this user,

@@ -65,7 +65,7 @@ def _stops_outside() -> None:
 if __name__ == "__main__":
     _stops_outside()
 
-from nrtrewrite.bundle import rmtree_few_fds, temp_root, write_output
+from nrtrewrite.bundle import rmtree_few_fds, temp_folder_refusal, temp_root, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
 from nrtrewrite.cli import (Terminated, encodable, stop_status, stops_deferred,
@@ -212,9 +212,8 @@ def main(argv: list[str] | None = None) -> None:
         with terminate_cleanly():
             try:
                 tmp = tempfile.mkdtemp(prefix="nrtrewrite-golden-", dir=temp_root())
-            except OSError as err:  # TMPDIR full, read-only, not searchable, none usable
-                _fail(f"{escape_path(err.filename or tempfile.tempdir or 'TMPDIR')}: cannot "
-                      f"make a temporary folder to lower the model into: {err.strerror or err}")
+            except OSError as err:  # none usable, or one that fails (a race)
+                _fail(temp_folder_refusal(err).line())
             try:
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)
                 data = pack(out)

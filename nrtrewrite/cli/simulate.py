@@ -22,7 +22,8 @@ from rich.table import Table
 
 from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, default_output, lock_folder,
-    no_trigger_warning, remove_tree, temp_root, unlock_folder, write_output)
+    no_trigger_warning, remove_tree, temp_folder_refusal, temp_root, unlock_folder,
+    write_output)
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, PathArg, echo_whole, main, plain,
                             plain_line, print_table, stderr_console, stdout_console, styled)
@@ -204,11 +205,8 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 # be listed, so neither removed afterwards nor by a later run)
                 os.chmod(tmp, 0o700)
                 lock = lock_folder(tmp)  # this run's: no other simulate's cleanup removes it
-            except OSError as exc:  # TMPDIR full, read-only, not searchable, none usable
-                raise OutputError("cannot make a temporary folder to lower the model into: "
-                                  f"{exc.strerror or exc}",
-                                  file=exc.filename or tempfile.tempdir
-                                  or os.environ.get("TMPDIR") or "TMPDIR") from None
+            except OSError as exc:  # none usable, or one that fails (a race)
+                raise temp_folder_refusal(exc) from None
             out = write_output(plan, tmp / _lowered_name(path), ranks=None,
                                workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
