@@ -26,7 +26,7 @@ from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, es
                                json_text)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
-    load_rank_files, manifest_checksums, manifest_ranks, output_neff_path, read_rank_manifest,
+    load_rank_files, manifest_checksums, manifest_ranks, read_rank_manifest,
     read_rewritten_neff, read_top_manifest)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
@@ -235,7 +235,7 @@ class Simulator:
         typed_triggers = read_triggers(self.top, file=fname)
         self.ranks = manifest_ranks(self.out, self.top)
         # (typed also with --ignore-checksums, which compares none of them: FORMATS §1.1)
-        manifest_checksums(self.out, self.top)
+        self._neff_path = manifest_checksums(self.out, self.top)[0]
         need = sorted({r for t in typed_triggers for r in t["group"]})
         missing = [r for r in need if r not in self.ranks]
         if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
@@ -304,7 +304,7 @@ class Simulator:
         """Subgraph order of the rewritten NEFF (net_ops_info.basic_block_id); kick words."""
         from nrtrewrite.neff.reader import read_model_bytes
 
-        path = self._neff_path = output_neff_path(self.out, self.top)
+        path = self._neff_path
         try:
             # a file that cannot be read (missing, not a regular file: a FIFO is not waited
             # on) is an OutputError: no verdict (status 2), as for an artifact
