@@ -961,11 +961,11 @@ def _none_inside(reasons: Iterable[str]) -> str:
             + (" and passes its policy gate" if gated else ""))
 
 
-def _outside_window(why: str, reasons: Iterable[str]) -> str:
+def _outside_window(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
     """The reason of a leg's engine taken outside its size window (SELECTION.md §8): none
-    allowed is inside its window (:func:`_none_inside` of ``reasons``); ``why``, its
-    structural check."""
-    return f"first legal engine ({_none_inside(reasons)}; {why})"
+    allowed is inside its window (:func:`_none_inside` of the reasons of ``passed``, the
+    allowed engines and their refusals); ``why``, its structural check."""
+    return f"first legal engine ({_none_inside(r for _, r in passed)}; {why})"
 
 
 def _passed_over(why: str, passed: Iterable[tuple[EncAlgType, str]]) -> str:
@@ -1081,8 +1081,7 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
     for k, (alg, _) in enumerate(passed):
         ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
         if ok:
-            return alg, _passed_over(_outside_window(why, (r for _, r in passed)),
-                                     passed[:k])
+            return alg, _passed_over(_outside_window(why, passed), passed[:k])
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
@@ -1201,8 +1200,7 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     # (outside its window, it says so as the policy's leg does, _leg_choice:
                     # until 2026-12-06 it gave the bare structural reason)
                     pick, found = a, True
-                    why = _passed_over(why_a if in_window else _outside_window(
-                        why_a, (r for _, r in passed)),
+                    why = _passed_over(why_a if in_window else _outside_window(why_a, passed),
                                        [p for p in passed if order.index(p[0]) < k])
                     break
                 if in_window:
@@ -1365,10 +1363,11 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # (a policy gate, checked with the window, said as such: until 2026-12-06
             # "outside its size window (policy gate: ...)")
             gate = cands[fb].reason.startswith(POLICY_GATE)
-            kept, own = (("fails its policy gate", " size window and passes its policy gate")
-                         if gate else ("outside its size window", ""))
-            fallback_reason += (f"; {fb.name} {kept} ({cands[fb].reason}): none allowed and "
-                                f"lowerable is inside its own{own}")
+            fails, own_suffix = (("fails its policy gate",
+                                  " size window and passes its policy gate")
+                                 if gate else ("outside its size window", ""))
+            fallback_reason += (f"; {fb.name} {fails} ({cands[fb].reason}): none allowed and "
+                                f"lowerable is inside its own{own_suffix}")
         fallback_reason = _passed_over(fallback_reason, skipped)
 
     n_channels, ch_reason = choose_channels(topo, req, alg, policy)
