@@ -326,6 +326,36 @@ def test_a_manifest_value_of_the_wrong_type_is_status_2_naming_the_field(
         assert _one_line_status_2(tmp_path / "o") == want
 
 
+# Two keys of the top manifest faulty at once, at least one a key of the checksums: docs/
+# SIMULATOR.md §1 reads those first and in one order, ranks, output_neff, rank_manifests,
+# with and without --ignore-checksums, so the first of them is named either way.  Until
+# 2026-12-06 the checksum pass read output_neff, rank_manifests, then ranks, and the
+# simulation the memory map, topology, world and triggers, then ranks, output_neff,
+# rank_manifests: ranks and rank_manifests both faulty named rank_manifests without the
+# option, ranks with it.  (key paths and values, the field named, its why)
+TWO_FAULTS = [
+    ([(["ranks"], 5), (["rank_manifests"], 5)], "ranks", "must be a list, not 5"),
+    ([(["ranks"], ABSENT), (["rank_manifests"], ABSENT)], "ranks", "missing"),
+    ([(["ranks"], ABSENT), (["output_neff"], ABSENT)], "ranks", "missing"),
+    ([(["output_neff", "sha256"], None), (["rank_manifests"], [])], "output_neff.sha256",
+     "must be a string, not null"),
+    ([(["memory"], 5), (["ranks", 0], "x")], "ranks[0]", 'must be an integer, not "x"'),
+    ([(["triggers"], 5), (["rank_manifests"], ABSENT)], "rank_manifests", "missing"),
+]
+
+
+@pytest.mark.parametrize("edits, field, why", TWO_FAULTS,
+                         ids=["+".join(".".join(map(str, p)) for p, _ in c[0])
+                              for c in TWO_FAULTS])
+def test_two_faulty_top_manifest_keys_name_the_same_one_with_and_without_the_option(
+        ar2, tmp_path, edits, field, why):
+    out = tmp_path / "o"
+    _copy_with(ar2, out, [(None, path, value) for path, value in edits])
+    want = f"{out / 'manifest.json'}: field {field}: {why}"
+    assert _one_line_status_2(out) == want
+    assert _one_line_status_2(out, "--ignore-checksums") == want
+
+
 # A value of the right type that disagrees is still a protocol error (status 1), named as
 # before: (rank manifest or None, key path, value, the error after the file's name); the
 # values as JSON writes them (true, "sg00"; until 2026-12-06 Python's, True, 'sg00': review

@@ -236,22 +236,29 @@ def manifest_ranks(out: Path, top: dict) -> list[int]:
     return ranks
 
 
-def manifest_checksums(out: Path, top: dict) -> tuple[Path, str, dict[str, str]]:
+def manifest_checksums(out: Path, top: dict) -> tuple[list[int], Path, str, dict[str, str]]:
     """What ``top`` (OUT/manifest.json) records for the checksums (FORMATS §1.1), each of
-    its type: ``output_neff`` an object whose ``name`` is a file name in the folder
-    (:func:`output_neff_path`) and whose ``sha256`` is a string, ``rank_manifests`` an
-    object of strings; an :class:`OutputError` naming the key otherwise.  Returns the
-    rewritten NEFF's path, its sha256 and ``rank_manifests``.  The simulation reads them
-    with ``--ignore-checksums`` too, comparing none, so a key deleted or of another type is
-    refused with the same line either way (until 2026-12-06 without the option ``OUT:
+    its type, in this order: ``ranks`` (:func:`manifest_ranks`), ``output_neff`` an object
+    whose ``name`` is a file name in the folder (:func:`output_neff_path`) and whose
+    ``sha256`` is a string, ``rank_manifests`` an object of strings; an
+    :class:`OutputError` naming the first faulty key otherwise.  Returns the ranks, the
+    rewritten NEFF's path, its sha256 and ``rank_manifests``.  The checksum pass and the
+    simulation (with ``--ignore-checksums`` too, comparing none) read them here, before
+    any other key, so a key deleted or of another type is refused with the same line
+    either way, also where two of them are (until 2026-12-06 without the option ``OUT:
     manifest.json has no ranks / rank_manifests``, no key path, and with it a
-    ``rank_manifests`` of any type, or none, simulated as a match)."""
+    ``rank_manifests`` of any type, or none, simulated as a match; and the checksum pass
+    read ``ranks`` last, the simulation first but after the memory map, topology, ``world``
+    and triggers, so ``ranks`` and ``rank_manifests`` both faulty named ``rank_manifests``
+    without the option and ``ranks`` with it)."""
+    ranks = manifest_ranks(out, top)
     doc = Field(top, "", str(out / "manifest.json"))
     neff = doc["output_neff"]
     neff["name"].str()
     path = output_neff_path(out, top)
     sums = doc["rank_manifests"]
-    return path, neff["sha256"].str(), {name: sums[name].str() for name in sums.dict()}
+    return (ranks, path, neff["sha256"].str(),
+            {name: sums[name].str() for name in sums.dict()})
 
 
 def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
@@ -303,9 +310,8 @@ def verify_checksums(out: str | Path) -> None:
     out = Path(out)
     top = read_top_manifest(out)
     hint = "; the output was modified after it was written (--ignore-checksums to simulate anyway)"
-    # (every value typed before any is compared, as the simulation does)
-    npath, neff_sha, mans = manifest_checksums(out, top)
-    ranks = manifest_ranks(out, top)
+    # (every value typed before any is compared, in the simulation's order)
+    ranks, npath, neff_sha, mans = manifest_checksums(out, top)
     if _sha256_file(npath, neff=True) != neff_sha:
         raise OutputError(f"{escape_controls(top['output_neff']['name'])}: sha256 does not "
                           f"match manifest.json{hint}",

@@ -26,7 +26,7 @@ from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, es
                                json_text)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
-    load_rank_files, manifest_checksums, manifest_ranks, read_rank_manifest,
+    load_rank_files, manifest_checksums, read_rank_manifest,
     read_rewritten_neff, read_top_manifest)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.layout import Layout
@@ -231,11 +231,12 @@ class Simulator:
         depend on which key or file holds which fault."""
         self.top = read_top_manifest(self.out)
         fname = str(self.out / "manifest.json")
+        # the keys of the checksums first, in the checksum pass's order (typed also with
+        # --ignore-checksums, which compares none of them: FORMATS §1.1), so two faulty keys
+        # are named alike with and without the option
+        self.ranks, self._neff_path = manifest_checksums(self.out, self.top)[:2]
         self.layout = Layout.typed(self.top, file=fname)
         typed_triggers = read_triggers(self.top, file=fname)
-        self.ranks = manifest_ranks(self.out, self.top)
-        # (typed also with --ignore-checksums, which compares none of them: FORMATS §1.1)
-        self._neff_path = manifest_checksums(self.out, self.top)[0]
         need = sorted({r for t in typed_triggers for r in t["group"]})
         missing = [r for r in need if r not in self.ranks]
         if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
