@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable
 
@@ -137,15 +138,50 @@ def counted(n, noun: str) -> str:
 MAX_WHY_CHARS = 1000
 
 
+#: A backslash escape as JSON, Python's ``repr`` and :func:`escape_controls` write one:
+#: ``\uXXXX``, ``\xNN``, ``\UXXXXXXXX``, else the backslash and the one character after it
+#: (``\\``, ``\"``, ``\n``).
+_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8}|.)", re.DOTALL)
+#: The longest of them (``\UXXXXXXXX``).
+_MAX_ESCAPE_CHARS = 10
+
+
+def _escape_around(text: str, cut: int) -> tuple[int, int] | None:
+    """The [start, end) of the escape of ``text`` that a cut before index ``cut`` would
+    split, if any: one that starts before ``cut`` at a backslash not itself escaped (after
+    an even run of backslashes) and ends after it."""
+    for j in range(cut - 1, max(cut - _MAX_ESCAPE_CHARS, 0) - 1, -1):
+        if text[j] != "\\":
+            continue
+        run = 0
+        while j - run > 0 and text[j - run - 1] == "\\":
+            run += 1
+        if run % 2:  # (this backslash is the second of an escaped one: look further back)
+            continue
+        escape = _ESCAPE.match(text, j)
+        end = escape.end() if escape else j + 1  # (a backslash that ends the text)
+        return (j, end) if end > cut else None
+    return None
+
+
 def cut_middle(text: str, limit: int, head: int, tail: int,
                form: str = "{head} ... ({n} characters in all) ... {tail}") -> str:
     """``text`` if it has at most ``limit`` characters, else its first ``head`` and last
     ``tail`` characters (none for 0) and its length ``n`` put in ``form``: by default
     around ``... (N characters in all) ...``; a message that has long shown a cut value its
-    own way (``'123456789012...'``, ``ab...yz (N characters)``) gives that form."""
+    own way (``'123456789012...'``, ``ab...yz (N characters)``) gives that form.  A cut
+    never splits a backslash escape (``\\u00e8``, ``\\x1b``, ``\\\\``, ``\\"``: text
+    escaped as JSON or ``repr`` writes it, or by :func:`escape_controls`): the head ends
+    before it, the tail starts after it, a few characters fewer (until 2026-12-06 a head
+    could end on half of one, ``"aaa\\ ... (402 characters in all) ...``)."""
     if len(text) <= limit:
         return text
-    return form.format(head=text[:head], tail=text[len(text) - tail:], n=len(text))
+    start = len(text) - tail if tail else len(text)
+    if (split := _escape_around(text, head)) is not None:
+        head = split[0]
+    if tail and (split := _escape_around(text, start)) is not None:
+        start = split[1]
+    return form.format(head=text[:head], tail=text[start:], n=len(text))
 
 
 def json_text(value: Any) -> str:

@@ -103,3 +103,45 @@ def test_a_long_line_keeps_its_reason_between_long_paths():
     # a line of short words only is still cut as a whole
     words = " ".join(["word"] * 1000)
     assert len(_capped_line(words)) < MAX_LINE_CHARS and "characters in all" in _capped_line(words)
+
+
+def test_a_value_cut_in_the_middle_never_ends_or_starts_on_half_an_escape():
+    """``json_text`` keeps a value's first 200 and last 80 characters past 300 (docs/CLI.md
+    "Errors"); where the cut falls inside an escape, the escape is left out whole: a
+    JSON backslash (``\\\\``) at characters 199..200 and ``\\u00e8`` at 198..203 end no
+    head, the ``n`` of a ``\\n`` starts no tail.  Until 2026-12-06 the heads ended ``a\\``
+    and ``a\\u``, the tail began ``nbbb``."""
+    from nrtrewrite.errors import json_text
+
+    # JSON: '"' + 198 a (199 characters), then the backslash's two at 199 and 200
+    assert json_text("a" * 198 + "\\" + "b" * 200) == (
+        '"' + "a" * 198 + " ... (402 characters in all) ... " + "b" * 79 + '"')
+    # '"' + 197 a (198 characters), then \u00e8 at 198..203
+    assert json_text("a" * 197 + "\u00e8" + "b" * 200) == (
+        '"' + "a" * 197 + " ... (405 characters in all) ... " + "b" * 79 + '"')
+    # the tail: 382 characters, its last 80 from 302, the "n" of \n at 301..302
+    assert json_text("a" * 300 + "\n" + "b" * 78) == (
+        '"' + "a" * 199 + " ... (382 characters in all) ... " + "b" * 78 + '"')
+    # a backslash escaped (\\) then a "u": no escape, the head whole
+    text = json_text("a" * 196 + "\\u0041" + "b" * 200)
+    assert text.startswith('"' + "a" * 196 + "\\\\u ... (")
+
+
+def test_a_cut_tells_an_escape_from_an_escaped_backslash_and_keeps_its_length():
+    """The escapes ``repr`` and :func:`escape_controls` write (``\\x1b``, ``\\\\``) and runs of
+    backslashes: a backslash after an odd run is the second of an escaped one.  The cut
+    only shortens the head and the tail."""
+    from nrtrewrite.errors import cut_middle
+
+    # head 10: "aaaaaaaa" then \x1b at 8..11
+    assert cut_middle("aaaaaaaa\\x1b" + "z" * 30, 20, 10, 5) == (
+        "aaaaaaaa ... (42 characters in all) ... zzzzz")
+    # head 10: "aaaaaaa" then \\ (7, 8) and \\ (9, 10): the second split
+    assert cut_middle("aaaaaaa\\\\\\\\" + "z" * 30, 20, 10, 5) == (
+        "aaaaaaa\\\\ ... (41 characters in all) ... zzzzz")
+    # tail 5 from 37: \U0001f600 at 32..41 left out, the tail its last character
+    assert cut_middle("z" * 32 + "\\U0001f600" + "y", 20, 4, 5) == (
+        "zzzz ... (43 characters in all) ... y")
+    # a tail that starts right after an escape, a head that ends right before one: whole
+    assert cut_middle("aaaa\\n" + "z" * 30 + "\\tyyy", 20, 4, 5) == (
+        "aaaa ... (41 characters in all) ... \\tyyy")
