@@ -1004,6 +1004,29 @@ def test_an_unknown_trigger_follows_schedules_plan_of_the_triggers_asked_for(tmp
         assert run("explain", path, *args).output == res.output, args
 
 
+def test_an_unknown_trigger_is_refused_with_no_warning_before_it_as_schedule_does(tmp_path):
+    """docs/CLI.md "explain": the warnings lower gives (``--no-verify-hash``'s; a model
+    without triggers that looks already lowered) come where lower gives them, once the plan
+    is made, so an unknown ``--trigger`` is the one line schedule prints, which refuses
+    before its warnings: fixtures/ar2.neff has trigger 0 alone, its lowered NEFF none.
+    Until 2026-12-06 explain printed the warning line first.  A rank outside the world is
+    refused after the plan (lower's order), so after the warning, as lower gives it."""
+    from nrtrewrite.golden import lower_to
+
+    ar2 = str(FIXTURES / "ar2.neff")
+    lowered = str(lower_to(FIXTURES / "ar2.neff", tmp_path / "out", None) / "ar2.neff")
+    for path, extra, line in ((ar2, ("--no-verify-hash",), "no trigger 9 (the model has 1: 0..0)"),
+                              (lowered, (), "no trigger 9 (the model has 0)")):
+        for cmd in (("schedule", path, "--rank", "0"), ("explain", path)):
+            res = run(*cmd, *extra, "--trigger", "9")
+            assert (res.exit_code, res.output) == (2, f"nrtrewrite: error: {path}: {line}\n"), cmd
+    warning = f"nrtrewrite: warning: {ar2}: header hash not verified (--no-verify-hash)\n"
+    world = f"nrtrewrite: error: {ar2}: field --rank: rank 99 is not in the model's world"
+    for cmd in (("lower", ar2, "-o", str(tmp_path / "o")), ("explain", ar2)):
+        res = run(*cmd, "--no-verify-hash", "--rank", "99")
+        assert res.exit_code == 2 and res.output.startswith(warning + world), cmd
+
+
 def test_explain_shows_the_trigger_past_the_descriptors_of_a_rank(tmp_path):
     """300 in-place 4 GiB all-reduces: each fits, together they pass MAX_RANK_DESCRIPTORS
     (as tests/test_limits.py test_descriptor_volume_per_rank); explain names the trigger

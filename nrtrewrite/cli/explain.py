@@ -853,10 +853,13 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                                    "the other")
         m = _read_model(model, not no_verify_hash)
         err_console = stderr_console()
-        if no_verify_hash:  # the warnings lower gives for the same model
-            warn(err_console, unverified_hash_warning(model))
+        # the warnings lower gives for the same model, printed where lower prints them: once
+        # its plan is made, none before a refusal of the topology, the plan or an unknown
+        # --trigger (schedule's, made before it plans, is after its plan too; until
+        # 2026-12-06 explain printed them first)
+        warnings = [unverified_hash_warning(model)] if no_verify_hash else []
         if (note := no_trigger_warning(m, "explain")) is not None:
-            warn(err_console, note)
+            warnings.append(note)
         try:  # (named by the model, as lower and schedule name it: load_and_plan)
             topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
         except NrtRewriteError as err:
@@ -896,15 +899,19 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise next(iter(mp.refusals.values())).at(file=model)
         if mp.vars_refused:
             raise mp.refusal.at(file=model)
-        if rank is not None and rank not in m.world:  # (lower checks its ranks after its plan)
+        outside = rank is not None and rank not in m.world
+        if outside:  # (lower checks its ranks after its plan)
             # nothing is shown: the refusal lower meets first, the model-wide one (its entry
             # handshake, memory layout, check_plan's limits: mp.refusal), else the first
             # trigger's (its selection, dtype, operands, engine: mp.refusals, in lower's
-            # order), else the rank's
+            # order), else the rank's (after the warnings, as lower gives it)
             first = (mp.refusal if mp.refusal is not None
                      else next(iter(mp.refusals.values()), None))
             if first is not None:
                 raise first.at(file=model)
+        for w in warnings:
+            warn(err_console, w)
+        if outside:
             from nrtrewrite.lower import world_refusal
             raise world_refusal(m.world, rank, model)
         refusal = mp.refusal
