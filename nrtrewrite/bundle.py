@@ -51,7 +51,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.emit.legs import end_queue
 from nrtrewrite.emit.tiling import cce_max_elements
-from nrtrewrite.errors import LimitError, LoweringError, OutputError, escape_path
+from nrtrewrite.errors import LimitError, LoweringError, OutputError, escape_path, json_text
 from nrtrewrite.limits import check_plan
 from nrtrewrite import jsonin, jsonout
 from nrtrewrite.ahead import INTERRUPTED, ForkCall, ForkPool, WorkerLost
@@ -899,8 +899,10 @@ def _replace_refusal(out: Path, model: str | None, force: bool = True,
     if not out.is_dir():
         return f"{escape_path(out)} exists and is not a folder"
     if not _is_our_output(out):
+        # (the format's name as a manifest's value is named, in JSON's form: until
+        # 2026-12-06 Python's, 'nrtrewrite-lowered')
         return (f"{escape_path(out)} exists and is not an nrtrewrite output (no manifest.json "
-                f"of format {FORMAT_NAME!r}); refusing to replace it")
+                f"of format {json_text(FORMAT_NAME)}); refusing to replace it")
     if (refusal := _foreign_entry(out, model, model_st)):
         return refusal
     if not force:

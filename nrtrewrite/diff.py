@@ -32,7 +32,8 @@ from nrtrewrite.neff.instructions import (INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, 
                                           WORD_SIZE)
 from nrtrewrite.emit.formats import FORMAT_NAME
 from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
-                               escape_controls, escape_line, escape_path, path_text)
+                               escape_controls, escape_line, escape_path, json_text,
+                               path_text)
 
 
 class _Absent:
@@ -1193,7 +1194,8 @@ def _not_ours_why(path: Path) -> str:
         return _not_json(exc)
     except OSError as exc:  # (read just before: it changed meanwhile)
         return f"its manifest.json cannot be read: {_why(exc)}"
-    return f"its manifest.json is not of format {FORMAT_NAME!r}"
+    # (JSON's form, as simulate and dump name a format: until 2026-12-06 Python's)
+    return f"its manifest.json is not of format {json_text(FORMAT_NAME)}"
 
 
 def _not_json(exc: ValueError | RecursionError) -> str:

@@ -432,7 +432,7 @@ def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     (mine / "notes.txt").write_text("keep me")
     one_line_error(run(FIX / "ar2.neff", "-o", mine, "--force"),
                    "is not an nrtrewrite output (no manifest.json of format "
-                   "'nrtrewrite-lowered'); refusing to replace it")
+                   '"nrtrewrite-lowered"); refusing to replace it')
     assert (mine / "notes.txt").read_text() == "keep me"
     one_line_error(run(FIX / "ar2.neff", "-o", mine / "notes.txt", "--force"),
                    "exists and is not a folder")
@@ -440,7 +440,7 @@ def test_force_replaces_atomically_and_only_our_outputs(tmp_path):
     one_line_error(run(FIX / "ar2.neff", "-o", mine / "notes.txt"), "exists and is not a folder")
     one_line_error(run(FIX / "ar2.neff", "-o", mine),
                    "is not an nrtrewrite output (no manifest.json of format "
-                   "'nrtrewrite-lowered'); refusing to replace it")
+                   '"nrtrewrite-lowered"); refusing to replace it')
     empty = tmp_path / "empty"
     empty.mkdir()
     assert run(FIX / "ar2.neff", "-o", empty, "--force").returncode == 0

@@ -268,9 +268,9 @@ def test_a_missing_output_neff_is_a_difference_not_a_skipped_comparison(pair):
 
 
 @pytest.mark.parametrize("manifest,why", [
-    ("[1, 2]\n", "its manifest.json is not of format 'nrtrewrite-lowered'"),
-    ('{"name": "webapp"}\n', "its manifest.json is not of format 'nrtrewrite-lowered'"),
-    ('"nrtrewrite-lowered"\n', "its manifest.json is not of format 'nrtrewrite-lowered'"),
+    ("[1, 2]\n", 'its manifest.json is not of format "nrtrewrite-lowered"'),
+    ('{"name": "webapp"}\n', 'its manifest.json is not of format "nrtrewrite-lowered"'),
+    ('"nrtrewrite-lowered"\n', 'its manifest.json is not of format "nrtrewrite-lowered"'),
     ("{not json\n", "its manifest.json is not JSON: Expecting property name enclosed in double "
                     "quotes: line 1 column 2 (char 1)"),
     ("[" * 100_000, "its manifest.json is not JSON: nested too deeply"),
@@ -289,6 +289,25 @@ def test_a_folder_that_is_not_an_nrtrewrite_output_is_refused(pair, tmp_path, ma
                             "JSON: an integer of 5000 digits, more than 4300")
         else:
             assert line == f"nrtrewrite: error: {foreign}: not an nrtrewrite output folder ({why})"
+
+
+def test_a_foreign_manifest_is_worded_with_the_format_in_jsons_form_by_every_command(
+        pair, tmp_path):
+    """docs/CLI.md "lower", "diff", docs/SIMULATOR.md §1: a folder whose manifest.json has
+    another format is refused naming formats as JSON writes a string, ``"..."`` (as
+    simulate and dump name the manifest's), never Python's ``'...'``: lower's and diff's
+    own ``of format 'nrtrewrite-lowered'`` until 2026-12-06."""
+    a, _ = pair
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "manifest.json").write_text('{"format": "webapp"}\n')
+    ours = 'format "nrtrewrite-lowered"'
+    for args, says in ((["lower", FIX / "ar2.neff", "-o", foreign], ours),
+                       (["lower", FIX / "ar2.neff", "-o", foreign, "--force"], ours),
+                       (["diff", a, foreign], ours),
+                       (["simulate", foreign], 'format "webapp"')):
+        line = _one_line_error(CliRunner().invoke(main, [str(x) for x in args]))
+        assert says in line and "'" not in line, (args, line)
 
 
 def test_a_rank_folder_is_not_an_output_folder(pair, tmp_path):

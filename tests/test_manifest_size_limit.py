@@ -369,9 +369,9 @@ def test_lower_refuses_to_write_a_top_manifest_over_the_limit(lowered, tmp_path,
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 @pytest.mark.parametrize("args, line", [
     (["lower", FIX / "ar2.neff", "-o", "{o}"], "{o} exists and is not an nrtrewrite output (no "
-     "manifest.json of format 'nrtrewrite-lowered'); refusing to replace it"),
+     'manifest.json of format "nrtrewrite-lowered"); refusing to replace it'),
     (["lower", FIX / "ar2.neff", "-o", "{o}", "--force"], "{o} exists and is not an nrtrewrite "
-     "output (no manifest.json of format 'nrtrewrite-lowered'); refusing to replace it"),
+     'output (no manifest.json of format "nrtrewrite-lowered"); refusing to replace it'),
     (["dump", "--spad", "{o}"], "{o}: neither an nrtrewrite output folder nor a rank folder")])
 def test_a_fifo_named_manifest_json_blocks_neither_lower_nor_dump(tmp_path, args, line):
     """A folder holding only a FIFO named manifest.json: whether it is an output of ours
