@@ -26,8 +26,7 @@ from nrtrewrite.codes import (
     AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, ENC_RDH_MAX_RD_STEPS, DType, EncAlgMeshType,
     EncAlgType, EncOpType, MetaringType,
 )
-from nrtrewrite.apoverlap import operands_may_share
-from nrtrewrite.compose.ir import MAX_PEERS, MAX_SRC
+from nrtrewrite.compose.ir import MAX_PEERS
 from nrtrewrite.errors import SelectionError, ValidationError, did_you_mean
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
@@ -105,10 +104,6 @@ class Request:
     out_bytes: int
     sbuf: bool = False
     alu: AluOp | None = None  # the reduce op (None: ADD, or a copy-only collective)
-    #: src and dst may share bytes (apoverlap.operands_may_share; a model-less collective's
-    #: are vars of their own): the flat fallback passes SINGLE_STEP_MESH, which ``lower``
-    #: refuses in place over more than MAX_SRC ranks (SELECTION.md §6)
-    operands_share: bool = False
 
     @property
     def op_bytes(self) -> int:
@@ -122,8 +117,7 @@ class Request:
     @classmethod
     def from_trigger(cls, t: Trigger) -> "Request":
         return cls(ordinal=t.ordinal, op=t.op, dtype=t.dtype, group=tuple(t.replica_group),
-                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op,
-                   operands_share=operands_may_share(t))
+                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op)
 
     @classmethod
     def for_op(cls, op: EncOpType, dtype: DType, group: Iterable[int], nbytes: int, *,
@@ -984,10 +978,9 @@ def _fallback_refusal(a: EncAlgType, c: Candidate, policy: Policy, req: Request,
     """Why the flat fallback (SELECTION.md §6) does not take engine ``a`` (its candidate
     ``c``) for ``req``, in the words of explain's candidate table (the candidate's reason: its
     predicate's refusal, or the size window it is outside when ``in_window_only``) or ``not
-    lowerable ... in this build``; None when it may take it (the override apart).
-    SINGLE_STEP_MESH in place over more than MAX_SRC ranks is ``not lowerable in place``:
-    ``lower`` refuses it (compose.mesh.single_step_mesh_refusal; until 2026-12-06 the
-    fallback took it and ``lower`` refused the trigger, though a later engine could lower it)."""
+    lowerable ... in this build``; None when it may take it (the override apart).  (Until
+    2026-12-06 it also passed SINGLE_STEP_MESH in place over more than MAX_SRC ranks, which
+    ``lower`` refused then; it lowers it now, docs/DESIGN.md "Mesh and RDH".)"""
     if not c.legal:
         return c.reason
     if a == EncAlgType.HIER:
@@ -998,17 +991,6 @@ def _fallback_refusal(a: EncAlgType, c: Candidate, policy: Policy, req: Request,
     if not policy.is_lowerable(a, op):
         return ("not lowerable in this build" if a not in policy.lowerable
                 else f"not lowerable for {op.name} in this build")
-    return _in_place_refusal(a, req)
-
-
-def _in_place_refusal(a: EncAlgType, req: Request) -> str | None:
-    """Why ``lower`` refuses engine ``a``, legal and lowerable, for this trigger alone:
-    SINGLE_STEP_MESH in place over more than MAX_SRC ranks
-    (compose.mesh.single_step_mesh_refusal); None otherwise."""
-    n = len(req.group)
-    if a == EncAlgType.SINGLE_STEP_MESH and req.operands_share and n > MAX_SRC:
-        return (f"not lowerable in place over {n} ranks in this build (its reduce of {n} "
-                f"sources chains through OUT, {MAX_SRC} sources a leg, and OUT is its input)")
     return None
 
 
@@ -1332,22 +1314,13 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
             # the line said no lowerable engine was legal, without a word of the override)
             barred = [a.name for a in CANDIDATE_ORDER if not allowed(a)
                       and _fallback_refusal(a, cands[a], policy, req, False) is None]
-            # an engine legal and lowerable that lower refuses for this trigger alone
-            # (SINGLE_STEP_MESH in place), as the fallback's walk names it
-            passed = [
-                (a, why) for a in CANDIDATE_ORDER if a != policy_alg and allowed(a)
-                and cands[a].legal and policy.is_lowerable(a, req.op)
-                and (why := _in_place_refusal(a, req)) is not None]
             which = (f"no lowerable engine {override.source} {override.text!r} allows is "
                      f"legal for {req.op.name} (legal and lowerable but not allowed: "
                      f"{', '.join(barred)})" if barred else
-                     # (one is legal and lowerable, for other triggers: it is named after)
-                     f"no legal, lowerable engine can lower this {req.op.name}" if passed else
                      f"no lowerable engine is legal for {req.op.name}")
             msg = (f"{what} is not lowerable in this build (lowerable: {can}, each for its own "
                    f"ops; not for {req.op.name}: {', '.join(a.name for a in missing)}) and "
                    f"{which}")
-            msg = _passed_over(msg, passed)
             if strict or clause is not None:
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override, policy_alg=policy_alg,

@@ -117,6 +117,29 @@ def groups_sharing_rank_1(s: dict, trig: dict) -> None:
     s["subgraphs"].append(sg1)
 
 
+#: the words of :func:`refuse_in_place_single_step_mesh`'s refusal after the rank count
+STAND_IN_REFUSAL = "refused by a test's stand-in for an engine's prepare refusal"
+
+
+def refuse_in_place_single_step_mesh(monkeypatch) -> None:
+    """Make SINGLE_STEP_MESH's prepare refuse a trigger in place over more than 8 ranks
+    (``SINGLE_STEP_MESH in place over N ranks: `` + :data:`STAND_IN_REFUSAL`), as ``lower``
+    did until 2026-12-06: the tests of where an engine's prepare refusal is reported (one
+    line at the trigger's instruction, the triggers ``explain`` or ``schedule`` do not show)
+    need one, and this one, which they used, lowers now (docs/DESIGN.md "Mesh and RDH")."""
+    from nrtrewrite.apoverlap import operands_may_share
+    from nrtrewrite.compose.mesh import SingleStepMeshAlgorithm
+    from nrtrewrite.errors import LoweringError
+    prepare = SingleStepMeshAlgorithm.prepare
+
+    def refusing(self, ctx, trig, sel):
+        n = len(trig.replica_group)
+        if n > 8 and operands_may_share(trig):
+            raise LoweringError(f"SINGLE_STEP_MESH in place over {n} ranks: {STAND_IN_REFUSAL}")
+        return prepare(self, ctx, trig, sel)
+    monkeypatch.setattr(SingleStepMeshAlgorithm, "prepare", refusing)
+
+
 def ustar_tar(members) -> bytearray:
     """The tar Python's tarfile writes of ``members`` ((name, data) pairs; ustar headers,
     zero padding, the two end blocks, padded to 10240 bytes), to be patched by a test."""

@@ -344,19 +344,22 @@ def test_single_step_mesh_takes_the_two_rank_events_only_over_two_ranks(tmp_path
     assert_clean(lower_neff(neff, tmp_path / "o", algo="single_step_mesh"))
 
 
-# -- SELECTION.md §3: lower refuses SINGLE_STEP_MESH in place over *more than* 8 ranks --------
+# -- DESIGN.md "Mesh and RDH": SINGLE_STEP_MESH in place over *more than* 8 ranks adds its
+#    chained reduce up in an accumulator (until 2026-12-06 lower refused it) ---------------
 
-def test_single_step_mesh_in_place_is_refused_from_nine_ranks_not_eight():
+def test_single_step_mesh_in_place_accumulates_from_nine_ranks_not_eight():
     from types import SimpleNamespace
 
-    from nrtrewrite.compose.mesh import single_step_mesh_refusal
+    from nrtrewrite.compose.mesh import single_step_mesh_accumulates
     same = SimpleNamespace(var_id=3, offset=0, ap=None)   # in place: one var, one range
+    other = SimpleNamespace(var_id=4, offset=0, ap=None)
 
-    def trig(n):
-        return SimpleNamespace(replica_group=tuple(range(n)), src=same, dst=same,
+    def trig(n, dst=same):
+        return SimpleNamespace(replica_group=tuple(range(n)), src=same, dst=dst,
                                in_bytes=2048, out_bytes=2048)
-    assert single_step_mesh_refusal(trig(8)) is None
-    assert "SINGLE_STEP_MESH in place over 9 ranks" in single_step_mesh_refusal(trig(9))
+    assert not single_step_mesh_accumulates(trig(8))
+    assert single_step_mesh_accumulates(trig(9))
+    assert not single_step_mesh_accumulates(trig(9, other))
 
 
 # -- DESIGN.md "Single-cycle ring": any group, CW on the ring and CCW on its reverse; a hop

@@ -1455,7 +1455,8 @@ def test_a_trigger_in_fp32_whose_operands_overlap_is_refused_for_its_dtype(tmp_p
 
 
 def test_an_in_place_mesh_all_reduce_over_16_ranks_is_no_refusal(tmp_path):
-    """SINGLE_STEP_MESH alone is refused in place over more than 8 ranks (IR.MAX_SRC). Two
+    """SINGLE_STEP_MESH alone was refused in place over more than 8 ranks (IR.MAX_SRC)
+    until 2026-12-06; MESH never was. Two
     1 KiB all-reduces over 16 ranks, the second in place (t into t), both MESH by default:
     lower lowers them, and explain neither notes trigger 1 as refused nor shows it INVALID."""
     path = _vars_model(tmp_path, [("c", "input", 1024), ("b", "output", 1024),
@@ -1497,16 +1498,21 @@ def test_a_selection_lower_refuses_at_a_trigger_not_shown_is_named(tmp_path):
                                                               "instruction 1, trigger 3")}]
 
 
-def test_single_step_mesh_in_place_at_a_trigger_not_shown_is_named(tmp_path):
+def test_single_step_mesh_in_place_at_a_trigger_not_shown_is_named(tmp_path, monkeypatch):
     """``--algo single_step_mesh`` over 9 ranks: trigger 0 out of place lowers, trigger 1
-    in place (tmp into tmp) is refused, its 9 sources chaining through OUT (MAX_SRC 8)."""
-    from conftest import sp
+    in place (tmp into tmp) is refused by its engine's prepare (a stand-in refusal,
+    conftest's refuse_in_place_single_step_mesh: until 2026-12-06 lower refused it so, its 9
+    sources chaining through OUT; it lowers now, and then explain notes nothing)."""
+    from conftest import refuse_in_place_single_step_mesh, sp
 
     def mutate(s):
         s["header"]["lnc_size"] = 2
         s["subgraphs"][0]["replica_groups"] = [list(range(9))]
         sp(s)[:] = [_ar(), _ar(src="tmp", dst="tmp")]
     path = _limits_model(tmp_path, mutate)
+    res = _cli("explain", path, "--trigger", "0", "--algo", "single_step_mesh", "--json")
+    assert res.exit_code == 0 and json.loads(res.output)["refused_not_shown"] == []
+    refuse_in_place_single_step_mesh(monkeypatch)
     res = _cli("lower", path, "-o", tmp_path / "out", "--algo", "single_step_mesh")
     line = _one_line_error(res)[len(f"{path}: "):]
     assert line.startswith("member sg00/sp.bin, subgraph sg00, stream sp, instruction 1, "
@@ -1736,13 +1742,16 @@ def _lnc2_model(tmp_path, group, vars_, sp) -> str:
 
 
 def test_two_triggers_of_one_request_refused_by_their_engine_are_each_named_at_their_place(
-        tmp_path):
+        tmp_path, monkeypatch):
     """Three bf16 all-reduces of 1024 elements on ranks 0 .. 8 under ``--algo
     single_step_mesh``: trigger 0 from x_in to x_out, triggers 1 and 2 in place on tmp (one
-    request, prepared once).  docs/SELECTION.md: lower refuses SINGLE_STEP_MESH in place over
-    more than 8 ranks, in its engine's prepare.  ``explain --trigger 0`` names both, each at
-    its own instruction (NEFF-LIKE.md: the sp stream's second and third instructions), in
-    lower's words: trigger 2's line is trigger 1's with its own place."""
+    request, prepared once), refused in its engine's prepare (a stand-in refusal, conftest's
+    refuse_in_place_single_step_mesh: until 2026-12-06 lower refused SINGLE_STEP_MESH in
+    place over more than 8 ranks so; it lowers it now).  ``explain --trigger 0`` names
+    both, each at its own instruction (NEFF-LIKE.md: the sp stream's second and third
+    instructions), in lower's words: trigger 2's line is trigger 1's with its own place."""
+    from conftest import refuse_in_place_single_step_mesh
+    refuse_in_place_single_step_mesh(monkeypatch)
     path = _lnc2_model(tmp_path, list(range(9)),
                        [("x_in", "input", 2048), ("x_out", "output", 2048),
                         ("tmp", "tmp-buf", 2048)],

@@ -82,17 +82,20 @@ def _ar(**kw):
 
 
 def test_a_refusal_of_the_trigger_shown_is_one_line_and_another_triggers_prepare_is_not(
-        tmp_path):
+        tmp_path, monkeypatch):
     """``--algo single_step_mesh`` over 9 ranks: trigger 1, in place (tmp into tmp), is
-    refused by its engine's prepare (9 sources chain through OUT, docs/SELECTION.md §3);
-    trigger 0 lowers. ``--trigger 1``: the one-line error at trigger 1's instruction, as
-    ``lower`` gives it, nothing on stdout. ``--trigger 0``: trigger 0's schedule (its plan
-    does not need trigger 1's; until 2026-12-06 schedule planned every trigger and refused
-    with trigger 1's line)."""
+    refused by its engine's prepare (a stand-in refusal, conftest's
+    refuse_in_place_single_step_mesh: until 2026-12-06 lower refused it so, its 9 sources
+    chaining through OUT; it lowers now); trigger 0 lowers. ``--trigger 1``: the one-line
+    error at trigger 1's instruction, as ``lower`` gives it, nothing on stdout. ``--trigger
+    0``: trigger 0's schedule (its plan does not need trigger 1's; until 2026-12-06 schedule
+    planned every trigger and refused with trigger 1's line)."""
+    from conftest import STAND_IN_REFUSAL, refuse_in_place_single_step_mesh
+    refuse_in_place_single_step_mesh(monkeypatch)
     path = _model(tmp_path, 9, [_ar(), _ar(src="tmp", dst="tmp")])
     want = (f"nrtrewrite: error: {path}: member sg00/sp.bin, subgraph sg00, stream sp, "
-            "instruction 1, trigger 1: SINGLE_STEP_MESH in place over 9 ranks: its reduce of 9 "
-            "sources chains through OUT")
+            f"instruction 1, trigger 1: SINGLE_STEP_MESH in place over 9 ranks: "
+            f"{STAND_IN_REFUSAL}")
     res = _cli("schedule", path, "--rank", 0, "--trigger", 1, "--algo", "single_step_mesh")
     assert res.exit_code == 2 and res.stdout == ""
     assert len(res.stderr.splitlines()) == 1 and res.stderr.startswith(want), res.stderr

@@ -1510,59 +1510,53 @@ def _in_place_model(tmp_path, n: int):
 
 @pytest.mark.parametrize("n", [9, 16, 32, 64])
 def test_the_fallback_passes_single_step_mesh_in_place_over_more_than_8_ranks(tmp_path, n):
-    """``lower`` refuses SINGLE_STEP_MESH in place over more than MAX_SRC = 8 ranks
-    (SELECTION.md §3). A build lowering SINGLE_STEP_MESH and RING, precedence MESH >
-    SINGLE_STEP_MESH > RING: MESH (the policy's) is not lowerable, and the flat fallback
-    (§6) took SINGLE_STEP_MESH for the in-place trigger too, which lower's prepare then
-    refused, though RING lowers it. Now it passes it, saying why, and takes RING; the
-    out-of-place trigger keeps SINGLE_STEP_MESH. A build lowering SINGLE_STEP_MESH alone has
-    no fallback for the in-place trigger: select refuses it, and explain's plan shows it
-    INVALID with the same words (lower and explain agree)."""
+    """Until 2026-12-06 ``lower`` refused SINGLE_STEP_MESH in place over more than MAX_SRC
+    = 8 ranks, and so the flat fallback (SELECTION.md §6) passed it there for RING, saying
+    why, and a build lowering it alone had no fallback. The name kept (docs/RELIABILITY.md
+    quotes it), it asserts what holds now that ``lower`` lowers it (its chain adds up in an
+    accumulator, docs/DESIGN.md "Mesh and RDH"): a build lowering SINGLE_STEP_MESH and RING,
+    precedence MESH > SINGLE_STEP_MESH > RING, MESH (the policy's) not lowerable, falls back
+    to SINGLE_STEP_MESH for the in-place trigger as for the out-of-place one, with the same
+    reason, and its prepare takes both; a build lowering SINGLE_STEP_MESH alone takes it for
+    both; explain's plan agrees (no refusal)."""
     from nrtrewrite.cli.explain import _plan_context, _plan_model
     from nrtrewrite.lower import prepare_trigger
     m = _in_place_model(tmp_path, n)
-    out_of_place, in_place = m.triggers
     pol = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING}),
                  precedence=(EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING))
-    why = (f"not lowerable in place over {n} ranks in this build (its reduce of {n} sources "
-           "chains through OUT, 8 sources a leg, and OUT is its input)")
-    sel = select(in_place, T1N, policy=pol)
-    assert (sel.policy_alg, sel.alg) == (EncAlgType.MESH, EncAlgType.RING)
-    assert sel.fallback_reason == (
-        "MESH is not lowerable in this build (lowerable: RING, SINGLE_STEP_MESH); lowering "
-        f"RING over the whole group instead; SINGLE_STEP_MESH not taken: {why}")
-    prepare_trigger(_plan_context(T1N), in_place, sel)  # lower lowers it
-    sel = select(out_of_place, T1N, policy=pol)
-    assert sel.alg == EncAlgType.SINGLE_STEP_MESH
-    prepare_trigger(_plan_context(T1N), out_of_place, sel)
-    mp = _plan_model(m, T1N, None, pol, {0, 1})
-    assert mp.refusals == {} and [s.alg for s in mp.selections.values()] == [
-        EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING]
-
     alone = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH}))
-    msg = ("MESH is not lowerable in this build (lowerable: SINGLE_STEP_MESH, each for its own "
-           "ops; not for ALLREDUCE: MESH) and no legal, lowerable engine can lower this "
-           f"ALLREDUCE; SINGLE_STEP_MESH not taken: {why}")
-    with pytest.raises(SelectionError) as err:
-        select(in_place, T1N, policy=alone)
-    assert err.value.why == msg
-    mp = _plan_model(m, T1N, None, alone, {0, 1})
-    assert mp.selections[1].alg == EncAlgType.INVALID and list(mp.refusals) == [1]
-    assert mp.refusals[1].why == msg
-    assert select(out_of_place, T1N, policy=alone).alg == EncAlgType.SINGLE_STEP_MESH
+    for trig in m.triggers:  # out of place, then in place
+        sel = select(trig, T1N, policy=pol)
+        assert (sel.policy_alg, sel.alg) == (EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH)
+        assert sel.fallback_reason == (
+            "MESH is not lowerable in this build (lowerable: RING, SINGLE_STEP_MESH); "
+            "lowering SINGLE_STEP_MESH over the whole group instead")
+        prepare_trigger(_plan_context(T1N), trig, sel)  # lower lowers it
+        sel = select(trig, T1N, policy=alone)
+        assert sel.alg == EncAlgType.SINGLE_STEP_MESH
+        prepare_trigger(_plan_context(T1N), trig, sel)
+    for policy in (pol, alone):
+        mp = _plan_model(m, T1N, None, policy, {0, 1})
+        assert mp.refusals == {} and [s.alg for s in mp.selections.values()] == [
+            EncAlgType.SINGLE_STEP_MESH, EncAlgType.SINGLE_STEP_MESH]
 
 
 def test_the_fallback_keeps_single_step_mesh_in_place_over_8_ranks(tmp_path):
     """8 sources fit one leg (MAX_SRC): in place over 8 ranks lower lowers SINGLE_STEP_MESH,
-    and the fallback still takes it."""
+    and the fallback takes it, as it does over more ranks now (the test above); over 8 its
+    reduce is one link, which needs no accumulator: the trigger's scratch is its channel
+    buffer alone, 7 peers' 128-byte inputs (over 9 ranks in place, 8 slots and the
+    accumulator, 9 x 128)."""
     from nrtrewrite.cli.explain import _plan_context
     from nrtrewrite.lower import prepare_trigger
-    _, in_place = _in_place_model(tmp_path, 8).triggers
     pol = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING}),
                  precedence=(EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING))
-    sel = select(in_place, T1N, policy=pol)
-    assert sel.alg == EncAlgType.SINGLE_STEP_MESH
-    assert sel.fallback_reason == ("MESH is not lowerable in this build (lowerable: RING, "
-                                   "SINGLE_STEP_MESH); lowering SINGLE_STEP_MESH over the "
-                                   "whole group instead")
-    prepare_trigger(_plan_context(T1N), in_place, sel)
+    for n, scratch in ((8, 7 * 128), (9, 9 * 128)):
+        _, in_place = _in_place_model(tmp_path, n).triggers
+        sel = select(in_place, T1N, policy=pol)
+        assert sel.alg == EncAlgType.SINGLE_STEP_MESH
+        assert sel.fallback_reason == ("MESH is not lowerable in this build (lowerable: RING, "
+                                       "SINGLE_STEP_MESH); lowering SINGLE_STEP_MESH over the "
+                                       "whole group instead")
+        tp = prepare_trigger(_plan_context(T1N), in_place, sel)
+        assert tp.prepared.scratch_bytes == scratch

@@ -115,6 +115,10 @@ class MeshPlan:
     dsize: int
     sub_type: EncAlgMeshType
     private: bool  # the slots live in the trigger's private scratch (reduce-scatter)
+    #: SINGLE_STEP_MESH in place over more than MAX_SRC ranks: its chained reduce adds up in
+    #: an accumulator, scratch slot n - 1 (right past the channel buffer), and only a page's
+    #: last link writes OUT, the input (:func:`accumulate`)
+    acc: bool = False
 
 
 def slot_of(plan: MeshPlan, sender: int, receiver: int) -> int:
@@ -469,12 +473,35 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     else:
         waits = [(event_sem(near_evt), len(near)), (event_sem(far_evt), len(far))]
     e.reduce(srcs, Addr(V_OUT, 0), N * d, waits, E.EVT_REDUCE_WRITE)
+    if plan.acc:
+        accumulate(e.rows[e.paged], len(srcs), e.cb_view(len(others), 0))
     e.events.add(E.EVT_SYNC, src=others, dst=others,
                  what="done reading the channel buffer: tell every peer, wait for all")
     e.add(sync_rows(e.spec(Leaf.mesh_sync, E.EVT_SYNC),
                     [(e.peer(r), event_sem(E.EVT_SYNC)) for r in others],
                     [(event_sem(E.EVT_SYNC), len(others))]))
     return e
+
+
+def chain_links(sources: int) -> int:
+    """The rows (links) reduce_rows chains a record of ``sources`` sources into: MAX_SRC
+    sources in the first, MAX_SRC - 1 more (and the chain's destination) in each next."""
+    return 1 + len(range(IR.MAX_SRC, sources, IR.MAX_SRC - 1))
+
+
+def accumulate(rows: np.ndarray, sources: int, acc: int) -> None:
+    """Move the chains of the reduce ``rows`` (one chain per DMA page, each record of
+    ``sources`` sources: :func:`chain_links` links) off OUT onto view ``acc``, in place:
+    every link but a page's last writes ``acc`` instead of OUT, every link but its first
+    reads ``acc`` (its source 0, the chain's destination) instead of OUT.  OUT is then
+    written once per page, by the link of the page's last sources, so a rank reducing in
+    place (OUT is IN) reads its own input, in whichever link it comes, before anything
+    overwrites it.  The links, their sources and roundings are the chain's own (a partial is
+    rounded to the I/O dtype in ``acc`` as it was in OUT): the bits of the out-of-place
+    reduce."""
+    chains = rows.reshape(-1, chain_links(sources))  # (a view)
+    chains["dst_view"][:, :-1, 0] = acc
+    chains["src_view"][:, 1:, 0] = acc
 
 
 def mesh_views(ctx, tp, rank: int, plan: MeshPlan, c: ComposedMesh, elem=None) -> ViewList:
@@ -573,17 +600,14 @@ def explain_mesh(sel, topo, rank: int | None = None) -> dict:
     return out
 
 
-def single_step_mesh_refusal(trig) -> str | None:
-    """Why SINGLE_STEP_MESH cannot lower ``trig`` in place, or None: more than
-    ``IR.MAX_SRC`` sources chain through OUT, which in place is the input a later link reads
-    after the first overwrote it (an end-to-end fuzz found the 9th rank of an in-place 9-rank
-    all-reduce adding its own input twice).  ``explain`` shows the same reason."""
-    n = len(trig.replica_group)
-    if n <= IR.MAX_SRC or not operands_may_share(trig):
-        return None
-    return (f"SINGLE_STEP_MESH in place over {n} ranks: its reduce of {n} sources chains "
-            f"through OUT ({IR.MAX_SRC} sources a leg), and OUT is its input, which a later "
-            "link would read after the first overwrote it; lower it with another engine")
+def single_step_mesh_accumulates(trig) -> bool:
+    """Whether SINGLE_STEP_MESH's reduce of ``trig`` adds up in an accumulator (MeshPlan.acc):
+    in place (src and dst may share bytes) over more than ``IR.MAX_SRC`` ranks, where the
+    reduce of n sources chains (IR.MAX_SRC sources a link) and a chain through OUT, the
+    input, would read in a later link what the first overwrote (until 2026-12-06 ``lower``
+    refused it: an end-to-end fuzz found the 9th rank of an in-place 9-rank all-reduce
+    adding its own input twice)."""
+    return len(trig.replica_group) > IR.MAX_SRC and operands_may_share(trig)
 
 
 class _MeshFamily(Algorithm):
@@ -599,10 +623,6 @@ class _MeshFamily(Algorithm):
             raise LoweringError(f"{self.alg.name} does not lower {trig.op.name}")
         if self.alg == EncAlgType.SINGLE_STEP_MESH and trig.op != EncOpType.ALLREDUCE:
             raise LoweringError("SINGLE_STEP_MESH is all-reduce only")
-        if self.alg == EncAlgType.SINGLE_STEP_MESH:
-            why = single_step_mesh_refusal(trig)
-            if why is not None:
-                raise LoweringError(why)
         dsize = io_dtype_size(trig.dtype)
         bs, be = block_bounds(trig.op, trig.num_elements, n)
         cb = channel_buffer_bytes(self.alg, trig.op, trig.num_elements, n, dsize)
@@ -615,8 +635,10 @@ class _MeshFamily(Algorithm):
         sub = sel.legs[0].sub_type if sel.legs and sel.legs[0].sub_type is not None else \
             EncAlgMeshType.FULL_MESH
         private = trig.op == EncOpType.REDUCE_SCATTER
+        acc = single_step_mesh_accumulates(trig) if self.alg == EncAlgType.SINGLE_STEP_MESH \
+            else False
         plan = MeshPlan(self.alg, trig.op, group, {r: i for i, r in enumerate(group)}, bs, be,
-                        slot, dsize, sub, private)
+                        slot, dsize, sub, private, acc)
         spans = ctx.topology.spans_nodes(group)
         # gateway: (1 + ceil(n / MAX_DST)) whole-op copies, one more than the entries stage in
         # (copies 0 .. ceil((n - 1) / MAX_DST) - 1: the scatter and the first broadcast row
@@ -630,7 +652,9 @@ class _MeshFamily(Algorithm):
                      "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
                      "channel_buffer_bytes": cb, "private_channel_buffer": private,
                      "blocks": [[int(a), int(b)] for a, b in zip(bs, be)]}}
-        return Prepared(scratch_bytes=0 if private else cb, gw_bytes=gw, manifest=manifest,
+        # the accumulator (slot n - 1, one message) right past the channel buffer
+        scratch = 0 if private else cb + (slot * dsize if acc else 0)
+        return Prepared(scratch_bytes=scratch, gw_bytes=gw, manifest=manifest,
                         data=plan, private_scratch_bytes=cb if private else 0)
 
     def composed(self, topo, plan: MeshPlan, rank: int
@@ -689,4 +713,4 @@ SINGLE_STEP_MESH = register(SingleStepMeshAlgorithm())
 
 __all__ = ["MESH", "SINGLE_STEP_MESH", "MESH_CHANNEL_BUF_MAX_SIZE", "block_bounds",
            "channel_buffer_bytes", "compose_mesh", "compose_single_step_mesh",
-           "single_step_mesh_refusal"]
+           "single_step_mesh_accumulates"]
