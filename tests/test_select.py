@@ -1509,11 +1509,11 @@ def _in_place_model(tmp_path, n: int):
 
 
 @pytest.mark.parametrize("n", [9, 16, 32, 64])
-def test_the_fallback_passes_single_step_mesh_in_place_over_more_than_8_ranks(tmp_path, n):
+def test_the_fallback_takes_single_step_mesh_in_place_over_more_than_8_ranks(tmp_path, n):
     """Until 2026-12-06 ``lower`` refused SINGLE_STEP_MESH in place over more than MAX_SRC
     = 8 ranks, and so the flat fallback (SELECTION.md §6) passed it there for RING, saying
-    why, and a build lowering it alone had no fallback. The name kept (docs/RELIABILITY.md
-    quotes it), it asserts what holds now that ``lower`` lowers it (its chain adds up in an
+    why, and a build lowering it alone had no fallback. This test, then named
+    ``..._passes_...``, asserts what holds now that ``lower`` lowers it (its chain adds up in an
     accumulator, docs/DESIGN.md "Mesh and RDH"): a build lowering SINGLE_STEP_MESH and RING,
     precedence MESH > SINGLE_STEP_MESH > RING, MESH (the policy's) not lowerable, falls back
     to SINGLE_STEP_MESH for the in-place trigger as for the out-of-place one, with the same

@@ -1012,13 +1012,13 @@ def _ssm_spec(ranks: int, in_place: bool) -> dict:
                            "engines": {"sp": [{"all_reduce": body}]}}]}
 
 
-def test_single_step_mesh_in_place_over_more_ranks_than_a_leg_has_sources_is_refused(tmp_path):
+def test_single_step_mesh_in_place_over_more_ranks_than_a_leg_has_sources_matches(tmp_path):
     """SINGLE_STEP_MESH reduces all n inputs at once; more than MAX_SRC = 8 sources chain
     (the first link reduces 8, each next one its partial and 7 more). Chained through OUT, in
     place (OUT is the input) the 9th rank, whose own input comes after the first link, added
     its already reduced OUT again (the end-to-end fuzzer's mismatch, ADD, MAX and MIN), and
-    until 2026-12-06 ``lower`` refused it. The name kept (docs/RELIABILITY.md quotes it), it
-    asserts what holds now: the chain adds up in an accumulator past the channel buffer and
+    until 2026-12-06 ``lower`` refused it (this test was then named ``..._is_refused``).
+    What holds now: the chain adds up in an accumulator past the channel buffer and
     only its last link writes OUT (docs/DESIGN.md "Mesh and RDH"), so in place over 9 ranks
     lowers and matches bit for bit, as 8 ranks in place and 9 out of place do; ``lower``
     exits 0 and ``explain`` shows the trigger SINGLE_STEP_MESH, no fallback."""
@@ -1062,12 +1062,12 @@ def _ssm_in_place_spec(groups: list[list[int]], elems: int = 600) -> dict:
 
 
 @pytest.mark.parametrize("n, topology", [(9, None), (12, None), (16, None), (17, None),
-                                         (32, None), (64, None), (17, "trn2:nodes=2"),
+                                         (32, None), (17, "trn2:nodes=2"),
                                          (64, "trn2:nodes=2")])
 def test_single_step_mesh_in_place_over_more_than_8_ranks_matches_bit_for_bit(
         tmp_path, n, topology):
-    """In place over 9 to 64 ranks (one trn2 node holds 64 at LNC 2; on two nodes one group
-    a node, SINGLE_STEP_MESH being intra-node only), ADD, MAX and MIN on every dtype it
+    """In place over 9 to 64 ranks (one trn2 node holds 64 at LNC 2: 64 ranks are taken as
+    one group a node on two nodes, SINGLE_STEP_MESH being intra-node only), ADD, MAX and MIN on every dtype it
     takes: the simulator finds every rank's result equal to the reference bit for bit, no
     race and no deadlock (assert_clean), on two seeds (one over 32 ranks or more). Until
     2026-12-06 ``lower`` refused these (the chain through OUT read the rank's own input
