@@ -241,7 +241,7 @@ class Report:
     lines and its count, or in the middle of its lines)."""
 
     def __init__(self, limit: int | None = None, on_difference=None, on_file=None,
-                 on_records=None, atomic=contextlib.nullcontext):
+                 on_records=None, atomic=contextlib.nullcontext, on_checksum=None):
         self.atomic = atomic
         self.limit = limit
         self.count = 0
@@ -249,6 +249,9 @@ class Report:
         self.on_difference = on_difference or (lambda index, lines: None)
         self.on_file = on_file or (lambda fc: None)
         self.on_records = on_records
+        #: ``on_checksum(lines, covers)``: a checksum key's lines that are no difference,
+        #: the file ``covers`` comparing identical (:func:`_settle`; docs/CLI.md "diff")
+        self.on_checksum = on_checksum or (lambda lines, covers: None)
 
     def room(self) -> int | None:
         """How many more differences will be shown (None: no limit)."""
@@ -474,6 +477,67 @@ def _json_walk(where: str, a, b, path: tuple, keyed: bool = False) -> Iterator[D
                              b[i] if i < len(b) else ABSENT, sub, as_json=True)
     else:
         yield Difference(where, None, _key_text(path), a, b, path or ("(root)",), as_json=True)
+
+
+#: The top-level manifest's checksum of the rewritten NEFF (FORMATS §1.1 ``output_neff``):
+#: the key :func:`_top_checksum` gives for it.
+NEFF_CHECKSUM = "(the rewritten NEFF)"
+
+
+def _top_checksum(path: tuple) -> str | None:
+    """What a key path of the top-level manifest is the checksum of, when ``diff`` compares
+    that file itself (docs/CLI.md "diff"): ``rank_manifests.rank-NNNN`` that rank folder's
+    name (its ``manifest.json``), ``output_neff.sha256`` :data:`NEFF_CHECKSUM`; None for
+    any other path (``input.sha256``: the model, which ``diff`` does not compare)."""
+    if (len(path) >= 2 and path[0] == "rank_manifests" and isinstance(path[1], str)
+            and RANK_DIR_NAME.fullmatch(path[1])):
+        return path[1]
+    if tuple(path[:2]) == ("output_neff", "sha256"):
+        return NEFF_CHECKSUM
+    return None
+
+
+def _rank_checksum(path: tuple) -> str | None:
+    """What a key path of a rank manifest is the checksum of: ``files["cce.bin"].sha256``
+    that artifact's name (FORMATS §1.2; a ``files`` item of a name ``lower`` does not write
+    is no checksum of a file compared: None, as for any other path)."""
+    if (len(path) >= 3 and path[0] == "files" and path[1] in F.ARTIFACTS
+            and path[2] == "sha256"):
+        return path[1]
+    return None
+
+
+def _hold_checksums(diffs: Iterable[Difference], checksum_of: Callable[[tuple], str | None],
+                    held: dict[str, list[Difference]]) -> Iterator[Difference]:
+    """``diffs`` but the lines of checksum keys (``checksum_of`` a line's path: the file it
+    covers, or None), which go to ``held`` by that file: the file is compared itself, so a
+    checksum's line would only repeat its difference (or, for a manifest whose layout alone
+    changed, make one up); :func:`_settle` decides each once the file is compared."""
+    for d in diffs:
+        covered = checksum_of(d.path)
+        if covered is None:
+            yield d
+        else:
+            held.setdefault(covered, []).append(d)
+
+
+def _settle(rep: "Report", lines: list[Difference] | None, covers: str, same: bool) -> None:
+    """A held checksum key's ``lines`` (None: its values are equal) once the file it covers,
+    ``covers``, is compared: no difference either way; when the file compares identical
+    (``same``), ``rep.on_checksum`` is told (the note on stderr, ``--json``'s
+    ``checksums``), since the recorded checksums then differ where the content does not."""
+    if lines and same:
+        with rep.atomic():
+            rep.on_checksum(lines, covers)
+
+
+def checksum_note(lines: list[Difference], covers: str,
+                  name: Callable[[str], str] = str) -> str:
+    """The note that a checksum key differs where the file it covers compares identical
+    (docs/CLI.md "diff"): its line(s) (``name`` shows the folder's paths, as
+    :meth:`Difference.line`) and the file."""
+    return (f"{'; '.join(d.line(name) for d in lines)} (a checksum of {name(covers)}, which "
+            "compares identical: no difference)")
 
 
 #: Bytes compared at a time: two output folders of any size are compared in this much memory
@@ -1438,14 +1502,19 @@ def _expected_file(rep: Report, where: str, pa: Path, pb: Path, in_a: bool,
 
 
 def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
-                        in_b: bool) -> None:
+                        in_b: bool, held: dict[str, list[Difference]] | None = None) -> bool:
     """A rank's manifests key by key when their bytes differ.  A's must be readable if
     present (an error otherwise); B's missing is a difference, unreadable its damage.  One
     over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES` is not read, nor compared with
-    the other: A's an error, B's its damage."""
+    the other: A's an error, B's its damage.  The lines of its checksum keys (``files[NAME]
+    .sha256``, :func:`_rank_checksum`) go to ``held`` by artifact name (None: dropped).
+    Returns whether the manifests compare identical (as JSON: layout aside; both absent
+    included)."""
+    held = {} if held is None else held
     where = f"{r}/manifest.json"
+    before = rep.count
     if not _expected_file(rep, where, pa, pb, in_a, in_b):
-        return
+        return rep.count == before  # (absent on both sides: identical)
     try:  # (over the size limit: neither compared nor read, whatever B's bytes)
         _manifest_size(os.lstat(pa).st_size)
     except OSError as exc:
@@ -1454,13 +1523,70 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
         _manifest_size(os.lstat(pb).st_size)
     except OSError as exc:
         rep.add([_damaged(where, _why(exc))])
-        return
+        return False
     if _same_bytes(pa, pb):
-        return
+        return True
     doc_a = _json_a(pa)
     doc_b = _json_b(rep, where, pb)
-    if doc_b is not None:
-        rep.add_each(_json_diff(where, doc_a, doc_b, keyed=True))
+    if doc_b is None:
+        return False
+    n_held = sum(map(len, held.values()))
+    rep.add_each(_hold_checksums(_json_diff(where, doc_a, doc_b, keyed=True), _rank_checksum,
+                                 held))
+    return rep.count == before and sum(map(len, held.values())) == n_held
+
+
+def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) -> bool:
+    """Rank folder ``r`` of both sides (``in_a``, ``in_b``: listed there): its manifest, the
+    entries ``lower`` does not write, then its artifacts in FORMATS §1 order.  A checksum
+    key of its manifest (``files[NAME].sha256``) is settled once its artifact is compared
+    (:func:`_settle`).  Returns whether the rank manifest compares identical (a rank folder
+    on one side only, or that cannot be read in B, is no identical manifest)."""
+    ka = _kind_a(ra) if in_a else None
+    try:
+        kb = _kind(rb) if in_b else None
+    except OSError as exc:
+        rep.add([_damaged(r, _why(exc))])
+        return False
+    if ka != kb:  # a rank folder on one side only, or a file or link in its place
+        rep.add([_presence(r, ka, kb)])
+        return False
+    names_a = _names_a(ra)
+    try:
+        names_b = _names(rb)
+    except OSError as exc:  # B's rank folder cannot be read: its one line
+        rep.add([_damaged(r, _why(exc))])
+        return False
+    held: dict[str, list[Difference]] = {}
+    same = _rank_manifest_diff(rep, r, ra / "manifest.json", rb / "manifest.json",
+                               "manifest.json" in names_a, "manifest.json" in names_b, held)
+    known = {"manifest.json", *F.ARTIFACTS}
+    _other_entries(rep, r, ra, rb, names_a, names_b, known, known)
+    for name in F.ARTIFACTS:
+        before = rep.count
+        _artifact_diff(rep, f"{r}/{name}", name, ra / name, rb / name, name in names_a,
+                       name in names_b)
+        _settle(rep, held.pop(name, None), f"{r}/{name}", rep.count == before)
+    return same
+
+
+def _artifact_diff(rep: Report, where: str, name: str, fa: Path, fb: Path, in_a: bool,
+                   in_b: bool) -> None:
+    """Artifact ``name`` of a rank on both sides, record by record (:func:`_records_diff`)
+    when their bytes differ."""
+    if not _expected_file(rep, where, fa, fb, in_a, in_b):
+        return
+    n_a, why = _artifact_records(fa, name)
+    if why:  # the reference is damaged: an error
+        raise OutputError(f"{escape_path(fa)}: {why}")
+    if _same_bytes(fa, fb):
+        return
+    n_b, why = _artifact_records(fb, name)
+    if why:
+        rep.add([_damaged(where, why)])
+        if n_b is None:  # (not read: nothing to compare)
+            return
+    _records_diff(rep, where, name, fa, fb, n_a, n_b)
 
 
 def diff_outputs(a: str | Path, b: str | Path) -> list[Difference]:
@@ -1584,6 +1710,7 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     differing value is also the manifests' difference, unless ignored)."""
     ignore = check_ignored(ignore)
     a, b = Path(a), Path(b)
+    held: dict[str, list[Difference]] = {}  # the top manifest's checksum keys' lines
     for p in (a, b):
         _check_ours(p)
     if _same_bytes(a / "manifest.json", b / "manifest.json"):
@@ -1603,8 +1730,9 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
                 on_versions(va, vb)
         if why is not None:  # a key twice: damage, and the manifests compared as JSON reads B
             rep.add([_damaged("manifest.json", f"field {fld}: {why}" if fld else why)])
-        rep.add_each(_json_diff("manifest.json", _without(ma, ignore), _without(mb, ignore),
-                                keyed=True))
+        rep.add_each(_hold_checksums(_json_diff("manifest.json", _without(ma, ignore),
+                                                _without(mb, ignore), keyed=True),
+                                     _top_checksum, held))
     if warn is not None:
         for p in unmatched_ignored(ignore, ma, mb):
             warn(f"--ignore {escape_controls(p)}: neither manifest.json has this key path, so it "
@@ -1628,47 +1756,18 @@ def compare(a: str | Path, b: str | Path, rep: Report, ignore: Iterable[str] = (
     # each side's own NEFF name (B's unknown: the damage line stands for A's name there)
     _other_entries(rep, "", a, b, names_a, names_b, common | {na}, common | {nb or na})
     for r in sorted(ranks_a | ranks_b, key=rank_dir_order):
-        ra, rb = a / r, b / r
-        ka = _kind_a(ra) if r in names_a else None
-        try:
-            kb = _kind(rb) if r in names_b else None
-        except OSError as exc:
-            rep.add([_damaged(r, _why(exc))])
-            continue
-        if ka != kb:  # a rank folder on one side only, or a file or link in its place
-            rep.add([_presence(r, ka, kb)])
-            continue
-        in_a = _names_a(ra)
-        try:
-            in_b = _names(rb)
-        except OSError as exc:  # B's rank folder cannot be read: its one line
-            rep.add([_damaged(r, _why(exc))])
-            continue
-        _rank_manifest_diff(rep, r, ra / "manifest.json", rb / "manifest.json",
-                            "manifest.json" in in_a, "manifest.json" in in_b)
-        known = {"manifest.json", *F.ARTIFACTS}
-        _other_entries(rep, r, ra, rb, in_a, in_b, known, known)
-        for name in F.ARTIFACTS:
-            fa, fb = ra / name, rb / name
-            where = f"{r}/{name}"
-            if not _expected_file(rep, where, fa, fb, name in in_a, name in in_b):
-                continue
-            n_a, why = _artifact_records(fa, name)
-            if why:  # the reference is damaged: an error
-                raise OutputError(f"{escape_path(fa)}: {why}")
-            if _same_bytes(fa, fb):
-                continue
-            n_b, why = _artifact_records(fb, name)
-            if why:
-                rep.add([_damaged(where, why)])
-                if n_b is None:  # (not read: nothing to compare)
-                    continue
-            _records_diff(rep, where, name, fa, fb, n_a, n_b)
+        same = _rank_diff(rep, r, a / r, b / r, r in names_a, r in names_b)
+        _settle(rep, held.pop(r, None), f"{r}/manifest.json", same)
+    for r in sorted((k for k in held if k != NEFF_CHECKSUM), key=rank_dir_order):
+        # (a rank neither side has a folder of: its manifest absent on both sides)
+        _settle(rep, held.pop(r), f"{r}/manifest.json", True)
     if na is not None and nb != "":
+        before = rep.count
         wn = path_text(na)  # (its members' names joined to it are the archive's text)
         if _expected_file(rep, wn, a / na, b / nb, na in names_a, nb in names_b):
             # (each side's own manifest: not --ignore'd)
             ka, kb = manifest_kick_indices(ma), manifest_kick_indices(mb)
             _neff_diff(rep, wn, a / na, b / nb,
                        {m: ka[m] & kb[m] for m in ka.keys() & kb.keys()})
+        _settle(rep, held.pop(NEFF_CHECKSUM, None), wn, rep.count == before)
     return rep

@@ -10,20 +10,25 @@ import click
 
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, PathArg, WholeWriter, main, note,
                             stderr_console, stopped_why, stops_deferred, warn)
-from nrtrewrite.diff import Report, check_ignored, compare, record_line_texts, versions_text
+from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, record_line_texts,
+                             versions_text)
 from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line, escape_path
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
-                versions: dict | None = None) -> None:
+                versions: dict | None = None, checksums: list | None = None) -> None:
     """End the streamed ``--json`` object: the differences' list (begun by the caller, empty
     if ``first``), ``files``, the counts, ``versions`` when the two outputs' differ
-    (``{"a": {...}, "b": {...}}``), ``identical``, and ``error`` when one stopped it."""
+    (``{"a": {...}, "b": {...}}``), ``checksums`` when a checksum key differs where what it
+    covers compares identical (a line's object and ``covers``), ``identical``, and ``error``
+    when one stopped it."""
     out.write(("" if first else "\n ") + "],\n")
     out.write(' "files": ' + json.dumps([f.to_json() for f in files]) + ",\n")
     out.write(f' "count": {rep.count},\n "shown": {rep.shown},\n')
     if versions is not None:
         out.write(' "versions": ' + json.dumps(versions, default=str) + ",\n")
+    if checksums:
+        out.write(' "checksums": ' + json.dumps(checksums, default=str) + ",\n")
     if error is None:
         out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:  # stopped midway: the object is closed, so stdout is still one JSON document
@@ -77,6 +82,13 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
         warn(stderr_console(), text)
 
     versions = {}  # both outputs' versions, when they differ
+    checksums = []  # the checksum keys that differ where what they cover compares identical
+
+    def on_checksum(lines, covers: str) -> None:  # a note on stderr; with --json, a field
+        if as_json:
+            checksums.extend({**d.to_json(), "covers": covers} for d in lines)
+        else:
+            note(stderr_console(), checksum_note(lines, covers, escape_controls))
 
     def on_versions(va: dict, vb: dict) -> None:  # a note on stderr; with --json, a field
         versions.update(a=va, b=vb)
@@ -96,7 +108,8 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
         def close(rep, error=None):
             if opened:
                 with stops_deferred():
-                    _close_json(out, rep, files, first[0], error, versions or None)
+                    _close_json(out, rep, files, first[0], error, versions or None,
+                                checksums)
 
         def on_records(index, where, name, recs, xa, xb):
             texts = record_line_texts(index, where, name, recs, xa, xb, as_json=True)
@@ -106,7 +119,8 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             first[0] = False
             return True
 
-        rep = Report(limit, on_difference, files.append, on_records, stops_deferred)
+        rep = Report(limit, on_difference, files.append, on_records, stops_deferred,
+                     on_checksum)
         opened = []  # (the document begun: a stop before it writes none)
         try:
             with stops_deferred():
@@ -139,7 +153,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
             out.write(escape_line(fc.line(escape_controls)) + "\n")
 
         rep = compare(a, b, Report(limit, on_difference, on_file,
-                                   on_records, stops_deferred),
+                                   on_records, stops_deferred, on_checksum),
                       ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
             out.write(f"... {counted(rep.count - rep.shown, 'more difference')}\n")

@@ -1,0 +1,164 @@
+"""`nrtrewrite diff` and the checksums the manifests record (docs/CLI.md "diff"): a checksum of
+a file diff compares itself (`rank_manifests.rank-NNNN`, `output_neff.sha256`,
+`files["NAME"].sha256`) is no difference of its own; where the file compares identical but
+the checksums differ, a note (stderr; `--json`'s `checksums`), the exit status unchanged.
+The expected lines are worked out from FORMATS.md's layouts and hashlib, not from diff."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from test_diff import lowered, pair  # noqa: F401 - ar2 lowered (ranks 0 and 1), a copy pair
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load(path):
+    return json.loads(path.read_text())
+
+
+def _write(path, doc) -> bytes:
+    """``doc`` written as ``lower`` writes a rank manifest (FORMATS §1.1: ``json.dumps(doc,
+    indent=1, sort_keys=True)`` and a newline); its bytes."""
+    data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+def _ranks(folder) -> list[str]:
+    return sorted(p.name for p in folder.glob("rank-*"))
+
+
+def _rehash_rank(b, r: str, name: str) -> None:
+    """B's rank ``r`` manifest records artifact ``name``'s sha256 again, and the top manifest
+    that rank manifest's (``files[name].sha256``, ``rank_manifests[r]``: FORMATS §1.1, §1.2)."""
+    man = _load(b / r / "manifest.json")
+    man["files"][name]["sha256"] = _sha((b / r / name).read_bytes())
+    data = _write(b / r / "manifest.json", man)
+    top = _load(b / "manifest.json")
+    top["rank_manifests"][r] = _sha(data)
+    _write(b / "manifest.json", top)
+
+
+def _invoke(*args):
+    return CliRunner().invoke(main, ["diff", *map(str, args)])
+
+
+def test_a_field_changed_with_its_checksums_updated_is_one_difference_per_rank(pair):
+    """Review 49e: one sem.bin value changed on every rank, each rank manifest's
+    ``files["sem.bin"].sha256`` and the top manifest's ``rank_manifests`` updated to match,
+    counted three differences a rank, and the top manifest's checksum lines came first and
+    used up ``--max``.  Byte 4*16+4 is the low byte of record 4's ``value`` (FORMATS §7:
+    bytes 4..7, u32)."""
+    a, b = pair
+    ranks = _ranks(b)
+    assert ranks == ["rank-0000", "rank-0001"]
+    expected = []
+    for r in ranks:
+        path = b / r / "sem.bin"
+        data = bytearray(path.read_bytes())
+        old = int.from_bytes(data[4 * 16 + 4:4 * 16 + 8], "little")
+        data[4 * 16 + 4] ^= 0xFF
+        path.write_bytes(bytes(data))
+        _rehash_rank(b, r, "sem.bin")
+        expected.append((f"{r}/sem.bin[4] value: {old} != {old ^ 0xFF}",
+                         f"{r}/sem.bin: 1 of {len(data) // 16} records differ (value 1)"))
+    res = _invoke(a, b, "--max", "0")
+    assert (res.exit_code, res.stdout) == (
+        1, "".join(f"{x}\n{y}\n" for x, y in expected) + "2 difference(s)\n")
+    assert res.stderr == ""
+    # --max 1 shows the first field's line, not a checksum's
+    res = _invoke(a, b, "--max", "1")
+    assert (res.exit_code, res.stdout) == (
+        1, f"{expected[0][0]}\n{expected[0][1]}\n{expected[1][1]}\n"
+           "... 1 more difference\n2 difference(s)\n")
+    doc = json.loads(_invoke(a, b, "--json").stdout)
+    assert (doc["count"], doc["identical"]) == (2, False) and "checksums" not in doc
+    assert [d["field"] for d in doc["differences"]] == ["value", "value"]
+
+
+def test_a_rank_manifest_in_another_layout_is_identical_whether_its_checksum_is_updated(pair):
+    """CLI.md: a manifest's layout is no difference.  Rewritten with other indentation and
+    its keys unsorted, and the top manifest's ``rank_manifests`` updated, it was exit 1
+    (``manifest.json rank_manifests.rank-0001: ... != ...``), while the same with the
+    checksum left stale was identical.  Now both are identical, the first with the note."""
+    a, b = pair
+    man = _load(b / "rank-0001" / "manifest.json")
+    data = (json.dumps(dict(reversed(list(man.items()))), indent=3) + "\n").encode()
+    (b / "rank-0001" / "manifest.json").write_bytes(data)
+    res = _invoke(a, b)  # the checksum stale: equal in both top manifests
+    assert (res.exit_code, res.stdout, res.stderr) == (0, "identical\n", "")
+    top = _load(b / "manifest.json")
+    old = top["rank_manifests"]["rank-0001"]
+    assert old == _sha((a / "rank-0001" / "manifest.json").read_bytes())
+    top["rank_manifests"]["rank-0001"] = _sha(data)
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (
+        f'nrtrewrite: note: manifest.json rank_manifests.rank-0001: "{old}" != '
+        f'"{_sha(data)}" (a checksum of rank-0001/manifest.json, which compares identical: '
+        "no difference)\n")
+    res = _invoke(a, b, "--json")
+    doc = json.loads(res.stdout)
+    assert (res.exit_code, res.stderr) == (0, "")
+    assert list(doc) == ["differences", "files", "count", "shown", "checksums", "identical"]
+    assert (doc["count"], doc["identical"]) == (0, True)
+    assert doc["checksums"] == [
+        {"where": "manifest.json", "record": None, "field": "rank_manifests.rank-0001",
+         "path": ["rank_manifests", "rank-0001"], "a": old, "b": _sha(data),
+         "a_present": True, "b_present": True, "covers": "rank-0001/manifest.json"}]
+
+
+def test_a_stale_artifact_checksum_is_a_note_on_that_key_alone(pair):
+    """B's ``files["cce.bin"].sha256`` of rank 0 wrong (the top manifest's checksum of that
+    rank manifest updated), cce.bin the same bytes: the artifact compares identical, so the
+    ``files`` key gets the note; the rank manifest differs in that key, so its
+    ``rank_manifests`` checksum is explained and gets none."""
+    a, b = pair
+    man = _load(b / "rank-0000" / "manifest.json")
+    old = man["files"]["cce.bin"]["sha256"]
+    assert old == _sha((a / "rank-0000" / "cce.bin").read_bytes())
+    man["files"]["cce.bin"]["sha256"] = "0" * 64
+    data = _write(b / "rank-0000" / "manifest.json", man)
+    top = _load(b / "manifest.json")
+    top["rank_manifests"]["rank-0000"] = _sha(data)
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (
+        f'nrtrewrite: note: rank-0000/manifest.json files["cce.bin"].sha256: "{old}" != '
+        f'"{"0" * 64}" (a checksum of rank-0000/cce.bin, which compares identical: no '
+        "difference)\n")
+
+
+def test_the_neff_checksum_is_no_difference_the_model_checksum_is(pair):
+    """``output_neff.sha256`` covers the rewritten NEFF, which diff compares itself: changed
+    alone, a note; ``input.sha256`` covers the model, which diff does not compare: a
+    difference as any value."""
+    a, b = pair
+    top = _load(b / "manifest.json")
+    neff, old = top["output_neff"]["name"], top["output_neff"]["sha256"]
+    assert old == _sha((a / neff).read_bytes())
+    top["output_neff"]["sha256"] = "1" * 64
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (
+        f'nrtrewrite: note: manifest.json output_neff.sha256: "{old}" != "{"1" * 64}" (a '
+        f"checksum of {neff}, which compares identical: no difference)\n")
+    # ignored, it is left out: no note
+    res = _invoke(a, b, "--ignore", "output_neff.sha256")
+    assert (res.exit_code, res.stdout, res.stderr) == (0, "identical\n", "")
+    model = top["input"]["sha256"]
+    top["input"]["sha256"] = "2" * 64
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (
+        1, f'manifest.json input.sha256: "{model}" != "{"2" * 64}"\n1 difference(s)\n')
