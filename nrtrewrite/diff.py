@@ -31,9 +31,9 @@ from nrtrewrite.neff.container import BYTES_FIELDS, STRING_FIELDS
 from nrtrewrite.neff.instructions import (INSTR_HEADER_DTYPE, INSTR_WORD_DTYPE, LENGTH_DW,
                                           WORD_SIZE)
 from nrtrewrite.emit.formats import FORMAT_NAME
-from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, did_you_mean,
-                               escape_controls, escape_line, escape_path, json_text,
-                               path_text)
+from nrtrewrite.errors import (LimitError, NrtRewriteError, OutputError, Where, counted,
+                               did_you_mean, escape_controls, escape_line, escape_path,
+                               json_text, path_text)
 
 
 class _Absent:
@@ -832,19 +832,21 @@ def _instruction_lines(where: str, i: int, wa: bytes, wb: bytes,
     name (``INSTR_WORD_DTYPE``), the operand bytes as runs ``bytes[16:24]`` in hex.  With
     ``kick`` (both manifests name the word a TOPSP_KICK word) and both words of its opcode and
     ``length_dw``, the kick's fields by name too (:data:`KICK_FIELDS_DTYPE`), its reserved
-    bytes 20..63 as runs."""
+    bytes 20..63 as runs named as FORMATS §9 names them, ``reserved[30:31]`` (the word's
+    offsets, as ``bytes[...]``).  The header's bytes 2..3 are ``reserved_2``, the name the
+    reader's messages and ``assemble``'s ``patch`` give them (FORMATS §9)."""
     ra, rb = (np.frombuffer(w, INSTR_WORD_DTYPE)[0] for w in (wa, wb))
     out = [Difference(where, i, f, int(ra[f]), int(rb[f]))
            for f in INSTR_HEADER_DTYPE.names if ra[f] != rb[f]]
     ua, ub = np.frombuffer(wa, np.uint8), np.frombuffer(wb, np.uint8)
-    hdr = INSTR_HEADER_DTYPE.itemsize
+    hdr, runs = INSTR_HEADER_DTYPE.itemsize, "bytes"
     if kick and _is_kick(wa) and _is_kick(wb):
         ka, kb = (np.frombuffer(w, KICK_FIELDS_DTYPE)[0] for w in (wa, wb))
         out += [Difference(where, i, f, int(ka[f]), int(kb[f]))
                 for f in KICK_FIELDS_DTYPE.names if ka[f] != kb[f]]
-        hdr = KICK_FIELDS_END  # (its reserved bytes as runs)
+        hdr, runs = KICK_FIELDS_END, "reserved"  # (its reserved bytes as runs)
     for lo, hi in _byte_runs(ua[hdr:] != ub[hdr:]):
-        out.append(Difference(where, i, f"bytes[{hdr + lo}:{hdr + hi}]",
+        out.append(Difference(where, i, f"{runs}[{hdr + lo}:{hdr + hi}]",
                               wa[hdr + lo:hdr + hi].hex(), wb[hdr + lo:hdr + hi].hex()))
     return out
 
@@ -884,8 +886,8 @@ def _member_diff(rep: Report, where: str, ma: bytes, mb: bytes,
         rep.add([Difference(where, None, "bytes", len(ma), len(mb))])
     k, first = _differing_bytes(ma, mb)
     if k:
-        rep.add([Difference(where, None, f"{k} differing bytes, the first at offset 0x{first:x}",
-                            ma[first], mb[first])])
+        rep.add([Difference(where, None, f"{counted(k, 'differing byte')}, the first at "
+                            f"offset 0x{first:x}", ma[first], mb[first])])
 
 
 #: Differences found in the NEFFs' members, held until both NEFFs have been read whole (the
@@ -1183,8 +1185,9 @@ def _neff_diff(rep: Report, name: str, a: Path, b: Path,
         if size > _HEADER_HEX_MAX and field_name not in STRING_FIELDS:
             # reserved (468 bytes): its differing bytes, not its hex (strings: as text)
             k, first = _differing_bytes(xa, xb)
-            rep.add([Difference(name, None, f"header.{field_name} ({k} differing "
-                                f"bytes, the first at offset 0x{off + first:x})",
+            rep.add([Difference(name, None, f"header.{field_name} ("
+                                f"{counted(k, 'differing byte')}, the first at offset "
+                                f"0x{off + first:x})",
                                 xa[first], xb[first], ("header", field_name))])
             continue
         rep.add([Difference(name, None, f"header.{field_name}", _header_value(field_name, xa),

@@ -294,7 +294,7 @@ def test_a_json_member_that_is_not_json_is_compared_by_its_bytes(tmp_path, case)
     (b / neff).write_bytes(build_container(c.header, members))
     lines = [d.line() for d in D.diff_outputs(a, b)]
     want = (f"{neff}:sg00/def.json bytes: {len(old)} != {len(old) + 2}" if case == "longer"
-            else f"{neff}:sg00/def.json 1 differing bytes, the first at offset "
+            else f"{neff}:sg00/def.json 1 differing byte, the first at offset "
             f"0x{len(old) - 2:x}: 125 != 93")
     assert want in lines, lines
     assert not [x for x in lines if x.startswith(f"{neff}:sg00/def.json") and x != want], lines

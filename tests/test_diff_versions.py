@@ -77,13 +77,13 @@ def test_a_kick_words_fields_are_named_where_both_manifests_name_it(sbuf_out, tm
         f"sbuf.neff:sg00/sp.bin[4] spad_index: {spad} != 258",
         "sbuf.neff:sg00/sp.bin[4] word: 1 != 5",
         "sbuf.neff:sg00/sp.bin[4] trigger: 1 != 9",
-        "sbuf.neff:sg00/sp.bin[4] bytes[30:31]: '00' != 'ab'"]
+        "sbuf.neff:sg00/sp.bin[4] reserved[30:31]: '00' != 'ab'"]
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "0"])
     got = [(d["record"], d["field"], d["path"], d["a"], d["b"])
            for d in json.loads(res.stdout)["differences"] if d["record"] == 4]
     assert got == [(4, "spad_index", ["spad_index"], spad, 258),
                    (4, "word", ["word"], 1, 5), (4, "trigger", ["trigger"], 1, 9),
-                   (4, "bytes[30:31]", ["bytes[30:31]"], "00", "ab")]
+                   (4, "reserved[30:31]", ["reserved[30:31]"], "00", "ab")]
 
     # B's manifest no longer names trigger 1: its words are the input's own there (FORMATS
     # §9: a kick word is told by the manifest), shown by their bytes as before
