@@ -180,3 +180,40 @@ def test_every_byte_of_a_kick_word_is_named_by_formats_section_9(golden, tmp_pat
             assert got[(f"{neff}:{member}", index)] == {fields[k]}, (member, index, k)
             seen.add(k)
     assert seen == set(range(64))
+
+
+def test_the_report_order_is_the_one_cli_md_gives(tmp_path):
+    """CLI.md "diff": the top manifest's differences, the top-level entries lower does not
+    write, then rank by rank its manifest's, its other entries, its artifacts in FORMATS
+    §1's order, and the rewritten NEFF last."""
+    from nrtrewrite.golden import lower_to
+    a = lower_to(ROOT / "fixtures" / "ar2.neff", tmp_path / "a", None)
+    b = tmp_path / "b"
+    shutil.copytree(a, b)
+    top = json.loads((b / "manifest.json").read_text())
+    top["input"]["name"] = "other.neff"
+    (b / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    (b / "zz.txt").write_text("z")
+    man = json.loads((b / "rank-0000" / "manifest.json").read_text())
+    man["rank"] = 7
+    (b / "rank-0000" / "manifest.json").write_text(json.dumps(man, indent=1) + "\n")
+    (b / "rank-0000" / "a.txt").write_text("a")
+
+    def flip(path, at):
+        data = bytearray(path.read_bytes())
+        data[at] ^= 0xFF
+        path.write_bytes(bytes(data))
+    for r, name in (("rank-0000", "sem.bin"), ("rank-0000", "spad.bin"),
+                    ("rank-0001", "dma.bin")):
+        flip(b / r / name, 7)
+    neff = top["output_neff"]["name"]
+    with open(b / neff, "ab") as fh:  # zero bytes after the payload: its size and sha256
+        fh.write(bytes(4))
+    res = CliRunner().invoke(main, ["diff", str(a), str(b), "--json", "--max", "0"])
+    order = []
+    for d in json.loads(res.stdout)["differences"]:
+        where = d["where"].split(":")[0]
+        if not order or order[-1] != where:
+            order.append(where)
+    assert order == ["manifest.json", "zz.txt", "rank-0000/manifest.json", "rank-0000/a.txt",
+                     "rank-0000/spad.bin", "rank-0000/sem.bin", "rank-0001/dma.bin", neff]
