@@ -269,12 +269,14 @@ def _flip_hex(path: Path, key: bytes) -> None:
 def test_diff_reads_a_top_manifest_at_the_limit_and_refuses_one_byte_more(pair, monkeypatch):
     a, b = pair
     size = (a / "manifest.json").stat().st_size
-    _flip_hex(b / "manifest.json", b'"output_neff"')
-    want_a = json.loads((a / "manifest.json").read_bytes())["output_neff"]["sha256"]
-    want_b = json.loads((b / "manifest.json").read_bytes())["output_neff"]["sha256"]
+    # (the model's sha256: output_neff's is a checksum of a file diff compares itself, no
+    # difference, docs/CLI.md "diff")
+    _flip_hex(b / "manifest.json", b'"input"')
+    want_a = json.loads((a / "manifest.json").read_bytes())["input"]["sha256"]
+    want_b = json.loads((b / "manifest.json").read_bytes())["input"]["sha256"]
     monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", size)
     assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
-        ("manifest.json", "output_neff.sha256", want_a, want_b)]
+        ("manifest.json", "input.sha256", want_a, want_b)]
     _pad(b / "manifest.json", size + 1)  # B one byte over: an error too
     code, err, _ = _run("diff", a, b)
     assert code == 2
@@ -288,20 +290,21 @@ def test_diff_reads_a_top_manifest_at_the_limit_and_refuses_one_byte_more(pair, 
 
 
 def test_diff_reads_a_rank_manifest_at_the_limit_and_refuses_one_byte_more(pair, monkeypatch):
-    """Both rank manifests padded past the top-level one's size (the same JSON), B's with a
-    sha256 it records changed: at the limit both are read and compared; B's one byte over
-    is its damage, A's an error."""
+    """Both rank manifests padded past the top-level one's size (the same JSON), B's with
+    its ``rank`` changed (a sha256 it records would be a checksum of a file diff compares
+    itself, no difference): at the limit both are read and compared; B's one byte over is
+    its damage, A's an error."""
     a, b = pair
     size = (a / "manifest.json").stat().st_size + 100
     pa, pb = a / "rank-0001" / "manifest.json", b / "rank-0001" / "manifest.json"
-    _flip_hex(pb, b'"cce.bin"')
+    data = pb.read_bytes()
+    assert data.endswith(b'\n "rank": 1\n}\n')
+    pb.write_bytes(data[:-4] + b"7\n}\n")
     _pad(pa, size)
     _pad(pb, size)
-    want_a = json.loads(pa.read_bytes())["files"]["cce.bin"]["sha256"]
-    want_b = json.loads(pb.read_bytes())["files"]["cce.bin"]["sha256"]
     monkeypatch.setattr(F, "MAX_MANIFEST_BYTES", size)
     assert [(d.where, d.field, d.a, d.b) for d in D.diff_outputs(a, b)] == [
-        ("rank-0001/manifest.json", 'files["cce.bin"].sha256', want_a, want_b)]
+        ("rank-0001/manifest.json", "rank", 1, 7)]
     _pad(pb, size + 1)
     assert [(d.where, d.field, d.b) for d in D.diff_outputs(a, b)] == [
         ("rank-0001/manifest.json", "damaged", f"manifest of {size + 1} bytes exceeds the "
