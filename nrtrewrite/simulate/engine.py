@@ -11,6 +11,7 @@ is a deadlock.
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import random
 import time
@@ -105,6 +106,23 @@ def _merged(runs: list) -> list[tuple[int, int, list[tuple[int, int]]]]:
         else:
             ivs.append((off, off + n))
     return out
+
+
+#: a (rank, region) buffer of at least this many bytes is an anonymous mapping of its own
+MAPPED_BYTES = 1 << 20
+
+
+def _zeroed(size: int) -> np.ndarray:
+    """``size`` zero bytes for a (rank, region) buffer: from :data:`MAPPED_BYTES` up an
+    anonymous mapping of its own rather than malloc's, so that its pages are made only where
+    it is written and go back to the system when it is freed (docs/SIMULATOR.md §3
+    "Memory").  glibc raises its mmap threshold to the largest block freed (up to 32 MiB):
+    once a trigger's buffers were freed, the next ones of up to 32 MiB came from the heap,
+    where calloc zeroes them whole, every page made, and freed they stayed with the process
+    (until 2026-12-06: ``two_node128``'s run held 4.5 GB of freed heap at its end)."""
+    if size < MAPPED_BYTES:
+        return np.zeros(size, np.uint8)
+    return np.frombuffer(mmap.mmap(-1, size), np.uint8)
 
 
 def _describe(acc: Access | None) -> str:
@@ -848,7 +866,7 @@ class Simulator:
         key = (r, reg)
         buf = self.mem.get(key)
         if buf is None:
-            buf = self.mem[key] = np.zeros(self.layout.region(reg).storage, np.uint8)
+            buf = self.mem[key] = _zeroed(self.layout.region(reg).storage)
         elif key in self.idle:  # a kept buffer taken up again
             self.idle_bytes -= self.idle.pop(key)
         users = self.touch.setdefault(key, set())
