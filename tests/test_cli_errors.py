@@ -368,3 +368,67 @@ def test_a_working_folder_removed_while_in_use_is_one_line(tmp_path, cmd):
                               "while in use?): No such file or directory; cd to a folder that "
                               "exists\n")
     assert sorted(os.listdir(tmp_path)) == []
+
+
+#: an internal error's ``"error"`` in a ``--json`` error document: ``Type: message``, the
+#: message escaped once, as the line on stderr shows it (docs/CLI.md "Errors")
+INTERNAL_WHY = "ValueError: a bad value\\non two lines"
+
+
+def _boom(*a, **kw):
+    raise ValueError("a bad value\non two lines")
+
+
+@pytest.mark.parametrize("target,args,doc", [
+    ("nrtrewrite.cli.inspect:model_to_dict", ["inspect", FIX / "ar2.neff", "--json"],
+     {"format": "nrtrewrite.inspect/1", "file": str(FIX / "ar2.neff"), "error": INTERNAL_WHY}),
+    ("nrtrewrite.cli.explain:explain_selection", ["explain", FIX / "ar2.neff", "--json"],
+     {"model": str(FIX / "ar2.neff"), "error": INTERNAL_WHY, "triggers": []}),
+    ("nrtrewrite.cli.schedule:schedule_ops",
+     ["schedule", FIX / "ar2.neff", "--rank", "0", "--json"],
+     {"rank": 0, "ops": [], "error": INTERNAL_WHY}),
+    ("nrtrewrite.simulate.engine:Simulator.execute", ["simulate", "OUT", "--json"],
+     {"format": "nrtrewrite-simulate", "format_version": 1, "output": "OUT", "seed": 0,
+      "ok": None, "error": INTERNAL_WHY, "error_trigger": None, "triggers": [], "stats": {}}),
+])
+def test_an_internal_error_still_prints_the_json_error_document(
+        tmp_path, monkeypatch, target, args, doc):
+    """docs/CLI.md "Errors": with ``--json`` stdout is one document whatever happens.  An
+    internal error (exit 70) of ``inspect``, ``explain`` and ``simulate`` (and ``schedule``'s
+    before its document begins) left stdout empty until 2026-12-06: now the command's own
+    error document, ``"error"`` the line's ``Type: message``."""
+    import importlib
+    import json
+    out = tmp_path / "out"
+    if "OUT" in args:
+        assert invoke("lower", "-q", FIX / "ar2.neff", "-o", out).exit_code == 0
+        args = [out if a == "OUT" else a for a in args]
+        doc = {**doc, "output": str(out)}
+    module, _, path = target.partition(":")  # (module:name or module:Class.name)
+    owner = importlib.import_module(module)
+    *classes, name = path.split(".")
+    for cls in classes:
+        owner = getattr(owner, cls)
+    monkeypatch.setattr(owner, name, _boom)
+    res = invoke(*args)
+    assert res.exit_code == EXIT_INTERNAL_ERROR, (res.stdout, res.stderr, res.exception)
+    assert res.stderr.splitlines() == [INTERNAL]
+    assert json.loads(res.stdout) == doc
+
+
+def test_a_streamed_document_closed_by_an_internal_error_is_not_printed_twice(monkeypatch):
+    """``schedule --json`` closes its begun document with the internal error's ``"error"``:
+    no second (error) document follows it."""
+    import json
+
+    import nrtrewrite.cli.schedule as sched
+    real = sched.schedule_ops
+
+    def ops(*a, **kw):
+        yield from real(*a, **kw)
+        _boom()
+    monkeypatch.setattr(sched, "schedule_ops", ops)
+    res = invoke("schedule", FIX / "ar2.neff", "--rank", "0", "--json")
+    assert res.exit_code == EXIT_INTERNAL_ERROR
+    doc = json.loads(res.stdout)  # (one document: a second would be "Extra data")
+    assert doc["error"] == INTERNAL_WHY and doc["rank"] == 0 and doc["ops"]

@@ -1511,7 +1511,28 @@ class JsonErrorCommand(Command):
             if (ctx.params.get("as_json") and self.documents_command_errors
                     and err.filename is not None and status == NrtRewriteError.exit_code):
                 self._print_error(ctx.params, line.removeprefix("nrtrewrite: error: "))
+            elif status == EXIT_INTERNAL_ERROR and err.errno != errno.EPIPE:
+                self._print_internal_error(ctx, err)
             raise
+        except _PASSED_THROUGH:
+            raise
+        except Exception as err:  # noqa: BLE001 - documented when it is an internal error
+            if (_interruption(err) is None and _resource_line(err, "") is None
+                    and not (isinstance(err, UnicodeEncodeError) and _unencodable_path_line(
+                        err, getattr(ctx.find_root().command, "argv", ())) is not None)):
+                self._print_internal_error(ctx, err)
+            raise
+
+    def _print_internal_error(self, ctx: click.Context, err: Exception) -> None:
+        """The error document of an internal error (status 70: an exception escaped the
+        command that :class:`_Group` reports as a bug), ``"error"`` its ``Type: message`` as
+        the line shows it and as a streamed document stopped by it closes (:func:`stopped_why`),
+        unless the command closed its streamed document with it already.  A standard output
+        that cannot take it loses it: the line and status 70 stand."""
+        if (ctx.params.get("as_json") and self.documents_command_errors
+                and not getattr(err, "json_documented", False)):
+            with contextlib.suppress(OSError):
+                self._print_error(ctx.params, _one_line(err))
 
 
 #: ``nrtrewrite --help``'s text.  Each command's help is such a string too, never its

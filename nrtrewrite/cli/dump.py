@@ -526,6 +526,7 @@ def _write_json(out, kind, targets) -> None:
     except BaseException as exc:  # a signal, Ctrl-C, a bug: still a closed document
         if closers:
             _close_json(out, closers, stopped_why(exc))
+            exc.json_documented = True  # (JsonErrorCommand prints no second document)
         raise
     put("\n ]\n}\n", closes=True)
 

@@ -20,7 +20,7 @@ from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
 from nrtrewrite.compose.ring import PHASE_NAMES
 from nrtrewrite.emit.address import SEM_ENTRY_POST
-from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
+from nrtrewrite.errors import (OutputError, counted,
                                escape_path)
 from nrtrewrite.lower import LoweringPlan, rank_entries, world_refusal
 
@@ -123,8 +123,7 @@ def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
         if written is not None:
             put(("\n ]" if written else "[]") + ',\n "error": '
                 + json.dumps(stopped_why(exc)) + "\n}\n")
-            if isinstance(exc, NrtRewriteError):
-                exc.json_documented = True  # (JsonErrorCommand prints no second document)
+            exc.json_documented = True  # (JsonErrorCommand prints no second document)
         raise
     put("\n ]\n}\n" if written else "[]\n}\n")
 
