@@ -1189,3 +1189,69 @@ def test_json_error_trigger_of_a_refusal_while_lowering_a_model(tmp_path, model,
     assert f", trigger {trigger}: " in doc["error"]
     assert doc["error_trigger"] == trigger
     assert (doc["triggers"], doc["stats"]) == ([], {})
+
+
+def _flip_rank0_writes(monkeypatch) -> None:
+    """Every data move of rank 0 writes its next-to-last byte with its low bit flipped: a
+    wrong element of known bytes (the review's fault)."""
+    from nrtrewrite.simulate import engine
+    move = engine.Simulator._move
+
+    def faulty(self, srcs, dsts, leg, acc, vc):
+        if leg.rank != 0:
+            return move(self, srcs, dsts, leg, acc, vc)
+        write = self._write
+
+        def flipped(runs, data, acc, vc):
+            data = data.copy()
+            data[-2] ^= 1
+            write(runs, data, acc, vc)
+        self._write = flipped
+        try:
+            move(self, srcs, dsts, leg, acc, vc)
+        finally:
+            del self._write
+    monkeypatch.setattr(engine.Simulator, "_move", faulty)
+
+
+def _decoded(dtype: str, hex_bytes: str):
+    """An element's value from its little-endian bytes, by the dtype's bit layout (bf16: the
+    high half of an fp32; struct's IEEE half and single; a two's-complement int32)."""
+    import struct
+    raw = bytes.fromhex(hex_bytes)
+    if dtype == "int32":
+        return int.from_bytes(raw, "little", signed=True)
+    if dtype == "bf16":
+        raw = b"\0\0" + raw
+    return repr(struct.unpack("<e" if dtype == "fp16" else "<f", raw)[0])
+
+
+@pytest.mark.parametrize("op,dtype", [("all_reduce", "bf16"), ("all_reduce", "fp16"),
+                                      ("all_gather", "fp32"), ("all_gather", "int32")])
+def test_first_mismatch_values_are_the_exact_values_the_detail_shows(tmp_path, monkeypatch,
+                                                                      op, dtype):
+    """``first_mismatch.expected`` / ``got`` were ``str`` of the ml_dtypes / numpy scalar,
+    rounded to the type's digits (bf16 ``"-2.51562"`` where the detail said ``-2.515625``),
+    and an INT32's a string: now a float is the exact value's text, the detail's, and an
+    integer a JSON integer (docs/CLI.md "simulate")."""
+    out = lower_spec(coll_spec(op, dtype, 4, 5000), tmp_path / "o")
+    _flip_rank0_writes(monkeypatch)
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 1, res.output
+    t = json.loads(res.stdout)["triggers"][0]
+    fm = t["first_mismatch"]
+    assert fm["expected"] == _decoded(dtype, fm["expected_bytes"])
+    assert fm["got"] == _decoded(dtype, fm["got_bytes"])
+    assert fm["expected"] != fm["got"]
+    assert (f"should be {fm['expected']} ({fm['expected_bytes']}), not {fm['got']} "
+            f"({fm['got_bytes']})") in t["detail"]
+
+
+def test_a_bf16_element_is_shown_exactly():
+    """bf16 bits 0xC021: sign 1, exponent 128 (2^1), mantissa 1 + 33/128: -2.515625, which
+    ml_dtypes' ``str`` rounds to ``-2.51562``."""
+    import ml_dtypes
+    from nrtrewrite.simulate.engine import element_value
+    v = np.array([0xC021], np.uint16).view(ml_dtypes.bfloat16)[0]
+    assert element_value(v) == "-2.515625"
+    assert element_value(np.array([-7], np.int32)[0]) == -7

@@ -1165,11 +1165,11 @@ class Simulator:
             tr.mismatched_elements += int(diff.size)
             e = int(diff[0])
             npdt = codes.NUMPY_DTYPE[t.dtype]
-            gv = g[e].copy().view(npdt)[0]
-            wv = w[e].copy().view(npdt)[0]
+            gv = element_value(g[e].copy().view(npdt)[0])
+            wv = element_value(w[e].copy().view(npdt)[0])
             by = self._written_by(t, r, e, writers)
             if tr.first_mismatch is None:
-                tr.first_mismatch = {"rank": r, "element": e, "expected": str(wv), "got": str(gv),
+                tr.first_mismatch = {"rank": r, "element": e, "expected": wv, "got": gv,
                                      "expected_bytes": w[e].tobytes().hex(),
                                      "got_bytes": g[e].tobytes().hex(), "written_by": by}
             tr.fail(MISMATCH, f"rank {r}: {diff.size} element(s) differ, first element {e}: "
@@ -1262,6 +1262,18 @@ class Simulator:
         return self.sem_trigger.get((r, s))
 
 
+def element_value(v) -> int | str:
+    """An element as a mismatch shows it, in its ``detail`` line and in ``--json``'s
+    ``first_mismatch`` (docs/CLI.md "simulate"): an integer as an ``int``; a float as the
+    shortest text of its exact value as a double (every element type here is one exactly:
+    bf16 bits 0xC021 are ``"-2.515625"``, fp32 1/3 ``"0.3333333432674408"``; ``"nan"``,
+    ``"inf"``, ``"-inf"``), a string, where ``str`` of an ml_dtypes or numpy scalar rounds to
+    the type's own digits (``"-2.51562"``, fp16 ``"-2.516"``, fp32 ``"0.33333334"``)."""
+    if isinstance(v, np.integer):
+        return int(v)
+    return repr(float(v))
+
+
 def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
                     model=None, memory_check: bool = True) -> SimulationResult:
     """Simulate the output folder ``out`` (checksums are the caller's business).  With
@@ -1272,4 +1284,4 @@ def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
                      memory_check=memory_check).run()
 
 
-__all__ = ["Simulator", "simulate_output", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]
+__all__ = ["Simulator", "simulate_output", "element_value", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]
