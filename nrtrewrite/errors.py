@@ -257,6 +257,20 @@ class NrtRewriteError(Exception):
         self.args = (self.line(),)
         return self
 
+    def named_within(self, folder: str | os.PathLike) -> "NrtRewriteError":
+        """The same error, its file named relative to ``folder`` when it lies inside it:
+        ``simulate MODEL.neff``'s temporary folder, whose random name would make two runs'
+        lines differ (``ar2.lowered/rank-0000: ...``, docs/CLI.md "simulate")."""
+        if self.where.file is not None:
+            try:
+                rel = os.path.relpath(self.where.file, folder)
+            except ValueError:  # (another drive)
+                return self
+            if rel != os.curdir and rel != os.pardir and not rel.startswith(os.pardir + os.sep):
+                self.where = replace(self.where, file=rel)
+                self.args = (self.line(),)
+        return self
+
     def __str__(self) -> str:
         return self.line()
 

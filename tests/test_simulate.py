@@ -1228,8 +1228,8 @@ def _decoded(dtype: str, hex_bytes: str):
 
 @pytest.mark.parametrize("op,dtype", [("all_reduce", "bf16"), ("all_reduce", "fp16"),
                                       ("all_gather", "fp32"), ("all_gather", "int32")])
-def test_first_mismatch_values_are_the_exact_values_the_detail_shows(tmp_path, monkeypatch,
-                                                                      op, dtype):
+def test_first_mismatch_values_are_the_exact_values_the_detail_shows(
+        tmp_path, monkeypatch, op, dtype):
     """``first_mismatch.expected`` / ``got`` were ``str`` of the ml_dtypes / numpy scalar,
     rounded to the type's digits (bf16 ``"-2.51562"`` where the detail said ``-2.515625``),
     and an INT32's a string: now a float is the exact value's text, the detail's, and an
@@ -1255,3 +1255,46 @@ def test_a_bf16_element_is_shown_exactly():
     v = np.array([0xC021], np.uint16).view(ml_dtypes.bfloat16)[0]
     assert element_value(v) == "-2.515625"
     assert element_value(np.array([-7], np.int32)[0]) == -7
+
+
+def test_simulate_model_names_its_output_without_the_temporary_folder(monkeypatch):
+    """``simulate MODEL.neff``'s protocol error named the temporary folder it lowered into
+    (``/tmp/nrtrewrite-simulate-XXXXXXXX/ar2.lowered/rank-0000: ...``), so two runs' lines
+    and documents differed where docs/CLI.md says only the times and ``output`` do: the
+    output is named from inside that folder, ``ar2.lowered/rank-0000``, in the JSON and in
+    the text alike."""
+    from nrtrewrite.simulate.program import RankDecoder
+
+    def bad(self):  # a protocol error of rank 0's sem.bin, the first rank decoded
+        raise self.fail("an injected fault", "sem.bin", 0, "ctrl")
+    monkeypatch.setattr(RankDecoder, "decode_sems", bad)
+    why = "ar2.lowered/rank-0000: field ctrl, rank 0, artifact sem.bin, record 0: an injected fault"
+    docs = []
+    for _ in range(2):
+        res = cli("simulate", FIX / "ar2.neff", "--json")
+        assert res.exit_code == 1, res.output
+        doc = json.loads(res.stdout)
+        assert doc["error"] == why
+        for key in ("load_seconds", "run_seconds"):
+            del doc["stats"][key]
+        del doc["output"]
+        docs.append(doc)
+    assert docs[0] == docs[1]
+    res = cli("simulate", FIX / "ar2.neff")
+    assert res.exit_code == 1 and f"protocol error: {why}\n" in res.stdout
+
+
+def test_simulate_model_names_a_refused_file_without_the_temporary_folder(monkeypatch):
+    """An error of status 2 naming a file of the temporary output: the same name, on stderr
+    and in the error document."""
+    import nrtrewrite.cli.simulate as sim
+    from nrtrewrite.errors import OutputError
+
+    def refuse(out, *a, **kw):
+        raise OutputError("cannot read: Permission denied", file=str(out / "rank-0001/cce.bin"))
+    monkeypatch.setattr(sim, "_run", refuse)
+    res = cli("simulate", FIX / "ar2.neff", "--json")
+    assert res.exit_code == 2
+    why = "ar2.lowered/rank-0001/cce.bin: cannot read: Permission denied"
+    assert json.loads(res.stdout)["error"] == why
+    assert res.stderr == f"nrtrewrite: error: {why}\n"

@@ -46,9 +46,10 @@ _STYLE = {"match": "green", "mismatch": "red", "error": "red", "not run": "yello
 
 
 def _run(out: Path, seed: int, show_progress: bool, model=None,
-         memory_check: bool = True) -> SimulationResult:
+         memory_check: bool = True, names_within: Path | None = None) -> SimulationResult:
     if not show_progress:
-        return simulate_output(out, seed=seed, model=model, memory_check=memory_check)
+        return simulate_output(out, seed=seed, model=model, memory_check=memory_check,
+                               names_within=names_within)
     err = stderr_console()
     with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("legs"), TimeElapsedColumn(), console=err, transient=True) as prog:
@@ -59,7 +60,7 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
                 prog.update(task, completed=done, total=total)
 
         return simulate_output(out, seed=seed, progress=cb, model=model,
-                               memory_check=memory_check)
+                               memory_check=memory_check, names_within=names_within)
 
 
 def render(res: SimulationResult, con: Console) -> None:
@@ -210,12 +211,16 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
             out = write_output(plan, tmp / _lowered_name(path), ranks=None,
                                workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
-        res = _run(out, seed, show, model, memory_check=not no_memory_check)
+        # (a MODEL.neff's output is named without its temporary folder's random name, as
+        # ar2.lowered/rank-0000: the same line and document from two runs)
+        res = _run(out, seed, show, model, memory_check=not no_memory_check, names_within=tmp)
         if watch is not None:
             watch.check()  # a verdict only on one output
-    except NrtRewriteError:
+    except NrtRewriteError as exc:
         if watch is not None:
             watch.check()  # an error only of one output, not of two mixed
+        if tmp is not None:
+            exc.named_within(tmp)
         raise
     finally:
         if tmp is not None:

@@ -229,8 +229,11 @@ class Simulator:
     become the result's ``error`` (and the failing trigger's verdict)."""
 
     def __init__(self, out: str | Path, *, seed: int = 0, progress=None, model=None,
-                 memory_check: bool = True):
+                 memory_check: bool = True, names_within: str | Path | None = None):
         self.out = Path(out)
+        #: the folder the result's error names its file relative to (NrtRewriteError's
+        #: named_within: simulate MODEL.neff's temporary folder), or None
+        self.names_within = names_within
         self.out_name = str(self.out)
         self.model = model  # the input model, when known: the manifest's triggers must be its
         self.seed = check_seed(seed)
@@ -544,6 +547,8 @@ class Simulator:
         self._finish(res)
 
     def _record(self, res: SimulationResult, exc: SimulationError) -> None:
+        if self.names_within is not None:
+            exc.named_within(self.names_within)
         trig = exc.where.trigger
         res.error = exc.line()
         res.error_trigger = trig
@@ -1275,13 +1280,15 @@ def element_value(v) -> int | str:
 
 
 def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
-                    model=None, memory_check: bool = True) -> SimulationResult:
+                    model=None, memory_check: bool = True,
+                    names_within: str | Path | None = None) -> SimulationResult:
     """Simulate the output folder ``out`` (checksums are the caller's business).  With
     ``model`` (the input :class:`~nrtrewrite.neff.model.Model`), the manifest's triggers are
     first checked to be the model's.  ``memory_check`` False runs on whatever the memory
-    (:mod:`nrtrewrite.simulate.memguard`)."""
+    (:mod:`nrtrewrite.simulate.memguard`).  ``names_within``: the folder the result's
+    error names its file relative to (simulate MODEL.neff's temporary folder)."""
     return Simulator(out, seed=seed, progress=progress, model=model,
-                     memory_check=memory_check).run()
+                     memory_check=memory_check, names_within=names_within).run()
 
 
 __all__ = ["Simulator", "simulate_output", "element_value", "CCE_OPS", "MISMATCH", "MATCH", "ERROR"]
