@@ -248,12 +248,13 @@ SEM = 16  # sem.bin: ctrl 0, value 4, addr 8 (FORMATS §7)
     ("cce.bin", 4, "<I", lambda v: v & ~0xF0000 | 0xA0000, "field w1.acc_dtype, rank 0, "
      "artifact cce.bin, record 0", "W1 accumulate dtype should be 0xb "
      "(FORMATS §6 accumulates in FP32R), not 0xa"),
-    ("cce.bin", 4, "<I", lambda v: v & ~7 | 2, "field w1.op, rank 0, artifact cce.bin, record 0",
-     "W1 sub-op should be ADD, the trigger's op, not MAX"),
-    ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x700, "field w1.in_dtype, rank 0, artifact "
-     "cce.bin, record 0", "W1 in_dtype should be 0x6, the trigger's data, not 0x7"),
-    ("cce.bin", 4, "<I", lambda v: v & ~0xF000 | 0x7000, "field w1.out_dtype, rank 0, artifact "
-     "cce.bin, record 0", "W1 out_dtype should be 0x6, the trigger's data, not 0x7"),
+    # (against the trigger's own op and data: the trigger named, since 2026-12-06)
+    ("cce.bin", 4, "<I", lambda v: v & ~7 | 2, "field w1.op, trigger 0, rank 0, artifact "
+     "cce.bin, record 0", "W1 sub-op should be ADD, the trigger's op, not MAX"),
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF00 | 0x700, "field w1.in_dtype, trigger 0, rank 0, "
+     "artifact cce.bin, record 0", "W1 in_dtype should be 0x6, the trigger's data, not 0x7"),
+    ("cce.bin", 4, "<I", lambda v: v & ~0xF000 | 0x7000, "field w1.out_dtype, trigger 0, rank 0, "
+     "artifact cce.bin, record 0", "W1 out_dtype should be 0x6, the trigger's data, not 0x7"),
     ("cce.bin", 8, "<I", lambda v: v + 2, "field w2, rank 0, artifact cce.bin, record 0",
      "W2 length should be 480, the bytes source 0 of the tile carries, not 482"),
     ("cce.bin", 12, "<I", lambda v: v & ~0x3F | 3, "field w3.num_sources, rank 0, artifact "
@@ -892,3 +893,35 @@ def test_tiles_of_one_leg_with_other_stream_counts_are_refused(ar2_out, tmp_path
     assert _error(out) == (f"{out / 'rank-0000'}: field dma_count, rank 0, artifact legs.bin, "
                            "record 4: tiles of this leg have different numbers of "
                            "sources/destinations")
+
+
+@pytest.mark.parametrize("code,line", [
+    # (SDMA_CCETYPE, seed 000 §3.3: 0 ADD, 1 FMA, 2 MAX, 3 MIN; ar2's one trigger is an ADD)
+    (1, "field w1.op, rank 0, artifact cce.bin, record 0: W1 sub-op should be ADD, MAX or MIN, "
+        "not FMA"),
+    (2, "field w1.op, trigger 0, rank 0, artifact cce.bin, record 0: W1 sub-op should be ADD, "
+        "the trigger's op, not MAX"),
+])
+def test_a_w1_sub_op_error_names_its_code_and_trigger_and_counts_the_ranks(ar2_out, tmp_path,
+                                                                           code, line):
+    """Every W1 of rank 0 given sub-op ``code``: FMA (1) was printed ``not 1`` where the
+    others print by name; the error against the trigger's own op named no trigger (its
+    ``error_trigger`` null, its verdict ``not run``); ``stats.ranks`` counted the ranks
+    decoded before the error (0), not the output's 2."""
+    out = copy(ar2_out, tmp_path)
+    p = out / "rank-0000" / "cce.bin"
+    cce = np.fromfile(p, F.CCE_DTYPE)
+    cce["w1"] = cce["w1"] & ~np.uint32(7) | np.uint32(code)
+    cce.tofile(p)
+    res = cli("simulate", out, "--json", "--ignore-checksums")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["error"] == f"{out / 'rank-0000'}: {line}"
+    assert doc["stats"]["ranks"] == 2
+    verdict = doc["triggers"][0]
+    if code == 2:  # against the trigger's op: the trigger's error
+        assert doc["error_trigger"] == 0
+        assert (verdict["status"], verdict["detail"]) == (
+            "error", "W1 sub-op should be ADD, the trigger's op, not MAX")
+    else:  # not a CCE reduce op at all: a record's error
+        assert doc["error_trigger"] is None and verdict["status"] == "not run"

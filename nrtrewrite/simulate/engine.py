@@ -258,6 +258,7 @@ class Simulator:
         self.ranks, self._neff_path = manifest_checksums(self.out, self.top)[:2]
         self.layout = Layout.typed(self.top, file=fname)
         typed_triggers = read_triggers(self.top, file=fname)
+        self.n_ranks = len(self.ranks)  # (stats' ranks: the output's, decoded or not)
         need = sorted({r for t in typed_triggers for r in t["group"]})
         missing = [r for r in need if r not in self.ranks]
         if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
@@ -516,6 +517,7 @@ class Simulator:
         self.legs_total = self.legs_run = self.transfers_run = self.bytes_moved = 0
         self.every_interleaving = False  # the run's completion proven for every interleaving
         self.programs: dict[int, RankProgram] = {}
+        self.n_ranks = 0  # the output's ranks, once its manifest is read
         self._t_load = 0.0
         try:
             self.load_manifest()
@@ -563,7 +565,7 @@ class Simulator:
                 tr.detail = (f"{tr.ranks_checked} of {tr.group_size} ranks checked before the run "
                              "stopped")
         total = time.perf_counter() - self._t0
-        res.stats = {"ranks": len(self.programs), "legs": self.legs_total,
+        res.stats = {"ranks": self.n_ranks, "legs": self.legs_total,
                      "legs_run": self.legs_run, "transfers": self.transfers_run,
                      "bytes_moved": self.bytes_moved,
                      "deadlock_free_every_interleaving": self.every_interleaving,

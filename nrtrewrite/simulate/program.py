@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import (DTYPE_SIZE, ENC_MESH_MAX_NUM_EVENTS, DType, EncAlgMeshType,
-                              EncAlgType, EvtSemSubop, ReductionType)
+                              EncAlgType, EvtSemSubop, ReductionType, SdmaCceType)
 from nrtrewrite.compose.events import EVENT_SEMA_SHIFT_OFFSET
 from nrtrewrite.compose.ir import MAX_SRC
 from nrtrewrite.compose.leaves import Leaf
@@ -119,6 +119,15 @@ CCE_OPS = {0: "ADD", 2: "MAX", 3: "MIN"}
 #: CCE in/out dtype codes and their numpy types (FORMATS §6).
 CCE_IO_CODES = {int(DType.BF16), int(DType.FP16), int(DType.FP32), int(DType.FP8_E3),
                 int(DType.FP8_E4), int(DType.FP8_E5)}
+
+
+def cce_op_name(code: int) -> str:
+    """A W1 sub-op as an error names it: its SDMA_CCETYPE name (seed 000 §3.3: ``FMA`` for
+    1, ``EXT``, ``GCE``), else the number."""
+    try:
+        return SdmaCceType(int(code)).name
+    except ValueError:
+        return str(int(code))
 
 
 def sem_id(channel: int, role: int) -> int:
@@ -288,12 +297,15 @@ class RankDecoder:
                             art, e, "algo_sub_type")
 
     def check(self, bad: np.ndarray, why, artifact: str, field_: str | None = None,
-              base: int = 0) -> None:
-        """Raise for the first record where ``bad`` is set (``why`` may be a callable(i))."""
+              base: int = 0, triggers: np.ndarray | None = None) -> None:
+        """Raise for the first record where ``bad`` is set (``why`` may be a callable(i));
+        ``triggers``, each record's trigger ordinal: the error names the record's trigger
+        (its verdict is then ``error``)."""
         i = _first(bad)
         if i is not None:
             msg = why(i) if callable(why) else why
-            raise self.fail(msg, artifact, base + i, field_)
+            kw = {} if triggers is None else {"trigger": int(triggers[i])}
+            raise self.fail(msg, artifact, base + i, field_, **kw)
 
     # ------------------------------------------------------------------
     def decode(self) -> RankProgram:
@@ -947,7 +959,7 @@ class RankDecoder:
         self.check(last != (src == S - 1), "W1 last bit is not set on exactly the last source of "
                    "the tile", art, "w1.last")
         self.check(~np.isin(op, list(CCE_OPS)), lambda i: f"W1 sub-op should be ADD, MAX or "
-                   f"MIN, not {op[i]}", art, "w1.op")
+                   f"MIN, not {cce_op_name(op[i])}", art, "w1.op")
         self.check(~np.isin(in_dt, list(CCE_IO_CODES)), lambda i: f"W1 in_dtype {in_dt[i]:#x} is "
                    "not a CCE-reducible I/O dtype", art, "w1.in_dtype")
         self.check(~np.isin(out_dt, list(CCE_IO_CODES)), lambda i: f"W1 out_dtype {out_dt[i]:#x} "
@@ -959,13 +971,16 @@ class RankDecoder:
         trig_op = np.array([-1 if t.cce_op is None else t.cce_op
                             for t in self.entry_trigger], np.int64)[ent]
         trig_io = np.array([t.io_code for t in self.entry_trigger], np.int64)[ent]
+        trig = np.array([t.ordinal for t in self.entry_trigger], np.int64)[ent]
+        # (against the trigger's own op and data: the error names it)
         self.check(op != trig_op, lambda i: f"W1 sub-op should be "
                    f"{CCE_OPS.get(int(trig_op[i]))}, the trigger's op, not "
-                   f"{CCE_OPS.get(int(op[i]), op[i])}", art, "w1.op")
+                   f"{cce_op_name(op[i])}", art, "w1.op", triggers=trig)
         self.check(in_dt != trig_io, lambda i: f"W1 in_dtype should be {trig_io[i]:#x}, "
-                   f"the trigger's data, not {in_dt[i]:#x}", art, "w1.in_dtype")
+                   f"the trigger's data, not {in_dt[i]:#x}", art, "w1.in_dtype", triggers=trig)
         self.check(out_dt != trig_io, lambda i: f"W1 out_dtype should be {trig_io[i]:#x}, "
-                   f"the trigger's data, not {out_dt[i]:#x}", art, "w1.out_dtype")
+                   f"the trigger's data, not {out_dt[i]:#x}", art, "w1.out_dtype",
+                   triggers=trig)
         lay = self.layout  # the cap of the manifest's platform (FORMATS §6), else any's
         cap = lay.cce_max_elements
         which = (f"platform {lay.platform} (hw_generation {lay.hw_generation}; seed 000 §3.4)"
