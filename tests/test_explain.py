@@ -1843,3 +1843,23 @@ def test_a_lowered_leg_outside_its_window_says_so():
     assert t["lowered"]["fallback_reason"] == (
         "inter_allr: MESH is not lowerable as a HIER leg in this build; SINGLE_CYCLE_RING "
         "instead")
+
+
+def test_a_trigger_record_carries_its_alu_op():
+    """The selection depends on the ALU op (``--alu add`` lowers KANGARING, ``--alu max``
+    RING: KANGARING reduces with ADD only), yet a record did not say which: ``alu_op`` as
+    ``inspect --json`` and the manifest spell it (ADD, MAX, MIN; null for an all-gather), a
+    model-less reduction without ``--alu`` its default ADD.  mix8's triggers in order
+    (fixtures/mix8.yaml): add, add, -, -, add, max, min, add, -."""
+    doc = run_json("explain", str(Path(__file__).parent.parent / "fixtures" / "mix8.neff"),
+                   "--all")
+    assert [t["alu_op"] for t in doc["triggers"]] == ["ADD", "ADD", None, None, "ADD", "MAX",
+                                                       "MIN", "ADD", None]
+    common = ("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks", "16")
+    add, mx = run_json(*common), run_json(*common, "--alu", "max")
+    assert add["triggers"][0]["alu_op"] == "ADD"
+    assert add["triggers"][0]["lowered"]["algorithm"] == "KANGARING"
+    assert mx["triggers"][0]["alu_op"] == "MAX"
+    assert mx["triggers"][0]["lowered"]["algorithm"] == "RING"
+    ag = run_json("explain", "--op", "allgather", "--bytes", "1MiB", "--ranks", "4")
+    assert ag["triggers"][0]["alu_op"] is None

@@ -395,7 +395,7 @@ def test_cli_json(small_out):
                          "error_trigger", "triggers", "stats"]
     assert doc["ok"] is True and doc["seed"] == 0 and doc["error"] is None
     t = doc["triggers"][0]
-    assert list(t) == ["trigger", "op", "dtype", "num_elements", "group_size", "status",
+    assert list(t) == ["trigger", "op", "dtype", "alu_op", "num_elements", "group_size", "status",
                        "ranks_checked", "mismatched_elements", "unwritten_bytes", "detail",
                        "first_mismatch"]
     assert t["status"] == "match" and t["ranks_checked"] == 4
@@ -1298,3 +1298,17 @@ def test_simulate_model_names_a_refused_file_without_the_temporary_folder(monkey
     why = "ar2.lowered/rank-0001/cce.bin: cannot read: Permission denied"
     assert json.loads(res.stdout)["error"] == why
     assert res.stderr == f"nrtrewrite: error: {why}\n"
+
+
+@pytest.mark.parametrize("op,alu,want", [("all_reduce", "max", "MAX"),
+                                         ("reduce_scatter", "min", "MIN"),
+                                         ("all_gather", None, None)])
+def test_simulate_json_trigger_records_carry_the_alu_op(tmp_path, op, alu, want):
+    """The selection depends on the ALU op (KANGARING reduces with ADD only): a trigger's
+    record carries it as the manifest's ``alu_op`` (docs/FORMATS.md §1.1: ADD, MAX, MIN;
+    null for an all-gather); until 2026-12-06 it had none."""
+    spec = coll_spec(op, "bf16", 4, 4096, **({"alu": alu} if alu else {}))
+    out = lower_spec(spec, tmp_path / "o")
+    res = cli("simulate", out, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["triggers"][0]["alu_op"] == want

@@ -132,6 +132,23 @@ def _leg_json(leg: Leg) -> dict:
             "bytes": leg.nbytes, "groups": [list(g) for g in leg.groups], "reason": leg.reason}
 
 
+#: the collectives a model-less ``--alu`` applies to, ADD when it is not given
+_REDUCTIONS = (EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER, EncOpType.REDUCE)
+
+
+def _alu_name(source) -> str | None:
+    """The ALU op of the trigger or model-less request ``source`` as ``inspect --json`` and
+    the manifest spell it (``ADD``, ``MAX``, ``MIN``; None for a collective without one, an
+    all-gather); a model-less reduction without ``--alu`` is ADD, its default."""
+    if isinstance(source, Request):
+        alu = source.alu
+        if alu is None and source.op in _REDUCTIONS:
+            alu = AluOp.ADD
+    else:
+        alu = getattr(source, "alu_op", None)
+    return alu.name if alu is not None else None
+
+
 def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None,
                       meta: dict | None = None, source=None, plan=None) -> dict:
     """The JSON-able record of one selection (docs/CLI.md "explain").  ``source`` is the
@@ -142,7 +159,8 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
     shape = group_shape(topo, sel.group)
     rec: dict[str, Any] = {"trigger": sel.trigger, **(meta or {})}
     rec.update({
-        "op": sel.op.name, "dtype": sel.dtype.name, "bytes": sel.op_bytes, "sbuf": sel.sbuf,
+        "op": sel.op.name, "dtype": sel.dtype.name, "alu_op": _alu_name(source),
+        "bytes": sel.op_bytes, "sbuf": sel.sbuf,
         "group": list(sel.group), "group_size": len(sel.group), "scope": sel.scope,
         "nodes": list(shape.nodes), "local_rank_n": shape.local_rank_n,
         "policy": {
@@ -958,7 +976,7 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
         _check_size(opv, size, dt, len(group))
         alu_op = None
         if alu is not None:
-            if opv not in (EncOpType.ALLREDUCE, EncOpType.REDUCE_SCATTER, EncOpType.REDUCE):
+            if opv not in _REDUCTIONS:
                 raise click.UsageError(f"--alu applies to a reduction; {opv.name} has no ALU op")
             alu_op = AluOp[alu.upper()]
         req = Request.for_op(opv, dt, group, size, sbuf=sbuf, alu=alu_op)

@@ -27,6 +27,9 @@ class TriggerResult:
     unwritten_bytes: int = 0
     detail: str = ""
     first_mismatch: dict | None = None
+    #: the trigger's ALU op as the manifest's ``alu_op`` (``ADD``, ``MAX``, ``MIN``; None for
+    #: an all-gather)
+    alu_op: str | None = None
 
     def fail(self, status: str, detail: str) -> None:
         if self.status in (MATCH, NOT_RUN) or not self.detail:
@@ -35,6 +38,7 @@ class TriggerResult:
 
     def to_json(self) -> dict:
         return {"trigger": self.trigger, "op": self.op, "dtype": self.dtype,
+                "alu_op": self.alu_op,
                 "num_elements": self.num_elements, "group_size": self.group_size,
                 "status": self.status, "ranks_checked": self.ranks_checked,
                 "mismatched_elements": self.mismatched_elements,
