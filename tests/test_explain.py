@@ -1863,3 +1863,19 @@ def test_a_trigger_record_carries_its_alu_op():
     assert mx["triggers"][0]["lowered"]["algorithm"] == "RING"
     ag = run_json("explain", "--op", "allgather", "--bytes", "1MiB", "--ranks", "4")
     assert ag["triggers"][0]["alu_op"] is None
+
+
+def test_the_kangaring_note_says_why_the_policy_choice_is_not_lowered():
+    """A 64 MiB FP32 all-reduce over 16 ranks: the policy picks KANGARING and ``lower``
+    refuses the dtype (the CCE reduces no plain FP32, seed 000 §3.4).  The note said ``not
+    lowered by this build``, though this build lowers KANGARING: it now gives the refusal,
+    the record's ``lowered.fallback_reason``, in the JSON and the text alike."""
+    args = ("explain", "--op", "allreduce", "--bytes", "64MiB", "--ranks", "16", "--dtype",
+            "fp32")
+    t = run_json(*args)["triggers"][0]
+    assert t["policy"]["algorithm"] == "KANGARING" and t["lowered"]["algorithm"] == "INVALID"
+    why = t["lowered"]["fallback_reason"]
+    assert why.startswith("ALLREDUCE in FP32 cannot be lowered")
+    assert t["kangaring"]["note"] == f"policy choice, not lowered: {why}"
+    text = " ".join(run(*args).output.split())  # (the heading wraps)
+    assert f"kangaring paths (policy choice, not lowered: {why}) for group 0..15:" in text

@@ -288,9 +288,18 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
         paths = kangaring_paths(topo, g, min(4, max(1, sel.n_channels)))
         kr = [_kangaring_channel(ch, ch.channel, leg.name, rank if rank in g else None)
               for ch in paths]
-        rec["kangaring"] = {"group": list(g), "note": "policy choice, not lowered by this build",
-                            "channels": kr}
+        rec["kangaring"] = {"group": list(g), "note": _not_lowered_note(sel), "channels": kr}
     return rec
+
+
+def _not_lowered_note(sel: Selection) -> str:
+    """The ``kangaring`` note of a policy choice ``lower`` does not run: why, in ``lower``'s
+    words where it refuses the trigger (its dtype, operands, engine's plan: the record's
+    ``lowered.fallback_reason``), else the engine it runs instead (until 2026-12-06 ``not
+    lowered by this build`` whatever the reason, though this build lowers KANGARING)."""
+    if sel.alg == EncAlgType.INVALID and sel.fallback_reason:
+        return f"policy choice, not lowered: {sel.fallback_reason}"
+    return f"policy choice, not lowered: {sel.alg.name} is lowered instead"
 
 
 def _id_range(leg: dict) -> str:
