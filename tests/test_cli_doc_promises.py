@@ -382,3 +382,44 @@ def test_found_first_scan_finds_the_old_shapes(tmp_path):
     hits = _found_first(tmp_path)
     assert sorted({h.split(":")[0] for h in hits}) == sorted(old), hits
     assert len(hits) == 54 and not any(h.startswith("new.py") for h in hits), hits
+
+
+def test_the_json_forms_cli_md_states(tmp_path):
+    """docs/CLI.md's statements about the ``--json`` documents' forms, written from the code
+    (review 49f: true but unstated): the indentation of each command's document, ``explain``'s
+    ``topology.source`` of the default topology, an RDH rank's ``core`` an index where
+    ``folded`` and ``folded_into`` are ranks, ``simulate``'s ``detail`` empty on a match, and
+    ``diff``'s header values in hex where ``inspect`` gives a uuid in 8-4-4-4-12."""
+    explain = _run("explain", FIX / "ar2.neff", "--json").stdout
+    assert explain.startswith('{\n  "model"') and explain.endswith("}\n")
+    assert json.loads(explain)["topology"]["source"] == "default (trn2)"
+    inspect = _run("inspect", FIX / "ar2.neff", "--json").stdout
+    assert inspect.startswith('{\n  "format"')
+    uuid = json.loads(inspect)["header"]["uuid"]
+    assert len(uuid) == 36 and uuid.count("-") == 4
+    out = tmp_path / "o"
+    assert _run("lower", "-q", FIX / "ar2.neff", "-o", out).exit_code == 0
+    sim = _run("simulate", out, "--json").stdout
+    assert sim.startswith('{\n "format"')
+    assert json.loads(sim)["triggers"][0]["detail"] == ""
+    sched = _run("schedule", FIX / "ar2.neff", "--rank", "0", "--json").stdout
+    assert sched.startswith('{\n "rank"')
+    # group 10..15 folds 11 into 10 and 13 into 12 (ranks); the core ranks 10, 12, 14, 15 are
+    # cores 0..3 (docs/CLI.md "explain": group 10..15's rank 15 is core 3)
+    rdh = json.loads(_run("explain", "--op", "allreduce", "--bytes", "4MiB", "--group", "10-15",
+                          "--lnc", "1", "--rank", "15", "--json").stdout)["triggers"][0]["rdh"]
+    assert rdh["folded"] == [[11, 10], [13, 12]] and rdh["rank"]["core"] == 3
+    # diff: B's uuid with the low bit of its first byte flipped: 32 hex digits, no dashes
+    b = tmp_path / "b"
+    shutil.copytree(out, b)
+    from nrtrewrite.neff.container import HEADER_FIELDS
+    neff = b / "ar2.neff"
+    data = bytearray(neff.read_bytes())
+    data[HEADER_FIELDS["uuid"][0]] ^= 1
+    neff.write_bytes(bytes(data))
+    diff = _run("diff", out, b, "--json").stdout
+    d, = json.loads(diff)["differences"]
+    hexa = uuid.replace("-", "")  # (the 16 bytes in order, as inspect's form groups them)
+    hexb = f"{int(hexa[:2], 16) ^ 1:02x}" + hexa[2:]
+    assert (d["field"], d["a"], d["b"]) == ("header.uuid", hexa, hexb)
+    assert diff.startswith('{\n "differences": [\n  {"index": 0, ')
