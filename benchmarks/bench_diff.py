@@ -189,8 +189,14 @@ def measure(a: Path, b: Path, tree: Path = ROOT) -> tuple[float, float, str]:
     return float(dt), float(rss), res.stdout.splitlines()[-1]
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ('Memory and time of ``nrtrewrite diff`` on outputs whose rewritten NEFFs hold large '
+               'members (docs/PERFORMANCE.md, "Reading a large or many-member payload").')
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--only", help="comma-separated rows (default: %s)" % ",".join(DEFAULT))
     ap.add_argument("--out", type=Path, help="where the models and outputs are written "
                     "(default benchmarks/out/diff/; its parent folder must exist)")

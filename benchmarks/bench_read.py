@@ -148,8 +148,14 @@ def measure(what: str, path: Path) -> tuple[int, float, float]:
     return int(n), float(dt), float(rss)
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ('Reading speed and memory of large or many-member payloads (docs/PERFORMANCE.md, '
+               '"Reading a large or many-member payload").')
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--only", help="comma-separated inputs (default: %s)" % ",".join(DEFAULT))
     ap.add_argument("--out", type=Path, help="where the inputs are written (default "
                     "benchmarks/out/read/; its parent folder must exist)")

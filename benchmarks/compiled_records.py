@@ -91,10 +91,20 @@ def _per_tile(dsize, n: int) -> np.ndarray:
     return dsize if isinstance(dsize, np.ndarray) else np.full(n, dsize, np.int64)
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ("What a compiled kernel would make of the emitter's record building: the data BDs "
+               "and CCE descriptors of one rank, built by the emitter's numpy functions and by two "
+               'numba kernels that loop over the same tiles, on the same inputs '
+               '(docs/PERFORMANCE.md "What a compiled emitter would leave"). An experiment for a '
+               'product decision, not part of ``make bench``: numba is no dependency of '
+               'nrtrewrite.')
+
+
 def main(argv: list[str] | None = None) -> None:
     from profile_rank import model_path, rank_arguments
 
-    ap = rank_arguments(__doc__, "large64")
+    ap = rank_arguments(DESCRIPTION, "large64")
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args(argv)
     if args.reps < 1:

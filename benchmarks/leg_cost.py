@@ -47,10 +47,16 @@ def _short(ir: np.ndarray) -> np.ndarray:
     return ir
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ('What a leg costs the emitter, apart from its records (docs/PERFORMANCE.md "Where '
+               'the time goes").')
+
+
 def main(argv: list[str] | None = None) -> None:
     from profile_rank import fail, model_path, rank_arguments
 
-    ap = rank_arguments(__doc__, "size_x1")
+    ap = rank_arguments(DESCRIPTION, "size_x1")
     ap.add_argument("--reps", type=int, default=30)
     args = ap.parse_args(argv)
     if args.reps < 1:

@@ -111,19 +111,25 @@ def _functions(spec: str) -> list:
     return out
 
 
-def rank_arguments(doc: str | None, default_model: str) -> argparse.ArgumentParser:
+def rank_arguments(description: str, default_model: str) -> argparse.ArgumentParser:
     """The parser of a script that works on one rank of a model: ``MODEL`` (a NEFF or a
-    benchmark model's name, :func:`model_path`), ``--rank``, ``--algo``; described by the
-    first paragraph of ``doc`` (None under ``python -OO``: no description)."""
-    ap = argparse.ArgumentParser(description=(doc or "").split("\n\n")[0] or None)
+    benchmark model's name, :func:`model_path`), ``--rank``, ``--algo``; described by
+    ``description`` (the script's ``DESCRIPTION``: a docstring is None under ``python -OO``)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("model", nargs="?", default=default_model)
     ap.add_argument("--rank", type=int, default=0)
     ap.add_argument("--algo", default=None, help="algorithm override, as lower --algo")
     return ap
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ("Profile one rank's lowering: where the time of ``lower --rank R`` goes "
+               '(docs/PERFORMANCE.md "Profiling").')
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = rank_arguments(__doc__, "large64")
+    ap = rank_arguments(DESCRIPTION, "large64")
     ap.add_argument("--what", choices=("lower", "plan"), default="lower")
     ap.add_argument("--tool", choices=("pyinstrument", "cprofile", "lines"), default=None)
     ap.add_argument("--warm", action="store_true", help="lower the rank once first")

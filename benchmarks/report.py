@@ -203,8 +203,14 @@ def render(res: dict, commit: str | None = None, note: str | None = None) -> str
     return "\n".join(lines) + "\n"
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ('The "Latest run" section of docs/PERFORMANCE.md, rendered from a `make bench` '
+               'result.')
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("result", nargs="?",
                     default=str(Path(__file__).resolve().parent / "out" / "last-run.json"))
     ap.add_argument("--commit", help="the commit the run measured (named in the first line)")

@@ -699,8 +699,13 @@ def slope(xs, ys) -> float:
     return float(np.polyfit(lx, ly, 1)[0])
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = '`make bench`: lowering speed, measured side by side (docs/PERFORMANCE.md).'
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--worker", nargs="+")
     ap.add_argument("--quick", action="store_true", help="smaller models (smoke run)")
     ap.add_argument("--all-large", action="store_true",

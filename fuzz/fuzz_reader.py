@@ -240,8 +240,14 @@ def seconds(text: str) -> float:
     return value
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = ('Coverage-guided fuzz target for the NEFF-like reader, the trigger decoder and '
+               'planning.')
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--seconds", type=seconds, default=None,
                     help="how long to run (default: $FUZZ_SECONDS, else 60)")
     ap.add_argument("--corpus", type=Path, default=ROOT / "fuzz" / "corpus",

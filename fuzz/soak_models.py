@@ -156,8 +156,13 @@ def _positive_count(text: str) -> int:
     return value
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = 'Random whole models, lowered and simulated: the end-to-end soak.'
+
+
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("--seconds", type=seconds, default=300.0,
                     help="stop after this long (default 300)")
     ap.add_argument("--count", type=_positive_count, default=None,

@@ -191,12 +191,17 @@ def _fail(line: str) -> None:
     sys.exit(2)
 
 
+#: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
+#: strips docstrings, where argparse read it from (no description until 2026-12-06)
+DESCRIPTION = "Golden outputs: a fixture's lowered output packed as a deterministic tar.gz."
+
+
 def main(argv: list[str] | None = None) -> None:
     """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
     status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
     SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal:
     nothing written, or, once GOLDEN is (:func:`_stopped`), that it is complete."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0] or None)
+    ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("model")
     ap.add_argument("golden")
     ap.add_argument("--rank", type=int, action="append", default=None)

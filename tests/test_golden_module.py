@@ -112,6 +112,37 @@ def test_every_commands_help_keeps_its_description_under_dash_oo(tmp_path, comma
     assert " ".join(DESCRIPTIONS[command].split()) in " ".join(oo.stdout.split())
 
 
+#: every argparse script a make target runs (golden, bench, profile, fuzz, soak) and the
+#: benchmark scripts beside them, as (a module for ``-m`` or a script's path)
+SCRIPTS = ["nrtrewrite.golden", *(f"benchmarks/{n}.py" for n in (
+    "bench_diff", "bench_read", "bench_simulate", "compiled_records", "digests", "leg_cost",
+    "profile_rank", "report", "run")), "fuzz/fuzz_reader.py", "fuzz/soak_models.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_scripts_help_keeps_its_description_under_dash_oo(tmp_path, script):
+    """Bug (left by session 48): under ``python -OO`` the ``--help`` of ``python -m
+    nrtrewrite.golden`` and of the benchmark and fuzz scripts lost its description, which
+    argparse read from the module docstring.  The description is that docstring's first
+    paragraph, read here from the source (argparse wraps it: compared without the line
+    breaks)."""
+    import ast
+
+    is_file = script.endswith(".py")
+    path = ROOT / script if is_file else ROOT / (script.replace(".", "/") + ".py")
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    first = " ".join(doc.split("\n\n")[0].split())
+    command = [str(path)] if is_file else ["-m", script]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(ROOT), COLUMNS="80")
+    env.pop("PYTHONOPTIMIZE", None)
+    plain, oo = (subprocess.run([sys.executable, *flags, *command, "--help"], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=120)
+                 for flags in ([], ["-OO"]))
+    assert plain.returncode == 0 and oo.returncode == 0, (plain.stderr, oo.stderr)
+    assert oo.stdout == plain.stdout
+    assert first in " ".join(oo.stdout.split())
+
+
 def _tgz(path, members) -> None:
     """A tar.gz at ``path`` of ``ok.txt`` (a plain member first: it must not be written) and
     then ``members``, each (name, "file" of 2 bytes or "dir")."""
