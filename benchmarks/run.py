@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -110,6 +111,29 @@ class Probe:
             self.have[name] = have + min(arr.size, self.sample - have)
 
 
+def refuse_temp_folder(err: OSError) -> NoReturn:
+    """No temporary folder can be made (:func:`nrtrewrite.bundle.temp_root` found none
+    usable, or ``mkdtemp`` failed there): the line ``simulate MODEL.neff`` prints
+    (:func:`nrtrewrite.bundle.temp_folder_refusal`) as ``run.py: error: ...``, status 2
+    (until 2026-12-06 a traceback)."""
+    from nrtrewrite.bundle import temp_folder_refusal
+    from nrtrewrite.errors import escape_line
+
+    print(f"run.py: error: {escape_line(temp_folder_refusal(err).line())}", file=sys.stderr)
+    sys.exit(2)
+
+
+def scratch_folder(prefix: str) -> Path:
+    """A measurement's scratch folder, made where ``simulate MODEL.neff`` makes its own
+    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`."""
+    from nrtrewrite.bundle import temp_root
+
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=temp_root()))
+    except OSError as err:  # none usable, or one that fails (a race)
+        refuse_temp_folder(err)
+
+
 def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     """The lowering of one rank with its stages timed: parse, plan, then ``lower_rank`` with
     compose ahead, streaming to the rank's files, as ``lower --rank R`` lowers it; not the
@@ -122,7 +146,7 @@ def measure_rank(model: str, rank: int, sample: int, write: bool) -> dict:
     from nrtrewrite.compose import algorithm
     algorithm.lowerable()  # (the composers: imported on first use since 2026-12-06, not timed)
 
-    tmp = Path(tempfile.mkdtemp(prefix="nrtbench-"))
+    tmp = scratch_folder("nrtbench-")
     try:
         t0 = time.perf_counter()
         data = Path(model).read_bytes()
@@ -211,7 +235,7 @@ def measure_cli(model: str, rank: int) -> dict:
     from nrtrewrite.compose import algorithm
     algorithm.lowerable()  # (the composers, imported by the command as it meets their engines)
     import_s = time.perf_counter() - c_imp
-    tmp = Path(tempfile.mkdtemp(prefix="nrtbench-cli-"))
+    tmp = scratch_folder("nrtbench-cli-")
     try:
         c0, t0 = os.times(), time.perf_counter()
         try:
@@ -474,7 +498,7 @@ def measure_all_ranks(model: str, jobs: int) -> dict:
     from nrtrewrite.lower import LowerOptions, plan_lowering
     from nrtrewrite.neff.reader import read_model
 
-    tmp = Path(tempfile.mkdtemp(prefix="nrtbench-all-"))
+    tmp = scratch_folder("nrtbench-all-")
     try:
         plan = plan_lowering(read_model(model), LowerOptions())
         with TreeMemory() as mem:
@@ -676,6 +700,9 @@ def _sub(*args: str) -> dict:
             raise
     wall = time.perf_counter() - t0
     b, r1 = _cpu_times(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode == 2 and stderr.startswith("run.py: error: ") and stderr.count("\n") == 1:
+        sys.stderr.write(stderr)  # (a worker's refusal: no temporary folder) passed on
+        sys.exit(2)
     if proc.returncode:
         raise RuntimeError(stderr[-2000:])
     res = json.loads(stdout)
@@ -701,7 +728,7 @@ def slope(xs, ys) -> float:
 
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
-DESCRIPTION = '`make bench`: lowering speed, measured side by side (docs/PERFORMANCE.md).'
+DESCRIPTION = "`make bench`: lowering speed, measured side by side (docs/PERFORMANCE.md)."
 
 
 def main() -> None:
@@ -736,6 +763,11 @@ def main() -> None:
         print(json.dumps(res))
         return
 
+    from nrtrewrite.bundle import temp_root
+    try:  # (refused before the models are built: each measurement makes its scratch there)
+        temp_root()
+    except OSError as err:
+        refuse_temp_folder(err)
     cores = os.cpu_count() or 2
     count = 200 if args.quick else 1000
     # a smoke run keeps its smaller models and results apart from the full run's

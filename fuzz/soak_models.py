@@ -158,7 +158,7 @@ def _positive_count(text: str) -> int:
 
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
-DESCRIPTION = 'Random whole models, lowered and simulated: the end-to-end soak.'
+DESCRIPTION = "Random whole models, lowered and simulated: the end-to-end soak."
 
 
 def parser() -> argparse.ArgumentParser:
@@ -178,10 +178,26 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def work_folder() -> tempfile.TemporaryDirectory:
+    """The run's temporary folder, made where ``simulate MODEL.neff`` makes its own
+    (:func:`nrtrewrite.bundle.temp_root`); where none can be made, the line that command
+    prints (:func:`nrtrewrite.bundle.temp_folder_refusal`) as ``soak_models.py: error:
+    ...``, status 2 (until 2026-12-06 a traceback)."""
+    from nrtrewrite.bundle import temp_folder_refusal, temp_root
+    from nrtrewrite.errors import escape_line
+
+    try:
+        return tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-", dir=temp_root())
+    except OSError as err:  # none usable, or one that fails (a race)
+        print(f"soak_models.py: error: {escape_line(temp_folder_refusal(err).line())}",
+              file=sys.stderr)
+        sys.exit(2)
+
+
 def replay(seed: int, two_node: bool) -> int:
     """Run model ``seed`` alone: its verdict on stdout, a failure's details on stderr
     (status 1, nothing logged)."""
-    with tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-") as work:
+    with work_folder() as work:
         r = run_one(seed, two_node, Path(work))
     if r["result"] == "simulated":
         print(f"model {seed}: simulated, every trigger matching")
@@ -210,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     def more() -> bool:  # --count, when given, instead of --seconds
         return i < args.count if args.count is not None else time.monotonic() < end
 
-    with tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-") as work:
+    with work_folder() as work:
         while more():
             r = run_one(seed * SEED_STRIDE + i, args.two_node, Path(work))
             i += 1

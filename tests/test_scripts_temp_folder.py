@@ -1,0 +1,85 @@
+"""The developer scripts that make temporary folders (``make soak``'s fuzz/soak_models.py,
+``make bench``'s benchmarks/run.py) where Python finds no folder it can write in: the one
+line ``simulate MODEL.neff`` and ``nrtrewrite.golden`` print (docs/SIMULATOR.md §1, the
+folder tried first and every folder tried), under the script's name, status 2; until
+2026-12-06 each died with a traceback (left by session 48)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "fixtures"
+SOAK = ROOT / "fuzz" / "soak_models.py"
+BENCH = ROOT / "benchmarks" / "run.py"
+
+#: runs SCRIPT ARGS... as ``python SCRIPT`` does, in a Python that finds no folder it can
+#: write temporary files in: the folders ``tempfile`` tries are the two named in
+#: ``NOTMP_TRIED`` (neither there), as in test_write_errors' ``_no_usable_temporary_folder``
+_DRIVER = """
+import os, runpy, sys, tempfile
+tempfile._candidate_tempdir_list = lambda: os.environ["NOTMP_TRIED"].split(os.pathsep)
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))  # (as python SCRIPT puts its folder first)
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_without_temp(tmp_path: Path, script: Path,
+                     *args) -> tuple[subprocess.CompletedProcess, str]:
+    """``script ARGS`` with TMPDIR a folder that is not there and no other to fall back on;
+    the line expected (the folder tried first, then each folder tried, TMPDIR's named)."""
+    gone, none = str(tmp_path / "gone"), str(tmp_path / "none")
+    env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
+    env.update(TMPDIR=gone, NOTMP_TRIED=os.pathsep.join([gone, none]),
+               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(script), *map(str, args)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    line = (f"{gone}: cannot make a temporary folder to lower the model into: none of the "
+            f"folders tried can be written: {gone} (TMPDIR), {none}")
+    return proc, line
+
+
+@pytest.mark.parametrize("args", [["--count", "1"], ["--replay", "3"]])
+def test_soak_with_no_usable_temporary_folder_is_one_line(tmp_path, args):
+    log = tmp_path / "failures.jsonl"
+    log_args = ["--log", log] if "--count" in args else []
+    proc, line = run_without_temp(tmp_path, SOAK, *args, *log_args)
+    assert proc.returncode == 2
+    assert (proc.stderr, proc.stdout) == (f"soak_models.py: error: {line}\n", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["--quick"],  # the run itself: refused before it builds a model
+    ["--worker", "rank", FIX / "ar2.neff", "0", "10", "write"],
+    ["--worker", "cli", FIX / "ar2.neff", "0"],
+    ["--worker", "all", FIX / "ar2.neff", "1"]])
+def test_bench_with_no_usable_temporary_folder_is_one_line(tmp_path, args):
+    proc, line = run_without_temp(tmp_path, BENCH, *args)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"run.py: error: {line}\n", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_workers_refusal_is_the_benchs_own_line(tmp_path, monkeypatch, capsys):
+    """A measurement's process that cannot make its scratch folder (one that fails once the
+    run has found one: a race, a full disk) refuses in one line: the run passes that line
+    on, status 2, not a traceback of its output."""
+    sys.path.insert(0, str(BENCH.parent))
+    try:
+        import run  # benchmarks/run.py
+    finally:
+        sys.path.remove(str(BENCH.parent))
+    line = "run.py: error: /t/x: cannot make a temporary folder to lower the model into: full"
+    worker = tmp_path / "worker.py"
+    worker.write_text(f"import sys\nsys.stderr.write({line + chr(10)!r})\nsys.exit(2)\n")
+    monkeypatch.setattr(run, "__file__", str(worker))
+    with pytest.raises(SystemExit) as exc:
+        run._sub("rank", "m.neff", "0", "10", "write")
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
