@@ -616,7 +616,7 @@ class _Assembler:
     # -- top level ----------------------------------------------------------
     def run(self, spec: dict, default_name: str) -> Assembled:
         spec = self.keys(spec, _TOP_KEYS, "")
-        header = self.header(_or(spec.get("header"), {}), default_name)
+        header = self.header(spec.get("header", {}), default_name)
         sgs = spec.get("subgraphs")
         if not isinstance(sgs, list) or not sgs:
             raise self.err("subgraphs", "needs a non-empty list of subgraphs"
@@ -730,7 +730,7 @@ class _Assembler:
 
     def member_hatches(self, spec: dict, members: list[tuple[str, bytes]]
                        ) -> list[tuple[str, bytes]]:
-        omit = _or(spec.get("omit_members"), [])
+        omit = spec.get("omit_members", [])
         if not isinstance(omit, list):
             raise self.err("omit_members", f"must be a list of member names, not {_found(omit)}")
         known = {n for n, _ in members}
@@ -741,7 +741,7 @@ class _Assembler:
             if name not in known:
                 raise self.err(f"omit_members[{k}]", f"no member {_spec_value(name)} to omit")
         members = [(n, d) for n, d in members if n not in omit]
-        extra = _or(spec.get("extra_members"), [])
+        extra = spec.get("extra_members", [])
         if not isinstance(extra, list):
             raise self.err("extra_members", f"must be a list, not {_found(extra)}")
         for k, item in enumerate(extra):
@@ -779,7 +779,7 @@ class _Assembler:
             raise self.err(path + ".name", f"must be a non-empty string, not {_found(name)}")
         self.utf8(name, path + ".name")  # (not at neff_json, which lists it)
         self.member_name(f"{name}/{DEF_JSON}", path + ".name")
-        var_list, by_name = self.variables(_or(sg.get("vars"), []), path + ".vars")
+        var_list, by_name = self.variables(sg.get("vars", []), path + ".vars")
         groups = self.groups(sg.get("replica_groups"), path + ".replica_groups")
         engines = sg.get("engines")
         if not isinstance(engines, dict) or not engines:
@@ -947,7 +947,7 @@ class _Assembler:
             body = self.keys(body, ("count", "body"), p)
             count = self.integer(self.required(body, "count", p, "how many times to repeat "
                                                "the body"), p + ".count", 0)
-            return self.repeated(self.instructions(_or(body.get("body"), []), p + ".body", by_name),
+            return self.repeated(self.instructions(body.get("body", []), p + ".body", by_name),
                                  count, p + ".count")
         if kind in TRIGGER_KINDS:
             return self.trigger(TRIGGER_KINDS[kind], body, p, by_name)
@@ -1142,8 +1142,11 @@ def _joined(path: str, sub: str) -> str:
 
 
 def _or(val: Any, default: Any) -> Any:
-    """``val``, or ``default`` when the key is missing or null (not when it is empty or false:
-    ``header: []`` or ``vars: 0`` is refused by the type check, not read as no value)."""
+    """``val``, or ``default`` when it is null (not when it is empty or false: ``sp: 0`` is
+    refused by the type check, not read as no value): an engine's instructions, a value of
+    the ``engines`` mapping, which :meth:`_Assembler.keys` does not filter (``sp: null``: an
+    empty stream).  A key of a mapping ``keys`` returned is read with ``get(key, default)``:
+    ``keys`` dropped it where it was given null."""
     return default if val is None else val
 
 
