@@ -1349,9 +1349,9 @@ def _d9_pattern(var: str, dims) -> dict:
     (lambda s: _sp(s)[1]["all_reduce"].update(op="mul"),
      "subgraphs[0].engines.sp[1].all_reduce.op", "unknown op 'mul' (one of add, max, min)"),
     (lambda s: _sp(s)[1]["all_reduce"].update(op=None),
-     "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "op is missing: give one of add, max, min"),
     (lambda s: _sp(s)[1]["all_reduce"].pop("op"),
-     "subgraphs[0].engines.sp[1].all_reduce.op", "needs op: one of add, max, min"),
+     "subgraphs[0].engines.sp[1].all_reduce.op", "op is missing: give one of add, max, min"),
     (lambda s: _sp(s)[1]["all_reduce"].pop("num_elements"),
      "subgraphs[0].engines.sp[1].all_reduce", "needs num_elements or bytes"),
     # 0xD9: both operands are access patterns; dims are 1 to 3 [step, num] pairs
@@ -2051,8 +2051,8 @@ _DTYPES_LISTED = ("uint64, int8, uint8, int16, uint16, bf16, fp16, int32, uint32
                   "fp32r, int64, fp8_e3, fp8_e4, fp8_e5")
 
 #: A required key: where (in _NULL_BASE), the key, the field refused and the line (ASSEMBLE.md:
-#: each says the key is missing, or what is needed there, as `needs op` and `src is missing`
-#: did).
+#: each says the key is missing, or what is needed there, as `needs a non-empty name` and
+#: `src is missing` do).
 _REQUIRED = [
     ("top", "subgraphs", "subgraphs", "needs a non-empty list of subgraphs"),
     ("subgraph", "replica_groups", "subgraphs[0].replica_groups",
@@ -2069,7 +2069,8 @@ _REQUIRED = [
      "count is missing: give how many times to repeat the body"),
     ("0xC8", "dtype", "subgraphs[0].engines.sp[2].all_reduce.dtype",
      f"dtype is missing: give one of {_DTYPES_LISTED}"),
-    ("0xC8", "op", "subgraphs[0].engines.sp[2].all_reduce.op", "needs op: one of add, max, min"),
+    ("0xC8", "op", "subgraphs[0].engines.sp[2].all_reduce.op",
+     "op is missing: give one of add, max, min"),
     ("0xC8", "src", "subgraphs[0].engines.sp[2].all_reduce.src",
      "src is missing: give a var name"),
     ("0xC8", "dst", "subgraphs[0].engines.sp[2].all_reduce.dst",

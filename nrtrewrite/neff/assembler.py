@@ -1024,12 +1024,11 @@ class _Assembler:
                 raise self.err(path + ".op", "all_gather takes no op")
             alu = None
         else:
-            if "op" not in body:
-                raise self.err(path + ".op", f"needs op: one of {', '.join(ALU_NAMES)}")
-            if not isinstance(body["op"], str) or body["op"] not in ALU_NAMES:
-                raise self.err(path + ".op", f"unknown op {_spec_value(body['op'])}"
-                                             f"{_did_you_mean(body['op'], ALU_NAMES, 'one of ')}")
-            alu = ALU_NAMES[body["op"]]
+            op = self.required(body, "op", path, f"one of {', '.join(ALU_NAMES)}")
+            if not isinstance(op, str) or op not in ALU_NAMES:
+                raise self.err(path + ".op", f"unknown op {_spec_value(op)}"
+                                             f"{_did_you_mean(op, ALU_NAMES, 'one of ')}")
+            alu = ALU_NAMES[op]
         sbuf_like = any(isinstance(body.get(k), dict) and body[k].get("partitions") is not None
                         for k in ("src", "dst"))  # (a key given null is missing: keys())
         opcode = self.integer(body.get("opcode", 0xD9 if sbuf_like else 0xC8),
