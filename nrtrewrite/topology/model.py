@@ -286,7 +286,8 @@ class Topology:
     """Ranks of ``nodes`` identical nodes of one platform, at one LNC size."""
 
     def __init__(self, platform: Platform, *, lnc_size: int, nodes: int,
-                 name: str | None = None, source: str | None = None, file: str | None = None):
+                 name: str | None = None, preset_spec: str | None = None,
+                 file: str | None = None):
         if lnc_size not in platform.lnc_sizes:
             raise ValidationError(
                 f"{platform.name} supports lnc_size {'/'.join(map(str, platform.lnc_sizes))}, "
@@ -304,7 +305,9 @@ class Topology:
         #: the topology file it was loaded from, its path as ``options.topology`` records it
         #: (None: a preset, or built in code)
         self.file = file
-        self._spec = source or platform.name
+        #: the preset spec it was made from (``trn2:nodes=2``, ``default (trn2)``; None: a
+        #: file's, or built in code), for :attr:`source`
+        self.preset_spec = preset_spec
         self.ranks_per_device = platform.ranks_per_device(lnc_size)
         self.devices_per_node = platform.devices_per_node
         self.ranks_per_node = self.ranks_per_device * self.devices_per_node
@@ -433,7 +436,9 @@ class Topology:
     def source(self) -> str:
         """Where it came from: the topology file's path (:attr:`file`), else the preset
         spec given (``trn2:nodes=2``, ``default (trn2)``), else its platform's name."""
-        return self.file if self.file is not None else self._spec
+        if self.file is not None:
+            return self.file
+        return self.preset_spec or self.platform.name
 
     def unlinked_refusal(self, node: int, a: int, b: int) -> str:
         """Why a collective needing a hop between devices ``a`` and ``b`` of ``node`` is
@@ -1128,7 +1133,7 @@ def load_topology(spec: str | None, *, world: tuple[int, ...], lnc_size: int,
         if lnc_size in platform.lnc_sizes:
             check_topology_size(platform, lnc_size, nodes, world)
         topo = Topology(platform, lnc_size=lnc_size, nodes=nodes,
-                        name=spec or None, source=spec or "default (trn2)")
+                        name=spec or None, preset_spec=spec or "default (trn2)")
         _check_world(topo, world)
         return topo
     path = Path(spec)
