@@ -10,8 +10,7 @@ from nrtrewrite.errors import counted, escape_path
 from nrtrewrite.neff.assembler import assemble_file
 
 
-#: ``assemble``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``assemble``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 ASSEMBLE_HELP = ("Assemble SPEC (YAML or JSON) into a NEFF-like file; the result is read back and "
                  "validated unless the spec says `validate: false`.")
 

@@ -58,8 +58,7 @@ def _ignored(ctx, param, value):
         raise click.BadParameter(str(err)) from None
 
 
-#: ``diff``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``diff``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 DIFF_HELP = "Compare two output folders field by field (rank, file, record, field, both values)."
 
 

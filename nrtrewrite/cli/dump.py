@@ -103,8 +103,7 @@ class _DumpCommand(JsonErrorCommand):
         return {"kind": given[0] if len(given) == 1 else None, "ranks": [], "error": why}
 
 
-#: ``dump``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``dump``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 DUMP_HELP = "Decoded tables of an artifact file, a rank folder, or a whole output folder."
 
 

@@ -817,8 +817,7 @@ class _ExplainCommand(JsonErrorCommand):
         return {"model": path_text(params.get("model")), "error": why, "triggers": []}
 
 
-#: ``explain``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``explain``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MODEL's "
                 "collectives, or (without MODEL) of one collective given by --op/--bytes/--ranks.")
 

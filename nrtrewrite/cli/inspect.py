@@ -145,8 +145,7 @@ class _InspectCommand(JsonErrorCommand):
                 "error": why}
 
 
-#: ``inspect``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``inspect``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 INSPECT_HELP = ("Decode and validate MODEL.neff and show its header, members, vars, replica "
                 "groups, instruction counts per engine and every collective trigger.")
 

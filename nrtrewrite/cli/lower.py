@@ -77,8 +77,7 @@ def _in_an_output(model: Path) -> bool:
     return (folder / "manifest.json").is_file() and is_our_output(folder)
 
 
-#: ``lower``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``lower``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 LOWER_HELP = ("Lower every collective trigger of MODEL and write the rewritten NEFF and "
               "artifacts.")
 

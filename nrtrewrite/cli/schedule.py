@@ -146,8 +146,7 @@ class _ScheduleCommand(JsonErrorCommand):
         return {"rank": params.get("rank"), "ops": [], "error": why}
 
 
-#: ``schedule``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``schedule``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 SCHEDULE_HELP = ("The per-channel step schedule of one rank: leaf, half, chunk position k, "
                  "elements.")
 

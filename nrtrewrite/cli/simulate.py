@@ -140,8 +140,7 @@ class _SimulateCommand(JsonErrorCommand):
         return {"error_trigger": err.where.trigger if err is not None else None}
 
 
-#: ``simulate``'s ``--help`` text (a string, not the command's docstring: ``python -OO``
-#: strips docstrings, where click reads it from)
+#: ``simulate``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 SIMULATE_HELP = ("Run every rank's emitted bytes and check every collective bit for bit.\n\n"
                  "MODEL.neff is lowered into a temporary folder first (with --topology / --algo / "
                  "--host-cc); an output folder OUT is checked against its sha256 checksums first, "
