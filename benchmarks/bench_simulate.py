@@ -41,8 +41,8 @@ def spec(ranks: int, mib: int) -> dict:
 
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
-DESCRIPTION = ('Simulator speed: a 64-rank (one trn2 node, LNC 2) bf16 all-reduce of 16 MiB per '
-               'rank.')
+DESCRIPTION = ("Simulator speed: a 64-rank (one trn2 node, LNC 2) bf16 all-reduce of 16 MiB per "
+               "rank.")
 
 
 def main() -> None:

@@ -95,10 +95,10 @@ def _per_tile(dsize, n: int) -> np.ndarray:
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
 DESCRIPTION = ("What a compiled kernel would make of the emitter's record building: the data BDs "
                "and CCE descriptors of one rank, built by the emitter's numpy functions and by two "
-               'numba kernels that loop over the same tiles, on the same inputs '
-               '(docs/PERFORMANCE.md "What a compiled emitter would leave"). An experiment for a '
-               'product decision, not part of ``make bench``: numba is no dependency of '
-               'nrtrewrite.')
+               "numba kernels that loop over the same tiles, on the same inputs "
+               "(docs/PERFORMANCE.md \"What a compiled emitter would leave\"). An experiment for a "
+               "product decision, not part of ``make bench``: numba is no dependency of "
+               "nrtrewrite.")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -57,10 +57,10 @@ def candidates(buf: bytes) -> dict:
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
 DESCRIPTION = ("What the rank manifests' digest costs, against the alternatives a team decision "
-               'could pick (docs/PERFORMANCE.md "What closing issue 8 would take"): every hashlib '
-               "digest, zlib's checksums, and - when they are installed, which the project does "
-               "not need - xxhash and blake3, each over the same buffer as numpy's warm copy in "
-               'this process.')
+               "could pick (docs/PERFORMANCE.md \"What closing issue 8 would take\"): every "
+               "hashlib digest, zlib's checksums, and - when they are installed, which the project "
+               "does not need - xxhash and blake3, each over the same buffer as numpy's warm copy "
+               "in this process.")
 
 
 def main() -> None:

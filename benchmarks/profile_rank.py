@@ -125,7 +125,7 @@ def rank_arguments(description: str, default_model: str) -> argparse.ArgumentPar
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
 DESCRIPTION = ("Profile one rank's lowering: where the time of ``lower --rank R`` goes "
-               '(docs/PERFORMANCE.md "Profiling").')
+               "(docs/PERFORMANCE.md \"Profiling\").")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -242,8 +242,8 @@ def seconds(text: str) -> float:
 
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
-DESCRIPTION = ('Coverage-guided fuzz target for the NEFF-like reader, the trigger decoder and '
-               'planning.')
+DESCRIPTION = ("Coverage-guided fuzz target for the NEFF-like reader, the trigger decoder and "
+               "planning.")
 
 
 def main(argv: list[str] | None = None) -> int:
