@@ -30,7 +30,9 @@ PY=${PYTHON:-$HERE/.venv/bin/python}
 B=$HERE/benchmarks/out
 F=$HERE/fixtures
 # run from an empty folder: python -m puts the current folder first on sys.path
-WORK=$(mktemp -d)
+# (no folder to make it in: one line, status 2, as the Python scripts; until 2026-12-06
+# mktemp's own line, status 1)
+WORK=$(LC_ALL=C mktemp -d 2>&1) || fail "cannot make a temporary folder: ${WORK#mktemp: }"
 MADE_OUT=
 cleanup() {
     local status=$?

@@ -80,3 +80,16 @@ def test_an_out_whose_parent_is_missing_is_refused(tmp_path):
     assert res.returncode == 2
     assert res.stderr == "same_bytes.sh: error: missing/out: its parent folder does not exist\n"
     assert os.listdir(tmp_path) == []
+
+
+def test_no_temporary_folder_is_one_line(tmp_path):
+    """Left by session 48: where ``mktemp -d`` cannot make its folder (TMPDIR not there) the
+    script ended with mktemp's own line, status 1; it is the script's one line, status 2,
+    naming the folder (in mktemp's reason), as the Python scripts refuse, nothing written."""
+    gone = tmp_path / "gone"
+    res = run(tmp_path, str(ROOT), "out", TMPDIR=str(gone))
+    assert res.returncode == 2 and res.stdout == ""
+    head = "same_bytes.sh: error: cannot make a temporary folder: "
+    assert res.stderr.startswith(head) and res.stderr.count("\n") == 1, res.stderr
+    assert f"{gone}/" in res.stderr
+    assert os.listdir(tmp_path) == []
