@@ -91,7 +91,7 @@ def _tool(name: str | None) -> str:
 
 def _functions(spec: str) -> list:
     """The functions ``--functions`` names (``module:function,...``; a method as
-    ``module:Class.method``); a name that is not one is :func:`fail`\ ed."""
+    ``module:Class.method``); a name that is not one is refused (:func:`fail`)."""
     out = []
     for item in spec.split(","):
         mod, _, fn = item.partition(":")
