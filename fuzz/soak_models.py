@@ -39,6 +39,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from fuzz_reader import seconds  # (the fuzzer's beside this script: a run's length, > 0)
 
@@ -124,7 +125,10 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
     spec, algo, host_cc = random_model(random.Random(seed), two_node)
     case = {"seed": seed, "two_node": two_node, "algo": algo, "host_cc": host_cc,
             "spec": spec}
-    d = Path(tempfile.mkdtemp(prefix="soak-", dir=work))
+    try:
+        d = Path(tempfile.mkdtemp(prefix="soak-", dir=work))
+    except OSError as err:  # (the work folder's file system full, say: not the model's fault)
+        refuse_temp_folder(err)
     try:
         neff = d / "m.neff"
         neff.write_bytes(assemble_spec(spec))
@@ -178,20 +182,28 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def refuse_temp_folder(err: OSError) -> NoReturn:
+    """No temporary folder can be made (:func:`nrtrewrite.bundle.temp_root` found none
+    usable, or ``mkdtemp`` failed): the line ``simulate MODEL.neff`` prints
+    (:func:`nrtrewrite.bundle.temp_folder_refusal`) as ``soak_models.py: error: ...``,
+    status 2 (until 2026-12-06 a traceback)."""
+    from nrtrewrite.bundle import temp_folder_refusal
+    from nrtrewrite.errors import escape_line
+
+    print(f"soak_models.py: error: {escape_line(temp_folder_refusal(err).line())}",
+          file=sys.stderr)
+    sys.exit(2)
+
+
 def work_folder() -> tempfile.TemporaryDirectory:
     """The run's temporary folder, made where ``simulate MODEL.neff`` makes its own
-    (:func:`nrtrewrite.bundle.temp_root`); where none can be made, the line that command
-    prints (:func:`nrtrewrite.bundle.temp_folder_refusal`) as ``soak_models.py: error:
-    ...``, status 2 (until 2026-12-06 a traceback)."""
-    from nrtrewrite.bundle import temp_folder_refusal, temp_root
-    from nrtrewrite.errors import escape_line
+    (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`."""
+    from nrtrewrite.bundle import temp_root
 
     try:
         return tempfile.TemporaryDirectory(prefix="nrtrewrite-soak-", dir=temp_root())
     except OSError as err:  # none usable, or one that fails (a race)
-        print(f"soak_models.py: error: {escape_line(temp_folder_refusal(err).line())}",
-              file=sys.stderr)
-        sys.exit(2)
+        refuse_temp_folder(err)
 
 
 def replay(seed: int, two_node: bool) -> int:

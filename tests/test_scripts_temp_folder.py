@@ -83,3 +83,36 @@ def test_a_workers_refusal_is_the_benchs_own_line(tmp_path, monkeypatch, capsys)
         run._sub("rank", "m.neff", "0", "10", "write")
     assert exc.value.code == 2
     assert capsys.readouterr().err == line + "\n"
+
+
+def test_a_soak_models_folder_that_cannot_be_made_is_one_line(tmp_path, monkeypatch, capsys):
+    """Each model's folder inside the run's (a full file system, say): until 2026-12-06 a
+    traceback; the same line, naming the folder mkdtemp tried, status 2, nothing logged."""
+    import errno
+    import tempfile
+
+    sys.path.insert(0, str(SOAK.parent))
+    try:
+        import soak_models
+    finally:
+        sys.path.remove(str(SOAK.parent))
+    made = tempfile.mkdtemp
+
+    def mkdtemp(suffix=None, prefix=None, dir=None):
+        if prefix == "soak-":
+            raise OSError(errno.ENOSPC, "No space left on device", f"{dir}/soak-x")
+        return made(suffix, prefix, dir)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    log = tmp_path / "failures.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "1", "--log", str(log)])
+    assert exc.value.code == 2
+    out = capsys.readouterr()
+    work = out.err.split(": ")[2][:-len("/soak-x")]  # (the run's folder, a random name)
+    assert Path(work).parent == tmp_path and Path(work).name.startswith("nrtrewrite-soak-")
+    assert (out.out, out.err) == ("", f"soak_models.py: error: {work}/soak-x: cannot make a "
+                                      "temporary folder to lower the model into: No space "
+                                      "left on device\n")
+    assert os.listdir(tmp_path) == []
