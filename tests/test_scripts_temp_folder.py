@@ -26,18 +26,23 @@ import os, runpy, sys, tempfile
 tempfile._candidate_tempdir_list = lambda: os.environ["NOTMP_TRIED"].split(os.pathsep)
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))  # (as python SCRIPT puts its folder first)
+if os.environ.get("NOTMP_NO_PROCESSES"):  # (a run gone on fails here, writing nothing)
+    import subprocess
+    def _refused(*args, **kwargs):
+        raise RuntimeError("went on to start a process")
+    subprocess.Popen = _refused
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def run_without_temp(tmp_path: Path, script: Path,
-                     *args) -> tuple[subprocess.CompletedProcess, str]:
+def run_without_temp(tmp_path: Path, script: Path, *args,
+                     **extra: str) -> tuple[subprocess.CompletedProcess, str]:
     """``script ARGS`` with TMPDIR a folder that is not there and no other to fall back on;
     the line expected (the folder tried first, then each folder tried, TMPDIR's named)."""
     gone, none = str(tmp_path / "gone"), str(tmp_path / "none")
     env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "TEMP", "TMP")}
     env.update(TMPDIR=gone, NOTMP_TRIED=os.pathsep.join([gone, none]),
-               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1")
+               PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="1", **extra)
     proc = subprocess.run([sys.executable, "-c", _DRIVER, str(script), *map(str, args)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     line = (f"{gone}: cannot make a temporary folder to lower the model into: none of the "
@@ -61,7 +66,10 @@ def test_soak_with_no_usable_temporary_folder_is_one_line(tmp_path, args):
     ["--worker", "cli", FIX / "ar2.neff", "0"],
     ["--worker", "all", FIX / "ar2.neff", "1"]])
 def test_bench_with_no_usable_temporary_folder_is_one_line(tmp_path, args):
-    proc, line = run_without_temp(tmp_path, BENCH, *args)
+    # (the run itself starts no process before its check: one that goes on fails at once
+    # rather than build its models and measure in the /tmp its workers fall back on)
+    extra = {"NOTMP_NO_PROCESSES": "1"} if args == ["--quick"] else {}
+    proc, line = run_without_temp(tmp_path, BENCH, *args, **extra)
     assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"run.py: error: {line}\n", "")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
