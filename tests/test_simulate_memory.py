@@ -584,3 +584,20 @@ def test_a_large_buffer_is_a_mapping_of_its_own_and_goes_with_its_trigger(
     for key, (n, ref) in made.items():
         assert (ref is not None) == (n >= MAPPED_BYTES), (key, n)
         assert ref is None or ref() is None, key  # every buffer is freed at the end
+
+
+def test_a_large_buffer_is_private_to_the_process_as_np_zeros_memory_is():
+    """A mapped buffer (``engine._zeroed``, from MAPPED_BYTES up) is copy-on-write like the
+    ``np.zeros`` memory it replaced: a forked child's write is not seen by the parent (mmap's
+    default for an anonymous map, MAP_SHARED, would show it: review 49l)."""
+    import os
+    from nrtrewrite.simulate.engine import MAPPED_BYTES, _zeroed
+    buf = _zeroed(MAPPED_BYTES)
+    pid = os.fork()
+    if pid == 0:  # the child writes and leaves at once
+        buf[0] = 99
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert buf[0] == 0
+    maps = open("/proc/self/maps").read()
+    assert " rw-s " not in "".join(ln for ln in maps.splitlines(True) if "/dev/zero" in ln)

@@ -122,7 +122,9 @@ def _zeroed(size: int) -> np.ndarray:
     (until 2026-12-06: ``two_node128``'s run held 4.5 GB of freed heap at its end)."""
     if size < MAPPED_BYTES:
         return np.zeros(size, np.uint8)
-    return np.frombuffer(mmap.mmap(-1, size), np.uint8)
+    # private, as np.zeros' memory is: mmap's default for -1 is MAP_SHARED, whose pages a
+    # forked child would write into the parent's (and count as Shmem)
+    return np.frombuffer(mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE), np.uint8)
 
 
 def _describe(acc: Access | None) -> str:
