@@ -1545,13 +1545,14 @@ def test_the_fallback_keeps_single_step_mesh_in_place_over_8_ranks(tmp_path):
     """8 sources fit one leg (MAX_SRC): in place over 8 ranks lower lowers SINGLE_STEP_MESH,
     and the fallback takes it, as it does over more ranks now (the test above); over 8 its
     reduce is one link, which needs no accumulator: the trigger's scratch is its channel
-    buffer alone, 7 peers' 128-byte inputs (over 9 ranks in place, 8 slots and the
-    accumulator, 9 x 128)."""
+    buffer, 7 peers' 128-byte inputs; over 9 ranks in place too, 8 x 128, the accumulator
+    being slot 0 of it (docs/DESIGN.md "Mesh and RDH"; until 2026-12-06 it was one more
+    slot, 9 x 128)."""
     from nrtrewrite.cli.explain import _plan_context
     from nrtrewrite.lower import prepare_trigger
     pol = Policy(lowerable=frozenset({EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING}),
                  precedence=(EncAlgType.MESH, EncAlgType.SINGLE_STEP_MESH, EncAlgType.RING))
-    for n, scratch in ((8, 7 * 128), (9, 9 * 128)):
+    for n, scratch in ((8, 7 * 128), (9, 8 * 128)):
         _, in_place = _in_place_model(tmp_path, n).triggers
         sel = select(in_place, T1N, policy=pol)
         assert sel.alg == EncAlgType.SINGLE_STEP_MESH

@@ -1018,7 +1018,7 @@ def test_single_step_mesh_in_place_over_more_ranks_than_a_leg_has_sources_matche
     place (OUT is the input) the 9th rank, whose own input comes after the first link, added
     its already reduced OUT again (the end-to-end fuzzer's mismatch, ADD, MAX and MIN), and
     until 2026-12-06 ``lower`` refused it (this test was then named ``..._is_refused``).
-    What holds now: the chain adds up in an accumulator past the channel buffer and
+    What holds now: the chain adds up in an accumulator (channel-buffer slot 0) and
     only its last link writes OUT (docs/DESIGN.md "Mesh and RDH"), so in place over 9 ranks
     lowers and matches bit for bit, as 8 ranks in place and 9 out of place do; ``lower``
     exits 0 and ``explain`` shows the trigger SINGLE_STEP_MESH, no fallback."""
@@ -1088,27 +1088,27 @@ def test_single_step_mesh_in_place_over_pages_matches_bit_for_bit(tmp_path):
     assert_clean(out)
 
 
-def test_single_step_mesh_in_place_accumulates_past_the_channel_buffer(tmp_path):
+def test_single_step_mesh_in_place_accumulates_in_channel_buffer_slot_0(tmp_path):
     """The layout (docs/DESIGN.md "Mesh and RDH"): in place over n > 8 ranks the chain's
-    accumulator is one more message right past the channel buffer's n - 1 slots, so the
-    trigger's scratch is n x the message: 9 x 2050 = 18,450 bytes for 1025 fp16 elements
-    over 9 ranks, where out of place, and in place over 8 ranks, it is the channel buffer
-    alone, (n - 1) x 2050 (the manifest's ``channel_buffer_bytes`` in all three). Per DMA
-    page the reduce is 2 links (8 sources, then the partial and the 9th): the first writes
-    the accumulator (scratch slot 8: byte 8 x 2050), the second reads it and writes OUT;
-    out of place both write OUT."""
+    accumulator is channel-buffer slot 0, which each page's first link reads, so the
+    trigger's scratch is the channel buffer alone, (n - 1) x the message, as out of place
+    and in place over 8 ranks: 8 x 2050 = 16,400 bytes for 1025 fp16 elements over 9 ranks
+    (the manifest's ``channel_buffer_bytes`` too). Per DMA page the reduce is 2 links (8
+    sources, then the partial and the 9th): the first reads slot 0 among its sources and
+    writes it, the second reads it and writes OUT; out of place both write OUT. (Until
+    2026-12-06 the accumulator was one more message right past the channel buffer, slot
+    n - 1, and such a trigger's scratch n x the message.)"""
     from nrtrewrite.cli.lower import load_and_plan
     from nrtrewrite.compose import ir as IR
     from nrtrewrite.compose.mesh import SINGLE_STEP_MESH, V_GW, V_OUT
 
-    for n, in_place, scratch in ((9, True, 9 * 2050), (9, False, 8 * 2050),
-                                 (8, True, 7 * 2050)):
+    for n, in_place in ((9, True), (9, False), (8, True)):
         neff = tmp_path / f"m{n}{in_place}.neff"
         neff.write_bytes(assemble_spec(_ssm_spec(n, in_place)))
         plan, _ = load_and_plan(str(neff), topology=None, algo="single_step_mesh",
                                 host_cc=False, no_verify_hash=False)
         (tp,) = plan.triggers
-        assert tp.prepared.scratch_bytes == scratch
+        assert tp.prepared.scratch_bytes == (n - 1) * 2050
         assert tp.prepared.manifest["mesh"]["channel_buffer_bytes"] == (n - 1) * 2050
         for rank in (0, n - 1):  # (the last rank's own input is in the last link)
             c, ir, _ = SINGLE_STEP_MESH.composed(plan.topology, tp.prepared.data, rank)
@@ -1123,7 +1123,33 @@ def test_single_step_mesh_in_place_accumulates_past_the_channel_buffer(tmp_path)
                 continue
             acc = dst[0]
             assert dst[1] == V_OUT and red["src_view"][1, 0] == acc
-            assert c.keys[acc - V_GW - 1] == ("cb", 8, 0)  # slot n - 1 of the scratch
+            assert c.keys[acc - V_GW - 1] == ("cb", 0, 0)  # slot 0 of the channel buffer
+            assert acc in red["src_view"][0, :8].tolist()  # a source of the first link
+
+
+def test_single_step_mesh_in_place_over_9_ranks_fits_the_window_its_channel_buffer_fits(
+        tmp_path):
+    """A model that fills the core window (28 GiB below the SBUF window, docs/FORMATS.md
+    §10) to within 8.5 MiB: a 1 MiB bf16 all-reduce in place over 9 ranks and a tmp var of
+    28 GiB - 9.5 MiB. Its scratch is the channel buffer, 8 x 1 MiB (the accumulator is
+    slot 0), so it fits and lowers, and simulates clean; until 2026-12-06 the accumulator
+    was a ninth MiB past the channel buffer and lower refused the model for the window."""
+    mib = 1 << 20
+    spec = {"header": {"pkg_version": 2, "name": "ssm", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "t", "type": "tmp-buf", "size": mib},
+                                    {"name": "big", "type": "tmp-buf",
+                                     "size": (28 << 30) - 9 * mib - mib // 2}],
+                           "replica_groups": [list(range(9))],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "bf16", "op": "add", "num_elements": mib // 2,
+                               "src": "t", "dst": "t"}}]}}]}
+    out = lower_spec(spec, tmp_path / "o", algo="single_step_mesh")
+    regions = json.loads((out / "manifest.json").read_text())["memory"]["regions"]
+    scratch = [r for r in regions if r["kind"] == "scratch"]
+    assert [r["size"] for r in scratch] == [8 * mib]
+    assert scratch[0]["offset"] + 8 * mib <= 28 << 30
+    assert_clean(out)
 
 
 def test_the_in_place_chain_through_out_put_back_is_caught(monkeypatch, tmp_path):

@@ -116,8 +116,8 @@ class MeshPlan:
     sub_type: EncAlgMeshType
     private: bool  # the slots live in the trigger's private scratch (reduce-scatter)
     #: SINGLE_STEP_MESH in place over more than MAX_SRC ranks: its chained reduce adds up in
-    #: an accumulator, scratch slot n - 1 (right past the channel buffer), and only a page's
-    #: last link writes OUT, the input (:func:`accumulate`)
+    #: an accumulator, channel-buffer slot 0 (its first link has read the slot's page), and
+    #: only a page's last link writes OUT, the input (:func:`accumulate`)
     acc: bool = False
 
 
@@ -473,8 +473,8 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
     else:
         waits = [(event_sem(near_evt), len(near)), (event_sem(far_evt), len(far))]
     e.reduce(srcs, Addr(V_OUT, 0), N * d, waits, E.EVT_REDUCE_WRITE)
-    if plan.acc:
-        accumulate(e.rows[e.paged], len(srcs), e.cb_view(len(others), 0))
+    if plan.acc:  # the accumulator: slot 0, which every page's first link reads
+        accumulate(e.rows[e.paged], len(srcs), e.cb_view(0, 0))
     e.events.add(E.EVT_SYNC, src=others, dst=others,
                  what="done reading the channel buffer: tell every peer, wait for all")
     e.add(sync_rows(e.spec(Leaf.mesh_sync, E.EVT_SYNC),
@@ -498,7 +498,11 @@ def accumulate(rows: np.ndarray, sources: int, acc: int) -> None:
     place (OUT is IN) reads its own input, in whichever link it comes, before anything
     overwrites it.  The links, their sources and roundings are the chain's own (a partial is
     rounded to the I/O dtype in ``acc`` as it was in OUT): the bits of the out-of-place
-    reduce."""
+    reduce.  SINGLE_STEP_MESH passes channel-buffer slot 0, a source of every page's first
+    link: that link reads the slot's page and writes the same elements (as every later link
+    reads and writes ``acc``, and a link through OUT, OUT), no later link reads the peer's
+    input it held, and the peer's push into it landed before the reduce's wait is met; the next
+    one comes after this rank's EVT_SYNC (docs/DESIGN.md "Mesh and RDH")."""
     chains = rows.reshape(-1, chain_links(sources))  # (a view)
     chains["dst_view"][:, :-1, 0] = acc
     chains["src_view"][:, 1:, 0] = acc
@@ -652,9 +656,8 @@ class _MeshFamily(Algorithm):
                      "sema_shift_offset": EVENT_SEMA_SHIFT_OFFSET, "sema_mask": EVENT_SEMA_MASK,
                      "channel_buffer_bytes": cb, "private_channel_buffer": private,
                      "blocks": [[int(a), int(b)] for a, b in zip(bs, be)]}}
-        # the accumulator (slot n - 1, one message) right past the channel buffer
-        scratch = 0 if private else cb + (slot * dsize if acc else 0)
-        return Prepared(scratch_bytes=scratch, gw_bytes=gw, manifest=manifest,
+        # (an accumulator, plan.acc, is channel-buffer slot 0: no scratch of its own)
+        return Prepared(scratch_bytes=0 if private else cb, gw_bytes=gw, manifest=manifest,
                         data=plan, private_scratch_bytes=cb if private else 0)
 
     def composed(self, topo, plan: MeshPlan, rank: int
