@@ -146,6 +146,42 @@ def test_single_step_mesh_refused_beyond_the_channel_buffer_and_across_nodes(tmp
                        tmp_path / "c", algo="single_step_mesh")
 
 
+def _ssm_event_text(n: int, in_place: bool, rank: int) -> str:
+    """The ``what`` of SINGLE_STEP_MESH's EVT_REDUCE_WRITE on ``rank``: one bf16 all-reduce of
+    600 elements over ranks 0 .. n - 1, in place on a tmp var or from an input to an output."""
+    from nrtrewrite.lower import LowerOptions, plan_lowering
+    from nrtrewrite.neff.assembler import assemble_spec
+    from nrtrewrite.neff.reader import read_model_bytes
+    sp = meshcase.spec([list(range(n))], [("all_reduce", "bf16", "add", 600)], lnc=2)
+    if in_place:
+        sg = sp["subgraphs"][0]
+        sg["vars"] = [{"name": "t", "type": "tmp-buf", "size": 1200}]
+        body = sg["engines"]["sp"][0]["all_reduce"]
+        body["src"] = body["dst"] = "t"
+    model = read_model_bytes(assemble_spec(sp), path="m.neff")
+    plan = plan_lowering(model, LowerOptions(algo="single_step_mesh"))
+    return meshcase.schedule_events(plan, rank)["EVT_REDUCE_WRITE"]["what"]
+
+
+def test_single_step_mesh_reduce_event_says_how_its_chain_runs():
+    """docs/CLI.md (schedule's ``events[]``): SINGLE_STEP_MESH's EVT_REDUCE_WRITE reads
+    ``reduce IN and K slot(s) into OUT`` for one link (at most 8 sources); chained (more than
+    8 ranks: 1 + ceil((n - 8) / 7) links a page) it says how the links run, through OUT out
+    of place, through channel-buffer slot 0 in place (docs/DESIGN.md "Mesh and RDH"). Until
+    2026-12-06 an in-place chain, whose links but the last write the accumulator, read
+    ``... into OUT`` as one link does."""
+    assert _ssm_event_text(8, True, 3) == "reduce IN and 7 slot(s) into OUT"
+    assert _ssm_event_text(8, False, 0) == "reduce IN and 7 slot(s) into OUT"
+    assert _ssm_event_text(9, False, 8) == (
+        "reduce IN and 8 slot(s) into OUT in 2 links a page, each after the first adding OUT "
+        "and up to 7 more sources")
+    for n, rank, links in ((9, 0, 2), (9, 8, 2), (16, 5, 3), (17, 16, 3)):
+        assert _ssm_event_text(n, True, rank) == (
+            f"reduce IN and {n - 1} slot(s) in {links} links a page: each but the last into "
+            "slot 0 (the accumulator), each after the first adding slot 0 and up to 7 more "
+            "sources, the last into OUT")
+
+
 def test_mesh_refused_when_its_slots_overflow_the_channel_buffer(tmp_path):
     with pytest.raises(SelectionError, match="channel-buffer slot"):
         meshcase.lower(meshcase.spec([list(range(8))], [("all_reduce", "bf16", "add",

@@ -466,7 +466,7 @@ def _plan_model(m, topo: Topology, override, policy, shown: set[int]) -> ModelPl
     per trigger the first of ``lower``'s checks that refuses it, in ``lower``'s order - its
     selection, its dtype and operands (lower.check_trigger), its engine's ``prepare``
     (lower.prepare_trigger: what only the engine's plan shows, as a mesh channel buffer past
-    ENC_MESH_CHANNEL_BUF_MAX_SIZE, HIER legs past 32 channel ids, SINGLE_STEP_MESH in place),
+    ENC_MESH_CHANNEL_BUF_MAX_SIZE, HIER legs past 32 channel ids),
     the TENSOR3D start_addr (limits.check_start_addr).  When no trigger is refused by its
     selection, lower's checks or its engine (else ``lower`` refuses at the first such:
     :attr:`ModelPlan.refusals` is in ``lower``'s order), the model-wide refusal in

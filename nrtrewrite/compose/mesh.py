@@ -461,7 +461,7 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
                [0] * len(others), [N * d] * len(others), [False] * len(others), False)
     e.send(bc, Leaf.mesh_send, near_evt, e.arrival(near_evt, far_evt), far_label=far_evt)
     e.events.add(E.EVT_REDUCE_WRITE, src=(rank,), dst=(rank,),
-                 what=f"reduce IN and {len(others)} slot(s) into OUT")
+                 what=single_step_mesh_reduce_text(len(others), plan.acc))
     # the sources in group order (the rank's IN at its own place among the slots, which hold
     # the other ranks in group order: slot_of), so that every rank adds them in one order and
     # all get the same bits (the seeds fix no order; own input first gave 3 results on 4 ranks)
@@ -487,6 +487,21 @@ def chain_links(sources: int) -> int:
     """The rows (links) reduce_rows chains a record of ``sources`` sources into: MAX_SRC
     sources in the first, MAX_SRC - 1 more (and the chain's destination) in each next."""
     return 1 + len(range(IR.MAX_SRC, sources, IR.MAX_SRC - 1))
+
+
+def single_step_mesh_reduce_text(slots: int, acc: bool) -> str:
+    """What SINGLE_STEP_MESH's EVT_REDUCE_WRITE does (``schedule``'s event text): the reduce
+    of IN and ``slots`` channel-buffer slots into OUT; of more than MAX_SRC sources chained
+    per page, through OUT or, ``acc``, through the accumulator in slot 0 (:func:`accumulate`)."""
+    links = chain_links(slots + 1)
+    if links == 1:
+        return f"reduce IN and {slots} slot(s) into OUT"
+    if not acc:
+        return (f"reduce IN and {slots} slot(s) into OUT in {links} links a page, each after "
+                f"the first adding OUT and up to {IR.MAX_SRC - 1} more sources")
+    return (f"reduce IN and {slots} slot(s) in {links} links a page: each but the last into "
+            f"slot 0 (the accumulator), each after the first adding slot 0 and up to "
+            f"{IR.MAX_SRC - 1} more sources, the last into OUT")
 
 
 def accumulate(rows: np.ndarray, sources: int, acc: int) -> None:
