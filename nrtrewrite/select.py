@@ -27,7 +27,7 @@ from nrtrewrite.codes import (
     EncAlgType, EncOpType, MetaringType,
 )
 from nrtrewrite.compose.ir import MAX_PEERS
-from nrtrewrite.errors import SelectionError, ValidationError, did_you_mean
+from nrtrewrite.errors import SelectionError, ValidationError, counted, did_you_mean
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
@@ -909,11 +909,26 @@ def evaluate_candidates(req: Request, topo: Topology,
     return out
 
 
-def _cascade(cands: dict[EncAlgType, Candidate], allowed: Callable[[EncAlgType], bool],
-             policy: Policy) -> EncAlgType | None:
-    for alg in policy.precedence:
-        c = cands.get(alg)
-        if c is not None and allowed(alg) and c.legal and c.in_window:
+def _cascade_order(clause: OverrideClause | None, policy: Policy) -> tuple[EncAlgType, ...]:
+    """The engines the cascade runs under ``clause`` (SELECTION.md §4, §8): those of
+    ``Policy.precedence`` it allows, in precedence order, then, under an allow-list, the
+    engines it names outside the precedence (SINGLE_STEP_MESH, "only by --algo", §3), in
+    candidate order (``CANDIDATE_ORDER``).  An exclusion names no engine into the cascade."""
+    if clause is None:
+        return policy.precedence
+    order = tuple(a for a in policy.precedence if clause.allows(a))
+    if clause.exclude:
+        return order
+    return order + tuple(a for a in CANDIDATE_ORDER
+                         if a in clause.algs and a not in policy.precedence)
+
+
+def _cascade(cands: dict[EncAlgType, Candidate], order: Iterable[EncAlgType]
+             ) -> EncAlgType | None:
+    """The first engine of ``order`` legal and inside its size window."""
+    for alg in order:
+        c = cands[alg]
+        if c.legal and c.in_window:
             return alg
     return None
 
@@ -1233,8 +1248,12 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
     cands = evaluate_candidates(req, topo, policy)
     clause = override.for_op(req.op) if override else None
     allowed: Callable[[EncAlgType], bool] = clause.allows if clause else (lambda a: True)
-    # (under an allow-list or an exclusion: the engines it leaves, the ones the cascade ran)
-    order = " > ".join(a.name for a in policy.precedence if allowed(a))
+    # (under an allow-list or an exclusion: the engines it leaves, the ones the cascade ran;
+    # an allow-list's engines outside the precedence - SINGLE_STEP_MESH, "only by --algo" -
+    # after them, in candidate order, SELECTION.md §8: until 2026-12-06 they were ignored, the
+    # error false when one was the only legal engine allowed)
+    cascade = _cascade_order(clause, policy)
+    order = " > ".join(a.name for a in cascade)
 
     forced = clause.forced if clause else None
     if forced is not None:
@@ -1244,20 +1263,19 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         policy_alg = forced
         reason = f"forced by the override {override.text!r} ({c.reason})"
     else:
-        picked = _cascade(cands, allowed, policy)
+        picked = _cascade(cands, cascade)
         outside = False
         if picked is None and clause is not None:
             # SELECTION.md §8: under an allow-list or exclusion it is an error only when
             # nothing allowed is legal; with none inside its window, the first legal one
-            picked = next((a for a in policy.precedence if a in cands and allowed(a)
-                           and cands[a].legal), None)
+            picked = next((a for a in cascade if cands[a].legal), None)
             outside = picked is not None
         if picked is None:
-            why = "; ".join(f"{c.predicate}: {c.reason}" for c in cands.values()
-                            if c.alg in policy.precedence and allowed(c.alg))
-            msg = (f"no legal engine for {req.op.name} over {shape.rank_n} ranks"
+            why = "; ".join(f"{cands[a].predicate}: {cands[a].reason}" for a in cascade)
+            # (a group of one rank is "1 rank", errors.counted: until 2026-12-06 "1 ranks")
+            msg = (f"no legal engine for {req.op.name} over {counted(shape.rank_n, 'rank')}"
                    f"{' under ' + override.source + ' ' + repr(override.text) if clause else ''}"
-                   f" ({why or 'every engine excluded'})")
+                   f" ({why or 'every engine of the cascade excluded'})")
             if strict or clause is not None:  # lower refuses it too: explain must not show it
                 raise SelectionError(msg, trigger=req.ordinal)
             return _invalid(req, shape, cands, msg, override)
@@ -1266,17 +1284,17 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         scope_txt = "intra-node" if shape.scope == INTRA else f"{shape.node_n}-node"
         first = "first legal engine"
         if outside:  # (what none allowed is: inside its window, past its policy gate)
-            ran = [cands[a].reason for a in policy.precedence if a in cands and allowed(a)]
+            ran = [cands[a].reason for a in cascade]
             first += f" ({_none_inside(ran)})"
         # (then why each engine the cascade ran before it lost, as a HIER leg's reason says
         # it: the candidate's reason, the table's words; until 2026-12-06 not said)
-        before = policy.precedence[:policy.precedence.index(picked)]
+        before = cascade[:cascade.index(picked)]
         # (the override right after the cascade it cut, as the reason's, not after the last
         # "X not taken: ..." it read as part of: until 2026-12-06 it ended the reason)
         under = f" under the override {override.text!r}" if clause is not None else ""
         reason = _passed_over(f"{picked.name}: {first} of {order}{under} for {scope_txt} "
                               f"{req.op.name} {fmt_bytes(req.op_bytes)} ({c.reason})",
-                              [(a, cands[a].reason) for a in before if allowed(a)])
+                              [(a, cands[a].reason) for a in before])
 
     hier_log: tuple[tuple[str, EncAlgType], ...] = ()
     if policy_alg == EncAlgType.HIER:
