@@ -797,11 +797,20 @@ def choose_channels(topo: Topology, req: Request, alg: EncAlgType,
         return 1, ("single rank: one channel, the rank its own ring (no peer: "
                    "enc_1rank_primitive copies IN to OUT)")
     if is_hybrid_ring(topo, group):
-        return 4, ("hybrid ring (seed 001 §1: node_n 1, vcore 2, 2 device H-cycles, 16 ranks "
-                   "one per device at one core index) forces channel_n = 4")
-    caps = _group_channel_caps(topo, group, policy)
-    return _channel_count(req.op_bytes, req.op_elements, len(group), caps,
-                          policy.bytes_per_channel, policy.min_elements_per_rank_channel)
+        n, why = 4, ("hybrid ring (seed 001 §1: node_n 1, vcore 2, 2 device H-cycles, 16 ranks "
+                     "one per device at one core index) forces channel_n = 4")
+    else:
+        caps = _group_channel_caps(topo, group, policy)
+        n, why = _channel_count(req.op_bytes, req.op_elements, len(group), caps,
+                                policy.bytes_per_channel, policy.min_elements_per_rank_channel)
+    if alg == EncAlgType.SINGLE_CYCLE_RING:
+        # (the channels its plan runs: a pair, a ring forward and backward, per two channels
+        # of the rule, compose/single_cycle.forward_rings; until 2026-12-06 the rule's count,
+        # 1 where lower ran one pair, 2 channels, SELECTION.md §7)
+        pairs = max(1, n // 2)
+        return 2 * pairs, (f"{why}; SINGLE_CYCLE_RING: max(1, {n} / 2) = {pairs} channel "
+                           f"pair(s), each ring forward and backward: {2 * pairs} channel(s)")
+    return n, why
 
 
 def choose_channels_each(topo: Topology, op: EncOpType, dtype: DType,

@@ -536,9 +536,10 @@ def test_single_cycle_channel_reason_says_why_it_runs_fewer_pairs_than_the_rule(
                    "--algo", "single_cycle_ring")
     ch = doc["triggers"][0]["channels"] if "triggers" in doc else doc["channels"]
     assert ch["count"] == 2
-    assert ("forces channel_n = 4; the chunk layout keeps 1 pair(s) (__set_active_channels: "
-            "at least 64 elements per chunk position); SINGLE_CYCLE_RING runs 1 channel "
-            "pair(s)") in ch["reason"], ch["reason"]
+    assert ("forces channel_n = 4; SINGLE_CYCLE_RING: max(1, 4 / 2) = 2 channel pair(s), each "
+            "ring forward and backward: 4 channel(s); the chunk layout keeps 1 pair(s) "
+            "(__set_active_channels: at least 64 elements per chunk position); "
+            "SINGLE_CYCLE_RING runs 1 channel pair(s)") in ch["reason"], ch["reason"]
     doc = run_json("explain", "--op", "allreduce", "--bytes", "64MiB", "--group", HYBRID16,
                    "--algo", "single_cycle_ring")
     ch = doc["triggers"][0]["channels"] if "triggers" in doc else doc["channels"]

@@ -1,6 +1,7 @@
 """Selection defects a review (49k) found against docs/SELECTION.md as an oracle: an
-``--algo`` allow-list's engines outside the precedence (§8) and the "1 rank" of a selection
-error.  Every expected value is worked out from SELECTION.md's rules and reason words."""
+``--algo`` allow-list's engines outside the precedence (§8), the "1 rank" of a selection
+error, and what ``Selection.n_channels`` holds for SINGLE_CYCLE_RING (§7, §9).  Every
+expected value is worked out from SELECTION.md's rules and reason words."""
 
 from __future__ import annotations
 
@@ -145,3 +146,30 @@ def test_no_legal_engine_over_one_rank_says_one_rank(args):
     assert " over 1 rank (" in text or " over 1 rank under " in text, text
     assert "1 ranks" not in text
 
+
+# -- 4. Selection.n_channels of SINGLE_CYCLE_RING is what lower runs (§7, §9) -------------
+
+def test_single_cycle_ring_n_channels_counts_both_rings_of_its_pair():
+    """One rank on each of four trn2 nodes, 64 KiB bf16: the rule gives 64 KiB / 256 KiB ->
+    1 channel, so max(1, 1 / 2) = 1 pair, its ring forward and backward: 2 channels (§7), as
+    explain's channels.count shows; it was 1."""
+    group = (0, 64, 128, 192)
+    s = select(Request.for_op(AR, DType.BF16, group, 65536), T4N)
+    assert s.alg == EncAlgType.SINGLE_CYCLE_RING
+    assert s.n_channels == 2
+    assert s.channel_reason.endswith("1 channel pair(s), each ring forward and backward: 2 "
+                                     "channel(s)")
+    res = run("explain", "--op", "allreduce", "--bytes", "64KiB", "--group", "0,64,128,192",
+              "--nodes", "4", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.output)["triggers"][0]["channels"]["count"] == s.n_channels
+
+
+def test_single_cycle_ring_n_channels_over_a_whole_node_is_twice_its_pairs():
+    """--algo single_cycle_ring on 1 MiB bf16 over a whole trn2 node: 1 MiB / 256 KiB -> 4,
+    no cap below it (4 intra, 4 distinct rings, 524288 / (64 x 64) = 128), so 2 pairs, 4
+    channels; 512 KiB -> 2: 1 pair, 2 channels; 256 KiB -> 1: 1 pair, 2 channels."""
+    scr = parse_algo_override("single_cycle_ring")
+    for nbytes, want in ((1 << 20, 4), (1 << 19, 2), (1 << 18, 2)):
+        s = select(Request.for_op(AR, DType.BF16, tuple(range(64)), nbytes), T1N, override=scr)
+        assert s.n_channels == want, (nbytes, s.n_channels, s.channel_reason)
