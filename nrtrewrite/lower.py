@@ -148,17 +148,19 @@ def _check_operands(trig: Trigger) -> None:
         raise LoweringError(why, **trigger_where(trig, "dst_offset"))
 
 
-def dtype_refusal(op: EncOpType, dtype) -> str | None:
-    """Why ``lower`` refuses ``op`` in ``dtype`` (a reducing collective in a dtype the CCE
-    cannot reduce), or None.  ``explain`` shows the same reason."""
-    if op != EncOpType.ALLGATHER and dtype not in CCE_REDUCE_DTYPES:
+def dtype_refusal(op: EncOpType, dtype, rank_n: int = 2) -> str | None:
+    """Why ``lower`` refuses ``op`` in ``dtype`` over ``rank_n`` ranks (a reducing collective
+    in a dtype the CCE cannot reduce), or None.  ``explain`` shows the same reason.  A group
+    of one rank reduces nothing (its collective copies IN to OUT, ``enc_1rank_primitive``),
+    so it takes any dtype (until 2026-12-06 refused as a reduce)."""
+    if op != EncOpType.ALLGATHER and rank_n > 1 and dtype not in CCE_REDUCE_DTYPES:
         return (f"{op.name} in {dtype.name} cannot be lowered: the CCE reduce accepts only "
                 "BF16, FP16, FP32R and FP8_E3/E4/E5 (seed 000 §3.4)")
     return None
 
 
 def _check_dtype(trig: Trigger) -> None:
-    why = dtype_refusal(trig.op, trig.dtype)
+    why = dtype_refusal(trig.op, trig.dtype, len(trig.replica_group))
     if why is not None:
         raise LoweringError(why, **trigger_where(trig, "dtype"))
 

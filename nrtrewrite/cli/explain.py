@@ -407,7 +407,7 @@ def not_lowerable(sel: Selection) -> Selection:
     (:func:`_plan_model`)."""
     from nrtrewrite.limits import start_addr_refusal
     from nrtrewrite.lower import dtype_refusal
-    why = dtype_refusal(sel.op, sel.dtype)
+    why = dtype_refusal(sel.op, sel.dtype, len(sel.group))
     if why is None and not sel.sbuf:
         why = start_addr_refusal(sel.op_bytes)
     if why is None or sel.alg == EncAlgType.INVALID:

@@ -113,13 +113,21 @@ def reduce_integers(seed: int, trigger: int, pos: int, group_size: int, count: i
     return np.where(live, vals, 0).astype(np.int32)
 
 
+def copies_only(reduce: bool, dtype: DType, group_size: int) -> bool:
+    """A reduction over one rank in a dtype the test data has no exact integers for (INT32,
+    the other integers: dtypes the CCE cannot reduce, which ``lower`` takes only over one
+    rank, whose collective copies IN to OUT, docs/SELECTION.md §6): its input is random bytes,
+    as an all-gather's, and its output must be those bytes (:class:`Reference`)."""
+    return reduce and group_size == 1 and dtype not in EXACT_INT_BOUND
+
+
 def make_input(seed: int, trigger: int, pos: int, group_size: int, count: int, dtype: DType,
                op: str, reduce: bool, out: np.ndarray | None = None) -> np.ndarray:
     """Input elements of group member ``pos`` as a numpy array of the I/O dtype; written into
     ``out`` (``count`` elements of the I/O dtype: the rank's input operand itself, so that
     no temporary of the operand's size is made) and returned, when given."""
     npdt = codes.NUMPY_DTYPE[dtype]
-    if not reduce:
+    if not reduce or copies_only(reduce, dtype, group_size):
         raw = _rng(seed, trigger, pos).integers(0, 256, count * npdt.itemsize, dtype=np.uint8)
         if out is None:
             return raw.view(npdt)
@@ -194,6 +202,8 @@ class Reference:
         self.acc: np.ndarray | None = None
         self.parts: dict[int, np.ndarray] = {}  # pos -> input bytes (all-gather)
         self.seen: set[int] = set()
+        # (a one-rank reduction in a dtype of no exact integers copies its input: copies_only)
+        self.copy = copies_only(op_kind != "ALLGATHER", dtype, len(self.group))
         self._full: np.ndarray | None = None  # the result in the I/O dtype, made once
 
     @property
@@ -206,7 +216,7 @@ class Reference:
         if pos in self.seen:
             return
         self.seen.add(pos)
-        if self.op_kind == "ALLGATHER":
+        if self.op_kind == "ALLGATHER" or self.copy:
             self.parts[pos] = np.ascontiguousarray(values).view(np.uint8).copy()
             return
         # float dtypes widen to float32 exactly, and (bfloat16, fp8) much faster than
@@ -235,7 +245,7 @@ class Reference:
 
     def expected_bytes(self, pos: int) -> np.ndarray:
         """What group member ``pos`` must hold in its dst operand, as bytes."""
-        if self.op_kind == "ALLGATHER":
+        if self.op_kind == "ALLGATHER" or self.copy:
             return np.concatenate([self.parts[p] for p in range(len(self.group))])
         assert self.acc is not None
         if self._full is None:  # once for the whole group (the acc is final: complete)
