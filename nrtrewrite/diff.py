@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import json
 import os
 import stat
@@ -497,12 +498,20 @@ def _top_checksum(path: tuple) -> str | None:
     return None
 
 
+#: The keys of a rank manifest's ``files`` item that record its artifact (FORMATS §1.2): its
+#: checksum, its size and its record count, each what ``diff`` finds comparing the file
+#: itself (a length that differs is its ``records`` line), so none is a difference of its own
+#: (docs/CLI.md "diff"); the note's words for each (:func:`checksum_note`).
+RECORDED_KEYS = {"sha256": "a checksum", "bytes": "the size", "records": "the record count"}
+
+
 def _rank_checksum(path: tuple) -> str | None:
-    """What a key path of a rank manifest is the checksum of: ``files["cce.bin"].sha256``
-    that artifact's name (FORMATS §1.2; a ``files`` item of a name ``lower`` does not write
-    is no checksum of a file compared: None, as for any other path)."""
+    """What a key path of a rank manifest records of a file ``diff`` compares itself:
+    ``files["cce.bin"].sha256``, ``.bytes`` or ``.records`` (:data:`RECORDED_KEYS`), that
+    artifact's name (FORMATS §1.2; a ``files`` item of a name ``lower`` does not write is no
+    file compared: None, as for any other path)."""
     if (len(path) >= 3 and path[0] == "files" and path[1] in F.ARTIFACTS
-            and path[2] == "sha256"):
+            and path[2] in RECORDED_KEYS):
         return path[1]
     return None
 
@@ -524,19 +533,30 @@ def _hold_checksums(diffs: Iterable[Difference], checksum_of: Callable[[tuple], 
 def _settle(rep: "Report", lines: list[Difference] | None, covers: str, same: bool) -> None:
     """A held checksum key's ``lines`` (None: its values are equal) once the file it covers,
     ``covers``, is compared: no difference either way; when the file compares identical
-    (``same``), ``rep.on_checksum`` is told (the note on stderr, ``--json``'s
-    ``checksums``), since the recorded checksums then differ where the content does not."""
+    (``same``), ``rep.on_checksum`` is told, once per key (the note on stderr, ``--json``'s
+    ``checksums``), since the recorded values then differ where the content does not."""
     if lines and same:
-        with rep.atomic():
-            rep.on_checksum(lines, covers)
+        for _, key_lines in itertools.groupby(lines, lambda d: _held_key(d.path)):
+            with rep.atomic():
+                rep.on_checksum(list(key_lines), covers)
+
+
+def _held_key(path: tuple) -> tuple:
+    """The checksum key a held line's ``path`` belongs to (a value inside it: its key's):
+    ``("files", NAME, "bytes")`` in a rank manifest, ``("rank_manifests", "rank-0003")`` or
+    ``("output_neff", "sha256")`` in the top one."""
+    return tuple(path[:3] if path[:1] == ("files",) else path[:2])
 
 
 def checksum_note(lines: list[Difference], covers: str,
                   name: Callable[[str], str] = str) -> str:
-    """The note that a checksum key differs where the file it covers compares identical
-    (docs/CLI.md "diff"): its line(s) (``name`` shows the folder's paths, as
-    :meth:`Difference.line`) and the file."""
-    return (f"{'; '.join(d.line(name) for d in lines)} (a checksum of {name(covers)}, which "
+    """The note that a checksum key (or a ``files`` item's ``bytes`` or ``records``,
+    :data:`RECORDED_KEYS`) differs where the file it covers compares identical (docs/CLI.md
+    "diff"): its line(s) (``name`` shows the folder's paths, as :meth:`Difference.line`) and
+    the file."""
+    key = _held_key(lines[0].path)
+    what = RECORDED_KEYS.get(key[2], "a checksum") if len(key) == 3 else "a checksum"
+    return (f"{'; '.join(d.line(name) for d in lines)} ({what} of {name(covers)}, which "
             "compares identical: no difference)")
 
 
@@ -1510,9 +1530,9 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
     present (an error otherwise); B's missing is a difference, unreadable its damage.  One
     over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES` is not read, nor compared with
     the other: A's an error, B's its damage.  The lines of its checksum keys (``files[NAME]
-    .sha256``, :func:`_rank_checksum`) go to ``held`` by artifact name (None: dropped).
-    Returns whether the manifests compare identical (as JSON: layout aside; both absent
-    included)."""
+    .sha256``, ``.bytes``, ``.records``: :func:`_rank_checksum`) go to ``held`` by artifact
+    name (None: dropped).  Returns whether the manifests compare identical (as JSON: layout
+    aside; both absent included)."""
     held = {} if held is None else held
     where = f"{r}/manifest.json"
     before = rep.count
@@ -1542,9 +1562,10 @@ def _rank_manifest_diff(rep: Report, r: str, pa: Path, pb: Path, in_a: bool,
 def _rank_diff(rep: Report, r: str, ra: Path, rb: Path, in_a: bool, in_b: bool) -> bool:
     """Rank folder ``r`` of both sides (``in_a``, ``in_b``: listed there): its manifest, the
     entries ``lower`` does not write, then its artifacts in FORMATS §1 order.  A checksum
-    key of its manifest (``files[NAME].sha256``) is settled once its artifact is compared
-    (:func:`_settle`).  Returns whether the rank manifest compares identical (a rank folder
-    on one side only, or that cannot be read in B, is no identical manifest)."""
+    key of its manifest (``files[NAME].sha256``, ``.bytes``, ``.records``) is settled once
+    its artifact is compared (:func:`_settle`).  Returns whether the rank manifest compares
+    identical (a rank folder on one side only, or that cannot be read in B, is no identical
+    manifest)."""
     ka = _kind_a(ra) if in_a else None
     try:
         kb = _kind(rb) if in_b else None

@@ -162,3 +162,59 @@ def test_the_neff_checksum_is_no_difference_the_model_checksum_is(pair):
     res = _invoke(a, b)
     assert (res.exit_code, res.stdout) == (
         1, f'manifest.json input.sha256: "{model}" != "{"2" * 64}"\n1 difference(s)\n')
+
+
+def test_a_file_grown_by_a_record_is_its_records_line_alone(pair):
+    """Fixer 49m: one 16-byte record (FORMATS §7) appended to B's rank-0001/sem.bin, its
+    ``files["sem.bin"]`` ``bytes``, ``records`` and ``sha256`` and the top manifest's
+    ``rank_manifests`` updated to match, was 3 differences: both manifest keys and the
+    file's ``records`` line.  The file's own comparison reports its length: 1 difference."""
+    a, b = pair
+    path = b / "rank-0001" / "sem.bin"
+    data = path.read_bytes()
+    n = len(data) // 16
+    assert n * 16 == len(data) and n > 0
+    path.write_bytes(data + data[:16])
+    man = _load(b / "rank-0001" / "manifest.json")
+    assert (man["files"]["sem.bin"]["bytes"], man["files"]["sem.bin"]["records"]) == (
+        n * 16, n)
+    man["files"]["sem.bin"].update(bytes=(n + 1) * 16, records=n + 1,
+                                   sha256=_sha(data + data[:16]))
+    top = _load(b / "manifest.json")
+    top["rank_manifests"]["rank-0001"] = _sha(_write(b / "rank-0001" / "manifest.json", man))
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout, res.stderr) == (
+        1, f"rank-0001/sem.bin records: {n} != {n + 1}\n1 difference(s)\n", "")
+    doc = json.loads(_invoke(a, b, "--json").stdout)
+    assert (doc["count"], [d["field"] for d in doc["differences"]]) == (1, ["records"])
+    assert "checksums" not in doc
+
+
+def test_a_stale_size_and_record_count_are_notes_where_the_file_compares_identical(pair):
+    """B's ``files["spad.bin"]`` of rank 0 records one 8-byte record more (FORMATS §2) than
+    the file holds, the file the same bytes: no difference, a note for each key, in the
+    manifest's key order (``bytes``, ``records``), and ``--json``'s ``checksums`` both."""
+    a, b = pair
+    size = (a / "rank-0000" / "spad.bin").stat().st_size
+    man = _load(b / "rank-0000" / "manifest.json")
+    assert (man["files"]["spad.bin"]["bytes"], man["files"]["spad.bin"]["records"]) == (
+        size, size // 8)
+    man["files"]["spad.bin"].update(bytes=size + 8, records=size // 8 + 1)
+    top = _load(b / "manifest.json")
+    top["rank_manifests"]["rank-0000"] = _sha(_write(b / "rank-0000" / "manifest.json", man))
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert (res.exit_code, res.stdout) == (0, "identical\n")
+    assert res.stderr == (
+        f'nrtrewrite: note: rank-0000/manifest.json files["spad.bin"].bytes: {size} != '
+        f"{size + 8} (the size of rank-0000/spad.bin, which compares identical: no "
+        "difference)\n"
+        f'nrtrewrite: note: rank-0000/manifest.json files["spad.bin"].records: {size // 8} != '
+        f"{size // 8 + 1} (the record count of rank-0000/spad.bin, which compares identical: "
+        "no difference)\n")
+    doc = json.loads(_invoke(a, b, "--json").stdout)
+    assert (doc["count"], doc["identical"]) == (0, True)
+    assert [(c["path"], c["a"], c["b"], c["covers"]) for c in doc["checksums"]] == [
+        (["files", "spad.bin", "bytes"], size, size + 8, "rank-0000/spad.bin"),
+        (["files", "spad.bin", "records"], size // 8, size // 8 + 1, "rank-0000/spad.bin")]
