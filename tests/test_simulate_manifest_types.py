@@ -356,6 +356,55 @@ def test_two_faulty_top_manifest_keys_name_the_same_one_with_and_without_the_opt
     assert _one_line_status_2(out, "--ignore-checksums") == want
 
 
+# A rank folder (or its manifest) gone and a faulty key of the top manifest that is not a
+# checksum's: SIMULATOR.md §1 types every value of the top manifest before any rank manifest
+# is read, with and without --ignore-checksums, so the key is named either way.  Until
+# 2026-12-06 the checksum pass looked for the rank folders first and named the folder, the
+# option the key (fixer 49m).  (key path, value, what is removed, the line after the file)
+FAULT_AND_GONE = [
+    (["memory"], 5, "rank-0001", "field memory: must be an object, not 5"),
+    (["memory"], 5, "rank-0000/manifest.json", "field memory: must be an object, not 5"),
+    (["triggers", 0, "mesh"], [1], "rank-0001",
+     "field triggers[0].mesh: must be an object, not a list (1 item)"),
+    (["world"], ["a"], "rank-0000", 'field world[0]: must be an integer, not "a"'),
+]
+
+
+@pytest.mark.parametrize("path, value, gone, error", FAULT_AND_GONE,
+                         ids=[f"{'.'.join(map(str, c[0]))}+{c[2]}" for c in FAULT_AND_GONE])
+def test_a_faulty_top_key_is_named_before_a_rank_folder_gone_with_and_without_the_option(
+        ar2, tmp_path, path, value, gone, error):
+    out = tmp_path / "o"
+    _copy_with(ar2, out, [(None, path, value)])
+    victim = out / gone
+    if victim.is_dir():
+        shutil.rmtree(victim)
+    else:
+        victim.unlink()
+    want = f"{out / 'manifest.json'}: {error}"
+    assert _one_line_status_2(out) == want
+    assert _one_line_status_2(out, "--ignore-checksums") == want
+
+
+def test_a_partial_output_with_a_rank_folder_gone_is_named_alike_either_way(ar2, tmp_path):
+    """ar2 (one all-reduce over ranks 0 and 1) cut to rank 0 as ``lower --rank 0`` writes it
+    (``ranks`` [0], ``rank_manifests`` rank 0's alone, no rank-0001), and rank-0000 gone as
+    well: the replica group's rank 1 is not in ``ranks``, which SIMULATOR.md §1 checks from
+    the top manifest, before any rank folder; the checksum pass named rank-0000."""
+    out = tmp_path / "o"
+    shutil.copytree(ar2, out)
+    top = json.loads((out / "manifest.json").read_text())
+    top["ranks"] = [0]
+    del top["rank_manifests"]["rank-0001"]
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(out / "rank-0001")
+    shutil.rmtree(out / "rank-0000")
+    want = (f"{out / 'manifest.json'}: the output holds 1 rank folder(s); simulating needs "
+            "every rank of every replica group (rank 1 is missing: lower without --rank)")
+    assert _one_line_status_2(out) == want
+    assert _one_line_status_2(out, "--ignore-checksums") == want
+
+
 # A value of the right type that disagrees is still a protocol error (status 1), named as
 # before: (rank manifest or None, key path, value, the error after the file's name); the
 # values as JSON writes them (true, "sg00"; until 2026-12-06 Python's, True, 'sg00': review

@@ -23,6 +23,8 @@ from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import (OutputError, SimulationError, escape_controls,
                                escape_path, json_text)
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
+from nrtrewrite.simulate.layout import Layout
+from nrtrewrite.simulate.triggers import read_triggers
 
 
 def _neff_size_refusal(size: int) -> str | None:
@@ -261,6 +263,30 @@ def manifest_checksums(out: Path, top: dict) -> tuple[list[int], Path, str, dict
             {name: sums[name].str() for name in sums.dict()})
 
 
+def read_top_values(out: Path, top: dict) -> tuple[tuple, Layout, list[dict]]:
+    """Every value of ``top`` (OUT/manifest.json) the simulation takes, each of its type (an
+    :class:`OutputError` naming the first faulty key), in the order docs/SIMULATOR.md §1
+    gives: the checksums' keys (:func:`manifest_checksums`, its tuple returned), then the
+    memory map, topology and ``world`` (:meth:`Layout.typed`) and the triggers
+    (:func:`read_triggers`); and the ranks of every replica group among ``ranks`` (an
+    OutputError otherwise: a folder lowered with ``--rank`` cannot be simulated).  The
+    checksum pass and the simulation read it here, before any rank folder, so an output with
+    a faulty key and a rank folder gone is refused naming the key either way (until
+    2026-12-06 the checksum pass named the folder, ``--ignore-checksums`` the key)."""
+    fname = str(out / "manifest.json")
+    sums = manifest_checksums(out, top)
+    layout = Layout.typed(top, file=fname)
+    typed_triggers = read_triggers(top, file=fname)
+    ranks = sums[0]
+    need = sorted({r for t in typed_triggers for r in t["group"]})
+    missing = [r for r in need if r not in ranks]
+    if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
+        raise OutputError(f"the output holds {len(ranks)} rank folder(s); simulating "
+                          f"needs every rank of every replica group (rank {missing[0]} "
+                          "is missing: lower without --rank)", file=fname)
+    return sums, layout, typed_triggers
+
+
 def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     """The bytes of ``model``, refused (a one-line OutputError) unless they are the input the
     output folder was lowered from: their sha256 and size are ``manifest.json``'s ``input``
@@ -310,8 +336,9 @@ def verify_checksums(out: str | Path) -> None:
     out = Path(out)
     top = read_top_manifest(out)
     hint = "; the output was modified after it was written (--ignore-checksums to simulate anyway)"
-    # (every value typed before any is compared, in the simulation's order)
-    ranks, npath, neff_sha, mans = manifest_checksums(out, top)
+    # (every value of the top manifest typed before any is compared or a rank folder is
+    # looked at, in the simulation's order: read_top_values)
+    (ranks, npath, neff_sha, mans), _, _ = read_top_values(out, top)
     if _sha256_file(npath, neff=True) != neff_sha:
         raise OutputError(f"{escape_controls(top['output_neff']['name'])}: sha256 does not "
                           f"match manifest.json{hint}",

@@ -27,10 +27,9 @@ from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, es
                                json_text)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
-    load_rank_files, manifest_checksums, read_rank_manifest,
-    read_rewritten_neff, read_top_manifest)
+    load_rank_files, read_rank_manifest, read_rewritten_neff, read_top_manifest,
+    read_top_values)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
-from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
     CCE_OPS, LEAF_NAMES, Entry, Leg, LegName, QueueLegs, RankProgram, check_ring_pairing,
@@ -44,7 +43,7 @@ from nrtrewrite.simulate.testdata import Reference, check_seed, make_input
 from nrtrewrite.simulate.triggers import (
     TriggerSpec, check_against_model, check_buffers, check_chunk_groups, check_device_links,
     check_hier_groups, check_kangaring_units, check_options, check_own_legs, check_triggers,
-    covers, merge_intervals, read_triggers)
+    covers, merge_intervals)
 from nrtrewrite.simulate.wiring import unproven as unproven_wiring
 
 SEM_MAX = (1 << 32) - 1
@@ -254,19 +253,13 @@ class Simulator:
         depend on which key or file holds which fault."""
         self.top = read_top_manifest(self.out)
         fname = str(self.out / "manifest.json")
-        # the keys of the checksums first, in the checksum pass's order (typed also with
-        # --ignore-checksums, which compares none of them: FORMATS §1.1), so two faulty keys
-        # are named alike with and without the option
-        self.ranks, self._neff_path = manifest_checksums(self.out, self.top)[:2]
-        self.layout = Layout.typed(self.top, file=fname)
-        typed_triggers = read_triggers(self.top, file=fname)
+        # the keys of the checksums first, then the rest of the top manifest, in the checksum
+        # pass's order (typed also with --ignore-checksums, which compares none of them:
+        # FORMATS §1.1), so faulty keys, or a faulty key and a rank folder gone, are named
+        # alike with and without the option
+        sums, self.layout, typed_triggers = read_top_values(self.out, self.top)
+        self.ranks, self._neff_path = sums[:2]
         self.n_ranks = len(self.ranks)  # (stats' ranks: the output's, decoded or not)
-        need = sorted({r for t in typed_triggers for r in t["group"]})
-        missing = [r for r in need if r not in self.ranks]
-        if missing:  # cannot be simulated (exit 2), on any machine: before the memory check
-            raise OutputError(f"the output holds {len(self.ranks)} rank folder(s); simulating "
-                              f"needs every rank of every replica group (rank {missing[0]} "
-                              "is missing: lower without --rank)", file=fname)
         self.rank_manifests = {r: read_rank_manifest(self.out, r) for r in self.ranks}
         # what the values say
         self.layout.check()
