@@ -432,3 +432,96 @@ def test_a_streamed_document_closed_by_an_internal_error_is_not_printed_twice(mo
     assert res.exit_code == EXIT_INTERNAL_ERROR
     doc = json.loads(res.stdout)  # (one document: a second would be "Extra data")
     assert doc["error"] == INTERNAL_WHY and doc["rank"] == 0 and doc["ops"]
+
+
+def _oom_why(command: str) -> str:
+    """The ``"error"`` of a ``--json`` document stopped by a ``MemoryError``: the line on
+    stderr (docs/CLI.md "Errors") without its ``nrtrewrite: error: `` prefix."""
+    return (f"out of memory: 'nrtrewrite {command}' needed more memory than the machine gave "
+            "it (MemoryError; rerun with --traceback to see where)")
+
+
+def _raise(exc: BaseException):
+    def fail(*a, **kw):
+        raise exc
+    return fail
+
+
+def _patch(monkeypatch, target: str, replacement) -> None:
+    import importlib
+    module, _, path = target.partition(":")  # (module:name or module:Class.name)
+    owner = importlib.import_module(module)
+    *classes, name = path.split(".")
+    for cls in classes:
+        owner = getattr(owner, cls)
+    monkeypatch.setattr(owner, name, replacement)
+
+
+@pytest.mark.parametrize("target,args,doc", [
+    ("nrtrewrite.cli.inspect:model_to_dict", ["inspect", FIX / "ar2.neff", "--json"],
+     {"format": "nrtrewrite.inspect/1", "file": str(FIX / "ar2.neff"),
+      "error": _oom_why("inspect")}),
+    ("nrtrewrite.cli.explain:explain_selection", ["explain", FIX / "ar2.neff", "--json"],
+     {"model": str(FIX / "ar2.neff"), "error": _oom_why("explain"), "triggers": []}),
+    ("nrtrewrite.cli.schedule:schedule_ops",
+     ["schedule", FIX / "ar2.neff", "--rank", "0", "--json"],
+     {"rank": 0, "ops": [], "error": _oom_why("schedule")}),
+    ("nrtrewrite.cli.dump:rank_dirs", ["dump", "OUT", "--spad", "--json"],
+     {"kind": "spad", "ranks": [], "error": _oom_why("dump")}),
+    ("nrtrewrite.simulate.engine:Simulator.execute", ["simulate", "OUT", "--json"],
+     {"format": "nrtrewrite-simulate", "format_version": 1, "output": "OUT", "seed": 0,
+      "ok": None, "error": _oom_why("simulate"), "error_trigger": None, "triggers": [],
+      "stats": {}}),
+])
+def test_out_of_memory_still_prints_the_json_error_document(
+        tmp_path, monkeypatch, target, args, doc):
+    """Fixer 49m: with ``--json`` a ``MemoryError`` (exit 71) left stdout empty, where an
+    internal error (exit 70) prints the command's error document; now 71 prints it too,
+    ``"error"`` the line on stderr without its ``nrtrewrite: error: `` prefix, as exit 2's."""
+    import json
+    out = tmp_path / "out"
+    if "OUT" in args:
+        assert invoke("lower", "-q", FIX / "ar2.neff", "-o", out).exit_code == 0
+        args = [out if a == "OUT" else a for a in args]
+        if "output" in doc:
+            doc = {**doc, "output": str(out)}
+    _patch(monkeypatch, target, _raise(MemoryError()))
+    res = invoke(*args)
+    assert res.exit_code == EXIT_OUT_OF_MEMORY, (res.stdout, res.stderr, res.exception)
+    assert res.stderr.splitlines() == [f"nrtrewrite: error: {doc['error']}"]
+    assert json.loads(res.stdout) == doc
+
+
+def test_a_thread_refused_prints_the_json_error_document_with_its_line(monkeypatch):
+    """The system refusing a thread is status 71 as well (docs/CLI.md "Errors"): its line's
+    text is the document's ``"error"``."""
+    import json
+    _patch(monkeypatch, "nrtrewrite.cli.inspect:model_to_dict",
+           _raise(RuntimeError("can't start new thread")))
+    res = invoke("inspect", FIX / "ar2.neff", "--json")
+    why = ("out of a system resource: 'nrtrewrite inspect' could not start a thread "
+           "(RuntimeError: can't start new thread): the limit on processes and threads "
+           "(ulimit -u) or on memory is reached")
+    assert res.exit_code == EXIT_OUT_OF_MEMORY
+    assert res.stderr == f"nrtrewrite: error: {why}\n"
+    assert json.loads(res.stdout) == {"format": "nrtrewrite.inspect/1",
+                                      "file": str(FIX / "ar2.neff"), "error": why}
+
+
+def test_a_streamed_document_closed_by_out_of_memory_is_not_printed_twice(monkeypatch):
+    """``schedule --json`` closes its begun document on a ``MemoryError`` with the same
+    ``"error"`` as the error document (the line's text; until 2026-12-06 ``"MemoryError"``)
+    and no second document follows."""
+    import json
+
+    import nrtrewrite.cli.schedule as sched
+    real = sched.schedule_ops
+
+    def ops(*a, **kw):
+        yield from real(*a, **kw)
+        raise MemoryError()
+    monkeypatch.setattr(sched, "schedule_ops", ops)
+    res = invoke("schedule", FIX / "ar2.neff", "--rank", "0", "--json")
+    assert res.exit_code == EXIT_OUT_OF_MEMORY
+    doc = json.loads(res.stdout)  # (one document: a second would be "Extra data")
+    assert doc["error"] == _oom_why("schedule") and doc["rank"] == 0 and doc["ops"]

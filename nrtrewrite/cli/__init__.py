@@ -518,7 +518,21 @@ def stopped_why(exc: BaseException) -> str:
     ``repr`` was escaped a second time)."""
     if isinstance(exc, NrtRewriteError):
         return exc.line()
+    if (line := _resource_why(exc)) is not None:  # (status 71: its line, as its document's)
+        return line
     return _one_line(exc)
+
+
+def _resource_why(exc: BaseException, ctx: click.Context | None = None) -> str | None:
+    """The ``"error"`` of a ``--json`` document stopped by the system refusing a resource
+    (status 71; None for any other exception): its line on stderr (:func:`_resource_line`,
+    naming the command of ``ctx`` or of the current click context) without its
+    ``nrtrewrite: error: `` prefix, as an error of status 2 gives its document's."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return None  # (a path's OS error: status 2, never a resource's)
+    ctx = ctx or click.get_current_context(silent=True)
+    line = _resource_line(exc, _what(ctx.find_root() if ctx is not None else None))
+    return None if line is None else line.removeprefix("nrtrewrite: error: ")
 
 
 def echo_whole(text: str) -> None:
@@ -1511,17 +1525,36 @@ class JsonErrorCommand(Command):
             if (ctx.params.get("as_json") and self.documents_command_errors
                     and err.filename is not None and status == NrtRewriteError.exit_code):
                 self._print_error(ctx.params, line.removeprefix("nrtrewrite: error: "))
+            elif status == EXIT_OUT_OF_MEMORY:  # a process or mapping refused
+                self._print_resource_error(ctx, err)
             elif status == EXIT_INTERNAL_ERROR and err.errno != errno.EPIPE:
                 self._print_internal_error(ctx, err)
             raise
         except _PASSED_THROUGH:
             raise
-        except Exception as err:  # noqa: BLE001 - documented when it is an internal error
-            if (_interruption(err) is None and _resource_line(err, "") is None
-                    and not (isinstance(err, UnicodeEncodeError) and _unencodable_path_line(
-                        err, getattr(ctx.find_root().command, "argv", ())) is not None)):
+        except Exception as err:  # noqa: BLE001 - documented: an internal or resource error
+            if _interruption(err) is not None:
+                raise
+            if _resource_line(err, "") is not None:  # memory, a thread refused (status 71)
+                self._print_resource_error(ctx, err)
+            elif not (isinstance(err, UnicodeEncodeError) and _unencodable_path_line(
+                    err, getattr(ctx.find_root().command, "argv", ())) is not None):
                 self._print_internal_error(ctx, err)
             raise
+
+    def _print_resource_error(self, ctx: click.Context, err: Exception) -> None:
+        """The error document of the system refusing memory, a thread or a process (status
+        71), ``"error"`` its line without the ``nrtrewrite: error: `` prefix
+        (:func:`_resource_why`), as a streamed document stopped by it closes, unless the
+        command closed its streamed document with it already.  The document is small (the
+        command's error document: a few keys) and made whole before a byte of it is written;
+        where the machine cannot give even that (a ``MemoryError`` again) or stdout cannot
+        take it, nothing is printed (never part of a document): the line and status 71
+        stand, as until 2026-12-06 for every such error."""
+        if (ctx.params.get("as_json") and self.documents_command_errors
+                and not getattr(err, "json_documented", False)):
+            with contextlib.suppress(MemoryError, OSError):
+                self._print_error(ctx.params, _resource_why(err, ctx))
 
     def _print_internal_error(self, ctx: click.Context, err: Exception) -> None:
         """The error document of an internal error (status 70: an exception escaped the
