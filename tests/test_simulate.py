@@ -1310,6 +1310,31 @@ def test_simulate_model_names_its_output_without_the_temporary_folder(monkeypatc
     assert res.exit_code == 1 and f"protocol error: {why}\n" in res.stdout
 
 
+def test_simulate_model_names_its_output_in_the_title_and_document_as_its_errors():
+    """Fixer 49m: ``simulate MODEL.neff``'s table title and ``--json`` ``output`` named the
+    temporary folder it lowered into (``simulate /tmp/nrtrewrite-simulate-XXXXXXXX/
+    ar2.lowered (seed 0)``), removed by the time they were read, so two runs printed
+    different text.  They name it as its errors do, from inside that folder: ``MODEL.lowered``
+    as ``lower`` names it (docs/CLI.md "simulate"), ``ar2.lowered``; two runs print the same
+    text but for the times."""
+    import re
+    texts, docs = [], []
+    for _ in range(2):
+        res = cli("simulate", FIX / "ar2.neff")
+        assert res.exit_code == 0, res.output
+        assert res.stdout.splitlines()[0].rstrip() == "simulate ar2.lowered (seed 0)"
+        texts.append(re.sub(r"load \d+\.\d+ s, run \d+\.\d+ s", "load T, run T", res.stdout))
+        res = cli("simulate", FIX / "ar2.neff", "--json", "--seed", "3")
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["output"] == "ar2.lowered"
+        for key in ("load_seconds", "run_seconds"):
+            del doc["stats"][key]
+        docs.append(doc)
+    assert texts[0] == texts[1] and "load T, run T" in texts[0]
+    assert docs[0] == docs[1]
+
+
 def test_simulate_model_names_a_refused_file_without_the_temporary_folder(monkeypatch):
     """An error of status 2 naming a file of the temporary output: the same name, on stderr
     and in the error document."""

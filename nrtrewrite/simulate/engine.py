@@ -233,7 +233,7 @@ class Simulator:
                  memory_check: bool = True, names_within: str | Path | None = None):
         self.out = Path(out)
         #: the folder the result's error names its file relative to (NrtRewriteError's
-        #: named_within: simulate MODEL.neff's temporary folder), or None
+        #: named_within: simulate MODEL.neff's temporary folder), and its output, or None
         self.names_within = names_within
         self.out_name = str(self.out)
         self.model = model  # the input model, when known: the manifest's triggers must be its
@@ -507,7 +507,7 @@ class Simulator:
         # 0.7): before the clock starts, so load_seconds stays the time of the folder's files
         _ = codes.NUMPY_DTYPE
         self._t0 = time.perf_counter()
-        res = SimulationResult(output=str(self.out), seed=self.seed)
+        res = SimulationResult(output=self._output_name(), seed=self.seed)
         self.verdict: dict[int, TriggerResult] = {}
         self.legs_total = self.legs_run = self.transfers_run = self.bytes_moved = 0
         self.every_interleaving = False  # the run's completion proven for every interleaving
@@ -527,6 +527,17 @@ class Simulator:
         self._t_load = time.perf_counter() - self._t0
         self._finish(res)
         return res
+
+    def _output_name(self) -> str:
+        """The result's ``output``: the folder as given, or with ``names_within`` its path
+        from inside that folder (``ar2.lowered``: simulate MODEL.neff's temporary folder,
+        removed afterwards, whose random name would make two runs' tables and documents
+        differ; docs/CLI.md "simulate"), as the result's error names its files."""
+        if self.names_within is not None:
+            rel = os.path.relpath(self.out, self.names_within)
+            if rel not in (os.curdir, os.pardir) and not rel.startswith(os.pardir + os.sep):
+                return rel
+        return str(self.out)
 
     def execute(self, res: SimulationResult) -> None:
         """Run the decoded programs to the end (or to the first protocol error)."""
@@ -1283,7 +1294,8 @@ def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
     ``model`` (the input :class:`~nrtrewrite.neff.model.Model`), the manifest's triggers are
     first checked to be the model's.  ``memory_check`` False runs on whatever the memory
     (:mod:`nrtrewrite.simulate.memguard`).  ``names_within``: the folder the result's
-    error names its file relative to (simulate MODEL.neff's temporary folder)."""
+    error names its file relative to, and its ``output`` (simulate MODEL.neff's temporary
+    folder: ``ar2.lowered``)."""
     return Simulator(out, seed=seed, progress=progress, model=model,
                      memory_check=memory_check, names_within=names_within).run()
 
