@@ -521,10 +521,12 @@ def _hold_checksums(diffs: Iterable[Difference], checksum_of: Callable[[tuple], 
     """``diffs`` but the lines of checksum keys (``checksum_of`` a line's path: the file it
     covers, or None), which go to ``held`` by that file: the file is compared itself, so a
     checksum's line would only repeat its difference (or, for a manifest whose layout alone
-    changed, make one up); :func:`_settle` decides each once the file is compared."""
+    changed, make one up); :func:`_settle` decides each once the file is compared.  A key
+    one side has and the other has not is no stale value but a manifest of another shape
+    (``simulate`` refuses it): a difference, as any other key's (review 49l)."""
     for d in diffs:
         covered = checksum_of(d.path)
-        if covered is None:
+        if covered is None or d.a is ABSENT or d.b is ABSENT:
             yield d
         else:
             held.setdefault(covered, []).append(d)

@@ -218,3 +218,31 @@ def test_a_stale_size_and_record_count_are_notes_where_the_file_compares_identic
     assert [(c["path"], c["a"], c["b"], c["covers"]) for c in doc["checksums"]] == [
         (["files", "spad.bin", "bytes"], size, size + 8, "rank-0000/spad.bin"),
         (["files", "spad.bin", "records"], size // 8, size // 8 + 1, "rank-0000/spad.bin")]
+
+
+def test_a_checksum_key_one_side_has_alone_is_a_difference(pair):
+    """Review 49l: a checksum key present on one side only is no stale value but a manifest
+    of another shape (``simulate`` refuses it), so it stays a difference (exit 1), as before
+    checksum keys were held: B's top manifest lists a ``rank-0008`` no side has a folder for,
+    and B's rank 1 manifest has no ``files["sem.bin"].sha256`` (the top manifest's checksum
+    of it updated, which, that rank manifest differing, is explained and not listed)."""
+    a, b = pair
+    top = _load(b / "manifest.json")
+    top["rank_manifests"]["rank-0008"] = "ab" * 32
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert res.exit_code == 1, res.output
+    assert res.stdout.splitlines()[0].startswith("manifest.json rank_manifests.rank-0008: ")
+    assert res.stdout.endswith("\n1 difference(s)\n") and res.stderr == ""
+    _write(b / "manifest.json", _load(a / "manifest.json"))
+    man = _load(b / "rank-0001" / "manifest.json")
+    del man["files"]["sem.bin"]["sha256"]
+    data = _write(b / "rank-0001" / "manifest.json", man)
+    top = _load(b / "manifest.json")
+    top["rank_manifests"]["rank-0001"] = _sha(data)
+    _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert res.exit_code == 1, res.output
+    assert res.stdout.splitlines()[0].startswith(
+        'rank-0001/manifest.json files["sem.bin"].sha256: ')
+    assert res.stdout.endswith("\n1 difference(s)\n") and res.stderr == ""
