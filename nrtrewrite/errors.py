@@ -231,6 +231,11 @@ def _capped(why: str) -> str:
     return cut_middle(why, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200)
 
 
+#: How ``simulate MODEL.neff`` names its temporary folder in its lines, title and document
+#: (:meth:`NrtRewriteError.named_within`): stable from run to run, and no path of the user's.
+TEMPORARY_FOLDER = "<temporary>"
+
+
 class NrtRewriteError(Exception):
     """Base of every error nrtrewrite raises on purpose."""
 
@@ -258,16 +263,18 @@ class NrtRewriteError(Exception):
         return self
 
     def named_within(self, folder: str | os.PathLike) -> "NrtRewriteError":
-        """The same error, its file named relative to ``folder`` when it lies inside it:
-        ``simulate MODEL.neff``'s temporary folder, whose random name would make two runs'
-        lines differ (``ar2.lowered/rank-0000: ...``, docs/CLI.md "simulate")."""
+        """The same error, its file named from inside ``folder`` when it lies there, under
+        :data:`TEMPORARY_FOLDER`: ``simulate MODEL.neff``'s temporary folder, whose random
+        name would make two runs' lines differ (``<temporary>/ar2.lowered/rank-0000: ...``,
+        docs/CLI.md "simulate"; the mark, since review 49l, so that the name is not taken
+        for ``lower``'s own ``ar2.lowered`` beside the model)."""
         if self.where.file is not None:
             try:
                 rel = os.path.relpath(self.where.file, folder)
             except ValueError:  # (another drive)
                 return self
             if rel != os.curdir and rel != os.pardir and not rel.startswith(os.pardir + os.sep):
-                self.where = replace(self.where, file=rel)
+                self.where = replace(self.where, file=f"{TEMPORARY_FOLDER}/{rel}")
                 self.args = (self.line(),)
         return self
 

@@ -211,7 +211,7 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                                workers=usable_cores())
             model = read_model(str(path), verify_hash=not no_verify_hash)
         # (a MODEL.neff's output is named without its temporary folder's random name, as
-        # ar2.lowered/rank-0000: the same line and document from two runs)
+        # <temporary>/ar2.lowered/rank-0000: the same line and document from two runs)
         res = _run(out, seed, show, model, memory_check=not no_memory_check, names_within=tmp)
         if watch is not None:
             watch.check()  # a verdict only on one output

@@ -23,8 +23,8 @@ import numpy as np
 
 from nrtrewrite import codes
 from nrtrewrite.codes import DType, SdmaCceType
-from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, escape_controls,
-                               json_text)
+from nrtrewrite.errors import (TEMPORARY_FOLDER, NrtRewriteError, OutputError, SimulationError,
+                               escape_controls, json_text)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
     load_rank_files, read_rank_manifest, read_rewritten_neff, read_top_manifest,
@@ -530,13 +530,14 @@ class Simulator:
 
     def _output_name(self) -> str:
         """The result's ``output``: the folder as given, or with ``names_within`` its path
-        from inside that folder (``ar2.lowered``: simulate MODEL.neff's temporary folder,
-        removed afterwards, whose random name would make two runs' tables and documents
-        differ; docs/CLI.md "simulate"), as the result's error names its files."""
+        from inside that folder under :data:`TEMPORARY_FOLDER` (``<temporary>/ar2.lowered``:
+        simulate MODEL.neff's temporary folder, removed afterwards, whose random name would
+        make two runs' tables and documents differ; docs/CLI.md "simulate"), as the result's
+        error names its files."""
         if self.names_within is not None:
             rel = os.path.relpath(self.out, self.names_within)
             if rel not in (os.curdir, os.pardir) and not rel.startswith(os.pardir + os.sep):
-                return rel
+                return f"{TEMPORARY_FOLDER}/{rel}"
         return str(self.out)
 
     def execute(self, res: SimulationResult) -> None:
