@@ -450,7 +450,9 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     top["input"]["bytes"] = None
     man.write_text(json.dumps(top, indent=2))
     res = cli("simulate", out, "--model", model)
-    assert res.exit_code == 2 and f"{len(data)} bytes, not null (" in res.output
+    # (a null is a value of another type: since 2026-12-06 refused as such, as every typed key)
+    assert res.exit_code == 2 and res.output.endswith(
+        "manifest.json: field input.bytes: must be an integer, not null\n"), res.output
     # the payload's end beside bytes after it that are not zero: no lowering recorded that
     # (only zero bytes may follow the payload, NEFF-LIKE.md §1), so no older output's either
     bad = tmp_path / "nz.neff"

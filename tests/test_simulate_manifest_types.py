@@ -740,3 +740,26 @@ def test_a_rank_folder_without_a_topology_row_is_refused_naming_the_table(ar2, t
     assert res.exit_code == 1, res.output
     assert json.loads(res.stdout)["error"] == (
         f"{o / 'manifest.json'}: field topology: rank 1 is not in the topology table")
+
+
+# --model reads ``input`` (FORMATS §1.1: {"name", "sha256", "bytes"}) after every value the
+# simulation takes, each of its type (review 49i): until 2026-12-06 an ``input`` of another
+# type read as another model's (``... is not the input OUT/manifest.json records (null, null
+# bytes, null): --model must name the model ...``, naming the model file), and with
+# --ignore-checksums it came before ``ranks``.  (edits, the line after the file)
+MODEL_CASES = [
+    ([(["input"], 5)], "field input: must be an object, not 5"),
+    ([(["input", "sha256"], None)], "field input.sha256: must be a string, not null"),
+    ([(["input", "bytes"], "1439")], 'field input.bytes: must be an integer, not "1439"'),
+    ([(["ranks"], 5), (["input"], 5)], "field ranks: must be a list, not 5"),
+]
+
+
+@pytest.mark.parametrize("edits, why", MODEL_CASES, ids=["input", "sha256", "bytes", "ranks"])
+def test_model_reads_input_after_the_other_keys_each_of_its_type(ar2, tmp_path, edits, why):
+    out = tmp_path / "o"
+    _copy_with(ar2, out, [(None, path, value) for path, value in edits])
+    want = f"{out / 'manifest.json'}: {why}"
+    for flags in ((), ("--ignore-checksums",)):
+        got = _one_line_status_2(out, "--model", FIX / "ar2.neff", *flags)
+        assert got == want

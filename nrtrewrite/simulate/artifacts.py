@@ -293,8 +293,17 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     (FORMATS §1.1).  With them the simulator checks the rewritten NEFF against its input."""
     from nrtrewrite.neff.container import read_file_bytes
 
-    top = read_top_manifest(Path(out))
-    inp = top.get("input") if isinstance(top.get("input"), dict) else {}
+    out = Path(out)
+    top = read_top_manifest(out)
+    # every value the simulation takes first, in SIMULATOR.md §1's order, then ``input``
+    # (read with --model alone), each of its type: the first faulty key is named alike with
+    # and without --ignore-checksums, and an ``input`` of another type is named as such, not
+    # as another model's (until 2026-12-06 ``... is not the input OUT/manifest.json records
+    # (null, null bytes, null)``, blaming the model, and with the option before ``ranks``)
+    read_top_values(out, top)
+    doc = Field(top, "", str(out / "manifest.json"))["input"]
+    inp = {"sha256": doc["sha256"].str(), "bytes": doc["bytes"].int(0),
+           "name": doc["name"].str() if doc.has("name") else None}
     data = read_file_bytes(str(model))
     sha = hashlib.sha256(data).hexdigest()
     if sha == inp.get("sha256") and len(data) != inp.get("bytes"):
