@@ -831,7 +831,7 @@ def test_a_key_twice_is_damage_in_b_and_an_error_in_a(pair):
     (["{missing}", "{b}"], "Invalid value for 'A': Directory '{missing}' does not exist."),
     (["{a}", "{b}", "--max", "-1"], "Invalid value for '--max': -1 is not in the range x>=0."),
     (["{a}", "{b}", "--max", "x"],
-     "Invalid value for '--max': 'x' is not a valid integer range."),
+     "Invalid value for '--max': 'x' is not a valid integer."),
     (["{a}"], "Missing argument 'B'."),
     (["{a}", "{b}", "{b}"], "Got unexpected extra argument ('{b}')"),
 ])

@@ -207,7 +207,9 @@ def test_integer_options_take_ascii_digits():
                 ("schedule", str(FIXTURES / "ar2.neff"), "--rank", "\uff10"),
                 ("lower", str(FIXTURES / "ar2.neff"), "--rank", "\uff10", "-o", "x")):
         res = run(*cmd)
-        assert res.exit_code == 2 and "is not a valid integer" in res.stderr, cmd
+        # (the whole reason: click's IntRange said "is not a valid integer range" for --seed)
+        assert res.exit_code == 2 and ("'\uff10' is not a valid integer. (see "
+                                       in res.stderr), cmd
 
 
 def test_in_window_is_null_for_an_engine_that_is_not_legal():

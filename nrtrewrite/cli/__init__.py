@@ -420,8 +420,11 @@ class Int(click.types.IntParamType):
 
 
 class IntRange(click.types.IntRange):
-    """:class:`Int` within a range (``click.IntRange``'s ``min``, ``max``)."""
+    """:class:`Int` within a range (``click.IntRange``'s ``min``, ``max``), named as
+    :class:`Int` is: ``'x' is not a valid integer.`` and ``INTEGER`` in the help, as every
+    integer option (click's ``integer range``, until 2026-12-06)."""
 
+    name = "integer"
     _number_class = staticmethod(_ascii_int)
 
 
@@ -450,12 +453,52 @@ def one_value(what: str):
     repeated as several ranks).  ``what`` ends the message: what to do instead."""
     def callback(ctx, param, values):
         if len(set(values)) > 1:
-            times = "twice" if len(values) == 2 else f"{len(values)} times"
-            shown = ", ".join(escape_controls(v) for v in values)  # (a user's values)
-            raise click.BadParameter(f"given {times} ({shown}); {what}",
-                                     ctx, param)
+            raise click.BadParameter(f"{_given_times(values)}; {what}", ctx, param)
         return values[0] if values else None
     return callback
+
+
+def _given_times(values) -> str:
+    """The refusal of a one-value option given with different ``values``: ``given twice
+    (0, 1)``, each value escaped once as a name (a user's values)."""
+    times = "twice" if len(values) == 2 else f"{len(values)} times"
+    return f"given {times} ({', '.join(escape_controls(str(v)) for v in values)})"
+
+
+#: The end of ``--algo``'s refusal given twice: its clauses go in one value
+ALGO_TWICE = ("give several clauses in one --algo, separated by ';': "
+              "--algo 'allreduce:ring;allgather:ring'")
+
+
+class OneValue(click.Option):
+    """An option that takes one value (every option of nrtrewrite that takes a value and is
+    not documented as repeatable: ``cls=OneValue``).  Given twice with different values it
+    is a usage error naming them, ``Invalid value for '--seed': given twice (1, 2); --seed
+    takes one value`` (click kept the last silently: ``--algo allreduce:ring --algo
+    allgather:ring`` lowered with the second clause alone, until 2026-12-06); the same value
+    again (once converted: ``--seed 1 --seed 01``) is that value, as :func:`one_value`'s.
+    ``twice``: what to do instead, ending the message (default: ``OPT takes one value``)."""
+
+    def __init__(self, *args, twice: str | None = None, **attrs):
+        super().__init__(*args, **attrs)
+        self.twice = twice
+
+    def add_to_parser(self, parser, ctx: click.Context) -> None:
+        # every occurrence kept (as for multiple=True), checked in consume_value
+        parser.add_option(obj=self, opts=self.opts, dest=self.name, action="append",
+                          nargs=self.nargs)
+
+    def consume_value(self, ctx: click.Context, opts):
+        given = opts.get(self.name)
+        if isinstance(given, list):
+            if len(given) > 1 and not ctx.resilient_parsing:
+                values = [self.type(v, self, ctx) for v in given]
+                if any(v != values[0] for v in values[1:]):
+                    raise click.BadParameter(
+                        f"{_given_times(given)}; "
+                        f"{self.twice or self.opts[-1] + ' takes one value'}", ctx, self)
+            opts = {**opts, self.name: given[-1]}
+        return super().consume_value(ctx, opts)
 
 
 class ByteSize(click.ParamType):

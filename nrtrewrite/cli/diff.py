@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, PathArg, WholeWriter, main, note,
-                            stderr_console, stopped_why, stops_deferred, warn)
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter, main,
+                            note, stderr_console, stopped_why, stops_deferred, warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, record_line_texts,
                              versions_text)
 from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line, escape_path
@@ -66,7 +66,8 @@ DIFF_HELP = "Compare two output folders field by field (rank, file, record, fiel
 @click.argument("a", type=PathArg(exists=True, file_okay=False))
 @click.argument("b", type=PathArg(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--max", "max_lines", type=IntRange(min=0), default=50, show_default=True,
+@click.option("--max", "max_lines", cls=OneValue, type=IntRange(min=0), default=50,
+              show_default=True,
               help="Differences shown (0 = all); the count is always exact.")
 @click.option("--ignore", "ignore", multiple=True, metavar="KEY", callback=_ignored,
               help="A key path of the top-level manifest.json not to compare, e.g. "

@@ -17,9 +17,9 @@ from nrtrewrite.artifacts import (
     HEX_FIELDS, KIND_FILES, column_texts, decode_columns, decode_record, open_records,
     open_regular, rank_dirs,
 )
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, PathArg, WholeWriter, main, one_value,
-                            plain, print_table, stderr_console, stdout_console, stopped_why,
-                            stops_deferred, warn)
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
+                            main, one_value, plain, print_table, stderr_console, stdout_console,
+                            stopped_why, stops_deferred, warn)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
@@ -114,7 +114,7 @@ DUMP_HELP = "Decoded tables of an artifact file, a rank folder, or a whole outpu
               callback=one_value("dump shows one rank of an output folder, or every rank (no "
                                  "--rank)"))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
-@click.option("--limit", type=IntRange(min=0), default=200, show_default=True,
+@click.option("--limit", cls=OneValue, type=IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")
 def dump_cmd(path, rank, as_json, limit, **selected):
     """The command (its help: :data:`DUMP_HELP`)."""

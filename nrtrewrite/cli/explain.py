@@ -23,8 +23,9 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, JsonErrorCommand, PathArg, echo_whole, main, plain, plain_line,
-                            print_plain, stderr_console, stdout_console, styled)
+from nrtrewrite.cli import (ALGO_TWICE, Int, JsonErrorCommand, OneValue, PathArg, echo_whole,
+                            main, plain, plain_line, print_plain, stderr_console, stdout_console,
+                            styled)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -824,12 +825,12 @@ EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MO
 
 @main.command("explain", cls=_ExplainCommand, help=EXPLAIN_HELP)
 @click.argument("model", required=False, type=PathArg(exists=True, dir_okay=False))
-@click.option("--rank", type=Int(), default=None,
+@click.option("--rank", cls=OneValue, type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
-@click.option("--topology", default=None, metavar="T",
+@click.option("--topology", cls=OneValue, default=None, metavar="T",
               help="trn1, trn2, trn1:nodes=N, trn2:nodes=N or a topology JSON file "
                    "(default: trn2 sized to the model or the ranks).")
-@click.option("--algo", default=None, metavar="A",
+@click.option("--algo", cls=OneValue, twice=ALGO_TWICE, default=None, metavar="A",
               help="Algorithm override, NCCL-like: ring, ^mesh, allreduce:kangaring;allgather:ring,"
                    " inter_allr:ring (also NRTREWRITE_ALGO).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (layout: docs/CLI.md).")
@@ -840,24 +841,24 @@ EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MO
                    f"{OVERVIEW_TRIGGERS} (default: one overview row each).")
 @click.option("--no-verify-hash", is_flag=True,
               help="Do not check the NEFF header hash (a warning is printed).")
-@click.option("--op", default=None, metavar="OP",
+@click.option("--op", cls=OneValue, default=None, metavar="OP",
               help="Model-less: the collective (allreduce, allgather, reduce_scatter, alltoall, "
                    "broadcast, reduce).")
-@click.option("--bytes", "nbytes", default=None, metavar="SIZE",
+@click.option("--bytes", "nbytes", cls=OneValue, default=None, metavar="SIZE",
               help="Model-less: message size (all-reduce buffer, all-gather output, "
                    "reduce-scatter input), e.g. 64MiB.")
-@click.option("--dtype", default="bf16", show_default=True, metavar="D",
+@click.option("--dtype", cls=OneValue, default="bf16", show_default=True, metavar="D",
               help="Model-less: element type, a DType name (bf16, fp16, fp32, fp8_e4, ...).")
-@click.option("--ranks", "nranks", type=Int(), default=None,
+@click.option("--ranks", "nranks", cls=OneValue, type=Int(), default=None,
               help="Model-less: the group is ranks 0..N-1.")
-@click.option("--group", "group_text", default=None, metavar="LIST",
+@click.option("--group", "group_text", cls=OneValue, default=None, metavar="LIST",
               help="Model-less: the group as a rank list, e.g. 0-63,128-191 or 0,4,8.")
-@click.option("--nodes", type=Int(), default=None,
+@click.option("--nodes", cls=OneValue, type=Int(), default=None,
               help="Model-less: number of nodes of the preset topology.")
-@click.option("--lnc", type=click.Choice(["1", "2"]), default=None,
+@click.option("--lnc", cls=OneValue, type=click.Choice(["1", "2"]), default=None,
               help="Model-less: LNC size (default: 2 on trn2, 1 on trn1).")
 @click.option("--sbuf", is_flag=True, help="Model-less: operands in SBUF (the _sbuf windows).")
-@click.option("--alu", type=click.Choice(["add", "max", "min"], case_sensitive=False),
+@click.option("--alu", cls=OneValue, type=click.Choice(["add", "max", "min"], case_sensitive=False),
               default=None, help="Model-less: the reduction's ALU op (default: add; KANGARING "
                                  "reduces with ADD only).")
 def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_hash, op,

@@ -9,8 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import (ByteSize, JsonErrorCommand, echo_whole, encodable, main, plain,
-                            print_table, _say, stdout_console, styled)
+from nrtrewrite.cli import (ByteSize, JsonErrorCommand, OneValue, echo_whole, encodable, main,
+                            plain, print_table, _say, stdout_console, styled)
 from nrtrewrite.errors import escape_line, path_text
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
@@ -155,10 +155,10 @@ INSPECT_HELP = ("Decode and validate MODEL.neff and show its header, members, va
 @click.option("--json", "as_json", is_flag=True, help="Print a stable JSON document instead.")
 @click.option("--no-verify-hash", is_flag=True,
               help="Skip the payload hash check (a warning is printed to stderr).")
-@click.option("--max-total-bytes", type=ByteSize(), default=MAX_TOTAL_BYTES,
+@click.option("--max-total-bytes", cls=OneValue, type=ByteSize(), default=MAX_TOTAL_BYTES,
               show_default=True, help="Limit on the decompressed payload (tar stream); "
               "bytes, or 512KiB, 64MiB, 4GiB ...")
-@click.option("--max-member-bytes", type=ByteSize(), default=MAX_MEMBER_BYTES,
+@click.option("--max-member-bytes", cls=OneValue, type=ByteSize(), default=MAX_MEMBER_BYTES,
               show_default=True, help="Limit on one tar member; bytes, or 512KiB, 2GiB ...")
 def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_bytes: int,
                 max_member_bytes: int) -> None:

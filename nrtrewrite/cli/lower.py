@@ -15,8 +15,9 @@ from nrtrewrite.artifacts import is_our_output
 from nrtrewrite.bundle import default_output, no_trigger_warning, write_output
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (Int, IntRange, PathArg, main, note_placed, plain, print_table,
-                            raise_lost_stop, stderr_console, stdout_console, warn)
+from nrtrewrite.cli import (ALGO_TWICE, Int, IntRange, OneValue, PathArg, main, note_placed,
+                            plain, print_table, raise_lost_stop, stderr_console, stdout_console,
+                            warn)
 from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
                                escape_path, path_text)
 from nrtrewrite.lower import LowerOptions, plan_lowering
@@ -34,10 +35,10 @@ def common_lowering_options(fn):
                       help="Do not check the NEFF header hash (a warning is printed).")(fn)
     fn = click.option("--host-cc", is_flag=True,
                       help="Use the host-CC final reduce step (recv_reduce_copy_send).")(fn)
-    fn = click.option("--algo", default=None, metavar="A",
+    fn = click.option("--algo", cls=OneValue, twice=ALGO_TWICE, default=None, metavar="A",
                       help="Algorithm override, NCCL-like: ring, ^mesh, "
                            "allreduce:ring;allgather:ring (also NRTREWRITE_ALGO).")(fn)
-    fn = click.option("--topology", default=None, metavar="T",
+    fn = click.option("--topology", cls=OneValue, default=None, metavar="T",
                       help="trn1, trn2, trn1:nodes=N, trn2:nodes=N or a topology JSON file "
                            "(default: trn2 sized to the model).")(fn)
     return fn
@@ -84,7 +85,7 @@ LOWER_HELP = ("Lower every collective trigger of MODEL and write the rewritten N
 
 @main.command("lower", help=LOWER_HELP)
 @click.argument("model", type=PathArg(exists=True, dir_okay=False))
-@click.option("-o", "--output", "out", default=None, metavar="OUT",
+@click.option("-o", "--output", "out", cls=OneValue, default=None, metavar="OUT",
               help="Output folder (default: <model>.lowered next to the model).")
 @click.option("--rank", "ranks", type=Int(), multiple=True,
               help="Lower only this rank (repeatable). Default: every rank of the world.")
@@ -92,7 +93,7 @@ LOWER_HELP = ("Lower every collective trigger of MODEL and write the rewritten N
 @click.option("--force", is_flag=True,
               help="Replace an existing output folder (atomically): only an nrtrewrite output "
                    "holding nothing else, or an empty folder.")
-@click.option("-j", "--jobs", type=IntRange(min=1), default=None,
+@click.option("-j", "--jobs", cls=OneValue, type=IntRange(min=1), default=None,
               help="Worker processes (default: the cores this process may use, at most one per "
                    "rank): a pool for several ranks; "
                    "for one rank, a second process composes ahead.")

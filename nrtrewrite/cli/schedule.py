@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, PathArg, WholeWriter, main, one_value,
-                            print_table, stderr_console, stdout_console, stopped_why,
-                            stops_deferred)
+from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
+                            main, one_value, print_table, stderr_console, stdout_console,
+                            stopped_why, stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
 from nrtrewrite.compose.leaves import CHUNK_LEAVES, leaf_name
@@ -161,7 +161,7 @@ SCHEDULE_HELP = ("The per-channel step schedule of one rank: leaf, half, chunk p
               help="Only trigger K (repeatable).")
 @click.option("--all", "show_all", is_flag=True,
               help=f"Every step table even for a rank of more than {OVERVIEW_ENTRIES} entries.")
-@click.option("--limit", type=IntRange(min=0), default=200, show_default=True,
+@click.option("--limit", cls=OneValue, type=IntRange(min=0), default=200, show_default=True,
               help="Steps per table in the rich view (0 = all); --json is never cut.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,

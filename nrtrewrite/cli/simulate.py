@@ -25,7 +25,7 @@ from nrtrewrite.bundle import (
     no_trigger_warning, remove_tree, temp_folder_refusal, temp_root, unlock_folder,
     write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, PathArg, echo_whole, main, plain,
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, echo_whole, main, plain,
                             plain_line, print_table, stderr_console, stdout_console, styled)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
@@ -149,12 +149,12 @@ SIMULATE_HELP = ("Run every rank's emitted bytes and check every collective bit 
 
 @main.command("simulate", cls=_SimulateCommand, help=SIMULATE_HELP)
 @click.argument("target", metavar="MODEL.neff|OUT", type=PathArg(exists=True))
-@click.option("--seed", type=IntRange(0, SEED_MAX), default=0, show_default=True,
+@click.option("--seed", cls=OneValue, type=IntRange(0, SEED_MAX), default=0, show_default=True,
               help=f"Seed of the test data and of the scheduler's interleaving (0 to {SEED_MAX}).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--ignore-checksums", is_flag=True,
               help="Simulate an output folder even when its sha256 checksums do not match.")
-@click.option("--model", "model_path", type=PathArg(exists=True, dir_okay=False),
+@click.option("--model", "model_path", cls=OneValue, type=PathArg(exists=True, dir_okay=False),
               default=None, metavar="MODEL.neff",
               help="With OUT: the model OUT was lowered from (its sha256 must be the manifest's "
                    "input); the rewritten NEFF and the triggers are checked against it.")

@@ -1,0 +1,157 @@
+"""Command-line options as docs/CLI.md "Errors" words them: an option that takes one value,
+given twice with different values, is a usage error naming both (click kept the last
+silently); the integer options' names and refusals ("is not a valid integer", ``INTEGER``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import OneValue, main
+from nrtrewrite.cli.commands import COMMANDS
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+AR2 = str(FIXTURES / "ar2.neff")
+MIX8 = str(FIXTURES / "mix8.neff")
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args), prog_name="nrtrewrite", catch_exceptions=False,
+                              terminal_width=200)
+
+
+def usage_line(command: str, option: str, why: str) -> str:
+    """The one line of a usage error, as docs/CLI.md "Errors" shows it."""
+    return (f"nrtrewrite {command}: error: Invalid value for {option}: {why} "
+            f"(see 'nrtrewrite {command} --help')\n")
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    """An output folder of ar2 (for diff, dump, simulate)."""
+    path = tmp_path_factory.mktemp("opts") / "OUT"
+    res = run("lower", AR2, "-o", str(path), "-q")
+    assert res.exit_code == 0, res.stderr
+    return str(path)
+
+
+def test_algo_given_twice_is_refused_with_the_way_to_give_several_clauses(tmp_path):
+    """The worst case of the review: ``--algo allreduce:ring --algo allgather:ring`` lowered
+    with the second clause alone (the manifest's ``options.algo`` "allgather:ring")."""
+    dest = tmp_path / "OUT"
+    for command, args in (("lower", (MIX8, "-o", str(dest))), ("explain", (MIX8,)),
+                          ("schedule", (MIX8, "--rank", "0")), ("simulate", (MIX8,))):
+        res = run(command, *args, "--algo", "allreduce:ring", "--algo", "allgather:ring")
+        assert res.exit_code == 2, command
+        assert res.stderr == usage_line(
+            command, "'--algo'", "given twice (allreduce:ring, allgather:ring); give several "
+            "clauses in one --algo, separated by ';': --algo 'allreduce:ring;allgather:ring'")
+        assert res.stdout == ""
+    assert not dest.exists()
+
+
+def test_each_one_value_option_given_twice_is_refused(out, tmp_path, monkeypatch):
+    """Every option that takes one value, given twice with different values: one line naming
+    both, status 2 (click took the last one silently)."""
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "OTHER"
+    shutil.copytree(out, other)
+    model = ("--op", "allreduce", "--bytes", "1MiB", "--ranks", "4")
+    cases = [
+        ("lower", (AR2, "-o", "a", "-o", "b"), "'-o' / '--output'", "(a, b); --output"),
+        ("lower", (AR2, "-o", "a", "-j", "1", "-j", "2"), "'-j' / '--jobs'", "(1, 2); --jobs"),
+        ("lower", (AR2, "-o", "a", "--topology", "trn1", "--topology", "trn2"), "'--topology'",
+         "(trn1, trn2); --topology"),
+        ("simulate", (AR2, "--seed", "1", "--seed", "2"), "'--seed'", "(1, 2); --seed"),
+        ("simulate", (out, "--model", AR2, "--model", MIX8), "'--model'",
+         f"({AR2}, {MIX8}); --model"),
+        ("diff", (out, str(other), "--max", "1", "--max", "2"), "'--max'", "(1, 2); --max"),
+        ("dump", (out, "--limit", "1", "--limit", "2"), "'--limit'", "(1, 2); --limit"),
+        ("schedule", (AR2, "--rank", "0", "--limit", "1", "--limit", "2"), "'--limit'",
+         "(1, 2); --limit"),
+        ("explain", (AR2, "--rank", "0", "--rank", "1"), "'--rank'", "(0, 1); --rank"),
+        ("explain", ("--op", "allreduce", "--op", "allgather", "--bytes", "1MiB", "--ranks",
+                     "4"), "'--op'", "(allreduce, allgather); --op"),
+        ("explain", (*model, "--bytes", "2MiB"), "'--bytes'", "(1MiB, 2MiB); --bytes"),
+        ("explain", (*model, "--ranks", "8"), "'--ranks'", "(4, 8); --ranks"),
+        ("explain", (*model, "--nodes", "1", "--nodes", "2"), "'--nodes'", "(1, 2); --nodes"),
+        ("explain", (*model, "--dtype", "bf16", "--dtype", "fp32"), "'--dtype'",
+         "(bf16, fp32); --dtype"),
+        ("explain", (*model, "--lnc", "1", "--lnc", "2"), "'--lnc'", "(1, 2); --lnc"),
+        ("explain", (*model, "--alu", "add", "--alu", "max"), "'--alu'", "(add, max); --alu"),
+        ("explain", (*model, "--group", "0-3", "--group", "0,1,2,3"), "'--group'",
+         "(0-3, 0,1,2,3); --group"),
+        ("inspect", (AR2, "--max-total-bytes", "1MiB", "--max-total-bytes", "2MiB"),
+         "'--max-total-bytes'", "(1MiB, 2MiB); --max-total-bytes"),
+        ("inspect", (AR2, "--max-member-bytes", "1MiB", "--max-member-bytes", "2MiB"),
+         "'--max-member-bytes'", "(1MiB, 2MiB); --max-member-bytes"),
+        ("assemble", (str(FIXTURES / "ar2.yaml"), "-o", "a", "-o", "b"), "'-o' / '--output'",
+         "(a, b); --output"),
+    ]
+    for command, args, option, given in cases:
+        res = run(command, *args)
+        values, name = given.split("; ")
+        assert res.exit_code == 2, (command, args, res.output)
+        assert res.stderr == usage_line(command, option,
+                                        f"given twice {values}; {name} takes one value"), args
+    assert not Path("a").exists() and not Path("b").exists()
+
+
+def test_an_option_given_three_times_names_each_value():
+    res = run("simulate", AR2, "--seed", "1", "--seed", "1", "--seed", "2")
+    assert res.exit_code == 2
+    assert res.stderr == usage_line("simulate", "'--seed'",
+                                    "given 3 times (1, 1, 2); --seed takes one value")
+
+
+def test_the_same_value_twice_is_that_value(tmp_path):
+    """As ``dump --rank 0 --rank 0``: the same value again (also as written otherwise, once
+    converted) is accepted."""
+    for again in (("--seed", "7", "--seed", "7"), ("--seed", "7", "--seed=+07")):
+        res = run("simulate", AR2, *again, "--json")
+        assert res.exit_code == 0, (again, res.stderr)
+        assert json.loads(res.stdout)["seed"] == 7
+    res = run("lower", AR2, "-o", str(tmp_path / "O"), "--algo", "ring", "--algo", "ring",
+              "-q")
+    assert res.exit_code == 0, res.stderr
+    res = run("inspect", AR2, "--max-total-bytes", "1MiB", "--max-total-bytes", "1048576",
+              "--json")
+    assert res.exit_code == 0, res.stderr
+
+
+def test_every_option_that_takes_one_value_is_a_one_value_option():
+    """Every command's options: a flag, an option documented as repeatable
+    (``multiple=True``), or :class:`OneValue` - a new option cannot slip past the rule."""
+    ctx = click.Context(main)
+    for name in sorted(COMMANDS):
+        command = main.get_command(ctx, name)
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.is_flag or param.multiple:
+                continue
+            if param.name in ("help",):
+                continue
+            assert isinstance(param, OneValue), (name, param.opts)
+
+
+def test_integer_options_are_named_integer_in_their_refusal_and_help(out):
+    """``--seed``, ``--limit``, ``--max`` and ``-j`` said click's ``integer range``
+    (``'x' is not a valid integer range.``, ``INTEGER RANGE`` in the help); docs/CLI.md
+    says ``is not a valid integer.`` for every integer option."""
+    for command, args, option in (("simulate", (AR2, "--seed", "x"), "'--seed'"),
+                                  ("dump", (out, "--limit", "x"), "'--limit'"),
+                                  ("schedule", (AR2, "--rank", "0", "--limit", "x"), "'--limit'"),
+                                  ("diff", (out, out, "--max", "x"), "'--max'"),
+                                  ("lower", (AR2, "-j", "x"), "'-j' / '--jobs'")):
+        res = run(command, *args)
+        assert res.exit_code == 2
+        assert res.stderr == usage_line(command, option, "'x' is not a valid integer."), command
+    for command, option in (("simulate", "--seed"), ("dump", "--limit"),
+                            ("schedule", "--limit"), ("diff", "--max"), ("lower", "--jobs")):
+        text = run(command, "--help").output
+        assert f"{option} INTEGER " in text, command
+        assert "RANGE" not in text, command
