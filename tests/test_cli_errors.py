@@ -297,7 +297,7 @@ def test_a_subprocess_reports_an_internal_error_in_one_line(tmp_path):
      {"model": None, "error": "field --bytes: bad size '1x' (e.g. 4096, 512KiB, 64MiB, 1GB)",
       "triggers": []}),
     (["explain", "/nonexistent.neff", "--json"],
-     {"model": None, "error": "Invalid value for '[MODEL]': File '/nonexistent.neff' does not "
+     {"model": None, "error": "Invalid value for 'MODEL': File '/nonexistent.neff' does not "
                               "exist.", "triggers": []}),
     (["schedule", str(FIX / "ar2.neff"), "--rank", "2", "--json"],
      {"rank": 2, "ops": [], "error": f"{FIX / 'ar2.neff'}: field --rank: rank 2 is not in the "

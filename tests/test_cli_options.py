@@ -155,3 +155,43 @@ def test_integer_options_are_named_integer_in_their_refusal_and_help(out):
         text = run(command, "--help").output
         assert f"{option} INTEGER " in text, command
         assert "RANGE" not in text, command
+
+
+def test_an_empty_path_is_refused_in_one_wording(out):
+    """``inspect ''``, ``assemble`` and ``lower -o ''`` said "an empty path", the other
+    commands click's ``File '' does not exist.``: one wording (docs/CLI.md "Errors")."""
+    for command, args, where in (("explain", ("",), "'MODEL'"), ("lower", ("",), "'MODEL'"),
+                                 ("schedule", ("", "--rank", "0"), "'MODEL'"),
+                                 ("dump", ("",), "'PATH'"), ("diff", ("", out), "'A'"),
+                                 ("diff", (out, ""), "'B'"),
+                                 ("simulate", ("",), "'MODEL.neff|OUT'"),
+                                 ("simulate", (out, "--model", ""), "'--model'"),
+                                 ("inspect", ("",), "'MODEL.neff'"),
+                                 ("assemble", ("", "-o", "x"), "'SPEC'")):
+        res = run(command, *args)
+        assert res.exit_code == 2, (command, args)
+        assert res.stderr == usage_line(command, where, "an empty path"), (command, args)
+
+
+def test_an_empty_topology_is_empty_not_a_folder(tmp_path):
+    """``--topology ''`` blamed the working folder (``Path('')`` is ``.``): refused as
+    ``--algo ''`` is, an error of its field."""
+    line = ("nrtrewrite: error: {where}field topology: --topology '' is empty (omit it for "
+            "the default: trn2 sized to the model)\n")
+    for command, args, where in (("lower", (AR2, "-o", str(tmp_path / "O")), f"{AR2}: "),
+                                 ("explain", (AR2,), f"{AR2}: "),
+                                 ("explain", ("--op", "allreduce", "--bytes", "1MiB",
+                                              "--ranks", "4"), "")):
+        res = run(command, *args, "--topology", "")
+        assert res.exit_code == 2, (command, res.stderr)
+        assert res.stderr == line.format(where=where), command
+    assert not (tmp_path / "O").exists()
+
+
+def test_explains_optional_model_is_named_model_in_errors():
+    """click quoted explain's optional argument as ``'[MODEL]'``, the usage line's notation;
+    docs/CLI.md shows ``'MODEL'``."""
+    res = run("explain", str(FIXTURES))
+    assert res.exit_code == 2
+    assert res.stderr == usage_line("explain", "'MODEL'",
+                                    f"File '{FIXTURES}' is a directory.")

@@ -447,7 +447,7 @@ CLICK_PATHS = [
     (["lower", "dé"], "Invalid value for 'MODEL': File 'dé' is a directory."),
     (["schedule", "nö.neff", "--rank", "0"],
      "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
-    (["explain", "nö.neff"], "Invalid value for '[MODEL]': File 'nö.neff' does not exist."),
+    (["explain", "nö.neff"], "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
     (["dump", "--spad", "nö"], "Invalid value for 'PATH': Path 'nö' does not exist."),
     (["diff", "fé", "dé"], "Invalid value for 'A': Directory 'fé' is a file."),
     (["diff", "dé", "nö"], "Invalid value for 'B': Directory 'nö' does not exist."),

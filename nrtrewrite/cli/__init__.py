@@ -428,15 +428,23 @@ class IntRange(click.types.IntRange):
     _number_class = staticmethod(_ascii_int)
 
 
+#: The refusal of an empty path argument, every command's (``inspect ''``, ``lower -o ''``,
+#: a :class:`PathArg`: click's ``File '' does not exist.`` until 2026-12-06)
+EMPTY_PATH = "an empty path"
+
+
 class PathArg(click.Path):
     """click's ``Path`` (``exists``, ``file_okay``, ``dir_okay`` as there), but its refusals
     (``Path 'X' does not exist.``, ``... is a directory.``) quote the path as every other
     message does, its bytes read as UTF-8 whatever the locale (:func:`errors.path_text`,
     docs/CLI.md "Paths in the output"), in click's ``repr`` quotes; click quoted the
     locale's text (``'nÃ¶'`` for ``nö`` under a Latin-1 locale, in the line and in
-    ``--json``'s ``error``, until 2026-12-06) and a byte that is not UTF-8 as U+FFFD."""
+    ``--json``'s ``error``, until 2026-12-06) and a byte that is not UTF-8 as U+FFFD.  An
+    empty path is :data:`EMPTY_PATH`, as ``inspect`` and ``assemble`` refuse one."""
 
     def convert(self, value, param, ctx):
+        if isinstance(value, str) and value == "":  # (Path('') is '.', the working folder)
+            self.fail(EMPTY_PATH, param, ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as err:

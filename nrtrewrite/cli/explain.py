@@ -823,8 +823,17 @@ EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MO
                 "collectives, or (without MODEL) of one collective given by --op/--bytes/--ranks.")
 
 
+class _OptionalModel(click.Argument):
+    """``explain``'s optional ``MODEL``: named ``'MODEL'`` in click's errors, as docs/CLI.md
+    shows it (``[MODEL]``, the usage line's notation, until 2026-12-06)."""
+
+    def get_error_hint(self, ctx) -> str:
+        return "'MODEL'"
+
+
 @main.command("explain", cls=_ExplainCommand, help=EXPLAIN_HELP)
-@click.argument("model", required=False, type=PathArg(exists=True, dir_okay=False))
+@click.argument("model", cls=_OptionalModel, required=False,
+                type=PathArg(exists=True, dir_okay=False))
 @click.option("--rank", cls=OneValue, type=Int(), default=None,
               help="Show this rank's enc_ring per channel (and skip triggers without it).")
 @click.option("--topology", cls=OneValue, default=None, metavar="T",

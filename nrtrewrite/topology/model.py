@@ -1079,6 +1079,9 @@ def read_topology_file(spec: str) -> Any:
     """The JSON document of the topology file ``spec``: only a regular file, refused from its
     size past :data:`MAX_TOPOLOGY_FILE_BYTES` before it is read, strict JSON
     (:class:`ValidationError` / :class:`LimitError` naming the file otherwise)."""
+    if spec == "":  # (Path('') is '.', the working folder: blamed as "a folder")
+        raise ValidationError("--topology '' is empty (omit it for the default: trn2 sized to "
+                              "the model)", field="topology")
     path = Path(spec)
     if (what := _not_a_file(path)) is not None:
         # (a preset's name mistyped: that preset, with the options given if they are a
