@@ -42,7 +42,7 @@ def test_explain_of_a_model_refuses_a_given_dtype(dtype):
 @pytest.mark.parametrize("extra", [["--trigger", "3"], ["--all"], ["--no-verify-hash"]])
 def test_model_less_explain_refuses_the_options_of_a_model(extra):
     line = _one_line(_run("explain", *MODEL_LESS, *extra))
-    assert "choose among a MODEL's triggers" in line
+    assert f"{extra[0]} chooses among a MODEL's triggers" in line
 
 
 @pytest.mark.parametrize("group", ["0-3,", ",0", "0,,4", "0, ,4"])

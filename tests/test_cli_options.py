@@ -195,3 +195,43 @@ def test_explains_optional_model_is_named_model_in_errors():
     assert res.exit_code == 2
     assert res.stderr == usage_line("explain", "'MODEL'",
                                     f"File '{FIXTURES}' is a directory.")
+
+
+def test_simulate_refuses_an_option_of_the_other_form_naming_it(out):
+    """``simulate MODEL.neff --ignore-checksums`` was accepted and did nothing (``--model``
+    with a MODEL.neff was refused); ``simulate OUT --no-verify-hash`` named all four options
+    of the group. Each refusal names the options given."""
+    for args, why in (
+            ((AR2, "--ignore-checksums"),
+             "--ignore-checksums applies only when an output folder OUT is given"),
+            ((AR2, "--ignore-checksums", "--model", AR2),
+             "--model and --ignore-checksums apply only when an output folder OUT is given"),
+            ((out, "--no-verify-hash"), "--no-verify-hash applies only when a MODEL.neff is "
+             "given (with OUT, only with --model)"),
+            ((out, "--algo", "ring"), "--algo applies only when a MODEL.neff is given"),
+            ((out, "--host-cc", "--topology", "trn2"),
+             "--topology and --host-cc apply only when a MODEL.neff is given"),
+            ((out, "--topology", ""), "--topology applies only when a MODEL.neff is given")):
+        res = run("simulate", *args)
+        assert res.exit_code == 2, args
+        assert res.stderr == (f"nrtrewrite simulate: error: {why} "
+                              "(see 'nrtrewrite simulate --help')\n"), args
+
+
+def test_explain_names_the_option_given_of_the_other_mode():
+    """``explain MODEL --lnc 1`` said ``--op/--bytes/--dtype/.../--alu describe ...``."""
+    collective = ("--op", "allreduce", "--bytes", "1MiB", "--ranks", "4")
+    for args, why in (
+            ((AR2, "--lnc", "1"), "--lnc describes a collective without a MODEL; give one or "
+             "the other"),
+            ((AR2, "--sbuf", "--dtype", "fp32"), "--dtype and --sbuf describe a collective "
+             "without a MODEL; give one or the other"),
+            ((*collective, "--all"), "--all chooses among a MODEL's triggers; without one, "
+             "--op/--bytes describe one collective"),
+            ((*collective, "--trigger", "0", "--no-verify-hash"), "--trigger and "
+             "--no-verify-hash choose among a MODEL's triggers; without one, --op/--bytes "
+             "describe one collective")):
+        res = run("explain", *args)
+        assert res.exit_code == 2, args
+        assert res.stderr == (f"nrtrewrite explain: error: {why} "
+                              "(see 'nrtrewrite explain --help')\n"), args

@@ -903,7 +903,8 @@ def test_cli_json_is_one_document_when_the_simulation_cannot_be_done(tmp_path):
     assert res.exit_code == 2 and doc["ok"] is None and doc["output"] is None
     assert "does not exist" in doc["error"]
     res = cli("simulate", out, "--algo", "ring", "--json")
-    assert res.exit_code == 2 and "apply only" in json.loads(res.stdout)["error"]
+    assert res.exit_code == 2
+    assert "--algo applies only when a MODEL.neff is given" in json.loads(res.stdout)["error"]
     res = cli("simulate", out)  # without --json: nothing on stdout
     assert res.exit_code == 2 and res.stdout == ""
 

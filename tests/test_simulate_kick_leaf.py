@@ -503,7 +503,7 @@ def test_an_output_of_a_model_with_a_bad_header_hash_can_be_checked_against_it(t
     assert res.stderr == (f"nrtrewrite: warning: {model}: header hash not verified "
                           "(--no-verify-hash)\n")
     res = cli("simulate", out, "--no-verify-hash")
-    assert res.exit_code == 2 and "apply only when a MODEL.neff is given" in res.stderr
+    assert res.exit_code == 2 and "applies only when a MODEL.neff is given" in res.stderr
 
 
 # ------------------------------------------- mutation audit round 6: triggers against the model

@@ -466,6 +466,23 @@ def one_value(what: str):
     return callback
 
 
+def options_given(*options: tuple[str, bool]) -> list[str]:
+    """The names of ``options`` (each ``(name, given)``) that were given: a usage error names
+    those, not every option of its group (``simulate OUT --no-verify-hash`` listed
+    ``--topology, --algo, --host-cc and --no-verify-hash`` until 2026-12-06)."""
+    return [name for name, given in options if given]
+
+
+def and_list(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1]))) if names else ""
+
+
+def verb(names: list[str], one: str, several: str) -> str:
+    """``one`` (``applies``) after one name, ``several`` (``apply``) after more."""
+    return one if len(names) == 1 else several
+
+
 def _given_times(values) -> str:
     """The refusal of a one-value option given with different ``values``: ``given twice
     (0, 1)``, each value escaped once as a name (a user's values)."""

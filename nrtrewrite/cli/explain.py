@@ -23,9 +23,9 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (ALGO_TWICE, Int, JsonErrorCommand, OneValue, PathArg, echo_whole,
-                            main, plain, plain_line, print_plain, stderr_console, stdout_console,
-                            styled)
+from nrtrewrite.cli import (ALGO_TWICE, Int, JsonErrorCommand, OneValue, PathArg, and_list,
+                            echo_whole, main, options_given, plain, plain_line, print_plain,
+                            stderr_console, stdout_console, styled, verb)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
@@ -878,15 +878,18 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
     except NrtRewriteError as err:  # named with the model, as lower and schedule name it
         raise (err.at(file=model) if model is not None else err) from None
     policy: Policy = DEFAULT_POLICY
-    model_less = (op, nbytes, nranks, group_text, nodes, lnc, alu)
     # --dtype has a default: given is what the command line (or the environment) set
     dtype_given = click.get_current_context().get_parameter_source("dtype") not in (
         ParameterSource.DEFAULT, None)
     if model is not None:
-        if any(v is not None for v in model_less) or sbuf or dtype_given:
-            raise click.UsageError("--op/--bytes/--dtype/--ranks/--group/--nodes/--lnc/--sbuf/"
-                                   "--alu describe a collective without a MODEL; give one or "
-                                   "the other")
+        given = options_given(("--op", op is not None), ("--bytes", nbytes is not None),
+                              ("--dtype", dtype_given), ("--ranks", nranks is not None),
+                              ("--group", group_text is not None), ("--nodes", nodes is not None),
+                              ("--lnc", lnc is not None), ("--sbuf", sbuf),
+                              ("--alu", alu is not None))
+        if given:
+            raise click.UsageError(f"{and_list(given)} {verb(given, 'describes', 'describe')} a "
+                                   "collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
         err_console = stderr_console()
         # the warnings lower gives for the same model, printed where lower prints them: once
@@ -952,9 +955,12 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
             raise world_refusal(m.world, rank, model)
         refusal = mp.refusal
     else:
-        if only or show_all or no_verify_hash:
-            raise click.UsageError("--trigger/--all/--no-verify-hash choose among a MODEL's "
-                                   "triggers; without one, --op/--bytes describe one collective")
+        given = options_given(("--trigger", only), ("--all", show_all),
+                              ("--no-verify-hash", no_verify_hash))
+        if given:
+            raise click.UsageError(f"{and_list(given)} {verb(given, 'chooses', 'choose')} among "
+                                   "a MODEL's triggers; without one, --op/--bytes describe one "
+                                   "collective")
         if op is None or nbytes is None:
             raise click.UsageError("give MODEL, or --op and --bytes with --ranks or --group")
         if (nranks is None) == (group_text is None):

@@ -25,8 +25,9 @@ from nrtrewrite.bundle import (
     no_trigger_warning, remove_tree, temp_folder_refusal, temp_root, unlock_folder,
     write_output)
 from nrtrewrite.cores import usable_cores
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, echo_whole, main, plain,
-                            plain_line, print_table, stderr_console, stdout_console, styled)
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, and_list, echo_whole,
+                            main, options_given, plain, plain_line, print_table, stderr_console,
+                            stdout_console, styled, verb)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
@@ -173,10 +174,13 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
     watch = _Unreplaced(path) if path.is_dir() else None
     try:
         if path.is_dir():
-            if topology or algo or host_cc or (no_verify_hash and model_path is None):
-                raise click.UsageError("--topology, --algo, --host-cc and --no-verify-hash apply "
-                                       "only when a MODEL.neff is given (--no-verify-hash also "
-                                       "with OUT and --model)")
+            given = options_given(("--topology", topology is not None),
+                                  ("--algo", algo is not None), ("--host-cc", host_cc),
+                                  ("--no-verify-hash", no_verify_hash and model_path is None))
+            if given:
+                also = " (with OUT, only with --model)" if "--no-verify-hash" in given else ""
+                raise click.UsageError(f"{and_list(given)} {verb(given, 'applies', 'apply')} "
+                                       f"only when a MODEL.neff is given{also}")
             if not ignore_checksums:
                 verify_checksums(path)
             out = path
@@ -187,8 +191,11 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 if no_verify_hash:
                     warn(err, unverified_hash_warning(model_path))
         else:
-            if model_path is not None:
-                raise click.UsageError("--model applies only when an output folder OUT is given")
+            given = options_given(("--model", model_path is not None),
+                                  ("--ignore-checksums", ignore_checksums))
+            if given:
+                raise click.UsageError(f"{and_list(given)} {verb(given, 'applies', 'apply')} "
+                                       "only when an output folder OUT is given")
             plan, warnings = load_and_plan(str(path), topology=topology, algo=algo,
                                            host_cc=host_cc, no_verify_hash=no_verify_hash)
             if (note := no_trigger_warning(plan.model, "simulate")) is not None:
