@@ -349,7 +349,7 @@ def test_max_zero_prints_all_and_a_negative_max_is_a_usage_error(pair):
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", "2"])
     shown = [d.line() for d in lines if d.record in (0, 1)]
     assert res.exit_code == 1 and res.stdout.splitlines() == shown + [
-        out[-2], f"... {n - 2} more differences", f"{n} difference(s)"]
+        out[-2], f"... {n - 2} more differences (--max 0 shows all)", f"{n} difference(s)"]
     for bad in ("-1", "-50"):
         res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", bad],
                                  prog_name="nrtrewrite")
@@ -1195,7 +1195,7 @@ def test_one_more_difference_is_singular(pair):
     n = path.stat().st_size // F.BD_DTYPE.itemsize
     res = CliRunner().invoke(main, ["diff", str(a), str(b), "--max", str(n - 1)])
     assert res.exit_code == 1 and res.stdout.splitlines()[-2:] == [
-        "... 1 more difference", f"{n} difference(s)"]
+        "... 1 more difference (--max 0 shows all)", f"{n} difference(s)"]
 
 
 def test_the_net_ops_complete_addresses_are_hex_as_the_handshakes_they_repeat(tmp_path):

@@ -77,7 +77,7 @@ def test_a_field_changed_with_its_checksums_updated_is_one_difference_per_rank(p
     res = _invoke(a, b, "--max", "1")
     assert (res.exit_code, res.stdout) == (
         1, f"{expected[0][0]}\n{expected[0][1]}\n{expected[1][1]}\n"
-           "... 1 more difference\n2 difference(s)\n")
+           "... 1 more difference (--max 0 shows all)\n2 difference(s)\n")
     doc = json.loads(_invoke(a, b, "--json").stdout)
     assert (doc["count"], doc["identical"]) == (2, False) and "checksums" not in doc
     assert [d["field"] for d in doc["differences"]] == ["value", "value"]

@@ -156,6 +156,7 @@ def diff_cmd(a, b, as_json, max_lines, ignore):
                                    on_records, stops_deferred, on_checksum),
                       ignore, warn=say, on_versions=on_versions)
         if rep.shown < rep.count:
-            out.write(f"... {counted(rep.count - rep.shown, 'more difference')}\n")
+            out.write(f"... {counted(rep.count - rep.shown, 'more difference')} "
+                      "(--max 0 shows all)\n")
         out.write("identical\n" if not rep.count else f"{rep.count} difference(s)\n")
     sys.exit(1 if rep.count else 0)
