@@ -68,8 +68,8 @@ if __name__ == "__main__":
 from nrtrewrite.bundle import rmtree_few_fds, temp_folder_refusal, temp_root, write_output
 # (the CLI's stops: SIGTERM and SIGHUP raised as Terminated while the command runs, later
 # ones ignored during the cleanup, forked children given the default handlers back)
-from nrtrewrite.cli import (Terminated, encodable, stop_status, stops_deferred,
-                            terminate_cleanly)
+from nrtrewrite.cli import (Terminated, ascii_int, encodable, stop_status, stops_deferred,
+                            terminate_cleanly, too_many_digits)
 from nrtrewrite.console import exit_status
 from nrtrewrite.emit.formats import name_on_disk
 from nrtrewrite.errors import (NrtRewriteError, escape_line, escape_path,
@@ -196,6 +196,18 @@ def _fail(line: str) -> None:
 DESCRIPTION = "Golden outputs: a fixture's lowered output packed as a deterministic tar.gz."
 
 
+def _rank(text: str) -> int:
+    """``--rank``'s value as the CLI's integer options take it (docs/CLI.md "Errors"): ASCII
+    digits with an optional sign, at most ``cli.MAX_INT_DIGITS`` of them (argparse's
+    ``int`` took ``４`` and ``1_0``, until 2026-12-06)."""
+    if (why := too_many_digits(text)) is not None:
+        raise argparse.ArgumentTypeError(why)
+    try:
+        return ascii_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a valid integer") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Lower MODEL and write GOLDEN atomically; any error is one line on stderr and exit
     status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
@@ -204,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=DESCRIPTION)
     ap.add_argument("model")
     ap.add_argument("golden")
-    ap.add_argument("--rank", type=int, action="append", default=None)
+    ap.add_argument("--rank", type=_rank, action="append", default=None)
     args = ap.parse_args(argv)
     if same_file(args.model, args.golden):
         _fail(f"{escape_path(args.golden)}: the output is the model "

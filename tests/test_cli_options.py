@@ -235,3 +235,26 @@ def test_explain_names_the_option_given_of_the_other_mode():
         assert res.exit_code == 2, args
         assert res.stderr == (f"nrtrewrite explain: error: {why} "
                               "(see 'nrtrewrite explain --help')\n"), args
+
+
+def test_an_integer_of_too_many_digits_is_refused_as_a_size_is(out):
+    """An integer of more than 4300 digits was "not a valid integer" (CPython's limit on
+    reading one), one of 50 a rank looked for: more than 40 digits is refused as a size's
+    number is (``has N digits, more than 40``), for every integer option."""
+    many = "9" * 5000
+    for command, args, option in (("dump", (out, "--spad", "--rank", many), "'--rank'"),
+                                  ("dump", (out, "--rank", "9" * 41), "'--rank'"),
+                                  ("simulate", (AR2, "--seed", "-" + many), "'--seed'"),
+                                  ("schedule", (AR2, "--rank", "0", "--trigger", many),
+                                   "'--trigger'"),
+                                  ("diff", (out, out, "--max", many), "'--max'"),
+                                  ("lower", (AR2, "-j", many), "'-j' / '--jobs'")):
+        digits = len(args[-1].lstrip("-"))
+        shown = args[-1][:12]
+        res = run(command, *args)
+        assert res.exit_code == 2, (command, option)
+        assert res.stderr == usage_line(
+            command, option, f"'{shown}...' has {digits} digits, more than 40."), command
+    # 40 digits is a number, judged as one
+    res = run("dump", out, "--spad", "--rank", "9" * 40)
+    assert res.exit_code == 2 and "no folder for rank " + "9" * 40 in res.stderr

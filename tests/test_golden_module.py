@@ -267,3 +267,18 @@ def test_golden_unpack_takes_a_folder_given_twice(tmp_path):
         tar.addfile(f, io.BytesIO(b"hi"))
     dest = unpack(tgz, tmp_path / "dest")
     assert (dest / "d" / "f").read_bytes() == b"hi"
+
+
+@pytest.mark.parametrize("rank,why", [
+    ("\uff14", "'\uff14' is not a valid integer"),
+    ("1_0", "'1_0' is not a valid integer"),
+    ("9" * 5000, "'999999999999...' has 5000 digits, more than 40"),
+])
+def test_golden_rank_takes_ascii_digits_as_the_cli(tmp_path, rank, why):
+    """docs/CLI.md "Errors": integer options take ASCII digits (argparse's ``int`` took
+    ``４`` and ``1_0``, and 5000 digits was ``invalid int value``); nothing written."""
+    proc = run("nrtrewrite.golden", [FIX / "ar2.neff", tmp_path / "g.tar.gz", "--rank", rank],
+               tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[-1] == f"golden.py: error: argument --rank: {why}"
+    assert not (tmp_path / "g.tar.gz").exists()

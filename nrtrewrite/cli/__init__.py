@@ -399,7 +399,7 @@ def usage_message(err: click.UsageError) -> str:
     return text
 
 
-def _ascii_int(value) -> int:
+def ascii_int(value) -> int:
     """``int`` of ASCII digits with an optional sign (``int`` itself also takes other
     scripts' digits, ``４``, and ``1_000``); ``ValueError`` otherwise."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -412,20 +412,49 @@ def _ascii_int(value) -> int:
 
 _ASCII_INT = re.compile(r"[+-]?[0-9]+")
 
-
-class Int(click.types.IntParamType):
-    """An integer option in ASCII digits, as ``--group`` and ``--bytes`` take them."""
-
-    _number_class = staticmethod(_ascii_int)
+#: The most digits an integer option's value may have, as a size's (``sizes.MAX_SIZE_DIGITS``):
+#: more than any rank, count or seed.  CPython reads no integer of more than 4300 digits.
+MAX_INT_DIGITS = 40
 
 
-class IntRange(click.types.IntRange):
+def too_many_digits(value) -> str | None:
+    """The refusal of an integer option's ``value`` of more than :data:`MAX_INT_DIGITS`
+    digits, as a size's is worded (``'999999999999...' has 5000 digits, more than 40``;
+    until 2026-12-06 one of more than 4300 was "not a valid integer", CPython's limit, and
+    a shorter one was taken); None for any other value."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    digits = len(text.lstrip("+-"))
+    if digits <= MAX_INT_DIGITS or not _ASCII_INT.fullmatch(text):
+        return None
+    shown = cut_middle(text, 24, 12, 0, "{head}...")
+    return f"{shown!r} has {digits} digits, more than {MAX_INT_DIGITS}"
+
+
+class _AtMostDigits:
+    """An integer type refusing a value of more than :data:`MAX_INT_DIGITS` digits."""
+
+    def convert(self, value, param, ctx):
+        if (why := too_many_digits(value)) is not None:
+            self.fail(f"{why}.", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+class Int(_AtMostDigits, click.types.IntParamType):
+    """An integer option in ASCII digits, as ``--group`` and ``--bytes`` take them, of at
+    most :data:`MAX_INT_DIGITS` digits."""
+
+    _number_class = staticmethod(ascii_int)
+
+
+class IntRange(_AtMostDigits, click.types.IntRange):
     """:class:`Int` within a range (``click.IntRange``'s ``min``, ``max``), named as
     :class:`Int` is: ``'x' is not a valid integer.`` and ``INTEGER`` in the help, as every
     integer option (click's ``integer range``, until 2026-12-06)."""
 
     name = "integer"
-    _number_class = staticmethod(_ascii_int)
+    _number_class = staticmethod(ascii_int)
 
 
 #: The refusal of an empty path argument, every command's (``inspect ''``, ``lower -o ''``,
