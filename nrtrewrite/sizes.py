@@ -8,7 +8,10 @@ from fractions import Fraction
 
 from nrtrewrite.errors import ValidationError, cut_middle
 
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(i?)(b?)\s*$", re.IGNORECASE)
+#: A size: white space around it ignored (as an integer option's), spaces between the number
+#: and its unit (``64 MiB``), no other white space inside (a line break was taken there
+#: until 2026-12-06: ``1`` + line break + ``MiB``)
+_SIZE_RE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?) *([kmgt]?)(i?)(b?)\s*\Z", re.IGNORECASE)
 
 #: The most digits a size's number may have: 40 digits hold far more than any byte count
 #: (a trigger counts at most 2^64 - 1 elements, 20 digits); CPython refuses to read an
@@ -21,7 +24,8 @@ EXAMPLES = "e.g. 4096, 512KiB, 64MiB, 1GB"
 
 def parse_size(text: str, field: str = "--bytes") -> int:
     """``64MiB``, ``1MB`` (decimal), ``512K`` / ``512KiB`` (binary), ``4096`` -> bytes,
-    exactly (no float rounding); anything else a :class:`ValidationError` at ``field``."""
+    exactly (no float rounding); the units K, M, G and T in any case (``_SIZE_RE``); anything
+    else a :class:`ValidationError` at ``field``."""
     m = _SIZE_RE.match(text)
     if not m:
         raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)

@@ -258,3 +258,33 @@ def test_an_integer_of_too_many_digits_is_refused_as_a_size_is(out):
     # 40 digits is a number, judged as one
     res = run("dump", out, "--spad", "--rank", "9" * 40)
     assert res.exit_code == 2 and "no folder for rank " + "9" * 40 in res.stderr
+
+
+def test_bytes_takes_spaces_before_its_unit_but_no_line_break_inside():
+    """``--bytes $'1\\nMiB'`` (a line break inside) was taken, undocumented: white space
+    around a size is ignored as around an integer, spaces before its unit are taken
+    (``64 MiB``), any other white space inside is a bad size.  T/TiB/TB are units
+    (docs/CLI.md): 1 TiB = 2**40 bytes, 1 TB = 10**12."""
+    from nrtrewrite.sizes import parse_size
+    assert parse_size("64 MiB") == 64 * 2 ** 20 and parse_size(" 64MiB\n") == 64 * 2 ** 20
+    assert parse_size("1TiB") == 2 ** 40 and parse_size("1 t") == 2 ** 40
+    assert parse_size("1TB") == 10 ** 12
+    for bad in ("1\nMiB", "1\tMiB", "1\r\nMiB", "1 \nMiB", "1\u00a0MiB"):
+        res = run("explain", "--op", "allreduce", "--bytes", bad, "--ranks", "4")
+        assert res.exit_code == 2, repr(bad)
+        assert res.stderr == (f"nrtrewrite: error: field --bytes: bad size {bad!r} "
+                              "(e.g. 4096, 512KiB, 64MiB, 1GB)\n"), repr(bad)
+
+
+def test_lnc_is_read_as_an_integer_option_is():
+    """``--lnc ' 1'`` was refused where integer options ignore white space around them."""
+    base = ("explain", "--op", "allreduce", "--bytes", "1MiB", "--ranks", "4", "--json")
+    for given, lnc in ((" 1", 1), ("2 ", 2), ("+1", 1), ("1", 1)):
+        res = run(*base, "--lnc", given)
+        assert res.exit_code == 0, (given, res.stderr)
+        assert json.loads(res.stdout)["topology"]["lnc_size"] == lnc, given
+    for bad in ("3", " 3", "\uff11", "x"):
+        res = run(*base[:-1], "--lnc", bad)
+        assert res.exit_code == 2
+        assert res.stderr == usage_line("explain", "'--lnc'",
+                                        f"{bad!r} is not one of '1', '2'."), bad

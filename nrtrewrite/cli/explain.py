@@ -10,6 +10,7 @@ layout is documented in docs/CLI.md "explain".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import (ALGO_TWICE, Int, JsonErrorCommand, OneValue, PathArg, and_list,
+                            ascii_int, too_many_digits,
                             echo_whole, main, options_given, plain, plain_line, print_plain,
                             stderr_console, stdout_console, styled, verb)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
@@ -823,6 +825,18 @@ EXPLAIN_HELP = ("Explain the algorithm selection, legs, channels and rings of MO
                 "collectives, or (without MODEL) of one collective given by --op/--bytes/--ranks.")
 
 
+class _LncChoice(click.Choice):
+    """``--lnc``'s ``1`` or ``2``, read as an integer option reads its value (ASCII digits,
+    an optional sign, white space around it ignored: ``' 1'``, ``+2``), where click's
+    ``Choice`` refused ``' 1'`` (until 2026-12-06)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and too_many_digits(value) is None:
+            with contextlib.suppress(ValueError, click.BadParameter):
+                return super().convert(str(ascii_int(value)), param, ctx)
+        return super().convert(value, param, ctx)  # (a refusal quotes the value given)
+
+
 class _OptionalModel(click.Argument):
     """``explain``'s optional ``MODEL``: named ``'MODEL'`` in click's errors, as docs/CLI.md
     shows it (``[MODEL]``, the usage line's notation, until 2026-12-06)."""
@@ -864,7 +878,7 @@ class _OptionalModel(click.Argument):
               help="Model-less: the group as a rank list, e.g. 0-63,128-191 or 0,4,8.")
 @click.option("--nodes", cls=OneValue, type=Int(), default=None,
               help="Model-less: number of nodes of the preset topology.")
-@click.option("--lnc", cls=OneValue, type=click.Choice(["1", "2"]), default=None,
+@click.option("--lnc", cls=OneValue, type=_LncChoice(["1", "2"]), default=None,
               help="Model-less: LNC size (default: 2 on trn2, 1 on trn1).")
 @click.option("--sbuf", is_flag=True, help="Model-less: operands in SBUF (the _sbuf windows).")
 @click.option("--alu", cls=OneValue, type=click.Choice(["add", "max", "min"], case_sensitive=False),
