@@ -88,10 +88,20 @@ def test_allow_list_names_its_engine_outside_the_precedence_in_the_cascade():
 
 def test_an_exclusion_brings_no_engine_outside_the_precedence_into_the_cascade():
     """An exclusion of the seven precedence engines leaves the cascade empty although
-    SINGLE_STEP_MESH is legal here: only an allow-list names it in (§8)."""
+    SINGLE_STEP_MESH is legal here: only an allow-list names it in (§8); an exclusion naming
+    SINGLE_STEP_MESH too leaves it out, it does not allow it."""
     every = "^hier,intra_rdh,mesh,kangaring,single_cycle_ring,inter_rdh,ring"
     with pytest.raises(SelectionError, match=r"\(every engine of the cascade excluded\)$"):
         sel(every)
+    # (review 49q) an exclusion that also names SINGLE_STEP_MESH, legal on 2 KiB over 4
+    # ranks of a device: still no engine, not SINGLE_STEP_MESH brought back by the exclusion
+    four = tuple(range(4))
+    assert sel(None, group=four).candidate(SSM).legal
+    with pytest.raises(SelectionError) as err:
+        sel(every + ",single_step_mesh", group=four)
+    assert str(err.value) == (
+        "trigger 0: no legal engine for ALLREDUCE over 4 ranks under --algo "
+        f"'{every},single_step_mesh' (every engine of the cascade excluded)")
 
 
 def test_no_override_never_selects_single_step_mesh():
