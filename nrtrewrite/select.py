@@ -1074,20 +1074,21 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
         return a in legal_set and leaves(a)
 
     passed: list[tuple[EncAlgType, str]] = []  # (engine, why not), the ones before the pick
+    off = _off_slot_passed(clause, slot)  # (an allow-list's engines not legal on the slot)
     for alg in policy.precedence:
         if not allowed(alg):
             continue
         name, pred = PREDICATES[alg]
         ok, why = pred(leg_req, topo, policy, check_window=True)
         if ok:
-            return alg, _passed_over(why, passed)
+            return alg, _passed_over(why, passed + off)
         passed.append((alg, why))
     # RING, always legal and in its window, is not allowed: an exclusion (SELECTION.md §8,
     # as for a flat choice): the first allowed legal engine outside its window, else an error
     for k, (alg, _) in enumerate(passed):
         ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
         if ok:
-            return alg, _passed_over(_outside_window(why, passed), passed[:k])
+            return alg, _passed_over(_outside_window(why, passed), passed[:k] + off)
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
@@ -1103,6 +1104,25 @@ def _leg_allows(clause: OverrideClause | None, op_clause: OverrideClause | None
     return allowed
 
 
+def _off_slot(clause: OverrideClause | None, engines: Iterable[EncAlgType]
+              ) -> list[EncAlgType]:
+    """The engines a leg allow-list ``clause`` names that are not among ``engines`` (the
+    slot's legal set, or the ones this build lowers there), in candidate order: none for an
+    exclusion or no clause (SELECTION.md §8; until 2026-12-06 they went without a word)."""
+    if clause is None or clause.exclude:
+        return []
+    engines = tuple(engines)
+    return [a for a in CANDIDATE_ORDER if a in clause.algs and a not in engines]
+
+
+def _off_slot_passed(clause: OverrideClause | None, slot: str) -> list[tuple[EncAlgType, str]]:
+    """``(engine, why not)`` for each engine a leg allow-list names that is not legal on
+    ``slot``, as the forced form says it, for the reason of the engine the leg takes."""
+    legal = LEG_LEGAL[slot]
+    why = (f"not legal on the {slot} leg (legal: {', '.join(a.name for a in legal)})")
+    return [(a, why) for a in _off_slot(clause, legal)]
+
+
 def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
                    override: AlgoOverride | None, slot: str, legal_set: Iterable[EncAlgType],
                    allowed: Callable[[EncAlgType], bool],
@@ -1114,6 +1134,19 @@ def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
     engines = list(legal_set)
     refused = [f"{a.name}: {PREDICATES[a][1](req, topo, policy, check_window=False)[1]}"
                for a in engines if allowed(a)]
+    # (a leg allow-list: the engines it names that are not the leg's, as the forced form
+    # says it, and those of its engines an exclusion removed; "every one excluded" only
+    # when an exclusion emptied the leg: until 2026-12-06 said of any allow-list too)
+    clause = override.for_leg(slot) if override else None
+    off = _off_slot(clause, engines)
+    if off:
+        where = (f"legal on the {slot} leg" if unlowerable is None
+                 else "lowerable there")
+        refused.append(f"{', '.join(a.name for a in off)} not {where}")
+    if clause is not None and not clause.exclude:
+        gone = [a.name for a in engines if a in clause.algs and not allowed(a)]
+        if gone:
+            refused.append(f"{', '.join(gone)} excluded")
     text = f"{override.source} {override.text!r}" if override else "the policy"
     what = "no legal engine (its engines: "
     if unlowerable is not None:
@@ -1207,7 +1240,8 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     # until 2026-12-06 it gave the bare structural reason)
                     pick, found = a, True
                     why = _passed_over(why_a if in_window else _outside_window(why_a, passed),
-                                       [p for p in passed if order.index(p[0]) < k])
+                                       [p for p in passed if order.index(p[0]) < k]
+                                       + _off_slot_passed(clause, leg.name))
                     break
                 if in_window:
                     passed.append((a, why_a))

@@ -1,0 +1,74 @@
+"""Selection leftovers a review (49q) found against docs/SELECTION.md as an oracle: a HIER
+leg allow-list naming engines not legal on its slot (§8, leg bullet).  Every expected
+message is written from the docs:
+the slot's legal set (§5, ``LEG_LEGAL``: intra legs RING | KANGARING; inter all-reduce RING
+| INTER_RDH | SINGLE_CYCLE_RING | MESH), the forced form's words, candidate order (§3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nrtrewrite.codes import DType, EncAlgType, EncOpType
+from nrtrewrite.errors import SelectionError
+from nrtrewrite.select import Request, parse_algo_override, select
+from nrtrewrite.topology import load_topology
+
+T2N = load_topology("trn2:nodes=2", world=(), lnc_size=2)  # 128 ranks, 64 a node
+WHOLE = tuple(range(128))
+MIB = 1 << 20
+
+
+def sel(algo, nbytes=MIB):
+    return select(Request.for_op(EncOpType.ALLREDUCE, DType.BF16, WHOLE, nbytes), T2N,
+                  override=parse_algo_override(algo))
+
+
+def refusal(algo):
+    with pytest.raises(SelectionError) as err:
+        sel(algo)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("algo,says", [
+    # nothing excluded: the named engines are not the slot's (KANGARING before
+    # SINGLE_STEP_MESH in candidate order, §3)
+    ("inter_allr:single_step_mesh,kangaring",
+     "leaves the inter_allr leg no legal engine (its engines: RING, INTER_RDH, "
+     "SINGLE_CYCLE_RING, MESH; KANGARING, SINGLE_STEP_MESH not legal on the inter_allr leg)"),
+    ("intra_allg:mesh,inter_rdh",
+     "leaves the intra_allg leg no legal engine (its engines: RING, KANGARING; MESH, "
+     "INTER_RDH not legal on the intra_allg leg)"),
+    # the one legal engine named is excluded by the collective's clause: that is said
+    ("intra_allg:mesh,kangaring;allreduce:^kangaring",
+     "leaves the intra_allg leg no legal engine (its engines: RING, KANGARING; MESH not legal "
+     "on the intra_allg leg; KANGARING excluded)"),
+])
+def test_a_leg_allow_list_of_engines_not_legal_on_its_slot_names_them(algo, says):
+    """Until 2026-12-06 each said `every one excluded`, though no exclusion named them."""
+    assert refusal(algo) == f"trigger 0: --algo {algo!r} {says}"
+
+
+def test_every_one_excluded_stays_for_a_leg_an_exclusion_emptied():
+    """§8's example: `^ring` on 64 MiB over ranks 0,1,2 and 64,65,66 leaves the intra_allg
+    leg KANGARING only, refused (3 of a device's 4 ranks): its refusal, no `not legal`."""
+    group = (0, 1, 2, 64, 65, 66)
+    with pytest.raises(SelectionError) as err:
+        select(Request.for_op(EncOpType.ALLREDUCE, DType.BF16, group, 64 * MIB), T2N,
+               override=parse_algo_override("^ring"))
+    assert "not legal on" not in str(err.value)
+    assert "(its engines: RING, KANGARING; KANGARING: device 0 of node 0" in str(err.value)
+
+
+def test_a_leg_allow_list_names_the_engines_it_drops_in_the_legs_reason():
+    """`inter_allr:single_step_mesh,ring`: RING is the one legal engine named, taken; its
+    reason says SINGLE_STEP_MESH is not legal on the leg, in the forced form's words, as
+    `X not taken: ...` (§5); until 2026-12-06 it never named it."""
+    s = sel("inter_allr:single_step_mesh,ring")
+    (leg,) = [g for g in s.legs if g.name == "inter_allr"]
+    assert leg.alg == EncAlgType.RING
+    assert leg.reason.endswith(
+        "; SINGLE_STEP_MESH not taken: not legal on the inter_allr leg (legal: RING, "
+        "INTER_RDH, SINGLE_CYCLE_RING, MESH)"), leg.reason
+    # the legs without a clause say nothing of it
+    assert all("SINGLE_STEP_MESH" not in g.reason for g in s.legs if g.name != "inter_allr")
+
