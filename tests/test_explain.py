@@ -544,7 +544,9 @@ def test_single_cycle_channel_reason_says_why_it_runs_fewer_pairs_than_the_rule(
                    "--algo", "single_cycle_ring")
     ch = doc["triggers"][0]["channels"] if "triggers" in doc else doc["channels"]
     assert ch["count"] == 4
-    assert "keeps" not in ch["reason"] and "runs 2 channel pair(s)" in ch["reason"]
+    assert "keeps" not in ch["reason"] and ch["reason"].endswith(
+        "SINGLE_CYCLE_RING: max(1, 4 / 2) = 2 channel pair(s), each ring forward and backward: "
+        "4 channel(s)")
 
 
 def test_trigger_record_keys_follow_the_documented_table():
@@ -1161,7 +1163,7 @@ def test_a_single_rank_single_cycle_ring_reason_says_one_channel_and_no_backward
     """compose/single_cycle.py: over one rank a pair's ccw channel is its cw channel (nothing
     to exchange), so the channel reason says one channel, cw only; it said "runs 1 channel
     pair(s), each ring forward (cw) and backward (ccw): 1 channel(s)". Two ranks keep the
-    pair wording: 2 channels, a cw and a ccw."""
+    pair wording (SELECTION.md §7's, said once): 2 channels, a cw and a ccw."""
     (t,) = run_json("explain", "--op", "allreduce", "--bytes", "4KiB", "--ranks", "1",
                     "--algo", "single_cycle_ring")["triggers"]
     reason = t["channels"]["reason"]
@@ -1172,8 +1174,9 @@ def test_a_single_rank_single_cycle_ring_reason_says_one_channel_and_no_backward
     (t,) = run_json("explain", "--op", "allreduce", "--bytes", "4KiB", "--ranks", "2",
                     "--algo", "single_cycle_ring")["triggers"]
     assert [r["direction"] for r in t["channels"]["rings"]] == ["cw", "ccw"]
-    assert t["channels"]["reason"].endswith("SINGLE_CYCLE_RING runs 1 channel pair(s), each "
-                                            "ring forward (cw) and backward (ccw): 2 channel(s)")
+    assert t["channels"]["reason"].endswith("SINGLE_CYCLE_RING: max(1, 1 / 2) = 1 channel "
+                                            "pair(s), each ring forward and backward: 2 "
+                                            "channel(s)")
 
 
 def test_kangaring_paths_are_shown_per_channel_without_rank():

@@ -1,13 +1,17 @@
 """Selection leftovers a review (49q) found against docs/SELECTION.md as an oracle: a HIER
-leg allow-list naming engines not legal on its slot (§8, leg bullet).  Every expected
-message is written from the docs:
+leg allow-list naming engines not legal on its slot (§8, leg bullet), and explain's
+SINGLE_CYCLE_RING channel reason (§7).  Every expected message is written from the docs:
 the slot's legal set (§5, ``LEG_LEGAL``: intra legs RING | KANGARING; inter all-reduce RING
 | INTER_RDH | SINGLE_CYCLE_RING | MESH), the forced form's words, candidate order (§3)."""
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
 from nrtrewrite.codes import DType, EncAlgType, EncOpType
 from nrtrewrite.errors import SelectionError
 from nrtrewrite.select import Request, parse_algo_override, select
@@ -72,3 +76,18 @@ def test_a_leg_allow_list_names_the_engines_it_drops_in_the_legs_reason():
     # the legs without a clause say nothing of it
     assert all("SINGLE_STEP_MESH" not in g.reason for g in s.legs if g.name != "inter_allr")
 
+
+def test_single_cycle_ring_channel_reason_says_its_pairs_once():
+    """One rank on each of four trn2 nodes, 64 KiB: the rule gives 1 channel, so
+    max(1, 1 / 2) = 1 pair, 2 channels (§7, the form it quotes); explain added the same
+    again as `SINGLE_CYCLE_RING runs 1 channel pair(s), ... (ccw): 2 channel(s)`."""
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "64KiB",
+                                    "--group", "0,64,128,192", "--nodes", "4", "--json"],
+                             env={}, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    t = doc["triggers"][0] if "triggers" in doc else doc
+    assert t["lowered"]["algorithm"] == "SINGLE_CYCLE_RING"
+    assert t["channels"]["reason"] == (
+        "64 KiB / 256 KiB per channel -> 1; SINGLE_CYCLE_RING: max(1, 1 / 2) = 1 channel "
+        "pair(s), each ring forward and backward: 2 channel(s)")

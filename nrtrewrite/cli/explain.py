@@ -234,7 +234,9 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
                 channels["reason"] += (f"; SINGLE_CYCLE_RING over one rank runs {len(rings)} "
                                        "channel(s), cw only: its pair's ccw channel is the cw "
                                        "one, no ring is walked backward")
-            else:
+            elif (pairs, len(rings)) != (want, 2 * want):
+                # (only when the plan runs other than the rule's pairs, which select's reason
+                # already gives in SELECTION.md §7's words: until 2026-12-06 said twice)
                 channels["reason"] += (f"; SINGLE_CYCLE_RING runs {pairs} channel pair(s), each "
                                        "ring forward (cw) and backward (ccw): "
                                        f"{len(rings)} channel(s)")
