@@ -1088,7 +1088,9 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
     for k, (alg, _) in enumerate(passed):
         ok, why = PREDICATES[alg][1](leg_req, topo, policy, check_window=False)
         if ok:
-            return alg, _passed_over(_outside_window(why, passed), passed[:k] + off)
+            # (every other allowed engine was refused too: all named, SELECTION.md §8)
+            return alg, _passed_over(_outside_window(why, passed),
+                                     passed[:k] + passed[k + 1:] + off)
     if used:
         raise _no_leg_engine(leg_req, topo, policy, override, slot, legal_set, allowed)
     return EncAlgType.RING, "override not applicable"
@@ -1240,7 +1242,8 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     # until 2026-12-06 it gave the bare structural reason)
                     pick, found = a, True
                     why = _passed_over(why_a if in_window else _outside_window(why_a, passed),
-                                       [p for p in passed if order.index(p[0]) < k]
+                                       [p for p in passed if order.index(p[0]) < k
+                                        or (not in_window and p[0] != a)]
                                        + _off_slot_passed(clause, leg.name))
                     break
                 if in_window:
@@ -1332,6 +1335,8 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         # (then why each engine the cascade ran before it lost, as a HIER leg's reason says
         # it: the candidate's reason, the table's words; until 2026-12-06 not said)
         before = cascade[:cascade.index(picked)]
+        if outside:  # (and those after it, each refused too: until 2026-12-06 not said)
+            before = tuple(a for a in cascade if a != picked)
         # (the override right after the cascade it cut, as the reason's, not after the last
         # "X not taken: ..." it read as part of: until 2026-12-06 it ended the reason)
         under = f" under the override {override.text!r}" if clause is not None else ""

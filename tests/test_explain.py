@@ -1843,7 +1843,8 @@ def test_a_lowered_leg_outside_its_window_says_so():
     assert legs["inter_allr"]["reason"] == (
         "first legal engine (none allowed is inside its size window; 2 rank(s) over 2 "
         "node(s): a ring cut opposite each chunk's root, reduced from both sides); MESH not "
-        "taken: not lowerable as a HIER leg in this build")
+        "taken: not lowerable as a HIER leg in this build; INTER_RDH not taken: node_n 2 is "
+        "not a power of two >= 8")  # (the allowed engines after it too, since 2026-12-06)
     assert t["lowered"]["fallback_reason"] == (
         "inter_allr: MESH is not lowerable as a HIER leg in this build; SINGLE_CYCLE_RING "
         "instead")

@@ -506,7 +506,8 @@ def test_an_engine_taken_past_its_policy_gate_is_not_said_outside_its_size_windo
         "--algo may force it)); INTRA_RDH not taken: INTRA_RDH is intra-node only (group "
         "spans 2 nodes); MESH not taken: inter-node mesh over the whole group needs one rank "
         "per node (local_rank_n 64); such groups go hierarchical; KANGARING not taken: "
-        "KANGARING is intra-node only (group spans 2 nodes)")
+        "KANGARING is intra-node only (group spans 2 nodes); INTER_RDH not taken: INTER_RDH "
+        "needs one rank per node (local_rank_n 64)")  # (after it too, since 2026-12-06)
     # no gate among the engines the cascade ran: the size window alone, as before
     sel = select(req(AR, NODE0, 64 * KiB), T1N, override=parse_algo_override("hier,intra_rdh"))
     assert sel.reason.startswith(
@@ -531,7 +532,10 @@ def test_the_override_follows_the_cascade_it_cut_not_the_last_engine_passed_over
         "'^ring' for intra-node ALLREDUCE 4 MiB (4 MiB not below op_max_limit[ALLREDUCE] "
         "1 MiB); HIER not taken: group lies within node 0 (HIER needs a group spanning "
         "nodes); INTRA_RDH not taken: 12 devices is not a power of two (RDH is a hypercube "
-        "exchange)")
+        "exchange); KANGARING not taken: 4 MiB below op_min_limit[ALLREDUCE] 56 MiB; "
+        "SINGLE_CYCLE_RING not taken: policy gate: SINGLE_CYCLE_RING is inter-node only "
+        "(group lies within one node; --algo may force it); INTER_RDH not taken: INTER_RDH "
+        "is inter-node only (group lies within one node)")  # (those after it: since 2026-12-06)
     # a per-collective clause is said as it was given: the whole override's text
     sel = select(req(AR, NODE0[:48], 4 * MiB), T1N,
                  override=parse_algo_override("allgather:ring;allreduce:mesh,ring"))

@@ -91,3 +91,47 @@ def test_single_cycle_ring_channel_reason_says_its_pairs_once():
     assert t["channels"]["reason"] == (
         "64 KiB / 256 KiB per channel -> 1; SINGLE_CYCLE_RING: max(1, 1 / 2) = 1 channel "
         "pair(s), each ring forward and backward: 2 channel(s)")
+
+
+# -- when nothing allowed is inside its window, every allowed engine refused is named ------
+
+def test_an_outside_window_pick_names_the_allowed_engines_after_it_too():
+    """`single_step_mesh,kangaring` on an 8 MiB all-reduce over 16 ranks of a trn2 node:
+    KANGARING is below its 56 MiB window (§4), SINGLE_STEP_MESH needs (16 - 1) x 8 MiB =
+    120 MiB of the 8 MiB mesh channel buffer (§3): nothing allowed is inside, KANGARING is
+    taken, and the reason says why SINGLE_STEP_MESH, after it, was not (it did not)."""
+    s = select(Request.for_op(EncOpType.ALLREDUCE, DType.BF16, tuple(range(16)), 8 * MIB),
+               load_topology("trn2", world=(), lnc_size=2),
+               override=parse_algo_override("single_step_mesh,kangaring"))
+    assert s.alg == EncAlgType.KANGARING
+    assert "(none allowed is inside its size window)" in s.reason
+    assert s.reason.endswith("; SINGLE_STEP_MESH not taken: every peer's whole input needs "
+                             "120 MiB of channel buffer (15 x 8 MiB), more than "
+                             "ENC_MESH_CHANNEL_BUF_MAX_SIZE 8 MiB"), s.reason
+
+
+def test_a_leg_taken_outside_its_window_names_the_allowed_engines_after_it_too():
+    """`^ring` on a 1 GiB all-reduce over two whole trn2 nodes at LNC 1 (§8): the 8 MiB
+    `inter_allr` leg's MESH is not lowerable as a leg, SINGLE_CYCLE_RING is taken past its
+    4 MiB window; INTER_RDH, after it in the precedence, is refused too (node_n 2 is not a
+    power of two >= 8, §5's example) and is now named as well."""
+    t = load_topology("trn2:nodes=2", world=(), lnc_size=1)
+    s = select(Request.for_op(EncOpType.ALLREDUCE, DType.BF16, tuple(range(256)), 1 << 30),
+               t, override=parse_algo_override("^ring"))
+    (leg,) = [g for g in s.legs if g.name == "inter_allr"]
+    assert leg.alg == EncAlgType.SINGLE_CYCLE_RING
+    assert leg.reason.startswith("first legal engine (none allowed is inside its size window;")
+    assert leg.reason.endswith("; MESH not taken: not lowerable as a HIER leg in this build; "
+                               "INTER_RDH not taken: node_n 2 is not a power of two >= 8")
+
+
+def test_a_policy_leg_taken_outside_its_window_names_the_allowed_engines_after_it_too():
+    """`inter_allr:mesh,single_cycle_ring` on a 1 GiB all-reduce over two whole trn2 nodes
+    (LNC 2): the inter leg moves 1 GiB / 64 = 16 MiB, past MESH's 64 KiB and
+    SINGLE_CYCLE_RING's 4 MiB windows (§5): the policy's leg is MESH, the first legal, and
+    its reason says why SINGLE_CYCLE_RING, after it, was not taken."""
+    s = sel("inter_allr:mesh,single_cycle_ring", nbytes=1 << 30)
+    (leg,) = [g for g in s.policy_legs if g.name == "inter_allr"]
+    assert leg.alg == EncAlgType.MESH and leg.nbytes == 16 * MIB
+    assert leg.reason.endswith("; SINGLE_CYCLE_RING not taken: 16 MiB not below "
+                               "op_max_limit[ALLREDUCE] 4 MiB"), leg.reason
