@@ -96,7 +96,7 @@ def test_many_entries_get_an_overview_unless_all(monkeypatch):
     res = _run(FIX / "mix8.neff", "--rank", 0)
     assert res.exit_code == 0, res.output
     assert f"rank 0: {n} SPAD entries" in res.output
-    assert "--trigger K shows the steps" in res.output
+    assert "--trigger K shows the legs of trigger K; --all every leg table" in res.output
     assert "channel 0" not in res.output  # no step table
     res = _run(FIX / "mix8.neff", "--rank", 0, "--all")
     assert res.output.count("rank 0 trigger ") >= n
@@ -107,7 +107,7 @@ def test_limit_cuts_long_tables():
     steps = len(doc["ops"][0]["channels"][0]["steps"])
     assert steps > 3
     res = _run(FIX / "ar2.neff", "--rank", 0, "--algo", "ring", "--limit", 3)
-    assert f"... {steps - 3} more steps (--limit 0 shows all)" in res.output
+    assert f"... {steps - 3} more legs (--limit 0 shows all)" in res.output
 
 
 @pytest.mark.parametrize("opt", ["--limit", "--rank", "--trigger"])
@@ -393,12 +393,12 @@ def test_ring_table_k_column_is_the_seeds_chunk_position():
 
 def test_limit_equal_to_the_steps_cuts_nothing():
     """docs/CLI.md "schedule": at most `--limit` steps per table; a table of exactly N steps
-    under --limit N is whole, with no "... more steps" line."""
+    under --limit N is whole, with no "... more legs" line."""
     doc = json.loads(_run(FIX / "ar2.neff", "--rank", 0, "--json", "--algo", "ring").output)
     steps = len(doc["ops"][0]["channels"][0]["steps"])
     res = _run(FIX / "ar2.neff", "--rank", 0, "--algo", "ring", "--limit", steps)
     assert res.exit_code == 0, res.output
-    assert "more steps" not in res.output
+    assert "more legs" not in res.output and "more steps" not in res.output
     assert len(_table_rows(res.output)) == sum(len(c["steps"])
                                                for c in doc["ops"][0]["channels"])
 
@@ -487,3 +487,29 @@ def test_an_entry_without_legs_says_so(monkeypatch):
     assert len(said) == 1 and said[0].startswith("rank 0 trigger 0 ALLREDUCE "), said
     assert said[0] == lines[0]  # the first entry's, before the others' tables
     assert any("rank 0 trigger 1 ALLREDUCE" in line for line in lines[1:])
+
+
+def test_rows_are_legs_and_the_step_column_is_the_seeds_ring_step(tmp_path, monkeypatch):
+    """docs/CLI.md "schedule": a table's rows are legs, and its `step` column the seed's ring
+    step (seed 001 §4: an all-reduce over n ranks takes 2n - 1 steps a chunk group).  So a
+    one-group all-reduce over 4 ranks has steps 0..6, while the overview counts its legs
+    (column `legs`) and a cut table says `... N more legs`.  Until 2026-12-06 both said
+    "steps" (`steps` 16 beside `step` values 0..6)."""
+    neff = _assemble(tmp_path, "ar4", "[[0, 1, 2, 3]]",
+                     "[{all_reduce: {dtype: bf16, op: add, src: a, dst: b, bytes: 4KiB}}]")
+    (op,) = json.loads(_run(neff, "--rank", 1, "--algo", "ring", "--json").output)["ops"]
+    (ch,) = op["channels"]
+    assert op["algorithm"] == "RING" and {s["group"] for s in ch["steps"]} == {0}
+    assert sorted({s["step"] for s in ch["steps"]}) == list(range(2 * 4 - 1))
+    legs = len(ch["steps"])
+    assert legs > 2 * 4 - 1
+    monkeypatch.setattr(S, "OVERVIEW_ENTRIES", 0)
+    text = _run(neff, "--rank", 1, "--algo", "ring").output
+    (head,) = [[c.strip() for c in line.split("┃")[1:-1]] for line in text.splitlines()
+               if line.startswith("┃")]
+    assert head == ["entry", "trigger", "op", "leg", "algorithm", "channels", "legs"]
+    assert _table_rows(text) == [["0", "0", "ALLREDUCE", "flat", "RING", "0", str(legs)]]
+    assert "--trigger K shows the legs of trigger K; --all every leg table" in text
+    text = _run(neff, "--rank", 1, "--algo", "ring", "--all", "--limit", 3).output
+    assert f"... {legs - 3} more legs (--limit 0 shows all)\n" in text
+    assert "more steps" not in text

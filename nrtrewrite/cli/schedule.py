@@ -160,9 +160,9 @@ SCHEDULE_HELP = ("The per-channel step schedule of one rank: leaf, half, chunk p
 @click.option("--trigger", "triggers", type=Int(), multiple=True, metavar="K",
               help="Only trigger K (repeatable).")
 @click.option("--all", "show_all", is_flag=True,
-              help=f"Every step table even for a rank of more than {OVERVIEW_ENTRIES} entries.")
+              help=f"Every leg table even for a rank of more than {OVERVIEW_ENTRIES} entries.")
 @click.option("--limit", cls=OneValue, type=IntRange(min=0), default=200, show_default=True,
-              help="Steps per table in the rich view (0 = all); --json is never cut.")
+              help="Legs per table in the rich view (0 = all); --json is never cut.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers, show_all,
                  limit, as_json):
@@ -206,8 +206,8 @@ def schedule_cmd(model, rank, topology, algo, host_cc, no_verify_hash, triggers,
 
 def _overview(rank: int, entries) -> Table:
     table = Table(title=f"rank {rank}: {len(entries)} SPAD entries",
-                  caption="--trigger K shows the steps of trigger K; --all every step table")
-    for col in ("entry", "trigger", "op", "leg", "algorithm", "channels", "steps"):
+                  caption="--trigger K shows the legs of trigger K; --all every leg table")
+    for col in ("entry", "trigger", "op", "leg", "algorithm", "channels", "legs"):
         table.add_column(col, no_wrap=True)
     for i, (tp, spec) in enumerate(entries):
         ir = IR.emitted(spec.ir)
@@ -251,7 +251,7 @@ def _print_op(console: Console, rank: int, op: dict, limit: int) -> None:
                               f"[{a}, {b})" if b > a else "empty")
         print_table(console, table)
         if limit and len(ch["steps"]) > limit:
-            more = counted(len(ch["steps"]) - limit, "more step")
+            more = counted(len(ch["steps"]) - limit, "more leg")
             console.print(f"... {more} (--limit 0 shows all)")
         if "events" in op and ch is op["channels"][0]:
             ev = Table(title="events (semaphore = sema_shift_offset + event)")
