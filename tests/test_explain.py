@@ -1884,3 +1884,77 @@ def test_the_kangaring_note_says_why_the_policy_choice_is_not_lowered():
     assert t["kangaring"]["note"] == f"policy choice, not lowered: {why}"
     text = " ".join(run(*args).output.split())  # (the heading wraps)
     assert f"kangaring paths (policy choice, not lowered: {why}) for group 0..15:" in text
+
+
+# -- explain's warnings: those lower gives, in lower's order --------------------------------
+
+def _warnings(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("nrtrewrite: warning: ")]
+
+
+def test_explain_gives_no_warning_where_lower_refuses_the_whole_model(tmp_path):
+    """docs/CLI.md "explain": the warnings lower gives come where lower gives them, once the
+    plan is made.  lower refuses this model whole (its scratch past the core window, as in
+    test_explain_shows_the_scratch_past_the_core_window) with one error line and no
+    ``--no-verify-hash`` warning; explain shows the model and ``lower refuses the whole
+    model: ...``, and until 2026-12-06 printed that warning too."""
+    from conftest import sp
+
+    def big(s):
+        s["subgraphs"][0]["vars"][0]["size"] = (12 << 30) + 4096
+        s["subgraphs"][0]["vars"][1]["size"] = 12 << 30
+        sp(s)[1] = _ar(num_elements=1 << 31)
+    path = _limits_model(tmp_path, big)
+    line = _lower_refusal(path, tmp_path, "--no-verify-hash")  # one line: no warning
+    assert line.startswith("the model's DRAM vars, scratch and gateway need ")
+    for args in ((), ("--trigger", "0"), ("--json",)):
+        res = run("explain", path, "--no-verify-hash", *args)
+        assert res.exit_code == 0, res.output
+        assert _warnings(res.output) == [], args
+        assert line in res.output, args
+
+
+def test_explain_warnings_come_in_lowers_order(tmp_path):
+    """lower's warnings come in the order lower.load_and_plan and the lower command make them:
+    ``--no-verify-hash``'s, then the ``--algo`` clauses that apply to nothing (the plan's
+    notes), then a model without triggers that looks lowered.  On ar2's lowered NEFF (no
+    triggers, one TOPSP_KICK word) with ``--algo allreduce:ring`` explain gave the clause
+    last, after the no-trigger warning; each now comes where lower gives it, explain's own
+    wording of the no-trigger one aside (docs/CLI.md "explain", bundle.NOTHING_TO)."""
+    from nrtrewrite.golden import lower_to
+
+    lowered = str(lower_to(FIXTURES / "ar2.neff", tmp_path / "out", None) / "ar2.neff")
+    head = f"nrtrewrite: warning: {lowered}: "
+    kick = "; it holds 1 TOPSP_KICK (0xA2) word: it looks already lowered (give the original model)"
+    want = [head + "header hash not verified (--no-verify-hash)",
+            head + "--algo clause 'allreduce:ring' applies to nothing in this model: it has no "
+                   "ALLREDUCE collective",
+            head + "no collective triggers: nothing to lower, every rank file is empty" + kick]
+    args = ("--algo", "allreduce:ring", "--no-verify-hash")
+    res = run("lower", lowered, "-o", str(tmp_path / "x"), *args)
+    assert res.exit_code == 0 and _warnings(res.output) == want, res.output
+    res = run("explain", lowered, *args)
+    assert res.exit_code == 0, res.output
+    assert _warnings(res.output) == want[:2] + [
+        head + "no collective triggers: nothing to explain" + kick]
+
+
+@pytest.mark.parametrize("shown", [("--trigger", "0"), ("--rank", "0")])
+def test_explain_warns_of_an_idle_clause_with_triggers_left_out(tmp_path, shown):
+    """docs/SELECTION.md §8: a clause that governs none of the model's collectives is
+    warned of; lower (and schedule, which selects every trigger under an override) judge it
+    on every trigger, and so does explain now when --trigger or --rank leaves triggers out
+    (until 2026-12-06 it warned only when it showed every trigger).  groups.neff has no
+    all-to-all: ``alltoall:ring`` governs nothing, ``allgather:ring`` trigger 1 (ranks 4..7,
+    not shown with --trigger 0 or --rank 0)."""
+    path = str(FIXTURES / "groups.neff")
+    algo = ("--algo", "allgather:ring;alltoall:ring")
+    want = [f"nrtrewrite: warning: {path}: --algo clause 'alltoall:ring' applies to nothing in "
+            "this model: it has no ALLTOALL collective"]
+    res = run("lower", path, "-o", str(tmp_path / "x"), "-q", *algo)
+    assert res.exit_code == 0 and _warnings(res.output) == want, res.output
+    res = run("schedule", path, "--rank", "0", "--trigger", "0", *algo)
+    assert res.exit_code == 0 and _warnings(res.output) == want, res.output
+    res = run("explain", path, *shown, *algo)
+    assert res.exit_code == 0, res.output
+    assert _warnings(res.output) == want

@@ -908,13 +908,6 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                                    "collective without a MODEL; give one or the other")
         m = _read_model(model, not no_verify_hash)
         err_console = stderr_console()
-        # the warnings lower gives for the same model, printed where lower prints them: once
-        # its plan is made, none before a refusal of the topology, the plan or an unknown
-        # --trigger (schedule's, made before it plans, is after its plan too; until
-        # 2026-12-06 explain printed them first)
-        warnings = [unverified_hash_warning(model)] if no_verify_hash else []
-        if (note := no_trigger_warning(m, "explain")) is not None:
-            warnings.append(note)
         try:  # (named by the model, as lower and schedule name it: load_and_plan)
             topo = load_topology(topology, world=m.world, lnc_size=m.lnc_size)
         except NrtRewriteError as err:
@@ -964,6 +957,20 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                      else next(iter(mp.refusals.values()), None))
             if first is not None:
                 raise first.at(file=model)
+        # the warnings lower gives for the same model, in its order (--no-verify-hash's, the
+        # --algo clauses that govern none of the model's triggers, a model without triggers
+        # that looks lowered), where lower prints them: once its plan is made, so none when
+        # lower refuses a trigger or the whole model, nor before a refusal of the topology or
+        # an unknown --trigger (schedule's, made before it plans, is after its plan too).
+        # Until 2026-12-06 explain printed them before the model-wide refusal lower meets
+        # instead, the idle clauses last and only when every trigger was shown.
+        warnings = []
+        if mp.refusal is None and not mp.refusals:
+            warnings = [unverified_hash_warning(model)] if no_verify_hash else []
+            # (lower's select_all: every trigger selected, in trigger order)
+            warnings += idle_clauses(override, mp.selections.values(), model)
+            if (note := no_trigger_warning(m, "explain")) is not None:
+                warnings.append(note)
         for w in warnings:
             warn(err_console, w)
         if outside:
@@ -1060,9 +1067,6 @@ def explain_cmd(model, rank, topology, algo, as_json, only, show_all, no_verify_
                 raise
             raise err.at(**trigger_where(item)).at(file=model)
 
-    if model is not None and len(sels) == len(m.triggers):  # every trigger of the model seen
-        for note in idle_clauses(override, sels, model):  # the warnings lower gives
-            warn(err_console, note)
     refused: list[dict] = []  # the triggers not shown that lower refuses
     if model is not None and len(sels) < len(m.triggers):
         refused = _refused_not_shown(mp, {s.trigger for s in sels})
