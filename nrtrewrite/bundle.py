@@ -285,7 +285,7 @@ def kick_words(model) -> int:
 
 #: What a model without collective triggers means to each command (its warning's middle).
 NOTHING_TO = {"lower": "nothing to lower, every rank file is empty",
-              "explain": "nothing to explain", "schedule": "no steps to show",
+              "explain": "nothing to explain", "schedule": "no legs to show",
               "simulate": "nothing to simulate, no collective is checked"}
 
 

@@ -39,9 +39,9 @@ def lowered(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("command, what", [
     (["explain"], "nothing to explain"),
     (["explain", "--json"], "nothing to explain"),
-    (["schedule", "--rank", "0"], "no steps to show"),
+    (["schedule", "--rank", "0"], "no legs to show"),
     # the JSON path returned before its warnings until 2026-12-04
-    (["schedule", "--rank", "0", "--json"], "no steps to show"),
+    (["schedule", "--rank", "0", "--json"], "no legs to show"),  # "no steps" until 2026-12-06
     (["simulate"], "nothing to simulate, no collective is checked"),
 ])
 def test_an_already_lowered_neff_is_named_as_lower_names_it(lowered, command, what):
