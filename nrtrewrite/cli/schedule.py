@@ -129,8 +129,8 @@ def _write_json(out, rank: int, ops: Iterator[dict]) -> None:
 
 
 #: Entries of a rank above which ``schedule`` shows one overview row per entry instead of
-#: every step table, unless --trigger or --all (a 128-rank HIER rank: 2,495
-#: entries, 590,000 steps, five minutes of tables).
+#: every leg table, unless --trigger or --all (a 128-rank HIER rank: 2,495
+#: entries, 590,000 legs, five minutes of tables).
 OVERVIEW_ENTRIES = 64
 
 
