@@ -522,14 +522,24 @@ def _hold_checksums(diffs: Iterable[Difference], checksum_of: Callable[[tuple], 
     covers, or None), which go to ``held`` by that file: the file is compared itself, so a
     checksum's line would only repeat its difference (or, for a manifest whose layout alone
     changed, make one up); :func:`_settle` decides each once the file is compared.  A key
-    one side has and the other has not is no stale value but a manifest of another shape
-    (``simulate`` refuses it): a difference, as any other key's (review 49l)."""
+    one side has and the other has not, or holds a value of another type, is no stale value
+    but a manifest of another shape (``simulate`` refuses it): a difference, as any other
+    key's (reviews 49l, 49w)."""
     for d in diffs:
         covered = checksum_of(d.path)
-        if covered is None or d.a is ABSENT or d.b is ABSENT:
+        if covered is None or not _both_of_its_type(d):
             yield d
         else:
             held.setdefault(covered, []).append(d)
+
+
+def _both_of_its_type(d: Difference) -> bool:
+    """Whether both sides hold the checksum key of line ``d`` itself (not a value inside
+    it) with a value of the type the key records: a ``files`` item's ``bytes`` and
+    ``records`` an integer, a checksum a string (FORMATS §1.1, §1.2)."""
+    want = int if d.path[-1] in ("bytes", "records") else str
+    return (tuple(d.path) == _held_key(d.path)
+            and type(d.a) is want and type(d.b) is want)  # (type: a bool is no integer)
 
 
 def _settle(rep: "Report", lines: list[Difference] | None, covers: str, same: bool) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from nrtrewrite.cli import main
@@ -246,3 +247,31 @@ def test_a_checksum_key_one_side_has_alone_is_a_difference(pair):
     assert res.stdout.splitlines()[0].startswith(
         'rank-0001/manifest.json files["sem.bin"].sha256: ')
     assert res.stdout.endswith("\n1 difference(s)\n") and res.stderr == ""
+
+
+@pytest.mark.parametrize("where, path, value", [
+    (None, ("rank_manifests", "rank-0001"), None),
+    (None, ("rank_manifests", "rank-0001"), 5),
+    ("rank-0000", ("files", "dma.bin", "sha256"), 5),
+    ("rank-0000", ("files", "cce.bin", "records"), None),
+    ("rank-0000", ("files", "cce.bin", "bytes"), True),
+])
+def test_a_checksum_key_of_another_type_is_a_difference(pair, where, path, value):
+    """Review 49w: a checksum key (or a ``files`` item's ``bytes`` / ``records``) holding a
+    value of another JSON type than FORMATS §1.1 / §1.2 give it (a string; an integer) is a
+    manifest ``simulate`` refuses, not a stale value: a difference (exit 1), no note."""
+    a, b = pair
+    man_path = b / (where or "") / "manifest.json"
+    doc = _load(man_path)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    data = _write(man_path, doc)
+    if where is not None:  # the top manifest's checksum of that rank manifest kept right
+        top = _load(b / "manifest.json")
+        top["rank_manifests"][where] = _sha(data)
+        _write(b / "manifest.json", top)
+    res = _invoke(a, b)
+    assert res.exit_code == 1, res.output
+    assert res.stdout.endswith("\n1 difference(s)\n") and res.stderr == "", res.output

@@ -763,3 +763,14 @@ def test_model_reads_input_after_the_other_keys_each_of_its_type(ar2, tmp_path, 
     for flags in ((), ("--ignore-checksums",)):
         got = _one_line_status_2(out, "--model", FIX / "ar2.neff", *flags)
         assert got == want
+
+
+@pytest.mark.parametrize("name", [None, 5, "other.neff"])
+def test_model_takes_any_input_name(ar2, tmp_path, name):
+    """``input.name`` is informative (FORMATS §1.1: the file name as given): with --model
+    only the SHA-256 and the size are typed and compared (review 49w: the first typing of
+    ``input`` refused a null name, though the same output simulates without --model)."""
+    out = tmp_path / "o"
+    _copy_with(ar2, out, [(None, ["input", "name"], name)])
+    res = cli("simulate", out, "--model", FIX / "ar2.neff")
+    assert res.exit_code == 0, res.output

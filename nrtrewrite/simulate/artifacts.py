@@ -302,8 +302,9 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     # (null, null bytes, null)``, blaming the model, and with the option before ``ranks``)
     read_top_values(out, top)
     doc = Field(top, "", str(out / "manifest.json"))["input"]
+    # (its name is informative, shown as JSON writes it, of any type: review 49w)
     inp = {"sha256": doc["sha256"].str(), "bytes": doc["bytes"].int(0),
-           "name": doc["name"].str() if doc.has("name") else None}
+           "name": top["input"].get("name")}
     data = read_file_bytes(str(model))
     sha = hashlib.sha256(data).hexdigest()
     if sha == inp.get("sha256") and len(data) != inp.get("bytes"):
