@@ -197,12 +197,17 @@ def test_get_pgt_offset_pages_the_transfer_and_the_last_page_is_short(offset, to
 
 # -- SELECTION.md §7: SINGLE_CYCLE_RING uses max(1, n / 2) channel pairs, one forward ring each
 
-@pytest.mark.parametrize("n_channels, rings", [(1, 1), (2, 1), (4, 2), (8, 4)])
-def test_single_cycle_forward_rings_are_half_the_channel_count(n_channels, rings):
+@pytest.mark.parametrize("n_channels, pairs, rings",
+                         [(1, 1, 1), (2, 1, 1), (4, 2, 2), (8, 4, 2)])
+def test_single_cycle_forward_rings_are_half_the_channel_count(n_channels, pairs, rings):
     from nrtrewrite.compose.single_cycle import forward_rings
-    # a whole trn2 node has 4 distinct rings (TOPOLOGY.md: the four directed device cycles)
+    # a whole trn2 node has 4 distinct rings (TOPOLOGY.md: the four directed device cycles),
+    # 2 up to reversal (H0, H1): a pair walks its ring both ways, so 8 channels (past the
+    # node's cap of 4) repeat them, pair k the ring of pair k mod 2 (TOPOLOGY.md §3 step 6;
+    # until 2026-12-06 pairs 2 and 3 took H0 and H1 reversed, pairs 0 and 1's CCW rings)
     fwd = forward_rings(T1N, tuple(range(64)), n_channels)
-    assert len(fwd) == rings and len(set(fwd)) == rings
+    assert len(fwd) == pairs and len(set(fwd)) == rings
+    assert all(fwd[k] == fwd[k % rings] for k in range(pairs))
 
 
 # -- seed 000 §2.3: enc_kangaring.logical_path[256] holds 256 ranks, not 257 ------------------

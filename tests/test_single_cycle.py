@@ -287,3 +287,55 @@ def test_an_older_one_rank_single_cycle_output_still_simulates(tmp_path):
     # accepted above)
     assert res.exit_code == 1 and "buffers should list 0 or 1 recv2 buffers (1 as lowered " \
         "before 2026-12-06), not 2: its replica_group is one rank" in res.output, res.output
+
+
+def _directed(order):
+    """A ring order as its directed cycle: the set of (rank, successor) hops."""
+    return frozenset((order[i], order[(i + 1) % len(order)]) for i in range(len(order)))
+
+
+def test_no_single_cycle_channel_repeats_an_earlier_channels_directed_ring():
+    # 2-rank-per-device ranks over three trn2 nodes: 8 channels, 4 pairs; the group has 8
+    # and more distinct rings (docs/TOPOLOGY.md §3 step 5), so no channel, CW or CCW, may
+    # walk the directed cycle of an earlier one (until 2026-12-06 a later pair's CW ring
+    # was an earlier pair's CCW ring: ch2 = ch1, ch3 = ch0, ...); the pairs still simulate
+    group = [1, 8, 20, 49, 102, 130]
+    plan = plan_ops([ar(1 << 20)], group, algo="allreduce:single_cycle_ring",
+                    topology="trn2:nodes=3", nbytes=2 << 20)
+    sp = plan.triggers[0].prepared.data
+    assert len(sp.pairs) == 4
+    cycles = [_directed(sp.orders[c]) for c in sp.channel_ids]
+    assert len(set(cycles)) == len(cycles) == 8
+    for cw, ccw in sp.pairs:  # each pair still one ring both ways
+        assert _directed(sp.orders[ccw]) == {(b, a) for a, b in _directed(sp.orders[cw])}
+    run_all(plan)
+
+
+@pytest.mark.parametrize("group, topology, n", [("0-127", "trn2:nodes=2", 16),
+                                                ("0-191", "trn2:nodes=3", 16),
+                                                ("0-63", "trn2", 4)])
+def test_explain_single_cycle_rings_are_distinct_and_none_duplicate(group, topology, n):
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "64MiB",
+                                    "--group", group, "--topology", topology,
+                                    "--algo", "single_cycle_ring", "--json"])
+    assert res.exit_code == 0, res.output
+    rings = json.loads(res.output)["triggers"][0]["channels"]["rings"]
+    assert [r["channel"] for r in rings] == list(range(n))
+    assert len({_directed(r["order"]) for r in rings}) == n
+    assert [r["duplicate"] for r in rings] == [False] * n
+
+
+def test_a_two_rank_groups_ccw_channel_is_a_duplicate():
+    # a ring of two ranks walked backward is the same directed cycle (0 -> 1 -> 0): channel
+    # 1 repeats channel 0, duplicate (docs/TOPOLOGY.md §3 step 5)
+    from click.testing import CliRunner
+    from nrtrewrite.cli import main
+    res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "64MiB",
+                                    "--group", "0,1", "--algo", "single_cycle_ring",
+                                    "--rank", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    rings = json.loads(res.output)["triggers"][0]["channels"]["rings"]
+    assert [(r["channel"], r["direction"], r["prev"], r["next"], r["duplicate"])
+            for r in rings] == [(0, "cw", 1, 1, False), (1, "ccw", 1, 1, True)]

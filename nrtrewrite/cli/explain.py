@@ -222,7 +222,7 @@ def explain_selection(sel: Selection, topo: Topology, *, rank: int | None = None
             pairs = len({c for c, _o, _d, direction in rings if direction == "cw"})
             from nrtrewrite.compose.single_cycle import forward_rings
             want = max(1, sel.n_channels // 2)  # docs/SELECTION.md §7
-            nring = len(forward_rings(topo, sel.group, sel.n_channels))
+            nring = len(set(forward_rings(topo, sel.group, sel.n_channels)))
             if nring < want:
                 channels["reason"] += (f"; {nring} distinct ring(s) for the {want} channel "
                                        "pair(s) of the rule")
@@ -395,13 +395,16 @@ def _single_cycle_rings(sel: Selection, topo: Topology, sp=None) -> list[tuple]:
         elements = sel.op_bytes // DTYPE_SIZE[sel.dtype]
         sp = trigger_single_cycle_plan(topo, sel.op, sel.group, elements, sel.dtype,
                                        sel.n_channels)
-    cw_dups = duplicate_flags([sp.orders[cw] for cw, _ccw in sp.pairs])
     out = []
-    for (cw, ccw), dup in zip(sp.pairs, cw_dups):
-        out.append((cw, sp.orders[cw], dup, "cw"))
+    for cw, ccw in sp.pairs:
+        out.append((cw, sp.orders[cw], "cw"))
         if ccw != cw:
-            out.append((ccw, sp.orders[ccw], dup, "ccw"))
-    return sorted(out, key=lambda r: r[0])
+            out.append((ccw, sp.orders[ccw], "ccw"))
+    out.sort(key=lambda r: r[0])
+    # duplicate: the same directed cycle as an earlier channel's, cw or ccw (a 2-rank
+    # group's ccw channel repeats its cw one, docs/TOPOLOGY.md §3 step 5)
+    dups = duplicate_flags([order for _c, order, _d in out])
+    return [(c, order, dup, d) for (c, order, d), dup in zip(out, dups)]
 
 
 def not_lowerable(sel: Selection) -> Selection:

@@ -61,7 +61,7 @@ from nrtrewrite.compose.segments import (
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
 from nrtrewrite.errors import LoweringError
-from nrtrewrite.topology.rings import enc_ring, ring_orders
+from nrtrewrite.topology.rings import NEC_MAX_CHANNELS, _successors, enc_ring, ring_orders
 
 RS, AG = 0, 1  # phases
 RING_2R1W = int(ReductionType.RING_2R1W)
@@ -186,15 +186,33 @@ def _rings_manifest(group: tuple[int, ...], pairs: list[tuple[int, int]],
 
 def forward_rings(topo, group, n_channels: int) -> tuple[tuple[int, ...], ...]:
     """The distinct forward rings a SINGLE_CYCLE_RING selected with ``n_channels`` can use,
-    at most ``max(1, n_channels / 2)`` (docs/SELECTION.md §7), memoised per (group, pairs)."""
+    at most ``max(1, n_channels / 2)`` (docs/SELECTION.md §7), memoised per (group, pairs).
+
+    A pair walks its ring forward (CW) and backward (CCW), so no pair's ring may be an
+    earlier pair's ring or its reverse: the rings are those of ``ring_orders`` for
+    ``2 x pairs`` channels (then, while short, for 32), in order, each skipped when it or its
+    reverse is already taken (docs/TOPOLOGY.md §3; until 2026-12-06 the first ``pairs`` of
+    them, whose reversed variants repeated an earlier pair's CCW ring).  A group with fewer
+    rings up to reversal than ``pairs`` (a count forced past the channel rule's cap) repeats
+    them in turn, as ``ring_orders`` repeats its rings; the first ring whatever the count."""
     group = tuple(group)
     pairs_n = max(1, n_channels // 2)
 
     def forward() -> tuple[tuple[int, ...], ...]:
-        if len(group) > 1:
-            return tuple(o for o in ring_orders(topo, group, min(32, pairs_n))
-                         if o is not None)
-        return (group,)
+        if len(group) == 1:
+            return (group,)
+        taken: list[tuple[int, ...]] = []
+        seen: set[frozenset[tuple[int, int]]] = set()
+        for count in dict.fromkeys((min(NEC_MAX_CHANNELS, 2 * pairs_n), NEC_MAX_CHANNELS)):
+            for order in ring_orders(topo, group, count):
+                if _successors(order) in seen:
+                    continue
+                taken.append(order)
+                if len(taken) == pairs_n:
+                    return tuple(taken)
+                seen.add(_successors(order))
+                seen.add(_successors(order[::-1]))
+        return tuple(taken[k % len(taken)] for k in range(pairs_n))
 
     return topo.cached(("single_cycle_rings", group, pairs_n), forward)
 
