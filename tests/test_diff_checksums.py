@@ -41,6 +41,12 @@ def _rehash_rank(b, r: str, name: str) -> None:
     that rank manifest's (``files[name].sha256``, ``rank_manifests[r]``: FORMATS §1.1, §1.2)."""
     man = _load(b / r / "manifest.json")
     man["files"][name]["sha256"] = _sha((b / r / name).read_bytes())
+    _write_rank_manifest(b, r, man)
+
+
+def _write_rank_manifest(b, r: str, man) -> None:
+    """B's rank ``r`` manifest written as ``man``, and the top manifest's checksum of it,
+    ``rank_manifests[r]``, updated to match (FORMATS §1.1)."""
     data = _write(b / r / "manifest.json", man)
     top = _load(b / "manifest.json")
     top["rank_manifests"][r] = _sha(data)
@@ -127,10 +133,7 @@ def test_a_stale_artifact_checksum_is_a_note_on_that_key_alone(pair):
     old = man["files"]["cce.bin"]["sha256"]
     assert old == _sha((a / "rank-0000" / "cce.bin").read_bytes())
     man["files"]["cce.bin"]["sha256"] = "0" * 64
-    data = _write(b / "rank-0000" / "manifest.json", man)
-    top = _load(b / "manifest.json")
-    top["rank_manifests"]["rank-0000"] = _sha(data)
-    _write(b / "manifest.json", top)
+    _write_rank_manifest(b, "rank-0000", man)
     res = _invoke(a, b)
     assert (res.exit_code, res.stdout) == (0, "identical\n")
     assert res.stderr == (
@@ -238,10 +241,7 @@ def test_a_checksum_key_one_side_has_alone_is_a_difference(pair):
     _write(b / "manifest.json", _load(a / "manifest.json"))
     man = _load(b / "rank-0001" / "manifest.json")
     del man["files"]["sem.bin"]["sha256"]
-    data = _write(b / "rank-0001" / "manifest.json", man)
-    top = _load(b / "manifest.json")
-    top["rank_manifests"]["rank-0001"] = _sha(data)
-    _write(b / "manifest.json", top)
+    _write_rank_manifest(b, "rank-0001", man)
     res = _invoke(a, b)
     assert res.exit_code == 1, res.output
     assert res.stdout.splitlines()[0].startswith(
@@ -261,17 +261,15 @@ def test_a_checksum_key_of_another_type_is_a_difference(pair, where, path, value
     value of another JSON type than FORMATS §1.1 / §1.2 give it (a string; an integer) is a
     manifest ``simulate`` refuses, not a stale value: a difference (exit 1), no note."""
     a, b = pair
-    man_path = b / (where or "") / "manifest.json"
-    doc = _load(man_path)
+    doc = _load(b / (where or "") / "manifest.json")
     node = doc
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
-    data = _write(man_path, doc)
-    if where is not None:  # the top manifest's checksum of that rank manifest kept right
-        top = _load(b / "manifest.json")
-        top["rank_manifests"][where] = _sha(data)
-        _write(b / "manifest.json", top)
+    if where is None:
+        _write(b / "manifest.json", doc)
+    else:  # the top manifest's checksum of that rank manifest kept right
+        _write_rank_manifest(b, where, doc)
     res = _invoke(a, b)
     assert res.exit_code == 1, res.output
     assert res.stdout.endswith("\n1 difference(s)\n") and res.stderr == "", res.output
