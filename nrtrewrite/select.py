@@ -1074,7 +1074,8 @@ def _leg_choice(slot: str, leg_req: Request, topo: Topology, policy: Policy,
         return a in legal_set and leaves(a)
 
     passed: list[tuple[EncAlgType, str]] = []  # (engine, why not), the ones before the pick
-    off = _off_slot_passed(clause, slot)  # (an allow-list's engines not legal on the slot)
+    # (an allow-list's engines not legal on the slot, or excluded)
+    off = _off_slot_passed(clause, slot, op_clause)
     for alg in policy.precedence:
         if not allowed(alg):
             continue
@@ -1117,12 +1118,22 @@ def _off_slot(clause: OverrideClause | None, engines: Iterable[EncAlgType]
     return [a for a in CANDIDATE_ORDER if a in clause.algs and a not in engines]
 
 
-def _off_slot_passed(clause: OverrideClause | None, slot: str) -> list[tuple[EncAlgType, str]]:
-    """``(engine, why not)`` for each engine a leg allow-list names that is not legal on
-    ``slot``, as the forced form says it, for the reason of the engine the leg takes."""
+def _off_slot_passed(clause: OverrideClause | None, slot: str,
+                     op_clause: OverrideClause | None = None) -> list[tuple[EncAlgType, str]]:
+    """``(engine, why not)`` for each engine a leg allow-list names that the leg cannot
+    take, for the reason of the engine it takes: not legal on ``slot``, as the forced form
+    says it, or legal there but removed by the exclusion ``op_clause`` (untargeted or the
+    collective's), ``excluded``, as the leg's error says it (review 49w: until 2026-12-06
+    such an engine went without a word, ``intra_allg:kangaring,ring;allreduce:^kangaring``
+    taking RING, ``always legal (the fallback)``)."""
     legal = LEG_LEGAL[slot]
     why = (f"not legal on the {slot} leg (legal: {', '.join(a.name for a in legal)})")
-    return [(a, why) for a in _off_slot(clause, legal)]
+    out = [(a, why) for a in _off_slot(clause, legal)]
+    if (clause is not None and not clause.exclude
+            and op_clause is not None and op_clause.exclude):
+        out += [(a, "excluded") for a in CANDIDATE_ORDER
+                if a in clause.algs and a in legal and a in op_clause.algs]
+    return out
 
 
 def _no_leg_engine(req: Request, topo: Topology, policy: Policy,
@@ -1244,7 +1255,7 @@ def _lowerable_hier_legs(req: Request, topo: Topology, policy: Policy,
                     why = _passed_over(why_a if in_window else _outside_window(why_a, passed),
                                        [p for p in passed if order.index(p[0]) < k
                                         or (not in_window and p[0] != a)]
-                                       + _off_slot_passed(clause, leg.name))
+                                       + _off_slot_passed(clause, leg.name, op_clause))
                     break
                 if in_window:
                     passed.append((a, why_a))

@@ -135,3 +135,15 @@ def test_a_policy_leg_taken_outside_its_window_names_the_allowed_engines_after_i
     assert leg.alg == EncAlgType.MESH and leg.nbytes == 16 * MIB
     assert leg.reason.endswith("; SINGLE_CYCLE_RING not taken: 16 MiB not below "
                                "op_max_limit[ALLREDUCE] 4 MiB"), leg.reason
+
+
+def test_a_leg_allow_list_names_the_engine_an_exclusion_removed_in_the_legs_reason():
+    """Review 49w: `intra_allg:kangaring,ring;allreduce:^kangaring` over two whole trn2
+    nodes, 64 MiB: the collective's exclusion removes KANGARING from the leg's list, so the
+    leg takes RING; its reason says KANGARING was not taken, `excluded`, as the leg's error
+    says it (§8), where until 2026-12-06 it read `always legal (the fallback)` alone (the
+    policy's and the lowered leg alike: this build lowers RING as a leg)."""
+    s = sel("intra_allg:kangaring,ring;allreduce:^kangaring", 64 * MIB)
+    (leg,) = [g for g in s.legs if g.name == "intra_allg"]
+    assert leg.alg == EncAlgType.RING
+    assert leg.reason.endswith("; KANGARING not taken: excluded"), leg.reason
