@@ -236,6 +236,19 @@ def _capped(why: str) -> str:
 TEMPORARY_FOLDER = "<temporary>"
 
 
+def temporary_name(path: str | os.PathLike, folder: str | os.PathLike) -> str | None:
+    """``path`` named from inside ``folder`` under :data:`TEMPORARY_FOLDER`
+    (``<temporary>/ar2.lowered/rank-0000``), or None where it is not inside it (the folder
+    itself, outside it, another drive)."""
+    try:
+        rel = os.path.relpath(path, folder)
+    except ValueError:  # (another drive)
+        return None
+    if rel in (os.curdir, os.pardir) or rel.startswith(os.pardir + os.sep):
+        return None
+    return f"{TEMPORARY_FOLDER}/{rel}"
+
+
 class NrtRewriteError(Exception):
     """Base of every error nrtrewrite raises on purpose."""
 
@@ -268,14 +281,10 @@ class NrtRewriteError(Exception):
         name would make two runs' lines differ (``<temporary>/ar2.lowered/rank-0000: ...``,
         docs/CLI.md "simulate"; the mark, since review 49l, so that the name is not taken
         for ``lower``'s own ``ar2.lowered`` beside the model)."""
-        if self.where.file is not None:
-            try:
-                rel = os.path.relpath(self.where.file, folder)
-            except ValueError:  # (another drive)
-                return self
-            if rel != os.curdir and rel != os.pardir and not rel.startswith(os.pardir + os.sep):
-                self.where = replace(self.where, file=f"{TEMPORARY_FOLDER}/{rel}")
-                self.args = (self.line(),)
+        name = None if self.where.file is None else temporary_name(self.where.file, folder)
+        if name is not None:
+            self.where = replace(self.where, file=name)
+            self.args = (self.line(),)
         return self
 
     def __str__(self) -> str:

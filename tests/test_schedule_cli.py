@@ -502,7 +502,9 @@ def test_rows_are_legs_and_the_step_column_is_the_seeds_ring_step(tmp_path, monk
     assert op["algorithm"] == "RING" and {s["group"] for s in ch["steps"]} == {0}
     assert sorted({s["step"] for s in ch["steps"]}) == list(range(2 * 4 - 1))
     legs = len(ch["steps"])
-    assert legs > 2 * 4 - 1
+    # CLI.md "schedule": each of the 2n - 1 = 7 steps moves two halves, and the final reduce
+    # step's direct_copy_send the two halves of the rank's own chunk: 7 x 2 + 2 legs
+    assert legs == 7 * 2 + 2
     monkeypatch.setattr(S, "OVERVIEW_ENTRIES", 0)
     text = _run(neff, "--rank", 1, "--algo", "ring").output
     (head,) = [[c.strip() for c in line.split("┃")[1:-1]] for line in text.splitlines()

@@ -1068,9 +1068,10 @@ def _ssm_in_place_spec(groups: list[list[int]], elems: int = 600) -> dict:
 def test_single_step_mesh_in_place_over_more_than_8_ranks_matches_bit_for_bit(
         tmp_path, n, topology):
     """In place over 9 to 64 ranks (one trn2 node holds 64 at LNC 2: 64 ranks are taken as
-    one group a node on two nodes, SINGLE_STEP_MESH being intra-node only), ADD, MAX and MIN on every dtype it
-    takes: the simulator finds every rank's result equal to the reference bit for bit, no
-    race and no deadlock (assert_clean), on two seeds (one over 32 ranks or more). Until
+    one group a node on two nodes, SINGLE_STEP_MESH being intra-node only), ADD, MAX and MIN
+    on every dtype it takes: the simulator finds every rank's result equal to the reference
+    bit for bit, no race and no deadlock (assert_clean), on two seeds (one over 32 ranks or
+    more). Until
     2026-12-06 ``lower`` refused these (the chain through OUT read the rank's own input
     after overwriting it)."""
     groups = [list(range(n))] + ([list(range(64, 64 + n))] if topology else [])

@@ -1,4 +1,4 @@
-"""``nrtrewrite schedule``: the composed steps of one rank (same choices as ``lower``)."""
+"""``nrtrewrite schedule``: the composed legs of one rank (same choices as ``lower``)."""
 
 from __future__ import annotations
 

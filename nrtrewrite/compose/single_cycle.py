@@ -185,8 +185,9 @@ def _rings_manifest(group: tuple[int, ...], pairs: list[tuple[int, int]],
 
 
 def forward_rings(topo, group, n_channels: int) -> tuple[tuple[int, ...], ...]:
-    """The distinct forward rings a SINGLE_CYCLE_RING selected with ``n_channels`` can use,
-    at most ``max(1, n_channels / 2)`` (docs/SELECTION.md §7), memoised per (group, pairs).
+    """The forward ring of each of the ``max(1, n_channels / 2)`` channel pairs of a
+    SINGLE_CYCLE_RING selected with ``n_channels`` (docs/SELECTION.md §7), memoised per
+    (group, pairs).
 
     A pair walks its ring forward (CW) and backward (CCW), so no pair's ring may be an
     earlier pair's ring or its reverse: the rings are those of ``ring_orders`` for

@@ -22,7 +22,7 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
 from nrtrewrite.errors import (OutputError, SimulationError, escape_controls,
                                escape_path, json_text)
-from nrtrewrite.simulate.fields import MAX_CHANNEL, Field, json_kind
+from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 from nrtrewrite.simulate.layout import Layout
 from nrtrewrite.simulate.triggers import read_triggers
 
@@ -302,34 +302,29 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     # (null, null bytes, null)``, blaming the model, and with the option before ``ranks``)
     read_top_values(out, top)
     doc = Field(top, "", str(out / "manifest.json"))["input"]
-    # (its name is informative, shown as JSON writes it, of any type: review 49w)
-    inp = {"sha256": doc["sha256"].str(), "bytes": doc["bytes"].int(0),
-           "name": top["input"].get("name")}
+    want_sha, want_bytes = doc["sha256"].str(), doc["bytes"].int(0)
+    name = top["input"].get("name")  # (informative, of any type: shown as JSON writes it)
     data = read_file_bytes(str(model))
     sha = hashlib.sha256(data).hexdigest()
-    if sha == inp.get("sha256") and len(data) != inp.get("bytes"):
+    if sha == want_sha and len(data) != want_bytes:
         # the same bytes (their sha256), another size: an nrtrewrite before 2026-12-01
         # recorded the payload's end (header_size + data_size, NEFF-LIKE.md §1) of a model
         # with zero bytes after its payload; any other size is not what a lowering recorded
         from nrtrewrite.neff.container import HEADER_FIELDS
         hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
         end = sum(int.from_bytes(data[o:o + 8], "little") for o in (hs, ds))
-        if inp.get("bytes") == end and not any(data[end:]):
+        if want_bytes == end and not any(data[end:]):
             return data
         raise OutputError(f"the model's sha256 is the one {escape_path(out)}/manifest.json "
                           f"records for its input, but not its size: {len(data)} bytes, not "
-                          f"{json_kind(inp.get('bytes'))} (not a size a lowering of it records: "
-                          "lower the model again)", file=str(Path(out) / "manifest.json"),
-                          field="input.bytes")
-    if sha != inp.get("sha256") or len(data) != inp.get("bytes"):
-        # (the recorded values as JSON writes them, until 2026-12-06 Python's: 'ar2.neff')
-        said = inp.get("sha256")
-        said = f"{said[:16]}..." if isinstance(said, str) else json_kind(said)
+                          f"{want_bytes} (not a size a lowering of it records: lower the model "
+                          "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
+    if sha != want_sha or len(data) != want_bytes:
+        # (the name as JSON writes it; until 2026-12-06 Python's: 'ar2.neff')
         raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
-                          f"{escape_path(out)}/manifest.json records ({said}, "
-                          f"{json_kind(inp.get('bytes'))} bytes, {json_text(inp.get('name'))}): "
-                          "--model must name the model this output was lowered from",
-                          file=str(model), field="input.sha256")
+                          f"{escape_path(out)}/manifest.json records ({want_sha[:16]}..., "
+                          f"{want_bytes} bytes, {json_text(name)}): --model must name the model "
+                          "this output was lowered from", file=str(model), field="input.sha256")
     return data
 
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from nrtrewrite import codes
 from nrtrewrite.codes import DType, SdmaCceType
-from nrtrewrite.errors import (TEMPORARY_FOLDER, NrtRewriteError, OutputError, SimulationError,
-                               escape_controls, json_text)
+from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, escape_controls,
+                               json_text, temporary_name)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
     load_rank_files, read_rank_manifest, read_rewritten_neff, read_top_manifest,
@@ -530,15 +530,13 @@ class Simulator:
 
     def _output_name(self) -> str:
         """The result's ``output``: the folder as given, or with ``names_within`` its path
-        from inside that folder under :data:`TEMPORARY_FOLDER` (``<temporary>/ar2.lowered``:
-        simulate MODEL.neff's temporary folder, removed afterwards, whose random name would
-        make two runs' tables and documents differ; docs/CLI.md "simulate"), as the result's
-        error names its files."""
-        if self.names_within is not None:
-            rel = os.path.relpath(self.out, self.names_within)
-            if rel not in (os.curdir, os.pardir) and not rel.startswith(os.pardir + os.sep):
-                return f"{TEMPORARY_FOLDER}/{rel}"
-        return str(self.out)
+        from inside that folder (:func:`~nrtrewrite.errors.temporary_name`:
+        ``<temporary>/ar2.lowered``; simulate MODEL.neff's temporary folder, removed
+        afterwards, whose random name would make two runs' tables and documents differ;
+        docs/CLI.md "simulate"), as the result's error names its files."""
+        name = (None if self.names_within is None
+                else temporary_name(self.out, self.names_within))
+        return str(self.out) if name is None else name
 
     def execute(self, res: SimulationResult) -> None:
         """Run the decoded programs to the end (or to the first protocol error)."""
@@ -1294,9 +1292,9 @@ def simulate_output(out: str | Path, *, seed: int = 0, progress=None,
     """Simulate the output folder ``out`` (checksums are the caller's business).  With
     ``model`` (the input :class:`~nrtrewrite.neff.model.Model`), the manifest's triggers are
     first checked to be the model's.  ``memory_check`` False runs on whatever the memory
-    (:mod:`nrtrewrite.simulate.memguard`).  ``names_within``: the folder the result's
-    error names its file relative to, and its ``output`` (simulate MODEL.neff's temporary
-    folder: ``ar2.lowered``)."""
+    (:mod:`nrtrewrite.simulate.memguard`).  ``names_within``: a folder (simulate
+    MODEL.neff's temporary one) whose paths the result's error and ``output`` name from
+    inside it, under :data:`~nrtrewrite.errors.TEMPORARY_FOLDER` (``<temporary>/ar2.lowered``)."""
     return Simulator(out, seed=seed, progress=progress, model=model,
                      memory_check=memory_check, names_within=names_within).run()
 
