@@ -1222,11 +1222,18 @@ def test_json_error_trigger_of_a_refusal_while_lowering_a_model(tmp_path, model,
 def _flip_rank0_writes(monkeypatch) -> None:
     """Every data move of rank 0 writes its next-to-last byte with its low bit flipped: a
     wrong element of known bytes (the review's fault)."""
+    flip_writes_of(monkeypatch, lambda leg: leg.rank == 0)
+
+
+def flip_writes_of(monkeypatch, chosen) -> None:
+    """Every data move of a leg ``chosen(leg)`` holds writes its next-to-last byte with its
+    low bit flipped (the low byte of the last fp16 or bf16 element): a wrong element of
+    known bytes, the data's alone (the artifacts stay as lowered)."""
     from nrtrewrite.simulate import engine
     move = engine.Simulator._move
 
     def faulty(self, srcs, dsts, leg, acc, vc):
-        if leg.rank != 0:
+        if not chosen(leg):
             return move(self, srcs, dsts, leg, acc, vc)
         write = self._write
 

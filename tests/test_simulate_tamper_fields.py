@@ -17,7 +17,7 @@ import pytest
 
 from nrtrewrite.simulate import engine
 
-from test_simulate import cli
+from test_simulate import cli, flip_writes_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 WORD = REC = 64
@@ -306,23 +306,8 @@ def test_a_mismatch_names_the_leg_that_wrote_the_first_wrong_element(tmp_path, m
     legs = (out / "rank-0003" / "legs.bin").read_bytes()
     record, = [off // REC for off in range(0, len(legs), REC) if legs[off + 7] == 4]
     assert struct.unpack_from("<I", legs, record * REC + NUM_ELEMENTS) == (1024,)
-    move = engine.Simulator._move
-
-    def faulty(self, srcs, dsts, leg, acc, vc):
-        if (leg.rank, leg.record) != (3, record):
-            return move(self, srcs, dsts, leg, acc, vc)
-        write = self._write
-
-        def flipped(runs, data, acc, vc):
-            data = data.copy()
-            data[-2] ^= 1  # the low byte of the last fp16 element
-            write(runs, data, acc, vc)
-        self._write = flipped
-        try:
-            move(self, srcs, dsts, leg, acc, vc)
-        finally:
-            del self._write
-    monkeypatch.setattr(engine.Simulator, "_move", faulty)
+    # (its data move writes the low byte of its last fp16 element with the low bit flipped)
+    flip_writes_of(monkeypatch, lambda leg: (leg.rank, leg.record) == (3, record))
     res = engine.simulate_output(out)
     assert res.error is None, res.error
     verdict, = res.triggers

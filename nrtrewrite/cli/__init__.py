@@ -1623,9 +1623,9 @@ class JsonErrorCommand(Command):
                     and err.filename is not None and status == NrtRewriteError.exit_code):
                 self._print_error(ctx.params, line.removeprefix("nrtrewrite: error: "))
             elif status == EXIT_OUT_OF_MEMORY:  # a process or mapping refused
-                self._print_resource_error(ctx, err)
+                self._print_stopped(ctx, err, _resource_why(err, ctx))
             elif status == EXIT_INTERNAL_ERROR and err.errno != errno.EPIPE:
-                self._print_internal_error(ctx, err)
+                self._print_stopped(ctx, err, _one_line(err))
             raise
         except _PASSED_THROUGH:
             raise
@@ -1633,36 +1633,26 @@ class JsonErrorCommand(Command):
             if _interruption(err) is not None:
                 raise
             if _resource_line(err, "") is not None:  # memory, a thread refused (status 71)
-                self._print_resource_error(ctx, err)
+                self._print_stopped(ctx, err, _resource_why(err, ctx))
             elif not (isinstance(err, UnicodeEncodeError) and _unencodable_path_line(
                     err, getattr(ctx.find_root().command, "argv", ())) is not None):
-                self._print_internal_error(ctx, err)
+                self._print_stopped(ctx, err, _one_line(err))
             raise
 
-    def _print_resource_error(self, ctx: click.Context, err: Exception) -> None:
-        """The error document of the system refusing memory, a thread or a process (status
-        71), ``"error"`` its line without the ``nrtrewrite: error: `` prefix
-        (:func:`_resource_why`), as a streamed document stopped by it closes, unless the
-        command closed its streamed document with it already.  The document is small (the
-        command's error document: a few keys) and made whole before a byte of it is written;
-        where the machine cannot give even that (a ``MemoryError`` again) or stdout cannot
-        take it, nothing is printed (never part of a document): the line and status 71
-        stand, as until 2026-12-06 for every such error."""
+    def _print_stopped(self, ctx: click.Context, err: Exception, why: str) -> None:
+        """The error document of an error of status 70 (an exception escaped the command that
+        :class:`_Group` reports as a bug: ``why`` its ``Type: message``, :func:`_one_line`)
+        or 71 (the system refusing memory, a thread or a process: ``why`` its line without
+        the ``nrtrewrite: error: `` prefix, :func:`_resource_why`), as a streamed document
+        stopped by it closes, unless the command closed its streamed document with it
+        already.  The document is small (the command's error document: a few keys) and made
+        whole before a byte of it is written; where the machine cannot give even that (a
+        ``MemoryError`` again) or stdout cannot take it, nothing is printed (never part of a
+        document): the line and the status stand, as until 2026-12-06 for every such error."""
         if (ctx.params.get("as_json") and self.documents_command_errors
                 and not getattr(err, "json_documented", False)):
             with contextlib.suppress(MemoryError, OSError):
-                self._print_error(ctx.params, _resource_why(err, ctx))
-
-    def _print_internal_error(self, ctx: click.Context, err: Exception) -> None:
-        """The error document of an internal error (status 70: an exception escaped the
-        command that :class:`_Group` reports as a bug), ``"error"`` its ``Type: message`` as
-        the line shows it and as a streamed document stopped by it closes (:func:`stopped_why`),
-        unless the command closed its streamed document with it already.  A standard output
-        that cannot take it loses it: the line and status 70 stand."""
-        if (ctx.params.get("as_json") and self.documents_command_errors
-                and not getattr(err, "json_documented", False)):
-            with contextlib.suppress(OSError):
-                self._print_error(ctx.params, _one_line(err))
+                self._print_error(ctx.params, why)
 
 
 #: ``nrtrewrite --help``'s text.  Each command's help is such a string too, never its

@@ -59,7 +59,7 @@ from nrtrewrite.compose.events import (
 )
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.compose.params import (
-    Addr, EncCopyOpParams, NeighborGroups, RowSpec, TransactionInfo, copy_rows,
+    Addr, EncCopyOpParams, NeighborGroups, RowSpec, TransactionInfo, chain_links, copy_rows,
     prepare_reduce_params, recv_rows, reduce_rows, sync_rows,
 )
 from nrtrewrite.compose.segments import FirstSeen
@@ -481,12 +481,6 @@ def compose_single_step_mesh(topo, plan: MeshPlan, rank: int) -> _Entry:
                     [(e.peer(r), event_sem(E.EVT_SYNC)) for r in others],
                     [(event_sem(E.EVT_SYNC), len(others))]))
     return e
-
-
-def chain_links(sources: int) -> int:
-    """The rows (links) reduce_rows chains a record of ``sources`` sources into: MAX_SRC
-    sources in the first, MAX_SRC - 1 more (and the chain's destination) in each next."""
-    return 1 + len(range(IR.MAX_SRC, sources, IR.MAX_SRC - 1))
 
 
 def single_step_mesh_reduce_text(slots: int, acc: bool) -> str:

@@ -434,6 +434,18 @@ def _split(addrs: Sequence[Addr]) -> tuple[Sequence[int], Sequence[int]]:
     return tuple(zip(*addrs)) if addrs else ((), ())
 
 
+def chain_starts(sources: int) -> range:
+    """Where each link after the first of :func:`reduce_rows`' chain of a record of
+    ``sources`` sources starts in them: the first link reduces MAX_SRC sources, each next one
+    the chain's destination and MAX_SRC - 1 more."""
+    return range(IR.MAX_SRC, sources, IR.MAX_SRC - 1)
+
+
+def chain_links(sources: int) -> int:
+    """The rows (links) :func:`reduce_rows` chains a record of ``sources`` sources into."""
+    return 1 + len(chain_starts(sources))
+
+
 def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
                 ngroups: NeighborGroups, src_grp: int, dst_grp: int,
                 peer_index: Callable[[int], int], signal: Callable[[int], int | None] | None = None
@@ -489,7 +501,7 @@ def reduce_rows(ops: Sequence[EncReduceOpParams], spec: RowSpec, dsize: int,
         d_peers = peers_of(dst_grp, o.dst_idx)
         # sources of row k: k == 0: s[0 : MAX_SRC]; k > 0: dst + s[MAX_SRC + (k-1)(MAX_SRC-1) :]
         pieces = [(s_views[:IR.MAX_SRC], s_peers[:IR.MAX_SRC])]
-        for pos in range(IR.MAX_SRC, len(s_views), IR.MAX_SRC - 1):
+        for pos in chain_starts(len(s_views)):
             end = pos + IR.MAX_SRC - 1
             pieces.append(([d_views[0]] + s_views[pos:end], [d_peers[0]] + s_peers[pos:end]))
         for j, (views, peers) in enumerate(pieces):
