@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from nrtrewrite.codes import EdgeLocality
 from nrtrewrite.errors import LimitError, SelectionError, ValidationError
-from nrtrewrite.topology.rings import distinct_ring_count
+from nrtrewrite.topology.rings import distinct_ring_count, successor_pairs
 from nrtrewrite.topology import (
     duplicate_flags, enc_ring, enc_rings, hop_localities, is_hybrid_ring, kangaring_identity,
     kangaring_paths, load_topology, ring_orders,
@@ -162,6 +162,17 @@ def test_one_device_group_gets_forward_and_reverse_rings():
     orders = ring_orders(TRN2, (8, 9, 10, 11), 3)
     assert orders[0] == (8, 9, 10, 11) and orders[1] == (8, 11, 10, 9)
     assert duplicate_flags(orders) == [False, False, True]
+
+
+def test_successor_pairs_is_the_directed_cycle_whichever_rank_it_starts_at():
+    """docs/TOPOLOGY.md §3 step 5: a ring's directed cycle is its rank -> successor hops,
+    the last rank's successor the first; a rotation is the same cycle, the reverse is not
+    (but for two ranks, whose reverse is the same cycle)."""
+    assert successor_pairs((8, 11, 10, 9)) == {(8, 11), (11, 10), (10, 9), (9, 8)}
+    assert successor_pairs((10, 9, 8, 11)) == successor_pairs((8, 11, 10, 9))
+    assert successor_pairs((9, 10, 11, 8)) == {(9, 10), (10, 11), (11, 8), (8, 9)}
+    assert successor_pairs((9, 10, 11, 8)) != successor_pairs((8, 11, 10, 9))
+    assert successor_pairs((3, 5)) == successor_pairs((5, 3)) == {(3, 5), (5, 3)}
 
 
 def test_non_adjacent_devices_fall_back_to_routed_hop():

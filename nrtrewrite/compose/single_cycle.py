@@ -61,7 +61,7 @@ from nrtrewrite.compose.segments import (
 from nrtrewrite.compose.views import operand_view, region_view
 from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
 from nrtrewrite.errors import LoweringError
-from nrtrewrite.topology.rings import NEC_MAX_CHANNELS, _successors, enc_ring, ring_orders
+from nrtrewrite.topology.rings import NEC_MAX_CHANNELS, enc_ring, ring_orders, successor_pairs
 
 RS, AG = 0, 1  # phases
 RING_2R1W = int(ReductionType.RING_2R1W)
@@ -206,13 +206,13 @@ def forward_rings(topo, group, n_channels: int) -> tuple[tuple[int, ...], ...]:
         seen: set[frozenset[tuple[int, int]]] = set()
         for count in dict.fromkeys((min(NEC_MAX_CHANNELS, 2 * pairs_n), NEC_MAX_CHANNELS)):
             for order in ring_orders(topo, group, count):
-                if _successors(order) in seen:
+                if successor_pairs(order) in seen:
                     continue
                 taken.append(order)
                 if len(taken) == pairs_n:
                     return tuple(taken)
-                seen.add(_successors(order))
-                seen.add(_successors(order[::-1]))
+                seen.add(successor_pairs(order))
+                seen.add(successor_pairs(order[::-1]))
         return tuple(taken[k % len(taken)] for k in range(pairs_n))
 
     return topo.cached(("single_cycle_rings", group, pairs_n), forward)

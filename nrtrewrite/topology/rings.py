@@ -198,7 +198,7 @@ def _ring_orders(topo: Topology, group: tuple[int, ...],
         rounds = ceil(m / nvar)
         for k in range(max(m, nvar)):
             order = candidate(k, rounds)
-            succ = _successors(order)
+            succ = successor_pairs(order)
             if succ not in seen:
                 seen.add(succ)
                 distinct.append(order)
@@ -217,7 +217,11 @@ def _ring_orders(topo: Topology, group: tuple[int, ...],
     return tuple(distinct[c % len(distinct)] for c in range(n_channels))
 
 
-def _successors(order: tuple[int, ...]) -> frozenset[tuple[int, int]]:
+def successor_pairs(order: tuple[int, ...]) -> frozenset[tuple[int, int]]:
+    """The directed cycle of the ring ``order``: its set of ``(rank, successor)`` hops,
+    ``(order[i], order[i + 1])`` and ``(order[-1], order[0])``.  Two orders are the same
+    directed ring (whichever rank they start at) when their pairs are equal, and a ring's
+    reverse is ``successor_pairs(order[::-1])`` (docs/TOPOLOGY.md §3 steps 5 and 6)."""
     n = len(order)
     return frozenset((order[i], order[(i + 1) % n]) for i in range(n))
 
@@ -230,7 +234,7 @@ def duplicate_flags(orders: list[tuple[int, ...] | None]) -> list[bool]:
         if order is None:
             flags.append(False)
             continue
-        succ = _successors(order)
+        succ = successor_pairs(order)
         flags.append(succ in seen)
         seen.add(succ)
     return flags
@@ -425,7 +429,7 @@ def kangaring_identity(units: tuple[tuple[int, ...], ...]) -> tuple:
     """What makes two kangaring channels the same (``duplicate``, docs/TOPOLOGY.md): the
     directed cycle of their primaries (each unit's first rank), whichever primary the
     path starts at, as for rings (:func:`duplicate_flags`), and the same units."""
-    return _successors(tuple(u[0] for u in units)), tuple(sorted(units))
+    return successor_pairs(tuple(u[0] for u in units)), tuple(sorted(units))
 
 
 def kangaring_paths(topo: Topology, group, n_channels: int) -> list[KangaringChannel]:
