@@ -126,16 +126,40 @@ def test_the_same_value_twice_is_that_value(tmp_path):
 
 def test_every_option_that_takes_one_value_is_a_one_value_option():
     """Every command's options: a flag, an option documented as repeatable
-    (``multiple=True``), or :class:`OneValue` - a new option cannot slip past the rule."""
+    (``multiple=True``, its help saying ``(repeatable)`` as docs/CLI.md does), or
+    :class:`OneValue` - a new option cannot slip past the rule (``dump --rank`` and
+    ``schedule --rank`` took one value through ``multiple=True`` and a callback until
+    2026-12-06)."""
     ctx = click.Context(main)
     for name in sorted(COMMANDS):
         command = main.get_command(ctx, name)
         for param in command.params:
-            if not isinstance(param, click.Option) or param.is_flag or param.multiple:
+            if not isinstance(param, click.Option) or param.is_flag:
+                continue
+            if param.multiple:
+                assert "(repeatable)" in param.help, (name, param.opts)
                 continue
             if param.name in ("help",):
                 continue
             assert isinstance(param, OneValue), (name, param.opts)
+
+
+def test_dump_and_schedule_rank_given_twice_say_what_the_command_shows(out):
+    """docs/CLI.md "dump" and "schedule": ``--rank`` given twice with different ranks ends
+    with what the command shows (``lower`` takes it repeated as several ranks); the same
+    rank again (once converted) is that rank."""
+    for command, args, why, shown in (
+            ("dump", (out, "--sem"),
+             "dump shows one rank of an output folder, or every rank (no --rank)",
+             lambda doc: [r["rank_dir"] for r in doc["ranks"]] == ["rank-0001"]),
+            ("schedule", (AR2,), "schedule shows one rank's schedule: run it once per rank",
+             lambda doc: doc["rank"] == 1)):
+        res = run(command, *args, "--rank", "0", "--rank", "1")
+        assert res.exit_code == 2 and res.stdout == ""
+        assert res.stderr == usage_line(command, "'--rank'", f"given twice (0, 1); {why}")
+        res = run(command, *args, "--rank", "1", "--rank", "01", "--json")
+        assert res.exit_code == 0, res.stderr
+        assert shown(json.loads(res.stdout)), command
 
 
 def test_integer_options_are_named_integer_in_their_refusal_and_help(out):

@@ -1,7 +1,7 @@
 """The last error texts that put a name, a path or a user's value in unescaped (docs/CLI.md
 "Errors"), each now escaped once where the text enters: an internal error's message (and
 the lines of a resource the system refused, a streamed document's ``"error"``), click's
-refusal of extra arguments, ``one_value``'s repeated values, a key path's non-string key,
+refusal of extra arguments, a one-value option's repeated values, a key path's non-string key,
 and the reasons of ``simulate``'s engine, fifo, layout and program decoders (unit level: a
 subgraph or an engine named with a backslash cannot pass the tar reader).
 
@@ -19,12 +19,11 @@ import subprocess
 import sys
 import types
 
-import click
 import pytest
 
 import nrtrewrite.simulate.engine as engine_mod
 import nrtrewrite.simulate.program as program_mod
-from nrtrewrite.cli import _one_line, _resource_line, one_value, stopped_why
+from nrtrewrite.cli import _one_line, _resource_line, stopped_why
 from nrtrewrite.errors import SimulationError
 from nrtrewrite.jsonin import joined_key
 from nrtrewrite.simulate.artifacts import load_rank_files
@@ -160,14 +159,20 @@ def test_extra_arguments_on_an_ascii_stderr_are_one_ascii_line(tmp_path):
                                + shown + b") (see 'nrtrewrite inspect --help')\n")
 
 
-def test_one_value_names_two_given_values_apart():
-    """An option given twice with different values: each value escaped once."""
-    callback = one_value("give it once")
-    with pytest.raises(click.BadParameter) as exc:
-        callback(None, None, (BACKSLASH, NEWLINE))
-    assert exc.value.format_message() == (f"Invalid value: given twice ({SHOWN[BACKSLASH]}, "
-                                          f"{SHOWN[NEWLINE]}); give it once")
-    assert callback(None, None, (3, 3)) == 3
+def test_a_one_value_option_names_two_given_values_apart(tmp_path, monkeypatch):
+    """An option that takes one value (``cls=OneValue``, as ``lower -o``) given twice with
+    different values: each value escaped once; the same value twice is that value."""
+    monkeypatch.chdir(tmp_path)
+    res = invoke("lower", FIX / "ar2.neff", "-o", BACKSLASH, "-o", NEWLINE)
+    assert res.exit_code == 2
+    assert _lines(res) == [
+        "nrtrewrite lower: error: Invalid value for '-o' / '--output': given twice "
+        f"({SHOWN[BACKSLASH]}, {SHOWN[NEWLINE]}); --output takes one value "
+        "(see 'nrtrewrite lower --help')"]
+    assert list(tmp_path.iterdir()) == []
+    res = invoke("lower", FIX / "ar2.neff", "-o", NEWLINE, "-o", NEWLINE, "-q")
+    assert res.exit_code == 0, res.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [NEWLINE]
 
 
 # ------------------------------------------------------------------ a non-string key

@@ -483,18 +483,6 @@ class PathArg(click.Path):
             raise
 
 
-def one_value(what: str):
-    """A click callback for an option declared ``multiple=True`` that takes one value: the
-    value (None when not given), and a usage error naming the values when it is given twice
-    with different ones (click keeps the last silently, where ``lower`` takes ``--rank``
-    repeated as several ranks).  ``what`` ends the message: what to do instead."""
-    def callback(ctx, param, values):
-        if len(set(values)) > 1:
-            raise click.BadParameter(f"{_given_times(values)}; {what}", ctx, param)
-        return values[0] if values else None
-    return callback
-
-
 def options_given(*options: tuple[str, bool]) -> list[str]:
     """The names of ``options`` (each ``(name, given)``) that were given: a usage error names
     those, not every option of its group (``simulate OUT --no-verify-hash`` listed
@@ -530,8 +518,11 @@ class OneValue(click.Option):
     is a usage error naming them, ``Invalid value for '--seed': given twice (1, 2); --seed
     takes one value`` (click kept the last silently: ``--algo allreduce:ring --algo
     allgather:ring`` lowered with the second clause alone, until 2026-12-06); the same value
-    again (once converted: ``--seed 1 --seed 01``) is that value, as :func:`one_value`'s.
-    ``twice``: what to do instead, ending the message (default: ``OPT takes one value``)."""
+    again (once converted: ``--seed 1 --seed 01``) is that value.  ``twice``: what to do
+    instead, ending the message (default: ``OPT takes one value``; ``dump --rank``: ``dump
+    shows one rank of an output folder, or every rank (no --rank)``, where ``lower`` takes
+    ``--rank`` repeated as several ranks; the ``one_value`` callback of an option declared
+    ``multiple=True`` said the same, until 2026-12-06)."""
 
     def __init__(self, *args, twice: str | None = None, **attrs):
         super().__init__(*args, **attrs)

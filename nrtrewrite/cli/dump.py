@@ -18,7 +18,7 @@ from nrtrewrite.artifacts import (
     open_regular, rank_dirs,
 )
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
-                            main, one_value, plain, print_table, stderr_console, stdout_console,
+                            main, plain, print_table, stderr_console, stdout_console,
                             stopped_why, stops_deferred, warn)
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
@@ -110,9 +110,9 @@ DUMP_HELP = "Decoded tables of an artifact file, a rank folder, or a whole outpu
 @main.command("dump", cls=_DumpCommand, help=DUMP_HELP)
 @click.argument("path", type=PathArg(exists=True))
 @_selectors
-@click.option("--rank", type=Int(), multiple=True, help="Only this rank of an output folder.",
-              callback=one_value("dump shows one rank of an output folder, or every rank (no "
-                                 "--rank)"))
+@click.option("--rank", cls=OneValue, type=Int(), default=None,
+              help="Only this rank of an output folder.",
+              twice="dump shows one rank of an output folder, or every rank (no --rank)")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 @click.option("--limit", cls=OneValue, type=IntRange(min=0), default=200, show_default=True,
               help="Rows per table in the rich view (0 = all); --json is never cut.")

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from nrtrewrite.bundle import no_trigger_warning
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
-                            main, one_value, print_table, stderr_console, stdout_console,
+                            main, print_table, stderr_console, stdout_console,
                             stopped_why, stops_deferred)
 from nrtrewrite.cli.lower import common_lowering_options, load_and_plan, warn
 from nrtrewrite.compose import ir as IR
@@ -153,9 +153,9 @@ SCHEDULE_HELP = ("The per-channel step schedule of one rank: leaf, half, chunk p
 
 @main.command("schedule", cls=_ScheduleCommand, help=SCHEDULE_HELP)
 @click.argument("model", type=PathArg(exists=True, dir_okay=False))
-@click.option("--rank", type=Int(), multiple=True, required=True,
+@click.option("--rank", cls=OneValue, type=Int(), required=True,
               help="The rank whose schedule to show.",
-              callback=one_value("schedule shows one rank's schedule: run it once per rank"))
+              twice="schedule shows one rank's schedule: run it once per rank")
 @common_lowering_options
 @click.option("--trigger", "triggers", type=Int(), multiple=True, metavar="K",
               help="Only trigger K (repeatable).")
