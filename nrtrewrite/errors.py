@@ -146,6 +146,14 @@ _ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|U[0-9a-fA-F]{8}|.)",
 _MAX_ESCAPE_CHARS = 10
 
 
+def _unescaped(text: str, j: int) -> bool:
+    """The backslash at ``j`` starts an escape: an even run of backslashes before it."""
+    run = 0
+    while j - run > 0 and text[j - run - 1] == "\\":
+        run += 1
+    return run % 2 == 0
+
+
 def _escape_around(text: str, cut: int) -> tuple[int, int] | None:
     """The [start, end) of the escape of ``text`` that a cut before index ``cut`` would
     split, if any: one that starts before ``cut`` at a backslash not itself escaped (after
@@ -153,15 +161,25 @@ def _escape_around(text: str, cut: int) -> tuple[int, int] | None:
     for j in range(cut - 1, max(cut - _MAX_ESCAPE_CHARS, 0) - 1, -1):
         if text[j] != "\\":
             continue
-        run = 0
-        while j - run > 0 and text[j - run - 1] == "\\":
-            run += 1
-        if run % 2:  # (this backslash is the second of an escaped one: look further back)
+        if not _unescaped(text, j):  # (the second of an escaped backslash: look further back)
             continue
         escape = _ESCAPE.match(text, j)
         end = escape.end() if escape else j + 1  # (a backslash that ends the text)
         return (j, end) if end > cut else None
     return None
+
+
+#: A surrogate's ``\\u`` escape (JSON's of a character past U+FFFF is two: ``\\ud83d\\ude00``).
+_HIGH_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}")
+_LOW_SURROGATE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _splits_pair(text: str, cut: int) -> bool:
+    """A cut before ``cut`` (at an escape's edge) parts a surrogate pair's two escapes: a
+    high one (``\\ud800`` .. ``\\udbff``) ends at ``cut``, a low one (``\\udc00`` ..
+    ``\\udfff``) starts there."""
+    return (cut >= 6 and _HIGH_SURROGATE.fullmatch(text, cut - 6, cut) is not None
+            and _unescaped(text, cut - 6) and _LOW_SURROGATE.match(text, cut) is not None)
 
 
 def cut_middle(text: str, limit: int, head: int, tail: int,
@@ -173,14 +191,23 @@ def cut_middle(text: str, limit: int, head: int, tail: int,
     never splits a backslash escape (``\\u00e8``, ``\\x1b``, ``\\\\``, ``\\"``: text
     escaped as JSON or ``repr`` writes it, or by :func:`escape_controls`): the head ends
     before it, the tail starts after it, a few characters fewer (until 2026-12-06 a head
-    could end on half of one, ``"aaa\\ ... (402 characters in all) ...``)."""
+    could end on half of one, ``"aaa\\ ... (402 characters in all) ...``).  Nor does it
+    part the two escapes of a surrogate pair (one character past U+FFFF, as JSON escapes
+    it: ``\\ud83d\\ude00``): a head that would end on the high one ends before it, a
+    tail that would start on the low one starts after it (until 2026-12-06 ``json_text`` of
+    a long string of emoji ended its head on a ``\\ud83d`` whose ``\\ude00`` was cut).  A
+    lone surrogate's escape, half of no pair, is kept as any other."""
     if len(text) <= limit:
         return text
     start = len(text) - tail if tail else len(text)
     if (split := _escape_around(text, head)) is not None:
         head = split[0]
+    if _splits_pair(text, head):
+        head -= 6
     if tail and (split := _escape_around(text, start)) is not None:
         start = split[1]
+    if tail and _splits_pair(text, start):
+        start += 6
     return form.format(head=text[:head], tail=text[start:], n=len(text))
 
 

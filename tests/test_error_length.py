@@ -145,3 +145,36 @@ def test_a_cut_tells_an_escape_from_an_escaped_backslash_and_keeps_its_length():
     # a tail that starts right after an escape, a head that ends right before one: whole
     assert cut_middle("aaaa\\n" + "z" * 30 + "\\tyyy", 20, 4, 5) == (
         "aaaa ... (41 characters in all) ... \\tyyy")
+
+
+def test_a_cut_never_parts_the_two_escapes_of_a_surrogate_pair():
+    """A character past U+FFFF is two escapes in JSON (``\\ud83d\\ude00``): a head never
+    ends on the high one of a pair, a tail never starts on the low one; a lone surrogate's
+    escape (half of no pair), or a ``\\\\`` then ``ud83d``, is kept as any text.  Until
+    2026-12-06 the head of ``json_text`` of 60 emoji ended ``\\ud83d``, its tail began
+    ``\\ude00``."""
+    from nrtrewrite.errors import cut_middle, json_text
+
+    pair = "\\ud83d\\ude00"  # (12 characters: the high escape, then the low one)
+    # '"' + 60 pairs (pair k at 1 + 12k) + '"': 722 characters.  Head 200: pair 16 at
+    # 193..204, its low escape at 199..204 split, then its high one left out: 16 pairs.
+    # Tail 80 from 642: pair 53 at 637..648, its high escape split, then its low one left
+    # out: pairs 54..59 and the quote.
+    assert json_text("\U0001F600" * 60) == (
+        '"' + pair * 16 + " ... (722 characters in all) ... " + pair * 6 + '"')
+    # a cut right between the two escapes (none split): head 8 of "ab" + pair + 20 c
+    assert cut_middle("ab" + pair + "c" * 20, 24, 8, 0, "{head}...") == "ab..."
+    assert cut_middle("ab\\uD83D\\uDE00" + "c" * 20, 24, 8, 0, "{head}...") == "ab..."
+    # tail 8 of 20 c + pair + "yz" (34): from 26, the low escape's start
+    assert cut_middle("c" * 20 + pair + "yz", 20, 4, 8) == (
+        "cccc ... (34 characters in all) ... yz")
+    # lone surrogates: a high escape then "b", a low escape after "z"
+    assert cut_middle("a" * 10 + "\\ud83d" + "b" * 30, 20, 16, 5) == (
+        "aaaaaaaaaa\\ud83d ... (46 characters in all) ... bbbbb")
+    assert cut_middle("z" * 30 + "\\ude00y", 20, 4, 7) == (
+        "zzzz ... (37 characters in all) ... \\ude00y")
+    # an escaped backslash (\\ at 8..9) then "ud83d" is no high escape, nor a low one's pair
+    assert cut_middle("a" * 8 + "\\\\ud83d" + "\\ude00" + "z" * 30, 20, 15, 5) == (
+        "aaaaaaaa\\\\ud83d ... (51 characters in all) ... zzzzz")
+    assert cut_middle("z" * 30 + "\\\\ud83d" + "\\ude00y", 20, 4, 7) == (
+        "zzzz ... (44 characters in all) ... \\ude00y")
