@@ -339,3 +339,83 @@ def test_a_two_rank_groups_ccw_channel_is_a_duplicate():
     rings = json.loads(res.output)["triggers"][0]["channels"]["rings"]
     assert [(r["channel"], r["direction"], r["prev"], r["next"], r["duplicate"])
             for r in rings] == [(0, "cw", 1, 1, False), (1, "ccw", 1, 1, True)]
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_two_rank_roots_step_is_a_cw_recv_reduce_copy_and_a_ccw_direct_copy_send(tmp_path):
+    """docs/DESIGN.md "Single-cycle ring" and CLI.md ``schedule``'s ``phase``: with two ranks
+    (h_cw = 1, h_ccw = 0) there is no CCW arc, so the root has no CCW ``direct_recv`` and its
+    step h_cw is the CW ``recv_reduce_copy`` (CW partial + IN -> OUT, no send) and the CCW
+    ``direct_copy_send`` of the result; the other rank sends its input CW at step 0 and takes
+    the result by a CCW ``direct_recv`` at step 2.  The docs described only h_ccw > 0 (three
+    legs at the root, ``recv_reduce_copy_send``).  Legs worked out by hand from that rule: a
+    bf16 all-reduce of 64 elements over [0, 1], one channel pair, position i's chunk
+    [32 i, 32 i + 32), halves of 16."""
+    import re
+
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.emit.address import SEM_POST, SEM_RECV, channel_sem
+    from nrtrewrite.neff.assembler import assemble_spec
+    from test_atomic_output import ROOT
+
+    cli = _words((ROOT / "docs" / "CLI.md").read_text())
+    m = re.search(r"with two ranks, `h_ccw` = 0, .*?the step is the CW `(\w+)` \(.*?\) and the "
+                  r"CCW `(\w+)` of the result, at step 1\)", cli)
+    assert m, "CLI.md schedule phase: the two-rank root step"
+    assert m.groups() == ("recv_reduce_copy", "direct_copy_send")
+    design = _words((ROOT / "docs" / "DESIGN.md").read_text())
+    design = design.split("## Single-cycle ring")[1].split("**Step identity**")[0]
+    assert "two ranks (`n = 2`: `h_cw = 1`, `h_ccw = 0`) have no CCW arc" in design
+    assert "`recv_reduce_copy` (CW partial + IN -> OUT: two sources, no send)" in design
+
+    spec = {"header": {"name": "sc2", "lnc_size": 2}, "subgraphs": [{
+        "name": "sg00", "vars": [{"name": "a", "type": "input", "size": 128},
+                                 {"name": "b", "type": "output", "size": 128}],
+        "replica_groups": [[0, 1]],
+        "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                           "dst": "b", "bytes": 128}}]}}]}
+    neff = tmp_path / "sc2.neff"
+    neff.write_bytes(assemble_spec(spec))
+    RS, AG = "reduce_scatter", "all_gather"
+    for rank, other in ((0, 1), (1, 0)):
+        res = CliRunner().invoke(main, ["schedule", str(neff), "--rank", str(rank), "--algo",
+                                        "single_cycle_ring", "--json"])
+        assert res.exit_code == 0, res.output
+        chans = json.loads(res.output)["ops"][0]["channels"]
+        got = [(ch["direction"], s["step"], s["phase"], s["leaf"], s["half"], s["k"],
+                s["elements"]) for ch in chans for s in ch["steps"]]
+
+        def legs(direction, step, phase, leaf, k):
+            return [(direction, step, phase, leaf, h, k, [32 * k + 16 * h, 32 * k + 16 * h + 16])
+                    for h in (0, 1)]
+        want = (legs("cw", 0, RS, "send", other)
+                + legs("cw", 1, RS, "recv_reduce_copy", rank)
+                + legs("ccw", 1, RS, "direct_copy_send", rank)
+                + legs("ccw", 2, AG, "direct_recv", other))
+        assert got == want, rank
+        assert [(ch["direction"], ch["arcs"]) for ch in chans] == [("cw", [1, 0]),
+                                                                   ("ccw", [1, 0])]
+
+    # the legs' semaphores: the combine waits only its recv_sema and posts the CCW channel's
+    # post_sema, which the CCW direct_copy_send waits
+    plan = plan_ops([ar(64)], 2, algo="allreduce:single_cycle_ring")
+    cw, ccw = plan.triggers[0].prepared.data.pairs[0]
+    rows = rank_entries(plan, 0)[0][1].ir
+    assert not (rows["leaf"] == int(Leaf.recv_reduce_copy_send)).any()
+    comb = rows[rows["leaf"] == int(Leaf.recv_reduce_copy)]
+    assert comb.size and (comb["channel"] == cw).all()
+    assert (comb["n_src"] == 2).all() and (comb["n_dst"] == 1).all()
+    assert (comb["n_wait"] == 1).all() and set(comb["wait_sem"][:, 0]) == {
+        channel_sem(cw, SEM_RECV)}
+    assert (comb["n_inc"] == 1).all() and set(comb["inc_sem"][:, 0]) == {
+        channel_sem(ccw, SEM_POST)}
+    dist = rows[rows["leaf"] == int(Leaf.direct_copy_send)]
+    assert dist.size and (dist["channel"] == ccw).all()
+    assert (dist["n_wait"] == 1).all() and set(dist["wait_sem"][:, 0]) == {
+        channel_sem(ccw, SEM_POST)}
+    run_trigger(plan, 0)
