@@ -347,3 +347,49 @@ def test_inter_rdh_gateway_is_l_plus_two_copies_of_the_op(tmp_path, op, alu, cou
     assert man["triggers"][0]["algorithm"] == "INTER_RDH"
     (gw,) = [r for r in man["memory"]["regions"] if r["kind"] == "gw"]
     assert gw["size"] == (3 + 2) * op_elements * 2
+
+
+def _doc_words(name: str) -> str:
+    from test_atomic_output import ROOT
+    return " ".join((ROOT / "docs" / name).read_text().split())
+
+
+@pytest.mark.parametrize("n, core_ranks, levels", [
+    (6, 4, 2),  # m = 2^floor(log2 6) = 4 core ranks, L = log2 4 = 2
+    (4, 4, 2),  # no extra rank: m = n = 4, L = 2
+    (8, 8, 3),  # L = log2 8 = 3
+])
+def test_rdh_steps_is_log2_of_the_core_ranks_not_a_ranks_step_count(
+        tmp_path, n, core_ranks, levels):
+    """docs/FORMATS.md §1.1 and CLI.md ``explain``: the ``rdh`` object's ``steps`` is L =
+    log2(``core_ranks``), the number of halving (and of doubling) exchanges, the same in the
+    manifest and in ``explain --json``; a rank's own steps (``rdh.rank.steps``) are 2L for a
+    core rank without an extra one, 2L + 2 (``fold``, ``unfold``) for one with, 2 for an
+    extra rank.  The docs named the key without saying what it holds."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    for doc in ("FORMATS.md", "CLI.md"):
+        assert "`steps`: L = log2(`core_ranks`), the number of halving (and of doubling) " \
+               "exchanges" in _doc_words(doc), doc
+    meshcase.lower(meshcase.spec([list(range(n))], [("all_reduce", "bf16", "add", 1000)]),
+                   tmp_path / "out", algo="intra_rdh")
+    (t,) = json.loads((tmp_path / "out" / "manifest.json").read_text())["triggers"]
+    assert t["algorithm"] == "INTRA_RDH"
+    assert (t["rdh"]["core_ranks"], t["rdh"]["steps"]) == (core_ranks, levels)
+    extras = n - core_ranks  # ranks 1, 3, .. fold into 0, 2, ..
+    for rank in range(n):
+        res = CliRunner().invoke(main, ["explain", "--op", "allreduce", "--bytes", "2000",
+                                        "--ranks", str(n), "--lnc", "1", "--algo", "intra_rdh",
+                                        "--rank", str(rank), "--json"])
+        assert res.exit_code == 0, res.output
+        r = json.loads(res.output)["triggers"][0]["rdh"]
+        assert (r["core_ranks"], r["steps"]) == (core_ranks, levels)
+        if rank < 2 * extras and rank % 2:
+            want = ["fold", "unfold"]
+        else:
+            want = ([f"rh{s}" for s in range(levels)] + [f"rd{k}" for k in range(levels)])
+            if rank < 2 * extras:
+                want = ["fold", *want, "unfold"]
+        assert [s["stage"] for s in r["rank"]["steps"]] == want, rank
+
