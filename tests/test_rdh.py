@@ -393,3 +393,31 @@ def test_rdh_steps_is_log2_of_the_core_ranks_not_a_ranks_step_count(
                 want = ["fold", *want, "unfold"]
         assert [s["stage"] for s in r["rank"]["steps"]] == want, rank
 
+
+@pytest.mark.parametrize("n, op, count, want", [
+    # all-reduce: super-block c is [c N / m, (c + 1) N / m) whatever the folds
+    (6, "all_reduce", 1000, [[0, 250], [250, 500], [500, 750], [750, 1000]]),
+    (4, "all_reduce", 1000, [[0, 250], [250, 500], [500, 750], [750, 1000]]),
+    (5, "all_reduce", 1001, [[0, 250], [250, 500], [500, 750], [750, 1001]]),  # 1001 c // 4
+    # reduce-scatter / all-gather: blocks of 100; cores 0, 1 own ranks 0+1, 2+3; cores 2, 3
+    # ranks 4 and 5 alone
+    (6, "reduce_scatter", 600, [[0, 200], [200, 400], [400, 500], [500, 600]]),
+    (6, "all_gather", 100, [[0, 200], [200, 400], [400, 500], [500, 600]]),
+])
+def test_rdh_super_blocks_follow_design_by_op(tmp_path, n, op, count, want):
+    """docs/DESIGN.md "Mesh and RDH": a core rank's super-block is its block plus its extra's
+    only for a reduce-scatter or all-gather; an all-reduce's super-block c is
+    [cN/m, (c+1)N/m) (as compose/rdh.py says).  The doc said "its block plus its extra's" for
+    every op.  Ranges by hand."""
+    design = _doc_words("DESIGN.md").split("**RDH** is recursive halving")[1].split("Halving")[0]
+    assert "its block plus its extra's) is contiguous" not in design
+    assert ("for a reduce-scatter or all-gather its natural block plus, when folded, its "
+            "extra's") in design and "for an all-reduce `[cN/m, (c+1)N/m)`" in design
+    assert "`super_blocks`: [start, stop) of core rank c's super-block" in \
+        _doc_words("FORMATS.md")
+    alu = None if op == "all_gather" else "add"
+    meshcase.lower(meshcase.spec([list(range(n))], [(op, "bf16", alu, count)]), tmp_path / "out",
+                   algo="intra_rdh")
+    (t,) = json.loads((tmp_path / "out" / "manifest.json").read_text())["triggers"]
+    assert t["algorithm"] == "INTRA_RDH"
+    assert t["rdh"]["super_blocks"] == want
