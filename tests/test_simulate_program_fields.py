@@ -133,15 +133,22 @@ def test_a_ring_entry_with_an_algo_sub_type_is_refused(ring_out, tmp_path, sub):
     _refused(out, "rank-0001", "spad.bin", "record 0", "algo_sub_type must be 0")
 
 
-def test_a_mesh_entry_with_algo_sub_type_4_is_refused(mesh_out, tmp_path):
-    """A mesh entry's algo_sub_type is 0..3 (MESH_INVALID = 4 is never written, FORMATS §2);
-    the rank manifest says 4 too."""
+@pytest.mark.parametrize("sub, name", [(4, "MESH_INVALID"), (7, "no enc_alg_mesh_type")])
+def test_a_mesh_entry_with_algo_sub_type_4_is_refused(mesh_out, tmp_path, sub, name):
+    """A mesh entry's algo_sub_type is 0..3 (MESH_INVALID = 4 is never written, FORMATS §2;
+    5..7 name no enc_alg_mesh_type); the rank manifest says the same. The overlay is right
+    (c0 00 3f 00), so the field named is algo_sub_type, not channel_list (until 2026-12-06
+    one combined check blamed the overlay: `field channel_list ... algo_sub_type 4 does not
+    name a window of the 256 semaphores`)."""
     out = _copy(mesh_out, tmp_path)
     byte1 = _get(out, 1, "spad.bin", 1, "<B")
     assert byte1 & 0xF == ALG_MESH
-    _set(out, 1, "spad.bin", 1, "<B", (byte1 & 0x8F) | (4 << 4))
-    _rank_manifest(out, 1, lambda m: m["entries"][0].update(algo_sub_type=4))
-    _refused(out, "rank-0001", "spad.bin", "record 0", "algo_sub_type 4 does not name")
+    assert (_get(out, 1, "spad.bin", 4, "<H"), _get(out, 1, "spad.bin", 6, "<H")) == (192, 0x3F)
+    _set(out, 1, "spad.bin", 1, "<B", (byte1 & 0x8F) | (sub << 4))
+    _rank_manifest(out, 1, lambda m: m["entries"][0].update(algo_sub_type=sub))
+    text = _refused(out, "field algo_sub_type, rank 1, artifact spad.bin, record 0",
+                    f"algo_sub_type {sub} ({name}) is not a mesh type")
+    assert "channel_list" not in text and "window" not in text, text
 
 
 def test_a_mesh_window_past_semaphore_255_is_refused(mesh_out, tmp_path):
@@ -151,8 +158,8 @@ def test_a_mesh_window_past_semaphore_255_is_refused(mesh_out, tmp_path):
     assert (_get(out, 1, "spad.bin", 4, "<H"), _get(out, 1, "spad.bin", 6, "<H")) == (192, 0x3F)
     _set(out, 1, "spad.bin", 4, "<H", 193)
     _rank_manifest(out, 1, lambda m: m["entries"][0].update(sema_shift_offset=193))
-    _refused(out, "rank-0001", "spad.bin", "record 0", "sema_shift_offset 193",
-             "does not name a window")
+    _refused(out, "rank-0001", "field channel_list, rank 1, artifact spad.bin, record 0",
+             "sema_shift_offset 193 / sema_mask 0x3f does not name a window")
 
 
 def test_an_entry_without_ring_wait_complete_is_refused(ring_out, tmp_path):

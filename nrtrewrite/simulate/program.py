@@ -361,12 +361,20 @@ class RankDecoder:
                 raise self.fail("algo_sub_type must be 0 outside mesh entries", art, e,
                                 "algo_sub_type")
             if at in MESH_FAMILY:
+                sub = int(self.algo_sub[e])
+                if sub >= int(EncAlgMeshType.MESH_INVALID):
+                    # (MESH_INVALID = 4 is never written; 5..7 name no enc_alg_mesh_type)
+                    what = ("MESH_INVALID" if sub == EncAlgMeshType.MESH_INVALID
+                            else "no enc_alg_mesh_type")
+                    raise self.fail(f"algo_sub_type {sub} ({what}) is not a mesh type: a mesh "
+                                    "entry's is FULL_MESH=0, GROUPED_MESH=1, MESH_TRN2=2 or "
+                                    "MESH_SWITCH=3 (FORMATS §2)", art, e, "algo_sub_type")
                 shift = int(self.channel_list[e]) & 0xFFFF
                 mask = int(self.channel_list[e]) >> 16
-                if mask & (mask + 1) or shift + mask > 255 or self.algo_sub[e] > 3:
+                if mask & (mask + 1) or shift + mask > 255:
                     raise self.fail(f"mesh overlay sema_shift_offset {shift} / sema_mask "
-                                    f"{mask:#x} / algo_sub_type {int(self.algo_sub[e])} does not "
-                                    "name a window of the 256 semaphores", art, e, "channel_list")
+                                    f"{mask:#x} does not name a window of the 256 semaphores",
+                                    art, e, "channel_list")
                 # the firmware signals event t on sema_shift_offset + (t & sema_mask): the
                 # semaphores the legs wait on and the net proxy counts are 192 + t (FORMATS §7)
                 if (shift, mask) != (SEM_EVENT_BASE, EVENT_MASK):
