@@ -28,7 +28,7 @@ from test_simulate_tamper_fields import _lower
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SPAD, REC, BD, WORD, TP = 8, 64, 16, 64, 8
 #: the global enc_alg_type ordinals of seed 000 §1.3 (FORMATS §2 algo_type)
-ALG_RING, ALG_MESH = 0, 2
+ALG_RING, ALG_MESH, ALG_SCR = 0, 2, 4
 
 
 def _spad_byte1(algo_type: int, algo_sub_type: int = 0, trigger_next: int = 0) -> int:
@@ -230,6 +230,38 @@ def test_two_unchained_entries_of_one_trigger_are_refused(ring_out, tmp_path):
     out = _copy(ring_out, tmp_path)
     _rank_manifest(out, 1, lambda m: m["entries"][1].update(trigger=0))
     _refused(out, "rank-0001", "spad.bin", "record 1", "a second entry chain for trigger 0")
+
+
+@pytest.fixture(scope="module")
+def hier_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 65536 elements over {0, 1} and {64, 65} (LNC 2, two trn2 nodes)
+    lowered HIER: each rank's three entries intra_redsct (RING), inter_allr
+    (SINGLE_CYCLE_RING), intra_allg (RING), the first two with trigger_next (FORMATS §2)."""
+    from test_simulate import coll_spec, lower_spec
+    spec = coll_spec("all_reduce", "bf16", [0, 1, 64, 65], 65536, lnc=2, name="hierchain")
+    return lower_spec(spec, tmp_path_factory.mktemp("hier") / "o",
+                      topology="trn2:nodes=2", algo="hier")
+
+
+@pytest.mark.parametrize("entry, algo_type", [(0, ALG_RING), (1, ALG_SCR)])
+def test_a_hier_leg_without_trigger_next_is_named_at_its_entry(hier_out, tmp_path, entry,
+                                                               algo_type):
+    """Byte 1 bit 7 trigger_next cleared on HIER entry 0 (intra_redsct) or 1 (inter_allr) of
+    rank 1, the rank manifest saying false too: the next entry is the chain's next leg, of the
+    same trigger, so the fault is this entry's missing trigger_next (record ``entry``,
+    ``field trigger_next``), not a second chain at the next record (until 2026-12-06:
+    `record 1: a second entry chain for trigger 0 (first at entry 0)`, no field)."""
+    out = _copy(hier_out, tmp_path)
+    legs = [e["leg"] for e in json.loads(_file(out, 1, "manifest.json").read_text())["entries"]]
+    assert legs == ["intra_redsct", "inter_allr", "intra_allg"]
+    off = entry * SPAD + 1
+    assert _get(out, 1, "spad.bin", off, "<B") == _spad_byte1(algo_type, trigger_next=1)
+    _set(out, 1, "spad.bin", off, "<B", _spad_byte1(algo_type))
+    _rank_manifest(out, 1, lambda m: m["entries"][entry].update(trigger_next=False))
+    text = _refused(out, f"field trigger_next, rank 1, artifact spad.bin, record {entry}",
+                    f"the next entry, {entry + 1}, belongs to the same trigger (0, leg "
+                    f"{legs[entry + 1]} of its HIER chain) but trigger_next is 0")
+    assert "second entry chain" not in text, text
 
 
 def test_entries_out_of_trigger_order_are_refused(ring_out, tmp_path):

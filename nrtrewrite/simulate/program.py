@@ -469,6 +469,13 @@ class RankDecoder:
         seen: dict[int, int] = {}
         for e, t in enumerate(self.entry_trigger):
             if t.ordinal in seen and (e == 0 or not self.trigger_next[e - 1]):
+                if t.legs and self.entry_trigger[e - 1] is t:
+                    # a HIER trigger's entries run its legs (checked above): two of them in a
+                    # row are one chain, the first's trigger_next is what is missing
+                    raise self.fail(f"the next entry, {e}, belongs to the same trigger "
+                                    f"({t.ordinal}, leg {escape_controls(self.entry_leg[e])} of "
+                                    "its HIER chain) but trigger_next is 0 (FORMATS §2.1)",
+                                    art, e - 1, "trigger_next")
                 raise self.fail(f"a second entry chain for trigger {t.ordinal} (first at entry "
                                 f"{seen[t.ordinal]})", art, e)
             seen.setdefault(t.ordinal, e)
