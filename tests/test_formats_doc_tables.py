@@ -50,6 +50,23 @@ def test_spad_algo_sub_type_row_lists_every_mesh_type_written():
     assert listed == {m.name: int(m) for m in EncAlgMeshType}
 
 
+def test_the_trigger_next_row_agrees_with_the_execution_order_section():
+    """§2's trigger_next row and §2.1 say the same: the bit marks the next entry as the same
+    collective's (a HIER chain's next leg) and does not start it, every entry starting when
+    the one before completes "whether trigger_next is set or not" (§2.1; the bytes and the
+    simulator follow it). Until 2026-12-06 the row said "1 = start the next entry when this
+    one completes"."""
+    text = (ROOT / "docs" / "FORMATS.md").read_text()
+    row = next(line for line in text.splitlines()
+               if re.match(r"\|\s*1\s*\|\s*u8\s*\|\s*\[7\]\s*\|\s*trigger_next\s*\|", line))
+    order = text[text.index("### 2.1 Execution order"):]
+    order = order[:order.index("\n### ", 1)]
+    assert "whether `trigger_next` is set or" in order
+    assert "start the next entry when" not in row, row
+    assert "same collective" in row and "HIER chain" in row and "section 2.1" in row, row
+    assert "whether `trigger_next` is set or not" in row, row
+
+
 def _bit_table(section: str) -> dict[tuple[int, str], tuple[int, int]]:
     """``(offset, field) -> (high bit, low bit)`` of the bit rows of a docs/FORMATS.md
     section's table (``| offset | type | bits | field | meaning |``)."""
