@@ -1,0 +1,51 @@
+"""The ring all-reduce stages a chunk position's partial and, later, its final at the same
+bytes of its one gateway view (docs/FORMATS.md §8 "Reusing a gateway view", docs/DESIGN.md
+"Completion and reuse").  The expected records are worked out by hand from the ring
+template of seed 001 §4 and the memory layout of FORMATS §10, not read off the emitter."""
+
+from __future__ import annotations
+
+import json
+
+import meshcase
+import numpy as np
+
+from nrtrewrite.emit import formats as F
+from nrtrewrite.simulate import simulate_output
+
+DRAM = 0x1_0000_0000  # dram_base: logical core 0's window (FORMATS §10)
+
+
+def test_the_ring_all_reduce_stages_partial_and_final_of_a_position_in_one_view(tmp_path):
+    """Ranks [0, 64, 128] of trn2:nodes=3 at LNC 2 (one a node), a bf16 all-reduce of 2048
+    elements, --algo ring, one channel, one chunk group.  Layout (4096-byte aligned): i at 0,
+    o at 4096, scratch at 8192, gw at 12288.  Positions of 683 -> 684 elements (the tail chunk
+    rounded up to even): [0, 684), [684, 1368), [1368, 2048), each cut into halves of 342
+    elements (the last: 342 and 338).  Rank 0's ring is 0 -> 64 -> 128 (na = [0, 64, 128]):
+    step 0 `send` of na[2] (position 2), step 1 `recv_reduce_send` of na[1] (position 1),
+    both partials into rank 64's scratch; step 2 `direct_copy_send` of na[0] (position 0)
+    and step 3 `direct_recv_send` of na[2] (position 2), finals into rank 64's OUT.  So
+    position 2 is staged twice at the same gateway bytes: n - 2 = 1 position, two halves.
+    The rewrite is safe because the final of position 2 exists only after rank 64 has
+    consumed the partial the proxy copied; the simulator's race check holds the proxy's read
+    of the first staging before the second write, so the run matching pins the order."""
+    out = tmp_path / "out"
+    meshcase.lower(meshcase.spec([[0, 64, 128]], [("all_reduce", "bf16", "add", 2048)],
+                                 lnc=2), out, algo="ring", topology="trn2:nodes=3")
+    rdir = out / "rank-0000"
+    man = json.loads((rdir / "manifest.json").read_text())
+    assert [f["channel"] for f in man["fifo"]] == [0]
+    src = np.fromfile(rdir / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    gw, scratch, o = DRAM + 12288, DRAM + 8192, DRAM + 4096
+    halves = [(1368, 342), (1710, 338), (684, 342), (1026, 342), (0, 342), (342, 342),
+              (1368, 342), (1710, 338)]  # (first element, elements), in FIFO order
+    dst_base = [scratch] * 4 + [o] * 4
+    assert src["mark"].tolist() == [0] * 8 + [1]
+    assert src["dev_addr"][:8].tolist() == [gw + 2 * e for e, _ in halves]
+    assert src["size"][:8].tolist() == [2 * n for _, n in halves]
+    assert src["dst_addr"][:8].tolist() == [b + 2 * e for b, (e, _) in zip(dst_base, halves)]
+    assert src["dst_rank"].tolist() == [64] * 8 + [-1]
+    # the partial (records 0, 1) and the final (6, 7) of position 2: one staging each half
+    assert src["dev_addr"][0] == src["dev_addr"][6] and src["dev_addr"][1] == src["dev_addr"][7]
+    sim = simulate_output(out, seed=0)
+    assert sim.error is None and [t.status for t in sim.triggers] == ["match"]
