@@ -210,6 +210,26 @@ def test_net_ops_unrolled_count_is_the_chunk_groups(tmp_path):
     assert ops.size and set(ops["unrolled_count"].tolist()) == {2}
 
 
+def test_a_hier_entry_s_unrolled_count_is_its_leg_plan_s_chunk_groups(tmp_path):
+    """FORMATS.md §8.1: on a HIER entry unrolled_count is the pgta of the leg plan the rank's
+    group runs, not the trigger's chunk.pgta (the most of any leg's).  4 MiB of bf16
+    (2 Mi elements) over [0, 1, 128, 129] of trn2:nodes=2 at LNC 1, --algo hier: the
+    intra_redsct leg (2 ranks a node, one channel) cuts each node's ranks' blocks of 1 Mi
+    elements, ceil(1 Mi / (1 x C)) groups; inter_allr (one rank a node, 2 ranks) all-reduces
+    rank 0's slice of 1 Mi elements, ceil(1 Mi / (2 x 1 x C)), with C the plans' chunk_size_n
+    (262144: 4 and 2).  Only inter_allr crosses the network, so every net op is its."""
+    spec = coll_spec("all_reduce", "bf16", [0, 1, 128, 129], 1 << 21)
+    man, out = lower(tmp_path, spec, topology="trn2:nodes=2", algo="hier")
+    trig = man["triggers"][0]
+    legs = {leg["name"]: leg for leg in trig["hier"]["legs"]}
+    inter, intra = (legs[n]["plans"][0]["chunk"] for n in ("inter_allr", "intra_redsct"))
+    assert inter["chunk_size_n"] == intra["chunk_size_n"] == 262144
+    assert intra["pgta"] == math.ceil((1 << 20) / 262144) == 4 == trig["chunk"]["pgta"]
+    assert inter["pgta"] == math.ceil((1 << 20) / (2 * 262144)) == 2
+    ops = records(out, 0, "net_ops.bin")
+    assert ops.size and set(ops["unrolled_count"].tolist()) == {2}
+
+
 def test_net_ops_data_type_sz_of_fp32r_is_0(tmp_path):
     """FORMATS.md §8.1: data_type_sz is sdma_data_type_size[dtype], 0 for FP32R (SEED-NOTES
     "FP32R"), though its elements are 4 bytes everywhere else."""
