@@ -744,8 +744,8 @@ def test_a_file_rewritten_in_place_between_the_table_s_two_passes_is_an_error_li
     victim.write_bytes(bytes(16 * 100))
     measure = dump_cli._cell_widths
 
-    def measure_then_rewrite(rf, n):
-        widths = measure(rf, n)
+    def measure_then_rewrite(rf, n, *extra):
+        widths = measure(rf, n, *extra)
         with open(victim, "r+b") as fh:  # in place: the same inode, the same size
             fh.write(b"\xff" * (16 * 100))
         return widths

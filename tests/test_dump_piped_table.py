@@ -149,7 +149,7 @@ def test_dump_piped_prints_every_file_as_rich_prints_it(tmp_path, model, args, k
 
     from conftest import FIXTURES
     from nrtrewrite.cli import main
-    from nrtrewrite.cli.dump import KIND_FILES
+    from nrtrewrite.cli.dump import KIND_FILES, fifo_channels
     out = tmp_path / "o"
     res = CliRunner().invoke(main, ["lower", str(FIXTURES / f"{model}.neff"), "-o", str(out),
                                     "--quiet", *args])
@@ -162,5 +162,6 @@ def test_dump_piped_prints_every_file_as_rich_prints_it(tmp_path, model, args, k
         want = console()
         for name in names:
             rf = open_records(rdir / name)
-            want.print(rich_table(f"{rdir.name}/{name} ({rf.size} records)", rf, 0))
+            want.print(rich_table(f"{rdir.name}/{name} ({rf.size} records)", rf, 0,
+                                  fifo_channels(rdir, name, rf.size)))
         assert res.output == want.file.getvalue(), kind

@@ -44,10 +44,15 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "net_ops.bin": ("enc_channel", "func_rel_op_idx", "tx_entry_cnt", "rx_entry_cnt",
                     "initial_send_credits", "ending_recv_credits", "net_idx_loop_size",
                     "inc_send_handshake", "inc_recv_handshake"),
-    "net_src.bin": ("net_op_idx", "complete", "dev_addr", "size", "mark_name", "dst_rank",
-                    "dst_addr"),
-    "net_dest.bin": ("net_op_idx", "complete", "dev_addr", "size", "mark_name", "src_rank"),
+    "net_src.bin": ("channel", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
+                    "dst_rank", "dst_addr"),
+    "net_dest.bin": ("channel", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
+                     "src_rank"),
 }
+#: The rank manifest's ``fifo`` slice of each FIFO address file (docs/FORMATS.md §1.2): dump
+#: shows a record's channel, ``channel``, from the slice that holds it (``net_op_idx``
+#: counts the ops of that channel; ``net_ops.bin`` stores its channel, ``enc_channel``).
+FIFO_SLICES = {"net_src.bin": 1, "net_dest.bin": 2}
 #: The legs.bin ``leaf_name`` column is never narrower than the longest leaf name
 #: (``direct_reduce_send_kangaring``, 28), so a piped table shows every name whole.
 LEAF_NAME_WIDTH = max(len(leaf.name) for leaf in Leaf)
@@ -80,6 +85,37 @@ SELECTORS: dict[str, str] = {
     "sem": "EVT_SEM semaphore BDs.",
     "fifo": "Net-proxy FIFOs.",
 }
+
+
+def fifo_channels(rdir: Path, name: str, size: int) -> dict[str, np.ndarray] | None:
+    """The ``channel`` of each of the ``size`` records of FIFO address file ``name``
+    (:data:`FIFO_SLICES`) of rank folder ``rdir``: the channel of the rank manifest's
+    ``fifo`` slice that holds it, None for a record that no slice or more than one holds,
+    or for every record when the manifest or its ``fifo`` cannot be read (dump decodes what
+    is there; ``simulate`` checks the slices).  ``{"channel": values}`` (an object array),
+    or None for another file."""
+    from nrtrewrite.simulate.artifacts import read_rank_fifo
+    if name not in FIFO_SLICES:
+        return None
+    channel = np.full(size, None, object)
+    try:
+        fifo = read_rank_fifo(rdir)
+    except NrtRewriteError:
+        return {"channel": channel}
+    claims = np.zeros(size, np.int64)
+    for ch, slices in fifo:
+        first, count = slices[FIFO_SLICES[name]]
+        lo, hi = max(first, 0), min(first + max(count, 0), size)
+        if lo < hi:
+            channel[lo:hi] = ch
+            claims[lo:hi] += 1
+    channel[claims != 1] = None
+    return {"channel": channel}
+
+
+def _part(extra: dict[str, np.ndarray] | None, first: int, n: int) -> dict[str, np.ndarray]:
+    """The values of ``extra`` (per record of a file) for its records [first, first + n)."""
+    return {key: col[first:first + n] for key, col in (extra or {}).items()}
 
 
 def _selectors(f):
@@ -158,9 +194,10 @@ def dump_cmd(path, rank, as_json, limit, **selected):
     for rdir, names in targets:
         for name in names:
             rf = open_records(rdir / name)
+            extra = fifo_channels(rdir, name, rf.size)
             title = f"{folder_name(rdir)}/{name} ({counted(rf.size, 'record')})"
-            if console.is_terminal or not piped_table(console, title, rf, limit):
-                for table in paged_tables(title, rf, limit):
+            if console.is_terminal or not piped_table(console, title, rf, limit, extra):
+                for table in paged_tables(title, rf, limit, extra):
                     print_table(console, table)
             if limit and rf.size > limit:
                 more = counted(rf.size - limit, "more record")
@@ -302,18 +339,20 @@ def _table(title: str, name: str, widths: list[int] | None = None) -> Table:
     return table
 
 
-def rich_table(title: str, rf, limit: int) -> Table:
+def rich_table(title: str, rf, limit: int, extra: dict | None = None) -> Table:
     """The first ``limit`` records of ``rf`` (all: 0) as one rich table, a record decoded
-    at a time (a terminal's view: rich styles it and fits it to the window)."""
+    at a time (a terminal's view: rich styles it and fits it to the window); ``extra``:
+    columns that are not the record's, a value per record of the file (``fifo_channels``)."""
     table = _table(title, rf.name)
     cols = COLUMNS[rf.name]
     for i, rec in enumerate(chain.from_iterable(rf.chunks(limit or None))):  # only these
         row = decode_record(rf.name, rec)
+        row.update({key: col[i] for key, col in (extra or {}).items()})
         table.add_row(str(i), *(_cell(c, row.get(c)) for c in cols))
     return table
 
 
-def paged_tables(title: str, rf, limit: int):
+def paged_tables(title: str, rf, limit: int, extra: dict | None = None):
     """The first ``limit`` records of ``rf`` (all: 0) as rich tables (a terminal's view, or
     a piped table :func:`piped_table` leaves to rich): one, :func:`rich_table`, up to
     :data:`PAGE_ROWS` rows; beyond, a table of that many rows at a time (the title says
@@ -321,17 +360,18 @@ def paged_tables(title: str, rf, limit: int):
     stays one table's whatever the file's size (rich holds a table whole and lays it out at
     some 2,000 rows a second).  No column is narrower than it was in an earlier table (each
     at least its widest cell so far), so the tables line up unless a later one holds a
-    wider cell; each is printed no narrower than it needs (``cli.print_table``)."""
+    wider cell; each is printed no narrower than it needs (``cli.print_table``).  ``extra``
+    as :func:`rich_table`'s."""
     n = rf.size if not limit else min(limit, rf.size)
     if n <= PAGE_ROWS:
-        yield rich_table(title, rf, limit)
+        yield rich_table(title, rf, limit, extra)
         return
     name = rf.name
     widths = [len(str(n - 1))] + [0] * len(COLUMNS[name])
     first = 0
     for chunk in rf.chunks(n, PAGE_ROWS):
         last = first + len(chunk) - 1
-        cells = column_cells(name, chunk)
+        cells = column_cells(name, chunk, _part(extra, first, len(chunk)))
         widths[1:] = [max(w, max(map(len, c))) for w, c in zip(widths[1:], cells)]
         table = _table(f"{title}: rows {first} - {last}", name, widths)
         for row in zip(range(first, last + 1), *cells):
@@ -355,13 +395,15 @@ def _table_width(name: str, widths: list[int]) -> int:
     return sum(shown) + 3 * len(shown) + 1
 
 
-def _cell_widths(rf, n: int) -> list[int]:
+def _cell_widths(rf, n: int, extra: dict | None = None) -> list[int]:
     """The widest cell of each column of ``rf``'s first ``n`` records (``n`` > 0), the row
     number's first: a pass over the file, a block at a time."""
     widths = [len(str(n - 1))] + [0] * len(COLUMNS[rf.name])
+    first = 0
     for chunk in rf.chunks(n):
-        for j, cells in enumerate(column_cells(rf.name, chunk)):
+        for j, cells in enumerate(column_cells(rf.name, chunk, _part(extra, first, len(chunk)))):
             widths[j + 1] = max(widths[j + 1], max(map(len, cells)))
+        first += len(chunk)
     return widths
 
 
@@ -377,17 +419,20 @@ def _in_record_order(n: int, parts: list, fill=None) -> list:
     return out.tolist()
 
 
-def column_cells(name: str, arr: np.ndarray) -> list[list[str]]:
+def column_cells(name: str, arr: np.ndarray, extra: dict | None = None) -> list[list[str]]:
     """The :data:`COLUMNS` cells of every record of ``arr``, column by column, as
     :func:`_cell` writes them (``column_texts``): decoded a block at a time
-    (``decode_columns``)."""
+    (``decode_columns``); ``extra``: columns that are not the record's, a value per record
+    of ``arr`` (``fifo_channels``)."""
     groups = decode_columns(name, arr)
-    return [_in_record_order(len(arr), [(rows, column_texts(cols[key], key in HEX_FIELDS))
+    extra = extra or {}
+    return [[_cell(key, v) for v in extra[key].tolist()] if key in extra else
+            _in_record_order(len(arr), [(rows, column_texts(cols[key], key in HEX_FIELDS))
                                         for rows, cols in groups if key in cols], ABSENT)
             for key in COLUMNS[name]]
 
 
-def piped_table(console, title: str, rf, limit: int) -> bool:
+def piped_table(console, title: str, rf, limit: int, extra: dict | None = None) -> bool:
     """Print the first ``limit`` records of ``rf`` (all: 0) on a piped console as
     :func:`rich_table` would print them, byte for byte, at any size: a first pass over the
     file takes each column's widest cell, rich draws the title, the header and the borders
@@ -399,7 +444,7 @@ def piped_table(console, title: str, rf, limit: int) -> bool:
     n = rf.size if not limit else min(limit, rf.size)
     if not n:
         return False
-    widths = _cell_widths(rf, n)
+    widths = _cell_widths(rf, n, extra)
     probe = _table(title, name)
     probe.add_row(*("x" * w for w in widths))
     with console.capture() as cap:
@@ -418,7 +463,7 @@ def piped_table(console, title: str, rf, limit: int) -> bool:
     out.write("\n".join(lines[:row]) + "\n")
     first = 0
     for chunk in rf.chunks(n):
-        cells = column_cells(name, chunk)
+        cells = column_cells(name, chunk, _part(extra, first, len(chunk)))
         if any(max(map(len, c)) > w for c, w in zip(cells, widths[1:])):
             # rewritten in place between the two passes (same file, same size): its rows
             # would stand out of their borders (until 2026-12-06 they did, exit 0)
@@ -458,14 +503,18 @@ def _record_template(cols: dict) -> tuple[str, list[list]]:
     return "{\n" + ",\n".join(parts) + "\n" + " " * RECORD_LEVEL + "}", values
 
 
-def record_texts(name: str, arr: np.ndarray) -> list[str]:
+def record_texts(name: str, arr: np.ndarray, extra: dict | None = None) -> list[str]:
     """The text of each record of ``arr`` in the ``dump --json`` document: exactly
     ``json.dumps(decode_record(name, rec), indent=1)`` with every line after the first
     indented by :data:`RECORD_LEVEL` spaces, made column by column (``decode_columns``)
     and one format string per key set, so that a large file is written at several hundred
-    thousand records a second, not a few ten thousand."""
+    thousand records a second, not a few ten thousand.  ``extra``: keys that are not the
+    record's, added after its own, a value per record of ``arr`` (an object array:
+    ``fifo_channels``)."""
     parts = []
     for rows, cols in decode_columns(name, arr):
+        for key, col in (extra or {}).items():
+            cols[key] = col if rows is None else col[rows]
         fmt, values = _record_template(cols)
         parts.append((rows, [fmt % t for t in zip(*values)]))
     return _in_record_order(len(arr), parts)
@@ -510,9 +559,11 @@ def _write_json(out, kind, targets) -> None:
                     put(head + "[]")
                     continue
                 put(head + "[", "\n    ]")
+                extra, first = fifo_channels(rdir, name, rf.size), 0
                 for c, chunk in enumerate(rf.chunks()):
-                    text = "\n     " + ",\n     ".join(record_texts(name, chunk))
-                    put(("," if c else "") + text)
+                    texts = record_texts(name, chunk, _part(extra, first, len(chunk)))
+                    first += len(chunk)
+                    put(("," if c else "") + "\n     " + ",\n     ".join(texts))
                 put(closers[-1], closes=True)
             if named:
                 put(closers[-1], closes=True)

@@ -448,6 +448,23 @@ class RankFiles:
         return arr.view(np.uint8).reshape(arr.size, arr.dtype.itemsize)
 
 
+def fifo_slices(doc: Field) -> list[tuple[int, tuple[tuple[int, int], ...]]]:
+    """A rank manifest's ``fifo`` (FORMATS §1.2), each item typed (an :class:`OutputError`
+    naming the key otherwise): (channel, ((first, count) of ``net_ops.bin``, of
+    ``net_src.bin``, of ``net_dest.bin``)); what the slices say is the decoder's to check."""
+    return [(item["channel"].int(0, MAX_CHANNEL),
+             tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
+            for item in doc["fifo"].items()]
+
+
+def read_rank_fifo(rdir: Path) -> list[tuple[int, tuple[tuple[int, int], ...]]]:
+    """The ``fifo`` slices of rank folder ``rdir``'s manifest (:func:`fifo_slices`); an
+    :class:`OutputError` when it is missing, cannot be read, is not JSON or its ``fifo`` is
+    not of its form (``dump`` shows each FIFO record's channel from them)."""
+    path = rdir / "manifest.json"
+    return fifo_slices(Field(_load_json(path), "", str(path)))
+
+
 def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     """The values of one rank's manifest, each of its type (FORMATS §1.2; an
     :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,
@@ -458,9 +475,7 @@ def read_rank_manifest(out: Path, rank: int) -> RankFiles:
     doc = Field(man, "", str(rdir / "manifest.json"))
     said = doc["rank"].int(0)
     entries = [read_entry(f) for f in doc["entries"].items()]
-    fifo = [(item["channel"].int(0, MAX_CHANNEL),
-             tuple(tuple(item[k].ints(length=2)) for k in ("ops", "src", "dest")))
-            for item in doc["fifo"].items()]
+    fifo = fifo_slices(doc)
     # (each row typed, also when the checksums are not checked)
     records = {name: row[0] for name, row in artifact_rows(doc["files"]).items()}
     return RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo,

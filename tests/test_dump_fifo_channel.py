@@ -1,0 +1,125 @@
+"""``dump --fifo`` shows each net_src / net_dest record's channel (docs/CLI.md "dump"): the
+channel of the rank manifest's ``fifo`` slice that holds it (docs/FORMATS.md §1.2), since
+``net_op_idx`` counts the ops of that channel only.  The expected channels are worked out by
+hand from the ring orders and FORMATS §8 (one op per channel and ring entry, one transmit
+entry per half chunk sent, one terminator per op in each FIFO it uses), not read off the
+slices."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from nrtrewrite.cli import main
+from nrtrewrite.neff.assembler import assemble_spec
+
+MIB4 = 4 << 20
+
+
+def _model(tmp_path: Path, small_pairs: bool) -> Path:
+    """A bf16 all-reduce of 4 MiB over [0, 1, 128, 129] of trn2:nodes=2 at LNC 1 (nodes 0
+    and 1: ranks 0..127 and 128..255), lowered with --algo ring; with ``small_pairs`` a
+    first subgraph all-reduces 4096 bytes over [0, 128] and [1, 129]."""
+    sgs = []
+    if small_pairs:
+        sgs.append({"name": "sg00", "replica_groups": [[0, 128], [1, 129]],
+                    "vars": [{"name": "a", "type": "input", "size": 4096},
+                             {"name": "b", "type": "output", "size": 4096}],
+                    "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "a",
+                                                       "dst": "b", "bytes": 4096}}]}})
+    sgs.append({"name": "sg01", "replica_groups": [[0, 1, 128, 129]],
+                "vars": [{"name": "i", "type": "input", "size": MIB4},
+                         {"name": "o", "type": "output", "size": MIB4}],
+                "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "src": "i",
+                                                   "dst": "o", "bytes": MIB4}}]}})
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec({"header": {"pkg_version": 2, "name": "m", "lnc_size": 1},
+                                    "subgraphs": sgs}))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", str(neff), "--topology", "trn2:nodes=2",
+                                    "--algo", "ring", "-o", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def _json_channels(out: Path, rank: int = 0) -> dict[str, list]:
+    res = CliRunner().invoke(main, ["dump", "--fifo", str(out), "--rank", str(rank), "--json"])
+    assert res.exit_code == 0, res.output
+    files = json.loads(res.output)["ranks"][0]["files"]
+    return {name: [r.get("channel", "absent") for r in recs] for name, recs in files.items()}
+
+
+def _table_channels(out: Path, name: str, rank: int = 0) -> list[str]:
+    """The ``channel`` cells of ``name``'s table (piped: CliRunner is no terminal)."""
+    res = CliRunner().invoke(main, ["dump", str(out / f"rank-{rank:04d}" / name),
+                                    "--limit", "0"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if " channel " in line)
+    assert lines[head].split("┃")[2].strip() == "channel"  # the first column after #
+    rows = [line.split("│") for line in lines[head + 2:] if line.startswith("│")]
+    return [r[2].strip() for r in rows]
+
+
+def test_the_ring_s_two_channels_one_transmitting_one_receiving(tmp_path):
+    """The task's case.  The ring orders (manifest ``channels``) are 0 -> 1 -> 128 -> 129
+    on channel 0 and 0 -> 129 -> 128 -> 1 on channel 1: rank 0's channel-0 successor, 1, is
+    on its node and its predecessor, 129, is not; on channel 1 its successor, 129, is across
+    the network and its predecessor, 1, is not.  So rank 0 receives over the network only on
+    channel 0 and transmits only on channel 1: net_ops has one op per channel (rows 0 and
+    1, channel-major), every net_src record is channel 1's and every net_dest record channel
+    0's, 2 (n - 1) = 6 chunks x 2 halves x 1 chunk group = 12 entries and a terminator each,
+    and net_src's net_op_idx 0 is channel 1's first op, net_ops row 1, not row 0."""
+    out = _model(tmp_path, small_pairs=False)
+    top = json.loads((out / "manifest.json").read_text())
+    trig = top["triggers"][0]
+    assert [c["order"] for c in trig["channels"]] == [[0, 1, 128, 129], [0, 129, 128, 1]]
+    assert trig["chunk"]["pgta"] == 1
+    got = _json_channels(out)
+    assert got["net_ops.bin"] == ["absent", "absent"]  # (its channel is enc_channel)
+    assert got["net_src.bin"] == [1] * 13
+    assert got["net_dest.bin"] == [0] * 13
+    assert _table_channels(out, "net_src.bin") == ["1"] * 13
+    assert _table_channels(out, "net_dest.bin") == ["0"] * 13
+    res = CliRunner().invoke(main, ["dump", "--fifo", str(out), "--rank", "0", "--json"])
+    files = json.loads(res.output)["ranks"][0]["files"]
+    assert [r["enc_channel"] for r in files["net_ops.bin"]] == [0, 1]
+    assert {r["net_op_idx"] for r in files["net_src.bin"]} == {0}
+
+
+def test_a_transmit_fifo_with_records_of_two_channels(tmp_path):
+    """A first trigger over [0, 128] (one node each; one channel, 2048 elements: 2 (n - 1)
+    = 2 chunks x 2 halves = 4 entries each way, and a terminator) before the 4-rank ring of
+    the test above: rank 0 transmits on channel 0 (trigger 0) and on channel 1 (trigger 1),
+    channel-major, so net_src holds 5 records of channel 0 and then 13 of channel 1, and
+    net_dest 5 + 13 of channel 0 (both triggers receive on channel 0)."""
+    out = _model(tmp_path, small_pairs=True)
+    top = json.loads((out / "manifest.json").read_text())
+    assert [c["order"] for c in top["triggers"][0]["channels"]] == [[0, 128]]
+    assert top["triggers"][0]["chunk"]["pgta"] == 1
+    got = _json_channels(out)
+    assert got["net_src.bin"] == [0] * 5 + [1] * 13
+    assert got["net_dest.bin"] == [0] * 18
+    assert _table_channels(out, "net_src.bin") == ["0"] * 5 + ["1"] * 13
+    # rank 128, trigger 0's other end: in trigger 1's rings its channel-0 successor, 129,
+    # is on its node and its predecessor, 1, is not; on channel 1 its successor, 1, is
+    # across the network and its predecessor, 129, is not: rank 0's pattern
+    got = _json_channels(out, 128)
+    assert got["net_src.bin"] == [0] * 5 + [1] * 13
+    assert got["net_dest.bin"] == [0] * 18
+
+
+def test_without_a_readable_rank_manifest_the_channel_is_not_shown(tmp_path):
+    """dump decodes what is there: a rank manifest that is gone, or whose fifo slices are
+    not of their form, leaves every record's channel null (``-`` in the table)."""
+    out = _model(tmp_path, small_pairs=False)
+    man = out / "rank-0000" / "manifest.json"
+    doc = json.loads(man.read_text())
+    doc["fifo"][0]["src"] = "0, 0"
+    man.write_text(json.dumps(doc))
+    assert _json_channels(out)["net_src.bin"] == [None] * 13
+    man.unlink()
+    assert _json_channels(out)["net_dest.bin"] == [None] * 13
+    assert _table_channels(out, "net_dest.bin") == ["-"] * 13
