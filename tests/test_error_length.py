@@ -7,8 +7,13 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from conftest import unvalidated_spec
+from test_names_locale import UTF8, cli
+import test_names_locale
 from nrtrewrite.cli import main
 from nrtrewrite.errors import MAX_WHY_CHARS, ValidationError
+
+#: A Latin-1 locale made without root (its module-scoped fixture, shared)
+latin1 = test_names_locale.latin1
 
 
 def test_a_long_reason_is_cut_in_the_middle():
@@ -178,3 +183,52 @@ def test_a_cut_never_parts_the_two_escapes_of_a_surrogate_pair():
         "aaaaaaaa\\\\ud83d ... (51 characters in all) ... zzzzz")
     assert cut_middle("z" * 30 + "\\\\ud83d" + "\\ude00y", 20, 4, 7) == (
         "zzzz ... (44 characters in all) ... \\ude00y")
+
+
+def test_an_error_line_is_capped_as_written_on_an_ascii_or_utf8_stderr(tmp_path):
+    """The 2,000-character cap (``cli.MAX_LINE_CHARS``, docs/CLI.md "Errors") holds for the
+    line as the stream writes it: a character its encoding cannot hold is escaped first
+    (an emoji on ASCII or Latin-1 is ``\\U0001f600``, 10 characters), then the line is cut,
+    never inside an escape.  Until 2026-12-06 the cut counted the characters before the
+    escaping: a path of ten words of 399 emoji each made an ASCII line of 18,197."""
+    esc = "\\U0001f600"
+    word = "a" + "\U0001F600" * 399 + "b"
+    path = " ".join([word] * 10) + ".neff"
+    runs = {"ascii": ("ascii", dict(UTF8, PYTHONIOENCODING="ascii")),
+            "utf8": ("utf-8", UTF8)}
+    lines = {}
+    for tag, (enc, extra) in runs.items():
+        proc = cli(["inspect", path], tmp_path, extra)
+        assert proc.returncode == 2, (tag, proc.stderr[:300])
+        lines[tag], = proc.stderr.decode(enc).splitlines()
+    for line in lines.values():
+        assert len(line) <= 2000, len(line)
+        assert line.startswith("nrtrewrite: error: a")
+        assert line.endswith("b.neff: cannot read: File name too long")
+    # ASCII: each word, 1 + 3990 + 1 = 3992 characters written, keeps its first 200 and last
+    # 150 less the escapes a cut would split (the 20th at 191..201, the 385th at 3841..3851);
+    # the line of those ten cut words (366 characters each, the last 372 with its
+    # ".neff:"), 19 + 9 * 367 + 372 + 32 = 3726 characters, is then cut as a whole
+    ascii_ = lines["ascii"]
+    assert ascii_.isascii()
+    assert ascii_.startswith("nrtrewrite: error: a" + esc * 19 + " ... (3992 characters in all) ")
+    assert ascii_.endswith(esc * 14 + "b.neff: cannot read: File name too long")
+    assert " ... (3726 characters in all) ... " in ascii_
+    assert "\\" not in ascii_.replace(esc, "")  # (every escape kept whole)
+    # UTF-8: the emoji written as they are, each word (401 characters) cut alone
+    assert "\\" not in lines["utf8"] and " ... (401 characters in all) ... " in lines["utf8"]
+
+
+def test_an_error_line_is_capped_as_written_under_a_latin1_locale(tmp_path, latin1):
+    """As above under a Latin-1 locale (stderr's encoding Latin-1, which holds no emoji):
+    the line is the ASCII one, at most 2,000 characters, each escape whole."""
+    path = " ".join(["a" + "\U0001F600" * 399 + "b"] * 10) + ".neff"
+    lines = []
+    for extra in (latin1, dict(UTF8, PYTHONIOENCODING="ascii")):
+        proc = cli(["inspect", path], tmp_path, extra)
+        assert proc.returncode == 2, proc.stderr[:300]
+        line, = proc.stderr.decode("latin-1").splitlines()
+        assert len(line) <= 2000, len(line)
+        assert "\\" not in line.replace("\\U0001f600", "")
+        lines.append(line)
+    assert lines[0] == lines[1]

@@ -1438,9 +1438,12 @@ MAX_TOKEN_CHARS = 400
 def _capped_line(line: str) -> str:
     """An error line as printed: its control characters escaped (a path or argument with a
     line break stays one line; its names were escaped once where they were put in, and
-    their backslashes are not doubled again) and its length capped: its long words first,
-    then the line."""
-    line = escape_line(line)
+    their backslashes are not doubled again), what stderr's encoding cannot hold escaped
+    (:func:`encodable`, as :func:`_say` writes it) and its length capped: its long words
+    first, then the line.  The cap counts the characters written: until 2026-12-06 it
+    counted them before the escaping, so on an ASCII stderr (each emoji ``\\U0001f600``,
+    10 characters) a line the cap had cut to 1,935 characters was written as 18,197."""
+    line = encodable(escape_line(line), sys.stderr)
     if len(line) > MAX_LINE_CHARS:
         line = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1),
                       lambda m: cut_middle(m.group(0), MAX_TOKEN_CHARS, 200, 150), line)
