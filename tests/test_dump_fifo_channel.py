@@ -123,3 +123,59 @@ def test_without_a_readable_rank_manifest_the_channel_is_not_shown(tmp_path):
     man.unlink()
     assert _json_channels(out)["net_dest.bin"] == [None] * 13
     assert _table_channels(out, "net_dest.bin") == ["-"] * 13
+
+
+def _set_src(out: Path, rank: int, slices: list[list[int]]) -> None:
+    """Rank ``rank``'s manifest with its fifo slices' ``src`` pairs set to ``slices``."""
+    man = out / f"rank-{rank:04d}" / "manifest.json"
+    doc = json.loads(man.read_text())
+    for item, src in zip(doc["fifo"], slices):
+        item["src"] = src
+    man.write_text(json.dumps(doc))
+
+
+def _simulate_refuses(out: Path, why: str) -> None:
+    res = CliRunner().invoke(main, ["simulate", str(out), "--ignore-checksums"])
+    assert res.exit_code != 0
+    assert why in res.output, res.output
+
+
+def test_a_slice_out_of_the_file_shows_no_channel(tmp_path):
+    """Review 50l: rank 0 of the 4-rank ring holds 13 net_src records, all channel 1's
+    (its slices: channel 0 src [0, 0], channel 1 src [0, 13]).  A channel-1 slice [-3, 5]
+    (starts before record 0) or [5, 100] (runs past record 12) is one simulate refuses, and
+    no record's channel can be told from it: every record shows null (``-`` in the table),
+    not records 0-1, or 5-12, as channel 1."""
+    out = _model(tmp_path, small_pairs=False)
+    _set_src(out, 0, [[0, 0], [-3, 5]])
+    _simulate_refuses(out, "fifo src slice [-3, 5] does not follow the previous channel's")
+    assert _json_channels(out)["net_src.bin"] == [None] * 13
+    assert _table_channels(out, "net_src.bin") == ["-"] * 13
+    _set_src(out, 0, [[0, 0], [5, 100]])
+    _simulate_refuses(out, "fifo src slice [5, 100] does not follow the previous channel's")
+    assert _json_channels(out)["net_src.bin"] == [None] * 13
+    assert _table_channels(out, "net_src.bin") == ["-"] * 13
+    # (net_dest's slices are sound, but the manifest's slices are faulty: its channel is
+    # not shown either)
+    assert _json_channels(out)["net_dest.bin"] == [None] * 13
+
+
+def test_overlapping_or_gapped_slices_show_no_channel(tmp_path):
+    """The two-trigger case above: rank 0's net_src slices are channel 0 [0, 5] and channel
+    1 [5, 13].  Channel 0 [0, 7] overlaps channel 1 on records 5 and 6; channel 0 [0, 4]
+    leaves record 4 in no slice.  simulate refuses both (channel 1's slice does not follow
+    channel 0's), and dump shows no channel for any record, not only for 5-6 or 4."""
+    out = _model(tmp_path, small_pairs=True)
+    _set_src(out, 0, [[0, 7], [5, 13]])
+    _simulate_refuses(out, "fifo src slice [5, 13] does not follow the previous channel's")
+    assert _json_channels(out)["net_src.bin"] == [None] * 18
+    _set_src(out, 0, [[0, 4], [5, 13]])
+    _simulate_refuses(out, "fifo src slice [5, 13] does not follow the previous channel's")
+    assert _json_channels(out)["net_src.bin"] == [None] * 18
+    assert _table_channels(out, "net_src.bin") == ["-"] * 18
+    # slices that follow one another but leave the file's last record out
+    _set_src(out, 0, [[0, 5], [5, 12]])
+    _simulate_refuses(out, "the fifo slices cover 17 records of net_src.bin, the file holds 18")
+    assert _json_channels(out)["net_src.bin"] == [None] * 18
+    _set_src(out, 0, [[0, 5], [5, 13]])  # restored: the channels are back
+    assert _json_channels(out)["net_src.bin"] == [0] * 5 + [1] * 13

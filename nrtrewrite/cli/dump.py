@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from itertools import chain
 from pathlib import Path
@@ -90,27 +91,45 @@ SELECTORS: dict[str, str] = {
 def fifo_channels(rdir: Path, name: str, size: int) -> dict[str, np.ndarray] | None:
     """The ``channel`` of each of the ``size`` records of FIFO address file ``name``
     (:data:`FIFO_SLICES`) of rank folder ``rdir``: the channel of the rank manifest's
-    ``fifo`` slice that holds it, None for a record that no slice or more than one holds,
-    or for every record when the manifest or its ``fifo`` cannot be read (dump decodes what
-    is there; ``simulate`` checks the slices).  ``{"channel": values}`` (an object array),
-    or None for another file."""
-    from nrtrewrite.simulate.artifacts import read_rank_fifo
+    ``fifo`` slice that holds it; None for every record when the manifest or its ``fifo``
+    cannot be read, or when its slices are faulty in a way ``simulate`` refuses
+    (:func:`~nrtrewrite.simulate.artifacts.check_fifo_slices` against the records the three
+    FIFO files hold: a slice out of range, not following the previous channel's, overlapping
+    one, ...), since a record's channel is then no better than a guess (dump decodes what is
+    there).  ``{"channel": values}`` (an object array), or None for another file."""
+    from nrtrewrite.simulate.artifacts import check_fifo_slices, read_rank_fifo
     if name not in FIFO_SLICES:
         return None
     channel = np.full(size, None, object)
     try:
         fifo = read_rank_fifo(rdir)
+        records = _fifo_records(rdir)
+        if records is None or records[name] != size:
+            return {"channel": channel}
+        check_fifo_slices(fifo, records)
     except NrtRewriteError:
         return {"channel": channel}
-    claims = np.zeros(size, np.int64)
     for ch, slices in fifo:
         first, count = slices[FIFO_SLICES[name]]
-        lo, hi = max(first, 0), min(first + max(count, 0), size)
-        if lo < hi:
-            channel[lo:hi] = ch
-            claims[lo:hi] += 1
-    channel[claims != 1] = None
+        channel[first:first + count] = ch
     return {"channel": channel}
+
+
+def _fifo_records(rdir: Path) -> dict[str, int] | None:
+    """The records each FIFO file of rank folder ``rdir`` holds (its size over its record
+    size), or None when one is not a regular file or not a whole number of records."""
+    from nrtrewrite.simulate.artifacts import FIFO_FILES
+    records = {}
+    for fname in FIFO_FILES:
+        try:
+            st = os.stat(rdir / fname)
+        except OSError:
+            return None
+        itemsize = F.ARTIFACTS[fname][0].itemsize
+        if not stat.S_ISREG(st.st_mode) or st.st_size % itemsize:
+            return None
+        records[fname] = st.st_size // itemsize
+    return records
 
 
 def _part(extra: dict[str, np.ndarray] | None, first: int, n: int) -> dict[str, np.ndarray]:

@@ -457,6 +457,40 @@ def fifo_slices(doc: Field) -> list[tuple[int, tuple[tuple[int, int], ...]]]:
             for item in doc["fifo"].items()]
 
 
+#: The FIFO files a ``fifo`` slice's (first, count) pairs index, in the slice's order.
+FIFO_FILES = ("net_ops.bin", "net_src.bin", "net_dest.bin")
+
+
+def check_fifo_slices(fifo: list[tuple[int, tuple[tuple[int, int], ...]]],
+                      records: dict[str, int], rank: int | None = None) -> None:
+    """A :class:`SimulationError` unless the ``fifo`` slices (:func:`fifo_slices`) tile the
+    FIFO files of ``records`` (name -> records the file holds) as FORMATS §1.2 says: channels
+    ascending, each with a ``net_ops.bin`` record, each file's slices following the previous
+    channel's from record 0 (so in range, none overlapping) and together covering it.  The
+    check ``simulate`` makes, and what ``dump --fifo`` requires before it shows a channel."""
+    nxt = dict.fromkeys(FIFO_FILES, 0)
+    last_ch = -1
+    for ch, sl in fifo:
+        if ch <= last_ch:
+            raise SimulationError("fifo slices are not in ascending channel order", rank=rank,
+                                  channel=ch)
+        last_ch = ch
+        if sl[0][1] == 0:  # a channel with network traffic has an op (FORMATS §1.2, §8)
+            raise SimulationError("a fifo slice for a channel without net_ops records: the "
+                                  "rank manifest lists channels with network traffic only",
+                                  rank=rank, channel=ch)
+        for (first, count), name, k in zip(sl, FIFO_FILES, ("ops", "src", "dest")):
+            if first != nxt[name] or count < 0:
+                raise SimulationError(f"fifo {k} slice [{first}, {count}] does not follow the "
+                                      "previous channel's (files are channel-major)", rank=rank,
+                                      channel=ch)
+            nxt[name] += count
+    for name in FIFO_FILES:
+        if nxt[name] != records[name]:
+            raise SimulationError(f"the fifo slices cover {nxt[name]} records of {name}, the "
+                                  f"file holds {records[name]}", rank=rank, artifact=name)
+
+
 def read_rank_fifo(rdir: Path) -> list[tuple[int, tuple[tuple[int, int], ...]]]:
     """The ``fifo`` slices of rank folder ``rdir``'s manifest (:func:`fifo_slices`); an
     :class:`OutputError` when it is missing, cannot be read, is not JSON or its ``fifo`` is

@@ -19,7 +19,7 @@ from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError, escape_controls, json_text
-from nrtrewrite.simulate.artifacts import RankFiles
+from nrtrewrite.simulate.artifacts import FIFO_FILES, RankFiles, check_fifo_slices
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
     LEAF_NAMES, POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, Entry, RankProgram, sem_id,
@@ -94,33 +94,8 @@ class ChannelFifo:
 
 
 def _slices(rf: RankFiles) -> dict[int, tuple[tuple[int, int], ...]]:
-    out = {}
-    nxt = {"ops": 0, "src": 0, "dest": 0}
-    sizes = {"ops": rf.arrays["net_ops.bin"].size, "src": rf.arrays["net_src.bin"].size,
-             "dest": rf.arrays["net_dest.bin"].size}
-    last_ch = -1
-    for ch, sl in rf.fifo:  # (their types checked when the rank was loaded)
-        if ch <= last_ch:
-            raise SimulationError("fifo slices are not in ascending channel order", rank=rf.rank,
-                                  channel=ch)
-        last_ch = ch
-        if sl[0][1] == 0:  # a channel with network traffic has an op (FORMATS §1.2, §8)
-            raise SimulationError("a fifo slice for a channel without net_ops records: the "
-                                  "rank manifest lists channels with network traffic only",
-                                  rank=rf.rank, channel=ch)
-        for (first, count), k in zip(sl, ("ops", "src", "dest")):
-            if first != nxt[k] or count < 0:
-                raise SimulationError(f"fifo {k} slice [{first}, {count}] does not follow the "
-                                      "previous channel's (files are channel-major)", rank=rf.rank,
-                                      channel=ch)
-            nxt[k] += count
-        out[ch] = sl
-    for k in nxt:
-        if nxt[k] != sizes[k]:
-            name = {"ops": "net_ops.bin", "src": "net_src.bin", "dest": "net_dest.bin"}[k]
-            raise SimulationError(f"the fifo slices cover {nxt[k]} records of {name}, the file "
-                                  f"holds {sizes[k]}", rank=rf.rank, artifact=name)
-    return out
+    check_fifo_slices(rf.fifo, {name: rf.arrays[name].size for name in FIFO_FILES}, rf.rank)
+    return dict(rf.fifo)  # (their types checked when the rank was loaded)
 
 
 class FifoDecoder:
