@@ -98,3 +98,38 @@ def test_single_step_mesh_reduce_waits_on_the_event_of_its_group_size(tmp_path, 
     out = lower_spec(spec, tmp_path / "o", algo="single_step_mesh", ranks=[0])
     got = _waiting_words(out / "rank-0000")
     assert (17, 192 + int(evt), len(ranks) - 1) in got
+
+
+def test_send_sema_is_posted_and_taken_once_per_network_destination(tmp_path):
+    """FORMATS §8.1 "Who increments `send_sema`" and its example: a bf16 all-gather of 2048
+    elements a rank over [64*i for i in range(10)] of trn2:nodes=10 at LNC 2, --algo mesh.
+    Rank 0 has 9 network destinations, at most 8 a mesh row (DESIGN "Completion and reuse"):
+    one mesh_send leg to ranks 64..512, one to 576.  send_sema of channel 0 is id 16 + 4*0 + 1
+    = 17, its INC-window address 0x8280000000 + 0x1800 + 4*17 = 0x8280001844 on TOP_SP 0
+    (FORMATS §10).  The first leg increments it 8 times, the second once: 9 posts, and the
+    proxy takes one per destination's run, the 9 runs ending with complete = 1 (one entry
+    each: 2048 elements fit one run), then the terminator."""
+    spec = coll_spec("all_gather", "bf16", [64 * i for i in range(10)], 2048, lnc=2)
+    out = lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=10")
+    rdir = out / "rank-0000"
+    send_inc = 0x8280001844
+    ops = np.fromfile(rdir / "net_ops.bin", F.ARTIFACTS["net_ops.bin"][0])
+    assert ops["inc_send_handshake"].tolist() == [send_inc]
+    sems = np.fromfile(rdir / "sem.bin", F.ARTIFACTS["sem.bin"][0])
+    legs = np.fromfile(rdir / "legs.bin", F.LEG_DTYPE)
+    posts = []
+    for leg in legs:
+        first, n = int(leg["sem_first"]), int(leg["sem_count"])
+        mine = sems[first:first + n]
+        posts.append(int(mine["value"][mine["addr"] == send_inc].sum()))
+    assert sorted(p for p in posts if p) == [1, 8]
+    src = np.fromfile(rdir / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
+    assert src["complete"].tolist() == [1] * 9 + [0]
+    assert sum(posts) == int((src["complete"][src["mark"] == 0] == 1).sum()) == 9
+    doc = (Path(__file__).parent.parent / "docs" / "FORMATS.md").read_text()
+    para = doc[doc.index("**Who increments `send_sema` (our reading).**"):]
+    para = " ".join(para[:para.index("\n\n")].split())
+    assert "once per network destination of a device leg, not once per device leg" in para
+    assert "[1, 1, 1, 1, 1, 1, 1, 1, 1, 0], 9 proxy legs" in para
+    # seed 003 (its NOTE on node_next.src_addr_fifo, its opening): the direction's support
+    assert 'a leaf "posts a send credit"' in para and '"credits against the network' in para
