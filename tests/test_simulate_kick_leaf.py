@@ -2887,8 +2887,10 @@ def test_a_hier_leg_plan_that_differs_only_in_a_ring_order_is_no_repeat(hier16_o
     legs = _rehier(out, edit)
     assert legs[0]["groups"][1] == {"group": list(range(64, 72)), "plan": 0}
     error = refused(out)
-    assert error.startswith(f"{out / 'rank-0064'}: field neigh, rank 64, artifact legs.bin, ")
-    assert error.endswith("send should signal rank 71, the ring successor of channel 0, not 65")
+    # its legs.bin neigh (NEXT) is right: the line names the increment's sem.bin address
+    # (until 2026-12-06 `field neigh, rank 64, artifact legs.bin`)
+    assert error.startswith(f"{out / 'rank-0064'}: field addr, rank 64, artifact sem.bin, ")
+    assert error.endswith("should signal rank 71, the ring successor of channel 0, not 65")
 
 
 def test_an_older_hier_output_whose_exclusion_then_missed_its_legs_says_lower_again(tmp_path):

@@ -796,6 +796,112 @@ def test_a_ring_leg_signalling_its_own_recv_sema_is_refused(ring_out, tmp_path):
              "rank 1 by 1 is not part of the protocol")
 
 
+# FORMATS §10: semaphore `id` of TOP_SP `sp` in window `w` is at EVT_SEM + (sp << 30) + w + 4 id
+# (no routing bits on one device); c7c8's ranks 0..3 are logical cores 0..3 of device 0
+EVT_SEM, INC_WINDOW, DEC_WINDOW = 0x82_8000_0000, 0x1800, 0x1C00
+
+
+def _error_line(out: Path) -> str:
+    res = cli("simulate", out, "--ignore-checksums", "--json")
+    assert res.exit_code == 1, res.output
+    return json.loads(res.stdout)["error"]
+
+
+def _ring_send_bds(out: Path) -> tuple[int, int]:
+    """Rank 1's two first legs after the entry handshake's two mark_complete (FORMATS §3.4)
+    are the sends of CHUNK_H0 and CHUNK_H1 (leaf 1, step 2 and 3 of entry 0, channel 0),
+    each with two BDs (FORMATS §7: no wait, +1 on its own dma_compl_sema, +1 on the
+    successor's recv_sema): returns the sem.bin records of record 2's dma_compl increment and
+    record 3's successor increment."""
+    legs = _legs(out, 1)
+    assert [(g["leaf"], g["spad_index"], g["channel"], g["step"], g["sem_count"])
+            for g in legs[:4]] == [(22, 0, 0, 0, 3), (22, 0, 0, 1, 2), (1, 0, 0, 2, 2),
+                                   (1, 0, 0, 3, 2)]
+    return _sem_of(out, 1, 2, INC_COMPL), _sem_of(out, 1, 3, INC_NEXT_RECV)
+
+
+def test_a_ring_send_signalling_another_rank_names_its_increments_address(ring_out, tmp_path):
+    """Rank 1's send (legs.bin record 2) increments rank 2's recv_sema (id 16): rank 2 is its
+    successor on channel 0 (order [0, 1, 2, 3]). Its increment's address moved to rank 0's
+    (TOP_SP 0) recv_sema, nothing else changed: legs.bin's neigh is still NEXT, right, and
+    what is wrong is sem.bin's addr, so that is the field, artifact and record the line names
+    (SIMULATOR.md §8; until 2026-12-06 `field neigh, ... artifact legs.bin, record 2`). A wrong
+    neigh keeps its own line: test_a_ring_send_whose_neigh_is_local_says_what_it_should_be."""
+    out = _copy(ring_out, tmp_path)
+    k = _sem_of(out, 1, 2, INC_NEXT_RECV)
+    assert _sems(out, 1)[k] == (INC_NEXT_RECV, 1, EVT_SEM + (2 << 30) + INC_WINDOW + 4 * 16)
+    _set(out, 1, "sem.bin", k * BD + 8, "<Q", EVT_SEM + (0 << 30) + INC_WINDOW + 4 * 16)
+    assert _error_line(out) == (
+        f"{out / 'rank-0001'}: field addr, rank 1, artifact sem.bin, record {k}: send leg "
+        "(legs.bin record 2) should signal rank 2, the ring successor of channel 0, not 0")
+
+
+@pytest.mark.parametrize("ctrl, value, addr_id, field_, says", [
+    # the wait for 2: only the value is not the protocol's (recv_sema >= 1)
+    (WAIT_RECV, 2, 16, "value", "wait of semaphore 16 (channel 0 recv_sema) of rank 1 by 2"),
+    # the own dma_compl_sema increment by 3: the value (by 1)
+    (INC_COMPL, 3, 19, "value", "increment of semaphore 19 (channel 0 dma_compl_sema) of "
+     "rank 1 by 3"),
+    # the wait on send_sema (id 17, role 1) for 1: no value makes it the leaf's, its address
+    (0x114, 1, 17, "addr", "wait of semaphore 17 (channel 0 send_sema) of rank 1 by 1"),
+], ids=["wait_value", "inc_value", "wait_addr"])
+def test_a_ring_bd_not_the_protocols_names_its_value_or_its_address(ring_out, tmp_path, ctrl,
+                                                                    value, addr_id, field_,
+                                                                    says):
+    """Rank 1's first recv_reduce_send (legs.bin record 4) has three BDs (FORMATS §7): its
+    wait recv_sema >= 1, +1 on its own dma_compl_sema, +1 on the successor's recv_sema. A BD
+    the leaf has but for its value names the field value (until 2026-12-06 `field addr`), one
+    it has by no value names addr."""
+    out = _copy(ring_out, tmp_path)
+    assert _legs(out, 1)[4]["leaf"] == 2
+    own = ctrl & 0xFF == 0x15
+    k = _sem_of(out, 1, 4, INC_COMPL if own else WAIT_RECV)
+    window = INC_WINDOW if own else DEC_WINDOW
+    _set(out, 1, "sem.bin", k * BD, "<I", ctrl)
+    _set(out, 1, "sem.bin", k * BD + 4, "<I", value)
+    _set(out, 1, "sem.bin", k * BD + 8, "<Q", EVT_SEM + (1 << 30) + window + 4 * addr_id)
+    assert _error_line(out) == (
+        f"{out / 'rank-0001'}: field {field_}, rank 1, artifact sem.bin, record {k}: {says} is "
+        "not part of the protocol for a recv_reduce_send leg (legs.bin record 4; FORMATS §3.2 "
+        "- §3.4, §7)")
+
+
+def test_ring_sends_with_bds_swapped_between_them_name_the_bd(ring_out, tmp_path):
+    """The H0 send's dma_compl increment and the H1 send's successor increment swapped in
+    sem.bin, legs.bin untouched: each send still has its two BDs (sem_count right), the H0
+    send two successor increments and no dma_compl one. The line names the first BD of the
+    kind it has too many of, sem.bin's, by its address (until 2026-12-06 `field sem_count,
+    ... artifact legs.bin, record 2`), and its words are in SIMULATOR.md §2."""
+    out = _copy(ring_out, tmp_path)
+    a, b = _ring_send_bds(out)
+    _swap_sems(out, 1, a, b)
+    line = _error_line(out)
+    assert line == (
+        f"{out / 'rank-0001'}: field addr, rank 1, artifact sem.bin, record {a}: send leg "
+        "(legs.bin record 2: entry 0, channel 0, step 2) should have 1 x an increment of its "
+        "own dma_compl_sema by 1, not 0; this BD is one of its 2 x an increment of the "
+        "successor's recv_sema or its own send_sema by 1, where it should have 1")
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
+    assert line.split(": ", 2)[2] in doc
+
+
+def test_a_ring_leg_with_a_bd_of_the_next_leg_names_its_sem_count(ring_out, tmp_path):
+    """The other way round: legs.bin record 2 (the H0 send) given 3 BDs and record 3 (the H1
+    send) 1, its sem_first one later, sem.bin untouched (the ranges still tile the file,
+    FORMATS §3): the H0 send now has two dma_compl increments among 3 BDs, where the
+    protocol gives it 2 - its sem_count is what is wrong, and the line still names it."""
+    out = _copy(ring_out, tmp_path)
+    a, _ = _ring_send_bds(out)
+    assert _legs(out, 1)[3]["sem_first"] == a + 2
+    _set(out, 1, "legs.bin", 2 * REC + SEM_COUNT, "<H", 3)
+    _set(out, 1, "legs.bin", 3 * REC + SEM_FIRST, "<I", a + 3)
+    _set(out, 1, "legs.bin", 3 * REC + SEM_COUNT, "<H", 1)
+    assert _error_line(out) == (
+        f"{out / 'rank-0001'}: field sem_count, rank 1, artifact legs.bin, record 2: send leg "
+        "(entry 0, channel 0, step 2) should have 1 x an increment of its own dma_compl_sema "
+        "by 1, not 2")
+
+
 # ---------------------------------------------------------------------------- tpinc.bin (§2.2)
 def _tp(out: Path, rank: int) -> list[tuple[int, int, int, int]]:
     b = _file(out, rank, "tpinc.bin").read_bytes()

@@ -620,9 +620,13 @@ def test_a_consuming_ring_leg_without_its_wait_is_refused_counting_it(ar2_out, t
     sems[8] = sems[9]
     sems.tofile(p)
     rehash(out)
-    assert _error(out) == (f"{out / 'rank-0000'}: field sem_count, rank 0, artifact legs.bin, "
-                           "record 4: recv_reduce_copy leg (entry 0, channel 0, step 4) should "
-                           "have 1 x a wait recv_sema >= 1, not 0")
+    # the leg has its 2 BDs (sem_count right): the line names the BD of a kind it has too
+    # many of, sem.bin record 8 (until 2026-12-06 `field sem_count, ... legs.bin, record 4`)
+    assert _error(out) == (f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, "
+                           "record 8: recv_reduce_copy leg (legs.bin record 4: entry 0, channel "
+                           "0, step 4) should have 1 x a wait recv_sema >= 1, not 0; this BD is "
+                           "one of its 2 x an increment of its own dma_compl_sema by 1, where it "
+                           "should have 1")
 
 
 def test_a_single_cycle_leg_on_a_channel_its_entry_lacks_is_refused(tmp_path):

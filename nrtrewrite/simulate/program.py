@@ -1386,12 +1386,13 @@ class RankDecoder:
         wait = subop == WAIT
         ring_s = np.isin(lf_s, list(RING_LEAVES)) & (self.ring_entry[self.spi[leg]] if n
                                                       else np.zeros(0, bool))
-        cat_w_recv = wait & local & (sid == recv) & (val == 1)
-        cat_w_compl = wait & local & (sid == compl)
-        cat_i_compl = ~wait & local & (sid == compl) & (val == 1)
-        cat_i_next = ~wait & ~local & (sid == recv) & (val == 1)
-        cat_i_send = ~wait & local & (sid == send) & (val == 1)
-        ring_known = cat_w_recv | cat_w_compl | cat_i_compl | cat_i_next | cat_i_send
+
+        def kinds(one: np.ndarray) -> tuple[np.ndarray, ...]:
+            """The ring protocol's BDs (FORMATS §7), ``one`` where the value is its 1."""
+            return (wait & local & (sid == recv) & one, wait & local & (sid == compl),
+                    ~wait & local & (sid == compl) & one, ~wait & ~local & (sid == recv) & one,
+                    ~wait & local & (sid == send) & one)
+
         # the other leaves, by what FORMATS §3.2 - §3.4 and §7 give them (the values FORMATS
         # fixes are checked below; wait counts are left to the run: a wrong one deadlocks or
         # leaves a semaphore non-zero)
@@ -1403,38 +1404,49 @@ class RankDecoder:
         event = sid >= SEM_EVENT_BASE
         kanga = at_s == int(EncAlgType.KANGARING)
         single = at_s == int(EncAlgType.SINGLE_CYCLE_RING)
-        known_by = [
-            # the entry handshake: wait entry_post / entry_go, +entry_post on peers, +entry_go
-            (lf_s == MARK_COMPLETE,
-             (wait & local & (_ENTRY_POST[sid] | (sid == SEM_ENTRY_GO)))
-             | (~wait & ~local & _ENTRY_POST[sid])
-             | (~wait & local & (sid == SEM_ENTRY_GO))),
-            # post_recv: nothing of its own
-            (lf_s == POST_RECV, np.zeros(n, bool)),
-            # mesh / RDH legs: events (waits on this core), a network send's send_sema
-            (np.isin(lf_s, list(EVENT_LEAVES)), (event & (local | ~wait)) | cat_i_send),
-            # KANGARING (§3.3): the ring's recv_sema / send_sema, the unit's peer semaphores
-            (kanga & np.isin(lf_s, list(HALF_LEAVES)),
-             cat_w_recv | cat_i_next | cat_i_send | (~wait & peer_own & ~local)),
-            (lf_s == PEER_POST, ~wait & peer_own & ~local),
-            (lf_s == PEER_WAIT, wait & peer_own & local),
-            # SINGLE_CYCLE_RING (§3.3): recv_sema and post_sema of the entry's channels
-            (single & np.isin(lf_s, list(RING_LEAVES)),
-             (wait & local & ((b_role == ROLE_RECV) | (b_role == ROLE_POST)))
-             | (~wait & ~local & (b_role == ROLE_RECV)) | (~wait & local & (b_role == ROLE_POST))
-             | cat_i_send),
-        ]
-        other_known = np.zeros(n, bool)
-        for m, ok in known_by:
-            other_known |= m & ok
-        other_known |= cat_i_compl
-        known = np.where(ring_s | (lf_s == MARK_END), ring_known, other_known)
-        self.check(~known, lambda i: f"{'wait' if wait[i] else 'increment'} of "
-                   f"{sem_name(int(sid[i]))} of rank {trank[i]} by {val[i]} is not part of the "
-                   f"protocol for a {LEAF_NAMES[int(self.leaf[leg[i]])]} leg (legs.bin record "
-                   f"{leg[i]}; "
-                   "FORMATS §3.2 - §3.4, §7)",
-                   "sem.bin", "addr")
+
+        def known_of(one: np.ndarray) -> np.ndarray:
+            """The BDs the leaf of their leg has, ``one`` where a value must be 1."""
+            w_recv, w_compl, i_compl, i_next, i_send = kinds(one)
+            known_by = [
+                # the entry handshake: wait entry_post / entry_go, +entry_post on peers,
+                # +entry_go
+                (lf_s == MARK_COMPLETE,
+                 (wait & local & (_ENTRY_POST[sid] | (sid == SEM_ENTRY_GO)))
+                 | (~wait & ~local & _ENTRY_POST[sid])
+                 | (~wait & local & (sid == SEM_ENTRY_GO))),
+                # post_recv: nothing of its own
+                (lf_s == POST_RECV, np.zeros(n, bool)),
+                # mesh / RDH legs: events (waits on this core), a network send's send_sema
+                (np.isin(lf_s, list(EVENT_LEAVES)), (event & (local | ~wait)) | i_send),
+                # KANGARING (§3.3): the ring's recv_sema / send_sema, the unit's peer semaphores
+                (kanga & np.isin(lf_s, list(HALF_LEAVES)),
+                 w_recv | i_next | i_send | (~wait & peer_own & ~local)),
+                (lf_s == PEER_POST, ~wait & peer_own & ~local),
+                (lf_s == PEER_WAIT, wait & peer_own & local),
+                # SINGLE_CYCLE_RING (§3.3): recv_sema and post_sema of the entry's channels
+                (single & np.isin(lf_s, list(RING_LEAVES)),
+                 (wait & local & ((b_role == ROLE_RECV) | (b_role == ROLE_POST)))
+                 | (~wait & ~local & (b_role == ROLE_RECV))
+                 | (~wait & local & (b_role == ROLE_POST)) | i_send),
+            ]
+            other_known = np.zeros(n, bool)
+            for m, ok in known_by:
+                other_known |= m & ok
+            other_known |= i_compl
+            return np.where(ring_s | (lf_s == MARK_END),
+                            w_recv | w_compl | i_compl | i_next | i_send, other_known)
+
+        cat_w_recv, cat_w_compl, cat_i_compl, cat_i_next, cat_i_send = kinds(val == 1)
+        bad = _first(~known_of(val == 1))
+        if bad is not None:
+            # a BD the leaf has but for its value names the value, else what it addresses
+            fld = "value" if known_of(np.ones(n, bool))[bad] else "addr"
+            raise self.fail(f"{'wait' if wait[bad] else 'increment'} of "
+                            f"{sem_name(int(sid[bad]))} of rank {trank[bad]} by {val[bad]} is not "
+                            f"part of the protocol for a {LEAF_NAMES[int(self.leaf[leg[bad]])]} "
+                            f"leg (legs.bin record {leg[bad]}; FORMATS §3.2 - §3.4, §7)",
+                            "sem.bin", bad, fld)
         # the values FORMATS fixes outside the ring block: +1 per entry_post, kangaring peer
         # and event increment, entry_go waited for 1 and raised by (the entry's channels - 1)
         # (§3.3, §3.4, §7; a balanced scaling of them passed the run)
@@ -1465,17 +1477,25 @@ class RankDecoder:
         consuming = np.isin(lf, list(CONSUMING))
         sending = np.isin(lf, list(SENDING))
         others = np.diff(np.append(self.group_first, self.n_legs))[self.group_of] - 1
-        checks = [
-            (ring, w_recv, np.where(consuming, 1, 0), "a wait recv_sema >= 1"),
-            (ring | me_end, w_compl, me_end.astype(np.int64),
+        # the ring protocol's BDs of a ring or mark_end leg (each of its BDs is one of them,
+        # checked above): the BDs, how many the leg has, how many it should have, their name
+        ring_kinds = [
+            (cat_w_recv, w_recv, np.where(consuming, 1, 0), "a wait recv_sema >= 1"),
+            (cat_w_compl, w_compl, me_end.astype(np.int64),
              "the mark_end wait on dma_compl_sema"),
-            (np.ones(self.n_legs, bool), i_compl, np.where(me_end, 0, 1),
+            (cat_i_compl, i_compl, np.where(me_end, 0, 1),
              "an increment of its own dma_compl_sema by 1"),
-            (ring, i_next + i_send, sending.astype(np.int64),
+            (cat_i_next | cat_i_send, i_next + i_send, sending.astype(np.int64),
              "an increment of the successor's recv_sema or its own send_sema by 1"),
-            (ring | me_end, count(np.ones(n, bool)),
-             np.where(consuming, 1, 0) + me_end + np.where(me_end, 0, 1) + sending,
-             "semaphore BDs in all"),
+        ]
+        n_all = count(np.ones(n, bool))
+        want_all = sum(want for _, _, want, _ in ring_kinds)
+        checks = [
+            (ring, *ring_kinds[0][1:]),
+            (ring | me_end, *ring_kinds[1][1:]),
+            (np.ones(self.n_legs, bool), *ring_kinds[2][1:]),
+            (ring, *ring_kinds[3][1:]),
+            (ring | me_end, n_all, want_all, "semaphore BDs in all"),
             # the kangaring unit's sync legs (FORMATS §3.3): one post, one wait
             (lf == PEER_POST, count(~wait & ~local), np.ones(self.n_legs, np.int64),
              "an increment of its primary's peer semaphore"),
@@ -1484,11 +1504,22 @@ class RankDecoder:
         ]
         for mask, got, want, name in checks:
             bad = _first(mask & (got != want))
-            if bad is not None:
-                raise self.fail(f"{LEAF_NAMES[int(lf[bad])]} leg (entry {self.spi[bad]}, channel "
-                                f"{self.ch[bad]}, step {bad - self.group_first[self.group_of[bad]]})"
-                                f" should have {want[bad]} x {name}, not {got[bad]}",
-                                "legs.bin", bad, "sem_count")
+            if bad is None:
+                continue
+            leaf = LEAF_NAMES[int(lf[bad])]
+            place = (f"entry {self.spi[bad]}, channel {self.ch[bad]}, step "
+                     f"{bad - self.group_first[self.group_of[bad]]}")
+            should = f"should have {want[bad]} x {name}, not {got[bad]}"
+            if (ring[bad] or me_end[bad]) and n_all[bad] == want_all[bad]:
+                # as many BDs as the protocol gives the leg, of the wrong kinds: the first BD
+                # of a kind the leg has too many of addresses what it should not
+                for bds, k_got, k_want, k_name in ring_kinds:
+                    j = _first(bds & (leg == bad) & (k_got[leg] > k_want[leg]))
+                    if j is not None:
+                        raise self.fail(f"{leaf} leg (legs.bin record {bad}: {place}) {should}; "
+                                        f"this BD is one of its {k_got[bad]} x {k_name}, where "
+                                        f"it should have {k_want[bad]}", "sem.bin", j, "addr")
+            raise self.fail(f"{leaf} leg ({place}) {should}", "legs.bin", bad, "sem_count")
         bad = _first(~ring & ~me_end & (w_any > 2))
         if bad is not None:
             raise self.fail(f"{LEAF_NAMES[int(lf[bad])]} leg waits on {w_any[bad]} semaphores "
@@ -1511,6 +1542,8 @@ class RankDecoder:
         next_rank = np.full(self.n_legs, -1, np.int64)
         next_rank[leg[cat_i_next]] = trank[cat_i_next]
         self.l_next = np.where(ring, next_rank, -1)
+        self.l_next_bd = np.full(self.n_legs, -1, np.int64)  # its sem.bin record
+        self.l_next_bd[leg[cat_i_next]] = np.flatnonzero(cat_i_next)
         self.l_proxy_sends = count(cat_i_send)
         self.l_away = i_away
         self.l_waits = w_any
@@ -1551,12 +1584,14 @@ class RankDecoder:
             cache[(e, c)] = -1 if s_ is None else s_
         succ = np.array([cache[(e, c)] for e, c in zip(self.spi.tolist(), self.ch.tolist())],
                         np.int64)
+        # (a ring leg's neigh, NEXT on a sending leaf, was checked with legs.bin: what names
+        # another rank than the successor is the increment's address)
         bad = _first(ring & (self.l_next >= 0) & (self.l_next != succ))
         if bad is not None:
-            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} should signal rank {succ[bad]}, "
-                            f"the ring successor of channel {self.ch[bad]}, not "
-                            f"{self.l_next[bad]}",
-                            "legs.bin", bad, "neigh")
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} leg (legs.bin record {bad}) "
+                            f"should signal rank {succ[bad]}, the ring successor of channel "
+                            f"{self.ch[bad]}, not {self.l_next[bad]}",
+                            "sem.bin", int(self.l_next_bd[bad]), "addr")
         away = away & ring_runs
         rl = R["leg"]
         bad = _first(away & (R["rank"] != self.l_next[rl]))
