@@ -1273,8 +1273,14 @@ def test_mark_end_waiting_for_one_leg_fewer_is_refused(ring_out, tmp_path):
     k = _sem_of(out, 1, i, 0x314)  # its wait on its own dma_compl_sema (role 3)
     assert _sems(out, 1)[k][1] == others
     _set(out, 1, "sem.bin", k * BD + 4, "<I", 17)
-    _refused(out, "rank-0001", "legs.bin", f"record {i}", "mark_end should wait dma_compl_sema "
-             ">= 18, the channel's other legs, not 17")
+    # only that BD's value is wrong: the line names it (until 2026-12-06 `field sem_count,
+    # ... artifact legs.bin, record 18`)
+    assert _error_line(out) == (
+        f"{out / 'rank-0001'}: field value, rank 1, artifact sem.bin, record {k}: mark_end leg "
+        f"(legs.bin record {i}) should wait dma_compl_sema >= 18, the channel's other legs, "
+        "not 17")
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
+    assert f"record {k}: mark_end leg (legs.bin record {i}) should wait" in doc
 
 
 def _reorder_legs(out: Path, rank: int, order: list[int]) -> None:

@@ -1526,11 +1526,13 @@ class RankDecoder:
                             "(at most two)", "legs.bin", bad, "sem_count")
         end_val = np.zeros(self.n_legs, np.int64)
         end_val[leg[cat_w_compl]] = val[cat_w_compl]
+        end_bd = np.zeros(self.n_legs, np.int64)  # the sem.bin record of that wait
+        end_bd[leg[cat_w_compl]] = np.flatnonzero(cat_w_compl)
         bad = _first(me_end & (end_val != others))
         if bad is not None:
-            raise self.fail(f"mark_end should wait dma_compl_sema >= {others[bad]}, the "
-                            f"channel's other legs, not {end_val[bad]}", "legs.bin", bad,
-                            "sem_count")
+            raise self.fail(f"mark_end leg (legs.bin record {bad}) should wait dma_compl_sema >= "
+                            f"{others[bad]}, the channel's other legs, not {end_val[bad]}",
+                            "sem.bin", int(end_bd[bad]), "value")
         # mark_complete legs open a channel program (FORMATS §3.4): in front, never after
         # another leaf (checked after their semaphores, which name a swapped leaf first)
         after = np.zeros(self.n_legs, bool)
