@@ -179,3 +179,71 @@ def test_overlapping_or_gapped_slices_show_no_channel(tmp_path):
     assert _json_channels(out)["net_src.bin"] == [None] * 18
     _set_src(out, 0, [[0, 5], [5, 13]])  # restored: the channels are back
     assert _json_channels(out)["net_src.bin"] == [0] * 5 + [1] * 13
+
+
+def _hier(tmp_path: Path) -> Path:
+    """A HIER all-reduce of 8192 bf16 over [0, 1, 128, 129] of trn2:nodes=2 (meshcase's
+    topology): rank 0 crosses the network on channels 1 and 2, one op each
+    (``fifo`` ops [0, 1] and [1, 1]), each op's transmit and receive FIFO two entries and
+    a terminator (src and dest [0, 3], [3, 3])."""
+    import meshcase
+    out = tmp_path / "hier"
+    meshcase.lower(meshcase.spec([[0, 1, 128, 129]], [("all_reduce", "bf16", "add", 8192)]),
+                   out, algo="hier")
+    doc = json.loads((out / "rank-0000" / "manifest.json").read_text())
+    assert [(f["channel"], f["ops"], f["src"], f["dest"]) for f in doc["fifo"]] == [
+        (1, [0, 1], [0, 3], [0, 3]), (2, [1, 1], [3, 3], [3, 3])]
+    return out
+
+
+def _set_fifo(out: Path, key: str, values: list) -> None:
+    """Rank 0's manifest with its fifo slices' ``key`` set to ``values``."""
+    man = out / "rank-0000" / "manifest.json"
+    doc = json.loads(man.read_text())
+    for item, value in zip(doc["fifo"], values):
+        item[key] = value
+    man.write_text(json.dumps(doc))
+
+
+def _no_channel_shown(out: Path) -> None:
+    """Every net_src and net_dest record of rank 0 shows no channel, in --json, in the
+    table of the output folder and of the file given alone, and no form has a traceback."""
+    got = _json_channels(out)
+    assert got["net_src.bin"] == [None] * 6 and got["net_dest.bin"] == [None] * 6
+    for name in ("net_src.bin", "net_dest.bin"):
+        assert _table_channels(out, name) == ["-"] * 6
+    res = CliRunner().invoke(main, ["dump", "--fifo", str(out), "--rank", "0"])
+    assert res.exit_code == 0 and "Traceback" not in res.output, res.output
+    assert "Traceback" not in json.dumps(got)
+
+
+def test_slices_that_tile_the_files_but_split_an_op_show_no_channel(tmp_path):
+    """Review 50p: rank 0's src slices moved to [0, 4] / [4, 2] still tile net_src.bin (6
+    records), so the tiling check passes, but channel 1's slice then holds channel 2's
+    first entry after its terminator (FORMATS §8: a slice's records are its ops' entries,
+    each op closed by a terminator), which simulate refuses; dump showed record 3 as
+    channel 1.  [0, 2] / [2, 4] leaves channel 1's op without its terminator and gives
+    channel 2 two terminators for its one op.  Same with dest.  None is shown."""
+    out = _hier(tmp_path)
+    assert _json_channels(out)["net_src.bin"] == [1] * 3 + [2] * 3
+    for key in ("src", "dest"):
+        name = {"src": "net_src.bin", "dest": "net_dest.bin"}[key]
+        _set_fifo(out, key, [[0, 4], [4, 2]])
+        _simulate_refuses(out, f"{name}, record 3: entries after the last terminator")
+        _no_channel_shown(out)
+        _set_fifo(out, key, [[0, 2], [2, 4]])
+        _simulate_refuses(out, f"{name}, record 1: entries after the last terminator")
+        _no_channel_shown(out)
+        _set_fifo(out, key, [[0, 3], [3, 3]])  # restored: the channels are back
+        assert _json_channels(out)[name] == [1] * 3 + [2] * 3
+
+
+def test_a_slice_labelled_with_another_channel_shows_no_channel(tmp_path):
+    """Review 50p: rank 0's channel-2 slice relabelled channel 3 still tiles the files, but
+    its net_ops.bin row 1 stores enc_channel 2 (FORMATS §8.1), so simulate refuses it; dump
+    showed records 3-5 as channel 3.  None is shown."""
+    out = _hier(tmp_path)
+    _set_fifo(out, "channel", [1, 3])
+    _simulate_refuses(out, "record 1: inc_send_handshake should be the INC window of this "
+                           "rank's semaphore 29 (channel 3 send_sema)")
+    _no_channel_shown(out)

@@ -21,6 +21,7 @@ from nrtrewrite.artifacts import (
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
                             main, plain, print_table, stderr_console, stdout_console,
                             stopped_why, stops_deferred, warn)
+from nrtrewrite.codes import NetAddrMark
 from nrtrewrite.compose.leaves import Leaf
 from nrtrewrite.emit import formats as F
 from nrtrewrite.errors import (NrtRewriteError, OutputError, counted,
@@ -92,11 +93,13 @@ def fifo_channels(rdir: Path, name: str, size: int) -> dict[str, np.ndarray] | N
     """The ``channel`` of each of the ``size`` records of FIFO address file ``name``
     (:data:`FIFO_SLICES`) of rank folder ``rdir``: the channel of the rank manifest's
     ``fifo`` slice that holds it; None for every record when the manifest or its ``fifo``
-    cannot be read, or when its slices are faulty in a way ``simulate`` refuses
-    (:func:`~nrtrewrite.simulate.artifacts.check_fifo_slices` against the records the three
-    FIFO files hold: a slice out of range, not following the previous channel's, overlapping
-    one, ...), since a record's channel is then no better than a guess (dump decodes what is
-    there).  ``{"channel": values}`` (an object array), or None for another file."""
+    cannot be read, or when its slices are faulty in a way ``simulate`` refuses: not tiling
+    the files (:func:`~nrtrewrite.simulate.artifacts.check_fifo_slices` against the records
+    the three FIFO files hold: a slice out of range, not following the previous channel's,
+    overlapping one, ...) or not splitting them at their ops (:func:`_slices_split_ops`),
+    since a record's channel is then no better than a guess (dump decodes what is there;
+    simulate checks more).  ``{"channel": values}`` (an object array), or None for another
+    file."""
     from nrtrewrite.simulate.artifacts import check_fifo_slices, read_rank_fifo
     if name not in FIFO_SLICES:
         return None
@@ -109,10 +112,53 @@ def fifo_channels(rdir: Path, name: str, size: int) -> dict[str, np.ndarray] | N
         check_fifo_slices(fifo, records)
     except NrtRewriteError:
         return {"channel": channel}
+    if not _slices_split_ops(rdir, fifo, records):
+        return {"channel": channel}
     for ch, slices in fifo:
         first, count = slices[FIFO_SLICES[name]]
         channel[first:first + count] = ch
     return {"channel": channel}
+
+
+def _slices_split_ops(rdir: Path, fifo: list[tuple[int, tuple[tuple[int, int], ...]]],
+                      records: dict[str, int]) -> bool:
+    """Whether the ``fifo`` slices of rank folder ``rdir`` (tiling its FIFO files, which hold
+    ``records``) also split them at their ops as FORMATS §8 says, the part of ``simulate``'s
+    checks that tells which channel a record is: each slice's ``net_ops.bin`` rows have the
+    slice's channel as ``enc_channel``; a ``net_src.bin`` or ``net_dest.bin`` slice holds
+    NET_TRANSFER entries and NET_OP_COMPLETE terminators only and ends with a terminator;
+    each terminator closes the entries before it (after the previous one), all of them and
+    it with one ``net_op_idx`` k, a row of the slice's ops (ascending) whose ``tx_entry_cnt``
+    (``rx_entry_cnt``) counts those entries.  False when a file no longer holds ``records``."""
+    arrays = {}
+    for fname, n in records.items():
+        try:
+            arrays[fname] = np.fromfile(rdir / fname, F.ARTIFACTS[fname][0])
+        except (OSError, ValueError):
+            return False
+        if arrays[fname].size != n:
+            return False
+    transfer, complete = int(NetAddrMark.NET_TRANSFER), int(NetAddrMark.NET_OP_COMPLETE)
+    for ch, ((o0, on), *sides) in fifo:
+        ops = arrays["net_ops.bin"][o0:o0 + on]
+        if (ops["enc_channel"] != ch).any():
+            return False
+        for (first, count), fname, cnt in zip(sides, FIFO_SLICES, ("tx_entry_cnt",
+                                                                   "rx_entry_cnt")):
+            recs = arrays[fname][first:first + count]
+            if not count:
+                continue
+            mark = recs["mark"]
+            if not ((mark == transfer) | (mark == complete)).all() or mark[-1] != complete:
+                return False
+            start, prev = 0, -1
+            for end in np.flatnonzero(mark == complete).tolist():
+                k = int(recs["net_op_idx"][end])
+                if (not prev < k < on or (recs["net_op_idx"][start:end + 1] != k).any()
+                        or int(ops[cnt][k]) != end - start):
+                    return False
+                start, prev = end + 1, k
+    return True
 
 
 def _fifo_records(rdir: Path) -> dict[str, int] | None:
