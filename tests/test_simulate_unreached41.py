@@ -378,8 +378,11 @@ def test_a_ring_send_writing_its_own_core_is_refused(ar2_out, tmp_path):
     bds["buf_ptr"][[1, 3]] -= np.uint64(CORE)
     bds.tofile(p)
     rehash(out)
-    assert _error(out) == (f"{out / 'rank-0000'}: field dma_first, rank 0, artifact legs.bin, "
-                           "record 2: send signals rank 1 but writes nothing there")
+    # the wrong bytes are the first destination BD's buf_ptr: BD 1 (tile 0's, after its
+    # source BD 0, FORMATS §3 / §5), not legs.bin's dma_first (until 2026-12-06)
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 1: send leg (legs.bin record 2) signals rank 1 but writes "
+                           "nothing there")
 
 
 def test_a_ring_send_writing_a_rank_it_does_not_signal_is_refused(tmp_path):
@@ -397,8 +400,48 @@ def test_a_ring_send_writing_a_rank_it_does_not_signal_is_refused(tmp_path):
     bds["buf_ptr"][[1, 3]] += np.uint64(CORE)
     bds.tofile(p)
     rehash(out)
-    assert _error(out) == (f"{out / 'rank-0000'}: field dma_first, rank 0, artifact legs.bin, "
-                           "record 2: send writes rank 2 but signals rank 1")
+    # the first BD writing rank 2 is BD 1 (tile 0's destination), named by its buf_ptr
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 1: send leg (legs.bin record 2) writes rank 2 but signals "
+                           "rank 1")
+
+
+def test_a_ring_send_writing_a_rank_it_does_not_signal_names_the_first_wrong_bd(tmp_path):
+    """The 999-element RING all-reduce over ranks 0, 1, 2 of the test above: only rank 0's BD 3
+    (record 2's tile 1 destination, 14 bytes; BD 1, tile 0's, still writes its successor 1)
+    moved to core 2. The line names BD 3, the first of the leg's BDs writing a rank it does
+    not signal, not the leg's first destination BD 1."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 3, 999), tmp_path / "o")
+    assert _legs(out, 0)["dma_first"][2] == 0
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    assert [int(x) // CORE for x in bds["buf_ptr"][[1, 3]]] == [1, 1]
+    assert [(int(m) >> 4) & 1 for m in bds["meta"][:4]] == [0, 1, 0, 1]
+    bds["buf_ptr"][3] += np.uint64(CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 3: send leg (legs.bin record 2) writes rank 2 but signals "
+                           "rank 1")
+
+
+def test_a_ring_send_reading_another_core_names_the_bd_not_the_run(ar2_out, tmp_path):
+    """Record 3 (send H1) has BDs 4..7 (record 2's four before it, FORMATS §3 dma_first), per
+    tile a source then a destination BD (§5): BD 4 is tile 0's source.  Moved to core 1, it
+    reads rank 1.  Until 2026-12-06 the line named the merged byte run's index as the dma.bin
+    record: runs 0, 1 are record 2's source and destination, run 2 BD 4 alone (its rank
+    differs from BD 6's), so `record 2`, a BD of another leg that is right."""
+    out = copy(ar2_out, tmp_path)
+    legs = _legs(out, 0)
+    assert legs["dma_first"][3] == 4 and legs["dma_count"][3] == 4
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    assert (bds["meta"][4] >> 4) & 1 == 0 and int(bds["buf_ptr"][4]) // CORE == 0
+    bds["buf_ptr"][4] += np.uint64(CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 4: a send leg reads rank 1 (ring legs read their own core)")
 
 
 # ---------------------------------------------------------------------------- the net FIFOs

@@ -1577,9 +1577,12 @@ class RankDecoder:
                             "neigh")
         # ring legs: the successor
         ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
-        self.check(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank),
-                   lambda i: f"a {LEAF_NAMES[int(self.leaf[R['leg'][i]])]} leg reads rank "
-                   f"{R['rank'][i]} (ring legs read their own core)", "dma.bin", "buf_ptr")
+        bad = _first(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank))
+        if bad is not None:
+            # the run's first BD (a run index is no dma.bin record)
+            raise self.fail(f"a {LEAF_NAMES[int(self.leaf[R['leg'][bad]])]} leg reads rank "
+                            f"{R['rank'][bad]} (ring legs read their own core)", "dma.bin",
+                            int(R["bd"][bad]), "buf_ptr")
         cache: dict[tuple[int, int], int] = {}
         for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
             s_ = self.entry_trigger[e].successor(c, self.rank, self.entry_leg[e])
@@ -1597,16 +1600,26 @@ class RankDecoder:
         away = away & ring_runs
         rl = R["leg"]
         bad = _first(away & (R["rank"] != self.l_next[rl]))
+        # (what is wrong is a destination BD's buf_ptr: the first of the leg's that writes
+        # another rank than the one it signals)
+        dst_bds = (self.bd_dir == 1) & (self.bd_rank != self.rank)
         if bad is not None:
             g = int(rl[bad])
-            raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} writes rank {R['rank'][bad]} but "
+            j = _first(dst_bds & (self.bd_leg == g) & (self.bd_rank != self.l_next[g]))
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) writes "
+                            f"rank {R['rank'][bad]} but "
                             + (f"signals rank {self.l_next[g]}" if self.l_next[g] >= 0 else
-                               "signals no other rank"), "legs.bin", g, "dma_first")
+                               "signals no other rank"), "dma.bin", j, "buf_ptr")
         writes_next = np.bincount(rl[away], minlength=self.n_legs) > 0
         bad = _first(ring & (self.l_next >= 0) & ~writes_next)
         if bad is not None:
-            raise self.fail(f"{LEAF_NAMES[int(self.leaf[bad])]} signals rank {self.l_next[bad]} "
-                            "but writes nothing there", "legs.bin", bad, "dma_first")
+            why = (f"{LEAF_NAMES[int(self.leaf[bad])]} leg (legs.bin record {bad}) signals rank "
+                   f"{self.l_next[bad]} but writes nothing there")
+            # its first destination BD (none: the leg's BDs are what is missing)
+            j = _first((self.bd_dir == 1) & (self.bd_leg == bad))
+            if j is None:
+                raise self.fail(why, "legs.bin", bad, "dma_first")
+            raise self.fail(why, "dma.bin", j, "buf_ptr")
         self.check_kangaring_peers()
 
     def check_kangaring_peers(self) -> None:
@@ -1738,7 +1751,7 @@ class RankDecoder:
                        | (off[1:] != off[:-1] + ln[:-1]))
         st = np.flatnonzero(brk)
         R = {"leg": leg[st], "dir": dirr[st], "stream": stream[st], "rank": rk[st],
-             "reg": reg[st], "off": off[st],
+             "reg": reg[st], "off": off[st], "bd": order[st],  # bd: its first dma.bin record
              "len": np.add.reduceat(ln, st) if n else np.zeros(0, np.int64)}
         gkey = R["leg"] * 64 + R["dir"] * 32 + R["stream"]
         gnew = np.ones(gkey.size, bool)
