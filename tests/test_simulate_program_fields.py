@@ -1697,3 +1697,61 @@ def test_n_tiles_other_than_the_tiles_its_bds_form_is_refused(ring_out, tmp_path
     _set(out, 1, "legs.bin", 2 * 64 + 22, "<H", 2)
     assert ("field n_tiles, rank 1, artifact legs.bin, record 2: n_tiles should be 1, the "
             "tiles its BDs form, not 2") in _refused(out)
+
+
+@pytest.fixture(scope="module")
+def kanga_out(tmp_path_factory) -> Path:
+    """A KANGARING all-reduce of 4096 bf16 over ranks 0..15 (two whole trn2 devices)."""
+    import meshcase
+
+    out = tmp_path_factory.mktemp("kanga") / "o"
+    meshcase.lower(meshcase.spec([list(range(16))], [("all_reduce", "bf16", "add", 4096)]),
+                   out, algo="kangaring")
+    return out
+
+
+@pytest.mark.parametrize("case, a, b, leg, leaf, bd", [
+    # RING: rank 0's sem.bin records 0 and 3, the first mark_complete's dma_compl increment
+    # and a BD of the second (legs.bin records 0 and 1, sem_first 0 and 2, 2 BDs each)
+    ("ring", 0, 3, 1, "mark_complete", 3),
+    # SINGLE_CYCLE_RING: records 9 and 11 (bytes 144:160 and 176:192); legs.bin record 3, the
+    # send of step 3, holds records 8..10, its own dma_compl increment first
+    ("scr", 9, 11, 3, "send", 8),
+    # MESH: records 6 and 10, the first BDs of legs.bin records 2 and 3 (mesh_sync, sem_first
+    # 6 and 10): record 10 is now record 6's dma_compl increment, record 3's first of two
+    ("mesh", 6, 10, 3, "mesh_sync", 10),
+    # HIER inter_allr (SINGLE_CYCLE_RING, entry 1): legs.bin records 8 and 9 (sends, sem_first
+    # 15 and 17, each a dma_compl increment then a send_sema one): records 16 and 17 swapped
+    # leave record 8 two dma_compl increments, 15 and 16
+    ("hier", 16, 17, 8, "send", 15),
+    # KANGARING: legs.bin records 3 and 4 (sem_first 10 and 15, 5 BDs each, the dma_compl
+    # increment first): records 12 and 15 swapped leave record 3 two, 10 and 12
+    ("kanga", 12, 15, 3, "direct_reduce_send_kangaring", 10),
+])
+def test_a_non_ring_leg_with_bds_swapped_names_the_bd(ring_out, scr_out, mesh_out, hier_out,
+                                                      kanga_out, tmp_path, case, a, b, leg,
+                                                      leaf, bd):
+    """Two BDs of two legs swapped in sem.bin, legs.bin untouched (each leg keeps its BD
+    count, the rank its dma_compl increments): the line names the first dma_compl increment
+    of the first leg with two, sem.bin's `addr` (until 2026-12-06 `field sem_count, ...
+    artifact legs.bin` of the first leg with one too many or too few, review 50p)."""
+    out = _copy({"ring": ring_out, "scr": scr_out, "mesh": mesh_out, "hier": hier_out,
+                 "kanga": kanga_out}[case], tmp_path)
+    g = _legs(out, 0)
+    assert g[leg]["sem_first"] <= bd < g[leg]["sem_first"] + g[leg]["sem_count"]
+    _swap_sems(out, 0, a, b)
+    line = _error_line(out)
+    assert line.startswith(f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, "
+                           f"record {bd}: {leaf} leg (legs.bin record {leg}: entry "
+                           f"{1 if case == 'hier' else 0}, ")
+    assert line.endswith(
+        "should have 1 x an increment of its own dma_compl_sema by 1, not 2; this BD is one "
+        "of its 2 x an increment of its own dma_compl_sema by 1, where it should have 1")
+
+
+def test_simulator_md_quotes_the_non_ring_swap_line(mesh_out, tmp_path):
+    """SIMULATOR.md §2 quotes the MESH case's line (records from legs.bin's sem_first)."""
+    out = _copy(mesh_out, tmp_path)
+    _swap_sems(out, 0, 6, 10)
+    doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
+    assert _error_line(out).split(": ", 1)[1] in doc

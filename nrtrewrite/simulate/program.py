@@ -1519,6 +1519,19 @@ class RankDecoder:
                         raise self.fail(f"{leaf} leg (legs.bin record {bad}: {place}) {should}; "
                                         f"this BD is one of its {k_got[bad]} x {k_name}, where "
                                         f"it should have {k_want[bad]}", "sem.bin", j, "addr")
+            if (name == ring_kinds[2][3] and not (ring[bad] or me_end[bad])
+                    and got.sum() == want.sum()):
+                # another leg's dma_compl increments, as many on the rank as its legs should
+                # have: a BD moved between legs, whose counts are unchanged; the first BD of
+                # the first leg with too many of them addresses what it should not
+                over = _first(got > want)
+                j = _first(cat_i_compl & (leg == over))
+                raise self.fail(f"{LEAF_NAMES[int(lf[over])]} leg (legs.bin record {over}: entry "
+                                f"{self.spi[over]}, channel {self.ch[over]}, step "
+                                f"{over - self.group_first[self.group_of[over]]}) should have "
+                                f"{want[over]} x {name}, not {got[over]}; this BD is one of "
+                                f"its {got[over]} x {name}, where it should have {want[over]}",
+                                "sem.bin", j, "addr")
             raise self.fail(f"{leaf} leg ({place}) {should}", "legs.bin", bad, "sem_count")
         bad = _first(~ring & ~me_end & (w_any > 2))
         if bad is not None:
