@@ -130,35 +130,53 @@ def _slices_split_ops(rdir: Path, fifo: list[tuple[int, tuple[tuple[int, int], .
     each terminator closes the entries before it (after the previous one), all of them and
     it with one ``net_op_idx`` k, a row of the slice's ops (ascending) whose ``tx_entry_cnt``
     (``rx_entry_cnt``) counts those entries.  False when a file no longer holds ``records``."""
-    arrays = {}
-    for fname, n in records.items():
-        try:
-            arrays[fname] = np.fromfile(rdir / fname, F.ARTIFACTS[fname][0])
-        except (OSError, ValueError):
-            return False
-        if arrays[fname].size != n:
-            return False
+    try:
+        ops_all = _columns(rdir, "net_ops.bin", records,
+                           ("enc_channel", "tx_entry_cnt", "rx_entry_cnt"))
+        sides_all = {fname: _columns(rdir, fname, records, ("mark", "net_op_idx"))
+                     for fname in FIFO_SLICES}
+    except NrtRewriteError:
+        return False
     transfer, complete = int(NetAddrMark.NET_TRANSFER), int(NetAddrMark.NET_OP_COMPLETE)
     for ch, ((o0, on), *sides) in fifo:
-        ops = arrays["net_ops.bin"][o0:o0 + on]
-        if (ops["enc_channel"] != ch).any():
+        if (ops_all["enc_channel"][o0:o0 + on] != ch).any():
             return False
         for (first, count), fname, cnt in zip(sides, FIFO_SLICES, ("tx_entry_cnt",
                                                                    "rx_entry_cnt")):
-            recs = arrays[fname][first:first + count]
             if not count:
                 continue
-            mark = recs["mark"]
+            mark = sides_all[fname]["mark"][first:first + count]
+            idx = sides_all[fname]["net_op_idx"][first:first + count]  # (unsigned)
             if not ((mark == transfer) | (mark == complete)).all() or mark[-1] != complete:
                 return False
-            start, prev = 0, -1
-            for end in np.flatnonzero(mark == complete).tolist():
-                k = int(recs["net_op_idx"][end])
-                if (not prev < k < on or (recs["net_op_idx"][start:end + 1] != k).any()
-                        or int(ops[cnt][k]) != end - start):
-                    return False
-                start, prev = end + 1, k
+            ends = np.flatnonzero(mark == complete)   # each op's terminator
+            k = idx[ends]                              # the op each terminator closes
+            entries = np.diff(ends, prepend=-1) - 1    # the entries before each terminator
+            if ((k >= on).any() or (k[1:] <= k[:-1]).any()
+                    or (np.repeat(k, entries + 1) != idx).any()
+                    or (ops_all[cnt][o0:o0 + on][k] != entries).any()):
+                return False
     return True
+
+
+def _columns(rdir: Path, fname: str, records: dict[str, int],
+             names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The columns ``names`` of every record of FIFO file ``fname`` of rank folder ``rdir``,
+    read a block at a time (:class:`~nrtrewrite.artifacts.RecordFile`: checked a regular
+    file, never blocking, never mapped), so only those columns are held, not the whole
+    records (a 200 MB ``net_src.bin``: 5 bytes a record of its 72).  An
+    :class:`NrtRewriteError` when the file cannot be read or no longer holds ``records``."""
+    rf = open_records(rdir / fname)
+    if rf.size != records[fname]:
+        raise OutputError(f"{escape_path(rdir / fname)}: changed while being read")
+    dtype = F.ARTIFACTS[fname][0]
+    cols = {name: np.empty(rf.size, dtype[name]) for name in names}
+    at = 0
+    for block in rf.chunks():
+        for name in names:
+            cols[name][at:at + block.size] = block[name]
+        at += block.size
+    return cols
 
 
 def _fifo_records(rdir: Path) -> dict[str, int] | None:
