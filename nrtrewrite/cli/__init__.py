@@ -519,10 +519,9 @@ class OneValue(click.Option):
     takes one value`` (click kept the last silently: ``--algo allreduce:ring --algo
     allgather:ring`` lowered with the second clause alone, until 2026-12-06); the same value
     again (once converted: ``--seed 1 --seed 01``) is that value.  ``twice``: what to do
-    instead, ending the message (default: ``OPT takes one value``; ``dump --rank``: ``dump
-    shows one rank of an output folder, or every rank (no --rank)``, where ``lower`` takes
-    ``--rank`` repeated as several ranks; the ``one_value`` callback of an option declared
-    ``multiple=True`` said the same, until 2026-12-06)."""
+    instead, ending the message (default: ``OPT takes one value``; an option whose
+    repetition means something elsewhere says what this command does instead: ``dump
+    --rank``, since ``lower`` takes ``--rank`` repeated as several ranks)."""
 
     def __init__(self, *args, twice: str | None = None, **attrs):
         super().__init__(*args, **attrs)
