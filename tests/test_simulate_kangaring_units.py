@@ -87,9 +87,12 @@ DIRECT_RECV, REDUCE_SEND_KANGARING = 7, 10
 CORE_SHIFT = 36
 
 
-def _retarget_data(out: Path, rank: int, leaf: int, write: bool, to_core: int) -> int:
+def _retarget_data(out: Path, rank: int, leaf: int, write: bool,
+                   to_core: int) -> tuple[int, int]:
     """Move the first BD of ``rank``'s first ``leaf`` leg that reads (or writes) another core
-    of its device to the core ``to_core`` (the same offset there): its legs.bin record."""
+    of its device to the core ``to_core`` (the same offset there): its legs.bin record and
+    the BD's dma.bin record (the leg's BDs are dma_first .. dma_first + dma_count - 1,
+    FORMATS §3; a write is a BD with the S2M direction bit, §5)."""
     lg = legs(out, rank)
     path = out / f"rank-{rank:04d}" / "dma.bin"
     bds = np.fromfile(path, F.BD_DTYPE)
@@ -102,7 +105,7 @@ def _retarget_data(out: Path, rank: int, leaf: int, write: bool, to_core: int) -
                 assert core == 4  # (rank 4, the secondary)
                 bds["buf_ptr"][k] = ptr + ((to_core - core) << CORE_SHIFT)
                 bds.tofile(path)
-                return int(g)
+                return int(g), k
     raise AssertionError(f"no leg {leaf} of rank {rank} reaches another core")
 
 
@@ -127,9 +130,43 @@ def test_a_primarys_data_on_a_rank_off_its_unit_and_cycle_is_refused(  # noqa: F
     write as a race (rank 6's output written with no happens-before), the read of rank 2 as
     a mismatch of 2016 elements, the read of rank 6 as a race."""
     out = copy(kr16_out, tmp_path)
-    g = _retarget_data(out, 0, leaf, write, to)
+    g, k = _retarget_data(out, 0, leaf, write, to)
     rehash(out)
-    refused(out, "rank 0,", f"artifact legs.bin, record {g}", says.format(g=g))
+    # the wrong bytes are BD k's buf_ptr (until 2026-12-06 the line named legs.bin's
+    # dma_first of record g, whose BD range was right)
+    line = refused(out, "rank 0,", f"field buf_ptr, rank 0, artifact dma.bin, record {k}:",
+                   says.format(g=g))
+    if write:  # docs/SIMULATOR.md §2 quotes this line whole
+        doc = " ".join((Path(__file__).parents[1] / "docs" / "SIMULATOR.md").read_text().split())
+        assert line.split(": ", 1)[1] in doc
+
+
+def test_a_primarys_leg_with_a_wrong_write_before_a_wrong_read_names_the_write(tmp_path):
+    """The line names the leg's first wrong BD in dma.bin order, not its first wrong byte run
+    (runs are sorted reads before writes). A 160000-element bf16 KANGARING all-reduce over
+    16 ranks: rank 0's first fan-in (legs.bin record 3, BDs 0..14) has three tiles, each its
+    four sources on cores 0, 4, 5, 1 (its unit) then its destination on core 2 (the next
+    primary), FORMATS §3 / §5. Tile 0's destination (BD 4) moved to core 6 and tile 1's
+    source 1 (BD 6) to core 6: BD 4, writing rank 6, is named."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 16, 160000), tmp_path / "o",
+                     algo="kangaring")
+    lg = legs(out, 0)
+    assert lg["leaf"][3] == REDUCE_SEND_KANGARING
+    assert (int(lg["dma_first"][3]), int(lg["dma_count"][3])) == (0, 15)
+    path = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(path, F.BD_DTYPE)
+    writes = [int(bool(m & F.META_DIR_S2M)) for m in bds["meta_ctrl"][:15]]
+    cores = [(int(p_) >> CORE_SHIFT) & 0x3FF for p_ in bds["buf_ptr"][:15]]
+    assert writes == [0, 0, 0, 0, 1] * 3 and cores == [0, 4, 5, 1, 2] * 3
+    bds["buf_ptr"][4] += np.uint64((6 - 2) << CORE_SHIFT)
+    bds["buf_ptr"][6] += np.uint64((6 - 4) << CORE_SHIFT)
+    bds.tofile(path)
+    rehash(out)
+    refused(out, "field buf_ptr, rank 0, artifact dma.bin, record 4: "
+            "direct_reduce_send_kangaring leg (legs.bin record 3) of rank 0 writes rank 6: "
+            "neither a secondary of its unit [0, 4, 5, 1] on channel 0 "
+            "(triggers[0].kangaring[0].units) nor the next primary 2 "
+            "(triggers[0].channels[0].order) (FORMATS §3.3)")
 
 
 # ---------------------------------------------------------------------------- units

@@ -1183,8 +1183,8 @@ def test_a_ring_leg_reading_its_successors_input_is_refused(ring_out, tmp_path):
     ln, meta, ptr = _bds(out, 1)[first]
     assert meta == 2 and ptr >> 36 == 1  # M2S of rank 1 (logical core 1)
     _set(out, 1, "dma.bin", first * BD + 8, "<Q", ptr + (1 << 36))
-    _refused(out, "rank-0001", "dma.bin", "a send leg reads rank 2 (ring legs read their own "
-             "core)")
+    _refused(out, "rank-0001", f"field buf_ptr, rank 1, artifact dma.bin, record {first}: send "
+             "leg (legs.bin record 2) reads rank 2 (ring legs read their own core)")
 
 
 @pytest.mark.parametrize("name, offset, fmt, says", [

@@ -83,8 +83,10 @@ def _retarget(out: Path, rank: int, g: int, direction: int, stream: int, want_co
     rehash(out)
 
 
-def _where(out: Path, g: int) -> str:
-    return f"{out / 'rank-0000'}: field dma_first, rank 0, artifact legs.bin, record {g}: "
+def _where(out: Path, bd: int) -> str:
+    """The place of a refused data BD of rank 0: dma.bin record ``bd``'s ``buf_ptr`` (until
+    2026-12-06 legs.bin's dma_first of its leg, whose BD range was right)."""
+    return f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, record {bd}: "
 
 
 def test_a_fan_in_writing_a_secondary_instead_of_the_next_primary_passes_the_static_check(
@@ -137,8 +139,13 @@ def test_a_kangaring_secondary_moving_data_is_refused(kr16_out, tmp_path, monkey
     sems.tofile(p)
     rehash(out)
     g = _first_leg(out, 0, LEAF_FAN_IN)
+    # its BDs: per tile sources 0..3 then the destination (FORMATS §5), source 0 on its own
+    # core 0, source 1 on core 4: the first BD on another rank is dma_first + 1
+    _, bds, first = _bds(out, 0, g)
+    assert [int(m) >> 4 & 1 for m in bds["meta"][first:first + 2]] == [0, 0]
+    assert [int(x) // CORE for x in bds["buf_ptr"][first:first + 2]] == [0, 4]
     assert _error(out) == (
-        _where(out, g) + f"direct_reduce_send_kangaring leg (legs.bin record {g}) of rank 0 "
+        _where(out, first + 1) + f"direct_reduce_send_kangaring leg (legs.bin record {g}) of rank 0 "
         "reads rank 4: rank 0 is a secondary of unit [4, 0, 5, 1] on channel 0 "
         "(triggers[0].kangaring[0].units), whose legs move no data (FORMATS §3.3)")
 
@@ -430,7 +437,8 @@ def test_a_ring_send_reading_another_core_names_the_bd_not_the_run(ar2_out, tmp_
     tile a source then a destination BD (§5): BD 4 is tile 0's source.  Moved to core 1, it
     reads rank 1.  Until 2026-12-06 the line named the merged byte run's index as the dma.bin
     record: runs 0, 1 are record 2's source and destination, run 2 BD 4 alone (its rank
-    differs from BD 6's), so `record 2`, a BD of another leg that is right."""
+    differs from BD 6's), so `record 2`, a BD of another leg that is right.  The leg is named by
+    its legs.bin record as its siblings' lines do (until 2026-12-06 `a send leg`)."""
     out = copy(ar2_out, tmp_path)
     legs = _legs(out, 0)
     assert legs["dma_first"][3] == 4 and legs["dma_count"][3] == 4
@@ -441,7 +449,8 @@ def test_a_ring_send_reading_another_core_names_the_bd_not_the_run(ar2_out, tmp_
     bds.tofile(p)
     rehash(out)
     assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
-                           "record 4: a send leg reads rank 1 (ring legs read their own core)")
+                           "record 4: send leg (legs.bin record 3) reads rank 1 (ring legs "
+                           "read their own core)")
 
 
 # ---------------------------------------------------------------------------- the net FIFOs

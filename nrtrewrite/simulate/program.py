@@ -1593,8 +1593,9 @@ class RankDecoder:
         bad = _first(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank))
         if bad is not None:
             # the run's first BD (a run index is no dma.bin record)
-            raise self.fail(f"a {LEAF_NAMES[int(self.leaf[R['leg'][bad]])]} leg reads rank "
-                            f"{R['rank'][bad]} (ring legs read their own core)", "dma.bin",
+            g = int(R["leg"][bad])
+            raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) reads "
+                            f"rank {R['rank'][bad]} (ring legs read their own core)", "dma.bin",
                             int(R["bd"][bad]), "buf_ptr")
         cache: dict[tuple[int, int], int] = {}
         for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
@@ -1725,20 +1726,27 @@ class RankDecoder:
         bad = _first(known[kid_run] & ~ok)
         if bad is None:
             return
-        g, j, to_ = int(g_run[bad]), int(kid_run[bad]), int(to[bad])
+        g, j = int(g_run[bad]), int(kid_run[bad])
+        # what is wrong is a BD's buf_ptr: the leg's first (dma.bin order) that the same rule
+        # refuses, named with its direction and rank
+        bd_to, bd_w = self.bd_rank, self.bd_dir == 1
+        bd_ok = ((bd_to[:, None] == mates[j]).any(axis=1) & primary[j]) \
+            | (bd_w & primary[j] & (bd_to == succ[j]))
+        k = _first((self.bd_leg == g) & (bd_to != self.rank) & ~bd_ok)
+        to_, wr = int(bd_to[k]), bool(bd_w[k])
         ch = int(uniq[j]) % 64
         unit, key, name = units[j], keys[j], LEAF_NAMES[int(self.leaf[g])]
-        verb = "writes" if writes[bad] else "reads"
+        verb = "writes" if wr else "reads"
         if not primary[j]:
             why = (f"rank {self.rank} is a secondary of unit {unit} on channel {ch} ({key}), "
                    "whose legs move no data")
-        elif writes[bad]:
+        elif wr:
             why = (f"neither a secondary of its unit {unit} on channel {ch} ({key}) nor the next "
                    f"primary {succ[j]} ({self._order_key(key)})")
         else:
             why = f"not a secondary of its unit {unit} on channel {ch} ({key})"
         raise self.fail(f"{name} leg (legs.bin record {g}) of rank {self.rank} {verb} rank "
-                        f"{to_}: {why} (FORMATS §3.3)", "legs.bin", g, "dma_first")
+                        f"{to_}: {why} (FORMATS §3.3)", "dma.bin", k, "buf_ptr")
 
     @staticmethod
     def _order_key(units_key: str) -> str:
