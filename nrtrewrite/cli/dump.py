@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import sys
 from itertools import chain
 from pathlib import Path
@@ -51,10 +50,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "net_dest.bin": ("channel", "net_op_idx", "complete", "dev_addr", "size", "mark_name",
                      "src_rank"),
 }
-#: The rank manifest's ``fifo`` slice of each FIFO address file (docs/FORMATS.md §1.2): dump
-#: shows a record's channel, ``channel``, from the slice that holds it (``net_op_idx``
-#: counts the ops of that channel; ``net_ops.bin`` stores its channel, ``enc_channel``).
-FIFO_SLICES = {"net_src.bin": 1, "net_dest.bin": 2}
+#: The rank manifest's ``fifo`` slice of each FIFO address file (docs/FORMATS.md §1.2) and the
+#: ``net_ops.bin`` column that counts its entries an op: dump shows a record's channel,
+#: ``channel``, from the slice that holds it (``net_op_idx`` counts the ops of that channel;
+#: ``net_ops.bin`` stores its channel, ``enc_channel``).
+FIFO_SLICES = {"net_src.bin": (1, "tx_entry_cnt"), "net_dest.bin": (2, "rx_entry_cnt")}
 #: The legs.bin ``leaf_name`` column is never narrower than the longest leaf name
 #: (``direct_reduce_send_kangaring``, 28), so a piped table shows every name whole.
 LEAF_NAME_WIDTH = max(len(leaf.name) for leaf in Leaf)
@@ -100,49 +100,46 @@ def fifo_channels(rdir: Path, name: str, size: int) -> dict[str, np.ndarray] | N
     since a record's channel is then no better than a guess (dump decodes what is there;
     simulate checks more).  ``{"channel": values}`` (an object array), or None for another
     file."""
-    from nrtrewrite.simulate.artifacts import check_fifo_slices, read_rank_fifo
+    from nrtrewrite.simulate.artifacts import FIFO_FILES, check_fifo_slices, read_rank_fifo
     if name not in FIFO_SLICES:
         return None
     channel = np.full(size, None, object)
     try:
         fifo = read_rank_fifo(rdir)
-        records = _fifo_records(rdir)
-        if records is None or records[name] != size:
+        files = {fname: open_records(rdir / fname) for fname in FIFO_FILES}
+        if files[name].size != size:
             return {"channel": channel}
-        check_fifo_slices(fifo, records)
+        check_fifo_slices(fifo, {fname: rf.size for fname, rf in files.items()})
+        if not _slices_split_ops(fifo, files):
+            return {"channel": channel}
     except NrtRewriteError:
         return {"channel": channel}
-    if not _slices_split_ops(rdir, fifo, records):
-        return {"channel": channel}
     for ch, slices in fifo:
-        first, count = slices[FIFO_SLICES[name]]
+        first, count = slices[FIFO_SLICES[name][0]]
         channel[first:first + count] = ch
     return {"channel": channel}
 
 
-def _slices_split_ops(rdir: Path, fifo: list[tuple[int, tuple[tuple[int, int], ...]]],
-                      records: dict[str, int]) -> bool:
-    """Whether the ``fifo`` slices of rank folder ``rdir`` (tiling its FIFO files, which hold
-    ``records``) also split them at their ops as FORMATS §8 says, the part of ``simulate``'s
-    checks that tells which channel a record is: each slice's ``net_ops.bin`` rows have the
-    slice's channel as ``enc_channel``; a ``net_src.bin`` or ``net_dest.bin`` slice holds
-    NET_TRANSFER entries and NET_OP_COMPLETE terminators only and ends with a terminator;
-    each terminator closes the entries before it (after the previous one), all of them and
-    it with one ``net_op_idx`` k, a row of the slice's ops (ascending) whose ``tx_entry_cnt``
-    (``rx_entry_cnt``) counts those entries.  False when a file no longer holds ``records``."""
-    try:
-        ops_all = _columns(rdir, "net_ops.bin", records,
-                           ("enc_channel", "tx_entry_cnt", "rx_entry_cnt"))
-        sides_all = {fname: _columns(rdir, fname, records, ("mark", "net_op_idx"))
-                     for fname in FIFO_SLICES}
-    except NrtRewriteError:
-        return False
+def _slices_split_ops(fifo: list[tuple[int, tuple[tuple[int, int], ...]]], files: dict) -> bool:
+    """Whether the ``fifo`` slices of a rank folder (tiling its FIFO files, ``files``: their
+    :class:`~nrtrewrite.artifacts.RecordFile`) also split them at their ops as FORMATS §8
+    says, the part of ``simulate``'s checks that tells which channel a record is: each
+    slice's ``net_ops.bin`` rows have the slice's channel as ``enc_channel``; a
+    ``net_src.bin`` or ``net_dest.bin`` slice holds NET_TRANSFER entries and NET_OP_COMPLETE
+    terminators only and ends with a terminator; each terminator closes the entries before
+    it (after the previous one), all of them and it with one ``net_op_idx`` k, a row of the
+    slice's ops (ascending) whose ``tx_entry_cnt`` (``rx_entry_cnt``) counts those entries.
+    An :class:`NrtRewriteError` when a file cannot be read or changed since it was checked
+    (``RecordFile.chunks``)."""
+    ops_all = _columns(files["net_ops.bin"], ("enc_channel", "tx_entry_cnt", "rx_entry_cnt"))
+    sides_all = {fname: _columns(files[fname], ("mark", "net_op_idx")) for fname in FIFO_SLICES}
     transfer, complete = int(NetAddrMark.NET_TRANSFER), int(NetAddrMark.NET_OP_COMPLETE)
-    for ch, ((o0, on), *sides) in fifo:
+    for ch, slices in fifo:
+        o0, on = slices[0]
         if (ops_all["enc_channel"][o0:o0 + on] != ch).any():
             return False
-        for (first, count), fname, cnt in zip(sides, FIFO_SLICES, ("tx_entry_cnt",
-                                                                   "rx_entry_cnt")):
+        for fname, (side, cnt) in FIFO_SLICES.items():
+            first, count = slices[side]
             if not count:
                 continue
             mark = sides_all[fname]["mark"][first:first + count]
@@ -159,41 +156,18 @@ def _slices_split_ops(rdir: Path, fifo: list[tuple[int, tuple[tuple[int, int], .
     return True
 
 
-def _columns(rdir: Path, fname: str, records: dict[str, int],
-             names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The columns ``names`` of every record of FIFO file ``fname`` of rank folder ``rdir``,
-    read a block at a time (:class:`~nrtrewrite.artifacts.RecordFile`: checked a regular
+def _columns(rf, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The columns ``names`` of every record of ``rf`` (a FIFO file's
+    :class:`~nrtrewrite.artifacts.RecordFile`), read a block at a time (checked a regular
     file, never blocking, never mapped), so only those columns are held, not the whole
-    records (a 200 MB ``net_src.bin``: 5 bytes a record of its 72).  An
-    :class:`NrtRewriteError` when the file cannot be read or no longer holds ``records``."""
-    rf = open_records(rdir / fname)
-    if rf.size != records[fname]:
-        raise OutputError(f"{escape_path(rdir / fname)}: changed while being read")
-    dtype = F.ARTIFACTS[fname][0]
-    cols = {name: np.empty(rf.size, dtype[name]) for name in names}
+    records (a 200 MB ``net_src.bin``: 5 bytes a record of its 72)."""
+    cols = {name: np.empty(rf.size, rf.dtype[name]) for name in names}
     at = 0
     for block in rf.chunks():
         for name in names:
             cols[name][at:at + block.size] = block[name]
         at += block.size
     return cols
-
-
-def _fifo_records(rdir: Path) -> dict[str, int] | None:
-    """The records each FIFO file of rank folder ``rdir`` holds (its size over its record
-    size), or None when one is not a regular file or not a whole number of records."""
-    from nrtrewrite.simulate.artifacts import FIFO_FILES
-    records = {}
-    for fname in FIFO_FILES:
-        try:
-            st = os.stat(rdir / fname)
-        except OSError:
-            return None
-        itemsize = F.ARTIFACTS[fname][0].itemsize
-        if not stat.S_ISREG(st.st_mode) or st.st_size % itemsize:
-            return None
-        records[fname] = st.st_size // itemsize
-    return records
 
 
 def _part(extra: dict[str, np.ndarray] | None, first: int, n: int) -> dict[str, np.ndarray]:
