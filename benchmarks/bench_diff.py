@@ -20,6 +20,12 @@ figure; a folder without ``nrtrewrite/__init__.py``, or one whose nrtrewrite is 
 Python imports there, is refused), and its wall time (import included) and peak RSS (VmHWM)
 are printed with the count of differences.  Every row's name is checked before anything is
 written.  Not a timed test: nothing is asserted.
+
+B is built in the run's temporary folder (``nrtrewrite-bench-diff-XXXXXXXX`` where
+``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write there) and moved
+into ``--out`` whole, so ``--out`` holds only results; the folder is removed when the run
+ends, on success, failure or stop.  A step that fails (lowering A, copying A, rewriting the
+NEFF, moving B) stops the run with one line naming it and why, status 1.
 """
 
 from __future__ import annotations
@@ -27,10 +33,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -121,8 +130,12 @@ def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
                           cwd=tree, capture_output=True, text=True)
 
 
-def make_pair(row: str, out: Path) -> tuple[Path, Path]:
-    """Output folders A (``lower`` of the model) and B (A with B's NEFF rewritten)."""
+def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
+    """Output folders A (``lower`` of the model) and B (A with B's NEFF rewritten), B built
+    in ``work`` (the run's temporary folder, outside ``out``) and moved into ``out`` whole:
+    ``out`` holds only results, and a failure is one line naming the step (until 2026-12-07
+    B was built in a folder inside ``out``, left there by a failure of a run that found the
+    model's folder, and the line held the child's traceback)."""
     model, _, how = row.partition(":")
     a, b = out / model / "A", out / model / (how or "last")
     if not a.exists():
@@ -132,37 +145,56 @@ def make_pair(row: str, out: Path) -> tuple[Path, Path]:
         if res.returncode:
             raise SystemExit(f"lower {model}: {res.stderr.strip()}")
     if not b.exists():
-        res = _run(["-c", _EDIT, str(a), str(b), how, ",".join(n for n, _ in _sizes(model))])
+        tmp = work / f"{model}-{how or 'last'}"
+        try:
+            shutil.copytree(a, tmp)
+        except OSError as err:
+            raise SystemExit(f"B of {row}: cannot copy {a} to {tmp}: {_why(err)}") from None
+        neff = tmp / json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+        res = _run(["-c", _EDIT, str(neff), how, ",".join(n for n, _ in _sizes(model))])
         if res.returncode:
-            raise SystemExit(f"B of {row}: {res.stderr.strip()}")
+            last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+            raise SystemExit(f"B of {row}: rewriting {neff} failed: {last}")
+        try:  # (a rename where both are on one file system; else a copy, removed if cut)
+            shutil.move(tmp, b)
+        except BaseException as err:
+            shutil.rmtree(b, ignore_errors=True)
+            if not isinstance(err, OSError):
+                raise
+            raise SystemExit(f"B of {row}: cannot move {tmp} to {b}: {_why(err)}") from None
     return a, b
 
 
+def _why(err: OSError) -> str:
+    """An OSError's reason and the file it names, in one line."""
+    return f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
+
+
+#: The child that rewrites B's NEFF (argv: the NEFF, the variant, the large members' names)
+#: in place, in the run's temporary folder: one line on stderr if it fails.
 _EDIT = r"""
-import json, shutil, sys, tempfile
-from pathlib import Path
+import sys
 from nrtrewrite.neff.container import build_container, read_container, read_file_bytes
-a, b, how, large = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
-tmp = Path(tempfile.mkdtemp(dir=b.parent))
-shutil.rmtree(tmp)
-shutil.copytree(a, tmp)
-neff = tmp / json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
-c = read_container(read_file_bytes(str(neff)), verify_hash=False)
-members = dict(c.members)
-for name in large:
-    data = bytearray(members.pop(name))
-    data[-64 + 8] ^= 0x01  # the last instruction's semaphore_value
-    members[name] = bytes(data)
-del data
-order = [n for n in members if n not in large]
-if how == "moved":
-    order += large[::-1]
-elif how == "missing":
-    order += large[1:]
-else:
-    order += large
-neff.write_bytes(build_container(c.header, [(n, members[n]) for n in order]))
-tmp.rename(b)
+neff, how, large = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+try:
+    c = read_container(read_file_bytes(neff), verify_hash=False)
+    members = dict(c.members)
+    for name in large:
+        data = bytearray(members.pop(name))
+        data[-64 + 8] ^= 0x01  # the last instruction's semaphore_value
+        members[name] = bytes(data)
+    del data
+    order = [n for n in members if n not in large]
+    if how == "moved":
+        order += large[::-1]
+    elif how == "missing":
+        order += large[1:]
+    else:
+        order += large
+    with open(neff, "wb") as fh:
+        fh.write(build_container(c.header, [(n, members[n]) for n in order]))
+except Exception as err:
+    sys.exit(f"{type(err).__name__}: {err}".replace("\n", " "))
 """
 
 _WORKER = r"""
@@ -219,18 +251,36 @@ def main() -> None:
     stop_cleanly()  # SIGTERM and SIGHUP too remove what this run wrote, as Ctrl-C does
 
     before = entries(out)  # never removed
-    print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
+    work = None
     try:
+        work = work_folder()  # (removed on success, failure and stop)
+        print(f"{'row':>14} {'NEFF MB':>8} | {'diff s':>7} {'peak MB':>8} | count")
         for row in rows:
             raise_lost_stop()  # (a stop Python dropped in a finalizer: outdir.stop_cleanly)
-            a, b = make_pair(row, out)
+            a, b = make_pair(row, out, work)
             size = max(p.stat().st_size for p in a.glob("*.neff")) / 1e6
             dt, rss, last = measure(a, b, tree)
             print(f"{row:>14} {size:8.1f} | {dt:7.2f} {rss:8.0f} | {last}", flush=True)
         raise_lost_stop()
     finally:
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
         if not args.keep:
             remove_new(out, before)
+
+
+def work_folder() -> Path:
+    """The run's temporary folder, where B is built (:func:`make_pair`), made where
+    ``simulate MODEL.neff`` makes its own (:func:`nrtrewrite.bundle.temp_root`); one line,
+    status 2, where none can be made."""
+    from nrtrewrite.bundle import temp_root
+
+    try:
+        return Path(tempfile.mkdtemp(prefix="nrtrewrite-bench-diff-", dir=temp_root()))
+    except OSError as err:  # none usable, or one that fails (a race)
+        print(f"bench_diff.py: error: {err.filename or 'TMPDIR'}: cannot make a temporary "
+              f"folder to build B in: {err.strerror or err}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

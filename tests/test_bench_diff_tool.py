@@ -5,6 +5,7 @@ before anything is written."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -89,3 +90,51 @@ def test_a_bad_out_is_refused_and_no_parent_is_made(tmp_path, where, says):
     res = run("--only", "w1", "--out", str(tmp_path / where))
     assert res.returncode == 2 and says in res.stderr.splitlines()[-1]
     assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+#: runs bench_diff.py's main with ARGS, B's NEFF written by a writer that finds the disk
+#: full (ENOSPC) in the child that rewrites it
+_FULL_DISK = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import bench_diff
+bench_diff._EDIT = '''
+import nrtrewrite.neff.container as _container
+def _full(*args, **kwargs):
+    raise OSError(28, "No space left on device")
+_container.build_container = _full
+''' + bench_diff._EDIT
+sys.argv = ["bench_diff.py", *sys.argv[2:]]
+bench_diff.main()
+"""
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_failure_building_b_is_one_line_and_leaves_out_holding_only_results(tmp_path):
+    """B is built in a temporary folder outside ``--out`` and moved there whole (review 49w:
+    until 2026-12-07 it was built in a folder inside ``--out``, left there when the model's
+    folder was an earlier run's, and the failure's line held the child's traceback)."""
+    out, tmp = tmp_path / "diff", tmp_path / "tmp"
+    tmp.mkdir()
+    res = run("--only", "w1:missing", "--out", str(out), "--keep")  # an earlier run's results
+    assert res.returncode == 0, res.stderr
+    before = _tree(out)
+    assert {"w1", "w1/A", "w1/missing"} <= set(before)
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", _FULL_DISK, str(TOOL.parent), "--only", "w1",
+                          "--out", str(out)], capture_output=True, text=True, cwd=tmp_path,
+                         env=env, timeout=300)
+    assert res.returncode == 1
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1, res.stderr
+    # (FORMATS §1.1: the rewritten NEFF is named by the top manifest's output_neff)
+    neff = json.loads((out / "w1" / "A" / "manifest.json").read_text())["output_neff"]["name"]
+    head, _, tail = lines[0].partition(f"{tmp}{os.sep}nrtrewrite-bench-diff-")
+    assert head == "B of w1: rewriting "
+    assert tail[8:] == (f"{os.sep}w1-last{os.sep}{neff} failed: OSError: [Errno 28] No space "
+                        "left on device")
+    assert _tree(out) == before  # nothing of B, no working folder
+    assert os.listdir(tmp) == []  # the run's temporary folder removed
