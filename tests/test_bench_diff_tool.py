@@ -138,3 +138,17 @@ def test_a_failure_building_b_is_one_line_and_leaves_out_holding_only_results(tm
                         "left on device")
     assert _tree(out) == before  # nothing of B, no working folder
     assert os.listdir(tmp) == []  # the run's temporary folder removed
+
+
+def test_no_usable_temporary_folder_is_one_line_before_anything_is_written(tmp_path):
+    """B's temporary folder is made where ``simulate MODEL.neff`` makes its own: where
+    Python finds no folder it can write in, one line naming the folders tried (as
+    tests/test_scripts_temp_folder.py's scripts), status 2, ``--out`` not made."""
+    from test_scripts_temp_folder import run_without_temp
+
+    out = tmp_path / "diff"
+    proc, line = run_without_temp(tmp_path, TOOL, "--only", "w1", "--out", out)
+    want = line.replace("to lower the model into", "to build B in")
+    assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"bench_diff.py: error: {want}\n",
+                                                           "")
+    assert os.listdir(tmp_path) == []
