@@ -19,7 +19,9 @@ does not allow: counted by message); and a lowered output simulates with every t
 and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside this script;
 one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
-``seed``.  ``--replay SEED`` runs that one model alone (with ``--two-node`` when the log's
+``seed``.  An OS error of the harness's own files (the model written, the output lowered,
+the log: a full disk, no permission) is not a finding: the run stops with one line,
+``soak_models.py: error: ...``, status 2, nothing logged.  ``--replay SEED`` runs that one model alone (with ``--two-node`` when the log's
 ``two_node`` is true) and prints its verdict, a failure's traceback or mismatches on stderr
 (status 1; nothing logged).
 
@@ -115,10 +117,13 @@ def random_model(rng: random.Random, two_node: bool = False) -> tuple[dict, str 
 def run_one(seed: int, two_node: bool, work: Path) -> dict:
     """Assemble, lower and simulate model ``seed``: ``{"result": "simulated"}``,
     ``{"result": "refused", "why": ...}`` or a failure ``{"result": "failed", ...}``
-    carrying what reproduces it."""
+    carrying what reproduces it.  An OS error of the harness's files (the model's folder or
+    file, the lowered output's write: a full disk, no permission) is not the tool's: the run
+    stops with its line, status 2 (:func:`refuse_harness`; until 2026-12-07 writing the
+    model logged it as a soak failure, and the output's write counted it as a refusal)."""
     from nrtrewrite.bundle import write_output
     from nrtrewrite.cli.lower import load_and_plan
-    from nrtrewrite.errors import NrtRewriteError
+    from nrtrewrite.errors import NrtRewriteError, OutputError
     from nrtrewrite.neff.assembler import assemble_spec
     from nrtrewrite.simulate import simulate_output
 
@@ -131,11 +136,21 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         refuse_temp_folder(err)
     try:
         neff = d / "m.neff"
-        neff.write_bytes(assemble_spec(spec))
+        data = assemble_spec(spec)
+        try:
+            neff.write_bytes(data)
+        except OSError as err:  # the harness's own write (disk full, no permission)
+            refuse_harness(f"{neff}: cannot write model {seed}: {err.strerror or err}")
+        del data
         try:
             plan, _ = load_and_plan(str(neff), topology=None, algo=algo, host_cc=host_cc,
                                     no_verify_hash=False)
-            out = write_output(plan, d / "out", ranks=None, workers=1)
+            try:
+                out = write_output(plan, d / "out", ranks=None, workers=1)
+            except OutputError as err:
+                if isinstance(err.__context__, OSError):  # (write_output's "cannot write")
+                    refuse_harness(f"model {seed}: {err.line()}")
+                raise
         except NrtRewriteError as err:
             why = re.sub(r"^.*?trigger \d+: ", "", str(err))  # (the where: this temp file)
             return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160]}
@@ -195,6 +210,15 @@ def refuse_temp_folder(err: OSError) -> NoReturn:
     sys.exit(2)
 
 
+def refuse_harness(line: str) -> NoReturn:
+    """The harness's own error (its files: a full disk, no permission), not a finding of the
+    tool under test: ``soak_models.py: error: LINE``, status 2, nothing logged."""
+    from nrtrewrite.errors import escape_line
+
+    print(f"soak_models.py: error: {escape_line(line)}", file=sys.stderr)
+    sys.exit(2)
+
+
 def work_folder() -> tempfile.TemporaryDirectory:
     """The run's temporary folder, made where ``simulate MODEL.neff`` makes its own
     (:func:`nrtrewrite.bundle.temp_root`), or :func:`refuse_temp_folder`."""
@@ -246,9 +270,15 @@ def main(argv: list[str] | None = None) -> int:
             if r["result"] == "refused":
                 refusals[r["why"]] = refusals.get(r["why"], 0) + 1
             elif r["result"] == "failed":
-                args.log.parent.mkdir(parents=True, exist_ok=True)
-                with open(args.log, "a") as fh:
-                    fh.write(json.dumps(r) + "\n")
+                try:
+                    args.log.parent.mkdir(parents=True, exist_ok=True)
+                    with open(args.log, "a") as fh:
+                        fh.write(json.dumps(r) + "\n")
+                except OSError as err:  # the harness's: the failure is not lost, its seed named
+                    refuse_harness(f"{args.log}: cannot log the failure of model {r['seed']} "
+                                   f"(again alone: --replay {r['seed']}"
+                                   + (" --two-node" if args.two_node else "")
+                                   + f"): {err.strerror or err}")
                 print(f"FAILED: seed {r['seed']} (--algo {r['algo']}): see {args.log}; "
                       f"again alone: --replay {r['seed']}"
                       + (" --two-node" if args.two_node else ""), file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -58,3 +59,90 @@ def test_a_failure_is_logged_with_what_reproduces_it(tmp_path, monkeypatch, caps
     again = soak_models.random_model(random.Random(r["seed"]), r["two_node"])
     assert [again[0], again[1], again[2]] == [r["spec"], r["algo"], r["host_cc"]]
     assert "FAILED: seed" in capsys.readouterr().err
+
+
+# An OS error of the harness's own files (a full disk, no permission) is the harness's: one
+# line, status 2, nothing logged, not a finding of the tool (until 2026-12-07 writing the
+# model logged it as a soak failure, status 1, and the lowered output's write counted it as
+# a refusal, status 0).
+ENOSPC = "No space left on device"
+
+
+def _soak_folder(tmp_path, monkeypatch) -> Path:
+    """Where the run's temporary folder is made (emptied by the run, checked after)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def test_a_full_disk_writing_the_model_is_the_harness_error(tmp_path, monkeypatch, capsys):
+    import errno
+
+    tmp = _soak_folder(tmp_path, monkeypatch)
+    write_bytes = Path.write_bytes
+
+    def full(self, data):
+        if self.name == "m.neff":  # the model's file, in the model's folder
+            raise OSError(errno.ENOSPC, ENOSPC)
+        return write_bytes(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    log = tmp_path / "f.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "1", "--log", str(log)])
+    assert exc.value.code == 2
+    out = capsys.readouterr()
+    head, _, tail = out.err.partition(f"{tmp}/nrtrewrite-soak-")
+    assert (out.out, head) == ("", "soak_models.py: error: ")
+    # (the run's folder, then the model's, each with mkdtemp's random name)
+    run_name, model_folder, rest = tail.split("/", 2)
+    assert model_folder.startswith("soak-")
+    assert rest == f"m.neff: cannot write model 0: {ENOSPC}\n"  # (model 0 of --seed 0)
+    assert not log.exists() and os.listdir(tmp) == []
+
+
+def test_a_full_disk_writing_the_output_is_the_harness_error(tmp_path, monkeypatch, capsys):
+    """Model 1 lowers and simulates (``--replay 1``); its output's write fails as
+    docs/CLI.md says ``lower`` reports it, ``OUT: cannot write the output: No space left on
+    device``: the soak stops with that line, not a refusal counted."""
+    import errno
+
+    import nrtrewrite.bundle as B
+
+    tmp = _soak_folder(tmp_path, monkeypatch)
+
+    def full(plan, out, *args, **kwargs):
+        raise OSError(errno.ENOSPC, ENOSPC, "cce.bin")
+
+    monkeypatch.setattr(B, "_write_output", full)
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--replay", "1"])
+    assert exc.value.code == 2
+    out = capsys.readouterr()
+    head, _, tail = out.err.partition(f"{tmp}/nrtrewrite-soak-")
+    assert (out.out, head) == ("", "soak_models.py: error: model 1: ")
+    run_name, model_folder, rest = tail.split("/", 2)
+    assert model_folder.startswith("soak-")
+    assert rest == f"out: cannot write the output: {ENOSPC} (cce.bin)\n"
+    assert os.listdir(tmp) == []
+
+
+def test_a_log_that_cannot_be_written_names_the_failures_seed(tmp_path, monkeypatch, capsys):
+    """A failure found and a log that cannot take it: the failure is not lost (its seed and
+    how to run it again), status 2 (it was a traceback)."""
+    import nrtrewrite.simulate as S
+
+    def broken(*a, **k):
+        raise RuntimeError("simulator bug")
+
+    monkeypatch.setattr(S, "simulate_output", broken)
+    log = tmp_path / "logs"
+    log.mkdir()  # (a folder: cannot be opened to append to)
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "2", "--log", str(log)])  # model 0 is refused, 1 runs
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        f"soak_models.py: error: {log}: cannot log the failure of model 1 (again alone: "
+        "--replay 1): Is a directory\n")
