@@ -133,7 +133,7 @@ def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
 def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
     """Output folders A (``lower`` of the model) and B (A with B's NEFF rewritten), B built
     in ``work`` (the run's temporary folder, outside ``out``) and moved into ``out`` whole:
-    ``out`` holds only results, and a failure is one line naming the step (until 2026-12-07
+    ``out`` holds only results, and a failure is one line naming the step (until 2026-12-06
     B was built in a folder inside ``out``, left there by a failure of a run that found the
     model's folder, and the line held the child's traceback)."""
     model, _, how = row.partition(":")

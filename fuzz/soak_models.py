@@ -119,7 +119,7 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
     ``{"result": "refused", "why": ...}`` or a failure ``{"result": "failed", ...}``
     carrying what reproduces it.  An OS error of the harness's files (the model's folder or
     file, the lowered output's write: a full disk, no permission) is not the tool's: the run
-    stops with its line, status 2 (:func:`refuse_harness`; until 2026-12-07 writing the
+    stops with its line, status 2 (:func:`refuse_harness`; until 2026-12-06 writing the
     model logged it as a soak failure, and the output's write counted it as a refusal)."""
     from nrtrewrite.bundle import write_output
     from nrtrewrite.cli.lower import load_and_plan

@@ -115,7 +115,7 @@ def _tree(folder: Path) -> list[str]:
 
 def test_a_failure_building_b_is_one_line_and_leaves_out_holding_only_results(tmp_path):
     """B is built in a temporary folder outside ``--out`` and moved there whole (review 49w:
-    until 2026-12-07 it was built in a folder inside ``--out``, left there when the model's
+    until 2026-12-06 it was built in a folder inside ``--out``, left there when the model's
     folder was an earlier run's, and the failure's line held the child's traceback)."""
     out, tmp = tmp_path / "diff", tmp_path / "tmp"
     tmp.mkdir()

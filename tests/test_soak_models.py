@@ -62,7 +62,7 @@ def test_a_failure_is_logged_with_what_reproduces_it(tmp_path, monkeypatch, caps
 
 
 # An OS error of the harness's own files (a full disk, no permission) is the harness's: one
-# line, status 2, nothing logged, not a finding of the tool (until 2026-12-07 writing the
+# line, status 2, nothing logged, not a finding of the tool (until 2026-12-06 writing the
 # model logged it as a soak failure, status 1, and the lowered output's write counted it as
 # a refusal, status 0).
 ENOSPC = "No space left on device"
