@@ -91,8 +91,8 @@ DESCRIPTIONS = {
             "values).",
     "simulate": "Run every rank's emitted bytes and check every collective bit for bit. "
                 "MODEL.neff is lowered into a temporary folder first (with --topology / "
-                "--algo / --host-cc); an output folder OUT is checked against its sha256 "
-                "checksums first, and with --model against the model it was lowered from.",
+                "--algo / --host-cc); an output folder OUT is checked first: with --model "
+                "against the model it was lowered from, then against its sha256 checksums.",
 }
 
 

@@ -765,6 +765,57 @@ def test_model_reads_input_after_the_other_keys_each_of_its_type(ar2, tmp_path, 
         assert got == want
 
 
+#: A fault the checksum pass met before ``input`` (until 2026-12-06, without
+#: --ignore-checksums): rank 0's manifest with a key of the wrong type (its checksum the top
+#: manifest's, so that only the key is at fault), or not the bytes whose checksum the top
+#: manifest records, or rank 1's folder gone.
+RANK_FAULTS = {
+    "rank key": lambda out: _edit_in_place(out, ["files", "cce.bin", "bytes"], "x"),
+    "checksum": lambda out: (out / "rank-0000" / "manifest.json").write_text(
+        (out / "rank-0000" / "manifest.json").read_text() + "\n"),
+    "folder gone": lambda out: shutil.rmtree(out / "rank-0001"),
+}
+
+
+def _edit_in_place(out: Path, path: list, value) -> None:
+    """Rank 0's manifest with ``value`` at ``path``, its new sha256 in the top manifest."""
+    man = out / "rank-0000" / "manifest.json"
+    doc = json.loads(man.read_text())
+    _set(doc, path, value)
+    man.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    top = json.loads((out / "manifest.json").read_text())
+    top["rank_manifests"]["rank-0000"] = hashlib.sha256(man.read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+
+
+@pytest.mark.parametrize("rank_fault", sorted(RANK_FAULTS))
+@pytest.mark.parametrize("model_fault", ["input of another type", "another model"])
+def test_model_and_input_are_named_before_a_rank_fault_with_and_without_the_option(
+        ar2, tmp_path, rank_fault, model_fault):
+    """docs/SIMULATOR.md §1: with --model, ``input`` is read and the model held to it before
+    any checksum is compared or any rank manifest read, so the first fault named is the same
+    with and without --ignore-checksums (review 49w: until 2026-12-06 the checksum pass
+    named the rank manifest's fault first, the option ``input``'s)."""
+    out = tmp_path / "o"
+    shutil.copytree(ar2, out)
+    RANK_FAULTS[rank_fault](out)
+    model = FIX / "ar2.neff"
+    if model_fault == "input of another type":
+        top = json.loads((out / "manifest.json").read_text())
+        top["input"] = 5
+        (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+        want = f"{out / 'manifest.json'}: field input: must be an object, not 5"
+    else:  # the line of tests/test_names_locale.py, FORMATS §1.1's input of fixtures/ar2.neff
+        model = FIX / "c7c8.neff"
+        data, lowered = model.read_bytes(), (FIX / "ar2.neff").read_bytes()
+        want = (f"{model}: field input.sha256: sha256 {hashlib.sha256(data).hexdigest()[:16]}"
+                f"... ({len(data)} bytes) is not the input {out}/manifest.json records "
+                f"({hashlib.sha256(lowered).hexdigest()[:16]}..., {len(lowered)} bytes, "
+                '"ar2.neff"): --model must name the model this output was lowered from')
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, "--model", model, *flags) == want, flags
+
+
 @pytest.mark.parametrize("name", [None, 5, "other.neff"])
 def test_model_takes_any_input_name(ar2, tmp_path, name):
     """``input.name`` is informative (FORMATS §1.1: the file name as given): with --model

@@ -144,8 +144,8 @@ class _SimulateCommand(JsonErrorCommand):
 #: ``simulate``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 SIMULATE_HELP = ("Run every rank's emitted bytes and check every collective bit for bit.\n\n"
                  "MODEL.neff is lowered into a temporary folder first (with --topology / --algo / "
-                 "--host-cc); an output folder OUT is checked against its sha256 checksums first, "
-                 "and with --model against the model it was lowered from.")
+                 "--host-cc); an output folder OUT is checked first: with --model against the "
+                 "model it was lowered from, then against its sha256 checksums.")
 
 
 @main.command("simulate", cls=_SimulateCommand, help=SIMULATE_HELP)
@@ -181,15 +181,19 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 also = " (with OUT, only with --model)" if "--no-verify-hash" in given else ""
                 raise click.UsageError(f"{and_list(given)} {verb(given, 'applies', 'apply')} "
                                        f"only when a MODEL.neff is given{also}")
-            if not ignore_checksums:
-                verify_checksums(path)
             out = path
             if model_path is not None:
-                # (its bytes are bound to OUT by the manifest's sha256 either way)
+                # (its bytes are bound to OUT by the manifest's sha256 either way; read, with
+                # the top manifest's ``input``, before the checksum pass reads a rank
+                # manifest, so that the first fault is named alike with and without
+                # --ignore-checksums: until 2026-12-06 a faulty rank-manifest key came before
+                # a faulty ``input`` or another model without the option, after it with it)
                 model = read_model_bytes(input_model_bytes(path, model_path), path=model_path,
                                          verify_hash=not no_verify_hash)
                 if no_verify_hash:
                     warn(err, unverified_hash_warning(model_path))
+            if not ignore_checksums:
+                verify_checksums(path)
         else:
             given = options_given(("--model", model_path is not None),
                                   ("--ignore-checksums", ignore_checksums))
