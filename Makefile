@@ -12,6 +12,11 @@ GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
 FUZZ_SECONDS ?= 60
 #: make soak: seconds of random models lowered and simulated
 SOAK_SECONDS ?= 300
+#: make soak: the run's seed (model i is SOAK_SEED * 10**6 + i); by default the clock's
+#: seconds, read once, so each run draws other models; the recipe line shows it
+ifeq ($(origin SOAK_SEED),undefined)
+SOAK_SEED := $(shell date +%s)
+endif
 #: make test: pytest-xdist workers (auto = one per core; 0 = no workers, one process)
 TEST_JOBS ?= auto
 #: make profile: the model (a NEFF or a benchmark model's name), the rank, the tool
@@ -80,10 +85,12 @@ fuzz:
 	$(PY) fuzz/fuzz_reader.py --seconds $(FUZZ_SECONDS)
 
 ## soak: random whole models lowered (random --algo, --host-cc) and simulated for
-##       SOAK_SECONDS; failures to fuzz/soak-failures.jsonl, exit 1 (docs/RELIABILITY.md §5)
+##       SOAK_SECONDS (default 300) from SOAK_SEED (default the clock's seconds: other
+##       models each run; SOAK_SEED=S draws run S's again, the command shows it); failures
+##       to fuzz/soak-failures.jsonl and make exits 2 (the script's status 1; RELIABILITY.md §5)
 soak:
 	$(ENSURE_VENV)
-	$(PY) fuzz/soak_models.py --seconds $(SOAK_SECONDS)
+	$(PY) fuzz/soak_models.py --seconds $(SOAK_SECONDS)$(if $(SOAK_SEED), --seed $(SOAK_SEED))
 
 ## clean: remove build leftovers (build, dist, *.egg-info, .pytest_cache), lowered outputs
 ##        next to fixtures and the fuzzer's corpus (fuzz/corpus); never .venv

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Random whole models, lowered and simulated: the end-to-end soak.
 
-Run with ``make soak`` (``SOAK_SECONDS``, default 300), or directly::
+Run with ``make soak`` (``SOAK_SECONDS``, default 300; ``SOAK_SEED``, default the clock's
+seconds, so that each run draws other models: make echoes the command with its ``--seed``,
+and ``make soak SOAK_SEED=S`` draws run ``S``'s models again), or directly (``--seed``
+default 0: the same models every time)::
 
     python fuzz/soak_models.py --seconds 300 [--seed S] [--two-node] [--log FILE]
     python fuzz/soak_models.py --count 20 --seed 3          # a fixed number of models
@@ -35,6 +38,7 @@ import argparse
 import json
 import random
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -230,6 +234,16 @@ def work_folder() -> tempfile.TemporaryDirectory:
         refuse_temp_folder(err)
 
 
+def lower_options(algo: str | None, host_cc: bool) -> str:
+    """The options a model was lowered with, as they are typed after ``nrtrewrite lower
+    M.neff`` (``--algo 'allreduce:mesh;allgather:ring' --host-cc``, quoted for a shell), or
+    ``the default options``: ``--algo`` only when one was drawn (None: the policy), not
+    ``--algo None`` (until 2026-12-07), which ``lower`` refuses."""
+    words = (["--algo", shlex.quote(algo)] if algo is not None else []) + (
+        ["--host-cc"] if host_cc else [])
+    return f"lower with {' '.join(words)}" if words else "lower with the default options"
+
+
 def replay(seed: int, two_node: bool) -> int:
     """Run model ``seed`` alone: its verdict on stdout, a failure's details on stderr
     (status 1, nothing logged)."""
@@ -241,7 +255,7 @@ def replay(seed: int, two_node: bool) -> int:
     if r["result"] == "refused":
         print(f"model {seed}: refused: {r['why']}")
         return 0
-    print(f"model {seed}: FAILED (--algo {r['algo']}, --host-cc {r['host_cc']})")
+    print(f"model {seed}: FAILED ({lower_options(r['algo'], r['host_cc'])})")
     print(r.get("traceback") or f"{r['error']}; not matching: {r['bad']}", file=sys.stderr)
     return 1
 
@@ -279,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                                    f"(again alone: --replay {r['seed']}"
                                    + (" --two-node" if args.two_node else "")
                                    + f"): {err.strerror or err}")
-                print(f"FAILED: seed {r['seed']} (--algo {r['algo']}): see {args.log}; "
+                print(f"FAILED: seed {r['seed']} ({lower_options(r['algo'], r['host_cc'])}): "
+                      f"see {args.log}; "
                       f"again alone: --replay {r['seed']}"
                       + (" --two-node" if args.two_node else ""), file=sys.stderr)
     print(f"{i} models: {counts['simulated']} simulated, every trigger matching; "

@@ -4,8 +4,10 @@ beside the script wherever it is run from, counts and times that are not ones re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +55,8 @@ def test_replay_runs_the_logged_model_alone(tmp_path, monkeypatch, capsys):
     assert soak_models.main(["--replay", str(row["seed"]), "--log", str(log)]) == 1
     assert simulated == [row["seed"] % 97]  # one model simulated: the logged one
     out, err = capsys.readouterr()
-    assert out == f"model {row['seed']}: FAILED (--algo {row['algo']}, --host-cc " \
-                  f"{row['host_cc']})\n"
+    assert (row["algo"], row["host_cc"]) == (None, False)  # (the policy, as drawn)
+    assert out == f"model {row['seed']}: FAILED (lower with the default options)\n"
     assert "RuntimeError: simulator bug" in err
     assert len(log.read_text().splitlines()) == 1  # a replay logs nothing
 
@@ -82,3 +84,76 @@ def test_bad_arguments_are_refused(tmp_path, args, says):
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr.splitlines()[-1] == f"soak_models.py: error: {says}"
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------
+# make soak's seed and status, the FAILED line's options (review 51d)
+
+ONE_MODEL = {"header": {"pkg_version": 2, "name": "soak", "lnc_size": 1},
+             "subgraphs": [{"name": "sg00",
+                            "vars": [{"name": "in0", "type": "input", "size": 8},
+                                     {"name": "out0", "type": "output", "size": 8}],
+                            "replica_groups": [[0, 1]],
+                            "engines": {"sp": [{"all_reduce": {
+                                "dtype": "bf16", "src": "in0", "dst": "out0",
+                                "num_elements": 4, "group": 0, "op": "add"}}]}}]}
+
+
+@pytest.mark.parametrize("algo, host_cc, options", [
+    (None, False, "lower with the default options"),
+    (None, True, "lower with --host-cc"),
+    ("ring", False, "lower with --algo ring"),
+    ("allreduce:mesh;allgather:ring", True,
+     "lower with --algo 'allreduce:mesh;allgather:ring' --host-cc"),
+])
+def test_a_failure_names_the_options_as_lower_takes_them(tmp_path, monkeypatch, capsys,
+                                                         algo, host_cc, options):
+    """Before, ``FAILED: seed S (--algo None)`` for the policy (``lower`` refuses ``--algo
+    None``), no ``--host-cc``, and ``--replay`` said ``--host-cc False``."""
+    import nrtrewrite.simulate as S
+
+    def broken(out, seed):
+        raise RuntimeError("simulator bug")
+
+    monkeypatch.setattr(S, "simulate_output", broken)
+    monkeypatch.setattr(soak_models, "random_model", lambda rng, two_node: (
+        json.loads(json.dumps(ONE_MODEL)), algo, host_cc))
+    log = tmp_path / "f.jsonl"
+    assert soak_models.main(["--count", "1", "--seed", "5", "--log", str(log)]) == 1
+    assert capsys.readouterr().err == (f"FAILED: seed 5000000 ({options}): see {log}; "
+                                       "again alone: --replay 5000000\n")
+    assert soak_models.main(["--replay", "5000000"]) == 1
+    assert capsys.readouterr().out == f"model 5000000: FAILED ({options})\n"
+
+
+def _make(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60, env={**os.environ, **env})
+
+
+def test_make_soak_passes_soak_seed_and_by_default_the_clocks_seconds():
+    """Before, the recipe passed no ``--seed``: every ``make soak`` drew the models of seed
+    0 again.  ``-n`` prints the recipe without running it."""
+    res = _make("-n", "soak", "SOAK_SEED=7", "SOAK_SECONDS=20", f"PY={sys.executable}")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == (f"{sys.executable} fuzz/soak_models.py --seconds 20 "
+                                           "--seed 7")
+    before = int(time.time())
+    res = _make("-n", "soak", f"PY={sys.executable}")
+    after = int(time.time())
+    words = res.stdout.splitlines()[-1].split()
+    assert words[-2] == "--seed" and before <= int(words[-1]) <= after
+
+
+def test_make_soak_exits_with_the_status_make_help_says(tmp_path):
+    """Before, ``make help`` said the soak exits 1 on failures: make exits 2 for a recipe
+    that failed (the script's 1).  A stand-in python fails as a failing soak does."""
+    py = tmp_path / "python"
+    py.write_text('#!/bin/sh\ncase "$1" in -c) exit 0;; *) echo "FAILED: seed 1"; exit 1;; '
+                  'esac\n')
+    py.chmod(0o755)
+    res = _make("soak", f"PY={py}", "SOAK_SEED=1")
+    assert res.returncode == 2 and "FAILED: seed 1" in res.stdout
+    text = " ".join(_make("help").stdout.split("soak:", 1)[1].split("clean:")[0].split())
+    assert "make exits 2 (the script's status 1" in text
+    assert "SOAK_SEED" in text and "exit 1" not in text
