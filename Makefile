@@ -63,13 +63,15 @@ bench:
 	$(PY) benchmarks/run.py
 
 ## profile: where one rank's lowering spends its time (MODEL=large64 RANK=0, TOOL=pyinstrument,
-##          cprofile or lines; benchmarks/profile_rank.py; pyinstrument, or line_profiler for
-##          TOOL=lines, installed if missing)
+##          cprofile or lines; benchmarks/profile_rank.py, which builds a missing benchmark
+##          model; the tool installed if missing: pyinstrument, line_profiler for TOOL=lines,
+##          nothing for TOOL=cprofile, the standard library's)
 profile:
 	$(ENSURE_VENV)
 ifeq ($(TOOL),lines)
 	@$(PY) -c "import line_profiler" 2>/dev/null || $(PY) -m pip install -q line_profiler \
 		|| echo "profile: line_profiler could not be installed"
+else ifeq ($(TOOL),cprofile)
 else
 	@$(PY) -c "import pyinstrument" 2>/dev/null || $(PY) -m pip install -q pyinstrument \
 		|| echo "profile: pyinstrument could not be installed; using cProfile"

@@ -5,8 +5,8 @@
                                  [--tool pyinstrument|cprofile|lines] [--warm]
 
 ``MODEL`` is a NEFF file or the name of a benchmark model (``large64``, ``large128``,
-``all64``, ``size_x1``...; built under benchmarks/out/ by ``make bench``, built here if
-missing for ``large64`` / ``large128`` / ``all64``); default ``large64``.
+``all64``, the sweeps' ``size_x1``... and ``ranks_8``...: built under benchmarks/out/ by
+``make bench``, and here when missing, as ``make bench`` builds them); default ``large64``.
 
 The lowering runs in this process as ``lower --rank R`` runs it, without writing files:
 read, select and plan (``--what plan`` profiles these), then ``lower_rank`` with the records
@@ -18,8 +18,9 @@ enough not to bend the picture; ``--html FILE`` writes its interactive report to
 ``cprofile`` (the standard library's deterministic profiler: exact call counts, inflated
 times for many small calls; the top ``--top`` functions by own and by cumulative time), and
 ``lines`` (line_profiler over ``--functions module:function,...``, default the emitter's
-``emit_entries`` and its stages: time per source line). ``make profile`` installs pyinstrument into the
-virtual environment first.
+``emit_entries`` and its stages: time per source line). ``make profile`` installs the tool
+it runs into the virtual environment first when it is missing (pyinstrument, the default;
+line_profiler for ``TOOL=lines``; nothing for ``TOOL=cprofile``).
 """
 
 from __future__ import annotations
@@ -43,9 +44,16 @@ EMITTER_STAGES = ",".join(
         "emit_entries", "_legs_of", "_data_records", "_sem_records", "_sb2sb_records",
         "_leg_records", "_tpinc_steps", "_fifo_records"))
 
-#: Models ``make bench`` builds that this script builds too when they are missing.
-BUILDABLE = {"large64": (64, {}), "large128": (128, {}),
-             "all64": (64, {"count": 100, "hi": 16 << 20})}
+#: Models ``make bench`` builds that this script builds too when they are missing, as its
+#: full run builds them (benchmarks/run.py): ``(models' spec function, its arguments)``.
+#: The sweeps: ``size_x{m}`` is 64 ranks of 64 MiB x m, ``ranks_{r}`` r ranks of 32 MiB x r
+#: (until 2026-12-07 only the large models: ``make profile MODEL=size_x1`` needed ``make
+#: bench`` first).
+BUILDABLE = {"large64": ("large_spec", (64,), {}), "large128": ("large_spec", (128,), {}),
+             "all64": ("large_spec", (64,), {"count": 100, "hi": 16 << 20}),
+             **{f"size_x{m}": ("sweep_spec", (64, (64 << 20) * m), {}) for m in (1, 4, 16, 64)},
+             **{f"ranks_{r}": ("sweep_spec", (r, (32 << 20) * r), {})
+                for r in (8, 16, 32, 64, 128)}}
 
 
 def _me() -> str:
@@ -66,17 +74,17 @@ def model_path(name: str) -> Path:
         if not p.is_file():
             fail(f"{p}: no such file")
         return p
-    from models import OUT, build, large_spec
+    import models
+    from models import OUT, build
 
     path = OUT / f"{name}.neff"
     if path.is_file():
         return path
     if name not in BUILDABLE:
-        fail(f"{path}: no such model (run make bench to build the sweep models; this script "
-             f"builds {', '.join(BUILDABLE)})")
-    ranks, kw = BUILDABLE[name]
+        fail(f"{path}: no such model (this script builds {', '.join(BUILDABLE)})")
+    spec_of, args, kw = BUILDABLE[name]
     print(f"building {path} ...", file=sys.stderr)
-    return build(name, large_spec(ranks, **kw))
+    return build(name, getattr(models, spec_of)(*args, **kw))
 
 
 def _tool(name: str | None) -> str:

@@ -56,3 +56,43 @@ def test_a_missing_model_is_one_line(model, says):
     assert res.returncode != 0 and res.stdout == ""
     assert says in res.stderr and res.stderr.count("\n") == 1
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("name, ranks, size", [("size_x1", 64, 64 << 20),
+                                               ("ranks_8", 8, 8 * (32 << 20))])
+def test_a_sweep_model_is_built_when_missing(tmp_path, monkeypatch, name, ranks, size):
+    """Before, ``profile_rank.py size_x1`` (docs/PERFORMANCE.md's profile block) refused: the
+    sweep models came from ``make bench`` only.  Built as make bench's full run builds them
+    (benchmarks/run.py: size_x{m} is 64 ranks of 64 MiB x m, ranks_{r} r ranks of 32 MiB x r)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import models
+    import profile_rank
+
+    from nrtrewrite.neff.assembler import assemble_spec
+
+    monkeypatch.setattr(models, "OUT", tmp_path)
+    path = profile_rank.model_path(name)
+    assert path == tmp_path / f"{name}.neff"
+    assert path.read_bytes() == assemble_spec(models.sweep_spec(ranks, size), source=name)
+
+
+def _make_n_profile(tool: str) -> str:
+    res = subprocess.run(["make", "--no-print-directory", "-n", "profile", f"TOOL={tool}",
+                          f"PY={sys.executable}"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+@pytest.mark.parametrize("tool, installs", [("cprofile", []), ("lines", ["line_profiler"]),
+                                            ("pyinstrument", ["pyinstrument"]),
+                                            ("", ["pyinstrument"])])
+def test_make_profile_installs_only_the_tool_it_runs(tool, installs):
+    """Before, ``TOOL=cprofile`` (the standard library's) pip-installed pyinstrument too.
+    ``make -n`` prints the recipe without running it."""
+    recipe = _make_n_profile(tool).splitlines()
+    pips = [line.split("pip install -q ")[1].split()[0] for line in recipe
+            if "pip install -q " in line]
+    assert pips == installs
+    assert recipe[-1].split()[1:] == ["benchmarks/profile_rank.py", "large64", "--rank", "0",
+                                      *(["--tool", tool] if tool else [])]
