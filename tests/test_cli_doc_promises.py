@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -15,6 +16,8 @@ from nrtrewrite.cli import main
 from nrtrewrite.errors import ValidationError
 from nrtrewrite.topology.model import load_topology
 from test_atomic_output import FIX
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*args):
@@ -423,3 +426,20 @@ def test_the_json_forms_cli_md_states(tmp_path):
     hexb = f"{int(hexa[:2], 16) ^ 1:02x}" + hexa[2:]
     assert (d["field"], d["a"], d["b"]) == ("header.uuid", hexa, hexb)
     assert diff.startswith('{\n "differences": [\n  {"index": 0, ')
+
+
+def _fenced_python(doc: str, heading: str) -> str:
+    """The first ```python block after ``heading`` in docs/``doc``."""
+    text = (ROOT / "docs" / doc).read_text().split(f"\n{heading}\n", 1)[1]
+    return text.split("```python\n", 1)[1].split("\n```", 1)[0]
+
+
+def test_selection_md_api_snippet_runs_as_written(monkeypatch):
+    """docs/SELECTION.md §9: before, the snippet used ``trigger``, ``topo`` and
+    ``EncAlgType`` without making or importing them (a NameError).  It runs from the
+    repository's root, in a namespace of its own."""
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {}
+    exec(compile(_fenced_python("SELECTION.md", "## 9. API"), "SELECTION.md §9", "exec"),
+         namespace)
+    assert namespace["sel"].override is not None  # (it ran to its end: the ^mesh selection)
