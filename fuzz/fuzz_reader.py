@@ -35,7 +35,15 @@ mode  body
       over that subgraph's ``def.json`` of a fixture; read, planned, lowered
 ====  ==========================================================================
 
-Seeds are built from ``fixtures/*.neff`` in every mode (:func:`seed_inputs`).
+The seed selector byte ``b`` of modes 2 and 3 picks ``SELECTOR_FIXTURES[b % 8]``, an
+explicit list of the fixtures these modes write over (:func:`pick_fixture`), not the sorted
+``fixtures/*.neff`` (until 2026-12-07), so that a fixture added under ``fixtures/`` leaves
+every input picking the fixture it picked: the committed regressions (``fixtures/fuzz/``)
+and a corpus kept from earlier runs (``fuzz/corpus/``) replay what they found.  Appending a
+name to the list would retarget every selector of 8 or more: ``tests/test_fuzz.py`` pins
+the list and the pick of each selector.  Seeds are built from ``fixtures/*.neff`` in modes
+0 and 1 (every fixture, added ones too) and from the list in modes 2 and 3
+(:func:`seed_inputs`).
 """
 
 from __future__ import annotations
@@ -65,18 +73,29 @@ PLAN_MAX_TRIGGERS = 16
 #: ~260 MB, legitimately): the fuzzers plan only models whose ranks are below this.
 PLAN_MAX_RANK_ID = 4096
 
-_SEEDS: list | None = None
+#: The fixtures modes 2 and 3 write over, in seed selector order (:func:`pick_fixture`): the
+#: sorted fixtures/*.neff of 2026-12-07, kept as they are when a fixture is added there.
+SELECTOR_FIXTURES = ("ar2", "c7c8", "groups", "int32_allgather", "mix8", "node64", "sbuf",
+                     "two_node128")
+
+_SEEDS: dict | None = None
+
+
+def pick_fixture(selector: int) -> str:
+    """The fixture a mode 2 or 3 input's seed selector byte names."""
+    return SELECTOR_FIXTURES[selector % len(SELECTOR_FIXTURES)]
 
 
 def _seed_models():
-    """(name, header, members) of every fixture, sorted by name (cached)."""
+    """``{name: (header, members)}`` of :data:`SELECTOR_FIXTURES`, in its order (cached)."""
     global _SEEDS
     if _SEEDS is None:
         from nrtrewrite.neff.container import read_container
-        _SEEDS = []
-        for path in sorted(FIXTURES.glob("*.neff")):
+        _SEEDS = {}
+        for name in SELECTOR_FIXTURES:
+            path = FIXTURES / f"{name}.neff"
             cont = read_container(path.read_bytes(), path=str(path))
-            _SEEDS.append((path.name, cont.header, dict(cont.members)))
+            _SEEDS[name] = (cont.header, dict(cont.members))
     return _SEEDS
 
 
@@ -97,8 +116,7 @@ def build_file(mode: int, body: bytes) -> bytes | None:
         return wrap_payload(default_header(), gzip.compress(body, compresslevel=1, mtime=0))
     if len(body) < 2:
         return None
-    seeds = _seed_models()
-    _name, header, members = seeds[body[0] % len(seeds)]
+    header, members = _seed_models()[pick_fixture(body[0])]
     names = _streams(members) if mode == 2 else _defs(members)
     if not names:
         return None
@@ -160,7 +178,7 @@ def seed_inputs() -> list[bytes]:
         raw = path.read_bytes()
         out.append(b"\x00" + raw)
         out.append(b"\x01" + bytes(gunzip_limited(raw[HEADER_SIZE:], 64 << 20)))
-    for i, (_name, _header, members) in enumerate(_seed_models()):
+    for i, (_header, members) in enumerate(_seed_models().values()):  # i: its selector
         for j, name in enumerate(_streams(members)):
             if members[name]:
                 out.append(bytes([2, i, j]) + members[name])

@@ -407,3 +407,50 @@ def test_seconds_given_wins_over_a_bad_fuzz_seconds(tmp_path):
                          timeout=60, env={**os.environ, "FUZZ_SECONDS": "abc"})
     assert res.returncode == 0, res.stderr
     assert res.stderr.splitlines()[-1].endswith(" inputs in 0.2 s, no crash")
+
+
+# ---------------------------------------------------------------------------
+# modes 2 and 3 pick a fixture from an explicit list (review 51d)
+
+#: fixtures/*.neff sorted by name when the committed inputs were found: what selector byte b
+#: picked then, ``SORTED_THEN[b % 8]``
+SORTED_THEN = ["ar2", "c7c8", "groups", "int32_allgather", "mix8", "node64", "sbuf",
+               "two_node128"]
+
+
+def test_every_selector_picks_what_it_picked_when_a_fixture_is_added(tmp_path, monkeypatch):
+    """Before, the selector picked from the sorted glob of fixtures/*.neff: a fixture added
+    there (``a0.neff`` sorts first) retargeted the committed inputs of modes 2 and 3 and a
+    kept corpus.  Every selector still writes over the fixture it named."""
+    for path in FIX.glob("*.neff"):
+        (tmp_path / path.name).symlink_to(path)
+    (tmp_path / "a0.neff").write_bytes(FILES["ar2"])
+    monkeypatch.setattr(FUZZ, "FIXTURES", tmp_path)
+    monkeypatch.setattr(FUZZ, "_SEEDS", None)
+    for selector in range(256):
+        name = SORTED_THEN[selector % 8]
+        if name in ("node64", "two_node128"):  # (large: their choice is checked by name)
+            assert FUZZ.pick_fixture(selector) == name
+            continue
+        cont = CONTAINERS[name]
+        member = next(m for m in cont.members if m.endswith("/def.json"))  # (stream byte 0)
+        members = dict(cont.members, **{member: b"{}"})
+        assert FUZZ.build_file(3, bytes([selector, 0]) + b"{}") == \
+            build_container(cont.header, members), selector
+
+
+def test_the_committed_inputs_pick_what_they_picked():
+    """The regressions of modes 2 and 3 under fixtures/fuzz/ (none yet: they are of mode 0)
+    and the seeds of modes 2 and 3 (selector i: the i-th fixture sorted then)."""
+    assert list(FUZZ.SELECTOR_FIXTURES) == SORTED_THEN
+    for path in REGRESSIONS:
+        data = path.read_bytes()
+        if data[0] % 4 in (2, 3):
+            assert FUZZ.pick_fixture(data[1]) == SORTED_THEN[data[1] % 8], path.name
+    seeds = [s for s in FUZZ.seed_inputs() if s[0] in (2, 3)]
+    assert {SORTED_THEN[s[1]] for s in seeds} == set(SORTED_THEN)
+    for s in seeds:
+        cont = read_container((FIX / f"{SORTED_THEN[s[1]]}.neff").read_bytes())
+        names = [m for m in cont.members
+                 if m.endswith(".bin" if s[0] == 2 else "/def.json")]
+        assert cont.members[names[s[2]]] == s[3:]
