@@ -680,7 +680,8 @@ class FifoDecoder:
             if routed[j]:
                 why = f"{fld} {int(addr[j]):#x} is not a local SoC address"
             elif err[j]:
-                why = f"{fld} {int(addr[j]):#x} ({int(size[j])} bytes) {ADDRESS_ERRORS[int(err[j])]}"
+                why = (f"{fld} {int(addr[j]):#x} ({int(size[j])} bytes) "
+                       f"{ADDRESS_ERRORS[int(err[j])]}")
             elif trank[j] != owner:
                 why = (f"{fld} {int(addr[j]):#x} should be in rank {owner}'s window, not rank "
                        f"{trank[j]}'s")
