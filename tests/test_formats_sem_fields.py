@@ -108,8 +108,24 @@ def test_send_sema_is_posted_and_taken_once_per_network_destination(tmp_path):
     = 17, its INC-window address 0x8280000000 + 0x1800 + 4*17 = 0x8280001844 on TOP_SP 0
     (FORMATS §10).  The first leg increments it 8 times, the second once: 9 posts, and the
     proxy takes one per destination's run, the 9 runs ending with complete = 1 (one entry
-    each: 2048 elements fit one run), then the terminator."""
+    each: 2048 elements fit one run), then the terminator.  The spec is pinned to the
+    example: its all-gather counts 2048 elements of each rank's input (NEFF-LIKE.md:
+    `num_elements` counts a rank's input; all-gather out = N x group size), 4096 bytes of
+    bf16 in, 10 x 4096 out, as FORMATS' paragraph says."""
     spec = coll_spec("all_gather", "bf16", [64 * i for i in range(10)], 2048, lnc=2)
+    doc = (Path(__file__).parent.parent / "docs" / "FORMATS.md").read_text()
+    para = doc[doc.index("**Who increments `send_sema` (our reading).**"):]
+    para = " ".join(para[:para.index("\n\n")].split())
+    assert ("a bf16 all-gather of 2048 elements a rank over `[64*i for i in range(10)]` of "
+            "`trn2:nodes=10` at LNC 2 with `--algo mesh`") in para
+    sg, = spec["subgraphs"]
+    assert spec["header"]["lnc_size"] == 2
+    assert sg["replica_groups"] == [[0, 64, 128, 192, 256, 320, 384, 448, 512, 576]]
+    body = sg["engines"]["sp"][1]["all_gather"]
+    assert (body["dtype"], body["num_elements"]) == ("bf16", 2048)
+    sizes = {v["name"]: (v["type"], v["size"]) for v in sg["vars"]}
+    assert sizes == {"x_in": ("input", 2048 * 2), "x_out": ("output", 10 * 2048 * 2)}
+    assert (body["src"], body["dst"]) == ("x_in", "x_out")
     out = lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=10")
     rdir = out / "rank-0000"
     send_inc = 0x8280001844
@@ -126,9 +142,6 @@ def test_send_sema_is_posted_and_taken_once_per_network_destination(tmp_path):
     src = np.fromfile(rdir / "net_src.bin", F.NET_SRC_ADDR_DTYPE)
     assert src["complete"].tolist() == [1] * 9 + [0]
     assert sum(posts) == int((src["complete"][src["mark"] == 0] == 1).sum()) == 9
-    doc = (Path(__file__).parent.parent / "docs" / "FORMATS.md").read_text()
-    para = doc[doc.index("**Who increments `send_sema` (our reading).**"):]
-    para = " ".join(para[:para.index("\n\n")].split())
     assert "once per network destination of a device leg, not once per device leg" in para
     assert "[1, 1, 1, 1, 1, 1, 1, 1, 1, 0], 9 proxy legs" in para
     # seed 003 (its NOTE on node_next.src_addr_fifo, its opening): the direction's support
