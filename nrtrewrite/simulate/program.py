@@ -1530,8 +1530,7 @@ class RankDecoder:
                                 f"{self.spi[over]}, channel {self.ch[over]}, step "
                                 f"{over - self.group_first[self.group_of[over]]}) should have "
                                 f"{want[over]} x {name}, not {got[over]}; this BD is one of "
-                                f"its {got[over]} x {name}, where it should have {want[over]}",
-                                "sem.bin", j, "addr")
+                                "them", "sem.bin", j, "addr")
             raise self.fail(f"{leaf} leg ({place}) {should}", "legs.bin", bad, "sem_count")
         bad = _first(~ring & ~me_end & (w_any > 2))
         if bad is not None:
