@@ -258,6 +258,34 @@ def _capped(why: str) -> str:
     return cut_middle(why, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200)
 
 
+#: Characters of an error line printed whole; a longer one (a location, a path or an
+#: argument of 100,000 characters) keeps its start and end (:data:`MAX_WHY_CHARS` caps the
+#: reason alone).  The same cap holds for a warning or note line and for the ``"error"`` of
+#: a ``--json`` document (:func:`cut_line`; docs/CLI.md "Errors").
+MAX_LINE_CHARS = 2000
+
+
+#: In a line too long to print whole, each run of this many characters or more without a
+#: space (a path, a value) keeps its start and end, so that the words between - the reason -
+#: survive: `OUT: cannot write the output: File name too long (PATH)` with a path of 4,000
+#: characters lost its reason in the cut of the whole line.
+MAX_TOKEN_CHARS = 400
+
+
+def cut_line(text: str) -> str:
+    """``text`` capped as an error line is (docs/CLI.md "Errors"): past
+    :data:`MAX_LINE_CHARS` characters, each run of more than :data:`MAX_TOKEN_CHARS`
+    without a space keeps its first 200 and last 150, then the whole its first 1,500 and
+    last 400 (:func:`cut_middle`: never inside an escape).  The error line on stderr
+    (``cli._capped_line``, after what stderr cannot hold is escaped), a warning or note
+    line, and a ``--json`` document's ``"error"`` (since 2026-12-06; until then only its
+    reason was capped, at :data:`MAX_WHY_CHARS`, and a warning not at all)."""
+    if len(text) > MAX_LINE_CHARS:
+        text = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1),
+                      lambda m: cut_middle(m.group(0), MAX_TOKEN_CHARS, 200, 150), text)
+    return cut_middle(text, MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
+
+
 #: How ``simulate MODEL.neff`` names its temporary folder in its lines, title and document
 #: (:meth:`NrtRewriteError.named_within`): stable from run to run, and no path of the user's.
 TEMPORARY_FOLDER = "<temporary>"

@@ -96,7 +96,8 @@ def test_a_long_line_keeps_its_reason_between_long_paths():
     """A line over 2000 characters cuts each long word (a path) first, so the reason between
     two paths of 4,000 characters survives (it was lost in the middle of the one cut: a
     fault audit's `lower -o` of a 4,050-character path)."""
-    from nrtrewrite.cli import MAX_LINE_CHARS, _capped_line
+    from nrtrewrite.cli import _capped_line
+    from nrtrewrite.errors import MAX_LINE_CHARS
     out = "/" + "d" * 4049
     line = _capped_line(f"{out}: cannot write the output: File name too long ({out}/.o.tmp-1-ab)")
     assert "cannot write the output: File name too long (" in line
@@ -186,7 +187,7 @@ def test_a_cut_never_parts_the_two_escapes_of_a_surrogate_pair():
 
 
 def test_an_error_line_is_capped_as_written_on_an_ascii_or_utf8_stderr(tmp_path):
-    """The 2,000-character cap (``cli.MAX_LINE_CHARS``, docs/CLI.md "Errors") holds for the
+    """The 2,000-character cap (``errors.MAX_LINE_CHARS``, docs/CLI.md "Errors") holds for the
     line as the stream writes it: a character its encoding cannot hold is escaped first
     (an emoji on ASCII or Latin-1 is ``\\U0001f600``, 10 characters), then the line is cut,
     never inside an escape.  Until 2026-12-06 the cut counted the characters before the
@@ -232,3 +233,108 @@ def test_an_error_line_is_capped_as_written_under_a_latin1_locale(tmp_path, lati
         assert "\\" not in line.replace("\\U0001f600", "")
         lines.append(line)
     assert lines[0] == lines[1]
+
+
+def _long_model(tmp_path, parts: list[str]):
+    """fixtures/ar2.neff copied under the folders ``parts`` of ``tmp_path``."""
+    from pathlib import Path
+
+    folder = tmp_path.joinpath(*parts)
+    folder.mkdir(parents=True)
+    model = folder / "ar2.neff"
+    model.write_bytes((Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff").read_bytes())
+    return str(model)
+
+
+def _cut(text: str, limit: int, head: int, tail: int) -> str:
+    """docs/CLI.md "Errors"'s cut, written from its words (no escape in these texts)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:head]} ... ({len(text)} characters in all) ... {text[-tail:]}"
+
+
+def test_a_json_error_document_is_capped_as_the_error_line_is(tmp_path):
+    """docs/CLI.md "Errors": `--json`'s `"error"` is capped by the line's rule, counted on
+    its own text: past 2,000 characters its first 1,500 and last 400.  A path of 1,200
+    words `w` (no run past 400 characters to cut first): the line (`nrtrewrite: error: `
+    + the error) and the error each cut as a whole.  Until 2026-12-06 the error was in the
+    document whole (only its reason was capped, at 1,000)."""
+    import json
+
+    path = "w " * 1200 + ".neff"
+    error = f"{path}: cannot read: File name too long"
+    res = CliRunner().invoke(main, ["inspect", "--json", path])
+    assert res.exit_code == 2
+    assert json.loads(res.stdout)["error"] == _cut(error, 2000, 1500, 400)
+    line, = res.stderr.splitlines()
+    assert line == _cut("nrtrewrite: error: " + error, 2000, 1500, 400)
+
+
+def test_a_streamed_json_error_cuts_a_long_path_first_as_the_line_does(tmp_path):
+    """The same for `diff --json`'s document (its own writer) and `dump --json`'s: a
+    folder of 3,000 `d` does not exist; quoted, 3,002 characters, a run of more than 400
+    without a space, which keeps its first 200 and last 150 (the line is then short)."""
+    import json
+
+    path = str(tmp_path / ("d" * 3000))
+    quoted = f"'{path}'"
+    run = f"{quoted[:200]} ... ({len(quoted)} characters in all) ... {quoted[-150:]}"
+    for args, name in ((["diff", "--json", path, str(tmp_path)], "Directory"),
+                       (["dump", "--json", "--spad", path], "Path")):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, res.stderr[:300]
+        why = json.loads(res.stdout)["error"]
+        assert why.endswith(f": {name} {run} does not exist."), why[-300:]
+        assert len(why) < 600
+        line, = res.stderr.splitlines()
+        assert f" {name} {run} does not exist. (see " in line
+
+
+def test_a_warning_line_is_capped_as_the_error_line_is(tmp_path):
+    """docs/CLI.md "Errors": warning lines are capped by the same rule.  The model in nine
+    folders of 255 characters `w w ... w` (128 words): `explain --no-verify-hash`'s
+    warning `nrtrewrite: warning: PATH: header hash not verified (--no-verify-hash)`, past
+    2,000 characters, keeps its first 1,500 and last 400.  Until 2026-12-06 it was written
+    whole."""
+    model = _long_model(tmp_path, [" ".join(["w"] * 128)] * 9)
+    res = CliRunner().invoke(main, ["explain", model, "--no-verify-hash"])
+    assert res.exit_code == 0, res.stderr[:300]
+    warning = f"nrtrewrite: warning: {model}: header hash not verified (--no-verify-hash)"
+    assert len(warning) > 2000
+    assert res.stderr.splitlines()[0] == _cut(warning, 2000, 1500, 400)
+
+
+def test_inspects_warning_cuts_a_long_path_first(tmp_path):
+    """`inspect --no-verify-hash`'s warning (written by its own code) on a model in nine
+    folders of 250 `d`: `PATH: field hash: payload hash not verified`, past 2,000
+    characters, the path and its colon, a run of more than 400 characters, keeps its first
+    200 and last 150 (the line is then short), with `--json` too."""
+    model = _long_model(tmp_path, ["d" * 250] * 9)
+    token = f"{model}:"
+    cut = f"{token[:200]} ... ({len(token)} characters in all) ... {token[-150:]}"
+    for extra in ([], ["--json"]):
+        res = CliRunner().invoke(main, ["inspect", model, "--no-verify-hash", *extra])
+        assert res.exit_code == 0, res.stderr[:300]
+        assert res.stderr.splitlines() == [
+            f"nrtrewrite: warning: {cut} field hash: payload hash not verified"]
+
+
+def test_the_error_closing_a_streamed_document_and_a_protocol_error_are_capped():
+    """`stopped_why`, the `"error"` closing `dump`'s, `schedule`'s and `diff`'s streamed
+    documents, and `simulate`'s protocol error (its document's `"error"` and its line) are
+    capped by the same rule: a file of 3,000 characters and its colon, a run of more than
+    400, keeps its first 200 and last 150."""
+    from nrtrewrite.cli import stopped_why
+    from nrtrewrite.errors import SimulationError
+    from nrtrewrite.simulate.engine import Simulator
+    from nrtrewrite.simulate.result import SimulationResult
+
+    name = "/" + "d" * 2999
+    token = name + ":"
+    want = f"{token[:200]} ... (3001 characters in all) ... {token[-150:]} a stop"
+    assert stopped_why(SimulationError("a stop", file=name)) == want
+    res = SimulationResult(output="o", seed=0)
+    sim = Simulator.__new__(Simulator)
+    sim.names_within, sim.verdict = None, {}
+    sim._record(res, SimulationError("a stop", file=name))
+    assert res.error == want

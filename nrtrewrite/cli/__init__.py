@@ -28,8 +28,8 @@ from rich.text import Text
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.console import exit_status
-from nrtrewrite.errors import (NrtRewriteError, cut_middle, escape_controls, escape_line,
-                               escape_path, path_text)
+from nrtrewrite.errors import (NrtRewriteError, cut_line, cut_middle, escape_controls,
+                               escape_line, escape_path, path_text)
 
 
 def plain(text: str, style: str = "") -> Text:
@@ -363,9 +363,11 @@ def stderr_console() -> Console:
 def warn(err: Console, text: str) -> None:
     """One warning line on stderr, never wrapped (rich wraps at 80 columns when piped), its
     control characters escaped and its brackets not read as markup (a path may hold either;
-    a name in ``text`` is escaped where it was put in: ``errors.escape_controls``).
-    Best effort: a stderr that cannot be written (``2>/dev/full``) loses the warning, never
-    the command's work."""
+    a name in ``text`` is escaped where it was put in: ``errors.escape_controls``), capped
+    as an error line is (:func:`_capped_line`, :data:`errors.MAX_LINE_CHARS` characters as
+    written; a warning naming a path of 100,000 characters was written whole until
+    2026-12-06).  Best effort: a stderr that cannot be written (``2>/dev/full``) loses the
+    warning, never the command's work."""
     _stderr_line(err, "warning", "yellow", text)
 
 
@@ -376,7 +378,8 @@ def note(err: Console, text: str) -> None:
 
 
 def _stderr_line(err: Console, label: str, style: str, text: str) -> None:
-    line = Text.assemble((f"nrtrewrite: {label}:", style), " " + escape_line(text))
+    prefix = f"nrtrewrite: {label}:"  # (kept whole: the cut keeps a line's first 1,500)
+    line = Text.assemble((prefix, style), _capped_line(f"{prefix} {text}")[len(prefix):])
     with contextlib.suppress(OSError, ValueError):
         err.print(line, highlight=False, soft_wrap=True)
 
@@ -603,11 +606,25 @@ def stopped_why(exc: BaseException) -> str:
     nested class by its qualified name, a worker's exception by its own type; until
     2026-12-05 this repeated ``_one_line`` with small differences and a ``KeyError``'s
     ``repr`` was escaped a second time)."""
+    return json_why(_stopped_text(exc))
+
+
+def _stopped_text(exc: BaseException) -> str:
     if isinstance(exc, NrtRewriteError):
         return exc.line()
     if (line := _resource_why(exc)) is not None:  # (status 71: its line, as its document's)
         return line
     return _one_line(exc)
+
+
+def json_why(why: str) -> str:
+    """A ``--json`` document's ``"error"``: ``why`` (the line without its ``nrtrewrite:
+    error: `` prefix) capped as the error line is (:func:`errors.cut_line`: past
+    :data:`errors.MAX_LINE_CHARS` characters), counted on its own characters, as the JSON
+    string holds them (none escaped for stderr's encoding: JSON holds every character).  Until
+    2026-12-06 only its reason was capped (``errors.MAX_WHY_CHARS``): a path of 100,000
+    characters was in it whole."""
+    return cut_line(why)
 
 
 def _resource_why(exc: BaseException, ctx: click.Context | None = None) -> str | None:
@@ -1421,19 +1438,6 @@ _PASSED_THROUGH = (click.exceptions.ClickException, click.exceptions.Exit,
                    click.exceptions.Abort, EOFError)
 
 
-#: Characters of an error line printed whole; a longer one (a location, a path or an
-#: argument of 100,000 characters) keeps its start and end (errors.MAX_WHY_CHARS caps the
-#: reason alone).
-MAX_LINE_CHARS = 2000
-
-
-#: In an error line too long to print whole, each run of this many characters or more
-#: without a space (a path, a value) keeps its start and end, so that the words between -
-#: the reason - survive: `OUT: cannot write the output: File name too long (PATH)` with a
-#: path of 4,000 characters lost its reason in the cut of the whole line.
-MAX_TOKEN_CHARS = 400
-
-
 def _capped_line(line: str) -> str:
     """An error line as printed: its control characters escaped (a path or argument with a
     line break stays one line; its names were escaped once where they were put in, and
@@ -1442,11 +1446,7 @@ def _capped_line(line: str) -> str:
     first, then the line.  The cap counts the characters written: until 2026-12-06 it
     counted them before the escaping, so on an ASCII stderr (each emoji ``\\U0001f600``,
     10 characters) a line the cap had cut to 1,935 characters was written as 18,197."""
-    line = encodable(escape_line(line), sys.stderr)
-    if len(line) > MAX_LINE_CHARS:
-        line = re.sub(r"\S{%d,}" % (MAX_TOKEN_CHARS + 1),
-                      lambda m: cut_middle(m.group(0), MAX_TOKEN_CHARS, 200, 150), line)
-    return cut_middle(line, MAX_LINE_CHARS, MAX_LINE_CHARS - 500, 400)
+    return cut_line(encodable(escape_line(line), sys.stderr))
 
 
 def _exit_os_error(err: OSError, what: str = "nrtrewrite") -> NoReturn:
@@ -1586,7 +1586,7 @@ class JsonErrorCommand(Command):
     error_fields = staticmethod(lambda err: {})
 
     def _print_error(self, params: dict, why: str, err: NrtRewriteError | None = None) -> None:
-        doc = self.error_document(params, why)
+        doc = self.error_document(params, json_why(why))
         doc.update(self.error_fields(err))
         echo_whole(json.dumps(doc, indent=self.json_indent))
 

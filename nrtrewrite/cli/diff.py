@@ -8,8 +8,9 @@ from pathlib import Path
 
 import click
 
-from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter, main,
-                            note, stderr_console, stopped_why, stops_deferred, warn)
+from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
+                            json_why, main, note, stderr_console, stopped_why, stops_deferred,
+                            warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, record_line_texts,
                              versions_text)
 from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line, escape_path
@@ -32,7 +33,7 @@ def _close_json(out, rep: Report, files: list, first: bool, error: str | None = 
     if error is None:
         out.write(f' "identical": {json.dumps(rep.count == 0)}\n}}\n')
     else:  # stopped midway: the object is closed, so stdout is still one JSON document
-        out.write(f' "identical": null,\n "error": {json.dumps(error)}\n}}\n')
+        out.write(f' "identical": null,\n "error": {json.dumps(json_why(error))}\n}}\n')
 
 
 class _DiffCommand(JsonErrorCommand):

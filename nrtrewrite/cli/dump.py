@@ -18,7 +18,7 @@ from nrtrewrite.artifacts import (
     open_regular, rank_dirs,
 )
 from nrtrewrite.cli import (Int, IntRange, JsonErrorCommand, OneValue, PathArg, WholeWriter,
-                            main, plain, print_table, stderr_console, stdout_console,
+                            json_why, main, plain, print_table, stderr_console, stdout_console,
                             stopped_why, stops_deferred, warn)
 from nrtrewrite.codes import NetAddrMark
 from nrtrewrite.compose.leaves import Leaf
@@ -640,5 +640,6 @@ def _write_json(out, kind, targets) -> None:
 
 def _close_json(out, closers: list[str], why: str) -> None:
     with stops_deferred():
-        out.write("".join(reversed(closers)) + ',\n "error": ' + json.dumps(why) + "\n}\n")
+        out.write("".join(reversed(closers)) + ',\n "error": ' + json.dumps(json_why(why))
+                  + "\n}\n")
         out.flush()

@@ -9,9 +9,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from nrtrewrite.cli import (ByteSize, JsonErrorCommand, OneValue, echo_whole, encodable, main,
-                            plain, print_table, _say, stdout_console, styled)
-from nrtrewrite.errors import escape_line, path_text
+from nrtrewrite.cli import (ByteSize, JsonErrorCommand, OneValue, _capped_line, echo_whole,
+                            encodable, main, plain, print_table, _say, stdout_console, styled)
+from nrtrewrite.errors import path_text
 from nrtrewrite.neff.container import MAX_MEMBER_BYTES, MAX_TOTAL_BYTES, Limits
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.summary import INSPECT_FORMAT, model_to_dict
@@ -169,7 +169,7 @@ def inspect_cmd(model_path: str, as_json: bool, no_verify_hash: bool, max_total_
     model = read_model(model_path, verify_hash=not no_verify_hash, limits=limits)
     for w in model.warnings:  # best effort: a stderr that cannot be written loses them
         loc = str(w.where)
-        _say(escape_line(f"nrtrewrite: warning: {loc + ': ' if loc else ''}{w.message}"))
+        _say(_capped_line(f"nrtrewrite: warning: {loc + ': ' if loc else ''}{w.message}"))
     doc = model_to_dict(model)
     if as_json:
         echo_whole(json.dumps(doc, indent=2))

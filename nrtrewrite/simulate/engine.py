@@ -23,8 +23,8 @@ import numpy as np
 
 from nrtrewrite import codes
 from nrtrewrite.codes import DType, SdmaCceType
-from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, escape_controls,
-                               json_text, temporary_name)
+from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, cut_line,
+                               escape_controls, json_text, temporary_name)
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.simulate.artifacts import (
     load_rank_files, read_rank_manifest, read_rewritten_neff, read_top_manifest,
@@ -557,7 +557,7 @@ class Simulator:
         if self.names_within is not None:
             exc.named_within(self.names_within)
         trig = exc.where.trigger
-        res.error = exc.line()
+        res.error = cut_line(exc.line())  # (its line, capped as every error line is)
         res.error_trigger = trig
         if trig is not None and trig in self.verdict:
             self.verdict[trig].status = ERROR
