@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from nrtrewrite.errors import ValidationError, cut_middle
+from nrtrewrite.errors import ValidationError, counted, cut_middle
 
 #: A size: white space around it ignored (as an integer option's), spaces between the number
 #: and its unit (``64 MiB``), no other white space inside (a line break was taken there
@@ -30,10 +30,16 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     if not m:
         raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)
     num, unit, i, b = m.groups()
+    given, num = num, num.lstrip("0")  # (leading zeros not counted, nor read: "007" is 7)
+    if num[:1] in ("", "."):
+        num = "0" + num
     digits = len(num) - ("." in num)
     if digits > MAX_SIZE_DIGITS:
-        shown = cut_middle(text.strip(), 24, 12, 0, "{head}...")
-        raise ValidationError(f"size {shown!r} has {digits} digits, more than "
+        zeros = len(given) - len(num)
+        shown = cut_middle(text.strip()[zeros:] if zeros else text.strip(), 24, 12, 0,
+                           "{head}...")
+        after = f" after {counted(zeros, 'leading zero')}" if zeros else ""
+        raise ValidationError(f"size {shown!r} has {digits} digits{after}, more than "
                               f"{MAX_SIZE_DIGITS}", field=field)
     unit = unit.lower()
     if not unit and i:

@@ -284,6 +284,69 @@ def test_an_integer_of_too_many_digits_is_refused_as_a_size_is(out):
     assert res.exit_code == 2 and "no folder for rank " + "9" * 40 in res.stderr
 
 
+def test_leading_zeros_are_not_counted_by_the_digit_limits(out):
+    """docs/CLI.md "Errors": the 40-digit limit counts a number's digits, its leading zeros
+    left out: `--ranks`, `--rank`, `--seed`, `--bytes`, a `--group` rank and `golden
+    --rank` written with 60 zeros before them are the values after the zeros.  Until
+    2026-12-06 the integer options and sizes counted the zeros, and refused them."""
+    from nrtrewrite.golden import _rank
+
+    z = "0" * 60
+    two = ("--bytes", "64", "--ranks", "2")
+    for plain, zeros in ((two, ("--bytes", z + "64", "--ranks", "2")),
+                         (two, ("--bytes", "64", "--ranks", z + "2")),
+                         (two, ("--bytes", "64", "--group", f"{z}0-{z}1")),
+                         ((*two, "--rank", "1"), (*two, "--rank", z + "1"))):
+        want = run("explain", "--op", "allreduce", *plain)
+        res = run("explain", "--op", "allreduce", *zeros)
+        assert want.exit_code == 0, want.stderr
+        assert (res.exit_code, res.stdout) == (0, want.stdout), (zeros, res.stderr[:300])
+    # dump's --rank of 1 with 60 zeros is rank 1: ar2's second rank folder, as --rank 1
+    ones = [run("dump", out, "--spad", "--rank", r, "--json") for r in ("1", z + "1")]
+    assert ones[0].exit_code == 0 and ones[1].stdout == ones[0].stdout
+    assert _rank(z + "1") == 1 and _rank("-" + z + "7") == -7
+
+
+def test_a_number_of_too_many_digits_after_its_leading_zeros_says_so(out):
+    """More than 40 digits after the zeros is refused, the number shown from its first
+    digit that is not 0, the zeros counted (docs/CLI.md "Errors")."""
+    z, n = "0" * 60, "1" * 41
+    res = run("dump", out, "--spad", "--rank", z + n)
+    assert res.stderr == usage_line(
+        "dump", "'--rank'", "'111111111111...' has 41 digits after 60 leading zeros, more "
+        "than 40.")
+    res = run("simulate", AR2, "--seed", "-" + z + n)
+    assert res.stderr == usage_line(
+        "simulate", "'--seed'", "'-11111111111...' has 41 digits after 60 leading zeros, more "
+        "than 40.")
+    res = run("explain", "--op", "allreduce", "--ranks", "2", "--bytes", z + n)
+    assert res.stderr == ("nrtrewrite: error: field --bytes: size '111111111111...' has 41 "
+                          "digits after 60 leading zeros, more than 40\n")
+
+
+def test_a_group_rank_of_too_many_digits_says_so_not_that_it_is_past_the_last_rank():
+    """docs/CLI.md "explain": a `--group` rank of more than 40 digits is refused as an
+    integer option's value is (`has N digits, more than 40`); one of at most 40 digits at
+    or past 2^20 is beyond the last rank a topology may have.  Until 2026-12-06 a rank of
+    5,000 digits was `rank of 5000 digits in ... is beyond the last rank ...`."""
+    nines = "9" * 5000
+    res = run("explain", "--op", "allreduce", "--bytes", "1MiB", "--group", f"0,{nines}")
+    assert res.exit_code == 2
+    assert res.stderr == ("nrtrewrite: error: field --group: rank '999999999999...' in "
+                          "'9999999999999999'...'99999999' (5000 characters) has 5000 "
+                          "digits, more than 40\n")
+    res = run("explain", "--op", "allreduce", "--bytes", "1MiB", "--group",
+              "0-" + "0" * 50 + "9" * 41)
+    assert res.stderr == ("nrtrewrite: error: field --group: rank '999999999999...' in "
+                          "'0-00000000000000'...'99999999' (93 characters) has 41 digits "
+                          "after 50 leading zeros, more than 40\n")
+    forty = "9" * 40
+    res = run("explain", "--op", "allreduce", "--bytes", "1MiB", "--group", f"0,{forty}")
+    assert res.stderr == (f"nrtrewrite: error: field --group: rank {forty} in '{forty}' is "
+                          "beyond the last rank a topology may have, 1048575 "
+                          "(MAX_TOPOLOGY_RANKS = 1048576)\n")
+
+
 def test_bytes_takes_spaces_before_its_unit_but_no_line_break_inside():
     """``--bytes $'1\\nMiB'`` (a line break inside) was taken, undocumented: white space
     around a size is ignored as around an integer, spaces before its unit are taken

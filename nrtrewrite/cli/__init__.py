@@ -28,8 +28,8 @@ from rich.text import Text
 from nrtrewrite import __version__
 from nrtrewrite.cli.commands import COMMANDS
 from nrtrewrite.console import exit_status
-from nrtrewrite.errors import (NrtRewriteError, cut_line, cut_middle, escape_controls,
-                               escape_line, escape_path, path_text)
+from nrtrewrite.errors import (NrtRewriteError, counted, cut_line, cut_middle,
+                               escape_controls, escape_line, escape_path, path_text)
 
 
 def plain(text: str, style: str = "") -> Text:
@@ -404,35 +404,56 @@ def usage_message(err: click.UsageError) -> str:
 
 def ascii_int(value) -> int:
     """``int`` of ASCII digits with an optional sign (``int`` itself also takes other
-    scripts' digits, ``４``, and ``1_000``); ``ValueError`` otherwise."""
+    scripts' digits, ``４``, and ``1_000``); ``ValueError`` otherwise.  Leading zeros are
+    dropped before ``int`` reads the digits (CPython counts them against its 4300 digits)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     text = str(value).strip()
-    if not _ASCII_INT.fullmatch(text):
+    m = _ASCII_INT.fullmatch(text)
+    if not m:
         raise ValueError(text)
-    return int(text)  # (ValueError past 4300 digits too)
+    return int(m.group(1) + (m.group(2).lstrip("0") or "0"))  # (ValueError past 4300 digits)
 
 
-_ASCII_INT = re.compile(r"[+-]?[0-9]+")
+_ASCII_INT = re.compile(r"([+-]?)([0-9]+)")
 
 #: The most digits an integer option's value may have, as a size's (``sizes.MAX_SIZE_DIGITS``):
 #: more than any rank, count or seed.  CPython reads no integer of more than 4300 digits.
+#: Leading zeros are not counted (:func:`significant_digits`).
 MAX_INT_DIGITS = 40
+
+
+def significant_digits(digits: str) -> int:
+    """How many digits the number of ASCII ``digits`` has, its leading zeros not counted
+    (``0001`` has 1, ``000`` 1): what the digit limits count (docs/CLI.md "Errors"; until
+    2026-12-06 they counted the zeros, so ``--rank`` 1 written with 40 zeros was refused)."""
+    return len(digits.lstrip("0")) or 1
 
 
 def too_many_digits(value) -> str | None:
     """The refusal of an integer option's ``value`` of more than :data:`MAX_INT_DIGITS`
-    digits, as a size's is worded (``'999999999999...' has 5000 digits, more than 40``;
-    until 2026-12-06 one of more than 4300 was "not a valid integer", CPython's limit, and
-    a shorter one was taken); None for any other value."""
+    digits, leading zeros not counted (:func:`significant_digits`), as a size's is worded
+    (``'999999999999...' has 5000 digits, more than 40``; until 2026-12-06 one of more than
+    4300 was "not a valid integer", CPython's limit, and a shorter one was taken); None
+    for any other value."""
     if not isinstance(value, str):
         return None
     text = value.strip()
-    digits = len(text.lstrip("+-"))
-    if digits <= MAX_INT_DIGITS or not _ASCII_INT.fullmatch(text):
+    m = _ASCII_INT.fullmatch(text)
+    if m is None:
         return None
-    shown = cut_middle(text, 24, 12, 0, "{head}...")
-    return f"{shown!r} has {digits} digits, more than {MAX_INT_DIGITS}"
+    digits = significant_digits(m.group(2))
+    if digits <= MAX_INT_DIGITS:
+        return None
+    sign, zeros = m.group(1), len(m.group(2)) - digits
+    shown = cut_middle(sign + m.group(2)[zeros:], 24, 12, 0, "{head}...")
+    return f"{shown!r} has {digits} digits{after_zeros(zeros)}, more than {MAX_INT_DIGITS}"
+
+
+def after_zeros(zeros: int) -> str:
+    """`` after 60 leading zeros`` in a refusal of a number of too many digits shown without
+    its ``zeros`` leading zeros (:func:`significant_digits`); nothing for none."""
+    return f" after {counted(zeros, 'leading zero')}" if zeros else ""
 
 
 class _AtMostDigits:

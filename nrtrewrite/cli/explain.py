@@ -24,15 +24,15 @@ from rich.table import Table
 from rich.text import Text
 
 from nrtrewrite.bundle import no_trigger_warning
-from nrtrewrite.cli import (ALGO_TWICE, Int, JsonErrorCommand, OneValue, PathArg, and_list,
-                            ascii_int, too_many_digits,
+from nrtrewrite.cli import (ALGO_TWICE, MAX_INT_DIGITS, Int, JsonErrorCommand, OneValue,
+                            PathArg, after_zeros, and_list, ascii_int, too_many_digits,
                             echo_whole, main, options_given, plain, plain_line, print_plain,
                             stderr_console, stdout_console, styled, verb)
 from nrtrewrite.cli.lower import unverified_hash_warning, warn
 from nrtrewrite.codes import DTYPE_SIZE, AluOp, DType, EdgeLocality, EncAlgType, EncOpType
 from nrtrewrite.emit.address import build_memory_map
 from nrtrewrite.errors import (LimitError, NrtRewriteError, ValidationError, counted,
-                               did_you_mean, escape_path, path_text)
+                               cut_middle, did_you_mean, escape_path, path_text)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Operand
 from nrtrewrite.policy import DEFAULT_POLICY, Policy, fmt_bytes
@@ -64,13 +64,21 @@ def _shown_item(part: str) -> str:
 
 def _list_rank(digits: str, part: str) -> int:
     """A rank of a ``--group`` item, below :data:`MAX_TOPOLOGY_RANKS` (no topology has a rank
-    beyond it); judged by its digits before ``int`` reads them (a 5000-digit number)."""
+    beyond it); judged by its digits before ``int`` reads them (a 5000-digit number): more
+    than :data:`MAX_INT_DIGITS` of them, its leading zeros not counted, is refused as an
+    integer option's value is (``has 5000 digits, more than 40``; until 2026-12-06 ``rank
+    of 5000 digits ... is beyond the last rank``), a rank of fewer at or past the limit as
+    beyond the last rank."""
     sig = digits.lstrip("0") or "0"
-    if len(sig) > len(str(MAX_TOPOLOGY_RANKS)) or int(sig) >= MAX_TOPOLOGY_RANKS:
-        raise LimitError(f"rank {sig if len(sig) <= 40 else f'of {len(sig)} digits'} in "
-                         f"{_shown_item(part)} is beyond the last rank a topology may have, "
-                         f"{MAX_TOPOLOGY_RANKS - 1} (MAX_TOPOLOGY_RANKS = {MAX_TOPOLOGY_RANKS})",
-                         field="--group")
+    if len(sig) > MAX_INT_DIGITS:
+        raise ValidationError(f"rank {cut_middle(sig, 24, 12, 0, '{head}...')!r} in "
+                              f"{_shown_item(part)} has {len(sig)} digits"
+                              f"{after_zeros(len(digits) - len(sig))}, more than "
+                              f"{MAX_INT_DIGITS}", field="--group")
+    if int(sig) >= MAX_TOPOLOGY_RANKS:
+        raise LimitError(f"rank {sig} in {_shown_item(part)} is beyond the last rank a "
+                         f"topology may have, {MAX_TOPOLOGY_RANKS - 1} (MAX_TOPOLOGY_RANKS = "
+                         f"{MAX_TOPOLOGY_RANKS})", field="--group")
     return int(sig)
 
 
