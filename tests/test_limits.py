@@ -100,6 +100,30 @@ def test_max_triggers_counted_before_decoding():
     assert len(read_model_bytes(data, limits=Limits(max_triggers=5)).triggers) == 5
 
 
+def test_max_triggers_counted_over_every_stream_before_any_is_decoded(monkeypatch):
+    """The trigger past the limit in a later stream: no word of the earlier streams is
+    decoded first (review 51c: 65,534 words of sg00/sp.bin were, before the refusal)."""
+    from nrtrewrite.neff import reader
+
+    def two_streams(s):
+        sp(s)[:] = [ar()] * 3
+        s["subgraphs"][0]["engines"]["act"] = [ar(), ar()]
+
+    data = assemble_spec(spec(two_streams))
+    assert len(read_model_bytes(data, limits=Limits(max_triggers=5)).triggers) == 5
+
+    def no_decoding(*args, **kw):
+        raise AssertionError("a trigger word was decoded")
+
+    monkeypatch.setattr(reader, "_decode", no_decoding)
+    with pytest.raises(LimitError) as exc:
+        read_model_bytes(data, path="m.neff", limits=Limits(max_triggers=4))
+    # sp's 3 triggers, then act's second is the fifth: instruction 1, offset 1 x 64
+    assert str(exc.value) == ("m.neff: member sg00/act.bin, subgraph sg00, stream act, "
+                              "instruction 1, offset 0x40: more than 4 collective triggers in "
+                              "the model (MAX_TRIGGERS)")
+
+
 def test_max_triggers_default_bounds_a_compressed_stream():
     """65537 trigger words compress to a few KiB; the reader refuses them before decoding."""
     cont = read_container(assemble_spec(spec()))

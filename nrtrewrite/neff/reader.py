@@ -92,6 +92,7 @@ def model_from_container(cont: Container, *, path: str = "<bytes>",
     subgraphs = [_read_subgraph(name, cont.members, where) for name in names]
     _check_member_places(subgraphs, cont.members, where)
     _check_comm_count(subgraphs, where)
+    _check_trigger_count(subgraphs, where, limits.max_triggers)
     triggers: list[Trigger] = []
     for sg in subgraphs:
         for engine in sg.engines:
@@ -524,26 +525,55 @@ def _build_trigger(ctx: _Ctx, ordinal: int, w: cs.Container, ext: cs.Container |
     )
 
 
+def _trigger_firsts(stream: bytes) -> np.ndarray:
+    """Instruction indices of a stream's triggers: its 0xC7, 0xC8 and 0xD9 words (a 0xDA
+    is the second word of a 0xD9's trigger), from the opcodes alone."""
+    indices = scan_trigger_indices(stream)
+    return indices[np.frombuffer(stream, np.uint8)[indices * WORD_SIZE]
+                   != Opcode.PSEUDO_EXTENSION]
+
+
+def _too_many_triggers(sg: Subgraph, engine: str, index: int, max_triggers: int,
+                       where: Where) -> LimitError:
+    return LimitError(f"more than {max_triggers} collective triggers in the model "
+                      "(MAX_TRIGGERS)", where.merged(
+                          member=f"{sg.name}/{engine}.bin", subgraph=sg.name, stream=engine,
+                          index=index, offset=index * WORD_SIZE))
+
+
+def _check_trigger_count(subgraphs: list[Subgraph], where: Where, max_triggers: int) -> None:
+    """More than ``max_triggers`` triggers over every stream of the model, counted from the
+    opcodes (vectorised) before any word of any stream is decoded, is a
+    :class:`LimitError` at the first trigger past the limit, in whichever stream it is."""
+    counted = 0
+    for sg in subgraphs:
+        for engine in sg.engines:
+            firsts = _trigger_firsts(sg.streams[engine])
+            if counted + firsts.size > max_triggers:
+                raise _too_many_triggers(sg, engine, int(firsts[max_triggers - counted]),
+                                         max_triggers, where)
+            counted += firsts.size
+
+
 def decode_stream_triggers(sg: Subgraph, engine: str, first_ordinal: int,
                            where: Where = Where(), *, max_triggers: int = MAX_TRIGGERS
                            ) -> list[Trigger]:
     """Decode and validate every trigger of one stream; ordinals start at ``first_ordinal``.
 
-    More than ``max_triggers`` triggers in the model (counted from the opcodes before any
-    word is decoded) is a :class:`LimitError` at the first word over the limit."""
+    More than ``max_triggers`` triggers in the model (this stream's counted from the
+    opcodes before any of its words is decoded, after the ``first_ordinal`` before it) is a
+    :class:`LimitError` at the first word over the limit.  :func:`model_from_container`
+    counts every stream's first (:func:`_check_trigger_count`), so a model over the limit
+    is refused before any stream is decoded."""
     stream = sg.streams[engine]
     nwords = len(stream) // WORD_SIZE
     out: list[Trigger] = []
     pair_ext = -1
     indices = scan_trigger_indices(stream)
-    firsts = indices[np.frombuffer(stream, np.uint8)[indices * WORD_SIZE]
-                     != Opcode.PSEUDO_EXTENSION]
+    firsts = _trigger_firsts(stream)
     if first_ordinal + firsts.size > max_triggers:
-        over = int(firsts[max_triggers - first_ordinal])
-        raise LimitError(f"more than {max_triggers} collective triggers in the model "
-                         "(MAX_TRIGGERS)", where.merged(
-                             member=f"{sg.name}/{engine}.bin", subgraph=sg.name, stream=engine,
-                             index=over, offset=over * WORD_SIZE))
+        raise _too_many_triggers(sg, engine, int(firsts[max_triggers - first_ordinal]),
+                                 max_triggers, where)
     for index in indices.tolist():
         if index == pair_ext:
             continue
