@@ -227,8 +227,11 @@ def test_corrupt_tar():
     with pytest.raises(ParseError) as exc:
         read_container(wrap_payload(default_header(), gzip.compress(bytes(tar), mtime=0)),
                        path="m.neff")
+    # (the garbage block's chksum field, bytes 148..155, is eight 0x01 bytes)
     assert str(exc.value) == ("m.neff: field payload: corrupt tar archive after member 3: "
-                              f"invalid header (reading the header at tar offset 0x{end + 1024:x})")
+                              f"invalid header at tar offset 0x{end + 1024:x}: its chksum field "
+                              "(bytes 148..155) b'\\x01\\x01\\x01\\x01\\x01\\x01\\x01\\x01' "
+                              "is not an octal number")
 
 
 def _tar(*infos: tuple[tarfile.TarInfo, bytes]) -> bytes:
@@ -301,18 +304,134 @@ def test_pax_sparse_member_is_refused():
 
 def test_bytes_after_the_end_of_the_archive():
     """Everything after the last member must be zero: the end-of-archive blocks at 0xc00
-    (three members of one data block each) and tarfile's padding to 10 KiB."""
+    (three members of one data block each) and tarfile's padding to 10 KiB.  A byte in the
+    first zero block makes it a header (its chksum field zeros, its bytes summing to 8 spaces
+    and the 0x01: 257 = 0o401); one after it is named where it is."""
     raw = bytearray(gzip.decompress(build_payload(MEMBERS)))
     assert len(raw) == 10240 and not any(raw[0xc00:])
     read_container(wrap_payload(default_header(), gzip.compress(bytes(raw), mtime=0)))
-    for at in (0xc00, 0xe00, len(raw) - 1):
+    for at, why in [(0xc00, "invalid header at tar offset 0xc00: bad checksum: its chksum field "
+                     "says 0o0, its bytes (the field counted as spaces) sum to 0o401"),
+                    (0xe00, "non-zero byte 0x01 at tar offset 0xe00, after the zero block at tar "
+                     "offset 0xc00 that ends the archive (only zero bytes may follow it)"),
+                    (len(raw) - 1, "non-zero byte 0x01 at tar offset 0x27ff, after the zero "
+                     "block at tar offset 0xc00 that ends the archive (only zero bytes may "
+                     "follow it)")]:
         bad = bytearray(raw)
         bad[at] = 1
         with pytest.raises(ParseError) as exc:
             read_container(wrap_payload(default_header(), gzip.compress(bytes(bad), mtime=0)),
                            path="h.neff")
-        assert str(exc.value) == ("h.neff: field payload: corrupt tar archive: invalid header "
-                                  "at tar offset 0xc00")
+        assert str(exc.value) == f"h.neff: field payload: corrupt tar archive: {why}"
+
+
+def _ustar_header(name: bytes, size: int, kind: bytes = b"0", *, size_field: bytes = b"",
+                  chksum: bytes = b"") -> bytes:
+    """A 512-byte ustar header written from the POSIX layout: name 0..99, mode 100, uid 108,
+    gid 116 (8 bytes each), size 124 and mtime 136 (12 bytes), chksum 148 (8), typeflag 156,
+    magic "ustar\\0" 257, version "00" 263; the checksum the sum of its bytes with the chksum
+    field taken as 8 spaces, 6 octal digits, a NUL and a space (unless ``chksum`` is given)."""
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108] = b"0000644\0"
+    h[108:116] = h[116:124] = b"0000000\0"
+    h[124:136] = size_field or b"%011o\0" % size
+    h[136:148] = b"00000000000\0"
+    h[156:157] = kind
+    h[257:265] = b"ustar\x0000"
+    h[148:156] = b" " * 8
+    h[148:156] = chksum or b"%06o\0 " % sum(h)
+    return bytes(h)
+
+
+def _ustar_member(name: bytes, data: bytes, kind: bytes = b"0") -> bytes:
+    return _ustar_header(name, len(data), kind) + data + bytes(-len(data) % 512)
+
+
+#: a member of one data block (0x400 bytes) and the end-of-archive marker
+_ONE = _ustar_member(b"neff.json", b"{}")
+_END = bytes(1024)
+
+
+def _tar_error(tar: bytes) -> str:
+    with pytest.raises(ParseError) as exc:
+        read_container(wrap_payload(default_header(), gzip.compress(tar, mtime=0)),
+                       path="h.neff")
+    return str(exc.value)
+
+
+def test_tar_header_faults_say_where_and_why():
+    """Review 51c: a bad checksum, a non-octal size and a tar cut in a header all said
+    'invalid header at tar offset 0x400', the first header's fault no offset, an empty tar
+    'empty file'."""
+    head = "h.neff: field payload: corrupt tar archive: "
+    # the second header's chksum field says 0: its bytes sum to 8 spaces and the fields
+    hdr = _ustar_header(b"sg00/sp.bin", 64, chksum=b"0000000\0")
+    said = sum(hdr[:148]) + 8 * 0x20 + sum(hdr[156:])
+    assert _tar_error(_ONE + hdr + bytes(512) + _END) == (
+        f"{head}invalid header at tar offset 0x400: bad checksum: its chksum field says 0o0, "
+        f"its bytes (the field counted as spaces) sum to 0o{said:o}")
+    # the size field with a 9 and an x in it, the checksum right
+    hdr = _ustar_header(b"sg00/sp.bin", 0, size_field=b"0000000009x\0")
+    assert _tar_error(_ONE + hdr + _END) == (
+        f"{head}invalid header at tar offset 0x400: its size field (bytes 124..135) "
+        "b'0000000009x\\x00' is not an octal number")
+    # the tar cut 300 bytes into the second header
+    assert _tar_error(_ONE + _ustar_header(b"sg00/sp.bin", 0)[:300]) == (
+        f"{head}invalid header at tar offset 0x400: truncated header: the tar ends 300 bytes "
+        "into its 512-byte block")
+    # the first header: garbage, a bad checksum, cut short
+    assert _tar_error(b"x" * 512 + _END) == (
+        f"{head}invalid header at tar offset 0x0: its chksum field (bytes 148..155) "
+        "b'xxxxxxxx' is not an octal number")
+    hdr = _ustar_header(b"neff.json", 2, chksum=b"0000001\0")
+    assert _tar_error(hdr + b"{}" + bytes(510) + _END).startswith(
+        f"{head}invalid header at tar offset 0x0: bad checksum: its chksum field says 0o1, ")
+    assert _tar_error(_ONE[:100]) == (
+        f"{head}invalid header at tar offset 0x0: truncated header: the tar ends 100 bytes "
+        "into its 512-byte block")
+    # no bytes at all
+    assert _tar_error(b"") == (
+        f"{head}empty archive: the payload decompresses to no bytes, not a header at tar offset "
+        "0x0 nor the end-of-archive marker (two 512-byte zero blocks, POSIX tar)")
+
+
+def test_pax_global_header_before_the_end_is_accepted():
+    """POSIX lets a pax global header ('g') stand anywhere in the archive: one after the last
+    member, right before the end-of-archive marker, was refused ('end of file header'; GNU
+    tar 1.34 lists the archive).  Its records are still checked."""
+    rec = b"13 comment=x\n"
+    members = [("neff.json", b"{}"), ("sg00/sp.bin", bytes(64))]
+    body = b"".join(_ustar_member(n.encode(), d) for n, d in members)
+    gpax = _ustar_header(b"pax_global_header", len(rec), b"g") + rec + bytes(512 - len(rec))
+    cont = read_container(wrap_payload(default_header(),
+                                       gzip.compress(body + gpax + _END, mtime=0)))
+    assert list(cont.members.items()) == members
+    # (several of them, and a tar of nothing else)
+    cont = read_container(wrap_payload(default_header(),
+                                       gzip.compress(gpax + gpax + _END, mtime=0)))
+    assert cont.members == {}
+    bad = _ustar_header(b"pax_global_header", 4, b"g") + b"junk" + bytes(508)
+    assert _tar_error(body + bad + _END) == (
+        "h.neff: field payload: pax global header at tar offset 0x800: record at byte 0 of its "
+        "4 bytes of records does not start with a decimal length and a space: it starts "
+        "b'junk'")
+
+
+@pytest.mark.parametrize("kind,called", [(b"x", "pax extended header"),
+                                         (b"L", "GNU long name")])
+def test_extended_header_with_no_member_after_it_is_refused(kind, called):
+    """A pax extended header or GNU long name describes the member after it: one right
+    before the end-of-archive marker describes none (it said 'end of file header')."""
+    data = b"11 path=zz\n" if kind == b"x" else b"zz\0"
+    ext = _ustar_header(b"././@x", len(data), kind) + data + bytes(512 - len(data))
+    assert _tar_error(_ONE + ext + _END) == (
+        f"h.neff: field payload: corrupt tar archive after member 1: {called} at tar offset "
+        "0x400 describes no member: the end of the archive (a zero block) follows at tar "
+        "offset 0x800")
+    assert _tar_error(ext + _END) == (
+        f"h.neff: field payload: corrupt tar archive: {called} at tar offset 0x0 describes no "
+        "member: the end of the archive (a zero block) follows at tar offset 0x400")
 
 
 def test_contiguous_file_member_is_a_regular_file():

@@ -17,6 +17,7 @@ ustar); the gzip header has mtime 0; the header hash is computed from the payloa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -518,10 +519,13 @@ class _TarStream:
 
     def zeros_to_end(self) -> int | None:
         """How many bytes there are from here to the end of the stream, all zero, or
-        ``None`` if one is not (reads them all)."""
+        ``None`` at the first that is not (read up to it: :meth:`tell` is its offset)."""
         start = self.position
         while self._fill(_GUNZIP_CHUNK):
-            if np.frombuffer(self.buf, dtype=np.uint8, offset=self.off).any():
+            if (arr := np.frombuffer(self.buf, dtype=np.uint8, offset=self.off)).any():
+                k = int(np.argmax(arr != 0))
+                self.position += k
+                self.off += k
                 return None
             self.position += len(self.buf) - self.off
             self.off = len(self.buf)
@@ -682,6 +686,106 @@ def _check_extended_headers(stream: _TarStream, where: Where) -> None:
                              "data", where)
 
 
+#: The numeric fields of a ustar header :meth:`tarfile.TarInfo.frombuf` reads after the
+#: checksum, in its order: name, offset, length (POSIX ustar; FORMATS.md §9).
+_OCTAL_FIELDS = (("mode", 100, 8), ("uid", 108, 8), ("gid", 116, 8), ("size", 124, 12),
+                 ("mtime", 136, 12), ("devmajor", 329, 8), ("devminor", 337, 8))
+
+
+def _octal_fault(block: bytes, name: str, offset: int, length: int) -> str | None:
+    """Why the header's field ``name`` is not a number tar readers read, or ``None``."""
+    raw = bytes(block[offset:offset + length])
+    try:
+        tarfile.nti(raw)
+    except (tarfile.TarError, ValueError):
+        return f"its {name} field (bytes {offset}..{offset + length - 1}) {raw!r} is not an " \
+               "octal number"
+    return None
+
+
+def header_fault(block: bytes) -> str | None:
+    """Why ``block``, the bytes read for a tar header (512 bytes, fewer at the end of the
+    tar), is not one, as POSIX ustar and :meth:`tarfile.TarInfo.frombuf` read it: cut short
+    by the end of the tar, a checksum that is not its bytes' sum, or a numeric field that is
+    not an octal number (or base-256); ``None`` for a block of zeros or a header of sound
+    fields (tarfile refused it for something else)."""
+    if len(block) < TAR_BLOCK:
+        return (f"truncated header: the tar ends {len(block)} bytes into its "
+                f"{TAR_BLOCK}-byte block")
+    if not any(block):
+        return None
+    if why := _octal_fault(block, "chksum", 148, 8):
+        return why
+    said, sums = tarfile.nti(block[148:156]), tarfile.calc_chksums(block)
+    if said not in sums:
+        return (f"bad checksum: its chksum field says 0o{said:o}, its bytes (the field "
+                f"counted as spaces) sum to 0o{sums[0]:o}")
+    for name, offset, length in _OCTAL_FIELDS:
+        if why := _octal_fault(block, name, offset, length):
+            return why
+    return None
+
+
+def _extended_headers_at_end(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """``(tar offset, type)`` of each extended header tarfile read (``reads``, as
+    :attr:`_TarStream.reads` holds them) right before a zero block, the end of the archive,
+    where the header of the member they describe would be; empty if the reads are not that
+    (the last not a zero block, or a read before it not an extended header or its data)."""
+    if not reads or len(reads[-1][1]) != TAR_BLOCK or any(reads[-1][1]):
+        return []
+    chain, pos, i = [], reads[0][0], 0
+    while i + 1 < len(reads):
+        start, block = reads[i]
+        kind = block[156:157]
+        if start != pos or len(block) != TAR_BLOCK or kind not in _EXTENDED_HEADERS:
+            return []
+        try:
+            size = tarfile.nti(block[124:136])
+        except (tarfile.TarError, ValueError):
+            return []
+        at, data = reads[i + 1]  # (tarfile reads the data of every one, 0 bytes too)
+        if at != start + TAR_BLOCK or len(data) != -(-size // TAR_BLOCK) * TAR_BLOCK:
+            return []
+        chain.append((start, kind))
+        pos, i = at + len(data), i + 2
+    return chain if pos == reads[-1][0] else []
+
+
+def _header_failure(stream: _TarStream, err: Exception, after: int | None, offset: int,
+                    pw: Where) -> int:
+    """The archive's end when tarfile failed on a header after pax global headers alone
+    (POSIX lets one stand anywhere; tarfile 3.11 refuses one with no member after it, GNU
+    tar 1.34 lists the archive): the tar offset of the zero block after them.  Any other
+    failure is a :class:`ParseError`: extended headers (a pax header, a GNU long name) with
+    no member after them, or the header at fault, where it is and why (:func:`header_fault`).
+    ``after`` is the number of members read (``None``: tarfile failed on the first header,
+    opening the archive); ``offset``, where the member's headers start."""
+    reads = list(stream.reads)
+    _check_extended_headers(stream, pw)  # (a malformed one is said as such)
+    head = "corrupt tar archive" if after is None else f"corrupt tar archive after member {after}"
+    chain = _extended_headers_at_end(reads)
+    end = reads[-1][0] if chain else None
+    for at, kind in chain:
+        if kind != tarfile.XGLTYPE:
+            raise ParseError(f"{head}: {_EXTENDED_HEADERS[kind]} at tar offset 0x{at:x} "
+                             "describes no member: the end of the archive (a zero block) "
+                             f"follows at tar offset 0x{end:x}", pw)
+    if end is not None:
+        return end
+    # the block tarfile failed on: the last header block it read (after an extended
+    # header's data: the member header it announces), else where the member's headers start
+    start, block = stream.last
+    if start >= offset and len(block) <= TAR_BLOCK:
+        if not block and start == 0:
+            raise ParseError("corrupt tar archive: empty archive: the payload decompresses to "
+                             "no bytes, not a header at tar offset 0x0 nor the end-of-archive "
+                             "marker (two 512-byte zero blocks, POSIX tar)", pw)
+        if why := header_fault(block) if block else "the tar ends where it starts":
+            raise ParseError(f"{head}: invalid header at tar offset 0x{start:x}: {why}", pw)
+    at = start if len(block) == TAR_BLOCK and start >= offset else offset
+    raise ParseError(f"{head}: {err} (reading the header at tar offset 0x{at:x})", pw)
+
+
 def _member_data(stream: _TarStream, size: int, mw: Where) -> bytes:
     """The member's ``size`` bytes of data, and the padding after them to the next 512-byte
     block checked: zero bytes, as every tar writer fills it (GNU tar, bsdtar, Python's
@@ -722,22 +826,16 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
         tf = tarfile.open(fileobj=stream, mode="r:", encoding=TAR_ENCODING,
                           errors="surrogateescape")
     except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
-        _check_extended_headers(stream, pw)  # (a malformed one is said as such)
-        raise ParseError(f"corrupt tar archive: {err}", pw) from None
-    with tf:
-        while True:
+        tf, end = None, _header_failure(stream, err, None, 0, pw)
+    with tf or contextlib.nullcontext():
+        while tf is not None:
             try:
                 info = tf.next()
             except (tarfile.TarError, ValueError, UnicodeError, OverflowError) as err:
-                # the block tarfile failed on: the last header block it read (after an
-                # extended header's data: the member header it announces), else where the
-                # member's headers start
-                start, block = stream.last
-                at = start if len(block) == TAR_BLOCK and start >= tf.offset else tf.offset
-                _check_extended_headers(stream, pw)
-                raise ParseError(f"corrupt tar archive after member {len(names)}: {err} "
-                                 f"(reading the header at tar offset 0x{at:x})", pw) from None
+                end = _header_failure(stream, err, len(names), tf.offset, pw)
+                break
             if info is None:
+                end = tf.offset
                 _check_extended_headers(stream, pw)
                 break
             mw = where.merged(member=shown_member_name(info.name))
@@ -779,12 +877,20 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
             names.add(info.name)  # (an error reading its data ends the walk)
             # no name holds the data: once handed over, the member is the caller's alone
             yield info.name, _member_data(stream, info.size, mw)
-        tail = tf.offset
+    tail = end
     # tarfile ends the archive at the first header block it cannot read: that block and
     # everything after it must be zero (end-of-archive blocks and padding), and at least the
     # two blocks of the end-of-archive marker
     start, block = stream.last
     rest = stream.zeros_to_end()
+    if start == tail and any(block) and (why := header_fault(block)):
+        raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}: {why}",
+                         pw)
+    if start == tail and rest is None and not any(block) and len(block) == TAR_BLOCK:
+        at = stream.tell()
+        raise ParseError(f"corrupt tar archive: non-zero byte 0x{stream.buf[stream.off]:02x} at "
+                         f"tar offset 0x{at:x}, after the zero block at tar offset 0x{tail:x} "
+                         "that ends the archive (only zero bytes may follow it)", pw)
     if start != tail or any(block) or rest is None:
         raise ParseError(f"corrupt tar archive: invalid header at tar offset 0x{tail:x}", pw)
     if (zeros := len(block) + rest) < END_OF_ARCHIVE:
