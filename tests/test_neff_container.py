@@ -1122,3 +1122,12 @@ def test_a_tar_made_of_dot_by_gnu_tar(tmp_path):
                     "neff.json", "sg00"], check=True)
     cont = read_container(wrap_payload(default_header(), (tmp_path / "ok.tgz").read_bytes()))
     assert sorted(cont.members.items()) == sorted(MEMBERS)
+
+
+def test_ustar_name_split_at_the_first_slash_that_fits():
+    """FORMATS.md §9: a name over 100 bytes is split at the first '/' that leaves at most 155
+    bytes before it (the prefix, bytes 345..499) and 100 after it (the name, 0..99)."""
+    name = "x" * 30 + "/" + "y" * 30 + "/" + "z" * 60
+    tar = build_tar([(name, b"")])
+    assert tar[345:500] == b"x" * 30 + bytes(125)
+    assert tar[0:100] == b"y" * 30 + b"/" + b"z" * 60 + bytes(9)
