@@ -407,6 +407,11 @@ def test_pax_global_header_before_the_end_is_accepted():
     cont = read_container(wrap_payload(default_header(),
                                        gzip.compress(body + gpax + _END, mtime=0)))
     assert list(cont.members.items()) == members
+    # the archive must still end with the two zero blocks
+    assert _tar_error(body + gpax) == (
+        "h.neff: field payload: corrupt tar archive: it ends at tar offset 0xc00, 0 zero bytes "
+        "after its last member, without the end-of-archive marker (two 512-byte zero blocks, "
+        "POSIX tar; a writer writes it when it closes the tar)")
     # (several of them, and a tar of nothing else)
     cont = read_container(wrap_payload(default_header(),
                                        gzip.compress(gpax + gpax + _END, mtime=0)))
@@ -432,6 +437,10 @@ def test_extended_header_with_no_member_after_it_is_refused(kind, called):
     assert _tar_error(ext + _END) == (
         f"h.neff: field payload: corrupt tar archive: {called} at tar offset 0x0 describes no "
         "member: the end of the archive (a zero block) follows at tar offset 0x400")
+    # the tar cut right after it
+    assert _tar_error(_ONE + ext) == (
+        f"h.neff: field payload: corrupt tar archive after member 1: {called} at tar offset "
+        "0x400 describes no member: the tar ends at tar offset 0x800")
 
 
 def test_contiguous_file_member_is_a_regular_file():

@@ -729,9 +729,10 @@ def header_fault(block: bytes) -> str | None:
 def _extended_headers_at_end(reads: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
     """``(tar offset, type)`` of each extended header tarfile read (``reads``, as
     :attr:`_TarStream.reads` holds them) right before a zero block, the end of the archive,
-    where the header of the member they describe would be; empty if the reads are not that
-    (the last not a zero block, or a read before it not an extended header or its data)."""
-    if not reads or len(reads[-1][1]) != TAR_BLOCK or any(reads[-1][1]):
+    or the end of the tar, where the header of the member they describe would be; empty if
+    the reads are not that (the last neither a zero block nor the end of the tar, or a read
+    before it not an extended header or its data)."""
+    if not reads or len(reads[-1][1]) not in (0, TAR_BLOCK) or any(reads[-1][1]):
         return []
     chain, pos, i = [], reads[0][0], 0
     while i + 1 < len(reads):
@@ -767,9 +768,10 @@ def _header_failure(stream: _TarStream, err: Exception, after: int | None, offse
     end = reads[-1][0] if chain else None
     for at, kind in chain:
         if kind != tarfile.XGLTYPE:
+            after = (f"the end of the archive (a zero block) follows at tar offset 0x{end:x}"
+                     if reads[-1][1] else f"the tar ends at tar offset 0x{end:x}")
             raise ParseError(f"{head}: {_EXTENDED_HEADERS[kind]} at tar offset 0x{at:x} "
-                             "describes no member: the end of the archive (a zero block) "
-                             f"follows at tar offset 0x{end:x}", pw)
+                             f"describes no member: {after}", pw)
     if end is not None:
         return end
     # the block tarfile failed on: the last header block it read (after an extended
@@ -780,7 +782,7 @@ def _header_failure(stream: _TarStream, err: Exception, after: int | None, offse
             raise ParseError("corrupt tar archive: empty archive: the payload decompresses to "
                              "no bytes, not a header at tar offset 0x0 nor the end-of-archive "
                              "marker (two 512-byte zero blocks, POSIX tar)", pw)
-        if why := header_fault(block) if block else "the tar ends where it starts":
+        if block and (why := header_fault(block)):
             raise ParseError(f"{head}: invalid header at tar offset 0x{start:x}: {why}", pw)
     at = start if len(block) == TAR_BLOCK and start >= offset else offset
     raise ParseError(f"{head}: {err} (reading the header at tar offset 0x{at:x})", pw)
