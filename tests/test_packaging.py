@@ -68,3 +68,41 @@ def test_the_sdist_holds_every_tracked_file_the_tests_read():
         if path not in included:
             left.append(path)
     assert left == []
+
+
+#: files in the grafted folders that .gitignore ignores, which the sdist must not ship: a
+#: lowered output beside a fixture (README's quick start leaves fixtures/mix8.lowered/), in
+#: a deeper folder, caches, a build leftover
+IGNORED = ["fixtures/mix8.lowered/manifest.json", "fixtures/mix8.lowered/rank-0000/cce.bin",
+           "tests/data/x.lowered/manifest.json", "tests/.hypothesis/examples/a",
+           "fuzz/.hypothesis/b", "tests/.pytest_cache/v/c", "fixtures/__pycache__/d.pyc",
+           "benchmarks/__pycache__/e.pyc", "fixtures/x.egg-info/PKG-INFO"]
+#: files beside them it ships (a name merely containing ".lowered" too)
+SHIPPED = ["fixtures/ar2.yaml", "fixtures/ar2.neff", "fixtures/golden/ar2.tar.gz",
+           "fixtures/bad/x.yaml", "fixtures/my.lowered.yaml", "tests/test_x.py",
+           "docs/CLI.md", "fuzz/fuzz_reader.py"]
+
+
+def test_an_ignored_output_beside_a_fixture_is_kept_out_of_the_sdist(tmp_path, monkeypatch):
+    """Bug (review 51d): ``graft fixtures`` shipped everything under fixtures/, so an sdist
+    built after README's quick start held the untracked fixtures/mix8.lowered/ output (and
+    ``global-exclude .hypothesis`` matched no file inside tests/.hypothesis/).  MANIFEST.in
+    run through setuptools' own file list in a tree holding such files: what .gitignore
+    ignores (checked with git, where there is one) is left out, the rest shipped."""
+    from setuptools.command.egg_info import FileList
+
+    if shutil.which("git") is not None and (ROOT / ".git").exists():
+        for path, ignored in [*((p, True) for p in IGNORED), *((p, False) for p in SHIPPED)]:
+            proc = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT)
+            assert proc.returncode == (0 if ignored else 1), (path, ignored)
+    for path in IGNORED + SHIPPED:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(b"x")
+    monkeypatch.chdir(tmp_path)
+    files = FileList()
+    files.findall()
+    for rule in _manifest_in():
+        files.process_template_line(" ".join(rule))
+    shipped = set(files.files)
+    assert set(SHIPPED) <= shipped
+    assert sorted(set(IGNORED) & shipped) == []
