@@ -827,7 +827,7 @@ def test_a_key_twice_is_damage_in_b_and_an_error_in_a(pair):
 
 @pytest.mark.parametrize("args,message", [
     (["{a}", "{missing}"], "Invalid value for 'B': Directory '{missing}' does not exist."),
-    (["{a}", "{file}"], "Invalid value for 'B': Directory '{file}' is a file."),
+    (["{a}", "{file}"], "Invalid value for 'B': '{file}' is a file, not an output folder"),
     (["{missing}", "{b}"], "Invalid value for 'A': Directory '{missing}' does not exist."),
     (["{a}", "{b}", "--max", "-1"], "Invalid value for '--max': -1 is not in the range x>=0."),
     (["{a}", "{b}", "--max", "x"],
@@ -1249,3 +1249,34 @@ def test_extra_files_are_compared_a_block_at_a_time_whatever_their_size(pair, mo
             ("big.bin", "sha256", zeros,
              hashlib.sha256(bytes(size - 1) + last).hexdigest())])
     assert max(peaks) < 8 << 20, [p / (1 << 20) for p in peaks]
+
+
+def test_diff_of_a_golden_archive_says_to_extract_it(tmp_path):
+    """Bug (review 51d): ``diff fixtures/golden/ar2.tar.gz OUT`` said ``Directory '...' is a
+    file.``, calling the file a folder and not saying what to do; docs/CLI.md "diff" says a
+    golden archive is extracted first.  Now one line saying it is a file and, for a tar or
+    tar.gz (by name or by its gzip bytes), the extraction; the recipe, run, then compares."""
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "ar2.tar.gz"
+    plain = tmp_path / "ar2-golden"  # (a gzip file whose name does not say so)
+    shutil.copyfile(golden, plain)
+    neff = Path(__file__).resolve().parents[1] / "fixtures" / "ar2.neff"
+    for args, line in [
+        ([golden, tmp_path], f"Invalid value for 'A': '{golden}' is a file, not an output "
+         f"folder: extract a golden archive first, mkdir -p DIR && tar xzf {golden} -C DIR, "
+         "then diff DIR (docs/CLI.md \"diff\")"),
+        ([tmp_path, plain], f"Invalid value for 'B': '{plain}' is a file, not an output "
+         f"folder: extract a golden archive first, mkdir -p DIR && tar xzf {plain} -C DIR, "
+         "then diff DIR (docs/CLI.md \"diff\")"),
+        ([tmp_path, neff], f"Invalid value for 'B': '{neff}' is a file, not an output folder"),
+    ]:
+        res = CliRunner().invoke(main, ["diff", *map(str, args)], prog_name="nrtrewrite")
+        assert _one_line_error(res) == (f"nrtrewrite diff: error: {line} "
+                                        "(see 'nrtrewrite diff --help')")
+        assert "Directory" not in res.stderr
+    import subprocess
+    extracted = tmp_path / "golden"
+    extracted.mkdir()
+    subprocess.run(["tar", "xzf", str(golden), "-C", str(extracted)], check=True)
+    out = lower_to(neff, tmp_path / "out", None)
+    res = CliRunner().invoke(main, ["diff", str(extracted), str(out)])
+    assert res.exit_code == 0, res.output

@@ -449,7 +449,7 @@ CLICK_PATHS = [
      "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
     (["explain", "nö.neff"], "Invalid value for 'MODEL': File 'nö.neff' does not exist."),
     (["dump", "--spad", "nö"], "Invalid value for 'PATH': Path 'nö' does not exist."),
-    (["diff", "fé", "dé"], "Invalid value for 'A': Directory 'fé' is a file."),
+    (["diff", "fé", "dé"], "Invalid value for 'A': 'fé' is a file, not an output folder"),
     (["diff", "dé", "nö"], "Invalid value for 'B': Directory 'nö' does not exist."),
     (["simulate", "nö"], "Invalid value for 'MODEL.neff|OUT': Path 'nö' does not exist."),
     (["simulate", "dé", "--model", "nö.neff"],

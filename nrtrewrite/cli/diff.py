@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -13,7 +15,8 @@ from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, Whole
                             warn)
 from nrtrewrite.diff import (Report, check_ignored, checksum_note, compare, record_line_texts,
                              versions_text)
-from nrtrewrite.errors import NrtRewriteError, counted, escape_controls, escape_line, escape_path
+from nrtrewrite.errors import (NrtRewriteError, counted, escape_controls, escape_line,
+                               escape_path, path_text)
 
 
 def _close_json(out, rep: Report, files: list, first: bool, error: str | None = None,
@@ -59,13 +62,48 @@ def _ignored(ctx, param, value):
         raise click.BadParameter(str(err)) from None
 
 
+#: the beginnings of a tar.gz (gzip) and of a tar (``ustar`` at byte 257) file
+_GZIP_MAGIC = b"\x1f\x8b"
+_TAR_MAGIC = (257, b"ustar")
+
+
+def _an_archive(path: str) -> bool:
+    """Whether the regular file ``path`` is by its name or its first bytes a tar or tar.gz
+    archive (a golden output, ``fixtures/golden/NAME.tar.gz``)."""
+    if path.endswith((".tar.gz", ".tgz", ".tar")):
+        return True
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_TAR_MAGIC[0] + len(_TAR_MAGIC[1]))
+    except OSError:
+        return False
+    return head.startswith(_GZIP_MAGIC) or head[_TAR_MAGIC[0]:] == _TAR_MAGIC[1]
+
+
+class _OutputFolder(PathArg):
+    """``A`` and ``B``: an output folder.  A regular file is refused saying so, and, for a
+    tar or tar.gz archive (a golden output), how to extract it for ``diff``, as docs/CLI.md
+    "diff" does (until 2026-12-07 click's ``Directory 'X' is a file.``, which called the
+    file a folder and said nothing of what to do)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (str, os.PathLike)) and value != "" and os.path.isfile(value):
+            shown = path_text(value)
+            why = f"{shown!r} is a file, not an output folder"
+            if _an_archive(os.fspath(value)):
+                why += (f": extract a golden archive first, mkdir -p DIR && tar xzf "
+                        f"{shlex.quote(shown)} -C DIR, then diff DIR (docs/CLI.md \"diff\")")
+            self.fail(why, param, ctx)
+        return super().convert(value, param, ctx)
+
+
 #: ``diff``'s ``--help`` text (not a docstring: see :data:`nrtrewrite.cli.MAIN_HELP`)
 DIFF_HELP = "Compare two output folders field by field (rank, file, record, field, both values)."
 
 
 @main.command("diff", cls=_DiffCommand, help=DIFF_HELP)
-@click.argument("a", type=PathArg(exists=True, file_okay=False))
-@click.argument("b", type=PathArg(exists=True, file_okay=False))
+@click.argument("a", type=_OutputFolder(exists=True, file_okay=False))
+@click.argument("b", type=_OutputFolder(exists=True, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (docs/CLI.md).")
 @click.option("--max", "max_lines", cls=OneValue, type=IntRange(min=0), default=50,
               show_default=True,
