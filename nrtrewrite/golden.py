@@ -1,9 +1,11 @@
 """Golden outputs: a fixture's lowered output packed as a deterministic tar.gz.
 
 ``python -m nrtrewrite.golden MODEL.neff GOLDEN.tar.gz [--rank R ...]`` (run by
-``make golden``) lowers MODEL with the default options and packs the output
-folder; tests unpack it next to a fresh lowering and compare the two with
-:func:`nrtrewrite.diff.diff_outputs`, which names the field that differs.
+``make golden``) lowers MODEL with the default options, simulates the lowering against
+MODEL (every rank: an output ``simulate`` refuses is never packed) and packs the output
+folder, writing GOLDEN only when its bytes change; tests unpack it next to a fresh lowering
+and compare the two with :func:`nrtrewrite.diff.diff_outputs`, which names the field that
+differs.  Adding a fixture and its golden: README.md "Adding a fixture and its golden".
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import contextlib
 import gzip
 import hashlib
 import io
+import json
 import os
 import signal
+import stat
 import sys
 import tarfile
 import tempfile
@@ -79,6 +83,7 @@ from nrtrewrite.neff.assembler import same_file
 from nrtrewrite.neff.reader import read_model
 from nrtrewrite.neff.writer import write_bytes_atomic
 from nrtrewrite.select import ALGO_ENV
+from nrtrewrite.simulate import simulate_output
 
 
 def lower_to(model_path: str | Path, out: Path, ranks: list[int] | None) -> Path:
@@ -185,6 +190,42 @@ def unpack(golden: str | Path, dest: Path) -> Path:
     return dest
 
 
+def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None) -> None:
+    """Simulate ``out``, the lowering of ``model_path`` about to be packed, against the model
+    (as ``nrtrewrite simulate OUT --model MODEL`` does, seed 0), and refuse it (an
+    :class:`~nrtrewrite.errors.NrtRewriteError` naming the model) unless every trigger
+    matches: until 2026-12-07 ``make golden`` packed whatever it lowered, so a wrong
+    lowering became the golden the tests then held every later lowering to.  An output
+    of some ``ranks`` cannot be simulated alone (every rank of every replica group is
+    needed): the whole model is lowered beside it and simulated, and the kept ranks must
+    be that lowering's (the same rank manifests, which record every artifact's sha256, and
+    the same rewritten NEFF)."""
+    model = read_model(model_path)
+    whole = out
+    if ranks:
+        whole = lower_to(model_path, tmp / "every-rank", None)
+        part, full = (json.loads((o / "manifest.json").read_bytes()) for o in (out, whole))
+        kept = [k for k in part["rank_manifests"]
+                if part["rank_manifests"][k] != full["rank_manifests"].get(k)]
+        if kept or part["output_neff"] != full["output_neff"]:
+            raise NrtRewriteError(
+                f"the output of ranks {', '.join(map(str, sorted(set(ranks))))} is not the "
+                f"whole lowering's ({', '.join(kept) or 'the rewritten NEFF'} differs); "
+                "nothing written")
+    try:
+        res = simulate_output(whole, seed=0, model=model, names_within=tmp)
+    except NrtRewriteError as err:  # (the memory guard's refusal, ...: named as simulate's)
+        raise err.named_within(tmp)
+    if not res.ok:  # (the protocol error, which names the record, else the first verdict)
+        bad = next(t for t in res.triggers if t.status != "match") if not res.error else None
+        what = res.error or (f"trigger {bad.trigger} ({bad.label}): {bad.status}"
+                             f"{': ' + bad.detail if bad.detail else ''}")
+        raise NrtRewriteError(
+            f"simulate refuses the lowered output ({what}); nothing written: a golden is only "
+            f"packed from an output simulate accepts (nrtrewrite simulate "
+            f"{escape_path(model_path)})")
+
+
 def _fail(line: str) -> None:
     """``line`` (its names escaped where they were put in) on stderr, exit status 2."""
     print(f"nrtrewrite.golden: error: {escape_line(line)}", file=sys.stderr)
@@ -194,6 +235,19 @@ def _fail(line: str) -> None:
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
 DESCRIPTION = "Golden outputs: a fixture's lowered output packed as a deterministic tar.gz."
+#: the program as ``--help``'s usage line names it (``golden.py`` until 2026-12-07)
+PROG = "python -m nrtrewrite.golden"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line, ``nrtrewrite.golden: error: MESSAGE (see
+    'python -m nrtrewrite.golden --help')``, status 2, as every error of the module
+    (docs/RELIABILITY.md §4; until 2026-12-07 argparse's two lines, the usage then
+    ``golden.py: error: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see '{PROG} --help')")
+        raise AssertionError  # (_fail exits)
 
 
 def _rank(text: str) -> int:
@@ -213,10 +267,16 @@ def main(argv: list[str] | None = None) -> None:
     status 2 (nothing written: GOLDEN keeps its previous content).  A stop (Ctrl-C, SIGTERM,
     SIGHUP) removes the temporary folder and says so in one line, status 128 + the signal:
     nothing written, or, once GOLDEN is (:func:`_stopped`), that it is complete."""
-    ap = argparse.ArgumentParser(description=DESCRIPTION)
-    ap.add_argument("model")
-    ap.add_argument("golden")
-    ap.add_argument("--rank", type=_rank, action="append", default=None)
+    ap = _Parser(prog=PROG, description=DESCRIPTION)
+    ap.add_argument("model", metavar="MODEL",
+                    help="the fixture's NEFF-like model, e.g. fixtures/ar2.neff (make fixtures "
+                         "assembles it from its .yaml)")
+    ap.add_argument("golden", metavar="GOLDEN",
+                    help="the archive to write, e.g. fixtures/golden/ar2.tar.gz; written only "
+                         "when the lowering simulates clean, and only when its bytes change")
+    ap.add_argument("--rank", metavar="R", type=_rank, action="append", default=None,
+                    help="keep only this rank's output (repeatable; default: every rank); "
+                         "the Makefile's GOLDEN_RANKS_<name> for a large fixture")
     args = ap.parse_args(argv)
     if same_file(args.model, args.golden):
         _fail(f"{escape_path(args.golden)}: the output is the model "
@@ -233,10 +293,13 @@ def main(argv: list[str] | None = None) -> None:
                 _fail(temp_folder_refusal(err).line())
             try:
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)
+                _simulated(args.model, out, Path(tmp), args.rank)
                 data = pack(out)
-                with stops_deferred():  # GOLDEN written and known to be, or neither
-                    write_bytes_atomic(args.golden, data)
-                    _WRITTEN.append(args.golden)
+                said = _previous(args.golden, data)
+                if said != "unchanged":  # (the same bytes: GOLDEN is left as it is)
+                    with stops_deferred():  # GOLDEN written and known to be, or neither
+                        write_bytes_atomic(args.golden, data)
+                        _WRITTEN.append(args.golden)
             finally:
                 # (TemporaryDirectory's cleanup failed at the fd limit); whole: a stop that
                 # comes meanwhile is raised once the folder is gone (until 2026-12-06 it cut
@@ -245,7 +308,7 @@ def main(argv: list[str] | None = None) -> None:
                     rmtree_few_fds(tmp)
             # (escaped as the CLI's paths: a line break in GOLDEN split the line, until
             # 2026-12-05); a stop from here on: GOLDEN is written (_stopped says so)
-            _say(f"{encodable(escape_path(args.golden))}: written")
+            _say(f"{encodable(escape_path(args.golden))}: {said}")
     except NrtRewriteError as err:
         _fail(err.at(file=args.model).line())  # a planning error names the model
     except OSError as err:  # reading MODEL, or the temporary folder
@@ -256,6 +319,22 @@ def main(argv: list[str] | None = None) -> None:
         _stopped(stop.signum, _written())
     except KeyboardInterrupt:
         _stopped(signal.SIGINT, _written())
+
+
+def _previous(golden: str, data: bytes) -> str:
+    """What writing ``data`` to ``golden`` does: ``written`` (there is none), ``changed``
+    (one with other bytes is replaced) or ``unchanged`` (it holds ``data``: not rewritten).
+    Until 2026-12-07 every run said ``written``, changed or not."""
+    try:
+        st = os.stat(golden)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return "changed"  # (a folder, a FIFO ...: the write refuses it, never opened)
+        with open(golden, "rb") as fh:
+            return "unchanged" if fh.read(len(data) + 1) == data else "changed"
+    except FileNotFoundError:
+        return "written"
+    except OSError:  # (not readable: the write names its reason, or replaces it)
+        return "changed"
 
 
 def _say(line: str) -> None:

@@ -5,6 +5,7 @@ golden archives of the small fixtures byte for byte, and it runs under ``python 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +40,71 @@ def test_golden_reproduces_the_committed_archive(tmp_path, name):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"{tmp_path / 'g.tar.gz'}: written\n"
     assert (tmp_path / "g.tar.gz").read_bytes() == (FIX / "golden" / f"{name}.tar.gz").read_bytes()
+
+
+#: ``python -m nrtrewrite.golden ARGV...`` with the fault review 51d used: every CCE
+#: descriptor's ``out_dtype`` nibble flipped (nrtrewrite/emit/legs.py ``_cce_patterns``'s
+#: ``(out_dt << 12)`` as ``((out_dt ^ 1) << 12)``), an output ``simulate`` refuses
+FAULTY_GOLDEN = """
+import sys
+import nrtrewrite.emit.legs as legs
+real = legs.cce_dtype_nibbles
+legs.cce_dtype_nibbles = lambda dtype: (lambda t: (t[0], t[1] ^ 1, t[2]))(real(dtype))
+import nrtrewrite.golden as g
+sys.argv = ["golden", *sys.argv[1:]]
+g._run()
+"""
+
+
+@pytest.mark.parametrize("ranks", [[], ["--rank", "0"]])
+def test_golden_refuses_an_output_simulate_refuses(tmp_path, ranks):
+    """Bug (review 51d): ``python -m nrtrewrite.golden`` (``make golden``) packed whatever
+    it lowered, an output ``simulate`` refuses included, and said ``written``.  Now the
+    lowering is simulated against the model first (the whole model's, for a golden of some
+    ranks): refused, one line naming the model and the simulator's finding, status 2, the
+    archive there untouched (the same bytes and file) and none made where there was none."""
+    kept = tmp_path / "kept.tar.gz"
+    shutil.copyfile(FIX / "golden" / "ar2.tar.gz", kept)
+    before = os.stat(kept)
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(tmp_path))
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    for golden in (kept, tmp_path / "new.tar.gz"):
+        proc = subprocess.run([sys.executable, "-c", FAULTY_GOLDEN, "fixtures/ar2.neff",
+                               str(golden), *ranks], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+        (line,) = proc.stderr.splitlines()
+        head = ("nrtrewrite.golden: error: fixtures/ar2.neff: simulate refuses the lowered "
+                "output (<temporary>/")
+        assert line.startswith(head), line
+        assert "out_dtype should be 0x6, the trigger's data, not 0x7" in line
+        assert line.endswith("); nothing written: a golden is only packed from an output "
+                             "simulate accepts (nrtrewrite simulate fixtures/ar2.neff)")
+    assert kept.read_bytes() == (FIX / "golden" / "ar2.tar.gz").read_bytes()
+    after = os.stat(kept)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.tar.gz"]
+
+
+def test_golden_says_written_changed_or_unchanged(tmp_path):
+    """Bug (review 51d): every run said ``written``, whether the archive changed or not.
+    Now ``written`` (there was none), ``unchanged`` (the same bytes: the file is left as it
+    is, not even replaced) or ``changed`` (other bytes replaced)."""
+    golden = tmp_path / "g.tar.gz"
+    committed = (FIX / "golden" / "ar2.tar.gz").read_bytes()
+    said = []
+    for step in ("none", "same", "other"):
+        if step == "other":
+            golden.write_bytes(committed + b"x")
+        before = os.stat(golden) if step == "same" else None
+        proc = run("nrtrewrite.golden", [FIX / "ar2.neff", golden], ROOT)
+        assert (proc.returncode, proc.stderr) == (0, ""), proc.stderr
+        said.append(proc.stdout)
+        assert golden.read_bytes() == committed
+        if before is not None:
+            after = os.stat(golden)
+            assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert said == [f"{golden}: written\n", f"{golden}: unchanged\n", f"{golden}: changed\n"]
 
 
 def test_golden_and_the_help_run_without_docstrings(tmp_path):
@@ -280,5 +346,38 @@ def test_golden_rank_takes_ascii_digits_as_the_cli(tmp_path, rank, why):
     proc = run("nrtrewrite.golden", [FIX / "ar2.neff", tmp_path / "g.tar.gz", "--rank", rank],
                tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.splitlines()[-1] == f"golden.py: error: argument --rank: {why}"
+    assert proc.stderr == (f"nrtrewrite.golden: error: argument --rank: {why} "
+                           "(see 'python -m nrtrewrite.golden --help')\n")
     assert not (tmp_path / "g.tar.gz").exists()
+
+
+@pytest.mark.parametrize("args,why", [
+    ([], "the following arguments are required: MODEL, GOLDEN"),
+    (["m.neff"], "the following arguments are required: GOLDEN"),
+    (["m.neff", "g.tar.gz", "extra"], "unrecognized arguments: extra"),
+    (["m.neff", "g.tar.gz", "--ranks", "1"], "unrecognized arguments: --ranks 1"),
+    (["m.neff", "g.tar.gz", "--rank"], "argument --rank: expected one argument"),
+])
+def test_golden_usage_errors_are_one_line(tmp_path, args, why):
+    """Bug (review 51d): a usage error was argparse's two lines, the usage then ``golden.py:
+    error: ...``, where docs/RELIABILITY.md §4 has every error of the module one line
+    ``nrtrewrite.golden: error: ...``; status 2, nothing written."""
+    proc = run("nrtrewrite.golden", args, tmp_path)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"nrtrewrite.golden: error: {why} "
+                           "(see 'python -m nrtrewrite.golden --help')\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_golden_help_names_the_module_and_describes_every_argument(tmp_path):
+    """Bug (review 51d): ``--help`` showed ``usage: golden.py`` and left ``model``,
+    ``golden`` and ``--rank`` undescribed."""
+    proc = run("nrtrewrite.golden", ["--help"], tmp_path, COLUMNS="200")
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "usage: python -m nrtrewrite.golden [-h] [--rank R] MODEL GOLDEN"
+    assert "golden.py" not in proc.stdout
+    described = {ln.split()[0]: " ".join(ln.split()[1:]) for ln in lines
+                 if ln.startswith("  ") and not ln.startswith("   ")}
+    assert set(described) == {"MODEL", "GOLDEN", "-h,", "--rank"}, described
+    assert all(described.values()), described

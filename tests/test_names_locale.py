@@ -347,7 +347,9 @@ def test_goldens_lines_name_the_paths_as_utf8_text_whatever_the_locale(tmp_path)
     the paths in the locale's text."""
     shutil.copy(FIX / "ar2.neff", tmp_path / "bäd.neff")
     utf8, c = both_locales(["bäd.neff", "gé.tar.gz"], tmp_path, golden)
-    assert utf8 == c == (0, "g\\xe9.tar.gz: written\n", "")
+    # (the second run finds the archive the first wrote, the same bytes: review 51d)
+    assert (utf8, c) == ((0, "g\\xe9.tar.gz: written\n", ""),
+                         (0, "g\\xe9.tar.gz: unchanged\n", ""))
     utf8, c = both_locales(["bäd.neff", "bäd.neff"], tmp_path, golden)
     assert utf8 == c == (2, "", "nrtrewrite.golden: error: b\\xe4d.neff: the output is the "
                          "model b\\xe4d.neff itself; nrtrewrite never replaces its input: "
