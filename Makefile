@@ -5,7 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NRTREWRITE := $(VENV)/bin/nrtrewrite
 FIXTURE_SPECS := $(sort $(wildcard fixtures/*.yaml fixtures/bad/*.yaml))
-GOLDEN_FIXTURES := ar2 c7c8 groups int32_allgather mix8 sbuf node64 two_node128
+#: the golden set: every fixture spec fixtures/<name>.yaml has its golden output
+#: fixtures/golden/<name>.tar.gz, which the tests compare against (tests/conftest.py reads
+#: this same set and the ranks below; README.md "Adding a fixture and its golden").
+#: `make golden GOLDEN_FIXTURES=name` regenerates one.
+GOLDEN_FIXTURES := $(sort $(basename $(notdir $(wildcard fixtures/*.yaml))))
 #: ranks kept in the golden output of the large fixtures (all ranks for the others)
 GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
 GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
@@ -51,7 +55,8 @@ fixtures:
 		$(NRTREWRITE) assemble "$$spec" -o "$${spec%.yaml}.neff"; \
 	done
 
-## golden: regenerate fixtures/golden/<name>.tar.gz, the lowered outputs the tests diff against
+## golden: regenerate fixtures/golden/<name>.tar.gz of every fixtures/<name>.yaml, the lowered
+##         outputs the tests diff against (each simulated first; GOLDEN_FIXTURES=name: one)
 golden:
 	$(ENSURE_VENV)
 	mkdir -p fixtures/golden

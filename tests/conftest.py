@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import io
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -13,6 +14,29 @@ from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
+
+
+def golden_set() -> dict[str, list[int] | None]:
+    """The golden set as ``make golden`` makes it, read from where the Makefile reads it
+    (its one source, README.md "Adding a fixture and its golden"): every fixture spec
+    ``fixtures/<name>.yaml``, each with the ranks its golden keeps, the Makefile's
+    ``GOLDEN_RANKS_<name> := --rank A --rank B ...`` (None: every rank).  Until 2026-12-07
+    the set was written out in the Makefile, tests/test_lower.py (the ranks a second time),
+    tests/test_golden_module.py and tests/test_simulate.py, and a new fixture got no golden
+    and no test.  A ``GOLDEN_RANKS_`` line of another shape is an error here, not skipped."""
+    ranks: dict[str, list[int]] = {}
+    for line in (ROOT / "Makefile").read_text().splitlines():
+        if line.startswith("GOLDEN_RANKS_"):
+            m = re.fullmatch(r"GOLDEN_RANKS_(\S+) := ((?:--rank \d+ ?)+)", line.rstrip())
+            assert m, f"Makefile: {line!r} is not GOLDEN_RANKS_<name> := --rank R ..."
+            ranks[m[1]] = [int(r) for r in m[2].split()[1::2]]
+    return {p.stem: ranks.get(p.stem) for p in sorted(FIXTURES.glob("*.yaml"))}
+
+
+#: the golden set (:func:`golden_set`): fixture name -> ranks kept (None: every rank)
+GOLDEN = golden_set()
+#: the golden fixtures that keep every rank (small enough to lower and simulate whole)
+GOLDEN_SMALL = [name for name, ranks in GOLDEN.items() if ranks is None]
 
 # The tests assume the default selection: an NRTREWRITE_ALGO of the shell that runs them
 # (an override `lower` reads, docs/SELECTION.md "Overrides") would change what the goldens

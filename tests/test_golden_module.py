@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import GOLDEN_SMALL
+
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
-#: the fixtures whose golden keeps every rank (Makefile's GOLDEN_FIXTURES without
+#: the fixtures whose golden keeps every rank (the golden set without a Makefile
 #: GOLDEN_RANKS_<name>: node64 and two_node128 keep a few ranks of large outputs)
-SMALL = ["ar2", "c7c8", "groups", "int32_allgather", "mix8", "sbuf"]
+SMALL = GOLDEN_SMALL
 
 
 def run(module: str, args: list, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
@@ -27,10 +29,10 @@ def run(module: str, args: list, cwd: Path, **extra: str) -> subprocess.Complete
 
 
 def test_the_makefile_lists_the_small_fixtures_without_ranks():
+    """The six small fixtures are golden fixtures (every fixtures/*.yaml is: the Makefile's
+    GOLDEN_FIXTURES) with no GOLDEN_RANKS_<name>."""
+    assert {"ar2", "c7c8", "groups", "int32_allgather", "mix8", "sbuf"} <= set(SMALL)
     make = (ROOT / "Makefile").read_text()
-    listed = next(line for line in make.splitlines() if line.startswith("GOLDEN_FIXTURES"))
-    names = listed.split(":=")[1].split()
-    assert set(SMALL) <= set(names)
     assert not any(f"GOLDEN_RANKS_{n} " in make for n in SMALL)
 
 

@@ -15,10 +15,13 @@ from nrtrewrite.diff import diff_outputs
 from nrtrewrite.golden import lower_to, unpack
 from nrtrewrite.neff.reader import read_model
 
+from conftest import GOLDEN
+
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "fixtures"
-GOLDEN_RANKS = {"node64": [0, 1, 63], "two_node128": [0, 63, 64, 127]}
-FIXTURES = ["ar2", "c7c8", "groups", "int32_allgather", "mix8", "sbuf", "node64", "two_node128"]
+#: the golden set (tests/conftest.py: every fixtures/*.yaml, the Makefile's ranks)
+GOLDEN_RANKS = {name: ranks for name, ranks in GOLDEN.items() if ranks is not None}
+FIXTURES = list(GOLDEN)
 
 
 def cli(*args, check=False):
@@ -29,15 +32,66 @@ def cli(*args, check=False):
     return proc
 
 
+def golden_mismatch(name: str, diffs) -> str:
+    """The failure of :func:`test_fixture_matches_golden`: which side is the golden, the
+    differences, and what to check before regenerating (until 2026-12-07 the differences
+    then ``(make golden regenerates)``, which named neither side and pointed at a
+    regeneration that packs a wrong lowering as readily as a right one)."""
+    ranks = "".join(f" --rank {r}" for r in GOLDEN_RANKS.get(name, []))
+    more = [f"... and {len(diffs) - 20} more"] if len(diffs) > 20 else []
+    return "\n".join([
+        f"fixtures/{name}.neff: the fresh lowering differs from its golden "
+        f"fixtures/golden/{name}.tar.gz in {len(diffs)} field(s); each line is "
+        "FILE FIELD: GOLDEN != FRESH (A, the golden checked in; B, this code's lowering):",
+        *(d.line() for d in diffs[:20]), *more,
+        "Not meant: fix the code. Meant: check the fresh lowering before regenerating: "
+        f"`nrtrewrite simulate fixtures/{name}.neff` must match every trigger, and "
+        f"`nrtrewrite lower fixtures/{name}.neff{ranks} -o OUT` then `nrtrewrite diff` of "
+        "the extracted golden and OUT must show only the intended changes (docs/CLI.md "
+        f"\"diff\"); then `make golden GOLDEN_FIXTURES={name}` and commit the archive "
+        "(README.md \"Adding a fixture and its golden\")"])
+
+
 @pytest.mark.parametrize("name", FIXTURES)
 def test_fixture_matches_golden(name, tmp_path):
     out = lower_to(FIX / f"{name}.neff", tmp_path / "new", GOLDEN_RANKS.get(name))
     golden = unpack(FIX / "golden" / f"{name}.tar.gz", tmp_path / "golden")
     diffs = diff_outputs(golden, out)
-    assert not diffs, "\n".join(d.line() for d in diffs[:20]) + "\n(make golden regenerates)"
+    assert not diffs, golden_mismatch(name, diffs)
     # diff compares manifests by value (docs/CLI.md); FORMATS.md §1.1 fixes the top one's
     # bytes too (the rank manifests' are covered by the sha256s it records)
     assert (out / "manifest.json").read_bytes() == (golden / "manifest.json").read_bytes()
+
+
+def test_a_golden_mismatch_names_the_golden_side_and_what_to_check(tmp_path, monkeypatch):
+    """Bug (review 51d): the golden test's failure was the differences then ``(make golden
+    regenerates)``: it said neither which side was the golden nor to check the fresh
+    lowering first, and pointed at a regeneration that packed whatever it lowered.  A golden
+    with bit 0 of rank 0's first CCE descriptor flipped (word 0's first byte)."""
+    real = unpack
+
+    def tampered(golden, dest):
+        out = real(golden, dest)
+        cce = out / "rank-0000" / "cce.bin"
+        data = bytearray(cce.read_bytes())
+        data[0] ^= 1
+        cce.write_bytes(bytes(data))
+        return out
+    monkeypatch.setattr(sys.modules[__name__], "unpack", tampered)
+    with pytest.raises(AssertionError) as err:
+        test_fixture_matches_golden("ar2", tmp_path)
+    lines = [ln.strip() for ln in str(err.value).splitlines()]
+    assert lines[0] == ("fixtures/ar2.neff: the fresh lowering differs from its golden "
+                        "fixtures/golden/ar2.tar.gz in 1 field(s); each line is FILE FIELD: "
+                        "GOLDEN != FRESH (A, the golden checked in; B, this code's lowering):")
+    where, values = lines[1].split(": ")  # (the golden's value first: the flipped one)
+    golden_w0, fresh_w0 = map(int, values.split(" != "))
+    assert (where, golden_w0) == ("rank-0000/cce.bin[0] w0", fresh_w0 ^ 1)
+    assert "nrtrewrite simulate fixtures/ar2.neff` must match every trigger" in lines[2]
+    assert "nrtrewrite lower fixtures/ar2.neff -o OUT` then `nrtrewrite diff`" in lines[2]
+    assert lines[2].endswith("then `make golden GOLDEN_FIXTURES=ar2` and commit the archive "
+                             "(README.md \"Adding a fixture and its golden\")")
+    assert "make golden regenerates" not in str(err.value)
 
 
 def test_golden_ignores_nrtrewrite_algo(tmp_path, monkeypatch):
