@@ -38,7 +38,7 @@ def test_every_fixture_has_its_golden_and_every_golden_its_fixture():
     assert not no_spec, f"fixtures/golden/ holds {no_spec} with no fixtures/<name>.yaml"
     no_neff = sorted(specs - neffs)
     assert not no_neff, f"fixtures {no_neff} have no .neff: make fixtures ({HOWTO})"
-    assert list(FIX.glob("golden/*")) == list(FIX.glob("golden/*.tar.gz"))
+    assert sorted(FIX.glob("golden/*")) == sorted(FIX.glob("golden/*.tar.gz"))
 
 
 def _make_golden_commands() -> list[list[str]]:
