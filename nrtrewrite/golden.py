@@ -205,12 +205,12 @@ def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None) -
     if ranks:
         whole = lower_to(model_path, tmp / "every-rank", None)
         part, full = (json.loads((o / "manifest.json").read_bytes()) for o in (out, whole))
-        kept = [k for k in part["rank_manifests"]
-                if part["rank_manifests"][k] != full["rank_manifests"].get(k)]
-        if kept or part["output_neff"] != full["output_neff"]:
+        differ = [k for k in part["rank_manifests"]
+                  if part["rank_manifests"][k] != full["rank_manifests"].get(k)]
+        if differ or part["output_neff"] != full["output_neff"]:
             raise NrtRewriteError(
                 f"the output of ranks {', '.join(map(str, sorted(set(ranks))))} is not the "
-                f"whole lowering's ({', '.join(kept) or 'the rewritten NEFF'} differs); "
+                f"whole lowering's ({', '.join(differ) or 'the rewritten NEFF'} differs); "
                 "nothing written")
     try:
         res = simulate_output(whole, seed=0, model=model, names_within=tmp)

@@ -88,6 +88,31 @@ def test_golden_refuses_an_output_simulate_refuses(tmp_path, ranks):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.tar.gz"]
 
 
+@pytest.mark.parametrize("key,named", [("rank_manifests", "rank-0000"),
+                                       ("output_neff", "the rewritten NEFF")])
+def test_a_golden_of_some_ranks_must_be_the_whole_lowerings(tmp_path, key, named):
+    """A golden of some ranks is simulated as the whole model's lowering (``simulate``
+    needs every rank of a group), so its kept ranks must be that lowering's: a rank manifest
+    (which records every artifact's sha256) or the rewritten NEFF recorded otherwise is
+    refused, naming which."""
+    import json
+
+    from nrtrewrite.errors import NrtRewriteError
+    from nrtrewrite.golden import _simulated, lower_to
+
+    out = lower_to(FIX / "ar2.neff", tmp_path / "out", [0])
+    top = json.loads((out / "manifest.json").read_text())
+    if key == "rank_manifests":
+        top[key]["rank-0000"] = "0" * 64
+    else:
+        top[key]["sha256"] = "0" * 64
+    (out / "manifest.json").write_text(json.dumps(top))
+    with pytest.raises(NrtRewriteError) as err:
+        _simulated(str(FIX / "ar2.neff"), out, tmp_path, [0])
+    assert str(err.value) == (f"the output of ranks 0 is not the whole lowering's ({named} "
+                              "differs); nothing written")
+
+
 def test_golden_says_written_changed_or_unchanged(tmp_path):
     """Bug (review 51d): every run said ``written``, whether the archive changed or not.
     Now ``written`` (there was none), ``unchanged`` (the same bytes: the file is left as it
