@@ -525,7 +525,7 @@ def test_corrupt_net_ops_info(mut2, field, value):
     ("basic_block_id", lambda v: 1, "basic_block_id should be 0, the index of subgraph sg00 "
                                      "(trigger 0's), not 1"),
     ("enc_channel", lambda v: v + 1, "enc_channel should be 0, its FIFO's channel, not 1"),
-    ("reserved_75", lambda v: 1, "reserved bytes are not zero"),
+    ("reserved_75", lambda v: 1, "reserved_75 should be 0, not 0x1"),
 ])
 def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, named):
     r = sender(mut2)
@@ -534,6 +534,33 @@ def test_corrupt_a_net_ops_info_field_named_in_the_verdict(mut2, field, change, 
     assert int(ops["inc_send_complete"][0]) == int(ops["inc_send_handshake"][0])
     mut2.edit(r, "net_ops.bin", lambda a: a[field].__setitem__(0, change(int(a[field][0]))))
     assert named in failure_text(mut2.simulate())
+
+
+@pytest.mark.parametrize("offsets, says", [
+    # FORMATS §8.1: reserved_4 u8[4] at 4, reserved_60 u8[4] at 60, reserved_75 u8 at 75
+    ([5], "field reserved_4, rank {r}, channel 0, artifact net_ops.bin, record 0: reserved_4 "
+     "should be 00 00 00 00, not 00 01 00 00"),
+    ([63], "field reserved_60, rank {r}, channel 0, artifact net_ops.bin, record 0: "
+     "reserved_60 should be 00 00 00 00, not 00 00 00 01"),
+    ([75], "field reserved_75, rank {r}, channel 0, artifact net_ops.bin, record 0: "
+     "reserved_75 should be 0, not 0x1"),
+    # several: the first by offset
+    ([75, 60], "field reserved_60, rank {r}, channel 0, artifact net_ops.bin, record 0: "
+     "reserved_60 should be 00 00 00 00, not 01 00 00 00"),
+])
+def test_a_reserved_net_ops_info_byte_names_its_field_and_value(mut2, offsets, says):
+    """A byte of a reserved field of the first op's net_ops_info set to 1 is refused naming
+    the FORMATS §8.1 field (the first by offset) and its value (it was ``field reserved``,
+    a name §8.1 does not have, ``reserved bytes are not zero``)."""
+    r = sender(mut2)
+    path = mut2.path / f"rank-{r:04d}" / "net_ops.bin"
+    b = bytearray(path.read_bytes())
+    for off in offsets:
+        assert b[off] == 0
+        b[off] = 1
+    path.write_bytes(bytes(b))
+    text = failure_text(mut2.simulate())
+    assert says.format(r=r) in text, text
 
 
 @pytest.mark.parametrize("field,change,named", [

@@ -942,9 +942,6 @@ def test_a_reserved_tp_inc_flag_is_refused(ring_out, tmp_path):
 
 # ---------------------------------------------------------------------------- sb2sb.bin (§4)
 @pytest.mark.parametrize("offset, fmt, value, says", [
-    (3, "<B", 1, "debug fields are not 0"),  # debug_hint
-    (13, "<B", 7, "in/out dtype 0x6/0x7"),  # out_dtype FP16 on a bf16 trigger
-    (34, "<B", 1, "reserved bytes are not zero"),  # reserved1[0]
     (32, "<B", 1, "lnc_size_fmt is not 0 (LNC1)"),
     (33, "<B", 2, "num_active_channels should be 1, the entry's channels, not 2"),
     (20 + 4, "<h", 1, "src.step_elem is not (1, 256, 0)"),  # src.step_elem[2]
@@ -954,14 +951,59 @@ def test_a_reserved_tp_inc_flag_is_refused(ring_out, tmp_path):
 ])
 def test_a_0xbf_field_off_its_value_is_refused(ring_out, tmp_path, offset, fmt, value, says):
     """Word 0 of rank 1 (a send of 16384 bf16 elements, LNC1, one channel): one piece of
-    256 x 64 elements. debug_hint, out_dtype (= in_dtype), reserved1, lnc_size_fmt,
-    num_active_channels and the third dimension of step_elem (0) and num_elem (1)."""
+    256 x 64 elements. lnc_size_fmt, num_active_channels and the third dimension of
+    step_elem (0) and num_elem (1) (the fields fixed at 0 and the dtypes: the next test)."""
     out = _copy(ring_out, tmp_path)
     w = _file(out, 1, "sb2sb.bin").read_bytes()[:WORD]
     assert (w[0], w[12], w[13], w[32], w[33]) == (0xBF, 6, 6, 0, 1)
     assert struct.unpack_from("<3h3H", w, 20) == (1, 256, 0, 256, 64, 1)
     _set(out, 1, "sb2sb.bin", offset, fmt, value)
     _refused(out, "rank-0001", "sb2sb.bin", "record 0", says)
+
+
+_Z14 = " ".join(["00"] * 14)
+
+
+@pytest.mark.parametrize("edits, says", [
+    # FORMATS §4: debug_cmd u8 at 2, debug_hint u8 at 3, in_dtype u8 at 12, out_dtype u8 at
+    # 13 (= in_dtype), reserved0 u8[2] at 14, reserved1 u8[14] at 34; BF16 is 0x6
+    ({2: 1}, "field debug_cmd, rank 1, artifact sb2sb.bin, record 0: debug_cmd should be 0, "
+     "not 0x1"),
+    ({3: 1}, "field debug_hint, rank 1, artifact sb2sb.bin, record 0: debug_hint should be 0, "
+     "not 0x1"),
+    ({12: 7}, "field in_dtype, rank 1, artifact sb2sb.bin, record 0: in/out dtype 0x7/0x6, "
+     "the trigger moves 0x6"),
+    ({13: 7}, "field out_dtype, rank 1, artifact sb2sb.bin, record 0: in/out dtype 0x6/0x7, "
+     "the trigger moves 0x6"),
+    ({15: 1}, "field reserved0, rank 1, artifact sb2sb.bin, record 0: reserved0 should be "
+     "00 00, not 00 01"),
+    ({14: 0x80}, "field reserved0, rank 1, artifact sb2sb.bin, record 0: reserved0 should be "
+     "00 00, not 80 00"),
+    ({40: 1}, f"field reserved1, rank 1, artifact sb2sb.bin, record 0: reserved1 should be "
+     f"{_Z14}, not 00 00 00 00 00 00 01 00 00 00 00 00 00 00"),
+    ({47: 2}, f"field reserved1, rank 1, artifact sb2sb.bin, record 0: reserved1 should be "
+     f"{_Z14}, not 00 00 00 00 00 00 00 00 00 00 00 00 00 02"),
+    # several: the first by offset
+    ({47: 1, 15: 1, 3: 1}, "field debug_hint, rank 1, artifact sb2sb.bin, record 0: "
+     "debug_hint should be 0, not 0x1"),
+    ({40: 1, 14: 1}, "field reserved0, rank 1, artifact sb2sb.bin, record 0: reserved0 should "
+     "be 00 00, not 01 00"),
+    ({13: 7, 12: 10}, "field in_dtype, rank 1, artifact sb2sb.bin, record 0: in/out dtype "
+     "0xa/0x7, the trigger moves 0x6"),
+])
+def test_a_0xbf_field_fixed_at_zero_or_a_dtype_off_is_named_with_its_value(ring_out, tmp_path,
+                                                                           edits, says):
+    """Word 0 of rank 1 (a send of bf16 elements): a byte of a field FORMATS §4 fixes at 0
+    is refused naming that field and its value, the first such field by offset when several
+    are set; a wrong out_dtype is named out_dtype (it was named in_dtype, a wrong debug_hint
+    debug_cmd, and reserved0 / reserved1 ``reserved``, a field §4 does not have, without a
+    value)."""
+    out = _copy(ring_out, tmp_path)
+    w = _file(out, 1, "sb2sb.bin").read_bytes()[:WORD]
+    assert (w[2], w[3], w[12], w[13]) == (0, 0, 6, 6) and not any(w[14:16] + w[34:48])
+    for offset, value in edits.items():
+        _set(out, 1, "sb2sb.bin", offset, "<B", value)
+    _refused(out, says)
 
 
 def test_a_destination_shorter_than_its_source_is_refused(ring_out, tmp_path):

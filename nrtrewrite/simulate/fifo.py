@@ -23,7 +23,7 @@ from nrtrewrite.simulate.artifacts import FIFO_FILES, RankFiles, check_fifo_slic
 from nrtrewrite.simulate.layout import ADDRESS_ERRORS, Layout
 from nrtrewrite.simulate.program import (
     LEAF_NAMES, POST_RECV, RING_FAMILY, ROLE_RECV, ROLE_SEND, Entry, RankProgram, sem_id,
-    sem_name,
+    sem_name, zero_shown,
 )
 from nrtrewrite.simulate.triggers import io_size
 
@@ -33,6 +33,8 @@ ZERO_FIELDS = {
     "tx": ("host_addr", "nccl_mhandle", "proxy_histogram_tag", "reserved_52", "dst_mhandle"),
     "rx": ("host_addr", "nccl_mhandle", "reserved_44"),
 }
+#: The reserved fields of a net_ops_info record (FORMATS §8.1), in offset order.
+OPS_RESERVED_FIELDS = ("reserved_4", "reserved_60", "reserved_75")
 TRANSFER = int(NetAddrMark.NET_TRANSFER)
 OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
 
@@ -191,8 +193,11 @@ class FifoDecoder:
         for k, op in enumerate(f.ops):
             ent = prog.entries[f.op_entry[k]]
             t = ent.trigger
-            if raw[k, 4:8].any() or raw[k, 60:64].any() or raw[k, 75]:
-                raise fail(k, "reserved bytes are not zero", "reserved")
+            # FORMATS §8.1's reserved fields, by offset: name the first that is not 0
+            for fld in OPS_RESERVED_FIELDS:
+                off, size = f.ops.dtype.fields[fld][1], f.ops.dtype[fld].itemsize
+                if raw[k, off:off + size].any():
+                    raise fail(k, f"{fld} should be {zero_shown(op[fld])}", fld)
             if int(op["sema_shift_offset"]) != ent.sema_shift:
                 raise fail(k, f"sema_shift_offset should be {ent.sema_shift}, the entry's, not "
                               f"{int(op['sema_shift_offset'])}", "sema_shift_offset")
@@ -341,10 +346,7 @@ class FifoDecoder:
             if bad.size:
                 j = start + int(bad[0])
                 fld = ZERO_FIELDS[side][int(np.argmax(nonzero[bad[0]]))]
-                value = recs[fld][j]
-                shown = (f"0, not {int(value):#x}" if np.ndim(value) == 0 else
-                         f"{bytes(len(value)).hex(' ')}, not {bytes(value).hex(' ')}")
-                raise fail(j, f"{fld} should be {shown}", fld)
+                raise fail(j, f"{fld} should be {zero_shown(recs[fld][j])}", fld)
             peers = ents[rank_field]
             bad = np.flatnonzero([(p not in self.layout.places)
                                   or self.node(int(p)) == self.node(f.rank) for p in peers])

@@ -130,6 +130,19 @@ def cce_op_name(code: int) -> str:
         return str(int(code))
 
 
+#: The fields of an 0xBF word FORMATS §4 fixes at 0, in offset order (their offsets: the
+#: record dtype's).
+SB2SB_ZERO_FIELDS = ("debug_cmd", "debug_hint", "reserved0", "reserved1")
+
+
+def zero_shown(value) -> str:
+    """What a field fixed at 0 should be and is, as a refusal says it: ``0, not 0x100`` for
+    an integer, the bytes in hex (``00 00, not 00 01``) for a byte array."""
+    if np.ndim(value) == 0:
+        return f"0, not {int(value):#x}"
+    return f"{bytes(len(value)).hex(' ')}, not {bytes(value).hex(' ')}"
+
+
 def sem_id(channel: int, role: int) -> int:
     return SEM_BASE + 4 * channel + role
 
@@ -1166,17 +1179,16 @@ class RankDecoder:
         raw = self.rf.raw(art)
         self.check(W["opcode"] != 0xBF, "opcode is not 0xBF", art, "opcode")
         self.check(W["inst_word_len"] != 16, "inst_word_len is not 16", art, "inst_word_len")
-        self.check((W["debug_cmd"] != 0) | (W["debug_hint"] != 0), "debug fields are not 0", art,
-                   "debug_cmd")
-        self.check(raw[:, 14:16].any(axis=1) | raw[:, 34:48].any(axis=1), "reserved bytes are "
-                   "not zero", art, "reserved")
+        self._check_zero_fields(W, raw, SB2SB_ZERO_FIELDS, art)
         leg = np.repeat(np.arange(self.n_legs), L["sb2sb_count"].astype(np.int64))
         k = np.arange(n) - L["sb2sb_first"].astype(np.int64)[leg]
         trig = [self.entry_trigger[int(self.spi[g])] for g in leg]
         io = np.array([t.io_code for t in trig], np.int64)
-        self.check((W["in_dtype"] != io) | (W["out_dtype"] != io), lambda i: f"in/out dtype "
-                   f"{W['in_dtype'][i]:#x}/{W['out_dtype'][i]:#x}, the trigger moves {io[i]:#x}",
-                   art, "in_dtype")
+        bad = _first((W["in_dtype"] != io) | (W["out_dtype"] != io))
+        if bad is not None:  # the first of the two by offset that is off
+            fld = "in_dtype" if W["in_dtype"][bad] != io[bad] else "out_dtype"
+            raise self.fail(f"in/out dtype {W['in_dtype'][bad]:#x}/{W['out_dtype'][bad]:#x}, "
+                            f"the trigger moves {io[bad]:#x}", art, bad, fld)
         lnc = F.LNC_SIZE_FMT.get(self.layout.lnc_size, 0)
         self.check(W["lnc_size_fmt"] != lnc, f"lnc_size_fmt is not {lnc} (LNC{self.layout.lnc_size})",
                    art, "lnc_size_fmt")
@@ -1200,6 +1212,17 @@ class RankDecoder:
         self.sb_leg, self.sb_k = leg, k
         self._check_events()
         self._check_pieces()
+
+    def _check_zero_fields(self, recs: np.ndarray, raw: np.ndarray, fields: tuple[str, ...],
+                           art: str) -> None:
+        """Raise for the first record with a non-zero byte in one of ``fields`` (the fields
+        FORMATS fixes at 0), naming the first such field by offset, with its value."""
+        spans = [(recs.dtype.fields[fld][1], recs.dtype[fld].itemsize) for fld in fields]
+        nonzero = np.stack([raw[:, off:off + size].any(axis=1) for off, size in spans], axis=1)
+        i = _first(nonzero.any(axis=1))
+        if i is not None:
+            fld = fields[int(np.argmax(nonzero[i]))]
+            raise self.fail(f"{fld} should be {zero_shown(recs[fld][i])}", art, i, fld)
 
     def _check_events(self) -> None:
         """wait/update fields of the 0xBF pieces against the leg's (checked) semaphore BDs."""
