@@ -37,12 +37,14 @@ from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import SEM_ENTRY_POST, MemoryMap, build_memory_map
 from nrtrewrite.emit.legs import EntryContext, Peer, PeerTables, RankBuilder, emit_entries
 from nrtrewrite.entryslots import ENTRY_POST_SEMS, entry_post_slots
-from nrtrewrite.errors import LoweringError, NrtRewriteError, OutputError, path_text
+from nrtrewrite.errors import (
+    LimitError, LoweringError, NrtRewriteError, OutputError, path_text,
+)
 from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memory
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import (
-    Selection, idle_clauses, parse_algo_override, ranks_text, select_all,
+    Selection, idle_clauses, parse_algo_override, ranks_text, select, select_all,
 )
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
@@ -492,6 +494,25 @@ def _peer_table(plan: LoweringPlan, rank: int, ranks: tuple[int, ...]
     return hit
 
 
+def _with_default_engine(err: NrtRewriteError, plan: LoweringPlan,
+                         tp: TriggerPlan) -> NrtRewriteError:
+    """``err``, a leg over ``TPINC_MAX_BDS`` of an engine an ``--algo`` override chose, with
+    the engine the default selection takes for the trigger when it is another one (its MESH
+    gate, docs/SELECTION.md §3, passes over such a mesh); any other error as it is."""
+    if (not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why
+            or tp.selection.override is None):
+        return err
+    try:
+        alg = select(tp.trigger, plan.topology).alg
+    except NrtRewriteError:
+        return err
+    if alg == tp.selection.alg:
+        return err
+    return LimitError(f"{err.why}; without --algo the default selection takes "
+                      f"{alg.name} for this trigger (--algo {alg.name.lower()} forces it)",
+                      err.where)
+
+
 def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
                 batch: list[tuple[TriggerPlan, EntrySpec]], rank: int, first_spad: int,
                 lnc_fmt: int, sg_index: dict[str, int]) -> list[dict]:
@@ -512,7 +533,8 @@ def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
             try:
                 emit_entries(builder, [(ctx, spec.ir)])
             except NrtRewriteError as one:
-                raise one.at(**_trigger_where(plan, tp, rank)) from None
+                raise _with_default_engine(one, plan, tp).at(
+                    **_trigger_where(plan, tp, rank)) from None
         raise  # not reproduced one entry at a time (never expected): unattributed
     return [_entry_manifest(tp, spec, rank, summary)
             for (tp, spec), summary in zip(batch, summaries)]

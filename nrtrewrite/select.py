@@ -22,11 +22,15 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
+import numpy as np
+
 from nrtrewrite.codes import (
     AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, ENC_RDH_MAX_RD_STEPS, DType, EncAlgMeshType,
     EncAlgType, EncOpType, MetaringType,
 )
-from nrtrewrite.compose.ir import MAX_PEERS
+from nrtrewrite.compose.ir import MAX_DST, MAX_PEERS
+from nrtrewrite.emit.formats import TPINC_MAX_BDS
+from nrtrewrite.emit.tiling import tile_elements
 from nrtrewrite.errors import SelectionError, ValidationError, counted, did_you_mean
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
@@ -91,6 +95,15 @@ METARING_OF: dict[EncAlgType, MetaringType] = {
 
 # -- the request ------------------------------------------------------------------------------
 
+def _run_elements(ap) -> int | None:
+    """Elements per contiguous run of an SBUF access pattern (a BD each: the emitter's
+    ``BufferView.run_length``), None for a DRAM operand."""
+    if ap is None:
+        return None
+    step0, num0 = ap.dims[0]
+    return num0 if step0 == 1 else 1
+
+
 @dataclass(frozen=True)
 class Request:
     """What selection looks at: a trigger reduced to (op, dtype, group, sizes, sbuf, whether
@@ -104,6 +117,11 @@ class Request:
     out_bytes: int
     sbuf: bool = False
     alu: AluOp | None = None  # the reduce op (None: ADD, or a copy-only collective)
+    #: elements per contiguous run of the src / dst operand when it is an SBUF access pattern
+    #: (its dim 0's count when that dim's step is 1, else 1: a BD each), None for DRAM
+    #: (:func:`mesh_send_bd_refusal`)
+    src_run: int | None = None
+    dst_run: int | None = None
 
     @property
     def op_bytes(self) -> int:
@@ -117,7 +135,8 @@ class Request:
     @classmethod
     def from_trigger(cls, t: Trigger) -> "Request":
         return cls(ordinal=t.ordinal, op=t.op, dtype=t.dtype, group=tuple(t.replica_group),
-                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op)
+                   in_bytes=t.in_bytes, out_bytes=t.out_bytes, sbuf=t.uses_sbuf, alu=t.alu_op,
+                   src_run=_run_elements(t.src.ap), dst_run=_run_elements(t.dst.ap))
 
     @classmethod
     def for_op(cls, op: EncOpType, dtype: DType, group: Iterable[int], nbytes: int, *,
@@ -314,7 +333,64 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
                        f"{fmt_bytes(need)}, more than the mesh channel buffer "
                        f"(ENC_MESH_CHANNEL_BUF_MAX_SIZE {fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)})")
     ok = f"{s.scope}-node {req.op.name} over {s.rank_n} ranks ({sub.name})"
+    if check_window and (gate := mesh_send_bd_refusal(req, topo)) is not None:
+        return False, gate
     return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok, check_window)
+
+
+def _stream_bds(run: int | None, a: int, b: int, origin: int, per_tile: int) -> int:
+    """BDs of one stream of a copy leg moving elements [a, b) of a buffer whose contiguous
+    runs hold ``run`` elements from element ``origin`` (None: a linear buffer): one BD per
+    run within each tile of ``per_tile`` elements (the emitter's ``_bds_runs``)."""
+    ta = np.arange(a, b, per_tile, dtype=np.int64)
+    if run is None:
+        return int(ta.size)
+    tb = np.minimum(ta + per_tile, b) - origin
+    ta = ta - origin
+    return int(((tb - 1) // run - ta // run + 1).sum())
+
+
+def mesh_send_bd_refusal(req: Request, topo: Topology) -> str | None:
+    """Why the default selection does not pick MESH for ``req`` (a policy gate), or None: a
+    ``mesh_send`` leg of it would need more than ``TPINC_MAX_BDS`` M2S or S2M BDs, which
+    ``lower`` refuses (docs/RELIABILITY.md §3), when an SBUF operand's access pattern has
+    short rows (one BD per run).  The legs counted (compose/mesh.py): an all-reduce's and a
+    reduce-scatter's scatter legs, block j of IN to one peer's channel buffer (a linear
+    slot); an all-reduce's gather legs, the rank's block of OUT to the peers' OUT, at most
+    ``MAX_DST`` (8) peers a leg, an all-gather's, its IN (which holds that block only) (the
+    S2M streams of a network-bound leg stage in the linear gateway: counted only inside a
+    node; an all-gather's copy of its block to its own OUT, a leg of one such stream, needs
+    no more).
+    Blocks as ``compose.mesh.block_bounds``; tiles as the emitter's copy legs."""
+    if req.src_run is None and req.dst_run is None or req.op not in _AR_AG_RS:
+        return None
+    n = len(req.group)
+    dsize = DTYPE_SIZE[req.dtype]
+    elems = req.op_elements
+    j = np.arange(n + 1, dtype=np.int64)
+    edges = (j * elems // n if req.op == EncOpType.ALLREDUCE else j * (elems // n))
+    intra = group_shape(topo, req.group).scope == INTRA
+    m2s = s2m = 0
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        if b <= a:
+            continue
+        per_tile = int(tile_elements(dsize, np.array([b - a]), np.array([False]),
+                                     hw_generation=topo.platform.hw_generation)[0])
+        if req.op != EncOpType.ALLGATHER:  # scatter: IN block j to a peer's slot
+            m2s = max(m2s, _stream_bds(req.src_run, a, b, 0, per_tile))
+        if req.op == EncOpType.REDUCE_SCATTER:
+            continue
+        src_run, origin = ((req.dst_run, 0) if req.op == EncOpType.ALLREDUCE
+                           else (req.src_run, a))
+        m2s = max(m2s, _stream_bds(src_run, a, b, origin, per_tile))
+        if intra:  # one S2M stream a destination, at most MAX_DST a leg (rows of peers' OUT)
+            s2m = max(s2m, min(n - 1, MAX_DST) * _stream_bds(req.dst_run, a, b, 0, per_tile))
+    if max(m2s, s2m) <= TPINC_MAX_BDS:
+        return None
+    which, count = ("M2S", m2s) if m2s >= s2m else ("S2M", s2m)
+    return (f"{POLICY_GATE}a mesh_send leg would need {count} {which} BDs, more than "
+            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg (an SBUF access pattern of short rows, a BD "
+            "per run; lower refuses it; --algo may force it)")
 
 
 def mesh_channel_buffer_bytes(alg: EncAlgType, req: Request) -> int:

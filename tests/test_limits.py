@@ -615,8 +615,9 @@ def test_tp_inc_steps_bds_per_leg(tmp_path):
     res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(ok), "-o",
                                     str(tmp_path / "ok.out")])
     assert res.exit_code == 0, res.output
+    # (forced: the default selection passes MESH over for this count, the next test)
     res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(over), "-o",
-                                    str(tmp_path / "over.out")])
+                                    str(tmp_path / "over.out"), "--algo", "mesh"])
     assert res.exit_code == 2, res.output
     line = res.output.strip()
     assert "\n" not in line
@@ -626,8 +627,73 @@ def test_tp_inc_steps_bds_per_leg(tmp_path):
                            "needs 2 M2S and 65535 S2M BDs, at most 65534 of each"), line
     assert "(TPINC_MAX_BDS)" in line
     assert line.endswith("its elements fall into too many contiguous runs (an SBUF access "
-                         "pattern of short rows)")
+                         "pattern of short rows); without --algo the default selection takes "
+                         "RING for this trigger (--algo ring forces it)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.neff", "ok.out", "over.neff"]
+
+
+def _short_rows_all_reduce() -> dict:
+    """review 51a's short_rows.yaml: an fp32r max all-reduce over 2 ranks of 128 partitions
+    x 300 x 5 elements, src and dst dims [[2, 300], [604, 5]] (dim 0 of step 2: every
+    element a run of its own, one BD each)."""
+    dims = [[2, 300], [604, 5], [3020, 1]]
+    return {"header": {"name": "sb11", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "sb0_in", "type": "state-buffer", "size": 12064,
+                                     "partitions": 128},
+                                    {"name": "sb0_out", "type": "state-buffer",
+                                     "size": 12060, "partitions": 128}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"all_reduce": {
+                               "dtype": "fp32r", "op": "max",
+                               "src": {"var": "sb0_in", "start": 4, "partitions": [0, 128],
+                                       "dims": dims},
+                               "dst": {"var": "sb0_out", "start": 0, "partitions": [0, 128],
+                                       "dims": dims}}}]}}]}
+
+
+@pytest.mark.parametrize("case, mesh, count", [
+    # 128 x 300 x 5 = 192000 elements, blocks of 96000: a scatter mesh_send reads a block
+    # of IN, 96000 runs of one element (4 bytes; 6 tiles of 16384, runs never span tiles)
+    ("short_rows", False, "96000 M2S"),
+    # int8 all-gather into a dst of step 2: the broadcast mesh_send writes the peer's OUT
+    # block, one run per element; 65534 lowers with MESH, 65535 is one over
+    ("ag65534", True, None),
+    ("ag65535", False, "65535 S2M"),
+])
+def test_the_default_selection_passes_over_a_mesh_whose_legs_pass_tpinc_max_bds(
+        tmp_path, case, mesh, count):
+    """SELECTION.md §3: the default selection does not pick MESH when a mesh_send leg of it
+    would need more BDs than a tp_inc_steps record holds (TPINC_MAX_BDS 65534, which lower
+    refuses at emit time); the cascade falls back (RING here) and lower and simulate pass.
+    explain names the count.  (Until 2026-12-07 MESH was picked and lower refused it.)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.select import select
+
+    s = {"short_rows": _short_rows_all_reduce, "ag65534": lambda: _strided_all_gather(65534),
+         "ag65535": lambda: _strided_all_gather(65535)}[case]()
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    model = read_model_bytes(neff.read_bytes(), path=str(neff))
+    sel = select(model.triggers[0], load_topology("trn2", world=model.world, lnc_size=1))
+    assert sel.alg.name == ("MESH" if mesh else "RING")
+    reason = next(c.reason for c in sel.candidates if c.alg.name == "MESH")
+    if count is not None:
+        assert reason == (f"policy gate: a mesh_send leg would need {count} BDs, more than "
+                          "TPINC_MAX_BDS 65534 a leg (an SBUF access pattern of short rows, a "
+                          "BD per run; lower refuses it; --algo may force it)")
+        assert f"MESH not taken: {reason}" in sel.reason
+    res = CliRunner().invoke(main, ["explain", str(neff)])
+    assert res.exit_code == 0, res.output
+    assert (count is None) or f"a mesh_send leg would need {count} BDs" in " ".join(
+        res.output.split())
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["simulate", str(out), "--json"])
+    assert res.exit_code == 0, res.output
 
 
 def test_explain_refuses_what_lower_refuses_for_the_var_layout(tmp_path):
