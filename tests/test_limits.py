@@ -846,3 +846,30 @@ def test_the_evt_sem_limit_names_the_vars_alone_when_they_pass_it(tmp_path):
         f"nrtrewrite: error: {model}: the model's DRAM vars need {(6 << 30) + 4096} bytes per "
         f"core; on a device of 16 logical cores at most {6 << 30} fit, since logical core 8's "
         "window holds the EVT_SEM semaphores of TOP_SPs 0..7 from 0x8280000000\n")
+
+
+@pytest.mark.parametrize("ranks, gate", [
+    # 128 x 300 x 5 = 192000 elements, runs of one element; an all-reduce's gather legs
+    # write the rank's block to at most MAX_DST = 8 peers a leg (one S2M stream each)
+    (3, "128000 S2M"),  # blocks of 64000: 2 peers x 64000
+    (16, "96000 S2M"),  # blocks of 12000: 8 x 12000
+    (32, None),  # blocks of 6000: 8 x 6000 = 48000, and a scatter leg 6000 M2S: MESH lowers
+])
+def test_the_mesh_bd_gate_counts_a_gather_leg_of_at_most_eight_peers(ranks, gate):
+    """The gather of a MESH all-reduce is cut into legs of at most 8 destinations (the leg
+    IR's MAX_DST), so over 32 ranks no leg passes TPINC_MAX_BDS and MESH stays (lower lowers
+    it); over 16 ranks a leg of 8 peers needs 96000 S2M BDs (lower refused it so, until
+    2026-12-07, by default)."""
+    from nrtrewrite.select import select
+
+    s = _short_rows_all_reduce()
+    s["subgraphs"][0]["replica_groups"] = [list(range(ranks))]
+    model = read_model_bytes(assemble_spec(s), path="m.neff")
+    sel = select(model.triggers[0], load_topology("trn2", world=model.world, lnc_size=1))
+    reason = next(c.reason for c in sel.candidates if c.alg.name == "MESH")
+    if gate is None:
+        assert sel.alg.name == "MESH" and "TPINC_MAX_BDS" not in reason
+    else:
+        assert sel.alg.name != "MESH"
+        assert reason.startswith(f"policy gate: a mesh_send leg would need {gate} BDs, more "
+                                 "than TPINC_MAX_BDS 65534 a leg"), reason
