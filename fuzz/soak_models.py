@@ -15,9 +15,11 @@ Each model is an assembler spec (docs/ASSEMBLE.md) drawn from a seeded generator
 disjoint ones, one to four all-reduce / all-gather / reduce-scatter triggers of random
 dtype, ALU op, opcode (0xC8 or 0xC7) and element count, some reading a tmp-buf an
 earlier trigger wrote; with it a random ``--algo`` override (or the policy) and
-``--host-cc``.  The oracle (:func:`run_one`): assembling never fails; lowering succeeds or
-refuses with an :class:`~nrtrewrite.errors.NrtRewriteError` (a forced engine the trigger
-does not allow: counted by message); and a lowered output simulates with every trigger
+``--host-cc``.  A model lowers with the options drawn, whatever the shell's
+``NRTREWRITE_ALGO`` (:func:`lower_drawn`; docs/SELECTION.md §8): what its FAILED and
+``--replay`` lines print is what it was lowered with.  The oracle (:func:`run_one`):
+assembling never fails; lowering succeeds or refuses with an
+:class:`~nrtrewrite.errors.NrtRewriteError` (a forced engine the trigger does not allow: counted by message); and a lowered output simulates with every trigger
 ``match``.  A traceback or a verdict other than ``match`` is a failure: its seed, options
 and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside this script;
 one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shlex
@@ -126,7 +129,6 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
     stops with its line, status 2 (:func:`refuse_harness`; until 2026-12-06 writing the
     model logged it as a soak failure, and the output's write counted it as a refusal)."""
     from nrtrewrite.bundle import write_output
-    from nrtrewrite.cli.lower import load_and_plan
     from nrtrewrite.errors import NrtRewriteError, OutputError
     from nrtrewrite.neff.assembler import assemble_spec
     from nrtrewrite.simulate import simulate_output
@@ -147,8 +149,7 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
             refuse_harness(f"{neff}: cannot write model {seed}: {err.strerror or err}")
         del data
         try:
-            plan, _ = load_and_plan(str(neff), topology=None, algo=algo, host_cc=host_cc,
-                                    no_verify_hash=False)
+            plan = lower_drawn(neff, algo, host_cc)
             try:
                 out = write_output(plan, d / "out", ranks=None, workers=1)
             except OutputError as err:
@@ -167,6 +168,26 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         return {"result": "failed", **case, "traceback": traceback.format_exc()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def lower_drawn(neff: Path, algo: str | None, host_cc: bool):
+    """Plan ``neff`` with the options drawn, the shell's ``NRTREWRITE_ALGO`` dropped
+    meanwhile (restored after): with no ``--algo`` drawn, the policy, as the FAILED line's
+    ``lower with the default options`` says (until 2026-12-07 ``load_and_plan(algo=None)``
+    read the variable, so a model drawn with no override lowered with the shell's, which
+    neither the line nor the log's ``"algo": null`` showed, and an invalid one made every
+    such model a refusal, status 0)."""
+    from nrtrewrite.cli.lower import load_and_plan
+    from nrtrewrite.select import ALGO_ENV
+
+    saved = os.environ.pop(ALGO_ENV, None)
+    try:
+        plan, _ = load_and_plan(str(neff), topology=None, algo=algo, host_cc=host_cc,
+                                no_verify_hash=False)
+    finally:
+        if saved is not None:
+            os.environ[ALGO_ENV] = saved
+    return plan
 
 
 def _positive_count(text: str) -> int:

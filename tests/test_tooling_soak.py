@@ -157,3 +157,32 @@ def test_make_soak_exits_with_the_status_make_help_says(tmp_path):
     text = " ".join(_make("help").stdout.split("soak:", 1)[1].split("clean:")[0].split())
     assert "make exits 2 (the script's status 1" in text
     assert "SOAK_SEED" in text and "exit 1" not in text
+
+
+@pytest.mark.parametrize("shell_algo", ["hier", "ring", "bogus"])
+def test_a_model_drawn_with_no_algo_lowers_with_the_policy_whatever_the_shell_says(
+        tmp_path, monkeypatch, capsys, shell_algo):
+    """Before, ``load_and_plan(algo=None)`` read the shell's ``NRTREWRITE_ALGO``: under
+    ``hier`` this one-node model was refused (HIER needs a group spanning nodes), under
+    ``bogus`` every such model was a "refusal", status 0, and under ``ring`` it lowered as
+    RING, while the FAILED line said ``lower with the default options`` and the log
+    ``"algo": null`` (review 51m).  The soak lowers with what it prints: the manifest's
+    ``options.algo`` is null (docs/FORMATS.md: the override that applied, else null), and
+    the variable is the shell's again after."""
+    import nrtrewrite.bundle as B
+
+    monkeypatch.setenv("NRTREWRITE_ALGO", shell_algo)
+    monkeypatch.setattr(soak_models, "random_model", lambda rng, two_node: (
+        json.loads(json.dumps(ONE_MODEL)), None, False))
+    real, written = B.write_output, []
+
+    def keep_options(plan, out, **kw):
+        written.append(plan.options.algo)
+        return real(plan, out, **kw)
+
+    monkeypatch.setattr(B, "write_output", keep_options)
+    assert soak_models.run_one(5, False, tmp_path) == {"result": "simulated"}
+    assert written == [None]
+    assert os.environ["NRTREWRITE_ALGO"] == shell_algo
+    assert soak_models.main(["--replay", "5"]) == 0
+    assert capsys.readouterr().out == "model 5: simulated, every trigger matching\n"
