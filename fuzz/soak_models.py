@@ -19,16 +19,17 @@ earlier trigger wrote; with it a random ``--algo`` override (or the policy) and
 ``NRTREWRITE_ALGO`` (:func:`lower_drawn`; docs/SELECTION.md §8): what its FAILED and
 ``--replay`` lines print is what it was lowered with.  The oracle (:func:`run_one`):
 assembling never fails; lowering succeeds or refuses with an
-:class:`~nrtrewrite.errors.NrtRewriteError` (a forced engine the trigger does not allow: counted by message); and a lowered output simulates with every trigger
-``match``.  A traceback or a verdict other than ``match`` is a failure: its seed, options
+:class:`~nrtrewrite.errors.NrtRewriteError` (a forced engine the trigger does not allow:
+counted by message); and a lowered output simulates with every trigger ``match``.  A
+traceback or a verdict other than ``match`` is a failure: its seed, options
 and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside this script;
 one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
 ``seed``.  An OS error of the harness's own files (the model written, the output lowered,
 the log: a full disk, no permission) is not a finding: the run stops with one line,
-``soak_models.py: error: ...``, status 2, nothing logged.  ``--replay SEED`` runs that one model alone (with ``--two-node`` when the log's
-``two_node`` is true) and prints its verdict, a failure's traceback or mismatches on stderr
-(status 1; nothing logged).
+``soak_models.py: error: ...``, status 2, nothing logged.  ``--replay SEED`` runs that
+one model alone (with ``--two-node`` when the log's ``two_node`` is true) and prints its
+verdict, a failure's traceback or mismatches on stderr (status 1; nothing logged).
 
 ``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
 (HIER, the net proxy), slower per model.
