@@ -338,3 +338,48 @@ def test_the_error_closing_a_streamed_document_and_a_protocol_error_are_capped()
     sim.names_within, sim.verdict = None, {}
     sim._record(res, SimulationError("a stop", file=name))
     assert res.error == want
+
+
+def test_the_protocol_error_line_is_capped_as_written_on_an_ascii_stdout(tmp_path):
+    """docs/CLI.md "Errors": `simulate`'s `protocol error:` line is capped as written, its
+    prefix counted: on an ASCII stdout (the C locale) each emoji of the output's path is
+    `\\U0001f600`, 10 characters, escaped before the line is measured and cut.  The output
+    of fixtures/c7c8.neff (`--algo mesh`) in ten folders of 40 emoji parted by spaces (no
+    run past 400 characters) and two of 100 `y`, sem.bin's records 6 and 10 of rank 0
+    swapped: its line, past 2,000 characters as written, keeps its first 1,500 (a pad folder
+    of `x` makes the 1,500th the last of an escape) and last 400 (all ASCII).  The
+    `--json` `"error"` stays the raw line, under 2,000 characters.  Until 2026-12-07 the raw
+    line was cut, then escaped, the prefix not counted: about 5,100 characters here, 9,267
+    with a path of 900 emoji (review 51m)."""
+    import json
+
+    from test_names_locale import NOT_UTF8
+
+    fixture = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures"
+    prefix = "protocol error: "
+    # the first emoji's backslash at 16 + len(tmp_path) + 1 + k + 1; each emoji then takes
+    # 11 characters (itself, 10, and a space or a "/"): its escape ends at the 1,500th
+    k = next(k for k in range(1, 12)
+             if (1500 - (len(prefix) + len(str(tmp_path)) + k + 2)) % 11 == 10)
+    folder = " ".join(["\U0001F600"] * 40)
+    out = tmp_path.joinpath("x" * k, *[folder] * 10, *[" ".join(["y"] * 100)] * 2, "o")
+    out.parent.mkdir(parents=True)
+    lowered = CliRunner().invoke(main, ["lower", "-q", "--algo", "mesh", "-o", str(out),
+                                        str(fixture / "c7c8.neff")])
+    assert lowered.exit_code == 0, lowered.output[-300:]
+    sem = out / "rank-0000" / "sem.bin"
+    data = bytearray(sem.read_bytes())
+    data[96:112], data[160:176] = data[160:176], data[96:112]
+    sem.write_bytes(bytes(data))
+    res = CliRunner().invoke(main, ["simulate", "--ignore-checksums", "--json", str(out)])
+    assert res.exit_code == 1, res.output[-300:]
+    error = json.loads(res.stdout)["error"]
+    assert error.startswith(f"{out}/rank-0000: ") and len(error) < 2000
+    proc = cli(["simulate", "--ignore-checksums", str(out)], tmp_path, NOT_UTF8)
+    assert proc.returncode == 1, proc.stderr[-300:]
+    line, = [x for x in proc.stdout.decode("ascii").splitlines() if x.startswith(prefix)]
+    written = prefix + error.replace("\U0001F600", "\\U0001f600")
+    assert len(written) > 2000
+    assert written[1490:1501] in ("\\U0001f600 ", "\\U0001f600/")  # (an escape ends there)
+    assert line == f"{written[:1500]} ... ({len(written)} characters in all) ... " + written[-400:]
+    assert len(line) == 1500 + len(f" ... ({len(written)} characters in all) ... ") + 400

@@ -19,6 +19,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from nrtrewrite.bundle import (
     SIMULATE_TEMP_PREFIX, clean_stale_simulate_temps, default_output, lock_folder,
@@ -26,12 +27,12 @@ from nrtrewrite.bundle import (
     write_output)
 from nrtrewrite.cores import usable_cores
 from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, and_list, echo_whole,
-                            main, options_given, plain, plain_line, print_table, stderr_console,
-                            stdout_console, styled, verb)
+                            encodable, main, options_given, plain, plain_line, print_table,
+                            stderr_console, stdout_console, styled, verb)
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
-from nrtrewrite.errors import NrtRewriteError, OutputError, path_text
+from nrtrewrite.errors import NrtRewriteError, OutputError, cut_line, escape_line, path_text
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
@@ -84,7 +85,21 @@ def render(res: SimulationResult, con: Console) -> None:
         con.print("semaphore wiring: persistent, so no interleaving deadlocks "
                   "(docs/SIMULATOR.md §6)")
     if res.error:
-        con.print(styled("[red]protocol error:[/] ", plain_line(res.error)), soft_wrap=True)
+        line = protocol_error_line(res.error_line or res.error)
+        con.print(styled("[red]protocol error:[/] ", Text(line[len(PROTOCOL_ERROR):])),
+                  soft_wrap=True)
+
+
+#: The text's protocol error line starts so (docs/CLI.md "simulate").
+PROTOCOL_ERROR = "protocol error: "
+
+
+def protocol_error_line(error: str) -> str:
+    """The ``protocol error:`` line as written on stdout, capped as an error line is
+    (docs/CLI.md "Errors"): what stdout's encoding cannot hold escaped first, then cut,
+    the prefix counted (until 2026-12-07 the line was cut raw, then escaped, its prefix not
+    counted: a path of emoji on an ASCII stdout made a line of 9,267 characters)."""
+    return cut_line(encodable(escape_line(PROTOCOL_ERROR + error)))
 
 
 def _lowered_name(model: Path) -> str:

@@ -557,7 +557,8 @@ class Simulator:
         if self.names_within is not None:
             exc.named_within(self.names_within)
         trig = exc.where.trigger
-        res.error = cut_line(exc.line())  # (its line, capped as every error line is)
+        res.error_line = exc.line()
+        res.error = cut_line(res.error_line)  # (its line, capped as every error line is)
         res.error_trigger = trig
         if trig is not None and trig in self.verdict:
             self.verdict[trig].status = ERROR

@@ -51,7 +51,10 @@ class SimulationResult:
     output: str
     seed: int
     triggers: list[TriggerResult] = field(default_factory=list)
-    error: str | None = None  # program-level protocol error (SimulationError line)
+    error: str | None = None  # program-level protocol error (SimulationError line, capped)
+    #: the protocol error's line whole, before :func:`~nrtrewrite.errors.cut_line`: the text's
+    #: ``protocol error:`` line escapes it for stdout's encoding, then cuts (docs/CLI.md)
+    error_line: str | None = field(default=None, repr=False, compare=False)
     error_trigger: int | None = None
     stats: dict = field(default_factory=dict)
 
