@@ -30,12 +30,15 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     if not m:
         raise ValidationError(f"bad size {text!r} ({EXAMPLES})", field=field)
     num, unit, i, b = m.groups()
-    given, num = num, num.lstrip("0")  # (leading zeros not counted, nor read: "007" is 7)
-    if num[:1] in ("", "."):
-        num = "0" + num
-    digits = len(num) - ("." in num)
+    # The integer part's leading zeros are not counted, nor read ("007" is 7; "0.5" has 1
+    # digit, "00.5" too); every digit after the point counts (a zero there is part of the
+    # value): docs/CLI.md "Errors" (until 2026-12-07 a 0 before the point was counted)
+    whole, point, fraction = num.partition(".")
+    significant = whole.lstrip("0")
+    zeros = len(whole) - len(significant)
+    digits = len(significant) + len(fraction)
+    num = (significant or "0") + point + fraction
     if digits > MAX_SIZE_DIGITS:
-        zeros = len(given) - len(num)
         shown = cut_middle(text.strip()[zeros:] if zeros else text.strip(), 24, 12, 0,
                            "{head}...")
         after = f" after {counted(zeros, 'leading zero')}" if zeros else ""

@@ -324,6 +324,28 @@ def test_a_number_of_too_many_digits_after_its_leading_zeros_says_so(out):
                           "digits after 60 leading zeros, more than 40\n")
 
 
+def test_a_fractional_size_leaves_out_its_whole_parts_zeros_and_counts_its_fraction():
+    """docs/CLI.md "Errors": a size with a point leaves out the leading zeros of its whole
+    part, a 0 alone before the point too, and counts every digit after the point; one of
+    too many is shown from its point.  `00.` + 40 zeros + `1`: 41 digits (40 zeros and the
+    1 after the point) after 2 leading zeros; `0.` + 39 zeros + `1`: 40, within the limit,
+    so judged as a number (not a whole number of bytes); `0.5KiB` and `00.5KiB` are 512
+    bytes, as `--bytes 512`.  Until 2026-12-07 the 0 before the point counted: `'0.000...'
+    has 42 digits after 1 leading zero` and 41 digits (review 51m)."""
+    z40, z39 = "0" * 40, "0" * 39
+    res = run("explain", "--op", "allreduce", "--ranks", "2", "--bytes", f"00.{z40}1")
+    assert res.stderr == ("nrtrewrite: error: field --bytes: size '." + "0" * 11 + "...' "
+                          "has 41 digits after 2 leading zeros, more than 40\n")
+    res = run("explain", "--op", "allreduce", "--ranks", "2", "--bytes", f"0.{z39}1")
+    assert res.stderr == (f"nrtrewrite: error: field --bytes: size '0.{z39}1' is not a "
+                          "whole number of bytes\n")
+    want = run("explain", "--op", "allreduce", "--ranks", "2", "--bytes", "512")
+    assert want.exit_code == 0, want.stderr
+    for size in ("0.5KiB", "00.5KiB"):
+        res = run("explain", "--op", "allreduce", "--ranks", "2", "--bytes", size)
+        assert (res.exit_code, res.stdout) == (0, want.stdout), (size, res.stderr)
+
+
 def test_a_group_rank_of_too_many_digits_says_so_not_that_it_is_past_the_last_rank():
     """docs/CLI.md "explain": a `--group` rank of more than 40 digits is refused as an
     integer option's value is (`has N digits, more than 40`); one of at most 40 digits at
