@@ -439,10 +439,39 @@ def test_every_selector_picks_what_it_picked_when_a_fixture_is_added(tmp_path, m
             build_container(cont.header, members), selector
 
 
+#: Inputs of modes 2 and 3 built by hand (fixtures/fuzz/README.md: the seed selector byte b
+#: names ``SELECTOR_FIXTURES[b % 8]`` of its list ``ar2``, ``c7c8``, ``groups``,
+#: ``int32_allgather``, ``mix8``, ``node64``, ``sbuf``, ``two_node128``), and the fixture
+#: each writes over: (mode, seed selector, stream or subgraph selector, fixture)
+BY_HAND = [(2, 0, 0, "ar2"), (2, 9, 1, "c7c8"), (2, 250, 3, "groups"),
+           (2, 13, 2, "node64"), (2, 255, 0, "two_node128"), (3, 11, 0, "int32_allgather"),
+           (3, 0x84, 5, "mix8"), (3, 14, 1, "sbuf"), (3, 0xF9, 0, "c7c8")]
+
+
 def test_the_committed_inputs_pick_what_they_picked():
-    """The regressions of modes 2 and 3 under fixtures/fuzz/ (none yet: they are of mode 0)
-    and the seeds of modes 2 and 3 (selector i: the i-th fixture sorted then)."""
-    assert list(FUZZ.SELECTOR_FIXTURES) == SORTED_THEN
+    """Inputs of modes 2 and 3 made by hand from fuzz/fuzz_reader.py's documented layout
+    (mode byte, seed selector byte, stream selector byte + a stream's bytes for mode 2, a
+    subgraph selector byte + a ``def.json`` text for mode 3) write over the fixture
+    fixtures/fuzz/README.md names for their selector, its ``k % n``-th engine stream or
+    ``def.json`` in member order, every other member as it is; the README's list is the
+    one the harness picks from.  The regressions of modes 2 and 3 under fixtures/fuzz/ (none
+    yet: they are of mode 0) pick what the README names; the seeds of modes 2 and 3 cover
+    the list.  Until 2026-12-07 this test held ``SELECTOR_FIXTURES`` to a copy of itself
+    and its loop met no input (review 51m)."""
+    import re
+
+    readme = " ".join((FIX / "fuzz" / "README.md").read_text(encoding="utf-8").split())
+    listed = re.search(r"an explicit list \((.*?), the sorted", readme).group(1)
+    assert re.findall(r"`(\w+)`", listed) == SORTED_THEN
+    for mode, selector, k, name in BY_HAND:
+        body = b"\x00\x01\x02\x03" * 3 if mode == 2 else b'{"vars": []}'
+        built = FUZZ.build_file(mode, bytes([selector, k]) + body)
+        cont = read_container((FIX / f"{name}.neff").read_bytes())
+        names = [m for m in cont.members if m.endswith(".bin" if mode == 2 else "/def.json")]
+        want = dict(cont.members, **{names[k % len(names)]: body})
+        got = read_container(built)
+        assert got.members == want, (mode, selector, name)
+        assert got.header.name == name  # (its hash and size are the new ones)
     for path in REGRESSIONS:
         data = path.read_bytes()
         if data[0] % 4 in (2, 3):
