@@ -24,8 +24,9 @@ written.  Not a timed test: nothing is asserted.
 B is built in the run's temporary folder (``nrtrewrite-bench-diff-XXXXXXXX`` where
 ``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write there) and moved
 into ``--out`` whole, so ``--out`` holds only results; the folder is removed when the run
-ends, on success, failure or stop.  A step that fails (lowering A, copying A, rewriting the
-NEFF, moving B) stops the run with one line naming it and why, status 1.
+ends, on success, failure or stop.  A step that fails (lowering A, reading A's
+``manifest.json`` for its rewritten NEFF's name, copying A, rewriting the NEFF, moving B)
+stops the run with one line naming it and why, status 1.
 """
 
 from __future__ import annotations
@@ -146,11 +147,12 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
             raise SystemExit(f"lower {model}: {res.stderr.strip()}")
     if not b.exists():
         tmp = work / f"{model}-{how or 'last'}"
+        name = _output_neff(a, row)
         try:
             shutil.copytree(a, tmp)
         except OSError as err:
             raise SystemExit(f"B of {row}: cannot copy {a} to {tmp}: {_why(err)}") from None
-        neff = tmp / json.loads((a / "manifest.json").read_text())["output_neff"]["name"]
+        neff = tmp / name
         res = _run(["-c", _EDIT, str(neff), how, ",".join(n for n, _ in _sizes(model))])
         if res.returncode:
             last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
@@ -163,6 +165,25 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
                 raise
             raise SystemExit(f"B of {row}: cannot move {tmp} to {b}: {_why(err)}") from None
     return a, b
+
+
+def _output_neff(a: Path, row: str) -> str:
+    """The name of A's rewritten NEFF, from A's top manifest (FORMATS §1.1: its
+    ``output_neff``'s ``name``); one line naming the step and why, status 1, where A (an
+    earlier run's) has no manifest, or one that is not JSON or names no rewritten NEFF."""
+    manifest = a / "manifest.json"
+    try:
+        doc = json.loads(manifest.read_bytes())
+    except OSError as err:
+        raise SystemExit(f"B of {row}: cannot read {manifest}: {err.strerror or err}") from None
+    except ValueError as err:  # (not UTF-8 or not JSON)
+        raise SystemExit(f"B of {row}: {manifest}: not valid JSON: {err}") from None
+    entry = doc.get("output_neff") if isinstance(doc, dict) else None
+    name = entry.get("name") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or not name:
+        raise SystemExit(f"B of {row}: {manifest}: no output_neff name (the rewritten NEFF "
+                         "of A is not known)")
+    return name
 
 
 def _why(err: OSError) -> str:

@@ -152,3 +152,33 @@ def test_no_usable_temporary_folder_is_one_line_before_anything_is_written(tmp_p
     assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"bench_diff.py: error: {want}\n",
                                                            "")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("manifest, says", [
+    (None, "cannot read {m}: No such file or directory"),
+    (b"{", "{m}: not valid JSON: Expecting property name enclosed in double quotes: line 1 "
+           "column 2 (char 1)"),
+    (b"\xff", "{m}: not valid JSON: 'utf-8' codec can't decode byte 0xff in position 0: "
+              "invalid start byte"),
+    (b'{"input": {}}', "{m}: no output_neff name (the rewritten NEFF of A is not known)"),
+    (b'{"output_neff": {"name": 5}}',
+     "{m}: no output_neff name (the rewritten NEFF of A is not known)"),
+])
+def test_an_earlier_a_without_a_readable_manifest_is_one_line(tmp_path, manifest, says):
+    """B's NEFF is named by A's top manifest (FORMATS §1.1): an earlier run's A without one,
+    or with one that is not JSON or names no rewritten NEFF, is the docstring's one line
+    naming the step and why, status 1 (review 51j: a traceback, the manifest read outside
+    every ``try`` since fixer 51g moved it from the child)."""
+    out, tmp = tmp_path / "diff", tmp_path / "tmp"
+    a = out / "w1" / "A"
+    a.mkdir(parents=True)
+    tmp.mkdir()
+    if manifest is not None:
+        (a / "manifest.json").write_bytes(manifest)
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, str(TOOL), "--only", "w1", "--out", str(out)],
+                         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    m = a / "manifest.json"
+    assert (res.returncode, res.stderr) == (1, f"B of w1: {says.format(m=m)}\n")
+    assert _tree(out) == ["w1", "w1/A"] + (["w1/A/manifest.json"] if manifest else [])
+    assert os.listdir(tmp) == []  # the run's temporary folder removed
