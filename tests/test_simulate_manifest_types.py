@@ -816,6 +816,85 @@ def test_model_and_input_are_named_before_a_rank_fault_with_and_without_the_opti
         assert _one_line_status_2(out, "--model", model, *flags) == want, flags
 
 
+def test_a_rank_folder_gone_is_named_before_another_ranks_checksum(ar2, tmp_path):
+    """docs/SIMULATOR.md §1: a rank folder gone is named as the simulation names it, before
+    any rank's checksum, so alike with and without --ignore-checksums (review 51j: §1 said
+    a checksum came before a rank folder; the code's order is kept, the doc states it)."""
+    out = tmp_path / "o"
+    shutil.copytree(ar2, out)
+    shutil.rmtree(out / "rank-0000")
+    with open(out / "rank-0001" / "dma.bin", "ab") as fh:
+        fh.write(b"x")
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, *flags) == (
+            f"{out}: rank-0000 is missing (rank 0 of manifest.json 'ranks')"), flags
+
+
+def _bad_hash_output(tmp_path: Path) -> tuple[Path, Path]:
+    """fixtures/ar2.neff with a bit of its header hash flipped, lowered with
+    --no-verify-hash, and the output's rank-0000/dma.bin one byte longer than its manifest
+    records."""
+    model = tmp_path / "badhash.neff"
+    data = bytearray((FIX / "ar2.neff").read_bytes())
+    data[172] ^= 0x01  # (NEFF-LIKE.md §1: hash, u8[32] at 172)
+    model.write_bytes(bytes(data))
+    out = tmp_path / "o"
+    res = cli("lower", model, "-o", out, "-q", "--no-verify-hash")
+    assert res.exit_code == 0, res.output
+    with open(out / "rank-0000" / "dma.bin", "ab") as fh:
+        fh.write(b"x")
+    return model, out
+
+
+def test_model_is_parsed_after_the_checksum_pass(tmp_path):
+    """docs/SIMULATOR.md §1, CLI.md: with --model, the model is held to ``input`` by its size
+    and sha256 before the checksum pass and parsed after it (review 51j: parsed before it,
+    a checksum refusal with a 64 MiB model peaked at 184 MB, not 54 MB): a checksum that
+    does not match is named before the model's header hash, and with --no-verify-hash it is
+    the only line, without the warning printed when the model is parsed; with
+    --ignore-checksums, the header hash."""
+    model, out = _bad_hash_output(tmp_path)
+    checksum = (f"{out}: rank-0000/dma.bin: sha256 does not match rank-0000/manifest.json; "
+                "the output was modified after it was written (--ignore-checksums to "
+                "simulate anyway)")
+    assert _one_line_status_2(out, "--model", model) == checksum
+    assert _one_line_status_2(out, "--model", model, "--no-verify-hash") == checksum
+    data = model.read_bytes()
+    assert int.from_bytes(data[0:8], "little") == 2  # pkg_version 2: MD5 in hash[0:16]
+    hs = int.from_bytes(data[8:16], "little")  # header_size, then data_size
+    ds = int.from_bytes(data[16:24], "little")
+    md5 = hashlib.md5(data[hs:hs + ds]).hexdigest()
+    assert _one_line_status_2(out, "--model", model, "--ignore-checksums") == (
+        f"{model}: offset 0xac, field hash: MD5 hash mismatch: header has "
+        f"{data[172:188].hex()}, payload hashes to {md5}")
+
+
+def test_model_is_hashed_in_blocks_before_the_checksum_pass(ar2, tmp_path):
+    """With --model, the model is only hashed before the checksum pass, in blocks: another
+    model of 32 MiB is refused with Python holding a few MiB, not the model (review 51j:
+    read whole and parsed)."""
+    import tracemalloc
+
+    model = tmp_path / "zeros.neff"
+    with open(model, "wb") as fh:
+        fh.truncate(32 << 20)
+    sha = hashlib.sha256(bytes(32 << 20)).hexdigest()
+    lowered = (FIX / "ar2.neff").read_bytes()
+    tracemalloc.start()
+    try:
+        res = cli("simulate", ar2, "--model", model)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert res.exit_code == 2
+    assert res.stderr == (
+        f"nrtrewrite: error: {model}: field input.sha256: sha256 {sha[:16]}... ({32 << 20} "
+        f"bytes) is not the input {ar2}/manifest.json records "
+        f"({hashlib.sha256(lowered).hexdigest()[:16]}..., {len(lowered)} bytes, "
+        '"ar2.neff"): --model must name the model this output was lowered from\n')
+    assert peak < 8 << 20, peak
+
+
 @pytest.mark.parametrize("name", [None, 5, "other.neff"])
 def test_model_takes_any_input_name(ar2, tmp_path, name):
     """``input.name`` is informative (FORMATS §1.1: the file name as given): with --model

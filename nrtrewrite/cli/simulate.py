@@ -36,7 +36,7 @@ from nrtrewrite.errors import NrtRewriteError, OutputError, cut_line, escape_lin
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
-from nrtrewrite.simulate.artifacts import input_model_bytes
+from nrtrewrite.simulate.artifacts import check_input_model, input_model_bytes
 from nrtrewrite.simulate.memguard import check_operands_fit, floors_of_plan
 from nrtrewrite.simulate.testdata import SEED_MAX
 
@@ -198,17 +198,20 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                                        f"only when a MODEL.neff is given{also}")
             out = path
             if model_path is not None:
-                # (its bytes are bound to OUT by the manifest's sha256 either way; read, with
-                # the top manifest's ``input``, before the checksum pass reads a rank
-                # manifest, so that the first fault is named alike with and without
-                # --ignore-checksums: until 2026-12-06 a faulty rank-manifest key came before
-                # a faulty ``input`` or another model without the option, after it with it)
-                model = read_model_bytes(input_model_bytes(path, model_path), path=model_path,
-                                         verify_hash=not no_verify_hash)
-                if no_verify_hash:
-                    warn(err, unverified_hash_warning(model_path))
+                # (its bytes are bound to OUT by the manifest's sha256 either way; held, with
+                # the top manifest's ``input``, to its size and sha256 before the checksum
+                # pass reads a rank manifest, so that the first fault is named alike with and
+                # without --ignore-checksums: until 2026-12-06 a faulty rank-manifest key came
+                # before a faulty ``input`` or another model without the option, after it
+                # with it; only hashed, in blocks: the model is parsed after the pass)
+                model_sha = check_input_model(path, model_path)
             if not ignore_checksums:
                 verify_checksums(path)
+            if model_path is not None:
+                model = read_model_bytes(input_model_bytes(model_path, model_sha),
+                                         path=model_path, verify_hash=not no_verify_hash)
+                if no_verify_hash:
+                    warn(err, unverified_hash_warning(model_path))
         else:
             given = options_given(("--model", model_path is not None),
                                   ("--ignore-checksums", ignore_checksums))

@@ -978,14 +978,9 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
 _READ_GROWING = 64 << 20
 
 
-def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """Read a whole input file; an OS error becomes a one-line :class:`ParseError`.
-
-    Only a regular file is read (a fifo, a device such as ``/dev/zero`` or a
-    directory is refused before any byte is read: they could block or never end),
-    and only up to ``max_bytes`` (:class:`LimitError` from its size, before reading).
-    """
-    where = Where(file=str(path))
+def _open_input(path: str, where: Where) -> tuple[io.BufferedReader, os.stat_result]:
+    """``path`` open for reading and its stat, if it is a regular file (a one-line
+    :class:`ParseError` otherwise, before any byte is read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
@@ -995,10 +990,21 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
             raise ParseError(f"cannot read: {kind}", where)
-        fh = os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb"), st
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """Read a whole input file; an OS error becomes a one-line :class:`ParseError`.
+
+    Only a regular file is read (a fifo, a device such as ``/dev/zero`` or a
+    directory is refused before any byte is read: they could block or never end),
+    and only up to ``max_bytes`` (:class:`LimitError` from its size, before reading).
+    """
+    where = Where(file=str(path))
+    fh, st = _open_input(path, where)
     with fh:
         if st.st_size > max_bytes:
             raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
@@ -1020,6 +1026,32 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     if len(data) > max_bytes:  # grew while we read it
         raise LimitError(f"file exceeds the limit of {max_bytes} bytes", where)
     return data
+
+
+def read_file_blocks(path: str, max_bytes: int = MAX_FILE_BYTES,
+                     block: int = 1 << 20) -> Iterator[bytes]:
+    """The bytes :func:`read_file_bytes` reads, in blocks of at most ``block`` bytes (memory
+    bounded by one block, for a file that is only hashed), refused as it refuses them: the
+    same errors, the size limit judged from the file's size before any block and on the
+    bytes read (a file that grows while it is read)."""
+    where = Where(file=str(path))
+    fh, st = _open_input(path, where)
+    with fh:
+        if st.st_size > max_bytes:
+            raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
+                             "bytes", where)
+        total = 0
+        while True:
+            try:
+                part = fh.read(block)
+            except OSError as err:
+                raise ParseError(f"cannot read: {err.strerror or err}", where) from None
+            if not part:
+                return
+            total += len(part)
+            if total > max_bytes:  # grew while we read it
+                raise LimitError(f"file exceeds the limit of {max_bytes} bytes", where)
+            yield part
 
 
 # ---------------------------------------------------------------------------

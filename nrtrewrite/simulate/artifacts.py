@@ -287,11 +287,13 @@ def read_top_values(out: Path, top: dict) -> tuple[tuple, Layout, list[dict]]:
     return sums, layout, typed_triggers
 
 
-def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
-    """The bytes of ``model``, refused (a one-line OutputError) unless they are the input the
-    output folder was lowered from: their sha256 and size are ``manifest.json``'s ``input``
-    (FORMATS §1.1).  With them the simulator checks the rewritten NEFF against its input."""
-    from nrtrewrite.neff.container import read_file_bytes
+def check_input_model(out: str | Path, model: str | Path) -> str:
+    """The sha256 of ``model``, refused (a one-line OutputError) unless its bytes are the
+    input the output folder was lowered from: their sha256 and size are ``manifest.json``'s
+    ``input`` (FORMATS §1.1).  The model is read in blocks, only hashed (memory of one block,
+    not the model's: :func:`input_model_bytes` reads it whole once the checksum pass is
+    done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it."""
+    from nrtrewrite.neff.container import HEADER_FIELDS, read_file_blocks
 
     out = Path(out)
     top = read_top_manifest(out)
@@ -304,27 +306,49 @@ def input_model_bytes(out: str | Path, model: str | Path) -> bytes:
     doc = Field(top, "", str(out / "manifest.json"))["input"]
     want_sha, want_bytes = doc["sha256"].str(), doc["bytes"].int(0)
     name = top["input"].get("name")  # (informative, of any type: shown as JSON writes it)
-    data = read_file_bytes(str(model))
-    sha = hashlib.sha256(data).hexdigest()
-    if sha == want_sha and len(data) != want_bytes:
+    # the header's header_size and data_size (the payload's end), and the end of the last
+    # byte that is not zero: what a lowering before 2026-12-01 recorded (below)
+    hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
+    h, size, head, used = hashlib.sha256(), 0, b"", 0
+    for block in read_file_blocks(str(model)):
+        h.update(block)
+        if len(head) < max(hs, ds) + 8:
+            head += block[:max(hs, ds) + 8 - len(head)]
+        if kept := len(block.rstrip(b"\0")):
+            used = size + kept
+        size += len(block)
+    sha = h.hexdigest()
+    if sha == want_sha and size != want_bytes:
         # the same bytes (their sha256), another size: an nrtrewrite before 2026-12-01
         # recorded the payload's end (header_size + data_size, NEFF-LIKE.md §1) of a model
         # with zero bytes after its payload; any other size is not what a lowering recorded
-        from nrtrewrite.neff.container import HEADER_FIELDS
-        hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
-        end = sum(int.from_bytes(data[o:o + 8], "little") for o in (hs, ds))
-        if want_bytes == end and not any(data[end:]):
-            return data
+        end = sum(int.from_bytes(head[o:o + 8], "little") for o in (hs, ds))
+        if want_bytes == end and used <= end:
+            return sha
         raise OutputError(f"the model's sha256 is the one {escape_path(out)}/manifest.json "
-                          f"records for its input, but not its size: {len(data)} bytes, not "
+                          f"records for its input, but not its size: {size} bytes, not "
                           f"{want_bytes} (not a size a lowering of it records: lower the model "
                           "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
-    if sha != want_sha or len(data) != want_bytes:
+    if sha != want_sha or size != want_bytes:
         # (the name as JSON writes it; until 2026-12-06 Python's: 'ar2.neff')
-        raise OutputError(f"sha256 {sha[:16]}... ({len(data)} bytes) is not the input "
+        raise OutputError(f"sha256 {sha[:16]}... ({size} bytes) is not the input "
                           f"{escape_path(out)}/manifest.json records ({want_sha[:16]}..., "
                           f"{want_bytes} bytes, {json_text(name)}): --model must name the model "
                           "this output was lowered from", file=str(model), field="input.sha256")
+    return sha
+
+
+def input_model_bytes(model: str | Path, sha: str) -> bytes:
+    """The bytes of ``model``, whose sha256 :func:`check_input_model` found to be ``sha``
+    (held to the output's ``input``); refused (a one-line OutputError) if they are no longer
+    those bytes (the file changed in between)."""
+    from nrtrewrite.neff.container import read_file_bytes
+
+    data = read_file_bytes(str(model))
+    if (now := hashlib.sha256(data).hexdigest()) != sha:
+        raise OutputError(f"changed while being checked: its sha256 is now {now[:16]}..., "
+                          f"not {sha[:16]}... ({len(data)} bytes now)", file=str(model),
+                          field="input.sha256")
     return data
 
 
