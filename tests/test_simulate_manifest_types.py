@@ -816,15 +816,22 @@ def test_model_and_input_are_named_before_a_rank_fault_with_and_without_the_opti
         assert _one_line_status_2(out, "--model", model, *flags) == want, flags
 
 
-def test_a_rank_folder_gone_is_named_before_another_ranks_checksum(ar2, tmp_path):
+@pytest.mark.parametrize("other", ["rank-0001/dma.bin", "ar2.neff", "ar2.neff gone"])
+def test_a_rank_folder_gone_is_named_before_a_checksum(ar2, tmp_path, other):
     """docs/SIMULATOR.md §1: a rank folder gone is named as the simulation names it, before
-    any rank's checksum, so alike with and without --ignore-checksums (review 51j: §1 said
-    a checksum came before a rank folder; the code's order is kept, the doc states it)."""
+    any checksum and before the rewritten NEFF is read, so alike with and without
+    --ignore-checksums (review 51j: §1 said a checksum came before a rank folder, where the
+    code named the folder before another rank's checksum, the doc now says so; and the
+    rewritten NEFF's checksum, or the NEFF gone, came before the folder without the
+    option, after it with it)."""
     out = tmp_path / "o"
     shutil.copytree(ar2, out)
     shutil.rmtree(out / "rank-0000")
-    with open(out / "rank-0001" / "dma.bin", "ab") as fh:
-        fh.write(b"x")
+    if other == "ar2.neff gone":
+        (out / "ar2.neff").unlink()
+    else:
+        with open(out / other, "ab") as fh:
+            fh.write(b"x")
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, *flags) == (
             f"{out}: rank-0000 is missing (rank 0 of manifest.json 'ranks')"), flags

@@ -368,16 +368,19 @@ def verify_checksums(out: str | Path) -> None:
     # (every value of the top manifest typed before any is compared or a rank folder is
     # looked at, in the simulation's order: read_top_values)
     (ranks, npath, neff_sha, mans), _, _ = read_top_values(out, top)
+    # a rank folder or rank manifest gone is refused as read_rank_manifest refuses it,
+    # whatever the option, before any checksum (whose hint the option would not get past)
+    # and before the rewritten NEFF is read, as the simulation reads them (until 2026-12-06
+    # the NEFF's checksum, or the NEFF gone, was named first without the option, the rank
+    # folder with it)
+    for r in sorted(ranks):
+        if not (mpath := _rank_dir(out, r) / "manifest.json").is_file():
+            _manifest_bytes(mpath)  # (missing, or not a regular file: its refusal)
     if _sha256_file(npath, neff=True) != neff_sha:
         raise OutputError(f"{escape_controls(top['output_neff']['name'])}: sha256 does not "
                           f"match manifest.json{hint}",
                           file=str(out))
     expected = {rank_dir_name(r) for r in ranks}
-    # a rank folder or rank manifest gone is refused as read_rank_manifest refuses it,
-    # whatever the option (before rank_manifests, whose hint the option would not get past)
-    for r in sorted(ranks):
-        if not (mpath := _rank_dir(out, r) / "manifest.json").is_file():
-            _manifest_bytes(mpath)  # (missing, or not a regular file: its refusal)
     if set(mans) != expected:
         raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
                           + hint, file=str(out))
