@@ -91,3 +91,39 @@ def test_a_read_error_is_one_line_naming_the_file(tmp_path, monkeypatch):
     with pytest.raises(ParseError) as exc:
         read_file_bytes(str(p))
     assert str(exc.value) == f"{p}: cannot read: {os.strerror(errno.EIO)}"
+
+
+def test_read_file_blocks_reads_and_refuses_as_read_file_bytes(tmp_path, monkeypatch):
+    """``read_file_blocks`` (``simulate OUT --model``'s hash of the model, review 51j): the
+    same bytes in blocks of at most the block size, and the same refusals: the limit from
+    the size before any block, a file that grows past it, a folder and a FIFO."""
+    import os
+
+    import nrtrewrite.neff.container as C
+    from nrtrewrite.errors import ParseError
+    from nrtrewrite.neff.container import read_file_blocks
+    p = tmp_path / "f.bin"
+    data = bytes(range(256)) * 1000  # 256,000 bytes: 3 blocks of 100,000 and one short
+    p.write_bytes(data)
+    blocks = list(read_file_blocks(str(p), block=100_000))
+    assert [len(b) for b in blocks] == [100_000, 100_000, 56_000]
+    assert b"".join(blocks) == data
+    with pytest.raises(LimitError, match=r"^.*f\.bin: file of 256000 bytes exceeds the limit "
+                                         r"of 255999 bytes$"):
+        next(read_file_blocks(str(p), max_bytes=len(data) - 1))
+    os.mkfifo(tmp_path / "fifo")
+    for name, why in (("fifo", "not a regular file"), ("", "a directory")):
+        with pytest.raises(ParseError) as exc:
+            next(read_file_blocks(str(tmp_path / name)))
+        assert str(exc.value) == f"{tmp_path / name}: cannot read: {why}"
+    p.write_bytes(b"a" * 100)
+    real_fstat = os.fstat
+
+    def fstat_then_grow(fd):
+        st = real_fstat(fd)
+        with open(p, "ab") as f:
+            f.write(b"b" * 1000)
+        return st
+    monkeypatch.setattr(C.os, "fstat", fstat_then_grow)
+    with pytest.raises(LimitError, match="file exceeds the limit of 500 bytes"):
+        list(read_file_blocks(str(p), max_bytes=500, block=64))
