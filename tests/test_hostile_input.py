@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import tarfile
-import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -250,9 +250,15 @@ def test_hostile_model_through_lower(tmp_path, data, extra, why):
     path = tmp_path / "bad.neff"
     path.write_bytes(data)
     out = tmp_path / "out"
-    t0 = time.perf_counter()
-    res = CliRunner().invoke(main, ["lower", "-q", str(path), "-o", str(out), *extra])
-    assert time.perf_counter() - t0 < 20
+    tracemalloc.start()
+    try:
+        res = CliRunner().invoke(main, ["lower", "-q", str(path), "-o", str(out), *extra])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # refused before any big allocation: each case peaks under 7 MiB, what the hostile ones
+    # describe (a 2^62-byte var, a topology of 2^31 ranks, a 2 GiB member) takes gigabytes
+    assert peak < 16 << 20, peak
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code == 2, res.output
     lines = res.stderr.splitlines()
