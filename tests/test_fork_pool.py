@@ -393,10 +393,13 @@ def test_workers_die_with_a_killed_lower(tmp_path):
 
     from test_atomic_output import ROOT, env
 
-    slow = ("import time, sys\n"
+    busy = tmp_path / "busy"  # each worker's pid, written when it starts its rank
+    busy.mkdir()
+    slow = ("import os, time, sys\n"
             "import nrtrewrite.bundle as B\n"
             "real = B._write_rank\n"
             "def slow(*a, **kw):\n"
+            f"    open(os.path.join({str(busy)!r}, str(os.getpid())), 'w').close()\n"
             "    time.sleep(600)  # a rank that takes long: the worker is busy when killed\n"
             "    return real(*a, **kw)\n"
             "B._write_rank = slow\n"
@@ -408,12 +411,16 @@ def test_workers_die_with_a_killed_lower(tmp_path):
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     kids: list[int] = []
-    while len(kids) < 2 and proc.poll() is None:  # the two workers (and maybe more forks)
+    # the two pool workers, each busy with a rank: not the first two forks seen, which may
+    # be processes that end on their own once the lowering is killed (the manifest's
+    # encoder, the compose-ahead process), and so passed without PR_SET_PDEATHSIG
+    while len(kids) < 2 and proc.poll() is None:
         assert time.monotonic() < deadline
         time.sleep(0.01)
-        kids = _children_of(proc.pid)
+        kids = [int(p.name) for p in busy.iterdir()]
     if proc.poll() is not None:
         pytest.skip("the lowering finished before its workers were seen")
+    assert set(kids) <= set(_children_of(proc.pid))
     proc.kill()
     proc.wait()
     try:
