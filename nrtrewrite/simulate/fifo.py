@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nrtrewrite.codes import EncAlgType, NetAddrMark, SDMA_DATA_TYPE_SIZE
-from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.address import EVT_SEM_INC
 from nrtrewrite.errors import SimulationError, escape_controls, json_text
 from nrtrewrite.simulate.artifacts import FIFO_FILES, RankFiles, check_fifo_slices
@@ -36,6 +35,12 @@ ZERO_FIELDS = {
 #: The reserved fields of a net_ops_info record (FORMATS §8.1), in offset order.
 OPS_RESERVED_FIELDS = ("reserved_4", "reserved_60", "reserved_75")
 TRANSFER = int(NetAddrMark.NET_TRANSFER)
+#: The values FORMATS §8.1 fixes, written from the document (not the emitter's constants,
+#: review 51r): net_idx_loop_size "512 (NET_INDEX_LOOP_SIZE)", initial_send_credits and
+#: ending_recv_credits "8 (ours ...)".
+NET_INDEX_LOOP_SIZE = 512
+NET_INITIAL_SEND_CREDITS = 8
+NET_ENDING_RECV_CREDITS = 8
 OP_COMPLETE = int(NetAddrMark.NET_OP_COMPLETE)
 
 
@@ -230,12 +235,12 @@ class FifoDecoder:
                 raise fail(k, f"op {k} receives on the semaphore of op {k - 1} of its entry: "
                               "an op runs until the receives' semaphore changes (FORMATS §8 "
                               "\"Ops\")", "inc_recv_complete")
-            if int(op["net_idx_loop_size"]) != F.NET_INDEX_LOOP_SIZE:
-                raise fail(k, f"net_idx_loop_size should be {F.NET_INDEX_LOOP_SIZE}, not "
+            if int(op["net_idx_loop_size"]) != NET_INDEX_LOOP_SIZE:
+                raise fail(k, f"net_idx_loop_size should be {NET_INDEX_LOOP_SIZE}, not "
                               f"{int(op['net_idx_loop_size'])}", "net_idx_loop_size")
             # FORMATS §8.1 fixes both at 8 (inside the runtime's (0, 0x1FF])
-            for fld, want in (("initial_send_credits", F.NET_INITIAL_SEND_CREDITS),
-                              ("ending_recv_credits", F.NET_ENDING_RECV_CREDITS)):
+            for fld, want in (("initial_send_credits", NET_INITIAL_SEND_CREDITS),
+                              ("ending_recv_credits", NET_ENDING_RECV_CREDITS)):
                 if int(op[fld]) != want:
                     raise fail(k, f"{fld} should be {want}, not {int(op[fld])} (FORMATS §8.1)",
                                fld)

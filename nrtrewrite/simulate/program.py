@@ -89,6 +89,17 @@ SEM_ENTRY_GO = SEM_ENTRY_DONE
 #: [semaphore id] -> an entry_post semaphore a handshake may count on (nrtrewrite.entryslots)
 _ENTRY_POST = np.zeros(256, bool)
 _ENTRY_POST[list(ENTRY_POST_SEMS)] = True
+#: The fixed values simulate holds the bytes to, written from docs/FORMATS.md, not taken
+#: from the emitter's nrtrewrite.emit.formats (review 51r: a wrong emitter constant checked
+#: against itself passed simulate and was blessed by `make golden`); tests/
+#: test_formats_pinned.py pins the emitter's to the same document.
+#: FORMATS §3: reduction_type "0xFF for copy and sync legs"
+NO_REDUCTION_TYPE = 0xFF
+#: FORMATS §4: lnc_size_fmt "0 = LNC1, 1 = LNC2"
+LNC_SIZE_FMT = {1: 0, 2: 1}
+#: FORMATS §6: W0 bit [23] meta "W0 = 0x800000 | meta_idx << 24"; W1 bit [25] valid
+CCE_W0_META = 0x800000
+CCE_VALID = 1 << 25
 SEM_PEER_BASE = 144  # compose.kangaring.KANGARING_SEM_BASE (not imported: it pulls the composer)
 SEM_EVENT_BASE = EVENT_SEMA_SHIFT_OFFSET
 EVENT_MASK = ENC_MESH_MAX_NUM_EVENTS - 1  # sema_mask: 0x3F (FORMATS §2, §7)
@@ -582,7 +593,7 @@ class RankDecoder:
         red = sdma == SDMA_CCE
         self.check(red & (rt > 2), "reduction_type is not a reduction_type_t", art,
                    "reduction_type")
-        self.check(~red & (rt != F.NO_REDUCTION_TYPE), "a copy or sync leg carries a "
+        self.check(~red & (rt != NO_REDUCTION_TYPE), "a copy or sync leg carries a "
                    "reduction_type (must be 0xFF)", art, "reduction_type")
         # seed 000 §5.4: the ring reduces as RING_2R1W (0), the kangaring as KANGARING_NR1W (2);
         # seed 001 §4: the ring's host-CC recv_reduce_copy_send as RING_2R2W (1)
@@ -972,8 +983,8 @@ class RankDecoder:
         w1 = C["w1"].astype(np.int64)
         w2 = C["w2"].astype(np.int64)
         w3 = C["w3"].astype(np.int64)
-        self.check(w0 != (F.CCE_W0_META | (src << 24)), lambda i: f"W0 should be "
-                   f"{F.CCE_W0_META | (int(src[i]) << 24):#010x} (meta bit + meta_idx = source "
+        self.check(w0 != (CCE_W0_META | (src << 24)), lambda i: f"W0 should be "
+                   f"{CCE_W0_META | (int(src[i]) << 24):#010x} (meta bit + meta_idx = source "
                    f"{src[i]}), not {w0[i]:#010x}", art, "w0")
         op = w1 & 7
         last = (w1 >> 7) & 1
@@ -981,7 +992,7 @@ class RankDecoder:
         out_dt = (w1 >> 12) & 0xF
         acc = (w1 >> 16) & 0xF
         valid = (w1 >> 25) & 1
-        self.check(w1 & ~(0x7 | 0x80 | 0xFFF00 | F.CCE_VALID) != 0, "reserved bits set in W1",
+        self.check(w1 & ~(0x7 | 0x80 | 0xFFF00 | CCE_VALID) != 0, "reserved bits set in W1",
                    art, "w1")
         self.check(valid != 1, "CCE meta-ctrl valid bit (W1[25]) is not set", art, "w1.valid")
         self.check(last != (src == S - 1), "W1 last bit is not set on exactly the last source of "
@@ -1189,7 +1200,7 @@ class RankDecoder:
             fld = "in_dtype" if W["in_dtype"][bad] != io[bad] else "out_dtype"
             raise self.fail(f"in/out dtype {W['in_dtype'][bad]:#x}/{W['out_dtype'][bad]:#x}, "
                             f"the trigger moves {io[bad]:#x}", art, bad, fld)
-        lnc = F.LNC_SIZE_FMT.get(self.layout.lnc_size, 0)
+        lnc = LNC_SIZE_FMT.get(self.layout.lnc_size, 0)
         self.check(W["lnc_size_fmt"] != lnc, f"lnc_size_fmt is not {lnc} (LNC{self.layout.lnc_size})",
                    art, "lnc_size_fmt")
         nact = self.entry_nch[self.spi[leg]]
