@@ -8,8 +8,12 @@ FIXTURE_SPECS := $(sort $(wildcard fixtures/*.yaml fixtures/bad/*.yaml))
 #: the golden set: every fixture spec fixtures/<name>.yaml has its golden output
 #: fixtures/golden/<name>.tar.gz, which the tests compare against (tests/conftest.py reads
 #: this same set and the ranks below; README.md "Adding a fixture and its golden").
-#: `make golden GOLDEN_FIXTURES=name` regenerates one.
-GOLDEN_FIXTURES := $(sort $(basename $(notdir $(wildcard fixtures/*.yaml))))
+#: `make golden GOLDEN_FIXTURES=name` (or GOLDEN_FIXTURES=name in the environment)
+#: regenerates one.
+GOLDEN_FIXTURES ?= $(sort $(basename $(notdir $(wildcard fixtures/*.yaml))))
+#: make golden: options given to every `python -m nrtrewrite.golden` (GOLDEN_FLAGS=
+#: --no-memory-check simulates node64 on a machine with less than the about 11 GiB it needs)
+GOLDEN_FLAGS ?=
 #: ranks kept in the golden output of the large fixtures (all ranks for the others)
 GOLDEN_RANKS_node64 := --rank 0 --rank 1 --rank 63
 GOLDEN_RANKS_two_node128 := --rank 0 --rank 63 --rank 64 --rank 127
@@ -56,11 +60,13 @@ fixtures:
 	done
 
 ## golden: regenerate fixtures/golden/<name>.tar.gz of every fixtures/<name>.yaml, the lowered
-##         outputs the tests diff against (each simulated first; GOLDEN_FIXTURES=name: one)
+##         outputs the tests diff against (each simulated first; GOLDEN_FIXTURES=name: one);
+##         minutes, and about 11 GiB of memory for node64 (GOLDEN_FLAGS=--no-memory-check
+##         to try with less)
 golden:
 	$(ENSURE_VENV)
 	mkdir -p fixtures/golden
-	$(foreach f,$(GOLDEN_FIXTURES),$(PY) -m nrtrewrite.golden fixtures/$(f).neff fixtures/golden/$(f).tar.gz $(GOLDEN_RANKS_$(f)) &&) true
+	$(foreach f,$(GOLDEN_FIXTURES),$(PY) -m nrtrewrite.golden fixtures/$(f).neff fixtures/golden/$(f).tar.gz $(GOLDEN_RANKS_$(f)) $(GOLDEN_FLAGS) &&) true
 
 ## bench: run the benchmarks (never part of make test)
 bench:

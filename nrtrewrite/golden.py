@@ -22,6 +22,7 @@ import stat
 import sys
 import tarfile
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -76,7 +77,7 @@ from nrtrewrite.cli import (Terminated, ascii_int, encodable, stop_status, stops
                             terminate_cleanly, too_many_digits)
 from nrtrewrite.console import exit_status
 from nrtrewrite.emit.formats import name_on_disk
-from nrtrewrite.errors import (NrtRewriteError, escape_line, escape_path,
+from nrtrewrite.errors import (NrtRewriteError, ResourceError, escape_line, escape_path,
                                path_text)
 from nrtrewrite.lower import LowerOptions, plan_lowering
 from nrtrewrite.neff.assembler import same_file
@@ -190,7 +191,8 @@ def unpack(golden: str | Path, dest: Path) -> Path:
     return dest
 
 
-def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None) -> None:
+def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None,
+               memory_check: bool = True) -> None:
     """Simulate ``out``, the lowering of ``model_path`` about to be packed, against the model
     (as ``nrtrewrite simulate OUT --model MODEL`` does, seed 0), and refuse it (an
     :class:`~nrtrewrite.errors.NrtRewriteError` naming the model) unless every trigger
@@ -199,7 +201,10 @@ def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None) -
     of some ``ranks`` cannot be simulated alone (every rank of every replica group is
     needed): the whole model is lowered beside it and simulated, and the kept ranks must
     be that lowering's (the same rank manifests, which record every artifact's sha256, and
-    the same rewritten NEFF)."""
+    the same rewritten NEFF).  ``memory_check`` False: simulate's ``--no-memory-check``
+    (golden's own option of that name, passed through); the memory guard's refusal names
+    the model, not the temporary lowering (until 2026-12-07 ``<temporary>/every-rank``, and
+    it offered an option golden did not have)."""
     model = read_model(model_path)
     whole = out
     if ranks:
@@ -213,8 +218,13 @@ def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None) -
                 f"whole lowering's ({', '.join(differ) or 'the rewritten NEFF'} differs); "
                 "nothing written")
     try:
-        res = simulate_output(whole, seed=0, model=model, names_within=tmp)
-    except NrtRewriteError as err:  # (the memory guard's refusal, ...: named as simulate's)
+        res = simulate_output(whole, seed=0, model=model, names_within=tmp,
+                              memory_check=memory_check)
+    except ResourceError as err:  # the memory guard's: the model's lowering is too large
+        err.where = replace(err.where, file=model_path)
+        err.args = (err.line(),)
+        raise err
+    except NrtRewriteError as err:  # (a protocol error ...: named as simulate's)
         raise err.named_within(tmp)
     if not res.ok:  # (the protocol error, which names the record, else the first verdict)
         bad = next(t for t in res.triggers if t.status != "match") if not res.error else None
@@ -277,6 +287,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rank", metavar="R", type=_rank, action="append", default=None,
                     help="keep only this rank's output (repeatable; default: every rank); "
                          "the Makefile's GOLDEN_RANKS_<name> for a large fixture")
+    ap.add_argument("--no-memory-check", dest="memory_check", action="store_false",
+                    help="simulate the lowering even when the machine has less memory "
+                         "available than its largest trigger holds (nrtrewrite simulate's "
+                         "--no-memory-check; make golden GOLDEN_FLAGS=--no-memory-check)")
     args = ap.parse_args(argv)
     if same_file(args.model, args.golden):
         _fail(f"{escape_path(args.golden)}: the output is the model "
@@ -293,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
                 _fail(temp_folder_refusal(err).line())
             try:
                 out = lower_to(args.model, Path(tmp) / "out", args.rank)
-                _simulated(args.model, out, Path(tmp), args.rank)
+                _simulated(args.model, out, Path(tmp), args.rank, args.memory_check)
                 data = pack(out)
                 said = _previous(args.golden, data)
                 if said != "unchanged":  # (the same bytes: GOLDEN is left as it is)

@@ -402,9 +402,40 @@ def test_golden_help_names_the_module_and_describes_every_argument(tmp_path):
     proc = run("nrtrewrite.golden", ["--help"], tmp_path, COLUMNS="200")
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "usage: python -m nrtrewrite.golden [-h] [--rank R] MODEL GOLDEN"
+    assert lines[0] == ("usage: python -m nrtrewrite.golden [-h] [--rank R] [--no-memory-check] "
+                        "MODEL GOLDEN")
     assert "golden.py" not in proc.stdout
     described = {ln.split()[0]: " ".join(ln.split()[1:]) for ln in lines
                  if ln.startswith("  ") and not ln.startswith("   ")}
-    assert set(described) == {"MODEL", "GOLDEN", "-h,", "--rank"}, described
+    assert set(described) == {"MODEL", "GOLDEN", "-h,", "--rank", "--no-memory-check"}, \
+        described
     assert all(described.values()), described
+
+
+def test_a_memory_refusal_names_the_model_and_offers_an_option_golden_has(tmp_path, monkeypatch,
+                                                                          capsys):
+    """Bug (review 51r): golden's memory refusal named ``<temporary>/every-rank`` (the
+    lowering) and said ``pass --no-memory-check to try anyway``, an option golden did not
+    have.  Now the line names the model, golden takes ``--no-memory-check`` (passed through to
+    simulate: docs/CLI.md "python -m nrtrewrite.golden"), and with it the golden is written."""
+    import nrtrewrite.golden as golden
+    import nrtrewrite.simulate.memguard as memguard
+    monkeypatch.setattr(memguard, "available_bytes", lambda *a, **k: (1 << 10, "MemAvailable"))
+    model = shutil.copy(FIX / "ar2.neff", tmp_path / "ar2.neff")
+    out = tmp_path / "ar2.tar.gz"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stop:
+        golden.main(["ar2.neff", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nrtrewrite.golden: error: ar2.neff: trigger 0: cannot be simulated "
+                          "on this machine: "), err
+    assert err.rstrip().endswith("or pass --no-memory-check to try anyway"), err
+    assert "<temporary>" not in err and not out.exists()
+    help_text = subprocess.run([sys.executable, "-m", "nrtrewrite.golden", "--help"],
+                               capture_output=True, text=True, cwd=ROOT, timeout=60,
+                               env=dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200")).stdout
+    assert "--no-memory-check" in help_text
+    golden.main([str(model), str(out), "--no-memory-check"])
+    assert capsys.readouterr().out.endswith(": written\n")
+    assert out.read_bytes() == (FIX / "golden" / "ar2.tar.gz").read_bytes()
