@@ -1280,3 +1280,35 @@ def test_diff_of_a_golden_archive_says_to_extract_it(tmp_path):
     out = lower_to(neff, tmp_path / "out", None)
     res = CliRunner().invoke(main, ["diff", str(extracted), str(out)])
     assert res.exit_code == 0, res.output
+
+
+def test_diff_of_a_plain_tar_says_tar_xf_and_the_recipe_runs(tmp_path):
+    """Bug (review 51r): a plain (uncompressed) tar got ``tar xzf plain.tar``, which tar
+    refuses (not gzip); the flags follow the file's bytes: ``xf`` for a tar's ``ustar``
+    header, ``xzf`` for gzip, whatever the name says.  Run as printed, each recipe extracts
+    an output diff compares."""
+    import shlex
+    import subprocess
+    import tarfile
+    golden = Path(__file__).resolve().parents[1] / "fixtures" / "golden" / "ar2.tar.gz"
+    extracted = tmp_path / "x"
+    extracted.mkdir()
+    with tarfile.open(golden) as tar:
+        tar.extractall(extracted, filter="data")
+    plain, liar = tmp_path / "plain.tar", tmp_path / "liar.tar.gz"  # (liar: not gzip)
+    for path in (plain, liar):
+        with tarfile.open(path, "w") as tar:  # uncompressed
+            tar.add(extracted, arcname=".")
+    gz = tmp_path / "g.tar"  # (gzip bytes under a plain tar's name)
+    shutil.copyfile(golden, gz)
+    for path, flags in ((plain, "xf"), (liar, "xf"), (gz, "xzf")):
+        res = CliRunner().invoke(main, ["diff", str(path), str(extracted)],
+                                 prog_name="nrtrewrite")
+        recipe = (f"mkdir -p DIR && tar {flags} {shlex.quote(str(path))} -C DIR, then diff "
+                  "DIR")
+        assert recipe in _one_line_error(res), res.stderr
+        out = tmp_path / f"out-{path.name}"
+        subprocess.run(recipe.split(", then")[0].replace("DIR", shlex.quote(str(out))),
+                       shell=True, check=True, capture_output=True)
+        res = CliRunner().invoke(main, ["diff", str(out), str(extracted)])
+        assert res.exit_code == 0, res.output

@@ -493,3 +493,22 @@ def test_clicks_path_refusal_keeps_a_byte_that_is_not_utf8_as_its_escape(tmp_pat
         assert proc.stderr.decode(enc).startswith(
             "nrtrewrite simulate: error: Invalid value for 'MODEL.neff|OUT': Path "
             "'n\\udcff' does not exist."), tag
+
+
+def test_diffs_extraction_recipe_names_no_escaped_file(tmp_path):
+    """Bug (review 51r): under the C locale the recipe for a golden archive named ``gé``
+    read ``tar xzf 'g\\xe9.tar.gz'``, a command naming no file.  Under UTF-8 it names the
+    file; where stderr's encoding cannot write the name it says ``ARCHIVE`` and why."""
+    shutil.copy(FIX / "golden" / "ar2.tar.gz", tmp_path / "gé.tar.gz")
+    (tmp_path / "o").mkdir()
+    utf8, c = both_locales(["diff", "gé.tar.gz", "o"], tmp_path)
+    head = "nrtrewrite diff: error: Invalid value for 'A': '{}' is a file, not an output folder: "
+    tail = " -C DIR, then diff DIR (docs/CLI.md \"diff\")"
+    # (shown: the UTF-8 run's é as an ASCII terminal shows it, \\xe9; its stream wrote é)
+    assert utf8 == (2, "", head.format("g\\xe9.tar.gz")
+                    + "extract a golden archive first, mkdir -p DIR && tar xzf 'g\\xe9.tar.gz'"
+                    + tail + " (see 'nrtrewrite diff --help')\n")
+    assert c == (2, "", head.format("g\\xe9.tar.gz")
+                 + "extract a golden archive first, mkdir -p DIR && tar xzf ARCHIVE" + tail
+                 + "; ARCHIVE is this file, whose name this locale's encoding cannot write "
+                 "(see 'nrtrewrite diff --help')\n")

@@ -67,32 +67,64 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _TAR_MAGIC = (257, b"ustar")
 
 
-def _an_archive(path: str) -> bool:
-    """Whether the regular file ``path`` is by its name or its first bytes a tar or tar.gz
-    archive (a golden output, ``fixtures/golden/NAME.tar.gz``)."""
-    if path.endswith((".tar.gz", ".tgz", ".tar")):
-        return True
+def _tar_flags(path: str) -> str | None:
+    """How ``tar`` extracts the regular file ``path`` when it is a tar or tar.gz archive (a
+    golden output, ``fixtures/golden/NAME.tar.gz``): ``xzf`` for gzip bytes, ``xf`` for a
+    plain tar's (``ustar`` at byte 257), by its name when its bytes say neither (``.tar.gz``,
+    ``.tgz``: ``xzf``; ``.tar``: ``xf``); None for another file.  Until 2026-12-07 every
+    archive got ``xzf``, which fails on a plain tar (not gzip)."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(_TAR_MAGIC[0] + len(_TAR_MAGIC[1]))
     except OSError:
-        return False
-    return head.startswith(_GZIP_MAGIC) or head[_TAR_MAGIC[0]:] == _TAR_MAGIC[1]
+        head = b""
+    if head.startswith(_GZIP_MAGIC):
+        return "xzf"
+    if head[_TAR_MAGIC[0]:] == _TAR_MAGIC[1]:
+        return "xf"
+    if path.endswith((".tar.gz", ".tgz")):
+        return "xzf"
+    return "xf" if path.endswith(".tar") else None
+
+
+def _pastable(value) -> str | None:
+    """``value``'s path as a shell word that names the file when pasted from stderr: None
+    when stderr's encoding cannot write the path's bytes on disk as they are (the C locale
+    and a non-ASCII name: it would show ``g\\xe9.tar.gz``; a Latin-1 locale and a UTF-8
+    name: other bytes) or the path holds a character that is not printable (escaped in the
+    line)."""
+    shown = path_text(value)
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    try:
+        same = shown.encode(encoding) == os.fsencode(value)
+    except (UnicodeError, LookupError):
+        same = False
+    if not same or not shown.isprintable():
+        return None
+    return shlex.quote(shown)
 
 
 class _OutputFolder(PathArg):
     """``A`` and ``B``: an output folder.  A regular file is refused saying so, and, for a
     tar or tar.gz archive (a golden output), how to extract it for ``diff``, as docs/CLI.md
     "diff" does (until 2026-12-07 click's ``Directory 'X' is a file.``, which called the
-    file a folder and said nothing of what to do)."""
+    file a folder and said nothing of what to do).  The recipe names the file when stderr's
+    encoding can write its name, else ``ARCHIVE`` and why (until 2026-12-07 the escaped
+    name, ``tar xzf 'g\\xe9.tar.gz'``, which names no file)."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, (str, os.PathLike)) and value != "" and os.path.isfile(value):
             shown = path_text(value)
             why = f"{shown!r} is a file, not an output folder"
-            if _an_archive(os.fspath(value)):
-                why += (f": extract a golden archive first, mkdir -p DIR && tar xzf "
-                        f"{shlex.quote(shown)} -C DIR, then diff DIR (docs/CLI.md \"diff\")")
+            flags = _tar_flags(os.fspath(value))
+            if flags is not None:
+                word = _pastable(value)
+                archive = word if word is not None else "ARCHIVE"
+                why += (f": extract a golden archive first, mkdir -p DIR && tar {flags} "
+                        f"{archive} -C DIR, then diff DIR (docs/CLI.md \"diff\")")
+                if word is None:
+                    why += ("; ARCHIVE is this file, whose name this locale's encoding "
+                            "cannot write")
             self.fail(why, param, ctx)
         return super().convert(value, param, ctx)
 
