@@ -228,6 +228,11 @@ def test_the_semaphore_ids_are_formats_section_7s():
     assert "other `entry_post` semaphores 176..191" in role
     assert SEM_ENTRY_DONE == 8
     assert set(ENTRY_POST_SEMS) == {9} | set(range(176, 192))
+    # "... the kangaring peer semaphores 144..175": simulate's own SEM_PEER_BASE and the
+    # composer's
+    from nrtrewrite.compose.kangaring import KANGARING_SEM_BASE
+    assert "the kangaring peer semaphores 144..175" in role
+    assert program.SEM_PEER_BASE == KANGARING_SEM_BASE == 144
 
 
 def test_the_cce_caps_are_formats_section_1_1s():
