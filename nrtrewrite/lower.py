@@ -44,7 +44,8 @@ from nrtrewrite.memtune import collect_when_planning, frozen_gc, keep_freed_memo
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.select import (
-    Selection, idle_clauses, parse_algo_override, ranks_text, select, select_all,
+    Request, Selection, sbuf_runs_text, idle_clauses, parse_algo_override, ranks_text,
+    select_all,
 )
 from nrtrewrite.serialize import serialize_spad, serialize_tpinc
 from nrtrewrite.topology.model import Topology, load_topology
@@ -100,6 +101,8 @@ class LoweringPlan:
     #: the trigger ordinals planned (``triggers`` holds only those), or None: every trigger
     #: (:func:`plan_lowering`'s ``only``; such a plan is shown, never emitted)
     only: frozenset[int] | None = None
+    #: where the override came from (``AlgoOverride.source``: --algo or NRTREWRITE_ALGO)
+    algo_source: str = "--algo"
 
     @property
     def world(self) -> tuple[int, ...]:
@@ -234,7 +237,8 @@ def _plan_lowering(model: Model, options: LowerOptions, input_sha256: str,
     t1 = time.perf_counter()
     plan = LoweringPlan(model=model, topology=topo, options=options, triggers=[], memory=None,
                         input_sha256=input_sha256, input_bytes=input_bytes,
-                        notes=idle_clauses(override, selections, model.path), only=only)
+                        notes=idle_clauses(override, selections, model.path), only=only,
+                        algo_source=override.source if override is not None else "--algo")
     for trig, sel in zip(chosen, selections):
         if only is None or trig.ordinal in only:
             plan.triggers.append(prepare_trigger(plan, trig, sel))
@@ -494,23 +498,21 @@ def _peer_table(plan: LoweringPlan, rank: int, ranks: tuple[int, ...]
     return hit
 
 
-def _with_default_engine(err: NrtRewriteError, plan: LoweringPlan,
-                         tp: TriggerPlan) -> NrtRewriteError:
-    """``err``, a leg over ``TPINC_MAX_BDS`` of an engine an ``--algo`` override chose, with
-    the engine the default selection takes for the trigger when it is another one (its MESH
-    gate, docs/SELECTION.md §3, passes over such a mesh); any other error as it is."""
+def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> NrtRewriteError:
+    """``err``, a leg over ``TPINC_MAX_BDS`` of an engine an override (``--algo`` or
+    NRTREWRITE_ALGO) forced on a trigger with an SBUF operand, with why it has so many BDs:
+    each contiguous run of an SBUF access pattern is a BD, and the rows it reads (the
+    default selection's MESH gate counts them so, docs/SELECTION.md "MESH's BD gate"; no
+    other engine is named: none is known to lower); any other error as it is."""
+    override = tp.selection.override
     if (not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why
-            or tp.selection.override is None):
+            or override is None):
         return err
-    try:
-        alg = select(tp.trigger, plan.topology).alg
-    except NrtRewriteError:
+    req = Request.from_trigger(tp.trigger)
+    if req.src_run is None and req.dst_run is None:
         return err
-    if alg == tp.selection.alg:
-        return err
-    return LimitError(f"{err.why}; without --algo the default selection takes "
-                      f"{alg.name} for this trigger (--algo {alg.name.lower()} forces it)",
-                      err.where)
+    return LimitError(f"{err.why}; {plan.algo_source} {override!r} forced "
+                      f"{tp.selection.alg.name} ({sbuf_runs_text(req)})", err.where)
 
 
 def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
@@ -533,7 +535,7 @@ def _emit_batch(builder: RankBuilder, plan: LoweringPlan,
             try:
                 emit_entries(builder, [(ctx, spec.ir)])
             except NrtRewriteError as one:
-                raise _with_default_engine(one, plan, tp).at(
+                raise _with_runs(one, plan, tp).at(
                     **_trigger_where(plan, tp, rank)) from None
         raise  # not reproduced one entry at a time (never expected): unattributed
     return [_entry_manifest(tp, spec, rank, summary)

@@ -28,7 +28,8 @@ from nrtrewrite.codes import (
     AluOp, DTYPE_SIZE, ENC_MESH_CHANNEL_BUF_MAX_SIZE, ENC_RDH_MAX_RD_STEPS, DType, EncAlgMeshType,
     EncAlgType, EncOpType, MetaringType,
 )
-from nrtrewrite.compose.ir import MAX_DST, MAX_PEERS
+from nrtrewrite.compose.ir import MAX_DST, MAX_PEERS, MAX_SRC
+from nrtrewrite.compose.mesh import mesh_page_bytes
 from nrtrewrite.emit.formats import TPINC_MAX_BDS
 from nrtrewrite.emit.tiling import tile_elements
 from nrtrewrite.errors import SelectionError, ValidationError, counted, did_you_mean
@@ -119,7 +120,7 @@ class Request:
     alu: AluOp | None = None  # the reduce op (None: ADD, or a copy-only collective)
     #: elements per contiguous run of the src / dst operand when it is an SBUF access pattern
     #: (its dim 0's count when that dim's step is 1, else 1: a BD each), None for DRAM
-    #: (:func:`mesh_send_bd_refusal`)
+    #: (:func:`mesh_bd_refusal`)
     src_run: int | None = None
     dst_run: int | None = None
 
@@ -333,64 +334,115 @@ def enc_can_post_mesh_operation(req: Request, topo: Topology, policy: Policy = D
                        f"{fmt_bytes(need)}, more than the mesh channel buffer "
                        f"(ENC_MESH_CHANNEL_BUF_MAX_SIZE {fmt_bytes(ENC_MESH_CHANNEL_BUF_MAX_SIZE)})")
     ok = f"{s.scope}-node {req.op.name} over {s.rank_n} ranks ({sub.name})"
-    if check_window and (gate := mesh_send_bd_refusal(req, topo)) is not None:
-        return False, gate
-    return _window(req, topo, policy, EncAlgType.MESH, s.scope, ok, check_window)
+    ok, why = _window(req, topo, policy, EncAlgType.MESH, s.scope, ok, check_window)
+    if ok and check_window and (gate := mesh_bd_refusal(req, topo)) is not None:
+        return False, gate  # checked in the window only (an out-of-window MESH says so)
+    return ok, why
 
 
-def _stream_bds(run: int | None, a: int, b: int, origin: int, per_tile: int) -> int:
-    """BDs of one stream of a copy leg moving elements [a, b) of a buffer whose contiguous
-    runs hold ``run`` elements from element ``origin`` (None: a linear buffer): one BD per
-    run within each tile of ``per_tile`` elements (the emitter's ``_bds_runs``)."""
-    ta = np.arange(a, b, per_tile, dtype=np.int64)
+def _segment_bds(run: int | None, a: np.ndarray, b: np.ndarray, origin: np.ndarray,
+                 per_tile: np.ndarray) -> np.ndarray:
+    """BDs of one stream of each leg moving elements [a, b) of a buffer whose contiguous runs
+    hold ``run`` elements from element ``origin`` (None: a linear buffer): one BD per run
+    within each tile of ``per_tile`` elements (the emitter's ``_bds_runs``), all legs at
+    once."""
+    tiles = np.where(b > a, -(-(b - a) // per_tile), 0)
     if run is None:
-        return int(ta.size)
-    tb = np.minimum(ta + per_tile, b) - origin
-    ta = ta - origin
-    return int(((tb - 1) // run - ta // run + 1).sum())
+        return tiles
+    leg = np.repeat(np.arange(a.size), tiles)
+    first = np.cumsum(tiles) - tiles
+    ta = a[leg] + (np.arange(leg.size) - first[leg]) * per_tile[leg]
+    tb = np.minimum(ta + per_tile[leg], b[leg]) - origin[leg]
+    ta = ta - origin[leg]
+    return np.bincount(leg, weights=(tb - 1) // run - ta // run + 1,
+                       minlength=a.size).astype(np.int64)
 
 
-def mesh_send_bd_refusal(req: Request, topo: Topology) -> str | None:
+def _per_tile(dsize: int, a: np.ndarray, b: np.ndarray, reduce: bool, hw: int) -> np.ndarray:
+    """Elements per tile of legs of ``b - a`` elements (``tile_elements``)."""
+    return tile_elements(dsize, np.maximum(b - a, 1), np.full(a.size, reduce), hw_generation=hw)
+
+
+@functools.lru_cache(maxsize=256)
+def _mesh_bds(op: EncOpType, dsize: int, n: int, elems: int, src_run: int | None,
+              dst_run: int | None, intra: bool, hw: int) -> tuple[str, int, str]:
+    """The (leg, count, M2S or S2M) of a MESH leg that needs the most BDs of one stream
+    direction (:func:`mesh_bd_refusal`), cached by the request's identity."""
+    j = np.arange(n + 1, dtype=np.int64)
+    edges = (j * elems // n if op == EncOpType.ALLREDUCE else j * (elems // n))
+    a, b = edges[:-1], edges[1:]
+    a, b = a[b > a], b[b > a]
+    zero = np.zeros_like(a)
+    worst = [("mesh_send", 0, "M2S")]
+    tile = _per_tile(dsize, a, b, False, hw)
+    if op != EncOpType.ALLGATHER:  # scatter: IN block j to a peer's linear slot
+        worst.append(("mesh_send", int(_segment_bds(src_run, a, b, zero, tile).max()), "M2S"))
+        # reduce: one leg a page of the rank's block, IN and the n - 1 slots into OUT (of a
+        # reduce-scatter: the block alone), MAX_SRC sources a link, each later link reading
+        # OUT again with up to MAX_SRC - 1 slots
+        pe = mesh_page_bytes(dsize) // dsize
+        pages = -(-(b - a) // pe)
+        blk = np.repeat(np.arange(a.size), pages)
+        pa = a[blk] + (np.arange(blk.size) - (np.cumsum(pages) - pages)[blk]) * pe
+        pb = np.minimum(pa + pe, b[blk])
+        ptile = _per_tile(dsize, pa, pb, True, hw)
+        out_origin = pa * 0 if op == EncOpType.ALLREDUCE else a[blk]
+        out_bds = _segment_bds(dst_run, pa, pb, out_origin, ptile)
+        linear = _segment_bds(None, pa, pb, pa, ptile)
+        m2s = _segment_bds(src_run, pa, pb, pa * 0, ptile) + (min(n, MAX_SRC) - 1) * linear
+        if n > MAX_SRC:
+            m2s = np.maximum(m2s, out_bds + min(n - MAX_SRC, MAX_SRC - 1) * linear)
+        worst += [("mesh_reduce", int(m2s.max()), "M2S"),
+                  ("mesh_reduce", int(out_bds.max()), "S2M")]
+    if op != EncOpType.REDUCE_SCATTER:
+        # gather: the rank's block of OUT (an all-gather's IN, which holds it alone) to the
+        # peers' OUT, one S2M stream a peer, at most MAX_DST a leg; those of a network-bound
+        # leg stage in the linear gateway (one BD a tile); an all-gather's copy of its block
+        # to its own OUT is a leg of one S2M stream
+        src_run_g, origin = (dst_run, zero) if op == EncOpType.ALLREDUCE else (src_run, a)
+        worst.append(("mesh_send", int(_segment_bds(src_run_g, a, b, origin, tile).max()),
+                      "M2S"))
+        dst = _segment_bds(dst_run, a, b, zero, tile)
+        peers = min(n - 1, MAX_DST)
+        s2m = (peers * dst if intra
+               else np.maximum(dst, peers * _segment_bds(None, a, b, zero, tile)))
+        worst.append(("mesh_send", int(s2m.max()), "S2M"))
+    return max(worst, key=lambda w: w[1])
+
+
+def mesh_bd_refusal(req: Request, topo: Topology) -> str | None:
     """Why the default selection does not pick MESH for ``req`` (a policy gate), or None: a
-    ``mesh_send`` leg of it would need more than ``TPINC_MAX_BDS`` M2S or S2M BDs, which
-    ``lower`` refuses (docs/RELIABILITY.md §3), when an SBUF operand's access pattern has
-    short rows (one BD per run).  The legs counted (compose/mesh.py): an all-reduce's and a
-    reduce-scatter's scatter legs, block j of IN to one peer's channel buffer (a linear
-    slot); an all-reduce's gather legs, the rank's block of OUT to the peers' OUT, at most
-    ``MAX_DST`` (8) peers a leg, an all-gather's, its IN (which holds that block only) (the
-    S2M streams of a network-bound leg stage in the linear gateway: counted only inside a
-    node; an all-gather's copy of its block to its own OUT, a leg of one such stream, needs
-    no more).
-    Blocks as ``compose.mesh.block_bounds``; tiles as the emitter's copy legs."""
+    ``mesh_send`` or ``mesh_reduce`` leg of it would need more than ``TPINC_MAX_BDS`` M2S or
+    S2M BDs, which ``lower`` refuses (docs/RELIABILITY.md §3), when an SBUF operand's access
+    pattern has short rows (one BD per run within each tile).  The legs counted
+    (compose/mesh.py, docs/SELECTION.md "MESH's BD gate"): an all-reduce's and a
+    reduce-scatter's scatter legs, block j of IN to a peer's linear channel-buffer slot, and
+    their reduce legs, one a 64 KiB page of the rank's block (IN and the slots into OUT,
+    chained MAX_SRC sources a link); an all-reduce's gather legs, the rank's block of OUT to
+    at most ``MAX_DST`` (8) peers' OUT a leg, an all-gather's, its IN (which holds that block
+    only), and its copy of the block to its own OUT.  The S2M streams of a network-bound leg
+    stage in the linear gateway (one BD a tile each); the receiving side's writes into OUT
+    (post_recv, the network proxy's) are not tp_inc legs.  Blocks as
+    ``compose.mesh.block_bounds``; tiles as the emitter's legs."""
     if req.src_run is None and req.dst_run is None or req.op not in _AR_AG_RS:
         return None
-    n = len(req.group)
-    dsize = DTYPE_SIZE[req.dtype]
-    elems = req.op_elements
-    j = np.arange(n + 1, dtype=np.int64)
-    edges = (j * elems // n if req.op == EncOpType.ALLREDUCE else j * (elems // n))
-    intra = group_shape(topo, req.group).scope == INTRA
-    m2s = s2m = 0
-    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
-        if b <= a:
-            continue
-        per_tile = int(tile_elements(dsize, np.array([b - a]), np.array([False]),
-                                     hw_generation=topo.platform.hw_generation)[0])
-        if req.op != EncOpType.ALLGATHER:  # scatter: IN block j to a peer's slot
-            m2s = max(m2s, _stream_bds(req.src_run, a, b, 0, per_tile))
-        if req.op == EncOpType.REDUCE_SCATTER:
-            continue
-        src_run, origin = ((req.dst_run, 0) if req.op == EncOpType.ALLREDUCE
-                           else (req.src_run, a))
-        m2s = max(m2s, _stream_bds(src_run, a, b, origin, per_tile))
-        if intra:  # one S2M stream a destination, at most MAX_DST a leg (rows of peers' OUT)
-            s2m = max(s2m, min(n - 1, MAX_DST) * _stream_bds(req.dst_run, a, b, 0, per_tile))
-    if max(m2s, s2m) <= TPINC_MAX_BDS:
+    leg, count, which = _mesh_bds(req.op, DTYPE_SIZE[req.dtype], len(req.group),
+                                  req.op_elements, req.src_run, req.dst_run,
+                                  group_shape(topo, req.group).scope == INTRA,
+                                  topo.platform.hw_generation)
+    if count <= TPINC_MAX_BDS:
         return None
-    which, count = ("M2S", m2s) if m2s >= s2m else ("S2M", s2m)
-    return (f"{POLICY_GATE}a mesh_send leg would need {count} {which} BDs, more than "
-            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg (an SBUF access pattern of short rows, a BD "
-            "per run; lower refuses it; --algo may force it)")
+    return (f"{POLICY_GATE}a {leg} leg would need {count} {which} BDs, more than "
+            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it; "
+            "--algo may force it)")
+
+
+def sbuf_runs_text(req: Request) -> str:
+    """Why an SBUF operand makes so many BDs: each contiguous run of its access pattern is a
+    BD, its rows of ``src_run`` / ``dst_run`` elements."""
+    rows = [f"the {name}'s rows of {run} element{'s' if run != 1 else ''}"
+            for name, run in (("src", req.src_run), ("dst", req.dst_run)) if run is not None]
+    return f"an SBUF access pattern's runs, a BD each: {' and '.join(rows)}"
 
 
 def mesh_channel_buffer_bytes(alg: EncAlgType, req: Request) -> int:

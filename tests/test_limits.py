@@ -647,9 +647,12 @@ def test_tp_inc_steps_bds_per_leg(tmp_path):
                            "instruction 0, trigger 0, rank 0: a mesh_send leg on channel 0 "
                            "needs 2 M2S and 65535 S2M BDs, at most 65534 of each"), line
     assert "(TPINC_MAX_BDS)" in line
+    # why so many BDs: src dims [[1, 65535]] are one row of 65535 elements, dst dims
+    # [[2, 131070]] rows of one element (step 2); no other engine is named (review 51s)
     assert line.endswith("its elements fall into too many contiguous runs (an SBUF access "
-                         "pattern of short rows); without --algo the default selection takes "
-                         "RING for this trigger (--algo ring forces it)")
+                         "pattern of short rows); --algo 'mesh' forced MESH (an SBUF access "
+                         "pattern's runs, a BD each: the src's rows of 65535 elements and the "
+                         "dst's rows of 1 element)"), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.neff", "ok.out", "over.neff"]
 
 
@@ -673,28 +676,54 @@ def _short_rows_all_reduce() -> dict:
                                        "dims": dims}}}]}}]}
 
 
+def _strided_reduce_scatter(n: int) -> dict:
+    """An fp8_e4 reduce-scatter over 2 ranks of ``n`` elements a rank from a linear src into
+    a dst of step 2: every element of OUT is a run of its own, so the mesh_reduce of the
+    rank's block (one leg a 64 KiB page: 65536 one-byte elements, more than ``n``) writes
+    ``n`` S2M BDs (review 51s item 2)."""
+    return {"header": {"name": "rs8", "lnc_size": 1},
+            "subgraphs": [{"vars": [{"name": "i", "type": "state-buffer", "size": 2 * n,
+                                     "partitions": 1},
+                                    {"name": "o", "type": "state-buffer", "size": 2 * n,
+                                     "partitions": 1}],
+                           "replica_groups": [[0, 1]],
+                           "engines": {"sp": [{"reduce_scatter": {
+                               "dtype": "fp8_e4", "op": "add",
+                               "src": {"var": "i", "start": 0, "partitions": 1,
+                                       "dims": [[1, 2 * n]]},
+                               "dst": {"var": "o", "start": 0, "partitions": 1,
+                                       "dims": [[2, n]]}}}]}}]}
+
+
 @pytest.mark.parametrize("case, mesh, count", [
     # 128 x 300 x 5 = 192000 elements, blocks of 96000: a scatter mesh_send reads a block
     # of IN, 96000 runs of one element (4 bytes; 6 tiles of 16384, runs never span tiles)
-    ("short_rows", False, "96000 M2S"),
+    ("short_rows", False, "mesh_send leg would need 96000 M2S"),
     # int8 all-gather into a dst of step 2: the broadcast mesh_send writes the peer's OUT
     # block, one run per element; 65534 lowers with MESH, 65535 is one over
     ("ag65534", True, None),
-    ("ag65535", False, "65535 S2M"),
+    ("ag65535", False, "mesh_send leg would need 65535 S2M"),
+    # fp8 reduce-scatter into a dst of step 2: the mesh_reduce leg of the rank's block (one
+    # page) writes one S2M BD an element of it
+    ("rs65534", True, None),
+    ("rs65535", False, "mesh_reduce leg would need 65535 S2M"),
 ])
 def test_the_default_selection_passes_over_a_mesh_whose_legs_pass_tpinc_max_bds(
         tmp_path, case, mesh, count):
-    """SELECTION.md §3: the default selection does not pick MESH when a mesh_send leg of it
-    would need more BDs than a tp_inc_steps record holds (TPINC_MAX_BDS 65534, which lower
-    refuses at emit time); the cascade falls back (RING here) and lower and simulate pass.
-    explain names the count.  (Until 2026-12-07 MESH was picked and lower refused it.)"""
+    """SELECTION.md §3: the default selection does not pick MESH when a mesh_send or
+    mesh_reduce leg of it would need more BDs than a tp_inc_steps record holds
+    (TPINC_MAX_BDS 65534, which lower refuses at emit time); the cascade falls back (RING
+    here) and lower and simulate pass; explain names the count, and a forced MESH is refused
+    by lower for that leg and count.  (Until 2026-12-06 MESH was picked and lower refused it.)"""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
     from nrtrewrite.select import select
 
     s = {"short_rows": _short_rows_all_reduce, "ag65534": lambda: _strided_all_gather(65534),
-         "ag65535": lambda: _strided_all_gather(65535)}[case]()
+         "ag65535": lambda: _strided_all_gather(65535),
+         "rs65534": lambda: _strided_reduce_scatter(65534),
+         "rs65535": lambda: _strided_reduce_scatter(65535)}[case]()
     neff = tmp_path / "m.neff"
     neff.write_bytes(assemble_spec(s))
     model = read_model_bytes(neff.read_bytes(), path=str(neff))
@@ -702,19 +731,32 @@ def test_the_default_selection_passes_over_a_mesh_whose_legs_pass_tpinc_max_bds(
     assert sel.alg.name == ("MESH" if mesh else "RING")
     reason = next(c.reason for c in sel.candidates if c.alg.name == "MESH")
     if count is not None:
-        assert reason == (f"policy gate: a mesh_send leg would need {count} BDs, more than "
-                          "TPINC_MAX_BDS 65534 a leg (an SBUF access pattern of short rows, a "
-                          "BD per run; lower refuses it; --algo may force it)")
+        runs = {"short_rows": "the src's rows of 1 element and the dst's rows of 1 element",
+                "ag65535": "the src's rows of 65535 elements and the dst's rows of 1 element",
+                "rs65535": "the src's rows of 131070 elements and the dst's rows of 1 "
+                           "element"}[case]
+        assert reason == (f"policy gate: a {count} BDs, more than TPINC_MAX_BDS 65534 a leg "
+                          f"(an SBUF access pattern's runs, a BD each: {runs}; lower refuses "
+                          "it; --algo may force it)")
         assert f"MESH not taken: {reason}" in sel.reason
+    else:
+        assert "TPINC_MAX_BDS" not in reason
     res = CliRunner().invoke(main, ["explain", str(neff)])
     assert res.exit_code == 0, res.output
-    assert (count is None) or f"a mesh_send leg would need {count} BDs" in " ".join(
-        res.output.split())
+    assert (count is None) or f"a {count} BDs" in " ".join(res.output.split())
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out)])
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["simulate", str(out), "--json"])
     assert res.exit_code == 0, res.output
+    if count is not None:  # forced, lower refuses the leg the gate named, by the same count
+        leg, _, _, _, number, which = count.split()
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / "forced"), "--algo", "mesh"])
+        assert res.exit_code == 2, res.output
+        assert re.search(rf"a {leg} leg on channel \d+ needs "
+                         + (rf"{number} M2S and \d+ S2M" if which == "M2S"
+                            else rf"\d+ M2S and {number} S2M"), res.output), res.output
 
 
 def test_explain_refuses_what_lower_refuses_for_the_var_layout(tmp_path):
@@ -876,11 +918,14 @@ def test_the_evt_sem_limit_names_the_vars_alone_when_they_pass_it(tmp_path):
     (16, "96000 S2M"),  # blocks of 12000: 8 x 12000
     (32, None),  # blocks of 6000: 8 x 6000 = 48000, and a scatter leg 6000 M2S: MESH lowers
 ])
-def test_the_mesh_bd_gate_counts_a_gather_leg_of_at_most_eight_peers(ranks, gate):
+def test_the_mesh_bd_gate_counts_a_gather_leg_of_at_most_eight_peers(tmp_path, ranks, gate):
     """The gather of a MESH all-reduce is cut into legs of at most 8 destinations (the leg
-    IR's MAX_DST), so over 32 ranks no leg passes TPINC_MAX_BDS and MESH stays (lower lowers
-    it); over 16 ranks a leg of 8 peers needs 96000 S2M BDs (lower refused it so, until
-    2026-12-07, by default)."""
+    IR's MAX_DST), so over 32 ranks no leg passes TPINC_MAX_BDS and MESH stays, and lower
+    lowers it with MESH; over 16 ranks a leg of 8 peers needs 96000 S2M BDs (lower refused
+    it so, until 2026-12-06, by default)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
     from nrtrewrite.select import select
 
     s = _short_rows_all_reduce()
@@ -890,7 +935,93 @@ def test_the_mesh_bd_gate_counts_a_gather_leg_of_at_most_eight_peers(ranks, gate
     reason = next(c.reason for c in sel.candidates if c.alg.name == "MESH")
     if gate is None:
         assert sel.alg.name == "MESH" and "TPINC_MAX_BDS" not in reason
+        neff, out = tmp_path / "m.neff", tmp_path / "out"
+        neff.write_bytes(assemble_spec(s))
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out),
+                                        "--topology", "trn2"])
+        assert res.exit_code == 0, res.output
+        man = json.loads((out / "manifest.json").read_text())
+        assert [t["algorithm"] for t in man["triggers"]] == ["MESH"]
     else:
         assert sel.alg.name != "MESH"
         assert reason.startswith(f"policy gate: a mesh_send leg would need {gate} BDs, more "
                                  "than TPINC_MAX_BDS 65534 a leg"), reason
+
+
+def test_the_mesh_bd_gate_is_checked_in_the_window_only(tmp_path):
+    """review 51s item 4: a MESH out of its size window says so, not the BD gate: the short
+    rows all-reduce with dim 2 of 2 is 128 x 300 x 5 x 2 fp32r elements, 1536000 bytes
+    (1.465 MiB), past the intra-node SBUF window's 1 MiB (SELECTION.md §5), though a block
+    of 192000 runs of one element would pass TPINC_MAX_BDS too."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    s = _short_rows_all_reduce()
+    op = s["subgraphs"][0]["engines"]["sp"][0]["all_reduce"]
+    op["src"]["dims"] = op["dst"]["dims"] = [[2, 300], [604, 5], [3020, 2]]
+    for var, size in zip(s["subgraphs"][0]["vars"], (24144, 24140)):  # review 51s's sr2
+        var["size"] = size
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff)])
+    assert res.exit_code == 0, res.output
+    reasons = [c["reason"] for c in _mesh_candidates(json.loads(res.output))]
+    assert reasons and all(r == "1.465 MiB (1536000 B) not below "
+                           "op_max_limit_sbuf[ALLREDUCE] 1 MiB" for r in reasons), reasons
+
+
+def _mesh_candidates(doc):
+    """Every candidate row of MESH in an explain --json document."""
+    if isinstance(doc, dict):
+        if doc.get("algorithm") == "MESH" and "reason" in doc:
+            yield doc
+        for v in doc.values():
+            yield from _mesh_candidates(v)
+    elif isinstance(doc, list):
+        for v in doc:
+            yield from _mesh_candidates(v)
+
+
+@pytest.mark.parametrize("env", [False, True])
+def test_a_forced_engine_over_tpinc_max_bds_says_why_and_names_no_other(
+        tmp_path, monkeypatch, env):
+    """review 51s item 3: review 51s's rs_short (an fp16 reduce-scatter over 2 ranks, src
+    dims [[2, 300], [600, 5], [3000, 4]]: runs of one element, 384000 over 64 partitions,
+    blocks of 192000) is refused forced to RING as to MESH; the refusal says which override
+    forced it (NRTREWRITE_ALGO when it came from the environment) and why there are so many
+    BDs (the rows of each SBUF operand), and names no engine to take instead."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    s = {"header": {"name": "rs_short", "lnc_size": 2},
+         "subgraphs": [{"name": "sg00",
+                        "vars": [{"name": "s", "type": "state-buffer", "size": 24000,
+                                  "partitions": 128},
+                                 {"name": "d", "type": "state-buffer", "size": 6000,
+                                  "partitions": 128}],
+                        "replica_groups": [[0, 8]],
+                        "engines": {"sp": [{"reduce_scatter": {
+                            "dtype": "fp16", "op": "add",
+                            "src": {"var": "s", "start": 0, "partitions": [0, 64],
+                                    "dims": [[2, 300], [600, 5], [3000, 4]]},
+                            "dst": {"var": "d", "start": 0, "partitions": [0, 64],
+                                    "dims": [[1, 300], [300, 5], [1500, 2]]}}}]}}]}
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    args = ["lower", "-q", "-j", "1", str(neff), "-o", str(tmp_path / "out")]
+    if env:
+        monkeypatch.setenv("NRTREWRITE_ALGO", "ring")
+    else:
+        monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+        args += ["--algo", "ring"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    line = res.output.strip()
+    assert "(TPINC_MAX_BDS)" in line and "default selection" not in line, line
+    source = "NRTREWRITE_ALGO" if env else "--algo"
+    assert line.endswith(f"; {source} 'ring' forced RING (an SBUF access pattern's runs, a BD "
+                         "each: the src's rows of 1 element and the dst's rows of 300 "
+                         "elements)"), line
+    assert not (tmp_path / "out").exists()
