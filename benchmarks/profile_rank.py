@@ -47,7 +47,7 @@ EMITTER_STAGES = ",".join(
 #: Models ``make bench`` builds that this script builds too when they are missing, as its
 #: full run builds them (benchmarks/run.py): ``(models' spec function, its arguments)``.
 #: The sweeps: ``size_x{m}`` is 64 ranks of 64 MiB x m, ``ranks_{r}`` r ranks of 32 MiB x r
-#: (until 2026-12-07 only the large models: ``make profile MODEL=size_x1`` needed ``make
+#: (until 2026-12-06 only the large models: ``make profile MODEL=size_x1`` needed ``make
 #: bench`` first).
 BUILDABLE = {"large64": ("large_spec", (64,), {}), "large128": ("large_spec", (128,), {}),
              "all64": ("large_spec", (64,), {"count": 100, "hi": 16 << 20}),

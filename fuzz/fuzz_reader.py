@@ -37,7 +37,7 @@ mode  body
 
 The seed selector byte ``b`` of modes 2 and 3 picks ``SELECTOR_FIXTURES[b % 8]``, an
 explicit list of the fixtures these modes write over (:func:`pick_fixture`), not the sorted
-``fixtures/*.neff`` (until 2026-12-07), so that a fixture added under ``fixtures/`` leaves
+``fixtures/*.neff`` (until 2026-12-06), so that a fixture added under ``fixtures/`` leaves
 every input picking the fixture it picked: the committed regressions (``fixtures/fuzz/``)
 and a corpus kept from earlier runs (``fuzz/corpus/``) replay what they found.  Appending a
 name to the list would retarget every selector of 8 or more: ``tests/test_fuzz.py`` pins
@@ -74,7 +74,7 @@ PLAN_MAX_TRIGGERS = 16
 PLAN_MAX_RANK_ID = 4096
 
 #: The fixtures modes 2 and 3 write over, in seed selector order (:func:`pick_fixture`): the
-#: sorted fixtures/*.neff of 2026-12-07, kept as they are when a fixture is added there.
+#: sorted fixtures/*.neff of 2026-12-06, kept as they are when a fixture is added there.
 SELECTOR_FIXTURES = ("ar2", "c7c8", "groups", "int32_allgather", "mix8", "node64", "sbuf",
                      "two_node128")
 

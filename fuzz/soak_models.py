@@ -174,7 +174,7 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
 def lower_drawn(neff: Path, algo: str | None, host_cc: bool):
     """Plan ``neff`` with the options drawn, the shell's ``NRTREWRITE_ALGO`` dropped
     meanwhile (restored after): with no ``--algo`` drawn, the policy, as the FAILED line's
-    ``lower with the default options`` says (until 2026-12-07 ``load_and_plan(algo=None)``
+    ``lower with the default options`` says (until 2026-12-06 ``load_and_plan(algo=None)``
     read the variable, so a model drawn with no override lowered with the shell's, which
     neither the line nor the log's ``"algo": null`` showed, and an invalid one made every
     such model a refusal, status 0)."""
@@ -260,7 +260,7 @@ def lower_options(algo: str | None, host_cc: bool) -> str:
     """The options a model was lowered with, as they are typed after ``nrtrewrite lower
     M.neff`` (``--algo 'allreduce:mesh;allgather:ring' --host-cc``, quoted for a shell), or
     ``the default options``: ``--algo`` only when one was drawn (None: the policy), not
-    ``--algo None`` (until 2026-12-07), which ``lower`` refuses."""
+    ``--algo None`` (until 2026-12-06), which ``lower`` refuses."""
     words = (["--algo", shlex.quote(algo)] if algo is not None else []) + (
         ["--host-cc"] if host_cc else [])
     return f"lower with {' '.join(words)}" if words else "lower with the default options"

@@ -196,14 +196,14 @@ def _simulated(model_path: str, out: Path, tmp: Path, ranks: list[int] | None,
     """Simulate ``out``, the lowering of ``model_path`` about to be packed, against the model
     (as ``nrtrewrite simulate OUT --model MODEL`` does, seed 0), and refuse it (an
     :class:`~nrtrewrite.errors.NrtRewriteError` naming the model) unless every trigger
-    matches: until 2026-12-07 ``make golden`` packed whatever it lowered, so a wrong
+    matches: until 2026-12-06 ``make golden`` packed whatever it lowered, so a wrong
     lowering became the golden the tests then held every later lowering to.  An output
     of some ``ranks`` cannot be simulated alone (every rank of every replica group is
     needed): the whole model is lowered beside it and simulated, and the kept ranks must
     be that lowering's (the same rank manifests, which record every artifact's sha256, and
     the same rewritten NEFF).  ``memory_check`` False: simulate's ``--no-memory-check``
     (golden's own option of that name, passed through); the memory guard's refusal names
-    the model, not the temporary lowering (until 2026-12-07 ``<temporary>/every-rank``, and
+    the model, not the temporary lowering (until 2026-12-06 ``<temporary>/every-rank``, and
     it offered an option golden did not have)."""
     model = read_model(model_path)
     whole = out
@@ -245,14 +245,14 @@ def _fail(line: str) -> None:
 #: the ``--help`` description, the docstring's first paragraph as a string: ``python -OO``
 #: strips docstrings, where argparse read it from (no description until 2026-12-06)
 DESCRIPTION = "Golden outputs: a fixture's lowered output packed as a deterministic tar.gz."
-#: the program as ``--help``'s usage line names it (``golden.py`` until 2026-12-07)
+#: the program as ``--help``'s usage line names it (``golden.py`` until 2026-12-06)
 PROG = "python -m nrtrewrite.golden"
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line, ``nrtrewrite.golden: error: MESSAGE (see
     'python -m nrtrewrite.golden --help')``, status 2, as every error of the module
-    (docs/RELIABILITY.md §4; until 2026-12-07 argparse's two lines, the usage then
+    (docs/RELIABILITY.md §4; until 2026-12-06 argparse's two lines, the usage then
     ``golden.py: error: ...``)."""
 
     def error(self, message: str) -> NoReturn:
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
 def _previous(golden: str, data: bytes) -> str:
     """What writing ``data`` to ``golden`` does: ``written`` (there is none), ``changed``
     (one with other bytes is replaced) or ``unchanged`` (it holds ``data``: not rewritten).
-    Until 2026-12-07 every run said ``written``, changed or not."""
+    Until 2026-12-06 every run said ``written``, changed or not."""
     try:
         st = os.stat(golden)
         if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):

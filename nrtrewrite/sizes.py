@@ -32,7 +32,7 @@ def parse_size(text: str, field: str = "--bytes") -> int:
     num, unit, i, b = m.groups()
     # The integer part's leading zeros are not counted, nor read ("007" is 7; "0.5" has 1
     # digit, "00.5" too); every digit after the point counts (a zero there is part of the
-    # value): docs/CLI.md "Errors" (until 2026-12-07 a 0 before the point was counted)
+    # value): docs/CLI.md "Errors" (until 2026-12-06 a 0 before the point was counted)
     whole, point, fraction = num.partition(".")
     significant = whole.lstrip("0")
     zeros = len(whole) - len(significant)

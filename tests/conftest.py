@@ -20,7 +20,7 @@ def golden_set() -> dict[str, list[int] | None]:
     """The golden set as ``make golden`` makes it, read from where the Makefile reads it
     (its one source, README.md "Adding a fixture and its golden"): every fixture spec
     ``fixtures/<name>.yaml``, each with the ranks its golden keeps, the Makefile's
-    ``GOLDEN_RANKS_<name> := --rank A --rank B ...`` (None: every rank).  Until 2026-12-07
+    ``GOLDEN_RANKS_<name> := --rank A --rank B ...`` (None: every rank).  Until 2026-12-06
     the set was written out in the Makefile, tests/test_lower.py (the ranks a second time),
     tests/test_golden_module.py and tests/test_simulate.py, and a new fixture got no golden
     and no test.  A ``GOLDEN_RANKS_`` line of another shape is an error here, not skipped."""

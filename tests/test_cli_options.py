@@ -330,7 +330,7 @@ def test_a_fractional_size_leaves_out_its_whole_parts_zeros_and_counts_its_fract
     too many is shown from its point.  `00.` + 40 zeros + `1`: 41 digits (40 zeros and the
     1 after the point) after 2 leading zeros; `0.` + 39 zeros + `1`: 40, within the limit,
     so judged as a number (not a whole number of bytes); `0.5KiB` and `00.5KiB` are 512
-    bytes, as `--bytes 512`.  Until 2026-12-07 the 0 before the point counted: `'0.000...'
+    bytes, as `--bytes 512`.  Until 2026-12-06 the 0 before the point counted: `'0.000...'
     has 42 digits after 1 leading zero` and 41 digits (review 51m)."""
     z40, z39 = "0" * 40, "0" * 39
     res = run("explain", "--op", "allreduce", "--ranks", "2", "--bytes", f"00.{z40}1")

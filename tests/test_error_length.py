@@ -253,7 +253,7 @@ def _doc_cut() -> dict[str, int]:
     """The numbers of docs/CLI.md "Errors"'s sentence on the whole line's cut, read from it:
     `a whole error line longer than L characters ... first each run of more than R
     characters without a space ... keeps its first RH and last RT characters, ... then a
-    line still longer than L keeps its first H and last T characters` (until 2026-12-07 the
+    line still longer than L keeps its first H and last T characters` (until 2026-12-06 the
     doc stated none of the whole line's: these tests wrote 2000, 1500 and 400 themselves,
     review 51m)."""
     import re
@@ -287,7 +287,7 @@ def _cut_run(run: str) -> str:
 
 
 def test_cli_md_states_the_whole_lines_cut_as_errors_cut_line_does():
-    """docs/CLI.md "Errors" states the cut's numbers (until 2026-12-07 only `cut the same
+    """docs/CLI.md "Errors" states the cut's numbers (until 2026-12-06 only `cut the same
     way`, the why's 700 and 200, which the line does not use): past 2,000 characters each
     run of more than 400 without a space keeps its first 200 and last 150, then the line
     its first 1,500 and last 400 (review 51m)."""
@@ -399,7 +399,7 @@ def test_the_protocol_error_line_is_capped_as_written_on_an_ascii_stdout(tmp_pat
     run past 400 characters) and two of 100 `y`, sem.bin's records 6 and 10 of rank 0
     swapped: its line, past 2,000 characters as written, keeps its first 1,500 (a pad folder
     of `x` makes the 1,500th the last of an escape) and last 400 (all ASCII).  The
-    `--json` `"error"` stays the raw line, under 2,000 characters.  Until 2026-12-07 the raw
+    `--json` `"error"` stays the raw line, under 2,000 characters.  Until 2026-12-06 the raw
     line was cut, then escaped, the prefix not counted: about 5,100 characters here, 9,267
     with a path of 900 emoji (review 51m)."""
     import json

@@ -456,7 +456,7 @@ def test_the_committed_inputs_pick_what_they_picked():
     ``def.json`` in member order, every other member as it is; the README's list is the
     one the harness picks from.  The regressions of modes 2 and 3 under fixtures/fuzz/ (none
     yet: they are of mode 0) pick what the README names; the seeds of modes 2 and 3 cover
-    the list.  Until 2026-12-07 this test held ``SELECTOR_FIXTURES`` to a copy of itself
+    the list.  Until 2026-12-06 this test held ``SELECTOR_FIXTURES`` to a copy of itself
     and its loop met no input (review 51m)."""
     import re
 

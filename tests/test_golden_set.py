@@ -1,7 +1,7 @@
 """The golden set agrees everywhere (review 51d): every fixture spec ``fixtures/<name>.yaml``
 has its NEFF and its golden ``fixtures/golden/<name>.tar.gz``, every golden its fixture,
 ``make golden`` writes exactly those archives with the ranks each keeps, and the golden
-test compares every one.  Until 2026-12-07 the set was written out in the Makefile,
+test compares every one.  Until 2026-12-06 the set was written out in the Makefile,
 tests/test_lower.py (with a second copy of the ranks), tests/test_golden_module.py and
 tests/test_simulate.py, and nothing checked that they agreed: a new fixture got no golden
 and no test, and a name added to the Makefile alone got an archive no test read."""
@@ -34,7 +34,7 @@ SUFFIXES = {"*.yaml": ".yaml", "*.neff": ".neff", "golden/*.tar.gz": ".tar.gz"}
 def _stems(pattern: str, folder: Path = FIX) -> set[str]:
     """The fixture names of ``folder``'s files matching ``pattern``: each file's name less
     its suffix, as the Makefile's ``basename`` and conftest's ``Path.stem`` cut a spec's
-    name (``v1.2.yaml`` is fixture ``v1.2``, its golden ``v1.2.tar.gz``; until 2026-12-07
+    name (``v1.2.yaml`` is fixture ``v1.2``, its golden ``v1.2.tar.gz``; until 2026-12-06
     the name was cut at its first dot, ``v1``)."""
     return {p.name.removesuffix(SUFFIXES[pattern]) for p in folder.glob(pattern)}
 

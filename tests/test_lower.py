@@ -34,7 +34,7 @@ def cli(*args, check=False):
 
 def golden_mismatch(name: str, diffs) -> str:
     """The failure of :func:`test_fixture_matches_golden`: which side is the golden, the
-    differences, and what to check before regenerating (until 2026-12-07 the differences
+    differences, and what to check before regenerating (until 2026-12-06 the differences
     then ``(make golden regenerates)``, which named neither side and pointed at a
     regeneration that packs a wrong lowering as readily as a right one)."""
     ranks = "".join(f" --rank {r}" for r in GOLDEN_RANKS.get(name, []))

@@ -71,7 +71,7 @@ def _tar_flags(path: str) -> str | None:
     """How ``tar`` extracts the regular file ``path`` when it is a tar or tar.gz archive (a
     golden output, ``fixtures/golden/NAME.tar.gz``): ``xzf`` for gzip bytes, ``xf`` for a
     plain tar's (``ustar`` at byte 257), by its name when its bytes say neither (``.tar.gz``,
-    ``.tgz``: ``xzf``; ``.tar``: ``xf``); None for another file.  Until 2026-12-07 every
+    ``.tgz``: ``xzf``; ``.tar``: ``xf``); None for another file.  Until 2026-12-06 every
     archive got ``xzf``, which fails on a plain tar (not gzip)."""
     try:
         with open(path, "rb") as fh:
@@ -107,9 +107,9 @@ def _pastable(value) -> str | None:
 class _OutputFolder(PathArg):
     """``A`` and ``B``: an output folder.  A regular file is refused saying so, and, for a
     tar or tar.gz archive (a golden output), how to extract it for ``diff``, as docs/CLI.md
-    "diff" does (until 2026-12-07 click's ``Directory 'X' is a file.``, which called the
+    "diff" does (until 2026-12-06 click's ``Directory 'X' is a file.``, which called the
     file a folder and said nothing of what to do).  The recipe names the file when stderr's
-    encoding can write its name, else ``ARCHIVE`` and why (until 2026-12-07 the escaped
+    encoding can write its name, else ``ARCHIVE`` and why (until 2026-12-06 the escaped
     name, ``tar xzf 'g\\xe9.tar.gz'``, which names no file)."""
 
     def convert(self, value, param, ctx):

@@ -97,7 +97,7 @@ PROTOCOL_ERROR = "protocol error: "
 def protocol_error_line(error: str) -> str:
     """The ``protocol error:`` line as written on stdout, capped as an error line is
     (docs/CLI.md "Errors"): what stdout's encoding cannot hold escaped first, then cut,
-    the prefix counted (until 2026-12-07 the line was cut raw, then escaped, its prefix not
+    the prefix counted (until 2026-12-06 the line was cut raw, then escaped, its prefix not
     counted: a path of emoji on an ASCII stdout made a line of 9,267 characters)."""
     return cut_line(encodable(escape_line(PROTOCOL_ERROR + error)))
 
