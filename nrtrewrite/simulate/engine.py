@@ -26,14 +26,15 @@ from nrtrewrite.codes import DType, SdmaCceType
 from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, cut_line,
                                escape_controls, json_text, temporary_name)
 from nrtrewrite.emit.formats import rank_dir_name
+from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.simulate.artifacts import (
     load_rank_files, read_rank_manifest, read_rewritten_neff, read_top_manifest,
     read_top_values)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
-    CCE_OPS, LEAF_NAMES, Entry, Leg, LegName, QueueLegs, RankProgram, check_ring_pairing,
-    decode_rank, sem_name,
+    CCE_OPS, LEAF_NAMES, SEM_ENTRY_GO, SEM_EVENT_BASE, SEM_PEER_BASE, Entry, Leg, LegName,
+    QueueLegs, RankProgram, check_ring_pairing, decode_rank, sem_name,
 )
 from nrtrewrite.simulate.result import (
     ERROR, INCOMPLETE, MATCH, MISMATCH, NOT_RUN, SimulationResult, TriggerResult,
@@ -614,6 +615,22 @@ class Simulator:
                 if tr.first and not tr.terminator:
                     cons.setdefault(tr.handshake, set()).add(p.tid)
         self.consumers = {k: tuple(sorted(v)) for k, v in cons.items()}
+        # who increases which semaphore (static): a semaphore of several producers has its
+        # token hand-out checked to be the same in every interleaving (_take, SIMULATOR §6)
+        prod: dict[tuple[int, int], set[int]] = {}
+        for r, prog in self.programs.items():
+            for ent in prog.entries:
+                for c, (first, count) in ent.queues.items():
+                    for key in set(prog.waits_of(first, count, wait=False)):
+                        prod.setdefault(key, set()).add(self.chan_tid[(r, c)])
+        for p in self.proxies:
+            for tr in p.transfers:
+                if tr.complete and not tr.terminator and tr.notify is not None:
+                    prod.setdefault(tr.notify, set()).add(p.tid)
+        self.multi = {k for k, v in prod.items() if len(v) > 1 and k in cons}
+        #: (rank, semaphore) of several producers -> [the waits of the group before the
+        #: current one, the current group's, its (entry, channels) or None]: _take
+        self.groups: dict[tuple[int, int], list] = {}
         n = self.n_threads
         self.vc = [np.zeros(n, self._clock_dtype()) for _ in range(n)]
         self.sem_count = {r: np.zeros(256, np.int64) for r in self.programs}
@@ -795,7 +812,7 @@ class Simulator:
 
     # ------------------------------------------------------------------ semaphores
     def _give(self, r: int, s: int, v: int, clock: np.ndarray | None, tid: int,
-              trigger: int) -> None:
+              trigger: int, who=None) -> None:
         cnt = self.sem_count[r]
         if cnt[s] + v > SEM_MAX:
             raise SimulationError(f"{sem_name(s)} of rank {r} overflows 32 bits", rank=r)
@@ -806,7 +823,10 @@ class Simulator:
         q = self.tokens.get((r, s))
         if q is None:
             q = self.tokens[(r, s)] = deque()
-        if q and q[-1][1] is clock:
+        if (r, s) in self.multi:
+            # each increment its own record, with who made it (tid, its step) and where
+            q.append([v, clock, tid, int(self.vc[tid][tid]), _kept(who)])
+        elif q and q[-1][1] is clock:
             # the same clock (or none) as the newest tokens: one record more of them (a wait
             # joins it once either way; a ring's dma_compl_sema holds one, not one a leg)
             q[-1][0] += v
@@ -817,14 +837,23 @@ class Simulator:
             for a in waiting:
                 self._evaluate(a)
 
-    def _take(self, r: int, s: int, v: int, vc: np.ndarray, trigger: int) -> None:
+    def _take(self, r: int, s: int, v: int, vc: np.ndarray, trigger: int, tid: int,
+              where: tuple | None, who) -> None:
+        """Wait ``v`` on semaphore ``s`` of rank ``r``: take its oldest tokens and join their
+        clocks.  ``tid`` is the waiter's thread, ``where`` its (entry, channel) (None for a
+        proxy), ``who`` it for a message."""
         if not v:
             return
         self.sem_count[r][s] -= v
         self.sem_trigger[(r, s)] = trigger
         q = self.tokens[(r, s)]
+        st = None
+        if (r, s) in self.multi:
+            st = self._group(r, s, tid, int(vc[tid]) + 1, where, who)
         while v:
             head = q[0]
+            if st is not None:
+                self._forced(r, s, head, st, who, trigger)
             n = min(v, head[0])
             if head[1] is not None:
                 np.maximum(vc, head[1], out=vc)
@@ -832,6 +861,84 @@ class Simulator:
             v -= n
             if not head[0]:
                 q.popleft()
+
+    #: groups of waits remembered per semaphore of several producers (a run of groups that
+    #: took from one producer counts once); an increment not ordered after the oldest of a
+    #: history that lost older ones is refused, as unproven
+    TOKEN_HISTORY = 64
+
+    def _group(self, r: int, s: int, tid: int, stamp: int, where: tuple | None,
+               who) -> list:
+        """Record a wait on a semaphore of several producers; return its state
+        ``[history, current group]`` (docs/SIMULATOR.md §6).  The waits on one semaphore are
+        in order (each entry's by one channel, a proxy's alone: the wiring proof,
+        wiring.py), but the channels of one entry that each wait once on one increment (the
+        handshake's entry_go), which form one group.  A group is ``[waits, producers,
+        (entry, channels) or None]``; the history a list of segments ``[producers, first
+        group's waits, last group's waits]``, consecutive groups that took from the same
+        one producer merged, and a flag: older segments were dropped."""
+        who = _kept(who)
+        st = self.groups.get((r, s))
+        if st is None:
+            st = self.groups[(r, s)] = [[], None, False]
+        g = st[1]
+        if g is not None and g[0][-1][:2] == (tid, stamp):
+            return st  # (another record of the same wait)
+        if g is not None and where is not None and g[2] is not None and g[2][0] == where[0] \
+                and where[1] not in g[2][1]:
+            g[0].append((tid, stamp, who))
+            g[2][1].add(where[1])
+            return st
+        if g is not None:  # the group before is complete: into the history
+            hist = st[0]
+            if hist and len(g[1]) == 1 and hist[-1][0] == g[1]:
+                hist[-1][2] = g[0]
+            else:
+                hist.append([g[1], g[0], g[0]])
+                if len(hist) > self.TOKEN_HISTORY:
+                    del hist[0]
+                    st[2] = True
+        st[1] = [[(tid, stamp, who)], set(),
+                 (where[0], {where[1]}) if where is not None else None]
+        return st
+
+    def _forced(self, r: int, s: int, head: list, st: list, who, trigger: int) -> None:
+        """The increment ``head`` (of producer P) is taken by a wait of the current group.
+        Every earlier group it is not ordered after could have taken it in another order;
+        that changes nothing only if such a group took from P alone (P's increments come in
+        P's order, and nothing but P's can reach it).  Then the increments each wait takes,
+        and so the clocks it joins, are the same in every interleaving (docs/SIMULATOR.md
+        §6).  Else which increment a wait gets depends on the order: refused."""
+        _v, clock, ptid, pstamp, pwho = head
+
+        def after(waits) -> bool:
+            if clock is not None:
+                return all(clock[t] >= stamp for t, stamp, _w in waits)
+            # (only the producer's own thread waits on it)
+            return all(ptid == t and pstamp >= stamp for t, stamp, _w in waits)
+
+        st[1][1].add(ptid)
+        for prods, first, last in reversed(st[0]):
+            if after(last):
+                return
+            if prods != {ptid}:
+                other = last[0][2]
+                break
+            if after(first):
+                return
+        else:
+            if not st[2]:
+                return
+            other = None
+        why = (f"{_what(who)} takes the one of {_what(pwho)}, which is not ordered after an "
+               f"earlier wait that took another producer's, {_what(other)}, so that wait can "
+               "take it in another order" if other is not None else
+               f"{_what(who)} takes the one of {_what(pwho)}, which is not ordered after the "
+               f"oldest of the last {self.TOKEN_HISTORY} waits remembered")
+        raise SimulationError(
+            f"{sem_name(s)}{_role(s)} of rank {r} is increased by several producers and "
+            f"waited on more than once, and which increment a wait takes depends on the "
+            f"interleaving: {why} (docs/SIMULATOR.md §6)", rank=r, trigger=trigger)
 
     # ------------------------------------------------------------------ memory
     #: written ranges remembered per buffer before they are kept as their hull
@@ -956,7 +1063,7 @@ class Simulator:
     def _run_leg(self, q: _Queue, leg: Leg) -> None:
         vc = self.vc[q.tid]
         for r, s, v in leg.waits:
-            self._take(r, s, v, vc, leg.trigger)
+            self._take(r, s, v, vc, leg.trigger, q.tid, (q.entry.index, q.channel), leg)
         vc[q.tid] += 1
         if leg.srcs:
             self._check_peers_started(q, leg, vc)
@@ -971,7 +1078,7 @@ class Simulator:
             for r, s, v in leg.incs:
                 if snap is None and self.consumers.get((r, s)) != (q.tid,):
                     snap = vc.copy()
-                self._give(r, s, v, snap, q.tid, leg.trigger)
+                self._give(r, s, v, snap, q.tid, leg.trigger, leg)
 
     def _check_peers_started(self, q: _Queue, leg: Leg, vc: np.ndarray) -> None:
         """docs/FORMATS.md §3.4: no leg of an entry touches a peer's memory before that peer
@@ -1032,7 +1139,8 @@ class Simulator:
     def _run_transfer(self, p: _Proxy, tr: Transfer) -> None:
         vc = self.vc[p.tid]
         if tr.first and not tr.terminator:
-            self._take(tr.handshake[0], tr.handshake[1], 1, vc, tr.trigger)
+            self._take(tr.handshake[0], tr.handshake[1], 1, vc, tr.trigger, p.tid, None,
+                       (p, tr))
         vc[p.tid] += 1
         if tr.terminator:
             st = self.ranks[p.rank]
@@ -1053,7 +1161,7 @@ class Simulator:
         data = self._read([(sr, sreg, soff, tr.size)], acc, vc)
         self._write([(tr.dst[0], tr.dst[1], tr.dst[2], tr.size)], data, acc, vc)
         if tr.complete:
-            self._give(tr.notify[0], tr.notify[1], 1, vc.copy(), p.tid, tr.trigger)
+            self._give(tr.notify[0], tr.notify[1], 1, vc.copy(), p.tid, tr.trigger, (p, tr))
 
     # ------------------------------------------------------------------ entries
     def _start_entry(self, r: int, e: int) -> None:
@@ -1273,6 +1381,38 @@ class Simulator:
         (any semaphore: a channel's, the entry handshake's, a mesh event's); None when none
         did."""
         return self.sem_trigger.get((r, s))
+
+
+def _role(s: int) -> str:
+    """What a semaphore outside the ring channel block is (FORMATS §7)."""
+    if s == SEM_ENTRY_GO:
+        return " (entry_go)"
+    if s in ENTRY_POST_SEMS:
+        return " (entry_post)"
+    if SEM_PEER_BASE <= s < SEM_PEER_BASE + 32:
+        return " (a kangaring peer semaphore)"
+    if s >= SEM_EVENT_BASE:
+        t = s - SEM_EVENT_BASE
+        try:
+            return f" (event {t}, {codes.EncMeshEventType(t).name})"
+        except ValueError:
+            return f" (event {t})"
+    return ""
+
+
+def _kept(who):
+    """What a token or a wait keeps of its leg: the name (a leg's runs are freed once run),
+    or a net transfer's (proxy, Transfer)."""
+    return who.name() if isinstance(who, Leg) else who
+
+
+def _what(who) -> str:
+    """A leg's name or a net transfer, as _take's message names it."""
+    if not isinstance(who, tuple):
+        return LegName.of(who).who()
+    p, tr = who
+    return (f"net proxy rank {p.rank} channel {p.channel} net_src.bin record {tr.record} "
+            f"(trigger {tr.trigger})")
 
 
 def element_value(v) -> int | str:

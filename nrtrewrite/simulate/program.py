@@ -1944,12 +1944,13 @@ class RankProgram:
     l_num: np.ndarray  # num_elements of each leg
     bds_arrays: tuple | None = None
 
-    def waits_of(self, first: int, count: int) -> list[tuple[int, int]]:
-        """(rank, semaphore) pairs waited on by legs [first, first + count)."""
+    def waits_of(self, first: int, count: int, wait: bool = True) -> list[tuple[int, int]]:
+        """(rank, semaphore) pairs waited on (``wait``; else increased) by legs
+        [first, first + count)."""
         s0 = int(self.l_sem_first[first]) if count else 0
         s1 = int(self.l_sem_first[first + count - 1] + self.l_sem_count[first + count - 1]) \
             if count else 0
-        m = self.s_wait[s0:s1]
+        m = self.s_wait[s0:s1].astype(bool) == wait
         return list(zip(self.s_rank[s0:s1][m].tolist(), self.s_sid[s0:s1][m].tolist()))
 
     def legs_of(self, ent: Entry, channel: int) -> QueueLegs:

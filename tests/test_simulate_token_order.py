@@ -1,0 +1,147 @@
+"""Semaphores with several producers (docs/SIMULATOR.md §6 "Which token a wait takes").
+
+A semaphore is a count: a wait takes tokens, not a producer's tokens.  When several actors
+increase one semaphore and it is waited on more than once, which increment each wait gets
+can depend on the interleaving; the run hands them out oldest first in its own order, so it
+must refuse such a wiring unless the order is forced.  The reproducers are an adversarial
+review's (51b): outputs of ``lower`` whose semaphore ids were renamed consistently on every
+rank, the renaming done here on the bytes (FORMATS §7, §10: a ``sem.bin`` record's ``addr``
+is ``... + w + 4 * id``; §4: a 0xBF word's byte 5 is the ``wait_idx`` of its first wait, byte 4
+its ``wait_mode`` 20).  Each was accepted at some seeds before the check (named per case)
+and is refused at every seed now.  The outputs as ``lower`` writes them, with their
+legitimately shared semaphores (the entry handshake's ``entry_post``, a mesh reduce's
+EVT_REDUCE_COPY that every peer increases once), still simulate clean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nrtrewrite.emit.formats import SEM_DTYPE
+from nrtrewrite.simulate import simulate_output
+
+from test_simulate import lower_spec
+
+SEVERAL = "is increased by several producers and waited on more than once"
+
+
+def ar4_spec() -> dict:
+    """Two all-reduces of 4 KiB of bf16 on ranks 0..3 (the review's ar4.neff)."""
+    v = [{"name": n, "type": t, "size": 4096}
+         for n, t in (("a_in", "input"), ("a_out", "output"), ("b_in", "input"),
+                      ("b_out", "output"))]
+    ar = [{"all_reduce": {"dtype": "bf16", "op": "add", "src": s, "dst": d,
+                          "num_elements": 2048}} for s, d in (("a_in", "a_out"), ("b_in", "b_out"))]
+    return {"header": {"pkg_version": 2, "name": "ar4", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00", "vars": v, "replica_groups": [[0, 1, 2, 3]],
+                           "engines": {"sp": ar}}]}
+
+
+def ov_spec() -> dict:
+    """Four subgraphs of two all-reduces of pairs, alternating the pairs [[0, 1], [2, 3]] and
+    [[0, 2], [1, 3]] (the review's ov.neff): the handshakes alternate between the entry_post
+    slots 9 and 176 (FORMATS §3.4)."""
+    sgs = []
+    for k, groups in enumerate(([[0, 1], [2, 3]], [[0, 2], [1, 3]]) * 2):
+        x = "abcd"[k]
+        sgs.append({
+            "name": f"sg{k:02d}",
+            "vars": [{"name": f"{x}_in", "type": "input", "size": 2048},
+                     {"name": f"{x}_out", "type": "output", "size": 2048}],
+            "replica_groups": groups,
+            "engines": {"sp": [{"all_reduce": {"dtype": "bf16", "op": "add", "group": g,
+                                               "src": f"{x}_in", "dst": f"{x}_out",
+                                               "num_elements": 1024}} for g in (0, 1)]}})
+    return {"header": {"pkg_version": 2, "name": "ov", "lnc_size": 1}, "subgraphs": sgs}
+
+
+def rename(out: Path, frm: int, to: int) -> int:
+    """Semaphore ``frm`` becomes ``to`` in every sem.bin record and 0xBF ``wait_idx`` of
+    every rank; returns how many records changed."""
+    n = 0
+    for d in sorted(out.glob("rank-*")):
+        sem = np.fromfile(d / "sem.bin", SEM_DTYPE)
+        hit = (sem["addr"] & 0x3FF) // 4 == frm
+        sem["addr"][hit] = sem["addr"][hit] - np.uint64(4 * frm) + np.uint64(4 * to)
+        sem.tofile(d / "sem.bin")
+        words = np.fromfile(d / "sb2sb.bin", np.uint8).reshape(-1, 64)
+        w = (words[:, 4] == 20) & (words[:, 5] == frm)
+        words[w, 5] = to
+        words.tofile(d / "sb2sb.bin")
+        n += int(hit.sum())
+    return n
+
+
+@pytest.fixture(scope="module")
+def outs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tok")
+    return {"rdh": lower_spec(ar4_spec(), base / "rdh", algo="rdh"),
+            "mesh": lower_spec(ar4_spec(), base / "mesh", algo="mesh"),
+            "ring": lower_spec(ov_spec(), base / "ov", algo="ring")}
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    import shutil
+    shutil.copytree(src, dst)
+    return dst
+
+
+# (output, semaphore renamed, into, seeds; the seeds the simulator accepted before the check
+# among them, from the review and rerun on the code before it)
+CASES = [
+    # INTRA_RDH: EVT_RH_STEP_1 (192 + 24) waited as step 0's (192 + 23): each rank's two
+    # recursive-halving partners increase one semaphore it waits on twice
+    ("rdh", 216, 215, [0, 1, 4, 7, 9]),  # accepted at 0, 4, 7, 9
+    # INTRA_RDH: EVT_RD_STEP_1 (227) into EVT_RD_STEP_0 (226)
+    ("rdh", 227, 226, [0, 9, 12]),  # accepted at 9 and 12
+    # MESH: EVT_INTRA_GRP_BRDCST (192 + 7) into EVT_REDUCE_COPY (192 + 8)
+    ("mesh", 199, 200, [0, 2, 10]),  # accepted at 2 and 10
+    # RING: the entry_post slot 176 merged into 9: the pairs' handshakes of consecutive
+    # subgraphs count on one semaphore, whose posts come from two different peers
+    ("ring", 176, 9, [0, 1, 3, 5]),  # accepted at 0, 1, 5
+]
+
+
+@pytest.mark.parametrize("name,frm,to,seeds", CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+def test_a_shared_semaphore_whose_token_order_is_not_forced_is_refused_at_every_seed(
+        outs, tmp_path, name, frm, to, seeds):
+    out = _copy(outs[name], tmp_path / "o")
+    assert rename(out, frm, to) > 0
+    msgs = []
+    for seed in seeds:
+        res = simulate_output(out, seed=seed)
+        assert not res.ok, (seed, res.error)
+        msgs.append(res.error)
+    # where no earlier race or start-order fault stops the run, the token order is named
+    assert any(SEVERAL in m for m in msgs), msgs
+
+
+def test_the_token_order_message_names_rank_semaphore_producer_and_waits(outs, tmp_path):
+    out = _copy(outs["rdh"], tmp_path / "o")
+    rename(out, 216, 215)
+    res = simulate_output(out, seed=0)
+    assert res.error is not None and SEVERAL in res.error, res.error
+    # the semaphore with its id and FORMATS name, the waiting leg, the producer's leg and
+    # the earlier wait that could have taken its increment
+    assert "semaphore 215 (event 23, EVT_RH_STEP_0) of rank " in res.error
+    assert res.error.count("leg rdh_reduce (rank ") == 3, res.error
+    assert "which is not ordered after an earlier wait that took another producer's" \
+        in res.error
+    assert "(docs/SIMULATOR.md §6)" in res.error
+
+
+@pytest.mark.parametrize("name", ["rdh", "mesh", "ring"])
+def test_shared_semaphores_as_lower_writes_them_pass(outs, name):
+    """entry_post (several peers post it), mesh events (every peer increases its block's
+    event once) and the RDH events: several producers, each wait's tokens forced.  In the
+    ring output a channel's recv_sema has one ring predecessor per pair (rank 1's: rank 0,
+    then rank 3), and the predecessor runs ahead: a wait takes an increment not ordered
+    after the wait before, which took the same producer's, so in no order could it have
+    taken this one instead (refused by a first, stricter version of the check)."""
+    for seed in (0, 1, 2):
+        res = simulate_output(outs[name], seed=seed)
+        assert res.ok, (seed, res.error)
