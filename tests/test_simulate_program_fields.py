@@ -505,8 +505,8 @@ def test_a_mesh_send_whose_neigh_is_local_says_what_it_should_be(mesh_out, tmp_p
     assert _legs(out, 1)[i]["neigh"] == 1
     _set(out, 1, "legs.bin", i * REC + NEIGH, "<B", 0)
     _refused(out, "rank-0001", "artifact legs.bin", f"record {i}", "field neigh",
-             f"record {i}: neigh for a mesh_send leg that reaches another rank should be 1, "
-             "not 0")
+             f"record {i}: neigh for a mesh_send leg that reaches another rank should be 1 "
+             "(NEXT), not 0")
 
 
 def test_a_last_piece_incrementing_another_semaphore_says_what_it_should_be(ring_out,

@@ -11,16 +11,21 @@ its ``wait_mode`` 20).  Each was accepted at some seeds before the check (named 
 and is refused at every seed now.  The outputs as ``lower`` writes them, with their
 legitimately shared semaphores (the entry handshake's ``entry_post``, a mesh reduce's
 EVT_REDUCE_COPY that every peer increases once), still simulate clean.
+
+Below, the same review's two ``neigh`` messages (docs/SIMULATOR.md §2): the reason names
+what the leg does and the value it should have, and a network-bound leg that lost its
+``send_sema`` increment is refused for that increment.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nrtrewrite.emit.formats import SEM_DTYPE
+from nrtrewrite.emit.formats import LEG_DTYPE, SEM_DTYPE
 from nrtrewrite.simulate import simulate_output
 
 from test_simulate import lower_spec
@@ -145,3 +150,62 @@ def test_shared_semaphores_as_lower_writes_them_pass(outs, name):
     for seed in (0, 1, 2):
         res = simulate_output(outs[name], seed=seed)
         assert res.ok, (seed, res.error)
+
+
+# ------------------------------------------------------------------ neigh (legs.bin field 15)
+
+def _set_rank_files(d: Path, **arrays) -> None:
+    """Write the rank's files and the byte and record counts its manifest gives them."""
+    man = json.loads((d / "manifest.json").read_text())
+    for fname, arr in arrays.items():
+        arr.tofile(d / fname)
+        man["files"][fname]["bytes"] = arr.nbytes
+        man["files"][fname]["records"] = len(arr)
+    (d / "manifest.json").write_text(json.dumps(man, indent=1, sort_keys=True) + "\n")
+
+
+def test_neigh_message_says_what_the_leg_does_and_the_value_it_should_have(outs, tmp_path):
+    """FORMATS §3 neigh: a mark_complete leg that waits (entry_post) is 2 PREV; written 0 it
+    is refused naming PREV and why (until now: 'that does not should be 2')."""
+    out = _copy(outs["mesh"], tmp_path / "o")
+    d = out / "rank-0001"
+    legs = np.fromfile(d / "legs.bin", LEG_DTYPE)
+    # rank 1's first entry: mark_complete legs (leaf 22), the one that waits is PREV
+    mc = np.flatnonzero((legs["leaf"] == 22) & (legs["neigh"] == 2))
+    i = int(mc[0])
+    legs["neigh"][i] = 0
+    legs.tofile(d / "legs.bin")
+    res = simulate_output(out)
+    assert res.error is not None
+    assert res.error.endswith(
+        f"record {i}: neigh for a mark_complete leg that reaches no other rank and waits "
+        "without moving data should be 2 (PREV), not 0"), res.error
+
+
+def test_a_network_bound_mesh_send_without_its_send_sema_increment_names_it(tmp_path):
+    """FORMATS §8: a network-bound leg writes only its own gw region and increments its own
+    send_sema for the net proxy.  With that increment dropped, the fault is the missing
+    increment, not neigh (which stays 1)."""
+    spec = ar4_spec()
+    spec["header"]["name"] = "x2"
+    spec["subgraphs"][0]["replica_groups"] = [[0, 128]]
+    out = lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=2")
+    d = out / "rank-0128"
+    legs = np.fromfile(d / "legs.bin", LEG_DTYPE)
+    sem = np.fromfile(d / "sem.bin", SEM_DTYPE)
+    send_sema = 16 + 4 * 0 + 1  # channel 0's send_sema (FORMATS §7)
+    sid = (sem["addr"] & 0x3FF) // 4
+    inc = (sem["ctrl"] & 0xFF) == 21
+    k = int(np.flatnonzero(inc & (sid == send_sema))[0])
+    i = int(np.flatnonzero((legs["sem_first"] <= k)
+                           & (k < legs["sem_first"] + legs["sem_count"]))[0])
+    assert legs["leaf"][i] == 16 and legs["neigh"][i] == 1  # mesh_send, NEXT
+    legs["sem_count"][i] -= 1
+    legs["sem_first"][i + 1:] -= 1
+    _set_rank_files(d, **{"legs.bin": legs, "sem.bin": np.delete(sem, k)})
+    res = simulate_output(out)
+    assert res.error is not None
+    assert (f"field sem_count, rank 128, artifact legs.bin, record {i}: mesh_send leg "
+            f"(legs.bin record {i}) writes this rank's gw region for the net proxy but has no "
+            "increment of its own send_sema (semaphore 17 (channel 0 send_sema))") \
+        in res.error, res.error

@@ -112,6 +112,7 @@ SENDING = frozenset({1, 2, 4, 5, 6})  # ring: signal the successor
 #: legs without data that still carry an element count: what they consume or receive
 COUNTED_WITHOUT_DATA = frozenset({7, 21})  # direct_recv, post_recv
 NEIGH_NEXT, NEIGH_LOCAL, NEIGH_PREV = 1, 0, 2
+NEIGH_LABELS = {NEIGH_LOCAL: "LOCAL", NEIGH_NEXT: "NEXT", NEIGH_PREV: "PREV"}
 SDMA_NONE, SDMA_CME, SDMA_CCE = 0, 2, 4
 ROLE_RECV, ROLE_SEND, ROLE_POST, ROLE_COMPL = 0, 1, 2, 3
 ROLE_OTHER = 0xFF  # a semaphore outside the ring channel block
@@ -1617,10 +1618,26 @@ class RankDecoder:
         other = ~ring & (self.leaf != MARK_END)
         bad = _first(other & (self.neigh != gen_neigh))
         if bad is not None:
-            raise self.fail(f"neigh for a {LEAF_NAMES[int(self.leaf[bad])]} leg that "
-                            f"{'reaches another rank' if gen_neigh[bad] == 1 else 'does not'} "
-                            f"should be {gen_neigh[bad]}, not {self.neigh[bad]}", "legs.bin", bad,
-                            "neigh")
+            leaf = LEAF_NAMES[int(self.leaf[bad])]
+            gw = self.layout.named("gw")
+            own_gw = (R["dir"] == 1) & (R["rank"] == self.rank) & (
+                R["reg"] == (gw.index if gw is not None else -1))
+            if (self.neigh[bad] == NEIGH_NEXT and data[bad]
+                    and np.any(own_gw & (R["leg"] == bad))):
+                # a network-bound leg (its bytes go to its own gw region for the net proxy,
+                # FORMATS §8) whose send_sema increment is what is missing, not its neigh
+                send = sem_id(int(self.ch[bad]), ROLE_SEND)
+                raise self.fail(f"{leaf} leg (legs.bin record {bad}) writes this rank's gw "
+                                f"region for the net proxy but has no increment of its own "
+                                f"send_sema ({sem_name(send)}), which hands the bytes to the "
+                                "proxy (FORMATS §8)", "legs.bin", bad, "sem_count")
+            what = {NEIGH_NEXT: "reaches another rank",
+                    NEIGH_PREV: "reaches no other rank and waits without moving data",
+                    NEIGH_LOCAL: "reaches no other rank and "
+                    + ("moves data" if data[bad] else "waits on nothing")}
+            raise self.fail(f"neigh for a {leaf} leg that {what[int(gen_neigh[bad])]} should be "
+                            f"{gen_neigh[bad]} ({NEIGH_LABELS[int(gen_neigh[bad])]}), not "
+                            f"{self.neigh[bad]}", "legs.bin", bad, "neigh")
         # ring legs: the successor
         ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
         bad = _first(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank))
