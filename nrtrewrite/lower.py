@@ -499,20 +499,29 @@ def _peer_table(plan: LoweringPlan, rank: int, ranks: tuple[int, ...]
 
 
 def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> NrtRewriteError:
-    """``err``, a leg over ``TPINC_MAX_BDS`` of an engine an override (``--algo`` or
-    NRTREWRITE_ALGO) forced on a trigger with an SBUF operand, with why it has so many BDs:
-    each contiguous run of an SBUF access pattern is a BD, and the rows it reads (the
-    default selection's MESH gate counts them so, docs/SELECTION.md "MESH's BD gate"; no
-    other engine is named: none is known to lower); any other error as it is."""
-    override = tp.selection.override
-    if (not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why
-            or override is None):
+    """``err``, a leg over ``TPINC_MAX_BDS`` of a trigger with an SBUF operand, with how its
+    engine was chosen and why it has so many BDs: each contiguous run of an SBUF access
+    pattern is a BD, and the rows it reads (the default selection's MESH gate counts them
+    so, docs/SELECTION.md "MESH's BD gate"; no other engine is named: none is known to
+    lower). "forced" only when the override's clause for the op names this engine alone;
+    an exclusion, an allow-list or a clause of another op forced nothing, the default
+    selection took the engine within it. Any other error as it is."""
+    if not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why:
         return err
     req = Request.from_trigger(tp.trigger)
     if req.src_run is None and req.dst_run is None:
         return err
-    return LimitError(f"{err.why}; {plan.algo_source} {override!r} forced "
-                      f"{tp.selection.alg.name} ({sbuf_runs_text(req)})", err.where)
+    alg = tp.selection.alg.name
+    override = tp.selection.override  # its text, parsed when the plan was made
+    parsed = parse_algo_override(override) if override is not None else None
+    clause = parsed.for_op(tp.trigger.op) if parsed is not None else None
+    if clause is not None and clause.forced == tp.selection.alg:
+        how = f"{plan.algo_source} {override!r} forced {alg}"
+    elif override is not None:
+        how = f"the default selection took {alg} within {plan.algo_source} {override!r}"
+    else:
+        how = f"the default selection took {alg}"
+    return LimitError(f"{err.why}; {how} ({sbuf_runs_text(req)})", err.where)
 
 
 def _emit_batch(builder: RankBuilder, plan: LoweringPlan,

@@ -363,7 +363,7 @@ def _per_tile(dsize: int, a: np.ndarray, b: np.ndarray, reduce: bool, hw: int) -
     return tile_elements(dsize, np.maximum(b - a, 1), np.full(a.size, reduce), hw_generation=hw)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=1 << 16)  # a small tuple each; a model's shapes, up to MAX_TRIGGERS
 def _mesh_bds(op: EncOpType, dsize: int, n: int, elems: int, src_run: int | None,
               dst_run: int | None, intra: bool, hw: int) -> tuple[str, int, str]:
     """The (leg, count, M2S or S2M) of a MESH leg that needs the most BDs of one stream

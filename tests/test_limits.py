@@ -1025,3 +1025,50 @@ def test_a_forced_engine_over_tpinc_max_bds_says_why_and_names_no_other(
                          "each: the src's rows of 1 element and the dst's rows of 300 "
                          "elements)"), line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("algo,how", [
+    (None, "the default selection took RING"),
+    ("^mesh", "the default selection took RING within --algo '^mesh'"),
+    ("ring,mesh", "the default selection took RING within --algo 'ring,mesh'"),
+    ("allgather:mesh", "the default selection took RING within --algo 'allgather:mesh'"),
+    ("reducescatter:ring", "--algo 'reducescatter:ring' forced RING"),
+])
+def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_forced_it(
+        tmp_path, monkeypatch, algo, how):
+    """review 51x: an exclusion, an allow-list or a clause of another op forces nothing, yet
+    the refusal said "`'^mesh'` forced RING"; with no override the default's RING was refused
+    with no word of the rows.  docs/SELECTION.md "MESH's BD gate": "forced" when the
+    override's clause for the op names that engine alone, "the default selection took RING
+    within ..." otherwise.  The model: rs_short above (its MESH over the gate, so the
+    default is RING, whose send leg needs 96000 M2S BDs)."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    s = {"header": {"name": "rs_short", "lnc_size": 2},
+         "subgraphs": [{"name": "sg00",
+                        "vars": [{"name": "s", "type": "state-buffer", "size": 24000,
+                                  "partitions": 128},
+                                 {"name": "d", "type": "state-buffer", "size": 6000,
+                                  "partitions": 128}],
+                        "replica_groups": [[0, 8]],
+                        "engines": {"sp": [{"reduce_scatter": {
+                            "dtype": "fp16", "op": "add",
+                            "src": {"var": "s", "start": 0, "partitions": [0, 64],
+                                    "dims": [[2, 300], [600, 5], [3000, 4]]},
+                            "dst": {"var": "d", "start": 0, "partitions": [0, 64],
+                                    "dims": [[1, 300], [300, 5], [1500, 2]]}}}]}}]}
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    args = ["lower", "-q", "-j", "1", str(neff), "-o", str(tmp_path / "out")]
+    if algo is not None:
+        args += ["--algo", algo]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2, res.output
+    line = [x for x in res.output.splitlines() if "error" in x][-1]
+    assert "a send leg on channel 0 needs 96000 M2S" in line, line
+    assert line.endswith(f"; {how} (an SBUF access pattern's runs, a BD each: the src's rows "
+                         "of 1 element and the dst's rows of 300 elements)"), line
+    assert not (tmp_path / "out").exists()
