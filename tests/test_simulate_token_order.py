@@ -1,4 +1,4 @@
-"""Semaphores with several producers (docs/SIMULATOR.md §6 "Which token a wait takes").
+"""Semaphores with several producers (docs/SIMULATOR.md §6 "Which increment a wait takes").
 
 A semaphore is a count: a wait takes tokens, not a producer's tokens.  When several actors
 increase one semaphore and it is waited on more than once, which increment each wait gets

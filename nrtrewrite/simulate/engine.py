@@ -863,8 +863,9 @@ class Simulator:
                 q.popleft()
 
     #: groups of waits remembered per semaphore of several producers (a run of groups that
-    #: took from one producer counts once); an increment not ordered after the oldest of a
-    #: history that lost older ones is refused, as unproven
+    #: took from one producer counts once): a memory bound; ``_forced`` never walks past the
+    #: last two, so its refusal of an increment not ordered after the oldest of a history that
+    #: lost older ones (as unproven) is a guard no history reaches (docs/SIMULATOR.md §6)
     TOKEN_HISTORY = 64
 
     def _group(self, r: int, s: int, tid: int, stamp: int, where: tuple | None,
