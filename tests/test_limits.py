@@ -983,6 +983,25 @@ def _mesh_candidates(doc):
             yield from _mesh_candidates(v)
 
 
+def _rs_short() -> dict:
+    """Review 51s's rs_short: an fp16 reduce-scatter over 2 ranks (0, 8: two devices, lnc 2),
+    src dims [[2, 300], [600, 5], [3000, 4]] over 64 partitions (runs of one element:
+    384000, blocks of 192000), dst [[1, 300], [300, 5], [1500, 2]] (rows of 300)."""
+    return {"header": {"name": "rs_short", "lnc_size": 2},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "s", "type": "state-buffer", "size": 24000,
+                                     "partitions": 128},
+                                    {"name": "d", "type": "state-buffer", "size": 6000,
+                                     "partitions": 128}],
+                           "replica_groups": [[0, 8]],
+                           "engines": {"sp": [{"reduce_scatter": {
+                               "dtype": "fp16", "op": "add",
+                               "src": {"var": "s", "start": 0, "partitions": [0, 64],
+                                       "dims": [[2, 300], [600, 5], [3000, 4]]},
+                               "dst": {"var": "d", "start": 0, "partitions": [0, 64],
+                                       "dims": [[1, 300], [300, 5], [1500, 2]]}}}]}}]}
+
+
 @pytest.mark.parametrize("env", [False, True])
 def test_a_forced_engine_over_tpinc_max_bds_says_why_and_names_no_other(
         tmp_path, monkeypatch, env):
@@ -995,21 +1014,8 @@ def test_a_forced_engine_over_tpinc_max_bds_says_why_and_names_no_other(
 
     from nrtrewrite.cli import main
 
-    s = {"header": {"name": "rs_short", "lnc_size": 2},
-         "subgraphs": [{"name": "sg00",
-                        "vars": [{"name": "s", "type": "state-buffer", "size": 24000,
-                                  "partitions": 128},
-                                 {"name": "d", "type": "state-buffer", "size": 6000,
-                                  "partitions": 128}],
-                        "replica_groups": [[0, 8]],
-                        "engines": {"sp": [{"reduce_scatter": {
-                            "dtype": "fp16", "op": "add",
-                            "src": {"var": "s", "start": 0, "partitions": [0, 64],
-                                    "dims": [[2, 300], [600, 5], [3000, 4]]},
-                            "dst": {"var": "d", "start": 0, "partitions": [0, 64],
-                                    "dims": [[1, 300], [300, 5], [1500, 2]]}}}]}}]}
     neff = tmp_path / "m.neff"
-    neff.write_bytes(assemble_spec(s))
+    neff.write_bytes(assemble_spec(_rs_short()))
     args = ["lower", "-q", "-j", "1", str(neff), "-o", str(tmp_path / "out")]
     if env:
         monkeypatch.setenv("NRTREWRITE_ALGO", "ring")
@@ -1046,21 +1052,8 @@ def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_
 
     from nrtrewrite.cli import main
 
-    s = {"header": {"name": "rs_short", "lnc_size": 2},
-         "subgraphs": [{"name": "sg00",
-                        "vars": [{"name": "s", "type": "state-buffer", "size": 24000,
-                                  "partitions": 128},
-                                 {"name": "d", "type": "state-buffer", "size": 6000,
-                                  "partitions": 128}],
-                        "replica_groups": [[0, 8]],
-                        "engines": {"sp": [{"reduce_scatter": {
-                            "dtype": "fp16", "op": "add",
-                            "src": {"var": "s", "start": 0, "partitions": [0, 64],
-                                    "dims": [[2, 300], [600, 5], [3000, 4]]},
-                            "dst": {"var": "d", "start": 0, "partitions": [0, 64],
-                                    "dims": [[1, 300], [300, 5], [1500, 2]]}}}]}}]}
     neff = tmp_path / "m.neff"
-    neff.write_bytes(assemble_spec(s))
+    neff.write_bytes(assemble_spec(_rs_short()))
     monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
     args = ["lower", "-q", "-j", "1", str(neff), "-o", str(tmp_path / "out")]
     if algo is not None:

@@ -996,6 +996,17 @@ def _open_input(path: str, where: Where) -> tuple[io.BufferedReader, os.stat_res
         raise
 
 
+def _open_within(path: str, where: Where, max_bytes: int):
+    """:func:`_open_input`, and :class:`LimitError` (the file closed) when its size passes
+    ``max_bytes``: judged before any byte is read."""
+    fh, st = _open_input(path, where)
+    if st.st_size > max_bytes:
+        with fh:
+            raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
+                             "bytes", where)
+    return fh, st
+
+
 def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """Read a whole input file; an OS error becomes a one-line :class:`ParseError`.
 
@@ -1004,11 +1015,8 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     and only up to ``max_bytes`` (:class:`LimitError` from its size, before reading).
     """
     where = Where(file=str(path))
-    fh, st = _open_input(path, where)
+    fh, st = _open_within(path, where, max_bytes)
     with fh:
-        if st.st_size > max_bytes:
-            raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
-                             "bytes", where)
         try:
             # as much as the file has and a byte more (a read asks for its whole size up
             # front: max_bytes + 1 would ask 5 GiB of address space for any model)
@@ -1035,11 +1043,8 @@ def read_file_blocks(path: str, max_bytes: int = MAX_FILE_BYTES,
     same errors, the size limit judged from the file's size before any block and on the
     bytes read (a file that grows while it is read)."""
     where = Where(file=str(path))
-    fh, st = _open_input(path, where)
+    fh, st = _open_within(path, where, max_bytes)
     with fh:
-        if st.st_size > max_bytes:
-            raise LimitError(f"file of {st.st_size} bytes exceeds the limit of {max_bytes} "
-                             "bytes", where)
         total = 0
         while True:
             try:
