@@ -209,3 +209,24 @@ def test_a_network_bound_mesh_send_without_its_send_sema_increment_names_it(tmp_
             f"(legs.bin record {i}) writes this rank's gw region for the net proxy but has no "
             "increment of its own send_sema (semaphore 17 (channel 0 send_sema))") \
         in res.error, res.error
+
+
+def test_a_network_bound_legs_neigh_says_it_hands_its_data_to_the_net_proxy(tmp_path):
+    """FORMATS §3 neigh: NEXT when a leg touches another rank - writes, reads, increments,
+    or hands data to the net proxy (SIMULATOR §2).  A network-bound mesh_send writes only its
+    own gw region and increments its own send_sema: written 0, it is refused naming NEXT and
+    saying it hands its data to the proxy, not that it reaches another rank (review 51y)."""
+    spec = ar4_spec()
+    spec["header"]["name"] = "x2"
+    spec["subgraphs"][0]["replica_groups"] = [[0, 128]]
+    out = lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=2")
+    d = out / "rank-0128"
+    legs = np.fromfile(d / "legs.bin", LEG_DTYPE)
+    i = int(np.flatnonzero((legs["leaf"] == 16) & (legs["neigh"] == 1))[0])  # mesh_send
+    legs["neigh"][i] = 0
+    _set_rank_files(d, **{"legs.bin": legs})
+    res = simulate_output(out)
+    assert res.error is not None
+    assert res.error.endswith(
+        f"record {i}: neigh for a mesh_send leg that hands its data to the net proxy should "
+        "be 1 (NEXT), not 0"), res.error

@@ -1631,7 +1631,9 @@ class RankDecoder:
                                 f"region for the net proxy but has no increment of its own "
                                 f"send_sema ({sem_name(send)}), which hands the bytes to the "
                                 "proxy (FORMATS §8)", "legs.bin", bad, "sem_count")
-            what = {NEIGH_NEXT: "reaches another rank",
+            touches = writes_away[bad] or reads_away[bad] or self.l_away[bad] > 0
+            what = {NEIGH_NEXT: ("reaches another rank" if touches
+                                 else "hands its data to the net proxy"),
                     NEIGH_PREV: "reaches no other rank and waits without moving data",
                     NEIGH_LOCAL: "reaches no other rank and "
                     + ("moves data" if data[bad] else "waits on nothing")}
