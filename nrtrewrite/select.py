@@ -29,7 +29,6 @@ from nrtrewrite.codes import (
     EncAlgType, EncOpType, MetaringType,
 )
 from nrtrewrite.compose.ir import MAX_DST, MAX_PEERS, MAX_SRC
-from nrtrewrite.compose.mesh import mesh_page_bytes
 from nrtrewrite.emit.formats import TPINC_MAX_BDS
 from nrtrewrite.emit.tiling import tile_elements
 from nrtrewrite.errors import SelectionError, ValidationError, counted, did_you_mean
@@ -380,6 +379,9 @@ def _mesh_bds(op: EncOpType, dsize: int, n: int, elems: int, src_run: int | None
         # reduce: one leg a page of the rank's block, IN and the n - 1 slots into OUT (of a
         # reduce-scatter: the block alone), MAX_SRC sources a link, each later link reading
         # OUT again with up to MAX_SRC - 1 slots
+        # (imported here: lowering another engine loads only its own composer,
+        # tests/test_startup_imports.py)
+        from nrtrewrite.compose.mesh import mesh_page_bytes
         pe = mesh_page_bytes(dsize) // dsize
         pages = -(-(b - a) // pe)
         blk = np.repeat(np.arange(a.size), pages)
