@@ -182,14 +182,20 @@ def test_neigh_message_says_what_the_leg_does_and_the_value_it_should_have(outs,
         "without moving data should be 2 (PREV), not 0"), res.error
 
 
+def x2_mesh(tmp_path: Path) -> Path:
+    """ar4's two all-reduces over ranks 0 and 128 (two trn2 nodes) lowered as MESH: every
+    leg of rank 128 that sends is network-bound (FORMATS §8)."""
+    spec = ar4_spec()
+    spec["header"]["name"] = "x2"
+    spec["subgraphs"][0]["replica_groups"] = [[0, 128]]
+    return lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=2")
+
+
 def test_a_network_bound_mesh_send_without_its_send_sema_increment_names_it(tmp_path):
     """FORMATS §8: a network-bound leg writes only its own gw region and increments its own
     send_sema for the net proxy.  With that increment dropped, the fault is the missing
     increment, not neigh (which stays 1)."""
-    spec = ar4_spec()
-    spec["header"]["name"] = "x2"
-    spec["subgraphs"][0]["replica_groups"] = [[0, 128]]
-    out = lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=2")
+    out = x2_mesh(tmp_path)
     d = out / "rank-0128"
     legs = np.fromfile(d / "legs.bin", LEG_DTYPE)
     sem = np.fromfile(d / "sem.bin", SEM_DTYPE)
@@ -216,10 +222,7 @@ def test_a_network_bound_legs_neigh_says_it_hands_its_data_to_the_net_proxy(tmp_
     or hands data to the net proxy (SIMULATOR §2).  A network-bound mesh_send writes only its
     own gw region and increments its own send_sema: written 0, it is refused naming NEXT and
     saying it hands its data to the proxy, not that it reaches another rank (review 51y)."""
-    spec = ar4_spec()
-    spec["header"]["name"] = "x2"
-    spec["subgraphs"][0]["replica_groups"] = [[0, 128]]
-    out = lower_spec(spec, tmp_path / "o", algo="mesh", topology="trn2:nodes=2")
+    out = x2_mesh(tmp_path)
     d = out / "rank-0128"
     legs = np.fromfile(d / "legs.bin", LEG_DTYPE)
     i = int(np.flatnonzero((legs["leaf"] == 16) & (legs["neigh"] == 1))[0])  # mesh_send
