@@ -856,24 +856,28 @@ def _bad_hash_output(tmp_path: Path) -> tuple[Path, Path]:
 def test_model_is_parsed_after_the_checksum_pass(tmp_path):
     """docs/SIMULATOR.md §1, CLI.md: with --model, the model is held to ``input`` by its size
     and sha256 before the checksum pass and parsed after it (review 51j: parsed before it,
-    a checksum refusal with a 64 MiB model peaked at 184 MB, not 54 MB): a checksum that
-    does not match is named before the model's header hash, and with --no-verify-hash it is
-    the only line, without the warning printed when the model is parsed; with
-    --ignore-checksums, the header hash."""
+    a checksum refusal with a 64 MiB model peaked at 184 MB, not 54 MB); its header hash is
+    held to the payload in that same block pass, so a wrong one is named first with and
+    without --ignore-checksums (review 51w: without the option every checksum-pass fault
+    came first, a rank folder gone included); with --no-verify-hash a checksum that does not
+    match is the only line, without the warning printed when the model is parsed."""
     model, out = _bad_hash_output(tmp_path)
     checksum = (f"{out}: rank-0000/dma.bin: sha256 does not match rank-0000/manifest.json; "
                 "the output was modified after it was written (--ignore-checksums to "
                 "simulate anyway)")
-    assert _one_line_status_2(out, "--model", model) == checksum
     assert _one_line_status_2(out, "--model", model, "--no-verify-hash") == checksum
     data = model.read_bytes()
     assert int.from_bytes(data[0:8], "little") == 2  # pkg_version 2: MD5 in hash[0:16]
     hs = int.from_bytes(data[8:16], "little")  # header_size, then data_size
     ds = int.from_bytes(data[16:24], "little")
     md5 = hashlib.md5(data[hs:hs + ds]).hexdigest()
-    assert _one_line_status_2(out, "--model", model, "--ignore-checksums") == (
-        f"{model}: offset 0xac, field hash: MD5 hash mismatch: header has "
-        f"{data[172:188].hex()}, payload hashes to {md5}")
+    mismatch = (f"{model}: offset 0xac, field hash: MD5 hash mismatch: header has "
+                f"{data[172:188].hex()}, payload hashes to {md5}")
+    assert _one_line_status_2(out, "--model", model) == mismatch
+    assert _one_line_status_2(out, "--model", model, "--ignore-checksums") == mismatch
+    shutil.rmtree(out / "rank-0000")  # a fault named "whatever the option": after the hash
+    assert _one_line_status_2(out, "--model", model) == mismatch
+    assert _one_line_status_2(out, "--model", model, "--ignore-checksums") == mismatch
 
 
 def test_model_is_hashed_in_blocks_before_the_checksum_pass(ar2, tmp_path):

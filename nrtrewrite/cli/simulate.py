@@ -204,7 +204,8 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 # without --ignore-checksums: until 2026-12-06 a faulty rank-manifest key came
                 # before a faulty ``input`` or another model without the option, after it
                 # with it; only hashed, in blocks: the model is parsed after the pass)
-                model_sha = check_input_model(path, model_path)
+                model_sha = check_input_model(path, model_path,
+                                              verify_hash=not no_verify_hash)
             if not ignore_checksums:
                 verify_checksums(path)
             if model_path is not None:

@@ -916,6 +916,24 @@ def iter_members(tar: _Gunzip, limits: Limits, where: Where = Where()
                              "(only a member's folder may be listed)", mw)
 
 
+def check_header_hash(header: NeffHeader, expect: bytes, where: Where) -> None:
+    """Refuse a header whose hash field is not ``expect`` (:func:`payload_digest` of its
+    payload): the reader's check, and ``simulate --model``'s while it hashes the model in
+    blocks (docs/SIMULATOR.md §1)."""
+    algo = "SHA-256" if header.pkg_version == PKG_VERSION_SHA256 else "MD5"
+    if header.pkg_version == PKG_VERSION_MD5 and any(header.hash[16:]):
+        i = next(k for k in range(16, 32) if header.hash[k])
+        raise ParseError(f"pkg_version 2 (MD5) needs hash[16:32] zero; hash[{i}] is "
+                         f"0x{header.hash[i]:02x}",
+                         where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
+    if header.hash != expect:
+        n = 32 if header.pkg_version == PKG_VERSION_SHA256 else 16
+        i = next(k for k in range(n) if header.hash[k] != expect[k])  # the first that differs
+        raise ParseError(f"{algo} hash mismatch: header has {header.hash[:n].hex()}, "
+                         f"payload hashes to {expect[:n].hex()}",
+                         where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
+
+
 def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
                    limits: Limits = Limits()) -> Container:
     """Parse a whole NEFF-like file already in memory."""
@@ -955,19 +973,7 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
         memoryview(data)[HEADER_SIZE:end]
     warnings: list[Warning_] = []
     if verify_hash:
-        expect = payload_digest(header.pkg_version, payload)
-        algo = "SHA-256" if header.pkg_version == PKG_VERSION_SHA256 else "MD5"
-        if header.pkg_version == PKG_VERSION_MD5 and any(header.hash[16:]):
-            i = next(k for k in range(16, 32) if header.hash[k])
-            raise ParseError(f"pkg_version 2 (MD5) needs hash[16:32] zero; hash[{i}] is "
-                             f"0x{header.hash[i]:02x}",
-                             where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
-        if header.hash != expect:
-            n = 32 if header.pkg_version == PKG_VERSION_SHA256 else 16
-            i = next(k for k in range(n) if header.hash[k] != expect[k])  # the first that differs
-            raise ParseError(f"{algo} hash mismatch: header has {header.hash[:n].hex()}, "
-                             f"payload hashes to {expect[:n].hex()}",
-                             where.merged(field="hash", offset=HEADER_FIELDS["hash"][0] + i))
+        check_header_hash(header, payload_digest(header.pkg_version, payload), where)
     else:
         warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
     gz = _Gunzip(payload, limits.max_total_bytes, where, on_consumed=on_consumed)

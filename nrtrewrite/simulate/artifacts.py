@@ -20,7 +20,7 @@ from nrtrewrite.artifacts import looks_like_rank_folder, open_regular
 from nrtrewrite.codes import EncAlgType
 from nrtrewrite.emit import formats as F
 from nrtrewrite.emit.formats import FORMAT_NAME, FORMAT_VERSION, rank_dir_name
-from nrtrewrite.errors import (OutputError, SimulationError, escape_controls,
+from nrtrewrite.errors import (OutputError, SimulationError, Where, escape_controls,
                                escape_path, json_text)
 from nrtrewrite.simulate.fields import MAX_CHANNEL, Field
 from nrtrewrite.simulate.layout import Layout
@@ -287,13 +287,20 @@ def read_top_values(out: Path, top: dict) -> tuple[tuple, Layout, list[dict]]:
     return sums, layout, typed_triggers
 
 
-def check_input_model(out: str | Path, model: str | Path) -> str:
+def check_input_model(out: str | Path, model: str | Path, verify_hash: bool = False) -> str:
     """The sha256 of ``model``, refused (a one-line OutputError) unless its bytes are the
     input the output folder was lowered from: their sha256 and size are ``manifest.json``'s
     ``input`` (FORMATS §1.1).  The model is read in blocks, only hashed (memory of one block,
     not the model's: :func:`input_model_bytes` reads it whole once the checksum pass is
-    done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it."""
-    from nrtrewrite.neff.container import HEADER_FIELDS, read_file_blocks
+    done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it.
+    With ``verify_hash`` the header's hash field is held to the payload's digest in the same
+    pass, refused as the reader refuses it (the one refusal the reader can still give a
+    model with the sha256 it was lowered from, when that was with ``--no-verify-hash``), so
+    that it too comes before the checksum pass (docs/SIMULATOR.md §1)."""
+    from nrtrewrite.neff.container import (
+        HEADER_FIELDS, HEADER_SIZE, PKG_VERSION_MD5, PKG_VERSION_SHA256, check_header_hash,
+        parse_header, read_file_blocks,
+    )
 
     out = Path(out)
     top = read_top_manifest(out)
@@ -310,14 +317,29 @@ def check_input_model(out: str | Path, model: str | Path) -> str:
     # byte that is not zero: what a lowering before 2026-12-01 recorded (below)
     hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
     h, size, head, used = hashlib.sha256(), 0, b"", 0
+    payload, end = None, 0  # the header's digest of the payload [HEADER_SIZE, end), if asked
     for block in read_file_blocks(str(model)):
         h.update(block)
-        if len(head) < max(hs, ds) + 8:
-            head += block[:max(hs, ds) + 8 - len(head)]
+        if len(head) < HEADER_SIZE:
+            head += block[:HEADER_SIZE - len(head)]
+            if verify_hash and len(head) == HEADER_SIZE:
+                pkg = int.from_bytes(head[:8], "little")
+                if pkg in (PKG_VERSION_SHA256, PKG_VERSION_MD5):
+                    payload = hashlib.sha256() if pkg == PKG_VERSION_SHA256 else hashlib.md5()
+                    end = sum(int.from_bytes(head[o:o + 8], "little") for o in (hs, ds))
+        if payload is not None and size + len(block) > HEADER_SIZE and size < end:
+            payload.update(memoryview(block)[max(0, HEADER_SIZE - size):end - size])
         if kept := len(block.rstrip(b"\0")):
             used = size + kept
         size += len(block)
     sha = h.hexdigest()
+    if sha == want_sha and payload is not None and end <= size:
+        # (the model the output was lowered from: its header passed the reader then, but
+        # for its hash when that lowering had --no-verify-hash)
+        header = parse_header(head, Where(file=str(model)))
+        digest = payload.digest() + (bytes(16) if header.pkg_version == PKG_VERSION_MD5
+                                     else b"")
+        check_header_hash(header, digest, Where(file=str(model)))
     if sha == want_sha and size != want_bytes:
         # the same bytes (their sha256), another size: an nrtrewrite before 2026-12-01
         # recorded the payload's end (header_size + data_size, NEFF-LIKE.md §1) of a model
