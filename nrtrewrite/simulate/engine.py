@@ -863,9 +863,8 @@ class Simulator:
                 q.popleft()
 
     #: groups of waits remembered per semaphore of several producers (a run of groups that
-    #: took from one producer counts once): a memory bound; ``_forced`` never walks past the
-    #: last two, so its refusal of an increment not ordered after the oldest of a history that
-    #: lost older ones (as unproven) is a guard no history reaches (docs/SIMULATOR.md §6)
+    #: took from one producer counts once): a memory bound only, ``_forced`` never walking
+    #: past the last two segments (docs/SIMULATOR.md §6)
     TOKEN_HISTORY = 64
 
     def _group(self, r: int, s: int, tid: int, stamp: int, where: tuple | None,
@@ -877,11 +876,11 @@ class Simulator:
         handshake's entry_go), which form one group.  A group is ``[waits, producers,
         (entry, channels) or None]``; the history a list of segments ``[producers, first
         group's waits, last group's waits]``, consecutive groups that took from the same
-        one producer merged, and a flag: older segments were dropped."""
+        one producer merged, the oldest dropped past ``TOKEN_HISTORY``."""
         who = _kept(who)
         st = self.groups.get((r, s))
         if st is None:
-            st = self.groups[(r, s)] = [[], None, False]
+            st = self.groups[(r, s)] = [[], None]
         g = st[1]
         if g is not None and g[0][-1][:2] == (tid, stamp):
             return st  # (another record of the same wait)
@@ -898,7 +897,6 @@ class Simulator:
                 hist.append([g[1], g[0], g[0]])
                 if len(hist) > self.TOKEN_HISTORY:
                     del hist[0]
-                    st[2] = True
         st[1] = [[(tid, stamp, who)], set(),
                  (where[0], {where[1]}) if where is not None else None]
         return st
@@ -919,6 +917,8 @@ class Simulator:
             return all(ptid == t and pstamp >= stamp for t, stamp, _w in waits)
 
         st[1][1].add(ptid)
+        # (the walk ends at the first segment of another producer: segments of P alone are
+        # merged when consecutive, so it never passes the last two)
         for prods, first, last in reversed(st[0]):
             if after(last):
                 return
@@ -928,14 +928,10 @@ class Simulator:
             if after(first):
                 return
         else:
-            if not st[2]:
-                return
-            other = None
+            return  # (no earlier group took another producer's)
         why = (f"{_what(who)} takes the one of {_what(pwho)}, which is not ordered after an "
                f"earlier wait that took another producer's, {_what(other)}, so that wait can "
-               "take it in another order" if other is not None else
-               f"{_what(who)} takes the one of {_what(pwho)}, which is not ordered after the "
-               f"oldest of the last {self.TOKEN_HISTORY} waits remembered")
+               "take it in another order")
         raise SimulationError(
             f"{sem_name(s)}{_role(s)} of rank {r} is increased by several producers and "
             f"waited on more than once, and which increment a wait takes depends on the "
