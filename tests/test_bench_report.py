@@ -160,24 +160,34 @@ def test_channels_in_use(tools):
 
 def test_tree_memory_counts_a_child(tools):
     """A forked child touching 200 MB shows in the summed RSS and PSS of the tree (sampled
-    by a process of its own, which leaves itself out)."""
+    by a process of its own, which leaves itself out).  The sampler is started while the
+    child holds its pages and stopped once it has taken 5 samples: a window twice as long
+    each time until it has (a poll, bounded at about 50 s; until 2026-12-07 one window of a
+    fixed second, which a loaded machine could leave with fewer samples)."""
     import os
+    import time
     run, _ = tools
     if not Path("/proc/self/smaps_rollup").exists():
         pytest.skip("no /proc/PID/smaps_rollup")
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
-    with run.TreeMemory(interval=0.01) as mem:
-        pid = os.fork()
-        if pid == 0:  # the child: 200 MB of its own pages, then wait to be told to go
-            block = bytearray(200_000_000)
-            block[::4096] = b"x" * len(block[::4096])
-            os.write(ready_w, b"x")
-            os.read(go_r, 1)
-            os._exit(0)
+    pid = os.fork()
+    if pid == 0:  # the child: 200 MB of its own pages, then wait to be told to go
+        block = bytearray(200_000_000)
+        block[::4096] = b"x" * len(block[::4096])
+        os.write(ready_w, b"x")
+        os.read(go_r, 1)
+        os._exit(0)
+    try:
         os.read(ready_r, 1)
-        import time
-        time.sleep(1.0)  # (samples of it: 0.2 s gave about 8 at a load of 14 on 2 cores)
+        window = 0.1
+        for _ in range(10):  # (0.1 s, 0.2 s, ... 51.2 s)
+            with run.TreeMemory(interval=0.01) as mem:
+                time.sleep(window)
+            if mem.samples >= 5:
+                break
+            window *= 2
+    finally:
         os.write(go_w, b"x")
         os.waitpid(pid, 0)
     own = run._maxrss_mb(__import__("resource").RUSAGE_SELF)
