@@ -311,8 +311,10 @@ class NrtRewriteError(Exception):
 
     def __init__(self, why: str, where: Where | None = None, **where_kw: Any):
         # (a reason quotes its names escaped or with repr; the location escapes its own:
-        # Where.__str__; so the reason is only guarded, never escaped a second time)
-        self.why = escape_line(_capped(why))
+        # Where.__str__; so the reason is only guarded, never escaped a second time), then
+        # capped: the cap counts its escapes (until 2026-12-07 they came after it, so a
+        # reason of 1,000 control characters was 4,000 characters: simulate's detail cell)
+        self.why = _capped(escape_line(why))
         self.where = (where or Where()).merged(**where_kw)
         super().__init__(self.line())
 

@@ -436,3 +436,42 @@ def test_the_protocol_error_line_is_capped_as_written_on_an_ascii_stdout(tmp_pat
     assert "\\" not in written[-tail:]  # (the last 400 are ASCII: no escape to keep whole)
     assert line == _cut(written)
     assert len(line) == 1500 + len(f" ... ({len(written)} characters in all) ... ") + 400
+
+
+def test_a_reason_is_capped_after_its_control_characters_are_escaped():
+    """A reason's control characters are escaped, then the reason is capped (docs/CLI.md
+    "Errors": the cap counts what is written): 600 ESC and a `Z` are 2,401 characters as
+    `\\x1b` each; past 1,000 the first 700 (175 escapes) and the last 200, which would
+    start 1 character into an escape, so start after it (49 escapes and the `Z`).  Until
+    2026-12-07 the reason was capped on its 601 raw characters and escaped after: 2,401
+    characters in `simulate`'s detail cell."""
+    from nrtrewrite.errors import SimulationError
+
+    why = SimulationError("\x1b" * 600 + "Z").why
+    assert why == ("\\x1b" * 175 + " ... (2401 characters in all) ... " + "\\x1b" * 49 + "Z")
+
+
+def test_simulates_detail_cell_is_capped_as_written_on_an_ascii_stdout(monkeypatch):
+    """docs/CLI.md "simulate": the verdict table's detail is escaped as the table writes it,
+    then capped as a reason is.  A detail of 1,000 `é` (a reason at its cap) on an ASCII
+    stdout is 1,000 `\\xe9`, 4,000 characters: its first 700 (175 escapes) and last 200 (50
+    escapes), `... (4000 characters in all) ...` between.  Until 2026-12-07 the cell was
+    escaped after the cap, 4,000 characters."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from nrtrewrite.cli.simulate import render
+    from nrtrewrite.simulate.result import SimulationResult, TriggerResult
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    res = SimulationResult(output="o", seed=0)
+    res.triggers = [TriggerResult(0, "allreduce", "allreduce", "fp32", 8, 2, status="error",
+                                  detail="\u00e9" * 1000)]
+    res.stats = {}
+    buf = io.StringIO()
+    render(res, Console(file=buf, width=3000, color_system=None, highlight=False))
+    want = "\\xe9" * 175 + " ... (4000 characters in all) ... " + "\\xe9" * 50
+    row, = [line for line in buf.getvalue().splitlines() if " error " in line]
+    assert row.split("\u2502")[5].strip() == want

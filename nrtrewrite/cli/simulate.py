@@ -32,7 +32,8 @@ from nrtrewrite.cli import (IntRange, JsonErrorCommand, OneValue, PathArg, and_l
 from nrtrewrite.cli.lower import (
     common_lowering_options, load_and_plan, unverified_hash_warning, warn,
 )
-from nrtrewrite.errors import NrtRewriteError, OutputError, cut_line, escape_line, path_text
+from nrtrewrite.errors import (MAX_WHY_CHARS, NrtRewriteError, OutputError, cut_line,
+                               cut_middle, escape_line, path_text)
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
@@ -65,6 +66,16 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
                                memory_check=memory_check, names_within=names_within)
 
 
+def detail_cell(detail: str) -> Text:
+    """The verdict table's ``detail`` cell: escaped as the table writes it (its control
+    characters, and what stdout's encoding cannot hold: :func:`plain_line`), then capped as
+    a reason is (past :data:`~nrtrewrite.errors.MAX_WHY_CHARS` characters its first 700 and
+    last 200, ``... (N characters in all) ...``, docs/CLI.md "simulate"), the escapes
+    counted.  Until 2026-12-07 it was escaped after the cap: 1,000 characters of a name
+    that an ASCII stdout escapes (``\\xe9``, 4 each) made a cell of 4,000."""
+    return Text(cut_middle(plain_line(detail).plain, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200))
+
+
 def render(res: SimulationResult, con: Console) -> None:
     title = f"simulate {path_text(res.output)} (seed {res.seed})"  # (whatever the locale)
     table = Table(title=plain(title), title_justify="left")
@@ -73,7 +84,7 @@ def render(res: SimulationResult, con: Console) -> None:
     for tr in res.triggers:
         style = _STYLE.get(tr.status, "")
         table.add_row(str(tr.trigger), tr.label, f"{tr.ranks_checked}/{tr.group_size}",
-                      f"[{style}]{tr.status}[/]", plain_line(tr.detail or ""))
+                      f"[{style}]{tr.status}[/]", detail_cell(tr.detail or ""))
     print_table(con, table)
     st = res.stats
     good = sum(t.status == "match" for t in res.triggers)
