@@ -27,8 +27,14 @@ one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
 ``seed``.  An OS error of the harness's own files (the model written, the output lowered,
 the log: a full disk, no permission) is not a finding: the run stops with one line,
-``soak_models.py: error: ...``, status 2, nothing logged.  ``--replay SEED`` runs that
-one model alone (with ``--two-node`` when the log's ``two_node`` is true) and prints its
+``soak_models.py: error: ...``, status 2, nothing logged; so does the machine refusing a
+resource (memory, a process, a thread: a ``MemoryError``, an ``OSError`` ENOMEM or EAGAIN
+naming no file, the simulator's memory guard) at any step, and an ``OSError`` while
+simulating (a file of the output that cannot be read: EIO, too many open files) other than
+a file not there or not of its kind, which is the tool's (:data:`TOOLS_OS_ERRORS`): the
+line names the model and its ``--replay``, so a soak on a loaded machine reports no false
+failure of the tool (until 2026-12-07 these were logged as failures).  ``--replay SEED``
+runs that one model alone (with ``--two-node`` when the log's ``two_node`` is true) and prints its
 verdict, a failure's traceback or mismatches on stderr (status 1; nothing logged).
 
 ``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
@@ -38,6 +44,7 @@ verdict, a failure's traceback or mismatches on stderr (status 1; nothing logged
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import random
@@ -128,7 +135,10 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
     carrying what reproduces it.  An OS error of the harness's files (the model's folder or
     file, the lowered output's write: a full disk, no permission) is not the tool's: the run
     stops with its line, status 2 (:func:`refuse_harness`; until 2026-12-06 writing the
-    model logged it as a soak failure, and the output's write counted it as a refusal)."""
+    model logged it as a soak failure, and the output's write counted it as a refusal); so
+    does the machine refusing a resource at any step (:func:`refuse_machine`) and an
+    ``OSError`` while simulating but :data:`TOOLS_OS_ERRORS` (until 2026-12-07 logged as
+    failures)."""
     from nrtrewrite.bundle import write_output
     from nrtrewrite.errors import NrtRewriteError, OutputError
     from nrtrewrite.neff.assembler import assemble_spec
@@ -141,6 +151,7 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         d = Path(tempfile.mkdtemp(prefix="soak-", dir=work))
     except OSError as err:  # (the work folder's file system full, say: not the model's fault)
         refuse_temp_folder(err)
+    step = "assembling"
     try:
         neff = d / "m.neff"
         data = assemble_spec(spec)
@@ -149,6 +160,7 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         except OSError as err:  # the harness's own write (disk full, no permission)
             refuse_harness(f"{neff}: cannot write model {seed}: {err.strerror or err}")
         del data
+        step = "lowering"
         try:
             plan = lower_drawn(neff, algo, host_cc)
             try:
@@ -158,17 +170,75 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
                     refuse_harness(f"model {seed}: {err.line()}")
                 raise
         except NrtRewriteError as err:
+            refuse_machine(err, seed, two_node, step)
             why = re.sub(r"^.*?trigger \d+: ", "", str(err))  # (the where: this temp file)
             return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160]}
-        res = simulate_output(out, seed=seed % 97)
+        step = "simulating"
+        try:
+            res = simulate_output(out, seed=seed % 97)
+        except (OSError, OutputError) as err:  # (a file of the output not read: "cannot read")
+            cause = err if isinstance(err, OSError) else err.__context__
+            if isinstance(cause, OSError) and not isinstance(cause, TOOLS_OS_ERRORS):
+                line = err.line() if isinstance(err, OutputError) else (
+                    f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else ""))
+                refuse_harness(f"model {seed}: simulating: {line}" + again(seed, two_node))
+            raise
         bad = [(t.trigger, t.status, t.detail) for t in res.triggers if t.status != "match"]
         if res.ok and not bad:
             return {"result": "simulated"}
         return {"result": "failed", **case, "error": str(res.error), "bad": str(bad)[:4000]}
-    except Exception:  # noqa: BLE001 - every other exception is what the soak looks for
+    except Exception as err:  # noqa: BLE001 - every other exception is what the soak looks for
+        refuse_machine(err, seed, two_node, step)
         return {"result": "failed", **case, "traceback": traceback.format_exc()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+#: The ``OSError``s met while simulating that are the tool's, not the machine's: a file of
+#: the output just written that is not there or not of its kind (``lower`` did not write
+#: it, or ``simulate`` looks for another); every other one (EIO, EMFILE, ENOMEM ...) is
+#: the machine's (:func:`run_one`).
+TOOLS_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+def machine_refusal(err: BaseException) -> str | None:
+    """Why ``err`` is the machine refusing a resource, not a finding (None: it is not): a
+    ``MemoryError`` anywhere in its chain, memory or a process refused (an ``OSError``
+    ``ENOMEM`` or ``EAGAIN`` naming no file: ``fork``, ``mmap``), a thread that could not
+    start, or the simulator's memory guard (:class:`~nrtrewrite.errors.ResourceError`,
+    status 71) - what the CLI says with status 71 (docs/CLI.md "Errors")."""
+    from nrtrewrite.errors import ResourceError
+
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, MemoryError):
+            return f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
+        if isinstance(e, ResourceError):
+            return e.line()
+        if isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM) \
+                and e.filename is None:
+            return f"could not start a process or map memory ({e.strerror or e})"
+        if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
+            return "could not start a thread (can't start new thread)"
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def refuse_machine(err: BaseException, seed: int, two_node: bool, step: str) -> None:
+    """:func:`refuse_harness` when ``err`` is the machine's (:func:`machine_refusal`): a
+    loaded machine's refusal is not logged as a failure of the tool; the model is named, to
+    be run again alone.  Returns otherwise."""
+    why = machine_refusal(err)
+    if why is not None:
+        refuse_harness(f"model {seed}: {step}: the machine refused a resource: {why}"
+                       + again(seed, two_node))
+
+
+def again(seed: int, two_node: bool) -> str:
+    """`` (again alone: --replay SEED [--two-node])``: how to run model ``seed`` again."""
+    return f" (again alone: --replay {seed}" + (" --two-node" if two_node else "") + ")"
 
 
 def lower_drawn(neff: Path, algo: str | None, host_cc: bool):

@@ -146,3 +146,124 @@ def test_a_log_that_cannot_be_written_names_the_failures_seed(tmp_path, monkeypa
     assert capsys.readouterr().err == (
         f"soak_models.py: error: {log}: cannot log the failure of model 1 (again alone: "
         "--replay 1): Is a directory\n")
+
+
+# The machine refusing a resource (a fork, memory) while lowering, and an OS error while
+# simulating, are the machine's, not findings: one line naming the model and how to run it
+# again, status 2, nothing logged (until 2026-12-07 each was logged as a failure, status 1).
+EAGAIN = "Resource temporarily unavailable"
+
+
+@pytest.mark.parametrize("raised, why", [
+    (OSError(11, EAGAIN), f"could not start a process or map memory ({EAGAIN})"),
+    (OSError(12, "Cannot allocate memory"),
+     "could not start a process or map memory (Cannot allocate memory)"),
+    (MemoryError(), "out of memory (MemoryError)"),
+])
+def test_a_resource_refused_while_lowering_is_the_machines(tmp_path, monkeypatch, capsys,
+                                                           raised, why):
+    """Model 0 of ``--seed 0`` (its lowering faked to be refused a fork or memory: errno 11
+    EAGAIN, 12 ENOMEM, naming no file, as ``fork`` raises them)."""
+    tmp = _soak_folder(tmp_path, monkeypatch)
+
+    def refused(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(soak_models, "lower_drawn", refused)
+    log = tmp_path / "f.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--count", "3", "--log", str(log)])
+    assert exc.value.code == 2
+    assert capsys.readouterr() == ("", (
+        f"soak_models.py: error: model 0: lowering: the machine refused a resource: {why} "
+        "(again alone: --replay 0)\n"))
+    assert not log.exists() and os.listdir(tmp) == []
+
+
+def test_a_fork_refused_while_writing_the_output_is_the_machines(
+        tmp_path, monkeypatch, capsys):
+    """write_output lets ``EAGAIN`` naming no file through as it is (docs/CLI.md: the CLI
+    says the system refused a process): model 1 (``--replay 1``, ``--two-node``) is named
+    with ``--two-node`` in its replay."""
+    import errno
+
+    import nrtrewrite.bundle as B
+
+    _soak_folder(tmp_path, monkeypatch)
+
+    def refused(plan, out, *args, **kwargs):
+        raise OSError(errno.EAGAIN, EAGAIN)
+
+    monkeypatch.setattr(B, "_write_output", refused)
+    spec = soak_models.random_model(__import__("random").Random(1), False)
+    monkeypatch.setattr(soak_models, "random_model", lambda rng, two_node: spec)
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--replay", "1", "--two-node"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        "soak_models.py: error: model 1: lowering: the machine refused a resource: could "
+        f"not start a process or map memory ({EAGAIN}) (again alone: --replay 1 --two-node)\n")
+
+
+def test_an_os_error_reading_the_output_while_simulating_is_the_machines(
+        tmp_path, monkeypatch, capsys):
+    """Model 1 lowers (``--replay 1``); reading its output while simulating fails with EIO
+    (every read of an artifact faked to): the simulator's ``OUT/...: cannot read:
+    Input/output error`` (docs/CLI.md "simulate", status 2 there) is the machine's."""
+    import errno
+
+    import nrtrewrite.simulate.artifacts as A
+
+    tmp = _soak_folder(tmp_path, monkeypatch)
+
+    def eio(path):
+        raise OSError(errno.EIO, "Input/output error", str(path))
+
+    monkeypatch.setattr(A, "open_regular", eio)
+    log = tmp_path / "f.jsonl"
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--replay", "1", "--log", str(log)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    head, _, tail = err.partition(f"{tmp}/nrtrewrite-soak-")
+    assert head == "soak_models.py: error: model 1: simulating: "
+    assert tail.endswith(": cannot read: Input/output error (again alone: --replay 1)\n")
+    assert "/out/" in tail and not log.exists() and os.listdir(tmp) == []
+
+
+@pytest.mark.parametrize("raised", [OSError(5, "Input/output error"),
+                                    OSError(24, "Too many open files")])
+def test_an_os_error_raised_while_simulating_is_the_machines(tmp_path, monkeypatch, capsys,
+                                                             raised):
+    import nrtrewrite.simulate as S
+
+    def broken(*a, **k):
+        raise raised
+
+    monkeypatch.setattr(S, "simulate_output", broken)
+    with pytest.raises(SystemExit) as exc:
+        soak_models.main(["--replay", "1"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == (
+        f"soak_models.py: error: model 1: simulating: {raised.strerror} "
+        "(again alone: --replay 1)\n")
+
+
+@pytest.mark.parametrize("raised", [FileNotFoundError(2, "No such file or directory", "x"),
+                                    IsADirectoryError(21, "Is a directory", "x"),
+                                    RuntimeError("simulator bug")])
+def test_a_missing_output_file_or_a_bug_while_simulating_stays_a_failure(
+        tmp_path, monkeypatch, raised):
+    """A file of the output just written that is not there, or not of its kind, is the
+    tool's (lower wrote no such file, or simulate looks for another), so is a traceback:
+    logged, status 1 (model 0 of ``--seed 0`` is refused, model 1 simulates)."""
+    import nrtrewrite.simulate as S
+
+    def broken(*a, **k):
+        raise raised
+
+    monkeypatch.setattr(S, "simulate_output", broken)
+    log = tmp_path / "f.jsonl"
+    assert soak_models.main(["--count", "2", "--log", str(log)]) == 1
+    row, = [json.loads(line) for line in log.read_text().splitlines()]
+    assert row["seed"] == 1 and type(raised).__name__ in row["traceback"]
