@@ -21,12 +21,13 @@ Python imports there, is refused), and its wall time (import included) and peak 
 are printed with the count of differences.  Every row's name is checked before anything is
 written.  Not a timed test: nothing is asserted.
 
-B is built in the run's temporary folder (``nrtrewrite-bench-diff-XXXXXXXX`` where
-``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write there) and moved
-into ``--out`` whole, so ``--out`` holds only results; the folder is removed when the run
-ends, on success, failure or stop.  A step that fails (lowering A, reading A's
-``manifest.json`` for its rewritten NEFF's name, copying A, rewriting the NEFF, moving B)
-stops the run with one line naming it and why, status 1.
+The model, A and B are made in the run's temporary folder (``nrtrewrite-bench-diff-XXXXXXXX``
+where ``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write there; the
+model's ``.tmp`` and ``lower``'s temporary sibling of A there too) and moved into ``--out``
+whole, so ``--out`` holds only results; the folder is removed when the run ends, on
+success, failure or stop.  A step that fails (lowering A, moving the model or A, reading
+A's ``manifest.json`` for its rewritten NEFF's name, copying A, rewriting the NEFF, moving
+B) stops the run with one line naming it and why, status 1.
 """
 
 from __future__ import annotations
@@ -102,8 +103,10 @@ def check_tree(tree: Path) -> str | None:
     return None
 
 
-def make_model(model: str, out: Path) -> Path:
-    """The model file (outside-tool style: Python's tarfile and gzip, level 1)."""
+def make_model(model: str, out: Path, work: Path) -> Path:
+    """The model file ``OUT/MODEL.neff`` (outside-tool style: Python's tarfile and gzip,
+    level 1), written in ``work`` (its ``.tmp`` there) and moved into ``out`` whole (until
+    2026-12-07 its ``.tmp`` was in ``out``)."""
     path = out / f"{model}.neff"
     if path.exists():
         return path
@@ -120,9 +123,27 @@ def make_model(model: str, out: Path) -> Path:
                 src = _Source(size, False)
                 src.rng.seed(i)  # (each member its own bytes)
                 tf.addfile(info, io.BufferedReader(src, 1 << 20))
+    made = work / f"{model}.neff"
+    write_new(made, _neff(buf.getvalue()))
     out.mkdir(exist_ok=True)
-    write_new(path, _neff(buf.getvalue()))
+    move_in(made, path, f"model {model}")
     return path
+
+
+def move_in(src: Path, dst: Path, what: str) -> None:
+    """Move ``src`` (a file or folder of the run's temporary folder) to ``dst`` in ``--out``
+    whole: a rename where both are on one file system, else a copy, removed if it is cut
+    short (an error, a stop); an OS error is one line naming ``what``, status 1."""
+    try:
+        shutil.move(src, dst)
+    except BaseException as err:
+        if dst.is_dir() and not dst.is_symlink():
+            shutil.rmtree(dst, ignore_errors=True)
+        else:
+            dst.unlink(missing_ok=True)
+        if not isinstance(err, OSError):
+            raise
+        raise SystemExit(f"{what}: cannot move {src} to {dst}: {_why(err)}") from None
 
 
 def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
@@ -132,19 +153,23 @@ def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
 
 
 def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
-    """Output folders A (``lower`` of the model) and B (A with B's NEFF rewritten), B built
-    in ``work`` (the run's temporary folder, outside ``out``) and moved into ``out`` whole:
-    ``out`` holds only results, and a failure is one line naming the step (until 2026-12-06
-    B was built in a folder inside ``out``, left there by a failure of a run that found the
-    model's folder, and the line held the child's traceback)."""
+    """Output folders A (``lower`` of the model) and B (A with B's NEFF rewritten), each
+    made in ``work`` (the run's temporary folder, outside ``out``: the model's ``.tmp`` and
+    ``lower``'s temporary sibling of A there too) and moved into ``out`` whole: ``out`` holds
+    only results, and a failure is one line naming the step (until 2026-12-06 B was built
+    in a folder inside ``out``, left there by a failure of a run that found the model's
+    folder, and the line held the child's traceback; until 2026-12-07 the model and A were
+    written in ``out``, a ``lower`` killed leaving its ``.A.tmp-...`` there)."""
     model, _, how = row.partition(":")
     a, b = out / model / "A", out / model / (how or "last")
     if not a.exists():
-        a.parent.mkdir(parents=True, exist_ok=True)  # (OUT/MODEL; OUT's parent exists)
-        res = _run(["-m", "nrtrewrite", "lower", str(make_model(model, out)), "-o", str(a),
-                    "-q", "-j", "1"])
+        neff = make_model(model, out, work)
+        made = work / f"{model}-A"
+        res = _run(["-m", "nrtrewrite", "lower", str(neff), "-o", str(made), "-q", "-j", "1"])
         if res.returncode:
             raise SystemExit(f"lower {model}: {res.stderr.strip()}")
+        a.parent.mkdir(parents=True, exist_ok=True)  # (OUT/MODEL; OUT's parent exists)
+        move_in(made, a, f"A of {model}")
     if not b.exists():
         tmp = work / f"{model}-{how or 'last'}"
         name = _output_neff(a, row)
@@ -157,13 +182,7 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
         if res.returncode:
             last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
             raise SystemExit(f"B of {row}: rewriting {neff} failed: {last}")
-        try:  # (a rename where both are on one file system; else a copy, removed if cut)
-            shutil.move(tmp, b)
-        except BaseException as err:
-            shutil.rmtree(b, ignore_errors=True)
-            if not isinstance(err, OSError):
-                raise
-            raise SystemExit(f"B of {row}: cannot move {tmp} to {b}: {_why(err)}") from None
+        move_in(tmp, b, f"B of {row}")
     return a, b
 
 
@@ -291,16 +310,16 @@ def main() -> None:
 
 
 def work_folder() -> Path:
-    """The run's temporary folder, where B is built (:func:`make_pair`), made where
-    ``simulate MODEL.neff`` makes its own (:func:`nrtrewrite.bundle.temp_root`); one line,
-    status 2, where none can be made."""
+    """The run's temporary folder, where the model, A and B are made (:func:`make_pair`),
+    made where ``simulate MODEL.neff`` makes its own (:func:`nrtrewrite.bundle.temp_root`);
+    one line, status 2, where none can be made."""
     from nrtrewrite.bundle import temp_root
 
     try:
         return Path(tempfile.mkdtemp(prefix="nrtrewrite-bench-diff-", dir=temp_root()))
     except OSError as err:  # none usable, or one that fails (a race)
         print(f"bench_diff.py: error: {err.filename or 'TMPDIR'}: cannot make a temporary "
-              f"folder to build B in: {err.strerror or err}", file=sys.stderr)
+              f"folder to build the model, A and B in: {err.strerror or err}", file=sys.stderr)
         sys.exit(2)
 
 

@@ -148,7 +148,7 @@ def test_no_usable_temporary_folder_is_one_line_before_anything_is_written(tmp_p
 
     out = tmp_path / "diff"
     proc, line = run_without_temp(tmp_path, TOOL, "--only", "w1", "--out", out)
-    want = line.replace("to lower the model into", "to build B in")
+    want = line.replace("to lower the model into", "to build the model, A and B in")
     assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"bench_diff.py: error: {want}\n",
                                                            "")
     assert os.listdir(tmp_path) == []
@@ -182,3 +182,51 @@ def test_an_earlier_a_without_a_readable_manifest_is_one_line(tmp_path, manifest
     assert (res.returncode, res.stderr) == (1, f"B of w1: {says.format(m=m)}\n")
     assert _tree(out) == ["w1", "w1/A"] + (["w1/A/manifest.json"] if manifest else [])
     assert os.listdir(tmp) == []  # the run's temporary folder removed
+
+
+#: bench_diff.py with ``lower`` faked to die by SIGKILL once it has made its temporary
+#: sibling of ``-o`` (docs/CLI.md "lower": ``.OUT.tmp-PID-HEX`` beside OUT), which a killed
+#: lower cannot remove; and every file ``write_new`` writes (``PATH.tmp``) recorded on stdout
+_KILLED_LOWER = r"""
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import bench_diff
+real_write = bench_diff.write_new
+def write_new(path, data):
+    print("WROTE", path.with_suffix(".tmp"), flush=True)
+    real_write(path, data)
+bench_diff.write_new = write_new
+class Killed:
+    returncode, stderr = -9, ""
+def run(args, tree=bench_diff.ROOT):
+    if "lower" in args:
+        o = Path(args[args.index("-o") + 1])
+        print("LOWER", o, flush=True)
+        (o.parent / f".{o.name}.tmp-1-0123456789abcdef").mkdir()
+        return Killed()
+    return real_run(args, tree)
+real_run, bench_diff._run = bench_diff._run, run
+sys.argv = ["bench_diff.py", *sys.argv[2:]]
+bench_diff.main()
+"""
+
+
+def test_the_model_and_lowers_temporary_sibling_are_written_outside_out(tmp_path):
+    """The model's ``.tmp`` and ``lower``'s temporary sibling of A are in the run's temporary
+    folder, not in ``--out``: a ``lower`` killed (its sibling left behind) leaves ``--out``
+    holding the model only, and the run's temporary folder is removed (until 2026-12-07 the
+    model's ``.tmp`` was written in ``--out`` and A lowered there, so the sibling stayed in
+    ``OUT/w1/`` with ``--keep``)."""
+    out, tmp = tmp_path / "diff", tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    res = subprocess.run([sys.executable, "-c", _KILLED_LOWER, str(TOOL.parent), "--only", "w1",
+                          "--out", str(out), "--keep"], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=300)
+    assert res.returncode == 1 and res.stderr == "lower w1: \n", res.stderr
+    written = [Path(line.split(" ", 1)[1]) for line in res.stdout.splitlines()
+               if line.startswith(("WROTE ", "LOWER "))]
+    assert len(written) == 2 and all(tmp in p.parents for p in written), written
+    assert _tree(out) == ["w1.neff"]  # (the model, moved in whole: no sibling, no .tmp)
+    assert os.listdir(tmp) == []
