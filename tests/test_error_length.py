@@ -475,3 +475,20 @@ def test_simulates_detail_cell_is_capped_as_written_on_an_ascii_stdout(monkeypat
     want = "\\xe9" * 175 + " ... (4000 characters in all) ... " + "\\xe9" * 50
     row, = [line for line in buf.getvalue().splitlines() if " error " in line]
     assert row.split("\u2502")[5].strip() == want
+
+
+def test_inspect_jsons_warning_is_capped_as_the_warning_line_is(tmp_path):
+    """docs/CLI.md "inspect --json": each `warnings[]` entry's `where` and `message` are cut
+    as the `"error"` is, each on its own characters.  The model in nine folders of 250 `d`:
+    the where `PATH: field hash`, past 2,000 characters, keeps of the run `PATH:` (more than
+    400 without a space) its first 200 and last 150; the message stays whole; `file` keeps
+    the path whole (data).  Until 2026-12-07 the where was the whole path."""
+    import json
+
+    model = _long_model(tmp_path, ["d" * 250] * 9)
+    res = CliRunner().invoke(main, ["inspect", model, "--no-verify-hash", "--json"])
+    assert res.exit_code == 0, res.stderr[:300]
+    doc = json.loads(res.stdout)
+    assert len(f"{model}: field hash") > 2000 and doc["file"] == model
+    assert doc["warnings"] == [{"where": f"{_cut_run(model + ':')} field hash",
+                                "message": "payload hash not verified"}]

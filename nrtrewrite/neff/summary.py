@@ -11,7 +11,7 @@ import uuid as uuidlib
 from typing import Any
 
 from nrtrewrite.codes import VAR_TYPE_NAMES
-from nrtrewrite.errors import path_text
+from nrtrewrite.errors import cut_line, path_text
 from nrtrewrite.neff.container import PKG_VERSION_SHA256
 from nrtrewrite.neff.instructions import OpcodeClass, opcode_class, opcode_counts
 from nrtrewrite.neff.model import Model, NeffHeader, Operand, Subgraph, SyncFields, Trigger
@@ -138,5 +138,8 @@ def model_to_dict(model: Model) -> dict[str, Any]:
             "streams": [stream_summary(sg, e) for e in sg.engines],
         } for sg in model.subgraphs],
         "triggers": [trigger_to_dict(t, by_name[t.subgraph]) for t in model.triggers],
-        "warnings": [{"where": str(w.where), "message": w.message} for w in model.warnings],
+        # (each part cut as a --json "error" is, on its own characters: a path of 100,000
+        # characters in the where was written whole until 2026-12-07; docs/CLI.md)
+        "warnings": [{"where": cut_line(str(w.where)), "message": cut_line(w.message)}
+                     for w in model.warnings],
     }
