@@ -432,6 +432,38 @@ def test_a_ring_send_writing_a_rank_it_does_not_signal_names_the_first_wrong_bd(
                            "rank 1")
 
 
+def test_a_ring_send_writing_two_other_ranks_names_the_rank_its_first_wrong_bd_writes(
+        tmp_path):
+    """A bf16 all-reduce of 999 elements over ranks 0..3 lowered with --host-cc (RING): rank
+    0's legs are the two mark_complete, send x 2 (H0, H1), recv_reduce_send x (n - 2) x 2 = 4,
+    then record 8, recv_reduce_copy_send (seed 001 §4; the host-CC final reduce step,
+    DESIGN "Host-CC and hybrid rings"; FORMATS §3's leaf codes 22, 1, 2, 4), whose tiles
+    carry sources 0, 1 (M2S) and destinations 0, its own output, and 1, its successor 1
+    (S2M, stream = destination index, FORMATS §5):
+    BDs 32..35 tile 0, 36..39 tile 1.  Moved: BD 35 (tile 0's destination 1) to core 2 and BD
+    38 (tile 1's destination 0) to core 3 (on trn2 at LNC 1 rank r is core r, a core's window
+    at r << 36, FORMATS §10).  The first wrong BD in dma.bin order is 35, which writes rank 2;
+    until 2026-12-07 the line named BD 35 with the rank of the first wrong merged byte run
+    (runs go by stream: stream 0's BD 38 before stream 1's BD 35), `writes rank 3`."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 999), tmp_path / "o", host_cc=True)
+    legs = _legs(out, 0)
+    assert legs["leaf"][:9].tolist() == [22, 22, 1, 1, 2, 2, 2, 2, 4]
+    assert legs["dma_first"][8] == 32 and legs["dma_count"][8] == 8
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    tile = bds[32:40]
+    assert [((int(m) >> 4) & 1, (int(m) >> 8) & 0x1F) for m in tile["meta"]] == \
+        [(0, 0), (0, 1), (1, 0), (1, 1)] * 2
+    assert [int(x) // CORE for x in tile["buf_ptr"]] == [0, 0, 0, 1] * 2
+    bds["buf_ptr"][35] += np.uint64(CORE)
+    bds["buf_ptr"][38] += np.uint64(3 * CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 35: recv_reduce_copy_send leg (legs.bin record 8) writes "
+                           "rank 2 but signals rank 1")
+
+
 def test_a_ring_send_reading_another_core_names_the_bd_not_the_run(ar2_out, tmp_path):
     """Record 3 (send H1) has BDs 4..7 (record 2's four before it, FORMATS §3 dma_first), per
     tile a source then a destination BD (§5): BD 4 is tile 0's source.  Moved to core 1, it

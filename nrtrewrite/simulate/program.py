@@ -1666,14 +1666,15 @@ class RankDecoder:
         away = away & ring_runs
         rl = R["leg"]
         bad = _first(away & (R["rank"] != self.l_next[rl]))
-        # (what is wrong is a destination BD's buf_ptr: the first of the leg's that writes
-        # another rank than the one it signals)
+        # (what is wrong is a destination BD's buf_ptr: the first of the leg's, in dma.bin
+        # order, that writes another rank than the one it signals, named with the rank it
+        # writes; the first such run may be a later BD's, the runs going by stream)
         dst_bds = (self.bd_dir == 1) & (self.bd_rank != self.rank)
         if bad is not None:
             g = int(rl[bad])
             j = _first(dst_bds & (self.bd_leg == g) & (self.bd_rank != self.l_next[g]))
             raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) writes "
-                            f"rank {R['rank'][bad]} but "
+                            f"rank {self.bd_rank[j]} but "
                             + (f"signals rank {self.l_next[g]}" if self.l_next[g] >= 0 else
                                "signals no other rank"), "dma.bin", j, "buf_ptr")
         writes_next = np.bincount(rl[away], minlength=self.n_legs) > 0
