@@ -20,12 +20,14 @@ what the leg does and the value it should have, and a network-bound leg that los
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from nrtrewrite.emit.formats import LEG_DTYPE, SEM_DTYPE
+from nrtrewrite.emit.formats import (LEG_DTYPE, NET_OPS_INFO_DTYPE, NET_SRC_ADDR_DTYPE,
+                                     SEM_DTYPE)
 from nrtrewrite.simulate import simulate_output
 
 from test_simulate import lower_spec
@@ -137,6 +139,61 @@ def test_the_token_order_message_names_rank_semaphore_producer_and_waits(outs, t
     assert "which is not ordered after an earlier wait that took another producer's" \
         in res.error
     assert "(docs/SIMULATOR.md §6)" in res.error
+
+
+NODES8 = [128 * i for i in range(8)]  # one rank on each of eight trn2 nodes (LNC 1)
+
+
+def rename_net_ops(out: Path, frm: int, to: int) -> int:
+    """Semaphore ``frm`` becomes ``to`` in every ``net_ops.bin`` op's ``inc_recv_handshake``
+    and ``inc_recv_complete`` (FORMATS §8.1: INC-window addresses, the id at ``4 * id`` as
+    in sem.bin); returns how many ops changed."""
+    n = 0
+    for d in sorted(out.glob("rank-*")):
+        ops = np.fromfile(d / "net_ops.bin", NET_OPS_INFO_DTYPE)
+        for f in ("inc_recv_handshake", "inc_recv_complete"):
+            hit = (ops[f] & 0x3FF) // 4 == frm
+            ops[f][hit] = ops[f][hit] - np.uint64(4 * frm) + np.uint64(4 * to)
+            n += int(hit.sum()) if f == "inc_recv_complete" else 0
+        ops.tofile(d / "net_ops.bin")
+    return n
+
+
+def test_a_net_proxy_producer_is_named_as_the_other_proxy_lines_name_it(tmp_path):
+    """ar4's two all-reduces over one rank on each of eight trn2 nodes, INTER_RDH: every
+    exchange goes through the network, so every event a rank waits on is increased by a net
+    proxy (FORMATS §8.1: an op's receives land on its event).  Recursive halving's steps 0,
+    1, 2 pair a rank with the rank at node index xor 4, 2, 1 and land on EVT_RH_STEP_0..2
+    (events 23..25: semaphores 215..217, FORMATS §7).  EVT_RH_STEP_2 renamed into
+    EVT_RH_STEP_0 on every rank (sem.bin, the 0xBF waits and the ops' inc_recv_*; the ops of
+    an entry stay apart, FORMATS §8 "Ops", as 215, 216, 215): semaphore 215 of a rank is
+    increased by the proxies of its step-0 and its step-2 partner and waited twice in an
+    entry; neither partner's transfer is ordered after the rank's first wait (the step-0
+    partner sends at the entry's start, the step-2 partner after its own steps 0 and 1 with
+    other ranks), so the second wait takes an increment that the first, which took the other
+    producer's, could have taken: refused at every seed (SIMULATOR §6).  The producer is a net proxy
+    transfer, named as the race and mismatch lines name one, with the receiving rank (until
+    2026-12-07 `net proxy rank P channel 0 net_src.bin record N (trigger 0)`, no receiver):
+    the partner's first transmit entry addressed to the refusing rank (FORMATS §8.2
+    ``dst_rank``; trigger 0's entries come first)."""
+    spec = ar4_spec()
+    spec["header"]["name"] = "x8"
+    spec["subgraphs"][0]["replica_groups"] = [NODES8]
+    out = lower_spec(spec, tmp_path / "o", algo="inter_rdh", topology="trn2:nodes=8")
+    assert rename(out, 217, 215) > 0 and rename_net_ops(out, 217, 215) > 0
+    for seed in (0, 1):
+        res = simulate_output(out, seed=seed)
+        assert res.error is not None and SEVERAL in res.error, (seed, res.error)
+        m = re.match(r"trigger 0, rank (\d+): semaphore 215 \(event 23, EVT_RH_STEP_0\) of rank "
+                     r"(\d+) .* takes the one of net proxy transfer \(rank (\d+) -> (\d+), "
+                     r"channel 0, net_src\.bin record (\d+)\), which is not ordered after",
+                     res.error)
+        assert m is not None, (seed, res.error)
+        r, r2, p, to, rec = map(int, m.groups())
+        assert r == r2 == to and r in NODES8, res.error
+        assert NODES8.index(p) in (NODES8.index(r) ^ 4, NODES8.index(r) ^ 1), res.error
+        src = np.fromfile(out / f"rank-{p:04d}" / "net_src.bin", NET_SRC_ADDR_DTYPE)
+        assert rec == int(np.flatnonzero(src["dst_rank"] == r)[0]), res.error
 
 
 @pytest.mark.parametrize("name", ["rdh", "mesh", "ring"])

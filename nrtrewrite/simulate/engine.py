@@ -1404,12 +1404,13 @@ def _kept(who):
 
 
 def _what(who) -> str:
-    """A leg's name or a net transfer, as _take's message names it."""
+    """A leg's name or a net transfer, as _take's message names it: a transfer as the other
+    lines name one (:meth:`Transfer.who`, with its receiving rank; until 2026-12-07 ``net
+    proxy rank R channel C net_src.bin record N (trigger T)``)."""
     if not isinstance(who, tuple):
         return LegName.of(who).who()
-    p, tr = who
-    return (f"net proxy rank {p.rank} channel {p.channel} net_src.bin record {tr.record} "
-            f"(trigger {tr.trigger})")
+    _p, tr = who
+    return tr.who()
 
 
 def element_value(v) -> int | str:
