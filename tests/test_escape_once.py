@@ -215,7 +215,7 @@ def test_dump_schedule_and_simulate_name_a_folder_apart(tmp_path, monkeypatch):
         res = invoke("simulate", name)
         assert res.exit_code == 2
         assert _lines(res) == [f"nrtrewrite: error: {SHOWN[name]}: rank-0001 is missing (rank 1 "
-                               "of manifest.json 'ranks')"]
+                               "of manifest.json ranks)"]
 
 
 def test_a_topology_named_by_its_file_is_shown_apart(tmp_path, monkeypatch):
@@ -249,7 +249,7 @@ def test_simulate_names_the_output_of_a_wrong_model_and_a_stray_rank_folder_apar
         (tmp_path / name / f"rank-{name}").mkdir()
         res = invoke("simulate", name)
         assert res.exit_code == 2
-        assert f"rank folders differ from manifest.json 'ranks' (rank-{SHOWN[name]})" in \
+        assert f"rank folders differ from manifest.json ranks (rank-{SHOWN[name]})" in \
             res.stderr, res.stderr
 
 

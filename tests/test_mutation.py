@@ -981,7 +981,7 @@ def test_a_folder_with_an_extra_rank_folder_is_refused(mut):
     """FORMATS §1.1 ``ranks``: the rank folders of the output; a ``rank-0099`` folder that no
     manifest names is refused (exit 2), as a folder would be that is missing."""
     shutil.copytree(mut.path / "rank-0003", mut.path / "rank-0099")
-    _exit2(mut, "rank folders differ from manifest.json 'ranks' (rank-0099)")
+    _exit2(mut, "rank folders differ from manifest.json ranks (rank-0099)")
 
 
 def test_a_rank_manifest_that_does_not_list_an_artifact_is_refused(mut):

@@ -472,7 +472,7 @@ def _no_files_listed(out: Path) -> None:
     (_spoil_top("output_neff.sha256"), "/manifest.json: field output_neff.sha256: missing"),
     (_spoil_top("ranks"), "/manifest.json: field ranks: must be a list, not 4"),
     (_spoil_top("rank_manifests"), ": rank_manifests does not list exactly the rank folders "
-     "of 'ranks'"),
+     "of ranks"),
     (_no_files_listed, "/rank-0002/manifest.json: field files: missing"),
 ], ids=["no-sha256", "ranks-not-a-list", "rank-manifests-extra", "no-files"])
 def test_cli_refuses_an_output_its_manifests_do_not_describe(small_out, tmp_path, spoil, says):

@@ -716,7 +716,7 @@ def test_a_rank_manifest_that_cannot_be_read_is_status_2_like_the_top_one(ar2, t
     man = out / "rank-0001" / "manifest.json"
     if damage == "no folder":
         shutil.rmtree(out / "rank-0001")
-        line = f"{out}: rank-0001 is missing (rank 1 of manifest.json 'ranks')"
+        line = f"{out}: rank-0001 is missing (rank 1 of manifest.json ranks)"
     else:
         man.write_text("{\n" if damage == "not JSON" else "[]\n")
         line = f"{man}: {says}"
@@ -834,7 +834,7 @@ def test_a_rank_folder_gone_is_named_before_a_checksum(ar2, tmp_path, other):
             fh.write(b"x")
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, *flags) == (
-            f"{out}: rank-0000 is missing (rank 0 of manifest.json 'ranks')"), flags
+            f"{out}: rank-0000 is missing (rank 0 of manifest.json ranks)"), flags
 
 
 def _bad_hash_output(tmp_path: Path) -> tuple[Path, Path]:

@@ -161,7 +161,7 @@ def test_a_rewritten_neff_missing_or_not_a_regular_file_is_status_2(out, tmp_pat
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 @pytest.mark.parametrize("extra", [[], ["--ignore-checksums"]])
 @pytest.mark.parametrize("victim, what, line", [
-    ("rank-0001", "gone", "{o}: rank-0001 is missing (rank 1 of manifest.json 'ranks')"),
+    ("rank-0001", "gone", "{o}: rank-0001 is missing (rank 1 of manifest.json ranks)"),
     ("rank-0001/manifest.json", "gone",
      "{o}/rank-0001/manifest.json: manifest.json is missing"),
     ("rank-0001/manifest.json", "fifo",
@@ -186,7 +186,7 @@ def test_a_fault_the_option_does_not_get_past_is_refused_alike_without_the_hint(
 
 @pytest.mark.parametrize("extra", [[], ["--ignore-checksums"]])
 @pytest.mark.parametrize("victim, line", [
-    ("rank-0001", "{o}: rank-0001 is missing (rank 1 of manifest.json 'ranks')"),
+    ("rank-0001", "{o}: rank-0001 is missing (rank 1 of manifest.json ranks)"),
     ("rank-0001/manifest.json", "{o}/rank-0001/manifest.json: manifest.json is missing"),
 ])
 def test_a_rank_gone_from_rank_manifests_too_is_refused_alike_without_the_hint(

@@ -147,7 +147,7 @@ def _rank_dir(out: Path, rank: int) -> Path:
     when it is gone (the simulation cannot be done, status 2, as for the top manifest)."""
     rdir = out / rank_dir_name(rank)
     if not rdir.is_dir():
-        raise OutputError(f"{rdir.name} is missing (rank {rank} of manifest.json 'ranks')",
+        raise OutputError(f"{rdir.name} is missing (rank {rank} of manifest.json ranks)",
                           file=str(out))
     return rdir
 
@@ -404,11 +404,11 @@ def verify_checksums(out: str | Path) -> None:
                           file=str(out))
     expected = {rank_dir_name(r) for r in ranks}
     if set(mans) != expected:
-        raise OutputError("rank_manifests does not list exactly the rank folders of 'ranks'"
+        raise OutputError("rank_manifests does not list exactly the rank folders of ranks"
                           + hint, file=str(out))
     present = {p.name for p in out.glob("rank-*") if p.is_dir()}
     if extra := sorted(present - expected):  # (the simulation reads only the ranks')
-        raise OutputError(f"rank folders differ from manifest.json 'ranks' "
+        raise OutputError(f"rank folders differ from manifest.json ranks "
                           f"({escape_path(extra[0])}){hint}",
                           file=str(out))
     for name in sorted(expected):
