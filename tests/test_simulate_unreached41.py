@@ -485,6 +485,35 @@ def test_a_ring_send_reading_another_core_names_the_bd_not_the_run(ar2_out, tmp_
                            "read their own core)")
 
 
+def test_a_ring_leg_reading_two_other_ranks_names_its_first_wrong_bd(tmp_path):
+    """A bf16 all-reduce of 999 elements over ranks 0..3 (RING): rank 0's record 4 is its first
+    recv_reduce_send (after mark_complete x 2 and send x 2, seed 001 §4; FORMATS §3's leaf
+    codes 22, 1, 2), whose tiles carry sources 0, its own input, and 1, the predecessor's
+    partial in its own scratch (M2S, stream = source index), then its destination (S2M,
+    FORMATS §5): BDs 8..10 tile 0, 11..13 tile 1.  Moved: BD 9 (tile 0's source 1) to core 2
+    and BD 11 (tile 1's source 0) to core 3 (FORMATS §10).  The line names the first wrong BD
+    in dma.bin order, 9, reading rank 2, as the write line does; until 2026-12-07 it named the
+    first wrong merged byte run's (runs go by stream: stream 0's BD 11 before stream 1's BD
+    9), `record 11: ... reads rank 3`."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 999), tmp_path / "o")
+    legs = _legs(out, 0)
+    assert legs["leaf"][:5].tolist() == [22, 22, 1, 1, 2]
+    assert legs["dma_first"][4] == 8 and legs["dma_count"][4] == 6
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    tile = bds[8:14]
+    assert [((int(m) >> 4) & 1, (int(m) >> 8) & 0x1F) for m in tile["meta"]] == \
+        [(0, 0), (0, 1), (1, 0)] * 2
+    assert [int(x) // CORE for x in tile["buf_ptr"]] == [0, 0, 1] * 2
+    bds["buf_ptr"][9] += np.uint64(2 * CORE)
+    bds["buf_ptr"][11] += np.uint64(3 * CORE)
+    bds.tofile(p)
+    rehash(out)
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 9: recv_reduce_send leg (legs.bin record 4) reads rank 2 "
+                           "(ring legs read their own core)")
+
+
 # ---------------------------------------------------------------------------- the net FIFOs
 
 @pytest.fixture(scope="module")

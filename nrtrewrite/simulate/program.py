@@ -1644,11 +1644,14 @@ class RankDecoder:
         ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
         bad = _first(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank))
         if bad is not None:
-            # the run's first BD (a run index is no dma.bin record)
+            # the leg's first source BD in dma.bin order that reads another core, and its rank
+            # (a run index is no dma.bin record; the first such run may be a later BD's, the
+            # runs going by stream)
             g = int(R["leg"][bad])
+            j = _first((self.bd_leg == g) & (self.bd_dir == 0) & (self.bd_rank != self.rank))
             raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) reads "
-                            f"rank {R['rank'][bad]} (ring legs read their own core)", "dma.bin",
-                            int(R["bd"][bad]), "buf_ptr")
+                            f"rank {self.bd_rank[j]} (ring legs read their own core)", "dma.bin",
+                            j, "buf_ptr")
         cache: dict[tuple[int, int], int] = {}
         for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
             s_ = self.entry_trigger[e].successor(c, self.rank, self.entry_leg[e])
