@@ -245,7 +245,7 @@ def test_simulate_names_the_output_of_a_wrong_model_and_a_stray_rank_folder_apar
         assert invoke("lower", "-q", FIX / "ar2.neff", "-o", name).exit_code == 0
         res = invoke("simulate", name, "--model", FIX / "c7c8.neff")
         assert res.exit_code == 2
-        assert f" is not the input {SHOWN[name]}/manifest.json records " in res.stderr
+        assert f" the input {SHOWN[name]}/manifest.json records " in res.stderr
         (tmp_path / name / f"rank-{name}").mkdir()
         res = invoke("simulate", name)
         assert res.exit_code == 2

@@ -303,7 +303,8 @@ def test_model_must_be_the_outputs_input(ar2_out):
     res = cli("simulate", ar2_out, "--model", FIX / "sbuf.neff")
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and "field input.sha256" in lines[0] and "ar2.neff" in lines[0]
+    # (of another size than ar2.neff's: refused from it, since 2026-12-07)
+    assert len(lines) == 1 and "field input.bytes" in lines[0] and "ar2.neff" in lines[0]
     res = cli("simulate", FIX / "ar2.neff", "--model", FIX / "ar2.neff")
     assert res.exit_code == 2 and "--model applies only" in res.output
 
@@ -444,9 +445,12 @@ def test_an_older_outputs_payload_size_still_names_its_model(tmp_path):
     res = cli("simulate", out, "--model", model)
     assert res.exit_code == 2
     lines = res.output.strip().splitlines()
-    # (the field is the manifest's: the line names that file)
-    assert len(lines) == 1 and "manifest.json: field input.bytes" in lines[0], res.output
-    assert f"but not its size: {len(data)} bytes, not {len(data) - 1} " in lines[0]
+    # (neither input.bytes nor the payload's end: refused from the size before any byte is
+    # hashed, since 2026-12-07; until then hashed whole first, then ``the model's sha256 is
+    # the one ... but not its size``)
+    assert len(lines) == 1 and f"{model}: field input.bytes: the model should be " \
+        f"{len(data) - 1} bytes, the size of the input " in lines[0], res.output
+    assert f"), not {len(data)} (refused from its size, " in lines[0], res.output
     top["input"]["bytes"] = None
     man.write_text(json.dumps(top, indent=2))
     res = cli("simulate", out, "--model", model)

@@ -808,10 +808,12 @@ def test_model_and_input_are_named_before_a_rank_fault_with_and_without_the_opti
     else:  # the line of tests/test_names_locale.py, FORMATS §1.1's input of fixtures/ar2.neff
         model = FIX / "c7c8.neff"
         data, lowered = model.read_bytes(), (FIX / "ar2.neff").read_bytes()
-        want = (f"{model}: field input.sha256: sha256 {hashlib.sha256(data).hexdigest()[:16]}"
-                f"... ({len(data)} bytes) is not the input {out}/manifest.json records "
-                f"({hashlib.sha256(lowered).hexdigest()[:16]}..., {len(lowered)} bytes, "
-                '"ar2.neff"): --model must name the model this output was lowered from')
+        # (another size: refused from it, since 2026-12-07, before any byte is hashed)
+        want = (f"{model}: field input.bytes: the model should be {len(lowered)} bytes, the "
+                f"size of the input {out}/manifest.json records "
+                f"({hashlib.sha256(lowered).hexdigest()[:16]}..., \"ar2.neff\"), not "
+                f"{len(data)} (refused from its size, before any byte is hashed): --model "
+                "must name the model this output was lowered from")
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, "--model", model, *flags) == want, flags
 
@@ -883,7 +885,8 @@ def test_model_is_parsed_after_the_checksum_pass(tmp_path):
 def test_model_is_hashed_in_blocks_before_the_checksum_pass(ar2, tmp_path):
     """With --model, the model is only hashed before the checksum pass, in blocks: another
     model of 32 MiB is refused with Python holding a few MiB, not the model (review 51j:
-    read whole and parsed)."""
+    read whole and parsed).  (The output's ``input.bytes`` says 32 MiB: a model of another
+    size is refused from it, not hashed.)"""
     import tracemalloc
 
     model = tmp_path / "zeros.neff"
@@ -891,6 +894,9 @@ def test_model_is_hashed_in_blocks_before_the_checksum_pass(ar2, tmp_path):
         fh.truncate(32 << 20)
     sha = hashlib.sha256(bytes(32 << 20)).hexdigest()
     lowered = (FIX / "ar2.neff").read_bytes()
+    out = tmp_path / "o"
+    _copy_with(ar2, out, [(None, ["input", "bytes"], 32 << 20)])
+    ar2 = out
     tracemalloc.start()
     try:
         res = cli("simulate", ar2, "--model", model)
@@ -901,7 +907,7 @@ def test_model_is_hashed_in_blocks_before_the_checksum_pass(ar2, tmp_path):
     assert res.stderr == (
         f"nrtrewrite: error: {model}: field input.sha256: sha256 {sha[:16]}... ({32 << 20} "
         f"bytes) is not the input {ar2}/manifest.json records "
-        f"({hashlib.sha256(lowered).hexdigest()[:16]}..., {len(lowered)} bytes, "
+        f"({hashlib.sha256(lowered).hexdigest()[:16]}..., {32 << 20} bytes, "
         '"ar2.neff"): --model must name the model this output was lowered from\n')
     assert peak < 8 << 20, peak
 
@@ -915,3 +921,65 @@ def test_model_takes_any_input_name(ar2, tmp_path, name):
     _copy_with(ar2, out, [(None, ["input", "name"], name)])
     res = cli("simulate", out, "--model", FIX / "ar2.neff")
     assert res.exit_code == 0, res.output
+
+
+def _count_hashed(monkeypatch, name: str) -> list[int]:
+    """The bytes hashed by ``hashlib.<name>`` objects made from now on, one list item (a
+    running total) shared by every module that makes them through ``hashlib``."""
+    real, total = getattr(hashlib, name), [0]
+
+    class Counted:
+        def __init__(self, data=b"", **kw):
+            self._h = real(**kw)
+            self.update(data)
+
+        def update(self, data):
+            total[0] += memoryview(data).nbytes
+            self._h.update(data)
+
+        def digest(self):
+            return self._h.digest()
+
+        def hexdigest(self):
+            return self._h.hexdigest()
+
+    monkeypatch.setattr(hashlib, name, Counted)
+    return total
+
+
+def test_a_model_of_another_size_than_input_bytes_is_refused_before_it_is_hashed(
+        ar2, tmp_path, monkeypatch):
+    """docs/SIMULATOR.md §1: a model whose size is not ``input.bytes`` (nor the payload's end
+    an older lowering recorded) is refused from the size of the opened file, before any byte
+    of it is hashed, with the same line with and without --ignore-checksums (left by
+    session 51: a 5 GiB model was hashed whole first, 26 s); the line names both sizes."""
+    model = tmp_path / "zeros.neff"
+    with open(model, "wb") as fh:
+        fh.truncate(64 << 20)  # (sparse: 64 MiB of zeros, no payload end of 1439 bytes)
+    lowered = (FIX / "ar2.neff").read_bytes()
+    want = (f"{model}: field input.bytes: the model should be {len(lowered)} bytes, the "
+            f"size of the input {ar2}/manifest.json records "
+            f"({hashlib.sha256(lowered).hexdigest()[:16]}..., \"ar2.neff\"), not {64 << 20} "
+            "(refused from its size, before any byte is hashed): --model must name the model "
+            "this output was lowered from")
+    for flags in ((), ("--ignore-checksums",)):
+        hashed = _count_hashed(monkeypatch, "sha256")
+        res = cli("simulate", ar2, "--model", model, *flags)
+        assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {want}\n", flags
+        assert hashed[0] < 1 << 20, hashed  # (the manifests' own bytes at most: no model)
+        assert _one_line_status_2(ar2, "--model", model, *flags) == want
+
+
+def test_the_models_payload_is_hashed_once_with_the_model(ar2, monkeypatch):
+    """With --model, the payload's digest the block pass held to the header (the bytes it
+    hashed, bound by the whole file's sha256 to the bytes then read and parsed) is the
+    parse's: the payload is hashed once, not again by the reader (left by session 51)."""
+    data = (FIX / "ar2.neff").read_bytes()
+    assert int.from_bytes(data[0:8], "little") == 2  # pkg_version 2: the payload's MD5
+    data_size = int.from_bytes(data[16:24], "little")  # (NEFF-LIKE.md §1: u64 at 16)
+    rewritten = (ar2 / "ar2.neff").read_bytes()  # (its own payload's MD5 is checked too)
+    assert int.from_bytes(rewritten[0:8], "little") == 2
+    hashed = _count_hashed(monkeypatch, "md5")
+    res = cli("simulate", ar2, "--json", "--model", FIX / "ar2.neff")
+    assert res.exit_code == 0, res.output
+    assert hashed[0] == data_size + int.from_bytes(rewritten[16:24], "little")

@@ -215,13 +215,16 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                 # without --ignore-checksums: until 2026-12-06 a faulty rank-manifest key came
                 # before a faulty ``input`` or another model without the option, after it
                 # with it; only hashed, in blocks: the model is parsed after the pass)
-                model_sha = check_input_model(path, model_path,
-                                              verify_hash=not no_verify_hash)
+                model_sha, digest = check_input_model(path, model_path,
+                                                      verify_hash=not no_verify_hash)
             if not ignore_checksums:
                 verify_checksums(path)
             if model_path is not None:
+                # (bytes of the sha256 the block pass hashed, so of the payload digest it
+                # held to the header: the parse takes that digest, not hashing them again)
                 model = read_model_bytes(input_model_bytes(model_path, model_sha),
-                                         path=model_path, verify_hash=not no_verify_hash)
+                                         path=model_path, verify_hash=not no_verify_hash,
+                                         digest=digest)
                 if no_verify_hash:
                     warn(err, unverified_hash_warning(model_path))
         else:

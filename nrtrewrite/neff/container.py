@@ -935,22 +935,27 @@ def check_header_hash(header: NeffHeader, expect: bytes, where: Where) -> None:
 
 
 def read_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
-                   limits: Limits = Limits()) -> Container:
-    """Parse a whole NEFF-like file already in memory."""
+                   limits: Limits = Limits(), digest: bytes | None = None) -> Container:
+    """Parse a whole NEFF-like file already in memory (``digest``: :func:`stream_container`'s)."""
     header, warnings, members = stream_container(data, path=path, verify_hash=verify_hash,
-                                                 limits=limits)
+                                                 limits=limits, digest=digest)
     return Container(header=header, members=dict(members), warnings=warnings,
                      hash_verified=verify_hash)
 
 
 def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
-                     limits: Limits = Limits(), on_consumed: Callable[[int], None] | None = None
+                     limits: Limits = Limits(), on_consumed: Callable[[int], None] | None = None,
+                     digest: bytes | None = None
                      ) -> tuple[NeffHeader, list[Warning_], Iterator[tuple[str, bytes]]]:
     """:func:`read_container` one member at a time: the header, the file's size and the hash
     are checked now (an error raised here), the members are decompressed as the returned
     iterator is walked (:func:`iter_members`: every check of the payload, its errors raised
     from the walk; the archive is whole only once the walk has ended without one).
-    ``on_consumed`` (:class:`_Gunzip`) is told which payload bytes are done with."""
+    ``on_consumed`` (:class:`_Gunzip`) is told which payload bytes are done with.
+    ``digest``: :func:`payload_digest` of this payload, already computed by the caller over
+    these very bytes (``simulate OUT --model``'s block pass, bound to them by the whole
+    file's SHA-256: docs/SIMULATOR.md §1), held to the header in place of hashing the
+    payload again."""
     where = Where(file=path)
     header = parse_header(data, where)  # header_size and pkg_version checked first
     if header.lnc_size not in LNC_SIZES:
@@ -973,7 +978,9 @@ def stream_container(data: bytes, *, path: str = "<bytes>", verify_hash: bool = 
         memoryview(data)[HEADER_SIZE:end]
     warnings: list[Warning_] = []
     if verify_hash:
-        check_header_hash(header, payload_digest(header.pkg_version, payload), where)
+        if digest is None:
+            digest = payload_digest(header.pkg_version, payload)
+        check_header_hash(header, digest, where)
     else:
         warnings.append(Warning_("payload hash not verified", where.merged(field="hash")))
     gz = _Gunzip(payload, limits.max_total_bytes, where, on_consumed=on_consumed)
@@ -1042,15 +1049,18 @@ def read_file_bytes(path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     return data
 
 
-def read_file_blocks(path: str, max_bytes: int = MAX_FILE_BYTES,
-                     block: int = 1 << 20) -> Iterator[bytes]:
+def read_file_blocks(path: str, max_bytes: int = MAX_FILE_BYTES, block: int = 1 << 20,
+                     sized: Callable[[int], None] | None = None) -> Iterator[bytes]:
     """The bytes :func:`read_file_bytes` reads, in blocks of at most ``block`` bytes (memory
     bounded by one block, for a file that is only hashed), refused as it refuses them: the
     same errors, the size limit judged from the file's size before any block and on the
-    bytes read (a file that grows while it is read)."""
+    bytes read (a file that grows while it is read).  ``sized`` is told the size of the
+    opened file (``os.fstat``) before any byte is read."""
     where = Where(file=str(path))
     fh, st = _open_within(path, where, max_bytes)
     with fh:
+        if sized is not None:
+            sized(st.st_size)
         total = 0
         while True:
             try:

@@ -77,9 +77,12 @@ def read_model(path: str | os.PathLike, *, verify_hash: bool = True,
 
 
 def read_model_bytes(data: bytes, *, path: str = "<bytes>", verify_hash: bool = True,
-                     limits: Limits = Limits()) -> Model:
-    """Like :func:`read_model` for a file already in memory; ``path`` only names it."""
-    cont = read_container(data, path=path, verify_hash=verify_hash, limits=limits)
+                     limits: Limits = Limits(), digest: bytes | None = None) -> Model:
+    """Like :func:`read_model` for a file already in memory; ``path`` only names it
+    (``digest``: the payload's, already computed over these bytes:
+    :func:`~nrtrewrite.neff.container.stream_container`)."""
+    cont = read_container(data, path=path, verify_hash=verify_hash, limits=limits,
+                          digest=digest)
     return model_from_container(cont, path=path, limits=limits)
 
 

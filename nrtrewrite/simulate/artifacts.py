@@ -287,16 +287,21 @@ def read_top_values(out: Path, top: dict) -> tuple[tuple, Layout, list[dict]]:
     return sums, layout, typed_triggers
 
 
-def check_input_model(out: str | Path, model: str | Path, verify_hash: bool = False) -> str:
+def check_input_model(out: str | Path, model: str | Path,
+                      verify_hash: bool = False) -> tuple[str, bytes | None]:
     """The sha256 of ``model``, refused (a one-line OutputError) unless its bytes are the
     input the output folder was lowered from: their sha256 and size are ``manifest.json``'s
     ``input`` (FORMATS §1.1).  The model is read in blocks, only hashed (memory of one block,
     not the model's: :func:`input_model_bytes` reads it whole once the checksum pass is
-    done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it.
+    done), and refused as :func:`~nrtrewrite.neff.container.read_file_bytes` refuses it; one
+    whose size (``os.fstat`` of the opened file) is not ``input.bytes``, nor a size a
+    lowering of it recorded, is refused from that size before any byte is hashed.
     With ``verify_hash`` the header's hash field is held to the payload's digest in the same
     pass, refused as the reader refuses it (the one refusal the reader can still give a
     model with the sha256 it was lowered from, when that was with ``--no-verify-hash``), so
-    that it too comes before the checksum pass (docs/SIMULATOR.md §1)."""
+    that it too comes before the checksum pass (docs/SIMULATOR.md §1).  Returns the sha256
+    and that digest (None when not computed), for the parse of the same bytes not to hash
+    the payload again (:func:`input_model_bytes` holds them to the sha256)."""
     from nrtrewrite.neff.container import (
         HEADER_FIELDS, HEADER_SIZE, PKG_VERSION_MD5, PKG_VERSION_SHA256, check_header_hash,
         parse_header, read_file_blocks,
@@ -313,12 +318,34 @@ def check_input_model(out: str | Path, model: str | Path, verify_hash: bool = Fa
     doc = Field(top, "", str(out / "manifest.json"))["input"]
     want_sha, want_bytes = doc["sha256"].str(), doc["bytes"].int(0)
     name = top["input"].get("name")  # (informative, of any type: shown as JSON writes it)
+    records = f"the input {escape_path(out)}/manifest.json records"
+    must = "--model must name the model this output was lowered from"
     # the header's header_size and data_size (the payload's end), and the end of the last
     # byte that is not zero: what a lowering before 2026-12-01 recorded (below)
     hs, ds = (HEADER_FIELDS[k][0] for k in ("header_size", "data_size"))
+
+    def payload_end(head: bytes) -> int:
+        return sum(int.from_bytes(head[o:o + 8], "little") for o in (hs, ds))
+
+    def recorded_size(n: int, head: bytes) -> bool:
+        # ``input.bytes``, or the payload's end an older lowering recorded for a model with
+        # (zero) bytes after it
+        return n == want_bytes or (n > want_bytes and len(head) == HEADER_SIZE
+                                   and payload_end(head) == want_bytes)
+
+    def size_refusal(n: int) -> OutputError:
+        # (review 51: a 5 GiB model of another size was hashed whole first, 26 s)
+        return OutputError(f"the model should be {want_bytes} bytes, the size of {records} "
+                           f"({want_sha[:16]}..., {json_text(name)}), not {n} (refused from "
+                           f"its size, before any byte is hashed): {must}", file=str(model),
+                           field="input.bytes")
+
+    disk: list[int] = []  # the opened file's size, before any byte is read
     h, size, head, used = hashlib.sha256(), 0, b"", 0
     payload, end = None, 0  # the header's digest of the payload [HEADER_SIZE, end), if asked
-    for block in read_file_blocks(str(model)):
+    for block in read_file_blocks(str(model), sized=disk.append):
+        if not size and not recorded_size(disk[0], block[:HEADER_SIZE]):
+            raise size_refusal(disk[0])
         h.update(block)
         if len(head) < HEADER_SIZE:
             head += block[:HEADER_SIZE - len(head)]
@@ -326,13 +353,15 @@ def check_input_model(out: str | Path, model: str | Path, verify_hash: bool = Fa
                 pkg = int.from_bytes(head[:8], "little")
                 if pkg in (PKG_VERSION_SHA256, PKG_VERSION_MD5):
                     payload = hashlib.sha256() if pkg == PKG_VERSION_SHA256 else hashlib.md5()
-                    end = sum(int.from_bytes(head[o:o + 8], "little") for o in (hs, ds))
+                    end = payload_end(head)
         if payload is not None and size + len(block) > HEADER_SIZE and size < end:
             payload.update(memoryview(block)[max(0, HEADER_SIZE - size):end - size])
         if kept := len(block.rstrip(b"\0")):
             used = size + kept
         size += len(block)
-    sha = h.hexdigest()
+    if not size and not recorded_size(0, head):  # (an empty file: no block)
+        raise size_refusal(0)
+    sha, digest = h.hexdigest(), None
     if sha == want_sha and payload is not None and end <= size:
         # (the model the output was lowered from: its header passed the reader then, but
         # for its hash when that lowering had --no-verify-hash)
@@ -344,20 +373,18 @@ def check_input_model(out: str | Path, model: str | Path, verify_hash: bool = Fa
         # the same bytes (their sha256), another size: an nrtrewrite before 2026-12-01
         # recorded the payload's end (header_size + data_size, NEFF-LIKE.md §1) of a model
         # with zero bytes after its payload; any other size is not what a lowering recorded
-        end = sum(int.from_bytes(head[o:o + 8], "little") for o in (hs, ds))
-        if want_bytes == end and used <= end:
-            return sha
+        if want_bytes == payload_end(head) and used <= want_bytes:
+            return sha, digest
         raise OutputError(f"the model's sha256 is the one {escape_path(out)}/manifest.json "
                           f"records for its input, but not its size: {size} bytes, not "
                           f"{want_bytes} (not a size a lowering of it records: lower the model "
                           "again)", file=str(Path(out) / "manifest.json"), field="input.bytes")
     if sha != want_sha or size != want_bytes:
         # (the name as JSON writes it; until 2026-12-06 Python's: 'ar2.neff')
-        raise OutputError(f"sha256 {sha[:16]}... ({size} bytes) is not the input "
-                          f"{escape_path(out)}/manifest.json records ({want_sha[:16]}..., "
-                          f"{want_bytes} bytes, {json_text(name)}): --model must name the model "
-                          "this output was lowered from", file=str(model), field="input.sha256")
-    return sha
+        raise OutputError(f"sha256 {sha[:16]}... ({size} bytes) is not {records} "
+                          f"({want_sha[:16]}..., {want_bytes} bytes, {json_text(name)}): {must}",
+                          file=str(model), field="input.sha256")
+    return sha, digest
 
 
 def input_model_bytes(model: str | Path, sha: str) -> bytes:
