@@ -983,3 +983,98 @@ def test_the_models_payload_is_hashed_once_with_the_model(ar2, monkeypatch):
     res = cli("simulate", ar2, "--json", "--model", FIX / "ar2.neff")
     assert res.exit_code == 0, res.output
     assert hashed[0] == data_size + int.from_bytes(rewritten[16:24], "little")
+
+
+@pytest.fixture(scope="module")
+def mix8(tmp_path_factory) -> Path:
+    """fixtures/mix8.neff: nine collectives over ranks 0 to 7 of one node."""
+    return lower_to(FIX / "mix8.neff", tmp_path_factory.mktemp("mix8") / "out", None)
+
+
+#: A fault the simulation refuses whatever the option, beside rank 1's ``cce.bin`` gone:
+#: (manifest or None for the top one, key path, value) edits, each manifest's new sha256 in
+#: the top manifest so that only the key is at fault.
+BESIDE_A_FILE_GONE = {
+    "rank 2 entries key": [(2, ["entries", 0, "trigger"], "x")],
+    "rank 2 files key": [(2, ["files", "dma.bin", "bytes"], "x")],
+    "rank 0 fifo key": [(0, ["fifo"], 5)],
+    # (a protocol error, status 1: the file gone, status 2, comes first either way)
+    "leader": [(None, ["triggers", 0, "leader"], 1)],
+}
+
+
+@pytest.mark.parametrize("fault", sorted(BESIDE_A_FILE_GONE))
+def test_a_file_gone_beside_a_faulty_key_is_named_alike_with_and_without_the_option(
+        mix8, tmp_path, fault):
+    """docs/SIMULATOR.md §1: rank by rank, a rank manifest's ``files`` rows and its artifacts
+    gone or not regular come before every rank's other keys and every value check, with and
+    without --ignore-checksums (left by session 51: without the option the checksum pass,
+    rank by rank, named rank 1's file gone, with it the simulation named rank 2's key, all
+    rank manifests being read before any artifact; and a protocol error came before the
+    file with the option only)."""
+    out = tmp_path / "o"
+    shutil.copytree(mix8, out)
+    (out / "rank-0001" / "cce.bin").unlink()
+    top = json.loads((out / "manifest.json").read_text())
+    for rank, path, value in BESIDE_A_FILE_GONE[fault]:
+        if rank is None:
+            _set(top, path, value)
+            continue
+        man = out / f"rank-{rank:04d}" / "manifest.json"
+        doc = json.loads(man.read_text())
+        _set(doc, path, value)
+        man.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        top["rank_manifests"][f"rank-{rank:04d}"] = hashlib.sha256(man.read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    want = f"{out}/rank-0001/cce.bin: cannot read: No such file or directory"
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, "--model", FIX / "mix8.neff", *flags) == want, flags
+        assert _one_line_status_2(out, *flags) == want, flags
+
+
+def test_a_rank_manifests_files_key_is_named_before_its_other_keys_either_way(mix8, tmp_path):
+    """One rank manifest with a faulty ``entries`` key and a faulty ``files`` row: the
+    checksum pass reads only ``files``, so both passes name that row first (until
+    2026-12-07 the option named ``entries``)."""
+    out = tmp_path / "o"
+    _copy_with(mix8, out, [(3, ["entries", 0, "trigger"], "x"),
+                           (3, ["files", "sem.bin", "sha256"], 5)])
+    top = json.loads((out / "manifest.json").read_text())
+    man = out / "rank-0003" / "manifest.json"
+    top["rank_manifests"]["rank-0003"] = hashlib.sha256(man.read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    want = f'{man}: field files["sem.bin"].sha256: must be a string, not 5'
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, *flags) == want, flags
+
+
+def test_the_rewritten_neff_gone_beside_a_faulty_rank_key_is_named_alike(mix8, tmp_path):
+    """The rewritten NEFF gone is named before any rank manifest's key with and without the
+    option (until 2026-12-07 the checksum pass named it, the simulation rank 0's key,
+    reading every rank manifest before the NEFF)."""
+    out = tmp_path / "o"
+    _copy_with(mix8, out, [(0, ["entries", 0, "trigger"], "x")])
+    top = json.loads((out / "manifest.json").read_text())
+    man = out / "rank-0000" / "manifest.json"
+    top["rank_manifests"]["rank-0000"] = hashlib.sha256(man.read_bytes()).hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    (out / top["output_neff"]["name"]).unlink()
+    want = f"{out}/{top['output_neff']['name']}: cannot read: No such file or directory"
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, *flags) == want, flags
+
+
+def test_a_rank_folder_gone_beside_another_ranks_bad_manifest_is_named_alike(mix8, tmp_path):
+    """A rank folder gone is named before another rank's manifest that is not JSON, with and
+    without the option (the checksum pass looks at every rank folder first)."""
+    out = tmp_path / "o"
+    shutil.copytree(mix8, out)
+    man = out / "rank-0000" / "manifest.json"
+    man.write_text("{")
+    top = json.loads((out / "manifest.json").read_text())
+    top["rank_manifests"]["rank-0000"] = hashlib.sha256(b"{").hexdigest()
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(out / "rank-0005")
+    want = f"{out}: rank-0005 is missing (rank 5 of manifest.json 'ranks')"
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, *flags) == want, flags

@@ -57,6 +57,20 @@ def _sha256_file(path: Path, size: object = None, *, neff: bool = False) -> str 
     return h.hexdigest()
 
 
+def check_readable(path: Path, *, neff: bool = False) -> None:
+    """Refuse ``path`` as :func:`_sha256_file` (the checksum pass), :func:`load_rank_files`
+    and :func:`read_rewritten_neff` refuse it when it is missing or not a regular file (and
+    the rewritten NEFF, ``neff``, over its size limit), with their line, without reading
+    it: the simulation looks so at every file it reads before any value of a manifest is
+    checked, in the checksum pass's order (docs/SIMULATOR.md §1)."""
+    try:
+        with open_regular(path) as fh:  # (a FIFO in its place would block a plain open)
+            if neff and (why := _neff_size_refusal(os.fstat(fh.fileno()).st_size)):
+                raise OutputError(why, file=str(path))
+    except OSError as exc:
+        raise OutputError(f"cannot read: {exc.strerror or exc}", file=str(path)) from None
+
+
 def _check_manifest_size(path: Path, size: int) -> None:
     """Refuse the manifest ``path`` of ``size`` bytes (an :class:`OutputError` naming it)
     when it is over :data:`~nrtrewrite.emit.formats.MAX_MANIFEST_BYTES`."""
@@ -401,6 +415,16 @@ def input_model_bytes(model: str | Path, sha: str) -> bytes:
     return data
 
 
+def check_rank_manifests_there(out: Path, ranks: list[int]) -> None:
+    """Refuse (an :class:`OutputError`, :func:`read_rank_manifest`'s line) the first rank of
+    ``ranks``, in ascending order, whose folder or manifest is gone or whose manifest is not
+    a regular file: looked at before any checksum, the rewritten NEFF or any rank manifest
+    is read, by the checksum pass and the simulation alike (docs/SIMULATOR.md §1)."""
+    for r in sorted(ranks):
+        if not (mpath := _rank_dir(out, r) / "manifest.json").is_file():
+            _manifest_bytes(mpath)  # (missing, or not a regular file: its refusal)
+
+
 def verify_checksums(out: str | Path) -> None:
     """Check every sha256 the manifests record; raise a one-line OutputError on the first miss.
 
@@ -422,9 +446,7 @@ def verify_checksums(out: str | Path) -> None:
     # and before the rewritten NEFF is read, as the simulation reads them (until 2026-12-06
     # the NEFF's checksum, or the NEFF gone, was named first without the option, the rank
     # folder with it)
-    for r in sorted(ranks):
-        if not (mpath := _rank_dir(out, r) / "manifest.json").is_file():
-            _manifest_bytes(mpath)  # (missing, or not a regular file: its refusal)
+    check_rank_manifests_there(out, ranks)
     if _sha256_file(npath, neff=True) != neff_sha:
         raise OutputError(f"{escape_controls(top['output_neff']['name'])}: sha256 does not "
                           f"match manifest.json{hint}",
@@ -438,7 +460,9 @@ def verify_checksums(out: str | Path) -> None:
         raise OutputError(f"rank folders differ from manifest.json ranks "
                           f"({escape_path(extra[0])}){hint}",
                           file=str(out))
-    for name in sorted(expected):
+    # rank by rank, in ascending order as the simulation reads them (read_rank_files): its
+    # manifest, its ``files`` rows, each artifact (sorted by name) there and a regular file
+    for name in (rank_dir_name(r) for r in sorted(ranks)):
         rdir = out / name
         mpath = rdir / "manifest.json"
         data = _manifest_bytes(mpath)  # (its size judged before it is read and hashed)
@@ -575,21 +599,42 @@ def read_rank_fifo(rdir: Path) -> list[tuple[int, tuple[tuple[int, int], ...]]]:
     return fifo_slices(Field(_load_json(path), "", str(path)))
 
 
-def read_rank_manifest(out: Path, rank: int) -> RankFiles:
-    """The values of one rank's manifest, each of its type (FORMATS §1.2; an
-    :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,
-    ``fifo`` and every artifact's ``files`` row (its ``records`` kept) (:func:`load_rank_files`
-    checks what they say and decodes the files)."""
+def read_rank_files(out: Path, rank: int) -> RankFiles:
+    """One rank's manifest read, every artifact's ``files`` row typed (FORMATS §1.2; an
+    :class:`OutputError` naming the key, its ``records`` kept) and every artifact, sorted by
+    name, there and a regular file (:func:`check_readable`): what the checksum pass reads of
+    a rank, in its order, so that the first fault is named alike with and without
+    ``--ignore-checksums`` (:func:`read_rank_values` types the other keys afterwards, once
+    every rank's files are; until 2026-12-07 the simulation typed every key of every rank
+    manifest before it looked at any artifact, so rank 1's ``cce.bin`` gone beside rank 2's
+    faulty key named the file without the option, the key with it)."""
     rdir = _rank_dir(out, rank)
     man = _load_json(rdir / "manifest.json")
     doc = Field(man, "", str(rdir / "manifest.json"))
-    said = doc["rank"].int(0)
-    entries = [read_entry(f) for f in doc["entries"].items()]
-    fifo = fifo_slices(doc)
     # (each row typed, also when the checksums are not checked)
     records = {name: row[0] for name, row in artifact_rows(doc["files"]).items()}
-    return RankFiles(rank=rank, path=rdir, manifest=man, entries=entries, fifo=fifo,
-                     said=said, records=records)
+    for name in sorted(F.ARTIFACTS):
+        check_readable(rdir / name)
+    return RankFiles(rank=rank, path=rdir, manifest=man, records=records)
+
+
+def read_rank_values(rf: RankFiles) -> RankFiles:
+    """The other values of the rank manifest :func:`read_rank_files` read, each of its type
+    (an :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,
+    ``fifo`` (:func:`load_rank_files` checks what they say and decodes the files); ``rf``
+    filled in."""
+    doc = Field(rf.manifest, "", str(rf.path / "manifest.json"))
+    rf.said = doc["rank"].int(0)
+    rf.entries = [read_entry(f) for f in doc["entries"].items()]
+    rf.fifo = fifo_slices(doc)
+    return rf
+
+
+def read_rank_manifest(out: Path, rank: int) -> RankFiles:
+    """The values of one rank's manifest, each of its type (FORMATS §1.2; an
+    :class:`OutputError` naming the key), its artifacts there: :func:`read_rank_files`,
+    then :func:`read_rank_values`."""
+    return read_rank_values(read_rank_files(out, rank))
 
 
 def load_rank_files(out: Path, rf: RankFiles) -> RankFiles:
