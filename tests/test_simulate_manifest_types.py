@@ -1075,6 +1075,6 @@ def test_a_rank_folder_gone_beside_another_ranks_bad_manifest_is_named_alike(mix
     top["rank_manifests"]["rank-0000"] = hashlib.sha256(b"{").hexdigest()
     (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
     shutil.rmtree(out / "rank-0005")
-    want = f"{out}: rank-0005 is missing (rank 5 of manifest.json 'ranks')"
+    want = f"{out}: rank-0005 is missing (rank 5 of manifest.json ranks)"
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, *flags) == want, flags

@@ -175,7 +175,7 @@ def test_a_rewritten_neff_missing_or_not_a_regular_file_is_status_2(out, tmp_pat
 def test_a_fault_the_option_does_not_get_past_is_refused_alike_without_the_hint(
         out, tmp_path, victim, what, line, extra):
     """The checksum pass refused a rank folder or a file that is gone with "rank folders
-    differ from manifest.json 'ranks'" or "... is missing", a FIFO rank manifest too, each
+    differ from manifest.json ranks" or "... is missing", a FIFO rank manifest too, each
     adding "(--ignore-checksums to simulate anyway)", yet with the option each is still
     refused (exit 2).  Now it says what the simulation says with the option: a FIFO or a
     folder is "not a regular file", and the hint is not given."""
