@@ -501,9 +501,11 @@ def _peer_table(plan: LoweringPlan, rank: int, ranks: tuple[int, ...]
 def _with_runs(err: NrtRewriteError, plan: LoweringPlan, tp: TriggerPlan) -> NrtRewriteError:
     """``err``, a leg over ``TPINC_MAX_BDS`` of a trigger with an SBUF operand, with how its
     engine was chosen and why it has so many BDs: each contiguous run of an SBUF access
-    pattern is a BD, and the rows it reads (the default selection's MESH gate counts them
-    so, docs/SELECTION.md "MESH's BD gate"; no other engine is named: none is known to
-    lower). "forced" only when the override's clause for the op names this engine alone;
+    pattern is a BD, and the rows it reads (the default selection's BD gate counts them
+    so and passes such an engine over, docs/SELECTION.md "The BD gate": the default's own
+    engine is refused here only where the gate does not count, a HIER leg's host-CC step;
+    no other engine is named). "forced" only when the override's clause for the op names
+    this engine alone;
     an exclusion, an allow-list or a clause of another op forced nothing, the default
     selection took the engine within it. Any other error as it is."""
     if not isinstance(err, LimitError) or "(TPINC_MAX_BDS)" not in err.why:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Union
 
 import numpy as np
@@ -29,9 +29,11 @@ from nrtrewrite.codes import (
     EncAlgType, EncOpType, MetaringType,
 )
 from nrtrewrite.compose.ir import MAX_DST, MAX_PEERS, MAX_SRC
-from nrtrewrite.emit.formats import TPINC_MAX_BDS
-from nrtrewrite.emit.tiling import tile_elements
-from nrtrewrite.errors import SelectionError, ValidationError, counted, did_you_mean
+from nrtrewrite.emit.formats import BD_MAX_BYTES, TPINC_MAX_BDS
+from nrtrewrite.emit.tiling import cce_max_elements, tile_elements
+from nrtrewrite.errors import (
+    NrtRewriteError, SelectionError, ValidationError, counted, did_you_mean,
+)
 from nrtrewrite.neff.instructions import trigger_where
 from nrtrewrite.neff.model import Model, Trigger
 from nrtrewrite.policy import DEFAULT_POLICY, INTER, INTRA, Policy, fmt_bytes
@@ -437,6 +439,64 @@ def mesh_bd_refusal(req: Request, topo: Topology) -> str | None:
     return (f"{POLICY_GATE}a {leg} leg would need {count} {which} BDs, more than "
             f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it; "
             "--algo may force it)")
+
+
+def engine_bd_refusal(trigger: Union[Trigger, Request], req: Request, alg: EncAlgType,
+                      topo: Topology, policy: Policy, override: AlgoOverride | None
+                      ) -> str | None:
+    """Why the default selection does not take ``alg`` for ``trigger`` (a policy gate), or
+    None: a leg of it, composed as ``lower`` composes it, would need more than
+    ``TPINC_MAX_BDS`` M2S or S2M BDs, which ``lower`` refuses (docs/SELECTION.md "The BD
+    gate"; :func:`nrtrewrite.bdgate.worst_leg`).  Only a trigger (not a bare request) with
+    an SBUF operand of an engine this build lowers is counted; none whose legs cannot reach
+    the limit (a leg's stream moves at most the op's elements, a BD at least one, at most
+    ``MAX_SRC`` sources and ``MAX_DST`` destinations a leg).  Cached by the trigger's
+    identity in the topology (op, dtype, reduce op, group, element count, run lengths, the
+    engine, the policy and, for HIER, whose legs an override may steer, its text); an engine
+    its composer refuses for another reason is not refused here (``lower`` says why)."""
+    if (not isinstance(trigger, Trigger) or req.src_run is None and req.dst_run is None
+            or not policy.is_lowerable(alg, req.op)
+            or _bd_bound(req, topo.platform.hw_generation) <= TPINC_MAX_BDS):
+        return None
+    if alg == EncAlgType.MESH:  # (counted from the access pattern, equal to the composed)
+        return mesh_bd_refusal(req, topo)
+    key = ("bd_gate", alg, id(policy), override.text if alg == EncAlgType.HIER and override
+           else None, trigger.op, trigger.dtype, trigger.alu_op, trigger.replica_group,
+           trigger.num_elements, req.src_run, req.dst_run)
+
+    def make() -> tuple[str, int, str] | None:
+        from nrtrewrite.bdgate import worst_leg  # (composers: loaded for SBUF triggers only)
+        try:
+            sel = select(trigger, topo, override=override, policy=policy, _take=alg)
+            return worst_leg(trigger, sel, topo, TPINC_MAX_BDS)
+        except NrtRewriteError:
+            return None
+    worst = topo.cached(key, make)
+    if worst is None or worst[1] <= TPINC_MAX_BDS:
+        return None
+    leg, count, which = worst
+    return (f"{POLICY_GATE}a {leg} leg would need {count} {which} BDs, more than "
+            f"TPINC_MAX_BDS {TPINC_MAX_BDS} a leg ({sbuf_runs_text(req)}; lower refuses it; "
+            "--algo may force it)")
+
+
+def _bd_bound(req: Request, hw: int) -> int:
+    """At most the BDs of one stream direction of any leg of any engine for ``req``: a leg
+    moves at most the op's ``E`` elements in at most ``MAX_SRC`` / ``MAX_DST`` (8) streams;
+    a stream's BDs are at most its elements, and at most its runs, ``ceil(E / r)`` for the
+    shortest run ``r``, plus a BD a tile (a tile boundary splits at most one run), a leg
+    being cut into at most ``ceil(E / c) + 3`` tiles (``tile_elements``: a packet of at
+    least half a leg's bytes, up to ``BD_MAX_BYTES``, at most the CCE cap of the generation
+    for a reduce; ``c`` the least of those full tiles, of elements of up to 8 bytes)."""
+    e = req.op_elements
+    run = min(r for r in (req.src_run, req.dst_run) if r is not None)
+    tile = min(cce_max_elements(hw), BD_MAX_BYTES // 8)
+    return max(MAX_SRC, MAX_DST) * min(e, -(-e // run) + -(-e // tile) + 3)
+
+
+def _bd_gated(reason: str) -> bool:
+    """Whether ``reason`` is a BD gate's refusal (MESH's or :func:`engine_bd_refusal`'s)."""
+    return reason.startswith(POLICY_GATE) and "TPINC_MAX_BDS" in reason
 
 
 def sbuf_runs_text(req: Request) -> str:
@@ -1414,11 +1474,13 @@ def _legs_text(legs: tuple[Leg, ...]) -> str:
 
 def select(trigger: Union[Trigger, Request], topo: Topology, *,
            override: AlgoOverride | None = None, policy: Policy = DEFAULT_POLICY,
-           strict: bool = True) -> Selection:
+           strict: bool = True, _take: EncAlgType | None = None) -> Selection:
     """Select the engine, legs and channel count for one trigger.
 
     With ``strict=False`` (explain) a request nothing lowerable can serve returns a
-    selection with ``alg == INVALID`` instead of raising.
+    selection with ``alg == INVALID`` instead of raising.  ``_take`` (the BD gate's,
+    :func:`engine_bd_refusal`): the selection of that engine, as the cascade would make it
+    had it taken it (legal: its legs under ``override``), without the gate.
     """
     req = as_request(trigger)
     if not req.group:
@@ -1443,20 +1505,47 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
     order = " > ".join(a.name for a in cascade)
 
     forced = clause.forced if clause else None
-    if forced is not None:
+    if _take is not None:
+        policy_alg, reason = _take, f"{_take.name}: the BD gate's count"
+    elif forced is not None:
         c = cands[forced]
         if not c.legal:
             raise _forced_error(req, override, clause, forced, f"{c.predicate}: {c.reason}")
         policy_alg = forced
         reason = f"forced by the override {override.text!r} ({c.reason})"
     else:
+        # the BD gate (SELECTION.md §3 "The BD gate"): an engine the cascade would take whose
+        # legs pass TPINC_MAX_BDS is passed over, its reason the gate's (until 2026-12-07
+        # only MESH was gated, and the default could take an engine lower then refused)
+        def fits(a: EncAlgType) -> bool:
+            why = engine_bd_refusal(trigger, req, a, topo, policy, override)
+            if why is not None:
+                c = cands[a]
+                cands[a] = replace(c, in_window=False, reason=why if c.in_window
+                                   else f"{c.reason}; and {why}")
+            return why is None
+
         picked = _cascade(cands, cascade)
+        while picked is not None and not fits(picked):
+            picked = _cascade(cands, cascade)
         outside = False
-        if picked is None and clause is not None:
+
+        def gated() -> list[EncAlgType]:
+            return [a for a in cascade if _bd_gated(cands[a].reason)
+                    or "; and " + POLICY_GATE in cands[a].reason]
+        if picked is None and (clause is not None or gated()):
             # SELECTION.md §8: under an allow-list or exclusion it is an error only when
             # nothing allowed is legal; with none inside its window, the first legal one
-            picked = next((a for a in cascade if cands[a].legal), None)
+            # (that fits TPINC_MAX_BDS; so too with no override when the BD gate passed
+            # every engine inside its window over, even RING, §3 "The BD gate")
+            picked = next((a for a in cascade if cands[a].legal
+                           and not _bd_gated(cands[a].reason) and fits(a)), None)
             outside = picked is not None
+        if picked is None and gated():
+            msg = _no_engine_fits(req, cands, gated(), override if clause else None)
+            if strict or clause is not None:
+                raise SelectionError(msg, trigger=req.ordinal)
+            return _invalid(req, shape, cands, msg, override)
         if picked is None:
             why = "; ".join(f"{cands[a].predicate}: {cands[a].reason}" for a in cascade)
             # (a group of one rank is "1 rank", errors.counted: until 2026-12-06 "1 ranks")
@@ -1562,6 +1651,20 @@ def select(trigger: Union[Trigger, Request], topo: Topology, *,
         op_bytes=req.op_bytes, sbuf=req.sbuf, scope=shape.scope, channel_reason=ch_reason,
         hier_selections=hier_log, hybrid_ring=is_hybrid_ring(topo, req.group),
         override=override.text if override else None)
+
+
+def _no_engine_fits(req: Request, cands: dict[EncAlgType, Candidate],
+                    gated: list[EncAlgType], override: AlgoOverride | None) -> str:
+    """The default selection's refusal when every engine it may take that is legal has a leg
+    over ``TPINC_MAX_BDS`` (the BD gate, SELECTION.md §3): each such engine (``gated``) and
+    its worst leg, the rows that make the BDs, and the limit."""
+    legs = "; ".join(f"{a.name} a " + cands[a].reason.rpartition(POLICY_GATE + "a ")[2]
+                     .partition(", more than")[0] for a in gated)
+    under = f" under {override.source} {override.text!r}" if override is not None else ""
+    return (f"no engine the default selection may take{under} fits TPINC_MAX_BDS "
+            f"{TPINC_MAX_BDS} M2S or S2M BDs a leg ({sbuf_runs_text(req)}): {legs}; lower "
+            "refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; --algo "
+            "may force an engine)")
 
 
 def _invalid(req: Request, shape: GroupShape, cands: dict[EncAlgType, Candidate], msg: str,

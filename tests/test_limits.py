@@ -967,8 +967,11 @@ def test_the_mesh_bd_gate_is_checked_in_the_window_only(tmp_path):
     res = CliRunner().invoke(main, ["explain", "--json", str(neff)])
     assert res.exit_code == 0, res.output
     reasons = [c["reason"] for c in _mesh_candidates(json.loads(res.output))]
-    assert reasons and all(r == "1.465 MiB (1536000 B) not below "
-                           "op_max_limit_sbuf[ALLREDUCE] 1 MiB" for r in reasons), reasons
+    # (the window's reason first; since 2026-12-07 the default, every engine inside its window
+    # passed over by the BD gate, tries MESH outside it too and adds the gate's: SELECTION.md
+    # "The BD gate")
+    assert reasons and all(r.partition("; and policy gate: ")[0] == "1.465 MiB (1536000 B) not "
+                           "below op_max_limit_sbuf[ALLREDUCE] 1 MiB" for r in reasons), reasons
 
 
 def _mesh_candidates(doc):
@@ -1034,20 +1037,17 @@ def test_a_forced_engine_over_tpinc_max_bds_says_why_and_names_no_other(
 
 
 @pytest.mark.parametrize("algo,how", [
-    (None, "the default selection took RING"),
-    ("^mesh", "the default selection took RING within --algo '^mesh'"),
-    ("ring,mesh", "the default selection took RING within --algo 'ring,mesh'"),
-    ("allgather:mesh", "the default selection took RING within --algo 'allgather:mesh'"),
     ("reducescatter:ring", "--algo 'reducescatter:ring' forced RING"),
+    ("ring", "--algo 'ring' forced RING"),
 ])
 def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_forced_it(
         tmp_path, monkeypatch, algo, how):
     """review 51x: an exclusion, an allow-list or a clause of another op forces nothing, yet
     the refusal said "`'^mesh'` forced RING"; with no override the default's RING was refused
     with no word of the rows.  docs/SELECTION.md "MESH's BD gate": "forced" when the
-    override's clause for the op names that engine alone, "the default selection took RING
-    within ..." otherwise.  The model: rs_short above (its MESH over the gate, so the
-    default is RING, whose send leg needs 96000 M2S BDs)."""
+    override's clause for the op names that engine alone.  The model: rs_short above, whose
+    RING send leg needs 96000 M2S BDs.  (Those that force nothing now refuse it at selection,
+    the BD gate of every engine: the next test.)"""
     from click.testing import CliRunner
 
     from nrtrewrite.cli import main
@@ -1065,3 +1065,233 @@ def test_an_engine_refused_for_tpinc_max_bds_says_forced_only_when_the_override_
     assert line.endswith(f"; {how} (an SBUF access pattern's runs, a BD each: the src's rows "
                          "of 1 element and the dst's rows of 300 elements)"), line
     assert not (tmp_path / "out").exists()
+
+
+def _rs_rows(n: int, src_step: int, dst_step: int) -> dict:
+    """An fp16 reduce-scatter over ranks 0..n-1 (one trn2 device, LNC 1) of 128 partitions
+    x 300 x 5 x 4 = 768000 elements (1.465 MiB: INTRA_RDH's window, past MESH's 1 MiB), src
+    dims [[s, 300], [300 s, 5], [1500 s, 4]] and dst the same over 4 / n of dim 2: a
+    pattern of step 2 makes every element a run of its own, a BD each."""
+    k = 4 // n
+    return {"header": {"name": "rs_rows", "lnc_size": 1},
+            "subgraphs": [{"name": "sg00",
+                           "vars": [{"name": "s", "type": "state-buffer",
+                                     "size": 12000 * src_step, "partitions": 128},
+                                    {"name": "d", "type": "state-buffer",
+                                     "size": 3000 * k * dst_step, "partitions": 128}],
+                           "replica_groups": [list(range(n))],
+                           "engines": {"sp": [{"reduce_scatter": {
+                               "dtype": "fp16", "op": "add",
+                               "src": {"var": "s", "start": 0, "partitions": [0, 128],
+                                       "dims": [[src_step, 300], [300 * src_step, 5],
+                                                [1500 * src_step, 4]]},
+                               "dst": {"var": "d", "start": 0, "partitions": [0, 128],
+                                       "dims": [[dst_step, 300], [300 * dst_step, 5],
+                                                [1500 * dst_step, k]]}}}]}}]}
+
+
+_RUNS_1_300 = ("an SBUF access pattern's runs, a BD each: the src's rows of 1 element and "
+               "the dst's rows of 300 elements")
+
+
+@pytest.mark.parametrize("algo,under,engines", [
+    # rs_short: 64 partitions x 300 x 5 x 4 = 384000 fp16 elements, every src element a run
+    # of its own (step 2), blocks of 192000 a rank.  INTRA_RDH (legal, outside its 1 MiB
+    # window, tried when none inside fits) exchanges the peer's half, 192000 elements, in one
+    # leg; MESH's scatter reads block j of IN, 192000; RING runs 2 channels (768000 B / 256
+    # KiB per channel -> 2), each channel's 192000 elements in 2 blocks of 96000, a send leg
+    # reading one: 96000 M2S
+    (None, "", ("INTRA_RDH a rdh_copy leg would need 192000",
+                "MESH a mesh_send leg would need 192000", "RING a send leg would need 96000")),
+    ("^mesh", " under --algo '^mesh'", ("INTRA_RDH a rdh_copy leg would need 192000",
+                                        "RING a send leg would need 96000")),
+    ("ring,mesh", " under --algo 'ring,mesh'", ("MESH a mesh_send leg would need 192000",
+                                                "RING a send leg would need 96000")),
+    # (a clause of another op governs nothing here: the default)
+    ("allgather:mesh", "", ("INTRA_RDH a rdh_copy leg would need 192000",
+                            "MESH a mesh_send leg would need 192000",
+                            "RING a send leg would need 96000")),
+])
+def test_the_default_selection_refuses_when_no_engine_fits_tpinc_max_bds(
+        tmp_path, monkeypatch, algo, under, engines):
+    """docs/SELECTION.md "The BD gate": review 51s's rs_short has no engine whose legs fit
+    TPINC_MAX_BDS (each engine forced is refused by lower, the counts below), so the default
+    selection refuses it, one line naming the trigger, each engine passed over with its leg
+    and count, the rows and the limit; explain says the same line; no output is left.
+    (Until 2026-12-07 the default took RING and lower refused it at emit time.)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rs_short()))
+    monkeypatch.delenv("NRTREWRITE_ALGO", raising=False)
+    extra = [] if algo is None else ["--algo", algo]
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "out"), *extra])
+    assert res.exit_code == 2, res.output
+    line = res.stderr.strip()
+    assert "\n" not in line
+    assert line == (
+        f"nrtrewrite: error: {neff}: member sg00/sp.bin, subgraph sg00, stream sp, "
+        f"instruction 0, trigger 0: no engine the default selection may take{under} fits "
+        f"TPINC_MAX_BDS 65534 M2S or S2M BDs a leg ({_RUNS_1_300}): "
+        + "; ".join(f"{e} M2S BDs" for e in engines)
+        + "; lower refuses such a leg (longer rows, dim 0 of step 1, or a smaller message; "
+        "--algo may force an engine)"), line
+    assert not (tmp_path / "out").exists()
+    # explain shows the same refusal (the trigger's "cannot be lowered", or, under an
+    # override, its error)
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff), *extra])
+    assert line.partition("trigger 0: ")[2] in json.dumps(json.loads(res.stdout)), res.output
+    # each engine forced is refused by lower for a leg of that count (the gate's is lower's)
+    for e in engines:
+        alg, _, leg, *_rest = e.split()
+        count = e.split()[-1]
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / "forced"), "--algo", alg.lower()])
+        assert res.exit_code == 2, res.output
+        assert re.search(rf"a {leg} leg on channel \d+ needs {count} M2S", res.stderr), res.stderr
+
+
+def test_the_default_selection_passes_over_an_engine_with_a_leg_over_tpinc_max_bds(tmp_path):
+    """docs/SELECTION.md "The BD gate": a 4-rank fp16 reduce-scatter of 768000 elements
+    (1.465 MiB, INTRA_RDH's window) whose src elements are runs of one (step 2): INTRA_RDH's
+    first halving step sends the half of the message the partner keeps, 384000 elements, a
+    BD each, in one leg; the default passes it over (explain says why) and takes RING, which
+    lower lowers and simulate passes.  (Until 2026-12-07 the default took INTRA_RDH and
+    lower refused it.)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(_rs_rows(4, 2, 1)))
+    gate = ("INTRA_RDH not taken: policy gate: a rdh_copy leg would need 384000 M2S BDs, "
+            f"more than TPINC_MAX_BDS 65534 a leg ({_RUNS_1_300}; lower refuses it; --algo "
+            "may force it)")
+    res = CliRunner().invoke(main, ["explain", "--json", str(neff)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert gate in json.dumps(doc)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    man = json.loads((out / "manifest.json").read_text())
+    assert [t["algorithm"] for t in man["triggers"]] == ["RING"]
+    res = CliRunner().invoke(main, ["simulate", str(out)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                    str(tmp_path / "forced"), "--algo", "intra_rdh"])
+    assert res.exit_code == 2 and "a rdh_copy leg on channel 0 needs 384000 M2S" in res.stderr
+
+
+def test_the_default_takes_an_engine_outside_its_window_when_none_inside_fits(tmp_path):
+    """docs/SELECTION.md "The BD gate": a 2-rank fp16 reduce-scatter of 768000 elements
+    (1.465 MiB) into a dst of step 2: INTRA_RDH's reduce writes the rank's half, 384000
+    elements, a run each, into OUT in one leg; RING's reduce legs pass the limit too; MESH
+    (outside its 1 MiB window) reduces a 64 KiB page, 32768 fp16 elements, a leg: it fits,
+    and the default takes it, as under an override when none allowed is inside its window;
+    lower and simulate pass.  (Until 2026-12-07 the default took INTRA_RDH and lower refused
+    it.)"""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.select import select
+
+    s = _rs_rows(2, 1, 2)
+    model = read_model_bytes(assemble_spec(s), path="m.neff")
+    sel = select(model.triggers[0], load_topology("trn2", world=model.world, lnc_size=1))
+    assert sel.alg.name == "MESH"
+    assert sel.reason.startswith("MESH: first legal engine (none allowed is inside its size "
+                                 "window and passes its policy gate)"), sel.reason
+    assert ("INTRA_RDH not taken: policy gate: a rdh_reduce leg would need 384000 S2M BDs"
+            in sel.reason)
+    assert "RING not taken: policy gate: a recv_reduce_copy leg would need" in sel.reason
+    neff, out = tmp_path / "m.neff", tmp_path / "out"
+    neff.write_bytes(assemble_spec(s))
+    res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert [t["algorithm"] for t in json.loads((out / "manifest.json").read_text())
+            ["triggers"]] == ["MESH"]
+    res = CliRunner().invoke(main, ["simulate", str(out)])
+    assert res.exit_code == 0, res.output
+
+
+@pytest.mark.parametrize("case", ["rs_short", "rs4_21", "rs2_12", "ar16_short"])
+def test_the_bd_gate_refuses_exactly_the_engines_lower_refuses(tmp_path, case):
+    """The gate is exact where it decides (docs/SELECTION.md "The BD gate"): for every legal
+    engine of the cascade, it passes the engine over exactly when lower, forced to it,
+    refuses a leg for TPINC_MAX_BDS, and it names the leg and count lower names."""
+    from click.testing import CliRunner
+
+    from nrtrewrite.cli import main
+    from nrtrewrite.select import (
+        DEFAULT_POLICY, as_request, engine_bd_refusal, evaluate_candidates)
+
+    if case == "ar16_short":
+        s = _short_rows_all_reduce()
+        s["subgraphs"][0]["replica_groups"] = [list(range(16))]
+        s["subgraphs"][0]["engines"]["sp"][0]["all_reduce"]["op"] = "add"
+    else:
+        s = {"rs_short": _rs_short, "rs4_21": lambda: _rs_rows(4, 2, 1),
+             "rs2_12": lambda: _rs_rows(2, 1, 2)}[case]()
+    neff = tmp_path / "m.neff"
+    neff.write_bytes(assemble_spec(s))
+    model = read_model_bytes(neff.read_bytes(), path=str(neff))
+    trig = model.triggers[0]
+    topo = load_topology("trn2", world=model.world, lnc_size=model.lnc_size)
+    req = as_request(trig)
+    cands = evaluate_candidates(req, topo)
+    checked = 0
+    for alg in DEFAULT_POLICY.precedence:
+        if not cands[alg].legal:
+            continue
+        why = engine_bd_refusal(trig, req, alg, topo, DEFAULT_POLICY, None)
+        res = CliRunner().invoke(main, ["lower", "-q", "-j", "1", str(neff), "-o",
+                                        str(tmp_path / alg.name), "--algo", alg.name.lower()])
+        checked += 1
+        if why is None:
+            assert res.exit_code == 0, (alg, res.output)
+            continue
+        leg, count, which = re.match(r"policy gate: a (\w+) leg would need (\d+) (\w+) BDs",
+                                     why).groups()
+        assert res.exit_code == 2, (alg, res.output)
+        assert re.search(rf"a {leg} leg on channel \d+ needs "
+                         + (rf"{count} M2S and \d+ S2M" if which == "M2S"
+                            else rf"\d+ M2S and {count} S2M"), res.stderr), (alg, why,
+                                                                             res.stderr)
+    assert checked >= 2
+
+
+def test_the_bd_gate_counts_runs_and_tile_splits_as_formats_says():
+    """Hand-computed (FORMATS.md §2.2: a leg's M2S / S2M BDs; §5: one BD a contiguous run
+    within a tile, a linear buffer one BD a tile): rs_short with src rows of 300 (dims
+    [[1, 300], [300, 5], [1500, 4]]) over 64 partitions is 384000 fp16 elements, blocks of
+    192000 = 640 rows of 300 a rank.  INTRA_RDH over 2 ranks:
+
+    - rdh_copy sends the peer's block (IN -> the peer's linear slot) in copy tiles of
+      65536 B = 32768 elements: 6 tiles, whose 5 inner boundaries (32768 k mod 300 = 68,
+      136, 204, 272, 40) each split a row: 640 + 5 = 645 M2S, 6 S2M;
+    - rdh_reduce adds the rank's block of IN and the received slot into OUT in CCE tiles of
+      2048 elements (trn2): 94 tiles, 93 inner boundaries of which only 153600 = 75 x 2048
+      falls on a row's end: IN 640 + 92 = 732 runs plus the slot's 94 tiles = 826 M2S; OUT
+      (rows of 300, the block alone) 732 S2M."""
+    from nrtrewrite.bdgate import _legs, worst_leg
+    from nrtrewrite.compose.leaves import leaf_name
+    from nrtrewrite.select import parse_algo_override, select
+
+    s = _rs_short()
+    s["subgraphs"][0]["engines"]["sp"][0]["reduce_scatter"]["src"]["dims"] = [
+        [1, 300], [300, 5], [1500, 4]]
+    model = read_model_bytes(assemble_spec(s), path="m.neff")
+    trig = model.triggers[0]
+    topo = load_topology("trn2", world=model.world, lnc_size=2)
+    sel = select(trig, topo, override=parse_algo_override("intra_rdh"))
+    legs = [[(leaf_name(int(leaf)), int(m2s), int(s2m)) for leaf, m2s, s2m in zip(*entry)]
+            for entry in _legs(trig, sel, topo)]
+    assert legs == [[("rdh_copy", 645, 6), ("rdh_reduce", 826, 732)]] * 2
+    # the first leg over the limit (lower's), else the one of the most
+    assert worst_leg(trig, sel, topo, 644) == ("rdh_copy", 645, "M2S")
+    assert worst_leg(trig, sel, topo, 645) == ("rdh_reduce", 826, "M2S")
+    assert worst_leg(trig, sel, topo, 65534) == ("rdh_reduce", 826, "M2S")

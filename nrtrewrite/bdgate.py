@@ -1,0 +1,125 @@
+"""The default selection's BD gate of every engine (docs/SELECTION.md "The BD gate").
+
+A leg's M2S and S2M BD counts are the u16 fields of its tp_inc_steps record; ``lower``
+refuses a leg of more than ``TPINC_MAX_BDS`` of either (emit/legs.py ``_tpinc_steps``).
+With an SBUF operand of short rows every contiguous run of its access pattern is a BD, so
+any engine's legs may pass the limit.  :func:`worst_leg` composes the engine's legs for
+every rank of the group, as ``lower`` does (the engine's ``prepare`` and ``entries``), and
+counts each leg's BDs as the emitter does (``_data_records``: a leg with destinations is cut
+into tiles of ``tile_elements``; each source and destination stream is one BD a contiguous
+run within a tile; a destination across the network stages in the linear gateway, one BD a
+tile), without laying out memory or building a record: a run's count depends on its view's
+run length and origin only, not on its address.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from nrtrewrite.codes import EdgeLocality
+from nrtrewrite.compose import ir as IR
+from nrtrewrite.compose.ir import NO_VIEW
+from nrtrewrite.compose.leaves import leaf_name
+from nrtrewrite.emit.tiling import tile_elements
+
+
+class _Layout:
+    """A memory map of every region at offset 0: the composers read addresses from it, the
+    BD count reads only run lengths and origins."""
+
+    sbuf_partition_stride = 1 << 16
+
+    def var(self, subgraph, var_id):
+        return SimpleNamespace(offset=0)
+
+    def named(self, kind):
+        return SimpleNamespace(offset=0)
+
+
+def _entry_bds(spec, rank: int, topo, hw: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(leaf, M2S BDs, S2M BDs) of each data leg of one entry (``EntrySpec``) of ``rank``."""
+    rows = IR.emitted(spec.ir)
+    length = rows["stop"].astype(np.int64) - rows["start"].astype(np.int64)
+    d_n = rows["n_dst"].astype(np.int64)
+    data = (d_n > 0) & (length > 0)
+    rows, length, d_n = rows[data], length[data], d_n[data]
+    empty = np.zeros(0, np.int64)
+    if not rows.size:
+        return empty, empty, empty
+    s_n = rows["n_src"].astype(np.int64)
+    views = spec.views
+    dsize = views[0].dsize
+    run = np.array([v.run_length() or 0 for v in views], np.int64)  # 0: linear
+    origin = np.array([v.origin for v in views], np.int64)
+    net = np.array([r != rank and topo.locality(rank, r) == EdgeLocality.NETWORK
+                    for r in spec.peers], bool)
+    per_tile = tile_elements(dsize, length, rows["reduce"] != 0, hw_generation=hw)
+    tiles = -(-length // per_tile)
+    leg = np.repeat(np.arange(rows.size), tiles)
+    first = np.cumsum(tiles) - tiles
+    ta = rows["start"].astype(np.int64)[leg] + (np.arange(leg.size) - first[leg]) * per_tile[leg]
+    tb = np.minimum(ta + per_tile[leg], rows["stop"].astype(np.int64)[leg])
+
+    def stream_bds(view: np.ndarray) -> np.ndarray:
+        """BDs of one stream a tile, the tile's stream reading or writing ``view``."""
+        r, o = run[view], origin[view]
+        rr = np.maximum(r, 1)
+        return np.where(r > 0, (tb - 1 - o) // rr - (ta - o) // rr + 1, 1)
+
+    gw = rows["gw_view"].astype(np.int64)
+    gw = np.where(gw == NO_VIEW, spec.gw_view, gw)
+    m2s = np.zeros(leg.size, np.int64)
+    s2m = np.zeros(leg.size, np.int64)
+    for s in range(int(s_n.max())):
+        on = s < s_n[leg]
+        if on.any():
+            m2s += np.where(on, stream_bds(rows["src_view"][:, s].astype(np.int64)[leg]), 0)
+    for s in range(int(d_n.max())):
+        on = s < d_n[leg]
+        if on.any():
+            peer = rows["dst_peer"][:, s].astype(np.int64)
+            view = np.where(net[peer], gw, rows["dst_view"][:, s].astype(np.int64))
+            s2m += np.where(on, stream_bds(view[leg]), 0)
+    n = rows.size
+    return (rows["leaf"].astype(np.int64), np.bincount(leg, m2s, n).astype(np.int64),
+            np.bincount(leg, s2m, n).astype(np.int64))
+
+
+def worst_leg(trig, sel, topo, limit: int) -> tuple[str, int, str]:
+    """(leg, count, "M2S" or "S2M") of the first leg of ``trig`` lowered as ``sel`` (its
+    engine and legs) that needs more than ``limit`` BDs of one stream direction, ranks in
+    ascending order, a rank's legs in entry and program order (the leg ``lower`` names), else of
+    the leg that needs the most."""
+    worst = ("", 0, "M2S")
+    for leaf, m2s, s2m in _legs(trig, sel, topo):
+        over = np.flatnonzero((m2s > limit) | (s2m > limit))
+        if over.size:
+            k = int(over[0])
+            m2s_over = m2s[k] > limit
+            return (leaf_name(int(leaf[k])), int(m2s[k] if m2s_over else s2m[k]),
+                    "M2S" if m2s_over else "S2M")
+        for counts, which in ((m2s, "M2S"), (s2m, "S2M")):
+            if counts.size and int(counts.max()) > worst[1]:
+                k = int(np.argmax(counts))
+                worst = (leaf_name(int(leaf[k])), int(counts[k]), which)
+    return worst
+
+
+def _legs(trig, sel, topo):
+    """:func:`_entry_bds` of every entry of every rank of ``trig``'s group lowered as
+    ``sel``, in group and entry order."""
+    # (imported here: select imports this module when an SBUF trigger is gated only)
+    from nrtrewrite.compose import algorithm as algorithms
+    from nrtrewrite.lower import LowerOptions, TriggerPlan
+
+    algorithm = algorithms.get(sel.alg)
+    ctx = SimpleNamespace(topology=topo, options=LowerOptions(), memory=_Layout())
+    group = tuple(trig.replica_group)
+    tp = TriggerPlan(trigger=trig, selection=sel, algorithm=algorithm,
+                     prepared=algorithm.prepare(ctx, trig, sel), group=group, leader=min(group))
+    hw = topo.platform.hw_generation
+    for rank in sorted(group):  # (lower's order)
+        for spec in algorithm.entries(ctx, tp, rank):
+            yield _entry_bds(spec, rank, topo, hw)
