@@ -26,16 +26,21 @@ and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside t
 one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
 ``seed``.  An OS error of the harness's own files (the model written, the output lowered,
-the log: a full disk, no permission) is not a finding: the run stops with one line,
-``soak_models.py: error: ...``, status 2, nothing logged; so does the machine refusing a
-resource (memory, a process, a thread: a ``MemoryError``, an ``OSError`` ENOMEM or EAGAIN
-naming no file, the simulator's memory guard) at any step, and an ``OSError`` while
-simulating (a file of the output that cannot be read: EIO, too many open files) other than
-a file not there or not of its kind, which is the tool's (:data:`TOOLS_OS_ERRORS`): the
-line names the model and its ``--replay``, so a soak on a loaded machine reports no false
-failure of the tool (until 2026-12-07 these were logged as failures).  ``--replay SEED``
-runs that one model alone (with ``--two-node`` when the log's ``two_node`` is true) and prints its
-verdict, a failure's traceback or mismatches on stderr (status 1; nothing logged).
+the log: a full disk or quota, no permission, the device: :data:`HARNESS_ERRNOS`) is not a
+finding: the run stops with one line, ``soak_models.py: error: ...``, status 2, nothing
+logged, its files named in the model's temporary folder, deleted by then
+(``<temporary>/out``); so does the machine refusing a resource (memory, a process, a
+thread: a ``MemoryError``, an ``OSError`` ENOMEM or EAGAIN naming no file, the simulator's
+memory guard, its refusal before a run only when the model's own floor does not fit
+either: :func:`machine_refusal`) at any step, and an ``OSError`` while simulating on a
+short list (:data:`MACHINE_ERRNOS`: memory, a full disk, the device): the line names the
+model and its ``--replay``, so a soak on a loaded machine reports no false failure of the
+tool (until 2026-12-07 these were logged as failures).  Every other ``OSError`` (a file of
+the output not there or not of its kind, a bad read, too many open files: a descriptor the
+tool leaked) is a failure of the tool, logged.  ``--replay SEED`` runs that one model alone
+(with ``--two-node`` when the log's ``two_node`` is true), without that classification, and
+prints its verdict, a failure's traceback or mismatches on stderr (status 1; nothing
+logged), a refusal's whole line.
 
 ``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
 (HIER, the net proxy), slower per model.
@@ -129,18 +134,21 @@ def random_model(rng: random.Random, two_node: bool = False) -> tuple[dict, str 
     return spec, rng.choice(ALGOS), rng.random() < 0.15
 
 
-def run_one(seed: int, two_node: bool, work: Path) -> dict:
+def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dict:
     """Assemble, lower and simulate model ``seed``: ``{"result": "simulated"}``,
     ``{"result": "refused", "why": ...}`` or a failure ``{"result": "failed", ...}``
     carrying what reproduces it.  An OS error of the harness's files (the model's folder or
-    file, the lowered output's write: a full disk, no permission) is not the tool's: the run
-    stops with its line, status 2 (:func:`refuse_harness`; until 2026-12-06 writing the
-    model logged it as a soak failure, and the output's write counted it as a refusal); so
-    does the machine refusing a resource at any step (:func:`refuse_machine`) and an
-    ``OSError`` while simulating but :data:`TOOLS_OS_ERRORS` (until 2026-12-07 logged as
-    failures)."""
+    file, the lowered output's write: a full disk, no permission, :data:`HARNESS_ERRNOS`)
+    is not the tool's: the run stops with its line, status 2 (:func:`refuse_harness`; until
+    2026-12-06 writing the model logged it as a soak failure, and the output's write counted
+    it as a refusal); so does, with ``classify`` (the run of many models; not ``--replay``),
+    the machine refusing a resource at any step (:func:`refuse_machine`) and an ``OSError``
+    while simulating of :data:`MACHINE_ERRNOS` (until 2026-12-07 logged as failures).  Any
+    other ``OSError`` (a descriptor leak's EMFILE, a bad read's EINVAL, a file of the wrong
+    kind in the output) is a failure of the tool.  Files are named in the line from the
+    model's temporary folder, deleted by then (``<temporary>/out/rank-0000/cce.bin``)."""
     from nrtrewrite.bundle import write_output
-    from nrtrewrite.errors import NrtRewriteError, OutputError
+    from nrtrewrite.errors import NrtRewriteError, OutputError, temporary_name
     from nrtrewrite.neff.assembler import assemble_spec
     from nrtrewrite.simulate import simulate_output
 
@@ -151,36 +159,45 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
         d = Path(tempfile.mkdtemp(prefix="soak-", dir=work))
     except OSError as err:  # (the work folder's file system full, say: not the model's fault)
         refuse_temp_folder(err)
-    step = "assembling"
+    step, plan = "assembling", None
     try:
         neff = d / "m.neff"
         data = assemble_spec(spec)
         try:
             neff.write_bytes(data)
-        except OSError as err:  # the harness's own write (disk full, no permission)
-            refuse_harness(f"{neff}: cannot write model {seed}: {err.strerror or err}")
+        except OSError as err:
+            if not harness_os_error(err):  # (EMFILE: a descriptor the tool leaked)
+                raise
+            refuse_harness(f"{temporary_name(neff, d)}: cannot write model {seed}: "
+                           f"{err.strerror or err}")
         del data
         step = "lowering"
         try:
             plan = lower_drawn(neff, algo, host_cc)
-            try:
-                out = write_output(plan, d / "out", ranks=None, workers=1)
-            except OutputError as err:
-                if isinstance(err.__context__, OSError):  # (write_output's "cannot write")
-                    refuse_harness(f"model {seed}: {err.line()}")
-                raise
         except NrtRewriteError as err:
-            refuse_machine(err, seed, two_node, step)
+            if classify:
+                refuse_machine(err, seed, two_node, step)
             why = re.sub(r"^.*?trigger \d+: ", "", str(err))  # (the where: this temp file)
-            return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160]}
+            return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160],
+                    "line": err.named_within(d).line()}
+        try:
+            out = write_output(plan, d / "out", ranks=None, workers=1)
+        except OutputError as err:
+            cause = err.__context__  # (write_output's "cannot write": the OSError)
+            if not isinstance(cause, OSError) or not harness_os_error(cause):
+                raise
+            refuse_harness(f"model {seed}: {err.named_within(d).line()}")
         step = "simulating"
         try:
             res = simulate_output(out, seed=seed % 97)
         except (OSError, OutputError) as err:  # (a file of the output not read: "cannot read")
             cause = err if isinstance(err, OSError) else err.__context__
-            if isinstance(cause, OSError) and not isinstance(cause, TOOLS_OS_ERRORS):
-                line = err.line() if isinstance(err, OutputError) else (
-                    f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else ""))
+            if classify and isinstance(cause, OSError) and machine_os_error(cause):
+                if isinstance(err, OutputError):
+                    line = err.named_within(d).line()
+                else:
+                    name = err.filename and temporary_name(err.filename, d)
+                    line = f"{err.strerror or err}" + (f" ({name})" if name else "")
                 refuse_harness(f"model {seed}: simulating: {line}" + again(seed, two_node))
             raise
         bad = [(t.trigger, t.status, t.detail) for t in res.triggers if t.status != "match"]
@@ -188,25 +205,55 @@ def run_one(seed: int, two_node: bool, work: Path) -> dict:
             return {"result": "simulated"}
         return {"result": "failed", **case, "error": str(res.error), "bad": str(bad)[:4000]}
     except Exception as err:  # noqa: BLE001 - every other exception is what the soak looks for
-        refuse_machine(err, seed, two_node, step)
+        if classify:
+            refuse_machine(err, seed, two_node, step, plan)
         return {"result": "failed", **case, "traceback": traceback.format_exc()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
-#: The ``OSError``s met while simulating that are the tool's, not the machine's: a file of
-#: the output just written that is not there or not of its kind (``lower`` did not write
-#: it, or ``simulate`` looks for another); every other one (EIO, EMFILE, ENOMEM ...) is
-#: the machine's (:func:`run_one`).
-TOOLS_OS_ERRORS = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+#: The errnos of an ``OSError`` met while simulating the output just written that are the
+#: machine's, not the tool's (the run stops, nothing logged): memory refused (ENOMEM), a
+#: full disk or quota (ENOSPC, EDQUOT), the device failing (EIO); and EAGAIN naming no file
+#: (:func:`machine_os_error`).  Every other one is a failure of the tool, logged: a file of
+#: the output not there or not of its kind (ENOENT, ENOTDIR, EISDIR; a directory or FIFO
+#: where an artifact belongs is EINVAL, "not a regular file"; a link loop ELOOP), a read
+#: the tool got wrong (EINVAL), too many open files (EMFILE, ENFILE: every model runs in
+#: one process, so a descriptor the tool leaks shows up so, many models later), no
+#: permission on a file lower wrote (until 2026-12-07 every errno but ENOENT, ENOTDIR and
+#: EISDIR was the machine's).
+MACHINE_ERRNOS = frozenset({errno.ENOMEM, errno.ENOSPC, errno.EDQUOT, errno.EIO})
+#: The errnos of an ``OSError`` writing the harness's own files (the model, the lowered
+#: output, the log) that are the harness's, not the tool's: :data:`MACHINE_ERRNOS` and no
+#: permission (EACCES, EPERM, EROFS) on the folders the harness chose.
+HARNESS_ERRNOS = MACHINE_ERRNOS | {errno.EACCES, errno.EPERM, errno.EROFS}
 
 
-def machine_refusal(err: BaseException) -> str | None:
+def machine_os_error(err: OSError) -> bool:
+    """Whether ``err``, met while simulating, is the machine's (:data:`MACHINE_ERRNOS`, or
+    EAGAIN naming no file, as ``fork`` raises it)."""
+    if err.errno == errno.EAGAIN:
+        return err.filename is None
+    return err.errno in MACHINE_ERRNOS
+
+
+def harness_os_error(err: OSError) -> bool:
+    """Whether ``err``, met writing the harness's files, is the harness's
+    (:data:`HARNESS_ERRNOS`, or EAGAIN naming no file)."""
+    return machine_os_error(err) or err.errno in HARNESS_ERRNOS
+
+
+def machine_refusal(err: BaseException, plan=None) -> str | None:
     """Why ``err`` is the machine refusing a resource, not a finding (None: it is not): a
     ``MemoryError`` anywhere in its chain, memory or a process refused (an ``OSError``
     ``ENOMEM`` or ``EAGAIN`` naming no file: ``fork``, ``mmap``), a thread that could not
     start, or the simulator's memory guard (:class:`~nrtrewrite.errors.ResourceError`,
-    status 71) - what the CLI says with status 71 (docs/CLI.md "Errors")."""
+    status 71) - what the CLI says with status 71 (docs/CLI.md "Errors").  The guard's
+    refusal before the run (``cannot be simulated on this machine``) weighs the floor the
+    output's declared sizes give against the memory available: it is the machine's only
+    when the model's own floor (:func:`~nrtrewrite.simulate.memguard.floors_of_plan` of
+    ``plan``, the lowered model, not its output) is also more than the memory available
+    now; otherwise the output declares more than the model needs, the tool's (None)."""
     from nrtrewrite.errors import ResourceError
 
     seen: set[int] = set()
@@ -216,6 +263,8 @@ def machine_refusal(err: BaseException) -> str | None:
         if isinstance(e, MemoryError):
             return f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
         if isinstance(e, ResourceError):
+            if STATIC_REFUSAL in e.why and plan is not None and model_fits(plan):
+                return None
             return e.line()
         if isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM) \
                 and e.filename is None:
@@ -226,11 +275,25 @@ def machine_refusal(err: BaseException) -> str | None:
     return None
 
 
-def refuse_machine(err: BaseException, seed: int, two_node: bool, step: str) -> None:
+#: The memory guard's refusal before a run (docs/SIMULATOR.md §3 "Memory")
+STATIC_REFUSAL = "cannot be simulated on this machine"
+
+
+def model_fits(plan) -> bool:
+    """Whether the largest floor of the lowered model ``plan`` (from its triggers) fits the
+    memory available now (True too where the machine does not say)."""
+    from nrtrewrite.simulate.memguard import available_bytes, floors_of_plan, largest_floor
+
+    worst, got = largest_floor(floors_of_plan(plan)), available_bytes()
+    return worst is None or got is None or worst.total <= got[0]
+
+
+def refuse_machine(err: BaseException, seed: int, two_node: bool, step: str,
+                   plan=None) -> None:
     """:func:`refuse_harness` when ``err`` is the machine's (:func:`machine_refusal`): a
     loaded machine's refusal is not logged as a failure of the tool; the model is named, to
     be run again alone.  Returns otherwise."""
-    why = machine_refusal(err)
+    why = machine_refusal(err, plan)
     if why is not None:
         refuse_harness(f"model {seed}: {step}: the machine refused a resource: {why}"
                        + again(seed, two_node))
@@ -338,14 +401,19 @@ def lower_options(algo: str | None, host_cc: bool) -> str:
 
 def replay(seed: int, two_node: bool) -> int:
     """Run model ``seed`` alone: its verdict on stdout, a failure's details on stderr
-    (status 1, nothing logged)."""
+    (status 1, nothing logged).  Without the machine's classification (``run_one``'s
+    ``classify``): a resource refused, an ``OSError`` while simulating, the memory guard's
+    refusal are the failure they are, shown whole (a traceback; until 2026-12-07 the same
+    one line as the run of many models, so a tool's ``MemoryError`` could not be seen);
+    a refusal while lowering is its whole line (until 2026-12-07 the run's count key, its
+    digits ``#``, cut at 160 characters)."""
     with work_folder() as work:
-        r = run_one(seed, two_node, Path(work))
+        r = run_one(seed, two_node, Path(work), classify=False)
     if r["result"] == "simulated":
         print(f"model {seed}: simulated, every trigger matching")
         return 0
     if r["result"] == "refused":
-        print(f"model {seed}: refused: {r['why']}")
+        print(f"model {seed}: refused: {r['line']}")
         return 0
     print(f"model {seed}: FAILED ({lower_options(r['algo'], r['host_cc'])})")
     print(r.get("traceback") or f"{r['error']}; not matching: {r['bad']}", file=sys.stderr)

@@ -67,7 +67,7 @@ def test_replay_of_a_passing_model(tmp_path, capsys):
     assert r["result"] in ("simulated", "refused")
     assert soak_models.main(["--replay", "2000001"]) == 0
     expected = ("model 2000001: simulated, every trigger matching" if r["result"] == "simulated"
-                else f"model 2000001: refused: {r['why']}")
+                else f"model 2000001: refused: {r['line']}")
     assert capsys.readouterr().out == expected + "\n"
 
 
