@@ -25,9 +25,14 @@ The model, A and B are made in the run's temporary folder (``nrtrewrite-bench-di
 where ``simulate MODEL.neff`` makes its own: ``TMPDIR`` where Python can write there; the
 model's ``.tmp`` and ``lower``'s temporary sibling of A there too) and moved into ``--out``
 whole, so ``--out`` holds only results; the folder is removed when the run ends, on
-success, failure or stop.  A step that fails (lowering A, moving the model or A, reading
-A's ``manifest.json`` for its rewritten NEFF's name, copying A, rewriting the NEFF, moving
-B) stops the run with one line naming it and why, status 1.
+success, failure or stop.  A step that fails (writing the model, lowering A, moving the
+model or A, reading A's ``manifest.json`` for its rewritten NEFF's name, copying A,
+rewriting the NEFF, moving B) stops the run with one line naming it and why, status 1: a
+child's last line of stderr (``lower``'s, the rewrite's), a folder's copy or move that fails
+for many files its first file and why and the count of the others; a file of the
+temporary folder, gone by the time the line is read, named as it would be in ``--out``
+(``A of w1: lower failed: nrtrewrite lower: error: OUT/w1/A: ...``) or as
+``<temporary>/...``.
 """
 
 from __future__ import annotations
@@ -124,7 +129,11 @@ def make_model(model: str, out: Path, work: Path) -> Path:
                 src.rng.seed(i)  # (each member its own bytes)
                 tf.addfile(info, io.BufferedReader(src, 1 << 20))
     made = work / f"{model}.neff"
-    write_new(made, _neff(buf.getvalue()))
+    try:
+        write_new(made, _neff(buf.getvalue()))
+    except OSError as err:  # (a full TMPDIR: until 2026-12-07 a traceback)
+        raise SystemExit(f"model {model}: cannot write it in the temporary folder: "
+                         f"{_why(err, work)}") from None
     out.mkdir(exist_ok=True)
     move_in(made, path, f"model {model}")
     return path
@@ -143,7 +152,8 @@ def move_in(src: Path, dst: Path, what: str) -> None:
             dst.unlink(missing_ok=True)
         if not isinstance(err, OSError):
             raise
-        raise SystemExit(f"{what}: cannot move {src} to {dst}: {_why(err)}") from None
+        raise SystemExit(f"{what}: cannot move it from the temporary folder to {dst}: "
+                         f"{_why(err, src.parent, dst)}") from None
 
 
 def _run(args: list[str], tree: Path = ROOT) -> subprocess.CompletedProcess:
@@ -166,8 +176,9 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
         neff = make_model(model, out, work)
         made = work / f"{model}-A"
         res = _run(["-m", "nrtrewrite", "lower", str(neff), "-o", str(made), "-q", "-j", "1"])
-        if res.returncode:
-            raise SystemExit(f"lower {model}: {res.stderr.strip()}")
+        if res.returncode:  # (its last line, as B's; A named as it would be in --out)
+            last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+            raise SystemExit(f"A of {model}: lower failed: {last.replace(str(made), str(a))}")
         a.parent.mkdir(parents=True, exist_ok=True)  # (OUT/MODEL; OUT's parent exists)
         move_in(made, a, f"A of {model}")
     if not b.exists():
@@ -176,12 +187,14 @@ def make_pair(row: str, out: Path, work: Path) -> tuple[Path, Path]:
         try:
             shutil.copytree(a, tmp)
         except OSError as err:
-            raise SystemExit(f"B of {row}: cannot copy {a} to {tmp}: {_why(err)}") from None
+            raise SystemExit(f"B of {row}: cannot copy {a} to the temporary folder: "
+                             f"{_why(err, work, b)}") from None
         neff = tmp / name
         res = _run(["-c", _EDIT, str(neff), how, ",".join(n for n, _ in _sizes(model))])
         if res.returncode:
             last = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
-            raise SystemExit(f"B of {row}: rewriting {neff} failed: {last}")
+            raise SystemExit(f"B of {row}: rewriting {b / name} failed (in the temporary "
+                             f"folder): {last.replace(str(tmp), str(b))}")
         move_in(tmp, b, f"B of {row}")
     return a, b
 
@@ -205,9 +218,33 @@ def _output_neff(a: Path, row: str) -> str:
     return name
 
 
-def _why(err: OSError) -> str:
-    """An OSError's reason and the file it names, in one line."""
-    return f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
+def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> str:
+    """An OSError's reason and the file it names, in one line, a file of ``folder`` (the
+    run's temporary folder, deleted by the time the line is read) named as it is in
+    ``dest`` (its place in ``--out``, the folder's first part dropped) or as
+    ``<temporary>/...``.  A ``shutil.Error`` (a copy, or a move across file systems, of a
+    folder: one error a file) is its first file's copy and why, and the count of the
+    others (until 2026-12-07 its list of every file's ``(source, destination, why)``,
+    thousands of characters)."""
+    def named(path) -> str:
+        path = str(path)
+        if folder is None or not path.startswith(str(folder) + os.sep):
+            return path
+        rest = path[len(str(folder)) + 1:]
+        if dest is not None:  # (the copy's own folder's name dropped: DEST is its place)
+            return str(dest / rest.partition(os.sep)[2]) if os.sep in rest else str(dest)
+        return f"<temporary>/{rest}"
+
+    if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) \
+            and err.args[0]:
+        failed = err.args[0]
+        _, file, why = failed[0]  # (copytree's: the source, its copy, why)
+        why = str(why) if folder is None else str(why).replace(f"{folder}{os.sep}",
+                                                               "<temporary>/")
+        others = len(failed) - 1
+        more = f" (and {others} other file{'s' * (others != 1)})" if others else ""
+        return f"{named(file)}: {why}{more}".replace("\n", " ")
+    return f"{err.strerror or err}" + (f" ({named(err.filename)})" if err.filename else "")
 
 
 #: The child that rewrites B's NEFF (argv: the NEFF, the variant, the large members' names)

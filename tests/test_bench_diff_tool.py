@@ -132,10 +132,10 @@ def test_a_failure_building_b_is_one_line_and_leaves_out_holding_only_results(tm
     assert len(lines) == 1, res.stderr
     # (FORMATS §1.1: the rewritten NEFF is named by the top manifest's output_neff)
     neff = json.loads((out / "w1" / "A" / "manifest.json").read_text())["output_neff"]["name"]
-    head, _, tail = lines[0].partition(f"{tmp}{os.sep}nrtrewrite-bench-diff-")
-    assert head == "B of w1: rewriting "
-    assert tail[8:] == (f"{os.sep}w1-last{os.sep}{neff} failed: OSError: [Errno 28] No space "
-                        "left on device")
+    # (B's NEFF named as it would be in --out: the temporary folder is gone by then; until
+    # 2026-12-07 its path there)
+    assert lines[0] == (f"B of w1: rewriting {out / 'w1' / 'last' / neff} failed (in the "
+                        "temporary folder): OSError: [Errno 28] No space left on device")
     assert _tree(out) == before  # nothing of B, no working folder
     assert os.listdir(tmp) == []  # the run's temporary folder removed
 
@@ -224,9 +224,87 @@ def test_the_model_and_lowers_temporary_sibling_are_written_outside_out(tmp_path
     res = subprocess.run([sys.executable, "-c", _KILLED_LOWER, str(TOOL.parent), "--only", "w1",
                           "--out", str(out), "--keep"], capture_output=True, text=True,
                          cwd=tmp_path, env=env, timeout=300)
-    assert res.returncode == 1 and res.stderr == "lower w1: \n", res.stderr
+    # (lower's last line, or its status where it wrote none: until 2026-12-07 "lower w1: ")
+    assert res.returncode == 1 and res.stderr == "A of w1: lower failed: exit -9\n", res.stderr
     written = [Path(line.split(" ", 1)[1]) for line in res.stdout.splitlines()
                if line.startswith(("WROTE ", "LOWER "))]
     assert len(written) == 2 and all(tmp in p.parents for p in written), written
     assert _tree(out) == ["w1.neff"]  # (the model, moved in whole: no sibling, no .tmp)
     assert os.listdir(tmp) == []
+
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_diff  # noqa: E402
+
+
+def test_a_folder_that_cannot_be_moved_in_is_one_line(tmp_path, monkeypatch):
+    """A moved across file systems (``os.rename`` refused, EXDEV: ``shutil.move`` copies it)
+    onto a full disk (every file's copy refused, ENOSPC): ``shutil.Error``, one entry a
+    file, is one line naming the first file as it is in ``--out``, why, and the count of
+    the others (until 2026-12-07 the list of every entry, thousands of characters)."""
+    import errno
+    import shutil
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    made = work / "w1-A"
+    (made / "rank-0000").mkdir(parents=True)
+    for name in ("a.bin", "b.bin", "c.bin"):
+        (made / "rank-0000" / name).write_bytes(b"x")
+    out.mkdir()
+
+    def other_fs(src, dst, *a, **k):
+        raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, dst)
+
+    def full(src, dst, *a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "rename", other_fs)
+    monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.move_in(made, out / "A", "A of w1")
+    first = out / "A" / "rank-0000" / "a.bin"  # (copytree copies in sorted order)
+    assert str(exc.value.code) == (
+        f"A of w1: cannot move it from the temporary folder to {out / 'A'}: {first}: "
+        f"[Errno {errno.ENOSPC}] {os.strerror(errno.ENOSPC)} (and 2 other files)")
+    assert not (out / "A").exists()
+
+
+def test_a_full_temporary_folder_writing_the_model_is_one_line(tmp_path, monkeypatch):
+    """``make_model``'s write (its ``.tmp`` in the run's temporary folder) on a full disk:
+    one line naming the step, the file in the folder (``<temporary>/...``, gone by then),
+    not a traceback (until 2026-12-07)."""
+    import errno
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path.with_suffix(".tmp")))
+
+    monkeypatch.setattr(bench_diff, "write_new", full)
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.make_model("w1", tmp_path / "out", tmp_path)
+    assert str(exc.value.code) == ("model w1: cannot write it in the temporary folder: "
+                                   f"{os.strerror(errno.ENOSPC)} (<temporary>/w1.tmp)")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_failing_lower_is_its_last_line_naming_a_as_in_out(tmp_path, monkeypatch):
+    """``lower`` of A fails with lines on stderr: the line keeps the last, as B's does,
+    its ``-o`` (in the temporary folder, gone by then) named as A is in ``--out`` (until
+    2026-12-07 its whole stderr, naming the temporary path)."""
+    out, work = tmp_path / "out", tmp_path / "work"
+    work.mkdir()
+
+    class Failed:
+        returncode = 2
+
+    def run(args, tree=None):
+        o = args[args.index("-o") + 1]
+        Failed.stderr = (f"warning: one\nnrtrewrite lower: error: {o}: cannot write the "
+                         "output: No space left on device\n")
+        return Failed()
+
+    monkeypatch.setattr(bench_diff, "_run", run)
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.make_pair("w1", out, work)
+    assert str(exc.value.code) == (
+        f"A of w1: lower failed: nrtrewrite lower: error: {out / 'w1' / 'A'}: cannot write "
+        "the output: No space left on device")
