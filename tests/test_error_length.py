@@ -477,6 +477,36 @@ def test_simulates_detail_cell_is_capped_as_written_on_an_ascii_stdout(monkeypat
     assert row.split("\u2502")[5].strip() == want
 
 
+def test_simulates_detail_cell_of_a_cut_reason_keeps_the_reasons_count(monkeypatch):
+    """docs/CLI.md "simulate": a detail that is a reason already cut at its cap keeps that
+    reason's count, its part before the mark escaped and cut to 700 characters, its part
+    after to the last 200.  A reason of 2,000 `é` is its first 700 and last 200 `é` around
+    `(2000 characters in all)`; on an ASCII stdout each `é` is `\\xe9`: 175 of them, the
+    count, 50 of them.  Until 2026-12-07 the escaped cut text (3,634 characters) was cut
+    again: `(3634 characters in all)`, the length of neither."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from nrtrewrite.cli.simulate import render
+    from nrtrewrite.errors import SimulationError
+    from nrtrewrite.simulate.result import SimulationResult, TriggerResult
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    res = SimulationResult(output="o", seed=0)
+    why = SimulationError("\u00e9" * 2000).why
+    assert why == "\u00e9" * 700 + " ... (2000 characters in all) ... " + "\u00e9" * 200
+    res.triggers = [TriggerResult(0, "allreduce", "allreduce", "fp32", 8, 2, status="error",
+                                  detail=why)]
+    res.stats = {}
+    buf = io.StringIO()
+    render(res, Console(file=buf, width=3000, color_system=None, highlight=False))
+    want = "\\xe9" * 175 + " ... (2000 characters in all) ... " + "\\xe9" * 50
+    row, = [line for line in buf.getvalue().splitlines() if " error " in line]
+    assert row.split("\u2502")[5].strip() == want
+
+
 def test_inspect_jsons_warning_is_capped_as_the_warning_line_is(tmp_path):
     """docs/CLI.md "inspect --json": each `warnings[]` entry's `where` and `message` are cut
     as the `"error"` is, each on its own characters.  The model in nine folders of 250 `d`:

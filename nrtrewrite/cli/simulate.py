@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -66,14 +67,31 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
                                memory_check=memory_check, names_within=names_within)
 
 
+#: The mark a capped reason holds where its middle was cut (:func:`cut_middle`'s form).
+_CUT_MARK = re.compile(r" \.\.\. \((\d+) characters in all\) \.\.\. ")
+
+
 def detail_cell(detail: str) -> Text:
     """The verdict table's ``detail`` cell: escaped as the table writes it (its control
     characters, and what stdout's encoding cannot hold: :func:`plain_line`), then capped as
     a reason is (past :data:`~nrtrewrite.errors.MAX_WHY_CHARS` characters its first 700 and
     last 200, ``... (N characters in all) ...``, docs/CLI.md "simulate"), the escapes
     counted.  Until 2026-12-07 it was escaped after the cap: 1,000 characters of a name
-    that an ASCII stdout escapes (``\\xe9``, 4 each) made a cell of 4,000."""
-    return Text(cut_middle(plain_line(detail).plain, MAX_WHY_CHARS, MAX_WHY_CHARS - 300, 200))
+    that an ASCII stdout escapes (``\\xe9``, 4 each) made a cell of 4,000.  A detail that
+    is a reason already cut at its own cap (one mark) keeps the reason's count, its part
+    before the mark escaped and cut to 700 characters, its part after to the last 200: one
+    count in the cell (until 2026-12-07 the escaped cut text was cut again, and its count,
+    ``(3634 characters in all)`` for a reason of 2,000, was the length of neither)."""
+    marks = list(_CUT_MARK.finditer(detail))
+    if len(marks) != 1:
+        return Text(cut_middle(plain_line(detail).plain, MAX_WHY_CHARS, MAX_WHY_CHARS - 300,
+                               200))
+    mark = marks[0]
+    head = plain_line(detail[:mark.start()]).plain
+    tail = plain_line(detail[mark.end():]).plain
+    head = cut_middle(head, MAX_WHY_CHARS - 300, MAX_WHY_CHARS - 300, 0, form="{head}")
+    tail = cut_middle(tail, 200, 0, 200, form="{tail}")
+    return Text(f"{head} ... ({mark.group(1)} characters in all) ... {tail}")
 
 
 def render(res: SimulationResult, con: Console) -> None:
