@@ -176,7 +176,7 @@ def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dic
             plan = lower_drawn(neff, algo, host_cc)
         except NrtRewriteError as err:
             if classify:
-                refuse_machine(err, seed, two_node, step)
+                refuse_machine(err, seed, two_node, step, folder=d)
             why = re.sub(r"^.*?trigger \d+: ", "", str(err))  # (the where: this temp file)
             return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160],
                     "line": err.named_within(d).line()}
@@ -206,7 +206,7 @@ def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dic
         return {"result": "failed", **case, "error": str(res.error), "bad": str(bad)[:4000]}
     except Exception as err:  # noqa: BLE001 - every other exception is what the soak looks for
         if classify:
-            refuse_machine(err, seed, two_node, step, plan)
+            refuse_machine(err, seed, two_node, step, plan, folder=d)
         return {"result": "failed", **case, "traceback": traceback.format_exc()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
@@ -289,12 +289,17 @@ def model_fits(plan) -> bool:
 
 
 def refuse_machine(err: BaseException, seed: int, two_node: bool, step: str,
-                   plan=None) -> None:
+                   plan=None, folder: Path | None = None) -> None:
     """:func:`refuse_harness` when ``err`` is the machine's (:func:`machine_refusal`): a
     loaded machine's refusal is not logged as a failure of the tool; the model is named, to
-    be run again alone.  Returns otherwise."""
+    be run again alone, a file of its temporary ``folder`` (deleted by then) as
+    ``<temporary>/...``.  Returns otherwise."""
+    from nrtrewrite.errors import TEMPORARY_FOLDER
+
     why = machine_refusal(err, plan)
     if why is not None:
+        if folder is not None:
+            why = why.replace(f"{folder}{os.sep}", f"{TEMPORARY_FOLDER}/")
         refuse_harness(f"model {seed}: {step}: the machine refused a resource: {why}"
                        + again(seed, two_node))
 
