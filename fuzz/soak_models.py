@@ -25,8 +25,8 @@ traceback or a verdict other than ``match`` is a failure: its seed, options
 and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside this script;
 one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
-``seed``.  An OS error of the harness's own files (the model written, the output lowered,
-the log: a full disk or quota, no permission, the device: :data:`HARNESS_ERRNOS`) is not a
+``seed``.  An OS error of the harness's own files (the model written, the output lowered:
+a full disk or quota, no permission, the device, :data:`HARNESS_ERRNOS`; the log: any) is not a
 finding: the run stops with one line, ``soak_models.py: error: ...``, status 2, nothing
 logged, its files named in the model's temporary folder, deleted by then
 (``<temporary>/out``); so does the machine refusing a resource (memory, a process, a

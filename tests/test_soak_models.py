@@ -421,3 +421,16 @@ def test_replay_shows_a_refusal_whole(capsys):
     out = capsys.readouterr().out
     assert out.startswith("model 0: refused: <temporary>/m.neff")
     assert "#" not in out and len(out) > 160
+
+
+def test_replay_shows_the_memory_guards_refusal_whole(tmp_path, monkeypatch, capsys):
+    """The static guard's refusal, the machine's in a run of many models (model 1 does not
+    fit 100 bytes), is in ``--replay`` the failure it is, its line whole in the traceback,
+    status 1, so that a wrongly sized refusal can be seen (until 2026-12-07 the run's one
+    line, status 2)."""
+    _memory_guard(monkeypatch, 100, 200)
+    assert soak_models.main(["--replay", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):")
+    assert "ResourceError: " in err and "trigger 0: cannot be simulated on this machine: " \
+        "allreduce holds 200 bytes at once" in err
