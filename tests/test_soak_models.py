@@ -434,3 +434,22 @@ def test_replay_shows_the_memory_guards_refusal_whole(tmp_path, monkeypatch, cap
     assert err.startswith("Traceback (most recent call last):")
     assert "ResourceError: " in err and "trigger 0: cannot be simulated on this machine: " \
         "allreduce holds 200 bytes at once" in err
+
+
+def test_too_many_open_files_writing_the_output_is_a_failure(tmp_path, monkeypatch, capsys):
+    """EMFILE writing model 1's output (r6: a descriptor the tool leaked, models earlier, in
+    the one process every model runs in) is not a full disk or a permission: a failure of
+    the tool, logged, status 1 (until 2026-12-07 the harness's line, status 2)."""
+    import errno
+
+    import nrtrewrite.bundle as B
+
+    def leaked(plan, out, *args, **kwargs):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), "cce.bin")
+
+    monkeypatch.setattr(B, "_write_output", leaked)
+    log = tmp_path / "f.jsonl"
+    assert soak_models.main(["--count", "2", "--log", str(log)]) == 1
+    assert (f"cannot write the output: {os.strerror(errno.EMFILE)} (cce.bin)"
+            in _logged_failure(log))
+    assert "FAILED: seed 1 " in capsys.readouterr().err
