@@ -514,6 +514,97 @@ def test_a_ring_leg_reading_two_other_ranks_names_its_first_wrong_bd(tmp_path):
                            "(ring legs read their own core)")
 
 
+@pytest.fixture(scope="module")
+def ar4_out(tmp_path_factory) -> Path:
+    """A bf16 all-reduce of 999 elements over ranks 0..3 (RING, channel 0's order [0, 1, 2,
+    3], so rank 0 signals and writes rank 1). Rank 0's legs (seed 001 §4, FORMATS §3's leaf
+    codes 22, 1, 2): mark_complete x 2 (no BD), send H0 (record 2: BDs 0..3, per tile its
+    source, then its destination on the successor, FORMATS §5), send H1 (record 3: BDs
+    4..7), then recv_reduce_send (record 4: BDs 8..13, per tile sources 0 and 1, then the
+    destination)."""
+    out = lower_spec(coll_spec("all_reduce", "bf16", 4, 999),
+                     tmp_path_factory.mktemp("ar4") / "o")
+    legs = _legs(out, 0)
+    assert legs["leaf"][:5].tolist() == [22, 22, 1, 1, 2]
+    assert legs["dma_first"][2:5].tolist() == [0, 4, 8]
+    assert legs["dma_count"][2:5].tolist() == [4, 4, 6]
+    bds = np.fromfile(out / "rank-0000" / "dma.bin", DMA)
+    dir_stream = [((int(m) >> 4) & 1, (int(m) >> 8) & 0x1F) for m in bds["meta"][:14]]
+    assert dir_stream == [(0, 0), (1, 0)] * 4 + [(0, 0), (0, 1), (1, 0)] * 2
+    assert [int(x) // CORE for x in bds["buf_ptr"][:14]] == [0, 1] * 4 + [0, 0, 1] * 2
+    return out
+
+
+def _rank_of_core(out: Path) -> dict[int, int]:
+    """The manifest's topology: logical core -> rank (one device here, FORMATS §10)."""
+    ranks = json.loads((out / "manifest.json").read_text())["topology"]["ranks"]
+    assert {r["device"] for r in ranks} == {0}
+    return {r["logical_core"]: r["rank"] for r in ranks}
+
+
+def _move_bds(out: Path, moves: dict[int, int]) -> dict[int, int]:
+    """Rank 0's dma.bin BD i moved by ``moves[i]`` cores (buf_ptr + k << 36, FORMATS §10);
+    returns the rank each moved BD now addresses."""
+    p = out / "rank-0000" / "dma.bin"
+    bds = np.fromfile(p, DMA)
+    for i, k in moves.items():
+        bds["buf_ptr"][i] += np.uint64(k * CORE)
+    bds.tofile(p)
+    rehash(out)
+    rank = _rank_of_core(out)
+    return {i: rank[int(bds["buf_ptr"][i]) >> 36] for i in moves}
+
+
+def test_a_ring_legs_wrong_write_before_its_wrong_read_names_the_write(ar4_out, tmp_path):
+    """Rank 0's send H0 (record 2): BD 1, tile 0's destination, moved one core on, writes
+    rank 2, not rank 1, the successor it signals; BD 2, tile 1's source, moved one core on,
+    reads rank 1. The first wrong BD in dma.bin order is 1, so the line names it and the
+    rule it breaks; until 2026-12-07 every ring leg's reads were checked before any leg's
+    writes, `record 2: send leg (legs.bin record 2) reads rank 1` (review 52h)."""
+    out = copy(ar4_out, tmp_path)
+    assert _move_bds(out, {1: 1, 2: 1}) == {1: 2, 2: 1}
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 1: send leg (legs.bin record 2) writes rank 2 but signals "
+                           "rank 1")
+
+
+def test_a_ring_legs_wrong_write_before_a_later_legs_wrong_read_names_the_write(
+        ar4_out, tmp_path):
+    """Across legs: rank 0's BD 1 (send H0, record 2, tile 0's destination) moved one core on
+    writes rank 2 while the leg signals rank 1; BD 8 (recv_reduce_send, record 4, tile 0's
+    source 0, its own input) moved three cores on reads rank 3. BD 1 comes first in dma.bin
+    order; until 2026-12-07 the later leg's read was named, `record 8: recv_reduce_send leg
+    (legs.bin record 4) reads rank 3` (review 52h)."""
+    out = copy(ar4_out, tmp_path)
+    assert _move_bds(out, {1: 1, 8: 3}) == {1: 2, 8: 3}
+    assert _error(out) == (f"{out / 'rank-0000'}: field buf_ptr, rank 0, artifact dma.bin, "
+                           "record 1: send leg (legs.bin record 2) writes rank 2 but signals "
+                           "rank 1")
+
+
+def test_a_ring_leg_signalling_another_rank_is_named_before_its_wrong_read(ar4_out, tmp_path):
+    """Rank 0's send H0 (record 2) increments rank 1's recv_sema (id 16 of channel 0; an
+    increment's addr 0x82_8000_0000 + (sp << 30) + 0x1800 + 4 * id, FORMATS §7, §10, sp
+    rank 1's logical core): that increment moved to rank 2's, and BD 0, its tile 0's source,
+    moved three cores on (reads rank 3). The signal is checked first (a write is held to the
+    rank the leg signals, so that must be the successor before the data is), then the data
+    in dma.bin order (SIMULATOR §2): the line names sem.bin's addr; until 2026-12-07 the
+    read came first, `record 0: send leg (legs.bin record 2) reads rank 3`."""
+    out = copy(ar4_out, tmp_path)
+    legs = _legs(out, 0)
+    first, count = int(legs["sem_first"][2]), int(legs["sem_count"][2])
+    p = out / "rank-0000" / "sem.bin"
+    sems = np.fromfile(p, F.SEM_DTYPE)
+    to_1 = EVT_SEM + (1 << 30) + INC + 4 * 16
+    (k,) = [first + i for i in range(count) if int(sems["addr"][first + i]) == to_1]
+    sems["addr"][k] = EVT_SEM + (2 << 30) + INC + 4 * 16
+    sems.tofile(p)
+    assert _move_bds(out, {0: 3}) == {0: 3}
+    assert _error(out) == (f"{out / 'rank-0000'}: field addr, rank 0, artifact sem.bin, "
+                           f"record {k}: send leg (legs.bin record 2) should signal rank 1, "
+                           "the ring successor of channel 0, not 2")
+
+
 # ---------------------------------------------------------------------------- the net FIFOs
 
 @pytest.fixture(scope="module")

@@ -1640,18 +1640,7 @@ class RankDecoder:
             raise self.fail(f"neigh for a {leaf} leg that {what[int(gen_neigh[bad])]} should be "
                             f"{gen_neigh[bad]} ({NEIGH_LABELS[int(gen_neigh[bad])]}), not "
                             f"{self.neigh[bad]}", "legs.bin", bad, "neigh")
-        # ring legs: the successor
-        ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
-        bad = _first(ring_runs & (R["dir"] == 0) & (R["rank"] != self.rank))
-        if bad is not None:
-            # the leg's first source BD in dma.bin order that reads another core, and its rank
-            # (a run index is no dma.bin record; the first such run may be a later BD's, the
-            # runs going by stream)
-            g = int(R["leg"][bad])
-            j = _first((self.bd_leg == g) & (self.bd_dir == 0) & (self.bd_rank != self.rank))
-            raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) reads "
-                            f"rank {self.bd_rank[j]} (ring legs read their own core)", "dma.bin",
-                            j, "buf_ptr")
+        # ring legs: the successor they signal (sem.bin), then their data (dma.bin) against it
         cache: dict[tuple[int, int], int] = {}
         for e, c in set(zip(self.spi.tolist(), self.ch.tolist())):
             s_ = self.entry_trigger[e].successor(c, self.rank, self.entry_leg[e])
@@ -1666,20 +1655,27 @@ class RankDecoder:
                             f"should signal rank {succ[bad]}, the ring successor of channel "
                             f"{self.ch[bad]}, not {self.l_next[bad]}",
                             "sem.bin", int(self.l_next_bd[bad]), "addr")
-        away = away & ring_runs
-        rl = R["leg"]
-        bad = _first(away & (R["rank"] != self.l_next[rl]))
-        # (what is wrong is a destination BD's buf_ptr: the first of the leg's, in dma.bin
-        # order, that writes another rank than the one it signals, named with the rank it
-        # writes; the first such run may be a later BD's, the runs going by stream)
-        dst_bds = (self.bd_dir == 1) & (self.bd_rank != self.rank)
-        if bad is not None:
-            g = int(rl[bad])
-            j = _first(dst_bds & (self.bd_leg == g) & (self.bd_rank != self.l_next[g]))
-            raise self.fail(f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g}) writes "
-                            f"rank {self.bd_rank[j]} but "
+        # (what is wrong is a BD's buf_ptr: the first ring-leg data BD in dma.bin order, across
+        # legs and within one, that reads another core or writes another rank than the one its
+        # leg signals, named with the rank it reads or writes; a BD's rank is its merged byte
+        # run's, so these are the BDs of the runs the two rules refuse, but runs go by leg and
+        # stream, not by dma.bin record)
+        elsewhere = ring[self.bd_leg] & (self.bd_rank != self.rank)
+        bad_read = elsewhere & (self.bd_dir == 0)
+        bad_write = elsewhere & (self.bd_dir == 1) & (self.bd_rank != self.l_next[self.bd_leg])
+        j = _first(bad_read | bad_write)
+        if j is not None:
+            g = int(self.bd_leg[j])
+            leg_name = f"{LEAF_NAMES[int(self.leaf[g])]} leg (legs.bin record {g})"
+            if bad_read[j]:
+                raise self.fail(f"{leg_name} reads rank {self.bd_rank[j]} (ring legs read their "
+                                "own core)", "dma.bin", j, "buf_ptr")
+            raise self.fail(f"{leg_name} writes rank {self.bd_rank[j]} but "
                             + (f"signals rank {self.l_next[g]}" if self.l_next[g] >= 0 else
                                "signals no other rank"), "dma.bin", j, "buf_ptr")
+        ring_runs = ring[R["leg"]] if R["leg"].size else np.zeros(0, bool)
+        away = away & ring_runs
+        rl = R["leg"]
         writes_next = np.bincount(rl[away], minlength=self.n_legs) > 0
         bad = _first(ring & (self.l_next >= 0) & ~writes_next)
         if bad is not None:
