@@ -26,21 +26,24 @@ and spec go to the log (``--log``, default ``fuzz/soak-failures.jsonl`` beside t
 one JSON object a line) and the exit status is 1.  The same ``--seed`` gives the same
 models: model ``i`` of ``--seed S`` is the model seed ``S * 10**6 + i``, the log's
 ``seed``.  An OS error of the harness's own files (the model written, the output lowered:
-a full disk or quota, no permission, the device, :data:`HARNESS_ERRNOS`; the log: any) is not a
-finding: the run stops with one line, ``soak_models.py: error: ...``, status 2, nothing
-logged, its files named in the model's temporary folder, deleted by then
-(``<temporary>/out``); so does the machine refusing a resource (memory, a process, a
-thread: a ``MemoryError``, an ``OSError`` ENOMEM or EAGAIN naming no file, the simulator's
-memory guard, its refusal before a run only when the model's own floor does not fit
-either: :func:`machine_refusal`) at any step, and an ``OSError`` while simulating on a
-short list (:data:`MACHINE_ERRNOS`: memory, a full disk, the device): the line names the
-model and its ``--replay``, so a soak on a loaded machine reports no false failure of the
-tool (until 2026-12-07 these were logged as failures).  Every other ``OSError`` (a file of
-the output not there or not of its kind, a bad read, too many open files: a descriptor the
-tool leaked) is a failure of the tool, logged.  ``--replay SEED`` runs that one model alone
-(with ``--two-node`` when the log's ``two_node`` is true), without that classification, and
-prints its verdict, a failure's traceback or mismatches on stderr (status 1; nothing
-logged), a refusal's whole line.
+a full disk, quota or file size limit, no permission, the device, :data:`HARNESS_ERRNOS`; the
+log: any, the log left as it was, :func:`append_line`) is not a finding: the run stops with
+one line, ``soak_models.py: error: ...``, status 2, nothing logged, its files named in the
+model's temporary folder, deleted by then (``<temporary>/out``), with how to run the model
+again alone; so does the machine refusing a resource (memory, a process, a thread: a
+``MemoryError``, an ``OSError`` ENOMEM or EAGAIN naming no file, the simulator's memory
+guard, its refusal before a run only when the output declares no more than the model's own
+floor: :func:`machine_refusal`) at any step, and an ``OSError`` while simulating on a short
+list (:data:`MACHINE_ERRNOS`: memory, the device): the line names the model and its
+``--replay``, so a soak on a loaded machine reports no false failure of the tool (until
+2026-12-07 these were logged as failures).  Every other ``OSError`` (a file of the output
+not there or not of its kind, a bad read, too many open files: a descriptor the tool leaked;
+a full disk while simulating, which writes no file) is a failure of the tool, logged.
+``--replay SEED`` runs that one model alone (with ``--two-node`` when the log's
+``two_node`` is true), without that classification, and prints its verdict, a failure's
+traceback or mismatches on stderr, a refusal's whole line; its status 0 (simulated, or
+refused while lowering), 2 (not the tool's, as the harness shows: its own writes, the
+memory guard), 1 (a failure of the tool): :func:`replay`.
 
 ``--two-node`` draws mostly two-node worlds of up to 32 ranks and up to 4 M elements
 (HIER, the net proxy), slower per model.
@@ -64,6 +67,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from fuzz_reader import seconds  # (the fuzzer's beside this script: a run's length, > 0)
+# (at load, not in run_one: memory refused while they load was a bare traceback there)
+# (modules, their functions looked up at each call: the tests replace them)
+import nrtrewrite.bundle as bundle
+import nrtrewrite.simulate as simulator
+from nrtrewrite.errors import NrtRewriteError, OutputError, ResourceError, temporary_name
+from nrtrewrite.neff.assembler import assemble_spec
 
 #: Where failures are appended by default: beside this script, wherever it is run from.
 DEFAULT_LOG = Path(__file__).resolve().parent / "soak-failures.jsonl"
@@ -141,20 +150,28 @@ def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dic
     file, the lowered output's write: a full disk, no permission, :data:`HARNESS_ERRNOS`)
     is not the tool's: the run stops with its line, status 2 (:func:`refuse_harness`; until
     2026-12-06 writing the model logged it as a soak failure, and the output's write counted
-    it as a refusal); so does, with ``classify`` (the run of many models; not ``--replay``),
-    the machine refusing a resource at any step (:func:`refuse_machine`) and an ``OSError``
-    while simulating of :data:`MACHINE_ERRNOS` (until 2026-12-07 logged as failures).  Any
-    other ``OSError`` (a descriptor leak's EMFILE, a bad read's EINVAL, a file of the wrong
-    kind in the output) is a failure of the tool.  Files are named in the line from the
-    model's temporary folder, deleted by then (``<temporary>/out/rank-0000/cce.bin``)."""
-    from nrtrewrite.bundle import write_output
-    from nrtrewrite.errors import NrtRewriteError, OutputError, temporary_name
-    from nrtrewrite.neff.assembler import assemble_spec
-    from nrtrewrite.simulate import simulate_output
-
+    it as a refusal); so does the machine refusing a resource at any step
+    (:func:`machine_line`) and an ``OSError`` while simulating of :data:`MACHINE_ERRNOS`
+    (until 2026-12-07 logged as failures).  Any other ``OSError`` (a descriptor leak's
+    EMFILE, a bad read's EINVAL, a file of the wrong kind in the output, a full disk while
+    simulating, which writes no file) is a failure of the tool.  Files are named in the
+    line from the model's temporary folder, deleted by then
+    (``<temporary>/out/rank-0000/cce.bin``).  Without ``classify`` (``--replay``) nothing
+    stops the run: what would have is the failure it is, its traceback kept, with
+    ``"harness"``, the line, where the harness can show it is not the tool's (its own
+    writes, the memory guard), for :func:`replay`."""
     spec, algo, host_cc = random_model(random.Random(seed), two_node)
     case = {"seed": seed, "two_node": two_node, "algo": algo, "host_cc": host_cc,
             "spec": spec}
+
+    def stop(line: str, shown: bool = True) -> dict:
+        """The harness's or machine's ``line``: the run's end (``classify``), or in a
+        replay the failure being handled, whole, with ``line`` when ``shown``."""
+        if classify:
+            refuse_harness(line)
+        return {"result": "failed", **case, "traceback": traceback.format_exc(),
+                **({"harness": line} if shown else {})}
+
     try:
         d = Path(tempfile.mkdtemp(prefix="soak-", dir=work))
     except OSError as err:  # (the work folder's file system full, say: not the model's fault)
@@ -168,28 +185,29 @@ def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dic
         except OSError as err:
             if not harness_os_error(err):  # (EMFILE: a descriptor the tool leaked)
                 raise
-            refuse_harness(f"{temporary_name(neff, d)}: cannot write model {seed}: "
-                           f"{err.strerror or err}")
+            return stop(f"{temporary_name(neff, d)}: cannot write model {seed}: "
+                        f"{err.strerror or err}" + again(seed, two_node))
         del data
         step = "lowering"
         try:
             plan = lower_drawn(neff, algo, host_cc)
         except NrtRewriteError as err:
-            if classify:
-                refuse_machine(err, seed, two_node, step, folder=d)
+            line = judged(err, seed, two_node, step, classify, folder=d)
+            if line is not None:
+                return stop(line)
             why = re.sub(r"^.*?trigger \d+: ", "", str(err))  # (the where: this temp file)
             return {"result": "refused", "why": re.sub(r"\d+", "#", why)[:160],
                     "line": err.named_within(d).line()}
         try:
-            out = write_output(plan, d / "out", ranks=None, workers=1)
+            out = bundle.write_output(plan, d / "out", ranks=None, workers=1)
         except OutputError as err:
             cause = err.__context__  # (write_output's "cannot write": the OSError)
             if not isinstance(cause, OSError) or not harness_os_error(cause):
                 raise
-            refuse_harness(f"model {seed}: {err.named_within(d).line()}")
+            return stop(f"model {seed}: {err.named_within(d).line()}" + again(seed, two_node))
         step = "simulating"
         try:
-            res = simulate_output(out, seed=seed % 97)
+            res = simulator.simulate_output(out, seed=seed % 97)
         except (OSError, OutputError) as err:  # (a file of the output not read: "cannot read")
             cause = err if isinstance(err, OSError) else err.__context__
             if classify and isinstance(cause, OSError) and machine_os_error(cause):
@@ -205,28 +223,31 @@ def run_one(seed: int, two_node: bool, work: Path, classify: bool = True) -> dic
             return {"result": "simulated"}
         return {"result": "failed", **case, "error": str(res.error), "bad": str(bad)[:4000]}
     except Exception as err:  # noqa: BLE001 - every other exception is what the soak looks for
-        if classify:
-            refuse_machine(err, seed, two_node, step, plan, folder=d)
-        return {"result": "failed", **case, "traceback": traceback.format_exc()}
+        line = judged(err, seed, two_node, step, classify, plan, folder=d)
+        return stop(line) if line is not None else {
+            "result": "failed", **case, "traceback": traceback.format_exc()}
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
 
 #: The errnos of an ``OSError`` met while simulating the output just written that are the
-#: machine's, not the tool's (the run stops, nothing logged): memory refused (ENOMEM), a
-#: full disk or quota (ENOSPC, EDQUOT), the device failing (EIO); and EAGAIN naming no file
-#: (:func:`machine_os_error`).  Every other one is a failure of the tool, logged: a file of
-#: the output not there or not of its kind (ENOENT, ENOTDIR, EISDIR; a directory or FIFO
-#: where an artifact belongs is EINVAL, "not a regular file"; a link loop ELOOP), a read
-#: the tool got wrong (EINVAL), too many open files (EMFILE, ENFILE: every model runs in
-#: one process, so a descriptor the tool leaks shows up so, many models later), no
-#: permission on a file lower wrote (until 2026-12-07 every errno but ENOENT, ENOTDIR and
-#: EISDIR was the machine's).
-MACHINE_ERRNOS = frozenset({errno.ENOMEM, errno.ENOSPC, errno.EDQUOT, errno.EIO})
+#: machine's, not the tool's (the run stops, nothing logged): memory refused (ENOMEM), the
+#: device failing (EIO); and EAGAIN naming no file (:func:`machine_os_error`).  Every other
+#: one is a failure of the tool, logged: a file of the output not there or not of its kind
+#: (ENOENT, ENOTDIR, EISDIR; a directory or FIFO where an artifact belongs is EINVAL, "not
+#: a regular file"; a link loop ELOOP), a read the tool got wrong (EINVAL), too many open
+#: files (EMFILE, ENFILE: every model runs in one process, so a descriptor the tool leaks
+#: shows up so, many models later), no permission on a file lower wrote, a full disk or
+#: quota (ENOSPC, EDQUOT: the simulator writes no file, so only the tool writing where it
+#: should not fills one; until 2026-12-07 the machine's), (until 2026-12-07 every errno but
+#: ENOENT, ENOTDIR and EISDIR was the machine's).
+MACHINE_ERRNOS = frozenset({errno.ENOMEM, errno.EIO})
 #: The errnos of an ``OSError`` writing the harness's own files (the model, the lowered
-#: output, the log) that are the harness's, not the tool's: :data:`MACHINE_ERRNOS` and no
-#: permission (EACCES, EPERM, EROFS) on the folders the harness chose.
-HARNESS_ERRNOS = MACHINE_ERRNOS | {errno.EACCES, errno.EPERM, errno.EROFS}
+#: output) that are the harness's, not the tool's: :data:`MACHINE_ERRNOS`, a full disk, a
+#: quota or a file size limit (ENOSPC, EDQUOT, EFBIG: ``ulimit -f``, until 2026-12-07 the
+#: tool's) and no permission (EACCES, EPERM, EROFS) on the folders the harness chose.
+HARNESS_ERRNOS = MACHINE_ERRNOS | {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES,
+                                   errno.EPERM, errno.EROFS}
 
 
 def machine_os_error(err: OSError) -> bool:
@@ -243,33 +264,40 @@ def harness_os_error(err: OSError) -> bool:
     return machine_os_error(err) or err.errno in HARNESS_ERRNOS
 
 
-def machine_refusal(err: BaseException, plan=None) -> str | None:
+def machine_refusal(err: BaseException, plan=None, folder: Path | None = None,
+                    shown_only: bool = False) -> str | None:
     """Why ``err`` is the machine refusing a resource, not a finding (None: it is not): a
     ``MemoryError`` anywhere in its chain, memory or a process refused (an ``OSError``
     ``ENOMEM`` or ``EAGAIN`` naming no file: ``fork``, ``mmap``), a thread that could not
     start, or the simulator's memory guard (:class:`~nrtrewrite.errors.ResourceError`,
-    status 71) - what the CLI says with status 71 (docs/CLI.md "Errors").  The guard's
-    refusal before the run (``cannot be simulated on this machine``) weighs the floor the
-    output's declared sizes give against the memory available: it is the machine's only
-    when the model's own floor (:func:`~nrtrewrite.simulate.memguard.floors_of_plan` of
-    ``plan``, the lowered model, not its output) is also more than the memory available
-    now; otherwise the output declares more than the model needs, the tool's (None)."""
-    from nrtrewrite.errors import ResourceError
-
+    status 71) - what the CLI says with status 71 (docs/CLI.md "Errors"); with
+    ``shown_only`` (``--replay``) only the guard, the one the harness can show is the
+    machine's.  The guard's refusal before the run (``cannot be simulated on this
+    machine``) weighs the floor the output's declared sizes give (the error's ``floor``)
+    against the memory available: it is the machine's only when that floor is no more than
+    the model's own (:func:`~nrtrewrite.simulate.memguard.floors_of_plan` of ``plan``, the
+    lowered model, not its output), which the guard's one reading of the memory available
+    did not fit either; an output declaring more than the model needs is the tool's (None),
+    as is a refusal with no floor or no model to weigh it against (until 2026-12-07 judged
+    by reading the memory available a second time, which another process may have changed
+    since).  A file of the temporary ``folder`` (deleted by then) is named
+    ``<temporary>/...``."""
     seen: set[int] = set()
     e: BaseException | None = err
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, MemoryError):
-            return f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
         if isinstance(e, ResourceError):
-            if STATIC_REFUSAL in e.why and plan is not None and model_fits(plan):
+            if STATIC_REFUSAL in e.why and not declares_the_models_floor(e, plan):
                 return None
-            return e.line()
-        if isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM) \
+            return (e.named_within(folder) if folder is not None else e).line()
+        if shown_only:  # (memory refused: the tool's bug as likely; the replay shows it)
+            pass
+        elif isinstance(e, MemoryError):
+            return f"out of memory ({type(e).__name__}{': ' + str(e) if str(e) else ''})"
+        elif isinstance(e, OSError) and e.errno in (errno.EAGAIN, errno.ENOMEM) \
                 and e.filename is None:
             return f"could not start a process or map memory ({e.strerror or e})"
-        if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
+        elif isinstance(e, RuntimeError) and "can't start new thread" in str(e):
             return "could not start a thread (can't start new thread)"
         e = e.__cause__ or e.__context__
     return None
@@ -279,29 +307,44 @@ def machine_refusal(err: BaseException, plan=None) -> str | None:
 STATIC_REFUSAL = "cannot be simulated on this machine"
 
 
-def model_fits(plan) -> bool:
-    """Whether the largest floor of the lowered model ``plan`` (from its triggers) fits the
-    memory available now (True too where the machine does not say)."""
-    from nrtrewrite.simulate.memguard import available_bytes, floors_of_plan, largest_floor
+def declares_the_models_floor(err, plan) -> bool:
+    """Whether the floor the guard refused (``err.floor``, from the output's declared
+    sizes) is no more than the largest floor of the lowered model ``plan`` (from its
+    triggers): no memory is read again, so the answer is the same however the machine's
+    memory moves."""
+    from nrtrewrite.simulate.memguard import floors_of_plan, largest_floor
 
-    worst, got = largest_floor(floors_of_plan(plan)), available_bytes()
-    return worst is None or got is None or worst.total <= got[0]
+    declared = getattr(err, "floor", None)
+    if declared is None or plan is None:
+        return False
+    own = largest_floor(floors_of_plan(plan))
+    return own is not None and declared.total <= own.total
 
 
-def refuse_machine(err: BaseException, seed: int, two_node: bool, step: str,
-                   plan=None, folder: Path | None = None) -> None:
-    """:func:`refuse_harness` when ``err`` is the machine's (:func:`machine_refusal`): a
+def machine_line(err: BaseException, seed: int, two_node: bool, step: str,
+                 plan=None, folder: Path | None = None, shown_only: bool = False) -> str | None:
+    """The harness's line when ``err`` is the machine's (:func:`machine_refusal`): a
     loaded machine's refusal is not logged as a failure of the tool; the model is named, to
-    be run again alone, a file of its temporary ``folder`` (deleted by then) as
-    ``<temporary>/...``.  Returns otherwise."""
-    from nrtrewrite.errors import TEMPORARY_FOLDER
+    be run again alone.  None otherwise."""
+    why = machine_refusal(err, plan, folder, shown_only)
+    if why is None:
+        return None
+    return (f"model {seed}: {step}: the machine refused a resource: {why}"
+            + again(seed, two_node))
 
-    why = machine_refusal(err, plan)
-    if why is not None:
-        if folder is not None:
-            why = why.replace(f"{folder}{os.sep}", f"{TEMPORARY_FOLDER}/")
-        refuse_harness(f"model {seed}: {step}: the machine refused a resource: {why}"
-                       + again(seed, two_node))
+
+def judged(err: BaseException, seed: int, two_node: bool, step: str, classify: bool,
+           plan=None, folder: Path | None = None) -> str | None:
+    """:func:`machine_line`, called from an ``except`` handler: a failure of the judgement
+    itself (a model its floors cannot be weighed for) is the tool's, noted on ``err`` (its
+    traceback then shows it), not an exception out of the handler (until 2026-12-07 it
+    ended the run with a traceback)."""
+    try:
+        return machine_line(err, seed, two_node, step, plan, folder, not classify)
+    except Exception as bad:  # noqa: BLE001 - the tool's: the failure is logged
+        err.add_note(f"(soak_models.py: judging whether this was the machine's raised "
+                     f"{type(bad).__name__}: {bad})")
+        return None
 
 
 def again(seed: int, two_node: bool) -> str:
@@ -405,13 +448,18 @@ def lower_options(algo: str | None, host_cc: bool) -> str:
 
 
 def replay(seed: int, two_node: bool) -> int:
-    """Run model ``seed`` alone: its verdict on stdout, a failure's details on stderr
-    (status 1, nothing logged).  Without the machine's classification (``run_one``'s
-    ``classify``): a resource refused, an ``OSError`` while simulating, the memory guard's
-    refusal are the failure they are, shown whole (a traceback; until 2026-12-07 the same
-    one line as the run of many models, so a tool's ``MemoryError`` could not be seen);
-    a refusal while lowering is its whole line (until 2026-12-07 the run's count key, its
-    digits ``#``, cut at 160 characters)."""
+    """Run model ``seed`` alone: its verdict on stdout, a failure's details on stderr,
+    nothing logged.  Without the run's classification (``run_one``'s ``classify``): a
+    resource refused, an ``OSError`` while simulating or writing the model or the output,
+    the memory guard's refusal are shown whole (a traceback; until 2026-12-07 the same one
+    line as the run of many models, so a tool's ``MemoryError`` could not be seen, and an
+    OS error writing the output stayed that line); a refusal while lowering is its whole
+    line (until 2026-12-07 the run's count key, its digits ``#``, cut at 160 characters).
+    The status: 0 simulated, or refused while lowering (as the soak expects of some
+    models); 2 where the harness shows it is not the tool's (an ``OSError`` of
+    :data:`HARNESS_ERRNOS` writing the model or the output, the memory guard refusing a
+    floor no more than the model's own), its line on stdout, ``not the tool's: model N:
+    ...``; 1 a failure of the tool, ``model N: FAILED (...)``."""
     with work_folder() as work:
         r = run_one(seed, two_node, Path(work), classify=False)
     if r["result"] == "simulated":
@@ -420,9 +468,36 @@ def replay(seed: int, two_node: bool) -> int:
     if r["result"] == "refused":
         print(f"model {seed}: refused: {r['line']}")
         return 0
+    if r.get("harness"):
+        print(f"not the tool's: {r['harness'].removesuffix(again(seed, two_node))}")
+        print(r["traceback"], file=sys.stderr, end="")
+        return 2
     print(f"model {seed}: FAILED ({lower_options(r['algo'], r['host_cc'])})")
     print(r.get("traceback") or f"{r['error']}; not matching: {r['bad']}", file=sys.stderr)
     return 1
+
+
+def append_line(log: Path, line: str) -> None:
+    """Append ``line`` (and a newline) to ``log`` whole or not at all: one ``os.write`` of
+    the whole line (repeated for what a short write left) on an ``O_APPEND`` descriptor,
+    and on an error (a full disk, a file size limit) the file cut back to its size before
+    it; a file not ending in a newline (a record an older run left half) gets one first.
+    Until 2026-12-07 a failed append left half a JSON line, the next record glued to it."""
+    data = (line + "\n").encode()
+    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,8 +526,7 @@ def main(argv: list[str] | None = None) -> int:
             elif r["result"] == "failed":
                 try:
                     args.log.parent.mkdir(parents=True, exist_ok=True)
-                    with open(args.log, "a") as fh:
-                        fh.write(json.dumps(r) + "\n")
+                    append_line(args.log, json.dumps(r))
                 except OSError as err:  # the harness's: the failure is not lost, its seed named
                     refuse_harness(f"{args.log}: cannot log the failure of model {r['seed']} "
                                    f"(again alone: --replay {r['seed']}"

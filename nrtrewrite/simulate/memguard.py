@@ -225,20 +225,23 @@ def floors_of_specs(specs, layout) -> list[Floor]:
 
 def check_operands_fit(floors, *, file: str, available=None) -> None:
     """Raise :class:`ResourceError` when the largest floor (:attr:`Floor.total`) is more
-    than the memory available (``available()``, default :func:`available_bytes`)."""
+    than the memory available (``available()``, default :func:`available_bytes`); the
+    error's ``floor`` is that :class:`Floor`."""
     worst = largest_floor(floors)
     got = (available or available_bytes)()
     if worst is None or got is None:
         return
     avail, source = got
     if worst.total > avail:
-        raise ResourceError(
+        err = ResourceError(
             f"cannot be simulated on this machine: {worst.label} holds {gib(worst.total)} at "
             f"once ({gib(worst.bytes)} of input and output, the rest its test data and "
             f"reference), more than the {gib(avail)} of memory available "
             f"({source}); simulate it on a machine with more memory, or pass "
             "--no-memory-check to try anyway",
             file=file, trigger=worst.trigger)
+        err.floor = worst  # (the floor weighed, exact: the soak compares it with the model's)
+        raise err
 
 
 def peak_rss_bytes() -> int:
