@@ -507,6 +507,47 @@ def test_simulates_detail_cell_of_a_cut_reason_keeps_the_reasons_count(monkeypat
     assert row.split("\u2502")[5].strip() == want
 
 
+NAME_WITH_A_MARK = "v ... (5 characters in all) ... w"  # (a model's name: any text)
+
+
+def test_simulates_detail_cell_takes_a_mark_in_a_name_for_text(monkeypatch):
+    """A reason of 941 characters, not cut, quoting a name that holds the mark's text: the
+    cell is the reason escaped (`var '...': ` then 900 `\\xe9`, 3,641 characters) and cut
+    as a whole, its first 700 and last 200 around its own count (review 52n, r5cell2.py:
+    until 2026-12-07 the name's mark was taken for the cut, `(5 characters in all)` the only
+    count, and the cell 237 characters)."""
+    import io
+    import sys
+
+    from nrtrewrite.cli.simulate import detail_cell
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    prefix = f"var {NAME_WITH_A_MARK!r}: "  # (41 characters)
+    cell = detail_cell(prefix + "\u00e9" * 900).plain
+    n = len(prefix) + 4 * 900
+    assert cell == (prefix + "\\xe9" * ((700 - len(prefix)) // 4) + " ... "
+                    f"({n} characters in all) ... " + "\\xe9" * 50)
+
+
+def test_simulates_detail_cell_of_a_cut_reason_quoting_a_mark_keeps_the_real_count(
+        monkeypatch):
+    """The same name before 2,000 `é`: the reason, 2,041 characters, is cut at its cap, a
+    second mark; the cell keeps the cut's count, 2,041, the name's mark in its head (until
+    2026-12-07 two marks: the escaped text cut again, `(3511 characters in all)`)."""
+    import io
+    import sys
+
+    from nrtrewrite.cli.simulate import detail_cell
+    from nrtrewrite.errors import SimulationError
+
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="ascii"))
+    prefix = f"var {NAME_WITH_A_MARK!r}: "
+    why = SimulationError(prefix + "\u00e9" * 2000).why
+    cell = detail_cell(why).plain
+    assert cell == (prefix + "\\xe9" * ((700 - len(prefix)) // 4) + " ... "
+                    "(2041 characters in all) ... " + "\\xe9" * 50)
+
+
 def test_inspect_jsons_warning_is_capped_as_the_warning_line_is(tmp_path):
     """docs/CLI.md "inspect --json": each `warnings[]` entry's `where` and `message` are cut
     as the `"error"` is, each on its own characters.  The model in nine folders of 250 `d`:

@@ -71,6 +71,27 @@ def _run(out: Path, seed: int, show_progress: bool, model=None,
 _CUT_MARK = re.compile(r" \.\.\. \((\d+) characters in all\) \.\.\. ")
 
 
+#: How many characters fewer than its first 700 or last 200 a cut may keep, so as not to
+#: split an escape (:func:`~nrtrewrite.errors.cut_middle`: a surrogate pair's two, 12).
+_CUT_SLACK = 12
+
+
+def _cut_mark(detail: str) -> "re.Match | None":
+    """The mark of ``detail`` cut at a reason's cap, when it has the exact shape that cut
+    gives (:func:`~nrtrewrite.errors.cut_middle` of ``MAX_WHY_CHARS``: a head of 700
+    characters, the mark, a tail of 200, each up to :data:`_CUT_SLACK` fewer, and a count
+    more than the cap and than the head and tail kept); None otherwise."""
+    head, tail = MAX_WHY_CHARS - 300, 200
+    for mark in _CUT_MARK.finditer(detail):
+        kept_tail = len(detail) - mark.end()
+        count = int(mark.group(1))
+        if head - _CUT_SLACK <= mark.start() <= head \
+                and tail - _CUT_SLACK <= kept_tail <= tail \
+                and count > MAX_WHY_CHARS and count > mark.start() + kept_tail:
+            return mark
+    return None
+
+
 def detail_cell(detail: str) -> Text:
     """The verdict table's ``detail`` cell: escaped as the table writes it (its control
     characters, and what stdout's encoding cannot hold: :func:`plain_line`), then capped as
@@ -81,12 +102,13 @@ def detail_cell(detail: str) -> Text:
     is a reason already cut at its own cap (one mark) keeps the reason's count, its part
     before the mark escaped and cut to 700 characters, its part after to the last 200: one
     count in the cell (until 2026-12-07 the escaped cut text was cut again, and its count,
-    ``(3634 characters in all)`` for a reason of 2,000, was the length of neither)."""
-    marks = list(_CUT_MARK.finditer(detail))
-    if len(marks) != 1:
+    ``(3634 characters in all)`` for a reason of 2,000, was the length of neither).  Only a
+    mark where the cut puts it counts (:func:`_cut_mark`): one inside a name the reason
+    quotes is text (until 2026-12-07 any one mark was taken for the cut, and of two, none)."""
+    mark = _cut_mark(detail)
+    if mark is None:
         return Text(cut_middle(plain_line(detail).plain, MAX_WHY_CHARS, MAX_WHY_CHARS - 300,
                                200))
-    mark = marks[0]
     head = plain_line(detail[:mark.start()]).plain
     tail = plain_line(detail[mark.end():]).plain
     head = cut_middle(head, MAX_WHY_CHARS - 300, MAX_WHY_CHARS - 300, 0, form="{head}")
