@@ -42,6 +42,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,6 +133,8 @@ def make_model(model: str, out: Path, work: Path) -> Path:
     try:
         write_new(made, _neff(buf.getvalue()))
     except OSError as err:  # (a full TMPDIR: until 2026-12-07 a traceback)
+        if err.filename is None:  # (a write's error names no file: its .tmp, until 2026-12-07
+            err.filename = str(made.with_suffix(".tmp"))  # none named)
         raise SystemExit(f"model {model}: cannot write it in the temporary folder: "
                          f"{_why(err, work)}") from None
     out.mkdir(exist_ok=True)
@@ -238,9 +241,11 @@ def _why(err: OSError, folder: Path | None = None, dest: Path | None = None) -> 
     if isinstance(err, shutil.Error) and err.args and isinstance(err.args[0], list) \
             and err.args[0]:
         failed = err.args[0]
-        _, file, why = failed[0]  # (copytree's: the source, its copy, why)
-        why = str(why) if folder is None else str(why).replace(f"{folder}{os.sep}",
-                                                               "<temporary>/")
+        _, file, why = failed[0]  # (copytree's: the source, its copy, str(the OSError))
+        # (the OSError's text without the files it names, ``: 'SRC' -> 'DST'``: the line
+        # names the copy once, as it is in --out; until 2026-12-07 three times, once as
+        # <temporary>/...)
+        why = re.split(r": ['\"]", str(why), maxsplit=1)[0]
         others = len(failed) - 1
         more = f" (and {others} other file{'s' * (others != 1)})" if others else ""
         return f"{named(file)}: {why}{more}".replace("\n", " ")

@@ -255,8 +255,10 @@ def test_a_folder_that_cannot_be_moved_in_is_one_line(tmp_path, monkeypatch):
     def other_fs(src, dst, *a, **k):
         raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), src, dst)
 
-    def full(src, dst, *a, **k):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def full(src, dst, *a, **k):  # (as shutil's sendfile copy raises it: both files named)
+        err = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        err.filename, err.filename2 = os.fspath(src), os.fspath(dst)
+        raise err
 
     monkeypatch.setattr(os, "rename", other_fs)
     monkeypatch.setattr(shutil, "copyfile", full)
@@ -284,6 +286,21 @@ def test_a_full_temporary_folder_writing_the_model_is_one_line(tmp_path, monkeyp
     assert str(exc.value.code) == ("model w1: cannot write it in the temporary folder: "
                                    f"{os.strerror(errno.ENOSPC)} (<temporary>/w1.tmp)")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_full_temporary_folder_naming_no_file_names_the_models_tmp(tmp_path, monkeypatch):
+    """A write's ENOSPC names no file (``write`` raises it so): the line names the model's
+    ``.tmp`` in the temporary folder all the same (until 2026-12-07 no file)."""
+    import errno
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(SystemExit) as exc:
+        bench_diff.make_model("w1", tmp_path / "out", tmp_path)
+    assert str(exc.value.code) == ("model w1: cannot write it in the temporary folder: "
+                                   f"{os.strerror(errno.ENOSPC)} (<temporary>/w1.tmp)")
 
 
 def test_a_failing_lower_is_its_last_line_naming_a_as_in_out(tmp_path, monkeypatch):
