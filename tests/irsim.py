@@ -51,7 +51,10 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
     entries = {r: [spec for t, spec in rank_entries(plan, r) if t is tp] for r in group}
     views = {r: standard_views(plan.memory, trig, pos[r]) for r in group}
     n = trig.num_elements
-    mem: dict[tuple[int, int], tuple[int, int]] = {}
+    # each rank's memory, address -> (element, contributor mask); a dict per rank, so that
+    # a leg looks its ranks' up once and each element by its address alone (a (rank,
+    # address) key per element took most of the run's time)
+    mem: dict[int, dict[int, tuple[int, int]]] = {}
     sems: dict[tuple[int, int], int] = {}
     state = {r: {"entry": -1, "progs": {}, "pc": {}} for r in group}
     done: set[int] = set()
@@ -77,7 +80,7 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
             elements = in_elements(r)
             addrs = views[r][Buf.IN].address(np.arange(elements.start, elements.stop)).tolist()
             bit = 1 << pos[r]
-            mem.update(((r, a), (e, bit)) for e, a in zip(elements, addrs))
+            mem.setdefault(r, {}).update((a, (e, bit)) for e, a in zip(elements, addrs))
         if k >= len(entries[r]):
             finish(r)
             return
@@ -92,14 +95,15 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
         expect = out_expect(r)
         elements = np.array([e for e, _t, _m in expect], dtype=np.int64)
         addrs = views[r][Buf.OUT].address(elements).tolist()
+        rmem = mem.setdefault(r, {})
         for (e, tag, mask), a in zip(expect, addrs):
-            got = mem.get((r, a))
+            got = rmem.get(a)
             if got != (tag, mask):
                 raise SymbolicError(f"rank {r}: output element {e} is {got}, expected "
                                     f"{(tag, mask)}")
         done.add(r)
 
-    written: set[tuple[int, int]] = set()
+    written: dict[int, set[int]] = {}  # each rank's addresses written by a leg
 
     def run_leg(r, row, spec):
         peers, vs = spec.peers, spec.views
@@ -115,11 +119,14 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
             src_owner = [peers[int(row["src_peer"][i])] for i in range(ns)]
             dst_owner = [peers[int(row["dst_peer"][j])] for j in range(nd)]
             unreduced = ns > 1 and not row["reduce"]
+            src_mem = [mem.setdefault(owner, {}) for owner in src_owner]
+            dst_mem = [mem.setdefault(owner, {}) for owner in dst_owner]
+            dst_written = [written.setdefault(owner, set()) for owner in dst_owner]
             for k, e in enumerate(range(a, b)):
                 mask = 0
                 for i in range(ns):
                     owner = src_owner[i]
-                    val = mem.get((owner, src_addr[i][k]))
+                    val = src_mem[i].get(src_addr[i][k])
                     if val is None:
                         raise SymbolicError(f"rank {r} leg {dict_row(row)} reads element {e} of "
                                             f"rank {owner} view {int(row['src_view'][i])} before "
@@ -134,13 +141,12 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
                         raise SymbolicError("several sources without a reduce")
                     mask |= val[1]
                 for j in range(nd):
-                    owner = dst_owner[j]
-                    key = (owner, dst_addr[j][k])
-                    if key in written:
+                    owner, addr = dst_owner[j], dst_addr[j][k]
+                    if addr in dst_written[j]:
                         raise SymbolicError(f"rank {r} writes element {e} of rank {owner} a "
                                             f"second time ({dict_row(row)})")
-                    written.add(key)
-                    mem[key] = (e, mask)
+                    dst_written[j].add(addr)
+                    dst_mem[j][addr] = (e, mask)
         for i in range(int(row["n_inc"])):
             key = (peers[int(row["inc_peer"][i])], int(row["inc_sem"][i]))
             sems[key] = sems.get(key, 0) + int(row["inc_val"][i])
