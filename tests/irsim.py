@@ -119,14 +119,16 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
             src_owner = [peers[int(row["src_peer"][i])] for i in range(ns)]
             dst_owner = [peers[int(row["dst_peer"][j])] for j in range(nd)]
             unreduced = ns > 1 and not row["reduce"]
-            src_mem = [mem.setdefault(owner, {}) for owner in src_owner]
-            dst_mem = [mem.setdefault(owner, {}) for owner in dst_owner]
-            dst_written = [written.setdefault(owner, set()) for owner in dst_owner]
+            # per source: its index, owner rank, memory lookup and addresses; per
+            # destination: its owner, written set, memory and addresses
+            srcs = [(i, owner, mem.setdefault(owner, {}).get, src_addr[i])
+                    for i, owner in enumerate(src_owner)]
+            dsts = [(owner, written.setdefault(owner, set()), mem.setdefault(owner, {}),
+                     dst_addr[j]) for j, owner in enumerate(dst_owner)]
             for k, e in enumerate(range(a, b)):
                 mask = 0
-                for i in range(ns):
-                    owner = src_owner[i]
-                    val = src_mem[i].get(src_addr[i][k])
+                for i, owner, get, addrs in srcs:
+                    val = get(addrs[k])
                     if val is None:
                         raise SymbolicError(f"rank {r} leg {dict_row(row)} reads element {e} of "
                                             f"rank {owner} view {int(row['src_view'][i])} before "
@@ -140,13 +142,13 @@ def run_trigger(plan, ordinal: int, *, seed: int = 0, max_steps: int = 10_000_00
                     if unreduced:
                         raise SymbolicError("several sources without a reduce")
                     mask |= val[1]
-                for j in range(nd):
-                    owner, addr = dst_owner[j], dst_addr[j][k]
-                    if addr in dst_written[j]:
+                for owner, wrote, dmem, addrs in dsts:
+                    addr = addrs[k]
+                    if addr in wrote:
                         raise SymbolicError(f"rank {r} writes element {e} of rank {owner} a "
                                             f"second time ({dict_row(row)})")
-                    dst_written[j].add(addr)
-                    dst_mem[j][addr] = (e, mask)
+                    wrote.add(addr)
+                    dmem[addr] = (e, mask)
         for i in range(int(row["n_inc"])):
             key = (peers[int(row["inc_peer"][i])], int(row["inc_sem"][i]))
             sems[key] = sems.get(key, 0) + int(row["inc_val"][i])
