@@ -1078,3 +1078,32 @@ def test_a_rank_folder_gone_beside_another_ranks_bad_manifest_is_named_alike(mix
     want = f"{out}: rank-0005 is missing (rank 5 of manifest.json ranks)"
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, *flags) == want, flags
+
+
+@pytest.mark.parametrize("gone", ["rank-0001/cce.bin", "rank-0001"])
+def test_a_file_gone_is_named_before_the_models_parse_with_and_without_the_option(
+        ar2, tmp_path, gone):
+    """docs/SIMULATOR.md §1: the rank folders and their files are looked at before the model
+    is parsed, with --ignore-checksums as without it (review 52l: with the option the model
+    was parsed first, so a model with the recorded sha256 that the reader refuses, an output
+    of an older, more lenient reader, named ``file too short`` there, the file gone without
+    it).  The model here is ar2.neff's first 1000 bytes, shorter than the 1024-byte header
+    (NEFF-LIKE.md §1), recorded as the input."""
+    out = tmp_path / "o"
+    shutil.copytree(ar2, out)
+    short = tmp_path / "t.neff"
+    short.write_bytes((FIX / "ar2.neff").read_bytes()[:1000])
+    top = json.loads((out / "manifest.json").read_text())
+    top["input"].update(sha256=hashlib.sha256(short.read_bytes()).hexdigest(), bytes=1000)
+    (out / "manifest.json").write_text(json.dumps(top, indent=1, sort_keys=True) + "\n")
+    # (the reader's refusal, once nothing is gone: the fault the file gone must come before)
+    assert _one_line_status_2(out, "--model", short, "--ignore-checksums").startswith(
+        f"{short}: file too short")
+    if gone.endswith(".bin"):
+        (out / gone).unlink()
+        want = f"{out / gone}: cannot read: No such file or directory"
+    else:
+        shutil.rmtree(out / gone)
+        want = f"{out}: rank-0001 is missing (rank 1 of manifest.json ranks)"
+    for flags in ((), ("--ignore-checksums",)):
+        assert _one_line_status_2(out, "--model", short, *flags) == want, flags

@@ -38,7 +38,8 @@ from nrtrewrite.errors import (MAX_WHY_CHARS, NrtRewriteError, OutputError, cut_
 from nrtrewrite.neff.reader import read_model, read_model_bytes
 from nrtrewrite.neff.writer import NAME_MAX
 from nrtrewrite.simulate import SimulationResult, simulate_output, verify_checksums
-from nrtrewrite.simulate.artifacts import check_input_model, input_model_bytes
+from nrtrewrite.simulate.artifacts import (check_input_model, check_output_files,
+                                           input_model_bytes)
 from nrtrewrite.simulate.memguard import check_operands_fit, floors_of_plan
 from nrtrewrite.simulate.testdata import SEED_MAX
 
@@ -259,6 +260,11 @@ def simulate_cmd(target, seed, as_json, ignore_checksums, model_path, no_memory_
                                                       verify_hash=not no_verify_hash)
             if not ignore_checksums:
                 verify_checksums(path)
+            elif model_path is not None:
+                # (the rank folders and files there, as the checksum pass looks at them
+                # without the option, before the model's parse: the first fault is named
+                # alike either way; until 2026-12-07 the reader's refusal came first here)
+                check_output_files(path)
             if model_path is not None:
                 # (bytes of the sha256 the block pass hashed, so of the payload digest it
                 # held to the header: the parse takes that digest, not hashing them again)

@@ -618,6 +618,27 @@ def read_rank_files(out: Path, rank: int) -> RankFiles:
     return RankFiles(rank=rank, path=rdir, manifest=man, records=records)
 
 
+def read_output_files(out: Path, ranks: list[int], neff: Path) -> dict[int, RankFiles]:
+    """What the checksum pass reads of the rank folders, in its order, refused as it refuses
+    it whatever ``--ignore-checksums``: every rank folder and manifest there
+    (:func:`check_rank_manifests_there`), the rewritten NEFF ``neff`` there
+    (:func:`check_readable`), then rank by rank, ascending, :func:`read_rank_files`."""
+    check_rank_manifests_there(out, ranks)
+    check_readable(neff, neff=True)
+    return {r: read_rank_files(out, r) for r in sorted(ranks)}
+
+
+def check_output_files(out: str | Path) -> None:
+    """:func:`read_output_files` of the output folder ``out`` (its top manifest's ``ranks``
+    and ``output_neff``): ``simulate OUT --model --ignore-checksums`` looks so at the rank
+    folders before the model is parsed, as the checksum pass does without the option, so
+    that a file gone is named before the reader's refusal either way (docs/SIMULATOR.md §1;
+    until 2026-12-07 the option named the reader's refusal)."""
+    out = Path(out)
+    (ranks, neff, *_), _, _ = read_top_values(out, read_top_manifest(out))
+    read_output_files(out, ranks, neff)
+
+
 def read_rank_values(rf: RankFiles) -> RankFiles:
     """The other values of the rank manifest :func:`read_rank_files` read, each of its type
     (an :class:`OutputError` naming the key), nothing else checked: ``rank``, ``entries``,

@@ -28,8 +28,8 @@ from nrtrewrite.errors import (NrtRewriteError, OutputError, SimulationError, cu
 from nrtrewrite.emit.formats import rank_dir_name
 from nrtrewrite.entryslots import ENTRY_POST_SEMS
 from nrtrewrite.simulate.artifacts import (
-    check_rank_manifests_there, check_readable, load_rank_files, read_rank_files,
-    read_rank_values, read_rewritten_neff, read_top_manifest, read_top_values)
+    load_rank_files, read_output_files, read_rank_values, read_rewritten_neff,
+    read_top_manifest, read_top_values)
 from nrtrewrite.simulate.fifo import FifoDecoder, Transfer
 from nrtrewrite.simulate.memguard import MemoryGuard, check_operands_fit, floors_of_specs
 from nrtrewrite.simulate.program import (
@@ -265,9 +265,7 @@ class Simulator:
         # named alike with and without --ignore-checksums: every rank folder and manifest
         # there, the rewritten NEFF there, rank by rank the manifest's ``files`` rows and the
         # artifacts there, then every rank's other keys (the values are checked after all)
-        check_rank_manifests_there(self.out, self.ranks)
-        check_readable(self._neff_path, neff=True)
-        files = {r: read_rank_files(self.out, r) for r in sorted(self.ranks)}
+        files = read_output_files(self.out, self.ranks, self._neff_path)
         self.rank_manifests = {r: read_rank_values(files[r]) for r in sorted(self.ranks)}
         # what the values say
         self.layout.check()
