@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -1107,3 +1108,45 @@ def test_a_file_gone_is_named_before_the_models_parse_with_and_without_the_optio
         want = f"{out}: rank-0001 is missing (rank 1 of manifest.json ranks)"
     for flags in ((), ("--ignore-checksums",)):
         assert _one_line_status_2(out, "--model", short, *flags) == want, flags
+
+
+def _changed(data: bytes) -> dict[str, bytes]:
+    """ar2.neff's bytes changed a few ways, each a model of another sha256."""
+    flip = bytearray(data)
+    flip[-10] ^= 1  # (a payload byte)
+    head = bytearray(data)
+    head[100] ^= 1  # (a header byte)
+    return {"payload byte": bytes(flip), "header byte": bytes(head), "a byte less": data[:-1],
+            "50 zero bytes more": data + bytes(50), "empty": b""}
+
+
+@pytest.mark.parametrize("kind", sorted(_changed(b"x" * 200)))
+def test_a_model_replaced_between_its_hash_and_its_parse_is_refused(
+        ar2, tmp_path, monkeypatch, kind):
+    """docs/SIMULATOR.md §1: the model is hashed in blocks before the checksum pass, then
+    read whole and held again to that sha256 before it is parsed (the parse takes the
+    payload digest of the block pass, so it does not hash the payload again); a model
+    replaced in between is refused, naming the sha256 of its bytes now and of the block
+    pass's (review 52l: nothing tested it; with the re-check gone, ar2.neff plus 50 zero
+    bytes swapped in simulated clean)."""
+    import nrtrewrite.cli.simulate as cs
+
+    data = (FIX / "ar2.neff").read_bytes()
+    new = _changed(data)[kind]
+    model = tmp_path / "m.neff"
+    real = cs.input_model_bytes
+
+    def swapped(*args, **kwargs):  # (between the two passes: os.replace, as an editor does)
+        (tmp_path / "n.neff").write_bytes(new)
+        os.replace(tmp_path / "n.neff", model)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cs, "input_model_bytes", swapped)
+    want = (f"{model}: field input.sha256: changed while being checked: its sha256 is now "
+            f"{hashlib.sha256(new).hexdigest()[:16]}..., not "
+            f"{hashlib.sha256(data).hexdigest()[:16]}... ({len(new)} bytes now)")
+    for flags in ((), ("--ignore-checksums",), ("--no-verify-hash",)):
+        model.write_bytes(data)
+        res = cli("simulate", ar2, "--model", model, *flags)
+        assert res.exit_code == 2 and res.stderr == f"nrtrewrite: error: {want}\n", \
+            (flags, res.output)
